@@ -1,0 +1,121 @@
+/**
+ * The text admin protocol (gearman.md §5): one command per short-lived
+ * connection, so a text reply can never desynchronise a binary connection.
+ *
+ * @module
+ */
+import {
+  AdminReplyParser,
+  encodeAdminCommand,
+  type FunctionStatus,
+  isMultiLineAdminCommand,
+  parseStatusReply,
+  parseWorkersReply,
+  type WorkerInfo,
+} from "./codec.ts";
+import { ConnectionClosedError, parseServerAddress } from "./connection.ts";
+import { deadline } from "../util/async.ts";
+
+export type { FunctionStatus, WorkerInfo };
+
+/** Options of an admin call. */
+export interface AdminOptions {
+  /** Bound on connect + reply; default 2 s (gearman.md §5: cap the read time). */
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Send one admin command and return the reply lines.
+ *
+ * @param server `host:port`.
+ * @param command e.g. `status`, `workers`, `version`.
+ * @param options Timeout and signal.
+ * @returns Reply lines (for multi-line commands without the final `.`).
+ * @throws {ConnectionClosedError} When the server cannot be reached or does not answer in time.
+ */
+export async function adminCommand(
+  server: string,
+  command: string,
+  options: AdminOptions = {},
+): Promise<string[]> {
+  const { hostname, port } = parseServerAddress(server);
+  using limit = deadline(options.timeoutMs ?? 2000, options.signal);
+  let conn: Deno.TcpConn;
+  try {
+    conn = await Deno.connect({ hostname, port, signal: limit.signal });
+  } catch (err: unknown) {
+    throw new ConnectionClosedError(server, `cannot connect for admin command "${command}"`, err);
+  }
+  const onAbort = () => {
+    try {
+      conn.close();
+    } catch {
+      // already closed
+    }
+  };
+  limit.signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    await conn.write(encodeAdminCommand(command));
+    const parser = new AdminReplyParser(isMultiLineAdminCommand(command));
+    for (;;) {
+      const buf = new Uint8Array(16 * 1024);
+      const n = await conn.read(buf);
+      if (n === null) {
+        throw new ConnectionClosedError(
+          server,
+          `EOF before the reply to "${command}" was complete`,
+        );
+      }
+      const lines = parser.push(buf.subarray(0, n));
+      if (lines !== undefined) return lines;
+    }
+  } catch (err: unknown) {
+    if (err instanceof ConnectionClosedError) throw err;
+    const detail = limit.signal.aborted ? "timed out" : "failed";
+    throw new ConnectionClosedError(server, `admin command "${command}" ${detail}`, err);
+  } finally {
+    limit.signal.removeEventListener("abort", onAbort);
+    onAbort();
+  }
+}
+
+/**
+ * Queue depths: `status` parsed (waiting = total − running).
+ *
+ * @param server `host:port`.
+ * @param options Timeout and signal.
+ * @returns One entry per function the server knows.
+ */
+export async function adminStatus(
+  server: string,
+  options?: AdminOptions,
+): Promise<FunctionStatus[]> {
+  return parseStatusReply(await adminCommand(server, "status", options));
+}
+
+/**
+ * Connected workers: `workers` parsed.
+ *
+ * @param server `host:port`.
+ * @param options Timeout and signal.
+ * @returns One entry per connection.
+ */
+export async function adminWorkers(server: string, options?: AdminOptions): Promise<WorkerInfo[]> {
+  return parseWorkersReply(await adminCommand(server, "workers", options));
+}
+
+/**
+ * Server version (`OK 1.1.20+ds` → `1.1.20+ds`); also the readiness probe for tests.
+ *
+ * @param server `host:port`.
+ * @param options Timeout and signal.
+ * @returns The version string.
+ */
+export async function adminVersion(server: string, options?: AdminOptions): Promise<string> {
+  const [line = ""] = await adminCommand(server, "version", options);
+  if (!line.startsWith("OK ")) {
+    throw new ConnectionClosedError(server, `unexpected version reply ${JSON.stringify(line)}`);
+  }
+  return line.slice(3);
+}

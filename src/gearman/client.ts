@@ -1,0 +1,145 @@
+/**
+ * Client side: background submissions (publishing tools, tests) with
+ * pipelined submits matched to answers by position (gearman.md §9).
+ *
+ * @module
+ */
+import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
+import { ConnectionClosedError, type ConnectOptions, GearmanConnection } from "./connection.ts";
+
+/** Priority of a background job. */
+export type JobPriority = "low" | "normal" | "high";
+
+const SUBMIT_BG: Record<JobPriority, number> = {
+  low: PACKET.SUBMIT_JOB_LOW_BG,
+  normal: PACKET.SUBMIT_JOB_BG,
+  high: PACKET.SUBMIT_JOB_HIGH_BG,
+};
+
+/** The server answered a submission with an ERROR packet (e.g. `QUEUE_ERROR` after maxqueue). */
+export class SubmitError extends Error {
+  /** Server error code, e.g. `QUEUE_ERROR`. */
+  readonly code: string;
+  /**
+   * @param code Error code from the server.
+   * @param text Error text from the server.
+   */
+  constructor(code: string, text: string) {
+    super(`Job server refused submission: ${code} ${text}`);
+    this.name = "SubmitError";
+    this.code = code;
+  }
+}
+
+interface Pending {
+  resolve(handle: string): void;
+  reject(err: Error): void;
+}
+
+/** Options of {@link GearmanClient.connect}. */
+export interface ClientOptions extends Omit<ConnectOptions, "onPacket"> {
+  /** Submissions awaiting JOB_CREATED at once (pipelining window); default 100. */
+  readonly window?: number;
+}
+
+/** A submitting connection to one job server. */
+export class GearmanClient implements AsyncDisposable {
+  readonly server: string;
+  readonly #window: number;
+  #conn: GearmanConnection | undefined;
+  readonly #pending: Pending[] = [];
+  readonly #roomWaiters: (() => void)[] = [];
+
+  private constructor(server: string, window: number) {
+    this.server = server;
+    this.#window = window;
+  }
+
+  /**
+   * Connect a submitting client.
+   *
+   * @param server `host:port`.
+   * @param options Timeouts, signal and pipelining window.
+   * @returns The connected client.
+   * @throws {ConnectionClosedError} When the server cannot be reached.
+   */
+  static async connect(server: string, options: ClientOptions = {}): Promise<GearmanClient> {
+    const client = new GearmanClient(server, options.window ?? 100);
+    client.#conn = await GearmanConnection.connect(server, {
+      ...options,
+      heartbeatIntervalMs: options.heartbeatIntervalMs ?? 0,
+      onPacket: (p) => client.#onPacket(p),
+    });
+    void client.#conn.closed.then((reason) => {
+      const err = reason ?? new ConnectionClosedError(server, "connection closed");
+      // A submission written before the loss has an unknown outcome (gearman.md §9).
+      for (const p of client.#pending.splice(0)) p.reject(err);
+      for (const w of client.#roomWaiters.splice(0)) w();
+    });
+    return client;
+  }
+
+  /**
+   * Submit one background job; resolves with its handle once the server created it.
+   * Waits while the pipelining window is full (backpressure).
+   *
+   * @param fn Function (queue) name.
+   * @param payload Workload.
+   * @param options Unique id (default empty: never coalesces on the builtin queue) and priority.
+   * @returns The job handle.
+   * @throws {SubmitError} When the server answers ERROR.
+   * @throws {ConnectionClosedError} When the connection is lost before the answer.
+   */
+  async submitBackground(
+    fn: string,
+    payload: string | Uint8Array,
+    options: { unique?: string; priority?: JobPriority } = {},
+  ): Promise<string> {
+    const conn = this.#connection;
+    while (this.#pending.length >= this.#window && !conn.isClosed) {
+      await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+    }
+    if (conn.isClosed) throw new ConnectionClosedError(this.server, "connection is closed");
+    const packet = encodePacket("REQ", SUBMIT_BG[options.priority ?? "normal"], [
+      fn,
+      options.unique ?? "",
+      payload,
+    ]);
+    return await new Promise<string>((resolve, reject) => {
+      this.#pending.push({ resolve, reject });
+      conn.send(packet);
+    });
+  }
+
+  /** Close the connection (idempotent). */
+  close(): Promise<void> {
+    return this.#conn?.close() ?? Promise.resolve();
+  }
+
+  /** Same as {@link close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  get #connection(): GearmanConnection {
+    if (this.#conn === undefined) throw new Error("GearmanClient used before connect()");
+    return this.#conn;
+  }
+
+  #onPacket(packet: Packet): void {
+    if (packet.type !== PACKET.JOB_CREATED && packet.type !== PACKET.ERROR) {
+      void this.#connection.close();
+      for (const p of this.#pending.splice(0)) {
+        p.reject(
+          new ConnectionClosedError(this.server, `unexpected ${packetName(packet.type)} on client`),
+        );
+      }
+      return;
+    }
+    const pending = this.#pending.shift();
+    this.#roomWaiters.shift()?.();
+    if (pending === undefined) return;
+    if (packet.type === PACKET.JOB_CREATED) pending.resolve(argText(packet.args[0]));
+    else pending.reject(new SubmitError(argText(packet.args[0]), argText(packet.args[1])));
+  }
+}

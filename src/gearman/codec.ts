@@ -1,0 +1,529 @@
+/**
+ * Gearman binary protocol codec: bytes ↔ packets, with no I/O.
+ *
+ * Framing (gearman.md §1.1): 4 magic bytes (`\0REQ` / `\0RES`), a big-endian
+ * uint32 packet type, a big-endian uint32 body size, then the body. Arguments
+ * are separated by single NUL bytes; the last argument is "whatever remains"
+ * and may itself contain NULs, so a body is split on its first n−1 NULs only,
+ * n coming from the packet table below.
+ *
+ * @module
+ */
+
+/** Which side sent a packet: `REQ` (client/worker → server) or `RES` (server → client). */
+export type Magic = "REQ" | "RES";
+
+/** One row of the packet table: the single source of truth for encoder and decoder. */
+export interface PacketSpec {
+  readonly code: number;
+  readonly name: string;
+  /** Number of arguments in the body (the last one is opaque and may hold NULs). */
+  readonly args: number;
+  /** Magic values this packet may carry (WORK_* travel in both directions). */
+  readonly magic: readonly Magic[];
+}
+
+const REQ: readonly Magic[] = ["REQ"];
+const RES: readonly Magic[] = ["RES"];
+const BOTH: readonly Magic[] = ["REQ", "RES"];
+
+/** The packet table of gearman.md §2 (gearmand 1.1.20). */
+export const PACKETS = [
+  { code: 1, name: "CAN_DO", args: 1, magic: REQ },
+  { code: 2, name: "CANT_DO", args: 1, magic: REQ },
+  { code: 3, name: "RESET_ABILITIES", args: 0, magic: REQ },
+  { code: 4, name: "PRE_SLEEP", args: 0, magic: REQ },
+  { code: 6, name: "NOOP", args: 0, magic: RES },
+  { code: 7, name: "SUBMIT_JOB", args: 3, magic: REQ },
+  { code: 8, name: "JOB_CREATED", args: 1, magic: RES },
+  { code: 9, name: "GRAB_JOB", args: 0, magic: REQ },
+  { code: 10, name: "NO_JOB", args: 0, magic: RES },
+  { code: 11, name: "JOB_ASSIGN", args: 3, magic: RES },
+  { code: 12, name: "WORK_STATUS", args: 3, magic: BOTH },
+  { code: 13, name: "WORK_COMPLETE", args: 2, magic: BOTH },
+  { code: 14, name: "WORK_FAIL", args: 1, magic: BOTH },
+  { code: 15, name: "GET_STATUS", args: 1, magic: REQ },
+  { code: 16, name: "ECHO_REQ", args: 1, magic: REQ },
+  { code: 17, name: "ECHO_RES", args: 1, magic: RES },
+  { code: 18, name: "SUBMIT_JOB_BG", args: 3, magic: REQ },
+  { code: 19, name: "ERROR", args: 2, magic: RES },
+  { code: 20, name: "STATUS_RES", args: 5, magic: RES },
+  { code: 21, name: "SUBMIT_JOB_HIGH", args: 3, magic: REQ },
+  { code: 22, name: "SET_CLIENT_ID", args: 1, magic: REQ },
+  { code: 23, name: "CAN_DO_TIMEOUT", args: 2, magic: REQ },
+  { code: 24, name: "ALL_YOURS", args: 0, magic: REQ },
+  { code: 25, name: "WORK_EXCEPTION", args: 2, magic: BOTH },
+  { code: 26, name: "OPTION_REQ", args: 1, magic: REQ },
+  { code: 27, name: "OPTION_RES", args: 1, magic: RES },
+  { code: 28, name: "WORK_DATA", args: 2, magic: BOTH },
+  { code: 29, name: "WORK_WARNING", args: 2, magic: BOTH },
+  { code: 30, name: "GRAB_JOB_UNIQ", args: 0, magic: REQ },
+  { code: 31, name: "JOB_ASSIGN_UNIQ", args: 4, magic: RES },
+  { code: 32, name: "SUBMIT_JOB_HIGH_BG", args: 3, magic: REQ },
+  { code: 33, name: "SUBMIT_JOB_LOW", args: 3, magic: REQ },
+  { code: 34, name: "SUBMIT_JOB_LOW_BG", args: 3, magic: REQ },
+  { code: 35, name: "SUBMIT_JOB_SCHED", args: 8, magic: REQ },
+  { code: 36, name: "SUBMIT_JOB_EPOCH", args: 4, magic: REQ },
+  { code: 37, name: "SUBMIT_REDUCE_JOB", args: 5, magic: REQ },
+  { code: 38, name: "SUBMIT_REDUCE_JOB_BACKGROUND", args: 5, magic: REQ },
+  { code: 39, name: "GRAB_JOB_ALL", args: 0, magic: REQ },
+  { code: 40, name: "JOB_ASSIGN_ALL", args: 5, magic: RES },
+  { code: 41, name: "GET_STATUS_UNIQUE", args: 1, magic: REQ },
+  { code: 42, name: "STATUS_RES_UNIQUE", args: 6, magic: RES },
+] as const satisfies readonly PacketSpec[];
+
+/** Names of all packets in the table. */
+export type PacketName = (typeof PACKETS)[number]["name"];
+
+/** Packet codes by name, derived from {@link PACKETS}. */
+export const PACKET: { readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"] } = Object
+  .freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
+    readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"];
+  };
+
+const SPEC_BY_CODE: ReadonlyMap<number, PacketSpec> = new Map(
+  PACKETS.map((p): [number, PacketSpec] => [p.code, p]),
+);
+
+/** Look up a packet's table row by its numeric code. */
+export function packetSpec(code: number): PacketSpec | undefined {
+  return SPEC_BY_CODE.get(code);
+}
+
+/** Name of a packet code for logs (`UNKNOWN(99)` for codes outside the table). */
+export function packetName(code: number): string {
+  return SPEC_BY_CODE.get(code)?.name ?? `UNKNOWN(${code})`;
+}
+
+/** Size of the fixed packet header in bytes. */
+export const HEADER_SIZE = 12;
+
+/**
+ * Default ceiling for an announced body size. gearmand itself has no cap
+ * below 4 GiB (gearman.md §1.4); a larger announcement on a worker
+ * connection means a desynchronised stream, not a real job.
+ */
+export const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
+
+const MAGIC_BYTES: Readonly<Record<Magic, readonly number[]>> = {
+  REQ: [0x00, 0x52, 0x45, 0x51],
+  RES: [0x00, 0x52, 0x45, 0x53],
+};
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** A protocol violation on the receive or send side; fatal for the connection. */
+export class GearmanProtocolError extends Error {
+  /** Packet type code involved, if known. */
+  readonly packetType: number | undefined;
+  /** Offset in the stream (bytes since the parser was created) where the problem starts. */
+  readonly offset: number | undefined;
+
+  /**
+   * @param message What went wrong.
+   * @param options Packet type, stream offset and cause.
+   */
+  constructor(
+    message: string,
+    options: { packetType?: number; offset?: number; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "GearmanProtocolError";
+    this.packetType = options.packetType;
+    this.offset = options.offset;
+  }
+}
+
+/** One decoded binary packet. `args` are views into the received bytes (no copy). */
+export interface Packet {
+  readonly magic: Magic;
+  readonly type: number;
+  readonly args: readonly Uint8Array[];
+}
+
+/** A packet argument: text is encoded as UTF-8, bytes are sent unchanged. */
+export type PacketArg = string | Uint8Array;
+
+/**
+ * Encode one packet. Exactly n−1 separators are emitted for a packet with n
+ * arguments, because gearmand waits forever (and later desynchronises) on a
+ * request missing a separator (gearman.md §1.2).
+ *
+ * @param magic `REQ` for everything a worker or client sends.
+ * @param type Packet code from {@link PACKETS}.
+ * @param args Exactly as many arguments as the table says.
+ * @returns The packet bytes.
+ * @throws {GearmanProtocolError} On an unknown code, a wrong argument count, or a NUL inside a non-final argument.
+ *
+ * @example Encode a CAN_DO registration
+ * ```ts
+ * import { encodePacket, PACKET } from "./codec.ts";
+ * const bytes = encodePacket("REQ", PACKET.CAN_DO, ["fn"]);
+ * // 00 52 45 51 00 00 00 01 00 00 00 02 66 6e
+ * ```
+ */
+export function encodePacket(magic: Magic, type: number, args: readonly PacketArg[]): Uint8Array {
+  const spec = SPEC_BY_CODE.get(type);
+  if (spec === undefined) {
+    throw new GearmanProtocolError(`Cannot encode packet: unknown type ${type}`, {
+      packetType: type,
+    });
+  }
+  if (args.length !== spec.args) {
+    throw new GearmanProtocolError(
+      `Cannot encode ${spec.name}: expected ${spec.args} argument(s), got ${args.length}`,
+      { packetType: type },
+    );
+  }
+  const parts = args.map((a) => typeof a === "string" ? encoder.encode(a) : a);
+  let size = parts.length > 0 ? parts.length - 1 : 0;
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i] as Uint8Array;
+    if (i < parts.length - 1 && part.indexOf(0) !== -1) {
+      throw new GearmanProtocolError(
+        `Cannot encode ${spec.name}: argument ${i + 1} contains a NUL byte`,
+        { packetType: type },
+      );
+    }
+    size += part.length;
+  }
+  const out = new Uint8Array(HEADER_SIZE + size);
+  out.set(MAGIC_BYTES[magic], 0);
+  const view = new DataView(out.buffer);
+  view.setUint32(4, type);
+  view.setUint32(8, size);
+  let offset = HEADER_SIZE;
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i] as Uint8Array;
+    out.set(part, offset);
+    offset += part.length;
+    if (i < parts.length - 1) {
+      out[offset] = 0;
+      offset += 1;
+    }
+  }
+  return out;
+}
+
+/** Concatenate several encoded packets so one step is one write (D12, gearman.md §10 Nagle table). */
+export function concatPackets(packets: readonly Uint8Array[]): Uint8Array {
+  if (packets.length === 1) return packets[0] as Uint8Array;
+  let size = 0;
+  for (const p of packets) size += p.length;
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const p of packets) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}
+
+/** Decode an argument as UTF-8 text (handles, function names, error codes). */
+export function argText(arg: Uint8Array | undefined): string {
+  return arg === undefined ? "" : decoder.decode(arg);
+}
+
+/** Options of {@link PacketParser}. */
+export interface PacketParserOptions {
+  /** The only magic accepted (`RES` on a worker/client connection). */
+  readonly expect: Magic;
+  /** Largest announced body size accepted; default {@link DEFAULT_MAX_BODY_SIZE}. */
+  readonly maxBodySize?: number;
+}
+
+/**
+ * Incremental parser: feed it chunks exactly as the socket returns them and
+ * it returns every packet completed so far. A packet split across reads,
+ * several packets in one read, and multi-megabyte bodies are all handled
+ * without re-copying what was already received (chunks are kept as a list
+ * and joined once per packet).
+ *
+ * After a {@link GearmanProtocolError} the stream is desynchronised and the
+ * parser refuses further input: the connection must be closed.
+ *
+ * @example Parse a NOOP split over two reads
+ * ```ts
+ * import { PacketParser } from "./codec.ts";
+ * const parser = new PacketParser({ expect: "RES" });
+ * parser.push(new Uint8Array([0, 0x52, 0x45, 0x53, 0, 0]));          // []
+ * const packets = parser.push(new Uint8Array([0, 6, 0, 0, 0, 0]));   // [{ type: 6, … }]
+ * ```
+ */
+export class PacketParser {
+  readonly #expect: Magic;
+  readonly #maxBodySize: number;
+  #chunks: Uint8Array[] = [];
+  #buffered = 0;
+  #offset = 0;
+  #failed: GearmanProtocolError | undefined;
+  // Header of the packet being assembled, once its 12 bytes are known.
+  #type = -1;
+  #size = -1;
+
+  /** @param options Expected magic and body size ceiling. */
+  constructor(options: PacketParserOptions) {
+    this.#expect = options.expect;
+    this.#maxBodySize = options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE;
+  }
+
+  /** Bytes received but not yet part of a returned packet. */
+  get buffered(): number {
+    return this.#buffered;
+  }
+
+  /**
+   * Add received bytes and return every packet they complete.
+   *
+   * @param chunk Bytes as read from the socket (the parser keeps a reference; do not reuse the buffer).
+   * @returns Completed packets in stream order (possibly none).
+   * @throws {GearmanProtocolError} On bad magic, an unknown packet type, a size above the ceiling, or a body with too few arguments.
+   */
+  push(chunk: Uint8Array): Packet[] {
+    if (this.#failed !== undefined) throw this.#failed;
+    if (chunk.length > 0) {
+      this.#chunks.push(chunk);
+      this.#buffered += chunk.length;
+    }
+    const out: Packet[] = [];
+    for (;;) {
+      if (this.#type < 0) {
+        if (this.#buffered < HEADER_SIZE) break;
+        const header = this.#take(HEADER_SIZE);
+        this.#parseHeader(header);
+      }
+      if (this.#buffered < this.#size) break;
+      const body = this.#take(this.#size);
+      out.push(this.#parseBody(body));
+      this.#offset += HEADER_SIZE + this.#size;
+      this.#type = -1;
+      this.#size = -1;
+    }
+    return out;
+  }
+
+  #fail(message: string, packetType?: number): never {
+    this.#failed = new GearmanProtocolError(message, {
+      offset: this.#offset,
+      ...(packetType === undefined ? {} : { packetType }),
+    });
+    this.#chunks = [];
+    this.#buffered = 0;
+    throw this.#failed;
+  }
+
+  #parseHeader(header: Uint8Array): void {
+    const magic = header[1] === 0x52 && header[2] === 0x45 && header[0] === 0
+      ? header[3] === 0x53 ? "RES" : header[3] === 0x51 ? "REQ" : undefined
+      : undefined;
+    if (magic !== this.#expect) {
+      const shown = Array.from(header.subarray(0, 4), (b) => b.toString(16).padStart(2, "0"))
+        .join(" ");
+      this.#fail(`Invalid packet magic: expected "\\0${this.#expect}", got bytes ${shown}`);
+    }
+    const view = new DataView(header.buffer, header.byteOffset, HEADER_SIZE);
+    const type = view.getUint32(4);
+    const size = view.getUint32(8);
+    const spec = SPEC_BY_CODE.get(type);
+    if (spec === undefined) this.#fail(`Unknown packet type ${type}`, type);
+    if (!spec.magic.includes(magic)) {
+      this.#fail(`Packet ${spec.name} cannot carry magic "\\0${magic}"`, type);
+    }
+    if (size > this.#maxBodySize) {
+      this.#fail(
+        `Packet ${spec.name} announces ${size} body bytes, above the limit of ${this.#maxBodySize}`,
+        type,
+      );
+    }
+    this.#type = type;
+    this.#size = size;
+  }
+
+  #parseBody(body: Uint8Array): Packet {
+    const spec = SPEC_BY_CODE.get(this.#type) as PacketSpec;
+    const args: Uint8Array[] = [];
+    let start = 0;
+    for (let i = 0; i < spec.args - 1; i++) {
+      const nul = body.indexOf(0, start);
+      if (nul === -1) {
+        this.#fail(
+          `Packet ${spec.name} has ${i + 1} argument(s) where ${spec.args} are required`,
+          this.#type,
+        );
+      }
+      args.push(body.subarray(start, nul));
+      start = nul + 1;
+    }
+    if (spec.args > 0) args.push(body.subarray(start));
+    else if (body.length > 0) {
+      this.#fail(`Packet ${spec.name} takes no arguments but has a body`, this.#type);
+    }
+    return { magic: this.#expect, type: this.#type, args };
+  }
+
+  /** Remove exactly n buffered bytes; copies only when they span several chunks. */
+  #take(n: number): Uint8Array {
+    this.#buffered -= n;
+    const first = this.#chunks[0];
+    if (n === 0) return new Uint8Array(0);
+    if (first !== undefined && first.length >= n) {
+      if (first.length === n) this.#chunks.shift();
+      else this.#chunks[0] = first.subarray(n);
+      return first.subarray(0, n);
+    }
+    const out = new Uint8Array(n);
+    let filled = 0;
+    while (filled < n) {
+      const chunk = this.#chunks[0] as Uint8Array;
+      const need = n - filled;
+      if (chunk.length <= need) {
+        out.set(chunk, filled);
+        filled += chunk.length;
+        this.#chunks.shift();
+      } else {
+        out.set(chunk.subarray(0, need), filled);
+        this.#chunks[0] = chunk.subarray(need);
+        filled += need;
+      }
+    }
+    return out;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Admin (text) protocol, gearman.md §5
+// ---------------------------------------------------------------------------
+
+/** One line of the admin `status` reply. */
+export interface FunctionStatus {
+  readonly function: string;
+  /** Queued + running. */
+  readonly total: number;
+  readonly running: number;
+  /** Connected workers that registered the function. */
+  readonly workers: number;
+}
+
+/** One line of the admin `workers` reply. */
+export interface WorkerInfo {
+  readonly fd: number;
+  readonly ip: string;
+  readonly clientId: string;
+  readonly functions: readonly string[];
+}
+
+/** Encode an admin command line (a single line; no newline allowed inside). */
+export function encodeAdminCommand(command: string): Uint8Array {
+  if (/[\r\n]/.test(command)) {
+    throw new GearmanProtocolError(
+      `Cannot encode admin command: newline in ${JSON.stringify(command)}`,
+    );
+  }
+  return encoder.encode(`${command}\n`);
+}
+
+/** Whether an admin command answers with a multi-line block ending in a `.` line. */
+export function isMultiLineAdminCommand(command: string): boolean {
+  const word = command.trim().split(/\s+/, 2).join(" ");
+  return word === "status" || word === "workers" || word === "prioritystatus" ||
+    word === "show jobs" || word === "show unique" || command.trim() === "show unique jobs";
+}
+
+/**
+ * Incremental reader of an admin reply. Returns the reply lines (without line
+ * terminators, `\r` stripped) once complete, `undefined` while more bytes are needed.
+ */
+export class AdminReplyParser {
+  readonly #multiLine: boolean;
+  #text = "";
+  readonly #decoder = new TextDecoder();
+
+  /** @param multiLine True for `status`, `workers`, … (reply ends with a `.` line). */
+  constructor(multiLine: boolean) {
+    this.#multiLine = multiLine;
+  }
+
+  /**
+   * Add bytes; returns the complete reply lines or undefined.
+   *
+   * @param chunk Received bytes.
+   * @returns Lines of a complete reply (the terminating `.` is not included), else undefined.
+   * @throws {GearmanProtocolError} When a multi-line command is answered with an `ERR` line.
+   */
+  push(chunk: Uint8Array): string[] | undefined {
+    this.#text += this.#decoder.decode(chunk, { stream: true });
+    if (!this.#text.includes("\n")) return undefined;
+    const lines = this.#text.split("\n").map((l) => l.replace(/\r$/, ""));
+    if (!this.#multiLine) return [lines[0] as string];
+    if ((lines[0] ?? "").startsWith("ERR ")) {
+      throw new GearmanProtocolError(`Admin command failed: ${lines[0]}`);
+    }
+    const end = lines.indexOf(".");
+    if (end === -1) return undefined;
+    return lines.slice(0, end);
+  }
+}
+
+function parseCount(field: string | undefined, line: string): number {
+  if (field === undefined || !/^\d+$/.test(field)) {
+    throw new GearmanProtocolError(`Malformed admin reply line ${JSON.stringify(line)}`);
+  }
+  return Number(field);
+}
+
+/**
+ * Parse the lines of an admin `status` reply.
+ *
+ * @param lines Reply lines without the final `.`.
+ * @returns One entry per function.
+ * @throws {GearmanProtocolError} On a line that is not `FUNCTION\tTOTAL\tRUNNING\tWORKERS`.
+ *
+ * @example
+ * ```ts
+ * import { parseStatusReply } from "./codec.ts";
+ * parseStatusReply(["statusngin_hoststatus\t3\t1\t1"]);
+ * // [{ function: "statusngin_hoststatus", total: 3, running: 1, workers: 1 }]
+ * ```
+ */
+export function parseStatusReply(lines: readonly string[]): FunctionStatus[] {
+  return lines.filter((l) => l !== "").map((line) => {
+    const fields = line.split("\t");
+    if (fields.length !== 4) {
+      throw new GearmanProtocolError(`Malformed admin status line ${JSON.stringify(line)}`);
+    }
+    return {
+      function: fields[0] as string,
+      total: parseCount(fields[1], line),
+      running: parseCount(fields[2], line),
+      workers: parseCount(fields[3], line),
+    };
+  });
+}
+
+/**
+ * Parse the lines of an admin `workers` reply (`FD IP CLIENT-ID : FUNC FUNC…`).
+ *
+ * @param lines Reply lines without the final `.`.
+ * @returns One entry per connection (clients and the admin connection included).
+ * @throws {GearmanProtocolError} On a malformed line.
+ */
+export function parseWorkersReply(lines: readonly string[]): WorkerInfo[] {
+  return lines.filter((l) => l !== "").map((line) => {
+    const colon = line.indexOf(" :");
+    if (colon === -1) {
+      throw new GearmanProtocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
+    }
+    const head = line.slice(0, colon).trim().split(/\s+/);
+    if (head.length !== 3) {
+      throw new GearmanProtocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
+    }
+    const functions = line.slice(colon + 2).trim().split(/\s+/).filter((f) => f !== "");
+    return {
+      fd: parseCount(head[0], line),
+      ip: head[1] as string,
+      clientId: head[2] as string,
+      functions,
+    };
+  });
+}

@@ -1,0 +1,305 @@
+import assert from "node:assert/strict";
+import {
+  AdminReplyParser,
+  argText,
+  concatPackets,
+  encodeAdminCommand,
+  encodePacket,
+  GearmanProtocolError,
+  type Magic,
+  PACKET,
+  type Packet,
+  PacketParser,
+  PACKETS,
+  parseStatusReply,
+  parseWorkersReply,
+} from "./codec.ts";
+
+function hex(s: string): Uint8Array {
+  return new Uint8Array(s.trim().split(/\s+/).map((b) => parseInt(b, 16)));
+}
+
+function ascii(s: string): Uint8Array {
+  return new TextEncoder().encode(s);
+}
+
+function bytes(...parts: (Uint8Array | string)[]): Uint8Array {
+  return concatPackets(parts.map((p) => typeof p === "string" ? ascii(p) : p));
+}
+
+// Byte-exact vectors observed against gearmand 1.1.20 (gearman.md §3).
+const REQUEST_VECTORS: [string, number, string[], string][] = [
+  ["SET_CLIENT_ID w1", PACKET.SET_CLIENT_ID, ["w1"], "00 52 45 51 00 00 00 16 00 00 00 02 77 31"],
+  ["CAN_DO fn", PACKET.CAN_DO, ["fn"], "00 52 45 51 00 00 00 01 00 00 00 02 66 6e"],
+  ["GRAB_JOB", PACKET.GRAB_JOB, [], "00 52 45 51 00 00 00 09 00 00 00 00"],
+  ["GRAB_JOB_UNIQ", PACKET.GRAB_JOB_UNIQ, [], "00 52 45 51 00 00 00 1e 00 00 00 00"],
+  ["GRAB_JOB_ALL", PACKET.GRAB_JOB_ALL, [], "00 52 45 51 00 00 00 27 00 00 00 00"],
+  ["PRE_SLEEP", PACKET.PRE_SLEEP, [], "00 52 45 51 00 00 00 04 00 00 00 00"],
+  ["CANT_DO fn", PACKET.CANT_DO, ["fn"], "00 52 45 51 00 00 00 02 00 00 00 02 66 6e"],
+  ["RESET_ABILITIES", PACKET.RESET_ABILITIES, [], "00 52 45 51 00 00 00 03 00 00 00 00"],
+  ["ECHO_REQ ping", PACKET.ECHO_REQ, ["ping"], "00 52 45 51 00 00 00 10 00 00 00 04 70 69 6e 67"],
+  ["ECHO_REQ empty", PACKET.ECHO_REQ, [""], "00 52 45 51 00 00 00 10 00 00 00 00"],
+  [
+    "SUBMIT_JOB_BG fn,'',payload1",
+    PACKET.SUBMIT_JOB_BG,
+    ["fn", "", "payload1"],
+    "00 52 45 51 00 00 00 12 00 00 00 0c 66 6e 00 00 70 61 79 6c 6f 61 64 31",
+  ],
+  [
+    "WORK_COMPLETE with result",
+    PACKET.WORK_COMPLETE,
+    ["H:vm:1", "done"],
+    "00 52 45 51 00 00 00 0d 00 00 00 0b 48 3a 76 6d 3a 31 00 64 6f 6e 65",
+  ],
+  [
+    "WORK_COMPLETE with empty result",
+    PACKET.WORK_COMPLETE,
+    ["H:vm:1", ""],
+    "00 52 45 51 00 00 00 0d 00 00 00 07 48 3a 76 6d 3a 31 00",
+  ],
+  [
+    "SUBMIT_JOB_LOW_BG with unique",
+    PACKET.SUBMIT_JOB_LOW_BG,
+    ["fn", "u-123", "payload2"],
+    "00 52 45 51 00 00 00 22 00 00 00 11 66 6e 00 75 2d 31 32 33 00 70 61 79 6c 6f 61 64 32",
+  ],
+  [
+    "SUBMIT_JOB_HIGH_BG with unique",
+    PACKET.SUBMIT_JOB_HIGH_BG,
+    ["fn", "u-456", "payload3"],
+    "00 52 45 51 00 00 00 20 00 00 00 11 66 6e 00 75 2d 34 35 36 00 70 61 79 6c 6f 61 64 33",
+  ],
+  [
+    "WORK_FAIL",
+    PACKET.WORK_FAIL,
+    ["H:vm:2"],
+    "00 52 45 51 00 00 00 0e 00 00 00 06 48 3a 76 6d 3a 32",
+  ],
+];
+
+for (const [label, type, args, expected] of REQUEST_VECTORS) {
+  Deno.test(`codec: encodePacket produces the observed bytes for ${label}`, () => {
+    assert.deepEqual(encodePacket("REQ", type, args), hex(expected));
+  });
+}
+
+const RESPONSE_VECTORS: [string, string, number, string[]][] = [
+  ["NO_JOB", "00 52 45 53 00 00 00 0a 00 00 00 00", PACKET.NO_JOB, []],
+  ["NOOP", "00 52 45 53 00 00 00 06 00 00 00 00", PACKET.NOOP, []],
+  ["ECHO_RES", "00 52 45 53 00 00 00 11 00 00 00 04 70 69 6e 67", PACKET.ECHO_RES, ["ping"]],
+  ["JOB_CREATED", "00 52 45 53 00 00 00 08 00 00 00 06 48 3a 76 6d 3a 31", PACKET.JOB_CREATED, [
+    "H:vm:1",
+  ]],
+  [
+    "JOB_ASSIGN",
+    "00 52 45 53 00 00 00 0b 00 00 00 12 48 3a 76 6d 3a 31 00 66 6e 00 70 61 79 6c 6f 61 64 31",
+    PACKET.JOB_ASSIGN,
+    ["H:vm:1", "fn", "payload1"],
+  ],
+  [
+    "JOB_ASSIGN_UNIQ",
+    "00 52 45 53 00 00 00 1f 00 00 00 18 48 3a 76 6d 3a 32 00 66 6e 00 75 2d 31 32 33 00 70 61 79 6c 6f 61 64 32",
+    PACKET.JOB_ASSIGN_UNIQ,
+    ["H:vm:2", "fn", "u-123", "payload2"],
+  ],
+  [
+    "JOB_ASSIGN_ALL",
+    "00 52 45 53 00 00 00 28 00 00 00 16 48 3a 76 6d 3a 35 00 66 6e 32 00 75 71 00 72 65 64 00 64 61 74 61",
+    PACKET.JOB_ASSIGN_ALL,
+    ["H:vm:5", "fn2", "uq", "red", "data"],
+  ],
+];
+
+for (const [label, wire, type, args] of RESPONSE_VECTORS) {
+  Deno.test(`codec: PacketParser decodes the observed bytes of ${label} at every split point`, () => {
+    const full = hex(wire);
+    for (let split = 0; split <= full.length; split++) {
+      const parser = new PacketParser({ expect: "RES" });
+      const packets = [
+        ...parser.push(full.slice(0, split)),
+        ...parser.push(full.slice(split)),
+      ];
+      assert.equal(packets.length, 1, `split at ${split}`);
+      const p = packets[0] as Packet;
+      assert.equal(p.type, type);
+      assert.deepEqual(p.args.map(argText), args);
+      assert.equal(parser.buffered, 0);
+    }
+  });
+}
+
+Deno.test("codec: ERROR packets keep the code and the text", () => {
+  const parser = new PacketParser({ expect: "RES" });
+  const wire = bytes(
+    hex("00 52 45 53 00 00 00 13 00 00 00 30"),
+    "JOB_NOT_FOUND\0Job given in work result not found",
+  );
+  const [p] = parser.push(wire);
+  assert.equal(p?.type, PACKET.ERROR);
+  assert.deepEqual(p?.args.map(argText), ["JOB_NOT_FOUND", "Job given in work result not found"]);
+});
+
+Deno.test("codec: every packet type round-trips through the parser fed one byte at a time", () => {
+  for (const spec of PACKETS) {
+    for (const magic of spec.magic as readonly Magic[]) {
+      const args = Array.from(
+        { length: spec.args },
+        (_, i) => i === spec.args - 1 ? new Uint8Array([0x41, 0, 0x42, 0]) : ascii(`a${i}`),
+      );
+      const wire = encodePacket(magic, spec.code, args);
+      const parser = new PacketParser({ expect: magic });
+      const got: Packet[] = [];
+      for (const b of wire) got.push(...parser.push(new Uint8Array([b])));
+      assert.equal(got.length, 1, spec.name);
+      assert.equal(got[0]?.type, spec.code);
+      assert.deepEqual(got[0]?.args, args, `${spec.name}: final argument keeps its NULs`);
+    }
+  }
+});
+
+Deno.test("codec: the last argument may contain NUL bytes and is delivered byte-exact", () => {
+  const payload = ascii("bin\0ary");
+  const wire = encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, ["H:1", "fn", "", payload]);
+  const [p] = new PacketParser({ expect: "RES" }).push(wire);
+  assert.deepEqual(p?.args[3], payload);
+  assert.equal(argText(p?.args[2]), "");
+});
+
+Deno.test("codec: several packets in one read are all returned in order", () => {
+  const wire = concatPackets([
+    encodePacket("RES", PACKET.NOOP, []),
+    encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, ["H:1", "fn", "", "a"]),
+    encodePacket("RES", PACKET.NO_JOB, []),
+    encodePacket("RES", PACKET.ECHO_RES, ["x"]),
+  ]);
+  const packets = new PacketParser({ expect: "RES" }).push(wire);
+  assert.deepEqual(packets.map((p) => p.type), [
+    PACKET.NOOP,
+    PACKET.JOB_ASSIGN_UNIQ,
+    PACKET.NO_JOB,
+    PACKET.ECHO_RES,
+  ]);
+});
+
+Deno.test("codec: a 20 MB argument arriving in 64 KiB reads is assembled once", () => {
+  const payload = new Uint8Array(20 * 1024 * 1024);
+  for (let i = 0; i < payload.length; i += 4096) payload[i] = i % 251;
+  const wire = encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, ["H:big", "fn", "u", payload]);
+  const parser = new PacketParser({ expect: "RES" });
+  const got: Packet[] = [];
+  for (let off = 0; off < wire.length; off += 65536) {
+    got.push(...parser.push(wire.slice(off, off + 65536)));
+  }
+  assert.equal(got.length, 1);
+  assert.equal(got[0]?.args[3]?.length, payload.length);
+  assert.deepEqual(got[0]?.args[3], payload);
+});
+
+Deno.test("codec: payload sizes around 64 KiB survive every read size (gearman.md §11)", () => {
+  for (const size of [65_480, 65_510, 65_535, 65_536, 65_537]) {
+    const payload = new Uint8Array(size).fill(0x52);
+    const wire = encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, ["H:1", "fn", "", payload]);
+    for (const chunk of [1000, 4096, 65_536, 16_384 + 3]) {
+      const parser = new PacketParser({ expect: "RES" });
+      const got: Packet[] = [];
+      for (let off = 0; off < wire.length; off += chunk) {
+        got.push(...parser.push(wire.subarray(off, off + chunk)));
+      }
+      assert.equal(got.length, 1);
+      assert.equal(got[0]?.args[3]?.length, size);
+    }
+  }
+});
+
+Deno.test("codec: bad magic is a protocol error and the parser refuses further input", () => {
+  const parser = new PacketParser({ expect: "RES" });
+  const wire = encodePacket("REQ", PACKET.ECHO_REQ, ["x"]);
+  assert.throws(() => parser.push(wire), (err: unknown) => {
+    assert.ok(err instanceof GearmanProtocolError);
+    assert.match(err.message, /magic/);
+    assert.equal(err.offset, 0);
+    return true;
+  });
+  assert.throws(() => parser.push(encodePacket("RES", PACKET.NOOP, [])), GearmanProtocolError);
+});
+
+Deno.test("codec: garbage bytes (a text reply on a binary connection) are a protocol error", () => {
+  const parser = new PacketParser({ expect: "RES" });
+  assert.throws(() => parser.push(ascii("OK 1.1.20+ds\n")), GearmanProtocolError);
+});
+
+Deno.test("codec: an unknown packet type is a protocol error naming the type", () => {
+  const parser = new PacketParser({ expect: "RES" });
+  assert.throws(
+    () => parser.push(hex("00 52 45 53 00 00 00 63 00 00 00 00")),
+    (err: unknown) =>
+      err instanceof GearmanProtocolError && err.packetType === 99 && /99/.test(err.message),
+  );
+});
+
+Deno.test("codec: an announced size above the ceiling fails before any body arrives", () => {
+  const parser = new PacketParser({ expect: "RES", maxBodySize: 1024 });
+  assert.throws(
+    () => parser.push(hex("00 52 45 53 00 00 00 1f 00 00 04 01")),
+    (err: unknown) => err instanceof GearmanProtocolError && /1025/.test(err.message),
+  );
+});
+
+Deno.test("codec: a body with too few separators is a protocol error", () => {
+  const parser = new PacketParser({ expect: "RES" });
+  const wire = bytes(hex("00 52 45 53 00 00 00 1f 00 00 00 05"), "H:1\0x");
+  assert.throws(() => parser.push(wire), GearmanProtocolError);
+});
+
+Deno.test("codec: a request packet with a wrong magic for its type is rejected", () => {
+  // NOOP is server-only; a "\0REQ" NOOP means a confused peer.
+  const parser = new PacketParser({ expect: "REQ" });
+  assert.throws(
+    () => parser.push(hex("00 52 45 51 00 00 00 06 00 00 00 00")),
+    GearmanProtocolError,
+  );
+});
+
+Deno.test("codec: encodePacket refuses a wrong argument count and a NUL in a non-final argument", () => {
+  assert.throws(() => encodePacket("REQ", PACKET.SUBMIT_JOB_BG, ["fn", "payload"]), /expected 3/);
+  assert.throws(() => encodePacket("REQ", PACKET.SUBMIT_JOB_BG, ["f\0n", "", "p"]), /NUL/);
+  assert.throws(() => encodePacket("REQ", 99, []), /unknown type/);
+});
+
+Deno.test("codec: admin status reply is parsed into typed rows", () => {
+  const parser = new AdminReplyParser(true);
+  assert.equal(parser.push(ascii("statusngin_hoststatus\t3\t1\t1\nfn\t0")), undefined);
+  const lines = parser.push(ascii("\t0\t0\n.\n"));
+  assert.deepEqual(parseStatusReply(lines ?? []), [
+    { function: "statusngin_hoststatus", total: 3, running: 1, workers: 1 },
+    { function: "fn", total: 0, running: 0, workers: 0 },
+  ]);
+});
+
+Deno.test("codec: admin workers reply lists functions, client ids and the admin connection", () => {
+  const parser = new AdminReplyParser(true);
+  const lines = parser.push(
+    ascii("38 127.0.0.1 se-worker-1 : statusngin_hoststatus\n39 127.0.0.1 - :\n.\n"),
+  );
+  assert.deepEqual(parseWorkersReply(lines ?? []), [
+    { fd: 38, ip: "127.0.0.1", clientId: "se-worker-1", functions: ["statusngin_hoststatus"] },
+    { fd: 39, ip: "127.0.0.1", clientId: "-", functions: [] },
+  ]);
+});
+
+Deno.test("codec: single-line admin replies strip \\r\\n", () => {
+  const parser = new AdminReplyParser(false);
+  assert.deepEqual(parser.push(ascii("OK\r\n")), ["OK"]);
+  assert.deepEqual(encodeAdminCommand("version"), ascii("version\n"));
+  assert.throws(() => encodeAdminCommand("status\nversion"), GearmanProtocolError);
+});
+
+Deno.test("codec: malformed admin status lines are rejected instead of misread", () => {
+  assert.throws(() => parseStatusReply(["fn\t1\t1"]), GearmanProtocolError);
+  assert.throws(() => parseStatusReply(["fn\tx\t1\t1"]), GearmanProtocolError);
+  const parser = new AdminReplyParser(true);
+  assert.throws(
+    () => parser.push(ascii("ERR UNKNOWN_COMMAND Unknown+server+command\r\n")),
+    GearmanProtocolError,
+  );
+});

@@ -1,0 +1,398 @@
+/**
+ * One TCP connection to one gearmand: owns the socket, a read loop that
+ * parses packets, a write path that never interleaves two packets, an
+ * application heartbeat, and reports its end exactly once.
+ *
+ * @module
+ */
+import {
+  argText,
+  DEFAULT_MAX_BODY_SIZE,
+  encodePacket,
+  PACKET,
+  type Packet,
+  PacketParser,
+} from "./codec.ts";
+import { deadline, settledWithin } from "../util/async.ts";
+
+/** A job server address as given on the command line (`host:port`). */
+export interface ServerAddress {
+  readonly hostname: string;
+  readonly port: number;
+}
+
+/**
+ * Parse `host:port` (IPv6 as `[::1]:4730`); the port defaults to 4730.
+ *
+ * @param addr Address text.
+ * @returns Host name and port.
+ * @throws {TypeError} When the port is not an integer in 1..65535 or the host is empty.
+ */
+export function parseServerAddress(addr: string): ServerAddress {
+  const trimmed = addr.trim();
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(trimmed) ?? /^([^:]*)(?::(\d+))?$/.exec(trimmed);
+  const hostname = m?.[1] ?? "";
+  const port = m?.[2] === undefined ? 4730 : Number(m[2]);
+  if (m === null || hostname === "" || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new TypeError(`Cannot parse job server address "${addr}": expected host:port`);
+  }
+  return { hostname, port };
+}
+
+/** The connection ended for a reason other than a deliberate `close()`. */
+export class ConnectionClosedError extends Error {
+  /** `host:port` of the job server. */
+  readonly server: string;
+
+  /**
+   * @param server `host:port`.
+   * @param message What happened.
+   * @param cause The socket error or protocol error, if any.
+   */
+  constructor(server: string, message: string, cause?: unknown) {
+    super(
+      `Connection to job server ${server} lost: ${message}`,
+      cause === undefined ? undefined : {
+        cause,
+      },
+    );
+    this.name = "ConnectionClosedError";
+    this.server = server;
+  }
+}
+
+/** The peer stopped answering: no byte within the heartbeat timeout after a probe. */
+export class HeartbeatTimeoutError extends ConnectionClosedError {
+  /**
+   * @param server `host:port`.
+   * @param silentMs How long nothing was received.
+   */
+  constructor(server: string, silentMs: number) {
+    super(server, `no data for ${Math.round(silentMs)} ms, ECHO probe unanswered`);
+    this.name = "HeartbeatTimeoutError";
+  }
+}
+
+/** Connect and liveness options of {@link GearmanConnection.connect}. */
+export interface ConnectOptions {
+  /** Aborts the connect attempt (shutdown). */
+  readonly signal?: AbortSignal;
+  /** Connect deadline; default 5000 ms. */
+  readonly connectTimeoutMs?: number;
+  /** Body size ceiling for received packets; default 64 MiB. */
+  readonly maxBodySize?: number;
+  /** Send an ECHO_REQ probe after this much silence; 0 disables the heartbeat. Default 15 s. */
+  readonly heartbeatIntervalMs?: number;
+  /** Declare the peer dead when nothing arrives this long after a probe. Default 5 s. */
+  readonly heartbeatTimeoutMs?: number;
+  /** Called for every received packet except the connection's own ECHO_RES answers. */
+  readonly onPacket: (packet: Packet) => void;
+}
+
+const HEARTBEAT_TOKEN_PREFIX = "se-hb:";
+const BARRIER_TOKEN_PREFIX = "se-echo:";
+const READ_BUFFER_SIZE = 64 * 1024;
+
+/**
+ * One socket to one job server. Every write goes through a single pending
+ * write, so packets never interleave; packets queued in the same tick are
+ * coalesced into one write (the Nagle/delayed-ACK interaction costs three
+ * orders of magnitude otherwise, gearman.md §10).
+ */
+export class GearmanConnection implements AsyncDisposable {
+  /** `host:port` of the job server, for logs and errors. */
+  readonly server: string;
+  readonly #conn: Deno.TcpConn;
+  readonly #parser: PacketParser;
+  readonly #onPacket: (packet: Packet) => void;
+  readonly #heartbeatIntervalMs: number;
+  readonly #heartbeatTimeoutMs: number;
+  #lastRxAt = performance.now();
+  #probeSentAt = -1;
+  #heartbeatTimer: ReturnType<typeof setTimeout> | undefined;
+  #outbox: Uint8Array[] = [];
+  #writing = false;
+  #done = false;
+  #closing: Promise<void> | undefined;
+  #readLoop: Promise<void> = Promise.resolve();
+  #echoWaiters = new Map<string, () => void>();
+  #echoSeq = 0;
+  readonly #closed: Promise<Error | undefined>;
+  #resolveClosed!: (reason: Error | undefined) => void;
+
+  private constructor(server: string, conn: Deno.TcpConn, options: ConnectOptions) {
+    this.server = server;
+    this.#conn = conn;
+    this.#parser = new PacketParser({
+      expect: "RES",
+      maxBodySize: options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE,
+    });
+    this.#onPacket = options.onPacket;
+    this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 15_000;
+    this.#heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 5_000;
+    this.#closed = new Promise((resolve) => {
+      this.#resolveClosed = resolve;
+    });
+  }
+
+  /**
+   * Open a connection (TCP_NODELAY and keepalive on) and start reading.
+   *
+   * @param server `host:port`.
+   * @param options Callbacks, deadlines and the abort signal.
+   * @returns The open connection.
+   * @throws {ConnectionClosedError} When the server cannot be reached in time.
+   * @throws {DOMException} `AbortError` when `options.signal` aborts first.
+   */
+  static async connect(server: string, options: ConnectOptions): Promise<GearmanConnection> {
+    const { hostname, port } = parseServerAddress(server);
+    const timeout = AbortSignal.timeout(options.connectTimeoutMs ?? 5000);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    let conn: Deno.TcpConn;
+    try {
+      conn = await Deno.connect({ hostname, port, transport: "tcp", signal });
+    } catch (err: unknown) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      const detail = timeout.aborted ? "connect timed out" : errorText(err);
+      throw new ConnectionClosedError(server, `cannot connect: ${detail}`, err);
+    }
+    if (options.signal?.aborted) {
+      // Shutdown began while the connect completed (G8): never hand it out.
+      conn.close();
+      throw options.signal.reason;
+    }
+    conn.setNoDelay(true);
+    conn.setKeepAlive(true);
+    const connection = new GearmanConnection(server, conn, options);
+    connection.#start();
+    return connection;
+  }
+
+  /** Settles once: `undefined` after a deliberate {@link close}, else the error that ended it. */
+  get closed(): Promise<Error | undefined> {
+    return this.#closed;
+  }
+
+  /** True once the connection ended or is closing. */
+  get isClosed(): boolean {
+    return this.#done;
+  }
+
+  /** `performance.now()` of the last received byte. */
+  get lastRxAt(): number {
+    return this.#lastRxAt;
+  }
+
+  /**
+   * Queue bytes for sending. Packets queued in the same tick go out in one
+   * write. A write error ends the connection (reported through {@link closed}).
+   *
+   * @param bytes One or more encoded packets.
+   * @returns False when the connection is already closed (nothing was queued).
+   */
+  send(bytes: Uint8Array): boolean {
+    if (this.#done) return false;
+    this.#outbox.push(bytes);
+    if (!this.#writing) {
+      this.#writing = true;
+      queueMicrotask(() => void this.#flushOutbox());
+    }
+    return true;
+  }
+
+  /**
+   * Round trip an ECHO_REQ. Replies are strictly ordered (gearman.md §1.1),
+   * so the answer proves every packet sent before it was processed — the
+   * acknowledgement barrier of gearman.md §6.3.
+   *
+   * @param options `signal` bounds the wait.
+   * @returns Resolves when the answer arrives.
+   * @throws {ConnectionClosedError} If the connection ends first; the signal's reason if it aborts.
+   */
+  echo(options: { signal?: AbortSignal } = {}): Promise<void> {
+    if (this.#done) {
+      return Promise.reject(new ConnectionClosedError(this.server, "connection is closed"));
+    }
+    const token = `${BARRIER_TOKEN_PREFIX}${++this.#echoSeq}`;
+    return new Promise<void>((resolve, reject) => {
+      const cleanup = () => {
+        this.#echoWaiters.delete(token);
+        options.signal?.removeEventListener("abort", onAbort);
+      };
+      const onAbort = () => {
+        cleanup();
+        reject(options.signal?.reason);
+      };
+      if (options.signal?.aborted) {
+        reject(options.signal.reason);
+        return;
+      }
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      this.#echoWaiters.set(token, () => {
+        cleanup();
+        resolve();
+      });
+      void this.#closed.then((reason) => {
+        if (!this.#echoWaiters.has(token)) return;
+        cleanup();
+        reject(reason ?? new ConnectionClosedError(this.server, "connection closed"));
+      });
+      this.send(encodePacket("REQ", PACKET.ECHO_REQ, [token]));
+    });
+  }
+
+  /**
+   * Close the socket. Idempotent: every call returns the same promise. Bytes
+   * already queued are written first (a lost WORK_COMPLETE would turn into a
+   * redelivery, gearman.md §11 abraxas #16).
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown(undefined);
+    return this.#closing;
+  }
+
+  /** Same as {@link close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  #start(): void {
+    this.#readLoop = this.#read();
+    this.#armHeartbeat(this.#heartbeatIntervalMs);
+  }
+
+  async #read(): Promise<void> {
+    try {
+      for (;;) {
+        const buf = new Uint8Array(READ_BUFFER_SIZE);
+        const n = await this.#conn.read(buf);
+        if (n === null) {
+          this.#fail(new ConnectionClosedError(this.server, "server closed the connection (EOF)"));
+          return;
+        }
+        if (n === 0) continue; // not EOF (gearman.md §7.1)
+        this.#lastRxAt = performance.now();
+        this.#probeSentAt = -1;
+        const packets = this.#parser.push(buf.subarray(0, n));
+        for (const packet of packets) {
+          if (this.#done) return;
+          if (packet.type === PACKET.ECHO_RES && this.#consumeEcho(packet)) continue;
+          this.#onPacket(packet);
+        }
+      }
+    } catch (err: unknown) {
+      if (this.#done) return; // our own close() interrupted the read
+      this.#fail(
+        err instanceof ConnectionClosedError
+          ? err
+          : new ConnectionClosedError(this.server, errorText(err), err),
+      );
+    }
+  }
+
+  #consumeEcho(packet: Packet): boolean {
+    const token = argText(packet.args[0]);
+    if (token.startsWith(HEARTBEAT_TOKEN_PREFIX)) return true;
+    const waiter = this.#echoWaiters.get(token);
+    if (waiter === undefined) return false;
+    waiter();
+    return true;
+  }
+
+  async #flushOutbox(): Promise<void> {
+    try {
+      while (this.#outbox.length > 0 && !this.#done) {
+        const parts = this.#outbox;
+        this.#outbox = [];
+        let bytes: Uint8Array;
+        if (parts.length === 1) bytes = parts[0] as Uint8Array;
+        else {
+          let size = 0;
+          for (const p of parts) size += p.length;
+          bytes = new Uint8Array(size);
+          let off = 0;
+          for (const p of parts) {
+            bytes.set(p, off);
+            off += p.length;
+          }
+        }
+        let written = 0;
+        while (written < bytes.length) {
+          written += await this.#conn.write(bytes.subarray(written));
+        }
+      }
+    } catch (err: unknown) {
+      if (!this.#done) {
+        this.#fail(new ConnectionClosedError(this.server, `write failed: ${errorText(err)}`, err));
+      }
+    } finally {
+      this.#writing = false;
+      this.#drainedWaiter?.();
+    }
+  }
+
+  #drainedWaiter: (() => void) | undefined;
+
+  #armHeartbeat(delayMs: number): void {
+    if (this.#heartbeatIntervalMs <= 0 || this.#done) return;
+    this.#heartbeatTimer = setTimeout(() => this.#heartbeatTick(), Math.max(0, delayMs));
+  }
+
+  #heartbeatTick(): void {
+    this.#heartbeatTimer = undefined;
+    if (this.#done) return;
+    const now = performance.now();
+    const silentMs = now - this.#lastRxAt;
+    if (this.#probeSentAt >= 0) {
+      const waitedMs = now - this.#probeSentAt;
+      if (waitedMs >= this.#heartbeatTimeoutMs) {
+        this.#fail(new HeartbeatTimeoutError(this.server, silentMs));
+        return;
+      }
+      this.#armHeartbeat(this.#heartbeatTimeoutMs - waitedMs);
+      return;
+    }
+    if (silentMs < this.#heartbeatIntervalMs) {
+      this.#armHeartbeat(this.#heartbeatIntervalMs - silentMs);
+      return;
+    }
+    this.#probeSentAt = now;
+    this.send(
+      encodePacket("REQ", PACKET.ECHO_REQ, [`${HEARTBEAT_TOKEN_PREFIX}${++this.#echoSeq}`]),
+    );
+    this.#armHeartbeat(this.#heartbeatTimeoutMs);
+  }
+
+  #fail(reason: Error): void {
+    if (this.#closing === undefined) this.#closing = this.#shutdown(reason);
+  }
+
+  async #shutdown(reason: Error | undefined): Promise<void> {
+    if (reason === undefined && this.#writing) {
+      // Let queued bytes (acknowledgements) reach the kernel before closing,
+      // but never wait on a peer that stopped reading.
+      using limit = deadline(2000);
+      await settledWithin(
+        new Promise<void>((resolve) => {
+          this.#drainedWaiter = resolve;
+        }),
+        limit.signal,
+      );
+    }
+    this.#done = true;
+    if (this.#heartbeatTimer !== undefined) clearTimeout(this.#heartbeatTimer);
+    this.#heartbeatTimer = undefined;
+    this.#outbox = [];
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed by the peer; nothing left to release.
+    }
+    this.#resolveClosed(reason);
+    await this.#readLoop;
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,237 @@
+/**
+ * The metric catalogue: every metric the worker exports, declared once
+ * (operations.md §2.3 plus D10). Names, types, label names and label values
+ * are an interface that dashboards and alerts depend on; HELP texts are free.
+ *
+ * Which label values get a pre-created zero series is declared here too, by
+ * naming the label *set* (`queues`, `tables`, …); the concrete values are
+ * supplied by the layers that own them (queue table, table catalogue), since
+ * this module imports nothing else of ours.
+ *
+ * @module
+ */
+
+/** Metric kinds used here. */
+export type MetricType = "counter" | "gauge" | "histogram";
+
+/**
+ * Named label-value sets a metric can be pre-created over (operations.md §2.2, §2.4).
+ * `none` = not pre-created (the series appear on first use).
+ */
+export type LabelSet =
+  | "queues"
+  | "status_queues"
+  | "queues_x_results"
+  | "queues_x_dead_letter_reasons"
+  | "tables"
+  | "batched_tables"
+  | "batched_tables_x_adjust_reasons"
+  | "components"
+  | "none";
+
+/** One catalogue row. */
+export interface MetricSpec {
+  readonly name: string;
+  readonly type: MetricType;
+  readonly help: string;
+  readonly labels: readonly string[];
+  /** Pre-created series, or `none`. Unlabelled metrics export 0 by themselves. */
+  readonly precreate: LabelSet;
+  /** Histogram buckets (prom-client's defaults when absent). */
+  readonly buckets?: readonly number[];
+  /** Gauges that start at 1 instead of 0 (availability, operations.md §2.4). */
+  readonly initial?: number;
+}
+
+/** The catalogue. Keys are the handles' names in code. */
+export const METRICS = {
+  // --- ingestion -----------------------------------------------------------
+  queueMessagesReceived: {
+    name: "statusengine_queue_messages_received_total",
+    type: "counter",
+    help: "Jobs taken from the broker, counted before decoding.",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
+  queuePayloadsRepaired: {
+    name: "statusengine_queue_payloads_repaired_total",
+    type: "counter",
+    help:
+      "Jobs whose payload was not valid UTF-8 and was repaired (invalid bytes read as Windows-1252).",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
+  queueEventsDiscardedStale: {
+    name: "statusengine_queue_events_discarded_stale_total",
+    type: "counter",
+    help:
+      "Status events dropped for being older than --status-max-age (clock skew if it climbs steadily).",
+    labels: ["queue_name"],
+    precreate: "status_queues",
+  },
+  queueJobsInFlight: {
+    name: "statusengine_queue_jobs_in_flight",
+    type: "gauge",
+    help: "Jobs being handled now; pinned at the per-queue cap means the queue is falling behind.",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
+  queueHandlerDuration: {
+    name: "statusengine_queue_handler_duration_seconds",
+    type: "histogram",
+    help: "Time from receiving a job until its rows were committed (D1) and it was answered.",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
+  queueConnected: {
+    name: "statusengine_queue_connected",
+    type: "gauge",
+    help: "1 while every job server connection of the queue is up and registered, 0 after a loss.",
+    labels: ["queue_name"],
+    // Deliberately not pre-created: a 0 would report every starting worker as
+    // disconnected (G7, operations.md §2.5).
+    precreate: "none",
+  },
+  queueReconnects: {
+    name: "statusengine_queue_reconnects_total",
+    type: "counter",
+    help: "Broker connections of the queue re-established after a loss.",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
+  queueJobs: {
+    name: "statusengine_queue_jobs_total",
+    type: "counter",
+    help:
+      "Job deliveries by outcome: completed (acknowledged), failed (discarded), abandoned (left for redelivery).",
+    labels: ["queue_name", "result"],
+    precreate: "queues_x_results",
+  },
+  queueDowntimeUpdatesUnmatched: {
+    name: "statusengine_queue_downtime_updates_unmatched_total",
+    type: "counter",
+    help: "Downtime START/STOP updates that matched no history row (a lost or missing ADD).",
+    labels: [],
+    precreate: "none",
+  },
+  deadLetters: {
+    name: "statusengine_dead_letters_total",
+    type: "counter",
+    help: "Payloads or rows written to the dead-letter file instead of MySQL (D7).",
+    labels: ["queue_name", "reason"],
+    precreate: "queues_x_dead_letter_reasons",
+  },
+  // --- MySQL ---------------------------------------------------------------
+  dbEventsWritten: {
+    name: "statusengine_db_events_written_total",
+    type: "counter",
+    help:
+      "Rows in successful statements (batched tables) or successful statements (downtime tables).",
+    labels: ["table"],
+    precreate: "tables",
+  },
+  dbFlushes: {
+    name: "statusengine_db_flushes_total",
+    type: "counter",
+    help: "Successful bulk statements; events_written / flushes is the average batch size.",
+    labels: ["table"],
+    precreate: "batched_tables",
+  },
+  dbBatchFlushDuration: {
+    name: "statusengine_db_batch_flush_duration_seconds",
+    type: "histogram",
+    help: "Duration of each flush attempt including its retries.",
+    labels: [],
+    precreate: "none",
+  },
+  dbBatchSizeAtFlush: {
+    name: "statusengine_db_batch_size_at_flush",
+    type: "histogram",
+    help: "Rows in each flush attempt.",
+    labels: [],
+    precreate: "none",
+    buckets: [1, 5, 10, 25, 50, 100, 250, 500, 700, 1400],
+  },
+  dbBatchRetries: {
+    name: "statusengine_db_batch_retries_total",
+    type: "counter",
+    help: "Re-executions after a deadlock (1213) or lock wait timeout (1205).",
+    labels: [],
+    precreate: "none",
+  },
+  dbConnectionRetries: {
+    name: "statusengine_db_connection_retries_total",
+    type: "counter",
+    help: "Re-attempts while MySQL was unreachable (measures outage length).",
+    labels: [],
+    precreate: "none",
+  },
+  dbAvailable: {
+    name: "statusengine_db_available",
+    type: "gauge",
+    help: "1 while writes reach MySQL; 0 while the pipeline holds rows for an unreachable MySQL.",
+    labels: [],
+    precreate: "none",
+    initial: 1,
+  },
+  dbValuesAdjusted: {
+    name: "statusengine_db_values_adjusted_total",
+    type: "counter",
+    help: "Values changed to fit their column: truncated strings, nulls for NOT NULL columns (D6).",
+    labels: ["table", "reason"],
+    precreate: "batched_tables_x_adjust_reasons",
+  },
+  // --- Graphite --------------------------------------------------------------
+  graphiteMetricsWritten: {
+    name: "statusengine_graphite_metrics_written_total",
+    type: "counter",
+    help: "Metrics whose TCP write to Carbon succeeded.",
+    labels: [],
+    precreate: "none",
+  },
+  graphiteFlushes: {
+    name: "statusengine_graphite_flushes_total",
+    type: "counter",
+    help: "Successful writes to Carbon.",
+    labels: [],
+    precreate: "none",
+  },
+  graphiteMetricsDropped: {
+    name: "statusengine_graphite_metrics_dropped_total",
+    type: "counter",
+    help: "Metrics lost because a dial or write to Carbon failed.",
+    labels: [],
+    precreate: "none",
+  },
+  graphiteAvailable: {
+    name: "statusengine_graphite_available",
+    type: "gauge",
+    help: "1 while writes to Carbon succeed, 0 while metrics are being dropped.",
+    labels: [],
+    precreate: "none",
+    initial: 1,
+  },
+  // --- other -----------------------------------------------------------------
+  pipelineErrors: {
+    name: "statusengine_pipeline_errors_total",
+    type: "counter",
+    help: "Errors per component (mysql: a failed statement; queue: an undecodable payload; …).",
+    labels: ["component"],
+    precreate: "components",
+  },
+  buildInfo: {
+    name: "statusengine_build_info",
+    type: "gauge",
+    help: "Build identity; always 1.",
+    labels: ["version", "deno_version", "commit"],
+    precreate: "none",
+  },
+} as const satisfies Record<string, MetricSpec>;
+
+/** Handle names of the catalogue. */
+export type MetricKey = keyof typeof METRICS;
+
+/** `pipeline_errors_total` components (operations.md §2.2). */
+export const COMPONENTS = ["mysql", "websocket", "graphite", "queue", "command"] as const;
+/** A `component` label value. */
+export type Component = (typeof COMPONENTS)[number];

@@ -1,0 +1,126 @@
+/**
+ * Builds the catalogue's metrics on a fresh prom-client `Registry` (one per
+ * run, never the global one, so every test can have its own) and pre-creates
+ * the documented zero series.
+ *
+ * @module
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { type LabelSet, type MetricKey, METRICS, type MetricSpec } from "./catalogue.ts";
+
+type Spec<K extends MetricKey> = (typeof METRICS)[K];
+type LabelsOf<K extends MetricKey> = Spec<K>["labels"][number];
+type HandleOf<K extends MetricKey> = Spec<K>["type"] extends "counter" ? Counter<LabelsOf<K>>
+  : Spec<K>["type"] extends "gauge" ? Gauge<LabelsOf<K>>
+  : Histogram<LabelsOf<K>>;
+
+/** Typed handles of every catalogue metric, plus the registry they live in. */
+export type Metrics = { readonly [K in MetricKey]: HandleOf<K> } & { readonly registry: Registry };
+
+/** The concrete label values of each pre-creation set. */
+export interface LabelValues {
+  readonly queues: readonly string[];
+  readonly statusQueues: readonly string[];
+  readonly jobResults: readonly string[];
+  readonly deadLetterReasons: readonly string[];
+  /** All 18 written tables (batched and downtime). */
+  readonly tables: readonly string[];
+  /** The 14 batched tables. */
+  readonly batchedTables: readonly string[];
+  readonly adjustReasons: readonly string[];
+  readonly components: readonly string[];
+}
+
+/**
+ * Create every metric of the catalogue on a new registry.
+ *
+ * @returns Typed handles and the registry.
+ */
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  const handles: Record<string, unknown> = { registry };
+  for (const [key, raw] of Object.entries(METRICS)) {
+    const spec: MetricSpec = raw;
+    const common = {
+      name: spec.name,
+      help: spec.help,
+      labelNames: [...spec.labels],
+      registers: [registry],
+    };
+    if (spec.type === "counter") handles[key] = new Counter(common);
+    else if (spec.type === "gauge") {
+      const gauge = new Gauge(common);
+      if (spec.initial !== undefined) gauge.set(spec.initial);
+      handles[key] = gauge;
+    } else {
+      handles[key] = new Histogram({
+        ...common,
+        ...(spec.buckets === undefined ? {} : { buckets: [...spec.buckets] }),
+      });
+    }
+  }
+  return handles as Metrics;
+}
+
+function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
+  switch (set) {
+    case "queues":
+      return v.queues.map((q) => ({ queue_name: q }));
+    case "status_queues":
+      return v.statusQueues.map((q) => ({ queue_name: q }));
+    case "queues_x_results":
+      return v.queues.flatMap((q) => v.jobResults.map((r) => ({ queue_name: q, result: r })));
+    case "queues_x_dead_letter_reasons":
+      return v.queues.flatMap((q) =>
+        v.deadLetterReasons.map((r) => ({ queue_name: q, reason: r }))
+      );
+    case "tables":
+      return v.tables.map((t) => ({ table: t }));
+    case "batched_tables":
+      return v.batchedTables.map((t) => ({ table: t }));
+    case "batched_tables_x_adjust_reasons":
+      return v.batchedTables.flatMap((t) => v.adjustReasons.map((r) => ({ table: t, reason: r })));
+    case "components":
+      return v.components.map((c) => ({ component: c }));
+    case "none":
+      return [];
+  }
+}
+
+/**
+ * Create the documented zero series (operations.md §2.4). Idempotent and
+ * non-destructive: it adds 0 / observes nothing, never resets (a counter that
+ * goes backwards corrupts every `rate()`).
+ *
+ * @param metrics Handles from {@link createMetrics}.
+ * @param values The label values of each set.
+ */
+export function precreateSeries(metrics: Metrics, values: LabelValues): void {
+  for (const [key, raw] of Object.entries(METRICS)) {
+    const spec: MetricSpec = raw;
+    const handle = (metrics as unknown as Record<string, Counter | Gauge | Histogram>)[key];
+    for (const labels of labelCombos(spec.precreate, values)) {
+      if (handle instanceof Counter) handle.inc(labels, 0);
+      else if (handle instanceof Gauge) handle.inc(labels, 0);
+      else if (handle instanceof Histogram) handle.zero(labels);
+    }
+  }
+}
+
+/**
+ * Set `statusengine_build_info` (exactly one series, value 1).
+ *
+ * @param metrics Handles.
+ * @param info Version, Deno version and commit.
+ */
+export function setBuildInfo(
+  metrics: Metrics,
+  info: { version: string; denoVersion: string; commit: string },
+): void {
+  metrics.buildInfo.reset();
+  metrics.buildInfo.set({
+    version: info.version,
+    deno_version: info.denoVersion,
+    commit: info.commit,
+  }, 1);
+}

@@ -1,0 +1,85 @@
+/**
+ * The metrics HTTP server: `/metrics` (Prometheus text format), `/healthz`
+ * (process alive) and `/readyz` (ready to do its job), on its own listener so
+ * a scrape never queues behind other traffic (operations.md §2.1).
+ *
+ * @module
+ */
+import type { Registry } from "prom-client";
+
+/** Readiness verdict with the reasons it is not ready. */
+export interface Readiness {
+  readonly ready: boolean;
+  readonly reasons: readonly string[];
+}
+
+/** Options of {@link startMetricsServer}. */
+export interface MetricsServerOptions {
+  readonly hostname: string;
+  /** 0 picks a free port (tests); the bound port is returned. */
+  readonly port: number;
+  readonly registry: Registry;
+  /** `/readyz` verdict; default always ready. */
+  readonly readiness?: () => Readiness;
+}
+
+/** A running metrics server. */
+export interface MetricsServer extends AsyncDisposable {
+  /** The bound port. */
+  readonly port: number;
+  readonly hostname: string;
+  /** Stop accepting, finish in-flight requests, close. Idempotent. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Start the server.
+ *
+ * @param options Address, registry and readiness callback.
+ * @returns The running server.
+ * @throws {Deno.errors.AddrInUse} When the port is taken.
+ */
+export function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
+  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
+  const server = Deno.serve({
+    hostname: options.hostname,
+    port: options.port,
+    onListen: (addr) => resolve(addr as Deno.NetAddr),
+    onError: () => new Response("internal error\n", { status: 500 }),
+  }, async (req) => {
+    const { pathname } = new URL(req.url);
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      return new Response("method not allowed\n", { status: 405 });
+    }
+    switch (pathname) {
+      case "/metrics":
+        return new Response(await options.registry.metrics(), {
+          headers: { "content-type": options.registry.contentType },
+        });
+      case "/healthz":
+        return new Response("ok\n");
+      case "/readyz": {
+        const verdict = options.readiness?.() ?? { ready: true, reasons: [] };
+        return new Response(
+          verdict.ready ? "ready\n" : `not ready: ${verdict.reasons.join("; ")}\n`,
+          { status: verdict.ready ? 200 : 503 },
+        );
+      }
+      default:
+        return new Response("not found\n", { status: 404 });
+    }
+  });
+  let stopping: Promise<void> | undefined;
+  return listening.then((addr) => ({
+    port: addr.port,
+    hostname: addr.hostname,
+    shutdown() {
+      stopping ??= server.shutdown();
+      return stopping;
+    },
+    [Symbol.asyncDispose]() {
+      stopping ??= server.shutdown();
+      return stopping;
+    },
+  }));
+}

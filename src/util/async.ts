@@ -1,0 +1,139 @@
+/**
+ * Small async building blocks in the shape of denoland/std's `async` module
+ * (which we cannot install: JSR is unreachable from our machines).
+ *
+ * @module
+ */
+
+/**
+ * Resolve after `ms` milliseconds; reject with the signal's reason when it aborts first.
+ *
+ * @param ms Delay in milliseconds.
+ * @param options `signal` cancels the wait.
+ * @returns Resolves after the delay.
+ * @throws The signal's reason when aborted.
+ *
+ * @example
+ * ```ts
+ * import { delay } from "./async.ts";
+ * await delay(1);
+ * ```
+ */
+export function delay(ms: number, options: { signal?: AbortSignal } = {}): Promise<void> {
+  const { signal } = options;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, Math.max(0, ms));
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** An abort signal that fires after a timeout or when its parent aborts; dispose to clear the timer. */
+export interface Deadline extends Disposable {
+  readonly signal: AbortSignal;
+  /** Milliseconds left (0 once expired). */
+  remainingMs(): number;
+}
+
+/**
+ * A deadline `ms` from now, optionally tied to a parent signal. Unlike
+ * `AbortSignal.timeout`, its timer is cleared on dispose, so tests with the
+ * op sanitizer do not see a leaked timer.
+ *
+ * @param ms Milliseconds until the signal aborts with a `TimeoutError`.
+ * @param parent Aborts the deadline early.
+ * @returns The deadline; use with `using`.
+ */
+export function deadline(ms: number, parent?: AbortSignal): Deadline {
+  const controller = new AbortController();
+  const end = performance.now() + ms;
+  const timer = setTimeout(
+    () => controller.abort(new DOMException(`deadline of ${ms} ms reached`, "TimeoutError")),
+    Math.max(0, ms),
+  );
+  const onParent = () => controller.abort(parent?.reason);
+  if (parent?.aborted) onParent();
+  else parent?.addEventListener("abort", onParent, { once: true });
+  return {
+    signal: controller.signal,
+    remainingMs: () => Math.max(0, end - performance.now()),
+    [Symbol.dispose]() {
+      clearTimeout(timer);
+      parent?.removeEventListener("abort", onParent);
+    },
+  };
+}
+
+/**
+ * Resolve when the signal aborts (never rejects).
+ *
+ * @param signal The signal to wait for.
+ * @returns Resolves on abort.
+ */
+export function aborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) =>
+    signal.addEventListener("abort", () => resolve(), { once: true })
+  );
+}
+
+/**
+ * Wait for a promise, but give up when the signal aborts.
+ *
+ * @param promise What to wait for.
+ * @param signal Bound on the wait.
+ * @returns True when the promise settled first, false when the signal aborted first.
+ */
+export async function settledWithin(
+  promise: Promise<unknown>,
+  signal: AbortSignal,
+): Promise<boolean> {
+  if (signal.aborted) return false;
+  let onAbort: (() => void) | undefined;
+  const abortedFirst = new Promise<boolean>((resolve) => {
+    onAbort = () => resolve(false);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([promise.then(() => true, () => true), abortedFirst]);
+  } finally {
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  }
+}
+
+/**
+ * Wait for a promise unless the signal aborts first; then reject with the
+ * signal's reason (the promise keeps running, its result is ignored).
+ *
+ * @param promise What to wait for.
+ * @param signal Cancels the wait.
+ * @returns The promise's value.
+ * @throws The promise's rejection, or the signal's reason.
+ */
+export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => {});
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,407 @@
+/**
+ * The Gearman consumer against a real gearmand (started per test on a free
+ * port), with a TCP proxy for severed and silent links.
+ */
+import assert from "node:assert/strict";
+import { GearmanConsumer, type GearmanConsumerOptions } from "../src/gearman/consumer.ts";
+import { GearmanClient } from "../src/gearman/client.ts";
+import { adminStatus, adminWorkers } from "../src/gearman/admin.ts";
+import { DiscardJobError, type Job, type JobHandler } from "../src/consumer/contract.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { RecordingObserver } from "./helpers/recording_observer.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+const decoder = new TextDecoder();
+
+function consumer(
+  options: Partial<GearmanConsumerOptions> & Pick<GearmanConsumerOptions, "servers" | "handler">,
+): { consumer: GearmanConsumer; observer: RecordingObserver } {
+  const observer = new RecordingObserver();
+  const c = new GearmanConsumer({
+    queues: [{ name: "q_test", inOrder: false }],
+    maxJobsPerQueue: 8,
+    observer,
+    reconnectIntervalMs: 100,
+    drainTimeoutMs: 2000,
+    statsIntervalMs: 0,
+    ...options,
+  });
+  return { consumer: c, observer };
+}
+
+async function submit(addr: string, fn: string, payloads: string[]): Promise<void> {
+  await using client = await GearmanClient.connect(addr);
+  await Promise.all(payloads.map((p) => client.submitBackground(fn, p)));
+}
+
+async function queueDepth(addr: string, fn: string): Promise<{ total: number; running: number }> {
+  const status = await adminStatus(addr);
+  const row = status.find((s) => s.function === fn);
+  return { total: row?.total ?? 0, running: row?.running ?? 0 };
+}
+
+Deno.test("consumer: every background job is handled and acknowledged exactly once (D1)", async () => {
+  await using gearmand = await startGearmand();
+  const seen = new Map<string, number>();
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    handler: (job) => {
+      const key = decoder.decode(job.payload);
+      seen.set(key, (seen.get(key) ?? 0) + 1);
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    const payloads = Array.from({ length: 2000 }, (_, i) => `job-${i}`);
+    await submit(gearmand.addr, "q_test", payloads);
+    await waitFor(() => observer.completed("q_test") === 2000, { message: "2000 completions" });
+    await waitFor(async () => (await queueDepth(gearmand.addr, "q_test")).total === 0, {
+      message: "gearmand queue empty",
+    });
+    assert.equal(seen.size, 2000);
+    assert.ok([...seen.values()].every((n) => n === 1), "no job was handled twice");
+    assert.equal(observer.done.get("q_test")?.abandoned ?? 0, 0);
+    assert.equal(observer.connected("q_test"), true);
+  } finally {
+    await c.stop();
+  }
+  assert.equal(observer.connected("q_test"), false, "stop sets queue_connected to 0");
+});
+
+Deno.test("consumer: a severed connection is rebuilt and jobs published after the cut are consumed (G6/G7)", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  const handled: string[] = [];
+  const { consumer: c, observer } = consumer({
+    servers: [proxy.addr],
+    handler: (job) => {
+      handled.push(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    await submit(gearmand.addr, "q_test", ["before"]);
+    await waitFor(() => handled.includes("before"));
+    proxy.sever();
+    await waitFor(() => (observer.reconnects.get("q_test") ?? 0) >= 1, {
+      message: "a reconnect",
+    });
+    const after = Array.from({ length: 50 }, (_, i) => `after-${i}`);
+    await submit(gearmand.addr, "q_test", after);
+    await waitFor(() => after.every((p) => handled.includes(p)), { message: "jobs after the cut" });
+    assert.deepEqual(observer.connectedHistory.get("q_test"), [true, false, true]);
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: gearmand killed and restarted on the same port is reconnected without a restart of the worker", async () => {
+  await using gearmand = await startGearmand();
+  const handled = new Set<string>();
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    handler: (job) => {
+      handled.add(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    await gearmand.restart();
+    await waitFor(() => observer.connected("q_test") === true && observer.reconnects.size > 0, {
+      message: "reconnected after the restart",
+    });
+    await submit(gearmand.addr, "q_test", ["x1", "x2", "x3"]);
+    await waitFor(() => handled.size === 3, { message: "jobs after the restart" });
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: stop during an active reconnect loop returns promptly and leaves no connection", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  const { consumer: c, observer } = consumer({
+    servers: [proxy.addr],
+    reconnectIntervalMs: 50,
+    handler: () => Promise.resolve(),
+  });
+  await c.start();
+  proxy.block();
+  await waitFor(() => observer.connected("q_test") === false);
+  // Let several attempts fail so the loop is genuinely retrying.
+  await new Promise((r) => setTimeout(r, 300));
+  const t0 = performance.now();
+  await c.stop();
+  const elapsed = performance.now() - t0;
+  assert.ok(elapsed < 1000, `stop took ${elapsed.toFixed(0)} ms`);
+  const acceptedAtStop = proxy.accepted;
+  proxy.unblock();
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(proxy.accepted, acceptedAtStop, "no reconnect attempt after stop");
+  const workers = await adminWorkers(gearmand.addr);
+  assert.ok(!workers.some((w) => w.functions.includes("q_test")), "no worker left registered");
+});
+
+Deno.test("consumer: one queue with a backlog and every slot busy cannot starve another queue (G1)", async () => {
+  await using gearmand = await startGearmand();
+  const release = Promise.withResolvers<void>();
+  const handledB: string[] = [];
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    queues: [{ name: "q_busy", inOrder: false }, { name: "q_other", inOrder: false }],
+    maxJobsPerQueue: 4,
+    handler: async (job) => {
+      if (job.queue === "q_busy") await release.promise;
+      else handledB.push(decoder.decode(job.payload));
+    },
+  });
+  await c.start();
+  try {
+    await submit(gearmand.addr, "q_busy", Array.from({ length: 40 }, (_, i) => `b${i}`));
+    await waitFor(() => observer.inFlightNow.get("q_busy") === 4, { message: "busy queue at cap" });
+    await submit(gearmand.addr, "q_other", ["o1"]);
+    await waitFor(() => handledB.includes("o1"), {
+      timeoutMs: 3000,
+      message: "the other queue's job",
+    });
+    assert.equal(observer.inFlightNow.get("q_busy"), 4, "the busy queue never exceeded its cap");
+    const depth = await queueDepth(gearmand.addr, "q_busy");
+    assert.equal(depth.running, 4, "surplus stays at gearmand, not in memory");
+  } finally {
+    release.resolve();
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: statusngin_downtimes never runs two handlers at once even with the cap at 8 (G3)", async () => {
+  await using gearmand = await startGearmand();
+  let running = 0;
+  let maxRunning = 0;
+  let maxOther = 0;
+  let runningOther = 0;
+  const order: string[] = [];
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    queues: [
+      { name: "statusngin_downtimes", inOrder: true },
+      { name: "statusngin_hostchecks", inOrder: false },
+    ],
+    maxJobsPerQueue: 8,
+    handler: async (job) => {
+      if (job.queue === "statusngin_downtimes") {
+        running++;
+        maxRunning = Math.max(maxRunning, running);
+        order.push(decoder.decode(job.payload));
+        await new Promise((r) => setTimeout(r, 5));
+        running--;
+      } else {
+        runningOther++;
+        maxOther = Math.max(maxOther, runningOther);
+        await new Promise((r) => setTimeout(r, 50));
+        runningOther--;
+      }
+    },
+  });
+  assert.equal(c.capFor({ name: "statusngin_downtimes", inOrder: true }), 1);
+  assert.equal(c.capFor({ name: "statusngin_hostchecks", inOrder: false }), 8);
+  await c.start();
+  try {
+    const downtimes = Array.from({ length: 24 }, (_, i) => `d${i}`);
+    await submit(gearmand.addr, "statusngin_downtimes", downtimes);
+    await submit(
+      gearmand.addr,
+      "statusngin_hostchecks",
+      Array.from({ length: 40 }, (_, i) => `h${i}`),
+    );
+    await waitFor(() => observer.completed("statusngin_downtimes") === 24, {
+      message: "24 downtimes",
+    });
+    await waitFor(() => observer.completed("statusngin_hostchecks") === 40, {
+      message: "40 checks",
+    });
+    assert.equal(maxRunning, 1);
+    assert.deepEqual(order, downtimes, "processed in submission order");
+    assert.equal(maxOther, 8, "other queues keep the configured cap");
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: a job whose handler never resolves is not acknowledged and is redelivered after the worker closes (D1)", async () => {
+  await using gearmand = await startGearmand();
+  const first = consumer({
+    servers: [gearmand.addr],
+    drainTimeoutMs: 200,
+    handler: () => new Promise<void>(() => {}),
+  });
+  await first.consumer.start();
+  await submit(gearmand.addr, "q_test", ["stuck"]);
+  await waitFor(() => first.observer.inFlightNow.get("q_test") === 1);
+  const t0 = performance.now();
+  await first.consumer.stop();
+  assert.ok(performance.now() - t0 < 3000, "stop is bounded by the drain timeout");
+  assert.equal(first.observer.done.get("q_test")?.abandoned, 1);
+  assert.equal(
+    (await queueDepth(gearmand.addr, "q_test")).total,
+    1,
+    "the job is back in the queue",
+  );
+
+  const redelivered: string[] = [];
+  const second = consumer({
+    servers: [gearmand.addr],
+    handler: (job) => {
+      redelivered.push(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+  });
+  await second.consumer.start();
+  try {
+    await waitFor(() => redelivered.length === 1, { message: "redelivery" });
+    assert.deepEqual(redelivered, ["stuck"]);
+  } finally {
+    await second.consumer.stop();
+  }
+});
+
+Deno.test("consumer: jobs submitted to either of two job servers are consumed (D9)", async () => {
+  await using g1 = await startGearmand();
+  await using g2 = await startGearmand();
+  const handled = new Set<string>();
+  const { consumer: c, observer } = consumer({
+    servers: [g1.addr, g2.addr],
+    maxJobsPerQueue: 2,
+    handler: (job) => {
+      handled.add(`${job.server}/${decoder.decode(job.payload)}`);
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    await submit(g1.addr, "q_test", Array.from({ length: 100 }, (_, i) => `a${i}`));
+    await submit(g2.addr, "q_test", Array.from({ length: 100 }, (_, i) => `b${i}`));
+    await waitFor(() => handled.size === 200, { message: "200 jobs from two servers" });
+    assert.equal([...handled].filter((h) => h.startsWith(g1.addr)).length, 100);
+    assert.equal([...handled].filter((h) => h.startsWith(g2.addr)).length, 100);
+    assert.equal(observer.connected("q_test"), true);
+    await g2.stop();
+    await waitFor(() => observer.connected("q_test") === false, {
+      message: "gauge drops when one of two servers is lost",
+    });
+    await submit(g1.addr, "q_test", ["still-served"]);
+    await waitFor(() => handled.has(`${g1.addr}/still-served`), {
+      message: "the remaining server keeps being served",
+    });
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: a silent peer is detected by the ECHO heartbeat and the link rebuilt", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  const handled: string[] = [];
+  const { consumer: c, observer } = consumer({
+    servers: [proxy.addr],
+    heartbeatIntervalMs: 200,
+    heartbeatTimeoutMs: 200,
+    handler: (job) => {
+      handled.push(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    proxy.freeze();
+    await waitFor(() => observer.connected("q_test") === false, {
+      timeoutMs: 3000,
+      message: "heartbeat timeout",
+    });
+    proxy.unblock();
+    await waitFor(() => observer.connected("q_test") === true, { message: "reconnected" });
+    await submit(gearmand.addr, "q_test", ["after-silence"]);
+    await waitFor(() => handled.includes("after-silence"));
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: a transient handler failure is retried on the same connection, never failed (D1, G4)", async () => {
+  await using gearmand = await startGearmand();
+  let attempts = 0;
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    handler: () => {
+      attempts++;
+      return attempts < 3 ? Promise.reject(new Error("mysql unreachable")) : Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    await submit(gearmand.addr, "q_test", ["flaky"]);
+    await waitFor(() => observer.completed("q_test") === 1, {
+      message: "completion after retries",
+    });
+    assert.equal(attempts, 3);
+    assert.equal(observer.retried.get("q_test"), 2);
+    assert.equal((await queueDepth(gearmand.addr, "q_test")).total, 0);
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: a DiscardJobError answers WORK_FAIL and the job is gone", async () => {
+  await using gearmand = await startGearmand();
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    handler: () => Promise.reject(new DiscardJobError("bad")),
+  });
+  await c.start();
+  try {
+    await submit(gearmand.addr, "q_test", ["bad"]);
+    await waitFor(() => observer.done.get("q_test")?.failed === 1);
+    await waitFor(async () => (await queueDepth(gearmand.addr, "q_test")).total === 0);
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("consumer: stop waits for running handlers and acknowledges them before closing (G9)", async () => {
+  await using gearmand = await startGearmand();
+  const gate = Promise.withResolvers<void>();
+  const started: Job[] = [];
+  const handler: JobHandler = async (job) => {
+    started.push(job);
+    await gate.promise;
+  };
+  const { consumer: c, observer } = consumer({ servers: [gearmand.addr], handler });
+  await c.start();
+  await submit(gearmand.addr, "q_test", Array.from({ length: 20 }, (_, i) => `s${i}`));
+  await waitFor(() => started.length === 8);
+  const stopping = c.stop();
+  setTimeout(() => gate.resolve(), 100);
+  await stopping;
+  assert.equal(observer.completed("q_test"), 8, "every running handler was acknowledged");
+  const depth = await queueDepth(gearmand.addr, "q_test");
+  assert.equal(depth.total, 12, "the rest waits at gearmand");
+  assert.equal(depth.running, 0);
+});
+
+Deno.test("consumer: start fails when no job server is reachable, and refuses bad options", async () => {
+  const { consumer: c } = consumer({ servers: ["127.0.0.1:1"], handler: () => Promise.resolve() });
+  await assert.rejects(() => c.start(), /no job server reachable/);
+  await c.stop();
+  assert.throws(
+    () => consumer({ servers: ["127.0.0.1:1"], queues: [], handler: () => Promise.resolve() }),
+    /no queues/,
+  );
+  assert.throws(
+    () =>
+      consumer({ servers: ["127.0.0.1:1"], maxJobsPerQueue: 0, handler: () => Promise.resolve() }),
+    /must be >= 1/,
+  );
+});

@@ -1,0 +1,43 @@
+import type { ConsumerObserver, JobResult } from "../../src/consumer/contract.ts";
+
+/** A {@link ConsumerObserver} that remembers what it was told, for assertions. */
+export class RecordingObserver implements ConsumerObserver {
+  readonly received = new Map<string, number>();
+  readonly inFlightNow = new Map<string, number>();
+  readonly done = new Map<string, Record<JobResult, number>>();
+  readonly retried = new Map<string, number>();
+  readonly reconnects = new Map<string, number>();
+  /** Every value the connected gauge took, per queue, in order. */
+  readonly connectedHistory = new Map<string, boolean[]>();
+
+  jobReceived(queue: string): void {
+    this.received.set(queue, (this.received.get(queue) ?? 0) + 1);
+  }
+  inFlight(queue: string, delta: 1 | -1): void {
+    this.inFlightNow.set(queue, (this.inFlightNow.get(queue) ?? 0) + delta);
+  }
+  jobDone(queue: string, result: JobResult): void {
+    const r = this.done.get(queue) ?? { completed: 0, failed: 0, abandoned: 0 };
+    r[result]++;
+    this.done.set(queue, r);
+  }
+  jobRetried(queue: string): void {
+    this.retried.set(queue, (this.retried.get(queue) ?? 0) + 1);
+  }
+  queueConnected(queue: string, connected: boolean): void {
+    const h = this.connectedHistory.get(queue) ?? [];
+    h.push(connected);
+    this.connectedHistory.set(queue, h);
+  }
+  queueReconnected(queue: string): void {
+    this.reconnects.set(queue, (this.reconnects.get(queue) ?? 0) + 1);
+  }
+
+  /** Current value of the connected gauge (undefined = never set). */
+  connected(queue: string): boolean | undefined {
+    return this.connectedHistory.get(queue)?.at(-1);
+  }
+  completed(queue: string): number {
+    return this.done.get(queue)?.completed ?? 0;
+  }
+}

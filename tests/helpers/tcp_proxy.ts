@@ -1,0 +1,167 @@
+/**
+ * A TCP proxy the test controls, to cut a link without killing the server
+ * behind it (killing gearmand would lose its in-memory queue, gearman.md §12).
+ */
+import { freePort } from "./gearmand.ts";
+
+/** A running proxy. */
+export interface TcpProxy extends AsyncDisposable {
+  /** `127.0.0.1:<port>` to connect to instead of the target. */
+  readonly addr: string;
+  readonly port: number;
+  /** Connections accepted so far. */
+  readonly accepted: number;
+  /** Close every open connection (both sides see EOF) and keep accepting. */
+  sever(): void;
+  /** Close every connection and stop listening: new connections are refused (ECONNREFUSED). */
+  block(): void;
+  /** Stop forwarding bytes on open connections without closing them (a silent peer). */
+  freeze(): void;
+  /** Accept and forward again after block()/freeze(). */
+  unblock(): void;
+  /** Stop listening and close everything. */
+  close(): Promise<void>;
+}
+
+/**
+ * Start a proxy in front of `target` (`host:port`).
+ *
+ * @example
+ * ```ts ignore
+ * await using proxy = await startTcpProxy(gearmand.addr);
+ * proxy.sever();
+ * ```
+ */
+export function startTcpProxy(target: string): Promise<TcpProxy> {
+  const [host, portText] = target.split(":");
+  const targetPort = Number(portText);
+  const port = freePort();
+  let listener: Deno.Listener | undefined = Deno.listen({ hostname: "127.0.0.1", port });
+  const pairs = new Set<{ a: Deno.Conn; b: Deno.Conn }>();
+  const tasks = new Set<Promise<void>>();
+  let blocked = false;
+  let frozen = false;
+  let accepted = 0;
+  const frozenWaiters: (() => void)[] = [];
+
+  const closePair = (pair: { a: Deno.Conn; b: Deno.Conn }) => {
+    pairs.delete(pair);
+    for (const c of [pair.a, pair.b]) {
+      try {
+        c.close();
+      } catch {
+        // already closed
+      }
+    }
+  };
+
+  const pipe = async (from: Deno.Conn, to: Deno.Conn, pair: { a: Deno.Conn; b: Deno.Conn }) => {
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await from.read(buf);
+        if (n === null) break;
+        while (frozen) await new Promise<void>((r) => frozenWaiters.push(r));
+        if (!pairs.has(pair)) break;
+        let off = 0;
+        while (off < n) off += await to.write(buf.subarray(off, n));
+      }
+    } catch {
+      // either side closed
+    }
+    closePair(pair);
+  };
+
+  const track = (p: Promise<void>) => {
+    tasks.add(p);
+    void p.finally(() => tasks.delete(p));
+  };
+
+  const acceptLoop = async (l: Deno.Listener) => {
+    for (;;) {
+      let client: Deno.Conn;
+      try {
+        client = await l.accept();
+      } catch {
+        return;
+      }
+      if (blocked) {
+        client.close();
+        continue;
+      }
+      accepted++;
+      // Registered before the upstream connect finishes, so a sever() in
+      // that window still cuts this connection.
+      const pending = { a: client, b: client };
+      pairs.add(pending);
+      track((async () => {
+        let upstream: Deno.Conn;
+        try {
+          upstream = await Deno.connect({ hostname: host ?? "127.0.0.1", port: targetPort });
+        } catch {
+          closePair(pending);
+          return;
+        }
+        const pair = { a: client, b: upstream };
+        if (!pairs.delete(pending)) {
+          upstream.close();
+          return;
+        }
+        pairs.add(pair);
+        await Promise.all([pipe(client, upstream, pair), pipe(upstream, client, pair)]);
+      })());
+    }
+  };
+  track(acceptLoop(listener));
+  const stopListening = () => {
+    try {
+      listener?.close();
+    } catch {
+      // already closed
+    }
+    listener = undefined;
+  };
+
+  const wake = () => {
+    for (const w of frozenWaiters.splice(0)) w();
+  };
+  const proxy: TcpProxy = {
+    addr: `127.0.0.1:${port}`,
+    port,
+    get accepted() {
+      return accepted;
+    },
+    sever() {
+      for (const pair of [...pairs]) closePair(pair);
+      wake();
+    },
+    block() {
+      blocked = true;
+      stopListening();
+      proxy.sever();
+    },
+    freeze() {
+      frozen = true;
+    },
+    unblock() {
+      blocked = false;
+      frozen = false;
+      wake();
+      if (listener === undefined) {
+        listener = Deno.listen({ hostname: "127.0.0.1", port });
+        track(acceptLoop(listener));
+      }
+    },
+    async close() {
+      stopListening();
+      blocked = true;
+      frozen = false;
+      proxy.sever();
+      while (tasks.size > 0) await Promise.allSettled([...tasks]);
+    },
+    [Symbol.asyncDispose]() {
+      return proxy.close();
+    },
+  };
+  return Promise.resolve(proxy);
+}
