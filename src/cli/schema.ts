@@ -1,0 +1,151 @@
+/**
+ * The `schema` subcommand: create what is missing, report every difference (D2).
+ *
+ * @module
+ */
+import mysql from "mysql2/promise";
+import {
+  ALL_TABLES,
+  chooseCollation,
+  describeDifference,
+  diffSchema,
+  ensureSchema,
+  mysqlOptionsFromUrl,
+  type MysqlUrlOptions,
+  quoteIdentifier,
+  redactUrl,
+  TABLE_CHARSET,
+} from "../mysql/mod.ts";
+
+/** Options of the `schema` command. */
+export interface SchemaCommandOptions {
+  /** `--mysql-url`; must name a database. */
+  readonly mysqlUrl: string;
+  /** `--check`: change nothing, print every difference, exit 1 if there is any. */
+  readonly check: boolean;
+  /** `--create-database`: create the database when it does not exist. */
+  readonly createDatabase: boolean;
+  /** Clock for the weekly partitions of new tables (tests); defaults to now. */
+  readonly now?: Date;
+}
+
+/** Where the command writes its lines. */
+export interface CommandIo {
+  /** Normal output: created objects, differences, summary. */
+  out(line: string): void;
+  /** Failures. */
+  err(line: string): void;
+}
+
+/** Connect timeout when the URL does not set `connectTimeout`. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Run the `schema` command.
+ *
+ * Without `check`: create the database (if `createDatabase` and it is missing) and every
+ * missing table, then print the differences that remain in existing tables (they are never
+ * altered). Exit code 0, or 1 when the server cannot be reached or something cannot be
+ * created. With `check`: change nothing, print every difference, exit 1 if there is any (or
+ * on failure). The URL is printed only through `redactUrl` (D8).
+ *
+ * @param options URL and flags.
+ * @param io Output sinks.
+ * @returns The process exit code.
+ */
+export async function runSchemaCommand(
+  options: SchemaCommandOptions,
+  io: CommandIo,
+): Promise<number> {
+  const shownUrl = redactUrl(options.mysqlUrl);
+  let connectionOptions: MysqlUrlOptions;
+  try {
+    connectionOptions = mysqlOptionsFromUrl(options.mysqlUrl);
+  } catch (err: unknown) {
+    // mysqlOptionsFromUrl already shows the URL redacted.
+    io.err(messageOf(err));
+    return 1;
+  }
+  const { database, ...server } = connectionOptions;
+  const password = connectionOptions.password;
+  // A driver error should never echo the password, but the output must not depend on that.
+  const scrub = (text: string): string =>
+    password === undefined ? text : text.replaceAll(password, "****");
+  if (database === undefined) {
+    io.err(`Cannot run schema: the MySQL URL "${shownUrl}" names no database (…/<database>)`);
+    return 1;
+  }
+
+  let conn: mysql.Connection;
+  try {
+    conn = await mysql.createConnection({ connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS, ...server });
+  } catch (err: unknown) {
+    io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${messageOf(err)}`));
+    return 1;
+  }
+  let step = "inspect the server";
+  try {
+    const [rows] = await conn.query(
+      "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+      [database],
+    );
+    if ((rows as unknown[]).length === 0) {
+      if (options.check) {
+        io.out(`database ${database}: does not exist (${ALL_TABLES.length} tables missing)`);
+        return 1;
+      }
+      if (!options.createDatabase) {
+        io.err(
+          `Cannot run schema: database "${database}" does not exist at "${shownUrl}": create it or pass --create-database`,
+        );
+        return 1;
+      }
+      step = `create database "${database}"`;
+      const collation = await chooseCollation(conn);
+      await conn.query(
+        `CREATE DATABASE IF NOT EXISTS ${
+          quoteIdentifier(database)
+        } CHARACTER SET ${TABLE_CHARSET} COLLATE ${collation}`,
+      );
+      io.out(`Created database ${database} (${TABLE_CHARSET}, ${collation})`);
+    }
+    step = `use database "${database}"`;
+    await conn.query(`USE ${quoteIdentifier(database)}`);
+
+    if (!options.check) {
+      step = `create missing tables in "${database}"`;
+      const result = await ensureSchema(
+        conn,
+        options.now === undefined ? {} : { now: options.now },
+      );
+      for (const table of result.created) io.out(`Created table ${table}`);
+      if (result.created.length === 0) io.out(`No table was missing in ${database}`);
+    }
+
+    step = `compare the schema of "${database}"`;
+    const differences = await diffSchema(conn);
+    for (const d of differences) io.out(describeDifference(d));
+    if (differences.length === 0) {
+      io.out(`Schema of ${database} matches the ${ALL_TABLES.length} Statusengine tables`);
+      return 0;
+    }
+    if (options.check) {
+      io.out(`${differences.length} difference(s) in ${database}`);
+      return 1;
+    }
+    // D2: existing tables are never altered, so what is left is for the operator to judge.
+    io.out(
+      `${differences.length} difference(s) remain in ${database}; existing tables are never altered`,
+    );
+    return 0;
+  } catch (err: unknown) {
+    io.err(scrub(`Cannot ${step} at "${shownUrl}": ${messageOf(err)}`));
+    return 1;
+  } finally {
+    await conn.end().catch(() => conn.destroy());
+  }
+}

@@ -1,0 +1,909 @@
+/**
+ * The table catalogue: the single source of truth for the 22 `statusengine_*` tables of the
+ * Statusengine 3 schema (queues-and-tables.md Part B, decision D2).
+ *
+ * Every column line below restates one row of Part B.3 as `[name, SQL type, NULL, default]`,
+ * written exactly as Part B writes it, so the two can be compared line by line. Everything
+ * else (insert and update column lists, character limits, integer ranges) is derived from
+ * these lines; nothing derived is written by hand.
+ *
+ * @module
+ */
+
+/**
+ * How the worker writes a table (queues-and-tables.md B.2, pipeline.md W4).
+ *
+ * - `full_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE` of every non-key column.
+ * - `noop_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE <first PK column> = VALUES(…)`.
+ * - `insert`: batched plain `INSERT` (no natural key).
+ * - `downtime`: per-event statements of the downtime lifecycle (Part C), not batched.
+ * - `none`: not written by a batched writer (schema tooling, start-up row, optional tasks).
+ */
+export type WriteMode = "full_upsert" | "noop_upsert" | "insert" | "downtime" | "none";
+
+/** The write modes whose rows go through a batched multi-row INSERT (pipeline.md W1, W3). */
+export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
+  "full_upsert",
+  "noop_upsert",
+  "insert",
+]);
+
+/**
+ * Largest allowed `mysql_batch_size` (pipeline.md W2/W3). Derived from the placeholder limit:
+ * a flush can carry up to `2 × batch size − 1` rows, and 1,399 rows × 43 columns (the widest
+ * table, `statusengine_servicestatus`) = 60,157 ≤ 65,535. Pinned by the catalogue test
+ * "catalogue: (2 × 700 − 1) × columns fits the 65,535 placeholders for every batched table".
+ */
+export const MAX_BATCH_SIZE = 700;
+
+/** Placeholders one server-side prepared statement may carry (16-bit count, W3). */
+export const MAX_PLACEHOLDERS = 65_535;
+
+/**
+ * Rows one flush may put into a single statement for a given batch size: an explicit flush
+ * first drains the input queue into the buffer, so up to `2 × batch size − 1` rows (W2).
+ *
+ * @param batchSize The configured `mysql_batch_size`.
+ * @returns The worst-case row count of one statement.
+ */
+export function maxStatementRows(batchSize: number): number {
+  return 2 * batchSize - 1;
+}
+
+/** What a column's SQL type means for the values bound to it. */
+export type ColumnKind =
+  /** `varchar(N)`: `maxChars` Unicode code points (B.1). */
+  | { readonly kind: "string"; readonly maxChars: number }
+  /** Integer types; `flag` marks `tinyint(1)` (G.5: written as 0/1). */
+  | {
+    readonly kind: "integer";
+    readonly min: number;
+    readonly max: number;
+    readonly unsigned: boolean;
+    readonly flag: boolean;
+  }
+  /** `double`: stored exactly as received (D6, T21). */
+  | { readonly kind: "double" };
+
+/** One column of a table, in schema order. */
+export interface Column {
+  /** Column name as in the schema. */
+  readonly name: string;
+  /** 1-based position in the table (schema order). */
+  readonly position: number;
+  /** SQL type exactly as Part B writes it, e.g. `int(10) unsigned`. */
+  readonly type: string;
+  /** `true` for `NULL`, `false` for `NOT NULL`. */
+  readonly nullable: boolean;
+  /** SQL literal of the DEFAULT clause (`0`, `NULL`, `'3.0.0'`), or `null` for none. */
+  readonly default: string | null;
+  /** `true` for the AUTO_INCREMENT column (only `statusengine_logentries.id`). */
+  readonly autoIncrement: boolean;
+  /**
+   * `true` for the two text columns where a JSON null stays SQL NULL (`event_handler`,
+   * `command_args`); every other text column stores `''` for null (G.3, T12).
+   */
+  readonly keepsNull: boolean;
+  /** Parsed meaning of `type`. */
+  readonly sqlType: ColumnKind;
+}
+
+/** A secondary index. Part B has no secondary UNIQUE index (B.1), so all are non-unique. */
+export interface Index {
+  /** Index name as in the schema. */
+  readonly name: string;
+  /** Indexed columns in order. */
+  readonly columns: readonly string[];
+  /** Always `false`: B.1 and W4 forbid secondary UNIQUE indexes. */
+  readonly unique: false;
+}
+
+/** One table of the catalogue with its derived column lists. */
+export interface Table {
+  /** Table name. */
+  readonly name: TableName;
+  /** Columns in schema order. */
+  readonly columns: readonly Column[];
+  /** Primary-key columns in key order; empty for the three tables without one. */
+  readonly primaryKey: readonly string[];
+  /** Secondary (non-unique) indexes in schema order. */
+  readonly indexes: readonly Index[];
+  /**
+   * Time column of `PARTITION BY RANGE (<col> DIV 86400)` for the nine weekly-partitioned
+   * tables (B.1), else `null`.
+   */
+  readonly partitionColumn: string | null;
+  /** How the worker writes the table (B.2). */
+  readonly writeMode: WriteMode;
+  /** For `noop_upsert` tables the column the no-op update assigns (its first PK column). */
+  readonly noopColumn: string | null;
+  /** Columns an INSERT supplies, in schema order: every column except AUTO_INCREMENT. */
+  readonly insertColumns: readonly string[];
+  /** Insert columns that are not part of the primary key. */
+  readonly nonKeyColumns: readonly string[];
+  /**
+   * Columns assigned by `ON DUPLICATE KEY UPDATE`: every non-key column for `full_upsert`
+   * and `downtime` (their ADD/START upserts, Part C), the no-op column for `noop_upsert`,
+   * none otherwise.
+   */
+  readonly updateColumns: readonly string[];
+  /** Character limit (code points) of every string column, by column name. */
+  readonly charLimits: Readonly<Record<string, number>>;
+  /** `true` when rows go through a batched multi-row INSERT (`BATCHED_WRITE_MODES`). */
+  readonly batched: boolean;
+}
+
+type Nullability = "NOT NULL" | "NULL";
+
+/** `[name, type, NULL/NOT NULL]` or with a fourth element: default literal or `AUTO_INCREMENT`. */
+type ColumnLine =
+  | readonly [name: string, type: string, nullability: Nullability]
+  | readonly [name: string, type: string, nullability: Nullability, defaultOrAutoIncrement: string];
+
+interface TableDefinition {
+  readonly name: string;
+  readonly writeMode: WriteMode;
+  readonly noopColumn?: string;
+  /** T12/G.3: text columns that keep SQL NULL for a JSON null. */
+  readonly keepNull?: readonly string[];
+  readonly columns: readonly ColumnLine[];
+  readonly primaryKey: readonly string[];
+  readonly indexes: readonly (readonly [name: string, columns: readonly string[]])[];
+  readonly partitionColumn: string | null;
+}
+
+// Part B.3, table by table in the order of B.3 (alphabetical). The first no-op column of
+// every `noop_upsert` table is its first primary-key column (B.2, W4); `defineTable` checks
+// it and the test "catalogue: the ten no-op tables name exactly their first primary-key
+// column" pins the list against B.2.
+const DEFINITIONS = [
+  {
+    name: "statusengine_dbversion",
+    writeMode: "none",
+    columns: [
+      ["id", "int(11)", "NOT NULL"],
+      ["dbversion", "varchar(255)", "NULL", "'3.0.0'"],
+    ],
+    primaryKey: ["id"],
+    indexes: [],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_host_acknowledgements",
+    writeMode: "noop_upsert",
+    noopColumn: "hostname",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["state", "smallint(5) unsigned", "NULL", "0"],
+      ["author_name", "varchar(255)", "NULL", "NULL"],
+      ["comment_data", "varchar(1024)", "NULL", "NULL"],
+      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
+      ["is_sticky", "tinyint(1)", "NULL", "0"],
+      ["persistent_comment", "tinyint(1)", "NULL", "0"],
+      ["notify_contacts", "tinyint(1)", "NULL", "0"],
+    ],
+    primaryKey: ["hostname", "entry_time", "entry_time_usec"],
+    indexes: [
+      ["hostname", ["hostname"]],
+      ["entry_time", ["entry_time"]],
+    ],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_host_downtimehistory",
+    writeMode: "downtime",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+      ["node_name", "varchar(255)", "NOT NULL"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["author_name", "varchar(255)", "NULL", "NULL"],
+      ["comment_data", "varchar(1024)", "NULL", "NULL"],
+      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
+      ["is_fixed", "tinyint(1)", "NULL", "0"],
+      ["duration", "int(10) unsigned", "NULL", "NULL"],
+      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
+      ["was_started", "tinyint(1)", "NULL", "0"],
+      ["actual_start_time", "bigint(20)", "NOT NULL"],
+      ["actual_end_time", "bigint(20)", "NOT NULL"],
+      ["was_cancelled", "tinyint(1)", "NULL", "0"],
+    ],
+    primaryKey: ["hostname", "node_name", "scheduled_start_time", "internal_downtime_id"],
+    indexes: [
+      ["reports", [
+        "hostname",
+        "entry_time",
+        "entry_time_usec",
+        "scheduled_start_time",
+        "scheduled_end_time",
+        "was_cancelled",
+      ]],
+      ["list", ["hostname", "scheduled_start_time", "scheduled_end_time", "was_cancelled"]],
+    ],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_host_notifications",
+    writeMode: "noop_upsert",
+    noopColumn: "hostname",
+    keepNull: ["command_args"],
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["start_time", "bigint(20)", "NOT NULL"],
+      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["contact_name", "varchar(1024)", "NULL", "NULL"],
+      ["command_name", "varchar(1024)", "NULL", "NULL"],
+      ["command_args", "varchar(1024)", "NULL", "NULL"],
+      ["state", "smallint(2)", "NULL", "0"],
+      ["end_time", "bigint(20)", "NOT NULL"],
+      ["reason_type", "smallint(3)", "NULL", "0"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["ack_author", "varchar(255)", "NULL", "NULL"],
+      ["ack_data", "varchar(1024)", "NULL", "NULL"],
+    ],
+    primaryKey: ["hostname", "start_time", "start_time_usec"],
+    indexes: [
+      ["hostname", ["hostname"]],
+      ["start_time", ["start_time"]],
+    ],
+    partitionColumn: "start_time",
+  },
+  {
+    name: "statusengine_host_notifications_log",
+    writeMode: "noop_upsert",
+    noopColumn: "hostname",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["start_time", "bigint(20)", "NOT NULL"],
+      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["end_time", "bigint(20)", "NOT NULL"],
+      ["state", "smallint(6) unsigned", "NULL", "0"],
+      ["reason_type", "smallint(6) unsigned", "NULL", "0"],
+      ["is_escalated", "tinyint(1)", "NOT NULL", "0"],
+      ["contacts_notified_count", "smallint(6) unsigned", "NOT NULL", "0"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["ack_author", "varchar(1024)", "NULL", "NULL"],
+      ["ack_data", "varchar(1024)", "NULL", "NULL"],
+    ],
+    primaryKey: ["hostname", "start_time", "start_time_usec"],
+    indexes: [
+      ["hostname", ["hostname"]],
+      ["filter", ["start_time", "end_time", "reason_type", "state"]],
+    ],
+    partitionColumn: "start_time",
+  },
+  {
+    name: "statusengine_host_scheduleddowntimes",
+    writeMode: "downtime",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+      ["node_name", "varchar(255)", "NOT NULL"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["author_name", "varchar(255)", "NULL", "NULL"],
+      ["comment_data", "varchar(1024)", "NULL", "NULL"],
+      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
+      ["is_fixed", "tinyint(1)", "NULL", "0"],
+      ["duration", "int(10) unsigned", "NULL", "NULL"],
+      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
+      ["was_started", "tinyint(1)", "NULL", "0"],
+      ["actual_start_time", "bigint(20)", "NOT NULL"],
+    ],
+    primaryKey: ["hostname", "node_name", "scheduled_start_time", "internal_downtime_id"],
+    indexes: [],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_host_statehistory",
+    writeMode: "noop_upsert",
+    noopColumn: "hostname",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["state_time", "bigint(20)", "NOT NULL"],
+      ["state_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["state_change", "tinyint(1)", "NULL", "0"],
+      ["state", "smallint(2)", "NULL", "0"],
+      ["is_hardstate", "tinyint(1)", "NULL", "0"],
+      ["current_check_attempt", "smallint(3)", "NULL", "0"],
+      ["max_check_attempts", "smallint(3)", "NULL", "0"],
+      ["last_state", "smallint(2)", "NULL", "0"],
+      ["last_hard_state", "smallint(2)", "NULL", "0"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["long_output", "varchar(8192)", "NULL", "NULL"],
+    ],
+    primaryKey: ["hostname", "state_time", "state_time_usec"],
+    indexes: [
+      ["hostname_time", ["hostname", "state_time"]],
+    ],
+    partitionColumn: "state_time",
+  },
+  {
+    name: "statusengine_hostchecks",
+    writeMode: "noop_upsert",
+    noopColumn: "hostname",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["start_time", "bigint(20)", "NOT NULL"],
+      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["state", "smallint(2)", "NULL", "0"],
+      ["is_hardstate", "tinyint(1)", "NULL", "0"],
+      ["end_time", "bigint(20)", "NOT NULL"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["timeout", "smallint(3)", "NULL", "0"],
+      ["early_timeout", "tinyint(1)", "NULL", "0"],
+      ["latency", "double", "NULL", "0"],
+      ["execution_time", "double", "NULL", "0"],
+      ["perfdata", "varchar(2048)", "NULL", "NULL"],
+      ["command", "varchar(1024)", "NULL", "NULL"],
+      ["current_check_attempt", "smallint(3)", "NULL", "0"],
+      ["max_check_attempts", "smallint(3)", "NULL", "0"],
+      ["long_output", "varchar(8192)", "NULL", "NULL"],
+    ],
+    primaryKey: ["hostname", "start_time", "start_time_usec"],
+    indexes: [
+      ["hostname", ["hostname", "start_time"]],
+      ["times", ["start_time", "end_time"]],
+    ],
+    partitionColumn: "start_time",
+  },
+  {
+    name: "statusengine_hoststatus",
+    writeMode: "full_upsert",
+    keepNull: ["event_handler"],
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["status_update_time", "bigint(20)", "NOT NULL"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["long_output", "varchar(8192)", "NULL", "NULL"],
+      ["perfdata", "varchar(2048)", "NULL", "NULL"],
+      ["current_state", "smallint(5) unsigned", "NULL", "0"],
+      ["current_check_attempt", "smallint(5) unsigned", "NULL", "0"],
+      ["max_check_attempts", "smallint(5) unsigned", "NULL", "0"],
+      ["last_check", "bigint(20)", "NOT NULL"],
+      ["next_check", "bigint(20)", "NOT NULL"],
+      ["is_passive_check", "tinyint(1)", "NULL", "0"],
+      ["last_state_change", "bigint(20)", "NOT NULL"],
+      ["last_hard_state_change", "bigint(20)", "NOT NULL"],
+      ["last_hard_state", "smallint(5) unsigned", "NULL", "0"],
+      ["is_hardstate", "tinyint(1)", "NULL", "0"],
+      ["last_notification", "bigint(20)", "NOT NULL"],
+      ["next_notification", "bigint(20)", "NOT NULL"],
+      ["notifications_enabled", "tinyint(1)", "NULL", "0"],
+      ["problem_has_been_acknowledged", "tinyint(1)", "NULL", "0"],
+      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
+      ["passive_checks_enabled", "tinyint(1)", "NULL", "0"],
+      ["active_checks_enabled", "tinyint(1)", "NULL", "0"],
+      ["event_handler_enabled", "tinyint(1)", "NULL", "0"],
+      ["flap_detection_enabled", "tinyint(1)", "NULL", "0"],
+      ["is_flapping", "tinyint(1)", "NULL", "0"],
+      ["latency", "double", "NULL", "0"],
+      ["execution_time", "double", "NULL", "0"],
+      ["scheduled_downtime_depth", "smallint(5) unsigned", "NULL", "0"],
+      ["process_performance_data", "tinyint(1)", "NULL", "0"],
+      ["obsess_over_host", "tinyint(1)", "NULL", "0"],
+      ["normal_check_interval", "int(10) unsigned", "NULL", "0"],
+      ["retry_check_interval", "int(10) unsigned", "NULL", "0"],
+      ["check_timeperiod", "varchar(255)", "NULL", "NULL"],
+      ["node_name", "varchar(255)", "NULL", "NULL"],
+      ["last_time_up", "bigint(20)", "NOT NULL"],
+      ["last_time_down", "bigint(20)", "NOT NULL"],
+      ["last_time_unreachable", "bigint(20)", "NOT NULL"],
+      ["current_notification_number", "int(10) unsigned", "NULL", "0"],
+      ["percent_state_change", "double", "NULL", "0"],
+      ["event_handler", "varchar(255)", "NULL", "NULL"],
+      ["check_command", "varchar(255)", "NULL", "NULL"],
+    ],
+    primaryKey: ["hostname"],
+    indexes: [
+      ["current_state_node", ["current_state", "node_name"]],
+      ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
+    ],
+    partitionColumn: null,
+  },
+  // Plain INSERT: no natural key (B.2). `id` is AUTO_INCREMENT and therefore no insert
+  // column, so no two inserted rows can share a primary key.
+  {
+    name: "statusengine_logentries",
+    writeMode: "insert",
+    columns: [
+      ["id", "bigint(20) unsigned", "NOT NULL", "AUTO_INCREMENT"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["logentry_type", "int(11)", "NULL", "0"],
+      ["logentry_data", "varchar(2048)", "NULL", "NULL"],
+      ["node_name", "varchar(255)", "NULL", "NULL"],
+    ],
+    primaryKey: ["id", "entry_time"],
+    indexes: [
+      ["logentries_se", ["entry_time", "node_name"]],
+    ],
+    partitionColumn: "entry_time",
+  },
+  // Written once at start-up by its own upsert (D11, T16), not by one of the 14 batched
+  // writers of W1, hence "none".
+  {
+    name: "statusengine_nodes",
+    writeMode: "none",
+    columns: [
+      ["node_name", "varchar(255)", "NOT NULL"],
+      ["node_version", "varchar(255)", "NULL", "NULL"],
+      ["node_start_time", "bigint(20)", "NOT NULL"],
+    ],
+    primaryKey: ["node_name"],
+    indexes: [],
+    partitionColumn: null,
+  },
+  // Plain INSERT: no primary key and no unique index, so nothing can collide (B.2).
+  {
+    name: "statusengine_perfdata",
+    writeMode: "insert",
+    columns: [
+      ["hostname", "varchar(255)", "NULL", "NULL"],
+      ["service_description", "varchar(255)", "NULL", "NULL"],
+      ["label", "varchar(255)", "NULL", "NULL"],
+      ["timestamp", "bigint(20)", "NOT NULL"],
+      ["timestamp_unix", "bigint(20)", "NOT NULL"],
+      ["value", "double", "NULL", "NULL"],
+      ["unit", "varchar(10)", "NULL", "NULL"],
+    ],
+    primaryKey: [],
+    indexes: [
+      ["metric", ["hostname", "service_description", "label", "timestamp_unix"]],
+      ["timestamp_unix", ["timestamp_unix"]],
+    ],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_service_acknowledgements",
+    writeMode: "noop_upsert",
+    noopColumn: "service_description",
+    columns: [
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["hostname", "varchar(255)", "NULL", "NULL"],
+      ["state", "smallint(5) unsigned", "NULL", "0"],
+      ["author_name", "varchar(255)", "NULL", "NULL"],
+      ["comment_data", "varchar(1024)", "NULL", "NULL"],
+      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
+      ["is_sticky", "tinyint(1)", "NULL", "0"],
+      ["persistent_comment", "tinyint(1)", "NULL", "0"],
+      ["notify_contacts", "tinyint(1)", "NULL", "0"],
+    ],
+    primaryKey: ["service_description", "entry_time", "entry_time_usec"],
+    indexes: [
+      ["servicename", ["hostname", "service_description"]],
+      ["entry_time", ["entry_time"]],
+      ["servicedesc_time", ["service_description", "entry_time"]],
+    ],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_service_downtimehistory",
+    writeMode: "downtime",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+      ["node_name", "varchar(255)", "NOT NULL"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["author_name", "varchar(255)", "NULL", "NULL"],
+      ["comment_data", "varchar(1024)", "NULL", "NULL"],
+      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
+      ["is_fixed", "tinyint(1)", "NULL", "0"],
+      ["duration", "int(10) unsigned", "NULL", "NULL"],
+      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
+      ["was_started", "tinyint(1)", "NULL", "0"],
+      ["actual_start_time", "bigint(20)", "NOT NULL"],
+      ["actual_end_time", "bigint(20)", "NOT NULL"],
+      ["was_cancelled", "tinyint(1)", "NULL", "0"],
+    ],
+    primaryKey: [
+      "hostname",
+      "service_description",
+      "node_name",
+      "scheduled_start_time",
+      "internal_downtime_id",
+    ],
+    indexes: [
+      ["reports", [
+        "service_description",
+        "entry_time",
+        "entry_time_usec",
+        "scheduled_start_time",
+        "scheduled_end_time",
+        "was_cancelled",
+      ]],
+      ["report", [
+        "service_description",
+        "scheduled_start_time",
+        "scheduled_end_time",
+        "was_cancelled",
+      ]],
+    ],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_service_notifications",
+    writeMode: "noop_upsert",
+    noopColumn: "service_description",
+    keepNull: ["command_args"],
+    columns: [
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["start_time", "bigint(20)", "NOT NULL"],
+      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["hostname", "varchar(255)", "NULL", "NULL"],
+      ["contact_name", "varchar(1024)", "NULL", "NULL"],
+      ["command_name", "varchar(1024)", "NULL", "NULL"],
+      ["command_args", "varchar(1024)", "NULL", "NULL"],
+      ["state", "smallint(2)", "NULL", "0"],
+      ["end_time", "bigint(20)", "NOT NULL"],
+      ["reason_type", "smallint(3)", "NULL", "0"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["ack_author", "varchar(255)", "NULL", "NULL"],
+      ["ack_data", "varchar(1024)", "NULL", "NULL"],
+    ],
+    primaryKey: ["service_description", "start_time", "start_time_usec"],
+    indexes: [
+      ["start_time", ["start_time"]],
+      ["servicename", ["hostname", "service_description"]],
+    ],
+    partitionColumn: "start_time",
+  },
+  // Unlike the other service history tables this key starts with `hostname` (B.2).
+  {
+    name: "statusengine_service_notifications_log",
+    writeMode: "noop_upsert",
+    noopColumn: "hostname",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["start_time", "bigint(20)", "NOT NULL"],
+      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["end_time", "bigint(20)", "NOT NULL"],
+      ["state", "smallint(6) unsigned", "NULL", "0"],
+      ["reason_type", "smallint(6) unsigned", "NULL", "0"],
+      ["is_escalated", "tinyint(1)", "NOT NULL", "0"],
+      ["contacts_notified_count", "smallint(6) unsigned", "NOT NULL", "0"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["ack_author", "varchar(1024)", "NULL", "NULL"],
+      ["ack_data", "varchar(1024)", "NULL", "NULL"],
+    ],
+    primaryKey: ["hostname", "service_description", "start_time", "start_time_usec"],
+    indexes: [
+      ["servicename", ["hostname", "service_description"]],
+      ["filter", ["start_time", "end_time", "reason_type", "state"]],
+    ],
+    partitionColumn: "start_time",
+  },
+  {
+    name: "statusengine_service_scheduleddowntimes",
+    writeMode: "downtime",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+      ["node_name", "varchar(255)", "NOT NULL"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["author_name", "varchar(255)", "NULL", "NULL"],
+      ["comment_data", "varchar(1024)", "NULL", "NULL"],
+      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
+      ["is_fixed", "tinyint(1)", "NULL", "0"],
+      ["duration", "int(10) unsigned", "NULL", "NULL"],
+      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
+      ["was_started", "tinyint(1)", "NULL", "0"],
+      ["actual_start_time", "bigint(20)", "NOT NULL"],
+    ],
+    primaryKey: [
+      "hostname",
+      "service_description",
+      "node_name",
+      "scheduled_start_time",
+      "internal_downtime_id",
+    ],
+    indexes: [],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_service_statehistory",
+    writeMode: "noop_upsert",
+    noopColumn: "service_description",
+    columns: [
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["state_time", "bigint(20)", "NOT NULL"],
+      ["state_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["hostname", "varchar(255)", "NULL", "NULL"],
+      ["state_change", "tinyint(1)", "NULL", "0"],
+      ["state", "smallint(2)", "NULL", "0"],
+      ["is_hardstate", "tinyint(1)", "NULL", "0"],
+      ["current_check_attempt", "smallint(3)", "NULL", "0"],
+      ["max_check_attempts", "smallint(3)", "NULL", "0"],
+      ["last_state", "smallint(2)", "NULL", "0"],
+      ["last_hard_state", "smallint(2)", "NULL", "0"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["long_output", "varchar(8192)", "NULL", "NULL"],
+    ],
+    primaryKey: ["service_description", "state_time", "state_time_usec"],
+    indexes: [
+      ["host_servicename_time", ["hostname", "service_description", "state_time"]],
+      ["servicename_time", ["service_description", "state_time"]],
+    ],
+    partitionColumn: "state_time",
+  },
+  {
+    name: "statusengine_servicechecks",
+    writeMode: "noop_upsert",
+    noopColumn: "service_description",
+    columns: [
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["start_time", "bigint(20)", "NOT NULL"],
+      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+      ["hostname", "varchar(255)", "NULL", "NULL"],
+      ["state", "smallint(2)", "NULL", "0"],
+      ["is_hardstate", "tinyint(1)", "NULL", "0"],
+      ["end_time", "bigint(20)", "NOT NULL"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["timeout", "smallint(3)", "NULL", "0"],
+      ["early_timeout", "tinyint(1)", "NULL", "0"],
+      ["latency", "double", "NULL", "0"],
+      ["execution_time", "double", "NULL", "0"],
+      ["perfdata", "varchar(2048)", "NULL", "NULL"],
+      ["command", "varchar(1024)", "NULL", "NULL"],
+      ["current_check_attempt", "smallint(3)", "NULL", "0"],
+      ["max_check_attempts", "smallint(3)", "NULL", "0"],
+      ["long_output", "varchar(8192)", "NULL", "NULL"],
+    ],
+    primaryKey: ["service_description", "start_time", "start_time_usec"],
+    indexes: [
+      ["servicename", ["hostname", "service_description", "start_time"]],
+    ],
+    partitionColumn: "start_time",
+  },
+  {
+    name: "statusengine_servicestatus",
+    writeMode: "full_upsert",
+    keepNull: ["event_handler"],
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["status_update_time", "bigint(20)", "NOT NULL"],
+      ["output", "varchar(1024)", "NULL", "NULL"],
+      ["long_output", "varchar(8192)", "NULL", "NULL"],
+      ["perfdata", "varchar(2048)", "NULL", "NULL"],
+      ["current_state", "smallint(5) unsigned", "NULL", "0"],
+      ["current_check_attempt", "smallint(5) unsigned", "NULL", "0"],
+      ["max_check_attempts", "smallint(5) unsigned", "NULL", "0"],
+      ["last_check", "bigint(20)", "NOT NULL"],
+      ["next_check", "bigint(20)", "NOT NULL"],
+      ["is_passive_check", "tinyint(1)", "NULL", "0"],
+      ["last_state_change", "bigint(20)", "NOT NULL"],
+      ["last_hard_state_change", "bigint(20)", "NOT NULL"],
+      ["last_hard_state", "smallint(5) unsigned", "NULL", "0"],
+      ["is_hardstate", "tinyint(1)", "NULL", "0"],
+      ["last_notification", "bigint(20)", "NOT NULL"],
+      ["next_notification", "bigint(20)", "NOT NULL"],
+      ["notifications_enabled", "tinyint(1)", "NULL", "0"],
+      ["problem_has_been_acknowledged", "tinyint(1)", "NULL", "0"],
+      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
+      ["passive_checks_enabled", "tinyint(1)", "NULL", "0"],
+      ["active_checks_enabled", "tinyint(1)", "NULL", "0"],
+      ["event_handler_enabled", "tinyint(1)", "NULL", "0"],
+      ["flap_detection_enabled", "tinyint(1)", "NULL", "0"],
+      ["is_flapping", "tinyint(1)", "NULL", "0"],
+      ["latency", "double", "NULL", "0"],
+      ["execution_time", "double", "NULL", "0"],
+      ["scheduled_downtime_depth", "smallint(5) unsigned", "NULL", "0"],
+      ["process_performance_data", "tinyint(1)", "NULL", "0"],
+      ["obsess_over_service", "tinyint(1)", "NULL", "0"],
+      ["normal_check_interval", "int(10) unsigned", "NULL", "0"],
+      ["retry_check_interval", "int(10) unsigned", "NULL", "0"],
+      ["check_timeperiod", "varchar(255)", "NULL", "NULL"],
+      ["node_name", "varchar(255)", "NULL", "NULL"],
+      ["last_time_ok", "bigint(20)", "NOT NULL"],
+      ["last_time_warning", "bigint(20)", "NOT NULL"],
+      ["last_time_critical", "bigint(20)", "NOT NULL"],
+      ["last_time_unknown", "bigint(20)", "NOT NULL"],
+      ["current_notification_number", "int(10) unsigned", "NULL", "0"],
+      ["percent_state_change", "double", "NULL", "0"],
+      ["event_handler", "varchar(255)", "NULL", "NULL"],
+      ["check_command", "varchar(255)", "NULL", "NULL"],
+    ],
+    primaryKey: ["hostname", "service_description"],
+    indexes: [
+      ["service_description", ["service_description"]],
+      ["current_state_node", ["current_state", "node_name"]],
+      ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
+    ],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_tasks",
+    writeMode: "none",
+    columns: [
+      ["uuid", "varchar(255)", "NULL", "NULL"],
+      ["node_name", "varchar(255)", "NULL", "NULL"],
+      ["entry_time", "bigint(20)", "NOT NULL"],
+      ["type", "varchar(255)", "NULL", "NULL"],
+      ["payload", "varchar(8192)", "NULL", "NULL"],
+    ],
+    primaryKey: [],
+    indexes: [
+      ["uuid", ["uuid"]],
+      ["node_name", ["node_name"]],
+    ],
+    partitionColumn: null,
+  },
+  {
+    name: "statusengine_users",
+    writeMode: "none",
+    columns: [
+      ["username", "varchar(255)", "NULL", "NULL"],
+      ["password", "varchar(255)", "NULL", "NULL"],
+    ],
+    primaryKey: [],
+    indexes: [
+      ["username", ["username", "password"]],
+    ],
+    partitionColumn: null,
+  },
+] as const satisfies readonly TableDefinition[];
+
+/** Name of one of the 22 `statusengine_*` tables. */
+export type TableName = (typeof DEFINITIONS)[number]["name"];
+
+const INTEGER_RANGES: Readonly<Record<string, readonly [number, number, number]>> = {
+  // [signed min, signed max, unsigned max]. The bigint bounds are the doubles nearest to the
+  // true limits on the inside (2^63 − 1 and 2^64 − 1 are not representable as a number;
+  // rounding them up would produce an out-of-range literal).
+  tinyint: [-128, 127, 255],
+  smallint: [-32_768, 32_767, 65_535],
+  mediumint: [-8_388_608, 8_388_607, 16_777_215],
+  int: [-2_147_483_648, 2_147_483_647, 4_294_967_295],
+  bigint: [-(2 ** 63), 2 ** 63 - 1024, 2 ** 64 - 2048],
+};
+
+/**
+ * Parse a Part B SQL type into what matters for binding values.
+ *
+ * @param type SQL type as Part B writes it, e.g. `smallint(5) unsigned`.
+ * @returns The parsed kind.
+ * @throws {RangeError} For a type the catalogue does not use (a programming error).
+ */
+export function parseSqlType(type: string): ColumnKind {
+  const varchar = /^varchar\((\d+)\)$/.exec(type);
+  if (varchar?.[1] !== undefined) return { kind: "string", maxChars: Number(varchar[1]) };
+  if (type === "double") return { kind: "double" };
+  const integer = /^(tinyint|smallint|mediumint|int|bigint)(?:\((\d+)\))?( unsigned)?$/.exec(type);
+  const base = integer?.[1];
+  const range = base === undefined ? undefined : INTEGER_RANGES[base];
+  if (integer !== null && range !== undefined) {
+    const unsigned = integer[3] !== undefined;
+    return {
+      kind: "integer",
+      min: unsigned ? 0 : range[0],
+      max: unsigned ? range[2] : range[1],
+      unsigned,
+      // G.5: every tinyint(1) column of the schema is a flag written as 0/1.
+      flag: base === "tinyint" && integer[2] === "1",
+    };
+  }
+  throw new RangeError(`Cannot parse SQL type "${type}": not used by the Part B schema`);
+}
+
+function defineTable(def: TableDefinition): Table {
+  const fail = (detail: string): never => {
+    throw new Error(`Invalid catalogue entry for table "${def.name}": ${detail}`);
+  };
+  const keepNull = new Set(def.keepNull ?? []);
+  const columns: Column[] = def.columns.map((line, i) => {
+    const [name, type, nullability, extra] = line;
+    const autoIncrement = extra === "AUTO_INCREMENT";
+    const sqlType = parseSqlType(type);
+    if (keepNull.has(name) && (sqlType.kind !== "string" || nullability !== "NULL")) {
+      fail(`keepNull column "${name}" must be a nullable string column`);
+    }
+    return Object.freeze({
+      name,
+      position: i + 1,
+      type,
+      nullable: nullability === "NULL",
+      default: autoIncrement || extra === undefined ? null : extra,
+      autoIncrement,
+      keepsNull: keepNull.has(name),
+      sqlType,
+    });
+  });
+  const names = new Set(columns.map((c) => c.name));
+  if (names.size !== columns.length) fail("duplicate column name");
+  for (const k of keepNull) if (!names.has(k)) fail(`unknown keepNull column "${k}"`);
+  for (const k of def.primaryKey) {
+    if (!names.has(k)) fail(`unknown primary-key column "${k}"`);
+  }
+  for (const [index, cols] of def.indexes) {
+    for (const c of cols) if (!names.has(c)) fail(`index "${index}" names unknown column "${c}"`);
+  }
+  if (def.partitionColumn !== null && !def.primaryKey.includes(def.partitionColumn)) {
+    // MySQL requires the partitioning column in every unique key (B.1).
+    fail(`partition column "${def.partitionColumn}" is not in the primary key`);
+  }
+  const noopColumn = def.noopColumn ?? null;
+  if ((def.writeMode === "noop_upsert") !== (noopColumn !== null)) {
+    // W4: a no-op table wired without its column must fail here, not silently turn into a
+    // plain INSERT that aborts on the first redelivered row.
+    fail(`a noopColumn is required exactly for write mode "noop_upsert"`);
+  }
+  if (noopColumn !== null && !def.primaryKey.includes(noopColumn)) {
+    fail(`noopColumn "${noopColumn}" is not a primary-key column`);
+  }
+  const batched = BATCHED_WRITE_MODES.includes(def.writeMode);
+  if (batched && def.writeMode !== "insert" && def.primaryKey.length === 0) {
+    fail("an upserted table needs a primary key");
+  }
+  const insertColumns = columns.filter((c) => !c.autoIncrement).map((c) => c.name);
+  const key = new Set<string>(def.primaryKey);
+  const nonKeyColumns = insertColumns.filter((c) => !key.has(c));
+  let updateColumns: readonly string[] = [];
+  if (def.writeMode === "full_upsert" || def.writeMode === "downtime") {
+    updateColumns = nonKeyColumns;
+  } else if (noopColumn !== null) updateColumns = [noopColumn];
+  const charLimits: Record<string, number> = {};
+  for (const c of columns) if (c.sqlType.kind === "string") charLimits[c.name] = c.sqlType.maxChars;
+  return Object.freeze({
+    name: def.name as TableName,
+    columns: Object.freeze(columns),
+    primaryKey: Object.freeze([...def.primaryKey]),
+    indexes: Object.freeze(
+      def.indexes.map(([name, cols]) =>
+        Object.freeze({ name, columns: Object.freeze([...cols]), unique: false as const })
+      ),
+    ),
+    partitionColumn: def.partitionColumn,
+    writeMode: def.writeMode,
+    noopColumn,
+    insertColumns: Object.freeze(insertColumns),
+    nonKeyColumns: Object.freeze(nonKeyColumns),
+    updateColumns: Object.freeze([...updateColumns]),
+    charLimits: Object.freeze(charLimits),
+    batched,
+  });
+}
+
+/** All 22 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
+export const TABLES: { readonly [N in TableName]: Table } = Object.freeze(
+  Object.fromEntries(DEFINITIONS.map((d) => [d.name, defineTable(d)])) as {
+    [N in TableName]: Table;
+  },
+);
+
+/** The 22 table names in Part B.3 order. */
+export const TABLE_NAMES: readonly TableName[] = Object.freeze(DEFINITIONS.map((d) => d.name));
+
+/** The 22 tables in Part B.3 order. */
+export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) => TABLES[n]));
+
+/**
+ * Tell whether a string names a catalogue table.
+ *
+ * @param name Any string.
+ * @returns `true` if `name` is one of the 22 table names.
+ */
+export function isTableName(name: string): name is TableName {
+  return Object.hasOwn(TABLES, name);
+}
+
+/**
+ * Look a table up by name.
+ *
+ * @param name Table name.
+ * @returns The table, or `undefined` for a name outside the catalogue.
+ */
+export function tableByName(name: string): Table | undefined {
+  return isTableName(name) ? TABLES[name] : undefined;
+}

@@ -1,0 +1,277 @@
+import assert from "node:assert/strict";
+import {
+  ALL_TABLES,
+  BATCHED_WRITE_MODES,
+  isTableName,
+  MAX_BATCH_SIZE,
+  MAX_PLACEHOLDERS,
+  maxStatementRows,
+  parseSqlType,
+  TABLE_NAMES,
+  tableByName,
+  type TableName,
+  TABLES,
+  type WriteMode,
+} from "./catalogue.ts";
+
+// pipeline.md §8.2 gives the counts of the schema file loaded in CI; a miscopied Part B line
+// would change one of them.
+Deno.test("catalogue: 22 tables, 295 columns and 56 primary-key columns (D2, pipeline.md §8.2)", () => {
+  assert.equal(ALL_TABLES.length, 22);
+  assert.equal(TABLE_NAMES.length, 22);
+  assert.equal(ALL_TABLES.reduce((n, t) => n + t.columns.length, 0), 295);
+  assert.equal(ALL_TABLES.reduce((n, t) => n + t.primaryKey.length, 0), 56);
+  assert.equal(new Set(TABLE_NAMES).size, 22);
+  for (const name of TABLE_NAMES) assert.match(name, /^statusengine_[a-z_]+$/);
+});
+
+// B.2 and W4 list the mapping literally; without this test a table could be wired to a
+// column that is not its first key column and nobody would notice until the convention check.
+Deno.test("catalogue: the ten no-op tables name exactly their first primary-key column (B.2, W4)", () => {
+  const expected: Record<string, string> = {
+    "statusengine_hostchecks": "hostname",
+    "statusengine_servicechecks": "service_description",
+    "statusengine_host_statehistory": "hostname",
+    "statusengine_service_statehistory": "service_description",
+    "statusengine_host_acknowledgements": "hostname",
+    "statusengine_service_acknowledgements": "service_description",
+    "statusengine_host_notifications": "hostname",
+    "statusengine_service_notifications": "service_description",
+    "statusengine_host_notifications_log": "hostname",
+    "statusengine_service_notifications_log": "hostname",
+  };
+  const noop = ALL_TABLES.filter((t) => t.writeMode === "noop_upsert");
+  assert.deepEqual(noop.map((t) => t.name).sort(), Object.keys(expected).sort());
+  for (const table of noop) {
+    assert.equal(table.noopColumn, expected[table.name], table.name);
+    assert.equal(table.noopColumn, table.primaryKey[0], table.name);
+    assert.deepEqual(table.updateColumns, [table.noopColumn], table.name);
+  }
+  for (const table of ALL_TABLES.filter((t) => t.writeMode !== "noop_upsert")) {
+    assert.equal(table.noopColumn, null, table.name);
+  }
+});
+
+Deno.test("catalogue: write modes follow B.2 and give the 14 batched writers of W1", () => {
+  const byMode = (mode: WriteMode) =>
+    ALL_TABLES.filter((t) => t.writeMode === mode).map((t) => t.name).sort();
+  assert.deepEqual(byMode("full_upsert"), [
+    "statusengine_hoststatus",
+    "statusengine_servicestatus",
+  ]);
+  assert.equal(byMode("noop_upsert").length, 10);
+  assert.deepEqual(byMode("insert"), ["statusengine_logentries", "statusengine_perfdata"]);
+  assert.deepEqual(byMode("downtime"), [
+    "statusengine_host_downtimehistory",
+    "statusengine_host_scheduleddowntimes",
+    "statusengine_service_downtimehistory",
+    "statusengine_service_scheduleddowntimes",
+  ]);
+  assert.deepEqual(byMode("none"), [
+    "statusengine_dbversion",
+    "statusengine_nodes",
+    "statusengine_tasks",
+    "statusengine_users",
+  ]);
+  const batched = ALL_TABLES.filter((t) => t.batched);
+  assert.equal(batched.length, 14);
+  for (const t of ALL_TABLES) assert.equal(t.batched, BATCHED_WRITE_MODES.includes(t.writeMode));
+});
+
+// The two plain-INSERT tables have no ON DUPLICATE KEY clause, so a key collision would fail
+// the whole statement with 1062 (W4). They are safe only because nothing they insert can
+// collide: logentries' key contains the server-assigned AUTO_INCREMENT id, and perfdata has no
+// unique index at all.
+Deno.test("catalogue: logentries and perfdata cannot collide (W4)", () => {
+  const logentries = TABLES.statusengine_logentries;
+  const id = logentries.columns.find((c) => c.name === "id");
+  assert.equal(id?.autoIncrement, true);
+  assert.ok(logentries.primaryKey.includes("id"));
+  assert.ok(!logentries.insertColumns.includes("id"));
+  assert.ok(logentries.indexes.every((i) => !i.unique));
+
+  const perfdata = TABLES.statusengine_perfdata;
+  assert.deepEqual(perfdata.primaryKey, []);
+  assert.ok(perfdata.indexes.every((i) => !i.unique));
+  assert.ok(perfdata.columns.every((c) => !c.autoIncrement));
+});
+
+// TestBatchSizeStaysUnderPlaceholderLimit in the Go worker: do the arithmetic for every table
+// at the ceiling, not "no error" (a wrong guard passes that too).
+Deno.test("catalogue: (2 × 700 − 1) × columns fits the 65,535 placeholders for every batched table (W3)", () => {
+  assert.equal(MAX_BATCH_SIZE, 700);
+  assert.equal(MAX_PLACEHOLDERS, 65_535);
+  assert.equal(maxStatementRows(MAX_BATCH_SIZE), 1_399);
+  for (const table of ALL_TABLES.filter((t) => t.batched)) {
+    const placeholders = maxStatementRows(MAX_BATCH_SIZE) * table.insertColumns.length;
+    assert.ok(placeholders <= MAX_PLACEHOLDERS, `${table.name}: ${placeholders}`);
+  }
+  const widest = Math.max(
+    ...ALL_TABLES.filter((t) => t.batched).map((t) => t.insertColumns.length),
+  );
+  assert.equal(widest, 43);
+  assert.equal(maxStatementRows(700) * widest, 60_157);
+  assert.equal(maxStatementRows(750) * widest, 64_457);
+  assert.ok(maxStatementRows(750) * (widest + 1) > MAX_PLACEHOLDERS);
+  assert.ok(maxStatementRows(1000) * widest > MAX_PLACEHOLDERS);
+});
+
+Deno.test("catalogue: column counts quoted in W3 are the insert column counts", () => {
+  assert.equal(TABLES.statusengine_servicestatus.insertColumns.length, 43);
+  assert.equal(TABLES.statusengine_hoststatus.insertColumns.length, 41);
+  assert.equal(TABLES.statusengine_servicechecks.insertColumns.length, 17);
+  assert.equal(TABLES.statusengine_hostchecks.insertColumns.length, 16);
+  assert.equal(TABLES.statusengine_logentries.insertColumns.length, 4);
+  assert.deepEqual(TABLES.statusengine_logentries.insertColumns, [
+    "entry_time",
+    "logentry_type",
+    "logentry_data",
+    "node_name",
+  ]);
+});
+
+Deno.test("catalogue: full upserts update every non-key column and nothing else (W4)", () => {
+  for (const name of ["statusengine_hoststatus", "statusengine_servicestatus"] as const) {
+    const t = TABLES[name];
+    assert.deepEqual(
+      t.updateColumns,
+      t.columns.map((c) => c.name).filter((c) => !t.primaryKey.includes(c)),
+    );
+  }
+  assert.equal(TABLES.statusengine_hoststatus.updateColumns.length, 40);
+  assert.equal(TABLES.statusengine_servicestatus.updateColumns.length, 41);
+  assert.ok(!TABLES.statusengine_servicestatus.updateColumns.includes("service_description"));
+  assert.deepEqual(TABLES.statusengine_logentries.updateColumns, []);
+  assert.deepEqual(TABLES.statusengine_perfdata.updateColumns, []);
+});
+
+Deno.test("catalogue: insert columns are the schema order minus AUTO_INCREMENT", () => {
+  for (const t of ALL_TABLES) {
+    assert.deepEqual(
+      t.insertColumns,
+      t.columns.filter((c) => !c.autoIncrement).map((c) => c.name),
+      t.name,
+    );
+    assert.deepEqual(t.columns.map((c) => c.position), t.columns.map((_, i) => i + 1), t.name);
+  }
+});
+
+// G.2 lists the limits the worker truncates to; they must be the ones derived from the types.
+Deno.test("catalogue: character limits derived from the types match G.2", () => {
+  const expectations: [TableName, string, number][] = [
+    ["statusengine_hoststatus", "hostname", 255],
+    ["statusengine_servicestatus", "service_description", 255],
+    ["statusengine_hoststatus", "output", 1024],
+    ["statusengine_servicestatus", "long_output", 8192],
+    ["statusengine_hoststatus", "perfdata", 2048],
+    ["statusengine_servicechecks", "perfdata", 2048],
+    ["statusengine_hostchecks", "command", 1024],
+    ["statusengine_servicestatus", "check_command", 255],
+    ["statusengine_servicestatus", "event_handler", 255],
+    ["statusengine_hoststatus", "check_timeperiod", 255],
+    ["statusengine_hoststatus", "node_name", 255],
+    ["statusengine_host_acknowledgements", "author_name", 255],
+    ["statusengine_host_acknowledgements", "comment_data", 1024],
+    ["statusengine_service_notifications", "contact_name", 1024],
+    ["statusengine_service_notifications", "command_name", 1024],
+    ["statusengine_service_notifications", "command_args", 1024],
+    ["statusengine_service_notifications", "ack_author", 255],
+    ["statusengine_service_notifications_log", "ack_author", 1024],
+    ["statusengine_host_notifications_log", "ack_data", 1024],
+    ["statusengine_logentries", "logentry_data", 2048],
+    ["statusengine_perfdata", "label", 255],
+    ["statusengine_perfdata", "unit", 10],
+    ["statusengine_tasks", "payload", 8192],
+  ];
+  for (const [table, column, limit] of expectations) {
+    assert.equal(TABLES[table].charLimits[column], limit, `${table}.${column}`);
+  }
+  for (const t of ALL_TABLES) {
+    for (const c of t.columns) {
+      assert.equal(c.name in t.charLimits, c.type.startsWith("varchar("), `${t.name}.${c.name}`);
+    }
+  }
+});
+
+Deno.test("catalogue: the nine weekly-partitioned tables partition by their time column (B.1)", () => {
+  const partitioned = Object.fromEntries(
+    ALL_TABLES.filter((t) => t.partitionColumn !== null).map((t) => [t.name, t.partitionColumn]),
+  );
+  assert.deepEqual(partitioned, {
+    "statusengine_host_notifications": "start_time",
+    "statusengine_host_notifications_log": "start_time",
+    "statusengine_host_statehistory": "state_time",
+    "statusengine_hostchecks": "start_time",
+    "statusengine_logentries": "entry_time",
+    "statusengine_service_notifications": "start_time",
+    "statusengine_service_notifications_log": "start_time",
+    "statusengine_service_statehistory": "state_time",
+    "statusengine_servicechecks": "start_time",
+  });
+  for (const t of ALL_TABLES) {
+    if (t.partitionColumn !== null) assert.ok(t.primaryKey.includes(t.partitionColumn), t.name);
+  }
+});
+
+Deno.test("catalogue: only event_handler and command_args keep SQL NULL for a JSON null (G.3, T12)", () => {
+  const keepers = ALL_TABLES.flatMap((t) =>
+    t.columns.filter((c) => c.keepsNull).map((c) => `${t.name}.${c.name}`)
+  );
+  assert.deepEqual(keepers.sort(), [
+    "statusengine_host_notifications.command_args",
+    "statusengine_hoststatus.event_handler",
+    "statusengine_service_notifications.command_args",
+    "statusengine_servicestatus.event_handler",
+  ]);
+});
+
+Deno.test("catalogue: no secondary index is unique and every key column is NOT NULL (B.1)", () => {
+  for (const t of ALL_TABLES) {
+    for (const index of t.indexes) assert.equal(index.unique, false, `${t.name}.${index.name}`);
+    for (const k of t.primaryKey) {
+      assert.equal(t.columns.find((c) => c.name === k)?.nullable, false, `${t.name}.${k}`);
+    }
+  }
+});
+
+Deno.test("parseSqlType: integer ranges, flags and string limits come from the type", () => {
+  assert.deepEqual(parseSqlType("tinyint(1)"), {
+    kind: "integer",
+    min: -128,
+    max: 127,
+    unsigned: false,
+    flag: true,
+  });
+  assert.deepEqual(parseSqlType("smallint(5) unsigned"), {
+    kind: "integer",
+    min: 0,
+    max: 65_535,
+    unsigned: true,
+    flag: false,
+  });
+  assert.equal(parseSqlType("smallint(2)").kind, "integer");
+  assert.deepEqual(parseSqlType("int(10) unsigned"), {
+    kind: "integer",
+    min: 0,
+    max: 4_294_967_295,
+    unsigned: true,
+    flag: false,
+  });
+  const bigint = parseSqlType("bigint(20)");
+  assert.ok(bigint.kind === "integer");
+  // Must stay at or below 2^63 − 1 once printed as a decimal literal.
+  assert.ok(BigInt(bigint.max) <= 2n ** 63n - 1n);
+  assert.ok(BigInt(bigint.min) >= -(2n ** 63n));
+  assert.deepEqual(parseSqlType("varchar(10)"), { kind: "string", maxChars: 10 });
+  assert.deepEqual(parseSqlType("double"), { kind: "double" });
+  assert.throws(() => parseSqlType("text"), RangeError);
+});
+
+Deno.test("tableByName: finds catalogue tables and nothing else", () => {
+  assert.equal(tableByName("statusengine_hostchecks"), TABLES.statusengine_hostchecks);
+  assert.equal(tableByName("statusengine_nope"), undefined);
+  assert.equal(tableByName("toString"), undefined);
+  assert.ok(isTableName("statusengine_users"));
+  assert.ok(!isTableName("constructor"));
+  assert.ok(Object.isFrozen(TABLES.statusengine_hostchecks));
+});

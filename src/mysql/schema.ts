@@ -1,0 +1,788 @@
+/**
+ * Create the schema where it is missing and report how an existing database differs from
+ * the catalogue (D2). Nothing here drops, alters or rewrites anything that exists.
+ *
+ * @module
+ */
+import { ALL_TABLES, type Column, type Table, type TableName, TABLES } from "./catalogue.ts";
+import {
+  chooseCollation,
+  createTableStatement,
+  type QueryConnection,
+  TABLE_CHARSET,
+  TABLE_ENGINE,
+} from "./ddl.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Reading information_schema
+
+/** A row of `information_schema.TABLES`, reduced to what the diff needs. */
+export interface TableRow {
+  readonly tableName: string;
+  /** `BASE TABLE`, `VIEW`, … */
+  readonly tableType: string;
+  readonly engine: string | null;
+  readonly collation: string | null;
+}
+
+/** A row of `information_schema.COLUMNS`, reduced to what the diff needs. */
+export interface ColumnRow {
+  readonly tableName: string;
+  readonly columnName: string;
+  readonly position: number;
+  /** `COLUMN_TYPE`, e.g. `int(10) unsigned` (MariaDB) or `int unsigned` (MySQL 8). */
+  readonly columnType: string;
+  /** `IS_NULLABLE`: `YES` or `NO`. */
+  readonly isNullable: string;
+  /** `COLUMN_DEFAULT` as the server reports it (spelling differs, see `normalizeColumnDefault`). */
+  readonly columnDefault: string | null;
+  /** `EXTRA`, e.g. `auto_increment`. */
+  readonly extra: string;
+  /** `CHARACTER_SET_NAME`; null for non-text columns. */
+  readonly characterSet: string | null;
+}
+
+/** A row of `information_schema.STATISTICS` (one per index column). */
+export interface StatisticsRow {
+  readonly tableName: string;
+  readonly indexName: string;
+  readonly seqInIndex: number;
+  /** Null for a MySQL 8 functional index part. */
+  readonly columnName: string | null;
+  /** 0 for a unique index (the primary key included), 1 otherwise. */
+  readonly nonUnique: number;
+  /** Index prefix length, null for the whole column. */
+  readonly subPart: number | null;
+}
+
+/** One partitioned table from `information_schema.PARTITIONS`. */
+export interface PartitionRow {
+  readonly tableName: string;
+  /** e.g. `RANGE`. */
+  readonly method: string;
+  /** e.g. `` `start_time` DIV 86400 ``. */
+  readonly expression: string;
+}
+
+/** What `information_schema` says about the catalogue's tables in one database. */
+export interface SchemaSnapshot {
+  readonly tables: readonly TableRow[];
+  readonly columns: readonly ColumnRow[];
+  readonly statistics: readonly StatisticsRow[];
+  readonly partitions: readonly PartitionRow[];
+}
+
+/** mysql2 and MySQL 8 may hand information_schema text back as bytes. */
+function text(value: unknown): string {
+  if (value instanceof Uint8Array) return new TextDecoder().decode(value);
+  return String(value);
+}
+
+function textOrNull(value: unknown): string | null {
+  return value === null || value === undefined ? null : text(value);
+}
+
+function numberOrNull(value: unknown): number | null {
+  return value === null || value === undefined ? null : Number(text(value));
+}
+
+async function rowsOf(
+  conn: QueryConnection,
+  sql: string,
+  params: unknown[],
+): Promise<Record<string, unknown>[]> {
+  const [rows] = await conn.query(sql, params);
+  return rows as Record<string, unknown>[];
+}
+
+/**
+ * The database the connection uses.
+ *
+ * @param conn Connection or pool.
+ * @returns The name of the current database.
+ * @throws {Error} If the connection has no current database.
+ */
+export async function currentDatabase(conn: QueryConnection): Promise<string> {
+  const [row] = await rowsOf(conn, "SELECT DATABASE() AS db", []);
+  const name = textOrNull(row?.db);
+  if (name === null) {
+    throw new Error("Cannot inspect the schema: the connection has no database selected");
+  }
+  return name;
+}
+
+/**
+ * Read the catalogue tables' metadata from `information_schema` (COLUMNS, STATISTICS, TABLES,
+ * PARTITIONS) of the connection's current database.
+ *
+ * @param conn Connection or pool with a database selected.
+ * @returns The snapshot `compareSchema` works on.
+ */
+export async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot> {
+  const db = await currentDatabase(conn);
+  const names = [...ALL_TABLES.map((t) => t.name)];
+  const where = "TABLE_SCHEMA = ? AND TABLE_NAME IN (?)";
+  const [tables, columns, statistics, partitions] = await Promise.all([
+    rowsOf(
+      conn,
+      `SELECT TABLE_NAME AS t, TABLE_TYPE AS tt, ENGINE AS e, TABLE_COLLATION AS c
+       FROM information_schema.TABLES WHERE ${where}`,
+      [db, names],
+    ),
+    rowsOf(
+      conn,
+      `SELECT TABLE_NAME AS t, COLUMN_NAME AS n, ORDINAL_POSITION AS p, COLUMN_TYPE AS ct,
+              IS_NULLABLE AS nl, COLUMN_DEFAULT AS d, EXTRA AS x, CHARACTER_SET_NAME AS cs
+       FROM information_schema.COLUMNS WHERE ${where}`,
+      [db, names],
+    ),
+    rowsOf(
+      conn,
+      `SELECT TABLE_NAME AS t, INDEX_NAME AS i, SEQ_IN_INDEX AS s, COLUMN_NAME AS n,
+              NON_UNIQUE AS nu, SUB_PART AS sp
+       FROM information_schema.STATISTICS WHERE ${where}`,
+      [db, names],
+    ),
+    rowsOf(
+      conn,
+      `SELECT DISTINCT TABLE_NAME AS t, PARTITION_METHOD AS m, PARTITION_EXPRESSION AS e
+       FROM information_schema.PARTITIONS WHERE ${where} AND PARTITION_NAME IS NOT NULL`,
+      [db, names],
+    ),
+  ]);
+  return {
+    tables: tables.map((r) => ({
+      tableName: text(r.t),
+      tableType: text(r.tt),
+      engine: textOrNull(r.e),
+      collation: textOrNull(r.c),
+    })),
+    columns: columns.map((r) => ({
+      tableName: text(r.t),
+      columnName: text(r.n),
+      position: Number(text(r.p)),
+      columnType: text(r.ct),
+      isNullable: text(r.nl),
+      columnDefault: textOrNull(r.d),
+      extra: textOrNull(r.x) ?? "",
+      characterSet: textOrNull(r.cs),
+    })),
+    statistics: statistics.map((r) => ({
+      tableName: text(r.t),
+      indexName: text(r.i),
+      seqInIndex: Number(text(r.s)),
+      columnName: textOrNull(r.n),
+      nonUnique: Number(text(r.nu)),
+      subPart: numberOrNull(r.sp),
+    })),
+    partitions: partitions.map((r) => ({
+      tableName: text(r.t),
+      method: textOrNull(r.m) ?? "",
+      expression: textOrNull(r.e) ?? "",
+    })),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation: harmless spelling differences between MySQL 8 and MariaDB
+
+/**
+ * Canonical spelling of a column type for comparison.
+ *
+ * MySQL 8.0.17+ no longer reports integer display widths (`int(11)` → `int`,
+ * `bigint(20) unsigned` → `bigint unsigned`; only `tinyint(1)` keeps its width), while MariaDB
+ * and the Part B dump keep them. The width never changes what a column stores, so it is
+ * dropped on both sides. `integer`/`bool`/`boolean` are aliases MySQL may echo back.
+ *
+ * @param type A `COLUMN_TYPE` or a catalogue type.
+ * @returns Lower-case type without integer display width.
+ */
+export function normalizeColumnType(type: string): string {
+  let t = type.trim().toLowerCase().replace(/\s+/g, " ");
+  if (t === "bool" || t === "boolean") t = "tinyint(1)";
+  t = t.replace(/^integer\b/, "int");
+  return t.replace(/^(tinyint|smallint|mediumint|int|bigint)\(\d+\)/, "$1");
+}
+
+/**
+ * Canonical value of a column default for comparison; `null` means "no default" or
+ * `DEFAULT NULL`.
+ *
+ * The servers spell the same default differently in `COLUMN_DEFAULT`:
+ * - MariaDB ≥ 10.2.7 quotes string literals (`'3.0.0'`) and reports `DEFAULT NULL` as the
+ *   unquoted text `NULL`; MySQL 8 reports the bare string (`3.0.0`) and SQL NULL.
+ * - "No default" is SQL NULL on both. For a nullable column it is the same as `DEFAULT NULL`
+ *   (the implicit default), and a NOT NULL column cannot default to NULL, so both collapse
+ *   to `null`.
+ * - Numeric literals may come back as `0` or `0.0` depending on the column type; equal
+ *   numbers compare equal.
+ * The catalogue writes SQL literals (`0`, `NULL`, `'3.0.0'`) and goes through the same rules.
+ *
+ * @param value `COLUMN_DEFAULT` or a catalogue default literal.
+ * @returns The canonical default.
+ */
+export function normalizeColumnDefault(value: string | null): string | null {
+  if (value === null || value === "NULL") return null;
+  const quoted = /^'(.*)'$/s.exec(value);
+  if (quoted?.[1] !== undefined) return quoted[1].replaceAll("''", "'");
+  if (/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(value.trim())) {
+    return String(Number(value));
+  }
+  return value;
+}
+
+/**
+ * Canonical partition expression: MariaDB reports `` `start_time` DIV 86400 ``, MySQL 8
+ * lower-cases the operator and may add parentheses; backticks, parentheses, blanks and case
+ * carry no meaning here.
+ *
+ * @param expression `PARTITION_EXPRESSION` or the catalogue's expression.
+ * @returns The canonical text.
+ */
+export function normalizePartitionExpression(expression: string): string {
+  return expression.replace(/[`()\s]/g, "").toLowerCase();
+}
+
+function charsetOfCollation(collation: string | null): string | null {
+  if (collation === null) return null;
+  const cut = collation.indexOf("_");
+  return cut < 0 ? collation : collation.slice(0, cut);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Differences
+
+/**
+ * The definition of one column as written (catalogue) or reported (server). Compared through
+ * `normalizeColumnType` and `normalizeColumnDefault`; shown as is.
+ */
+export interface ColumnShape {
+  /** SQL type, e.g. `int(10) unsigned` or `int unsigned`. */
+  readonly type: string;
+  readonly nullable: boolean;
+  /** Default as an SQL literal (catalogue) or `COLUMN_DEFAULT` (server); null for none. */
+  readonly default: string | null;
+  readonly autoIncrement: boolean;
+}
+
+/** One way an existing database differs from the catalogue. */
+export type SchemaDifference =
+  | { readonly kind: "missing_table"; readonly table: TableName }
+  | {
+    readonly kind: "not_a_table";
+    readonly table: TableName;
+    readonly tableType: string;
+  }
+  | {
+    readonly kind: "table_engine";
+    readonly table: TableName;
+    readonly expected: string;
+    readonly actual: string | null;
+  }
+  | {
+    readonly kind: "table_charset";
+    readonly table: TableName;
+    readonly expected: string;
+    readonly actual: string | null;
+  }
+  | {
+    readonly kind: "missing_column";
+    readonly table: TableName;
+    readonly column: string;
+    readonly expected: ColumnShape;
+  }
+  | {
+    readonly kind: "extra_column";
+    readonly table: TableName;
+    readonly column: string;
+    readonly actual: ColumnShape;
+  }
+  | {
+    readonly kind: "column_definition";
+    readonly table: TableName;
+    readonly column: string;
+    readonly expected: ColumnShape;
+    readonly actual: ColumnShape;
+  }
+  | {
+    readonly kind: "column_charset";
+    readonly table: TableName;
+    readonly column: string;
+    readonly expected: string;
+    readonly actual: string | null;
+  }
+  | {
+    readonly kind: "column_order";
+    readonly table: TableName;
+    readonly expected: readonly string[];
+    readonly actual: readonly string[];
+  }
+  | {
+    readonly kind: "primary_key";
+    readonly table: TableName;
+    readonly expected: readonly string[];
+    readonly actual: readonly string[];
+  }
+  | {
+    readonly kind: "missing_index";
+    readonly table: TableName;
+    readonly index: string;
+    readonly expected: readonly string[];
+  }
+  | {
+    readonly kind: "index_columns";
+    readonly table: TableName;
+    readonly index: string;
+    readonly expected: readonly string[];
+    readonly actual: readonly string[];
+  }
+  | {
+    readonly kind: "unexpected_unique_index";
+    readonly table: TableName;
+    readonly index: string;
+    readonly columns: readonly string[];
+    /** `true` when the table is written with ON DUPLICATE KEY UPDATE (W4 premise broken). */
+    readonly upserted: boolean;
+  }
+  | {
+    readonly kind: "extra_index";
+    readonly table: TableName;
+    readonly index: string;
+    readonly columns: readonly string[];
+  }
+  | {
+    readonly kind: "partitioning";
+    readonly table: TableName;
+    /** e.g. `RANGE (start_time DIV 86400)`; null for "not partitioned". */
+    readonly expected: string | null;
+    readonly actual: string | null;
+  };
+
+/** The kinds of `SchemaDifference`. */
+export type SchemaDifferenceKind = SchemaDifference["kind"];
+
+function expectedShape(column: Column): ColumnShape {
+  return {
+    type: column.type,
+    nullable: column.nullable,
+    default: column.default,
+    autoIncrement: column.autoIncrement,
+  };
+}
+
+function actualShape(row: ColumnRow): ColumnShape {
+  return {
+    type: row.columnType,
+    nullable: row.isNullable.toUpperCase() === "YES",
+    default: row.columnDefault,
+    autoIncrement: /\bauto_increment\b/i.test(row.extra),
+  };
+}
+
+function sameShape(a: ColumnShape, b: ColumnShape): boolean {
+  return normalizeColumnType(a.type) === normalizeColumnType(b.type) &&
+    a.nullable === b.nullable &&
+    normalizeColumnDefault(a.default) === normalizeColumnDefault(b.default) &&
+    a.autoIncrement === b.autoIncrement;
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+/** Tables written with `ON DUPLICATE KEY UPDATE` (W4: 12 batched tables + 4 downtime tables). */
+function isUpserted(table: Table): boolean {
+  return table.writeMode === "full_upsert" || table.writeMode === "noop_upsert" ||
+    table.writeMode === "downtime";
+}
+
+function groupBy<T>(rows: readonly T[], key: (row: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const row of rows) {
+    const k = key(row);
+    const list = groups.get(k);
+    if (list === undefined) groups.set(k, [row]);
+    else list.push(row);
+  }
+  return groups;
+}
+
+interface ActualIndex {
+  readonly name: string;
+  readonly unique: boolean;
+  readonly columns: string[];
+}
+
+function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
+  const indexes = new Map<string, ActualIndex>();
+  for (const [name, parts] of groupBy(rows, (r) => r.indexName)) {
+    parts.sort((a, b) => a.seqInIndex - b.seqInIndex);
+    indexes.set(name, {
+      name,
+      unique: parts.every((p) => p.nonUnique === 0),
+      // A prefix index is not the index Part B describes; show the prefix so it differs.
+      columns: parts.map((p) => {
+        const column = p.columnName ?? "(expression)";
+        return p.subPart === null ? column : `${column}(${p.subPart})`;
+      }),
+    });
+  }
+  return indexes;
+}
+
+function describePartitioning(method: string, expression: string): string {
+  return `${method.toUpperCase()} (${normalizePartitionExpression(expression)})`;
+}
+
+/**
+ * Compare a snapshot with the catalogue. Pure: unit-testable with literal
+ * `information_schema` rows from either server.
+ *
+ * @param snapshot What `readSchemaSnapshot` read.
+ * @param tables Tables to compare (default: all 22).
+ * @returns Every difference, table by table in catalogue order.
+ */
+export function compareSchema(
+  snapshot: SchemaSnapshot,
+  tables: readonly Table[] = ALL_TABLES,
+): SchemaDifference[] {
+  const differences: SchemaDifference[] = [];
+  const tableRows = new Map(snapshot.tables.map((t) => [t.tableName, t]));
+  const columnsByTable = groupBy(snapshot.columns, (c) => c.tableName);
+  const statsByTable = groupBy(snapshot.statistics, (s) => s.tableName);
+  const partitionsByTable = new Map(snapshot.partitions.map((p) => [p.tableName, p]));
+
+  for (const table of tables) {
+    const name = table.name;
+    const tableRow = tableRows.get(name);
+    if (tableRow === undefined) {
+      differences.push({ kind: "missing_table", table: name });
+      continue;
+    }
+    if (tableRow.tableType.toUpperCase() !== "BASE TABLE") {
+      differences.push({ kind: "not_a_table", table: name, tableType: tableRow.tableType });
+      continue;
+    }
+    if (tableRow.engine?.toLowerCase() !== TABLE_ENGINE.toLowerCase()) {
+      differences.push({
+        kind: "table_engine",
+        table: name,
+        expected: TABLE_ENGINE,
+        actual: tableRow.engine,
+      });
+    }
+    // The collation does not matter (B.1), the character set does: a utf8mb3 table fails on
+    // every 4-byte character with error 1366 (T15).
+    const charset = charsetOfCollation(tableRow.collation);
+    if (charset !== TABLE_CHARSET) {
+      differences.push({
+        kind: "table_charset",
+        table: name,
+        expected: TABLE_CHARSET,
+        actual: charset,
+      });
+    }
+
+    const actualColumns = [...(columnsByTable.get(name) ?? [])].sort((a, b) =>
+      a.position - b.position
+    );
+    const actualByName = new Map(actualColumns.map((c) => [c.columnName, c]));
+    const expectedNames = new Set(table.columns.map((c) => c.name));
+    for (const column of table.columns) {
+      const row = actualByName.get(column.name);
+      const expected = expectedShape(column);
+      if (row === undefined) {
+        differences.push({ kind: "missing_column", table: name, column: column.name, expected });
+        continue;
+      }
+      const actual = actualShape(row);
+      if (!sameShape(expected, actual)) {
+        differences.push({
+          kind: "column_definition",
+          table: name,
+          column: column.name,
+          expected,
+          actual,
+        });
+      }
+      if (column.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
+        differences.push({
+          kind: "column_charset",
+          table: name,
+          column: column.name,
+          expected: TABLE_CHARSET,
+          actual: row.characterSet,
+        });
+      }
+    }
+    for (const row of actualColumns) {
+      if (!expectedNames.has(row.columnName)) {
+        differences.push({
+          kind: "extra_column",
+          table: name,
+          column: row.columnName,
+          actual: actualShape(row),
+        });
+      }
+    }
+    // Order among the columns both sides have; missing and extra ones are reported above.
+    const expectedOrder = table.columns.map((c) => c.name).filter((c) => actualByName.has(c));
+    const actualOrder = actualColumns.map((c) => c.columnName).filter((c) => expectedNames.has(c));
+    if (!sameList(expectedOrder, actualOrder)) {
+      differences.push({
+        kind: "column_order",
+        table: name,
+        expected: expectedOrder,
+        actual: actualOrder,
+      });
+    }
+
+    const indexes = indexesOf(statsByTable.get(name) ?? []);
+    const primary = indexes.get("PRIMARY");
+    const actualPrimary = primary?.columns ?? [];
+    if (!sameList(table.primaryKey, actualPrimary)) {
+      differences.push({
+        kind: "primary_key",
+        table: name,
+        expected: table.primaryKey,
+        actual: actualPrimary,
+      });
+    }
+    const expectedIndexes = new Set(table.indexes.map((i) => i.name));
+    for (const index of table.indexes) {
+      const actual = indexes.get(index.name);
+      if (actual === undefined) {
+        differences.push({
+          kind: "missing_index",
+          table: name,
+          index: index.name,
+          expected: index.columns,
+        });
+      } else if (!sameList(index.columns, actual.columns)) {
+        differences.push({
+          kind: "index_columns",
+          table: name,
+          index: index.name,
+          expected: index.columns,
+          actual: actual.columns,
+        });
+      }
+    }
+    for (const index of indexes.values()) {
+      if (index.name === "PRIMARY") continue;
+      if (index.unique) {
+        // B.1/W4: ON DUPLICATE KEY UPDATE fires on any unique index, so a secondary one makes
+        // upserts skip rows or overwrite unrelated rows silently. Reported even when an
+        // expected index merely turned unique.
+        differences.push({
+          kind: "unexpected_unique_index",
+          table: name,
+          index: index.name,
+          columns: index.columns,
+          upserted: isUpserted(table),
+        });
+      } else if (!expectedIndexes.has(index.name)) {
+        differences.push({
+          kind: "extra_index",
+          table: name,
+          index: index.name,
+          columns: index.columns,
+        });
+      }
+    }
+
+    const partition = partitionsByTable.get(name);
+    const expectedPartitioning = table.partitionColumn === null
+      ? null
+      : describePartitioning("RANGE", `${table.partitionColumn} DIV 86400`);
+    const actualPartitioning = partition === undefined
+      ? null
+      : describePartitioning(partition.method, partition.expression);
+    if (expectedPartitioning !== actualPartitioning) {
+      differences.push({
+        kind: "partitioning",
+        table: name,
+        expected: expectedPartitioning,
+        actual: actualPartitioning,
+      });
+    }
+  }
+  return differences;
+}
+
+function formatShape(shape: ColumnShape): string {
+  let s = `${shape.type} ${shape.nullable ? "NULL" : "NOT NULL"}`;
+  if (normalizeColumnDefault(shape.default) !== null) s += ` DEFAULT ${shape.default}`;
+  if (shape.autoIncrement) s += " AUTO_INCREMENT";
+  return s;
+}
+
+function formatList(list: readonly string[]): string {
+  return `(${list.join(", ")})`;
+}
+
+/**
+ * One line describing a difference, for the `schema` command's output.
+ *
+ * @param d A difference.
+ * @returns Human-readable text naming table, column or index and both sides.
+ */
+export function describeDifference(d: SchemaDifference): string {
+  switch (d.kind) {
+    case "missing_table":
+      return `${d.table}: table is missing`;
+    case "not_a_table":
+      return `${d.table}: is a ${d.tableType}, expected a base table`;
+    case "table_engine":
+      return `${d.table}: engine is ${d.actual ?? "none"}, expected ${d.expected}`;
+    case "table_charset":
+      return `${d.table}: default character set is ${d.actual ?? "none"}, expected ${d.expected}`;
+    case "missing_column":
+      return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})`;
+    case "extra_column":
+      return `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
+    case "column_definition":
+      return `${d.table}.${d.column}: column is ${formatShape(d.actual)}, expected ${
+        formatShape(d.expected)
+      }`;
+    case "column_charset":
+      return `${d.table}.${d.column}: character set is ${
+        d.actual ?? "none"
+      }, expected ${d.expected}`;
+    case "column_order":
+      return `${d.table}: column order is ${formatList(d.actual)}, expected ${
+        formatList(d.expected)
+      }`;
+    case "primary_key":
+      return `${d.table}: primary key is ${
+        d.actual.length === 0 ? "missing" : formatList(d.actual)
+      }, expected ${d.expected.length === 0 ? "none" : formatList(d.expected)}`;
+    case "missing_index":
+      return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing`;
+    case "index_columns":
+      return `${d.table}: index ${d.index} is ${formatList(d.actual)}, expected ${
+        formatList(d.expected)
+      }`;
+    case "unexpected_unique_index":
+      return `${d.table}: secondary UNIQUE index ${d.index} ${formatList(d.columns)}${
+        d.upserted
+          ? " makes ON DUPLICATE KEY UPDATE skip or overwrite rows the primary key does not identify"
+          : " is not in the schema"
+      }`;
+    case "extra_index":
+      return `${d.table}: index ${d.index} ${formatList(d.columns)} is not in the schema`;
+    case "partitioning":
+      return `${d.table}: partitioning is ${d.actual ?? "none"}, expected ${d.expected ?? "none"}`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations on a live database
+
+/**
+ * How the connection's database differs from the catalogue.
+ *
+ * @param conn Connection or pool with a database selected.
+ * @returns Every difference (empty when the schema matches).
+ */
+export async function diffSchema(conn: QueryConnection): Promise<SchemaDifference[]> {
+  return compareSchema(await readSchemaSnapshot(conn));
+}
+
+/**
+ * Which of the given tables do not exist in the connection's database.
+ *
+ * @param conn Connection or pool with a database selected.
+ * @param tableNames Tables to look for.
+ * @returns The missing ones, in the order given.
+ */
+export async function missingTables(
+  conn: QueryConnection,
+  tableNames: readonly TableName[],
+): Promise<TableName[]> {
+  if (tableNames.length === 0) return [];
+  const db = await currentDatabase(conn);
+  const rows = await rowsOf(
+    conn,
+    "SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?)",
+    [db, [...tableNames]],
+  );
+  const present = new Set(rows.map((r) => text(r.t)));
+  return tableNames.filter((t) => !present.has(t));
+}
+
+/** Thrown by `assertTablesExist`: tables the worker writes are missing. */
+export class MissingTablesError extends Error {
+  /** The missing tables. */
+  readonly tables: readonly TableName[];
+  /** The database searched. */
+  readonly database: string;
+
+  /**
+   * @param database The database searched.
+   * @param tables The missing tables.
+   */
+  constructor(database: string, tables: readonly TableName[]) {
+    super(
+      `Cannot start: ${tables.length} table(s) missing in database "${database}" (${
+        tables.join(", ")
+      }): run the "schema" command to create them`,
+    );
+    this.name = "MissingTablesError";
+    this.tables = tables;
+    this.database = database;
+  }
+}
+
+/**
+ * Refuse to go on when tables the worker writes are missing (the `run` start-up check).
+ *
+ * @param conn Connection or pool with a database selected.
+ * @param tableNames Tables that must exist.
+ * @throws {MissingTablesError} Naming the tables and the `schema` command.
+ */
+export async function assertTablesExist(
+  conn: QueryConnection,
+  tableNames: readonly TableName[],
+): Promise<void> {
+  const missing = await missingTables(conn, tableNames);
+  if (missing.length > 0) throw new MissingTablesError(await currentDatabase(conn), missing);
+}
+
+/** Options of `ensureSchema`. */
+export interface EnsureSchemaOptions {
+  /** Clock for the initial weekly partitions of new tables; defaults to now. */
+  readonly now?: Date;
+  /** Table collation; detected from the server when absent (D2). */
+  readonly collation?: string;
+}
+
+/** What `ensureSchema` did. */
+export interface EnsureSchemaResult {
+  /** Tables that were missing and have been created, in catalogue order. */
+  readonly created: readonly TableName[];
+  /** Collation used for new tables. */
+  readonly collation: string;
+}
+
+/**
+ * Create every catalogue table that is missing. Existing tables are left exactly as they are
+ * (no ALTER, no DROP, no data touched, D2); `diffSchema` reports how they differ.
+ *
+ * @param conn Connection or pool with a database selected.
+ * @param options Clock and collation.
+ * @returns The tables created and the collation used.
+ */
+export async function ensureSchema(
+  conn: QueryConnection,
+  options: EnsureSchemaOptions = {},
+): Promise<EnsureSchemaResult> {
+  const collation = options.collation ?? await chooseCollation(conn);
+  const missing = await missingTables(conn, ALL_TABLES.map((t) => t.name));
+  const now = options.now ?? new Date();
+  for (const name of missing) {
+    // IF NOT EXISTS: another process (a second worker, the operator) may create it meanwhile.
+    await conn.query(createTableStatement(TABLES[name], { collation, now }));
+  }
+  return { created: missing, collation };
+}

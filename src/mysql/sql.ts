@@ -1,0 +1,105 @@
+/**
+ * Multi-row INSERT statement texts for the batched writers (pipeline.md W3, W4).
+ *
+ * @module
+ */
+import { MAX_PLACEHOLDERS, type Table, type TableName, TABLES } from "./catalogue.ts";
+import { quoteIdentifier } from "./ddl.ts";
+
+interface StatementParts {
+  readonly prefix: string;
+  readonly tuple: string;
+  readonly suffix: string;
+  readonly columns: number;
+  /** Texts by row count, least recently used first. */
+  readonly texts: Map<number, string>;
+}
+
+/**
+ * Statement texts kept per table. A writer mostly repeats a few row counts (its batch size and
+ * small timer flushes), but every count from 1 to 2N − 1 can occur, and a 1,399-row
+ * servicestatus text is ~120 kB, so the cache is a small LRU instead of unbounded.
+ */
+export const STATEMENT_CACHE_SIZE = 16;
+
+const partsCache = new Map<TableName, StatementParts>();
+
+function partsOf(table: Table): StatementParts {
+  let parts = partsCache.get(table.name);
+  if (parts !== undefined) return parts;
+  if (!table.batched) {
+    throw new TypeError(
+      `Cannot build a batched INSERT for "${table.name}": its write mode "${table.writeMode}" is not batched`,
+    );
+  }
+  const columns = table.insertColumns;
+  let suffix = "";
+  if (table.writeMode === "full_upsert" || table.writeMode === "noop_upsert") {
+    if (table.updateColumns.length === 0) {
+      // An empty update list is a syntax error, and silently dropping the clause would turn an
+      // upsert into a plain INSERT that aborts on the first duplicate (W4).
+      throw new TypeError(`Cannot build an upsert for "${table.name}": no update columns`);
+    }
+    suffix = ` ON DUPLICATE KEY UPDATE ${
+      table.updateColumns.map((c) => `${quoteIdentifier(c)}=VALUES(${quoteIdentifier(c)})`)
+        .join(",")
+    }`;
+  }
+  parts = {
+    // Never INSERT IGNORE (W4): it downgrades truncation and NOT NULL errors to warnings.
+    prefix: `INSERT INTO ${quoteIdentifier(table.name)} (${
+      columns.map(quoteIdentifier).join(",")
+    }) VALUES `,
+    tuple: `(${new Array(columns.length).fill("?").join(",")})`,
+    suffix,
+    columns: columns.length,
+    texts: new Map(),
+  };
+  partsCache.set(table.name, parts);
+  return parts;
+}
+
+/**
+ * The multi-row statement text for `rowCount` rows of a batched table:
+ * `INSERT INTO <t> (<cols>) VALUES (?,…),(?,…) [ON DUPLICATE KEY UPDATE …]`.
+ *
+ * Full upserts assign every non-key column `= VALUES(col)`; no-op upserts assign the first
+ * primary-key column to itself; plain inserts have no clause (W4). `VALUES(col)` rather than a
+ * row alias because MariaDB lacks the alias syntax (B.2).
+ *
+ * @param table Table name or catalogue table.
+ * @param rowCount Number of row tuples, at least 1.
+ * @returns The statement text (cached per table and row count).
+ * @throws {TypeError} If the table is not written by a batched writer.
+ * @throws {RangeError} If `rowCount` is not a positive integer or the statement would exceed
+ *   65,535 placeholders (W3).
+ */
+export function insertStatement(table: TableName | Table, rowCount: number): string {
+  const t = typeof table === "string" ? TABLES[table] : table;
+  const parts = partsOf(t);
+  const cached = parts.texts.get(rowCount);
+  if (cached !== undefined) {
+    parts.texts.delete(rowCount);
+    parts.texts.set(rowCount, cached);
+    return cached;
+  }
+  if (!Number.isSafeInteger(rowCount) || rowCount < 1) {
+    throw new RangeError(
+      `Cannot build an INSERT for "${t.name}": row count must be a positive integer, got ${rowCount}`,
+    );
+  }
+  if (rowCount * parts.columns > MAX_PLACEHOLDERS) {
+    throw new RangeError(
+      `Cannot build an INSERT for "${t.name}": ${rowCount} rows × ${parts.columns} columns exceed ${MAX_PLACEHOLDERS} placeholders`,
+    );
+  }
+  const text = `${parts.prefix}${parts.tuple}${
+    `,${parts.tuple}`.repeat(rowCount - 1)
+  }${parts.suffix}`;
+  if (parts.texts.size >= STATEMENT_CACHE_SIZE) {
+    const oldest = parts.texts.keys().next();
+    if (oldest.done !== true) parts.texts.delete(oldest.value);
+  }
+  parts.texts.set(rowCount, text);
+  return text;
+}

@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { ALL_TABLES, MAX_BATCH_SIZE, maxStatementRows, TABLES } from "./catalogue.ts";
+import { insertStatement, STATEMENT_CACHE_SIZE } from "./sql.ts";
+
+Deno.test("insertStatement: plain INSERT for logentries, without the AUTO_INCREMENT id (W4)", () => {
+  assert.equal(
+    insertStatement("statusengine_logentries", 2),
+    "INSERT INTO `statusengine_logentries` (`entry_time`,`logentry_type`,`logentry_data`,`node_name`)" +
+      " VALUES (?,?,?,?),(?,?,?,?)",
+  );
+});
+
+Deno.test("insertStatement: plain INSERT for perfdata (W4)", () => {
+  assert.equal(
+    insertStatement("statusengine_perfdata", 1),
+    "INSERT INTO `statusengine_perfdata` (`hostname`,`service_description`,`label`,`timestamp`," +
+      "`timestamp_unix`,`value`,`unit`) VALUES (?,?,?,?,?,?,?)",
+  );
+});
+
+Deno.test("insertStatement: no-op upsert assigns the first key column to itself (B.2, W4)", () => {
+  assert.equal(
+    insertStatement("statusengine_service_notifications_log", 2),
+    "INSERT INTO `statusengine_service_notifications_log` (`hostname`,`service_description`," +
+      "`start_time`,`start_time_usec`,`end_time`,`state`,`reason_type`,`is_escalated`," +
+      "`contacts_notified_count`,`output`,`ack_author`,`ack_data`)" +
+      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?),(?,?,?,?,?,?,?,?,?,?,?,?)" +
+      " ON DUPLICATE KEY UPDATE `hostname`=VALUES(`hostname`)",
+  );
+  assert.ok(
+    insertStatement("statusengine_servicechecks", 1).endsWith(
+      " ON DUPLICATE KEY UPDATE `service_description`=VALUES(`service_description`)",
+    ),
+  );
+});
+
+Deno.test("insertStatement: full upsert updates every non-key column with VALUES() (W4)", () => {
+  const sql = insertStatement("statusengine_servicestatus", 1);
+  const table = TABLES.statusengine_servicestatus;
+  const expectedClause = table.columns
+    .map((c) => c.name)
+    .filter((c) => c !== "hostname" && c !== "service_description")
+    .map((c) => `\`${c}\`=VALUES(\`${c}\`)`)
+    .join(",");
+  assert.equal(
+    sql,
+    `INSERT INTO \`statusengine_servicestatus\` (${
+      table.columns.map((c) => `\`${c.name}\``).join(",")
+    }) VALUES (${Array(43).fill("?").join(",")}) ON DUPLICATE KEY UPDATE ${expectedClause}`,
+  );
+  assert.ok(sql.includes("`check_command`=VALUES(`check_command`)"));
+  assert.ok(!sql.includes("`hostname`=VALUES"));
+});
+
+Deno.test("insertStatement: never INSERT IGNORE, for any table (W4)", () => {
+  for (const table of ALL_TABLES.filter((t) => t.batched)) {
+    const sql = insertStatement(table, 3);
+    assert.ok(sql.startsWith("INSERT INTO "), table.name);
+    assert.ok(!/IGNORE/i.test(sql), table.name);
+    assert.equal(sql.split("?").length - 1, 3 * table.insertColumns.length, table.name);
+  }
+});
+
+Deno.test("insertStatement: tables that are not batched are refused", () => {
+  for (const table of ALL_TABLES.filter((t) => !t.batched)) {
+    assert.throws(() => insertStatement(table.name, 1), TypeError, table.name);
+  }
+  assert.equal(ALL_TABLES.filter((t) => !t.batched).length, 8);
+});
+
+Deno.test("insertStatement: the worst-case flush at batch size 700 builds, one placeholder more does not (W3)", () => {
+  const rows = maxStatementRows(MAX_BATCH_SIZE);
+  const sql = insertStatement("statusengine_servicestatus", rows);
+  assert.equal(sql.split("?").length - 1, rows * 43);
+  assert.throws(() => insertStatement("statusengine_servicestatus", 1525), RangeError);
+  assert.ok(insertStatement("statusengine_servicestatus", 1524).length > 0);
+});
+
+Deno.test("insertStatement: row counts below 1 or fractional are refused", () => {
+  assert.throws(() => insertStatement("statusengine_hostchecks", 0), RangeError);
+  assert.throws(() => insertStatement("statusengine_hostchecks", 1.5), RangeError);
+  assert.throws(() => insertStatement("statusengine_hostchecks", Number.NaN), RangeError);
+});
+
+Deno.test("insertStatement: texts are cached per table and row count within a bounded cache", () => {
+  const first = insertStatement("statusengine_hostchecks", 100);
+  assert.equal(insertStatement("statusengine_hostchecks", 100), first);
+  for (let n = 1; n <= STATEMENT_CACHE_SIZE * 2; n++) {
+    const sql = insertStatement("statusengine_hostchecks", n);
+    assert.equal(sql.split("),(").length, n);
+  }
+  assert.equal(insertStatement("statusengine_hostchecks", 100), first);
+});

@@ -1,0 +1,167 @@
+/**
+ * `--mysql-url` parsing and redaction (D8: MySQL is given as a URL; secrets never appear in
+ * logs, errors or help output).
+ *
+ * @module
+ */
+
+/** mysql2 connection options derived from a `mysql://` URL (assignable to `ConnectionOptions`). */
+export interface MysqlUrlOptions {
+  /** Server host name or address; absent when `socketPath` is used. */
+  readonly host?: string;
+  /** TCP port, 3306 unless the URL says otherwise; absent when `socketPath` is used. */
+  readonly port?: number;
+  /** Unix socket path from the `socket` query parameter. */
+  readonly socketPath?: string;
+  /** User name, percent-decoded. */
+  readonly user: string;
+  /** Password, percent-decoded; absent when the URL has none. */
+  readonly password?: string;
+  /** Database from the URL path; absent when the path is empty. */
+  readonly database?: string;
+  /** Always `utf8mb4`: a 3-byte connection fails on every 4-byte character (T15, G.1). */
+  readonly charset: "utf8mb4";
+  /** Connect timeout in milliseconds from the `connectTimeout` query parameter. */
+  readonly connectTimeout?: number;
+}
+
+const SCHEMES: readonly string[] = ["mysql:", "mariadb:"];
+const QUERY_PARAMETERS: readonly string[] = ["socket", "connectTimeout"];
+const MASK = "****";
+const SECRET_PARAMETER = /pass|pwd|secret|token/i;
+const STAND_IN_HOST = "localhost";
+
+/**
+ * The URL with its password (and any password-like query parameter) replaced by `****`.
+ *
+ * Works on strings that are not valid URLs too (it then masks generously: everything between
+ * the first `:` after the scheme and the last `@`), because the input most likely to be
+ * logged is the malformed one.
+ *
+ * @param url A MySQL URL, valid or not.
+ * @returns A string safe to print.
+ */
+export function redactUrl(url: string): string {
+  // Without "//" there is no user info to find (e.g. a Go DSN "user:pass@tcp(host)/db"
+  // parses as scheme "user:"), so only hierarchical URLs take the precise path.
+  const loose = /^[a-z][a-z0-9+.-]*:\/\//i.test(url) ? parseLoosely(url) : undefined;
+  if (loose !== undefined) {
+    const parsed = loose.url;
+    if (parsed.password !== "") parsed.password = MASK;
+    for (const name of [...parsed.searchParams.keys()]) {
+      if (SECRET_PARAMETER.test(name)) parsed.searchParams.set(name, MASK);
+    }
+    // The serialised user info percent-encodes "@", so the first "@<stand-in>" is ours.
+    return loose.emptyHost ? parsed.href.replace(`@${STAND_IN_HOST}`, "@") : parsed.href;
+  }
+  const schemeEnd = url.indexOf("://");
+  const start = schemeEnd < 0 ? 0 : schemeEnd + 3;
+  const at = url.lastIndexOf("@");
+  let end = at;
+  if (at < start) {
+    const rest = url.slice(start).search(/[/?#]/);
+    end = rest < 0 ? url.length : start + rest;
+  }
+  const colon = url.indexOf(":", start);
+  if (colon < 0 || colon >= end) return url;
+  return `${url.slice(0, colon + 1)}${MASK}${url.slice(end)}`;
+}
+
+/**
+ * Parse, accepting an empty host (`mysql://user@/db?socket=…`), which WHATWG URL rejects when
+ * credentials are present; the host is irrelevant with a socket. Such a URL is parsed with a
+ * stand-in host, and `emptyHost` says so.
+ */
+function parseLoosely(url: string): { url: URL; emptyHost: boolean } | undefined {
+  if (URL.canParse(url)) return { url: new URL(url), emptyHost: false };
+  const prefix = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@(?=[/?#]|$)/i.exec(url)?.[0];
+  if (prefix !== undefined) {
+    const patched = `${prefix}${STAND_IN_HOST}${url.slice(prefix.length)}`;
+    if (URL.canParse(patched)) return { url: new URL(patched), emptyHost: true };
+  }
+  return undefined;
+}
+
+function decodeComponent(value: string, what: string, url: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch (err: unknown) {
+    throw new TypeError(
+      `Cannot parse MySQL URL "${redactUrl(url)}": malformed percent-encoding in the ${what}`,
+      { cause: err },
+    );
+  }
+}
+
+/**
+ * mysql2 connection options from a URL such as `mysql://user:pass@host:3306/db`.
+ *
+ * Accepted query parameters: `socket` (unix socket path; host and port are then ignored) and
+ * `connectTimeout` (milliseconds). Anything else is refused rather than ignored (D8: a value
+ * that does not parse never falls back silently).
+ *
+ * @param url The URL; user name, password and database may be percent-encoded.
+ * @returns Options for `mysql.createConnection` / `createPool`.
+ * @throws {TypeError} If the URL is malformed; the message shows the URL with the password
+ *   masked (`redactUrl`).
+ */
+export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
+  const fail = (detail: string): never => {
+    throw new TypeError(`Cannot parse MySQL URL "${redactUrl(url)}": ${detail}`);
+  };
+  const expectedForm = "mysql://user[:password]@host[:port]/database";
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) fail(`not a valid URL (expected ${expectedForm})`);
+  const loose = parseLoosely(url) ?? fail(`not a valid URL (expected ${expectedForm})`);
+  const parsed = loose.url;
+  if (!SCHEMES.includes(parsed.protocol)) {
+    fail(`scheme must be "mysql:" or "mariadb:", got "${parsed.protocol}"`);
+  }
+  if (parsed.hash !== "") fail("a fragment (#…) is not allowed");
+  const seen = new Set<string>();
+  for (const name of parsed.searchParams.keys()) {
+    if (!QUERY_PARAMETERS.includes(name)) {
+      fail(
+        `unknown query parameter "${name}" (accepted: ${
+          QUERY_PARAMETERS.map((p) => `"${p}"`).join(", ")
+        })`,
+      );
+    }
+    if (seen.has(name)) fail(`query parameter "${name}" is given more than once`);
+    seen.add(name);
+  }
+  const user = decodeComponent(parsed.username, "user name", url);
+  if (user === "") fail(`missing user name (expected ${expectedForm})`);
+  const password = decodeComponent(parsed.password, "password", url);
+  const path = parsed.pathname.replace(/^\//, "");
+  if (path.includes("/")) fail(`the path must name one database, got "/${path}"`);
+  const database = decodeComponent(path, "database name", url);
+
+  const socket = parsed.searchParams.get("socket");
+  if (socket === "") fail(`query parameter "socket" is empty`);
+  const host = loose.emptyHost ? "" : parsed.hostname.replace(/^\[(.*)\]$/, "$1");
+  if (socket === null && host === "") fail("missing host");
+  let port = 3306;
+  if (parsed.port !== "") {
+    port = Number(parsed.port);
+    if (port < 1) fail(`port must be 1–65535, got "${parsed.port}"`);
+  }
+  const timeoutText = parsed.searchParams.get("connectTimeout");
+  let connectTimeout: number | undefined;
+  if (timeoutText !== null) {
+    connectTimeout = /^\d+$/.test(timeoutText) ? Number(timeoutText) : Number.NaN;
+    if (!(connectTimeout >= 1 && Number.isSafeInteger(connectTimeout))) {
+      fail(
+        `query parameter "connectTimeout" must be a positive integer (milliseconds), got "${timeoutText}"`,
+      );
+    }
+  }
+
+  return {
+    ...(socket === null ? { host, port } : { socketPath: socket }),
+    user,
+    ...(password === "" ? {} : { password }),
+    ...(database === "" ? {} : { database }),
+    charset: "utf8mb4",
+    ...(connectTimeout === undefined ? {} : { connectTimeout }),
+  };
+}

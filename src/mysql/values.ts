@@ -1,0 +1,236 @@
+/**
+ * D6: make one row's values fit their columns before they are bound.
+ *
+ * In strict mode (the default of MySQL ≥ 5.7 and MariaDB ≥ 10.2.4) one over-long string or
+ * one NULL for a NOT NULL column rejects the whole multi-row INSERT (G.2), so every row is
+ * adjusted here deterministically and each adjustment is reported for the per-table counter
+ * `statusengine_db_values_adjusted_total{table,reason}`.
+ *
+ * @module
+ */
+import { type Column, type Table, type TableName, TABLES } from "./catalogue.ts";
+
+/** A value as bound to a statement placeholder. */
+export type SqlValue = string | number | null;
+
+/** One row keyed by column name; a missing key is treated like null (G.3). */
+export type Row = Readonly<Record<string, string | number | null>>;
+
+/**
+ * Why a value was changed. These are the bounded label values of the `reason` label.
+ *
+ * - `truncated`: string longer than its column, cut to the limit in code points (D6, G.2).
+ * - `null_to_default`: null or missing for a NOT NULL column: `''` or 0 (D6, G.3).
+ * - `rounded`: a non-integral number for an integer column, rounded half away from zero
+ *   (G.4: convert explicitly instead of relying on the server; same rule as T2).
+ * - `clamped`: integer outside its column's range, clamped into it (G.2).
+ * - `flag_normalised`: a `tinyint(1)` flag other than 0/1, written as 1 (G.5, T20).
+ */
+export type AdjustmentReason =
+  | "truncated"
+  | "null_to_default"
+  | "rounded"
+  | "clamped"
+  | "flag_normalised";
+
+/** Every `AdjustmentReason`, for pre-creating metric series. */
+export const ADJUSTMENT_REASONS: readonly AdjustmentReason[] = Object.freeze([
+  "truncated",
+  "null_to_default",
+  "rounded",
+  "clamped",
+  "flag_normalised",
+]);
+
+/** One change made to one value. */
+export interface ValueAdjustment {
+  /** Column whose value was changed. */
+  readonly column: string;
+  /** What was done. */
+  readonly reason: AdjustmentReason;
+}
+
+/** A row ready to bind. */
+export interface AdjustedRow {
+  /** Values in `table.insertColumns` order. */
+  readonly values: SqlValue[];
+  /** What was changed; empty (and shared) when nothing was. */
+  readonly adjustments: readonly ValueAdjustment[];
+}
+
+const TEXT = 0;
+const INTEGER = 1;
+const FLAG = 2;
+const DOUBLE = 3;
+
+interface Descriptor {
+  readonly name: string;
+  readonly kind: typeof TEXT | typeof INTEGER | typeof FLAG | typeof DOUBLE;
+  readonly nullable: boolean;
+  readonly keepsNull: boolean;
+  /** TEXT: code points; INTEGER: range. */
+  readonly maxChars: number;
+  readonly min: number;
+  readonly max: number;
+}
+
+const NO_ADJUSTMENTS: readonly ValueAdjustment[] = Object.freeze([]);
+const descriptorCache = new Map<TableName, readonly Descriptor[]>();
+
+function describe(column: Column): Descriptor {
+  const t = column.sqlType;
+  const base = {
+    name: column.name,
+    nullable: column.nullable,
+    keepsNull: column.keepsNull,
+    maxChars: 0,
+    min: 0,
+    max: 0,
+  };
+  if (t.kind === "string") return { ...base, kind: TEXT, maxChars: t.maxChars };
+  if (t.kind === "double") return { ...base, kind: DOUBLE };
+  return { ...base, kind: t.flag ? FLAG : INTEGER, min: t.min, max: t.max };
+}
+
+/** Per-table descriptors in insert-column order, built once per table (this runs per row). */
+function descriptorsOf(table: Table): readonly Descriptor[] {
+  let descriptors = descriptorCache.get(table.name);
+  if (descriptors === undefined) {
+    const byName = new Map(table.columns.map((c) => [c.name, c]));
+    descriptors = table.insertColumns.map((name) => {
+      const column = byName.get(name);
+      if (column === undefined) {
+        throw new Error(`Catalogue of "${table.name}" has no column "${name}"`);
+      }
+      return describe(column);
+    });
+    descriptorCache.set(table.name, descriptors);
+  }
+  return descriptors;
+}
+
+/**
+ * Cut a string to at most `maxChars` Unicode code points, never between the two halves of a
+ * surrogate pair (G.2: `varchar(N)` counts code points, `string.length` counts UTF-16 units).
+ *
+ * @param value Any string.
+ * @param maxChars Limit in code points.
+ * @returns `value` itself when it fits, else its longest prefix that fits.
+ */
+export function truncateToCodePoints(value: string, maxChars: number): string {
+  // A string never has more code points than UTF-16 units.
+  if (value.length <= maxChars) return value;
+  let index = 0;
+  let count = 0;
+  const length = value.length;
+  while (index < length && count < maxChars) {
+    const unit = value.charCodeAt(index);
+    if (unit >= 0xd800 && unit <= 0xdbff && index + 1 < length) {
+      const next = value.charCodeAt(index + 1);
+      index += next >= 0xdc00 && next <= 0xdfff ? 2 : 1;
+    } else {
+      index += 1;
+    }
+    count += 1;
+  }
+  return index >= length ? value : value.slice(0, index);
+}
+
+/**
+ * Adjust one row and append its values, in insert-column order, to `values`.
+ *
+ * This is the allocation-light form for building one flat parameter array per statement.
+ *
+ * @param table Catalogue table.
+ * @param row Values by column name.
+ * @param values Array the row's values are pushed to.
+ * @param adjustments Array each adjustment is pushed to.
+ */
+export function appendAdjustedRow(
+  table: Table,
+  row: Row,
+  values: SqlValue[],
+  adjustments: ValueAdjustment[],
+): void {
+  const descriptors = descriptorsOf(table);
+  for (let i = 0; i < descriptors.length; i++) {
+    const d = descriptors[i] as Descriptor;
+    const raw = row[d.name];
+    if (raw === null || raw === undefined) {
+      values.push(nullFor(d, adjustments));
+      continue;
+    }
+    switch (d.kind) {
+      case TEXT: {
+        const text = typeof raw === "string" ? raw : String(raw);
+        const cut = truncateToCodePoints(text, d.maxChars);
+        if (cut !== text) adjustments.push({ column: d.name, reason: "truncated" });
+        values.push(cut);
+        break;
+      }
+      case INTEGER:
+      case FLAG:
+        values.push(typeof raw === "number" ? integerFor(d, raw, adjustments) : raw);
+        break;
+      default:
+        // D6/T21: doubles are bound exactly as received, never rounded.
+        values.push(raw);
+    }
+  }
+}
+
+/**
+ * Adjust one row (D6).
+ *
+ * @param table Catalogue table, or its name.
+ * @param row Values by column name; missing keys count as null.
+ * @returns The values in `insertColumns` order and what was changed.
+ */
+export function adjustRow(table: Table | TableName, row: Row): AdjustedRow {
+  const t = typeof table === "string" ? TABLES[table] : table;
+  const values: SqlValue[] = [];
+  const adjustments: ValueAdjustment[] = [];
+  appendAdjustedRow(t, row, values, adjustments);
+  return { values, adjustments: adjustments.length === 0 ? NO_ADJUSTMENTS : adjustments };
+}
+
+function nullFor(d: Descriptor, adjustments: ValueAdjustment[]): SqlValue {
+  if (d.kind === TEXT) {
+    // G.3/T12: every text column stores '' for a JSON null, except the two that keep NULL.
+    // Only the NOT NULL case is an adjustment in the D6 sense; for a nullable column '' is
+    // the storage convention.
+    if (d.keepsNull) return null;
+    if (!d.nullable) adjustments.push({ column: d.name, reason: "null_to_default" });
+    return "";
+  }
+  if (d.nullable) return null;
+  adjustments.push({ column: d.name, reason: "null_to_default" });
+  return 0;
+}
+
+function integerFor(d: Descriptor, value: number, adjustments: ValueAdjustment[]): number {
+  // NaN cannot come from JSON; let the server reject it rather than invent a value (D7
+  // isolates and dead-letters the row).
+  if (Number.isNaN(value)) return value;
+  let n = value;
+  if (!Number.isInteger(n) && Number.isFinite(n)) {
+    n = n < 0 ? -Math.round(-n) : Math.round(n);
+    adjustments.push({ column: d.name, reason: "rounded" });
+  }
+  if (d.kind === FLAG) {
+    if (n !== 0 && n !== 1) {
+      adjustments.push({ column: d.name, reason: "flag_normalised" });
+      return 1;
+    }
+    return n;
+  }
+  if (n < d.min) {
+    adjustments.push({ column: d.name, reason: "clamped" });
+    return d.min;
+  }
+  if (n > d.max) {
+    adjustments.push({ column: d.name, reason: "clamped" });
+    return d.max;
+  }
+  return n;
+}

@@ -1,0 +1,334 @@
+/**
+ * Schema, value adjustment and statement texts against the real MariaDB/MySQL server
+ * (tests/helpers/mysql.ts). Every test has its own scratch database; a test that cannot
+ * reach the server fails.
+ */
+import assert from "node:assert/strict";
+import mysql from "mysql2/promise";
+import { runSchemaCommand } from "../src/cli/schema.ts";
+import {
+  adjustRow,
+  ALL_TABLES,
+  assertTablesExist,
+  describeDifference,
+  diffSchema,
+  ensureSchema,
+  insertStatement,
+  missingTables,
+  MissingTablesError,
+  mysqlOptionsFromUrl,
+  type Row,
+  type SqlValue,
+  TABLES,
+} from "../src/mysql/mod.ts";
+import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+
+async function connect(db: ScratchDatabase): Promise<mysql.Connection & AsyncDisposable> {
+  const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  return Object.assign(conn, { [Symbol.asyncDispose]: () => conn.end() });
+}
+
+/** Everything information_schema says about the tables, ordered, for before/after checks. */
+async function describeDatabase(db: ScratchDatabase): Promise<string> {
+  const where = `TABLE_SCHEMA = '${db.name}'`;
+  const parts = await Promise.all([
+    db.query(
+      `SELECT TABLE_NAME, ENGINE, TABLE_COLLATION, CREATE_OPTIONS, CREATE_TIME
+       FROM information_schema.TABLES WHERE ${where} ORDER BY TABLE_NAME`,
+    ),
+    db.query(
+      `SELECT TABLE_NAME, ORDINAL_POSITION, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT,
+              EXTRA, CHARACTER_SET_NAME, COLLATION_NAME
+       FROM information_schema.COLUMNS WHERE ${where} ORDER BY TABLE_NAME, ORDINAL_POSITION`,
+    ),
+    db.query(
+      `SELECT TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE, SUB_PART
+       FROM information_schema.STATISTICS WHERE ${where}
+       ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX`,
+    ),
+    db.query(
+      `SELECT TABLE_NAME, PARTITION_NAME, PARTITION_ORDINAL_POSITION, PARTITION_METHOD,
+              PARTITION_EXPRESSION, PARTITION_DESCRIPTION
+       FROM information_schema.PARTITIONS WHERE ${where}
+       ORDER BY TABLE_NAME, PARTITION_ORDINAL_POSITION`,
+    ),
+  ]);
+  return JSON.stringify(parts);
+}
+
+const WEEK_29 = new Date("2026-07-15T12:00:00Z");
+
+Deno.test("ensureSchema: creates all 22 tables, and a second run changes nothing (D2)", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  const first = await ensureSchema(conn, { now: WEEK_29 });
+  assert.equal(first.created.length, 22);
+  assert.deepEqual(await diffSchema(conn), []);
+  await conn.query("INSERT INTO statusengine_nodes VALUES ('N', '1.0', 1)");
+
+  const before = await describeDatabase(db);
+  // Weeks later: new partitions would differ if anything were rebuilt.
+  const second = await ensureSchema(conn, { now: new Date("2026-10-01T00:00:00Z") });
+  assert.deepEqual(second.created, []);
+  assert.equal(await describeDatabase(db), before);
+  const rows = await db.query<{ n: number }[]>("SELECT COUNT(*) AS n FROM statusengine_nodes");
+  assert.equal(Number(rows[0]?.n), 1);
+});
+
+Deno.test("ensureSchema: the collation chosen on MariaDB is utf8mb4_general_ci (D2)", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  const version = await db.query<{ v: string }[]>("SELECT VERSION() AS v");
+  const isMariaDb = /mariadb/i.test(String(version[0]?.v));
+  const { collation } = await ensureSchema(conn, { now: WEEK_29 });
+  assert.equal(collation, isMariaDb ? "utf8mb4_general_ci" : "utf8mb4_0900_ai_ci");
+  const collations = await db.query<{ c: string }[]>(
+    `SELECT DISTINCT TABLE_COLLATION AS c FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?`,
+    [db.name],
+  );
+  assert.deepEqual(collations.map((r) => r.c), [collation]);
+});
+
+Deno.test("ensureSchema: partitioned tables get p_<isoyear>_<isoweek> partitions and p_max (B.1)", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  const rows = await db.query<{ t: string; p: string; d: string }[]>(
+    `SELECT TABLE_NAME AS t, PARTITION_NAME AS p, PARTITION_DESCRIPTION AS d
+     FROM information_schema.PARTITIONS
+     WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'statusengine_hostchecks'
+     ORDER BY PARTITION_ORDINAL_POSITION`,
+    [db.name],
+  );
+  assert.deepEqual(rows.map((r) => `${r.p}<${r.d}`), [
+    "p_2026_29<20654",
+    "p_2026_30<20661",
+    "p_2026_31<20668",
+    "p_2026_32<20675",
+    "p_2026_33<20682",
+    "p_max<MAXVALUE",
+  ]);
+  const partitioned = await db.query<{ t: string }[]>(
+    `SELECT DISTINCT TABLE_NAME AS t FROM information_schema.PARTITIONS
+     WHERE TABLE_SCHEMA = ? AND PARTITION_NAME IS NOT NULL ORDER BY t`,
+    [db.name],
+  );
+  assert.deepEqual(
+    partitioned.map((r) => r.t).sort(),
+    ALL_TABLES.filter((t) => t.partitionColumn !== null).map((t) => t.name).sort(),
+  );
+});
+
+// B.1/W4: ON DUPLICATE KEY UPDATE fires on any unique index; a secondary one would make the
+// upserts skip rows or overwrite rows of other objects without an error.
+Deno.test("created schema: no upserted table has a UNIQUE index besides its primary key (W4)", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  const upserted = ALL_TABLES.filter((t) =>
+    t.writeMode === "full_upsert" || t.writeMode === "noop_upsert" || t.writeMode === "downtime"
+  ).map((t) => t.name);
+  assert.equal(upserted.length, 16);
+  const unique = await db.query<{ t: string; i: string }[]>(
+    `SELECT DISTINCT TABLE_NAME AS t, INDEX_NAME AS i FROM information_schema.STATISTICS
+     WHERE TABLE_SCHEMA = ? AND NON_UNIQUE = 0 ORDER BY t`,
+    [db.name],
+  );
+  for (const name of upserted) {
+    assert.deepEqual(unique.filter((r) => r.t === name).map((r) => r.i), ["PRIMARY"], name);
+  }
+  // The same holds for every other table (B.1: no UNIQUE index besides primary keys).
+  assert.ok(unique.every((r) => r.i === "PRIMARY"));
+});
+
+Deno.test("diffSchema: a dropped column, a dropped index and an altered type are reported", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await conn.query("ALTER TABLE statusengine_hostchecks DROP COLUMN long_output");
+  await conn.query("ALTER TABLE statusengine_servicestatus DROP INDEX issues");
+  await conn.query("ALTER TABLE statusengine_logentries MODIFY logentry_data varchar(512) NULL");
+  await conn.query("ALTER TABLE statusengine_nodes ADD UNIQUE INDEX by_version (node_version)");
+  const differences = await diffSchema(conn);
+  assert.deepEqual(
+    differences.map((d) => describeDifference(d)),
+    [
+      "statusengine_hostchecks.long_output: column is missing (expected varchar(8192) NULL)",
+      "statusengine_logentries.logentry_data: column is varchar(512) NULL, expected varchar(2048) NULL",
+      "statusengine_nodes: secondary UNIQUE index by_version (node_version) is not in the schema",
+      "statusengine_servicestatus: index issues (problem_has_been_acknowledged, scheduled_downtime_depth, current_state) is missing",
+    ],
+  );
+  // ensureSchema never repairs (D2: no ALTER): the differences stay.
+  await ensureSchema(conn, { now: WEEK_29 });
+  assert.equal((await diffSchema(conn)).length, 4);
+});
+
+Deno.test("missingTables: names the tables that do not exist", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  assert.deepEqual(
+    await missingTables(conn, ["statusengine_hostchecks", "statusengine_perfdata"]),
+    ["statusengine_hostchecks", "statusengine_perfdata"],
+  );
+  await ensureSchema(conn, { now: WEEK_29 });
+  await conn.query("DROP TABLE statusengine_perfdata");
+  assert.deepEqual(
+    await missingTables(conn, ["statusengine_hostchecks", "statusengine_perfdata"]),
+    ["statusengine_perfdata"],
+  );
+});
+
+// The run command's start-up check: the operator must learn which command fixes it.
+Deno.test("assertTablesExist: refuses with a message that names the schema command", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await assert.rejects(
+    () => assertTablesExist(conn, ["statusengine_hoststatus", "statusengine_logentries"]),
+    (err: unknown) => {
+      assert.ok(err instanceof MissingTablesError);
+      assert.deepEqual(err.tables, ["statusengine_hoststatus", "statusengine_logentries"]);
+      assert.equal(err.database, db.name);
+      assert.match(err.message, /statusengine_hoststatus, statusengine_logentries/);
+      assert.match(err.message, /run the "schema" command/);
+      return true;
+    },
+  );
+  await ensureSchema(conn, { now: WEEK_29 });
+  await assertTablesExist(conn, ["statusengine_hoststatus", "statusengine_logentries"]);
+});
+
+Deno.test("schema --check: a fresh database reports 22 missing tables and exits 1", async () => {
+  await using db = await createScratchDatabase();
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runSchemaCommand(
+    { mysqlUrl: db.url, check: true, createDatabase: false },
+    { out: (l) => out.push(l), err: (l) => err.push(l) },
+  );
+  assert.equal(code, 1);
+  assert.deepEqual(err, []);
+  assert.equal(out.filter((l) => l.endsWith(": table is missing")).length, 22);
+  const tables = await db.query<unknown[]>(
+    "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?",
+    [db.name],
+  );
+  assert.equal(tables.length, 0);
+});
+
+function hostcheckRow(overrides: Row): Row {
+  return {
+    hostname: "web01",
+    start_time: 1785470659,
+    start_time_usec: 1,
+    state: 0,
+    is_hardstate: 1,
+    end_time: 1785470660,
+    output: "OK",
+    timeout: 30,
+    early_timeout: 0,
+    latency: 0.60077601671218872,
+    execution_time: 4.0977930000000002,
+    perfdata: "",
+    command: "check_ping",
+    current_check_attempt: 1,
+    max_check_attempts: 3,
+    long_output: "",
+    ...overrides,
+  };
+}
+
+async function insertRows(
+  conn: mysql.Connection,
+  table: keyof typeof TABLES,
+  rows: Row[],
+): Promise<mysql.ResultSetHeader> {
+  const values: SqlValue[] = [];
+  for (const row of rows) values.push(...adjustRow(table, row).values);
+  const [result] = await conn.execute<mysql.ResultSetHeader>(
+    insertStatement(table, rows.length),
+    values,
+  );
+  return result;
+}
+
+// D6: in strict mode one long plugin output would reject the whole multi-row INSERT.
+Deno.test("insertStatement + adjustRow: a 10,000-character output stores exactly 1024 code points (D6)", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await conn.query("SET SESSION sql_mode = 'STRICT_ALL_TABLES'");
+  const output = "é".repeat(10_000);
+
+  // Without the adjustment the strict server refuses the statement (the premise of D6).
+  const raw = TABLES.statusengine_hostchecks.insertColumns.map((c) =>
+    hostcheckRow({ output, start_time_usec: 2 })[c] ?? null
+  );
+  await assert.rejects(
+    () => conn.execute(insertStatement("statusengine_hostchecks", 1), raw),
+    (e: unknown) => (e as { errno?: number }).errno === 1406,
+  );
+
+  await insertRows(conn, "statusengine_hostchecks", [
+    hostcheckRow({ output }),
+    hostcheckRow({ start_time_usec: 3 }),
+  ]);
+  const rows = await db.query<{ n: number; o: string; l: number }[]>(
+    "SELECT CHAR_LENGTH(output) AS n, output AS o, latency AS l FROM statusengine_hostchecks ORDER BY start_time_usec",
+  );
+  assert.equal(rows.length, 2);
+  assert.equal(Number(rows[0]?.n), 1024);
+  assert.equal(rows[0]?.o, "é".repeat(1024));
+  // T21: the double is stored exactly.
+  assert.equal(Number(rows[0]?.l), 0.60077601671218872);
+});
+
+Deno.test("insertStatement + adjustRow: 4-byte emoji are truncated without breaking a character (D6)", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await conn.query("SET SESSION sql_mode = 'STRICT_ALL_TABLES'");
+  await insertRows(conn, "statusengine_hostchecks", [
+    hostcheckRow({ output: "😀".repeat(3000) }),
+    hostcheckRow({ start_time_usec: 2, output: `a${"🙂".repeat(1100)}` }),
+  ]);
+  const rows = await db.query<{ n: number; b: number; o: string }[]>(
+    "SELECT CHAR_LENGTH(output) AS n, LENGTH(output) AS b, output AS o FROM statusengine_hostchecks ORDER BY start_time_usec",
+  );
+  assert.equal(Number(rows[0]?.n), 1024);
+  assert.equal(Number(rows[0]?.b), 4096);
+  assert.equal(rows[0]?.o, "😀".repeat(1024));
+  assert.equal(rows[1]?.o, `a${"🙂".repeat(1023)}`);
+  assert.ok(!String(rows[1]?.o).includes("\ufffd"));
+});
+
+Deno.test("insertStatement: redelivered rows are absorbed by the upserts and snapshots overwrite (W4)", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await insertRows(conn, "statusengine_hostchecks", [hostcheckRow({ output: "first" })]);
+  // The same key again, next to a fresh row: no 1062, the fresh row lands, the old one stays.
+  await insertRows(conn, "statusengine_hostchecks", [
+    hostcheckRow({ output: "redelivered" }),
+    hostcheckRow({ start_time_usec: 9, output: "fresh" }),
+  ]);
+  const checks = await db.query<{ o: string }[]>(
+    "SELECT output AS o FROM statusengine_hostchecks ORDER BY start_time_usec",
+  );
+  assert.deepEqual(checks.map((r) => r.o), ["first", "fresh"]);
+
+  await insertRows(conn, "statusengine_hoststatus", [{
+    hostname: "h",
+    output: "old",
+    last_check: 1,
+  }]);
+  await insertRows(conn, "statusengine_hoststatus", [{
+    hostname: "h",
+    output: "new",
+    last_check: 2,
+  }]);
+  const status = await db.query<{ o: string; c: number }[]>(
+    "SELECT output AS o, last_check AS c FROM statusengine_hoststatus",
+  );
+  assert.deepEqual(status.map((r) => [r.o, Number(r.c)]), [["new", 2]]);
+});
