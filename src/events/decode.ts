@@ -1,0 +1,210 @@
+/**
+ * Job body → {@linkcode DecodedJob}: payload shape (D3), stale filter (P6), per-queue
+ * decoding, and the D7 classification of undecodable input. Pure: no I/O, no clock (the
+ * caller passes `nowSeconds`), never throws.
+ *
+ * @module
+ */
+
+import { DecodeState, describe, isJsonObject, type JsonObject, reqInt } from "./_coerce.ts";
+import { isQueueName, QUEUES, type QueueSpec } from "./queues.ts";
+import type { DecodeContext, DecodedJob, InvalidReason } from "./types.ts";
+import { repairUtf8 } from "./utf8_repair.ts";
+
+// The fatal decoder validates and decodes valid payloads (the normal case) in one native pass;
+// only when it rejects the bytes does the JS repair run. After repairUtf8 the bytes are valid,
+// so the replacing decoder never replaces anything. Shared instances: no allocation per job.
+const UTF8_STRICT = new TextDecoder("utf-8", { fatal: true });
+const UTF8 = new TextDecoder();
+
+function invalid(reason: InvalidReason, message: string): DecodedJob {
+  return { kind: "invalid", reason, message };
+}
+
+/**
+ * Decodes one event into `st`; returns true when the stale filter discarded it. The stale
+ * check comes first so a backlog drain does not pay for decoding snapshots it throws away.
+ */
+function decodeEvent(
+  spec: QueueSpec,
+  st: DecodeState,
+  ev: JsonObject,
+  staleBefore: number | null,
+): boolean {
+  st.envelope = ev;
+  if (staleBefore !== null) {
+    const ts = reqInt(st, ev, "timestamp");
+    if (st.reason !== null) return false;
+    // Strictly older than the cutoff: an event exactly at the cutoff is kept (D.2).
+    if (ts < staleBefore) return true;
+  }
+  let payload = ev;
+  const key = spec.payloadKey;
+  if (key !== null) {
+    const v = ev[key];
+    if (v === undefined) {
+      st.fail(
+        "bad_shape",
+        null,
+        "",
+        st.index >= 0
+          ? `event has no "${key}" object`
+          : `document is neither a bulk job {"messages":[…]} nor an event with a "${key}" object`,
+      );
+      return false;
+    }
+    if (!isJsonObject(v)) {
+      st.fail(
+        v === null ? "missing_field" : "bad_type",
+        ev,
+        key,
+        `expected an object, got ${describe(v)}`,
+      );
+      return false;
+    }
+    payload = v;
+  }
+  spec.decode(st, ev, payload);
+  return false;
+}
+
+/**
+ * Decode one job of a queue (after UTF-8 repair) into rows, downtime statements or a
+ * core-restart cutoff.
+ *
+ * - Both payload shapes are accepted on every queue (D3): an object whose `messages` member is
+ *   an array is a bulk job (an empty array is valid and yields nothing); any other object is
+ *   one event.
+ * - One undecodable event makes the whole job `invalid` (pipeline.md P4), so the dead-letter
+ *   file (D7) receives the job exactly as it arrived.
+ * - Stale status events (P6) are counted in `staleDiscarded`, never returned.
+ *
+ * @param queue One of {@linkcode QUEUE_NAMES}; anything else yields `unknown_queue`.
+ * @param text The job body as text.
+ * @param ctx Node name, worker clock and `--status-max-age`.
+ * @returns The decoded job; `invalid` with a reason and a message naming the offending field.
+ * @throws Never: every outcome, including malformed input, is a returned value.
+ *
+ * @example A single-form acknowledgement
+ * ```ts
+ * import { decodeJob } from "./decode.ts";
+ * const job = decodeJob(
+ *   "statusngin_acknowledgements",
+ *   '{"type":1700,"timestamp":1785516972,"timestamp_usec":1,' +
+ *     '"acknowledgement":{"host_name":"web01","acknowledgement_type":0}}',
+ *   { nodeName: "N", nowSeconds: 1785517000, statusMaxAgeSeconds: 300 },
+ * );
+ * console.assert(job.kind === "rows" && job.rows[0]?.table === "statusengine_host_acknowledgements");
+ * ```
+ */
+export function decodeJob(queue: string, text: string, ctx: DecodeContext): DecodedJob {
+  if (!isQueueName(queue)) {
+    return invalid("unknown_queue", `queue ${JSON.stringify(queue)} is not a consumed queue`);
+  }
+  const spec = QUEUES[queue];
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err: unknown) {
+    const detail = err instanceof Error ? err.message : String(err);
+    // V8 quotes part of the input; keep the message bounded for logs and the dead-letter file.
+    return invalid(
+      "not_json",
+      `payload is not valid JSON: ${detail.length > 200 ? `${detail.slice(0, 200)}…` : detail}`,
+    );
+  }
+  if (!isJsonObject(doc)) {
+    return invalid("not_object", `top-level JSON value is ${describe(doc)}, not an object`);
+  }
+
+  const now = Math.floor(ctx.nowSeconds);
+  const st = new DecodeState(ctx.nodeName, now);
+  st.payloadKey = spec.payloadKey ?? "";
+  // One cutoff per job (P6); 0 (or a negative value, refused by the config) disables it.
+  const staleBefore = spec.staleFilter && ctx.statusMaxAgeSeconds > 0
+    ? now - ctx.statusMaxAgeSeconds
+    : null;
+  let stale = 0;
+
+  const messages = doc["messages"];
+  if (Array.isArray(messages)) {
+    for (let i = 0; i < messages.length; i++) {
+      st.index = i;
+      const ev: unknown = messages[i];
+      if (!isJsonObject(ev)) {
+        return invalid(
+          "bad_shape",
+          `messages[${i}]: expected an event object, got ${describe(ev)}`,
+        );
+      }
+      if (decodeEvent(spec, st, ev, staleBefore)) stale++;
+      if (st.reason !== null) return invalid(st.reason, st.message);
+    }
+  } else {
+    if (decodeEvent(spec, st, doc, staleBefore)) stale++;
+    if (st.reason !== null) return invalid(st.reason, st.message);
+  }
+
+  switch (spec.output) {
+    case "rows":
+      return { kind: "rows", rows: st.rows, staleDiscarded: stale };
+    case "downtimes":
+      return { kind: "downtimes", statements: st.statements };
+    case "core_restart":
+      return st.restartCutoff !== null
+        ? { kind: "core_restart", cutoff: st.restartCutoff }
+        : { kind: "ignored", reason: st.ignored !== "" ? st.ignored : "bulk job without messages" };
+  }
+}
+
+/** Result of {@linkcode decodePayload}. */
+export interface DecodedPayload {
+  /** The decoded job. */
+  readonly job: DecodedJob;
+  /** True when invalid UTF-8 was repaired (P1: count it, warn rate-limited). */
+  readonly repaired: boolean;
+}
+
+/**
+ * Repair (P1), decode to text and {@linkcode decodeJob} a raw job body: the whole payload
+ * path of P0 between receiving the bytes and handing rows to the writers.
+ *
+ * @param queue The queue the job came from.
+ * @param bytes The raw job body, exactly as received.
+ * @param ctx Node name, worker clock and `--status-max-age`.
+ * @returns The decoded job and whether the bytes needed repair.
+ * @throws Never.
+ *
+ * @example A CP1252 byte inside a log line
+ * ```ts
+ * import { decodePayload } from "./decode.ts";
+ * const body = new TextEncoder().encode(
+ *   '{"type":300,"logentry":{"entry_time":1,"data_type":1,"data":"Datentr?ger"}}',
+ * );
+ * body[body.indexOf(0x3f)] = 0xe4; // the "?" becomes a CP1252 "ä"
+ * const { job, repaired } = decodePayload("statusngin_logentries", body, {
+ *   nodeName: "N",
+ *   nowSeconds: 0,
+ *   statusMaxAgeSeconds: 0,
+ * });
+ * console.assert(repaired && job.kind === "rows" && job.rows[0]?.row.logentry_data === "Datenträger");
+ * ```
+ */
+export function decodePayload(
+  queue: string,
+  bytes: Uint8Array,
+  ctx: DecodeContext,
+): DecodedPayload {
+  let text: string;
+  let repaired = false;
+  try {
+    text = UTF8_STRICT.decode(bytes);
+  } catch (_err: unknown) {
+    // Only TypeError (ill-formed input) can reach here; repairUtf8 applies the same strict
+    // definition ("decodePayload: the repaired flag agrees with repairUtf8 for random bytes").
+    const r = repairUtf8(bytes);
+    repaired = r.repaired;
+    text = UTF8.decode(r.bytes);
+  }
+  return { job: decodeJob(queue, text, ctx), repaired };
+}

@@ -1,0 +1,53 @@
+/**
+ * Payload → rows for every consumed queue: UTF-8 repair (P1), both payload shapes (D3), the
+ * per-queue mappings of queues-and-tables.md Part A/B, the stale filter (P6), the downtime
+ * lifecycle (Part C), the core-restart cutoff (D4) and the perfdata parser (E.6). Pure: no
+ * I/O and no imports of other `src/` directories.
+ *
+ * @module
+ */
+
+export { type DecodedPayload, decodeJob, decodePayload } from "./decode.ts";
+export {
+  DOWNTIME_ADD,
+  DOWNTIME_DELETE,
+  DOWNTIME_LOAD,
+  DOWNTIME_START,
+  DOWNTIME_STOP,
+  DOWNTIME_STOP_CANCELLED,
+  DOWNTIME_TYPE_HOST,
+  type DowntimeEvent,
+  downtimeStatements,
+} from "./downtime.ts";
+export {
+  parsePerfdata,
+  type PerfdataCheck,
+  type PerfdataMetric,
+  perfdataRows,
+} from "./perfdata.ts";
+export {
+  isQueueName,
+  QUEUE_NAMES,
+  type QueueName,
+  type QueueOutput,
+  QUEUES,
+  type QueueSpec,
+} from "./queues.ts";
+export {
+  type DecodeContext,
+  type DecodedJob,
+  type DowntimeDelete,
+  type DowntimeEventName,
+  type DowntimeHistoryTable,
+  type DowntimeStatement,
+  type DowntimeTable,
+  type DowntimeUpdate,
+  type DowntimeUpsert,
+  INVALID_REASONS,
+  type InvalidReason,
+  type Row,
+  type ScheduledDowntimeTable,
+  type SqlValue,
+  type TableRow,
+} from "./types.ts";
+export { repairUtf8, type Utf8RepairResult } from "./utf8_repair.ts";

@@ -1,0 +1,181 @@
+/**
+ * The `perf_data` parser of queues-and-tables.md E.6 / pipeline.md §5.2 (a port of the legacy
+ * state machine with the †T decisions applied) and the `statusengine_perfdata` rows built
+ * from it.
+ *
+ * @module
+ */
+
+import type { TableRow } from "./types.ts";
+
+/** One gauge of a `perf_data` string. Thresholds, min and max are not kept (E.6.2). */
+export interface PerfdataMetric {
+  /** Text before the first `=`; quotes are kept and `"` is normalised to `'` (E.6.2). */
+  readonly label: string;
+  /** The value as a double. */
+  readonly value: number;
+  /** Unit of measure, `''` when absent (†T5); `%%` is collapsed to `%`. Not truncated. */
+  readonly unit: string;
+}
+
+/** The reduced service check of `statusngin_service_perfdata` (A.8). */
+export interface PerfdataCheck {
+  /** `servicecheck.host_name`. */
+  readonly hostname: string;
+  /** `servicecheck.service_description`. */
+  readonly serviceDescription: string;
+  /** `servicecheck.start_time`, epoch seconds: the metric time (D5, †T4). */
+  readonly startTime: number;
+  /** `servicecheck.perf_data`, raw. */
+  readonly perfData: string;
+}
+
+const SPACE = 0x20;
+const QUOTE = 0x27; // '
+const EQUALS = 0x3d;
+const SEMICOLON = 0x3b;
+const COMMA = 0x2c;
+const DOT = 0x2e;
+const MINUS = 0x2d;
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
+
+/**
+ * Whitespace removed around `perf_data` before parsing (†T7): PHP's `trim()` set (space, tab,
+ * LF, CR, NUL, VT), which is what the legacy worker used. Not String#trim: that one also
+ * removes NBSP and other Unicode spaces but keeps NUL.
+ */
+function isTrimmed(c: number): boolean {
+  return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d || c === 0x00 || c === 0x0b;
+}
+
+function isValueChar(c: number): boolean {
+  return (c >= DIGIT_0 && c <= DIGIT_9) || c === DOT || c === MINUS || c === COMMA;
+}
+
+/** Parses one token (E.6.2 "Parsing one token") and appends the gauge if it has a value. */
+function parseToken(s: string, start: number, end: number, out: PerfdataMetric[]): void {
+  // Bounded scans, not indexOf: an unbounded search would look past the token and make a long
+  // perf_data string without `=` or `;` quadratic.
+  let eq = start;
+  while (eq < end && s.charCodeAt(eq) !== EQUALS) eq++;
+  if (eq === end) return;
+  let i = eq + 1;
+  while (i < end) {
+    const c = s.charCodeAt(i);
+    if (!isValueChar(c)) break;
+    i++;
+  }
+  if (i === eq + 1) return; // `U`, `+5`, empty: no value characters at all
+  let valueText = s.slice(eq + 1, i);
+  if (valueText.includes(",")) valueText = valueText.replaceAll(",", ".");
+  // Number() accepts exactly the shapes the value grammar can still produce that are doubles
+  // (`.5`, `5.`, `-1`) and yields NaN for `1.2.3`, `-`, `--1`, `1-2` (E.6.2 step 4).
+  const value = Number(valueText);
+  if (Number.isNaN(value)) return;
+  let unitEnd = i;
+  while (unitEnd < end && s.charCodeAt(unitEnd) !== SEMICOLON) unitEnd++;
+  let unit = s.slice(i, unitEnd);
+  if (unit === "%%") unit = "%";
+  out.push({ label: s.slice(start, eq), value, unit });
+}
+
+/**
+ * Split a `perf_data` string into gauges and parse each (queues-and-tables.md E.6.2). Never
+ * throws: a token without `=` or without a numeric value is skipped and the others are kept.
+ * Every gauge is returned, repeated labels included, in input order (†T6).
+ *
+ * @param perfData The raw `perf_data` string; surrounding whitespace is ignored (†T7).
+ * @returns The gauges with a numeric value.
+ * @throws Never.
+ *
+ * @example Two gauges
+ * ```ts
+ * import { parsePerfdata } from "./perfdata.ts";
+ * const m = parsePerfdata("rta=0.084000ms;100;500;0 pl=0%;20;60;0");
+ * console.assert(m.length === 2 && m[0]?.unit === "ms" && m[1]?.label === "pl");
+ * ```
+ */
+export function parsePerfdata(perfData: string): PerfdataMetric[] {
+  let start = 0;
+  let end = perfData.length;
+  while (start < end && isTrimmed(perfData.charCodeAt(start))) start++;
+  while (end > start && isTrimmed(perfData.charCodeAt(end - 1))) end--;
+  const out: PerfdataMetric[] = [];
+  if (start === end) return out;
+
+  // Both quote characters toggle quote mode and both are written as `'` (E.6.2 steps 2–3), so
+  // normalising first gives the same tokens and lets every token be a plain slice.
+  const s = perfData.includes('"') ? perfData.replaceAll('"', "'") : perfData;
+  let inQuotes = false;
+  let tokenStart = start;
+  for (let i = start; i < end; i++) {
+    const c = s.charCodeAt(i);
+    if (c === QUOTE) {
+      inQuotes = !inQuotes;
+    } else if (c === SPACE && !inQuotes) {
+      // Only U+0020 separates gauges; a tab or newline stays inside the token (E.6.2 step 5).
+      if (i > tokenStart) parseToken(s, tokenStart, i, out);
+      tokenStart = i + 1;
+    }
+  }
+  if (end > tokenStart) parseToken(s, tokenStart, end, out);
+  return out;
+}
+
+/**
+ * Build the `statusengine_perfdata` rows of one reduced service check (E.6.4): `timestamp` in
+ * milliseconds and `timestamp_unix` in seconds, both from the payload `start_time` (D5, †T4).
+ *
+ * @param check The service check.
+ * @returns One row per gauge with a numeric value; none for empty `perf_data`.
+ * @throws Never.
+ *
+ * @example
+ * ```ts
+ * import { perfdataRows } from "./perfdata.ts";
+ * const rows = perfdataRows({
+ *   hostname: "localhost",
+ *   serviceDescription: "Current Users",
+ *   startTime: 1785470660,
+ *   perfData: "users=0;20;50;0",
+ * });
+ * console.assert(rows[0]?.row.timestamp === 1785470660000);
+ * ```
+ */
+export function perfdataRows(check: PerfdataCheck): TableRow[] {
+  const out: TableRow[] = [];
+  appendPerfdataRows(
+    check.hostname,
+    check.serviceDescription,
+    check.startTime,
+    parsePerfdata(check.perfData),
+    out,
+  );
+  return out;
+}
+
+/** Internal (not in mod.ts): {@linkcode perfdataRows} appending to the job's rows, pre-parsed. */
+export function appendPerfdataRows(
+  hostname: string,
+  serviceDescription: string,
+  startTime: number,
+  metrics: readonly PerfdataMetric[],
+  out: TableRow[],
+): void {
+  const ms = startTime * 1000;
+  for (const m of metrics) {
+    out.push({
+      table: "statusengine_perfdata",
+      row: {
+        hostname,
+        service_description: serviceDescription,
+        label: m.label,
+        timestamp: ms,
+        timestamp_unix: startTime,
+        value: m.value,
+        unit: m.unit,
+      },
+    });
+  }
+}

@@ -1,0 +1,128 @@
+import assert from "node:assert/strict";
+import { parsePerfdata, type PerfdataMetric, perfdataRows } from "./perfdata.ts";
+
+function m(label: string, value: number, unit: string): PerfdataMetric {
+  return { label, value, unit };
+}
+
+Deno.test("parsePerfdata: the pipeline.md §5.2 examples parse to the documented gauges", () => {
+  assert.deepEqual(parsePerfdata("users=0;20;50;0"), [m("users", 0, "")]);
+  assert.deepEqual(parsePerfdata("swap=0MB;0;0;0;0"), [m("swap", 0, "MB")]);
+  assert.deepEqual(
+    parsePerfdata("rta=0.084000ms;100.000000;500.000000;0.000000 pl=0%;20;60;0"),
+    [m("rta", 0.084, "ms"), m("pl", 0, "%")],
+  );
+  assert.deepEqual(parsePerfdata("'response time'=0.5s;1;2;0"), [m("'response time'", 0.5, "s")]);
+  assert.deepEqual(parsePerfdata('"response time"=0.5s;1;2;0'), [m("'response time'", 0.5, "s")]);
+  assert.deepEqual(parsePerfdata("temp=3,7C;;;"), [m("temp", 3.7, "C")]);
+  assert.deepEqual(parsePerfdata("temp=-1,5C;;;"), [m("temp", -1.5, "C")]);
+  assert.deepEqual(parsePerfdata("pl=0%%;20;60;0"), [m("pl", 0, "%")]);
+  assert.deepEqual(parsePerfdata("users=0;20;50;0 broken=U;;;"), [m("users", 0, "")]);
+});
+
+Deno.test("parsePerfdata: every row of the E.6.3 malformed-input table behaves as specified", () => {
+  const cases: [string, PerfdataMetric[]][] = [
+    ["foo=1", [m("foo", 1, "")]],
+    ["'foo bar'=1ms", [m("'foo bar'", 1, "ms")]],
+    ['"foo bar"=1ms', [m("'foo bar'", 1, "ms")]],
+    ["neg=-7,48C;;;;", [m("neg", -7.48, "C")]],
+    ["pct=50%%", [m("pct", 50, "%")]],
+    ["a=1  b=2", [m("a", 1, ""), m("b", 2, "")]],
+    ["dup=1 dup=2", [m("dup", 1, ""), m("dup", 2, "")]],
+    ["1=5 2=6 x=7", [m("1", 5, ""), m("2", 6, ""), m("x", 7, "")]],
+    ["u=U;1;2", []],
+    ["plus=+5", []],
+    ["dots=1.2.3", []],
+    ["x=", []],
+    ["x=;1;2", []],
+    ["x=-", []],
+    ["noeq", []],
+    ["'a=b'=1", []],
+    ["sci=1.5e3", [m("sci", 1.5, "e3")]],
+    ["time=5seconds_and_more_text", [m("time", 5, "seconds_and_more_text")]],
+    ["tab=1\tother=2", [m("tab", 1, "\tother=2")]],
+    ["trail=3ms\n", [m("trail", 3, "ms")]],
+    ["lbl='unterminated 5", []],
+  ];
+  for (const [input, want] of cases) {
+    assert.deepEqual(parsePerfdata(input), want, JSON.stringify(input));
+  }
+});
+
+Deno.test("parsePerfdata: `.5` and `5.` are numbers and `--1` is not (E.6.2 step 4)", () => {
+  assert.deepEqual(parsePerfdata("a=.5 b=5. c=--1 d=-.25"), [
+    m("a", 0.5, ""),
+    m("b", 5, ""),
+    m("d", -0.25, ""),
+  ]);
+});
+
+Deno.test("parsePerfdata: surrounding whitespace is trimmed with PHP's set, inner tabs are not separators (T7)", () => {
+  assert.deepEqual(parsePerfdata(" \t\r\n\0\x0Ba=1ms \t\r\n\0\x0B"), [m("a", 1, "ms")]);
+  assert.deepEqual(parsePerfdata("   "), []);
+  assert.deepEqual(parsePerfdata(""), []);
+  // NBSP is not in the trim set, so it stays part of the unit (legacy parity).
+  assert.deepEqual(parsePerfdata("a=1\u00A0"), [m("a", 1, "\u00A0")]);
+});
+
+Deno.test("parsePerfdata: one bad gauge never hides the good ones around it", () => {
+  assert.deepEqual(parsePerfdata("a=1 junk b=U c=2;;; d=1.2.3 e=3"), [
+    m("a", 1, ""),
+    m("c", 2, ""),
+    m("e", 3, ""),
+  ]);
+});
+
+Deno.test("parsePerfdata: a quote inside a token switches quote mode and spaces in quotes do not split", () => {
+  assert.deepEqual(parsePerfdata("'disk C:\\ used'=5GB;8;9 x=1"), [
+    m("'disk C:\\ used'", 5, "GB"),
+    m("x", 1, ""),
+  ]);
+  assert.deepEqual(parsePerfdata("a'b c'=1"), [m("a'b c'", 1, "")]);
+});
+
+Deno.test("parsePerfdata: a long string of unit-less gauges parses in linear time", () => {
+  const input = Array.from({ length: 200_000 }, (_, i) => `g${i}=${i}`).join(" ");
+  const t0 = performance.now();
+  const out = parsePerfdata(input);
+  const ms = performance.now() - t0;
+  assert.equal(out.length, 200_000);
+  assert.ok(ms < 2000, `took ${ms} ms`);
+});
+
+Deno.test("perfdataRows: timestamp is milliseconds and timestamp_unix seconds of start_time (D5)", () => {
+  assert.deepEqual(
+    perfdataRows({
+      hostname: "demo.statusengine.org",
+      serviceDescription: "PING",
+      startTime: 1785470664,
+      perfData: "rta=0.084000ms;100.000000;500.000000;0.000000 pl=0%;20;60;0",
+    }),
+    [
+      {
+        table: "statusengine_perfdata",
+        row: {
+          hostname: "demo.statusengine.org",
+          service_description: "PING",
+          label: "rta",
+          timestamp: 1785470664000,
+          timestamp_unix: 1785470664,
+          value: 0.084,
+          unit: "ms",
+        },
+      },
+      {
+        table: "statusengine_perfdata",
+        row: {
+          hostname: "demo.statusengine.org",
+          service_description: "PING",
+          label: "pl",
+          timestamp: 1785470664000,
+          timestamp_unix: 1785470664,
+          value: 0,
+          unit: "%",
+        },
+      },
+    ],
+  );
+});

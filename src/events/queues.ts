@@ -1,0 +1,203 @@
+/**
+ * The queue table: the single source of truth for the twelve consumed queues (style.md 2.3).
+ * Consumers derive their registrations, in-flight caps and metric label values from it.
+ *
+ * @module
+ */
+
+import {
+  decodeAcknowledgement,
+  decodeContactNotificationMethod,
+  decodeCoreRestart,
+  decodeDowntime,
+  decodeHostCheck,
+  decodeHostStatus,
+  decodeLogEntry,
+  decodeNotification,
+  decodeServiceCheck,
+  decodeServicePerfdata,
+  decodeServiceStatus,
+  decodeStateChange,
+  type EventDecoder,
+} from "./_event_decoders.ts";
+
+/**
+ * The twelve consumed queues, spelled as the broker's sample configuration names them
+ * (queues-and-tables.md A.4). Operators may rename queues on the broker; the configuration
+ * maps a configured name to one of these.
+ */
+export const QUEUE_NAMES = Object.freeze(
+  [
+    "statusngin_hoststatus",
+    "statusngin_servicestatus",
+    "statusngin_hostchecks",
+    "statusngin_servicechecks",
+    "statusngin_service_perfdata",
+    "statusngin_statechanges",
+    "statusngin_logentries",
+    "statusngin_notifications",
+    "statusngin_contactnotificationmethod",
+    "statusngin_acknowledgements",
+    "statusngin_downtimes",
+    "statusngin_core_restart",
+  ] as const,
+);
+
+/** One of the twelve consumed queue names. */
+export type QueueName = typeof QUEUE_NAMES[number];
+
+/** What a queue's jobs decode to: see the `DecodedJob` kinds. */
+export type QueueOutput = "rows" | "downtimes" | "core_restart";
+
+/** Everything the pipeline needs to know about one queue. */
+export interface QueueSpec {
+  /** The queue (Gearman function / RabbitMQ queue) name. */
+  readonly name: QueueName;
+  /** Key of the payload object inside each event; null for the envelope-less core restart. */
+  readonly payloadKey: string | null;
+  /** Kind of `DecodedJob` a valid job of this queue yields (besides `invalid`/`ignored`). */
+  readonly output: QueueOutput;
+  /**
+   * Tables the queue may write (rows, statements, or the D4 cleanup DELETE), in schema
+   * naming. Pinned against the decoders' output by "queues: tables lists what the decoders
+   * emit".
+   */
+  readonly tables: readonly string[];
+  /**
+   * Jobs must be processed strictly one at a time, in delivery order: only for downtimes,
+   * whose lifecycle statements corrupt rows when reordered (C.4.1, pipeline.md G3).
+   */
+  readonly inOrder: boolean;
+  /** Events older than `--status-max-age` are discarded: the two status queues only (P6). */
+  readonly staleFilter: boolean;
+  /** Decodes one event; internal to this directory. */
+  readonly decode: EventDecoder;
+}
+
+function spec(
+  name: QueueName,
+  payloadKey: string | null,
+  output: QueueOutput,
+  tables: readonly string[],
+  decode: EventDecoder,
+): QueueSpec {
+  return Object.freeze({
+    name,
+    payloadKey,
+    output,
+    tables: Object.freeze([...tables]),
+    inOrder: name === "statusngin_downtimes",
+    staleFilter: name === "statusngin_hoststatus" || name === "statusngin_servicestatus",
+    decode,
+  });
+}
+
+/** The queue table, keyed by queue name. */
+export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze({
+  statusngin_hoststatus: spec(
+    "statusngin_hoststatus",
+    "hoststatus",
+    "rows",
+    ["statusengine_hoststatus"],
+    decodeHostStatus,
+  ),
+  statusngin_servicestatus: spec(
+    "statusngin_servicestatus",
+    "servicestatus",
+    "rows",
+    ["statusengine_servicestatus"],
+    decodeServiceStatus,
+  ),
+  statusngin_hostchecks: spec(
+    "statusngin_hostchecks",
+    "hostcheck",
+    "rows",
+    ["statusengine_hostchecks"],
+    decodeHostCheck,
+  ),
+  statusngin_servicechecks: spec(
+    "statusngin_servicechecks",
+    "servicecheck",
+    "rows",
+    ["statusengine_servicechecks"],
+    decodeServiceCheck,
+  ),
+  statusngin_service_perfdata: spec(
+    "statusngin_service_perfdata",
+    "servicecheck",
+    "rows",
+    ["statusengine_perfdata"],
+    decodeServicePerfdata,
+  ),
+  statusngin_statechanges: spec(
+    "statusngin_statechanges",
+    "statechange",
+    "rows",
+    ["statusengine_host_statehistory", "statusengine_service_statehistory"],
+    decodeStateChange,
+  ),
+  statusngin_logentries: spec(
+    "statusngin_logentries",
+    "logentry",
+    "rows",
+    ["statusengine_logentries"],
+    decodeLogEntry,
+  ),
+  statusngin_notifications: spec(
+    "statusngin_notifications",
+    "notification_data",
+    "rows",
+    ["statusengine_host_notifications_log", "statusengine_service_notifications_log"],
+    decodeNotification,
+  ),
+  statusngin_contactnotificationmethod: spec(
+    "statusngin_contactnotificationmethod",
+    "contactnotificationmethod",
+    "rows",
+    ["statusengine_host_notifications", "statusengine_service_notifications"],
+    decodeContactNotificationMethod,
+  ),
+  statusngin_acknowledgements: spec(
+    "statusngin_acknowledgements",
+    "acknowledgement",
+    "rows",
+    ["statusengine_host_acknowledgements", "statusengine_service_acknowledgements"],
+    decodeAcknowledgement,
+  ),
+  statusngin_downtimes: spec(
+    "statusngin_downtimes",
+    "downtime",
+    "downtimes",
+    [
+      "statusengine_host_downtimehistory",
+      "statusengine_host_scheduleddowntimes",
+      "statusengine_service_downtimehistory",
+      "statusengine_service_scheduleddowntimes",
+    ],
+    decodeDowntime,
+  ),
+  statusngin_core_restart: spec(
+    "statusngin_core_restart",
+    null,
+    "core_restart",
+    ["statusengine_hoststatus", "statusengine_servicestatus"],
+    decodeCoreRestart,
+  ),
+});
+
+/**
+ * Narrow a string to a {@linkcode QueueName}.
+ *
+ * @param name Any string.
+ * @returns True when `name` is one of the twelve consumed queues.
+ * @throws Never.
+ *
+ * @example
+ * ```ts
+ * import { isQueueName } from "./queues.ts";
+ * console.assert(isQueueName("statusngin_downtimes") && !isQueueName("statusngin_flappings"));
+ * ```
+ */
+export function isQueueName(name: string): name is QueueName {
+  return Object.hasOwn(QUEUES, name);
+}

@@ -1,0 +1,175 @@
+/**
+ * Types at the boundary between the event decoders (this directory) and the writers
+ * (`src/mysql/`). Everything here is plain data: the decoders do no I/O, and the writers
+ * re-derive no mapping rule from the payload.
+ *
+ * @module
+ */
+
+/** A value bound to one SQL placeholder. Integers and doubles are `number`, text is `string`. */
+export type SqlValue = string | number | null;
+
+/**
+ * Column name → value, with raw values: strings are NOT truncated to their column length and
+ * numbers are NOT clamped; the writer applies D6 and counts what it adjusts. A row to insert
+ * lists its columns in the table's schema order (queues-and-tables.md Part B); the `key` of a
+ * downtime UPDATE/DELETE lists the primary-key columns in primary-key order.
+ */
+export type Row = Readonly<Record<string, SqlValue>>;
+
+/** A row together with the table it belongs to. */
+export interface TableRow {
+  /** Table name exactly as in the schema, e.g. `statusengine_hoststatus`. */
+  readonly table: string;
+  /** The row itself. */
+  readonly row: Row;
+}
+
+/** The two downtime history tables: the targets of the START/STOP updates (C.3, C.5). */
+export type DowntimeHistoryTable =
+  | "statusengine_host_downtimehistory"
+  | "statusengine_service_downtimehistory";
+
+/** The two tables mirroring the downtimes the core currently knows (C.2). */
+export type ScheduledDowntimeTable =
+  | "statusengine_host_scheduleddowntimes"
+  | "statusengine_service_scheduleddowntimes";
+
+/** Any of the four downtime tables. */
+export type DowntimeTable = DowntimeHistoryTable | ScheduledDowntimeTable;
+
+/** The downtime events that produce statements (LOAD 1102 and unknown types produce none). */
+export type DowntimeEventName = "ADD" | "START" | "STOP" | "DELETE";
+
+/**
+ * `INSERT INTO table (<keys of row>) VALUES (…) ON DUPLICATE KEY UPDATE c = VALUES(c), …`
+ * for every `c` of `updateColumns`, in that order.
+ */
+export interface DowntimeUpsert {
+  /** Discriminator. */
+  readonly kind: "upsert";
+  /** The event that produced the statement (for logs and metrics). */
+  readonly event: "ADD" | "START";
+  /** Target table. */
+  readonly table: DowntimeTable;
+  /** Every column to insert, in schema order, primary-key columns included. */
+  readonly row: Row;
+  /**
+   * Columns assigned from the new row on a duplicate key. Never empty, never a key column.
+   * For ADD this is narrowed to the static columns (plus `entry_time_usec` in history) so a
+   * late or redelivered ADD cannot reset the dynamic columns (queues-and-tables.md C.4.2).
+   */
+  readonly updateColumns: readonly string[];
+}
+
+/** `UPDATE table SET <set> WHERE <key col> = ? AND …` (the full primary key). */
+export interface DowntimeUpdate {
+  /** Discriminator. */
+  readonly kind: "update";
+  /** The event that produced the statement (for logs and metrics). */
+  readonly event: "START" | "STOP";
+  /** Target table: updates only ever touch a history table. */
+  readonly table: DowntimeHistoryTable;
+  /** Equality on exactly the primary-key columns, in primary-key order. */
+  readonly key: Row;
+  /** Columns to assign. */
+  readonly set: Row;
+  /**
+   * True when a 0 matched-rows outcome must be reported as an unmatched update
+   * (queues-and-tables.md C.5, metric `statusengine_queue_downtime_updates_unmatched_total`).
+   */
+  readonly detectUnmatched: boolean;
+}
+
+/**
+ * `DELETE FROM table WHERE <key col> = ? AND …` (the full primary key). Deleting zero rows is a
+ * normal outcome and is never reported (C.5.5). A conditional delete (history on DELETE) is
+ * only emitted when its condition holds: the condition depends on the event alone.
+ */
+export interface DowntimeDelete {
+  /** Discriminator. */
+  readonly kind: "delete";
+  /** The event that produced the statement (for logs and metrics). */
+  readonly event: "STOP" | "DELETE";
+  /** Target table. */
+  readonly table: DowntimeTable;
+  /** Equality on exactly the primary-key columns, in primary-key order. */
+  readonly key: Row;
+}
+
+/** One statement of the downtime lifecycle (queues-and-tables.md C.3), executed in list order. */
+export type DowntimeStatement = DowntimeUpsert | DowntimeUpdate | DowntimeDelete;
+
+/**
+ * Why a payload could not be decoded. A small fixed set: it becomes the `reason` label of
+ * `statusengine_dead_letters_total` (D7, D10).
+ *
+ * - `not_json`: not valid JSON text (after UTF-8 repair).
+ * - `not_object`: valid JSON whose top level is not an object (array, number, string, null…).
+ * - `bad_shape`: an object that is neither a bulk job nor a single event of the queue (missing
+ *   payload key, a bulk element that is not an object).
+ * - `bad_type`: a field holds a JSON type that the coercion rules do not accept.
+ * - `missing_field`: a required field (row identity, routing or filter input) is absent or null.
+ * - `unknown_queue`: the queue name is not one of the twelve consumed queues.
+ */
+export type InvalidReason =
+  | "not_json"
+  | "not_object"
+  | "bad_shape"
+  | "bad_type"
+  | "missing_field"
+  | "unknown_queue";
+
+/** Every {@linkcode InvalidReason}, for pre-creating metric series. */
+export const INVALID_REASONS: readonly InvalidReason[] = Object.freeze([
+  "not_json",
+  "not_object",
+  "bad_shape",
+  "bad_type",
+  "missing_field",
+  "unknown_queue",
+]);
+
+/** The outcome of decoding one job. Expected outcomes are values, never exceptions. */
+export type DecodedJob =
+  | {
+    /** Rows for the bulk writers, in event order (several tables may be mixed). */
+    readonly kind: "rows";
+    readonly rows: TableRow[];
+    /** Status events dropped by the stale filter (P6); 0 on every other queue. */
+    readonly staleDiscarded: number;
+  }
+  | {
+    /** Downtime statements of all events of the job, in the order they must run (C.3). */
+    readonly kind: "downtimes";
+    readonly statements: DowntimeStatement[];
+  }
+  | {
+    /**
+     * Delete this node's status rows with `status_update_time` < `cutoff` after flushing the
+     * status writers (D4, queues-and-tables.md D.1).
+     */
+    readonly kind: "core_restart";
+    readonly cutoff: number;
+  }
+  | {
+    /** Nothing to do, by design (e.g. a core-restart message with another `object_type`). */
+    readonly kind: "ignored";
+    readonly reason: string;
+  }
+  | {
+    /** Undecodable: goes to the dead-letter file (D7). `message` names the offending field. */
+    readonly kind: "invalid";
+    readonly reason: InvalidReason;
+    readonly message: string;
+  };
+
+/** Settings the decoders need from the worker's configuration and clock. */
+export interface DecodeContext {
+  /** Configured node name, written into `node_name` columns (G.6). */
+  readonly nodeName: string;
+  /** Worker clock, epoch seconds (fractions are floored). Used for P6 and the D.1 cutoff. */
+  readonly nowSeconds: number;
+  /** `--status-max-age` in seconds; 0 (or less) disables the stale filter (P6). */
+  readonly statusMaxAgeSeconds: number;
+}

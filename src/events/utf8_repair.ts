@@ -1,0 +1,180 @@
+/**
+ * Per-byte repair of payloads that are not valid UTF-8 (pipeline.md P1, queues-and-tables.md
+ * G.1, T14): Windows plugins print CP1252, the broker copies those bytes into the JSON text,
+ * and one bulk job may mix them with correct UTF-8 from other hosts.
+ *
+ * @module
+ */
+
+/** Result of {@linkcode repairUtf8}. */
+export interface Utf8RepairResult {
+  /** The repaired bytes; the input array itself (not a copy) when nothing was repaired. */
+  readonly bytes: Uint8Array;
+  /** True when at least one byte was reinterpreted as Windows-1252. */
+  readonly repaired: boolean;
+}
+
+// Code points of CP1252 0x80–0x9F (WHATWG windows-1252). Written out rather than taken from
+// TextDecoder("windows-1252") because some runtimes map this range as Latin-1 (P1 port note).
+// The five unassigned bytes 0x81, 0x8D, 0x8F, 0x90, 0x9D map to the C1 control of the same
+// value. Pinned by "repairUtf8: the 0x80–0x9F table equals WHATWG windows-1252".
+const CP1252_80_9F: readonly number[] = [
+  0x20ac,
+  0x0081,
+  0x201a,
+  0x0192,
+  0x201e,
+  0x2026,
+  0x2020,
+  0x2021,
+  0x02c6,
+  0x2030,
+  0x0160,
+  0x2039,
+  0x0152,
+  0x008d,
+  0x017d,
+  0x008f,
+  0x0090,
+  0x2018,
+  0x2019,
+  0x201c,
+  0x201d,
+  0x2022,
+  0x2013,
+  0x2014,
+  0x02dc,
+  0x2122,
+  0x0161,
+  0x203a,
+  0x0153,
+  0x009d,
+  0x017e,
+  0x0178,
+];
+
+// UTF-8 encoding of the CP1252 character of every byte 0x80–0xFF, precomputed once so the
+// repair loop only copies: REPLACEMENT[(b - 0x80) * 3 ..] holds REPLACEMENT_LEN[b - 0x80] bytes.
+const REPLACEMENT = new Uint8Array(128 * 3);
+const REPLACEMENT_LEN = new Uint8Array(128);
+for (let b = 0x80; b <= 0xff; b++) {
+  const cp = b < 0xa0 ? CP1252_80_9F[b - 0x80] ?? b : b;
+  const o = (b - 0x80) * 3;
+  if (cp < 0x800) {
+    REPLACEMENT[o] = 0xc0 | (cp >> 6);
+    REPLACEMENT[o + 1] = 0x80 | (cp & 0x3f);
+    REPLACEMENT_LEN[b - 0x80] = 2;
+  } else {
+    REPLACEMENT[o] = 0xe0 | (cp >> 12);
+    REPLACEMENT[o + 1] = 0x80 | ((cp >> 6) & 0x3f);
+    REPLACEMENT[o + 2] = 0x80 | (cp & 0x3f);
+    REPLACEMENT_LEN[b - 0x80] = 3;
+  }
+}
+
+/**
+ * Length of the well-formed UTF-8 sequence starting at `i`, or 0 when the byte at `i` cannot
+ * start one. Implements the Unicode "well-formed byte sequences" table (Unicode 15, table 3-7),
+ * which is what a strict decoder accepts: it excludes overlongs (C0, C1, E0 80–9F, F0 80–8F),
+ * surrogates (ED A0–BF), code points above U+10FFFF (F4 90–BF, F5–FF) and truncated sequences.
+ */
+function sequenceLength(b: Uint8Array, i: number, end: number): number {
+  const b0 = b[i] ?? 0;
+  if (b0 < 0x80) return 1;
+  if (b0 < 0xc2) return 0;
+  if (b0 < 0xe0) {
+    return i + 1 < end && ((b[i + 1] ?? 0) & 0xc0) === 0x80 ? 2 : 0;
+  }
+  if (b0 < 0xf0) {
+    if (i + 2 >= end) return 0;
+    const b1 = b[i + 1] ?? 0;
+    const lo = b0 === 0xe0 ? 0xa0 : 0x80;
+    const hi = b0 === 0xed ? 0x9f : 0xbf;
+    if (b1 < lo || b1 > hi) return 0;
+    return ((b[i + 2] ?? 0) & 0xc0) === 0x80 ? 3 : 0;
+  }
+  if (b0 < 0xf5) {
+    if (i + 3 >= end) return 0;
+    const b1 = b[i + 1] ?? 0;
+    const lo = b0 === 0xf0 ? 0x90 : 0x80;
+    const hi = b0 === 0xf4 ? 0x8f : 0xbf;
+    if (b1 < lo || b1 > hi) return 0;
+    return ((b[i + 2] ?? 0) & 0xc0) === 0x80 && ((b[i + 3] ?? 0) & 0xc0) === 0x80 ? 4 : 0;
+  }
+  return 0;
+}
+
+/**
+ * Index of the next byte at or after `from` that is not part of a well-formed sequence, or
+ * `b.length` when there is none.
+ */
+function nextInvalid(b: Uint8Array, from: number): number {
+  const end = b.length;
+  let i = from;
+  while (i < end) {
+    // ASCII dominates real payloads; skip it without the sequence checks.
+    if ((b[i] ?? 0) < 0x80) {
+      i++;
+      continue;
+    }
+    const n = sequenceLength(b, i, end);
+    if (n === 0) return i;
+    i += n;
+  }
+  return end;
+}
+
+/**
+ * Replace every byte that is not part of a well-formed UTF-8 sequence by the UTF-8 encoding
+ * of that byte read as Windows-1252; copy well-formed sequences unchanged. The decision is per
+ * byte: after an invalid byte, scanning resumes at the next byte (so a lead byte followed by
+ * ASCII becomes one CP1252 character followed by that ASCII).
+ *
+ * @param bytes The raw job body.
+ * @returns The repaired bytes and whether anything was repaired. Valid input (the normal case)
+ *   is returned as the same `Uint8Array`, not copied.
+ * @throws Never.
+ *
+ * @example Repairing a CP1252 umlaut
+ * ```ts
+ * import { repairUtf8 } from "./utf8_repair.ts";
+ * const { bytes, repaired } = repairUtf8(new Uint8Array([0xfc, 0x62])); // "\xFCb"
+ * console.assert(repaired && new TextDecoder().decode(bytes) === "üb");
+ * ```
+ */
+export function repairUtf8(bytes: Uint8Array): Utf8RepairResult {
+  const end = bytes.length;
+  let bad = nextInvalid(bytes, 0);
+  if (bad === end) return { bytes, repaired: false };
+
+  // Invalid bytes are rare even in a repaired payload: record their positions once, size the
+  // output exactly, then copy the valid runs between them with one `set` each.
+  const positions: number[] = [];
+  let size = end;
+  while (bad < end) {
+    positions.push(bad);
+    size += (REPLACEMENT_LEN[(bytes[bad] ?? 0) - 0x80] ?? 1) - 1;
+    bad = nextInvalid(bytes, bad + 1);
+  }
+
+  const out = new Uint8Array(size);
+  let o = 0;
+  let from = 0;
+  for (const p of positions) {
+    // Short runs are copied inline: a subarray per run would dominate a payload that is
+    // mostly CP1252 (every non-ASCII byte invalid).
+    if (p - from > 32) {
+      out.set(bytes.subarray(from, p), o);
+      o += p - from;
+    } else {
+      for (let j = from; j < p; j++) out[o++] = bytes[j] ?? 0;
+    }
+    // Every byte below 0x80 is valid UTF-8, so an invalid byte indexes the 0x80–0xFF table.
+    const k = (bytes[p] ?? 0) - 0x80;
+    const len = REPLACEMENT_LEN[k] ?? 0;
+    for (let j = k * 3; j < k * 3 + len; j++) out[o++] = REPLACEMENT[j] ?? 0;
+    from = p + 1;
+  }
+  out.set(bytes.subarray(from), o);
+  return { bytes: out, repaired: true };
+}
