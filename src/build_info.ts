@@ -1,0 +1,19 @@
+/**
+ * Build identity. This committed file is the unstamped state; `deno task
+ * compile` (tools/compile.ts) rewrites it with the release version, commit
+ * and build time for the duration of the compile and restores it afterwards,
+ * because `deno compile` has no linker flags to inject them (operations.md §5.2).
+ *
+ * @module
+ */
+
+/** Stamped build identity. */
+export const BUILD_INFO: {
+  readonly version: string;
+  readonly commit: string;
+  readonly date: string;
+} = {
+  version: "dev",
+  commit: "unknown",
+  date: "",
+};

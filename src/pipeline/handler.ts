@@ -1,0 +1,179 @@
+/**
+ * The job handler the consumer calls (the contract of src/consumer/contract.ts):
+ * UTF-8 repair (P1) → decode (src/events) → hand rows to the table writers →
+ * resolve once every row is committed or dead-lettered (D1, D7).
+ *
+ * @module
+ */
+import type { Job, JobHandler } from "../consumer/contract.ts";
+import { decodeJob } from "../events/decode.ts";
+import { repairUtf8 } from "../events/utf8_repair.ts";
+import type { Row, TableRow } from "../events/types.ts";
+import type { TableWriter } from "../mysql/writer.ts";
+import { coreRestartStatement, type DowntimeExecutor } from "../mysql/downtime.ts";
+import type { SqlExecutor } from "../mysql/executor.ts";
+import type { DbAvailability } from "../mysql/availability.ts";
+import { runWithRetry } from "../mysql/retry.ts";
+import type { Metrics } from "../metrics/registry.ts";
+import { JobTracker } from "./job_tracker.ts";
+import type { DeadLetterSink } from "./dead_letter.ts";
+import { abortable } from "../util/async.ts";
+import { getLogger } from "../log.ts";
+
+const log = getLogger("pipeline");
+
+/** Where perfdata rows go (perfdata route, F1). */
+export interface PerfdataSink {
+  /** Accept parsed metrics rows of `statusengine_perfdata`; never blocks MySQL (F6). */
+  offer(rows: readonly Row[]): void;
+}
+
+/** Collaborators of {@link createJobHandler}. */
+export interface JobHandlerOptions {
+  readonly writers: ReadonlyMap<string, TableWriter>;
+  readonly downtimes: DowntimeExecutor;
+  readonly executor: SqlExecutor;
+  readonly availability: DbAvailability;
+  readonly deadLetters: DeadLetterSink;
+  readonly metrics?: Metrics;
+  readonly nodeName: string;
+  /** `--status-max-age` in seconds; 0 disables (P6). */
+  readonly statusMaxAgeSeconds: number;
+  readonly openItcockpit: boolean;
+  /** Perfdata to MySQL (`mysql`/`both` routes). */
+  readonly perfdataToMysql: boolean;
+  /** Perfdata to Graphite (`graphite`/`both` routes). */
+  readonly graphite?: PerfdataSink;
+  /** Worker clock in epoch seconds (tests). */
+  readonly now?: () => number;
+}
+
+const REPAIR_WARN_INTERVAL_MS = 5 * 60_000;
+const PERFDATA_TABLE = "statusengine_perfdata";
+const decoder = new TextDecoder();
+
+/**
+ * Build the pipeline's job handler.
+ *
+ * @param options Writers, executors, sinks, metrics and decode settings.
+ * @returns The handler.
+ */
+export function createJobHandler(options: JobHandlerOptions): JobHandler {
+  const m = options.metrics;
+  const now = options.now ?? (() => Date.now() / 1000);
+  const lastRepairWarn = new Map<string, number>();
+
+  async function deadLetter(job: Job, reason: string, message: string, text: string) {
+    m?.deadLetters.inc({ queue_name: job.queue, reason });
+    m?.pipelineErrors.inc({ component: "queue" });
+    log.warn("pipeline: undecodable payload written to the dead-letter file", {
+      queue: job.queue,
+      server: job.server,
+      reason,
+      error: message,
+      bytes: job.payload.length,
+    });
+    // A failed write rejects: the job stays unacknowledged and is retried (D7: never silent).
+    await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
+  }
+
+  async function writeRows(job: Job, rows: readonly TableRow[], signal: AbortSignal) {
+    const byTable = new Map<string, Row[]>();
+    const graphiteRows: Row[] = [];
+    for (const { table, row } of rows) {
+      if (table === PERFDATA_TABLE) {
+        if (options.graphite !== undefined) graphiteRows.push(row);
+        if (!options.perfdataToMysql) continue;
+      }
+      let list = byTable.get(table);
+      if (list === undefined) {
+        list = [];
+        byTable.set(table, list);
+      }
+      list.push(row);
+    }
+    // Graphite never holds up MySQL (F6): offered, not awaited.
+    if (graphiteRows.length > 0) options.graphite?.offer(graphiteRows);
+    let total = 0;
+    for (const list of byTable.values()) total += list.length;
+    const tracker = new JobTracker(job.queue, total);
+    for (const [table, list] of byTable) {
+      const writer = options.writers.get(table);
+      if (writer === undefined) {
+        throw new Error(`No writer for table "${table}" (queue ${job.queue})`);
+      }
+      await writer.add(list, tracker, signal);
+    }
+    await abortable(tracker.done, signal);
+  }
+
+  async function coreRestart(cutoff: number, signal: AbortSignal) {
+    log.info("pipeline: monitoring core restarted, deleting stale status rows", {
+      cutoff,
+      node_name: options.nodeName,
+      mode: options.openItcockpit ? "openitcockpit" : "cutoff",
+    });
+    for (const table of ["statusengine_hoststatus", "statusengine_servicestatus"] as const) {
+      const writer = options.writers.get(table);
+      const statement = coreRestartStatement(table, cutoff, options);
+      const run = () =>
+        runWithRetry(() => options.executor.run(statement.sql, statement.values), {
+          table,
+          availability: options.availability,
+          signal,
+          ...(m === undefined
+            ? {}
+            : { lockRetries: m.dbBatchRetries, connectionRetries: m.dbConnectionRetries }),
+        });
+      // Commit what the writer holds first, and keep it quiet meanwhile (D4, P7).
+      const result = writer === undefined ? await run() : await writer.withPaused(run, signal);
+      log.info("pipeline: stale status rows deleted", { table, rows: result.affectedRows });
+    }
+  }
+
+  return async function handle(job: Job, signal: AbortSignal): Promise<void> {
+    const { bytes, repaired } = repairUtf8(job.payload);
+    if (repaired) {
+      m?.queuePayloadsRepaired.inc({ queue_name: job.queue });
+      const t = performance.now();
+      if (t - (lastRepairWarn.get(job.queue) ?? -Infinity) >= REPAIR_WARN_INTERVAL_MS) {
+        lastRepairWarn.set(job.queue, t);
+        log.warn(
+          "pipeline: payload was not valid UTF-8, invalid bytes read as Windows-1252 " +
+            "(see statusengine_queue_payloads_repaired_total)",
+          { queue: job.queue },
+        );
+      }
+    }
+    const text = decoder.decode(bytes);
+    const decoded = decodeJob(job.queue, text, {
+      nodeName: options.nodeName,
+      nowSeconds: now(),
+      statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+    });
+    switch (decoded.kind) {
+      case "invalid":
+        await deadLetter(job, decoded.reason, decoded.message, text);
+        return;
+      case "ignored":
+        log.debug("pipeline: job ignored", { queue: job.queue, reason: decoded.reason });
+        return;
+      case "rows":
+        if (decoded.staleDiscarded > 0) {
+          m?.queueEventsDiscardedStale.inc({ queue_name: job.queue }, decoded.staleDiscarded);
+          log.debug("pipeline: stale status events discarded", {
+            queue: job.queue,
+            events: decoded.staleDiscarded,
+          });
+        }
+        await writeRows(job, decoded.rows, signal);
+        return;
+      case "downtimes":
+        await options.downtimes.run(job.queue, decoded.statements, signal);
+        return;
+      case "core_restart":
+        await coreRestart(decoded.cutoff, signal);
+        return;
+    }
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * Counts the rows of one job still waiting for their commit (D1): rows of
+ * many jobs share one bulk INSERT, and every commit settles the rows it
+ * carried. The job's promise resolves when its last row is committed or
+ * dead-lettered (D7).
+ *
+ * @module
+ */
+
+/** Pending-row counter of one job. */
+export class JobTracker {
+  /** Queue the job came from (dead-letter records and logs). */
+  readonly queue: string;
+  #pending: number;
+  #deadLettered = 0;
+  readonly #done: PromiseWithResolvers<void> = Promise.withResolvers<void>();
+
+  /**
+   * @param queue Queue name.
+   * @param rows Total rows the job will hand to writers; 0 resolves at once.
+   */
+  constructor(queue: string, rows: number) {
+    this.queue = queue;
+    this.#pending = rows;
+    if (rows === 0) this.#done.resolve();
+  }
+
+  /** Resolves when every row settled. */
+  get done(): Promise<void> {
+    return this.#done.promise;
+  }
+
+  /** Rows not settled yet. */
+  get pending(): number {
+    return this.#pending;
+  }
+
+  /** Rows of this job that went to the dead-letter file. */
+  get deadLettered(): number {
+    return this.#deadLettered;
+  }
+
+  /** One row committed. */
+  committed(): void {
+    if (--this.#pending === 0) this.#done.resolve();
+  }
+
+  /** One row could not be stored and was dead-lettered (it still counts as settled, D7). */
+  deadLetter(): void {
+    this.#deadLettered++;
+    this.committed();
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * The version line shared by `version`, `--version`, the first log line and
+ * `statusengine_build_info` (operations.md §5.2, D10).
+ *
+ * @module
+ */
+import { BUILD_INFO } from "./build_info.ts";
+
+/** Identity of this build. */
+export interface Identity {
+  readonly version: string;
+  readonly commit: string;
+  readonly date: string;
+  readonly denoVersion: string;
+}
+
+/** The identity of the running build. */
+export function identity(): Identity {
+  return { ...BUILD_INFO, denoVersion: Deno.version.deno };
+}
+
+/**
+ * `statusengine-worker <version> (commit <c>, built <date>, deno <v>)`; the
+ * `built …` part is left out when no date was stamped.
+ *
+ * @param program Program name shown first.
+ * @returns The line.
+ */
+export function versionLine(program = "statusengine-worker"): string {
+  const id = identity();
+  const built = id.date === "" ? "" : `built ${id.date}, `;
+  return `${program} ${id.version} (commit ${id.commit}, ${built}deno ${id.denoVersion})`;
+}

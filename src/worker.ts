@@ -1,0 +1,324 @@
+/**
+ * The daemon, assembled: MySQL pool → schema check → node registration →
+ * writers and handler → metrics server → Gearman consumer; and the ordered,
+ * bounded shutdown of pipeline.md §6 (drain, flush, pool, HTTP).
+ *
+ * Independent of how settings were obtained, so tests can run a complete
+ * worker in-process and the `run` command only maps settings onto it.
+ *
+ * @module
+ */
+import mysql from "mysql2/promise";
+import { GearmanConsumer } from "./gearman/consumer.ts";
+import { metricsObserver } from "./consumer/metrics_observer.ts";
+import { JOB_RESULTS } from "./consumer/contract.ts";
+import { QUEUE_NAMES, type QueueName, QUEUES } from "./events/queues.ts";
+import { INVALID_REASONS } from "./events/types.ts";
+import { ADJUSTMENT_REASONS } from "./mysql/values.ts";
+import { assertTablesExist } from "./mysql/schema.ts";
+import { mysqlOptionsFromUrl, redactUrl } from "./mysql/url.ts";
+import { poolExecutor } from "./mysql/executor.ts";
+import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "./metrics/registry.ts";
+import { COMPONENTS } from "./metrics/catalogue.ts";
+import { type MetricsServer, startMetricsServer } from "./metrics/server.ts";
+import { batchedTables, downtimeTables, Pipeline } from "./pipeline/pipeline.ts";
+import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline/dead_letter.ts";
+import { identity, versionLine } from "./version.ts";
+import { deadline } from "./util/async.ts";
+import { errorMessage, getLogger } from "./log.ts";
+
+const log = getLogger("worker");
+
+/** Where perfdata goes (F1). */
+export type PerfdataRoute = "mysql" | "graphite" | "both";
+
+/** Everything the daemon needs, already validated. */
+export interface WorkerConfig {
+  readonly gearmanServers: readonly string[];
+  readonly maxJobsPerQueue: number;
+  readonly reconnectIntervalMs: number;
+  readonly heartbeatIntervalMs: number;
+  readonly heartbeatTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+  readonly shutdownFlushTimeoutMs: number;
+  readonly mysqlUrl: string;
+  readonly mysqlMaxOpenConns: number;
+  readonly batchSize: number;
+  readonly statusMaxAgeSeconds: number;
+  readonly nodeName: string;
+  /** NDJSON path, or null when disabled by an explicit empty value. */
+  readonly deadLetterFile: string | null;
+  readonly perfdataRoute: PerfdataRoute;
+  readonly openItcockpit: boolean;
+  /** null disables the metrics listener (`--metrics-port 0`). */
+  readonly metrics: { readonly hostname: string; readonly port: number } | null;
+  /** Queues to consume; default all twelve. */
+  readonly queues?: readonly QueueName[];
+  /** Interval of the periodic summaries; default 30 s. */
+  readonly statsIntervalMs?: number;
+}
+
+/** Raised when the worker cannot start; `main` turns it into exit status 1. */
+export class StartupError extends Error {
+  /**
+   * @param message What failed, naming the cause.
+   * @param options `cause`.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "StartupError";
+  }
+}
+
+/** A running worker. */
+export interface RunningWorker {
+  readonly metrics: Metrics;
+  /** Bound metrics port, or null when disabled. */
+  readonly metricsPort: number | null;
+  readonly pipeline: Pipeline;
+  readonly consumer: GearmanConsumer;
+  /**
+   * Graceful shutdown in the documented order and budgets; each step logged
+   * once with its duration. Idempotent.
+   */
+  stop(): Promise<void>;
+}
+
+const PING_TIMEOUT_MS = 5_000;
+
+/**
+ * Start the daemon.
+ *
+ * @param config Validated settings.
+ * @returns The running worker.
+ * @throws {StartupError} When MySQL, the schema or every job server is unusable.
+ */
+export async function startWorker(config: WorkerConfig): Promise<RunningWorker> {
+  const id = identity();
+  log.info("statusengine-worker starting", {
+    version: id.version,
+    commit: id.commit,
+    deno: id.denoVersion,
+    line: versionLine(),
+  });
+  const queues = config.queues ?? QUEUE_NAMES;
+  const metrics = createMetrics();
+  setBuildInfo(metrics, id);
+  precreateSeries(metrics, {
+    queues,
+    statusQueues: queues.filter((q) => QUEUES[q].staleFilter),
+    jobResults: JOB_RESULTS,
+    deadLetterReasons: [...INVALID_REASONS, "sql_rejected"],
+    tables: [...batchedTables(), ...downtimeTables()].map((t) => t.name),
+    batchedTables: batchedTables().map((t) => t.name),
+    adjustReasons: ADJUSTMENT_REASONS,
+    components: COMPONENTS,
+  });
+  log.info("worker: stale status filter", {
+    status_max_age_s: config.statusMaxAgeSeconds,
+    enabled: config.statusMaxAgeSeconds > 0,
+  });
+
+  const urlOptions = mysqlOptionsFromUrl(config.mysqlUrl);
+  const pool = mysql.createPool({
+    ...urlOptions,
+    connectionLimit: config.mysqlMaxOpenConns,
+    maxIdle: config.mysqlMaxOpenConns,
+    connectTimeout: urlOptions.connectTimeout ?? PING_TIMEOUT_MS,
+    enableKeepAlive: true,
+    // Numbers stay numbers; bigint epoch seconds fit a double exactly (A.3).
+    supportBigNumbers: true,
+    bigNumberStrings: false,
+  });
+  const cleanups: (() => Promise<void>)[] = [() => pool.end()];
+  const undo = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+  };
+  let deadLetters: DeadLetterSink = DISCARDING_SINK;
+  let server: MetricsServer | undefined;
+  try {
+    try {
+      using ping = deadline(PING_TIMEOUT_MS);
+      const probe = pool.query("SELECT @@character_set_client AS cs, @@collation_connection AS co");
+      const answered = await Promise.race([
+        probe,
+        new Promise<undefined>((resolve) =>
+          ping.signal.addEventListener("abort", () => resolve(undefined))
+        ),
+      ]);
+      if (answered === undefined) {
+        probe.catch(() => {});
+        throw new Error(`no answer within ${PING_TIMEOUT_MS} ms`);
+      }
+      const [rows] = answered as unknown as [{ cs: string; co: string }[]];
+      const charset = rows[0]?.cs ?? "unknown";
+      const collation = rows[0]?.co ?? "unknown";
+      if (charset !== "utf8mb4") {
+        log.warn("worker: MySQL connection character set is not utf8mb4", { charset, collation });
+      }
+      log.info("worker: MySQL connected", {
+        url: redactUrl(config.mysqlUrl),
+        pool_size: config.mysqlMaxOpenConns,
+        charset,
+        collation,
+      });
+    } catch (err: unknown) {
+      throw new StartupError(
+        `Cannot start: MySQL at ${redactUrl(config.mysqlUrl)} does not answer: ${
+          errorMessage(err)
+        }`,
+        { cause: err },
+      );
+    }
+    const needed = new Set<string>();
+    for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t);
+    needed.add("statusengine_nodes");
+    try {
+      await assertTablesExist(pool, [...needed].sort() as Parameters<typeof assertTablesExist>[1]);
+    } catch (err: unknown) {
+      throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    }
+    // D11: register this node, as the legacy worker does.
+    await pool.query(
+      "INSERT INTO `statusengine_nodes` (`node_name`, `node_version`, `node_start_time`) " +
+        "VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE `node_version` = VALUES(`node_version`), " +
+        "`node_start_time` = VALUES(`node_start_time`)",
+      [config.nodeName, id.version, Math.floor(Date.now() / 1000)],
+    );
+
+    if (config.deadLetterFile !== null) {
+      const file = new DeadLetterFile(config.deadLetterFile);
+      deadLetters = file;
+      cleanups.push(() => file.close());
+      log.info("worker: dead-letter file", { path: config.deadLetterFile });
+    } else {
+      log.warn(
+        "worker: dead-letter file disabled; undecodable payloads are only counted and logged",
+      );
+    }
+
+    const executor = poolExecutor(pool);
+    const pipeline = new Pipeline({
+      executor,
+      batchSize: config.batchSize,
+      deadLetters,
+      metrics,
+      nodeName: config.nodeName,
+      statusMaxAgeSeconds: config.statusMaxAgeSeconds,
+      openItcockpit: config.openItcockpit,
+      perfdataToMysql: config.perfdataRoute !== "graphite",
+      ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+    });
+    cleanups.push(() => pipeline.close(0));
+
+    const observer = metricsObserver(metrics);
+    if (config.metrics !== null) {
+      try {
+        server = await startMetricsServer({
+          hostname: config.metrics.hostname,
+          port: config.metrics.port,
+          registry: metrics.registry,
+          readiness: () => {
+            const reasons: string[] = [];
+            if (!pipeline.availability.available) reasons.push("MySQL unavailable");
+            const down = queues.filter((q) => !observer.connected.has(q));
+            if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
+            return { ready: reasons.length === 0, reasons };
+          },
+        });
+      } catch (err: unknown) {
+        throw new StartupError(
+          `Cannot start: metrics listener ${config.metrics.hostname}:${config.metrics.port}: ${
+            errorMessage(err)
+          }`,
+          { cause: err },
+        );
+      }
+      const s = server;
+      cleanups.push(() => s.shutdown());
+      log.info("worker: metrics listening", { addr: `${s.hostname}:${s.port}` });
+    }
+
+    const consumer = new GearmanConsumer({
+      servers: config.gearmanServers,
+      queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
+      maxJobsPerQueue: config.maxJobsPerQueue,
+      handler: pipeline.handler,
+      observer,
+      reconnectIntervalMs: config.reconnectIntervalMs,
+      drainTimeoutMs: config.drainTimeoutMs,
+      heartbeatIntervalMs: config.heartbeatIntervalMs,
+      heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+      clientIdPrefix: `statusengine-${config.nodeName.replace(/\s+/g, "_")}`,
+      ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+    });
+    try {
+      await consumer.start();
+    } catch (err: unknown) {
+      await consumer.stop();
+      throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    }
+
+    let stopping: Promise<void> | undefined;
+    const metricsServer = server;
+    return {
+      metrics,
+      metricsPort: metricsServer?.port ?? null,
+      pipeline,
+      consumer,
+      stop() {
+        stopping ??= shutdown(config, consumer, pipeline, pool, deadLetters, metricsServer);
+        return stopping;
+      },
+    };
+  } catch (err: unknown) {
+    await undo();
+    throw err;
+  }
+}
+
+async function step(name: string, fn: () => Promise<void>): Promise<void> {
+  const started = performance.now();
+  try {
+    await fn();
+  } catch (err: unknown) {
+    log.error(`shutdown: ${name} failed`, { error: errorMessage(err) });
+  }
+  log.info(`shutdown: ${name} done`, { duration_ms: Math.round(performance.now() - started) });
+}
+
+/** pipeline.md §6.2: every step bounded; a failed step never skips the next. */
+async function shutdown(
+  config: WorkerConfig,
+  consumer: GearmanConsumer,
+  pipeline: Pipeline,
+  pool: mysql.Pool,
+  deadLetters: DeadLetterSink,
+  server: MetricsServer | undefined,
+): Promise<void> {
+  const started = performance.now();
+  // 1. No new jobs; running ones get the drain timeout to commit and be acknowledged (D1, G9).
+  await step("drain consumer", () => consumer.stop());
+  // 2. Whatever the writers still hold, within the flush budget (W9).
+  await step("flush writers", () => pipeline.close(config.shutdownFlushTimeoutMs));
+  await step("close dead-letter file", () => deadLetters.close());
+  // 3. The pool; a hung MySQL must not hold the process.
+  await step("close MySQL pool", async () => {
+    using limit = deadline(5_000);
+    await Promise.race([
+      pool.end(),
+      new Promise<void>((resolve) => limit.signal.addEventListener("abort", () => resolve())),
+    ]);
+  });
+  // 4. HTTP last, so /metrics shows the shutdown until the end.
+  if (server !== undefined) {
+    await step("stop metrics server", async () => {
+      using limit = deadline(5_000);
+      await Promise.race([
+        server.shutdown(),
+        new Promise<void>((resolve) => limit.signal.addEventListener("abort", () => resolve())),
+      ]);
+    });
+  }
+  log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
+}

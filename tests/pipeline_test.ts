@@ -1,0 +1,288 @@
+/**
+ * End to end: gearmand → worker → MariaDB, with fixtures and synthetic
+ * payloads, through the same assembly the `run` command uses.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase } from "./helpers/mysql.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { waitFor } from "./helpers/wait.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  publish,
+  startTestWorker,
+  testConfig,
+} from "./helpers/worker.ts";
+import { decodeJob } from "../src/events/decode.ts";
+import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
+import type { TableRow } from "../src/events/types.ts";
+import { adjustRow } from "../src/mysql/values.ts";
+import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
+
+const FIXTURES = new URL("../../shared/fixtures/", import.meta.url);
+
+function fixture(queue: QueueName): string {
+  return Deno.readTextFileSync(new URL(`${queue}.json`, FIXTURES));
+}
+
+/** Rows the decoder says a fixture must produce, after the writer's D6 adjustment. */
+function expectedRows(queue: QueueName): TableRow[] {
+  const job = decodeJob(queue, fixture(queue), {
+    nodeName: "N",
+    nowSeconds: Date.now() / 1000,
+    statusMaxAgeSeconds: 0,
+  });
+  if (job.kind === "rows") return job.rows;
+  if (job.kind === "downtimes") {
+    return job.statements.flatMap((s) =>
+      s.kind === "upsert" ? [{ table: s.table, row: s.row }] : []
+    );
+  }
+  return [];
+}
+
+type DbRow = Record<string, unknown>;
+
+async function tableRows(
+  db: { query<T>(sql: string): Promise<T> },
+  table: string,
+): Promise<DbRow[]> {
+  const t = TABLES[table as TableName];
+  const cols = t.insertColumns.map((c) => `\`${c}\``).join(", ");
+  const order = t.primaryKey.length > 0 ? t.primaryKey.map((c) => `\`${c}\``).join(", ") : cols;
+  return await db.query<DbRow[]>(`SELECT ${cols} FROM \`${table}\` ORDER BY ${order}`);
+}
+
+function normalise(value: unknown): unknown {
+  if (typeof value === "bigint") return Number(value);
+  return value;
+}
+
+Deno.test("pipeline: every fixture published through gearmand produces exactly its rows, column by column", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using _worker = await startTestWorker(
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
+  );
+  const queues = QUEUE_NAMES.filter((q) => q !== "statusngin_core_restart");
+  for (const q of queues) await publish(gearmand.addr, q, [fixture(q)]);
+  for (const q of queues) {
+    await waitFor(async () => (await jobsAtGearmand(gearmand.addr, q)) === 0, { message: q });
+  }
+  // Every job was acknowledged only after its rows were committed (D1): the rows are there now.
+  const expected = new Map<string, DbRow[]>();
+  for (const q of queues) {
+    for (const { table, row } of expectedRows(q)) {
+      const t = TABLES[table as TableName];
+      const { values } = adjustRow(t, row);
+      const dbRow: DbRow = {};
+      t.insertColumns.forEach((c, i) => (dbRow[c] = values[i]));
+      const list = expected.get(table) ?? [];
+      list.push(dbRow);
+      expected.set(table, list);
+    }
+  }
+  assert.ok(expected.size >= 12, `fixtures cover ${expected.size} tables`);
+  for (const [table, rows] of expected) {
+    const got = (await tableRows(db, table)).map((r) =>
+      Object.fromEntries(Object.entries(r).map(([k, v]) => [k, normalise(v)]))
+    );
+    assert.equal(got.length, rows.length, `${table}: row count`);
+    for (const want of rows) {
+      const match = got.find((g) =>
+        TABLES[table as TableName].insertColumns.every((c) => Object.is(g[c], want[c]))
+      );
+      assert.ok(
+        match,
+        `${table}: no stored row equals ${JSON.stringify(want)}\nstored: ${JSON.stringify(got)}`,
+      );
+    }
+  }
+  // Spot checks straight from the Appendix of queues-and-tables.md.
+  const [hostcheck] = await db.query<DbRow[]>(
+    "SELECT hostname, start_time_usec, is_hardstate, command FROM statusengine_hostchecks",
+  );
+  assert.equal(hostcheck?.["start_time_usec"], 701779);
+  assert.equal(
+    hostcheck?.["command"],
+    "$USER1$/check_ping -H $HOSTADDRESS$ -w 3000.0,80% -c 5000.0,100% -p 5",
+  );
+  const nodes = await db.query<DbRow[]>("SELECT node_name FROM statusengine_nodes");
+  assert.deepEqual(nodes.map((n) => n["node_name"]), ["N"], "node registered at start-up (D11)");
+});
+
+Deno.test("pipeline: the same jobs delivered twice leave every upsert table unchanged (G5)", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
+  );
+  const queues = QUEUE_NAMES.filter((q) =>
+    q !== "statusngin_core_restart" && q !== "statusngin_logentries" &&
+    q !== "statusngin_service_perfdata"
+  );
+  const snapshot = async () => {
+    const out: Record<string, DbRow[]> = {};
+    for (const q of queues) {
+      for (const { table } of expectedRows(q)) out[table] = await tableRows(db, table);
+    }
+    return JSON.stringify(out);
+  };
+  for (const q of queues) await publish(gearmand.addr, q, [fixture(q)]);
+  for (const q of queues) {
+    await waitFor(async () => (await jobsAtGearmand(gearmand.addr, q)) === 0);
+  }
+  const first = await snapshot();
+  for (const q of queues) await publish(gearmand.addr, q, [fixture(q)]);
+  for (const q of queues) {
+    await waitFor(async () =>
+      (await jobsAtGearmand(gearmand.addr, q)) === 0 &&
+      (await metricValue(worker, "statusengine_queue_jobs_total", {
+          queue_name: q,
+          result: "completed",
+        })) === 2
+    );
+  }
+  assert.equal(await snapshot(), first);
+  assert.equal(
+    await metricValue(worker, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    0,
+  );
+});
+
+Deno.test("pipeline: malformed payloads are dead-lettered and counted, and the queue keeps flowing (D7)", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const deadLetterFile = await Deno.makeTempFile({ suffix: ".ndjson" });
+  try {
+    await using worker = await startTestWorker(
+      testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url, deadLetterFile }),
+    );
+    const q = "statusngin_hostchecks";
+    const good = JSON.parse(fixture(q));
+    const withHost = (host: string, output?: string) => {
+      const doc = structuredClone(good);
+      doc.messages[0].hostcheck.host_name = host;
+      if (output !== undefined) doc.messages[0].hostcheck.output = output;
+      return JSON.stringify(doc);
+    };
+    const marked = withHost("umlaut-host", "Datentr#ger");
+    const invalidUtf8 = new TextEncoder().encode(marked);
+    invalidUtf8[marked.indexOf("Datentr#") + 7] = 0xe4; // a lone CP1252 "ä"
+    const payloads: (string | Uint8Array)[] = [
+      "this is not json",
+      withHost("truncated").slice(0, 40),
+      '{"messages":[{"type":801,"timestamp":"soon","hostcheck":{"host_name":5}}]}',
+      "[1,2,3]",
+      invalidUtf8,
+      withHost("big-output", "x".repeat(10 * 1024 * 1024)),
+      withHost("after-the-bad-ones"),
+    ];
+    await publish(gearmand.addr, q, payloads);
+    await waitFor(async () => (await jobsAtGearmand(gearmand.addr, q)) === 0, {
+      timeoutMs: 30_000,
+    });
+    const hosts = (await db.query<DbRow[]>("SELECT hostname, output FROM statusengine_hostchecks"))
+      .map((r) => [r["hostname"], String(r["output"]).length]);
+    assert.deepEqual(
+      hosts.map((h) => h[0]).sort(),
+      ["after-the-bad-ones", "big-output", "umlaut-host"],
+    );
+    const big = hosts.find((h) => h[0] === "big-output");
+    assert.equal(big?.[1], 1024, "a 10 MB output is truncated to the column (D6)");
+    const [umlaut] = await db.query<DbRow[]>(
+      "SELECT output FROM statusengine_hostchecks WHERE hostname = 'umlaut-host'",
+    );
+    assert.equal(umlaut?.["output"], "Datenträger");
+    assert.equal(
+      await metricValue(worker, "statusengine_queue_payloads_repaired_total", { queue_name: q }),
+      1,
+    );
+    const letters = (await Deno.readTextFile(deadLetterFile)).trim().split("\n").map((l) =>
+      JSON.parse(l)
+    );
+    assert.equal(letters.length, 4);
+    assert.deepEqual(letters.map((l) => l.reason).sort(), [
+      "bad_type",
+      "not_json",
+      "not_json",
+      "not_object",
+    ]);
+    for (const l of letters) {
+      assert.equal(l.queue, q);
+      assert.ok(typeof l.time === "string" && typeof l.payload === "string");
+    }
+    const dead = await metricValue(worker, "statusengine_dead_letters_total", {
+      queue_name: q,
+      reason: "not_json",
+    });
+    assert.equal(dead, 2);
+    assert.equal(
+      await metricValue(worker, "statusengine_db_values_adjusted_total", {
+        table: "statusengine_hostchecks",
+        reason: "truncated",
+      }),
+      1,
+    );
+  } finally {
+    await Deno.remove(deadLetterFile);
+  }
+});
+
+Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows are committed; nothing is lost (D1, W5)", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+  const viaProxy = new URL(db.url);
+  viaProxy.host = proxy.addr;
+  await using worker = await startTestWorker(
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: viaProxy.href }),
+  );
+  const q = "statusngin_hostchecks";
+  const template = JSON.parse(fixture(q));
+  const job = (i: number) => {
+    const doc = structuredClone(template);
+    doc.messages = Array.from({ length: 10 }, (_, j) => {
+      const m = structuredClone(template.messages[0]);
+      m.hostcheck.host_name = `outage-${i}-${j}`;
+      return m;
+    });
+    return JSON.stringify(doc);
+  };
+  await publish(gearmand.addr, q, Array.from({ length: 50 }, (_, i) => job(i)));
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, q)) === 0);
+  assert.equal(await metricValue(worker, "statusengine_db_available"), 1);
+
+  proxy.block();
+  await publish(gearmand.addr, q, Array.from({ length: 200 }, (_, i) => job(50 + i)));
+  await waitFor(async () => (await metricValue(worker, "statusengine_db_available")) === 0, {
+    message: "db_available 0",
+  });
+  await new Promise((r) => setTimeout(r, 2000));
+  // Nothing acknowledged while MySQL is away: the cap holds 8 jobs, the rest waits at gearmand.
+  const held = await jobsAtGearmand(gearmand.addr, q);
+  assert.ok(held >= 192, `jobs still at gearmand during the outage: ${held}`);
+  const completedDuring = await metricValue(worker, "statusengine_queue_jobs_total", {
+    queue_name: q,
+    result: "completed",
+  });
+  assert.equal(completedDuring, 50, "no job completed while MySQL was unreachable");
+
+  proxy.unblock();
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, q)) === 0, {
+    timeoutMs: 30_000,
+    message: "backlog drained after the outage",
+  });
+  assert.equal(await metricValue(worker, "statusengine_db_available"), 1);
+  const [count] = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM statusengine_hostchecks WHERE hostname LIKE 'outage-%'",
+  );
+  assert.equal(Number(count?.n), 2500);
+  assert.ok(await metricValue(worker, "statusengine_db_connection_retries_total") > 0);
+});
