@@ -1,0 +1,61 @@
+/**
+ * The two ways configuration can stop the process (operations.md §1.1, §1.5).
+ *
+ * @module
+ */
+
+/**
+ * A setting could not be accepted: refuse to start (exit status 1).
+ *
+ * The message names the setting, the source (`flag --mysql-batch-size`,
+ * `env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key mysql_batch_size`, …) and the
+ * accepted form. Secrets never appear: URLs carry `****` for the password and API keys are
+ * replaced by `(hidden)`, both in the message and in {@linkcode ConfigError.rawValue}.
+ */
+export class ConfigError extends Error {
+  /** Canonical flag name of the setting (`mysql-batch-size`), or `config` for the file itself. */
+  readonly setting: string;
+  /** Where the value came from, e.g. `env STATUSENGINE_MYSQL_BATCH_SIZE`. */
+  readonly source: string;
+  /** The offending value as given, with secrets masked; `undefined` when there is none. */
+  readonly rawValue: string | undefined;
+  /** Process exit status for this condition (operations.md §1.3 "refuse"). */
+  readonly exitCode: 1 = 1;
+
+  /**
+   * Create the error; the caller has already masked every secret.
+   *
+   * @param message Complete, secret-free message.
+   * @param details Setting, source, masked raw value and an optional cause.
+   */
+  constructor(
+    message: string,
+    details: { setting: string; source: string; rawValue?: string; cause?: unknown },
+  ) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = "ConfigError";
+    this.setting = details.setting;
+    this.source = details.source;
+    this.rawValue = details.rawValue;
+  }
+}
+
+/**
+ * The command line itself is wrong (unknown flag or command, missing flag value, stray
+ * argument): print the one-line message, which already carries the hint to `--help`, and exit
+ * with status 2.
+ */
+export class UsageError extends Error {
+  /** Process exit status for a bad command line (operations.md §1.1). */
+  readonly exitCode: 2 = 2;
+
+  /**
+   * Create the error.
+   *
+   * @param message One line naming the problem and pointing at `--help`.
+   */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}

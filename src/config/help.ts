@@ -1,0 +1,302 @@
+/**
+ * Text generated from the settings table: `--help`, the Markdown configuration reference of the
+ * README, and the start-up log line. Secrets are masked in all three (D8).
+ *
+ * @module
+ */
+
+import { acceptedForm, displayValue, metavarOf, parseValue } from "./kinds.ts";
+import {
+  type CommandName,
+  COMMANDS,
+  defaultOf,
+  envNameOf,
+  PROGRAM_NAME,
+  rowsFor,
+  SETTING_ROWS,
+  settingKeyOf,
+  type SettingRow,
+  yamlKeyOf,
+} from "./settings.ts";
+
+/** Marker opening the generated section of the README. */
+export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
+/** Marker closing the generated section of the README. */
+export const REFERENCE_END = "<!-- END CONFIG REFERENCE -->";
+
+function precedence(readsFile: boolean): string {
+  return "Each setting takes the first value found in: command-line flag, environment " +
+    `variable, ${readsFile ? "YAML file (--config), " : ""}built-in default. A value that does ` +
+    "not parse or is out of range refuses to start, whichever source it comes from. A single " +
+    "leading dash works as well as two (-mysql-dsn), as in the Go worker.";
+}
+
+function wrap(text: string, indent: number, width = 100): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(/\s+/).filter((w) => w !== "")) {
+    if (line !== "" && indent + line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = line === "" ? word : `${line} ${word}`;
+    }
+  }
+  if (line !== "") lines.push(line);
+  return lines.map((l) => `${" ".repeat(indent)}${l}`);
+}
+
+function summaryOf(command: CommandName): string {
+  return COMMANDS.find((c) => c.name === command)?.summary ?? "";
+}
+
+/**
+ * The default of a row as shown to people: textual form, secrets masked.
+ *
+ * @param row A settings row.
+ * @param command The command (per-command defaults).
+ * @returns Display text, `(none)` when there is no default, `(required)` when needed.
+ */
+export function displayDefault(row: SettingRow, command: CommandName): string {
+  if (row.required === true) return "(required)";
+  const fallback = defaultOf(row, command);
+  if (fallback === undefined) return "(none)";
+  if (row.secret === true) {
+    const parsed = parseValue(row, fallback, "text");
+    return parsed.ok ? displayValue(row, parsed.value) : "(hidden)";
+  }
+  return fallback === "" ? "(none)" : fallback;
+}
+
+function flagSpellings(row: SettingRow): string {
+  const names = [row.flag, ...(row.flagAliases ?? [])];
+  const metavar = metavarOf(row);
+  const main = names.map((n) => `--${n}${metavar === "" ? "" : ` ${metavar}`}`);
+  if (row.kind.type === "boolean") main.push(`--no-${row.flag}`);
+  if (row.positional === true) main.unshift(metavar);
+  return main.join(", ");
+}
+
+function envText(row: SettingRow): string | undefined {
+  const name = envNameOf(row);
+  if (name === undefined) return undefined;
+  const aliases = row.envAliases ?? [];
+  return aliases.length === 0 ? name : `${name} (also ${aliases.join(", ")})`;
+}
+
+function yamlText(row: SettingRow, command: CommandName): string | undefined {
+  const key = yamlKeyOf(row);
+  if (key === undefined || !rowsFor(command).some((r) => r.flag === "config")) return undefined;
+  const parts = [key, ...(row.yamlAliases ?? [])];
+  const legacy = row.legacyKeys ?? [];
+  return legacy.length === 0
+    ? parts.join(", ")
+    : `${parts.join(", ")} (legacy: ${legacy.join(", ")})`;
+}
+
+function feedsText(row: SettingRow): string | undefined {
+  return row.feeds === undefined
+    ? undefined
+    : `sets ${row.feeds.map((f) => `--${f.target}`).join(" and ")}`;
+}
+
+/**
+ * Usage text. Without a command: the commands and the global flags. With one: every flag of
+ * that command with its environment variable, YAML key, default and accepted form; defaults of
+ * secret settings are masked and no secret value is ever shown.
+ *
+ * @param command The command, or `undefined` for the top level.
+ * @returns Multi-line text ending with a newline.
+ */
+export function renderHelp(command?: CommandName): string {
+  const out: string[] = [];
+  if (command === undefined) {
+    out.push(
+      `${PROGRAM_NAME}: consumes Statusengine monitoring events from gearmand or RabbitMQ and ` +
+        "writes them to MySQL.",
+      "",
+      "Usage:",
+      `  ${PROGRAM_NAME} [command] [flags]      (the command defaults to run)`,
+      `  ${PROGRAM_NAME} <command> --help       (flags, environment variables and YAML keys)`,
+      "",
+      "Commands:",
+    );
+    const width = Math.max(...COMMANDS.map((c) => c.name.length));
+    for (const c of COMMANDS) out.push(`  ${c.name.padEnd(width)}  ${c.summary}`);
+    out.push(
+      "",
+      "Flags:",
+      "  -h, --help   Show help; with a command, that command's flags",
+      "  --version    Print the build identity and exit",
+      "",
+      ...wrap(precedence(true), 0),
+    );
+    return `${out.join("\n")}\n`;
+  }
+  const rows = rowsFor(command);
+  const positional = rows.filter((r) => r.positional === true).map((r) => metavarOf(r));
+  out.push(
+    `Usage: ${PROGRAM_NAME} ${command}${positional.length > 0 ? ` ${positional.join(" ")}` : ""}${
+      rows.length > 0 ? " [flags]" : ""
+    }`,
+    "",
+    ...wrap(summaryOf(command), 0),
+    "",
+  );
+  if (rows.length === 0) {
+    out.push("This command has no settings.", "");
+  } else {
+    out.push(...wrap(precedence(rows.some((r) => r.flag === "config")), 0), "", "Flags:");
+    for (const row of rows) {
+      out.push(`  ${flagSpellings(row)}`);
+      out.push(...wrap(row.help, 6));
+      const where: string[] = [];
+      const env = envText(row);
+      if (env !== undefined) where.push(`env ${env}`);
+      const yaml = yamlText(row, command);
+      if (yaml !== undefined) where.push(`yaml ${yaml}`);
+      const feeds = feedsText(row);
+      const fallback = displayDefault(row, command);
+      where.push(feeds ?? (row.required === true ? "required" : `default ${fallback}`));
+      out.push(...wrap(where.join(" | "), 6));
+      out.push(...wrap(`accepted: ${acceptedForm(row)}`, 6));
+    }
+    out.push("");
+  }
+  out.push("  -h, --help", "      Show this help.", "");
+  return out.join("\n");
+}
+
+function cell(text: string): string {
+  return text.replaceAll("|", "\\|").replaceAll("<", "&lt;").replaceAll("\n", " ");
+}
+
+function code(text: string): string {
+  return text.startsWith("(") ? text : `\`${text}\``;
+}
+
+/**
+ * The configuration reference in Markdown, generated from the settings table: one section
+ * per command, one table row per setting (flag, environment variable, YAML key, default,
+ * accepted values, description).
+ *
+ * @returns Markdown text ending with a newline.
+ */
+export function renderConfigReference(): string {
+  const out: string[] = [
+    // deno fmt would realign the tables, and the --check of CI would then see a stale section.
+    "<!-- deno-fmt-ignore-start -->",
+    "<!-- Generated by tools/gen_config_reference.ts from src/config/settings.ts; do not edit. -->",
+    "",
+    "## Configuration reference",
+    "",
+    precedence(true),
+    "",
+  ];
+  for (const command of COMMANDS) {
+    out.push(`### \`${command.name}\``, "", command.summary, "");
+    const rows = rowsFor(command.name);
+    if (rows.length === 0) {
+      out.push("No settings.", "");
+      continue;
+    }
+    out.push(
+      "| Flag | Environment | YAML key | Default | Accepted | Description |",
+      "|---|---|---|---|---|---|",
+    );
+    for (const row of rows) {
+      const flags = [row.flag, ...(row.flagAliases ?? [])].map((f) => `\`--${f}\``);
+      if (row.kind.type === "boolean") flags.push(`\`--no-${row.flag}\``);
+      if (row.positional === true) flags.unshift("first argument");
+      const envName = envNameOf(row);
+      const env = envName === undefined
+        ? "—"
+        : [envName, ...(row.envAliases ?? [])].map((e) => `\`${e}\``).join(", ");
+      const yamlKey = yamlKeyOf(row);
+      const yaml = yamlKey === undefined || !rows.some((r) => r.flag === "config") ? "—" : [
+        ...[yamlKey, ...(row.yamlAliases ?? [])].map((k) => `\`${k}\``),
+        ...(row.legacyKeys ?? []).map((k) => `\`${k}\` (legacy)`),
+      ].join(", ");
+      const feeds = feedsText(row);
+      const fallback = feeds === undefined ? code(displayDefault(row, command.name)) : feeds;
+      out.push(
+        `| ${
+          [
+            flags.join(", "),
+            env,
+            yaml,
+            fallback,
+            acceptedForm(row),
+            `${row.help}${row.secret === true ? " Secret: masked in logs and help." : ""}`,
+          ].map(cell).join(" | ")
+        } |`,
+      );
+    }
+    out.push("");
+  }
+  out.push("<!-- deno-fmt-ignore-end -->", "");
+  return out.join("\n");
+}
+
+/**
+ * Replace the generated section between {@linkcode REFERENCE_BEGIN} and
+ * {@linkcode REFERENCE_END} in a document.
+ *
+ * @param document The whole file, e.g. the README.
+ * @param reference The generated Markdown.
+ * @returns The document with the section replaced.
+ * @throws {Error} when the markers are missing or out of order.
+ */
+export function replaceConfigReference(document: string, reference: string): string {
+  const begin = document.indexOf(REFERENCE_BEGIN);
+  const end = document.indexOf(REFERENCE_END);
+  if (begin < 0 || end < 0 || end < begin) {
+    throw new Error(
+      `Cannot update the configuration reference: the document needs ${REFERENCE_BEGIN} ` +
+        `followed by ${REFERENCE_END}`,
+    );
+  }
+  return `${document.slice(0, begin + REFERENCE_BEGIN.length)}\n${reference}${document.slice(end)}`;
+}
+
+/** A value of a masked settings object. */
+export type LogValue = string | number | boolean | null;
+
+function rowByKey(): Map<string, SettingRow> {
+  return new Map(SETTING_ROWS.map((row) => [settingKeyOf(row), row]));
+}
+
+/**
+ * The settings with secrets masked, for structured logging: URLs with `****` for the
+ * password, key lists as `(n hidden)`, lists joined with commas, `undefined` as `null`.
+ *
+ * @param settings Settings of any command.
+ * @returns A plain object with the same keys.
+ */
+export function redactSettings(settings: object): Record<string, LogValue> {
+  const byKey = rowByKey();
+  const out: Record<string, LogValue> = {};
+  for (const [key, value] of Object.entries(settings)) {
+    const row = byKey.get(key);
+    if (value === undefined) out[key] = null;
+    else if (row === undefined || row.secret === true || Array.isArray(value)) {
+      // Unknown keys are treated as secret: better a masked value than a leaked one.
+      out[key] = row === undefined ? "(hidden)" : displayValue(row, value);
+    } else if (typeof value === "number" || typeof value === "boolean") out[key] = value;
+    else out[key] = String(value);
+  }
+  return out;
+}
+
+/**
+ * One `key=value` line of all settings, secrets masked, for the start-up log.
+ *
+ * @param settings Settings of any command.
+ * @returns e.g. `consumer=gearman gearmanAddr=127.0.0.1:4730 mysqlUrl=mysql://u:****@h/db …`.
+ */
+export function formatSettingsForLog(settings: object): string {
+  return Object.entries(redactSettings(settings)).map(([key, value]) => {
+    const text = value === null ? "(none)" : String(value);
+    return `${key}=${/^[^\s"=]+$/.test(text) ? text : JSON.stringify(text)}`;
+  }).join(" ");
+}

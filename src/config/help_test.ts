@@ -1,0 +1,211 @@
+import assert from "node:assert/strict";
+import { runGenConfigReference, type ToolIo } from "../../tools/gen_config_reference.ts";
+import {
+  displayDefault,
+  formatSettingsForLog,
+  redactSettings,
+  REFERENCE_BEGIN,
+  REFERENCE_END,
+  renderConfigReference,
+  renderHelp,
+  replaceConfigReference,
+} from "./help.ts";
+import { acceptedForm } from "./kinds.ts";
+import { loadSettings } from "./load.ts";
+import {
+  COMMAND_NAMES,
+  COMMANDS,
+  envNameOf,
+  rowsFor,
+  SETTING_ROWS,
+  yamlKeyOf,
+} from "./settings.ts";
+
+// Help is generated from the table; without this test a row could be added that --help never
+// mentions, or a help renderer change could drop the env name operators look for.
+Deno.test("renderHelp: every flag of a command appears with env name, YAML key, default and form", () => {
+  for (const command of COMMAND_NAMES) {
+    // One block per flag: its usage line up to the next usage line, whitespace collapsed.
+    const blocks = renderHelp(command).split(/\n(?= {2}\S)/).map((b) => b.replace(/\s+/g, " "));
+    const readsFile = rowsFor(command).some((r) => r.flag === "config");
+    for (const row of rowsFor(command)) {
+      const usageLine = new RegExp(`^ (?:\\S+, )?--${row.flag}(?=[ ,]|$)`);
+      const block = blocks.find((b) => usageLine.test(b)) ?? "";
+      assert.ok(block !== "", `${command}: --${row.flag}`);
+      for (const alias of row.flagAliases ?? []) assert.ok(block.includes(`--${alias}`));
+      const env = envNameOf(row);
+      if (env !== undefined) assert.ok(block.includes(`env ${env}`), `${command}: ${env}`);
+      const yaml = yamlKeyOf(row);
+      if (yaml !== undefined && readsFile) {
+        assert.ok(block.includes(`yaml ${yaml}`), `${command}: ${yaml}`);
+      }
+      if (row.required === true) {
+        assert.ok(block.includes(" required "), `${command} ${row.flag}`);
+      } else if (row.feeds === undefined) {
+        assert.ok(
+          block.includes(`default ${displayDefault(row, command)}`),
+          `${command} ${row.flag}`,
+        );
+      }
+      assert.ok(block.includes(`accepted: ${acceptedForm(row)}`), `${command} ${row.flag}`);
+    }
+  }
+});
+
+Deno.test("renderHelp: the top level lists every command and the global flags", () => {
+  const help = renderHelp();
+  for (const command of COMMANDS) {
+    assert.match(help, new RegExp(`^  ${command.name} +${command.summary.slice(0, 20)}`, "m"));
+  }
+  assert.match(help, /--help/);
+  assert.match(help, /--version/);
+  assert.match(renderHelp("version"), /no settings/);
+});
+
+Deno.test("renderHelp: booleans show --no-flag and the positional of losstest shows first", () => {
+  assert.match(renderHelp("schema"), /--create-database, --no-create-database/);
+  assert.match(
+    renderHelp("losstest"),
+    /^Usage: statusengine-worker losstest publish\|verify\|cleanup/,
+  );
+});
+
+// D8: help is the one output nobody thinks of as sensitive, so pin it: no password of any
+// default, and every secret default masked.
+Deno.test("renderHelp: secrets' defaults are masked and no password is shown", () => {
+  const all = [renderHelp(), ...COMMAND_NAMES.map((c) => renderHelp(c)), renderConfigReference()]
+    .join("\n");
+  assert.ok(!all.includes("statusengine:statusengine@"));
+  assert.ok(all.includes("amqp://statusengine:****@127.0.0.1:5672/"));
+  for (const row of SETTING_ROWS.filter((r) => r.secret === true)) {
+    const fallback = row.default ?? "";
+    if (/:[^/@]+@/.test(fallback)) assert.ok(!all.includes(fallback), row.flag);
+  }
+});
+
+Deno.test("formatSettingsForLog: secrets are masked in the start-up line", async () => {
+  const { settings } = await loadSettings("run", {
+    argv: ["--mysql-url", "mysql://se:db-secret@db:3306/se"],
+    env: {
+      STATUSENGINE_API_KEYS: "ws-key-1,ws-key-2",
+      STATUSENGINE_API_COMMAND_KEYS: "cmd-key",
+      STATUSENGINE_RABBITMQ_URL: "amqp://u:mq-secret@mq:5672/",
+    },
+  });
+  const line = formatSettingsForLog(settings);
+  for (const secret of ["db-secret", "ws-key-1", "ws-key-2", "cmd-key", "mq-secret"]) {
+    assert.ok(!line.includes(secret), secret);
+  }
+  assert.match(line, /mysqlUrl=mysql:\/\/se:\*\*\*\*@db:3306\/se/);
+  assert.match(line, /apiKeys="\(2 hidden\)"/);
+  assert.match(line, /mysqlBatchSize=100/);
+  assert.match(line, /gearmanAddr=127\.0\.0\.1:4730/);
+  assert.match(line, /config=\(none\)/);
+  const masked = redactSettings(settings);
+  assert.equal(masked.commandApiKeys, "(1 hidden)");
+  assert.equal(masked.statusMaxAgeMs, 300_000);
+  assert.equal(masked.enableOpenitcockpitTweaks, false);
+  assert.equal(masked.config, null);
+  assert.equal(redactSettings({ somethingUnknown: "x" }).somethingUnknown, "(hidden)");
+});
+
+Deno.test("renderConfigReference: one section per command and one row per setting", () => {
+  const reference = renderConfigReference();
+  for (const command of COMMAND_NAMES) {
+    const start = reference.indexOf(`### \`${command}\``);
+    assert.ok(start >= 0, command);
+    const end = reference.indexOf("### ", start + 4);
+    const section = reference.slice(start, end < 0 ? undefined : end);
+    for (const row of rowsFor(command)) {
+      assert.ok(section.includes(`\`--${row.flag}\``), `${command} ${row.flag}`);
+    }
+  }
+  assert.ok(reference.startsWith("<!-- deno-fmt-ignore-start -->"));
+  assert.ok(reference.endsWith("<!-- deno-fmt-ignore-end -->\n"));
+});
+
+Deno.test("replaceConfigReference: replaces only the text between the markers", () => {
+  const doc = `# Title\n\nIntro\n\n${REFERENCE_BEGIN}\nold text\n${REFERENCE_END}\n\nOutro\n`;
+  const updated = replaceConfigReference(doc, "NEW\n");
+  assert.equal(updated, `# Title\n\nIntro\n\n${REFERENCE_BEGIN}\nNEW\n${REFERENCE_END}\n\nOutro\n`);
+  assert.equal(replaceConfigReference(updated, "NEW\n"), updated);
+  assert.throws(() => replaceConfigReference("no markers", "x"), /needs/);
+  assert.throws(() => replaceConfigReference(`${REFERENCE_END}\n${REFERENCE_BEGIN}`, "x"));
+});
+
+function memoryIo(files: Map<string, string>) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const io: ToolIo = {
+    readTextFile: (path) => {
+      const text = files.get(path);
+      return text === undefined
+        ? Promise.reject(new Deno.errors.NotFound(`No such file: ${path}`))
+        : Promise.resolve(text);
+    },
+    writeTextFile: (path, text) => {
+      files.set(path, text);
+      return Promise.resolve();
+    },
+    stdout: (text) => void out.push(text),
+    stderr: (text) => void err.push(text),
+  };
+  return { io, out, err };
+}
+
+Deno.test("gen_config_reference: --write fills the README section and --check then passes", async () => {
+  const files = new Map([["README.md", `# R\n\n${REFERENCE_BEGIN}\n${REFERENCE_END}\n`]]);
+  const { io, err } = memoryIo(files);
+  assert.equal(await runGenConfigReference(["--check", "README.md"], io), 1);
+  assert.match(err.join(""), /stale/);
+  assert.equal(await runGenConfigReference(["--write", "README.md"], io), 0);
+  assert.ok(files.get("README.md")?.includes("| `--mysql-batch-size` |"));
+  assert.equal(await runGenConfigReference(["--check", "README.md"], io), 0);
+});
+
+Deno.test("gen_config_reference: prints without arguments, refuses bad arguments and files", async () => {
+  const files = new Map([["plain.md", "no markers\n"]]);
+  const { io, out } = memoryIo(files);
+  assert.equal(await runGenConfigReference([], io), 0);
+  assert.equal(out.join(""), renderConfigReference());
+  assert.equal(await runGenConfigReference(["--check"], io), 2);
+  assert.equal(await runGenConfigReference(["--fix", "README.md"], io), 2);
+  assert.equal(await runGenConfigReference(["--check", "missing.md"], io), 1);
+  assert.equal(await runGenConfigReference(["--write", "plain.md"], io), 1);
+  assert.equal(files.get("plain.md"), "no markers\n");
+});
+
+// CI runs `deno fmt --check` over the whole repository and the tool's --check: if deno fmt
+// realigned the generated tables, the two checks would fight each other forever.
+Deno.test("gen_config_reference: the generated README section survives deno fmt and --check", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const readme = `${dir}/README.md`;
+    await Deno.writeTextFile(readme, `# Worker\n\n${REFERENCE_BEGIN}\n${REFERENCE_END}\n`);
+    const tool = new URL("../../tools/gen_config_reference.ts", import.meta.url).pathname;
+    const run = async (...args: string[]) => {
+      const result = await new Deno.Command(Deno.execPath(), {
+        args,
+        cwd: dir,
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      return { code: result.code, stderr: new TextDecoder().decode(result.stderr) };
+    };
+    const write = await run("run", "--allow-read", "--allow-write", tool, "--write", readme);
+    assert.equal(write.code, 0, write.stderr);
+    const fmt = await run("fmt", readme);
+    assert.equal(fmt.code, 0, fmt.stderr);
+    const check = await run("run", "--allow-read", tool, "--check", readme);
+    assert.equal(check.code, 0, check.stderr);
+    await Deno.writeTextFile(
+      readme,
+      (await Deno.readTextFile(readme)).replace("`--json`", "`--x`"),
+    );
+    const stale = await run("run", "--allow-read", tool, "--check", readme);
+    assert.equal(stale.code, 1);
+    assert.match(stale.stderr, /stale/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

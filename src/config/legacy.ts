@@ -1,0 +1,553 @@
+/**
+ * The legacy PHP worker's `config.yml` (operations.md §1.9) and the retired keys (§1.6).
+ *
+ * Three tables:
+ * - {@linkcode LEGACY_TRANSLATIONS}: legacy keys or blocks that have a setting, with the code
+ *   turning them into that setting's textual value;
+ * - {@linkcode LEGACY_IGNORED}: legacy keys for features this worker does not have; when any
+ *   key of a group is present, one warning names the group;
+ * - {@linkcode RETIRED}: keys that refuse to start because reusing them would silently
+ *   change their meaning.
+ *
+ * @module
+ */
+
+import { ConfigError } from "./errors.ts";
+import type { CommandName } from "./settings.ts";
+
+/** A parsed YAML mapping. */
+export type YamlMapping = Readonly<Record<string, unknown>>;
+
+/** What a translation needs besides the document. */
+export interface LegacyContext {
+  /** Path of the config file, for messages. */
+  readonly path: string;
+  /** Collect a warning (secret-free). */
+  readonly warn: (message: string) => void;
+}
+
+/** Result of a translation: the target's value in textual (flag) form. */
+export interface LegacyValue {
+  /** The value as it would be written on the command line. */
+  readonly text: string;
+  /** Source label, e.g. `file /etc/x.yml keys gearman.address, gearman.port`. */
+  readonly source: string;
+}
+
+/** How one setting is read from legacy keys. */
+export interface LegacyTranslation {
+  /** Flag of the setting it produces. */
+  readonly target: string;
+  /** Top-level legacy keys it reads (documented in the target row's `legacyKeys`). */
+  readonly keys: readonly string[];
+  /**
+   * Build the value; `undefined` when the document says nothing about it.
+   * @throws {ConfigError} when a legacy value cannot be used.
+   */
+  readonly translate: (doc: YamlMapping, context: LegacyContext) => LegacyValue | undefined;
+}
+
+function present(doc: YamlMapping, key: string): boolean {
+  return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
+}
+
+function keysLabel(path: string, keys: readonly string[]): string {
+  return `file ${path} ${keys.length === 1 ? "key" : "keys"} ${keys.join(", ")}`;
+}
+
+function legacyError(
+  setting: string,
+  path: string,
+  keys: readonly string[],
+  problem: string,
+  rawValue?: string,
+): ConfigError {
+  const source = keysLabel(path, keys);
+  return new ConfigError(`Invalid setting ${setting} from ${source}: ${problem}`, {
+    setting,
+    source,
+    ...(rawValue === undefined ? {} : { rawValue }),
+  });
+}
+
+/**
+ * Read a legacy boolean: YAML booleans, `1`/`0`, and the strings `1 0 true false on off`
+ * (case-insensitive), as the PHP worker accepted them.
+ *
+ * @param value The YAML value.
+ * @returns The boolean, or `undefined` when the value is none of those.
+ */
+export function legacyBoolean(value: unknown): boolean | undefined {
+  if (typeof value === "boolean") return value;
+  if (value === 1 || value === 0) return value === 1;
+  if (typeof value === "string") {
+    const lower = value.trim().toLowerCase();
+    if (lower === "1" || lower === "true" || lower === "on") return true;
+    if (lower === "0" || lower === "false" || lower === "off") return false;
+  }
+  return undefined;
+}
+
+function booleanKey(
+  doc: YamlMapping,
+  key: string,
+  setting: string,
+  path: string,
+): boolean | undefined {
+  if (!present(doc, key)) return undefined;
+  const value = legacyBoolean(doc[key]);
+  if (value === undefined) {
+    throw legacyError(
+      setting,
+      path,
+      [key],
+      `${JSON.stringify(doc[key])} is not a legacy boolean (accepted: 1, 0, true, false, on, off)`,
+      JSON.stringify(doc[key]),
+    );
+  }
+  return value;
+}
+
+function scalarText(value: unknown): string | undefined {
+  if (typeof value === "string") return value;
+  if (typeof value === "number" && Number.isFinite(value)) return String(value);
+  return undefined;
+}
+
+function blockOf(doc: YamlMapping, key: string, setting: string, path: string): YamlMapping {
+  const block = doc[key];
+  if (typeof block !== "object" || block === null || Array.isArray(block)) {
+    throw legacyError(setting, path, [key], "expected a mapping (a nested block of keys)");
+  }
+  return block as YamlMapping;
+}
+
+/**
+ * Read one field of a legacy block as text, falling back to the legacy default.
+ * Secret fields never echo their value.
+ */
+function field(
+  block: YamlMapping,
+  name: string,
+  fallback: string,
+  where: { setting: string; path: string; block: string; secret?: boolean },
+): string {
+  if (!present(block, name)) return fallback;
+  const text = scalarText(block[name]);
+  if (text === undefined) {
+    throw legacyError(
+      where.setting,
+      where.path,
+      [fieldLabel(where.block, name)],
+      `expected a string or number${
+        where.secret === true ? "" : `, got ${JSON.stringify(block[name])}`
+      }`,
+    );
+  }
+  return text;
+}
+
+function portField(
+  block: YamlMapping,
+  name: string,
+  fallback: number,
+  where: { setting: string; path: string; block: string },
+): number {
+  const text = field(block, name, String(fallback), where);
+  const port = /^[0-9]{1,5}$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!(port >= 1 && port <= 65535)) {
+    throw legacyError(
+      where.setting,
+      where.path,
+      [fieldLabel(where.block, name)],
+      `${JSON.stringify(text)} is not a port (1..65535)`,
+      JSON.stringify(text),
+    );
+  }
+  return port;
+}
+
+function fieldLabel(block: string, name: string): string {
+  return block === "" ? name : `${block}.${name}`;
+}
+
+function hostForAddress(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
+const LEGACY_BULK_HINT =
+  "set mysql_batch_size (1..700), 700 is the documented production value; the legacy " +
+  "default of 1000 would overflow MySQL's placeholder limit";
+
+/** Legacy keys that map onto a setting (operations.md §1.9), one entry per target. */
+export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
+  {
+    target: "node-name",
+    keys: ["node_name"],
+    translate(doc, { path }) {
+      if (!present(doc, "node_name")) return undefined;
+      const text = scalarText(doc.node_name);
+      if (text === undefined) {
+        throw legacyError("node-name", path, ["node_name"], "expected a string");
+      }
+      return { text, source: keysLabel(path, ["node_name"]) };
+    },
+  },
+  {
+    target: "consumer",
+    keys: ["use_gearman", "use_rabbitmq"],
+    translate(doc, { path }) {
+      const gearmanKey = booleanKey(doc, "use_gearman", "consumer", path);
+      const rabbitKey = booleanKey(doc, "use_rabbitmq", "consumer", path);
+      if (gearmanKey === undefined && rabbitKey === undefined) return undefined;
+      // The legacy defaults are use_gearman true and use_rabbitmq false, so a file with only
+      // use_rabbitmq: 1 literally asks for both; it obviously means RabbitMQ. Only two
+      // explicit, equal values (or use_gearman: 0 alone) leave the backend open.
+      const rabbit = rabbitKey ?? false;
+      const gearman = gearmanKey ?? !rabbit;
+      const keys = ["use_gearman", "use_rabbitmq"].filter((k) => present(doc, k));
+      if (gearman === rabbit) {
+        throw legacyError(
+          "consumer",
+          path,
+          keys,
+          `${
+            gearman ? "both" : "neither of"
+          } use_gearman and use_rabbitmq enabled; exactly one backend is consumed: set ` +
+            "consumer: gearman or consumer: rabbitmq",
+        );
+      }
+      return { text: rabbit ? "rabbitmq" : "gearman", source: keysLabel(path, keys) };
+    },
+  },
+  {
+    target: "gearman-addr",
+    keys: ["gearman"],
+    translate(doc, { path, warn }) {
+      if (!present(doc, "gearman")) return undefined;
+      const block = blockOf(doc, "gearman", "gearman-addr", path);
+      const where = { setting: "gearman-addr", path, block: "gearman" };
+      const host = field(block, "address", "127.0.0.1", where);
+      const port = portField(block, "port", 4730, where);
+      if (present(block, "timeout")) {
+        warn(
+          `Ignoring legacy key gearman.timeout in ${path}: it has no equivalent; dead ` +
+            "connections are detected by gearman_heartbeat_interval and " +
+            "gearman_heartbeat_timeout",
+        );
+      }
+      return {
+        text: `${hostForAddress(host)}:${port}`,
+        source: keysLabel(path, ["gearman.address", "gearman.port"]),
+      };
+    },
+  },
+  {
+    target: "rabbitmq-url",
+    keys: ["rabbitmq"],
+    translate(doc, { path, warn }) {
+      if (!present(doc, "rabbitmq")) return undefined;
+      const block = blockOf(doc, "rabbitmq", "rabbitmq-url", path);
+      const where = { setting: "rabbitmq-url", path, block: "rabbitmq" };
+      const host = field(block, "host", "127.0.0.1", where);
+      const port = portField(block, "port", 5672, where);
+      const user = field(block, "user", "statusengine", where);
+      const password = field(block, "password", "statusengine", { ...where, secret: true });
+      const vhost = field(block, "vhost", "/", where);
+      const extras = ["exchange", "durable_exchange", "durable_queues"].filter((k) =>
+        present(block, k)
+      );
+      if (extras.length > 0) {
+        warn(
+          `Ignoring legacy key(s) ${
+            extras.map((k) => `rabbitmq.${k}`).join(", ")
+          } in ${path}: queues are consumed by name and always declared durable; delete ` +
+            "existing non-durable queues once with core and worker stopped",
+        );
+      }
+      // operations.md §1.4: vhost "/" is the empty path or a bare "/"; any other vhost is
+      // the path, with a literal slash encoded as %2F.
+      const path_ = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
+      return {
+        text: `amqp://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${
+          hostForAddress(host)
+        }:${port}${path_}`,
+        source: keysLabel(path, ["rabbitmq"]),
+      };
+    },
+  },
+  {
+    target: "mysql-url",
+    keys: ["mysql"],
+    translate(doc, { path }) {
+      if (!present(doc, "mysql")) return undefined;
+      const block = blockOf(doc, "mysql", "mysql-url", path);
+      const where = { setting: "mysql-url", path, block: "mysql" };
+      const host = field(block, "host", "127.0.0.1", where);
+      const port = portField(block, "port", 3306, where);
+      const user = field(block, "username", "statusengine", where);
+      const password = field(block, "password", "password", { ...where, secret: true });
+      const database = field(block, "database", "statusengine_data", where);
+      // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
+      return {
+        text: `mysql://${encodeURIComponent(user)}${
+          password === "" ? "" : `:${encodeURIComponent(password)}`
+        }@${hostForAddress(host)}:${port}/${encodeURIComponent(database)}`,
+        source: keysLabel(path, ["mysql"]),
+      };
+    },
+  },
+  {
+    target: "mysql-batch-size",
+    keys: ["number_of_bulk_records"],
+    translate(doc, { path }) {
+      if (!present(doc, "number_of_bulk_records")) return undefined;
+      const raw = doc.number_of_bulk_records;
+      const text = scalarText(raw)?.trim();
+      const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
+      if (!(value >= 1 && value <= 700)) {
+        throw legacyError(
+          "mysql-batch-size",
+          path,
+          ["number_of_bulk_records"],
+          `${JSON.stringify(raw)} is outside 1..700: ${LEGACY_BULK_HINT}`,
+          JSON.stringify(raw),
+        );
+      }
+      return { text: String(value), source: keysLabel(path, ["number_of_bulk_records"]) };
+    },
+  },
+  {
+    target: "perfdata-route",
+    keys: ["perfdata_backend"],
+    translate(doc, { path, warn }) {
+      if (!present(doc, "perfdata_backend")) return undefined;
+      const raw = doc.perfdata_backend;
+      const entries = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined;
+      if (entries === undefined || entries.some((e) => typeof e !== "string")) {
+        throw legacyError(
+          "perfdata-route",
+          path,
+          ["perfdata_backend"],
+          "expected a list of backend names",
+        );
+      }
+      const names = (entries as string[]).map((e) => e.trim().toLowerCase()).filter((e) =>
+        e !== ""
+      );
+      const unsupported = names.filter((n) => n !== "mysql" && n !== "graphite");
+      if (unsupported.length > 0) {
+        warn(
+          `Ignoring legacy perfdata_backend entr${unsupported.length === 1 ? "y" : "ies"} ${
+            unsupported.join(", ")
+          } in ${path}: only mysql and graphite are supported ` +
+            "(perfdata_route)",
+        );
+      }
+      const mysql = names.includes("mysql");
+      const graphite = names.includes("graphite");
+      if (!mysql && !graphite) return undefined;
+      return {
+        text: mysql && graphite ? "both" : mysql ? "mysql" : "graphite",
+        source: keysLabel(path, ["perfdata_backend"]),
+      };
+    },
+  },
+  {
+    target: "graphite-addr",
+    keys: ["graphite_address", "graphite_port"],
+    translate(doc, { path }) {
+      if (!present(doc, "graphite_address") && !present(doc, "graphite_port")) return undefined;
+      const where = { setting: "graphite-addr", path, block: "" };
+      const host = present(doc, "graphite_address")
+        ? field(doc, "graphite_address", "localhost", where)
+        : "localhost";
+      const port = portField(doc, "graphite_port", 2003, where);
+      return {
+        text: `${hostForAddress(host)}:${port}`,
+        source: keysLabel(
+          path,
+          ["graphite_address", "graphite_port"].filter((k) => present(doc, k)),
+        ),
+      };
+    },
+  },
+  {
+    target: "enable-openitcockpit-tweaks",
+    keys: ["is_openitcockpit"],
+    translate(doc, { path }) {
+      const value = booleanKey(doc, "is_openitcockpit", "enable-openitcockpit-tweaks", path);
+      if (value === undefined) return undefined;
+      return { text: String(value), source: keysLabel(path, ["is_openitcockpit"]) };
+    },
+  },
+];
+
+/** A group of legacy keys for a feature this worker does not have. */
+export interface LegacyIgnoredGroup {
+  /** Exact top-level keys of the group. */
+  readonly keys: readonly string[];
+  /** Keys starting with this prefix also belong to the group. */
+  readonly prefix?: string;
+  /** Commands for which the warning is relevant (the file is shared, §1.7). */
+  readonly commands: readonly CommandName[];
+  /** Why nothing happens, and what to use instead. */
+  readonly reason: string;
+}
+
+/**
+ * Legacy features without an equivalent (operations.md §1.9, §1.10, §7): one warning per
+ * group whose keys appear in the file, whatever their values.
+ */
+export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
+  {
+    keys: ["use_redis", "redis"],
+    commands: ["run"],
+    reason: "Redis is not supported; live status is kept in MySQL only",
+  },
+  {
+    keys: ["use_crate", "crate"],
+    commands: ["run"],
+    reason: "CrateDB is not supported; history is written to MySQL only",
+  },
+  {
+    keys: [],
+    prefix: "elasticsearch_",
+    commands: ["run"],
+    reason: "Elasticsearch is not supported as a perfdata backend",
+  },
+  {
+    keys: ["max_bulk_delay"],
+    commands: ["run"],
+    reason: "there is no flush delay: rows are written as soon as the previous statement " +
+      "finished, or after at most 250 ms",
+  },
+  {
+    keys: ["process_perfdata"],
+    commands: ["run"],
+    reason: "perfdata arriving on statusngin_service_perfdata is always stored according to " +
+      "perfdata_route; switch it off in the broker module to stop it",
+  },
+  {
+    keys: ["store_live_data_in_archive_backend"],
+    commands: ["run"],
+    reason: "the two status tables are always written",
+  },
+  {
+    keys: ["use_mysql"],
+    commands: ["run"],
+    reason: "MySQL is the only storage backend and is always written",
+  },
+  {
+    keys: ["dump_mysql_query_parameters"],
+    commands: ["run"],
+    reason: "the nearest equivalent is log_level: debug",
+  },
+  {
+    keys: [
+      "number_servicestatus_worker",
+      "number_hoststatus_worker",
+      "number_logentry_worker",
+      "number_statechange_worker",
+      "number_hostcheck_worker",
+      "number_servicecheck_worker",
+      "number_perfdata_worker",
+      "number_notification_log_worker",
+      "number_misc_worker",
+    ],
+    commands: ["run"],
+    reason: "there are no worker processes per queue group; the nearest knobs are " +
+      "gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch",
+  },
+  {
+    keys: [
+      "check_for_commands",
+      "command_check_interval",
+      "external_command_file",
+      "query_handler",
+      "submit_method",
+    ],
+    commands: ["run"],
+    reason: "the task queue is gone; external commands are accepted by POST /commands " +
+      "(command_api_keys)",
+  },
+  {
+    keys: ["syslog_enabled", "syslog_tag"],
+    commands: ["run"],
+    reason: "logs go to stdout (the journal under systemd); see log_format",
+  },
+  {
+    keys: ["disable_http_proxy"],
+    commands: ["run"],
+    reason: "no HTTP proxy is ever used",
+  },
+  {
+    keys: ["graphite_illegal_characters"],
+    commands: ["run"],
+    reason: "the character class is fixed to the legacy default [^a-zA-Z^0-9-.]",
+  },
+  {
+    keys: ["age_tasks"],
+    commands: ["cleanup"],
+    reason: "statusengine_tasks is not cleaned (the task queue is gone)",
+  },
+];
+
+/**
+ * Warnings for the legacy feature groups present in a file.
+ *
+ * @param doc The parsed file.
+ * @param path Its path, for the message.
+ * @param command The command reading it.
+ * @returns One warning per group with at least one key present.
+ */
+export function legacyIgnoredWarnings(
+  doc: YamlMapping,
+  path: string,
+  command: CommandName,
+): string[] {
+  const warnings: string[] = [];
+  for (const group of LEGACY_IGNORED) {
+    if (!group.commands.includes(command)) continue;
+    const prefix = group.prefix;
+    const found = Object.keys(doc).filter((key) =>
+      group.keys.includes(key) || (prefix !== undefined && key.startsWith(prefix))
+    );
+    if (found.length === 0) continue;
+    warnings.push(
+      `Ignoring legacy config.yml key${found.length === 1 ? "" : "s"} ${
+        found.join(", ")
+      } in ${path}: ${group.reason}`,
+    );
+  }
+  return warnings;
+}
+
+/** A retired setting (operations.md §1.6). */
+export interface RetiredSetting {
+  /** The retired name as a flag (an unknown flag now, with a hint). */
+  readonly flag: string;
+  /** The retired YAML key: present with any value, `0` and null included, refuses. */
+  readonly yaml: string;
+  /** The retired env var: set at all, even empty, refuses. */
+  readonly env: string;
+  /** Flag of the setting that replaced it. */
+  readonly replacement: string;
+  /** Commands that refuse it. */
+  readonly commands: readonly CommandName[];
+  /** Why it cannot be translated. */
+  readonly reason: string;
+}
+
+/** Retired keys (operations.md §1.6). */
+export const RETIRED: readonly RetiredSetting[] = [
+  {
+    flag: "gearman-max-concurrent-jobs",
+    yaml: "gearman_max_concurrent_jobs",
+    env: "STATUSENGINE_GEARMAN_MAX_CONCURRENT_JOBS",
+    replacement: "gearman-max-concurrent-jobs-per-queue",
+    commands: ["run"],
+    reason: "the budget is now per queue instead of shared by all twelve queues, so the old " +
+      "value would be multiplied by 12",
+  },
+];

@@ -1,0 +1,397 @@
+import assert from "node:assert/strict";
+import { ConfigError } from "./errors.ts";
+import { legacyBoolean } from "./legacy.ts";
+import { loadSettings } from "./load.ts";
+import type { CommandName } from "./settings.ts";
+
+const PATH = "/opt/statusengine/worker/etc/config.yml";
+
+function load<C extends CommandName>(command: C, file: string, env: Record<string, string> = {}) {
+  return loadSettings(command, {
+    argv: ["--config", PATH],
+    env,
+    readTextFile: () => Promise.resolve(file),
+  });
+}
+
+/**
+ * The legacy worker's example `etc/config.yml`, reconstructed from operations.md §1.9: every
+ * key of the table with its example value (the default where the table gives no example).
+ * `number_of_bulk_records` carries the example's recommendation for MySQL (100); the legacy
+ * default 1000 is covered by its own test below.
+ */
+const LEGACY_EXAMPLE = `
+# Every node in the cluster needs a unique name
+node_name: Crowbar
+
+use_gearman: 1
+gearman:
+  address: 127.0.0.1
+  port: 4730
+  timeout: 1000
+
+use_rabbitmq: 0
+rabbitmq:
+  host: 127.0.0.1
+  port: 5672
+  user: statusengine
+  password: statusengine
+  vhost: /
+  exchange: statusengine
+  durable_exchange: 0
+  durable_queues: 0
+
+use_redis: 0
+redis:
+  address: 127.0.0.1
+  port: 6379
+  db: 0
+
+store_live_data_in_archive_backend: 1
+
+use_mysql: 0
+mysql:
+  host: 127.0.0.1
+  port: 3306
+  username: statusengine
+  password: password
+  database: statusengine_data
+  encoding: utf8
+
+dump_mysql_query_parameters: 0
+
+use_crate: 0
+crate:
+  nodes:
+    - 127.0.0.1:4200
+  username: crate
+  password: ""
+
+number_of_bulk_records: 100
+max_bulk_delay: 5
+
+number_servicestatus_worker: 1
+number_hoststatus_worker: 1
+number_logentry_worker: 1
+number_statechange_worker: 1
+number_hostcheck_worker: 1
+number_servicecheck_worker: 1
+number_perfdata_worker: 1
+number_notification_log_worker: 1
+number_misc_worker: 1
+
+process_perfdata: 0
+perfdata_backend:
+  - crate
+
+graphite_prefix: statusengine
+graphite_illegal_characters: /[^a-zA-Z^0-9\\-\\.]/
+graphite_address: localhost
+graphite_port: 2003
+
+elasticsearch_template:
+  name: statusengine-metric
+  number_of_shards: 2
+  number_of_replicas: 0
+  refresh_interval: 15s
+  codec: best_compression
+  enable_source: 1
+elasticsearch_index: statusengine-metric-
+elasticsearch_pattern: none
+elasticsearch_address: 127.0.0.1
+elasticsearch_port: 9200
+
+check_for_commands: 0
+command_check_interval: 15
+external_command_file: /opt/naemon/var/naemon.cmd
+query_handler: /opt/naemon/var/naemon.qh
+submit_method: broker
+
+syslog_enabled: 1
+syslog_tag: statusengine-worker
+
+age_hostchecks: 5
+age_host_acknowledgements: 60
+age_host_notifications: 60
+age_host_statehistory: 365
+age_host_downtimes: 60
+age_servicechecks: 5
+age_service_acknowledgements: 60
+age_service_notifications: 60
+age_service_statehistory: 365
+age_service_downtimes: 60
+age_logentries: 5
+age_tasks: 1
+age_perfdata: 90
+age_host_notifications_log: 60
+age_service_notifications_log: 60
+
+disable_http_proxy: 1
+
+is_openitcockpit: 0
+`;
+
+Deno.test("legacy config.yml: the PHP example resolves to the equivalent settings (§1.9)", async () => {
+  const { settings, sources, warnings } = await load("run", LEGACY_EXAMPLE);
+  assert.equal(settings.nodeName, "Crowbar");
+  assert.equal(sources.nodeName, `file ${PATH} key node_name`);
+  assert.equal(settings.consumer, "gearman");
+  assert.deepEqual(settings.gearmanAddr, ["127.0.0.1:4730"]);
+  assert.equal(settings.rabbitmqUrl, "amqp://statusengine:statusengine@127.0.0.1:5672/");
+  assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
+  assert.equal(settings.mysqlBatchSize, 100);
+  assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
+  // perfdata_backend [crate] has no supported entry: the route stays at its default.
+  assert.equal(settings.perfdataRoute, "mysql");
+  assert.equal(sources.perfdataRoute, "default");
+  assert.equal(settings.graphitePrefix, "statusengine");
+  assert.equal(settings.graphiteAddr, "localhost:2003");
+  assert.equal(settings.enableOpenitcockpitTweaks, false);
+  assert.equal(sources.enableOpenitcockpitTweaks, `file ${PATH} key is_openitcockpit`);
+  // Not in the legacy file: defaults.
+  assert.equal(settings.statusMaxAgeMs, 300_000);
+  assert.equal(settings.gearmanMaxConcurrentJobsPerQueue, 8);
+
+  // One warning per legacy feature group without an equivalent, none for mapped keys.
+  const expected = [
+    /gearman\.timeout/,
+    /rabbitmq\.exchange, rabbitmq\.durable_exchange, rabbitmq\.durable_queues/,
+    /perfdata_backend entry crate/,
+    /keys use_redis, redis .*Redis/,
+    /keys use_crate, crate .*CrateDB/,
+    /keys elasticsearch_template, elasticsearch_index, elasticsearch_pattern, elasticsearch_address, elasticsearch_port .*Elasticsearch/,
+    /key max_bulk_delay /,
+    /key process_perfdata /,
+    /key store_live_data_in_archive_backend /,
+    /key use_mysql /,
+    /key dump_mysql_query_parameters /,
+    /keys number_servicestatus_worker, .*number_misc_worker /,
+    /keys check_for_commands, command_check_interval, external_command_file, query_handler, submit_method /,
+    /keys syslog_enabled, syslog_tag /,
+    /key disable_http_proxy /,
+    /key graphite_illegal_characters /,
+  ];
+  assert.equal(warnings.length, expected.length, warnings.join("\n"));
+  for (const pattern of expected) {
+    assert.equal(
+      warnings.filter((w) => pattern.test(w)).length,
+      1,
+      `${pattern}\n${warnings.join("\n")}`,
+    );
+  }
+  for (const warning of warnings) {
+    assert.ok(!warning.includes("password"), warning);
+    assert.ok(!/statusengine@|:statusengine/.test(warning), warning);
+  }
+});
+
+Deno.test("legacy config.yml: cleanup reads the age_* keys of the same file", async () => {
+  const { settings, warnings } = await load("cleanup", LEGACY_EXAMPLE);
+  assert.equal(settings.ageHostchecksDays, 5);
+  assert.equal(settings.ageHostStatehistoryDays, 365);
+  assert.equal(settings.agePerfdataDays, 90);
+  assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
+  // Only what concerns cleanup is reported.
+  assert.equal(warnings.length, 1, warnings.join("\n"));
+  assert.match(warnings[0] ?? "", /age_tasks/);
+});
+
+Deno.test("legacy config.yml: number_of_bulk_records 1000 refuses and says what to set", async () => {
+  const file = LEGACY_EXAMPLE.replace(
+    "number_of_bulk_records: 100",
+    "number_of_bulk_records: 1000",
+  );
+  let caught: unknown;
+  try {
+    await load("run", file);
+  } catch (err: unknown) {
+    caught = err;
+  }
+  assert.ok(caught instanceof ConfigError);
+  assert.equal(caught.setting, "mysql-batch-size");
+  assert.equal(caught.source, `file ${PATH} key number_of_bulk_records`);
+  assert.match(
+    caught.message,
+    /set mysql_batch_size \(1\.\.700\), 700 is the documented production value/,
+  );
+});
+
+Deno.test("legacy config.yml: a new key beats its legacy key, with a warning", async () => {
+  const file = `
+node_name: Crowbar
+nodename: new-node
+number_of_bulk_records: 1000
+mysql_batch_size: 700
+mysql:
+  host: old-db
+mysql_dsn: se:pw@tcp(new-db:3306)/se
+use_rabbitmq: 1
+use_gearman: 0
+consumer: gearman
+perfdata_backend: [mysql]
+perfdata_route: graphite
+graphite_address: old-carbon
+graphite_addr: new-carbon:2003
+is_openitcockpit: 1
+enable_openitcockpit_tweaks: false
+gearman: {address: old-gearman}
+gearman_addr: new-gearman:4730
+rabbitmq: {host: old-rabbit}
+rabbitmq_url: amqp://u:p@new-rabbit:5672/
+`;
+  const { settings, warnings } = await load("run", file);
+  assert.equal(settings.nodeName, "new-node");
+  assert.equal(settings.mysqlBatchSize, 700);
+  assert.equal(settings.mysqlUrl, "mysql://se:pw@new-db:3306/se");
+  assert.equal(settings.consumer, "gearman");
+  assert.equal(settings.perfdataRoute, "graphite");
+  assert.equal(settings.graphiteAddr, "new-carbon:2003");
+  assert.equal(settings.enableOpenitcockpitTweaks, false);
+  assert.deepEqual(settings.gearmanAddr, ["new-gearman:4730"]);
+  assert.equal(settings.rabbitmqUrl, "amqp://u:p@new-rabbit:5672/");
+  const shadowed = [
+    /node_name .*nodename is set/,
+    /number_of_bulk_records .*mysql_batch_size is set/,
+    /mysql .*mysql_dsn is set/,
+    /use_gearman, use_rabbitmq .*consumer is set/,
+    /perfdata_backend .*perfdata_route is set/,
+    /graphite_address .*graphite_addr is set/,
+    /is_openitcockpit .*enable_openitcockpit_tweaks is set/,
+    /gearman .*gearman_addr is set/,
+    /rabbitmq .*rabbitmq_url is set/,
+  ];
+  assert.equal(warnings.length, shadowed.length, warnings.join("\n"));
+  for (const pattern of shadowed) {
+    assert.ok(warnings.some((w) => pattern.test(w)), `${pattern}\n${warnings.join("\n")}`);
+  }
+});
+
+Deno.test("legacy config.yml: environment and flags still beat legacy keys", async () => {
+  const { settings, sources } = await loadSettings("run", {
+    argv: ["--config", PATH, "--nodename", "from-flag"],
+    env: { STATUSENGINE_MYSQL_DSN: "u:p@tcp(env-db:3306)/db" },
+    readTextFile: () => Promise.resolve("node_name: Crowbar\nmysql: {host: old-db}\n"),
+  });
+  assert.equal(settings.nodeName, "from-flag");
+  assert.equal(settings.mysqlUrl, "mysql://u:p@env-db:3306/db");
+  assert.equal(sources.mysqlUrl, "env STATUSENGINE_MYSQL_DSN");
+});
+
+Deno.test("legacy config.yml: booleans may be 1/0/true/false/on/off", async () => {
+  for (
+    const [text, value] of [["1", true], ["on", true], ["'On'", true], ["true", true]] as const
+  ) {
+    const { settings } = await load("run", `is_openitcockpit: ${text}\n`);
+    assert.equal(settings.enableOpenitcockpitTweaks, value, text);
+  }
+  for (const [text, value] of [["0", false], ["off", false], ["false", false]] as const) {
+    const { settings } = await load("run", `is_openitcockpit: ${text}\n`);
+    assert.equal(settings.enableOpenitcockpitTweaks, value, text);
+  }
+  assert.equal(legacyBoolean("yes"), undefined);
+  let caught: unknown;
+  try {
+    await load("run", "is_openitcockpit: yes\n");
+  } catch (err: unknown) {
+    caught = err;
+  }
+  assert.ok(caught instanceof ConfigError);
+  assert.equal(caught.setting, "enable-openitcockpit-tweaks");
+  // The new key keeps Go's strict spellings: on/off are legacy-only (§1.2).
+  caught = undefined;
+  try {
+    await load("run", "enable_openitcockpit_tweaks: on\n");
+  } catch (err: unknown) {
+    caught = err;
+  }
+  assert.ok(caught instanceof ConfigError);
+});
+
+Deno.test("legacy config.yml: use_gearman and use_rabbitmq choose the consumer", async () => {
+  assert.equal(
+    (await load("run", "use_rabbitmq: on\nuse_gearman: off\n")).settings.consumer,
+    "rabbitmq",
+  );
+  assert.equal((await load("run", "use_rabbitmq: true\n")).settings.consumer, "rabbitmq");
+  assert.equal((await load("run", "use_gearman: 1\n")).settings.consumer, "gearman");
+  assert.equal((await load("run", "use_rabbitmq: 0\n")).settings.consumer, "gearman");
+  const refused = [
+    "use_gearman: 1\nuse_rabbitmq: 1\n",
+    "use_gearman: 0\nuse_rabbitmq: 0\n",
+    "use_gearman: 0\n",
+  ];
+  for (const file of refused) {
+    let caught: unknown;
+    try {
+      await load("run", file);
+    } catch (err: unknown) {
+      caught = err;
+    }
+    assert.ok(caught instanceof ConfigError, file);
+    assert.equal(caught.setting, "consumer");
+    assert.match(caught.message, /set consumer: gearman or consumer: rabbitmq/);
+  }
+});
+
+Deno.test("legacy config.yml: blocks become URLs with percent-encoding and legacy defaults", async () => {
+  const { settings } = await load(
+    "run",
+    `
+rabbitmq:
+  host: rabbit.example
+  user: se
+  password: "p@ss/w:rd"
+  vhost: /monitoring
+mysql:
+  host: "::1"
+  password: "p@ss word"
+  database: se_data
+gearman:
+  port: "4731"
+graphite_port: 2004
+`,
+  );
+  assert.equal(settings.rabbitmqUrl, "amqp://se:p%40ss%2Fw%3Ard@rabbit.example:5672/%2Fmonitoring");
+  assert.equal(settings.mysqlUrl, "mysql://statusengine:p%40ss%20word@[::1]:3306/se_data");
+  assert.deepEqual(settings.gearmanAddr, ["127.0.0.1:4731"]);
+  assert.equal(settings.graphiteAddr, "localhost:2004");
+});
+
+Deno.test("legacy config.yml: perfdata_backend maps onto perfdata_route", async () => {
+  const cases: [string, string][] = [
+    ["[mysql]", "mysql"],
+    ["[graphite]", "graphite"],
+    ["[mysql, graphite]", "both"],
+    ["[graphite, elasticsearch]", "graphite"],
+    ["graphite", "graphite"],
+  ];
+  for (const [list, route] of cases) {
+    const { settings } = await load("run", `perfdata_backend: ${list}\n`);
+    assert.equal(settings.perfdataRoute, route, list);
+  }
+  const { warnings } = await load("run", "perfdata_backend: [mysql, crate, elasticsearch]\n");
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0] ?? "", /entries crate, elasticsearch/);
+});
+
+Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legacy key", async () => {
+  const cases: [string, string, RegExp][] = [
+    ["mysql: localhost\n", "mysql-url", /key mysql: expected a mapping/],
+    ["gearman:\n  port: 99999\n", "gearman-addr", /gearman\.port/],
+    ["number_of_bulk_records: many\n", "mysql-batch-size", /number_of_bulk_records/],
+    ["perfdata_backend: {a: 1}\n", "perfdata-route", /perfdata_backend/],
+    ["node_name: [a]\n", "node-name", /node_name/],
+    ["node_name: ''\n", "node-name", /must not be empty/],
+  ];
+  for (const [file, setting, message] of cases) {
+    let caught: unknown;
+    try {
+      await load("run", file);
+    } catch (err: unknown) {
+      caught = err;
+    }
+    assert.ok(caught instanceof ConfigError, file);
+    assert.equal(caught.setting, setting, file);
+    assert.match(caught.message, message, file);
+  }
+});

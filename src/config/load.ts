@@ -1,0 +1,543 @@
+/**
+ * Command line, environment and YAML file → typed settings (operations.md §1.1–§1.6, D8).
+ *
+ * Order of work, as in §1.5: parse the command line (usage errors first), read the config file,
+ * reject retired keys, translate legacy keys, then resolve every setting of the command. Each
+ * setting takes the first of flag > env > file > default that supplies a value, but every value
+ * given in any source is parsed and validated, so a typo cannot hide behind an override.
+ *
+ * @module
+ */
+
+import { parse as parseYaml, YAMLParseError } from "yaml";
+import { ConfigError, UsageError } from "./errors.ts";
+import { acceptedForm, maskRaw, metavarOf, type Origin, parseValue } from "./kinds.ts";
+import { LEGACY_TRANSLATIONS, legacyIgnoredWarnings, RETIRED, type YamlMapping } from "./legacy.ts";
+import {
+  COMMAND_NAMES,
+  type CommandName,
+  defaultOf,
+  envNameOf,
+  PROGRAM_NAME,
+  rowsFor,
+  settingKeyOf,
+  type SettingRow,
+  type SettingsFor,
+  yamlKeyOf,
+} from "./settings.ts";
+import { redactUrl } from "./values.ts";
+
+/** Inputs of {@linkcode loadSettings}; all I/O is injectable for tests. */
+export interface LoadOptions {
+  /** The command's arguments: `rest` of {@linkcode parseCommandLine}. */
+  readonly argv: readonly string[];
+  /** Environment variables (`Deno.env.toObject()`). */
+  readonly env: Readonly<Record<string, string>>;
+  /** Reads the config file; default `Deno.readTextFile`. */
+  readonly readTextFile?: (path: string) => Promise<string>;
+}
+
+/** What {@linkcode loadSettings} returns. */
+export interface LoadResult<C extends CommandName> {
+  /** The resolved, validated settings. */
+  readonly settings: SettingsFor<C>;
+  /** Secret-free warnings (legacy keys ignored or shadowed, DSN parameters dropped). */
+  readonly warnings: string[];
+  /**
+   * Where each setting came from, by settings key: `flag --mysql-batch-size`,
+   * `env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key mysql_batch_size`, `default`.
+   */
+  readonly sources: Record<string, string>;
+}
+
+/** The command line split into command and arguments. */
+export interface CommandLine {
+  /** The command; `run` when none was named. */
+  readonly command: CommandName;
+  /** Whether the command was named explicitly (top-level help when it was not). */
+  readonly commandGiven: boolean;
+  /** Arguments after the command, for {@linkcode LoadOptions.argv}. */
+  readonly rest: string[];
+  /** `--help`, `-h` or `help [command]` was given. */
+  readonly help: boolean;
+  /** `--version` was given. */
+  readonly version: boolean;
+}
+
+function isCommand(name: string): name is CommandName {
+  return (COMMAND_NAMES as readonly string[]).includes(name);
+}
+
+function helpHint(command: CommandName | undefined): string {
+  return command === undefined
+    ? `see "${PROGRAM_NAME} --help"`
+    : `see "${PROGRAM_NAME} ${command} --help"`;
+}
+
+interface FlagEntry {
+  readonly row: SettingRow;
+  readonly negated: boolean;
+}
+
+function flagIndex(command: CommandName): Map<string, FlagEntry> {
+  const index = new Map<string, FlagEntry>();
+  for (const row of rowsFor(command)) {
+    for (const name of [row.flag, ...(row.flagAliases ?? [])]) {
+      index.set(name, { row, negated: false });
+      if (row.kind.type === "boolean") index.set(`no-${name}`, { row, negated: true });
+    }
+  }
+  return index;
+}
+
+interface FlagUse {
+  readonly row: SettingRow;
+  /** How it was written, for messages: `--mysql-dsn`, `-nodename`, `argument 1`. */
+  readonly spelling: string;
+  readonly value: string;
+}
+
+interface Tokens {
+  readonly uses: FlagUse[];
+  readonly help: boolean;
+  readonly version: boolean;
+  readonly problems: UsageError[];
+}
+
+const HELP_NAMES = new Set(["help", "h"]);
+
+// "--count --help" asks for help rather than for a count called "--help".
+function isHelpToken(arg: string | undefined): boolean {
+  return arg === "--help" || arg === "-help" || arg === "-h" || arg === "--h";
+}
+
+function tokenize(command: CommandName, argv: readonly string[]): Tokens {
+  const index = flagIndex(command);
+  const uses: FlagUse[] = [];
+  const problems: UsageError[] = [];
+  const positionals: string[] = [];
+  let help = false;
+  let version = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? "";
+    if (arg === "--") {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!arg.startsWith("-") || arg === "-") {
+      positionals.push(arg);
+      continue;
+    }
+    // One or two leading dashes mean the same flag: the Go worker's unit files use
+    // -mysql-dsn (operations.md §1.1).
+    const body = arg.startsWith("--") ? arg.slice(2) : arg.slice(1);
+    const eq = body.indexOf("=");
+    const name = eq < 0 ? body : body.slice(0, eq);
+    const inline = eq < 0 ? undefined : body.slice(eq + 1);
+    if (HELP_NAMES.has(name) || name === "version") {
+      if (name === "version") version = true;
+      else help = true;
+      continue;
+    }
+    const entry = index.get(name);
+    if (entry === undefined) {
+      const retired = RETIRED.find((r) => r.flag === name);
+      const why = retired === undefined
+        ? ""
+        : ` (retired: use --${retired.replacement}; ${retired.reason})`;
+      problems.push(
+        new UsageError(
+          `Unknown flag "${arg}" for command "${command}"${why}: ${helpHint(command)}`,
+        ),
+      );
+      continue;
+    }
+    const spelling = `${arg.startsWith("--") ? "--" : "-"}${name}`;
+    let value: string;
+    if (entry.row.kind.type === "boolean") {
+      if (entry.negated && inline !== undefined) {
+        problems.push(
+          new UsageError(`Flag "${spelling}" takes no value: ${helpHint(command)}`),
+        );
+        continue;
+      }
+      value = entry.negated ? "false" : inline ?? "true";
+    } else if (inline !== undefined) {
+      value = inline;
+    } else if (i + 1 < argv.length && !isHelpToken(argv[i + 1])) {
+      value = argv[++i] ?? "";
+    } else {
+      problems.push(new UsageError(`Flag "${spelling}" needs a value: ${helpHint(command)}`));
+      continue;
+    }
+    if (uses.some((u) => u.row === entry.row && u.spelling === spelling)) {
+      problems.push(
+        new UsageError(`Flag "${spelling}" is given more than once: ${helpHint(command)}`),
+      );
+      continue;
+    }
+    uses.push({ row: entry.row, spelling, value });
+  }
+  const positionalRows = rowsFor(command).filter((row) => row.positional === true);
+  positionals.forEach((value, n) => {
+    const row = positionalRows[n];
+    if (row === undefined) {
+      problems.push(
+        new UsageError(
+          `Unexpected argument ${JSON.stringify(value)} for command "${command}": ${
+            helpHint(command)
+          }`,
+        ),
+      );
+    } else {
+      uses.push({ row, spelling: `argument ${n + 1}`, value });
+    }
+  });
+  return { uses, help, version, problems };
+}
+
+/**
+ * Split the command line into command and arguments. The command is the first argument when
+ * it names one (`help <command>` too); otherwise `run`, so the Go worker's
+ * `statusengine-worker -config x` keeps working. Unknown flags are not reported here but by
+ * {@linkcode loadSettings}, so `--help` always works.
+ *
+ * @param argv Arguments after the program name (`Deno.args`).
+ * @returns Command, its arguments, and whether help or the version was asked for.
+ * @throws {UsageError} when the first argument is a word but no command.
+ */
+export function parseCommandLine(argv: readonly string[]): CommandLine {
+  let command: CommandName = "run";
+  let commandGiven = false;
+  let rest = [...argv];
+  let help = false;
+  const first = argv[0];
+  if (first !== undefined && !first.startsWith("-")) {
+    if (first === "help") {
+      help = true;
+      const second = argv[1];
+      if (second !== undefined) {
+        if (!isCommand(second)) {
+          throw new UsageError(`Unknown command "${second}": ${helpHint(undefined)}`);
+        }
+        command = second;
+        commandGiven = true;
+      }
+      rest = argv.slice(commandGiven ? 2 : 1);
+    } else if (isCommand(first)) {
+      command = first;
+      commandGiven = true;
+      rest = argv.slice(1);
+    } else {
+      throw new UsageError(`Unknown command "${first}": ${helpHint(undefined)}`);
+    }
+  }
+  const tokens = tokenize(command, rest);
+  return { command, commandGiven, rest, help: help || tokens.help, version: tokens.version };
+}
+
+function invalid(row: SettingRow, source: string, raw: unknown, problem: string): ConfigError {
+  const rawValue = maskRaw(row, raw);
+  return new ConfigError(
+    `Invalid setting ${row.flag} from ${source}: ${problem} (value ${rawValue}; accepted: ${
+      acceptedForm(row)
+    })`,
+    { setting: row.flag, source, rawValue },
+  );
+}
+
+interface Candidate {
+  readonly value: unknown;
+  readonly source: string;
+  readonly notes: readonly string[];
+}
+
+function parseOrThrow(row: SettingRow, raw: unknown, origin: Origin, source: string): Candidate {
+  const parsed = parseValue(row, raw, origin);
+  if (!parsed.ok) throw invalid(row, source, raw, parsed.problem);
+  return { value: parsed.value, source, notes: parsed.notes ?? [] };
+}
+
+/** Parse a value of `input`, then hand it to `target` through the input's feed. */
+function parseFed(
+  input: SettingRow,
+  target: SettingRow,
+  raw: unknown,
+  origin: Origin,
+  source: string,
+): Candidate {
+  const first = parseOrThrow(input, raw, origin, source);
+  const feed = input.feeds?.find((f) => f.target === target.flag);
+  if (feed === undefined) throw new Error(`Setting ${input.flag} does not feed ${target.flag}`);
+  const second = parseOrThrow(target, feed.derive(String(first.value)), "text", source);
+  return { ...second, notes: [...first.notes, ...second.notes] };
+}
+
+// A URL with a password, or a non-empty key list.
+function holdsSecret(value: unknown): boolean {
+  if (Array.isArray(value)) return value.length > 0;
+  return typeof value === "string" && redactUrl(value) !== value;
+}
+
+function present(doc: YamlMapping, key: string): boolean {
+  return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
+}
+
+function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
+  const sources = candidates.map((c) => c.source);
+  return new ConfigError(
+    `Conflicting values for setting ${row.flag}: ${
+      sources.join(" and ")
+    } are given together; give only one`,
+    { setting: row.flag, source: sources.join(" and ") },
+  );
+}
+
+function lineAndColumn(text: string, offset: number): string {
+  const before = text.slice(0, offset);
+  const line = before.split("\n").length;
+  const column = offset - before.lastIndexOf("\n");
+  return `line ${line}, column ${column}`;
+}
+
+async function readConfig(
+  path: string,
+  source: string,
+  read: (path: string) => Promise<string>,
+): Promise<YamlMapping> {
+  let text: string;
+  try {
+    text = await read(path);
+  } catch (err: unknown) {
+    const detail = err instanceof Error ? err.message : String(err);
+    throw new ConfigError(
+      `Cannot read config file ${JSON.stringify(path)} (${source}): ${detail}`,
+      {
+        setting: "config",
+        source,
+        rawValue: JSON.stringify(path),
+        cause: err,
+      },
+    );
+  }
+  let doc: unknown;
+  try {
+    // logLevel "error": the library would otherwise print warnings itself. prettyErrors off:
+    // the pretty message quotes the offending source line, which may hold a password.
+    doc = parseYaml(text, { logLevel: "error", prettyErrors: false, uniqueKeys: true });
+  } catch (err: unknown) {
+    const where = err instanceof YAMLParseError ? ` at ${lineAndColumn(text, err.pos[0])}` : "";
+    const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    throw new ConfigError(
+      `Cannot parse config file ${JSON.stringify(path)} (${source})${where}: ${detail}`,
+      { setting: "config", source, rawValue: JSON.stringify(path), cause: err },
+    );
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== "object" || Array.isArray(doc)) {
+    throw new ConfigError(
+      `Cannot use config file ${JSON.stringify(path)} (${source}): the top level must be a ` +
+        "mapping of keys",
+      { setting: "config", source, rawValue: JSON.stringify(path) },
+    );
+  }
+  return doc as YamlMapping;
+}
+
+function checkRetired(
+  command: CommandName,
+  doc: YamlMapping,
+  path: string | undefined,
+  env: Readonly<Record<string, string>>,
+): void {
+  for (const retired of RETIRED) {
+    if (!retired.commands.includes(command)) continue;
+    const replacement = rowsFor(command).find((row) => row.flag === retired.replacement);
+    if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
+    const instead = `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`;
+    if (path !== undefined && Object.hasOwn(doc, retired.yaml)) {
+      const source = `file ${path} key ${retired.yaml}`;
+      throw new ConfigError(
+        `Retired setting ${retired.yaml} in ${source}: ${retired.reason}; set ` +
+          `${yamlKeyOf(replacement)} instead ${instead}`,
+        { setting: retired.flag, source, rawValue: JSON.stringify(doc[retired.yaml]) },
+      );
+    }
+    if (Object.hasOwn(env, retired.env)) {
+      const source = `env ${retired.env}`;
+      throw new ConfigError(
+        `Retired setting ${retired.env} in the environment: ${retired.reason}; set ` +
+          `${envNameOf(replacement)} instead ${instead}`,
+        { setting: retired.flag, source, rawValue: JSON.stringify(env[retired.env]) },
+      );
+    }
+  }
+}
+
+/**
+ * Resolve, validate and type the settings of one command.
+ *
+ * @param command The command whose settings are wanted.
+ * @param options Arguments (after the command), environment and file reader.
+ * @returns Settings, warnings (never printed here) and the source of each value.
+ * @throws {UsageError} for an unknown flag, a flag without value, a stray argument or a
+ *   missing required flag (exit status 2).
+ * @throws {ConfigError} for a value that does not parse or is out of range, conflicting
+ *   values within one source, an unreadable or unparseable config file, a retired key
+ *   (exit status 1).
+ */
+export async function loadSettings<C extends CommandName>(
+  command: C,
+  options: LoadOptions,
+): Promise<LoadResult<C>> {
+  const rows = rowsFor(command);
+  const tokens = tokenize(command, options.argv);
+  const firstProblem = tokens.problems[0];
+  if (firstProblem !== undefined) throw firstProblem;
+  const env = options.env;
+  const warnings: string[] = [];
+
+  const envCandidates = (row: SettingRow): { name: string; value: string }[] => {
+    const primary = envNameOf(row);
+    const names = primary === undefined ? [] : [primary, ...(row.envAliases ?? [])];
+    // An empty variable falls through to the next source (operations.md §1.2).
+    return names.flatMap((name) => {
+      const value = env[name];
+      return value === undefined || value === "" ? [] : [{ name, value }];
+    });
+  };
+  const yamlKeys = (row: SettingRow): string[] => {
+    const primary = yamlKeyOf(row);
+    return primary === undefined ? [] : [primary, ...(row.yamlAliases ?? [])];
+  };
+
+  // 1. The config file: flag, then env, then none (§1.1).
+  let doc: YamlMapping = {};
+  let path: string | undefined;
+  const configRow = rows.find((row) => row.flag === "config");
+  if (configRow !== undefined) {
+    const fromFlag = tokens.uses.filter((u) => u.row === configRow).map((u) =>
+      parseOrThrow(configRow, u.value, "text", `flag ${u.spelling}`)
+    );
+    const fromEnv = envCandidates(configRow).map((e) =>
+      parseOrThrow(configRow, e.value, "text", `env ${e.name}`)
+    );
+    const chosen = fromFlag[0] ?? fromEnv[0];
+    if (chosen !== undefined) {
+      path = String(chosen.value);
+      doc = await readConfig(path, chosen.source, options.readTextFile ?? Deno.readTextFile);
+    }
+  }
+
+  // 2. Retired keys, before any other validation (§1.6).
+  checkRetired(command, doc, path, env);
+
+  // 3. Legacy feature groups that have no equivalent.
+  if (path !== undefined) warnings.push(...legacyIgnoredWarnings(doc, path, command));
+
+  // 4. Resolve every setting.
+  const settings: Record<string, unknown> = {};
+  const sources: Record<string, string> = {};
+  for (const row of rows) {
+    if (row.feeds !== undefined) continue;
+    const inputs = rows.filter((r) => r.feeds?.some((f) => f.target === row.flag) === true);
+
+    const flagTier: Candidate[] = tokens.uses.flatMap((use) => {
+      const source = use.spelling.startsWith("argument") ? use.spelling : `flag ${use.spelling}`;
+      if (use.row === row) return [parseOrThrow(row, use.value, "text", source)];
+      if (inputs.includes(use.row)) return [parseFed(use.row, row, use.value, "text", source)];
+      return [];
+    });
+    const envTier: Candidate[] = [
+      ...envCandidates(row).map((e) => parseOrThrow(row, e.value, "text", `env ${e.name}`)),
+      ...inputs.flatMap((input) =>
+        envCandidates(input).map((e) => parseFed(input, row, e.value, "text", `env ${e.name}`))
+      ),
+    ];
+    const fileTier: Candidate[] = [];
+    const fileKeys: string[] = [];
+    if (path !== undefined) {
+      const filePath = path;
+      const keyLabel = (key: string) => `file ${filePath} key ${key}`;
+      for (const key of yamlKeys(row)) {
+        if (!present(doc, key)) continue;
+        fileTier.push(parseOrThrow(row, doc[key], "yaml", keyLabel(key)));
+        fileKeys.push(key);
+      }
+      for (const input of inputs) {
+        for (const key of yamlKeys(input)) {
+          if (!present(doc, key)) continue;
+          fileTier.push(parseFed(input, row, doc[key], "yaml", keyLabel(key)));
+          fileKeys.push(key);
+        }
+      }
+      for (const translation of LEGACY_TRANSLATIONS) {
+        if (translation.target !== row.flag) continue;
+        const legacyPresent = translation.keys.filter((k) => present(doc, k));
+        if (legacyPresent.length === 0) continue;
+        if (fileTier.length > 0) {
+          // The new key wins over its legacy counterpart (no translation, so a legacy value
+          // that would refuse, e.g. number_of_bulk_records: 1000, does not).
+          warnings.push(
+            `Ignoring legacy key${legacyPresent.length === 1 ? "" : "s"} ${
+              legacyPresent.join(", ")
+            } in ${filePath}: ${fileKeys.join(", ")} ${fileKeys.length === 1 ? "is" : "are"} set`,
+          );
+          continue;
+        }
+        const legacy = translation.translate(doc, {
+          path: filePath,
+          warn: (message) => warnings.push(message),
+        });
+        if (legacy !== undefined) {
+          fileTier.push(parseOrThrow(row, legacy.text, "text", legacy.source));
+        }
+      }
+    }
+
+    for (const tier of [flagTier, envTier, fileTier]) {
+      if (tier.length > 1) throw conflict(row, tier);
+    }
+    const key = settingKeyOf(row);
+    const chosen = flagTier[0] ?? envTier[0] ?? fileTier[0];
+    if (chosen !== undefined) {
+      settings[key] = chosen.value;
+      sources[key] = chosen.source;
+      warnings.push(...chosen.notes.map((note) => `${row.flag} (${chosen.source}): ${note}`));
+      if (chosen === flagTier[0] && row.secret === true && holdsSecret(chosen.value)) {
+        const envName = envNameOf(row);
+        warnings.push(
+          `${row.flag} is given on the command line, which every local user can read through ` +
+            `/proc; prefer ${envName === undefined ? "the environment" : `env ${envName}`} ` +
+            "(operations.md §6.4)",
+        );
+      }
+      continue;
+    }
+    if (row.required === true) {
+      const envName = envNameOf(row);
+      const what = row.positional === true
+        ? `argument ${metavarOf(row)} (or --${row.flag})`
+        : `flag --${row.flag}${envName === undefined ? "" : ` (or env ${envName})`}`;
+      throw new UsageError(
+        `Missing required ${what} for command "${command}": ${helpHint(command)}`,
+      );
+    }
+    const fallback = defaultOf(row, command);
+    if (fallback === undefined) {
+      settings[key] = undefined;
+      sources[key] = "none";
+      continue;
+    }
+    const parsed = parseValue(row, fallback, "text");
+    if (!parsed.ok) {
+      throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
+    }
+    settings[key] = parsed.value;
+    sources[key] = "default";
+  }
+
+  // The record was filled key by key from the same rows SettingsFor<C> is derived from
+  // (settingKeyOf is the runtime twin of SettingKey, pinned by settings_test.ts).
+  return { settings: settings as SettingsFor<C>, warnings, sources };
+}

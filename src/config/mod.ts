@@ -1,0 +1,68 @@
+/**
+ * Configuration of statusengine-worker: one settings table drives flags, environment
+ * variables, the YAML file (Go keys and the legacy PHP config.yml), validation, `--help` and
+ * the README reference (D8, operations.md §1).
+ *
+ * @example Loading the settings of the daemon
+ * ```ts ignore
+ * import { loadSettings, parseCommandLine } from "./mod.ts";
+ * const line = parseCommandLine(Deno.args);
+ * const { settings, warnings } = await loadSettings("run", {
+ *   argv: line.rest,
+ *   env: Deno.env.toObject(),
+ * });
+ * settings.mysqlBatchSize; // number, 1..700
+ * ```
+ *
+ * @module
+ */
+
+export { ConfigError, UsageError } from "./errors.ts";
+export {
+  type CommandLine,
+  type LoadOptions,
+  type LoadResult,
+  loadSettings,
+  parseCommandLine,
+} from "./load.ts";
+export {
+  displayDefault,
+  formatSettingsForLog,
+  type LogValue,
+  redactSettings,
+  REFERENCE_BEGIN,
+  REFERENCE_END,
+  renderConfigReference,
+  renderHelp,
+  replaceConfigReference,
+} from "./help.ts";
+export {
+  type Camel,
+  COMMAND_NAMES,
+  type CommandName,
+  COMMANDS,
+  type CommandsOf,
+  type Feed,
+  type Kind,
+  type KindValue,
+  PROGRAM_NAME,
+  QUEUE_NAMES,
+  RETENTION_RULES,
+  type RetentionRule,
+  type Rows,
+  type RowValue,
+  type SettingKey,
+  type SettingRow,
+  SETTINGS,
+  type SettingsFor,
+  type UnitSuffix,
+} from "./settings.ts";
+export {
+  formatGoDuration,
+  type HostPort,
+  mysqlDsnToUrl,
+  type Parsed,
+  parseGoDuration,
+  redactUrl,
+  splitHostPort,
+} from "./values.ts";

@@ -1,0 +1,833 @@
+/**
+ * The settings table: the single source of every flag, environment variable, YAML key,
+ * default, accepted form, help text and secret marker (D8, style.md §2.3).
+ *
+ * Everything else is derived from {@linkcode SETTINGS}:
+ * - env name `STATUSENGINE_<UPPER_SNAKE of the flag>` ({@linkcode envNameOf}); the exceptions
+ *   are written in the row (`env:`) and pinned by `settings_test.ts`;
+ * - YAML key = snake_case of the flag ({@linkcode yamlKeyOf}), same exception mechanism;
+ * - the typed key of the resolved settings object = camelCase of the flag plus a unit suffix
+ *   (`Ms` for durations, which are resolved to milliseconds; `Days` for retention ages), both
+ *   at run time ({@linkcode settingKeyOf}) and at type level ({@linkcode SettingsFor});
+ * - validation from `kind`, help and the Markdown reference from all of the above.
+ *
+ * Defaults are written in their textual (flag) form and parsed by the same parser as a flag
+ * value, so a default can never be something a user could not type.
+ *
+ * @module
+ */
+
+/** Name used in usage lines and hints (the installed binary, operations.md §0.4). */
+export const PROGRAM_NAME = "statusengine-worker";
+
+/** The subcommands, with the one-line summary shown in the top-level help. */
+export const COMMANDS = [
+  {
+    name: "run",
+    summary: "Run the worker: consume the twelve queues and write them to MySQL (default)",
+  },
+  {
+    name: "schema",
+    summary: "Create what is missing of the Statusengine schema; --check only reports differences",
+  },
+  {
+    name: "cleanup",
+    summary: "Delete history rows older than the age_* retention settings, once, and exit",
+  },
+  {
+    name: "status",
+    summary: "Show Gearman queue backlogs, MySQL reachability and a running worker's metrics",
+  },
+  {
+    name: "publish",
+    summary: "Publish synthetic events for one queue to gearmand (testing only)",
+  },
+  {
+    name: "losstest",
+    summary: "Publish, verify or clean up marker events proving nothing is lost on restart",
+  },
+  {
+    name: "verify",
+    summary: "Compare the newest rows of two Statusengine databases column by column",
+  },
+  { name: "version", summary: "Print the build identity and exit" },
+] as const;
+
+/** Name of a subcommand; `run` is the default when none is given. */
+export type CommandName = (typeof COMMANDS)[number]["name"];
+
+/** All command names, in help order. */
+export const COMMAND_NAMES: readonly CommandName[] = COMMANDS.map((c) => c.name);
+
+/**
+ * The twelve consumed queues (operations.md §0.3), spelled exactly as on the wire. The queue
+ * table of `src/events/` is the owner of this list; a cross-layer test must keep them equal
+ * (config may not import from events, style.md §2.1).
+ */
+export const QUEUE_NAMES = [
+  "statusngin_hoststatus",
+  "statusngin_servicestatus",
+  "statusngin_hostchecks",
+  "statusngin_servicechecks",
+  "statusngin_service_perfdata",
+  "statusngin_statechanges",
+  "statusngin_logentries",
+  "statusngin_notifications",
+  "statusngin_contactnotificationmethod",
+  "statusngin_acknowledgements",
+  "statusngin_downtimes",
+  "statusngin_core_restart",
+] as const;
+
+/** How a setting's value is written and checked. */
+export type Kind =
+  | {
+    readonly type: "string";
+    /** An explicit empty value (flag or file) is a real value, e.g. "disabled". */
+    readonly allowEmpty?: boolean;
+    /** Characters refused anywhere in the value. */
+    readonly forbid?: string;
+    /** Longest accepted value in code points. */
+    readonly maxLength?: number;
+    /** Accepted form for help and errors; default "text". */
+    readonly form?: string;
+  }
+  | { readonly type: "integer"; readonly min: number; readonly max?: number }
+  | { readonly type: "boolean" }
+  | {
+    readonly type: "duration";
+    readonly allowZero: boolean;
+    /** Upper bound in milliseconds; timers overflow above 2^31-1 ms (about 24.8 days). */
+    readonly maxMs?: number;
+  }
+  | { readonly type: "enum"; readonly values: readonly string[] }
+  | { readonly type: "host" }
+  | { readonly type: "hostPort"; readonly emptyHost: boolean }
+  | { readonly type: "hostPortList" }
+  | { readonly type: "url"; readonly schemes: readonly string[]; readonly form: string }
+  | { readonly type: "mysqlUrl" }
+  | { readonly type: "mysqlDsn" }
+  | {
+    readonly type: "keyList";
+    readonly pattern?: RegExp;
+    readonly patternForm?: string;
+  };
+
+/** A row of the settings table. See the module documentation for what is derived. */
+export interface SettingRow {
+  /** Canonical flag name, kebab-case, without dashes. */
+  readonly flag: string;
+  /** Value format and validation. */
+  readonly kind: Kind;
+  /** One or two sentences for `--help` and the reference. */
+  readonly help: string;
+  /** Commands that accept this setting. */
+  readonly commands: readonly CommandName[];
+  /** Built-in default in textual form; absent = no default (optional or required). */
+  readonly default?: string;
+  /** Per-command defaults overriding `default`. */
+  readonly commandDefaults?: Readonly<Partial<Record<CommandName, string>>>;
+  /** Refuse to run without a value. */
+  readonly required?: true;
+  /** Contains a password or keys: masked in help, errors, warnings and logs (D8). */
+  readonly secret?: true;
+  /** Env var override (documented exception), or `false` for no env var. */
+  readonly env?: string | false;
+  /** YAML key override (documented exception), or `false` for no file key. */
+  readonly yaml?: string | false;
+  /** Further flag spellings (the Go worker's). */
+  readonly flagAliases?: readonly string[];
+  /** Further env var spellings. */
+  readonly envAliases?: readonly string[];
+  /** Further YAML keys with the same meaning (not legacy: two of them in one file refuse). */
+  readonly yamlAliases?: readonly string[];
+  /**
+   * Legacy PHP `config.yml` keys translated into this setting (operations.md §1.9); the
+   * translation itself lives in `legacy.ts`. A new key in the same file wins, with a warning.
+   */
+  readonly legacyKeys?: readonly string[];
+  /** Also taken from the first positional argument (losstest mode). */
+  readonly positional?: true;
+  /**
+   * Input-only row: its value is converted and handed to other settings instead of having
+   * a key of its own (`mysql-dsn` → `mysql-url`, `metrics-listen-addr` → host and port).
+   * Both given by the same source refuses.
+   */
+  readonly feeds?: readonly Feed[];
+  /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
+  readonly unit?: "days";
+  /** Retention target of an `age-*` row (operations.md §3.2), in processing order. */
+  readonly retention?: { readonly table: string; readonly column: string };
+}
+
+/** How an input-only row sets another setting: the target's textual value. */
+export interface Feed {
+  /** Flag of the target setting. */
+  readonly target: string;
+  /** Convert the input row's parsed value into the target's textual form. */
+  readonly derive: (value: string) => string;
+}
+
+// Durations that become timers are capped at a day: setTimeout fires at once for delays above
+// 2^31-1 ms, so "720h" would silently mean "now".
+const TIMER_MAX_MS = 86_400_000;
+
+const LOG_COMMANDS = [
+  "run",
+  "schema",
+  "cleanup",
+  "status",
+  "publish",
+  "losstest",
+  "verify",
+] as const;
+const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status"] as const;
+const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as const;
+const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
+
+function metricsListenHost(value: string): string {
+  const colon = value.lastIndexOf(":");
+  const host = value.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
+  return host === "" ? "0.0.0.0" : host;
+}
+
+function metricsListenPort(value: string): string {
+  return value.slice(value.lastIndexOf(":") + 1);
+}
+
+function age<const N extends string>(
+  name: N,
+  days: number,
+  table: string,
+  column: string,
+) {
+  return {
+    flag: `age-${name}`,
+    kind: { type: "integer", min: 0 },
+    unit: "days",
+    default: String(days),
+    commands: ["cleanup"],
+    retention: { table, column },
+    help: `Delete rows of ${table} whose ${column} is older than this many days; 0 disables.`,
+  } as const;
+}
+
+/** The settings table (one row per setting; order is help order). */
+export const SETTINGS = [
+  // ---- shared by most commands -------------------------------------------------------------
+  {
+    flag: "config",
+    kind: { type: "string", form: "path of a YAML file" },
+    yaml: false,
+    commands: CONFIG_COMMANDS,
+    help: "YAML configuration file: the Go worker's flat keys and the legacy PHP config.yml " +
+      "are both understood. No default location; a named file that cannot be read or " +
+      "parsed refuses to start.",
+  },
+  {
+    flag: "log-level",
+    kind: { type: "enum", values: ["debug", "info", "warn", "error"] },
+    default: "info",
+    commands: LOG_COMMANDS,
+    help: "Least severe level that is logged.",
+  },
+  {
+    flag: "log-format",
+    kind: { type: "enum", values: ["text", "json"] },
+    default: "text",
+    commands: LOG_COMMANDS,
+    help: "Log records as key=value text or as JSON, one per line on stdout.",
+  },
+
+  // ---- broker ------------------------------------------------------------------------------
+  {
+    flag: "consumer",
+    kind: { type: "enum", values: ["gearman", "rabbitmq"] },
+    default: "gearman",
+    commands: ["run"],
+    legacyKeys: ["use_gearman", "use_rabbitmq"],
+    help: "Queue backend to consume from; also the broker /commands publishes to.",
+  },
+  {
+    flag: "gearman-addr",
+    kind: { type: "hostPortList" },
+    default: "127.0.0.1:4730",
+    commands: GEARMAN_COMMANDS,
+    legacyKeys: ["gearman"],
+    help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
+      "server (D9).",
+  },
+  {
+    flag: "gearman-max-concurrent-jobs-per-queue",
+    kind: { type: "integer", min: 1 },
+    default: "8",
+    commands: ["run"],
+    help: "Jobs of one queue handled at the same time (per queue, per server); the backlog " +
+      "beyond it waits at gearmand. statusngin_downtimes always uses 1.",
+  },
+  {
+    flag: "gearman-reconnect-interval",
+    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+    default: "2s",
+    commands: ["run"],
+    help: "Pause before a lost Gearman connection is dialled again.",
+  },
+  {
+    flag: "gearman-heartbeat-interval",
+    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+    default: "15s",
+    commands: ["run"],
+    help: "Silence on a Gearman connection after which an ECHO_REQ probe is sent; 0 disables " +
+      "the probe.",
+  },
+  {
+    flag: "gearman-heartbeat-timeout",
+    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+    default: "5s",
+    commands: ["run"],
+    help: "Time an ECHO_REQ probe may take before the connection is considered dead and " +
+      "rebuilt.",
+  },
+  {
+    flag: "rabbitmq-url",
+    kind: {
+      type: "url",
+      schemes: ["amqp", "amqps"],
+      form: "amqp://user:password@host:port/vhost (percent-encoded)",
+    },
+    default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
+    secret: true,
+    commands: ["run"],
+    legacyKeys: ["rabbitmq"],
+    help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /.",
+  },
+  {
+    flag: "rabbitmq-prefetch",
+    kind: { type: "integer", min: 1, max: 65535 },
+    default: "100",
+    commands: ["run"],
+    help: "Unacknowledged messages RabbitMQ may push per queue.",
+  },
+
+  // ---- shutdown ----------------------------------------------------------------------------
+  {
+    flag: "drain-timeout",
+    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+    default: "30s",
+    commands: ["run"],
+    help: "On shutdown, how long jobs in flight may take to commit before their connections " +
+      "close; whatever did not commit is redelivered by the broker (D1).",
+  },
+  {
+    flag: "shutdown-flush-timeout",
+    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+    default: "10s",
+    commands: ["run"],
+    help: "On shutdown, the budget shared by all table writers for their final flush.",
+  },
+
+  // ---- MySQL -------------------------------------------------------------------------------
+  {
+    flag: "mysql-url",
+    kind: { type: "mysqlUrl" },
+    default: "mysql://root@127.0.0.1:3306/statusengine",
+    secret: true,
+    commands: MYSQL_COMMANDS,
+    legacyKeys: ["mysql"],
+    help: "MySQL/MariaDB database. Percent-encode special characters in user and password; " +
+      "add ?socketPath=/path for a Unix socket. Mutually exclusive with --mysql-dsn within " +
+      "one source.",
+  },
+  {
+    flag: "mysql-dsn",
+    kind: { type: "mysqlDsn" },
+    secret: true,
+    commands: MYSQL_COMMANDS,
+    feeds: [{ target: "mysql-url", derive: (url: string) => url }],
+    help: "The same database in the Go worker's DSN syntax, e.g. " +
+      "user:password@tcp(host:3306)/database?parseTime=true or " +
+      "user:password@unix(/run/mysqld/mysqld.sock)/database; converted to --mysql-url.",
+  },
+  {
+    flag: "mysql-max-open-conns",
+    kind: { type: "integer", min: 1 },
+    default: "25",
+    commands: ["run"],
+    help: "Size of the MySQL connection pool; keep it at 15 or more so the final flushes of " +
+      "all writers run in parallel.",
+  },
+  {
+    flag: "mysql-batch-size",
+    kind: { type: "integer", min: 1, max: 700 },
+    default: "100",
+    commands: ["run"],
+    legacyKeys: ["number_of_bulk_records"],
+    help: "Most rows in one bulk INSERT. 700 is the ceiling: a drain flush of the widest " +
+      "table then stays below MySQL's 65,535 placeholders.",
+  },
+  {
+    flag: "status-max-age",
+    kind: { type: "duration", allowZero: true },
+    default: "5m",
+    commands: ["run"],
+    help: "Host and service status events older than this are discarded (a newer snapshot " +
+      "supersedes them); 0 disables the filter.",
+  },
+  {
+    flag: "node-name",
+    kind: { type: "string", maxLength: 255 },
+    default: "statusengine",
+    yaml: "nodename",
+    flagAliases: ["nodename"],
+    envAliases: ["STATUSENGINE_NODENAME"],
+    legacyKeys: ["node_name"],
+    commands: ["run"],
+    help: "Name of this node, written to node_name (part of the downtime tables' primary " +
+      "key): keep the legacy worker's node_name when migrating.",
+  },
+  {
+    flag: "dead-letter-file",
+    kind: { type: "string", allowEmpty: true, form: "path; empty disables" },
+    default: "statusengine-dead-letters.ndjson",
+    commands: ["run"],
+    help: "NDJSON file that receives payloads which cannot be decoded or rows MySQL rejects " +
+      "(D7); relative to the working directory. An explicit empty value (flag or file) " +
+      "disables it.",
+  },
+  {
+    flag: "enable-openitcockpit-tweaks",
+    kind: { type: "boolean" },
+    default: "false",
+    env: "ENABLE_OPENITCOCKPIT_TWEAKS",
+    envAliases: ["STATUSENGINE_ENABLE_OPENITCOCKPIT_TWEAKS"],
+    legacyKeys: ["is_openitcockpit"],
+    commands: ["run"],
+    help: "On a core restart, delete status rows of objects missing or disabled in " +
+      "openITCOCKPIT instead of rows older than the restart.",
+  },
+
+  // ---- perfdata ----------------------------------------------------------------------------
+  {
+    flag: "perfdata-route",
+    kind: { type: "enum", values: ["mysql", "graphite", "both"] },
+    default: "mysql",
+    commands: ["run"],
+    legacyKeys: ["perfdata_backend"],
+    help: "Where metrics parsed from statusngin_service_perfdata go.",
+  },
+  {
+    flag: "graphite-addr",
+    kind: { type: "hostPort", emptyHost: false },
+    default: "127.0.0.1:2003",
+    commands: ["run"],
+    legacyKeys: ["graphite_address", "graphite_port"],
+    help: "Carbon plaintext listener; only dialled when perfdata goes to Graphite.",
+  },
+  {
+    flag: "graphite-prefix",
+    kind: { type: "string" },
+    default: "statusengine",
+    commands: ["run"],
+    help: "First path segment of every Graphite metric; characters outside a-z A-Z 0-9 ^ - . " +
+      "become _.",
+  },
+  {
+    flag: "graphite-batch-size",
+    kind: { type: "integer", min: 1, max: 1000 },
+    default: "100",
+    commands: ["run"],
+    help: "Most metrics in one Carbon write (a failed write drops its batch).",
+  },
+
+  // ---- HTTP --------------------------------------------------------------------------------
+  {
+    flag: "metrics-port",
+    kind: { type: "integer", min: 0, max: 65535 },
+    default: "9105",
+    commands: ["run"],
+    help: "Port of GET /metrics (Prometheus, no authentication); 0 disables the endpoint.",
+  },
+  {
+    flag: "metrics-host",
+    kind: { type: "host" },
+    default: "0.0.0.0",
+    commands: ["run"],
+    help: "Address the /metrics listener binds to.",
+  },
+  {
+    flag: "metrics-listen-addr",
+    kind: { type: "hostPort", emptyHost: true },
+    commands: ["run"],
+    feeds: [
+      { target: "metrics-host", derive: metricsListenHost },
+      { target: "metrics-port", derive: metricsListenPort },
+    ],
+    help: "The Go worker's form of --metrics-host and --metrics-port together (:9105 = all " +
+      "interfaces).",
+  },
+  {
+    flag: "listen-addr",
+    kind: { type: "hostPort", emptyHost: true },
+    default: "127.0.0.1:8080",
+    commands: ["run"],
+    help: "Listener of the GET /ws event stream (:port = all interfaces).",
+  },
+  {
+    flag: "api-keys",
+    kind: { type: "keyList" },
+    default: "",
+    secret: true,
+    commands: ["run"],
+    help: "Keys accepted by /ws; none = a random key is generated and logged once per run. " +
+      "Prefer the environment over the command line (/proc is world-readable).",
+  },
+  {
+    flag: "command-api-keys",
+    kind: { type: "keyList" },
+    default: "",
+    secret: true,
+    env: "STATUSENGINE_API_COMMAND_KEYS",
+    envAliases: ["STATUSENGINE_COMMAND_API_KEYS"],
+    commands: ["run"],
+    help: "Keys accepted by POST /commands; none = the endpoint is not served.",
+  },
+  {
+    flag: "command-listen-addr",
+    kind: { type: "hostPort", emptyHost: true },
+    default: "127.0.0.1:8081",
+    commands: ["run"],
+    help: "Listener of POST /commands (only started when command keys exist).",
+  },
+
+  // ---- cleanup -----------------------------------------------------------------------------
+  {
+    flag: "cleanup-batch-size",
+    kind: { type: "integer", min: 1 },
+    default: "5000",
+    commands: ["cleanup"],
+    help: "Rows per DELETE statement.",
+  },
+  {
+    flag: "cleanup-batch-pause",
+    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+    default: "0s",
+    commands: ["cleanup"],
+    help: "Pause between two DELETE batches of the same table.",
+  },
+  age("hostchecks", 5, "statusengine_hostchecks", "start_time"),
+  age("servicechecks", 5, "statusengine_servicechecks", "start_time"),
+  age("host-acknowledgements", 60, "statusengine_host_acknowledgements", "entry_time"),
+  age("service-acknowledgements", 60, "statusengine_service_acknowledgements", "entry_time"),
+  age("host-notifications", 60, "statusengine_host_notifications", "start_time"),
+  age("service-notifications", 60, "statusengine_service_notifications", "start_time"),
+  age("host-notifications-log", 60, "statusengine_host_notifications_log", "start_time"),
+  age("service-notifications-log", 60, "statusengine_service_notifications_log", "start_time"),
+  age("host-statehistory", 365, "statusengine_host_statehistory", "state_time"),
+  age("service-statehistory", 365, "statusengine_service_statehistory", "state_time"),
+  age("host-downtimes", 60, "statusengine_host_downtimehistory", "entry_time"),
+  age("service-downtimes", 60, "statusengine_service_downtimehistory", "entry_time"),
+  age("logentries", 5, "statusengine_logentries", "entry_time"),
+  age("perfdata", 90, "statusengine_perfdata", "timestamp_unix"),
+
+  // ---- schema ------------------------------------------------------------------------------
+  {
+    flag: "check",
+    kind: { type: "boolean" },
+    default: "false",
+    env: false,
+    yaml: false,
+    commands: ["schema"],
+    help: "Only compare the database with the schema and report differences; change nothing.",
+  },
+  {
+    flag: "create-database",
+    kind: { type: "boolean" },
+    default: "true",
+    env: false,
+    yaml: false,
+    commands: ["schema"],
+    help: "Create the database named in the URL when it does not exist.",
+  },
+
+  // ---- status ------------------------------------------------------------------------------
+  {
+    flag: "metrics-url",
+    kind: { type: "url", schemes: ["http", "https"], form: "http://host:port/metrics" },
+    commands: ["status"],
+    help: "/metrics of a running worker to include in the report; not read when absent.",
+  },
+  {
+    flag: "json",
+    kind: { type: "boolean" },
+    default: "false",
+    env: false,
+    yaml: false,
+    commands: ["status"],
+    help: "Print the report as one JSON document.",
+  },
+
+  // ---- publish / losstest ------------------------------------------------------------------
+  {
+    flag: "queue",
+    kind: { type: "enum", values: QUEUE_NAMES },
+    required: true,
+    env: false,
+    yaml: false,
+    commands: ["publish"],
+    help: "Queue to publish to.",
+  },
+  {
+    flag: "mode",
+    kind: { type: "enum", values: ["publish", "verify", "cleanup"] },
+    required: true,
+    positional: true,
+    env: false,
+    yaml: false,
+    commands: ["losstest"],
+    help: "publish the marker events, verify that every one arrived, or clean up the run's " +
+      "rows; given as the first argument (or --mode).",
+  },
+  {
+    flag: "run-id",
+    kind: { type: "string", forbid: "%_\\'", maxLength: 64, form: "text without % _ \\ '" },
+    required: true,
+    env: false,
+    yaml: false,
+    commands: ["losstest"],
+    help: "Identifier shared by the publish, verify and cleanup steps of one run; becomes " +
+      "part of a LIKE pattern.",
+  },
+  {
+    flag: "count",
+    kind: { type: "integer", min: 1 },
+    default: "1000",
+    commandDefaults: { losstest: "10000" },
+    env: false,
+    yaml: false,
+    commands: ["publish", "losstest"],
+    help: "Number of events to publish.",
+  },
+  {
+    flag: "events-per-job",
+    kind: { type: "integer", min: 1 },
+    default: "100",
+    env: false,
+    yaml: false,
+    commands: ["publish"],
+    help: "Events in one bulk job.",
+  },
+  {
+    flag: "form",
+    kind: { type: "enum", values: ["bulk", "single"] },
+    env: false,
+    yaml: false,
+    commands: ["publish"],
+    help: "Payload shape; default the queue's own (bulk for the eight bulk queues, single for " +
+      "the four single-event queues). Both are accepted by the worker (D3).",
+  },
+  {
+    flag: "from-file",
+    kind: { type: "string", form: "path of an NDJSON file" },
+    env: false,
+    yaml: false,
+    commands: ["publish"],
+    help: "Publish the events of this NDJSON file (one event per line) instead of synthetic " +
+      "ones.",
+  },
+
+  // ---- verify ------------------------------------------------------------------------------
+  {
+    flag: "mysql-url-a",
+    kind: { type: "mysqlUrl" },
+    required: true,
+    secret: true,
+    yaml: false,
+    commands: ["verify"],
+    help: "First database (e.g. written by the legacy worker).",
+  },
+  {
+    flag: "mysql-url-b",
+    kind: { type: "mysqlUrl" },
+    required: true,
+    secret: true,
+    yaml: false,
+    commands: ["verify"],
+    help: "Second database (e.g. written by this worker).",
+  },
+  {
+    flag: "tables",
+    kind: {
+      type: "keyList",
+      pattern: /^statusengine_[a-z0-9_]+$/,
+      patternForm: "statusengine_* table names",
+    },
+    env: false,
+    yaml: false,
+    commands: ["verify"],
+    help: "Tables to compare, comma-separated; default the sixteen tables of operations.md §5.4.",
+  },
+  {
+    flag: "limit",
+    kind: { type: "integer", min: 1 },
+    default: "5000",
+    env: false,
+    yaml: false,
+    commands: ["verify"],
+    help: "Newest rows compared per table.",
+  },
+  {
+    flag: "ignore-columns",
+    kind: { type: "keyList", pattern: /^[A-Za-z0-9_]+$/, patternForm: "column names" },
+    default: "",
+    env: false,
+    yaml: false,
+    commands: ["verify"],
+    help: "Columns left out of the comparison, comma-separated.",
+  },
+] as const satisfies readonly SettingRow[];
+
+// ---- derivations -----------------------------------------------------------------------------
+
+/** Union of the literal row types of {@linkcode SETTINGS}. */
+export type Rows = (typeof SETTINGS)[number];
+
+/** `mysql-batch-size` → `mysqlBatchSize`, at type level. */
+export type Camel<S extends string> = S extends `${infer Head}-${infer Tail}`
+  ? `${Head}${Capitalize<Camel<Tail>>}`
+  : S;
+
+/** Suffix of a row's typed key: `Ms` for durations, `Days` for day counts. */
+export type UnitSuffix<R> = R extends { readonly kind: { readonly type: "duration" } } ? "Ms"
+  : R extends { readonly unit: "days" } ? "Days"
+  : "";
+
+/** Typed key of a row: camelCase flag plus unit suffix. */
+export type SettingKey<R> = R extends { readonly flag: infer F extends string }
+  ? `${Camel<F>}${UnitSuffix<R>}`
+  : never;
+
+/** Value type of a kind: number, boolean, enum literal union, `string[]` or string. */
+export type KindValue<K> = K extends { readonly type: "integer" | "duration" } ? number
+  : K extends { readonly type: "boolean" } ? boolean
+  : K extends { readonly type: "enum"; readonly values: readonly (infer E)[] } ? E
+  : K extends { readonly type: "hostPortList" | "keyList" } ? string[]
+  : string;
+
+/** Value type of a row: `T`, or `T | undefined` without default and not required. */
+export type RowValue<R> = R extends { readonly kind: infer K }
+  ? R extends { readonly default: string } | { readonly required: true } ? KindValue<K>
+  : KindValue<K> | undefined
+  : never;
+
+/** Commands of a row, as a union. */
+export type CommandsOf<R> = R extends { readonly commands: readonly (infer C)[] } ? C : never;
+
+/**
+ * The resolved settings of one command, derived from {@linkcode SETTINGS}: one key per row of
+ * that command (input-only rows excluded), camelCase, durations in milliseconds (`…Ms`),
+ * retention ages in days (`…Days`), lists as `string[]`, enums as their literal unions,
+ * settings without default and not required as `T | undefined`.
+ */
+export type SettingsFor<C extends CommandName> = {
+  [
+    R in Rows as R extends { readonly feeds: unknown } ? never
+      : C extends CommandsOf<R> ? SettingKey<R>
+      : never
+  ]: RowValue<R>;
+};
+
+/** The table as plain rows, for code that walks it without the literal types. */
+export const SETTING_ROWS: readonly SettingRow[] = SETTINGS;
+
+/**
+ * Derived environment variable name, or `undefined` when the row has none.
+ *
+ * @param row A settings row.
+ * @returns `STATUSENGINE_<UPPER_SNAKE>` unless the row overrides it.
+ */
+export function envNameOf(row: SettingRow): string | undefined {
+  if (row.env === false) return undefined;
+  return row.env ?? derivedEnvName(row.flag);
+}
+
+/**
+ * The env name the derivation rule gives for a flag.
+ *
+ * @param flag Flag name (kebab-case).
+ * @returns `STATUSENGINE_` plus the flag in UPPER_SNAKE case.
+ */
+export function derivedEnvName(flag: string): string {
+  return `STATUSENGINE_${flag.toUpperCase().replaceAll("-", "_")}`;
+}
+
+/**
+ * Derived YAML key, or `undefined` when the row has none.
+ *
+ * @param row A settings row.
+ * @returns snake_case of the flag unless the row overrides it.
+ */
+export function yamlKeyOf(row: SettingRow): string | undefined {
+  if (row.yaml === false) return undefined;
+  return row.yaml ?? derivedYamlKey(row.flag);
+}
+
+/**
+ * The YAML key the derivation rule gives for a flag.
+ *
+ * @param flag Flag name (kebab-case).
+ * @returns The flag in snake_case.
+ */
+export function derivedYamlKey(flag: string): string {
+  return flag.replaceAll("-", "_");
+}
+
+/**
+ * Key of the row in the resolved settings object (runtime twin of {@linkcode SettingKey}).
+ *
+ * @param row A settings row.
+ * @returns camelCase flag plus `Ms` for durations or `Days` for day counts.
+ */
+export function settingKeyOf(row: SettingRow): string {
+  const camel = row.flag.replace(/-([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+  if (row.kind.type === "duration") return `${camel}Ms`;
+  if (row.unit === "days") return `${camel}Days`;
+  return camel;
+}
+
+/**
+ * The rows a command accepts, in table order.
+ *
+ * @param command A command name.
+ * @returns Its rows, input-only rows included.
+ */
+export function rowsFor(command: CommandName): SettingRow[] {
+  return SETTING_ROWS.filter((row) => row.commands.includes(command));
+}
+
+/**
+ * Default of a row for a command, in textual form.
+ *
+ * @param row A settings row.
+ * @param command The command.
+ * @returns The per-command default, else the row default, else `undefined`.
+ */
+export function defaultOf(row: SettingRow, command: CommandName): string | undefined {
+  return row.commandDefaults?.[command] ?? row.default;
+}
+
+/** One retention rule of `cleanup`, in processing order (operations.md §3.2). */
+export interface RetentionRule {
+  /** Table cleaned. */
+  readonly table: string;
+  /** Column the age is measured on (Unix seconds). */
+  readonly column: string;
+  /** Key in `SettingsFor<"cleanup">` holding the age in days. */
+  readonly key: string;
+  /** Flag of the setting. */
+  readonly flag: string;
+}
+
+/** The fourteen retention rules, derived from the `age-*` rows, in §3.2 order. */
+export const RETENTION_RULES: readonly RetentionRule[] = SETTING_ROWS.flatMap((row) =>
+  row.retention === undefined ? [] : [{ ...row.retention, key: settingKeyOf(row), flag: row.flag }]
+);

@@ -1,0 +1,454 @@
+/**
+ * Parsers for the value formats of operations.md §1.4: Go durations, Go booleans, integers,
+ * `host:port` addresses and lists, key lists, MySQL/AMQP/HTTP URLs and the go-sql-driver DSN.
+ *
+ * Every parser is pure and returns a {@linkcode Parsed} result instead of throwing, so the
+ * loader can wrap a problem into a `ConfigError` that names the setting and its source.
+ *
+ * @module
+ */
+
+/** Outcome of parsing one value: the value (plus notes worth a warning) or a problem text. */
+export type Parsed<T> =
+  | { readonly ok: true; readonly value: T; readonly notes?: readonly string[] }
+  | { readonly ok: false; readonly problem: string };
+
+function ok<T>(value: T, notes?: readonly string[]): Parsed<T> {
+  return notes === undefined || notes.length === 0
+    ? { ok: true, value }
+    : { ok: true, value, notes };
+}
+
+function fail<T>(problem: string): Parsed<T> {
+  return { ok: false, problem };
+}
+
+// Nanoseconds per unit, exactly the units Go's time.ParseDuration knows (µ as U+00B5 and
+// U+03BC both appear in real files).
+const DURATION_UNITS_NS: Readonly<Record<string, number>> = {
+  ns: 1,
+  us: 1e3,
+  "\u00b5s": 1e3,
+  "\u03bcs": 1e3,
+  ms: 1e6,
+  s: 1e9,
+  m: 60e9,
+  h: 3600e9,
+};
+
+// Go durations are int64 nanoseconds; anything beyond is "invalid duration" there.
+const MAX_DURATION_NS = 9223372036854775807;
+
+/**
+ * Parse a Go duration (`250ms`, `1h30m`, `.5s`, `-2s`, bare `0`) into milliseconds.
+ *
+ * @param text The duration as written.
+ * @returns Milliseconds (may be fractional or negative), or a problem for anything Go rejects,
+ *   including a number without a unit such as `300`.
+ */
+export function parseGoDuration(text: string): Parsed<number> {
+  let rest = text;
+  let negative = false;
+  if (rest.startsWith("-") || rest.startsWith("+")) {
+    negative = rest.startsWith("-");
+    rest = rest.slice(1);
+  }
+  if (rest === "0") return ok(0);
+  if (rest === "") return fail(`${JSON.stringify(text)} is not a duration`);
+  let totalNs = 0;
+  while (rest !== "") {
+    const number = /^([0-9]*)(?:\.([0-9]*))?/.exec(rest);
+    const whole = number?.[1] ?? "";
+    const fraction = number?.[2];
+    if (whole === "" && (fraction === undefined || fraction === "")) {
+      return fail(`${JSON.stringify(text)} is not a duration`);
+    }
+    rest = rest.slice(number?.[0].length ?? 0);
+    const unit = /^[^0-9.]+/.exec(rest)?.[0];
+    if (unit === undefined) {
+      return fail(`${JSON.stringify(text)} has a number without a unit`);
+    }
+    const unitNs = DURATION_UNITS_NS[unit];
+    if (unitNs === undefined) {
+      return fail(`${JSON.stringify(text)} has the unknown unit ${JSON.stringify(unit)}`);
+    }
+    rest = rest.slice(unit.length);
+    const value = Number(whole === "" ? "0" : whole) +
+      (fraction === undefined || fraction === "" ? 0 : Number(`0.${fraction}`));
+    totalNs += value * unitNs;
+  }
+  if (totalNs > MAX_DURATION_NS) return fail(`${JSON.stringify(text)} is too long a duration`);
+  const ms = totalNs / 1e6;
+  return ok(negative ? -ms : ms);
+}
+
+/**
+ * Render milliseconds in Go duration syntax (`1h30m`, `250ms`, `0s`), for help and logs.
+ *
+ * @param ms Milliseconds.
+ * @returns The shortest exact Go spelling built from h, m, s and ms (µs/ns for fractions).
+ */
+export function formatGoDuration(ms: number): string {
+  if (ms === 0) return "0s";
+  if (ms < 0) return `-${formatGoDuration(-ms)}`;
+  let rest = ms;
+  let out = "";
+  for (const [unit, size] of [["h", 3_600_000], ["m", 60_000], ["s", 1000]] as const) {
+    if (rest >= size) {
+      const count = Math.floor(rest / size);
+      out += `${count}${unit}`;
+      rest -= count * size;
+    }
+  }
+  if (rest > 0) {
+    out += Number.isInteger(rest) ? `${rest}ms` : `${Math.round(rest * 1e6)}ns`;
+  }
+  return out;
+}
+
+const GO_TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
+const GO_FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
+
+/**
+ * Parse a boolean with Go's `strconv.ParseBool` spellings (operations.md §1.2).
+ *
+ * @param text `1 t T TRUE true True` or `0 f F FALSE false False`.
+ * @returns The boolean, or a problem for anything else (`on`, `yes`, …).
+ */
+export function parseGoBoolean(text: string): Parsed<boolean> {
+  if (GO_TRUE.has(text)) return ok(true);
+  if (GO_FALSE.has(text)) return ok(false);
+  return fail(`${JSON.stringify(text)} is not a boolean`);
+}
+
+/**
+ * Parse a decimal integer (optional sign, digits only, within the safe integer range).
+ *
+ * @param text The integer as written.
+ * @returns The number, or a problem.
+ */
+export function parseDecimalInteger(text: string): Parsed<number> {
+  if (!/^[+-]?[0-9]+$/.test(text)) return fail(`${JSON.stringify(text)} is not an integer`);
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(text)} is too large`);
+  return ok(value);
+}
+
+const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
+const IPV6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
+
+/**
+ * Check a host name, IPv4 address or bare IPv6 address (no brackets).
+ *
+ * @param host The host.
+ * @returns The host unchanged, or a problem.
+ */
+export function parseHost(host: string): Parsed<string> {
+  if (HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
+  return fail(`${JSON.stringify(host)} is not a host name or IP address`);
+}
+
+/** A `host:port` address split into its parts; `host` is `""` for "all interfaces". */
+export interface HostPort {
+  /** Host name or IP address, IPv6 without brackets; empty for all interfaces. */
+  readonly host: string;
+  /** Port 1..65535. */
+  readonly port: number;
+}
+
+/**
+ * Split `host:port`, `[v6]:port` or `:port` (operations.md §1.4 "Addresses").
+ *
+ * @param addr The address.
+ * @param options `emptyHost: true` accepts `:port` (listen addresses).
+ * @returns Host and port, or a problem.
+ */
+export function splitHostPort(
+  addr: string,
+  options: { emptyHost?: boolean } = {},
+): Parsed<HostPort> {
+  let host: string;
+  let portText: string;
+  if (addr.startsWith("[")) {
+    const close = addr.indexOf("]");
+    if (close < 0 || addr[close + 1] !== ":") {
+      return fail(`${JSON.stringify(addr)} is not host:port`);
+    }
+    host = addr.slice(1, close);
+    portText = addr.slice(close + 2);
+    if (!IPV6.test(host)) return fail(`${JSON.stringify(addr)} has an invalid IPv6 address`);
+  } else {
+    const colon = addr.lastIndexOf(":");
+    if (colon < 0) return fail(`${JSON.stringify(addr)} has no port (write host:port)`);
+    host = addr.slice(0, colon);
+    portText = addr.slice(colon + 1);
+    if (host.includes(":")) {
+      return fail(`${JSON.stringify(addr)} needs brackets around the IPv6 address ([::1]:port)`);
+    }
+    if (host !== "" && !HOST_NAME.test(host)) {
+      return fail(`${JSON.stringify(addr)} has an invalid host`);
+    }
+  }
+  if (host === "" && options.emptyHost !== true) {
+    return fail(`${JSON.stringify(addr)} has no host`);
+  }
+  if (!/^[0-9]{1,5}$/.test(portText)) {
+    return fail(`${JSON.stringify(addr)} has an invalid port`);
+  }
+  const port = Number(portText);
+  if (port < 1 || port > 65535) {
+    return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
+  }
+  return ok({ host, port });
+}
+
+/**
+ * Join host and port back into the canonical `host:port` form (brackets for IPv6).
+ *
+ * @param address Host and port.
+ * @returns `host:port`, `[v6]:port` or `:port`.
+ */
+export function joinHostPort(address: HostPort): string {
+  return address.host.includes(":")
+    ? `[${address.host}]:${address.port}`
+    : `${address.host}:${address.port}`;
+}
+
+/**
+ * Split a comma-separated list: entries trimmed, empty entries dropped (operations.md §1.2).
+ *
+ * @param text The list.
+ * @returns The entries.
+ */
+export function splitList(text: string): string[] {
+  return text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "");
+}
+
+function decodes(part: string): boolean {
+  try {
+    decodeURIComponent(part);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Validate a URL of the given schemes, for AMQP and HTTP settings.
+ *
+ * @param text The URL.
+ * @param schemes Accepted schemes without the colon (`amqp`, `amqps`).
+ * @returns The URL as given, or a problem; the problem never contains the password.
+ */
+export function parseUrl(text: string, schemes: readonly string[]): Parsed<string> {
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1]?.toLowerCase();
+  if (scheme === undefined || !schemes.includes(scheme)) {
+    return fail(`must start with ${schemes.map((s) => `${s}://`).join(" or ")}`);
+  }
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return fail("is not a valid URL (percent-encode special characters in user and password)");
+  }
+  if (url.hostname === "") return fail("names no host");
+  if (!decodes(url.username) || !decodes(url.password) || !decodes(url.pathname)) {
+    return fail("has a malformed percent-encoding");
+  }
+  if (url.hash !== "") {
+    return fail("has a #fragment (percent-encode # in the password as %23)");
+  }
+  return ok(text);
+}
+
+/**
+ * Validate a MySQL URL, the internal form of the MySQL connection (D8):
+ * `mysql://user:password@host:port/database[?option=value]`. Query options are passed to
+ * mysql2 as they are (`?socketPath=/run/mysqld/mysqld.sock` selects a Unix socket).
+ *
+ * @param text The URL.
+ * @returns The URL as given, or a problem that never contains the password.
+ */
+export function parseMysqlUrl(text: string): Parsed<string> {
+  const base = parseUrl(text, ["mysql"]);
+  if (!base.ok) return base;
+  const url = new URL(text);
+  const database = url.pathname.slice(1);
+  if (database === "") return fail("names no database (mysql://user:password@host:port/database)");
+  if (database.includes("/")) return fail("has a database name containing /");
+  return ok(text);
+}
+
+// DSN parameters that mean nothing for mysql2 or describe what it does anyway; accepted and
+// dropped without a word (operations.md §1.4 "SHOULD be accepted and ignored").
+const DSN_PARAMS_IGNORED_QUIETLY = new Set([
+  "parseTime",
+  "loc",
+  "interpolateParams",
+  "allowNativePasswords",
+  "clientFoundRows",
+  "maxAllowedPacket",
+  "checkConnLiveness",
+  "columnsWithAlias",
+  "rejectReadOnly",
+  "multiStatements",
+  "readTimeout",
+  "writeTimeout",
+]);
+
+/**
+ * Convert a go-sql-driver DSN into the internal MySQL URL (operations.md §1.4, D8).
+ *
+ * Grammar `[user[:password]@][net[(addr)]]/dbname[?param=value&…]`, split exactly as the Go
+ * driver does: the last `/` ends the address, the last `@` before it ends the credentials and
+ * the first `:` separates user from password, so passwords may contain `@`, `:` and `/`.
+ * `tcp`/`tcp6` (default `127.0.0.1:3306`, port 3306 added when missing) and `unix` (default
+ * `/tmp/mysql.sock`, mapped to `?socketPath=`) are supported. `timeout` becomes
+ * `connectTimeout`, `tls=true|skip-verify` becomes mysql2's `ssl` option; `charset` and
+ * `collation` are ignored because the connection is always utf8mb4.
+ *
+ * @param dsn The DSN.
+ * @returns The URL plus notes on ignored parameters, or a problem without the password.
+ */
+export function mysqlDsnToUrl(dsn: string): Parsed<string> {
+  const slash = dsn.lastIndexOf("/");
+  if (slash < 0) {
+    return fail("has no /database part (user:password@tcp(host:3306)/database)");
+  }
+  let user = "";
+  let password = "";
+  let net = "";
+  let addr = "";
+  if (slash > 0) {
+    const left = dsn.slice(0, slash);
+    const at = left.lastIndexOf("@");
+    if (at >= 0) {
+      const credentials = left.slice(0, at);
+      const colon = credentials.indexOf(":");
+      user = colon < 0 ? credentials : credentials.slice(0, colon);
+      password = colon < 0 ? "" : credentials.slice(colon + 1);
+    }
+    const protocol = left.slice(at + 1);
+    const open = protocol.indexOf("(");
+    if (open >= 0) {
+      if (!protocol.endsWith(")")) return fail("has an unterminated (address)");
+      net = protocol.slice(0, open);
+      addr = protocol.slice(open + 1, -1);
+    } else {
+      net = protocol;
+    }
+  }
+  const rest = dsn.slice(slash + 1);
+  const question = rest.indexOf("?");
+  const rawDatabase = question < 0 ? rest : rest.slice(0, question);
+  const rawParams = question < 0 ? "" : rest.slice(question + 1);
+  if (!decodes(rawDatabase)) return fail("has a malformed percent-encoding in the database name");
+  const database = decodeURIComponent(rawDatabase);
+  if (database === "") return fail("names no database (user:password@tcp(host:3306)/database)");
+
+  const query = new URLSearchParams();
+  let host: string;
+  if (net === "" || net === "tcp" || net === "tcp4" || net === "tcp6") {
+    if (addr === "") {
+      host = "127.0.0.1:3306";
+    } else {
+      const split = splitHostPort(withDefaultPort(addr, 3306));
+      if (!split.ok) return fail(`has an invalid tcp address: ${split.problem}`);
+      host = joinHostPort(split.value);
+    }
+  } else if (net === "unix") {
+    host = "localhost";
+    query.set("socketPath", addr === "" ? "/tmp/mysql.sock" : addr);
+  } else {
+    return fail(`has the unsupported protocol ${JSON.stringify(net)} (use tcp or unix)`);
+  }
+
+  const notes: string[] = [];
+  const ignored: string[] = [];
+  for (const pair of rawParams === "" ? [] : rawParams.split("&")) {
+    const eq = pair.indexOf("=");
+    if (eq < 0) return fail(`has the parameter ${JSON.stringify(pair)} without a value`);
+    const name = pair.slice(0, eq);
+    const rawValue = pair.slice(eq + 1);
+    if (!decodes(rawValue)) return fail(`has a malformed value for parameter ${name}`);
+    const value = decodeURIComponent(rawValue);
+    if (name === "timeout") {
+      const timeout = parseGoDuration(value);
+      if (!timeout.ok || timeout.value <= 0) {
+        return fail(`has an invalid timeout ${JSON.stringify(value)} (a Go duration like 5s)`);
+      }
+      query.set("connectTimeout", String(Math.ceil(timeout.value)));
+    } else if (name === "tls") {
+      if (value === "true") query.set("ssl", "{}");
+      else if (value === "skip-verify") query.set("ssl", '{"rejectUnauthorized":false}');
+      else if (value === "preferred") ignored.push("tls=preferred (no opportunistic TLS)");
+      else if (value !== "false") {
+        return fail(
+          `has an unsupported tls value ${JSON.stringify(value)} (true, skip-verify, false)`,
+        );
+      }
+    } else if (name === "charset" || name === "collation") {
+      if (!value.toLowerCase().startsWith("utf8mb4")) {
+        notes.push(
+          `${name}=${value} is ignored: the connection always uses utf8mb4 (operations.md §1.4)`,
+        );
+      }
+    } else if (!DSN_PARAMS_IGNORED_QUIETLY.has(name)) {
+      ignored.push(name);
+    }
+  }
+  if (ignored.length > 0) {
+    notes.push(`DSN parameter(s) ${ignored.join(", ")} have no effect and are ignored`);
+  }
+
+  const credentials = user === ""
+    ? ""
+    : `${encodeURIComponent(user)}${password === "" ? "" : `:${encodeURIComponent(password)}`}@`;
+  const search = query.size === 0 ? "" : `?${query.toString()}`;
+  const url = `mysql://${credentials}${host}/${encodeURIComponent(database)}${search}`;
+  const checked = parseMysqlUrl(url);
+  if (!checked.ok) return checked;
+  return ok(url, notes);
+}
+
+// Go's normalizeAddr: add the default port when the address has none; a bare IPv6 address
+// (two or more colons, no brackets) gets brackets.
+function withDefaultPort(addr: string, port: number): string {
+  if (addr.startsWith("[")) return addr.includes("]:") ? addr : `${addr}:${port}`;
+  const colons = addr.split(":").length - 1;
+  if (colons === 0) return `${addr}:${port}`;
+  return colons === 1 ? addr : `[${addr}]:${port}`;
+}
+
+const SECRET_QUERY_PARAMS = /([?&](?:password|passwd|pass|pwd)=)[^&#]*/gi;
+
+/**
+ * Mask the password of a URL (`mysql://u:****@h/db`) or of a go-sql-driver DSN
+ * (`u:****@tcp(h:3306)/db`), plus `password=` query parameters.
+ *
+ * Conservative by design: everything between the first `:` of the user part and the LAST `@`
+ * is masked, so an unencoded `@`, `/` or `?` inside a password cannot leak part of it; the
+ * price is over-masking a URL that has `@` in its path or query.
+ *
+ * @param url URL or DSN, valid or not.
+ * @returns The same text with the secret parts replaced by `****`.
+ * @example Masking a URL
+ * ```ts
+ * import { redactUrl } from "./values.ts";
+ * redactUrl("mysql://root:secret@127.0.0.1:3306/statusengine");
+ * // "mysql://root:****@127.0.0.1:3306/statusengine"
+ * ```
+ */
+export function redactUrl(url: string): string {
+  const schemeEnd = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(url)?.[0].length ?? 0;
+  const at = url.lastIndexOf("@");
+  let out = url;
+  if (at > schemeEnd) {
+    const credentials = url.slice(schemeEnd, at);
+    const colon = credentials.indexOf(":");
+    if (colon >= 0) {
+      out = `${url.slice(0, schemeEnd + colon + 1)}****${url.slice(at)}`;
+    }
+  }
+  return out.replace(SECRET_QUERY_PARAMS, "$1****");
+}
