@@ -23,6 +23,7 @@ import { COMPONENTS } from "./metrics/catalogue.ts";
 import { type MetricsServer, startMetricsServer } from "./metrics/server.ts";
 import { batchedTables, downtimeTables, Pipeline } from "./pipeline/pipeline.ts";
 import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline/dead_letter.ts";
+import { GraphiteClient } from "./graphite/client.ts";
 import { identity, versionLine } from "./version.ts";
 import { deadline } from "./util/async.ts";
 import { errorMessage, getLogger } from "./log.ts";
@@ -49,6 +50,8 @@ export interface WorkerConfig {
   /** NDJSON path, or null when disabled by an explicit empty value. */
   readonly deadLetterFile: string | null;
   readonly perfdataRoute: PerfdataRoute;
+  /** Carbon plaintext listener, path prefix and metrics per write (F4–F6). */
+  readonly graphite: { readonly addr: string; readonly prefix: string; readonly batchSize: number };
   readonly openItcockpit: boolean;
   /** null disables the metrics listener (`--metrics-port 0`). */
   readonly metrics: { readonly hostname: string; readonly port: number } | null;
@@ -198,6 +201,21 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     }
 
     const executor = poolExecutor(pool);
+    // Built whatever the route (its availability gauge reads 1); it only dials when used.
+    const graphite = new GraphiteClient({
+      addr: config.graphite.addr,
+      prefix: config.graphite.prefix,
+      batchSize: config.graphite.batchSize,
+      metrics: {
+        written: metrics.graphiteMetricsWritten,
+        flushes: metrics.graphiteFlushes,
+        dropped: metrics.graphiteMetricsDropped,
+        available: metrics.graphiteAvailable,
+        errors: metrics.pipelineErrors,
+      },
+      ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+    });
+    cleanups.push(() => graphite.close(0));
     const pipeline = new Pipeline({
       executor,
       batchSize: config.batchSize,
@@ -207,6 +225,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       statusMaxAgeSeconds: config.statusMaxAgeSeconds,
       openItcockpit: config.openItcockpit,
       perfdataToMysql: config.perfdataRoute !== "graphite",
+      ...(config.perfdataRoute === "mysql" ? {} : { graphite }),
       ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
     });
     cleanups.push(() => pipeline.close(0));
@@ -267,7 +286,15 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       pipeline,
       consumer,
       stop() {
-        stopping ??= shutdown(config, consumer, pipeline, pool, deadLetters, metricsServer);
+        stopping ??= shutdown(
+          config,
+          consumer,
+          pipeline,
+          graphite,
+          pool,
+          deadLetters,
+          metricsServer,
+        );
         return stopping;
       },
     };
@@ -292,6 +319,7 @@ async function shutdown(
   config: WorkerConfig,
   consumer: GearmanConsumer,
   pipeline: Pipeline,
+  graphite: GraphiteClient,
   pool: mysql.Pool,
   deadLetters: DeadLetterSink,
   server: MetricsServer | undefined,
@@ -300,7 +328,13 @@ async function shutdown(
   // 1. No new jobs; running ones get the drain timeout to commit and be acknowledged (D1, G9).
   await step("drain consumer", () => consumer.stop());
   // 2. Whatever the writers still hold, within the flush budget (W9).
-  await step("flush writers", () => pipeline.close(config.shutdownFlushTimeoutMs));
+  // Writers and Graphite flush concurrently under the one budget (W9).
+  await step("flush writers", async () => {
+    await Promise.all([
+      pipeline.close(config.shutdownFlushTimeoutMs),
+      graphite.close(config.shutdownFlushTimeoutMs),
+    ]);
+  });
   await step("close dead-letter file", () => deadLetters.close());
   // 3. The pool; a hung MySQL must not hold the process.
   await step("close MySQL pool", async () => {

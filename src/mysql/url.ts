@@ -23,10 +23,13 @@ export interface MysqlUrlOptions {
   readonly charset: "utf8mb4";
   /** Connect timeout in milliseconds from the `connectTimeout` query parameter. */
   readonly connectTimeout?: number;
+  /** TLS options from the `ssl` query parameter (`true` or a JSON object for mysql2's `ssl`). */
+  readonly ssl?: Readonly<Record<string, unknown>>;
 }
 
 const SCHEMES: readonly string[] = ["mysql:", "mariadb:"];
-const QUERY_PARAMETERS: readonly string[] = ["socket", "connectTimeout"];
+// `socketPath` is what the Go DSN conversion (src/config) writes; `socket` is a short alias.
+const QUERY_PARAMETERS: readonly string[] = ["socket", "socketPath", "connectTimeout", "ssl"];
 const MASK = "****";
 const SECRET_PARAMETER = /pass|pwd|secret|token/i;
 const STAND_IN_HOST = "localhost";
@@ -136,8 +139,11 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   if (path.includes("/")) fail(`the path must name one database, got "/${path}"`);
   const database = decodeComponent(path, "database name", url);
 
-  const socket = parsed.searchParams.get("socket");
-  if (socket === "") fail(`query parameter "socket" is empty`);
+  if (parsed.searchParams.has("socket") && parsed.searchParams.has("socketPath")) {
+    fail(`give either "socket" or "socketPath", not both`);
+  }
+  const socket = parsed.searchParams.get("socketPath") ?? parsed.searchParams.get("socket");
+  if (socket === "") fail(`query parameter "socketPath" is empty`);
   const host = loose.emptyHost ? "" : parsed.hostname.replace(/^\[(.*)\]$/, "$1");
   if (socket === null && host === "") fail("missing host");
   let port = 3306;
@@ -156,6 +162,21 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
     }
   }
 
+  const sslText = parsed.searchParams.get("ssl");
+  let ssl: Record<string, unknown> | undefined;
+  if (sslText !== null) {
+    if (sslText === "true") ssl = {};
+    else {
+      try {
+        const value: unknown = JSON.parse(sslText);
+        if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error();
+        ssl = value as Record<string, unknown>;
+      } catch {
+        fail(`query parameter "ssl" must be "true" or a JSON object of mysql2 TLS options`);
+      }
+    }
+  }
+
   return {
     ...(socket === null ? { host, port } : { socketPath: socket }),
     user,
@@ -163,5 +184,6 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
     ...(database === "" ? {} : { database }),
     charset: "utf8mb4",
     ...(connectTimeout === undefined ? {} : { connectTimeout }),
+    ...(ssl === undefined ? {} : { ssl }),
   };
 }

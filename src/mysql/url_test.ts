@@ -81,7 +81,7 @@ Deno.test("mysqlOptionsFromUrl: malformed URLs throw a TypeError that never show
     ["mysql://u:secret@h/d?connectTimeout=soon", /connectTimeout/],
     ["mysql://u:secret@h/d?connectTimeout=0", /connectTimeout/],
     ["mysql://u:secret@h/d?connectTimeout=1&connectTimeout=2", /more than once/],
-    ["mysql://u:secret@h/d?socket=", /"socket" is empty/],
+    ["mysql://u:secret@h/d?socket=", /"socketPath" is empty/],
     ["mysql://u:secret%zz@h/d", /percent-encoding in the password/],
     ["mysql://u:secret@h/d#frag", /fragment/],
     ["mysql://u:sec/ret@h/d", /not a valid URL/],
@@ -127,4 +127,25 @@ Deno.test("redactUrl: strings that are not URLs are masked generously", () => {
   ];
   for (const [input, expected] of cases) assert.equal(redactUrl(input), expected, input);
   assert.equal(redactUrl("just words"), "just words");
+});
+
+Deno.test("url: the forms the Go DSN conversion produces are understood (socketPath, ssl)", async () => {
+  const { mysqlDsnToUrl } = await import("../config/values.ts");
+  for (
+    const [dsn, check] of [
+      ["se:pw@unix(/run/mysqld/mysqld.sock)/db", { socketPath: "/run/mysqld/mysqld.sock" }],
+      ["se:pw@tcp(db:3306)/db?tls=true", { ssl: {} }],
+      ["se:pw@tcp(db:3306)/db?tls=skip-verify&timeout=5s", {
+        ssl: { rejectUnauthorized: false },
+        connectTimeout: 5000,
+      }],
+    ] as const
+  ) {
+    const converted = mysqlDsnToUrl(dsn);
+    assert.ok(converted.ok, dsn);
+    const options = mysqlOptionsFromUrl(converted.value) as unknown as Record<string, unknown>;
+    for (const [k, v] of Object.entries(check)) {
+      assert.deepEqual(options[k], v, `${dsn}: ${k}`);
+    }
+  }
 });

@@ -26,6 +26,7 @@ export function testConfig(
     nodeName: "N",
     deadLetterFile: null,
     perfdataRoute: "mysql",
+    graphite: { addr: "127.0.0.1:2003", prefix: "statusengine", batchSize: 100 },
     openItcockpit: false,
     metrics: null,
     statsIntervalMs: 0,

@@ -1,0 +1,126 @@
+import assert from "node:assert/strict";
+import { Counter, Gauge, Registry } from "prom-client";
+import { GraphiteClient, type GraphiteMetrics } from "./client.ts";
+
+function metrics(): GraphiteMetrics & { registry: Registry } {
+  const registry = new Registry();
+  const r = [registry];
+  return {
+    registry,
+    written: new Counter({ name: "w", help: "w", registers: r }),
+    flushes: new Counter({ name: "f", help: "f", registers: r }),
+    dropped: new Counter({ name: "d", help: "d", registers: r }),
+    available: new Gauge({ name: "a", help: "a", registers: r }),
+    errors: new Counter({ name: "e", help: "e", labelNames: ["component"], registers: r }),
+  };
+}
+
+async function value(m: Counter | Gauge): Promise<number> {
+  return (await m.get()).values[0]?.value ?? 0;
+}
+
+/** A Carbon stand-in that collects received text. */
+function carbon(): { addr: string; text(): string; close(): Promise<void> } {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const chunks: string[] = [];
+  const conns: Deno.Conn[] = [];
+  const loop = (async () => {
+    for await (const conn of listener) {
+      conns.push(conn);
+      void (async () => {
+        const buf = new Uint8Array(65536);
+        try {
+          for (;;) {
+            const n = await conn.read(buf);
+            if (n === null) break;
+            chunks.push(new TextDecoder().decode(buf.subarray(0, n)));
+          }
+        } catch {
+          // closed
+        }
+      })();
+    }
+  })();
+  return {
+    addr: `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    text: () => chunks.join(""),
+    async close() {
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch {
+          // closed
+        }
+      }
+      await loop.catch(() => {});
+    },
+  };
+}
+
+const row = (label: string, value: number) => ({
+  hostname: "host.example.com",
+  service_description: "Disk Usage /var",
+  label,
+  value,
+  timestamp: 1785470664000,
+  timestamp_unix: 1785470664,
+  unit: "",
+});
+
+Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted as written and flushed", async () => {
+  const server = carbon();
+  const m = metrics();
+  const client = new GraphiteClient({
+    addr: server.addr,
+    prefix: "se",
+    batchSize: 2,
+    metrics: m,
+    statsIntervalMs: 0,
+  });
+  client.offer([row("used", 1e-7), row("free", 42), row("x y", -1.5)]);
+  await client.close(2000);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(
+    server.text(),
+    "se.host.example.com.Disk_Usage__var.used 0.0000001 1785470664\n" +
+      "se.host.example.com.Disk_Usage__var.free 42 1785470664\n" +
+      "se.host.example.com.Disk_Usage__var.x_y -1.5 1785470664\n",
+  );
+  assert.equal(await value(m.written), 3);
+  assert.equal(await value(m.flushes), 2);
+  assert.equal(await value(m.dropped), 0);
+  await server.close();
+});
+
+Deno.test("graphite: an undialable Carbon drops the batch, counts every metric and never retries", async () => {
+  const m = metrics();
+  const client = new GraphiteClient({
+    addr: "127.0.0.1:1",
+    prefix: "se",
+    batchSize: 10,
+    metrics: m,
+    statsIntervalMs: 0,
+  });
+  m.available.set(1);
+  client.offer([row("a", 1), row("b", 2)]);
+  await client.close(2000);
+  assert.equal(await value(m.dropped), 2);
+  assert.equal(await value(m.available), 0);
+  assert.equal(await value(m.written), 0);
+});
+
+Deno.test("graphite: offer never blocks; beyond the buffer metrics are dropped and counted", async () => {
+  const m = metrics();
+  const client = new GraphiteClient({
+    addr: "127.0.0.1:1",
+    prefix: "se",
+    batchSize: 1,
+    metrics: m,
+    statsIntervalMs: 0,
+  });
+  client.offer(Array.from({ length: 25 }, (_, i) => row(`m${i}`, i)));
+  assert.ok(await value(m.dropped) >= 15);
+  await client.close(2000);
+  assert.equal(await value(m.dropped), 25);
+});

@@ -1,0 +1,34 @@
+import assert from "node:assert/strict";
+import { carbonLine, formatCarbonValue, metricPath, sanitizeSegment } from "./format.ts";
+
+Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-' and '^' (F4)", () => {
+  assert.equal(
+    metricPath("statusengine", "host.example.com", "Disk Usage /var", "used bytes"),
+    "statusengine.host.example.com.Disk_Usage__var.used_bytes",
+  );
+  assert.equal(
+    metricPath("statusengine", "groesse-example", "Prüfung", "'response time'"),
+    "statusengine.groesse-example.Pr_fung._response_time_",
+  );
+  assert.equal(sanitizeSegment("my prefix!"), "my_prefix_");
+  assert.equal(sanitizeSegment("a^b"), "a^b");
+  assert.equal(sanitizeSegment("監視😀"), "___", "a character outside the BMP is one _");
+});
+
+Deno.test("graphite: values are written in the shortest positional form, never with an exponent (F5)", () => {
+  assert.equal(formatCarbonValue(0.069), "0.069");
+  assert.equal(formatCarbonValue(0), "0");
+  assert.equal(formatCarbonValue(-1.5), "-1.5");
+  assert.equal(formatCarbonValue(123456789012), "123456789012");
+  assert.equal(formatCarbonValue(1e-7), "0.0000001");
+  assert.equal(formatCarbonValue(-1.25e-8), "-0.0000000125");
+  assert.equal(formatCarbonValue(1e21), "1000000000000000000000");
+  assert.equal(formatCarbonValue(1.5e22), "15000000000000000000000");
+  for (const v of [1e-7, 3.14e-10, 2.5e21, 1.7976931348623157e308]) {
+    assert.equal(Number(formatCarbonValue(v)), v, `round trip of ${v}`);
+  }
+});
+
+Deno.test("graphite: a line is path, value and integer seconds", () => {
+  assert.equal(carbonLine("a.b", 0.5, 1785470664.9), "a.b 0.5 1785470664\n");
+});
