@@ -1,0 +1,38 @@
+/**
+ * Where commands print: the only module that writes to stdout/stderr
+ * directly (everything else logs through src/log.ts or returns text).
+ *
+ * @module
+ */
+
+/** Output of a command: one line per call. */
+export interface Io {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+const encoder = new TextEncoder();
+
+function writeAll(stream: typeof Deno.stdout | typeof Deno.stderr, text: string): void {
+  const bytes = encoder.encode(text);
+  let off = 0;
+  while (off < bytes.length) off += stream.writeSync(bytes.subarray(off));
+}
+
+/** stdout / stderr of the process. */
+export const PROCESS_IO: Io = {
+  out: (line) => writeAll(Deno.stdout, `${line}\n`),
+  err: (line) => writeAll(Deno.stderr, `${line}\n`),
+};
+
+/** An {@link Io} that collects lines (tests). */
+export function bufferIo(): Io & { readonly outLines: string[]; readonly errLines: string[] } {
+  const outLines: string[] = [];
+  const errLines: string[] = [];
+  return {
+    outLines,
+    errLines,
+    out: (line) => void outLines.push(line),
+    err: (line) => void errLines.push(line),
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * The command line: parses argv, picks a command from the command table,
+ * loads its settings, configures logging, installs the signal handling, and
+ * turns the command's result into an exit code (`main.ts` is the only caller
+ * of `Deno.exit`).
+ *
+ * @module
+ */
+import {
+  type CommandName,
+  ConfigError,
+  loadSettings,
+  parseCommandLine,
+  renderHelp,
+  type SettingsFor,
+  UsageError,
+} from "../config/mod.ts";
+import { configureLogging, errorMessage, getLogger } from "../log.ts";
+import { versionLine } from "../version.ts";
+import { type Io, PROCESS_IO } from "./io.ts";
+import { runWorkerCommand } from "./run.ts";
+import { runSchemaCommand } from "./schema.ts";
+
+const log = getLogger("cli");
+
+/** A command implementation: settings in, exit code out. */
+type Handler<C extends CommandName> = (
+  settings: SettingsFor<C>,
+  io: Io,
+  signal: AbortSignal,
+) => Promise<number>;
+
+/** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
+const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
+  run: runWorkerCommand,
+  schema: (s, io) =>
+    runSchemaCommand(
+      { mysqlUrl: s.mysqlUrl, check: s.check, createDatabase: s.createDatabase },
+      io,
+    ),
+  cleanup: notYet("cleanup"),
+  status: notYet("status"),
+  publish: notYet("publish"),
+  losstest: notYet("losstest"),
+  verify: notYet("verify"),
+  version: (_s, io) => {
+    io.out(versionLine());
+    return Promise.resolve(0);
+  },
+};
+
+function notYet<C extends CommandName>(name: C): Handler<C> {
+  return (_s, io) => {
+    io.err(`statusengine-worker: the "${name}" command is not available in this build`);
+    return Promise.resolve(1);
+  };
+}
+
+/** Options of {@link runCli}. */
+export interface CliOptions {
+  readonly io?: Io;
+  /** Install SIGTERM/SIGINT handling (off for in-process tests). Default true. */
+  readonly signals?: boolean;
+  /** Aborts the command like a signal would (tests). */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Run one command line.
+ *
+ * @param argv Arguments after the program name.
+ * @param env Environment variables.
+ * @param options Output and signal handling.
+ * @returns The exit code: 0 success, 1 refused/failed, 2 bad command line.
+ */
+export async function runCli(
+  argv: readonly string[],
+  env: Readonly<Record<string, string>>,
+  options: CliOptions = {},
+): Promise<number> {
+  const io = options.io ?? PROCESS_IO;
+  let line;
+  try {
+    line = parseCommandLine(argv);
+  } catch (err: unknown) {
+    return reportConfigError(err, io);
+  }
+  if (line.version || line.command === "version") {
+    io.out(versionLine());
+    return 0;
+  }
+  if (line.help) {
+    io.out(renderHelp(line.commandGiven ? line.command : undefined));
+    return 0;
+  }
+  let loaded;
+  try {
+    loaded = await loadSettings(line.command, { argv: line.rest, env });
+  } catch (err: unknown) {
+    return reportConfigError(err, io);
+  }
+  const settings = loaded.settings as SettingsFor<CommandName> & {
+    logLevel?: "debug" | "info" | "warn" | "error";
+    logFormat?: "text" | "json";
+  };
+  await configureLogging({
+    level: settings.logLevel ?? "info",
+    format: settings.logFormat ?? "text",
+  });
+  for (const warning of loaded.warnings) log.warn(`config: ${warning}`);
+
+  const controller = new AbortController();
+  if (options.signal !== undefined) {
+    options.signal.addEventListener("abort", () => controller.abort(options.signal?.reason), {
+      once: true,
+    });
+  }
+  const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
+  try {
+    const handler = HANDLERS[line.command] as Handler<CommandName>;
+    return await handler(settings, io, controller.signal);
+  } catch (err: unknown) {
+    log.error(`${line.command} failed`, { error: errorMessage(err) });
+    io.err(`statusengine-worker: ${line.command} failed: ${errorMessage(err)}`);
+    return 1;
+  } finally {
+    uninstall();
+  }
+}
+
+function reportConfigError(err: unknown, io: Io): number {
+  if (err instanceof UsageError) {
+    io.err(`statusengine-worker: ${err.message}`);
+    return err.exitCode;
+  }
+  if (err instanceof ConfigError) {
+    io.err(`statusengine-worker: ${err.message}`);
+    return err.exitCode;
+  }
+  throw err;
+}
+
+/**
+ * First SIGTERM/SIGINT: graceful shutdown (abort the command's signal).
+ * Second: exit at once (S1: do not rely on removing the listener to restore
+ * the default action).
+ */
+function installSignals(controller: AbortController, io: Io): () => void {
+  const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
+  const onSignal = () => {
+    if (controller.signal.aborted) {
+      io.err("statusengine-worker: second signal, exiting immediately");
+      Deno.exit(130);
+    }
+    controller.abort(new DOMException("signal received", "AbortError"));
+  };
+  for (const s of signals) Deno.addSignalListener(s, onSignal);
+  return () => {
+    for (const s of signals) Deno.removeSignalListener(s, onSignal);
+  };
+}

@@ -1,0 +1,89 @@
+/**
+ * The `run` command: settings → {@link WorkerConfig}, start, wait for
+ * SIGTERM/SIGINT, shut down in order, exit 0 (pipeline.md §6).
+ *
+ * @module
+ */
+import type { SettingsFor } from "../config/mod.ts";
+import { StartupError, startWorker, type WorkerConfig } from "../worker.ts";
+import type { Io } from "./io.ts";
+import { errorMessage, getLogger } from "../log.ts";
+
+const log = getLogger("worker");
+
+/**
+ * Map validated settings onto the worker's configuration.
+ *
+ * @param s Settings of the `run` command.
+ * @returns The worker configuration.
+ */
+export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
+  return {
+    gearmanServers: s.gearmanAddr,
+    maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
+    reconnectIntervalMs: s.gearmanReconnectIntervalMs,
+    heartbeatIntervalMs: s.gearmanHeartbeatIntervalMs,
+    heartbeatTimeoutMs: s.gearmanHeartbeatTimeoutMs,
+    drainTimeoutMs: s.drainTimeoutMs,
+    shutdownFlushTimeoutMs: s.shutdownFlushTimeoutMs,
+    mysqlUrl: s.mysqlUrl,
+    mysqlMaxOpenConns: s.mysqlMaxOpenConns,
+    batchSize: s.mysqlBatchSize,
+    statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
+    nodeName: s.nodeName,
+    deadLetterFile: s.deadLetterFile === "" ? null : s.deadLetterFile,
+    perfdataRoute: s.perfdataRoute,
+    graphite: { addr: s.graphiteAddr, prefix: s.graphitePrefix, batchSize: s.graphiteBatchSize },
+    openItcockpit: s.enableOpenitcockpitTweaks,
+    metrics: s.metricsPort === 0 ? null : { hostname: s.metricsHost, port: s.metricsPort },
+  };
+}
+
+/**
+ * Run the daemon until `signal` aborts.
+ *
+ * @param settings Settings of `run`.
+ * @param io Output for the start-up error.
+ * @param signal Aborted by the first SIGTERM/SIGINT.
+ * @returns Exit code: 0 after a completed shutdown, 1 when the worker cannot start.
+ */
+export async function runWorkerCommand(
+  settings: SettingsFor<"run">,
+  io: Io,
+  signal: AbortSignal,
+): Promise<number> {
+  if (settings.consumer === "rabbitmq") {
+    io.err(
+      'statusengine-worker: Cannot start: consumer "rabbitmq" is not supported by this release; ' +
+        "set --consumer gearman (STATUSENGINE_CONSUMER, YAML consumer)",
+    );
+    return 1;
+  }
+  if (settings.apiKeys.length > 0 || settings.commandApiKeys.length > 0) {
+    log.warn(
+      "worker: api_keys/command_api_keys are set, but the /ws stream and the /commands API " +
+        "are not part of this release; they are ignored",
+    );
+  }
+  let worker;
+  try {
+    worker = await startWorker(workerConfigFrom(settings));
+  } catch (err: unknown) {
+    if (err instanceof StartupError) {
+      log.error(err.message);
+      io.err(`statusengine-worker: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
+  if (!signal.aborted) {
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
+  }
+  log.info("shutdown signal received, starting graceful shutdown");
+  try {
+    await worker.stop();
+  } catch (err: unknown) {
+    log.error("shutdown failed", { error: errorMessage(err) });
+  }
+  return 0;
+}

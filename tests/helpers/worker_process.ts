@@ -1,0 +1,166 @@
+/**
+ * The worker as a separate process (`deno run main.ts run …`), for tests that
+ * send it signals: SIGTERM must run the graceful shutdown, SIGKILL must lose
+ * nothing (D1).
+ */
+import { freePort } from "./gearmand.ts";
+
+const MAIN = new URL("../../main.ts", import.meta.url).pathname;
+
+/** A running worker process. */
+export interface WorkerProcess extends AsyncDisposable {
+  readonly pid: number;
+  readonly metricsPort: number;
+  /** Log lines printed so far (stdout, logfmt). */
+  lines(): string[];
+  /** stderr text so far. */
+  stderr(): string;
+  /** Send a signal. */
+  kill(signal: Deno.Signal): void;
+  /** Resolves with the exit status. */
+  readonly status: Promise<Deno.CommandStatus>;
+  /** Scrape /metrics once (text). */
+  metrics(): Promise<string>;
+}
+
+/** Options: extra flags after `run`. */
+export interface WorkerProcessOptions {
+  readonly gearmanAddr: string;
+  readonly mysqlUrl: string;
+  readonly args?: readonly string[];
+  readonly env?: Record<string, string>;
+}
+
+/**
+ * Start the worker process and wait until its metrics port answers /readyz.
+ *
+ * @example
+ * ```ts ignore
+ * await using w = await startWorkerProcess({ gearmanAddr, mysqlUrl });
+ * w.kill("SIGTERM");
+ * ```
+ */
+export async function startWorkerProcess(options: WorkerProcessOptions): Promise<WorkerProcess> {
+  const metricsPort = freePort();
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-net",
+      "--allow-env",
+      "--allow-read",
+      "--allow-write",
+      "--allow-sys",
+      MAIN,
+      "run",
+      "--gearman-addr",
+      options.gearmanAddr,
+      "--mysql-url",
+      options.mysqlUrl,
+      "--metrics-host",
+      "127.0.0.1",
+      "--metrics-port",
+      String(metricsPort),
+      "--status-max-age",
+      "0",
+      "--node-name",
+      "N",
+      "--gearman-reconnect-interval",
+      "200ms",
+      ...(options.args ?? []),
+    ],
+    // Hermetic: no STATUSENGINE_* of the caller leaks into the worker.
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+      HOME: Deno.env.get("HOME") ?? "/root",
+      ...(Deno.env.get("DENO_DIR") === undefined
+        ? {}
+        : { DENO_DIR: Deno.env.get("DENO_DIR") ?? "" }),
+      NO_COLOR: "1",
+      ...options.env,
+    },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const out: string[] = [];
+  const err: string[] = [];
+  let partial = "";
+  const pumps = Promise.all([
+    (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of child.stdout) {
+        partial += decoder.decode(chunk, { stream: true });
+        const parts = partial.split("\n");
+        partial = parts.pop() ?? "";
+        out.push(...parts);
+      }
+    })(),
+    (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of child.stderr) err.push(decoder.decode(chunk));
+    })(),
+  ]);
+  const status = child.status.then(async (s) => {
+    await pumps;
+    return s;
+  });
+  let exited = false;
+  void status.then(() => (exited = true));
+  const until = performance.now() + 30_000;
+  for (;;) {
+    if (exited) {
+      await status;
+      throw new Error(`worker exited during start-up:\n${out.join("\n")}\n${err.join("")}`);
+    }
+    try {
+      const res = await fetch(`http://127.0.0.1:${metricsPort}/readyz`);
+      await res.body?.cancel();
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() > until) {
+      child.kill("SIGKILL");
+      await status;
+      throw new Error(`worker not ready after 30 s:\n${out.join("\n")}\n${err.join("")}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    pid: child.pid,
+    metricsPort,
+    lines: () => [...out],
+    stderr: () => err.join(""),
+    kill: (signal) => {
+      if (!exited) child.kill(signal);
+    },
+    status,
+    async metrics() {
+      const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+      return await res.text();
+    },
+    async [Symbol.asyncDispose]() {
+      if (!exited) {
+        child.kill("SIGKILL");
+      }
+      await status;
+    },
+  };
+}
+
+/** Value of one series in Prometheus text (first match), 0 when absent. */
+export function seriesValue(
+  text: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number {
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(name)) continue;
+    const rest = line.slice(name.length);
+    if (rest[0] !== "{" && rest[0] !== " ") continue;
+    if (!Object.entries(labels).every(([k, v]) => rest.includes(`${k}="${v}"`))) continue;
+    return Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return 0;
+}

@@ -1,0 +1,133 @@
+/**
+ * The worker process under signals: SIGKILL loses nothing (D1), SIGTERM runs
+ * the documented shutdown order and exits 0, a second signal exits at once.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase } from "./helpers/mysql.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
+import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
+
+const FIXTURE = JSON.parse(
+  Deno.readTextFileSync(
+    new URL("../../shared/fixtures/statusngin_hostchecks.json", import.meta.url),
+  ),
+);
+const QUEUE = "statusngin_hostchecks";
+
+/** Jobs of 100 host checks whose host names are unique markers. */
+function markerJobs(prefix: string, jobs: number): string[] {
+  const template = FIXTURE.messages[0];
+  return Array.from({ length: jobs }, (_, j) =>
+    JSON.stringify({
+      format: "none",
+      messages: Array.from({ length: 100 }, (_, i) => {
+        const m = structuredClone(template);
+        m.hostcheck.host_name = `${prefix}-${j * 100 + i}`;
+        return m;
+      }),
+    }));
+}
+
+async function countMarkers(
+  db: { query<T>(sql: string, params?: unknown[]): Promise<T> },
+  prefix: string,
+): Promise<number> {
+  const [row] = await db.query<{ n: number }[]>(
+    "SELECT COUNT(DISTINCT hostname) AS n FROM statusengine_hostchecks WHERE hostname LIKE ?",
+    [`${prefix}-%`],
+  );
+  return Number(row?.n ?? 0);
+}
+
+Deno.test("lifecycle: SIGKILL while a backlog drains loses no event; a restart finishes the job (D1)", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await publish(gearmand.addr, QUEUE, markerJobs("kill", 400));
+  {
+    await using worker = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+    await waitFor(async () => (await countMarkers(db, "kill")) >= 5_000, {
+      timeoutMs: 60_000,
+      message: "the drain to be under way",
+    });
+    worker.kill("SIGKILL");
+    const status = await worker.status;
+    assert.equal(status.signal, "SIGKILL");
+  }
+  const committed = await countMarkers(db, "kill");
+  assert.ok(committed < 40_000, `killed mid-drain (${committed} committed)`);
+  assert.ok((await jobsAtGearmand(gearmand.addr, QUEUE)) > 0, "unacknowledged jobs went back");
+  await using again = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, QUEUE)) === 0, {
+    timeoutMs: 120_000,
+    message: "the backlog to drain after the restart",
+  });
+  assert.equal(await countMarkers(db, "kill"), 40_000);
+});
+
+Deno.test("lifecycle: SIGTERM under load drains, flushes, closes MySQL and HTTP in that order and exits 0", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await publish(gearmand.addr, QUEUE, markerJobs("term", 300));
+  await using worker = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  await waitFor(async () => (await countMarkers(db, "term")) >= 3_000, { timeoutMs: 60_000 });
+  worker.kill("SIGTERM");
+  const status = await worker.status;
+  assert.equal(status.code, 0, worker.stderr());
+  const steps = [
+    "shutdown signal received",
+    "shutdown: drain consumer done",
+    "shutdown: flush writers done",
+    "shutdown: close MySQL pool done",
+    "shutdown: stop metrics server done",
+    "shutdown complete",
+  ];
+  const lines = worker.lines();
+  const positions = steps.map((s) => lines.findIndex((l) => l.includes(`msg="${s}`)));
+  assert.ok(positions.every((p) => p >= 0), `all steps logged:\n${lines.slice(-30).join("\n")}`);
+  assert.deepEqual([...positions].sort((a, b) => a - b), positions, "in the documented order");
+  for (const s of steps) {
+    assert.equal(lines.filter((l) => l.includes(`msg="${s}`)).length, 1, `${s} logged once`);
+  }
+  assert.ok(lines.some((l) => l.includes("duration_ms=")), "steps carry their duration");
+  // Nothing acknowledged was lost: committed + still queued covers everything.
+  await using again = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, QUEUE)) === 0, {
+    timeoutMs: 120_000,
+  });
+  assert.equal(await countMarkers(db, "term"), 30_000);
+});
+
+Deno.test("lifecycle: a second SIGTERM during a slow shutdown exits immediately", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+  const viaProxy = new URL(db.url);
+  viaProxy.host = proxy.addr;
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: viaProxy.href,
+  });
+  proxy.block();
+  await publish(gearmand.addr, QUEUE, markerJobs("second", 20));
+  await waitFor(
+    async () => seriesValue(await worker.metrics(), "statusengine_db_available") === 0,
+    {
+      timeoutMs: 20_000,
+      message: "MySQL seen as unavailable",
+    },
+  );
+  worker.kill("SIGTERM");
+  await waitFor(() => worker.lines().some((l) => l.includes("shutdown signal received")));
+  const t0 = performance.now();
+  worker.kill("SIGTERM");
+  const status = await worker.status;
+  assert.ok(performance.now() - t0 < 2_000, "exited at once");
+  assert.notEqual(status.code, 0);
+  assert.ok(worker.stderr().includes("second signal"));
+});

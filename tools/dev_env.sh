@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a Debian machine (with npm) for running and testing
+# statusengine-worker: installs Deno and gearmand when missing, starts MariaDB
+# when it does not answer on 127.0.0.1:3306, and with --gearmand also starts a
+# job server on 127.0.0.1:4730 (the tests start their own on free ports).
+set -euo pipefail
+
+with_gearmand=0
+for arg in "$@"; do
+  case "$arg" in
+    --gearmand) with_gearmand=1 ;;
+    *) echo "usage: $0 [--gearmand]" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "dev_env: $*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    log "need root for: $*"; return 1
+  fi
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" -eq 0 ]; then as_root apt-get update -qq >/dev/null; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+if ! command -v deno >/dev/null 2>&1; then
+  log "installing Deno from npm"
+  npm install -g deno@2 >/dev/null
+fi
+
+if ! command -v gearmand >/dev/null 2>&1 && [ ! -x /usr/sbin/gearmand ]; then
+  log "installing gearmand (gearman-job-server, gearman-tools)"
+  apt_install gearman-job-server gearman-tools
+fi
+
+mysql_answers() {
+  (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null
+}
+
+if ! mysql_answers; then
+  if [ ! -x /usr/sbin/mariadbd ]; then
+    log "installing MariaDB"
+    apt_install mariadb-server
+  fi
+  log "starting MariaDB"
+  as_root mkdir -p /run/mysqld
+  as_root chown mysql:mysql /run/mysqld 2>/dev/null || true
+  as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  for _ in $(seq 1 60); do mysql_answers && break; sleep 0.5; done
+  mysql_answers || { log "MariaDB does not answer on 127.0.0.1:3306"; exit 1; }
+fi
+
+if [ "$with_gearmand" -eq 1 ]; then
+  if ! (exec 3<>/dev/tcp/127.0.0.1/4730) 2>/dev/null; then
+    log "starting gearmand on 127.0.0.1:4730"
+    piddir=$(mktemp -d)
+    # Foreground process in the background: `gearmand -d` exits 0 even when the port is taken.
+    nohup /usr/sbin/gearmand --listen=127.0.0.1 --port=4730 --threads=1 \
+      --log-file=stderr --pid-file="$piddir/gearmand.pid" >/dev/null 2>"$piddir/gearmand.log" &
+    for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/4730) 2>/dev/null && break; sleep 0.05; done
+  fi
+fi
+log "ready"
