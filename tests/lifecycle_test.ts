@@ -60,7 +60,7 @@ Deno.test("lifecycle: SIGKILL while a backlog drains loses no event; a restart f
   const committed = await countMarkers(db, "kill");
   assert.ok(committed < 40_000, `killed mid-drain (${committed} committed)`);
   assert.ok((await jobsAtGearmand(gearmand.addr, QUEUE)) > 0, "unacknowledged jobs went back");
-  await using again = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  await using _again = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
   await waitFor(async () => (await jobsAtGearmand(gearmand.addr, QUEUE)) === 0, {
     timeoutMs: 120_000,
     message: "the backlog to drain after the restart",
@@ -95,7 +95,7 @@ Deno.test("lifecycle: SIGTERM under load drains, flushes, closes MySQL and HTTP 
   }
   assert.ok(lines.some((l) => l.includes("duration_ms=")), "steps carry their duration");
   // Nothing acknowledged was lost: committed + still queued covers everything.
-  await using again = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  await using _again = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
   await waitFor(async () => (await jobsAtGearmand(gearmand.addr, QUEUE)) === 0, {
     timeoutMs: 120_000,
   });
