@@ -9,12 +9,15 @@
  * ```
  *
  * `--write` and `--check` work on the text between `<!-- BEGIN CONFIG REFERENCE -->` and
- * `<!-- END CONFIG REFERENCE -->`; a file without both markers is an error (exit 1).
+ * `<!-- END CONFIG REFERENCE -->`; a file without both markers is an error (exit 1). When the
+ * file also has `<!-- BEGIN METRICS REFERENCE -->` … `<!-- END METRICS REFERENCE -->`, that
+ * section is regenerated from the metric catalogue as well.
  *
  * @module
  */
 
 import { renderConfigReference, replaceConfigReference } from "../src/config/mod.ts";
+import { renderMetricsReference, replaceMetricsReference } from "../src/metrics/reference.ts";
 
 /** The I/O the tool needs, injectable for tests. */
 export interface ToolIo {
@@ -53,6 +56,10 @@ export async function runGenConfigReference(args: readonly string[], io: ToolIo)
   try {
     current = await io.readTextFile(file);
     updated = replaceConfigReference(current, reference);
+    // The metrics reference lives in the same file when it has the markers.
+    if (updated.includes("<!-- BEGIN METRICS REFERENCE -->")) {
+      updated = replaceMetricsReference(updated, renderMetricsReference());
+    }
   } catch (err: unknown) {
     io.stderr(`${file}: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
@@ -60,7 +67,7 @@ export async function runGenConfigReference(args: readonly string[], io: ToolIo)
   if (mode === "--check") {
     if (updated === current) return 0;
     io.stderr(
-      `${file}: the configuration reference is stale; run ` +
+      `${file}: the configuration or metrics reference is stale; run ` +
         `"deno run --allow-read --allow-write tools/gen_config_reference.ts --write ${file}"\n`,
     );
     return 1;
