@@ -163,6 +163,8 @@ export interface DecodedPayload {
   readonly job: DecodedJob;
   /** True when invalid UTF-8 was repaired (P1: count it, warn rate-limited). */
   readonly repaired: boolean;
+  /** The (repaired) payload text, e.g. for the dead-letter file. */
+  readonly text: string;
 }
 
 /**
@@ -206,5 +208,5 @@ export function decodePayload(
     repaired = r.repaired;
     text = UTF8.decode(r.bytes);
   }
-  return { job: decodeJob(queue, text, ctx), repaired };
+  return { job: decodeJob(queue, text, ctx), repaired, text };
 }

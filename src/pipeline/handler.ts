@@ -6,8 +6,7 @@
  * @module
  */
 import type { Job, JobHandler } from "../consumer/contract.ts";
-import { decodeJob } from "../events/decode.ts";
-import { repairUtf8 } from "../events/utf8_repair.ts";
+import { decodePayload } from "../events/decode.ts";
 import type { Row, TableRow } from "../events/types.ts";
 import type { TableWriter } from "../mysql/writer.ts";
 import { coreRestartStatement, type DowntimeExecutor } from "../mysql/downtime.ts";
@@ -50,7 +49,6 @@ export interface JobHandlerOptions {
 
 const REPAIR_WARN_INTERVAL_MS = 5 * 60_000;
 const PERFDATA_TABLE = "statusengine_perfdata";
-const decoder = new TextDecoder();
 
 /**
  * Build the pipeline's job handler.
@@ -132,7 +130,12 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
   }
 
   return async function handle(job: Job, signal: AbortSignal): Promise<void> {
-    const { bytes, repaired } = repairUtf8(job.payload);
+    // One native strict pass for valid payloads; the per-byte repair only runs when it fails (P1).
+    const { job: decoded, repaired, text } = decodePayload(job.queue, job.payload, {
+      nodeName: options.nodeName,
+      nowSeconds: now(),
+      statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+    });
     if (repaired) {
       m?.queuePayloadsRepaired.inc({ queue_name: job.queue });
       const t = performance.now();
@@ -145,12 +148,6 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         );
       }
     }
-    const text = decoder.decode(bytes);
-    const decoded = decodeJob(job.queue, text, {
-      nodeName: options.nodeName,
-      nowSeconds: now(),
-      statusMaxAgeSeconds: options.statusMaxAgeSeconds,
-    });
     switch (decoded.kind) {
       case "invalid":
         await deadLetter(job, decoded.reason, decoded.message, text);

@@ -1,0 +1,173 @@
+/**
+ * Events/s end to end (gearmand → worker → MariaDB) side by side with the
+ * ceiling: the same rows written straight into the same table with mysql2
+ * multi-row statements of the same size, one after another, no queue.
+ *
+ *   deno run -A bench/pipeline.ts [--events 50000] [--events-per-job 100] [--runs 1]
+ *
+ * Target (issue 3): end to end ≥ 80 % of the ceiling.
+ */
+import mysql from "mysql2/promise";
+import { startGearmand } from "../tests/helpers/gearmand.ts";
+import { createScratchDatabase } from "../tests/helpers/mysql.ts";
+import { createSchema, jobsAtGearmand, testConfig } from "../tests/helpers/worker.ts";
+import { startWorker } from "../src/worker.ts";
+import { decodeJob } from "../src/events/decode.ts";
+import { insertStatement } from "../src/mysql/sql.ts";
+import { appendAdjustedRow, type SqlValue, type ValueAdjustment } from "../src/mysql/values.ts";
+import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
+import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { fmt, median, report, submitMany } from "./_util.ts";
+
+function arg(name: string, fallback: number): number {
+  const i = Deno.args.indexOf(name);
+  return i === -1 ? fallback : Number(Deno.args[i + 1]);
+}
+const EVENTS = arg("--events", 50_000);
+const PER_JOB = arg("--events-per-job", 100);
+const RUNS = arg("--runs", 1);
+const CAP = arg("--jobs-per-queue", 8);
+
+const FIXTURES = new URL("../../shared/fixtures/", import.meta.url);
+const nowSeconds = Math.floor(Date.now() / 1000);
+
+interface Case {
+  readonly queue: string;
+  readonly table: TableName;
+  /** Make event i unique in the table's key. */
+  readonly vary: (m: Record<string, Record<string, unknown>>, i: number) => void;
+}
+
+const CASES: readonly Case[] = [
+  {
+    queue: "statusngin_hostchecks",
+    table: "statusengine_hostchecks",
+    vary: (m, i) => {
+      (m["hostcheck"] as Record<string, unknown>)["host_name"] = `bench-host-${i}`;
+    },
+  },
+  {
+    queue: "statusngin_servicestatus",
+    table: "statusengine_servicestatus",
+    vary: (m, i) => {
+      const s = m["servicestatus"] as Record<string, unknown>;
+      s["host_name"] = `bench-host-${i % 1000}`;
+      s["service_description"] = `bench-service-${i}`;
+      (m as unknown as Record<string, unknown>)["timestamp"] = nowSeconds;
+    },
+  },
+];
+
+function jobs(c: Case): string[] {
+  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${c.queue}.json`, FIXTURES)));
+  const template = doc.messages[0];
+  const out: string[] = [];
+  for (let j = 0; j * PER_JOB < EVENTS; j++) {
+    const messages = [];
+    for (let k = 0; k < PER_JOB && j * PER_JOB + k < EVENTS; k++) {
+      const m = structuredClone(template);
+      c.vary(m, j * PER_JOB + k);
+      messages.push(m);
+    }
+    out.push(JSON.stringify({ format: "none", messages }));
+  }
+  return out;
+}
+
+async function ceiling(url: string, c: Case, payloads: string[], batch: number): Promise<number> {
+  const table = TABLES[c.table];
+  const rows: SqlValue[][] = [];
+  const adjustments: ValueAdjustment[] = [];
+  for (const p of payloads) {
+    const job = decodeJob(c.queue, p, { nodeName: "bench", nowSeconds, statusMaxAgeSeconds: 0 });
+    if (job.kind !== "rows") throw new Error(`unexpected ${job.kind}`);
+    for (const r of job.rows) {
+      const values: SqlValue[] = [];
+      appendAdjustedRow(table, r.row, values, adjustments);
+      rows.push(values);
+    }
+  }
+  const conn = await mysql.createConnection({ ...mysqlOptionsFromUrl(url) });
+  try {
+    await conn.query(`TRUNCATE TABLE \`${c.table}\``);
+    const t0 = performance.now();
+    for (let i = 0; i < rows.length; i += batch) {
+      const chunk = rows.slice(i, i + batch);
+      await conn.query(insertStatement(table, chunk.length), chunk.flat());
+    }
+    return rows.length / ((performance.now() - t0) / 1000);
+  } finally {
+    await conn.end();
+  }
+}
+
+async function endToEnd(
+  url: string,
+  addr: string,
+  c: Case,
+  payloads: string[],
+  batch: number,
+): Promise<number> {
+  const conn = await mysql.createConnection({ ...mysqlOptionsFromUrl(url) });
+  await conn.query(`TRUNCATE TABLE \`${c.table}\``);
+  await conn.end();
+  await submitMany(addr, c.queue, payloads.length, (i) => payloads[i] as string);
+  const t0 = performance.now();
+  const worker = await startWorker(testConfig({
+    gearmanServers: [addr],
+    mysqlUrl: url,
+    batchSize: batch,
+    maxJobsPerQueue: CAP,
+    queues: [c.queue as never],
+  }));
+  try {
+    // Completion from the worker's own counter: polling gearmand's admin port
+    // would add a TCP connection per poll to the measured path.
+    const total = payloads.length;
+    const completed = worker.metrics.queueJobs;
+    for (;;) {
+      const data = await completed.get();
+      const done = data.values.find((v) =>
+        v.labels["queue_name"] === c.queue && v.labels["result"] === "completed"
+      )?.value ?? 0;
+      if (done >= total) {
+        break;
+      }
+      await new Promise((r) =>
+        setTimeout(r, 2)
+      );
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    if ((await jobsAtGearmand(addr, c.queue)) !== 0) throw new Error("jobs left at gearmand");
+    return EVENTS / seconds;
+  } finally {
+    await worker.stop();
+  }
+}
+
+report(
+  `pipeline: ${fmt(EVENTS)} events in jobs of ${PER_JOB}, ${CAP} jobs in flight per queue, ` +
+    `median of ${RUNS} run(s)`,
+);
+report("table                       | batch | end to end ev/s | ceiling ev/s | ratio");
+await using gearmand = await startGearmand({ threads: 4 });
+await using db = await createScratchDatabase("se_bench");
+await createSchema(db.url);
+for (const c of CASES) {
+  const payloads = jobs(c);
+  for (const batch of [100, 700]) {
+    const e2e: number[] = [];
+    const top: number[] = [];
+    for (let r = 0; r < RUNS; r++) {
+      top.push(await ceiling(db.url, c, payloads, batch));
+      e2e.push(await endToEnd(db.url, gearmand.addr, c, payloads, batch));
+    }
+    const a = median(e2e);
+    const b = median(top);
+    report(
+      `${c.table.padEnd(27)} | ${String(batch).padStart(5)} | ${fmt(a).padStart(15)} | ${
+        fmt(b).padStart(12)
+      } | ${((a / b) * 100).toFixed(0)}%`,
+    );
+  }
+}
