@@ -211,6 +211,73 @@ export const METRICS = {
     precreate: "none",
     initial: 1,
   },
+  // --- external commands and WebSocket (operations.md §2.3) -------------------
+  // Part of the metric interface dashboards built for the Go worker rely on.
+  // This release serves neither /commands nor /ws, so these stay at 0 (and the
+  // labelled command series, pre-created only when /commands is enabled, never appear).
+  commandsReceived: {
+    name: "statusengine_commands_received_total",
+    type: "counter",
+    help: "External commands accepted and published (not served by this release).",
+    labels: ["command"],
+    precreate: "none",
+  },
+  commandsRejected: {
+    name: "statusengine_commands_rejected_total",
+    type: "counter",
+    help: "External command requests refused (not served by this release).",
+    labels: ["reason"],
+    precreate: "none",
+  },
+  commandsPublished: {
+    name: "statusengine_commands_published_total",
+    type: "counter",
+    help: "Broker messages published for external commands (not served by this release).",
+    labels: [],
+    precreate: "none",
+  },
+  commandsPublishErrors: {
+    name: "statusengine_commands_publish_errors_total",
+    type: "counter",
+    help: "External command requests answered 503 (not served by this release).",
+    labels: [],
+    precreate: "none",
+  },
+  websocketClientsActive: {
+    name: "statusengine_websocket_clients_active",
+    type: "gauge",
+    help: "Connected /ws clients (not served by this release).",
+    labels: [],
+    precreate: "none",
+  },
+  websocketMessagesBroadcasted: {
+    name: "statusengine_websocket_messages_broadcasted_total",
+    type: "counter",
+    help: "Events placed into a /ws client's send buffer (not served by this release).",
+    labels: [],
+    precreate: "none",
+  },
+  websocketFramesSent: {
+    name: "statusengine_websocket_frames_sent_total",
+    type: "counter",
+    help: "Frames placed into a /ws client's send buffer (not served by this release).",
+    labels: [],
+    precreate: "none",
+  },
+  websocketMessagesDropped: {
+    name: "statusengine_websocket_messages_dropped_total",
+    type: "counter",
+    help: "Events dropped for one slow /ws client (not served by this release).",
+    labels: [],
+    precreate: "none",
+  },
+  websocketPublishDropped: {
+    name: "statusengine_websocket_publish_dropped_total",
+    type: "counter",
+    help: "Events dropped before reaching any /ws client (not served by this release).",
+    labels: [],
+    precreate: "none",
+  },
   // --- other -----------------------------------------------------------------
   pipelineErrors: {
     name: "statusengine_pipeline_errors_total",
