@@ -12,6 +12,7 @@ import {
   loadSettings,
   parseCommandLine,
   renderHelp,
+  RETENTION_RULES,
   type SettingsFor,
   UsageError,
 } from "../config/mod.ts";
@@ -20,6 +21,8 @@ import { versionLine } from "../version.ts";
 import { type Io, PROCESS_IO } from "./io.ts";
 import { runWorkerCommand } from "./run.ts";
 import { runSchemaCommand } from "./schema.ts";
+import { runCleanupCommand } from "./cleanup.ts";
+import { runStatusCommand } from "./status.ts";
 
 const log = getLogger("cli");
 
@@ -38,8 +41,29 @@ const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
       { mysqlUrl: s.mysqlUrl, check: s.check, createDatabase: s.createDatabase },
       io,
     ),
-  cleanup: notYet("cleanup"),
-  status: notYet("status"),
+  cleanup: (s, io, signal) =>
+    runCleanupCommand(
+      {
+        mysqlUrl: s.mysqlUrl,
+        batchSize: s.cleanupBatchSize,
+        batchPauseMs: s.cleanupBatchPauseMs,
+        ages: Object.fromEntries(
+          RETENTION_RULES.map((r) => [r.yamlKey, (s as Record<string, unknown>)[r.key] as number]),
+        ),
+      },
+      io,
+      signal,
+    ),
+  status: (s, io) =>
+    runStatusCommand(
+      {
+        gearmanAddr: s.gearmanAddr,
+        mysqlUrl: s.mysqlUrl,
+        ...(s.metricsUrl === undefined ? {} : { metricsUrl: s.metricsUrl }),
+        json: s.json,
+      },
+      io,
+    ),
   publish: notYet("publish"),
   losstest: notYet("losstest"),
   verify: notYet("verify"),

@@ -825,9 +825,19 @@ export interface RetentionRule {
   readonly key: string;
   /** Flag of the setting. */
   readonly flag: string;
+  /** YAML key (`age_hostchecks` …), the legacy worker's name for the setting. */
+  readonly yamlKey: string;
+  /** Default age in days. */
+  readonly defaultDays: number;
 }
 
 /** The fourteen retention rules, derived from the `age-*` rows, in §3.2 order. */
 export const RETENTION_RULES: readonly RetentionRule[] = SETTING_ROWS.flatMap((row) =>
-  row.retention === undefined ? [] : [{ ...row.retention, key: settingKeyOf(row), flag: row.flag }]
+  row.retention === undefined ? [] : [{
+    ...row.retention,
+    key: settingKeyOf(row),
+    flag: row.flag,
+    yamlKey: yamlKeyOf(row) ?? "",
+    defaultDays: Number(row.default),
+  }]
 );

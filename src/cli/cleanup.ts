@@ -1,0 +1,485 @@
+/**
+ * The `cleanup` subcommand: retention, once (operations.md §3). Deletes rows older than the
+ * configured number of calendar days from the fourteen history tables of
+ * {@linkcode RETENTION_TABLES}, one table after another, in small autocommitted batches, and
+ * exits. Its interface is its log and its exit code; it writes no metrics.
+ *
+ * @module
+ */
+import mysql from "mysql2/promise";
+import {
+  formatLocalRfc3339,
+  isRetentionKey,
+  RETENTION_KEYS,
+  RETENTION_TABLES,
+  retentionCutoff,
+  type RetentionTable,
+  unixSeconds,
+} from "../cleanup/retention.ts";
+import { errorMessage, getLogger } from "../log.ts";
+import { quoteIdentifier } from "../mysql/ddl.ts";
+import { mysqlOptionsFromUrl, type MysqlUrlOptions, redactUrl } from "../mysql/url.ts";
+import { delay } from "../util/async.ts";
+import type { CommandIo } from "./schema.ts";
+
+export type { CommandIo };
+
+/** Options of the `cleanup` command (already resolved from flags, env and file). */
+export interface CleanupCommandOptions {
+  /** `--mysql-url`; must name a database. */
+  readonly mysqlUrl: string;
+  /** `--cleanup-batch-size`: rows per DELETE statement, ≥ 1. */
+  readonly batchSize: number;
+  /** `--cleanup-batch-pause` in milliseconds, ≥ 0: sleep between two batches of one table. */
+  readonly batchPauseMs: number;
+  /**
+   * Age in days per legacy YAML key (`age_hostchecks` …, see {@linkcode RETENTION_KEYS}).
+   * `0` disables a table; a missing key means the table's default. Any other key refuses
+   * to run (it would otherwise be a silently ignored typo, §3.3).
+   */
+  readonly ages: Readonly<Record<string, number>>;
+  /** Reference instant of the cutoffs (tests); defaults to the current time. */
+  readonly now?: Date;
+}
+
+/** Start-up bound: connect plus `SELECT 1` (operations.md §3.3: no answer within 5 s → exit 1). */
+const PING_TIMEOUT_MS = 5_000;
+/** `setTimeout` fires at once above 2^31 − 1 ms, which would turn a long pause into none. */
+const MAX_PAUSE_MS = 2 ** 31 - 1;
+/** Column width of the table name in progress lines (longest name has 38 characters). */
+const TABLE_COLUMN = 38;
+
+const log = getLogger("cleanup");
+
+/** A table with the age this run applies. */
+interface PlannedTable extends RetentionTable {
+  readonly days: number;
+}
+
+/** How one table ended. */
+type TableOutcome =
+  | { readonly kind: "finished" | "interrupted"; readonly rows: number; readonly batches: number }
+  | {
+    readonly kind: "failed";
+    readonly rows: number;
+    readonly batches: number;
+    readonly error: unknown;
+  };
+
+/** The run was interrupted by the caller's signal (not a failure, §3.6). */
+class CleanupInterrupted extends Error {
+  constructor() {
+    super("Cleanup interrupted by a signal");
+    this.name = "CleanupInterrupted";
+  }
+}
+
+/**
+ * Check the options and resolve each table's age.
+ *
+ * @throws {RangeError} Naming the offending option and its value.
+ */
+function plan(options: CleanupCommandOptions): PlannedTable[] {
+  if (!Number.isSafeInteger(options.batchSize) || options.batchSize < 1) {
+    throw new RangeError(
+      `Cannot run cleanup: the batch size must be an integer ≥ 1, got ${options.batchSize}`,
+    );
+  }
+  if (
+    !Number.isFinite(options.batchPauseMs) || options.batchPauseMs < 0 ||
+    options.batchPauseMs > MAX_PAUSE_MS
+  ) {
+    throw new RangeError(
+      `Cannot run cleanup: the batch pause must be 0–${MAX_PAUSE_MS} ms, got ${options.batchPauseMs}`,
+    );
+  }
+  for (const [key, days] of Object.entries(options.ages)) {
+    if (!isRetentionKey(key)) {
+      throw new RangeError(
+        `Cannot run cleanup: unknown retention setting "${key}" (known: ${
+          RETENTION_KEYS.join(", ")
+        })`,
+      );
+    }
+    // A negative age would put the cutoff in the future and empty the table (§3.3). An
+    // undefined value (a Partial record at run time) means "not given": the default.
+    if (days !== undefined && (!Number.isSafeInteger(days) || days < 0)) {
+      throw new RangeError(
+        `Cannot run cleanup: "${key}" must be a whole number of days ≥ 0 (0 disables), got ${days}`,
+      );
+    }
+  }
+  return RETENTION_TABLES.map((rule) => ({
+    ...rule,
+    days: options.ages[rule.key] ?? rule.defaultDays,
+  }));
+}
+
+/**
+ * Settle with `promise`, or reject with {@linkcode CleanupInterrupted} as soon as `signal`
+ * aborts, calling `onAbort` first. The losing promise keeps its handler from `Promise.race`,
+ * so its late rejection is not unhandled.
+ */
+async function unlessAborted<T>(
+  promise: Promise<T>,
+  signal: AbortSignal,
+  onAbort: () => void,
+): Promise<T> {
+  const { promise: aborted, reject } = Promise.withResolvers<never>();
+  const listener = () => {
+    onAbort();
+    reject(new CleanupInterrupted());
+  };
+  if (signal.aborted) listener();
+  else signal.addEventListener("abort", listener, { once: true });
+  try {
+    return await Promise.race([promise, aborted]);
+  } finally {
+    signal.removeEventListener("abort", listener);
+  }
+}
+
+/**
+ * Close a connection at once, abandoning whatever statement is in flight (§3.6). mysql2's
+ * `destroy()` only half-closes the socket (`stream.end()`), so it would still wait for the
+ * server to finish the statement; destroying the stream itself drops the link. The server
+ * then completes or rolls back that single autocommit statement on its own.
+ *
+ * @param conn The connection; unusable afterwards. Calling it twice is harmless.
+ */
+export function closeMysqlNow(conn: mysql.Connection): void {
+  // `connection` (the callback-style core connection) is public in mysql2 but untyped on
+  // the promise wrapper; `stream` is its socket.
+  const core = (conn as unknown as { connection?: { stream?: { destroy?: () => void } } })
+    .connection;
+  const stream = core?.stream;
+  try {
+    stream?.destroy?.();
+  } catch {
+    // already closed
+  }
+  try {
+    conn.destroy();
+  } catch {
+    // already closed
+  }
+}
+
+/** Options of {@linkcode connectMysql}. */
+export interface ConnectMysqlOptions {
+  /** Bound on connect plus the first query, in milliseconds. */
+  readonly timeoutMs: number;
+  /** Abandons the attempt (the half-open connection is closed) when it aborts. */
+  readonly signal?: AbortSignal;
+}
+
+/** A connection that has answered its first query. */
+export interface ConnectedMysql {
+  readonly connection: mysql.Connection;
+  /** `SELECT VERSION()`, e.g. `10.11.6-MariaDB-0+deb12u1`. */
+  readonly serverVersion: string;
+}
+
+/**
+ * Open a dedicated MySQL connection that answers `SELECT VERSION()` within a deadline: the
+ * "does MySQL answer" probe of `cleanup` (operations.md §3.3: 5 s) and `status`. A
+ * connection that completes after the deadline or an abort is closed as soon as it exists.
+ *
+ * @param options Connection options from {@linkcode mysqlOptionsFromUrl}.
+ * @param limits Deadline and abort signal.
+ * @returns The open connection and the server version; the caller closes it.
+ * @throws {Error} `Cannot reach MySQL: no answer within … ms` on timeout, the driver's error
+ *   when the server refuses or is unreachable; when `signal` aborts, an error the caller
+ *   recognises by `signal.aborted`.
+ */
+export async function connectMysql(
+  options: MysqlUrlOptions,
+  limits: ConnectMysqlOptions,
+): Promise<ConnectedMysql> {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new Error(`no answer within ${limits.timeoutMs} ms`)),
+    limits.timeoutMs,
+  );
+  const connecting = mysql.createConnection({
+    ...options,
+    connectTimeout: Math.min(options.connectTimeout ?? limits.timeoutMs, limits.timeoutMs),
+  });
+  let conn: mysql.Connection | undefined;
+  const abandon = () => {
+    if (conn !== undefined) closeMysqlNow(conn);
+    // A connection that completes after we gave up is closed as soon as it exists.
+    else void connecting.then(closeMysqlNow, () => {});
+  };
+  const signal = limits.signal === undefined
+    ? controller.signal
+    : AbortSignal.any([limits.signal, controller.signal]);
+  try {
+    conn = await unlessAborted(connecting, signal, abandon);
+    const [rows] = await unlessAborted(
+      conn.query<mysql.RowDataPacket[]>("SELECT VERSION() AS version"),
+      signal,
+      abandon,
+    );
+    return { connection: conn, serverVersion: String(rows[0]?.version ?? "") };
+  } catch (err: unknown) {
+    if (err instanceof CleanupInterrupted && !(limits.signal?.aborted ?? false)) {
+      throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`);
+    }
+    if (conn !== undefined) closeMysqlNow(conn);
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The one dedicated connection of a run; reopened after a table failed. */
+class CleanupSession {
+  readonly #options: MysqlUrlOptions;
+  readonly #signal: AbortSignal;
+  #conn: mysql.Connection | undefined;
+
+  constructor(options: MysqlUrlOptions, signal: AbortSignal) {
+    this.#options = options;
+    this.#signal = signal;
+  }
+
+  /** Connect and answer within 5 s (the connection is reused afterwards). */
+  async open(): Promise<mysql.Connection> {
+    if (this.#conn !== undefined) return this.#conn;
+    const { connection } = await connectMysql(this.#options, {
+      timeoutMs: PING_TIMEOUT_MS,
+      signal: this.#signal,
+    });
+    this.#conn = connection;
+    return connection;
+  }
+
+  /**
+   * Run one DELETE; on abort the connection is closed and the call rejects with
+   * {@linkcode CleanupInterrupted} at once.
+   *
+   * @returns Affected rows.
+   */
+  async delete(sql: string, params: (string | number)[]): Promise<number> {
+    const conn = await this.open();
+    const [result] = await unlessAborted(
+      conn.query<mysql.ResultSetHeader>(sql, params),
+      this.#signal,
+      () => this.discard(),
+    );
+    return result.affectedRows;
+  }
+
+  /** Drop the connection so the next table starts on a fresh one. */
+  discard(): void {
+    if (this.#conn !== undefined) closeMysqlNow(this.#conn);
+    this.#conn = undefined;
+  }
+
+  /** Close politely; fall back to a hard close. */
+  async close(): Promise<void> {
+    const conn = this.#conn;
+    this.#conn = undefined;
+    if (conn === undefined) return;
+    await conn.end().catch(() => closeMysqlNow(conn));
+  }
+}
+
+function formatRate(rows: number, ms: number): string {
+  const perSecond = rows / Math.max(ms, 1) * 1000;
+  return perSecond >= 100 ? perSecond.toFixed(0) : perSecond.toFixed(1);
+}
+
+function batchesText(n: number): string {
+  return n === 1 ? "1 batch" : `${n} batches`;
+}
+
+/** One table, batch after batch, until a batch deletes fewer rows than the batch size. */
+async function cleanTable(
+  session: CleanupSession,
+  table: PlannedTable,
+  cutoff: number,
+  options: CleanupCommandOptions,
+  signal: AbortSignal,
+): Promise<TableOutcome> {
+  // Names are constants from the retention table, never configuration (§3.4 step 2); no
+  // ORDER BY (the range condition lets MySQL prune partitions, §3.5).
+  const sql = `DELETE FROM ${quoteIdentifier(table.table)} WHERE ${
+    quoteIdentifier(table.column)
+  } < ? LIMIT ${options.batchSize}`;
+  let rows = 0;
+  let batches = 0;
+  try {
+    for (;;) {
+      if (signal.aborted) return { kind: "interrupted", rows, batches };
+      const affected = await session.delete(sql, [cutoff]);
+      rows += affected;
+      batches++;
+      log.debug("cleanup: batch deleted", { table: table.table, batch: batches, rows: affected });
+      if (affected < options.batchSize) return { kind: "finished", rows, batches };
+      if (options.batchPauseMs > 0) await delay(options.batchPauseMs, { signal });
+    }
+  } catch (err: unknown) {
+    if (signal.aborted) return { kind: "interrupted", rows, batches };
+    // Whatever broke (missing table, lock timeout, lost connection), the next table starts
+    // on a fresh connection.
+    session.discard();
+    return { kind: "failed", rows, batches, error: err };
+  }
+}
+
+/**
+ * Run the `cleanup` command (operations.md §3.4–§3.6).
+ *
+ * For each enabled table of {@linkcode RETENTION_TABLES}, in order: cutoff = `now` minus the
+ * age in calendar days of the local time zone; repeat `DELETE … WHERE col < cutoff LIMIT n`
+ * (autocommit) until a statement affects fewer than `n` rows, pausing `batchPauseMs` between
+ * two batches (not after the last). Never `DROP PARTITION`, never `COUNT(*)`. A failing table
+ * is logged as `cleanup: table failed` and the run continues. When `signal` aborts, no new
+ * batch starts, a statement in flight is abandoned by closing its dedicated connection, and
+ * the remaining tables are left for the next run.
+ *
+ * Log lines go through `getLogger("cleanup")`; one progress line per table (rows, batches,
+ * duration, rows/s) goes to `io.out`, failures to `io.err`.
+ *
+ * @param options Resolved settings.
+ * @param io Output sinks.
+ * @param signal SIGTERM/SIGINT of the process.
+ * @returns 0 when every enabled table finished or the run was interrupted; 1 when a table
+ *   failed, an option is invalid, or MySQL cannot be reached before the run.
+ */
+export async function runCleanupCommand(
+  options: CleanupCommandOptions,
+  io: CommandIo,
+  signal: AbortSignal,
+): Promise<number> {
+  const runStarted = performance.now();
+  const shownUrl = redactUrl(options.mysqlUrl);
+  let tables: PlannedTable[];
+  let connectionOptions: MysqlUrlOptions;
+  try {
+    tables = plan(options);
+    connectionOptions = mysqlOptionsFromUrl(options.mysqlUrl);
+    if (connectionOptions.database === undefined) {
+      throw new TypeError(
+        `Cannot run cleanup: the MySQL URL "${shownUrl}" names no database (…/<database>)`,
+      );
+    }
+  } catch (err: unknown) {
+    log.error("cleanup: cannot start", { error: errorMessage(err) });
+    io.err(errorMessage(err));
+    return 1;
+  }
+  const password = connectionOptions.password;
+  const scrub = (text: string): string =>
+    password === undefined || password === "" ? text : text.replaceAll(password, "****");
+  const now = options.now ?? new Date();
+  const enabled = tables.filter((t) => t.days > 0);
+  log.info("cleanup: starting", {
+    tables: enabled.length,
+    disabled: tables.length - enabled.length,
+    batch_size: options.batchSize,
+    pause_ms: options.batchPauseMs,
+    mysql_url: shownUrl,
+  });
+
+  const interrupted = (rows: number, remaining: number): number => {
+    log.warn("cleanup: interrupted, remaining tables left for the next run", {
+      rows,
+      remaining_tables: remaining,
+      duration_ms: Math.round(performance.now() - runStarted),
+    });
+    io.out(`Interrupted: ${rows} rows deleted; ${remaining} table(s) left for the next run`);
+    return 0;
+  };
+  if (signal.aborted) return interrupted(0, enabled.length);
+
+  const session = new CleanupSession(connectionOptions, signal);
+  try {
+    try {
+      await session.open();
+    } catch (err: unknown) {
+      if (signal.aborted) return interrupted(0, enabled.length);
+      const message = scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`);
+      log.error("cleanup: cannot connect to MySQL", {
+        mysql_url: shownUrl,
+        error: scrub(errorMessage(err)),
+      });
+      io.err(message);
+      return 1;
+    }
+
+    let totalRows = 0;
+    const failed: string[] = [];
+    for (const [index, table] of tables.entries()) {
+      if (signal.aborted) {
+        return interrupted(totalRows, tables.slice(index).filter((t) => t.days > 0).length);
+      }
+      const name = table.table.padEnd(TABLE_COLUMN);
+      if (table.days === 0) {
+        log.info("cleanup: table disabled, skipping", { table: table.table, setting: table.key });
+        io.out(`${name} disabled (${table.key}: 0)`);
+        continue;
+      }
+      const cutoffDate = retentionCutoff(now, table.days);
+      const cutoff = unixSeconds(cutoffDate);
+      log.info("cleanup: starting table", {
+        table: table.table,
+        column: table.column,
+        age_days: table.days,
+        cutoff: formatLocalRfc3339(cutoffDate),
+        cutoff_unix: cutoff,
+      });
+      const started = performance.now();
+      const outcome = await cleanTable(session, table, cutoff, options, signal);
+      const ms = performance.now() - started;
+      totalRows += outcome.rows;
+      const properties = {
+        table: table.table,
+        rows: outcome.rows,
+        batches: outcome.batches,
+        "duration_ms": Math.round(ms),
+      };
+      const progress = `${outcome.rows} rows deleted in ${batchesText(outcome.batches)}, ${
+        (ms / 1000).toFixed(2)
+      } s, ${formatRate(outcome.rows, ms)} rows/s`;
+      switch (outcome.kind) {
+        case "finished":
+          log.info("cleanup: table finished", properties);
+          io.out(`${name} ${progress}`);
+          break;
+        case "interrupted":
+          log.info("cleanup: table interrupted", properties);
+          io.out(`${name} interrupted: ${progress}`);
+          return interrupted(
+            totalRows,
+            tables.slice(index + 1).filter((t) => t.days > 0).length,
+          );
+        case "failed": {
+          const error = scrub(errorMessage(outcome.error));
+          log.error("cleanup: table failed", { ...properties, error });
+          io.err(`${name} failed: ${error} (${progress})`);
+          failed.push(table.table);
+          break;
+        }
+      }
+    }
+
+    const summary = { rows: totalRows, "duration_ms": Math.round(performance.now() - runStarted) };
+    if (failed.length > 0) {
+      log.error("cleanup: finished with errors", {
+        failed: failed.length,
+        failed_tables: failed.join(","),
+        ...summary,
+      });
+      io.err(`Finished with errors: ${failed.length} table(s) failed (${failed.join(", ")})`);
+      return 1;
+    }
+    log.info("cleanup: finished", { tables: enabled.length, ...summary });
+    io.out(`Finished: ${totalRows} rows deleted from ${enabled.length} table(s)`);
+    return 0;
+  } finally {
+    await session.close();
+  }
+}

@@ -1,0 +1,339 @@
+/**
+ * The `status` command against a real gearmand, a scratch database and an in-process worker
+ * with a metrics port; plus the Prometheus text parser it reads `/metrics` with. Needs
+ * gearmand and MySQL; fails (never skips) without them.
+ */
+import assert from "node:assert/strict";
+import {
+  parsePrometheusText,
+  runStatusCommand,
+  sampleValue,
+  type StatusCommandOptions,
+  type StatusReport,
+} from "../src/cli/status.ts";
+import { QUEUE_NAMES } from "../src/events/queues.ts";
+import { adminStatus } from "../src/gearman/admin.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { createScratchDatabase } from "./helpers/mysql.ts";
+import { waitFor } from "./helpers/wait.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  publish,
+  startTestWorker,
+  testConfig,
+} from "./helpers/worker.ts";
+
+const HOSTCHECKS_JOB = Deno.readTextFileSync(
+  new URL("../src/events/testdata/statusngin_hostchecks.job", import.meta.url),
+);
+
+interface Run {
+  code: number;
+  out: string[];
+  err: string[];
+}
+
+async function status(options: StatusCommandOptions): Promise<Run> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runStatusCommand(options, {
+    out: (l) => out.push(l),
+    err: (l) => err.push(l),
+  });
+  return { code, out, err };
+}
+
+async function statusJson(options: Omit<StatusCommandOptions, "json">): Promise<
+  { code: number; report: StatusReport }
+> {
+  const r = await status({ ...options, json: true });
+  assert.equal(r.out.length, 1, "one JSON document");
+  return { code: r.code, report: JSON.parse(r.out[0] ?? "") as StatusReport };
+}
+
+/** Everything that `status` reads, with a worker consuming all twelve queues. */
+async function setUp() {
+  const gearmand = await startGearmand();
+  const db = await createScratchDatabase();
+  try {
+    await createSchema(db.url);
+    const worker = await startTestWorker(
+      testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        metrics: { hostname: "127.0.0.1", port: 0 },
+      }),
+    );
+    await waitFor(async () => {
+      const functions = await adminStatus(gearmand.addr);
+      return QUEUE_NAMES.every((q) => functions.find((f) => f.function === q)?.workers === 1);
+    }, { message: "all twelve queues registered at gearmand" });
+    return {
+      gearmand,
+      db,
+      worker,
+      metricsUrl: `http://127.0.0.1:${worker.metricsPort}/metrics`,
+      async [Symbol.asyncDispose]() {
+        try {
+          await worker.stop();
+        } finally {
+          try {
+            await db.drop();
+          } finally {
+            await gearmand.stop();
+          }
+        }
+      },
+    };
+  } catch (err: unknown) {
+    await db.drop().finally(() => gearmand.stop());
+    throw err;
+  }
+}
+
+Deno.test("status: JSON lists every queue with one worker at the job server, MySQL ok and the worker's metrics", async () => {
+  await using env = await setUp();
+  // Rows written before the scrape show up as the worker's own counter value.
+  await publish(env.gearmand.addr, "statusngin_hostchecks", [HOSTCHECKS_JOB]);
+  await waitFor(async () =>
+    (await jobsAtGearmand(env.gearmand.addr, "statusngin_hostchecks")) === 0
+  );
+  const written = await metricValue(env.worker, "statusengine_db_events_written_total", {
+    table: "statusengine_hostchecks",
+  });
+  assert.ok(written > 0);
+  // A function gearmand knows but the worker does not consume (the command queue).
+  await publish(env.gearmand.addr, "statusngin_cmd", ["{}"]);
+
+  const { code, report } = await statusJson({
+    gearmanAddr: [env.gearmand.addr],
+    mysqlUrl: env.db.url,
+    metricsUrl: env.metricsUrl,
+    rateIntervalMs: 200,
+  });
+
+  assert.equal(code, 0, JSON.stringify(report, null, 2));
+  assert.equal(report.ok, true);
+  assert.deepEqual(report.jobServers.map((s) => [s.addr, s.ok]), [[env.gearmand.addr, true]]);
+  assert.match(report.jobServers[0]?.version ?? "", /^\d/);
+  for (const name of QUEUE_NAMES) {
+    const queue = report.queues.find((q) => q.name === name);
+    assert.ok(queue !== undefined, name);
+    assert.equal(queue.consumed, true);
+    assert.deepEqual(queue.servers, [{
+      addr: env.gearmand.addr,
+      waiting: 0,
+      running: 0,
+      workers: 1,
+    }], name);
+    assert.equal(
+      queue.inFlight,
+      await metricValue(env.worker, "statusengine_queue_jobs_in_flight", { queue_name: name }),
+    );
+    assert.equal(queue.connected, 1, name);
+  }
+  assert.deepEqual(report.queues.slice(0, 12).map((q) => q.name), [...QUEUE_NAMES]);
+  const cmd = report.queues.find((q) => q.name === "statusngin_cmd");
+  assert.deepEqual(cmd && [cmd.consumed, cmd.servers[0]?.waiting, cmd.servers[0]?.workers], [
+    false,
+    1,
+    0,
+  ]);
+  assert.equal(report.mysql.ok, true);
+  assert.match(report.mysql.version ?? "", /^\d+\.\d+/);
+  assert.equal(report.worker?.ok, true);
+  assert.equal(report.worker?.dbAvailable, 1);
+  assert.ok((report.worker?.intervalSeconds ?? 0) >= 0.2);
+  const hostchecks = report.worker?.tables.find((t) => t.table === "statusengine_hostchecks");
+  assert.equal(hostchecks?.written, written);
+  assert.equal(hostchecks?.rowsPerSecond, 0);
+  assert.equal(report.worker?.tables.length, 18);
+});
+
+Deno.test("status: the text screen shows every queue's workers, in-flight and connection in 100 columns", async () => {
+  await using env = await setUp();
+  await publish(env.gearmand.addr, "some_other_function", ["x"]);
+  await publish(env.gearmand.addr, "statusngin_hostchecks", [HOSTCHECKS_JOB]);
+  await waitFor(async () =>
+    (await jobsAtGearmand(env.gearmand.addr, "statusngin_hostchecks")) === 0
+  );
+  const written = await metricValue(env.worker, "statusengine_db_events_written_total", {
+    table: "statusengine_hostchecks",
+  });
+
+  const r = await status({
+    gearmanAddr: [env.gearmand.addr],
+    mysqlUrl: env.db.url,
+    metricsUrl: env.metricsUrl,
+    json: false,
+    rateIntervalMs: 100,
+  });
+
+  const screen = r.out.join("\n");
+  assert.equal(r.code, 0, screen);
+  for (const line of r.out) assert.ok(line.length <= 100, `too wide: ${line}`);
+  for (const name of QUEUE_NAMES) {
+    // QUEUE  IN-FLIGHT CONNECTED  WAITING RUNNING WORKERS
+    const line = r.out.find((l) => l.startsWith(`${name} `));
+    assert.ok(line !== undefined, `${name} missing:\n${screen}`);
+    assert.deepEqual(line.slice(name.length).trim().split(/\s+/), ["0", "1", "0", "0", "1"], line);
+  }
+  assert.match(screen, /^QUEUE +IN-FLIGHT CONNECTED +WAITING RUNNING WORKERS$/m);
+  assert.ok(r.out.some((l) => l.includes(env.gearmand.addr) && l.includes("ok")), screen);
+  assert.ok(
+    r.out.some((l) => l.includes(env.db.url.replace(/\/$/, "")) && /\bok\b/.test(l)),
+    screen,
+  );
+  assert.match(screen, /^some_other_function \* +- +- +1 +0 +0$/m);
+  assert.match(screen, /^\* known to a job server, not consumed by statusengine-worker$/m);
+  assert.match(screen, new RegExp(`^statusengine_hostchecks +0\\.0 +${written}$`, "m"));
+  assert.match(screen, /^\(17 more table\(s\) with nothing written since the worker started\)$/m);
+  assert.match(screen, /db_available 1/);
+});
+
+Deno.test("status: an unreachable job server makes the exit code 1 and is shown next to the reachable one", async () => {
+  await using env = await setUp();
+
+  const { code, report } = await statusJson({
+    gearmanAddr: [env.gearmand.addr, "127.0.0.1:1"],
+    mysqlUrl: env.db.url,
+  });
+
+  assert.equal(code, 1);
+  assert.equal(report.ok, false);
+  assert.deepEqual(report.jobServers.map((s) => s.ok), [true, false]);
+  assert.match(report.jobServers[1]?.error ?? "", /127\.0\.0\.1:1/);
+  for (const name of QUEUE_NAMES) {
+    const queue = report.queues.find((q) => q.name === name);
+    assert.equal(queue?.servers[0]?.workers, 1, name);
+    assert.deepEqual(queue?.servers[1], {
+      addr: "127.0.0.1:1",
+      waiting: null,
+      running: null,
+      workers: null,
+    });
+  }
+  assert.equal(report.mysql.ok, true);
+  assert.equal(report.worker, null);
+  assert.equal(report.queues[0]?.inFlight, null);
+
+  const text = await status({
+    gearmanAddr: [env.gearmand.addr, "127.0.0.1:1", env.gearmand.addr],
+    mysqlUrl: env.db.url,
+    metricsUrl: env.metricsUrl,
+    json: false,
+    rateIntervalMs: 10,
+  });
+  assert.equal(text.code, 1);
+  for (const line of text.out) assert.ok(line.length <= 100, `too wide: ${line}`);
+  assert.ok(text.out.some((l) => l.includes("127.0.0.1:1") && l.includes("UNREACHABLE")));
+  // Three servers and the worker do not fit side by side: the queue table is split.
+  assert.ok(text.out.filter((l) => /^QUEUE /.test(l)).length >= 2, text.out.join("\n"));
+});
+
+Deno.test("status: unreachable MySQL or metrics URL makes the exit code 1 without showing the password", async () => {
+  await using gearmand = await startGearmand();
+
+  const mysqlDown = await statusJson({
+    gearmanAddr: [gearmand.addr],
+    mysqlUrl: "mysql://root:s3cret-pw@127.0.0.1:1/statusengine",
+  });
+  assert.equal(mysqlDown.code, 1);
+  assert.equal(mysqlDown.report.mysql.ok, false);
+  assert.equal(mysqlDown.report.mysql.url, "mysql://root:****@127.0.0.1:1/statusengine");
+  assert.ok(mysqlDown.report.mysql.error !== null);
+  assert.ok(!JSON.stringify(mysqlDown.report).includes("s3cret-pw"));
+  assert.equal(mysqlDown.report.jobServers[0]?.ok, true);
+
+  await using db = await createScratchDatabase();
+  const metricsDown = await statusJson({
+    gearmanAddr: [gearmand.addr],
+    mysqlUrl: db.url,
+    metricsUrl: "http://127.0.0.1:1/metrics",
+  });
+  assert.equal(metricsDown.code, 1);
+  assert.equal(metricsDown.report.mysql.ok, true);
+  assert.equal(metricsDown.report.worker?.ok, false);
+  assert.match(metricsDown.report.worker?.error ?? "", /127\.0\.0\.1:1/);
+
+  const text = await status({
+    gearmanAddr: [gearmand.addr],
+    mysqlUrl: "mysql://root:s3cret-pw@127.0.0.1:1/statusengine",
+    json: false,
+  });
+  assert.equal(text.code, 1);
+  assert.ok(text.out.some((l) => l.includes("127.0.0.1:1") && l.includes("UNREACHABLE")));
+  assert.ok(!text.out.join("\n").includes("s3cret-pw"));
+});
+
+Deno.test("status: the Prometheus text parser reads names, escaped labels, special values and timestamps", () => {
+  const text = [
+    "# HELP statusengine_queue_jobs_in_flight Jobs being handled now.",
+    "# TYPE statusengine_queue_jobs_in_flight gauge",
+    'statusengine_queue_jobs_in_flight{queue_name="statusngin_hoststatus"} 3',
+    'statusengine_queue_jobs_in_flight{queue_name="statusngin_servicestatus",} 0',
+    "statusengine_db_available 1",
+    'weird{a="x,y}z",b="quote \\" backslash \\\\ newline \\n end"} -1.5e3 1712345678901',
+    'h_bucket{le="+Inf"} +Inf',
+    "nan_metric NaN",
+    "neg_inf -Inf\r",
+    "",
+    "  # indented comment",
+    'spaced { a = "1" , b="2" } 7',
+    "colon:name_total 42",
+  ].join("\n");
+
+  const samples = parsePrometheusText(text);
+
+  assert.deepEqual(samples.map((s) => s.name), [
+    "statusengine_queue_jobs_in_flight",
+    "statusengine_queue_jobs_in_flight",
+    "statusengine_db_available",
+    "weird",
+    "h_bucket",
+    "nan_metric",
+    "neg_inf",
+    "spaced",
+    "colon:name_total",
+  ]);
+  assert.deepEqual(samples[3]?.labels, {
+    a: "x,y}z",
+    b: 'quote " backslash \\ newline \n end',
+  });
+  assert.equal(samples[3]?.value, -1500);
+  assert.equal(samples[4]?.value, Number.POSITIVE_INFINITY);
+  assert.ok(Number.isNaN(samples[5]?.value));
+  assert.equal(samples[6]?.value, Number.NEGATIVE_INFINITY);
+  assert.deepEqual(samples[7]?.labels, { a: "1", b: "2" });
+  assert.equal(
+    sampleValue(samples, "statusengine_queue_jobs_in_flight", {
+      queue_name: "statusngin_hoststatus",
+    }),
+    3,
+  );
+  assert.equal(sampleValue(samples, "statusengine_db_available"), 1);
+  assert.equal(sampleValue(samples, "absent"), null);
+});
+
+Deno.test("status: the Prometheus text parser rejects malformed lines with their line number", () => {
+  for (
+    const [bad, detail] of [
+      ['m{a="1"', /line 2: unterminated|expected/],
+      ["m{a=1} 2", /line 2: expected a quoted value/],
+      ['m{a="\\x"} 1', /line 2: invalid escape/],
+      ["m one", /line 2: invalid value "one"/],
+      ["m 1 2 3", /line 2: unexpected text/],
+      ['m{a="1",a="2"} 1', /line 2: label a given twice/],
+      ["m", /line 2: expected whitespace/],
+      ["1m 1", /line 2: expected a metric name/],
+    ] as const
+  ) {
+    assert.throws(() => parsePrometheusText(`ok 1\n${bad}\n`), (err: unknown) => {
+      assert.ok(err instanceof SyntaxError);
+      assert.match(err.message, detail);
+      return true;
+    }, bad);
+  }
+});
