@@ -413,7 +413,7 @@ Deno.test("cleanup: the cutoff is calendar days in local time across both DST ch
     }));
   `;
   const output = await new Deno.Command(Deno.execPath(), {
-    args: ["eval", "--no-config", script],
+    args: ["eval", "--config", new URL("../deno.json", import.meta.url).pathname, script],
     env: { TZ: "Europe/Berlin" },
     stdout: "piped",
     stderr: "piped",
