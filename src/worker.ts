@@ -191,6 +191,16 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
 
     if (config.deadLetterFile !== null) {
       const file = new DeadLetterFile(config.deadLetterFile);
+      try {
+        await file.open();
+      } catch (err: unknown) {
+        throw new StartupError(
+          `Cannot start: dead-letter file "${config.deadLetterFile}" cannot be opened: ${
+            errorMessage(err)
+          }`,
+          { cause: err },
+        );
+      }
       deadLetters = file;
       cleanups.push(() => file.close());
       log.info("worker: dead-letter file", { path: config.deadLetterFile });

@@ -56,6 +56,16 @@ export class DeadLetterFile implements DeadLetterSink {
   }
 
   /**
+   * Open (create) the file now, so a missing directory or permission fails at
+   * start-up rather than on the first bad payload (operations.md §6.6).
+   *
+   * @throws When the file cannot be opened for appending.
+   */
+  async open(): Promise<void> {
+    this.#file ??= await Deno.open(this.path, { append: true, create: true });
+  }
+
+  /**
    * Append one record (serialised with earlier writes).
    *
    * @param record What to record.

@@ -1,0 +1,76 @@
+/**
+ * `deno task compile`: build the single executable `dist/statusengine-worker`
+ * with the build identity stamped in and the narrowest permissions the
+ * worker needs embedded (not -A):
+ *
+ * - `--allow-net`: gearmand, MySQL, Carbon, the metrics listener;
+ * - `--allow-env`: `STATUSENGINE_*` settings (the settings loader reads the environment);
+ * - `--allow-read=<config dir>,<state dir>`: the YAML file and the dead-letter file;
+ * - `--allow-write=<state dir>`: the dead-letter file.
+ *
+ * The directories default to the packaging layout (/etc/statusengine and
+ * /var/lib/statusengine-worker, the unit's WorkingDirectory) and can be
+ * changed with STATUSENGINE_CONFIG_DIR / STATUSENGINE_STATE_DIR at build time.
+ * `deno compile` downloads its runtime the first time, so it needs network
+ * access to dl.deno.land.
+ *
+ * @module
+ */
+
+const BUILD_INFO = new URL("../src/build_info.ts", import.meta.url);
+
+async function git(args: string[]): Promise<string | undefined> {
+  try {
+    const out = await new Deno.Command("git", { args, stdout: "piped", stderr: "null" }).output();
+    return out.success ? new TextDecoder().decode(out.stdout).trim() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The permission flags embedded in the binary. */
+export function permissionFlags(configDir: string, stateDir: string): string[] {
+  return [
+    "--allow-net",
+    "--allow-env",
+    `--allow-read=${configDir},${stateDir}`,
+    `--allow-write=${stateDir}`,
+  ];
+}
+
+if (import.meta.main) {
+  const configDir = Deno.env.get("STATUSENGINE_CONFIG_DIR") ?? "/etc/statusengine";
+  const stateDir = Deno.env.get("STATUSENGINE_STATE_DIR") ?? "/var/lib/statusengine-worker";
+  const dirty = (await git(["status", "--porcelain"]))?.length ? "-dirty" : "";
+  const version = (await git(["describe", "--tags", "--always", "--dirty"])) ?? "dev";
+  const commit = ((await git(["rev-parse", "--short=12", "HEAD"])) ?? "unknown") + dirty;
+  const date = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+  const original = await Deno.readTextFile(BUILD_INFO);
+  const stamped = original
+    .replace(/version: "[^"]*"/, `version: ${JSON.stringify(version)}`)
+    .replace(/commit: "[^"]*"/, `commit: ${JSON.stringify(commit)}`)
+    .replace(/date: "[^"]*"/, `date: ${JSON.stringify(date)}`);
+  await Deno.writeTextFile(BUILD_INFO, stamped);
+  let code = 1;
+  try {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "compile",
+        "--no-prompt",
+        // Under ProtectSystem=strict with no home directory nothing may need a
+        // writable cache at run time (operations.md §6.6).
+        "--no-code-cache",
+        ...permissionFlags(configDir, stateDir),
+        "--output",
+        "dist/statusengine-worker",
+        "main.ts",
+      ],
+      stdout: "inherit",
+      stderr: "inherit",
+    }).output();
+    code = out.code;
+  } finally {
+    await Deno.writeTextFile(BUILD_INFO, original);
+  }
+  Deno.exit(code);
+}
