@@ -23,6 +23,9 @@ import { runWorkerCommand } from "./run.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
 import { runStatusCommand } from "./status.ts";
+import { runPublishCommand } from "./publish.ts";
+import { runLosstestCommand } from "./losstest.ts";
+import { runVerifyCommand } from "./verify.ts";
 
 const log = getLogger("cli");
 
@@ -64,21 +67,47 @@ const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
       },
       io,
     ),
-  publish: notYet("publish"),
-  losstest: notYet("losstest"),
-  verify: notYet("verify"),
+  publish: (s, io, signal) =>
+    runPublishCommand(
+      {
+        queue: s.queue,
+        count: s.count,
+        eventsPerJob: s.eventsPerJob,
+        gearmanAddr: s.gearmanAddr,
+        ...(s.form === undefined ? {} : { form: s.form }),
+        ...(s.fromFile === undefined ? {} : { fromFile: s.fromFile }),
+      },
+      io,
+      signal,
+    ),
+  losstest: (s, io, signal) =>
+    runLosstestCommand(
+      {
+        mode: s.mode,
+        runId: s.runId,
+        count: s.count,
+        gearmanAddr: s.gearmanAddr,
+        mysqlUrl: s.mysqlUrl,
+      },
+      io,
+      signal,
+    ),
+  verify: (s, io) =>
+    runVerifyCommand(
+      {
+        mysqlUrlA: s.mysqlUrlA,
+        mysqlUrlB: s.mysqlUrlB,
+        limit: s.limit,
+        ignoreColumns: s.ignoreColumns,
+        ...(s.tables === undefined ? {} : { tables: s.tables }),
+      },
+      io,
+    ),
   version: (_s, io) => {
     io.out(versionLine());
     return Promise.resolve(0);
   },
 };
-
-function notYet<C extends CommandName>(name: C): Handler<C> {
-  return (_s, io) => {
-    io.err(`statusengine-worker: the "${name}" command is not available in this build`);
-    return Promise.resolve(1);
-  };
-}
 
 /** Options of {@link runCli}. */
 export interface CliOptions {

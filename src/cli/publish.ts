@@ -1,0 +1,429 @@
+/**
+ * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to one or more
+ * job servers, so the whole path gearmand → worker → MySQL runs from outside the process
+ * (operations.md §5.6, our equivalent of `gearman_publisher`).
+ *
+ * Memory stays bounded whatever the count: events are generated lazily, a job is encoded only
+ * when it is about to be submitted, and at most one pipelining window of submissions per job
+ * server is outstanding.
+ *
+ * @module
+ */
+import { GearmanClient } from "../gearman/client.ts";
+import { isQueueName, QUEUE_NAMES, type QueueName } from "../events/mod.ts";
+import {
+  DEFAULT_EVENTS_PER_JOB,
+  defaultForm,
+  type JobForm,
+  jobsFor,
+  randomSeed,
+  syntheticEvents,
+} from "../tools/synthetic.ts";
+import type { Io } from "./io.ts";
+
+/** Options of the `publish` command. */
+export interface PublishCommandOptions {
+  /** Queue (Gearman function) to publish to; one of the twelve. */
+  readonly queue: string;
+  /** Synthetic events to publish (ignored with `fromFile`), ≥ 1. */
+  readonly count: number;
+  /** Events per bulk job (ignored for the single form and with `fromFile`), ≥ 1. */
+  readonly eventsPerJob: number;
+  /** Payload shape; default bulk for the eight batched queues, single for the other four. */
+  readonly form?: JobForm;
+  /** Publish recorded payloads instead: NDJSON, one job per line, blank lines skipped. */
+  readonly fromFile?: string;
+  /** Job servers (`host:port`); jobs are spread over them round-robin. */
+  readonly gearmanAddr: readonly string[];
+  /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */
+  readonly seed?: number;
+}
+
+/** One job to submit and the number of events it carries. */
+export interface PublishItem {
+  /** The job body. */
+  readonly payload: string | Uint8Array;
+  /** Events in the job, for progress and rate. */
+  readonly events: number;
+}
+
+/** Outcome of {@linkcode publishJobs}. */
+export interface PublishResult {
+  /** Jobs the job servers confirmed (JOB_CREATED). */
+  readonly jobs: number;
+  /** Events in the confirmed jobs. */
+  readonly events: number;
+  /** Wall time from the first submission to the last confirmation. */
+  readonly durationMs: number;
+  /** True when the signal stopped publishing early. */
+  readonly interrupted: boolean;
+}
+
+/** Options of {@linkcode publishJobs}. */
+export interface PublishJobsOptions {
+  /** Job servers; job `i` goes to server `i mod n`. */
+  readonly servers: readonly string[];
+  /** Progress lines go to `io.out`. */
+  readonly io: Io;
+  /** Jobs to publish in all, for the progress lines, when known. */
+  readonly totalJobs?: number;
+  /** Events to publish in all, for the progress lines, when known. */
+  readonly totalEvents?: number;
+  /** Stops submitting; what is in flight is still awaited. */
+  readonly signal?: AbortSignal;
+  /** Milliseconds between progress lines; default 2000. */
+  readonly progressIntervalMs?: number;
+}
+
+/** Exit code of a command-line usage error (unknown queue, bad number). */
+export const USAGE_EXIT_CODE = 2;
+
+/** Exit code when the signal interrupted publishing (128 + SIGINT). */
+export const INTERRUPTED_EXIT_CODE = 130;
+
+/** Submissions awaiting JOB_CREATED per job server (the client's pipelining window). */
+const WINDOW = 256;
+const CONNECT_TIMEOUT_MS = 5_000;
+const DEFAULT_PROGRESS_MS = 2_000;
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function rate(n: number, ms: number): string {
+  return ms <= 0 ? "-" : String(Math.round(n / (ms / 1000)));
+}
+
+/**
+ * Submit jobs as normal-priority background jobs with an empty unique id, round-robin over
+ * the job servers, pipelined: at most one window of submissions per server waits for its
+ * JOB_CREATED. Reads `jobs` lazily, so an unbounded generator is fine.
+ *
+ * @param queue Gearman function name.
+ * @param jobs The jobs, sync or async iterable.
+ * @param options Servers, output, totals, signal.
+ * @returns What was confirmed, and whether the signal interrupted.
+ * @throws {ConnectionClosedError} When a server cannot be reached.
+ * @throws {Error} When a connection is lost or a server refuses a job (`SubmitError`); the
+ *   message says how many jobs were confirmed, the original error is the `cause`.
+ */
+export async function publishJobs(
+  queue: string,
+  jobs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
+  options: PublishJobsOptions,
+): Promise<PublishResult> {
+  const { servers, io, signal } = options;
+  if (servers.length === 0) throw new RangeError("Cannot publish: no job server given");
+  const clients: GearmanClient[] = [];
+  try {
+    for (const server of servers) {
+      clients.push(
+        await GearmanClient.connect(server, {
+          window: WINDOW,
+          connectTimeoutMs: CONNECT_TIMEOUT_MS,
+          ...(signal === undefined ? {} : { signal }),
+        }),
+      );
+    }
+    const inFlight: Promise<void>[][] = clients.map(() => []);
+    let failure: unknown;
+    let confirmedJobs = 0;
+    let confirmedEvents = 0;
+    let submitted = 0;
+    const started = performance.now();
+    const progressMs = options.progressIntervalMs ?? DEFAULT_PROGRESS_MS;
+    let nextProgress = started + progressMs;
+    const of = (n: number, total: number | undefined) =>
+      total === undefined ? String(n) : `${n}/${total}`;
+
+    for await (const item of jobs) {
+      if (signal?.aborted || failure !== undefined) break;
+      const slot = submitted % clients.length;
+      const client = clients[slot];
+      const queueOfSlot = inFlight[slot];
+      if (client === undefined || queueOfSlot === undefined) break;
+      // Backpressure: wait for the oldest answer of this server before exceeding the window.
+      // Answers arrive in submission order (gearman.md §9), so the oldest is the next one.
+      while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
+      if (failure !== undefined) break;
+      const n = item.events;
+      // Every submission gets a rejection handler at once: an unobserved rejection would crash
+      // the process before the loop reaches it.
+      queueOfSlot.push(
+        client.submitBackground(queue, item.payload, { priority: "normal", unique: "" }).then(
+          () => {
+            confirmedJobs++;
+            confirmedEvents += n;
+          },
+          (err: unknown) => {
+            failure ??= err;
+          },
+        ),
+      );
+      submitted++;
+      const t = performance.now();
+      if (t >= nextProgress) {
+        nextProgress = t + progressMs;
+        io.out(
+          `progress: ${of(confirmedJobs, options.totalJobs)} jobs, ${
+            of(confirmedEvents, options.totalEvents)
+          } events, ${rate(confirmedEvents, t - started)} events/s`,
+        );
+      }
+    }
+    for (const q of inFlight) await Promise.all(q);
+    if (failure !== undefined) {
+      // Jobs written before a connection loss have an unknown outcome (gearman.md §9); the
+      // confirmed count is what certainly reached the job servers.
+      throw new Error(
+        `${
+          messageOf(failure)
+        } (${confirmedJobs} jobs with ${confirmedEvents} events confirmed before the failure)`,
+        { cause: failure },
+      );
+    }
+    return {
+      jobs: confirmedJobs,
+      events: confirmedEvents,
+      durationMs: performance.now() - started,
+      interrupted: signal?.aborted ?? false,
+    };
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+  }
+}
+
+/**
+ * The final summary line of a publishing run.
+ *
+ * @param queue Queue name.
+ * @param result What {@linkcode publishJobs} returned.
+ * @param servers Number of job servers.
+ * @returns `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`.
+ */
+export function summaryLine(queue: string, result: PublishResult, servers: number): string {
+  const s = result.durationMs / 1000;
+  return `${
+    result.interrupted ? "interrupted after publishing" : "published"
+  } ${result.jobs} jobs (${result.events} events) to ${queue} on ${servers} job server${
+    servers === 1 ? "" : "s"
+  } in ${s.toFixed(2)} s: ${rate(result.events, result.durationMs)} events/s, ${
+    rate(result.jobs, result.durationMs)
+  } jobs/s`;
+}
+
+/** Attach the number of events of each job: full bulk jobs, then the remainder. */
+function* counted(
+  payloads: Iterable<string>,
+  total: number,
+  perJob: number,
+): Generator<PublishItem> {
+  let left = total;
+  for (const payload of payloads) {
+    const events = Math.min(perJob, left);
+    left -= events;
+    yield { payload, events };
+  }
+}
+
+/** One line of a file, without its line break (and without a trailing CR). */
+interface FileLine {
+  /** 1-based line number. */
+  readonly number: number;
+  readonly bytes: Uint8Array;
+}
+
+/**
+ * The lines of a file as raw bytes, streamed: recorded payloads may hold bytes that are not
+ * valid UTF-8 (G.1), which must reach the worker unchanged.
+ */
+async function* readLines(path: string): AsyncGenerator<FileLine> {
+  using file = await Deno.open(path, { read: true });
+  let pending: Uint8Array = new Uint8Array(0);
+  let number = 0;
+  const buffer = new Uint8Array(64 * 1024);
+  for (;;) {
+    const n = await file.read(buffer);
+    if (n === null) break;
+    const chunk = buffer.subarray(0, n);
+    let start = 0;
+    for (let i = 0; i < chunk.length; i++) {
+      if (chunk[i] !== 0x0a) continue;
+      const part = chunk.subarray(start, i);
+      const line = pending.length === 0 ? part.slice() : concat(pending, part);
+      pending = new Uint8Array(0);
+      yield { number: ++number, bytes: stripCr(line) };
+      start = i + 1;
+    }
+    if (start < chunk.length) pending = concat(pending, chunk.subarray(start));
+  }
+  if (pending.length > 0) yield { number: ++number, bytes: stripCr(pending) };
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+function stripCr(line: Uint8Array): Uint8Array {
+  return line.length > 0 && line[line.length - 1] === 0x0d ? line.subarray(0, -1) : line;
+}
+
+const LENIENT_UTF8 = new TextDecoder();
+
+function isBlank(bytes: Uint8Array): boolean {
+  for (const b of bytes) if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
+  return true;
+}
+
+/** Events of one recorded job: the length of `messages` for a bulk job, else 1. */
+function eventsOf(doc: unknown): number {
+  if (typeof doc === "object" && doc !== null && !Array.isArray(doc)) {
+    const messages = (doc as Record<string, unknown>)["messages"];
+    if (Array.isArray(messages)) return messages.length;
+  }
+  return 1;
+}
+
+/** Checked in a first pass so that a bad line stops the run before anything is published. */
+async function scanRecording(
+  path: string,
+): Promise<{ jobs: number; events: number } | { error: string }> {
+  let jobs = 0;
+  let events = 0;
+  for await (const line of readLines(path)) {
+    if (isBlank(line.bytes)) continue;
+    let doc: unknown;
+    try {
+      // Invalid UTF-8 becomes U+FFFD here, which cannot break JSON syntax; the worker repairs
+      // the original bytes (G.1).
+      doc = JSON.parse(LENIENT_UTF8.decode(line.bytes));
+    } catch (err: unknown) {
+      return { error: `line ${line.number} is not valid JSON: ${messageOf(err)}` };
+    }
+    jobs++;
+    events += eventsOf(doc);
+  }
+  return { jobs, events };
+}
+
+async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
+  for await (const line of readLines(path)) {
+    if (isBlank(line.bytes)) continue;
+    yield { payload: line.bytes, events: eventsOf(JSON.parse(LENIENT_UTF8.decode(line.bytes))) };
+  }
+}
+
+function checkPositive(name: string, value: number): string | undefined {
+  return Number.isSafeInteger(value) && value >= 1
+    ? undefined
+    : `${name} must be a positive integer, got ${value}`;
+}
+
+/**
+ * Run the `publish` command.
+ *
+ * Prints the seed (synthetic events), progress lines every 2 s, and a final line with jobs,
+ * events, duration and rate. Exit codes: 0 published; 1 a job server failed or the file is
+ * unusable (a line that is not JSON is reported with its number before anything is
+ * published); 2 usage error (unknown queue: the message lists the twelve; bad numbers); 130
+ * interrupted by the signal.
+ *
+ * @param options Queue, counts, form, file, job servers, seed.
+ * @param io Output sinks.
+ * @param signal Stops publishing (SIGINT/SIGTERM).
+ * @returns The process exit code.
+ */
+export async function runPublishCommand(
+  options: PublishCommandOptions,
+  io: Io,
+  signal?: AbortSignal,
+): Promise<number> {
+  const { queue, gearmanAddr } = options;
+  if (!isQueueName(queue)) {
+    io.err(
+      `Cannot publish: unknown queue "${queue}"; expected one of: ${QUEUE_NAMES.join(", ")}`,
+    );
+    return USAGE_EXIT_CODE;
+  }
+  if (gearmanAddr.length === 0) {
+    io.err("Cannot publish: no job server given (--gearman-addr host:port[,host:port…])");
+    return USAGE_EXIT_CODE;
+  }
+  const servers = gearmanAddr.length;
+
+  let items: Iterable<PublishItem> | AsyncIterable<PublishItem>;
+  let totalJobs: number;
+  let totalEvents: number;
+  if (options.fromFile !== undefined) {
+    const path = options.fromFile;
+    let scan: Awaited<ReturnType<typeof scanRecording>>;
+    try {
+      scan = await scanRecording(path);
+    } catch (err: unknown) {
+      io.err(`Cannot publish from "${path}": ${messageOf(err)}`);
+      return 1;
+    }
+    if ("error" in scan) {
+      io.err(`Cannot publish from "${path}": ${scan.error}; nothing was published`);
+      return 1;
+    }
+    if (scan.jobs === 0) {
+      io.err(`Cannot publish from "${path}": the file holds no payload`);
+      return 1;
+    }
+    io.out(`publishing ${scan.jobs} recorded jobs (${scan.events} events) from ${path}`);
+    items = recordedJobs(path);
+    totalJobs = scan.jobs;
+    totalEvents = scan.events;
+  } else {
+    const problem = checkPositive("count", options.count) ??
+      checkPositive("events per job", options.eventsPerJob);
+    if (problem !== undefined) {
+      io.err(`Cannot publish: ${problem}`);
+      return USAGE_EXIT_CODE;
+    }
+    if (options.seed !== undefined && !Number.isSafeInteger(options.seed)) {
+      io.err(`Cannot publish: seed must be an integer, got ${options.seed}`);
+      return USAGE_EXIT_CODE;
+    }
+    const form = options.form ?? defaultForm(queue as QueueName);
+    const perJob = form === "single" ? 1 : options.eventsPerJob ?? DEFAULT_EVENTS_PER_JOB;
+    const seed = options.seed ?? randomSeed();
+    totalEvents = options.count;
+    totalJobs = Math.ceil(totalEvents / perJob);
+    io.out(
+      `publishing ${totalEvents} synthetic events to ${queue} as ${totalJobs} ${form} jobs (seed ${seed})`,
+    );
+    items = counted(
+      jobsFor(queue, syntheticEvents(queue, totalEvents, { seed }), {
+        form,
+        eventsPerJob: perJob,
+      }),
+      totalEvents,
+      perJob,
+    );
+  }
+
+  let result: PublishResult;
+  try {
+    result = await publishJobs(queue, items, {
+      servers: gearmanAddr,
+      io,
+      totalJobs,
+      totalEvents,
+      ...(signal === undefined ? {} : { signal }),
+    });
+  } catch (err: unknown) {
+    if (signal?.aborted) {
+      io.err(`Publishing to ${queue} was interrupted before it started`);
+      return INTERRUPTED_EXIT_CODE;
+    }
+    io.err(`Cannot publish to ${queue} on ${gearmanAddr.join(", ")}: ${messageOf(err)}`);
+    return 1;
+  }
+  io.out(summaryLine(queue, result, servers));
+  return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
+}

@@ -1,0 +1,570 @@
+/**
+ * The `verify` subcommand: a read-only parity diff of the newest rows of two Statusengine
+ * databases, table by table and column by column (operations.md §5.4, `db_verifier`), for
+ * shadow tests in which two workers consume the same stream into databases A and B.
+ *
+ * Adapted from the Go tool: rows are matched by each table's primary key from the catalogue
+ * (a table whose key holds an AUTO_INCREMENT column, `statusengine_logentries`, is matched by
+ * its other columns, because the ids differ between databases); the summary counts rows per
+ * outcome and differing rows per column; a few example mismatches are printed per table.
+ *
+ * @module
+ */
+import mysql from "mysql2/promise";
+import {
+  isTableName,
+  mysqlOptionsFromUrl,
+  type MysqlUrlOptions,
+  quoteIdentifier,
+  redactUrl,
+  type Table,
+  TABLE_NAMES,
+  type TableName,
+  TABLES,
+} from "../mysql/mod.ts";
+import type { Io } from "./io.ts";
+
+/** Options of the `verify` command. */
+export interface VerifyCommandOptions {
+  /** Database A (e.g. the legacy worker's). */
+  readonly mysqlUrlA: string;
+  /** Database B (e.g. ours). */
+  readonly mysqlUrlB: string;
+  /** Tables to compare; default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
+  readonly tables?: readonly string[];
+  /** Newest rows per table and database, ≥ 1 (operations.md: default 5000). */
+  readonly limit: number;
+  /** `column` (every table) or `table.column`; those columns are not compared. */
+  readonly ignoreColumns?: readonly string[];
+}
+
+/** The 16 tables compared by default (operations.md §5.4). */
+export const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
+  "statusengine_hoststatus",
+  "statusengine_servicestatus",
+  "statusengine_hostchecks",
+  "statusengine_servicechecks",
+  "statusengine_host_statehistory",
+  "statusengine_service_statehistory",
+  "statusengine_host_downtimehistory",
+  "statusengine_service_downtimehistory",
+  "statusengine_host_notifications",
+  "statusengine_service_notifications",
+  "statusengine_host_notifications_log",
+  "statusengine_service_notifications_log",
+  "statusengine_host_acknowledgements",
+  "statusengine_service_acknowledgements",
+  "statusengine_host_scheduleddowntimes",
+  "statusengine_service_scheduleddowntimes",
+]);
+
+/**
+ * "Newest first" per table (operations.md §5.4): the time column and its microsecond
+ * companion. The key columns follow as tie-breakers, so both databases cut their window at
+ * the same row when times are equal.
+ */
+export const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.freeze({
+  "statusengine_dbversion": ["id"],
+  "statusengine_host_acknowledgements": ["entry_time", "entry_time_usec"],
+  "statusengine_host_downtimehistory": ["entry_time", "entry_time_usec"],
+  "statusengine_host_notifications": ["start_time", "start_time_usec"],
+  "statusengine_host_notifications_log": ["start_time", "start_time_usec"],
+  "statusengine_host_scheduleddowntimes": ["entry_time"],
+  "statusengine_host_statehistory": ["state_time", "state_time_usec"],
+  "statusengine_hostchecks": ["start_time", "start_time_usec"],
+  "statusengine_hoststatus": ["status_update_time"],
+  "statusengine_logentries": ["entry_time", "id"],
+  "statusengine_nodes": ["node_start_time"],
+  "statusengine_perfdata": ["timestamp"],
+  "statusengine_service_acknowledgements": ["entry_time", "entry_time_usec"],
+  "statusengine_service_downtimehistory": ["entry_time", "entry_time_usec"],
+  "statusengine_service_notifications": ["start_time", "start_time_usec"],
+  "statusengine_service_notifications_log": ["start_time", "start_time_usec"],
+  "statusengine_service_scheduleddowntimes": ["entry_time"],
+  "statusengine_service_statehistory": ["state_time", "state_time_usec"],
+  "statusengine_servicechecks": ["start_time", "start_time_usec"],
+  "statusengine_servicestatus": ["status_update_time"],
+  "statusengine_tasks": ["entry_time"],
+  "statusengine_users": [],
+});
+
+/** Example mismatches printed per table. */
+export const EXAMPLES_PER_TABLE = 5;
+
+/** Significant digits at which DOUBLE values count as equal (PHP's `precision`, T21). */
+export const DOUBLE_DIGITS = 14;
+
+/** How rows of a table are matched and which columns are left out of the comparison. */
+export interface RowIdentity {
+  /** Columns whose values identify a row in both databases. */
+  readonly key: readonly string[];
+  /** Columns never compared (AUTO_INCREMENT ids, which differ between databases). */
+  readonly skip: readonly string[];
+}
+
+/**
+ * The row identity of a table: its primary key; for a key containing an AUTO_INCREMENT column
+ * or no key at all, every other column (a best-effort composite); for `statusengine_perfdata`
+ * its metric index plus the time.
+ *
+ * @param table A catalogue table.
+ * @returns Key and skipped columns.
+ */
+export function rowIdentity(table: Table): RowIdentity {
+  const auto = table.columns.filter((c) => c.autoIncrement).map((c) => c.name);
+  if (table.name === "statusengine_perfdata") {
+    return { key: ["hostname", "service_description", "label", "timestamp"], skip: auto };
+  }
+  if (table.primaryKey.length > 0 && !table.primaryKey.some((c) => auto.includes(c))) {
+    return { key: table.primaryKey, skip: auto };
+  }
+  return { key: table.columns.map((c) => c.name).filter((c) => !auto.includes(c)), skip: auto };
+}
+
+/** A database value as compared: SQL NULL and `''` both become `''` (operations.md §5.4). */
+function normalise(value: unknown): string {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "string") return value;
+  if (value instanceof Uint8Array) {
+    return Array.from(value, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+  return String(value);
+}
+
+/**
+ * Compare two column values: NULL equals `''`; DOUBLE/FLOAT values are equal when they agree
+ * at {@linkcode DOUBLE_DIGITS} significant digits (rows written by the legacy worker, T21);
+ * everything else must match exactly.
+ *
+ * @param a Value from database A.
+ * @param b Value from database B.
+ * @param isDouble True for a DOUBLE or FLOAT column.
+ * @returns Whether the values count as equal.
+ */
+export function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
+  const x = normalise(a);
+  const y = normalise(b);
+  if (x === y) return true;
+  if (!isDouble || x === "" || y === "") return false;
+  const nx = Number(x);
+  const ny = Number(y);
+  if (!Number.isFinite(nx) || !Number.isFinite(ny)) return false;
+  return nx.toPrecision(DOUBLE_DIGITS) === ny.toPrecision(DOUBLE_DIGITS);
+}
+
+/** A row as read: column name → value. */
+export type DbRow = Readonly<Record<string, unknown>>;
+
+/** The comparison of one table. */
+export interface TableDiff {
+  /** Rows read from A. */
+  readonly rowsA: number;
+  /** Rows read from B. */
+  readonly rowsB: number;
+  /** Rows present in both with every compared column equal. */
+  readonly equal: number;
+  /** Rows whose key exists only in A. */
+  readonly onlyInA: number;
+  /** Rows whose key exists only in B. */
+  readonly onlyInB: number;
+  /** Rows present in both with at least one differing column. */
+  readonly different: number;
+  /** Rows that differ, per column, in the order columns were compared. */
+  readonly columns: ReadonlyMap<string, number>;
+  /** Up to {@linkcode EXAMPLES_PER_TABLE} human-readable mismatches. */
+  readonly examples: readonly string[];
+}
+
+/** Options of {@linkcode diffRows}. */
+export interface DiffOptions {
+  /** Columns identifying a row. */
+  readonly key: readonly string[];
+  /** Columns to compare, in print order. */
+  readonly columns: readonly string[];
+  /** Columns compared at 14 significant digits. */
+  readonly doubleColumns: ReadonlySet<string>;
+  /** Examples to keep; default {@linkcode EXAMPLES_PER_TABLE}. */
+  readonly maxExamples?: number;
+}
+
+function show(value: unknown): string {
+  if (value === null || value === undefined) return "NULL";
+  const text = normalise(value);
+  const cut = text.length > 80 ? `${text.slice(0, 77)}...` : text;
+  return `'${cut.replaceAll("\n", "\\n")}'`;
+}
+
+function describeKey(row: DbRow, key: readonly string[]): string {
+  return `(${
+    key.map((c) => {
+      const v = row[c];
+      return `${c}=${typeof v === "number" ? String(v) : show(v)}`;
+    }).join(", ")
+  })`;
+}
+
+/**
+ * Match the rows of A and B by key and compare every column. Rows with the same key on one
+ * side (possible only in keyless tables) are matched by occurrence.
+ *
+ * @param rowsA Rows of database A.
+ * @param rowsB Rows of database B.
+ * @param options Key, compared columns, DOUBLE columns.
+ * @returns Counts per outcome and per column, and examples.
+ */
+export function diffRows(
+  rowsA: readonly DbRow[],
+  rowsB: readonly DbRow[],
+  options: DiffOptions,
+): TableDiff {
+  const maxExamples = options.maxExamples ?? EXAMPLES_PER_TABLE;
+  const keyOf = (row: DbRow) => JSON.stringify(options.key.map((c) => normalise(row[c])));
+  const index = (rows: readonly DbRow[]) => {
+    const map = new Map<string, DbRow>();
+    for (const row of rows) {
+      const base = keyOf(row);
+      let k = base;
+      for (let n = 1; map.has(k); n++) k = `${base}#${n}`;
+      map.set(k, row);
+    }
+    return map;
+  };
+  const a = index(rowsA);
+  const b = index(rowsB);
+  const columns = new Map<string, number>(options.columns.map((c) => [c, 0]));
+  const examples: string[] = [];
+  const example = (text: string) => {
+    if (examples.length < maxExamples) examples.push(text);
+  };
+  let equal = 0;
+  let different = 0;
+  let onlyInA = 0;
+  for (const [k, rowA] of a) {
+    const rowB = b.get(k);
+    if (rowB === undefined) {
+      onlyInA++;
+      example(`${describeKey(rowA, options.key)} only in A`);
+      continue;
+    }
+    let same = true;
+    for (const c of options.columns) {
+      const missing = !(c in rowA) || !(c in rowB);
+      if (missing || !valuesEqual(rowA[c], rowB[c], options.doubleColumns.has(c))) {
+        same = false;
+        columns.set(c, (columns.get(c) ?? 0) + 1);
+        example(
+          `${describeKey(rowA, options.key)} column ${c}: A=${
+            c in rowA ? show(rowA[c]) : "(no such column)"
+          } B=${c in rowB ? show(rowB[c]) : "(no such column)"}`,
+        );
+      }
+    }
+    if (same) equal++;
+    else different++;
+  }
+  let onlyInB = 0;
+  for (const [k, rowB] of b) {
+    if (a.has(k)) continue;
+    onlyInB++;
+    example(`${describeKey(rowB, options.key)} only in B`);
+  }
+  return {
+    rowsA: rowsA.length,
+    rowsB: rowsB.length,
+    equal,
+    onlyInA,
+    onlyInB,
+    different,
+    columns,
+    examples,
+  };
+}
+
+/** Parsed `--ignore-columns`. */
+export interface IgnoredColumns {
+  /** Columns ignored in every table. */
+  readonly everywhere: ReadonlySet<string>;
+  /** `table.column` entries. */
+  readonly perTable: ReadonlyMap<string, ReadonlySet<string>>;
+}
+
+/**
+ * Parse `--ignore-columns` entries (`column` or `table.column`), checked against the
+ * catalogue so that a typo cannot silently hide nothing.
+ *
+ * @param specs Entries as given.
+ * @returns The ignored columns, or a message naming the bad entry.
+ */
+export function parseIgnoreColumns(
+  specs: readonly string[],
+): IgnoredColumns | { readonly error: string } {
+  const everywhere = new Set<string>();
+  const perTable = new Map<string, Set<string>>();
+  for (const raw of specs) {
+    const spec = raw.trim();
+    if (spec === "") continue;
+    const dot = spec.indexOf(".");
+    if (dot < 0) {
+      if (!TABLE_NAMES.some((t) => TABLES[t].columns.some((c) => c.name === spec))) {
+        return { error: `ignored column "${spec}" is not a column of any Statusengine table` };
+      }
+      everywhere.add(spec);
+      continue;
+    }
+    const table = spec.slice(0, dot);
+    const column = spec.slice(dot + 1);
+    if (!isTableName(table)) {
+      return { error: `ignored column "${spec}" names unknown table "${table}"` };
+    }
+    if (!TABLES[table].columns.some((c) => c.name === column)) {
+      return { error: `ignored column "${spec}": table ${table} has no column "${column}"` };
+    }
+    const set = perTable.get(table) ?? new Set<string>();
+    set.add(column);
+    perTable.set(table, set);
+  }
+  return { everywhere, perTable };
+}
+
+/**
+ * The tables to compare: the default 16, or the given names de-duplicated and sorted.
+ *
+ * @param tables Names as given, or undefined for the default.
+ * @returns The tables, or a message listing the valid names.
+ */
+export function selectTables(
+  tables: readonly string[] | undefined,
+): readonly TableName[] | { readonly error: string } {
+  if (tables === undefined) return DEFAULT_VERIFY_TABLES;
+  const names = [...new Set(tables.map((t) => t.trim()).filter((t) => t !== ""))].sort();
+  const unknown = names.filter((t) => !isTableName(t));
+  if (unknown.length > 0) {
+    return {
+      error: `unknown table${unknown.length === 1 ? "" : "s"} ${
+        unknown.map((t) => `"${t}"`).join(", ")
+      }; valid tables: ${TABLE_NAMES.join(", ")}`,
+    };
+  }
+  if (names.length === 0) return { error: "no table given" };
+  return names as TableName[];
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** mysql2 column type codes of MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE. */
+const FLOAT_TYPES: ReadonlySet<number> = new Set([4, 5]);
+
+interface Side {
+  readonly name: "A" | "B";
+  readonly url: string;
+  readonly conn: mysql.Connection;
+  readonly password: string | undefined;
+}
+
+interface Fetched {
+  readonly rows: DbRow[];
+  readonly columns: readonly string[];
+  readonly doubles: ReadonlySet<string>;
+}
+
+async function fetchNewest(side: Side, table: Table, limit: number): Promise<Fetched> {
+  const identity = rowIdentity(table);
+  const order = [...new Set([...VERIFY_ORDER[table.name], ...identity.key])]
+    .map((c) => `${quoteIdentifier(c)} DESC`).join(", ");
+  const sql = `SELECT * FROM ${quoteIdentifier(table.name)}${
+    order === "" ? "" : ` ORDER BY ${order}`
+  } LIMIT ?`;
+  try {
+    const [rows, fields] = await side.conn.query(sql, [limit]);
+    const meta = fields as unknown as readonly {
+      name: string;
+      columnType?: number;
+      type?: number;
+    }[];
+    return {
+      rows: rows as DbRow[],
+      columns: meta.map((f) => f.name),
+      doubles: new Set(
+        meta.filter((f) => FLOAT_TYPES.has(f.columnType ?? f.type ?? -1)).map((f) => f.name),
+      ),
+    };
+  } catch (err: unknown) {
+    const text = messageOf(err);
+    throw new Error(
+      `${side.name}: ${
+        side.password === undefined ? text : text.replaceAll(side.password, "****")
+      }`,
+      { cause: err },
+    );
+  }
+}
+
+async function open(
+  name: "A" | "B",
+  url: string,
+  io: Io,
+): Promise<Side | undefined> {
+  let opts: MysqlUrlOptions;
+  try {
+    opts = mysqlOptionsFromUrl(url);
+  } catch (err: unknown) {
+    io.err(`Cannot run verify: database ${name}: ${messageOf(err)}`);
+    return undefined;
+  }
+  if (opts.database === undefined) {
+    io.err(
+      `Cannot run verify: the MySQL URL of database ${name} "${redactUrl(url)}" names no database`,
+    );
+    return undefined;
+  }
+  let conn: mysql.Connection;
+  try {
+    conn = await mysql.createConnection({
+      connectTimeout: 10_000,
+      ...opts,
+      // BIGINT values beyond 2^53 arrive as exact strings, smaller ones as numbers.
+      supportBigNumbers: true,
+      bigNumberStrings: false,
+      dateStrings: true,
+    });
+  } catch (err: unknown) {
+    const text = messageOf(err);
+    io.err(
+      `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
+        opts.password === undefined ? text : text.replaceAll(opts.password, "****")
+      }`,
+    );
+    return undefined;
+  }
+  try {
+    // The tool must never write (operations.md §5.4); the server enforces it from here on.
+    await conn.query("SET SESSION TRANSACTION READ ONLY");
+  } catch (err: unknown) {
+    io.err(
+      `Cannot run verify: cannot make the session of database ${name} read-only: ${messageOf(err)}`,
+    );
+    await conn.end().catch(() => conn.destroy());
+    return undefined;
+  }
+  return { name, url, conn, password: opts.password };
+}
+
+/**
+ * Run the `verify` command.
+ *
+ * Output: a header, then per table either `<table>: identical (<n> rows)` or
+ * `<table>: DIFFERENT: <e> equal, <a> only in A, <b> only in B, <d> different (A <na> rows, B <nb> rows)`
+ * followed by `  column <c>: <k> rows differ` lines and `  example: …` lines; a table that
+ * cannot be read prints `ERROR verifying table <table>: …`. A last line sums up.
+ *
+ * @param options The two URLs, tables, row limit, ignored columns.
+ * @param io Output sinks.
+ * @returns 0 when every table is identical; 1 on any difference, table error or connection
+ *   failure; 2 on a usage error (unknown table or column, bad limit).
+ */
+export async function runVerifyCommand(
+  options: VerifyCommandOptions,
+  io: Io,
+): Promise<number> {
+  if (!Number.isSafeInteger(options.limit) || options.limit < 1) {
+    io.err(`Cannot run verify: limit must be a positive integer, got ${options.limit}`);
+    return 2;
+  }
+  const tables = selectTables(options.tables);
+  if ("error" in tables) {
+    io.err(`Cannot run verify: ${tables.error}`);
+    return 2;
+  }
+  const ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
+  if ("error" in ignored) {
+    io.err(`Cannot run verify: ${ignored.error}`);
+    return 2;
+  }
+
+  const a = await open("A", options.mysqlUrlA, io);
+  if (a === undefined) return 1;
+  const b = await open("B", options.mysqlUrlB, io);
+  if (b === undefined) {
+    await a.conn.end().catch(() => a.conn.destroy());
+    return 1;
+  }
+  try {
+    io.out(
+      `verify: A=${redactUrl(a.url)} B=${
+        redactUrl(b.url)
+      }, newest ${options.limit} rows of ${tables.length} table${tables.length === 1 ? "" : "s"}`,
+    );
+    const shownIgnored = [
+      ...ignored.everywhere,
+      ...[...ignored.perTable].flatMap(([t, cols]) => [...cols].map((c) => `${t}.${c}`)),
+    ];
+    if (shownIgnored.length > 0) io.out(`ignoring columns: ${shownIgnored.join(", ")}`);
+
+    let identical = 0;
+    let differing = 0;
+    let errors = 0;
+    for (const name of tables) {
+      const table = TABLES[name];
+      let fa: Fetched;
+      let fb: Fetched;
+      try {
+        [fa, fb] = await Promise.all([
+          fetchNewest(a, table, options.limit),
+          fetchNewest(b, table, options.limit),
+        ]);
+      } catch (err: unknown) {
+        errors++;
+        io.out(`ERROR verifying table ${name}: ${messageOf(err)}`);
+        continue;
+      }
+      const identity = rowIdentity(table);
+      const missingKey = identity.key.filter((c) =>
+        !fa.columns.includes(c) || !fb.columns.includes(c)
+      );
+      if (missingKey.length > 0) {
+        errors++;
+        io.out(`ERROR verifying table ${name}: key column(s) ${missingKey.join(", ")} missing`);
+        continue;
+      }
+      const skip = new Set([
+        ...identity.skip,
+        ...ignored.everywhere,
+        ...(ignored.perTable.get(name) ?? []),
+      ]);
+      const columns = [...new Set([...fa.columns, ...fb.columns])].filter((c) => !skip.has(c));
+      const diff = diffRows(fa.rows, fb.rows, {
+        key: identity.key,
+        columns,
+        doubleColumns: new Set([...fa.doubles, ...fb.doubles]),
+      });
+      if (diff.onlyInA + diff.onlyInB + diff.different === 0) {
+        identical++;
+        io.out(`${name}: identical (${diff.equal} rows)`);
+        continue;
+      }
+      differing++;
+      io.out(
+        `${name}: DIFFERENT: ${diff.equal} equal, ${diff.onlyInA} only in A, ${diff.onlyInB} only in B, ${diff.different} different (A ${diff.rowsA} rows, B ${diff.rowsB} rows)`,
+      );
+      for (const [column, n] of diff.columns) {
+        if (n > 0) {
+          io.out(`  column ${column}: ${n} row${n === 1 ? "" : "s"} differ${n === 1 ? "s" : ""}`);
+        }
+      }
+      for (const text of diff.examples) io.out(`  example: ${text}`);
+    }
+    io.out(
+      `verify: ${tables.length} table${
+        tables.length === 1 ? "" : "s"
+      }: ${identical} identical, ${differing} different, ${errors} error${errors === 1 ? "" : "s"}`,
+    );
+    return differing + errors === 0 ? 0 : 1;
+  } finally {
+    await Promise.all([
+      a.conn.end().catch(() => a.conn.destroy()),
+      b.conn.end().catch(() => b.conn.destroy()),
+    ]);
+  }
+}

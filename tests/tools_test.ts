@@ -1,0 +1,598 @@
+/**
+ * The operator tools against real services: `publish` and `losstest` through a private
+ * gearmand into a real in-process worker and MariaDB, `verify` on two scratch databases.
+ * A missing service fails these tests; they never skip.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { adminCommand } from "../src/gearman/admin.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  publish,
+  startTestWorker,
+  testConfig,
+} from "./helpers/worker.ts";
+import {
+  type PublishItem,
+  publishJobs,
+  runPublishCommand,
+  summaryLine,
+} from "../src/cli/publish.ts";
+import { lossMarker, runLosstestCommand } from "../src/cli/losstest.ts";
+import { runVerifyCommand } from "../src/cli/verify.ts";
+import { decodeJob } from "../src/events/decode.ts";
+import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
+import type { TableRow } from "../src/events/types.ts";
+import { jobsFor, syntheticEvents } from "../src/tools/synthetic.ts";
+import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
+
+type DbRow = Record<string, unknown>;
+
+interface Captured {
+  readonly out: string[];
+  readonly err: string[];
+  readonly io: { out(line: string): void; err(line: string): void };
+}
+
+function capture(): Captured {
+  const out: string[] = [];
+  const err: string[] = [];
+  return { out, err, io: { out: (l) => out.push(l), err: (l) => err.push(l) } };
+}
+
+/** Rows the decoder makes of the same synthetic events the tool published. */
+function expectedRows(queue: QueueName, count: number, seed: number): TableRow[] {
+  const now = Date.now();
+  const rows: TableRow[] = [];
+  for (const job of jobsFor(queue, syntheticEvents(queue, count, { seed, now }))) {
+    const d = decodeJob(queue, job, {
+      nodeName: "N",
+      nowSeconds: now / 1000,
+      statusMaxAgeSeconds: 0,
+    });
+    if (d.kind === "rows") rows.push(...d.rows);
+  }
+  return rows;
+}
+
+async function countRows(
+  db: ScratchDatabase,
+  table: string,
+  where = "1=1",
+  params: unknown[] = [],
+) {
+  const [row] = await db.query<{ n: number }[]>(
+    `SELECT COUNT(*) AS n FROM \`${table}\` WHERE ${where}`,
+    params,
+  );
+  return Number(row?.n);
+}
+
+function fingerprint(row: Readonly<Record<string, unknown>>, columns: readonly string[]): string {
+  return JSON.stringify(columns.map((c) => (row[c] === null ? "" : String(row[c]))));
+}
+
+Deno.test("tools: publish → gearmand → worker stores the synthetic events of three queues", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // The stale filter stays on: the generator's status events are fresh (D.2).
+  await using _worker = await startTestWorker(
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url, statusMaxAgeSeconds: 300 }),
+  );
+  const runs = [
+    { queue: "statusngin_servicechecks", count: 250, eventsPerJob: 100, seed: 11 },
+    { queue: "statusngin_servicestatus", count: 120, eventsPerJob: 50, seed: 12 },
+    { queue: "statusngin_statechanges", count: 80, eventsPerJob: 100, seed: 13 },
+    { queue: "statusngin_acknowledgements", count: 15, eventsPerJob: 100, seed: 14 },
+  ] as const;
+  for (const run of runs) {
+    const c = capture();
+    const code = await runPublishCommand({ ...run, gearmanAddr: [gearmand.addr] }, c.io);
+    assert.equal(code, 0, c.err.join("\n"));
+    const jobs = run.queue === "statusngin_acknowledgements"
+      ? run.count
+      : Math.ceil(run.count / run.eventsPerJob);
+    assert.match(
+      c.out.at(-1) ?? "",
+      new RegExp(
+        `^published ${jobs} jobs \\(${run.count} events\\) to ${run.queue} on 1 job server in [0-9.]+ s: \\d+ events/s, \\d+ jobs/s$`,
+      ),
+    );
+    assert.ok(c.out[0]?.includes(`(seed ${run.seed})`));
+  }
+  for (const { queue } of runs) {
+    await waitFor(async () => (await jobsAtGearmand(gearmand.addr, queue)) === 0, {
+      timeoutMs: 30_000,
+      message: `${queue} drained`,
+    });
+  }
+
+  // Service checks: every event is one row, with the generated texts intact (non-ASCII too).
+  const checkColumns = [
+    "hostname",
+    "service_description",
+    "state",
+    "output",
+    "long_output",
+    "perfdata",
+  ];
+  const wantChecks = expectedRows("statusngin_servicechecks", 250, 11)
+    .map((r) => fingerprint(r.row, checkColumns)).sort();
+  const gotChecks = (await db.query<DbRow[]>(
+    `SELECT ${checkColumns.join(", ")} FROM statusengine_servicechecks`,
+  )).map((r) => fingerprint(r, checkColumns)).sort();
+  assert.equal(gotChecks.length, 250);
+  assert.deepEqual(gotChecks, wantChecks);
+
+  // Service status: one row per object (full upsert), every object of the events present.
+  const objects = new Set(
+    expectedRows("statusngin_servicestatus", 120, 12).map((r) =>
+      `${r.row["hostname"]}|${r.row["service_description"]}`
+    ),
+  );
+  const status = await db.query<DbRow[]>(
+    "SELECT hostname, service_description FROM statusengine_servicestatus",
+  );
+  assert.deepEqual(
+    new Set(status.map((r) => `${r["hostname"]}|${r["service_description"]}`)),
+    objects,
+  );
+
+  // State changes and acknowledgements: routed to the host and the service table (A.12).
+  for (
+    const [queue, count, seed] of [
+      ["statusngin_statechanges", 80, 13],
+      ["statusngin_acknowledgements", 15, 14],
+    ] as const
+  ) {
+    const byTable = new Map<string, number>();
+    for (const { table } of expectedRows(queue, count, seed)) {
+      byTable.set(table, (byTable.get(table) ?? 0) + 1);
+    }
+    assert.equal([...byTable.values()].reduce((a, b) => a + b, 0), count);
+    for (const [table, n] of byTable) assert.equal(await countRows(db, table), n, table);
+  }
+});
+
+Deno.test("tools: publish spreads jobs round-robin over several job servers", async () => {
+  await using one = await startGearmand();
+  await using two = await startGearmand();
+  const c = capture();
+  const code = await runPublishCommand({
+    queue: "statusngin_hostchecks",
+    count: 500,
+    eventsPerJob: 100,
+    gearmanAddr: [one.addr, two.addr],
+    seed: 5,
+  }, c.io);
+  assert.equal(code, 0, c.err.join("\n"));
+  assert.equal(await jobsAtGearmand(one.addr, "statusngin_hostchecks"), 3);
+  assert.equal(await jobsAtGearmand(two.addr, "statusngin_hostchecks"), 2);
+  assert.match(c.out.at(-1) ?? "", /^published 5 jobs \(500 events\) .* on 2 job servers /);
+});
+
+Deno.test("tools: publish --from-file sends recorded NDJSON payloads; a bad line publishes nothing", async () => {
+  await using gearmand = await startGearmand();
+  const dir = await Deno.makeTempDir({ prefix: "se-publish-" });
+  try {
+    const good = `${dir}/good.ndjson`;
+    const host = JSON.stringify(
+      JSON.parse(
+        await Deno.readTextFile(
+          new URL("../../shared/fixtures/statusngin_hostchecks.json", import.meta.url),
+        ),
+      ),
+    );
+    await Deno.writeTextFile(good, `${host}\n\n  \r\n${host}\r\n{"messages":[],"format":"none"}`);
+    const ok = capture();
+    assert.equal(
+      await runPublishCommand({
+        queue: "statusngin_hostchecks",
+        count: 1,
+        eventsPerJob: 1,
+        fromFile: good,
+        gearmanAddr: [gearmand.addr],
+      }, ok.io),
+      0,
+      ok.err.join("\n"),
+    );
+    assert.match(ok.out.at(-1) ?? "", /^published 3 jobs \(2 events\)/);
+    assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks"), 3);
+
+    const bad = `${dir}/bad.ndjson`;
+    await Deno.writeTextFile(bad, `${host}\n\n{"messages":[\n${host}\n`);
+    const failed = capture();
+    assert.equal(
+      await runPublishCommand({
+        queue: "statusngin_logentries",
+        count: 1,
+        eventsPerJob: 1,
+        fromFile: bad,
+        gearmanAddr: [gearmand.addr],
+      }, failed.io),
+      1,
+    );
+    assert.match(failed.err.join("\n"), /line 3 is not valid JSON: .*nothing was published/);
+    assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_logentries"), 0);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("tools: publish to an unknown queue is a usage error listing the twelve queues", async () => {
+  const c = capture();
+  const code = await runPublishCommand({
+    queue: "statusngin_flappings",
+    count: 1,
+    eventsPerJob: 1,
+    gearmanAddr: ["127.0.0.1:1"],
+  }, c.io);
+  assert.equal(code, 2);
+  for (const q of QUEUE_NAMES) assert.ok(c.err.join("\n").includes(q), q);
+});
+
+Deno.test("tools: publish stops submitting when its signal aborts and reports what was confirmed", async () => {
+  await using gearmand = await startGearmand();
+  const controller = new AbortController();
+  function* items(): Generator<PublishItem> {
+    for (let i = 0; i < 1_000; i++) {
+      if (i === 3) controller.abort();
+      yield { payload: '{"messages":[],"format":"none"}', events: 0 };
+    }
+  }
+  const c = capture();
+  const result = await publishJobs("statusngin_logentries", items(), {
+    servers: [gearmand.addr],
+    io: c.io,
+    signal: controller.signal,
+  });
+  assert.equal(result.interrupted, true);
+  assert.equal(result.jobs, 3);
+  assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_logentries"), 3);
+  assert.match(
+    summaryLine("statusngin_logentries", result, 1),
+    /^interrupted after publishing 3 jobs /,
+  );
+
+  const early = capture();
+  assert.equal(
+    await runPublishCommand(
+      { queue: "statusngin_logentries", count: 10, eventsPerJob: 5, gearmanAddr: [gearmand.addr] },
+      early.io,
+      AbortSignal.abort(),
+    ),
+    130,
+  );
+  assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_logentries"), 3);
+});
+
+Deno.test("tools: a job server refusing jobs mid-run fails publish with the confirmed count", async () => {
+  await using gearmand = await startGearmand();
+  // maxqueue only limits a function that already has jobs (gearman.md §4.14).
+  await publish(gearmand.addr, "statusngin_logentries", ['{"messages":[],"format":"none"}']);
+  assert.deepEqual(await adminCommand(gearmand.addr, "maxqueue statusngin_logentries 3"), ["OK"]);
+  const c = capture();
+  const code = await runPublishCommand({
+    queue: "statusngin_logentries",
+    count: 10,
+    eventsPerJob: 2,
+    gearmanAddr: [gearmand.addr],
+  }, c.io);
+  assert.equal(code, 1);
+  assert.match(
+    c.err.join("\n"),
+    /^Cannot publish to statusngin_logentries on .*: Job server refused submission: QUEUE_ERROR .*\(2 jobs with 4 events confirmed before the failure\)$/,
+  );
+  assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_logentries"), 3);
+});
+
+Deno.test("tools: publish to an unreachable job server fails with exit 1 naming the server", async () => {
+  const c = capture();
+  const code = await runPublishCommand({
+    queue: "statusngin_hoststatus",
+    count: 10,
+    eventsPerJob: 5,
+    gearmanAddr: ["127.0.0.1:1"],
+  }, c.io);
+  assert.equal(code, 1);
+  assert.match(c.err.join("\n"), /^Cannot publish to statusngin_hoststatus on 127\.0\.0\.1:1: /);
+});
+
+Deno.test("tools: losstest publish → worker drains → verify passes; deleted markers are reported as exact ranges; cleanup removes the run", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const count = 12_000;
+  const base = { runId: "t1", count, gearmanAddr: [gearmand.addr], mysqlUrl: db.url };
+
+  const published = capture();
+  assert.equal(await runLosstestCommand({ ...base, mode: "publish" }, published.io), 0);
+  assert.match(
+    published.out.at(-1) ?? "",
+    /^published 120 jobs \(12000 events\) to statusngin_hostchecks/,
+  );
+
+  // Nothing consumed yet: everything is missing, and the backlog is shown as not loss.
+  const before = capture();
+  assert.equal(await runLosstestCommand({ ...base, mode: "verify" }, before.io), 1);
+  assert.ok(before.out.includes("missing: 12000"), before.out.join("\n"));
+  assert.ok(before.out.includes("missing sequence numbers: 0-11999"));
+  assert.ok(
+    before.out.includes(
+      "jobs still queued at gearmand for statusngin_hostchecks: 120 (about 12000 events; not loss)",
+    ),
+    before.out.join("\n"),
+  );
+
+  {
+    await using _worker = await startTestWorker(
+      testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
+    );
+    await waitFor(
+      async () => (await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks")) === 0,
+      {
+        timeoutMs: 60_000,
+        message: "losstest backlog drained",
+      },
+    );
+  }
+
+  const passed = capture();
+  assert.equal(
+    await runLosstestCommand({ ...base, mode: "verify" }, passed.io),
+    0,
+    passed.out.join("\n"),
+  );
+  for (
+    const line of [
+      "rows: 12000",
+      "distinct events: 12000",
+      "missing: 0",
+      "jobs still queued at gearmand for statusngin_hostchecks: 0 (about 0 events; not loss)",
+      "PASS: all 12000 events present",
+    ]
+  ) {
+    assert.ok(passed.out.includes(line), `${line}\n${passed.out.join("\n")}`);
+  }
+  assert.ok(!passed.out.some((l) => l.startsWith("duplicate rows")));
+
+  const lost = [...Array(100).keys(), 250, ...Array.from({ length: 100 }, (_, i) => 11_900 + i)];
+  await db.query("DELETE FROM statusengine_hostchecks WHERE hostname IN (?)", [
+    lost.map((s) => lossMarker("t1", s)),
+  ]);
+  // A marker of another run whose id extends ours must neither count nor be cleaned up.
+  await copyRow(db, "statusengine_hostchecks", "hostname", lossMarker("t1", 300), "lt-t1-x-5");
+  const failed = capture();
+  assert.equal(await runLosstestCommand({ ...base, mode: "verify" }, failed.io), 1);
+  assert.ok(failed.out.includes("missing: 201"), failed.out.join("\n"));
+  assert.ok(failed.out.includes("rows: 11799"), failed.out.join("\n"));
+  assert.ok(failed.out.includes("missing sequence numbers: 0-99, 250, 11900-11999"));
+  assert.ok(failed.out.includes("FAIL: 201 of 12000 events missing"));
+
+  const cleaned = capture();
+  assert.equal(
+    await runLosstestCommand({ ...base, mode: "cleanup" }, cleaned.io),
+    0,
+    cleaned.err.join("\n"),
+  );
+  assert.match(cleaned.out.at(-1) ?? "", /^losstest cleanup: deleted 11799 rows of run "t1"/);
+  assert.equal(await countRows(db, "statusengine_hostchecks", "hostname LIKE 'lt-t1-%'"), 1);
+  assert.equal(await countRows(db, "statusengine_hostchecks", "hostname = 'lt-t1-x-5'"), 1);
+});
+
+/** Copy one row of a table, with another value in the column `column`. */
+async function copyRow(
+  db: ScratchDatabase,
+  table: TableName,
+  column: string,
+  from: unknown,
+  to: string,
+): Promise<void> {
+  const cols = TABLES[table].insertColumns;
+  await db.query(
+    `INSERT INTO \`${table}\` (${cols.join(", ")}) SELECT ${
+      cols.map((c) => (c === column ? "?" : c)).join(", ")
+    } FROM \`${table}\` WHERE ${column} = ? LIMIT 1`,
+    [to, from],
+  );
+}
+
+/** Insert decoded rows (last row per primary key wins, as the status upsert does). */
+async function insertRows(db: ScratchDatabase, rows: readonly TableRow[]): Promise<void> {
+  const byTable = new Map<string, Map<string, Readonly<Record<string, unknown>>>>();
+  for (const { table, row } of rows) {
+    const t = TABLES[table as TableName];
+    const rowsOfTable = byTable.get(table) ?? new Map();
+    rowsOfTable.set(JSON.stringify(t.primaryKey.map((c) => row[c])), row);
+    byTable.set(table, rowsOfTable);
+  }
+  for (const [table, rowMap] of byTable) {
+    const cols = TABLES[table as TableName].insertColumns;
+    await db.query(
+      `INSERT INTO \`${table}\` (${cols.map((c) => `\`${c}\``).join(", ")}) VALUES ?`,
+      [
+        [...rowMap.values()].map((r) => cols.map((c) => r[c] ?? null)),
+      ],
+    );
+  }
+}
+
+Deno.test("tools: verify reports exactly one changed column and one extra row between two databases, and --ignore-columns hides the column", async () => {
+  await using a = await createScratchDatabase();
+  await using b = await createScratchDatabase();
+  await createSchema(a.url);
+  await createSchema(b.url);
+  const rows = [
+    ...expectedRows("statusngin_hoststatus", 200, 21),
+    ...expectedRows("statusngin_servicechecks", 300, 22),
+    ...expectedRows("statusngin_statechanges", 100, 23),
+  ];
+  await insertRows(a, rows);
+  await insertRows(b, rows);
+  const tables = [
+    "statusengine_hoststatus",
+    "statusengine_servicechecks",
+    "statusengine_host_statehistory",
+    "statusengine_service_statehistory",
+  ];
+  const verify = async (options: { tables?: string[]; ignoreColumns?: string[] }) => {
+    const c = capture();
+    const code = await runVerifyCommand({
+      mysqlUrlA: a.url,
+      mysqlUrlB: b.url,
+      limit: 5000,
+      ...options,
+    }, c.io);
+    return { code, out: c.out, err: c.err };
+  };
+
+  const same = await verify({ tables });
+  assert.equal(same.code, 0, same.out.join("\n"));
+  const hosts = await countRows(a, "statusengine_hoststatus");
+  const hostChanges = await countRows(a, "statusengine_host_statehistory");
+  assert.ok(
+    same.out.includes(`statusengine_hoststatus: identical (${hosts} rows)`),
+    same.out.join("\n"),
+  );
+  assert.ok(same.out.includes("statusengine_servicechecks: identical (300 rows)"));
+  assert.equal(same.out.at(-1), "verify: 4 tables: 4 identical, 0 different, 0 errors");
+  // The default 16 tables, most of them empty on both sides, are identical too.
+  assert.equal((await verify({})).code, 0);
+
+  // B differs in one column of one service check and has one extra host state change. A
+  // latency that agrees at 14 significant digits (how the legacy worker stored it, T21) is
+  // not a difference.
+  const checks = await a.query<DbRow[]>(
+    "SELECT service_description, start_time, start_time_usec, latency FROM statusengine_servicechecks WHERE latency > 0",
+  );
+  const check = checks.find((r) => {
+    const x = Number(r["latency"]);
+    return Number(x.toPrecision(14)) !== x;
+  });
+  assert.ok(check !== undefined, "a latency with more than 14 significant digits");
+  const latency = Number(check["latency"]);
+  await b.query(
+    "UPDATE statusengine_servicechecks SET output = 'changed in B', latency = ? WHERE service_description = ? AND start_time = ? AND start_time_usec = ?",
+    [
+      Number(latency.toPrecision(14)),
+      check["service_description"],
+      check["start_time"],
+      check["start_time_usec"],
+    ],
+  );
+  const [change] = await b.query<DbRow[]>(
+    "SELECT hostname FROM statusengine_host_statehistory LIMIT 1",
+  );
+  await copyRow(
+    b,
+    "statusengine_host_statehistory",
+    "hostname",
+    change?.["hostname"],
+    "extra.example.com",
+  );
+
+  const [extra] = await b.query<DbRow[]>(
+    "SELECT state_time, state_time_usec FROM statusengine_host_statehistory WHERE hostname = 'extra.example.com'",
+  );
+  const diff = await verify({ tables });
+  assert.equal(diff.code, 1);
+  const text = diff.out.join("\n");
+  assert.ok(
+    diff.out.includes(
+      "statusengine_servicechecks: DIFFERENT: 299 equal, 0 only in A, 0 only in B, 1 different (A 300 rows, B 300 rows)",
+    ),
+    text,
+  );
+  assert.ok(diff.out.includes("  column output: 1 row differs"), text);
+  assert.ok(!text.includes("column latency"), text);
+  assert.ok(
+    diff.out.some((l) =>
+      /^ {2}example: \(service_description='[^']+', start_time=\d+, start_time_usec=\d+\) column output: A='[^']*' B='changed in B'$/
+        .test(l)
+    ),
+    text,
+  );
+  assert.ok(
+    diff.out.includes(
+      `statusengine_host_statehistory: DIFFERENT: ${hostChanges} equal, 0 only in A, 1 only in B, 0 different (A ${hostChanges} rows, B ${
+        hostChanges + 1
+      } rows)`,
+    ),
+    text,
+  );
+  assert.ok(
+    diff.out.includes(
+      `  example: (hostname='extra.example.com', state_time=${
+        extra?.["state_time"]
+      }, state_time_usec=${extra?.["state_time_usec"]}) only in B`,
+    ),
+    text,
+  );
+  assert.ok(diff.out.includes(`statusengine_hoststatus: identical (${hosts} rows)`), text);
+  assert.equal(diff.out.at(-1), "verify: 4 tables: 2 identical, 2 different, 0 errors");
+
+  const ignored = await verify({ tables, ignoreColumns: ["statusengine_servicechecks.output"] });
+  assert.equal(ignored.code, 1, "the extra row is still a difference");
+  assert.ok(
+    ignored.out.includes("statusengine_servicechecks: identical (300 rows)"),
+    ignored.out.join("\n"),
+  );
+  assert.ok(ignored.out.includes("ignoring columns: statusengine_servicechecks.output"));
+  const onlyChecks = await verify({
+    tables: ["statusengine_servicechecks"],
+    ignoreColumns: ["output"],
+  });
+  assert.equal(onlyChecks.code, 0, onlyChecks.out.join("\n"));
+});
+
+Deno.test("tools: verify refuses unknown tables and columns with the list of valid names", async () => {
+  const c = capture();
+  assert.equal(
+    await runVerifyCommand({
+      mysqlUrlA: "mysql://root@127.0.0.1:1/a",
+      mysqlUrlB: "mysql://root@127.0.0.1:1/b",
+      tables: ["statusengine_hoststatus", "statusengine_nope"],
+      limit: 10,
+    }, c.io),
+    2,
+  );
+  assert.match(
+    c.err.join("\n"),
+    /unknown table "statusengine_nope"; valid tables: statusengine_dbversion, /,
+  );
+  for (const t of Object.keys(TABLES)) assert.ok(c.err.join("\n").includes(t), t);
+  const d = capture();
+  assert.equal(
+    await runVerifyCommand({
+      mysqlUrlA: "mysql://root@127.0.0.1:1/a",
+      mysqlUrlB: "mysql://root@127.0.0.1:1/b",
+      limit: 10,
+      ignoreColumns: ["statusengine_hoststatus.nope"],
+    }, d.io),
+    2,
+  );
+  assert.match(d.err.join("\n"), /table statusengine_hoststatus has no column "nope"/);
+});
+
+Deno.test("tools: verify reports a table that cannot be read as an error and exits 1", async () => {
+  await using a = await createScratchDatabase();
+  await using b = await createScratchDatabase();
+  await createSchema(a.url);
+  const c = capture();
+  const code = await runVerifyCommand({
+    mysqlUrlA: a.url,
+    mysqlUrlB: b.url,
+    tables: ["statusengine_hoststatus"],
+    limit: 10,
+  }, c.io);
+  assert.equal(code, 1);
+  assert.match(
+    c.out.join("\n"),
+    /ERROR verifying table statusengine_hoststatus: B: .*doesn't exist/,
+  );
+  assert.equal(c.out.at(-1), "verify: 1 table: 0 identical, 0 different, 1 error");
+});
