@@ -1,0 +1,320 @@
+/**
+ * Fault injection: a backlog of 100,000 events, a fault mid-drain, the worker
+ * left (or restarted) to finish, then the losstest check: no event missing
+ * (D1, D7). Real gearmand, real MariaDB, TCP proxies in between.
+ *
+ * These are the long tests of the suite; `deno task test:quick` leaves them out,
+ * `deno task test` (and CI) runs them.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
+import { type Gearmand, startGearmand } from "../helpers/gearmand.ts";
+import { startTcpProxy } from "../helpers/tcp_proxy.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { createSchema, jobsAtGearmand } from "../helpers/worker.ts";
+import { seriesValue, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
+import { GearmanClient } from "../../src/gearman/client.ts";
+import {
+  formatRanges,
+  LOSSTEST_QUEUE,
+  losstestJobs,
+  parseLossMarker,
+  verifyRows,
+} from "../../src/cli/losstest.ts";
+
+const EVENTS = 100_000;
+const QUEUE = LOSSTEST_QUEUE;
+
+/** Publish the run's marker jobs; each job gets its own unique id (persistent queues). */
+async function publishBacklog(addr: string, runId: string, count = EVENTS): Promise<number> {
+  await using client = await GearmanClient.connect(addr, { window: 200 });
+  const pending: Promise<string>[] = [];
+  let jobs = 0;
+  for (const job of losstestJobs(runId, count)) {
+    pending.push(client.submitBackground(QUEUE, job.payload, { unique: crypto.randomUUID() }));
+    jobs++;
+    if (pending.length >= 500) await Promise.all(pending.splice(0));
+  }
+  await Promise.all(pending);
+  return jobs;
+}
+
+async function committed(db: ScratchDatabase, runId: string): Promise<number> {
+  const [row] = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM statusengine_hostchecks WHERE hostname LIKE ?",
+    [`lt-${runId}-%`],
+  );
+  return Number(row?.n ?? 0);
+}
+
+/** The losstest verify check: every sequence number present, none twice. */
+async function assertNothingMissing(db: ScratchDatabase, runId: string, count = EVENTS) {
+  const rows = await db.query<{ hostname: string }[]>(
+    "SELECT hostname FROM statusengine_hostchecks WHERE hostname LIKE ?",
+    [`lt-${runId}-%`],
+  );
+  const seqs = rows.map((r) => parseLossMarker(runId, r.hostname)).filter((s) =>
+    s !== undefined
+  ) as number[];
+  const report = verifyRows(seqs, count);
+  assert.equal(
+    report.missing,
+    0,
+    `missing ${report.missing} of ${count}: ${formatRanges(report.missingRanges)}`,
+  );
+  assert.equal(report.duplicates, 0);
+}
+
+async function drained(gearmand: Gearmand, timeoutMs = 180_000): Promise<void> {
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, QUEUE)) === 0, {
+    timeoutMs,
+    intervalMs: 200,
+    message: "the backlog at gearmand to drain",
+  });
+}
+
+async function midDrain(db: ScratchDatabase, runId: string): Promise<void> {
+  await waitFor(async () => (await committed(db, runId)) >= EVENTS / 5, {
+    timeoutMs: 120_000,
+    intervalMs: 50,
+    message: "a fifth of the backlog to be committed",
+  });
+}
+
+async function setup(options: { sqlite?: boolean } = {}) {
+  const sqliteDir = options.sqlite ? await Deno.makeTempDir({ prefix: "se-gm-" }) : undefined;
+  const gearmand = await startGearmand(
+    sqliteDir === undefined ? {} : { sqliteFile: `${sqliteDir}/queue.db` },
+  );
+  const db = await createScratchDatabase("se_fault");
+  await createSchema(db.url);
+  return {
+    gearmand,
+    db,
+    async [Symbol.asyncDispose]() {
+      await gearmand.stop();
+      await db.drop();
+      if (sqliteDir !== undefined) await Deno.remove(sqliteDir, { recursive: true });
+    },
+  };
+}
+
+function exitedCleanly(worker: WorkerProcess, status: Deno.CommandStatus): void {
+  assert.equal(status.code, 0, `${worker.lines().slice(-20).join("\n")}\n${worker.stderr()}`);
+}
+
+Deno.test("fault: SIGTERM mid-drain, restart: no event missing", async () => {
+  await using env = await setup();
+  await publishBacklog(env.gearmand.addr, "term");
+  {
+    await using worker = await startWorkerProcess({
+      gearmanAddr: env.gearmand.addr,
+      mysqlUrl: env.db.url,
+    });
+    await midDrain(env.db, "term");
+    worker.kill("SIGTERM");
+    exitedCleanly(worker, await worker.status);
+  }
+  await using _again = await startWorkerProcess({
+    gearmanAddr: env.gearmand.addr,
+    mysqlUrl: env.db.url,
+  });
+  await drained(env.gearmand);
+  await assertNothingMissing(env.db, "term");
+});
+
+Deno.test("fault: SIGKILL mid-drain, restart: no event missing (D1)", async () => {
+  await using env = await setup();
+  await publishBacklog(env.gearmand.addr, "kill");
+  {
+    await using worker = await startWorkerProcess({
+      gearmanAddr: env.gearmand.addr,
+      mysqlUrl: env.db.url,
+    });
+    await midDrain(env.db, "kill");
+    worker.kill("SIGKILL");
+    assert.equal((await worker.status).signal, "SIGKILL");
+  }
+  await using _again = await startWorkerProcess({
+    gearmanAddr: env.gearmand.addr,
+    mysqlUrl: env.db.url,
+  });
+  await drained(env.gearmand);
+  await assertNothingMissing(env.db, "kill");
+});
+
+for (const seconds of [1, 20]) {
+  Deno.test(`fault: the worker's connections to gearmand cut for ${seconds} s mid-drain: no event missing`, async () => {
+    await using env = await setup();
+    await using proxy = await startTcpProxy(env.gearmand.addr);
+    const runId = `cut${seconds}`;
+    await publishBacklog(env.gearmand.addr, runId);
+    await using worker = await startWorkerProcess({
+      gearmanAddr: proxy.addr,
+      mysqlUrl: env.db.url,
+    });
+    await midDrain(env.db, runId);
+    proxy.block();
+    await waitFor(async () =>
+      seriesValue(await worker.metrics(), "statusengine_queue_connected", {
+        queue_name: QUEUE,
+      }) === 0, { message: "queue_connected 0" });
+    await new Promise((r) => setTimeout(r, seconds * 1000));
+    proxy.unblock();
+    await drained(env.gearmand);
+    await assertNothingMissing(env.db, runId);
+    const text = await worker.metrics();
+    assert.equal(seriesValue(text, "statusengine_queue_connected", { queue_name: QUEUE }), 1);
+    assert.ok(seriesValue(text, "statusengine_queue_reconnects_total", { queue_name: QUEUE }) >= 1);
+  });
+}
+
+Deno.test("fault: gearmand restarted mid-drain (persistent sqlite queue): no event missing", async () => {
+  await using env = await setup({ sqlite: true });
+  await publishBacklog(env.gearmand.addr, "gmrestart");
+  await using worker = await startWorkerProcess({
+    gearmanAddr: env.gearmand.addr,
+    mysqlUrl: env.db.url,
+  });
+  await midDrain(env.db, "gmrestart");
+  const before = await committed(env.db, "gmrestart");
+  await env.gearmand.restart();
+  // What gearmand replays from its store is what it still owed; anything it
+  // lost would be broker loss (its builtin queue keeps nothing over a restart).
+  const replayed = await jobsAtGearmand(env.gearmand.addr, QUEUE);
+  assert.ok(replayed > 0, "gearmand replayed the unfinished jobs from its persistent queue");
+  await drained(env.gearmand);
+  const rows = await env.db.query<{ hostname: string }[]>(
+    "SELECT hostname FROM statusengine_hostchecks WHERE hostname LIKE 'lt-gmrestart-%'",
+  );
+  const report = verifyRows(
+    rows.map((r) => parseLossMarker("gmrestart", r.hostname) ?? -1).filter((s) => s >= 0),
+    EVENTS,
+  );
+  assert.equal(
+    report.missing,
+    0,
+    `missing ${report.missing} (committed before the restart: ${before}, ` +
+      `jobs replayed by gearmand: ${replayed}): ${formatRanges(report.missingRanges)}`,
+  );
+  assert.ok(
+    seriesValue(await worker.metrics(), "statusengine_queue_reconnects_total", {
+      queue_name: QUEUE,
+    }) >= 1,
+  );
+});
+
+Deno.test("fault: MariaDB unreachable for 20 s mid-drain: held, nothing missing", async () => {
+  await using env = await setup();
+  await using proxy = await startTcpProxy(`${env.db.host}:${env.db.port}`);
+  const viaProxy = new URL(env.db.url);
+  viaProxy.host = proxy.addr;
+  await publishBacklog(env.gearmand.addr, "dbdown");
+  await using worker = await startWorkerProcess({
+    gearmanAddr: env.gearmand.addr,
+    mysqlUrl: viaProxy.href,
+  });
+  await midDrain(env.db, "dbdown");
+  proxy.block();
+  await waitFor(
+    async () => seriesValue(await worker.metrics(), "statusengine_db_available") === 0,
+    {
+      message: "db_available 0",
+    },
+  );
+  await new Promise((r) => setTimeout(r, 20_000));
+  const waiting = await jobsAtGearmand(env.gearmand.addr, QUEUE);
+  assert.ok(waiting > 0, "the backlog waits at gearmand during the outage");
+  proxy.unblock();
+  await drained(env.gearmand);
+  await assertNothingMissing(env.db, "dbdown");
+  assert.equal(seriesValue(await worker.metrics(), "statusengine_db_available"), 1);
+});
+
+Deno.test("fault: SIGTERM while MariaDB is unreachable, restart: no event missing", async () => {
+  await using env = await setup();
+  await using proxy = await startTcpProxy(`${env.db.host}:${env.db.port}`);
+  const viaProxy = new URL(env.db.url);
+  viaProxy.host = proxy.addr;
+  await publishBacklog(env.gearmand.addr, "termdown");
+  {
+    await using worker = await startWorkerProcess({
+      gearmanAddr: env.gearmand.addr,
+      mysqlUrl: viaProxy.href,
+      args: ["--drain-timeout", "3s", "--shutdown-flush-timeout", "2s"],
+    });
+    await midDrain(env.db, "termdown");
+    proxy.block();
+    await waitFor(
+      async () => seriesValue(await worker.metrics(), "statusengine_db_available") === 0,
+      {
+        message: "db_available 0",
+      },
+    );
+    const t0 = performance.now();
+    worker.kill("SIGTERM");
+    exitedCleanly(worker, await worker.status);
+    // Bounded shutdown even though nothing could be committed (G9 port decision).
+    assert.ok(performance.now() - t0 < 15_000, "shutdown is bounded while MySQL is away");
+  }
+  proxy.unblock();
+  await using _again = await startWorkerProcess({
+    gearmanAddr: env.gearmand.addr,
+    mysqlUrl: viaProxy.href,
+  });
+  await drained(env.gearmand);
+  await assertNothingMissing(env.db, "termdown");
+});
+
+Deno.test("fault: 1 % malformed jobs: every good event arrives, every bad job is in the dead-letter file (D7)", async () => {
+  await using env = await setup();
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-" });
+  try {
+    const bad: string[] = [];
+    {
+      await using client = await GearmanClient.connect(env.gearmand.addr, { window: 200 });
+      const pending: Promise<string>[] = [];
+      let i = 0;
+      for (const job of losstestJobs("mixed", EVENTS)) {
+        pending.push(client.submitBackground(QUEUE, job.payload));
+        if (++i % 100 === 0) {
+          const kinds = [
+            `not json ${i}`,
+            `{"messages":[{"type":801,"timestamp":"later","hostcheck":{"host_name":"bad-${i}"}}]}`,
+            `[${i}]`,
+            `{"messages":[{"type":801,"timestamp":1,"hostcheck":{"host_name":"bad-${i}","start_time":"x"}}]}`,
+          ];
+          const payload = kinds[(i / 100) % kinds.length] as string;
+          bad.push(payload);
+          pending.push(client.submitBackground(QUEUE, payload));
+        }
+        if (pending.length >= 500) await Promise.all(pending.splice(0));
+      }
+      await Promise.all(pending);
+    }
+    assert.equal(bad.length, 10, "1 % of 1,000 jobs");
+    await using worker = await startWorkerProcess({
+      gearmanAddr: env.gearmand.addr,
+      mysqlUrl: env.db.url,
+      args: ["--dead-letter-file", `${dir}/dead.ndjson`],
+    });
+    await drained(env.gearmand);
+    await assertNothingMissing(env.db, "mixed");
+    const letters = (await Deno.readTextFile(`${dir}/dead.ndjson`)).trim().split("\n").map((l) =>
+      JSON.parse(l) as { payload: string; queue: string; reason: string }
+    );
+    assert.deepEqual(letters.map((l) => l.payload).sort(), [...bad].sort());
+    assert.ok(letters.every((l) => l.queue === QUEUE && l.reason !== ""));
+    const text = await worker.metrics();
+    let dead = 0;
+    for (const reason of ["not_json", "not_object", "bad_type", "missing_field", "bad_shape"]) {
+      dead += seriesValue(text, "statusengine_dead_letters_total", {
+        queue_name: QUEUE,
+        reason,
+      });
+    }
+    assert.equal(dead, 10);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
