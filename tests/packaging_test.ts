@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { loadSettings } from "../src/config/mod.ts";
-import { permissionFlags } from "../tools/compile.ts";
+import { permissionFlags, V8_FLAGS } from "../tools/compile.ts";
 
 const root = new URL("../", import.meta.url);
 const read = (path: string) => Deno.readTextFileSync(new URL(path, root));
@@ -115,4 +115,9 @@ Deno.test("packaging: the worker runs with exactly the compiled permissions, and
     await Deno.remove(configDir, { recursive: true });
     await Deno.remove(stateDir, { recursive: true });
   }
+});
+
+Deno.test("packaging: deno task start runs with the V8 flags the compiled binary embeds", () => {
+  const task = JSON.parse(read("deno.json")).tasks.start as string;
+  assert.ok(task.includes(`--v8-flags=${V8_FLAGS.join(",")}`), task);
 });

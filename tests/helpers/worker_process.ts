@@ -4,6 +4,7 @@
  * nothing (D1).
  */
 import { freePort } from "./gearmand.ts";
+import { V8_FLAGS } from "../../tools/compile.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -29,6 +30,8 @@ export interface WorkerProcessOptions {
   readonly mysqlUrl: string;
   readonly args?: readonly string[];
   readonly env?: Record<string, string>;
+  /** V8 flags for the worker process; default the ones the compiled binary embeds. */
+  readonly v8Flags?: readonly string[];
 }
 
 /**
@@ -49,7 +52,9 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
       "--allow-env",
       "--allow-read",
       "--allow-write",
-      "--allow-sys",
+      ...((options.v8Flags ?? V8_FLAGS).length === 0
+        ? []
+        : [`--v8-flags=${(options.v8Flags ?? V8_FLAGS).join(",")}`]),
       MAIN,
       "run",
       "--gearman-addr",

@@ -1,0 +1,17 @@
+/**
+ * `deno task bench`: every end-to-end benchmark, one after another (each
+ * compares side by side within its own run and prints ratios).
+ */
+const BENCHES = ["gearman_consume.ts", "pipeline.ts", "shutdown.ts", "memory.ts"];
+
+let failed = 0;
+for (const name of BENCHES) {
+  const { code } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", new URL(name, import.meta.url).pathname],
+    stdout: "inherit",
+    stderr: "inherit",
+  }).output();
+  if (code !== 0) failed++;
+  Deno.stdout.writeSync(new TextEncoder().encode("\n"));
+}
+Deno.exit(failed === 0 ? 0 : 1);
