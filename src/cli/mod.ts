@@ -116,6 +116,8 @@ export interface CliOptions {
   readonly signals?: boolean;
   /** Aborts the command like a signal would (tests). */
   readonly signal?: AbortSignal;
+  /** Receives formatted log lines instead of stdout (tests). */
+  readonly logWrite?: (line: string) => void;
 }
 
 /**
