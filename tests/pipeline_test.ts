@@ -264,7 +264,13 @@ Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows
   await waitFor(async () => (await metricValue(worker, "statusengine_db_available")) === 0, {
     message: "db_available 0",
   });
-  await new Promise((r) => setTimeout(r, 2000));
+  await waitFor(
+    async () =>
+      (await metricValue(worker, "statusengine_queue_jobs_in_flight", { queue_name: q })) === 8,
+    {
+      message: "the queue's cap filled with jobs waiting for their commit",
+    },
+  );
   // Nothing acknowledged while MySQL is away: the cap holds 8 jobs, the rest waits at gearmand.
   const held = await jobsAtGearmand(gearmand.addr, q);
   assert.ok(held >= 192, `jobs still at gearmand during the outage: ${held}`);

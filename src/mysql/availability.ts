@@ -83,6 +83,8 @@ export class DbAvailability {
    * @param table The writer.
    */
   abandon(table: string): void {
-    this.#outages.delete(table);
+    // Nothing is held for this table any more; keep the gauge in step with
+    // `available` (the next failure sets it to 0 again).
+    if (this.#outages.delete(table) && this.#outages.size === 0) this.#gauge?.set(1);
   }
 }

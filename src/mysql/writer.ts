@@ -29,6 +29,7 @@ import { appendAdjustedRow, type Row, type SqlValue, type ValueAdjustment } from
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "../pipeline/job_tracker.ts";
 import type { DeadLetterSink } from "../pipeline/dead_letter.ts";
+import { delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("db");
@@ -57,11 +58,14 @@ interface IntervalStats {
   rows: number;
 }
 
-/** Writer was closed; rows can no longer be added. */
+/** Writer was closed; rows can no longer be added or flushed. */
 export class WriterClosedError extends Error {
-  /** @param table Table of the writer. */
-  constructor(table: string) {
-    super(`Cannot add rows: the writer of "${table}" is closed`);
+  /**
+   * @param table Table of the writer.
+   * @param action What was refused.
+   */
+  constructor(table: string, action = "add rows") {
+    super(`Cannot ${action}: the writer of "${table}" is closed`);
     this.name = "WriterClosedError";
   }
 }
@@ -79,6 +83,18 @@ export class TableWriter {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #paused = 0;
   #closed = false;
+  #closing: Promise<void> | undefined;
+  /**
+   * Rows ever buffered, and rows whose statement has ended (committed,
+   * dead-lettered, or given up at shutdown). Rows leave the buffer in order
+   * and one statement runs at a time, so `flush` can wait for exactly the rows
+   * buffered before it was called: waiting for an empty buffer instead never
+   * ends while producers keep refilling it (a core restart under load, D4).
+   * Pinned by "writer: flush under sustained load commits what was buffered
+   * before it and returns".
+   */
+  #rowsAdded = 0;
+  #rowsSettled = 0;
   #spaceWaiters: (() => void)[] = [];
   #idleWaiters: (() => void)[] = [];
   /** Aborts statements held in a retry loop (shutdown budget exhausted). */
@@ -141,6 +157,7 @@ export class TableWriter {
         const values: SqlValue[] = [];
         appendAdjustedRow(this.table, row, values, adjustments);
         this.#buffer.push({ values, owner, row });
+        this.#rowsAdded++;
       }
       this.#kick();
     }
@@ -149,12 +166,16 @@ export class TableWriter {
 
   /**
    * Commit everything buffered before this call (core restart D4, shutdown).
+   * Rows added meanwhile are not waited for.
    *
    * @param signal Bounds the wait (and a statement held for an unreachable MySQL).
+   * @throws {WriterClosedError} After {@link close}.
    */
   async flush(signal?: AbortSignal): Promise<void> {
-    for (;;) {
-      if (this.#buffer.length === 0 && this.#inFlight === undefined) return;
+    const target = this.#rowsAdded;
+    while (this.#rowsSettled < target) {
+      if (this.#closed) throw new WriterClosedError(this.table.name, "flush");
+      // Rows not yet settled are in flight or buffered, so the buffer is not empty here.
       if (this.#inFlight === undefined) this.#startStatement();
       await this.#waitIdle(signal);
     }
@@ -184,10 +205,16 @@ export class TableWriter {
    * Commit what is buffered within `signal`, then refuse new rows. A
    * statement still held for an unreachable MySQL when `signal` aborts is
    * given up: its jobs were not acknowledged and are redelivered (D1).
+   * Idempotent: later calls share the first one.
    *
    * @param signal Shutdown flush budget.
    */
-  async close(signal: AbortSignal): Promise<void> {
+  close(signal: AbortSignal): Promise<void> {
+    this.#closing ??= this.#close(signal);
+    return this.#closing;
+  }
+
+  async #close(signal: AbortSignal): Promise<void> {
     const onAbort = () => this.#abort.abort(signal.reason);
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
@@ -280,6 +307,10 @@ export class TableWriter {
 
   /** Decide whether to send a statement now, soon, or not at all. */
   #kick(): void {
+    // Closed: what is still buffered stays there, uncommitted and reported by
+    // close(); its jobs are redelivered (D1). Sending it now would only give it
+    // up against the aborted signal and make `buffered` read 0.
+    if (this.#closed) return;
     if (this.#inFlight !== undefined || this.#paused > 0 || this.#buffer.length === 0) return;
     if (this.#buffer.length >= this.#batchSize) {
       this.#startStatement();
@@ -289,7 +320,10 @@ export class TableWriter {
     // handler woken in this turn handed over its rows.
     this.#timer ??= setTimeout(() => {
       this.#timer = undefined;
-      if (this.#inFlight === undefined && this.#paused === 0 && this.#buffer.length > 0) {
+      if (
+        !this.#closed && this.#inFlight === undefined && this.#paused === 0 &&
+        this.#buffer.length > 0
+      ) {
         this.#startStatement();
       }
     }, 0);
@@ -306,6 +340,7 @@ export class TableWriter {
     }
     this.#inFlight = this.#write(batch).finally(() => {
       this.#inFlight = undefined;
+      this.#rowsSettled += batch.length;
       for (const w of this.#idleWaiters.splice(0)) w();
       this.#kick();
     });
@@ -364,7 +399,9 @@ export class TableWriter {
       });
     } catch (err: unknown) {
       if (!(err instanceof MysqlWriteError) || err.kind !== "permanent") throw err;
-      this.#metrics?.pipelineErrors.inc({ component: "mysql" });
+      // One error per flush that MySQL rejected (the rows isolated from it are
+      // counted in statusengine_dead_letters_total), not one per halving step.
+      if (top) this.#metrics?.pipelineErrors.inc({ component: "mysql" });
       if (batch.length === 1) {
         await this.#deadLetter(batch[0] as Pending, err);
         return;
@@ -414,8 +451,8 @@ export class TableWriter {
           table: this.table.name,
           error: errorMessage(writeErr),
         });
-        await new Promise((r) => setTimeout(r, 1000));
-        this.#abort.signal.throwIfAborted();
+        // Abortable, so close() keeps its budget; the job then stays unacknowledged.
+        await delay(1000, { signal: this.#abort.signal });
       }
     }
     p.owner.deadLetter();

@@ -1,0 +1,716 @@
+/**
+ * TableWriter against a real MariaDB (scratch database): group commit, D1
+ * commit tracking, D7 dead-lettering, the W5 retry policy, backpressure,
+ * withPaused and the shutdown budget.
+ *
+ * Statements are held "in flight" with a real `LOCK TABLES … WRITE` from a
+ * second connection and MySQL outages are made with a TCP proxy. The only
+ * simulated failures are lock errors 1213/1205, which MySQL cannot produce on
+ * demand; the executor that injects them passes every other call to MySQL.
+ */
+import assert from "node:assert/strict";
+import mysql from "mysql2/promise";
+import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers/mysql.ts";
+import { lockTables, waitForBlocked } from "../../tests/helpers/mysql_lock.ts";
+import { startTcpProxy, type TcpProxy } from "../../tests/helpers/tcp_proxy.ts";
+import { waitFor } from "../../tests/helpers/wait.ts";
+import { TableWriter, WriterClosedError } from "./writer.ts";
+import { type TableName, TABLES } from "./catalogue.ts";
+import { createTableStatement } from "./ddl.ts";
+import { type ExecResult, poolExecutor, type SqlExecutor } from "./executor.ts";
+import { DbAvailability } from "./availability.ts";
+import type { Row } from "./values.ts";
+import { createMetrics, type Metrics } from "../metrics/registry.ts";
+import { JobTracker } from "../pipeline/job_tracker.ts";
+import {
+  DeadLetterFile,
+  type DeadLetterRecord,
+  type DeadLetterSink,
+} from "../pipeline/dead_letter.ts";
+import { deadline } from "../util/async.ts";
+
+const LOG = "statusengine_logentries";
+const HOSTCHECKS = "statusengine_hostchecks";
+const LOG_QUEUE = "statusngin_logentries";
+
+/** One statement as the writer sent it. */
+interface Call {
+  readonly sql: string;
+  readonly values: readonly unknown[];
+  readonly table: string;
+  /** Row tuples in the statement. */
+  readonly rows: number;
+  readonly started: number;
+  settled?: number;
+  ok?: boolean;
+}
+
+/**
+ * Passes every statement to MySQL and records it. `inject` may return an
+ * error for a call (1-based number) instead: only used for lock errors, which
+ * MySQL cannot produce on demand.
+ */
+class RecordingExecutor implements SqlExecutor {
+  readonly calls: Call[] = [];
+  readonly #inner: SqlExecutor;
+  inject: ((n: number, call: Call) => Error | undefined) | undefined;
+
+  constructor(inner: SqlExecutor) {
+    this.#inner = inner;
+  }
+
+  async run(sql: string, values: readonly unknown[] = []): Promise<ExecResult> {
+    const table = /^INSERT INTO `([^`]+)`/.exec(sql)?.[1] ?? "";
+    const columns = TABLES[table as TableName]?.insertColumns.length ?? 1;
+    const call: Call = {
+      sql,
+      values,
+      table,
+      rows: values.length / columns,
+      started: performance.now(),
+    };
+    this.calls.push(call);
+    const injected = this.inject?.(this.calls.length, call);
+    try {
+      if (injected !== undefined) throw injected;
+      const result = await this.#inner.run(sql, values);
+      call.ok = true;
+      return result;
+    } catch (err: unknown) {
+      call.ok = false;
+      throw err;
+    } finally {
+      call.settled = performance.now();
+    }
+  }
+
+  /** Row counts of the statements sent for `table`. */
+  rowsPerStatement(table: string): number[] {
+    return this.calls.filter((c) => c.table === table).map((c) => c.rows);
+  }
+}
+
+function lockError(errno: 1213 | 1205): Error {
+  return errno === 1213
+    ? Object.assign(
+      new Error("Deadlock found when trying to get lock; try restarting transaction"),
+      {
+        errno,
+        code: "ER_LOCK_DEADLOCK",
+        sqlState: "40001",
+      },
+    )
+    : Object.assign(new Error("Lock wait timeout exceeded; try restarting transaction"), {
+      errno,
+      code: "ER_LOCK_WAIT_TIMEOUT",
+      sqlState: "HY000",
+    });
+}
+
+interface Fixture extends AsyncDisposable {
+  readonly db: ScratchDatabase;
+  readonly executor: RecordingExecutor;
+  readonly metrics: Metrics;
+  readonly availability: DbAvailability;
+  readonly deadLetterPath: string;
+  /** Present when the pool connects through a proxy. */
+  readonly proxy: TcpProxy | undefined;
+  /** A writer closed by the fixture; `sink` replaces the dead-letter file. */
+  writer(table: TableName, batchSize: number, sink?: DeadLetterSink): TableWriter;
+  count(table: string, where?: string): Promise<number>;
+  deadLetters(): Promise<(DeadLetterRecord & { time: string })[]>;
+}
+
+/** A scratch database with `tables`, a pool (optionally via a TCP proxy) and writers' collaborators. */
+async function setup(
+  tables: readonly TableName[],
+  options: { proxy?: boolean } = {},
+): Promise<Fixture> {
+  const db = await createScratchDatabase();
+  const cleanups: (() => Promise<void>)[] = [() => db.drop()];
+  const undo = async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
+  };
+  try {
+    for (const t of tables) {
+      await db.query(createTableStatement(TABLES[t], { collation: "utf8mb4_general_ci" }));
+    }
+    let proxy: TcpProxy | undefined;
+    if (options.proxy === true) {
+      const p = await startTcpProxy(`${db.host}:${db.port}`);
+      proxy = p;
+      cleanups.push(() => p.close());
+    }
+    const pool = mysql.createPool({
+      host: proxy === undefined ? db.host : "127.0.0.1",
+      port: proxy === undefined ? db.port : proxy.port,
+      user: db.user,
+      password: db.password,
+      database: db.name,
+      charset: "utf8mb4",
+      connectionLimit: 4,
+      connectTimeout: 2_000,
+    });
+    cleanups.push(() => pool.end());
+    const deadLetterPath = await Deno.makeTempFile({ suffix: ".ndjson" });
+    cleanups.push(() => Deno.remove(deadLetterPath));
+    const sink = new DeadLetterFile(deadLetterPath);
+    cleanups.push(() => sink.close());
+    const metrics = createMetrics();
+    const availability = new DbAvailability(metrics.dbAvailable);
+    const executor = new RecordingExecutor(poolExecutor(pool));
+    const writers: TableWriter[] = [];
+    cleanups.push(async () => {
+      using budget = deadline(2_000);
+      await Promise.all(writers.map((w) => w.close(budget.signal)));
+    });
+    return {
+      db,
+      executor,
+      metrics,
+      availability,
+      deadLetterPath,
+      proxy,
+      writer(table, batchSize, deadLetters = sink) {
+        const w = new TableWriter({
+          table: TABLES[table],
+          batchSize,
+          executor,
+          availability,
+          deadLetters,
+          metrics,
+        });
+        writers.push(w);
+        return w;
+      },
+      async count(table, where = "1") {
+        const rows = await db.query<{ n: number }[]>(
+          `SELECT COUNT(*) AS n FROM \`${table}\` WHERE ${where}`,
+        );
+        return Number(rows[0]?.n ?? 0);
+      },
+      async deadLetters() {
+        const text = await Deno.readTextFile(deadLetterPath);
+        return text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l));
+      },
+      [Symbol.asyncDispose]: undo,
+    };
+  } catch (err: unknown) {
+    await undo();
+    throw err;
+  }
+}
+
+/** Current value of one series (0 when the series does not exist yet). */
+async function metric(
+  metrics: Metrics,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
+  const m = metrics.registry.getSingleMetric(name);
+  if (m === undefined) throw new Error(`No metric ${name}`);
+  const data = await m.get();
+  const match = data.values.find((v) =>
+    Object.entries(labels).every(([k, val]) => (v.labels as Record<string, unknown>)[k] === val)
+  );
+  return match?.value ?? 0;
+}
+
+let seq = 0;
+/** A distinct log entry; `marker` lets a test find it again. */
+function logRow(marker: string, overrides: Record<string, string | number> = {}): Row {
+  seq++;
+  return {
+    entry_time: 1_700_000_000 + seq,
+    logentry_type: 262144,
+    logentry_data: marker,
+    node_name: "N",
+    ...overrides,
+  };
+}
+
+function hostcheckRow(host: string): Row {
+  seq++;
+  return {
+    hostname: host,
+    start_time: 1_700_000_000 + seq,
+    start_time_usec: seq,
+    end_time: 1_700_000_001 + seq,
+    state: 0,
+    output: "PING OK",
+  };
+}
+
+function rows(n: number, prefix: string): Row[] {
+  return Array.from({ length: n }, (_, i) => logRow(`${prefix}-${i}`));
+}
+
+/** Whether a promise has settled, observable without awaiting it. */
+function track(p: Promise<unknown>): { readonly settled: boolean } {
+  const state = { settled: false };
+  p.then(() => (state.settled = true), () => (state.settled = true));
+  return state;
+}
+
+/**
+ * Let every pending timer of 0 ms and every I/O callback run: the writer's
+ * group-commit turn is a 0 ms timer, so a statement it was going to send has
+ * been sent after this. Used only to show that something does NOT happen
+ * while the state that would allow it is held by the test.
+ */
+async function turns(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setTimeout(r, 0));
+}
+
+// --- group commit ----------------------------------------------------------
+
+Deno.test("writer: a full batch is sent at once, before add() returns (W2)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 5);
+  const job = new JobTracker(LOG_QUEUE, 5);
+  await writer.add(rows(5, "full"), job);
+  // No timer turn has passed: a full buffer does not wait for one.
+  assert.deepEqual(fx.executor.rowsPerStatement(LOG), [5]);
+  await job.done;
+  assert.equal(await fx.count(LOG), 5);
+});
+
+Deno.test("writer: an idle writer sends a partial batch on the next turn instead of waiting 250 ms (group commit)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 100);
+  const job = new JobTracker(LOG_QUEUE, 3);
+  const added = performance.now();
+  await writer.add(rows(3, "partial"), job);
+  await job.done;
+  assert.deepEqual(fx.executor.rowsPerStatement(LOG), [3]);
+  const sentAfter = (fx.executor.calls[0]?.started ?? Infinity) - added;
+  // The W2 ticker would send after 250 ms; group commit sends on the next event-loop turn.
+  assert.ok(sentAfter < 150, `partial batch sent after ${sentAfter.toFixed(1)} ms`);
+  assert.equal(await fx.count(LOG), 3);
+});
+
+Deno.test("writer: rows arriving while a statement is in flight go out together in the next one, never more than batch size (W1, W2)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 5);
+  const lock = await lockTables(fx.db, [LOG]);
+  try {
+    const first = new JobTracker(LOG_QUEUE, 1);
+    await writer.add([logRow("first")], first);
+    await waitForBlocked(fx.db, "INSERT INTO `statusengine_logentries`%");
+    // Seven one-row jobs while the first statement is held: five fill the buffer,
+    // two wait for room (bounded buffer).
+    const jobs = Array.from({ length: 7 }, () => new JobTracker(LOG_QUEUE, 1));
+    const adds = jobs.map((j, i) => writer.add([logRow(`next-${i}`)], j));
+    await waitFor(() => writer.buffered === 5, { message: "buffer full" });
+    assert.deepEqual(fx.executor.rowsPerStatement(LOG), [1], "nothing sent while one is in flight");
+    await lock.unlock();
+    await Promise.all(adds);
+    await Promise.all([first.done, ...jobs.map((j) => j.done)]);
+  } finally {
+    await lock.unlock();
+  }
+  assert.deepEqual(fx.executor.rowsPerStatement(LOG), [1, 5, 2]);
+  assert.equal(await fx.count(LOG), 8);
+});
+
+// --- D1 --------------------------------------------------------------------
+
+Deno.test("writer: a job resolves only after its last row commits, across two statements and two tables (D1)", async () => {
+  await using fx = await setup([LOG, HOSTCHECKS]);
+  const checks = fx.writer(HOSTCHECKS, 3);
+  const log = fx.writer(LOG, 3);
+  const lock = await lockTables(fx.db, [LOG]);
+  try {
+    // Job A: four host checks (batch size 3 → two statements) and one log entry.
+    const a = new JobTracker(LOG_QUEUE, 5);
+    const aDone = track(a.done);
+    await checks.add(["a1", "a2", "a3", "a4"].map(hostcheckRow), a);
+    // Job B shares A's second host-check statement.
+    const b = new JobTracker(LOG_QUEUE, 1);
+    await checks.add([hostcheckRow("b1")], b);
+    await log.add([logRow("a-log")], a);
+    await waitForBlocked(fx.db, "INSERT INTO `statusengine_logentries`%");
+    await b.done;
+    await waitFor(() => a.pending === 1, { message: "job A's host checks committed" });
+    assert.deepEqual(fx.executor.rowsPerStatement(HOSTCHECKS), [3, 2]);
+    assert.equal(await fx.count(HOSTCHECKS), 5);
+    // Its last row is held by the lock: A must not resolve, whatever else committed.
+    await turns();
+    assert.equal(aDone.settled, false, "job A resolved before its log entry was committed");
+    await lock.unlock();
+    await a.done;
+    assert.equal(await fx.count(LOG, "logentry_data = 'a-log'"), 1);
+    assert.equal(a.deadLettered, 0);
+  } finally {
+    await lock.unlock();
+  }
+});
+
+// --- D7 --------------------------------------------------------------------
+
+Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of its batch is committed (D7)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 8);
+  const good = new JobTracker(LOG_QUEUE, 4);
+  const mixed = new JobTracker(LOG_QUEUE, 4);
+  // Strict mode: a string in an int(11) column is error 1366, deterministic.
+  const bad = logRow("bad", { logentry_type: "not-a-number" });
+  await writer.add(rows(4, "good"), good);
+  await writer.add([logRow("m-0"), bad, logRow("m-2"), logRow("m-3")], mixed);
+  await Promise.all([good.done, mixed.done]);
+
+  assert.equal(await fx.count(LOG), 7);
+  assert.equal(await fx.count(LOG, "logentry_data = 'bad'"), 0);
+  assert.equal(good.deadLettered, 0);
+  assert.equal(mixed.deadLettered, 1);
+  const letters = await fx.deadLetters();
+  assert.equal(letters.length, 1);
+  assert.equal(letters[0]?.queue, LOG_QUEUE);
+  assert.equal(letters[0]?.table, LOG);
+  assert.equal(letters[0]?.reason, "sql_rejected");
+  assert.deepEqual(letters[0]?.row, bad);
+  assert.match(letters[0]?.error ?? "", /1366/);
+
+  // Split by halves: 8 → 4 ok + 4 → 2 ok + 2 → 1 ok + 1 rejected. No statement is sent twice.
+  const rejected = fx.executor.calls.filter((c) => c.ok === false);
+  assert.deepEqual(rejected.map((c) => c.rows), [8, 4, 2, 1]);
+  const sent = fx.executor.calls.map((c) => JSON.stringify(c.values));
+  assert.equal(new Set(sent).size, sent.length, "a rejected statement was retried");
+  assert.equal(
+    await metric(fx.metrics, "statusengine_dead_letters_total", {
+      queue_name: LOG_QUEUE,
+      reason: "sql_rejected",
+    }),
+    1,
+  );
+  // One error per flush MySQL rejected, however many halving steps isolated the row.
+  assert.ok(rejected.length > 1, "the batch was split to isolate the row");
+  assert.equal(
+    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    1,
+  );
+  assert.equal(await metric(fx.metrics, "statusengine_db_batch_retries_total"), 0);
+});
+
+// --- W5 --------------------------------------------------------------------
+
+Deno.test("writer: lock errors are retried after 50 ms and 200 ms, then held until they clear, never dropped (W5, D7)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 3);
+  const sequence = [lockError(1213), lockError(1205), lockError(1213), lockError(1205)];
+  fx.executor.inject = (n) => sequence[n - 1];
+  const job = new JobTracker(LOG_QUEUE, 3);
+  await writer.add(rows(3, "locked"), job);
+  await job.done;
+
+  const calls = fx.executor.calls;
+  assert.equal(calls.length, 5, "four lock failures, then the commit");
+  assert.equal(
+    new Set(calls.map((c) => JSON.stringify([c.sql, c.values]))).size,
+    1,
+    "same statement",
+  );
+  const gaps = calls.slice(1).map((c, i) => c.started - (calls[i]?.settled ?? 0));
+  // 50 ms, 200 ms (the W5 lock back-off), then held with the capped back-off (100, 200 ms).
+  const floors = [50, 200, 100, 200];
+  gaps.forEach((g, i) => {
+    const floor = floors[i] ?? 0;
+    assert.ok(
+      g >= floor - 2 && g < floor + 150,
+      `gap ${i + 1}: ${g.toFixed(1)} ms, want ~${floor}`,
+    );
+  });
+  assert.equal(await fx.count(LOG), 3);
+  assert.equal(job.deadLettered, 0);
+  assert.equal(await metric(fx.metrics, "statusengine_db_batch_retries_total"), 4);
+  assert.equal(await metric(fx.metrics, "statusengine_db_connection_retries_total"), 0);
+  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1, "a lock is not an outage");
+  assert.equal(
+    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    0,
+  );
+});
+
+Deno.test("writer: a permanent error is never retried; every row of an all-bad batch is tried once alone (W5, D7)", async () => {
+  await using fx = await setup([LOG]);
+  const single = fx.writer(LOG, 100);
+  const one = new JobTracker(LOG_QUEUE, 1);
+  await single.add([logRow("alone", { logentry_type: "x" })], one);
+  await one.done;
+  assert.equal(fx.executor.calls.length, 1, "a rejected single row is sent exactly once");
+  assert.equal(one.deadLettered, 1);
+
+  const batch = fx.writer(LOG, 4);
+  const all = new JobTracker(LOG_QUEUE, 4);
+  await batch.add(
+    ["b0", "b1", "b2", "b3"].map((m) => logRow(m, { logentry_type: "x" })),
+    all,
+  );
+  await all.done;
+  const calls = fx.executor.calls.slice(1);
+  // 4 → 2 + 2 → 1 + 1 + 1 + 1: seven distinct statements, none repeated.
+  assert.deepEqual(calls.map((c) => c.rows), [4, 2, 1, 1, 2, 1, 1]);
+  const texts = calls.map((c) => JSON.stringify(c.values));
+  assert.equal(new Set(texts).size, texts.length);
+  assert.equal(all.deadLettered, 4);
+  assert.equal((await fx.deadLetters()).length, 5);
+  assert.equal(await metric(fx.metrics, "statusengine_db_batch_retries_total"), 0);
+  assert.equal(await metric(fx.metrics, "statusengine_db_connection_retries_total"), 0);
+  assert.equal(await fx.count(LOG), 0);
+});
+
+Deno.test("writer: while MySQL is unreachable the batch is held, db_available goes 1→0→1 and nothing is lost (W5, D1)", async () => {
+  await using fx = await setup([LOG], { proxy: true });
+  const proxy = fx.proxy as TcpProxy;
+  const writer = fx.writer(LOG, 10);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("before")], warm);
+  await warm.done;
+  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1);
+
+  proxy.block();
+  const job = new JobTracker(LOG_QUEUE, 5);
+  const done = track(job.done);
+  await writer.add(rows(5, "outage"), job);
+  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0",
+  });
+  await waitFor(
+    async () => (await metric(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { message: "held batch retried" },
+  );
+  assert.equal(done.settled, false, "a job resolved while MySQL was unreachable");
+  assert.equal(job.pending, 5);
+
+  proxy.unblock();
+  await job.done;
+  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1);
+  assert.equal(await fx.count(LOG, "logentry_data LIKE 'outage-%'"), 5);
+  assert.equal(job.deadLettered, 0);
+  assert.equal((await fx.deadLetters()).length, 0);
+  assert.equal(
+    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    0,
+  );
+});
+
+Deno.test("writer: close(budget) while MySQL is unreachable returns within the budget and leaves the held jobs unresolved (D1, W9)", async () => {
+  await using fx = await setup([LOG], { proxy: true });
+  const proxy = fx.proxy as TcpProxy;
+  const writer = fx.writer(LOG, 5);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("before")], warm);
+  await warm.done;
+
+  proxy.block();
+  const held = new JobTracker(LOG_QUEUE, 5);
+  const buffered = new JobTracker(LOG_QUEUE, 5);
+  const heldDone = track(held.done);
+  const bufferedDone = track(buffered.done);
+  await writer.add(rows(5, "held"), held); // the statement in flight, held by W5
+  await writer.add(rows(5, "buffered"), buffered); // waiting behind it
+  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0",
+  });
+
+  const budgetMs = 300;
+  const started = performance.now();
+  {
+    using budget = deadline(budgetMs);
+    await writer.close(budget.signal);
+  }
+  const took = performance.now() - started;
+  assert.ok(took < budgetMs + 200, `close took ${took.toFixed(0)} ms for a ${budgetMs} ms budget`);
+  const callsAtClose = fx.executor.calls.length;
+
+  await turns();
+  assert.equal(heldDone.settled, false, "the held job must not be acknowledged");
+  assert.equal(bufferedDone.settled, false, "the buffered job must not be acknowledged");
+  assert.equal(held.pending, 5);
+  assert.equal(buffered.pending, 5);
+  assert.equal(writer.buffered, 5, "rows left uncommitted are still reported as buffered");
+  assert.equal(fx.executor.calls.length, callsAtClose, "a closed writer sent another statement");
+  await assert.rejects(
+    writer.add([logRow("late")], new JobTracker(LOG_QUEUE, 1)),
+    WriterClosedError,
+  );
+  assert.equal((await fx.deadLetters()).length, 0, "held rows are redelivered, not dead-lettered");
+  proxy.unblock();
+  assert.equal(await fx.count(LOG), 1);
+});
+
+Deno.test("writer: close keeps its budget while a rejected row cannot be dead-lettered, and its job stays unacknowledged (D7, D1)", async () => {
+  await using fx = await setup([LOG]);
+  let attempts = 0;
+  const unwritable: DeadLetterSink = {
+    write() {
+      attempts++;
+      return Promise.reject(new Error("disk full"));
+    },
+    close: () => Promise.resolve(),
+  };
+  const writer = fx.writer(LOG, 100, unwritable);
+  const job = new JobTracker(LOG_QUEUE, 2);
+  const done = track(job.done);
+  await writer.add([logRow("fine"), logRow("rejected", { logentry_type: "x" })], job);
+  await waitFor(() => attempts >= 1, { message: "dead-letter write attempted" });
+
+  const budgetMs = 200;
+  const started = performance.now();
+  {
+    using budget = deadline(budgetMs);
+    await writer.close(budget.signal);
+  }
+  const took = performance.now() - started;
+  assert.ok(took < budgetMs + 200, `close took ${took.toFixed(0)} ms for a ${budgetMs} ms budget`);
+  await turns();
+  assert.equal(
+    done.settled,
+    false,
+    "a job whose row was neither stored nor dead-lettered resolved",
+  );
+  assert.equal(job.pending, 1, "the good row was committed, the rejected one is unsettled");
+  assert.equal(job.deadLettered, 0);
+  assert.equal(await fx.count(LOG), 1);
+});
+
+// --- withPaused / backpressure ----------------------------------------------
+
+Deno.test("writer: withPaused commits what is buffered before the callback and holds rows added during it until after (P7)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 5);
+  const lock = await lockTables(fx.db, [LOG]);
+  const before1 = new JobTracker(LOG_QUEUE, 1);
+  const before2 = new JobTracker(LOG_QUEUE, 2);
+  const during = new JobTracker(LOG_QUEUE, 2);
+  let paused: Promise<void>;
+  try {
+    await writer.add([logRow("in-flight")], before1);
+    await waitForBlocked(fx.db, "INSERT INTO `statusengine_logentries`%");
+    await writer.add(rows(2, "buffered"), before2);
+    assert.equal(writer.buffered, 2);
+    paused = writer.withPaused(async () => {
+      assert.equal(await fx.count(LOG), 3, "rows buffered before the pause were committed first");
+      assert.equal(before1.pending + before2.pending, 0);
+      const sentBefore = fx.executor.calls.length;
+      await writer.add(rows(2, "during"), during);
+      await turns();
+      await fx.count(LOG); // a round trip to MySQL as well
+      assert.equal(fx.executor.calls.length, sentBefore, "a statement was sent while paused");
+      assert.equal(writer.buffered, 2);
+      assert.equal(during.pending, 2);
+    });
+    await lock.unlock();
+    await paused;
+  } finally {
+    await lock.unlock();
+  }
+  await during.done;
+  assert.equal(await fx.count(LOG), 5);
+  assert.deepEqual(fx.executor.rowsPerStatement(LOG), [1, 2, 2]);
+});
+
+Deno.test("writer: flush under sustained load commits what was buffered before it and returns (P7, D4)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 5);
+  // A producer that keeps the buffer full: every time a statement takes rows it refills it.
+  let stop = false;
+  const jobs: JobTracker[] = [];
+  const producer = (async () => {
+    let i = 0;
+    while (!stop) {
+      const job = new JobTracker(LOG_QUEUE, 1);
+      jobs.push(job);
+      await writer.add([logRow(`load-${i++}`)], job);
+    }
+  })();
+  try {
+    await waitFor(() => fx.executor.calls.length >= 3, { message: "writer under load" });
+    const target = jobs.slice(); // rows handed over before the pause was requested
+    let uncommitted = -1;
+    {
+      using limit = deadline(5_000);
+      await writer.withPaused(() => {
+        uncommitted = target.filter((j) => j.pending > 0).length;
+        return Promise.resolve();
+      }, limit.signal);
+    }
+    // The newest job may still have been waiting for room (its add() had not returned).
+    assert.ok(
+      uncommitted >= 0 && uncommitted <= 1,
+      `${uncommitted} rows handed over before the pause were uncommitted in the callback`,
+    );
+  } finally {
+    stop = true;
+    await producer;
+  }
+  await Promise.all(jobs.map((j) => j.done));
+  assert.equal(await fx.count(LOG), jobs.length);
+  assert.ok(fx.executor.rowsPerStatement(LOG).every((n) => n <= 5));
+});
+
+Deno.test("writer: add() waits while the buffer is full and resumes once a statement took rows (W6)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 3);
+  const lock = await lockTables(fx.db, [LOG]);
+  const jobs = [1, 2, 3].map(() => new JobTracker(LOG_QUEUE, 3));
+  const extra = new JobTracker(LOG_QUEUE, 1);
+  try {
+    await writer.add(rows(3, "j1"), jobs[0] as JobTracker); // in flight
+    await waitForBlocked(fx.db, "INSERT INTO `statusengine_logentries`%");
+    await writer.add(rows(3, "j2"), jobs[1] as JobTracker); // fills the buffer
+    let statementsWhenResumed = -1;
+    const waiting = writer.add([logRow("j3")], extra).then(() => {
+      statementsWhenResumed = fx.executor.calls.length;
+    });
+    const waitingState = track(waiting);
+    await turns();
+    assert.equal(waitingState.settled, false, "add() returned although the buffer was full");
+    assert.equal(writer.buffered, 3, "the buffer never holds more than one batch");
+    await lock.unlock();
+    await waiting;
+    assert.equal(statementsWhenResumed, 2, "add() resumed when the second statement took rows");
+    assert.ok(writer.buffered <= 3);
+    await Promise.all([jobs[0]?.done, jobs[1]?.done, extra.done]);
+  } finally {
+    await lock.unlock();
+  }
+  assert.equal(await fx.count(LOG), 7);
+});
+
+// --- W8 --------------------------------------------------------------------
+
+Deno.test("writer: db_events_written_total and db_flushes_total count only successful statements; their ratio is the average batch size (W8)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 5);
+  const labels = { table: LOG };
+  const written = () => metric(fx.metrics, "statusengine_db_events_written_total", labels);
+  const flushes = () => metric(fx.metrics, "statusengine_db_flushes_total", labels);
+
+  const full = new JobTracker(LOG_QUEUE, 20);
+  await writer.add(rows(20, "full"), full);
+  await full.done;
+  assert.equal(await written(), 20);
+  assert.equal(await flushes(), 4);
+  assert.equal((await written()) / (await flushes()), 5);
+
+  // A lock failure then success: one flush, not two.
+  fx.executor.inject = (n) => (n === 5 ? lockError(1213) : undefined);
+  const retried = new JobTracker(LOG_QUEUE, 3);
+  await writer.add(rows(3, "retried"), retried);
+  await retried.done;
+  assert.equal(await written(), 23);
+  assert.equal(await flushes(), 5);
+
+  // A rejected row: the failed statements count nowhere, the committed halves do.
+  const mixed = new JobTracker(LOG_QUEUE, 2);
+  await writer.add([logRow("ok"), logRow("bad", { logentry_type: "x" })], mixed);
+  await mixed.done;
+  assert.equal(await written(), 24);
+  assert.equal(await flushes(), 6);
+
+  const ok = fx.executor.calls.filter((c) => c.ok === true);
+  assert.equal(ok.length, await flushes());
+  const average = ok.reduce((n, c) => n + c.rows, 0) / ok.length;
+  assert.equal((await written()) / (await flushes()), average);
+});

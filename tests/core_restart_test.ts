@@ -1,0 +1,184 @@
+/**
+ * Core restart end to end: gearmand → startWorker → MariaDB (D4, P7,
+ * queues-and-tables.md D.1).
+ *
+ * What would break without it: the Go worker's DELETE is not scoped by node and
+ * wipes every other node's status rows in a shared database; a DELETE that does
+ * not first commit what the status writer holds lets stale rows written just
+ * before the restart survive it; a DELETE by the worker's clock instead of the
+ * message's timestamp removes rows written after the restart.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { lockTables, waitForBlocked } from "./helpers/mysql_lock.ts";
+import { waitFor } from "./helpers/wait.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  publish,
+  startTestWorker,
+  testConfig,
+} from "./helpers/worker.ts";
+import { TABLES } from "../src/mysql/catalogue.ts";
+import { insertStatement } from "../src/mysql/sql.ts";
+import { adjustRow, type Row } from "../src/mysql/values.ts";
+
+const FIXTURES = new URL("../../shared/fixtures/", import.meta.url);
+const HOSTSTATUS = "statusengine_hoststatus";
+const SERVICESTATUS = "statusengine_servicestatus";
+const HOST_QUEUE = "statusngin_hoststatus";
+const RESTART_QUEUE = "statusngin_core_restart";
+
+/** Rows written straight into a status table (columns not given take their D6 defaults). */
+async function insertRows(
+  db: ScratchDatabase,
+  table: typeof HOSTSTATUS | typeof SERVICESTATUS,
+  rows: readonly Row[],
+): Promise<void> {
+  const values = rows.flatMap((r) => adjustRow(table, r).values);
+  await db.query(insertStatement(TABLES[table], rows.length), values);
+}
+
+/** A hoststatus bulk job from the fixture with one event per (host, timestamp). */
+function hostStatusJob(events: readonly { host: string; ts: number }[]): string {
+  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${HOST_QUEUE}.json`, FIXTURES)));
+  const template = doc.messages[0];
+  doc.messages = events.map(({ host, ts }) => {
+    const m = structuredClone(template);
+    m.timestamp = ts;
+    m.hoststatus.name = host;
+    return m;
+  });
+  return JSON.stringify(doc);
+}
+
+async function hostRows(db: ScratchDatabase): Promise<string[]> {
+  const rows = await db.query<{ hostname: string; node_name: string; t: number }[]>(
+    `SELECT hostname, node_name, status_update_time AS t FROM ${HOSTSTATUS} ORDER BY hostname`,
+  );
+  return rows.map((r) => `${r.hostname}@${r.node_name}:${Number(r.t)}`);
+}
+
+async function serviceRows(db: ScratchDatabase): Promise<string[]> {
+  const rows = await db.query<{ service_description: string; node_name: string; t: number }[]>(
+    `SELECT service_description, node_name, status_update_time AS t FROM ${SERVICESTATUS} ` +
+      "ORDER BY service_description",
+  );
+  return rows.map((r) => `${r.service_description}@${r.node_name}:${Number(r.t)}`);
+}
+
+Deno.test("core restart: deletes only this node's status rows older than the message timestamp, after committing what the status writer held (D4, P7)", async () => {
+  const cutoff = 1_760_000_000; // the message's timestamp; the worker's clock is far later
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "old-N", node_name: "N", status_update_time: cutoff - 100 },
+    { hostname: "edge-N", node_name: "N", status_update_time: cutoff },
+    { hostname: "new-N", node_name: "N", status_update_time: cutoff + 100 },
+    { hostname: "old-OTHER", node_name: "OTHER", status_update_time: cutoff - 100 },
+  ]);
+  await insertRows(db, SERVICESTATUS, [
+    { hostname: "h", service_description: "old-N", node_name: "N", status_update_time: cutoff - 1 },
+    { hostname: "h", service_description: "new-N", node_name: "N", status_update_time: cutoff + 1 },
+    {
+      hostname: "h",
+      service_description: "old-OTHER",
+      node_name: "OTHER",
+      status_update_time: cutoff - 1000,
+    },
+  ]);
+  await using worker = await startTestWorker(
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
+  );
+  const hostWriter = worker.pipeline.writers.get(HOSTSTATUS);
+  assert.ok(hostWriter !== undefined);
+
+  const lock = await lockTables(db, [HOSTSTATUS]);
+  try {
+    // One status statement in flight (held by the lock) ...
+    await publish(gearmand.addr, HOST_QUEUE, [
+      hostStatusJob([{ host: "in-flight", ts: cutoff + 10 }]),
+    ]);
+    await waitForBlocked(db, "INSERT INTO `statusengine_hoststatus`%");
+    // ... and two status rows buffered behind it, one of them older than the restart.
+    await publish(gearmand.addr, HOST_QUEUE, [
+      hostStatusJob([{ host: "held-old", ts: cutoff - 50 }, { host: "held-new", ts: cutoff + 50 }]),
+    ]);
+    await waitFor(() => hostWriter.buffered === 2, { message: "two status rows buffered" });
+    // The restart arrives while the writer still holds them.
+    await publish(gearmand.addr, RESTART_QUEUE, [
+      JSON.stringify({ object_type: 102, timestamp: cutoff }),
+    ]);
+    await waitFor(
+      async () =>
+        (await metricValue(worker, "statusengine_queue_jobs_in_flight", {
+          queue_name: RESTART_QUEUE,
+        })) === 1,
+      { message: "restart job in its handler" },
+    );
+    // (The table cannot be read while the test holds its WRITE lock; the writer's
+    // buffer says the two rows are still uncommitted.)
+    assert.equal(hostWriter.buffered, 2);
+  } finally {
+    await lock.unlock();
+  }
+  await waitFor(async () =>
+    (await jobsAtGearmand(gearmand.addr, RESTART_QUEUE)) === 0 &&
+    (await jobsAtGearmand(gearmand.addr, HOST_QUEUE)) === 0 &&
+    (await metricValue(worker, "statusengine_queue_jobs_total", {
+        queue_name: RESTART_QUEUE,
+        result: "completed",
+      })) === 1, { message: "restart and status jobs completed" });
+
+  assert.deepEqual(await hostRows(db), [
+    `edge-N@N:${cutoff}`, // not older than the cutoff
+    `held-new@N:${cutoff + 50}`,
+    `in-flight@N:${cutoff + 10}`,
+    `new-N@N:${cutoff + 100}`,
+    `old-OTHER@OTHER:${cutoff - 100}`, // another node's row is never touched
+  ]);
+  assert.deepEqual(await serviceRows(db), [
+    `new-N@N:${cutoff + 1}`,
+    `old-OTHER@OTHER:${cutoff - 1000}`,
+  ]);
+  assert.equal(
+    await metricValue(worker, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    0,
+  );
+});
+
+Deno.test("core restart: without a timestamp the worker's clock is the cutoff, still scoped to this node (D4, D.1)", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const now = Math.floor(Date.now() / 1000);
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "stale-N", node_name: "N", status_update_time: now - 3600 },
+    { hostname: "ahead-N", node_name: "N", status_update_time: now + 3600 },
+    { hostname: "stale-OTHER", node_name: "OTHER", status_update_time: now - 3600 },
+  ]);
+  await insertRows(db, SERVICESTATUS, [
+    { hostname: "h", service_description: "stale-N", node_name: "N", status_update_time: now - 60 },
+    { hostname: "h", service_description: "ahead-N", node_name: "N", status_update_time: now + 60 },
+  ]);
+  await using worker = await startTestWorker(
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
+  );
+  // The fixture: {"object_type": 102, "timestamp": 0} — 0 means "not provided".
+  await publish(gearmand.addr, RESTART_QUEUE, [
+    await Deno.readTextFile(new URL(`${RESTART_QUEUE}.json`, FIXTURES)),
+  ]);
+  await waitFor(async () =>
+    (await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: RESTART_QUEUE,
+      result: "completed",
+    })) === 1, { message: "restart job completed" });
+  assert.deepEqual(await hostRows(db), [
+    `ahead-N@N:${now + 3600}`,
+    `stale-OTHER@OTHER:${now - 3600}`,
+  ]);
+  assert.deepEqual(await serviceRows(db), [`ahead-N@N:${now + 60}`]);
+});
