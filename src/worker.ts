@@ -17,7 +17,7 @@ import { INVALID_REASONS } from "./events/types.ts";
 import { ADJUSTMENT_REASONS } from "./mysql/values.ts";
 import { assertTablesExist } from "./mysql/schema.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "./mysql/url.ts";
-import { poolExecutor } from "./mysql/executor.ts";
+import { poolExecutor, PREPARED_STATEMENTS_PER_CONNECTION } from "./mysql/executor.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "./metrics/registry.ts";
 import { COMPONENTS } from "./metrics/catalogue.ts";
 import { type MetricsServer, startMetricsServer } from "./metrics/server.ts";
@@ -129,6 +129,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     maxIdle: config.mysqlMaxOpenConns,
     connectTimeout: urlOptions.connectTimeout ?? PING_TIMEOUT_MS,
     enableKeepAlive: true,
+    maxPreparedStatements: PREPARED_STATEMENTS_PER_CONNECTION,
     // Numbers stay numbers; bigint epoch seconds fit a double exactly (A.3).
     supportBigNumbers: true,
     bigNumberStrings: false,

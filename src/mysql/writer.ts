@@ -388,7 +388,7 @@ export class TableWriter {
     }
     if (top) this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
     try {
-      await runWithRetry(() => this.#executor.run(sql, values), {
+      await runWithRetry(() => this.#executor.run(sql, values, { prepared: true }), {
         table: this.table.name,
         availability: this.#availability,
         signal: this.#abort.signal,

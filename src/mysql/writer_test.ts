@@ -17,7 +17,7 @@ import { waitFor } from "../../tests/helpers/wait.ts";
 import { TableWriter, WriterClosedError } from "./writer.ts";
 import { type TableName, TABLES } from "./catalogue.ts";
 import { createTableStatement } from "./ddl.ts";
-import { type ExecResult, poolExecutor, type SqlExecutor } from "./executor.ts";
+import { type ExecResult, poolExecutor, type RunOptions, type SqlExecutor } from "./executor.ts";
 import { DbAvailability } from "./availability.ts";
 import type { Row } from "./values.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
@@ -59,7 +59,11 @@ class RecordingExecutor implements SqlExecutor {
     this.#inner = inner;
   }
 
-  async run(sql: string, values: readonly unknown[] = []): Promise<ExecResult> {
+  async run(
+    sql: string,
+    values: readonly unknown[] = [],
+    options?: RunOptions,
+  ): Promise<ExecResult> {
     const table = /^INSERT INTO `([^`]+)`/.exec(sql)?.[1] ?? "";
     const columns = TABLES[table as TableName]?.insertColumns.length ?? 1;
     const call: Call = {
@@ -73,7 +77,7 @@ class RecordingExecutor implements SqlExecutor {
     const injected = this.inject?.(this.calls.length, call);
     try {
       if (injected !== undefined) throw injected;
-      const result = await this.#inner.run(sql, values);
+      const result = await this.#inner.run(sql, values, options);
       call.ok = true;
       return result;
     } catch (err: unknown) {
