@@ -155,7 +155,7 @@ Deno.test("metrics: /healthz answers while alive; /readyz only while MySQL is av
   // MySQL away: the first failed flush marks it unavailable.
   proxy.block();
   const { publish } = await import("./helpers/worker.ts");
-  const fixture = Deno.readTextFileSync(
+  const fixture = await Deno.readTextFile(
     new URL("../../shared/fixtures/statusngin_logentries.json", import.meta.url),
   );
   await publish(gearmand.addr, "statusngin_logentries", [fixture]);
