@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { QUEUE_NAMES } from "../events/queue_names.ts";
 
 /** Name used in usage lines and hints (the installed binary, operations.md §0.4). */
 export const PROGRAM_NAME = "statusengine-worker";
@@ -60,24 +61,11 @@ export type CommandName = (typeof COMMANDS)[number]["name"];
 export const COMMAND_NAMES: readonly CommandName[] = COMMANDS.map((c) => c.name);
 
 /**
- * The twelve consumed queues (operations.md §0.3), spelled exactly as on the wire. The queue
- * table of `src/events/` is the owner of this list; a cross-layer test must keep them equal
- * (config may not import from events, style.md §2.1).
+ * The twelve consumed queues (operations.md §0.3), from their single
+ * definition: a leaf module without imports, so config still depends on no
+ * other code of ours.
  */
-export const QUEUE_NAMES = [
-  "statusngin_hoststatus",
-  "statusngin_servicestatus",
-  "statusngin_hostchecks",
-  "statusngin_servicechecks",
-  "statusngin_service_perfdata",
-  "statusngin_statechanges",
-  "statusngin_logentries",
-  "statusngin_notifications",
-  "statusngin_contactnotificationmethod",
-  "statusngin_acknowledgements",
-  "statusngin_downtimes",
-  "statusngin_core_restart",
-] as const;
+export { QUEUE_NAMES };
 
 /** How a setting's value is written and checked. */
 export type Kind =
