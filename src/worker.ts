@@ -177,6 +177,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     const needed = new Set<string>();
     for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t);
     needed.add("statusengine_nodes");
+    // Perfdata only to Graphite: an installation may have no perfdata table (operations.md §3.2).
+    if (config.perfdataRoute === "graphite") needed.delete("statusengine_perfdata");
     try {
       await assertTablesExist(pool, [...needed].sort() as Parameters<typeof assertTablesExist>[1]);
     } catch (err: unknown) {
