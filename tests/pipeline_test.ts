@@ -292,3 +292,38 @@ Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows
   assert.equal(Number(count?.n), 2500);
   assert.ok(await metricValue(worker, "statusengine_db_connection_retries_total") > 0);
 });
+
+Deno.test("pipeline: stale status snapshots are discarded and counted; history queues never age out (P6)", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // The fixtures are from July 2026: older than five minutes.
+  await using worker = await startTestWorker(
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url, statusMaxAgeSeconds: 300 }),
+  );
+  for (const q of ["statusngin_hoststatus", "statusngin_hostchecks"] as const) {
+    await publish(gearmand.addr, q, [fixture(q)]);
+  }
+  for (const q of ["statusngin_hoststatus", "statusngin_hostchecks"]) {
+    await waitFor(async () =>
+      (await metricValue(worker, "statusengine_queue_jobs_total", {
+        queue_name: q,
+        result: "completed",
+      })) === 1
+    );
+  }
+  assert.equal(
+    await metricValue(worker, "statusengine_queue_events_discarded_stale_total", {
+      queue_name: "statusngin_hoststatus",
+    }),
+    2,
+  );
+  const [status] = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM statusengine_hoststatus",
+  );
+  assert.equal(Number(status?.n), 0);
+  const [checks] = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM statusengine_hostchecks",
+  );
+  assert.equal(Number(checks?.n), 1, "the equally old host check is history and is kept");
+});
