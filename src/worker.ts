@@ -1,7 +1,7 @@
 /**
  * The daemon, assembled: MySQL pool → schema check → node registration →
- * writers and handler → metrics server → Gearman consumer; and the ordered,
- * bounded shutdown of pipeline.md §6 (drain, flush, pool, HTTP).
+ * writers and handler → metrics server → queue consumer (Gearman or RabbitMQ);
+ * and the ordered, bounded shutdown of pipeline.md §6 (drain, flush, pool, HTTP).
  *
  * Independent of how settings were obtained, so tests can run a complete
  * worker in-process and the `run` command only maps settings onto it.
@@ -10,8 +10,9 @@
  */
 import mysql from "mysql2/promise";
 import { GearmanConsumer } from "./gearman/consumer.ts";
+import { RabbitMqConsumer } from "./amqp/consumer.ts";
 import { metricsObserver } from "./consumer/metrics_observer.ts";
-import { JOB_RESULTS } from "./consumer/contract.ts";
+import { type ConsumerObserver, JOB_RESULTS } from "./consumer/contract.ts";
 import { QUEUE_NAMES, type QueueName, QUEUES } from "./events/queues.ts";
 import { INVALID_REASONS } from "./events/types.ts";
 import { ADJUSTMENT_REASONS } from "./mysql/values.ts";
@@ -33,10 +34,34 @@ const log = getLogger("worker");
 /** Where perfdata goes (F1). */
 export type PerfdataRoute = "mysql" | "graphite" | "both";
 
+/** Queue backend (`--consumer`). */
+export type ConsumerKind = "gearman" | "rabbitmq";
+
+/**
+ * What the worker needs of a queue backend; both {@link GearmanConsumer} and
+ * {@link RabbitMqConsumer} satisfy it.
+ */
+export interface QueueConsumer {
+  /** Connect and start consuming; throws when the broker cannot be used. */
+  start(): Promise<void>;
+  /** Stop consuming, drain within the drain timeout (D1), close. Idempotent, safe before start. */
+  stop(): Promise<void>;
+}
+
 /** Everything the daemon needs, already validated. */
 export interface WorkerConfig {
+  /** Default `gearman`. */
+  readonly consumer?: ConsumerKind;
   readonly gearmanServers: readonly string[];
   readonly maxJobsPerQueue: number;
+  /** Required when {@link consumer} is `rabbitmq`. */
+  readonly rabbitmq?: {
+    /** AMQP URL; the password never reaches a log line. */
+    readonly url: string;
+    /** Unacknowledged deliveries per queue (R2). */
+    readonly prefetch: number;
+  };
+  /** Pause between attempts to rebuild a lost broker connection (both backends). */
   readonly reconnectIntervalMs: number;
   readonly heartbeatIntervalMs: number;
   readonly heartbeatTimeoutMs: number;
@@ -79,7 +104,7 @@ export interface RunningWorker {
   /** Bound metrics port, or null when disabled. */
   readonly metricsPort: number | null;
   readonly pipeline: Pipeline;
-  readonly consumer: GearmanConsumer;
+  readonly consumer: QueueConsumer;
   /**
    * Graceful shutdown in the documented order and budgets; each step logged
    * once with its duration. Idempotent.
@@ -94,7 +119,7 @@ const PING_TIMEOUT_MS = 5_000;
  *
  * @param config Validated settings.
  * @returns The running worker.
- * @throws {StartupError} When MySQL, the schema or every job server is unusable.
+ * @throws {StartupError} When MySQL, the schema, every job server or the RabbitMQ broker is unusable.
  */
 export async function startWorker(config: WorkerConfig): Promise<RunningWorker> {
   const id = identity();
@@ -271,19 +296,12 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       log.info("worker: metrics listening", { addr: `${s.hostname}:${s.port}` });
     }
 
-    const consumer = new GearmanConsumer({
-      servers: config.gearmanServers,
-      queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
-      maxJobsPerQueue: config.maxJobsPerQueue,
-      handler: pipeline.handler,
-      observer,
-      reconnectIntervalMs: config.reconnectIntervalMs,
-      drainTimeoutMs: config.drainTimeoutMs,
-      heartbeatIntervalMs: config.heartbeatIntervalMs,
-      heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-      clientIdPrefix: `statusengine-${config.nodeName.replace(/\s+/g, "_")}`,
-      ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
-    });
+    let consumer: QueueConsumer;
+    try {
+      consumer = buildConsumer(config, queues, pipeline, observer);
+    } catch (err: unknown) {
+      throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    }
     try {
       await consumer.start();
     } catch (err: unknown) {
@@ -317,6 +335,49 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   }
 }
 
+function buildConsumer(
+  config: WorkerConfig,
+  queues: readonly QueueName[],
+  pipeline: Pipeline,
+  observer: ConsumerObserver,
+): QueueConsumer {
+  const statsInterval = config.statsIntervalMs === undefined
+    ? {}
+    : { statsIntervalMs: config.statsIntervalMs };
+  const name = config.nodeName.replace(/\s+/g, "_");
+  if ((config.consumer ?? "gearman") === "rabbitmq") {
+    if (config.rabbitmq === undefined) {
+      throw new TypeError('Consumer "rabbitmq" needs a RabbitMQ URL and prefetch');
+    }
+    // Every RabbitMQ queue is handled one message at a time (R3), so the
+    // in-order flag of statusngin_downtimes (G3) holds without a cap.
+    return new RabbitMqConsumer({
+      url: config.rabbitmq.url,
+      prefetch: config.rabbitmq.prefetch,
+      queues,
+      handler: pipeline.handler,
+      observer,
+      reconnectIntervalMs: config.reconnectIntervalMs,
+      drainTimeoutMs: config.drainTimeoutMs,
+      connectionName: `statusengine-${name}`,
+      ...statsInterval,
+    });
+  }
+  return new GearmanConsumer({
+    servers: config.gearmanServers,
+    queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
+    maxJobsPerQueue: config.maxJobsPerQueue,
+    handler: pipeline.handler,
+    observer,
+    reconnectIntervalMs: config.reconnectIntervalMs,
+    drainTimeoutMs: config.drainTimeoutMs,
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+    clientIdPrefix: `statusengine-${name}`,
+    ...statsInterval,
+  });
+}
+
 async function step(name: string, fn: () => Promise<void>): Promise<void> {
   const started = performance.now();
   try {
@@ -330,7 +391,7 @@ async function step(name: string, fn: () => Promise<void>): Promise<void> {
 /** pipeline.md §6.2: every step bounded; a failed step never skips the next. */
 async function shutdown(
   config: WorkerConfig,
-  consumer: GearmanConsumer,
+  consumer: QueueConsumer,
   pipeline: Pipeline,
   graphite: GraphiteClient,
   pool: mysql.Pool,

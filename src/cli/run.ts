@@ -19,8 +19,11 @@ const log = getLogger("worker");
  */
 export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
   return {
+    consumer: s.consumer,
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
+    rabbitmq: { url: s.rabbitmqUrl, prefetch: s.rabbitmqPrefetch },
+    // One reconnect pause for both backends (R6 and G7 share the 2 s).
     reconnectIntervalMs: s.gearmanReconnectIntervalMs,
     heartbeatIntervalMs: s.gearmanHeartbeatIntervalMs,
     heartbeatTimeoutMs: s.gearmanHeartbeatTimeoutMs,
@@ -52,13 +55,6 @@ export async function runWorkerCommand(
   io: Io,
   signal: AbortSignal,
 ): Promise<number> {
-  if (settings.consumer === "rabbitmq") {
-    io.err(
-      'statusengine-worker: Cannot start: consumer "rabbitmq" is not supported by this release; ' +
-        "set --consumer gearman (STATUSENGINE_CONSUMER, YAML consumer)",
-    );
-    return 1;
-  }
   if (settings.apiKeys.length > 0 || settings.commandApiKeys.length > 0) {
     log.warn(
       "worker: api_keys/command_api_keys are set, but the /ws stream and the /commands API " +

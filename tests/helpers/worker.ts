@@ -1,6 +1,7 @@
 /**
- * An in-process worker against a private gearmand and a scratch database,
- * built through the same `startWorker` the `run` command uses.
+ * An in-process worker against a private gearmand (or the test RabbitMQ
+ * broker) and a scratch database, built through the same `startWorker` the
+ * `run` command uses.
  */
 import mysql from "mysql2/promise";
 import { type RunningWorker, startWorker, type WorkerConfig } from "../../src/worker.ts";
@@ -9,11 +10,25 @@ import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
 import { GearmanClient } from "../../src/gearman/client.ts";
 import { adminStatus } from "../../src/gearman/admin.ts";
 
-/** Worker settings suitable for tests; override what a test needs. */
+/**
+ * The RabbitMQ broker of the tests: `STATUSENGINE_TEST_RABBITMQ_URL`, default
+ * `amqp://guest:guest@127.0.0.1:5672/`. A test that cannot reach it fails.
+ */
+export function testRabbitMqUrl(): string {
+  return Deno.env.get("STATUSENGINE_TEST_RABBITMQ_URL") ?? "amqp://guest:guest@127.0.0.1:5672/";
+}
+
+/**
+ * Worker settings suitable for tests; override what a test needs. A RabbitMQ
+ * worker (`consumer: "rabbitmq"`) gets the test broker with prefetch 100
+ * unless `rabbitmq` is given.
+ */
 export function testConfig(
-  overrides: Partial<WorkerConfig> & Pick<WorkerConfig, "gearmanServers" | "mysqlUrl">,
+  overrides: Partial<WorkerConfig> & Pick<WorkerConfig, "mysqlUrl">,
 ): WorkerConfig {
   return {
+    gearmanServers: [],
+    rabbitmq: { url: testRabbitMqUrl(), prefetch: 100 },
     maxJobsPerQueue: 8,
     reconnectIntervalMs: 100,
     heartbeatIntervalMs: 15_000,

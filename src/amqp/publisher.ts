@@ -1,0 +1,118 @@
+/**
+ * A small RabbitMQ publisher: declares queues with the consumer's exact flags
+ * (R1) and publishes to them through the default exchange with publisher
+ * confirms, so that a resolved publish is enqueued at the broker. Used by the
+ * tests; the shape of a future `rabbitmq_publisher` tool (operations.md §5.6).
+ *
+ * @module
+ */
+import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
+import { QUEUE_DECLARE } from "./session.ts";
+import { parseAmqpUrl } from "./url.ts";
+
+/** Counts of a queue as the broker reports them on a passive declaration. */
+export interface QueueDepth {
+  /** Messages ready for delivery (not counting delivered, unacknowledged ones). */
+  readonly ready: number;
+  readonly consumers: number;
+}
+
+/** One connection with one confirming channel. */
+export class AmqpPublisher implements AsyncDisposable {
+  readonly #client: AMQPClient;
+  readonly #channel: AMQPChannel;
+  readonly #declared = new Set<string>();
+  #closing: Promise<void> | undefined;
+
+  private constructor(client: AMQPClient, channel: AMQPChannel) {
+    this.#client = client;
+    this.#channel = channel;
+  }
+
+  /**
+   * Connect and open a channel in confirm mode.
+   *
+   * @param url AMQP URL.
+   * @returns The publisher; close it (or `await using`).
+   * @throws {TypeError} On a malformed URL (password masked).
+   * @throws {Error} When the broker cannot be reached or refuses the login.
+   */
+  static async connect(url: string): Promise<AmqpPublisher> {
+    const client = new AMQPClient(parseAmqpUrl(url).href, undefined, null);
+    client.onerror = () => {};
+    await client.connect();
+    try {
+      const channel = await client.channel();
+      await channel.confirmSelect();
+      return new AmqpPublisher(client, channel);
+    } catch (err: unknown) {
+      await client.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  /**
+   * Declare a queue with the consumer's flags (idempotent).
+   *
+   * @param queue Queue name.
+   */
+  async declare(queue: string): Promise<void> {
+    if (this.#declared.has(queue)) return;
+    await this.#channel.queueDeclare(queue, QUEUE_DECLARE, {});
+    this.#declared.add(queue);
+  }
+
+  /**
+   * Declare the queue and publish every payload to it, transient (as the
+   * broker module does), waiting for the broker's confirms.
+   *
+   * @param queue Queue name (routing key on the default exchange).
+   * @param payloads Message bodies.
+   */
+  async publish(queue: string, payloads: readonly (string | Uint8Array)[]): Promise<void> {
+    await this.declare(queue);
+    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p)));
+  }
+
+  /**
+   * Ready messages and consumers of a queue (passive declaration on a
+   * throw-away channel: a missing queue closes the channel it is asked on).
+   *
+   * @param queue Queue name.
+   * @returns The counts.
+   * @throws {Error} When the queue does not exist.
+   */
+  async depth(queue: string): Promise<QueueDepth> {
+    const channel = await this.#client.channel();
+    try {
+      const ok = await channel.queueDeclare(queue, { passive: true });
+      return { ready: ok.messageCount, consumers: ok.consumerCount };
+    } finally {
+      if (!channel.closed) await channel.close().catch(() => {});
+    }
+  }
+
+  /**
+   * Delete a queue, whatever it holds.
+   *
+   * @param queue Queue name.
+   */
+  async deleteQueue(queue: string): Promise<void> {
+    await this.#channel.queueDelete(queue);
+    this.#declared.delete(queue);
+  }
+
+  /** Close the connection. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (!this.#client.closed) await this.#client.close().catch(() => {});
+      this.#client.socket?.destroy();
+    })();
+    return this.#closing;
+  }
+
+  /** Same as {@link close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

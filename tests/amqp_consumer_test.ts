@@ -1,0 +1,626 @@
+/**
+ * The RabbitMQ consumer against the real broker of the tests
+ * (`STATUSENGINE_TEST_RABBITMQ_URL`, default amqp://guest:guest@127.0.0.1:5672/;
+ * a test that cannot reach it fails). Every test uses queues with a random
+ * suffix and deletes them; a TCP proxy cuts the link where a test needs a
+ * lost connection (there is no management API to force-close one).
+ */
+import assert from "node:assert/strict";
+import { AMQPClient } from "@cloudamqp/amqp-client";
+import { RabbitMqConsumer, type RabbitMqConsumerOptions } from "../src/amqp/consumer.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { consumerTag } from "../src/amqp/session.ts";
+import { DiscardJobError, type Job } from "../src/consumer/contract.ts";
+import { configureLogging, resetLogging } from "../src/log.ts";
+import { freePort } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { RecordingObserver } from "./helpers/recording_observer.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { testRabbitMqUrl } from "./helpers/worker.ts";
+
+const decoder = new TextDecoder();
+const BROKER_URL = testRabbitMqUrl();
+
+/** `count` queue names unique to one test. */
+function queueNames(count: number): string[] {
+  const id = crypto.randomUUID().slice(0, 8);
+  return Array.from({ length: count }, (_, i) => `se_test_amqp_${id}_${i}`);
+}
+
+/** The broker's `host:port`, for a proxy in front of it. */
+function brokerAddr(): string {
+  const u = new URL(BROKER_URL);
+  return `${u.hostname}:${u.port || "5672"}`;
+}
+
+/** The test URL pointed at another `host:port`, credentials and vhost kept. */
+function urlVia(addr: string): string {
+  const u = new URL(BROKER_URL);
+  u.host = addr;
+  return u.href;
+}
+
+/** A publisher that deletes the test's queues when disposed. */
+async function publisherFor(queues: readonly string[]): Promise<AmqpPublisher> {
+  const publisher = await AmqpPublisher.connect(BROKER_URL);
+  const close = publisher.close.bind(publisher);
+  return Object.assign(publisher, {
+    async [Symbol.asyncDispose]() {
+      for (const q of queues) await publisher.deleteQueue(q).catch(() => {});
+      await close();
+    },
+  });
+}
+
+function consumer(
+  options: Partial<RabbitMqConsumerOptions> & Pick<RabbitMqConsumerOptions, "queues" | "handler">,
+): { consumer: RabbitMqConsumer; observer: RecordingObserver } {
+  const observer = new RecordingObserver();
+  const c = new RabbitMqConsumer({
+    url: BROKER_URL,
+    prefetch: 10,
+    observer,
+    reconnectIntervalMs: 100,
+    drainTimeoutMs: 2000,
+    statsIntervalMs: 0,
+    ...options,
+  });
+  return { consumer: c, observer };
+}
+
+Deno.test("rabbitmq consumer: a published message reaches the handler as raw bytes and is acked exactly once (D1)", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.declare(q);
+  const payloads: Uint8Array[] = [];
+  const jobs: Job[] = [];
+  const { consumer: c, observer } = consumer({
+    queues: [q],
+    handler: (job) => {
+      jobs.push(job);
+      payloads.push(job.payload);
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    assert.equal(observer.connected(q), true, "queue_connected 1 once consume-ok arrived");
+    const depth = await publisher.depth(q);
+    assert.equal(depth.consumers, 1, "one consumer per queue");
+    // Not valid UTF-8: the bytes must reach the handler untouched (P1 repairs them later).
+    const raw = new Uint8Array([0x7b, 0xff, 0xfe, 0x41, 0x7d]);
+    await publisher.publish(q, [raw]);
+    await waitFor(() => observer.completed(q) === 1, { message: "one completion" });
+    assert.deepEqual(payloads, [raw]);
+    assert.ok(payloads[0] instanceof Uint8Array);
+    assert.equal(jobs[0]?.queue, q);
+    assert.equal(jobs[0]?.server, brokerAddr());
+  } finally {
+    await c.stop();
+  }
+  assert.equal(observer.connected(q), false, "stop sets queue_connected to 0");
+  // An unacknowledged message would be back in the queue once the channel closed.
+  assert.deepEqual(await publisher.depth(q), { ready: 0, consumers: 0 });
+  assert.equal(payloads.length, 1, "handled once");
+  assert.equal(observer.done.get(q)?.abandoned ?? 0, 0);
+});
+
+Deno.test("rabbitmq consumer: a handler that never resolves keeps its message unacked, and it is redelivered after stop (D1)", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.declare(q);
+  let calls = 0;
+  const { consumer: c, observer } = consumer({
+    queues: [q],
+    drainTimeoutMs: 200,
+    handler: () => {
+      calls++;
+      return new Promise<void>(() => {});
+    },
+  });
+  await c.start();
+  try {
+    await publisher.publish(q, ["stuck"]);
+    await waitFor(() => calls === 1, { message: "handler called" });
+    assert.equal((await publisher.depth(q)).ready, 0, "delivered, not yet acknowledged");
+  } finally {
+    const t0 = performance.now();
+    await c.stop();
+    const elapsed = performance.now() - t0;
+    assert.ok(elapsed < 2000, `stop bounded by the drain timeout, took ${elapsed.toFixed(0)} ms`);
+  }
+  assert.equal(observer.done.get(q)?.abandoned, 1);
+  assert.equal(observer.completed(q), 0);
+  await waitFor(async () => (await publisher.depth(q)).ready === 1, {
+    message: "message back in the queue",
+  });
+});
+
+Deno.test("rabbitmq consumer: prefetch keeps the backlog at the broker while a handler is stuck (R2)", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.declare(q);
+  const release = Promise.withResolvers<void>();
+  let calls = 0;
+  const { consumer: c, observer } = consumer({
+    queues: [q],
+    prefetch: 5,
+    drainTimeoutMs: 200,
+    handler: async () => {
+      calls++;
+      await release.promise;
+    },
+  });
+  await c.start();
+  try {
+    await publisher.publish(q, Array.from({ length: 200 }, (_, i) => `m${i}`));
+    await waitFor(() => calls === 1, { message: "first handler running" });
+    // With prefetch 5 the broker pushes exactly 5 and keeps 195 ready;
+    // without it, all 200 would be pushed into process memory.
+    await waitFor(async () => (await publisher.depth(q)).ready === 195, {
+      message: "195 of 200 ready at the broker",
+    });
+    const ready = (await publisher.depth(q)).ready;
+    assert.ok(ready >= 185, `ready at the broker: ${ready}`);
+    assert.equal(calls, 1, "one handler at a time");
+    assert.equal(observer.inFlightNow.get(q), 1);
+  } finally {
+    release.resolve();
+    await c.stop();
+  }
+});
+
+Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cannot starve another (R3)", async () => {
+  const [busy, other] = queueNames(2) as [string, string];
+  await using publisher = await publisherFor([busy, other]);
+  const release = Promise.withResolvers<void>();
+  const handled: string[] = [];
+  const { consumer: c, observer } = consumer({
+    queues: [busy, other],
+    prefetch: 5,
+    handler: async (job) => {
+      if (job.queue === busy) await release.promise;
+      else handled.push(decoder.decode(job.payload));
+    },
+  });
+  await c.start();
+  try {
+    await publisher.publish(busy, Array.from({ length: 40 }, (_, i) => `b${i}`));
+    await waitFor(() => observer.inFlightNow.get(busy) === 1, { message: "busy queue stuck" });
+    await publisher.publish(other, ["o1", "o2"]);
+    await waitFor(() => handled.length === 2, {
+      timeoutMs: 3000,
+      message: "the other queue's messages",
+    });
+    assert.deepEqual(handled, ["o1", "o2"]);
+    assert.equal(observer.inFlightNow.get(busy), 1, "the busy queue still runs one handler");
+  } finally {
+    release.resolve();
+    await c.stop();
+  }
+});
+
+Deno.test("rabbitmq consumer: a queue runs one handler at a time, in delivery order, even with prefetch 20 (R3, G3)", async () => {
+  const [downtimes, other] = queueNames(2) as [string, string];
+  await using publisher = await publisherFor([downtimes, other]);
+  const running = new Map<string, number>();
+  const maxRunning = new Map<string, number>();
+  const order: string[] = [];
+  const { consumer: c, observer } = consumer({
+    queues: [downtimes, other],
+    prefetch: 20,
+    handler: async (job) => {
+      const now = (running.get(job.queue) ?? 0) + 1;
+      running.set(job.queue, now);
+      maxRunning.set(job.queue, Math.max(maxRunning.get(job.queue) ?? 0, now));
+      if (job.queue === downtimes) order.push(decoder.decode(job.payload));
+      await new Promise((r) => setTimeout(r, 5));
+      running.set(job.queue, (running.get(job.queue) ?? 1) - 1);
+    },
+  });
+  await c.start();
+  try {
+    const sent = Array.from({ length: 40 }, (_, i) => `d${i}`);
+    await Promise.all([
+      publisher.publish(downtimes, sent),
+      publisher.publish(other, Array.from({ length: 40 }, (_, i) => `o${i}`)),
+    ]);
+    await waitFor(() => observer.completed(downtimes) === 40 && observer.completed(other) === 40, {
+      message: "80 completions",
+    });
+    assert.equal(maxRunning.get(downtimes), 1);
+    assert.equal(maxRunning.get(other), 1);
+    assert.deepEqual(order, sent, "handled in delivery order");
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("rabbitmq consumer: stop cancels first, then handles and acks what was already delivered; the rest stays ready (R5, D1)", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.declare(q);
+  const handled: string[] = [];
+  const gate = Promise.withResolvers<void>();
+  const { consumer: c, observer } = consumer({
+    queues: [q],
+    prefetch: 10,
+    handler: async (job) => {
+      await gate.promise;
+      // Every ack leaves after the basic.cancel: no delivery beyond the first 10.
+      await new Promise((r) => setTimeout(r, 20));
+      handled.push(decoder.decode(job.payload));
+    },
+  });
+  await c.start();
+  await publisher.publish(q, Array.from({ length: 30 }, (_, i) => `m${i}`));
+  await waitFor(async () => (await publisher.depth(q)).ready === 20, {
+    message: "10 delivered, 20 ready",
+  });
+  const stopping = c.stop();
+  gate.resolve();
+  await stopping;
+  // The 10 delivered before the cancel were worked through and acked, not dropped.
+  assert.equal(observer.completed(q), 10);
+  assert.equal(observer.done.get(q)?.abandoned ?? 0, 0);
+  assert.deepEqual(handled, Array.from({ length: 10 }, (_, i) => `m${i}`));
+  assert.deepEqual(await publisher.depth(q), { ready: 20, consumers: 0 });
+});
+
+Deno.test("rabbitmq consumer: a transient handler failure is retried on the same channel, a discard is nacked without requeue", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.declare(q);
+  let failures = 0;
+  const seen: string[] = [];
+  const { consumer: c, observer } = consumer({
+    queues: [q],
+    retryInitialMs: 10,
+    handler: (job) => {
+      const text = decoder.decode(job.payload);
+      seen.push(text);
+      if (text === "discard") return Promise.reject(new DiscardJobError("unprocessable"));
+      if (text === "flaky" && failures < 2) {
+        failures++;
+        return Promise.reject(new Error("MySQL went away"));
+      }
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    await publisher.publish(q, ["flaky", "discard", "fine"]);
+    await waitFor(() => observer.completed(q) === 2 && observer.done.get(q)?.failed === 1, {
+      message: "two completed, one discarded",
+    });
+    assert.equal(observer.retried.get(q), 2);
+    assert.deepEqual(seen, ["flaky", "flaky", "flaky", "discard", "fine"]);
+  } finally {
+    await c.stop();
+  }
+  assert.equal((await publisher.depth(q)).ready, 0, "the discarded message is not requeued");
+});
+
+Deno.test("rabbitmq consumer: a severed connection is rebuilt, gauge 1→0→1, reconnects +1 per queue, and messages published after the cut are handled (R6)", async () => {
+  const queues = queueNames(2);
+  const [a, b] = queues as [string, string];
+  await using publisher = await publisherFor(queues);
+  await using proxy = await startTcpProxy(brokerAddr());
+  const handled = new Set<string>();
+  const { consumer: c, observer } = consumer({
+    url: urlVia(proxy.addr),
+    queues,
+    handler: (job) => {
+      handled.add(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    await publisher.publish(a, ["before"]);
+    await waitFor(() => handled.has("before"), { message: "message before the cut" });
+    proxy.sever();
+    await waitFor(() => observer.connected(a) === false, { message: "gauge 0 after the cut" });
+    await waitFor(() => observer.connected(a) === true && observer.connected(b) === true, {
+      message: "reconnected",
+    });
+    const after = Array.from({ length: 20 }, (_, i) => `after-${i}`);
+    await publisher.publish(a, after.slice(0, 10));
+    await publisher.publish(b, after.slice(10));
+    await waitFor(() => after.every((p) => handled.has(p)), { message: "messages after the cut" });
+    for (const q of queues) {
+      assert.deepEqual(observer.connectedHistory.get(q), [true, false, true], q);
+      assert.equal(observer.reconnects.get(q), 1, `${q}: one reconnect`);
+      assert.equal((await publisher.depth(q)).consumers, 1, `${q}: one consumer, no leftover`);
+    }
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("rabbitmq consumer: messages unacked when the link died are redelivered and handled after the reconnect (D1, R6)", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await using proxy = await startTcpProxy(brokerAddr());
+  let gate = Promise.withResolvers<void>();
+  const handled: string[] = [];
+  const { consumer: c, observer } = consumer({
+    url: urlVia(proxy.addr),
+    queues: [q],
+    handler: async (job, signal) => {
+      const text = decoder.decode(job.payload);
+      if (text === "held") {
+        await Promise.race([
+          gate.promise,
+          new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+        ]);
+      }
+      handled.push(text);
+    },
+  });
+  await c.start();
+  try {
+    await publisher.publish(q, ["held"]);
+    await waitFor(() => observer.inFlightNow.get(q) === 1, { message: "handler running" });
+    proxy.sever();
+    await waitFor(() => observer.connected(q) === false);
+    // The handler finishes after the cut: its ack cannot reach the broker.
+    gate.resolve();
+    gate = Promise.withResolvers<void>();
+    await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
+    gate.resolve();
+    await waitFor(() => observer.completed(q) >= 1 && handled.length === 2, {
+      message: "redelivered message handled",
+    });
+    assert.deepEqual(handled, ["held", "held"]);
+    assert.equal(observer.done.get(q)?.abandoned, 1, "the first delivery was not acknowledged");
+  } finally {
+    await c.stop();
+  }
+  assert.equal((await publisher.depth(q)).ready, 0);
+});
+
+Deno.test("rabbitmq consumer: a silent link (no FIN, no RST) is detected by the AMQP heartbeat and rebuilt", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await using proxy = await startTcpProxy(brokerAddr());
+  const url = new URL(urlVia(proxy.addr));
+  url.searchParams.set("heartbeat", "1");
+  const handled: string[] = [];
+  const { consumer: c, observer } = consumer({
+    url: url.href,
+    queues: [q],
+    handler: (job) => {
+      handled.push(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    proxy.freeze();
+    await waitFor(() => observer.connected(q) === false, {
+      timeoutMs: 5000,
+      message: "the frozen link declared lost",
+    });
+    proxy.unblock();
+    await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
+    await publisher.publish(q, ["after"]);
+    await waitFor(() => handled.includes("after"), { message: "message after the silence" });
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("rabbitmq consumer: a consumer cancelled by the broker (queue deleted) rebuilds the session and declares the queue again", async () => {
+  const [a, b] = queueNames(2) as [string, string];
+  await using publisher = await publisherFor([a, b]);
+  const handled: string[] = [];
+  const { consumer: c, observer } = consumer({
+    queues: [a, b],
+    handler: (job) => {
+      handled.push(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+  });
+  await c.start();
+  try {
+    await publisher.deleteQueue(a);
+    await waitFor(() => (observer.reconnects.get(a) ?? 0) === 1, { message: "a rebuild" });
+    assert.deepEqual(observer.connectedHistory.get(b), [true, false, true]);
+    await publisher.publish(a, ["again"]);
+    await waitFor(() => handled.includes("again"), { message: "message to the new queue" });
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("rabbitmq consumer: stop while reconnect attempts keep failing returns promptly and dials no more", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await using proxy = await startTcpProxy(brokerAddr());
+  const { consumer: c, observer } = consumer({
+    url: urlVia(proxy.addr),
+    queues: [q],
+    reconnectIntervalMs: 50,
+    handler: () => Promise.resolve(),
+  });
+  await c.start();
+  proxy.block();
+  await waitFor(() => observer.connected(q) === false);
+  // Let several attempts fail so the loop is genuinely retrying.
+  await new Promise((r) => setTimeout(r, 300));
+  const t0 = performance.now();
+  await c.stop();
+  const elapsed = performance.now() - t0;
+  assert.ok(elapsed < 1000, `stop took ${elapsed.toFixed(0)} ms`);
+  const acceptedAtStop = proxy.accepted;
+  proxy.unblock();
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(proxy.accepted, acceptedAtStop, "no reconnect attempt after stop");
+  assert.equal((await publisher.depth(q)).consumers, 0, "no consumer left at the broker");
+  assert.deepEqual(observer.connectedHistory.get(q), [true, false]);
+});
+
+Deno.test("rabbitmq consumer: stop during a connection attempt that never completes returns promptly", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await using proxy = await startTcpProxy(brokerAddr());
+  const { consumer: c, observer } = consumer({
+    url: urlVia(proxy.addr),
+    queues: [q],
+    reconnectIntervalMs: 20,
+    handler: () => Promise.resolve(),
+  });
+  await c.start();
+  const acceptedBefore = proxy.accepted;
+  // A silent peer: the next dial is accepted, its handshake never answered.
+  proxy.freeze();
+  proxy.sever();
+  await waitFor(() => proxy.accepted > acceptedBefore, { message: "a reconnect attempt" });
+  const t0 = performance.now();
+  await c.stop();
+  const elapsed = performance.now() - t0;
+  assert.ok(elapsed < 1500, `stop took ${elapsed.toFixed(0)} ms`);
+  assert.equal(observer.connected(q), false);
+  proxy.unblock();
+  await waitFor(async () => (await publisher.depth(q)).consumers === 0, {
+    message: "no consumer at the broker",
+  });
+});
+
+Deno.test("rabbitmq consumer: start fails fast on an unreachable broker and on a malformed URL", async () => {
+  const [q] = queueNames(1) as [string];
+  const unreachable = urlVia(`127.0.0.1:${freePort()}`);
+  for (
+    const url of [
+      unreachable,
+      "amqp://user:Sup3rS3cretPW@[not-a-host/",
+      "http://user:Sup3rS3cretPW@127.0.0.1:5672/",
+      "amqp://user:Sup3rS3cretPW@127.0.0.1:99999/",
+    ]
+  ) {
+    const { consumer: c, observer } = consumer({
+      url,
+      queues: [q],
+      handler: () => Promise.resolve(),
+    });
+    const t0 = performance.now();
+    await assert.rejects(c.start(), (err: unknown) => {
+      assert.ok(err instanceof Error);
+      assert.equal(err.name, "RabbitMqStartError");
+      assert.ok(!err.message.includes("Sup3rS3cretPW"), `password in "${err.message}"`);
+      return true;
+    }, url);
+    const elapsed = performance.now() - t0;
+    assert.ok(elapsed < 2000, `${url}: start took ${elapsed.toFixed(0)} ms`);
+    await c.stop();
+    assert.equal(observer.connectedHistory.size, 0, "no gauge for a queue never connected");
+  }
+});
+
+Deno.test("rabbitmq consumer: start fails on refused credentials, naming no password", async () => {
+  const [q] = queueNames(1) as [string];
+  const u = new URL(BROKER_URL);
+  u.password = "Sup3rS3cretPW";
+  const { consumer: c } = consumer({ url: u.href, queues: [q], handler: () => Promise.resolve() });
+  await assert.rejects(c.start(), (err: unknown) => {
+    assert.ok(err instanceof Error);
+    assert.match(err.message, /ACCESS_REFUSED/);
+    assert.match(err.message, /:\*\*\*\*@/);
+    assert.ok(!err.message.includes("Sup3rS3cretPW"));
+    return true;
+  });
+  await c.stop();
+});
+
+Deno.test("rabbitmq consumer: a queue declared with other flags fails start and the message names the durability mismatch (R1)", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  // A queue declared by someone else with other flags (auto-delete here: a
+  // non-durable one is refused outright by RabbitMQ 4.x, so it cannot be the
+  // example on every broker version the tests run against).
+  const raw = new AMQPClient(BROKER_URL, undefined, null);
+  await raw.connect();
+  try {
+    const ch = await raw.channel();
+    await ch.queueDeclare(q, { durable: true, exclusive: false, autoDelete: true });
+    const { consumer: c, observer } = consumer({ queues: [q], handler: () => Promise.resolve() });
+    await assert.rejects(c.start(), /PRECONDITION_FAILED.*DurableQueues/s);
+    await c.stop();
+    assert.equal(observer.connectedHistory.size, 0);
+  } finally {
+    await raw.close().catch(() => {});
+  }
+  await publisher.deleteQueue(q).catch(() => {});
+});
+
+Deno.test("rabbitmq consumer: stop before start is safe, and start after stop is refused", async () => {
+  const [q] = queueNames(1) as [string];
+  const { consumer: c, observer } = consumer({ queues: [q], handler: () => Promise.resolve() });
+  await c.stop();
+  await c.stop();
+  await assert.rejects(c.start(), /after stop/);
+  assert.equal(observer.connectedHistory.size, 0);
+});
+
+Deno.test("rabbitmq consumer: the password never appears in a log line, through start, loss, reconnect, stats and stop (D8)", async () => {
+  const queues = queueNames(1);
+  const [q] = queues as [string];
+  await using publisher = await publisherFor(queues);
+  await using proxy = await startTcpProxy(brokerAddr());
+  const lines: string[] = [];
+  await configureLogging({ level: "debug", format: "text", write: (l) => lines.push(l) });
+  try {
+    const viaProxy = urlVia(proxy.addr);
+    const password = decodeURIComponent(new URL(viaProxy).password);
+    const { consumer: c, observer } = consumer({
+      url: viaProxy,
+      queues,
+      statsIntervalMs: 50,
+      handler: (job) =>
+        decoder.decode(job.payload) === "fail"
+          ? Promise.reject(new DiscardJobError("bad"))
+          : Promise.resolve(),
+    });
+    await c.start();
+    try {
+      await publisher.publish(q, ["ok", "fail"]);
+      await waitFor(() => observer.completed(q) === 1 && observer.done.get(q)?.failed === 1);
+      proxy.block();
+      await waitFor(() => observer.connected(q) === false);
+      await waitFor(() => lines.some((l) => l.includes("reconnect failed")), {
+        message: "a failed reconnect logged",
+      });
+      proxy.unblock();
+      await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
+      await waitFor(() => lines.some((l) => l.includes("consumer stats")));
+    } finally {
+      await c.stop();
+    }
+    // A wrong password on top: the refused start logs nothing that shows it.
+    const wrong = new URL(viaProxy);
+    wrong.password = "Sup3rS3cretPW";
+    const { consumer: refused } = consumer({
+      url: wrong.href,
+      queues,
+      handler: () => Promise.resolve(),
+    });
+    await assert.rejects(refused.start());
+    await refused.stop();
+    const text = lines.join("");
+    assert.ok(text.includes("rabbitmq: consumer started"));
+    assert.ok(text.includes("rabbitmq: connection lost"));
+    assert.ok(text.includes("rabbitmq: reconnected"));
+    assert.ok(text.includes(":****@"), "URLs are logged masked");
+    for (const line of lines) {
+      assert.ok(!line.includes(`:${password}@`), `password in: ${line}`);
+      assert.ok(!line.includes("Sup3rS3cretPW"), `password in: ${line}`);
+    }
+  } finally {
+    await resetLogging();
+  }
+});
+
+Deno.test("rabbitmq consumer: the consumer tag names the queue (R2)", () => {
+  assert.equal(consumerTag("statusngin_hostchecks"), "statusengine-worker.statusngin_hostchecks");
+});
