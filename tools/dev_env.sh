@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Debian machine (with npm) for running and testing
 # statusengine-worker: installs Deno and gearmand when missing, starts MariaDB
-# when it does not answer on 127.0.0.1:3306, and with --gearmand also starts a
-# job server on 127.0.0.1:4730 (the tests start their own on free ports).
+# when it does not answer on 127.0.0.1:3306 and RabbitMQ when it does not
+# answer on 127.0.0.1:5672, and with --gearmand also starts a job server on
+# 127.0.0.1:4730 (the tests start their own on free ports).
 set -euo pipefail
 
 with_gearmand=0
@@ -60,6 +61,22 @@ if ! mysql_answers; then
     log "allowing root without a password over TCP (development machine)"
     as_root mariadb -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('')"
   fi
+fi
+
+rabbitmq_answers() {
+  (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null
+}
+
+if ! rabbitmq_answers; then
+  if ! command -v rabbitmq-server >/dev/null 2>&1 && [ ! -x /usr/sbin/rabbitmq-server ]; then
+    log "installing RabbitMQ"
+    apt_install rabbitmq-server
+  fi
+  log "starting RabbitMQ"
+  as_root rabbitmq-server -detached >/dev/null 2>&1 || true
+  as_root timeout 120 rabbitmqctl await_startup >/dev/null 2>&1 || true
+  for _ in $(seq 1 120); do rabbitmq_answers && break; sleep 0.5; done
+  rabbitmq_answers || { log "RabbitMQ does not answer on 127.0.0.1:5672"; exit 1; }
 fi
 
 if [ "$with_gearmand" -eq 1 ]; then
