@@ -28,7 +28,7 @@ const PER_JOB = arg("--events-per-job", 100);
 const RUNS = arg("--runs", 1);
 const CAP = arg("--jobs-per-queue", 8);
 
-const FIXTURES = new URL("../../shared/fixtures/", import.meta.url);
+const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const nowSeconds = Math.floor(Date.now() / 1000);
 
 interface Case {
@@ -59,7 +59,7 @@ const CASES: readonly Case[] = [
 ];
 
 function jobs(c: Case): string[] {
-  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${c.queue}.json`, FIXTURES)));
+  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${c.queue}.job`, FIXTURES)));
   const template = doc.messages[0];
   const out: string[] = [];
   for (let j = 0; j * PER_JOB < EVENTS; j++) {

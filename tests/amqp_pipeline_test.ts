@@ -18,11 +18,11 @@ import {
 } from "./helpers/worker.ts";
 import type { RunningWorker } from "../src/worker.ts";
 
-const FIXTURES = new URL("../../shared/fixtures/", import.meta.url);
+const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const Q = "statusngin_hostchecks";
 
 function fixture(): string {
-  return Deno.readTextFileSync(new URL(`${Q}.json`, FIXTURES));
+  return Deno.readTextFileSync(new URL(`${Q}.job`, FIXTURES));
 }
 
 /** A bulk job of 10 host checks with distinct host names. */

@@ -25,7 +25,7 @@ import { TABLES } from "../src/mysql/catalogue.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import { adjustRow, type Row } from "../src/mysql/values.ts";
 
-const FIXTURES = new URL("../../shared/fixtures/", import.meta.url);
+const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const HOSTSTATUS = "statusengine_hoststatus";
 const SERVICESTATUS = "statusengine_servicestatus";
 const HOST_QUEUE = "statusngin_hoststatus";
@@ -43,7 +43,7 @@ async function insertRows(
 
 /** A hoststatus bulk job from the fixture with one event per (host, timestamp). */
 function hostStatusJob(events: readonly { host: string; ts: number }[]): string {
-  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${HOST_QUEUE}.json`, FIXTURES)));
+  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${HOST_QUEUE}.job`, FIXTURES)));
   const template = doc.messages[0];
   doc.messages = events.map(({ host, ts }) => {
     const m = structuredClone(template);
@@ -169,7 +169,7 @@ Deno.test("core restart: without a timestamp the worker's clock is the cutoff, s
   );
   // The fixture: {"object_type": 102, "timestamp": 0} — 0 means "not provided".
   await publish(gearmand.addr, RESTART_QUEUE, [
-    await Deno.readTextFile(new URL(`${RESTART_QUEUE}.json`, FIXTURES)),
+    await Deno.readTextFile(new URL(`${RESTART_QUEUE}.job`, FIXTURES)),
   ]);
   await waitFor(async () =>
     (await metricValue(worker, "statusengine_queue_jobs_total", {

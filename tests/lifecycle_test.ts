@@ -12,7 +12,7 @@ import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
 
 const FIXTURE = JSON.parse(
   Deno.readTextFileSync(
-    new URL("../../shared/fixtures/statusngin_hostchecks.json", import.meta.url),
+    new URL("../src/events/testdata/statusngin_hostchecks.job", import.meta.url),
   ),
 );
 const QUEUE = "statusngin_hostchecks";

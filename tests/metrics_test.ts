@@ -156,7 +156,7 @@ Deno.test("metrics: /healthz answers while alive; /readyz only while MySQL is av
   proxy.block();
   const { publish } = await import("./helpers/worker.ts");
   const fixture = await Deno.readTextFile(
-    new URL("../../shared/fixtures/statusngin_logentries.json", import.meta.url),
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
   );
   await publish(gearmand.addr, "statusngin_logentries", [fixture]);
   await waitFor(async () => (await get("/readyz")).status === 503, { message: "MySQL down" });

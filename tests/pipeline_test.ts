@@ -21,10 +21,10 @@ import type { TableRow } from "../src/events/types.ts";
 import { adjustRow } from "../src/mysql/values.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 
-const FIXTURES = new URL("../../shared/fixtures/", import.meta.url);
+const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 
 function fixture(queue: QueueName): string {
-  return Deno.readTextFileSync(new URL(`${queue}.json`, FIXTURES));
+  return Deno.readTextFileSync(new URL(`${queue}.job`, FIXTURES));
 }
 
 /** Rows the decoder says a fixture must produce, after the writer's D6 adjustment. */

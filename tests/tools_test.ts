@@ -183,7 +183,7 @@ Deno.test("tools: publish --from-file sends recorded NDJSON payloads; a bad line
     const host = JSON.stringify(
       JSON.parse(
         await Deno.readTextFile(
-          new URL("../../shared/fixtures/statusngin_hostchecks.json", import.meta.url),
+          new URL("../src/events/testdata/statusngin_hostchecks.job", import.meta.url),
         ),
       ),
     );
