@@ -10,7 +10,8 @@
  */
 import { AmqpSession, type AmqpSessionOptions } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
-import type { ConsumerObserver, JobHandler, JobResult } from "../consumer/contract.ts";
+import type { ConsumerObserver, JobHandler } from "../consumer/contract.ts";
+import { ConsumerStats } from "../consumer/consumer_stats.ts";
 import { deadline, delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -44,15 +45,6 @@ export interface RabbitMqConsumerOptions {
   readonly statsIntervalMs?: number;
 }
 
-interface QueueStats {
-  processed: number;
-  abandoned: number;
-  failed: number;
-  retried: number;
-  reconnects: number;
-  inFlight: number;
-}
-
 /** Raised when start-up cannot build the first session (R6: the process exits). */
 export class RabbitMqStartError extends Error {
   /**
@@ -71,7 +63,7 @@ const RETRY_LOG_INTERVAL_MS = 30_000;
 /** Consumes every queue from one RabbitMQ broker. */
 export class RabbitMqConsumer {
   readonly #options: RabbitMqConsumerOptions;
-  readonly #stats = new Map<string, QueueStats>();
+  readonly #stats: ConsumerStats;
   readonly #stop = new AbortController();
   readonly #stopped: Promise<"stop"> = new Promise((resolve) =>
     this.#stop.signal.addEventListener("abort", () => resolve("stop"), { once: true })
@@ -99,16 +91,7 @@ export class RabbitMqConsumer {
       );
     }
     this.#options = options;
-    for (const q of options.queues) {
-      this.#stats.set(q, {
-        processed: 0,
-        abandoned: 0,
-        failed: 0,
-        retried: 0,
-        reconnects: 0,
-        inFlight: 0,
-      });
-    }
+    this.#stats = new ConsumerStats(options.queues);
   }
 
   /** Whether every queue is consuming right now (the `queue_connected` gauge). */
@@ -203,7 +186,7 @@ export class RabbitMqConsumer {
       queues: o.queues,
       prefetch: o.prefetch,
       handler: o.handler,
-      observer: this.#countingObserver(),
+      observer: this.#stats.wrap(this.#options.observer),
       ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
       ...(o.retryInitialMs === undefined ? {} : { retryInitialMs: o.retryInitialMs }),
       ...(o.retryMaxMs === undefined ? {} : { retryMaxMs: o.retryMaxMs }),
@@ -289,7 +272,7 @@ export class RabbitMqConsumer {
       }
       this.#install(session);
       for (const q of this.#options.queues) {
-        (this.#stats.get(q) as QueueStats).reconnects++;
+        this.#stats.reconnected(q);
         this.#options.observer.queueReconnected(q);
       }
       log.info("rabbitmq: reconnected", {
@@ -301,48 +284,11 @@ export class RabbitMqConsumer {
     }
   }
 
-  #countingObserver(): ConsumerObserver {
-    const inner = this.#options.observer;
-    const stats = this.#stats;
-    return {
-      jobReceived: (queue) => inner.jobReceived(queue),
-      inFlight: (queue, delta) => {
-        (stats.get(queue) as QueueStats).inFlight += delta;
-        inner.inFlight(queue, delta);
-      },
-      jobDone: (queue, result: JobResult, seconds) => {
-        const s = stats.get(queue) as QueueStats;
-        if (result === "completed") s.processed++;
-        else if (result === "failed") s.failed++;
-        else s.abandoned++;
-        inner.jobDone(queue, result, seconds);
-      },
-      jobRetried: (queue) => {
-        (stats.get(queue) as QueueStats).retried++;
-        inner.jobRetried(queue);
-      },
-      queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
-      queueReconnected: (queue) => inner.queueReconnected(queue),
-    };
-  }
-
   #logStats(final: boolean): void {
-    for (const [queue, s] of this.#stats) {
-      log.info(final ? "rabbitmq: consumer stopped" : "rabbitmq: consumer stats", {
-        queue,
-        processed: s.processed,
-        abandoned: s.abandoned,
-        failed: s.failed,
-        retried: s.retried,
-        reconnects: s.reconnects,
-        in_flight: s.inFlight,
-        connected: this.#connected ? 1 : 0,
-      });
-      s.processed = 0;
-      s.abandoned = 0;
-      s.failed = 0;
-      s.retried = 0;
-      s.reconnects = 0;
-    }
+    this.#stats.log(
+      log,
+      final ? "rabbitmq: consumer stopped" : "rabbitmq: consumer stats",
+      () => ({ connected: this.#connected ? 1 : 0 }),
+    );
   }
 }

@@ -6,7 +6,8 @@
  * @module
  */
 import { Supervisor } from "./supervisor.ts";
-import type { ConsumerObserver, JobHandler, JobResult } from "../consumer/contract.ts";
+import type { ConsumerObserver, JobHandler } from "../consumer/contract.ts";
+import { ConsumerStats } from "../consumer/consumer_stats.ts";
 import { SlotPool } from "../consumer/slot_pool.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -42,15 +43,6 @@ export interface GearmanConsumerOptions {
   readonly statsIntervalMs?: number;
 }
 
-interface QueueStats {
-  processed: number;
-  abandoned: number;
-  failed: number;
-  retried: number;
-  reconnects: number;
-  inFlight: number;
-}
-
 /** Raised when start-up cannot reach any job server. */
 export class ConsumerStartError extends Error {
   /**
@@ -69,7 +61,7 @@ export class GearmanConsumer {
   readonly #supervisors: Supervisor[] = [];
   readonly #pools = new Map<string, SlotPool>();
   readonly #up = new Map<string, Set<string>>();
-  readonly #stats = new Map<string, QueueStats>();
+  readonly #stats: ConsumerStats;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #started = false;
   #stopping: Promise<void> | undefined;
@@ -95,15 +87,8 @@ export class GearmanConsumer {
     for (const q of options.queues) {
       this.#pools.set(q.name, new SlotPool(this.capFor(q)));
       this.#up.set(q.name, new Set());
-      this.#stats.set(q.name, {
-        processed: 0,
-        abandoned: 0,
-        failed: 0,
-        retried: 0,
-        reconnects: 0,
-        inFlight: 0,
-      });
     }
+    this.#stats = new ConsumerStats(options.queues.map((q) => q.name));
   }
 
   /**
@@ -133,7 +118,7 @@ export class GearmanConsumer {
     if (this.#started) throw new Error("GearmanConsumer.start() called twice");
     this.#started = true;
     const o = this.#options;
-    const observer = this.#countingObserver();
+    const observer = this.#stats.wrap(o.observer);
     const pid = Deno.pid;
     for (const q of o.queues) {
       for (const server of o.servers) {
@@ -161,7 +146,7 @@ export class GearmanConsumer {
             drainTimeoutMs: o.drainTimeoutMs,
             onState: (up) => this.#setState(q.name, server, up),
             onReconnected: () => {
-              (this.#stats.get(q.name) as QueueStats).reconnects++;
+              this.#stats.reconnected(q.name);
               o.observer.queueReconnected(q.name);
             },
           }),
@@ -229,49 +214,15 @@ export class GearmanConsumer {
     if (before !== after) this.#options.observer.queueConnected(queue, after);
   }
 
-  #countingObserver(): ConsumerObserver {
-    const inner = this.#options.observer;
-    const stats = this.#stats;
-    return {
-      jobReceived: (queue) => inner.jobReceived(queue),
-      inFlight: (queue, delta) => {
-        (stats.get(queue) as QueueStats).inFlight += delta;
-        inner.inFlight(queue, delta);
-      },
-      jobDone: (queue, result: JobResult, seconds) => {
-        const s = stats.get(queue) as QueueStats;
-        if (result === "completed") s.processed++;
-        else if (result === "failed") s.failed++;
-        else s.abandoned++;
-        inner.jobDone(queue, result, seconds);
-      },
-      jobRetried: (queue) => {
-        (stats.get(queue) as QueueStats).retried++;
-        inner.jobRetried(queue);
-      },
-      queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
-      queueReconnected: (queue) => inner.queueReconnected(queue),
-    };
-  }
-
   #logStats(final: boolean): void {
-    for (const [queue, s] of this.#stats) {
-      const connected = (this.#up.get(queue) as Set<string>).size;
-      log.info(final ? "gearman: consumer stopped" : "gearman: consumer stats", {
-        queue,
-        processed: s.processed,
-        abandoned: s.abandoned,
-        failed: s.failed,
-        retried: s.retried,
-        reconnects: s.reconnects,
-        in_flight: s.inFlight,
-        servers_connected: `${connected}/${this.#options.servers.length}`,
-      });
-      s.processed = 0;
-      s.abandoned = 0;
-      s.failed = 0;
-      s.retried = 0;
-      s.reconnects = 0;
-    }
+    this.#stats.log(
+      log,
+      final ? "gearman: consumer stopped" : "gearman: consumer stats",
+      (queue) => ({
+        servers_connected: `${
+          (this.#up.get(queue) as Set<string>).size
+        }/${this.#options.servers.length}`,
+      }),
+    );
   }
 }

@@ -1,0 +1,105 @@
+/**
+ * Per-queue interval counters behind the consumers' 30 s summary line (L2),
+ * shared by every backend so they report the same things the same way (P0).
+ *
+ * @module
+ */
+import type { ConsumerObserver, JobResult } from "./contract.ts";
+import type { Logger } from "../log.ts";
+
+interface QueueStats {
+  processed: number;
+  abandoned: number;
+  failed: number;
+  retried: number;
+  reconnects: number;
+  inFlight: number;
+}
+
+/** Counters of every consumed queue. */
+export class ConsumerStats {
+  readonly #stats = new Map<string, QueueStats>();
+
+  /** @param queues Queue names. */
+  constructor(queues: Iterable<string>) {
+    for (const q of queues) {
+      this.#stats.set(q, {
+        processed: 0,
+        abandoned: 0,
+        failed: 0,
+        retried: 0,
+        reconnects: 0,
+        inFlight: 0,
+      });
+    }
+  }
+
+  #of(queue: string): QueueStats {
+    return this.#stats.get(queue) as QueueStats;
+  }
+
+  /**
+   * An observer that counts and then forwards to `inner`.
+   *
+   * @param inner The observer that feeds the metrics.
+   * @returns The counting observer.
+   */
+  wrap(inner: ConsumerObserver): ConsumerObserver {
+    return {
+      jobReceived: (queue) => inner.jobReceived(queue),
+      inFlight: (queue, delta) => {
+        this.#of(queue).inFlight += delta;
+        inner.inFlight(queue, delta);
+      },
+      jobDone: (queue, result: JobResult, seconds) => {
+        const s = this.#of(queue);
+        if (result === "completed") s.processed++;
+        else if (result === "failed") s.failed++;
+        else s.abandoned++;
+        inner.jobDone(queue, result, seconds);
+      },
+      jobRetried: (queue) => {
+        this.#of(queue).retried++;
+        inner.jobRetried(queue);
+      },
+      queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
+      queueReconnected: (queue) => inner.queueReconnected(queue),
+    };
+  }
+
+  /**
+   * Count a reconnect of `queue` (the metric is reported separately).
+   *
+   * @param queue Queue name.
+   */
+  reconnected(queue: string): void {
+    this.#of(queue).reconnects++;
+  }
+
+  /**
+   * Log one summary line per queue and start a new interval.
+   *
+   * @param log Logger of the backend.
+   * @param message Log message.
+   * @param extra Backend-specific fields per queue (connection state).
+   */
+  log(log: Logger, message: string, extra: (queue: string) => Record<string, unknown>): void {
+    for (const [queue, s] of this.#stats) {
+      log.info(message, {
+        queue,
+        processed: s.processed,
+        abandoned: s.abandoned,
+        failed: s.failed,
+        retried: s.retried,
+        reconnects: s.reconnects,
+        in_flight: s.inFlight,
+        ...extra(queue),
+      });
+      s.processed = 0;
+      s.abandoned = 0;
+      s.failed = 0;
+      s.retried = 0;
+      s.reconnects = 0;
+    }
+  }
+}
