@@ -23,7 +23,7 @@ import {
   type JobResult,
 } from "../consumer/contract.ts";
 import type { AmqpUrl } from "./url.ts";
-import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
+import { abortable, aborted, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("rabbitmq");
@@ -440,18 +440,9 @@ export class AmqpSession {
 
   /** Sleep unless retries are stopped or handlers aborted; false when interrupted. */
   #sleep(ms: number): Promise<boolean> {
-    const signal = AbortSignal.any([this.#handlerAbort.signal, this.#stopRetries.signal]);
-    if (signal.aborted) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const onAbort = () => {
-        clearTimeout(timer);
-        resolve(false);
-      };
-      const timer = setTimeout(() => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(true);
-      }, ms);
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
+    return sleepUnlessAborted(
+      ms,
+      AbortSignal.any([this.#handlerAbort.signal, this.#stopRetries.signal]),
+    );
   }
 }

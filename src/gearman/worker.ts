@@ -9,7 +9,7 @@
  * @module
  */
 import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
-import { ConnectionClosedError, type ConnectOptions, GearmanConnection } from "./connection.ts";
+import { type ConnectOptions, GearmanConnection } from "./connection.ts";
 import {
   type ConsumerObserver,
   DiscardJobError,
@@ -19,7 +19,7 @@ import {
 } from "../consumer/contract.ts";
 import type { CancelWait, SlotPool } from "../consumer/slot_pool.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { abortable, deadline, settledWithin } from "../util/async.ts";
+import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 
 const log = getLogger("gearman");
 
@@ -90,7 +90,7 @@ export class QueueWorker {
    *
    * @param options Worker options.
    * @returns A connected, not yet registered worker.
-   * @throws {ConnectionClosedError} When the server cannot be reached.
+   * @throws {ConnectionClosedError} When the server cannot be reached (from connection.ts).
    */
   static async connect(options: QueueWorkerOptions): Promise<QueueWorker> {
     const worker = new QueueWorker(options);
@@ -408,20 +408,10 @@ export class QueueWorker {
 
   /** Sleep unless handlers are aborted, the worker drains or the connection dies; false when interrupted. */
   #sleep(ms: number): Promise<boolean> {
-    const signal = AbortSignal.any([this.#handlerAbort.signal, this.#stopRetries.signal]);
-    if (signal.aborted) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const onAbort = () => {
-        clearTimeout(timer);
-        resolve(false);
-      };
-      const timer = setTimeout(() => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(true);
-      }, ms);
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
+    return sleepUnlessAborted(
+      ms,
+      AbortSignal.any([this.#handlerAbort.signal, this.#stopRetries.signal]),
+    );
   }
 }
 
-export { ConnectionClosedError };

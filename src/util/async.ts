@@ -137,3 +137,19 @@ export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<
     );
   });
 }
+
+/**
+ * Sleep for `ms` unless the signal aborts first (never rejects).
+ *
+ * @param ms Delay in milliseconds.
+ * @param signal Cuts the sleep short.
+ * @returns True after the full delay, false when the signal aborted.
+ */
+export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await delay(ms, { signal });
+    return true;
+  } catch {
+    return false;
+  }
+}
