@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
-import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
@@ -106,14 +106,12 @@ Deno.test("amqp pipeline: while MySQL is unreachable no message is acked and the
   await using publisher = await freshQueue();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
-  const viaProxy = new URL(db.url);
-  viaProxy.host = proxy.addr;
+  await using proxy = await startMysqlProxy(db);
   await using worker = await startTestWorker(
     testConfig({
       consumer: "rabbitmq",
       rabbitmq: { url: testRabbitMqUrl(), prefetch: 5 },
-      mysqlUrl: viaProxy.href,
+      mysqlUrl: proxy.url,
       queues: [Q],
     }),
   );
@@ -156,14 +154,12 @@ Deno.test("amqp pipeline: a worker stopped while MySQL is down acks nothing; the
   await using publisher = await freshQueue();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
-  const viaProxy = new URL(db.url);
-  viaProxy.host = proxy.addr;
+  await using proxy = await startMysqlProxy(db);
   const first = await startTestWorker(
     testConfig({
       consumer: "rabbitmq",
       rabbitmq: { url: testRabbitMqUrl(), prefetch: 5 },
-      mysqlUrl: viaProxy.href,
+      mysqlUrl: proxy.url,
       queues: [Q],
       drainTimeoutMs: 300,
       shutdownFlushTimeoutMs: 300,

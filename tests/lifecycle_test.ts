@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
-import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
 import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
@@ -106,12 +106,10 @@ Deno.test("lifecycle: a second SIGTERM during a slow shutdown exits immediately"
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
-  const viaProxy = new URL(db.url);
-  viaProxy.host = proxy.addr;
+  await using proxy = await startMysqlProxy(db);
   await using worker = await startWorkerProcess({
     gearmanAddr: gearmand.addr,
-    mysqlUrl: viaProxy.href,
+    mysqlUrl: proxy.url,
   });
   proxy.block();
   await publish(gearmand.addr, QUEUE, markerJobs("second", 20));

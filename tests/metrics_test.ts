@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
-import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, startTestWorker, testConfig } from "./helpers/worker.ts";
 import { METRICS, type MetricSpec } from "../src/metrics/catalogue.ts";
@@ -127,12 +127,10 @@ Deno.test("metrics: /healthz answers while alive; /readyz only while MySQL is av
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
-  const viaProxy = new URL(db.url);
-  viaProxy.host = proxy.addr;
+  await using proxy = await startMysqlProxy(db);
   await using worker = await startTestWorker(testConfig({
     gearmanServers: [gearmand.addr],
-    mysqlUrl: viaProxy.href,
+    mysqlUrl: proxy.url,
     metrics: { hostname: "127.0.0.1", port: 0 },
   }));
   const get = async (path: string) => {

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
-import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
@@ -238,11 +238,9 @@ Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
-  const viaProxy = new URL(db.url);
-  viaProxy.host = proxy.addr;
+  await using proxy = await startMysqlProxy(db);
   await using worker = await startTestWorker(
-    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: viaProxy.href }),
+    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: proxy.url }),
   );
   const q = "statusngin_hostchecks";
   const template = JSON.parse(fixture(q));

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
 import { type Gearmand, startGearmand } from "../helpers/gearmand.ts";
-import { startTcpProxy } from "../helpers/tcp_proxy.ts";
+import { startMysqlProxy, startTcpProxy } from "../helpers/tcp_proxy.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { createSchema, jobsAtGearmand } from "../helpers/worker.ts";
 import { seriesValue, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
@@ -206,13 +206,11 @@ Deno.test("fault: gearmand restarted mid-drain (persistent sqlite queue): no eve
 
 Deno.test("fault: MariaDB unreachable for 20 s mid-drain: held, nothing missing", async () => {
   await using env = await setup();
-  await using proxy = await startTcpProxy(`${env.db.host}:${env.db.port}`);
-  const viaProxy = new URL(env.db.url);
-  viaProxy.host = proxy.addr;
+  await using proxy = await startMysqlProxy(env.db);
   await publishBacklog(env.gearmand.addr, "dbdown");
   await using worker = await startWorkerProcess({
     gearmanAddr: env.gearmand.addr,
-    mysqlUrl: viaProxy.href,
+    mysqlUrl: proxy.url,
   });
   await midDrain(env.db, "dbdown");
   proxy.block();
@@ -233,14 +231,12 @@ Deno.test("fault: MariaDB unreachable for 20 s mid-drain: held, nothing missing"
 
 Deno.test("fault: SIGTERM while MariaDB is unreachable, restart: no event missing", async () => {
   await using env = await setup();
-  await using proxy = await startTcpProxy(`${env.db.host}:${env.db.port}`);
-  const viaProxy = new URL(env.db.url);
-  viaProxy.host = proxy.addr;
+  await using proxy = await startMysqlProxy(env.db);
   await publishBacklog(env.gearmand.addr, "termdown");
   {
     await using worker = await startWorkerProcess({
       gearmanAddr: env.gearmand.addr,
-      mysqlUrl: viaProxy.href,
+      mysqlUrl: proxy.url,
       args: ["--drain-timeout", "3s", "--shutdown-flush-timeout", "2s"],
     });
     await midDrain(env.db, "termdown");
@@ -260,7 +256,7 @@ Deno.test("fault: SIGTERM while MariaDB is unreachable, restart: no event missin
   proxy.unblock();
   await using _again = await startWorkerProcess({
     gearmanAddr: env.gearmand.addr,
-    mysqlUrl: viaProxy.href,
+    mysqlUrl: proxy.url,
   });
   await drained(env.gearmand);
   await assertNothingMissing(env.db, "termdown");
