@@ -81,13 +81,12 @@ Deno.test("parsePerfdata: a quote inside a token switches quote mode and spaces 
   assert.deepEqual(parsePerfdata("a'b c'=1"), [m("a'b c'", 1, "")]);
 });
 
-Deno.test("parsePerfdata: a long string of unit-less gauges parses in linear time", () => {
+// Speed is measured in decode_bench.ts, not asserted here.
+Deno.test("parsePerfdata: a string of 200,000 unit-less gauges yields every gauge", () => {
   const input = Array.from({ length: 200_000 }, (_, i) => `g${i}=${i}`).join(" ");
-  const t0 = performance.now();
   const out = parsePerfdata(input);
-  const ms = performance.now() - t0;
   assert.equal(out.length, 200_000);
-  assert.ok(ms < 2000, `took ${ms} ms`);
+  assert.deepEqual(out[199_999], { label: "g199999", value: 199_999, unit: "" });
 });
 
 Deno.test("perfdataRows: timestamp is milliseconds and timestamp_unix seconds of start_time (D5)", () => {
