@@ -1,0 +1,90 @@
+/**
+ * API keys of the two authenticated HTTP surfaces (operations.md §4.2, §4.3):
+ * where a request carries its key, and a comparison whose timing reveals
+ * neither the key nor which configured key matched.
+ *
+ * @module
+ */
+
+const ENCODER = new TextEncoder();
+
+/** A set of accepted keys, compared in constant time. */
+export class ApiKeySet {
+  readonly #keys: readonly Uint8Array[];
+
+  /** @param keys Accepted keys; empty strings are ignored (an empty key never matches). */
+  constructor(keys: readonly string[]) {
+    this.#keys = keys.filter((k) => k.length > 0).map((k) => ENCODER.encode(k));
+  }
+
+  /** Number of usable keys. */
+  get size(): number {
+    return this.#keys.length;
+  }
+
+  /**
+   * Whether `presented` is one of the keys. Compares against every key, whatever
+   * an earlier comparison found, and every byte of each.
+   *
+   * @param presented The key a request carried, or null when it carried none.
+   * @returns True on a match.
+   */
+  matches(presented: string | null): boolean {
+    if (presented === null || presented.length === 0) return false;
+    const candidate = ENCODER.encode(presented);
+    let found = 0;
+    for (const key of this.#keys) found |= constantTimeEqual(candidate, key) ? 1 : 0;
+    return found === 1;
+  }
+}
+
+/**
+ * Byte-wise comparison whose duration depends only on the lengths. A length
+ * difference is folded into the result rather than returned early.
+ *
+ * @param a First value.
+ * @param b Second value.
+ * @returns True when both hold the same bytes.
+ */
+export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  let diff = a.length ^ b.length;
+  const n = Math.max(a.length, b.length);
+  for (let i = 0; i < n; i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);
+  return diff === 0;
+}
+
+/**
+ * The key of a `/commands` request: `Authorization: Bearer <key>` or a bare
+ * `Authorization: <key>`, else `X-Api-Key`; an `Authorization` header wins when
+ * present. Never the query string: a secret in a URL ends up in access logs.
+ *
+ * @param headers Request headers.
+ * @returns The trimmed key, or null when none was sent.
+ */
+export function headerKey(headers: Headers): string | null {
+  const auth = headers.get("authorization");
+  if (auth !== null) return stripBearer(auth);
+  const x = headers.get("x-api-key");
+  return x === null ? null : x.trim();
+}
+
+/**
+ * The key of a `/ws` handshake: the headers of {@link headerKey}, then the
+ * `api_key` query parameter, which exists for browsers (they cannot set
+ * headers on a WebSocket handshake).
+ *
+ * @param headers Request headers.
+ * @param url Request URL.
+ * @returns The trimmed key, or null when none was sent.
+ */
+export function handshakeKey(headers: Headers, url: URL): string | null {
+  const fromHeaders = headerKey(headers);
+  if (fromHeaders !== null) return fromHeaders;
+  const q = url.searchParams.get("api_key");
+  return q === null ? null : q.trim();
+}
+
+function stripBearer(value: string): string {
+  const v = value.trim();
+  return /^bearer\s+/i.test(v) ? v.replace(/^bearer\s+/i, "").trim() : v;
+}
