@@ -1,9 +1,11 @@
 /**
- * Events/s end to end (gearmand → worker → MariaDB) side by side with the
- * ceiling: the same rows written straight into the same table with mysql2
- * multi-row statements of the same size, one after another, no queue.
+ * Events/s end to end (gearmand → worker → MariaDB, and RabbitMQ → worker →
+ * MariaDB) side by side with the ceiling: the same rows written straight into
+ * the same table with mysql2 multi-row statements of the same size, one after
+ * another, no queue. Both backends run on the same tables and batch sizes.
  *
  *   deno run -A bench/pipeline.ts [--events 50000] [--events-per-job 100] [--runs 1]
+ *     [--prefetch 100] [--gearman-only]
  *
  * Target (issue 3): end to end ≥ 80 % of the ceiling.
  */
@@ -17,6 +19,8 @@ import { insertStatement } from "../src/mysql/sql.ts";
 import { appendAdjustedRow, type SqlValue, type ValueAdjustment } from "../src/mysql/values.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { createScratchVhost } from "../tests/helpers/rabbitmq.ts";
 import { fmt, median, report, submitMany } from "./_util.ts";
 
 function arg(name: string, fallback: number): number {
@@ -27,6 +31,8 @@ const EVENTS = arg("--events", 50_000);
 const PER_JOB = arg("--events-per-job", 100);
 const RUNS = arg("--runs", 1);
 const CAP = arg("--jobs-per-queue", 8);
+const PREFETCH = arg("--prefetch", 100);
+const WITH_RABBITMQ = !Deno.args.includes("--gearman-only");
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const nowSeconds = Math.floor(Date.now() / 1000);
@@ -103,9 +109,32 @@ async function ceiling(url: string, c: Case, payloads: string[], batch: number):
   }
 }
 
+/** Where the backlog waits: a gearmand, or a RabbitMQ vhost. */
+type Backend = { readonly kind: "gearman"; readonly addr: string } | {
+  readonly kind: "rabbitmq";
+  readonly url: string;
+};
+
+async function enqueue(backend: Backend, queue: string, payloads: string[]): Promise<void> {
+  if (backend.kind === "gearman") {
+    await submitMany(backend.addr, queue, payloads.length, (i) => payloads[i] as string);
+    return;
+  }
+  await using publisher = await AmqpPublisher.connect(backend.url);
+  for (let i = 0; i < payloads.length; i += 500) {
+    await publisher.publish(queue, payloads.slice(i, i + 500));
+  }
+}
+
+async function leftOver(backend: Backend, queue: string): Promise<number> {
+  if (backend.kind === "gearman") return await jobsAtGearmand(backend.addr, queue);
+  await using publisher = await AmqpPublisher.connect(backend.url);
+  return (await publisher.depth(queue)).ready;
+}
+
 async function endToEnd(
   url: string,
-  addr: string,
+  backend: Backend,
   c: Case,
   payloads: string[],
   batch: number,
@@ -114,19 +143,21 @@ async function endToEnd(
   const conn = await mysql.createConnection({ ...mysqlOptionsFromUrl(url) });
   await conn.query(`TRUNCATE TABLE \`${c.table}\``);
   await conn.end();
-  await submitMany(addr, c.queue, payloads.length, (i) => payloads[i] as string);
+  await enqueue(backend, c.queue, payloads);
   const worker = await startWorker(testConfig({
-    gearmanServers: [addr],
+    ...(backend.kind === "gearman"
+      ? { gearmanServers: [backend.addr] }
+      : { consumer: "rabbitmq", rabbitmq: { url: backend.url, prefetch: PREFETCH } }),
     mysqlUrl: url,
     batchSize: batch,
     maxJobsPerQueue: cap,
     queues: [c.queue as never],
   }));
   try {
-    // Completion from the worker's own counter: polling gearmand's admin port
-    // would add a TCP connection per poll to the measured path. Start-up
-    // (pool, schema check) is not part of the pipeline's throughput: the clock
-    // starts once the worker is up, counting only jobs completed after that.
+    // Completion from the worker's own counter: polling the broker would add a
+    // connection per poll to the measured path. Start-up (pool, schema check)
+    // is not part of the pipeline's throughput: the clock starts once the
+    // worker is up, counting only jobs completed after that.
     const total = payloads.length;
     const completed = async () =>
       (await worker.metrics.queueJobs.get()).values.find((v) =>
@@ -139,9 +170,9 @@ async function endToEnd(
       await new Promise((r) => setTimeout(r, 2));
     }
     const seconds = (performance.now() - t0) / 1000;
-    // The last acknowledgements may still be on their way to gearmand.
-    for (let i = 0; (await jobsAtGearmand(addr, c.queue)) !== 0; i++) {
-      if (i === 100) throw new Error("jobs left at gearmand");
+    // The last acknowledgements may still be on their way to the broker.
+    for (let i = 0; (await leftOver(backend, c.queue)) !== 0; i++) {
+      if (i === 100) throw new Error(`jobs left at ${backend.kind}`);
       await new Promise((r) => setTimeout(r, 20));
     }
     return ((total - before) * PER_JOB) / seconds;
@@ -160,34 +191,49 @@ const CONFIGS = [
 ];
 report(
   `pipeline: ${fmt(EVENTS)} events in jobs of ${PER_JOB}, median of ${RUNS} run(s); ` +
-    "ceiling = the same rows as prepared multi-row INSERTs of the batch size, back to back",
+    "ceiling = the same rows as prepared multi-row INSERTs of the batch size, back to back; " +
+    `RabbitMQ prefetch ${PREFETCH}, one message of a queue at a time (R3)`,
 );
-report("table                       | batch | jobs/queue | end to end ev/s | ceiling ev/s | ratio");
+report(
+  "table                       | batch | jobs/queue | gearman ev/s | rabbitmq ev/s | ceiling ev/s | gearman | rabbitmq",
+);
 await using gearmand = await startGearmand({ threads: 4 });
+await using vhost = WITH_RABBITMQ ? await createScratchVhost("se_bench") : undefined;
 await using db = await createScratchDatabase("se_bench");
 await createSchema(db.url);
+const gearman: Backend = { kind: "gearman", addr: gearmand.addr };
+const rabbit: Backend | undefined = vhost === undefined
+  ? undefined
+  : { kind: "rabbitmq", url: vhost.url };
 for (const c of CASES) {
   const payloads = jobs(c);
   for (const { batch, cap } of CONFIGS) {
-    const e2e: number[] = [];
+    const viaGearman: number[] = [];
+    const viaRabbit: number[] = [];
     const top: number[] = [];
     for (let r = 0; r < RUNS; r++) {
-      // Alternate the order: whichever runs second pays for InnoDB's background
-      // work (purge, page flushing) left by the first.
-      if (r % 2 === 0) {
-        top.push(await ceiling(db.url, c, payloads, batch));
-        e2e.push(await endToEnd(db.url, gearmand.addr, c, payloads, batch, cap));
-      } else {
-        e2e.push(await endToEnd(db.url, gearmand.addr, c, payloads, batch, cap));
-        top.push(await ceiling(db.url, c, payloads, batch));
-      }
+      // Alternate the order: whichever runs later pays for InnoDB's background
+      // work (purge, page flushing) left by the one before.
+      const steps = [
+        async () => top.push(await ceiling(db.url, c, payloads, batch)),
+        async () => viaGearman.push(await endToEnd(db.url, gearman, c, payloads, batch, cap)),
+        ...(rabbit === undefined
+          ? []
+          : [async () => viaRabbit.push(await endToEnd(db.url, rabbit, c, payloads, batch, cap))]),
+      ];
+      if (r % 2 === 1) steps.reverse();
+      for (const step of steps) await step();
     }
-    const a = median(e2e);
+    const g = median(viaGearman);
     const b = median(top);
+    const q = viaRabbit.length === 0 ? NaN : median(viaRabbit);
+    const pct = (n: number) => Number.isNaN(n) ? "-" : `${((n / b) * 100).toFixed(0)}%`;
     report(
       `${c.table.padEnd(27)} | ${String(batch).padStart(5)} | ${String(cap).padStart(10)} | ${
-        fmt(a).padStart(15)
-      } | ${fmt(b).padStart(12)} | ${((a / b) * 100).toFixed(0)}%`,
+        fmt(g).padStart(12)
+      } | ${(Number.isNaN(q) ? "-" : fmt(q)).padStart(13)} | ${fmt(b).padStart(12)} | ${
+        pct(g).padStart(7)
+      } | ${pct(q).padStart(8)}`,
     );
   }
 }

@@ -15,50 +15,14 @@ import {
   startTestWorker,
   testConfig,
 } from "./helpers/worker.ts";
-import { decodeJob } from "../src/events/decode.ts";
-import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
-import type { TableRow } from "../src/events/types.ts";
-import { adjustRow } from "../src/mysql/values.ts";
-import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
-
-const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
-
-function fixture(queue: QueueName): string {
-  return Deno.readTextFileSync(new URL(`${queue}.job`, FIXTURES));
-}
-
-/** Rows the decoder says a fixture must produce, after the writer's D6 adjustment. */
-function expectedRows(queue: QueueName): TableRow[] {
-  const job = decodeJob(queue, fixture(queue), {
-    nodeName: "N",
-    nowSeconds: Date.now() / 1000,
-    statusMaxAgeSeconds: 0,
-  });
-  if (job.kind === "rows") return job.rows;
-  if (job.kind === "downtimes") {
-    return job.statements.flatMap((s) =>
-      s.kind === "upsert" ? [{ table: s.table, row: s.row }] : []
-    );
-  }
-  return [];
-}
-
-type DbRow = Record<string, unknown>;
-
-async function tableRows(
-  db: { query<T>(sql: string): Promise<T> },
-  table: string,
-): Promise<DbRow[]> {
-  const t = TABLES[table as TableName];
-  const cols = t.insertColumns.map((c) => `\`${c}\``).join(", ");
-  const order = t.primaryKey.length > 0 ? t.primaryKey.map((c) => `\`${c}\``).join(", ") : cols;
-  return await db.query<DbRow[]>(`SELECT ${cols} FROM \`${table}\` ORDER BY ${order}`);
-}
-
-function normalise(value: unknown): unknown {
-  if (typeof value === "bigint") return Number(value);
-  return value;
-}
+import { QUEUE_NAMES } from "../src/events/queues.ts";
+import {
+  assertFixtureRows,
+  type DbRow,
+  expectedRows,
+  fixture,
+  tableRows,
+} from "./helpers/fixture_rows.ts";
 
 Deno.test("pipeline: every fixture published through gearmand produces exactly its rows, column by column", async () => {
   await using gearmand = await startGearmand();
@@ -73,34 +37,7 @@ Deno.test("pipeline: every fixture published through gearmand produces exactly i
     await waitFor(async () => (await jobsAtGearmand(gearmand.addr, q)) === 0, { message: q });
   }
   // Every job was acknowledged only after its rows were committed (D1): the rows are there now.
-  const expected = new Map<string, DbRow[]>();
-  for (const q of queues) {
-    for (const { table, row } of expectedRows(q)) {
-      const t = TABLES[table as TableName];
-      const { values } = adjustRow(t, row);
-      const dbRow: DbRow = {};
-      t.insertColumns.forEach((c, i) => (dbRow[c] = values[i]));
-      const list = expected.get(table) ?? [];
-      list.push(dbRow);
-      expected.set(table, list);
-    }
-  }
-  assert.ok(expected.size >= 12, `fixtures cover ${expected.size} tables`);
-  for (const [table, rows] of expected) {
-    const got = (await tableRows(db, table)).map((r) =>
-      Object.fromEntries(Object.entries(r).map(([k, v]) => [k, normalise(v)]))
-    );
-    assert.equal(got.length, rows.length, `${table}: row count`);
-    for (const want of rows) {
-      const match = got.find((g) =>
-        TABLES[table as TableName].insertColumns.every((c) => Object.is(g[c], want[c]))
-      );
-      assert.ok(
-        match,
-        `${table}: no stored row equals ${JSON.stringify(want)}\nstored: ${JSON.stringify(got)}`,
-      );
-    }
-  }
+  await assertFixtureRows(db, queues);
   // Spot checks straight from the Appendix of queues-and-tables.md.
   const [hostcheck] = await db.query<DbRow[]>(
     "SELECT hostname, start_time_usec, is_hardstate, command FROM statusengine_hostchecks",

@@ -11,6 +11,7 @@
  */
 import mysql from "mysql2/promise";
 import { adminStatus } from "../gearman/admin.ts";
+import { AmqpPublisher } from "../amqp/publisher.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { deadline } from "../util/async.ts";
 import { encodeEvent, type SyntheticEvent } from "../tools/synthetic.ts";
@@ -20,6 +21,7 @@ import {
   type PublishItem,
   publishJobs,
   summaryLine,
+  targetLabel,
   USAGE_EXIT_CODE,
 } from "./publish.ts";
 
@@ -36,6 +38,8 @@ export interface LosstestCommandOptions {
   readonly count: number;
   /** Job servers: `publish` submits to them round-robin, `verify` asks them for the backlog. */
   readonly gearmanAddr: readonly string[];
+  /** Publish to, and report the backlog of, this RabbitMQ broker instead (`--consumer rabbitmq`). */
+  readonly rabbitmqUrl?: string;
   /** MySQL URL of the worker's database (`verify`, `cleanup`). */
   readonly mysqlUrl: string;
   /** Events per job; default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */
@@ -416,7 +420,7 @@ async function publishRun(
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const { runId, count, gearmanAddr } = options;
-  if (gearmanAddr.length === 0) {
+  if (gearmanAddr.length === 0 && options.rabbitmqUrl === undefined) {
     io.err("Cannot run losstest publish: no job server given");
     return USAGE_EXIT_CODE;
   }
@@ -433,16 +437,23 @@ async function publishRun(
       losstestJobs(runId, count, { eventsPerJob: perJob }),
       {
         servers: gearmanAddr,
+        ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
         io,
         totalJobs: jobs,
         totalEvents: count,
         ...(signal === undefined ? {} : { signal }),
       },
     );
-    io.out(summaryLine(LOSSTEST_QUEUE, result, gearmanAddr.length));
+    io.out(
+      summaryLine(
+        LOSSTEST_QUEUE,
+        result,
+        options.rabbitmqUrl === undefined ? gearmanAddr.length : targetLabel(options),
+      ),
+    );
     return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
   } catch (err: unknown) {
-    io.err(`Cannot run losstest publish on ${gearmanAddr.join(", ")}: ${messageOf(err)}`);
+    io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${messageOf(err)}`);
     return 1;
   }
 }
@@ -555,12 +566,16 @@ async function verifyRun(
   return 0;
 }
 
-/** Jobs still at gearmand are a backlog, not a loss: print them so nobody mistakes one. */
+/** Jobs still at the broker are a backlog, not a loss: print them so nobody mistakes one. */
 async function printBacklog(
   options: LosstestCommandOptions,
   io: Io,
   signal: AbortSignal,
 ): Promise<void> {
+  if (options.rabbitmqUrl !== undefined) {
+    await printRabbitMqBacklog(options.rabbitmqUrl, options, io);
+    return;
+  }
   const label = `jobs still queued at gearmand for ${LOSSTEST_QUEUE}`;
   if (options.gearmanAddr.length === 0) {
     io.out(`${label}: not checked (no job server given)`);
@@ -582,6 +597,30 @@ async function printBacklog(
       failures.length > 0 ? `; unknown for ${failures.join("; ")}` : ""
     }`,
   );
+}
+
+async function printRabbitMqBacklog(
+  url: string,
+  options: LosstestCommandOptions,
+  io: Io,
+): Promise<void> {
+  const label = `messages still queued at ${
+    targetLabel({ gearmanAddr: [], rabbitmqUrl: url })
+  } for ${LOSSTEST_QUEUE}`;
+  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
+  try {
+    await using publisher = await AmqpPublisher.connect(url);
+    // Ready messages only: ones delivered to a live worker are not yet committed, but are not
+    // lost either (they return to the queue if that worker dies).
+    const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
+    io.out(
+      `${label}: ${ready} ready (about ${
+        ready * perJob
+      } events; not loss), ${consumers} consumers attached`,
+    );
+  } catch (err: unknown) {
+    io.out(`${label}: unknown (${messageOf(err)})`);
+  }
 }
 
 async function cleanupRun(

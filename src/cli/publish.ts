@@ -10,6 +10,8 @@
  * @module
  */
 import { GearmanClient } from "../gearman/client.ts";
+import { AmqpPublisher } from "../amqp/publisher.ts";
+import { redactUrl as redactAmqpUrl } from "../config/mod.ts";
 import { isQueueName, QUEUE_NAMES, type QueueName } from "../events/mod.ts";
 import {
   DEFAULT_EVENTS_PER_JOB,
@@ -35,6 +37,8 @@ export interface PublishCommandOptions {
   readonly fromFile?: string;
   /** Job servers (`host:port`); jobs are spread over them round-robin. */
   readonly gearmanAddr: readonly string[];
+  /** Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`). */
+  readonly rabbitmqUrl?: string;
   /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */
   readonly seed?: number;
 }
@@ -61,8 +65,13 @@ export interface PublishResult {
 
 /** Options of {@linkcode publishJobs}. */
 export interface PublishJobsOptions {
-  /** Job servers; job `i` goes to server `i mod n`. */
+  /** Job servers; job `i` goes to server `i mod n`. Ignored with {@link rabbitmqUrl}. */
   readonly servers: readonly string[];
+  /**
+   * Publish to this RabbitMQ broker instead: declared like the worker declares (R1),
+   * default exchange, transient, each message confirmed by the broker.
+   */
+  readonly rabbitmqUrl?: string;
   /** Progress lines go to `io.out`. */
   readonly io: Io;
   /** Jobs to publish in all, for the progress lines, when known. */
@@ -112,20 +121,10 @@ export async function publishJobs(
   jobs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
   options: PublishJobsOptions,
 ): Promise<PublishResult> {
-  const { servers, io, signal } = options;
-  if (servers.length === 0) throw new RangeError("Cannot publish: no job server given");
-  const clients: GearmanClient[] = [];
+  const { io, signal } = options;
+  const lanes = await openLanes(queue, options);
   try {
-    for (const server of servers) {
-      clients.push(
-        await GearmanClient.connect(server, {
-          window: WINDOW,
-          connectTimeoutMs: CONNECT_TIMEOUT_MS,
-          ...(signal === undefined ? {} : { signal }),
-        }),
-      );
-    }
-    const inFlight: Promise<void>[][] = clients.map(() => []);
+    const inFlight: Promise<void>[][] = lanes.submit.map(() => []);
     let failure: unknown;
     let confirmedJobs = 0;
     let confirmedEvents = 0;
@@ -138,19 +137,20 @@ export async function publishJobs(
 
     for await (const item of jobs) {
       if (signal?.aborted || failure !== undefined) break;
-      const slot = submitted % clients.length;
-      const client = clients[slot];
+      const slot = submitted % lanes.submit.length;
+      const submit = lanes.submit[slot];
       const queueOfSlot = inFlight[slot];
-      if (client === undefined || queueOfSlot === undefined) break;
-      // Backpressure: wait for the oldest answer of this server before exceeding the window.
-      // Answers arrive in submission order (gearman.md §9), so the oldest is the next one.
+      if (submit === undefined || queueOfSlot === undefined) break;
+      // Backpressure: wait for the oldest answer of this lane before exceeding the window.
+      // Answers arrive in submission order (gearman.md §9, AMQP confirms), so the oldest is
+      // the next one.
       while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
       if (failure !== undefined) break;
       const n = item.events;
       // Every submission gets a rejection handler at once: an unobserved rejection would crash
       // the process before the loop reaches it.
       queueOfSlot.push(
-        client.submitBackground(queue, item.payload, { priority: "normal", unique: "" }).then(
+        submit(item.payload).then(
           () => {
             confirmedJobs++;
             confirmedEvents += n;
@@ -189,8 +189,71 @@ export async function publishJobs(
       interrupted: signal?.aborted ?? false,
     };
   } finally {
-    await Promise.all(clients.map((c) => c.close()));
+    await lanes.close();
   }
+}
+
+/** Submission lanes of one publishing run: one per job server, or one RabbitMQ channel. */
+interface Lanes {
+  readonly submit: readonly ((payload: string | Uint8Array) => Promise<unknown>)[];
+  close(): Promise<void>;
+}
+
+async function openLanes(queue: string, options: PublishJobsOptions): Promise<Lanes> {
+  const { servers, signal } = options;
+  if (options.rabbitmqUrl !== undefined) {
+    const publisher = await AmqpPublisher.connect(options.rabbitmqUrl);
+    try {
+      await publisher.declare(queue);
+    } catch (err: unknown) {
+      await publisher.close();
+      throw err;
+    }
+    return {
+      submit: [(payload) => publisher.publish(queue, [payload])],
+      close: () => publisher.close(),
+    };
+  }
+  if (servers.length === 0) throw new RangeError("Cannot publish: no job server given");
+  const clients: GearmanClient[] = [];
+  const close = async () => {
+    await Promise.all(clients.map((c) => c.close()));
+  };
+  try {
+    for (const server of servers) {
+      clients.push(
+        await GearmanClient.connect(server, {
+          window: WINDOW,
+          connectTimeoutMs: CONNECT_TIMEOUT_MS,
+          ...(signal === undefined ? {} : { signal }),
+        }),
+      );
+    }
+  } catch (err: unknown) {
+    await close();
+    throw err;
+  }
+  return {
+    submit: clients.map((client) => (payload) =>
+      client.submitBackground(queue, payload, { priority: "normal", unique: "" })
+    ),
+    close,
+  };
+}
+
+/**
+ * Where a run publishes, for its messages: the job servers, or the RabbitMQ broker
+ * with the password masked.
+ *
+ * @param options Job servers and the optional RabbitMQ URL.
+ * @returns E.g. `127.0.0.1:4730` or `RabbitMQ amqp://guest:****@127.0.0.1:5672/`.
+ */
+export function targetLabel(
+  options: { readonly gearmanAddr: readonly string[]; readonly rabbitmqUrl?: string },
+): string {
+  return options.rabbitmqUrl === undefined
+    ? options.gearmanAddr.join(", ")
+    : `RabbitMQ ${redactAmqpUrl(options.rabbitmqUrl)}`;
 }
 
 /**
@@ -198,15 +261,19 @@ export async function publishJobs(
  *
  * @param queue Queue name.
  * @param result What {@linkcode publishJobs} returned.
- * @param servers Number of job servers.
+ * @param servers Number of job servers, or a description of the target (RabbitMQ).
  * @returns `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`.
  */
-export function summaryLine(queue: string, result: PublishResult, servers: number): string {
+export function summaryLine(
+  queue: string,
+  result: PublishResult,
+  servers: number | string,
+): string {
   const s = result.durationMs / 1000;
   return `${
     result.interrupted ? "interrupted after publishing" : "published"
-  } ${result.jobs} jobs (${result.events} events) to ${queue} on ${servers} job server${
-    servers === 1 ? "" : "s"
+  } ${result.jobs} jobs (${result.events} events) to ${queue} on ${
+    typeof servers === "string" ? servers : `${servers} job server${servers === 1 ? "" : "s"}`
   } in ${s.toFixed(2)} s: ${rate(result.events, result.durationMs)} events/s, ${
     rate(result.jobs, result.durationMs)
   } jobs/s`;
@@ -348,11 +415,11 @@ export async function runPublishCommand(
     );
     return USAGE_EXIT_CODE;
   }
-  if (gearmanAddr.length === 0) {
+  if (gearmanAddr.length === 0 && options.rabbitmqUrl === undefined) {
     io.err("Cannot publish: no job server given (--gearman-addr host:port[,host:port…])");
     return USAGE_EXIT_CODE;
   }
-  const servers = gearmanAddr.length;
+  const where = options.rabbitmqUrl === undefined ? gearmanAddr.length : targetLabel(options);
 
   let items: Iterable<PublishItem> | AsyncIterable<PublishItem>;
   let totalJobs: number;
@@ -411,6 +478,7 @@ export async function runPublishCommand(
   try {
     result = await publishJobs(queue, items, {
       servers: gearmanAddr,
+      ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
       io,
       totalJobs,
       totalEvents,
@@ -421,9 +489,9 @@ export async function runPublishCommand(
       io.err(`Publishing to ${queue} was interrupted before it started`);
       return INTERRUPTED_EXIT_CODE;
     }
-    io.err(`Cannot publish to ${queue} on ${gearmanAddr.join(", ")}: ${messageOf(err)}`);
+    io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${messageOf(err)}`);
     return 1;
   }
-  io.out(summaryLine(queue, result, servers));
+  io.out(summaryLine(queue, result, where));
   return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
 }

@@ -172,6 +172,7 @@ const LOG_COMMANDS = [
 const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status"] as const;
 const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as const;
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
+const BROKER_COMMANDS = ["run", "publish", "losstest"] as const;
 
 function metricsListenHost(value: string): string {
   const colon = value.lastIndexOf(":");
@@ -232,9 +233,10 @@ export const SETTINGS = [
     flag: "consumer",
     kind: { type: "enum", values: ["gearman", "rabbitmq"] },
     default: "gearman",
-    commands: ["run"],
+    commands: BROKER_COMMANDS,
     legacyKeys: ["use_gearman", "use_rabbitmq"],
-    help: "Queue backend to consume from; also the broker /commands publishes to.",
+    help: "Queue backend to consume from; also the broker /commands, publish and losstest " +
+      "publish to.",
   },
   {
     flag: "gearman-addr",
@@ -285,7 +287,7 @@ export const SETTINGS = [
     },
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,
-    commands: ["run"],
+    commands: BROKER_COMMANDS,
     legacyKeys: ["rabbitmq"],
     help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /.",
   },
@@ -295,6 +297,14 @@ export const SETTINGS = [
     default: "100",
     commands: ["run"],
     help: "Unacknowledged messages RabbitMQ may push per queue.",
+  },
+  {
+    flag: "rabbitmq-reconnect-interval",
+    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+    default: "2s",
+    commands: ["run"],
+    help: "Pause before a lost RabbitMQ connection is dialled again (and between failed " +
+      "attempts).",
   },
 
   // ---- shutdown ----------------------------------------------------------------------------

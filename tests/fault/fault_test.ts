@@ -14,6 +14,8 @@ import { waitFor } from "../helpers/wait.ts";
 import { createSchema, jobsAtGearmand } from "../helpers/worker.ts";
 import { seriesValue, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
 import { GearmanClient } from "../../src/gearman/client.ts";
+import { AmqpPublisher } from "../../src/amqp/publisher.ts";
+import { createScratchVhost } from "../helpers/rabbitmq.ts";
 import {
   formatRanges,
   LOSSTEST_QUEUE,
@@ -141,6 +143,39 @@ Deno.test("fault: SIGKILL mid-drain, restart: no event missing (D1)", async () =
   });
   await drained(env.gearmand);
   await assertNothingMissing(env.db, "kill");
+});
+
+Deno.test("fault: RabbitMQ backend, SIGKILL mid-drain, restart: no event missing (D1)", async () => {
+  await using vhost = await createScratchVhost("se_fault");
+  await using db = await createScratchDatabase("se_fault");
+  await createSchema(db.url);
+  {
+    await using publisher = await AmqpPublisher.connect(vhost.url);
+    await publisher.declare(QUEUE);
+    const batch: (string | Uint8Array)[] = [];
+    for (const job of losstestJobs("rkill", EVENTS)) {
+      batch.push(job.payload);
+      if (batch.length >= 200) await publisher.publish(QUEUE, batch.splice(0));
+    }
+    await publisher.publish(QUEUE, batch);
+  }
+  const args = ["--consumer", "rabbitmq", "--rabbitmq-url", vhost.url];
+  {
+    await using worker = await startWorkerProcess({ gearmanAddr: "", mysqlUrl: db.url, args });
+    await midDrain(db, "rkill");
+    worker.kill("SIGKILL");
+    assert.equal((await worker.status).signal, "SIGKILL");
+  }
+  // Whatever was delivered but not acknowledged went back to the queue with the connection.
+  await using _again = await startWorkerProcess({ gearmanAddr: "", mysqlUrl: db.url, args });
+  await waitFor(async () => (await committed(db, "rkill")) >= EVENTS, {
+    timeoutMs: 180_000,
+    intervalMs: 200,
+    message: "the RabbitMQ backlog to drain",
+  });
+  await assertNothingMissing(db, "rkill");
+  await using publisher = await AmqpPublisher.connect(vhost.url);
+  assert.equal((await publisher.depth(QUEUE)).ready, 0);
 });
 
 for (const seconds of [1, 20]) {

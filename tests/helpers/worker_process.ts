@@ -26,6 +26,7 @@ export interface WorkerProcess extends AsyncDisposable {
 
 /** Options: extra flags after `run`. */
 export interface WorkerProcessOptions {
+  /** Job servers; "" leaves the flag out (e.g. with `--consumer rabbitmq` in `args`). */
   readonly gearmanAddr: string;
   readonly mysqlUrl: string;
   readonly args?: readonly string[];
@@ -57,8 +58,7 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
         : [`--v8-flags=${(options.v8Flags ?? V8_FLAGS).join(",")}`]),
       MAIN,
       "run",
-      "--gearman-addr",
-      options.gearmanAddr,
+      ...(options.gearmanAddr === "" ? [] : ["--gearman-addr", options.gearmanAddr]),
       "--mysql-url",
       options.mysqlUrl,
       "--metrics-host",
