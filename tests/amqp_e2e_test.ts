@@ -145,6 +145,53 @@ Deno.test("amqp e2e: the broker closes the worker's connection mid-stream: gauge
   assert.equal(marker?.hostname, lossMarker("rc", count - 1));
 });
 
+Deno.test("amqp e2e: stop under load acknowledges exactly what was committed and leaves the rest queued; a new worker finishes it (R5, D1)", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const count = 30_000;
+  const perJob = 100;
+  const base = { runId: "st", count, gearmanAddr: [], rabbitmqUrl: vhost.url, mysqlUrl: db.url };
+  assert.equal(await runLosstestCommand({ ...base, mode: "publish" }, capture().io), 0);
+  const Q = "statusngin_hostchecks";
+  const rows = async () => {
+    const [r] = await db.query<{ n: number }[]>(
+      "SELECT COUNT(*) AS n FROM statusengine_hostchecks",
+    );
+    return Number(r?.n);
+  };
+  const config = testConfig({
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 20 },
+    mysqlUrl: db.url,
+    queues: [Q],
+  });
+  {
+    const worker = await startTestWorker(config);
+    await waitFor(async () => (await rows()) >= count / 10, { message: "a tenth committed" });
+    await worker.stop();
+  }
+  const committed = await rows();
+  await using publisher = await AmqpPublisher.connect(vhost.url);
+  const { ready, consumers } = await publisher.depth(Q);
+  assert.equal(consumers, 0);
+  assert.ok(ready > 0, "the backlog was not drained by the stop");
+  // Every acknowledged message is committed, and nothing committed was left unacknowledged.
+  assert.equal(committed, (count / perJob - ready) * perJob);
+
+  await using _again = await startTestWorker(config);
+  await waitFor(async () => (await rows()) >= count, {
+    message: "the rest committed by the next worker",
+    timeoutMs: 120_000,
+  });
+  const after = capture();
+  assert.equal(
+    await runLosstestCommand({ ...base, mode: "verify" }, after.io),
+    0,
+    after.out.join("\n"),
+  );
+});
+
 Deno.test("amqp e2e: publish --consumer rabbitmq declares the queue like the worker and leaves one transient message per job", async () => {
   await using vhost = await createScratchVhost();
   const c = capture();
