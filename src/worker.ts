@@ -22,6 +22,17 @@ import { poolExecutor, PREPARED_STATEMENTS_PER_CONNECTION } from "./mysql/execut
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "./metrics/registry.ts";
 import { COMPONENTS } from "./metrics/catalogue.ts";
 import { type MetricsServer, startMetricsServer } from "./metrics/server.ts";
+import {
+  COMMAND_NAMES,
+  COMMAND_QUEUE,
+  type CommandPublisher,
+  type CommandServer,
+  DENIED_RAW_COMMANDS,
+  gearmanCommandPublisher,
+  rabbitMqCommandPublisher,
+  REJECT_REASONS,
+  startCommandServer,
+} from "./commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "./pipeline/pipeline.ts";
 import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline/dead_letter.ts";
 import { GraphiteClient } from "./graphite/client.ts";
@@ -84,6 +95,17 @@ export interface WorkerConfig {
   readonly queues?: readonly QueueName[];
   /** Interval of the periodic summaries; default 30 s. */
   readonly statsIntervalMs?: number;
+  /**
+   * `POST /commands` (operations.md §4.2); absent, null or without keys = not
+   * served. Publishes to the backend of {@link consumer}.
+   */
+  readonly commands?: {
+    readonly hostname: string;
+    /** 0 picks a free port (tests). */
+    readonly port: number;
+    /** Command keys, separate from the /ws keys. */
+    readonly apiKeys: readonly string[];
+  } | null;
 }
 
 /** Raised when the worker cannot start; `main` turns it into exit status 1. */
@@ -103,6 +125,8 @@ export interface RunningWorker {
   readonly metrics: Metrics;
   /** Bound metrics port, or null when disabled. */
   readonly metricsPort: number | null;
+  /** Bound `/commands` port, or null when the endpoint is not served. */
+  readonly commandsPort: number | null;
   readonly pipeline: Pipeline;
   readonly consumer: QueueConsumer;
   /**
@@ -130,6 +154,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     line: versionLine(),
   });
   const queues = config.queues ?? QUEUE_NAMES;
+  const commandsEnabled = config.commands?.apiKeys.some((k) => k !== "") ?? false;
   const metrics = createMetrics();
   setBuildInfo(metrics, id);
   precreateSeries(metrics, {
@@ -141,6 +166,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     batchedTables: batchedTables().map((t) => t.name),
     adjustReasons: ADJUSTMENT_REASONS,
     components: COMPONENTS,
+    ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
   });
   log.info("worker: stale status filter", {
     status_max_age_s: config.statusMaxAgeSeconds,
@@ -165,6 +191,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   };
   let deadLetters: DeadLetterSink = DISCARDING_SINK;
   let server: MetricsServer | undefined;
+  let commands: { server: CommandServer; publisher: CommandPublisher } | undefined;
   try {
     try {
       using ping = deadline(PING_TIMEOUT_MS);
@@ -295,6 +322,16 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       cleanups.push(() => s.shutdown());
       log.info("worker: metrics listening", { addr: `${s.hostname}:${s.port}` });
     }
+    if (commandsEnabled && config.commands) {
+      commands = await startCommands(config, config.commands, metrics);
+      const c = commands;
+      cleanups.push(async () => {
+        await c.server.shutdown();
+        await c.publisher.close();
+      });
+    } else {
+      log.info("command: POST /commands disabled (no command API keys configured)");
+    }
 
     let consumer: QueueConsumer;
     try {
@@ -314,6 +351,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     return {
       metrics,
       metricsPort: metricsServer?.port ?? null,
+      commandsPort: commands?.server.port ?? null,
       pipeline,
       consumer,
       stop() {
@@ -325,6 +363,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           pool,
           deadLetters,
           metricsServer,
+          commands,
         );
         return stopping;
       },
@@ -333,6 +372,47 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     await undo();
     throw err;
   }
+}
+
+/** The command publisher for the worker's backend, and the listener in front of it. */
+async function startCommands(
+  config: WorkerConfig,
+  listen: NonNullable<WorkerConfig["commands"]>,
+  metrics: Metrics,
+): Promise<{ server: CommandServer; publisher: CommandPublisher }> {
+  let publisher: CommandPublisher;
+  if ((config.consumer ?? "gearman") === "rabbitmq") {
+    if (config.rabbitmq === undefined) {
+      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
+    }
+    publisher = rabbitMqCommandPublisher(config.rabbitmq.url);
+  } else {
+    publisher = gearmanCommandPublisher(config.gearmanServers);
+  }
+  let server: CommandServer;
+  try {
+    server = await startCommandServer({
+      hostname: listen.hostname,
+      port: listen.port,
+      apiKeys: listen.apiKeys,
+      publisher,
+      metrics,
+    });
+  } catch (err: unknown) {
+    await publisher.close();
+    throw new StartupError(
+      `Cannot start: command listener ${listen.hostname}:${listen.port}: ${errorMessage(err)}`,
+      { cause: err },
+    );
+  }
+  log.info("command: listening", {
+    addr: `${server.hostname}:${server.port}`,
+    backend: publisher.backend,
+    target: publisher.target,
+    queue: COMMAND_QUEUE,
+    denied: DENIED_RAW_COMMANDS.join(","),
+  });
+  return { server, publisher };
 }
 
 function buildConsumer(
@@ -397,6 +477,7 @@ async function shutdown(
   pool: mysql.Pool,
   deadLetters: DeadLetterSink,
   server: MetricsServer | undefined,
+  commands: { server: CommandServer; publisher: CommandPublisher } | undefined,
 ): Promise<void> {
   const started = performance.now();
   // 1. No new jobs; running ones get the drain timeout to commit and be acknowledged (D1, G9).
@@ -418,7 +499,19 @@ async function shutdown(
       new Promise<void>((resolve) => limit.signal.addEventListener("abort", () => resolve())),
     ]);
   });
-  // 4. HTTP last, so /metrics shows the shutdown until the end.
+  // 4. HTTP last, so /metrics shows the shutdown until the end. The command
+  // server stops accepting before its publisher closes, so requests already
+  // in flight can still publish (operations.md §6.3).
+  if (commands !== undefined) {
+    await step("stop command server", async () => {
+      using limit = deadline(5_000);
+      await Promise.race([
+        commands.server.shutdown(),
+        new Promise<void>((resolve) => limit.signal.addEventListener("abort", () => resolve())),
+      ]);
+    });
+    await step("close command publisher", () => commands.publisher.close());
+  }
   if (server !== undefined) {
     await step("stop metrics server", async () => {
       using limit = deadline(5_000);

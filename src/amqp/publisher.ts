@@ -68,10 +68,18 @@ export class AmqpPublisher implements AsyncDisposable {
    *
    * @param queue Queue name (routing key on the default exchange).
    * @param payloads Message bodies.
+   * @param options `contentType` property of every message (none by default, as the broker module sends).
    */
-  async publish(queue: string, payloads: readonly (string | Uint8Array)[]): Promise<void> {
+  async publish(
+    queue: string,
+    payloads: readonly (string | Uint8Array)[],
+    options: { contentType?: string } = {},
+  ): Promise<void> {
     await this.declare(queue);
-    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p)));
+    const properties = options.contentType === undefined
+      ? {}
+      : { contentType: options.contentType };
+    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p, properties)));
   }
 
   /**

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { SettingsFor } from "../config/mod.ts";
+import { type SettingsFor, splitHostPort } from "../config/mod.ts";
 import { StartupError, startWorker, type WorkerConfig } from "../worker.ts";
 import type { Io } from "./io.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -23,8 +23,9 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
     rabbitmq: { url: s.rabbitmqUrl, prefetch: s.rabbitmqPrefetch },
-    // One reconnect pause for both backends (R6 and G7 share the 2 s).
-    reconnectIntervalMs: s.gearmanReconnectIntervalMs,
+    reconnectIntervalMs: s.consumer === "rabbitmq"
+      ? s.rabbitmqReconnectIntervalMs
+      : s.gearmanReconnectIntervalMs,
     heartbeatIntervalMs: s.gearmanHeartbeatIntervalMs,
     heartbeatTimeoutMs: s.gearmanHeartbeatTimeoutMs,
     drainTimeoutMs: s.drainTimeoutMs,
@@ -39,6 +40,21 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     graphite: { addr: s.graphiteAddr, prefix: s.graphitePrefix, batchSize: s.graphiteBatchSize },
     openItcockpit: s.enableOpenitcockpitTweaks,
     metrics: s.metricsPort === 0 ? null : { hostname: s.metricsHost, port: s.metricsPort },
+    commands: s.commandApiKeys.length === 0 ? null : {
+      ...listenAddress(s.commandListenAddr),
+      apiKeys: s.commandApiKeys,
+    },
+  };
+}
+
+/** `host:port` as validated by the settings (`:port` = all interfaces) → listen options. */
+function listenAddress(addr: string): { hostname: string; port: number } {
+  const split = splitHostPort(addr, { emptyHost: true });
+  // Already validated when the settings were loaded; a failure here is a bug.
+  if (!split.ok) throw new TypeError(`Cannot use listen address "${addr}": ${split.problem}`);
+  return {
+    hostname: split.value.host === "" ? "0.0.0.0" : split.value.host,
+    port: split.value.port,
   };
 }
 
@@ -55,10 +71,9 @@ export async function runWorkerCommand(
   io: Io,
   signal: AbortSignal,
 ): Promise<number> {
-  if (settings.apiKeys.length > 0 || settings.commandApiKeys.length > 0) {
+  if (settings.apiKeys.length > 0) {
     log.warn(
-      "worker: api_keys/command_api_keys are set, but the /ws stream and the /commands API " +
-        "are not part of this release; they are ignored",
+      "worker: api_keys is set, but the /ws stream is not part of this release; it is ignored",
     );
   }
   let worker;

@@ -27,6 +27,8 @@ export type LabelSet =
   | "batched_tables"
   | "batched_tables_x_adjust_reasons"
   | "components"
+  | "commands"
+  | "command_reject_reasons"
   | "none";
 
 /** One catalogue row. */
@@ -213,33 +215,34 @@ export const METRICS = {
   },
   // --- external commands and WebSocket (operations.md §2.3) -------------------
   // Part of the metric interface dashboards built for the Go worker rely on.
-  // This release serves neither /commands nor /ws, so these stay at 0 (and the
-  // labelled command series, pre-created only when /commands is enabled, never appear).
+  // The labelled command series are pre-created only while /commands is served
+  // (the worker passes the label values only then), so a worker without
+  // command keys does not advertise an endpoint it does not have.
   commandsReceived: {
     name: "statusengine_commands_received_total",
     type: "counter",
-    help: "External commands accepted and published (not served by this release).",
+    help: "External commands published to statusngin_cmd (a bulk of 50 counts 50), per command.",
     labels: ["command"],
-    precreate: "none",
+    precreate: "commands",
   },
   commandsRejected: {
     name: "statusengine_commands_rejected_total",
     type: "counter",
-    help: "External command requests refused (not served by this release).",
+    help: "POST /commands requests refused with 400, 401, 403 or 413, per reason.",
     labels: ["reason"],
-    precreate: "none",
+    precreate: "command_reject_reasons",
   },
   commandsPublished: {
     name: "statusengine_commands_published_total",
     type: "counter",
-    help: "Broker messages published for external commands (not served by this release).",
+    help: "Broker messages published for POST /commands (one per accepted request).",
     labels: [],
     precreate: "none",
   },
   commandsPublishErrors: {
     name: "statusengine_commands_publish_errors_total",
     type: "counter",
-    help: "External command requests answered 503 (not served by this release).",
+    help: "Valid POST /commands requests answered 503 because the broker could not be reached.",
     labels: [],
     precreate: "none",
   },

@@ -19,6 +19,8 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   "batched_tables": "the 14 batched tables",
   "batched_tables_x_adjust_reasons": "14 tables × every reason",
   components: "mysql, websocket, graphite, queue, command",
+  commands: "every command name, while /commands is served",
+  "command_reject_reasons": "every reject reason, while /commands is served",
   none: "—",
 };
 

@@ -29,6 +29,10 @@ export interface LabelValues {
   readonly batchedTables: readonly string[];
   readonly adjustReasons: readonly string[];
   readonly components: readonly string[];
+  /** Command names; given only while /commands is served. */
+  readonly commands?: readonly string[];
+  /** Reject reasons of /commands; given only while it is served. */
+  readonly commandRejectReasons?: readonly string[];
 }
 
 /**
@@ -82,6 +86,10 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
       return v.batchedTables.flatMap((t) => v.adjustReasons.map((r) => ({ table: t, reason: r })));
     case "components":
       return v.components.map((c) => ({ component: c }));
+    case "commands":
+      return (v.commands ?? []).map((c) => ({ command: c }));
+    case "command_reject_reasons":
+      return (v.commandRejectReasons ?? []).map((r) => ({ reason: r }));
     case "none":
       return [];
   }

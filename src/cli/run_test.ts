@@ -1,0 +1,28 @@
+import assert from "node:assert/strict";
+import { loadSettings } from "../config/load.ts";
+import { workerConfigFrom } from "./run.ts";
+
+async function configFor(argv: string[], env: Record<string, string> = {}) {
+  const { settings } = await loadSettings("run", {
+    argv,
+    env,
+    readTextFile: () => Promise.reject(new Error("no config file in this test")),
+  });
+  return workerConfigFrom(settings);
+}
+
+Deno.test("run: /commands is configured only when command keys exist (operations.md §4.2)", async () => {
+  assert.equal((await configFor([])).commands, null);
+  assert.deepEqual((await configFor([], { STATUSENGINE_API_COMMAND_KEYS: "k1,k2" })).commands, {
+    hostname: "127.0.0.1",
+    port: 8081,
+    apiKeys: ["k1", "k2"],
+  });
+});
+
+Deno.test("run: --command-listen-addr maps :port to all interfaces and keeps IPv6 hosts", async () => {
+  const all = await configFor(["--command-api-keys", "k", "--command-listen-addr", ":9000"]);
+  assert.deepEqual(all.commands, { hostname: "0.0.0.0", port: 9000, apiKeys: ["k"] });
+  const v6 = await configFor(["--command-api-keys", "k", "--command-listen-addr", "[::1]:9001"]);
+  assert.deepEqual(v6.commands, { hostname: "::1", port: 9001, apiKeys: ["k"] });
+});

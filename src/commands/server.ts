@@ -1,0 +1,241 @@
+/**
+ * The `POST /commands` listener (operations.md §4.1, §4.2): authentication,
+ * the size limit enforced while reading, validation, one broker message per
+ * request, JSON answers, metrics and log lines. Its own port, so a slow
+ * request body here never shares a server with the `/ws` stream.
+ *
+ * @module
+ */
+import { ApiKeySet, headerKey } from "../http/api_key.ts";
+import type { Metrics } from "../metrics/registry.ts";
+import { errorMessage, getLogger } from "../log.ts";
+import { deadline } from "../util/async.ts";
+import type { CommandPublisher } from "./publisher.ts";
+import {
+  MAX_BODY_BYTES,
+  REJECT_STATUS,
+  type RejectReason,
+  validateCommandBody,
+} from "./validate.ts";
+
+const log = getLogger("command");
+
+/** The only path served; anything else is 404 (paths match exactly). */
+export const COMMANDS_PATH = "/commands";
+
+/**
+ * Bound on receiving the body (operations.md §4.1: 10 s read timeout), so a
+ * client trickling bytes cannot hold a request, and the shutdown waiting for
+ * it, open indefinitely.
+ */
+export const BODY_READ_TIMEOUT_MS = 10_000;
+
+/** The metric handles the server updates. */
+export type CommandMetrics = Pick<
+  Metrics,
+  | "commandsReceived"
+  | "commandsRejected"
+  | "commandsPublished"
+  | "commandsPublishErrors"
+  | "pipelineErrors"
+>;
+
+/** Options of {@link startCommandServer}. */
+export interface CommandServerOptions {
+  readonly hostname: string;
+  /** 0 picks a free port (tests); the bound port is returned. */
+  readonly port: number;
+  /** Command keys (never the `/ws` keys); at least one non-empty key. */
+  readonly apiKeys: readonly string[];
+  /** Where accepted envelopes go; owned by the caller, who closes it after the server. */
+  readonly publisher: CommandPublisher;
+  readonly metrics: CommandMetrics;
+  /** Clock for the `raw` timestamp prefix, in milliseconds; default `Date.now`. */
+  readonly now?: () => number;
+  /** Default {@link BODY_READ_TIMEOUT_MS}. */
+  readonly bodyReadTimeoutMs?: number;
+}
+
+/** A running command server. */
+export interface CommandServer extends AsyncDisposable {
+  /** The bound port. */
+  readonly port: number;
+  readonly hostname: string;
+  /** Stop accepting, let in-flight requests finish, close. Idempotent. */
+  shutdown(): Promise<void>;
+}
+
+type BodyRead =
+  | { readonly kind: "ok"; readonly bytes: Uint8Array }
+  | { readonly kind: "too_large" }
+  | { readonly kind: "unreadable"; readonly error: string };
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Start the server.
+ *
+ * @param options Address, keys, publisher and metrics.
+ * @returns The running server.
+ * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
+ * @throws {Deno.errors.AddrInUse} When the port is taken.
+ */
+export function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
+  const keys = new ApiKeySet(options.apiKeys);
+  if (keys.size === 0) {
+    return Promise.reject(new RangeError("Cannot start the command server: no command API key"));
+  }
+  const now = options.now ?? Date.now;
+  const readTimeoutMs = options.bodyReadTimeoutMs ?? BODY_READ_TIMEOUT_MS;
+  const { metrics, publisher } = options;
+
+  const reject = (reason: RejectReason, error: string): Response => {
+    metrics.commandsRejected.inc({ reason });
+    return json(REJECT_STATUS[reason], { error });
+  };
+
+  const handle = async (
+    req: Request,
+    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+  ): Promise<Response> => {
+    if (new URL(req.url).pathname !== COMMANDS_PATH) return json(404, { error: "not found" });
+    // Before authentication and not counted: a wrong method is not an attempt to command.
+    if (req.method !== "POST") {
+      return json(405, { error: "method not allowed; use POST" }, { allow: "POST" });
+    }
+    const remote = remoteOf(info);
+    if (!keys.matches(headerKey(req.headers))) {
+      log.warn("command: rejected unauthorized request", { remote });
+      return reject("auth", "unauthorized");
+    }
+    const read = await readBody(req, MAX_BODY_BYTES, readTimeoutMs);
+    if (read.kind === "too_large") {
+      return reject("too_large", `request body exceeds ${MAX_BODY_BYTES} bytes`);
+    }
+    if (read.kind === "unreadable") return reject("malformed", read.error);
+    let text: string;
+    try {
+      text = UTF8.decode(read.bytes);
+    } catch {
+      // Not repaired as queue payloads are (G.1): a command is typed by a
+      // program that can send UTF-8, and a guessed repair could change it.
+      return reject("malformed", "request body is not valid UTF-8");
+    }
+    const result = validateCommandBody(text, { nowSeconds: Math.floor(now() / 1000) });
+    if (!result.ok) {
+      if (result.reason === "denied") {
+        log.warn("command: rejected a denied external command", {
+          command: result.denied,
+          remote,
+        });
+      } else {
+        log.debug("command: rejected request", { reason: result.reason, error: result.error });
+      }
+      return reject(result.reason, result.error);
+    }
+    try {
+      await publisher.publish(result.body);
+    } catch (err: unknown) {
+      metrics.commandsPublishErrors.inc();
+      metrics.pipelineErrors.inc({ component: "command" });
+      log.error("command: publishing failed", {
+        backend: publisher.backend,
+        commands: result.commands.length,
+        error: errorMessage(err),
+      });
+      return json(503, { error: "the broker could not be reached; nothing was queued" });
+    }
+    metrics.commandsPublished.inc();
+    for (const command of result.commands) metrics.commandsReceived.inc({ command });
+    log.debug("command: published", {
+      backend: publisher.backend,
+      accepted: result.commands.length,
+      bytes: result.body.length,
+      remote,
+    });
+    // 202, never 200: the broker took the message, nothing more is known.
+    return json(202, { accepted: result.commands.length });
+  };
+
+  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
+  const server = Deno.serve({
+    hostname: options.hostname,
+    port: options.port,
+    onListen: (addr) => resolve(addr as Deno.NetAddr),
+    onError: (err: unknown) => {
+      log.error("command: request failed", { error: errorMessage(err) });
+      return json(500, { error: "internal error" });
+    },
+  }, handle);
+  let stopping: Promise<void> | undefined;
+  const shutdown = () => {
+    stopping ??= server.shutdown();
+    return stopping;
+  };
+  return listening.then((addr) => ({
+    port: addr.port,
+    hostname: addr.hostname,
+    shutdown,
+    [Symbol.asyncDispose]: shutdown,
+  }));
+}
+
+/**
+ * Read the whole body, refusing more than `limit` bytes as soon as they arrive
+ * (a declared Content-Length above the limit is refused without reading).
+ */
+async function readBody(req: Request, limit: number, timeoutMs: number): Promise<BodyRead> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null && Number(declared) > limit) return { kind: "too_large" };
+  if (req.body === null) return { kind: "ok", bytes: new Uint8Array(0) };
+  const reader = req.body.getReader();
+  using timer = deadline(timeoutMs);
+  const onTimeout = () => void reader.cancel().catch(() => {});
+  timer.signal.addEventListener("abort", onTimeout, { once: true });
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.length;
+      if (total > limit) {
+        await reader.cancel().catch(() => {});
+        return { kind: "too_large" };
+      }
+      chunks.push(value);
+    }
+  } catch (err: unknown) {
+    if (timer.signal.aborted) return timedOut(timeoutMs);
+    return { kind: "unreadable", error: `cannot read the request body: ${errorMessage(err)}` };
+  } finally {
+    timer.signal.removeEventListener("abort", onTimeout);
+  }
+  // A cancelled read ends like a complete one; only the deadline tells them apart.
+  if (timer.signal.aborted) return timedOut(timeoutMs);
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return { kind: "ok", bytes };
+}
+
+function timedOut(timeoutMs: number): BodyRead {
+  return { kind: "unreadable", error: `request body not received within ${timeoutMs} ms` };
+}
+
+function json(status: number, body: object, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json", ...headers },
+  });
+}
+
+function remoteOf(info: Deno.ServeHandlerInfo<Deno.NetAddr>): string {
+  const addr = info.remoteAddr;
+  return addr.hostname.includes(":")
+    ? `[${addr.hostname}]:${addr.port}`
+    : `${addr.hostname}:${addr.port}`;
+}

@@ -1,0 +1,410 @@
+/**
+ * `POST /commands` end to end (operations.md §4.2): a real in-process worker
+ * with command keys, a private gearmand (or the test RabbitMQ broker), and
+ * the jobs read back from `statusngin_cmd` the way the broker module would
+ * receive them.
+ */
+import assert from "node:assert/strict";
+import { AMQPClient } from "@cloudamqp/amqp-client";
+import { createScratchDatabase } from "./helpers/mysql.ts";
+import { freePort, startGearmand } from "./helpers/gearmand.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  startTestWorker,
+  testConfig,
+  testRabbitMqUrl,
+} from "./helpers/worker.ts";
+import type { RunningWorker, WorkerConfig } from "../src/worker.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { argText, encodePacket, PACKET, type Packet } from "../src/gearman/codec.ts";
+import { GearmanConnection } from "../src/gearman/connection.ts";
+import {
+  COMMAND_NAMES,
+  COMMAND_QUEUE,
+  DENIED_RAW_COMMANDS,
+  MAX_BODY_BYTES,
+  REJECT_REASONS,
+} from "../src/commands/mod.ts";
+
+const KEY = "command-key-0123456789";
+const OTHER_KEY = "second-command-key";
+/** What a /ws key looks like to this endpoint: a key that is not a command key. */
+const WS_KEY = "ws-read-only-key";
+
+type Overrides = Partial<WorkerConfig>;
+
+async function withWorker(
+  overrides: Overrides,
+  fn: (worker: RunningWorker, url: string) => Promise<void>,
+): Promise<void> {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(testConfig({
+    mysqlUrl: db.url,
+    commands: { hostname: "127.0.0.1", port: 0, apiKeys: [KEY, OTHER_KEY] },
+    ...overrides,
+  }));
+  assert.ok(worker.commandsPort !== null, "the command endpoint is served");
+  await fn(worker, `http://127.0.0.1:${worker.commandsPort}/commands`);
+}
+
+interface Answer {
+  readonly status: number;
+  readonly body: Record<string, unknown>;
+  readonly headers: Headers;
+}
+
+async function post(
+  url: string,
+  body: BodyInit | null,
+  headers: Record<string, string> = { authorization: `Bearer ${KEY}` },
+  method = "POST",
+): Promise<Answer> {
+  const res = await fetch(url, { method, body, headers });
+  assert.equal(res.headers.get("content-type"), "application/json", `${method} ${url}`);
+  return { status: res.status, body: await res.json(), headers: res.headers };
+}
+
+function postJson(url: string, value: unknown, headers?: Record<string, string>) {
+  return post(url, JSON.stringify(value), headers);
+}
+
+function rejected(worker: RunningWorker, reason: string): Promise<number> {
+  return metricValue(worker, "statusengine_commands_rejected_total", { reason });
+}
+
+/**
+ * Take `n` jobs of `fn` as a Gearman worker (CAN_DO, GRAB_JOB, WORK_COMPLETE)
+ * and return their workloads byte for byte.
+ */
+async function takeJobs(addr: string, fn: string, n: number): Promise<Uint8Array[]> {
+  const inbox: Packet[] = [];
+  let wake: (() => void) | undefined;
+  await using conn = await GearmanConnection.connect(addr, {
+    heartbeatIntervalMs: 0,
+    onPacket: (p) => {
+      // Arguments are views into the read buffer: copy before the next read.
+      inbox.push({ ...p, args: p.args.map((a) => a.slice()) });
+      wake?.();
+    },
+  });
+  const next = async (): Promise<Packet> => {
+    while (inbox.length === 0) await new Promise<void>((r) => wake = r);
+    return inbox.shift() as Packet;
+  };
+  conn.send(encodePacket("REQ", PACKET.CAN_DO, [fn]));
+  const out: Uint8Array[] = [];
+  while (out.length < n) {
+    conn.send(encodePacket("REQ", PACKET.GRAB_JOB, []));
+    const p = await next();
+    assert.equal(p.type, PACKET.JOB_ASSIGN, `job ${out.length + 1} of ${n} is there`);
+    assert.equal(argText(p.args[1]), fn);
+    out.push(p.args[2] ?? new Uint8Array());
+    conn.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [p.args[0] ?? "", ""]));
+  }
+  return out;
+}
+
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+
+Deno.test("commands: a valid command lands in gearmand's statusngin_cmd queue with the exact bytes the broker module expects", async () => {
+  await using gearmand = await startGearmand();
+  await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
+    const before = Math.floor(Date.now() / 1000);
+    // Single raw command without the timestamp: the API adds "[now] ".
+    let a = await postJson(url, { Command: "raw", Data: "SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;1" });
+    const after = Math.floor(Date.now() / 1000);
+    assert.equal(a.status, 202);
+    assert.deepEqual(a.body, { accepted: 1 });
+    // An object command, keys out of order and with whitespace: re-serialised compactly.
+    a = await post(
+      url,
+      '{ "Data": {"host_name": "web01", "service_description": "HTTP", "schedule_time": 1767225660},\n' +
+        '  "Command": "schedule_check", "ignored": [1, 2] }',
+      { authorization: KEY }, // bare Authorization
+    );
+    assert.equal(a.status, 202);
+    // A bulk of 50 mixed commands is one job and counts 50.
+    const messages = Array.from(
+      { length: 50 },
+      (_, i) =>
+        i % 2 === 0
+          ? { Command: "check_result", Data: { host_name: `h${i}`, output: "OK", return_code: 0 } }
+          : { Command: "raw", Data: `[1700000000] ACKNOWLEDGE_HOST_PROBLEM;h${i};1;1;0;a;b` },
+    );
+    a = await postJson(url, { messages }, { "x-api-key": OTHER_KEY });
+    assert.equal(a.status, 202);
+    assert.deepEqual(a.body, { accepted: 50 });
+    // A body of exactly the size limit is accepted (padding after the object is ignored).
+    const small = '{"Command":"raw","Data":"[1] DISABLE_NOTIFICATIONS"}';
+    a = await post(url, small + " ".repeat(MAX_BODY_BYTES - small.length));
+    assert.equal(a.status, 202);
+
+    assert.equal(await jobsAtGearmand(gearmand.addr, COMMAND_QUEUE), 4, "one job per request");
+    const jobs = (await takeJobs(gearmand.addr, COMMAND_QUEUE, 4)).map(text);
+    const m = /^\{"Command":"raw","Data":"\[(\d+)\] SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;1"\}$/
+      .exec(jobs[0] ?? "");
+    assert.ok(m, jobs[0]);
+    const ts = Number(m[1]);
+    assert.ok(ts >= before && ts <= after, `timestamp ${ts} is the time of the request`);
+    assert.equal(
+      jobs[1],
+      '{"Command":"schedule_check","Data":{"host_name":"web01","service_description":"HTTP",' +
+        '"schedule_time":1767225660}}',
+    );
+    assert.equal(jobs[2], JSON.stringify({ messages }));
+    assert.equal(jobs[3], small);
+
+    assert.equal(await metricValue(worker, "statusengine_commands_published_total"), 4);
+    const received = (command: string) =>
+      metricValue(worker, "statusengine_commands_received_total", { command });
+    assert.equal(await received("raw"), 1 + 25 + 1);
+    assert.equal(await received("check_result"), 25);
+    assert.equal(await received("schedule_check"), 1);
+    assert.equal(await received("delete_downtime"), 0);
+    for (const reason of REJECT_REASONS) assert.equal(await rejected(worker, reason), 0);
+    assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 0);
+  });
+});
+
+Deno.test("commands: every refusal answers its status with a JSON error, counted per reason, and queues nothing", async () => {
+  await using gearmand = await startGearmand();
+  await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
+    const ok = { Command: "raw", Data: "ENABLE_NOTIFICATIONS" };
+    const expectError = (a: Answer, status: number, pattern: RegExp) => {
+      assert.equal(a.status, status, JSON.stringify(a.body));
+      assert.deepEqual(Object.keys(a.body), ["error"]);
+      assert.match(String(a.body.error), pattern);
+    };
+
+    // 404: any other path, whatever the method.
+    const base = url.replace(/\/commands$/, "");
+    for (const path of ["/", "/commands/", "/command", "/ws"]) {
+      expectError(await postJson(base + path, ok), 404, /not found/);
+    }
+    // 405 before authentication, with Allow, not counted.
+    for (const method of ["GET", "PUT", "DELETE"]) {
+      const a = await post(url, null, {}, method);
+      expectError(a, 405, /method not allowed/);
+      assert.equal(a.headers.get("allow"), "POST");
+    }
+
+    // 401: missing, wrong, empty, a /ws key, and a key only in the query string.
+    expectError(await postJson(url, ok, {}), 401, /unauthorized/);
+    expectError(await postJson(url, ok, { authorization: "Bearer nope" }), 401, /unauthorized/);
+    expectError(await postJson(url, ok, { authorization: "Bearer " }), 401, /unauthorized/);
+    expectError(await postJson(url, ok, { "x-api-key": WS_KEY }), 401, /unauthorized/);
+    expectError(await postJson(`${url}?api_key=${KEY}`, ok, {}), 401, /unauthorized/);
+    // An Authorization header is the one used, even next to a valid X-Api-Key.
+    expectError(
+      await postJson(url, ok, { authorization: "wrong", "x-api-key": KEY }),
+      401,
+      /unauthorized/,
+    );
+    // Authentication comes before the body is looked at.
+    expectError(await post(url, "not json", {}), 401, /unauthorized/);
+
+    // 400 malformed.
+    expectError(await post(url, "not json"), 400, /not a JSON object/);
+    expectError(await post(url, ""), 400, /not a JSON object/);
+    expectError(await post(url, new Uint8Array([0x7b, 0xff, 0x7d])), 400, /UTF-8/);
+    expectError(await postJson(url, { Command: "raw" }), 400, /missing or empty "Data"/);
+    expectError(
+      await postJson(url, { Command: "raw", Data: "X", messages: [ok] }),
+      400,
+      /cannot be combined/,
+    );
+    expectError(
+      await postJson(url, { messages: [ok, { messages: [ok] }] }),
+      400,
+      /^messages\[1\]: a bulk cannot contain another bulk/,
+    );
+    expectError(await postJson(url, { Command: "raw", Data: "   " }), 400, /empty/);
+    expectError(
+      await postJson(url, { Command: "raw", Data: "ENABLE_NOTIFICATIONS\n" }),
+      400,
+      /control character/,
+    );
+    expectError(await postJson(url, { Command: "raw", Data: 1 }), 400, /JSON string/);
+    // 400 unknown_command, naming the value, with the bulk index.
+    expectError(
+      await postJson(url, { Command: "reboot", Data: "now" }),
+      400,
+      /unknown command "reboot"/,
+    );
+    expectError(
+      await postJson(url, { messages: [ok, ok, ok, { Command: "Raw", Data: "X" }] }),
+      400,
+      /^messages\[3\]: unknown command "Raw"/,
+    );
+
+    // 403 denied, in any spelling and behind a timestamp.
+    for (const name of DENIED_RAW_COMMANDS) {
+      expectError(await postJson(url, { Command: "raw", Data: name }), 403, new RegExp(name));
+    }
+    expectError(
+      await postJson(url, { Command: "raw", Data: "[1700000000] shutdown_process" }),
+      403,
+      /SHUTDOWN_PROCESS/,
+    );
+
+    // 413: bulk over 1000, a declared body over 8 MiB, and a streamed one (no length).
+    const bulk = Array.from({ length: 1001 }, () => ok);
+    expectError(await postJson(url, { messages: bulk }), 413, /1001 commands/);
+    const tooBig = new Uint8Array(MAX_BODY_BYTES + 1).fill(0x20);
+    expectError(await post(url, tooBig), 413, /exceeds 8388608 bytes/);
+    const chunk = new Uint8Array(1024 * 1024).fill(0x20);
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        // Never ends on its own: only the server's limit stops it.
+        if (sent > 4 * MAX_BODY_BYTES) controller.close();
+        else {
+          sent += chunk.length;
+          controller.enqueue(chunk);
+        }
+      },
+    });
+    expectError(await post(url, stream), 413, /exceeds 8388608 bytes/);
+
+    assert.equal(await rejected(worker, "auth"), 7);
+    assert.equal(await rejected(worker, "malformed"), 9);
+    assert.equal(await rejected(worker, "unknown_command"), 2);
+    assert.equal(await rejected(worker, "denied"), DENIED_RAW_COMMANDS.length + 1);
+    assert.equal(await rejected(worker, "too_large"), 3);
+    assert.equal(await metricValue(worker, "statusengine_commands_published_total"), 0);
+    for (const command of COMMAND_NAMES) {
+      assert.equal(
+        await metricValue(worker, "statusengine_commands_received_total", { command }),
+        0,
+      );
+    }
+    assert.equal(await jobsAtGearmand(gearmand.addr, COMMAND_QUEUE), 0, "nothing was queued");
+  });
+});
+
+Deno.test("commands: gearmand down answers 503 within the publish budget, not a hang, and counts it", async () => {
+  await using gearmand = await startGearmand();
+  await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
+    const ok = { Command: "raw", Data: "ENABLE_NOTIFICATIONS" };
+    // First a success, so the publisher holds a connection that then dies.
+    assert.equal((await postJson(url, ok)).status, 202);
+    await gearmand.stop();
+    const started = performance.now();
+    const a = await postJson(url, ok);
+    const elapsed = performance.now() - started;
+    assert.equal(a.status, 503);
+    assert.match(String(a.body.error), /broker could not be reached/);
+    assert.ok(elapsed < 15_000, `answered after ${Math.round(elapsed)} ms`);
+    assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 1);
+    assert.equal(
+      await metricValue(worker, "statusengine_pipeline_errors_total", { component: "command" }),
+      1,
+    );
+    assert.equal(await metricValue(worker, "statusengine_commands_published_total"), 1);
+    assert.equal(
+      await metricValue(worker, "statusengine_commands_received_total", { command: "raw" }),
+      1,
+      "a 503 is not counted as received",
+    );
+  });
+});
+
+Deno.test("commands: with consumer rabbitmq the envelope is a transient application/json message in statusngin_cmd", async () => {
+  await using admin = await AmqpPublisher.connect(testRabbitMqUrl());
+  // No other test file uses statusngin_cmd on the test broker.
+  await admin.deleteQueue(COMMAND_QUEUE);
+  try {
+    await withWorker({
+      consumer: "rabbitmq",
+      // Any one queue: this test is about the command publisher, not consumption.
+      queues: ["statusngin_core_restart"],
+    }, async (worker, url) => {
+      const messages = [
+        { Command: "delete_downtime", Data: { host_name: "web01", comment: "x" } },
+        { Command: "raw", Data: "DISABLE_HOST_CHECK;web01" },
+      ];
+      const before = Math.floor(Date.now() / 1000);
+      const a = await postJson(url, { messages });
+      const after = Math.floor(Date.now() / 1000);
+      assert.equal(a.status, 202);
+      assert.deepEqual(a.body, { accepted: 2 });
+      assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "one message per request");
+
+      const client = new AMQPClient(testRabbitMqUrl());
+      await client.connect();
+      try {
+        const ch = await client.channel();
+        const msg = await ch.basicGet(COMMAND_QUEUE, { noAck: true });
+        assert.ok(msg !== null);
+        assert.equal(msg.exchange, "", "published to the default exchange");
+        assert.equal(msg.routingKey, COMMAND_QUEUE);
+        assert.equal(msg.properties.contentType, "application/json");
+        assert.notEqual(msg.properties.deliveryMode, 2, "transient");
+        const body = msg.bodyToString() ?? "";
+        const m =
+          /^\{"messages":\[\{"Command":"delete_downtime","Data":\{"host_name":"web01","comment":"x"\}\},\{"Command":"raw","Data":"\[(\d+)\] DISABLE_HOST_CHECK;web01"\}\]\}$/
+            .exec(body);
+        assert.ok(m, body);
+        assert.ok(Number(m[1]) >= before && Number(m[1]) <= after);
+        // Declared with the consumer's flags: a redeclaration with them is accepted (a
+        // mismatch would close the channel with PRECONDITION_FAILED).
+        await ch.queueDeclare(COMMAND_QUEUE, {
+          durable: true,
+          autoDelete: false,
+          exclusive: false,
+        });
+      } finally {
+        await client.close();
+      }
+      assert.equal(
+        await metricValue(worker, "statusengine_commands_received_total", { command: "raw" }),
+        1,
+      );
+      assert.equal(await metricValue(worker, "statusengine_commands_published_total"), 1);
+    });
+  } finally {
+    await admin.deleteQueue(COMMAND_QUEUE).catch(() => {});
+  }
+});
+
+Deno.test("commands: without command keys the endpoint is absent (connection refused) and its series are not pre-created", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const port = freePort();
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: db.url,
+    commands: { hostname: "127.0.0.1", port, apiKeys: [] },
+  }));
+  assert.equal(worker.commandsPort, null);
+  await assert.rejects(
+    fetch(`http://127.0.0.1:${port}/commands`, { method: "POST", body: "{}" }),
+    TypeError,
+  );
+  const text = await worker.metrics.registry.metrics();
+  assert.ok(!/^statusengine_commands_received_total\{/m.test(text));
+  assert.ok(!/^statusengine_commands_rejected_total\{/m.test(text));
+});
+
+Deno.test("commands: a served endpoint pre-creates every command and reject-reason series at 0", async () => {
+  await using gearmand = await startGearmand();
+  await withWorker({ gearmanServers: [gearmand.addr] }, async (worker) => {
+    const text = await worker.metrics.registry.metrics();
+    for (const command of COMMAND_NAMES) {
+      assert.match(
+        text,
+        new RegExp(`^statusengine_commands_received_total\\{command="${command}"\\} 0$`, "m"),
+      );
+    }
+    for (const reason of REJECT_REASONS) {
+      assert.match(
+        text,
+        new RegExp(`^statusengine_commands_rejected_total\\{reason="${reason}"\\} 0$`, "m"),
+      );
+    }
+  });
+});
