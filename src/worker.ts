@@ -22,6 +22,7 @@ import { poolExecutor, PREPARED_STATEMENTS_PER_CONNECTION } from "./mysql/execut
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "./metrics/registry.ts";
 import { COMPONENTS } from "./metrics/catalogue.ts";
 import { type MetricsServer, startMetricsServer } from "./metrics/server.ts";
+import { startWebSocketServer, WebSocketHub, type WebSocketServer } from "./http/mod.ts";
 import {
   COMMAND_NAMES,
   COMMAND_QUEUE,
@@ -106,6 +107,14 @@ export interface WorkerConfig {
     /** Command keys, separate from the /ws keys. */
     readonly apiKeys: readonly string[];
   } | null;
+  /** `GET /ws` (operations.md §4.3); absent or null = not served. */
+  readonly websocket?: {
+    readonly hostname: string;
+    /** 0 picks a free port (tests). */
+    readonly port: number;
+    /** `/ws` keys; none = a random key is generated and logged once. */
+    readonly apiKeys: readonly string[];
+  } | null;
 }
 
 /** Raised when the worker cannot start; `main` turns it into exit status 1. */
@@ -127,6 +136,10 @@ export interface RunningWorker {
   readonly metricsPort: number | null;
   /** Bound `/commands` port, or null when the endpoint is not served. */
   readonly commandsPort: number | null;
+  /** Bound `/ws` port, or null when the stream is not served. */
+  readonly websocketPort: number | null;
+  /** The `/ws` key generated for this run, or null when keys were configured (or no /ws). */
+  readonly websocketGeneratedKey: string | null;
   readonly pipeline: Pipeline;
   readonly consumer: QueueConsumer;
   /**
@@ -192,6 +205,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   let deadLetters: DeadLetterSink = DISCARDING_SINK;
   let server: MetricsServer | undefined;
   let commands: { server: CommandServer; publisher: CommandPublisher } | undefined;
+  let wsServer: WebSocketServer | undefined;
   try {
     try {
       using ping = deadline(PING_TIMEOUT_MS);
@@ -281,6 +295,16 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
     });
     cleanups.push(() => graphite.close(0));
+    // Built before the pipeline so the handler can publish into it; it opens nothing itself.
+    const hub = config.websocket
+      ? new WebSocketHub({
+        metrics,
+        ...(config.statsIntervalMs === undefined
+          ? {}
+          : { statsIntervalMs: config.statsIntervalMs }),
+      })
+      : undefined;
+    if (hub !== undefined) cleanups.push(() => Promise.resolve(hub.close()));
     const pipeline = new Pipeline({
       executor,
       batchSize: config.batchSize,
@@ -292,6 +316,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       perfdataToMysql: config.perfdataRoute !== "graphite",
       ...(config.perfdataRoute === "mysql" ? {} : { graphite }),
       ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+      ...(hub === undefined ? {} : { stream: hub }),
     });
     cleanups.push(() => pipeline.close(0));
 
@@ -321,6 +346,26 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       const s = server;
       cleanups.push(() => s.shutdown());
       log.info("worker: metrics listening", { addr: `${s.hostname}:${s.port}` });
+    }
+    if (hub !== undefined && config.websocket) {
+      const ws = config.websocket;
+      try {
+        wsServer = await startWebSocketServer({
+          hostname: ws.hostname,
+          port: ws.port,
+          apiKeys: ws.apiKeys,
+          hub,
+          metrics,
+        });
+      } catch (err: unknown) {
+        throw new StartupError(
+          `Cannot start: websocket listener ${ws.hostname}:${ws.port}: ${errorMessage(err)}`,
+          { cause: err },
+        );
+      }
+      const w = wsServer;
+      cleanups.push(() => w.shutdown());
+      log.info("websocket: listening", { addr: `${w.hostname}:${w.port}`, path: "/ws" });
     }
     if (commandsEnabled && config.commands) {
       commands = await startCommands(config, config.commands, metrics);
@@ -352,6 +397,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       metrics,
       metricsPort: metricsServer?.port ?? null,
       commandsPort: commands?.server.port ?? null,
+      websocketPort: wsServer?.port ?? null,
+      websocketGeneratedKey: wsServer?.generatedKey ?? null,
       pipeline,
       consumer,
       stop() {
@@ -364,6 +411,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           deadLetters,
           metricsServer,
           commands,
+          wsServer,
         );
         return stopping;
       },
@@ -478,6 +526,7 @@ async function shutdown(
   deadLetters: DeadLetterSink,
   server: MetricsServer | undefined,
   commands: { server: CommandServer; publisher: CommandPublisher } | undefined,
+  websocket: WebSocketServer | undefined,
 ): Promise<void> {
   const started = performance.now();
   // 1. No new jobs; running ones get the drain timeout to commit and be acknowledged (D1, G9).
@@ -491,7 +540,11 @@ async function shutdown(
     ]);
   });
   await step("close dead-letter file", () => deadLetters.close());
-  // 3. The pool; a hung MySQL must not hold the process.
+  // 3. The hub: every /ws client gets a close frame, new ones are refused (operations.md §6.3).
+  if (websocket !== undefined) {
+    await step("close websocket clients", () => websocket.closeClients());
+  }
+  // The pool; a hung MySQL must not hold the process.
   await step("close MySQL pool", async () => {
     using limit = deadline(5_000);
     await Promise.race([
@@ -511,6 +564,15 @@ async function shutdown(
       ]);
     });
     await step("close command publisher", () => commands.publisher.close());
+  }
+  if (websocket !== undefined) {
+    await step("stop websocket server", async () => {
+      using limit = deadline(5_000);
+      await Promise.race([
+        websocket.shutdown(),
+        new Promise<void>((resolve) => limit.signal.addEventListener("abort", () => resolve())),
+      ]);
+    });
   }
   if (server !== undefined) {
     await step("stop metrics server", async () => {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { runCli } from "../src/cli/mod.ts";
 import { bufferIo } from "../src/cli/io.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
-import { startGearmand } from "./helpers/gearmand.ts";
+import { freePort, startGearmand } from "./helpers/gearmand.ts";
 
 async function cli(argv: string[], env: Record<string, string> = {}) {
   const io = bufferIo();
@@ -117,6 +117,8 @@ Deno.test("cli: schema creates the tables, then run starts and stops on its sign
       db.url,
       "--metrics-port",
       "0",
+      "--listen-addr",
+      `127.0.0.1:${freePort()}`,
       "--dead-letter-file",
       "",
     ],

@@ -61,7 +61,7 @@ Deno.test("packaging: the worker runs with exactly the compiled permissions, and
     await Deno.writeTextFile(
       `${configDir}/config.yml`,
       `gearman_addr: ${gearmand.addr}\nmysql_url: ${db.url}\nmetrics_port: ${port}\n` +
-        `metrics_host: 127.0.0.1\nnode_name: perm-test\n`,
+        `metrics_host: 127.0.0.1\nnode_name: perm-test\nlisten_addr: 127.0.0.1:${freePort()}\n`,
     );
     const spawn = (extra: string[]) =>
       new Deno.Command(Deno.execPath(), {

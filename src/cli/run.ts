@@ -44,6 +44,8 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       ...listenAddress(s.commandListenAddr),
       apiKeys: s.commandApiKeys,
     },
+    // Always served: without keys a random one is generated per run (operations.md §4.3).
+    websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
   };
 }
 
@@ -71,11 +73,6 @@ export async function runWorkerCommand(
   io: Io,
   signal: AbortSignal,
 ): Promise<number> {
-  if (settings.apiKeys.length > 0) {
-    log.warn(
-      "worker: api_keys is set, but the /ws stream is not part of this release; it is ignored",
-    );
-  }
   let worker;
   try {
     worker = await startWorker(workerConfigFrom(settings));

@@ -462,6 +462,7 @@ export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObjec
   // now, before the status writers are flushed (D.1 step 1).
   const ts = optInt(st, ev, "timestamp");
   const cutoff = ts !== null && ts > 0 ? ts : st.nowSeconds;
+  st.restarts++;
   // Several restarts in one bulk job: the latest cutoff covers the earlier ones.
   if (st.restartCutoff === null || cutoff > st.restartCutoff) st.restartCutoff = cutoff;
 }

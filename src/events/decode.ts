@@ -78,6 +78,8 @@ function decodeEvent(
  * - One undecodable event makes the whole job `invalid` (pipeline.md P4), so the dead-letter
  *   file (D7) receives the job exactly as it arrived.
  * - Stale status events (P6) are counted in `staleDiscarded`, never returned.
+ * - With `ctx.collectEvents`, `events` holds the source objects the queue's stream rule
+ *   (`QueueSpec.stream`) keeps, unchanged, for the `/ws` stream.
  *
  * @param queue One of {@linkcode QUEUE_NAMES}; anything else yields `unknown_queue`.
  * @param text The job body as text.
@@ -125,6 +127,9 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
     ? now - ctx.statusMaxAgeSeconds
     : null;
   let stale = 0;
+  // The /ws stream's copy of the events (operations.md §4.3); null unless a client listens.
+  const events: JsonObject[] | null = ctx.collectEvents === true ? [] : null;
+  const everyEvent = spec.stream === "every_event";
 
   const messages = doc["messages"];
   if (Array.isArray(messages)) {
@@ -137,24 +142,34 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
           `messages[${i}]: expected an event object, got ${describe(ev)}`,
         );
       }
+      const before = events === null ? 0 : effectiveCount(st);
       if (decodeEvent(spec, st, ev, staleBefore)) stale++;
+      else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(ev);
       if (st.reason !== null) return invalid(st.reason, st.message);
     }
   } else {
+    const before = events === null ? 0 : effectiveCount(st);
     if (decodeEvent(spec, st, doc, staleBefore)) stale++;
+    else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(doc);
     if (st.reason !== null) return invalid(st.reason, st.message);
   }
 
+  const collected = events === null ? {} : { events };
   switch (spec.output) {
     case "rows":
-      return { kind: "rows", rows: st.rows, staleDiscarded: stale };
+      return { kind: "rows", rows: st.rows, staleDiscarded: stale, ...collected };
     case "downtimes":
-      return { kind: "downtimes", statements: st.statements };
+      return { kind: "downtimes", statements: st.statements, ...collected };
     case "core_restart":
       return st.restartCutoff !== null
-        ? { kind: "core_restart", cutoff: st.restartCutoff }
+        ? { kind: "core_restart", cutoff: st.restartCutoff, ...collected }
         : { kind: "ignored", reason: st.ignored !== "" ? st.ignored : "bulk job without messages" };
   }
+}
+
+/** What an event can produce; growing across one event means the event counted (StreamRule). */
+function effectiveCount(st: DecodeState): number {
+  return st.rows.length + st.statements.length + st.restarts;
 }
 
 /** Result of {@linkcode decodePayload}. */

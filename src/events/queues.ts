@@ -30,6 +30,17 @@ export type QueueName = typeof QUEUE_NAMES[number];
 /** What a queue's jobs decode to: see the `DecodedJob` kinds. */
 export type QueueOutput = "rows" | "downtimes" | "core_restart";
 
+/**
+ * Which events of a job the `/ws` stream carries, after the same filtering as persistence
+ * (operations.md §4.3); stale status events (P6) are never carried.
+ *
+ * - `every_event`: every event of the job (status snapshots, checks, perfdata as the
+ *   service-check objects, downtimes including LOAD, …).
+ * - `effective_events`: only events that produced rows or a restart cutoff: notification ends
+ *   (601) that reached a contact, contact-notification-method ends (605), PROCESS_RESTART (102).
+ */
+export type StreamRule = "every_event" | "effective_events";
+
 /** Everything the pipeline needs to know about one queue. */
 export interface QueueSpec {
   /** The queue (Gearman function / RabbitMQ queue) name. */
@@ -51,6 +62,8 @@ export interface QueueSpec {
   readonly inOrder: boolean;
   /** Events older than `--status-max-age` are discarded: the two status queues only (P6). */
   readonly staleFilter: boolean;
+  /** Which events of a job the `/ws` stream carries. */
+  readonly stream: StreamRule;
   /** Decodes one event; internal to this directory. */
   readonly decode: EventDecoder;
 }
@@ -69,6 +82,11 @@ function spec(
     tables: Object.freeze([...tables]),
     inOrder: name === "statusngin_downtimes",
     staleFilter: name === "statusngin_hoststatus" || name === "statusngin_servicestatus",
+    stream:
+      name === "statusngin_notifications" || name === "statusngin_contactnotificationmethod" ||
+        name === "statusngin_core_restart"
+        ? "effective_events"
+        : "every_event",
     decode,
   });
 }

@@ -130,6 +130,12 @@ export const INVALID_REASONS: readonly InvalidReason[] = Object.freeze([
   "unknown_queue",
 ]);
 
+/**
+ * One event of a job exactly as it arrived (a bulk job's `messages[i]`, or the whole
+ * single-form document, envelope members included), as the `/ws` stream carries it.
+ */
+export type StreamEvent = Readonly<Record<string, unknown>>;
+
 /** The outcome of decoding one job. Expected outcomes are values, never exceptions. */
 export type DecodedJob =
   | {
@@ -138,11 +144,15 @@ export type DecodedJob =
     readonly rows: TableRow[];
     /** Status events dropped by the stale filter (P6); 0 on every other queue. */
     readonly staleDiscarded: number;
+    /** The events the queue's stream rule keeps; only when `collectEvents` was set. */
+    readonly events?: StreamEvent[];
   }
   | {
     /** Downtime statements of all events of the job, in the order they must run (C.3). */
     readonly kind: "downtimes";
     readonly statements: DowntimeStatement[];
+    /** Every event of the job (LOAD included); only when `collectEvents` was set. */
+    readonly events?: StreamEvent[];
   }
   | {
     /**
@@ -151,6 +161,8 @@ export type DecodedJob =
      */
     readonly kind: "core_restart";
     readonly cutoff: number;
+    /** The PROCESS_RESTART events of the job; only when `collectEvents` was set. */
+    readonly events?: StreamEvent[];
   }
   | {
     /** Nothing to do, by design (e.g. a core-restart message with another `object_type`). */
@@ -172,4 +184,10 @@ export interface DecodeContext {
   readonly nowSeconds: number;
   /** `--status-max-age` in seconds; 0 (or less) disables the stale filter (P6). */
   readonly statusMaxAgeSeconds: number;
+  /**
+   * Also return the source events the queue's stream rule keeps (`events` of the result),
+   * for the `/ws` stream. Off by default: set only while a client is connected, so a worker
+   * nobody watches pays nothing for it (operations.md §4.3).
+   */
+  readonly collectEvents?: boolean;
 }

@@ -7,7 +7,7 @@
  */
 import type { Job, JobHandler } from "../consumer/contract.ts";
 import { decodePayload } from "../events/decode.ts";
-import type { Row, TableRow } from "../events/types.ts";
+import type { DecodedJob, Row, StreamEvent, TableRow } from "../events/types.ts";
 import type { TableWriter } from "../mysql/writer.ts";
 import { coreRestartStatement, type DowntimeExecutor } from "../mysql/downtime.ts";
 import type { SqlExecutor } from "../mysql/executor.ts";
@@ -25,6 +25,22 @@ const log = getLogger("pipeline");
 export interface PerfdataSink {
   /** Accept parsed metrics rows of `statusengine_perfdata`; never blocks MySQL (F6). */
   offer(rows: readonly Row[]): void;
+}
+
+/**
+ * Where each job's decoded events go besides MySQL: the `/ws` hub (operations.md §4.3).
+ * Implementations never block and never throw: ingestion is not slowed by stream clients.
+ */
+export interface EventStream {
+  /** True while a client listens; events are neither collected nor encoded otherwise. */
+  readonly active: boolean;
+  /**
+   * Hand over one job's events (non-empty), before its rows go to MySQL.
+   *
+   * @param topic The queue the job came from.
+   * @param events The events after the queue's filters, unchanged.
+   */
+  publish(topic: string, events: readonly StreamEvent[]): void;
 }
 
 /** Collaborators of {@link createJobHandler}. */
@@ -45,6 +61,8 @@ export interface JobHandlerOptions {
   readonly graphite?: PerfdataSink;
   /** Worker clock in epoch seconds (tests). */
   readonly now?: () => number;
+  /** The `/ws` hub; absent = nothing is streamed. */
+  readonly stream?: EventStream;
 }
 
 const REPAIR_WARN_INTERVAL_MS = 5 * 60_000;
@@ -129,12 +147,24 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     }
   }
 
+  const stream = options.stream;
+
+  /** operations.md §4.3: one frame per job, published before its rows go to MySQL. */
+  function streamEvents(job: Job, decoded: DecodedJob): void {
+    if (stream === undefined) return;
+    if (decoded.kind === "invalid" || decoded.kind === "ignored") return;
+    const events = decoded.events;
+    if (events !== undefined && events.length > 0) stream.publish(job.queue, events);
+  }
+
   return async function handle(job: Job, signal: AbortSignal): Promise<void> {
     // One native strict pass for valid payloads; the per-byte repair only runs when it fails (P1).
     const { job: decoded, repaired, text } = decodePayload(job.queue, job.payload, {
       nodeName: options.nodeName,
       nowSeconds: now(),
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+      // Checked per job: a client that connects mid-run sees the next job, not this one.
+      collectEvents: stream?.active === true,
     });
     if (repaired) {
       m?.queuePayloadsRepaired.inc({ queue_name: job.queue });
@@ -148,6 +178,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         );
       }
     }
+    streamEvents(job, decoded);
     switch (decoded.kind) {
       case "invalid":
         await deadLetter(job, decoded.reason, decoded.message, text);

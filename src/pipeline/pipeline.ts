@@ -12,7 +12,7 @@ import type { SqlExecutor } from "../mysql/executor.ts";
 import { DbAvailability } from "../mysql/availability.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobHandler } from "../consumer/contract.ts";
-import { createJobHandler, type PerfdataSink } from "./handler.ts";
+import { createJobHandler, type EventStream, type PerfdataSink } from "./handler.ts";
 import type { DeadLetterSink } from "./dead_letter.ts";
 import { deadline } from "../util/async.ts";
 import { getLogger } from "../log.ts";
@@ -45,6 +45,8 @@ export interface PipelineOptions {
   /** Interval of the write summaries; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
   readonly now?: () => number;
+  /** The `/ws` hub (operations.md §4.3); absent = nothing is streamed. */
+  readonly stream?: EventStream;
 }
 
 /** The write side of the worker. */
@@ -92,6 +94,7 @@ export class Pipeline {
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
       ...(options.graphite === undefined ? {} : { graphite: options.graphite }),
       ...(options.now === undefined ? {} : { now: options.now }),
+      ...(options.stream === undefined ? {} : { stream: options.stream }),
     });
     const interval = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = interval > 0

@@ -65,6 +65,9 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
       "127.0.0.1",
       "--metrics-port",
       String(metricsPort),
+      // /ws is always served; a free port keeps parallel workers off the default 8080.
+      "--listen-addr",
+      `127.0.0.1:${freePort()}`,
       "--status-max-age",
       "0",
       "--node-name",

@@ -1,0 +1,214 @@
+/**
+ * Does the `/ws` stream slow the pipeline? End-to-end events/s (gearmand →
+ * worker → MariaDB) with no client connected and with 50 counting clients
+ * subscribed to everything, side by side in one run (issue 7).
+ *
+ *   deno run -A bench/websocket.ts [--events 50000] [--events-per-job 100] [--clients 50] [--runs 3]
+ *
+ * The clients run in a separate process (bench/_ws_clients.ts) and only count
+ * frames, as a real dashboard would run elsewhere. Both cases publish the same
+ * jobs while the worker consumes; the clock runs from the first submission to
+ * the last completed job.
+ */
+import mysql from "mysql2/promise";
+import { startGearmand } from "../tests/helpers/gearmand.ts";
+import { createScratchDatabase } from "../tests/helpers/mysql.ts";
+import { createSchema, testConfig } from "../tests/helpers/worker.ts";
+import { type RunningWorker, startWorker } from "../src/worker.ts";
+import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { fmt, median, report, submitMany } from "./_util.ts";
+
+function arg(name: string, fallback: number): number {
+  const i = Deno.args.indexOf(name);
+  return i === -1 ? fallback : Number(Deno.args[i + 1]);
+}
+const EVENTS = arg("--events", 50_000);
+const PER_JOB = arg("--events-per-job", 100);
+const CLIENTS = arg("--clients", 50);
+const RUNS = arg("--runs", 3);
+const QUEUE = "statusngin_hostchecks";
+const TABLE = "statusengine_hostchecks";
+const KEY = "bench-key";
+
+const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
+
+function jobs(): string[] {
+  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${QUEUE}.job`, FIXTURES)));
+  const template = doc.messages[0];
+  const out: string[] = [];
+  for (let j = 0; j * PER_JOB < EVENTS; j++) {
+    const messages = [];
+    for (let k = 0; k < PER_JOB && j * PER_JOB + k < EVENTS; k++) {
+      const m = structuredClone(template);
+      m.hostcheck.host_name = `bench-host-${j * PER_JOB + k}`;
+      messages.push(m);
+    }
+    out.push(JSON.stringify({ format: "none", messages }));
+  }
+  return out;
+}
+
+/** `ws`: Deno WebSocket clients; `raw`: header-walking TCP readers (bench/_ws_clients.ts). */
+type ClientMode = "ws" | "raw";
+
+/** The counting clients' process. */
+class Clients implements AsyncDisposable {
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #lines: AsyncIterator<string>;
+
+  private constructor(child: Deno.ChildProcess) {
+    this.#child = child;
+    this.#writer = child.stdin.getWriter();
+    this.#lines = lineReader(child.stdout);
+  }
+
+  static async start(mode: ClientMode, port: number, count: number): Promise<Clients> {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-net",
+        new URL("_ws_clients.ts", import.meta.url).pathname,
+        mode,
+        `ws://127.0.0.1:${port}/ws?api_key=${KEY}`,
+        String(count),
+      ],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const clients = new Clients(child);
+    const first = await clients.#lines.next();
+    if (first.value !== "ready") throw new Error("websocket clients did not start");
+    return clients;
+  }
+
+  async totals(): Promise<{ frames: number; bytes: number }> {
+    await this.#writer.write(new TextEncoder().encode("report\n"));
+    const line = await this.#lines.next();
+    return JSON.parse(String(line.value));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.#writer.close();
+    await this.#child.status;
+  }
+}
+
+async function* lineReader(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  let pending = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    pending += chunk;
+    let nl: number;
+    while ((nl = pending.indexOf("\n")) >= 0) {
+      yield pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+    }
+  }
+}
+
+async function counter(worker: RunningWorker, name: string): Promise<number> {
+  const metric = worker.metrics.registry.getSingleMetric(name);
+  if (metric === undefined) throw new Error(`No metric ${name}`);
+  return (await metric.get()).values.reduce((n, v) => n + v.value, 0);
+}
+
+interface Result {
+  readonly eventsPerSecond: number;
+  readonly framesPerClient: number;
+  readonly dropped: number;
+}
+
+async function run(
+  url: string,
+  addr: string,
+  payloads: string[],
+  clients: number,
+  mode: ClientMode,
+): Promise<Result> {
+  const conn = await mysql.createConnection({ ...mysqlOptionsFromUrl(url) });
+  await conn.query(`TRUNCATE TABLE \`${TABLE}\``);
+  await conn.end();
+  const worker = await startWorker(testConfig({
+    gearmanServers: [addr],
+    mysqlUrl: url,
+    queues: [QUEUE],
+    websocket: { hostname: "127.0.0.1", port: 0, apiKeys: [KEY] },
+  }));
+  try {
+    await using counting = clients > 0
+      ? await Clients.start(mode, worker.websocketPort ?? 0, clients)
+      : undefined;
+    for (
+      let i = 0;
+      (await counter(worker, "statusengine_websocket_clients_active")) < clients;
+      i++
+    ) {
+      if (i === 500) throw new Error("clients did not register");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const completed = async () =>
+      (await worker.metrics.queueJobs.get()).values.find((v) =>
+        v.labels["queue_name"] === QUEUE && v.labels["result"] === "completed"
+      )?.value ?? 0;
+    const t0 = performance.now();
+    await submitMany(addr, QUEUE, payloads.length, (i) => payloads[i] as string);
+    while ((await completed()) < payloads.length) await new Promise((r) => setTimeout(r, 2));
+    const seconds = (performance.now() - t0) / 1000;
+    const dropped = await counter(worker, "statusengine_websocket_messages_dropped_total") +
+      await counter(worker, "statusengine_websocket_publish_dropped_total");
+    let framesPerClient = 0;
+    if (counting !== undefined) {
+      // Frames still in flight to the clients are not part of the pipeline's time.
+      const expected = clients * payloads.length - dropped / PER_JOB;
+      for (let i = 0; i < 1000; i++) {
+        const { frames } = await counting.totals();
+        framesPerClient = frames / clients;
+        if (frames >= expected) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+    return { eventsPerSecond: (payloads.length * PER_JOB) / seconds, framesPerClient, dropped };
+  } finally {
+    await worker.stop();
+  }
+}
+
+report(
+  `websocket: ${fmt(EVENTS)} events in jobs of ${PER_JOB} into ${TABLE}, median of ${RUNS} ` +
+    `run(s); 0 clients vs ${CLIENTS} counting clients subscribed to every topic`,
+);
+await using gearmand = await startGearmand({ threads: 4 });
+await using db = await createScratchDatabase("se_bench");
+await createSchema(db.url);
+const payloads = jobs();
+const CASES = [
+  { label: "no client", clients: 0, mode: "ws" },
+  { label: `${CLIENTS} WebSocket clients`, clients: CLIENTS, mode: "ws" },
+  { label: `${CLIENTS} raw TCP readers`, clients: CLIENTS, mode: "raw" },
+] as const;
+const results: Result[][] = CASES.map(() => []);
+for (let r = 0; r < RUNS; r++) {
+  // Rotate the order: whichever runs after another pays for InnoDB's background work.
+  for (let k = 0; k < CASES.length; k++) {
+    const i = (k + r) % CASES.length;
+    const c = CASES[i] as (typeof CASES)[number];
+    (results[i] as Result[]).push(await run(db.url, gearmand.addr, payloads, c.clients, c.mode));
+  }
+}
+const base = median((results[0] ?? []).map((x) => x.eventsPerSecond));
+report(
+  "case                     | end to end ev/s | vs no client | frames per client | events dropped",
+);
+CASES.forEach((c, i) => {
+  const runs = results[i] ?? [];
+  const evs = median(runs.map((x) => x.eventsPerSecond));
+  const lastRun = runs[runs.length - 1];
+  report(
+    `${c.label.padEnd(24)} | ${fmt(evs).padStart(15)} | ${
+      `${((evs / base) * 100).toFixed(0)}%`.padStart(12)
+    } | ${(c.clients === 0 ? "—" : fmt(lastRun?.framesPerClient ?? 0)).padStart(17)} | ${
+      (c.clients === 0 ? "—" : fmt(lastRun?.dropped ?? 0)).padStart(14)
+    }`,
+  );
+});

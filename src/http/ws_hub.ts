@@ -1,0 +1,520 @@
+/**
+ * The `/ws` hub (operations.md §4.3): fans each job's events out to the
+ * subscribed clients without ever making the pipeline wait for one.
+ *
+ * - {@link WebSocketHub.publish} is synchronous and O(1): it appends to the
+ *   hub's bounded inbound buffer (1024 frames), which a timer drains. When the
+ *   buffer is full the frame is lost for everyone and counted in
+ *   `statusengine_websocket_publish_dropped_total`.
+ * - Each client has a bounded send buffer (256 frames) drained by a pump that
+ *   hands frames to the socket only while the socket's own unsent bytes
+ *   (`bufferedAmount`) are below a high-water mark. A client that stops
+ *   reading fills its own buffer and loses frames there, counted in
+ *   `statusengine_websocket_messages_dropped_total`; other clients are not
+ *   affected and nothing ever awaits a client.
+ * - Frames are encoded once per job, and only when a client wants the topic:
+ *   with no client connected nothing is collected or encoded at all.
+ *
+ * No socket is opened here (the server owns them): the hub works on the
+ * {@link HubSocket} subset of a WebSocket, so unit tests can drive it with fakes.
+ *
+ * @module
+ */
+import type { Metrics } from "../metrics/registry.ts";
+import { errorMessage, getLogger } from "../log.ts";
+
+const log = getLogger("websocket");
+
+/** Frames the shared inbound buffer holds (operations.md §4.3); a frame beyond it is lost for everyone. */
+export const HUB_BUFFER_FRAMES = 1024;
+/** Frames one client's send buffer holds (operations.md §4.3); beyond it the frame is lost for that client. */
+export const CLIENT_BUFFER_FRAMES = 256;
+/**
+ * Unsent bytes a socket may hold before the pump stops handing it frames. Deno's
+ * `send()` never blocks, so without this a stalled reader would make the runtime buffer
+ * without bound instead of filling its 256-frame buffer.
+ */
+export const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
+/** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
+export const WRITE_TIMEOUT_MS = 10_000;
+/** How often a stalled socket is re-checked: Deno fires no "drained" event. */
+const STALL_POLL_MS = 10;
+/** Frames dispatched per timer turn, so a burst does not hold the event loop. */
+const DRAIN_BATCH_FRAMES = 128;
+/** WebSocket `readyState` OPEN. */
+const OPEN = 1;
+
+/** The part of a WebSocket the hub uses. */
+export interface HubSocket {
+  readonly readyState: number;
+  /** Bytes handed to `send` and not yet written to the connection. */
+  readonly bufferedAmount: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+}
+
+/** Options of {@link WebSocketHub}. */
+export interface WebSocketHubOptions {
+  /** The five `statusengine_websocket_*` metrics and `pipeline_errors_total`. */
+  readonly metrics?: Metrics;
+  /** Interval of the `websocket: hub stats` line; default 30 s, 0 disables. */
+  readonly statsIntervalMs?: number;
+  /** Default {@link WRITE_TIMEOUT_MS}. */
+  readonly writeTimeoutMs?: number;
+  /** Default {@link SOCKET_HIGH_WATER_BYTES}. */
+  readonly highWaterBytes?: number;
+}
+
+/** A subscription change sent by a client: additions are applied before removals. */
+export interface ControlFrame {
+  readonly subscribe: readonly string[];
+  readonly unsubscribe: readonly string[];
+}
+
+/** Result of {@link parseControlFrame}. */
+export type ControlParse =
+  | { readonly ok: true; readonly value: ControlFrame }
+  | { readonly ok: false; readonly error: string };
+
+/**
+ * Parse a client's text frame: `{"subscribe":[…]}`, `{"unsubscribe":[…]}` or both.
+ * Topic names are not validated (an unknown one simply never matches, as in Go).
+ *
+ * @param text The frame's text.
+ * @returns The change, or the reason it is not a control frame.
+ *
+ * @example
+ * ```ts
+ * import { parseControlFrame } from "./ws_hub.ts";
+ * const r = parseControlFrame('{"subscribe":["statusngin_hostchecks"]}');
+ * console.assert(r.ok && r.value.subscribe[0] === "statusngin_hostchecks");
+ * ```
+ */
+export function parseControlFrame(text: string): ControlParse {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return { ok: false, error: "not valid JSON" };
+  }
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+    return { ok: false, error: 'expected an object {"subscribe":[…]} or {"unsubscribe":[…]}' };
+  }
+  const o = doc as Record<string, unknown>;
+  if (!("subscribe" in o) && !("unsubscribe" in o)) {
+    return { ok: false, error: 'expected a "subscribe" or "unsubscribe" member' };
+  }
+  const subscribe = topicList(o["subscribe"]);
+  if (subscribe === null) {
+    return { ok: false, error: '"subscribe" must be an array of topic names' };
+  }
+  const unsubscribe = topicList(o["unsubscribe"]);
+  if (unsubscribe === null) {
+    return { ok: false, error: '"unsubscribe" must be an array of topic names' };
+  }
+  return { ok: true, value: { subscribe, unsubscribe } };
+}
+
+function topicList(v: unknown): string[] | null {
+  if (v === undefined) return [];
+  if (!Array.isArray(v) || !v.every((t) => typeof t === "string")) return null;
+  return v as string[];
+}
+
+/**
+ * The initial topics of `?topics=a,b`: comma-separated, entries trimmed, empty ones ignored.
+ *
+ * @param value The parameter, or null when absent.
+ * @returns The topics; empty means all.
+ */
+export function parseTopicsParam(value: string | null): string[] {
+  if (value === null) return [];
+  return value.split(",").map((t) => t.trim()).filter((t) => t.length > 0);
+}
+
+/** A fixed-capacity FIFO: what makes every buffer of the hub bounded. */
+class Ring<T> {
+  readonly #items: (T | undefined)[];
+  #head = 0;
+  #size = 0;
+
+  constructor(capacity: number) {
+    this.#items = new Array(capacity);
+  }
+
+  get size(): number {
+    return this.#size;
+  }
+
+  get full(): boolean {
+    return this.#size === this.#items.length;
+  }
+
+  /** False (and nothing stored) when full. */
+  push(item: T): boolean {
+    if (this.full) return false;
+    this.#items[(this.#head + this.#size) % this.#items.length] = item;
+    this.#size++;
+    return true;
+  }
+
+  shift(): T | undefined {
+    if (this.#size === 0) return undefined;
+    const item = this.#items[this.#head];
+    this.#items[this.#head] = undefined;
+    this.#head = (this.#head + 1) % this.#items.length;
+    this.#size--;
+    return item;
+  }
+
+  clear(): void {
+    this.#items.fill(undefined);
+    this.#head = 0;
+    this.#size = 0;
+  }
+}
+
+interface PendingFrame {
+  readonly topic: string;
+  readonly events: readonly unknown[];
+}
+
+interface OutboundFrame {
+  readonly data: string;
+  /** Events in the frame; 0 for an error frame (not counted in any metric). */
+  readonly events: number;
+}
+
+/** One connected client: its subscriptions, its send buffer and the pump that drains it. */
+export class HubClient {
+  /** Process-local id, for log lines. */
+  readonly id: number;
+  readonly #socket: HubSocket;
+  readonly #topics: Set<string>;
+  readonly #queue = new Ring<OutboundFrame>(CLIENT_BUFFER_FRAMES);
+  readonly #highWater: number;
+  readonly #writeTimeoutMs: number;
+  readonly #onWriteTimeout: (client: HubClient) => void;
+  #pollTimer: ReturnType<typeof setTimeout> | undefined;
+  #stalledSince = 0;
+  #stalledAt = 0;
+  #droppedEvents = 0;
+  #removed = false;
+
+  /** Built by {@link WebSocketHub.register}. */
+  constructor(
+    id: number,
+    socket: HubSocket,
+    options: {
+      readonly topics: readonly string[];
+      readonly highWater: number;
+      readonly writeTimeoutMs: number;
+      readonly onWriteTimeout: (client: HubClient) => void;
+    },
+  ) {
+    this.id = id;
+    this.#socket = socket;
+    this.#topics = new Set(options.topics);
+    this.#highWater = options.highWater;
+    this.#writeTimeoutMs = options.writeTimeoutMs;
+    this.#onWriteTimeout = options.onWriteTimeout;
+  }
+
+  /** Events lost for this client because its send buffer was full. */
+  get droppedEvents(): number {
+    return this.#droppedEvents;
+  }
+
+  /** The subscribed topics, sorted; empty means all. */
+  get topics(): string[] {
+    return [...this.#topics].sort();
+  }
+
+  /**
+   * Whether a frame of `topic` goes to this client. An empty set means every topic, also
+   * after unsubscribing from the last one (Go quirk, operations.md A5).
+   */
+  wants(topic: string): boolean {
+    return this.#topics.size === 0 || this.#topics.has(topic);
+  }
+
+  /**
+   * Apply a subscription change: additions first, then removals.
+   *
+   * @param change Topics to add and to remove.
+   */
+  apply(change: ControlFrame): void {
+    for (const t of change.subscribe) this.#topics.add(t);
+    for (const t of change.unsubscribe) this.#topics.delete(t);
+  }
+
+  /**
+   * Answer an invalid control frame with `{"error":"…"}`. Deliberately unlike Go, which
+   * ignores such frames silently (issue 7). Not counted as an event; lost silently when the
+   * send buffer is full, as that client is not reading anyway.
+   *
+   * @param message What was wrong with the frame.
+   */
+  sendError(message: string): void {
+    if (this.#queue.push({ data: JSON.stringify({ error: message }), events: 0 })) this.#pump();
+  }
+
+  /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
+  offer(frame: OutboundFrame): boolean {
+    if (!this.#queue.push(frame)) {
+      this.#droppedEvents += frame.events;
+      return false;
+    }
+    this.#pump();
+    return true;
+  }
+
+  /** Send a close frame (best effort) and stop the pump. */
+  close(code: number, reason: string): void {
+    this.detach();
+    try {
+      this.#socket.close(code, reason);
+    } catch (err: unknown) {
+      log.debug("websocket: close failed", { client: this.id, error: errorMessage(err) });
+    }
+  }
+
+  /** Stop the pump and release the buffered frames; idempotent. */
+  detach(): void {
+    this.#removed = true;
+    if (this.#pollTimer !== undefined) clearTimeout(this.#pollTimer);
+    this.#pollTimer = undefined;
+    this.#queue.clear();
+  }
+
+  #pump(): void {
+    if (this.#pollTimer !== undefined || this.#removed) return;
+    while (this.#queue.size > 0) {
+      if (this.#socket.readyState !== OPEN) return;
+      if (this.#socket.bufferedAmount > this.#highWater) {
+        this.#stalledSince = performance.now();
+        this.#stalledAt = this.#socket.bufferedAmount;
+        this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
+        return;
+      }
+      const frame = this.#queue.shift() as OutboundFrame;
+      try {
+        this.#socket.send(frame.data);
+      } catch (err: unknown) {
+        // The socket closed under us; its close event unregisters the client.
+        log.debug("websocket: send failed", { client: this.id, error: errorMessage(err) });
+        return;
+      }
+    }
+  }
+
+  #poll(): void {
+    this.#pollTimer = undefined;
+    if (this.#removed) return;
+    const buffered = this.#socket.bufferedAmount;
+    if (buffered <= this.#highWater) {
+      this.#pump();
+      return;
+    }
+    // Progress restarts the clock: a slow reader is fine, only a stuck one is closed.
+    if (buffered < this.#stalledAt) {
+      this.#stalledAt = buffered;
+      this.#stalledSince = performance.now();
+    } else if (performance.now() - this.#stalledSince >= this.#writeTimeoutMs) {
+      this.#onWriteTimeout(this);
+      return;
+    }
+    this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
+  }
+}
+
+/** Per-interval counts of the stats line, in events. */
+interface HubStats {
+  received: number;
+  dispatched: number;
+  dropped: number;
+  publishDropped: number;
+}
+
+/** The hub: registered clients, the inbound buffer and its drain, the stats line. */
+export class WebSocketHub {
+  readonly #metrics: Metrics | undefined;
+  readonly #clients = new Set<HubClient>();
+  readonly #inbound = new Ring<PendingFrame>(HUB_BUFFER_FRAMES);
+  readonly #highWater: number;
+  readonly #writeTimeoutMs: number;
+  readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
+  #drainTimer: ReturnType<typeof setTimeout> | undefined;
+  #stats: HubStats = { received: 0, dispatched: 0, dropped: 0, publishDropped: 0 };
+  #nextId = 1;
+  #closed = false;
+
+  /** @param options Metrics, stats interval, and the pump's limits (tests shorten them). */
+  constructor(options: WebSocketHubOptions = {}) {
+    this.#metrics = options.metrics;
+    this.#highWater = options.highWaterBytes ?? SOCKET_HIGH_WATER_BYTES;
+    this.#writeTimeoutMs = options.writeTimeoutMs ?? WRITE_TIMEOUT_MS;
+    const interval = options.statsIntervalMs ?? 30_000;
+    this.#statsTimer = interval > 0 ? setInterval(() => this.#logStats(), interval) : undefined;
+  }
+
+  /** True while a client is connected: the pipeline collects events only then. */
+  get active(): boolean {
+    return this.#clients.size > 0;
+  }
+
+  /** Connected clients. */
+  get clients(): number {
+    return this.#clients.size;
+  }
+
+  /** True after {@link close}. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Hand over one job's events. Never blocks and never throws: when the inbound buffer is
+   * full the frame is dropped for everyone and counted.
+   *
+   * @param topic The queue name.
+   * @param events The job's events after filtering; an empty list publishes nothing.
+   */
+  publish(topic: string, events: readonly unknown[]): void {
+    if (this.#clients.size === 0 || events.length === 0) return;
+    this.#stats.received += events.length;
+    if (!this.#inbound.push({ topic, events })) {
+      this.#stats.publishDropped += events.length;
+      this.#metrics?.websocketPublishDropped.inc(events.length);
+      return;
+    }
+    this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
+  }
+
+  /**
+   * Register an open socket.
+   *
+   * @param socket The upgraded socket, already open.
+   * @param topics Initial subscriptions; empty means all.
+   * @returns The client, or null after {@link close} (the socket is then closed).
+   */
+  register(socket: HubSocket, topics: readonly string[]): HubClient | null {
+    const client = new HubClient(this.#nextId++, socket, {
+      topics,
+      highWater: this.#highWater,
+      writeTimeoutMs: this.#writeTimeoutMs,
+      onWriteTimeout: (c) => {
+        log.warn("websocket: client closed, a write made no progress", {
+          client: c.id,
+          timeout_ms: this.#writeTimeoutMs,
+        });
+        c.close(1008, "write timeout");
+        this.unregister(c);
+      },
+    });
+    if (this.#closed) {
+      client.close(1001, "server shutting down");
+      return null;
+    }
+    this.#clients.add(client);
+    this.#metrics?.websocketClientsActive.inc();
+    return client;
+  }
+
+  /**
+   * Forget a client (its socket closed, or it was closed by the hub). Idempotent.
+   *
+   * @param client The client.
+   */
+  unregister(client: HubClient): void {
+    if (!this.#clients.delete(client)) return;
+    client.detach();
+    this.#metrics?.websocketClientsActive.dec();
+    if (client.droppedEvents > 0) {
+      log.warn("websocket: client disconnected after dropped events", {
+        client: client.id,
+        dropped_events: client.droppedEvents,
+      });
+    } else {
+      log.info("websocket: client disconnected", { client: client.id });
+    }
+  }
+
+  /**
+   * Send every client a close frame (1001) and refuse new ones; pending frames are
+   * discarded. Idempotent.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
+    if (this.#drainTimer !== undefined) clearTimeout(this.#drainTimer);
+    this.#drainTimer = undefined;
+    this.#inbound.clear();
+    for (const client of [...this.#clients]) {
+      client.close(1001, "server shutting down");
+      this.unregister(client);
+    }
+    this.#logStats();
+  }
+
+  #drain(): void {
+    this.#drainTimer = undefined;
+    for (let n = 0; n < DRAIN_BATCH_FRAMES; n++) {
+      const frame = this.#inbound.shift();
+      if (frame === undefined) return;
+      this.#dispatch(frame);
+    }
+    if (this.#inbound.size > 0) this.#drainTimer = setTimeout(() => this.#drain(), 0);
+  }
+
+  #dispatch(frame: PendingFrame): void {
+    let out: OutboundFrame | null | undefined;
+    const n = frame.events.length;
+    for (const client of this.#clients) {
+      if (!client.wants(frame.topic)) continue;
+      // Encoded once per job, and only when somebody wants it.
+      out ??= this.#encode(frame);
+      if (out === null) return;
+      if (client.offer(out)) {
+        this.#stats.dispatched += n;
+        this.#metrics?.websocketFramesSent.inc();
+        this.#metrics?.websocketMessagesBroadcasted.inc(n);
+      } else {
+        this.#stats.dropped += n;
+        this.#metrics?.websocketMessagesDropped.inc(n);
+      }
+    }
+  }
+
+  #encode(frame: PendingFrame): OutboundFrame | null {
+    try {
+      // Exactly {"topic":…,"payload":[…]}: no other member (operations.md §4.3).
+      const data = `{"topic":${JSON.stringify(frame.topic)},"payload":${
+        JSON.stringify(frame.events)
+      }}`;
+      return { data, events: frame.events.length };
+    } catch (err: unknown) {
+      this.#metrics?.pipelineErrors.inc({ component: "websocket" });
+      log.error("websocket: frame could not be encoded", {
+        topic: frame.topic,
+        events: frame.events.length,
+        error: errorMessage(err),
+      });
+      return null;
+    }
+  }
+
+  #logStats(): void {
+    const s = this.#stats;
+    if (this.#clients.size === 0 && s.received === 0) return;
+    log.info("websocket: hub stats", {
+      clients: this.#clients.size,
+      received: s.received,
+      dispatched: s.dispatched,
+      dropped: s.dropped,
+      publish_dropped: s.publishDropped,
+    });
+    this.#stats = { received: 0, dispatched: 0, dropped: 0, publishDropped: 0 };
+  }
+}

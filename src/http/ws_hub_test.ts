@@ -1,0 +1,220 @@
+/**
+ * The hub against fake sockets: subscriptions, frame shape, the two bounded buffers and
+ * their separate counters, the write timeout and shutdown (operations.md §4.3).
+ */
+import assert from "node:assert/strict";
+import {
+  CLIENT_BUFFER_FRAMES,
+  HUB_BUFFER_FRAMES,
+  type HubSocket,
+  parseControlFrame,
+  parseTopicsParam,
+  WebSocketHub,
+} from "./ws_hub.ts";
+import { createMetrics, type Metrics } from "../metrics/registry.ts";
+import { waitFor } from "../../tests/helpers/wait.ts";
+
+class FakeSocket implements HubSocket {
+  readyState = 1;
+  bufferedAmount = 0;
+  readonly sent: string[] = [];
+  closedWith: { code?: number; reason?: string } | null = null;
+
+  send(data: string): void {
+    this.sent.push(data);
+  }
+
+  close(code?: number, reason?: string): void {
+    this.readyState = 3;
+    this.closedWith = { ...(code === undefined ? {} : { code }), ...(reason ? { reason } : {}) };
+  }
+
+  frames(): { topic: string; payload: unknown[] }[] {
+    return this.sent.map((s) => JSON.parse(s));
+  }
+}
+
+async function value(m: Metrics, key: keyof Metrics): Promise<number> {
+  const metric = m[key];
+  if (!("get" in metric)) throw new Error(`${String(key)} is not a metric`);
+  const data = await metric.get();
+  return data.values.reduce((n, v) => n + v.value, 0);
+}
+
+function hubWith(m: Metrics, options: { writeTimeoutMs?: number } = {}): WebSocketHub {
+  return new WebSocketHub({ metrics: m, statsIntervalMs: 0, ...options });
+}
+
+Deno.test("parseControlFrame: subscribe, unsubscribe or both; anything else is an error", () => {
+  assert.deepEqual(parseControlFrame('{"subscribe":["a","b"]}'), {
+    ok: true,
+    value: { subscribe: ["a", "b"], unsubscribe: [] },
+  });
+  assert.deepEqual(parseControlFrame('{"unsubscribe":["a"],"subscribe":[]}'), {
+    ok: true,
+    value: { subscribe: [], unsubscribe: ["a"] },
+  });
+  for (const bad of ["nope", "[]", "null", "1", "{}", '{"subscribe":"a"}', '{"unsubscribe":[1]}']) {
+    const r = parseControlFrame(bad);
+    assert.equal(r.ok, false, bad);
+    assert.ok(!r.ok && r.error.length > 0);
+  }
+});
+
+Deno.test("parseTopicsParam: comma-separated, trimmed, empty entries ignored", () => {
+  assert.deepEqual(parseTopicsParam(null), []);
+  assert.deepEqual(parseTopicsParam(" a, ,b ,,"), ["a", "b"]);
+});
+
+Deno.test("hub: nothing is encoded while no client is connected", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m);
+  let encoded = 0;
+  const event = {
+    toJSON() {
+      encoded++;
+      return {};
+    },
+  };
+  hub.publish("q", [event]);
+  assert.equal(hub.active, false);
+  const s = new FakeSocket();
+  const client = hub.register(s, ["other"]);
+  assert.ok(client);
+  // A connected client that does not want the topic: still not encoded.
+  hub.publish("q", [event]);
+  // A later frame the client does want: once it arrived, the earlier one was dispatched.
+  hub.publish("other", [1]);
+  await waitFor(() => s.sent.length === 1);
+  assert.equal(encoded, 0);
+  hub.close();
+});
+
+Deno.test("hub: one frame per publish, exactly {topic, payload}, encoded once for all clients", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m);
+  const a = new FakeSocket();
+  const b = new FakeSocket();
+  hub.register(a, []);
+  hub.register(b, []);
+  let encoded = 0;
+  const ev = {
+    type: 1,
+    toJSON() {
+      encoded++;
+      return { type: 1 };
+    },
+  };
+  hub.publish("statusngin_hostchecks", [ev, ev]);
+  hub.publish("statusngin_logentries", [{ x: "ü" }]);
+  await waitFor(() => a.sent.length === 2 && b.sent.length === 2);
+  assert.deepEqual(a.frames(), [
+    { topic: "statusngin_hostchecks", payload: [{ type: 1 }, { type: 1 }] },
+    { topic: "statusngin_logentries", payload: [{ x: "ü" }] },
+  ]);
+  assert.deepEqual(Object.keys(JSON.parse(a.sent[0] ?? "{}")), ["topic", "payload"]);
+  assert.equal(encoded, 2, "two events encoded once, not once per client");
+  assert.equal(await value(m, "websocketFramesSent"), 4);
+  assert.equal(await value(m, "websocketMessagesBroadcasted"), 6, "events per recipient");
+  hub.close();
+});
+
+Deno.test("hub: an empty set means all topics, also after unsubscribing from the last (A5)", () => {
+  const hub = hubWith(createMetrics());
+  const s = new FakeSocket();
+  const c = hub.register(s, ["a"]);
+  assert.ok(c);
+  assert.equal(c.wants("a"), true);
+  assert.equal(c.wants("b"), false);
+  // Additions before removals: subscribing and unsubscribing the same topic removes it.
+  c.apply({ subscribe: ["b", "c"], unsubscribe: ["c"] });
+  assert.deepEqual(c.topics, ["a", "b"]);
+  c.apply({ subscribe: [], unsubscribe: ["a", "b"] });
+  assert.deepEqual(c.topics, []);
+  assert.equal(c.wants("anything"), true);
+  hub.close();
+});
+
+Deno.test("hub: a full inbound buffer drops the frame for everyone, counted in events", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m);
+  const s = new FakeSocket();
+  hub.register(s, []);
+  // publish() never yields, so the drain cannot run in between: the buffer fills.
+  for (let i = 0; i < HUB_BUFFER_FRAMES + 5; i++) hub.publish("q", [1, 2, 3]);
+  assert.equal(await value(m, "websocketPublishDropped"), 15);
+  assert.equal(await value(m, "websocketMessagesDropped"), 0, "the per-client counter is separate");
+  // The socket takes everything, so the client never drops while its buffer is drained.
+  await waitFor(() => s.sent.length === HUB_BUFFER_FRAMES);
+  hub.close();
+});
+
+Deno.test("hub: a stalled client loses frames in its own buffer while a fast one gets all", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m);
+  const stalled = new FakeSocket();
+  stalled.bufferedAmount = 10 * 1024 * 1024;
+  const fast = new FakeSocket();
+  const slowClient = hub.register(stalled, []);
+  hub.register(fast, []);
+  const total = CLIENT_BUFFER_FRAMES + 40;
+  for (let i = 0; i < total; i++) {
+    hub.publish("q", [i, i]);
+    // Let the drain run, as the pipeline's awaits do between jobs.
+    if (i % 50 === 0) await new Promise((r) => setTimeout(r, 0));
+  }
+  await waitFor(() => fast.sent.length === total);
+  assert.equal(stalled.sent.length, 0);
+  assert.equal(slowClient?.droppedEvents, 80);
+  assert.equal(await value(m, "websocketMessagesDropped"), 80);
+  assert.equal(await value(m, "websocketPublishDropped"), 0);
+  // Once the socket drains, the buffered 256 frames follow in order.
+  stalled.bufferedAmount = 0;
+  await waitFor(() => stalled.sent.length === CLIENT_BUFFER_FRAMES);
+  assert.deepEqual(stalled.frames()[0], { topic: "q", payload: [0, 0] });
+  hub.close();
+});
+
+Deno.test("hub: a socket that makes no write progress is closed and unregistered", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m, { writeTimeoutMs: 50 });
+  const stalled = new FakeSocket();
+  stalled.bufferedAmount = 10 * 1024 * 1024;
+  hub.register(stalled, []);
+  assert.equal(await value(m, "websocketClientsActive"), 1);
+  hub.publish("q", [1]);
+  await waitFor(() => stalled.closedWith !== null);
+  assert.deepEqual(stalled.closedWith, { code: 1008, reason: "write timeout" });
+  assert.equal(hub.clients, 0);
+  assert.equal(await value(m, "websocketClientsActive"), 0);
+  hub.close();
+});
+
+Deno.test("hub: an invalid control frame gets an error frame, no metric moves", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m);
+  const s = new FakeSocket();
+  const c = hub.register(s, []);
+  c?.sendError("not valid JSON");
+  assert.deepEqual(s.frames(), [{ error: "not valid JSON" }]);
+  assert.equal(await value(m, "websocketFramesSent"), 0);
+  hub.close();
+});
+
+Deno.test("hub: close sends every client a close frame and refuses new ones", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m);
+  const a = new FakeSocket();
+  const b = new FakeSocket();
+  hub.register(a, []);
+  hub.register(b, ["x"]);
+  hub.publish("q", [1]);
+  hub.close();
+  assert.deepEqual(a.closedWith, { code: 1001, reason: "server shutting down" });
+  assert.deepEqual(b.closedWith, { code: 1001, reason: "server shutting down" });
+  assert.equal(await value(m, "websocketClientsActive"), 0);
+  const late = new FakeSocket();
+  assert.equal(hub.register(late, []), null);
+  assert.deepEqual(late.closedWith, { code: 1001, reason: "server shutting down" });
+  hub.close();
+});

@@ -1,0 +1,255 @@
+/**
+ * The `GET /ws` listener (operations.md §4.1, §4.3): authentication before the
+ * upgrade, the client's control frames and limits; fan-out is the hub's job.
+ *
+ * Deviations from the Go worker, each deliberate:
+ * - An invalid control frame is answered with `{"error":"…"}` and the connection stays
+ *   open (issue 7); Go ignores it silently.
+ * - Keep-alive: Deno's server WebSocket exposes no ping API, only `idleTimeout`: it pings
+ *   after half the timeout without an inbound frame and closes when nothing arrives in the
+ *   other half. {@link IDLE_TIMEOUT_SECONDS} = 108 pings after 54 s of silence as Go does, and
+ *   closes a peer that has not answered 54 s later (Go: 60 s after its last pong).
+ * - The 8192-byte limit on client messages is checked after the message was read: Deno
+ *   has no per-socket read limit. An oversized message closes the connection (1009) as in Go.
+ * - Connection attempts during or after shutdown get 503 before the upgrade.
+ *
+ * @module
+ */
+import { ApiKeySet, handshakeKey } from "./api_key.ts";
+import {
+  type HubClient,
+  parseControlFrame,
+  parseTopicsParam,
+  type WebSocketHub,
+} from "./ws_hub.ts";
+import type { Metrics } from "../metrics/registry.ts";
+import { deadline } from "../util/async.ts";
+import { errorMessage, getLogger } from "../log.ts";
+
+const log = getLogger("websocket");
+
+/** Largest message a client may send (operations.md §4.3). */
+export const MAX_CLIENT_MESSAGE_BYTES = 8192;
+/** See the module comment: ping after 54 s without an inbound frame. */
+export const IDLE_TIMEOUT_SECONDS = 108;
+/** How long shutdown waits for clients to acknowledge their close frames. */
+const CLOSE_WAIT_MS = 2_000;
+
+const ENCODER = new TextEncoder();
+const DECODER = new TextDecoder();
+
+/** Options of {@link startWebSocketServer}. */
+export interface WebSocketServerOptions {
+  readonly hostname: string;
+  /** 0 picks a free port; the bound port is returned. */
+  readonly port: number;
+  /** Accepted keys; when none is usable a random key is generated and logged once. */
+  readonly apiKeys: readonly string[];
+  readonly hub: WebSocketHub;
+  /** For `pipeline_errors_total{component="websocket"}`. */
+  readonly metrics?: Metrics;
+  /** Default {@link IDLE_TIMEOUT_SECONDS} (tests shorten it). */
+  readonly idleTimeoutSeconds?: number;
+}
+
+/** A running `/ws` listener. */
+export interface WebSocketServer extends AsyncDisposable {
+  readonly hostname: string;
+  /** The bound port. */
+  readonly port: number;
+  /** The key generated for this run, or null when keys were configured. */
+  readonly generatedKey: string | null;
+  /**
+   * Refuse new connections, send every client a close frame and wait (briefly) for them
+   * to close. Idempotent.
+   */
+  closeClients(): Promise<void>;
+  /** {@link closeClients}, then stop the listener. Idempotent. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * A random `/ws` key for a run without configured keys: 32 bytes from the
+ * cryptographic source, hex-encoded (64 characters).
+ *
+ * @returns The key.
+ * @throws When no random bytes can be obtained (the worker then refuses to start).
+ */
+export function generateApiKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Start the `/ws` listener.
+ *
+ * @param options Address, keys, hub and metrics.
+ * @returns The running server.
+ * @throws {Deno.errors.AddrInUse} When the port is taken; any error of the random source.
+ */
+export async function startWebSocketServer(
+  options: WebSocketServerOptions,
+): Promise<WebSocketServer> {
+  let keys = new ApiKeySet(options.apiKeys);
+  let generatedKey: string | null = null;
+  if (keys.size === 0) {
+    generatedKey = generateApiKey();
+    keys = new ApiKeySet([generatedKey]);
+    // Logged on purpose (operations.md §4.3): the only way an operator learns it.
+    log.warn("websocket: no API key configured, generated a random one for this run", {
+      api_key: generatedKey,
+      hint: "it changes on every restart; set api_keys (STATUSENGINE_API_KEYS) for a stable key",
+    });
+  }
+  const hub = options.hub;
+  const idleTimeout = options.idleTimeoutSeconds ?? IDLE_TIMEOUT_SECONDS;
+  const open = new Set<WebSocket>();
+  let refusing = false;
+
+  const countError = () => options.metrics?.pipelineErrors.inc({ component: "websocket" });
+
+  function accept(req: Request, remote: string): Response {
+    const url = new URL(req.url);
+    if (url.pathname !== "/ws") return text(404, "not found");
+    if (refusing || hub.closed) return text(503, "shutting down");
+    if (!keys.matches(handshakeKey(req.headers, url))) {
+      countError();
+      log.debug("websocket: unauthorized handshake", { remote });
+      return text(401, "unauthorized");
+    }
+    if (req.method !== "GET") {
+      countError();
+      log.error("websocket: upgrade failed", { remote, error: `method ${req.method}` });
+      return text(405, "method not allowed");
+    }
+    const topics = parseTopicsParam(url.searchParams.get("topics"));
+    let upgraded: { socket: WebSocket; response: Response };
+    try {
+      upgraded = Deno.upgradeWebSocket(req, { idleTimeout });
+    } catch (err: unknown) {
+      countError();
+      log.error("websocket: upgrade failed", { remote, error: errorMessage(err) });
+      return text(400, "bad request: not a WebSocket handshake");
+    }
+    const { socket, response } = upgraded;
+    socket.binaryType = "arraybuffer";
+    let client: HubClient | null = null;
+    open.add(socket);
+    socket.onopen = () => {
+      client = hub.register(socket, topics);
+      if (client !== null) {
+        log.info("websocket: client connected", {
+          client: client.id,
+          remote,
+          topics: topics.length === 0 ? "all" : topics.join(","),
+        });
+      }
+    };
+    socket.onmessage = (e: MessageEvent<unknown>) => {
+      if (client !== null) onClientMessage(hub, client, e.data);
+    };
+    socket.onclose = () => {
+      open.delete(socket);
+      if (client !== null) hub.unregister(client);
+    };
+    // A close event always follows an error event; the hub is told there.
+    socket.onerror = () => {};
+    return response;
+  }
+
+  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
+  const server = Deno.serve({
+    hostname: options.hostname,
+    port: options.port,
+    onListen: (addr) => resolve(addr as Deno.NetAddr),
+    onError: (err: unknown) => {
+      log.error("websocket: request failed", { error: errorMessage(err) });
+      return text(500, "internal error");
+    },
+  }, (req, info) => accept(req, remoteOf(info.remoteAddr)));
+  const addr = await listening;
+
+  let closingClients: Promise<void> | undefined;
+  let stopping: Promise<void> | undefined;
+  const closeClients = () => {
+    closingClients ??= (async () => {
+      refusing = true;
+      const closed = [...open].map((s) =>
+        new Promise<void>((r) => {
+          if (s.readyState === WebSocket.CLOSED) r();
+          else s.addEventListener("close", () => r(), { once: true });
+        })
+      );
+      hub.close();
+      // A client that stopped reading never answers its close frame: bounded wait.
+      using limit = deadline(CLOSE_WAIT_MS);
+      await Promise.race([
+        Promise.all(closed),
+        new Promise<void>((r) => limit.signal.addEventListener("abort", () => r())),
+      ]);
+    })();
+    return closingClients;
+  };
+  const shutdown = () => {
+    stopping ??= (async () => {
+      await closeClients();
+      await server.shutdown();
+    })();
+    return stopping;
+  };
+  return {
+    hostname: addr.hostname,
+    port: addr.port,
+    generatedKey,
+    closeClients,
+    shutdown,
+    [Symbol.asyncDispose]: shutdown,
+  };
+}
+
+function onClientMessage(hub: WebSocketHub, client: HubClient, data: unknown): void {
+  let textData: string;
+  if (typeof data === "string") {
+    // UTF-16 length bounds the UTF-8 size from below and 3× from above: encode only in between.
+    if (
+      data.length > MAX_CLIENT_MESSAGE_BYTES ||
+      (data.length * 3 > MAX_CLIENT_MESSAGE_BYTES &&
+        ENCODER.encode(data).length > MAX_CLIENT_MESSAGE_BYTES)
+    ) {
+      tooBig(hub, client);
+      return;
+    }
+    textData = data;
+  } else if (data instanceof ArrayBuffer) {
+    if (data.byteLength > MAX_CLIENT_MESSAGE_BYTES) {
+      tooBig(hub, client);
+      return;
+    }
+    // Go reads text and binary messages alike.
+    textData = DECODER.decode(data);
+  } else {
+    return;
+  }
+  const parsed = parseControlFrame(textData);
+  if (parsed.ok) client.apply(parsed.value);
+  else client.sendError(parsed.error);
+}
+
+function tooBig(hub: WebSocketHub, client: HubClient): void {
+  log.warn("websocket: client message too large, closing", {
+    client: client.id,
+    limit_bytes: MAX_CLIENT_MESSAGE_BYTES,
+  });
+  client.close(1009, "message too big");
+  hub.unregister(client);
+}
+
+function text(status: number, body: string): Response {
+  return new Response(body, { status, headers: { "content-type": "text/plain; charset=utf-8" } });
+}
+
+function remoteOf(addr: Deno.Addr): string {
+  return addr.transport === "tcp" || addr.transport === "udp"
+    ? `${addr.hostname}:${addr.port}`
+    : addr.transport;
+}

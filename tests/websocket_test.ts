@@ -1,0 +1,497 @@
+/**
+ * GET /ws end to end (operations.md §4.3, issue 7): real WebSocket clients against a
+ * worker started in-process, fed through a private gearmand into a scratch database.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+import { type Gearmand, startGearmand } from "./helpers/gearmand.ts";
+import { waitFor } from "./helpers/wait.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  publish,
+  startTestWorker,
+  testConfig,
+} from "./helpers/worker.ts";
+import type { RunningWorker, WorkerConfig } from "../src/worker.ts";
+import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
+import { WebSocketHub } from "../src/http/ws_hub.ts";
+import { startWebSocketServer } from "../src/http/ws_server.ts";
+import { configureLogging, resetLogging } from "../src/log.ts";
+
+const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
+const KEYS = ["key-one", "key-two"];
+
+function fixture(queue: QueueName): string {
+  return Deno.readTextFileSync(new URL(`${queue}.job`, FIXTURES));
+}
+
+/** The events of a job body as the stream must carry them: `messages[i]` or the document. */
+function eventsOf(text: string): unknown[] {
+  const doc = JSON.parse(text);
+  return Array.isArray(doc.messages) ? doc.messages : [doc];
+}
+
+interface Env extends AsyncDisposable {
+  readonly gearmand: Gearmand;
+  readonly db: ScratchDatabase;
+  readonly worker: RunningWorker;
+  readonly port: number;
+}
+
+async function startEnv(
+  overrides: Partial<WorkerConfig> = {},
+  apiKeys: readonly string[] = KEYS,
+): Promise<Env> {
+  const gearmand = await startGearmand();
+  const db = await createScratchDatabase();
+  try {
+    await createSchema(db.url);
+    const worker = await startTestWorker(testConfig({
+      gearmanServers: [gearmand.addr],
+      mysqlUrl: db.url,
+      websocket: { hostname: "127.0.0.1", port: 0, apiKeys },
+      ...overrides,
+    }));
+    const port = worker.websocketPort;
+    assert.ok(port !== null && port > 0);
+    return {
+      gearmand,
+      db,
+      worker,
+      port,
+      async [Symbol.asyncDispose]() {
+        await worker.stop();
+        await db[Symbol.asyncDispose]();
+        await gearmand[Symbol.asyncDispose]();
+      },
+    };
+  } catch (err: unknown) {
+    await db[Symbol.asyncDispose]();
+    await gearmand[Symbol.asyncDispose]();
+    throw err;
+  }
+}
+
+interface Frame {
+  readonly topic: string;
+  readonly payload: unknown[];
+}
+
+/** A real WebSocket client that records every frame it receives. */
+interface Client extends AsyncDisposable {
+  readonly ws: WebSocket;
+  /** Event frames, in arrival order. */
+  readonly frames: Frame[];
+  /** Error frames (answers to invalid control frames). */
+  readonly errors: Record<string, unknown>[];
+  /** Raw text of every frame. */
+  readonly raw: string[];
+  readonly closed: Promise<CloseEvent>;
+  /** Send a control frame and wait until the server has processed it (see below). */
+  control(frame: unknown): Promise<void>;
+}
+
+async function openClient(
+  port: number,
+  options: { query?: string; headers?: Record<string, string> } = {},
+): Promise<Client> {
+  const url = `ws://127.0.0.1:${port}/ws${options.query ?? ""}`;
+  const ws = new WebSocket(url, { headers: options.headers ?? {} });
+  const frames: Frame[] = [];
+  const errors: Record<string, unknown>[] = [];
+  const raw: string[] = [];
+  ws.onmessage = (e: MessageEvent<unknown>) => {
+    const text = String(e.data);
+    raw.push(text);
+    const doc = JSON.parse(text);
+    if ("error" in doc) errors.push(doc);
+    else frames.push(doc);
+  };
+  const closed = new Promise<CloseEvent>((resolve) => {
+    ws.addEventListener("close", (e) => resolve(e), { once: true });
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.addEventListener("open", () => resolve(), { once: true });
+    ws.addEventListener("error", () => reject(new Error(`${url}: handshake refused`)), {
+      once: true,
+    });
+  });
+  return {
+    ws,
+    frames,
+    errors,
+    raw,
+    closed,
+    async control(frame: unknown) {
+      // The server handles a client's messages in order and answers an invalid one with an
+      // error frame: once that answer is back, the control frame before it was applied.
+      const before = errors.length;
+      ws.send(JSON.stringify(frame));
+      ws.send("sync");
+      await waitFor(() => errors.length > before, { message: "sync error frame" });
+      errors.splice(before, 1);
+    },
+    async [Symbol.asyncDispose]() {
+      if (ws.readyState !== WebSocket.CLOSED) ws.close();
+      await closed;
+    },
+  };
+}
+
+async function clientsActive(worker: RunningWorker): Promise<number> {
+  return await metricValue(worker, "statusengine_websocket_clients_active");
+}
+
+async function waitForClients(worker: RunningWorker, n: number): Promise<void> {
+  await waitFor(async () => (await clientsActive(worker)) === n, { message: `${n} clients` });
+}
+
+async function drained(env: Env, queues: readonly string[]): Promise<void> {
+  for (const q of queues) {
+    await waitFor(async () => (await jobsAtGearmand(env.gearmand.addr, q)) === 0, { message: q });
+  }
+}
+
+function topics(c: Client): string[] {
+  return c.frames.map((f) => f.topic);
+}
+
+Deno.test("ws: a handshake without a valid key is refused with 401 before the upgrade", async () => {
+  await using env = await startEnv();
+  const base = `http://127.0.0.1:${env.port}/ws`;
+  const attempts: [string, HeadersInit][] = [
+    [base, {}],
+    [base, { authorization: "Bearer wrong" }],
+    [base, { "x-api-key": "key-one-but-longer" }],
+    [`${base}?api_key=wrong`, {}],
+    // A wrong header wins over a right query parameter (headers are the first source).
+    [`${base}?api_key=key-one`, { authorization: "Bearer nope" }],
+  ];
+  for (const [url, headers] of attempts) {
+    const res = await fetch(url, { headers });
+    assert.equal(res.status, 401, `${url} ${JSON.stringify(headers)}`);
+    assert.match(res.headers.get("content-type") ?? "", /^text\/plain/);
+    assert.equal(await res.text(), "unauthorized");
+  }
+  assert.equal(
+    await metricValue(env.worker, "statusengine_pipeline_errors_total", { component: "websocket" }),
+    attempts.length,
+  );
+  // A real client without a key never opens.
+  await assert.rejects(openClient(env.port), /handshake refused/);
+  // The valid key on a request that is not a handshake: past authentication, the upgrade fails.
+  const plain = await fetch(`${base}?api_key=key-one`);
+  assert.equal(plain.status, 400);
+  await plain.body?.cancel();
+  const other = await fetch(`http://127.0.0.1:${env.port}/other?api_key=key-one`);
+  assert.equal(other.status, 404);
+  await other.body?.cancel();
+  assert.equal(await clientsActive(env.worker), 0);
+});
+
+Deno.test("ws: the key is accepted from Authorization Bearer, X-Api-Key and ?api_key=", async () => {
+  await using env = await startEnv();
+  await using _bearer = await openClient(env.port, {
+    headers: { authorization: "Bearer key-one" },
+  });
+  await using _bare = await openClient(env.port, { headers: { authorization: "key-two" } });
+  await using _x = await openClient(env.port, { headers: { "x-api-key": "key-two" } });
+  await using _query = await openClient(env.port, { query: "?api_key=key-one" });
+  await waitForClients(env.worker, 4);
+});
+
+Deno.test("ws: without configured keys a random key is generated, logged once at WARN, and it works", async () => {
+  const logs: { level: string; message: string; properties: Record<string, unknown> }[] = [];
+  await configureLogging({
+    level: "info",
+    format: "json",
+    write: (line) => logs.push(JSON.parse(line)),
+  });
+  try {
+    await using env = await startEnv({}, []);
+    const key = env.worker.websocketGeneratedKey;
+    assert.ok(key !== null);
+    assert.match(key, /^[0-9a-f]{64}$/);
+    const lines = logs.filter((l) => l.message.startsWith("websocket: no API key configured"));
+    assert.equal(lines.length, 1);
+    assert.equal(lines[0]?.level, "WARN");
+    assert.equal(lines[0]?.properties["api_key"], key);
+    await using _c = await openClient(env.port, { headers: { authorization: `Bearer ${key}` } });
+    const res = await fetch(`http://127.0.0.1:${env.port}/ws?api_key=key-one`);
+    assert.equal(res.status, 401);
+    await res.body?.cancel();
+  } finally {
+    await resetLogging();
+  }
+});
+
+Deno.test("ws: one frame per job, exactly {topic, payload[]}, carrying the job's events unchanged", async () => {
+  await using env = await startEnv();
+  // Nothing is encoded or kept while no client listens; a later client gets no replay.
+  await publish(env.gearmand.addr, "statusngin_logentries", [fixture("statusngin_logentries")]);
+  await drained(env, ["statusngin_logentries"]);
+  assert.equal(await metricValue(env.worker, "statusengine_websocket_frames_sent_total"), 0);
+
+  await using client = await openClient(env.port, { headers: { "x-api-key": "key-one" } });
+  await waitForClients(env.worker, 1);
+  // The core restart last: its cleanup would race with the status rows otherwise (irrelevant
+  // here, but keeps the database quiet).
+  const queues = QUEUE_NAMES.filter((q) => q !== "statusngin_core_restart");
+  for (const q of queues) await publish(env.gearmand.addr, q, [fixture(q)]);
+  // Three jobs of one queue: three frames, never merged.
+  await publish(env.gearmand.addr, "statusngin_hostchecks", [
+    fixture("statusngin_hostchecks"),
+    fixture("statusngin_hostchecks"),
+  ]);
+  await drained(env, queues);
+  await publish(env.gearmand.addr, "statusngin_core_restart", [fixture("statusngin_core_restart")]);
+  await drained(env, ["statusngin_core_restart"]);
+  const expected = queues.length + 2 + 1;
+  await waitFor(() => client.frames.length === expected, {
+    message: `${expected} frames, got ${client.frames.length}`,
+  });
+
+  for (const text of client.raw) {
+    assert.deepEqual(Object.keys(JSON.parse(text)), ["topic", "payload"], text.slice(0, 200));
+  }
+  for (const q of QUEUE_NAMES) {
+    const mine = client.frames.filter((f) => f.topic === q);
+    assert.equal(mine.length, q === "statusngin_hostchecks" ? 3 : 1, q);
+    for (const f of mine) {
+      assert.ok(Array.isArray(f.payload) && f.payload.length > 0, q);
+      assert.deepEqual(f.payload, eventsOf(fixture(q)), q);
+    }
+  }
+  // The bulk fixtures travel as one frame each, with all their events.
+  assert.equal(client.frames.find((f) => f.topic === "statusngin_logentries")?.payload.length, 3);
+  assert.equal(await metricValue(env.worker, "statusengine_websocket_frames_sent_total"), expected);
+  const events = QUEUE_NAMES.reduce((n, q) => n + eventsOf(fixture(q)).length, 0) + 2;
+  assert.equal(
+    await metricValue(env.worker, "statusengine_websocket_messages_broadcasted_total"),
+    events,
+  );
+});
+
+Deno.test("ws: stale status events are not streamed; a job left empty sends no frame (P6)", async () => {
+  await using env = await startEnv({ statusMaxAgeSeconds: 300 });
+  await using client = await openClient(env.port, {
+    query: "?api_key=key-one&topics=statusngin_hoststatus,statusngin_logentries",
+  });
+  await waitForClients(env.worker, 1);
+  const template = eventsOf(fixture("statusngin_hoststatus"))[0] as Record<string, unknown>;
+  const now = Math.floor(Date.now() / 1000);
+  const fresh = { ...template, timestamp: now };
+  // The fixture's events are months old: the whole job is stale.
+  await publish(env.gearmand.addr, "statusngin_hoststatus", [fixture("statusngin_hoststatus")]);
+  await drained(env, ["statusngin_hoststatus"]);
+  await publish(env.gearmand.addr, "statusngin_hoststatus", [
+    JSON.stringify({ messages: [template, fresh] }),
+  ]);
+  await drained(env, ["statusngin_hoststatus"]);
+  // A marker on another topic: once it is here, every earlier frame has been delivered.
+  await publish(env.gearmand.addr, "statusngin_logentries", [fixture("statusngin_logentries")]);
+  await waitFor(() => topics(client).includes("statusngin_logentries"));
+  assert.deepEqual(topics(client), ["statusngin_hoststatus", "statusngin_logentries"]);
+  assert.deepEqual(client.frames[0]?.payload, [fresh]);
+});
+
+Deno.test("ws: ?topics= selects topics and subscribe/unsubscribe frames change them at run time", async () => {
+  await using env = await startEnv();
+  await using picky = await openClient(env.port, {
+    query: "?api_key=key-one&topics= statusngin_logentries,,",
+  });
+  await using all = await openClient(env.port, { query: "?api_key=key-one" });
+  await waitForClients(env.worker, 2);
+  const round = async (n: number) => {
+    await publish(env.gearmand.addr, "statusngin_logentries", [fixture("statusngin_logentries")]);
+    await drained(env, ["statusngin_logentries"]);
+    await publish(env.gearmand.addr, "statusngin_hostchecks", [fixture("statusngin_hostchecks")]);
+    await drained(env, ["statusngin_hostchecks"]);
+    // The unfiltered client sees both topics of every round.
+    await waitFor(() => all.frames.length === 2 * n, { message: `round ${n}` });
+  };
+  await round(1);
+  // Additions before removals, in one frame.
+  await picky.control({
+    subscribe: ["statusngin_hostchecks", "statusngin_logentries"],
+    unsubscribe: ["statusngin_logentries"],
+  });
+  await round(2);
+  // Unsubscribing from the last topic means all topics again (Go quirk, A5).
+  await picky.control({ unsubscribe: ["statusngin_hostchecks"] });
+  await round(3);
+  await waitFor(() => picky.frames.length === 4);
+  assert.deepEqual(topics(picky), [
+    "statusngin_logentries",
+    "statusngin_hostchecks",
+    "statusngin_logentries",
+    "statusngin_hostchecks",
+  ]);
+  assert.deepEqual(picky.errors, []);
+});
+
+Deno.test("ws: an invalid control frame is answered with an error frame and the client stays connected", async () => {
+  await using env = await startEnv();
+  await using client = await openClient(env.port, {
+    query: "?api_key=key-two&topics=statusngin_logentries",
+  });
+  await waitForClients(env.worker, 1);
+  const invalid = [
+    "not json",
+    "[]",
+    "{}",
+    '{"subscribe":"statusngin_hostchecks"}',
+    '{"unsubscribe":[1]}',
+  ];
+  for (const text of invalid) client.ws.send(text);
+  await waitFor(() => client.errors.length === invalid.length);
+  for (const e of client.errors) {
+    assert.deepEqual(Object.keys(e), ["error"]);
+    assert.equal(typeof e["error"], "string");
+  }
+  assert.equal(client.ws.readyState, WebSocket.OPEN);
+  await publish(env.gearmand.addr, "statusngin_logentries", [fixture("statusngin_logentries")]);
+  await waitFor(() => client.frames.length === 1);
+  assert.equal(await clientsActive(env.worker), 1);
+});
+
+Deno.test("ws: a client message over 8192 bytes closes the connection (1009)", async () => {
+  await using env = await startEnv();
+  await using client = await openClient(env.port, { query: "?api_key=key-two" });
+  await waitForClients(env.worker, 1);
+  client.ws.send(JSON.stringify({ subscribe: ["x".repeat(8192)] }));
+  const closed = await client.closed;
+  assert.equal(closed.code, 1009);
+  await waitForClients(env.worker, 0);
+});
+
+/**
+ * A client that completes the handshake and then never reads: the kernel buffers fill,
+ * then Deno's, then the client's 256-frame send buffer.
+ */
+async function stalledClient(port: number): Promise<Deno.TcpConn> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  await conn.write(
+    new TextEncoder().encode(
+      `GET /ws?api_key=key-one HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
+        "Sec-WebSocket-Version: 13\r\n\r\n",
+    ),
+  );
+  const buf = new Uint8Array(512);
+  const n = await conn.read(buf);
+  const head = new TextDecoder().decode(buf.subarray(0, n ?? 0));
+  assert.match(head, /^HTTP\/1\.1 101 /);
+  return conn;
+}
+
+Deno.test("ws: a stalled client drops frames in its own buffer, counted, while another receives every frame", async () => {
+  const warnings: { message: string; properties: Record<string, unknown> }[] = [];
+  await configureLogging({
+    level: "warn",
+    format: "json",
+    write: (line) => warnings.push(JSON.parse(line)),
+  });
+  try {
+    await stalledClientScenario(warnings);
+  } finally {
+    await resetLogging();
+  }
+});
+
+async function stalledClientScenario(
+  warnings: readonly { message: string; properties: Record<string, unknown> }[],
+): Promise<void> {
+  await using env = await startEnv();
+  await using fast = await openClient(env.port, { query: "?api_key=key-one" });
+  // Declared after the worker: disposed first, so the server sees it go before shutdown.
+  using stalled = await stalledClient(env.port);
+  await waitForClients(env.worker, 2);
+  const JOBS = 600;
+  const PER_JOB = 20;
+  // 40 KB frames: ~4 MB of kernel buffers on loopback plus 256 KiB in Deno plus 256
+  // frames in the client's buffer are about 370 frames; 600 jobs overflow it by far.
+  const template = eventsOf(fixture("statusngin_logentries"))[0] as Record<string, unknown>;
+  const payloads: string[] = [];
+  for (let j = 0; j < JOBS; j++) {
+    const messages = [];
+    for (let k = 0; k < PER_JOB; k++) {
+      const entry = template["logentry"] as Record<string, unknown>;
+      messages.push({
+        ...template,
+        logentry: { ...entry, logentry_data: `${j}/${k} ${"x".repeat(2000)}` },
+      });
+    }
+    payloads.push(JSON.stringify({ messages }));
+  }
+  // In rounds the fast client can absorb (it shares this process, and the CPU, with the
+  // worker): it keeps up by construction, so every frame must reach it.
+  const ROUND = 100;
+  for (let r = 0; r < JOBS; r += ROUND) {
+    await publish(env.gearmand.addr, "statusngin_logentries", payloads.slice(r, r + ROUND));
+    await waitFor(() => fast.frames.length === r + ROUND, {
+      timeoutMs: 30_000,
+      message: `${r + ROUND} frames at the fast client, got ${fast.frames.length}`,
+    });
+  }
+  await drained(env, ["statusngin_logentries"]);
+  const seen = fast.frames.map((f) => {
+    const first = f.payload[0] as { logentry: { logentry_data: string } };
+    assert.equal(f.payload.length, PER_JOB);
+    return Number(first.logentry.logentry_data.split("/")[0]);
+  });
+  assert.deepEqual(seen.toSorted((a, b) => a - b), [...Array(JOBS).keys()]);
+  const dropped = await metricValue(env.worker, "statusengine_websocket_messages_dropped_total");
+  assert.ok(dropped > 0, "the stalled client lost frames");
+  assert.equal(dropped % PER_JOB, 0, "drops move in whole jobs");
+  assert.equal(
+    await metricValue(env.worker, "statusengine_websocket_publish_dropped_total"),
+    0,
+    "the hub's inbound buffer never overflowed",
+  );
+  // Every job is in MySQL regardless of the stalled client.
+  const [row] = await env.db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM statusengine_logentries",
+  );
+  assert.equal(Number(row?.n), JOBS * PER_JOB);
+  // Its total is logged once, at WARN, when it goes.
+  stalled.close();
+  await waitForClients(env.worker, 1);
+  const gone = warnings.filter((w) =>
+    w.message === "websocket: client disconnected after dropped events"
+  );
+  assert.equal(gone.length, 1);
+  assert.equal(gone[0]?.properties["dropped_events"], dropped);
+}
+
+Deno.test("ws: shutdown sends every client a close frame (1001)", async () => {
+  await using env = await startEnv();
+  const a = await openClient(env.port, { query: "?api_key=key-one" });
+  const b = await openClient(env.port, { query: "?api_key=key-two&topics=statusngin_downtimes" });
+  await waitForClients(env.worker, 2);
+  await env.worker.stop();
+  for (const c of [a, b]) {
+    const e = await c.closed;
+    assert.equal(e.code, 1001);
+    assert.equal(e.reason, "server shutting down");
+  }
+  assert.equal(await clientsActive(env.worker), 0);
+  await assert.rejects(openClient(env.port, { query: "?api_key=key-one" }));
+});
+
+Deno.test("ws server: connection attempts during shutdown are refused before the upgrade", async () => {
+  const hub = new WebSocketHub({ statsIntervalMs: 0 });
+  await using server = await startWebSocketServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: KEYS,
+    hub,
+  });
+  assert.equal(server.generatedKey, null);
+  await server.closeClients();
+  const res = await fetch(`http://127.0.0.1:${server.port}/ws?api_key=key-one`);
+  assert.equal(res.status, 503);
+  await res.body?.cancel();
+});
