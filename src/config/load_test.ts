@@ -902,6 +902,8 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
       logLevel: "info",
       logFormat: "text",
       gearmanAddr: ["127.0.0.1:4730"],
+      consumer: "gearman",
+      rabbitmqUrl: "amqp://statusengine:statusengine@127.0.0.1:5672/",
       queue: "statusngin_downtimes",
       count: 1000,
       eventsPerJob: 100,
@@ -909,6 +911,12 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
       fromFile: undefined,
     },
   );
+  const viaRabbit = await load("losstest", {
+    argv: ["publish", "--run-id", "r-1", "--consumer", "rabbitmq"],
+    env: { STATUSENGINE_RABBITMQ_URL: "amqp://u:p@mq:5672/se" },
+  });
+  assert.equal(viaRabbit.settings.consumer, "rabbitmq");
+  assert.equal(viaRabbit.settings.rabbitmqUrl, "amqp://u:p@mq:5672/se");
   const losstest = await load("losstest", { argv: ["cleanup", "--run-id", "r-1"] });
   assert.equal(losstest.settings.mode, "cleanup");
   assert.equal(losstest.settings.count, 10000);
