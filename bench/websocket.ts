@@ -57,20 +57,30 @@ class Clients implements AsyncDisposable {
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #lines: AsyncIterator<string>;
 
+  /** The clients' process id, for its CPU time. */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
   private constructor(child: Deno.ChildProcess) {
     this.#child = child;
     this.#writer = child.stdin.getWriter();
     this.#lines = lineReader(child.stdout);
   }
 
-  static async start(mode: ClientMode, port: number, count: number): Promise<Clients> {
+  static async start(
+    mode: ClientMode,
+    port: number,
+    count: number,
+    topics: string,
+  ): Promise<Clients> {
     const child = new Deno.Command(Deno.execPath(), {
       args: [
         "run",
         "--allow-net",
         new URL("_ws_clients.ts", import.meta.url).pathname,
         mode,
-        `ws://127.0.0.1:${port}/ws?api_key=${KEY}`,
+        `ws://127.0.0.1:${port}/ws?api_key=${KEY}${topics === "" ? "" : `&topics=${topics}`}`,
         String(count),
       ],
       stdin: "piped",
@@ -113,8 +123,20 @@ async function counter(worker: RunningWorker, name: string): Promise<number> {
   return (await metric.get()).values.reduce((n, v) => n + v.value, 0);
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+function cpuSeconds(pid: number | "self"): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 interface Result {
   readonly eventsPerSecond: number;
+  /** CPU the worker (this process) spent per 10,000 events, in ms. */
+  readonly workerCpuMs: number;
+  /** CPU the clients' process spent per 10,000 events, in ms. */
+  readonly clientsCpuMs: number;
   readonly framesPerClient: number;
   readonly dropped: number;
 }
@@ -125,6 +147,7 @@ async function run(
   payloads: string[],
   clients: number,
   mode: ClientMode,
+  topics: string,
 ): Promise<Result> {
   const conn = await mysql.createConnection({ ...mysqlOptionsFromUrl(url) });
   await conn.query(`TRUNCATE TABLE \`${TABLE}\``);
@@ -137,7 +160,7 @@ async function run(
   }));
   try {
     await using counting = clients > 0
-      ? await Clients.start(mode, worker.websocketPort ?? 0, clients)
+      ? await Clients.start(mode, worker.websocketPort ?? 0, clients, topics)
       : undefined;
     for (
       let i = 0;
@@ -152,15 +175,22 @@ async function run(
         v.labels["queue_name"] === QUEUE && v.labels["result"] === "completed"
       )?.value ?? 0;
     const t0 = performance.now();
+    const cpu0 = cpuSeconds("self");
+    const clientsCpu0 = counting === undefined ? 0 : cpuSeconds(counting.pid);
     await submitMany(addr, QUEUE, payloads.length, (i) => payloads[i] as string);
     while ((await completed()) < payloads.length) await new Promise((r) => setTimeout(r, 2));
     const seconds = (performance.now() - t0) / 1000;
+    const per10k = 10_000 / (payloads.length * PER_JOB);
+    const workerCpuMs = (cpuSeconds("self") - cpu0) * 1000 * per10k;
+    const clientsCpuMs = counting === undefined
+      ? 0
+      : (cpuSeconds(counting.pid) - clientsCpu0) * 1000 * per10k;
     const dropped = await counter(worker, "statusengine_websocket_messages_dropped_total") +
       await counter(worker, "statusengine_websocket_publish_dropped_total");
     let framesPerClient = 0;
     if (counting !== undefined) {
       // Frames still in flight to the clients are not part of the pipeline's time.
-      const expected = clients * payloads.length - dropped / PER_JOB;
+      const expected = topics === "" ? clients * payloads.length - dropped / PER_JOB : 0;
       for (let i = 0; i < 1000; i++) {
         const { frames } = await counting.totals();
         framesPerClient = frames / clients;
@@ -168,7 +198,13 @@ async function run(
         await new Promise((r) => setTimeout(r, 10));
       }
     }
-    return { eventsPerSecond: (payloads.length * PER_JOB) / seconds, framesPerClient, dropped };
+    return {
+      eventsPerSecond: (payloads.length * PER_JOB) / seconds,
+      workerCpuMs,
+      clientsCpuMs,
+      framesPerClient,
+      dropped,
+    };
   } finally {
     await worker.stop();
   }
@@ -183,9 +219,17 @@ await using db = await createScratchDatabase("se_bench");
 await createSchema(db.url);
 const payloads = jobs();
 const CASES = [
-  { label: "no client", clients: 0, mode: "ws" },
-  { label: `${CLIENTS} WebSocket clients`, clients: CLIENTS, mode: "ws" },
-  { label: `${CLIENTS} raw TCP readers`, clients: CLIENTS, mode: "raw" },
+  { label: "no client", clients: 0, mode: "ws", topics: "" },
+  // Dashboards watching another topic: connected, but this stream is not theirs.
+  {
+    label: `${CLIENTS} clients, other topic`,
+    clients: CLIENTS,
+    mode: "ws",
+    topics: "statusngin_notifications",
+  },
+  { label: "1 client, all topics", clients: 1, mode: "ws", topics: "" },
+  { label: `${CLIENTS} clients, all topics`, clients: CLIENTS, mode: "ws", topics: "" },
+  { label: `${CLIENTS} raw readers, all`, clients: CLIENTS, mode: "raw", topics: "" },
 ] as const;
 const results: Result[][] = CASES.map(() => []);
 for (let r = 0; r < RUNS; r++) {
@@ -193,12 +237,14 @@ for (let r = 0; r < RUNS; r++) {
   for (let k = 0; k < CASES.length; k++) {
     const i = (k + r) % CASES.length;
     const c = CASES[i] as (typeof CASES)[number];
-    (results[i] as Result[]).push(await run(db.url, gearmand.addr, payloads, c.clients, c.mode));
+    (results[i] as Result[]).push(
+      await run(db.url, gearmand.addr, payloads, c.clients, c.mode, c.topics),
+    );
   }
 }
 const base = median((results[0] ?? []).map((x) => x.eventsPerSecond));
 report(
-  "case                     | end to end ev/s | vs no client | frames per client | events dropped",
+  "case                     | end to end ev/s | vs no client | worker CPU ms/10k ev | clients CPU ms/10k ev | frames per client | events dropped",
 );
 CASES.forEach((c, i) => {
   const runs = results[i] ?? [];
@@ -207,6 +253,8 @@ CASES.forEach((c, i) => {
   report(
     `${c.label.padEnd(24)} | ${fmt(evs).padStart(15)} | ${
       `${((evs / base) * 100).toFixed(0)}%`.padStart(12)
+    } | ${fmt(median(runs.map((x) => x.workerCpuMs))).padStart(19)} | ${
+      fmt(median(runs.map((x) => x.clientsCpuMs))).padStart(21)
     } | ${(c.clients === 0 ? "—" : fmt(lastRun?.framesPerClient ?? 0)).padStart(17)} | ${
       (c.clients === 0 ? "—" : fmt(lastRun?.dropped ?? 0)).padStart(14)
     }`,

@@ -1,7 +1,8 @@
 /**
  * The daemon, assembled: MySQL pool → schema check → node registration →
- * writers and handler → metrics server → queue consumer (Gearman or RabbitMQ);
- * and the ordered, bounded shutdown of pipeline.md §6 (drain, flush, pool, HTTP).
+ * writers, /ws hub and handler → HTTP servers (metrics, /ws, /commands when
+ * keyed) → queue consumer (Gearman or RabbitMQ); and the ordered, bounded
+ * shutdown of pipeline.md §6 (drain, flush, pool, HTTP).
  *
  * Independent of how settings were obtained, so tests can run a complete
  * worker in-process and the `run` command only maps settings onto it.

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { type Gearmand, startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -272,6 +273,38 @@ Deno.test("ws: one frame per job, exactly {topic, payload[]}, carrying the job's
     await metricValue(env.worker, "statusengine_websocket_messages_broadcasted_total"),
     events,
   );
+});
+
+Deno.test("ws: a job's frame is streamed before its rows reach MySQL: it arrives while MySQL is unreachable and the job is unacknowledged", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: proxy.url,
+    queues: ["statusngin_logentries"],
+    websocket: { hostname: "127.0.0.1", port: 0, apiKeys: KEYS },
+  }));
+  await using client = await openClient(worker.websocketPort ?? 0, {
+    headers: { "x-api-key": "key-one" },
+  });
+  await waitForClients(worker, 1);
+  proxy.block();
+  await publish(gearmand.addr, "statusngin_logentries", [fixture("statusngin_logentries")]);
+  await waitFor(() => client.frames.length === 1, { message: "the frame" });
+  // Streamed, yet neither committed nor acknowledged: the stream runs ahead of the database.
+  const [row] = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM statusengine_logentries",
+  );
+  assert.equal(Number(row?.n), 0);
+  assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_logentries"), 1);
+  proxy.unblock();
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, "statusngin_logentries")) === 0, {
+    message: "committed and acknowledged after MySQL returned",
+    timeoutMs: 30_000,
+  });
+  assert.equal(client.frames.length, 1, "no second frame for the same job");
 });
 
 Deno.test("ws: stale status events are not streamed; a job left empty sends no frame (P6)", async () => {

@@ -3,7 +3,8 @@
  * with the build identity stamped in and the narrowest permissions the
  * worker needs embedded (not -A):
  *
- * - `--allow-net`: gearmand, MySQL, Carbon, the metrics listener;
+ * - `--allow-net`: gearmand or RabbitMQ, MySQL, Carbon, and the listeners of
+ *   /metrics, /ws and /commands;
  * - `--allow-env`: `STATUSENGINE_*` settings (the settings loader reads the environment);
  * - `--allow-read=<config dir>,<state dir>`: the YAML file and the dead-letter file;
  * - `--allow-write=<state dir>`: the dead-letter file.

@@ -358,9 +358,16 @@ export class WebSocketHub {
     this.#statsTimer = interval > 0 ? setInterval(() => this.#logStats(), interval) : undefined;
   }
 
-  /** True while a client is connected: the pipeline collects events only then. */
-  get active(): boolean {
-    return this.#clients.size > 0;
+  /**
+   * Whether some connected client wants frames of `topic`: the pipeline collects a job's
+   * events only then, so dashboards watching other topics cost the ingestion nothing.
+   *
+   * @param topic A queue name.
+   * @returns True when at least one client would receive the frame.
+   */
+  wants(topic: string): boolean {
+    for (const client of this.#clients) if (client.wants(topic)) return true;
+    return false;
   }
 
   /** Connected clients. */

@@ -77,10 +77,13 @@ Deno.test("hub: nothing is encoded while no client is connected", async () => {
     },
   };
   hub.publish("q", [event]);
-  assert.equal(hub.active, false);
+  assert.equal(hub.wants("q"), false);
   const s = new FakeSocket();
   const client = hub.register(s, ["other"]);
   assert.ok(client);
+  // The pipeline asks before collecting: a client of another topic does not make it collect.
+  assert.equal(hub.wants("q"), false);
+  assert.equal(hub.wants("other"), true);
   // A connected client that does not want the topic: still not encoded.
   hub.publish("q", [event]);
   // A later frame the client does want: once it arrived, the earlier one was dispatched.

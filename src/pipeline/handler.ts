@@ -32,8 +32,11 @@ export interface PerfdataSink {
  * Implementations never block and never throw: ingestion is not slowed by stream clients.
  */
 export interface EventStream {
-  /** True while a client listens; events are neither collected nor encoded otherwise. */
-  readonly active: boolean;
+  /**
+   * Whether a client listens to `topic`; the job's events are neither collected nor
+   * encoded otherwise.
+   */
+  wants(topic: string): boolean;
   /**
    * Hand over one job's events (non-empty), before its rows go to MySQL.
    *
@@ -164,7 +167,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       nowSeconds: now(),
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
       // Checked per job: a client that connects mid-run sees the next job, not this one.
-      collectEvents: stream?.active === true,
+      collectEvents: stream?.wants(job.queue) === true,
     });
     if (repaired) {
       m?.queuePayloadsRepaired.inc({ queue_name: job.queue });
