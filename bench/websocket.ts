@@ -212,7 +212,7 @@ async function run(
 
 report(
   `websocket: ${fmt(EVENTS)} events in jobs of ${PER_JOB} into ${TABLE}, median of ${RUNS} ` +
-    `run(s); 0 clients vs ${CLIENTS} counting clients subscribed to every topic`,
+    `run(s); no client vs ${CLIENTS} counting clients on another topic or on every topic`,
 );
 await using gearmand = await startGearmand({ threads: 4 });
 await using db = await createScratchDatabase("se_bench");

@@ -19,6 +19,7 @@
  *
  * @module
  */
+import { clearImmediate, setImmediate } from "node:timers";
 import type { Table } from "./catalogue.ts";
 import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
@@ -80,7 +81,7 @@ export class TableWriter {
   readonly #metrics: Metrics | undefined;
   #buffer: Pending[] = [];
   #inFlight: Promise<void> | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timer: ReturnType<typeof setImmediate> | undefined;
   #paused = 0;
   #closed = false;
   #closing: Promise<void> | undefined;
@@ -225,7 +226,7 @@ export class TableWriter {
     } finally {
       signal.removeEventListener("abort", onAbort);
       this.#closed = true;
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
+      if (this.#timer !== undefined) clearImmediate(this.#timer);
       this.#timer = undefined;
       this.#abort.abort(new DOMException("writer closed", "AbortError"));
       for (const w of this.#spaceWaiters.splice(0)) w();
@@ -317,8 +318,10 @@ export class TableWriter {
       return;
     }
     // Idle with a partial batch: send on the next macrotask, after every
-    // handler woken in this turn handed over its rows.
-    this.#timer ??= setTimeout(() => {
+    // handler woken in this turn handed over its rows. setImmediate, not
+    // setTimeout(0): nested timeouts are clamped to 4 ms, which capped a queue
+    // handled one job at a time (RabbitMQ, R3) at about 250 statements/s.
+    this.#timer ??= setImmediate(() => {
       this.#timer = undefined;
       if (
         !this.#closed && this.#inFlight === undefined && this.#paused === 0 &&
@@ -326,12 +329,12 @@ export class TableWriter {
       ) {
         this.#startStatement();
       }
-    }, 0);
+    });
   }
 
   #startStatement(): void {
     if (this.#timer !== undefined) {
-      clearTimeout(this.#timer);
+      clearImmediate(this.#timer);
       this.#timer = undefined;
     }
     const batch = this.#buffer.splice(0, this.#batchSize);
