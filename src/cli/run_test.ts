@@ -26,3 +26,17 @@ Deno.test("run: --command-listen-addr maps :port to all interfaces and keeps IPv
   const v6 = await configFor(["--command-api-keys", "k", "--command-listen-addr", "[::1]:9001"]);
   assert.deepEqual(v6.commands, { hostname: "::1", port: 9001, apiKeys: ["k"] });
 });
+
+Deno.test("run: the reconnect interval follows the selected backend (G7, R6)", async () => {
+  const flags = ["--gearman-reconnect-interval", "3s", "--rabbitmq-reconnect-interval", "7s"];
+  assert.equal((await configFor(flags)).reconnectIntervalMs, 3_000);
+  assert.equal((await configFor([...flags, "--consumer", "rabbitmq"])).reconnectIntervalMs, 7_000);
+  assert.equal((await configFor(["--consumer", "rabbitmq"])).reconnectIntervalMs, 2_000);
+});
+
+Deno.test("run: /ws is always configured, on 127.0.0.1:8080 unless told otherwise (operations.md §4.3)", async () => {
+  const ws = (await configFor([])).websocket;
+  assert.equal(ws?.hostname, "127.0.0.1");
+  assert.equal(ws?.port, 8080);
+  assert.deepEqual(ws?.apiKeys, []);
+});
