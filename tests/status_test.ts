@@ -14,6 +14,8 @@ import {
 import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { waitFor } from "./helpers/wait.ts";
 import {
@@ -336,4 +338,71 @@ Deno.test("status: the Prometheus text parser rejects malformed lines with their
       return true;
     }, bad);
   }
+});
+
+Deno.test("status --consumer rabbitmq: ready messages and consumers per queue from the broker, with a worker attached", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  {
+    await using publisher = await AmqpPublisher.connect(vhost.url);
+    await publisher.publish("statusngin_logentries", ["a", "b", "c"]);
+  }
+  await using worker = await startTestWorker(testConfig({
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 10 },
+    mysqlUrl: db.url,
+    queues: ["statusngin_hostchecks"],
+  }));
+  await waitFor(
+    async () =>
+      (await metricValue(worker, "statusengine_queue_connected", {
+        queue_name: "statusngin_hostchecks",
+      })) === 1,
+  );
+  const { code, report } = await statusJson({
+    gearmanAddr: ["127.0.0.1:1"],
+    rabbitmqUrl: vhost.url,
+    mysqlUrl: db.url,
+  });
+  assert.equal(code, 0, JSON.stringify(report.jobServers));
+  assert.deepEqual(report.jobServers, [{
+    addr: `amqp://guest:****@127.0.0.1:5672/${vhost.name}`,
+    kind: "rabbitmq",
+    ok: true,
+    version: null,
+    error: null,
+  }]);
+  const at = (name: string) => report.queues.find((q) => q.name === name)?.servers[0];
+  assert.deepEqual(at("statusngin_logentries")?.waiting, 3);
+  assert.deepEqual(at("statusngin_logentries")?.workers, 0);
+  assert.deepEqual(at("statusngin_hostchecks")?.workers, 1);
+  assert.equal(at("statusngin_hostchecks")?.running, null, "AMQP does not report unacked");
+  // Never declared: neither by a worker nor by a publisher.
+  assert.equal(at("statusngin_downtimes")?.waiting, null);
+
+  const text = await status({
+    gearmanAddr: [],
+    rabbitmqUrl: vhost.url,
+    mysqlUrl: db.url,
+    json: false,
+  });
+  assert.ok(text.out.includes("Broker"), text.out.join("\n"));
+  assert.ok(
+    text.out.some((l) => l.includes("READY") && l.includes("CONSUMERS")),
+    text.out.join("\n"),
+  );
+});
+
+Deno.test("status --consumer rabbitmq: an unreachable broker makes the exit code 1 and masks the password", async () => {
+  await using db = await createScratchDatabase();
+  const { code, report } = await statusJson({
+    gearmanAddr: [],
+    rabbitmqUrl: "amqp://guest:topsecret@127.0.0.1:1/",
+    mysqlUrl: db.url,
+  });
+  assert.equal(code, 1);
+  assert.equal(report.jobServers[0]?.ok, false);
+  assert.equal(report.jobServers[0]?.addr, "amqp://guest:****@127.0.0.1:1/");
+  assert.ok(!JSON.stringify(report).includes("topsecret"));
 });

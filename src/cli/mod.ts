@@ -61,6 +61,7 @@ const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
     runStatusCommand(
       {
         gearmanAddr: s.gearmanAddr,
+        ...(s.consumer === "rabbitmq" ? { rabbitmqUrl: s.rabbitmqUrl } : {}),
         mysqlUrl: s.mysqlUrl,
         ...(s.metricsUrl === undefined ? {} : { metricsUrl: s.metricsUrl }),
         json: s.json,

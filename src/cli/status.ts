@@ -1,17 +1,20 @@
 /**
  * The `status` subcommand: one screen answering "is the pipeline healthy right now?" —
- * queue depths and connected workers at every job server (admin protocol, gearman.md §5),
+ * queue depths and connected workers at every job server (admin protocol, gearman.md §5) or
+ * at the RabbitMQ broker (passive declarations, `--consumer rabbitmq`),
  * whether MySQL answers, and, given a running worker's `/metrics`, its in-flight jobs,
  * connection state, MySQL availability and write rates per table (operations.md §2).
  *
  * @module
  */
-import { adminStatus, adminVersion, type FunctionStatus } from "../gearman/admin.ts";
+import { adminStatus, adminVersion } from "../gearman/admin.ts";
+import { AmqpPublisher } from "../amqp/publisher.ts";
+import { parseAmqpUrl } from "../amqp/url.ts";
 import { QUEUE_NAMES } from "../events/queues.ts";
 import { errorMessage } from "../log.ts";
 import { METRICS } from "../metrics/catalogue.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../mysql/url.ts";
-import { delay } from "../util/async.ts";
+import { deadline, delay } from "../util/async.ts";
 import { closeMysqlNow, connectMysql } from "./cleanup.ts";
 import type { CommandIo } from "./schema.ts";
 
@@ -19,8 +22,10 @@ export type { CommandIo };
 
 /** Options of the `status` command. */
 export interface StatusCommandOptions {
-  /** Job servers (`host:port`), each asked in parallel. */
+  /** Job servers (`host:port`), each asked in parallel. Ignored with {@link rabbitmqUrl}. */
   readonly gearmanAddr: readonly string[];
+  /** Ask this RabbitMQ broker for the queue depths instead (`--consumer rabbitmq`). */
+  readonly rabbitmqUrl?: string | undefined;
   /** `--mysql-url`; shown redacted. */
   readonly mysqlUrl: string;
   /**
@@ -44,12 +49,15 @@ export interface PrometheusSample {
   readonly value: number;
 }
 
-/** One job server as `status` saw it. */
+/** One job server (or the RabbitMQ broker) as `status` saw it. */
 export interface JobServerStatus {
+  /** `host:port`, or the broker URL with the password masked. */
   readonly addr: string;
-  /** Answered `status` and `version` within the admin timeout. */
+  /** What was asked: a gearmand's admin port or the RabbitMQ broker. */
+  readonly kind: "gearman" | "rabbitmq";
+  /** Answered within the admin timeout. */
   readonly ok: boolean;
-  /** gearmand's version (`1.1.20`), or null when unreachable. */
+  /** gearmand's version (`1.1.20`); null for RabbitMQ and when unreachable. */
   readonly version: string | null;
   readonly error: string | null;
 }
@@ -57,9 +65,9 @@ export interface JobServerStatus {
 /** One queue at one job server; numbers are null when unreachable or the function is unknown there. */
 export interface QueueAtServer {
   readonly addr: string;
-  /** Jobs queued and not yet handed out: total − running. */
+  /** Jobs queued and not yet handed out: total − running (RabbitMQ: messages ready). */
   readonly waiting: number | null;
-  /** Jobs handed to a worker and not yet completed. */
+  /** Jobs handed to a worker and not yet completed (RabbitMQ: not reported, null). */
   readonly running: number | null;
   /** Connected workers that registered the function. */
   readonly workers: number | null;
@@ -258,19 +266,76 @@ export function sampleValue(
   return match?.value ?? null;
 }
 
-async function probeJobServer(
-  addr: string,
-): Promise<{ server: JobServerStatus; functions: readonly FunctionStatus[] }> {
+/** What one probe found: the server, and each queue's numbers there. */
+interface Probe {
+  readonly server: JobServerStatus;
+  /** Queues the server knows, by name. */
+  readonly queues: ReadonlyMap<string, Omit<QueueAtServer, "addr">>;
+}
+
+async function probeJobServer(addr: string): Promise<Probe> {
   try {
     const [functions, version] = await Promise.all([
       adminStatus(addr, { timeoutMs: ADMIN_TIMEOUT_MS }),
       adminVersion(addr, { timeoutMs: ADMIN_TIMEOUT_MS }),
     ]);
-    return { server: { addr, ok: true, version, error: null }, functions };
+    return {
+      server: { addr, kind: "gearman", ok: true, version, error: null },
+      queues: new Map(functions.map((f) => [f.function, {
+        waiting: Math.max(0, f.total - f.running),
+        running: f.running,
+        workers: f.workers,
+      }])),
+    };
   } catch (err: unknown) {
     return {
-      server: { addr, ok: false, version: null, error: errorMessage(err) },
-      functions: [],
+      server: { addr, kind: "gearman", ok: false, version: null, error: errorMessage(err) },
+      queues: new Map(),
+    };
+  }
+}
+
+/**
+ * The consumed queues at the RabbitMQ broker, by passive declaration: ready messages and
+ * consumers. Unacknowledged deliveries are not part of the answer (the management API
+ * has them); a queue that does not exist yet is left empty.
+ */
+async function probeRabbitMq(url: string): Promise<Probe> {
+  let addr = url;
+  try {
+    addr = parseAmqpUrl(url).display;
+    using limit = deadline(ADMIN_TIMEOUT_MS);
+    const connecting = AmqpPublisher.connect(url);
+    const publisher = await Promise.race([
+      connecting,
+      new Promise<never>((_, reject) =>
+        limit.signal.addEventListener(
+          "abort",
+          () => reject(new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`)),
+        )
+      ),
+    ]).catch((err: unknown) => {
+      connecting.then((p) => p.close(), () => {});
+      throw err;
+    });
+    try {
+      const queues = new Map<string, Omit<QueueAtServer, "addr">>();
+      for (const name of QUEUE_NAMES) {
+        try {
+          const { ready, consumers } = await publisher.depth(name);
+          queues.set(name, { waiting: ready, running: null, workers: consumers });
+        } catch {
+          // Not declared yet: no worker has started and the broker module has published nothing.
+        }
+      }
+      return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
+    } finally {
+      await publisher.close();
+    }
+  } catch (err: unknown) {
+    return {
+      server: { addr, kind: "rabbitmq", ok: false, version: null, error: errorMessage(err) },
+      queues: new Map(),
     };
   }
 }
@@ -395,7 +460,9 @@ async function probeWorker(url: string, intervalMs: number): Promise<{
  */
 export async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
   const [servers, mysql, worker] = await Promise.all([
-    Promise.all(options.gearmanAddr.map(probeJobServer)),
+    options.rabbitmqUrl === undefined
+      ? Promise.all(options.gearmanAddr.map(probeJobServer))
+      : Promise.all([probeRabbitMq(options.rabbitmqUrl)]),
     probeMysql(options.mysqlUrl),
     options.metricsUrl === undefined
       ? Promise.resolve(undefined)
@@ -403,7 +470,7 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
   ]);
   const consumed: readonly string[] = QUEUE_NAMES;
   const others = [
-    ...new Set(servers.flatMap((s) => s.functions.map((f) => f.function))),
+    ...new Set(servers.flatMap((s) => [...s.queues.keys()])),
   ].filter((name) => !consumed.includes(name)).sort();
   const samples = worker?.samples ?? [];
   const metric = (name: string, queue: string): number | null =>
@@ -411,15 +478,12 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
   const queues = [...consumed, ...others].map((name): QueueStatus => ({
     name,
     consumed: consumed.includes(name),
-    servers: servers.map(({ server, functions }): QueueAtServer => {
-      const f = functions.find((fn) => fn.function === name);
-      return {
-        addr: server.addr,
-        waiting: f === undefined ? null : Math.max(0, f.total - f.running),
-        running: f?.running ?? null,
-        workers: f?.workers ?? null,
-      };
-    }),
+    servers: servers.map(({ server, queues }): QueueAtServer => ({
+      addr: server.addr,
+      waiting: queues.get(name)?.waiting ?? null,
+      running: queues.get(name)?.running ?? null,
+      workers: queues.get(name)?.workers ?? null,
+    })),
     inFlight: metric(METRICS.queueJobsInFlight.name, name),
     connected: metric(METRICS.queueConnected.name, name),
   }));
@@ -535,9 +599,10 @@ export function formatStatusText(report: StatusReport): string[] {
     lines.push(`  ${label.padEnd(labelWidth)}  UNREACHABLE`.trimEnd());
     lines.push(...wrap(detail, SCREEN_WIDTH - 4).map((l) => `    ${l}`));
   };
-  lines.push("Job servers");
+  lines.push(report.jobServers.some((s) => s.kind === "rabbitmq") ? "Broker" : "Job servers");
   for (const s of report.jobServers) {
-    entry(s.addr, s.ok, s.ok ? `gearmand ${s.version}` : s.error ?? "");
+    const what = s.kind === "rabbitmq" ? "RabbitMQ" : `gearmand ${s.version}`;
+    entry(s.addr, s.ok, s.ok ? what : s.error ?? "");
   }
   lines.push("MySQL");
   const m = report.mysql;
@@ -564,7 +629,11 @@ export function formatStatusText(report: StatusReport): string[] {
   };
   const serverGroups: ColumnGroup[] = report.jobServers.map((s, i) => ({
     caption: s.addr,
-    headers: ["WAITING", "RUNNING", "WORKERS"],
+    headers: s.kind === "rabbitmq" ? ["READY", "UNACKED", "CONSUMERS"] : [
+      "WAITING",
+      "RUNNING",
+      "WORKERS",
+    ],
     cells: report.queues.map((q) => {
       const at = q.servers[i];
       return [count(at?.waiting ?? null), count(at?.running ?? null), count(at?.workers ?? null)];
@@ -590,6 +659,11 @@ export function formatStatusText(report: StatusReport): string[] {
   }
   if (report.queues.some((q) => !q.consumed)) {
     lines.push(`${OTHER_MARK.trim()} known to a job server, not consumed by statusengine-worker`);
+  }
+  if (report.jobServers.some((s) => s.kind === "rabbitmq")) {
+    lines.push(
+      "UNACKED is not reported by AMQP; rabbitmqctl list_queues messages_unacknowledged has it",
+    );
   }
 
   // Tables the worker has not written to since it started would fill the screen with zeros.

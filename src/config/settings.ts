@@ -172,7 +172,7 @@ const LOG_COMMANDS = [
 const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status"] as const;
 const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as const;
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
-const BROKER_COMMANDS = ["run", "publish", "losstest"] as const;
+const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 
 function metricsListenHost(value: string): string {
   const colon = value.lastIndexOf(":");
@@ -236,7 +236,7 @@ export const SETTINGS = [
     commands: BROKER_COMMANDS,
     legacyKeys: ["use_gearman", "use_rabbitmq"],
     help: "Queue backend to consume from; also the broker /commands, publish and losstest " +
-      "publish to.",
+      "publish to and status reads backlogs from.",
   },
   {
     flag: "gearman-addr",

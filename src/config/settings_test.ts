@@ -205,7 +205,15 @@ Deno.test("settings: each command offers at least its specified settings", () =>
       "config",
     ],
     schema: ["mysql-url", "mysql-dsn", "check", "create-database"],
-    status: ["gearman-addr", "mysql-url", "mysql-dsn", "metrics-url", "json"],
+    status: [
+      "gearman-addr",
+      "consumer",
+      "rabbitmq-url",
+      "mysql-url",
+      "mysql-dsn",
+      "metrics-url",
+      "json",
+    ],
     publish: [
       "queue",
       "count",
