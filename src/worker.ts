@@ -360,7 +360,9 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
         });
       } catch (err: unknown) {
         throw new StartupError(
-          `Cannot start: websocket listener ${ws.hostname}:${ws.port}: ${errorMessage(err)}`,
+          `Cannot start: websocket listener ${ws.hostname}:${ws.port}: ${
+            errorMessage(err)
+          }; choose another address for GET /ws with --listen-addr (STATUSENGINE_LISTEN_ADDR)`,
           { cause: err },
         );
       }

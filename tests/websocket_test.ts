@@ -528,3 +528,23 @@ Deno.test("ws server: connection attempts during shutdown are refused before the
   assert.equal(res.status, 503);
   await res.body?.cancel();
 });
+
+Deno.test("ws: a taken --listen-addr refuses to start, naming the address and the setting", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (taken.addr as Deno.NetAddr).port;
+  await assert.rejects(
+    startTestWorker(testConfig({
+      gearmanServers: ["127.0.0.1:1"],
+      mysqlUrl: db.url,
+      websocket: { hostname: "127.0.0.1", port, apiKeys: KEYS },
+    })),
+    (err: Error) => {
+      assert.equal(err.name, "StartupError");
+      assert.match(err.message, new RegExp(`websocket listener 127\\.0\\.0\\.1:${port}: `));
+      assert.match(err.message, /--listen-addr \(STATUSENGINE_LISTEN_ADDR\)/);
+      return true;
+    },
+  );
+});
