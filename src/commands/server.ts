@@ -7,6 +7,7 @@
  * @module
  */
 import { ApiKeySet, headerKey } from "../http/api_key.ts";
+import { listen } from "../http/listen.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
@@ -80,10 +81,12 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
-export function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
+export async function startCommandServer(
+  options: CommandServerOptions,
+): Promise<CommandServer> {
   const keys = new ApiKeySet(options.apiKeys);
   if (keys.size === 0) {
-    return Promise.reject(new RangeError("Cannot start the command server: no command API key"));
+    throw new RangeError("Cannot start the command server: no command API key");
   }
   const now = options.now ?? Date.now;
   const readTimeoutMs = options.bodyReadTimeoutMs ?? BODY_READ_TIMEOUT_MS;
@@ -94,16 +97,12 @@ export function startCommandServer(options: CommandServerOptions): Promise<Comma
     return json(REJECT_STATUS[reason], { error });
   };
 
-  const handle = async (
-    req: Request,
-    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
-  ): Promise<Response> => {
+  const handle = async (req: Request, remote: string): Promise<Response> => {
     if (new URL(req.url).pathname !== COMMANDS_PATH) return json(404, { error: "not found" });
     // Before authentication and not counted: a wrong method is not an attempt to command.
     if (req.method !== "POST") {
       return json(405, { error: "method not allowed; use POST" }, { allow: "POST" });
     }
-    const remote = remoteOf(info);
     if (!keys.matches(headerKey(req.headers))) {
       log.warn("command: rejected unauthorized request", { remote });
       return reject("auth", "unauthorized");
@@ -157,11 +156,9 @@ export function startCommandServer(options: CommandServerOptions): Promise<Comma
     return json(202, { accepted: result.commands.length });
   };
 
-  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
-  const server = Deno.serve({
+  const { server, addr } = await listen({
     hostname: options.hostname,
     port: options.port,
-    onListen: (addr) => resolve(addr as Deno.NetAddr),
     onError: (err: unknown) => {
       log.error("command: request failed", { error: errorMessage(err) });
       return json(500, { error: "internal error" });
@@ -172,12 +169,12 @@ export function startCommandServer(options: CommandServerOptions): Promise<Comma
     stopping ??= server.shutdown();
     return stopping;
   };
-  return listening.then((addr) => ({
+  return {
     port: addr.port,
     hostname: addr.hostname,
     shutdown,
     [Symbol.asyncDispose]: shutdown,
-  }));
+  };
 }
 
 /**
@@ -231,11 +228,4 @@ function json(status: number, body: object, headers: Record<string, string> = {}
     status,
     headers: { "content-type": "application/json", ...headers },
   });
-}
-
-function remoteOf(info: Deno.ServeHandlerInfo<Deno.NetAddr>): string {
-  const addr = info.remoteAddr;
-  return addr.hostname.includes(":")
-    ? `[${addr.hostname}]:${addr.port}`
-    : `${addr.hostname}:${addr.port}`;
 }

@@ -16,6 +16,7 @@
  * @module
  */
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
+import { listen } from "./listen.ts";
 import {
   type HubClient,
   parseControlFrame,
@@ -157,17 +158,14 @@ export async function startWebSocketServer(
     return response;
   }
 
-  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
-  const server = Deno.serve({
+  const { server, addr } = await listen({
     hostname: options.hostname,
     port: options.port,
-    onListen: (addr) => resolve(addr as Deno.NetAddr),
     onError: (err: unknown) => {
       log.error("websocket: request failed", { error: errorMessage(err) });
       return text(500, "internal error");
     },
-  }, (req, info) => accept(req, remoteOf(info.remoteAddr)));
-  const addr = await listening;
+  }, accept);
 
   let closingClients: Promise<void> | undefined;
   let stopping: Promise<void> | undefined;
@@ -246,10 +244,4 @@ function tooBig(hub: WebSocketHub, client: HubClient): void {
 
 function text(status: number, body: string): Response {
   return new Response(body, { status, headers: { "content-type": "text/plain; charset=utf-8" } });
-}
-
-function remoteOf(addr: Deno.Addr): string {
-  return addr.transport === "tcp" || addr.transport === "udp"
-    ? `${addr.hostname}:${addr.port}`
-    : addr.transport;
 }

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { listen } from "../http/listen.ts";
 import type { Registry } from "prom-client";
 
 /** Readiness verdict with the reasons it is not ready. */
@@ -39,12 +40,12 @@ export interface MetricsServer extends AsyncDisposable {
  * @returns The running server.
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
-export function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
-  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
-  const server = Deno.serve({
+export async function startMetricsServer(
+  options: MetricsServerOptions,
+): Promise<MetricsServer> {
+  const { server, addr } = await listen({
     hostname: options.hostname,
     port: options.port,
-    onListen: (addr) => resolve(addr as Deno.NetAddr),
     onError: () => new Response("internal error\n", { status: 500 }),
   }, async (req) => {
     const { pathname } = new URL(req.url);
@@ -70,7 +71,7 @@ export function startMetricsServer(options: MetricsServerOptions): Promise<Metri
     }
   });
   let stopping: Promise<void> | undefined;
-  return listening.then((addr) => ({
+  return {
     port: addr.port,
     hostname: addr.hostname,
     shutdown() {
@@ -81,5 +82,5 @@ export function startMetricsServer(options: MetricsServerOptions): Promise<Metri
       stopping ??= server.shutdown();
       return stopping;
     },
-  }));
+  };
 }
