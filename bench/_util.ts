@@ -35,3 +35,9 @@ export async function submitMany(
 export function fmt(n: number): string {
   return Math.round(n).toLocaleString("en-US");
 }
+
+/** The number after flag `name` on the command line (`--events 50000`), or `fallback`. */
+export function arg(name: string, fallback: number): number {
+  const i = Deno.args.indexOf(name);
+  return i === -1 ? fallback : Number(Deno.args[i + 1]);
+}

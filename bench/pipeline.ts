@@ -21,12 +21,8 @@ import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchVhost } from "../tests/helpers/rabbitmq.ts";
-import { fmt, median, report, submitMany } from "./_util.ts";
+import { arg, fmt, median, report, submitMany } from "./_util.ts";
 
-function arg(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(name);
-  return i === -1 ? fallback : Number(Deno.args[i + 1]);
-}
 const EVENTS = arg("--events", 50_000);
 const PER_JOB = arg("--events-per-job", 100);
 const RUNS = arg("--runs", 1);

@@ -16,12 +16,8 @@ import { createScratchDatabase } from "../tests/helpers/mysql.ts";
 import { createSchema, testConfig } from "../tests/helpers/worker.ts";
 import { type RunningWorker, startWorker } from "../src/worker.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
-import { fmt, median, report, submitMany } from "./_util.ts";
+import { arg, fmt, median, report, submitMany } from "./_util.ts";
 
-function arg(name: string, fallback: number): number {
-  const i = Deno.args.indexOf(name);
-  return i === -1 ? fallback : Number(Deno.args[i + 1]);
-}
 const EVENTS = arg("--events", 50_000);
 const PER_JOB = arg("--events-per-job", 100);
 const CLIENTS = arg("--clients", 50);

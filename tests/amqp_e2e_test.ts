@@ -12,20 +12,9 @@ import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { capture } from "./helpers/capture.ts";
 import { assertFixtureRows, fixture } from "./helpers/fixture_rows.ts";
 import { createSchema, metricValue, startTestWorker, testConfig } from "./helpers/worker.ts";
-
-interface Captured {
-  readonly out: string[];
-  readonly err: string[];
-  readonly io: { out(line: string): void; err(line: string): void };
-}
-
-function capture(): Captured {
-  const out: string[] = [];
-  const err: string[] = [];
-  return { out, err, io: { out: (l) => out.push(l), err: (l) => err.push(l) } };
-}
 
 Deno.test("amqp e2e: every fixture published to RabbitMQ produces exactly its rows, column by column", async () => {
   await using vhost = await createScratchVhost();

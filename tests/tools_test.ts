@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { capture } from "./helpers/capture.ts";
 import { adminCommand } from "../src/gearman/admin.ts";
 import {
   createSchema,
@@ -30,18 +31,6 @@ import { jobsFor, syntheticEvents } from "../src/tools/synthetic.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 
 type DbRow = Record<string, unknown>;
-
-interface Captured {
-  readonly out: string[];
-  readonly err: string[];
-  readonly io: { out(line: string): void; err(line: string): void };
-}
-
-function capture(): Captured {
-  const out: string[] = [];
-  const err: string[] = [];
-  return { out, err, io: { out: (l) => out.push(l), err: (l) => err.push(l) } };
-}
 
 /** Rows the decoder makes of the same synthetic events the tool published. */
 function expectedRows(queue: QueueName, count: number, seed: number): TableRow[] {
