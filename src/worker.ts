@@ -13,7 +13,12 @@ import mysql from "mysql2/promise";
 import { GearmanConsumer } from "./gearman/consumer.ts";
 import { RabbitMqConsumer } from "./amqp/consumer.ts";
 import { metricsObserver } from "./consumer/metrics_observer.ts";
-import { type ConsumerObserver, JOB_RESULTS } from "./consumer/contract.ts";
+import {
+  CONSUMER_DEAD_LETTER_REASONS,
+  type ConsumerDeadLetterSink,
+  type ConsumerObserver,
+  JOB_RESULTS,
+} from "./consumer/contract.ts";
 import { QUEUE_NAMES, type QueueName, QUEUES } from "./events/queues.ts";
 import { INVALID_REASONS } from "./events/types.ts";
 import { ADJUSTMENT_REASONS } from "./mysql/values.ts";
@@ -67,6 +72,12 @@ export interface WorkerConfig {
   readonly consumer?: ConsumerKind;
   readonly gearmanServers: readonly string[];
   readonly maxJobsPerQueue: number;
+  /** Payload bytes in flight across all queues (`--max-in-flight-bytes`); default 256 MiB. */
+  readonly maxInFlightBytes?: number;
+  /** Jobs above this size are dead-lettered unread (`--max-job-size`); default 64 MiB. */
+  readonly maxJobSize?: number;
+  /** `--queue-stall-timeout`; 0 disables; default 60 s. */
+  readonly queueStallTimeoutMs?: number;
   /** Required when {@link consumer} is `rabbitmq`. */
   readonly rabbitmq?: {
     /** AMQP URL; the password never reaches a log line. */
@@ -175,7 +186,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     queues,
     statusQueues: queues.filter((q) => QUEUES[q].staleFilter),
     jobResults: JOB_RESULTS,
-    deadLetterReasons: [...INVALID_REASONS, "sql_rejected"],
+    deadLetterReasons: [...INVALID_REASONS, "sql_rejected", ...CONSUMER_DEAD_LETTER_REASONS],
     tables: [...batchedTables(), ...downtimeTables()].map((t) => t.name),
     batchedTables: batchedTables().map((t) => t.name),
     adjustReasons: ADJUSTMENT_REASONS,
@@ -333,6 +344,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
             if (!pipeline.availability.available) reasons.push("MySQL unavailable");
             const down = queues.filter((q) => !observer.connected.has(q));
             if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
+            const stalled = queues.filter((q) => observer.stalled.has(q));
+            if (stalled.length > 0) reasons.push(`stalled: ${stalled.join(", ")}`);
             return { ready: reasons.length === 0, reasons };
           },
         });
@@ -383,7 +396,13 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
 
     let consumer: QueueConsumer;
     try {
-      consumer = buildConsumer(config, queues, pipeline, observer);
+      consumer = buildConsumer(
+        config,
+        queues,
+        pipeline,
+        observer,
+        consumerDeadLetter(deadLetters, metrics),
+      );
     } catch (err: unknown) {
       throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
     }
@@ -466,15 +485,47 @@ async function startCommands(
   return { server, publisher };
 }
 
+/**
+ * The delivery engine's dead letters (jobs too large to read, jobs that trip
+ * an internal error) go to the same file as the pipeline's, counted once
+ * written.
+ */
+function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDeadLetterSink {
+  const decoder = new TextDecoder();
+  return async ({ job, reason, error, bytes }) => {
+    log.error("worker: job written to the dead-letter file", {
+      queue: job.queue,
+      server: job.server,
+      reason,
+      bytes,
+      error,
+    });
+    await sink.write({ queue: job.queue, reason, error, payload: decoder.decode(job.payload) });
+    metrics.deadLetters.inc({ queue_name: job.queue, reason });
+    metrics.pipelineErrors.inc({ component: "queue" });
+  };
+}
+
 function buildConsumer(
   config: WorkerConfig,
   queues: readonly QueueName[],
   pipeline: Pipeline,
   observer: ConsumerObserver,
+  deadLetter: ConsumerDeadLetterSink,
 ): QueueConsumer {
-  const statsInterval = config.statsIntervalMs === undefined
-    ? {}
-    : { statsIntervalMs: config.statsIntervalMs };
+  const common = {
+    handler: pipeline.handler,
+    observer,
+    deadLetter,
+    reconnectIntervalMs: config.reconnectIntervalMs,
+    drainTimeoutMs: config.drainTimeoutMs,
+    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+    ...(config.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: config.maxInFlightBytes }),
+    ...(config.maxJobSize === undefined ? {} : { maxJobSize: config.maxJobSize }),
+    ...(config.queueStallTimeoutMs === undefined
+      ? {}
+      : { stallTimeoutMs: config.queueStallTimeoutMs }),
+  };
   const name = config.nodeName.replace(/\s+/g, "_");
   if ((config.consumer ?? "gearman") === "rabbitmq") {
     if (config.rabbitmq === undefined) {
@@ -483,29 +534,21 @@ function buildConsumer(
     // Every RabbitMQ queue is handled one message at a time (R3), so the
     // in-order flag of statusngin_downtimes (G3) holds without a cap.
     return new RabbitMqConsumer({
+      ...common,
       url: config.rabbitmq.url,
       prefetch: config.rabbitmq.prefetch,
       queues,
-      handler: pipeline.handler,
-      observer,
-      reconnectIntervalMs: config.reconnectIntervalMs,
-      drainTimeoutMs: config.drainTimeoutMs,
       connectionName: `statusengine-${name}`,
-      ...statsInterval,
     });
   }
   return new GearmanConsumer({
+    ...common,
     servers: config.gearmanServers,
     queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
     maxJobsPerQueue: config.maxJobsPerQueue,
-    handler: pipeline.handler,
-    observer,
-    reconnectIntervalMs: config.reconnectIntervalMs,
-    drainTimeoutMs: config.drainTimeoutMs,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     heartbeatTimeoutMs: config.heartbeatTimeoutMs,
     clientIdPrefix: `statusengine-${name}`,
-    ...statsInterval,
   });
 }
 

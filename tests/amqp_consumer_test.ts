@@ -275,7 +275,7 @@ Deno.test("rabbitmq consumer: a transient handler failure is retried on the same
   const seen: string[] = [];
   const { consumer: c, observer } = consumer({
     queues: [q],
-    retryInitialMs: 10,
+    retry: { initialMs: 10, maxMs: 100 },
     handler: (job) => {
       const text = decoder.decode(job.payload);
       seen.push(text);

@@ -1,11 +1,14 @@
 /**
- * One generation of the RabbitMQ link: one connection, one channel per queue
- * carrying exactly one consumer with its own prefetch (R1, R2), one delivery
- * lane per queue whose handler runs one message at a time in delivery order
- * (R3), and an ack only after the handler resolved (D1, R4).
+ * One generation of the RabbitMQ link — a link of the consumer core: one
+ * connection, one channel per queue carrying exactly one consumer with its
+ * own prefetch (R1, R2), one delivery lane per queue that hands deliveries to
+ * the delivery engine in delivery order, each once the queue's budget grants
+ * it a slot (one at a time per queue, R3), and an ack on the receiving
+ * channel once the engine says so (D1, R4).
  *
- * Built by the consumer, which is the only code that replaces it (R6): a lost
- * session is never repaired, a new one is opened through the start-up path.
+ * Built by the core's supervisor, which is the only code that replaces it
+ * (R6): a lost session is never repaired, a new one is opened through the
+ * start-up path.
  *
  * @module
  */
@@ -15,15 +18,12 @@ import {
   type AMQPConsumer,
   type AMQPMessage,
 } from "@cloudamqp/amqp-client";
-import {
-  type ConsumerObserver,
-  DiscardJobError,
-  type Job,
-  type JobHandler,
-  type JobResult,
-} from "../consumer/contract.ts";
+import type { Job } from "../consumer/contract.ts";
+import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
+import type { Grant, QueueBudget } from "../consumer/budget.ts";
+import type { Link } from "../consumer/link.ts";
 import type { AmqpUrl } from "./url.ts";
-import { abortable, aborted, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
+import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("rabbitmq");
@@ -59,17 +59,19 @@ export interface AmqpSessionOptions {
   readonly queues: readonly string[];
   /** `basic.qos` prefetch count per consumer (R2), 1..65535. */
   readonly prefetch: number;
-  readonly handler: JobHandler;
-  readonly observer: ConsumerObserver;
+  readonly engine: DeliveryEngine;
+  /** The budget of each queue. */
+  readonly budget: (queue: string) => QueueBudget;
+  /** A message above this many bytes is dead-lettered (`too_large`) instead of handled. */
+  readonly maxJobSize: number;
   /** Bound on dial, handshake, channels, declarations, qos and consume together. Default 10 s. */
   readonly connectTimeoutMs?: number;
-  /** First retry delay after a transient handler failure; doubles up to {@link retryMaxMs}. Default 100 ms. */
-  readonly retryInitialMs?: number;
-  /** Cap of the retry delay. Default 5 s. */
-  readonly retryMaxMs?: number;
   /** Connection name shown by the management console. */
   readonly connectionName?: string;
 }
+
+/** Workload bytes kept of a message above the size limit (for the dead-letter record). */
+const TOO_LARGE_KEPT_BYTES = 1024;
 
 /** Raised when a queue cannot be declared (R1 asks the message to name the likely cause). */
 export class QueueDeclareError extends Error {
@@ -102,6 +104,8 @@ class Lane {
   // Bounded by the prefetch count: the broker pushes no more unacked deliveries (R2).
   readonly #buffer: AMQPMessage[] = [];
   #wake: (() => void) | undefined;
+  /** Ends a wait for a grant when the lane ends. */
+  #onEnd: (() => void) | undefined;
   #accepting = true;
   #ending: "no" | "after-buffer" | "now" = "no";
 
@@ -127,6 +131,28 @@ class Lane {
     }
   }
 
+  /**
+   * Wait for a slot of the queue's budget for the next delivery.
+   *
+   * @param budget The queue's budget.
+   * @returns The grant, or undefined once the lane has ended.
+   */
+  grant(budget: QueueBudget): Promise<Grant | undefined> {
+    if (this.#ending === "now") return Promise.resolve(undefined);
+    const now = budget.tryAcquire();
+    if (now !== undefined) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      const cancel = budget.waitFor((grant) => {
+        this.#onEnd = undefined;
+        resolve(grant);
+      });
+      this.#onEnd = () => {
+        cancel();
+        resolve(undefined);
+      };
+    });
+  }
+
   /** Take nothing new; handle what was delivered before the cancel (R5 step 3). */
   finishBuffered(): void {
     this.#accepting = false;
@@ -140,6 +166,9 @@ class Lane {
     this.#ending = "now";
     this.#buffer.length = 0;
     this.#wakeUp();
+    const onEnd = this.#onEnd;
+    this.#onEnd = undefined;
+    onEnd?.();
   }
 
   #wakeUp(): void {
@@ -150,20 +179,22 @@ class Lane {
 }
 
 /** One connection with one consuming channel per queue. */
-export class AmqpSession {
+export class AmqpSession implements Link {
   readonly #options: AmqpSessionOptions;
   readonly #client: AMQPClient;
   readonly #lanes: Lane[];
-  readonly #lost = Promise.withResolvers<Error>();
+  readonly #lost = Promise.withResolvers<Error | undefined>();
   #lostReason: Error | undefined;
   #draining = false;
   #closing: Promise<void> | undefined;
   #socketClosed: Promise<void> | undefined;
   readonly #loops: Promise<void>[] = [];
+  readonly #running = new Set<Promise<void>>();
   readonly #handlerAbort = new AbortController();
-  // Wakes retry back-offs when the session drains, is lost or closes.
+  // Ends retries when the session drains, is lost or closes.
   readonly #stopRetries = new AbortController();
-  #inFlight = 0;
+  #lastReceivedAt = performance.now();
+  #probe: AMQPChannel | undefined;
 
   private constructor(options: AmqpSessionOptions) {
     this.#options = options;
@@ -180,7 +211,7 @@ export class AmqpSession {
    * before {@link start} wait in their lane. A failed or aborted attempt
    * closes whatever it opened and leaves nothing behind (R6).
    *
-   * @param options URL, queues, prefetch, handler, observer.
+   * @param options URL, queues, prefetch, engine and budgets.
    * @param signal Aborts the attempt (shutdown).
    * @returns A session ready to {@link start}.
    * @throws {QueueDeclareError} When a queue declaration is refused.
@@ -229,7 +260,10 @@ export class AmqpSession {
     const consumer = await channel.basicConsume(
       lane.queue,
       { tag: consumerTag(lane.queue), noAck: false, exclusive: false },
-      (msg) => lane.push(msg),
+      (msg) => {
+        this.#lastReceivedAt = performance.now();
+        lane.push(msg);
+      },
     );
     lane.consumer = consumer;
     // Settles when the consumer ends: resolves after our own cancel or close,
@@ -245,19 +279,63 @@ export class AmqpSession {
     );
   }
 
-  /** Settles with the reason once the connection, a channel or a consumer is lost (never after {@link close}). */
-  get lost(): Promise<Error> {
+  /** Settles once, with the reason, when the connection, a channel or a consumer is lost; `undefined` after {@link close}. */
+  get closed(): Promise<Error | undefined> {
     return this.#lost.promise;
   }
 
   /** Handlers of this session still running. */
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#running.size;
+  }
+
+  /** `performance.now()` of the last delivery, or of the start. */
+  get lastReceivedAt(): number {
+    return this.#lastReceivedAt;
   }
 
   /** Start one delivery loop per queue. */
   start(): void {
+    this.#lastReceivedAt = performance.now();
     for (const lane of this.#lanes) this.#loops.push(this.#runLane(lane));
+  }
+
+  /**
+   * Messages wait at the broker while a lane with room receives none: the
+   * broker no longer delivers to this session. Rebuild it.
+   *
+   * @param queue The stalled queue.
+   */
+  nudge(queue: string): void {
+    this.#markLost(new Error(`queue "${queue}" stalled: messages wait but none are delivered`));
+  }
+
+  /**
+   * Messages ready at the broker for `queue` (a passive declaration on a
+   * channel of its own, so a failure cannot close a consuming channel).
+   *
+   * @param queue Queue name.
+   * @returns The ready count.
+   */
+  async backlog(queue: string): Promise<number> {
+    if (this.#probe === undefined || this.#probe.closed) {
+      this.#probe = await this.#client.channel();
+    }
+    const ok = await this.#probe.queueDeclare(queue, { ...QUEUE_DECLARE, passive: true });
+    return ok.messageCount;
+  }
+
+  /**
+   * Stop, cancel first (R5): `basic.cancel` every consumer, waiting at most
+   * 2 s for the replies; deliveries already pushed are still handled and
+   * acknowledged within `signal`; then close.
+   *
+   * @param signal Drain deadline.
+   */
+  async drain(signal: AbortSignal): Promise<void> {
+    await this.cancel(2_000);
+    await this.settled(signal);
+    await this.close();
   }
 
   /**
@@ -290,18 +368,24 @@ export class AmqpSession {
   }
 
   /**
-   * Wait until every delivery loop ended; when `signal` aborts first, abort
-   * the running handlers (their messages stay unacknowledged and are
-   * redelivered) and give them a moment to settle.
+   * Wait until every delivery loop and handler ended; when `signal` aborts
+   * first, abort the running handlers (their messages stay unacknowledged
+   * and are redelivered) and give them a moment to settle.
    *
    * @param signal Deadline (drain timeout).
    */
   async settled(signal: AbortSignal): Promise<void> {
-    const all = Promise.allSettled(this.#loops);
-    if (await settledWithin(all, signal)) return;
+    const all = () => Promise.allSettled(this.#loops);
+    if (await settledWithin(all(), signal)) return;
     this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError"));
+    for (const lane of this.#lanes) lane.endNow();
     using grace = deadline(1_000);
-    await settledWithin(all, grace.signal);
+    await settledWithin(all(), grace.signal);
+  }
+
+  /** Close at once (the core's abort); same as {@link close}. */
+  abort(): Promise<void> {
+    return this.close();
   }
 
   /**
@@ -317,11 +401,15 @@ export class AmqpSession {
   async #close(): Promise<void> {
     for (const lane of this.#lanes) lane.endNow();
     this.#stopRetries.abort();
+    if (this.#lostReason === undefined) this.#lost.resolve(undefined);
     const client = this.#client;
     if (!client.closed) {
       using limit = deadline(CLOSE_TIMEOUT_MS);
-      const channels = this.#lanes.flatMap((lane) =>
-        lane.channel !== undefined && !lane.channel.closed ? [lane.channel.close()] : []
+      const channels = [
+        ...this.#lanes.map((lane) => lane.channel),
+        this.#probe,
+      ].flatMap((channel) =>
+        channel !== undefined && !channel.closed ? [channel.close().catch(() => {})] : []
       );
       await settledWithin(Promise.allSettled(channels), limit.signal);
       if (!client.closed) {
@@ -349,17 +437,25 @@ export class AmqpSession {
   }
 
   async #runLane(lane: Lane): Promise<void> {
+    const budget = this.#options.budget(lane.queue);
+    // The loop ends only after its last delivery was answered, so waiting for
+    // the loops is waiting for every handler of the session.
+    const mine = new Set<Promise<void>>();
     try {
       for (;;) {
         const msg = await lane.next();
-        if (msg === undefined) return;
-        if (await this.#handle(lane.queue, msg) === "abandoned") {
-          // The message goes back to the broker; handling its successors
-          // first would reorder the queue (statusngin_downtimes, G3).
-          lane.endNow();
-          return;
-        }
+        if (msg === undefined) break;
+        const grant = await lane.grant(budget);
+        if (grant === undefined) break;
+        const run = this.#deliver(lane, msg, grant);
+        mine.add(run);
+        this.#running.add(run);
+        void run.finally(() => {
+          mine.delete(run);
+          this.#running.delete(run);
+        });
       }
+      await Promise.allSettled([...mine]);
     } finally {
       if (!this.#draining && this.#closing === undefined && this.#lostReason === undefined) {
         // A queue that stopped consuming while the link looks healthy must not
@@ -369,80 +465,56 @@ export class AmqpSession {
     }
   }
 
-  async #handle(queue: string, msg: AMQPMessage): Promise<JobResult> {
+  async #deliver(lane: Lane, msg: AMQPMessage, grant: Grant): Promise<void> {
     const o = this.#options;
-    const started = performance.now();
-    this.#inFlight++;
-    o.observer.jobReceived(queue);
-    o.observer.inFlight(queue, 1);
+    const body = msg.body ?? new Uint8Array(0);
+    grant.settle(body.length);
+    const tooLarge = body.length > o.maxJobSize;
     const job: Job = {
-      queue,
+      queue: lane.queue,
       server: o.url.server,
       handle: String(msg.deliveryTag),
       unique: msg.properties.messageId ?? "",
       // Raw bytes, as delivered: UTF-8 repair is the pipeline's job (P1).
-      payload: msg.body ?? new Uint8Array(0),
+      payload: tooLarge ? body.subarray(0, TOO_LARGE_KEPT_BYTES) : body,
+      receivedAt: Date.now(),
     };
-    let result: JobResult = "abandoned";
-    let delayMs = o.retryInitialMs ?? 100;
-    const retryMaxMs = o.retryMaxMs ?? 5_000;
+    const ack: Acknowledgement = {
+      // On the channel that received it, the only one where the tag is valid.
+      complete: () => this.#answer(lane, job, () => msg.ack()),
+      discard: () => this.#answer(lane, job, () => msg.nack(false)),
+    };
+    const scope: DeliveryScope = {
+      abort: this.#handlerAbort.signal,
+      stopRetries: this.#stopRetries.signal,
+    };
     try {
-      for (;;) {
-        try {
-          // A handler that ignores the abort must not hold the lane (and
-          // shutdown) hostage: once aborted, stop waiting for it.
-          await abortable(o.handler(job, this.#handlerAbort.signal), this.#handlerAbort.signal);
-          result = "completed";
-          break;
-        } catch (err: unknown) {
-          if (err instanceof DiscardJobError) {
-            result = "failed";
-            log.error("rabbitmq: dropping unprocessable message", {
-              queue,
-              bytes: job.payload.length,
-              error: errorMessage(err),
-            });
-            break;
-          }
-          if (this.#stopRetries.signal.aborted || this.#handlerAbort.signal.aborted) break;
-          o.observer.jobRetried(queue);
-          log.warn("rabbitmq: handler failed, retrying message", {
-            queue,
-            delivery_tag: job.handle,
-            retry_in_ms: delayMs,
-            error: errorMessage(err),
-          });
-          if (!(await this.#sleep(delayMs))) break;
-          delayMs = Math.min(delayMs * 2, retryMaxMs);
-        }
+      const result = await o.engine.deliver(
+        tooLarge ? { job, tooLarge: body.length } : { job },
+        ack,
+        scope,
+      );
+      if (result === "abandoned") {
+        // The message goes back to the broker; handling its successors first
+        // would reorder the queue (statusngin_downtimes, G3).
+        lane.endNow();
       }
     } finally {
-      this.#inFlight--;
-      o.observer.inFlight(queue, -1);
+      grant.release();
     }
-    if (result !== "abandoned") {
-      try {
-        // On the channel that received it, the only one where the tag is valid.
-        if (result === "completed") await msg.ack();
-        else await msg.nack(false);
-      } catch (err: unknown) {
-        result = "abandoned";
-        log.warn("rabbitmq: acknowledgement failed, the message will be redelivered", {
-          queue,
-          delivery_tag: job.handle,
-          error: errorMessage(err),
-        });
-      }
-    }
-    o.observer.jobDone(queue, result, (performance.now() - started) / 1000);
-    return result;
   }
 
-  /** Sleep unless retries are stopped or handlers aborted; false when interrupted. */
-  #sleep(ms: number): Promise<boolean> {
-    return sleepUnlessAborted(
-      ms,
-      AbortSignal.any([this.#handlerAbort.signal, this.#stopRetries.signal]),
-    );
+  async #answer(lane: Lane, job: Job, send: () => Promise<unknown>): Promise<boolean> {
+    try {
+      await send();
+      return true;
+    } catch (err: unknown) {
+      log.warn("rabbitmq: acknowledgement failed, the message will be redelivered", {
+        queue: lane.queue,
+        delivery_tag: job.handle,
+        error: errorMessage(err),
+      });
+      return false;
+    }
   }
 }

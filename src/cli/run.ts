@@ -22,6 +22,9 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     consumer: s.consumer,
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
+    maxInFlightBytes: s.maxInFlightBytes,
+    maxJobSize: s.maxJobSize,
+    queueStallTimeoutMs: s.queueStallTimeoutMs,
     rabbitmq: { url: s.rabbitmqUrl, prefetch: s.rabbitmqPrefetch },
     reconnectIntervalMs: s.consumer === "rabbitmq"
       ? s.rabbitmqReconnectIntervalMs

@@ -8,9 +8,11 @@
 
 import type { SettingRow } from "./settings.ts";
 import {
+  formatByteSize,
   formatGoDuration,
   joinHostPort,
   mysqlDsnToUrl,
+  parseByteSize,
   type Parsed,
   parseDecimalInteger,
   parseGoBoolean,
@@ -130,6 +132,23 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       return { ok: true, value };
     }
+    case "bytes": {
+      let parsed: Parsed<number>;
+      if (origin === "yaml" && typeof raw === "number") {
+        parsed = Number.isSafeInteger(raw) && raw >= 0
+          ? { ok: true, value: raw }
+          : fail(`${raw} is not a whole number of bytes`);
+      } else {
+        const text = textOf(row, raw);
+        if (!text.ok) return text;
+        parsed = parseByteSize(text.value.trim());
+      }
+      if (!parsed.ok) return parsed;
+      if (parsed.value < kind.min) {
+        return fail(`${formatByteSize(parsed.value)} is below ${formatByteSize(kind.min)}`);
+      }
+      return parsed;
+    }
     case "boolean": {
       if (origin === "yaml") {
         return typeof raw === "boolean"
@@ -243,6 +262,10 @@ export function acceptedForm(row: SettingRow): string {
         : `integer ${kind.min}..${kind.max}`;
       return row.unit === undefined ? range : `${range} (${row.unit})`;
     }
+    case "bytes":
+      return `size in bytes or with a unit (512KiB, 64MiB, 1GiB), at least ${
+        formatByteSize(kind.min)
+      }`;
     case "boolean":
       return "true or false (also 1/0, t/f); flag alone = true, --no-<flag> = false";
     case "duration":
@@ -283,6 +306,8 @@ export function metavarOf(row: SettingRow): string {
       return kind.form?.startsWith("path") === true ? "PATH" : "TEXT";
     case "integer":
       return row.unit === "days" ? "DAYS" : "N";
+    case "bytes":
+      return "SIZE";
     case "boolean":
       return "";
     case "duration":

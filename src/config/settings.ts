@@ -81,6 +81,8 @@ export type Kind =
     readonly form?: string;
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
+  /** A size: bytes, or a whole number with KiB/MiB/GiB. */
+  | { readonly type: "bytes"; readonly min: number }
   | { readonly type: "boolean" }
   | {
     readonly type: "duration";
@@ -305,6 +307,35 @@ export const SETTINGS = [
     commands: ["run"],
     help: "Pause before a lost RabbitMQ connection is dialled again (and between failed " +
       "attempts).",
+  },
+
+  // ---- consumption (both backends) ---------------------------------------------------------
+  {
+    flag: "max-in-flight-bytes",
+    kind: { type: "bytes", min: 1024 * 1024 },
+    default: "256MiB",
+    commands: ["run"],
+    help: "Payload bytes of the jobs being handled, across all queues. A Gearman grab waits " +
+      "while they (plus the expected size of the grabs already sent) are over it; a RabbitMQ " +
+      "delivery waits unhandled in its prefetch buffer. One job is always let through, " +
+      "however large.",
+  },
+  {
+    flag: "max-job-size",
+    kind: { type: "bytes", min: 1024 },
+    default: "64MiB",
+    commands: ["run"],
+    help: "A job larger than this is not read: its first KiB goes to the dead-letter file " +
+      "(reason too_large) and the job is acknowledged, so it cannot wedge its queue.",
+  },
+  {
+    flag: "queue-stall-timeout",
+    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+    default: "60s",
+    commands: ["run"],
+    help: "A queue that has room, with jobs waiting at the broker, and takes none for this " +
+      "long is stalled: logged, statusengine_queue_stalled 1, /readyz fails, and it is told " +
+      "to ask for work again. 0 disables the check.",
   },
 
   // ---- shutdown ----------------------------------------------------------------------------
@@ -705,7 +736,7 @@ export type SettingKey<R> = R extends { readonly flag: infer F extends string }
   : never;
 
 /** Value type of a kind: number, boolean, enum literal union, `string[]` or string. */
-export type KindValue<K> = K extends { readonly type: "integer" | "duration" } ? number
+export type KindValue<K> = K extends { readonly type: "integer" | "duration" | "bytes" } ? number
   : K extends { readonly type: "boolean" } ? boolean
   : K extends { readonly type: "enum"; readonly values: readonly (infer E)[] } ? E
   : K extends { readonly type: "hostPortList" | "keyList" } ? string[]

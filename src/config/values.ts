@@ -134,6 +134,45 @@ export function parseDecimalInteger(text: string): Parsed<number> {
   return ok(value);
 }
 
+const BYTE_UNITS: Readonly<Record<string, number>> = {
+  "": 1,
+  b: 1,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
+};
+
+/**
+ * Parse a size: whole bytes, or a whole number with a binary unit (`512KiB`, `64MiB`, `1GiB`).
+ * Decimal units (`MB`) are refused rather than guessed.
+ *
+ * @param text The size.
+ * @returns Bytes, or a problem.
+ */
+export function parseByteSize(text: string): Parsed<number> {
+  const m = /^([0-9]+)\s*([A-Za-z]*)$/.exec(text);
+  const factor = m === null ? undefined : BYTE_UNITS[(m[2] ?? "").toLowerCase()];
+  if (m === null || factor === undefined) {
+    return fail(`${JSON.stringify(text)} is not a size (bytes, or e.g. 512KiB, 64MiB, 1GiB)`);
+  }
+  const value = Number(m[1]) * factor;
+  if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(text)} is too large`);
+  return ok(value);
+}
+
+/**
+ * Write a size the way {@link parseByteSize} reads it, in the largest exact unit.
+ *
+ * @param bytes A size in bytes.
+ * @returns e.g. `64MiB`, `1536KiB`, `100`.
+ */
+export function formatByteSize(bytes: number): string {
+  for (const [unit, factor] of [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const) {
+    if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`;
+  }
+  return String(bytes);
+}
+
 const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 const IPV6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
 

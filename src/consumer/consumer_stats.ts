@@ -64,6 +64,7 @@ export class ConsumerStats {
       },
       queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
       queueReconnected: (queue) => inner.queueReconnected(queue),
+      queueStalled: (queue, stalled) => inner.queueStalled(queue, stalled),
     };
   }
 

@@ -1,13 +1,13 @@
 /**
- * The contract between a queue backend (Gearman, later AMQP) and the event
- * pipeline. The backend knows nothing of MySQL; the pipeline knows nothing of
- * Gearman.
+ * The contract between the queue backends (Gearman, RabbitMQ) and the event
+ * pipeline, and between the backends and the delivery engine they share.
+ * The backends know nothing of MySQL; the pipeline knows nothing of Gearman.
  *
  * D1: a job is acknowledged only when the handler's promise resolves, which
  * the pipeline does once every row of the job is committed (or dead-lettered,
- * D7). A rejection means "not done": the job is not acknowledged, and the
- * backend retries it while its connection lives, or leaves it to be
- * redelivered by the broker.
+ * D7). A rejection means "not done": the delivery engine retries the job
+ * while its link lives, and otherwise leaves it unacknowledged for the broker
+ * to hand out again.
  *
  * @module
  */
@@ -16,25 +16,35 @@
 export interface Job {
   /** Queue (Gearman function) name, e.g. `statusngin_hoststatus`. */
   readonly queue: string;
-  /** `host:port` of the job server that handed it out. */
+  /** `host:port` of the job server (or the broker) that handed it out. */
   readonly server: string;
-  /** Broker handle (Gearman job handle); valid on its connection only. */
+  /** Broker handle (Gearman job handle, AMQP delivery tag); valid on its link only. */
   readonly handle: string;
   /** Unique id given by the producer (may be empty). */
   readonly unique: string;
   /** The workload, raw bytes: UTF-8 repair happens in the pipeline (P1). */
   readonly payload: Uint8Array;
+  /**
+   * When this delivery arrived from the broker, epoch milliseconds. The
+   * broker's own messages may carry no time (core restart); this is the
+   * closest the worker knows to when they were published.
+   */
+  readonly receivedAt: number;
 }
 
 /**
  * Handles one job.
  *
  * - Resolve: the job's rows are committed (or dead-lettered); the backend acknowledges it.
- * - Reject with {@link DiscardJobError}: the job must be discarded (Gearman WORK_FAIL).
- *   Nothing in the pipeline uses this today (D7 dead-letters and completes instead);
- *   it exists so a discard is always an explicit decision.
- * - Reject with anything else: transient, the job is NOT acknowledged; the backend
- *   retries it with backoff while its connection is alive and not draining.
+ * - Reject with {@link DiscardJobError}: the job must be discarded (Gearman WORK_FAIL,
+ *   AMQP nack without requeue). Nothing in the pipeline uses this today (D7 dead-letters
+ *   and completes instead); it exists so a discard is always an explicit decision.
+ * - Reject with an {@link InternalError} or a built-in programming error (TypeError,
+ *   RangeError, ReferenceError, SyntaxError): a bug, not a passing condition. Retried a
+ *   few times, then dead-lettered with reason `internal` and completed, so one job that
+ *   trips a bug cannot wedge its queue (a one-slot queue would otherwise stall for good).
+ * - Reject with anything else: transient, the job is NOT acknowledged; the engine retries
+ *   it with back-off while its link is alive and not draining.
  * - `signal` aborts when the job must be given up (drain deadline, D1 shutdown);
  *   a handler must then settle promptly. An abandoned job is redelivered by the broker.
  */
@@ -52,13 +62,25 @@ export class DiscardJobError extends Error {
   }
 }
 
+/** A condition that can only be a bug in the worker (never retried forever). */
+export class InternalError extends Error {
+  /**
+   * @param message What is inconsistent.
+   * @param options Standard error options (`cause`).
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "InternalError";
+  }
+}
+
 /** How one delivery of a job ended, as counted in `statusengine_queue_jobs_total{result}`. */
 export type JobResult =
-  /** Handler resolved and the acknowledgement was written. */
+  /** Acknowledged: the handler resolved, or the job was dead-lettered (too large, internal error). */
   | "completed"
-  /** Handler asked for a discard; WORK_FAIL written. */
+  /** Handler asked for a discard; WORK_FAIL / nack written. */
   | "failed"
-  /** Not acknowledged: connection lost, drain deadline, or handled after the link died. Redelivered by the broker. */
+  /** Not acknowledged: link lost, drain deadline, or handled after the link died. Redelivered by the broker. */
   | "abandoned";
 
 /** Every {@link JobResult}, for pre-created metric series. */
@@ -72,12 +94,14 @@ export interface ConsumerObserver {
   inFlight(queue: string, delta: 1 | -1): void;
   /** One delivery ended. `seconds` is the time from receipt to the end of the handler. */
   jobDone(queue: string, result: JobResult, seconds: number): void;
-  /** A transient handler failure; the job will be retried on the same connection. */
+  /** A failed attempt of a job that will be tried again on the same link. */
   jobRetried(queue: string): void;
-  /** Connection state of one queue changed (1 = every server connected, 0 = not). */
+  /** Connection state of one queue changed (1 = every link of the queue consuming, 0 = not). */
   queueConnected(queue: string, connected: boolean): void;
   /** A connection of the queue was re-established after a loss. */
   queueReconnected(queue: string): void;
+  /** Jobs wait at the broker while the queue has room and takes none (true), or it took one again (false). */
+  queueStalled(queue: string, stalled: boolean): void;
 }
 
 /** An observer that records nothing (tools, tests). */
@@ -88,4 +112,31 @@ export const NOOP_OBSERVER: ConsumerObserver = {
   jobRetried() {},
   queueConnected() {},
   queueReconnected() {},
+  queueStalled() {},
 };
+
+/** Why the delivery engine wrote a job to the dead-letter file itself. */
+export type ConsumerDeadLetterReason = "too_large" | "internal";
+
+/** Every {@link ConsumerDeadLetterReason}, for pre-created metric series. */
+export const CONSUMER_DEAD_LETTER_REASONS: readonly ConsumerDeadLetterReason[] = [
+  "too_large",
+  "internal",
+];
+
+/** A job the delivery engine could not hand to the pipeline and dead-letters instead. */
+export interface ConsumerDeadLetter {
+  readonly job: Job;
+  readonly reason: ConsumerDeadLetterReason;
+  /** Human-readable detail. */
+  readonly error: string;
+  /** Size of the whole payload in bytes (for `too_large`, larger than `job.payload`). */
+  readonly bytes: number;
+}
+
+/**
+ * Writes a dead-letter record for the engine (the composition root binds it to
+ * the dead-letter file); resolves once written, rejects when it could not be,
+ * in which case the job stays unacknowledged and is retried.
+ */
+export type ConsumerDeadLetterSink = (record: ConsumerDeadLetter) => Promise<void>;

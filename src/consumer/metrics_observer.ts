@@ -7,10 +7,12 @@
 import type { ConsumerObserver, JobResult } from "./contract.ts";
 import type { Metrics } from "../metrics/registry.ts";
 
-/** Tracks which queues are currently connected, for `/readyz`. */
+/** Which queues are consuming and which are stalled, for `/readyz`. */
 export interface ConnectionState {
-  /** Queues whose every job-server connection is up. */
+  /** Queues whose every broker connection is up and answered. */
   readonly connected: ReadonlySet<string>;
+  /** Queues with jobs waiting that take none (see the stall detector). */
+  readonly stalled: ReadonlySet<string>;
 }
 
 /**
@@ -21,8 +23,10 @@ export interface ConnectionState {
  */
 export function metricsObserver(metrics: Metrics): ConsumerObserver & ConnectionState {
   const connected = new Set<string>();
+  const stalled = new Set<string>();
   return {
     connected,
+    stalled,
     jobReceived(queue: string) {
       metrics.queueMessagesReceived.inc({ queue_name: queue });
     },
@@ -33,7 +37,9 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
       metrics.queueJobs.inc({ queue_name: queue, result });
       metrics.queueHandlerDuration.observe({ queue_name: queue }, seconds);
     },
-    jobRetried() {},
+    jobRetried(queue: string) {
+      metrics.queueJobsRetried.inc({ queue_name: queue });
+    },
     queueConnected(queue: string, up: boolean) {
       if (up) connected.add(queue);
       else connected.delete(queue);
@@ -41,6 +47,11 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
     },
     queueReconnected(queue: string) {
       metrics.queueReconnects.inc({ queue_name: queue });
+    },
+    queueStalled(queue: string, isStalled: boolean) {
+      if (isStalled) stalled.add(queue);
+      else stalled.delete(queue);
+      metrics.queueStalled.set({ queue_name: queue }, isStalled ? 1 : 0);
     },
   };
 }

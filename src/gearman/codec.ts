@@ -140,7 +140,31 @@ export interface Packet {
   readonly magic: Magic;
   readonly type: number;
   readonly args: readonly Uint8Array[];
+  /**
+   * Set on a job assignment whose body was larger than the parser's limit:
+   * the announced body size. Its last argument (the workload) then holds only
+   * the first {@link TRUNCATED_WORKLOAD_BYTES} bytes; the rest was discarded
+   * unread.
+   */
+  readonly truncatedFrom?: number;
 }
+
+/** Workload bytes kept of a job assignment above the size limit (for the dead-letter record). */
+export const TRUNCATED_WORKLOAD_BYTES = 1024;
+
+/**
+ * Body bytes read of an oversize job assignment: room for the handle (at most
+ * 64 bytes), the function name, the unique id (at most 64) and the kept
+ * workload prefix.
+ */
+const TRUNCATED_PREFIX_BYTES = 8 * 1024;
+
+/** Packets that carry a job: the only ones whose oversize body is skipped instead of fatal. */
+const JOB_ASSIGN_TYPES: ReadonlySet<number> = new Set([
+  PACKET.JOB_ASSIGN,
+  PACKET.JOB_ASSIGN_UNIQ,
+  PACKET.JOB_ASSIGN_ALL,
+]);
 
 /** A packet argument: text is encoded as UTF-8, bytes are sent unchanged. */
 export type PacketArg = string | Uint8Array;
@@ -231,6 +255,13 @@ export interface PacketParserOptions {
   readonly expect: Magic;
   /** Largest announced body size accepted; default {@link DEFAULT_MAX_BODY_SIZE}. */
   readonly maxBodySize?: number;
+  /**
+   * A job assignment above `maxBodySize` is not a protocol error: its first
+   * bytes are kept, the rest is read and discarded, and the packet is
+   * returned with {@link Packet.truncatedFrom} set. A job that can never be
+   * taken would otherwise be handed out again on every reconnect, forever.
+   */
+  readonly truncateOversizeJobs?: boolean;
 }
 
 /**
@@ -254,6 +285,7 @@ export interface PacketParserOptions {
 export class PacketParser {
   readonly #expect: Magic;
   readonly #maxBodySize: number;
+  readonly #truncateOversizeJobs: boolean;
   #chunks: Uint8Array[] = [];
   #buffered = 0;
   #offset = 0;
@@ -261,11 +293,16 @@ export class PacketParser {
   // Header of the packet being assembled, once its 12 bytes are known.
   #type = -1;
   #size = -1;
+  // An oversize job being skipped: its kept prefix and the bytes still to discard.
+  #truncating = false;
+  #prefix: Uint8Array | undefined;
+  #skip = 0;
 
-  /** @param options Expected magic and body size ceiling. */
+  /** @param options Expected magic, body size ceiling and what to do with oversize jobs. */
   constructor(options: PacketParserOptions) {
     this.#expect = options.expect;
     this.#maxBodySize = options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE;
+    this.#truncateOversizeJobs = options.truncateOversizeJobs ?? false;
   }
 
   /** Bytes received but not yet part of a returned packet. */
@@ -292,6 +329,12 @@ export class PacketParser {
         if (this.#buffered < HEADER_SIZE) break;
         const header = this.#take(HEADER_SIZE);
         this.#parseHeader(header);
+      }
+      if (this.#truncating) {
+        const packet = this.#skipOversize();
+        if (packet === undefined) break;
+        out.push(packet);
+        continue;
       }
       if (this.#buffered < this.#size) break;
       const body = this.#take(this.#size);
@@ -330,7 +373,9 @@ export class PacketParser {
     if (!spec.magic.includes(magic)) {
       this.#fail(`Packet ${spec.name} cannot carry magic "\\0${magic}"`, type);
     }
-    if (size > this.#maxBodySize) {
+    if (size > this.#maxBodySize && this.#truncateOversizeJobs && JOB_ASSIGN_TYPES.has(type)) {
+      this.#truncating = true;
+    } else if (size > this.#maxBodySize) {
       this.#fail(
         `Packet ${spec.name} announces ${size} body bytes, above the limit of ${this.#maxBodySize}`,
         type,
@@ -338,6 +383,46 @@ export class PacketParser {
     }
     this.#type = type;
     this.#size = size;
+  }
+
+  /** Keep the prefix, discard what has arrived of the rest; the packet once all of it was read. */
+  #skipOversize(): Packet | undefined {
+    if (this.#prefix === undefined) {
+      const want = Math.min(this.#size, TRUNCATED_PREFIX_BYTES);
+      if (this.#buffered < want) return undefined;
+      this.#prefix = this.#take(want).slice();
+      this.#skip = this.#size - want;
+    }
+    const n = Math.min(this.#skip, this.#buffered);
+    if (n > 0) this.#discard(n);
+    this.#skip -= n;
+    if (this.#skip > 0) return undefined;
+    const parsed = this.#parseBody(this.#prefix);
+    const args = [...parsed.args];
+    const last = args.length - 1;
+    args[last] = (args[last] as Uint8Array).subarray(0, TRUNCATED_WORKLOAD_BYTES);
+    const packet: Packet = { ...parsed, args, truncatedFrom: this.#size };
+    this.#offset += HEADER_SIZE + this.#size;
+    this.#type = -1;
+    this.#size = -1;
+    this.#truncating = false;
+    this.#prefix = undefined;
+    return packet;
+  }
+
+  /** Drop exactly n buffered bytes. */
+  #discard(n: number): void {
+    this.#buffered -= n;
+    while (n > 0) {
+      const chunk = this.#chunks[0] as Uint8Array;
+      if (chunk.length <= n) {
+        n -= chunk.length;
+        this.#chunks.shift();
+      } else {
+        this.#chunks[0] = chunk.subarray(n);
+        n = 0;
+      }
+    }
   }
 
   #parseBody(body: Uint8Array): Packet {

@@ -81,6 +81,8 @@ export interface ConnectOptions {
   readonly connectTimeoutMs?: number;
   /** Body size ceiling for received packets; default 64 MiB. */
   readonly maxBodySize?: number;
+  /** Skip the body of a job above `maxBodySize` instead of failing the connection (see codec). */
+  readonly truncateOversizeJobs?: boolean;
   /** Send an ECHO_REQ probe after this much silence; 0 disables the heartbeat. Default 15 s. */
   readonly heartbeatIntervalMs?: number;
   /** Declare the peer dead when nothing arrives this long after a probe. Default 5 s. */
@@ -126,6 +128,7 @@ export class GearmanConnection implements AsyncDisposable {
     this.#parser = new PacketParser({
       expect: "RES",
       maxBodySize: options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE,
+      truncateOversizeJobs: options.truncateOversizeJobs ?? false,
     });
     this.#onPacket = options.onPacket;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 15_000;

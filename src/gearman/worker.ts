@@ -1,25 +1,34 @@
 /**
- * One queue (Gearman function) on one connection: registration, pipelined
- * grabs bounded by the queue's slots, PRE_SLEEP/NOOP, handlers, and
- * WORK_COMPLETE only after the handler's promise resolved (D1).
+ * One queue (Gearman function) on one connection — a link of the consumer
+ * core: registration, pipelined grabs bounded by the queue's budget (D12),
+ * PRE_SLEEP/NOOP, and the acknowledgement of each job on this connection
+ * once the delivery engine says so (D1).
  *
- * State machine of gearman.md §6, with the grab window equal to the free
- * slots of the queue (D12).
+ * The grab/sleep state machine. Replies to grabs arrive in the order the
+ * grabs were sent, one reply per grab. The invariant, checked by the
+ * property test against a scripted job server: whenever the worker is
+ * neither draining nor dead, it has a grab outstanding, or it has sent
+ * PRE_SLEEP and waits for NOOP, or its queue budget is exhausted and it waits
+ * for a grant (which a finishing job releases). Nothing else may leave it
+ * quiet, because gearmand sends NOOP only to a connection that sent
+ * PRE_SLEEP:
+ *
+ * - JOB_ASSIGN*: the server had work; start the job, grab again.
+ * - NO_JOB with other grabs outstanding: send nothing new until they are
+ *   answered (their answers decide).
+ * - NO_JOB answering the last outstanding grab: PRE_SLEEP.
+ * - NOOP (or the idle poll, or a stall nudge): grab again.
  *
  * @module
  */
 import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
 import { type ConnectOptions, GearmanConnection } from "./connection.ts";
-import {
-  type ConsumerObserver,
-  DiscardJobError,
-  type Job,
-  type JobHandler,
-  type JobResult,
-} from "../consumer/contract.ts";
-import type { CancelWait, SlotPool } from "../consumer/slot_pool.ts";
+import type { Job } from "../consumer/contract.ts";
+import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
+import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
+import type { Link } from "../consumer/link.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 
 const log = getLogger("gearman");
 
@@ -27,77 +36,103 @@ const log = getLogger("gearman");
 export interface QueueWorkerOptions {
   readonly queue: string;
   readonly server: string;
-  readonly pool: SlotPool;
-  readonly handler: JobHandler;
-  readonly observer: ConsumerObserver;
+  readonly budget: QueueBudget;
+  readonly engine: DeliveryEngine;
   /** Shown in `gearadmin --workers`; must not contain spaces. */
   readonly clientId?: string;
-  /** While sleeping, grab anyway after this long without a NOOP (lost wake-up, gearman.md §6.3). Default 30 s. */
+  /** While sleeping, grab anyway after this long without a NOOP (lost wake-up). Default 30 s. */
   readonly idlePollMs?: number;
-  /** First retry delay after a transient handler failure; doubles up to {@link retryMaxMs}. Default 100 ms. */
-  readonly retryInitialMs?: number;
-  /** Cap of the retry delay. Default 5 s. */
-  readonly retryMaxMs?: number;
-  /** Connection options (heartbeat, timeouts, signal for the connect). */
-  readonly connect?: Omit<ConnectOptions, "onPacket">;
+  /** Connection options (heartbeat, timeouts, body size limit, signal for the connect). */
+  readonly connect?: Omit<ConnectOptions, "onPacket" | "truncateOversizeJobs">;
+}
+
+/** What the state machine did last, for tests and logs. */
+export interface QueueWorkerState {
+  readonly grabsOutstanding: number;
+  readonly sleeping: boolean;
+  readonly waitingForBudget: boolean;
+  readonly inFlight: number;
+  readonly draining: boolean;
+  readonly dead: boolean;
 }
 
 /**
  * One generation of one (queue, server) link. Built by the supervisor, which
  * is the only code that replaces it.
  */
-export class QueueWorker {
+export class QueueWorker implements Link {
   readonly queue: string;
   readonly server: string;
-  readonly #pool: SlotPool;
-  readonly #handler: JobHandler;
-  readonly #observer: ConsumerObserver;
+  readonly #budget: QueueBudget;
+  readonly #engine: DeliveryEngine;
   readonly #clientId: string | undefined;
   readonly #idlePollMs: number;
-  readonly #retryInitialMs: number;
-  readonly #retryMaxMs: number;
   #conn: GearmanConnection | undefined;
-  #grabs = 0;
-  #inFlight = 0;
-  #idle = false;
+  /** Grants of the outstanding grabs, oldest first: replies come in grab order. */
+  readonly #grabs: Grant[] = [];
+  /** A NO_JOB arrived while other grabs were outstanding: grab no more until they are answered. */
+  #emptyReplySeen = false;
   #sleeping = false;
   #sleepingSince = 0;
   #draining = false;
   #dead = false;
+  #started = false;
+  #lastReceivedAt = performance.now();
   #cancelWait: CancelWait | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #handlerAbort = new AbortController();
-  // Wakes retry back-offs when the worker drains or its connection dies.
+  // Ends retries when the worker drains or its connection dies.
   readonly #stopRetries = new AbortController();
   readonly #running = new Set<Promise<void>>();
   #jobNotFound = 0;
 
-  /** @param options Queue, server, slots, handler and observer. */
+  /** @param options Queue, server, budget and delivery engine. */
   constructor(options: QueueWorkerOptions) {
     this.queue = options.queue;
     this.server = options.server;
-    this.#pool = options.pool;
-    this.#handler = options.handler;
-    this.#observer = options.observer;
+    this.#budget = options.budget;
+    this.#engine = options.engine;
     this.#clientId = options.clientId;
     this.#idlePollMs = options.idlePollMs ?? 30_000;
-    this.#retryInitialMs = options.retryInitialMs ?? 100;
-    this.#retryMaxMs = options.retryMaxMs ?? 5_000;
   }
 
   /**
-   * Connect and build a worker, without registering yet (see {@link start}).
+   * Connect, register the function and wait until the server has answered
+   * (an ECHO round trip behind CAN_DO): a server that accepts TCP but is hung
+   * or stopped must not count as connected. Does not grab yet ({@link start}).
    *
    * @param options Worker options.
-   * @returns A connected, not yet registered worker.
-   * @throws {ConnectionClosedError} When the server cannot be reached (from connection.ts).
+   * @returns A connected, registered, not yet grabbing worker.
+   * @throws {ConnectionClosedError} When the server cannot be reached or does not answer in time.
    */
-  static async connect(options: QueueWorkerOptions): Promise<QueueWorker> {
+  static async open(options: QueueWorkerOptions): Promise<QueueWorker> {
     const worker = new QueueWorker(options);
-    worker.#conn = await GearmanConnection.connect(options.server, {
-      ...options.connect,
+    const connect = options.connect ?? {};
+    const conn = await GearmanConnection.connect(options.server, {
+      ...connect,
+      truncateOversizeJobs: true,
       onPacket: (packet) => worker.#onPacket(packet),
     });
+    worker.#conn = conn;
+    void conn.closed.then((reason) => worker.#onClosed(reason));
+    // SET_CLIENT_ID, CAN_DO and the ECHO go out in one write; registrations
+    // live and die with the connection, so every generation sends CAN_DO again.
+    if (worker.#clientId !== undefined) {
+      conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [worker.#clientId]));
+    }
+    conn.send(encodePacket("REQ", PACKET.CAN_DO, [worker.queue]));
+    const timeoutMs = connect.connectTimeoutMs ?? 5_000;
+    using answer = deadline(timeoutMs, connect.signal);
+    try {
+      await conn.echo({ signal: answer.signal });
+    } catch (err: unknown) {
+      await conn.close();
+      if (connect.signal?.aborted) throw connect.signal.reason;
+      throw new Error(
+        `Job server ${options.server} accepted the connection but did not answer within ${timeoutMs} ms`,
+        { cause: err },
+      );
+    }
     return worker;
   }
 
@@ -108,7 +143,12 @@ export class QueueWorker {
 
   /** Handlers of this generation still running. */
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#running.size;
+  }
+
+  /** `performance.now()` of the last job received, or of the start. */
+  get lastReceivedAt(): number {
+    return this.#lastReceivedAt;
   }
 
   /** ERROR JOB_NOT_FOUND answers seen (an acknowledgement the server did not accept). */
@@ -116,32 +156,36 @@ export class QueueWorker {
     return this.#jobNotFound;
   }
 
+  /** The state machine's variables (tests). */
+  get state(): QueueWorkerState {
+    return {
+      grabsOutstanding: this.#grabs.length,
+      sleeping: this.#sleeping,
+      waitingForBudget: this.#cancelWait !== undefined,
+      inFlight: this.#running.size,
+      draining: this.#draining,
+      dead: this.#dead,
+    };
+  }
+
   get #connection(): GearmanConnection {
-    if (this.#conn === undefined) throw new Error("QueueWorker used before connect()");
+    if (this.#conn === undefined) throw new Error("QueueWorker used before open()");
     return this.#conn;
   }
 
-  /**
-   * Register the function and start grabbing. CAN_DO and the first grabs go
-   * out in one write (gearman.md §6.1); registrations live and die with the
-   * connection, so every generation sends CAN_DO again (§8).
-   */
+  /** Start grabbing. */
   start(): void {
-    const conn = this.#connection;
-    if (this.#clientId !== undefined) {
-      conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [this.#clientId]));
-    }
-    conn.send(encodePacket("REQ", PACKET.CAN_DO, [this.queue]));
-    void conn.closed.then((reason) => this.#onClosed(reason));
+    this.#started = true;
+    this.#lastReceivedAt = performance.now();
     this.#pump();
   }
 
   /**
    * Stop grabbing, wait for running handlers (bounded by `signal`), put an
-   * ECHO barrier behind the acknowledgements, and close (G9, gearman.md §6.4).
-   * Jobs assigned by grabs still outstanding are neither started nor
-   * answered; closing the socket re-queues them. Never sends CANT_DO
-   * (it would re-queue jobs still being handled, gearman.md §4.8).
+   * ECHO barrier behind the acknowledgements, and close (G9). Jobs assigned
+   * by grabs still outstanding are neither started nor answered; closing the
+   * socket re-queues them. Never sends CANT_DO (it would re-queue jobs still
+   * being handled).
    *
    * @param signal Drain deadline: when it aborts, running handlers are aborted too and their jobs left unanswered.
    */
@@ -182,7 +226,26 @@ export class QueueWorker {
     this.#draining = true;
     this.#stopRetries.abort();
     this.#stopWaiting();
+    this.#stopIdlePoll();
     return this.#connection.close();
+  }
+
+  /**
+   * Ask for work now, whatever the state machine believes (a stall was
+   * detected: jobs wait at the server while this connection takes none).
+   */
+  nudge(): void {
+    if (!this.#wantsGrabs()) return;
+    log.debug("gearman: nudged, grabbing", {
+      queue: this.queue,
+      server: this.server,
+      grabs_outstanding: this.#grabs.length,
+      sleeping: this.#sleeping,
+    });
+    this.#sleeping = false;
+    this.#emptyReplySeen = false;
+    this.#stopIdlePoll();
+    this.#pump();
   }
 
   #onClosed(reason: Error | undefined): void {
@@ -190,45 +253,49 @@ export class QueueWorker {
     this.#stopRetries.abort();
     this.#stopWaiting();
     this.#stopIdlePoll();
-    // Outstanding grabs will never be answered; their slots come back now.
-    for (; this.#grabs > 0; this.#grabs--) this.#pool.release();
+    // Outstanding grabs will never be answered; their grants come back now.
+    for (const grant of this.#grabs.splice(0)) grant.release();
     if (reason !== undefined) {
       log.debug("gearman: worker connection ended", {
         queue: this.queue,
         server: this.server,
         error: errorMessage(reason),
-        in_flight: this.#inFlight,
+        in_flight: this.#running.size,
       });
     }
   }
 
   #wantsGrabs(): boolean {
-    return !this.#draining && !this.#dead && !this.#idle;
+    return this.#started && !this.#draining && !this.#dead;
   }
 
-  /** Send as many grabs as there are free slots (D12); wait for a slot otherwise. */
+  /** Grab for every grant the budget gives (D12); otherwise wait for one. */
   #pump(): void {
-    if (!this.#wantsGrabs()) return;
-    let n = 0;
-    while (this.#pool.tryAcquire()) n++;
-    if (n > 0) this.#sendGrabs(n);
-    if (this.#cancelWait === undefined && this.#wantsGrabs()) {
-      this.#cancelWait = this.#pool.waitForSlot(() => {
+    if (!this.#wantsGrabs() || this.#sleeping || this.#emptyReplySeen) return;
+    const grants: Grant[] = [];
+    for (let g = this.#budget.tryAcquire(); g !== undefined; g = this.#budget.tryAcquire()) {
+      grants.push(g);
+    }
+    if (grants.length > 0) this.#sendGrabs(grants);
+    if (this.#cancelWait === undefined) {
+      this.#cancelWait = this.#budget.waitFor((grant) => {
         this.#cancelWait = undefined;
-        if (!this.#wantsGrabs()) {
-          this.#pool.release();
+        if (!this.#wantsGrabs() || this.#sleeping || this.#emptyReplySeen) {
+          grant.release();
           return;
         }
-        this.#sendGrabs(1);
+        this.#sendGrabs([grant]);
         this.#pump();
       });
     }
   }
 
-  #sendGrabs(n: number): void {
-    this.#grabs += n;
+  #sendGrabs(grants: readonly Grant[]): void {
     const grab = encodePacket("REQ", PACKET.GRAB_JOB_UNIQ, []);
-    for (let i = 0; i < n; i++) this.#connection.send(grab);
+    for (const grant of grants) {
+      this.#grabs.push(grant);
+      this.#connection.send(grab);
+    }
   }
 
   #stopWaiting(): void {
@@ -259,55 +326,81 @@ export class QueueWorker {
         this.#onError(packet);
         return;
       default:
-        void this.#connection.close().then(() => {});
         log.error("gearman: unexpected packet on worker connection, reconnecting", {
           queue: this.queue,
           server: this.server,
           packet: packetName(packet.type),
         });
+        void this.#connection.close();
     }
   }
 
   #onAssign(packet: Packet): void {
-    this.#grabs--;
+    const grant = this.#grabs.shift();
+    if (grant === undefined) {
+      log.error("gearman: job assigned without a grab outstanding, reconnecting", {
+        queue: this.queue,
+        server: this.server,
+      });
+      void this.#connection.close();
+      return;
+    }
+    this.#lastReceivedAt = performance.now();
+    // The server had a job for a grab sent after any earlier NO_JOB: there
+    // may be more, so the empty reply no longer decides (the lost wake-up fix).
+    this.#emptyReplySeen = false;
     const args = packet.args;
-    // JOB_ASSIGN_ALL carries a reducer before the workload (gearman.md §2, 39/40).
+    // JOB_ASSIGN_ALL carries a reducer before the workload.
     const payload = args[args.length - 1] as Uint8Array;
+    grant.settle(payload.length);
+    if (this.#draining || this.#dead) {
+      // Assigned by a grab sent before the drain: not started, not answered;
+      // the close re-queues it (G9 step 1).
+      grant.release();
+      return;
+    }
     const job: Job = {
       queue: this.queue,
       server: this.server,
       handle: argText(args[0]),
       unique: argText(args[2]),
       payload,
+      receivedAt: Date.now(),
     };
-    if (this.#draining || this.#dead) {
-      // Assigned by a grab sent before the drain: not started, not answered;
-      // the close re-queues it (G9 step 1).
-      this.#pool.release();
-      return;
-    }
-    const run = this.#run(job);
+    const run = this.#run(job, grant, packet.truncatedFrom);
     this.#running.add(run);
     void run.finally(() => this.#running.delete(run));
     this.#pump();
   }
 
   #onNoJob(): void {
-    this.#grabs--;
-    this.#idle = true;
-    this.#stopWaiting();
-    this.#pool.release();
-    if (this.#grabs === 0 && !this.#draining && !this.#dead) {
-      this.#connection.send(encodePacket("REQ", PACKET.PRE_SLEEP, []));
-      this.#sleeping = true;
-      this.#sleepingSince = performance.now();
-      this.#armIdlePoll();
+    const grant = this.#grabs.shift();
+    if (grant === undefined) {
+      log.error("gearman: NO_JOB without a grab outstanding, reconnecting", {
+        queue: this.queue,
+        server: this.server,
+      });
+      void this.#connection.close();
+      return;
     }
+    grant.release();
+    if (!this.#wantsGrabs()) return;
+    this.#stopWaiting();
+    if (this.#grabs.length > 0) {
+      // The answers still to come decide: a job means grab on, a last NO_JOB means sleep.
+      this.#emptyReplySeen = true;
+      return;
+    }
+    this.#emptyReplySeen = false;
+    this.#sleeping = true;
+    this.#sleepingSince = performance.now();
+    this.#connection.send(encodePacket("REQ", PACKET.PRE_SLEEP, []));
+    this.#armIdlePoll();
   }
 
   #onNoop(): void {
+    // A NOOP can cross a grab on the wire: a hint to grab if there is room.
     this.#sleeping = false;
-    this.#idle = false;
     this.#stopIdlePoll();
     this.#pump();
   }
@@ -317,8 +410,8 @@ export class QueueWorker {
     if (this.#idlePollMs <= 0) return;
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;
-      if (!this.#sleeping || this.#draining || this.#dead) return;
-      // No NOOP for a long time: grab anyway (gearman.md §6.3 idle poll).
+      if (!this.#sleeping || !this.#wantsGrabs()) return;
+      // No NOOP for a long time: grab anyway (protects against a wake-up lost by the server).
       log.debug("gearman: idle poll", {
         queue: this.queue,
         server: this.server,
@@ -351,66 +444,32 @@ export class QueueWorker {
     void this.#connection.close();
   }
 
-  async #run(job: Job): Promise<void> {
-    const started = performance.now();
-    this.#inFlight++;
-    this.#observer.jobReceived(job.queue);
-    this.#observer.inFlight(job.queue, 1);
-    let result: JobResult = "abandoned";
-    let delayMs = this.#retryInitialMs;
-    try {
-      for (;;) {
-        try {
-          // A handler that ignores the abort must not hold the slot (and
-          // shutdown) hostage: once aborted, stop waiting for it.
-          await abortable(this.#handler(job, this.#handlerAbort.signal), this.#handlerAbort.signal);
-          result = "completed";
-          break;
-        } catch (err: unknown) {
-          if (err instanceof DiscardJobError) {
-            result = "failed";
-            log.warn("gearman: handler discarded job", {
-              queue: job.queue,
-              server: job.server,
-              handle: job.handle,
-              error: errorMessage(err),
-            });
-            break;
-          }
-          if (this.#handlerAbort.signal.aborted || this.#draining || this.#dead) break;
-          this.#observer.jobRetried(job.queue);
-          log.warn("gearman: handler failed, retrying job", {
-            queue: job.queue,
-            server: job.server,
-            handle: job.handle,
-            retry_in_ms: delayMs,
-            error: errorMessage(err),
-          });
-          if (!(await this.#sleep(delayMs))) break;
-          delayMs = Math.min(delayMs * 2, this.#retryMaxMs);
-        }
-      }
-    } finally {
-      this.#inFlight--;
-      this.#observer.inFlight(job.queue, -1);
-    }
-    if (result === "completed" || result === "failed") {
+  async #run(job: Job, grant: Grant, tooLarge: number | undefined): Promise<void> {
+    const ack: Acknowledgement = {
       // Only the connection that received the job may answer it (D12).
-      const packet = result === "completed"
-        ? encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])
-        : encodePacket("REQ", PACKET.WORK_FAIL, [job.handle]);
-      if (this.#dead || !this.#connection.send(packet)) result = "abandoned";
+      complete: () =>
+        Promise.resolve(
+          !this.#dead &&
+            this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
+        ),
+      discard: () =>
+        Promise.resolve(
+          !this.#dead && this.#connection.send(encodePacket("REQ", PACKET.WORK_FAIL, [job.handle])),
+        ),
+    };
+    const scope: DeliveryScope = {
+      abort: this.#handlerAbort.signal,
+      stopRetries: this.#stopRetries.signal,
+    };
+    try {
+      await this.#engine.deliver(
+        tooLarge === undefined ? { job } : { job, tooLarge },
+        ack,
+        scope,
+      );
+    } finally {
+      grant.release();
+      this.#pump();
     }
-    this.#observer.jobDone(job.queue, result, (performance.now() - started) / 1000);
-    this.#pool.release();
-    this.#pump();
-  }
-
-  /** Sleep unless handlers are aborted, the worker drains or the connection dies; false when interrupted. */
-  #sleep(ms: number): Promise<boolean> {
-    return sleepUnlessAborted(
-      ms,
-      AbortSignal.any([this.#handlerAbort.signal, this.#stopRetries.signal]),
-    );
   }
 }

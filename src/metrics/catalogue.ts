@@ -101,6 +101,22 @@ export const METRICS = {
     labels: ["queue_name"],
     precreate: "queues",
   },
+  queueJobsRetried: {
+    name: "statusengine_queue_jobs_retried_total",
+    type: "counter",
+    help:
+      "Failed attempts of a job that is tried again on the same connection (MySQL held, dead-letter file failing, ...).",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
+  queueStalled: {
+    name: "statusengine_queue_stalled",
+    type: "gauge",
+    help:
+      "1 while jobs wait at the broker and the queue, with room to take them, has taken none for --queue-stall-timeout.",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
   queueJobs: {
     name: "statusengine_queue_jobs_total",
     type: "counter",

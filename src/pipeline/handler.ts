@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Job, JobHandler } from "../consumer/contract.ts";
+import { InternalError, type Job, type JobHandler } from "../consumer/contract.ts";
 import { decodePayload } from "../events/decode.ts";
 import type { DecodedJob, Row, StreamEvent, TableRow } from "../events/types.ts";
 import type { TableWriter } from "../mysql/writer.ts";
@@ -119,7 +119,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     for (const [table, list] of byTable) {
       const writer = options.writers.get(table);
       if (writer === undefined) {
-        throw new Error(`No writer for table "${table}" (queue ${job.queue})`);
+        throw new InternalError(`No writer for table "${table}" (queue ${job.queue})`);
       }
       await writer.add(list, tracker, signal);
     }

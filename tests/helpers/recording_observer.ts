@@ -9,6 +9,8 @@ export class RecordingObserver implements ConsumerObserver {
   readonly reconnects = new Map<string, number>();
   /** Every value the connected gauge took, per queue, in order. */
   readonly connectedHistory = new Map<string, boolean[]>();
+  /** Every value the stalled gauge took, per queue, in order. */
+  readonly stalledHistory = new Map<string, boolean[]>();
 
   jobReceived(queue: string): void {
     this.received.set(queue, (this.received.get(queue) ?? 0) + 1);
@@ -31,6 +33,11 @@ export class RecordingObserver implements ConsumerObserver {
   }
   queueReconnected(queue: string): void {
     this.reconnects.set(queue, (this.reconnects.get(queue) ?? 0) + 1);
+  }
+  queueStalled(queue: string, stalled: boolean): void {
+    const h = this.stalledHistory.get(queue) ?? [];
+    h.push(stalled);
+    this.stalledHistory.set(queue, h);
   }
 
   /** Current value of the connected gauge (undefined = never set). */

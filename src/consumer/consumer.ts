@@ -1,0 +1,314 @@
+/**
+ * The consumer core shared by every backend: one budget per queue (G2/G3)
+ * under one byte budget, one delivery engine, one supervisor per link target
+ * (one per queue and job server for Gearman, G1/D9; one per broker for
+ * RabbitMQ), the connected and stalled state of every queue, a parallel,
+ * bounded drain on stop (G9), and the periodic per-queue summary line (L2).
+ *
+ * A backend contributes only its link targets: how to open a link, and how
+ * to ask the broker for a queue's backlog.
+ *
+ * @module
+ */
+import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "./contract.ts";
+import { ByteBudget, QueueBudget } from "./budget.ts";
+import { DeliveryEngine } from "./delivery.ts";
+import type { BackoffOptions } from "./backoff.ts";
+import type { LinkTarget } from "./link.ts";
+import { Supervisor } from "./supervisor.ts";
+import { StallDetector, type WatchedLink } from "./stall_detector.ts";
+import { ConsumerStats } from "./consumer_stats.ts";
+import { deadline } from "../util/async.ts";
+import { errorMessage, type Logger } from "../log.ts";
+
+/** One consumed queue. */
+export interface ConsumedQueue {
+  readonly name: string;
+  /** Messages only make sense in sequence: one job at a time, whatever the cap (G3). */
+  readonly inOrder: boolean;
+}
+
+/** What a backend's link targets are built from. */
+export interface LinkContext {
+  readonly engine: DeliveryEngine;
+  /** The budget of a consumed queue. */
+  budget(queue: string): QueueBudget;
+}
+
+/** Options of {@link Consumer}. */
+export interface ConsumerOptions {
+  /** Backend name, the prefix of log lines (`gearman`, `rabbitmq`). */
+  readonly name: string;
+  readonly log: Logger;
+  readonly queues: readonly ConsumedQueue[];
+  /** Jobs in flight per queue (≥ 1); in-order queues always get 1. */
+  readonly maxJobsPerQueue: number;
+  /** Payload bytes in flight across all queues; default 256 MiB. */
+  readonly maxInFlightBytes?: number;
+  readonly handler: JobHandler;
+  readonly observer: ConsumerObserver;
+  /** Records jobs that are too large or trip an internal error; default: nothing is kept. */
+  readonly deadLetter?: ConsumerDeadLetterSink;
+  /** Retry schedule of failed jobs (default 100 ms doubling to 5 s). */
+  readonly retry?: BackoffOptions;
+  /** Build the link targets. */
+  readonly targets: (context: LinkContext) => readonly LinkTarget[];
+  readonly reconnectIntervalMs: number;
+  /** Stop waits this long for running handlers before abandoning their jobs (G9). */
+  readonly drainTimeoutMs: number;
+  /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s. */
+  readonly stallTimeoutMs?: number;
+  /** Interval of the per-queue summary line; default 30 s, 0 disables. */
+  readonly statsIntervalMs?: number;
+  /** Fields of the start-up line. */
+  readonly describe?: Record<string, unknown>;
+  /** What a link target is called in messages; default "broker". */
+  readonly serverNoun?: string;
+}
+
+/** Raised when start-up cannot open any link. */
+export class ConsumerStartError extends Error {
+  /**
+   * @param message What failed.
+   * @param options `cause`.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "ConsumerStartError";
+  }
+}
+
+/** Default of `--max-in-flight-bytes`. */
+export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Default of `--max-job-size`. The broker module's bulk jobs are a few
+ * hundred KiB; gearmand itself accepts up to 4 GiB and holds it in memory.
+ */
+export const DEFAULT_MAX_JOB_SIZE = 64 * 1024 * 1024;
+
+/** Consumes every queue through every link target of one backend. */
+export class Consumer {
+  readonly #o: ConsumerOptions;
+  readonly #bytes: ByteBudget;
+  readonly #budgets = new Map<string, QueueBudget>();
+  readonly #stats: ConsumerStats;
+  readonly #engine: DeliveryEngine;
+  readonly #supervisors: Supervisor[] = [];
+  readonly #up = new Map<string, Set<Supervisor>>();
+  readonly #serving = new Map<string, number>();
+  readonly #stallDetector: StallDetector;
+  #statsTimer: ReturnType<typeof setInterval> | undefined;
+  #started = false;
+  #stopping: Promise<void> | undefined;
+
+  /**
+   * @param options Queues, caps, handler, observer, targets and timings.
+   * @throws {RangeError} On an empty queue list, a cap below 1, or no link target.
+   */
+  constructor(options: ConsumerOptions) {
+    if (options.queues.length === 0) {
+      // One link per queue: with none, start would "succeed" consuming nothing (G1).
+      throw new RangeError(`Cannot create ${options.name} consumer: no queues to consume`);
+    }
+    if (!Number.isInteger(options.maxJobsPerQueue) || options.maxJobsPerQueue < 1) {
+      throw new RangeError(
+        `Cannot create ${options.name} consumer: jobs per queue must be >= 1, got ${options.maxJobsPerQueue}`,
+      );
+    }
+    this.#o = options;
+    this.#bytes = new ByteBudget(options.maxInFlightBytes ?? DEFAULT_MAX_IN_FLIGHT_BYTES);
+    for (const q of options.queues) {
+      this.#budgets.set(q.name, new QueueBudget(q.name, this.capFor(q), this.#bytes));
+      this.#up.set(q.name, new Set());
+    }
+    this.#stats = new ConsumerStats(options.queues.map((q) => q.name));
+    const observer = this.#stats.wrap(options.observer);
+    this.#engine = new DeliveryEngine({
+      handler: options.handler,
+      observer,
+      deadLetter: options.deadLetter ?? discardDeadLetter,
+      name: options.name,
+      log: options.log,
+      ...(options.retry === undefined ? {} : { retry: options.retry }),
+    });
+    const targets = options.targets({
+      engine: this.#engine,
+      budget: (queue) => this.#budget(queue),
+    });
+    if (targets.length === 0) {
+      throw new RangeError(`Cannot create ${options.name} consumer: no broker to connect to`);
+    }
+    const watched: WatchedLink[] = [];
+    for (const target of targets) {
+      const supervisor: Supervisor = new Supervisor({
+        target,
+        name: options.name,
+        log: options.log,
+        reconnectIntervalMs: options.reconnectIntervalMs,
+        drainTimeoutMs: options.drainTimeoutMs,
+        onState: (up) => this.#setState(supervisor, up),
+        onReconnected: () => {
+          for (const q of target.queues) {
+            this.#stats.reconnected(q);
+            options.observer.queueReconnected(q);
+          }
+        },
+      });
+      this.#supervisors.push(supervisor);
+      for (const q of target.queues) {
+        this.#serving.set(q, (this.#serving.get(q) ?? 0) + 1);
+        watched.push({
+          target,
+          queue: q,
+          budget: this.#budget(q),
+          current: () => supervisor.current,
+        });
+      }
+    }
+    this.#stallDetector = new StallDetector({
+      links: watched,
+      timeoutMs: options.stallTimeoutMs ?? 60_000,
+      name: options.name,
+      log: options.log,
+      onQueueStalled: (queue, stalled) => options.observer.queueStalled(queue, stalled),
+    });
+  }
+
+  #budget(queue: string): QueueBudget {
+    const budget = this.#budgets.get(queue);
+    if (budget === undefined) throw new RangeError(`Queue "${queue}" is not consumed`);
+    return budget;
+  }
+
+  /**
+   * The effective cap of a queue: 1 for in-order queues, the configured value otherwise.
+   *
+   * @param queue The queue.
+   * @returns Jobs allowed in flight at once.
+   */
+  capFor(queue: ConsumedQueue): number {
+    return queue.inOrder ? 1 : this.#o.maxJobsPerQueue;
+  }
+
+  /** Grants of `queue` held now (handlers running plus grabs outstanding). */
+  slotsInUse(queue: string): number {
+    return this.#budgets.get(queue)?.inUse ?? 0;
+  }
+
+  /** Payload bytes held by jobs in flight and outstanding grabs, all queues. */
+  get bytesInFlight(): number {
+    return this.#bytes.used;
+  }
+
+  /** Whether every link serving `queue` is consuming. */
+  connected(queue: string): boolean {
+    return (this.#up.get(queue)?.size ?? -1) === (this.#serving.get(queue) ?? 0);
+  }
+
+  /** Whether `queue` has jobs waiting that it does not take (see {@link StallDetector}). */
+  stalled(queue: string): boolean {
+    return this.#stallDetector.stalled(queue);
+  }
+
+  /** The supervisors, one per link target (tests). */
+  get supervisors(): readonly Supervisor[] {
+    return this.#supervisors;
+  }
+
+  /**
+   * Open every link in parallel and start consuming. Fails only when no link
+   * at all can be opened; the others keep trying in the background (one job
+   * server down must not stop the others).
+   *
+   * @throws {ConsumerStartError} When every first attempt failed.
+   */
+  async start(): Promise<void> {
+    if (this.#started) throw new Error(`${this.#o.name} consumer: start() called twice`);
+    if (this.#stopping !== undefined) {
+      throw new Error(`${this.#o.name} consumer: start() called after stop()`);
+    }
+    this.#started = true;
+    const results = await Promise.allSettled(this.#supervisors.map((s) => s.start()));
+    const failed = results.flatMap((r, i) =>
+      r.status === "rejected" ? [{ s: this.#supervisors[i] as Supervisor, err: r.reason }] : []
+    );
+    if (failed.length === results.length) {
+      const servers = [...new Set(failed.map((f) => f.s.target.server))].join(", ");
+      throw new ConsumerStartError(
+        `Cannot start ${this.#o.name} consumer: no ${
+          this.#o.serverNoun ?? "broker"
+        } reachable (${servers}): ${errorMessage(failed[0]?.err)}`,
+        { cause: failed[0]?.err },
+      );
+    }
+    for (const { s, err } of failed) {
+      this.#o.log.warn(`${this.#o.name}: unreachable at start-up, retrying in the background`, {
+        server: s.target.server,
+        queues: s.target.queues.join(","),
+        error: errorMessage(err),
+      });
+      s.startDisconnected();
+    }
+    const caps = this.#o.queues.map((q) => this.capFor(q));
+    this.#o.log.info(`${this.#o.name}: consumer started`, {
+      ...this.#o.describe,
+      queues: this.#o.queues.length,
+      max_jobs_per_queue: this.#o.maxJobsPerQueue,
+      serialized_queues: this.#o.queues.filter((q) => q.inOrder).length,
+      process_max_in_flight: caps.reduce((a, b) => a + b, 0),
+      max_in_flight_bytes: this.#bytes.limit,
+    });
+    this.#stallDetector.start();
+    const interval = this.#o.statsIntervalMs ?? 30_000;
+    if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);
+  }
+
+  /**
+   * Stop every link in parallel (G9): no new jobs, running handlers get up
+   * to the drain timeout, then every connection closes. Idempotent; safe
+   * before start.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#doStop();
+    return this.#stopping;
+  }
+
+  async #doStop(): Promise<void> {
+    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
+    this.#statsTimer = undefined;
+    this.#stallDetector.stop();
+    using drain = deadline(this.#o.drainTimeoutMs);
+    await Promise.all(this.#supervisors.map((s) => s.stop(drain.signal)));
+    if (this.#started) this.#logStats(true);
+  }
+
+  #setState(supervisor: Supervisor, up: boolean): void {
+    for (const queue of supervisor.target.queues) {
+      const before = this.connected(queue);
+      const set = this.#up.get(queue) as Set<Supervisor>;
+      if (up) set.add(supervisor);
+      else set.delete(supervisor);
+      // 1 only while every link of the queue is consuming, so a half-served
+      // queue (one of two job servers lost) is visible.
+      const after = this.connected(queue);
+      if (before !== after) this.#o.observer.queueConnected(queue, after);
+    }
+  }
+
+  #logStats(final: boolean): void {
+    this.#stats.log(
+      this.#o.log,
+      `${this.#o.name}: ${final ? "consumer stopped" : "consumer stats"}`,
+      (queue) => ({
+        links_up: `${this.#up.get(queue)?.size ?? 0}/${this.#serving.get(queue) ?? 0}`,
+        stalled: this.stalled(queue) ? 1 : 0,
+      }),
+    );
+  }
+}
+
+/** Without a dead-letter file the record is only counted and logged by the engine's caller. */
+function discardDeadLetter(): Promise<void> {
+  return Promise.resolve();
+}

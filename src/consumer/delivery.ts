@@ -1,0 +1,235 @@
+/**
+ * The delivery engine: what happens to one job between its arrival from a
+ * broker and its acknowledgement, the same for every backend.
+ *
+ * deliver → handler → acknowledge (D1), or retry with back-off while the link
+ * lives, or dead-letter (too large, internal error) and acknowledge, or leave
+ * unacknowledged for the broker to hand out again. The transports (Gearman
+ * worker connection, AMQP session) only receive jobs and write the
+ * acknowledgement on the link that received them (D12).
+ *
+ * @module
+ */
+import {
+  type ConsumerDeadLetterSink,
+  type ConsumerObserver,
+  DiscardJobError,
+  InternalError,
+  type Job,
+  type JobHandler,
+  type JobResult,
+} from "./contract.ts";
+import { Backoff, type BackoffOptions } from "./backoff.ts";
+import { abortable, sleepUnlessAborted } from "../util/async.ts";
+import { errorMessage, type Logger } from "../log.ts";
+
+/** One job as a transport hands it over. */
+export interface Delivery {
+  readonly job: Job;
+  /**
+   * Size of the whole payload when it was larger than the job-size limit; the
+   * transport then kept only its first KiB in `job.payload` and discarded the
+   * rest unread.
+   */
+  readonly tooLarge?: number;
+}
+
+/** How the transport answers a job, on the link that received it. */
+export interface Acknowledgement {
+  /** WORK_COMPLETE / basic.ack. False when the link is gone (the job is then redelivered). */
+  complete(): Promise<boolean>;
+  /** WORK_FAIL / basic.nack without requeue. False when the link is gone. */
+  discard(): Promise<boolean>;
+}
+
+/** Signals of the link a delivery runs on. */
+export interface DeliveryScope {
+  /** Drain deadline reached: the handler is aborted and the job abandoned. */
+  readonly abort: AbortSignal;
+  /** The link drains or died: no further attempt; the job is abandoned if not done. */
+  readonly stopRetries: AbortSignal;
+}
+
+/** Options of {@link DeliveryEngine}. */
+export interface DeliveryEngineOptions {
+  readonly handler: JobHandler;
+  readonly observer: ConsumerObserver;
+  /** Where jobs that cannot be handled are recorded (too large, internal errors). */
+  readonly deadLetter: ConsumerDeadLetterSink;
+  /** Backend name, the prefix of its log lines (`gearman`, `rabbitmq`). */
+  readonly name: string;
+  /** Logger of the backend. */
+  readonly log: Logger;
+  /** Retry schedule after a transient failure; default 100 ms doubling to 5 s, ±20 %. */
+  readonly retry?: BackoffOptions;
+  /** Attempts of a job that hits a programming error before it is dead-lettered; default 3. */
+  readonly internalAttempts?: number;
+}
+
+/** Default retry schedule of a failed job. */
+export const DEFAULT_RETRY: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0.2 };
+
+/** Repeated retry warnings of one queue are summarised at most this often. */
+const RETRY_WARN_INTERVAL_MS = 10_000;
+
+/**
+ * Whether a rejection is a bug in the worker rather than a passing condition.
+ *
+ * @param err What the handler rejected with.
+ * @returns True for {@link InternalError} and the built-in programming errors.
+ */
+export function isProgrammingError(err: unknown): boolean {
+  return err instanceof InternalError || err instanceof TypeError ||
+    err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError;
+}
+
+/** Runs deliveries for every link of one consumer. */
+export class DeliveryEngine {
+  readonly #handler: JobHandler;
+  readonly #observer: ConsumerObserver;
+  readonly #deadLetter: ConsumerDeadLetterSink;
+  readonly #log: Logger;
+  readonly #name: string;
+  readonly #retry: BackoffOptions;
+  readonly #internalAttempts: number;
+  readonly #lastRetryWarn = new Map<string, { at: number; suppressed: number }>();
+
+  /** @param options Handler, observer, dead-letter sink, logger and retry schedule. */
+  constructor(options: DeliveryEngineOptions) {
+    this.#handler = options.handler;
+    this.#observer = options.observer;
+    this.#deadLetter = options.deadLetter;
+    this.#log = options.log;
+    this.#name = options.name;
+    this.#retry = options.retry ?? DEFAULT_RETRY;
+    this.#internalAttempts = Math.max(1, options.internalAttempts ?? 3);
+  }
+
+  /** The observer every link reports to. */
+  get observer(): ConsumerObserver {
+    return this.#observer;
+  }
+
+  /**
+   * Handle one delivery to its end and answer it.
+   *
+   * @param delivery The job (and whether it was too large to read).
+   * @param ack Answers on the receiving link.
+   * @param scope Abort and stop signals of that link.
+   * @returns How the delivery ended.
+   */
+  async deliver(
+    delivery: Delivery,
+    ack: Acknowledgement,
+    scope: DeliveryScope,
+  ): Promise<JobResult> {
+    const { job } = delivery;
+    const started = performance.now();
+    this.#observer.jobReceived(job.queue);
+    this.#observer.inFlight(job.queue, 1);
+    let result: JobResult;
+    try {
+      result = await this.#attempt(delivery, scope);
+    } finally {
+      this.#observer.inFlight(job.queue, -1);
+    }
+    if (result !== "abandoned") {
+      const answered = result === "completed" ? await ack.complete() : await ack.discard();
+      if (!answered) result = "abandoned";
+    }
+    this.#observer.jobDone(job.queue, result, (performance.now() - started) / 1000);
+    return result;
+  }
+
+  async #attempt(delivery: Delivery, scope: DeliveryScope): Promise<JobResult> {
+    const { job } = delivery;
+    const backoff = new Backoff(this.#retry);
+    const stop = AbortSignal.any([scope.abort, scope.stopRetries]);
+    let internalFailures = 0;
+    for (;;) {
+      try {
+        if (delivery.tooLarge !== undefined) {
+          await abortable(this.#deadLetterTooLarge(job, delivery.tooLarge), scope.abort);
+        } else {
+          // A handler that ignores the abort must not hold its slot (and
+          // shutdown) hostage: once aborted, stop waiting for it.
+          await abortable(this.#handler(job, scope.abort), scope.abort);
+        }
+        return "completed";
+      } catch (err: unknown) {
+        if (err instanceof DiscardJobError) {
+          this.#log.warn(`${this.#name}: handler discarded job`, {
+            queue: job.queue,
+            server: job.server,
+            handle: job.handle,
+            error: errorMessage(err),
+          });
+          return "failed";
+        }
+        if (stop.aborted) return "abandoned";
+        if (isProgrammingError(err) && ++internalFailures >= this.#internalAttempts) {
+          if (await this.#deadLetterInternal(job, err, scope)) return "completed";
+          if (stop.aborted) return "abandoned";
+        }
+        this.#observer.jobRetried(job.queue);
+        const waitMs = backoff.next();
+        this.#warnRetry(job, err, waitMs);
+        if (!(await sleepUnlessAborted(waitMs, stop))) return "abandoned";
+      }
+    }
+  }
+
+  #deadLetterTooLarge(job: Job, bytes: number): Promise<void> {
+    return this.#deadLetter({
+      job,
+      reason: "too_large",
+      error:
+        `payload of ${bytes} bytes is larger than the job size limit; first ${job.payload.length} bytes kept`,
+      bytes,
+    });
+  }
+
+  /** Returns true once the job is recorded; false when the record could not be written. */
+  async #deadLetterInternal(job: Job, err: unknown, scope: DeliveryScope): Promise<boolean> {
+    this.#log.error(`${this.#name}: internal error handling a job, dead-lettering it`, {
+      queue: job.queue,
+      server: job.server,
+      handle: job.handle,
+      attempts: this.#internalAttempts,
+      error: errorMessage(err),
+    });
+    try {
+      await abortable(
+        this.#deadLetter({
+          job,
+          reason: "internal",
+          error: errorMessage(err),
+          bytes: job.payload.length,
+        }),
+        scope.abort,
+      );
+      return true;
+    } catch {
+      // The sink logged why; the job stays unacknowledged and is tried again.
+      return false;
+    }
+  }
+
+  #warnRetry(job: Job, err: unknown, waitMs: number): void {
+    const now = performance.now();
+    const last = this.#lastRetryWarn.get(job.queue);
+    if (last !== undefined && now - last.at < RETRY_WARN_INTERVAL_MS) {
+      last.suppressed++;
+      return;
+    }
+    this.#lastRetryWarn.set(job.queue, { at: now, suppressed: 0 });
+    this.#log.warn(`${this.#name}: job failed, retrying it`, {
+      queue: job.queue,
+      server: job.server,
+      handle: job.handle,
+      retry_in_ms: Math.round(waitMs),
+      retries_not_logged: last?.suppressed ?? 0,
+      error: errorMessage(err),
+    });
+  }
+}

@@ -1,0 +1,205 @@
+/**
+ * Owns one link target and is the only code that builds its links (G6/G7,
+ * R6), for every backend. A lost link is handed to retirement — its running
+ * handlers may finish within the drain timeout, their slots keep counting in
+ * the queue budget (G2) — and a fresh link is built every reconnect interval
+ * (with jitter) through the same code path as start-up, until it succeeds or
+ * shutdown begins.
+ *
+ * Log policy: one WARN when a link is lost, then at most one "still
+ * retrying" WARN every 30 s while attempts fail, and one INFO when it is back.
+ *
+ * @module
+ */
+import type { Link, LinkTarget } from "./link.ts";
+import { Backoff } from "./backoff.ts";
+import { deadline, sleepUnlessAborted } from "../util/async.ts";
+import { errorMessage, type Logger } from "../log.ts";
+
+/** Options of a {@link Supervisor}. */
+export interface SupervisorOptions {
+  readonly target: LinkTarget;
+  /** Backend name, the prefix of log lines. */
+  readonly name: string;
+  readonly log: Logger;
+  /** Pause before each attempt to rebuild a lost link (±20 % jitter). */
+  readonly reconnectIntervalMs: number;
+  /** Bound on how long handlers of a lost link may keep running. */
+  readonly drainTimeoutMs: number;
+  /** The link is consuming (true) or not (false). */
+  readonly onState: (up: boolean) => void;
+  /** A reconnect succeeded (not called for the first link). */
+  readonly onReconnected: () => void;
+}
+
+/** How long failed reconnect attempts stay quiet after a warning. */
+const RETRY_LOG_INTERVAL_MS = 30_000;
+
+/** Supervises one link target. */
+export class Supervisor {
+  readonly target: LinkTarget;
+  readonly #o: SupervisorOptions;
+  readonly #stop = new AbortController();
+  readonly #stopped: Promise<"stop"> = new Promise((resolve) =>
+    this.#stop.signal.addEventListener("abort", () => resolve("stop"), { once: true })
+  );
+  #current: Link | undefined;
+  #up = false;
+  #loop: Promise<void> | undefined;
+  readonly #retired = new Set<Promise<void>>();
+  #stopping: Promise<void> | undefined;
+
+  /** @param options Target, logging, reconnect settings and state callbacks. */
+  constructor(options: SupervisorOptions) {
+    this.target = options.target;
+    this.#o = options;
+  }
+
+  /** The current link, while one is installed. */
+  get current(): Link | undefined {
+    return this.#current;
+  }
+
+  /** Whether a link is installed and consuming. */
+  get up(): boolean {
+    return this.#up;
+  }
+
+  /**
+   * Open the first link and start consuming.
+   *
+   * @throws When the first attempt fails; the caller decides whether to keep
+   *   trying in the background ({@link startDisconnected}).
+   */
+  async start(): Promise<void> {
+    const link = await this.target.open(this.#stop.signal);
+    if (this.#stop.signal.aborted) {
+      await link.abort();
+      throw this.#stop.signal.reason;
+    }
+    this.#install(link);
+    this.#loop = this.#watch();
+  }
+
+  /** Start in the reconnect loop (the first attempt failed but the process carries on). */
+  startDisconnected(): void {
+    this.#loop = (async () => {
+      if (await this.#reconnect(false)) await this.#watch();
+    })();
+  }
+
+  /**
+   * End the reconnect loop at once (also mid back-off or mid connect), then
+   * drain the current link within `signal` (G9). Idempotent.
+   *
+   * @param signal Drain deadline.
+   */
+  stop(signal: AbortSignal): Promise<void> {
+    this.#stopping ??= this.#doStop(signal);
+    return this.#stopping;
+  }
+
+  async #doStop(signal: AbortSignal): Promise<void> {
+    this.#stop.abort(new DOMException("consumer stopping", "AbortError"));
+    await this.#loop;
+    const current = this.#current;
+    if (current !== undefined) await current.drain(signal);
+    await Promise.allSettled([...this.#retired]);
+    this.#setUp(false);
+  }
+
+  #install(link: Link): void {
+    this.#current = link;
+    link.start();
+    this.#setUp(true);
+  }
+
+  #setUp(up: boolean): void {
+    if (this.#up === up) return;
+    this.#up = up;
+    this.#o.onState(up);
+  }
+
+  async #watch(): Promise<void> {
+    for (;;) {
+      const link = this.#current as Link;
+      const reason = await Promise.race([link.closed, this.#stopped]);
+      if (reason === "stop" || this.#stop.signal.aborted) return;
+      this.#current = undefined;
+      this.#setUp(false);
+      this.#o.log.warn(`${this.#o.name}: connection lost, reconnecting`, {
+        ...this.#labels(),
+        error: reason === undefined ? "closed" : errorMessage(reason),
+        retry_interval_ms: this.#o.reconnectIntervalMs,
+        in_flight: link.inFlight,
+      });
+      this.#retire(link);
+      if (!(await this.#reconnect(true))) return;
+    }
+  }
+
+  #labels(): Record<string, string> {
+    const queues = this.target.queues;
+    return queues.length === 1
+      ? { queue: queues[0] as string, server: this.target.server }
+      : { server: this.target.server, queues: String(queues.length) };
+  }
+
+  /** Let a lost link's handlers finish, bounded by the drain timeout (G7 step 2). */
+  #retire(link: Link): void {
+    const done = (async () => {
+      using limit = deadline(this.#o.drainTimeoutMs, this.#stop.signal);
+      await link.settled(limit.signal);
+      await link.abort();
+    })();
+    this.#retired.add(done);
+    void done.finally(() => this.#retired.delete(done));
+  }
+
+  /** Returns true once a new link is installed, false when shutdown began. */
+  async #reconnect(countAsReconnect: boolean): Promise<boolean> {
+    const interval = new Backoff({
+      initialMs: this.#o.reconnectIntervalMs,
+      maxMs: this.#o.reconnectIntervalMs,
+    });
+    let attempts = 0;
+    let lastWarnAt = -Infinity;
+    const since = performance.now();
+    for (;;) {
+      if (!(await sleepUnlessAborted(interval.next(), this.#stop.signal))) return false;
+      attempts++;
+      let link: Link;
+      try {
+        link = await this.target.open(this.#stop.signal);
+      } catch (err: unknown) {
+        if (this.#stop.signal.aborted) return false;
+        const now = performance.now();
+        if (now - lastWarnAt >= RETRY_LOG_INTERVAL_MS) {
+          lastWarnAt = now;
+          this.#o.log.warn(`${this.#o.name}: reconnect failed, still retrying`, {
+            ...this.#labels(),
+            attempts,
+            down_for_s: Math.round((now - since) / 1000),
+            error: errorMessage(err),
+          });
+        }
+        continue;
+      }
+      // Deno runs this synchronously after the open resolved: either the new
+      // link is installed before stop looks at it, or stop already began and
+      // it is closed without taking a single job (G8).
+      if (this.#stop.signal.aborted) {
+        await link.abort();
+        return false;
+      }
+      this.#install(link);
+      if (countAsReconnect) this.#o.onReconnected();
+      this.#o.log.info(`${this.#o.name}: ${countAsReconnect ? "reconnected" : "connected"}`, {
+        ...this.#labels(),
+        attempts,
+        down_for_s: Math.round((performance.now() - since) / 1000),
+      });
+      return true;
+    }
+  }
+}
