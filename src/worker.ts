@@ -500,7 +500,13 @@ function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDea
       bytes,
       error,
     });
-    await sink.write({ queue: job.queue, reason, error, payload: decoder.decode(job.payload) });
+    await sink.write({
+      queue: job.queue,
+      reason,
+      error,
+      payload: decoder.decode(job.payload),
+      ...(reason === "too_large" ? { bytes } : {}),
+    });
     metrics.deadLetters.inc({ queue_name: job.queue, reason });
     metrics.pipelineErrors.inc({ component: "queue" });
   };

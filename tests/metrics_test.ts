@@ -15,6 +15,7 @@ import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { INVALID_REASONS } from "../src/events/types.ts";
 import { ADJUSTMENT_REASONS } from "../src/mysql/values.ts";
 import { batchedTables, downtimeTables } from "../src/pipeline/pipeline.ts";
+import { metricsObserver } from "../src/consumer/metrics_observer.ts";
 
 function series(text: string): Map<string, number> {
   const out = new Map<string, number>();
@@ -161,4 +162,21 @@ Deno.test("metrics: /healthz answers while alive; /readyz only while MySQL is av
   assert.match((await get("/readyz")).text, /MySQL unavailable/);
   proxy.unblock();
   await waitFor(async () => (await get("/readyz")).status === 200, { timeoutMs: 15_000 });
+});
+
+Deno.test("metrics: retries and stalls reported by a consumer reach statusengine_queue_jobs_retried_total and statusengine_queue_stalled", async () => {
+  const metrics = createMetrics();
+  const observer = metricsObserver(metrics);
+  const q = "statusngin_hostchecks";
+  observer.jobRetried(q);
+  observer.jobRetried(q);
+  observer.queueStalled(q, true);
+  let text = series(await metrics.registry.metrics());
+  assert.equal(text.get(key("statusengine_queue_jobs_retried_total", { queue_name: q })), 2);
+  assert.equal(text.get(key("statusengine_queue_stalled", { queue_name: q })), 1);
+  assert.ok(observer.stalled.has(q), "/readyz sees the stalled queue");
+  observer.queueStalled(q, false);
+  text = series(await metrics.registry.metrics());
+  assert.equal(text.get(key("statusengine_queue_stalled", { queue_name: q })), 0);
+  assert.ok(!observer.stalled.has(q));
 });

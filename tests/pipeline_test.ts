@@ -171,6 +171,53 @@ Deno.test("pipeline: malformed payloads are dead-lettered and counted, and the q
   }
 });
 
+Deno.test("pipeline: a job above --max-job-size is dead-lettered unread as too_large with its size and first KiB, and the connection is kept", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const deadLetterFile = await Deno.makeTempFile({ suffix: ".ndjson" });
+  try {
+    await using worker = await startTestWorker(
+      testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        deadLetterFile,
+        maxJobSize: 256 * 1024,
+      }),
+    );
+    const q = "statusngin_logentries";
+    const oversize = `{"messages":[${"x".repeat(3 * 1024 * 1024)}]}`;
+    await publish(gearmand.addr, q, [oversize, fixture(q)]);
+    await waitFor(async () => (await jobsAtGearmand(gearmand.addr, q)) === 0, {
+      message: "both jobs acknowledged",
+    });
+    const [count] = await db.query<DbRow[]>("SELECT COUNT(*) AS n FROM statusengine_logentries");
+    assert.ok(Number(count?.["n"]) > 0, "the job behind the oversize one was written");
+    const letters = (await Deno.readTextFile(deadLetterFile)).trim().split("\n").map((l) =>
+      JSON.parse(l)
+    );
+    assert.equal(letters.length, 1);
+    assert.equal(letters[0].reason, "too_large");
+    assert.equal(letters[0].queue, q);
+    assert.equal(letters[0].bytes, oversize.length);
+    assert.equal(letters[0].payload, oversize.slice(0, 1024));
+    assert.equal(
+      await metricValue(worker, "statusengine_dead_letters_total", {
+        queue_name: q,
+        reason: "too_large",
+      }),
+      1,
+    );
+    assert.equal(
+      await metricValue(worker, "statusengine_queue_reconnects_total", { queue_name: q }),
+      0,
+      "the oversize job did not cost the connection",
+    );
+  } finally {
+    await Deno.remove(deadLetterFile);
+  }
+});
+
 Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows are committed; nothing is lost (D1, W5)", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();

@@ -14,11 +14,13 @@
  * that committed us to take it. A grab therefore reserves an estimate — the
  * largest of the queue's recent jobs, at least {@link MIN_ESTIMATE_BYTES} —
  * and the reservation becomes the real size on arrival. Until a queue has
- * shown one job, it probes with a single grab, so a worker restarted in
- * front of a backlog of 20 MiB jobs takes one per queue before it knows
- * better, not eight. What the estimate cannot prevent is a queue whose jobs
- * suddenly grow: then its outstanding grabs may overshoot the limit by their
- * number times the growth, once (bench/memory.ts measures the bound).
+ * shown one job, it probes with a single grab that reserves an equal share
+ * of the limit, so a worker restarted in front of a backlog of 20 MiB jobs
+ * takes one per queue before it knows better, not eight, and the first wave
+ * overshoots only by what the first jobs exceed their share. What the
+ * estimate cannot prevent is a queue whose jobs suddenly grow: then its
+ * outstanding grabs may overshoot the limit by their number times the
+ * growth, once (bench/memory.ts measures the bound).
  *
  * Grants go to waiters first-come first-served, per queue and across queues
  * for bytes, so a backlog on one server or one queue cannot starve another.
@@ -40,6 +42,7 @@ export class ByteBudget {
   /** The limit in bytes (`--max-in-flight-bytes`). */
   readonly limit: number;
   #used = 0;
+  #queues = 0;
   readonly #blocked: QueueBudget[] = [];
 
   /**
@@ -51,6 +54,16 @@ export class ByteBudget {
       throw new RangeError(`Cannot create byte budget: limit must be >= 1 byte, got ${limit}`);
     }
     this.limit = limit;
+  }
+
+  /** What a queue that has shown no job yet reserves for its probe: an equal share of the limit. */
+  get probeReservation(): number {
+    return Math.max(MIN_ESTIMATE_BYTES, Math.floor(this.limit / Math.max(1, this.#queues)));
+  }
+
+  /** @internal A queue budget joined. */
+  register(): void {
+    this.#queues++;
   }
 
   /** Bytes held now: reservations of outstanding grabs plus payloads of jobs in flight. */
@@ -131,6 +144,7 @@ export class QueueBudget {
     this.queue = queue;
     this.#capacity = capacity;
     this.#bytes = bytes;
+    bytes.register();
   }
 
   static #checkCapacity(capacity: number): void {
@@ -163,6 +177,7 @@ export class QueueBudget {
 
   /** Bytes a grant reserves before its job is known. */
   get estimate(): number {
+    if (this.#sizes.length === 0) return this.#bytes.probeReservation;
     let max = MIN_ESTIMATE_BYTES;
     for (const s of this.#sizes) if (s > max) max = s;
     return max;

@@ -142,9 +142,9 @@ export interface Packet {
   readonly args: readonly Uint8Array[];
   /**
    * Set on a job assignment whose body was larger than the parser's limit:
-   * the announced body size. Its last argument (the workload) then holds only
-   * the first {@link TRUNCATED_WORKLOAD_BYTES} bytes; the rest was discarded
-   * unread.
+   * the real size of its workload. The last argument (the workload) then
+   * holds only its first {@link TRUNCATED_WORKLOAD_BYTES} bytes; the rest was
+   * discarded unread.
    */
   readonly truncatedFrom?: number;
 }
@@ -400,8 +400,10 @@ export class PacketParser {
     const parsed = this.#parseBody(this.#prefix);
     const args = [...parsed.args];
     const last = args.length - 1;
-    args[last] = (args[last] as Uint8Array).subarray(0, TRUNCATED_WORKLOAD_BYTES);
-    const packet: Packet = { ...parsed, args, truncatedFrom: this.#size };
+    const workload = args[last] as Uint8Array;
+    args[last] = workload.subarray(0, TRUNCATED_WORKLOAD_BYTES);
+    const workloadSize = this.#size - (this.#prefix.length - workload.length);
+    const packet: Packet = { ...parsed, args, truncatedFrom: workloadSize };
     this.#offset += HEADER_SIZE + this.#size;
     this.#type = -1;
     this.#size = -1;

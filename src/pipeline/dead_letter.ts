@@ -16,8 +16,10 @@ export interface DeadLetterRecord {
   readonly reason: string;
   /** Human-readable detail (decode message, MySQL error). */
   readonly error: string;
-  /** The repaired payload text, for undecodable payloads. */
+  /** The repaired payload text, for undecodable payloads (only its first KiB for `too_large`). */
   readonly payload?: string;
+  /** Size of the whole payload in bytes, when the record does not hold all of it (`too_large`). */
+  readonly bytes?: number;
   /** Table and row, for rows MySQL rejected. */
   readonly table?: string;
   readonly row?: Readonly<Record<string, unknown>>;

@@ -1,0 +1,86 @@
+/**
+ * The grab/sleep state machine of {@link QueueWorker} against a scripted job
+ * server that answers grabs with random interleavings of NO_JOB and
+ * JOB_ASSIGN_UNIQ, after random delays, while jobs arrive in bursts.
+ *
+ * Why: with several grabs outstanding, a NO_JOB followed by jobs for the
+ * remaining grabs once left a connection with no grab outstanding and no
+ * PRE_SLEEP sent. gearmand sends NOOP only to a connection that sent
+ * PRE_SLEEP, so the queue never grabbed again while its heartbeat kept the
+ * link looking healthy (seen live with backlogs of 274 and 503 jobs).
+ */
+import assert from "node:assert/strict";
+import { QueueWorker } from "./worker.ts";
+import { ByteBudget, QueueBudget } from "../consumer/budget.ts";
+import { DeliveryEngine } from "../consumer/delivery.ts";
+import { NOOP_OBSERVER } from "../consumer/contract.ts";
+import { getLogger } from "../log.ts";
+import { deadline } from "../util/async.ts";
+import { seededRandom, startScriptedJobServer } from "../../tests/helpers/scripted_job_server.ts";
+import { waitFor } from "../../tests/helpers/wait.ts";
+
+/** Runs of the property; each is a different seed. */
+const RUNS = 60;
+
+async function runScript(seed: number): Promise<void> {
+  const random = seededRandom(seed);
+  const cap = 2 + Math.floor(random() * 7);
+  await using server = startScriptedJobServer({
+    fn: "q_prop",
+    random,
+    assignProbability: 0.3 + random() * 0.6,
+    maxReplyDelayMs: Math.floor(random() * 3),
+  });
+  const budget = new QueueBudget("q_prop", cap, new ByteBudget(1 << 30));
+  const engine = new DeliveryEngine({
+    // Handlers finish at random times, as commits do.
+    handler: () => new Promise((resolve) => setTimeout(resolve, Math.floor(random() * 3))),
+    observer: NOOP_OBSERVER,
+    deadLetter: () => Promise.resolve(),
+    name: "gearman",
+    log: getLogger("gearman"),
+  });
+  const worker = await QueueWorker.open({
+    queue: "q_prop",
+    server: server.addr,
+    budget,
+    engine,
+    // Neither safety net may hide a broken state machine.
+    idlePollMs: 0,
+    connect: { heartbeatIntervalMs: 0 },
+  });
+  const violations: string[] = [];
+  // Between two events the worker must be asking for work: a grab
+  // outstanding, or PRE_SLEEP sent (the server will NOOP), or every slot
+  // taken (a finishing job grabs again).
+  const check = setInterval(() => {
+    const s = worker.state;
+    if (!(s.grabsOutstanding > 0 || s.sleeping || s.waitingForBudget)) {
+      violations.push(JSON.stringify(s));
+    }
+  }, 1);
+  try {
+    worker.start();
+    let total = 0;
+    const bursts = 3 + Math.floor(random() * 5);
+    for (let b = 0; b < bursts; b++) {
+      const n = 2 + Math.floor(random() * 6);
+      server.add(Array.from({ length: n }, (_, i) => `s${seed}-b${b}-j${i}`));
+      total += n;
+      await waitFor(() => server.completed.length === total || violations.length > 0, {
+        timeoutMs: 10_000,
+        message: `seed ${seed}: burst ${b} of ${n} jobs completed (cap ${cap})`,
+      });
+      assert.deepEqual(violations.slice(0, 3), [], `seed ${seed}: the worker went quiet`);
+    }
+  } finally {
+    clearInterval(check);
+    using limit = deadline(2_000);
+    await worker.drain(limit.signal);
+  }
+  assert.deepEqual(violations.slice(0, 3), [], `seed ${seed}: the worker went quiet`);
+}
+
+Deno.test("gearman worker: after any interleaving of NO_JOB and JOB_ASSIGN_UNIQ it has a grab outstanding or has sent PRE_SLEEP", async () => {
+  for (let seed = 1; seed <= RUNS; seed++) await runScript(seed);
+});

@@ -1,0 +1,419 @@
+/**
+ * The consumer contract, run against both backends — a private gearmand and
+ * the test RabbitMQ broker — so the two transports of the one delivery engine
+ * cannot drift apart again (they once had two retry loops, one with jitter
+ * and one without).
+ */
+import assert from "node:assert/strict";
+import { GearmanConsumer } from "../src/gearman/consumer.ts";
+import { RabbitMqConsumer } from "../src/amqp/consumer.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import type {
+  ConsumerDeadLetter,
+  ConsumerObserver,
+  Job,
+  JobHandler,
+} from "../src/consumer/contract.ts";
+import { adminStatus } from "../src/gearman/admin.ts";
+import { type Gearmand, startGearmand } from "./helpers/gearmand.ts";
+import { startTcpProxy, type TcpProxy } from "./helpers/tcp_proxy.ts";
+import { RecordingObserver } from "./helpers/recording_observer.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { publish as gearmanPublish, testRabbitMqUrl } from "./helpers/worker.ts";
+
+const decoder = new TextDecoder();
+
+/** What a contract case needs of a backend. */
+interface Consumer {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+interface ConsumerSpec {
+  readonly queues: readonly { name: string; inOrder: boolean }[];
+  readonly handler: JobHandler;
+  readonly observer: ConsumerObserver;
+  readonly deadLetter?: (record: ConsumerDeadLetter) => Promise<void>;
+  readonly maxJobsPerQueue?: number;
+  readonly maxJobSize?: number;
+  readonly maxInFlightBytes?: number;
+  readonly drainTimeoutMs?: number;
+  /** Connect through the environment's proxy (for a severed link). */
+  readonly viaProxy?: boolean;
+}
+
+interface Env extends AsyncDisposable {
+  /** Queue names unique to this test. */
+  queue(label: string): string;
+  publish(queue: string, payloads: readonly (string | Uint8Array)[]): Promise<void>;
+  /** Jobs of `queue` still at the broker, not handed to any consumer. */
+  waiting(queue: string): Promise<number>;
+  consumer(spec: ConsumerSpec): Consumer;
+  readonly proxy: TcpProxy;
+}
+
+interface Backend {
+  readonly name: "gearman" | "rabbitmq";
+  env(): Promise<Env>;
+}
+
+const GEARMAN: Backend = {
+  name: "gearman",
+  async env() {
+    const gearmand: Gearmand = await startGearmand();
+    const proxy = await startTcpProxy(gearmand.addr);
+    const id = crypto.randomUUID().slice(0, 8);
+    return {
+      queue: (label) => `se_contract_${id}_${label}`,
+      publish: (queue, payloads) => gearmanPublish(gearmand.addr, queue, payloads),
+      async waiting(queue) {
+        const row = (await adminStatus(gearmand.addr)).find((r) => r.function === queue);
+        return row === undefined ? 0 : row.total - row.running;
+      },
+      consumer: (spec) =>
+        new GearmanConsumer({
+          servers: [spec.viaProxy === true ? proxy.addr : gearmand.addr],
+          queues: spec.queues,
+          maxJobsPerQueue: spec.maxJobsPerQueue ?? 8,
+          handler: spec.handler,
+          observer: spec.observer,
+          ...(spec.deadLetter === undefined ? {} : { deadLetter: spec.deadLetter }),
+          ...(spec.maxJobSize === undefined ? {} : { maxJobSize: spec.maxJobSize }),
+          ...(spec.maxInFlightBytes === undefined
+            ? {}
+            : { maxInFlightBytes: spec.maxInFlightBytes }),
+          retry: { initialMs: 10, maxMs: 50 },
+          reconnectIntervalMs: 50,
+          drainTimeoutMs: spec.drainTimeoutMs ?? 2_000,
+          statsIntervalMs: 0,
+        }),
+      proxy,
+      async [Symbol.asyncDispose]() {
+        await proxy.close();
+        await gearmand.stop();
+      },
+    };
+  },
+};
+
+const RABBITMQ: Backend = {
+  name: "rabbitmq",
+  async env() {
+    const url = testRabbitMqUrl();
+    const u = new URL(url);
+    const proxy = await startTcpProxy(`${u.hostname}:${u.port || "5672"}`);
+    const viaProxy = new URL(url);
+    viaProxy.host = proxy.addr;
+    const publisher = await AmqpPublisher.connect(url);
+    const id = crypto.randomUUID().slice(0, 8);
+    const used = new Set<string>();
+    return {
+      queue(label) {
+        const q = `se_contract_${id}_${label}`;
+        used.add(q);
+        return q;
+      },
+      publish: (queue, payloads) => publisher.publish(queue, payloads),
+      async waiting(queue) {
+        return (await publisher.depth(queue)).ready;
+      },
+      consumer: (spec) =>
+        new RabbitMqConsumer({
+          url: spec.viaProxy === true ? viaProxy.href : url,
+          queues: spec.queues.map((q) => q.name),
+          prefetch: 50,
+          handler: spec.handler,
+          observer: spec.observer,
+          ...(spec.deadLetter === undefined ? {} : { deadLetter: spec.deadLetter }),
+          ...(spec.maxJobSize === undefined ? {} : { maxJobSize: spec.maxJobSize }),
+          ...(spec.maxInFlightBytes === undefined
+            ? {}
+            : { maxInFlightBytes: spec.maxInFlightBytes }),
+          retry: { initialMs: 10, maxMs: 50 },
+          reconnectIntervalMs: 50,
+          drainTimeoutMs: spec.drainTimeoutMs ?? 2_000,
+          statsIntervalMs: 0,
+        }),
+      proxy,
+      async [Symbol.asyncDispose]() {
+        for (const q of used) await publisher.deleteQueue(q).catch(() => {});
+        await publisher.close();
+        await proxy.close();
+      },
+    };
+  },
+};
+
+/** Declare the queue up front, so RabbitMQ keeps what is published before the consumer starts. */
+async function declared(env: Env, queue: string): Promise<string> {
+  await env.publish(queue, []);
+  return queue;
+}
+
+for (const backend of [GEARMAN, RABBITMQ]) {
+  const name = backend.name;
+
+  Deno.test(`contract (${name}): a job is acknowledged only once its handler resolved; an unfinished one is handed out again (D1)`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("ack"));
+    const observer = new RecordingObserver();
+    const never = Promise.withResolvers<void>();
+    const first = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler: () => never.promise,
+      observer,
+      drainTimeoutMs: 200,
+    });
+    await first.start();
+    await env.publish(q, ["held"]);
+    await waitFor(() => (observer.inFlightNow.get(q) ?? 0) === 1, { message: "job running" });
+    await first.stop();
+    assert.equal(observer.done.get(q)?.abandoned, 1, "abandoned at the drain deadline");
+    assert.equal(observer.completed(q), 0);
+    await waitFor(async () => (await env.waiting(q)) === 1, { message: "the job is back" });
+    const seen: string[] = [];
+    const second = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler: (job) => {
+        seen.push(decoder.decode(job.payload));
+        return Promise.resolve();
+      },
+      observer: new RecordingObserver(),
+    });
+    await second.start();
+    try {
+      await waitFor(() => seen.length === 1, { message: "redelivered" });
+      assert.deepEqual(seen, ["held"]);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  Deno.test(`contract (${name}): a transient failure is retried on the same link with back-off and counted`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("retry"));
+    const observer = new RecordingObserver();
+    let attempts = 0;
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler:
+        () => (++attempts <= 2 ? Promise.reject(new Error("MySQL held")) : Promise.resolve()),
+      observer,
+    });
+    await c.start();
+    try {
+      await env.publish(q, ["flaky"]);
+      await waitFor(() => observer.completed(q) === 1, { message: "completed after retries" });
+      assert.equal(attempts, 3);
+      assert.equal(observer.retried.get(q), 2, "two retries counted");
+      assert.equal(observer.reconnects.get(q) ?? 0, 0, "a handler failure is no link failure");
+    } finally {
+      await c.stop();
+    }
+    assert.equal(await env.waiting(q), 0);
+  });
+
+  Deno.test(`contract (${name}): a programming error is dead-lettered as internal after three attempts, acknowledged, and a one-slot queue moves on`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("internal"));
+    const observer = new RecordingObserver();
+    const dead: ConsumerDeadLetter[] = [];
+    const handled: string[] = [];
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: true }],
+      handler: (job: Job) => {
+        const text = decoder.decode(job.payload);
+        if (text === "bug") {
+          // deno-lint-ignore no-explicit-any
+          (undefined as any).boom();
+        }
+        handled.push(text);
+        return Promise.resolve();
+      },
+      observer,
+      deadLetter: (record) => {
+        dead.push(record);
+        return Promise.resolve();
+      },
+    });
+    await c.start();
+    try {
+      await env.publish(q, ["bug", "next"]);
+      await waitFor(() => handled.includes("next"), { message: "the job behind it ran" });
+      assert.equal(dead.length, 1);
+      assert.equal(dead[0]?.reason, "internal");
+      assert.equal(decoder.decode(dead[0]?.job.payload), "bug");
+      assert.match(dead[0]?.error ?? "", /boom|undefined/);
+      assert.equal(observer.retried.get(q), 2, "two retries before the third attempt gave up");
+      assert.equal(observer.completed(q), 2, "both acknowledged");
+    } finally {
+      await c.stop();
+    }
+    assert.equal(await env.waiting(q), 0);
+  });
+
+  Deno.test(`contract (${name}): a job above the size limit is dead-lettered as too_large with its size and first KiB, acknowledged, and the link is kept`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("large"));
+    const observer = new RecordingObserver();
+    const dead: ConsumerDeadLetter[] = [];
+    const handled: string[] = [];
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler: (job) => {
+        handled.push(decoder.decode(job.payload));
+        return Promise.resolve();
+      },
+      observer,
+      deadLetter: (record) => {
+        dead.push(record);
+        return Promise.resolve();
+      },
+      maxJobSize: 64 * 1024,
+    });
+    await c.start();
+    try {
+      const big = new Uint8Array(1024 * 1024).fill(0x78); // "xxx…"
+      big.set(new TextEncoder().encode("BIG:"), 0);
+      await env.publish(q, [big, "small"]);
+      await waitFor(() => handled.includes("small") && dead.length === 1, {
+        message: "small handled, big dead-lettered",
+      });
+      assert.equal(dead[0]?.reason, "too_large");
+      assert.equal(dead[0]?.bytes, 1024 * 1024);
+      assert.ok((dead[0]?.job.payload.length ?? 0) <= 1024);
+      assert.match(decoder.decode(dead[0]?.job.payload), /^BIG:x+$/);
+      assert.deepEqual(handled, ["small"], "the big job never reached the handler");
+      assert.equal(observer.completed(q), 2);
+      assert.equal(observer.reconnects.get(q) ?? 0, 0, "the link was kept");
+      assert.deepEqual(observer.connectedHistory.get(q), [true]);
+    } finally {
+      await c.stop();
+    }
+    assert.equal(await env.waiting(q), 0);
+  });
+
+  Deno.test(`contract (${name}): an in-order queue runs one handler at a time, in publish order`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("order"));
+    const observer = new RecordingObserver();
+    const order: string[] = [];
+    let running = 0;
+    let maxRunning = 0;
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: true }],
+      handler: async (job) => {
+        running++;
+        maxRunning = Math.max(maxRunning, running);
+        await new Promise((r) => setTimeout(r, Math.random() * 5));
+        order.push(decoder.decode(job.payload));
+        running--;
+      },
+      observer,
+      maxJobsPerQueue: 8,
+    });
+    const payloads = Array.from({ length: 30 }, (_, i) => `d${i}`);
+    await env.publish(q, payloads);
+    await c.start();
+    try {
+      await waitFor(() => order.length === 30, { message: "all handled" });
+      assert.equal(maxRunning, 1);
+      assert.deepEqual(order, payloads);
+    } finally {
+      await c.stop();
+    }
+  });
+
+  Deno.test(`contract (${name}): payload bytes being handled stay within --max-in-flight-bytes plus one job`, async () => {
+    await using env = await backend.env();
+    // Five queues: even one handler per queue (RabbitMQ) would hold more than the limit.
+    const queues: string[] = [];
+    for (const label of ["b0", "b1", "b2", "b3", "b4"]) {
+      queues.push(await declared(env, env.queue(label)));
+    }
+    const observer = new RecordingObserver();
+    const size = 256 * 1024;
+    const limit = 1024 * 1024;
+    let held = 0;
+    let maxHeld = 0;
+    const gate = Promise.withResolvers<void>();
+    let handled = 0;
+    const c = env.consumer({
+      queues: queues.map((name) => ({ name, inOrder: false })),
+      handler: async (job) => {
+        held += job.payload.length;
+        maxHeld = Math.max(maxHeld, held);
+        await gate.promise;
+        held -= job.payload.length;
+        handled++;
+      },
+      observer,
+      maxInFlightBytes: limit,
+    });
+    for (const q of queues) {
+      await env.publish(q, Array.from({ length: 4 }, () => new Uint8Array(size).fill(0x61)));
+    }
+    await c.start();
+    try {
+      await waitFor(() => held >= limit, { message: "the budget fills" });
+      assert.ok(maxHeld <= limit + size, `held ${maxHeld} bytes at once, limit ${limit}`);
+      gate.resolve();
+      await waitFor(() => handled === 20, { message: "every job handled after release" });
+      assert.ok(maxHeld <= limit + size, `held ${maxHeld} bytes at once, limit ${limit}`);
+    } finally {
+      gate.resolve();
+      await c.stop();
+    }
+  });
+
+  Deno.test(`contract (${name}): a severed link is rebuilt, queue_connected reads 1, 0, 1, and jobs after the cut are handled`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("sever"));
+    const observer = new RecordingObserver();
+    const handled = new Set<string>();
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler: (job) => {
+        handled.add(decoder.decode(job.payload));
+        return Promise.resolve();
+      },
+      observer,
+      viaProxy: true,
+    });
+    await c.start();
+    try {
+      await env.publish(q, ["before"]);
+      await waitFor(() => handled.has("before"), { message: "before the cut" });
+      env.proxy.sever();
+      await waitFor(() => (observer.reconnects.get(q) ?? 0) === 1, { message: "reconnected" });
+      const after = Array.from({ length: 20 }, (_, i) => `after-${i}`);
+      await env.publish(q, after);
+      await waitFor(() => after.every((p) => handled.has(p)), { message: "after the cut" });
+      assert.deepEqual(observer.connectedHistory.get(q), [true, false, true]);
+    } finally {
+      await c.stop();
+    }
+  });
+
+  Deno.test(`contract (${name}): stop lets running handlers finish and acknowledges them`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("stop"));
+    const observer = new RecordingObserver();
+    const gate = Promise.withResolvers<void>();
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler: () => gate.promise,
+      observer,
+    });
+    await c.start();
+    await env.publish(q, ["one"]);
+    await waitFor(() => (observer.inFlightNow.get(q) ?? 0) === 1, { message: "running" });
+    const stopping = c.stop();
+    gate.resolve();
+    await stopping;
+    assert.equal(observer.completed(q), 1);
+    assert.equal(observer.done.get(q)?.abandoned ?? 0, 0);
+    assert.equal(await env.waiting(q), 0);
+    assert.deepEqual(observer.connectedHistory.get(q), [true, false]);
+  });
+}

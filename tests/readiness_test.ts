@@ -1,0 +1,150 @@
+/**
+ * `statusengine_queue_connected`, `statusengine_queue_stalled` and `/readyz`
+ * must mean "consuming works", not "a TCP connection exists".
+ *
+ * Why: a SIGSTOPped gearmand and a peer that accepts TCP but never answers
+ * both left `/readyz` at 200 for 40 s (the kernel completes the handshake of
+ * a stopped process), and a queue whose grab loop lost a wake-up looked
+ * connected and healthy while its backlog grew.
+ */
+import assert from "node:assert/strict";
+import { GearmanConsumer, type GearmanConsumerOptions } from "../src/gearman/consumer.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startScriptedJobServer } from "./helpers/scripted_job_server.ts";
+import { RecordingObserver } from "./helpers/recording_observer.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { createSchema, publish, startTestWorker, testConfig } from "./helpers/worker.ts";
+import { createScratchDatabase } from "./helpers/mysql.ts";
+
+const decoder = new TextDecoder();
+
+function consumer(
+  options: Partial<GearmanConsumerOptions> & Pick<GearmanConsumerOptions, "servers">,
+): { consumer: GearmanConsumer; observer: RecordingObserver; handled: string[] } {
+  const observer = new RecordingObserver();
+  const handled: string[] = [];
+  const c = new GearmanConsumer({
+    queues: [{ name: "q_ready", inOrder: false }],
+    maxJobsPerQueue: 4,
+    observer,
+    handler: (job) => {
+      handled.push(decoder.decode(job.payload));
+      return Promise.resolve();
+    },
+    reconnectIntervalMs: 50,
+    drainTimeoutMs: 2_000,
+    connectTimeoutMs: 500,
+    statsIntervalMs: 0,
+    ...options,
+  });
+  return { consumer: c, observer, handled };
+}
+
+Deno.test("readiness: a peer that accepts TCP but never answers is not a connected job server", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  proxy.freeze();
+  const { consumer: c, observer } = consumer({ servers: [proxy.addr] });
+  await assert.rejects(c.start(), /did not answer within 500 ms/);
+  await c.stop();
+  assert.equal(observer.connectedHistory.size, 0, "queue_connected never went to 1");
+});
+
+Deno.test("readiness: a SIGSTOPped gearmand drops queue_connected, and reconnects to it do not count until it answers again", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  const { consumer: c, observer, handled } = consumer({
+    servers: [proxy.addr],
+    heartbeatIntervalMs: 200,
+    heartbeatTimeoutMs: 300,
+  });
+  await c.start();
+  try {
+    assert.equal(observer.connected("q_ready"), true);
+    Deno.kill(gearmand.pid, "SIGSTOP");
+    try {
+      await waitFor(() => observer.connected("q_ready") === false, {
+        message: "the heartbeat notices the stopped server",
+      });
+      // Every attempt reaches the stopped process's listen backlog and gets
+      // no answer; none of them may report the queue connected.
+      const before = proxy.accepted;
+      await waitFor(() => proxy.accepted >= before + 3, {
+        message: "three reconnect attempts to the stopped server",
+      });
+      assert.deepEqual(observer.connectedHistory.get("q_ready"), [true, false]);
+    } finally {
+      Deno.kill(gearmand.pid, "SIGCONT");
+    }
+    await waitFor(() => observer.connected("q_ready") === true, {
+      message: "connected once the server answers again",
+    });
+    await publish(gearmand.addr, "q_ready", ["after"]);
+    await waitFor(() => handled.includes("after"), { message: "a job after the stop" });
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("readiness: a lost wake-up is detected as a stall, the queue is nudged, and it consumes again (queue_stalled 1 then 0)", async () => {
+  // A server that never sends NOOP: after its first NO_JOB the worker sleeps,
+  // and the jobs added later would wait forever without the stall detector
+  // (the idle poll, the other safety net, is switched off).
+  await using server = startScriptedJobServer({
+    fn: "q_ready",
+    random: Math.random,
+    assignProbability: 1,
+    maxReplyDelayMs: 0,
+    wakeSleepers: false,
+  });
+  const { consumer: c, observer, handled } = consumer({
+    servers: [server.addr],
+    idlePollMs: 0,
+    stallTimeoutMs: 300,
+  });
+  await c.start();
+  try {
+    await waitFor(() => server.noJobs >= 1, { message: "the worker found the queue empty" });
+    server.add(["j1", "j2", "j3"]);
+    await waitFor(() => handled.length === 3, { message: "jobs taken after the nudge" });
+    await waitFor(() => observer.stalledHistory.get("q_ready")?.at(-1) === false, {
+      message: "stall cleared",
+    });
+    assert.deepEqual(observer.stalledHistory.get("q_ready"), [true, false]);
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("readiness: /readyz fails and names the queue while jobs wait that it does not take, and recovers", async () => {
+  // A job server that keeps jobs waiting but answers every grab with NO_JOB.
+  await using server = startScriptedJobServer({
+    fn: "statusngin_logentries",
+    random: Math.random,
+    assignProbability: 0,
+    maxReplyDelayMs: 0,
+  });
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [server.addr],
+    mysqlUrl: db.url,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+    queueStallTimeoutMs: 300,
+  }));
+  const readyz = async () => {
+    const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
+    return { status: res.status, text: await res.text() };
+  };
+  assert.equal((await readyz()).status, 200);
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  server.add([fixture]);
+  await waitFor(async () => (await readyz()).status === 503, { message: "stalled" });
+  assert.match((await readyz()).text, /stalled: statusngin_logentries/);
+  server.setAssignProbability(1);
+  await waitFor(async () => (await readyz()).status === 200, { message: "ready again" });
+  await waitFor(() => server.completed.length === 1, { message: "the job was taken" });
+});
