@@ -62,10 +62,10 @@ Deno.test("budget: a cancelled wait receives nothing and a double release is har
 
 Deno.test("budget: a grant is never handed over before the caller has its cancel function", async () => {
   const q = warmed(2, new ByteBudget(1 << 30), 100);
-  let cancel: (() => void) | undefined;
+  const box: { cancel?: () => void } = {};
   let calledWithCancelSet = false;
-  cancel = q.waitFor((g) => {
-    calledWithCancelSet = cancel !== undefined;
+  box.cancel = q.waitFor((g) => {
+    calledWithCancelSet = box.cancel !== undefined;
     g.release();
   });
   await Promise.resolve();
