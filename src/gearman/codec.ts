@@ -149,6 +149,9 @@ export interface Packet {
   readonly truncatedFrom?: number;
 }
 
+/** Bodies from this size on are read straight into one buffer instead of being joined from reads. */
+const DIRECT_BODY_BYTES = 256 * 1024;
+
 /** Workload bytes kept of a job assignment above the size limit (for the dead-letter record). */
 export const TRUNCATED_WORKLOAD_BYTES = 1024;
 
@@ -297,6 +300,9 @@ export class PacketParser {
   #truncating = false;
   #prefix: Uint8Array | undefined;
   #skip = 0;
+  // A large body being read straight into its final buffer.
+  #body: Uint8Array | undefined;
+  #bodyFilled = 0;
 
   /** @param options Expected magic, body size ceiling and what to do with oversize jobs. */
   constructor(options: PacketParserOptions) {
@@ -307,23 +313,30 @@ export class PacketParser {
 
   /** Bytes received but not yet part of a returned packet. */
   get buffered(): number {
-    return this.#buffered;
+    return this.#buffered + this.#bodyFilled;
   }
 
   /**
    * Add received bytes and return every packet they complete.
    *
-   * @param chunk Bytes as read from the socket (the parser keeps a reference; do not reuse the buffer).
+   * @param chunk Bytes as read from the socket.
+   * @param options `transient`: the caller reuses `chunk`'s buffer after the
+   *   call, so the parser copies what it keeps; otherwise it keeps views of it.
    * @returns Completed packets in stream order (possibly none).
    * @throws {GearmanProtocolError} On bad magic, an unknown packet type, a size above the ceiling, or a body with too few arguments.
    */
-  push(chunk: Uint8Array): Packet[] {
+  push(chunk: Uint8Array, options: { readonly transient?: boolean } = {}): Packet[] {
     if (this.#failed !== undefined) throw this.#failed;
-    if (chunk.length > 0) {
-      this.#chunks.push(chunk);
-      this.#buffered += chunk.length;
-    }
     const out: Packet[] = [];
+    let input = chunk;
+    if (this.#body !== undefined) {
+      input = this.#fillBody(input, out);
+      if (this.#body !== undefined) return out;
+    }
+    if (input.length > 0) {
+      this.#chunks.push(options.transient === true ? input.slice() : input);
+      this.#buffered += input.length;
+    }
     for (;;) {
       if (this.#type < 0) {
         if (this.#buffered < HEADER_SIZE) break;
@@ -336,12 +349,20 @@ export class PacketParser {
         out.push(packet);
         continue;
       }
-      if (this.#buffered < this.#size) break;
+      if (this.#buffered < this.#size) {
+        if (this.#size >= DIRECT_BODY_BYTES) {
+          // A large body goes straight into one buffer of its size as it
+          // arrives: collecting read-sized chunks and joining them at the end
+          // would hold every byte twice (a 20 MiB job costs 40 MiB).
+          const head = this.#take(this.#buffered);
+          this.#body = new Uint8Array(this.#size);
+          this.#body.set(head, 0);
+          this.#bodyFilled = head.length;
+        }
+        break;
+      }
       const body = this.#take(this.#size);
-      out.push(this.#parseBody(body));
-      this.#offset += HEADER_SIZE + this.#size;
-      this.#type = -1;
-      this.#size = -1;
+      this.#complete(body, out);
     }
     return out;
   }
@@ -353,6 +374,8 @@ export class PacketParser {
     });
     this.#chunks = [];
     this.#buffered = 0;
+    this.#body = undefined;
+    this.#bodyFilled = 0;
     throw this.#failed;
   }
 
@@ -383,6 +406,27 @@ export class PacketParser {
     }
     this.#type = type;
     this.#size = size;
+  }
+
+  /** Copy bytes into the large body being read; returns what is left of `input` after it. */
+  #fillBody(input: Uint8Array, out: Packet[]): Uint8Array {
+    const body = this.#body as Uint8Array;
+    const n = Math.min(this.#size - this.#bodyFilled, input.length);
+    body.set(input.subarray(0, n), this.#bodyFilled);
+    this.#bodyFilled += n;
+    if (this.#bodyFilled === this.#size) {
+      this.#body = undefined;
+      this.#bodyFilled = 0;
+      this.#complete(body, out);
+    }
+    return input.subarray(n);
+  }
+
+  #complete(body: Uint8Array, out: Packet[]): void {
+    out.push(this.#parseBody(body));
+    this.#offset += HEADER_SIZE + this.#size;
+    this.#type = -1;
+    this.#size = -1;
   }
 
   /** Keep the prefix, discard what has arrived of the rest; the packet once all of it was read. */

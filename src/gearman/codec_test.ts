@@ -211,6 +211,46 @@ Deno.test("codec: payload sizes around 64 KiB survive every read size (gearman.m
   }
 });
 
+Deno.test("codec: large bodies read straight into their buffer survive every read size, with packets before and after them in the same reads", () => {
+  const noop = encodePacket("RES", PACKET.NOOP, []);
+  for (const size of [256 * 1024 - 40, 256 * 1024, 256 * 1024 + 1, 1024 * 1024 + 7]) {
+    const payload = new Uint8Array(size);
+    for (let i = 0; i < size; i++) payload[i] = (i * 7) % 251;
+    const job = encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, ["H:1", "fn", "u", payload]);
+    const wire = new Uint8Array(noop.length * 2 + job.length);
+    wire.set(noop, 0);
+    wire.set(job, noop.length);
+    wire.set(noop, noop.length + job.length);
+    for (const chunk of [1, 4096 + 1, 65_536, 300_000, wire.length]) {
+      if (chunk === 1 && size > 300_000) continue; // byte by byte is covered by the smaller sizes
+      for (const transient of [false, true]) {
+        const parser = new PacketParser({ expect: "RES" });
+        const got: Packet[] = [];
+        const reused = new Uint8Array(chunk);
+        for (let off = 0; off < wire.length; off += chunk) {
+          const part = wire.subarray(off, off + chunk);
+          if (transient) {
+            // The caller's buffer is overwritten after every call.
+            reused.set(part);
+            got.push(...parser.push(reused.subarray(0, part.length), { transient }));
+            reused.fill(0xee);
+          } else {
+            got.push(...parser.push(part.slice()));
+          }
+        }
+        const label = `size ${size}, reads of ${chunk}, transient ${transient}`;
+        assert.deepEqual(
+          got.map((p) => p.type),
+          [PACKET.NOOP, PACKET.JOB_ASSIGN_UNIQ, PACKET.NOOP],
+          label,
+        );
+        assert.deepEqual(got[1]?.args[3], payload, label);
+        assert.equal(parser.buffered, 0, label);
+      }
+    }
+  }
+});
+
 Deno.test("codec: bad magic is a protocol error and the parser refuses further input", () => {
   const parser = new PacketParser({ expect: "RES" });
   const wire = encodePacket("REQ", PACKET.ECHO_REQ, ["x"]);
