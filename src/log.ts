@@ -2,7 +2,7 @@
  * Logging setup behind one module, so the backend (`@logtape/logtape`, an
  * import-map alias in deno.json) can be switched in one place.
  *
- * Policy (pipeline.md §7): info carries lifecycle events and periodic
+ * Policy (docs/logging.md): info carries lifecycle events and periodic
  * summaries only, never a line per job; errors carry queue/table/server
  * context and are logged once.
  *

@@ -261,7 +261,7 @@ Deno.test("tools: publish stops submitting when its signal aborts and reports wh
 
 Deno.test("tools: a job server refusing jobs mid-run fails publish with the confirmed count", async () => {
   await using gearmand = await startGearmand();
-  // maxqueue only limits a function that already has jobs (gearman.md §4.14).
+  // maxqueue only limits a function that already has jobs (docs/gearman-protocol.md#maxqueue).
   await publish(gearmand.addr, "statusngin_logentries", ['{"messages":[],"format":"none"}']);
   assert.deepEqual(await adminCommand(gearmand.addr, "maxqueue statusngin_logentries 3"), ["OK"]);
   const c = capture();

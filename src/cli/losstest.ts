@@ -1,5 +1,5 @@
 /**
- * The `losstest` subcommand (operations.md §5.3): proves that stopping the worker under load
+ * The `losstest` subcommand (docs/operations.md#losstest): proves that stopping the worker under load
  * loses nothing (D1). `publish` leaves a backlog of numbered host-check events at gearmand,
  * the operator stops and restarts the worker while it drains, and `verify` finds every
  * sequence number that never reached `statusengine_hostchecks`; `cleanup` removes the run.
@@ -50,7 +50,7 @@ export interface LosstestCommandOptions {
 export const LOSSTEST_QUEUE = "statusngin_hostchecks";
 /** The table the markers land in (`hostname`, the first primary-key column). */
 export const LOSSTEST_TABLE = "statusengine_hostchecks";
-/** Events per job unless told otherwise (operations.md §5.3). */
+/** Events per job unless told otherwise (docs/operations.md#losstest). */
 export const LOSSTEST_EVENTS_PER_JOB = 100;
 /** At most this many missing ranges are printed. */
 export const MAX_PRINTED_RANGES = 20;
@@ -100,7 +100,7 @@ export const HOSTCHECK_TEMPLATE: SyntheticEvent = Object.freeze({
 
 /**
  * Why a run id cannot be used, or `undefined` when it can. The id becomes part of a `LIKE`
- * pattern, so `%`, `_` and `\` are refused, and `'` too (operations.md §5.3).
+ * pattern, so `%`, `_` and `\` are refused, and `'` too (docs/operations.md#losstest).
  *
  * @param runId Candidate id.
  * @returns A message naming the problem, or `undefined`.

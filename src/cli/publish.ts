@@ -1,7 +1,7 @@
 /**
  * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to one or more
  * job servers, so the whole path gearmand → worker → MySQL runs from outside the process
- * (operations.md §5.6, our equivalent of `gearman_publisher`).
+ * (docs/operations.md#publish, our equivalent of `gearman_publisher`).
  *
  * Memory stays bounded whatever the count: events are generated lazily, a job is encoded only
  * when it is about to be submitted, and at most one pipelining window of submissions per job
@@ -142,7 +142,7 @@ export async function publishJobs(
       const queueOfSlot = inFlight[slot];
       if (submit === undefined || queueOfSlot === undefined) break;
       // Backpressure: wait for the oldest answer of this lane before exceeding the window.
-      // Answers arrive in submission order (gearman.md §9, AMQP confirms), so the oldest is
+      // Answers arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms), so the oldest is
       // the next one.
       while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
       if (failure !== undefined) break;
@@ -173,7 +173,7 @@ export async function publishJobs(
     }
     for (const q of inFlight) await Promise.all(q);
     if (failure !== undefined) {
-      // Jobs written before a connection loss have an unknown outcome (gearman.md §9); the
+      // Jobs written before a connection loss have an unknown outcome (docs/gearman-protocol.md#submitting); the
       // confirmed count is what certainly reached the job servers.
       throw new Error(
         `${

@@ -1,9 +1,9 @@
 /**
  * The `status` subcommand: one screen answering "is the pipeline healthy right now?" —
- * queue depths and connected workers at every job server (admin protocol, gearman.md §5) or
+ * queue depths and connected workers at every job server (admin protocol, docs/gearman-protocol.md#admin) or
  * at the RabbitMQ broker (passive declarations, `--consumer rabbitmq`),
  * whether MySQL answers, and, given a running worker's `/metrics`, its in-flight jobs,
- * connection state, MySQL availability and write rates per table (operations.md §2).
+ * connection state, MySQL availability and write rates per table (docs/operations.md#metrics).
  *
  * @module
  */
@@ -130,7 +130,7 @@ export interface StatusReport {
   readonly worker: WorkerStatus | null;
 }
 
-/** gearman.md §5: cap the admin read time. */
+/** docs/gearman-protocol.md#admin: cap the admin read time. */
 const ADMIN_TIMEOUT_MS = 2_000;
 /** Same bound as the worker's start-up ping. */
 const MYSQL_TIMEOUT_MS = 5_000;

@@ -1,6 +1,6 @@
 /**
  * The `verify` subcommand: a read-only parity diff of the newest rows of two Statusengine
- * databases, table by table and column by column (operations.md §5.4, `db_verifier`), for
+ * databases, table by table and column by column (docs/operations.md#verify, `db_verifier`), for
  * shadow tests in which two workers consume the same stream into databases A and B.
  *
  * Adapted from the Go tool: rows are matched by each table's primary key from the catalogue
@@ -32,13 +32,13 @@ export interface VerifyCommandOptions {
   readonly mysqlUrlB: string;
   /** Tables to compare; default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
   readonly tables?: readonly string[];
-  /** Newest rows per table and database, ≥ 1 (operations.md: default 5000). */
+  /** Newest rows per table and database, ≥ 1 (default 5000). */
   readonly limit: number;
   /** `column` (every table) or `table.column`; those columns are not compared. */
   readonly ignoreColumns?: readonly string[];
 }
 
-/** The 16 tables compared by default (operations.md §5.4). */
+/** The 16 tables compared by default (docs/operations.md#verify). */
 export const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
   "statusengine_hoststatus",
   "statusengine_servicestatus",
@@ -59,7 +59,7 @@ export const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
 ]);
 
 /**
- * "Newest first" per table (operations.md §5.4): the time column and its microsecond
+ * "Newest first" per table (docs/operations.md#verify): the time column and its microsecond
  * companion. The key columns follow as tie-breakers, so both databases cut their window at
  * the same row when times are equal.
  */
@@ -121,7 +121,7 @@ export function rowIdentity(table: Table): RowIdentity {
   return { key: table.columns.map((c) => c.name).filter((c) => !auto.includes(c)), skip: auto };
 }
 
-/** A database value as compared: SQL NULL and `''` both become `''` (operations.md §5.4). */
+/** A database value as compared: SQL NULL and `''` both become `''` (docs/operations.md#verify). */
 function normalise(value: unknown): string {
   if (value === null || value === undefined) return "";
   if (typeof value === "string") return value;
@@ -439,7 +439,7 @@ async function open(
     return undefined;
   }
   try {
-    // The tool must never write (operations.md §5.4); the server enforces it from here on.
+    // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
     await conn.query("SET SESSION TRANSACTION READ ONLY");
   } catch (err: unknown) {
     io.err(

@@ -75,7 +75,7 @@ function decodeEvent(
  * - Both payload shapes are accepted on every queue (D3): an object whose `messages` member is
  *   an array is a bulk job (an empty array is valid and yields nothing); any other object is
  *   one event.
- * - One undecodable event makes the whole job `invalid` (pipeline.md P4), so the dead-letter
+ * - One undecodable event makes the whole job `invalid` (P4), so the dead-letter
  *   file (D7) receives the job exactly as it arrived.
  * - Stale status events (P6) are counted in `staleDiscarded`, never returned.
  * - With `ctx.collectEvents`, `events` holds the source objects the queue's stream rule
@@ -127,7 +127,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
     ? now - ctx.statusMaxAgeSeconds
     : null;
   let stale = 0;
-  // The /ws stream's copy of the events (operations.md §4.3); null unless a client listens.
+  // The /ws stream's copy of the events (docs/operations.md#ws); null unless a client listens.
   const events: JsonObject[] | null = ctx.collectEvents === true ? [] : null;
   const everyEvent = spec.stream === "every_event";
 

@@ -1,7 +1,7 @@
 /**
  * The Graphite (Carbon plaintext) sink for perfdata (F6). MySQL is the system
  * of record and must never wait for Graphite: `offer` never blocks, a full
- * buffer drops and counts (pipeline.md Q10), and a failed dial or write drops
+ * buffer drops and counts (Q10), and a failed dial or write drops
  * the whole batch, closes the connection and dials again on the next flush.
  *
  * @module

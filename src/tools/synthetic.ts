@@ -3,7 +3,7 @@
  * and the decoder tests. Pure: no I/O, no clock of its own (the caller passes `now`), and a
  * seeded PRNG, so the same seed and `now` always give the same events.
  *
- * What "realistic" means here (queues-and-tables.md Part A):
+ * What "realistic" means here (docs/tables.md, A.1–A.12):
  * - every payload field of the queue, with the envelope `type`/`flags`/`attr`/`timestamp`/
  *   `timestamp_usec` in the broker's key order;
  * - a small monitored world: host names like `web-017.example.com` and openITCOCKPIT-style
@@ -48,7 +48,7 @@ export interface SyntheticOptions {
   readonly now?: number;
 }
 
-/** Payload shape of a job (queues-and-tables.md A.2). */
+/** Payload shape of a job (A.2). */
 export type JobForm = "bulk" | "single";
 
 /** Options of {@linkcode jobsFor}. */
@@ -59,7 +59,7 @@ export interface JobOptions {
   readonly eventsPerJob?: number;
 }
 
-/** Events per bulk job when nothing else is said: the Go publishers' value (operations.md §5.6). */
+/** Events per bulk job when nothing else is said: the Go publishers' value (docs/operations.md#publish). */
 export const DEFAULT_EVENTS_PER_JOB = 100;
 
 /**
@@ -694,7 +694,7 @@ class World {
     this.nowSec = Math.floor(nowMs / 1000);
     const nowUs = Math.floor(nowMs) * 1000;
     // Per-run offset up to 1 s: two runs in the same millisecond with different seeds still
-    // get different *_usec tie-breakers (operations.md §5.6 does the same with a random base).
+    // get different *_usec tie-breakers (the Go publishers do the same with a random base).
     this.#nextUs = nowUs - WINDOW_US - rng.int(0, 999_999);
     this.#stepUs = Math.max(1, Math.floor(WINDOW_US / Math.max(1, count)));
     this.downtimeIdBase = rng.int(1, 2_000_000_000);
