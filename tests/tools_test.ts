@@ -27,7 +27,7 @@ import { runVerifyCommand } from "../src/cli/verify.ts";
 import { decodeJob } from "../src/events/decode.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
 import type { TableRow } from "../src/events/types.ts";
-import { jobsFor, syntheticEvents } from "../src/tools/synthetic.ts";
+import { jobsFor, syntheticEvents } from "../src/synthetic/mod.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 
 type DbRow = Record<string, unknown>;

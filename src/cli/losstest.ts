@@ -14,7 +14,7 @@ import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { deadline } from "../util/async.ts";
-import { encodeEvent, type SyntheticEvent } from "../tools/synthetic.ts";
+import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import type { Io } from "./io.ts";
 import {
   INTERRUPTED_EXIT_CODE,

@@ -20,7 +20,7 @@ import {
   jobsFor,
   randomSeed,
   syntheticEvents,
-} from "../tools/synthetic.ts";
+} from "../synthetic/mod.ts";
 import type { Io } from "./io.ts";
 
 /** Options of the `publish` command. */

@@ -13,7 +13,7 @@ import {
   SINGLE_FORM_QUEUES,
   type SyntheticEvent,
   syntheticEvents,
-} from "./synthetic.ts";
+} from "./mod.ts";
 
 const NOW = 1_785_470_668_000;
 const CTX = { nodeName: "N", nowSeconds: NOW / 1000, statusMaxAgeSeconds: 300 };
