@@ -12,7 +12,7 @@ import { errorMessage } from "../../log.ts";
 import { METRICS } from "../../metrics/catalogue.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../../mysql/url.ts";
 import { deadline, delay } from "../../util/async.ts";
-import { closeMysqlNow, connectMysql } from "../cleanup.ts";
+import { closeMysqlNow, connectMysql } from "../../mysql/connect.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
 /** Options of the `status` command. */
