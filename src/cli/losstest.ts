@@ -14,6 +14,7 @@ import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { deadline } from "../util/async.ts";
+import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import type { Io } from "./io.ts";
 import {
@@ -367,10 +368,6 @@ export function* losstestJobs(
   }
 }
 
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 function positive(name: string, value: number): string | undefined {
   return Number.isSafeInteger(value) && value >= 1
     ? undefined
@@ -453,7 +450,7 @@ async function publishRun(
     );
     return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
   } catch (err: unknown) {
-    io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${messageOf(err)}`);
+    io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${errorMessage(err)}`);
     return 1;
   }
 }
@@ -468,7 +465,7 @@ async function connect(
   try {
     opts = mysqlOptionsFromUrl(url);
   } catch (err: unknown) {
-    io.err(`Cannot run losstest ${mode}: ${messageOf(err)}`);
+    io.err(`Cannot run losstest ${mode}: ${errorMessage(err)}`);
     return undefined;
   }
   if (opts.database === undefined) {
@@ -478,7 +475,7 @@ async function connect(
   try {
     return await mysql.createConnection({ connectTimeout: CONNECT_TIMEOUT_MS, ...opts });
   } catch (err: unknown) {
-    const text = messageOf(err);
+    const text = errorMessage(err);
     const safe = opts.password === undefined ? text : text.replaceAll(opts.password, "****");
     io.err(`Cannot run losstest ${mode}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);
     return undefined;
@@ -542,7 +539,9 @@ async function verifyRun(
       after = last.hostname;
     }
   } catch (err: unknown) {
-    io.err(`Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${messageOf(err)}`);
+    io.err(
+      `Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
+    );
     return 1;
   } finally {
     await conn.end().catch(() => conn.destroy());
@@ -589,7 +588,7 @@ async function printBacklog(
       const status = await adminStatus(server, { signal });
       total += status.find((s) => s.function === LOSSTEST_QUEUE)?.total ?? 0;
     } catch (err: unknown) {
-      failures.push(`${server}: ${messageOf(err)}`);
+      failures.push(`${server}: ${errorMessage(err)}`);
     }
   }
   io.out(
@@ -619,7 +618,7 @@ async function printRabbitMqBacklog(
       } events; not loss), ${consumers} consumers attached`,
     );
   } catch (err: unknown) {
-    io.out(`${label}: unknown (${messageOf(err)})`);
+    io.out(`${label}: unknown (${errorMessage(err)})`);
   }
 }
 
@@ -661,7 +660,7 @@ async function cleanupRun(
   } catch (err: unknown) {
     io.err(
       `Cannot delete the rows of run "${runId}" from ${LOSSTEST_TABLE} after ${deleted} rows: ${
-        messageOf(err)
+        errorMessage(err)
       }`,
     );
     return 1;

@@ -22,6 +22,7 @@ import {
   syntheticEvents,
 } from "../synthetic/mod.ts";
 import type { Io } from "./io.ts";
+import { errorMessage } from "../log.ts";
 
 /** Options of the `publish` command. */
 export interface PublishCommandOptions {
@@ -94,10 +95,6 @@ export const INTERRUPTED_EXIT_CODE = 130;
 const WINDOW = 256;
 const CONNECT_TIMEOUT_MS = 5_000;
 const DEFAULT_PROGRESS_MS = 2_000;
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 function rate(n: number, ms: number): string {
   return ms <= 0 ? "-" : String(Math.round(n / (ms / 1000)));
@@ -177,7 +174,7 @@ export async function publishJobs(
       // confirmed count is what certainly reached the job servers.
       throw new Error(
         `${
-          messageOf(failure)
+          errorMessage(failure)
         } (${confirmedJobs} jobs with ${confirmedEvents} events confirmed before the failure)`,
         { cause: failure },
       );
@@ -368,7 +365,7 @@ async function scanRecording(
       // the original bytes (G.1).
       doc = JSON.parse(LENIENT_UTF8.decode(line.bytes));
     } catch (err: unknown) {
-      return { error: `line ${line.number} is not valid JSON: ${messageOf(err)}` };
+      return { error: `line ${line.number} is not valid JSON: ${errorMessage(err)}` };
     }
     jobs++;
     events += eventsOf(doc);
@@ -430,7 +427,7 @@ export async function runPublishCommand(
     try {
       scan = await scanRecording(path);
     } catch (err: unknown) {
-      io.err(`Cannot publish from "${path}": ${messageOf(err)}`);
+      io.err(`Cannot publish from "${path}": ${errorMessage(err)}`);
       return 1;
     }
     if ("error" in scan) {
@@ -489,7 +486,7 @@ export async function runPublishCommand(
       io.err(`Publishing to ${queue} was interrupted before it started`);
       return INTERRUPTED_EXIT_CODE;
     }
-    io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${messageOf(err)}`);
+    io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${errorMessage(err)}`);
     return 1;
   }
   io.out(summaryLine(queue, result, where));

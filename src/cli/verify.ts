@@ -23,6 +23,7 @@ import {
   TABLES,
 } from "../mysql/mod.ts";
 import type { Io } from "./io.ts";
+import { errorMessage } from "../log.ts";
 
 /** Options of the `verify` command. */
 export interface VerifyCommandOptions {
@@ -349,10 +350,6 @@ export function selectTables(
   return names as TableName[];
 }
 
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** mysql2 column type codes of MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE. */
 const FLOAT_TYPES: ReadonlySet<number> = new Set([4, 5]);
 
@@ -391,7 +388,7 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<Fet
       ),
     };
   } catch (err: unknown) {
-    const text = messageOf(err);
+    const text = errorMessage(err);
     throw new Error(
       `${side.name}: ${
         side.password === undefined ? text : text.replaceAll(side.password, "****")
@@ -410,7 +407,7 @@ async function open(
   try {
     opts = mysqlOptionsFromUrl(url);
   } catch (err: unknown) {
-    io.err(`Cannot run verify: database ${name}: ${messageOf(err)}`);
+    io.err(`Cannot run verify: database ${name}: ${errorMessage(err)}`);
     return undefined;
   }
   if (opts.database === undefined) {
@@ -430,7 +427,7 @@ async function open(
       dateStrings: true,
     });
   } catch (err: unknown) {
-    const text = messageOf(err);
+    const text = errorMessage(err);
     io.err(
       `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
         opts.password === undefined ? text : text.replaceAll(opts.password, "****")
@@ -443,7 +440,9 @@ async function open(
     await conn.query("SET SESSION TRANSACTION READ ONLY");
   } catch (err: unknown) {
     io.err(
-      `Cannot run verify: cannot make the session of database ${name} read-only: ${messageOf(err)}`,
+      `Cannot run verify: cannot make the session of database ${name} read-only: ${
+        errorMessage(err)
+      }`,
     );
     await conn.end().catch(() => conn.destroy());
     return undefined;
@@ -516,7 +515,7 @@ export async function runVerifyCommand(
         ]);
       } catch (err: unknown) {
         errors++;
-        io.out(`ERROR verifying table ${name}: ${messageOf(err)}`);
+        io.out(`ERROR verifying table ${name}: ${errorMessage(err)}`);
         continue;
       }
       const identity = rowIdentity(table);

@@ -10,6 +10,7 @@ import { DecodeState, describe, isJsonObject, type JsonObject, reqInt } from "./
 import { isQueueName, QUEUES, type QueueSpec } from "./queues.ts";
 import type { DecodeContext, DecodedJob, InvalidReason } from "./types.ts";
 import { repairUtf8 } from "./utf8_repair.ts";
+import { errorMessage } from "../util/errors.ts";
 
 // The fatal decoder validates and decodes valid payloads (the normal case) in one native pass;
 // only when it rejects the bytes does the JS repair run. After repairUtf8 the bytes are valid,
@@ -108,7 +109,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   try {
     doc = JSON.parse(text);
   } catch (err: unknown) {
-    const detail = err instanceof Error ? err.message : String(err);
+    const detail = errorMessage(err);
     // V8 quotes part of the input; keep the message bounded for logs and the dead-letter file.
     return invalid(
       "not_json",

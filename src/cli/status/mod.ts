@@ -7,11 +7,10 @@
  *
  * @module
  */
-import type { CommandIo } from "../schema.ts";
+import type { Io } from "../io.ts";
 import { collectStatus, type StatusCommandOptions } from "./collect.ts";
 import { formatStatusText } from "./format.ts";
 
-export type { CommandIo };
 export {
   collectStatus,
   type JobServerStatus,
@@ -36,7 +35,7 @@ export { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse
  */
 export async function runStatusCommand(
   options: StatusCommandOptions,
-  io: CommandIo,
+  io: Io,
 ): Promise<number> {
   const report = await collectStatus(options);
   if (options.json) io.out(JSON.stringify(report, null, 2));
