@@ -10,7 +10,7 @@
  * Prints `ready` once every client is open; each `report` line on stdin is
  * answered with one JSON line `{"frames":…,"bytes":…}` (totals over all
  * clients); end of stdin closes the clients and exits. Frames are counted,
- * never parsed: a client that prints or parses measures itself (operations.md §4.3).
+ * never parsed: a client that prints or parses measures itself (docs/operations.md#ws).
  */
 import { report } from "./_util.ts";
 

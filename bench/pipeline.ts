@@ -148,6 +148,8 @@ async function endToEnd(
     batchSize: batch,
     maxJobsPerQueue: cap,
     queues: [c.queue as never],
+    // The synthetic jobs are all decodable; no file is left behind in the working directory.
+    deadLetterFile: null,
   }));
   try {
     // Completion from the worker's own counter: polling the broker would add a

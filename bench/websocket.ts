@@ -153,6 +153,8 @@ async function run(
     mysqlUrl: url,
     queues: [QUEUE],
     websocket: { hostname: "127.0.0.1", port: 0, apiKeys: [KEY] },
+    // The synthetic jobs are all decodable; no file is left behind in the working directory.
+    deadLetterFile: null,
   }));
   try {
     await using counting = clients > 0

@@ -2,7 +2,7 @@
  * Logging setup behind one module, so the backend (`@logtape/logtape`, an
  * import-map alias in deno.json) can be switched in one place.
  *
- * Policy (pipeline.md §7): info carries lifecycle events and periodic
+ * Policy (docs/logging.md): info carries lifecycle events and periodic
  * summaries only, never a line per job; errors carry queue/table/server
  * context and are logged once.
  *
@@ -103,14 +103,5 @@ export function getLogger(component: string): Logger {
   };
 }
 
-/** Text of an error for a log property (message and cause chain, no stack). */
-export function errorMessage(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  let text = err.message;
-  let cause: unknown = err.cause;
-  for (let depth = 0; cause instanceof Error && depth < 3; depth++) {
-    if (!text.includes(cause.message)) text += `: ${cause.message}`;
-    cause = cause.cause;
-  }
-  return text;
-}
+/** Text of an error for a log property; defined in util so that every layer can use it. */
+export { errorMessage } from "./util/errors.ts";

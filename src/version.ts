@@ -1,6 +1,6 @@
 /**
  * The version line shared by `version`, `--version`, the first log line and
- * `statusengine_build_info` (operations.md §5.2, D10).
+ * `statusengine_build_info` (docs/operations.md#version, D10).
  *
  * @module
  */

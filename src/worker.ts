@@ -278,7 +278,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
         throw new StartupError(
           `Cannot start: dead-letter file "${config.deadLetterFile}" cannot be opened: ${
             errorMessage(err)
-          }`,
+          } (--dead-letter-file: a writable path, or "" to disable it)`,
           { cause: err },
         );
       }

@@ -7,6 +7,9 @@ import { runCli } from "../src/cli/mod.ts";
 import { bufferIo } from "../src/cli/io.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { adminStatus } from "../src/gearman/admin.ts";
+import { QUEUE_NAMES } from "../src/events/queues.ts";
 
 async function cli(argv: string[], env: Record<string, string> = {}) {
   const io = bufferIo();
@@ -125,7 +128,10 @@ Deno.test("cli: schema creates the tables, then run starts and stops on its sign
     {},
     { io, signals: false, signal: stop.signal, logWrite: () => {} },
   );
-  await new Promise((r) => setTimeout(r, 500));
+  await waitFor(async () => {
+    const functions = await adminStatus(gearmand.addr);
+    return QUEUE_NAMES.every((q) => functions.find((f) => f.function === q)?.workers === 1);
+  }, { message: "the worker registered every queue at gearmand" });
   stop.abort();
   assert.equal(await running, 0, io.errLines.join("\n"));
   const [node] = await db.query<{ node_name: string }[]>(

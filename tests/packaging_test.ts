@@ -35,6 +35,20 @@ Deno.test("packaging: the worker unit stops within 90 s, reads secrets from an E
   assert.match(cleanup, /statusengine-worker cleanup/);
 });
 
+Deno.test("packaging: the default dead-letter file lies in the unit's state directory, which the binary may write", async () => {
+  const { settings } = await loadSettings("run", { argv: [], env: {} });
+  const unit = read("packaging/systemd/statusengine-worker.service");
+  const stateDirectory = /^StateDirectory=(.+)$/m.exec(unit)?.[1];
+  assert.equal(stateDirectory, "statusengine-worker");
+  assert.equal(
+    settings.deadLetterFile,
+    `/var/lib/${stateDirectory}/statusengine-dead-letters.ndjson`,
+  );
+  const write = permissionFlags("/etc/statusengine", `/var/lib/${stateDirectory}`)
+    .find((f) => f.startsWith("--allow-write="));
+  assert.ok(settings.deadLetterFile.startsWith(`${write?.slice("--allow-write=".length)}/`));
+});
+
 Deno.test("packaging: the compiled binary gets net, env, read of config and state, write of state, never -A", () => {
   const flags = permissionFlags("/etc/statusengine", "/var/lib/statusengine-worker");
   assert.deepEqual(flags, [
@@ -61,7 +75,9 @@ Deno.test("packaging: the worker runs with exactly the compiled permissions, and
     await Deno.writeTextFile(
       `${configDir}/config.yml`,
       `gearman_addr: ${gearmand.addr}\nmysql_url: ${db.url}\nmetrics_port: ${port}\n` +
-        `metrics_host: 127.0.0.1\nnode_name: perm-test\nlisten_addr: 127.0.0.1:${freePort()}\n`,
+        `metrics_host: 127.0.0.1\nnode_name: perm-test\nlisten_addr: 127.0.0.1:${freePort()}\n` +
+        // The default lies in the real state directory; this run's state directory is a temp one.
+        `dead_letter_file: ${stateDir}/statusengine-dead-letters.ndjson\n`,
     );
     const spawn = (extra: string[]) =>
       new Deno.Command(Deno.execPath(), {

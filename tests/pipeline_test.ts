@@ -38,7 +38,7 @@ Deno.test("pipeline: every fixture published through gearmand produces exactly i
   }
   // Every job was acknowledged only after its rows were committed (D1): the rows are there now.
   await assertFixtureRows(db, queues);
-  // Spot checks straight from the Appendix of queues-and-tables.md.
+  // Spot checks of the expected rows (docs/tables.md#appendix).
   const [hostcheck] = await db.query<DbRow[]>(
     "SELECT hostname, start_time_usec, is_hardstate, command FROM statusengine_hostchecks",
   );

@@ -10,7 +10,7 @@ import {
   sampleValue,
   type StatusCommandOptions,
   type StatusReport,
-} from "../src/cli/status.ts";
+} from "../src/cli/status/mod.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { startGearmand } from "./helpers/gearmand.ts";

@@ -27,7 +27,7 @@ import { runVerifyCommand } from "../src/cli/verify.ts";
 import { decodeJob } from "../src/events/decode.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
 import type { TableRow } from "../src/events/types.ts";
-import { jobsFor, syntheticEvents } from "../src/tools/synthetic.ts";
+import { jobsFor, syntheticEvents } from "../src/synthetic/mod.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 
 type DbRow = Record<string, unknown>;
@@ -261,7 +261,7 @@ Deno.test("tools: publish stops submitting when its signal aborts and reports wh
 
 Deno.test("tools: a job server refusing jobs mid-run fails publish with the confirmed count", async () => {
   await using gearmand = await startGearmand();
-  // maxqueue only limits a function that already has jobs (gearman.md §4.14).
+  // maxqueue only limits a function that already has jobs (docs/gearman-protocol.md#maxqueue).
   await publish(gearmand.addr, "statusngin_logentries", ['{"messages":[],"format":"none"}']);
   assert.deepEqual(await adminCommand(gearmand.addr, "maxqueue statusngin_logentries 3"), ["OK"]);
   const c = capture();

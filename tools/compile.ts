@@ -68,7 +68,7 @@ if (import.meta.main) {
         "compile",
         "--no-prompt",
         // Under ProtectSystem=strict with no home directory nothing may need a
-        // writable cache at run time (operations.md §6.6).
+        // writable cache at run time (docs/operations.md#compiled-binary).
         "--no-code-cache",
         `--v8-flags=${V8_FLAGS.join(",")}`,
         ...permissionFlags(configDir, stateDir),

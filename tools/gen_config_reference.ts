@@ -18,6 +18,7 @@
 
 import { renderConfigReference, replaceConfigReference } from "../src/config/mod.ts";
 import { renderMetricsReference, replaceMetricsReference } from "../src/metrics/reference.ts";
+import { errorMessage } from "../src/util/errors.ts";
 
 /** The I/O the tool needs, injectable for tests. */
 export interface ToolIo {
@@ -61,7 +62,7 @@ export async function runGenConfigReference(args: readonly string[], io: ToolIo)
       updated = replaceMetricsReference(updated, renderMetricsReference());
     }
   } catch (err: unknown) {
-    io.stderr(`${file}: ${err instanceof Error ? err.message : String(err)}\n`);
+    io.stderr(`${file}: ${errorMessage(err)}\n`);
     return 1;
   }
   if (mode === "--check") {

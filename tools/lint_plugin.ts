@@ -1,17 +1,110 @@
+// deno-lint-ignore-file statusengine/no-default-export
 /**
- * House lint rules (style.md §2.6), loaded by `deno lint` through deno.json:
+ * House lint rules, loaded by `deno lint` through deno.json:
  *
  * - `statusengine/no-default-export`: named exports only, so a symbol has one
- *   name everywhere (style.md §2.2).
+ *   name everywhere.
  * - `statusengine/no-floating-async-call`: a heuristic for promises nobody
  *   awaits: a statement that only calls an async function declared in the
  *   same file, or a `.then()` without a rejection handler. Deliberate
- *   detachment is written `void task()` (style.md §2.5).
+ *   detachment is written `void task()`, and the task catches its own errors.
+ * - `statusengine/layer-imports`: an import between two modules of `src/` must
+ *   follow {@linkcode LAYERS}, so the data flow broker → consumer → decode →
+ *   writer → MySQL stays visible in the import graph (docs/architecture.md#layers).
  *
  * @module
  */
 
-// deno-lint-ignore-file statusengine/no-default-export
+/**
+ * Which module of `src/` may import which: one entry per directory (or top-level file) of
+ * `src/`, listing what it may import besides itself. Data flows broker → consumer → decode →
+ * writer → MySQL; an import goes with that flow or down to a foundation module (util, log,
+ * config, metrics), never back. `"*"` marks the composition roots, which wire everything
+ * together. A directory that is not listed is reported, so adding one means deciding its
+ * place here. docs/architecture.md#layers shows the same table; keep the two in step.
+ */
+export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
+  // Foundation: imports nothing of ours, or only what is listed.
+  util: [],
+  "build_info": [],
+  version: ["build_info"],
+  log: ["util"],
+  // Pure decoding (bytes → rows): no I/O, no logging.
+  events: ["util"],
+  config: ["util", "log", "events"],
+  metrics: ["util", "log", "events", "config", "http"],
+  http: ["util", "log", "metrics"],
+  // The data flow.
+  consumer: ["util", "log", "metrics"],
+  gearman: ["util", "log", "consumer"],
+  amqp: ["util", "log", "consumer", "config"],
+  pipeline: ["util", "log", "events", "mysql", "consumer", "metrics"],
+  mysql: ["util", "log", "events", "metrics", "config"],
+  // Side outputs and tools.
+  graphite: ["util", "log", "events", "metrics"],
+  commands: ["util", "log", "http", "metrics", "gearman", "amqp", "config"],
+  cleanup: ["util", "log", "config"],
+  synthetic: ["util", "log", "events"],
+  // Composition roots.
+  cli: "*",
+  worker: "*",
+  daemon: "*",
+};
+
+/**
+ * TEMPORARY: backward imports that exist today and are scheduled to move. `mysql/writer.ts`
+ * and `mysql/downtime.ts` take the job tracker and the dead-letter sink from `pipeline/`;
+ * both belong below the writers and move to `mysql/` next. Remove each entry with its move;
+ * never add one.
+ */
+export const TEMPORARY_LAYER_EXEMPTIONS: Readonly<Record<string, readonly string[]>> = {
+  mysql: ["pipeline/job_tracker.ts", "pipeline/dead_letter.ts"],
+};
+
+/** Test code assembles pieces of several layers on purpose. */
+const TEST_FILE = /(_test|_bench|_testing)\.ts$/;
+
+/**
+ * The module of a path below `src/`: its first directory, or the file name for a file
+ * directly in `src/`.
+ *
+ * @param rel Path relative to `src/`, e.g. `mysql/writer.ts`.
+ * @returns E.g. `mysql`, `log`.
+ */
+function moduleOf(rel: string): string {
+  const slash = rel.indexOf("/");
+  return slash === -1 ? rel.replace(/\.ts$/, "") : rel.slice(0, slash);
+}
+
+/**
+ * Check one import of a file below `src/`.
+ *
+ * @param filename Absolute path (or file URL) of the importing file.
+ * @param specifier The import specifier as written.
+ * @returns A message when the import breaks the layering, else null.
+ */
+export function layerViolation(filename: string, specifier: string): string | null {
+  if (!specifier.startsWith(".")) return null;
+  const path = filename.startsWith("file://") ? new URL(filename).pathname : filename;
+  const root = path.lastIndexOf("/src/");
+  if (root === -1 || TEST_FILE.test(path)) return null;
+  const srcDir = path.slice(0, root + "/src/".length);
+  const from = moduleOf(path.slice(srcDir.length));
+  const target = new URL(specifier, `file://${path}`).pathname;
+  if (!target.startsWith(srcDir)) return null;
+  const rel = target.slice(srcDir.length);
+  const to = moduleOf(rel);
+  if (to === from) return null;
+  const allowed = LAYERS[from];
+  if (allowed === undefined) {
+    return `src/${from} is not in the layer table of tools/lint_plugin.ts: add it with the modules it may import`;
+  }
+  if (allowed === "*" || allowed.includes(to)) return null;
+  if (TEMPORARY_LAYER_EXEMPTIONS[from]?.includes(rel)) return null;
+  return `Backward import: src/${from} may not import src/${rel} (data flows broker → consumer → ` +
+    `decode → writer → MySQL; the allowed imports are in LAYERS, tools/lint_plugin.ts)`;
+}
+
 const plugin: Deno.lint.Plugin = {
   name: "statusengine",
   rules: {
@@ -20,6 +113,29 @@ const plugin: Deno.lint.Plugin = {
         return {
           ExportDefaultDeclaration(node) {
             context.report({ node, message: "Use a named export instead of a default export" });
+          },
+        };
+      },
+    },
+    "layer-imports": {
+      create(context) {
+        const check = (
+          node: Deno.lint.Node,
+          source: Deno.lint.StringLiteral | null | undefined,
+        ) => {
+          if (source === null || source === undefined) return;
+          const message = layerViolation(context.filename, source.value);
+          if (message !== null) context.report({ node, message });
+        };
+        return {
+          ImportDeclaration(node) {
+            check(node, node.source);
+          },
+          ExportNamedDeclaration(node) {
+            check(node, node.source);
+          },
+          ExportAllDeclaration(node) {
+            check(node, node.source);
           },
         };
       },

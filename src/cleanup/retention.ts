@@ -1,6 +1,7 @@
 /**
- * The retention table: the single source of truth for what `cleanup` deletes (operations.md
- * §3.2), and the calendar-day cutoff it deletes before (§3.4 step 1).
+ * The retention table: the single source of truth for what `cleanup` deletes
+ * (docs/operations.md#cleanup-tables), and the calendar-day cutoff it deletes before
+ * (docs/operations.md#cleanup-algorithm).
  *
  * The rows are the `age-*` settings of the settings table (src/config), which owns names,
  * defaults and validation; this module gives them the shape cleanup works with. The table
@@ -29,8 +30,8 @@ export interface RetentionTable {
 }
 
 /**
- * The fourteen tables `cleanup` processes, in the order it processes them (operations.md
- * §3.2): one table after another, never in parallel, because the disk and not the number of
+ * The fourteen tables `cleanup` processes, in the order it processes them
+ * (docs/operations.md#cleanup-tables): one table after another, never in parallel, because the disk and not the number of
  * statements is the bottleneck.
  *
  * Deliberately absent: the two `…_scheduleddowntimes` tables (deleting there would cancel
@@ -73,7 +74,7 @@ export function isRetentionKey(key: string): key is RetentionKey {
 }
 
 /**
- * The command-line flag of a retention key (operations.md §3.3: derived mechanically).
+ * The command-line flag of a retention key (docs/operations.md#cleanup-settings: derived mechanically).
  *
  * @param key A retention key, e.g. `age_host_notifications_log`.
  * @returns The flag name without dashes in front, e.g. `age-host-notifications-log`.
@@ -89,7 +90,7 @@ export function ageFlagOf(key: RetentionKey): string {
 }
 
 /**
- * The environment variable of a retention key (operations.md §3.3).
+ * The environment variable of a retention key (docs/operations.md#cleanup-settings).
  *
  * @param key A retention key, e.g. `age_hostchecks`.
  * @returns e.g. `STATUSENGINE_AGE_HOSTCHECKS`.
@@ -106,7 +107,7 @@ export function ageEnvNameOf(key: RetentionKey): string {
 
 /**
  * The retention cutoff: `now` minus `days` calendar days in the process's local time zone
- * (operations.md §3.4 step 1). The wall-clock time is kept across a DST change, so a cutoff
+ * (docs/operations.md#cleanup-algorithm step 1). The wall-clock time is kept across a DST change, so a cutoff
  * taken over the spring change lies 23 h per changed day closer than `86400 × days` seconds
  * (what the legacy worker subtracted) and 25 h further over the autumn change. A wall-clock
  * time that does not exist on the target day (inside the spring gap) moves forward by the

@@ -13,7 +13,7 @@ import {
 
 // Without this test a typo in a table or column name would only surface as "cleanup: table
 // failed" on every production run, and a retention column that is not the partitioning column
-// of a partitioned table would scan every partition instead of pruning (operations.md §3.5).
+// of a partitioned table would scan every partition instead of pruning (docs/operations.md#partitions).
 Deno.test("retention: every table and column exists in the catalogue, partitioned ones on exactly that column", () => {
   for (const rule of RETENTION_TABLES) {
     const table = tableByName(rule.table);
@@ -29,7 +29,7 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
       );
     }
   }
-  // §3.5: the nine partitioned tables are all cleaned (with DELETE, never DROP PARTITION).
+  // docs/operations.md#partitions: the nine partitioned tables are all cleaned (with DELETE, never DROP PARTITION).
   const partitioned = ALL_TABLES.filter((t) => t.partitionColumn !== null).map((t) => t.name);
   assert.equal(partitioned.length, 9);
   for (const name of partitioned) {
@@ -37,9 +37,8 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
   }
 });
 
-// operations.md §3.2 word for word: the legacy keys and defaults must carry an old config.yml
-// over value for value, and the order is the processing order.
-Deno.test("retention: fourteen tables with the §3.2 order, columns, keys and defaults", () => {
+// The legacy keys and defaults must carry an old config.yml over value for value, and the order is the processing order.
+Deno.test("retention: fourteen tables in the legacy order, with their columns, keys and defaults", () => {
   assert.deepEqual(
     RETENTION_TABLES.map((r) => [r.table, r.column, r.key, r.defaultDays]),
     [
@@ -63,7 +62,7 @@ Deno.test("retention: fourteen tables with the §3.2 order, columns, keys and de
   assert.equal(new Set(RETENTION_TABLES.map((r) => r.table)).size, 14);
 });
 
-// §3.2: deleting from these would cancel running downtimes or wipe current state.
+// Deleting from these would cancel running downtimes or wipe current state.
 Deno.test("retention: scheduled downtimes, status and bookkeeping tables are never cleaned", () => {
   for (
     const name of [
@@ -81,7 +80,7 @@ Deno.test("retention: scheduled downtimes, status and bookkeeping tables are nev
   }
 });
 
-Deno.test("retention: flag and env names derive mechanically from the YAML key (§3.3)", () => {
+Deno.test("retention: flag and env names derive mechanically from the YAML key", () => {
   assert.equal(ageFlagOf("age_host_notifications_log"), "age-host-notifications-log");
   assert.equal(ageEnvNameOf("age_host_statehistory"), "STATUSENGINE_AGE_HOST_STATEHISTORY");
   assert.ok(isRetentionKey("age_perfdata"));

@@ -19,6 +19,7 @@ import {
 import { errorMessage, getLogger } from "../log.ts";
 import { quoteIdentifier } from "../mysql/ddl.ts";
 import { mysqlOptionsFromUrl, type MysqlUrlOptions, redactUrl } from "../mysql/url.ts";
+import { closeMysqlNow, connectMysql, unlessAborted } from "../mysql/connect.ts";
 import { delay } from "../util/async.ts";
 import type { CommandIo } from "./schema.ts";
 
@@ -66,14 +67,6 @@ type TableOutcome =
     readonly error: unknown;
   };
 
-/** The run was interrupted by the caller's signal (not a failure, §3.6). */
-class CleanupInterrupted extends Error {
-  constructor() {
-    super("Cleanup interrupted by a signal");
-    this.name = "CleanupInterrupted";
-  }
-}
-
 /**
  * Check the options and resolve each table's age.
  *
@@ -115,124 +108,6 @@ function plan(options: CleanupCommandOptions): PlannedTable[] {
   }));
 }
 
-/**
- * Settle with `promise`, or reject with {@linkcode CleanupInterrupted} as soon as `signal`
- * aborts, calling `onAbort` first. The losing promise keeps its handler from `Promise.race`,
- * so its late rejection is not unhandled.
- */
-async function unlessAborted<T>(
-  promise: Promise<T>,
-  signal: AbortSignal,
-  onAbort: () => void,
-): Promise<T> {
-  const { promise: aborted, reject } = Promise.withResolvers<never>();
-  const listener = () => {
-    onAbort();
-    reject(new CleanupInterrupted());
-  };
-  if (signal.aborted) listener();
-  else signal.addEventListener("abort", listener, { once: true });
-  try {
-    return await Promise.race([promise, aborted]);
-  } finally {
-    signal.removeEventListener("abort", listener);
-  }
-}
-
-/**
- * Close a connection at once, abandoning whatever statement is in flight (§3.6). mysql2's
- * `destroy()` only half-closes the socket (`stream.end()`), so it would still wait for the
- * server to finish the statement; destroying the stream itself drops the link. The server
- * then completes or rolls back that single autocommit statement on its own.
- *
- * @param conn The connection; unusable afterwards. Calling it twice is harmless.
- */
-export function closeMysqlNow(conn: mysql.Connection): void {
-  // `connection` (the callback-style core connection) is public in mysql2 but untyped on
-  // the promise wrapper; `stream` is its socket.
-  const core = (conn as unknown as { connection?: { stream?: { destroy?: () => void } } })
-    .connection;
-  const stream = core?.stream;
-  try {
-    stream?.destroy?.();
-  } catch {
-    // already closed
-  }
-  try {
-    conn.destroy();
-  } catch {
-    // already closed
-  }
-}
-
-/** Options of {@linkcode connectMysql}. */
-export interface ConnectMysqlOptions {
-  /** Bound on connect plus the first query, in milliseconds. */
-  readonly timeoutMs: number;
-  /** Abandons the attempt (the half-open connection is closed) when it aborts. */
-  readonly signal?: AbortSignal;
-}
-
-/** A connection that has answered its first query. */
-export interface ConnectedMysql {
-  readonly connection: mysql.Connection;
-  /** `SELECT VERSION()`, e.g. `10.11.6-MariaDB-0+deb12u1`. */
-  readonly serverVersion: string;
-}
-
-/**
- * Open a dedicated MySQL connection that answers `SELECT VERSION()` within a deadline: the
- * "does MySQL answer" probe of `cleanup` (operations.md §3.3: 5 s) and `status`. A
- * connection that completes after the deadline or an abort is closed as soon as it exists.
- *
- * @param options Connection options from {@linkcode mysqlOptionsFromUrl}.
- * @param limits Deadline and abort signal.
- * @returns The open connection and the server version; the caller closes it.
- * @throws {Error} `Cannot reach MySQL: no answer within … ms` on timeout, the driver's error
- *   when the server refuses or is unreachable; when `signal` aborts, an error the caller
- *   recognises by `signal.aborted`.
- */
-export async function connectMysql(
-  options: MysqlUrlOptions,
-  limits: ConnectMysqlOptions,
-): Promise<ConnectedMysql> {
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(new Error(`no answer within ${limits.timeoutMs} ms`)),
-    limits.timeoutMs,
-  );
-  const connecting = mysql.createConnection({
-    ...options,
-    connectTimeout: Math.min(options.connectTimeout ?? limits.timeoutMs, limits.timeoutMs),
-  });
-  let conn: mysql.Connection | undefined;
-  const abandon = () => {
-    if (conn !== undefined) closeMysqlNow(conn);
-    // A connection that completes after we gave up is closed as soon as it exists.
-    else void connecting.then(closeMysqlNow, () => {});
-  };
-  const signal = limits.signal === undefined
-    ? controller.signal
-    : AbortSignal.any([limits.signal, controller.signal]);
-  try {
-    conn = await unlessAborted(connecting, signal, abandon);
-    const [rows] = await unlessAborted(
-      conn.query<mysql.RowDataPacket[]>("SELECT VERSION() AS version"),
-      signal,
-      abandon,
-    );
-    return { connection: conn, serverVersion: String(rows[0]?.version ?? "") };
-  } catch (err: unknown) {
-    if (err instanceof CleanupInterrupted && !(limits.signal?.aborted ?? false)) {
-      throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`);
-    }
-    if (conn !== undefined) closeMysqlNow(conn);
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** The one dedicated connection of a run; reopened after a table failed. */
 class CleanupSession {
   readonly #options: MysqlUrlOptions;
@@ -257,7 +132,7 @@ class CleanupSession {
 
   /**
    * Run one DELETE; on abort the connection is closed and the call rejects with
-   * {@linkcode CleanupInterrupted} at once.
+   * `MysqlInterrupted` at once.
    *
    * @returns Affected rows.
    */

@@ -1,5 +1,5 @@
 /**
- * The `losstest` subcommand (operations.md §5.3): proves that stopping the worker under load
+ * The `losstest` subcommand (docs/operations.md#losstest): proves that stopping the worker under load
  * loses nothing (D1). `publish` leaves a backlog of numbered host-check events at gearmand,
  * the operator stops and restarts the worker while it drains, and `verify` finds every
  * sequence number that never reached `statusengine_hostchecks`; `cleanup` removes the run.
@@ -14,7 +14,8 @@ import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { deadline } from "../util/async.ts";
-import { encodeEvent, type SyntheticEvent } from "../tools/synthetic.ts";
+import { errorMessage } from "../log.ts";
+import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import type { Io } from "./io.ts";
 import {
   INTERRUPTED_EXIT_CODE,
@@ -50,7 +51,7 @@ export interface LosstestCommandOptions {
 export const LOSSTEST_QUEUE = "statusngin_hostchecks";
 /** The table the markers land in (`hostname`, the first primary-key column). */
 export const LOSSTEST_TABLE = "statusengine_hostchecks";
-/** Events per job unless told otherwise (operations.md §5.3). */
+/** Events per job unless told otherwise (docs/operations.md#losstest). */
 export const LOSSTEST_EVENTS_PER_JOB = 100;
 /** At most this many missing ranges are printed. */
 export const MAX_PRINTED_RANGES = 20;
@@ -100,7 +101,7 @@ export const HOSTCHECK_TEMPLATE: SyntheticEvent = Object.freeze({
 
 /**
  * Why a run id cannot be used, or `undefined` when it can. The id becomes part of a `LIKE`
- * pattern, so `%`, `_` and `\` are refused, and `'` too (operations.md §5.3).
+ * pattern, so `%`, `_` and `\` are refused, and `'` too (docs/operations.md#losstest).
  *
  * @param runId Candidate id.
  * @returns A message naming the problem, or `undefined`.
@@ -367,10 +368,6 @@ export function* losstestJobs(
   }
 }
 
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 function positive(name: string, value: number): string | undefined {
   return Number.isSafeInteger(value) && value >= 1
     ? undefined
@@ -453,7 +450,7 @@ async function publishRun(
     );
     return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
   } catch (err: unknown) {
-    io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${messageOf(err)}`);
+    io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${errorMessage(err)}`);
     return 1;
   }
 }
@@ -468,7 +465,7 @@ async function connect(
   try {
     opts = mysqlOptionsFromUrl(url);
   } catch (err: unknown) {
-    io.err(`Cannot run losstest ${mode}: ${messageOf(err)}`);
+    io.err(`Cannot run losstest ${mode}: ${errorMessage(err)}`);
     return undefined;
   }
   if (opts.database === undefined) {
@@ -478,7 +475,7 @@ async function connect(
   try {
     return await mysql.createConnection({ connectTimeout: CONNECT_TIMEOUT_MS, ...opts });
   } catch (err: unknown) {
-    const text = messageOf(err);
+    const text = errorMessage(err);
     const safe = opts.password === undefined ? text : text.replaceAll(opts.password, "****");
     io.err(`Cannot run losstest ${mode}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);
     return undefined;
@@ -542,7 +539,9 @@ async function verifyRun(
       after = last.hostname;
     }
   } catch (err: unknown) {
-    io.err(`Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${messageOf(err)}`);
+    io.err(
+      `Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
+    );
     return 1;
   } finally {
     await conn.end().catch(() => conn.destroy());
@@ -589,7 +588,7 @@ async function printBacklog(
       const status = await adminStatus(server, { signal });
       total += status.find((s) => s.function === LOSSTEST_QUEUE)?.total ?? 0;
     } catch (err: unknown) {
-      failures.push(`${server}: ${messageOf(err)}`);
+      failures.push(`${server}: ${errorMessage(err)}`);
     }
   }
   io.out(
@@ -619,7 +618,7 @@ async function printRabbitMqBacklog(
       } events; not loss), ${consumers} consumers attached`,
     );
   } catch (err: unknown) {
-    io.out(`${label}: unknown (${messageOf(err)})`);
+    io.out(`${label}: unknown (${errorMessage(err)})`);
   }
 }
 
@@ -661,7 +660,7 @@ async function cleanupRun(
   } catch (err: unknown) {
     io.err(
       `Cannot delete the rows of run "${runId}" from ${LOSSTEST_TABLE} after ${deleted} rows: ${
-        messageOf(err)
+        errorMessage(err)
       }`,
     );
     return 1;

@@ -70,7 +70,7 @@ Deno.test("losstest: compressRanges joins consecutive numbers and tolerates repe
   assert.throws(() => compressRanges([3, 1]), RangeError);
 });
 
-Deno.test("losstest: formatRanges prints a-b and single numbers, as in operations.md §5.3", () => {
+Deno.test("losstest: formatRanges prints a-b and single numbers, as in docs/operations.md#losstest", () => {
   assert.equal(formatRanges([[0, 99], [250, 250], [4000, 4099]]), "0-99, 250, 4000-4099");
   assert.equal(formatRanges([]), "");
 });

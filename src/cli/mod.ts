@@ -22,7 +22,7 @@ import { type Io, PROCESS_IO } from "./io.ts";
 import { runWorkerCommand } from "./run.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
-import { runStatusCommand } from "./status.ts";
+import { runStatusCommand } from "./status/mod.ts";
 import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";

@@ -1,7 +1,7 @@
 /**
  * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to one or more
  * job servers, so the whole path gearmand → worker → MySQL runs from outside the process
- * (operations.md §5.6, our equivalent of `gearman_publisher`).
+ * (docs/operations.md#publish, our equivalent of `gearman_publisher`).
  *
  * Memory stays bounded whatever the count: events are generated lazily, a job is encoded only
  * when it is about to be submitted, and at most one pipelining window of submissions per job
@@ -20,8 +20,9 @@ import {
   jobsFor,
   randomSeed,
   syntheticEvents,
-} from "../tools/synthetic.ts";
+} from "../synthetic/mod.ts";
 import type { Io } from "./io.ts";
+import { errorMessage } from "../log.ts";
 
 /** Options of the `publish` command. */
 export interface PublishCommandOptions {
@@ -95,10 +96,6 @@ const WINDOW = 256;
 const CONNECT_TIMEOUT_MS = 5_000;
 const DEFAULT_PROGRESS_MS = 2_000;
 
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 function rate(n: number, ms: number): string {
   return ms <= 0 ? "-" : String(Math.round(n / (ms / 1000)));
 }
@@ -142,7 +139,7 @@ export async function publishJobs(
       const queueOfSlot = inFlight[slot];
       if (submit === undefined || queueOfSlot === undefined) break;
       // Backpressure: wait for the oldest answer of this lane before exceeding the window.
-      // Answers arrive in submission order (gearman.md §9, AMQP confirms), so the oldest is
+      // Answers arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms), so the oldest is
       // the next one.
       while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
       if (failure !== undefined) break;
@@ -173,11 +170,11 @@ export async function publishJobs(
     }
     for (const q of inFlight) await Promise.all(q);
     if (failure !== undefined) {
-      // Jobs written before a connection loss have an unknown outcome (gearman.md §9); the
+      // Jobs written before a connection loss have an unknown outcome (docs/gearman-protocol.md#submitting); the
       // confirmed count is what certainly reached the job servers.
       throw new Error(
         `${
-          messageOf(failure)
+          errorMessage(failure)
         } (${confirmedJobs} jobs with ${confirmedEvents} events confirmed before the failure)`,
         { cause: failure },
       );
@@ -368,7 +365,7 @@ async function scanRecording(
       // the original bytes (G.1).
       doc = JSON.parse(LENIENT_UTF8.decode(line.bytes));
     } catch (err: unknown) {
-      return { error: `line ${line.number} is not valid JSON: ${messageOf(err)}` };
+      return { error: `line ${line.number} is not valid JSON: ${errorMessage(err)}` };
     }
     jobs++;
     events += eventsOf(doc);
@@ -430,7 +427,7 @@ export async function runPublishCommand(
     try {
       scan = await scanRecording(path);
     } catch (err: unknown) {
-      io.err(`Cannot publish from "${path}": ${messageOf(err)}`);
+      io.err(`Cannot publish from "${path}": ${errorMessage(err)}`);
       return 1;
     }
     if ("error" in scan) {
@@ -489,7 +486,7 @@ export async function runPublishCommand(
       io.err(`Publishing to ${queue} was interrupted before it started`);
       return INTERRUPTED_EXIT_CODE;
     }
-    io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${messageOf(err)}`);
+    io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${errorMessage(err)}`);
     return 1;
   }
   io.out(summaryLine(queue, result, where));

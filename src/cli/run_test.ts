@@ -11,7 +11,7 @@ async function configFor(argv: string[], env: Record<string, string> = {}) {
   return workerConfigFrom(settings);
 }
 
-Deno.test("run: /commands is configured only when command keys exist (operations.md §4.2)", async () => {
+Deno.test("run: /commands is configured only when command keys exist (docs/operations.md#commands)", async () => {
   assert.equal((await configFor([])).commands, null);
   assert.deepEqual((await configFor([], { STATUSENGINE_API_COMMAND_KEYS: "k1,k2" })).commands, {
     hostname: "127.0.0.1",
@@ -34,7 +34,7 @@ Deno.test("run: the reconnect interval follows the selected backend (G7, R6)", a
   assert.equal((await configFor(["--consumer", "rabbitmq"])).reconnectIntervalMs, 2_000);
 });
 
-Deno.test("run: /ws is always configured, on 127.0.0.1:8080 unless told otherwise (operations.md §4.3)", async () => {
+Deno.test("run: /ws is always configured, on 127.0.0.1:8080 unless told otherwise (docs/operations.md#ws)", async () => {
   const ws = (await configFor([])).websocket;
   assert.equal(ws?.hostname, "127.0.0.1");
   assert.equal(ws?.port, 8080);

@@ -1,6 +1,6 @@
 /**
  * The `verify` subcommand: a read-only parity diff of the newest rows of two Statusengine
- * databases, table by table and column by column (operations.md §5.4, `db_verifier`), for
+ * databases, table by table and column by column (docs/operations.md#verify, `db_verifier`), for
  * shadow tests in which two workers consume the same stream into databases A and B.
  *
  * Adapted from the Go tool: rows are matched by each table's primary key from the catalogue
@@ -23,6 +23,7 @@ import {
   TABLES,
 } from "../mysql/mod.ts";
 import type { Io } from "./io.ts";
+import { errorMessage } from "../log.ts";
 
 /** Options of the `verify` command. */
 export interface VerifyCommandOptions {
@@ -32,13 +33,13 @@ export interface VerifyCommandOptions {
   readonly mysqlUrlB: string;
   /** Tables to compare; default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
   readonly tables?: readonly string[];
-  /** Newest rows per table and database, ≥ 1 (operations.md: default 5000). */
+  /** Newest rows per table and database, ≥ 1 (default 5000). */
   readonly limit: number;
   /** `column` (every table) or `table.column`; those columns are not compared. */
   readonly ignoreColumns?: readonly string[];
 }
 
-/** The 16 tables compared by default (operations.md §5.4). */
+/** The 16 tables compared by default (docs/operations.md#verify). */
 export const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
   "statusengine_hoststatus",
   "statusengine_servicestatus",
@@ -59,7 +60,7 @@ export const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
 ]);
 
 /**
- * "Newest first" per table (operations.md §5.4): the time column and its microsecond
+ * "Newest first" per table (docs/operations.md#verify): the time column and its microsecond
  * companion. The key columns follow as tie-breakers, so both databases cut their window at
  * the same row when times are equal.
  */
@@ -121,7 +122,7 @@ export function rowIdentity(table: Table): RowIdentity {
   return { key: table.columns.map((c) => c.name).filter((c) => !auto.includes(c)), skip: auto };
 }
 
-/** A database value as compared: SQL NULL and `''` both become `''` (operations.md §5.4). */
+/** A database value as compared: SQL NULL and `''` both become `''` (docs/operations.md#verify). */
 function normalise(value: unknown): string {
   if (value === null || value === undefined) return "";
   if (typeof value === "string") return value;
@@ -349,10 +350,6 @@ export function selectTables(
   return names as TableName[];
 }
 
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** mysql2 column type codes of MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE. */
 const FLOAT_TYPES: ReadonlySet<number> = new Set([4, 5]);
 
@@ -391,7 +388,7 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<Fet
       ),
     };
   } catch (err: unknown) {
-    const text = messageOf(err);
+    const text = errorMessage(err);
     throw new Error(
       `${side.name}: ${
         side.password === undefined ? text : text.replaceAll(side.password, "****")
@@ -410,7 +407,7 @@ async function open(
   try {
     opts = mysqlOptionsFromUrl(url);
   } catch (err: unknown) {
-    io.err(`Cannot run verify: database ${name}: ${messageOf(err)}`);
+    io.err(`Cannot run verify: database ${name}: ${errorMessage(err)}`);
     return undefined;
   }
   if (opts.database === undefined) {
@@ -430,7 +427,7 @@ async function open(
       dateStrings: true,
     });
   } catch (err: unknown) {
-    const text = messageOf(err);
+    const text = errorMessage(err);
     io.err(
       `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
         opts.password === undefined ? text : text.replaceAll(opts.password, "****")
@@ -439,11 +436,13 @@ async function open(
     return undefined;
   }
   try {
-    // The tool must never write (operations.md §5.4); the server enforces it from here on.
+    // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
     await conn.query("SET SESSION TRANSACTION READ ONLY");
   } catch (err: unknown) {
     io.err(
-      `Cannot run verify: cannot make the session of database ${name} read-only: ${messageOf(err)}`,
+      `Cannot run verify: cannot make the session of database ${name} read-only: ${
+        errorMessage(err)
+      }`,
     );
     await conn.end().catch(() => conn.destroy());
     return undefined;
@@ -516,7 +515,7 @@ export async function runVerifyCommand(
         ]);
       } catch (err: unknown) {
         errors++;
-        io.out(`ERROR verifying table ${name}: ${messageOf(err)}`);
+        io.out(`ERROR verifying table ${name}: ${errorMessage(err)}`);
         continue;
       }
       const identity = rowIdentity(table);

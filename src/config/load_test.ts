@@ -874,7 +874,7 @@ Deno.test("loadSettings: the dead-letter file is disabled only by an explicit em
   assert.equal((await load("run", { file: 'dead_letter_file: ""\n' })).settings.deadLetterFile, "");
   assert.equal(
     (await load("run", { env: { STATUSENGINE_DEAD_LETTER_FILE: "" } })).settings.deadLetterFile,
-    "statusengine-dead-letters.ndjson",
+    "/var/lib/statusengine-worker/statusengine-dead-letters.ndjson",
   );
 });
 

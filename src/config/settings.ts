@@ -417,11 +417,11 @@ export const SETTINGS = [
   {
     flag: "dead-letter-file",
     kind: { type: "string", allowEmpty: true, form: "path; empty disables" },
-    default: "statusengine-dead-letters.ndjson",
+    default: "/var/lib/statusengine-worker/statusengine-dead-letters.ndjson",
     commands: ["run"],
     help: "NDJSON file that receives payloads which cannot be decoded or rows MySQL rejects " +
-      "(D7); relative to the working directory. An explicit empty value (flag or file) " +
-      "disables it.",
+      "(D7); the default is in the packaged state directory. A relative path is relative to " +
+      "the working directory. An explicit empty value (flag or file) disables it.",
   },
   {
     flag: "enable-openitcockpit-tweaks",

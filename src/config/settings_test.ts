@@ -262,7 +262,7 @@ Deno.test("settings: defaults pinned by the specification", () => {
     ["run", "mysql-batch-size", "100"],
     ["run", "status-max-age", "5m"],
     ["run", "node-name", "statusengine"],
-    ["run", "dead-letter-file", "statusengine-dead-letters.ndjson"],
+    ["run", "dead-letter-file", "/var/lib/statusengine-worker/statusengine-dead-letters.ndjson"],
     ["run", "perfdata-route", "mysql"],
     ["run", "graphite-addr", "127.0.0.1:2003"],
     ["run", "graphite-prefix", "statusengine"],

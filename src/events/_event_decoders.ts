@@ -1,6 +1,6 @@
 /**
  * One decoder per queue: event (envelope + payload object) → rows, downtime statements or a
- * restart cutoff, following the "Written from" column of queues-and-tables.md Part B. Each
+ * restart cutoff, following the column mappings of docs/tables.md (A.6–A.12). Each
  * decoder is a top-level function (no per-event closures) and builds its rows as object
  * literals in schema column order, so all rows of a table share one hidden class.
  *
@@ -415,7 +415,7 @@ export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonOb
   }
 }
 
-/** `statusngin_downtimes` → statements for the four downtime tables (Part C). */
+/** `statusngin_downtimes` → statements for the four downtime tables (C.3). */
 export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   const type = reqInt(st, ev, "type");
   const isAdd = type === DOWNTIME_ADD;

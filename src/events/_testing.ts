@@ -1,5 +1,5 @@
 /**
- * Test helpers for this directory: the fixture loader and the column lists of Part B.
+ * Test helpers for this directory: the fixture loader and the column lists of the catalogue.
  *
  * @module
  */
@@ -12,7 +12,7 @@ import type { DecodeContext } from "./types.ts";
  * The fixture of a queue, as text. The files in `testdata/` are byte-for-byte copies of
  * `shared/fixtures/<queue>.json` (themselves copies of statusengine/statusengine-worker
  * `.claude/specs/`). They are named `.job` because `deno fmt` would re-indent a `.json` file,
- * and the Appendix of queues-and-tables.md is stated for the unchanged bytes.
+ * and the expected rows (docs/tables.md#appendix) are stated for the unchanged bytes.
  */
 export function fixture(queue: QueueName): string {
   return Deno.readTextFileSync(new URL(`./testdata/${queue}.job`, import.meta.url));
@@ -23,7 +23,7 @@ export function fixtureBytes(queue: QueueName): Uint8Array {
   return Deno.readFileSync(new URL(`./testdata/${queue}.job`, import.meta.url));
 }
 
-/** The Appendix conditions: node name `N`, stale filter off. */
+/** The conditions of the expected rows: node name `N`, stale filter off. */
 export const APPENDIX_CTX: DecodeContext = Object.freeze({
   nodeName: "N",
   nowSeconds: 1785470959,

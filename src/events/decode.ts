@@ -10,6 +10,7 @@ import { DecodeState, describe, isJsonObject, type JsonObject, reqInt } from "./
 import { isQueueName, QUEUES, type QueueSpec } from "./queues.ts";
 import type { DecodeContext, DecodedJob, InvalidReason } from "./types.ts";
 import { repairUtf8 } from "./utf8_repair.ts";
+import { errorMessage } from "../util/errors.ts";
 
 // The fatal decoder validates and decodes valid payloads (the normal case) in one native pass;
 // only when it rejects the bytes does the JS repair run. After repairUtf8 the bytes are valid,
@@ -75,7 +76,7 @@ function decodeEvent(
  * - Both payload shapes are accepted on every queue (D3): an object whose `messages` member is
  *   an array is a bulk job (an empty array is valid and yields nothing); any other object is
  *   one event.
- * - One undecodable event makes the whole job `invalid` (pipeline.md P4), so the dead-letter
+ * - One undecodable event makes the whole job `invalid` (P4), so the dead-letter
  *   file (D7) receives the job exactly as it arrived.
  * - Stale status events (P6) are counted in `staleDiscarded`, never returned.
  * - With `ctx.collectEvents`, `events` holds the source objects the queue's stream rule
@@ -108,7 +109,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   try {
     doc = JSON.parse(text);
   } catch (err: unknown) {
-    const detail = err instanceof Error ? err.message : String(err);
+    const detail = errorMessage(err);
     // V8 quotes part of the input; keep the message bounded for logs and the dead-letter file.
     return invalid(
       "not_json",
@@ -127,7 +128,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
     ? now - ctx.statusMaxAgeSeconds
     : null;
   let stale = 0;
-  // The /ws stream's copy of the events (operations.md §4.3); null unless a client listens.
+  // The /ws stream's copy of the events (docs/operations.md#ws); null unless a client listens.
   const events: JsonObject[] | null = ctx.collectEvents === true ? [] : null;
   const everyEvent = spec.stream === "every_event";
 

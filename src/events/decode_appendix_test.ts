@@ -1,6 +1,6 @@
-// Every fixture decodes to exactly the rows of the queues-and-tables.md Appendix, column by
-// column, under the Appendix conditions (node name `N`, stale filter off). The expectations
-// are transcribed from the Appendix, not from the decoder's output.
+// Every fixture decodes to exactly its expected rows (docs/tables.md#appendix), column by
+// column, with node name `N` and the stale filter off. The expectations were written down
+// from the payloads by hand, not copied from the decoder's output.
 import assert from "node:assert/strict";
 import { APPENDIX_CTX, fixture, SCHEMA_COLUMNS } from "./_testing.ts";
 import { decodeJob } from "./decode.ts";

@@ -1,4 +1,4 @@
-// Micro benchmarks of the per-event path. Inputs are built once, outside `fn` (style.md 2.9).
+// Micro benchmarks of the per-event path. Inputs are built once, outside `fn`, so only the decode is measured.
 // Run: deno bench -A src/events/decode_bench.ts
 import { fixture, fixtureBytes } from "./_testing.ts";
 import { decodeJob, decodePayload } from "./decode.ts";

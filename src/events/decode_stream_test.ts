@@ -1,5 +1,5 @@
 /**
- * The `/ws` copy of a job's events (`collectEvents`, operations.md §4.3): the same
+ * The `/ws` copy of a job's events (`collectEvents`, docs/operations.md#ws): the same
  * filtering as persistence, the source objects unchanged, nothing collected unless asked.
  */
 import assert from "node:assert/strict";
@@ -44,7 +44,7 @@ Deno.test("decodeJob: collected events are the parsed objects themselves, not co
   assert.equal(events[0]?.["type"], 300);
 });
 
-Deno.test("decodeJob: stale status events are not collected (P6, operations.md §4.3)", () => {
+Deno.test("decodeJob: stale status events are not collected (P6, docs/operations.md#ws)", () => {
   const now = 1_785_470_700;
   const text = JSON.stringify({
     messages: [

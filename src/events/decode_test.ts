@@ -138,7 +138,7 @@ Deno.test("decodeJob: on the real clock with the default 300 s the status fixtur
   }
 });
 
-Deno.test("decodeJob: with a clock up to 1785470959 and 300 s no status fixture event is stale (Appendix)", () => {
+Deno.test("decodeJob: with a clock up to 1785470959 and 300 s no status fixture event is stale (expected rows)", () => {
   const ctx = { ...CTX, nowSeconds: 1785470959, statusMaxAgeSeconds: 300 };
   const job = decodeJob("statusngin_hoststatus", fixture("statusngin_hoststatus"), ctx);
   assert.equal(rows(job).length, 2);
@@ -176,7 +176,7 @@ Deno.test("decodeJob: a stale event is discarded without inspecting its payload"
 });
 
 // ---------------------------------------------------------------------------------------------
-// Field mappings (Part A, †T decisions)
+// Field mappings (A.6–A.12, the T decisions)
 
 Deno.test("decodeJob: is_passive_check is 1 for an active check (check_type 0) and 0 otherwise (T1, D5)", () => {
   for (const [checkType, want] of [[0, 1], [1, 0], [2, 0], [3, 0]] as const) {
@@ -708,7 +708,7 @@ Deno.test("decodeJob: required fields that are absent or null are missing_field"
 });
 
 // ---------------------------------------------------------------------------------------------
-// Coercion rules (pipeline.md Q5; the table at the top of _coerce.ts)
+// Coercion rules (Q5; the table at the top of _coerce.ts)
 
 function hoststatusRow(patch: Json): DecodedJob {
   return decodeJob(

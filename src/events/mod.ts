@@ -1,7 +1,7 @@
 /**
  * Payload → rows for every consumed queue: UTF-8 repair (P1), both payload shapes (D3), the
- * per-queue mappings of queues-and-tables.md Part A/B, the stale filter (P6), the downtime
- * lifecycle (Part C), the core-restart cutoff (D4) and the perfdata parser (E.6). Pure: no
+ * per-queue mappings of docs/tables.md, the stale filter (P6), the downtime
+ * lifecycle (C.3), the core-restart cutoff (D4) and the perfdata parser (E.6). Pure: no
  * I/O and no imports of other `src/` directories.
  *
  * @module

@@ -1,6 +1,6 @@
 /**
- * The `perf_data` parser of queues-and-tables.md E.6 / pipeline.md §5.2 (a port of the legacy
- * state machine with the †T decisions applied) and the `statusengine_perfdata` rows built
+ * The `perf_data` parser of E.6 (docs/perfdata.md#e.6; a port of the legacy
+ * state machine with the decisions T5–T7 applied) and the `statusengine_perfdata` rows built
  * from it.
  *
  * @module
@@ -14,7 +14,7 @@ export interface PerfdataMetric {
   readonly label: string;
   /** The value as a double. */
   readonly value: number;
-  /** Unit of measure, `''` when absent (†T5); `%%` is collapsed to `%`. Not truncated. */
+  /** Unit of measure, `''` when absent (T5); `%%` is collapsed to `%`. Not truncated. */
   readonly unit: string;
 }
 
@@ -24,7 +24,7 @@ export interface PerfdataCheck {
   readonly hostname: string;
   /** `servicecheck.service_description`. */
   readonly serviceDescription: string;
-  /** `servicecheck.start_time`, epoch seconds: the metric time (D5, †T4). */
+  /** `servicecheck.start_time`, epoch seconds: the metric time (D5, T4). */
   readonly startTime: number;
   /** `servicecheck.perf_data`, raw. */
   readonly perfData: string;
@@ -41,7 +41,7 @@ const DIGIT_0 = 0x30;
 const DIGIT_9 = 0x39;
 
 /**
- * Whitespace removed around `perf_data` before parsing (†T7): PHP's `trim()` set (space, tab,
+ * Whitespace removed around `perf_data` before parsing (T7): PHP's `trim()` set (space, tab,
  * LF, CR, NUL, VT), which is what the legacy worker used. Not String#trim: that one also
  * removes NBSP and other Unicode spaces but keeps NUL.
  */
@@ -81,11 +81,11 @@ function parseToken(s: string, start: number, end: number, out: PerfdataMetric[]
 }
 
 /**
- * Split a `perf_data` string into gauges and parse each (queues-and-tables.md E.6.2). Never
+ * Split a `perf_data` string into gauges and parse each (E.6.2). Never
  * throws: a token without `=` or without a numeric value is skipped and the others are kept.
- * Every gauge is returned, repeated labels included, in input order (†T6).
+ * Every gauge is returned, repeated labels included, in input order (T6).
  *
- * @param perfData The raw `perf_data` string; surrounding whitespace is ignored (†T7).
+ * @param perfData The raw `perf_data` string; surrounding whitespace is ignored (T7).
  * @returns The gauges with a numeric value.
  * @throws Never.
  *
@@ -125,7 +125,7 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
 
 /**
  * Build the `statusengine_perfdata` rows of one reduced service check (E.6.4): `timestamp` in
- * milliseconds and `timestamp_unix` in seconds, both from the payload `start_time` (D5, †T4).
+ * milliseconds and `timestamp_unix` in seconds, both from the payload `start_time` (D5, T4).
  *
  * @param check The service check.
  * @returns One row per gauge with a numeric value; none for empty `perf_data`.

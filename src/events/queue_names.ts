@@ -8,7 +8,7 @@
 
 /**
  * The twelve consumed queues, spelled as the broker's sample configuration names them
- * (queues-and-tables.md A.4). Operators may rename queues on the broker; the configuration
+ * (A.4). Operators may rename queues on the broker; the configuration
  * maps a configured name to one of these.
  */
 export const QUEUE_NAMES = Object.freeze(

@@ -1,5 +1,6 @@
 /**
- * The queue table: the single source of truth for the twelve consumed queues (style.md 2.3).
+ * The queue table: the single source of truth for the twelve consumed queues:
+ * settings, metrics and the decoders derive from it, so no list can drift.
  * Consumers derive their registrations, in-flight caps and metric label values from it.
  *
  * @module
@@ -32,7 +33,7 @@ export type QueueOutput = "rows" | "downtimes" | "core_restart";
 
 /**
  * Which events of a job the `/ws` stream carries, after the same filtering as persistence
- * (operations.md §4.3); stale status events (P6) are never carried.
+ * (docs/operations.md#ws); stale status events (P6) are never carried.
  *
  * - `every_event`: every event of the job (status snapshots, checks, perfdata as the
  *   service-check objects, downtimes including LOAD, …).
@@ -57,7 +58,7 @@ export interface QueueSpec {
   readonly tables: readonly string[];
   /**
    * Jobs must be processed strictly one at a time, in delivery order: only for downtimes,
-   * whose lifecycle statements corrupt rows when reordered (C.4.1, pipeline.md G3).
+   * whose lifecycle statements corrupt rows when reordered (C.4.1, G3).
    */
   readonly inOrder: boolean;
   /** Events older than `--status-max-age` are discarded: the two status queues only (P6). */

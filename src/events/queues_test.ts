@@ -80,7 +80,7 @@ function variants(queue: QueueName): string[] {
 }
 
 // If a decoder wrote a table its queue does not list, the writers wired from `tables` would
-// never be created for it (style.md 2.3: one list, pinned by a consistency test).
+// never be created for it (one list, pinned by a consistency test).
 Deno.test("queues: tables lists exactly what the decoders emit", () => {
   for (const q of QUEUE_NAMES) {
     const spec = QUEUES[q];
@@ -100,7 +100,7 @@ Deno.test("queues: tables lists exactly what the decoders emit", () => {
   }
 });
 
-Deno.test("queues: every table a decoder writes has the Part B column list", () => {
+Deno.test("queues: every table a decoder writes has the catalogue's column list", () => {
   for (const q of QUEUE_NAMES) {
     for (const t of QUEUES[q].tables) assert.ok(SCHEMA_COLUMNS[t], `${q}: ${t}`);
   }

@@ -12,7 +12,7 @@ export type SqlValue = string | number | null;
 /**
  * Column name → value, with raw values: strings are NOT truncated to their column length and
  * numbers are NOT clamped; the writer applies D6 and counts what it adjusts. A row to insert
- * lists its columns in the table's schema order (queues-and-tables.md Part B); the `key` of a
+ * lists its columns in the table's schema order (src/mysql/catalogue.ts); the `key` of a
  * downtime UPDATE/DELETE lists the primary-key columns in primary-key order.
  */
 export type Row = Readonly<Record<string, SqlValue>>;
@@ -57,7 +57,7 @@ export interface DowntimeUpsert {
   /**
    * Columns assigned from the new row on a duplicate key. Never empty, never a key column.
    * For ADD this is narrowed to the static columns (plus `entry_time_usec` in history) so a
-   * late or redelivered ADD cannot reset the dynamic columns (queues-and-tables.md C.4.2).
+   * late or redelivered ADD cannot reset the dynamic columns (C.4.2).
    */
   readonly updateColumns: readonly string[];
 }
@@ -76,7 +76,7 @@ export interface DowntimeUpdate {
   readonly set: Row;
   /**
    * True when a 0 matched-rows outcome must be reported as an unmatched update
-   * (queues-and-tables.md C.5, metric `statusengine_queue_downtime_updates_unmatched_total`).
+   * (C.5, metric `statusengine_queue_downtime_updates_unmatched_total`).
    */
   readonly detectUnmatched: boolean;
 }
@@ -97,7 +97,7 @@ export interface DowntimeDelete {
   readonly key: Row;
 }
 
-/** One statement of the downtime lifecycle (queues-and-tables.md C.3), executed in list order. */
+/** One statement of the downtime lifecycle (C.3), executed in list order. */
 export type DowntimeStatement = DowntimeUpsert | DowntimeUpdate | DowntimeDelete;
 
 /**
@@ -157,7 +157,7 @@ export type DecodedJob =
   | {
     /**
      * Delete this node's status rows with `status_update_time` < `cutoff` after flushing the
-     * status writers (D4, queues-and-tables.md D.1).
+     * status writers (D4, D.1).
      */
     readonly kind: "core_restart";
     readonly cutoff: number;
@@ -187,7 +187,7 @@ export interface DecodeContext {
   /**
    * Also return the source events the queue's stream rule keeps (`events` of the result),
    * for the `/ws` stream. Off by default: set only while a client is connected, so a worker
-   * nobody watches pays nothing for it (operations.md §4.3).
+   * nobody watches pays nothing for it (docs/operations.md#ws).
    */
   readonly collectEvents?: boolean;
 }

@@ -13,7 +13,8 @@ import {
   parseWorkersReply,
   type WorkerInfo,
 } from "./codec.ts";
-import { ConnectionClosedError, parseServerAddress } from "./connection.ts";
+import { ConnectionClosedError } from "./connection.ts";
+import { parseServerAddress } from "../util/address.ts";
 import { deadline } from "../util/async.ts";
 
 export type { FunctionStatus, WorkerInfo };

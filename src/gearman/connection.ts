@@ -14,30 +14,7 @@ import {
   PacketParser,
 } from "./codec.ts";
 import { deadline, settledWithin } from "../util/async.ts";
-
-/** A job server address as given on the command line (`host:port`). */
-export interface ServerAddress {
-  readonly hostname: string;
-  readonly port: number;
-}
-
-/**
- * Parse `host:port` (IPv6 as `[::1]:4730`); the port defaults to 4730.
- *
- * @param addr Address text.
- * @returns Host name and port.
- * @throws {TypeError} When the port is not an integer in 1..65535 or the host is empty.
- */
-export function parseServerAddress(addr: string): ServerAddress {
-  const trimmed = addr.trim();
-  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(trimmed) ?? /^([^:]*)(?::(\d+))?$/.exec(trimmed);
-  const hostname = m?.[1] ?? "";
-  const port = m?.[2] === undefined ? 4730 : Number(m[2]);
-  if (m === null || hostname === "" || !Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new TypeError(`Cannot parse job server address "${addr}": expected host:port`);
-  }
-  return { hostname, port };
-}
+import { parseServerAddress } from "../util/address.ts";
 
 /** The connection ended for a reason other than a deliberate `close()`. */
 export class ConnectionClosedError extends Error {

@@ -1,15 +1,14 @@
 /**
  * The Graphite (Carbon plaintext) sink for perfdata (F6). MySQL is the system
  * of record and must never wait for Graphite: `offer` never blocks, a full
- * buffer drops and counts (pipeline.md Q10), and a failed dial or write drops
+ * buffer drops and counts (Q10), and a failed dial or write drops
  * the whole batch, closes the connection and dials again on the next flush.
  *
  * @module
  */
 import type { Counter, Gauge } from "prom-client";
 import type { Row } from "../events/types.ts";
-import type { PerfdataSink } from "../pipeline/handler.ts";
-import { parseServerAddress } from "../gearman/connection.ts";
+import { parseServerAddress } from "../util/address.ts";
 import { carbonLine, metricPath, sanitizeSegment } from "./format.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -44,8 +43,12 @@ export interface GraphiteOptions {
   readonly statsIntervalMs?: number;
 }
 
-/** Sends perfdata metrics to Carbon. */
-export class GraphiteClient implements PerfdataSink {
+/**
+ * Sends perfdata metrics to Carbon, in batches on one lazily dialled connection. Structurally the
+ * pipeline's `PerfdataSink` (`offer`); not declared with `implements`, because a sink must not
+ * import the pipeline that feeds it.
+ */
+export class GraphiteClient {
   readonly #o: GraphiteOptions;
   readonly #prefix: string;
   #lines: string[] = [];

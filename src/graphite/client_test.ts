@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Counter, Gauge, Registry } from "prom-client";
 import { GraphiteClient, type GraphiteMetrics } from "./client.ts";
+import { waitFor } from "../../tests/helpers/wait.ts";
 
 function metrics(): GraphiteMetrics & { registry: Registry } {
   const registry = new Registry();
@@ -80,13 +81,12 @@ Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted
   });
   client.offer([row("used", 1e-7), row("free", 42), row("x y", -1.5)]);
   await client.close(2000);
-  await new Promise((r) => setTimeout(r, 50));
-  assert.equal(
-    server.text(),
-    "se.host.example.com.Disk_Usage__var.used 0.0000001 1785470664\n" +
-      "se.host.example.com.Disk_Usage__var.free 42 1785470664\n" +
-      "se.host.example.com.Disk_Usage__var.x_y -1.5 1785470664\n",
-  );
+  const expected = "se.host.example.com.Disk_Usage__var.used 0.0000001 1785470664\n" +
+    "se.host.example.com.Disk_Usage__var.free 42 1785470664\n" +
+    "se.host.example.com.Disk_Usage__var.x_y -1.5 1785470664\n";
+  // The client's writes returned; the fake Carbon reads them on its own schedule.
+  await waitFor(() => server.text().length >= expected.length, { message: "lines at Carbon" });
+  assert.equal(server.text(), expected);
   assert.equal(await value(m.written), 3);
   assert.equal(await value(m.flushes), 2);
   assert.equal(await value(m.dropped), 0);

@@ -1,6 +1,6 @@
 /**
  * The metric catalogue: every metric the worker exports, declared once
- * (operations.md §2.3 plus D10). Names, types, label names and label values
+ * (docs/operations.md#metrics plus D10). Names, types, label names and label values
  * are an interface that dashboards and alerts depend on; HELP texts are free.
  *
  * Which label values get a pre-created zero series is declared here too, by
@@ -15,7 +15,8 @@
 export type MetricType = "counter" | "gauge" | "histogram";
 
 /**
- * Named label-value sets a metric can be pre-created over (operations.md §2.2, §2.4).
+ * Named label-value sets a metric can be pre-created over (docs/operations.md#label-sets,
+ * docs/operations.md#zero-series).
  * `none` = not pre-created (the series appear on first use).
  */
 export type LabelSet =
@@ -41,7 +42,7 @@ export interface MetricSpec {
   readonly precreate: LabelSet;
   /** Histogram buckets (prom-client's defaults when absent). */
   readonly buckets?: readonly number[];
-  /** Gauges that start at 1 instead of 0 (availability, operations.md §2.4). */
+  /** Gauges that start at 1 instead of 0 (availability, docs/operations.md#zero-series). */
   readonly initial?: number;
 }
 
@@ -91,7 +92,7 @@ export const METRICS = {
     help: "1 while every job server connection of the queue is up and registered, 0 after a loss.",
     labels: ["queue_name"],
     // Deliberately not pre-created: a 0 would report every starting worker as
-    // disconnected (G7, operations.md §2.5).
+    // disconnected (G7, docs/operations.md#connection-metrics).
     precreate: "none",
   },
   queueReconnects: {
@@ -229,7 +230,7 @@ export const METRICS = {
     precreate: "none",
     initial: 1,
   },
-  // --- external commands and WebSocket (operations.md §2.3) -------------------
+  // --- external commands and WebSocket (docs/operations.md#metrics) -------------------
   // Part of the metric interface dashboards built for the Go worker rely on.
   // The labelled command series are pre-created only while /commands is served
   // (the worker passes the label values only then), so a worker without
@@ -318,7 +319,7 @@ export const METRICS = {
 /** Handle names of the catalogue. */
 export type MetricKey = keyof typeof METRICS;
 
-/** `pipeline_errors_total` components (operations.md §2.2). */
+/** `pipeline_errors_total` components (docs/operations.md#label-sets). */
 export const COMPONENTS = ["mysql", "websocket", "graphite", "queue", "command"] as const;
 /** A `component` label value. */
 export type Component = (typeof COMPONENTS)[number];

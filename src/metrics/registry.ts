@@ -96,7 +96,7 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
 }
 
 /**
- * Create the documented zero series (operations.md §2.4). Idempotent and
+ * Create the documented zero series (docs/operations.md#zero-series). Idempotent and
  * non-destructive: it adds 0 / observes nothing, never resets (a counter that
  * goes backwards corrupts every `rate()`).
  *

@@ -1,9 +1,9 @@
 /**
  * The table catalogue: the single source of truth for the 22 `statusengine_*` tables of the
- * Statusengine 3 schema (queues-and-tables.md Part B, decision D2).
+ * Statusengine 3 schema (D2, docs/tables.md#b.1).
  *
- * Every column line below restates one row of Part B.3 as `[name, SQL type, NULL, default]`,
- * written exactly as Part B writes it, so the two can be compared line by line. Everything
+ * Every column line below restates one column of the production schema dump as `[name, SQL type, NULL, default]`,
+ * written exactly as the dump writes it, so the two can be compared line by line. Everything
  * else (insert and update column lists, character limits, integer ranges) is derived from
  * these lines; nothing derived is written by hand.
  *
@@ -11,17 +11,17 @@
  */
 
 /**
- * How the worker writes a table (queues-and-tables.md B.2, pipeline.md W4).
+ * How the worker writes a table (B.2, W4).
  *
  * - `full_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE` of every non-key column.
  * - `noop_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE <first PK column> = VALUES(…)`.
  * - `insert`: batched plain `INSERT` (no natural key).
- * - `downtime`: per-event statements of the downtime lifecycle (Part C), not batched.
+ * - `downtime`: per-event statements of the downtime lifecycle (C.3), not batched.
  * - `none`: not written by a batched writer (schema tooling, start-up row, optional tasks).
  */
 export type WriteMode = "full_upsert" | "noop_upsert" | "insert" | "downtime" | "none";
 
-/** The write modes whose rows go through a batched multi-row INSERT (pipeline.md W1, W3). */
+/** The write modes whose rows go through a batched multi-row INSERT (W1, W3). */
 export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
   "full_upsert",
   "noop_upsert",
@@ -29,10 +29,11 @@ export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
 ]);
 
 /**
- * Largest allowed `mysql_batch_size` (pipeline.md W2/W3). Derived from the placeholder limit:
- * a flush can carry up to `2 × batch size − 1` rows, and 1,399 rows × 43 columns (the widest
- * table, `statusengine_servicestatus`) = 60,157 ≤ 65,535. Pinned by the catalogue test
- * "catalogue: (2 × 700 − 1) × columns fits the 65,535 placeholders for every batched table".
+ * Largest allowed `mysql_batch_size`: the Go worker's ceiling, kept so that existing
+ * configurations mean the same here. A statement carries at most one batch (W2), so at the
+ * ceiling the widest table (`statusengine_servicestatus`, 43 columns) needs 30,100 of the
+ * 65,535 placeholders. Pinned by the catalogue test "catalogue: a full batch of 700 rows fits
+ * the 65,535 placeholders for every batched table".
  */
 export const MAX_BATCH_SIZE = 700;
 
@@ -40,14 +41,16 @@ export const MAX_BATCH_SIZE = 700;
 export const MAX_PLACEHOLDERS = 65_535;
 
 /**
- * Rows one flush may put into a single statement for a given batch size: an explicit flush
- * first drains the input queue into the buffer, so up to `2 × batch size − 1` rows (W2).
+ * Rows one statement may carry for a given batch size. The writer sends at most one batch
+ * per statement; rows that arrive while a statement is in flight wait for the next one
+ * (group commit, W2). Unlike the Go writer, there is no input queue that a flush drains into
+ * the same statement, so no `2 × batch size − 1` overshoot.
  *
  * @param batchSize The configured `mysql_batch_size`.
- * @returns The worst-case row count of one statement.
+ * @returns The largest row count of one statement.
  */
 export function maxStatementRows(batchSize: number): number {
-  return 2 * batchSize - 1;
+  return batchSize;
 }
 
 /** What a column's SQL type means for the values bound to it. */
@@ -71,7 +74,7 @@ export interface Column {
   readonly name: string;
   /** 1-based position in the table (schema order). */
   readonly position: number;
-  /** SQL type exactly as Part B writes it, e.g. `int(10) unsigned`. */
+  /** SQL type exactly as the schema dump writes it, e.g. `int(10) unsigned`. */
   readonly type: string;
   /** `true` for `NULL`, `false` for `NOT NULL`. */
   readonly nullable: boolean;
@@ -88,7 +91,7 @@ export interface Column {
   readonly sqlType: ColumnKind;
 }
 
-/** A secondary index. Part B has no secondary UNIQUE index (B.1), so all are non-unique. */
+/** A secondary index. The schema has no secondary UNIQUE index (B.1), so all are non-unique. */
 export interface Index {
   /** Index name as in the schema. */
   readonly name: string;
@@ -123,7 +126,7 @@ export interface Table {
   readonly nonKeyColumns: readonly string[];
   /**
    * Columns assigned by `ON DUPLICATE KEY UPDATE`: every non-key column for `full_upsert`
-   * and `downtime` (their ADD/START upserts, Part C), the no-op column for `noop_upsert`,
+   * and `downtime` (their ADD/START upserts, C.3), the no-op column for `noop_upsert`,
    * none otherwise.
    */
   readonly updateColumns: readonly string[];
@@ -152,7 +155,7 @@ interface TableDefinition {
   readonly partitionColumn: string | null;
 }
 
-// Part B.3, table by table in the order of B.3 (alphabetical). The first no-op column of
+// The tables in the order of B.3 (alphabetical). The first no-op column of
 // every `noop_upsert` table is its first primary-key column (B.2, W4); `defineTable` checks
 // it and the test "catalogue: the ten no-op tables name exactly their first primary-key
 // column" pins the list against B.2.
@@ -770,9 +773,9 @@ const INTEGER_RANGES: Readonly<Record<string, readonly [number, number, number]>
 };
 
 /**
- * Parse a Part B SQL type into what matters for binding values.
+ * Parse a schema SQL type into what matters for binding values.
  *
- * @param type SQL type as Part B writes it, e.g. `smallint(5) unsigned`.
+ * @param type SQL type as the schema dump writes it, e.g. `smallint(5) unsigned`.
  * @returns The parsed kind.
  * @throws {RangeError} For a type the catalogue does not use (a programming error).
  */
@@ -794,7 +797,7 @@ export function parseSqlType(type: string): ColumnKind {
       flag: base === "tinyint" && integer[2] === "1",
     };
   }
-  throw new RangeError(`Cannot parse SQL type "${type}": not used by the Part B schema`);
+  throw new RangeError(`Cannot parse SQL type "${type}": not used by the Statusengine schema`);
 }
 
 function defineTable(def: TableDefinition): Table {
@@ -882,10 +885,10 @@ export const TABLES: { readonly [N in TableName]: Table } = Object.freeze(
   },
 );
 
-/** The 22 table names in Part B.3 order. */
+/** The 22 table names in B.3 order (alphabetical). */
 export const TABLE_NAMES: readonly TableName[] = Object.freeze(DEFINITIONS.map((d) => d.name));
 
-/** The 22 tables in Part B.3 order. */
+/** The 22 tables in B.3 order (alphabetical). */
 export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) => TABLES[n]));
 
 /**

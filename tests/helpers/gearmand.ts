@@ -1,6 +1,6 @@
 /**
  * A real gearmand for one test, started in the foreground on a free port
- * (gearman.md §12: `-d` exits 0 even when the port is taken), ready when the
+ * (docs/gearman-protocol.md#test-gearmand: `-d` exits 0 even when the port is taken), ready when the
  * admin `version` command answers, stopped by PID.
  *
  * gearmand must be installed (`apt-get install gearman-job-server`); a test
@@ -27,9 +27,9 @@ export interface Gearmand extends AsyncDisposable {
 export interface GearmandOptions {
   /** Use this port instead of a free one. */
   readonly port?: number;
-  /** Keep jobs in a sqlite file so a restart replays them (gearman.md §4.11). */
+  /** Keep jobs in a sqlite file so a restart replays them (docs/gearman-protocol.md#persistent-queues). */
   readonly sqliteFile?: string;
-  /** gearmand `--threads`; default 1 (lowest latency on 2 cores, gearman.md §10). */
+  /** gearmand `--threads`; default 1 (lowest latency on 2 cores, docs/gearman-protocol.md#throughput). */
   readonly threads?: number;
   readonly extraArgs?: readonly string[];
 }

@@ -6,6 +6,7 @@
  * fails: it never skips (a green run without services would verify nothing).
  */
 import mysql from "mysql2/promise";
+import { errorMessage } from "../../src/util/errors.ts";
 
 /** Base URL of the test server, without a database path. */
 export function testMysqlBaseUrl(): string {
@@ -51,7 +52,7 @@ export async function createScratchDatabase(prefix = "se_test"): Promise<Scratch
   } catch (err: unknown) {
     throw new Error(
       `Cannot reach the test MySQL server at ${host}:${port} (set STATUSENGINE_TEST_MYSQL_URL): ${
-        err instanceof Error ? err.message : String(err)
+        errorMessage(err)
       }`,
       { cause: err },
     );

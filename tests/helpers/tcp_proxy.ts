@@ -1,6 +1,6 @@
 /**
  * A TCP proxy the test controls, to cut a link without killing the server
- * behind it (killing gearmand would lose its in-memory queue, gearman.md §12).
+ * behind it (killing gearmand would lose its in-memory queue, docs/gearman-protocol.md#restart).
  */
 import { freePort } from "./gearmand.ts";
 

@@ -18,6 +18,9 @@ export function testRabbitMqUrl(): string {
   return Deno.env.get("STATUSENGINE_TEST_RABBITMQ_URL") ?? "amqp://guest:guest@127.0.0.1:5672/";
 }
 
+/** The default dead-letter file of a test worker, relative to its own directory. */
+export const TEST_DEAD_LETTER_FILE = "dead-letters.ndjson";
+
 /**
  * Worker settings suitable for tests; override what a test needs. A RabbitMQ
  * worker (`consumer: "rabbitmq"`) gets the test broker with prefetch 100
@@ -39,7 +42,8 @@ export function testConfig(
     batchSize: 100,
     statusMaxAgeSeconds: 0,
     nodeName: "N",
-    deadLetterFile: null,
+    // Relative: startTestWorker puts it into the worker's own temporary directory.
+    deadLetterFile: TEST_DEAD_LETTER_FILE,
     perfdataRoute: "mysql",
     graphite: { addr: "127.0.0.1:2003", prefix: "statusengine", batchSize: 100 },
     openItcockpit: false,
@@ -59,12 +63,47 @@ export async function createSchema(url: string): Promise<void> {
   }
 }
 
-/** Start a worker; stop it with `await using`. */
-export async function startTestWorker(
-  config: WorkerConfig,
-): Promise<RunningWorker & AsyncDisposable> {
-  const worker = await startWorker(config);
-  return Object.assign(worker, { [Symbol.asyncDispose]: () => worker.stop() });
+/** A test worker with its own directory. */
+export interface TestWorker extends RunningWorker, AsyncDisposable {
+  /** The worker's own temporary directory; removed when the worker is disposed. */
+  readonly dir: string;
+  /** The dead-letter file actually used (a relative setting resolved into `dir`), or null. */
+  readonly deadLetterFile: string | null;
+}
+
+/**
+ * Start a worker; stop it with `await using` or `stop()`. Each worker gets a fresh temporary directory, and
+ * a relative `deadLetterFile` (the default of {@linkcode testConfig}) is put into it, so
+ * parallel tests never share a dead-letter file and nothing is written into the repository.
+ */
+export async function startTestWorker(config: WorkerConfig): Promise<TestWorker> {
+  const dir = await Deno.makeTempDir({ prefix: "se-worker-" });
+  const file = config.deadLetterFile;
+  const deadLetterFile = file === null || file.startsWith("/") ? file : `${dir}/${file}`;
+  let worker: RunningWorker;
+  try {
+    worker = await startWorker({ ...config, deadLetterFile });
+  } catch (err: unknown) {
+    await Deno.remove(dir, { recursive: true });
+    throw err;
+  }
+  const stopWorker = worker.stop.bind(worker);
+  // Tests stop a worker either way (`await using` or stop()); both remove its directory.
+  const stop = async () => {
+    try {
+      await stopWorker();
+    } finally {
+      await Deno.remove(dir, { recursive: true }).catch((err: unknown) => {
+        if (!(err instanceof Deno.errors.NotFound)) throw err;
+      });
+    }
+  };
+  return Object.assign(worker, {
+    dir,
+    deadLetterFile,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  });
 }
 
 /** Submit background jobs (pipelined) to one job server. */

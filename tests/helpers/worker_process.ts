@@ -11,6 +11,12 @@ const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 /** A running worker process. */
 export interface WorkerProcess extends AsyncDisposable {
   readonly pid: number;
+  /**
+   * The process's own working directory, a fresh temporary one: its dead-letter file is
+   * `dead-letters.ndjson` in it unless the test passes `--dead-letter-file`. Removed when the
+   * worker is disposed.
+   */
+  readonly dir: string;
   readonly metricsPort: number;
   /** Log lines printed so far (stdout, logfmt). */
   lines(): string[];
@@ -46,6 +52,25 @@ export interface WorkerProcessOptions {
  */
 export async function startWorkerProcess(options: WorkerProcessOptions): Promise<WorkerProcess> {
   const metricsPort = freePort();
+  // Parallel test workers must not share a working directory or a dead-letter file.
+  const dir = await Deno.makeTempDir({ prefix: "se-worker-" });
+  const ownDeadLetterFile = !(options.args ?? []).some((a) =>
+    a === "--dead-letter-file" || a.startsWith("--dead-letter-file=")
+  );
+  try {
+    return await spawnWorker(options, metricsPort, dir, ownDeadLetterFile);
+  } catch (err: unknown) {
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    throw err;
+  }
+}
+
+async function spawnWorker(
+  options: WorkerProcessOptions,
+  metricsPort: number,
+  dir: string,
+  ownDeadLetterFile: boolean,
+): Promise<WorkerProcess> {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -74,8 +99,10 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
       "N",
       "--gearman-reconnect-interval",
       "200ms",
+      ...(ownDeadLetterFile ? ["--dead-letter-file", `${dir}/dead-letters.ndjson`] : []),
       ...(options.args ?? []),
     ],
+    cwd: dir,
     // Hermetic: no STATUSENGINE_* of the caller leaks into the worker.
     clearEnv: true,
     env: {
@@ -137,6 +164,7 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
   }
   return {
     pid: child.pid,
+    dir,
     metricsPort,
     lines: () => [...out],
     stderr: () => err.join(""),
@@ -153,6 +181,7 @@ export async function startWorkerProcess(options: WorkerProcessOptions): Promise
         child.kill("SIGKILL");
       }
       await status;
+      await Deno.remove(dir, { recursive: true });
     },
   };
 }

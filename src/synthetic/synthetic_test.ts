@@ -13,7 +13,7 @@ import {
   SINGLE_FORM_QUEUES,
   type SyntheticEvent,
   syntheticEvents,
-} from "./synthetic.ts";
+} from "./mod.ts";
 
 const NOW = 1_785_470_668_000;
 const CTX = { nodeName: "N", nowSeconds: NOW / 1000, statusMaxAgeSeconds: 300 };
@@ -135,7 +135,7 @@ Deno.test("synthetic: status and check events fall into the minute before now, s
   }
 });
 
-Deno.test("synthetic: payloads carry every field of their queue's Part A table", () => {
+Deno.test("synthetic: payloads carry every field the broker sends on their queue", () => {
   const fields: Partial<Record<QueueName, string[]>> = {
     "statusngin_hostchecks": [
       "host_name",

@@ -1,0 +1,353 @@
+/**
+ * Gathers the `status` report, every source in parallel and each bounded: the job servers'
+ * admin port (or the RabbitMQ broker), MySQL, and two scrapes of a worker's `/metrics`.
+ *
+ * @module
+ */
+import { adminStatus, adminVersion } from "../../gearman/admin.ts";
+import { AmqpPublisher } from "../../amqp/publisher.ts";
+import { parseAmqpUrl } from "../../amqp/url.ts";
+import { QUEUE_NAMES } from "../../events/queues.ts";
+import { errorMessage } from "../../log.ts";
+import { METRICS } from "../../metrics/catalogue.ts";
+import { mysqlOptionsFromUrl, redactUrl } from "../../mysql/url.ts";
+import { deadline, delay } from "../../util/async.ts";
+import { closeMysqlNow, connectMysql } from "../../mysql/connect.ts";
+import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
+
+/** Options of the `status` command. */
+export interface StatusCommandOptions {
+  /** Job servers (`host:port`), each asked in parallel. Ignored with {@link rabbitmqUrl}. */
+  readonly gearmanAddr: readonly string[];
+  /** Ask this RabbitMQ broker for the queue depths instead (`--consumer rabbitmq`). */
+  readonly rabbitmqUrl?: string | undefined;
+  /** `--mysql-url`; shown redacted. */
+  readonly mysqlUrl: string;
+  /**
+   * A running worker's metrics endpoint, e.g. `http://127.0.0.1:9105/metrics` (a URL without
+   * a path gets `/metrics`). Absent: the worker section is left out.
+   */
+  readonly metricsUrl?: string | undefined;
+  /** Print one JSON document instead of the text screen. */
+  readonly json: boolean;
+  /** Time between the two scrapes the write rates come from; default 1000 ms (tests). */
+  readonly rateIntervalMs?: number;
+}
+
+/** One job server (or the RabbitMQ broker) as `status` saw it. */
+export interface JobServerStatus {
+  /** `host:port`, or the broker URL with the password masked. */
+  readonly addr: string;
+  /** What was asked: a gearmand's admin port or the RabbitMQ broker. */
+  readonly kind: "gearman" | "rabbitmq";
+  /** Answered within the admin timeout. */
+  readonly ok: boolean;
+  /** gearmand's version (`1.1.20`); null for RabbitMQ and when unreachable. */
+  readonly version: string | null;
+  readonly error: string | null;
+}
+
+/** One queue at one job server; numbers are null when unreachable or the function is unknown there. */
+export interface QueueAtServer {
+  readonly addr: string;
+  /** Jobs queued and not yet handed out: total − running (RabbitMQ: messages ready). */
+  readonly waiting: number | null;
+  /** Jobs handed to a worker and not yet completed (RabbitMQ: not reported, null). */
+  readonly running: number | null;
+  /** Connected workers that registered the function. */
+  readonly workers: number | null;
+}
+
+/** One queue row of the report. */
+export interface QueueStatus {
+  readonly name: string;
+  /** One of the twelve `statusngin_*` queues the worker consumes; false for other functions. */
+  readonly consumed: boolean;
+  /** One entry per job server, in `gearmanAddr` order. */
+  readonly servers: readonly QueueAtServer[];
+  /** `statusengine_queue_jobs_in_flight` of the worker; null without metrics. */
+  readonly inFlight: number | null;
+  /** `statusengine_queue_connected` of the worker; null without metrics or before the first connection. */
+  readonly connected: number | null;
+}
+
+/** Whether MySQL answers. */
+export interface MysqlStatus {
+  /** The URL with the password masked. */
+  readonly url: string;
+  readonly ok: boolean;
+  /** `SELECT VERSION()`. */
+  readonly version: string | null;
+  /** Connect plus first query, in milliseconds. */
+  readonly latencyMs: number | null;
+  readonly error: string | null;
+}
+
+/** Writes of one table, from two scrapes of `statusengine_db_events_written_total`. */
+export interface TableWriteRate {
+  readonly table: string;
+  /** Counter value at the second scrape. */
+  readonly written: number;
+  /** Rows per second between the scrapes; null when the counter went backwards (restart). */
+  readonly rowsPerSecond: number | null;
+}
+
+/** The worker, from its `/metrics`. */
+export interface WorkerStatus {
+  readonly url: string;
+  readonly ok: boolean;
+  readonly error: string | null;
+  /** `statusengine_db_available` (1 = flushes reach MySQL). */
+  readonly dbAvailable: number | null;
+  /** Seconds between the two scrapes. */
+  readonly intervalSeconds: number | null;
+  readonly tables: readonly TableWriteRate[];
+}
+
+/** Everything `status` reports; also the JSON document of `--json`. */
+export interface StatusReport {
+  /** False when a job server, MySQL or the given metrics URL is unreachable (exit 1). */
+  readonly ok: boolean;
+  readonly jobServers: readonly JobServerStatus[];
+  readonly queues: readonly QueueStatus[];
+  readonly mysql: MysqlStatus;
+  /** Null when no metrics URL was given. */
+  readonly worker: WorkerStatus | null;
+}
+
+/** docs/gearman-protocol.md#admin: cap the admin read time. */
+const ADMIN_TIMEOUT_MS = 2_000;
+/** Same bound as the worker's start-up ping. */
+const MYSQL_TIMEOUT_MS = 5_000;
+const SCRAPE_TIMEOUT_MS = 2_000;
+const DEFAULT_RATE_INTERVAL_MS = 1_000;
+
+interface Probe {
+  readonly server: JobServerStatus;
+  /** Queues the server knows, by name. */
+  readonly queues: ReadonlyMap<string, Omit<QueueAtServer, "addr">>;
+}
+
+async function probeJobServer(addr: string): Promise<Probe> {
+  try {
+    const [functions, version] = await Promise.all([
+      adminStatus(addr, { timeoutMs: ADMIN_TIMEOUT_MS }),
+      adminVersion(addr, { timeoutMs: ADMIN_TIMEOUT_MS }),
+    ]);
+    return {
+      server: { addr, kind: "gearman", ok: true, version, error: null },
+      queues: new Map(functions.map((f) => [f.function, {
+        waiting: Math.max(0, f.total - f.running),
+        running: f.running,
+        workers: f.workers,
+      }])),
+    };
+  } catch (err: unknown) {
+    return {
+      server: { addr, kind: "gearman", ok: false, version: null, error: errorMessage(err) },
+      queues: new Map(),
+    };
+  }
+}
+
+/**
+ * The consumed queues at the RabbitMQ broker, by passive declaration: ready messages and
+ * consumers. Unacknowledged deliveries are not part of the answer (the management API
+ * has them); a queue that does not exist yet is left empty.
+ */
+async function probeRabbitMq(url: string): Promise<Probe> {
+  let addr = url;
+  try {
+    addr = parseAmqpUrl(url).display;
+    using limit = deadline(ADMIN_TIMEOUT_MS);
+    const connecting = AmqpPublisher.connect(url);
+    const publisher = await Promise.race([
+      connecting,
+      new Promise<never>((_, reject) =>
+        limit.signal.addEventListener(
+          "abort",
+          () => reject(new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`)),
+        )
+      ),
+    ]).catch((err: unknown) => {
+      connecting.then((p) => p.close(), () => {});
+      throw err;
+    });
+    try {
+      const queues = new Map<string, Omit<QueueAtServer, "addr">>();
+      for (const name of QUEUE_NAMES) {
+        try {
+          const { ready, consumers } = await publisher.depth(name);
+          queues.set(name, { waiting: ready, running: null, workers: consumers });
+        } catch {
+          // Not declared yet: no worker has started and the broker module has published nothing.
+        }
+      }
+      return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
+    } finally {
+      await publisher.close();
+    }
+  } catch (err: unknown) {
+    return {
+      server: { addr, kind: "rabbitmq", ok: false, version: null, error: errorMessage(err) },
+      queues: new Map(),
+    };
+  }
+}
+
+async function probeMysql(url: string): Promise<MysqlStatus> {
+  const shown = redactUrl(url);
+  let password: string | undefined;
+  const started = performance.now();
+  try {
+    const options = mysqlOptionsFromUrl(url);
+    password = options.password;
+    const { connection, serverVersion } = await connectMysql(options, {
+      timeoutMs: MYSQL_TIMEOUT_MS,
+    });
+    const latencyMs = Math.round(performance.now() - started);
+    await connection.end().catch(() => closeMysqlNow(connection));
+    return { url: shown, ok: true, version: serverVersion, latencyMs, error: null };
+  } catch (err: unknown) {
+    let error = errorMessage(err);
+    if (password !== undefined && password !== "") error = error.replaceAll(password, "****");
+    return { url: shown, ok: false, version: null, latencyMs: null, error };
+  }
+}
+
+/** `http://host:port` alone means the worker's `/metrics`. */
+function normaliseMetricsUrl(url: string): string {
+  if (!URL.canParse(url)) return url;
+  const parsed = new URL(url);
+  if (parsed.pathname === "/" || parsed.pathname === "") parsed.pathname = "/metrics";
+  return parsed.href;
+}
+
+async function scrape(url: string): Promise<{ samples: PrometheusSample[]; at: number }> {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new Error(`no answer within ${SCRAPE_TIMEOUT_MS} ms`)),
+    SCRAPE_TIMEOUT_MS,
+  );
+  try {
+    let response: Response;
+    try {
+      response = await fetch(url, { signal: controller.signal });
+    } catch (err: unknown) {
+      throw new Error(
+        `Cannot scrape ${url}: ${
+          controller.signal.aborted ? errorMessage(controller.signal.reason) : errorMessage(err)
+        }`,
+        { cause: err },
+      );
+    }
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw new Error(`Cannot scrape ${url}: HTTP ${response.status}`);
+    }
+    const text = await response.text();
+    const at = performance.now();
+    const samples = parsePrometheusText(text);
+    if (!samples.some((s) => s.name.startsWith("statusengine_"))) {
+      throw new Error(`Cannot scrape ${url}: no statusengine_* metrics (not a worker?)`);
+    }
+    return { samples, at };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function probeWorker(url: string, intervalMs: number): Promise<{
+  worker: WorkerStatus;
+  samples: readonly PrometheusSample[];
+}> {
+  const target = normaliseMetricsUrl(url);
+  try {
+    const first = await scrape(target);
+    await delay(intervalMs);
+    const second = await scrape(target);
+    const seconds = (second.at - first.at) / 1000;
+    const written = METRICS.dbEventsWritten.name;
+    const tables = second.samples
+      .filter((s) => s.name === written && s.labels.table !== undefined)
+      .map((s): TableWriteRate => {
+        const table = s.labels.table ?? "";
+        const before = sampleValue(first.samples, written, { table });
+        const delta = before === null ? null : s.value - before;
+        return {
+          table,
+          written: s.value,
+          rowsPerSecond: delta === null || delta < 0 || seconds <= 0 ? null : delta / seconds,
+        };
+      });
+    return {
+      worker: {
+        url: target,
+        ok: true,
+        error: null,
+        dbAvailable: sampleValue(second.samples, METRICS.dbAvailable.name),
+        intervalSeconds: seconds,
+        tables,
+      },
+      samples: second.samples,
+    };
+  } catch (err: unknown) {
+    return {
+      worker: {
+        url: target,
+        ok: false,
+        error: errorMessage(err),
+        dbAvailable: null,
+        intervalSeconds: null,
+        tables: [],
+      },
+      samples: [],
+    };
+  }
+}
+
+/**
+ * Gather the report: every job server, MySQL and the worker's metrics, all in parallel
+ * (admin calls 2 s each, MySQL 5 s, two scrapes about `rateIntervalMs` apart).
+ *
+ * @param options Servers, URL and metrics URL.
+ * @returns The report; `ok` is false when anything asked for is unreachable.
+ */
+export async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
+  const [servers, mysql, worker] = await Promise.all([
+    options.rabbitmqUrl === undefined
+      ? Promise.all(options.gearmanAddr.map(probeJobServer))
+      : Promise.all([probeRabbitMq(options.rabbitmqUrl)]),
+    probeMysql(options.mysqlUrl),
+    options.metricsUrl === undefined
+      ? Promise.resolve(undefined)
+      : probeWorker(options.metricsUrl, options.rateIntervalMs ?? DEFAULT_RATE_INTERVAL_MS),
+  ]);
+  const consumed: readonly string[] = QUEUE_NAMES;
+  const others = [
+    ...new Set(servers.flatMap((s) => [...s.queues.keys()])),
+  ].filter((name) => !consumed.includes(name)).sort();
+  const samples = worker?.samples ?? [];
+  const metric = (name: string, queue: string): number | null =>
+    worker === undefined ? null : sampleValue(samples, name, { queue_name: queue });
+  const queues = [...consumed, ...others].map((name): QueueStatus => ({
+    name,
+    consumed: consumed.includes(name),
+    servers: servers.map(({ server, queues }): QueueAtServer => ({
+      addr: server.addr,
+      waiting: queues.get(name)?.waiting ?? null,
+      running: queues.get(name)?.running ?? null,
+      workers: queues.get(name)?.workers ?? null,
+    })),
+    inFlight: metric(METRICS.queueJobsInFlight.name, name),
+    connected: metric(METRICS.queueConnected.name, name),
+  }));
+  const jobServers = servers.map((s) => s.server);
+  return {
+    ok: jobServers.every((s) => s.ok) && mysql.ok && (worker?.worker.ok ?? true),
+    jobServers,
+    queues,
+    mysql,
+    worker: worker?.worker ?? null,
+  };
+}

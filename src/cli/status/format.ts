@@ -1,0 +1,214 @@
+/**
+ * The text screen of `status`: job servers, one queue table with a column group per job
+ * server and the worker, MySQL, and the worker's write rates, fitted to 100 columns.
+ *
+ * @module
+ */
+import type { StatusReport } from "./collect.ts";
+
+const SCREEN_WIDTH = 100;
+/** Longest queue column; other functions' names are cut to it in text (JSON keeps them whole). */
+const MAX_NAME_WIDTH = 40;
+/** Marks a function gearmand knows that the worker does not consume. */
+const OTHER_MARK = " *";
+
+function fit(text: string, width: number): string {
+  return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
+}
+
+/** Break text at spaces into lines of at most `width` characters (longer words are cut). */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let current = "";
+  for (const word of text.split(/\s+/).filter((w) => w !== "")) {
+    if (current === "") current = word;
+    else if (current.length + 1 + word.length <= width) current += ` ${word}`;
+    else {
+      lines.push(current);
+      current = word;
+    }
+  }
+  if (current !== "" || lines.length === 0) lines.push(current);
+  return lines.map((l) => fit(l, width));
+}
+
+function count(n: number | null): string {
+  return n === null ? "-" : String(n);
+}
+
+function rate(n: number | null): string {
+  if (n === null) return "-";
+  return n >= 100 ? n.toFixed(0) : n.toFixed(1);
+}
+
+/** A group of right-aligned numeric columns under one caption. */
+interface ColumnGroup {
+  readonly caption: string;
+  readonly headers: readonly string[];
+  /** Cells per queue row, in `headers` order. */
+  readonly cells: readonly (readonly string[])[];
+}
+
+function groupWidths(group: ColumnGroup): number[] {
+  return group.headers.map((h, i) =>
+    Math.max(h.length, ...group.cells.map((row) => row[i]?.length ?? 0))
+  );
+}
+
+function groupWidth(group: ColumnGroup): number {
+  const widths = groupWidths(group);
+  return Math.max(widths.reduce((a, b) => a + b, 0) + widths.length - 1, group.caption.length);
+}
+
+/** One aligned table: queue names, then the groups side by side. */
+function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup[]): string[] {
+  const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
+  const gap = "  ";
+  const captions = [" ".repeat(nameWidth)];
+  const headers = ["QUEUE".padEnd(nameWidth)];
+  const rows = names.map((n) => [n.padEnd(nameWidth)]);
+  for (const group of groups) {
+    const widths = groupWidths(group);
+    const total = groupWidth(group);
+    // Extra width from a long caption goes to the first column.
+    const first = (widths[0] ?? 0) + total -
+      (widths.reduce((a, b) => a + b, 0) + widths.length - 1);
+    const adjusted = widths.map((w, i) => (i === 0 ? first : w));
+    captions.push(fit(group.caption, total).padEnd(total));
+    headers.push(group.headers.map((h, i) => h.padStart(adjusted[i] ?? 0)).join(" "));
+    group.cells.forEach((cells, r) => {
+      rows[r]?.push(cells.map((c, i) => c.padStart(adjusted[i] ?? 0)).join(" "));
+    });
+  }
+  return [captions, headers, ...rows].map((parts) => parts.join(gap).trimEnd());
+}
+
+/**
+ * The text screen: sections for job servers, MySQL and the worker (errors wrapped on their
+ * own lines), then the queue table (split into several tables when the job servers do not
+ * fit 100 columns side by side), then the write rates of the tables the worker has written
+ * to since it started.
+ *
+ * @param report A collected report.
+ * @returns The lines to print, none wider than 100 columns.
+ *
+ * @example
+ * ```ts ignore
+ * for (const line of formatStatusText(await collectStatus(options))) io.out(line);
+ * ```
+ */
+export function formatStatusText(report: StatusReport): string[] {
+  const lines: string[] = [];
+  const labelWidth = Math.max(
+    ...report.jobServers.map((s) => s.addr.length),
+    report.mysql.url.length,
+    report.worker?.url.length ?? 0,
+  );
+  // An error goes on its own lines below the entry, wrapped rather than cut: it is the one
+  // thing the operator needs to read in full.
+  const entry = (label: string, ok: boolean, detail: string) => {
+    if (ok) {
+      lines.push(fit(`  ${label.padEnd(labelWidth)}  ok  ${detail}`, SCREEN_WIDTH));
+      return;
+    }
+    lines.push(`  ${label.padEnd(labelWidth)}  UNREACHABLE`.trimEnd());
+    lines.push(...wrap(detail, SCREEN_WIDTH - 4).map((l) => `    ${l}`));
+  };
+  lines.push(report.jobServers.some((s) => s.kind === "rabbitmq") ? "Broker" : "Job servers");
+  for (const s of report.jobServers) {
+    const what = s.kind === "rabbitmq" ? "RabbitMQ" : `gearmand ${s.version}`;
+    entry(s.addr, s.ok, s.ok ? what : s.error ?? "");
+  }
+  lines.push("MySQL");
+  const m = report.mysql;
+  entry(m.url, m.ok, m.ok ? `${m.version} (${m.latencyMs} ms)` : m.error ?? "");
+  const w = report.worker;
+  if (w !== null) {
+    lines.push("Worker");
+    const detail = w.ok
+      ? `db_available ${count(w.dbAvailable)}${
+        w.dbAvailable === 0 ? " (MySQL writes stalled)" : ""
+      }`
+      : w.error ?? "";
+    entry(w.url, w.ok, detail);
+  }
+
+  const names = report.queues.map((q) =>
+    q.consumed ? q.name : `${fit(q.name, MAX_NAME_WIDTH - OTHER_MARK.length)}${OTHER_MARK}`
+  );
+  const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
+  const workerGroup: ColumnGroup | undefined = w === null ? undefined : {
+    caption: "worker",
+    headers: ["IN-FLIGHT", "CONNECTED"],
+    cells: report.queues.map((q) => [count(q.inFlight), count(q.connected)]),
+  };
+  const serverGroups: ColumnGroup[] = report.jobServers.map((s, i) => ({
+    caption: s.addr,
+    headers: s.kind === "rabbitmq" ? ["READY", "UNACKED", "CONSUMERS"] : [
+      "WAITING",
+      "RUNNING",
+      "WORKERS",
+    ],
+    cells: report.queues.map((q) => {
+      const at = q.servers[i];
+      return [count(at?.waiting ?? null), count(at?.running ?? null), count(at?.workers ?? null)];
+    }),
+  }));
+  // Pack groups left to right; a group that would pass 100 columns starts the next table.
+  const tables: ColumnGroup[][] = [[]];
+  let used = nameWidth;
+  for (const group of workerGroup === undefined ? serverGroups : [workerGroup, ...serverGroups]) {
+    const width = 2 + groupWidth(group);
+    const current = tables[tables.length - 1] ?? [];
+    if (current.length > 0 && used + width > SCREEN_WIDTH) {
+      tables.push([group]);
+      used = nameWidth + width;
+    } else {
+      current.push(group);
+      used += width;
+    }
+  }
+  for (const groups of tables) {
+    lines.push("");
+    lines.push(...renderQueueTable(names, groups));
+  }
+  if (report.queues.some((q) => !q.consumed)) {
+    lines.push(`${OTHER_MARK.trim()} known to a job server, not consumed by statusengine-worker`);
+  }
+  if (report.jobServers.some((s) => s.kind === "rabbitmq")) {
+    lines.push(
+      "UNACKED is not reported by AMQP; rabbitmqctl list_queues messages_unacknowledged has it",
+    );
+  }
+
+  // Tables the worker has not written to since it started would fill the screen with zeros.
+  const written = w?.ok ? w.tables.filter((t) => t.written > 0) : [];
+  if (w !== null && w.ok) {
+    lines.push("");
+    if (written.length === 0) lines.push("No rows written since the worker started");
+  }
+  if (w !== null && written.length > 0) {
+    const tableWidth = Math.max("TABLE".length, ...written.map((t) => t.table.length));
+    const rates = written.map((t) => rate(t.rowsPerSecond));
+    const totals = written.map((t) => String(t.written));
+    const rateWidth = Math.max("ROWS/S".length, ...rates.map((r) => r.length));
+    const totalWidth = Math.max("WRITTEN".length, ...totals.map((r) => r.length));
+    lines.push(
+      `${"TABLE".padEnd(tableWidth)}  ${"ROWS/S".padStart(rateWidth)}  ${
+        "WRITTEN".padStart(totalWidth)
+      }  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)`,
+    );
+    written.forEach((t, i) => {
+      lines.push(
+        `${t.table.padEnd(tableWidth)}  ${(rates[i] ?? "").padStart(rateWidth)}  ${
+          (totals[i] ?? "").padStart(totalWidth)
+        }`,
+      );
+    });
+    const idle = w.tables.length - written.length;
+    if (idle > 0) {
+      lines.push(`(${idle} more table(s) with nothing written since the worker started)`);
+    }
+  }
+  return lines.map((l) => fit(l, SCREEN_WIDTH));
+}

@@ -1,0 +1,44 @@
+/**
+ * The `status` subcommand: one screen answering "is the pipeline healthy right now?" —
+ * queue depths and connected workers at every job server (admin protocol, docs/gearman-protocol.md#admin) or
+ * at the RabbitMQ broker (passive declarations, `--consumer rabbitmq`),
+ * whether MySQL answers, and, given a running worker's `/metrics`, its in-flight jobs,
+ * connection state, MySQL availability and write rates per table (docs/operations.md#metrics).
+ *
+ * @module
+ */
+import type { Io } from "../io.ts";
+import { collectStatus, type StatusCommandOptions } from "./collect.ts";
+import { formatStatusText } from "./format.ts";
+
+export {
+  collectStatus,
+  type JobServerStatus,
+  type MysqlStatus,
+  type QueueAtServer,
+  type QueueStatus,
+  type StatusCommandOptions,
+  type StatusReport,
+  type TableWriteRate,
+  type WorkerStatus,
+} from "./collect.ts";
+export { formatStatusText } from "./format.ts";
+export { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
+
+/**
+ * Run the `status` command: collect, print as text or as one JSON document (`json`).
+ *
+ * @param options Job servers, MySQL URL, optional metrics URL, output form.
+ * @param io Output sinks; the report goes to `out`, nothing to `err` unless printing fails.
+ * @returns 1 when a job server or MySQL is unreachable, or the metrics URL is given and
+ *   unreachable; else 0.
+ */
+export async function runStatusCommand(
+  options: StatusCommandOptions,
+  io: Io,
+): Promise<number> {
+  const report = await collectStatus(options);
+  if (options.json) io.out(JSON.stringify(report, null, 2));
+  else for (const line of formatStatusText(report)) io.out(line);
+  return report.ok ? 0 : 1;
+}

@@ -1,0 +1,142 @@
+/**
+ * The Prometheus text exposition format, as much of it as `status` needs to read a worker's
+ * `/metrics`: samples with unescaped labels, and a lookup by name and labels.
+ *
+ * @module
+ */
+
+/** One sample of the Prometheus text exposition format. */
+export interface PrometheusSample {
+  /** Metric name including any `_bucket`/`_sum`/`_count` suffix. */
+  readonly name: string;
+  /** Label pairs, unescaped. */
+  readonly labels: Readonly<Record<string, string>>;
+  /** Sample value (`+Inf`, `-Inf` and `NaN` included). */
+  readonly value: number;
+}
+
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*/;
+
+function parseSampleValue(text: string): number {
+  switch (text) {
+    case "+Inf":
+    case "Inf":
+      return Number.POSITIVE_INFINITY;
+    case "-Inf":
+      return Number.NEGATIVE_INFINITY;
+    case "NaN":
+      return Number.NaN;
+  }
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) return Number.NaN;
+  return Number(text);
+}
+
+/**
+ * Parse the Prometheus text exposition format (version 0.0.4): `# HELP`/`# TYPE` and other
+ * comment lines are skipped; every sample line becomes one {@linkcode PrometheusSample}.
+ * Label values may contain escaped `\\`, `\"` and `\n` and any other character, `,` and `}`
+ * included; a trailing timestamp is accepted and ignored.
+ *
+ * @param text The body of a `/metrics` response.
+ * @returns The samples in document order.
+ * @throws {SyntaxError} For a malformed line, naming its number and text.
+ *
+ * @example Reading one labelled gauge
+ * ```ts
+ * import { parsePrometheusText } from "./parse.ts";
+ * const [sample] = parsePrometheusText('up{job="a"} 1\n');
+ * if (sample?.labels.job !== "a" || sample.value !== 1) throw new Error();
+ * ```
+ */
+export function parsePrometheusText(text: string): PrometheusSample[] {
+  const samples: PrometheusSample[] = [];
+  const lines = text.split("\n");
+  for (const [index, raw] of lines.entries()) {
+    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+    const fail = (detail: string): never => {
+      throw new SyntaxError(
+        `Cannot parse Prometheus text at line ${index + 1}: ${detail}: ${JSON.stringify(line)}`,
+      );
+    };
+    let rest = line.trimStart();
+    if (rest === "" || rest.startsWith("#")) continue;
+    const name = METRIC_NAME.exec(rest)?.[0] ?? fail("expected a metric name");
+    rest = rest.slice(name.length);
+    const labels: Record<string, string> = {};
+    const afterName = rest.replace(/^[ \t]+/, "");
+    if (afterName.startsWith("{")) {
+      rest = afterName.slice(1).trimStart();
+      while (!rest.startsWith("}")) {
+        const label = LABEL_NAME.exec(rest)?.[0] ?? fail("expected a label name");
+        rest = rest.slice(label.length).trimStart();
+        if (!rest.startsWith("=")) fail(`expected "=" after label ${label}`);
+        rest = rest.slice(1).trimStart();
+        if (!rest.startsWith('"')) fail(`expected a quoted value for label ${label}`);
+        let value = "";
+        let i = 1;
+        for (;;) {
+          const c = rest[i];
+          if (c === undefined) fail(`unterminated value of label ${label}`);
+          if (c === '"') break;
+          if (c === "\\") {
+            const next = rest[i + 1];
+            if (next === "n") value += "\n";
+            else if (next === "\\" || next === '"') value += next;
+            else fail(`invalid escape in the value of label ${label}`);
+            i += 2;
+          } else {
+            value += c;
+            i++;
+          }
+        }
+        if (Object.hasOwn(labels, label)) fail(`label ${label} given twice`);
+        labels[label] = value;
+        rest = rest.slice(i + 1).trimStart();
+        if (rest.startsWith(",")) rest = rest.slice(1).trimStart();
+        else if (!rest.startsWith("}")) fail(`expected "," or "}" after label ${label}`);
+      }
+      rest = rest.slice(1);
+    } else if (!/^[ \t]/.test(rest)) {
+      fail("expected whitespace before the value");
+    }
+    const fields = rest.trim().split(/[ \t]+/);
+    if (fields.length > 2) fail("unexpected text after the timestamp");
+    const [valueText = "", timestamp] = fields;
+    const value = parseSampleValue(valueText);
+    if (Number.isNaN(value) && valueText !== "NaN") fail(`invalid value "${valueText}"`);
+    if (timestamp !== undefined && !/^-?\d+$/.test(timestamp)) {
+      fail(`invalid timestamp "${timestamp}"`);
+    }
+    samples.push({ name, labels, value });
+  }
+  return samples;
+}
+
+/**
+ * The value of the first sample with a name and (a superset of) the given labels.
+ *
+ * @param samples Parsed samples.
+ * @param name Metric name.
+ * @param labels Labels that must match exactly.
+ * @returns The value, or null when there is no such series.
+ *
+ * @example
+ * ```ts
+ * import { parsePrometheusText, sampleValue } from "./parse.ts";
+ * const samples = parsePrometheusText('q{queue_name="a"} 3\nq{queue_name="b"} 4\n');
+ * if (sampleValue(samples, "q", { queue_name: "b" }) !== 4) throw new Error();
+ * ```
+ */
+export function sampleValue(
+  samples: readonly PrometheusSample[],
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
+): number | null {
+  const match = samples.find((s) =>
+    s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)
+  );
+  return match?.value ?? null;
+}
+
+/** What one probe found: the server, and each queue's numbers there. */

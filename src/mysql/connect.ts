@@ -1,0 +1,137 @@
+/**
+ * One dedicated MySQL connection that must answer within a deadline, and a hard close that
+ * abandons a statement in flight: what the command-line tools (`cleanup`, `status`) need,
+ * where the daemon uses a pool.
+ *
+ * @module
+ */
+import mysql from "mysql2/promise";
+import { errorMessage } from "../log.ts";
+import type { MysqlUrlOptions } from "./url.ts";
+
+/** The caller's signal aborted the wait; the statement in flight was abandoned. */
+export class MysqlInterrupted extends Error {
+  constructor() {
+    super("Interrupted by a signal");
+    this.name = "MysqlInterrupted";
+  }
+}
+
+/**
+ * Settle with `promise`, or reject with {@linkcode MysqlInterrupted} as soon as `signal`
+ * aborts, calling `onAbort` first. The losing promise keeps its handler from `Promise.race`,
+ * so its late rejection is not unhandled.
+ */
+export async function unlessAborted<T>(
+  promise: Promise<T>,
+  signal: AbortSignal,
+  onAbort: () => void,
+): Promise<T> {
+  const { promise: aborted, reject } = Promise.withResolvers<never>();
+  const listener = () => {
+    onAbort();
+    reject(new MysqlInterrupted());
+  };
+  if (signal.aborted) listener();
+  else signal.addEventListener("abort", listener, { once: true });
+  try {
+    return await Promise.race([promise, aborted]);
+  } finally {
+    signal.removeEventListener("abort", listener);
+  }
+}
+
+/**
+ * Close a connection at once, abandoning whatever statement is in flight (a `cleanup` stopped
+ * by a signal, docs/operations.md#cleanup-exit). mysql2's
+ * `destroy()` only half-closes the socket (`stream.end()`), so it would still wait for the
+ * server to finish the statement; destroying the stream itself drops the link. The server
+ * then completes or rolls back that single autocommit statement on its own.
+ *
+ * @param conn The connection; unusable afterwards. Calling it twice is harmless.
+ */
+export function closeMysqlNow(conn: mysql.Connection): void {
+  // `connection` (the callback-style core connection) is public in mysql2 but untyped on
+  // the promise wrapper; `stream` is its socket.
+  const core = (conn as unknown as { connection?: { stream?: { destroy?: () => void } } })
+    .connection;
+  const stream = core?.stream;
+  try {
+    stream?.destroy?.();
+  } catch {
+    // already closed
+  }
+  try {
+    conn.destroy();
+  } catch {
+    // already closed
+  }
+}
+
+/** Options of {@linkcode connectMysql}. */
+export interface ConnectMysqlOptions {
+  /** Bound on connect plus the first query, in milliseconds. */
+  readonly timeoutMs: number;
+  /** Abandons the attempt (the half-open connection is closed) when it aborts. */
+  readonly signal?: AbortSignal;
+}
+
+/** A connection that has answered its first query. */
+export interface ConnectedMysql {
+  readonly connection: mysql.Connection;
+  /** `SELECT VERSION()`, e.g. `10.11.6-MariaDB-0+deb12u1`. */
+  readonly serverVersion: string;
+}
+
+/**
+ * Open a dedicated MySQL connection that answers `SELECT VERSION()` within a deadline: the
+ * "does MySQL answer" probe of `cleanup` (5 s, docs/operations.md#cleanup-settings) and `status`. A
+ * connection that completes after the deadline or an abort is closed as soon as it exists.
+ *
+ * @param options Connection options from {@linkcode mysqlOptionsFromUrl}.
+ * @param limits Deadline and abort signal.
+ * @returns The open connection and the server version; the caller closes it.
+ * @throws {Error} `Cannot reach MySQL: no answer within … ms` on timeout, the driver's error
+ *   when the server refuses or is unreachable; when `signal` aborts, an error the caller
+ *   recognises by `signal.aborted`.
+ */
+export async function connectMysql(
+  options: MysqlUrlOptions,
+  limits: ConnectMysqlOptions,
+): Promise<ConnectedMysql> {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new Error(`no answer within ${limits.timeoutMs} ms`)),
+    limits.timeoutMs,
+  );
+  const connecting = mysql.createConnection({
+    ...options,
+    connectTimeout: Math.min(options.connectTimeout ?? limits.timeoutMs, limits.timeoutMs),
+  });
+  let conn: mysql.Connection | undefined;
+  const abandon = () => {
+    if (conn !== undefined) closeMysqlNow(conn);
+    // A connection that completes after we gave up is closed as soon as it exists.
+    else void connecting.then(closeMysqlNow, () => {});
+  };
+  const signal = limits.signal === undefined
+    ? controller.signal
+    : AbortSignal.any([limits.signal, controller.signal]);
+  try {
+    conn = await unlessAborted(connecting, signal, abandon);
+    const [rows] = await unlessAborted(
+      conn.query<mysql.RowDataPacket[]>("SELECT VERSION() AS version"),
+      signal,
+      abandon,
+    );
+    return { connection: conn, serverVersion: String(rows[0]?.version ?? "") };
+  } catch (err: unknown) {
+    if (err instanceof MysqlInterrupted && !(limits.signal?.aborted ?? false)) {
+      throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`);
+    }
+    if (conn !== undefined) closeMysqlNow(conn);
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * Job framing: events as the broker writes them, in bulk jobs or one per job (A.2, A.3).
+ *
+ * @module
+ */
+
+import type { QueueName } from "../events/mod.ts";
+import type { SyntheticEvent } from "./event.ts";
+
+/** Payload shape of a job (A.2). */
+export type JobForm = "bulk" | "single";
+
+/** Options of {@linkcode jobsFor}. */
+export interface JobOptions {
+  /** Bulk (`{"messages":[…],"format":"none"}`) or one event per job; default {@linkcode defaultForm}. */
+  readonly form?: JobForm;
+  /** Events per bulk job (ignored for the single form); default {@linkcode DEFAULT_EVENTS_PER_JOB}. */
+  readonly eventsPerJob?: number;
+}
+
+/** Events per bulk job when nothing else is said: the Go publishers' value (docs/operations.md#publish). */
+export const DEFAULT_EVENTS_PER_JOB = 100;
+
+/**
+ * The four queues the broker's sample configuration leaves unbatched (A.2, A.4); the other
+ * eight are published in the bulk form by default. Notifications are bulk here because the
+ * fixture, captured from a real broker, is.
+ */
+export const SINGLE_FORM_QUEUES: readonly QueueName[] = Object.freeze([
+  "statusngin_acknowledgements",
+  "statusngin_contactnotificationmethod",
+  "statusngin_downtimes",
+  "statusngin_core_restart",
+]);
+
+/**
+ * The default form of a queue's jobs.
+ *
+ * @param queue One of the twelve queues.
+ * @returns `"single"` for the four unbatched queues, else `"bulk"`.
+ */
+export function defaultForm(queue: QueueName): JobForm {
+  return SINGLE_FORM_QUEUES.includes(queue) ? "single" : "bulk";
+}
+
+/**
+ * One event as job text, written the way the broker writes it: `/` escaped as `\/` (A.3).
+ * `/` only ever occurs inside JSON strings, so the replacement cannot touch the structure.
+ *
+ * @param event The event.
+ * @returns JSON text.
+ */
+export function encodeEvent(event: SyntheticEvent): string {
+  return JSON.stringify(event).replaceAll("/", "\\/");
+}
+
+export function checkCount(what: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`Cannot generate jobs: ${what} must be a positive integer, got ${value}`);
+  }
+}
+
+/**
+ * Turn events into job payloads, lazily: bulk jobs of `eventsPerJob` events (the last one may
+ * be smaller) or one job per event.
+ *
+ * @param queue The queue the jobs are for (decides the default form).
+ * @param events Events, e.g. from {@linkcode syntheticEvents}.
+ * @param options Form and events per bulk job.
+ * @returns An iterator of job payload strings.
+ * @throws {RangeError} When `eventsPerJob` is not a positive integer.
+ *
+ * @example
+ * ```ts
+ * import { jobsFor, syntheticEvents } from "./mod.ts";
+ * const q = "statusngin_servicechecks";
+ * const jobs = [...jobsFor(q, syntheticEvents(q, 250, { seed: 7 }), { eventsPerJob: 100 })];
+ * console.assert(jobs.length === 3 && jobs[0]?.startsWith('{"messages":['));
+ * ```
+ */
+export function* jobsFor(
+  queue: QueueName,
+  events: Iterable<SyntheticEvent>,
+  options: JobOptions = {},
+): Generator<string> {
+  const form = options.form ?? defaultForm(queue);
+  const perJob = options.eventsPerJob ?? DEFAULT_EVENTS_PER_JOB;
+  checkCount("eventsPerJob", perJob);
+  if (form === "single") {
+    for (const event of events) yield encodeEvent(event);
+    return;
+  }
+  let parts: string[] = [];
+  for (const event of events) {
+    parts.push(encodeEvent(event));
+    if (parts.length >= perJob) {
+      yield bulkJob(parts);
+      parts = [];
+    }
+  }
+  if (parts.length > 0) yield bulkJob(parts);
+}
+
+/**
+ * A bulk job around already encoded events (A.2).
+ *
+ * @param encodedEvents Event JSON texts.
+ * @returns `{"messages":[…],"format":"none"}`.
+ */
+export function bulkJob(encodedEvents: readonly string[]): string {
+  return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
+}

@@ -1,0 +1,463 @@
+/**
+ * The plugin-output catalogue: the services a synthetic host runs and what their plugins print
+ * in each state (outputs, multi-line long outputs, perfdata strings that the E.6 grammar
+ * parses without skipping a gauge), plus the host check.
+ *
+ * @module
+ */
+
+import type { Rng } from "./rng.ts";
+
+export const SERVICE_STATE_NAMES = ["OK", "WARNING", "CRITICAL", "UNKNOWN"] as const;
+export const HOST_STATE_NAMES = ["UP", "DOWN", "UNREACHABLE"] as const;
+
+/** A check result as the plugin printed it. */
+export interface PluginResult {
+  readonly output: string;
+  readonly perfData: string;
+  readonly longOutput: string;
+}
+
+/** One kind of check: a service of the catalogue below, or the host check. */
+export interface CheckKind {
+  /** Service description; `""` for the host check. */
+  readonly description: string;
+  readonly commandName: string;
+  readonly commandLine: string;
+  readonly timeout: number;
+  /**
+   * Whole seconds between check start and end. Constant per check kind on purpose: with
+   * `start_time = end_time − duration`, two results of the same description share
+   * (`start_time`, `timestamp_usec`) only if they share the event instant, which never happens.
+   * The service tables' keys start with `service_description` and lack the host (A.7 caveat).
+   */
+  readonly duration: number;
+  readonly checkInterval: number;
+  readonly retryInterval: number;
+  readonly maxAttempts: number;
+  readonly result: (rng: Rng, state: number, address: string) => PluginResult;
+}
+
+/** `value` with exactly `digits` decimals, as plugins print it. */
+export function fixed(value: number, digits: number): string {
+  return value.toFixed(digits);
+}
+
+/** Value inside the band of the state: below warn (OK), warn..crit, above crit. */
+function banded(rng: Rng, state: number, warn: number, crit: number, max: number): number {
+  if (state === 0) return rng.float(0, warn * 0.9);
+  if (state === 1) return rng.float(warn, crit);
+  return rng.float(crit, max);
+}
+
+function unknown(text: string): PluginResult {
+  return { output: `UNKNOWN - ${text}`, perfData: "", longOutput: "" };
+}
+
+function processList(rng: Rng): string {
+  const target = rng.int(2_000, 6_000);
+  const names = [
+    "/usr/sbin/nginx -g daemon off;",
+    "/usr/lib/postgresql/16/bin/postgres -D /var/lib/postgresql/16/main",
+    "/usr/bin/java -Xmx2g -jar /opt/app/app.jar --spring.profiles.active=prod",
+    "/usr/sbin/sshd -D",
+    "php-fpm: pool www",
+    "/usr/bin/python3 /opt/statusengine/bin/export.py --queue=statusngin_hostchecks",
+    "/usr/sbin/cron -f",
+    "/usr/local/bin/node /srv/überwachung/server.js",
+  ];
+  const lines = ["  PID USER     %CPU %MEM COMMAND"];
+  let length = lines[0]?.length ?? 0;
+  while (length < target) {
+    const line = `${String(rng.int(300, 65_000)).padStart(5)} ${
+      rng.pick(["root", "www-data", "postgres", "naemon", "app"]).padEnd(8)
+    } ${fixed(rng.float(0, 40), 1).padStart(4)} ${fixed(rng.float(0, 12), 1).padStart(4)} ${
+      rng.pick(names)
+    }`;
+    lines.push(line);
+    length += line.length + 1;
+  }
+  return lines.join("\n");
+}
+
+function updateList(rng: Rng, count: number): string {
+  const titles = [
+    "Kumulatives Sicherheitsupdate für Windows Server 2022 (x64)",
+    "Sicherheitsupdate für Microsoft .NET Framework 4.8.1 – größere Korrekturen",
+    "Update für Microsoft Defender Antivirus-Antischadsoftwareplattform",
+    "Definitionsupdate für Microsoft Defender Antivirus",
+    "Накопительное обновление для Windows Server 2019",
+    "Windows Server 2022 向けの累積的な更新プログラム",
+  ];
+  const lines: string[] = [];
+  for (let i = 0; i < count; i++) {
+    lines.push(
+      `KB${rng.int(5_000_000, 5_049_999)} – ${rng.pick(titles)} – ${
+        fixed(rng.float(0.5, 900), 1).replace(".", ",")
+      } MB`,
+    );
+  }
+  return lines.join("\n");
+}
+
+/** The service catalogue. Each host runs a subset of it. */
+export const SERVICES: readonly CheckKind[] = [
+  {
+    description: "PING",
+    commandName: "check_ping!100.0,20%!500.0,60%",
+    commandLine: "$USER1$/check_ping -H $HOSTADDRESS$ -w $ARG1$ -c $ARG2$ -p 5",
+    timeout: 60,
+    duration: 4,
+    checkInterval: 5,
+    retryInterval: 1,
+    maxAttempts: 4,
+    result(rng, state) {
+      if (state === 3) return unknown("check_ping: Invalid hostname/address");
+      const rta = state === 0 ? rng.float(0.02, 20) : banded(rng, state, 100, 500, 900);
+      const pl = state === 0 ? 0 : state === 1 ? rng.int(20, 59) : 100;
+      const name = SERVICE_STATE_NAMES[state] ?? "UNKNOWN";
+      return {
+        output: pl === 100
+          ? `PING CRITICAL - Packet loss = 100%`
+          : `PING ${name} - Packet loss = ${pl}%, RTA = ${fixed(rta, 2)} ms`,
+        perfData: `rta=${
+          fixed(pl === 100 ? 0 : rta, 6)
+        }ms;100.000000;500.000000;0.000000 pl=${pl}%;20;60;0`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Current Load",
+    commandName: "check_local_load!5.0,4.0,3.0!10.0,6.0,4.0",
+    commandLine: "$USER1$/check_load -w $ARG1$ -c $ARG2$",
+    timeout: 60,
+    duration: 0,
+    checkInterval: 1,
+    retryInterval: 1,
+    maxAttempts: 4,
+    result(rng, state) {
+      if (state === 3) return unknown("Error opening /proc/loadavg");
+      const l1 = banded(rng, state, 5, 10, 40);
+      const l5 = l1 * rng.float(0.6, 1.1);
+      const l15 = l5 * rng.float(0.6, 1.1);
+      const name = SERVICE_STATE_NAMES[state] ?? "UNKNOWN";
+      return {
+        output: `${name} - load average: ${fixed(l1, 2)}, ${fixed(l5, 2)}, ${fixed(l15, 2)}`,
+        perfData: `load1=${fixed(l1, 3)};5.000;10.000;0; load5=${
+          fixed(l5, 3)
+        };4.000;6.000;0; load15=${fixed(l15, 3)};3.000;4.000;0;`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Current Users",
+    commandName: "check_local_users!20!50",
+    commandLine: "$USER1$/check_users -w $ARG1$ -c $ARG2$",
+    timeout: 60,
+    duration: 0,
+    checkInterval: 5,
+    retryInterval: 1,
+    maxAttempts: 4,
+    result(rng, state) {
+      if (state === 3) return unknown("Could not read utmp");
+      const users = Math.floor(banded(rng, state, 20, 50, 80));
+      return {
+        output: `USERS ${SERVICE_STATE_NAMES[state]} - ${users} users currently logged in`,
+        perfData: `users=${users};20;50;0`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Disk Usage /var",
+    commandName: "check_local_disk!20%!10%!/var",
+    commandLine: "$USER1$/check_disk -w $ARG1$ -c $ARG2$ -p $ARG3$",
+    timeout: 60,
+    duration: 0,
+    checkInterval: 10,
+    retryInterval: 2.5,
+    maxAttempts: 3,
+    result(rng, state) {
+      if (state === 3) return unknown("DISK UNKNOWN - /var is not accessible: Permission denied");
+      const total = 51_200;
+      const usedPct = banded(rng, state, 80, 90, 100);
+      const used = Math.round(total * usedPct / 100);
+      const free = total - used;
+      return {
+        output: `DISK ${SERVICE_STATE_NAMES[state]} - free space: /var ${free} MB (${
+          Math.round(100 - usedPct)
+        }% inode=${rng.int(80, 99)}%);`,
+        perfData: `'/var'=${used}MB;40960;46080;0;${total}`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Swap Usage",
+    commandName: "check_local_swap!20!10",
+    commandLine: "$USER1$/check_swap -w $ARG1$ -c $ARG2$",
+    timeout: 60,
+    duration: 0,
+    checkInterval: 5,
+    retryInterval: 1,
+    maxAttempts: 4,
+    result(rng, state) {
+      if (state === 3) return unknown("SWAP UNKNOWN - no swap configured");
+      const total = 2_048;
+      const freePct = state === 0
+        ? rng.int(25, 100)
+        : state === 1
+        ? rng.int(11, 19)
+        : rng.int(0, 9);
+      const free = Math.round(total * freePct / 100);
+      return {
+        output: `SWAP ${
+          SERVICE_STATE_NAMES[state]
+        } - ${freePct}% free (${free} MB out of ${total} MB)`,
+        perfData: `swap=${free}MB;409;204;0;${total}`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "HTTP",
+    commandName: "check_http!-S -u /health",
+    commandLine: "$USER1$/check_http -I $HOSTADDRESS$ $ARG1$",
+    timeout: 30,
+    duration: 1,
+    checkInterval: 1,
+    retryInterval: 0.5,
+    maxAttempts: 3,
+    result(rng, state) {
+      if (state === 3) return unknown("HTTP UNKNOWN - Invalid HTTP response received from host");
+      const time = banded(rng, state, 1, 2, 10);
+      const size = rng.int(400, 90_000);
+      const status = state === 2 ? "HTTP/1.1 503 Service Unavailable" : "HTTP/1.1 200 OK";
+      return {
+        output: `HTTP ${SERVICE_STATE_NAMES[state]}: ${status} - ${size} bytes in ${
+          fixed(time, 3)
+        } second response time`,
+        perfData: `time=${fixed(time, 6)}s;1.000000;2.000000;0.000000 size=${size}B;;;0`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Memory",
+    commandName: "check_memory!80!90",
+    commandLine: "$USER1$/check_mem -w $ARG1$ -c $ARG2$",
+    timeout: 60,
+    duration: 0,
+    checkInterval: 5,
+    retryInterval: 1,
+    maxAttempts: 4,
+    result(rng, state) {
+      if (state === 3) return unknown("cannot read /proc/meminfo");
+      const pct = banded(rng, state, 80, 90, 100);
+      return {
+        output: `MEMORY ${SERVICE_STATE_NAMES[state]} - ${fixed(pct, 1)}% used`,
+        perfData: `'memory used'=${fixed(pct, 1)}%;80;90;0;100 'memory total'=16384MB;;;0;`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Datenträger C:",
+    commandName: "check_nrpe!check_drivesize!drive=C:",
+    commandLine: "$USER1$/check_nrpe -H $HOSTADDRESS$ -c $ARG1$ -a $ARG2$",
+    timeout: 60,
+    duration: 2,
+    checkInterval: 10,
+    retryInterval: 2,
+    maxAttempts: 3,
+    result(rng, state) {
+      if (state === 3) return unknown("Datenträger C: konnte nicht gelesen werden");
+      const pct = banded(rng, state, 80, 90, 100);
+      const shown = fixed(pct, 1).replace(".", ",");
+      const text = state === 0
+        ? `Datenträger C: ${shown} % belegt (${
+          fixed(rng.float(5, 200), 1).replace(".", ",")
+        } GB frei)`
+        : `Datenträger C: größer als ${state === 1 ? 80 : 90} % belegt (${shown} %)`;
+      return {
+        output: `${SERVICE_STATE_NAMES[state]} - ${text}`,
+        // Comma decimal separator, as German Windows agents print it (E.6.1).
+        perfData: `'C:\\ Used Space'=${shown}%;80;90;0;100`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Прочее",
+    commandName: "check_queue!100!200",
+    commandLine: "$USER1$/check_queue --warning $ARG1$ --critical $ARG2$",
+    timeout: 60,
+    duration: 0,
+    checkInterval: 5,
+    retryInterval: 1,
+    maxAttempts: 4,
+    result(rng, state) {
+      if (state === 3) return unknown("Прочее: нет ответа от брокера");
+      const n = Math.floor(banded(rng, state, 100, 200, 500));
+      return {
+        output: state === 0
+          ? `OK - Прочее: в очереди ${n} сообщений, всё в порядке`
+          : `${SERVICE_STATE_NAMES[state]} - Прочее: в очереди ${n} сообщений`,
+        perfData: `'очередь'=${n};100;200;0`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "監視 HTTP",
+    commandName: "check_http!-u /監視",
+    commandLine: "$USER1$/check_http -I $HOSTADDRESS$ $ARG1$",
+    timeout: 30,
+    duration: 1,
+    checkInterval: 2,
+    retryInterval: 1,
+    maxAttempts: 3,
+    result(rng, state) {
+      if (state === 3) return unknown("監視: 無効な応答");
+      const time = banded(rng, state, 1, 2, 10);
+      return {
+        output: `HTTP ${SERVICE_STATE_NAMES[state]}: 監視ページ 応答時間 ${fixed(time, 3)} 秒`,
+        perfData: `time=${fixed(time, 6)}s;1.000000;2.000000;0.000000`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Interface eth0",
+    commandName: "check_snmp_int!eth0",
+    commandLine: "$USER1$/check_snmp_int.pl -H $HOSTADDRESS$ -n $ARG1$ -f -k",
+    timeout: 30,
+    duration: 1,
+    checkInterval: 5,
+    retryInterval: 1,
+    maxAttempts: 3,
+    result(rng, state) {
+      if (state === 3) return unknown("No response from remote host 'eth0'");
+      const name = state === 0 ? "OK" : SERVICE_STATE_NAMES[state];
+      return {
+        output: `${name} - eth0:${state === 2 ? "DOWN" : "UP"} (in=${rng.int(0, 900)}kB/s, out=${
+          rng.int(0, 900)
+        }kB/s)`,
+        perfData: `'eth0_in_octet'=${rng.int(0, 2 ** 40)}c 'eth0_out_octet'=${
+          rng.int(0, 2 ** 40)
+        }c`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Processes",
+    commandName: "check_local_procs!250!400!RSZDT",
+    commandLine: "$USER1$/check_procs -w $ARG1$ -c $ARG2$ -s $ARG3$",
+    timeout: 60,
+    duration: 0,
+    checkInterval: 5,
+    retryInterval: 1,
+    maxAttempts: 4,
+    result(rng, state) {
+      if (state === 3) return unknown("Unable to read output");
+      const n = Math.floor(banded(rng, state, 250, 400, 900));
+      return {
+        output: `PROCS ${SERVICE_STATE_NAMES[state]}: ${n} processes with STATE = RSZDT`,
+        perfData: `procs=${n};250;400;0;`,
+        // Multi-line long outputs of a few KB, now and then.
+        longOutput: rng.chance(0.3) ? processList(rng) : "",
+      };
+    },
+  },
+  {
+    description: "Windows Updates",
+    commandName: "check_nrpe!check_updates",
+    commandLine: "$USER1$/check_nrpe -H $HOSTADDRESS$ -c $ARG1$",
+    timeout: 120,
+    duration: 7,
+    checkInterval: 60,
+    retryInterval: 10,
+    maxAttempts: 2,
+    result(rng, state) {
+      if (state === 3) return unknown("Windows Update-Dienst antwortet nicht");
+      const n = state === 0 ? 0 : state === 1 ? rng.int(1, 9) : rng.int(10, 40);
+      const longOutput = n > 0 && rng.chance(0.5) ? updateList(rng, Math.max(n, 25)) : "";
+      return {
+        output: `${SERVICE_STATE_NAMES[state]} - ${n} Updates ausstehend`,
+        perfData: `'pending updates'=${n};1;10;0`,
+        longOutput,
+      };
+    },
+  },
+  {
+    description: "NTP Time",
+    commandName: "check_ntp_time!0.5!1",
+    commandLine: "$USER1$/check_ntp_time -H pool.ntp.org -w $ARG1$ -c $ARG2$",
+    timeout: 30,
+    duration: 0,
+    checkInterval: 15,
+    retryInterval: 5,
+    maxAttempts: 3,
+    result(rng, state) {
+      if (state === 3) return unknown("NTP UNKNOWN: No response from NTP server");
+      const offset = banded(rng, state, 0.5, 1, 30) * (rng.chance(0.5) ? -1 : 1);
+      return {
+        output: `NTP ${SERVICE_STATE_NAMES[state]}: Offset ${offset.toPrecision(6)} secs`,
+        perfData: `offset=${offset.toPrecision(6)}s;0.500000;1.000000;`,
+        longOutput: "",
+      };
+    },
+  },
+  {
+    description: "Kaffeemaschine",
+    commandName: "check_coffee!20!10",
+    commandLine: "$USER1$/check_coffee --min-level $ARG1$ --critical $ARG2$",
+    timeout: 10,
+    duration: 0,
+    checkInterval: 1,
+    retryInterval: 1,
+    maxAttempts: 2,
+    result(rng, state) {
+      if (state === 3) return unknown("Kaffeemaschine ☕ antwortet nicht 🤷");
+      const level = state === 0 ? rng.int(21, 100) : state === 1 ? rng.int(11, 20) : rng.int(0, 10);
+      return {
+        output: `${SERVICE_STATE_NAMES[state]} - Kaffeemaschine ☕ Füllstand ${level} % ${
+          state === 0 ? "🙂" : "🔥"
+        }`,
+        perfData: `'Füllstand'=${level}%;20;10;0;100`,
+        longOutput: "",
+      };
+    },
+  },
+];
+
+export const HOST_CHECK: CheckKind = {
+  description: "",
+  commandName: "check-host-alive",
+  commandLine: "$USER1$/check_ping -H $HOSTADDRESS$ -w 3000.0,80% -c 5000.0,100% -p 5",
+  timeout: 30,
+  duration: 4,
+  checkInterval: 5,
+  retryInterval: 1,
+  maxAttempts: 10,
+  result(rng, state, address) {
+    if (state === 0) {
+      const rta = rng.float(0.02, 30);
+      return {
+        output: `PING OK - Packet loss = 0%, RTA = ${fixed(rta, 2)} ms`,
+        perfData: `rta=${fixed(rta, 6)}ms;3000.000000;5000.000000;0.000000 pl=0%;80;100;0`,
+        longOutput: "",
+      };
+    }
+    return {
+      output: state === 1
+        ? `CRITICAL - Host Unreachable (${address})`
+        : `CRITICAL - Network Unreachable (${address})`,
+      perfData: `rta=5000.000000ms;3000.000000;5000.000000;0.000000 pl=100%;80;100;0`,
+      longOutput: "",
+    };
+  },
+};

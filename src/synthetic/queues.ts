@@ -1,0 +1,452 @@
+/**
+ * One generator per consumed queue: the events of that queue, built from the world's objects,
+ * with every payload field and the envelope in the broker's key order.
+ *
+ * @module
+ */
+
+import type { QueueName } from "../events/mod.ts";
+import type { SyntheticEvent } from "./event.ts";
+import { COMMENTS, CONTACTS, type Instant, type MonitoredObject, type World } from "./world.ts";
+import { fixed, HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
+
+function envelope(
+  type: number,
+  at: Instant,
+  key: string,
+  payload: SyntheticEvent,
+  attr = 0,
+): SyntheticEvent {
+  return { type, flags: 0, attr, timestamp: at.sec, timestamp_usec: at.usec, [key]: payload };
+}
+
+function statusPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
+  const rng = w.rng;
+  const r = w.check(obj, ts);
+  const sim = obj.sim;
+  const isHost = obj.service === null;
+  const interval = obj.check.checkInterval;
+  const lastCheck = ts - rng.int(0, 3);
+  const problem = sim.state !== 0 && sim.stateType === 1;
+  const lastNotification = problem ? sim.lastHardStateChange + rng.int(0, 60) : 0;
+  const times = sim.lastTimeIn;
+  const identity: SyntheticEvent = isHost
+    ? { name: obj.host.name }
+    : { host_name: obj.host.name, description: obj.service ?? "" };
+  const lastTimes: SyntheticEvent = isHost
+    ? {
+      last_time_up: times[0] ?? 0,
+      last_time_down: times[1] ?? 0,
+      last_time_unreachable: times[2] ?? 0,
+    }
+    : {
+      last_time_ok: times[0] ?? 0,
+      last_time_warning: times[1] ?? 0,
+      last_time_critical: times[2] ?? 0,
+      last_time_unknown: times[3] ?? 0,
+    };
+  return {
+    ...identity,
+    plugin_output: r.output,
+    long_plugin_output: r.longOutput,
+    event_handler: obj.eventHandler,
+    perf_data: r.perfData,
+    check_command: obj.check.commandName,
+    check_period: obj.checkPeriod,
+    current_state: sim.state,
+    has_been_checked: 1,
+    should_be_scheduled: 1,
+    current_attempt: sim.attempt,
+    max_attempts: obj.check.maxAttempts,
+    last_check: lastCheck,
+    next_check: lastCheck +
+      Math.round((sim.stateType === 0 ? obj.check.retryInterval : interval) * 60),
+    check_type: obj.passive ? 1 : 0,
+    last_state_change: sim.lastStateChange,
+    last_hard_state_change: sim.lastHardStateChange,
+    last_hard_state: sim.lastHardState,
+    ...lastTimes,
+    state_type: sim.stateType,
+    last_notification: lastNotification,
+    next_notification: problem ? lastNotification + 7_200 : 0,
+    no_more_notifications: 0,
+    notifications_enabled: rng.chance(0.95) ? 1 : 0,
+    problem_has_been_acknowledged: sim.acknowledged,
+    // In status payloads this is 0 none, 1 normal, 2 sticky (A.6).
+    acknowledgement_type: sim.acknowledged === 1 ? rng.int(1, 2) : 0,
+    current_notification_number: problem ? sim.notificationNumber : 0,
+    accept_passive_checks: 1,
+    event_handler_enabled: obj.eventHandler === null ? 0 : 1,
+    checks_enabled: obj.passive ? 0 : 1,
+    flap_detection_enabled: 1,
+    is_flapping: rng.chance(0.02) ? 1 : 0,
+    percent_state_change: rng.chance(0.8) ? 0 : rng.float(0, 40),
+    latency: obj.passive ? 0 : rng.float(0.001, 1.2),
+    execution_time: obj.check.duration + rng.float(0.001, 0.999),
+    scheduled_downtime_depth: rng.chance(0.03) ? 1 : 0,
+    process_performance_data: 1,
+    obsess: 1,
+    modified_attributes: rng.pick([0, 0, 0, 1, 19, 31]),
+    check_interval: interval,
+    retry_interval: obj.check.retryInterval,
+  };
+}
+
+function checkPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
+  const rng = w.rng;
+  const check = obj.check;
+  let r = w.check(obj, ts);
+  const sim = obj.sim;
+  const isHost = obj.service === null;
+  let earlyTimeout = 0;
+  let executionTime = check.duration + rng.float(0.0001, 0.9999);
+  if (!isHost && rng.chance(0.005)) {
+    earlyTimeout = 1;
+    executionTime = check.timeout + rng.float(0, 0.05);
+    r = {
+      output: `(Service check timed out after ${fixed(executionTime, 2)} seconds)`,
+      perfData: "",
+      longOutput: "",
+    };
+  }
+  const identity: SyntheticEvent = isHost
+    ? { host_name: obj.host.name }
+    : { host_name: obj.host.name, service_description: obj.service ?? "" };
+  return {
+    ...identity,
+    command_line: check.commandLine,
+    command_name: check.commandName,
+    output: r.output,
+    long_output: r.longOutput,
+    perf_data: r.perfData,
+    check_type: obj.passive ? 1 : 0,
+    current_attempt: sim.attempt,
+    max_attempts: check.maxAttempts,
+    state_type: sim.stateType,
+    state: sim.state,
+    timeout: check.timeout,
+    // Constant duration per check kind keeps the service keys unique (see CheckKind.duration).
+    start_time: ts - check.duration,
+    end_time: ts,
+    early_timeout: earlyTimeout,
+    execution_time: executionTime,
+    latency: obj.passive ? 0 : rng.float(0.001, 1.2),
+    return_code: isHost ? (sim.state === 0 ? 0 : 2) : sim.state,
+  };
+}
+
+function* hostStatusEvents(w: World): Generator<SyntheticEvent> {
+  for (;;) {
+    const at = w.nextInstant();
+    yield envelope(1201, at, "hoststatus", statusPayload(w, w.randomHost().object, at.sec));
+  }
+}
+
+function* serviceStatusEvents(w: World): Generator<SyntheticEvent> {
+  for (;;) {
+    const at = w.nextInstant();
+    yield envelope(1202, at, "servicestatus", statusPayload(w, w.randomService(), at.sec));
+  }
+}
+
+function* hostCheckEvents(w: World): Generator<SyntheticEvent> {
+  for (;;) {
+    const at = w.nextInstant();
+    yield envelope(801, at, "hostcheck", checkPayload(w, w.randomHost().object, at.sec));
+  }
+}
+
+function* serviceCheckEvents(w: World): Generator<SyntheticEvent> {
+  for (;;) {
+    const at = w.nextInstant();
+    yield envelope(701, at, "servicecheck", checkPayload(w, w.randomService(), at.sec));
+  }
+}
+
+function* perfdataEvents(w: World): Generator<SyntheticEvent> {
+  for (;;) {
+    const at = w.nextInstant();
+    const obj = w.randomService();
+    const r = w.check(obj, at.sec);
+    yield envelope(701, at, "servicecheck", {
+      host_name: obj.host.name,
+      service_description: obj.service ?? "",
+      perf_data: r.perfData,
+      start_time: at.sec - obj.check.duration,
+    });
+  }
+}
+
+function* stateChangeEvents(w: World): Generator<SyntheticEvent> {
+  for (;;) {
+    const at = w.nextInstant();
+    const obj = w.rng.chance(0.25) ? w.randomHost().object : w.randomService();
+    const r = w.check(obj, at.sec, true);
+    const sim = obj.sim;
+    yield envelope(1801, at, "statechange", {
+      host_name: obj.host.name,
+      service_description: obj.service,
+      output: r.output,
+      // The broker copies output into long_output (A.9).
+      long_output: r.output,
+      statechange_type: obj.service === null ? 0 : 1,
+      state: sim.state,
+      state_type: sim.stateType,
+      current_attempt: sim.attempt,
+      max_attempts: obj.check.maxAttempts,
+      last_state: sim.lastState,
+      last_hard_state: sim.lastHardState,
+    });
+  }
+}
+
+const LOG_INFO_LINES = [
+  "Auto-save of retention data completed successfully.",
+  "Event broker module '/opt/statusengine/lib/libstatusengine.so' initialized successfully.",
+  "Successfully launched command file worker with pid 1490327",
+  "LOG VERSION: 2.0",
+] as const;
+
+function* logEntryEvents(w: World): Generator<SyntheticEvent> {
+  const rng = w.rng;
+  for (;;) {
+    const at = w.nextInstant();
+    const kind = rng.weighted([30, 10, 8, 4, 8, 6, 6, 4]);
+    let dataType: number;
+    let data: string;
+    const host = w.randomHost();
+    const svc = rng.pick(host.services);
+    const r = w.check(kind === 1 || kind === 3 ? host.object : svc, at.sec);
+    const state = kind === 1 || kind === 3 ? host.object.sim : svc.sim;
+    const stateType = state.stateType === 1 ? "HARD" : "SOFT";
+    switch (kind) {
+      case 0: {
+        dataType = [8192, 32768, 65536, 16384][state.state] ?? 8192;
+        data = `SERVICE ALERT: ${host.name};${svc.service};${
+          SERVICE_STATE_NAMES[state.state]
+        };${stateType};${state.attempt};${r.output}`;
+        break;
+      }
+      case 1: {
+        dataType = [1024, 2048, 4096][state.state] ?? 1024;
+        data = `HOST ALERT: ${host.name};${
+          HOST_STATE_NAMES[state.state]
+        };${stateType};${state.attempt};${r.output}`;
+        break;
+      }
+      case 2: {
+        dataType = 1048576;
+        data = `SERVICE NOTIFICATION: ${rng.pick(CONTACTS)};${host.name};${svc.service};${
+          SERVICE_STATE_NAMES[state.state]
+        };notify-service-by-email;${r.output}`;
+        break;
+      }
+      case 3: {
+        dataType = 524288;
+        data = `HOST NOTIFICATION: ${rng.pick(CONTACTS)};${host.name};${
+          HOST_STATE_NAMES[state.state]
+        };notify-host-by-email;${r.output}`;
+        break;
+      }
+      case 4: {
+        dataType = 512;
+        data = `EXTERNAL COMMAND: SCHEDULE_FORCED_SVC_CHECK;${host.name};${svc.service};${at.sec}`;
+        break;
+      }
+      case 5: {
+        dataType = 131072;
+        data = `PASSIVE SERVICE CHECK: ${host.name};${svc.service};${state.state};${r.output}`;
+        break;
+      }
+      case 6: {
+        dataType = 2;
+        data =
+          `Warning: The check of service '${svc.service}' on host '${host.name}' looks like it was orphaned (results never came back; last_check=${
+            at.sec - 900
+          }).  I'm scheduling an immediate check of the service...`;
+        break;
+      }
+      default: {
+        dataType = 262144;
+        data = rng.pick(LOG_INFO_LINES);
+      }
+    }
+    yield envelope(300, at, "logentry", { entry_time: at.sec, data_type: dataType, data });
+  }
+}
+
+function* notificationEvents(w: World): Generator<SyntheticEvent> {
+  const rng = w.rng;
+  for (;;) {
+    const at = w.nextInstant();
+    const obj = rng.chance(0.3) ? w.randomHost().object : w.randomService();
+    const r = w.check(obj, at.sec);
+    // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom (A.11.1).
+    const reason = rng.pick([0, 0, 0, 0, 1, 5, 6, 8]);
+    const withAuthor = reason === 1 || reason === 8;
+    yield envelope(601, at, "notification_data", {
+      host_name: obj.host.name,
+      service_description: obj.service,
+      output: r.output,
+      long_output: r.output,
+      ack_author: withAuthor ? rng.pick(CONTACTS) : null,
+      ack_data: withAuthor ? rng.pick(COMMENTS) : null,
+      notification_type: obj.service === null ? 0 : 1,
+      // start = envelope second: unique (host, start_time, start_time_usec) per event.
+      start_time: at.sec,
+      end_time: at.sec,
+      reason_type: reason,
+      state: obj.sim.state,
+      escalated: rng.chance(0.05) ? 1 : 0,
+      // The broker drops rounds that reached nobody (A.4).
+      contacts_notified: rng.int(1, 3),
+    });
+  }
+}
+
+function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
+  const rng = w.rng;
+  for (;;) {
+    const obj = rng.chance(0.3) ? w.randomHost().object : w.randomService();
+    const contact = rng.pick(CONTACTS);
+    const command = obj.service === null ? "host-notify-by-email" : rng.pick([
+      "service-notify-by-email",
+      "service-notify-by-sms",
+      "52c9c3e2-4a00-40a4-8e75-db4649eba846",
+    ]);
+    const reason = rng.pick([0, 0, 0, 1, 8]);
+    const withAuthor = reason !== 0;
+    const author = withAuthor ? rng.pick(CONTACTS) : null;
+    const comment = withAuthor ? rng.pick(COMMENTS) : null;
+    const args = rng.chance(0.1) ? "--priority=high" : null;
+    const first = w.nextInstant();
+    const r = w.check(obj, first.sec);
+    // Every delivery is reported twice: 604 when the command starts, 605 when it ends (A.11.2).
+    for (const type of [604, 605]) {
+      const at = type === 604 ? first : w.nextInstant();
+      yield envelope(type, at, "contactnotificationmethod", {
+        host_name: obj.host.name,
+        service_description: obj.service,
+        output: r.output,
+        ack_author: author,
+        ack_data: comment,
+        contact_name: contact,
+        command_name: command,
+        command_args: args,
+        reason_type: reason,
+        state: obj.sim.state,
+        // The 605 row's key (object, start_time, start_time_usec) is unique per event when
+        // start_time is the event's own second.
+        start_time: at.sec,
+        end_time: at.sec,
+      });
+    }
+  }
+}
+
+function* acknowledgementEvents(w: World): Generator<SyntheticEvent> {
+  const rng = w.rng;
+  for (;;) {
+    const at = w.nextInstant();
+    const isHost = rng.chance(0.3);
+    const obj = isHost ? w.randomHost().object : w.randomService();
+    const state = isHost ? rng.int(1, 2) : rng.int(1, 3);
+    yield envelope(1700, at, "acknowledgement", {
+      host_name: obj.host.name,
+      service_description: obj.service,
+      author_name: rng.pick(CONTACTS),
+      comment_data: rng.pick(COMMENTS),
+      // Here the object kind: 0 host, 1 service (A.11.3).
+      acknowledgement_type: isHost ? 0 : 1,
+      state,
+      is_sticky: rng.chance(0.3) ? 1 : 0,
+      persistent_comment: rng.chance(0.5) ? 1 : 0,
+      notify_contacts: rng.chance(0.8) ? 1 : 0,
+    });
+  }
+}
+
+/** Downtime envelope `type` values (C.1). */
+const DT_ADD = 1100;
+const DT_DELETE = 1101;
+const DT_START = 1103;
+const DT_STOP = 1104;
+
+function* downtimeEvents(w: World): Generator<SyntheticEvent> {
+  const rng = w.rng;
+  let n = 0;
+  for (;;) {
+    const isHost = rng.chance(0.3);
+    const obj = isHost ? w.randomHost().object : w.randomService();
+    const id = w.downtimeIdBase + n++;
+    const duration = rng.pick([120, 600, 1_800, 3_600, 7_200]);
+    const lead = rng.int(0, 900);
+    const variant = rng.weighted([6, 2, 2]); // runs out, cancelled early, deleted before start
+    const at0 = w.nextInstant();
+    // The lifecycle is laid out backwards from the instant of its ADD so that every event of
+    // it lies in the past; its envelope times are consistent with the window (C.3).
+    let entryTime: number;
+    let start: number;
+    let end: number;
+    let fixedWindow = 1;
+    if (variant === 2) {
+      entryTime = at0.sec - lead;
+      start = at0.sec + rng.int(600, 86_400);
+      end = start + duration;
+    } else {
+      const stopAt = at0.sec;
+      start = stopAt - (variant === 0 ? duration : rng.int(60, duration - 1));
+      end = start + duration;
+      entryTime = start - lead;
+      fixedWindow = rng.chance(0.85) ? 1 : 0;
+    }
+    const payload: SyntheticEvent = {
+      "host_name": obj.host.name,
+      "service_description": obj.service,
+      "author_name": rng.pick(CONTACTS),
+      "comment_data": rng.pick(COMMENTS),
+      // 2 host, 1 service: the reverse of the other queues' 0/1 (A.12).
+      "downtime_type": isHost ? 2 : 1,
+      "entry_time": entryTime,
+      "start_time": start,
+      "end_time": end,
+      "triggered_by": 0,
+      "downtime_id": id,
+      fixed: fixedWindow,
+      duration: fixedWindow === 1 ? end - start : Math.max(60, Math.floor(duration / 2)),
+    };
+    const events: [type: number, sec: number, attr: number][] = variant === 2
+      ? [[DT_ADD, entryTime, 0], [DT_DELETE, at0.sec, 0]]
+      : [
+        [DT_ADD, entryTime, 0],
+        [DT_START, start, 0],
+        [DT_STOP, variant === 0 ? end : at0.sec, variant === 0 ? 1 : 2],
+        [DT_DELETE, variant === 0 ? end : at0.sec, 0],
+      ];
+    let first = true;
+    for (const [type, sec, attr] of events) {
+      const at = first ? at0 : w.nextInstant();
+      first = false;
+      yield envelope(type, { sec, usec: at.usec }, "downtime", payload, attr);
+    }
+  }
+}
+
+function* coreRestartEvents(): Generator<SyntheticEvent> {
+  for (;;) yield { object_type: 102, timestamp: 0 };
+}
+
+export const GENERATORS: Readonly<Record<QueueName, (w: World) => Generator<SyntheticEvent>>> = {
+  "statusngin_hoststatus": hostStatusEvents,
+  "statusngin_servicestatus": serviceStatusEvents,
+  "statusngin_hostchecks": hostCheckEvents,
+  "statusngin_servicechecks": serviceCheckEvents,
+  "statusngin_service_perfdata": perfdataEvents,
+  "statusngin_statechanges": stateChangeEvents,
+  "statusngin_logentries": logEntryEvents,
+  "statusngin_notifications": notificationEvents,
+  "statusngin_contactnotificationmethod": contactNotificationEvents,
+  "statusngin_acknowledgements": acknowledgementEvents,
+  "statusngin_downtimes": downtimeEvents,
+  "statusngin_core_restart": coreRestartEvents,
+};

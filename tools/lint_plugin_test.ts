@@ -1,0 +1,96 @@
+import assert from "node:assert/strict";
+import plugin, { LAYERS, layerViolation } from "./lint_plugin.ts";
+
+const SRC = "/repo/src";
+
+/** Messages of the layer rule for one file with the given source text. */
+function layerErrors(file: string, source: string): string[] {
+  return Deno.lint.runPlugin(plugin, `${SRC}/${file}`, source)
+    .filter((d) => d.id === "statusengine/layer-imports")
+    .map((d) => d.message);
+}
+
+Deno.test("lint layer-imports: a backward import fails (mysql → pipeline handler)", () => {
+  const errors = layerErrors(
+    "mysql/writer.ts",
+    'import type { PerfdataSink } from "../pipeline/handler.ts";\n',
+  );
+  assert.equal(errors.length, 1);
+  assert.match(errors[0] ?? "", /src\/mysql may not import src\/pipeline\/handler\.ts/);
+});
+
+Deno.test("lint layer-imports: graphite may not import gearman, nor consumer mysql, nor events log", () => {
+  assert.equal(
+    layerErrors("graphite/client.ts", 'import { x } from "../gearman/connection.ts";\n').length,
+    1,
+  );
+  assert.equal(layerErrors("consumer/x.ts", 'import { x } from "../mysql/writer.ts";\n').length, 1);
+  assert.equal(layerErrors("events/decode.ts", 'import { x } from "../log.ts";\n').length, 1);
+  assert.equal(
+    layerErrors("gearman/worker.ts", 'import { x } from "../mysql/url.ts";\n').length,
+    1,
+  );
+});
+
+Deno.test("lint layer-imports: re-exports and type-only imports are checked like imports", () => {
+  assert.equal(
+    layerErrors("mysql/mod.ts", 'export { x } from "../pipeline/pipeline.ts";\n').length,
+    1,
+  );
+  assert.equal(layerErrors("mysql/mod.ts", 'export * from "../cli/mod.ts";\n').length, 1);
+  assert.equal(
+    layerErrors("mysql/mod.ts", 'import type { X } from "../amqp/consumer.ts";\n').length,
+    1,
+  );
+});
+
+Deno.test("lint layer-imports: imports with the flow, within a module and from the roots pass", () => {
+  assert.deepEqual(
+    layerErrors("pipeline/handler.ts", 'import { x } from "../mysql/writer.ts";\n'),
+    [],
+  );
+  assert.deepEqual(layerErrors("mysql/writer.ts", 'import { x } from "./retry.ts";\n'), []);
+  assert.deepEqual(layerErrors("mysql/writer.ts", 'import { x } from "../util/async.ts";\n'), []);
+  assert.deepEqual(layerErrors("cli/run.ts", 'import { x } from "../pipeline/pipeline.ts";\n'), []);
+  assert.deepEqual(layerErrors("worker.ts", 'import { x } from "./gearman/consumer.ts";\n'), []);
+  assert.deepEqual(layerErrors("mysql/writer.ts", 'import mysql from "mysql2/promise";\n'), []);
+});
+
+Deno.test("lint layer-imports: the temporary exemption covers exactly the job tracker and the dead-letter sink", () => {
+  assert.deepEqual(
+    layerErrors("mysql/writer.ts", 'import { JobTracker } from "../pipeline/job_tracker.ts";\n'),
+    [],
+  );
+  assert.deepEqual(
+    layerErrors("mysql/downtime.ts", 'import type { S } from "../pipeline/dead_letter.ts";\n'),
+    [],
+  );
+  assert.equal(
+    layerErrors("mysql/writer.ts", 'import { x } from "../pipeline/pipeline.ts";\n').length,
+    1,
+  );
+});
+
+Deno.test("lint layer-imports: test code is exempt, files outside src/ are not checked", () => {
+  assert.equal(layerViolation(`${SRC}/mysql/writer_test.ts`, "../pipeline/pipeline.ts"), null);
+  assert.equal(layerViolation(`${SRC}/events/_testing.ts`, "../mysql/catalogue.ts"), null);
+  assert.equal(layerViolation("/repo/tests/x_test.ts", "../src/pipeline/pipeline.ts"), null);
+  assert.equal(layerViolation("/repo/bench/pipeline.ts", "../src/mysql/writer.ts"), null);
+});
+
+Deno.test("lint layer-imports: a module missing from the table is reported, so its place gets decided", () => {
+  const errors = layerErrors("newdir/x.ts", 'import { x } from "../util/async.ts";\n');
+  assert.equal(errors.length, 1);
+  assert.match(errors[0] ?? "", /src\/newdir is not in the layer table/);
+});
+
+Deno.test("lint layer-imports: every directory and top-level file of src/ has a row", async () => {
+  const missing: string[] = [];
+  for await (const entry of Deno.readDir(new URL("../src/", import.meta.url))) {
+    const name = entry.isDirectory ? entry.name : entry.name.replace(/\.ts$/, "");
+    if (entry.isFile && !entry.name.endsWith(".ts")) continue;
+    if (entry.isFile && /_test\.ts$/.test(entry.name)) continue;
+    if (!(name in LAYERS)) missing.push(name);
+  }
+  assert.deepEqual(missing, []);
+});
