@@ -382,6 +382,7 @@ export class AmqpSession {
       unique: msg.properties.messageId ?? "",
       // Raw bytes, as delivered: UTF-8 repair is the pipeline's job (P1).
       payload: msg.body ?? new Uint8Array(0),
+      receivedAt: Date.now(),
     };
     let result: JobResult = "abandoned";
     let delayMs = o.retryInitialMs ?? 100;

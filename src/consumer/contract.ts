@@ -24,6 +24,12 @@ export interface Job {
   readonly unique: string;
   /** The workload, raw bytes: UTF-8 repair happens in the pipeline (P1). */
   readonly payload: Uint8Array;
+  /**
+   * When the backend received the job, epoch milliseconds (worker clock). A job may wait
+   * (prefetch buffer, retries) before the pipeline runs it; times derived from its arrival
+   * (the core-restart cutoff) use this, never the clock at handling time.
+   */
+  readonly receivedAt: number;
 }
 
 /**

@@ -279,6 +279,7 @@ export class QueueWorker {
       handle: argText(args[0]),
       unique: argText(args[2]),
       payload,
+      receivedAt: Date.now(),
     };
     if (this.#draining || this.#dead) {
       // Assigned by a grab sent before the drain: not started, not answered;
