@@ -73,6 +73,8 @@ export interface WorkerConfig {
     readonly url: string;
     /** Unacknowledged deliveries per queue (R2). */
     readonly prefetch: number;
+    /** Declare queues durable; the consumer and the command publisher use the same flags. */
+    readonly durableQueues: boolean;
   };
   /** Pause between attempts to rebuild a lost broker connection (both backends). */
   readonly reconnectIntervalMs: number;
@@ -436,7 +438,9 @@ async function startCommands(
     if (config.rabbitmq === undefined) {
       throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
     }
-    publisher = rabbitMqCommandPublisher(config.rabbitmq.url);
+    publisher = rabbitMqCommandPublisher(config.rabbitmq.url, {
+      durableQueues: config.rabbitmq.durableQueues,
+    });
   } else {
     publisher = gearmanCommandPublisher(config.gearmanServers);
   }
@@ -485,6 +489,7 @@ function buildConsumer(
     return new RabbitMqConsumer({
       url: config.rabbitmq.url,
       prefetch: config.rabbitmq.prefetch,
+      durableQueues: config.rabbitmq.durableQueues,
       queues,
       handler: pipeline.handler,
       observer,

@@ -7,14 +7,15 @@
 import assert from "node:assert/strict";
 import { AMQPClient } from "@cloudamqp/amqp-client";
 import { createScratchDatabase } from "./helpers/mysql.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import {
   createSchema,
   jobsAtGearmand,
   metricValue,
   startTestWorker,
+  TEST_QUEUE_DURABILITY,
   testConfig,
-  testRabbitMqUrl,
 } from "./helpers/worker.ts";
 import type { RunningWorker, WorkerConfig } from "../src/worker.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
@@ -313,12 +314,14 @@ Deno.test("commands: gearmand down answers 503 within the publish budget, not a 
 });
 
 Deno.test("commands: with consumer rabbitmq the envelope is a transient application/json message in statusngin_cmd", async () => {
-  await using admin = await AmqpPublisher.connect(testRabbitMqUrl());
-  // No other test file uses statusngin_cmd on the test broker.
-  await admin.deleteQueue(COMMAND_QUEUE);
+  // A vhost of its own: the real queue names on the shared "/" may have been declared with
+  // other flags by another run.
+  await using vhost = await createScratchVhost();
+  await using admin = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
   try {
     await withWorker({
       consumer: "rabbitmq",
+      rabbitmq: { url: vhost.url, prefetch: 100, ...TEST_QUEUE_DURABILITY },
       // Any one queue: this test is about the command publisher, not consumption.
       queues: ["statusngin_core_restart"],
     }, async (worker, url) => {
@@ -333,7 +336,7 @@ Deno.test("commands: with consumer rabbitmq the envelope is a transient applicat
       assert.deepEqual(a.body, { accepted: 2 });
       assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "one message per request");
 
-      const client = new AMQPClient(testRabbitMqUrl());
+      const client = new AMQPClient(vhost.url);
       await client.connect();
       try {
         const ch = await client.channel();
@@ -352,7 +355,7 @@ Deno.test("commands: with consumer rabbitmq the envelope is a transient applicat
         // Declared with the consumer's flags: a redeclaration with them is accepted (a
         // mismatch would close the channel with PRECONDITION_FAILED).
         await ch.queueDeclare(COMMAND_QUEUE, {
-          durable: true,
+          durable: false,
           autoDelete: false,
           exclusive: false,
         });

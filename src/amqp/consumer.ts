@@ -23,6 +23,8 @@ export interface RabbitMqConsumerOptions {
   readonly url: string;
   /** Queue names; each gets its own channel and consumer. */
   readonly queues: readonly string[];
+  /** Declare the queues durable (`--rabbitmq-durable-queues`). */
+  readonly durableQueues: boolean;
   /** Unacknowledged deliveries the broker may push per queue (R2), 1..65535. */
   readonly prefetch: number;
   readonly handler: JobHandler;
@@ -184,6 +186,7 @@ export class RabbitMqConsumer {
     return {
       url,
       queues: o.queues,
+      durableQueues: o.durableQueues,
       prefetch: o.prefetch,
       handler: o.handler,
       observer: this.#stats.wrap(this.#options.observer),

@@ -22,7 +22,11 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     consumer: s.consumer,
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
-    rabbitmq: { url: s.rabbitmqUrl, prefetch: s.rabbitmqPrefetch },
+    rabbitmq: {
+      url: s.rabbitmqUrl,
+      prefetch: s.rabbitmqPrefetch,
+      durableQueues: s.rabbitmqDurableQueues,
+    },
     reconnectIntervalMs: s.consumer === "rabbitmq"
       ? s.rabbitmqReconnectIntervalMs
       : s.gearmanReconnectIntervalMs,

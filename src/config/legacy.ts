@@ -38,7 +38,10 @@ export interface LegacyValue {
 export interface LegacyTranslation {
   /** Flag of the setting it produces. */
   readonly target: string;
-  /** Top-level legacy keys it reads (documented in the target row's `legacyKeys`). */
+  /**
+   * Legacy keys it reads, top-level or a dotted path into a block (documented in the target
+   * row's `legacyKeys`).
+   */
   readonly keys: readonly string[];
   /**
    * Build the value; `undefined` when the document says nothing about it.
@@ -254,15 +257,12 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       const user = field(block, "user", "statusengine", where);
       const password = field(block, "password", "statusengine", { ...where, secret: true });
       const vhost = field(block, "vhost", "/", where);
-      const extras = ["exchange", "durable_exchange", "durable_queues"].filter((k) =>
-        present(block, k)
-      );
+      const extras = ["exchange", "durable_exchange"].filter((k) => present(block, k));
       if (extras.length > 0) {
         warn(
           `Ignoring legacy key(s) ${
             extras.map((k) => `rabbitmq.${k}`).join(", ")
-          } in ${path}: queues are consumed by name and always declared durable; delete ` +
-            "existing non-durable queues once with core and worker stopped",
+          } in ${path}: queues are consumed by name from the default exchange`,
         );
       }
       // operations.md §1.4: vhost "/" is the empty path or a bare "/"; any other vhost is
@@ -274,6 +274,17 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
         }:${port}${path_}`,
         source: keysLabel(path, ["rabbitmq"]),
       };
+    },
+  },
+  {
+    target: "rabbitmq-durable-queues",
+    keys: ["rabbitmq.durable_queues"],
+    translate(doc, { path }) {
+      if (!present(doc, "rabbitmq")) return undefined;
+      const block = blockOf(doc, "rabbitmq", "rabbitmq-durable-queues", path);
+      const value = booleanKey(block, "durable_queues", "rabbitmq-durable-queues", path);
+      if (value === undefined) return undefined;
+      return { text: String(value), source: keysLabel(path, ["rabbitmq.durable_queues"]) };
     },
   },
   {

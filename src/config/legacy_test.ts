@@ -138,6 +138,8 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(settings.consumer, "gearman");
   assert.deepEqual(settings.gearmanAddr, ["127.0.0.1:4730"]);
   assert.equal(settings.rabbitmqUrl, "amqp://statusengine:statusengine@127.0.0.1:5672/");
+  assert.equal(settings.rabbitmqDurableQueues, false);
+  assert.equal(sources.rabbitmqDurableQueues, `file ${PATH} key rabbitmq.durable_queues`);
   assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
   assert.equal(settings.mysqlBatchSize, 100);
   assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
@@ -155,7 +157,7 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   // One warning per legacy feature group without an equivalent, none for mapped keys.
   const expected = [
     /gearman\.timeout/,
-    /rabbitmq\.exchange, rabbitmq\.durable_exchange, rabbitmq\.durable_queues/,
+    /rabbitmq\.exchange, rabbitmq\.durable_exchange /,
     /perfdata_backend entry crate/,
     /keys use_redis, redis .*Redis/,
     /keys use_crate, crate .*CrateDB/,
@@ -394,4 +396,20 @@ Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legac
     assert.equal(caught.setting, setting, file);
     assert.match(caught.message, message, file);
   }
+});
+
+Deno.test("legacy config.yml: rabbitmq.durable_queues sets rabbitmq_durable_queues, the new key wins", async () => {
+  const on = await load("run", "rabbitmq:\n  host: mq\n  durable_queues: 1\n");
+  assert.equal(on.settings.rabbitmqDurableQueues, true);
+  assert.equal(on.sources.rabbitmqDurableQueues, `file ${PATH} key rabbitmq.durable_queues`);
+  assert.equal(on.settings.rabbitmqUrl, "amqp://statusengine:statusengine@mq:5672/");
+  const absent = await load("run", "rabbitmq:\n  host: mq\n");
+  assert.equal(absent.settings.rabbitmqDurableQueues, false);
+  assert.equal(absent.sources.rabbitmqDurableQueues, "default");
+  const both = await load(
+    "run",
+    "rabbitmq_durable_queues: false\nrabbitmq:\n  durable_queues: 1\n",
+  );
+  assert.equal(both.settings.rabbitmqDurableQueues, false);
+  assert.ok(both.warnings.some((w) => /rabbitmq\.durable_queues/.test(w)), both.warnings.join());
 });

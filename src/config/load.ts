@@ -283,6 +283,16 @@ function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
+/** `present` for a dotted path into nested blocks (`rabbitmq.durable_queues`). */
+function presentPath(doc: YamlMapping, path: string): boolean {
+  const [head, ...rest] = path.split(".");
+  if (head === undefined || !present(doc, head)) return false;
+  if (rest.length === 0) return true;
+  const block = doc[head];
+  return typeof block === "object" && block !== null && !Array.isArray(block) &&
+    presentPath(block as YamlMapping, rest.join("."));
+}
+
 function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
   const sources = candidates.map((c) => c.source);
   return new ConfigError(
@@ -473,7 +483,7 @@ export async function loadSettings<C extends CommandName>(
       }
       for (const translation of LEGACY_TRANSLATIONS) {
         if (translation.target !== row.flag) continue;
-        const legacyPresent = translation.keys.filter((k) => present(doc, k));
+        const legacyPresent = translation.keys.filter((k) => presentPath(doc, k));
         if (legacyPresent.length === 0) continue;
         if (fileTier.length > 0) {
           // The new key wins over its legacy counterpart (no translation, so a legacy value

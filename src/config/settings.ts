@@ -292,6 +292,15 @@ export const SETTINGS = [
     help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /.",
   },
   {
+    flag: "rabbitmq-durable-queues",
+    kind: { type: "boolean" },
+    default: "false",
+    commands: ["run", "publish", "losstest"],
+    legacyKeys: ["rabbitmq.durable_queues"],
+    help: "Declare the RabbitMQ queues durable. Must match the broker module's DurableQueues " +
+      "(default false, as there); a mismatch refuses to start with 406 PRECONDITION_FAILED.",
+  },
+  {
     flag: "rabbitmq-prefetch",
     kind: { type: "integer", min: 1, max: 65535 },
     default: "100",
