@@ -91,7 +91,13 @@ export interface WorkerConfig {
   readonly deadLetterFile: string | null;
   readonly perfdataRoute: PerfdataRoute;
   /** Carbon plaintext listener, path prefix and metrics per write (F4–F6). */
-  readonly graphite: { readonly addr: string; readonly prefix: string; readonly batchSize: number };
+  readonly graphite: {
+    readonly addr: string;
+    readonly prefix: string;
+    readonly batchSize: number;
+    /** `--graphite-illegal-characters`; default the legacy set. */
+    readonly illegalCharacters?: RegExp;
+  };
   readonly openItcockpit: boolean;
   /** null disables the metrics listener (`--metrics-port 0`). */
   readonly metrics: { readonly hostname: string; readonly port: number } | null;
@@ -288,6 +294,9 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       addr: config.graphite.addr,
       prefix: config.graphite.prefix,
       batchSize: config.graphite.batchSize,
+      ...(config.graphite.illegalCharacters === undefined
+        ? {}
+        : { illegalCharacters: config.graphite.illegalCharacters }),
       metrics: {
         written: metrics.graphiteMetricsWritten,
         flushes: metrics.graphiteFlushes,

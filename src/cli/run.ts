@@ -6,6 +6,7 @@
  */
 import { type SettingsFor, splitHostPort } from "../config/mod.ts";
 import { StartupError, startWorker, type WorkerConfig } from "../worker.ts";
+import { illegalCharactersPattern } from "../graphite/format.ts";
 import type { Io } from "./io.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -41,7 +42,12 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     nodeName: s.nodeName,
     deadLetterFile: s.deadLetterFile === "" ? null : s.deadLetterFile,
     perfdataRoute: s.perfdataRoute,
-    graphite: { addr: s.graphiteAddr, prefix: s.graphitePrefix, batchSize: s.graphiteBatchSize },
+    graphite: {
+      addr: s.graphiteAddr,
+      prefix: s.graphitePrefix,
+      batchSize: s.graphiteBatchSize,
+      illegalCharacters: illegalCharactersPattern(s.graphiteIllegalCharacters),
+    },
     openItcockpit: s.enableOpenitcockpitTweaks,
     metrics: s.metricsPort === 0 ? null : { hostname: s.metricsHost, port: s.metricsPort },
     commands: s.commandApiKeys.length === 0 ? null : {

@@ -13,7 +13,7 @@
  */
 
 import { ConfigError } from "./errors.ts";
-import type { CommandName } from "./settings.ts";
+import { type CommandName, RETENTION_RULES } from "./settings.ts";
 
 /** A parsed YAML mapping. */
 export type YamlMapping = Readonly<Record<string, unknown>>;
@@ -54,7 +54,22 @@ function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
+/**
+ * The "path" of the legacy keys read from `SE_*` environment variables, in place of a file
+ * path: labels then name the variables instead of file keys.
+ */
+export const LEGACY_ENV_PATH = "the SE_* environment";
+
+/** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
+export function legacyEnvName(key: string): string {
+  const name = `SE_${key.toUpperCase().replaceAll(".", "_")}`;
+  return LEGACY_BLOCKS.includes(key) ? `${name}_*` : name;
+}
+
+const LEGACY_BLOCKS: readonly string[] = ["gearman", "rabbitmq", "mysql"];
+
 function keysLabel(path: string, keys: readonly string[]): string {
+  if (path === LEGACY_ENV_PATH) return `env ${keys.map(legacyEnvName).join(", ")}`;
   return `file ${path} ${keys.length === 1 ? "key" : "keys"} ${keys.join(", ")}`;
 }
 
@@ -178,9 +193,9 @@ function hostForAddress(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }
 
-const LEGACY_BULK_HINT =
-  "set mysql_batch_size (1..700), 700 is the documented production value; the legacy " +
-  "default of 1000 would overflow MySQL's placeholder limit";
+const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
+/** The batch ceiling (`mysql-batch-size` max): a drain flush of the widest table stays below 65,535 placeholders. */
+const BATCH_CEILING = 700;
 
 /** Legacy keys that map onto a setting (operations.md §1.9), one entry per target. */
 export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
@@ -311,21 +326,33 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   {
     target: "mysql-batch-size",
     keys: ["number_of_bulk_records"],
-    translate(doc, { path }) {
+    translate(doc, { path, warn }) {
       if (!present(doc, "number_of_bulk_records")) return undefined;
       const raw = doc.number_of_bulk_records;
       const text = scalarText(raw)?.trim();
       const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
-      if (!(value >= 1 && value <= 700)) {
+      if (!(value >= 1)) {
         throw legacyError(
           "mysql-batch-size",
           path,
           ["number_of_bulk_records"],
-          `${JSON.stringify(raw)} is outside 1..700: ${LEGACY_BULK_HINT}`,
+          `${JSON.stringify(raw)} is not a positive integer: ${LEGACY_BULK_HINT}`,
           JSON.stringify(raw),
         );
       }
-      return { text: String(value), source: keysLabel(path, ["number_of_bulk_records"]) };
+      // The legacy default and example value is 1000: an unchanged legacy file must start.
+      // The new key (mysql_batch_size) still refuses values above the ceiling.
+      if (value > BATCH_CEILING) {
+        warn(
+          `Legacy number_of_bulk_records ${value} in ${path} is above the ceiling of ` +
+            `${BATCH_CEILING} rows per INSERT (MySQL's placeholder limit); using ` +
+            `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
+        );
+      }
+      return {
+        text: String(Math.min(value, BATCH_CEILING)),
+        source: keysLabel(path, ["number_of_bulk_records"]),
+      };
     },
   },
   {
@@ -493,11 +520,6 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
     reason: "no HTTP proxy is ever used",
   },
   {
-    keys: ["graphite_illegal_characters"],
-    commands: ["run"],
-    reason: "the character class is fixed to the legacy default [^a-zA-Z^0-9-.]",
-  },
-  {
     keys: ["age_tasks"],
     commands: ["cleanup"],
     reason: "statusengine_tasks is not cleaned (the task queue is gone)",
@@ -562,3 +584,61 @@ export const RETIRED: readonly RetiredSetting[] = [
       "value would be multiplied by 12",
   },
 ];
+
+/**
+ * Legacy keys the PHP worker also read from `SE_<KEY PATH>` environment variables (its
+ * `docs/Env.md`: `node_name` ← `SE_NODE_NAME`, `mysql.host` ← `SE_MYSQL_HOST`, …), limited
+ * to the keys that have an effect here. The age keys are the retention settings' YAML keys.
+ */
+export const LEGACY_ENV_KEYS: readonly string[] = [
+  "node_name",
+  "use_gearman",
+  "use_rabbitmq",
+  "gearman.address",
+  "gearman.port",
+  "rabbitmq.host",
+  "rabbitmq.port",
+  "rabbitmq.user",
+  "rabbitmq.password",
+  "rabbitmq.vhost",
+  "rabbitmq.durable_queues",
+  "mysql.host",
+  "mysql.port",
+  "mysql.username",
+  "mysql.password",
+  "mysql.database",
+  "number_of_bulk_records",
+  "perfdata_backend",
+  "graphite_prefix",
+  "graphite_address",
+  "graphite_port",
+  "graphite_illegal_characters",
+  "is_openitcockpit",
+  ...RETENTION_RULES.map((r) => r.yamlKey),
+];
+
+/**
+ * The legacy document the `SE_*` variables describe: each set, non-empty variable of
+ * {@linkcode LEGACY_ENV_KEYS} at its key path, as a string (`perfdata_backend` split at commas).
+ * Read with {@linkcode LEGACY_ENV_PATH} as path, below the config file as in the PHP worker
+ * (file > `SE_*`), and below every `STATUSENGINE_*` variable.
+ *
+ * @param env The environment.
+ * @returns The document; empty when no such variable is set.
+ */
+export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMapping {
+  const doc: Record<string, unknown> = {};
+  for (const key of LEGACY_ENV_KEYS) {
+    const value = env[legacyEnvName(key)];
+    if (value === undefined || value === "") continue;
+    const [head, field] = key.split(".") as [string, string | undefined];
+    const parsed = key === "perfdata_backend" ? value.split(",").map((v) => v.trim()) : value;
+    if (field === undefined) {
+      doc[head] = parsed;
+    } else {
+      const block = (doc[head] ??= {}) as Record<string, unknown>;
+      block[field] = parsed;
+    }
+  }
+  return doc;
+}

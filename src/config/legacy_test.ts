@@ -148,6 +148,7 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(sources.perfdataRoute, "default");
   assert.equal(settings.graphitePrefix, "statusengine");
   assert.equal(settings.graphiteAddr, "localhost:2003");
+  assert.equal(settings.graphiteIllegalCharacters, "/[^a-zA-Z^0-9\\-\\.]/");
   assert.equal(settings.enableOpenitcockpitTweaks, false);
   assert.equal(sources.enableOpenitcockpitTweaks, `file ${PATH} key is_openitcockpit`);
   // Not in the legacy file: defaults.
@@ -171,7 +172,6 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
     /keys check_for_commands, command_check_interval, external_command_file, query_handler, submit_method /,
     /keys syslog_enabled, syslog_tag /,
     /key disable_http_proxy /,
-    /key graphite_illegal_characters /,
   ];
   assert.equal(warnings.length, expected.length, warnings.join("\n"));
   for (const pattern of expected) {
@@ -198,24 +198,36 @@ Deno.test("legacy config.yml: cleanup reads the age_* keys of the same file", as
   assert.match(warnings[0] ?? "", /age_tasks/);
 });
 
-Deno.test("legacy config.yml: number_of_bulk_records 1000 refuses and says what to set", async () => {
+// The PHP worker's default and example value is 1000; refusing it made an unchanged legacy
+// file fail to start. The new key keeps refusing values above the ceiling.
+Deno.test("legacy config.yml: number_of_bulk_records 1000 starts with 700 and a warning; 0 refuses", async () => {
   const file = LEGACY_EXAMPLE.replace(
     "number_of_bulk_records: 100",
     "number_of_bulk_records: 1000",
   );
+  const { settings, sources, warnings } = await load("run", file);
+  assert.equal(settings.mysqlBatchSize, 700);
+  assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
+  assert.ok(
+    warnings.some((w) => /number_of_bulk_records 1000 .*ceiling of 700.*using 700/.test(w)),
+    warnings.join("\n"),
+  );
   let caught: unknown;
   try {
-    await load("run", file);
+    await load("run", "number_of_bulk_records: 0\n");
   } catch (err: unknown) {
     caught = err;
   }
   assert.ok(caught instanceof ConfigError);
   assert.equal(caught.setting, "mysql-batch-size");
   assert.equal(caught.source, `file ${PATH} key number_of_bulk_records`);
-  assert.match(
-    caught.message,
-    /set mysql_batch_size \(1\.\.700\), 700 is the documented production value/,
-  );
+  caught = undefined;
+  try {
+    await load("run", "mysql_batch_size: 1000\n");
+  } catch (err: unknown) {
+    caught = err;
+  }
+  assert.ok(caught instanceof ConfigError, "the new key still refuses above 700");
 });
 
 Deno.test("legacy config.yml: a new key beats its legacy key, with a warning", async () => {
@@ -412,4 +424,53 @@ Deno.test("legacy config.yml: rabbitmq.durable_queues sets rabbitmq_durable_queu
   );
   assert.equal(both.settings.rabbitmqDurableQueues, false);
   assert.ok(both.warnings.some((w) => /rabbitmq\.durable_queues/.test(w)), both.warnings.join());
+});
+
+Deno.test("legacy SE_* environment: read below STATUSENGINE_* and below the config file, as the PHP worker did", async () => {
+  const env = {
+    SE_NODE_NAME: "from-se",
+    SE_MYSQL_HOST: "db.example",
+    SE_MYSQL_PASSWORD: "s3cret",
+    SE_USE_RABBITMQ: "1",
+    SE_RABBITMQ_DURABLE_QUEUES: "true",
+    SE_NUMBER_OF_BULK_RECORDS: "1000",
+    SE_PERFDATA_BACKEND: "mysql, graphite",
+    SE_IS_OPENITCOCKPIT: "on",
+  };
+  const only = await loadSettings("run", { argv: [], env });
+  assert.equal(only.settings.nodeName, "from-se");
+  assert.equal(only.sources.nodeName, "env SE_NODE_NAME");
+  assert.equal(
+    only.settings.mysqlUrl,
+    "mysql://statusengine:s3cret@db.example:3306/statusengine_data",
+  );
+  assert.equal(only.sources.mysqlUrl, "env SE_MYSQL_*");
+  assert.equal(only.settings.consumer, "rabbitmq");
+  assert.equal(only.settings.rabbitmqDurableQueues, true);
+  assert.equal(only.settings.mysqlBatchSize, 700);
+  assert.equal(only.settings.perfdataRoute, "both");
+  assert.equal(only.settings.enableOpenitcockpitTweaks, true);
+  assert.ok(only.warnings.some((w) => /1000 in the SE_\* environment/.test(w)));
+  assert.ok(only.warnings.every((w) => !w.includes("s3cret")));
+
+  // STATUSENGINE_* wins over SE_*; the config file wins over SE_* (legacy: file > SE_*).
+  const mixed = await loadSettings("run", {
+    argv: ["--config", PATH],
+    env: { ...env, STATUSENGINE_NODE_NAME: "from-statusengine" },
+    readTextFile: () => Promise.resolve("mysql_batch_size: 50\nis_openitcockpit: 0\n"),
+  });
+  assert.equal(mixed.settings.nodeName, "from-statusengine");
+  assert.equal(mixed.settings.mysqlBatchSize, 50);
+  assert.equal(mixed.settings.enableOpenitcockpitTweaks, false);
+
+  // cleanup reads the SE_AGE_* variables.
+  const cleanup = await loadSettings("cleanup", { argv: [], env: { SE_AGE_HOSTCHECKS: "3" } });
+  assert.equal(cleanup.settings.ageHostchecksDays, 3);
+  assert.equal(cleanup.sources.ageHostchecksDays, "env SE_AGE_HOSTCHECKS");
+
+  // A malformed SE_* value refuses, naming the variable.
+  await assert.rejects(
+    loadSettings("run", { argv: [], env: { SE_IS_OPENITCOCKPIT: "maybe" } }),
+    (err: unknown) => err instanceof ConfigError && /SE_IS_OPENITCOCKPIT/.test(err.message),
+  );
 });

@@ -17,6 +17,7 @@
  * @module
  */
 import { QUEUE_NAMES } from "../events/queue_names.ts";
+import { DEFAULT_ILLEGAL_CHARACTERS, illegalCharactersPattern } from "../graphite/format.ts";
 
 /** Name used in usage lines and hints (the installed binary, operations.md §0.4). */
 export const PROGRAM_NAME = "statusengine-worker";
@@ -79,6 +80,8 @@ export type Kind =
     readonly maxLength?: number;
     /** Accepted form for help and errors; default "text". */
     readonly form?: string;
+    /** Further validation: the problem with the value, or null when it is fine. */
+    readonly check?: (value: string) => string | null;
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
   | { readonly type: "boolean" }
@@ -173,6 +176,15 @@ const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status"] as const;
 const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as const;
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
+
+function regexProblem(value: string): string | null {
+  try {
+    illegalCharactersPattern(value);
+    return null;
+  } catch (err: unknown) {
+    return `is not a usable regular expression: ${err instanceof Error ? err.message : err}`;
+  }
+}
 
 function metricsListenHost(value: string): string {
   const colon = value.lastIndexOf(":");
@@ -435,8 +447,21 @@ export const SETTINGS = [
     kind: { type: "string" },
     default: "statusengine",
     commands: ["run"],
-    help: "First path segment of every Graphite metric; characters outside a-z A-Z 0-9 ^ - . " +
-      "become _.",
+    help: "First path segment of every Graphite metric; sanitised like the other segments " +
+      "(--graphite-illegal-characters).",
+  },
+  {
+    flag: "graphite-illegal-characters",
+    kind: {
+      type: "string",
+      form: "regular expression of one character, bare or /delimited/ as in PHP",
+      check: regexProblem,
+    },
+    default: DEFAULT_ILLEGAL_CHARACTERS,
+    commands: ["run"],
+    help: "Characters of the Graphite prefix, host, service and label that become _ (the " +
+      "legacy graphite_illegal_characters; the Statusengine UI rebuilds keys with the same " +
+      "expression).",
   },
   {
     flag: "graphite-batch-size",

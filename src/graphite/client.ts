@@ -37,6 +37,8 @@ export interface GraphiteOptions {
   readonly addr: string;
   /** Path prefix (sanitised here). */
   readonly prefix: string;
+  /** Characters replaced by `_` in every path segment; default the legacy set. */
+  readonly illegalCharacters?: RegExp;
   /** Metrics per write, 1..1000. */
   readonly batchSize: number;
   readonly metrics?: GraphiteMetrics;
@@ -48,6 +50,7 @@ export interface GraphiteOptions {
 export class GraphiteClient implements PerfdataSink {
   readonly #o: GraphiteOptions;
   readonly #prefix: string;
+  readonly #illegal: RegExp | undefined;
   #lines: string[] = [];
   #conn: Deno.TcpConn | undefined;
   #flushing: Promise<void> | undefined;
@@ -60,7 +63,8 @@ export class GraphiteClient implements PerfdataSink {
   /** @param options Address, prefix, batch size and metrics. */
   constructor(options: GraphiteOptions) {
     this.#o = options;
-    this.#prefix = sanitizeSegment(options.prefix);
+    this.#illegal = options.illegalCharacters;
+    this.#prefix = sanitizeSegment(options.prefix, this.#illegal);
     const every = options.statsIntervalMs ?? 30_000;
     if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
   }
@@ -85,6 +89,7 @@ export class GraphiteClient implements PerfdataSink {
           String(r["hostname"] ?? ""),
           String(r["service_description"] ?? ""),
           String(r["label"] ?? ""),
+          this.#illegal,
         ),
         value,
         Number(r["timestamp_unix"] ?? 0),

@@ -4,14 +4,40 @@
  * @module
  */
 
-// Every character outside [a-zA-Z0-9\-.^] becomes one "_" per code point; the
-// literal "^" survives, an inherited quirk of the legacy pattern (F4).
-const ILLEGAL = /[^a-zA-Z0-9\-.^]/gu;
+/**
+ * The legacy default of `graphite_illegal_characters`, in the PHP worker's delimited form:
+ * every character outside [a-zA-Z0-9\-.^] becomes one "_" per code point; the literal "^"
+ * survives, an inherited quirk of the legacy pattern (F4).
+ */
+export const DEFAULT_ILLEGAL_CHARACTERS = "/[^a-zA-Z^0-9\\-\\.]/";
+
+/**
+ * Compile `--graphite-illegal-characters`: a regular expression matching one character to
+ * replace, either bare (`[^a-z0-9]`) or in the PHP worker's delimited form (`/[^a-z0-9]/i`).
+ * Of PHP's modifiers `i`, `m` and `s` are kept; every match is replaced, per code point.
+ *
+ * @param text The setting's value.
+ * @returns A global, Unicode-aware RegExp.
+ * @throws {SyntaxError} When the text is not a valid regular expression.
+ */
+export function illegalCharactersPattern(text: string): RegExp {
+  const delimited = /^\/(.*)\/([a-zA-Z]*)$/s.exec(text);
+  const body = delimited?.[1] ?? text;
+  const flags = [...new Set(delimited?.[2] ?? "")].filter((f) => "ims".includes(f)).join("");
+  const pattern = new RegExp(body, `gu${flags}`);
+  // A pattern that matches the empty string would insert "_" between every character.
+  if (pattern.test("")) throw new SyntaxError(`${JSON.stringify(text)} matches the empty string`);
+  pattern.lastIndex = 0;
+  return pattern;
+}
+
+const DEFAULT_ILLEGAL = illegalCharactersPattern(DEFAULT_ILLEGAL_CHARACTERS);
 
 /**
  * Sanitise one path segment (or the prefix).
  *
  * @param segment Host name, service description, label or prefix.
+ * @param illegal Characters to replace (`--graphite-illegal-characters`); default the legacy one.
  * @returns The segment with illegal characters replaced by `_`.
  *
  * @example
@@ -20,8 +46,8 @@ const ILLEGAL = /[^a-zA-Z0-9\-.^]/gu;
  * sanitizeSegment("Disk Usage /var"); // "Disk_Usage__var"
  * ```
  */
-export function sanitizeSegment(segment: string): string {
-  return segment.replace(ILLEGAL, "_");
+export function sanitizeSegment(segment: string, illegal: RegExp = DEFAULT_ILLEGAL): string {
+  return segment.replace(illegal, "_");
 }
 
 /**
@@ -31,10 +57,19 @@ export function sanitizeSegment(segment: string): string {
  * @param host Host name.
  * @param service Service description.
  * @param label Perfdata label.
+ * @param illegal Characters to replace; default the legacy set.
  * @returns The metric path.
  */
-export function metricPath(prefix: string, host: string, service: string, label: string): string {
-  return `${prefix}.${sanitizeSegment(host)}.${sanitizeSegment(service)}.${sanitizeSegment(label)}`;
+export function metricPath(
+  prefix: string,
+  host: string,
+  service: string,
+  label: string,
+  illegal: RegExp = DEFAULT_ILLEGAL,
+): string {
+  return `${prefix}.${sanitizeSegment(host, illegal)}.${sanitizeSegment(service, illegal)}.${
+    sanitizeSegment(label, illegal)
+  }`;
 }
 
 /**
