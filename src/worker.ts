@@ -190,6 +190,17 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     components: COMPONENTS,
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
   });
+  if ((config.consumer ?? "gearman") === "gearman" && config.gearmanServers.length > 1) {
+    // D9 consumes from every server; the broker module publishes each message to every
+    // server it is configured with, so the common "two servers for availability" set-up
+    // writes every event twice (history rows duplicated, downtimes replayed).
+    log.warn(
+      "worker: several Gearman job servers given; if one broker module publishes to all of " +
+        "them every event is processed once per server. Run one worker per server with " +
+        "disjoint brokers, or list only the active server and switch on failover",
+      { servers: config.gearmanServers.join(",") },
+    );
+  }
   log.info("worker: stale status filter", {
     status_max_age_s: config.statusMaxAgeSeconds,
     enabled: config.statusMaxAgeSeconds > 0,

@@ -257,7 +257,10 @@ export const SETTINGS = [
     commands: GEARMAN_COMMANDS,
     legacyKeys: ["gearman"],
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
-      "server (D9).",
+      "server (D9). The broker module sends every message to every server it names, so " +
+      "listing here two servers of one broker processes every event twice: give one " +
+      "server per worker, or use the second only for failover (README: several gearmand " +
+      "servers).",
   },
   {
     flag: "gearman-max-concurrent-jobs-per-queue",
