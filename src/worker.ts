@@ -39,6 +39,12 @@ import { batchedTables, downtimeTables, Pipeline } from "./pipeline/pipeline.ts"
 import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline/dead_letter.ts";
 import { GraphiteClient } from "./graphite/client.ts";
 import { identity, versionLine } from "./version.ts";
+import {
+  brokerSubmitter,
+  commandFileSubmitter,
+  type SubmitMethod,
+  TaskManager,
+} from "./tasks/task_manager.ts";
 import { deadline } from "./util/async.ts";
 import { errorMessage, getLogger } from "./log.ts";
 
@@ -116,6 +122,16 @@ export interface WorkerConfig {
     /** Command keys, separate from the /ws keys. */
     readonly apiKeys: readonly string[];
   } | null;
+  /**
+   * The UI's task queue (`statusengine_tasks`, `--check-for-commands`); absent or null = not
+   * read. `broker` publishes with the backend of {@link consumer}.
+   */
+  readonly tasks?: {
+    readonly intervalMs: number;
+    readonly submitMethod: SubmitMethod;
+    /** The core's external command file, for `cmd`. */
+    readonly externalCommandFile: string;
+  } | null;
   /** `GET /ws` (operations.md §4.3); absent or null = not served. */
   readonly websocket?: {
     readonly hostname: string;
@@ -151,6 +167,8 @@ export interface RunningWorker {
   readonly websocketGeneratedKey: string | null;
   readonly pipeline: Pipeline;
   readonly consumer: QueueConsumer;
+  /** The task queue poller, or null when `statusengine_tasks` is not read. */
+  readonly tasks: TaskManager | null;
   /**
    * Graceful shutdown in the documented order and budgets; each step logged
    * once with its duration. Idempotent.
@@ -263,6 +281,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     const needed = new Set<string>();
     for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t);
     needed.add("statusengine_nodes");
+    if (config.tasks) needed.add("statusengine_tasks");
     // Perfdata only to Graphite: an installation may have no perfdata table (operations.md §3.2).
     if (config.perfdataRoute === "graphite") needed.delete("statusengine_perfdata");
     try {
@@ -416,6 +435,31 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
     }
 
+    // After the consumer: a task published before the worker can consume is still fine, but
+    // a worker that refuses to start must not have run any task.
+    let tasks: { manager: TaskManager; close: () => Promise<void> } | undefined;
+    if (config.tasks) {
+      const t = config.tasks;
+      const publisher = t.submitMethod === "broker" ? commandPublisher(config) : undefined;
+      const manager = new TaskManager({
+        executor,
+        nodeName: config.nodeName,
+        intervalMs: t.intervalMs,
+        submitter: publisher === undefined
+          ? commandFileSubmitter(t.externalCommandFile)
+          : brokerSubmitter(publisher),
+        metrics,
+      });
+      manager.start();
+      tasks = {
+        manager,
+        close: async () => {
+          await manager.stop();
+          await publisher?.close();
+        },
+      };
+    }
+
     let stopping: Promise<void> | undefined;
     const metricsServer = server;
     return {
@@ -426,9 +470,11 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       websocketGeneratedKey: wsServer?.generatedKey ?? null,
       pipeline,
       consumer,
+      tasks: tasks?.manager ?? null,
       stop() {
         stopping ??= shutdown(
           config,
+          tasks,
           consumer,
           pipeline,
           graphite,
@@ -447,23 +493,26 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   }
 }
 
+/** A publisher to `statusngin_cmd` on the worker's backend (connects on first use). */
+function commandPublisher(config: WorkerConfig): CommandPublisher {
+  if ((config.consumer ?? "gearman") === "rabbitmq") {
+    if (config.rabbitmq === undefined) {
+      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
+    }
+    return rabbitMqCommandPublisher(config.rabbitmq.url, {
+      durableQueues: config.rabbitmq.durableQueues,
+    });
+  }
+  return gearmanCommandPublisher(config.gearmanServers);
+}
+
 /** The command publisher for the worker's backend, and the listener in front of it. */
 async function startCommands(
   config: WorkerConfig,
   listen: NonNullable<WorkerConfig["commands"]>,
   metrics: Metrics,
 ): Promise<{ server: CommandServer; publisher: CommandPublisher }> {
-  let publisher: CommandPublisher;
-  if ((config.consumer ?? "gearman") === "rabbitmq") {
-    if (config.rabbitmq === undefined) {
-      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
-    }
-    publisher = rabbitMqCommandPublisher(config.rabbitmq.url, {
-      durableQueues: config.rabbitmq.durableQueues,
-    });
-  } else {
-    publisher = gearmanCommandPublisher(config.gearmanServers);
-  }
+  const publisher = commandPublisher(config);
   let server: CommandServer;
   try {
     server = await startCommandServer({
@@ -547,6 +596,7 @@ async function step(name: string, fn: () => Promise<void>): Promise<void> {
 /** pipeline.md §6.2: every step bounded; a failed step never skips the next. */
 async function shutdown(
   config: WorkerConfig,
+  tasks: { close: () => Promise<void> } | undefined,
   consumer: QueueConsumer,
   pipeline: Pipeline,
   graphite: GraphiteClient,
@@ -557,6 +607,8 @@ async function shutdown(
   websocket: WebSocketServer | undefined,
 ): Promise<void> {
   const started = performance.now();
+  // 0. No new task is submitted; one being submitted is abandoned and stays in the table.
+  if (tasks !== undefined) await step("stop task queue", () => tasks.close());
   // 1. No new jobs; running ones get the drain timeout to commit and be acknowledged (D1, G9).
   await step("drain consumer", () => consumer.stop());
   // 2. Whatever the writers still hold, within the flush budget (W9).

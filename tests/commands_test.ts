@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { AMQPClient } from "@cloudamqp/amqp-client";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { takeJobs } from "./helpers/gearman_jobs.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import {
   createSchema,
@@ -19,8 +20,6 @@ import {
 } from "./helpers/worker.ts";
 import type { RunningWorker, WorkerConfig } from "../src/worker.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
-import { argText, encodePacket, PACKET, type Packet } from "../src/gearman/codec.ts";
-import { GearmanConnection } from "../src/gearman/connection.ts";
 import {
   COMMAND_NAMES,
   COMMAND_QUEUE,
@@ -74,38 +73,6 @@ function postJson(url: string, value: unknown, headers?: Record<string, string>)
 
 function rejected(worker: RunningWorker, reason: string): Promise<number> {
   return metricValue(worker, "statusengine_commands_rejected_total", { reason });
-}
-
-/**
- * Take `n` jobs of `fn` as a Gearman worker (CAN_DO, GRAB_JOB, WORK_COMPLETE)
- * and return their workloads byte for byte.
- */
-async function takeJobs(addr: string, fn: string, n: number): Promise<Uint8Array[]> {
-  const inbox: Packet[] = [];
-  let wake: (() => void) | undefined;
-  await using conn = await GearmanConnection.connect(addr, {
-    heartbeatIntervalMs: 0,
-    onPacket: (p) => {
-      // Arguments are views into the read buffer: copy before the next read.
-      inbox.push({ ...p, args: p.args.map((a) => a.slice()) });
-      wake?.();
-    },
-  });
-  const next = async (): Promise<Packet> => {
-    while (inbox.length === 0) await new Promise<void>((r) => wake = r);
-    return inbox.shift() as Packet;
-  };
-  conn.send(encodePacket("REQ", PACKET.CAN_DO, [fn]));
-  const out: Uint8Array[] = [];
-  while (out.length < n) {
-    conn.send(encodePacket("REQ", PACKET.GRAB_JOB, []));
-    const p = await next();
-    assert.equal(p.type, PACKET.JOB_ASSIGN, `job ${out.length + 1} of ${n} is there`);
-    assert.equal(argText(p.args[1]), fn);
-    out.push(p.args[2] ?? new Uint8Array());
-    conn.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [p.args[0] ?? "", ""]));
-  }
-  return out;
 }
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);

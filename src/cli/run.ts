@@ -54,6 +54,13 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       ...listenAddress(s.commandListenAddr),
       apiKeys: s.commandApiKeys,
     },
+    tasks: s.checkForCommands
+      ? {
+        intervalMs: s.commandCheckIntervalMs,
+        submitMethod: s.submitMethod,
+        externalCommandFile: s.externalCommandFile,
+      }
+      : null,
     // Always served: without keys a random one is generated per run (operations.md §4.3).
     websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
   };

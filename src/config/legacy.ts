@@ -303,6 +303,38 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     },
   },
   {
+    target: "check-for-commands",
+    keys: ["check_for_commands"],
+    translate(doc, { path }) {
+      const value = booleanKey(doc, "check_for_commands", "check-for-commands", path);
+      if (value === undefined) return undefined;
+      return { text: String(value), source: keysLabel(path, ["check_for_commands"]) };
+    },
+  },
+  {
+    target: "command-check-interval",
+    keys: ["command_check_interval"],
+    translate(doc, { path }) {
+      if (!present(doc, "command_check_interval")) return undefined;
+      const raw = doc.command_check_interval;
+      const text = scalarText(raw)?.trim();
+      if (text === undefined) {
+        throw legacyError(
+          "command-check-interval",
+          path,
+          ["command_check_interval"],
+          "expected seconds",
+          JSON.stringify(raw),
+        );
+      }
+      // The PHP worker's value is whole seconds; a unit, if given, is taken as it is.
+      return {
+        text: /^[0-9]+$/.test(text) ? `${text}s` : text,
+        source: keysLabel(path, ["command_check_interval"]),
+      };
+    },
+  },
+  {
     target: "mysql-url",
     keys: ["mysql"],
     translate(doc, { path }) {
@@ -498,16 +530,10 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
       "gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch",
   },
   {
-    keys: [
-      "check_for_commands",
-      "command_check_interval",
-      "external_command_file",
-      "query_handler",
-      "submit_method",
-    ],
+    keys: ["query_handler"],
     commands: ["run"],
-    reason: "the task queue is gone; external commands are accepted by POST /commands " +
-      "(command_api_keys)",
+    reason: "the query handler is not supported; tasks are submitted with submit_method " +
+      "broker or cmd",
   },
   {
     keys: ["syslog_enabled", "syslog_tag"],
@@ -518,11 +544,6 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
     keys: ["disable_http_proxy"],
     commands: ["run"],
     reason: "no HTTP proxy is ever used",
-  },
-  {
-    keys: ["age_tasks"],
-    commands: ["cleanup"],
-    reason: "statusengine_tasks is not cleaned (the task queue is gone)",
   },
 ];
 
@@ -614,6 +635,10 @@ export const LEGACY_ENV_KEYS: readonly string[] = [
   "graphite_port",
   "graphite_illegal_characters",
   "is_openitcockpit",
+  "check_for_commands",
+  "command_check_interval",
+  "submit_method",
+  "external_command_file",
   ...RETENTION_RULES.map((r) => r.yamlKey),
 ];
 

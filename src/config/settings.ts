@@ -534,6 +534,45 @@ export const SETTINGS = [
     help: "Listener of POST /commands (only started when command keys exist).",
   },
 
+  // ---- statusengine_tasks ------------------------------------------------------------------
+  {
+    flag: "check-for-commands",
+    kind: { type: "boolean" },
+    default: "false",
+    // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
+    yaml: false,
+    legacyKeys: ["check_for_commands"],
+    commands: ["run"],
+    help: "Run the tasks the Statusengine UI writes into statusengine_tasks for this node " +
+      "(reschedule, acknowledge, downtime, passive result), as the PHP worker did.",
+  },
+  {
+    flag: "command-check-interval",
+    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+    default: "10s",
+    yaml: false,
+    legacyKeys: ["command_check_interval"],
+    commands: ["run"],
+    help: "How often statusengine_tasks is read (legacy: whole seconds).",
+  },
+  {
+    flag: "submit-method",
+    kind: { type: "enum", values: ["broker", "cmd"] },
+    default: "broker",
+    commands: ["run"],
+    help: "How tasks reach the core: broker = published to statusngin_cmd like POST /commands; " +
+      "cmd = appended to --external-command-file. The query handler (qhandler) is not " +
+      "supported.",
+  },
+  {
+    flag: "external-command-file",
+    kind: { type: "string", form: "path of the core's command FIFO" },
+    default: "/opt/naemon/var/naemon.cmd",
+    commands: ["run"],
+    help: "The monitoring core's external command file, used with --submit-method cmd; never " +
+      "created.",
+  },
+
   // ---- cleanup -----------------------------------------------------------------------------
   {
     flag: "cleanup-batch-size",
@@ -563,6 +602,7 @@ export const SETTINGS = [
   age("service-downtimes", 60, "statusengine_service_downtimehistory", "entry_time"),
   age("logentries", 5, "statusengine_logentries", "entry_time"),
   age("perfdata", 90, "statusengine_perfdata", "timestamp_unix"),
+  age("tasks", 5, "statusengine_tasks", "entry_time"),
 
   // ---- schema ------------------------------------------------------------------------------
   {

@@ -246,6 +246,28 @@ export const METRICS = {
     labels: [],
     precreate: "none",
   },
+  // --- statusengine_tasks (the UI's task queue) --------------------------------
+  tasksSubmitted: {
+    name: "statusengine_tasks_submitted_total",
+    type: "counter",
+    help: "Tasks of statusengine_tasks submitted to the core (broker or command file) and deleted.",
+    labels: [],
+    precreate: "none",
+  },
+  tasksRejected: {
+    name: "statusengine_tasks_rejected_total",
+    type: "counter",
+    help: "Tasks deleted without being run: unknown type, or refused by the /commands validation.",
+    labels: [],
+    precreate: "none",
+  },
+  tasksSubmitErrors: {
+    name: "statusengine_tasks_submit_errors_total",
+    type: "counter",
+    help: "Failed task submissions; the task stays and is retried on the next poll.",
+    labels: [],
+    precreate: "none",
+  },
   websocketClientsActive: {
     name: "statusengine_websocket_clients_active",
     type: "gauge",
