@@ -40,6 +40,13 @@ import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline
 import { GraphiteClient } from "./graphite/client.ts";
 import { identity, versionLine } from "./version.ts";
 import {
+  IN_ORDER_DRAIN_MS,
+  IN_ORDER_LOCK_POLL_MS,
+  InOrderGate,
+  inOrderGraceMs,
+  inOrderLockName,
+} from "./in_order_gate.ts";
+import {
   brokerSubmitter,
   commandFileSubmitter,
   type SubmitMethod,
@@ -109,6 +116,15 @@ export interface WorkerConfig {
   readonly metrics: { readonly hostname: string; readonly port: number } | null;
   /** Queues to consume; default all twelve. */
   readonly queues?: readonly QueueName[];
+  /**
+   * Consume the in-order queues (G3) only while holding a MySQL named lock, so several
+   * workers can share a job server. Absent or null = no lock: this worker consumes them
+   * whenever it runs (one worker per node). `run` always sets it.
+   */
+  readonly inOrderLock?: {
+    /** Lock poll interval; default {@link IN_ORDER_LOCK_POLL_MS}. */
+    readonly pollMs?: number;
+  } | null;
   /** Interval of the periodic summaries; default 30 s. */
   readonly statsIntervalMs?: number;
   /**
@@ -363,6 +379,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     cleanups.push(() => pipeline.close(0));
 
     const observer = metricsObserver(metrics);
+    const gated = config.inOrderLock ? queues.filter((q) => QUEUES[q].inOrder) : [];
+    const alwaysConsumed = queues.filter((q) => !gated.includes(q));
     if (config.metrics !== null) {
       try {
         server = await startMetricsServer({
@@ -372,7 +390,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           readiness: () => {
             const reasons: string[] = [];
             if (!pipeline.availability.available) reasons.push("MySQL unavailable");
-            const down = queues.filter((q) => !observer.connected.has(q));
+            // Gated queues are consumed by one worker only: not a readiness condition.
+            const down = alwaysConsumed.filter((q) => !observer.connected.has(q));
             if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
             return { ready: reasons.length === 0, reasons };
           },
@@ -424,7 +443,34 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
 
     let consumer: QueueConsumer;
     try {
-      consumer = buildConsumer(config, queues, pipeline, observer);
+      const main: QueueConsumer = alwaysConsumed.length === 0
+        ? { start: () => Promise.resolve(), stop: () => Promise.resolve() }
+        : buildConsumer(config, alwaysConsumed, pipeline, observer);
+      if (gated.length === 0) {
+        consumer = main;
+      } else {
+        const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
+        const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
+        const gate = new InOrderGate({
+          build: () =>
+            buildConsumer({ ...config, drainTimeoutMs: drainMs }, gated, pipeline, observer),
+          connect: () =>
+            mysql.createConnection({ ...urlOptions, connectTimeout: Math.max(pollMs, 1_000) }),
+          lockName: await inOrderLockName(urlOptions.database ?? "", config.nodeName),
+          pollMs,
+          graceMs: inOrderGraceMs(pollMs, drainMs),
+          heldGauge: metrics.inOrderLockHeld,
+        });
+        consumer = {
+          start: async () => {
+            await main.start();
+            await gate.start();
+          },
+          stop: async () => {
+            await Promise.all([main.stop(), gate.stop()]);
+          },
+        };
+      }
     } catch (err: unknown) {
       throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
     }

@@ -6,6 +6,7 @@
  */
 import { type SettingsFor, splitHostPort } from "../config/mod.ts";
 import { StartupError, startWorker, type WorkerConfig } from "../worker.ts";
+import { QUEUE_NAMES } from "../events/queues.ts";
 import { illegalCharactersPattern } from "../graphite/format.ts";
 import type { Io } from "./io.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -19,7 +20,21 @@ const log = getLogger("worker");
  * @returns The worker configuration.
  */
 export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
+  const include = s.queues.length === 0
+    ? QUEUE_NAMES
+    : QUEUE_NAMES.filter((q) => s.queues.includes(q));
+  const queues = include.filter((q) => !s.excludeQueues.includes(q));
+  if (queues.length === 0) {
+    throw new StartupError(
+      "Cannot start: no queue left to consume: --queues and --exclude-queues (or the legacy " +
+        "number_*_worker: 0 and process_perfdata: 0) exclude all of them",
+    );
+  }
   return {
+    queues,
+    // Always: several workers may share a job server, and the in-order queues must then be
+    // consumed by one of them at a time.
+    inOrderLock: {},
     consumer: s.consumer,
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,

@@ -13,7 +13,30 @@
  */
 
 import { ConfigError } from "./errors.ts";
-import { type CommandName, RETENTION_RULES } from "./settings.ts";
+import { type CommandName, LEGACY_WORKER_COUNT_KEYS, RETENTION_RULES } from "./settings.ts";
+
+/**
+ * The queues each legacy process-count key stood for (the PHP worker's child types). The
+ * misc child consumed acknowledgements, contact notification methods, downtimes and the core
+ * restart.
+ */
+const LEGACY_WORKER_QUEUES: Readonly<Record<(typeof LEGACY_WORKER_COUNT_KEYS)[number], string[]>> =
+  {
+    "number_servicestatus_worker": ["statusngin_servicestatus"],
+    "number_hoststatus_worker": ["statusngin_hoststatus"],
+    "number_logentry_worker": ["statusngin_logentries"],
+    "number_statechange_worker": ["statusngin_statechanges"],
+    "number_hostcheck_worker": ["statusngin_hostchecks"],
+    "number_servicecheck_worker": ["statusngin_servicechecks"],
+    "number_perfdata_worker": ["statusngin_service_perfdata"],
+    "number_notification_log_worker": ["statusngin_notifications"],
+    "number_misc_worker": [
+      "statusngin_acknowledgements",
+      "statusngin_contactnotificationmethod",
+      "statusngin_downtimes",
+      "statusngin_core_restart",
+    ],
+  };
 
 /** A parsed YAML mapping. */
 export type YamlMapping = Readonly<Record<string, unknown>>;
@@ -335,6 +358,48 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     },
   },
   {
+    target: "exclude-queues",
+    keys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
+    translate(doc, { path, warn }) {
+      const excluded: string[] = [];
+      const used: string[] = [];
+      const counted: string[] = [];
+      for (const key of LEGACY_WORKER_COUNT_KEYS) {
+        if (!present(doc, key)) continue;
+        const text = scalarText(doc[key])?.trim();
+        if (text === undefined || !/^[0-9]+$/.test(text)) {
+          throw legacyError(
+            "exclude-queues",
+            path,
+            [key],
+            "expected a number of processes",
+            JSON.stringify(doc[key]),
+          );
+        }
+        if (Number(text) === 0) {
+          excluded.push(...LEGACY_WORKER_QUEUES[key]);
+          used.push(key);
+        } else if (Number(text) > 1) {
+          counted.push(key);
+        }
+      }
+      if (counted.length > 0) {
+        warn(
+          `Legacy ${counted.join(", ")} in ${path}: there are no processes per queue group; ` +
+            "the nearest knobs are gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch, " +
+            "and several workers may share a job server (README: running several workers)",
+        );
+      }
+      // The PHP worker's default is false: only an explicit 0 is taken, as for the counts.
+      if (booleanKey(doc, "process_perfdata", "exclude-queues", path) === false) {
+        excluded.push("statusngin_service_perfdata");
+        used.push("process_perfdata");
+      }
+      if (excluded.length === 0) return undefined;
+      return { text: [...new Set(excluded)].join(","), source: keysLabel(path, used) };
+    },
+  },
+  {
     target: "mysql-url",
     keys: ["mysql"],
     translate(doc, { path }) {
@@ -493,12 +558,6 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
       "finished, or after at most 250 ms",
   },
   {
-    keys: ["process_perfdata"],
-    commands: ["run"],
-    reason: "perfdata arriving on statusngin_service_perfdata is always stored according to " +
-      "perfdata_route; switch it off in the broker module to stop it",
-  },
-  {
     keys: ["store_live_data_in_archive_backend"],
     commands: ["run"],
     reason: "the two status tables are always written",
@@ -512,22 +571,6 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
     keys: ["dump_mysql_query_parameters"],
     commands: ["run"],
     reason: "the nearest equivalent is log_level: debug",
-  },
-  {
-    keys: [
-      "number_servicestatus_worker",
-      "number_hoststatus_worker",
-      "number_logentry_worker",
-      "number_statechange_worker",
-      "number_hostcheck_worker",
-      "number_servicecheck_worker",
-      "number_perfdata_worker",
-      "number_notification_log_worker",
-      "number_misc_worker",
-    ],
-    commands: ["run"],
-    reason: "there are no worker processes per queue group; the nearest knobs are " +
-      "gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch",
   },
   {
     keys: ["query_handler"],
@@ -635,6 +678,8 @@ export const LEGACY_ENV_KEYS: readonly string[] = [
   "graphite_port",
   "graphite_illegal_characters",
   "is_openitcockpit",
+  "process_perfdata",
+  ...LEGACY_WORKER_COUNT_KEYS,
   "check_for_commands",
   "command_check_interval",
   "submit_method",

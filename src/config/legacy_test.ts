@@ -148,6 +148,10 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(sources.perfdataRoute, "default");
   assert.equal(settings.graphitePrefix, "statusengine");
   assert.equal(settings.graphiteAddr, "localhost:2003");
+  // process_perfdata: 0 — the perfdata queue is not consumed, as in the PHP worker.
+  assert.deepEqual(settings.excludeQueues, ["statusngin_service_perfdata"]);
+  assert.equal(sources.excludeQueues, `file ${PATH} key process_perfdata`);
+  assert.deepEqual(settings.queues, []);
   assert.equal(settings.checkForCommands, false);
   assert.equal(sources.checkForCommands, `file ${PATH} key check_for_commands`);
   assert.equal(settings.commandCheckIntervalMs, 15_000);
@@ -169,11 +173,9 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
     /keys use_crate, crate .*CrateDB/,
     /keys elasticsearch_template, elasticsearch_index, elasticsearch_pattern, elasticsearch_address, elasticsearch_port .*Elasticsearch/,
     /key max_bulk_delay /,
-    /key process_perfdata /,
     /key store_live_data_in_archive_backend /,
     /key use_mysql /,
     /key dump_mysql_query_parameters /,
-    /keys number_servicestatus_worker, .*number_misc_worker /,
     /key query_handler /,
     /keys syslog_enabled, syslog_tag /,
     /key disable_http_proxy /,
@@ -478,4 +480,35 @@ Deno.test("legacy SE_* environment: read below STATUSENGINE_* and below the conf
     loadSettings("run", { argv: [], env: { SE_IS_OPENITCOCKPIT: "maybe" } }),
     (err: unknown) => err instanceof ConfigError && /SE_IS_OPENITCOCKPIT/.test(err.message),
   );
+});
+
+// Ignoring number_*_worker: 0 and process_perfdata: 0 made a migrated worker consume queues
+// the PHP worker left alone (perfdata suddenly filled MySQL).
+Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude their queues; the new key wins", async () => {
+  const { settings, sources, warnings } = await load(
+    "run",
+    "number_perfdata_worker: 0\nnumber_misc_worker: 0\nnumber_hoststatus_worker: 4\n" +
+      "process_perfdata: 1\n",
+  );
+  assert.deepEqual(settings.excludeQueues, [
+    "statusngin_service_perfdata",
+    "statusngin_acknowledgements",
+    "statusngin_contactnotificationmethod",
+    "statusngin_downtimes",
+    "statusngin_core_restart",
+  ]);
+  assert.equal(
+    sources.excludeQueues,
+    `file ${PATH} keys number_perfdata_worker, number_misc_worker`,
+  );
+  assert.ok(
+    warnings.some((w) => /number_hoststatus_worker .*no processes per queue group/.test(w)),
+  );
+  const newKey = await load(
+    "run",
+    "exclude_queues: [statusngin_logentries]\nprocess_perfdata: 0\n",
+  );
+  assert.deepEqual(newKey.settings.excludeQueues, ["statusngin_logentries"]);
+  assert.ok(newKey.warnings.some((w) => /Ignoring legacy key process_perfdata/.test(w)));
+  await assert.rejects(load("run", "queues: [statusngin_flappings]\n"), ConfigError);
 });

@@ -177,6 +177,24 @@ const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as con
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 
+const QUEUE_PATTERN = new RegExp(`^(${QUEUE_NAMES.join("|")})$`);
+
+/**
+ * The legacy per-queue-group process counts; 0 meant "do not consume these queues". The
+ * queues of each key are in `legacy.ts`.
+ */
+export const LEGACY_WORKER_COUNT_KEYS = [
+  "number_servicestatus_worker",
+  "number_hoststatus_worker",
+  "number_logentry_worker",
+  "number_statechange_worker",
+  "number_hostcheck_worker",
+  "number_servicecheck_worker",
+  "number_perfdata_worker",
+  "number_notification_log_worker",
+  "number_misc_worker",
+] as const;
+
 function regexProblem(value: string): string | null {
   try {
     illegalCharactersPattern(value);
@@ -329,6 +347,25 @@ export const SETTINGS = [
     commands: ["run"],
     help: "Pause before a lost RabbitMQ connection is dialled again (and between failed " +
       "attempts).",
+  },
+
+  {
+    flag: "queues",
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    default: "",
+    commands: ["run"],
+    help: "Queues to consume, comma-separated; empty = all twelve. Several workers may share " +
+      "a job server: statusngin_downtimes is consumed by one of them at a time (README: " +
+      "running several workers).",
+  },
+  {
+    flag: "exclude-queues",
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    default: "",
+    commands: ["run"],
+    legacyKeys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
+    help: "Queues not to consume, applied after --queues (their jobs wait at the broker). " +
+      "Legacy number_*_worker: 0 and process_perfdata: 0 exclude their queues.",
   },
 
   // ---- shutdown ----------------------------------------------------------------------------

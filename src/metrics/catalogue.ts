@@ -246,6 +246,14 @@ export const METRICS = {
     labels: [],
     precreate: "none",
   },
+  inOrderLockHeld: {
+    name: "statusengine_in_order_lock_held",
+    type: "gauge",
+    help: "1 while this worker holds the in-order lock and consumes statusngin_downtimes; " +
+      "exactly one worker per node should show 1.",
+    labels: [],
+    precreate: "none",
+  },
   // --- statusengine_tasks (the UI's task queue) --------------------------------
   tasksSubmitted: {
     name: "statusengine_tasks_submitted_total",
