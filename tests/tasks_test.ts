@@ -17,9 +17,12 @@ import {
   jobsAtGearmand,
   metricValue,
   startTestWorker,
+  TEST_QUEUE_DURABILITY,
   testConfig,
 } from "./helpers/worker.ts";
 import type { WorkerConfig } from "../src/worker.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
 
 const NODE = "N";
 const CMD = "statusngin_cmd";
@@ -229,4 +232,21 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("tasks: with consumer rabbitmq a task is published to the broker's statusngin_cmd queue, then deleted", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertTasks(db, [
+    { uuid: "r1", node: NODE, entry: 1, type: "externalcommand", payload: "[5] DISABLE_FLAP;x" },
+  ]);
+  await using _worker = await startTestWorker(taskConfig(db, {
+    gearmanServers: [],
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
+  }));
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "task deleted" });
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  assert.equal((await publisher.depth(CMD)).ready, 1);
 });
