@@ -88,7 +88,7 @@ interface Lifecycle {
 }
 
 // Every end state depends on the order: a STOP before its START, a DELETE before its ADD or a
-// START after its STOP each leave other rows (queues-and-tables C.4).
+// START after its STOP each leave other rows.
 const LIFECYCLES: readonly Lifecycle[] = Array.from({ length: 8 }, (_, i) => {
   const host = `so-host-${i}`;
   const id = 500 + i;

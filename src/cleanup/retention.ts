@@ -29,9 +29,9 @@ export interface RetentionTable {
 }
 
 /**
- * The fifteen tables `cleanup` processes (the fourteen history tables and the task queue), in the order it processes them (operations.md
- * §3.2): one table after another, never in parallel, because the disk and not the number of
- * statements is the bottleneck.
+ * The fifteen tables `cleanup` processes (the fourteen history tables, then the task queue),
+ * in the order it processes them: one table after another, never in parallel, because the
+ * disk and not the number of statements is the bottleneck.
  *
  * Deliberately absent: the two `…_scheduleddowntimes` tables (deleting there would cancel
  * running downtimes), the two status tables (one row per object, not a log), and

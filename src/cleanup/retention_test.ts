@@ -39,7 +39,7 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
 
 // operations.md §3.2 word for word: the legacy keys and defaults must carry an old config.yml
 // over value for value, and the order is the processing order.
-Deno.test("retention: the fourteen tables of §3.2 in order, then the task queue (age_tasks)", () => {
+Deno.test("retention: the fourteen history tables in order, then the task queue (age_tasks)", () => {
   assert.deepEqual(
     RETENTION_TABLES.map((r) => [r.table, r.column, r.key, r.defaultDays]),
     [
