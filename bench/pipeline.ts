@@ -12,7 +12,12 @@
 import mysql from "mysql2/promise";
 import { startGearmand } from "../tests/helpers/gearmand.ts";
 import { createScratchDatabase } from "../tests/helpers/mysql.ts";
-import { createSchema, jobsAtGearmand, testConfig } from "../tests/helpers/worker.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  TEST_QUEUE_DURABILITY,
+  testConfig,
+} from "../tests/helpers/worker.ts";
 import { startWorker } from "../src/worker.ts";
 import { decodeJob } from "../src/events/decode.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
@@ -116,7 +121,7 @@ async function enqueue(backend: Backend, queue: string, payloads: string[]): Pro
     await submitMany(backend.addr, queue, payloads.length, (i) => payloads[i] as string);
     return;
   }
-  await using publisher = await AmqpPublisher.connect(backend.url);
+  await using publisher = await AmqpPublisher.connect(backend.url, TEST_QUEUE_DURABILITY);
   for (let i = 0; i < payloads.length; i += 500) {
     await publisher.publish(queue, payloads.slice(i, i + 500));
   }
@@ -124,7 +129,7 @@ async function enqueue(backend: Backend, queue: string, payloads: string[]): Pro
 
 async function leftOver(backend: Backend, queue: string): Promise<number> {
   if (backend.kind === "gearman") return await jobsAtGearmand(backend.addr, queue);
-  await using publisher = await AmqpPublisher.connect(backend.url);
+  await using publisher = await AmqpPublisher.connect(backend.url, TEST_QUEUE_DURABILITY);
   return (await publisher.depth(queue)).ready;
 }
 
@@ -141,9 +146,10 @@ async function endToEnd(
   await conn.end();
   await enqueue(backend, c.queue, payloads);
   const worker = await startWorker(testConfig({
-    ...(backend.kind === "gearman"
-      ? { gearmanServers: [backend.addr] }
-      : { consumer: "rabbitmq", rabbitmq: { url: backend.url, prefetch: PREFETCH } }),
+    ...(backend.kind === "gearman" ? { gearmanServers: [backend.addr] } : {
+      consumer: "rabbitmq",
+      rabbitmq: { url: backend.url, prefetch: PREFETCH, ...TEST_QUEUE_DURABILITY },
+    }),
     mysqlUrl: url,
     batchSize: batch,
     maxJobsPerQueue: cap,

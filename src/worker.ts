@@ -44,6 +44,19 @@ import { batchedTables, downtimeTables, Pipeline } from "./pipeline/pipeline.ts"
 import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline/dead_letter.ts";
 import { GraphiteClient } from "./graphite/client.ts";
 import { identity, versionLine } from "./version.ts";
+import {
+  IN_ORDER_DRAIN_MS,
+  IN_ORDER_LOCK_POLL_MS,
+  InOrderGate,
+  inOrderGraceMs,
+  inOrderLockName,
+} from "./in_order_gate.ts";
+import {
+  brokerSubmitter,
+  commandFileSubmitter,
+  type SubmitMethod,
+  TaskManager,
+} from "./tasks/task_manager.ts";
 import { deadline } from "./util/async.ts";
 import { errorMessage, getLogger } from "./log.ts";
 
@@ -84,6 +97,8 @@ export interface WorkerConfig {
     readonly url: string;
     /** Unacknowledged deliveries per queue (R2). */
     readonly prefetch: number;
+    /** Declare queues durable; the consumer and the command publisher use the same flags. */
+    readonly durableQueues: boolean;
   };
   /** Pause between attempts to rebuild a lost broker connection (both backends). */
   readonly reconnectIntervalMs: number;
@@ -100,12 +115,27 @@ export interface WorkerConfig {
   readonly deadLetterFile: string | null;
   readonly perfdataRoute: PerfdataRoute;
   /** Carbon plaintext listener, path prefix and metrics per write (F4–F6). */
-  readonly graphite: { readonly addr: string; readonly prefix: string; readonly batchSize: number };
+  readonly graphite: {
+    readonly addr: string;
+    readonly prefix: string;
+    readonly batchSize: number;
+    /** `--graphite-illegal-characters`; default the legacy set. */
+    readonly illegalCharacters?: RegExp;
+  };
   readonly openItcockpit: boolean;
   /** null disables the metrics listener (`--metrics-port 0`). */
   readonly metrics: { readonly hostname: string; readonly port: number } | null;
   /** Queues to consume; default all twelve. */
   readonly queues?: readonly QueueName[];
+  /**
+   * Consume the in-order queues (G3) only while holding a MySQL named lock, so several
+   * workers can share a job server. Absent or null = no lock: this worker consumes them
+   * whenever it runs (one worker per node). `run` always sets it.
+   */
+  readonly inOrderLock?: {
+    /** Lock poll interval; default {@link IN_ORDER_LOCK_POLL_MS}. */
+    readonly pollMs?: number;
+  } | null;
   /** Interval of the periodic summaries; default 30 s. */
   readonly statsIntervalMs?: number;
   /**
@@ -118,6 +148,16 @@ export interface WorkerConfig {
     readonly port: number;
     /** Command keys, separate from the /ws keys. */
     readonly apiKeys: readonly string[];
+  } | null;
+  /**
+   * The UI's task queue (`statusengine_tasks`, `--check-for-commands`); absent or null = not
+   * read. `broker` publishes with the backend of {@link consumer}.
+   */
+  readonly tasks?: {
+    readonly intervalMs: number;
+    readonly submitMethod: SubmitMethod;
+    /** The core's external command file, for `cmd`. */
+    readonly externalCommandFile: string;
   } | null;
   /** `GET /ws` (operations.md §4.3); absent or null = not served. */
   readonly websocket?: {
@@ -154,6 +194,8 @@ export interface RunningWorker {
   readonly websocketGeneratedKey: string | null;
   readonly pipeline: Pipeline;
   readonly consumer: QueueConsumer;
+  /** The task queue poller, or null when `statusengine_tasks` is not read. */
+  readonly tasks: TaskManager | null;
   /**
    * Graceful shutdown in the documented order and budgets; each step logged
    * once with its duration. Idempotent.
@@ -193,6 +235,17 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     components: COMPONENTS,
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
   });
+  if ((config.consumer ?? "gearman") === "gearman" && config.gearmanServers.length > 1) {
+    // D9 consumes from every server; the broker module publishes each message to every
+    // server it is configured with, so the common "two servers for availability" set-up
+    // writes every event twice (history rows duplicated, downtimes replayed).
+    log.warn(
+      "worker: several Gearman job servers given; if one broker module publishes to all of " +
+        "them every event is processed once per server. Run one worker per server with " +
+        "disjoint brokers, or list only the active server and switch on failover",
+      { servers: config.gearmanServers.join(",") },
+    );
+  }
   log.info("worker: stale status filter", {
     status_max_age_s: config.statusMaxAgeSeconds,
     enabled: config.statusMaxAgeSeconds > 0,
@@ -255,6 +308,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     const needed = new Set<string>();
     for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t);
     needed.add("statusengine_nodes");
+    if (config.tasks) needed.add("statusengine_tasks");
     // Perfdata only to Graphite: an installation may have no perfdata table (operations.md §3.2).
     if (config.perfdataRoute === "graphite") needed.delete("statusengine_perfdata");
     try {
@@ -297,6 +351,9 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       addr: config.graphite.addr,
       prefix: config.graphite.prefix,
       batchSize: config.graphite.batchSize,
+      ...(config.graphite.illegalCharacters === undefined
+        ? {}
+        : { illegalCharacters: config.graphite.illegalCharacters }),
       metrics: {
         written: metrics.graphiteMetricsWritten,
         flushes: metrics.graphiteFlushes,
@@ -333,6 +390,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     cleanups.push(() => pipeline.close(0));
 
     const observer = metricsObserver(metrics);
+    const gated = config.inOrderLock ? queues.filter((q) => QUEUES[q].inOrder) : [];
+    const alwaysConsumed = queues.filter((q) => !gated.includes(q));
     if (config.metrics !== null) {
       try {
         server = await startMetricsServer({
@@ -342,7 +401,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           readiness: () => {
             const reasons: string[] = [];
             if (!pipeline.availability.available) reasons.push("MySQL unavailable");
-            const down = queues.filter((q) => !observer.connected.has(q));
+            // Gated queues are consumed by one worker only: not a readiness condition.
+            const down = alwaysConsumed.filter((q) => !observer.connected.has(q));
             if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
             const stalled = queues.filter((q) => observer.stalled.has(q));
             if (stalled.length > 0) reasons.push(`stalled: ${stalled.join(", ")}`);
@@ -396,13 +456,41 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
 
     let consumer: QueueConsumer;
     try {
-      consumer = buildConsumer(
-        config,
-        queues,
-        pipeline,
-        observer,
-        consumerDeadLetter(deadLetters, metrics),
-      );
+      const deadLetter = consumerDeadLetter(deadLetters, metrics);
+      const main: QueueConsumer = alwaysConsumed.length === 0
+        ? { start: () => Promise.resolve(), stop: () => Promise.resolve() }
+        : buildConsumer(config, alwaysConsumed, pipeline, observer, deadLetter);
+      if (gated.length === 0) {
+        consumer = main;
+      } else {
+        const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
+        const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
+        const gate = new InOrderGate({
+          build: () =>
+            buildConsumer(
+              { ...config, drainTimeoutMs: drainMs },
+              gated,
+              pipeline,
+              observer,
+              deadLetter,
+            ),
+          connect: () =>
+            mysql.createConnection({ ...urlOptions, connectTimeout: Math.max(pollMs, 1_000) }),
+          lockName: await inOrderLockName(urlOptions.database ?? "", config.nodeName),
+          pollMs,
+          graceMs: inOrderGraceMs(pollMs, drainMs),
+          heldGauge: metrics.inOrderLockHeld,
+        });
+        consumer = {
+          start: async () => {
+            await main.start();
+            await gate.start();
+          },
+          stop: async () => {
+            await Promise.all([main.stop(), gate.stop()]);
+          },
+        };
+      }
     } catch (err: unknown) {
       throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
     }
@@ -411,6 +499,31 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     } catch (err: unknown) {
       await consumer.stop();
       throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    }
+
+    // After the consumer: a task published before the worker can consume is still fine, but
+    // a worker that refuses to start must not have run any task.
+    let tasks: { manager: TaskManager; close: () => Promise<void> } | undefined;
+    if (config.tasks) {
+      const t = config.tasks;
+      const publisher = t.submitMethod === "broker" ? commandPublisher(config) : undefined;
+      const manager = new TaskManager({
+        executor,
+        nodeName: config.nodeName,
+        intervalMs: t.intervalMs,
+        submitter: publisher === undefined
+          ? commandFileSubmitter(t.externalCommandFile)
+          : brokerSubmitter(publisher),
+        metrics,
+      });
+      manager.start();
+      tasks = {
+        manager,
+        close: async () => {
+          await manager.stop();
+          await publisher?.close();
+        },
+      };
     }
 
     let stopping: Promise<void> | undefined;
@@ -423,9 +536,11 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       websocketGeneratedKey: wsServer?.generatedKey ?? null,
       pipeline,
       consumer,
+      tasks: tasks?.manager ?? null,
       stop() {
         stopping ??= shutdown(
           config,
+          tasks,
           consumer,
           pipeline,
           graphite,
@@ -444,21 +559,26 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   }
 }
 
+/** A publisher to `statusngin_cmd` on the worker's backend (connects on first use). */
+function commandPublisher(config: WorkerConfig): CommandPublisher {
+  if ((config.consumer ?? "gearman") === "rabbitmq") {
+    if (config.rabbitmq === undefined) {
+      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
+    }
+    return rabbitMqCommandPublisher(config.rabbitmq.url, {
+      durableQueues: config.rabbitmq.durableQueues,
+    });
+  }
+  return gearmanCommandPublisher(config.gearmanServers);
+}
+
 /** The command publisher for the worker's backend, and the listener in front of it. */
 async function startCommands(
   config: WorkerConfig,
   listen: NonNullable<WorkerConfig["commands"]>,
   metrics: Metrics,
 ): Promise<{ server: CommandServer; publisher: CommandPublisher }> {
-  let publisher: CommandPublisher;
-  if ((config.consumer ?? "gearman") === "rabbitmq") {
-    if (config.rabbitmq === undefined) {
-      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
-    }
-    publisher = rabbitMqCommandPublisher(config.rabbitmq.url);
-  } else {
-    publisher = gearmanCommandPublisher(config.gearmanServers);
-  }
+  const publisher = commandPublisher(config);
   let server: CommandServer;
   try {
     server = await startCommandServer({
@@ -543,6 +663,7 @@ function buildConsumer(
       ...common,
       url: config.rabbitmq.url,
       prefetch: config.rabbitmq.prefetch,
+      durableQueues: config.rabbitmq.durableQueues,
       queues,
       connectionName: `statusengine-${name}`,
     });
@@ -571,6 +692,7 @@ async function step(name: string, fn: () => Promise<void>): Promise<void> {
 /** pipeline.md §6.2: every step bounded; a failed step never skips the next. */
 async function shutdown(
   config: WorkerConfig,
+  tasks: { close: () => Promise<void> } | undefined,
   consumer: QueueConsumer,
   pipeline: Pipeline,
   graphite: GraphiteClient,
@@ -581,6 +703,8 @@ async function shutdown(
   websocket: WebSocketServer | undefined,
 ): Promise<void> {
   const started = performance.now();
+  // 0. No new task is submitted; one being submitted is abandoned and stays in the table.
+  if (tasks !== undefined) await step("stop task queue", () => tasks.close());
   // 1. No new jobs; running ones get the drain timeout to commit and be acknowledged (D1, G9).
   await step("drain consumer", () => consumer.stop());
   // 2. Whatever the writers still hold, within the flush budget (W9).

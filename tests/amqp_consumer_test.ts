@@ -16,7 +16,7 @@ import { freePort } from "./helpers/gearmand.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { testRabbitMqUrl } from "./helpers/worker.ts";
+import { TEST_QUEUE_DURABILITY, testRabbitMqUrl } from "./helpers/worker.ts";
 
 const decoder = new TextDecoder();
 const BROKER_URL = testRabbitMqUrl();
@@ -42,7 +42,7 @@ function urlVia(addr: string): string {
 
 /** A publisher that deletes the test's queues when disposed. */
 async function publisherFor(queues: readonly string[]): Promise<AmqpPublisher> {
-  const publisher = await AmqpPublisher.connect(BROKER_URL);
+  const publisher = await AmqpPublisher.connect(BROKER_URL, TEST_QUEUE_DURABILITY);
   const close = publisher.close.bind(publisher);
   return Object.assign(publisher, {
     async [Symbol.asyncDispose]() {
@@ -59,6 +59,7 @@ function consumer(
   const c = new RabbitMqConsumer({
     url: BROKER_URL,
     prefetch: 10,
+    ...TEST_QUEUE_DURABILITY,
     observer,
     reconnectIntervalMs: 100,
     drainTimeoutMs: 2000,

@@ -14,7 +14,13 @@ import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
 import { assertFixtureRows, fixture } from "./helpers/fixture_rows.ts";
-import { createSchema, metricValue, startTestWorker, testConfig } from "./helpers/worker.ts";
+import {
+  createSchema,
+  metricValue,
+  startTestWorker,
+  TEST_QUEUE_DURABILITY,
+  testConfig,
+} from "./helpers/worker.ts";
 
 Deno.test("amqp e2e: every fixture published to RabbitMQ produces exactly its rows, column by column", async () => {
   await using vhost = await createScratchVhost();
@@ -23,12 +29,12 @@ Deno.test("amqp e2e: every fixture published to RabbitMQ produces exactly its ro
   await using worker = await startTestWorker(
     testConfig({
       consumer: "rabbitmq",
-      rabbitmq: { url: vhost.url, prefetch: 100 },
+      rabbitmq: { url: vhost.url, prefetch: 100, ...TEST_QUEUE_DURABILITY },
       mysqlUrl: db.url,
     }),
   );
   const queues = QUEUE_NAMES.filter((q) => q !== "statusngin_core_restart");
-  await using publisher = await AmqpPublisher.connect(vhost.url);
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
   for (const q of queues) await publisher.publish(q, [fixture(q)]);
   for (const q of queues) {
     await waitFor(
@@ -78,7 +84,7 @@ Deno.test("amqp e2e: the broker closes the worker's connection mid-stream: gauge
     testConfig({
       consumer: "rabbitmq",
       // A small prefetch keeps most of the backlog at the broker when the link goes.
-      rabbitmq: { url: vhost.url, prefetch: 10 },
+      rabbitmq: { url: vhost.url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
       // Long enough for the poll below to see the gauge at 0.
       reconnectIntervalMs: 1_000,
       mysqlUrl: db.url,
@@ -151,7 +157,7 @@ Deno.test("amqp e2e: stop under load acknowledges exactly what was committed and
   };
   const config = testConfig({
     consumer: "rabbitmq",
-    rabbitmq: { url: vhost.url, prefetch: 20 },
+    rabbitmq: { url: vhost.url, prefetch: 20, ...TEST_QUEUE_DURABILITY },
     mysqlUrl: db.url,
     queues: [Q],
   });
@@ -161,7 +167,7 @@ Deno.test("amqp e2e: stop under load acknowledges exactly what was committed and
     await worker.stop();
   }
   const committed = await rows();
-  await using publisher = await AmqpPublisher.connect(vhost.url);
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
   const { ready, consumers } = await publisher.depth(Q);
   assert.equal(consumers, 0);
   assert.ok(ready > 0, "the backlog was not drained by the stop");
@@ -197,7 +203,7 @@ Deno.test("amqp e2e: publish --consumer rabbitmq declares the queue like the wor
     c.out.at(-1) ?? "",
     /^published 5 jobs \(250 events\) to statusngin_logentries on RabbitMQ amqp:\/\/guest:\*\*\*\*@/,
   );
-  await using publisher = await AmqpPublisher.connect(vhost.url);
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
   // A passive declaration with other flags would fail: the worker's flags were used (R1).
   await publisher.declare("statusngin_logentries");
   assert.deepEqual(await publisher.depth("statusngin_logentries"), { ready: 5, consumers: 0 });
@@ -219,4 +225,58 @@ Deno.test("amqp e2e: publish to an unreachable broker fails with exit 1 and mask
     /^Cannot publish to statusngin_logentries on RabbitMQ amqp:\/\/guest:\*\*\*\*@127\.0\.0\.1:1\//,
   );
   assert.ok(!text.includes("topsecret"));
+});
+
+// The incident: the broker module declares its queues non-durable by default (DurableQueues
+// false, like the PHP worker's durable_queues: 0); a worker that always declared durable got
+// 406 PRECONDITION_FAILED for every queue, and POST /commands answered 503.
+Deno.test("rabbitmq: --rabbitmq-durable-queues matches the broker module's declaration; a mismatch refuses naming the setting", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const Q = "statusngin_logentries";
+  // What the broker module does with its defaults: both queues non-durable.
+  {
+    await using broker = await AmqpPublisher.connect(vhost.url, { durableQueues: false });
+    await broker.declare(Q);
+    await broker.declare("statusngin_cmd");
+  }
+  const base = {
+    consumer: "rabbitmq" as const,
+    mysqlUrl: db.url,
+    queues: [Q] as const,
+    commands: { hostname: "127.0.0.1", port: 0, apiKeys: ["k"] },
+  };
+  await assert.rejects(
+    startTestWorker(testConfig({
+      ...base,
+      rabbitmq: { url: vhost.url, prefetch: 10, durableQueues: true },
+    })),
+    (err: Error) => {
+      assert.match(err.message, /Cannot declare queue "statusngin_logentries"/);
+      assert.match(err.message, /PRECONDITION_FAILED/);
+      assert.match(err.message, /declared durable because --rabbitmq-durable-queues/);
+      assert.match(err.message, /rabbitmq_durable_queues/);
+      return true;
+    },
+  );
+  // The default (false) consumes, and /commands publishes into the broker's queue.
+  await using worker = await startTestWorker(testConfig({
+    ...base,
+    rabbitmq: { url: vhost.url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
+  }));
+  const res = await fetch(`http://127.0.0.1:${worker.commandsPort}/commands`, {
+    method: "POST",
+    headers: { authorization: "Bearer k" },
+    body: JSON.stringify({ Command: "raw", Data: "DISABLE_HOST_CHECK;web01" }),
+  });
+  assert.equal(res.status, 202, await res.text());
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  assert.equal((await publisher.depth("statusngin_cmd")).ready, 1);
+  await publisher.publish(Q, [fixture(Q)]);
+  await waitFor(async () =>
+    (await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: Q,
+      result: "completed",
+    })) === 1, { message: "the logentries job was consumed" });
 });

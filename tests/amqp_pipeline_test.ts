@@ -13,6 +13,7 @@ import {
   createSchema,
   metricValue,
   startTestWorker,
+  TEST_QUEUE_DURABILITY,
   testConfig,
   testRabbitMqUrl,
 } from "./helpers/worker.ts";
@@ -39,7 +40,7 @@ function job(i: number): string {
 
 /** A publisher that empties the shared queue name before and after the test. */
 async function freshQueue(): Promise<AmqpPublisher> {
-  const publisher = await AmqpPublisher.connect(testRabbitMqUrl());
+  const publisher = await AmqpPublisher.connect(testRabbitMqUrl(), TEST_QUEUE_DURABILITY);
   await publisher.deleteQueue(Q);
   await publisher.declare(Q);
   const close = publisher.close.bind(publisher);
@@ -110,7 +111,7 @@ Deno.test("amqp pipeline: while MySQL is unreachable no message is acked and the
   await using worker = await startTestWorker(
     testConfig({
       consumer: "rabbitmq",
-      rabbitmq: { url: testRabbitMqUrl(), prefetch: 5 },
+      rabbitmq: { url: testRabbitMqUrl(), prefetch: 5, ...TEST_QUEUE_DURABILITY },
       mysqlUrl: proxy.url,
       queues: [Q],
     }),
@@ -158,7 +159,7 @@ Deno.test("amqp pipeline: a worker stopped while MySQL is down acks nothing; the
   const first = await startTestWorker(
     testConfig({
       consumer: "rabbitmq",
-      rabbitmq: { url: testRabbitMqUrl(), prefetch: 5 },
+      rabbitmq: { url: testRabbitMqUrl(), prefetch: 5, ...TEST_QUEUE_DURABILITY },
       mysqlUrl: proxy.url,
       queues: [Q],
       drainTimeoutMs: 300,

@@ -7,19 +7,19 @@
 import assert from "node:assert/strict";
 import { AMQPClient } from "@cloudamqp/amqp-client";
 import { createScratchDatabase } from "./helpers/mysql.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { takeJobs } from "./helpers/gearman_jobs.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import {
   createSchema,
   jobsAtGearmand,
   metricValue,
   startTestWorker,
+  TEST_QUEUE_DURABILITY,
   testConfig,
-  testRabbitMqUrl,
 } from "./helpers/worker.ts";
 import type { RunningWorker, WorkerConfig } from "../src/worker.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
-import { argText, encodePacket, PACKET, type Packet } from "../src/gearman/codec.ts";
-import { GearmanConnection } from "../src/gearman/connection.ts";
 import {
   COMMAND_NAMES,
   COMMAND_QUEUE,
@@ -73,38 +73,6 @@ function postJson(url: string, value: unknown, headers?: Record<string, string>)
 
 function rejected(worker: RunningWorker, reason: string): Promise<number> {
   return metricValue(worker, "statusengine_commands_rejected_total", { reason });
-}
-
-/**
- * Take `n` jobs of `fn` as a Gearman worker (CAN_DO, GRAB_JOB, WORK_COMPLETE)
- * and return their workloads byte for byte.
- */
-async function takeJobs(addr: string, fn: string, n: number): Promise<Uint8Array[]> {
-  const inbox: Packet[] = [];
-  let wake: (() => void) | undefined;
-  await using conn = await GearmanConnection.connect(addr, {
-    heartbeatIntervalMs: 0,
-    onPacket: (p) => {
-      // Arguments are views into the read buffer: copy before the next read.
-      inbox.push({ ...p, args: p.args.map((a) => a.slice()) });
-      wake?.();
-    },
-  });
-  const next = async (): Promise<Packet> => {
-    while (inbox.length === 0) await new Promise<void>((r) => wake = r);
-    return inbox.shift() as Packet;
-  };
-  conn.send(encodePacket("REQ", PACKET.CAN_DO, [fn]));
-  const out: Uint8Array[] = [];
-  while (out.length < n) {
-    conn.send(encodePacket("REQ", PACKET.GRAB_JOB, []));
-    const p = await next();
-    assert.equal(p.type, PACKET.JOB_ASSIGN, `job ${out.length + 1} of ${n} is there`);
-    assert.equal(argText(p.args[1]), fn);
-    out.push(p.args[2] ?? new Uint8Array());
-    conn.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [p.args[0] ?? "", ""]));
-  }
-  return out;
 }
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
@@ -313,12 +281,14 @@ Deno.test("commands: gearmand down answers 503 within the publish budget, not a 
 });
 
 Deno.test("commands: with consumer rabbitmq the envelope is a transient application/json message in statusngin_cmd", async () => {
-  await using admin = await AmqpPublisher.connect(testRabbitMqUrl());
-  // No other test file uses statusngin_cmd on the test broker.
-  await admin.deleteQueue(COMMAND_QUEUE);
+  // A vhost of its own: the real queue names on the shared "/" may have been declared with
+  // other flags by another run.
+  await using vhost = await createScratchVhost();
+  await using admin = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
   try {
     await withWorker({
       consumer: "rabbitmq",
+      rabbitmq: { url: vhost.url, prefetch: 100, ...TEST_QUEUE_DURABILITY },
       // Any one queue: this test is about the command publisher, not consumption.
       queues: ["statusngin_core_restart"],
     }, async (worker, url) => {
@@ -333,7 +303,7 @@ Deno.test("commands: with consumer rabbitmq the envelope is a transient applicat
       assert.deepEqual(a.body, { accepted: 2 });
       assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "one message per request");
 
-      const client = new AMQPClient(testRabbitMqUrl());
+      const client = new AMQPClient(vhost.url);
       await client.connect();
       try {
         const ch = await client.channel();
@@ -352,7 +322,7 @@ Deno.test("commands: with consumer rabbitmq the envelope is a transient applicat
         // Declared with the consumer's flags: a redeclaration with them is accepted (a
         // mismatch would close the channel with PRECONDITION_FAILED).
         await ch.queueDeclare(COMMAND_QUEUE, {
-          durable: true,
+          durable: false,
           autoDelete: false,
           exclusive: false,
         });

@@ -19,7 +19,11 @@ import { type Gearmand, startGearmand } from "./helpers/gearmand.ts";
 import { startTcpProxy, type TcpProxy } from "./helpers/tcp_proxy.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { publish as gearmanPublish, testRabbitMqUrl } from "./helpers/worker.ts";
+import {
+  publish as gearmanPublish,
+  TEST_QUEUE_DURABILITY,
+  testRabbitMqUrl,
+} from "./helpers/worker.ts";
 
 const decoder = new TextDecoder();
 
@@ -104,7 +108,7 @@ const RABBITMQ: Backend = {
     const proxy = await startTcpProxy(`${u.hostname}:${u.port || "5672"}`);
     const viaProxy = new URL(url);
     viaProxy.host = proxy.addr;
-    const publisher = await AmqpPublisher.connect(url);
+    const publisher = await AmqpPublisher.connect(url, TEST_QUEUE_DURABILITY);
     const id = crypto.randomUUID().slice(0, 8);
     const used = new Set<string>();
     return {
@@ -121,6 +125,7 @@ const RABBITMQ: Backend = {
         new RabbitMqConsumer({
           url: spec.viaProxy === true ? viaProxy.href : url,
           queues: spec.queues.map((q) => q.name),
+          ...TEST_QUEUE_DURABILITY,
           prefetch: 50,
           handler: spec.handler,
           observer: spec.observer,

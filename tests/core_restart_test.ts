@@ -6,12 +6,14 @@
  * wipes every other node's status rows in a shared database; a DELETE that does
  * not first commit what the status writer holds lets stale rows written just
  * before the restart survive it; a DELETE by the worker's clock instead of the
- * message's timestamp removes rows written after the restart.
+ * message's timestamp removes rows written after the restart, and a late-handled message
+ * without a timestamp must not delete what the core sent after it.
  */
 import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { lockTables, waitForBlocked } from "./helpers/mysql_lock.ts";
+import { configureLogging, resetLogging } from "../src/log.ts";
 import { waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
@@ -150,7 +152,7 @@ Deno.test("core restart: deletes only this node's status rows older than the mes
   );
 });
 
-Deno.test("core restart: without a timestamp the worker's clock is the cutoff, still scoped to this node (D4, D.1)", async () => {
+Deno.test("core restart: without a timestamp the job's receive time is the cutoff, still scoped to this node (D4, D.1)", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -181,4 +183,68 @@ Deno.test("core restart: without a timestamp the worker's clock is the cutoff, s
     `stale-OTHER@OTHER:${now - 3600}`,
   ]);
   assert.deepEqual(await serviceRows(db), [`ahead-N@N:${now + 60}`]);
+});
+
+// The incident: a worker started 30 s after a core restart handled the restart message (no
+// timestamp) by its own clock and deleted the fresh status rows the core had published after
+// the restart, which it had received alongside. The cutoff is now the time the job was
+// received, capped at the newest status already written for this node.
+Deno.test("core restart: a worker started after the restart keeps the status rows published after it (late start, D.1)", async () => {
+  const restart = Math.floor(Date.now() / 1000) - 30;
+  const newestBefore = restart - 5;
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "removed-N", node_name: "N", status_update_time: restart - 100 },
+    { hostname: "kept-N", node_name: "N", status_update_time: newestBefore },
+    { hostname: "old-OTHER", node_name: "OTHER", status_update_time: restart - 100 },
+  ]);
+  // What the core sent while no worker ran: the restart (no timestamp), then fresh status.
+  await publish(gearmand.addr, RESTART_QUEUE, [JSON.stringify({ object_type: 102 })]);
+  await publish(gearmand.addr, HOST_QUEUE, [
+    hostStatusJob([{ host: "kept-N", ts: restart + 10 }, { host: "new-N", ts: restart + 20 }]),
+  ]);
+
+  const logs: { message: string; properties: Record<string, unknown> }[] = [];
+  await configureLogging({
+    level: "info",
+    format: "json",
+    write: (line) => logs.push(JSON.parse(line)),
+  });
+  try {
+    // Reads pass, writes wait: the fresh rows cannot commit before the cutoff is taken,
+    // so the restart's flush is what commits them, right before its DELETE.
+    const lock = await lockTables(db, [HOSTSTATUS], { mode: "READ" });
+    await using worker = await startTestWorker(
+      testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url, statusMaxAgeSeconds: 300 }),
+    );
+    try {
+      await waitForBlocked(db, "INSERT INTO `statusengine_hoststatus`%");
+      await waitFor(
+        () => logs.some((l) => l.message.startsWith("pipeline: monitoring core restarted")),
+        { message: "restart cutoff taken" },
+      );
+    } finally {
+      await lock.unlock();
+    }
+    await waitFor(async () =>
+      (await metricValue(worker, "statusengine_queue_jobs_total", {
+          queue_name: RESTART_QUEUE,
+          result: "completed",
+        })) === 1 &&
+      (await metricValue(worker, "statusengine_queue_jobs_total", {
+          queue_name: HOST_QUEUE,
+          result: "completed",
+        })) === 1, { message: "restart and status jobs completed" });
+    const line = logs.find((l) => l.message.startsWith("pipeline: monitoring core restarted"));
+    assert.equal(line?.properties["cutoff"], newestBefore);
+  } finally {
+    await resetLogging();
+  }
+  assert.deepEqual(await hostRows(db), [
+    `kept-N@N:${restart + 10}`,
+    `new-N@N:${restart + 20}`,
+    `old-OTHER@OTHER:${restart - 100}`,
+  ]);
 });

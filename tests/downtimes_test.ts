@@ -27,6 +27,7 @@ const E = 1_760_000_000;
 
 const ADD = 1100;
 const DELETE = 1101;
+const LOAD = 1102;
 const START = 1103;
 const STOP = 1104;
 
@@ -252,6 +253,49 @@ const LIFECYCLES: readonly Lifecycle[] = [
     events: [{ type: START, ts: E + 1200 }],
     history: null,
     scheduled: { was_started: 1, actual_start_time: E + 1200 },
+  }),
+  // A core restart while the downtime runs: the core re-announces it as LOAD, then START with
+  // the restart time. The recorded start must stay the real one (seen on 9 downtimes when
+  // the START overwrote it); the downtime is still running, so its scheduled row stays too.
+  lifecycle({
+    host: "dt-host-12",
+    service: null,
+    id: 112,
+    start: E + 200,
+    end: E + 9000,
+    entry: E + 150,
+    events: [
+      { type: ADD, ts: E + 150, usec: 1212 },
+      { type: START, ts: E + 200 },
+      { type: LOAD, ts: E + 5000 },
+      { type: START, ts: E + 5000 },
+    ],
+    history: { was_started: 1, actual_start_time: E + 200, actual_end_time: 0, was_cancelled: 0 },
+    scheduled: { was_started: 1, actual_start_time: E + 200 },
+  }),
+  // The same across a restart, then the downtime ends normally after it.
+  lifecycle({
+    host: "dt-host-13",
+    service: "HTTP",
+    id: 113,
+    start: E + 300,
+    end: E + 6000,
+    entry: E + 250,
+    events: [
+      { type: ADD, ts: E + 250, usec: 1313 },
+      { type: START, ts: E + 300 },
+      { type: LOAD, ts: E + 5000 },
+      { type: START, ts: E + 5000 },
+      { type: STOP, ts: E + 6000, attr: 1 },
+      { type: DELETE, ts: E + 6000 },
+    ],
+    history: {
+      was_started: 1,
+      actual_start_time: E + 300,
+      actual_end_time: E + 6000,
+      was_cancelled: 0,
+    },
+    scheduled: null,
   }),
 ];
 

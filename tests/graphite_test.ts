@@ -4,6 +4,7 @@
  * the three routes, and Carbon unreachable, stalled, gone and back (F1, F6).
  */
 import assert from "node:assert/strict";
+import { illegalCharactersPattern } from "../src/util/illegal_characters.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
@@ -104,7 +105,7 @@ async function perfdataRows(db: ScratchDatabase): Promise<number> {
   return Number(row?.n);
 }
 
-async function setup(route: PerfdataRoute, carbonAddr: string) {
+async function setup(route: PerfdataRoute, carbonAddr: string, illegalCharacters?: RegExp) {
   const gearmand = await startGearmand();
   const db = await createScratchDatabase();
   await createSchema(db.url);
@@ -113,7 +114,12 @@ async function setup(route: PerfdataRoute, carbonAddr: string) {
     mysqlUrl: db.url,
     queues: [Q],
     perfdataRoute: route,
-    graphite: { addr: carbonAddr, prefix: "se", batchSize: 100 },
+    graphite: {
+      addr: carbonAddr,
+      prefix: "se",
+      batchSize: 100,
+      ...(illegalCharacters === undefined ? {} : { illegalCharacters }),
+    },
   }));
   return {
     gearmand,
@@ -262,4 +268,22 @@ Deno.test("graphite: Carbon goes away and comes back: drops while it is gone, th
   } finally {
     await carbon.close();
   }
+});
+
+// The Statusengine UI rebuilds Graphite keys with graphite_illegal_characters; a worker that
+// ignored a customised expression wrote metrics under keys the UI never finds.
+Deno.test("graphite: --graphite-illegal-characters decides which characters of each segment become _", async () => {
+  await using carbon = startCarbon();
+  // Also "." and "-" become "_": the legacy expression without them, in the PHP form.
+  await using env = await setup("graphite", carbon.addr, illegalCharactersPattern("/[^a-z0-9]/i"));
+  await publish(env.gearmand.addr, Q, [FIXTURE]);
+  await waitFor(() => carbon.lines().length >= FIXTURE_LINES.length, {
+    message: "lines at Carbon",
+  });
+  assert.deepEqual(carbon.lines(), [
+    "se.localhost.Current_Users.users 0 1785470660",
+    "se.localhost.Swap_Usage.swap 0 1785470666",
+    "se.demo_statusengine_org.PING.rta 0.084 1785470664",
+    "se.demo_statusengine_org.PING.pl 0 1785470664",
+  ]);
 });

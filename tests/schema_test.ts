@@ -18,6 +18,7 @@ import {
   MissingTablesError,
   mysqlOptionsFromUrl,
   type Row,
+  SCHEMA_VERSION,
   type SqlValue,
   TABLES,
 } from "../src/mysql/mod.ts";
@@ -73,6 +74,25 @@ Deno.test("ensureSchema: creates all 22 tables, and a second run changes nothing
   assert.equal(await describeDatabase(db), before);
   const rows = await db.query<{ n: number }[]>("SELECT COUNT(*) AS n FROM statusengine_nodes");
   assert.equal(Number(rows[0]?.n), 1);
+});
+
+// The Statusengine UI reads the schema version from statusengine_dbversion; the legacy
+// `database --update` wrote it, so a schema created here without it looked unversioned.
+Deno.test("ensureSchema: records the schema version in statusengine_dbversion once and never rewrites it", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  const first = await ensureSchema(conn, { now: WEEK_29 });
+  assert.deepEqual(first.dbversion, { written: true, version: SCHEMA_VERSION });
+  const rows = await db.query<{ id: number; dbversion: string }[]>(
+    "SELECT id, dbversion FROM statusengine_dbversion",
+  );
+  assert.deepEqual(rows.map((r) => [Number(r.id), r.dbversion]), [[1, "3.7.4"]]);
+  // An operator's (or an older tool's) value stays.
+  await conn.query("UPDATE statusengine_dbversion SET dbversion = '3.6.0' WHERE id = 1");
+  const second = await ensureSchema(conn, { now: WEEK_29 });
+  assert.deepEqual(second.dbversion, { written: false, version: "3.6.0" });
+  const after = await db.query<{ n: number }[]>("SELECT COUNT(*) AS n FROM statusengine_dbversion");
+  assert.equal(Number(after[0]?.n), 1);
 });
 
 Deno.test("ensureSchema: the collation chosen on MariaDB is utf8mb4_general_ci (D2)", async () => {

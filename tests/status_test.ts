@@ -24,6 +24,7 @@ import {
   metricValue,
   publish,
   startTestWorker,
+  TEST_QUEUE_DURABILITY,
   testConfig,
 } from "./helpers/worker.ts";
 
@@ -345,12 +346,12 @@ Deno.test("status --consumer rabbitmq: ready messages and consumers per queue fr
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   {
-    await using publisher = await AmqpPublisher.connect(vhost.url);
+    await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
     await publisher.publish("statusngin_logentries", ["a", "b", "c"]);
   }
   await using worker = await startTestWorker(testConfig({
     consumer: "rabbitmq",
-    rabbitmq: { url: vhost.url, prefetch: 10 },
+    rabbitmq: { url: vhost.url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
     mysqlUrl: db.url,
     queues: ["statusngin_hostchecks"],
   }));

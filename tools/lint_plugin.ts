@@ -45,6 +45,10 @@ export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   commands: ["util", "log", "http", "metrics", "gearman", "amqp", "config"],
   cleanup: ["util", "log", "config"],
   synthetic: ["util", "log", "events"],
+  // statusengine_tasks → validated commands → the broker or the command file.
+  tasks: ["util", "log", "mysql", "commands", "metrics"],
+  // Ties the in-order queues' consumer to a MySQL named lock.
+  "in_order_gate": ["util", "log", "mysql"],
   // Composition roots.
   cli: "*",
   worker: "*",

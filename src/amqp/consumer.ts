@@ -22,6 +22,8 @@ export interface RabbitMqConsumerOptions {
   readonly url: string;
   /** Queue names; each gets its own channel and consumer. */
   readonly queues: readonly string[];
+  /** Declare the queues durable (`--rabbitmq-durable-queues`). */
+  readonly durableQueues: boolean;
   /** Unacknowledged deliveries the broker may push per queue (R2), 1..65535. */
   readonly prefetch: number;
   readonly handler: JobHandler;
@@ -165,6 +167,7 @@ export class RabbitMqConsumer {
           current = await AmqpSession.open({
             url,
             queues: o.queues,
+            durableQueues: o.durableQueues,
             prefetch: o.prefetch,
             engine: context.engine,
             budget: context.budget,

@@ -7,7 +7,7 @@
  * @module
  */
 import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
-import { QUEUE_DECLARE } from "./session.ts";
+import { QueueDeclareError, queueDeclareFlags } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
 
 /** Counts of a queue as the broker reports them on a passive declaration. */
@@ -22,29 +22,35 @@ export class AmqpPublisher implements AsyncDisposable {
   readonly #client: AMQPClient;
   readonly #channel: AMQPChannel;
   readonly #declared = new Set<string>();
+  readonly #durable: boolean;
   #closing: Promise<void> | undefined;
 
-  private constructor(client: AMQPClient, channel: AMQPChannel) {
+  private constructor(client: AMQPClient, channel: AMQPChannel, durable: boolean) {
     this.#client = client;
     this.#channel = channel;
+    this.#durable = durable;
   }
 
   /**
    * Connect and open a channel in confirm mode.
    *
    * @param url AMQP URL.
+   * @param options `durableQueues`: `--rabbitmq-durable-queues`, as the consumer declares.
    * @returns The publisher; close it (or `await using`).
    * @throws {TypeError} On a malformed URL (password masked).
    * @throws {Error} When the broker cannot be reached or refuses the login.
    */
-  static async connect(url: string): Promise<AmqpPublisher> {
+  static async connect(
+    url: string,
+    options: { readonly durableQueues: boolean },
+  ): Promise<AmqpPublisher> {
     const client = new AMQPClient(parseAmqpUrl(url).href, undefined, null);
     client.onerror = () => {};
     await client.connect();
     try {
       const channel = await client.channel();
       await channel.confirmSelect();
-      return new AmqpPublisher(client, channel);
+      return new AmqpPublisher(client, channel, options.durableQueues);
     } catch (err: unknown) {
       await client.close().catch(() => {});
       throw err;
@@ -55,10 +61,16 @@ export class AmqpPublisher implements AsyncDisposable {
    * Declare a queue with the consumer's flags (idempotent).
    *
    * @param queue Queue name.
+   * @throws {QueueDeclareError} When the broker refuses the declaration (naming the setting on
+   *   a durability mismatch); the channel is closed by the broker then.
    */
   async declare(queue: string): Promise<void> {
     if (this.#declared.has(queue)) return;
-    await this.#channel.queueDeclare(queue, QUEUE_DECLARE, {});
+    try {
+      await this.#channel.queueDeclare(queue, queueDeclareFlags(this.#durable), {});
+    } catch (err: unknown) {
+      throw new QueueDeclareError(queue, this.#durable, { cause: err });
+    }
     this.#declared.add(queue);
   }
 

@@ -29,18 +29,25 @@ import { errorMessage, getLogger } from "../log.ts";
 const log = getLogger("rabbitmq");
 
 /**
- * Flags of every queue declaration (R1): durable, not exclusive, not
- * auto-deleted, no arguments. The broker module, the test publisher and the
- * consumer must declare with exactly these, or RabbitMQ answers
- * 406 PRECONDITION_FAILED; RabbitMQ 4.x refuses non-durable, non-exclusive
- * queues altogether.
+ * Flags of every queue declaration (R1): durable as configured, not exclusive,
+ * not auto-deleted, no arguments. The broker module, the command publisher, the
+ * test publisher and the consumer must declare with exactly these, or RabbitMQ
+ * answers 406 PRECONDITION_FAILED. The broker module's `DurableQueues` defaults
+ * to false (and so did the PHP worker's `durable_queues`), hence
+ * `--rabbitmq-durable-queues` defaults to false; RabbitMQ 4.x may refuse
+ * non-durable, non-exclusive queues, and then both sides must say true.
+ *
+ * @param durable `--rabbitmq-durable-queues`.
+ * @returns The `queue.declare` flags.
  */
-export const QUEUE_DECLARE = {
-  passive: false,
-  durable: true,
-  exclusive: false,
-  autoDelete: false,
-} as const;
+export function queueDeclareFlags(durable: boolean): {
+  readonly passive: false;
+  readonly durable: boolean;
+  readonly exclusive: false;
+  readonly autoDelete: false;
+} {
+  return { passive: false, durable, exclusive: false, autoDelete: false };
+}
 
 /**
  * The explicit consumer tag of a queue (R2): `basic.cancel` needs it (R5),
@@ -57,6 +64,8 @@ export function consumerTag(queue: string): string {
 export interface AmqpSessionOptions {
   readonly url: AmqpUrl;
   readonly queues: readonly string[];
+  /** Declare the queues durable (`--rabbitmq-durable-queues`). */
+  readonly durableQueues: boolean;
   /** `basic.qos` prefetch count per consumer (R2), 1..65535. */
   readonly prefetch: number;
   readonly engine: DeliveryEngine;
@@ -76,20 +85,26 @@ const TOO_LARGE_KEPT_BYTES = 1024;
 /** Raised when a queue cannot be declared (R1 asks the message to name the likely cause). */
 export class QueueDeclareError extends Error {
   readonly queue: string;
+  /** Durability this side declared with. */
+  readonly durable: boolean;
   /**
    * @param queue The queue.
+   * @param durable Durability this side declared with.
    * @param options `cause`: the broker's answer.
    */
-  constructor(queue: string, options: ErrorOptions & { cause: unknown }) {
+  constructor(queue: string, durable: boolean, options: ErrorOptions & { cause: unknown }) {
     const detail = errorMessage(options.cause);
     const hint = /PRECONDITION_FAILED|\(406\)/.test(detail)
-      ? ": the queue exists with other flags; the likely cause is a durability mismatch with " +
-        "the broker module's DurableQueues setting (it must be true; delete the queue once " +
-        "with core and worker stopped)"
+      ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
+        `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
+        `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
+        `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
+        "DurableQueues, or delete the queue once with core and worker stopped"
       : "";
     super(`Cannot declare queue "${queue}": ${detail}${hint}`, options);
     this.name = "QueueDeclareError";
     this.queue = queue;
+    this.durable = durable;
   }
 }
 
@@ -251,9 +266,9 @@ export class AmqpSession implements Link {
     const channel = await this.#client.channel();
     lane.channel = channel;
     try {
-      await channel.queueDeclare(lane.queue, QUEUE_DECLARE, {});
+      await channel.queueDeclare(lane.queue, queueDeclareFlags(o.durableQueues), {});
     } catch (err: unknown) {
-      throw new QueueDeclareError(lane.queue, { cause: err });
+      throw new QueueDeclareError(lane.queue, o.durableQueues, { cause: err });
     }
     // global=false: the limit applies to the one consumer of this channel (R2).
     await channel.basicQos(o.prefetch, 0, false);
@@ -321,7 +336,10 @@ export class AmqpSession implements Link {
     if (this.#probe === undefined || this.#probe.closed) {
       this.#probe = await this.#client.channel();
     }
-    const ok = await this.#probe.queueDeclare(queue, { ...QUEUE_DECLARE, passive: true });
+    const ok = await this.#probe.queueDeclare(queue, {
+      ...queueDeclareFlags(this.#options.durableQueues),
+      passive: true,
+    });
     return ok.messageCount;
   }
 

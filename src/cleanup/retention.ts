@@ -30,13 +30,13 @@ export interface RetentionTable {
 }
 
 /**
- * The fourteen tables `cleanup` processes, in the order it processes them
- * (docs/operations.md#cleanup-tables): one table after another, never in parallel, because the disk and not the number of
- * statements is the bottleneck.
+ * The fifteen tables `cleanup` processes (the fourteen history tables, then the task queue),
+ * in the order it processes them: one table after another, never in parallel, because the
+ * disk and not the number of statements is the bottleneck.
  *
  * Deliberately absent: the two `…_scheduleddowntimes` tables (deleting there would cancel
  * running downtimes), the two status tables (one row per object, not a log), and
- * `statusengine_tasks`, `…_users`, `…_nodes`, `…_dbversion` (not written by the worker).
+ * `…_users`, `…_nodes`, `…_dbversion` (not written by the worker).
  * Despite their names, `age_host_downtimes`/`age_service_downtimes` clean the *history*
  * tables, measured on the downtime's entry time.
  */
@@ -49,7 +49,7 @@ export const RETENTION_TABLES: readonly RetentionTable[] = Object.freeze(
   })),
 );
 
-/** The fourteen retention keys (`age_hostchecks` … `age_perfdata`). */
+/** The fifteen retention keys (`age_hostchecks` … `age_perfdata`, `age_tasks`). */
 export type RetentionKey = string;
 
 /** The keys alone, in processing order. */
@@ -58,7 +58,7 @@ export const RETENTION_KEYS: readonly RetentionKey[] = Object.freeze(
 );
 
 /**
- * Whether a string is one of the fourteen retention keys.
+ * Whether a string is one of the fifteen retention keys.
  *
  * @param key Any string.
  * @returns True for `age_hostchecks` … `age_perfdata`.

@@ -37,8 +37,9 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
   }
 });
 
-// The legacy keys and defaults must carry an old config.yml over value for value, and the order is the processing order.
-Deno.test("retention: fourteen tables in the legacy order, with their columns, keys and defaults", () => {
+// The legacy keys and defaults must carry an old config.yml over value for value, and the order
+// is the processing order.
+Deno.test("retention: the fourteen history tables in order, then the task queue (age_tasks)", () => {
   assert.deepEqual(
     RETENTION_TABLES.map((r) => [r.table, r.column, r.key, r.defaultDays]),
     [
@@ -56,10 +57,12 @@ Deno.test("retention: fourteen tables in the legacy order, with their columns, k
       ["statusengine_service_downtimehistory", "entry_time", "age_service_downtimes", 60],
       ["statusengine_logentries", "entry_time", "age_logentries", 5],
       ["statusengine_perfdata", "timestamp_unix", "age_perfdata", 90],
+      // The PHP cleanup also removed leftover tasks of the UI's task queue.
+      ["statusengine_tasks", "entry_time", "age_tasks", 5],
     ],
   );
   assert.deepEqual(RETENTION_KEYS, RETENTION_TABLES.map((r) => r.key));
-  assert.equal(new Set(RETENTION_TABLES.map((r) => r.table)).size, 14);
+  assert.equal(new Set(RETENTION_TABLES.map((r) => r.table)).size, 15);
 });
 
 // Deleting from these would cancel running downtimes or wipe current state.
@@ -70,7 +73,6 @@ Deno.test("retention: scheduled downtimes, status and bookkeeping tables are nev
       "statusengine_service_scheduleddowntimes",
       "statusengine_hoststatus",
       "statusengine_servicestatus",
-      "statusengine_tasks",
       "statusengine_users",
       "statusengine_nodes",
       "statusengine_dbversion",
@@ -84,7 +86,8 @@ Deno.test("retention: flag and env names derive mechanically from the YAML key",
   assert.equal(ageFlagOf("age_host_notifications_log"), "age-host-notifications-log");
   assert.equal(ageEnvNameOf("age_host_statehistory"), "STATUSENGINE_AGE_HOST_STATEHISTORY");
   assert.ok(isRetentionKey("age_perfdata"));
-  assert.ok(!isRetentionKey("age_tasks"));
+  assert.ok(isRetentionKey("age_tasks"));
+  assert.ok(!isRetentionKey("age_users"));
   assert.ok(!isRetentionKey("ageHostchecksDays"));
 });
 

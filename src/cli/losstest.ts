@@ -41,6 +41,8 @@ export interface LosstestCommandOptions {
   readonly gearmanAddr: readonly string[];
   /** Publish to, and report the backlog of, this RabbitMQ broker instead (`--consumer rabbitmq`). */
   readonly rabbitmqUrl?: string;
+  /** Declare the RabbitMQ queue durable (`--rabbitmq-durable-queues`); default false. */
+  readonly rabbitmqDurableQueues?: boolean;
   /** MySQL URL of the worker's database (`verify`, `cleanup`). */
   readonly mysqlUrl: string;
   /** Events per job; default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */
@@ -435,6 +437,9 @@ async function publishRun(
       {
         servers: gearmanAddr,
         ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
+        ...(options.rabbitmqDurableQueues === undefined
+          ? {}
+          : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
         io,
         totalJobs: jobs,
         totalEvents: count,
@@ -608,7 +613,8 @@ async function printRabbitMqBacklog(
   } for ${LOSSTEST_QUEUE}`;
   const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   try {
-    await using publisher = await AmqpPublisher.connect(url);
+    // Passive declaration only: the durability flag is not sent.
+    await using publisher = await AmqpPublisher.connect(url, { durableQueues: false });
     // Ready messages only: ones delivered to a live worker are not yet committed, but are not
     // lost either (they return to the queue if that worker dies).
     const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);

@@ -75,7 +75,9 @@ const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
         count: s.count,
         eventsPerJob: s.eventsPerJob,
         gearmanAddr: s.gearmanAddr,
-        ...(s.consumer === "rabbitmq" ? { rabbitmqUrl: s.rabbitmqUrl } : {}),
+        ...(s.consumer === "rabbitmq"
+          ? { rabbitmqUrl: s.rabbitmqUrl, rabbitmqDurableQueues: s.rabbitmqDurableQueues }
+          : {}),
         ...(s.form === undefined ? {} : { form: s.form }),
         ...(s.fromFile === undefined ? {} : { fromFile: s.fromFile }),
       },
@@ -89,7 +91,9 @@ const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
         runId: s.runId,
         count: s.count,
         gearmanAddr: s.gearmanAddr,
-        ...(s.consumer === "rabbitmq" ? { rabbitmqUrl: s.rabbitmqUrl } : {}),
+        ...(s.consumer === "rabbitmq"
+          ? { rabbitmqUrl: s.rabbitmqUrl, rabbitmqDurableQueues: s.rabbitmqDurableQueues }
+          : {}),
         mysqlUrl: s.mysqlUrl,
       },
       io,

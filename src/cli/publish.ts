@@ -40,6 +40,8 @@ export interface PublishCommandOptions {
   readonly gearmanAddr: readonly string[];
   /** Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`). */
   readonly rabbitmqUrl?: string;
+  /** Declare the RabbitMQ queue durable (`--rabbitmq-durable-queues`); default false. */
+  readonly rabbitmqDurableQueues?: boolean;
   /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */
   readonly seed?: number;
 }
@@ -73,6 +75,8 @@ export interface PublishJobsOptions {
    * default exchange, transient, each message confirmed by the broker.
    */
   readonly rabbitmqUrl?: string;
+  /** Declare the queue durable (`--rabbitmq-durable-queues`); default false. */
+  readonly rabbitmqDurableQueues?: boolean;
   /** Progress lines go to `io.out`. */
   readonly io: Io;
   /** Jobs to publish in all, for the progress lines, when known. */
@@ -199,7 +203,9 @@ interface Lanes {
 async function openLanes(queue: string, options: PublishJobsOptions): Promise<Lanes> {
   const { servers, signal } = options;
   if (options.rabbitmqUrl !== undefined) {
-    const publisher = await AmqpPublisher.connect(options.rabbitmqUrl);
+    const publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
+      durableQueues: options.rabbitmqDurableQueues ?? false,
+    });
     try {
       await publisher.declare(queue);
     } catch (err: unknown) {
@@ -476,6 +482,9 @@ export async function runPublishCommand(
     result = await publishJobs(queue, items, {
       servers: gearmanAddr,
       ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
+      ...(options.rabbitmqDurableQueues === undefined
+        ? {}
+        : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
       io,
       totalJobs,
       totalEvents,

@@ -6,6 +6,8 @@
  */
 import { type SettingsFor, splitHostPort } from "../config/mod.ts";
 import { StartupError, startWorker, type WorkerConfig } from "../worker.ts";
+import { QUEUE_NAMES } from "../events/queues.ts";
+import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -18,14 +20,32 @@ const log = getLogger("worker");
  * @returns The worker configuration.
  */
 export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
+  const include = s.queues.length === 0
+    ? QUEUE_NAMES
+    : QUEUE_NAMES.filter((q) => s.queues.includes(q));
+  const queues = include.filter((q) => !s.excludeQueues.includes(q));
+  if (queues.length === 0) {
+    throw new StartupError(
+      "Cannot start: no queue left to consume: --queues and --exclude-queues (or the legacy " +
+        "number_*_worker: 0 and process_perfdata: 0) exclude all of them",
+    );
+  }
   return {
+    queues,
+    // Always: several workers may share a job server, and the in-order queues must then be
+    // consumed by one of them at a time.
+    inOrderLock: {},
     consumer: s.consumer,
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
     maxInFlightBytes: s.maxInFlightBytes,
     maxJobSize: s.maxJobSize,
     queueStallTimeoutMs: s.queueStallTimeoutMs,
-    rabbitmq: { url: s.rabbitmqUrl, prefetch: s.rabbitmqPrefetch },
+    rabbitmq: {
+      url: s.rabbitmqUrl,
+      prefetch: s.rabbitmqPrefetch,
+      durableQueues: s.rabbitmqDurableQueues,
+    },
     reconnectIntervalMs: s.consumer === "rabbitmq"
       ? s.rabbitmqReconnectIntervalMs
       : s.gearmanReconnectIntervalMs,
@@ -40,13 +60,25 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     nodeName: s.nodeName,
     deadLetterFile: s.deadLetterFile === "" ? null : s.deadLetterFile,
     perfdataRoute: s.perfdataRoute,
-    graphite: { addr: s.graphiteAddr, prefix: s.graphitePrefix, batchSize: s.graphiteBatchSize },
+    graphite: {
+      addr: s.graphiteAddr,
+      prefix: s.graphitePrefix,
+      batchSize: s.graphiteBatchSize,
+      illegalCharacters: illegalCharactersPattern(s.graphiteIllegalCharacters),
+    },
     openItcockpit: s.enableOpenitcockpitTweaks,
     metrics: s.metricsPort === 0 ? null : { hostname: s.metricsHost, port: s.metricsPort },
     commands: s.commandApiKeys.length === 0 ? null : {
       ...listenAddress(s.commandListenAddr),
       apiKeys: s.commandApiKeys,
     },
+    tasks: s.checkForCommands
+      ? {
+        intervalMs: s.commandCheckIntervalMs,
+        submitMethod: s.submitMethod,
+        externalCommandFile: s.externalCommandFile,
+      }
+      : null,
     // Always served: without keys a random one is generated per run (operations.md §4.3).
     websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
   };

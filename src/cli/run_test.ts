@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { loadSettings } from "../config/load.ts";
 import { workerConfigFrom } from "./run.ts";
+import { StartupError } from "../worker.ts";
 
 async function configFor(argv: string[], env: Record<string, string> = {}) {
   const { settings } = await loadSettings("run", {
@@ -39,4 +40,20 @@ Deno.test("run: /ws is always configured, on 127.0.0.1:8080 unless told otherwis
   assert.equal(ws?.hostname, "127.0.0.1");
   assert.equal(ws?.port, 8080);
   assert.deepEqual(ws?.apiKeys, []);
+});
+
+Deno.test("run: --queues and --exclude-queues select the consumed queues; nothing left refuses", async () => {
+  assert.equal((await configFor([])).queues?.length, 12);
+  assert.deepEqual((await configFor([])).inOrderLock, {}, "the in-order lock is always on");
+  assert.deepEqual(
+    (await configFor(["--queues", "statusngin_downtimes,statusngin_hoststatus"])).queues,
+    ["statusngin_hoststatus", "statusngin_downtimes"],
+  );
+  const without = await configFor(["--exclude-queues", "statusngin_service_perfdata"]);
+  assert.equal(without.queues?.length, 11);
+  assert.ok(!without.queues?.includes("statusngin_service_perfdata"));
+  await assert.rejects(
+    configFor(["--queues", "statusngin_hoststatus", "--exclude-queues", "statusngin_hoststatus"]),
+    (err: unknown) => err instanceof StartupError && /no queue left to consume/.test(err.message),
+  );
 });

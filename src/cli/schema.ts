@@ -124,6 +124,13 @@ export async function runSchemaCommand(
       );
       for (const table of result.created) io.out(`Created table ${table}`);
       if (result.created.length === 0) io.out(`No table was missing in ${database}`);
+      io.out(
+        result.dbversion.written
+          ? `Recorded schema version ${result.dbversion.version} in statusengine_dbversion`
+          : `statusengine_dbversion already holds version ${
+            result.dbversion.version ?? "(none)"
+          }; left as it is`,
+      );
     }
 
     step = `compare the schema of "${database}"`;

@@ -223,13 +223,14 @@ export function gearmanCommandPublisher(
  * the consumer's flags; resolved on the broker's confirm.
  *
  * @param url AMQP URL (`--rabbitmq-url`).
- * @param options Budget per request.
+ * @param options `durableQueues` (`--rabbitmq-durable-queues`, as the consumer declares) and
+ *   the budget per request.
  * @returns The publisher (connects on first use).
  * @throws {TypeError} On a malformed URL (password masked).
  */
 export function rabbitMqCommandPublisher(
   url: string,
-  options: { budgetMs?: number } = {},
+  options: { readonly durableQueues: boolean; readonly budgetMs?: number },
 ): RetryingPublisher {
   const display = parseAmqpUrl(url).display;
   return new RetryingPublisher({
@@ -237,7 +238,7 @@ export function rabbitMqCommandPublisher(
     target: display,
     ...(options.budgetMs === undefined ? {} : { budgetMs: options.budgetMs }),
     dial: async (signal) => {
-      const connecting = AmqpPublisher.connect(url);
+      const connecting = AmqpPublisher.connect(url, { durableQueues: options.durableQueues });
       let publisher: AmqpPublisher;
       try {
         publisher = await abortable(connecting, signal);

@@ -108,6 +108,8 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       if (kind.maxLength !== undefined && [...value].length > kind.maxLength) {
         return fail(`is longer than ${kind.maxLength} characters`);
       }
+      const problem = kind.check?.(value) ?? null;
+      if (problem !== null) return fail(problem);
       return { ok: true, value };
     }
     case "integer": {

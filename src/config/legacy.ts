@@ -13,7 +13,30 @@
  */
 
 import { ConfigError } from "./errors.ts";
-import type { CommandName } from "./settings.ts";
+import { type CommandName, LEGACY_WORKER_COUNT_KEYS, RETENTION_RULES } from "./settings.ts";
+
+/**
+ * The queues each legacy process-count key stood for (the PHP worker's child types). The
+ * misc child consumed acknowledgements, contact notification methods, downtimes and the core
+ * restart.
+ */
+const LEGACY_WORKER_QUEUES: Readonly<Record<(typeof LEGACY_WORKER_COUNT_KEYS)[number], string[]>> =
+  {
+    "number_servicestatus_worker": ["statusngin_servicestatus"],
+    "number_hoststatus_worker": ["statusngin_hoststatus"],
+    "number_logentry_worker": ["statusngin_logentries"],
+    "number_statechange_worker": ["statusngin_statechanges"],
+    "number_hostcheck_worker": ["statusngin_hostchecks"],
+    "number_servicecheck_worker": ["statusngin_servicechecks"],
+    "number_perfdata_worker": ["statusngin_service_perfdata"],
+    "number_notification_log_worker": ["statusngin_notifications"],
+    "number_misc_worker": [
+      "statusngin_acknowledgements",
+      "statusngin_contactnotificationmethod",
+      "statusngin_downtimes",
+      "statusngin_core_restart",
+    ],
+  };
 
 /** A parsed YAML mapping. */
 export type YamlMapping = Readonly<Record<string, unknown>>;
@@ -38,7 +61,10 @@ export interface LegacyValue {
 export interface LegacyTranslation {
   /** Flag of the setting it produces. */
   readonly target: string;
-  /** Top-level legacy keys it reads (documented in the target row's `legacyKeys`). */
+  /**
+   * Legacy keys it reads, top-level or a dotted path into a block (documented in the target
+   * row's `legacyKeys`).
+   */
   readonly keys: readonly string[];
   /**
    * Build the value; `undefined` when the document says nothing about it.
@@ -51,7 +77,22 @@ function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
+/**
+ * The "path" of the legacy keys read from `SE_*` environment variables, in place of a file
+ * path: labels then name the variables instead of file keys.
+ */
+export const LEGACY_ENV_PATH = "the SE_* environment";
+
+/** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
+export function legacyEnvName(key: string): string {
+  const name = `SE_${key.toUpperCase().replaceAll(".", "_")}`;
+  return LEGACY_BLOCKS.includes(key) ? `${name}_*` : name;
+}
+
+const LEGACY_BLOCKS: readonly string[] = ["gearman", "rabbitmq", "mysql"];
+
 function keysLabel(path: string, keys: readonly string[]): string {
+  if (path === LEGACY_ENV_PATH) return `env ${keys.map(legacyEnvName).join(", ")}`;
   return `file ${path} ${keys.length === 1 ? "key" : "keys"} ${keys.join(", ")}`;
 }
 
@@ -175,9 +216,9 @@ function hostForAddress(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }
 
-const LEGACY_BULK_HINT =
-  "set mysql_batch_size (1..700), 700 is the documented production value; the legacy " +
-  "default of 1000 would overflow MySQL's placeholder limit";
+const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
+/** The batch ceiling (`mysql-batch-size` max): a drain flush of the widest table stays below 65,535 placeholders. */
+const BATCH_CEILING = 700;
 
 /** Legacy keys that map onto a setting (operations.md §1.9), one entry per target. */
 export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
@@ -254,15 +295,12 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       const user = field(block, "user", "statusengine", where);
       const password = field(block, "password", "statusengine", { ...where, secret: true });
       const vhost = field(block, "vhost", "/", where);
-      const extras = ["exchange", "durable_exchange", "durable_queues"].filter((k) =>
-        present(block, k)
-      );
+      const extras = ["exchange", "durable_exchange"].filter((k) => present(block, k));
       if (extras.length > 0) {
         warn(
           `Ignoring legacy key(s) ${
             extras.map((k) => `rabbitmq.${k}`).join(", ")
-          } in ${path}: queues are consumed by name and always declared durable; delete ` +
-            "existing non-durable queues once with core and worker stopped",
+          } in ${path}: queues are consumed by name from the default exchange`,
         );
       }
       // operations.md §1.4: vhost "/" is the empty path or a bare "/"; any other vhost is
@@ -274,6 +312,91 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
         }:${port}${path_}`,
         source: keysLabel(path, ["rabbitmq"]),
       };
+    },
+  },
+  {
+    target: "rabbitmq-durable-queues",
+    keys: ["rabbitmq.durable_queues"],
+    translate(doc, { path }) {
+      if (!present(doc, "rabbitmq")) return undefined;
+      const block = blockOf(doc, "rabbitmq", "rabbitmq-durable-queues", path);
+      const value = booleanKey(block, "durable_queues", "rabbitmq-durable-queues", path);
+      if (value === undefined) return undefined;
+      return { text: String(value), source: keysLabel(path, ["rabbitmq.durable_queues"]) };
+    },
+  },
+  {
+    target: "check-for-commands",
+    keys: ["check_for_commands"],
+    translate(doc, { path }) {
+      const value = booleanKey(doc, "check_for_commands", "check-for-commands", path);
+      if (value === undefined) return undefined;
+      return { text: String(value), source: keysLabel(path, ["check_for_commands"]) };
+    },
+  },
+  {
+    target: "command-check-interval",
+    keys: ["command_check_interval"],
+    translate(doc, { path }) {
+      if (!present(doc, "command_check_interval")) return undefined;
+      const raw = doc.command_check_interval;
+      const text = scalarText(raw)?.trim();
+      if (text === undefined) {
+        throw legacyError(
+          "command-check-interval",
+          path,
+          ["command_check_interval"],
+          "expected seconds",
+          JSON.stringify(raw),
+        );
+      }
+      // The PHP worker's value is whole seconds; a unit, if given, is taken as it is.
+      return {
+        text: /^[0-9]+$/.test(text) ? `${text}s` : text,
+        source: keysLabel(path, ["command_check_interval"]),
+      };
+    },
+  },
+  {
+    target: "exclude-queues",
+    keys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
+    translate(doc, { path, warn }) {
+      const excluded: string[] = [];
+      const used: string[] = [];
+      const counted: string[] = [];
+      for (const key of LEGACY_WORKER_COUNT_KEYS) {
+        if (!present(doc, key)) continue;
+        const text = scalarText(doc[key])?.trim();
+        if (text === undefined || !/^[0-9]+$/.test(text)) {
+          throw legacyError(
+            "exclude-queues",
+            path,
+            [key],
+            "expected a number of processes",
+            JSON.stringify(doc[key]),
+          );
+        }
+        if (Number(text) === 0) {
+          excluded.push(...LEGACY_WORKER_QUEUES[key]);
+          used.push(key);
+        } else if (Number(text) > 1) {
+          counted.push(key);
+        }
+      }
+      if (counted.length > 0) {
+        warn(
+          `Legacy ${counted.join(", ")} in ${path}: there are no processes per queue group; ` +
+            "the nearest knobs are gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch, " +
+            "and several workers may share a job server (README: running several workers)",
+        );
+      }
+      // The PHP worker's default is false: only an explicit 0 is taken, as for the counts.
+      if (booleanKey(doc, "process_perfdata", "exclude-queues", path) === false) {
+        excluded.push("statusngin_service_perfdata");
+        used.push("process_perfdata");
+      }
+      if (excluded.length === 0) return undefined;
+      return { text: [...new Set(excluded)].join(","), source: keysLabel(path, used) };
     },
   },
   {
@@ -300,21 +423,33 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   {
     target: "mysql-batch-size",
     keys: ["number_of_bulk_records"],
-    translate(doc, { path }) {
+    translate(doc, { path, warn }) {
       if (!present(doc, "number_of_bulk_records")) return undefined;
       const raw = doc.number_of_bulk_records;
       const text = scalarText(raw)?.trim();
       const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
-      if (!(value >= 1 && value <= 700)) {
+      if (!(value >= 1)) {
         throw legacyError(
           "mysql-batch-size",
           path,
           ["number_of_bulk_records"],
-          `${JSON.stringify(raw)} is outside 1..700: ${LEGACY_BULK_HINT}`,
+          `${JSON.stringify(raw)} is not a positive integer: ${LEGACY_BULK_HINT}`,
           JSON.stringify(raw),
         );
       }
-      return { text: String(value), source: keysLabel(path, ["number_of_bulk_records"]) };
+      // The legacy default and example value is 1000: an unchanged legacy file must start.
+      // The new key (mysql_batch_size) still refuses values above the ceiling.
+      if (value > BATCH_CEILING) {
+        warn(
+          `Legacy number_of_bulk_records ${value} in ${path} is above the ceiling of ` +
+            `${BATCH_CEILING} rows per INSERT (MySQL's placeholder limit); using ` +
+            `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
+        );
+      }
+      return {
+        text: String(Math.min(value, BATCH_CEILING)),
+        source: keysLabel(path, ["number_of_bulk_records"]),
+      };
     },
   },
   {
@@ -423,12 +558,6 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
       "finished, or after at most 250 ms",
   },
   {
-    keys: ["process_perfdata"],
-    commands: ["run"],
-    reason: "perfdata arriving on statusngin_service_perfdata is always stored according to " +
-      "perfdata_route; switch it off in the broker module to stop it",
-  },
-  {
     keys: ["store_live_data_in_archive_backend"],
     commands: ["run"],
     reason: "the two status tables are always written",
@@ -444,32 +573,10 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
     reason: "the nearest equivalent is log_level: debug",
   },
   {
-    keys: [
-      "number_servicestatus_worker",
-      "number_hoststatus_worker",
-      "number_logentry_worker",
-      "number_statechange_worker",
-      "number_hostcheck_worker",
-      "number_servicecheck_worker",
-      "number_perfdata_worker",
-      "number_notification_log_worker",
-      "number_misc_worker",
-    ],
+    keys: ["query_handler"],
     commands: ["run"],
-    reason: "there are no worker processes per queue group; the nearest knobs are " +
-      "gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch",
-  },
-  {
-    keys: [
-      "check_for_commands",
-      "command_check_interval",
-      "external_command_file",
-      "query_handler",
-      "submit_method",
-    ],
-    commands: ["run"],
-    reason: "the task queue is gone; external commands are accepted by POST /commands " +
-      "(command_api_keys)",
+    reason: "the query handler is not supported; tasks are submitted with submit_method " +
+      "broker or cmd",
   },
   {
     keys: ["syslog_enabled", "syslog_tag"],
@@ -480,16 +587,6 @@ export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
     keys: ["disable_http_proxy"],
     commands: ["run"],
     reason: "no HTTP proxy is ever used",
-  },
-  {
-    keys: ["graphite_illegal_characters"],
-    commands: ["run"],
-    reason: "the character class is fixed to the legacy default [^a-zA-Z^0-9-.]",
-  },
-  {
-    keys: ["age_tasks"],
-    commands: ["cleanup"],
-    reason: "statusengine_tasks is not cleaned (the task queue is gone)",
   },
 ];
 
@@ -551,3 +648,67 @@ export const RETIRED: readonly RetiredSetting[] = [
       "value would be multiplied by 12",
   },
 ];
+
+/**
+ * Legacy keys the PHP worker also read from `SE_<KEY PATH>` environment variables (its
+ * `docs/Env.md`: `node_name` ← `SE_NODE_NAME`, `mysql.host` ← `SE_MYSQL_HOST`, …), limited
+ * to the keys that have an effect here. The age keys are the retention settings' YAML keys.
+ */
+export const LEGACY_ENV_KEYS: readonly string[] = [
+  "node_name",
+  "use_gearman",
+  "use_rabbitmq",
+  "gearman.address",
+  "gearman.port",
+  "rabbitmq.host",
+  "rabbitmq.port",
+  "rabbitmq.user",
+  "rabbitmq.password",
+  "rabbitmq.vhost",
+  "rabbitmq.durable_queues",
+  "mysql.host",
+  "mysql.port",
+  "mysql.username",
+  "mysql.password",
+  "mysql.database",
+  "number_of_bulk_records",
+  "perfdata_backend",
+  "graphite_prefix",
+  "graphite_address",
+  "graphite_port",
+  "graphite_illegal_characters",
+  "is_openitcockpit",
+  "process_perfdata",
+  ...LEGACY_WORKER_COUNT_KEYS,
+  "check_for_commands",
+  "command_check_interval",
+  "submit_method",
+  "external_command_file",
+  ...RETENTION_RULES.map((r) => r.yamlKey),
+];
+
+/**
+ * The legacy document the `SE_*` variables describe: each set, non-empty variable of
+ * {@linkcode LEGACY_ENV_KEYS} at its key path, as a string (`perfdata_backend` split at commas).
+ * Read with {@linkcode LEGACY_ENV_PATH} as path, below the config file as in the PHP worker
+ * (file > `SE_*`), and below every `STATUSENGINE_*` variable.
+ *
+ * @param env The environment.
+ * @returns The document; empty when no such variable is set.
+ */
+export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMapping {
+  const doc: Record<string, unknown> = {};
+  for (const key of LEGACY_ENV_KEYS) {
+    const value = env[legacyEnvName(key)];
+    if (value === undefined || value === "") continue;
+    const [head, field] = key.split(".") as [string, string | undefined];
+    const parsed = key === "perfdata_backend" ? value.split(",").map((v) => v.trim()) : value;
+    if (field === undefined) {
+      doc[head] = parsed;
+    } else {
+      const block = (doc[head] ??= {}) as Record<string, unknown>;
+      block[field] = parsed;
+    }
+  }
+  return doc;
+}

@@ -138,6 +138,8 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(settings.consumer, "gearman");
   assert.deepEqual(settings.gearmanAddr, ["127.0.0.1:4730"]);
   assert.equal(settings.rabbitmqUrl, "amqp://statusengine:statusengine@127.0.0.1:5672/");
+  assert.equal(settings.rabbitmqDurableQueues, false);
+  assert.equal(sources.rabbitmqDurableQueues, `file ${PATH} key rabbitmq.durable_queues`);
   assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
   assert.equal(settings.mysqlBatchSize, 100);
   assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
@@ -146,6 +148,16 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(sources.perfdataRoute, "default");
   assert.equal(settings.graphitePrefix, "statusengine");
   assert.equal(settings.graphiteAddr, "localhost:2003");
+  // process_perfdata: 0 — the perfdata queue is not consumed, as in the PHP worker.
+  assert.deepEqual(settings.excludeQueues, ["statusngin_service_perfdata"]);
+  assert.equal(sources.excludeQueues, `file ${PATH} key process_perfdata`);
+  assert.deepEqual(settings.queues, []);
+  assert.equal(settings.checkForCommands, false);
+  assert.equal(sources.checkForCommands, `file ${PATH} key check_for_commands`);
+  assert.equal(settings.commandCheckIntervalMs, 15_000);
+  assert.equal(settings.submitMethod, "broker");
+  assert.equal(settings.externalCommandFile, "/opt/naemon/var/naemon.cmd");
+  assert.equal(settings.graphiteIllegalCharacters, "/[^a-zA-Z^0-9\\-\\.]/");
   assert.equal(settings.enableOpenitcockpitTweaks, false);
   assert.equal(sources.enableOpenitcockpitTweaks, `file ${PATH} key is_openitcockpit`);
   // Not in the legacy file: defaults.
@@ -155,21 +167,18 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   // One warning per legacy feature group without an equivalent, none for mapped keys.
   const expected = [
     /gearman\.timeout/,
-    /rabbitmq\.exchange, rabbitmq\.durable_exchange, rabbitmq\.durable_queues/,
+    /rabbitmq\.exchange, rabbitmq\.durable_exchange /,
     /perfdata_backend entry crate/,
     /keys use_redis, redis .*Redis/,
     /keys use_crate, crate .*CrateDB/,
     /keys elasticsearch_template, elasticsearch_index, elasticsearch_pattern, elasticsearch_address, elasticsearch_port .*Elasticsearch/,
     /key max_bulk_delay /,
-    /key process_perfdata /,
     /key store_live_data_in_archive_backend /,
     /key use_mysql /,
     /key dump_mysql_query_parameters /,
-    /keys number_servicestatus_worker, .*number_misc_worker /,
-    /keys check_for_commands, command_check_interval, external_command_file, query_handler, submit_method /,
+    /key query_handler /,
     /keys syslog_enabled, syslog_tag /,
     /key disable_http_proxy /,
-    /key graphite_illegal_characters /,
   ];
   assert.equal(warnings.length, expected.length, warnings.join("\n"));
   for (const pattern of expected) {
@@ -190,30 +199,42 @@ Deno.test("legacy config.yml: cleanup reads the age_* keys of the same file", as
   assert.equal(settings.ageHostchecksDays, 5);
   assert.equal(settings.ageHostStatehistoryDays, 365);
   assert.equal(settings.agePerfdataDays, 90);
+  assert.equal(settings.ageTasksDays, 1);
   assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
-  // Only what concerns cleanup is reported.
-  assert.equal(warnings.length, 1, warnings.join("\n"));
-  assert.match(warnings[0] ?? "", /age_tasks/);
+  // Only what concerns cleanup would be reported, and nothing does.
+  assert.deepEqual(warnings, []);
 });
 
-Deno.test("legacy config.yml: number_of_bulk_records 1000 refuses and says what to set", async () => {
+// The PHP worker's default and example value is 1000; refusing it made an unchanged legacy
+// file fail to start. The new key keeps refusing values above the ceiling.
+Deno.test("legacy config.yml: number_of_bulk_records 1000 starts with 700 and a warning; 0 refuses", async () => {
   const file = LEGACY_EXAMPLE.replace(
     "number_of_bulk_records: 100",
     "number_of_bulk_records: 1000",
   );
+  const { settings, sources, warnings } = await load("run", file);
+  assert.equal(settings.mysqlBatchSize, 700);
+  assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
+  assert.ok(
+    warnings.some((w) => /number_of_bulk_records 1000 .*ceiling of 700.*using 700/.test(w)),
+    warnings.join("\n"),
+  );
   let caught: unknown;
   try {
-    await load("run", file);
+    await load("run", "number_of_bulk_records: 0\n");
   } catch (err: unknown) {
     caught = err;
   }
   assert.ok(caught instanceof ConfigError);
   assert.equal(caught.setting, "mysql-batch-size");
   assert.equal(caught.source, `file ${PATH} key number_of_bulk_records`);
-  assert.match(
-    caught.message,
-    /set mysql_batch_size \(1\.\.700\), 700 is the documented production value/,
-  );
+  caught = undefined;
+  try {
+    await load("run", "mysql_batch_size: 1000\n");
+  } catch (err: unknown) {
+    caught = err;
+  }
+  assert.ok(caught instanceof ConfigError, "the new key still refuses above 700");
 });
 
 Deno.test("legacy config.yml: a new key beats its legacy key, with a warning", async () => {
@@ -394,4 +415,100 @@ Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legac
     assert.equal(caught.setting, setting, file);
     assert.match(caught.message, message, file);
   }
+});
+
+Deno.test("legacy config.yml: rabbitmq.durable_queues sets rabbitmq_durable_queues, the new key wins", async () => {
+  const on = await load("run", "rabbitmq:\n  host: mq\n  durable_queues: 1\n");
+  assert.equal(on.settings.rabbitmqDurableQueues, true);
+  assert.equal(on.sources.rabbitmqDurableQueues, `file ${PATH} key rabbitmq.durable_queues`);
+  assert.equal(on.settings.rabbitmqUrl, "amqp://statusengine:statusengine@mq:5672/");
+  const absent = await load("run", "rabbitmq:\n  host: mq\n");
+  assert.equal(absent.settings.rabbitmqDurableQueues, false);
+  assert.equal(absent.sources.rabbitmqDurableQueues, "default");
+  const both = await load(
+    "run",
+    "rabbitmq_durable_queues: false\nrabbitmq:\n  durable_queues: 1\n",
+  );
+  assert.equal(both.settings.rabbitmqDurableQueues, false);
+  assert.ok(both.warnings.some((w) => /rabbitmq\.durable_queues/.test(w)), both.warnings.join());
+});
+
+Deno.test("legacy SE_* environment: read below STATUSENGINE_* and below the config file, as the PHP worker did", async () => {
+  const env = {
+    SE_NODE_NAME: "from-se",
+    SE_MYSQL_HOST: "db.example",
+    SE_MYSQL_PASSWORD: "s3cret",
+    SE_USE_RABBITMQ: "1",
+    SE_RABBITMQ_DURABLE_QUEUES: "true",
+    SE_NUMBER_OF_BULK_RECORDS: "1000",
+    SE_PERFDATA_BACKEND: "mysql, graphite",
+    SE_IS_OPENITCOCKPIT: "on",
+  };
+  const only = await loadSettings("run", { argv: [], env });
+  assert.equal(only.settings.nodeName, "from-se");
+  assert.equal(only.sources.nodeName, "env SE_NODE_NAME");
+  assert.equal(
+    only.settings.mysqlUrl,
+    "mysql://statusengine:s3cret@db.example:3306/statusengine_data",
+  );
+  assert.equal(only.sources.mysqlUrl, "env SE_MYSQL_*");
+  assert.equal(only.settings.consumer, "rabbitmq");
+  assert.equal(only.settings.rabbitmqDurableQueues, true);
+  assert.equal(only.settings.mysqlBatchSize, 700);
+  assert.equal(only.settings.perfdataRoute, "both");
+  assert.equal(only.settings.enableOpenitcockpitTweaks, true);
+  assert.ok(only.warnings.some((w) => /1000 in the SE_\* environment/.test(w)));
+  assert.ok(only.warnings.every((w) => !w.includes("s3cret")));
+
+  // STATUSENGINE_* wins over SE_*; the config file wins over SE_* (legacy: file > SE_*).
+  const mixed = await loadSettings("run", {
+    argv: ["--config", PATH],
+    env: { ...env, STATUSENGINE_NODE_NAME: "from-statusengine" },
+    readTextFile: () => Promise.resolve("mysql_batch_size: 50\nis_openitcockpit: 0\n"),
+  });
+  assert.equal(mixed.settings.nodeName, "from-statusengine");
+  assert.equal(mixed.settings.mysqlBatchSize, 50);
+  assert.equal(mixed.settings.enableOpenitcockpitTweaks, false);
+
+  // cleanup reads the SE_AGE_* variables.
+  const cleanup = await loadSettings("cleanup", { argv: [], env: { SE_AGE_HOSTCHECKS: "3" } });
+  assert.equal(cleanup.settings.ageHostchecksDays, 3);
+  assert.equal(cleanup.sources.ageHostchecksDays, "env SE_AGE_HOSTCHECKS");
+
+  // A malformed SE_* value refuses, naming the variable.
+  await assert.rejects(
+    loadSettings("run", { argv: [], env: { SE_IS_OPENITCOCKPIT: "maybe" } }),
+    (err: unknown) => err instanceof ConfigError && /SE_IS_OPENITCOCKPIT/.test(err.message),
+  );
+});
+
+// Ignoring number_*_worker: 0 and process_perfdata: 0 made a migrated worker consume queues
+// the PHP worker left alone (perfdata suddenly filled MySQL).
+Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude their queues; the new key wins", async () => {
+  const { settings, sources, warnings } = await load(
+    "run",
+    "number_perfdata_worker: 0\nnumber_misc_worker: 0\nnumber_hoststatus_worker: 4\n" +
+      "process_perfdata: 1\n",
+  );
+  assert.deepEqual(settings.excludeQueues, [
+    "statusngin_service_perfdata",
+    "statusngin_acknowledgements",
+    "statusngin_contactnotificationmethod",
+    "statusngin_downtimes",
+    "statusngin_core_restart",
+  ]);
+  assert.equal(
+    sources.excludeQueues,
+    `file ${PATH} keys number_perfdata_worker, number_misc_worker`,
+  );
+  assert.ok(
+    warnings.some((w) => /number_hoststatus_worker .*no processes per queue group/.test(w)),
+  );
+  const newKey = await load(
+    "run",
+    "exclude_queues: [statusngin_logentries]\nprocess_perfdata: 0\n",
+  );
+  assert.deepEqual(newKey.settings.excludeQueues, ["statusngin_logentries"]);
+  assert.ok(newKey.warnings.some((w) => /Ignoring legacy key process_perfdata/.test(w)));
+  await assert.rejects(load("run", "queues: [statusngin_flappings]\n"), ConfigError);
 });

@@ -12,7 +12,15 @@
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { ConfigError, UsageError } from "./errors.ts";
 import { acceptedForm, maskRaw, metavarOf, type Origin, parseValue } from "./kinds.ts";
-import { LEGACY_TRANSLATIONS, legacyIgnoredWarnings, RETIRED, type YamlMapping } from "./legacy.ts";
+import {
+  LEGACY_ENV_PATH,
+  LEGACY_TRANSLATIONS,
+  legacyEnvDocument,
+  legacyEnvName,
+  legacyIgnoredWarnings,
+  RETIRED,
+  type YamlMapping,
+} from "./legacy.ts";
 import {
   COMMAND_NAMES,
   type CommandName,
@@ -283,6 +291,16 @@ function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
+/** `present` for a dotted path into nested blocks (`rabbitmq.durable_queues`). */
+function presentPath(doc: YamlMapping, path: string): boolean {
+  const [head, ...rest] = path.split(".");
+  if (head === undefined || !present(doc, head)) return false;
+  if (rest.length === 0) return true;
+  const block = doc[head];
+  return typeof block === "object" && block !== null && !Array.isArray(block) &&
+    presentPath(block as YamlMapping, rest.join("."));
+}
+
 function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
   const sources = candidates.map((c) => c.source);
   return new ConfigError(
@@ -435,6 +453,8 @@ export async function loadSettings<C extends CommandName>(
   // 3. Legacy feature groups that have no equivalent.
   if (path !== undefined) warnings.push(...legacyIgnoredWarnings(doc, path, command));
 
+  const legacyEnv = legacyEnvDocument(env);
+
   // 4. Resolve every setting.
   const settings: Record<string, unknown> = {};
   const sources: Record<string, string> = {};
@@ -454,52 +474,64 @@ export async function loadSettings<C extends CommandName>(
         envCandidates(input).map((e) => parseFed(input, row, e.value, "text", `env ${e.name}`))
       ),
     ];
-    const fileTier: Candidate[] = [];
-    const fileKeys: string[] = [];
-    if (path !== undefined) {
-      const filePath = path;
-      const keyLabel = (key: string) => `file ${filePath} key ${key}`;
+    /** Candidates of one document: its own keys, then legacy keys, the new key winning. */
+    const documentTier = (
+      source: YamlMapping,
+      sourcePath: string,
+      origin: Origin,
+      keyLabel: (key: string) => string,
+    ): Candidate[] => {
+      const tier: Candidate[] = [];
+      const keys: string[] = [];
       for (const key of yamlKeys(row)) {
-        if (!present(doc, key)) continue;
-        fileTier.push(parseOrThrow(row, doc[key], "yaml", keyLabel(key)));
-        fileKeys.push(key);
+        if (!present(source, key)) continue;
+        tier.push(parseOrThrow(row, source[key], origin, keyLabel(key)));
+        keys.push(key);
       }
       for (const input of inputs) {
         for (const key of yamlKeys(input)) {
-          if (!present(doc, key)) continue;
-          fileTier.push(parseFed(input, row, doc[key], "yaml", keyLabel(key)));
-          fileKeys.push(key);
+          if (!present(source, key)) continue;
+          tier.push(parseFed(input, row, source[key], origin, keyLabel(key)));
+          keys.push(key);
         }
       }
       for (const translation of LEGACY_TRANSLATIONS) {
         if (translation.target !== row.flag) continue;
-        const legacyPresent = translation.keys.filter((k) => present(doc, k));
+        const legacyPresent = translation.keys.filter((k) => presentPath(source, k));
         if (legacyPresent.length === 0) continue;
-        if (fileTier.length > 0) {
+        if (tier.length > 0) {
           // The new key wins over its legacy counterpart (no translation, so a legacy value
-          // that would refuse, e.g. number_of_bulk_records: 1000, does not).
+          // that would refuse or be clamped is not even read).
           warnings.push(
             `Ignoring legacy key${legacyPresent.length === 1 ? "" : "s"} ${
               legacyPresent.join(", ")
-            } in ${filePath}: ${fileKeys.join(", ")} ${fileKeys.length === 1 ? "is" : "are"} set`,
+            } in ${sourcePath}: ${keys.join(", ")} ${keys.length === 1 ? "is" : "are"} set`,
           );
           continue;
         }
-        const legacy = translation.translate(doc, {
-          path: filePath,
+        const legacy = translation.translate(source, {
+          path: sourcePath,
           warn: (message) => warnings.push(message),
         });
         if (legacy !== undefined) {
-          fileTier.push(parseOrThrow(row, legacy.text, "text", legacy.source));
+          tier.push(parseOrThrow(row, legacy.text, "text", legacy.source));
         }
       }
-    }
+      return tier;
+    };
+    const fileTier = path === undefined
+      ? []
+      : documentTier(doc, path, "yaml", (key) => `file ${path} key ${key}`);
+    // The PHP worker's SE_* variables, below its config file as there (file > SE_*).
+    const legacyEnvTier = fileTier.length > 0
+      ? []
+      : documentTier(legacyEnv, LEGACY_ENV_PATH, "text", (key) => `env ${legacyEnvName(key)}`);
 
-    for (const tier of [flagTier, envTier, fileTier]) {
+    for (const tier of [flagTier, envTier, fileTier, legacyEnvTier]) {
       if (tier.length > 1) throw conflict(row, tier);
     }
     const key = settingKeyOf(row);
-    const chosen = flagTier[0] ?? envTier[0] ?? fileTier[0];
+    const chosen = flagTier[0] ?? envTier[0] ?? fileTier[0] ?? legacyEnvTier[0];
     if (chosen !== undefined) {
       settings[key] = chosen.value;
       sources[key] = chosen.source;

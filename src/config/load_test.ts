@@ -904,6 +904,7 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
       gearmanAddr: ["127.0.0.1:4730"],
       consumer: "gearman",
       rabbitmqUrl: "amqp://statusengine:statusengine@127.0.0.1:5672/",
+      rabbitmqDurableQueues: false,
       queue: "statusngin_downtimes",
       count: 1000,
       eventsPerJob: 100,

@@ -17,6 +17,10 @@
  * @module
  */
 import { QUEUE_NAMES } from "../events/queue_names.ts";
+import {
+  DEFAULT_ILLEGAL_CHARACTERS,
+  illegalCharactersPattern,
+} from "../util/illegal_characters.ts";
 
 /** Name used in usage lines and hints (the installed binary, operations.md §0.4). */
 export const PROGRAM_NAME = "statusengine-worker";
@@ -79,6 +83,8 @@ export type Kind =
     readonly maxLength?: number;
     /** Accepted form for help and errors; default "text". */
     readonly form?: string;
+    /** Further validation: the problem with the value, or null when it is fine. */
+    readonly check?: (value: string) => string | null;
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
   /** A size: bytes, or a whole number with KiB/MiB/GiB. */
@@ -176,6 +182,33 @@ const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as con
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 
+const QUEUE_PATTERN = new RegExp(`^(${QUEUE_NAMES.join("|")})$`);
+
+/**
+ * The legacy per-queue-group process counts; 0 meant "do not consume these queues". The
+ * queues of each key are in `legacy.ts`.
+ */
+export const LEGACY_WORKER_COUNT_KEYS = [
+  "number_servicestatus_worker",
+  "number_hoststatus_worker",
+  "number_logentry_worker",
+  "number_statechange_worker",
+  "number_hostcheck_worker",
+  "number_servicecheck_worker",
+  "number_perfdata_worker",
+  "number_notification_log_worker",
+  "number_misc_worker",
+] as const;
+
+function regexProblem(value: string): string | null {
+  try {
+    illegalCharactersPattern(value);
+    return null;
+  } catch (err: unknown) {
+    return `is not a usable regular expression: ${err instanceof Error ? err.message : err}`;
+  }
+}
+
 function metricsListenHost(value: string): string {
   const colon = value.lastIndexOf(":");
   const host = value.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
@@ -247,7 +280,10 @@ export const SETTINGS = [
     commands: GEARMAN_COMMANDS,
     legacyKeys: ["gearman"],
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
-      "server (D9).",
+      "server (D9). The broker module sends every message to every server it names, so " +
+      "listing here two servers of one broker processes every event twice: give one " +
+      "server per worker, or use the second only for failover (README: several gearmand " +
+      "servers).",
   },
   {
     flag: "gearman-max-concurrent-jobs-per-queue",
@@ -294,6 +330,15 @@ export const SETTINGS = [
     help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /.",
   },
   {
+    flag: "rabbitmq-durable-queues",
+    kind: { type: "boolean" },
+    default: "false",
+    commands: ["run", "publish", "losstest"],
+    legacyKeys: ["rabbitmq.durable_queues"],
+    help: "Declare the RabbitMQ queues durable. Must match the broker module's DurableQueues " +
+      "(default false, as there); a mismatch refuses to start with 406 PRECONDITION_FAILED.",
+  },
+  {
     flag: "rabbitmq-prefetch",
     kind: { type: "integer", min: 1, max: 65535 },
     default: "100",
@@ -307,6 +352,25 @@ export const SETTINGS = [
     commands: ["run"],
     help: "Pause before a lost RabbitMQ connection is dialled again (and between failed " +
       "attempts).",
+  },
+
+  {
+    flag: "queues",
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    default: "",
+    commands: ["run"],
+    help: "Queues to consume, comma-separated; empty = all twelve. Several workers may share " +
+      "a job server: statusngin_downtimes is consumed by one of them at a time (README: " +
+      "running several workers).",
+  },
+  {
+    flag: "exclude-queues",
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    default: "",
+    commands: ["run"],
+    legacyKeys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
+    help: "Queues not to consume, applied after --queues (their jobs wait at the broker). " +
+      "Legacy number_*_worker: 0 and process_perfdata: 0 exclude their queues.",
   },
 
   // ---- consumption (both backends) ---------------------------------------------------------
@@ -457,8 +521,21 @@ export const SETTINGS = [
     kind: { type: "string" },
     default: "statusengine",
     commands: ["run"],
-    help: "First path segment of every Graphite metric; characters outside a-z A-Z 0-9 ^ - . " +
-      "become _.",
+    help: "First path segment of every Graphite metric; sanitised like the other segments " +
+      "(--graphite-illegal-characters).",
+  },
+  {
+    flag: "graphite-illegal-characters",
+    kind: {
+      type: "string",
+      form: "regular expression of one character, bare or /delimited/ as in PHP",
+      check: regexProblem,
+    },
+    default: DEFAULT_ILLEGAL_CHARACTERS,
+    commands: ["run"],
+    help: "Characters of the Graphite prefix, host, service and label that become _ (the " +
+      "legacy graphite_illegal_characters; the Statusengine UI rebuilds keys with the same " +
+      "expression).",
   },
   {
     flag: "graphite-batch-size",
@@ -528,6 +605,45 @@ export const SETTINGS = [
     help: "Listener of POST /commands (only started when command keys exist).",
   },
 
+  // ---- statusengine_tasks ------------------------------------------------------------------
+  {
+    flag: "check-for-commands",
+    kind: { type: "boolean" },
+    default: "false",
+    // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
+    yaml: false,
+    legacyKeys: ["check_for_commands"],
+    commands: ["run"],
+    help: "Run the tasks the Statusengine UI writes into statusengine_tasks for this node " +
+      "(reschedule, acknowledge, downtime, passive result), as the PHP worker did.",
+  },
+  {
+    flag: "command-check-interval",
+    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+    default: "10s",
+    yaml: false,
+    legacyKeys: ["command_check_interval"],
+    commands: ["run"],
+    help: "How often statusengine_tasks is read (legacy: whole seconds).",
+  },
+  {
+    flag: "submit-method",
+    kind: { type: "enum", values: ["broker", "cmd"] },
+    default: "broker",
+    commands: ["run"],
+    help: "How tasks reach the core: broker = published to statusngin_cmd like POST /commands; " +
+      "cmd = appended to --external-command-file. The query handler (qhandler) is not " +
+      "supported.",
+  },
+  {
+    flag: "external-command-file",
+    kind: { type: "string", form: "path of the core's command FIFO" },
+    default: "/opt/naemon/var/naemon.cmd",
+    commands: ["run"],
+    help: "The monitoring core's external command file, used with --submit-method cmd; never " +
+      "created.",
+  },
+
   // ---- cleanup -----------------------------------------------------------------------------
   {
     flag: "cleanup-batch-size",
@@ -557,6 +673,7 @@ export const SETTINGS = [
   age("service-downtimes", 60, "statusengine_service_downtimehistory", "entry_time"),
   age("logentries", 5, "statusengine_logentries", "entry_time"),
   age("perfdata", 90, "statusengine_perfdata", "timestamp_unix"),
+  age("tasks", 5, "statusengine_tasks", "entry_time"),
 
   // ---- schema ------------------------------------------------------------------------------
   {

@@ -25,9 +25,9 @@ export interface Job {
   /** The workload, raw bytes: UTF-8 repair happens in the pipeline (P1). */
   readonly payload: Uint8Array;
   /**
-   * When this delivery arrived from the broker, epoch milliseconds. The
-   * broker's own messages may carry no time (core restart); this is the
-   * closest the worker knows to when they were published.
+   * When the backend received the job, epoch milliseconds (worker clock). A job may wait
+   * (prefetch buffer, retries) before the pipeline runs it; times derived from its arrival
+   * (the core-restart cutoff) use this, never the clock at handling time.
    */
   readonly receivedAt: number;
 }

@@ -51,6 +51,8 @@ export class DecodeState {
   readonly statements: DowntimeStatement[] = [];
   /** Largest core-restart cutoff seen in this job, null while none was seen. */
   restartCutoff: number | null = null;
+  /** Where {@link restartCutoff} came from: the message's timestamp, or the worker clock. */
+  restartCutoffSource: "message" | "clock" = "clock";
   /** PROCESS_RESTART events seen so far (tells the stream which restart events counted). */
   restarts = 0;
   /** Why a core-restart message was ignored (the last one wins). */

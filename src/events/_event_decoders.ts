@@ -458,11 +458,15 @@ export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObjec
     st.ignored = `object_type ${objectType} is not ${PROCESS_RESTART} (PROCESS_RESTART)`;
     return;
   }
-  // A missing, zero or negative timestamp means "not provided": use the worker clock taken
-  // now, before the status writers are flushed (D.1 step 1).
+  // A missing, zero or negative timestamp means "not provided": the decode clock stands in,
+  // and the pipeline replaces it by the job's receive time (capped, see `cutoffSource`).
   const ts = optInt(st, ev, "timestamp");
-  const cutoff = ts !== null && ts > 0 ? ts : st.nowSeconds;
+  const fromMessage = ts !== null && ts > 0;
+  const cutoff = fromMessage ? ts : st.nowSeconds;
   st.restarts++;
   // Several restarts in one bulk job: the latest cutoff covers the earlier ones.
-  if (st.restartCutoff === null || cutoff > st.restartCutoff) st.restartCutoff = cutoff;
+  if (st.restartCutoff === null || cutoff > st.restartCutoff) {
+    st.restartCutoff = cutoff;
+    st.restartCutoffSource = fromMessage ? "message" : "clock";
+  }
 }

@@ -163,7 +163,12 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
       return { kind: "downtimes", statements: st.statements, ...collected };
     case "core_restart":
       return st.restartCutoff !== null
-        ? { kind: "core_restart", cutoff: st.restartCutoff, ...collected }
+        ? {
+          kind: "core_restart",
+          cutoff: st.restartCutoff,
+          cutoffSource: st.restartCutoffSource,
+          ...collected,
+        }
         : { kind: "ignored", reason: st.ignored !== "" ? st.ignored : "bulk job without messages" };
   }
 }

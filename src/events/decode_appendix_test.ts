@@ -434,5 +434,5 @@ Deno.test("appendix: statusngin_core_restart.json (timestamp 0) yields the worke
     ...APPENDIX_CTX,
     nowSeconds: 1785470670.9,
   });
-  assert.deepEqual(job, { kind: "core_restart", cutoff: 1785470670 });
+  assert.deepEqual(job, { kind: "core_restart", cutoff: 1785470670, cutoffSource: "clock" });
 });

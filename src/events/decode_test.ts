@@ -486,24 +486,28 @@ Deno.test("decodeJob: a bulk downtime job yields the statements of all events in
   );
 });
 
-Deno.test("decodeJob: core restart uses a positive timestamp, else the floored worker clock (D.1)", () => {
+Deno.test("decodeJob: core restart uses a positive timestamp, else the floored worker clock, and says which (D.1)", () => {
   const q = "statusngin_core_restart";
   const ctx = { ...CTX, nowSeconds: 1000.7 };
   assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":500}', ctx), {
     kind: "core_restart",
     cutoff: 500,
+    cutoffSource: "message",
   });
   assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":-5}', ctx), {
     kind: "core_restart",
     cutoff: 1000,
+    cutoffSource: "clock",
   });
   assert.deepEqual(decodeJob(q, '{"object_type":102}', ctx), {
     kind: "core_restart",
     cutoff: 1000,
+    cutoffSource: "clock",
   });
   assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":null}', ctx), {
     kind: "core_restart",
     cutoff: 1000,
+    cutoffSource: "clock",
   });
   assert.deepEqual(
     decodeJob(
@@ -511,7 +515,7 @@ Deno.test("decodeJob: core restart uses a positive timestamp, else the floored w
       '{"messages":[{"object_type":102,"timestamp":500},{"object_type":102,"timestamp":700}]}',
       ctx,
     ),
-    { kind: "core_restart", cutoff: 700 },
+    { kind: "core_restart", cutoff: 700, cutoffSource: "message" },
   );
 });
 

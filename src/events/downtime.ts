@@ -98,6 +98,11 @@ const SCHEDULED_START_UPDATE: readonly string[] = Object.freeze([
   "was_started",
   "actual_start_time",
 ]);
+// After RESTART_PROGRAM the core re-announces every running downtime as LOAD then START, the
+// START stamped with the restart time. The first START's time is the real one, so a START
+// only fills actual_start_time while it is still 0. Pinned by "downtimes: a START re-announced
+// after a core restart keeps the recorded actual_start_time".
+const START_SET_ONCE: readonly string[] = Object.freeze(["actual_start_time"]);
 
 function key(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
   // Primary-key order of all four tables (B.3.3, B.3.6, B.3.14, B.3.17).
@@ -208,7 +213,14 @@ function scheduledUpsert(
       actual_start_time: actualStart,
     };
   return started
-    ? { kind: "upsert", event: "START", table, row, updateColumns: SCHEDULED_START_UPDATE }
+    ? {
+      kind: "upsert",
+      event: "START",
+      table,
+      row,
+      updateColumns: SCHEDULED_START_UPDATE,
+      setOnce: START_SET_ONCE,
+    }
     : { kind: "upsert", event: "ADD", table, row, updateColumns: SCHEDULED_ADD_UPDATE };
 }
 
@@ -251,6 +263,7 @@ export function appendDowntimeStatements(
       table: history,
       key: key(ev, isHost, nodeName),
       set: { was_started: 1, actual_start_time: ev.timestamp },
+      setOnce: START_SET_ONCE,
       detectUnmatched: true,
     };
     out.push(update, scheduledUpsert(ev, isHost, nodeName, true));

@@ -199,6 +199,8 @@ Deno.test("downtimeStatements: START updates history (C.5 flagged) then upserts 
         table: k.history,
         key: key(host),
         set: { "was_started": 1, "actual_start_time": ts },
+        // A START re-announced after a core restart must not move the recorded start.
+        setOnce: ["actual_start_time"],
         detectUnmatched: true,
       },
       {
@@ -223,6 +225,7 @@ Deno.test("downtimeStatements: START updates history (C.5 flagged) then upserts 
           "was_started",
           "actual_start_time",
         ],
+        setOnce: ["actual_start_time"],
       },
     ], k.name);
   }

@@ -60,6 +60,11 @@ export interface DowntimeUpsert {
    * late or redelivered ADD cannot reset the dynamic columns (C.4.2).
    */
   readonly updateColumns: readonly string[];
+  /**
+   * Columns of `updateColumns` assigned on a duplicate key only while the stored value is 0
+   * (not yet set); absent = none. See {@linkcode DowntimeUpdate.setOnce}.
+   */
+  readonly setOnce?: readonly string[];
 }
 
 /** `UPDATE table SET <set> WHERE <key col> = ? AND …` (the full primary key). */
@@ -74,6 +79,12 @@ export interface DowntimeUpdate {
   readonly key: Row;
   /** Columns to assign. */
   readonly set: Row;
+  /**
+   * Columns of `set` assigned only while the stored value is 0 (not yet set); absent = none.
+   * A START re-announced after a core restart carries the restart time, not the time the
+   * downtime began, so it must not move an `actual_start_time` that is already recorded.
+   */
+  readonly setOnce?: readonly string[];
   /**
    * True when a 0 matched-rows outcome must be reported as an unmatched update
    * (C.5, metric `statusengine_queue_downtime_updates_unmatched_total`).
@@ -161,6 +172,13 @@ export type DecodedJob =
      */
     readonly kind: "core_restart";
     readonly cutoff: number;
+    /**
+     * `message`: the message's positive `timestamp`, the restart instant. `clock`: the message
+     * had none and `cutoff` is the decode clock; the pipeline replaces it by the job's receive
+     * time, capped at the newest status already written (a late message must not delete rows
+     * written after the restart).
+     */
+    readonly cutoffSource: "message" | "clock";
     /** The PROCESS_RESTART events of the job; only when `collectEvents` was set. */
     readonly events?: StreamEvent[];
   }

@@ -36,6 +36,8 @@ export interface GraphiteOptions {
   readonly addr: string;
   /** Path prefix (sanitised here). */
   readonly prefix: string;
+  /** Characters replaced by `_` in every path segment; default the legacy set. */
+  readonly illegalCharacters?: RegExp;
   /** Metrics per write, 1..1000. */
   readonly batchSize: number;
   readonly metrics?: GraphiteMetrics;
@@ -51,6 +53,7 @@ export interface GraphiteOptions {
 export class GraphiteClient {
   readonly #o: GraphiteOptions;
   readonly #prefix: string;
+  readonly #illegal: RegExp | undefined;
   #lines: string[] = [];
   #conn: Deno.TcpConn | undefined;
   #flushing: Promise<void> | undefined;
@@ -63,7 +66,8 @@ export class GraphiteClient {
   /** @param options Address, prefix, batch size and metrics. */
   constructor(options: GraphiteOptions) {
     this.#o = options;
-    this.#prefix = sanitizeSegment(options.prefix);
+    this.#illegal = options.illegalCharacters;
+    this.#prefix = sanitizeSegment(options.prefix, this.#illegal);
     const every = options.statsIntervalMs ?? 30_000;
     if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
   }
@@ -88,6 +92,7 @@ export class GraphiteClient {
           String(r["hostname"] ?? ""),
           String(r["service_description"] ?? ""),
           String(r["label"] ?? ""),
+          this.#illegal,
         ),
         value,
         Number(r["timestamp_unix"] ?? 0),

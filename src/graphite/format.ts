@@ -3,15 +3,18 @@
  *
  * @module
  */
+import {
+  DEFAULT_ILLEGAL_CHARACTERS,
+  illegalCharactersPattern,
+} from "../util/illegal_characters.ts";
 
-// Every character outside [a-zA-Z0-9\-.^] becomes one "_" per code point; the
-// literal "^" survives, an inherited quirk of the legacy pattern (F4).
-const ILLEGAL = /[^a-zA-Z0-9\-.^]/gu;
+const DEFAULT_ILLEGAL = illegalCharactersPattern(DEFAULT_ILLEGAL_CHARACTERS);
 
 /**
  * Sanitise one path segment (or the prefix).
  *
  * @param segment Host name, service description, label or prefix.
+ * @param illegal Characters to replace (`--graphite-illegal-characters`); default the legacy one.
  * @returns The segment with illegal characters replaced by `_`.
  *
  * @example
@@ -20,8 +23,8 @@ const ILLEGAL = /[^a-zA-Z0-9\-.^]/gu;
  * sanitizeSegment("Disk Usage /var"); // "Disk_Usage__var"
  * ```
  */
-export function sanitizeSegment(segment: string): string {
-  return segment.replace(ILLEGAL, "_");
+export function sanitizeSegment(segment: string, illegal: RegExp = DEFAULT_ILLEGAL): string {
+  return segment.replace(illegal, "_");
 }
 
 /**
@@ -31,10 +34,19 @@ export function sanitizeSegment(segment: string): string {
  * @param host Host name.
  * @param service Service description.
  * @param label Perfdata label.
+ * @param illegal Characters to replace; default the legacy set.
  * @returns The metric path.
  */
-export function metricPath(prefix: string, host: string, service: string, label: string): string {
-  return `${prefix}.${sanitizeSegment(host)}.${sanitizeSegment(service)}.${sanitizeSegment(label)}`;
+export function metricPath(
+  prefix: string,
+  host: string,
+  service: string,
+  label: string,
+  illegal: RegExp = DEFAULT_ILLEGAL,
+): string {
+  return `${prefix}.${sanitizeSegment(host, illegal)}.${sanitizeSegment(service, illegal)}.${
+    sanitizeSegment(label, illegal)
+  }`;
 }
 
 /**

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { carbonLine, formatCarbonValue, metricPath, sanitizeSegment } from "./format.ts";
+import {
+  carbonLine,
+  formatCarbonValue,
+  metricPath,
+  sanitizeSegment,
+} from "./format.ts";
+import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 
 Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-' and '^' (F4)", () => {
   assert.equal(
@@ -31,4 +37,17 @@ Deno.test("graphite: values are written in the shortest positional form, never w
 
 Deno.test("graphite: a line is path, value and integer seconds", () => {
   assert.equal(carbonLine("a.b", 0.5, 1785470664.9), "a.b 0.5 1785470664\n");
+});
+
+Deno.test("graphite: illegalCharactersPattern takes the bare and the PHP-delimited form, and refuses what cannot work", () => {
+  const legacy = illegalCharactersPattern("/[^a-zA-Z^0-9\\-\\.]/");
+  assert.equal(sanitizeSegment("Disk Usage /var^x.y-z", legacy), "Disk_Usage__var^x.y-z");
+  const bare = illegalCharactersPattern("[^a-z]");
+  assert.equal(sanitizeSegment("abC1", bare), "ab__");
+  const insensitive = illegalCharactersPattern("/[^a-z]/i");
+  assert.equal(sanitizeSegment("abC1", insensitive), "abC_");
+  // Used twice in a row: the global pattern carries no state between calls.
+  assert.equal(sanitizeSegment("abC1", insensitive), "abC_");
+  assert.throws(() => illegalCharactersPattern("[a-"), SyntaxError);
+  assert.throws(() => illegalCharactersPattern("x*"), /matches the empty string/);
 });

@@ -263,6 +263,36 @@ export const METRICS = {
     labels: [],
     precreate: "none",
   },
+  inOrderLockHeld: {
+    name: "statusengine_in_order_lock_held",
+    type: "gauge",
+    help: "1 while this worker holds the in-order lock and consumes statusngin_downtimes; " +
+      "exactly one worker per node should show 1.",
+    labels: [],
+    precreate: "none",
+  },
+  // --- statusengine_tasks (the UI's task queue) --------------------------------
+  tasksSubmitted: {
+    name: "statusengine_tasks_submitted_total",
+    type: "counter",
+    help: "Tasks of statusengine_tasks submitted to the core (broker or command file) and deleted.",
+    labels: [],
+    precreate: "none",
+  },
+  tasksRejected: {
+    name: "statusengine_tasks_rejected_total",
+    type: "counter",
+    help: "Tasks deleted without being run: unknown type, or refused by the /commands validation.",
+    labels: [],
+    precreate: "none",
+  },
+  tasksSubmitErrors: {
+    name: "statusengine_tasks_submit_errors_total",
+    type: "counter",
+    help: "Failed task submissions; the task stays and is retried on the next poll.",
+    labels: [],
+    precreate: "none",
+  },
   websocketClientsActive: {
     name: "statusengine_websocket_clients_active",
     type: "gauge",

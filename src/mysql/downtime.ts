@@ -45,10 +45,13 @@ function assignments(
   table: TableName,
   row: Row,
   joiner: string,
+  setOnce: readonly string[] = [],
 ): { sql: string; values: SqlValue[] } {
   const cols = Object.keys(row);
   return {
-    sql: cols.map((c) => `${quote(c)} = ?`).join(joiner),
+    sql: cols.map((c) =>
+      setOnce.includes(c) ? `${quote(c)} = IF(${quote(c)} = 0, ?, ${quote(c)})` : `${quote(c)} = ?`
+    ).join(joiner),
     values: cols.map((c) => fit(table, c, row[c] ?? null)),
   };
 }
@@ -67,8 +70,12 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
       const { values } = adjustRow(t, statement.row);
       const cols = t.insertColumns.map(quote).join(", ");
       const placeholders = t.insertColumns.map(() => "?").join(", ");
-      const update = statement.updateColumns.map((c) => `${quote(c)} = VALUES(${quote(c)})`)
-        .join(", ");
+      const once = statement.setOnce ?? [];
+      const update = statement.updateColumns.map((c) =>
+        once.includes(c)
+          ? `${quote(c)} = IF(${quote(c)} = 0, VALUES(${quote(c)}), ${quote(c)})`
+          : `${quote(c)} = VALUES(${quote(c)})`
+      ).join(", ");
       return {
         sql: `INSERT INTO ${
           quote(table)
@@ -77,7 +84,7 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
       };
     }
     case "update": {
-      const set = assignments(table, statement.set, ", ");
+      const set = assignments(table, statement.set, ", ", statement.setOnce);
       const where = assignments(table, statement.key, " AND ");
       return {
         sql: `UPDATE ${quote(table)} SET ${set.sql} WHERE ${where.sql}`,

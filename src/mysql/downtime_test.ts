@@ -134,14 +134,15 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
   ).map(buildDowntimeStatement);
   assert.equal(
     startUpdate?.sql,
-    "UPDATE `statusengine_host_downtimehistory` SET `was_started` = ?, `actual_start_time` = ? " +
+    "UPDATE `statusengine_host_downtimehistory` SET `was_started` = ?, " +
+      "`actual_start_time` = IF(`actual_start_time` = 0, ?, `actual_start_time`) " +
       "WHERE `hostname` = ? AND `node_name` = ? AND `scheduled_start_time` = ? AND `internal_downtime_id` = ?",
   );
   assert.deepEqual(startUpdate?.values, [1, 1_700_000_205, "web01", "N", 1_700_000_200, 7]);
   assert.match(startUpsert?.sql ?? "", /^INSERT INTO `statusengine_host_scheduleddowntimes` /);
   assert.match(
     startUpsert?.sql ?? "",
-    /, `was_started` = VALUES\(`was_started`\), `actual_start_time` = VALUES\(`actual_start_time`\)$/,
+    /, `was_started` = VALUES\(`was_started`\), `actual_start_time` = IF\(`actual_start_time` = 0, VALUES\(`actual_start_time`\), `actual_start_time`\)$/,
   );
   assert.deepEqual(startUpsert?.values.slice(-2), [1, 1_700_000_205]);
 
@@ -307,6 +308,42 @@ Deno.test("downtimes: CLIENT_FOUND_ROWS makes a repeated UPDATE report 1, so a r
     )?.value,
     4, // ADD upsert, START, START again, the orphan START (which matched nothing)
   );
+});
+
+// After RESTART_PROGRAM the core re-announces a running downtime as LOAD, then START with the
+// restart time. Without the set-once rule the START overwrote actual_start_time in both tables
+// (seen on 9 downtimes of a real installation).
+Deno.test("downtimes: a START re-announced after a core restart keeps the recorded actual_start_time", async () => {
+  await using fx = await setup();
+  for (const downtimeType of [2, 1]) {
+    const base = { downtimeType, serviceDescription: downtimeType === 1 ? "HTTP" : "" };
+    await fx.run(downtimeStatements(event(base), "N"));
+    await fx.run(downtimeStatements(event({ ...base, type: 1103, timestamp: 1_700_000_205 }), "N"));
+    await fx.run(downtimeStatements(event({ ...base, type: 1102, timestamp: 1_700_002_000 }), "N"));
+    await fx.run(downtimeStatements(event({ ...base, type: 1103, timestamp: 1_700_002_000 }), "N"));
+    const kind = downtimeType === 2 ? "host" : "service";
+    for (const table of [`${kind}_downtimehistory`, `${kind}_scheduleddowntimes`]) {
+      const rows = await fx.db.query<DbRow[]>(
+        `SELECT was_started, actual_start_time FROM statusengine_${table}`,
+      );
+      assert.deepEqual(
+        rows.map((r) => [r["was_started"], Number(r["actual_start_time"])]),
+        [[1, 1_700_000_205]],
+        table,
+      );
+    }
+  }
+  // The re-announced START matched its row: not an unmatched update.
+  assert.equal(await fx.unmatched(), 0);
+  // A START whose row has no start yet (the normal case) still records it.
+  await fx.run(downtimeStatements(event({ downtimeId: 9 }), "N"));
+  await fx.run(
+    downtimeStatements(event({ downtimeId: 9, type: 1103, timestamp: 1_700_000_300 }), "N"),
+  );
+  const [fresh] = await fx.db.query<DbRow[]>(
+    "SELECT actual_start_time FROM statusengine_host_downtimehistory WHERE internal_downtime_id = 9",
+  );
+  assert.equal(Number(fresh?.["actual_start_time"]), 1_700_000_300);
 });
 
 Deno.test("downtimes: a statement MySQL rejects is dead-lettered and the executor goes on with the next (D7)", async () => {

@@ -757,12 +757,24 @@ export interface EnsureSchemaOptions {
   readonly collation?: string;
 }
 
+/**
+ * The schema version the created tables correspond to, recorded in `statusengine_dbversion`
+ * (row `id` 1): the version the legacy `database --update` writes for this schema, which the
+ * Statusengine UI reads.
+ */
+export const SCHEMA_VERSION = "3.7.4";
+
 /** What `ensureSchema` did. */
 export interface EnsureSchemaResult {
   /** Tables that were missing and have been created, in catalogue order. */
   readonly created: readonly TableName[];
   /** Collation used for new tables. */
   readonly collation: string;
+  /**
+   * The version row: `written` when it was missing and {@link SCHEMA_VERSION} was recorded;
+   * otherwise `version` is what the row already holds (never rewritten, D2).
+   */
+  readonly dbversion: { readonly written: boolean; readonly version: string | null };
 }
 
 /**
@@ -784,5 +796,19 @@ export async function ensureSchema(
     // IF NOT EXISTS: another process (a second worker, the operator) may create it meanwhile.
     await conn.query(createTableStatement(TABLES[name], { collation, now }));
   }
-  return { created: missing, collation };
+  // IGNORE: an existing row (another version, or one written meanwhile) is left as it is.
+  const [inserted] = await conn.query(
+    "INSERT IGNORE INTO `statusengine_dbversion` (`id`, `dbversion`) VALUES (1, ?)",
+    [SCHEMA_VERSION],
+  );
+  const written = ((inserted as { affectedRows?: number }).affectedRows ?? 0) > 0;
+  let version: string | null = SCHEMA_VERSION;
+  if (!written) {
+    const [rows] = await conn.query(
+      "SELECT `dbversion` FROM `statusengine_dbversion` WHERE `id` = 1",
+    );
+    const value = (rows as { dbversion?: unknown }[])[0]?.dbversion;
+    version = typeof value === "string" ? value : null;
+  }
+  return { created: missing, collation, dbversion: { written, version } };
 }

@@ -126,9 +126,44 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     await abortable(tracker.done, signal);
   }
 
+  const retryContext = (table: string, signal: AbortSignal) => ({
+    table,
+    availability: options.availability,
+    signal,
+    ...(m === undefined
+      ? {}
+      : { lockRetries: m.dbBatchRetries, connectionRetries: m.dbConnectionRetries }),
+  });
+
+  /**
+   * The cutoff of a restart message without a timestamp: the time the job was received, but
+   * never later than the newest status of this node written so far. A message handled late
+   * (worker started after the restart, backlog) is received after status events the core sent
+   * after the restart; those may be committed by the flush below, and the receive time alone
+   * would delete them. Read before the flush, the newest written status is at most the
+   * newest one from before the restart or one that was already committed.
+   */
+  async function receivedCutoff(job: Job, signal: AbortSignal): Promise<number> {
+    const received = Math.floor(job.receivedAt / 1000);
+    const result = await runWithRetry(
+      () =>
+        options.executor.run(
+          "SELECT GREATEST(" +
+            "COALESCE((SELECT MAX(`status_update_time`) FROM `statusengine_hoststatus` " +
+            "WHERE `node_name` = ?), 0), " +
+            "COALESCE((SELECT MAX(`status_update_time`) FROM `statusengine_servicestatus` " +
+            "WHERE `node_name` = ?), 0)) AS `newest`",
+          [options.nodeName, options.nodeName],
+        ),
+      retryContext("statusengine_hoststatus", signal),
+    );
+    const newest = Number(result.rows[0]?.["newest"] ?? 0);
+    return Math.min(received, newest);
+  }
+
   async function coreRestart(cutoff: number, signal: AbortSignal) {
     log.info("pipeline: monitoring core restarted, deleting stale status rows", {
-      cutoff,
+      ...(options.openItcockpit ? {} : { cutoff }),
       node_name: options.nodeName,
       mode: options.openItcockpit ? "openitcockpit" : "cutoff",
     });
@@ -136,14 +171,10 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       const writer = options.writers.get(table);
       const statement = coreRestartStatement(table, cutoff, options);
       const run = () =>
-        runWithRetry(() => options.executor.run(statement.sql, statement.values), {
-          table,
-          availability: options.availability,
-          signal,
-          ...(m === undefined
-            ? {}
-            : { lockRetries: m.dbBatchRetries, connectionRetries: m.dbConnectionRetries }),
-        });
+        runWithRetry(
+          () => options.executor.run(statement.sql, statement.values),
+          retryContext(table, signal),
+        );
       // Commit what the writer holds first, and keep it quiet meanwhile (D4, P7).
       const result = writer === undefined ? await run() : await writer.withPaused(run, signal);
       log.info("pipeline: stale status rows deleted", { table, rows: result.affectedRows });
@@ -203,7 +234,12 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         await options.downtimes.run(job.queue, decoded.statements, signal);
         return;
       case "core_restart":
-        await coreRestart(decoded.cutoff, signal);
+        await coreRestart(
+          decoded.cutoffSource === "clock" && !options.openItcockpit
+            ? await receivedCutoff(job, signal)
+            : decoded.cutoff,
+          signal,
+        );
         return;
     }
   };

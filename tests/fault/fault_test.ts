@@ -11,7 +11,7 @@ import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts
 import { type Gearmand, startGearmand } from "../helpers/gearmand.ts";
 import { startMysqlProxy, startTcpProxy } from "../helpers/tcp_proxy.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { createSchema, jobsAtGearmand } from "../helpers/worker.ts";
+import { createSchema, jobsAtGearmand, TEST_QUEUE_DURABILITY } from "../helpers/worker.ts";
 import { seriesValue, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
 import { GearmanClient } from "../../src/gearman/client.ts";
 import { AmqpPublisher } from "../../src/amqp/publisher.ts";
@@ -150,7 +150,7 @@ Deno.test("fault: RabbitMQ backend, SIGKILL mid-drain, restart: no event missing
   await using db = await createScratchDatabase("se_fault");
   await createSchema(db.url);
   {
-    await using publisher = await AmqpPublisher.connect(vhost.url);
+    await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
     await publisher.declare(QUEUE);
     const batch: (string | Uint8Array)[] = [];
     for (const job of losstestJobs("rkill", EVENTS)) {
@@ -174,7 +174,7 @@ Deno.test("fault: RabbitMQ backend, SIGKILL mid-drain, restart: no event missing
     message: "the RabbitMQ backlog to drain",
   });
   await assertNothingMissing(db, "rkill");
-  await using publisher = await AmqpPublisher.connect(vhost.url);
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
   assert.equal((await publisher.depth(QUEUE)).ready, 0);
 });
 

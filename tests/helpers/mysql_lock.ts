@@ -16,7 +16,7 @@ export interface TableLock extends AsyncDisposable {
 }
 
 /**
- * Take `LOCK TABLES <tables> WRITE` on a dedicated connection.
+ * Take `LOCK TABLES <tables> WRITE` (or `READ`) on a dedicated connection.
  *
  * @example
  * ```ts ignore
@@ -28,7 +28,10 @@ export interface TableLock extends AsyncDisposable {
 export async function lockTables(
   db: ScratchDatabase,
   tables: readonly string[],
+  options: { readonly mode?: "READ" | "WRITE" } = {},
 ): Promise<TableLock> {
+  // READ lets other sessions read the tables while their writes wait.
+  const mode = options.mode ?? "WRITE";
   const conn = await mysql.createConnection({
     host: db.host,
     port: db.port,
@@ -37,7 +40,7 @@ export async function lockTables(
     database: db.name,
   });
   try {
-    await conn.query(`LOCK TABLES ${tables.map((t) => `\`${t}\` WRITE`).join(", ")}`);
+    await conn.query(`LOCK TABLES ${tables.map((t) => `\`${t}\` ${mode}`).join(", ")}`);
   } catch (err: unknown) {
     await conn.end();
     throw err;

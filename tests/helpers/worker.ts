@@ -22,6 +22,13 @@ export function testRabbitMqUrl(): string {
 export const TEST_DEAD_LETTER_FILE = "dead-letters.ndjson";
 
 /**
+ * Queue durability of every test publisher, consumer and worker: the default of
+ * `--rabbitmq-durable-queues` (and of the broker module's DurableQueues), so the tests declare
+ * exactly as a default installation does.
+ */
+export const TEST_QUEUE_DURABILITY = { durableQueues: false } as const;
+
+/**
  * Worker settings suitable for tests; override what a test needs. A RabbitMQ
  * worker (`consumer: "rabbitmq"`) gets the test broker with prefetch 100
  * unless `rabbitmq` is given.
@@ -31,7 +38,7 @@ export function testConfig(
 ): WorkerConfig {
   return {
     gearmanServers: [],
-    rabbitmq: { url: testRabbitMqUrl(), prefetch: 100 },
+    rabbitmq: { url: testRabbitMqUrl(), prefetch: 100, ...TEST_QUEUE_DURABILITY },
     maxJobsPerQueue: 8,
     reconnectIntervalMs: 100,
     heartbeatIntervalMs: 15_000,

@@ -160,7 +160,8 @@ async function probeRabbitMq(url: string): Promise<Probe> {
   try {
     addr = parseAmqpUrl(url).display;
     using limit = deadline(ADMIN_TIMEOUT_MS);
-    const connecting = AmqpPublisher.connect(url);
+    // Passive declarations only: the durability flag is not sent.
+    const connecting = AmqpPublisher.connect(url, { durableQueues: false });
     const publisher = await Promise.race([
       connecting,
       new Promise<never>((_, reject) =>

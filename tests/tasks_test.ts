@@ -1,0 +1,252 @@
+/**
+ * The Statusengine UI's task queue end to end: rows of `statusengine_tasks` → validation →
+ * gearmand's `statusngin_cmd` or the core's external command file → deleted.
+ *
+ * What would break without it: the UI writes every user action (reschedule, acknowledge,
+ * downtime, passive result) into statusengine_tasks and expects the worker to run it; a
+ * worker that never reads the table loses every one of them without a trace.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { takeJobs } from "./helpers/gearman_jobs.ts";
+import { waitFor } from "./helpers/wait.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  startTestWorker,
+  TEST_QUEUE_DURABILITY,
+  testConfig,
+} from "./helpers/worker.ts";
+import type { WorkerConfig } from "../src/worker.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+
+const NODE = "N";
+const CMD = "statusngin_cmd";
+
+interface Task {
+  readonly uuid: string | null;
+  readonly node: string;
+  readonly entry: number;
+  readonly type: string;
+  readonly payload: string | null;
+}
+
+async function insertTasks(db: ScratchDatabase, tasks: readonly Task[]): Promise<void> {
+  for (const t of tasks) {
+    await db.query(
+      "INSERT INTO statusengine_tasks (uuid, node_name, entry_time, type, payload) " +
+        "VALUES (?, ?, ?, ?, ?)",
+      [t.uuid, t.node, t.entry, t.type, t.payload],
+    );
+  }
+}
+
+async function remaining(db: ScratchDatabase): Promise<string[]> {
+  const rows = await db.query<{ uuid: string | null; node_name: string }[]>(
+    "SELECT uuid, node_name FROM statusengine_tasks ORDER BY entry_time",
+  );
+  return rows.map((r) => `${r.uuid}@${r.node_name}`);
+}
+
+function taskConfig(
+  db: ScratchDatabase,
+  overrides: Partial<WorkerConfig> & Pick<WorkerConfig, "gearmanServers">,
+): WorkerConfig {
+  return testConfig({
+    mysqlUrl: db.url,
+    queues: ["statusngin_core_restart"],
+    tasks: {
+      intervalMs: 100,
+      submitMethod: "broker",
+      externalCommandFile: "/nonexistent",
+    },
+    ...overrides,
+  });
+}
+
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+
+Deno.test("tasks: this node's tasks reach statusngin_cmd in entry order as /commands would send them; refused ones are deleted, other nodes' stay", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertTasks(db, [
+    // Entry order differs from insertion order on purpose.
+    {
+      uuid: "u2",
+      node: NODE,
+      entry: 200,
+      type: "externalcommand",
+      payload: "ACKNOWLEDGE_HOST_PROBLEM;web01;1;1;1;admin;on it",
+    },
+    {
+      uuid: "u1",
+      node: NODE,
+      entry: 100,
+      type: "externalcommand",
+      payload: "[1700000000] SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;1700000000",
+    },
+    // Refused by the same rules as POST /commands: never runnable, deleted.
+    { uuid: "u3", node: NODE, entry: 300, type: "externalcommand", payload: "SHUTDOWN_PROGRAM" },
+    { uuid: "u4", node: NODE, entry: 400, type: "externalcommand", payload: "A;b\nFORGED" },
+    { uuid: "u5", node: NODE, entry: 500, type: "othertype", payload: "x" },
+    // Without a uuid: still deleted exactly once it ran.
+    {
+      uuid: null,
+      node: NODE,
+      entry: 600,
+      type: "externalcommand",
+      payload: "ENABLE_NOTIFICATIONS",
+    },
+    // Another node's task is that node's business.
+    {
+      uuid: "o1",
+      node: "OTHER",
+      entry: 50,
+      type: "externalcommand",
+      payload: "DISABLE_NOTIFICATIONS",
+    },
+  ]);
+  const before = Math.floor(Date.now() / 1000);
+  await using worker = await startTestWorker(taskConfig(db, { gearmanServers: [gearmand.addr] }));
+  await waitFor(async () => (await remaining(db)).length === 1, {
+    message: "every task of this node handled",
+  });
+  const after = Math.floor(Date.now() / 1000);
+  assert.deepEqual(await remaining(db), ["o1@OTHER"]);
+  assert.equal(await metricValue(worker, "statusengine_tasks_submitted_total"), 3);
+  assert.equal(await metricValue(worker, "statusengine_tasks_rejected_total"), 3);
+  assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 3);
+
+  const bodies = (await takeJobs(gearmand.addr, CMD, 3)).map((b) => JSON.parse(text(b)));
+  assert.deepEqual(bodies[0], {
+    Command: "raw",
+    Data: "[1700000000] SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;1700000000",
+  });
+  const ack = /^\[(\d+)\] ACKNOWLEDGE_HOST_PROBLEM;web01;1;1;1;admin;on it$/.exec(bodies[1]?.Data);
+  assert.ok(ack, JSON.stringify(bodies[1]));
+  assert.ok(Number(ack[1]) >= before && Number(ack[1]) <= after, "timestamp prefix added");
+  assert.match(bodies[2]?.Data, /^\[\d+\] ENABLE_NOTIFICATIONS$/);
+});
+
+Deno.test("tasks: while the job server is unreachable no task is deleted; they are published once it is back", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(taskConfig(db, { gearmanServers: [proxy.addr] }));
+  proxy.block();
+  await insertTasks(db, [
+    { uuid: "a", node: NODE, entry: 1, type: "externalcommand", payload: "[1] A;x" },
+    { uuid: "b", node: NODE, entry: 2, type: "externalcommand", payload: "[2] B;y" },
+  ]);
+  await waitFor(
+    async () => (await metricValue(worker, "statusengine_tasks_submit_errors_total")) >= 2,
+    {
+      message: "two failed submission rounds",
+    },
+  );
+  assert.deepEqual(await remaining(db), ["a@N", "b@N"], "nothing deleted while unpublished");
+  proxy.unblock();
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "tasks published" });
+  const bodies = (await takeJobs(gearmand.addr, CMD, 2)).map((b) => JSON.parse(text(b)).Data);
+  assert.deepEqual(bodies, ["[1] A;x", "[2] B;y"]);
+});
+
+Deno.test("tasks: submit method cmd writes each command line to the core's FIFO and to a plain file, then deletes the task", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir();
+  try {
+    // The core's command FIFO: the test is the core, reading it. Opened read-write, as the
+    // core keeps it open, so a writer closing it is no end of file.
+    const fifo = `${dir}/naemon.cmd`;
+    const made = await new Deno.Command("mkfifo", { args: [fifo] }).output();
+    assert.ok(made.success, "mkfifo");
+    const reader = Deno.open(fifo, { read: true, write: true });
+    await insertTasks(db, [
+      { uuid: "f1", node: NODE, entry: 1, type: "externalcommand", payload: "[10] ONE;a" },
+      { uuid: "f2", node: NODE, entry: 2, type: "externalcommand", payload: "TWO;b" },
+    ]);
+    {
+      await using _worker = await startTestWorker(taskConfig(db, {
+        gearmanServers: [gearmand.addr],
+        tasks: { intervalMs: 100, submitMethod: "cmd", externalCommandFile: fifo },
+      }));
+      const file = await reader;
+      try {
+        let received = "";
+        const buffer = new Uint8Array(4096);
+        while (received.split("\n").length < 3) {
+          const n = await file.read(buffer);
+          if (n === null) break;
+          received += new TextDecoder().decode(buffer.subarray(0, n));
+        }
+        const lines = received.split("\n");
+        assert.equal(lines[0], "[10] ONE;a");
+        assert.match(lines[1] ?? "", /^\[\d+\] TWO;b$/);
+      } finally {
+        file.close();
+      }
+      await waitFor(async () => (await remaining(db)).length === 0, { message: "tasks deleted" });
+    }
+    assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 0, "nothing went to the broker");
+
+    // A plain file (a spool, or a core that reads a regular file) is appended to.
+    const plain = `${dir}/plain.cmd`;
+    await Deno.writeTextFile(plain, "[0] EARLIER;line\n");
+    await insertTasks(db, [
+      { uuid: "p1", node: NODE, entry: 3, type: "externalcommand", payload: "[11] THREE;c" },
+    ]);
+    {
+      await using _worker = await startTestWorker(taskConfig(db, {
+        gearmanServers: [gearmand.addr],
+        tasks: { intervalMs: 100, submitMethod: "cmd", externalCommandFile: plain },
+      }));
+      await waitFor(async () => (await remaining(db)).length === 0, { message: "task deleted" });
+    }
+    assert.equal(await Deno.readTextFile(plain), "[0] EARLIER;line\n[11] THREE;c\n");
+
+    // A missing file (the core is not running) is never created; the task waits.
+    const missing = `${dir}/missing.cmd`;
+    await insertTasks(db, [
+      { uuid: "m1", node: NODE, entry: 4, type: "externalcommand", payload: "[12] FOUR;d" },
+    ]);
+    {
+      await using worker = await startTestWorker(taskConfig(db, {
+        gearmanServers: [gearmand.addr],
+        tasks: { intervalMs: 100, submitMethod: "cmd", externalCommandFile: missing },
+      }));
+      await waitFor(
+        async () => (await metricValue(worker, "statusengine_tasks_submit_errors_total")) >= 1,
+        { message: "a failed write" },
+      );
+    }
+    assert.deepEqual(await remaining(db), ["m1@N"]);
+    await assert.rejects(Deno.stat(missing), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("tasks: with consumer rabbitmq a task is published to the broker's statusngin_cmd queue, then deleted", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertTasks(db, [
+    { uuid: "r1", node: NODE, entry: 1, type: "externalcommand", payload: "[5] DISABLE_FLAP;x" },
+  ]);
+  await using _worker = await startTestWorker(taskConfig(db, {
+    gearmanServers: [],
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
+  }));
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "task deleted" });
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  assert.equal((await publisher.depth(CMD)).ready, 1);
+});
