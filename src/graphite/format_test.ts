@@ -1,10 +1,5 @@
 import assert from "node:assert/strict";
-import {
-  carbonLine,
-  formatCarbonValue,
-  metricPath,
-  sanitizeSegment,
-} from "./format.ts";
+import { carbonLine, formatCarbonValue, metricPath, sanitizeSegment } from "./format.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 
 Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-' and '^' (F4)", () => {
