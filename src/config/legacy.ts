@@ -17,8 +17,8 @@ import { type CommandName, LEGACY_WORKER_COUNT_KEYS, RETENTION_RULES } from "./s
 
 /**
  * The queues each legacy process-count key stood for (the PHP worker's child types). The
- * misc child consumed acknowledgements, contact notification methods, downtimes and the core
- * restart.
+ * misc child consumed acknowledgements, contact notification methods and downtimes; the core
+ * restart queue was consumed by the parent process, which no count key switches off.
  */
 const LEGACY_WORKER_QUEUES: Readonly<Record<(typeof LEGACY_WORKER_COUNT_KEYS)[number], string[]>> =
   {
@@ -34,7 +34,6 @@ const LEGACY_WORKER_QUEUES: Readonly<Record<(typeof LEGACY_WORKER_COUNT_KEYS)[nu
       "statusngin_acknowledgements",
       "statusngin_contactnotificationmethod",
       "statusngin_downtimes",
-      "statusngin_core_restart",
     ],
   };
 

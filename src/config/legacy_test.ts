@@ -495,7 +495,6 @@ Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude t
     "statusngin_acknowledgements",
     "statusngin_contactnotificationmethod",
     "statusngin_downtimes",
-    "statusngin_core_restart",
   ]);
   assert.equal(
     sources.excludeQueues,
