@@ -16,6 +16,7 @@ import { DEFAULT_MAX_IN_FLIGHT_BYTES } from "../src/consumer/consumer.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { startGearmand } from "../tests/helpers/gearmand.ts";
 import { arg, fmt, report, submitMany } from "./_util.ts";
+import { V8_FLAGS } from "../tools/compile.ts";
 
 const QUEUES = Array.from({ length: 12 }, (_, i) => `bench_large_${i}`);
 const MIB = 1024 * 1024;
@@ -78,6 +79,8 @@ async function run(
     args: [
       "run",
       "--allow-all",
+      // The flags the compiled binary embeds, so the heap behaves as in production.
+      `--v8-flags=${V8_FLAGS.join(",")}`,
       new URL(import.meta.url).pathname,
       "--child",
       gearmand.addr,
