@@ -21,9 +21,7 @@ import { quoteIdentifier } from "../mysql/ddl.ts";
 import { mysqlOptionsFromUrl, type MysqlUrlOptions, redactUrl } from "../mysql/url.ts";
 import { closeMysqlNow, connectMysql, unlessAborted } from "../mysql/connect.ts";
 import { delay } from "../util/async.ts";
-import type { CommandIo } from "./schema.ts";
-
-export type { CommandIo };
+import type { Io } from "./io.ts";
 
 /** Options of the `cleanup` command (already resolved from flags, env and file). */
 export interface CleanupCommandOptions {
@@ -226,7 +224,7 @@ async function cleanTable(
  */
 export async function runCleanupCommand(
   options: CleanupCommandOptions,
-  io: CommandIo,
+  io: Io,
   signal: AbortSignal,
 ): Promise<number> {
   const runStarted = performance.now();

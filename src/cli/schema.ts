@@ -3,7 +3,7 @@
  *
  * @module
  */
-import mysql from "mysql2/promise";
+import type mysql from "mysql2/promise";
 import {
   ALL_TABLES,
   chooseCollation,
@@ -16,6 +16,9 @@ import {
   redactUrl,
   TABLE_CHARSET,
 } from "../mysql/mod.ts";
+import { connectMysql } from "../mysql/connect.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { Io } from "./io.ts";
 
 /** Options of the `schema` command. */
 export interface SchemaCommandOptions {
@@ -29,20 +32,8 @@ export interface SchemaCommandOptions {
   readonly now?: Date;
 }
 
-/** Where the command writes its lines. */
-export interface CommandIo {
-  /** Normal output: created objects, differences, summary. */
-  out(line: string): void;
-  /** Failures. */
-  err(line: string): void;
-}
-
 /** Connect timeout when the URL does not set `connectTimeout`. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /**
  * Run the `schema` command.
@@ -59,7 +50,7 @@ function messageOf(err: unknown): string {
  */
 export async function runSchemaCommand(
   options: SchemaCommandOptions,
-  io: CommandIo,
+  io: Io,
 ): Promise<number> {
   const shownUrl = redactUrl(options.mysqlUrl);
   let connectionOptions: MysqlUrlOptions;
@@ -67,7 +58,7 @@ export async function runSchemaCommand(
     connectionOptions = mysqlOptionsFromUrl(options.mysqlUrl);
   } catch (err: unknown) {
     // mysqlOptionsFromUrl already shows the URL redacted.
-    io.err(messageOf(err));
+    io.err(errorMessage(err));
     return 1;
   }
   const { database, ...server } = connectionOptions;
@@ -82,9 +73,9 @@ export async function runSchemaCommand(
 
   let conn: mysql.Connection;
   try {
-    conn = await mysql.createConnection({ connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS, ...server });
+    ({ connection: conn } = await connectMysql(server, { timeoutMs: DEFAULT_CONNECT_TIMEOUT_MS }));
   } catch (err: unknown) {
-    io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${messageOf(err)}`));
+    io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`));
     return 1;
   }
   let step = "inspect the server";
@@ -150,7 +141,7 @@ export async function runSchemaCommand(
     );
     return 0;
   } catch (err: unknown) {
-    io.err(scrub(`Cannot ${step} at "${shownUrl}": ${messageOf(err)}`));
+    io.err(scrub(`Cannot ${step} at "${shownUrl}": ${errorMessage(err)}`));
     return 1;
   } finally {
     await conn.end().catch(() => conn.destroy());

@@ -15,6 +15,7 @@ import {
 } from "./codec.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { parseServerAddress } from "../util/address.ts";
+import { errorMessage } from "../util/errors.ts";
 
 /** The connection ended for a reason other than a deliberate `close()`. */
 export class ConnectionClosedError extends Error {
@@ -133,7 +134,7 @@ export class GearmanConnection implements AsyncDisposable {
       conn = await Deno.connect({ hostname, port, transport: "tcp", signal });
     } catch (err: unknown) {
       if (options.signal?.aborted) throw options.signal.reason;
-      const detail = timeout.aborted ? "connect timed out" : errorText(err);
+      const detail = timeout.aborted ? "connect timed out" : errorMessage(err);
       throw new ConnectionClosedError(server, `cannot connect: ${detail}`, err);
     }
     if (options.signal?.aborted) {
@@ -268,7 +269,7 @@ export class GearmanConnection implements AsyncDisposable {
       this.#fail(
         err instanceof ConnectionClosedError
           ? err
-          : new ConnectionClosedError(this.server, errorText(err), err),
+          : new ConnectionClosedError(this.server, errorMessage(err), err),
       );
     }
   }
@@ -306,7 +307,9 @@ export class GearmanConnection implements AsyncDisposable {
       }
     } catch (err: unknown) {
       if (!this.#done) {
-        this.#fail(new ConnectionClosedError(this.server, `write failed: ${errorText(err)}`, err));
+        this.#fail(
+          new ConnectionClosedError(this.server, `write failed: ${errorMessage(err)}`, err),
+        );
       }
     } finally {
       this.#writing = false;
@@ -374,8 +377,4 @@ export class GearmanConnection implements AsyncDisposable {
     this.#resolveClosed(reason);
     await this.#readLoop;
   }
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
