@@ -82,6 +82,11 @@ export interface WorkerConfig {
   readonly shutdownFlushTimeoutMs: number;
   readonly mysqlUrl: string;
   readonly mysqlMaxOpenConns: number;
+  /**
+   * `--mysql-statement-timeout`: a statement without an answer by then makes
+   * MySQL count as unavailable; 0 waits forever. Default 30 s.
+   */
+  readonly mysqlStatementTimeoutMs?: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
   readonly nodeName: string;
@@ -151,6 +156,7 @@ export interface RunningWorker {
 }
 
 const PING_TIMEOUT_MS = 5_000;
+const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
 
 /**
  * Start the daemon.
@@ -280,7 +286,9 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       );
     }
 
-    const executor = poolExecutor(pool);
+    const executor = poolExecutor(pool, {
+      statementTimeoutMs: config.mysqlStatementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    });
     // Built whatever the route (its availability gauge reads 1); it only dials when used.
     const graphite = new GraphiteClient({
       addr: config.graphite.addr,

@@ -164,14 +164,16 @@ export const METRICS = {
   dbConnectionRetries: {
     name: "statusengine_db_connection_retries_total",
     type: "counter",
-    help: "Re-attempts while MySQL was unreachable (measures outage length).",
+    help:
+      "Re-attempts while MySQL could not take writes: unreachable, read-only, full, privileges, timeout (measures outage length).",
     labels: [],
     precreate: "none",
   },
   dbAvailable: {
     name: "statusengine_db_available",
     type: "gauge",
-    help: "1 while writes reach MySQL; 0 while the pipeline holds rows for an unreachable MySQL.",
+    help:
+      "1 while MySQL takes writes; 0 while the pipeline holds rows because it cannot (unreachable, read-only, full, privileges, statement timeout).",
     labels: [],
     precreate: "none",
     initial: 1,
