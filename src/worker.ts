@@ -36,7 +36,7 @@ import {
   startCommandServer,
 } from "./commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "./pipeline/pipeline.ts";
-import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline/dead_letter.ts";
+import { DeadLetterFile, DeadLetters, type DeadLetterSink } from "./pipeline/dead_letter.ts";
 import { GraphiteClient } from "./graphite/client.ts";
 import { identity, versionLine } from "./version.ts";
 import { deadline } from "./util/async.ts";
@@ -209,7 +209,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   const undo = async () => {
     for (const c of cleanups.reverse()) await c().catch(() => {});
   };
-  let deadLetters: DeadLetterSink = DISCARDING_SINK;
+  let deadLetters = new DeadLetters(null, metrics);
   let server: MetricsServer | undefined;
   let commands: { server: CommandServer; publisher: CommandPublisher } | undefined;
   let wsServer: WebSocketServer | undefined;
@@ -277,7 +277,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           { cause: err },
         );
       }
-      deadLetters = file;
+      deadLetters = new DeadLetters(file, metrics);
       cleanups.push(() => file.close());
       log.info("worker: dead-letter file", { path: config.deadLetterFile });
     } else {
@@ -339,6 +339,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           readiness: () => {
             const reasons: string[] = [];
             if (!pipeline.availability.available) reasons.push("MySQL unavailable");
+            if (!deadLetters.writable) reasons.push("dead-letter file cannot be written");
             const down = queues.filter((q) => !observer.connected.has(q));
             if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
             return { ready: reasons.length === 0, reasons };

@@ -119,9 +119,18 @@ export const METRICS = {
   deadLetters: {
     name: "statusengine_dead_letters_total",
     type: "counter",
-    help: "Payloads or rows written to the dead-letter file instead of MySQL (D7).",
+    help:
+      "Payloads or rows dead-lettered instead of written to MySQL (D7), counted once the record is in the dead-letter file.",
     labels: ["queue_name", "reason"],
     precreate: "queues_x_dead_letter_reasons",
+  },
+  deadLetterWriteErrors: {
+    name: "statusengine_dead_letter_write_errors_total",
+    type: "counter",
+    help:
+      "Failed appends to the dead-letter file (full, unwritable); the job waits and is retried, /readyz fails until one succeeds.",
+    labels: [],
+    precreate: "none",
   },
   // --- MySQL ---------------------------------------------------------------
   dbEventsWritten: {

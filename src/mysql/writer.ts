@@ -530,13 +530,18 @@ export class TableWriter {
     return undefined;
   }
 
+  /**
+   * Dead-letter one rejected row. Losing the row silently is worse than
+   * stalling the table (D7): a failed write is retried every second until
+   * the file takes it or shutdown; the dead-letter sink counts and reports
+   * the failures (`/readyz` fails meanwhile).
+   */
   async #deadLetter(p: Pending, err: MysqlWriteError): Promise<void> {
     log.error("db: row rejected by MySQL, written to the dead-letter file", {
       table: this.table.name,
       queue: p.owner.queue,
       error: err.message,
     });
-    this.#metrics?.deadLetters.inc({ queue_name: p.owner.queue, reason: "sql_rejected" });
     for (;;) {
       try {
         await this.#deadLetters.write({
@@ -547,13 +552,7 @@ export class TableWriter {
           row: p.row,
         });
         break;
-      } catch (writeErr: unknown) {
-        // Losing the row silently is worse than stalling the table (D7):
-        // keep trying until the file is writable or shutdown.
-        log.error("db: cannot dead-letter a rejected row, retrying", {
-          table: this.table.name,
-          error: errorMessage(writeErr),
-        });
+      } catch {
         // Abortable, so close() keeps its budget; the job then stays unacknowledged.
         await delay(DEAD_LETTER_RETRY_MS, { signal: this.#abort.signal });
       }

@@ -25,6 +25,7 @@ import { JobTracker } from "../pipeline/job_tracker.ts";
 import {
   DeadLetterFile,
   type DeadLetterRecord,
+  DeadLetters,
   type DeadLetterSink,
 } from "../pipeline/dead_letter.ts";
 import { deadline } from "../util/async.ts";
@@ -158,9 +159,10 @@ async function setup(
     cleanups.push(() => pool.end());
     const deadLetterPath = await Deno.makeTempFile({ suffix: ".ndjson" });
     cleanups.push(() => Deno.remove(deadLetterPath));
-    const sink = new DeadLetterFile(deadLetterPath);
-    cleanups.push(() => sink.close());
     const metrics = createMetrics();
+    // The worker's one path for dead letters: it counts what it wrote.
+    const sink = new DeadLetters(new DeadLetterFile(deadLetterPath), metrics);
+    cleanups.push(() => sink.close());
     const availability = new DbAvailability(metrics.dbAvailable);
     const executor = new RecordingExecutor(poolExecutor(pool));
     const writers: TableWriter[] = [];
