@@ -420,7 +420,12 @@ export class TableWriter {
     let holding = false;
     for (;;) {
       const held = await this.#isolate(rows, failure);
-      if (held === undefined) return;
+      if (held === undefined) {
+        // Held rows that turned out to be rejected after all: the outage
+        // this writer reported is over without a commit to end it.
+        if (holding) this.#availability.abandon(this.table.name);
+        return;
+      }
       if (!holding) {
         holding = true;
         log.warn(

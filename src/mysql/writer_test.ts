@@ -443,6 +443,29 @@ Deno.test("writer: an error that names no row and fails both halves of a split h
   );
 });
 
+Deno.test("writer: held rows that MySQL then rejects for their values are dead-lettered and db_available returns to 1 (D7, W5)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 4);
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
+  const job = new JobTracker(LOG_QUEUE, 4);
+  await writer.add(rows(4, "doomed"), job);
+  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0",
+  });
+  // The column is back, but a CHECK constraint (4025, SQL state 23000) now refuses these rows.
+  await fx.db.query(
+    `ALTER TABLE ${LOG} RENAME COLUMN logentry_data_moved TO logentry_data, ` +
+      "ADD CONSTRAINT no_doom CHECK (logentry_data NOT LIKE 'doomed-%')",
+  );
+  await job.done;
+  assert.equal(job.deadLettered, 4);
+  assert.equal((await fx.deadLetters()).length, 4);
+  // The last row settles its job just before the writer ends the outage.
+  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 1, {
+    message: "the outage is over",
+  });
+});
+
 Deno.test("writer: an error that names no row but hits one row only is still isolated and dead-lettered; the good rows commit (D7)", async () => {
   await using fx = await setup([LOG]);
   // SIGNAL raises 1644 (SQL state 45000): a statement error, like the one
