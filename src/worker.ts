@@ -84,9 +84,9 @@ export interface WorkerConfig {
   readonly mysqlMaxOpenConns: number;
   /**
    * `--mysql-statement-timeout`: a statement without an answer by then makes
-   * MySQL count as unavailable; 0 waits forever. Default 30 s.
+   * MySQL count as unavailable; 0 waits forever.
    */
-  readonly mysqlStatementTimeoutMs?: number;
+  readonly mysqlStatementTimeoutMs: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
   readonly nodeName: string;
@@ -156,7 +156,6 @@ export interface RunningWorker {
 }
 
 const PING_TIMEOUT_MS = 5_000;
-const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
 
 /**
  * Start the daemon.
@@ -286,9 +285,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       );
     }
 
-    const executor = poolExecutor(pool, {
-      statementTimeoutMs: config.mysqlStatementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
-    });
+    const executor = poolExecutor(pool, { statementTimeoutMs: config.mysqlStatementTimeoutMs });
     // Built whatever the route (its availability gauge reads 1); it only dials when used.
     const graphite = new GraphiteClient({
       addr: config.graphite.addr,
