@@ -41,7 +41,7 @@ import {
   startCommandServer,
 } from "./commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "./pipeline/pipeline.ts";
-import { DeadLetterFile, type DeadLetterSink, DISCARDING_SINK } from "./pipeline/dead_letter.ts";
+import { DeadLetterFile, DeadLetters, type DeadLetterSink } from "./pipeline/dead_letter.ts";
 import { GraphiteClient } from "./graphite/client.ts";
 import { identity, versionLine } from "./version.ts";
 import {
@@ -108,6 +108,11 @@ export interface WorkerConfig {
   readonly shutdownFlushTimeoutMs: number;
   readonly mysqlUrl: string;
   readonly mysqlMaxOpenConns: number;
+  /**
+   * `--mysql-statement-timeout`: a statement without an answer by then makes
+   * MySQL count as unavailable; 0 waits forever.
+   */
+  readonly mysqlStatementTimeoutMs: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
   readonly nodeName: string;
@@ -267,7 +272,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   const undo = async () => {
     for (const c of cleanups.reverse()) await c().catch(() => {});
   };
-  let deadLetters: DeadLetterSink = DISCARDING_SINK;
+  let deadLetters = new DeadLetters(null, metrics);
   let server: MetricsServer | undefined;
   let commands: { server: CommandServer; publisher: CommandPublisher } | undefined;
   let wsServer: WebSocketServer | undefined;
@@ -336,7 +341,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           { cause: err },
         );
       }
-      deadLetters = file;
+      deadLetters = new DeadLetters(file, metrics);
       cleanups.push(() => file.close());
       log.info("worker: dead-letter file", { path: config.deadLetterFile });
     } else {
@@ -345,7 +350,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       );
     }
 
-    const executor = poolExecutor(pool);
+    const executor = poolExecutor(pool, { statementTimeoutMs: config.mysqlStatementTimeoutMs });
     // Built whatever the route (its availability gauge reads 1); it only dials when used.
     const graphite = new GraphiteClient({
       addr: config.graphite.addr,
@@ -401,6 +406,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           readiness: () => {
             const reasons: string[] = [];
             if (!pipeline.availability.available) reasons.push("MySQL unavailable");
+            if (!deadLetters.writable) reasons.push("dead-letter file cannot be written");
             // Gated queues are consumed by one worker only: not a readiness condition.
             const down = alwaysConsumed.filter((q) => !observer.connected.has(q));
             if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
@@ -607,8 +613,8 @@ async function startCommands(
 
 /**
  * The delivery engine's dead letters (jobs too large to read, jobs that trip
- * an internal error) go to the same file as the pipeline's, counted once
- * written.
+ * an internal error) take the pipeline's one path into the file, which counts
+ * them once written.
  */
 function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDeadLetterSink {
   const decoder = new TextDecoder();
@@ -620,6 +626,7 @@ function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDea
       bytes,
       error,
     });
+    metrics.pipelineErrors.inc({ component: "queue" });
     await sink.write({
       queue: job.queue,
       reason,
@@ -627,8 +634,6 @@ function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDea
       payload: decoder.decode(job.payload),
       ...(reason === "too_large" ? { bytes } : {}),
     });
-    metrics.deadLetters.inc({ queue_name: job.queue, reason });
-    metrics.pipelineErrors.inc({ component: "queue" });
   };
 }
 

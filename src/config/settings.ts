@@ -459,6 +459,17 @@ export const SETTINGS = [
       "table then stays below MySQL's 65,535 placeholders.",
   },
   {
+    flag: "mysql-statement-timeout",
+    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+    default: "30s",
+    commands: ["run"],
+    help: "A statement (waiting for a pooled connection included) that gets no answer within " +
+      "this time is abandoned and its connection closed; MySQL then counts as unavailable " +
+      "(statusengine_db_available 0, /readyz fails) and the rows are held and retried, never " +
+      "dead-lettered. Keep it above the slowest legitimate statement (the core-restart " +
+      "DELETE on the status tables); 0 waits forever.",
+  },
+  {
     flag: "status-max-age",
     kind: { type: "duration", allowZero: true },
     default: "5m",

@@ -136,9 +136,18 @@ export const METRICS = {
   deadLetters: {
     name: "statusengine_dead_letters_total",
     type: "counter",
-    help: "Payloads or rows written to the dead-letter file instead of MySQL (D7).",
+    help:
+      "Payloads or rows dead-lettered instead of written to MySQL (D7), counted once the record is in the dead-letter file.",
     labels: ["queue_name", "reason"],
     precreate: "queues_x_dead_letter_reasons",
+  },
+  deadLetterWriteErrors: {
+    name: "statusengine_dead_letter_write_errors_total",
+    type: "counter",
+    help:
+      "Failed appends to the dead-letter file (full, unwritable); the job waits and is retried, /readyz fails until one succeeds.",
+    labels: [],
+    precreate: "none",
   },
   // --- MySQL ---------------------------------------------------------------
   dbEventsWritten: {
@@ -181,14 +190,16 @@ export const METRICS = {
   dbConnectionRetries: {
     name: "statusengine_db_connection_retries_total",
     type: "counter",
-    help: "Re-attempts while MySQL was unreachable (measures outage length).",
+    help:
+      "Re-attempts while MySQL could not take writes: unreachable, read-only, full, privileges, timeout (measures outage length).",
     labels: [],
     precreate: "none",
   },
   dbAvailable: {
     name: "statusengine_db_available",
     type: "gauge",
-    help: "1 while writes reach MySQL; 0 while the pipeline holds rows for an unreachable MySQL.",
+    help:
+      "1 while MySQL takes writes; 0 while the pipeline holds rows because it cannot (unreachable, read-only, full, privileges, statement timeout).",
     labels: [],
     precreate: "none",
     initial: 1,

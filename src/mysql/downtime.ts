@@ -146,7 +146,6 @@ export class DowntimeExecutor {
       } catch (err: unknown) {
         if (!(err instanceof MysqlWriteError)) throw err;
         m?.pipelineErrors.inc({ component: "mysql" });
-        m?.deadLetters.inc({ queue_name: queue, reason: "sql_rejected" });
         log.error("db: downtime statement rejected, written to the dead-letter file", {
           table: statement.table,
           event: statement.event,

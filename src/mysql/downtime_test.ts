@@ -13,7 +13,7 @@ import { poolExecutor } from "./executor.ts";
 import { DbAvailability } from "./availability.ts";
 import { mysqlOptionsFromUrl } from "./url.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { DeadLetterFile } from "../pipeline/dead_letter.ts";
+import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
 import { type DowntimeEvent, downtimeStatements } from "../events/downtime.ts";
 import type { DowntimeStatement } from "../events/types.ts";
 import { deadline } from "../util/async.ts";
@@ -218,9 +218,10 @@ async function setup(): Promise<Fixture> {
     cleanups.push(() => pool.end());
     const deadLetterPath = await Deno.makeTempFile({ suffix: ".ndjson" });
     cleanups.push(() => Deno.remove(deadLetterPath));
-    const deadLetters = new DeadLetterFile(deadLetterPath);
-    cleanups.push(() => deadLetters.close());
     const metrics = createMetrics();
+    // The worker's one path for dead letters: it counts what it wrote.
+    const deadLetters = new DeadLetters(new DeadLetterFile(deadLetterPath), metrics);
+    cleanups.push(() => deadLetters.close());
     const executor = new DowntimeExecutor({
       executor: poolExecutor(pool),
       availability: new DbAvailability(metrics.dbAvailable),

@@ -1,32 +1,119 @@
 /**
  * The one place that sorts MySQL failures into what the writers do about
- * them (W5): `lock` is retried a few times, `connection` is held and retried
- * until MySQL is back or shutdown, `permanent` is never retried (the batch is
- * split to isolate the bad rows, D7).
+ * them (W5, D7):
  *
- * Widening `connection` is the dangerous direction: a misclassified permanent
- * error would be retried forever and stall the pipeline. The table is pinned
- * by `errors_test.ts`.
+ * - `lock`: retried a few times, then held;
+ * - `unavailable`: the server cannot take writes right now (unreachable,
+ *   shutting down, read-only, full, privileges revoked, statement timeout):
+ *   held and retried until it can or the process stops, `db_available` 0;
+ * - `row`: the server (or the driver) refused values of the rows sent: the
+ *   batch is split by halves until the offending rows are isolated and
+ *   dead-lettered;
+ * - `statement`: the server refused the statement for a reason that names
+ *   neither the rows nor its own state (unknown column, missing table, …).
+ *   The batch is split like for `row`, but when both halves of a split fail
+ *   with the same such error it is not the rows' fault: the batch is held
+ *   like for `unavailable` (see writer.ts).
+ *
+ * Both wrong directions are harmful. A row error taken for `unavailable`
+ * is retried forever and stalls its table; an outage taken for `row`
+ * dead-letters good rows (a 15 s read-only window once dead-lettered
+ * thousands). The tables below are pinned errno by errno in errors_test.ts.
  *
  * @module
  */
 
 /** What a writer does about a failed statement. */
-export type MysqlErrorKind = "lock" | "connection" | "permanent";
+export type MysqlErrorKind = "lock" | "unavailable" | "row" | "statement";
 
 /** Deadlock (1213) and lock wait timeout (1205): roll back one statement; timing-dependent. */
 const LOCK_ERRNOS: ReadonlySet<number> = new Set([1205, 1213]);
 
 /**
- * Server errnos meaning "not reachable right now": 1040 too many connections,
- * 1053 server shutdown, 1927 connection killed (MariaDB), 2006/2013 gone
- * away / lost (client library numbers, in case a driver reports them), 1317
- * query interrupted (a KILL QUERY during shutdown of the server).
+ * Server errnos that say "not now" whatever the rows are. Each is explained
+ * in errors_test.ts; the groups:
+ * - connection: 1040 too many connections, 1203 max_user_connections,
+ *   1226 max_queries_per_hour & co., 1053 server shutdown, 1927 connection
+ *   killed, 1317 query interrupted (KILL QUERY), 1158–1161 network
+ *   read/write errors reported by the server, 2006/2013 gone away / lost (client
+ *   numbers, in case a driver reports them);
+ * - read-only: 1290 read_only / super_read_only, 1836 InnoDB read-only mode,
+ *   1792 read-only transaction (a proxy routing writes to a replica);
+ * - space and resources: 1114 table full (disk or tablespace limit), 1021 disk
+ *   full, 1026 error writing a file, 1037/1038/1041 out of memory / resources,
+ *   1135 cannot create a thread, 1461 max_prepared_stmt_count reached;
+ * - privileges: 1142/1143 table/column access denied, 1044 database access
+ *   denied, 1045 login refused, 1227 missing privilege, 1130 host not allowed,
+ *   1129 host blocked, 1820/1862 password expired, 4151 account locked;
+ * - statement timeout: 1969 max_statement_time (MariaDB), 3024
+ *   max_execution_time (MySQL).
  */
-const CONNECTION_ERRNOS: ReadonlySet<number> = new Set([1040, 1053, 1927, 2006, 2013, 1317]);
+const UNAVAILABLE_ERRNOS: ReadonlySet<number> = new Set([
+  1040,
+  1203,
+  1226,
+  1053,
+  1927,
+  1317,
+  1158,
+  1159,
+  1160,
+  1161,
+  2006,
+  2013,
+  1290,
+  1836,
+  1792,
+  1114,
+  1021,
+  1026,
+  1037,
+  1038,
+  1041,
+  1135,
+  1461,
+  1142,
+  1143,
+  1044,
+  1045,
+  1227,
+  1130,
+  1129,
+  1820,
+  1862,
+  4151,
+  1969,
+  3024,
+]);
 
-/** Driver/socket codes meaning the connection failed (W5 port note). */
-const CONNECTION_CODES: ReadonlySet<string> = new Set([
+/**
+ * Row errors whose SQL state is not of class 22 (data exception) or 23
+ * (integrity constraint), which are row errors by definition: 1364 no
+ * default for a field, 1265 data truncated, 1300 invalid character string,
+ * 1411 wrong value for a type, 3819 check constraint (MySQL), 1526 no
+ * partition for the value, 1118 row size too large; and errors of the
+ * statement's size that smaller statements cure (halving ends at the one
+ * row too big on its own): 1153 packet larger than max_allowed_packet, 1197
+ * binlog cache too small, 1390 too many placeholders.
+ */
+const ROW_ERRNOS: ReadonlySet<number> = new Set([
+  1364,
+  1265,
+  1300,
+  1411,
+  3819,
+  1526,
+  1118,
+  1153,
+  1197,
+  1390,
+]);
+
+/** Code of {@link StatementTimeoutError}. */
+const STATEMENT_TIMEOUT_CODE = "STATEMENT_TIMEOUT";
+
+/** Driver/socket codes meaning the connection failed or did not answer in time (W5 port note). */
+const UNAVAILABLE_CODES: ReadonlySet<string> = new Set([
   "ECONNREFUSED",
   "ECONNRESET",
   "ETIMEDOUT",
@@ -47,6 +134,7 @@ const CONNECTION_CODES: ReadonlySet<string> = new Set([
   "BrokenPipe",
   "NotConnected",
   "TimedOut",
+  STATEMENT_TIMEOUT_CODE,
 ]);
 
 interface MysqlLikeError {
@@ -56,26 +144,58 @@ interface MysqlLikeError {
   readonly sqlState?: unknown;
 }
 
+/** A statement did not finish within `--mysql-statement-timeout` (raised by the executor). */
+export class StatementTimeoutError extends Error {
+  /** Driver-style code, classified `unavailable`. */
+  readonly code = STATEMENT_TIMEOUT_CODE;
+  readonly timeoutMs: number;
+
+  /** @param timeoutMs The bound that was exceeded. */
+  constructor(timeoutMs: number) {
+    super(`MySQL did not answer the statement within ${timeoutMs / 1000} s`);
+    this.name = "StatementTimeoutError";
+    this.timeoutMs = timeoutMs;
+  }
+}
+
 /**
- * Classify an error thrown by mysql2.
+ * Classify an error thrown by mysql2 (or by the executor around it).
  *
  * @param err Anything a query rejected with.
- * @returns `lock`, `connection` or `permanent`.
+ * @returns What the writers do about it.
  */
 export function classifyMysqlError(err: unknown): MysqlErrorKind {
-  if (typeof err !== "object" || err === null) return "permanent";
+  if (typeof err !== "object" || err === null) return "row";
   const e = err as MysqlLikeError;
   const errno = typeof e.errno === "number" ? e.errno : undefined;
   const code = typeof e.code === "string" ? e.code : undefined;
+  const sqlState = typeof e.sqlState === "string" ? e.sqlState : undefined;
   if (errno !== undefined && LOCK_ERRNOS.has(errno)) return "lock";
-  if (errno !== undefined && CONNECTION_ERRNOS.has(errno)) return "connection";
-  if (code !== undefined && CONNECTION_CODES.has(code)) return "connection";
-  // A server errno with a SQL state is the server's verdict on the statement:
-  // deterministic, whatever else the driver says.
-  if (errno !== undefined && errno > 0 && typeof e.sqlState === "string") return "permanent";
+  if (errno !== undefined && UNAVAILABLE_ERRNOS.has(errno)) return "unavailable";
+  if (errno !== undefined && ROW_ERRNOS.has(errno)) return "row";
+  if (sqlState !== undefined && /^2[23]/.test(sqlState)) return "row";
+  if (code !== undefined && UNAVAILABLE_CODES.has(code)) return "unavailable";
+  // Any other server errno with a SQL state is the server's verdict on the
+  // statement: deterministic, but not necessarily about its rows.
+  if (errno !== undefined && errno > 0 && sqlState !== undefined) return "statement";
   // Errors the driver flags fatal leave the connection unusable (socket-level).
-  if (e.fatal === true) return "connection";
-  return "permanent";
+  if (e.fatal === true) return "unavailable";
+  // Raised before the statement reached the server (a value the driver
+  // cannot bind, a bug in building the rows): about the rows sent. Never
+  // held, so such a bug cannot stall a table.
+  return "row";
+}
+
+/**
+ * Whether two failures are the same error (same errno or driver code), for
+ * the "both halves failed alike" test.
+ *
+ * @param a One failure.
+ * @param b The other.
+ * @returns True when their codes match and neither is `unknown`.
+ */
+export function sameMysqlError(a: MysqlWriteError, b: MysqlWriteError): boolean {
+  return a.code === b.code && a.code !== "unknown";
 }
 
 /** A statement failed; carries the table and the classification. */

@@ -13,9 +13,16 @@
  * max_prepared_stmt_count of 16,382 (W3 port notes). Everything else uses
  * `pool.query`.
  *
+ * With a statement timeout, each statement takes its own connection from the
+ * pool so that one which does not answer in time can be destroyed: mysql2's
+ * own `timeout` only rejects the promise and leaves the connection busy with
+ * the unanswered command, and its clock does not include waiting for a
+ * connection, which is where a frozen server keeps every later statement.
+ *
  * @module
  */
-import type { ExecuteValues, Pool } from "mysql2/promise";
+import type { ExecuteValues, Pool, PoolConnection } from "mysql2/promise";
+import { StatementTimeoutError } from "./errors.ts";
 
 /** Outcome of one statement. */
 export interface ExecResult {
@@ -45,18 +52,36 @@ export interface SqlExecutor {
   run(sql: string, values?: readonly unknown[], options?: RunOptions): Promise<ExecResult>;
 }
 
+/** Options of {@link poolExecutor}. */
+export interface PoolExecutorOptions {
+  /**
+   * Longest a statement may take, waiting for a connection included, before
+   * it fails with {@link StatementTimeoutError} (`--mysql-statement-timeout`);
+   * 0 or absent = unbounded.
+   */
+  readonly statementTimeoutMs?: number;
+}
+
+/** Read-only errors after which mysql2's own pool drops the connection (a failover may have moved the primary). */
+const READ_ONLY_ERRNOS: ReadonlySet<number> = new Set([1290, 1792, 1836]);
+
 /**
  * Adapt a mysql2 promise pool.
  *
  * @param pool The pool.
- * @returns An executor using `pool.query`.
+ * @param options Statement timeout.
+ * @returns An executor using `pool.query` / `pool.execute`.
  */
-export function poolExecutor(pool: Pool): SqlExecutor {
+export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): SqlExecutor {
+  const timeoutMs = options.statementTimeoutMs ?? 0;
   return {
-    async run(sql, values, options) {
-      const [result] = options?.prepared === true
-        ? await pool.execute(sql, values as ExecuteValues[] | undefined)
-        : await pool.query(sql, values as unknown[] | undefined);
+    async run(sql, values, runOptions) {
+      const prepared = runOptions?.prepared === true;
+      const result = timeoutMs > 0
+        ? await runBounded(pool, timeoutMs, sql, values, prepared)
+        : (prepared
+          ? await pool.execute(sql, values as ExecuteValues[] | undefined)
+          : await pool.query(sql, values as unknown[] | undefined))[0];
       if (Array.isArray(result)) {
         return { affectedRows: 0, rows: result as Record<string, unknown>[] };
       }
@@ -64,4 +89,60 @@ export function poolExecutor(pool: Pool): SqlExecutor {
       return { affectedRows: header.affectedRows ?? 0, rows: [] };
     },
   };
+}
+
+/**
+ * One statement on its own pooled connection, given up after `timeoutMs`.
+ * The connection of a statement given up is destroyed (never returned to
+ * the pool with an unanswered command on it); a connection acquired only
+ * after the deadline goes straight back.
+ */
+async function runBounded(
+  pool: Pool,
+  timeoutMs: number,
+  sql: string,
+  values: readonly unknown[] | undefined,
+  prepared: boolean,
+): Promise<unknown> {
+  let conn: PoolConnection | undefined;
+  let expired = false;
+  const statement = (async () => {
+    const c = await pool.getConnection();
+    if (expired) {
+      c.release();
+      return undefined;
+    }
+    conn = c;
+    let failed: unknown;
+    try {
+      const [result] = prepared
+        ? await c.execute(sql, values as ExecuteValues[] | undefined)
+        : await c.query(sql, values as unknown[] | undefined);
+      return result;
+    } catch (err: unknown) {
+      failed = err;
+      throw err;
+    } finally {
+      if (!expired) {
+        const errno = (failed as { errno?: unknown } | undefined)?.errno;
+        if (typeof errno === "number" && READ_ONLY_ERRNOS.has(errno)) c.destroy();
+        else c.release();
+      }
+    }
+  })();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      expired = true;
+      conn?.destroy();
+      reject(new StatementTimeoutError(timeoutMs));
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([statement, timeout]);
+  } finally {
+    clearTimeout(timer);
+    // Settles (or never does) after the deadline; nobody waits for it then.
+    statement.catch(() => {});
+  }
 }

@@ -4,9 +4,12 @@
  * - lock errors (1213, 1205): three attempts 50 ms and 200 ms apart, then
  *   held with the capped back-off like a lost connection (D7: transient
  *   failures never fail a job);
- * - connection errors: held, retried 100 ms doubling to 5 s, until MySQL is
- *   back or `signal` aborts (shutdown); `db_available` is 0 meanwhile;
- * - anything else: thrown as a permanent {@link MysqlWriteError} at once.
+ * - `unavailable` errors (connection lost, read-only, full, privileges,
+ *   statement timeout, …): held, retried 100 ms doubling to 5 s, until MySQL
+ *   takes the statement or `signal` aborts (shutdown); `db_available` is 0
+ *   meanwhile;
+ * - `row` and `statement` errors: thrown as a {@link MysqlWriteError} at once;
+ *   the caller decides whether the rows are at fault (writer.ts).
  *
  * Safe only because every write is idempotent or accepted as duplicable (W4).
  *
@@ -22,8 +25,10 @@ const log = getLogger("db");
 
 /** Back-offs of the first lock retries (W5). */
 const LOCK_BACKOFF_MS = [50, 200] as const;
-const HOLD_INITIAL_MS = 100;
-const HOLD_MAX_MS = 5_000;
+/** First pause while holding a statement for MySQL; doubles up to {@link HOLD_MAX_MS}. */
+export const HOLD_INITIAL_MS = 100;
+/** Longest pause while holding. */
+export const HOLD_MAX_MS = 5_000;
 
 /** Collaborators of {@link runWithRetry}. */
 export interface RetryContext {
@@ -41,7 +46,7 @@ export interface RetryContext {
  * @param op The statement.
  * @param ctx Table, availability tracker, abort signal and retry counters.
  * @returns The statement's result.
- * @throws {MysqlWriteError} With `kind: "permanent"` for a deterministic failure.
+ * @throws {MysqlWriteError} With `kind` `row` or `statement` for a deterministic failure.
  * @throws The signal's reason when aborted while holding.
  */
 export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): Promise<T> {
@@ -55,7 +60,7 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
       return result;
     } catch (err: unknown) {
       const failure = new MysqlWriteError(ctx.table, err);
-      if (failure.kind === "permanent") throw failure;
+      if (failure.kind === "row" || failure.kind === "statement") throw failure;
       if (failure.kind === "lock") {
         lockAttempts++;
         ctx.lockRetries?.inc();

@@ -14,7 +14,7 @@ import { deadline } from "../util/async.ts";
 
 // Without this, a deterministic error would be re-sent (triplicating the log
 // line and slowing shutdown) or, worse, held forever as if MySQL were down.
-Deno.test("runWithRetry: a permanent error is thrown after exactly one attempt (W5)", async () => {
+Deno.test("runWithRetry: a rejected row is thrown after exactly one attempt (W5)", async () => {
   await using db = await createScratchDatabase();
   await db.query("CREATE TABLE t (id int PRIMARY KEY)");
   await db.query("INSERT INTO t VALUES (1)");
@@ -32,7 +32,7 @@ Deno.test("runWithRetry: a permanent error is thrown after exactly one attempt (
     connectionRetries: metrics.dbConnectionRetries,
   }).then(() => undefined, (err: unknown) => err);
   assert.ok(failure instanceof MysqlWriteError, String(failure));
-  assert.equal(failure.kind, "permanent");
+  assert.equal(failure.kind, "row");
   assert.equal(failure.code, "1062");
   assert.equal(attempts, 1);
   assert.equal((await metrics.dbBatchRetries.get()).values[0]?.value ?? 0, 0);

@@ -13,9 +13,11 @@
  * latency bound of W2 is therefore met with room to spare: a row waits at
  * most for the statement in flight plus one event-loop turn.
  *
- * Failures follow W5/D7 (see retry.ts): transient ones hold the batch,
- * permanent ones split it by halves until the offending rows are isolated;
- * those go to the dead-letter file and the rest is committed.
+ * Failures follow W5/D7 (see errors.ts and retry.ts): transient ones hold
+ * the batch; rejections split it by halves until the offending rows are
+ * isolated, those go to the dead-letter file and the rest is committed; a
+ * rejection that hits both halves alike and does not name the rows holds
+ * the batch like an outage.
  *
  * @module
  */
@@ -23,8 +25,8 @@ import { clearImmediate, setImmediate } from "node:timers";
 import type { Table } from "./catalogue.ts";
 import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
-import { MysqlWriteError } from "./errors.ts";
-import { runWithRetry } from "./retry.ts";
+import { MysqlWriteError, sameMysqlError } from "./errors.ts";
+import { HOLD_INITIAL_MS, HOLD_MAX_MS, runWithRetry } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type Row, type SqlValue, type ValueAdjustment } from "./values.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -51,7 +53,18 @@ interface Pending {
   readonly values: SqlValue[];
   readonly owner: JobTracker;
   readonly row: Row;
+  /** Committed or dead-lettered (its owner was told). */
+  settled?: boolean;
 }
+
+/** Rows held because MySQL, not they, made their statement fail. */
+interface Held {
+  readonly rows: Pending[];
+  readonly error: MysqlWriteError;
+}
+
+/** Pause between attempts to dead-letter a rejected row. */
+const DEAD_LETTER_RETRY_MS = 1_000;
 
 /** Per-interval counters for the 30 s summary line (L2). */
 interface IntervalStats {
@@ -353,7 +366,7 @@ export class TableWriter {
   async #write(batch: Pending[]): Promise<void> {
     const started = performance.now();
     try {
-      await this.#writeOrSplit(batch, true);
+      await this.#commitOrIsolate(batch);
     } catch (err: unknown) {
       if (this.#abort.signal.aborted) {
         // Shutdown budget exhausted while holding: the rows stay uncommitted
@@ -373,13 +386,116 @@ export class TableWriter {
       });
       this.#metrics?.pipelineErrors.inc({ component: "mysql" });
       const failure = new MysqlWriteError(this.table.name, err);
-      for (const p of batch) await this.#deadLetter(p, failure).catch(() => {});
+      for (const p of batch) {
+        if (!p.settled) await this.#deadLetter(p, failure).catch(() => {});
+      }
     } finally {
       this.#metrics?.dbBatchFlushDuration.observe((performance.now() - started) / 1000);
     }
   }
 
-  async #writeOrSplit(batch: Pending[], top: boolean): Promise<void> {
+  /**
+   * Commit `batch`. Rows MySQL refuses are isolated by halves and
+   * dead-lettered (D7). When both halves of a split fail with the same error
+   * that does not name the rows (a `statement` error: see errors.ts), MySQL
+   * is at fault, not the rows: they are held and retried like for an
+   * unreachable server (W5), `db_available` 0, instead of dead-lettering
+   * good rows while, say, a table is being rebuilt.
+   */
+  async #commitOrIsolate(batch: Pending[]): Promise<void> {
+    let failure = await this.#send(batch, true);
+    if (failure === undefined) return;
+    // One error per flush that MySQL rejected (the rows isolated from it are
+    // counted in statusengine_dead_letters_total), not one per halving step.
+    this.#metrics?.pipelineErrors.inc({ component: "mysql" });
+    if (batch.length > 1) {
+      log.error("db: bulk insert rejected, isolating the offending rows", {
+        table: this.table.name,
+        rows: batch.length,
+        error: failure.message,
+      });
+    }
+    let rows = batch;
+    let holdMs = HOLD_INITIAL_MS;
+    let holding = false;
+    for (;;) {
+      const held = await this.#isolate(rows, failure);
+      if (held === undefined) {
+        // Held rows that turned out to be rejected after all: the outage
+        // this writer reported is over without a commit to end it.
+        if (holding) this.#availability.abandon(this.table.name);
+        return;
+      }
+      if (!holding) {
+        holding = true;
+        log.warn(
+          "db: every part of the batch fails with the same error, holding it instead of dead-lettering",
+          {
+            table: this.table.name,
+            rows: held.rows.length,
+            error: held.error.message,
+          },
+        );
+      }
+      rows = held.rows;
+      this.#availability.unreachable(this.table.name, held.error);
+      this.#metrics?.dbConnectionRetries.inc();
+      try {
+        await delay(holdMs, { signal: this.#abort.signal });
+      } catch (abort: unknown) {
+        this.#availability.abandon(this.table.name);
+        throw abort;
+      }
+      holdMs = Math.min(holdMs * 2, HOLD_MAX_MS);
+      failure = await this.#send(rows, false);
+      if (failure === undefined) return;
+    }
+  }
+
+  /**
+   * `batch` was rejected with `failure`: dead-letter it if it is one row,
+   * otherwise try its halves and go on with the ones rejected.
+   *
+   * @returns Rows to hold because both halves of a split failed alike with
+   *   a `statement` error, or undefined when every row is committed or
+   *   dead-lettered.
+   */
+  async #isolate(batch: Pending[], failure: MysqlWriteError): Promise<Held | undefined> {
+    if (batch.length === 1) {
+      await this.#deadLetter(batch[0] as Pending, failure);
+      return undefined;
+    }
+    const half = Math.ceil(batch.length / 2);
+    const first = batch.slice(0, half);
+    const second = batch.slice(half);
+    const firstFailure = await this.#send(first, false);
+    const secondFailure = await this.#send(second, false);
+    if (
+      firstFailure?.kind === "statement" && secondFailure?.kind === "statement" &&
+      sameMysqlError(firstFailure, secondFailure)
+    ) {
+      return { rows: batch, error: secondFailure };
+    }
+    const heldFirst = firstFailure === undefined
+      ? undefined
+      : await this.#isolate(first, firstFailure);
+    const heldSecond = secondFailure === undefined
+      ? undefined
+      : await this.#isolate(second, secondFailure);
+    if (heldFirst === undefined) return heldSecond;
+    if (heldSecond === undefined) return heldFirst;
+    return { rows: [...heldFirst.rows, ...heldSecond.rows], error: heldSecond.error };
+  }
+
+  /**
+   * Send `batch` as one statement under the W5 retry policy (transient
+   * failures are held inside).
+   *
+   * @returns undefined once committed (its rows are settled), or MySQL's
+   *   rejection (`row` or `statement`).
+   * @throws The abort reason at shutdown; any other error is a bug.
+   */
+  async #send(batch: Pending[], top: boolean): Promise<MysqlWriteError | undefined> {
     const sql = insertStatement(this.table, batch.length);
     const values: SqlValue[] = [];
     for (const p of batch) for (const v of p.values) values.push(v);
@@ -401,25 +517,10 @@ export class TableWriter {
         }),
       });
     } catch (err: unknown) {
-      if (!(err instanceof MysqlWriteError) || err.kind !== "permanent") throw err;
-      // One error per flush that MySQL rejected (the rows isolated from it are
-      // counted in statusengine_dead_letters_total), not one per halving step.
-      if (top) this.#metrics?.pipelineErrors.inc({ component: "mysql" });
-      if (batch.length === 1) {
-        await this.#deadLetter(batch[0] as Pending, err);
-        return;
+      if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {
+        return err;
       }
-      if (top) {
-        log.error("db: bulk insert rejected, isolating the offending rows", {
-          table: this.table.name,
-          rows: batch.length,
-          error: err.message,
-        });
-      }
-      const half = Math.ceil(batch.length / 2);
-      await this.#writeOrSplit(batch.slice(0, half), false);
-      await this.#writeOrSplit(batch.slice(half), false);
-      return;
+      throw err;
     }
     this.#interval.flushes++;
     this.#interval.rows += batch.length;
@@ -427,16 +528,25 @@ export class TableWriter {
     this.#metrics?.dbEventsWritten.inc({ table: this.table.name }, batch.length);
     this.#metrics?.dbFlushes.inc({ table: this.table.name });
     log.debug("db: bulk insert flushed", { table: this.table.name, rows: batch.length });
-    for (const p of batch) p.owner.committed();
+    for (const p of batch) {
+      p.settled = true;
+      p.owner.committed();
+    }
+    return undefined;
   }
 
+  /**
+   * Dead-letter one rejected row. Losing the row silently is worse than
+   * stalling the table (D7): a failed write is retried every second until
+   * the file takes it or shutdown; the dead-letter sink counts and reports
+   * the failures (`/readyz` fails meanwhile).
+   */
   async #deadLetter(p: Pending, err: MysqlWriteError): Promise<void> {
     log.error("db: row rejected by MySQL, written to the dead-letter file", {
       table: this.table.name,
       queue: p.owner.queue,
       error: err.message,
     });
-    this.#metrics?.deadLetters.inc({ queue_name: p.owner.queue, reason: "sql_rejected" });
     for (;;) {
       try {
         await this.#deadLetters.write({
@@ -447,17 +557,12 @@ export class TableWriter {
           row: p.row,
         });
         break;
-      } catch (writeErr: unknown) {
-        // Losing the row silently is worse than stalling the table (D7):
-        // keep trying until the file is writable or shutdown.
-        log.error("db: cannot dead-letter a rejected row, retrying", {
-          table: this.table.name,
-          error: errorMessage(writeErr),
-        });
+      } catch {
         // Abortable, so close() keeps its budget; the job then stays unacknowledged.
-        await delay(1000, { signal: this.#abort.signal });
+        await delay(DEAD_LETTER_RETRY_MS, { signal: this.#abort.signal });
       }
     }
+    p.settled = true;
     p.owner.deadLetter();
   }
 }

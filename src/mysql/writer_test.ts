@@ -25,6 +25,7 @@ import { JobTracker } from "../pipeline/job_tracker.ts";
 import {
   DeadLetterFile,
   type DeadLetterRecord,
+  DeadLetters,
   type DeadLetterSink,
 } from "../pipeline/dead_letter.ts";
 import { deadline } from "../util/async.ts";
@@ -158,9 +159,10 @@ async function setup(
     cleanups.push(() => pool.end());
     const deadLetterPath = await Deno.makeTempFile({ suffix: ".ndjson" });
     cleanups.push(() => Deno.remove(deadLetterPath));
-    const sink = new DeadLetterFile(deadLetterPath);
-    cleanups.push(() => sink.close());
     const metrics = createMetrics();
+    // The worker's one path for dead letters: it counts what it wrote.
+    const sink = new DeadLetters(new DeadLetterFile(deadLetterPath), metrics);
+    cleanups.push(() => sink.close());
     const availability = new DbAvailability(metrics.dbAvailable);
     const executor = new RecordingExecutor(poolExecutor(pool));
     const writers: TableWriter[] = [];
@@ -404,6 +406,89 @@ Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of it
   assert.equal(await metric(fx.metrics, "statusengine_db_batch_retries_total"), 0);
 });
 
+Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7, W5)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 8);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("warm")], warm);
+  await warm.done;
+  // A schema change under the running worker: every INSERT fails with 1054
+  // (unknown column), whatever its rows. Not the rows' fault.
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
+  const job = new JobTracker(LOG_QUEUE, 8);
+  const done = track(job.done);
+  await writer.add(rows(8, "held"), job);
+  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0",
+  });
+  await waitFor(
+    async () => (await metric(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { message: "the held batch retried" },
+  );
+  assert.equal(done.settled, false, "a job resolved while its rows were held");
+  assert.equal(job.deadLettered, 0);
+  const sizes = fx.executor.calls.slice(1, 4).map((c) => c.rows);
+  assert.deepEqual(sizes, [8, 4, 4], "split once, then held: both halves failed alike");
+
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data_moved TO logentry_data`);
+  await job.done;
+  assert.equal(await fx.count(LOG, "logentry_data LIKE 'held-%'"), 8);
+  assert.equal(job.deadLettered, 0);
+  assert.equal((await fx.deadLetters()).length, 0);
+  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1);
+  assert.equal(
+    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    1,
+    "one rejected flush",
+  );
+});
+
+Deno.test("writer: held rows that MySQL then rejects for their values are dead-lettered and db_available returns to 1 (D7, W5)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 4);
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
+  const job = new JobTracker(LOG_QUEUE, 4);
+  await writer.add(rows(4, "doomed"), job);
+  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0",
+  });
+  // The column is back, but a CHECK constraint (4025, SQL state 23000) now refuses these rows.
+  await fx.db.query(
+    `ALTER TABLE ${LOG} RENAME COLUMN logentry_data_moved TO logentry_data, ` +
+      "ADD CONSTRAINT no_doom CHECK (logentry_data NOT LIKE 'doomed-%')",
+  );
+  await job.done;
+  assert.equal(job.deadLettered, 4);
+  assert.equal((await fx.deadLetters()).length, 4);
+  // The last row settles its job just before the writer ends the outage.
+  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 1, {
+    message: "the outage is over",
+  });
+});
+
+Deno.test("writer: an error that names no row but hits one row only is still isolated and dead-lettered; the good rows commit (D7)", async () => {
+  await using fx = await setup([LOG]);
+  // SIGNAL raises 1644 (SQL state 45000): a statement error, like the one
+  // above, but only for this row, so only one half of each split fails.
+  await fx.db.query(
+    `CREATE TRIGGER refuse_one BEFORE INSERT ON ${LOG} FOR EACH ROW ` +
+      "IF NEW.logentry_data = 'refused' THEN " +
+      "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by a trigger'; END IF",
+  );
+  const writer = fx.writer(LOG, 8);
+  const job = new JobTracker(LOG_QUEUE, 8);
+  await writer.add([...rows(5, "ok"), logRow("refused"), ...rows(2, "ok2")], job);
+  await job.done;
+  assert.equal(job.deadLettered, 1);
+  assert.equal(await fx.count(LOG), 7);
+  const letters = await fx.deadLetters();
+  assert.equal(letters.length, 1);
+  assert.equal(letters[0]?.row?.["logentry_data"], "refused");
+  assert.match(letters[0]?.error ?? "", /1644/);
+  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1, "never held");
+  assert.equal(await metric(fx.metrics, "statusengine_db_connection_retries_total"), 0);
+});
+
 // --- W5 --------------------------------------------------------------------
 
 Deno.test("writer: lock errors are retried after 50 ms and 200 ms, then held until they clear, never dropped (W5, D7)", async () => {
@@ -460,8 +545,10 @@ Deno.test("writer: a permanent error is never retried; every row of an all-bad b
   );
   await all.done;
   const calls = fx.executor.calls.slice(1);
-  // 4 → 2 + 2 → 1 + 1 + 1 + 1: seven distinct statements, none repeated.
-  assert.deepEqual(calls.map((c) => c.rows), [4, 2, 1, 1, 2, 1, 1]);
+  // 4 → 2 + 2 (both halves are tried before either is split further) → 1 + 1 + 1 + 1:
+  // seven distinct statements, none repeated. 1366 names the rows, so both halves
+  // failing alike does not hold the batch.
+  assert.deepEqual(calls.map((c) => c.rows), [4, 2, 2, 1, 1, 1, 1]);
   const texts = calls.map((c) => JSON.stringify(c.values));
   assert.equal(new Set(texts).size, texts.length);
   assert.equal(all.deadLettered, 4);

@@ -3,8 +3,16 @@
  * per row MySQL rejected deterministically, with queue, time and reason, so
  * nothing is dropped silently and an operator can inspect or replay it.
  *
+ * Every dead letter goes through one {@link DeadLetters}: it counts a record
+ * in `statusengine_dead_letters_total` only once it is written, counts failed
+ * writes in `statusengine_dead_letter_write_errors_total`, and reports
+ * {@link DeadLetters.writable} for `/readyz`. A record that cannot be written
+ * makes its caller wait and retry (the job is not acknowledged), so a full
+ * disk stalls the queues that need the file; readiness says so.
+ *
  * @module
  */
+import type { Counter } from "prom-client";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
@@ -37,18 +45,26 @@ export interface DeadLetterSink {
   close(): Promise<void>;
 }
 
-/** A sink that keeps nothing (dead-letter file disabled by an explicit empty path). */
-export const DISCARDING_SINK: DeadLetterSink = {
-  write: () => Promise.resolve(),
-  close: () => Promise.resolve(),
-};
-
 const encoder = new TextEncoder();
+const NEWLINE = 0x0a;
 
-/** Appends records to an NDJSON file; writes are serialised. */
+/**
+ * Appends records to an NDJSON file; writes are serialised.
+ *
+ * Survives log rotation: before each write the path is compared with the
+ * open file (device and inode), and a file that was renamed or removed
+ * (logrotate `create`) is closed and the path opened again. The file is
+ * opened with O_APPEND, so after a `copytruncate` the next record lands at
+ * the new end instead of leaving a hole of NUL bytes. A write that failed
+ * half-way (disk full) leaves a torn line; the next record starts on a new
+ * line, so only that one line is unreadable.
+ */
 export class DeadLetterFile implements DeadLetterSink {
   readonly path: string;
   #file: Deno.FsFile | undefined;
+  #identity: { readonly dev: number; readonly ino: number | null } | undefined;
+  /** The file ends in the middle of a line (a write failed half-way). */
+  #torn = false;
   #tail: Promise<void> = Promise.resolve();
   #closed = false;
 
@@ -59,40 +75,26 @@ export class DeadLetterFile implements DeadLetterSink {
 
   /**
    * Open (create) the file now, so a missing directory or permission fails at
-   * start-up rather than on the first bad payload (operations.md §6.6).
+   * start-up rather than on the first bad payload.
    *
    * @throws When the file cannot be opened for appending.
    */
   async open(): Promise<void> {
-    this.#file ??= await Deno.open(this.path, { append: true, create: true });
+    await this.#current();
   }
 
   /**
    * Append one record (serialised with earlier writes).
    *
    * @param record What to record.
+   * @throws When the file cannot be (re)opened or written.
    */
   write(record: DeadLetterRecord): Promise<void> {
     if (this.#closed) return Promise.reject(new Error(`Dead-letter file "${this.path}" is closed`));
     const line = encoder.encode(
       JSON.stringify({ time: new Date().toISOString(), ...record }) + "\n",
     );
-    const next = this.#tail.then(async () => {
-      try {
-        this.#file ??= await Deno.open(this.path, { append: true, create: true });
-        let off = 0;
-        while (off < line.length) off += await this.#file.write(line.subarray(off));
-      } catch (err: unknown) {
-        log.error("pipeline: cannot write dead-letter file", {
-          path: this.path,
-          queue: record.queue,
-          error: errorMessage(err),
-        });
-        throw new Error(`Cannot write dead-letter file "${this.path}": ${errorMessage(err)}`, {
-          cause: err,
-        });
-      }
-    });
+    const next = this.#tail.then(() => this.#append(line));
     this.#tail = next.catch(() => {});
     return next;
   }
@@ -103,5 +105,153 @@ export class DeadLetterFile implements DeadLetterSink {
     await this.#tail;
     this.#file?.close();
     this.#file = undefined;
+  }
+
+  async #append(line: Uint8Array): Promise<void> {
+    let bytes = line;
+    try {
+      const file = await this.#current();
+      if (this.#torn) {
+        bytes = new Uint8Array(line.length + 1);
+        bytes[0] = NEWLINE;
+        bytes.set(line, 1);
+      }
+      let off = 0;
+      try {
+        while (off < bytes.length) off += await file.write(bytes.subarray(off));
+      } finally {
+        if (off > 0) this.#torn = bytes[off - 1] !== NEWLINE;
+      }
+    } catch (err: unknown) {
+      throw new Error(`Cannot write dead-letter file "${this.path}": ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /** The open file, reopened when the path no longer names it (rotated or removed). */
+  async #current(): Promise<Deno.FsFile> {
+    if (this.#file !== undefined && this.#identity !== undefined) {
+      let moved: boolean;
+      try {
+        const now = await Deno.stat(this.path);
+        moved = now.dev !== this.#identity.dev || now.ino !== this.#identity.ino;
+      } catch (err: unknown) {
+        if (!(err instanceof Deno.errors.NotFound)) throw err;
+        moved = true;
+      }
+      if (!moved) return this.#file;
+      this.#file.close();
+      this.#file = undefined;
+      this.#identity = undefined;
+      log.info("pipeline: dead-letter file was moved or removed, opening the path again", {
+        path: this.path,
+      });
+    }
+    const file = await Deno.open(this.path, { append: true, create: true });
+    try {
+      const info = await file.stat();
+      this.#identity = { dev: info.dev, ino: info.ino };
+    } catch (err: unknown) {
+      file.close();
+      throw err;
+    }
+    this.#file = file;
+    this.#torn = false;
+    return file;
+  }
+}
+
+/** The counters {@link DeadLetters} keeps. */
+export interface DeadLetterMetrics {
+  /** `statusengine_dead_letters_total{queue_name, reason}`. */
+  readonly deadLetters: Counter;
+  /** `statusengine_dead_letter_write_errors_total`. */
+  readonly deadLetterWriteErrors: Counter;
+}
+
+const STILL_FAILING_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * The one path every dead letter takes: written to the file (when one is
+ * configured), then counted; a failed write is counted as such, logged once
+ * per failing period (and every minute while it lasts), and makes
+ * {@link writable} false until a write succeeds again.
+ */
+export class DeadLetters implements DeadLetterSink {
+  readonly #file: DeadLetterSink | null;
+  readonly #where: string;
+  readonly #metrics: DeadLetterMetrics | undefined;
+  #failingSince: number | undefined;
+  #failedAttempts = 0;
+  #lastLogAt = 0;
+
+  /**
+   * @param file The file, or null when dead letters are only counted and
+   *   logged (disabled by an explicit empty path).
+   * @param metrics Counters (optional in tests).
+   */
+  constructor(file: DeadLetterSink | null, metrics?: DeadLetterMetrics) {
+    this.#file = file;
+    this.#where = file instanceof DeadLetterFile ? file.path : "";
+    this.#metrics = metrics;
+  }
+
+  /** False from a failed write until the next successful one (`/readyz`). */
+  get writable(): boolean {
+    return this.#failingSince === undefined;
+  }
+
+  /**
+   * Write and count one record.
+   *
+   * @param record What to record.
+   * @throws When the file cannot take it; the caller must not acknowledge the job.
+   */
+  async write(record: DeadLetterRecord): Promise<void> {
+    try {
+      await this.#file?.write(record);
+    } catch (err: unknown) {
+      this.#failed(record, err);
+      throw err;
+    }
+    this.#metrics?.deadLetters.inc({ queue_name: record.queue, reason: record.reason });
+    if (this.#failingSince !== undefined) {
+      log.info("pipeline: dead-letter file writable again", {
+        path: this.#where,
+        failing_for_s: Math.round((performance.now() - this.#failingSince) / 1000),
+        failed_attempts: this.#failedAttempts,
+      });
+      this.#failingSince = undefined;
+      this.#failedAttempts = 0;
+    }
+  }
+
+  /** Close the file. */
+  async close(): Promise<void> {
+    await this.#file?.close();
+  }
+
+  #failed(record: DeadLetterRecord, err: unknown): void {
+    this.#metrics?.deadLetterWriteErrors.inc();
+    this.#failedAttempts++;
+    const now = performance.now();
+    if (this.#failingSince === undefined) {
+      this.#failingSince = now;
+      this.#lastLogAt = now;
+      log.error(
+        "pipeline: cannot write the dead-letter file; jobs that need it wait and are retried, " +
+          "/readyz fails until a write succeeds",
+        { path: this.#where, queue: record.queue, reason: record.reason, error: errorMessage(err) },
+      );
+    } else if (now - this.#lastLogAt >= STILL_FAILING_LOG_INTERVAL_MS) {
+      this.#lastLogAt = now;
+      log.error("pipeline: dead-letter file still cannot be written", {
+        path: this.#where,
+        failing_for_s: Math.round((now - this.#failingSince) / 1000),
+        failed_attempts: this.#failedAttempts,
+        error: errorMessage(err),
+      });
+    }
   }
 }

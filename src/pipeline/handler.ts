@@ -83,7 +83,9 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
   const lastRepairWarn = new Map<string, number>();
 
   async function deadLetter(job: Job, reason: string, message: string, text: string) {
-    m?.deadLetters.inc({ queue_name: job.queue, reason });
+    // A failed write rejects: the job stays unacknowledged and is retried (D7:
+    // never silent); the sink counts and reports it.
+    await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
     m?.pipelineErrors.inc({ component: "queue" });
     log.warn("pipeline: undecodable payload written to the dead-letter file", {
       queue: job.queue,
@@ -92,8 +94,6 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       error: message,
       bytes: job.payload.length,
     });
-    // A failed write rejects: the job stays unacknowledged and is retried (D7: never silent).
-    await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
   }
 
   async function writeRows(job: Job, rows: readonly TableRow[], signal: AbortSignal) {

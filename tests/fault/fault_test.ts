@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
-import { type Gearmand, startGearmand } from "../helpers/gearmand.ts";
+import { startGearmand } from "../helpers/gearmand.ts";
 import { startMysqlProxy, startTcpProxy } from "../helpers/tcp_proxy.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { createSchema, jobsAtGearmand, TEST_QUEUE_DURABILITY } from "../helpers/worker.ts";
@@ -23,57 +23,16 @@ import {
   parseLossMarker,
   verifyRows,
 } from "../../src/cli/losstest.ts";
+import {
+  assertNothingMissing,
+  BACKLOG_EVENTS,
+  committed,
+  drained,
+  publishBacklog,
+} from "../helpers/backlog.ts";
 
-const EVENTS = 100_000;
+const EVENTS = BACKLOG_EVENTS;
 const QUEUE = LOSSTEST_QUEUE;
-
-/** Publish the run's marker jobs; each job gets its own unique id (persistent queues). */
-async function publishBacklog(addr: string, runId: string, count = EVENTS): Promise<number> {
-  await using client = await GearmanClient.connect(addr, { window: 200 });
-  const pending: Promise<string>[] = [];
-  let jobs = 0;
-  for (const job of losstestJobs(runId, count)) {
-    pending.push(client.submitBackground(QUEUE, job.payload, { unique: crypto.randomUUID() }));
-    jobs++;
-    if (pending.length >= 500) await Promise.all(pending.splice(0));
-  }
-  await Promise.all(pending);
-  return jobs;
-}
-
-async function committed(db: ScratchDatabase, runId: string): Promise<number> {
-  const [row] = await db.query<{ n: number }[]>(
-    "SELECT COUNT(*) AS n FROM statusengine_hostchecks WHERE hostname LIKE ?",
-    [`lt-${runId}-%`],
-  );
-  return Number(row?.n ?? 0);
-}
-
-/** The losstest verify check: every sequence number present, none twice. */
-async function assertNothingMissing(db: ScratchDatabase, runId: string, count = EVENTS) {
-  const rows = await db.query<{ hostname: string }[]>(
-    "SELECT hostname FROM statusengine_hostchecks WHERE hostname LIKE ?",
-    [`lt-${runId}-%`],
-  );
-  const seqs = rows.map((r) => parseLossMarker(runId, r.hostname)).filter((s) =>
-    s !== undefined
-  ) as number[];
-  const report = verifyRows(seqs, count);
-  assert.equal(
-    report.missing,
-    0,
-    `missing ${report.missing} of ${count}: ${formatRanges(report.missingRanges)}`,
-  );
-  assert.equal(report.duplicates, 0);
-}
-
-async function drained(gearmand: Gearmand, timeoutMs = 180_000): Promise<void> {
-  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, QUEUE)) === 0, {
-    timeoutMs,
-    intervalMs: 200,
-    message: "the backlog at gearmand to drain",
-  });
-}
 
 async function midDrain(db: ScratchDatabase, runId: string): Promise<void> {
   await waitFor(async () => (await committed(db, runId)) >= EVENTS / 5, {

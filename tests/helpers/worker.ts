@@ -46,6 +46,7 @@ export function testConfig(
     drainTimeoutMs: 5_000,
     shutdownFlushTimeoutMs: 5_000,
     mysqlMaxOpenConns: 8,
+    mysqlStatementTimeoutMs: 30_000,
     batchSize: 100,
     statusMaxAgeSeconds: 0,
     nodeName: "N",

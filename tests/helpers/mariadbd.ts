@@ -1,0 +1,268 @@
+/**
+ * A private MariaDB server for one test: its own data directory and port,
+ * so a test can make it read-only, fill its disk, revoke privileges or
+ * freeze it (SIGSTOP) without touching the shared server other tests use.
+ *
+ * Started with `mariadb-install-db` + `mariadbd --no-defaults`, ready when a
+ * root connection answers, stopped by PID, data directory removed. MariaDB
+ * must be installed (`apt-get install mariadb-server`); a test that cannot
+ * start it fails, it never skips.
+ *
+ * The server runs with SIGXFSZ ignored, so {@link Mariadbd.limitFileSize}
+ * (the soft RLIMIT_FSIZE of the running server, set with util-linux
+ * `prlimit`) makes a write past the limit fail with EFBIG, which InnoDB
+ * reports as error 1114 "table is full", instead of killing the server:
+ * a full disk for the files that grow, without root or a mount.
+ */
+import mysql from "mysql2/promise";
+import { freePort } from "./gearmand.ts";
+
+/** A running private MariaDB. */
+export interface Mariadbd extends AsyncDisposable {
+  readonly host: string;
+  readonly port: number;
+  readonly pid: number;
+  readonly datadir: string;
+  /**
+   * `mysql://` URL for a user (default root, no password) and database.
+   *
+   * @param options User, password, database.
+   */
+  url(options?: { user?: string; password?: string; database?: string }): string;
+  /** Run one statement as root (own short-lived connection), optionally in `database`. */
+  query<T = unknown>(sql: string, params?: unknown[], database?: string): Promise<T>;
+  /** SIGSTOP: the server keeps its sockets but answers nothing. */
+  pause(): void;
+  /** SIGCONT after {@link pause}. */
+  resume(): void;
+  /**
+   * Files the server writes may not grow past `bytes` (nor be written past
+   * that offset); `undefined` lifts the limit.
+   */
+  limitFileSize(bytes: number | undefined): Promise<void>;
+  /** Size of every file under the data directory, by path relative to it. */
+  fileSizes(): Promise<Map<string, number>>;
+  /** The server's error log so far. */
+  errorLog(): Promise<string>;
+  /** SIGCONT, SIGTERM (SIGKILL after 20 s), wait, remove the data directory. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startMariadbd}. */
+export interface MariadbdOptions {
+  /** More `mariadbd` options. */
+  readonly extraArgs?: readonly string[];
+}
+
+const REDO_LOG_SIZE = "8M";
+
+function findBinary(names: readonly string[]): string {
+  for (const name of names) {
+    for (const dir of ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]) {
+      try {
+        if (Deno.statSync(`${dir}/${name}`).isFile) return `${dir}/${name}`;
+      } catch {
+        // not here
+      }
+    }
+  }
+  throw new Error(
+    `Cannot start a private MariaDB: none of ${
+      names.join(", ")
+    } is installed (apt-get install mariadb-server)`,
+  );
+}
+
+async function run(cmd: string, args: readonly string[]): Promise<string> {
+  const out = await new Deno.Command(cmd, { args: [...args], stdout: "piped", stderr: "piped" })
+    .output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed (${out.code}):\n${text}`);
+  return text;
+}
+
+function asRoot(): string[] {
+  // mariadbd refuses to run as root unless told to.
+  return Deno.uid() === 0 ? ["--user=root"] : [];
+}
+
+async function readable(path: string): Promise<string> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * Install a data directory and start a private server on a free port.
+ *
+ * @example
+ * ```ts ignore
+ * await using server = await startMariadbd();
+ * await server.query("SET GLOBAL read_only = 1");
+ * ```
+ */
+export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mariadbd> {
+  const mariadbd = findBinary(["mariadbd", "mysqld"]);
+  const installDb = findBinary(["mariadb-install-db", "mysql_install_db"]);
+  findBinary(["prlimit"]);
+  const datadir = await Deno.makeTempDir({ prefix: "se-mariadbd-" });
+  try {
+    await run(installDb, [
+      "--no-defaults",
+      `--datadir=${datadir}/data`,
+      "--auth-root-authentication-method=normal",
+      "--skip-test-db",
+      `--innodb-log-file-size=${REDO_LOG_SIZE}`,
+      ...asRoot(),
+    ]);
+  } catch (err: unknown) {
+    await Deno.remove(datadir, { recursive: true }).catch(() => {});
+    throw new Error("Cannot start a private MariaDB: mariadb-install-db failed", { cause: err });
+  }
+  let lastError = "";
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = freePort();
+    const args = [
+      "--no-defaults",
+      `--datadir=${datadir}/data`,
+      `--socket=${datadir}/mysqld.sock`,
+      `--pid-file=${datadir}/mysqld.pid`,
+      `--log-error=${datadir}/error.log`,
+      `--port=${port}`,
+      "--bind-address=127.0.0.1",
+      "--skip-log-bin",
+      `--innodb-log-file-size=${REDO_LOG_SIZE}`,
+      "--innodb-buffer-pool-size=64M",
+      // Tests, not durability: fewer fsyncs on a shared machine.
+      "--innodb-flush-log-at-trx-commit=2",
+      "--innodb-doublewrite=0",
+      "--character-set-server=utf8mb4",
+      "--collation-server=utf8mb4_general_ci",
+      "--max-connections=200",
+      ...asRoot(),
+      ...(options.extraArgs ?? []),
+    ];
+    // `trap "" XFSZ` leaves SIGXFSZ ignored across exec: see limitFileSize.
+    const child = new Deno.Command("sh", {
+      args: ["-c", 'trap "" XFSZ; exec "$0" "$@"', mariadbd, ...args],
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    let exited = false;
+    const status = child.status.finally(() => (exited = true));
+    const host = "127.0.0.1";
+    const until = performance.now() + 30_000;
+    let ready = false;
+    while (!exited && performance.now() < until) {
+      try {
+        const conn = await mysql.createConnection({
+          host,
+          port,
+          user: "root",
+          connectTimeout: 1000,
+        });
+        await conn.end();
+        ready = true;
+        break;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    if (!ready) {
+      lastError = await readable(`${datadir}/error.log`);
+      if (!exited) child.kill("SIGKILL");
+      await status;
+      continue;
+    }
+    let stopping: Promise<void> | undefined;
+    let paused = false;
+    const stop = () => {
+      stopping ??= (async () => {
+        if (!exited) {
+          try {
+            child.kill("SIGCONT");
+            child.kill("SIGTERM");
+          } catch {
+            // already exited
+          }
+          const killTimer = setTimeout(() => {
+            if (!exited) child.kill("SIGKILL");
+          }, 20_000);
+          try {
+            await status;
+          } finally {
+            clearTimeout(killTimer);
+          }
+        }
+        await Deno.remove(datadir, { recursive: true });
+      })();
+      return stopping;
+    };
+    const url = (o: { user?: string; password?: string; database?: string } = {}) => {
+      const u = new URL(`mysql://${host}:${port}/`);
+      u.username = encodeURIComponent(o.user ?? "root");
+      if (o.password !== undefined) u.password = encodeURIComponent(o.password);
+      u.pathname = `/${o.database ?? ""}`;
+      return u.href;
+    };
+    return {
+      host,
+      port,
+      pid: child.pid,
+      datadir: `${datadir}/data`,
+      url,
+      async query<T>(sql: string, params?: unknown[], database?: string): Promise<T> {
+        const conn = await mysql.createConnection({
+          host,
+          port,
+          user: "root",
+          connectTimeout: 5000,
+          ...(database === undefined ? {} : { database }),
+        });
+        try {
+          const [rows] = await conn.query(sql, params);
+          return rows as T;
+        } finally {
+          await conn.end();
+        }
+      },
+      pause() {
+        paused = true;
+        child.kill("SIGSTOP");
+      },
+      resume() {
+        if (paused) child.kill("SIGCONT");
+        paused = false;
+      },
+      async limitFileSize(bytes) {
+        await run("prlimit", [
+          "--pid",
+          String(child.pid),
+          `--fsize=${bytes === undefined ? "unlimited" : String(bytes)}:`,
+        ]);
+      },
+      async fileSizes() {
+        const sizes = new Map<string, number>();
+        const walk = async (dir: string, prefix: string) => {
+          for await (const entry of Deno.readDir(dir)) {
+            const path = `${dir}/${entry.name}`;
+            if (entry.isDirectory) await walk(path, `${prefix}${entry.name}/`);
+            else if (entry.isFile) {
+              sizes.set(`${prefix}${entry.name}`, (await Deno.stat(path)).size);
+            }
+          }
+        };
+        await walk(`${datadir}/data`, "");
+        return sizes;
+      },
+      errorLog: () => readable(`${datadir}/error.log`),
+      stop,
+      [Symbol.asyncDispose]: stop,
+    };
+  }
+  await Deno.remove(datadir, { recursive: true }).catch(() => {});
+  throw new Error(`Cannot start a private MariaDB: not ready after 3 attempts:\n${lastError}`);
+}
