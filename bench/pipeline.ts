@@ -18,7 +18,7 @@ import {
   TEST_QUEUE_DURABILITY,
   testConfig,
 } from "../tests/helpers/worker.ts";
-import { startWorker } from "../src/worker.ts";
+import { startWorker } from "../src/daemon/mod.ts";
 import { decodeJob } from "../src/events/decode.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import { appendAdjustedRow, type SqlValue, type ValueAdjustment } from "../src/mysql/values.ts";

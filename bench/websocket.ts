@@ -14,7 +14,7 @@ import mysql from "mysql2/promise";
 import { startGearmand } from "../tests/helpers/gearmand.ts";
 import { createScratchDatabase } from "../tests/helpers/mysql.ts";
 import { createSchema, testConfig } from "../tests/helpers/worker.ts";
-import { type RunningWorker, startWorker } from "../src/worker.ts";
+import { type RunningWorker, startWorker } from "../src/daemon/mod.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { arg, fmt, median, report, submitMany } from "./_util.ts";
 

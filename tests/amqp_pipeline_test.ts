@@ -17,7 +17,7 @@ import {
   testConfig,
   testRabbitMqUrl,
 } from "./helpers/worker.ts";
-import type { RunningWorker } from "../src/worker.ts";
+import type { RunningWorker } from "../src/daemon/mod.ts";
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const Q = "statusngin_hostchecks";

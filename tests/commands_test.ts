@@ -18,7 +18,7 @@ import {
   TEST_QUEUE_DURABILITY,
   testConfig,
 } from "./helpers/worker.ts";
-import type { RunningWorker, WorkerConfig } from "../src/worker.ts";
+import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import {
   COMMAND_NAMES,

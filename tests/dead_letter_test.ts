@@ -15,7 +15,7 @@ import {
   startTestWorker,
   testConfig,
 } from "./helpers/worker.ts";
-import type { RunningWorker } from "../src/worker.ts";
+import type { RunningWorker } from "../src/daemon/mod.ts";
 import { fixture } from "./helpers/fixture_rows.ts";
 
 const Q = "statusngin_hostchecks";

@@ -16,7 +16,7 @@ import {
   startTestWorker,
   testConfig,
 } from "./helpers/worker.ts";
-import type { PerfdataRoute } from "../src/worker.ts";
+import type { PerfdataRoute } from "../src/daemon/mod.ts";
 
 const Q = "statusngin_service_perfdata";
 const FIXTURE = Deno.readTextFileSync(

@@ -20,7 +20,7 @@ import {
   TEST_QUEUE_DURABILITY,
   testConfig,
 } from "./helpers/worker.ts";
-import type { WorkerConfig } from "../src/worker.ts";
+import type { WorkerConfig } from "../src/daemon/mod.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 

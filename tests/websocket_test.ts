@@ -15,7 +15,7 @@ import {
   startTestWorker,
   testConfig,
 } from "./helpers/worker.ts";
-import type { RunningWorker, WorkerConfig } from "../src/worker.ts";
+import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
 import { WebSocketHub } from "../src/http/ws_hub.ts";
 import { startWebSocketServer } from "../src/http/ws_server.ts";

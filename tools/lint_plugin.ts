@@ -47,11 +47,8 @@ export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   synthetic: ["util", "log", "events"],
   // statusengine_tasks → validated commands → the broker or the command file.
   tasks: ["util", "log", "mysql", "commands", "metrics"],
-  // Ties the in-order queues' consumer to a MySQL named lock.
-  "in_order_gate": ["util", "log", "mysql"],
   // Composition roots.
   cli: "*",
-  worker: "*",
   daemon: "*",
 };
 

@@ -52,7 +52,10 @@ Deno.test("lint layer-imports: imports with the flow, within a module and from t
   assert.deepEqual(layerErrors("mysql/writer.ts", 'import { x } from "./retry.ts";\n'), []);
   assert.deepEqual(layerErrors("mysql/writer.ts", 'import { x } from "../util/async.ts";\n'), []);
   assert.deepEqual(layerErrors("cli/run.ts", 'import { x } from "../pipeline/pipeline.ts";\n'), []);
-  assert.deepEqual(layerErrors("worker.ts", 'import { x } from "./gearman/consumer.ts";\n'), []);
+  assert.deepEqual(
+    layerErrors("daemon/start.ts", 'import { x } from "../gearman/consumer.ts";\n'),
+    [],
+  );
   assert.deepEqual(layerErrors("mysql/writer.ts", 'import mysql from "mysql2/promise";\n'), []);
 });
 

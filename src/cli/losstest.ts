@@ -9,7 +9,8 @@
  *
  * @module
  */
-import mysql from "mysql2/promise";
+import type mysql from "mysql2/promise";
+import { connectMysql } from "../mysql/connect.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
@@ -478,7 +479,7 @@ async function connect(
     return undefined;
   }
   try {
-    return await mysql.createConnection({ connectTimeout: CONNECT_TIMEOUT_MS, ...opts });
+    return (await connectMysql(opts, { timeoutMs: CONNECT_TIMEOUT_MS })).connection;
   } catch (err: unknown) {
     const text = errorMessage(err);
     const safe = opts.password === undefined ? text : text.replaceAll(opts.password, "****");

@@ -5,10 +5,11 @@
  * @module
  */
 import { type SettingsFor, splitHostPort } from "../config/mod.ts";
-import { StartupError, startWorker, type WorkerConfig } from "../worker.ts";
+import { StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
 import { QUEUE_NAMES } from "../events/queues.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
+import { aborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("worker");
@@ -120,9 +121,7 @@ export async function runWorkerCommand(
     }
     throw err;
   }
-  if (!signal.aborted) {
-    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve()));
-  }
+  await aborted(signal);
   log.info("shutdown signal received, starting graceful shutdown");
   try {
     await worker.stop();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { loadSettings } from "../config/load.ts";
 import { workerConfigFrom } from "./run.ts";
-import { StartupError } from "../worker.ts";
+import { StartupError } from "../daemon/mod.ts";
 
 async function configFor(argv: string[], env: Record<string, string> = {}) {
   const { settings } = await loadSettings("run", {

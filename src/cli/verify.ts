@@ -10,7 +10,8 @@
  *
  * @module
  */
-import mysql from "mysql2/promise";
+import type mysql from "mysql2/promise";
+import { connectMysql } from "../mysql/connect.ts";
 import {
   isTableName,
   mysqlOptionsFromUrl,
@@ -418,14 +419,13 @@ async function open(
   }
   let conn: mysql.Connection;
   try {
-    conn = await mysql.createConnection({
-      connectTimeout: 10_000,
+    ({ connection: conn } = await connectMysql({
       ...opts,
       // BIGINT values beyond 2^53 arrive as exact strings, smaller ones as numbers.
       supportBigNumbers: true,
       bigNumberStrings: false,
       dateStrings: true,
-    });
+    }, { timeoutMs: 10_000 }));
   } catch (err: unknown) {
     const text = errorMessage(err);
     io.err(

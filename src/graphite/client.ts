@@ -10,7 +10,7 @@ import type { Counter, Gauge } from "prom-client";
 import type { Row } from "../events/types.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { carbonLine, metricPath, sanitizeSegment } from "./format.ts";
-import { deadline } from "../util/async.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("graphite");
@@ -123,10 +123,7 @@ export class GraphiteClient {
           await (this.#flushing ?? this.#flush());
         }
       })();
-      await Promise.race([
-        drain,
-        new Promise<void>((resolve) => limit.signal.addEventListener("abort", () => resolve())),
-      ]);
+      await settledWithin(drain, limit.signal);
       this.#disconnect();
       await drain.catch(() => {});
       this.#logStats(true);

@@ -1,7 +1,7 @@
 /**
- * One dedicated MySQL connection that must answer within a deadline, and a hard close that
- * abandons a statement in flight: what the command-line tools (`cleanup`, `status`) need,
- * where the daemon uses a pool.
+ * Reaching MySQL, one way everywhere: a dedicated connection that must answer within a
+ * deadline (the command-line tools), the same "does it answer" probe for the daemon's pool,
+ * and a hard close that abandons a statement in flight.
  *
  * @module
  */
@@ -76,15 +76,65 @@ export interface ConnectMysqlOptions {
   readonly signal?: AbortSignal;
 }
 
-/** A connection that has answered its first query. */
-export interface ConnectedMysql {
-  readonly connection: mysql.Connection;
-  /** `SELECT VERSION()`, e.g. `10.11.6-MariaDB-0+deb12u1`. */
+/** What the server said about itself when it first answered. */
+export interface MysqlIdentity {
+  /** `VERSION()`, e.g. `10.11.6-MariaDB-0+deb12u1`. */
   readonly serverVersion: string;
+  /** `@@character_set_client` of the session (the worker needs utf8mb4). */
+  readonly charset: string;
+  /** `@@collation_connection` of the session. */
+  readonly collation: string;
+}
+
+/** A connection that has answered its first query. */
+export interface ConnectedMysql extends MysqlIdentity {
+  readonly connection: mysql.Connection;
+}
+
+/** Anything that runs a query: a connection or a pool. */
+export interface Queryable {
+  query: mysql.Connection["query"];
+}
+
+const PROBE_SQL = "SELECT VERSION() AS version, @@character_set_client AS cs, " +
+  "@@collation_connection AS co";
+
+/**
+ * Ask a connection or a pool who it is, within a deadline: the one "does MySQL answer"
+ * probe of the daemon (its pool) and the tools (their connection).
+ *
+ * @param target Connection or pool.
+ * @param timeoutMs Bound on the answer (and, for a pool, on getting a connection).
+ * @returns Version, character set and collation.
+ * @throws {Error} `no answer within … ms`, or the driver's error.
+ */
+export async function probeMysql(target: Queryable, timeoutMs: number): Promise<MysqlIdentity> {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new Error(`no answer within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
+  try {
+    const [rows] = await unlessAborted(
+      target.query<mysql.RowDataPacket[]>(PROBE_SQL),
+      controller.signal,
+      () => {},
+    );
+    return {
+      serverVersion: String(rows[0]?.version ?? ""),
+      charset: String(rows[0]?.cs ?? "unknown"),
+      collation: String(rows[0]?.co ?? "unknown"),
+    };
+  } catch (err: unknown) {
+    if (err instanceof MysqlInterrupted) throw controller.signal.reason;
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
- * Open a dedicated MySQL connection that answers `SELECT VERSION()` within a deadline: the
+ * Open a dedicated MySQL connection that answers the probe within a deadline: the
  * "does MySQL answer" probe of `cleanup` (5 s, docs/operations.md#cleanup-settings) and `status`. A
  * connection that completes after the deadline or an abort is closed as soon as it exists.
  *
@@ -96,7 +146,7 @@ export interface ConnectedMysql {
  *   recognises by `signal.aborted`.
  */
 export async function connectMysql(
-  options: MysqlUrlOptions,
+  options: MysqlUrlOptions & mysql.ConnectionOptions,
   limits: ConnectMysqlOptions,
 ): Promise<ConnectedMysql> {
   const controller = new AbortController();
@@ -120,11 +170,16 @@ export async function connectMysql(
   try {
     conn = await unlessAborted(connecting, signal, abandon);
     const [rows] = await unlessAborted(
-      conn.query<mysql.RowDataPacket[]>("SELECT VERSION() AS version"),
+      conn.query<mysql.RowDataPacket[]>(PROBE_SQL),
       signal,
       abandon,
     );
-    return { connection: conn, serverVersion: String(rows[0]?.version ?? "") };
+    return {
+      connection: conn,
+      serverVersion: String(rows[0]?.version ?? ""),
+      charset: String(rows[0]?.cs ?? "unknown"),
+      collation: String(rows[0]?.co ?? "unknown"),
+    };
   } catch (err: unknown) {
     if (err instanceof MysqlInterrupted && !(limits.signal?.aborted ?? false)) {
       throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`);

@@ -213,7 +213,7 @@ async function setup(): Promise<Fixture> {
     for (const t of DOWNTIME_TABLES) {
       await db.query(createTableStatement(TABLES[t], { collation: "utf8mb4_general_ci" }));
     }
-    // Same options as src/worker.ts: whatever flags mysql2 sets by default are the ones under test.
+    // Same options as src/daemon/database.ts: whatever flags mysql2 sets by default are the ones under test.
     const pool = mysql.createPool({ ...mysqlOptionsFromUrl(db.url), connectionLimit: 2 });
     cleanups.push(() => pool.end());
     const deadLetterPath = await Deno.makeTempFile({ suffix: ".ndjson" });

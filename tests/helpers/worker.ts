@@ -4,7 +4,7 @@
  * `run` command uses.
  */
 import mysql from "mysql2/promise";
-import { type RunningWorker, startWorker, type WorkerConfig } from "../../src/worker.ts";
+import { type RunningWorker, startWorker, type WorkerConfig } from "../../src/daemon/mod.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
 import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
 import { GearmanClient } from "../../src/gearman/client.ts";

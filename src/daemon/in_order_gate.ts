@@ -27,8 +27,8 @@
  * @module
  */
 import type mysql from "mysql2/promise";
-import { NamedLock } from "./mysql/named_lock.ts";
-import { errorMessage, getLogger } from "./log.ts";
+import { NamedLock } from "../mysql/named_lock.ts";
+import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("worker");
 

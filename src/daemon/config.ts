@@ -1,0 +1,130 @@
+/**
+ * What the daemon is built from: the validated configuration (independent of how settings
+ * were obtained, so tests can run a complete worker in-process and the `run` command only
+ * maps settings onto it), and the error that refuses a start.
+ *
+ * @module
+ */
+import type { QueueName } from "../events/queues.ts";
+import type { SubmitMethod } from "../tasks/task_manager.ts";
+
+/** Where perfdata goes (F1). */
+export type PerfdataRoute = "mysql" | "graphite" | "both";
+
+/** Queue backend (`--consumer`). */
+export type ConsumerKind = "gearman" | "rabbitmq";
+
+/** What the worker needs of a queue backend; the Gearman and the RabbitMQ consumer satisfy it. */
+export interface QueueConsumer {
+  /** Connect and start consuming; throws when the broker cannot be used. */
+  start(): Promise<void>;
+  /** Stop consuming, drain within the drain timeout (D1), close. Idempotent, safe before start. */
+  stop(): Promise<void>;
+}
+
+/** Everything the daemon needs, already validated. */
+export interface WorkerConfig {
+  /** Default `gearman`. */
+  readonly consumer?: ConsumerKind;
+  readonly gearmanServers: readonly string[];
+  readonly maxJobsPerQueue: number;
+  /** Payload bytes in flight across all queues (`--max-in-flight-bytes`); default 256 MiB. */
+  readonly maxInFlightBytes?: number;
+  /** Jobs above this size are dead-lettered unread (`--max-job-size`); default 64 MiB. */
+  readonly maxJobSize?: number;
+  /** `--queue-stall-timeout`; 0 disables; default 60 s. */
+  readonly queueStallTimeoutMs?: number;
+  /** Required when {@link consumer} is `rabbitmq`. */
+  readonly rabbitmq?: {
+    /** AMQP URL; the password never reaches a log line. */
+    readonly url: string;
+    /** Unacknowledged deliveries per queue (R2). */
+    readonly prefetch: number;
+    /** Declare queues durable; the consumer and the command publisher use the same flags. */
+    readonly durableQueues: boolean;
+  };
+  /** Pause between attempts to rebuild a lost broker connection (both backends). */
+  readonly reconnectIntervalMs: number;
+  readonly heartbeatIntervalMs: number;
+  readonly heartbeatTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+  readonly shutdownFlushTimeoutMs: number;
+  readonly mysqlUrl: string;
+  readonly mysqlMaxOpenConns: number;
+  /**
+   * `--mysql-statement-timeout`: a statement without an answer by then makes
+   * MySQL count as unavailable; 0 waits forever.
+   */
+  readonly mysqlStatementTimeoutMs: number;
+  readonly batchSize: number;
+  readonly statusMaxAgeSeconds: number;
+  readonly nodeName: string;
+  /** NDJSON path, or null when disabled by an explicit empty value. */
+  readonly deadLetterFile: string | null;
+  readonly perfdataRoute: PerfdataRoute;
+  /** Carbon plaintext listener, path prefix and metrics per write (F4–F6). */
+  readonly graphite: {
+    readonly addr: string;
+    readonly prefix: string;
+    readonly batchSize: number;
+    /** `--graphite-illegal-characters`; default the legacy set. */
+    readonly illegalCharacters?: RegExp;
+  };
+  readonly openItcockpit: boolean;
+  /** null disables the metrics listener (`--metrics-port 0`). */
+  readonly metrics: { readonly hostname: string; readonly port: number } | null;
+  /** Queues to consume; default all twelve. */
+  readonly queues?: readonly QueueName[];
+  /**
+   * Consume the in-order queues (G3) only while holding a MySQL named lock, so several
+   * workers can share a job server. Absent or null = no lock: this worker consumes them
+   * whenever it runs (one worker per node). `run` always sets it.
+   */
+  readonly inOrderLock?: {
+    /** Lock poll interval; default `IN_ORDER_LOCK_POLL_MS` (1 s). */
+    readonly pollMs?: number;
+  } | null;
+  /** Interval of the periodic summaries; default 30 s. */
+  readonly statsIntervalMs?: number;
+  /**
+   * `POST /commands` (docs/operations.md#commands); absent, null or without keys = not
+   * served. Publishes to the backend of {@link consumer}.
+   */
+  readonly commands?: {
+    readonly hostname: string;
+    /** 0 picks a free port (tests). */
+    readonly port: number;
+    /** Command keys, separate from the /ws keys. */
+    readonly apiKeys: readonly string[];
+  } | null;
+  /**
+   * The UI's task queue (`statusengine_tasks`, `--check-for-commands`); absent or null = not
+   * read. `broker` publishes with the backend of {@link consumer}.
+   */
+  readonly tasks?: {
+    readonly intervalMs: number;
+    readonly submitMethod: SubmitMethod;
+    /** The core's external command file, for `cmd`. */
+    readonly externalCommandFile: string;
+  } | null;
+  /** `GET /ws` (docs/operations.md#ws); absent or null = not served. */
+  readonly websocket?: {
+    readonly hostname: string;
+    /** 0 picks a free port (tests). */
+    readonly port: number;
+    /** `/ws` keys; none = a random key is generated and logged once. */
+    readonly apiKeys: readonly string[];
+  } | null;
+}
+
+/** Raised when the worker cannot start; `main` turns it into exit status 1. */
+export class StartupError extends Error {
+  /**
+   * @param message What failed, naming the cause.
+   * @param options `cause`.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "StartupError";
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * The daemon's queue consumption: the backend's consumer for the queues this worker always
+ * consumes, and, when several workers may share a job server, the in-order queues behind a
+ * MySQL named lock (one consumer of their own, started while the lock is held).
+ *
+ * @module
+ */
+import mysql from "mysql2/promise";
+import { GearmanConsumer } from "../gearman/consumer.ts";
+import { RabbitMqConsumer } from "../amqp/consumer.ts";
+import type { ConsumerDeadLetterSink, ConsumerObserver } from "../consumer/contract.ts";
+import { type QueueName, QUEUES } from "../events/queues.ts";
+import type { DeadLetterSink } from "../pipeline/dead_letter.ts";
+import type { Pipeline } from "../pipeline/pipeline.ts";
+import type { Metrics } from "../metrics/registry.ts";
+import type { MysqlUrlOptions } from "../mysql/url.ts";
+import { getLogger } from "../log.ts";
+import type { QueueConsumer, WorkerConfig } from "./config.ts";
+import {
+  IN_ORDER_DRAIN_MS,
+  IN_ORDER_LOCK_POLL_MS,
+  InOrderGate,
+  inOrderGraceMs,
+  inOrderLockName,
+} from "./in_order_gate.ts";
+
+const log = getLogger("worker");
+
+/** What consumption is built from. */
+export interface ConsumptionParts {
+  readonly config: WorkerConfig;
+  readonly pipeline: Pipeline;
+  readonly observer: ConsumerObserver;
+  readonly deadLetters: DeadLetterSink;
+  readonly metrics: Metrics;
+  readonly urlOptions: MysqlUrlOptions;
+}
+
+/** The queues this worker consumes, split by whether they wait for the in-order lock. */
+export interface QueueSplit {
+  /** Consumed whenever the worker runs. */
+  readonly always: readonly QueueName[];
+  /** Consumed only while this worker holds the in-order lock (none without the lock). */
+  readonly gated: readonly QueueName[];
+}
+
+/**
+ * Which queues wait for the in-order lock.
+ *
+ * @param config The worker configuration.
+ * @param queues The consumed queues.
+ * @returns The split.
+ */
+export function splitQueues(config: WorkerConfig, queues: readonly QueueName[]): QueueSplit {
+  const gated = config.inOrderLock ? queues.filter((q) => QUEUES[q].inOrder) : [];
+  return { always: queues.filter((q) => !gated.includes(q)), gated };
+}
+
+/**
+ * Build the consumption of a worker (not started).
+ *
+ * @param parts Configuration, pipeline, observer, dead letters, metrics and URL options.
+ * @param split Which queues are consumed always and which behind the lock.
+ * @returns One consumer to start and stop.
+ */
+export async function buildConsumption(
+  parts: ConsumptionParts,
+  split: QueueSplit,
+): Promise<QueueConsumer> {
+  const { config } = parts;
+  const deadLetter = consumerDeadLetter(parts.deadLetters, parts.metrics);
+  const main: QueueConsumer = split.always.length === 0
+    ? { start: () => Promise.resolve(), stop: () => Promise.resolve() }
+    : buildConsumer(config, split.always, parts, deadLetter);
+  if (split.gated.length === 0) return main;
+  const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
+  const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
+  const gate = new InOrderGate({
+    build: () =>
+      buildConsumer({ ...config, drainTimeoutMs: drainMs }, split.gated, parts, deadLetter),
+    connect: () =>
+      mysql.createConnection({
+        ...parts.urlOptions,
+        connectTimeout: Math.max(pollMs, 1_000),
+      }),
+    lockName: await inOrderLockName(parts.urlOptions.database ?? "", config.nodeName),
+    pollMs,
+    graceMs: inOrderGraceMs(pollMs, drainMs),
+    heldGauge: parts.metrics.inOrderLockHeld,
+  });
+  return {
+    start: async () => {
+      await main.start();
+      await gate.start();
+    },
+    stop: async () => {
+      await Promise.all([main.stop(), gate.stop()]);
+    },
+  };
+}
+
+/**
+ * The delivery engine's dead letters (jobs too large to read, jobs that trip an internal
+ * error) take the pipeline's one path into the file, which counts them once written.
+ */
+function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDeadLetterSink {
+  const decoder = new TextDecoder();
+  return async ({ job, reason, error, bytes }) => {
+    log.error("worker: job written to the dead-letter file", {
+      queue: job.queue,
+      server: job.server,
+      reason,
+      bytes,
+      error,
+    });
+    metrics.pipelineErrors.inc({ component: "queue" });
+    await sink.write({
+      queue: job.queue,
+      reason,
+      error,
+      payload: decoder.decode(job.payload),
+      ...(reason === "too_large" ? { bytes } : {}),
+    });
+  };
+}
+
+function buildConsumer(
+  config: WorkerConfig,
+  queues: readonly QueueName[],
+  parts: ConsumptionParts,
+  deadLetter: ConsumerDeadLetterSink,
+): QueueConsumer {
+  const common = {
+    handler: parts.pipeline.handler,
+    observer: parts.observer,
+    deadLetter,
+    reconnectIntervalMs: config.reconnectIntervalMs,
+    drainTimeoutMs: config.drainTimeoutMs,
+    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+    ...(config.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: config.maxInFlightBytes }),
+    ...(config.maxJobSize === undefined ? {} : { maxJobSize: config.maxJobSize }),
+    ...(config.queueStallTimeoutMs === undefined
+      ? {}
+      : { stallTimeoutMs: config.queueStallTimeoutMs }),
+  };
+  const name = config.nodeName.replace(/\s+/g, "_");
+  if ((config.consumer ?? "gearman") === "rabbitmq") {
+    if (config.rabbitmq === undefined) {
+      throw new TypeError('Consumer "rabbitmq" needs a RabbitMQ URL and prefetch');
+    }
+    return new RabbitMqConsumer({
+      ...common,
+      url: config.rabbitmq.url,
+      prefetch: config.rabbitmq.prefetch,
+      durableQueues: config.rabbitmq.durableQueues,
+      queues,
+      connectionName: `statusengine-${name}`,
+    });
+  }
+  return new GearmanConsumer({
+    ...common,
+    servers: config.gearmanServers,
+    queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
+    maxJobsPerQueue: config.maxJobsPerQueue,
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+    clientIdPrefix: `statusengine-${name}`,
+  });
+}

@@ -1,0 +1,14 @@
+/**
+ * The daemon: `startWorker` builds a running worker from a validated configuration; `run`
+ * maps settings onto it, tests run it in-process.
+ *
+ * @module
+ */
+export {
+  type ConsumerKind,
+  type PerfdataRoute,
+  type QueueConsumer,
+  StartupError,
+  type WorkerConfig,
+} from "./config.ts";
+export { type RunningWorker, startWorker } from "./start.ts";

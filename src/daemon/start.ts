@@ -1,0 +1,247 @@
+/**
+ * The daemon, assembled: metrics → MySQL (pool, probe, schema check, node row) → dead-letter
+ * file, Graphite, `/ws` hub → pipeline → HTTP surfaces → queue consumption → task queue.
+ * What was built is owned by an `AsyncDisposableStack` until the start succeeded, so a start
+ * that fails half-way releases exactly what it opened; a running worker shuts down in the
+ * documented order instead (shutdown.ts).
+ *
+ * @module
+ */
+import { metricsObserver } from "../consumer/metrics_observer.ts";
+import { CONSUMER_DEAD_LETTER_REASONS, JOB_RESULTS } from "../consumer/contract.ts";
+import { QUEUE_NAMES, type QueueName, QUEUES } from "../events/queues.ts";
+import { INVALID_REASONS } from "../events/types.ts";
+import { ADJUSTMENT_REASONS } from "../mysql/values.ts";
+import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
+import { COMPONENTS } from "../metrics/catalogue.ts";
+import type { Readiness } from "../metrics/server.ts";
+import { COMMAND_NAMES, REJECT_REASONS } from "../commands/mod.ts";
+import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
+import type { DeadLetters } from "../pipeline/dead_letter.ts";
+import type { ConnectionState } from "../consumer/metrics_observer.ts";
+import { brokerSubmitter, commandFileSubmitter, TaskManager } from "../tasks/task_manager.ts";
+import { identity, versionLine } from "../version.ts";
+import { errorMessage, getLogger } from "../log.ts";
+import { type QueueConsumer, StartupError, type WorkerConfig } from "./config.ts";
+import { openDatabase } from "./database.ts";
+import { graphiteClient, openDeadLetters, webSocketHub } from "./outputs.ts";
+import { commandPublisher, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
+import { buildConsumption, type QueueSplit, splitQueues } from "./consumers.ts";
+import { shutdown } from "./shutdown.ts";
+
+const log = getLogger("worker");
+
+/** A running worker. */
+export interface RunningWorker {
+  readonly metrics: Metrics;
+  /** Bound metrics port, or null when disabled. */
+  readonly metricsPort: number | null;
+  /** Bound `/commands` port, or null when the endpoint is not served. */
+  readonly commandsPort: number | null;
+  /** Bound `/ws` port, or null when the stream is not served. */
+  readonly websocketPort: number | null;
+  /** The `/ws` key generated for this run, or null when keys were configured (or no /ws). */
+  readonly websocketGeneratedKey: string | null;
+  readonly pipeline: Pipeline;
+  readonly consumer: QueueConsumer;
+  /** The task queue poller, or null when `statusengine_tasks` is not read. */
+  readonly tasks: TaskManager | null;
+  /**
+   * Graceful shutdown in the documented order and budgets; each step logged
+   * once with its duration. Idempotent.
+   */
+  stop(): Promise<void>;
+}
+
+/**
+ * Start the daemon.
+ *
+ * @param config Validated settings.
+ * @returns The running worker.
+ * @throws {StartupError} When MySQL, the schema, a listener, every job server or the RabbitMQ broker is unusable.
+ */
+export async function startWorker(config: WorkerConfig): Promise<RunningWorker> {
+  const id = identity();
+  log.info("statusengine-worker starting", {
+    version: id.version,
+    commit: id.commit,
+    deno: id.denoVersion,
+    line: versionLine(),
+  });
+  const queues = config.queues ?? QUEUE_NAMES;
+  const metrics = workerMetrics(config, queues, id);
+  warnAboutConfiguration(config);
+
+  await using stack = new AsyncDisposableStack();
+  const database = stack.use(await openDatabase(config, queues, id.version));
+  const deadLetters = stack.use(await openDeadLetters(config, metrics));
+  const graphite = stack.use(graphiteClient(config, metrics));
+  const hub = webSocketHub(config, metrics);
+  if (hub !== undefined) stack.defer(() => Promise.resolve(hub.close()));
+  const pipeline = new Pipeline({
+    executor: database.executor,
+    batchSize: config.batchSize,
+    deadLetters,
+    metrics,
+    nodeName: config.nodeName,
+    statusMaxAgeSeconds: config.statusMaxAgeSeconds,
+    openItcockpit: config.openItcockpit,
+    perfdataToMysql: config.perfdataRoute !== "graphite",
+    ...(config.perfdataRoute === "mysql" ? {} : { graphite }),
+    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+    ...(hub === undefined ? {} : { stream: hub }),
+  });
+  stack.defer(() => pipeline.close(0));
+
+  const observer = metricsObserver(metrics);
+  const split = splitQueues(config, queues);
+  const metricsServer = await serveMetrics(
+    config,
+    metrics.registry,
+    () => readiness(pipeline, deadLetters, observer, split),
+  );
+  if (metricsServer !== undefined) stack.use(metricsServer);
+  const websocket = await serveWebSocket(config, hub, metrics);
+  if (websocket !== undefined) stack.use(websocket);
+  const commands = await serveCommands(config, metrics);
+  if (commands !== undefined) stack.use(commands);
+
+  let consumer: QueueConsumer;
+  try {
+    consumer = await buildConsumption({
+      config,
+      pipeline,
+      observer,
+      deadLetters,
+      metrics,
+      urlOptions: database.urlOptions,
+    }, split);
+  } catch (err: unknown) {
+    throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+  }
+  stack.defer(() => consumer.stop());
+  try {
+    await consumer.start();
+  } catch (err: unknown) {
+    throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+  }
+
+  // After the consumer: a worker that refuses to start must not have run any task.
+  const tasks = startTasks(config, database.executor, metrics);
+
+  // Started: from here on the running worker owns everything, and stop() releases it in order.
+  stack.move();
+  let stopping: Promise<void> | undefined;
+  return {
+    metrics,
+    metricsPort: metricsServer?.port ?? null,
+    commandsPort: commands?.server.port ?? null,
+    websocketPort: websocket?.port ?? null,
+    websocketGeneratedKey: websocket?.generatedKey ?? null,
+    pipeline,
+    consumer,
+    tasks: tasks?.manager ?? null,
+    stop() {
+      stopping ??= shutdown({
+        tasks,
+        consumer,
+        pipeline,
+        graphite,
+        deadLetters,
+        database,
+        commands,
+        websocket,
+        metricsServer,
+        flushTimeoutMs: config.shutdownFlushTimeoutMs,
+      });
+      return stopping;
+    },
+  };
+}
+
+/** The run's registry with build info and the documented zero series. */
+function workerMetrics(
+  config: WorkerConfig,
+  queues: readonly QueueName[],
+  id: ReturnType<typeof identity>,
+): Metrics {
+  const commandsEnabled = config.commands?.apiKeys.some((k) => k !== "") ?? false;
+  const metrics = createMetrics();
+  setBuildInfo(metrics, id);
+  precreateSeries(metrics, {
+    queues,
+    statusQueues: queues.filter((q) => QUEUES[q].staleFilter),
+    jobResults: JOB_RESULTS,
+    deadLetterReasons: [...INVALID_REASONS, "sql_rejected", ...CONSUMER_DEAD_LETTER_REASONS],
+    tables: [...batchedTables(), ...downtimeTables()].map((t) => t.name),
+    batchedTables: batchedTables().map((t) => t.name),
+    adjustReasons: ADJUSTMENT_REASONS,
+    components: COMPONENTS,
+    ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
+  });
+  return metrics;
+}
+
+function warnAboutConfiguration(config: WorkerConfig): void {
+  if ((config.consumer ?? "gearman") === "gearman" && config.gearmanServers.length > 1) {
+    // D9 consumes from every server; the broker module publishes each message to every
+    // server it is configured with, so the common "two servers for availability" set-up
+    // writes every event twice (history rows duplicated, downtimes replayed).
+    log.warn(
+      "worker: several Gearman job servers given; if one broker module publishes to all of " +
+        "them every event is processed once per server. Run one worker per server with " +
+        "disjoint brokers, or list only the active server and switch on failover",
+      { servers: config.gearmanServers.join(",") },
+    );
+  }
+  log.info("worker: stale status filter", {
+    status_max_age_s: config.statusMaxAgeSeconds,
+    enabled: config.statusMaxAgeSeconds > 0,
+  });
+}
+
+/** `/readyz`: MySQL takes writes, dead letters can be written, every queue consumes. */
+function readiness(
+  pipeline: Pipeline,
+  deadLetters: DeadLetters,
+  queues: ConnectionState,
+  split: QueueSplit,
+): Readiness {
+  const reasons: string[] = [];
+  if (!pipeline.availability.available) reasons.push("MySQL unavailable");
+  if (!deadLetters.writable) reasons.push("dead-letter file cannot be written");
+  // Queues behind the in-order lock are consumed by one worker only: not a readiness condition.
+  const down = split.always.filter((q) => !queues.connected.has(q));
+  if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
+  const stalled = [...split.always, ...split.gated].filter((q) => queues.stalled.has(q));
+  if (stalled.length > 0) reasons.push(`stalled: ${stalled.join(", ")}`);
+  return { ready: reasons.length === 0, reasons };
+}
+
+/** The `statusengine_tasks` poller, when configured; its publisher is its own. */
+function startTasks(
+  config: WorkerConfig,
+  executor: ConstructorParameters<typeof TaskManager>[0]["executor"],
+  metrics: Metrics,
+): { manager: TaskManager; close(): Promise<void> } | undefined {
+  if (!config.tasks) return undefined;
+  const t = config.tasks;
+  const publisher = t.submitMethod === "broker" ? commandPublisher(config) : undefined;
+  const manager = new TaskManager({
+    executor,
+    nodeName: config.nodeName,
+    intervalMs: t.intervalMs,
+    submitter: publisher === undefined
+      ? commandFileSubmitter(t.externalCommandFile)
+      : brokerSubmitter(publisher),
+    metrics,
+  });
+  manager.start();
+  return {
+    manager,
+    close: async () => {
+      await manager.stop();
+      await publisher?.close();
+    },
+  };
+}

@@ -1,0 +1,167 @@
+/**
+ * The daemon's outward HTTP surfaces: `/metrics` with `/healthz` and `/readyz`, `GET /ws`, and
+ * `POST /commands` with the publisher behind it. Each refuses the start when its address is
+ * taken, naming the setting to change.
+ *
+ * @module
+ */
+import type { Registry } from "prom-client";
+import type { Metrics } from "../metrics/registry.ts";
+import { type MetricsServer, type Readiness, startMetricsServer } from "../metrics/server.ts";
+import { startWebSocketServer, type WebSocketHub, type WebSocketServer } from "../http/mod.ts";
+import {
+  COMMAND_QUEUE,
+  type CommandPublisher,
+  type CommandServer,
+  DENIED_RAW_COMMANDS,
+  gearmanCommandPublisher,
+  rabbitMqCommandPublisher,
+  startCommandServer,
+} from "../commands/mod.ts";
+import { errorMessage, getLogger } from "../log.ts";
+import { StartupError, type WorkerConfig } from "./config.ts";
+
+const log = getLogger("worker");
+
+/**
+ * A publisher to `statusngin_cmd` on the worker's backend (it connects on first use): the
+ * one `/commands` and the task queue share.
+ *
+ * @param config The worker configuration.
+ * @returns The publisher; the caller closes it.
+ * @throws {StartupError} When the RabbitMQ backend has no URL.
+ */
+export function commandPublisher(config: WorkerConfig): CommandPublisher {
+  if ((config.consumer ?? "gearman") === "rabbitmq") {
+    if (config.rabbitmq === undefined) {
+      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
+    }
+    return rabbitMqCommandPublisher(config.rabbitmq.url, {
+      durableQueues: config.rabbitmq.durableQueues,
+    });
+  }
+  return gearmanCommandPublisher(config.gearmanServers);
+}
+
+/**
+ * `/metrics`, `/healthz` and `/readyz`, when a metrics port is set.
+ *
+ * @param config The worker configuration.
+ * @param registry The run's registry.
+ * @param readiness The `/readyz` verdict.
+ * @returns The server, or undefined when disabled.
+ * @throws {StartupError} When the address is taken.
+ */
+export async function serveMetrics(
+  config: WorkerConfig,
+  registry: Registry,
+  readiness: () => Readiness,
+): Promise<MetricsServer | undefined> {
+  if (config.metrics === null) return undefined;
+  const { hostname, port } = config.metrics;
+  let server: MetricsServer;
+  try {
+    server = await startMetricsServer({ hostname, port, registry, readiness });
+  } catch (err: unknown) {
+    throw new StartupError(
+      `Cannot start: metrics listener ${hostname}:${port}: ${errorMessage(err)}`,
+      { cause: err },
+    );
+  }
+  log.info("worker: metrics listening", { addr: `${server.hostname}:${server.port}` });
+  return server;
+}
+
+/**
+ * `GET /ws`, when the stream is served.
+ *
+ * @param config The worker configuration.
+ * @param hub The hub the pipeline publishes into.
+ * @param metrics Counters of the listener.
+ * @returns The server, or undefined when not served.
+ * @throws {StartupError} When the address is taken.
+ */
+export async function serveWebSocket(
+  config: WorkerConfig,
+  hub: WebSocketHub | undefined,
+  metrics: Metrics,
+): Promise<WebSocketServer | undefined> {
+  const ws = config.websocket;
+  if (hub === undefined || !ws) return undefined;
+  let server: WebSocketServer;
+  try {
+    server = await startWebSocketServer({
+      hostname: ws.hostname,
+      port: ws.port,
+      apiKeys: ws.apiKeys,
+      hub,
+      metrics,
+    });
+  } catch (err: unknown) {
+    throw new StartupError(
+      `Cannot start: websocket listener ${ws.hostname}:${ws.port}: ${
+        errorMessage(err)
+      }; choose another address for GET /ws with --listen-addr (STATUSENGINE_LISTEN_ADDR)`,
+      { cause: err },
+    );
+  }
+  log.info("websocket: listening", { addr: `${server.hostname}:${server.port}`, path: "/ws" });
+  return server;
+}
+
+/** The `/commands` listener and the publisher behind it; dispose stops both, listener first. */
+export interface Commands extends AsyncDisposable {
+  readonly server: CommandServer;
+  readonly publisher: CommandPublisher;
+}
+
+/**
+ * `POST /commands`, when command keys are configured.
+ *
+ * @param config The worker configuration.
+ * @param metrics Counters of the endpoint.
+ * @returns The listener and publisher, or undefined when not served.
+ * @throws {StartupError} When the address is taken.
+ */
+export async function serveCommands(
+  config: WorkerConfig,
+  metrics: Metrics,
+): Promise<Commands | undefined> {
+  const listen = config.commands;
+  if (!listen || !listen.apiKeys.some((k) => k !== "")) {
+    log.info("command: POST /commands disabled (no command API keys configured)");
+    return undefined;
+  }
+  const publisher = commandPublisher(config);
+  let server: CommandServer;
+  try {
+    server = await startCommandServer({
+      hostname: listen.hostname,
+      port: listen.port,
+      apiKeys: listen.apiKeys,
+      publisher,
+      metrics,
+    });
+  } catch (err: unknown) {
+    await publisher.close();
+    throw new StartupError(
+      `Cannot start: command listener ${listen.hostname}:${listen.port}: ${errorMessage(err)}`,
+      { cause: err },
+    );
+  }
+  log.info("command: listening", {
+    addr: `${server.hostname}:${server.port}`,
+    backend: publisher.backend,
+    target: publisher.target,
+    queue: COMMAND_QUEUE,
+    denied: DENIED_RAW_COMMANDS.join(","),
+  });
+  return {
+    server,
+    publisher,
+    async [Symbol.asyncDispose]() {
+      await server.shutdown();
+      await publisher.close();
+    },
+  };
+}
