@@ -24,6 +24,7 @@ import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "./me
 import { COMPONENTS } from "./metrics/catalogue.ts";
 import { type MetricsServer, startMetricsServer } from "./metrics/server.ts";
 import { startWebSocketServer, WebSocketHub, type WebSocketServer } from "./http/mod.ts";
+import type { HttpLimits, ListenerName } from "./http/listen.ts";
 import {
   COMMAND_NAMES,
   COMMAND_QUEUE,
@@ -32,6 +33,7 @@ import {
   DENIED_RAW_COMMANDS,
   gearmanCommandPublisher,
   rabbitMqCommandPublisher,
+  RawCommandAllowlist,
   REJECT_REASONS,
   startCommandServer,
 } from "./commands/mod.ts";
@@ -107,7 +109,11 @@ export interface WorkerConfig {
     readonly port: number;
     /** Command keys, separate from the /ws keys. */
     readonly apiKeys: readonly string[];
+    /** `raw` commands that pass (`--command-allow`); default the built-in list. */
+    readonly allow?: readonly string[];
   } | null;
+  /** Connection cap and timeouts of every HTTP listener; defaults of `listen`. */
+  readonly http?: HttpLimits;
   /** `GET /ws` (operations.md §4.3); absent or null = not served. */
   readonly websocket?: {
     readonly hostname: string;
@@ -181,6 +187,11 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     adjustReasons: ADJUSTMENT_REASONS,
     components: COMPONENTS,
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
+    listeners: ([
+      config.metrics === null ? null : "metrics",
+      config.websocket ? "websocket" : null,
+      commandsEnabled ? "commands" : null,
+    ] as const).filter((l): l is ListenerName => l !== null),
   });
   log.info("worker: stale status filter", {
     status_max_age_s: config.statusMaxAgeSeconds,
@@ -328,6 +339,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           hostname: config.metrics.hostname,
           port: config.metrics.port,
           registry: metrics.registry,
+          listenerMetrics: metrics,
+          ...(config.http === undefined ? {} : { limits: config.http }),
           readiness: () => {
             const reasons: string[] = [];
             if (!pipeline.availability.available) reasons.push("MySQL unavailable");
@@ -357,6 +370,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
           apiKeys: ws.apiKeys,
           hub,
           metrics,
+          ...(config.http === undefined ? {} : { limits: config.http }),
         });
       } catch (err: unknown) {
         throw new StartupError(
@@ -440,6 +454,7 @@ async function startCommands(
   } else {
     publisher = gearmanCommandPublisher(config.gearmanServers);
   }
+  const allow = new RawCommandAllowlist(listen.allow);
   let server: CommandServer;
   try {
     server = await startCommandServer({
@@ -448,6 +463,8 @@ async function startCommands(
       apiKeys: listen.apiKeys,
       publisher,
       metrics,
+      allow,
+      ...(config.http === undefined ? {} : { limits: config.http }),
     });
   } catch (err: unknown) {
     await publisher.close();
@@ -462,6 +479,7 @@ async function startCommands(
     target: publisher.target,
     queue: COMMAND_QUEUE,
     denied: DENIED_RAW_COMMANDS.join(","),
+    allowed: allow.all ? "all but the denied" : `${allow.names.length} raw commands`,
   });
   return { server, publisher };
 }

@@ -138,7 +138,7 @@ Deno.test("commands: a valid command lands in gearmand's statusngin_cmd queue wi
     assert.equal(a.status, 202);
     assert.deepEqual(a.body, { accepted: 50 });
     // A body of exactly the size limit is accepted (padding after the object is ignored).
-    const small = '{"Command":"raw","Data":"[1] DISABLE_NOTIFICATIONS"}';
+    const small = '{"Command":"raw","Data":"[1] DISABLE_HOST_NOTIFICATIONS;web01"}';
     a = await post(url, small + " ".repeat(MAX_BODY_BYTES - small.length));
     assert.equal(a.status, 202);
 
@@ -172,7 +172,7 @@ Deno.test("commands: a valid command lands in gearmand's statusngin_cmd queue wi
 Deno.test("commands: every refusal answers its status with a JSON error, counted per reason, and queues nothing", async () => {
   await using gearmand = await startGearmand();
   await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
-    const ok = { Command: "raw", Data: "ENABLE_NOTIFICATIONS" };
+    const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
     const expectError = (a: Answer, status: number, pattern: RegExp) => {
       assert.equal(a.status, status, JSON.stringify(a.body));
       assert.deepEqual(Object.keys(a.body), ["error"]);
@@ -223,7 +223,7 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
     );
     expectError(await postJson(url, { Command: "raw", Data: "   " }), 400, /empty/);
     expectError(
-      await postJson(url, { Command: "raw", Data: "ENABLE_NOTIFICATIONS\n" }),
+      await postJson(url, { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01\n" }),
       400,
       /control character/,
     );
@@ -288,7 +288,7 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
 Deno.test("commands: gearmand down answers 503 within the publish budget, not a hang, and counts it", async () => {
   await using gearmand = await startGearmand();
   await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
-    const ok = { Command: "raw", Data: "ENABLE_NOTIFICATIONS" };
+    const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
     // First a success, so the publisher holds a connection that then dies.
     assert.equal((await postJson(url, ok)).status, 202);
     await gearmand.stop();

@@ -43,7 +43,9 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     commands: s.commandApiKeys.length === 0 ? null : {
       ...listenAddress(s.commandListenAddr),
       apiKeys: s.commandApiKeys,
+      allow: s.commandAllow,
     },
+    http: { maxConnections: s.httpMaxConnections },
     // Always served: without keys a random one is generated per run (operations.md §4.3).
     websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
   };
