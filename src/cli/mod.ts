@@ -164,6 +164,7 @@ export async function runCli(
   await configureLogging({
     level: settings.logLevel ?? "info",
     format: settings.logFormat ?? "text",
+    ...(options.logWrite === undefined ? {} : { write: options.logWrite }),
   });
   for (const warning of loaded.warnings) log.warn(`config: ${warning}`);
 
