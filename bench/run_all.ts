@@ -2,7 +2,14 @@
  * `deno task bench`: every end-to-end benchmark, one after another (each
  * compares side by side within its own run and prints ratios).
  */
-const BENCHES = ["gearman_consume.ts", "pipeline.ts", "websocket.ts", "shutdown.ts", "memory.ts"];
+const BENCHES = [
+  "gearman_consume.ts",
+  "pipeline.ts",
+  "websocket.ts",
+  "http_listen.ts",
+  "shutdown.ts",
+  "memory.ts",
+];
 
 let failed = 0;
 for (const name of BENCHES) {
