@@ -290,7 +290,7 @@ export const METRICS = {
   httpConnectionsOpen: {
     name: "statusengine_http_connections_open",
     type: "gauge",
-    help: "Connections a listener holds now (requests, idle keep-alive, /ws streams); " +
+    help: "Connections a listener holds now (requests in progress, open /ws streams); " +
       "--http-max-connections caps it.",
     labels: ["listener"],
     precreate: "listeners",
