@@ -246,7 +246,7 @@ export class HubClient {
 
   /**
    * Whether a frame of `topic` goes to this client. An empty set means every topic, also
-   * after unsubscribing from the last one (Go quirk, operations.md A5).
+   * after unsubscribing from the last one (a quirk of the Go worker, kept).
    */
   wants(topic: string): boolean {
     return this.#topics.size === 0 || this.#topics.has(topic);
@@ -520,7 +520,7 @@ export class WebSocketHub {
 
   #encode(frame: PendingFrame): OutboundFrame | null {
     try {
-      // Exactly {"topic":…,"payload":[…]}: no other member (operations.md §4.3).
+      // Exactly {"topic":…,"payload":[…]}: clients rely on there being no other member.
       const data = `{"topic":${JSON.stringify(frame.topic)},"payload":${
         JSON.stringify(frame.events)
       }}`;
