@@ -136,7 +136,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     port: options.port,
     transport: "tcp",
   });
-  const stop = Promise.withResolvers<typeof STOP>();
+  const stop = new AbortController();
   let stopping = false;
   const running = new Set<Promise<void>>();
 
@@ -150,7 +150,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       const next = http.nextRequest();
       // Abandoned on timeout or stop: it rejects once the connection is closed.
       next.catch(() => {});
-      const event = await within(next, headerTimeoutMs, stop.promise);
+      const event = await within(next, headerTimeoutMs, stop.signal);
       if (event === TIMEOUT) {
         metrics?.httpHeaderTimeouts.inc(labels);
         log.debug("http: request head not received in time, closing", {
@@ -180,7 +180,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       // The peer's end of the connection (null) comes once the response is out.
       const end = http.nextRequest();
       end.catch(() => {});
-      if (await within(end, responseTimeoutMs, new Promise<never>(() => {})) === TIMEOUT) {
+      if (await within(end, responseTimeoutMs) === TIMEOUT) {
         log.debug("http: response not taken in time, closing", {
           listener: options.name,
           remote,
@@ -245,7 +245,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     shutdown() {
       stopped ??= (async () => {
         stopping = true;
-        stop.resolve(STOP);
+        stop.abort();
         try {
           listener.close();
         } catch {
@@ -276,20 +276,31 @@ function lastOnConnection(response: Response): Response {
   }
 }
 
-/** `promise`, or {@link TIMEOUT} after `ms`, or what `stop` resolves to first. */
-async function within<T, S>(
+/**
+ * `promise`, or {@link TIMEOUT} after `ms`, or {@link STOP} once `stop` aborts,
+ * whichever comes first. The abort listener is removed again: one shared
+ * promise raced by every connection would keep a reaction per connection
+ * alive for the whole run.
+ */
+async function within<T>(
   promise: Promise<T>,
   ms: number,
-  stop: Promise<S>,
-): Promise<T | S | typeof TIMEOUT> {
+  stop?: AbortSignal,
+): Promise<T | typeof TIMEOUT | typeof STOP> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<typeof TIMEOUT>((resolve) => {
+  let onStop: (() => void) | undefined;
+  const limit = new Promise<typeof TIMEOUT | typeof STOP>((resolve) => {
     timer = setTimeout(() => resolve(TIMEOUT), ms);
+    if (stop === undefined) return;
+    if (stop.aborted) resolve(STOP);
+    onStop = () => resolve(STOP);
+    stop.addEventListener("abort", onStop, { once: true });
   });
   try {
-    return await Promise.race([promise, timeout, stop]);
+    return await Promise.race([promise, limit]);
   } finally {
     clearTimeout(timer);
+    if (onStop !== undefined) stop?.removeEventListener("abort", onStop);
   }
 }
 
