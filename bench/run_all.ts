@@ -7,6 +7,7 @@ const BENCHES = [
   "pipeline.ts",
   "statement_timeout.ts",
   "websocket.ts",
+  "http_listen.ts",
   "shutdown.ts",
   "memory.ts",
 ];

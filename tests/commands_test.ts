@@ -21,12 +21,16 @@ import {
 import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import {
+  ALLOW_ALL,
   COMMAND_NAMES,
   COMMAND_QUEUE,
+  DEFAULT_ALLOWED_RAW_COMMANDS,
   DENIED_RAW_COMMANDS,
   MAX_BODY_BYTES,
+  MAX_JSON_DEPTH,
   REJECT_REASONS,
 } from "../src/commands/mod.ts";
+import { ConfigError, loadSettings } from "../src/config/mod.ts";
 
 const KEY = "command-key-0123456789";
 const OTHER_KEY = "second-command-key";
@@ -106,7 +110,7 @@ Deno.test("commands: a valid command lands in gearmand's statusngin_cmd queue wi
     assert.equal(a.status, 202);
     assert.deepEqual(a.body, { accepted: 50 });
     // A body of exactly the size limit is accepted (padding after the object is ignored).
-    const small = '{"Command":"raw","Data":"[1] DISABLE_NOTIFICATIONS"}';
+    const small = '{"Command":"raw","Data":"[1] DISABLE_HOST_NOTIFICATIONS;web01"}';
     a = await post(url, small + " ".repeat(MAX_BODY_BYTES - small.length));
     assert.equal(a.status, 202);
 
@@ -140,7 +144,7 @@ Deno.test("commands: a valid command lands in gearmand's statusngin_cmd queue wi
 Deno.test("commands: every refusal answers its status with a JSON error, counted per reason, and queues nothing", async () => {
   await using gearmand = await startGearmand();
   await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
-    const ok = { Command: "raw", Data: "ENABLE_NOTIFICATIONS" };
+    const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
     const expectError = (a: Answer, status: number, pattern: RegExp) => {
       assert.equal(a.status, status, JSON.stringify(a.body));
       assert.deepEqual(Object.keys(a.body), ["error"]);
@@ -191,7 +195,7 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
     );
     expectError(await postJson(url, { Command: "raw", Data: "   " }), 400, /empty/);
     expectError(
-      await postJson(url, { Command: "raw", Data: "ENABLE_NOTIFICATIONS\n" }),
+      await postJson(url, { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01\n" }),
       400,
       /control character/,
     );
@@ -256,7 +260,7 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
 Deno.test("commands: gearmand down answers 503 within the publish budget, not a hang, and counts it", async () => {
   await using gearmand = await startGearmand();
   await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
-    const ok = { Command: "raw", Data: "ENABLE_NOTIFICATIONS" };
+    const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
     // First a success, so the publisher holds a connection that then dies.
     assert.equal((await postJson(url, ok)).status, 202);
     await gearmand.stop();
@@ -376,5 +380,257 @@ Deno.test("commands: a served endpoint pre-creates every command and reject-reas
         new RegExp(`^statusengine_commands_rejected_total\\{reason="${reason}"\\} 0$`, "m"),
       );
     }
+  });
+});
+
+// --- the raw-line grammar against a real job server ---------------------------------------
+
+/** `{now}` in `published` stands for the timestamp the API adds. */
+interface RawCase {
+  readonly why: string;
+  readonly line: string;
+  readonly status: 202 | 400 | 403;
+  /** The `Data` that reaches statusngin_cmd, for a 202. */
+  readonly published?: string;
+}
+
+const TS = "1700000000";
+
+// Every line Naemon could read as a denied command must be refused, however it is dressed.
+const RAW_CASES: readonly RawCase[] = [
+  // The five bypasses of issue 12: Naemon skips the one character after "]".
+  { why: "letter after ]", line: `[${TS}]XSHUTDOWN_PROGRAM`, status: 400 },
+  { why: "; after ]", line: `[${TS}];SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "] after ]", line: `[${TS}]]RESTART_PROGRAM`, status: 400 },
+  { why: "_ after ]", line: `[${TS}]_PROCESS_FILE;/tmp/evil;1`, status: 400 },
+  { why: ". after ]", line: `[${TS}].SHUTDOWN_PROCESS`, status: 400 },
+  // Separators.
+  { why: "denied, canonical", line: `[${TS}] SHUTDOWN_PROGRAM`, status: 403 },
+  { why: "denied, lower case", line: `[${TS}] shutdown_program`, status: 403 },
+  { why: "denied, mixed case with args", line: `[${TS}] Restart_Process;x`, status: 403 },
+  { why: "denied, empty args", line: "SHUTDOWN_PROCESS;", status: 403 },
+  { why: "denied, no timestamp", line: "PROCESS_FILE;/tmp/evil;1", status: 403 },
+  { why: "two spaces after ]", line: `[${TS}]  SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "TAB after ]", line: `[${TS}]\tSHUTDOWN_PROGRAM`, status: 400 },
+  { why: "no space after ]", line: `[${TS}]SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "space before ;", line: `[${TS}] SHUTDOWN_PROGRAM ;x`, status: 400 },
+  { why: "TAB before ;", line: `[${TS}] SHUTDOWN_PROGRAM\t;x`, status: 400 },
+  { why: "; first", line: `[${TS}] ;SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "space inside the name", line: "SHUTDOWN PROGRAM", status: 400 },
+  { why: "hyphen inside the name", line: "DISABLE-HOST-CHECK;web01", status: 400 },
+  { why: "digit inside the name", line: "DISABLE_HOST_CHECK2;web01", status: 400 },
+  // Brackets and timestamps.
+  { why: "double timestamp", line: `[${TS}] [${TS}] SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "double timestamp, adjacent", line: `[${TS}][${TS}] SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "double [", line: `[[${TS}] SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "empty timestamp", line: "[] DISABLE_HOST_CHECK;web01", status: 400 },
+  { why: "letters as timestamp", line: "[soon] DISABLE_HOST_CHECK;web01", status: 400 },
+  { why: "negative timestamp", line: "[-1] DISABLE_HOST_CHECK;web01", status: 400 },
+  { why: "space inside [ ]", line: `[ ${TS}] DISABLE_HOST_CHECK;web01`, status: 400 },
+  { why: "unclosed [", line: `[${TS} DISABLE_HOST_CHECK;web01`, status: 400 },
+  { why: "missing [", line: `${TS}] SHUTDOWN_PROGRAM`, status: 400 },
+  { why: "] alone", line: "]SHUTDOWN_PROGRAM", status: 400 },
+  // Unicode look-alikes: upper-casing some of them yields ASCII.
+  { why: "long s (ſ → S)", line: "ſhutdown_program", status: 400 },
+  { why: "dotless i (ı → I)", line: "D\u0131SABLE_HOST_CHECK;web01", status: 400 },
+  { why: "Kelvin sign", line: "AC\u212ANOWLEDGE_HOST_PROBLEM;web01;1;1;1;a;b", status: 400 },
+  { why: "Cyrillic S", line: "\u0405HUTDOWN_PROGRAM", status: 400 },
+  { why: "fullwidth letters", line: "\uFF33\uFF28\uFF35\uFF34DOWN_PROGRAM", status: 400 },
+  { why: "NBSP after ]", line: `[${TS}]\u00a0DISABLE_HOST_CHECK;web01`, status: 400 },
+  { why: "zero-width space", line: "SHUTDOWN\u200B_PROGRAM", status: 400 },
+  { why: "fullwidth digits", line: "[\uFF11] DISABLE_HOST_CHECK;web01", status: 400 },
+  // Control characters, anywhere.
+  { why: "NUL in the args", line: "DISABLE_HOST_CHECK;web01\u0000SHUTDOWN_PROGRAM", status: 400 },
+  { why: "NUL after a denied name", line: "SHUTDOWN_PROGRAM\u0000", status: 400 },
+  { why: "CR at the end", line: "DISABLE_HOST_CHECK;web01\r", status: 400 },
+  {
+    why: "LF and a second command",
+    line: `DISABLE_HOST_CHECK;web01\n[${TS}] SHUTDOWN_PROGRAM`,
+    status: 400,
+  },
+  { why: "CRLF at the end", line: "DISABLE_HOST_CHECK;web01\r\n", status: 400 },
+  { why: "NEL (U+0085)", line: "DISABLE_HOST_CHECK;web01\u0085", status: 400 },
+  { why: "lone surrogate", line: "ADD_HOST_COMMENT;web01;1;a;\ud800", status: 400 },
+  { why: "empty", line: "", status: 400 },
+  { why: "blank", line: " \t ", status: 400 },
+  // Leading and trailing spaces or TABs are dropped.
+  {
+    why: "leading spaces",
+    line: "   DISABLE_HOST_CHECK;web01",
+    status: 202,
+    published: "[{now}] DISABLE_HOST_CHECK;web01",
+  },
+  {
+    why: "TABs around a timestamped line",
+    line: `\t[${TS}] DISABLE_HOST_CHECK;web01\t `,
+    status: 202,
+    published: `[${TS}] DISABLE_HOST_CHECK;web01`,
+  },
+  { why: "leading spaces before a denied name", line: "  shutdown_program", status: 403 },
+  // The allowlist.
+  { why: "program-wide switch", line: "DISABLE_NOTIFICATIONS", status: 403 },
+  { why: "not in the allowlist", line: `[${TS}] STOP_EXECUTING_SVC_CHECKS`, status: 403 },
+  { why: "unknown name", line: "SHUTDOWN_PROGRAMS", status: 403 },
+  // Accepted lines: the name upper-cased, the arguments untouched.
+  {
+    why: "lower case name",
+    line: `[${TS}] schedule_forced_svc_check;web01;HTTP;${TS}`,
+    status: 202,
+    published: `[${TS}] SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;${TS}`,
+  },
+  {
+    why: "mixed case, ; inside the comment",
+    line: "Acknowledge_Svc_Problem;web01;HTTP;2;1;1;admin;Looking into it; really",
+    status: 202,
+    published: "[{now}] ACKNOWLEDGE_SVC_PROBLEM;web01;HTTP;2;1;1;admin;Looking into it; really",
+  },
+  {
+    why: "a denied line inside the arguments is text",
+    line: `ADD_SVC_COMMENT;web01;HTTP;1;admin;[${TS}] SHUTDOWN_PROGRAM`,
+    status: 202,
+    published: `[{now}] ADD_SVC_COMMENT;web01;HTTP;1;admin;[${TS}] SHUTDOWN_PROGRAM`,
+  },
+  {
+    why: "timestamp 0 kept",
+    line: "[0] DEL_HOST_DOWNTIME;42",
+    status: 202,
+    published: "[0] DEL_HOST_DOWNTIME;42",
+  },
+  {
+    why: "UTF-8 and a TAB in the arguments",
+    line: "ADD_HOST_COMMENT;web01;1;admin;ünïcödé ✓\tok",
+    status: 202,
+    published: "[{now}] ADD_HOST_COMMENT;web01;1;admin;ünïcödé ✓\tok",
+  },
+  {
+    why: "no arguments",
+    line: "del_host_downtime",
+    status: 202,
+    published: "[{now}] DEL_HOST_DOWNTIME",
+  },
+];
+
+Deno.test("commands: a raw line reaches statusngin_cmd only in Naemon's grammar; every disguise of a denied command is refused (table of 58 lines)", async () => {
+  assert.ok(RAW_CASES.length >= 40);
+  await using gearmand = await startGearmand();
+  await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
+    const expected: RegExp[] = [];
+    const before = Math.floor(Date.now() / 1000);
+    for (const c of RAW_CASES) {
+      const a = await postJson(url, { Command: "raw", Data: c.line });
+      assert.equal(a.status, c.status, `${c.why}: ${JSON.stringify(c.line)} → ${a.body.error}`);
+      if (c.status === 202) {
+        const published = c.published ?? "";
+        const escaped = JSON.stringify({ Command: "raw", Data: published })
+          .replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+          .replace("\\{now\\}", "(\\d+)");
+        expected.push(new RegExp(`^${escaped}$`));
+      }
+    }
+    const after = Math.floor(Date.now() / 1000);
+    // Nothing else was queued: the refused lines never reached the broker.
+    assert.equal(await jobsAtGearmand(gearmand.addr, COMMAND_QUEUE), expected.length);
+    const jobs = (await takeJobs(gearmand.addr, COMMAND_QUEUE, expected.length)).map(text);
+    for (const [i, pattern] of expected.entries()) {
+      const m = pattern.exec(jobs[i] ?? "");
+      assert.ok(m, `job ${i}: ${jobs[i]} does not match ${pattern}`);
+      if (m[1] !== undefined) assert.ok(Number(m[1]) >= before && Number(m[1]) <= after);
+    }
+    const count = (status: number) => RAW_CASES.filter((c) => c.status === status).length;
+    assert.equal(await rejected(worker, "malformed"), count(400));
+    assert.equal(await rejected(worker, "denied"), count(403));
+    assert.equal(await metricValue(worker, "statusengine_commands_published_total"), count(202));
+  });
+});
+
+Deno.test("commands: with --command-allow * any well-formed command passes, the denylist still refuses", async () => {
+  await using gearmand = await startGearmand();
+  await withWorker({
+    gearmanServers: [gearmand.addr],
+    commands: { hostname: "127.0.0.1", port: 0, apiKeys: [KEY], allow: [ALLOW_ALL] },
+  }, async (_worker, url) => {
+    assert.equal(
+      (await postJson(url, { Command: "raw", Data: "disable_notifications" })).status,
+      202,
+    );
+    for (const name of DENIED_RAW_COMMANDS) {
+      assert.equal((await postJson(url, { Command: "raw", Data: name })).status, 403, name);
+    }
+    assert.equal(
+      (await postJson(url, { Command: "raw", Data: "[1]XSHUTDOWN_PROGRAM" })).status,
+      400,
+    );
+    const jobs = (await takeJobs(gearmand.addr, COMMAND_QUEUE, 1)).map(text);
+    assert.match(jobs[0] ?? "", /^\{"Command":"raw","Data":"\[\d+\] DISABLE_NOTIFICATIONS"\}$/);
+    assert.equal(await jobsAtGearmand(gearmand.addr, COMMAND_QUEUE), 0);
+  });
+});
+
+Deno.test("commands: a replaced allowlist passes only its names", async () => {
+  await using gearmand = await startGearmand();
+  await withWorker({
+    gearmanServers: [gearmand.addr],
+    commands: {
+      hostname: "127.0.0.1",
+      port: 0,
+      apiKeys: [KEY],
+      allow: ["enable_notifications"],
+    },
+  }, async (_worker, url) => {
+    const a = await postJson(url, { Command: "raw", Data: "DISABLE_HOST_CHECK;web01" });
+    assert.equal(a.status, 403);
+    assert.match(String(a.body.error), /not in the allowlist of this API \(--command-allow\)/);
+    assert.equal(
+      (await postJson(url, { Command: "raw", Data: "ENABLE_NOTIFICATIONS" })).status,
+      202,
+    );
+    assert.equal(await jobsAtGearmand(gearmand.addr, COMMAND_QUEUE), 1);
+  });
+});
+
+Deno.test("commands: --command-allow refuses a denied name at start-up and defaults to the built-in list", async () => {
+  const refused = loadSettings("run", {
+    argv: ["--command-allow", "disable_notifications,Shutdown_Program"],
+    env: {},
+  });
+  await assert.rejects(refused, (err: Error) => {
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, /--command-allow/);
+    assert.match(err.message, /"Shutdown_Program" is not one of the external command names/);
+    return true;
+  });
+  const all = await loadSettings("run", { argv: ["--command-allow", "*"], env: {} });
+  assert.deepEqual(all.settings.commandAllow, ["*"]);
+  const fallback = await loadSettings("run", { argv: [], env: {} });
+  assert.deepEqual(fallback.settings.commandAllow, [...DEFAULT_ALLOWED_RAW_COMMANDS]);
+});
+
+Deno.test("commands: Data below 32 levels and text after the object are 400; 32 levels reach statusngin_cmd intact", async () => {
+  await using gearmand = await startGearmand();
+  await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
+    // Envelope level 1, Data level 2, Data.x level 3: n nested objects put the scalar at 3 + n.
+    const chain = (n: number): unknown => n === 0 ? 1 : { a: chain(n - 1) };
+    const envelope = (n: number) => ({
+      Command: "check_result",
+      Data: { host_name: "web01", output: "OK", x: chain(n) },
+    });
+    const deepest = envelope(MAX_JSON_DEPTH - 3);
+    assert.equal((await postJson(url, deepest)).status, 202);
+    const tooDeep = await postJson(url, envelope(MAX_JSON_DEPTH - 2));
+    assert.equal(tooDeep.status, 400);
+    assert.match(String(tooDeep.body.error), /nested deeper than 32 levels/);
+    const bulk = await postJson(url, { messages: [envelope(MAX_JSON_DEPTH - 4)] });
+    assert.equal(bulk.status, 400, "a bulk puts Data two levels lower");
+
+    const single = JSON.stringify({ Command: "raw", Data: "DISABLE_HOST_CHECK;web01" });
+    for (const tail of [single, " x", "]", "\u00a0"]) {
+      const a = await post(url, single + tail);
+      assert.equal(a.status, 400, JSON.stringify(tail));
+      assert.match(String(a.body.error), /text after the JSON object/);
+    }
+    assert.equal(await rejected(worker, "malformed"), 6);
+    assert.equal(await jobsAtGearmand(gearmand.addr, COMMAND_QUEUE), 1);
+    const [job] = (await takeJobs(gearmand.addr, COMMAND_QUEUE, 1)).map(text);
+    assert.equal(job, JSON.stringify(deepest));
   });
 });

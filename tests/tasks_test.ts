@@ -100,7 +100,7 @@ Deno.test("tasks: this node's tasks reach statusngin_cmd in entry order as /comm
       node: NODE,
       entry: 600,
       type: "externalcommand",
-      payload: "ENABLE_NOTIFICATIONS",
+      payload: "ENABLE_HOST_NOTIFICATIONS;web01",
     },
     // Another node's task is that node's business.
     {
@@ -130,7 +130,7 @@ Deno.test("tasks: this node's tasks reach statusngin_cmd in entry order as /comm
   const ack = /^\[(\d+)\] ACKNOWLEDGE_HOST_PROBLEM;web01;1;1;1;admin;on it$/.exec(bodies[1]?.Data);
   assert.ok(ack, JSON.stringify(bodies[1]));
   assert.ok(Number(ack[1]) >= before && Number(ack[1]) <= after, "timestamp prefix added");
-  assert.match(bodies[2]?.Data, /^\[\d+\] ENABLE_NOTIFICATIONS$/);
+  assert.match(bodies[2]?.Data, /^\[\d+\] ENABLE_HOST_NOTIFICATIONS;web01$/);
 });
 
 Deno.test("tasks: while the job server is unreachable no task is deleted; they are published once it is back", async () => {
@@ -141,8 +141,20 @@ Deno.test("tasks: while the job server is unreachable no task is deleted; they a
   await using worker = await startTestWorker(taskConfig(db, { gearmanServers: [proxy.addr] }));
   proxy.block();
   await insertTasks(db, [
-    { uuid: "a", node: NODE, entry: 1, type: "externalcommand", payload: "[1] A;x" },
-    { uuid: "b", node: NODE, entry: 2, type: "externalcommand", payload: "[2] B;y" },
+    {
+      uuid: "a",
+      node: NODE,
+      entry: 1,
+      type: "externalcommand",
+      payload: "[1] SCHEDULE_HOST_CHECK;x;1",
+    },
+    {
+      uuid: "b",
+      node: NODE,
+      entry: 2,
+      type: "externalcommand",
+      payload: "[2] SCHEDULE_HOST_CHECK;y;2",
+    },
   ]);
   await waitFor(
     async () => (await metricValue(worker, "statusengine_tasks_submit_errors_total")) >= 2,
@@ -154,7 +166,7 @@ Deno.test("tasks: while the job server is unreachable no task is deleted; they a
   proxy.unblock();
   await waitFor(async () => (await remaining(db)).length === 0, { message: "tasks published" });
   const bodies = (await takeJobs(gearmand.addr, CMD, 2)).map((b) => JSON.parse(text(b)).Data);
-  assert.deepEqual(bodies, ["[1] A;x", "[2] B;y"]);
+  assert.deepEqual(bodies, ["[1] SCHEDULE_HOST_CHECK;x;1", "[2] SCHEDULE_HOST_CHECK;y;2"]);
 });
 
 Deno.test("tasks: submit method cmd writes each command line to the core's FIFO and to a plain file, then deletes the task", async () => {
@@ -170,8 +182,20 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
     assert.ok(made.success, "mkfifo");
     const reader = Deno.open(fifo, { read: true, write: true });
     await insertTasks(db, [
-      { uuid: "f1", node: NODE, entry: 1, type: "externalcommand", payload: "[10] ONE;a" },
-      { uuid: "f2", node: NODE, entry: 2, type: "externalcommand", payload: "TWO;b" },
+      {
+        uuid: "f1",
+        node: NODE,
+        entry: 1,
+        type: "externalcommand",
+        payload: "[10] ENABLE_HOST_CHECK;a",
+      },
+      {
+        uuid: "f2",
+        node: NODE,
+        entry: 2,
+        type: "externalcommand",
+        payload: "DISABLE_HOST_CHECK;b",
+      },
     ]);
     {
       await using _worker = await startTestWorker(taskConfig(db, {
@@ -188,8 +212,8 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
           received += new TextDecoder().decode(buffer.subarray(0, n));
         }
         const lines = received.split("\n");
-        assert.equal(lines[0], "[10] ONE;a");
-        assert.match(lines[1] ?? "", /^\[\d+\] TWO;b$/);
+        assert.equal(lines[0], "[10] ENABLE_HOST_CHECK;a");
+        assert.match(lines[1] ?? "", /^\[\d+\] DISABLE_HOST_CHECK;b$/);
       } finally {
         file.close();
       }
@@ -201,7 +225,13 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
     const plain = `${dir}/plain.cmd`;
     await Deno.writeTextFile(plain, "[0] EARLIER;line\n");
     await insertTasks(db, [
-      { uuid: "p1", node: NODE, entry: 3, type: "externalcommand", payload: "[11] THREE;c" },
+      {
+        uuid: "p1",
+        node: NODE,
+        entry: 3,
+        type: "externalcommand",
+        payload: "[11] ENABLE_HOST_NOTIFICATIONS;c",
+      },
     ]);
     {
       await using _worker = await startTestWorker(taskConfig(db, {
@@ -210,12 +240,21 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
       }));
       await waitFor(async () => (await remaining(db)).length === 0, { message: "task deleted" });
     }
-    assert.equal(await Deno.readTextFile(plain), "[0] EARLIER;line\n[11] THREE;c\n");
+    assert.equal(
+      await Deno.readTextFile(plain),
+      "[0] EARLIER;line\n[11] ENABLE_HOST_NOTIFICATIONS;c\n",
+    );
 
     // A missing file (the core is not running) is never created; the task waits.
     const missing = `${dir}/missing.cmd`;
     await insertTasks(db, [
-      { uuid: "m1", node: NODE, entry: 4, type: "externalcommand", payload: "[12] FOUR;d" },
+      {
+        uuid: "m1",
+        node: NODE,
+        entry: 4,
+        type: "externalcommand",
+        payload: "[12] DISABLE_HOST_NOTIFICATIONS;d",
+      },
     ]);
     {
       await using worker = await startTestWorker(taskConfig(db, {
@@ -239,7 +278,13 @@ Deno.test("tasks: with consumer rabbitmq a task is published to the broker's sta
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   await insertTasks(db, [
-    { uuid: "r1", node: NODE, entry: 1, type: "externalcommand", payload: "[5] DISABLE_FLAP;x" },
+    {
+      uuid: "r1",
+      node: NODE,
+      entry: 1,
+      type: "externalcommand",
+      payload: "[5] DISABLE_HOST_FLAP_DETECTION;x",
+    },
   ]);
   await using _worker = await startTestWorker(taskConfig(db, {
     gearmanServers: [],

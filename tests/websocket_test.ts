@@ -1,5 +1,5 @@
 /**
- * GET /ws end to end (operations.md §4.3, issue 7): real WebSocket clients against a
+ * GET /ws end to end (issue 7): real WebSocket clients against a
  * worker started in-process, fed through a private gearmand into a scratch database.
  */
 import assert from "node:assert/strict";
@@ -17,9 +17,10 @@ import {
 } from "./helpers/worker.ts";
 import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
-import { WebSocketHub } from "../src/http/ws_hub.ts";
+import { CLIENT_BUFFER_FRAMES, WebSocketHub } from "../src/http/ws_hub.ts";
 import { startWebSocketServer } from "../src/http/ws_server.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
+import { createMetrics, type Metrics } from "../src/metrics/registry.ts";
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const KEYS = ["key-one", "key-two"];
@@ -489,14 +490,17 @@ async function stalledClientScenario(
     "SELECT COUNT(*) AS n FROM statusengine_logentries",
   );
   assert.equal(Number(row?.n), JOBS * PER_JOB);
-  // Its total is logged once, at WARN, when it goes.
+  // When it goes, the full buffer it still had is lost as well, and counted; its total is
+  // logged once, at WARN.
   stalled.close();
   await waitForClients(env.worker, 1);
+  const total = await metricValue(env.worker, "statusengine_websocket_messages_dropped_total");
+  assert.equal(total, dropped + CLIENT_BUFFER_FRAMES * PER_JOB);
   const gone = warnings.filter((w) =>
     w.message === "websocket: client disconnected after dropped events"
   );
   assert.equal(gone.length, 1);
-  assert.equal(gone[0]?.properties["dropped_events"], dropped);
+  assert.equal(gone[0]?.properties["dropped_events"], total);
 }
 
 Deno.test("ws: shutdown sends every client a close frame (1001)", async () => {
@@ -548,3 +552,85 @@ Deno.test("ws: a taken --listen-addr refuses to start, naming the address and th
     },
   );
 });
+
+/** Text frames and the close code read from a raw connection until the server's close frame. */
+async function readUntilClose(
+  conn: Deno.TcpConn,
+): Promise<{ frames: { payload: unknown[] }[]; closeCode: number }> {
+  const frames: { payload: unknown[] }[] = [];
+  let pending = new Uint8Array(0);
+  const chunk = new Uint8Array(1 << 20);
+  for (;;) {
+    const n = await conn.read(chunk);
+    if (n === null) throw new Error("EOF before the close frame");
+    const joined = new Uint8Array(pending.length + n);
+    joined.set(pending);
+    joined.set(chunk.subarray(0, n), pending.length);
+    pending = joined;
+    for (;;) {
+      // Server frames are unmasked: 2 header bytes, then 0, 2 or 8 length bytes.
+      if (pending.length < 2) break;
+      const opcode = (pending[0] as number) & 0x0f;
+      let length = (pending[1] as number) & 0x7f;
+      let offset = 2;
+      if (length === 126) {
+        if (pending.length < 4) break;
+        length = ((pending[2] as number) << 8) | (pending[3] as number);
+        offset = 4;
+      } else if (length === 127) {
+        if (pending.length < 10) break;
+        length = 0;
+        for (let i = 2; i < 10; i++) length = length * 256 + (pending[i] as number);
+        offset = 10;
+      }
+      if (pending.length < offset + length) break;
+      const body = pending.subarray(offset, offset + length);
+      if (opcode === 1) frames.push(JSON.parse(new TextDecoder().decode(body)));
+      if (opcode === 8) {
+        return { frames, closeCode: ((body[0] as number) << 8) | (body[1] as number) };
+      }
+      pending = pending.subarray(offset + length);
+    }
+  }
+}
+
+Deno.test("ws server: a client closed for not reading gets every event it is not counted as dropped for", async () => {
+  const metrics = createMetrics();
+  const hub = new WebSocketHub({ metrics, statsIntervalMs: 0, writeTimeoutMs: 300 });
+  await using server = await startWebSocketServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: KEYS,
+    hub,
+    metrics,
+  });
+  const conn = await stalledClient(server.port);
+  try {
+    await waitFor(() => hub.clients === 1);
+    const JOBS = 600;
+    const PER_JOB = 20;
+    for (let j = 0; j < JOBS; j++) {
+      const events = Array.from({ length: PER_JOB }, (_, k) => ({ j, k, x: "x".repeat(2000) }));
+      hub.publish("statusngin_logentries", events);
+      // Let the hub drain between bursts, as the pipeline's awaits do.
+      if (j % 50 === 49) await new Promise((r) => setTimeout(r, 0));
+    }
+    // The client never reads: the hub closes it after the write timeout.
+    await waitFor(() => hub.clients === 0, { message: "the stalled client closed by the hub" });
+    const dropped = await metricOf(metrics, "statusengine_websocket_messages_dropped_total");
+    // Now it reads what reached it: everything up to the close frame.
+    const { frames, closeCode } = await readUntilClose(conn);
+    assert.equal(closeCode, 1008);
+    const received = frames.reduce((n, f) => n + f.payload.length, 0);
+    assert.ok(received > 0 && dropped > 0, `received ${received}, dropped ${dropped}`);
+    assert.equal(received + dropped, JOBS * PER_JOB, "every event is either received or counted");
+  } finally {
+    conn.close();
+  }
+});
+
+async function metricOf(metrics: Metrics, name: string): Promise<number> {
+  const metric = metrics.registry.getSingleMetric(name);
+  if (metric === undefined) throw new Error(`No metric ${name}`);
+  return (await metric.get()).values.reduce((n, v) => n + v.value, 0);
+}

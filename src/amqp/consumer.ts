@@ -126,11 +126,11 @@ export class RabbitMqConsumer {
       await core.start();
     } catch (err: unknown) {
       await core.stop();
+      // The core's error names the broker again; keep only what went wrong.
+      const cause = err instanceof Error && err.cause !== undefined ? err.cause : err;
       throw new RabbitMqStartError(
-        `Cannot start RabbitMQ consumer: broker ${url.display}: ${
-          errorMessage((err as Error).cause ?? err)
-        }`,
-        { cause: err },
+        `Cannot start RabbitMQ consumer: broker ${url.display}: ${errorMessage(cause)}`,
+        { cause },
       );
     }
   }

@@ -168,6 +168,7 @@ export async function runCli(
   await configureLogging({
     level: settings.logLevel ?? "info",
     format: settings.logFormat ?? "text",
+    ...(options.logWrite === undefined ? {} : { write: options.logWrite }),
   });
   for (const warning of loaded.warnings) log.warn(`config: ${warning}`);
 

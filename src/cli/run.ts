@@ -73,15 +73,18 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     commands: s.commandApiKeys.length === 0 ? null : {
       ...listenAddress(s.commandListenAddr),
       apiKeys: s.commandApiKeys,
+      allow: s.commandAllow,
     },
     tasks: s.checkForCommands
       ? {
         intervalMs: s.commandCheckIntervalMs,
         submitMethod: s.submitMethod,
         externalCommandFile: s.externalCommandFile,
+        allow: s.commandAllow,
       }
       : null,
-    // Always served: without keys a random one is generated per run (operations.md §4.3).
+    http: { maxConnections: s.httpMaxConnections },
+    // Always served: without keys a random one is generated per run (docs/operations.md#ws).
     websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
   };
 }

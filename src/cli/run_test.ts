@@ -2,6 +2,9 @@ import assert from "node:assert/strict";
 import { loadSettings } from "../config/load.ts";
 import { workerConfigFrom } from "./run.ts";
 import { StartupError } from "../daemon/mod.ts";
+import { DEFAULT_ALLOWED_RAW_COMMANDS } from "../commands/validate.ts";
+
+const ALLOW = [...DEFAULT_ALLOWED_RAW_COMMANDS];
 
 async function configFor(argv: string[], env: Record<string, string> = {}) {
   const { settings } = await loadSettings("run", {
@@ -18,14 +21,24 @@ Deno.test("run: /commands is configured only when command keys exist (docs/opera
     hostname: "127.0.0.1",
     port: 8081,
     apiKeys: ["k1", "k2"],
+    allow: ALLOW,
   });
+  const own = await configFor(["--command-allow", "del_host_downtime,*"], {
+    STATUSENGINE_API_COMMAND_KEYS: "k",
+  });
+  assert.deepEqual(own.commands?.allow, ["del_host_downtime", "*"]);
 });
 
 Deno.test("run: --command-listen-addr maps :port to all interfaces and keeps IPv6 hosts", async () => {
   const all = await configFor(["--command-api-keys", "k", "--command-listen-addr", ":9000"]);
-  assert.deepEqual(all.commands, { hostname: "0.0.0.0", port: 9000, apiKeys: ["k"] });
+  assert.deepEqual(all.commands, {
+    hostname: "0.0.0.0",
+    port: 9000,
+    apiKeys: ["k"],
+    allow: ALLOW,
+  });
   const v6 = await configFor(["--command-api-keys", "k", "--command-listen-addr", "[::1]:9001"]);
-  assert.deepEqual(v6.commands, { hostname: "::1", port: 9001, apiKeys: ["k"] });
+  assert.deepEqual(v6.commands, { hostname: "::1", port: 9001, apiKeys: ["k"], allow: ALLOW });
 });
 
 Deno.test("run: the reconnect interval follows the selected backend (G7, R6)", async () => {

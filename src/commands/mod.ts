@@ -1,16 +1,22 @@
 /**
  * The external-command API: `POST /commands` validated and published to
- * `statusngin_cmd` (operations.md §4.2).
+ * `statusngin_cmd`.
  *
  * @module
  */
 export {
+  ALLOW_ALL,
   COMMAND_NAMES,
   COMMAND_QUEUE,
   type CommandName,
+  DEFAULT_ALLOWED_RAW_COMMANDS,
   DENIED_RAW_COMMANDS,
   MAX_BODY_BYTES,
   MAX_BULK_COMMANDS,
+  MAX_JSON_DEPTH,
+  parseRawCommand,
+  type RawCommand,
+  RawCommandAllowlist,
   REJECT_REASONS,
   REJECT_STATUS,
   type RejectReason,

@@ -1,6 +1,6 @@
 /**
- * Publishing validated command envelopes to `statusngin_cmd` (operations.md
- * §4.2 "Publishing"): one connection, opened on the first request and reused;
+ * Publishing validated command envelopes to `statusngin_cmd`: one connection,
+ * opened on the first request and reused;
  * publishes run one at a time; a failed attempt closes the connection and is
  * retried once on a fresh one (a broker that dropped an idle connection);
  * every request has one publish budget, after which it fails.
@@ -21,7 +21,7 @@ import { COMMAND_QUEUE } from "./validate.ts";
 /** Which broker a {@link CommandPublisher} writes to (the worker's `consumer`). */
 export type CommandBackend = "gearman" | "rabbitmq";
 
-/** Per-request publish budget (operations.md §4.2): both attempts share it. */
+/** Per-request publish budget: both attempts share it. */
 export const PUBLISH_BUDGET_MS = 5_000;
 
 /** The broker could not take the message; nothing is known to be queued. */

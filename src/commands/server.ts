@@ -1,19 +1,20 @@
 /**
- * The `POST /commands` listener (operations.md §4.1, §4.2): authentication,
- * the size limit enforced while reading, validation, one broker message per
- * request, JSON answers, metrics and log lines. Its own port, so a slow
- * request body here never shares a server with the `/ws` stream.
+ * The `POST /commands` listener: authentication, the size limit enforced
+ * while reading, validation, one broker message per request, JSON answers,
+ * metrics and log lines. Its own port, so a slow request body here never
+ * shares a server with the `/ws` stream.
  *
  * @module
  */
 import { ApiKeySet, headerKey } from "../http/api_key.ts";
-import { listen } from "../http/listen.ts";
+import { type HttpLimits, listen } from "../http/listen.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
 import type { CommandPublisher } from "./publisher.ts";
 import {
   MAX_BODY_BYTES,
+  RawCommandAllowlist,
   REJECT_STATUS,
   type RejectReason,
   validateCommandBody,
@@ -25,9 +26,8 @@ const log = getLogger("command");
 export const COMMANDS_PATH = "/commands";
 
 /**
- * Bound on receiving the body (operations.md §4.1: 10 s read timeout), so a
- * client trickling bytes cannot hold a request, and the shutdown waiting for
- * it, open indefinitely.
+ * Bound on receiving the body, so a client trickling bytes cannot hold a
+ * request, and the shutdown waiting for it, open indefinitely.
  */
 export const BODY_READ_TIMEOUT_MS = 10_000;
 
@@ -39,6 +39,9 @@ export type CommandMetrics = Pick<
   | "commandsPublished"
   | "commandsPublishErrors"
   | "pipelineErrors"
+  | "httpConnectionsOpen"
+  | "httpConnectionsRefused"
+  | "httpHeaderTimeouts"
 >;
 
 /** Options of {@link startCommandServer}. */
@@ -55,6 +58,10 @@ export interface CommandServerOptions {
   readonly now?: () => number;
   /** Default {@link BODY_READ_TIMEOUT_MS}. */
   readonly bodyReadTimeoutMs?: number;
+  /** The `raw` commands that pass (`--command-allow`); default the built-in list. */
+  readonly allow?: RawCommandAllowlist;
+  /** Connection cap and timeouts; defaults of {@link listen}. */
+  readonly limits?: HttpLimits;
 }
 
 /** A running command server. */
@@ -91,6 +98,7 @@ export async function startCommandServer(
   const now = options.now ?? Date.now;
   const readTimeoutMs = options.bodyReadTimeoutMs ?? BODY_READ_TIMEOUT_MS;
   const { metrics, publisher } = options;
+  const allow = options.allow ?? new RawCommandAllowlist();
 
   const reject = (reason: RejectReason, error: string): Response => {
     metrics.commandsRejected.inc({ reason });
@@ -120,11 +128,12 @@ export async function startCommandServer(
       // program that can send UTF-8, and a guessed repair could change it.
       return reject("malformed", "request body is not valid UTF-8");
     }
-    const result = validateCommandBody(text, { nowSeconds: Math.floor(now() / 1000) });
+    const result = validateCommandBody(text, { nowSeconds: Math.floor(now() / 1000), allow });
     if (!result.ok) {
       if (result.reason === "denied") {
         log.warn("command: rejected a denied external command", {
           command: result.denied,
+          rule: result.rule,
           remote,
         });
       } else {
@@ -156,22 +165,25 @@ export async function startCommandServer(
     return json(202, { accepted: result.commands.length });
   };
 
-  const { server, addr } = await listen({
+  const server = await listen({
+    name: "commands",
     hostname: options.hostname,
     port: options.port,
     onError: (err: unknown) => {
       log.error("command: request failed", { error: errorMessage(err) });
       return json(500, { error: "internal error" });
     },
-  }, handle);
+    ...options.limits,
+    metrics,
+  }, (req, info) => handle(req, info.remote));
   let stopping: Promise<void> | undefined;
   const shutdown = () => {
     stopping ??= server.shutdown();
     return stopping;
   };
   return {
-    port: addr.port,
-    hostname: addr.hostname,
+    port: server.addr.port,
+    hostname: server.addr.hostname,
     shutdown,
     [Symbol.asyncDispose]: shutdown,
   };

@@ -42,9 +42,12 @@ Deno.test("server: shutdown stops accepting but lets a request already publishin
   const inFlight = fetch(url, {
     method: "POST",
     headers: { "x-api-key": "k" },
-    body: '{"Command":"raw","Data":"ENABLE_NOTIFICATIONS"}',
+    body: '{"Command":"raw","Data":"ENABLE_HOST_NOTIFICATIONS;web01"}',
   });
-  assert.equal(await gate.started, '{"Command":"raw","Data":"[1700000000] ENABLE_NOTIFICATIONS"}');
+  assert.equal(
+    await gate.started,
+    '{"Command":"raw","Data":"[1700000000] ENABLE_HOST_NOTIFICATIONS;web01"}',
+  );
   const stopping = server.shutdown();
   // A new connection is refused once the listener is closed.
   await assert.rejects(fetch(url, { method: "POST", body: "{}" }), TypeError);

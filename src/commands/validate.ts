@@ -1,20 +1,29 @@
 /**
- * Validation and re-serialisation of a `POST /commands` body (operations.md
- * §4.2, queues-and-tables.md Part F). Pure: no I/O, the clock is a parameter.
+ * Validation and re-serialisation of a `POST /commands` body into the
+ * envelope the broker module reads from `statusngin_cmd`. Pure: no I/O, the
+ * clock is a parameter.
  *
- * The command names, the reject reasons and the denylist are declared here
- * once; the HTTP server, the metric pre-creation and the README consistency
- * test derive from them.
+ * The command names and the reject reasons are declared here once; the HTTP
+ * server, the metric pre-creation and the README consistency test derive from
+ * them. The denylist and the default `raw` allowlist live with the settings
+ * (src/config/raw_commands.ts), whose default derives from them.
  *
  * @module
  */
+import {
+  ALLOW_ALL,
+  DEFAULT_ALLOWED_RAW_COMMANDS,
+  DENIED_RAW_COMMANDS,
+} from "../config/raw_commands.ts";
+
+export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
 
 /** The `Command` values the broker module understands (it has no fallback branch). */
 export const COMMAND_NAMES = ["check_result", "schedule_check", "delete_downtime", "raw"] as const;
 /** One of {@link COMMAND_NAMES}. */
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
-/** `reason` label values of `statusengine_commands_rejected_total` (operations.md §4.2). */
+/** `reason` label values of `statusengine_commands_rejected_total`. */
 export const REJECT_REASONS = [
   "auth",
   "too_large",
@@ -35,18 +44,40 @@ export const REJECT_STATUS: Readonly<Record<RejectReason, 400 | 401 | 403 | 413>
 };
 
 /**
- * `raw` commands refused with 403. Both spellings of shutdown and restart,
- * because Naemon maps them to the same handler; `PROCESS_FILE` makes Naemon
- * execute commands read from a file and would bypass the rest. The list guards
- * against accidents, not intent.
+ * Which `raw` command names pass: a list of names or {@link ALLOW_ALL}. The
+ * denylist ({@link DENIED_RAW_COMMANDS}) is checked first and always applies.
  */
-export const DENIED_RAW_COMMANDS = [
-  "SHUTDOWN_PROGRAM",
-  "SHUTDOWN_PROCESS",
-  "RESTART_PROGRAM",
-  "RESTART_PROCESS",
-  "PROCESS_FILE",
-] as const;
+export class RawCommandAllowlist {
+  readonly #all: boolean;
+  readonly #names: ReadonlySet<string>;
+
+  /**
+   * @param entries Command names in any letter case, or `*`; an empty list allows no `raw`
+   *   command at all.
+   */
+  constructor(entries: readonly string[] = DEFAULT_ALLOWED_RAW_COMMANDS) {
+    this.#all = entries.includes(ALLOW_ALL);
+    this.#names = new Set(entries.map((e) => e.toUpperCase()));
+  }
+
+  /** True when every command outside the denylist passes. */
+  get all(): boolean {
+    return this.#all;
+  }
+
+  /** The allowed names, sorted (empty when {@link all}). */
+  get names(): string[] {
+    return this.#all ? [] : [...this.#names].sort();
+  }
+
+  /**
+   * @param name An upper-case command name.
+   * @returns Whether it passes (the denylist aside).
+   */
+  allows(name: string): boolean {
+    return this.#all || this.#names.has(name);
+  }
+}
 
 /** The queue (Gearman function, RabbitMQ queue) the broker module reads commands from. */
 export const COMMAND_QUEUE = "statusngin_cmd";
@@ -56,6 +87,13 @@ export const MAX_BODY_BYTES = 8 * 1024 * 1024;
 
 /** Most commands in one bulk (`messages`). */
 export const MAX_BULK_COMMANDS = 1000;
+
+/**
+ * Deepest nesting the broker module's JSON parser (json-c) reads: a value
+ * below 32 levels (the envelope's object is level 1, scalars count) makes it
+ * drop the whole message without a trace, so the API refuses it.
+ */
+export const MAX_JSON_DEPTH = 32;
 
 /** A body that passed every rule, ready for the broker. */
 export interface AcceptedBody {
@@ -72,8 +110,10 @@ export interface RejectedBody {
   readonly reason: Exclude<RejectReason, "auth">;
   /** Text of the `{"error": …}` response, prefixed `messages[i]: ` inside a bulk. */
   readonly error: string;
-  /** For `denied`: the upper-cased command name that matched the denylist. */
+  /** For `denied`: the upper-cased name of the refused `raw` command. */
   readonly denied?: string;
+  /** For `denied`: which list refused it. */
+  readonly rule?: "denylist" | "allowlist";
 }
 
 /** Result of {@link validateCommandBody}. */
@@ -83,6 +123,18 @@ export type ValidationResult = AcceptedBody | RejectedBody;
 export interface ValidateOptions {
   /** Unix seconds used for a missing `raw` timestamp prefix. */
   readonly nowSeconds: number;
+  /** `raw` commands that pass; default {@link DEFAULT_ALLOWED_RAW_COMMANDS}. */
+  readonly allow?: RawCommandAllowlist;
+}
+
+/** A `raw` line split the way Naemon reads it. */
+export interface RawCommand {
+  /** The timestamp digits the caller supplied, or null when the line had no prefix. */
+  readonly timestamp: string | null;
+  /** The command name, upper-cased. */
+  readonly name: string;
+  /** Everything from the first `;` on (empty when the line has no arguments). */
+  readonly args: string;
 }
 
 type JsonObject = { [key: string]: unknown };
@@ -93,36 +145,47 @@ type EntryResult =
 
 const DENIED: ReadonlySet<string> = new Set(DENIED_RAW_COMMANDS);
 const KNOWN: ReadonlySet<string> = new Set(COMMAND_NAMES);
+const DEFAULT_ALLOWLIST = new RawCommandAllowlist();
 // Every C0 control except TAB, DEL and the C1 block (what Go's unicode.IsControl covers).
 // deno-lint-ignore no-control-regex -- matching control characters is the point
 const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/;
+// The one grammar both sides read alike. Naemon takes the timestamp with strtoul up to the
+// first "]", skips exactly one character, and takes the name up to the first ";": digits
+// only, exactly one space and an ASCII name leave no room for the two readings to differ.
+// Matched before upper-casing: "ſ".toUpperCase() is "S".
+const RAW_LINE = /^(?:\[([0-9]{1,20})\] )?([A-Za-z_]+)(;.*)?$/s;
+// JSON's own whitespace; String.prototype.trim would also skip NBSP and friends.
+const JSON_SPACE = /^[ \t\n\r]*$/;
 // Long enough to recognise a typo, short enough not to echo a megabyte back.
 const MAX_ECHO = 64;
 
 /**
- * Validate a request body (steps 4–6 of operations.md §4.2) and re-serialise it.
- * The first failure decides; inside a bulk the entries are checked in order.
+ * Validate a request body and re-serialise it. The first failure decides;
+ * inside a bulk the entries are checked in order.
  *
  * @param text The body, already decoded as UTF-8 and at most {@link MAX_BODY_BYTES}.
- * @param options The clock for the `raw` timestamp prefix.
+ * @param options The clock for the `raw` timestamp prefix and the `raw` allowlist.
  * @returns The envelope to publish and its commands, or the reason and message of the refusal.
  *
  * @example Accepting a raw command
  * ```ts
  * import { validateCommandBody } from "./validate.ts";
- * const r = validateCommandBody('{"Command":"raw","Data":"DISABLE_NOTIFICATIONS"}', {
+ * const r = validateCommandBody('{"Command":"raw","Data":"disable_host_check;web01"}', {
  *   nowSeconds: 1700000000,
  * });
- * // r.ok === true; r.body === '{"Command":"raw","Data":"[1700000000] DISABLE_NOTIFICATIONS"}'
+ * // r.ok === true; r.body === '{"Command":"raw","Data":"[1700000000] DISABLE_HOST_CHECK;web01"}'
  * ```
  */
 export function validateCommandBody(text: string, options: ValidateOptions): ValidationResult {
-  const doc = parseFirstObject(text);
-  if (doc === undefined) return malformed("body is not a JSON object");
+  const parsed = parseBody(text);
+  if (!parsed.ok) return parsed;
+  const doc = parsed.value;
   const messages = doc.messages;
   if (messages !== undefined && messages !== null && !Array.isArray(messages)) {
     return malformed('"messages" must be an array');
   }
+  let envelope: JsonObject;
+  let commands: CommandName[];
   if (Array.isArray(messages) && messages.length > 0) {
     // The broker module ignores Command/Data next to messages: accepting the
     // pair would confirm a command that never runs.
@@ -137,25 +200,35 @@ export function validateCommandBody(text: string, options: ValidateOptions): Val
       };
     }
     const out: JsonObject[] = [];
-    const commands: CommandName[] = [];
+    commands = [];
     for (const [i, entry] of messages.entries()) {
       const r = validateEntry(entry, options, true);
       if (!r.ok) return { ...r, error: `messages[${i}]: ${r.error}` };
       out.push(r.out);
       commands.push(r.command);
     }
-    return { ok: true, body: JSON.stringify({ messages: out }), commands };
+    envelope = { messages: out };
+  } else {
+    const r = validateEntry(doc, options, false);
+    if (!r.ok) return r;
+    envelope = r.out;
+    commands = [r.command];
   }
-  const r = validateEntry(doc, options, false);
-  if (!r.ok) return r;
-  return { ok: true, body: JSON.stringify(r.out), commands: [r.command] };
+  // Measured on what is published: fields that are dropped cannot trip the broker.
+  if (deeperThan(envelope, MAX_JSON_DEPTH)) {
+    return malformed(
+      `"Data" is nested deeper than ${MAX_JSON_DEPTH} levels (counted from the envelope); ` +
+        "the broker module's JSON parser would drop the message",
+    );
+  }
+  return { ok: true, body: JSON.stringify(envelope), commands };
 }
 
 function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean): EntryResult {
   if (!isObject(entry)) return malformed("a command must be a JSON object");
   if (nested && entry.messages !== undefined && entry.messages !== null) {
     if (!Array.isArray(entry.messages)) return malformed('"messages" must be an array');
-    // The module would recurse without limit; producers use one level only (Part F).
+    // The module would recurse without limit; producers use one level only.
     if (entry.messages.length > 0) {
       return malformed('a bulk cannot contain another bulk ("messages" inside "messages")');
     }
@@ -181,77 +254,119 @@ function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean
     if (!isObject(data)) return malformed(`"Data" of ${name} must be a JSON object`);
     return { ok: true, command: name, out: { Command: name, Data: data } };
   }
-  const raw = validateRaw(data, options.nowSeconds);
+  const raw = validateRaw(data, options);
   if (!raw.ok) return raw;
   return { ok: true, command: name, out: { Command: name, Data: raw.line } };
 }
 
 function validateRaw(
   data: unknown,
-  nowSeconds: number,
+  options: ValidateOptions,
 ): { readonly ok: true; readonly line: string } | RejectedBody {
   if (typeof data !== "string") return malformed('"Data" of raw must be a JSON string');
-  const line = data.trim();
-  if (line === "") return malformed('"Data" of raw is empty');
-  // On the untrimmed string, so a trailing newline counts: it would forge a
-  // line break in naemon.log, which is itself an ingested source.
-  if (CONTROL.test(data)) {
-    return malformed('"Data" of raw contains a control character (only TAB is allowed)');
-  }
-  const name = rawCommandName(line);
+  const parsed = parseRawCommand(data);
+  if (!parsed.ok) return malformed(`"Data" of raw ${parsed.error}`);
+  const { name, timestamp, args } = parsed.value;
   if (DENIED.has(name)) {
     return {
       ok: false,
       reason: "denied",
       error: `external command ${name} is not allowed through this API`,
       denied: name,
+      rule: "denylist",
     };
   }
-  // Naemon rejects a line without "[<unix seconds>] ", logging only to naemon.log.
-  const prefixed = line.startsWith("[") && line.includes("]");
-  return { ok: true, line: prefixed ? line : `[${Math.floor(nowSeconds)}] ${line}` };
-}
-
-/**
- * The command name of a raw external command line, as the denylist compares
- * it: a leading `[…]` timestamp removed, the text before the first `;`,
- * trimmed, upper-cased.
- *
- * @param line The command line.
- * @returns The upper-cased name, e.g. `SHUTDOWN_PROCESS` for `[1700000000] shutdown_process`.
- */
-export function rawCommandName(line: string): string {
-  let rest = line.trim();
-  // Naemon itself skips up to the first "]" before reading the name.
-  if (rest.startsWith("[")) {
-    const close = rest.indexOf("]");
-    if (close >= 0) rest = rest.slice(close + 1);
+  if (!(options.allow ?? DEFAULT_ALLOWLIST).allows(name)) {
+    return {
+      ok: false,
+      reason: "denied",
+      error: `external command ${name} is not in the allowlist of this API (--command-allow)`,
+      denied: name,
+      rule: "allowlist",
+    };
   }
-  const semicolon = rest.indexOf(";");
-  return (semicolon < 0 ? rest : rest.slice(0, semicolon)).trim().toUpperCase();
+  // Naemon refuses a line without "[<unix seconds>] ", logging that only to naemon.log.
+  return { ok: true, line: `[${timestamp ?? Math.floor(options.nowSeconds)}] ${name}${args}` };
 }
 
 /**
- * Parse the first JSON value of `text` when it is an object; anything after it
- * is ignored (operations.md §4.2 step 4, like a streaming decoder that reads
- * one value).
+ * Split a `raw` line by the grammar Naemon applies, refusing every line Naemon
+ * could read differently: `[<digits>] NAME;args` or `NAME;args`, NAME of ASCII
+ * letters and `_` (any case), arguments optional. Spaces and TABs around the
+ * line are ignored; control characters other than TAB (CR, LF, NUL, …) are
+ * refused anywhere, as a line break would also forge a line in naemon.log.
+ *
+ * @param line The `Data` of a `raw` command.
+ * @returns The parts, or why the line does not follow the grammar.
+ *
+ * @example
+ * ```ts
+ * import { parseRawCommand } from "./validate.ts";
+ * const r = parseRawCommand("[1700000000] schedule_forced_svc_check;web01;HTTP;1700000000");
+ * // r.ok && r.value.name === "SCHEDULE_FORCED_SVC_CHECK" && r.value.timestamp === "1700000000"
+ * ```
  */
-function parseFirstObject(text: string): JsonObject | undefined {
-  const start = text.search(/\S/);
-  if (start < 0 || text[start] !== "{") return undefined;
-  const end = endOfObject(text, start);
-  if (end < 0) return undefined;
+export function parseRawCommand(
+  line: string,
+): { readonly ok: true; readonly value: RawCommand } | {
+  readonly ok: false;
+  readonly error: string;
+} {
+  // A lone surrogate would reach the broker as an escape its parser turns into other bytes.
+  if (!line.isWellFormed()) return { ok: false, error: "is not valid Unicode" };
+  // On the untrimmed string, so a trailing newline counts.
+  if (CONTROL.test(line)) {
+    return { ok: false, error: "contains a control character (only TAB is allowed)" };
+  }
+  const text = line.replace(/^[ \t]+|[ \t]+$/g, "");
+  if (text === "") return { ok: false, error: "is empty" };
+  const m = RAW_LINE.exec(text);
+  if (m === null) {
+    return {
+      ok: false,
+      error: text.startsWith("[") && !/^\[[0-9]{1,20}\] /.test(text)
+        ? 'must start with "[<unix seconds>] " (digits, "]", exactly one space) or with the ' +
+          "command name"
+        : 'must be "[<unix seconds>] NAME;arguments" or "NAME;arguments", NAME made of the ' +
+          'letters A-Z and "_" up to the first ";"',
+    };
+  }
+  return {
+    ok: true,
+    value: { timestamp: m[1] ?? null, name: (m[2] as string).toUpperCase(), args: m[3] ?? "" },
+  };
+}
+
+/**
+ * The body as one JSON object with nothing but JSON whitespace after it. The
+ * broker's parser would ignore trailing text; refusing it keeps a client from
+ * believing that a second command it appended was sent.
+ */
+function parseBody(text: string): { readonly ok: true; readonly value: JsonObject } | RejectedBody {
   let value: unknown;
   try {
-    value = JSON.parse(text.slice(start, end));
+    value = JSON.parse(text);
+  } catch {
+    const start = text.search(/[^ \t\n\r]/);
+    const end = start >= 0 && text[start] === "{" ? endOfValue(text, start) : -1;
+    if (end > 0 && !JSON_SPACE.test(text.slice(end)) && isObject(tryParse(text.slice(0, end)))) {
+      return malformed("text after the JSON object (send one object per request)");
+    }
+    return malformed("body is not a JSON object");
+  }
+  return isObject(value) ? { ok: true, value } : malformed("body is not a JSON object");
+}
+
+function tryParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
   } catch {
     return undefined;
   }
-  return isObject(value) ? value : undefined;
 }
 
-/** Index after the bracket closing the object at `start`, or -1 when it never closes. */
-function endOfObject(text: string, start: number): number {
+/** Index after the bracket closing the object or array at `start`, or -1 when it never closes. */
+function endOfValue(text: string, start: number): number {
   let depth = 0;
   let inString = false;
   for (let i = start; i < text.length; i++) {
@@ -269,6 +384,17 @@ function endOfObject(text: string, start: number): number {
     }
   }
   return -1;
+}
+
+/**
+ * Whether some value inside `value` sits below level `levels` (`value` itself
+ * is level 1). Recurses at most `levels + 1` deep, whatever the input.
+ */
+function deeperThan(value: unknown, levels: number): boolean {
+  if (levels < 1) return true;
+  if (typeof value !== "object" || value === null) return false;
+  const children = Array.isArray(value) ? value : Object.values(value);
+  return children.some((child) => deeperThan(child, levels - 1));
 }
 
 function isObject(value: unknown): value is JsonObject {

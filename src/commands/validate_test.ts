@@ -1,9 +1,13 @@
 import assert from "node:assert/strict";
 import {
+  ALLOW_ALL,
   COMMAND_NAMES,
+  DEFAULT_ALLOWED_RAW_COMMANDS,
   DENIED_RAW_COMMANDS,
   MAX_BULK_COMMANDS,
-  rawCommandName,
+  MAX_JSON_DEPTH,
+  parseRawCommand,
+  RawCommandAllowlist,
   REJECT_REASONS,
   REJECT_STATUS,
   type RejectReason,
@@ -13,9 +17,10 @@ import {
 
 const NOW = 1_767_225_600;
 
-function check(body: unknown): ValidationResult {
+function check(body: unknown, allow?: RawCommandAllowlist): ValidationResult {
   return validateCommandBody(typeof body === "string" ? body : JSON.stringify(body), {
     nowSeconds: NOW,
+    ...(allow === undefined ? {} : { allow }),
   });
 }
 
@@ -48,7 +53,7 @@ Deno.test("validate: an object command is re-serialised with key order Command, 
 
 Deno.test("validate: every command name is accepted with suitable Data", () => {
   for (const name of COMMAND_NAMES) {
-    const data = name === "raw" ? "ENABLE_NOTIFICATIONS" : { host_name: "h", output: "o" };
+    const data = name === "raw" ? "ENABLE_HOST_NOTIFICATIONS;h" : { host_name: "h", output: "o" };
     assert.deepEqual(accepted({ Command: name, Data: data }).commands, [name]);
   }
 });
@@ -79,13 +84,49 @@ Deno.test("validate: a bulk of exactly the limit is accepted", () => {
 });
 
 Deno.test("validate: unknown fields are dropped and duplicate keys cannot reach the broker twice", () => {
-  const r = accepted('{"Command":"raw","Data":"X;1","extra":true,"Data":"ENABLE_FLAP_DETECTION"}');
-  assert.equal(r.body, `{"Command":"raw","Data":"[${NOW}] ENABLE_FLAP_DETECTION"}`);
+  const r = accepted(
+    '{"Command":"raw","Data":"X;1","extra":true,"Data":"ENABLE_HOST_FLAP_DETECTION;h"}',
+  );
+  assert.equal(r.body, `{"Command":"raw","Data":"[${NOW}] ENABLE_HOST_FLAP_DETECTION;h"}`);
 });
 
-Deno.test("validate: only the first JSON value is read; trailing text is ignored", () => {
-  const r = accepted(' \n{"Command":"raw","Data":"A}\\"{"} {"Command":"nope"} garbage');
-  assert.equal(r.body, `{"Command":"raw","Data":"[${NOW}] A}\\"{"}`);
+Deno.test("validate: JSON whitespace around the object is fine, any other text after it is malformed", () => {
+  const one = '{"Command":"raw","Data":"DEL_HOST_COMMENT;1;a}\\"{"}';
+  assert.equal(
+    accepted(` \n\t\r${one} \r\n\t `).body,
+    `{"Command":"raw","Data":"[${NOW}] DEL_HOST_COMMENT;1;a}\\"{"}`,
+  );
+  for (
+    const tail of [' {"Command":"raw","Data":"SHUTDOWN_PROGRAM"}', " garbage", "}", "\u00a0", "0"]
+  ) {
+    rejected(one + tail, "malformed", /text after the JSON object/);
+  }
+  // Broken JSON is not "text after" anything.
+  rejected('{"Command":"raw",} x', "malformed", /not a JSON object/);
+});
+
+Deno.test("validate: nesting is refused beyond the broker parser's 32 levels, counted on the envelope", () => {
+  // The envelope is level 1, Data level 2, Data.x level 3; a chain of n objects at x puts
+  // its final scalar at level 3 + n (json-c 0.16 reads level 32 and drops level 33).
+  const chain = (n: number): unknown => n === 0 ? 1 : { a: chain(n - 1) };
+  const single = (n: number) => ({
+    Command: "check_result",
+    Data: { host_name: "h", x: chain(n) },
+  });
+  accepted(single(MAX_JSON_DEPTH - 3));
+  rejected(single(MAX_JSON_DEPTH - 2), "malformed", /nested deeper than 32 levels/);
+  // In a bulk the same Data sits two levels lower (messages, entry).
+  const bulk = (n: number) => ({ messages: [single(n)] });
+  accepted(bulk(MAX_JSON_DEPTH - 5));
+  rejected(bulk(MAX_JSON_DEPTH - 4), "malformed", /nested deeper than 32 levels/);
+  // Empty containers at the last level are fine: they hold no value below it.
+  const empties = (n: number): unknown => n === 0 ? [] : [empties(n - 1)];
+  accepted({ Command: "check_result", Data: { host_name: "h", x: empties(MAX_JSON_DEPTH - 3) } });
+  // A deep document is answered, not a stack overflow.
+  const deep = "[".repeat(200_000) + "]".repeat(200_000);
+  rejected(`{"Command":"check_result","Data":{"x":${deep}}}`, "malformed", /nested deeper/);
+  // Fields that are not published do not count.
+  accepted({ Command: "check_result", Data: { host_name: "h" }, ignored: chain(100) });
 });
 
 Deno.test("validate: an empty messages array next to a single command is dropped, not forwarded", () => {
@@ -96,7 +137,7 @@ Deno.test("validate: an empty messages array next to a single command is dropped
 
 // --- raw -------------------------------------------------------------------------------------
 
-Deno.test("validate: raw gets the [now] prefix when missing, after trimming", () => {
+Deno.test("validate: raw gets the [now] prefix when missing, after trimming spaces and TABs", () => {
   const r = accepted({ Command: "raw", Data: "  SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;1\t " });
   assert.equal(
     r.body,
@@ -104,21 +145,31 @@ Deno.test("validate: raw gets the [now] prefix when missing, after trimming", ()
   );
 });
 
-Deno.test("validate: a raw prefix supplied by the caller is kept exactly, content not checked", () => {
-  for (const line of ["[1700000000] DISABLE_NOTIFICATIONS", "[soon]DISABLE_NOTIFICATIONS"]) {
-    assert.equal(
-      accepted({ Command: "raw", Data: line }).body,
-      JSON.stringify({
-        Command: "raw",
-        Data: line,
-      }),
-    );
-  }
-  // "[" without any "]" is no prefix.
+Deno.test("validate: a raw prefix supplied by the caller is kept; the name is upper-cased, the arguments are not", () => {
   assert.equal(
-    accepted({ Command: "raw", Data: "[oops DISABLE_NOTIFICATIONS" }).body,
-    `{"Command":"raw","Data":"[${NOW}] [oops DISABLE_NOTIFICATIONS"}`,
+    accepted({ Command: "raw", Data: "[1700000000] add_host_comment;web01;1;Me;a Comment" }).body,
+    '{"Command":"raw","Data":"[1700000000] ADD_HOST_COMMENT;web01;1;Me;a Comment"}',
   );
+  assert.equal(
+    accepted({ Command: "raw", Data: "[0] Del_Host_Downtime" }).body,
+    '{"Command":"raw","Data":"[0] DEL_HOST_DOWNTIME"}',
+  );
+});
+
+Deno.test("validate: a raw line outside the grammar is malformed, whatever name it hides", () => {
+  const cases: [string, RegExp][] = [
+    ["[soon] DEL_HOST_DOWNTIME;1", /must start with "\[<unix seconds>\] "/],
+    ["[1700000000]DEL_HOST_DOWNTIME;1", /must start with/],
+    ["[1700000000]  DEL_HOST_DOWNTIME;1", /NAME made of the letters A-Z/],
+    ["[oops DEL_HOST_DOWNTIME", /must start with/],
+    ["[1] [2] DEL_HOST_DOWNTIME;1", /NAME made of the letters A-Z/],
+    ["DEL_HOST_DOWNTIME ;1", /NAME made of the letters A-Z/],
+    ["DEL HOST DOWNTIME;1", /NAME made of the letters A-Z/],
+    ["DEL-HOST-DOWNTIME;1", /NAME made of the letters A-Z/],
+    [";DEL_HOST_DOWNTIME", /NAME made of the letters A-Z/],
+    ["ſhutdown_program", /NAME made of the letters A-Z/],
+  ];
+  for (const [line, error] of cases) rejected({ Command: "raw", Data: line }, "malformed", error);
 });
 
 Deno.test("validate: raw allows TAB inside the line", () => {
@@ -128,10 +179,14 @@ Deno.test("validate: raw allows TAB inside the line", () => {
 Deno.test("validate: raw refuses every control character but TAB, even trailing ones", () => {
   const controls = [0, 1, 8, 10, 11, 12, 13, 27, 31, 127, 0x85, 0x9f];
   for (const c of controls) {
-    const data = `DISABLE_NOTIFICATIONS${String.fromCharCode(c)}`;
+    const data = `DISABLE_HOST_CHECK;h${String.fromCharCode(c)}`;
     rejected({ Command: "raw", Data: data }, "malformed", /control character/);
   }
   rejected({ Command: "raw", Data: "A;b\nSHUTDOWN_PROGRAM" }, "malformed", /control character/);
+});
+
+Deno.test("validate: raw refuses a lone surrogate", () => {
+  rejected({ Command: "raw", Data: "ADD_HOST_COMMENT;h;1;a;\ud800" }, "malformed", /Unicode/);
 });
 
 Deno.test("validate: raw Data must be a non-empty, non-blank JSON string", () => {
@@ -149,30 +204,78 @@ Deno.test("validate: every denied raw command is refused in any case, with or wi
         name,
         name.toLowerCase(),
         `${name};arg`,
-        `  ${name} ;arg`,
+        ` \t${name};arg\t`,
         `[1700000000] ${name.toLowerCase()}`,
-        `[1700000000]${name}`,
       ]
     ) {
-      const r = check({ Command: "raw", Data: line });
-      assert.ok(!r.ok, line);
-      assert.equal(r.reason, "denied", line);
-      assert.equal(r.denied, name, line);
-      assert.match(r.error, new RegExp(name));
+      // Also when everything else is allowed.
+      for (const allow of [undefined, new RawCommandAllowlist([ALLOW_ALL, name])]) {
+        const r = check({ Command: "raw", Data: line }, allow);
+        assert.ok(!r.ok, line);
+        assert.equal(r.reason, "denied", line);
+        assert.equal(r.denied, name, line);
+        assert.equal(r.rule, "denylist", line);
+        assert.match(r.error, new RegExp(name));
+      }
     }
   }
 });
 
 Deno.test("validate: commands merely containing a denied name are not denied", () => {
   assert.ok(check({ Command: "raw", Data: "ADD_HOST_COMMENT;SHUTDOWN_PROGRAM;1;a;b" }).ok);
-  assert.ok(check({ Command: "raw", Data: "SHUTDOWN_PROGRAMS" }).ok);
+  const all = new RawCommandAllowlist([ALLOW_ALL]);
+  assert.ok(check({ Command: "raw", Data: "SHUTDOWN_PROGRAMS" }, all).ok);
 });
 
-Deno.test("validate: rawCommandName strips the timestamp, cuts at ';', trims and upper-cases", () => {
-  assert.equal(rawCommandName("[1700000000] shutdown_process"), "SHUTDOWN_PROCESS");
-  assert.equal(rawCommandName(" [1] Process_File ;/tmp/x;0"), "PROCESS_FILE");
-  assert.equal(rawCommandName("enable_notifications"), "ENABLE_NOTIFICATIONS");
-  assert.equal(rawCommandName("[no-close x;y"), "[NO-CLOSE X");
+Deno.test("validate: the default allowlist passes what the UIs send and refuses program-wide switches", () => {
+  for (const name of DEFAULT_ALLOWED_RAW_COMMANDS) {
+    assert.ok(check({ Command: "raw", Data: `${name.toLowerCase()};h` }).ok, name);
+  }
+  for (const name of ["DISABLE_NOTIFICATIONS", "STOP_EXECUTING_SVC_CHECKS", "SHUTDOWN_PROGRAMS"]) {
+    const r = check({ Command: "raw", Data: name });
+    assert.ok(!r.ok, name);
+    assert.equal(r.reason, "denied");
+    assert.equal(r.rule, "allowlist");
+    assert.match(r.error, /not in the allowlist of this API \(--command-allow\)/);
+  }
+  assert.equal(new Set(DEFAULT_ALLOWED_RAW_COMMANDS).size, DEFAULT_ALLOWED_RAW_COMMANDS.length);
+  for (const name of DEFAULT_ALLOWED_RAW_COMMANDS) assert.match(name, /^[A-Z_]+$/);
+  for (const name of DENIED_RAW_COMMANDS) {
+    assert.ok(!(DEFAULT_ALLOWED_RAW_COMMANDS as readonly string[]).includes(name), name);
+  }
+});
+
+Deno.test("validate: --command-allow replaces the list; * allows all but the denylist; empty allows no raw command", () => {
+  const own = new RawCommandAllowlist(["disable_notifications"]);
+  assert.ok(check({ Command: "raw", Data: "DISABLE_NOTIFICATIONS" }, own).ok);
+  assert.ok(!check({ Command: "raw", Data: "DEL_HOST_DOWNTIME;1" }, own).ok);
+  assert.deepEqual(own.names, ["DISABLE_NOTIFICATIONS"]);
+  const all = new RawCommandAllowlist([ALLOW_ALL]);
+  assert.ok(all.all);
+  assert.ok(check({ Command: "raw", Data: "START_EXECUTING_SVC_CHECKS" }, all).ok);
+  const none = new RawCommandAllowlist([]);
+  const r = check({ Command: "raw", Data: "DEL_HOST_DOWNTIME;1" }, none);
+  assert.ok(!r.ok && r.reason === "denied");
+  // Object commands are not raw lines: the allowlist does not touch them.
+  assert.ok(check({ Command: "schedule_check", Data: SCHEDULE }, none).ok);
+});
+
+Deno.test("parseRawCommand: splits timestamp, upper-cased name and arguments", () => {
+  assert.deepEqual(parseRawCommand("[1700000000] shutdown_process"), {
+    ok: true,
+    value: { timestamp: "1700000000", name: "SHUTDOWN_PROCESS", args: "" },
+  });
+  assert.deepEqual(parseRawCommand(" Process_File;/tmp/x;0 "), {
+    ok: true,
+    value: { timestamp: null, name: "PROCESS_FILE", args: ";/tmp/x;0" },
+  });
+  assert.deepEqual(parseRawCommand("A;"), {
+    ok: true,
+    value: { timestamp: null, name: "A", args: ";" },
+  });
+  for (const bad of ["[1]X", "[]  X", "[1] ", "\u212aILL", "X\u0000", "X\r"]) {
+    assert.equal(parseRawCommand(bad).ok, false, JSON.stringify(bad));
+  }
 });
 
 // --- envelope rules ------------------------------------------------------------------------

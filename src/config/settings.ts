@@ -21,6 +21,7 @@ import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,
 } from "../util/illegal_characters.ts";
+import { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";
 
 /** Name used in usage lines and hints (the installed binary, operations.md §0.4). */
 export const PROGRAM_NAME = "statusengine-worker";
@@ -567,9 +568,10 @@ export const SETTINGS = [
   {
     flag: "metrics-host",
     kind: { type: "host" },
-    default: "0.0.0.0",
+    default: "127.0.0.1",
     commands: ["run"],
-    help: "Address the /metrics listener binds to.",
+    help: "Address the /metrics listener binds to; 0.0.0.0 (or :: for IPv6) lets a Prometheus " +
+      "on another host scrape it. /metrics has no authentication.",
   },
   {
     flag: "metrics-listen-addr",
@@ -614,6 +616,36 @@ export const SETTINGS = [
     default: "127.0.0.1:8081",
     commands: ["run"],
     help: "Listener of POST /commands (only started when command keys exist).",
+  },
+  {
+    flag: "command-allow",
+    kind: {
+      type: "keyList",
+      // Refused at start-up rather than silently ignored when the request comes in.
+      pattern: new RegExp(
+        `^(?!(?:${DENIED_RAW_COMMANDS.join("|")})$)(?:[A-Za-z_]+|\\${ALLOW_ALL})$`,
+        "i",
+      ),
+      patternForm: `external command names (letters and _, any case) or ${ALLOW_ALL}; ` +
+        `${DENIED_RAW_COMMANDS.join(", ")} are always refused and cannot be allowed`,
+    },
+    default: DEFAULT_ALLOWED_RAW_COMMANDS.join(","),
+    commands: ["run"],
+    help: "External commands a raw line on POST /commands or a statusengine_tasks row may " +
+      `name; any other is refused (403, or the task is deleted). ${ALLOW_ALL} allows every command except ${
+        DENIED_RAW_COMMANDS.join(", ")
+      }, ` +
+      "which are refused whatever this says. An empty list allows no raw command. The default " +
+      "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
+  },
+  {
+    flag: "http-max-connections",
+    kind: { type: "integer", min: 1, max: 65535 },
+    default: "512",
+    commands: ["run"],
+    help: "Open connections each HTTP listener (/metrics, /ws, /commands) holds at once; " +
+      "one more is closed as soon as it is accepted and counted in " +
+      "statusengine_http_connections_refused_total.",
   },
 
   // ---- statusengine_tasks ------------------------------------------------------------------

@@ -459,35 +459,5 @@ function withDefaultPort(addr: string, port: number): string {
   return colons === 1 ? addr : `[${addr}]:${port}`;
 }
 
-const SECRET_QUERY_PARAMS = /([?&](?:password|passwd|pass|pwd)=)[^&#]*/gi;
-
-/**
- * Mask the password of a URL (`mysql://u:****@h/db`) or of a go-sql-driver DSN
- * (`u:****@tcp(h:3306)/db`), plus `password=` query parameters.
- *
- * Conservative by design: everything between the first `:` of the user part and the LAST `@`
- * is masked, so an unencoded `@`, `/` or `?` inside a password cannot leak part of it; the
- * price is over-masking a URL that has `@` in its path or query.
- *
- * @param url URL or DSN, valid or not.
- * @returns The same text with the secret parts replaced by `****`.
- * @example Masking a URL
- * ```ts
- * import { redactUrl } from "./values.ts";
- * redactUrl("mysql://root:secret@127.0.0.1:3306/statusengine");
- * // "mysql://root:****@127.0.0.1:3306/statusengine"
- * ```
- */
-export function redactUrl(url: string): string {
-  const schemeEnd = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.exec(url)?.[0].length ?? 0;
-  const at = url.lastIndexOf("@");
-  let out = url;
-  if (at > schemeEnd) {
-    const credentials = url.slice(schemeEnd, at);
-    const colon = credentials.indexOf(":");
-    if (colon >= 0) {
-      out = `${url.slice(0, schemeEnd + colon + 1)}****${url.slice(at)}`;
-    }
-  }
-  return out.replace(SECRET_QUERY_PARAMS, "$1****");
-}
+// One masking rule for every URL the worker prints (D8).
+export { redactUrl } from "../util/redact.ts";

@@ -5,7 +5,6 @@ import {
   parseGoBoolean,
   parseGoDuration,
   parseMysqlUrl,
-  redactUrl,
   splitHostPort,
 } from "./values.ts";
 
@@ -159,30 +158,4 @@ Deno.test("parseMysqlUrl: needs scheme, host and database", () => {
   ) {
     assert.equal(parseMysqlUrl(bad).ok, false, bad);
   }
-});
-
-Deno.test("redactUrl: masks the password of URLs and DSNs and nothing else", () => {
-  assert.equal(
-    redactUrl("mysql://root:secret@127.0.0.1:3306/statusengine"),
-    "mysql://root:****@127.0.0.1:3306/statusengine",
-  );
-  assert.equal(redactUrl("mysql://root@h/db"), "mysql://root@h/db");
-  assert.equal(
-    redactUrl("amqp://statusengine:statusengine@127.0.0.1:5672/"),
-    "amqp://statusengine:****@127.0.0.1:5672/",
-  );
-  assert.equal(redactUrl("u:secret@tcp(h:3306)/db"), "u:****@tcp(h:3306)/db");
-  assert.equal(redactUrl("u@tcp(h:3306)/db"), "u@tcp(h:3306)/db");
-  assert.equal(redactUrl("mysql://h/db?password=secret&x=1"), "mysql://h/db?password=****&x=1");
-});
-
-Deno.test("redactUrl: an unencoded @ / ? # or : in the password never leaks a part of it", () => {
-  const cases: [string, string][] = [
-    ["mysql://u:se@cr/et@h/db", "mysql://u:****@h/db"],
-    ["mysql://u:se?cret@h/db", "mysql://u:****@h/db"],
-    ["mysql://u:1234/secret@h/db", "mysql://u:****@h/db"],
-    ["amqp://u:se#cret@h/", "amqp://u:****@h/"],
-    ["u:se@cr/et:x@tcp(h)/db", "u:****@tcp(h)/db"],
-  ];
-  for (const [url, masked] of cases) assert.equal(redactUrl(url), masked);
 });

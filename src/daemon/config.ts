@@ -6,6 +6,7 @@
  * @module
  */
 import type { QueueName } from "../events/queues.ts";
+import type { HttpLimits } from "../http/listen.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
 
 /** Where perfdata goes (F1). */
@@ -96,7 +97,11 @@ export interface WorkerConfig {
     readonly port: number;
     /** Command keys, separate from the /ws keys. */
     readonly apiKeys: readonly string[];
+    /** `raw` commands that pass (`--command-allow`); default the built-in list. */
+    readonly allow?: readonly string[];
   } | null;
+  /** Connection cap and timeouts of every HTTP listener; defaults of `listen`. */
+  readonly http?: HttpLimits;
   /**
    * The UI's task queue (`statusengine_tasks`, `--check-for-commands`); absent or null = not
    * read. `broker` publishes with the backend of {@link consumer}.
@@ -106,6 +111,8 @@ export interface WorkerConfig {
     readonly submitMethod: SubmitMethod;
     /** The core's external command file, for `cmd`. */
     readonly externalCommandFile: string;
+    /** `raw` commands that pass (`--command-allow`, as for `/commands`); default the built-in list. */
+    readonly allow?: readonly string[];
   } | null;
   /** `GET /ws` (docs/operations.md#ws); absent or null = not served. */
   readonly websocket?: {

@@ -15,7 +15,8 @@ import { ADJUSTMENT_REASONS } from "../mysql/values.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
 import type { Readiness } from "../metrics/server.ts";
-import { COMMAND_NAMES, REJECT_REASONS } from "../commands/mod.ts";
+import type { ListenerName } from "../http/listen.ts";
+import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetters } from "../pipeline/dead_letter.ts";
 import type { ConnectionState } from "../consumer/metrics_observer.ts";
@@ -97,7 +98,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   const split = splitQueues(config, queues);
   const metricsServer = await serveMetrics(
     config,
-    metrics.registry,
+    metrics,
     () => readiness(pipeline, deadLetters, observer, split),
   );
   if (metricsServer !== undefined) stack.use(metricsServer);
@@ -178,6 +179,11 @@ function workerMetrics(
     adjustReasons: ADJUSTMENT_REASONS,
     components: COMPONENTS,
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
+    listeners: ([
+      config.metrics === null ? null : "metrics",
+      config.websocket ? "websocket" : null,
+      commandsEnabled ? "commands" : null,
+    ] as const).filter((l): l is ListenerName => l !== null),
   });
   return metrics;
 }
@@ -235,6 +241,7 @@ function startTasks(
       ? commandFileSubmitter(t.externalCommandFile)
       : brokerSubmitter(publisher),
     metrics,
+    ...(t.allow === undefined ? {} : { allow: new RawCommandAllowlist(t.allow) }),
   });
   manager.start();
   return {

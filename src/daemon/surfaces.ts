@@ -5,7 +5,6 @@
  *
  * @module
  */
-import type { Registry } from "prom-client";
 import type { Metrics } from "../metrics/registry.ts";
 import { type MetricsServer, type Readiness, startMetricsServer } from "../metrics/server.ts";
 import { startWebSocketServer, type WebSocketHub, type WebSocketServer } from "../http/mod.ts";
@@ -16,6 +15,7 @@ import {
   DENIED_RAW_COMMANDS,
   gearmanCommandPublisher,
   rabbitMqCommandPublisher,
+  RawCommandAllowlist,
   startCommandServer,
 } from "../commands/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -47,21 +47,28 @@ export function commandPublisher(config: WorkerConfig): CommandPublisher {
  * `/metrics`, `/healthz` and `/readyz`, when a metrics port is set.
  *
  * @param config The worker configuration.
- * @param registry The run's registry.
+ * @param metrics The run's metrics (the registry and the listener's own counters).
  * @param readiness The `/readyz` verdict.
  * @returns The server, or undefined when disabled.
  * @throws {StartupError} When the address is taken.
  */
 export async function serveMetrics(
   config: WorkerConfig,
-  registry: Registry,
+  metrics: Metrics,
   readiness: () => Readiness,
 ): Promise<MetricsServer | undefined> {
   if (config.metrics === null) return undefined;
   const { hostname, port } = config.metrics;
   let server: MetricsServer;
   try {
-    server = await startMetricsServer({ hostname, port, registry, readiness });
+    server = await startMetricsServer({
+      hostname,
+      port,
+      registry: metrics.registry,
+      listenerMetrics: metrics,
+      readiness,
+      ...(config.http === undefined ? {} : { limits: config.http }),
+    });
   } catch (err: unknown) {
     throw new StartupError(
       `Cannot start: metrics listener ${hostname}:${port}: ${errorMessage(err)}`,
@@ -96,6 +103,7 @@ export async function serveWebSocket(
       apiKeys: ws.apiKeys,
       hub,
       metrics,
+      ...(config.http === undefined ? {} : { limits: config.http }),
     });
   } catch (err: unknown) {
     throw new StartupError(
@@ -132,6 +140,7 @@ export async function serveCommands(
     log.info("command: POST /commands disabled (no command API keys configured)");
     return undefined;
   }
+  const allow = new RawCommandAllowlist(listen.allow);
   const publisher = commandPublisher(config);
   let server: CommandServer;
   try {
@@ -141,6 +150,8 @@ export async function serveCommands(
       apiKeys: listen.apiKeys,
       publisher,
       metrics,
+      allow,
+      ...(config.http === undefined ? {} : { limits: config.http }),
     });
   } catch (err: unknown) {
     await publisher.close();
@@ -155,6 +166,7 @@ export async function serveCommands(
     target: publisher.target,
     queue: COMMAND_QUEUE,
     denied: DENIED_RAW_COMMANDS.join(","),
+    allowed: allow.all ? "all but the denied" : `${allow.names.length} raw commands`,
   });
   return {
     server,

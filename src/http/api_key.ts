@@ -1,5 +1,5 @@
 /**
- * API keys of the two authenticated HTTP surfaces (operations.md §4.2, §4.3):
+ * API keys of the two authenticated HTTP surfaces (`/ws` and `/commands`):
  * where a request carries its key, and a comparison whose timing reveals
  * neither the key nor which configured key matched.
  *

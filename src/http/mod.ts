@@ -1,6 +1,5 @@
 /**
- * The authenticated HTTP surfaces' shared parts and the `GET /ws` stream
- * (operations.md §4.1–§4.3).
+ * The authenticated HTTP surfaces' shared parts and the `GET /ws` stream.
  *
  * @module
  */

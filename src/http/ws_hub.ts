@@ -1,6 +1,6 @@
 /**
- * The `/ws` hub (operations.md §4.3): fans each job's events out to the
- * subscribed clients without ever making the pipeline wait for one.
+ * The `/ws` hub: fans each job's events out to the subscribed clients without
+ * ever making the pipeline wait for one.
  *
  * - {@link WebSocketHub.publish} is synchronous and O(1): it appends to the
  *   hub's bounded inbound buffer (1024 frames), which a timer drains. When the
@@ -11,7 +11,10 @@
  *   (`bufferedAmount`) are below a high-water mark. A client that stops
  *   reading fills its own buffer and loses frames there, counted in
  *   `statusengine_websocket_messages_dropped_total`; other clients are not
- *   affected and nothing ever awaits a client.
+ *   affected and nothing ever awaits a client. The frames still in a
+ *   client's buffer when it goes (disconnect, write timeout, shutdown) are
+ *   lost too and counted the same way; the ones already handed to the socket
+ *   are not, as Deno sends them before its close frame.
  * - Frames are encoded once per job, and only when a client wants the topic:
  *   with no client connected nothing is collected or encoded at all.
  *
@@ -25,9 +28,9 @@ import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("websocket");
 
-/** Frames the shared inbound buffer holds (operations.md §4.3); a frame beyond it is lost for everyone. */
+/** Frames the shared inbound buffer holds; a frame beyond it is lost for everyone. */
 export const HUB_BUFFER_FRAMES = 1024;
-/** Frames one client's send buffer holds (operations.md §4.3); beyond it the frame is lost for that client. */
+/** Frames one client's send buffer holds; beyond it the frame is lost for that client. */
 export const CLIENT_BUFFER_FRAMES = 256;
 /**
  * Unsent bytes a socket may hold before the pump stops handing it frames. Deno's
@@ -172,6 +175,13 @@ class Ring<T> {
     this.#head = 0;
     this.#size = 0;
   }
+
+  /** The items from oldest to newest. */
+  *[Symbol.iterator](): IterableIterator<T> {
+    for (let i = 0; i < this.#size; i++) {
+      yield this.#items[(this.#head + i) % this.#items.length] as T;
+    }
+  }
 }
 
 interface PendingFrame {
@@ -195,6 +205,7 @@ export class HubClient {
   readonly #highWater: number;
   readonly #writeTimeoutMs: number;
   readonly #onWriteTimeout: (client: HubClient) => void;
+  readonly #onDiscard: (events: number) => void;
   #pollTimer: ReturnType<typeof setTimeout> | undefined;
   #stalledSince = 0;
   #stalledAt = 0;
@@ -210,6 +221,8 @@ export class HubClient {
       readonly highWater: number;
       readonly writeTimeoutMs: number;
       readonly onWriteTimeout: (client: HubClient) => void;
+      /** Events of the frames still buffered when the client goes (none for error frames). */
+      readonly onDiscard?: (events: number) => void;
     },
   ) {
     this.id = id;
@@ -218,9 +231,10 @@ export class HubClient {
     this.#highWater = options.highWater;
     this.#writeTimeoutMs = options.writeTimeoutMs;
     this.#onWriteTimeout = options.onWriteTimeout;
+    this.#onDiscard = options.onDiscard ?? (() => {});
   }
 
-  /** Events lost for this client because its send buffer was full. */
+  /** Events lost for this client: its send buffer was full, or still held frames when it went. */
   get droppedEvents(): number {
     return this.#droppedEvents;
   }
@@ -232,7 +246,7 @@ export class HubClient {
 
   /**
    * Whether a frame of `topic` goes to this client. An empty set means every topic, also
-   * after unsubscribing from the last one (Go quirk, operations.md A5).
+   * after unsubscribing from the last one (a quirk of the Go worker, kept).
    */
   wants(topic: string): boolean {
     return this.#topics.size === 0 || this.#topics.has(topic);
@@ -279,12 +293,18 @@ export class HubClient {
     }
   }
 
-  /** Stop the pump and release the buffered frames; idempotent. */
+  /** Stop the pump and release the buffered frames, counting their events as lost; idempotent. */
   detach(): void {
     this.#removed = true;
     if (this.#pollTimer !== undefined) clearTimeout(this.#pollTimer);
     this.#pollTimer = undefined;
+    let discarded = 0;
+    for (const frame of this.#queue) discarded += frame.events;
     this.#queue.clear();
+    if (discarded > 0) {
+      this.#droppedEvents += discarded;
+      this.#onDiscard(discarded);
+    }
   }
 
   #pump(): void {
@@ -418,6 +438,10 @@ export class WebSocketHub {
         c.close(1008, "write timeout");
         this.unregister(c);
       },
+      onDiscard: (events) => {
+        this.#stats.dropped += events;
+        this.#metrics?.websocketMessagesDropped.inc(events);
+      },
     });
     if (this.#closed) {
       client.close(1001, "server shutting down");
@@ -496,7 +520,7 @@ export class WebSocketHub {
 
   #encode(frame: PendingFrame): OutboundFrame | null {
     try {
-      // Exactly {"topic":…,"payload":[…]}: no other member (operations.md §4.3).
+      // Exactly {"topic":…,"payload":[…]}: clients rely on there being no other member.
       const data = `{"topic":${JSON.stringify(frame.topic)},"payload":${
         JSON.stringify(frame.events)
       }}`;

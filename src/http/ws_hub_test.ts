@@ -1,6 +1,6 @@
 /**
  * The hub against fake sockets: subscriptions, frame shape, the two bounded buffers and
- * their separate counters, the write timeout and shutdown (operations.md §4.3).
+ * their separate counters, the write timeout and shutdown.
  */
 import assert from "node:assert/strict";
 import {
@@ -220,4 +220,29 @@ Deno.test("hub: close sends every client a close frame and refuses new ones", as
   assert.equal(hub.register(late, []), null);
   assert.deepEqual(late.closedWith, { code: 1001, reason: "server shutting down" });
   hub.close();
+});
+
+Deno.test("hub: frames still buffered when a client goes are counted as dropped, whichever way it goes", async () => {
+  // Write timeout, the client's own disconnect, and shutdown: each discards the buffer.
+  for (const way of ["write timeout", "disconnect", "shutdown"] as const) {
+    const m = createMetrics();
+    const hub = hubWith(m, { writeTimeoutMs: way === "write timeout" ? 50 : 60_000 });
+    const stalled = new FakeSocket();
+    stalled.bufferedAmount = 10 * 1024 * 1024;
+    const client = hub.register(stalled, []);
+    assert.ok(client !== null);
+    client.sendError("error frames are not events");
+    for (let i = 0; i < 10; i++) hub.publish("q", [i, i, i]);
+    await waitFor(async () => await value(m, "websocketMessagesBroadcasted") === 30);
+    assert.equal(await value(m, "websocketMessagesDropped"), 0, way);
+    if (way === "write timeout") await waitFor(() => hub.clients === 0);
+    else if (way === "disconnect") hub.unregister(client);
+    else hub.close();
+    assert.equal(await value(m, "websocketMessagesDropped"), 30, way);
+    assert.equal(client.droppedEvents, 30, way);
+    // Once only: a second unregister or close finds nothing left.
+    hub.unregister(client);
+    hub.close();
+    assert.equal(await value(m, "websocketMessagesDropped"), 30, way);
+  }
 });

@@ -1,6 +1,6 @@
 /**
- * The `GET /ws` listener (operations.md §4.1, §4.3): authentication before the
- * upgrade, the client's control frames and limits; fan-out is the hub's job.
+ * The `GET /ws` listener: authentication before the upgrade, the client's
+ * control frames and limits; fan-out is the hub's job.
  *
  * Deviations from the Go worker, each deliberate:
  * - An invalid control frame is answered with `{"error":"…"}` and the connection stays
@@ -16,7 +16,7 @@
  * @module
  */
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
-import { listen } from "./listen.ts";
+import { type HttpLimits, listen, type RequestInfo } from "./listen.ts";
 import {
   type HubClient,
   parseControlFrame,
@@ -29,7 +29,7 @@ import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("websocket");
 
-/** Largest message a client may send (operations.md §4.3). */
+/** Largest message a client may send. */
 export const MAX_CLIENT_MESSAGE_BYTES = 8192;
 /** See the module comment: ping after 54 s without an inbound frame. */
 export const IDLE_TIMEOUT_SECONDS = 108;
@@ -51,6 +51,8 @@ export interface WebSocketServerOptions {
   readonly metrics?: Metrics;
   /** Default {@link IDLE_TIMEOUT_SECONDS} (tests shorten it). */
   readonly idleTimeoutSeconds?: number;
+  /** Connection cap and timeouts; defaults of {@link listen}. */
+  readonly limits?: HttpLimits;
 }
 
 /** A running `/ws` listener. */
@@ -96,7 +98,7 @@ export async function startWebSocketServer(
   if (keys.size === 0) {
     generatedKey = generateApiKey();
     keys = new ApiKeySet([generatedKey]);
-    // Logged on purpose (operations.md §4.3): the only way an operator learns it.
+    // Logged on purpose: the only way an operator learns it.
     log.warn("websocket: no API key configured, generated a random one for this run", {
       api_key: generatedKey,
       hint: "it changes on every restart; set api_keys (STATUSENGINE_API_KEYS) for a stable key",
@@ -109,7 +111,8 @@ export async function startWebSocketServer(
 
   const countError = () => options.metrics?.pipelineErrors.inc({ component: "websocket" });
 
-  function accept(req: Request, remote: string): Response {
+  function accept(req: Request, info: RequestInfo): Response {
+    const remote = info.remote;
     const url = new URL(req.url);
     if (url.pathname !== "/ws") return text(404, "not found");
     if (refusing || hub.closed) return text(503, "shutting down");
@@ -136,6 +139,10 @@ export async function startWebSocketServer(
     socket.binaryType = "arraybuffer";
     let client: HubClient | null = null;
     open.add(socket);
+    // The connection counts against the listener's cap for as long as the socket lives.
+    info.hold(
+      new Promise<void>((r) => socket.addEventListener("close", () => r(), { once: true })),
+    );
     socket.onopen = () => {
       client = hub.register(socket, topics);
       if (client !== null) {
@@ -158,13 +165,16 @@ export async function startWebSocketServer(
     return response;
   }
 
-  const { server, addr } = await listen({
+  const server = await listen({
+    name: "websocket",
     hostname: options.hostname,
     port: options.port,
     onError: (err: unknown) => {
       log.error("websocket: request failed", { error: errorMessage(err) });
       return text(500, "internal error");
     },
+    ...options.limits,
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
   }, accept);
 
   let closingClients: Promise<void> | undefined;
@@ -196,8 +206,8 @@ export async function startWebSocketServer(
     return stopping;
   };
   return {
-    hostname: addr.hostname,
-    port: addr.port,
+    hostname: server.addr.hostname,
+    port: server.addr.port,
     generatedKey,
     closeClients,
     shutdown,

@@ -30,6 +30,7 @@ export type LabelSet =
   | "components"
   | "commands"
   | "command_reject_reasons"
+  | "listeners"
   | "none";
 
 /** One catalogue row. */
@@ -328,7 +329,8 @@ export const METRICS = {
   websocketMessagesDropped: {
     name: "statusengine_websocket_messages_dropped_total",
     type: "counter",
-    help: "Events in frames dropped for one /ws client whose 256-frame send buffer was full.",
+    help: "Events one /ws client did not get: its 256-frame send buffer was full, or it was " +
+      "closed (disconnect, write timeout, shutdown) with frames still unsent.",
     labels: [],
     precreate: "none",
   },
@@ -339,6 +341,32 @@ export const METRICS = {
       "Events dropped because the /ws hub's 1024-frame inbound buffer was full: no client got them. Alert.",
     labels: [],
     precreate: "none",
+  },
+  // --- HTTP listeners ----------------------------------------------------------
+  // One series per served listener (metrics, websocket, commands), pre-created
+  // while it is served.
+  httpConnectionsOpen: {
+    name: "statusengine_http_connections_open",
+    type: "gauge",
+    help: "Connections a listener holds now (requests in progress, open /ws streams); " +
+      "--http-max-connections caps it.",
+    labels: ["listener"],
+    precreate: "listeners",
+  },
+  httpConnectionsRefused: {
+    name: "statusengine_http_connections_refused_total",
+    type: "counter",
+    help: "Connections closed right after accepting because the listener already held " +
+      "--http-max-connections.",
+    labels: ["listener"],
+    precreate: "listeners",
+  },
+  httpHeaderTimeouts: {
+    name: "statusengine_http_header_timeouts_total",
+    type: "counter",
+    help: "Connections closed because their first request head did not arrive within 10 s.",
+    labels: ["listener"],
+    precreate: "listeners",
   },
   // --- other -----------------------------------------------------------------
   pipelineErrors: {

@@ -21,6 +21,7 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   components: "mysql, websocket, graphite, queue, command",
   commands: "every command name, while /commands is served",
   "command_reject_reasons": "every reject reason, while /commands is served",
+  listeners: "metrics, websocket, commands: each while it is served",
   none: "—",
 };
 

@@ -33,6 +33,8 @@ export interface LabelValues {
   readonly commands?: readonly string[];
   /** Reject reasons of /commands; given only while it is served. */
   readonly commandRejectReasons?: readonly string[];
+  /** The HTTP listeners being served (`metrics`, `websocket`, `commands`). */
+  readonly listeners?: readonly string[];
 }
 
 /**
@@ -90,6 +92,8 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
       return (v.commands ?? []).map((c) => ({ command: c }));
     case "command_reject_reasons":
       return (v.commandRejectReasons ?? []).map((r) => ({ reason: r }));
+    case "listeners":
+      return (v.listeners ?? []).map((l) => ({ listener: l }));
     case "none":
       return [];
   }

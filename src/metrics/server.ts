@@ -1,11 +1,11 @@
 /**
  * The metrics HTTP server: `/metrics` (Prometheus text format), `/healthz`
  * (process alive) and `/readyz` (ready to do its job), on its own listener so
- * a scrape never queues behind other traffic (operations.md §2.1).
+ * a scrape never queues behind other traffic.
  *
  * @module
  */
-import { listen } from "../http/listen.ts";
+import { type HttpLimits, listen, type ListenerMetrics } from "../http/listen.ts";
 import type { Registry } from "prom-client";
 
 /** Readiness verdict with the reasons it is not ready. */
@@ -22,6 +22,10 @@ export interface MetricsServerOptions {
   readonly registry: Registry;
   /** `/readyz` verdict; default always ready. */
   readonly readiness?: () => Readiness;
+  /** Connection cap and timeouts; defaults of {@link listen}. */
+  readonly limits?: HttpLimits;
+  /** Open, refused and timed-out connections of this listener. */
+  readonly listenerMetrics?: ListenerMetrics;
 }
 
 /** A running metrics server. */
@@ -43,10 +47,13 @@ export interface MetricsServer extends AsyncDisposable {
 export async function startMetricsServer(
   options: MetricsServerOptions,
 ): Promise<MetricsServer> {
-  const { server, addr } = await listen({
+  const server = await listen({
+    name: "metrics",
     hostname: options.hostname,
     port: options.port,
     onError: () => new Response("internal error\n", { status: 500 }),
+    ...options.limits,
+    ...(options.listenerMetrics === undefined ? {} : { metrics: options.listenerMetrics }),
   }, async (req) => {
     const { pathname } = new URL(req.url);
     if (req.method !== "GET" && req.method !== "HEAD") {
@@ -72,8 +79,8 @@ export async function startMetricsServer(
   });
   let stopping: Promise<void> | undefined;
   return {
-    port: addr.port,
-    hostname: addr.hostname,
+    port: server.addr.port,
+    hostname: server.addr.hostname,
     shutdown() {
       stopping ??= server.shutdown();
       return stopping;

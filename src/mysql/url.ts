@@ -4,6 +4,10 @@
  *
  * @module
  */
+import { redactUrl } from "../util/redact.ts";
+
+// One masking rule for every URL the worker prints (D8).
+export { redactUrl };
 
 /** mysql2 connection options derived from a `mysql://` URL (assignable to `ConnectionOptions`). */
 export interface MysqlUrlOptions {
@@ -30,45 +34,7 @@ export interface MysqlUrlOptions {
 const SCHEMES: readonly string[] = ["mysql:", "mariadb:"];
 // `socketPath` is what the Go DSN conversion (src/config) writes; `socket` is a short alias.
 const QUERY_PARAMETERS: readonly string[] = ["socket", "socketPath", "connectTimeout", "ssl"];
-const MASK = "****";
-const SECRET_PARAMETER = /pass|pwd|secret|token/i;
 const STAND_IN_HOST = "localhost";
-
-/**
- * The URL with its password (and any password-like query parameter) replaced by `****`.
- *
- * Works on strings that are not valid URLs too (it then masks generously: everything between
- * the first `:` after the scheme and the last `@`), because the input most likely to be
- * logged is the malformed one.
- *
- * @param url A MySQL URL, valid or not.
- * @returns A string safe to print.
- */
-export function redactUrl(url: string): string {
-  // Without "//" there is no user info to find (e.g. a Go DSN "user:pass@tcp(host)/db"
-  // parses as scheme "user:"), so only hierarchical URLs take the precise path.
-  const loose = /^[a-z][a-z0-9+.-]*:\/\//i.test(url) ? parseLoosely(url) : undefined;
-  if (loose !== undefined) {
-    const parsed = loose.url;
-    if (parsed.password !== "") parsed.password = MASK;
-    for (const name of [...parsed.searchParams.keys()]) {
-      if (SECRET_PARAMETER.test(name)) parsed.searchParams.set(name, MASK);
-    }
-    // The serialised user info percent-encodes "@", so the first "@<stand-in>" is ours.
-    return loose.emptyHost ? parsed.href.replace(`@${STAND_IN_HOST}`, "@") : parsed.href;
-  }
-  const schemeEnd = url.indexOf("://");
-  const start = schemeEnd < 0 ? 0 : schemeEnd + 3;
-  const at = url.lastIndexOf("@");
-  let end = at;
-  if (at < start) {
-    const rest = url.slice(start).search(/[/?#]/);
-    end = rest < 0 ? url.length : start + rest;
-  }
-  const colon = url.indexOf(":", start);
-  if (colon < 0 || colon >= end) return url;
-  return `${url.slice(0, colon + 1)}${MASK}${url.slice(end)}`;
-}
 
 /**
  * Parse, accepting an empty host (`mysql://user@/db?socket=…`), which WHATWG URL rejects when

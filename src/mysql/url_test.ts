@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mysqlOptionsFromUrl, redactUrl } from "./url.ts";
+import { mysqlOptionsFromUrl } from "./url.ts";
 
 Deno.test("mysqlOptionsFromUrl: host, default port 3306, user, database and utf8mb4", () => {
   assert.deepEqual(mysqlOptionsFromUrl("mysql://root@127.0.0.1/statusengine"), {
@@ -98,35 +98,6 @@ Deno.test("mysqlOptionsFromUrl: malformed URLs throw a TypeError that never show
       },
     );
   }
-});
-
-Deno.test("redactUrl: the password becomes **** and nothing else changes", () => {
-  assert.equal(redactUrl("mysql://root:secret@db:3306/se"), "mysql://root:****@db:3306/se");
-  assert.equal(redactUrl("mysql://root@db/se"), "mysql://root@db/se");
-  assert.equal(redactUrl("mysql://root:p%40ss@db/se"), "mysql://root:****@db/se");
-  assert.equal(redactUrl("mysql://root:p@ss@db/se"), "mysql://root:****@db/se");
-  assert.equal(
-    redactUrl("mysql://root:pw@/se?socket=/tmp/s.sock"),
-    "mysql://root:****@/se?socket=/tmp/s.sock",
-  );
-});
-
-Deno.test("redactUrl: password-like query parameters are masked too", () => {
-  assert.equal(
-    redactUrl("mysql://root@db/se?password=secret&connectTimeout=1"),
-    "mysql://root@db/se?password=****&connectTimeout=1",
-  );
-});
-
-Deno.test("redactUrl: strings that are not URLs are masked generously", () => {
-  const cases: [string, string][] = [
-    ["mysql://root:sec/ret@db/se", "mysql://root:****@db/se"],
-    ["mysql://root:secret/se", "mysql://root:****/se"],
-    ["root:secret@tcp(db:3306)/se", "root:****@tcp(db:3306)/se"],
-    ["mysql://root:s e c r e t@db/se", "mysql://root:****@db/se"],
-  ];
-  for (const [input, expected] of cases) assert.equal(redactUrl(input), expected, input);
-  assert.equal(redactUrl("just words"), "just words");
 });
 
 Deno.test("url: the forms the Go DSN conversion produces are understood (socketPath, ssl)", async () => {

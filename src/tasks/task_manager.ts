@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { validateCommandBody } from "../commands/mod.ts";
+import { type RawCommandAllowlist, validateCommandBody } from "../commands/mod.ts";
 import type { CommandPublisher } from "../commands/mod.ts";
 import type { SqlExecutor } from "../mysql/executor.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -67,9 +67,11 @@ export interface ValidatedTask {
 export function validateTask(
   payload: string,
   nowSeconds: number,
+  allow?: RawCommandAllowlist,
 ): { ok: true; task: ValidatedTask } | { ok: false; reason: string; error: string } {
   const result = validateCommandBody(JSON.stringify({ Command: "raw", Data: payload }), {
     nowSeconds,
+    ...(allow === undefined ? {} : { allow }),
   });
   if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
   const data = (JSON.parse(result.body) as { Data?: unknown }).Data;
@@ -157,6 +159,8 @@ export interface TaskManagerOptions {
   readonly intervalMs: number;
   readonly submitter: TaskSubmitter;
   readonly metrics?: Metrics;
+  /** `raw` commands that pass (`--command-allow`, shared with `POST /commands`); default the built-in list. */
+  readonly allow?: RawCommandAllowlist;
   /** Clock in epoch seconds (tests). */
   readonly now?: () => number;
 }
@@ -245,7 +249,11 @@ export class TaskManager {
       if (raw.type !== EXTERNAL_COMMAND_TASK) {
         refusal = { reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` };
       } else {
-        const checked = validateTask(raw.payload ?? "", Math.floor(o.now?.() ?? Date.now() / 1000));
+        const checked = validateTask(
+          raw.payload ?? "",
+          Math.floor(o.now?.() ?? Date.now() / 1000),
+          o.allow,
+        );
         if (checked.ok) task = checked.task;
         else refusal = { reason: checked.reason, error: checked.error };
       }
