@@ -1,6 +1,6 @@
 /**
  * The `run` command: settings → {@link WorkerConfig}, start, wait for
- * SIGTERM/SIGINT, shut down in order, exit 0 (pipeline.md §6).
+ * SIGTERM/SIGINT, shut down in order, exit 0 (docs/shutdown.md).
  *
  * @module
  */
@@ -80,7 +80,7 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
         externalCommandFile: s.externalCommandFile,
       }
       : null,
-    // Always served: without keys a random one is generated per run (operations.md §4.3).
+    // Always served: without keys a random one is generated per run (docs/operations.md#ws).
     websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
   };
 }
