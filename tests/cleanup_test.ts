@@ -1,6 +1,6 @@
 /**
  * The `cleanup` command against a real scratch database with the full schema
- * (operations.md §3.4–§3.6). Needs MySQL; fails (never skips) without it.
+ * (docs/operations.md#cleanup). Needs MySQL; fails (never skips) without it.
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
@@ -177,7 +177,7 @@ Deno.test("cleanup: exactly the rows strictly older than each table's cutoff are
       formatLocalRfc3339(retentionCutoff(NOW, Number(starting?.properties.age_days))),
     );
   }
-  // §3.5: batched DELETE only, never DROP PARTITION.
+  // Batched DELETE only, never DROP PARTITION (docs/operations.md#partitions).
   assert.equal(await partitionCount(db), partitions);
   assert.equal(logsOf(r, "cleanup: table finished").length, 15);
   assert.equal(logsOf(r, "cleanup: finished").length, 1);
@@ -396,7 +396,7 @@ Deno.test("cleanup: an unknown retention key, a negative age or a zero batch siz
   }
 });
 
-// §3.4 step 1: the cutoff is N calendar days back in local time. The legacy worker
+// The cutoff is N calendar days back in local time. The legacy worker
 // subtracted 86400 × N seconds, which moves the cutoff by an hour across a DST change. The
 // time zone of a running process cannot be changed, so the check runs in a child process.
 Deno.test("cleanup: the cutoff is calendar days in local time across both DST changes (Europe/Berlin)", async () => {

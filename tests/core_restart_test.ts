@@ -1,6 +1,6 @@
 /**
  * Core restart end to end: gearmand → startWorker → MariaDB (D4, P7,
- * queues-and-tables.md D.1).
+ * D.1).
  *
  * What would break without it: the Go worker's DELETE is not scoped by node and
  * wipes every other node's status rows in a shared database; a DELETE that does

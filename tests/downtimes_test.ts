@@ -1,10 +1,10 @@
 /**
  * Downtime lifecycles end to end: gearmand → startWorker → MariaDB
- * (queues-and-tables.md Part C, pipeline.md G3/P8).
+ * (docs/tables.md#c.1, G3, P8).
  *
  * What would break without it: a burst of downtime jobs processed
  * concurrently corrupts history rows and leaves ghost scheduled rows with no
- * error and no log line (pipeline.md G3: 6 of ~14 downtimes after an outage).
+ * error and no log line (G3: 6 of ~14 downtimes after an outage).
  * The burst here is queued at gearmand before the worker starts, so it is
  * drained back to back with a configured cap of 8.
  */

@@ -1,7 +1,7 @@
 /**
  * The metrics surface of a fresh worker: every catalogue name with its type,
  * every documented pre-created series at its starting value, and the health
- * endpoints (operations.md §2, D10).
+ * endpoints (docs/operations.md#metrics, D10).
  */
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
@@ -100,7 +100,7 @@ Deno.test("metrics: a fresh worker exports every catalogue metric with its type 
   assert.match(build[0] ?? "", /version="[^"]+",deno_version="\d+\.\d+\.\d+",commit="[^"]+"/);
 });
 
-Deno.test("metrics: queue_connected is not pre-created, and pre-creation never resets a counter (D10, §2.4)", async () => {
+Deno.test("metrics: queue_connected is not pre-created, and pre-creation never resets a counter (D10)", async () => {
   const metrics = createMetrics();
   const values = {
     queues: QUEUE_NAMES,

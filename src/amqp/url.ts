@@ -1,5 +1,5 @@
 /**
- * AMQP URL handling (operations.md §1.4): `amqp://user:password@host:port/vhost`,
+ * AMQP URL handling (docs/operations.md#values): `amqp://user:password@host:port/vhost`,
  * percent-encoded; an empty path or a bare `/` is the default vhost `/`.
  *
  * The URL is checked here before the client library sees it, because a URL
@@ -26,7 +26,7 @@ export interface AmqpUrl {
 /**
  * AMQP heartbeat requested when the URL does not name one, in seconds:
  * RabbitMQ's own default. Without it a half-open TCP connection (a peer gone
- * without FIN/RST) is never noticed (pipeline.md §1.7, known gap), because
+ * without FIN/RST) is never noticed (R6), because
  * the client library disables heartbeats unless the URL asks for them.
  */
 export const DEFAULT_HEARTBEAT_S = 60;

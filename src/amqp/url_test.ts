@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DEFAULT_HEARTBEAT_S, parseAmqpUrl } from "./url.ts";
 
-Deno.test("parseAmqpUrl: an empty path or a bare / is the default vhost / (operations.md §1.4)", () => {
+Deno.test("parseAmqpUrl: an empty path or a bare / is the default vhost /", () => {
   assert.equal(parseAmqpUrl("amqp://u:p@127.0.0.1:5672").vhost, "/");
   assert.equal(parseAmqpUrl("amqp://u:p@127.0.0.1:5672/").vhost, "/");
   assert.equal(parseAmqpUrl("amqp://u:p@127.0.0.1:5672/%2F").vhost, "/");

@@ -1,6 +1,6 @@
 /**
- * The `cleanup` subcommand: retention, once (operations.md §3). Deletes rows older than the
- * configured number of calendar days from the fifteen tables of
+ * The `cleanup` subcommand: retention, once (docs/operations.md#cleanup). Deletes rows older than
+ * the configured number of calendar days from the fifteen tables of
  * {@linkcode RETENTION_TABLES}, one table after another, in small autocommitted batches, and
  * exits. Its interface is its log and its exit code; it writes no metrics.
  *
@@ -34,14 +34,14 @@ export interface CleanupCommandOptions {
   /**
    * Age in days per legacy YAML key (`age_hostchecks` …, see {@linkcode RETENTION_KEYS}).
    * `0` disables a table; a missing key means the table's default. Any other key refuses
-   * to run (it would otherwise be a silently ignored typo, §3.3).
+   * to run (it would otherwise be a silently ignored typo).
    */
   readonly ages: Readonly<Record<string, number>>;
   /** Reference instant of the cutoffs (tests); defaults to the current time. */
   readonly now?: Date;
 }
 
-/** Start-up bound: connect plus `SELECT 1` (operations.md §3.3: no answer within 5 s → exit 1). */
+/** Start-up bound: connect plus `SELECT 1`; no answer within 5 s → exit 1. */
 const PING_TIMEOUT_MS = 5_000;
 /** `setTimeout` fires at once above 2^31 − 1 ms, which would turn a long pause into none. */
 const MAX_PAUSE_MS = 2 ** 31 - 1;
@@ -92,7 +92,7 @@ function plan(options: CleanupCommandOptions): PlannedTable[] {
         })`,
       );
     }
-    // A negative age would put the cutoff in the future and empty the table (§3.3). An
+    // A negative age would put the cutoff in the future and empty the table. An
     // undefined value (a Partial record at run time) means "not given": the default.
     if (days !== undefined && (!Number.isSafeInteger(days) || days < 0)) {
       throw new RangeError(
@@ -176,8 +176,8 @@ async function cleanTable(
   options: CleanupCommandOptions,
   signal: AbortSignal,
 ): Promise<TableOutcome> {
-  // Names are constants from the retention table, never configuration (§3.4 step 2); no
-  // ORDER BY (the range condition lets MySQL prune partitions, §3.5).
+  // Names are constants from the retention table, never configuration, so nothing is
+  // interpolated from outside; no ORDER BY (the range condition lets MySQL prune partitions).
   const sql = `DELETE FROM ${quoteIdentifier(table.table)} WHERE ${
     quoteIdentifier(table.column)
   } < ? LIMIT ${options.batchSize}`;
@@ -203,7 +203,7 @@ async function cleanTable(
 }
 
 /**
- * Run the `cleanup` command (operations.md §3.4–§3.6).
+ * Run the `cleanup` command (docs/operations.md#cleanup).
  *
  * For each enabled table of {@linkcode RETENTION_TABLES}, in order: cutoff = `now` minus the
  * age in calendar days of the local time zone; repeat `DELETE … WHERE col < cutoff LIMIT n`

@@ -1,5 +1,5 @@
 /**
- * The two ways configuration can stop the process (operations.md §1.1, §1.5).
+ * The two ways configuration can stop the process (docs/operations.md#startup).
  *
  * @module
  */
@@ -19,7 +19,7 @@ export class ConfigError extends Error {
   readonly source: string;
   /** The offending value as given, with secrets masked; `undefined` when there is none. */
   readonly rawValue: string | undefined;
-  /** Process exit status for this condition (operations.md §1.3 "refuse"). */
+  /** Process exit status for this condition: the worker refuses to start. */
   readonly exitCode: 1 = 1;
 
   /**
@@ -46,7 +46,7 @@ export class ConfigError extends Error {
  * with status 2.
  */
 export class UsageError extends Error {
-  /** Process exit status for a bad command line (operations.md §1.1). */
+  /** Process exit status for a bad command line (docs/operations.md#sources). */
   readonly exitCode: 2 = 2;
 
   /**

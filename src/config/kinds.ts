@@ -83,8 +83,8 @@ function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]>
 /**
  * Parse one raw value for a row.
  *
- * Text (flag, env) is parsed with the Go syntaxes of operations.md §1.2/§1.4; YAML values must
- * have the matching YAML type (a string for an integer is a type error, §1.1), except that a
+ * Text (flag, env) is parsed with the Go syntaxes (docs/operations.md#values); YAML values must
+ * have the matching YAML type (a string for an integer is a type error), except that a
  * duration may be the number `0` and lists may be a sequence or a comma-separated string.
  *
  * @param row The row whose kind decides.
@@ -182,7 +182,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "enum": {
       const text = textOf(row, raw);
       if (!text.ok) return text;
-      // Case-insensitive everywhere (Appendix A3); the resolved value is the table's spelling.
+      // Case-insensitive everywhere (A3); the resolved value is the table's spelling.
       const lower = text.value.trim().toLowerCase();
       const match = kind.values.find((v) => v.toLowerCase() === lower);
       return match === undefined

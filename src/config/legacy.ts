@@ -1,5 +1,6 @@
 /**
- * The legacy PHP worker's `config.yml` (operations.md §1.9) and the retired keys (§1.6).
+ * The legacy PHP worker's `config.yml` (docs/operations.md#legacy-config) and the retired keys
+ * (docs/operations.md#retired-keys).
  *
  * Three tables:
  * - {@linkcode LEGACY_TRANSLATIONS}: legacy keys or blocks that have a setting, with the code
@@ -216,10 +217,10 @@ function hostForAddress(host: string): string {
 }
 
 const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
-/** The batch ceiling (`mysql-batch-size` max): a drain flush of the widest table stays below 65,535 placeholders. */
+/** The batch ceiling (`mysql-batch-size` max, the Go worker's; W3). */
 const BATCH_CEILING = 700;
 
-/** Legacy keys that map onto a setting (operations.md §1.9), one entry per target. */
+/** Legacy keys that map onto a setting (docs/operations.md#legacy-config), one entry per target. */
 export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   {
     target: "node-name",
@@ -302,7 +303,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
           } in ${path}: queues are consumed by name from the default exchange`,
         );
       }
-      // operations.md §1.4: vhost "/" is the empty path or a bare "/"; any other vhost is
+      // Vhost "/" is the empty path or a bare "/" (docs/operations.md#values); any other vhost is
       // the path, with a literal slash encoded as %2F.
       const path_ = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
       return {
@@ -441,7 +442,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       if (value > BATCH_CEILING) {
         warn(
           `Legacy number_of_bulk_records ${value} in ${path} is above the ceiling of ` +
-            `${BATCH_CEILING} rows per INSERT (MySQL's placeholder limit); using ` +
+            `${BATCH_CEILING} rows per INSERT (the maximum of mysql_batch_size); using ` +
             `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
         );
       }
@@ -523,14 +524,14 @@ export interface LegacyIgnoredGroup {
   readonly keys: readonly string[];
   /** Keys starting with this prefix also belong to the group. */
   readonly prefix?: string;
-  /** Commands for which the warning is relevant (the file is shared, §1.7). */
+  /** Commands for which the warning is relevant (`run` and `cleanup` share the file). */
   readonly commands: readonly CommandName[];
   /** Why nothing happens, and what to use instead. */
   readonly reason: string;
 }
 
 /**
- * Legacy features without an equivalent (operations.md §1.9, §1.10, §7): one warning per
+ * Legacy features without an equivalent (docs/operations.md#legacy-config): one warning per
  * group whose keys appear in the file, whatever their values.
  */
 export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
@@ -619,7 +620,7 @@ export function legacyIgnoredWarnings(
   return warnings;
 }
 
-/** A retired setting (operations.md §1.6). */
+/** A retired setting (docs/operations.md#retired-keys). */
 export interface RetiredSetting {
   /** The retired name as a flag (an unknown flag now, with a hint). */
   readonly flag: string;
@@ -635,7 +636,7 @@ export interface RetiredSetting {
   readonly reason: string;
 }
 
-/** Retired keys (operations.md §1.6). */
+/** Retired keys (docs/operations.md#retired-keys). */
 export const RETIRED: readonly RetiredSetting[] = [
   {
     flag: "gearman-max-concurrent-jobs",

@@ -15,8 +15,8 @@ function load<C extends CommandName>(command: C, file: string, env: Record<strin
 }
 
 /**
- * The legacy worker's example `etc/config.yml`, reconstructed from operations.md §1.9: every
- * key of the table with its example value (the default where the table gives no example).
+ * The legacy worker's example `etc/config.yml`, reconstructed key by key: every legacy
+ * key with the example's value (its default where the example gives none).
  * `number_of_bulk_records` carries the example's recommendation for MySQL (100); the legacy
  * default 1000 is covered by its own test below.
  */
@@ -131,7 +131,7 @@ disable_http_proxy: 1
 is_openitcockpit: 0
 `;
 
-Deno.test("legacy config.yml: the PHP example resolves to the equivalent settings (§1.9)", async () => {
+Deno.test("legacy config.yml: the PHP example resolves to the equivalent settings", async () => {
   const { settings, sources, warnings } = await load("run", LEGACY_EXAMPLE);
   assert.equal(settings.nodeName, "Crowbar");
   assert.equal(sources.nodeName, `file ${PATH} key node_name`);
@@ -318,7 +318,7 @@ Deno.test("legacy config.yml: booleans may be 1/0/true/false/on/off", async () =
   }
   assert.ok(caught instanceof ConfigError);
   assert.equal(caught.setting, "enable-openitcockpit-tweaks");
-  // The new key keeps Go's strict spellings: on/off are legacy-only (§1.2).
+  // The new key keeps Go's strict spellings: on/off are legacy-only (docs/operations.md#values).
   caught = undefined;
   try {
     await load("run", "enable_openitcockpit_tweaks: on\n");

@@ -1,10 +1,11 @@
 /**
- * Command line, environment and YAML file → typed settings (operations.md §1.1–§1.6, D8).
+ * Command line, environment and YAML file → typed settings (docs/operations.md#settings, D8).
  *
- * Order of work, as in §1.5: parse the command line (usage errors first), read the config file,
- * reject retired keys, translate legacy keys, then resolve every setting of the command. Each
- * setting takes the first of flag > env > file > default that supplies a value, but every value
- * given in any source is parsed and validated, so a typo cannot hide behind an override.
+ * Order of work (docs/operations.md#startup): parse the command line (usage errors first), read
+ * the config file, reject retired keys, translate legacy keys, then resolve every setting of the
+ * command. Each setting takes the first of flag > env > file > default that supplies a value, but
+ * every value given in any source is parsed and validated, so a typo cannot hide behind an
+ * override.
  *
  * @module
  */
@@ -137,7 +138,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       continue;
     }
     // One or two leading dashes mean the same flag: the Go worker's unit files use
-    // -mysql-dsn (operations.md §1.1).
+    // -mysql-dsn.
     const body = arg.startsWith("--") ? arg.slice(2) : arg.slice(1);
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
@@ -418,7 +419,7 @@ export async function loadSettings<C extends CommandName>(
   const envCandidates = (row: SettingRow): { name: string; value: string }[] => {
     const primary = envNameOf(row);
     const names = primary === undefined ? [] : [primary, ...(row.envAliases ?? [])];
-    // An empty variable falls through to the next source (operations.md §1.2).
+    // An empty variable falls through to the next source, as in the Go worker.
     return names.flatMap((name) => {
       const value = env[name];
       return value === undefined || value === "" ? [] : [{ name, value }];
@@ -429,7 +430,7 @@ export async function loadSettings<C extends CommandName>(
     return primary === undefined ? [] : [primary, ...(row.yamlAliases ?? [])];
   };
 
-  // 1. The config file: flag, then env, then none (§1.1).
+  // 1. The config file: flag, then env, then none (no default location).
   let doc: YamlMapping = {};
   let path: string | undefined;
   const configRow = rows.find((row) => row.flag === "config");
@@ -447,7 +448,7 @@ export async function loadSettings<C extends CommandName>(
     }
   }
 
-  // 2. Retired keys, before any other validation (§1.6).
+  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
   checkRetired(command, doc, path, env);
 
   // 3. Legacy feature groups that have no equivalent.
@@ -540,8 +541,7 @@ export async function loadSettings<C extends CommandName>(
         const envName = envNameOf(row);
         warnings.push(
           `${row.flag} is given on the command line, which every local user can read through ` +
-            `/proc; prefer ${envName === undefined ? "the environment" : `env ${envName}`} ` +
-            "(operations.md §6.4)",
+            `/proc; prefer ${envName === undefined ? "the environment" : `env ${envName}`}`,
         );
       }
       continue;

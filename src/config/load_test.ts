@@ -609,7 +609,7 @@ for (const r of REFUSALS) {
 
 // ---- refusals: retired keys, conflicts, the file itself -------------------------------------
 
-Deno.test("loadSettings: the retired YAML key refuses with any value, 0 and empty included (§1.6)", async () => {
+Deno.test("loadSettings: the retired YAML key refuses with any value, 0 and empty included", async () => {
   for (const value of ["64", "0", "", "null"]) {
     const err = await refuses(load("run", { file: `gearman_max_concurrent_jobs: ${value}\n` }), {
       setting: "gearman-max-concurrent-jobs",
@@ -620,7 +620,7 @@ Deno.test("loadSettings: the retired YAML key refuses with any value, 0 and empt
   }
 });
 
-Deno.test("loadSettings: the retired env var refuses even when empty (§1.6)", async () => {
+Deno.test("loadSettings: the retired env var refuses even when empty", async () => {
   for (const value of ["64", ""]) {
     const err = await refuses(
       load("run", { env: { STATUSENGINE_GEARMAN_MAX_CONCURRENT_JOBS: value } }),
@@ -797,7 +797,7 @@ Deno.test("loadSettings: malformed command lines are usage errors", async () => 
 
 // ---- flag syntax -----------------------------------------------------------------------------
 
-Deno.test("loadSettings: a single leading dash on a long flag means the same flag (§1.1)", async () => {
+Deno.test("loadSettings: a single leading dash on a long flag means the same flag", async () => {
   const { settings, sources } = await load("run", {
     argv: [
       "-mysql-dsn",
@@ -1054,7 +1054,7 @@ Deno.test("loadSettings: a Go DSN given as --mysql-url is refused with a pointer
   });
 });
 
-Deno.test("loadSettings: secrets on the command line draw a warning pointing at the environment (§6.4)", async () => {
+Deno.test("loadSettings: secrets on the command line draw a warning pointing at the environment", async () => {
   const { warnings } = await load("run", {
     argv: ["--api-keys", "k1", "--mysql-url", "mysql://u:pw@h/db", "--rabbitmq-url", "amqp://h/"],
   });

@@ -1,6 +1,7 @@
 /**
  * The settings table: the single source of every flag, environment variable, YAML key,
- * default, accepted form, help text and secret marker (D8, style.md §2.3).
+ * default, accepted form, help text and secret marker (D8), so that parsing, `--help` and the
+ * README reference cannot disagree.
  *
  * Everything else is derived from {@linkcode SETTINGS}:
  * - env name `STATUSENGINE_<UPPER_SNAKE of the flag>` ({@linkcode envNameOf}); the exceptions
@@ -23,7 +24,7 @@ import {
 } from "../util/illegal_characters.ts";
 import { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";
 
-/** Name used in usage lines and hints (the installed binary, operations.md §0.4). */
+/** Name used in usage lines and hints (the installed binary, docs/operations.md#queues). */
 export const PROGRAM_NAME = "statusengine-worker";
 
 /** The subcommands, with the one-line summary shown in the top-level help. */
@@ -66,7 +67,7 @@ export type CommandName = (typeof COMMANDS)[number]["name"];
 export const COMMAND_NAMES: readonly CommandName[] = COMMANDS.map((c) => c.name);
 
 /**
- * The twelve consumed queues (operations.md §0.3), from their single
+ * The twelve consumed queues (docs/tables.md#a.4), from their single
  * definition: a leaf module without imports, so config still depends on no
  * other code of ours.
  */
@@ -139,8 +140,8 @@ export interface SettingRow {
   /** Further YAML keys with the same meaning (not legacy: two of them in one file refuse). */
   readonly yamlAliases?: readonly string[];
   /**
-   * Legacy PHP `config.yml` keys translated into this setting (operations.md §1.9); the
-   * translation itself lives in `legacy.ts`. A new key in the same file wins, with a warning.
+   * Legacy PHP `config.yml` keys translated into this setting (docs/operations.md#legacy-config);
+   * the translation itself lives in `legacy.ts`. A new key in the same file wins, with a warning.
    */
   readonly legacyKeys?: readonly string[];
   /** Also taken from the first positional argument (losstest mode). */
@@ -153,7 +154,7 @@ export interface SettingRow {
   readonly feeds?: readonly Feed[];
   /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
   readonly unit?: "days";
-  /** Retention target of an `age-*` row (operations.md §3.2), in processing order. */
+  /** Retention target of an `age-*` row (docs/operations.md#cleanup-tables). */
   readonly retention?: { readonly table: string; readonly column: string };
 }
 
@@ -456,8 +457,9 @@ export const SETTINGS = [
     default: "100",
     commands: ["run"],
     legacyKeys: ["number_of_bulk_records"],
-    help: "Most rows in one bulk INSERT. 700 is the ceiling: a drain flush of the widest " +
-      "table then stays below MySQL's 65,535 placeholders.",
+    help: "Most rows in one bulk INSERT (one prepared statement). 700 is the Go worker's " +
+      "ceiling, kept so existing configurations mean the same; at 700 rows the widest table " +
+      "(43 columns) binds 30,100 of a prepared statement's 65,535 placeholders.",
   },
   {
     flag: "mysql-statement-timeout",
@@ -853,7 +855,8 @@ export const SETTINGS = [
     env: false,
     yaml: false,
     commands: ["verify"],
-    help: "Tables to compare, comma-separated; default the sixteen tables of operations.md §5.4.",
+    help: "Tables to compare, comma-separated; default the sixteen status, check, state " +
+      "history, notification, acknowledgement and downtime tables.",
   },
   {
     flag: "limit",
@@ -1004,7 +1007,7 @@ export function defaultOf(row: SettingRow, command: CommandName): string | undef
   return row.commandDefaults?.[command] ?? row.default;
 }
 
-/** One retention rule of `cleanup`, in processing order (operations.md §3.2). */
+/** One retention rule of `cleanup`, in processing order (docs/operations.md#cleanup-tables). */
 export interface RetentionRule {
   /** Table cleaned. */
   readonly table: string;
@@ -1020,7 +1023,7 @@ export interface RetentionRule {
   readonly defaultDays: number;
 }
 
-/** The fourteen retention rules, derived from the `age-*` rows, in §3.2 order. */
+/** The fifteen retention rules, derived from the `age-*` rows, in processing order. */
 export const RETENTION_RULES: readonly RetentionRule[] = SETTING_ROWS.flatMap((row) =>
   row.retention === undefined ? [] : [{
     ...row.retention,

@@ -17,11 +17,11 @@ import {
 } from "./settings.ts";
 
 // Without this test a row could quietly get an env name or YAML key that does not follow from
-// its flag, and operators who derive one from the other (operations.md §3.3) would set a
-// variable nobody reads. Every deviation must be listed here, with its reason.
+// its flag, and operators who derive one from the other (docs/operations.md#cleanup-settings)
+// would set a variable nobody reads. Every deviation must be listed here, with its reason.
 Deno.test("settings: env and YAML names derive from the flag, except the documented ones", () => {
   const envExceptions: Record<string, string> = {
-    // operations.md §1.3 / Appendix A4: the Go worker's names, kept for existing deployments.
+    // A4: the Go worker's names, kept for existing deployments.
     "enable-openitcockpit-tweaks": "ENABLE_OPENITCOCKPIT_TWEAKS",
     "command-api-keys": "STATUSENGINE_API_COMMAND_KEYS",
   };
@@ -246,7 +246,7 @@ Deno.test("settings: each command offers at least its specified settings", () =>
   assert.deepEqual(rowsFor("version"), []);
 });
 
-Deno.test("settings: defaults pinned by the specification", () => {
+Deno.test("settings: the documented defaults are pinned", () => {
   const expected: [CommandName, string, string][] = [
     ["run", "gearman-addr", "127.0.0.1:4730"],
     ["run", "gearman-max-concurrent-jobs-per-queue", "8"],
@@ -293,9 +293,9 @@ Deno.test("settings: defaults pinned by the specification", () => {
   }
 });
 
-// operations.md §3.2: order, tables, columns and defaults are the legacy worker's, so an
+// Order, tables, columns and defaults are the legacy worker's, so an
 // existing config.yml carries over value for value.
-Deno.test("settings: retention rules follow operations.md §3.2 in order", () => {
+Deno.test("settings: retention rules keep the legacy worker's tables, columns, defaults and order", () => {
   const expected: [string, string, string, number][] = [
     ["statusengine_hostchecks", "start_time", "age_hostchecks", 5],
     ["statusengine_servicechecks", "start_time", "age_servicechecks", 5],

@@ -1,5 +1,5 @@
 /**
- * The downtime lifecycle of queues-and-tables.md Part C as a pure function: one downtime event
+ * The downtime lifecycle (docs/tables.md#c.1) as a pure function: one downtime event
  * in, the ordered statements for the four downtime tables out. The SQL builder in
  * `src/mysql/` only renders them; every rule (which table, which columns, the C.4.2 update
  * lists, the C.5 flag, the strict DELETE boundary) is decided here.
@@ -226,7 +226,7 @@ function scheduledUpsert(
 
 /**
  * Append the statements of one downtime event to `out`, in execution order
- * (queues-and-tables.md C.3 with C.4.2). Used by the queue decoder so a bulk job fills one
+ * (C.3 with C.4.2). Used by the queue decoder so a bulk job fills one
  * list without intermediate arrays.
  *
  * @param ev The downtime event.
@@ -296,7 +296,7 @@ export function appendDowntimeStatements(
 }
 
 /**
- * The statements one downtime event requires, in execution order (queues-and-tables.md C.3,
+ * The statements one downtime event requires, in execution order (C.3,
  * C.4.2; the UPDATEs carry the C.5 flag).
  *
  * | type | statements |

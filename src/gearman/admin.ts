@@ -1,5 +1,5 @@
 /**
- * The text admin protocol (gearman.md §5): one command per short-lived
+ * The text admin protocol (docs/gearman-protocol.md#admin): one command per short-lived
  * connection, so a text reply can never desynchronise a binary connection.
  *
  * @module
@@ -21,7 +21,7 @@ export type { FunctionStatus, WorkerInfo };
 
 /** Options of an admin call. */
 export interface AdminOptions {
-  /** Bound on connect + reply; default 2 s (gearman.md §5: cap the read time). */
+  /** Bound on connect + reply; default 2 s (a hung server must not hang the caller). */
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
 }

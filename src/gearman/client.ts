@@ -1,6 +1,6 @@
 /**
  * Client side: background submissions (publishing tools, tests) with
- * pipelined submits matched to answers by position (gearman.md §9).
+ * pipelined submits matched to answers by position (docs/gearman-protocol.md#submitting).
  *
  * @module
  */
@@ -72,7 +72,7 @@ export class GearmanClient implements AsyncDisposable {
     });
     void client.#conn.closed.then((reason) => {
       const err = reason ?? new ConnectionClosedError(server, "connection closed");
-      // A submission written before the loss has an unknown outcome (gearman.md §9).
+      // A submission written before the loss has an unknown outcome: reject, never resubmit.
       for (const p of client.#pending.splice(0)) p.reject(err);
       for (const w of client.#roomWaiters.splice(0)) w();
     });

@@ -1,7 +1,7 @@
 /**
  * Gearman binary protocol codec: bytes ↔ packets, with no I/O.
  *
- * Framing (gearman.md §1.1): 4 magic bytes (`\0REQ` / `\0RES`), a big-endian
+ * Framing (docs/gearman-protocol.md#packets): 4 magic bytes (`\0REQ` / `\0RES`), a big-endian
  * uint32 packet type, a big-endian uint32 body size, then the body. Arguments
  * are separated by single NUL bytes; the last argument is "whatever remains"
  * and may itself contain NULs, so a body is split on its first n−1 NULs only,
@@ -27,7 +27,7 @@ const REQ: readonly Magic[] = ["REQ"];
 const RES: readonly Magic[] = ["RES"];
 const BOTH: readonly Magic[] = ["REQ", "RES"];
 
-/** The packet table of gearman.md §2 (gearmand 1.1.20). */
+/** The packet table (gearmand 1.1.20; docs/gearman-protocol.md#packet-types). */
 export const PACKETS = [
   { code: 1, name: "CAN_DO", args: 1, magic: REQ },
   { code: 2, name: "CANT_DO", args: 1, magic: REQ },
@@ -100,7 +100,7 @@ export const HEADER_SIZE = 12;
 
 /**
  * Default ceiling for an announced body size. gearmand itself has no cap
- * below 4 GiB (gearman.md §1.4); a larger announcement on a worker
+ * below 4 GiB (docs/gearman-protocol.md#limits); a larger announcement on a worker
  * connection means a desynchronised stream, not a real job.
  */
 export const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
@@ -175,7 +175,7 @@ export type PacketArg = string | Uint8Array;
 /**
  * Encode one packet. Exactly n−1 separators are emitted for a packet with n
  * arguments, because gearmand waits forever (and later desynchronises) on a
- * request missing a separator (gearman.md §1.2).
+ * request missing a separator (docs/gearman-protocol.md#packets).
  *
  * @param magic `REQ` for everything a worker or client sends.
  * @param type Packet code from {@link PACKETS}.
@@ -233,7 +233,10 @@ export function encodePacket(magic: Magic, type: number, args: readonly PacketAr
   return out;
 }
 
-/** Concatenate several encoded packets so one step is one write (D12, gearman.md §10 Nagle table). */
+/**
+ * Concatenate several encoded packets so one step is one write (D12,
+ * docs/gearman-protocol.md#throughput).
+ */
 export function concatPackets(packets: readonly Uint8Array[]): Uint8Array {
   if (packets.length === 1) return packets[0] as Uint8Array;
   let size = 0;
@@ -523,7 +526,7 @@ export class PacketParser {
 }
 
 // ---------------------------------------------------------------------------
-// Admin (text) protocol, gearman.md §5
+// Admin (text) protocol (docs/gearman-protocol.md#admin)
 // ---------------------------------------------------------------------------
 
 /** One line of the admin `status` reply. */

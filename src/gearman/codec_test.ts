@@ -27,7 +27,7 @@ function bytes(...parts: (Uint8Array | string)[]): Uint8Array {
   return concatPackets(parts.map((p) => typeof p === "string" ? ascii(p) : p));
 }
 
-// Byte-exact vectors observed against gearmand 1.1.20 (gearman.md §3).
+// Byte-exact vectors observed against gearmand 1.1.20 (docs/gearman-protocol.md#packets).
 const REQUEST_VECTORS: [string, number, string[], string][] = [
   ["SET_CLIENT_ID w1", PACKET.SET_CLIENT_ID, ["w1"], "00 52 45 51 00 00 00 16 00 00 00 02 77 31"],
   ["CAN_DO fn", PACKET.CAN_DO, ["fn"], "00 52 45 51 00 00 00 01 00 00 00 02 66 6e"],
@@ -195,7 +195,7 @@ Deno.test("codec: a 20 MB argument arriving in 64 KiB reads is assembled once", 
   assert.deepEqual(got[0]?.args[3], payload);
 });
 
-Deno.test("codec: payload sizes around 64 KiB survive every read size (gearman.md §11)", () => {
+Deno.test("codec: payload sizes around 64 KiB survive every read size", () => {
   for (const size of [65_480, 65_510, 65_535, 65_536, 65_537]) {
     const payload = new Uint8Array(size).fill(0x52);
     const wire = encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, ["H:1", "fn", "", payload]);

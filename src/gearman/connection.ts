@@ -77,7 +77,7 @@ const READ_BUFFER_SIZE = 64 * 1024;
  * One socket to one job server. Every write goes through a single pending
  * write, so packets never interleave; packets queued in the same tick are
  * coalesced into one write (the Nagle/delayed-ACK interaction costs three
- * orders of magnitude otherwise, gearman.md §10).
+ * orders of magnitude otherwise, docs/gearman-protocol.md#throughput).
  */
 export class GearmanConnection implements AsyncDisposable {
   /** `host:port` of the job server, for logs and errors. */
@@ -182,9 +182,9 @@ export class GearmanConnection implements AsyncDisposable {
   }
 
   /**
-   * Round trip an ECHO_REQ. Replies are strictly ordered (gearman.md §1.1),
-   * so the answer proves every packet sent before it was processed — the
-   * acknowledgement barrier of gearman.md §6.3.
+   * Round trip an ECHO_REQ. Replies are strictly ordered, so the answer
+   * proves every packet sent before it was processed — the acknowledgement
+   * barrier of a graceful stop (docs/gearman-protocol.md#graceful-stop).
    *
    * @param options `signal` bounds the wait.
    * @returns Resolves when the answer arrives.
@@ -225,7 +225,7 @@ export class GearmanConnection implements AsyncDisposable {
   /**
    * Close the socket. Idempotent: every call returns the same promise. Bytes
    * already queued are written first (a lost WORK_COMPLETE would turn into a
-   * redelivery, gearman.md §11 abraxas #16).
+   * redelivery, docs/gearman-protocol.md#pitfalls).
    */
   close(): Promise<void> {
     this.#closing ??= this.#shutdown(undefined);
@@ -254,7 +254,7 @@ export class GearmanConnection implements AsyncDisposable {
           this.#fail(new ConnectionClosedError(this.server, "server closed the connection (EOF)"));
           return;
         }
-        if (n === 0) continue; // not EOF (gearman.md §7.1)
+        if (n === 0) continue; // not EOF: only null is
         this.#lastRxAt = performance.now();
         this.#probeSentAt = -1;
         const packets = this.#parser.push(buf.subarray(0, n), { transient: true });

@@ -1,5 +1,5 @@
 /**
- * `CREATE TABLE` statements derived from the catalogue (queues-and-tables.md B.1, D2).
+ * `CREATE TABLE` statements derived from the catalogue (B.1, D2).
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * Executes the downtime lifecycle statements (Part C) one at a time, in
+ * Executes the downtime lifecycle statements (C.3) one at a time, in
  * order, under the W5 retry policy (transient failures are held and retried,
  * never fail the job, D7), with the unmatched-update backstop of C.5.
  *
@@ -57,7 +57,7 @@ function assignments(
 }
 
 /**
- * Build the SQL of one downtime statement (queues-and-tables.md C.3).
+ * Build the SQL of one downtime statement (C.3).
  *
  * @param statement From the decoder.
  * @returns Statement text and values.

@@ -1,5 +1,5 @@
 /**
- * Downtime statements (queues-and-tables.md C.3) rendered to SQL, and the
+ * Downtime statements (C.3) rendered to SQL, and the
  * DowntimeExecutor against a real MariaDB: CLIENT_FOUND_ROWS (D10, C.5.4),
  * the unmatched-update counter, and D7 dead-lettering of a rejected statement.
  */

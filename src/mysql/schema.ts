@@ -191,8 +191,9 @@ export async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaS
  *
  * MySQL 8.0.17+ no longer reports integer display widths (`int(11)` → `int`,
  * `bigint(20) unsigned` → `bigint unsigned`; only `tinyint(1)` keeps its width), while MariaDB
- * and the Part B dump keep them. The width never changes what a column stores, so it is
- * dropped on both sides. `integer`/`bool`/`boolean` are aliases MySQL may echo back.
+ * and the catalogue (written as the legacy schema dump) keep them. The width never changes what
+ * a column stores, so it is dropped on both sides. `integer`/`bool`/`boolean` are aliases MySQL
+ * may echo back.
  *
  * @param type A `COLUMN_TYPE` or a catalogue type.
  * @returns Lower-case type without integer display width.
@@ -420,7 +421,7 @@ function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
     indexes.set(name, {
       name,
       unique: parts.every((p) => p.nonUnique === 0),
-      // A prefix index is not the index Part B describes; show the prefix so it differs.
+      // A prefix index is not the index the catalogue describes; show the prefix so it differs.
       columns: parts.map((p) => {
         const column = p.columnName ?? "(expression)";
         return p.subPart === null ? column : `${column}(${p.subPart})`;

@@ -1,5 +1,5 @@
 /**
- * Multi-row INSERT statement texts for the batched writers (pipeline.md W3, W4).
+ * Multi-row INSERT statement texts for the batched writers (W3, W4).
  *
  * @module
  */

@@ -2,7 +2,7 @@
  * One bulk writer per batched table (W1): a bounded buffer, at most one
  * statement in flight, and commit notification per job (D1).
  *
- * Flushing works as group commit (architecture.md): a busy writer sends the
+ * Flushing works as group commit (W2): a busy writer sends the
  * next statement as soon as the previous one returned, with up to
  * `batchSize` waiting rows; an idle writer sends what arrived on the next
  * turn of the event loop, so every handler woken by the same read has handed

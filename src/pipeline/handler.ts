@@ -28,7 +28,7 @@ export interface PerfdataSink {
 }
 
 /**
- * Where each job's decoded events go besides MySQL: the `/ws` hub (operations.md §4.3).
+ * Where each job's decoded events go besides MySQL: the `/ws` hub (docs/operations.md#ws).
  * Implementations never block and never throw: ingestion is not slowed by stream clients.
  */
 export interface EventStream {
@@ -183,7 +183,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
 
   const stream = options.stream;
 
-  /** operations.md §4.3: one frame per job, published before its rows go to MySQL. */
+  /** One frame per job, published before its rows go to MySQL (docs/operations.md#ws). */
   function streamEvents(job: Job, decoded: DecodedJob): void {
     if (stream === undefined) return;
     if (decoded.kind === "invalid" || decoded.kind === "ignored") return;

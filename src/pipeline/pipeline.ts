@@ -19,7 +19,7 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
 
-/** Tables written through a bulk writer (the 14 of operations.md §2.2). */
+/** Tables written through a bulk writer (the fourteen of W1). */
 export function batchedTables(): Table[] {
   return ALL_TABLES.filter((t) =>
     t.writeMode === "full_upsert" || t.writeMode === "noop_upsert" || t.writeMode === "insert"
@@ -45,7 +45,7 @@ export interface PipelineOptions {
   /** Interval of the write summaries; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
   readonly now?: () => number;
-  /** The `/ws` hub (operations.md §4.3); absent = nothing is streamed. */
+  /** The `/ws` hub (docs/operations.md#ws); absent = nothing is streamed. */
   readonly stream?: EventStream;
 }
 
