@@ -1,5 +1,5 @@
 /**
- * `POST /commands` end to end (operations.md §4.2): a real in-process worker
+ * `POST /commands` end to end (docs/operations.md#commands): a real in-process worker
  * with command keys, a private gearmand (or the test RabbitMQ broker), and
  * the jobs read back from `statusngin_cmd` the way the broker module would
  * receive them.

@@ -1,5 +1,5 @@
 /**
- * Parsers for the value formats of operations.md §1.4: Go durations, Go booleans, integers,
+ * Parsers for the value formats of docs/operations.md#values: Go durations, Go booleans, integers,
  * `host:port` addresses and lists, key lists, MySQL/AMQP/HTTP URLs and the go-sql-driver DSN.
  *
  * Every parser is pure and returns a {@linkcode Parsed} result instead of throwing, so the
@@ -110,7 +110,7 @@ const GO_TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
 const GO_FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
 
 /**
- * Parse a boolean with Go's `strconv.ParseBool` spellings (operations.md §1.2).
+ * Parse a boolean with Go's `strconv.ParseBool` spellings (docs/operations.md#values).
  *
  * @param text `1 t T TRUE true True` or `0 f F FALSE false False`.
  * @returns The boolean, or a problem for anything else (`on`, `yes`, …).
@@ -196,7 +196,7 @@ export interface HostPort {
 }
 
 /**
- * Split `host:port`, `[v6]:port` or `:port` (operations.md §1.4 "Addresses").
+ * Split `host:port`, `[v6]:port` or `:port` (docs/operations.md#values).
  *
  * @param addr The address.
  * @param options `emptyHost: true` accepts `:port` (listen addresses).
@@ -254,7 +254,7 @@ export function joinHostPort(address: HostPort): string {
 }
 
 /**
- * Split a comma-separated list: entries trimmed, empty entries dropped (operations.md §1.2).
+ * Split a comma-separated list: entries trimmed, empty entries dropped (docs/operations.md#values).
  *
  * @param text The list.
  * @returns The entries.
@@ -319,7 +319,7 @@ export function parseMysqlUrl(text: string): Parsed<string> {
 }
 
 // DSN parameters that mean nothing for mysql2 or describe what it does anyway; accepted and
-// dropped without a word (operations.md §1.4 "SHOULD be accepted and ignored").
+// dropped without a word (the Go driver accepts and ignores them, docs/operations.md#values).
 const DSN_PARAMS_IGNORED_QUIETLY = new Set([
   "parseTime",
   "loc",
@@ -336,7 +336,7 @@ const DSN_PARAMS_IGNORED_QUIETLY = new Set([
 ]);
 
 /**
- * Convert a go-sql-driver DSN into the internal MySQL URL (operations.md §1.4, D8).
+ * Convert a go-sql-driver DSN into the internal MySQL URL (docs/operations.md#values, D8).
  *
  * Grammar `[user[:password]@][net[(addr)]]/dbname[?param=value&…]`, split exactly as the Go
  * driver does: the last `/` ends the address, the last `@` before it ends the credentials and
@@ -429,7 +429,7 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
     } else if (name === "charset" || name === "collation") {
       if (!value.toLowerCase().startsWith("utf8mb4")) {
         notes.push(
-          `${name}=${value} is ignored: the connection always uses utf8mb4 (operations.md §1.4)`,
+          `${name}=${value} is ignored: the connection always uses utf8mb4`,
         );
       }
     } else if (!DSN_PARAMS_IGNORED_QUIETLY.has(name)) {
