@@ -52,16 +52,6 @@ export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   daemon: "*",
 };
 
-/**
- * TEMPORARY: backward imports that exist today and are scheduled to move. `mysql/writer.ts`
- * and `mysql/downtime.ts` take the job tracker and the dead-letter sink from `pipeline/`;
- * both belong below the writers and move to `mysql/` next. Remove each entry with its move;
- * never add one.
- */
-export const TEMPORARY_LAYER_EXEMPTIONS: Readonly<Record<string, readonly string[]>> = {
-  mysql: ["pipeline/job_tracker.ts", "pipeline/dead_letter.ts"],
-};
-
 /** Test code assembles pieces of several layers on purpose. */
 const TEST_FILE = /(_test|_bench|_testing)\.ts$/;
 
@@ -101,7 +91,6 @@ export function layerViolation(filename: string, specifier: string): string | nu
     return `src/${from} is not in the layer table of tools/lint_plugin.ts: add it with the modules it may import`;
   }
   if (allowed === "*" || allowed.includes(to)) return null;
-  if (TEMPORARY_LAYER_EXEMPTIONS[from]?.includes(rel)) return null;
   return `Backward import: src/${from} may not import src/${rel} (data flows broker → consumer → ` +
     `decode → writer → MySQL; the allowed imports are in LAYERS, tools/lint_plugin.ts)`;
 }

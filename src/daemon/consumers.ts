@@ -10,7 +10,7 @@ import { GearmanConsumer } from "../gearman/consumer.ts";
 import { RabbitMqConsumer } from "../amqp/consumer.ts";
 import type { ConsumerDeadLetterSink, ConsumerObserver } from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/queues.ts";
-import type { DeadLetterSink } from "../pipeline/dead_letter.ts";
+import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { MysqlUrlOptions } from "../mysql/url.ts";

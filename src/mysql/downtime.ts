@@ -17,7 +17,7 @@ import { MysqlWriteError } from "./errors.ts";
 import { runWithRetry } from "./retry.ts";
 import { adjustRow, type Row, type SqlValue, truncateToCodePoints } from "./values.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import type { DeadLetterSink } from "../pipeline/dead_letter.ts";
+import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import type { DowntimeStatement } from "../events/types.ts";
 import { getLogger } from "../log.ts";
 

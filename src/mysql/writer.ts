@@ -30,8 +30,8 @@ import { HOLD_INITIAL_MS, HOLD_MAX_MS, runWithRetry } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type Row, type SqlValue, type ValueAdjustment } from "./values.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import type { JobTracker } from "../pipeline/job_tracker.ts";
-import type { DeadLetterSink } from "../pipeline/dead_letter.ts";
+import type { JobTracker } from "./job_tracker.ts";
+import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import { delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 

@@ -20,7 +20,7 @@ import { poolExecutor } from "./executor.ts";
 import { DbAvailability } from "./availability.ts";
 import type { Row } from "./values.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { JobTracker } from "../pipeline/job_tracker.ts";
+import { JobTracker } from "./job_tracker.ts";
 import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
 import { deadline } from "../util/async.ts";
 import { configureLogging, resetLogging } from "../log.ts";

@@ -21,13 +21,9 @@ import { type ExecResult, poolExecutor, type RunOptions, type SqlExecutor } from
 import { DbAvailability } from "./availability.ts";
 import type { Row } from "./values.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { JobTracker } from "../pipeline/job_tracker.ts";
-import {
-  DeadLetterFile,
-  type DeadLetterRecord,
-  DeadLetters,
-  type DeadLetterSink,
-} from "../pipeline/dead_letter.ts";
+import { JobTracker } from "./job_tracker.ts";
+import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
+import type { DeadLetterRecord, DeadLetterSink } from "./dead_letter_sink.ts";
 import { deadline } from "../util/async.ts";
 
 const LOG = "statusengine_logentries";

@@ -13,37 +13,10 @@
  * @module
  */
 import type { Counter } from "prom-client";
+import type { DeadLetterRecord, DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
-
-/** One dead-letter record. */
-export interface DeadLetterRecord {
-  readonly queue: string;
-  /** Decode failure reason (`not_json`, …) or `sql_rejected`. */
-  readonly reason: string;
-  /** Human-readable detail (decode message, MySQL error). */
-  readonly error: string;
-  /** The repaired payload text, for undecodable payloads (only its first KiB for `too_large`). */
-  readonly payload?: string;
-  /** Size of the whole payload in bytes, when the record does not hold all of it (`too_large`). */
-  readonly bytes?: number;
-  /** Table and row, for rows MySQL rejected. */
-  readonly table?: string;
-  readonly row?: Readonly<Record<string, unknown>>;
-}
-
-/** Where dead letters go. */
-export interface DeadLetterSink {
-  /**
-   * Append one record. Resolves once it is written (durably enough to be on disk
-   * before the job it belongs to is acknowledged).
-   *
-   * @throws When the file cannot be written; the caller must not acknowledge the job.
-   */
-  write(record: DeadLetterRecord): Promise<void>;
-  close(): Promise<void>;
-}
 
 const encoder = new TextEncoder();
 const NEWLINE = 0x0a;

@@ -5,7 +5,8 @@
  * DeadLetters counts and reports for each.
  */
 import assert from "node:assert/strict";
-import { DeadLetterFile, type DeadLetterRecord, DeadLetters } from "./dead_letter.ts";
+import { DeadLetterFile, DeadLetters } from "./dead_letter.ts";
+import type { DeadLetterRecord } from "../mysql/dead_letter_sink.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
 
 const QUEUE = "statusngin_hostchecks";

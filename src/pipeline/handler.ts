@@ -14,8 +14,8 @@ import type { SqlExecutor } from "../mysql/executor.ts";
 import type { DbAvailability } from "../mysql/availability.ts";
 import { runWithRetry } from "../mysql/retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { JobTracker } from "./job_tracker.ts";
-import type { DeadLetterSink } from "./dead_letter.ts";
+import { JobTracker } from "../mysql/job_tracker.ts";
+import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import { abortable } from "../util/async.ts";
 import { getLogger } from "../log.ts";
 

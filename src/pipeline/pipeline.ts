@@ -13,7 +13,7 @@ import { DbAvailability } from "../mysql/availability.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobHandler } from "../consumer/contract.ts";
 import { createJobHandler, type EventStream, type PerfdataSink } from "./handler.ts";
-import type { DeadLetterSink } from "./dead_letter.ts";
+import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import { deadline } from "../util/async.ts";
 import { getLogger } from "../log.ts";
 

@@ -1,0 +1,35 @@
+/**
+ * What the writers need of the dead-letter file (D7): a place to put a record and be told
+ * when it is written. Declared here, below the writers, and implemented by the pipeline's
+ * dead-letter file, so that the writers depend on nothing above them.
+ *
+ * @module
+ */
+
+/** One dead-letter record. */
+export interface DeadLetterRecord {
+  readonly queue: string;
+  /** Decode failure reason (`not_json`, …) or `sql_rejected`. */
+  readonly reason: string;
+  /** Human-readable detail (decode message, MySQL error). */
+  readonly error: string;
+  /** The repaired payload text, for undecodable payloads (only its first KiB for `too_large`). */
+  readonly payload?: string;
+  /** Size of the whole payload in bytes, when the record does not hold all of it (`too_large`). */
+  readonly bytes?: number;
+  /** Table and row, for rows MySQL rejected. */
+  readonly table?: string;
+  readonly row?: Readonly<Record<string, unknown>>;
+}
+
+/** Where dead letters go. */
+export interface DeadLetterSink {
+  /**
+   * Append one record. Resolves once it is written (durably enough to be on disk
+   * before the job it belongs to is acknowledged).
+   *
+   * @throws When the file cannot be written; the caller must not acknowledge the job.
+   */
+  write(record: DeadLetterRecord): Promise<void>;
+  close(): Promise<void>;
+}
