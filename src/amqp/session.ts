@@ -21,7 +21,7 @@ import {
 import type { Job } from "../consumer/contract.ts";
 import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
-import type { Link } from "../consumer/link.ts";
+import { type Link, settleHandlers } from "../consumer/link.ts";
 import type { AmqpUrl } from "./url.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -393,12 +393,10 @@ export class AmqpSession implements Link {
    * @param signal Deadline (drain timeout).
    */
   async settled(signal: AbortSignal): Promise<void> {
-    const all = () => Promise.allSettled(this.#loops);
-    if (await settledWithin(all(), signal)) return;
-    this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError"));
-    for (const lane of this.#lanes) lane.endNow();
-    using grace = deadline(1_000);
-    await settledWithin(all(), grace.signal);
+    await settleHandlers(() => this.#loops, signal, () => {
+      this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError"));
+      for (const lane of this.#lanes) lane.endNow();
+    });
   }
 
   /** Close at once (the core's abort); same as {@link close}. */

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { deadline, settledWithin } from "../util/async.ts";
 
 /** One connection generation. */
 export interface Link {
@@ -57,4 +58,28 @@ export interface LinkTarget {
    * @param signal Bounds the query.
    */
   backlog(queue: string, signal: AbortSignal): Promise<number | undefined>;
+}
+
+/** How long aborted handlers get to settle after the drain deadline. */
+const ABORT_GRACE_MS = 1_000;
+
+/**
+ * Wait for a link's handlers within `signal`; when it aborts first, abort them
+ * (their jobs stay unacknowledged and are redelivered) and give them a moment
+ * to settle. One rule for every transport, so a handler that ignores its
+ * abort cannot hold a drain beyond its deadline on one backend only.
+ *
+ * @param pending The handlers' promises, read again after the abort.
+ * @param signal The drain deadline.
+ * @param abort Aborts the handlers.
+ */
+export async function settleHandlers(
+  pending: () => readonly Promise<unknown>[],
+  signal: AbortSignal,
+  abort: () => void,
+): Promise<void> {
+  if (await settledWithin(Promise.allSettled(pending()), signal)) return;
+  abort();
+  using grace = deadline(ABORT_GRACE_MS);
+  await settledWithin(Promise.allSettled(pending()), grace.signal);
 }

@@ -26,9 +26,9 @@ import { type ConnectOptions, GearmanConnection } from "./connection.ts";
 import type { Job } from "../consumer/contract.ts";
 import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
 import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
-import type { Link } from "../consumer/link.ts";
+import { type Link, settleHandlers } from "../consumer/link.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { deadline, settledWithin } from "../util/async.ts";
+import { deadline } from "../util/async.ts";
 
 const log = getLogger("gearman");
 
@@ -215,10 +215,11 @@ export class QueueWorker implements Link {
    */
   async settled(signal: AbortSignal): Promise<void> {
     if (this.#running.size === 0) return;
-    if (await settledWithin(Promise.allSettled([...this.#running]), signal)) return;
-    this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError"));
-    using grace = deadline(1000);
-    await settledWithin(Promise.allSettled([...this.#running]), grace.signal);
+    await settleHandlers(
+      () => [...this.#running],
+      signal,
+      () => this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError")),
+    );
   }
 
   /** Close the connection at once (running handlers keep running; their acks are dropped). */
