@@ -36,3 +36,16 @@ export function bufferIo(): Io & { readonly outLines: string[]; readonly errLine
     err: (line) => void errLines.push(line),
   };
 }
+
+/**
+ * The usage problem with a count given on the command line, if any.
+ *
+ * @param name What the number counts, for the message.
+ * @param value The parsed value.
+ * @returns `undefined` for a positive integer, else the message.
+ */
+export function positiveIntegerProblem(name: string, value: number): string | undefined {
+  return Number.isSafeInteger(value) && value >= 1
+    ? undefined
+    : `${name} must be a positive integer, got ${value}`;
+}

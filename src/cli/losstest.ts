@@ -17,7 +17,7 @@ import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
-import type { Io } from "./io.ts";
+import { type Io, positiveIntegerProblem } from "./io.ts";
 import {
   INTERRUPTED_EXIT_CODE,
   type PublishItem,
@@ -371,12 +371,6 @@ export function* losstestJobs(
   }
 }
 
-function positive(name: string, value: number): string | undefined {
-  return Number.isSafeInteger(value) && value >= 1
-    ? undefined
-    : `${name} must be a positive integer, got ${value}`;
-}
-
 /**
  * Run the `losstest` command.
  *
@@ -398,8 +392,8 @@ export async function runLosstestCommand(
     io.err(`Cannot run losstest: unknown mode "${mode}"; expected publish, verify or cleanup`);
     return USAGE_EXIT_CODE;
   }
-  const problem = runIdProblem(runId) ?? positive("count", count) ??
-    positive("events per job", options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB);
+  const problem = runIdProblem(runId) ?? positiveIntegerProblem("count", count) ??
+    positiveIntegerProblem("events per job", options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB);
   if (problem !== undefined) {
     io.err(`Cannot run losstest ${mode}: ${problem}`);
     return USAGE_EXIT_CODE;

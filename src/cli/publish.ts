@@ -21,7 +21,7 @@ import {
   randomSeed,
   syntheticEvents,
 } from "../synthetic/mod.ts";
-import type { Io } from "./io.ts";
+import { type Io, positiveIntegerProblem } from "./io.ts";
 import { errorMessage } from "../log.ts";
 
 /** Options of the `publish` command. */
@@ -386,12 +386,6 @@ async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
   }
 }
 
-function checkPositive(name: string, value: number): string | undefined {
-  return Number.isSafeInteger(value) && value >= 1
-    ? undefined
-    : `${name} must be a positive integer, got ${value}`;
-}
-
 /**
  * Run the `publish` command.
  *
@@ -449,8 +443,8 @@ export async function runPublishCommand(
     totalJobs = scan.jobs;
     totalEvents = scan.events;
   } else {
-    const problem = checkPositive("count", options.count) ??
-      checkPositive("events per job", options.eventsPerJob);
+    const problem = positiveIntegerProblem("count", options.count) ??
+      positiveIntegerProblem("events per job", options.eventsPerJob);
     if (problem !== undefined) {
       io.err(`Cannot publish: ${problem}`);
       return USAGE_EXIT_CODE;
