@@ -84,6 +84,10 @@ export interface WorkerConfig {
   /** Default `gearman`. */
   readonly consumer?: ConsumerKind;
   readonly gearmanServers: readonly string[];
+  /**
+   * Hard cap of a Gearman queue's adaptive window of jobs in flight
+   * (`--gearman-max-concurrent-jobs-per-queue`); RabbitMQ's is the prefetch.
+   */
   readonly maxJobsPerQueue: number;
   /** Payload bytes in flight across all queues (`--max-in-flight-bytes`); default 256 MiB. */
   readonly maxInFlightBytes?: number;
@@ -108,6 +112,8 @@ export interface WorkerConfig {
   readonly shutdownFlushTimeoutMs: number;
   readonly mysqlUrl: string;
   readonly mysqlMaxOpenConns: number;
+  /** Writers, i.e. statements in flight at once, per batched table (`--mysql-writers-per-table`). */
+  readonly mysqlWritersPerTable: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
   readonly nodeName: string;
@@ -294,9 +300,19 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       log.info("worker: MySQL connected", {
         url: redactUrl(config.mysqlUrl),
         pool_size: config.mysqlMaxOpenConns,
+        writers_per_table: config.mysqlWritersPerTable,
         charset,
         collation,
       });
+      const writers = batchedTables().length * config.mysqlWritersPerTable;
+      if (config.mysqlMaxOpenConns <= writers) {
+        // W9: the final flush runs every writer at once; so may a backlog on many queues.
+        log.warn(
+          "worker: the MySQL pool has fewer connections than there are table writers; " +
+            "statements wait for a free connection under load and in the final flush",
+          { pool_size: config.mysqlMaxOpenConns, writers },
+        );
+      }
     } catch (err: unknown) {
       throw new StartupError(
         `Cannot start: MySQL at ${redactUrl(config.mysqlUrl)} does not answer: ${
@@ -377,6 +393,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     const pipeline = new Pipeline({
       executor,
       batchSize: config.batchSize,
+      writersPerTable: config.mysqlWritersPerTable,
       deadLetters,
       metrics,
       nodeName: config.nodeName,
@@ -642,6 +659,8 @@ function buildConsumer(
   const common = {
     handler: pipeline.handler,
     observer,
+    // The windows of the queues that are not in order follow their tables' writers.
+    window: { pressure: (queue: string) => pipeline.pressure(queue) },
     deadLetter,
     reconnectIntervalMs: config.reconnectIntervalMs,
     drainTimeoutMs: config.drainTimeoutMs,
@@ -657,14 +676,12 @@ function buildConsumer(
     if (config.rabbitmq === undefined) {
       throw new TypeError('Consumer "rabbitmq" needs a RabbitMQ URL and prefetch');
     }
-    // Every RabbitMQ queue is handled one message at a time (R3), so the
-    // in-order flag of statusngin_downtimes (G3) holds without a cap.
     return new RabbitMqConsumer({
       ...common,
       url: config.rabbitmq.url,
       prefetch: config.rabbitmq.prefetch,
       durableQueues: config.rabbitmq.durableQueues,
-      queues,
+      queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
       connectionName: `statusengine-${name}`,
     });
   }

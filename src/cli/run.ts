@@ -55,6 +55,7 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     shutdownFlushTimeoutMs: s.shutdownFlushTimeoutMs,
     mysqlUrl: s.mysqlUrl,
     mysqlMaxOpenConns: s.mysqlMaxOpenConns,
+    mysqlWritersPerTable: s.mysqlWritersPerTable,
     batchSize: s.mysqlBatchSize,
     statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
     nodeName: s.nodeName,
