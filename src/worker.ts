@@ -25,6 +25,7 @@ import { ADJUSTMENT_REASONS } from "./mysql/values.ts";
 import { assertTablesExist } from "./mysql/schema.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "./mysql/url.ts";
 import { poolExecutor, PREPARED_STATEMENTS_PER_CONNECTION } from "./mysql/executor.ts";
+import { dropEmptyParameterMetadata } from "./mysql/statement_metadata.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "./metrics/registry.ts";
 import { COMPONENTS } from "./metrics/catalogue.ts";
 import { type MetricsServer, startMetricsServer } from "./metrics/server.ts";
@@ -269,6 +270,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     supportBigNumbers: true,
     bigNumberStrings: false,
   });
+  dropEmptyParameterMetadata(pool);
   const cleanups: (() => Promise<void>)[] = [() => pool.end()];
   const undo = async () => {
     for (const c of cleanups.reverse()) await c().catch(() => {});
