@@ -305,8 +305,22 @@ export class Consumer {
       this.#o.observer.queueWindow(queue, budget.capacity);
     }
     if (this.#windows.length > 0) {
+      let reported = false;
       this.#windowTimer = setInterval(() => {
-        for (const w of this.#windows) w.tick();
+        for (const w of this.#windows) {
+          try {
+            w.tick();
+          } catch (err: unknown) {
+            // A bug in the pressure signal must not stop consumption: the window stays as it is.
+            if (!reported) {
+              reported = true;
+              this.#o.log.error(`${this.#o.name}: cannot adjust the in-flight window`, {
+                queue: w.queue,
+                error: errorMessage(err),
+              });
+            }
+          }
+        }
       }, this.#o.window?.tickMs ?? WINDOW_TICK_MS);
     }
     this.#stallDetector.start();

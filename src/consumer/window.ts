@@ -7,8 +7,8 @@
  * most (jobs in flight × rows per job) rows at a time, and a writer sends
  * full statements back to back only while it holds two batches: one in its
  * statement, one waiting for the statement's end. A fixed cap of 8 jobs of
- * 100 events could never fill batch 700 (72 % of the single-connection
- * ceiling). So the window grows while the queue uses all of it and its
+ * 100 events could never fill batch 700 (a drain reached 72 % of the
+ * single-connection ceiling). So the window grows while the queue uses all of it and its
  * writers send statements smaller than a batch, in proportion to what they
  * lack; it shrinks when the statements are full and jobs queue for buffer
  * space; after each change it waits for the effect (new jobs must arrive and
@@ -57,7 +57,7 @@ export const INITIAL_WINDOW = 8;
 /** How often the windows are adjusted. */
 export const WINDOW_TICK_MS = 20;
 
-/** Statements to wait after a growth before the window may grow again. */
+/** Typical statements to wait after a change before the next one. */
 const SETTLE_STATEMENTS = 2;
 
 /** The window of one queue. */
@@ -68,7 +68,7 @@ export class InFlightWindow {
   readonly #pressure: () => QueuePressure;
   readonly #changed: (jobs: number) => void;
   readonly #now: () => number;
-  /** No growth before this `now()`: the last growth has not shown its effect yet. */
+  /** No change but a halving before this `now()`: the last change has not shown yet. */
   #settledAt = 0;
 
   /**
@@ -120,8 +120,8 @@ export class InFlightWindow {
       // Full statements and jobs queueing for buffer space: those jobs only hold memory.
       next = Math.max(1, size - Math.ceil(p.excess / 2));
     }
-    if (next !== size) this.#settledAt = now + SETTLE_STATEMENTS * p.statementMs;
     if (next === size) return;
+    this.#settledAt = now + SETTLE_STATEMENTS * p.statementMs;
     budget.setCapacity(next);
     this.#changed(next);
   }
