@@ -11,7 +11,7 @@
  * single-connection ceiling). So the window grows while the queue uses all of it and its
  * writers send statements smaller than a batch, in proportion to what they
  * lack; it shrinks when the statements are full and jobs queue for buffer
- * space; after each change it waits for the effect (new jobs must arrive and
+ * space, down to the initial window; after each change it waits for the effect (new jobs must arrive and
  * the next statements start). It so settles near the jobs that keep the
  * statements full: every job in flight holds its decoded rows, and the
  * garbage collector copies them on every young-generation pass. It halves
@@ -65,6 +65,8 @@ export class InFlightWindow {
   readonly queue: string;
   readonly #budget: QueueBudget;
   readonly #cap: number;
+  /** The excess rule never shrinks below this; a slow MySQL does. */
+  readonly #floor: number;
   readonly #pressure: () => QueuePressure;
   readonly #changed: (jobs: number) => void;
   readonly #now: () => number;
@@ -90,6 +92,7 @@ export class InFlightWindow {
     this.queue = queue;
     this.#budget = budget;
     this.#cap = cap;
+    this.#floor = Math.min(INITIAL_WINDOW, cap);
     this.#pressure = pressure;
     this.#changed = changed;
     this.#now = now;
@@ -116,9 +119,11 @@ export class InFlightWindow {
       // The window, not the broker or the byte budget, limits the queue: grow in
       // proportion to what the statements lack (a fill of 0.9 needs about 1/0.9 the jobs).
       next = Math.min(this.#cap, Math.max(size + 1, Math.ceil(size / Math.max(p.fill, 0.5))));
-    } else if (p.fill >= 1 && p.excess > 0 && size > 1) {
-      // Full statements and jobs queueing for buffer space: those jobs only hold memory.
-      next = Math.max(1, size - Math.ceil(p.excess / 2));
+    } else if (p.fill >= 1 && p.excess > 0 && size > this.#floor) {
+      // Full statements and jobs queueing for buffer space: those jobs only hold memory. Not
+      // below the initial window, which costs nothing worth saving and keeps some slack for
+      // jobs that arrive late.
+      next = Math.max(this.#floor, size - Math.ceil(p.excess / 2));
     }
     if (next === size) return;
     this.#settledAt = now + SETTLE_STATEMENTS * p.statementMs;

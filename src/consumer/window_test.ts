@@ -111,7 +111,7 @@ Deno.test("window: does not grow while the writers send full statements or rows 
   assert.equal(s.window.size, 8);
 });
 
-Deno.test("window: shrinks by half the excess while statements are full and jobs queue for buffer space", () => {
+Deno.test("window: shrinks by half the excess while statements are full and jobs queue for buffer space, not below the initial window", () => {
   const s = setup(30, 64);
   s.fill();
   s.set({ ...FED, excess: 6 });
@@ -125,6 +125,13 @@ Deno.test("window: shrinks by half the excess while statements are full and jobs
   s.set(FED);
   s.window.tick();
   assert.equal(s.window.size, 26, "one job per writer waiting is no excess");
+  s.advance(100);
+  s.set({ ...FED, excess: 40 });
+  s.window.tick();
+  assert.equal(s.window.size, 8, "never below the initial window for excess alone");
+  s.advance(100);
+  s.window.tick();
+  assert.equal(s.window.size, 8);
 });
 
 Deno.test("window: halves on every tick while MySQL is slow, down to one job, and grows again after", () => {
