@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { ByteBudget, type Grant, QueueBudget } from "./budget.ts";
-import { InFlightWindow, type QueuePressure } from "./window.ts";
+import { InFlightWindow, INITIAL_WINDOW, type QueuePressure } from "./window.ts";
+import { SETTING_ROWS } from "../config/settings.ts";
 
 const STARVED: QueuePressure = { fill: 0.5, full: false, excess: 0, slow: false, statementMs: 10 };
 const FED: QueuePressure = { fill: 1, full: true, excess: 0, slow: false, statementMs: 10 };
@@ -150,4 +151,9 @@ Deno.test("window: halves on every tick while MySQL is slow, down to one job, an
   s.fill();
   s.window.tick();
   assert.equal(s.window.size, 2, "grows again once MySQL keeps up");
+});
+
+Deno.test("window: the help of the hard cap states the initial window", () => {
+  const row = SETTING_ROWS.find((r) => r.flag === "gearman-max-concurrent-jobs-per-queue");
+  assert.match(row?.help ?? "", new RegExp(`starts at ${INITIAL_WINDOW}\\b`));
 });
