@@ -1,42 +1,75 @@
 /**
- * Events/s end to end (gearmand → worker → MariaDB, and RabbitMQ → worker →
- * MariaDB) side by side with the ceiling: the same rows written straight into
- * the same table with mysql2 multi-row statements of the same size, one after
- * another, no queue. Both backends run on the same tables and batch sizes.
+ * Drain time of a queued backlog, end to end, side by side with what MySQL
+ * can take: per table and batch size, one round runs
  *
- *   deno run -A bench/pipeline.ts [--events 50000] [--events-per-job 100] [--runs 1]
- *     [--prefetch 100] [--gearman-only]
+ * - ceiling, 1 connection: the same rows as prepared multi-row upserts of the
+ *   batch size, back to back on one connection (decoded in advance, no queue);
+ * - ceiling, 2 connections: the same, the rows shared out over two
+ *   connections writing at once;
+ * - the worker as a process (`main.ts run`, default settings but the batch
+ *   size) draining the backlog from gearmand;
+ * - the same from RabbitMQ.
  *
- * Target (issue 3): end to end ≥ 80 % of the ceiling.
+ * A worker's time runs from its first job taken to its last job
+ * acknowledged, which is after the job's last row was committed (D1); its
+ * start-up is not counted. The order of the steps rotates from round to round
+ * (whichever runs later pays for InnoDB's purge and page flushing left by the
+ * one before). Ratios are taken within each round, then the median and the
+ * range over the rounds are printed, because other work on a shared machine
+ * moves single figures by ±20 %.
+ *
+ *   deno run -A bench/pipeline.ts [--rounds 5] [--jobs 1000] [--events-per-job 100]
+ *     [--batches 100,700] [--tables statusengine_hostchecks,statusengine_servicestatus]
+ *     [--gearman-only] [--worker-args "--mysql-writers-per-table 1"] [--baseline DIR]
+ *     [--variant "--mysql-writers-per-table 1"]
+ *
+ * `--variant ARGS` adds a column: our worker with these extra arguments, draining from gearmand in
+ * the same rounds (how `--mysql-writers-per-table` got its default).
+ * `--baseline DIR` adds a column: the worker of another checkout (e.g. `git archive <commit>`
+ * unpacked into DIR) draining the same backlog from gearmand with its own default settings and
+ * V8 flags, so two versions are compared in one run.
+ *
+ * Targets (issue 14): Gearman ≥ 90 % of the 1-connection ceiling at batch 100
+ * and 700, ≥ 1.3 × at batch 700; RabbitMQ ≥ 85 % of Gearman; peak RSS < 200 MB.
  */
 import mysql from "mysql2/promise";
 import { startGearmand } from "../tests/helpers/gearmand.ts";
 import { createScratchDatabase } from "../tests/helpers/mysql.ts";
-import {
-  createSchema,
-  jobsAtGearmand,
-  TEST_QUEUE_DURABILITY,
-  testConfig,
-} from "../tests/helpers/worker.ts";
-import { startWorker } from "../src/daemon/mod.ts";
+import { createScratchVhost } from "../tests/helpers/rabbitmq.ts";
+import { createSchema, TEST_QUEUE_DURABILITY } from "../tests/helpers/worker.ts";
+import { seriesValue, startWorkerProcess } from "../tests/helpers/worker_process.ts";
+import { adminStatus } from "../src/gearman/admin.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { decodeJob } from "../src/events/decode.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import { appendAdjustedRow, type SqlValue, type ValueAdjustment } from "../src/mysql/values.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
-import { AmqpPublisher } from "../src/amqp/publisher.ts";
-import { createScratchVhost } from "../tests/helpers/rabbitmq.ts";
 import { arg, fmt, median, report, submitMany } from "./_util.ts";
 
-const EVENTS = arg("--events", 50_000);
+const ROUNDS = arg("--rounds", 5);
+const JOBS = arg("--jobs", 1000);
 const PER_JOB = arg("--events-per-job", 100);
-const RUNS = arg("--runs", 1);
-const CAP = arg("--jobs-per-queue", 8);
-const PREFETCH = arg("--prefetch", 100);
+const BATCHES = list("--batches", "100,700").map(Number);
+const TABLE_FILTER = list("--tables", "statusengine_hostchecks,statusengine_servicestatus");
 const WITH_RABBITMQ = !Deno.args.includes("--gearman-only");
+const WORKER_ARGS = list("--worker-args", "", " ");
+const BASELINE = list("--baseline", "")[0];
+const VARIANT = list("--variant", "", " ");
+const BASELINE_V8_FLAGS: readonly string[] | undefined = BASELINE === undefined
+  ? undefined
+  : (await import(new URL("tools/compile.ts", `file://${BASELINE.replace(/\/?$/, "/")}`).href))
+    .V8_FLAGS;
+const POLL_MS = 5;
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const nowSeconds = Math.floor(Date.now() / 1000);
+
+function list(name: string, fallback: string, separator = ","): string[] {
+  const i = Deno.args.indexOf(name);
+  const text = i === -1 ? fallback : (Deno.args[i + 1] ?? "");
+  return text.split(separator).filter((s) => s !== "");
+}
 
 interface Case {
   readonly queue: string;
@@ -45,7 +78,7 @@ interface Case {
   readonly vary: (m: Record<string, Record<string, unknown>>, i: number) => void;
 }
 
-const CASES: readonly Case[] = [
+const ALL_CASES: readonly Case[] = [
   {
     queue: "statusngin_hostchecks",
     table: "statusengine_hostchecks",
@@ -64,14 +97,15 @@ const CASES: readonly Case[] = [
     },
   },
 ];
+const CASES = ALL_CASES.filter((c) => TABLE_FILTER.includes(c.table));
 
-function jobs(c: Case): string[] {
+function jobsOf(c: Case): string[] {
   const doc = JSON.parse(Deno.readTextFileSync(new URL(`${c.queue}.job`, FIXTURES)));
   const template = doc.messages[0];
   const out: string[] = [];
-  for (let j = 0; j * PER_JOB < EVENTS; j++) {
+  for (let j = 0; j < JOBS; j++) {
     const messages = [];
-    for (let k = 0; k < PER_JOB && j * PER_JOB + k < EVENTS; k++) {
+    for (let k = 0; k < PER_JOB; k++) {
       const m = structuredClone(template);
       c.vary(m, j * PER_JOB + k);
       messages.push(m);
@@ -81,12 +115,13 @@ function jobs(c: Case): string[] {
   return out;
 }
 
-async function ceiling(url: string, c: Case, payloads: string[], batch: number): Promise<number> {
+/** The rows the worker would write, as bound values. */
+function rowsOf(c: Case, payloads: readonly string[]): SqlValue[][] {
   const table = TABLES[c.table];
   const rows: SqlValue[][] = [];
   const adjustments: ValueAdjustment[] = [];
   for (const p of payloads) {
-    const job = decodeJob(c.queue, p, { nodeName: "bench", nowSeconds, statusMaxAgeSeconds: 0 });
+    const job = decodeJob(c.queue, p, { nodeName: "N", nowSeconds, statusMaxAgeSeconds: 0 });
     if (job.kind !== "rows") throw new Error(`unexpected ${job.kind}`);
     for (const r of job.rows) {
       const values: SqlValue[] = [];
@@ -94,114 +129,187 @@ async function ceiling(url: string, c: Case, payloads: string[], batch: number):
       rows.push(values);
     }
   }
-  const conn = await mysql.createConnection({ ...mysqlOptionsFromUrl(url) });
+  return rows;
+}
+
+async function truncate(url: string, table: string): Promise<void> {
+  const conn = await mysql.createConnection(mysqlOptionsFromUrl(url));
   try {
-    await conn.query(`TRUNCATE TABLE \`${c.table}\``);
-    const t0 = performance.now();
-    // Written the way the writers write (server-side prepared statements,
-    // src/mysql/executor.ts), so the ceiling is the best mysql2 can do here.
-    for (let i = 0; i < rows.length; i += batch) {
-      const chunk = rows.slice(i, i + batch);
-      await conn.execute(insertStatement(table, chunk.length), chunk.flat());
-    }
-    return rows.length / ((performance.now() - t0) / 1000);
+    await conn.query(`TRUNCATE TABLE \`${table}\``);
   } finally {
     await conn.end();
   }
 }
 
-/** Where the backlog waits: a gearmand, or a RabbitMQ vhost. */
-type Backend = { readonly kind: "gearman"; readonly addr: string } | {
-  readonly kind: "rabbitmq";
-  readonly url: string;
-};
-
-async function enqueue(backend: Backend, queue: string, payloads: string[]): Promise<void> {
-  if (backend.kind === "gearman") {
-    await submitMany(backend.addr, queue, payloads.length, (i) => payloads[i] as string);
-    return;
-  }
-  await using publisher = await AmqpPublisher.connect(backend.url, TEST_QUEUE_DURABILITY);
-  for (let i = 0; i < payloads.length; i += 500) {
-    await publisher.publish(queue, payloads.slice(i, i + 500));
+/**
+ * Events/s writing `rows` over `connections` connections at once, each
+ * sending prepared statements of `batch` rows back to back (the way the
+ * writers write, src/mysql/executor.ts).
+ */
+async function ceiling(
+  url: string,
+  c: Case,
+  rows: readonly SqlValue[][],
+  batch: number,
+  connections: number,
+): Promise<number> {
+  await truncate(url, c.table);
+  const table = TABLES[c.table];
+  const shares: SqlValue[][][] = Array.from({ length: connections }, () => []);
+  rows.forEach((r, i) => shares[i % connections]?.push(r));
+  const conns = await Promise.all(
+    shares.map(() => mysql.createConnection(mysqlOptionsFromUrl(url))),
+  );
+  try {
+    const t0 = performance.now();
+    await Promise.all(shares.map(async (share, k) => {
+      const conn = conns[k] as mysql.Connection;
+      for (let i = 0; i < share.length; i += batch) {
+        const chunk = share.slice(i, i + batch);
+        await conn.execute(insertStatement(table, chunk.length), chunk.flat());
+      }
+    }));
+    return rows.length / ((performance.now() - t0) / 1000);
+  } finally {
+    await Promise.all(conns.map((conn) => conn.end()));
   }
 }
 
-async function leftOver(backend: Backend, queue: string): Promise<number> {
-  if (backend.kind === "gearman") return await jobsAtGearmand(backend.addr, queue);
-  await using publisher = await AmqpPublisher.connect(backend.url, TEST_QUEUE_DURABILITY);
-  return (await publisher.depth(queue)).ready;
+/** Where the backlog waits, and the worker of which checkout drains it. */
+type Backend =
+  | {
+    readonly kind: "gearman";
+    readonly addr: string;
+    readonly baseline?: string;
+    readonly args?: readonly string[];
+  }
+  | { readonly kind: "rabbitmq"; readonly url: string };
+
+interface Drain {
+  readonly eventsPerSecond: number;
+  readonly peakRssMb: number;
+  /** Statements retried after a deadlock (1213) or lock wait timeout, and statements sent. */
+  readonly lockRetries: number;
+  readonly statements: number;
 }
 
-async function endToEnd(
+function peakRssMb(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) / 1024;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function drain(
   url: string,
   backend: Backend,
   c: Case,
-  payloads: string[],
+  payloads: readonly string[],
   batch: number,
-  cap: number,
-): Promise<number> {
-  const conn = await mysql.createConnection({ ...mysqlOptionsFromUrl(url) });
-  await conn.query(`TRUNCATE TABLE \`${c.table}\``);
-  await conn.end();
-  await enqueue(backend, c.queue, payloads);
-  const worker = await startWorker(testConfig({
-    ...(backend.kind === "gearman" ? { gearmanServers: [backend.addr] } : {
-      consumer: "rabbitmq",
-      rabbitmq: { url: backend.url, prefetch: PREFETCH, ...TEST_QUEUE_DURABILITY },
-    }),
-    mysqlUrl: url,
-    batchSize: batch,
-    maxJobsPerQueue: cap,
-    queues: [c.queue as never],
-    // The synthetic jobs are all decodable; no file is left behind in the working directory.
-    deadLetterFile: null,
-  }));
+): Promise<Drain> {
+  await truncate(url, c.table);
+  const total = payloads.length;
+  let publisher: AmqpPublisher | undefined;
+  if (backend.kind === "gearman") {
+    await submitMany(backend.addr, c.queue, total, (i) => payloads[i] as string);
+  } else {
+    publisher = await AmqpPublisher.connect(backend.url, TEST_QUEUE_DURABILITY);
+    for (let i = 0; i < total; i += 200) {
+      await publisher.publish(c.queue, payloads.slice(i, i + 200));
+    }
+  }
   try {
-    // Completion from the worker's own counter: polling the broker would add a
-    // connection per poll to the measured path. Start-up (pool, schema check)
-    // is not part of the pipeline's throughput: the clock starts once the
-    // worker is up, counting only jobs completed after that.
-    const total = payloads.length;
-    const completed = async () =>
-      (await worker.metrics.queueJobs.get()).values.find((v) =>
-        v.labels["queue_name"] === c.queue && v.labels["result"] === "completed"
-      )?.value ?? 0;
-    const t0 = performance.now();
-    const before = await completed();
+    // Jobs at the broker not yet taken, and jobs not yet acknowledged (undefined: unknown).
+    const progress = async (): Promise<{ waiting: number; open: number | undefined }> => {
+      if (backend.kind === "gearman") {
+        const row = (await adminStatus(backend.addr)).find((r) => r.function === c.queue);
+        return { waiting: (row?.total ?? 0) - (row?.running ?? 0), open: row?.total ?? 0 };
+      }
+      return {
+        waiting: (await (publisher as AmqpPublisher).depth(c.queue)).ready,
+        open: undefined,
+      };
+    };
+    // Watched from the spawn on: the worker starts taking jobs before its readiness is seen.
+    let t0: number | undefined;
+    const started = (async () => {
+      for (;;) {
+        const p = await progress();
+        if (p.waiting < total || p.open === 0) return (t0 = performance.now());
+        await sleep(POLL_MS);
+      }
+    })();
+    const baseline = backend.kind === "gearman" ? backend.baseline : undefined;
+    await using worker = await startWorkerProcess({
+      gearmanAddr: backend.kind === "gearman" ? backend.addr : "",
+      mysqlUrl: url,
+      args: [
+        "--mysql-batch-size",
+        String(batch),
+        ...(backend.kind === "rabbitmq"
+          ? ["--consumer", "rabbitmq", "--rabbitmq-url", backend.url]
+          : []),
+        ...(baseline === undefined ? WORKER_ARGS : []),
+        ...(backend.kind === "gearman" ? backend.args ?? [] : []),
+      ],
+      ...(baseline === undefined
+        ? {}
+        : { main: `${baseline.replace(/\/?$/, "/")}main.ts`, v8Flags: BASELINE_V8_FLAGS ?? [] }),
+    });
+    await started;
     for (;;) {
-      if ((await completed()) >= total) break;
-      await new Promise((r) => setTimeout(r, 2));
+      const p = await progress();
+      if (p.open === 0) break;
+      if (p.open === undefined && p.waiting === 0) {
+        // RabbitMQ does not tell unacknowledged messages over AMQP: ask the worker.
+        const done = seriesValue(await worker.metrics(), "statusengine_queue_jobs_total", {
+          queue_name: c.queue,
+          result: "completed",
+        });
+        if (done >= total) break;
+      }
+      await sleep(POLL_MS);
     }
-    const seconds = (performance.now() - t0) / 1000;
-    // The last acknowledgements may still be on their way to the broker.
-    for (let i = 0; (await leftOver(backend, c.queue)) !== 0; i++) {
-      if (i === 100) throw new Error(`jobs left at ${backend.kind}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    return ((total - before) * PER_JOB) / seconds;
+    const seconds = (performance.now() - (t0 as number)) / 1000;
+    const rss = peakRssMb(worker.pid);
+    const metrics = await worker.metrics();
+    return {
+      eventsPerSecond: (total * PER_JOB) / seconds,
+      peakRssMb: rss,
+      lockRetries: seriesValue(metrics, "statusengine_db_batch_retries_total"),
+      statements: seriesValue(metrics, "statusengine_db_flushes_total", { table: c.table }),
+    };
   } finally {
-    await worker.stop();
+    await publisher?.close();
   }
 }
 
-// With acknowledgements after commit (D1) a queue has at most cap × events-per-job rows in
-// flight; a batch only fills when that is at least twice the batch size, so batch 700 is also
-// shown with the cap sized for it (README, "Sizing").
-const CONFIGS = [
-  { batch: 100, cap: CAP },
-  { batch: 700, cap: CAP },
-  { batch: 700, cap: Math.max(CAP, Math.ceil((2 * 700) / PER_JOB) + 2) },
-];
+interface Round {
+  c1: number;
+  c2: number;
+  gearman: Drain;
+  rabbitmq?: Drain;
+  baseline?: Drain;
+  variant?: Drain;
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
+const times = (x: number) => `${x.toFixed(2)}×`;
+
+/** `median [min–max]` of a list of figures. */
+function spread(values: readonly number[], show: (x: number) => string): string {
+  if (values.length === 0) return "-";
+  return `${show(median(values))} [${show(Math.min(...values))}–${show(Math.max(...values))}]`;
+}
+
 report(
-  `pipeline: ${fmt(EVENTS)} events in jobs of ${PER_JOB}, median of ${RUNS} run(s); ` +
-    "ceiling = the same rows as prepared multi-row INSERTs of the batch size, back to back; " +
-    `RabbitMQ prefetch ${PREFETCH}, one message of a queue at a time (R3)`,
+  `pipeline: drain of ${fmt(JOBS)} queued jobs × ${PER_JOB} events, worker as a process ` +
+    `(default settings but the batch size${
+      WORKER_ARGS.length > 0 ? ", " + WORKER_ARGS.join(" ") : ""
+    }), ` +
+    `${ROUNDS} rounds; median [min–max]`,
 );
-report(
-  "table                       | batch | jobs/queue | gearman ev/s | rabbitmq ev/s | ceiling ev/s | gearman | rabbitmq",
-);
-await using gearmand = await startGearmand({ threads: 4 });
+await using gearmand = await startGearmand();
 await using vhost = WITH_RABBITMQ ? await createScratchVhost("se_bench") : undefined;
 await using db = await createScratchDatabase("se_bench");
 await createSchema(db.url);
@@ -209,35 +317,107 @@ const gearman: Backend = { kind: "gearman", addr: gearmand.addr };
 const rabbit: Backend | undefined = vhost === undefined
   ? undefined
   : { kind: "rabbitmq", url: vhost.url };
+const variant: Backend | undefined = VARIANT.length === 0
+  ? undefined
+  : { kind: "gearman", addr: gearmand.addr, args: VARIANT };
+const previous: Backend | undefined = BASELINE === undefined
+  ? undefined
+  : { kind: "gearman", addr: gearmand.addr, baseline: BASELINE };
+
+const lines: string[][] = [];
 for (const c of CASES) {
-  const payloads = jobs(c);
-  for (const { batch, cap } of CONFIGS) {
-    const viaGearman: number[] = [];
-    const viaRabbit: number[] = [];
-    const top: number[] = [];
-    for (let r = 0; r < RUNS; r++) {
-      // Alternate the order: whichever runs later pays for InnoDB's background
-      // work (purge, page flushing) left by the one before.
+  const payloads = jobsOf(c);
+  const rows = rowsOf(c, payloads);
+  for (const batch of BATCHES) {
+    const rounds: Round[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const round: Partial<Round> = {};
       const steps = [
-        async () => top.push(await ceiling(db.url, c, payloads, batch)),
-        async () => viaGearman.push(await endToEnd(db.url, gearman, c, payloads, batch, cap)),
+        async () => (round.c1 = await ceiling(db.url, c, rows, batch, 1)),
+        async () => (round.c2 = await ceiling(db.url, c, rows, batch, 2)),
+        async () => (round.gearman = await drain(db.url, gearman, c, payloads, batch)),
         ...(rabbit === undefined
           ? []
-          : [async () => viaRabbit.push(await endToEnd(db.url, rabbit, c, payloads, batch, cap))]),
+          : [async () => (round.rabbitmq = await drain(db.url, rabbit, c, payloads, batch))]),
+        ...(previous === undefined
+          ? []
+          : [async () => (round.baseline = await drain(db.url, previous, c, payloads, batch))]),
+        ...(variant === undefined
+          ? []
+          : [async () => (round.variant = await drain(db.url, variant, c, payloads, batch))]),
       ];
-      if (r % 2 === 1) steps.reverse();
-      for (const step of steps) await step();
+      for (let k = 0; k < steps.length; k++) {
+        await (steps[(k + r) % steps.length] as () => Promise<unknown>)();
+      }
+      rounds.push(round as Round);
+      const drained = (name: string, d: Drain | undefined) =>
+        d === undefined
+          ? ""
+          : `, ${name} ${fmt(d.eventsPerSecond)} (${
+            d.peakRssMb.toFixed(0)
+          } MB, ${d.lockRetries} lock retries in ${d.statements} statements)`;
+      report(
+        `  ${c.table} batch ${batch} round ${r + 1}: 1 conn ${fmt(round.c1 ?? 0)}, 2 conns ${
+          fmt(round.c2 ?? 0)
+        }${drained("gearman", round.gearman)}${drained("rabbitmq", round.rabbitmq)}${
+          drained("baseline", round.baseline)
+        }${drained("variant", round.variant)} events/s`,
+      );
     }
-    const g = median(viaGearman);
-    const b = median(top);
-    const q = viaRabbit.length === 0 ? NaN : median(viaRabbit);
-    const pct = (n: number) => Number.isNaN(n) ? "-" : `${((n / b) * 100).toFixed(0)}%`;
-    report(
-      `${c.table.padEnd(27)} | ${String(batch).padStart(5)} | ${String(cap).padStart(10)} | ${
-        fmt(g).padStart(12)
-      } | ${(Number.isNaN(q) ? "-" : fmt(q)).padStart(13)} | ${fmt(b).padStart(12)} | ${
-        pct(g).padStart(7)
-      } | ${pct(q).padStart(8)}`,
-    );
+    const of = (pick: (x: Round) => Drain | undefined) =>
+      rounds.flatMap((x) => {
+        const d = pick(x);
+        return d === undefined ? [] : [{ d, x }];
+      });
+    const g = of((x) => x.gearman);
+    const q = of((x) => x.rabbitmq);
+    const b = of((x) => x.baseline);
+    const v = of((x) => x.variant);
+    const mb = (x: number) => x.toFixed(0);
+    lines.push([
+      `\`${c.table}\``,
+      String(batch),
+      spread(rounds.map((x) => x.c1), fmt),
+      spread(rounds.map((x) => x.c2 / x.c1), times),
+      spread(g.map(({ d }) => d.eventsPerSecond), fmt),
+      spread(g.map(({ d, x }) => d.eventsPerSecond / x.c1), pct),
+      spread(g.map(({ d, x }) => d.eventsPerSecond / x.c2), pct),
+      spread(q.map(({ d, x }) => d.eventsPerSecond / x.gearman.eventsPerSecond), pct),
+      spread(g.map(({ d }) => d.peakRssMb), mb),
+      spread(q.map(({ d }) => d.peakRssMb), mb),
+      `${[...g, ...q].reduce((n, { d }) => n + d.lockRetries, 0)} / ${
+        fmt([...g, ...q].reduce((n, { d }) => n + d.statements, 0))
+      }`,
+      ...(b.length === 0 ? [] : [
+        spread(b.map(({ d, x }) => d.eventsPerSecond / x.c1), pct),
+        spread(b.map(({ d }) => d.peakRssMb), mb),
+      ]),
+      ...(v.length === 0 ? [] : [
+        spread(v.map(({ d, x }) => d.eventsPerSecond / x.c1), pct),
+        spread(v.map(({ d, x }) => x.gearman.eventsPerSecond / d.eventsPerSecond), pct),
+        spread(v.map(({ d }) => d.peakRssMb), mb),
+      ]),
+    ]);
   }
 }
+report("");
+const header = [
+  "table",
+  "batch",
+  "1 conn, ev/s",
+  "2 conns / 1 conn",
+  "Gearman, ev/s",
+  "Gearman / 1 conn",
+  "Gearman / 2 conns",
+  "RabbitMQ / Gearman",
+  "Gearman peak RSS, MB",
+  "RabbitMQ peak RSS, MB",
+  "lock retries / statements",
+  ...(BASELINE === undefined ? [] : ["baseline / 1 conn", "baseline peak RSS, MB"]),
+  ...(VARIANT.length === 0
+    ? []
+    : [`${VARIANT.join(" ")} / 1 conn`, "Gearman / variant", "variant peak RSS, MB"]),
+];
+report(`| ${header.join(" | ")} |`);
+report(`| ${header.map(() => "---").join(" | ")} |`);
+for (const line of lines) report(`| ${line.join(" | ")} |`);

@@ -11,6 +11,7 @@ import { RabbitMqConsumer, type RabbitMqConsumerOptions } from "../src/amqp/cons
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { consumerTag } from "../src/amqp/session.ts";
 import { DiscardJobError, type Job } from "../src/consumer/contract.ts";
+import type { ConsumedQueue } from "../src/consumer/consumer.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { freePort } from "./helpers/gearmand.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
@@ -52,8 +53,15 @@ async function publisherFor(queues: readonly string[]): Promise<AmqpPublisher> {
   });
 }
 
+/**
+ * A consumer of the test broker. A queue given by name is in order, one message at a time
+ * (as statusngin_downtimes); pass `{ name, inOrder: false }` for a queue handled several at once.
+ */
 function consumer(
-  options: Partial<RabbitMqConsumerOptions> & Pick<RabbitMqConsumerOptions, "queues" | "handler">,
+  options:
+    & Partial<Omit<RabbitMqConsumerOptions, "queues">>
+    & Pick<RabbitMqConsumerOptions, "handler">
+    & { readonly queues: readonly (string | ConsumedQueue)[] },
 ): { consumer: RabbitMqConsumer; observer: RecordingObserver } {
   const observer = new RecordingObserver();
   const c = new RabbitMqConsumer({
@@ -65,6 +73,7 @@ function consumer(
     drainTimeoutMs: 2000,
     statsIntervalMs: 0,
     ...options,
+    queues: options.queues.map((q) => (typeof q === "string" ? { name: q, inOrder: true } : q)),
   });
   return { consumer: c, observer };
 }
@@ -201,14 +210,14 @@ Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cann
   }
 });
 
-Deno.test("rabbitmq consumer: a queue runs one handler at a time, in delivery order, even with prefetch 20 (R3, G3)", async () => {
+Deno.test("rabbitmq consumer: an in-order queue runs one handler at a time, in delivery order, even with prefetch 20, while another runs several within the prefetch (R3, G3)", async () => {
   const [downtimes, other] = queueNames(2) as [string, string];
   await using publisher = await publisherFor([downtimes, other]);
   const running = new Map<string, number>();
   const maxRunning = new Map<string, number>();
   const order: string[] = [];
   const { consumer: c, observer } = consumer({
-    queues: [downtimes, other],
+    queues: [{ name: downtimes, inOrder: true }, { name: other, inOrder: false }],
     prefetch: 20,
     handler: async (job) => {
       const now = (running.get(job.queue) ?? 0) + 1;
@@ -230,7 +239,8 @@ Deno.test("rabbitmq consumer: a queue runs one handler at a time, in delivery or
       message: "80 completions",
     });
     assert.equal(maxRunning.get(downtimes), 1);
-    assert.equal(maxRunning.get(other), 1);
+    const several = maxRunning.get(other) ?? 0;
+    assert.ok(several > 1 && several <= 20, `other queue: ${several} handlers at once`);
     assert.deepEqual(order, sent, "handled in delivery order");
   } finally {
     await c.stop();

@@ -14,6 +14,8 @@ import type {
   Job,
   JobHandler,
 } from "../src/consumer/contract.ts";
+import type { WindowOptions } from "../src/consumer/consumer.ts";
+import { INITIAL_WINDOW, type QueuePressure } from "../src/consumer/window.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { type Gearmand, startGearmand } from "./helpers/gearmand.ts";
 import { startTcpProxy, type TcpProxy } from "./helpers/tcp_proxy.ts";
@@ -27,6 +29,9 @@ import {
 
 const decoder = new TextDecoder();
 
+/** Writers that always want more rows: the window grows whenever all of it is used. */
+const STARVED: QueuePressure = { fill: 0, full: false, excess: 0, slow: false, statementMs: 0 };
+
 /** What a contract case needs of a backend. */
 interface Consumer {
   start(): Promise<void>;
@@ -39,6 +44,8 @@ interface ConsumerSpec {
   readonly observer: ConsumerObserver;
   readonly deadLetter?: (record: ConsumerDeadLetter) => Promise<void>;
   readonly maxJobsPerQueue?: number;
+  /** The adaptive window; absent = a fixed number of jobs per queue. */
+  readonly window?: WindowOptions;
   readonly maxJobSize?: number;
   readonly maxInFlightBytes?: number;
   readonly drainTimeoutMs?: number;
@@ -79,6 +86,7 @@ const GEARMAN: Backend = {
           servers: [spec.viaProxy === true ? proxy.addr : gearmand.addr],
           queues: spec.queues,
           maxJobsPerQueue: spec.maxJobsPerQueue ?? 8,
+          ...(spec.window === undefined ? {} : { window: spec.window }),
           handler: spec.handler,
           observer: spec.observer,
           ...(spec.deadLetter === undefined ? {} : { deadLetter: spec.deadLetter }),
@@ -124,9 +132,10 @@ const RABBITMQ: Backend = {
       consumer: (spec) =>
         new RabbitMqConsumer({
           url: spec.viaProxy === true ? viaProxy.href : url,
-          queues: spec.queues.map((q) => q.name),
+          queues: spec.queues,
           ...TEST_QUEUE_DURABILITY,
           prefetch: 50,
+          ...(spec.window === undefined ? {} : { window: spec.window }),
           handler: spec.handler,
           observer: spec.observer,
           ...(spec.deadLetter === undefined ? {} : { deadLetter: spec.deadLetter }),
@@ -281,15 +290,16 @@ for (const backend of [GEARMAN, RABBITMQ]) {
       const big = new Uint8Array(1024 * 1024).fill(0x78); // "xxx…"
       big.set(new TextEncoder().encode("BIG:"), 0);
       await env.publish(q, [big, "small"]);
-      await waitFor(() => handled.includes("small") && dead.length === 1, {
-        message: "small handled, big dead-lettered",
-      });
+      // Both are acknowledged once handled; RabbitMQ handles them at the same time.
+      await waitFor(
+        () => handled.includes("small") && dead.length === 1 && observer.completed(q) === 2,
+        { message: "small handled, big dead-lettered, both acknowledged" },
+      );
       assert.equal(dead[0]?.reason, "too_large");
       assert.equal(dead[0]?.bytes, 1024 * 1024);
       assert.ok((dead[0]?.job.payload.length ?? 0) <= 1024);
       assert.match(decoder.decode(dead[0]?.job.payload), /^BIG:x+$/);
       assert.deepEqual(handled, ["small"], "the big job never reached the handler");
-      assert.equal(observer.completed(q), 2);
       assert.equal(observer.reconnects.get(q) ?? 0, 0, "the link was kept");
       assert.deepEqual(observer.connectedHistory.get(q), [true]);
     } finally {
@@ -369,6 +379,101 @@ for (const backend of [GEARMAN, RABBITMQ]) {
       gate.resolve();
       await c.stop();
     }
+  });
+
+  Deno.test(`contract (${name}): a queue's window grows past ${INITIAL_WINDOW} jobs while its writers are starved; an in-order queue stays at one job`, async () => {
+    await using env = await backend.env();
+    const ordered = await declared(env, env.queue("win_ordered"));
+    const open = await declared(env, env.queue("win_open"));
+    const observer = new RecordingObserver();
+    const gate = Promise.withResolvers<void>();
+    let running = 0;
+    let maxOrdered = 0;
+    const c = env.consumer({
+      queues: [{ name: ordered, inOrder: true }, { name: open, inOrder: false }],
+      handler: async (job) => {
+        if (job.queue === ordered) maxOrdered = Math.max(maxOrdered, ++running);
+        await gate.promise;
+        if (job.queue === ordered) running--;
+      },
+      observer,
+      maxJobsPerQueue: 24,
+      window: { pressure: () => STARVED, tickMs: 5 },
+    });
+    await env.publish(ordered, Array.from({ length: 40 }, (_, i) => `o${i}`));
+    await env.publish(open, Array.from({ length: 40 }, (_, i) => `w${i}`));
+    await c.start();
+    try {
+      await waitFor(() => (observer.inFlightNow.get(open) ?? 0) > INITIAL_WINDOW, {
+        message: `more than ${INITIAL_WINDOW} jobs of the open queue in flight`,
+      });
+      const sizes = observer.windowHistory.get(open) ?? [];
+      assert.equal(sizes[0], INITIAL_WINDOW, "starts at the initial window");
+      assert.ok((sizes.at(-1) ?? 0) > INITIAL_WINDOW, `window sizes ${sizes.join(",")}`);
+      assert.ok(
+        (observer.inFlightNow.get(open) ?? 0) <= (sizes.at(-1) ?? 0),
+        "never more jobs than the window",
+      );
+      assert.deepEqual(
+        observer.windowHistory.get(ordered),
+        [1],
+        "the in-order queue has no window",
+      );
+      assert.equal(observer.inFlightNow.get(ordered), 1);
+    } finally {
+      gate.resolve();
+    }
+    await waitFor(() => observer.completed(ordered) === 40 && observer.completed(open) === 40, {
+      message: "every job handled",
+    });
+    await c.stop();
+    assert.equal(maxOrdered, 1, "one in-order job at a time");
+  });
+
+  Deno.test(`contract (${name}): the byte budget bounds the window: starved writers grow no window the bytes do not allow`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("win_bytes"));
+    const observer = new RecordingObserver();
+    const size = 256 * 1024;
+    const limit = 1024 * 1024;
+    let held = 0;
+    let maxHeld = 0;
+    let ticks = 0;
+    const gate = Promise.withResolvers<void>();
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler: async (job) => {
+        held += job.payload.length;
+        maxHeld = Math.max(maxHeld, held);
+        await gate.promise;
+        held -= job.payload.length;
+      },
+      observer,
+      maxJobsPerQueue: 24,
+      maxInFlightBytes: limit,
+      window: {
+        pressure: () => {
+          ticks++;
+          return STARVED;
+        },
+        tickMs: 5,
+      },
+    });
+    await env.publish(q, Array.from({ length: 12 }, () => new Uint8Array(size).fill(0x62)));
+    await c.start();
+    try {
+      await waitFor(() => held >= limit, { message: "the byte budget fills" });
+      // Ticks that find the budget short of bytes, not of slots, must not widen the window.
+      const after = ticks;
+      await waitFor(() => ticks >= after + 10, { message: "ten more window ticks" });
+      assert.ok(maxHeld <= limit + size, `held ${maxHeld} bytes at once, limit ${limit}`);
+      assert.deepEqual(observer.windowHistory.get(q), [INITIAL_WINDOW]);
+    } finally {
+      gate.resolve();
+    }
+    await waitFor(() => observer.completed(q) === 12, { message: "every job handled" });
+    await c.stop();
+    assert.ok(maxHeld <= limit + size, `held ${maxHeld} bytes at once, limit ${limit}`);
   });
 
   Deno.test(`contract (${name}): a severed link is rebuilt, queue_connected reads 1, 0, 1, and jobs after the cut are handled`, async () => {

@@ -1,15 +1,21 @@
 /**
  * The RabbitMQ backend of the consumer core: one link target — the broker —
  * whose links are {@link AmqpSession}s with one channel and one consumer per
- * queue (R1, R2). Budgets (one handler at a time per queue, R3), delivery,
- * reconnects (R6), stall detection, stop (R5 through the session's drain) and
- * the summary line are the core's, the same as for Gearman.
+ * queue (R1, R2). Budgets (R3: an in-order queue one message at a time, the
+ * others an adaptive window within the prefetch), delivery, reconnects (R6),
+ * stall detection, stop (R5 through the session's drain) and the summary line
+ * are the core's, the same as for Gearman.
  *
  * @module
  */
 import { AmqpSession } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
-import { Consumer, DEFAULT_MAX_JOB_SIZE } from "../consumer/consumer.ts";
+import {
+  type ConsumedQueue,
+  Consumer,
+  DEFAULT_MAX_JOB_SIZE,
+  type WindowOptions,
+} from "../consumer/consumer.ts";
 import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
 import type { BackoffOptions } from "../consumer/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -20,12 +26,20 @@ const log = getLogger("rabbitmq");
 export interface RabbitMqConsumerOptions {
   /** `amqp://user:password@host:port/vhost`; an empty path or `/` is vhost `/`. */
   readonly url: string;
-  /** Queue names; each gets its own channel and consumer. */
-  readonly queues: readonly string[];
+  /**
+   * Queues; each gets its own channel and consumer. An in-order queue is
+   * handled one message at a time (G3); the others up to the prefetch at once.
+   */
+  readonly queues: readonly ConsumedQueue[];
   /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
-  /** Unacknowledged deliveries the broker may push per queue (R2), 1..65535. */
+  /**
+   * Unacknowledged deliveries the broker may push per queue (R2), 1..65535;
+   * also the most messages of a queue handled at once.
+   */
   readonly prefetch: number;
+  /** Adapt each queue's messages handled at once to its writers; absent = the prefetch. */
+  readonly window?: WindowOptions;
   readonly handler: JobHandler;
   readonly observer: ConsumerObserver;
   /** Records messages that are too large or trip an internal error. */
@@ -89,7 +103,7 @@ export class RabbitMqConsumer {
   /** Whether every queue is consuming right now (the `queue_connected` gauge). */
   get connected(): boolean {
     const core = this.#core;
-    return core !== undefined && this.#options.queues.every((q) => core.connected(q));
+    return core !== undefined && this.#options.queues.every((q) => core.connected(q.name));
   }
 
   /** Whether `queue` has messages ready that it does not receive. */
@@ -137,13 +151,15 @@ export class RabbitMqConsumer {
 
   #buildCore(url: AmqpUrl): Consumer {
     const o = this.#options;
+    const names = o.queues.map((q) => q.name);
     let current: AmqpSession | undefined;
     return new Consumer({
       name: "rabbitmq",
       log,
-      // R3: one handler at a time per queue, which also keeps statusngin_downtimes in order.
-      queues: o.queues.map((name) => ({ name, inOrder: true })),
-      maxJobsPerQueue: 1,
+      // R3: in-order queues get one slot; the others never hold more than the prefetch anyway.
+      queues: o.queues,
+      maxJobsPerQueue: o.prefetch,
+      ...(o.window === undefined ? {} : { window: o.window }),
       ...(o.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: o.maxInFlightBytes }),
       handler: o.handler,
       observer: o.observer,
@@ -161,12 +177,12 @@ export class RabbitMqConsumer {
         max_buffered_messages: o.prefetch * o.queues.length,
       },
       targets: (context) => [{
-        queues: o.queues,
+        queues: names,
         server: url.display,
         async open(signal) {
           current = await AmqpSession.open({
             url,
-            queues: o.queues,
+            queues: names,
             durableQueues: o.durableQueues,
             prefetch: o.prefetch,
             engine: context.engine,

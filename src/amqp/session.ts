@@ -3,8 +3,9 @@
  * connection, one channel per queue carrying exactly one consumer with its
  * own prefetch (R1, R2), one delivery lane per queue that hands deliveries to
  * the delivery engine in delivery order, each once the queue's budget grants
- * it a slot (one at a time per queue, R3), and an ack on the receiving
- * channel once the engine says so (D1, R4).
+ * it a slot (R3: one at a time for an in-order queue, up to the queue's
+ * window otherwise), and an ack on the receiving channel once the engine says
+ * so (D1, R4).
  *
  * Built by the core's supervisor, which is the only code that replaces it
  * (R6): a lost session is never repaired, a new one is opened through the
@@ -111,7 +112,7 @@ export class QueueDeclareError extends Error {
 const CLOSE_TIMEOUT_MS = 2_000;
 const SOCKET_CLOSE_GRACE_MS = 1_000;
 
-/** The deliveries of one queue, handled one at a time (R3). */
+/** The deliveries of one queue, started in delivery order as the queue's budget grants slots (R3). */
 class Lane {
   readonly queue: string;
   channel: AMQPChannel | undefined;

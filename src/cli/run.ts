@@ -57,6 +57,7 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     mysqlUrl: s.mysqlUrl,
     mysqlMaxOpenConns: s.mysqlMaxOpenConns,
     mysqlStatementTimeoutMs: s.mysqlStatementTimeoutMs,
+    mysqlWritersPerTable: s.mysqlWritersPerTable,
     batchSize: s.mysqlBatchSize,
     statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
     nodeName: s.nodeName,

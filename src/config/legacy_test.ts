@@ -162,7 +162,7 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(sources.enableOpenitcockpitTweaks, `file ${PATH} key is_openitcockpit`);
   // Not in the legacy file: defaults.
   assert.equal(settings.statusMaxAgeMs, 300_000);
-  assert.equal(settings.gearmanMaxConcurrentJobsPerQueue, 8);
+  assert.equal(settings.gearmanMaxConcurrentJobsPerQueue, 64);
 
   // One warning per legacy feature group without an equivalent, none for mapped keys.
   const expected = [

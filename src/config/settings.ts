@@ -290,10 +290,12 @@ export const SETTINGS = [
   {
     flag: "gearman-max-concurrent-jobs-per-queue",
     kind: { type: "integer", min: 1 },
-    default: "8",
+    default: "64",
     commands: ["run"],
-    help: "Jobs of one queue handled at the same time (per queue, per server); the backlog " +
-      "beyond it waits at gearmand. statusngin_downtimes always uses 1.",
+    help: "Most jobs of one queue handled at the same time, across all job servers: the hard " +
+      "cap of the queue's adaptive window, which starts at 8 (or this, when lower), grows " +
+      "while the queue's table writers hold less than two batches and shrinks while MySQL " +
+      "is slow. The backlog beyond it waits at gearmand. statusngin_downtimes always uses 1.",
   },
   {
     flag: "gearman-reconnect-interval",
@@ -345,7 +347,9 @@ export const SETTINGS = [
     kind: { type: "integer", min: 1, max: 65535 },
     default: "100",
     commands: ["run"],
-    help: "Unacknowledged messages RabbitMQ may push per queue.",
+    help: "Unacknowledged messages RabbitMQ may push per queue; also the hard cap of the " +
+      "queue's adaptive window of messages handled at once (statusngin_downtimes: one at a " +
+      "time).",
   },
   {
     flag: "rabbitmq-reconnect-interval",
@@ -446,10 +450,18 @@ export const SETTINGS = [
   {
     flag: "mysql-max-open-conns",
     kind: { type: "integer", min: 1 },
-    default: "25",
+    default: "32",
     commands: ["run"],
-    help: "Size of the MySQL connection pool; keep it at 15 or more so the final flushes of " +
-      "all writers run in parallel.",
+    help: "Size of the MySQL connection pool; keep it above 14 × --mysql-writers-per-table " +
+      "so the final flushes of all writers run in parallel.",
+  },
+  {
+    flag: "mysql-writers-per-table",
+    kind: { type: "integer", min: 1, max: 8 },
+    default: "2",
+    commands: ["run"],
+    help: "Statements in flight at once per table, each from its own writer; rows are " +
+      "shared out by a hash of their primary key, so the rows of one key keep their order.",
   },
   {
     flag: "mysql-batch-size",

@@ -249,7 +249,8 @@ Deno.test("settings: each command offers at least its specified settings", () =>
 Deno.test("settings: the documented defaults are pinned", () => {
   const expected: [CommandName, string, string][] = [
     ["run", "gearman-addr", "127.0.0.1:4730"],
-    ["run", "gearman-max-concurrent-jobs-per-queue", "8"],
+    // The hard cap of the adaptive window since issue 14 (the Go worker's fixed cap was 8).
+    ["run", "gearman-max-concurrent-jobs-per-queue", "64"],
     ["run", "gearman-reconnect-interval", "2s"],
     ["run", "gearman-heartbeat-interval", "15s"],
     ["run", "gearman-heartbeat-timeout", "5s"],
@@ -260,7 +261,9 @@ Deno.test("settings: the documented defaults are pinned", () => {
     ["run", "rabbitmq-prefetch", "100"],
     ["run", "rabbitmq-reconnect-interval", "2s"],
     ["run", "mysql-url", "mysql://root@127.0.0.1:3306/statusengine"],
-    ["run", "mysql-max-open-conns", "25"],
+    // 14 tables × 2 writers + 1 since issue 14 (the Go worker's default was 25).
+    ["run", "mysql-max-open-conns", "32"],
+    ["run", "mysql-writers-per-table", "2"],
     ["run", "mysql-batch-size", "100"],
     ["run", "status-max-age", "5m"],
     ["run", "node-name", "statusengine"],

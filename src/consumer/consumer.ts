@@ -18,6 +18,7 @@ import type { LinkTarget } from "./link.ts";
 import { Supervisor } from "./supervisor.ts";
 import { StallDetector, type WatchedLink } from "./stall_detector.ts";
 import { ConsumerStats } from "./consumer_stats.ts";
+import { InFlightWindow, INITIAL_WINDOW, type PressureSignal, WINDOW_TICK_MS } from "./window.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
@@ -35,14 +36,29 @@ export interface LinkContext {
   budget(queue: string): QueueBudget;
 }
 
+/** The adaptive in-flight window (see window.ts). */
+export interface WindowOptions {
+  /** The pressure on the tables each queue feeds. */
+  readonly pressure: PressureSignal;
+  /** Window a queue starts with; default {@link INITIAL_WINDOW}, never above the cap. */
+  readonly initial?: number;
+  /** Adjustment interval; default {@link WINDOW_TICK_MS}. */
+  readonly tickMs?: number;
+}
+
 /** Options of {@link Consumer}. */
 export interface ConsumerOptions {
   /** Backend name, the prefix of log lines (`gearman`, `rabbitmq`). */
   readonly name: string;
   readonly log: Logger;
   readonly queues: readonly ConsumedQueue[];
-  /** Jobs in flight per queue (≥ 1); in-order queues always get 1. */
+  /**
+   * Most jobs in flight per queue (≥ 1), the hard cap of the adaptive window
+   * (or the fixed number without one); in-order queues always get 1.
+   */
   readonly maxJobsPerQueue: number;
+  /** Adapt the jobs in flight of every queue that is not in order; absent = fixed at the cap. */
+  readonly window?: WindowOptions;
   /** Payload bytes in flight across all queues; default 256 MiB. */
   readonly maxInFlightBytes?: number;
   readonly handler: JobHandler;
@@ -92,6 +108,8 @@ export class Consumer {
   readonly #o: ConsumerOptions;
   readonly #bytes: ByteBudget;
   readonly #budgets = new Map<string, QueueBudget>();
+  readonly #windows: InFlightWindow[] = [];
+  #windowTimer: ReturnType<typeof setInterval> | undefined;
   readonly #stats: ConsumerStats;
   readonly #engine: DeliveryEngine;
   readonly #supervisors: Supervisor[] = [];
@@ -118,9 +136,27 @@ export class Consumer {
     }
     this.#o = options;
     this.#bytes = new ByteBudget(options.maxInFlightBytes ?? DEFAULT_MAX_IN_FLIGHT_BYTES);
+    const window = options.window;
     for (const q of options.queues) {
-      this.#budgets.set(q.name, new QueueBudget(q.name, this.capFor(q), this.#bytes));
+      const cap = this.capFor(q);
+      const budget = new QueueBudget(
+        q.name,
+        window === undefined || q.inOrder ? cap : Math.min(cap, window.initial ?? INITIAL_WINDOW),
+        this.#bytes,
+      );
+      this.#budgets.set(q.name, budget);
       this.#up.set(q.name, new Set());
+      if (window !== undefined && !q.inOrder) {
+        this.#windows.push(
+          new InFlightWindow(
+            q.name,
+            budget,
+            cap,
+            () => window.pressure(q.name),
+            (jobs) => options.observer.queueWindow(q.name, jobs),
+          ),
+        );
+      }
     }
     this.#stats = new ConsumerStats(options.queues.map((q) => q.name));
     const observer = this.#stats.wrap(options.observer);
@@ -182,13 +218,18 @@ export class Consumer {
   }
 
   /**
-   * The effective cap of a queue: 1 for in-order queues, the configured value otherwise.
+   * The hard cap of a queue: 1 for in-order queues, the configured value otherwise.
    *
    * @param queue The queue.
-   * @returns Jobs allowed in flight at once.
+   * @returns The most jobs the queue may ever hold in flight at once.
    */
   capFor(queue: ConsumedQueue): number {
     return queue.inOrder ? 1 : this.#o.maxJobsPerQueue;
+  }
+
+  /** Jobs `queue` may hold in flight now: its window, or its cap when it has none. */
+  windowOf(queue: string): number {
+    return this.#budget(queue).capacity;
   }
 
   /** Grants of `queue` held now (handlers running plus grabs outstanding). */
@@ -255,10 +296,33 @@ export class Consumer {
       ...this.#o.describe,
       queues: this.#o.queues.length,
       max_jobs_per_queue: this.#o.maxJobsPerQueue,
+      adaptive_window: this.#windows.length > 0,
       serialized_queues: this.#o.queues.filter((q) => q.inOrder).length,
       process_max_in_flight: caps.reduce((a, b) => a + b, 0),
       max_in_flight_bytes: this.#bytes.limit,
     });
+    for (const [queue, budget] of this.#budgets) {
+      this.#o.observer.queueWindow(queue, budget.capacity);
+    }
+    if (this.#windows.length > 0) {
+      let reported = false;
+      this.#windowTimer = setInterval(() => {
+        for (const w of this.#windows) {
+          try {
+            w.tick();
+          } catch (err: unknown) {
+            // A bug in the pressure signal must not stop consumption: the window stays as it is.
+            if (!reported) {
+              reported = true;
+              this.#o.log.error(`${this.#o.name}: cannot adjust the in-flight window`, {
+                queue: w.queue,
+                error: errorMessage(err),
+              });
+            }
+          }
+        }
+      }, this.#o.window?.tickMs ?? WINDOW_TICK_MS);
+    }
     this.#stallDetector.start();
     const interval = this.#o.statsIntervalMs ?? 30_000;
     if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);
@@ -277,6 +341,8 @@ export class Consumer {
   async #doStop(): Promise<void> {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
     this.#statsTimer = undefined;
+    if (this.#windowTimer !== undefined) clearInterval(this.#windowTimer);
+    this.#windowTimer = undefined;
     this.#stallDetector.stop();
     using drain = deadline(this.#o.drainTimeoutMs);
     await Promise.all(this.#supervisors.map((s) => s.stop(drain.signal)));
@@ -302,6 +368,7 @@ export class Consumer {
       `${this.#o.name}: ${final ? "consumer stopped" : "consumer stats"}`,
       (queue) => ({
         links_up: `${this.#up.get(queue)?.size ?? 0}/${this.#serving.get(queue) ?? 0}`,
+        window: this.windowOf(queue),
         stalled: this.stalled(queue) ? 1 : 0,
       }),
     );

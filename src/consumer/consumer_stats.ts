@@ -65,6 +65,7 @@ export class ConsumerStats {
       queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
       queueReconnected: (queue) => inner.queueReconnected(queue),
       queueStalled: (queue, stalled) => inner.queueStalled(queue, stalled),
+      queueWindow: (queue, jobs) => inner.queueWindow(queue, jobs),
     };
   }
 

@@ -102,6 +102,8 @@ export interface ConsumerObserver {
   queueReconnected(queue: string): void;
   /** Jobs wait at the broker while the queue has room and takes none (true), or it took one again (false). */
   queueStalled(queue: string, stalled: boolean): void;
+  /** Jobs the queue may hold in flight now changed (its adaptive window, or its fixed cap at start). */
+  queueWindow(queue: string, jobs: number): void;
 }
 
 /** An observer that records nothing (tools, tests). */
@@ -113,6 +115,7 @@ export const NOOP_OBSERVER: ConsumerObserver = {
   queueConnected() {},
   queueReconnected() {},
   queueStalled() {},
+  queueWindow() {},
 };
 
 /** Why the delivery engine wrote a job to the dead-letter file itself. */

@@ -48,6 +48,9 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
     queueReconnected(queue: string) {
       metrics.queueReconnects.inc({ queue_name: queue });
     },
+    queueWindow(queue: string, jobs: number) {
+      metrics.queueWindow.set({ queue_name: queue }, jobs);
+    },
     queueStalled(queue: string, isStalled: boolean) {
       if (isStalled) stalled.add(queue);
       else stalled.delete(queue);

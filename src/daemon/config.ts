@@ -28,6 +28,10 @@ export interface WorkerConfig {
   /** Default `gearman`. */
   readonly consumer?: ConsumerKind;
   readonly gearmanServers: readonly string[];
+  /**
+   * Hard cap of a Gearman queue's adaptive window of jobs in flight
+   * (`--gearman-max-concurrent-jobs-per-queue`); RabbitMQ's is the prefetch.
+   */
   readonly maxJobsPerQueue: number;
   /** Payload bytes in flight across all queues (`--max-in-flight-bytes`); default 256 MiB. */
   readonly maxInFlightBytes?: number;
@@ -52,6 +56,8 @@ export interface WorkerConfig {
   readonly shutdownFlushTimeoutMs: number;
   readonly mysqlUrl: string;
   readonly mysqlMaxOpenConns: number;
+  /** Writers, i.e. statements in flight at once, per batched table (`--mysql-writers-per-table`). */
+  readonly mysqlWritersPerTable: number;
   /**
    * `--mysql-statement-timeout`: a statement without an answer by then makes
    * MySQL count as unavailable; 0 waits forever.

@@ -133,6 +133,8 @@ function buildConsumer(
   const common = {
     handler: parts.pipeline.handler,
     observer: parts.observer,
+    // The windows of the queues that are not in order follow their tables' writers.
+    window: { pressure: (queue: string) => parts.pipeline.pressure(queue) },
     deadLetter,
     reconnectIntervalMs: config.reconnectIntervalMs,
     drainTimeoutMs: config.drainTimeoutMs,
@@ -153,7 +155,7 @@ function buildConsumer(
       url: config.rabbitmq.url,
       prefetch: config.rabbitmq.prefetch,
       durableQueues: config.rabbitmq.durableQueues,
-      queues,
+      queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
       connectionName: `statusengine-${name}`,
     });
   }

@@ -16,6 +16,8 @@ import {
 } from "../mysql/executor.ts";
 import { probeMysql } from "../mysql/connect.ts";
 import { registerNode } from "../mysql/nodes.ts";
+import { dropEmptyParameterMetadata } from "../mysql/statement_metadata.ts";
+import { batchedTables } from "../pipeline/pipeline.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { StartupError, type WorkerConfig } from "./config.ts";
@@ -77,6 +79,7 @@ export async function openDatabase(
     supportBigNumbers: true,
     bigNumberStrings: false,
   });
+  dropEmptyParameterMetadata(pool);
   const database: Database = {
     pool,
     executor: poolExecutor(pool, { statementTimeoutMs: config.mysqlStatementTimeoutMs }),
@@ -111,9 +114,19 @@ async function check(
     log.info("worker: MySQL connected", {
       url: shown,
       pool_size: config.mysqlMaxOpenConns,
+      writers_per_table: config.mysqlWritersPerTable,
       charset,
       collation,
     });
+    const writers = batchedTables().length * config.mysqlWritersPerTable;
+    if (config.mysqlMaxOpenConns <= writers) {
+      // W9: the final flush runs every writer at once; so may a backlog on many queues.
+      log.warn(
+        "worker: the MySQL pool has fewer connections than there are table writers; " +
+          "statements wait for a free connection under load and in the final flush",
+        { pool_size: config.mysqlMaxOpenConns, writers },
+      );
+    }
   } catch (err: unknown) {
     throw new StartupError(
       `Cannot start: MySQL at ${shown} does not answer: ${errorMessage(err)}`,

@@ -82,6 +82,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   const pipeline = new Pipeline({
     executor: database.executor,
     batchSize: config.batchSize,
+    writersPerTable: config.mysqlWritersPerTable,
     deadLetters,
     metrics,
     nodeName: config.nodeName,

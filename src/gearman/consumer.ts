@@ -14,6 +14,7 @@ import {
   Consumer,
   ConsumerStartError,
   type LinkContext,
+  type WindowOptions,
 } from "../consumer/consumer.ts";
 import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
 import type { BackoffOptions } from "../consumer/backoff.ts";
@@ -30,8 +31,10 @@ export interface GearmanConsumerOptions {
   /** `host:port` of every job server (D9). */
   readonly servers: readonly string[];
   readonly queues: readonly ConsumedQueue[];
-  /** Jobs in flight per queue (≥ 1); in-order queues always get 1. */
+  /** Most jobs in flight per queue (≥ 1), the hard cap of its window; in-order queues always get 1. */
   readonly maxJobsPerQueue: number;
+  /** Adapt each queue's jobs in flight to its writers; absent = fixed at the cap. */
+  readonly window?: WindowOptions;
   /** Payload bytes in flight across all queues; default 256 MiB. */
   readonly maxInFlightBytes?: number;
   /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
@@ -75,6 +78,7 @@ export class GearmanConsumer {
       log,
       queues: o.queues,
       maxJobsPerQueue: o.maxJobsPerQueue,
+      ...(o.window === undefined ? {} : { window: o.window }),
       ...(o.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: o.maxInFlightBytes }),
       handler: o.handler,
       observer: o.observer,
@@ -91,13 +95,18 @@ export class GearmanConsumer {
   }
 
   /**
-   * The effective cap of a queue: 1 for in-order queues, the configured value otherwise.
+   * The hard cap of a queue: 1 for in-order queues, the configured value otherwise.
    *
    * @param queue The queue.
-   * @returns Jobs allowed in flight at once.
+   * @returns The most jobs the queue may hold in flight at once.
    */
   capFor(queue: ConsumedQueue): number {
     return this.#core.capFor(queue);
+  }
+
+  /** Jobs `queue` may hold in flight now (its window, or its cap without one). */
+  windowOf(queue: string): number {
+    return this.#core.windowOf(queue);
   }
 
   /** Jobs currently holding a slot of `queue` (handlers running plus grabs outstanding). */

@@ -76,7 +76,16 @@ export const METRICS = {
   queueJobsInFlight: {
     name: "statusengine_queue_jobs_in_flight",
     type: "gauge",
-    help: "Jobs being handled now; pinned at the per-queue cap means the queue is falling behind.",
+    help:
+      "Jobs being handled now; pinned at statusengine_queue_window means the queue is falling behind.",
+    labels: ["queue_name"],
+    precreate: "queues",
+  },
+  queueWindow: {
+    name: "statusengine_queue_window",
+    type: "gauge",
+    help:
+      "Jobs the queue may hold in flight now: the adaptive window, which grows while its tables' writers hold less than two batches and shrinks while MySQL is slow (1 for statusngin_downtimes).",
     labels: ["queue_name"],
     precreate: "queues",
   },

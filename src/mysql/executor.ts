@@ -8,10 +8,10 @@
  * measured 10–40 % more events/s end to end than client-side interpolation
  * (bench/pipeline.ts). Statements stay ≤ 700 rows × 43 columns = 30,100
  * placeholders, below the 65,535 limit (W3), and the per-connection statement
- * cache is bounded (`PREPARED_STATEMENTS_PER_CONNECTION`) so that 25 pooled
- * connections hold at most 1,600 statements, far below MySQL's default
- * max_prepared_stmt_count of 16,382 (W3 port notes). Everything else uses
- * `pool.query`.
+ * cache is bounded (`PREPARED_STATEMENTS_PER_CONNECTION`) so that the default
+ * 32 pooled connections hold at most 2,048 statements, far below MySQL's
+ * default max_prepared_stmt_count of 16,382 (W3 port notes). Everything else
+ * uses `pool.query`.
  *
  * With a statement timeout, each statement takes its own connection from the
  * pool so that one which does not answer in time can be destroyed: mysql2's

@@ -46,6 +46,8 @@ export interface TableWriterOptions {
   readonly availability: DbAvailability;
   readonly deadLetters: DeadLetterSink;
   readonly metrics?: Metrics;
+  /** Which of the table's writers this is (`2/4`), for log lines; absent when it is the only one. */
+  readonly shard?: string;
 }
 
 /** A buffered row: its values in insert-column order, its job and its source row (for dead letters). */
@@ -92,6 +94,7 @@ export class TableWriter {
   readonly #availability: DbAvailability;
   readonly #deadLetters: DeadLetterSink;
   readonly #metrics: Metrics | undefined;
+  readonly #logFields: Readonly<Record<string, string>>;
   #buffer: Pending[] = [];
   #inFlight: Promise<void> | undefined;
   #timer: ReturnType<typeof setImmediate> | undefined;
@@ -115,6 +118,11 @@ export class TableWriter {
   readonly #abort = new AbortController();
   readonly #interval: IntervalStats = { flushes: 0, rows: 0 };
   #totalRows = 0;
+  // Read by the consumer's in-flight window (through ShardedWriter.load): what the writer
+  // holds and how long its statements take.
+  #statementRows = 0;
+  #statementSince: number | undefined;
+  #typicalStatementMs = 0;
 
   /** @param options Table, batch size, executor and collaborators. */
   constructor(options: TableWriterOptions) {
@@ -132,11 +140,29 @@ export class TableWriter {
     this.#availability = options.availability;
     this.#deadLetters = options.deadLetters;
     this.#metrics = options.metrics;
+    this.#logFields = options.shard === undefined
+      ? { table: options.table.name }
+      : { table: options.table.name, writer: options.shard };
   }
 
   /** Rows waiting in the buffer (not counting a statement in flight). */
   get buffered(): number {
     return this.#buffer.length;
+  }
+
+  /** Rows of the statement in flight; 0 when none is. */
+  get statementRows(): number {
+    return this.#statementRows;
+  }
+
+  /** `performance.now()` when the statement in flight was sent; undefined when none is. */
+  get statementSince(): number | undefined {
+    return this.#statementSince;
+  }
+
+  /** Moving average of how long a statement took, retries included; 0 before the first. */
+  get typicalStatementMs(): number {
+    return this.#typicalStatementMs;
   }
 
   /** Rows written since start (every successful statement). */
@@ -247,7 +273,7 @@ export class TableWriter {
     if (this.#inFlight !== undefined) await this.#inFlight.catch(() => {});
     if (this.#buffer.length > 0) {
       log.warn("db: rows left uncommitted at shutdown, their jobs will be redelivered", {
-        table: this.table.name,
+        ...this.#logFields,
         rows: this.#buffer.length,
       });
     }
@@ -264,7 +290,7 @@ export class TableWriter {
     if (s.flushes === 0 && !final) return;
     if (s.flushes === 0 && this.#totalRows === 0) return;
     log.info("db: write stats", {
-      table: this.table.name,
+      ...this.#logFields,
       flushes: s.flushes,
       rows: s.rows,
       rows_per_flush: s.flushes === 0 ? 0 : Math.round((s.rows / s.flushes) * 10) / 10,
@@ -354,7 +380,16 @@ export class TableWriter {
     for (let n = batch.length; n > 0 && this.#spaceWaiters.length > 0; n--) {
       this.#spaceWaiters.shift()?.();
     }
+    const since = performance.now();
+    this.#statementRows = batch.length;
+    this.#statementSince = since;
     this.#inFlight = this.#write(batch).finally(() => {
+      const ms = performance.now() - since;
+      this.#typicalStatementMs = this.#typicalStatementMs === 0
+        ? ms
+        : this.#typicalStatementMs * 0.8 + ms * 0.2;
+      this.#statementRows = 0;
+      this.#statementSince = undefined;
       this.#inFlight = undefined;
       this.#rowsSettled += batch.length;
       for (const w of this.#idleWaiters.splice(0)) w();

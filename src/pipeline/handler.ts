@@ -8,7 +8,7 @@
 import { InternalError, type Job, type JobHandler } from "../consumer/contract.ts";
 import { decodePayload } from "../events/decode.ts";
 import type { DecodedJob, Row, StreamEvent, TableRow } from "../events/types.ts";
-import type { TableWriter } from "../mysql/writer.ts";
+import type { ShardedWriter } from "../mysql/sharded_writer.ts";
 import { coreRestartStatement, type DowntimeExecutor } from "../mysql/downtime.ts";
 import type { SqlExecutor } from "../mysql/executor.ts";
 import type { DbAvailability } from "../mysql/availability.ts";
@@ -48,7 +48,7 @@ export interface EventStream {
 
 /** Collaborators of {@link createJobHandler}. */
 export interface JobHandlerOptions {
-  readonly writers: ReadonlyMap<string, TableWriter>;
+  readonly writers: ReadonlyMap<string, ShardedWriter>;
   readonly downtimes: DowntimeExecutor;
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
@@ -191,7 +191,12 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     if (events !== undefined && events.length > 0) stream.publish(job.queue, events);
   }
 
-  return async function handle(job: Job, signal: AbortSignal): Promise<void> {
+  /**
+   * Decode a job's payload, count a repair, offer the events to `/ws`. The payload text is
+   * kept only for a job that goes to the dead-letter file: a local of the async handler would
+   * stay alive until the job's commit, one payload-sized string per job in flight.
+   */
+  function decode(job: Job): { decoded: DecodedJob; invalidText: string } {
     // One native strict pass for valid payloads; the per-byte repair only runs when it fails (P1).
     const { job: decoded, repaired, text } = decodePayload(job.queue, job.payload, {
       nodeName: options.nodeName,
@@ -213,9 +218,14 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       }
     }
     streamEvents(job, decoded);
+    return { decoded, invalidText: decoded.kind === "invalid" ? text : "" };
+  }
+
+  return async function handle(job: Job, signal: AbortSignal): Promise<void> {
+    const { decoded, invalidText } = decode(job);
     switch (decoded.kind) {
       case "invalid":
-        await deadLetter(job, decoded.reason, decoded.message, text);
+        await deadLetter(job, decoded.reason, decoded.message, invalidText);
         return;
       case "ignored":
         log.debug("pipeline: job ignored", { queue: job.queue, reason: decoded.reason });

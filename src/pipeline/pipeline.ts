@@ -1,17 +1,20 @@
 /**
- * Assembles the write side: one writer per batched table (W1), the downtime
- * executor, the job handler, the 30 s write summaries (L2), and the shutdown
- * flush (W9).
+ * Assembles the write side: the writers of every batched table (W1,
+ * `--mysql-writers-per-table`), the downtime executor, the job handler, the
+ * 30 s write summaries (L2), the shutdown flush (W9), and the pressure signal
+ * the consumer's in-flight windows read.
  *
  * @module
  */
 import { ALL_TABLES, type Table } from "../mysql/catalogue.ts";
-import { TableWriter } from "../mysql/writer.ts";
+import { ShardedWriter } from "../mysql/sharded_writer.ts";
 import { DowntimeExecutor } from "../mysql/downtime.ts";
 import type { SqlExecutor } from "../mysql/executor.ts";
 import { DbAvailability } from "../mysql/availability.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobHandler } from "../consumer/contract.ts";
+import type { QueuePressure } from "../consumer/window.ts";
+import { QUEUES } from "../events/queues.ts";
 import { createJobHandler, type EventStream, type PerfdataSink } from "./handler.ts";
 import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import { deadline } from "../util/async.ts";
@@ -31,10 +34,21 @@ export function downtimeTables(): Table[] {
   return ALL_TABLES.filter((t) => t.writeMode === "downtime");
 }
 
+/**
+ * A statement is slow once it has run this many times longer than the table's
+ * usual statement, and at least {@link SLOW_STATEMENT_MIN_MS}.
+ */
+export const SLOW_STATEMENT_FACTOR = 4;
+
+/** No statement counts as slow before it has run this long (a busy machine jitters below it). */
+export const SLOW_STATEMENT_MIN_MS = 1_000;
+
 /** Options of {@link Pipeline}. */
 export interface PipelineOptions {
   readonly executor: SqlExecutor;
   readonly batchSize: number;
+  /** Writers per batched table (`--mysql-writers-per-table`); default 1. */
+  readonly writersPerTable?: number;
   readonly deadLetters: DeadLetterSink;
   readonly metrics?: Metrics;
   readonly nodeName: string;
@@ -51,8 +65,10 @@ export interface PipelineOptions {
 
 /** The write side of the worker. */
 export class Pipeline {
-  readonly writers: ReadonlyMap<string, TableWriter>;
+  readonly writers: ReadonlyMap<string, ShardedWriter>;
   readonly availability: DbAvailability;
+  /** The writers of the tables each queue feeds. */
+  readonly #fed = new Map<string, readonly ShardedWriter[]>();
   readonly handler: JobHandler;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
@@ -60,12 +76,13 @@ export class Pipeline {
   /** @param options Executor, batch size, sinks, metrics and decode settings. */
   constructor(options: PipelineOptions) {
     this.availability = new DbAvailability(options.metrics?.dbAvailable);
-    const writers = new Map<string, TableWriter>();
+    const writers = new Map<string, ShardedWriter>();
     for (const table of batchedTables()) {
       writers.set(
         table.name,
-        new TableWriter({
+        new ShardedWriter({
           table,
+          writers: options.writersPerTable ?? 1,
           batchSize: options.batchSize,
           executor: options.executor,
           availability: this.availability,
@@ -75,6 +92,9 @@ export class Pipeline {
       );
     }
     this.writers = writers;
+    for (const [queue, spec] of Object.entries(QUEUES)) {
+      this.#fed.set(queue, spec.tables.flatMap((t) => writers.get(t) ?? []));
+    }
     const downtimes = new DowntimeExecutor({
       executor: options.executor,
       availability: this.availability,
@@ -102,6 +122,38 @@ export class Pipeline {
         for (const w of writers.values()) w.logStats();
       }, interval)
       : undefined;
+  }
+
+  /**
+   * How full the writers of the tables `queue` feeds are, and whether MySQL is
+   * slow: the input of the queue's in-flight window.
+   *
+   * @param queue A queue name.
+   * @returns How full the statements in flight are, whether rows wait for
+   *   buffer space, and whether MySQL is slow: unreachable, or a statement
+   *   has run {@link SLOW_STATEMENT_FACTOR} × longer than usual.
+   */
+  pressure(queue: string): QueuePressure {
+    let fill = 0;
+    let full = false;
+    let excess = 0;
+    let slow = !this.availability.available;
+    let statementMs = 0;
+    for (const writer of this.#fed.get(queue) ?? []) {
+      const load = writer.load;
+      fill = Math.max(fill, load.statementFill);
+      full ||= load.waiting > 0;
+      // A job hands its rows to every writer of the table; one job each may wait.
+      excess = Math.max(excess, Math.round(load.waiting / load.writers) - 1);
+      statementMs = Math.max(statementMs, load.typicalStatementMs);
+      if (
+        load.statementAgeMs >
+          Math.max(SLOW_STATEMENT_MIN_MS, SLOW_STATEMENT_FACTOR * load.typicalStatementMs)
+      ) {
+        slow = true;
+      }
+    }
+    return { fill, full, excess, slow, statementMs };
   }
 
   /**

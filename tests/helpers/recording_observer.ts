@@ -9,6 +9,8 @@ export class RecordingObserver implements ConsumerObserver {
   readonly reconnects = new Map<string, number>();
   /** Every value the connected gauge took, per queue, in order. */
   readonly connectedHistory = new Map<string, boolean[]>();
+  /** Every size the window took, per queue, in order. */
+  readonly windowHistory = new Map<string, number[]>();
   /** Every value the stalled gauge took, per queue, in order. */
   readonly stalledHistory = new Map<string, boolean[]>();
 
@@ -38,6 +40,12 @@ export class RecordingObserver implements ConsumerObserver {
     const h = this.stalledHistory.get(queue) ?? [];
     h.push(stalled);
     this.stalledHistory.set(queue, h);
+  }
+
+  queueWindow(queue: string, jobs: number): void {
+    const h = this.windowHistory.get(queue) ?? [];
+    h.push(jobs);
+    this.windowHistory.set(queue, h);
   }
 
   /** Current value of the connected gauge (undefined = never set). */

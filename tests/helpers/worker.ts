@@ -9,6 +9,15 @@ import { ensureSchema } from "../../src/mysql/schema.ts";
 import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
 import { GearmanClient } from "../../src/gearman/client.ts";
 import { adminStatus } from "../../src/gearman/admin.ts";
+import { defaultOf, SETTING_ROWS } from "../../src/config/settings.ts";
+
+/** The `run` default of an integer setting, so test workers run as an installation does. */
+export function runDefault(flag: string): number {
+  const row = SETTING_ROWS.find((r) => r.flag === flag);
+  const text = row === undefined ? undefined : defaultOf(row, "run");
+  if (text === undefined) throw new Error(`No default for --${flag}`);
+  return Number(text);
+}
 
 /**
  * The RabbitMQ broker of the tests: `STATUSENGINE_TEST_RABBITMQ_URL`, default
@@ -39,7 +48,7 @@ export function testConfig(
   return {
     gearmanServers: [],
     rabbitmq: { url: testRabbitMqUrl(), prefetch: 100, ...TEST_QUEUE_DURABILITY },
-    maxJobsPerQueue: 8,
+    maxJobsPerQueue: runDefault("gearman-max-concurrent-jobs-per-queue"),
     reconnectIntervalMs: 100,
     heartbeatIntervalMs: 15_000,
     heartbeatTimeoutMs: 5_000,
@@ -47,6 +56,7 @@ export function testConfig(
     shutdownFlushTimeoutMs: 5_000,
     mysqlMaxOpenConns: 8,
     mysqlStatementTimeoutMs: 30_000,
+    mysqlWritersPerTable: runDefault("mysql-writers-per-table"),
     batchSize: 100,
     statusMaxAgeSeconds: 0,
     nodeName: "N",

@@ -39,6 +39,8 @@ export interface WorkerProcessOptions {
   readonly env?: Record<string, string>;
   /** V8 flags for the worker process; default the ones the compiled binary embeds. */
   readonly v8Flags?: readonly string[];
+  /** Entry point of another checkout, to compare versions side by side (benches); default ours. */
+  readonly main?: string;
 }
 
 /**
@@ -81,7 +83,7 @@ async function spawnWorker(
       ...((options.v8Flags ?? V8_FLAGS).length === 0
         ? []
         : [`--v8-flags=${(options.v8Flags ?? V8_FLAGS).join(",")}`]),
-      MAIN,
+      options.main ?? MAIN,
       "run",
       ...(options.gearmanAddr === "" ? [] : ["--gearman-addr", options.gearmanAddr]),
       "--mysql-url",

@@ -1,0 +1,290 @@
+/**
+ * Several bulk writers for one table (`--mysql-writers-per-table`), each a
+ * {@link TableWriter} with its own buffer and at most one statement in flight,
+ * so a table can have as many statements running as it has writers. One
+ * connection per table was measured to leave MySQL idle on a second core:
+ * two connections into the same table wrote 1.4–1.5 × the rows of one.
+ *
+ * Order. A row goes to the writer chosen by a hash of its primary-key columns,
+ * so every row of one key goes through the same writer and keeps its
+ * hand-off order; in particular the status tables' upsert, where the row
+ * handed over last wins (the events of one object arrive in the order of
+ * their `status_update_time`), still ends with the newest snapshot. Rows of
+ * a table without a natural key (plain INSERT) cannot collide; each job's
+ * rows go to the writer holding the fewest rows. Key strings are hashed
+ * truncated to their column and case-folded, because MySQL compares keys
+ * that way (a case-insensitive collation; values cut to the column, D6); keys
+ * that MySQL's collation equates in rarer ways (accents) may use two writers
+ * and then lose their relative order, as two distinct objects sharing a row
+ * already do.
+ *
+ * Hand-off order is kept per writer by handing jobs over one after another:
+ * a job whose rows wait for buffer space is not overtaken by a later job.
+ * The writer's own wait queue wakes as many waiting jobs as rows left its
+ * buffer; a woken job that finds the space taken again queues up behind jobs
+ * that were never woken, so with more jobs waiting than a batch has rows the
+ * rows of one key went in out of order (a larger window makes that common).
+ *
+ * Two writers of one table can deadlock each other on a secondary index
+ * (1213); the retry policy (W5) retries those statements.
+ *
+ * @module
+ */
+import type { Table } from "./catalogue.ts";
+import { TableWriter, type TableWriterOptions } from "./writer.ts";
+import { truncateToCodePoints } from "./values.ts";
+import type { Row } from "./values.ts";
+import type { JobTracker } from "./job_tracker.ts";
+import { abortable } from "../util/async.ts";
+
+/** Options of a {@link ShardedWriter}. */
+export interface ShardedWriterOptions extends TableWriterOptions {
+  /** Writers (statements in flight at once) for the table, ≥ 1. */
+  readonly writers: number;
+}
+
+/** What a table's writers hold, for the consumer's in-flight window. */
+export interface WriterLoad {
+  /**
+   * Rows of the statements in flight over the batch size, averaged over the
+   * writers (an idle writer counts 0): 1 = every writer is sending full
+   * batches back to back, which needs one batch waiting whenever a statement
+   * ends; below 1 more rows in flight would fill the statements better.
+   */
+  readonly statementFill: number;
+  /** Hand-offs (one job's rows for one writer) still waiting for buffer space, all writers. */
+  readonly waiting: number;
+  /** Writers of the table. */
+  readonly writers: number;
+  /** How long the oldest statement in flight has been running, ms; 0 when none is. */
+  readonly statementAgeMs: number;
+  /** The longest of the writers' typical statement durations, ms; 0 before the first. */
+  readonly typicalStatementMs: number;
+}
+
+interface KeyColumn {
+  readonly name: string;
+  /** Character limit of a text column; undefined for a number column. */
+  readonly limit: number | undefined;
+}
+
+/** The writers of one batched table. */
+export class ShardedWriter {
+  readonly table: Table;
+  readonly #batchSize: number;
+  readonly #shards: readonly TableWriter[];
+  /** Per writer: settles when the jobs handed over so far are buffered (FIFO hand-off). */
+  readonly #tails: (Promise<void> | undefined)[];
+  #waiting = 0;
+  /** Columns whose values route a row; empty = the table has no natural key. */
+  readonly #key: readonly KeyColumn[];
+  #rotate = 0;
+
+  /**
+   * @param options The {@link TableWriter} options plus the number of writers.
+   * @throws {RangeError} When `writers` is not an integer ≥ 1.
+   */
+  constructor(options: ShardedWriterOptions) {
+    if (!Number.isInteger(options.writers) || options.writers < 1) {
+      throw new RangeError(
+        `Cannot create the writers of "${options.table.name}": writers must be an integer >= 1, got ${options.writers}`,
+      );
+    }
+    this.table = options.table;
+    this.#batchSize = options.batchSize;
+    const { writers, ...one } = options;
+    this.#shards = Array.from(
+      { length: writers },
+      (_, i) => new TableWriter(writers === 1 ? one : { ...one, shard: `${i + 1}/${writers}` }),
+    );
+    this.#tails = new Array(writers).fill(undefined);
+    this.#key = keyColumns(options.table);
+  }
+
+  /** The writers (tests, shutdown summaries). */
+  get shards(): readonly TableWriter[] {
+    return this.#shards;
+  }
+
+  /** Rows waiting in the buffers (not counting statements in flight). */
+  get buffered(): number {
+    let n = 0;
+    for (const s of this.#shards) n += s.buffered;
+    return n;
+  }
+
+  /** Rows written since start. */
+  get totalRows(): number {
+    let n = 0;
+    for (const s of this.#shards) n += s.totalRows;
+    return n;
+  }
+
+  /** What the writers hold now and how long their statements take. */
+  get load(): WriterLoad {
+    const now = performance.now();
+    let rows = 0;
+    let age = 0;
+    let typical = 0;
+    for (const s of this.#shards) {
+      rows += s.statementRows;
+      const since = s.statementSince;
+      if (since !== undefined) age = Math.max(age, now - since);
+      typical = Math.max(typical, s.typicalStatementMs);
+    }
+    return {
+      statementFill: rows / (this.#shards.length * this.#batchSize),
+      waiting: this.#waiting,
+      writers: this.#shards.length,
+      statementAgeMs: age,
+      typicalStatementMs: typical,
+    };
+  }
+
+  /**
+   * Hand rows of one job to the writers of their keys. Resolves once all are
+   * buffered (see {@link TableWriter.add}).
+   *
+   * @param rows Rows keyed by column name.
+   * @param owner The job's tracker, settled row by row on commit.
+   * @param signal Aborts the wait for buffer space (drain deadline).
+   */
+  add(rows: readonly Row[], owner: JobTracker, signal?: AbortSignal): Promise<void> {
+    const n = this.#shards.length;
+    if (n === 1) return this.#handOff(0, rows, owner, signal);
+    if (this.#key.length === 0) return this.#handOff(this.#emptiest(), rows, owner, signal);
+    const parts: Row[][] = Array.from({ length: n }, () => []);
+    for (const row of rows) (parts[this.shardOf(row)] as Row[]).push(row);
+    const handed: Promise<void>[] = [];
+    for (let i = 0; i < n; i++) {
+      const part = parts[i] as Row[];
+      if (part.length > 0) handed.push(this.#handOff(i, part, owner, signal));
+    }
+    return handed.length === 1 ? handed[0] as Promise<void> : Promise.all(handed).then(() => {});
+  }
+
+  /**
+   * Commit everything buffered before this call, in every writer.
+   *
+   * @param signal Bounds the wait.
+   */
+  async flush(signal?: AbortSignal): Promise<void> {
+    await Promise.all(this.#shards.map((s) => s.flush(signal)));
+  }
+
+  /**
+   * Commit what is buffered, then hold every writer of the table while `fn`
+   * runs (P7), then resume.
+   *
+   * @param fn Runs while the table is quiet.
+   * @param signal Bounds the initial flushes.
+   * @returns What `fn` returned.
+   */
+  withPaused<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const pause = (i: number): Promise<T> => {
+      const shard = this.#shards[i];
+      return shard === undefined ? fn() : shard.withPaused(() => pause(i + 1), signal);
+    };
+    return pause(0);
+  }
+
+  /**
+   * Commit what is buffered within `signal`, then refuse new rows (W9), every writer at once.
+   *
+   * @param signal Shutdown flush budget.
+   */
+  async close(signal: AbortSignal): Promise<void> {
+    await Promise.all(this.#shards.map((s) => s.close(signal)));
+  }
+
+  /**
+   * Log each writer's interval summary (L2).
+   *
+   * @param final True for the last line on shutdown.
+   */
+  logStats(final = false): void {
+    for (const s of this.#shards) s.logStats(final);
+  }
+
+  /**
+   * Hand rows to writer `i` once the jobs handed to it before are buffered.
+   * The caller stops waiting when `signal` aborts; the queue behind it does not.
+   */
+  #handOff(
+    i: number,
+    rows: readonly Row[],
+    owner: JobTracker,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const shard = this.#shards[i] as TableWriter;
+    const before = this.#tails[i];
+    // Nobody waits before this job: hand over at once (and synchronously, like a single writer).
+    const run = before === undefined
+      ? shard.add(rows, owner, signal)
+      : before.then(() => (signal?.aborted ? undefined : shard.add(rows, owner, signal)));
+    const tail = run.then(noop, noop);
+    this.#tails[i] = tail;
+    this.#waiting++;
+    void tail.then(() => {
+      this.#waiting--;
+      if (this.#tails[i] === tail) this.#tails[i] = undefined;
+    });
+    if (before === undefined || signal === undefined) return run;
+    return abortable(run, signal);
+  }
+
+  /**
+   * The writer of a row: a hash of its key columns as MySQL compares them.
+   *
+   * @param row A row of a table with a natural key.
+   * @returns Index into {@link shards}.
+   */
+  shardOf(row: Row): number {
+    let h = 0x811c9dc5;
+    for (const column of this.#key) {
+      const raw = row[column.name];
+      let text: string;
+      if (column.limit === undefined) {
+        // MySQL compares 5, 5.0 and '5' equal in an integer column.
+        const n = typeof raw === "number" ? raw : Number(raw ?? 0);
+        text = String(Number.isFinite(n) ? Math.round(n) : n);
+      } else {
+        text = truncateToCodePoints(String(raw ?? ""), column.limit).toLowerCase().trimEnd();
+      }
+      for (let i = 0; i < text.length; i++) {
+        h ^= text.charCodeAt(i);
+        h = Math.imul(h, 0x01000193);
+      }
+      h ^= 0x1f;
+      h = Math.imul(h, 0x01000193);
+    }
+    return (h >>> 0) % this.#shards.length;
+  }
+
+  #emptiest(): number {
+    const n = this.#shards.length;
+    const start = this.#rotate;
+    this.#rotate = (start + 1) % n;
+    let best = start;
+    let least = Infinity;
+    for (let k = 0; k < n; k++) {
+      const i = (start + k) % n;
+      const s = this.#shards[i] as TableWriter;
+      const held = s.buffered + s.statementRows;
+      if (held < least) {
+        least = held;
+        best = i;
+      }
+    }
+    return best;
+  }
+}
+
+function noop(): void {}
+
+/** The columns that route a row: the primary key, when the row supplies all of it. */
+function keyColumns(table: Table): KeyColumn[] {
+  const inserted = new Set(table.insertColumns);
+  if (table.primaryKey.length === 0 || !table.primaryKey.every((c) => inserted.has(c))) return [];
+  return table.primaryKey.map((name) => ({ name, limit: table.charLimits[name] }));
+}
