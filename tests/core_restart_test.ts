@@ -25,7 +25,8 @@ import {
 } from "./helpers/worker.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
-import { adjustRow, type Row } from "../src/mysql/values.ts";
+import { adjustRow } from "../src/mysql/values.ts";
+import type { Row } from "../src/events/types.ts";
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const HOSTSTATUS = "statusengine_hoststatus";
@@ -95,8 +96,7 @@ Deno.test("core restart: deletes only this node's status rows older than the mes
   await using worker = await startTestWorker(
     testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
   );
-  const hostWriter = worker.pipeline.writers.get(HOSTSTATUS);
-  assert.ok(hostWriter !== undefined);
+  const hostWriter = worker.pipeline.writers[HOSTSTATUS];
   // Rows the table's writers hold, buffered or in a statement held by the lock.
   const held = () => hostWriter.shards.reduce((n, s) => n + s.buffered + s.statementRows, 0);
 

@@ -17,11 +17,10 @@ import {
   missingTables,
   MissingTablesError,
   mysqlOptionsFromUrl,
-  type Row,
   SCHEMA_VERSION,
-  type SqlValue,
   TABLES,
 } from "../src/mysql/mod.ts";
+import type { Row, SqlValue } from "../src/events/types.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 
 async function connect(db: ScratchDatabase): Promise<mysql.Connection & AsyncDisposable> {

@@ -34,7 +34,7 @@ function assertRows(queue: QueueName, want: TableRow[]): void {
   }
 }
 
-function r(table: string, row: Row): TableRow {
+function r(table: TableRow["table"], row: Row): TableRow {
   return { table, row };
 }
 

@@ -24,6 +24,7 @@ import {
 
 export { QUEUE_NAMES } from "./queue_names.ts";
 import { QUEUE_NAMES } from "./queue_names.ts";
+import type { TableName } from "./table_names.ts";
 
 /** One of the twelve consumed queue names. */
 export type QueueName = typeof QUEUE_NAMES[number];
@@ -55,7 +56,7 @@ export interface QueueSpec {
    * naming. Pinned against the decoders' output by "queues: tables lists what the decoders
    * emit".
    */
-  readonly tables: readonly string[];
+  readonly tables: readonly TableName[];
   /**
    * Jobs must be processed strictly one at a time, in delivery order: only for downtimes,
    * whose lifecycle statements corrupt rows when reordered (C.4.1, G3).
@@ -73,7 +74,7 @@ function spec(
   name: QueueName,
   payloadKey: string | null,
   output: QueueOutput,
-  tables: readonly string[],
+  tables: readonly TableName[],
   decode: EventDecoder,
 ): QueueSpec {
   return Object.freeze({

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { BatchedTableName, DowntimeTableName } from "./table_names.ts";
 
 /** A value bound to one SQL placeholder. Integers and doubles are `number`, text is `string`. */
 export type SqlValue = string | number | null;
@@ -19,8 +20,8 @@ export type Row = Readonly<Record<string, SqlValue>>;
 
 /** A row together with the table it belongs to. */
 export interface TableRow {
-  /** Table name exactly as in the schema, e.g. `statusengine_hoststatus`. */
-  readonly table: string;
+  /** A table with a bulk writer, e.g. `statusengine_hoststatus`. */
+  readonly table: BatchedTableName;
   /** The row itself. */
   readonly row: Row;
 }
@@ -36,7 +37,7 @@ export type ScheduledDowntimeTable =
   | "statusengine_service_scheduleddowntimes";
 
 /** Any of the four downtime tables. */
-export type DowntimeTable = DowntimeHistoryTable | ScheduledDowntimeTable;
+export type DowntimeTable = DowntimeTableName & (DowntimeHistoryTable | ScheduledDowntimeTable);
 
 /** The downtime events that produce statements (LOAD 1102 and unknown types produce none). */
 export type DowntimeEventName = "ADD" | "START" | "STOP" | "DELETE";

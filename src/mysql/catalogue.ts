@@ -9,6 +9,7 @@
  *
  * @module
  */
+import type { TableName } from "../events/table_names.ts";
 
 /**
  * How the worker writes a table (B.2, W4).
@@ -144,7 +145,7 @@ type ColumnLine =
   | readonly [name: string, type: string, nullability: Nullability, defaultOrAutoIncrement: string];
 
 interface TableDefinition {
-  readonly name: string;
+  readonly name: TableName;
   readonly writeMode: WriteMode;
   readonly noopColumn?: string;
   /** T12/G.3: text columns that keep SQL NULL for a JSON null. */
@@ -758,8 +759,7 @@ const DEFINITIONS = [
   },
 ] as const satisfies readonly TableDefinition[];
 
-/** Name of one of the 22 `statusengine_*` tables. */
-export type TableName = (typeof DEFINITIONS)[number]["name"];
+export type { TableName };
 
 const INTEGER_RANGES: Readonly<Record<string, readonly [number, number, number]>> = {
   // [signed min, signed max, unsigned max]. The bigint bounds are the doubles nearest to the

@@ -13,6 +13,11 @@ import {
   TABLES,
   type WriteMode,
 } from "./catalogue.ts";
+import {
+  BATCHED_TABLE_NAMES,
+  DOWNTIME_TABLE_NAMES,
+  TABLE_NAMES as LEAF_TABLE_NAMES,
+} from "../events/table_names.ts";
 
 // The counts of the production schema dump (D2); a miscopied column line
 // would change one of them.
@@ -271,4 +276,19 @@ Deno.test("tableByName: finds catalogue tables and nothing else", () => {
   assert.ok(isTableName("statusengine_users"));
   assert.ok(!isTableName("constructor"));
   assert.ok(Object.isFrozen(TABLES.statusengine_hostchecks));
+});
+
+// The decoders, the pipeline and the writers type table names with the leaf list of
+// events/table_names.ts; a table defined here but missing there (or batched here but not
+// there) would get rows without a writer, or a writer without rows.
+Deno.test("catalogue: the table names and write modes match events/table_names.ts", () => {
+  assert.deepEqual([...TABLE_NAMES].sort(), [...LEAF_TABLE_NAMES].sort());
+  assert.deepEqual(
+    ALL_TABLES.filter((t) => t.batched).map((t) => t.name).sort(),
+    [...BATCHED_TABLE_NAMES].sort(),
+  );
+  assert.deepEqual(
+    ALL_TABLES.filter((t) => t.writeMode === "downtime").map((t) => t.name).sort(),
+    [...DOWNTIME_TABLE_NAMES].sort(),
+  );
 });

@@ -15,7 +15,8 @@ import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { runWithRetry } from "./retry.ts";
-import { adjustRow, type Row, type SqlValue, truncateToCodePoints } from "./values.ts";
+import { adjustRow, truncateToCodePoints } from "./values.ts";
+import type { Row, SqlValue } from "../events/types.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import type { DowntimeStatement } from "../events/types.ts";
@@ -183,48 +184,4 @@ export class DowntimeExecutor {
       }
     }
   }
-}
-
-/** Options of {@link deleteStaleStatusRows}. */
-export interface CoreRestartOptions {
-  readonly executor: SqlExecutor;
-  readonly availability: DbAvailability;
-  readonly nodeName: string;
-  /** openITCOCKPIT mode: delete rows whose object is missing or disabled there (D.1). */
-  readonly openItcockpit: boolean;
-}
-
-/**
- * The cleanup statement of one status table on a core restart (D4, D.1).
- *
- * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
- * @param cutoff Epoch seconds; rows updated before it are stale.
- * @param options Node name and mode.
- * @returns The statement.
- */
-export function coreRestartStatement(
-  table: "statusengine_hoststatus" | "statusengine_servicestatus",
-  cutoff: number,
-  options: Pick<CoreRestartOptions, "nodeName" | "openItcockpit">,
-): BuiltStatement {
-  if (options.openItcockpit) {
-    // NOT EXISTS rather than NOT IN: a NULL uuid in hosts/services would make
-    // NOT IN match nothing and silently keep every row.
-    return table === "statusengine_hoststatus"
-      ? {
-        sql: "DELETE s FROM `statusengine_hoststatus` s WHERE NOT EXISTS " +
-          "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
-        values: [],
-      }
-      : {
-        sql: "DELETE s FROM `statusengine_servicestatus` s WHERE NOT EXISTS " +
-          "(SELECT 1 FROM `services` v WHERE v.`uuid` = s.`service_description` AND v.`disabled` = 0)",
-        values: [],
-      };
-  }
-  // D4: only this node's rows, and only those older than the restart.
-  return {
-    sql: `DELETE FROM ${quote(table)} WHERE \`node_name\` = ? AND \`status_update_time\` < ?`,
-    values: [options.nodeName, cutoff],
-  };
 }

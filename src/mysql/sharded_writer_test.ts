@@ -14,7 +14,7 @@ import { type TableName, TABLES } from "./catalogue.ts";
 import { createTableStatement } from "./ddl.ts";
 import { poolExecutor } from "./executor.ts";
 import { DbAvailability } from "./availability.ts";
-import type { Row } from "./values.ts";
+import type { Row } from "../events/types.ts";
 import { createMetrics } from "../metrics/registry.ts";
 import { JobTracker } from "./job_tracker.ts";
 import { DeadLetters } from "../pipeline/dead_letter.ts";

@@ -9,12 +9,7 @@
  * @module
  */
 import { type Column, type Table, type TableName, TABLES } from "./catalogue.ts";
-
-/** A value as bound to a statement placeholder. */
-export type SqlValue = string | number | null;
-
-/** One row keyed by column name; a missing key is treated like null (G.3). */
-export type Row = Readonly<Record<string, string | number | null>>;
+import type { Row, SqlValue } from "../events/types.ts";
 
 /**
  * Why a value was changed. These are the bounded label values of the `reason` label.

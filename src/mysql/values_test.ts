@@ -4,11 +4,10 @@ import {
   ADJUSTMENT_REASONS,
   adjustRow,
   appendAdjustedRow,
-  type Row,
-  type SqlValue,
   truncateToCodePoints,
   type ValueAdjustment,
 } from "./values.ts";
+import type { Row, SqlValue } from "../events/types.ts";
 
 function hostcheck(overrides: Row = {}): Row {
   return {

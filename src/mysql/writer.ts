@@ -28,7 +28,8 @@ import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError, sameMysqlError } from "./errors.ts";
 import { HOLD_INITIAL_MS, HOLD_MAX_MS, runWithRetry } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
-import { appendAdjustedRow, type Row, type SqlValue, type ValueAdjustment } from "./values.ts";
+import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
+import type { Row, SqlValue } from "../events/types.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
@@ -126,10 +127,7 @@ export class TableWriter {
 
   /** @param options Table, batch size, executor and collaborators. */
   constructor(options: TableWriterOptions) {
-    if (
-      options.table.writeMode !== "full_upsert" && options.table.writeMode !== "noop_upsert" &&
-      options.table.writeMode !== "insert"
-    ) {
+    if (!options.table.batched) {
       throw new TypeError(
         `Cannot create a bulk writer for "${options.table.name}": write mode "${options.table.writeMode}" is not batched`,
       );

@@ -18,7 +18,7 @@ import { TABLES } from "./catalogue.ts";
 import { createTableStatement } from "./ddl.ts";
 import { poolExecutor } from "./executor.ts";
 import { DbAvailability } from "./availability.ts";
-import type { Row } from "./values.ts";
+import type { Row } from "../events/types.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
 import { JobTracker } from "./job_tracker.ts";
 import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";

@@ -19,7 +19,7 @@ import { type TableName, TABLES } from "./catalogue.ts";
 import { createTableStatement } from "./ddl.ts";
 import { type ExecResult, poolExecutor, type RunOptions, type SqlExecutor } from "./executor.ts";
 import { DbAvailability } from "./availability.ts";
-import type { Row } from "./values.ts";
+import type { Row } from "../events/types.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
 import { JobTracker } from "./job_tracker.ts";
 import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";

@@ -5,14 +5,15 @@
  *
  * @module
  */
-import { InternalError, type Job, type JobHandler } from "../consumer/contract.ts";
+import type { Job, JobHandler } from "../consumer/contract.ts";
 import { decodePayload } from "../events/decode.ts";
 import type { DecodedJob, Row, StreamEvent, TableRow } from "../events/types.ts";
-import type { ShardedWriter } from "../mysql/sharded_writer.ts";
-import { coreRestartStatement, type DowntimeExecutor } from "../mysql/downtime.ts";
+import type { DowntimeExecutor } from "../mysql/downtime.ts";
+import type { StatusCleaner } from "../mysql/core_restart.ts";
 import type { SqlExecutor } from "../mysql/executor.ts";
 import type { DbAvailability } from "../mysql/availability.ts";
-import { runWithRetry } from "../mysql/retry.ts";
+import type { BatchedTableName } from "../events/table_names.ts";
+import type { Writers } from "./pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { JobTracker } from "../mysql/job_tracker.ts";
 import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
@@ -48,8 +49,10 @@ export interface EventStream {
 
 /** Collaborators of {@link createJobHandler}. */
 export interface JobHandlerOptions {
-  readonly writers: ReadonlyMap<string, ShardedWriter>;
+  readonly writers: Writers;
   readonly downtimes: DowntimeExecutor;
+  /** Cleans the status tables on a core restart (D4). */
+  readonly statusCleaner: StatusCleaner;
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
   readonly deadLetters: DeadLetterSink;
@@ -97,7 +100,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
   }
 
   async function writeRows(job: Job, rows: readonly TableRow[], signal: AbortSignal) {
-    const byTable = new Map<string, Row[]>();
+    const byTable = new Map<BatchedTableName, Row[]>();
     const graphiteRows: Row[] = [];
     for (const { table, row } of rows) {
       if (table === PERFDATA_TABLE) {
@@ -116,69 +119,8 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     let total = 0;
     for (const list of byTable.values()) total += list.length;
     const tracker = new JobTracker(job.queue, total);
-    for (const [table, list] of byTable) {
-      const writer = options.writers.get(table);
-      if (writer === undefined) {
-        throw new InternalError(`No writer for table "${table}" (queue ${job.queue})`);
-      }
-      await writer.add(list, tracker, signal);
-    }
+    for (const [table, list] of byTable) await options.writers[table].add(list, tracker, signal);
     await abortable(tracker.done, signal);
-  }
-
-  const retryContext = (table: string, signal: AbortSignal) => ({
-    table,
-    availability: options.availability,
-    signal,
-    ...(m === undefined
-      ? {}
-      : { lockRetries: m.dbBatchRetries, connectionRetries: m.dbConnectionRetries }),
-  });
-
-  /**
-   * The cutoff of a restart message without a timestamp: the time the job was received, but
-   * never later than the newest status of this node written so far. A message handled late
-   * (worker started after the restart, backlog) is received after status events the core sent
-   * after the restart; those may be committed by the flush below, and the receive time alone
-   * would delete them. Read before the flush, the newest written status is at most the
-   * newest one from before the restart or one that was already committed.
-   */
-  async function receivedCutoff(job: Job, signal: AbortSignal): Promise<number> {
-    const received = Math.floor(job.receivedAt / 1000);
-    const result = await runWithRetry(
-      () =>
-        options.executor.run(
-          "SELECT GREATEST(" +
-            "COALESCE((SELECT MAX(`status_update_time`) FROM `statusengine_hoststatus` " +
-            "WHERE `node_name` = ?), 0), " +
-            "COALESCE((SELECT MAX(`status_update_time`) FROM `statusengine_servicestatus` " +
-            "WHERE `node_name` = ?), 0)) AS `newest`",
-          [options.nodeName, options.nodeName],
-        ),
-      retryContext("statusengine_hoststatus", signal),
-    );
-    const newest = Number(result.rows[0]?.["newest"] ?? 0);
-    return Math.min(received, newest);
-  }
-
-  async function coreRestart(cutoff: number, signal: AbortSignal) {
-    log.info("pipeline: monitoring core restarted, deleting stale status rows", {
-      ...(options.openItcockpit ? {} : { cutoff }),
-      node_name: options.nodeName,
-      mode: options.openItcockpit ? "openitcockpit" : "cutoff",
-    });
-    for (const table of ["statusengine_hoststatus", "statusengine_servicestatus"] as const) {
-      const writer = options.writers.get(table);
-      const statement = coreRestartStatement(table, cutoff, options);
-      const run = () =>
-        runWithRetry(
-          () => options.executor.run(statement.sql, statement.values),
-          retryContext(table, signal),
-        );
-      // Commit what the writer holds first, and keep it quiet meanwhile (D4, P7).
-      const result = writer === undefined ? await run() : await writer.withPaused(run, signal);
-      log.info("pipeline: stale status rows deleted", { table, rows: result.affectedRows });
-    }
   }
 
   const stream = options.stream;
@@ -244,9 +186,9 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         await options.downtimes.run(job.queue, decoded.statements, signal);
         return;
       case "core_restart":
-        await coreRestart(
+        await options.statusCleaner.clean(
           decoded.cutoffSource === "clock" && !options.openItcockpit
-            ? await receivedCutoff(job, signal)
+            ? await options.statusCleaner.cutoffFromReceiveTime(job.receivedAt, signal)
             : decoded.cutoff,
           signal,
         );

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { ALL_TABLES, type Table } from "../mysql/catalogue.ts";
+import { type Table, TABLES } from "../mysql/catalogue.ts";
 import { ShardedWriter } from "../mysql/sharded_writer.ts";
 import { DowntimeExecutor } from "../mysql/downtime.ts";
 import type { SqlExecutor } from "../mysql/executor.ts";
@@ -15,6 +15,13 @@ import type { Metrics } from "../metrics/registry.ts";
 import type { JobHandler } from "../consumer/contract.ts";
 import type { QueuePressure } from "../consumer/window.ts";
 import { QUEUES } from "../events/queues.ts";
+import {
+  BATCHED_TABLE_NAMES,
+  type BatchedTableName,
+  DOWNTIME_TABLE_NAMES,
+  isBatchedTableName,
+} from "../events/table_names.ts";
+import { StatusCleaner } from "../mysql/core_restart.ts";
 import { createJobHandler, type EventStream, type PerfdataSink } from "./handler.ts";
 import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import { deadline } from "../util/async.ts";
@@ -24,15 +31,16 @@ const log = getLogger("pipeline");
 
 /** Tables written through a bulk writer (the fourteen of W1). */
 export function batchedTables(): Table[] {
-  return ALL_TABLES.filter((t) =>
-    t.writeMode === "full_upsert" || t.writeMode === "noop_upsert" || t.writeMode === "insert"
-  );
+  return BATCHED_TABLE_NAMES.map((name) => TABLES[name]);
 }
 
 /** Tables written one statement at a time (the 4 downtime tables). */
 export function downtimeTables(): Table[] {
-  return ALL_TABLES.filter((t) => t.writeMode === "downtime");
+  return DOWNTIME_TABLE_NAMES.map((name) => TABLES[name]);
 }
+
+/** The writers of every batched table: a row's table always has one. */
+export type Writers = Readonly<Record<BatchedTableName, ShardedWriter>>;
 
 /**
  * A statement is slow once it has run this many times longer than the table's
@@ -65,7 +73,7 @@ export interface PipelineOptions {
 
 /** The write side of the worker. */
 export class Pipeline {
-  readonly writers: ReadonlyMap<string, ShardedWriter>;
+  readonly writers: Writers;
   readonly availability: DbAvailability;
   /** The writers of the tables each queue feeds. */
   readonly #fed = new Map<string, readonly ShardedWriter[]>();
@@ -76,12 +84,11 @@ export class Pipeline {
   /** @param options Executor, batch size, sinks, metrics and decode settings. */
   constructor(options: PipelineOptions) {
     this.availability = new DbAvailability(options.metrics?.dbAvailable);
-    const writers = new Map<string, ShardedWriter>();
-    for (const table of batchedTables()) {
-      writers.set(
-        table.name,
+    const writers = Object.fromEntries(
+      BATCHED_TABLE_NAMES.map((name) => [
+        name,
         new ShardedWriter({
-          table,
+          table: TABLES[name],
           writers: options.writersPerTable ?? 1,
           batchSize: options.batchSize,
           executor: options.executor,
@@ -89,12 +96,23 @@ export class Pipeline {
           deadLetters: options.deadLetters,
           ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
         }),
-      );
-    }
+      ]),
+    ) as Record<BatchedTableName, ShardedWriter>;
     this.writers = writers;
     for (const [queue, spec] of Object.entries(QUEUES)) {
-      this.#fed.set(queue, spec.tables.flatMap((t) => writers.get(t) ?? []));
+      this.#fed.set(queue, spec.tables.filter(isBatchedTableName).map((t) => writers[t]));
     }
+    const statusCleaner = new StatusCleaner({
+      executor: options.executor,
+      availability: this.availability,
+      nodeName: options.nodeName,
+      openItcockpit: options.openItcockpit,
+      writers: {
+        statusengine_hoststatus: writers.statusengine_hoststatus,
+        statusengine_servicestatus: writers.statusengine_servicestatus,
+      },
+      ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+    });
     const downtimes = new DowntimeExecutor({
       executor: options.executor,
       availability: this.availability,
@@ -104,6 +122,7 @@ export class Pipeline {
     this.handler = createJobHandler({
       writers,
       downtimes,
+      statusCleaner,
       executor: options.executor,
       availability: this.availability,
       deadLetters: options.deadLetters,
@@ -119,7 +138,7 @@ export class Pipeline {
     const interval = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = interval > 0
       ? setInterval(() => {
-        for (const w of writers.values()) w.logStats();
+        for (const w of Object.values(writers)) w.logStats();
       }, interval)
       : undefined;
   }
@@ -172,7 +191,7 @@ export class Pipeline {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
     const started = performance.now();
     using budget = deadline(budgetMs);
-    const writers = [...this.writers.values()];
+    const writers = Object.values(this.writers);
     await Promise.all(writers.map((w) => w.close(budget.signal)));
     const left = writers.reduce((n, w) => n + w.buffered, 0);
     log.info("pipeline: shutdown flush complete", {

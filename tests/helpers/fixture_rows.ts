@@ -16,8 +16,14 @@ export function fixture(queue: QueueName): string {
   return Deno.readTextFileSync(new URL(`${queue}.job`, FIXTURES));
 }
 
+/** A row of any table a fixture writes (the downtime upserts included). */
+export interface FixtureRow {
+  readonly table: TableName;
+  readonly row: TableRow["row"];
+}
+
 /** Rows the decoder says a fixture must produce, after the writer's D6 adjustment. */
-export function expectedRows(queue: QueueName): TableRow[] {
+export function expectedRows(queue: QueueName): FixtureRow[] {
   const job = decodeJob(queue, fixture(queue), {
     nodeName: "N",
     nowSeconds: Date.now() / 1000,

@@ -1,0 +1,72 @@
+/**
+ * The names of the 22 `statusengine_*` tables on their own, grouped by how they are
+ * written, with no imports: the decoders (which emit rows for them), the pipeline (which
+ * routes rows to their writers) and the table catalogue (which defines their columns) all
+ * type their table names with these, so a row can only name a table that has a writer, and
+ * the compiler, not a runtime check, says so. The catalogue's definitions are pinned to this
+ * list by "catalogue: the table names and write modes match events/table_names.ts".
+ *
+ * @module
+ */
+
+/** Tables written through a bulk writer from decoded rows (W1). */
+export const BATCHED_TABLE_NAMES = [
+  "statusengine_host_acknowledgements",
+  "statusengine_host_notifications",
+  "statusengine_host_notifications_log",
+  "statusengine_host_statehistory",
+  "statusengine_hostchecks",
+  "statusengine_hoststatus",
+  "statusengine_logentries",
+  "statusengine_perfdata",
+  "statusengine_service_acknowledgements",
+  "statusengine_service_notifications",
+  "statusengine_service_notifications_log",
+  "statusengine_service_statehistory",
+  "statusengine_servicechecks",
+  "statusengine_servicestatus",
+] as const;
+
+/** A table written through a bulk writer. */
+export type BatchedTableName = (typeof BATCHED_TABLE_NAMES)[number];
+
+/** Tables written one statement at a time by the downtime lifecycle (C.3). */
+export const DOWNTIME_TABLE_NAMES = [
+  "statusengine_host_downtimehistory",
+  "statusengine_host_scheduleddowntimes",
+  "statusengine_service_downtimehistory",
+  "statusengine_service_scheduleddowntimes",
+] as const;
+
+/** A downtime table. */
+export type DowntimeTableName = (typeof DOWNTIME_TABLE_NAMES)[number];
+
+/** Tables no queue writes: bookkeeping of the worker and the UI. */
+export const OTHER_TABLE_NAMES = [
+  "statusengine_dbversion",
+  "statusengine_nodes",
+  "statusengine_tasks",
+  "statusengine_users",
+] as const;
+
+/** Every table of the schema. */
+export const TABLE_NAMES = [
+  ...BATCHED_TABLE_NAMES,
+  ...DOWNTIME_TABLE_NAMES,
+  ...OTHER_TABLE_NAMES,
+] as const;
+
+/** Name of one of the 22 `statusengine_*` tables. */
+export type TableName = (typeof TABLE_NAMES)[number];
+
+const BATCHED: ReadonlySet<string> = new Set(BATCHED_TABLE_NAMES);
+
+/**
+ * Narrow a table name to one written through a bulk writer.
+ *
+ * @param name A table name.
+ * @returns True for the fourteen batched tables.
+ */
+export function isBatchedTableName(name: string): name is BatchedTableName {
+  return BATCHED.has(name);
+}
