@@ -10,57 +10,29 @@
  */
 import { AmqpSession } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
-import {
-  type ConsumedQueue,
-  Consumer,
-  DEFAULT_MAX_JOB_SIZE,
-  type WindowOptions,
-} from "../consumer/consumer.ts";
-import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
-import type { BackoffOptions } from "../consumer/backoff.ts";
+import { type BackendOptions, Consumer, DEFAULT_MAX_JOB_SIZE } from "../consumer/consumer.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("rabbitmq");
 
 /** Options of {@link RabbitMqConsumer}. */
-export interface RabbitMqConsumerOptions {
+export interface RabbitMqConsumerOptions extends BackendOptions {
   /** `amqp://user:password@host:port/vhost`; an empty path or `/` is vhost `/`. */
   readonly url: string;
-  /**
-   * Queues; each gets its own channel and consumer. An in-order queue is
-   * handled one message at a time (G3); the others up to the prefetch at once.
-   */
-  readonly queues: readonly ConsumedQueue[];
   /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
   /**
    * Unacknowledged deliveries the broker may push per queue (R2), 1..65535;
-   * also the most messages of a queue handled at once.
+   * also the most messages of a queue handled at once (an in-order queue:
+   * one at a time, G3).
    */
   readonly prefetch: number;
-  /** Adapt each queue's messages handled at once to its writers; absent = the prefetch. */
-  readonly window?: WindowOptions;
-  readonly handler: JobHandler;
-  readonly observer: ConsumerObserver;
-  /** Records messages that are too large or trip an internal error. */
-  readonly deadLetter?: ConsumerDeadLetterSink;
-  /** Payload bytes being handled at once across all queues; default 256 MiB. */
-  readonly maxInFlightBytes?: number;
   /** A message above this many bytes is dead-lettered (`too_large`); default 64 MiB. */
   readonly maxJobSize?: number;
-  /** Pause before each attempt to rebuild a lost connection (R6: 2 s). */
-  readonly reconnectIntervalMs: number;
-  /** Stop waits this long for running and buffered deliveries before abandoning them (D1). */
-  readonly drainTimeoutMs: number;
   /** Bound on one connection attempt, handshake to consume-ok. Default 10 s. */
   readonly connectTimeoutMs?: number;
-  readonly retry?: BackoffOptions;
-  /** Messages ready that a queue with room does not receive for this long = stalled; 0 disables. */
-  readonly stallTimeoutMs?: number;
   /** Connection name shown by the RabbitMQ management console. */
   readonly connectionName?: string;
-  /** Interval of the per-queue summary line; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
 }
 
 /** Raised when start-up cannot build the first session (R6: the process exits). */
@@ -154,21 +126,11 @@ export class RabbitMqConsumer {
     const names = o.queues.map((q) => q.name);
     let current: AmqpSession | undefined;
     return new Consumer({
+      ...o,
       name: "rabbitmq",
       log,
       // R3: in-order queues get one slot; the others never hold more than the prefetch anyway.
-      queues: o.queues,
       maxJobsPerQueue: o.prefetch,
-      ...(o.window === undefined ? {} : { window: o.window }),
-      ...(o.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: o.maxInFlightBytes }),
-      handler: o.handler,
-      observer: o.observer,
-      ...(o.deadLetter === undefined ? {} : { deadLetter: o.deadLetter }),
-      ...(o.retry === undefined ? {} : { retry: o.retry }),
-      reconnectIntervalMs: o.reconnectIntervalMs,
-      drainTimeoutMs: o.drainTimeoutMs,
-      ...(o.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: o.stallTimeoutMs }),
-      ...(o.statsIntervalMs === undefined ? {} : { statsIntervalMs: o.statsIntervalMs }),
       describe: {
         url: url.display,
         vhost: url.vhost,

@@ -19,6 +19,7 @@ import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import { type Io, positiveIntegerProblem } from "./io.ts";
 import {
+  brokerTarget,
   INTERRUPTED_EXIT_CODE,
   type PublishItem,
   publishJobs,
@@ -431,10 +432,7 @@ async function publishRun(
       losstestJobs(runId, count, { eventsPerJob: perJob }),
       {
         servers: gearmanAddr,
-        ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
-        ...(options.rabbitmqDurableQueues === undefined
-          ? {}
-          : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
+        ...brokerTarget(options),
         io,
         totalJobs: jobs,
         totalEvents: count,

@@ -117,6 +117,24 @@ function rate(n: number, ms: number): string {
  * @throws {Error} When a connection is lost or a server refuses a job (`SubmitError`); the
  *   message says how many jobs were confirmed, the original error is the `cause`.
  */
+/**
+ * The broker fields of a command's options as {@link publishJobs} takes them (absent stays
+ * absent: Gearman).
+ *
+ * @param options `--rabbitmq-url` and `--rabbitmq-durable-queues` of the command.
+ * @returns The fields to spread into {@link PublishJobsOptions}.
+ */
+export function brokerTarget(
+  options: { readonly rabbitmqUrl?: string; readonly rabbitmqDurableQueues?: boolean },
+): Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues"> {
+  return {
+    ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
+    ...(options.rabbitmqDurableQueues === undefined
+      ? {}
+      : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
+  };
+}
+
 export async function publishJobs(
   queue: string,
   jobs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
@@ -475,10 +493,7 @@ export async function runPublishCommand(
   try {
     result = await publishJobs(queue, items, {
       servers: gearmanAddr,
-      ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
-      ...(options.rabbitmqDurableQueues === undefined
-        ? {}
-        : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
+      ...brokerTarget(options),
       io,
       totalJobs,
       totalEvents,

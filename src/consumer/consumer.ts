@@ -82,6 +82,25 @@ export interface ConsumerOptions {
   readonly serverNoun?: string;
 }
 
+/**
+ * The options every backend passes through to the core unchanged; a backend adds its
+ * own (servers, URL, prefetch, …) and supplies name, log, targets and its hard cap.
+ */
+export type BackendOptions = Pick<
+  ConsumerOptions,
+  | "queues"
+  | "window"
+  | "maxInFlightBytes"
+  | "handler"
+  | "observer"
+  | "deadLetter"
+  | "retry"
+  | "reconnectIntervalMs"
+  | "drainTimeoutMs"
+  | "stallTimeoutMs"
+  | "statsIntervalMs"
+>;
+
 /** Raised when start-up cannot open any link. */
 export class ConsumerStartError extends Error {
   /**

@@ -10,14 +10,12 @@
 import { QueueWorker } from "./worker.ts";
 import { adminStatus } from "./admin.ts";
 import {
+  type BackendOptions,
   type ConsumedQueue,
   Consumer,
   ConsumerStartError,
   type LinkContext,
-  type WindowOptions,
 } from "../consumer/consumer.ts";
-import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
-import type { BackoffOptions } from "../consumer/backoff.ts";
 import type { LinkTarget } from "../consumer/link.ts";
 import type { Supervisor } from "../consumer/supervisor.ts";
 import { getLogger } from "../log.ts";
@@ -27,37 +25,20 @@ const log = getLogger("gearman");
 export { type ConsumedQueue, ConsumerStartError };
 
 /** Options of {@link GearmanConsumer}. */
-export interface GearmanConsumerOptions {
+export interface GearmanConsumerOptions extends BackendOptions {
   /** `host:port` of every job server (D9). */
   readonly servers: readonly string[];
-  readonly queues: readonly ConsumedQueue[];
   /** Most jobs in flight per queue (≥ 1), the hard cap of its window; in-order queues always get 1. */
   readonly maxJobsPerQueue: number;
-  /** Adapt each queue's jobs in flight to its writers; absent = fixed at the cap. */
-  readonly window?: WindowOptions;
-  /** Payload bytes in flight across all queues; default 256 MiB. */
-  readonly maxInFlightBytes?: number;
   /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
   readonly maxJobSize?: number;
-  readonly handler: JobHandler;
-  readonly observer: ConsumerObserver;
-  /** Records jobs that are too large or trip an internal error. */
-  readonly deadLetter?: ConsumerDeadLetterSink;
-  readonly retry?: BackoffOptions;
-  readonly reconnectIntervalMs: number;
-  /** Stop waits this long for running handlers before abandoning their jobs (G9). */
-  readonly drainTimeoutMs: number;
   readonly heartbeatIntervalMs?: number;
   readonly heartbeatTimeoutMs?: number;
   /** Bound on connecting and on the server's first answer. */
   readonly connectTimeoutMs?: number;
   readonly idlePollMs?: number;
-  /** Jobs waiting at a server that the queue does not take for this long = stalled; 0 disables. */
-  readonly stallTimeoutMs?: number;
   /** Prefix of the SET_CLIENT_ID shown in `gearadmin --workers`. */
   readonly clientIdPrefix?: string;
-  /** Interval of the per-queue summary line; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
 }
 
 /** Consumes every queue from every job server. */
@@ -74,21 +55,10 @@ export class GearmanConsumer {
     }
     const o = options;
     this.#core = new Consumer({
+      ...o,
       name: "gearman",
       log,
-      queues: o.queues,
-      maxJobsPerQueue: o.maxJobsPerQueue,
-      ...(o.window === undefined ? {} : { window: o.window }),
-      ...(o.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: o.maxInFlightBytes }),
-      handler: o.handler,
-      observer: o.observer,
-      ...(o.deadLetter === undefined ? {} : { deadLetter: o.deadLetter }),
-      ...(o.retry === undefined ? {} : { retry: o.retry }),
       targets: (context) => o.queues.flatMap((q) => o.servers.map((s) => target(o, q, s, context))),
-      reconnectIntervalMs: o.reconnectIntervalMs,
-      drainTimeoutMs: o.drainTimeoutMs,
-      ...(o.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: o.stallTimeoutMs }),
-      ...(o.statsIntervalMs === undefined ? {} : { statsIntervalMs: o.statsIntervalMs }),
       describe: { servers: o.servers.join(",") },
       serverNoun: "job server",
     });

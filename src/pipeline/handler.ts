@@ -10,8 +10,6 @@ import { decodePayload } from "../events/decode.ts";
 import type { DecodedJob, Row, StreamEvent, TableRow } from "../events/types.ts";
 import type { DowntimeExecutor } from "../mysql/downtime.ts";
 import type { StatusCleaner } from "../mysql/core_restart.ts";
-import type { SqlExecutor } from "../mysql/executor.ts";
-import type { DbAvailability } from "../mysql/availability.ts";
 import type { BatchedTableName } from "../events/table_names.ts";
 import type { Writers } from "./pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -47,14 +45,8 @@ export interface EventStream {
   publish(topic: string, events: readonly StreamEvent[]): void;
 }
 
-/** Collaborators of {@link createJobHandler}. */
-export interface JobHandlerOptions {
-  readonly writers: Writers;
-  readonly downtimes: DowntimeExecutor;
-  /** Cleans the status tables on a core restart (D4). */
-  readonly statusCleaner: StatusCleaner;
-  readonly executor: SqlExecutor;
-  readonly availability: DbAvailability;
+/** What the pipeline's options and the handler's share: decode settings and side outputs. */
+export interface HandlerSettings {
   readonly deadLetters: DeadLetterSink;
   readonly metrics?: Metrics;
   readonly nodeName: string;
@@ -67,8 +59,16 @@ export interface JobHandlerOptions {
   readonly graphite?: PerfdataSink;
   /** Worker clock in epoch seconds (tests). */
   readonly now?: () => number;
-  /** The `/ws` hub; absent = nothing is streamed. */
+  /** The `/ws` hub (docs/operations.md#ws); absent = nothing is streamed. */
   readonly stream?: EventStream;
+}
+
+/** Collaborators of {@link createJobHandler}. */
+export interface JobHandlerOptions extends HandlerSettings {
+  readonly writers: Writers;
+  readonly downtimes: DowntimeExecutor;
+  /** Cleans the status tables on a core restart (D4). */
+  readonly statusCleaner: StatusCleaner;
 }
 
 const REPAIR_WARN_INTERVAL_MS = 5 * 60_000;

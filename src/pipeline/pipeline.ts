@@ -11,7 +11,6 @@ import { ShardedWriter } from "../mysql/sharded_writer.ts";
 import { DowntimeExecutor } from "../mysql/downtime.ts";
 import type { SqlExecutor } from "../mysql/executor.ts";
 import { DbAvailability } from "../mysql/availability.ts";
-import type { Metrics } from "../metrics/registry.ts";
 import type { JobHandler } from "../consumer/contract.ts";
 import type { QueuePressure } from "../consumer/window.ts";
 import { QUEUES } from "../events/queues.ts";
@@ -22,8 +21,7 @@ import {
   isBatchedTableName,
 } from "../events/table_names.ts";
 import { StatusCleaner } from "../mysql/core_restart.ts";
-import { createJobHandler, type EventStream, type PerfdataSink } from "./handler.ts";
-import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
+import { createJobHandler, type HandlerSettings } from "./handler.ts";
 import { deadline } from "../util/async.ts";
 import { getLogger } from "../log.ts";
 
@@ -52,23 +50,13 @@ export const SLOW_STATEMENT_FACTOR = 4;
 export const SLOW_STATEMENT_MIN_MS = 1_000;
 
 /** Options of {@link Pipeline}. */
-export interface PipelineOptions {
+export interface PipelineOptions extends HandlerSettings {
   readonly executor: SqlExecutor;
   readonly batchSize: number;
   /** Writers per batched table (`--mysql-writers-per-table`); default 1. */
   readonly writersPerTable?: number;
-  readonly deadLetters: DeadLetterSink;
-  readonly metrics?: Metrics;
-  readonly nodeName: string;
-  readonly statusMaxAgeSeconds: number;
-  readonly openItcockpit: boolean;
-  readonly perfdataToMysql: boolean;
-  readonly graphite?: PerfdataSink;
   /** Interval of the write summaries; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
-  readonly now?: () => number;
-  /** The `/ws` hub (docs/operations.md#ws); absent = nothing is streamed. */
-  readonly stream?: EventStream;
 }
 
 /** The write side of the worker. */
@@ -119,22 +107,7 @@ export class Pipeline {
       deadLetters: options.deadLetters,
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
     });
-    this.handler = createJobHandler({
-      writers,
-      downtimes,
-      statusCleaner,
-      executor: options.executor,
-      availability: this.availability,
-      deadLetters: options.deadLetters,
-      nodeName: options.nodeName,
-      statusMaxAgeSeconds: options.statusMaxAgeSeconds,
-      openItcockpit: options.openItcockpit,
-      perfdataToMysql: options.perfdataToMysql,
-      ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
-      ...(options.graphite === undefined ? {} : { graphite: options.graphite }),
-      ...(options.now === undefined ? {} : { now: options.now }),
-      ...(options.stream === undefined ? {} : { stream: options.stream }),
-    });
+    this.handler = createJobHandler({ ...options, writers, downtimes, statusCleaner });
     const interval = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = interval > 0
       ? setInterval(() => {
