@@ -204,19 +204,47 @@ function reportConfigError(err: unknown, io: Io): number {
 }
 
 /**
- * First SIGTERM/SIGINT: graceful shutdown (abort the command's signal).
- * Second: exit at once (S1: do not rely on removing the listener to restore
- * the default action).
+ * A signal this soon after the first is the same one delivered twice: Ctrl-C on `deno task
+ * start` reaches the worker once from the terminal and once forwarded by the task runner.
+ * Pinned by "cli: a shutdown signal delivered twice at once is one signal; a later one exits".
  */
+export const DUPLICATE_SIGNAL_MS = 250;
+
+/**
+ * What to do with each shutdown signal: the first aborts (graceful shutdown), a later one
+ * exits at once (S1: do not rely on removing the listener to restore the default action), a
+ * duplicate within {@link DUPLICATE_SIGNAL_MS} of the first is ignored.
+ *
+ * @param actions Abort the command, exit the process, read the clock (ms).
+ * @returns The listener for every shutdown signal.
+ */
+export function shutdownSignalHandler(actions: {
+  readonly abort: () => void;
+  readonly exit: () => void;
+  readonly now: () => number;
+}): () => void {
+  let firstAt: number | undefined;
+  return () => {
+    const now = actions.now();
+    if (firstAt === undefined) {
+      firstAt = now;
+      actions.abort();
+    } else if (now - firstAt >= DUPLICATE_SIGNAL_MS) {
+      actions.exit();
+    }
+  };
+}
+
 function installSignals(controller: AbortController, io: Io): () => void {
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
-  const onSignal = () => {
-    if (controller.signal.aborted) {
+  const onSignal = shutdownSignalHandler({
+    abort: () => controller.abort(new DOMException("signal received", "AbortError")),
+    exit: () => {
       io.err("statusengine-worker: second signal, exiting immediately");
       Deno.exit(130);
-    }
-    controller.abort(new DOMException("signal received", "AbortError"));
-  };
+    },
+    now: () => performance.now(),
+  });
   for (const s of signals) Deno.addSignalListener(s, onSignal);
   return () => {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);

@@ -3,6 +3,7 @@ import { loadSettings } from "../config/load.ts";
 import { workerConfigFrom } from "./run.ts";
 import { StartupError } from "../daemon/mod.ts";
 import { DEFAULT_ALLOWED_RAW_COMMANDS } from "../commands/validate.ts";
+import { DUPLICATE_SIGNAL_MS, shutdownSignalHandler } from "./mod.ts";
 
 const ALLOW = [...DEFAULT_ALLOWED_RAW_COMMANDS];
 
@@ -69,4 +70,24 @@ Deno.test("run: --queues and --exclude-queues select the consumed queues; nothin
     configFor(["--queues", "statusngin_hoststatus", "--exclude-queues", "statusngin_hoststatus"]),
     (err: unknown) => err instanceof StartupError && /no queue left to consume/.test(err.message),
   );
+});
+
+// Ctrl-C on `deno task start` reaches the worker twice at once: from the terminal and
+// forwarded by the task runner. Treating that as a second signal skipped the graceful
+// shutdown (held jobs redelivered, no shutdown steps logged).
+Deno.test("cli: a shutdown signal delivered twice at once is one signal; a later one exits", () => {
+  let now = 0;
+  const calls: string[] = [];
+  const onSignal = shutdownSignalHandler({
+    abort: () => calls.push("abort"),
+    exit: () => calls.push("exit"),
+    now: () => now,
+  });
+  onSignal();
+  now = 5;
+  onSignal();
+  assert.deepEqual(calls, ["abort"], "the duplicate is ignored");
+  now = DUPLICATE_SIGNAL_MS;
+  onSignal();
+  assert.deepEqual(calls, ["abort", "exit"], "a later signal exits at once");
 });
