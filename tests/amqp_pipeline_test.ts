@@ -126,13 +126,18 @@ Deno.test("amqp pipeline: while MySQL is unreachable no message is acked and the
   });
   await waitFor(
     async () =>
-      (await metricValue(worker, "statusengine_queue_jobs_in_flight", { queue_name: Q })) === 5,
-    { message: "five jobs waiting for their commit" },
+      (await metricValue(worker, "statusengine_queue_jobs_in_flight", { queue_name: Q })) > 0,
+    { message: "jobs waiting for their commit" },
   );
-  // Prefetch 5: five messages in their handlers, all unacked; 45 ready at the broker.
+  // Prefetch 5: five messages delivered, all unacked; 45 ready at the broker. How many of the
+  // five are in their handlers depends on when the window saw MySQL slow and halved (to 1).
   await waitFor(async () => (await publisher.depth(Q)).ready === 45, {
     message: "45 of 50 still ready at the broker",
   });
+  const inFlight = await metricValue(worker, "statusengine_queue_jobs_in_flight", {
+    queue_name: Q,
+  });
+  assert.ok(inFlight >= 1 && inFlight <= 5, `jobs in flight: ${inFlight}`);
   assert.equal(await completed(worker), 5, "no job acked while MySQL was unreachable");
 
   proxy.unblock();
