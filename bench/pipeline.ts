@@ -21,13 +21,17 @@
  *   deno run -A bench/pipeline.ts [--rounds 5] [--jobs 1000] [--events-per-job 100]
  *     [--batches 100,700] [--tables statusengine_hostchecks,statusengine_servicestatus]
  *     [--gearman-only] [--worker-args "--mysql-writers-per-table 1"] [--baseline DIR]
- *     [--variant "--mysql-writers-per-table 1"]
+ *     [--variant "--mysql-writers-per-table 1"] [--worker-v8-flags --prof,--logfile=/tmp/v8.log]
  *
  * `--variant ARGS` adds a column: our worker with these extra arguments, draining from gearmand in
  * the same rounds (how `--mysql-writers-per-table` got its default).
  * `--baseline DIR` adds a column: the worker of another checkout (e.g. `git archive <commit>`
  * unpacked into DIR) draining the same backlog from gearmand with its own default settings and
  * V8 flags, so two versions are compared in one run.
+ *
+ * `--worker-v8-flags` adds V8 flags to our worker's (e.g. `--prof` for a tick profile).
+ * Each drain also reports the worker's CPU time (user + system, from `/proc`) per 100,000
+ * events, counted from its readiness to its last acknowledgement.
  *
  * Targets (issue 14): Gearman ≥ 90 % of the 1-connection ceiling at batch 100
  * and 700, ≥ 1.3 × at batch 700; RabbitMQ ≥ 85 % of Gearman; peak RSS < 200 MB.
@@ -46,6 +50,7 @@ import { appendAdjustedRow, type ValueAdjustment } from "../src/mysql/values.ts"
 import type { SqlValue } from "../src/events/types.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { V8_FLAGS } from "../tools/compile.ts";
 import { arg, fmt, median, report, submitMany } from "./_util.ts";
 
 const ROUNDS = arg("--rounds", 5);
@@ -57,6 +62,7 @@ const WITH_RABBITMQ = !Deno.args.includes("--gearman-only");
 const WORKER_ARGS = list("--worker-args", "", " ");
 const BASELINE = list("--baseline", "")[0];
 const VARIANT = list("--variant", "", " ");
+const EXTRA_V8_FLAGS = list("--worker-v8-flags", "");
 const BASELINE_V8_FLAGS: readonly string[] | undefined = BASELINE === undefined
   ? undefined
   : (await import(new URL("tools/compile.ts", `file://${BASELINE.replace(/\/?$/, "/")}`).href))
@@ -192,6 +198,17 @@ interface Drain {
   /** Statements retried after a deadlock (1213) or lock wait timeout, and statements sent. */
   readonly lockRetries: number;
   readonly statements: number;
+  /** The worker's CPU seconds (user + system) per 100,000 events. */
+  readonly cpuPer100k: number;
+}
+
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSeconds(pid: number): number {
+  // Fields after the command name, which is in parentheses and may contain spaces.
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second).
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 function peakRssMb(pid: number): number {
@@ -254,9 +271,10 @@ async function drain(
         ...(backend.kind === "gearman" ? backend.args ?? [] : []),
       ],
       ...(baseline === undefined
-        ? {}
+        ? (EXTRA_V8_FLAGS.length === 0 ? {} : { v8Flags: [...V8_FLAGS, ...EXTRA_V8_FLAGS] })
         : { main: `${baseline.replace(/\/?$/, "/")}main.ts`, v8Flags: BASELINE_V8_FLAGS ?? [] }),
     });
+    const cpuAtStart = cpuSeconds(worker.pid);
     await started;
     for (;;) {
       const p = await progress();
@@ -273,12 +291,14 @@ async function drain(
     }
     const seconds = (performance.now() - (t0 as number)) / 1000;
     const rss = peakRssMb(worker.pid);
+    const cpu = cpuSeconds(worker.pid) - cpuAtStart;
     const metrics = await worker.metrics();
     return {
       eventsPerSecond: (total * PER_JOB) / seconds,
       peakRssMb: rss,
       lockRetries: seriesValue(metrics, "statusengine_db_batch_retries_total"),
       statements: seriesValue(metrics, "statusengine_db_flushes_total", { table: c.table }),
+      cpuPer100k: cpu / (total * PER_JOB) * 100_000,
     };
   } finally {
     await publisher?.close();
@@ -354,9 +374,9 @@ for (const c of CASES) {
       const drained = (name: string, d: Drain | undefined) =>
         d === undefined
           ? ""
-          : `, ${name} ${fmt(d.eventsPerSecond)} (${
-            d.peakRssMb.toFixed(0)
-          } MB, ${d.lockRetries} lock retries in ${d.statements} statements)`;
+          : `, ${name} ${fmt(d.eventsPerSecond)} (${d.peakRssMb.toFixed(0)} MB, ${
+            d.cpuPer100k.toFixed(2)
+          } CPU s/100k, ${d.lockRetries} lock retries in ${d.statements} statements)`;
       report(
         `  ${c.table} batch ${batch} round ${r + 1}: 1 conn ${fmt(round.c1 ?? 0)}, 2 conns ${
           fmt(round.c2 ?? 0)
@@ -386,6 +406,7 @@ for (const c of CASES) {
       spread(q.map(({ d, x }) => d.eventsPerSecond / x.gearman.eventsPerSecond), pct),
       spread(g.map(({ d }) => d.peakRssMb), mb),
       spread(q.map(({ d }) => d.peakRssMb), mb),
+      spread(g.map(({ d }) => d.cpuPer100k), (x) => x.toFixed(2)),
       `${[...g, ...q].reduce((n, { d }) => n + d.lockRetries, 0)} / ${
         fmt([...g, ...q].reduce((n, { d }) => n + d.statements, 0))
       }`,
@@ -413,6 +434,7 @@ const header = [
   "RabbitMQ / Gearman",
   "Gearman peak RSS, MB",
   "RabbitMQ peak RSS, MB",
+  "Gearman worker CPU s / 100k events",
   "lock retries / statements",
   ...(BASELINE === undefined ? [] : ["baseline / 1 conn", "baseline peak RSS, MB"]),
   ...(VARIANT.length === 0

@@ -868,6 +868,18 @@ Deno.test("decodePayload: a valid fixture is not reported as repaired and decode
   }
 });
 
+Deno.test("decodePayload: a U+FFFD sent by the core is kept and not reported as repaired; one next to an ill-formed byte is", () => {
+  const text = single("statusngin_logentries", "logentry", { data: "bad \uFFFD char" });
+  const valid = decodePayload("statusngin_logentries", new TextEncoder().encode(text), CTX);
+  assert.equal(valid.repaired, false);
+  assert.equal(onlyRow(valid.job).logentry_data, "bad \uFFFD char");
+  const b = new TextEncoder().encode(text.replace("char", "ch?r"));
+  b[b.lastIndexOf(0x3f)] = 0xe4;
+  const mixed = decodePayload("statusngin_logentries", b, CTX);
+  assert.equal(mixed.repaired, true);
+  assert.equal(onlyRow(mixed.job).logentry_data, "bad \uFFFD chär");
+});
+
 Deno.test("decodePayload: the repaired flag agrees with repairUtf8 for random bytes", () => {
   let seed = 99;
   function rnd(n: number): number {
