@@ -131,10 +131,18 @@ export function truncateToCodePoints(value: string, maxChars: number): string {
   return index >= length ? value : value.slice(0, index);
 }
 
+/** Adjusts one row of a given table and appends its values (see {@link appendAdjustedRow}). */
+type RowFitter = (row: Row, values: SqlValue[], adjustments: ValueAdjustment[]) => void;
+
+const fitterCache = new Map<TableName, RowFitter>();
+
 /**
  * Adjust one row and append its values, in insert-column order, to `values`.
  *
- * This is the allocation-light form for building one flat parameter array per statement.
+ * This runs for every row written, so each table gets a function generated from its
+ * catalogue entry ({@link compileRowFitter}): it reads every column by its literal name, which
+ * the engine resolves once per row shape, where a loop over the column names makes every read
+ * a generic lookup by key (measured 4–5 times slower for servicestatus).
  *
  * @param table Catalogue table.
  * @param row Values by column name.
@@ -142,6 +150,87 @@ export function truncateToCodePoints(value: string, maxChars: number): string {
  * @param adjustments Array each adjustment is pushed to.
  */
 export function appendAdjustedRow(
+  table: Table,
+  row: Row,
+  values: SqlValue[],
+  adjustments: ValueAdjustment[],
+): void {
+  let fit = fitterCache.get(table.name);
+  if (fit === undefined) {
+    fit = compileRowFitter(table);
+    fitterCache.set(table.name, fit);
+  }
+  fit(row, values, adjustments);
+}
+
+/**
+ * Generate the fitting function of one table: the same rules as
+ * {@link appendAdjustedRowInterpreted}, unrolled per column, with the common case (a value
+ * that fits) decided inline and every adjustment left to the shared helpers. The generated
+ * text holds only column names (JSON-quoted) and numeric limits from the catalogue.
+ *
+ * @param table Catalogue table.
+ * @returns The table's fitter.
+ */
+export function compileRowFitter(table: Table): RowFitter {
+  const descriptors = descriptorsOf(table);
+  const lines: string[] = ["let v;"];
+  descriptors.forEach((d, i) => {
+    const name = JSON.stringify(d.name);
+    lines.push(`v = row[${name}];`);
+    lines.push(`if (v === null || v === undefined) values.push(nullFor(D[${i}], adj));`);
+    switch (d.kind) {
+      case TEXT:
+        lines.push(
+          `else { if (typeof v !== "string") v = String(v);`,
+          `  if (v.length > ${d.maxChars}) { const c = trunc(v, ${d.maxChars});`,
+          `    if (c !== v) { adj.push({ column: ${name}, reason: "truncated" }); v = c; } }`,
+          `  values.push(v); }`,
+        );
+        break;
+      case INTEGER:
+        lines.push(
+          `else if (typeof v === "number" && !(Number.isInteger(v) && v >= ${d.min} && v <= ${d.max}))`,
+          `  values.push(integerFor(D[${i}], v, adj));`,
+          `else values.push(v);`,
+        );
+        break;
+      case FLAG:
+        lines.push(
+          `else if (typeof v === "number" && v !== 0 && v !== 1) values.push(integerFor(D[${i}], v, adj));`,
+          `else values.push(v);`,
+        );
+        break;
+      default:
+        // D6/T21: doubles are bound exactly as received, never rounded.
+        lines.push(`else values.push(v);`);
+    }
+  });
+  const factory = new Function(
+    "D",
+    "nullFor",
+    "integerFor",
+    "trunc",
+    `"use strict"; return function fit(row, values, adj) {\n${lines.join("\n")}\n};`,
+  ) as (
+    d: readonly Descriptor[],
+    n: typeof nullFor,
+    i: typeof integerFor,
+    t: typeof truncateToCodePoints,
+  ) => RowFitter;
+  return factory(descriptors, nullFor, integerFor, truncateToCodePoints);
+}
+
+/**
+ * The fitting rules as a loop over the column descriptors: the reference the generated
+ * fitters are tested against.
+ *
+ * @param table Catalogue table.
+ * @param row Values by column name.
+ * @param values Array the row's values are pushed to.
+ * @param adjustments Array each adjustment is pushed to.
+ */
+export function appendAdjustedRowInterpreted(
   table: Table,
   row: Row,
   values: SqlValue[],
