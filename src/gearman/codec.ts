@@ -149,8 +149,13 @@ export interface Packet {
   readonly truncatedFrom?: number;
 }
 
-/** Bodies from this size on are read straight into one buffer instead of being joined from reads. */
-const DIRECT_BODY_BYTES = 256 * 1024;
+/**
+ * Bodies from this size on that have not fully arrived are read straight into one buffer of
+ * their size instead of being joined from reads: one copy of every byte instead of two (the
+ * read copied out of the connection's buffer, then the join), and no garbage per read. A
+ * 126 KB job arriving in 64 KiB reads took 66 µs to parse the joining way, 18 µs this way.
+ */
+const DIRECT_BODY_BYTES = 1024;
 
 /** Workload bytes kept of a job assignment above the size limit (for the dead-letter record). */
 export const TRUNCATED_WORKLOAD_BYTES = 1024;
