@@ -132,7 +132,12 @@ export function truncateToCodePoints(value: string, maxChars: number): string {
 }
 
 /** Adjusts one row of a given table and appends its values (see {@link appendAdjustedRow}). */
-type RowFitter = (row: Row, values: SqlValue[], adjustments: ValueAdjustment[]) => void;
+type RowFitter = (
+  row: Row,
+  values: SqlValue[],
+  adjustments: ValueAdjustment[],
+  at: number,
+) => void;
 
 const fitterCache = new Map<TableName, RowFitter>();
 
@@ -160,7 +165,32 @@ export function appendAdjustedRow(
     fit = compileRowFitter(table);
     fitterCache.set(table.name, fit);
   }
-  fit(row, values, adjustments);
+  fit(row, values, adjustments, values.length);
+}
+
+/**
+ * Adjust one row into a new array of exactly its values, in insert-column order: what the
+ * writer buffers per row (allocated once at its final length, where pushing grows it in
+ * steps).
+ *
+ * @param table Catalogue table.
+ * @param row Values by column name.
+ * @param adjustments Array each adjustment is pushed to.
+ * @returns The row's values.
+ */
+export function fittedValues(
+  table: Table,
+  row: Row,
+  adjustments: ValueAdjustment[],
+): SqlValue[] {
+  let fit = fitterCache.get(table.name);
+  if (fit === undefined) {
+    fit = compileRowFitter(table);
+    fitterCache.set(table.name, fit);
+  }
+  const values = new Array<SqlValue>(table.insertColumns.length);
+  fit(row, values, adjustments, 0);
+  return values;
 }
 
 /**
@@ -178,32 +208,33 @@ export function compileRowFitter(table: Table): RowFitter {
   descriptors.forEach((d, i) => {
     const name = JSON.stringify(d.name);
     lines.push(`v = row[${name}];`);
-    lines.push(`if (v === null || v === undefined) values.push(nullFor(D[${i}], adj));`);
+    const out = `values[at + ${i}]`;
+    lines.push(`if (v === null || v === undefined) ${out} = nullFor(D[${i}], adj);`);
     switch (d.kind) {
       case TEXT:
         lines.push(
           `else { if (typeof v !== "string") v = String(v);`,
           `  if (v.length > ${d.maxChars}) { const c = trunc(v, ${d.maxChars});`,
           `    if (c !== v) { adj.push({ column: ${name}, reason: "truncated" }); v = c; } }`,
-          `  values.push(v); }`,
+          `  ${out} = v; }`,
         );
         break;
       case INTEGER:
         lines.push(
           `else if (typeof v === "number" && !(Number.isInteger(v) && v >= ${d.min} && v <= ${d.max}))`,
-          `  values.push(integerFor(D[${i}], v, adj));`,
-          `else values.push(v);`,
+          `  ${out} = integerFor(D[${i}], v, adj);`,
+          `else ${out} = v;`,
         );
         break;
       case FLAG:
         lines.push(
-          `else if (typeof v === "number" && v !== 0 && v !== 1) values.push(integerFor(D[${i}], v, adj));`,
-          `else values.push(v);`,
+          `else if (typeof v === "number" && v !== 0 && v !== 1) ${out} = integerFor(D[${i}], v, adj);`,
+          `else ${out} = v;`,
         );
         break;
       default:
         // D6/T21: doubles are bound exactly as received, never rounded.
-        lines.push(`else values.push(v);`);
+        lines.push(`else ${out} = v;`);
     }
   });
   const factory = new Function(
@@ -211,7 +242,7 @@ export function compileRowFitter(table: Table): RowFitter {
     "nullFor",
     "integerFor",
     "trunc",
-    `"use strict"; return function fit(row, values, adj) {\n${lines.join("\n")}\n};`,
+    `"use strict"; return function fit(row, values, adj, at) {\n${lines.join("\n")}\n};`,
   ) as (
     d: readonly Descriptor[],
     n: typeof nullFor,

@@ -5,6 +5,7 @@ import {
   adjustRow,
   appendAdjustedRow,
   appendAdjustedRowInterpreted,
+  fittedValues,
   truncateToCodePoints,
   type ValueAdjustment,
 } from "./values.ts";
@@ -254,7 +255,7 @@ Deno.test("ADJUSTMENT_REASONS: lists every reason label once", () => {
   ]);
 });
 
-Deno.test("appendAdjustedRow: the generated fitter of every table agrees with the interpreted rules on random rows", () => {
+Deno.test("appendAdjustedRow, fittedValues: the generated fitter of every table agrees with the interpreted rules on random rows", () => {
   let seed = 0xf17;
   function rnd(n: number): number {
     seed = (seed * 1103515245 + 12345) & 0x7fffffff;
@@ -313,6 +314,9 @@ Deno.test("appendAdjustedRow: the generated fitter of every table agrees with th
       appendAdjustedRowInterpreted(table, row as Row, reference, referenceAdjustments);
       assert.deepEqual(compiled, reference, `${table.name} round ${round}`);
       assert.deepEqual(compiledAdjustments, referenceAdjustments, `${table.name} round ${round}`);
+      const fitted = fittedValues(table, row as Row, []);
+      assert.deepEqual([...fitted], reference, `${table.name} round ${round}`);
+      assert.equal(Object.keys(fitted).length, table.insertColumns.length, "no hole left");
     }
   }
 });

@@ -28,7 +28,7 @@ import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError, sameMysqlError } from "./errors.ts";
 import { HOLD_INITIAL_MS, HOLD_MAX_MS, runWithRetry } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
-import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
+import { fittedValues, type ValueAdjustment } from "./values.ts";
 import type { Row, SqlValue } from "../events/types.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
@@ -192,8 +192,7 @@ export class TableWriter {
       }
       for (; room > 0 && i < rows.length; room--, i++) {
         const row = rows[i] as Row;
-        const values: SqlValue[] = [];
-        appendAdjustedRow(this.table, row, values, adjustments);
+        const values = fittedValues(this.table, row, adjustments);
         this.#buffer.push({ values, owner, row });
         this.#rowsAdded++;
       }
@@ -530,8 +529,15 @@ export class TableWriter {
    */
   async #send(batch: Pending[], top: boolean): Promise<MysqlWriteError | undefined> {
     const sql = insertStatement(this.table, batch.length);
-    const values: SqlValue[] = [];
-    for (const p of batch) for (const v of p.values) values.push(v);
+    // One array of the statement's final length: pushing 30,000 values grows it in steps.
+    let count = 0;
+    for (const p of batch) count += p.values.length;
+    const values = new Array<SqlValue>(count);
+    let k = 0;
+    for (const p of batch) {
+      const row = p.values;
+      for (let i = 0; i < row.length; i++) values[k++] = row[i] as SqlValue;
+    }
     if (values.length !== batch.length * this.table.insertColumns.length) {
       // A miscounted row would misalign every following placeholder (W3 argument guard).
       throw new Error(
