@@ -4,6 +4,7 @@ import { decodeJob, decodePayload } from "./decode.ts";
 import { QUEUE_NAMES, type QueueName } from "./queues.ts";
 import { repairUtf8 } from "./utf8_repair.ts";
 import type { DecodeContext, DecodedJob, InvalidReason, Row, TableRow } from "./types.ts";
+import { seededRandom } from "../../tests/helpers/seeded_random.ts";
 
 const CTX = APPENDIX_CTX;
 
@@ -881,11 +882,7 @@ Deno.test("decodePayload: a U+FFFD sent by the core is kept and not reported as 
 });
 
 Deno.test("decodePayload: the repaired flag agrees with repairUtf8 for random bytes", () => {
-  let seed = 99;
-  function rnd(n: number): number {
-    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-    return seed % n;
-  }
+  const rnd = seededRandom(99);
   const prefix = new TextEncoder().encode('{"type":300,"logentry":{"entry_time":1,"data":"');
   const suffix = new TextEncoder().encode('"}}');
   for (let round = 0; round < 2000; round++) {
@@ -905,11 +902,7 @@ Deno.test("decodePayload: the repaired flag agrees with repairUtf8 for random by
 // Robustness: decodeJob never throws
 
 Deno.test("decodeJob: never throws for mutated fixtures (randomized)", () => {
-  let seed = 0x5eed;
-  function rnd(n: number): number {
-    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-    return seed % n;
-  }
+  const rnd = seededRandom(0x5eed);
   const replacements: unknown[] = [null, 0, -1, 1.5, 1e308, "", "x", "123", true, false, [], {}, [
     1,
   ], { a: 1 }];

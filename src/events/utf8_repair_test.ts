@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { repairUtf8 } from "./utf8_repair.ts";
+import { seededRandom } from "../../tests/helpers/seeded_random.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { fatal: true });
@@ -112,11 +113,7 @@ function referenceRepair(input: Uint8Array): string {
 }
 
 Deno.test("repairUtf8: random bytes always become valid UTF-8 equal to the per-byte reference", () => {
-  let seed = 12345;
-  function rnd(n: number): number {
-    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-    return seed % n;
-  }
+  const rnd = seededRandom(12345);
   const interesting = [
     0x41,
     0x80,

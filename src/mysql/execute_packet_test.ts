@@ -5,17 +5,14 @@ import {
   mysql2ExecutePacket,
 } from "./execute_packet.ts";
 import type { SqlValue } from "../events/types.ts";
+import { seededRandom } from "../../tests/helpers/seeded_random.ts";
 
 Deno.test("execute packet: the hook finds mysql2's execute command", () => {
   assert.equal(installBulkExecuteEncoder(), true);
 });
 
 Deno.test("execute packet: the same bytes as mysql2's encoder for random parameters, with and without query attributes", () => {
-  let seed = 0xe5e;
-  function rnd(n: number): number {
-    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-    return seed % n;
-  }
+  const rnd = seededRandom(0xe5e);
   const strings = [
     "",
     "OK",

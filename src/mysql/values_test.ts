@@ -10,6 +10,7 @@ import {
   type ValueAdjustment,
 } from "./values.ts";
 import type { Row, SqlValue } from "../events/types.ts";
+import { seededRandom } from "../../tests/helpers/seeded_random.ts";
 
 function hostcheck(overrides: Row = {}): Row {
   return {
@@ -256,11 +257,7 @@ Deno.test("ADJUSTMENT_REASONS: lists every reason label once", () => {
 });
 
 Deno.test("appendAdjustedRow, fittedValues: the generated fitter of every table agrees with the interpreted rules on random rows", () => {
-  let seed = 0xf17;
-  function rnd(n: number): number {
-    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-    return seed % n;
-  }
+  const rnd = seededRandom(0xf17);
   const samples: (SqlValue | undefined | boolean)[] = [
     undefined,
     null,
