@@ -463,10 +463,13 @@ Deno.test("synthetic: counts and events per job must be positive integers", () =
 });
 
 Deno.test("synthetic: a million events stream in bounded memory", () => {
-  // Pulls one job at a time; nothing is kept. A leak would show up as a growing heap.
+  // Pulls one job at a time; nothing is kept. A leak would show up as a heap that stays grown
+  // after collections: the heap in use includes garbage not yet collected (more of it when
+  // parallel tests keep the machine busy), so the lowest reading of the last quarter of the run
+  // is what is checked, not the peak.
   const before = Deno.memoryUsage().heapUsed;
   let jobs = 0;
-  let peak = 0;
+  const samples: number[] = [];
   for (
     const job of jobsFor(
       "statusngin_logentries",
@@ -474,9 +477,10 @@ Deno.test("synthetic: a million events stream in bounded memory", () => {
     )
   ) {
     jobs++;
-    if (jobs % 1_000 === 0) peak = Math.max(peak, Deno.memoryUsage().heapUsed - before);
+    if (jobs % 100 === 0) samples.push(Deno.memoryUsage().heapUsed - before);
     assert.ok(job.length > 0);
   }
   assert.equal(jobs, 10_000);
-  assert.ok(peak < 200 * 1024 * 1024, `heap grew by ${peak} bytes`);
+  const settled = Math.min(...samples.slice(-samples.length / 4));
+  assert.ok(settled < 100 * 1024 * 1024, `heap stayed ${settled} bytes above its start`);
 });
