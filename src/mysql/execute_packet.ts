@@ -257,6 +257,17 @@ function hasHints(parameters: unknown): boolean {
 }
 
 let installed: "yes" | "no" | undefined;
+let encoded = 0;
+
+/**
+ * Statements whose packet this encoder wrote since the process started (tests: the bulk
+ * INSERTs really take this path).
+ *
+ * @returns The count.
+ */
+export function bulkPacketsEncoded(): number {
+  return encoded;
+}
 let originalStart: Start | undefined;
 
 /** mysql2's execute command class, found by building one through `Connection.execute` without a connection. */
@@ -333,6 +344,7 @@ export function installBulkExecuteEncoder(): boolean {
         (clientFlags & CLIENT_QUERY_ATTRIBUTES) !== 0,
       );
       connection.writePacket(new EncodedPacket(bytes));
+      encoded++;
     } catch (error: unknown) {
       if (this.queryTimeout !== null) {
         clearTimeout(this.queryTimeout);

@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
+import mysql from "mysql2/promise";
+import { createScratchDatabase } from "../../tests/helpers/mysql.ts";
+import { poolExecutor } from "./executor.ts";
 import {
+  bulkPacketsEncoded,
   encodeExecutePacket,
   installBulkExecuteEncoder,
   mysql2ExecutePacket,
@@ -60,4 +64,66 @@ Deno.test("execute packet: a value that is not a string, number or null is refus
     () => encodeExecutePacket(1, [true as unknown as SqlValue], false),
     /Bind parameter 0 is boolean/,
   );
+});
+
+Deno.test("execute packet: prepared INSERTs through the executor take this encoder and MariaDB stores every value as sent", async () => {
+  await using db = await createScratchDatabase();
+  await db.query(
+    "CREATE TABLE t (id int PRIMARY KEY, s varchar(2000) NULL, t text NULL, n bigint NULL, " +
+      "d double NULL) DEFAULT CHARSET=utf8mb4",
+  );
+  const pool = mysql.createPool({
+    host: db.host,
+    port: db.port,
+    user: db.user,
+    password: db.password,
+    database: db.name,
+    charset: "utf8mb4",
+    connectionLimit: 2,
+  });
+  try {
+    const executor = poolExecutor(pool);
+    const rnd = seededRandom(0xdb);
+    const strings = [
+      "",
+      "OK",
+      "Datenträger ä",
+      "\u{1F600}\u{1F4A9}",
+      "a'b\"c\\d\0e",
+      "x".repeat(1999),
+    ];
+    const rows: [number, string | null, string | null, number | null, number | null][] = [];
+    for (let id = 0; id < 500; id++) {
+      rows.push([
+        id,
+        rnd(5) === 0 ? null : strings[rnd(strings.length)] as string,
+        rnd(5) === 0 ? null : strings[rnd(strings.length)] as string,
+        rnd(5) === 0 ? null : [0, -1, 1785470659, 2 ** 53 - 1, -(2 ** 40)][rnd(5)] as number,
+        rnd(5) === 0 ? null : [0.5, -2.25, 0.60077601671218872, 1e300][rnd(4)] as number,
+      ]);
+    }
+    const before = bulkPacketsEncoded();
+    for (let i = 0; i < rows.length; i += 100) {
+      const chunk = rows.slice(i, i + 100);
+      await executor.run(
+        `INSERT INTO t (id, s, t, n, d) VALUES ${chunk.map(() => "(?,?,?,?,?)").join(",")}`,
+        chunk.flat(),
+        { prepared: true },
+      );
+    }
+    assert.equal(bulkPacketsEncoded() - before, 5, "every statement took the encoder");
+    const [stored] = await pool.query("SELECT id, s, t, n, d FROM t ORDER BY id");
+    assert.deepEqual(
+      (stored as Record<string, unknown>[]).map((r) => [
+        r["id"],
+        r["s"],
+        r["t"],
+        r["n"] === null ? null : Number(r["n"]),
+        r["d"],
+      ]),
+      rows,
+    );
+  } finally {
+    await pool.end();
+  }
 });
