@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { denoSocketStream } from "../mysql/deno_socket.ts";
 import mysql from "mysql2/promise";
 import { type QueueName, QUEUES } from "../events/queues.ts";
 import type { TableName } from "../mysql/catalogue.ts";
@@ -78,6 +79,8 @@ export async function openDatabase(
     // Numbers stay numbers; bigint epoch seconds fit a double exactly (A.3).
     supportBigNumbers: true,
     bigNumberStrings: false,
+    // Deno.connect instead of Node's net.Socket (src/mysql/deno_socket.ts); TLS needs Node's.
+    ...(urlOptions.ssl === undefined ? { stream: denoSocketStream } : {}),
   });
   dropEmptyParameterMetadata(pool);
   const database: Database = {
