@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { concatBytes } from "../util/bytes.ts";
 
 /** Which side sent a packet: `REQ` (client/worker → server) or `RES` (server → client). */
 export type Magic = "REQ" | "RES";
@@ -243,16 +244,7 @@ export function encodePacket(magic: Magic, type: number, args: readonly PacketAr
  * docs/gearman-protocol.md#throughput).
  */
 export function concatPackets(packets: readonly Uint8Array[]): Uint8Array {
-  if (packets.length === 1) return packets[0] as Uint8Array;
-  let size = 0;
-  for (const p of packets) size += p.length;
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const p of packets) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
+  return concatBytes(packets);
 }
 
 /** Decode an argument as UTF-8 text (handles, function names, error codes). */

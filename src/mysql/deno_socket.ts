@@ -24,6 +24,7 @@
  */
 import { Buffer } from "node:buffer";
 import { EventEmitter } from "node:events";
+import { concatBytes } from "../util/bytes.ts";
 
 /** Where to connect. */
 export interface DenoSocketTarget {
@@ -191,7 +192,7 @@ export class DenoSocket extends EventEmitter {
         const callbacks = this.#callbacks;
         this.#pending = [];
         this.#callbacks = [];
-        const data = chunks.length === 1 ? chunks[0] as Uint8Array : concat(chunks);
+        const data = concatBytes(chunks);
         try {
           let offset = 0;
           while (offset < data.length) offset += await conn.write(data.subarray(offset));
@@ -262,18 +263,6 @@ export class DenoSocket extends EventEmitter {
     this.#closeEmitted = true;
     queueMicrotask(() => this.emit("close", false));
   }
-}
-
-function concat(chunks: readonly Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const c of chunks) size += c.length;
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
 }
 
 /**

@@ -4,7 +4,11 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers/mysql.ts";
+import {
+  connectionOptionsOf,
+  createScratchDatabase,
+  type ScratchDatabase,
+} from "../../tests/helpers/mysql.ts";
 import { freePort } from "../../tests/helpers/gearmand.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
 import { classifyMysqlError } from "./errors.ts";
@@ -12,12 +16,7 @@ import { denoSocketStream } from "./deno_socket.ts";
 
 function pool(db: ScratchDatabase, extra: mysql.PoolOptions = {}): mysql.Pool {
   return mysql.createPool({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    ...(db.password === "" ? {} : { password: db.password }),
-    database: db.name,
-    charset: "utf8mb4",
+    ...connectionOptionsOf(db),
     connectionLimit: 2,
     stream: denoSocketStream,
     ...extra,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
-import { createScratchDatabase } from "../../tests/helpers/mysql.ts";
+import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
 
 // Without this table a row error could be retried forever (stalling its
 // table) or an outage could dead-letter good rows (W5, D7, TestIsConnectionError).
@@ -171,11 +171,7 @@ Deno.test("mysql errors: what mysql2 really throws for a refused connection, a k
 
   await using db = await createScratchDatabase();
   const pool = mysql.createPool({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    password: db.password,
-    database: db.name,
+    ...connectionOptionsOf(db),
     connectionLimit: 2,
   });
   const admin = await mysql.createConnection({

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase } from "../../tests/helpers/mysql.ts";
+import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
 import { poolExecutor } from "./executor.ts";
 import {
   bulkPacketsEncoded,
@@ -73,12 +73,7 @@ Deno.test("execute packet: prepared INSERTs through the executor take this encod
       "d double NULL) DEFAULT CHARSET=utf8mb4",
   );
   const pool = mysql.createPool({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    password: db.password,
-    database: db.name,
-    charset: "utf8mb4",
+    ...connectionOptionsOf(db),
     connectionLimit: 2,
   });
   try {

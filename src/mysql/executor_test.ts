@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase } from "../../tests/helpers/mysql.ts";
+import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
 import { lockTables } from "../../tests/helpers/mysql_lock.ts";
 import { poolExecutor } from "./executor.ts";
 import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
@@ -16,11 +16,7 @@ Deno.test("executor: a statement without an answer within the timeout fails as u
   // One connection: if the unanswered one went back to the pool, the next
   // statement would queue behind the blocked INSERT and time out as well.
   const pool = mysql.createPool({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    password: db.password,
-    database: db.name,
+    ...connectionOptionsOf(db),
     connectionLimit: 1,
   });
   try {
@@ -51,11 +47,7 @@ Deno.test("executor: a statement without an answer within the timeout fails as u
 Deno.test("executor: without a timeout a slow statement is waited for", async () => {
   await using db = await createScratchDatabase();
   const pool = mysql.createPool({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    password: db.password,
-    database: db.name,
+    ...connectionOptionsOf(db),
     connectionLimit: 1,
   });
   try {

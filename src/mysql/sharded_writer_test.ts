@@ -6,7 +6,11 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers/mysql.ts";
+import {
+  connectionOptionsOf,
+  createScratchDatabase,
+  type ScratchDatabase,
+} from "../../tests/helpers/mysql.ts";
 import { lockTables, waitForBlocked } from "../../tests/helpers/mysql_lock.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
 import { ShardedWriter } from "./sharded_writer.ts";
@@ -35,12 +39,7 @@ async function setup(tables: readonly TableName[]): Promise<Fixture> {
     await db.query(createTableStatement(TABLES[t], { collation: "utf8mb4_general_ci" }));
   }
   const pool = mysql.createPool({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    password: db.password,
-    database: db.name,
-    charset: "utf8mb4",
+    ...connectionOptionsOf(db),
     connectionLimit: 8,
   });
   const metrics = createMetrics();

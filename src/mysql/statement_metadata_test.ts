@@ -5,7 +5,11 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers/mysql.ts";
+import {
+  connectionOptionsOf,
+  createScratchDatabase,
+  type ScratchDatabase,
+} from "../../tests/helpers/mysql.ts";
 import { dropEmptyParameterMetadata, hintsNothing } from "./statement_metadata.ts";
 import { TABLES } from "./catalogue.ts";
 import { createTableStatement } from "./ddl.ts";
@@ -17,12 +21,7 @@ const TABLE = TABLES.statusengine_hostchecks;
 
 function pool(db: ScratchDatabase): mysql.Pool {
   return mysql.createPool({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    password: db.password,
-    database: db.name,
-    charset: "utf8mb4",
+    ...connectionOptionsOf(db),
     connectionLimit: 1,
     supportBigNumbers: true,
     bigNumberStrings: false,

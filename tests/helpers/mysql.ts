@@ -30,6 +30,25 @@ export interface ScratchDatabase extends AsyncDisposable {
   drop(): Promise<void>;
 }
 
+/** mysql2 connection options of a scratch database, for a test's own pool or connection. */
+export function connectionOptionsOf(db: ScratchDatabase): {
+  host: string;
+  port: number;
+  user: string;
+  password?: string;
+  database: string;
+  charset: string;
+} {
+  return {
+    host: db.host,
+    port: db.port,
+    user: db.user,
+    ...(db.password === "" ? {} : { password: db.password }),
+    database: db.name,
+    charset: "utf8mb4",
+  };
+}
+
 /**
  * Create a fresh, empty database with a random name.
  *

@@ -6,7 +6,7 @@
  * and wait for the blocked statement to show up in the process list.
  */
 import mysql from "mysql2/promise";
-import type { ScratchDatabase } from "./mysql.ts";
+import { connectionOptionsOf, type ScratchDatabase } from "./mysql.ts";
 import { waitFor } from "./wait.ts";
 
 /** A table lock held by a test. */
@@ -33,11 +33,7 @@ export async function lockTables(
   // READ lets other sessions read the tables while their writes wait.
   const mode = options.mode ?? "WRITE";
   const conn = await mysql.createConnection({
-    host: db.host,
-    port: db.port,
-    user: db.user,
-    password: db.password,
-    database: db.name,
+    ...connectionOptionsOf(db),
   });
   try {
     await conn.query(`LOCK TABLES ${tables.map((t) => `\`${t}\` ${mode}`).join(", ")}`);

@@ -12,6 +12,7 @@
  * PRE_SLEEP with an immediate NOOP when jobs wait already.
  */
 import { encodePacket, PACKET, type Packet, PacketParser } from "../../src/gearman/codec.ts";
+import { concatBytes } from "../../src/util/bytes.ts";
 
 /** Options of {@link startScriptedJobServer}. */
 export interface ScriptOptions {
@@ -126,7 +127,7 @@ export function startScriptedJobServer(options: ScriptOptions): ScriptedJobServe
           ]));
         }
       }
-      send(w, concat(parts));
+      send(w, concatBytes(parts));
       scheduleFlush(w);
     }, delayMs);
   }
@@ -290,18 +291,6 @@ export function startScriptedJobServer(options: ScriptOptions): ScriptedJobServe
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   let off = 0;
   while (off < bytes.length) off += await conn.write(bytes.subarray(off));
-}
-
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  let size = 0;
-  for (const p of parts) size += p.length;
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
 }
 
 /**
