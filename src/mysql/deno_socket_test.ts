@@ -23,6 +23,21 @@ function pool(db: ScratchDatabase, extra: mysql.PoolOptions = {}): mysql.Pool {
   });
 }
 
+/** The server's id of the connection a query runs on. */
+async function connectionId(q: mysql.Pool | mysql.PoolConnection): Promise<number> {
+  const [rows] = await q.query("SELECT CONNECTION_ID() AS id");
+  return Number((rows as { id: number }[])[0]?.id);
+}
+
+/** Whether the server lists connection `id` (with `info` running, when given). */
+async function serverHas(db: ScratchDatabase, id: number, info = "%"): Promise<boolean> {
+  const rows = await db.query<unknown[]>(
+    "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = ? AND COALESCE(INFO, '') LIKE ?",
+    [id, info],
+  );
+  return rows.length > 0;
+}
+
 Deno.test("deno socket: queries, prepared statements, a 3 MB packet out and a 4 MB result in", async () => {
   await using db = await createScratchDatabase();
   const p = pool(db);
@@ -70,16 +85,14 @@ Deno.test("deno socket: a connection the server kills fails its statement as una
   await using db = await createScratchDatabase();
   const p = pool(db, { connectionLimit: 1 });
   try {
-    const [ids] = await p.query("SELECT CONNECTION_ID() AS id");
-    const id = (ids as { id: number }[])[0]?.id;
+    const id = await connectionId(p);
     const sleeping = p.query("SELECT SLEEP(30)").then(() => undefined, (e: unknown) => e);
-    await new Promise((r) => setTimeout(r, 200));
+    await waitFor(() => serverHas(db, id, "SELECT SLEEP%"), { message: "the statement runs" });
     await db.query(`KILL CONNECTION ${id}`);
     const err = await sleeping;
     assert.ok(err instanceof Error, String(err));
     assert.equal(classifyMysqlError(err), "unavailable");
-    const [again] = await p.query("SELECT CONNECTION_ID() AS id");
-    assert.notEqual((again as { id: number }[])[0]?.id, id);
+    assert.notEqual(await connectionId(p), id);
   } finally {
     await p.end();
   }
@@ -90,19 +103,12 @@ Deno.test("deno socket: a destroyed connection is closed at the server, and the 
   const p = pool(db, { connectionLimit: 1 });
   try {
     const conn = await p.getConnection();
-    const [ids] = await conn.query("SELECT CONNECTION_ID() AS id");
-    const id = (ids as { id: number }[])[0]?.id;
+    const id = await connectionId(conn);
     conn.destroy();
-    await waitFor(
-      async () =>
-        (await db.query<unknown[]>(
-          "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = ?",
-          [id],
-        )).length === 0,
-      { message: "the server dropped the destroyed connection" },
-    );
-    const [rows] = await p.query("SELECT CONNECTION_ID() AS id");
-    assert.notEqual((rows as { id: number }[])[0]?.id, id);
+    await waitFor(async () => !(await serverHas(db, id)), {
+      message: "the server dropped the destroyed connection",
+    });
+    assert.notEqual(await connectionId(p), id);
   } finally {
     await p.end();
   }
