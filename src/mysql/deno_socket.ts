@@ -88,11 +88,17 @@ export class DenoSocket extends EventEmitter {
           return;
         }
         this.#conn = conn;
-        if ("setNoDelay" in conn) {
-          (conn as Deno.TcpConn).setNoDelay(true);
-          (conn as Deno.TcpConn).setKeepAlive(true);
+        try {
+          if ("setNoDelay" in conn) {
+            (conn as Deno.TcpConn).setNoDelay(true);
+            (conn as Deno.TcpConn).setKeepAlive(true);
+          }
+          this.emit("connect");
+        } catch (err: unknown) {
+          // Never an unhandled rejection: the connection ends as an error.
+          this.#fail(err);
+          return;
         }
-        this.emit("connect");
         void this.#writeLoop();
         void this.#readLoop(conn);
       },
