@@ -257,6 +257,7 @@ function hasHints(parameters: unknown): boolean {
 }
 
 let installed: "yes" | "no" | undefined;
+let originalStart: Start | undefined;
 let encoded = 0;
 
 /**
@@ -268,7 +269,6 @@ let encoded = 0;
 export function bulkPacketsEncoded(): number {
   return encoded;
 }
-let originalStart: Start | undefined;
 
 /** mysql2's execute command class, found by building one through `Connection.execute` without a connection. */
 function findExecutePrototype(): ExecutePrototype | undefined {
