@@ -9,6 +9,7 @@
  * production worker does, so `read_only` applies to it; its write privileges
  * are granted per table, so a REVOKE takes effect on its open connections.
  */
+import { registryValue } from "../../tests/helpers/metric_registry.ts";
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { type Mariadbd, startMariadbd } from "../../tests/helpers/mariadbd.ts";
@@ -109,20 +110,6 @@ async function setup(options: { statementTimeoutMs?: number } = {}): Promise<Fix
   }
 }
 
-async function metric(
-  metrics: Metrics,
-  name: string,
-  labels: Record<string, string> = {},
-): Promise<number> {
-  const m = metrics.registry.getSingleMetric(name);
-  if (m === undefined) throw new Error(`No metric ${name}`);
-  const data = await m.get();
-  const match = data.values.find((v) =>
-    Object.entries(labels).every(([k, val]) => (v.labels as Record<string, unknown>)[k] === val)
-  );
-  return match?.value ?? 0;
-}
-
 let seq = 0;
 function rows(n: number, marker: string): Row[] {
   return Array.from({ length: n }, (_, i) => {
@@ -154,12 +141,12 @@ async function heldThroughFault(
   let settled = false;
   void job.done.then(() => (settled = true));
   await fx.writer.add(rows(40, "fault"), job);
-  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
     timeoutMs: 30_000,
     message: "db_available 0",
   });
   await waitFor(
-    async () => (await metric(fx.metrics, "statusengine_db_connection_retries_total")) >= 3,
+    async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 3,
     { timeoutMs: 30_000, message: "the held statement to be retried" },
   );
   assert.equal(settled, false, "a job resolved while MySQL could not take its rows");
@@ -172,17 +159,17 @@ async function heldThroughFault(
   assert.equal(job.deadLettered, 0);
   assert.equal((await Deno.readTextFile(fx.deadLetterPath)).trim(), "", "nothing dead-lettered");
   assert.equal(
-    await metric(fx.metrics, "statusengine_dead_letters_total", {
+    await registryValue(fx.metrics, "statusengine_dead_letters_total", {
       queue_name: LOG_QUEUE,
       reason: "sql_rejected",
     }),
     0,
   );
   assert.equal(
-    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    await registryValue(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
     0,
   );
-  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
 }
 
 Deno.test("writer: a read-only server (1290) holds the rows and never dead-letters them (W5, D7)", async () => {

@@ -8,6 +8,7 @@
  * simulated failures are lock errors 1213/1205, which MySQL cannot produce on
  * demand; the executor that injects them passes every other call to MySQL.
  */
+import { registryValue } from "../../tests/helpers/metric_registry.ts";
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers/mysql.ts";
@@ -203,21 +204,6 @@ async function setup(
   }
 }
 
-/** Current value of one series (0 when the series does not exist yet). */
-async function metric(
-  metrics: Metrics,
-  name: string,
-  labels: Record<string, string> = {},
-): Promise<number> {
-  const m = metrics.registry.getSingleMetric(name);
-  if (m === undefined) throw new Error(`No metric ${name}`);
-  const data = await m.get();
-  const match = data.values.find((v) =>
-    Object.entries(labels).every(([k, val]) => (v.labels as Record<string, unknown>)[k] === val)
-  );
-  return match?.value ?? 0;
-}
-
 let seq = 0;
 /** A distinct log entry; `marker` lets a test find it again. */
 function logRow(marker: string, overrides: Record<string, string | number> = {}): Row {
@@ -387,7 +373,7 @@ Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of it
   const sent = fx.executor.calls.map((c) => JSON.stringify(c.values));
   assert.equal(new Set(sent).size, sent.length, "a rejected statement was retried");
   assert.equal(
-    await metric(fx.metrics, "statusengine_dead_letters_total", {
+    await registryValue(fx.metrics, "statusengine_dead_letters_total", {
       queue_name: LOG_QUEUE,
       reason: "sql_rejected",
     }),
@@ -396,10 +382,10 @@ Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of it
   // One error per flush MySQL rejected, however many halving steps isolated the row.
   assert.ok(rejected.length > 1, "the batch was split to isolate the row");
   assert.equal(
-    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    await registryValue(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
     1,
   );
-  assert.equal(await metric(fx.metrics, "statusengine_db_batch_retries_total"), 0);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_batch_retries_total"), 0);
 });
 
 Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7, W5)", async () => {
@@ -414,11 +400,11 @@ Deno.test("writer: an error that names no row and fails both halves of a split h
   const job = new JobTracker(LOG_QUEUE, 8);
   const done = track(job.done);
   await writer.add(rows(8, "held"), job);
-  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
     message: "db_available 0",
   });
   await waitFor(
-    async () => (await metric(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
     { message: "the held batch retried" },
   );
   assert.equal(done.settled, false, "a job resolved while its rows were held");
@@ -431,9 +417,9 @@ Deno.test("writer: an error that names no row and fails both halves of a split h
   assert.equal(await fx.count(LOG, "logentry_data LIKE 'held-%'"), 8);
   assert.equal(job.deadLettered, 0);
   assert.equal((await fx.deadLetters()).length, 0);
-  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
   assert.equal(
-    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    await registryValue(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
     1,
     "one rejected flush",
   );
@@ -445,7 +431,7 @@ Deno.test("writer: held rows that MySQL then rejects for their values are dead-l
   await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
   const job = new JobTracker(LOG_QUEUE, 4);
   await writer.add(rows(4, "doomed"), job);
-  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
     message: "db_available 0",
   });
   // The column is back, but a CHECK constraint (4025, SQL state 23000) now refuses these rows.
@@ -457,7 +443,7 @@ Deno.test("writer: held rows that MySQL then rejects for their values are dead-l
   assert.equal(job.deadLettered, 4);
   assert.equal((await fx.deadLetters()).length, 4);
   // The last row settles its job just before the writer ends the outage.
-  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 1, {
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 1, {
     message: "the outage is over",
   });
 });
@@ -481,8 +467,8 @@ Deno.test("writer: an error that names no row but hits one row only is still iso
   assert.equal(letters.length, 1);
   assert.equal(letters[0]?.row?.["logentry_data"], "refused");
   assert.match(letters[0]?.error ?? "", /1644/);
-  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1, "never held");
-  assert.equal(await metric(fx.metrics, "statusengine_db_connection_retries_total"), 0);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1, "never held");
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
 });
 
 // --- W5 --------------------------------------------------------------------
@@ -515,11 +501,15 @@ Deno.test("writer: lock errors are retried after 50 ms and 200 ms, then held unt
   });
   assert.equal(await fx.count(LOG), 3);
   assert.equal(job.deadLettered, 0);
-  assert.equal(await metric(fx.metrics, "statusengine_db_batch_retries_total"), 4);
-  assert.equal(await metric(fx.metrics, "statusengine_db_connection_retries_total"), 0);
-  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1, "a lock is not an outage");
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_batch_retries_total"), 4);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
   assert.equal(
-    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    await registryValue(fx.metrics, "statusengine_db_available"),
+    1,
+    "a lock is not an outage",
+  );
+  assert.equal(
+    await registryValue(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
     0,
   );
 });
@@ -549,8 +539,8 @@ Deno.test("writer: a permanent error is never retried; every row of an all-bad b
   assert.equal(new Set(texts).size, texts.length);
   assert.equal(all.deadLettered, 4);
   assert.equal((await fx.deadLetters()).length, 5);
-  assert.equal(await metric(fx.metrics, "statusengine_db_batch_retries_total"), 0);
-  assert.equal(await metric(fx.metrics, "statusengine_db_connection_retries_total"), 0);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_batch_retries_total"), 0);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
   assert.equal(await fx.count(LOG), 0);
 });
 
@@ -561,17 +551,17 @@ Deno.test("writer: while MySQL is unreachable the batch is held, db_available go
   const warm = new JobTracker(LOG_QUEUE, 1);
   await writer.add([logRow("before")], warm);
   await warm.done;
-  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
 
   proxy.block();
   const job = new JobTracker(LOG_QUEUE, 5);
   const done = track(job.done);
   await writer.add(rows(5, "outage"), job);
-  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
     message: "db_available 0",
   });
   await waitFor(
-    async () => (await metric(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
     { message: "held batch retried" },
   );
   assert.equal(done.settled, false, "a job resolved while MySQL was unreachable");
@@ -579,12 +569,12 @@ Deno.test("writer: while MySQL is unreachable the batch is held, db_available go
 
   proxy.unblock();
   await job.done;
-  assert.equal(await metric(fx.metrics, "statusengine_db_available"), 1);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
   assert.equal(await fx.count(LOG, "logentry_data LIKE 'outage-%'"), 5);
   assert.equal(job.deadLettered, 0);
   assert.equal((await fx.deadLetters()).length, 0);
   assert.equal(
-    await metric(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
+    await registryValue(fx.metrics, "statusengine_pipeline_errors_total", { component: "mysql" }),
     0,
   );
 });
@@ -604,7 +594,7 @@ Deno.test("writer: close(budget) while MySQL is unreachable returns within the b
   const bufferedDone = track(buffered.done);
   await writer.add(rows(5, "held"), held); // the statement in flight, held by W5
   await writer.add(rows(5, "buffered"), buffered); // waiting behind it
-  await waitFor(async () => (await metric(fx.metrics, "statusengine_db_available")) === 0, {
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
     message: "db_available 0",
   });
 
@@ -779,8 +769,8 @@ Deno.test("writer: db_events_written_total and db_flushes_total count only succe
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 5);
   const labels = { table: LOG };
-  const written = () => metric(fx.metrics, "statusengine_db_events_written_total", labels);
-  const flushes = () => metric(fx.metrics, "statusengine_db_flushes_total", labels);
+  const written = () => registryValue(fx.metrics, "statusengine_db_events_written_total", labels);
+  const flushes = () => registryValue(fx.metrics, "statusengine_db_flushes_total", labels);
 
   const full = new JobTracker(LOG_QUEUE, 20);
   await writer.add(rows(20, "full"), full);

@@ -3,6 +3,7 @@
  * broker) and a scratch database, built through the same `startWorker` the
  * `run` command uses.
  */
+import { registryValue } from "./metric_registry.ts";
 import mysql from "mysql2/promise";
 import { type RunningWorker, startWorker, type WorkerConfig } from "../../src/daemon/mod.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
@@ -146,11 +147,5 @@ export async function metricValue(
   name: string,
   labels: Record<string, string> = {},
 ): Promise<number> {
-  const metric = worker.metrics.registry.getSingleMetric(name);
-  if (metric === undefined) throw new Error(`No metric ${name}`);
-  const data = await metric.get();
-  const match = data.values.find((v) =>
-    Object.entries(labels).every(([k, val]) => (v.labels as Record<string, unknown>)[k] === val)
-  );
-  return match?.value ?? 0;
+  return await registryValue(worker.metrics, name, labels);
 }
