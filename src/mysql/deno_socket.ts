@@ -59,6 +59,7 @@ function withNodeCode(err: unknown): Error {
 }
 
 const READ_BUFFER_BYTES = 64 * 1024;
+const ENCODER = new TextEncoder();
 
 type WriteCallback = (err?: Error | null) => void;
 
@@ -126,7 +127,7 @@ export class DenoSocket extends EventEmitter {
    * @returns Always true: nothing buffers beyond what mysql2 wrote.
    */
   write(data: Uint8Array | string, cb?: WriteCallback): boolean {
-    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    const bytes = typeof data === "string" ? ENCODER.encode(data) : data;
     if (this.destroyed || this.#endAfterWrites) {
       const err = withNodeCode(Object.assign(new Error("This socket has been ended"), {
         code: "EPIPE",

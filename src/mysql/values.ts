@@ -160,12 +160,17 @@ export function appendAdjustedRow(
   values: SqlValue[],
   adjustments: ValueAdjustment[],
 ): void {
+  fitterOf(table)(row, values, adjustments, values.length);
+}
+
+/** The table's generated fitter, compiled on first use. */
+function fitterOf(table: Table): RowFitter {
   let fit = fitterCache.get(table.name);
   if (fit === undefined) {
     fit = compileRowFitter(table);
     fitterCache.set(table.name, fit);
   }
-  fit(row, values, adjustments, values.length);
+  return fit;
 }
 
 /**
@@ -183,13 +188,8 @@ export function fittedValues(
   row: Row,
   adjustments: ValueAdjustment[],
 ): SqlValue[] {
-  let fit = fitterCache.get(table.name);
-  if (fit === undefined) {
-    fit = compileRowFitter(table);
-    fitterCache.set(table.name, fit);
-  }
   const values = new Array<SqlValue>(table.insertColumns.length);
-  fit(row, values, adjustments, 0);
+  fitterOf(table)(row, values, adjustments, 0);
   return values;
 }
 
