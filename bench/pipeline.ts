@@ -36,6 +36,7 @@
  * Targets (issue 14): Gearman ≥ 90 % of the 1-connection ceiling at batch 100
  * and 700, ≥ 1.3 × at batch 700; RabbitMQ ≥ 85 % of Gearman; peak RSS < 200 MB.
  */
+import process from "node:process";
 import mysql from "mysql2/promise";
 import { startGearmand } from "../tests/helpers/gearmand.ts";
 import { createScratchDatabase } from "../tests/helpers/mysql.ts";
@@ -139,6 +140,58 @@ function rowsOf(c: Case, payloads: readonly string[]): SqlValue[][] {
   return rows;
 }
 
+/**
+ * The MySQL server's process, when it runs on this machine (its pid file is
+ * readable): its CPU time shows how a drain shares the machine's cores.
+ */
+async function serverPidOf(url: string): Promise<number | undefined> {
+  const conn = await mysql.createConnection(mysqlOptionsFromUrl(url));
+  try {
+    const [rows] = await conn.query("SELECT @@pid_file AS f");
+    const file = String((rows as { f: string }[])[0]?.f ?? "");
+    const pid = Number((await Deno.readTextFile(file)).trim());
+    cpuSeconds(pid);
+    return pid;
+  } catch {
+    return undefined;
+  } finally {
+    await conn.end();
+  }
+}
+
+/** CPU seconds of the MySQL server so far (NaN when it is not on this machine). */
+function serverCpuSeconds(): number {
+  return cpuSecondsOr(SERVER_PID);
+}
+
+/** The RabbitMQ node's OS process on this machine, asked of `rabbitmqctl` (undefined: unknown). */
+async function rabbitmqPid(): Promise<number | undefined> {
+  try {
+    const out = await new Deno.Command("rabbitmqctl", {
+      args: ["eval", "os:getpid()."],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    const pid = Number(/"(\d+)"/.exec(new TextDecoder().decode(out.stdout))?.[1]);
+    if (!out.success || !Number.isInteger(pid)) return undefined;
+    cpuSeconds(pid);
+    return pid;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds of a process, NaN when it is unknown. */
+function cpuSecondsOr(pid: number | undefined): number {
+  return pid === undefined ? NaN : cpuSeconds(pid);
+}
+
+/** This process's own CPU seconds so far (the ceilings' client side). */
+function ownCpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+}
+
 async function truncate(url: string, table: string): Promise<void> {
   const conn = await mysql.createConnection(mysqlOptionsFromUrl(url));
   try {
@@ -146,6 +199,14 @@ async function truncate(url: string, table: string): Promise<void> {
   } finally {
     await conn.end();
   }
+}
+
+/** A ceiling's rate and the CPU seconds per 100,000 events of its two sides. */
+interface Ceiling {
+  readonly eventsPerSecond: number;
+  /** The bench's own process, encoding and sending the statements. */
+  readonly clientCpuPer100k: number;
+  readonly serverCpuPer100k: number;
 }
 
 /**
@@ -159,7 +220,7 @@ async function ceiling(
   rows: readonly SqlValue[][],
   batch: number,
   connections: number,
-): Promise<number> {
+): Promise<Ceiling> {
   await truncate(url, c.table);
   const table = TABLES[c.table];
   const shares: SqlValue[][][] = Array.from({ length: connections }, () => []);
@@ -169,6 +230,8 @@ async function ceiling(
   );
   try {
     const t0 = performance.now();
+    const client0 = ownCpuSeconds();
+    const server0 = serverCpuSeconds();
     await Promise.all(shares.map(async (share, k) => {
       const conn = conns[k] as mysql.Connection;
       for (let i = 0; i < share.length; i += batch) {
@@ -176,7 +239,12 @@ async function ceiling(
         await conn.execute(insertStatement(table, chunk.length), chunk.flat());
       }
     }));
-    return rows.length / ((performance.now() - t0) / 1000);
+    const seconds = (performance.now() - t0) / 1000;
+    return {
+      eventsPerSecond: rows.length / seconds,
+      clientCpuPer100k: (ownCpuSeconds() - client0) / rows.length * 100_000,
+      serverCpuPer100k: (serverCpuSeconds() - server0) / rows.length * 100_000,
+    };
   } finally {
     await Promise.all(conns.map((conn) => conn.end()));
   }
@@ -187,10 +255,11 @@ type Backend =
   | {
     readonly kind: "gearman";
     readonly addr: string;
+    readonly pid: number;
     readonly baseline?: string;
     readonly args?: readonly string[];
   }
-  | { readonly kind: "rabbitmq"; readonly url: string };
+  | { readonly kind: "rabbitmq"; readonly url: string; readonly pid: number | undefined };
 
 interface Drain {
   readonly eventsPerSecond: number;
@@ -200,6 +269,10 @@ interface Drain {
   readonly statements: number;
   /** The worker's CPU seconds (user + system) per 100,000 events. */
   readonly cpuPer100k: number;
+  /** The MySQL server's, in the same time. */
+  readonly serverCpuPer100k: number;
+  /** The job server's or broker's, in the same time. */
+  readonly brokerCpuPer100k: number;
 }
 
 /** CPU seconds (user + system) a process has used so far. */
@@ -275,6 +348,8 @@ async function drain(
         : { main: `${baseline.replace(/\/?$/, "/")}main.ts`, v8Flags: BASELINE_V8_FLAGS ?? [] }),
     });
     const cpuAtStart = cpuSeconds(worker.pid);
+    const serverAtStart = serverCpuSeconds();
+    const brokerAtStart = cpuSecondsOr(backend.pid);
     await started;
     for (;;) {
       const p = await progress();
@@ -299,6 +374,9 @@ async function drain(
       lockRetries: seriesValue(metrics, "statusengine_db_batch_retries_total"),
       statements: seriesValue(metrics, "statusengine_db_flushes_total", { table: c.table }),
       cpuPer100k: cpu / (total * PER_JOB) * 100_000,
+      serverCpuPer100k: (serverCpuSeconds() - serverAtStart) / (total * PER_JOB) * 100_000,
+      brokerCpuPer100k: (cpuSecondsOr(backend.pid) - brokerAtStart) / (total * PER_JOB) *
+        100_000,
     };
   } finally {
     await publisher?.close();
@@ -306,14 +384,21 @@ async function drain(
 }
 
 interface Round {
-  c1: number;
-  c2: number;
+  c1: Ceiling;
+  c2: Ceiling;
   gearman: Drain;
   rabbitmq?: Drain;
   baseline?: Drain;
   variant?: Drain;
 }
 
+/** Client and server CPU seconds per 100,000 events. */
+const cpuText = (client: number, server: number) =>
+  `${client.toFixed(2)} + ${Number.isNaN(server) ? "?" : server.toFixed(2)} CPU s/100k`;
+const ceilingText = (x: Ceiling | undefined) =>
+  x === undefined
+    ? "-"
+    : `${fmt(x.eventsPerSecond)} (${cpuText(x.clientCpuPer100k, x.serverCpuPer100k)})`;
 const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
 const times = (x: number) => `${x.toFixed(2)}×`;
 
@@ -334,16 +419,17 @@ await using gearmand = await startGearmand();
 await using vhost = WITH_RABBITMQ ? await createScratchVhost("se_bench") : undefined;
 await using db = await createScratchDatabase("se_bench");
 await createSchema(db.url);
-const gearman: Backend = { kind: "gearman", addr: gearmand.addr };
+const SERVER_PID = await serverPidOf(db.url);
+const gearman: Backend = { kind: "gearman", addr: gearmand.addr, pid: gearmand.pid };
 const rabbit: Backend | undefined = vhost === undefined
   ? undefined
-  : { kind: "rabbitmq", url: vhost.url };
+  : { kind: "rabbitmq", url: vhost.url, pid: await rabbitmqPid() };
 const variant: Backend | undefined = VARIANT.length === 0
   ? undefined
-  : { kind: "gearman", addr: gearmand.addr, args: VARIANT };
+  : { ...gearman, args: VARIANT };
 const previous: Backend | undefined = BASELINE === undefined
   ? undefined
-  : { kind: "gearman", addr: gearmand.addr, baseline: BASELINE };
+  : { ...gearman, baseline: BASELINE };
 
 const lines: string[][] = [];
 for (const c of CASES) {
@@ -375,11 +461,13 @@ for (const c of CASES) {
         d === undefined
           ? ""
           : `, ${name} ${fmt(d.eventsPerSecond)} (${d.peakRssMb.toFixed(0)} MB, ${
-            d.cpuPer100k.toFixed(2)
-          } CPU s/100k, ${d.lockRetries} lock retries in ${d.statements} statements)`;
+            cpuText(d.cpuPer100k, d.serverCpuPer100k)
+          } + broker ${
+            Number.isNaN(d.brokerCpuPer100k) ? "?" : d.brokerCpuPer100k.toFixed(2)
+          }, ${d.lockRetries} lock retries in ${d.statements} statements)`;
       report(
-        `  ${c.table} batch ${batch} round ${r + 1}: 1 conn ${fmt(round.c1 ?? 0)}, 2 conns ${
-          fmt(round.c2 ?? 0)
+        `  ${c.table} batch ${batch} round ${r + 1}: 1 conn ${ceilingText(round.c1)}, 2 conns ${
+          ceilingText(round.c2)
         }${drained("gearman", round.gearman)}${drained("rabbitmq", round.rabbitmq)}${
           drained("baseline", round.baseline)
         }${drained("variant", round.variant)} events/s`,
@@ -398,24 +486,32 @@ for (const c of CASES) {
     lines.push([
       `\`${c.table}\``,
       String(batch),
-      spread(rounds.map((x) => x.c1), fmt),
-      spread(rounds.map((x) => x.c2 / x.c1), times),
+      spread(rounds.map((x) => x.c1.eventsPerSecond), fmt),
+      spread(rounds.map((x) => x.c2.eventsPerSecond / x.c1.eventsPerSecond), times),
       spread(g.map(({ d }) => d.eventsPerSecond), fmt),
-      spread(g.map(({ d, x }) => d.eventsPerSecond / x.c1), pct),
-      spread(g.map(({ d, x }) => d.eventsPerSecond / x.c2), pct),
+      spread(g.map(({ d, x }) => d.eventsPerSecond / x.c1.eventsPerSecond), pct),
+      spread(g.map(({ d, x }) => d.eventsPerSecond / x.c2.eventsPerSecond), pct),
       spread(q.map(({ d, x }) => d.eventsPerSecond / x.gearman.eventsPerSecond), pct),
       spread(g.map(({ d }) => d.peakRssMb), mb),
       spread(q.map(({ d }) => d.peakRssMb), mb),
       spread(g.map(({ d }) => d.cpuPer100k), (x) => x.toFixed(2)),
+      [
+        median(rounds.map((x) => x.c1.clientCpuPer100k)),
+        median(rounds.map((x) => x.c1.serverCpuPer100k)),
+        median(rounds.map((x) => x.c2.clientCpuPer100k)),
+        median(rounds.map((x) => x.c2.serverCpuPer100k)),
+        median(g.map(({ d }) => d.cpuPer100k)),
+        median(g.map(({ d }) => d.serverCpuPer100k)),
+      ].map((x) => x.toFixed(2)).join(" / "),
       `${[...g, ...q].reduce((n, { d }) => n + d.lockRetries, 0)} / ${
         fmt([...g, ...q].reduce((n, { d }) => n + d.statements, 0))
       }`,
       ...(b.length === 0 ? [] : [
-        spread(b.map(({ d, x }) => d.eventsPerSecond / x.c1), pct),
+        spread(b.map(({ d, x }) => d.eventsPerSecond / x.c1.eventsPerSecond), pct),
         spread(b.map(({ d }) => d.peakRssMb), mb),
       ]),
       ...(v.length === 0 ? [] : [
-        spread(v.map(({ d, x }) => d.eventsPerSecond / x.c1), pct),
+        spread(v.map(({ d, x }) => d.eventsPerSecond / x.c1.eventsPerSecond), pct),
         spread(v.map(({ d, x }) => x.gearman.eventsPerSecond / d.eventsPerSecond), pct),
         spread(v.map(({ d }) => d.peakRssMb), mb),
       ]),
@@ -435,6 +531,7 @@ const header = [
   "Gearman peak RSS, MB",
   "RabbitMQ peak RSS, MB",
   "Gearman worker CPU s / 100k events",
+  "CPU s / 100k, client / server: 1 conn / 2 conns / Gearman",
   "lock retries / statements",
   ...(BASELINE === undefined ? [] : ["baseline / 1 conn", "baseline peak RSS, MB"]),
   ...(VARIANT.length === 0

@@ -1,0 +1,223 @@
+/**
+ * Where a worker's main thread spent its CPU, read from a V8 tick log
+ * (`--prof`). Node's `--prof-process` does not read the logs of the V8 in
+ * Deno 2, so this reads them itself: every sample (`tick`) is attributed to
+ * the code object its program counter lies in, and to the first JavaScript
+ * function on its stack (an interpreted function's own code is a shared
+ * bytecode handler, so the stack names it).
+ *
+ *   deno run -A bench/pipeline.ts --rounds 1 --batches 700 --tables statusengine_hostchecks \
+ *     --gearman-only --worker-v8-flags "--prof,--prof-sampling-interval=100,--logfile=/tmp/v8-%p.log,--no-logfile-per-isolate"
+ *   deno run -A bench/v8_ticks.ts /tmp/v8-1234.log [--last-ms 1500] [--top 40]
+ *
+ * `--last-ms` keeps the samples of the last milliseconds of the log only (a
+ * drain's end is the end of the log, its start-up is not of interest).
+ * Only the main thread is sampled: garbage collection on V8's helper threads
+ * is missing here (and included in the CPU time the pipeline bench prints).
+ */
+import { report } from "./_util.ts";
+
+const VM_STATES = [
+  "JS",
+  "GC",
+  "PARSER",
+  "BYTECODE_COMPILER",
+  "COMPILER",
+  "OTHER",
+  "EXTERNAL",
+  "ATOMICS_WAIT",
+  "IDLE",
+  "LOGGING",
+  "IDLE_EXTERNAL",
+];
+
+interface CodeEntry {
+  start: number;
+  size: number;
+  name: string;
+  /** A JavaScript function (not a builtin, stub or bytecode handler). */
+  js: boolean;
+}
+
+function option(name: string, fallback: number): number {
+  const i = Deno.args.indexOf(name);
+  return i === -1 ? fallback : Number(Deno.args[i + 1]);
+}
+
+/** Splits a log line into fields; names are quoted when they hold a comma. */
+function fields(line: string): string[] {
+  if (!line.includes('"')) return line.split(",");
+  const out: string[] = [];
+  let i = 0;
+  while (i <= line.length) {
+    if (line[i] === '"') {
+      let j = i + 1;
+      let text = "";
+      while (j < line.length && line[j] !== '"') {
+        if (line[j] === "\\" && j + 1 < line.length) j++;
+        text += line[j++];
+      }
+      out.push(text);
+      i = j + 2;
+    } else {
+      const j = line.indexOf(",", i);
+      const end = j === -1 ? line.length : j;
+      out.push(line.slice(i, end));
+      i = end + 1;
+    }
+  }
+  return out;
+}
+
+/** Code objects ordered by start address; lookups by binary search. */
+class CodeMap {
+  readonly #entries: CodeEntry[] = [];
+  readonly #libraries: { start: number; end: number; name: string }[] = [];
+
+  #index(address: number): number {
+    let lo = 0;
+    let hi = this.#entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.#entries[mid] as CodeEntry).start <= address) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo - 1;
+  }
+
+  add(entry: CodeEntry): void {
+    const i = this.#index(entry.start);
+    if (i >= 0 && (this.#entries[i] as CodeEntry).start === entry.start) this.#entries[i] = entry;
+    else this.#entries.splice(i + 1, 0, entry);
+  }
+
+  remove(start: number): CodeEntry | undefined {
+    const i = this.#index(start);
+    if (i < 0 || (this.#entries[i] as CodeEntry).start !== start) return undefined;
+    return this.#entries.splice(i, 1)[0];
+  }
+
+  move(from: number, to: number): void {
+    const entry = this.remove(from);
+    if (entry !== undefined) this.add({ ...entry, start: to });
+  }
+
+  library(name: string, start: number, end: number): void {
+    this.#libraries.push({ name: name.split("/").pop() ?? name, start, end });
+  }
+
+  find(address: number): CodeEntry | string | undefined {
+    const i = this.#index(address);
+    const entry = this.#entries[i];
+    if (entry !== undefined && address < entry.start + entry.size) return entry;
+    const library = this.#libraries.find((l) => address >= l.start && address < l.end);
+    return library === undefined ? undefined : `[${library.name}]`;
+  }
+}
+
+interface Tick {
+  time: number;
+  state: string;
+  self: string;
+  js: string | undefined;
+  stack: string[];
+}
+
+async function readTicks(path: string): Promise<Tick[]> {
+  const code = new CodeMap();
+  const ticks: Tick[] = [];
+  for (const line of (await Deno.readTextFile(path)).split("\n")) {
+    const f = fields(line);
+    switch (f[0]) {
+      case "shared-library":
+        code.library(f[1] ?? "", Number(f[2]), Number(f[3]));
+        break;
+      case "code-creation":
+        code.add({
+          start: Number(f[4]),
+          size: Number(f[5]),
+          name: `${f[1] === "JS" ? "" : `${f[1]}: `}${f[6]}${f[8] ?? ""}`,
+          js: f[1] === "JS",
+        });
+        break;
+      case "code-move":
+        code.move(Number(f[1]), Number(f[2]));
+        break;
+      case "code-delete":
+        code.remove(Number(f[1]));
+        break;
+      case "tick": {
+        const pc = code.find(Number(f[1]));
+        const stack: string[] = [];
+        let js = typeof pc === "object" && pc.js ? pc.name : undefined;
+        for (let i = 6; i < f.length; i++) {
+          const frame = code.find(Number(f[i]));
+          if (typeof frame !== "object") continue;
+          if (frame.js) {
+            js ??= frame.name;
+            stack.push(frame.name);
+          }
+        }
+        ticks.push({
+          time: Number(f[2]) / 1000,
+          state: VM_STATES[Number(f[5])] ?? f[5] ?? "?",
+          self: typeof pc === "object" ? pc.name : pc ?? "(unknown)",
+          js,
+          stack,
+        });
+        break;
+      }
+    }
+  }
+  return ticks;
+}
+
+function table(title: string, counts: Map<string, number>, total: number, top: number): void {
+  report(`\n${title}`);
+  const rows = [...counts].sort((a, b) => b[1] - a[1]).slice(0, top);
+  for (const [name, n] of rows) {
+    report(`${(100 * n / total).toFixed(1).padStart(6)} %  ${String(n).padStart(6)}  ${name}`);
+  }
+}
+
+function count(map: Map<string, number>, key: string): void {
+  map.set(key, (map.get(key) ?? 0) + 1);
+}
+
+if (import.meta.main) {
+  const path = Deno.args.find((a, i) => !a.startsWith("--") && !Deno.args[i - 1]?.startsWith("--"));
+  if (path === undefined) {
+    report("usage: deno run -A bench/v8_ticks.ts V8_LOG [--last-ms MS] [--top N]");
+    Deno.exit(2);
+  }
+  const top = option("--top", 40);
+  let ticks = await readTicks(path);
+  const lastMs = option("--last-ms", Infinity);
+  if (Number.isFinite(lastMs) && ticks.length > 0) {
+    const end = (ticks[ticks.length - 1] as Tick).time;
+    ticks = ticks.filter((t) => t.time >= end - lastMs);
+  }
+  const total = ticks.length;
+  const states = new Map<string, number>();
+  const self = new Map<string, number>();
+  const jsSelf = new Map<string, number>();
+  const inclusive = new Map<string, number>();
+  for (const t of ticks) {
+    count(states, t.state);
+    count(self, t.self);
+    if (t.js !== undefined) count(jsSelf, t.js);
+    for (const name of new Set(t.stack)) count(inclusive, name);
+  }
+  report(`${total} samples`);
+  table("VM state", states, total, top);
+  table("self, by code object", self, total, top);
+  table("self, by first JavaScript function on the stack", jsSelf, total, top);
+  table("inclusive, by JavaScript function", inclusive, total, top);
+  const native = new Map<string, number>();
+  for (const t of ticks) {
+    if (t.self.startsWith("[")) {
+      count(native, `${t.self} ${t.state} in ${t.js ?? "(no JavaScript)"}`);
+    }
+  }
+  table("native code, by VM state and first JavaScript function", native, total, top);
+}
