@@ -10,6 +10,9 @@ import { AMQPClient } from "@cloudamqp/amqp-client";
 import { RabbitMqConsumer, type RabbitMqConsumerOptions } from "../src/amqp/consumer.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { consumerTag } from "../src/amqp/session.ts";
+import { useDenoSocket } from "../src/amqp/socket.ts";
+import { parseAmqpUrl } from "../src/amqp/url.ts";
+import { DenoSocket } from "../src/util/deno_socket.ts";
 import { DiscardJobError, type Job } from "../src/consumer/contract.ts";
 import type { ConsumedQueue } from "../src/consumer/consumer.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
@@ -634,4 +637,31 @@ Deno.test("rabbitmq consumer: the password never appears in a log line, through 
 
 Deno.test("rabbitmq consumer: the consumer tag names the queue (R2)", () => {
   assert.equal(consumerTag("statusngin_hostchecks"), "statusengine-worker.statusngin_hostchecks");
+});
+
+Deno.test("rabbitmq client: connects over Deno.connect (a DenoSocket) and carries messages both ways; a TLS URL keeps Node's socket", async () => {
+  const [queue] = queueNames(1) as [string];
+  const client = new AMQPClient(parseAmqpUrl(BROKER_URL).href, undefined, null);
+  assert.equal(useDenoSocket(client), true);
+  await client.connect();
+  try {
+    assert.ok(client.socket instanceof DenoSocket, "the connection's socket is a DenoSocket");
+    const channel = await client.channel();
+    await channel.queueDeclare(queue, { durable: false, autoDelete: true }, {});
+    const body = "x".repeat(300_000);
+    await channel.basicPublish("", queue, body);
+    await waitFor(async () =>
+      (await channel.queueDeclare(queue, { passive: true })).messageCount === 1
+    );
+    const got = await channel.basicGet(queue, { noAck: false });
+    assert.equal(got?.bodyToString(), body);
+    await got?.ack();
+    await channel.queueDelete(queue);
+  } finally {
+    await client.close();
+  }
+  assert.equal(
+    useDenoSocket(new AMQPClient("amqps://guest:guest@127.0.0.1/", undefined, null)),
+    false,
+  );
 });

@@ -9,6 +9,7 @@
 import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
 import { QueueDeclareError, queueDeclareFlags } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
+import { useDenoSocket } from "./socket.ts";
 
 /** Counts of a queue as the broker reports them on a passive declaration. */
 export interface QueueDepth {
@@ -45,6 +46,7 @@ export class AmqpPublisher implements AsyncDisposable {
     options: { readonly durableQueues: boolean },
   ): Promise<AmqpPublisher> {
     const client = new AMQPClient(parseAmqpUrl(url).href, undefined, null);
+    useDenoSocket(client);
     client.onerror = () => {};
     await client.connect();
     try {

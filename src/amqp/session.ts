@@ -24,6 +24,7 @@ import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
 import { type Link, settleHandlers } from "../consumer/link.ts";
 import type { AmqpUrl } from "./url.ts";
+import { useDenoSocket } from "./socket.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -216,6 +217,7 @@ export class AmqpSession implements Link {
     this.#options = options;
     // Null logger: the library's own lines would bypass our format and policy.
     this.#client = new AMQPClient(options.url.href, undefined, null);
+    useDenoSocket(this.#client);
     if (options.connectionName !== undefined) this.#client.name = options.connectionName;
     this.#client.onerror = (err) => log.debug("rabbitmq: connection error", { error: err.message });
     this.#lanes = options.queues.map((q) => new Lane(q));

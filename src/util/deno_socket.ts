@@ -1,24 +1,24 @@
 /**
- * mysql2's connection to the server over `Deno.connect`, in place of Node's `net.Socket`.
+ * A client connection over `Deno.connect` offering the part of Node's `net.Socket` that the
+ * MySQL client (mysql2, through its `stream` option) and the AMQP client (amqp-client) use.
  *
- * mysql2 talks to its socket through a handful of stream methods and events; it accepts any
- * object offering them through its `stream` option. Deno implements `net.Socket` in JavaScript
- * on top of its own connections, and every write through it cost 26–40 µs of CPU where
- * `Deno.Conn.write` costs 3–10 µs (bench: 21-byte and 30 KB writes on loopback): a bulk INSERT
- * is one write and one read, so at the default batch of 100 rows that is about a tenth of the
- * worker's CPU per row. This class offers exactly what mysql2 uses:
+ * Deno implements `net.Socket` in JavaScript on top of its own connections, and every write
+ * through it cost 26–40 µs of CPU where `Deno.Conn.write` costs 3–10 µs (bench: 21-byte and
+ * 30 KB writes on loopback): a bulk INSERT is one write and one read, an AMQP acknowledgement
+ * one write per message. This class offers exactly what those clients use:
  *
- * - `write(data, cb)`: queued in order, written by one loop (several queued packets in one
- *   write), `cb` called once written or failed; never refuses (mysql2 runs one command per
- *   connection at a time, so the queue stays short);
- * - events `data` (a fresh Buffer per read: mysql2's parser keeps parts of it), `end` (the
- *   server closed), `error`, `close` (once, last);
+ * - `write(data, [encoding], cb)`: queued in order, written by one loop (several queued chunks
+ *   in one write), `cb` called once written or failed; never refuses (both clients write a
+ *   bounded amount before they wait for an answer);
+ * - events `connect`, `data` (a fresh Buffer per read: the clients keep parts of it), `end`
+ *   (the server closed), `error`, `timeout` (see `setTimeout`), `close` (once, last, with
+ *   whether an error ended it);
  * - `destroy()`, `end()`, `destroyed`, `pause()`/`resume()` (stop and restart reading),
- *   `setNoDelay()`, `setKeepAlive()`.
+ *   `setNoDelay()`, `setKeepAlive()`, `setTimeout(ms)` (a `timeout` event after that long
+ *   without a read or a write; 0 turns it off).
  *
  * Errors carry the `code` Node would give them (`ECONNREFUSED`, `ECONNRESET`, …), which
- * mysql2 and the error classes read. TLS stays with `net.Socket`: mysql2 upgrades a Node
- * socket, so connections with `ssl` are not given this stream.
+ * the clients and the error classes read. TLS stays with `net.Socket`.
  *
  * @module
  */
@@ -63,7 +63,7 @@ const ENCODER = new TextEncoder();
 
 type WriteCallback = (err?: Error | null) => void;
 
-/** A connection to MySQL for mysql2's `stream` option. */
+/** One client connection; see the module's description. */
 export class DenoSocket extends EventEmitter {
   /** True once destroyed or closed; mysql2 reads it. */
   destroyed = false;
@@ -75,13 +75,22 @@ export class DenoSocket extends EventEmitter {
   #paused = false;
   #resume: (() => void) | undefined;
   #closeEmitted = false;
+  #hadError = false;
+  #idleMs = 0;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
 
   /** @param target Host and port, or a Unix socket path. */
   constructor(target: DenoSocketTarget) {
     super();
     const connecting = target.socketPath !== undefined && target.socketPath !== ""
       ? Deno.connect({ transport: "unix", path: target.socketPath })
-      : Deno.connect({ hostname: target.host ?? "localhost", port: target.port ?? 3306 });
+      : target.port === undefined
+      ? Promise.reject(new TypeError("DenoSocket: a TCP target needs a port"))
+      // WHATWG URLs keep the brackets of an IPv6 host; Deno.connect wants the address alone.
+      : Deno.connect({
+        hostname: (target.host ?? "localhost").replace(/^\[(.*)\]$/, "$1"),
+        port: target.port,
+      });
     connecting.then(
       (conn) => {
         if (this.destroyed) {
@@ -120,13 +129,32 @@ export class DenoSocket extends EventEmitter {
   }
 
   /**
+   * Emit `timeout` after `ms` without a read or a write (again after each such pause), as
+   * Node's sockets do; the socket stays open. 0 turns it off.
+   *
+   * @param ms Idle time.
+   * @returns This socket.
+   */
+  setTimeout(ms: number): this {
+    this.#idleMs = ms;
+    this.#touch();
+    return this;
+  }
+
+  /**
    * Queue bytes for the server.
    *
    * @param data The bytes; not modified until `cb` ran (as with Node's sockets).
+   * @param encoding Ignored, or the callback (Node's `write(data, cb)`).
    * @param cb Called once written, or with the error that stopped it.
-   * @returns Always true: nothing buffers beyond what mysql2 wrote.
+   * @returns Always true: nothing buffers beyond what the client wrote.
    */
-  write(data: Uint8Array | string, cb?: WriteCallback): boolean {
+  write(
+    data: Uint8Array | string,
+    encoding?: string | WriteCallback,
+    cb?: WriteCallback,
+  ): boolean {
+    if (typeof encoding === "function") cb = encoding;
     const bytes = typeof data === "string" ? ENCODER.encode(data) : data;
     if (this.destroyed || this.#endAfterWrites) {
       const err = withNodeCode(Object.assign(new Error("This socket has been ended"), {
@@ -153,6 +181,8 @@ export class DenoSocket extends EventEmitter {
   destroy(err?: Error): this {
     if (this.destroyed) return this;
     this.destroyed = true;
+    this.#hadError = err !== undefined;
+    this.#stopIdleTimer();
     try {
       this.#conn?.close();
     } catch {
@@ -203,6 +233,7 @@ export class DenoSocket extends EventEmitter {
         try {
           let offset = 0;
           while (offset < data.length) offset += await conn.write(data.subarray(offset));
+          this.#touch();
         } catch (err: unknown) {
           const e = withNodeCode(err);
           for (const cb of callbacks) cb?.(e);
@@ -239,9 +270,11 @@ export class DenoSocket extends EventEmitter {
         return;
       }
       if (this.destroyed) return;
+      this.#touch();
       if (n === null) {
         this.emit("end");
         this.destroyed = true;
+        this.#stopIdleTimer();
         try {
           conn.close();
         } catch {
@@ -268,22 +301,28 @@ export class DenoSocket extends EventEmitter {
   #emitClose(): void {
     if (this.#closeEmitted) return;
     this.#closeEmitted = true;
-    queueMicrotask(() => this.emit("close", false));
+    const hadError = this.#hadError;
+    queueMicrotask(() => this.emit("close", hadError));
   }
-}
 
-/**
- * mysql2's `stream` option: a {@link DenoSocket} per new connection.
- *
- * @param opts What mysql2 passes: its connection config.
- * @returns The socket.
- */
-export function denoSocketStream(
-  opts: { readonly config: DenoSocketTarget },
-): DenoSocket {
-  return new DenoSocket({
-    ...(opts.config.host === undefined ? {} : { host: opts.config.host }),
-    ...(opts.config.port === undefined ? {} : { port: opts.config.port }),
-    ...(opts.config.socketPath === undefined ? {} : { socketPath: opts.config.socketPath }),
-  });
+  /** Restart the idle clock after activity (or a new timeout). */
+  #touch(): void {
+    if (this.#idleMs <= 0 || this.destroyed) {
+      this.#stopIdleTimer();
+      return;
+    }
+    this.#stopIdleTimer();
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = undefined;
+      if (this.destroyed) return;
+      this.emit("timeout");
+      this.#touch();
+    }, this.#idleMs);
+  }
+
+  #stopIdleTimer(): void {
+    if (this.#idleTimer === undefined) return;
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+  }
 }

@@ -1,0 +1,136 @@
+/**
+ * DenoSocket against a real TCP peer on loopback: what the MySQL and AMQP clients rely on
+ * besides what src/mysql/deno_socket_test.ts shows with MariaDB (writes in order with either
+ * call form, the idle timeout, how a connection ends, IPv6 hosts in URL form).
+ */
+import assert from "node:assert/strict";
+import { DenoSocket } from "./deno_socket.ts";
+import { concatBytes } from "./bytes.ts";
+
+/** A loopback listener that keeps what it receives and hands out its accepted connection. */
+function peer(hostname = "127.0.0.1") {
+  const listener = Deno.listen({ hostname, port: 0 });
+  const received: Uint8Array[] = [];
+  const accepted = listener.accept().then((conn) => {
+    void (async () => {
+      const buffer = new Uint8Array(4096);
+      try {
+        for (;;) {
+          const n = await conn.read(buffer);
+          if (n === null) return;
+          received.push(buffer.slice(0, n));
+        }
+      } catch {
+        // Closed by the test.
+      }
+    })();
+    return conn;
+  });
+  return {
+    port: listener.addr.port,
+    accepted,
+    received: () => new TextDecoder().decode(concatBytes(received)),
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      try {
+        (await accepted).close();
+      } catch {
+        // Already closed.
+      }
+    },
+  };
+}
+
+function opened(socket: DenoSocket): Promise<void> {
+  return new Promise((resolve, reject) => {
+    socket.once("connect", () => resolve());
+    socket.once("error", reject);
+  });
+}
+
+function closed(socket: DenoSocket): Promise<boolean> {
+  return new Promise((resolve) => socket.once("close", (hadError: boolean) => resolve(hadError)));
+}
+
+async function until(check: () => boolean, ms = 5_000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!check()) {
+    if (performance.now() > end) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+Deno.test("util deno socket: writes go out in order, with and without an encoding argument, each called back", async () => {
+  await using server = peer();
+  const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
+  await opened(socket);
+  const done: string[] = [];
+  socket.write(new TextEncoder().encode("one,"), () => done.push("one"));
+  socket.write(new TextEncoder().encode("two,"), undefined, () => done.push("two"));
+  socket.write("three", "utf8", (err) => done.push(err ? "failed" : "three"));
+  await until(() => done.length === 3 && server.received() === "one,two,three");
+  assert.deepEqual(done, ["one", "two", "three"]);
+  const ending = closed(socket);
+  socket.end();
+  assert.equal(await ending, false);
+});
+
+Deno.test("util deno socket: setTimeout emits timeout after idle time only, again after each pause, and 0 turns it off", async () => {
+  await using server = peer();
+  const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
+  await opened(socket);
+  let timeouts = 0;
+  socket.on("timeout", () => timeouts++);
+  socket.setTimeout(150);
+  // Writes every 50 ms keep it active.
+  for (let i = 0; i < 6; i++) {
+    socket.write(new Uint8Array([i]));
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(timeouts, 0);
+  await until(() => timeouts >= 2, 2_000);
+  assert.equal(socket.destroyed, false, "a timeout leaves the socket open");
+  socket.setTimeout(0);
+  const seen = timeouts;
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(timeouts, seen);
+  socket.destroy();
+});
+
+Deno.test("util deno socket: destroyed with an error it emits error, then close with hadError true; a peer's close is end, then close(false)", async () => {
+  {
+    await using server = peer();
+    const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
+    await opened(socket);
+    const errors: Error[] = [];
+    socket.on("error", (e: Error) => errors.push(e));
+    const ending = closed(socket);
+    socket.destroy(new Error("heartbeat timeout"));
+    assert.equal(await ending, true);
+    assert.deepEqual(errors.map((e) => e.message), ["heartbeat timeout"]);
+  }
+  {
+    await using server = peer();
+    const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
+    await opened(socket);
+    let ended = false;
+    socket.on("end", () => (ended = true));
+    const ending = closed(socket);
+    (await server.accepted).close();
+    assert.equal(await ending, false);
+    assert.equal(ended, true);
+  }
+});
+
+Deno.test("util deno socket: a bracketed IPv6 host (as URLs write it) connects; a TCP target without a port fails as an error", async () => {
+  await using server = peer("::1");
+  const socket = new DenoSocket({ host: "[::1]", port: server.port });
+  await opened(socket);
+  socket.write("v6");
+  await until(() => server.received() === "v6");
+  socket.destroy();
+
+  const portless = new DenoSocket({ host: "127.0.0.1" });
+  const failure = await new Promise<Error>((resolve) => portless.once("error", resolve));
+  assert.match(failure.message, /needs a port/);
+});
