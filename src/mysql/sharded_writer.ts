@@ -243,17 +243,12 @@ export class ShardedWriter {
     let h = 0x811c9dc5;
     for (const column of this.#key) {
       const raw = row[column.name];
-      let text: string;
       if (column.limit === undefined) {
         // MySQL compares 5, 5.0 and '5' equal in an integer column.
         const n = typeof raw === "number" ? raw : Number(raw ?? 0);
-        text = String(Number.isFinite(n) ? Math.round(n) : n);
+        h = hashNumber(h, Number.isFinite(n) ? Math.round(n) : n);
       } else {
-        text = truncateToCodePoints(String(raw ?? ""), column.limit).toLowerCase().trimEnd();
-      }
-      for (let i = 0; i < text.length; i++) {
-        h ^= text.charCodeAt(i);
-        h = Math.imul(h, 0x01000193);
+        h = hashText(h, typeof raw === "string" ? raw : String(raw ?? ""), column.limit);
       }
       h ^= 0x1f;
       h = Math.imul(h, 0x01000193);
@@ -281,6 +276,56 @@ export class ShardedWriter {
 }
 
 function noop(): void {}
+
+/** FNV-1a step over the UTF-16 units of `text[0, end)`. */
+function hashUnits(h: number, text: string, end: number): number {
+  for (let i = 0; i < end; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h;
+}
+
+/**
+ * Hash a text key the way MySQL compares it (case-insensitive, trailing spaces ignored, cut to
+ * the column), without building a new string for the common case: ASCII that fits the column.
+ */
+function hashText(h: number, text: string, limit: number): number {
+  let end = text.length;
+  let ascii = end <= limit;
+  for (let i = 0; ascii && i < end; i++) if (text.charCodeAt(i) >= 0x80) ascii = false;
+  if (!ascii) {
+    const folded = truncateToCodePoints(text, limit).toLowerCase().trimEnd();
+    return hashUnits(h, folded, folded.length);
+  }
+  // The same as the general case for ASCII: trimEnd's whitespace, A-Z folded to a-z.
+  while (end > 0) {
+    const c = text.charCodeAt(end - 1);
+    if (c !== 0x20 && (c < 0x09 || c > 0x0d)) break;
+    end--;
+  }
+  for (let i = 0; i < end; i++) {
+    const c = text.charCodeAt(i);
+    h ^= c >= 0x41 && c <= 0x5a ? c + 0x20 : c;
+    h = Math.imul(h, 0x01000193);
+  }
+  return h;
+}
+
+/** Hash a number key by its value (no decimal text): equal numbers, equal hash. */
+function hashNumber(h: number, n: number): number {
+  if (Number.isSafeInteger(n)) {
+    // Low and high 32 bits; -0 is 0.
+    const low = n | 0;
+    const high = Math.floor(n / 0x100000000) | 0;
+    h ^= low;
+    h = Math.imul(h, 0x01000193);
+    h ^= high;
+    return Math.imul(h, 0x01000193);
+  }
+  const text = String(n);
+  return hashUnits(h, text, text.length);
+}
 
 /** The columns that route a row: the primary key, when the row supplies all of it. */
 function keyColumns(table: Table): KeyColumn[] {

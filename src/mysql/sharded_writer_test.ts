@@ -111,6 +111,25 @@ Deno.test("sharded writer: every row of one key goes to the same writer, also ke
   assert.equal(used.size, 4, "keys are spread over every writer");
 });
 
+Deno.test("sharded writer: numbers route by value (5, 5.0, '5', 4.6 alike), and text outside ASCII by MySQL's comparison too", async () => {
+  await using f = await setup(["statusengine_hostchecks"]);
+  const w = f.writers("statusengine_hostchecks", 10, 5);
+  const key = (host: string, start: unknown, usec: unknown = 0) =>
+    w.shardOf({ hostname: host, start_time: start as number, start_time_usec: usec as number });
+  for (let i = 0; i < 100; i++) {
+    const t = 1_785_470_000 + i * 7_919;
+    const shard = key(`host-${i}`, t, i);
+    assert.equal(key(`host-${i}`, String(t), `${i}`), shard);
+    assert.equal(key(`host-${i}`, `${t}.0`, i + 0.4), shard);
+    assert.equal(key(`HOST-${i}\t `, t - 0.4, i), shard);
+    assert.equal(key(`Größe-${i}`, t, i), key(`GRÖSSE-${i}`.replace("SS", "ß"), t, i));
+    assert.equal(key(`Ärger-${i} `, t, i), key(`ärger-${i}`, t, i));
+  }
+  assert.equal(key("h", 2 ** 40 + 3), key("h", String(2 ** 40 + 3)));
+  const used = new Set(Array.from({ length: 200 }, (_, i) => key("h", 1_785_470_000 + i)));
+  assert.equal(used.size, 5, "times alone spread rows over every writer");
+});
+
 Deno.test("sharded writer: many interleaved updates of the same status keys end with the last update of each key, with jobs queueing for buffer space (status last-write-wins)", async () => {
   await using f = await setup([HOSTSTATUS]);
   // A small batch, so that many jobs wait for buffer space at once: a writer's own wait queue
