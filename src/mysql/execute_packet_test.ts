@@ -122,3 +122,28 @@ Deno.test("execute packet: prepared INSERTs through the executor take this encod
     await pool.end();
   }
 });
+
+Deno.test("execute packet: where the hook stands back (a latin1 connection), mysql2's own encoder gets the real values, not the stand-in", async () => {
+  await using db = await createScratchDatabase();
+  await db.query("CREATE TABLE t (id int PRIMARY KEY, s varchar(20) NULL) DEFAULT CHARSET=latin1");
+  const pool = mysql.createPool({
+    ...connectionOptionsOf(db),
+    connectionLimit: 1,
+    charset: "latin1_swedish_ci",
+  });
+  try {
+    const executor = poolExecutor(pool);
+    const before = bulkPacketsEncoded();
+    await executor.run("INSERT INTO t (id, s) VALUES (?,?),(?,?)", [1, "Größe", 2, null], {
+      prepared: true,
+    });
+    assert.equal(bulkPacketsEncoded() - before, 0, "mysql2 encoded this one");
+    const [stored] = await pool.query("SELECT id, s FROM t ORDER BY id");
+    assert.deepEqual(
+      (stored as Record<string, unknown>[]).map((r) => [r["id"], r["s"]]),
+      [[1, "Größe"], [2, null]],
+    );
+  } finally {
+    await pool.end();
+  }
+});

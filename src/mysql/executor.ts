@@ -25,7 +25,7 @@
  */
 import type { ExecuteValues, Pool, PoolConnection } from "mysql2/promise";
 import { StatementTimeoutError } from "./errors.ts";
-import { installBulkExecuteEncoder, markBulkValues } from "./execute_packet.ts";
+import { bulkParameters, installBulkExecuteEncoder } from "./execute_packet.ts";
 
 /** Outcome of one statement. */
 export interface ExecResult {
@@ -81,12 +81,12 @@ export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): Sql
   return {
     async run(sql, values, runOptions) {
       const prepared = runOptions?.prepared === true;
-      if (prepared && values !== undefined) markBulkValues(values);
+      const parameters = prepared && values !== undefined ? bulkParameters(values) : values;
       const result = timeoutMs > 0
-        ? await runBounded(pool, timeoutMs, sql, values, prepared)
+        ? await runBounded(pool, timeoutMs, sql, parameters, prepared)
         : (prepared
-          ? await pool.execute(sql, values as ExecuteValues[] | undefined)
-          : await pool.query(sql, values as unknown[] | undefined))[0];
+          ? await pool.execute(sql, parameters as ExecuteValues[] | undefined)
+          : await pool.query(sql, parameters as unknown[] | undefined))[0];
       if (Array.isArray(result)) {
         return { affectedRows: 0, rows: result as Record<string, unknown>[] };
       }
