@@ -45,7 +45,7 @@ function option(name: string, fallback: number): number {
 }
 
 /** Splits a log line into fields; names are quoted when they hold a comma. */
-function fields(line: string): string[] {
+export function fields(line: string): string[] {
   if (!line.includes('"')) return line.split(",");
   const out: string[] = [];
   let i = 0;
@@ -115,7 +115,8 @@ class CodeMap {
   }
 }
 
-interface Tick {
+/** One sample: when, the VM state, the code its program counter was in, the JavaScript on its stack. */
+export interface Tick {
   time: number;
   state: string;
   self: string;
@@ -123,10 +124,16 @@ interface Tick {
   stack: string[];
 }
 
-async function readTicks(path: string): Promise<Tick[]> {
+/**
+ * The samples of a V8 log, each attributed to the code it ran.
+ *
+ * @param log The log's text.
+ * @returns The samples in log order.
+ */
+export function readTicks(log: string): Tick[] {
   const code = new CodeMap();
   const ticks: Tick[] = [];
-  for (const line of (await Deno.readTextFile(path)).split("\n")) {
+  for (const line of log.split("\n")) {
     const f = fields(line);
     switch (f[0]) {
       case "shared-library":
@@ -191,7 +198,7 @@ if (import.meta.main) {
     Deno.exit(2);
   }
   const top = option("--top", 40);
-  let ticks = await readTicks(path);
+  let ticks = readTicks(await Deno.readTextFile(path));
   const lastMs = option("--last-ms", Infinity);
   if (Number.isFinite(lastMs) && ticks.length > 0) {
     const end = (ticks[ticks.length - 1] as Tick).time;
