@@ -78,6 +78,7 @@ export class DenoSocket extends EventEmitter {
   #hadError = false;
   #idleMs = 0;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  #lastActivity = 0;
 
   /** @param target Host and port, or a Unix socket path. */
   constructor(target: DenoSocketTarget) {
@@ -137,6 +138,7 @@ export class DenoSocket extends EventEmitter {
    */
   setTimeout(ms: number): this {
     this.#idleMs = ms;
+    this.#stopIdleTimer();
     this.#touch();
     return this;
   }
@@ -305,19 +307,30 @@ export class DenoSocket extends EventEmitter {
     queueMicrotask(() => this.emit("close", hadError));
   }
 
-  /** Restart the idle clock after activity (or a new timeout). */
+  /**
+   * Restart the idle clock after activity (or a new timeout). The timer is not re-armed on
+   * every read and write (an AMQP connection has several per message): when it fires early,
+   * it waits out the rest of the idle time since the last activity.
+   */
   #touch(): void {
     if (this.#idleMs <= 0 || this.destroyed) {
       this.#stopIdleTimer();
       return;
     }
-    this.#stopIdleTimer();
-    this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
-      if (this.destroyed) return;
-      this.emit("timeout");
-      this.#touch();
-    }, this.#idleMs);
+    this.#lastActivity = performance.now();
+    this.#idleTimer ??= setTimeout(() => this.#idleTimerFired(), this.#idleMs);
+  }
+
+  #idleTimerFired(): void {
+    this.#idleTimer = undefined;
+    if (this.destroyed || this.#idleMs <= 0) return;
+    const idle = performance.now() - this.#lastActivity;
+    if (idle + 1 < this.#idleMs) {
+      this.#idleTimer = setTimeout(() => this.#idleTimerFired(), this.#idleMs - idle);
+      return;
+    }
+    this.emit("timeout");
+    this.#touch();
   }
 
   #stopIdleTimer(): void {
