@@ -187,6 +187,16 @@ function table(title: string, counts: Map<string, number>, total: number, top: n
   }
 }
 
+/**
+ * The source file of a code object's name (npm packages by name and version), to compare
+ * where two runs differ module by module.
+ */
+export function sourceOf(name: string): string {
+  const m = /(file:\/\/\/\S+|ext:\S+|node:\S+)/.exec(name);
+  if (m === null) return name.startsWith("[") ? name : "(other)";
+  return (m[1] as string).replace(/:\d+:\d+.*$/, "").replace(/^.*\/registry\.npmjs\.org\//, "npm:");
+}
+
 function count(map: Map<string, number>, key: string): void {
   map.set(key, (map.get(key) ?? 0) + 1);
 }
@@ -221,10 +231,13 @@ if (import.meta.main) {
   table("self, by first JavaScript function on the stack", jsSelf, total, top);
   table("inclusive, by JavaScript function", inclusive, total, top);
   const native = new Map<string, number>();
+  const files = new Map<string, number>();
   for (const t of ticks) {
     if (t.self.startsWith("[")) {
       count(native, `${t.self} ${t.state} in ${t.js ?? "(no JavaScript)"}`);
     }
+    count(files, t.state === "GC" ? "(garbage collection)" : sourceOf(t.js ?? t.self));
   }
   table("native code, by VM state and first JavaScript function", native, total, top);
+  table("by source file of the first JavaScript function on the stack", files, total, top);
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { fields, readTicks } from "./v8_ticks.ts";
+import { fields, readTicks, sourceOf } from "./v8_ticks.ts";
 
 Deno.test("v8 ticks: quoted fields keep their commas", () => {
   assert.deepEqual(fields('code-creation,JS,10,5,0x10,8,"f a,b.ts:1:2",0x9,~'), [
@@ -46,4 +46,18 @@ Deno.test("v8 ticks: a sample is attributed to its code object and to the first 
       [4, "JS", "(unknown)", null, []],
     ],
   );
+});
+
+Deno.test("v8 ticks: source files of code names, npm packages by name and version", () => {
+  assert.equal(
+    sourceOf("decodeJob file:///w/src/events/decode.ts:86:30+'"),
+    "file:///w/src/events/decode.ts",
+  );
+  assert.equal(
+    sourceOf("execute file:///root/.cache/deno/npm/registry.npmjs.org/mysql2/3.24.6/lib/x.js:1:2^"),
+    "npm:mysql2/3.24.6/lib/x.js",
+  );
+  assert.equal(sourceOf("async_op_4 ext:core/00_infra.js:299:33+"), "ext:core/00_infra.js");
+  assert.equal(sourceOf("[deno]"), "[deno]");
+  assert.equal(sourceOf("Builtin: JSONParse"), "(other)");
 });
