@@ -409,6 +409,15 @@ const ceilingText = (x: Ceiling | undefined) =>
   x === undefined
     ? "-"
     : `${fmt(x.eventsPerSecond)} (${cpuText(x.clientCpuPer100k, x.serverCpuPer100k)})`;
+/** Medians of the CPU figures of each process, `a + b [+ c]`; `-` without rounds, `?` where unknown. */
+function cpuSum(parts: readonly (readonly number[])[]): string {
+  if ((parts[0]?.length ?? 0) === 0) return "-";
+  return parts.map((xs) => {
+    const m = median(xs);
+    return Number.isNaN(m) ? "?" : m.toFixed(2);
+  }).join(" + ");
+}
+
 const pct = (x: number) => `${(x * 100).toFixed(0)} %`;
 const times = (x: number) => `${x.toFixed(2)}×`;
 
@@ -504,15 +513,18 @@ for (const c of CASES) {
       spread(q.map(({ d, x }) => d.eventsPerSecond / x.gearman.eventsPerSecond), pct),
       spread(g.map(({ d }) => d.peakRssMb), mb),
       spread(q.map(({ d }) => d.peakRssMb), mb),
-      spread(g.map(({ d }) => d.cpuPer100k), (x) => x.toFixed(2)),
-      [
-        median(rounds.map((x) => x.c1.clientCpuPer100k)),
-        median(rounds.map((x) => x.c1.serverCpuPer100k)),
-        median(rounds.map((x) => x.c2.clientCpuPer100k)),
-        median(rounds.map((x) => x.c2.serverCpuPer100k)),
-        median(g.map(({ d }) => d.cpuPer100k)),
-        median(g.map(({ d }) => d.serverCpuPer100k)),
-      ].map((x) => x.toFixed(2)).join(" / "),
+      cpuSum([rounds.map((x) => x.c1.clientCpuPer100k), rounds.map((x) => x.c1.serverCpuPer100k)]),
+      cpuSum([rounds.map((x) => x.c2.clientCpuPer100k), rounds.map((x) => x.c2.serverCpuPer100k)]),
+      cpuSum([
+        g.map(({ d }) => d.cpuPer100k),
+        g.map(({ d }) => d.serverCpuPer100k),
+        g.map(({ d }) => d.brokerCpuPer100k),
+      ]),
+      cpuSum([
+        q.map(({ d }) => d.cpuPer100k),
+        q.map(({ d }) => d.serverCpuPer100k),
+        q.map(({ d }) => d.brokerCpuPer100k),
+      ]),
       `${[...g, ...q].reduce((n, { d }) => n + d.lockRetries, 0)} / ${
         fmt([...g, ...q].reduce((n, { d }) => n + d.statements, 0))
       }`,
@@ -540,8 +552,10 @@ const header = [
   "RabbitMQ / Gearman",
   "Gearman peak RSS, MB",
   "RabbitMQ peak RSS, MB",
-  "Gearman worker CPU s / 100k events",
-  "CPU s / 100k, client / server: 1 conn / 2 conns / Gearman",
+  "CPU s / 100k, client + MySQL: 1 conn",
+  "2 conns",
+  "CPU s / 100k, worker + MySQL + broker: Gearman",
+  "RabbitMQ",
   "lock retries / statements",
   ...(BASELINE === undefined ? [] : ["baseline / 1 conn", "baseline peak RSS, MB"]),
   ...(VARIANT.length === 0
