@@ -12,7 +12,12 @@
 import { registryValue } from "../../tests/helpers/metric_registry.ts";
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { type Mariadbd, startMariadbd } from "../../tests/helpers/mariadbd.ts";
+import {
+  createWorkerUser,
+  type Mariadbd,
+  startMariadbd,
+  WORKER_USER,
+} from "../../tests/helpers/mariadbd.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
 import { TableWriter } from "./writer.ts";
 import { TABLES } from "./catalogue.ts";
@@ -29,8 +34,7 @@ import { configureLogging, resetLogging } from "../log.ts";
 const LOG = "statusengine_logentries";
 const LOG_QUEUE = "statusngin_logentries";
 const DB = "se";
-const USER = "se_worker";
-const PASSWORD = "se-worker-pw";
+const USER = WORKER_USER.user;
 
 interface Fixture extends AsyncDisposable {
   readonly server: Mariadbd;
@@ -56,14 +60,11 @@ async function setup(options: { statementTimeoutMs?: number } = {}): Promise<Fix
     );
     // One data file for the table, so "full" is about one file (see the 1114 test).
     await server.query(`ALTER TABLE ${DB}.${LOG} REMOVE PARTITIONING`);
-    await server.query(`CREATE USER '${USER}'@'%' IDENTIFIED BY '${PASSWORD}'`);
-    await server.query(`GRANT SELECT ON ${DB}.* TO '${USER}'@'%'`);
-    await server.query(`GRANT INSERT, UPDATE, DELETE ON ${DB}.${LOG} TO '${USER}'@'%'`);
+    await createWorkerUser(server, DB, [LOG]);
     const pool = mysql.createPool({
       host: server.host,
       port: server.port,
-      user: USER,
-      password: PASSWORD,
+      ...WORKER_USER,
       database: DB,
       charset: "utf8mb4",
       connectionLimit: 4,

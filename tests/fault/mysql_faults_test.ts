@@ -13,7 +13,12 @@
  */
 import assert from "node:assert/strict";
 import { type Gearmand, startGearmand } from "../helpers/gearmand.ts";
-import { type Mariadbd, startMariadbd } from "../helpers/mariadbd.ts";
+import {
+  createWorkerUser,
+  type Mariadbd,
+  startMariadbd,
+  WORKER_USER,
+} from "../helpers/mariadbd.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { createSchema, jobsAtGearmand } from "../helpers/worker.ts";
 import { seriesValue, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
@@ -29,8 +34,7 @@ import { ALL_TABLES } from "../../src/mysql/catalogue.ts";
 
 const EVENTS = 50_000;
 const DB = "statusengine";
-const USER = "se_worker";
-const PASSWORD = "se-worker-pw";
+const USER = WORKER_USER.user;
 
 interface Env extends AsyncDisposable {
   readonly gearmand: Gearmand;
@@ -53,18 +57,14 @@ async function setup(): Promise<Env> {
     cleanups.push(() => server.stop());
     await server.query(`CREATE DATABASE ${DB} CHARACTER SET utf8mb4`);
     await createSchema(server.url({ database: DB }));
-    await server.query(`CREATE USER '${USER}'@'%' IDENTIFIED BY '${PASSWORD}'`);
-    await server.query(`GRANT SELECT ON ${DB}.* TO '${USER}'@'%'`);
-    for (const table of ALL_TABLES) {
-      await server.query(`GRANT INSERT, UPDATE, DELETE ON ${DB}.${table.name} TO '${USER}'@'%'`);
-    }
+    await createWorkerUser(server, DB, ALL_TABLES.map((t) => t.name));
     const dir = await Deno.makeTempDir({ prefix: "se-dbfault-" });
     cleanups.push(() => Deno.remove(dir, { recursive: true }));
     return {
       gearmand,
       server,
       db: { query: <T>(sql: string, params?: unknown[]) => server.query<T>(sql, params, DB) },
-      url: server.url({ user: USER, password: PASSWORD, database: DB }),
+      url: server.url({ ...WORKER_USER, database: DB }),
       deadLetterPath: `${dir}/dead.ndjson`,
       [Symbol.asyncDispose]: undo,
     };

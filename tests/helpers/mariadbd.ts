@@ -266,3 +266,30 @@ export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mari
   await Deno.remove(datadir, { recursive: true }).catch(() => {});
   throw new Error(`Cannot start a private MariaDB: not ready after 3 attempts:\n${lastError}`);
 }
+
+/** The restricted account {@link createWorkerUser} makes. */
+export const WORKER_USER = { user: "se_worker", password: "se-worker-pw" } as const;
+
+/**
+ * An account as a production worker has it: no SUPER or READ ONLY ADMIN (so `read_only`
+ * applies to it), SELECT on `database`, and INSERT, UPDATE, DELETE granted per table (so a
+ * REVOKE takes effect on its open connections).
+ *
+ * @param server The private server.
+ * @param database The worker's database.
+ * @param tables The tables it writes.
+ */
+export async function createWorkerUser(
+  server: Mariadbd,
+  database: string,
+  tables: readonly string[],
+): Promise<void> {
+  const account = WORKER_USER;
+  await server.query(`CREATE USER '${account.user}'@'%' IDENTIFIED BY '${account.password}'`);
+  await server.query(`GRANT SELECT ON ${database}.* TO '${account.user}'@'%'`);
+  for (const table of tables) {
+    await server.query(
+      `GRANT INSERT, UPDATE, DELETE ON ${database}.${table} TO '${account.user}'@'%'`,
+    );
+  }
+}
