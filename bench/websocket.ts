@@ -17,6 +17,7 @@ import { createSchema, testConfig } from "../tests/helpers/worker.ts";
 import { type RunningWorker, startWorker } from "../src/daemon/mod.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { arg, fmt, median, report, submitMany } from "./_util.ts";
+import { registrySum } from "../tests/helpers/metric_registry.ts";
 
 const EVENTS = arg("--events", 50_000);
 const PER_JOB = arg("--events-per-job", 100);
@@ -113,10 +114,8 @@ async function* lineReader(stream: ReadableStream<Uint8Array>): AsyncGenerator<s
   }
 }
 
-async function counter(worker: RunningWorker, name: string): Promise<number> {
-  const metric = worker.metrics.registry.getSingleMetric(name);
-  if (metric === undefined) throw new Error(`No metric ${name}`);
-  return (await metric.get()).values.reduce((n, v) => n + v.value, 0);
+function counter(worker: RunningWorker, name: string): Promise<number> {
+  return registrySum(worker.metrics, name);
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc (Linux). */

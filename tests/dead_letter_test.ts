@@ -17,13 +17,12 @@ import {
 } from "./helpers/worker.ts";
 import type { RunningWorker } from "../src/daemon/mod.ts";
 import { fixture } from "./helpers/fixture_rows.ts";
+import { registrySum } from "./helpers/metric_registry.ts";
 
 const Q = "statusngin_hostchecks";
 
-async function deadLettersCounted(worker: RunningWorker): Promise<number> {
-  const metric = worker.metrics.registry.getSingleMetric("statusengine_dead_letters_total");
-  const data = await metric?.get();
-  return (data?.values ?? []).reduce((n, v) => n + v.value, 0);
+function deadLettersCounted(worker: RunningWorker): Promise<number> {
+  return registrySum(worker.metrics, "statusengine_dead_letters_total");
 }
 
 async function records(path: string): Promise<{ payload: string; queue: string }[]> {

@@ -20,7 +20,8 @@ import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
 import { CLIENT_BUFFER_FRAMES, WebSocketHub } from "../src/http/ws_hub.ts";
 import { startWebSocketServer } from "../src/http/ws_server.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
-import { createMetrics, type Metrics } from "../src/metrics/registry.ts";
+import { createMetrics } from "../src/metrics/registry.ts";
+import { registrySum } from "./helpers/metric_registry.ts";
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const KEYS = ["key-one", "key-two"];
@@ -617,7 +618,7 @@ Deno.test("ws server: a client closed for not reading gets every event it is not
     }
     // The client never reads: the hub closes it after the write timeout.
     await waitFor(() => hub.clients === 0, { message: "the stalled client closed by the hub" });
-    const dropped = await metricOf(metrics, "statusengine_websocket_messages_dropped_total");
+    const dropped = await registrySum(metrics, "statusengine_websocket_messages_dropped_total");
     // Now it reads what reached it: everything up to the close frame.
     const { frames, closeCode } = await readUntilClose(conn);
     assert.equal(closeCode, 1008);
@@ -628,9 +629,3 @@ Deno.test("ws server: a client closed for not reading gets every event it is not
     conn.close();
   }
 });
-
-async function metricOf(metrics: Metrics, name: string): Promise<number> {
-  const metric = metrics.registry.getSingleMetric(name);
-  if (metric === undefined) throw new Error(`No metric ${name}`);
-  return (await metric.get()).values.reduce((n, v) => n + v.value, 0);
-}

@@ -24,3 +24,17 @@ export async function registryValue(
   );
   return match?.value ?? 0;
 }
+
+/**
+ * Sum of every series of `name` (all label values together).
+ *
+ * @param metrics The registry holder.
+ * @param name Metric name.
+ * @returns The sum; 0 while no series exists.
+ * @throws {Error} When the registry has no metric of that name.
+ */
+export async function registrySum(metrics: Metrics, name: string): Promise<number> {
+  const metric = metrics.registry.getSingleMetric(name);
+  if (metric === undefined) throw new Error(`No metric ${name}`);
+  return (await metric.get()).values.reduce((n, v) => n + v.value, 0);
+}

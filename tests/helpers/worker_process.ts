@@ -203,3 +203,14 @@ export function seriesValue(
   }
   return 0;
 }
+
+/** Sum of every series of `name` in Prometheus text, 0 when absent. */
+export function seriesSum(text: string, name: string): number {
+  let n = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) {
+      n += Number(line.slice(line.lastIndexOf(" ") + 1));
+    }
+  }
+  return n;
+}
