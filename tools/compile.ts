@@ -32,25 +32,29 @@ async function git(args: string[]): Promise<string | undefined> {
 /**
  * V8 flags embedded in the binary.
  *
- * A 16 MB young-generation semi-space holds the short-lived objects of one
- * bulk INSERT: mysql2 allocates about 5 KB per row while it encodes a
- * statement, 3.8 MB for 700 servicestatus rows, and with a 4 MB semi-space
- * most of that was promoted to the old generation (300 MB per 100,000 rows),
- * costing a quarter of the worker's CPU in garbage collection.
+ * The young generation holds what one job and one bulk INSERT leave behind
+ * (the parsed JSON, the rows, the statement's values) until it dies. With
+ * 4 MB semi-spaces, while mysql2 still encoded the statements (about 5 KB per
+ * row), most of that was promoted to the old generation and garbage
+ * collection took a quarter of the worker's CPU; 16 MB stopped it. Since the
+ * worker encodes its statements itself (src/mysql/execute_packet.ts), 8 MB
+ * costs no more CPU than 16 MB and each semi-space it does not commit is
+ * resident memory saved: bench/pipeline.ts side by side with 16 MB, peak RSS
+ * 10–30 MB lower in every case (servicestatus at batch 700 from RabbitMQ 186
+ * against 203–212 MB before), worker CPU per event within ±5 %;
+ * bench/memory.ts (1,000,000 events): 137 → 121 MB.
  *
  * An old-space limit just below 2 GB caps how far V8 lets the old generation
  * grow between full collections at about twice the live heap; at 2 GB and
  * above (V8's default here is 4.4 GB) it allows four times, which is where the
  * resident set of a drain at batch 700 went. 2 GB is ten times the resident
  * set the worker needs; payloads in flight are bounded by
- * `--max-in-flight-bytes` (256 MiB) long before.
- *
- * bench/pipeline.ts, servicestatus at batch 700, two writers: peak RSS 331 →
- * 238 MB and worker CPU −25 % against `--max-semi-space-size=4` alone;
- * bench/memory.ts (1,000,000 events): 163 → 138 MB.
+ * `--max-in-flight-bytes` (256 MiB) long before. A lower limit would cap the
+ * heap's growth further but would make a few jobs of tens of MiB (which
+ * bench/large_jobs.ts holds at 1.5 GB RSS) run out of heap.
  */
 export const V8_FLAGS: readonly string[] = [
-  "--max-semi-space-size=16",
+  "--max-semi-space-size=8",
   "--max-old-space-size=2000",
 ];
 
