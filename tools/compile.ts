@@ -40,9 +40,10 @@ async function git(args: string[]): Promise<string | undefined> {
  * worker encodes its statements itself (src/mysql/execute_packet.ts), 8 MB
  * costs no more CPU than 16 MB and each semi-space it does not commit is
  * resident memory saved: bench/pipeline.ts side by side with 16 MB, peak RSS
- * 10–30 MB lower in every case (servicestatus at batch 700 from RabbitMQ 186
- * against 203–212 MB before), worker CPU per event within ±5 %;
- * bench/memory.ts (1,000,000 events): 137 → 121 MB.
+ * 10–20 MB lower in every case (servicestatus at batch 700 from RabbitMQ
+ * 177–187 against 203–212 MB before), worker CPU per event within ±10 % in
+ * the medians, in both directions; bench/memory.ts (1,000,000 events):
+ * 137 → 121 MB.
  *
  * An old-space limit just below 2 GB caps how far V8 lets the old generation
  * grow between full collections at about twice the live heap; at 2 GB and
