@@ -91,7 +91,8 @@ Deno.test("rabbitmq consumer: a published message reaches the handler as raw byt
     queues: [q],
     handler: (job) => {
       jobs.push(job);
-      payloads.push(job.payload);
+      // A copy: the payload is freed once the delivery has ended.
+      payloads.push(job.payload.slice());
       return Promise.resolve();
     },
   });

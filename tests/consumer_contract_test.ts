@@ -158,6 +158,11 @@ const RABBITMQ: Backend = {
   },
 };
 
+/** What a dead-letter sink keeps of a record: the payload is freed once the delivery has ended. */
+function keptRecord(record: ConsumerDeadLetter): ConsumerDeadLetter {
+  return { ...record, job: { ...record.job, payload: record.job.payload.slice() } };
+}
+
 /** Declare the queue up front, so RabbitMQ keeps what is published before the consumer starts. */
 async function declared(env: Env, queue: string): Promise<string> {
   await env.publish(queue, []);
@@ -246,7 +251,7 @@ for (const backend of [GEARMAN, RABBITMQ]) {
       },
       observer,
       deadLetter: (record) => {
-        dead.push(record);
+        dead.push(keptRecord(record));
         return Promise.resolve();
       },
     });
@@ -280,7 +285,7 @@ for (const backend of [GEARMAN, RABBITMQ]) {
       },
       observer,
       deadLetter: (record) => {
-        dead.push(record);
+        dead.push(keptRecord(record));
         return Promise.resolve();
       },
       maxJobSize: 64 * 1024,
@@ -306,6 +311,53 @@ for (const backend of [GEARMAN, RABBITMQ]) {
       await c.stop();
     }
     assert.equal(await env.waiting(q), 0);
+  });
+
+  Deno.test(`contract (${name}): a job's payload is freed once its delivery has ended, and the jobs read with it arrive intact`, async () => {
+    await using env = await backend.env();
+    const q = await declared(env, env.queue("release"));
+    const observer = new RecordingObserver();
+    // Sizes around the parser's 1 KiB and a 64 KiB read, several jobs per read.
+    const sizes = [200, 1024, 3000, 70_000];
+    const payloads = Array.from({ length: 40 }, (_, i) => {
+      const head = `job-${i}:`;
+      return head +
+        String.fromCharCode(97 + (i % 26)).repeat((sizes[i % 4] as number) - head.length);
+    });
+    const kept: { size: number; view: Uint8Array }[] = [];
+    const wrong: string[] = [];
+    const failed = new Set<number>();
+    const c = env.consumer({
+      queues: [{ name: q, inOrder: false }],
+      handler: async (job) => {
+        const text = decoder.decode(job.payload);
+        const i = Number(/^job-(\d+):/.exec(text)?.[1]);
+        if (text !== payloads[i]) wrong.push(text.slice(0, 20));
+        // A retry reads the payload again after the jobs read with it were freed.
+        if (i % 4 === 2 && !failed.has(i)) {
+          failed.add(i);
+          throw new Error("transient");
+        }
+        kept.push({ size: job.payload.byteLength, view: job.payload });
+        await new Promise((r) => setTimeout(r, i % 3));
+      },
+      observer,
+    });
+    await env.publish(q, payloads);
+    await c.start();
+    try {
+      await waitFor(() => observer.completed(q) === 40, { message: "all 40 acknowledged" });
+      assert.deepEqual(wrong, [], "every payload arrived as published");
+      const large = kept.filter((k) => k.size >= 1024);
+      assert.equal(large.length, 30, "30 payloads of 1 KiB and more");
+      assert.deepEqual(
+        large.map((k) => k.view.byteLength),
+        large.map(() => 0),
+        "each was freed when its delivery ended",
+      );
+    } finally {
+      await c.stop();
+    }
   });
 
   Deno.test(`contract (${name}): an in-order queue runs one handler at a time, in publish order`, async () => {

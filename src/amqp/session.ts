@@ -26,6 +26,7 @@ import { type Link, settleHandlers } from "../consumer/link.ts";
 import type { AmqpUrl } from "./url.ts";
 import { useDenoSocket } from "./socket.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
+import { releaseBuffer } from "../util/bytes.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("rabbitmq");
@@ -520,6 +521,10 @@ export class AmqpSession implements Link {
       }
     } finally {
       grant.release();
+      // The library reads a message into a buffer of its own and does not touch it after the
+      // delivery; nothing else reads it once the delivery has ended (D1: a message not
+      // acknowledged comes back from the broker).
+      releaseBuffer(body);
     }
   }
 

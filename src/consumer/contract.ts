@@ -22,7 +22,11 @@ export interface Job {
   readonly handle: string;
   /** Unique id given by the producer (may be empty). */
   readonly unique: string;
-  /** The workload, raw bytes: UTF-8 repair happens in the pipeline (P1). */
+  /**
+   * The workload, raw bytes: UTF-8 repair happens in the pipeline (P1). Valid until the
+   * delivery has ended (answered or given up): the backend then frees the buffer, and every
+   * view of it reads as empty. What must outlive the delivery is copied or written before.
+   */
   readonly payload: Uint8Array;
   /**
    * When the backend received the job, epoch milliseconds (worker clock). A job may wait
@@ -140,6 +144,7 @@ export interface ConsumerDeadLetter {
 /**
  * Writes a dead-letter record for the engine (the composition root binds it to
  * the dead-letter file); resolves once written, rejects when it could not be,
- * in which case the job stays unacknowledged and is retried.
+ * in which case the job stays unacknowledged and is retried. The record's
+ * payload is freed when the delivery ends: a sink copies what it keeps.
  */
 export type ConsumerDeadLetterSink = (record: ConsumerDeadLetter) => Promise<void>;

@@ -148,6 +148,13 @@ export interface Packet {
    * discarded unread.
    */
   readonly truncatedFrom?: number;
+  /**
+   * Set when the arguments are views of a buffer that holds this packet's body and nothing
+   * else, which nothing in the parser keeps: the receiver may release that buffer (the
+   * workload's `buffer`) once it has read the other arguments. Bodies from
+   * {@link DIRECT_BODY_BYTES} on always have one.
+   */
+  readonly exclusive?: true;
 }
 
 /**
@@ -361,8 +368,13 @@ export class PacketParser {
         }
         break;
       }
-      const body = this.#take(this.#size);
-      this.#complete(body, out);
+      let body = this.#take(this.#size);
+      const exclusive = this.#size >= DIRECT_BODY_BYTES;
+      // A large body that arrived within one read is a view of that read, shared with the
+      // packets around it: a copy of its own can be released when its job is done, and the
+      // read is garbage at once instead of living as long as the job.
+      if (exclusive && body.byteLength !== body.buffer.byteLength) body = body.slice();
+      this.#complete(body, out, exclusive);
     }
     return out;
   }
@@ -417,13 +429,14 @@ export class PacketParser {
     if (this.#bodyFilled === this.#size) {
       this.#body = undefined;
       this.#bodyFilled = 0;
-      this.#complete(body, out);
+      this.#complete(body, out, true);
     }
     return input.subarray(n);
   }
 
-  #complete(body: Uint8Array, out: Packet[]): void {
-    out.push(this.#parseBody(body));
+  #complete(body: Uint8Array, out: Packet[], exclusive = false): void {
+    const packet = this.#parseBody(body);
+    out.push(exclusive ? { ...packet, exclusive: true } : packet);
     this.#offset += HEADER_SIZE + this.#size;
     this.#type = -1;
     this.#size = -1;

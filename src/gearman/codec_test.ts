@@ -251,6 +251,43 @@ Deno.test("codec: large bodies read straight into their buffer survive every rea
   }
 });
 
+Deno.test("codec: a body of 1 KiB and more comes in a buffer of its own, so freeing it leaves the packets read with it intact", () => {
+  const payloads = [200, 3000, 100, 70_000, 1500].map((size, k) =>
+    new Uint8Array(size).map((_, i) => (i * 7 + k) % 251)
+  );
+  const wire = concatPackets(
+    payloads.map((p, k) => encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, [`H:${k}`, "fn", "u", p])),
+  );
+  for (const chunk of [wire.length, 4096, 65_536, 1000]) {
+    const parser = new PacketParser({ expect: "RES" });
+    const got: Packet[] = [];
+    for (let off = 0; off < wire.length; off += chunk) {
+      got.push(...parser.push(wire.subarray(off, off + chunk), { transient: true }));
+    }
+    const label = `reads of ${chunk}`;
+    assert.deepEqual(
+      got.map((p) => p.exclusive === true),
+      payloads.map((p) => p.length >= 1024),
+      label,
+    );
+    // Free them in turn as their jobs end; the rest still read what was sent.
+    got.forEach((packet, k) => {
+      if (packet.exclusive !== true) return;
+      (packet.args[3]?.buffer as ArrayBuffer).transfer(0);
+      got.forEach((other, j) => {
+        if (j > k || other.exclusive !== true) {
+          assert.deepEqual(
+            other.args[3],
+            payloads[j],
+            `${label}: packet ${j} after ${k} was freed`,
+          );
+          assert.equal(argText(other.args[0]), `H:${j}`, label);
+        }
+      });
+    });
+  }
+});
+
 Deno.test("codec: bad magic is a protocol error and the parser refuses further input", () => {
   const parser = new PacketParser({ expect: "RES" });
   const wire = encodePacket("REQ", PACKET.ECHO_REQ, ["x"]);

@@ -29,6 +29,7 @@ import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
 import { type Link, settleHandlers } from "../consumer/link.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
+import { releaseBuffer } from "../util/bytes.ts";
 
 const log = getLogger("gearman");
 
@@ -368,7 +369,7 @@ export class QueueWorker implements Link {
       payload,
       receivedAt: Date.now(),
     };
-    const run = this.#run(job, grant, packet.truncatedFrom);
+    const run = this.#run(job, grant, packet.truncatedFrom, packet.exclusive === true);
     this.#running.add(run);
     void run.finally(() => this.#running.delete(run));
     this.#pump();
@@ -445,7 +446,12 @@ export class QueueWorker implements Link {
     void this.#connection.close();
   }
 
-  async #run(job: Job, grant: Grant, tooLarge: number | undefined): Promise<void> {
+  async #run(
+    job: Job,
+    grant: Grant,
+    tooLarge: number | undefined,
+    ownsPayload: boolean,
+  ): Promise<void> {
     const ack: Acknowledgement = {
       // Only the connection that received the job may answer it (D12).
       complete: () =>
@@ -470,6 +476,9 @@ export class QueueWorker implements Link {
       );
     } finally {
       grant.release();
+      // The job is answered or given up: nothing reads its payload any more (D1: a job not
+      // acknowledged is handed out again by the server, not re-run from these bytes).
+      if (ownsPayload) releaseBuffer(job.payload);
       this.#pump();
     }
   }
