@@ -435,8 +435,7 @@ export class PacketParser {
   }
 
   #complete(body: Uint8Array, out: Packet[], exclusive = false): void {
-    const packet = this.#parseBody(body);
-    out.push(exclusive ? { ...packet, exclusive: true } : packet);
+    out.push(this.#parseBody(body, exclusive));
     this.#offset += HEADER_SIZE + this.#size;
     this.#type = -1;
     this.#size = -1;
@@ -484,7 +483,7 @@ export class PacketParser {
     }
   }
 
-  #parseBody(body: Uint8Array): Packet {
+  #parseBody(body: Uint8Array, exclusive = false): Packet {
     const spec = SPEC_BY_CODE.get(this.#type) as PacketSpec;
     const args: Uint8Array[] = [];
     let start = 0;
@@ -503,7 +502,9 @@ export class PacketParser {
     else if (body.length > 0) {
       this.#fail(`Packet ${spec.name} takes no arguments but has a body`, this.#type);
     }
-    return { magic: this.#expect, type: this.#type, args };
+    const magic = this.#expect;
+    const type = this.#type;
+    return exclusive ? { magic, type, args, exclusive: true } : { magic, type, args };
   }
 
   /** Remove exactly n buffered bytes; copies only when they span several chunks. */
