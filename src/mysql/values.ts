@@ -142,7 +142,8 @@ type RowFitter = (
 const fitterCache = new Map<TableName, RowFitter>();
 
 /**
- * Adjust one row and append its values, in insert-column order, to `values`.
+ * Adjust one row and write its values, in insert-column order, into `values` from index `at`
+ * on (by default appended).
  *
  * This runs for every row written, so each table gets a function generated from its
  * catalogue entry ({@link compileRowFitter}): it reads every column by its literal name, which
@@ -151,16 +152,18 @@ const fitterCache = new Map<TableName, RowFitter>();
  *
  * @param table Catalogue table.
  * @param row Values by column name.
- * @param values Array the row's values are pushed to.
+ * @param values Array the row's values are written to.
  * @param adjustments Array each adjustment is pushed to.
+ * @param at Index of the row's first value in `values`.
  */
 export function appendAdjustedRow(
   table: Table,
   row: Row,
   values: SqlValue[],
   adjustments: ValueAdjustment[],
+  at: number = values.length,
 ): void {
-  fitterOf(table)(row, values, adjustments, values.length);
+  fitterOf(table)(row, values, adjustments, at);
 }
 
 /** The table's generated fitter, compiled on first use. */
@@ -171,26 +174,6 @@ function fitterOf(table: Table): RowFitter {
     fitterCache.set(table.name, fit);
   }
   return fit;
-}
-
-/**
- * Adjust one row into a new array of exactly its values, in insert-column order: what the
- * writer buffers per row (allocated once at its final length, where pushing grows it in
- * steps).
- *
- * @param table Catalogue table.
- * @param row Values by column name.
- * @param adjustments Array each adjustment is pushed to.
- * @returns The row's values.
- */
-export function fittedValues(
-  table: Table,
-  row: Row,
-  adjustments: ValueAdjustment[],
-): SqlValue[] {
-  const values = new Array<SqlValue>(table.insertColumns.length);
-  fitterOf(table)(row, values, adjustments, 0);
-  return values;
 }
 
 /**

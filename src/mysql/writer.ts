@@ -28,7 +28,7 @@ import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError, sameMysqlError } from "./errors.ts";
 import { HOLD_INITIAL_MS, HOLD_MAX_MS, runWithRetry } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
-import { fittedValues, type ValueAdjustment } from "./values.ts";
+import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
 import type { Row, SqlValue } from "../events/types.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
@@ -51,9 +51,13 @@ export interface TableWriterOptions {
   readonly shard?: string;
 }
 
-/** A buffered row: its values in insert-column order, its job and its source row (for dead letters). */
+/**
+ * A buffered row and its job. The row is fitted (D6) into the statement's parameters when it is
+ * sent, not when it is buffered: a row waits for up to two statements, long enough to survive
+ * young-generation collections, and a second copy of its values per row would be copied by each
+ * of them.
+ */
 interface Pending {
-  readonly values: SqlValue[];
   readonly owner: JobTracker;
   readonly row: Row;
   /** Committed or dead-lettered (its owner was told). */
@@ -174,13 +178,12 @@ export class TableWriter {
    * full (backpressure: bounded memory, and the consumer's cap then stops
    * grabbing).
    *
-   * @param rows Rows keyed by column name (raw values; D6 is applied here).
+   * @param rows Rows keyed by column name (raw values; D6 is applied when they are sent).
    * @param owner The job's tracker, settled row by row on commit.
    * @param signal Aborts the wait for buffer space (drain deadline).
    * @throws {WriterClosedError} After {@link close}.
    */
   async add(rows: readonly Row[], owner: JobTracker, signal?: AbortSignal): Promise<void> {
-    const adjustments: ValueAdjustment[] = [];
     let i = 0;
     while (i < rows.length) {
       if (this.#closed) throw new WriterClosedError(this.table.name);
@@ -191,14 +194,11 @@ export class TableWriter {
         continue;
       }
       for (; room > 0 && i < rows.length; room--, i++) {
-        const row = rows[i] as Row;
-        const values = fittedValues(this.table, row, adjustments);
-        this.#buffer.push({ values, owner, row });
+        this.#buffer.push({ owner, row: rows[i] as Row });
         this.#rowsAdded++;
       }
       this.#kick();
     }
-    if (adjustments.length > 0) this.#countAdjustments(adjustments);
   }
 
   /**
@@ -529,22 +529,19 @@ export class TableWriter {
    */
   async #send(batch: Pending[], top: boolean): Promise<MysqlWriteError | undefined> {
     const sql = insertStatement(this.table, batch.length);
-    // One array of the statement's final length: pushing 30,000 values grows it in steps.
-    let count = 0;
-    for (const p of batch) count += p.values.length;
-    const values = new Array<SqlValue>(count);
-    let k = 0;
-    for (const p of batch) {
-      const row = p.values;
-      for (let i = 0; i < row.length; i++) values[k++] = row[i] as SqlValue;
+    // One array of the statement's final length (pushing 30,000 values grows it in steps), each
+    // row fitted at its own offset, so a row cannot shift the placeholders of the next (W3).
+    const width = this.table.insertColumns.length;
+    const values = new Array<SqlValue>(batch.length * width);
+    const adjustments: ValueAdjustment[] = [];
+    for (let r = 0; r < batch.length; r++) {
+      appendAdjustedRow(this.table, (batch[r] as Pending).row, values, adjustments, r * width);
     }
-    if (values.length !== batch.length * this.table.insertColumns.length) {
-      // A miscounted row would misalign every following placeholder (W3 argument guard).
-      throw new Error(
-        `Row builder for "${this.table.name}" produced ${values.length} values for ${batch.length} rows`,
-      );
+    if (top) {
+      // Counted once per row: the sends that isolate or hold rows fit them again.
+      if (adjustments.length > 0) this.#countAdjustments(adjustments);
+      this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
     }
-    if (top) this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
     try {
       await runWithRetry(() => this.#executor.run(sql, values, { prepared: true }), {
         table: this.table.name,

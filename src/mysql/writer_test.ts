@@ -344,7 +344,7 @@ Deno.test("writer: a job resolves only after its last row commits, across two st
 
 // --- D7 --------------------------------------------------------------------
 
-Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of its batch is committed (D7)", async () => {
+Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of its batch is committed, its neighbours' adjustments counted once (D7, D6)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 8);
   const good = new JobTracker(LOG_QUEUE, 4);
@@ -352,7 +352,9 @@ Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of it
   // Strict mode: a string in an int(11) column is error 1366, deterministic.
   const bad = logRow("bad", { logentry_type: "not-a-number" });
   await writer.add(rows(4, "good"), good);
-  await writer.add([logRow("m-0"), bad, logRow("m-2"), logRow("m-3")], mixed);
+  // m-0 goes out with the bad row until the last split: its truncation is counted once.
+  const long = logRow("m-0", { node_name: "n".repeat(300) });
+  await writer.add([long, bad, logRow("m-2"), logRow("m-3")], mixed);
   await Promise.all([good.done, mixed.done]);
 
   assert.equal(await fx.count(LOG), 7);
@@ -386,6 +388,13 @@ Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of it
     1,
   );
   assert.equal(await registryValue(fx.metrics, "statusengine_db_batch_retries_total"), 0);
+  assert.equal(
+    await registryValue(fx.metrics, "statusengine_db_values_adjusted_total", {
+      table: LOG,
+      reason: "truncated",
+    }),
+    1,
+  );
 });
 
 Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7, W5)", async () => {
