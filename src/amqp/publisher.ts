@@ -24,6 +24,8 @@ export class AmqpPublisher implements AsyncDisposable {
   readonly #channel: AMQPChannel;
   readonly #declared = new Set<string>();
   readonly #durable: boolean;
+  /** Channel of the passive declarations of {@link depth}; reopened after the broker closed it. */
+  #probe: AMQPChannel | undefined;
   #closing: Promise<void> | undefined;
 
   private constructor(client: AMQPClient, channel: AMQPChannel, durable: boolean) {
@@ -97,21 +99,22 @@ export class AmqpPublisher implements AsyncDisposable {
   }
 
   /**
-   * Ready messages and consumers of a queue (passive declaration on a
-   * throw-away channel: a missing queue closes the channel it is asked on).
+   * Ready messages and consumers of a queue, by a passive declaration on a
+   * channel of its own: a missing queue makes the broker close the channel it
+   * is asked on, and the publishing channel must survive that. The channel is
+   * kept for the next call, because opening and closing one costs the broker
+   * about 0.75 ms of CPU: a drain watched every 25 ms had that charged to it.
    *
    * @param queue Queue name.
    * @returns The counts.
    * @throws {Error} When the queue does not exist.
    */
   async depth(queue: string): Promise<QueueDepth> {
-    const channel = await this.#client.channel();
-    try {
-      const ok = await channel.queueDeclare(queue, { passive: true });
-      return { ready: ok.messageCount, consumers: ok.consumerCount };
-    } finally {
-      if (!channel.closed) await channel.close().catch(() => {});
+    if (this.#probe === undefined || this.#probe.closed) {
+      this.#probe = await this.#client.channel();
     }
+    const ok = await this.#probe.queueDeclare(queue, { passive: true });
+    return { ready: ok.messageCount, consumers: ok.consumerCount };
   }
 
   /**

@@ -1,0 +1,41 @@
+/**
+ * The test publisher against a real RabbitMQ (scratch vhost): what the
+ * drain benchmark and `status` rely on when they watch a queue's depth.
+ */
+import assert from "node:assert/strict";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { TEST_QUEUE_DURABILITY } from "./helpers/worker.ts";
+
+/** Channels the broker counts on the connections of a vhost. */
+async function channelsOf(vhost: string): Promise<number> {
+  const out = await new Deno.Command("rabbitmqctl", {
+    args: ["list_connections", "vhost", "channels", "-q", "--no-table-headers"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  let channels = 0;
+  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
+    const [name, count] = line.trim().split(/\s+/);
+    if (name === vhost) channels += Number(count);
+  }
+  return channels;
+}
+
+Deno.test("publisher: depth asks on one kept channel, and a missing queue does not break the next call", async () => {
+  await using vhost = await createScratchVhost("se_pub");
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  await publisher.publish("q_depth", ["a", "b"]);
+  for (let i = 0; i < 5; i++) {
+    assert.deepEqual(await publisher.depth("q_depth"), { ready: 2, consumers: 0 });
+  }
+  // The publishing channel and the probe, not one channel per call left open or reopened.
+  assert.equal(await channelsOf(vhost.name), 2);
+
+  // 404 NOT_FOUND closes the probe; the next call opens another, publishing goes on.
+  await assert.rejects(publisher.depth("q_missing"), /NOT_FOUND|404/);
+  assert.deepEqual(await publisher.depth("q_depth"), { ready: 2, consumers: 0 });
+  await publisher.publish("q_depth", ["c"]);
+  assert.deepEqual(await publisher.depth("q_depth"), { ready: 3, consumers: 0 });
+});
