@@ -92,10 +92,27 @@ function utf8Length(s: string): number {
 }
 
 const encoder = new TextEncoder();
-/** Strings up to this length that are all ASCII are copied by a loop; longer ones by encodeInto. */
-const LOOP_COPY_MAX = 64;
+/** Finds a string that is not all ASCII, so its UTF-8 length must be counted. */
+const NON_ASCII = /[\u0080-\uffff]/;
+/**
+ * Strings up to this many UTF-16 units take at most 3 × 83 = 249 UTF-8 bytes, so their length
+ * prefix is one byte whatever they hold: they are copied in one pass that stops at the first
+ * non-ASCII unit, without counting their bytes first.
+ */
+const ONE_BYTE_PREFIX_UNITS = 83;
+/** Longer ASCII strings up to this length are copied by a loop; longer ones by encodeInto. */
+const LOOP_COPY_MAX = 1024;
+const NULL_VALUE = -1;
+const NUMBER_VALUE = -2;
 
-/** Per-call scratch for the byte length of each string parameter (grown, never shrunk). */
+/**
+ * Per-call scratch (grown, never shrunk): the packet is written into `scratch`, sized for the
+ * longest UTF-8 the strings could take, and copied out at its real length; `lengths` holds each
+ * parameter's kind or, for a long string, its UTF-8 length.
+ */
+let scratch = new Uint8Array(1 << 20);
+/** The scratch grows to this at most (a 700-row servicestatus statement takes about 0.35 MB). */
+const SCRATCH_MAX_BYTES = 8 << 20;
 let lengths = new Int32Array(1024);
 
 /**
@@ -119,75 +136,106 @@ export function encodeExecutePacket(
   const count = values.length;
   if (lengths.length < count) lengths = new Int32Array(Math.max(count, lengths.length * 2));
   // Header (4), command, statement id (4), cursor flags, iteration count (4).
-  let size = 14;
-  if (queryAttributes) size += lengthCodedSize(count);
-  if (count > 0) {
-    size += ((count + 7) >> 3) + 1 + count * 2;
-    if (queryAttributes) size += count;
-  }
+  let fixed = 14;
+  if (queryAttributes) fixed += lengthCodedSize(count);
+  const stride = queryAttributes ? 3 : 2;
+  if (count > 0) fixed += ((count + 7) >> 3) + 1 + count * stride;
+  // The most the values can take: 8 bytes a number, a 9-byte prefix and 3 bytes a UTF-16 unit
+  // a string (a unit is at most 3 UTF-8 bytes; a pair of 2 units, 4).
+  let most = fixed;
   for (let i = 0; i < count; i++) {
     const v = values[i];
     if (typeof v === "string") {
-      const n = utf8Length(v);
-      lengths[i] = n;
-      size += lengthCodedSize(n) + n;
+      if (v.length <= ONE_BYTE_PREFIX_UNITS) {
+        lengths[i] = 0;
+        most += 1 + 3 * v.length;
+      } else {
+        const n = NON_ASCII.test(v) ? utf8Length(v) : v.length;
+        lengths[i] = n;
+        most += lengthCodedSize(n) + n;
+      }
     } else if (typeof v === "number") {
-      size += 8;
-    } else if (v !== null) {
+      lengths[i] = NUMBER_VALUE;
+      most += 8;
+    } else if (v === null) {
+      lengths[i] = NULL_VALUE;
+    } else {
       throw new TypeError(`Bind parameter ${i} is ${typeof v}, not a string, number or null`);
     }
   }
-
-  const out = new Uint8Array(size);
+  let out: Uint8Array;
+  if (most <= SCRATCH_MAX_BYTES) {
+    if (scratch.length < most) scratch = new Uint8Array(Math.min(SCRATCH_MAX_BYTES, most * 2));
+    out = scratch;
+  } else {
+    // A rare statement of long outputs: a buffer of its own, not a scratch kept at its size.
+    out = new Uint8Array(most);
+  }
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
-  const payload = size - 4;
-  out[0] = payload & 0xff;
-  out[1] = (payload >>> 8) & 0xff;
-  out[2] = (payload >>> 16) & 0xff;
+  out.fill(0, 0, fixed);
   out[4] = COM_STMT_EXECUTE;
   view.setUint32(5, statementId, true);
   out[9] = queryAttributes ? PARAMETER_COUNT_AVAILABLE : 0;
   view.setUint32(10, 1, true);
   let at = 14;
   if (queryAttributes) at = writeLengthCoded(out, at, count);
-  if (count === 0) return out;
-
-  // NULL bitmap (the array is zero-filled).
-  for (let i = 0; i < count; i++) {
-    if (values[i] === null) out[at + (i >> 3)] = (out[at + (i >> 3)] as number) | (1 << (i & 7));
-  }
-  at += (count + 7) >> 3;
-  out[at++] = 1; // new-params-bound flag
-  for (let i = 0; i < count; i++) {
-    const v = values[i];
-    out[at] = typeof v === "string"
-      ? TYPE_VAR_STRING
-      : typeof v === "number"
-      ? TYPE_DOUBLE
-      : TYPE_NULL;
-    // out[at + 1]: unsigned flag 0; with query attributes, out[at + 2]: empty name.
-    at += queryAttributes ? 3 : 2;
-  }
-  for (let i = 0; i < count; i++) {
-    const v = values[i];
-    if (typeof v === "number") {
-      view.setFloat64(at, v, true);
-      at += 8;
-    } else if (typeof v === "string") {
+  if (count > 0) {
+    const bitmap = at;
+    at += (count + 7) >> 3;
+    out[at++] = 1; // new-params-bound flag
+    // Types; out[at + 1]: unsigned flag 0; with query attributes, out[at + 2]: empty name.
+    for (let i = 0; i < count; i++, at += stride) {
       const n = lengths[i] as number;
-      at = writeLengthCoded(out, at, n);
-      if (n === v.length && n <= LOOP_COPY_MAX) {
-        for (let k = 0; k < n; k++) out[at + k] = v.charCodeAt(k);
+      if (n >= 0) {
+        out[at] = TYPE_VAR_STRING;
+      } else if (n === NUMBER_VALUE) {
+        out[at] = TYPE_DOUBLE;
       } else {
-        encoder.encodeInto(v, out.subarray(at, at + n));
+        out[at] = TYPE_NULL;
+        out[bitmap + (i >> 3)] = (out[bitmap + (i >> 3)] as number) | (1 << (i & 7));
       }
-      at += n;
+    }
+    for (let i = 0; i < count; i++) {
+      const n = lengths[i] as number;
+      if (n === NUMBER_VALUE) {
+        view.setFloat64(at, values[i] as number, true);
+        at += 8;
+      } else if (n === 0) {
+        at = writeShortString(out, at, values[i] as string);
+      } else if (n > 0) {
+        const v = values[i] as string;
+        at = writeLengthCoded(out, at, n);
+        if (n === v.length && n <= LOOP_COPY_MAX) {
+          for (let k = 0; k < n; k++) out[at + k] = v.charCodeAt(k);
+        } else {
+          encoder.encodeInto(v, out.subarray(at, at + n));
+        }
+        at += n;
+      }
     }
   }
-  if (at !== size) {
-    throw new Error(`COM_STMT_EXECUTE: wrote ${at} bytes, computed ${size}`);
+  const payload = at - 4;
+  out[0] = payload & 0xff;
+  out[1] = (payload >>> 8) & 0xff;
+  out[2] = (payload >>> 16) & 0xff;
+  return out === scratch ? out.slice(0, at) : out.subarray(0, at);
+}
+
+/** Write a string of at most {@link ONE_BYTE_PREFIX_UNITS} units with its one-byte length prefix. */
+function writeShortString(out: Uint8Array, at: number, v: string): number {
+  const units = v.length;
+  const start = at + 1;
+  let k = 0;
+  for (; k < units; k++) {
+    const c = v.charCodeAt(k);
+    if (c >= 0x80) break;
+    out[start + k] = c;
   }
-  return out;
+  const n = k === units
+    ? units
+    : encoder.encodeInto(v, out.subarray(start, start + 3 * units)).written;
+  out[at] = n;
+  return start + n;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ Deno.test("execute packet: the same bytes as mysql2's encoder for random paramet
     "w".repeat(0x1000000),
   ];
   const numbers = [0, 1, -1, 2.5, -0, 1785470659, 2 ** 53, -(2 ** 53), 1e300, 0.60077601671218872];
+  let previous: { packet: Uint8Array; expected: Uint8Array } | undefined;
   for (let round = 0; round < 120; round++) {
     const count = round === 0 ? 0 : rnd(round < 100 ? 40 : 3) + 1;
     const values: SqlValue[] = [];
@@ -50,11 +51,42 @@ Deno.test("execute packet: the same bytes as mysql2's encoder for random paramet
     }
     const id = rnd(1_000_000);
     for (const attributes of [false, true]) {
-      assert.deepEqual(
-        encodeExecutePacket(id, values, attributes),
-        mysql2ExecutePacket(id, values, attributes),
-        `round ${round}, attributes ${attributes}, ${values.length} values`,
-      );
+      const packet = encodeExecutePacket(id, values, attributes);
+      const expected = mysql2ExecutePacket(id, values, attributes);
+      assert.deepEqual(packet, expected, `round ${round}, attributes ${attributes}`);
+      // A packet is the caller's: the next one, written through the same scratch, leaves it be.
+      if (previous !== undefined) {
+        assert.deepEqual(previous.packet, previous.expected, `round ${round}: previous packet`);
+      }
+      previous = { packet, expected };
+    }
+  }
+});
+
+Deno.test("execute packet: strings around the one-byte length prefix of the single-pass copy", () => {
+  // Up to 83 UTF-16 units a string is copied without counting its bytes first (at most 249).
+  const around = [
+    "a".repeat(83),
+    "a".repeat(84),
+    "a".repeat(82) + "ä",
+    "ä" + "a".repeat(82),
+    "ä".repeat(83),
+    "ä".repeat(84),
+    "€".repeat(83),
+    "€".repeat(84),
+    "\u{1F600}".repeat(41) + "x",
+    "b".repeat(82) + "\ud800",
+    "\udc00" + "c".repeat(82),
+  ];
+  for (const s of around) {
+    for (const values of [[s], [1, s, null, "OK", s, 2.5]]) {
+      for (const attributes of [false, true]) {
+        assert.deepEqual(
+          encodeExecutePacket(7, values, attributes),
+          mysql2ExecutePacket(7, values, attributes),
+          `${JSON.stringify(s.slice(0, 12))}… (${s.length} units), attributes ${attributes}`,
+        );
+      }
     }
   }
 });
