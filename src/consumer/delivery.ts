@@ -143,8 +143,11 @@ export class DeliveryEngine {
 
   async #attempt(delivery: Delivery, scope: DeliveryScope): Promise<JobResult> {
     const { job } = delivery;
-    const backoff = new Backoff(this.#retry);
-    const stop = AbortSignal.any([scope.abort, scope.stopRetries]);
+    let backoff: Backoff | undefined;
+    // Built on the first retry only: most jobs never need it, and a dependent signal per job
+    // costs two listeners on signals every job in flight shares.
+    let stop: AbortSignal | undefined;
+    const stopped = () => scope.abort.aborted || scope.stopRetries.aborted;
     let internalFailures = 0;
     for (;;) {
       try {
@@ -166,12 +169,14 @@ export class DeliveryEngine {
           });
           return "failed";
         }
-        if (stop.aborted) return "abandoned";
+        if (stopped()) return "abandoned";
         if (isProgrammingError(err) && ++internalFailures >= this.#internalAttempts) {
           if (await this.#deadLetterInternal(job, err, scope)) return "completed";
-          if (stop.aborted) return "abandoned";
+          if (stopped()) return "abandoned";
         }
         this.#observer.jobRetried(job.queue);
+        backoff ??= new Backoff(this.#retry);
+        stop ??= AbortSignal.any([scope.abort, scope.stopRetries]);
         const waitMs = backoff.next();
         this.#warnRetry(job, err, waitMs);
         if (!(await sleepUnlessAborted(waitMs, stop))) return "abandoned";
