@@ -102,6 +102,8 @@ const NON_ASCII = /[\u0080-\uffff]/;
 const ONE_BYTE_PREFIX_UNITS = 83;
 /** Longer ASCII strings up to this length are copied by a loop; longer ones by encodeInto. */
 const LOOP_COPY_MAX = 1024;
+/** Kinds in `lengths` besides a long string's UTF-8 length (which is above 83). */
+const SHORT_STRING = 0;
 const NULL_VALUE = -1;
 const NUMBER_VALUE = -2;
 
@@ -147,7 +149,7 @@ export function encodeExecutePacket(
     const v = values[i];
     if (typeof v === "string") {
       if (v.length <= ONE_BYTE_PREFIX_UNITS) {
-        lengths[i] = 0;
+        lengths[i] = SHORT_STRING;
         most += 1 + 3 * v.length;
       } else {
         const n = NON_ASCII.test(v) ? utf8Length(v) : v.length;
@@ -200,7 +202,7 @@ export function encodeExecutePacket(
       if (n === NUMBER_VALUE) {
         view.setFloat64(at, values[i] as number, true);
         at += 8;
-      } else if (n === 0) {
+      } else if (n === SHORT_STRING) {
         at = writeShortString(out, at, values[i] as string);
       } else if (n > 0) {
         const v = values[i] as string;
@@ -213,6 +215,10 @@ export function encodeExecutePacket(
         at += n;
       }
     }
+  }
+  if (at > most) {
+    // Past the bound a typed array drops writes silently: never send such a packet.
+    throw new Error(`COM_STMT_EXECUTE: wrote ${at} bytes, bound ${most}`);
   }
   const payload = at - 4;
   out[0] = payload & 0xff;
