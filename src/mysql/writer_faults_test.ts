@@ -29,6 +29,7 @@ import { createMetrics, type Metrics } from "../metrics/registry.ts";
 import { JobTracker } from "./job_tracker.ts";
 import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
 import { deadline } from "../util/async.ts";
+import { errorMessage } from "../util/errors.ts";
 import { configureLogging, resetLogging } from "../log.ts";
 
 const LOG = "statusengine_logentries";
@@ -141,11 +142,30 @@ async function heldThroughFault(
   const job = new JobTracker(LOG_QUEUE, 40);
   let settled = false;
   void job.done.then(() => (settled = true));
-  await fx.writer.add(rows(40, "fault"), job);
-  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
-    timeoutMs: 30_000,
-    message: "db_available 0",
+  const flushesBefore = await registryValue(fx.metrics, "statusengine_db_flushes_total", {
+    table: LOG,
   });
+  await fx.writer.add(rows(40, "fault"), job);
+  try {
+    await waitFor(
+      async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0,
+      { timeoutMs: 30_000, message: "db_available 0" },
+    );
+  } catch (err: unknown) {
+    // What the writer saw, without asking the broken server: did statements commit after the
+    // fault (then it did not take effect), and what state its process is in (T: stopped).
+    const flushes = await registryValue(fx.metrics, "statusengine_db_flushes_total", {
+      table: LOG,
+    });
+    const retries = await registryValue(fx.metrics, "statusengine_db_connection_retries_total");
+    const stat = await Deno.readTextFile(`/proc/${fx.server.pid}/stat`).catch(() => ") gone");
+    const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+    throw new Error(
+      `${errorMessage(err)}; statements committed after the fault: ${flushes - flushesBefore}, ` +
+        `connection retries: ${retries}, server process state: ${state}`,
+      { cause: err },
+    );
+  }
   await waitFor(
     async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 3,
     { timeoutMs: 30_000, message: "the held statement to be retried" },
