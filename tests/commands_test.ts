@@ -231,7 +231,7 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
     let sent = 0;
     const stream = new ReadableStream<Uint8Array>({
       pull(controller) {
-        // Never ends on its own: only the server's limit stops it.
+        // 33 MiB without a length: refused past 8 MiB, the rest read away so the 413 arrives.
         if (sent > 4 * MAX_BODY_BYTES) controller.close();
         else {
           sent += chunk.length;

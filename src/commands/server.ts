@@ -31,6 +31,13 @@ export const COMMANDS_PATH = "/commands";
  */
 export const BODY_READ_TIMEOUT_MS = 10_000;
 
+/**
+ * How much of a refused body (over the 8 MiB limit) is read and thrown away so that the client,
+ * still sending, receives its 413: eight times the limit. Only authenticated requests get this
+ * far; a body announced or sent beyond it is cut off at once.
+ */
+const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
+
 /** The metric handles the server updates. */
 export type CommandMetrics = Pick<
   Metrics,
@@ -190,12 +197,14 @@ export async function startCommandServer(
 }
 
 /**
- * Read the whole body, refusing more than `limit` bytes as soon as they arrive
- * (a declared Content-Length above the limit is refused without reading).
+ * Read the whole body, refusing more than `limit` bytes. What a refused body still sends is read
+ * and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the 413 goes
+ * out: a server that closes on a client still sending makes its kernel reset the connection, and
+ * the client then sees a broken pipe instead of the answer.
  */
 async function readBody(req: Request, limit: number, timeoutMs: number): Promise<BodyRead> {
   const declared = req.headers.get("content-length");
-  if (declared !== null && Number(declared) > limit) return { kind: "too_large" };
+  const declaredBytes = declared === null ? undefined : Number(declared);
   if (req.body === null) return { kind: "ok", bytes: new Uint8Array(0) };
   const reader = req.body.getReader();
   using timer = deadline(timeoutMs);
@@ -203,23 +212,35 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
   timer.signal.addEventListener("abort", onTimeout, { once: true });
   const chunks: Uint8Array[] = [];
   let total = 0;
+  let tooLarge = declaredBytes !== undefined && declaredBytes > limit;
   try {
+    if (tooLarge && (declaredBytes as number) > DRAIN_MAX_BYTES) {
+      await reader.cancel().catch(() => {});
+      return { kind: "too_large" };
+    }
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
       total += value.length;
-      if (total > limit) {
-        await reader.cancel().catch(() => {});
-        return { kind: "too_large" };
+      if (total > limit) tooLarge = true;
+      if (tooLarge) {
+        chunks.length = 0;
+        if (total > DRAIN_MAX_BYTES) {
+          await reader.cancel().catch(() => {});
+          break;
+        }
+        continue;
       }
       chunks.push(value);
     }
   } catch (err: unknown) {
+    if (tooLarge) return { kind: "too_large" };
     if (timer.signal.aborted) return timedOut(timeoutMs);
     return { kind: "unreadable", error: `cannot read the request body: ${errorMessage(err)}` };
   } finally {
     timer.signal.removeEventListener("abort", onTimeout);
   }
+  if (tooLarge) return { kind: "too_large" };
   // A cancelled read ends like a complete one; only the deadline tells them apart.
   if (timer.signal.aborted) return timedOut(timeoutMs);
   const bytes = new Uint8Array(total);

@@ -70,3 +70,94 @@ Deno.test("server: refuses to start without a usable key", async () => {
     RangeError,
   );
 });
+
+/**
+ * Send a request over a raw connection while reading the answer, and return the answer with
+ * whether every byte of the request could be sent.
+ */
+async function rawExchange(
+  port: number,
+  head: string,
+  body: AsyncIterable<Uint8Array> | undefined,
+): Promise<{ answer: string; sent: boolean; error?: string }> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  const reading = (async () => {
+    const chunks: Uint8Array[] = [];
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        chunks.push(buf.slice(0, n));
+      }
+    } catch {
+      // A reset after the answer: what was read is the answer.
+    }
+    return new TextDecoder().decode(new Uint8Array(chunks.flatMap((c) => [...c])));
+  })();
+  let sent = true;
+  let error: string | undefined;
+  try {
+    await conn.write(new TextEncoder().encode(head));
+    if (body !== undefined) {
+      for await (const chunk of body) {
+        let off = 0;
+        while (off < chunk.length) off += await conn.write(chunk.subarray(off));
+      }
+    }
+  } catch (err: unknown) {
+    sent = false;
+    error = err instanceof Error ? err.message : String(err);
+  }
+  const answer = await reading;
+  try {
+    conn.close();
+  } catch {
+    // closed by the server
+  }
+  return { answer, sent, ...(error === undefined ? {} : { error }) };
+}
+
+async function* mebibytes(n: number, chunked: boolean): AsyncIterable<Uint8Array> {
+  const mib = new Uint8Array(1024 * 1024).fill(0x20);
+  const enc = new TextEncoder();
+  for (let i = 0; i < n; i++) {
+    if (chunked) yield enc.encode(`${mib.length.toString(16)}\r\n`);
+    yield mib;
+    if (chunked) yield enc.encode("\r\n");
+  }
+  if (chunked) yield enc.encode("0\r\n\r\n");
+}
+
+Deno.test("server: a client still sending a body over 8 MiB gets its 413, not a reset; one announcing more than 64 MiB is cut off unread", async () => {
+  const metrics = createMetrics();
+  await using server = await startCommandServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: ["k"],
+    publisher: gatedPublisher().publisher,
+    metrics,
+  });
+  const head = (framing: string) =>
+    `POST /commands HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\nconnection: close\r\n${framing}\r\n\r\n`;
+  // 20 MiB cannot wait in the two sockets' buffers: the server must read it for the client to
+  // finish sending, whether it announced its length or streamed it.
+  for (const chunked of [false, true]) {
+    const framing = chunked ? "transfer-encoding: chunked" : `content-length: ${20 * 1024 * 1024}`;
+    const { answer, sent, error } = await rawExchange(
+      server.port,
+      head(framing),
+      mebibytes(20, chunked),
+    );
+    assert.ok(sent, `${framing}: the request could not be sent: ${error}`);
+    assert.match(answer, /^HTTP\/1\.1 413 /, framing);
+    assert.match(answer, /request body exceeds 8388608 bytes/, framing);
+  }
+  // Beyond the drain bound nothing is read: the answer comes at once.
+  const { answer } = await rawExchange(
+    server.port,
+    head(`content-length: ${100 * 1024 * 1024}`),
+    undefined,
+  );
+  assert.match(answer, /^HTTP\/1\.1 413 /);
+});
