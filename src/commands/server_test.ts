@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createMetrics } from "../metrics/registry.ts";
 import type { CommandPublisher } from "./publisher.ts";
 import { startCommandServer } from "./server.ts";
+import { concatBytes } from "../util/bytes.ts";
 
 /** A publisher whose publishes wait until the test releases them. */
 function gatedPublisher() {
@@ -93,7 +94,7 @@ async function rawExchange(
     } catch {
       // A reset after the answer: what was read is the answer.
     }
-    return new TextDecoder().decode(new Uint8Array(chunks.flatMap((c) => [...c])));
+    return new TextDecoder().decode(concatBytes(chunks));
   })();
   let sent = true;
   let error: string | undefined;
