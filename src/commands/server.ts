@@ -222,16 +222,16 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
       const { done, value } = await reader.read();
       if (done) break;
       total += value.length;
-      if (total > limit) tooLarge = true;
-      if (tooLarge) {
+      if (!tooLarge && total > limit) {
+        tooLarge = true;
         chunks.length = 0;
-        if (total > DRAIN_MAX_BYTES) {
-          await reader.cancel().catch(() => {});
-          break;
-        }
-        continue;
       }
-      chunks.push(value);
+      if (!tooLarge) {
+        chunks.push(value);
+      } else if (total > DRAIN_MAX_BYTES) {
+        await reader.cancel().catch(() => {});
+        break;
+      }
     }
   } catch (err: unknown) {
     if (tooLarge) return { kind: "too_large" };

@@ -101,7 +101,7 @@ const NON_ASCII = /[\u0080-\uffff]/;
  */
 const ONE_BYTE_PREFIX_UNITS = 83;
 /** Longer ASCII strings up to this length are copied by a loop; longer ones by encodeInto. */
-const LOOP_COPY_MAX = 1024;
+const LOOP_COPY_MAX = 64;
 /** Kinds in `lengths` besides a long string's UTF-8 length (which is above 83). */
 const SHORT_STRING = 0;
 const NULL_VALUE = -1;
