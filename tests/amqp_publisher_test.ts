@@ -39,3 +39,12 @@ Deno.test("publisher: depth asks on one kept channel, and a missing queue does n
   await publisher.publish("q_depth", ["c"]);
   assert.deepEqual(await publisher.depth("q_depth"), { ready: 3, consumers: 0 });
 });
+
+Deno.test("publisher: depth calls made at once while the probe channel opens share it", async () => {
+  await using vhost = await createScratchVhost("se_pub");
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  await publisher.publish("q_depth", ["a"]);
+  const all = await Promise.all(Array.from({ length: 5 }, () => publisher.depth("q_depth")));
+  for (const d of all) assert.deepEqual(d, { ready: 1, consumers: 0 });
+  assert.equal(await channelsOf(vhost.name), 2, "the publishing channel and one probe");
+});

@@ -25,6 +25,7 @@ import type { Grant, QueueBudget } from "../consumer/budget.ts";
 import { type Link, settleHandlers } from "../consumer/link.ts";
 import type { AmqpUrl } from "./url.ts";
 import { useDenoSocket } from "./socket.ts";
+import { ProbeChannel } from "./probe.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
 import { releaseBuffer } from "../util/bytes.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -212,13 +213,14 @@ export class AmqpSession implements Link {
   // Ends retries when the session drains, is lost or closes.
   readonly #stopRetries = new AbortController();
   #lastReceivedAt = performance.now();
-  #probe: AMQPChannel | undefined;
+  readonly #probe: ProbeChannel;
 
   private constructor(options: AmqpSessionOptions) {
     this.#options = options;
     // Null logger: the library's own lines would bypass our format and policy.
     this.#client = new AMQPClient(options.url.href, undefined, null);
     useDenoSocket(this.#client);
+    this.#probe = new ProbeChannel(this.#client);
     if (options.connectionName !== undefined) this.#client.name = options.connectionName;
     this.#client.onerror = (err) => log.debug("rabbitmq: connection error", { error: err.message });
     this.#lanes = options.queues.map((q) => new Lane(q));
@@ -337,13 +339,7 @@ export class AmqpSession implements Link {
    * @returns The ready count.
    */
   async backlog(queue: string): Promise<number> {
-    if (this.#probe === undefined || this.#probe.closed) {
-      this.#probe = await this.#client.channel();
-    }
-    const ok = await this.#probe.queueDeclare(queue, {
-      ...queueDeclareFlags(this.#options.durableQueues),
-      passive: true,
-    });
+    const ok = await this.#probe.declare(queue, queueDeclareFlags(this.#options.durableQueues));
     return ok.messageCount;
   }
 
@@ -425,12 +421,10 @@ export class AmqpSession implements Link {
     const client = this.#client;
     if (!client.closed) {
       using limit = deadline(CLOSE_TIMEOUT_MS);
-      const channels = [
-        ...this.#lanes.map((lane) => lane.channel),
-        this.#probe,
-      ].flatMap((channel) =>
+      const channels = this.#lanes.flatMap(({ channel }) =>
         channel !== undefined && !channel.closed ? [channel.close().catch(() => {})] : []
       );
+      channels.push(this.#probe.close());
       await settledWithin(Promise.allSettled(channels), limit.signal);
       if (!client.closed) {
         const closed = await settledWithin(client.close(), limit.signal);
