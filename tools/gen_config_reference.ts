@@ -1,23 +1,34 @@
 /**
  * Print the Markdown configuration reference generated from the settings table, or keep the
- * README's copy of it up to date.
+ * generated references in the docs up to date.
  *
  * ```sh
- * deno run tools/gen_config_reference.ts                               # print it
- * deno run --allow-read --allow-write tools/gen_config_reference.ts --write README.md
- * deno run --allow-read tools/gen_config_reference.ts --check README.md # CI: exit 1 if stale
+ * deno task config-reference                                            # rewrite both references
+ * deno run tools/gen_config_reference.ts                                # print the settings table
+ * deno run --allow-read --allow-write tools/gen_config_reference.ts --write docs/configuration.md
+ * deno run --allow-read tools/gen_config_reference.ts --check docs/configuration.md docs/metrics.md
  * ```
  *
- * `--write` and `--check` work on the text between `<!-- BEGIN CONFIG REFERENCE -->` and
- * `<!-- END CONFIG REFERENCE -->`; a file without both markers is an error (exit 1). When the
- * file also has `<!-- BEGIN METRICS REFERENCE -->` … `<!-- END METRICS REFERENCE -->`, that
- * section is regenerated from the metric catalogue as well.
+ * `--write` and `--check` take one or more files and work on the generated sections each file
+ * has: the settings reference between `<!-- BEGIN CONFIG REFERENCE -->` and
+ * `<!-- END CONFIG REFERENCE -->` (from src/config/settings.ts), the metrics reference between
+ * `<!-- BEGIN METRICS REFERENCE -->` and `<!-- END METRICS REFERENCE -->` (from
+ * src/metrics/catalogue.ts). A file with neither pair of markers is an error (exit 1), so a
+ * renamed or emptied page cannot pass the check silently.
  *
  * @module
  */
 
-import { renderConfigReference, replaceConfigReference } from "../src/config/mod.ts";
-import { renderMetricsReference, replaceMetricsReference } from "../src/metrics/reference.ts";
+import {
+  REFERENCE_BEGIN,
+  renderConfigReference,
+  replaceConfigReference,
+} from "../src/config/mod.ts";
+import {
+  METRICS_BEGIN,
+  renderMetricsReference,
+  replaceMetricsReference,
+} from "../src/metrics/reference.ts";
 import { errorMessage } from "../src/util/errors.ts";
 
 /** The I/O the tool needs, injectable for tests. */
@@ -32,7 +43,27 @@ export interface ToolIo {
   readonly stderr: (text: string) => void;
 }
 
-const USAGE = "Usage: gen_config_reference.ts [--write FILE | --check FILE]\n";
+const USAGE = "Usage: gen_config_reference.ts [--write FILE... | --check FILE...]\n";
+
+/**
+ * The document with every generated section it has brought up to date.
+ *
+ * @throws {Error} when the document has no generated section at all, or broken markers.
+ */
+function regenerate(current: string, settingsReference: string): string {
+  const hasSettings = current.includes(REFERENCE_BEGIN);
+  const hasMetrics = current.includes(METRICS_BEGIN);
+  if (!hasSettings && !hasMetrics) {
+    throw new Error(
+      `no generated section: the file needs ${REFERENCE_BEGIN} or ${METRICS_BEGIN} ` +
+        "(each followed by its END marker)",
+    );
+  }
+  let updated = current;
+  if (hasSettings) updated = replaceConfigReference(updated, settingsReference);
+  if (hasMetrics) updated = replaceMetricsReference(updated, renderMetricsReference());
+  return updated;
+}
 
 /**
  * Run the tool.
@@ -47,34 +78,36 @@ export async function runGenConfigReference(args: readonly string[], io: ToolIo)
     io.stdout(reference);
     return 0;
   }
-  const [mode, file] = args;
-  if (args.length !== 2 || file === undefined || (mode !== "--write" && mode !== "--check")) {
+  const [mode, ...files] = args;
+  if (files.length === 0 || (mode !== "--write" && mode !== "--check")) {
     io.stderr(USAGE);
     return 2;
   }
-  let current: string;
-  let updated: string;
-  try {
-    current = await io.readTextFile(file);
-    updated = replaceConfigReference(current, reference);
-    // The metrics reference lives in the same file when it has the markers.
-    if (updated.includes("<!-- BEGIN METRICS REFERENCE -->")) {
-      updated = replaceMetricsReference(updated, renderMetricsReference());
+  let status = 0;
+  for (const file of files) {
+    let current: string;
+    let updated: string;
+    try {
+      current = await io.readTextFile(file);
+      updated = regenerate(current, reference);
+    } catch (err: unknown) {
+      io.stderr(`${file}: ${errorMessage(err)}\n`);
+      status = 1;
+      continue;
     }
-  } catch (err: unknown) {
-    io.stderr(`${file}: ${errorMessage(err)}\n`);
-    return 1;
+    if (mode === "--check") {
+      if (updated === current) continue;
+      io.stderr(
+        `${file}: the configuration or metrics reference is stale; run ` +
+          `"deno task config-reference" (or "deno run --allow-read --allow-write ` +
+          `tools/gen_config_reference.ts --write ${file}")\n`,
+      );
+      status = 1;
+      continue;
+    }
+    if (updated !== current) await io.writeTextFile(file, updated);
   }
-  if (mode === "--check") {
-    if (updated === current) return 0;
-    io.stderr(
-      `${file}: the configuration or metrics reference is stale; run ` +
-        `"deno run --allow-read --allow-write tools/gen_config_reference.ts --write ${file}"\n`,
-    );
-    return 1;
-  }
-  if (updated !== current) await io.writeTextFile(file, updated);
-  return 0;
+  return status;
 }
 
 if (import.meta.main) {

@@ -1,6 +1,6 @@
 /**
- * Text generated from the settings table: `--help`, the Markdown configuration reference of the
- * README, and the start-up log line. Secrets are masked in all three (D8).
+ * Text generated from the settings table: `--help`, the Markdown configuration reference of
+ * docs/configuration.md, and the start-up log line. Secrets are masked in all three (D8).
  *
  * @module
  */
@@ -19,9 +19,9 @@ import {
   yamlKeyOf,
 } from "./settings.ts";
 
-/** Marker opening the generated section of the README. */
+/** Marker opening the generated section of docs/configuration.md. */
 export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
-/** Marker closing the generated section of the README. */
+/** Marker closing the generated section of docs/configuration.md. */
 export const REFERENCE_END = "<!-- END CONFIG REFERENCE -->";
 
 function precedence(readsFile: boolean): string {
@@ -242,7 +242,7 @@ export function renderConfigReference(): string {
  * Replace the generated section between {@linkcode REFERENCE_BEGIN} and
  * {@linkcode REFERENCE_END} in a document.
  *
- * @param document The whole file, e.g. the README.
+ * @param document The whole file, e.g. docs/configuration.md.
  * @param reference The generated Markdown.
  * @returns The document with the section replaced.
  * @throws {Error} when the markers are missing or out of order.

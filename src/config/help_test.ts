@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { runGenConfigReference, type ToolIo } from "../../tools/gen_config_reference.ts";
+import { METRICS_BEGIN, METRICS_END } from "../metrics/reference.ts";
 import {
   displayDefault,
   formatSettingsForLog,
@@ -153,7 +154,7 @@ function memoryIo(files: Map<string, string>) {
   return { io, out, err };
 }
 
-Deno.test("gen_config_reference: --write fills the README section and --check then passes", async () => {
+Deno.test("gen_config_reference: --write fills the reference section and --check then passes", async () => {
   const files = new Map([["README.md", `# R\n\n${REFERENCE_BEGIN}\n${REFERENCE_END}\n`]]);
   const { io, err } = memoryIo(files);
   assert.equal(await runGenConfigReference(["--check", "README.md"], io), 1);
@@ -161,6 +162,29 @@ Deno.test("gen_config_reference: --write fills the README section and --check th
   assert.equal(await runGenConfigReference(["--write", "README.md"], io), 0);
   assert.ok(files.get("README.md")?.includes("| `--mysql-batch-size` |"));
   assert.equal(await runGenConfigReference(["--check", "README.md"], io), 0);
+});
+
+// The settings and the metrics references live in two pages (docs/configuration.md and
+// docs/metrics.md); one --check must cover both, and a page that lost its markers must fail
+// rather than pass with nothing checked.
+Deno.test("gen_config_reference: --write and --check take several files, each with its own sections", async () => {
+  const files = new Map([
+    ["configuration.md", `# C\n\n${REFERENCE_BEGIN}\n${REFERENCE_END}\n`],
+    ["metrics.md", `# M\n\n${METRICS_BEGIN}\n${METRICS_END}\n`],
+  ]);
+  const { io, err } = memoryIo(files);
+  assert.equal(await runGenConfigReference(["--check", "configuration.md", "metrics.md"], io), 1);
+  assert.match(err.join(""), /configuration\.md: .*stale/);
+  assert.match(err.join(""), /metrics\.md: .*stale/);
+  assert.equal(await runGenConfigReference(["--write", "configuration.md", "metrics.md"], io), 0);
+  assert.ok(files.get("configuration.md")?.includes("| `--mysql-batch-size` |"));
+  assert.ok(!files.get("configuration.md")?.includes("| `statusengine_db_available` |"));
+  assert.ok(files.get("metrics.md")?.includes("| `statusengine_db_available` |"));
+  assert.ok(!files.get("metrics.md")?.includes("| `--mysql-batch-size` |"));
+  assert.equal(await runGenConfigReference(["--check", "configuration.md", "metrics.md"], io), 0);
+  files.set("metrics.md", "# M\n\nthe markers were deleted\n");
+  assert.equal(await runGenConfigReference(["--check", "configuration.md", "metrics.md"], io), 1);
+  assert.match(err.join(""), /metrics\.md: no generated section/);
 });
 
 Deno.test("gen_config_reference: prints without arguments, refuses bad arguments and files", async () => {
@@ -177,7 +201,7 @@ Deno.test("gen_config_reference: prints without arguments, refuses bad arguments
 
 // CI runs `deno fmt --check` over the whole repository and the tool's --check: if deno fmt
 // realigned the generated tables, the two checks would fight each other forever.
-Deno.test("gen_config_reference: the generated README section survives deno fmt and --check", async () => {
+Deno.test("gen_config_reference: the generated reference section survives deno fmt and --check", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const readme = `${dir}/README.md`;

@@ -387,7 +387,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
         warn(
           `Legacy ${counted.join(", ")} in ${path}: there are no processes per queue group; ` +
             "the nearest knobs are gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch, " +
-            "and several workers may share a job server (README: running several workers)",
+            "and several workers may share a job server (docs/running.md: running several workers)",
         );
       }
       // The PHP worker's default is false: only an explicit 0 is taken, as for the counts.

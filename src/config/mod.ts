@@ -1,7 +1,7 @@
 /**
  * Configuration of statusengine-worker: one settings table drives flags, environment
  * variables, the YAML file (Go keys and the legacy PHP config.yml), validation, `--help` and
- * the README reference (D8, docs/operations.md#settings).
+ * the reference in docs/configuration.md (D8, docs/operations.md#settings).
  *
  * @example Loading the settings of the daemon
  * ```ts ignore

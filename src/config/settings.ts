@@ -1,7 +1,7 @@
 /**
  * The settings table: the single source of every flag, environment variable, YAML key,
  * default, accepted form, help text and secret marker (D8), so that parsing, `--help` and the
- * README reference cannot disagree.
+ * reference in docs/configuration.md cannot disagree.
  *
  * Everything else is derived from {@linkcode SETTINGS}:
  * - env name `STATUSENGINE_<UPPER_SNAKE of the flag>` ({@linkcode envNameOf}); the exceptions
@@ -284,8 +284,8 @@ export const SETTINGS = [
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
       "server (D9). The broker module sends every message to every server it names, so " +
       "listing here two servers of one broker processes every event twice: give one " +
-      "server per worker, or use the second only for failover (README: several gearmand " +
-      "servers).",
+      "server per worker, or use the second only for failover (docs/running.md: several " +
+      "gearmand servers).",
   },
   {
     flag: "gearman-max-concurrent-jobs-per-queue",
@@ -366,7 +366,7 @@ export const SETTINGS = [
     default: "",
     commands: ["run"],
     help: "Queues to consume, comma-separated; empty = all twelve. Several workers may share " +
-      "a job server: statusngin_downtimes is consumed by one of them at a time (README: " +
+      "a job server: statusngin_downtimes is consumed by one of them at a time (docs/running.md: " +
       "running several workers).",
   },
   {

@@ -1,5 +1,5 @@
 /**
- * The README's metrics reference, generated from the catalogue so the two
+ * The metrics reference of docs/metrics.md, generated from the catalogue so the two
  * cannot drift (tools/gen_config_reference.ts writes and checks it).
  *
  * @module
