@@ -380,12 +380,12 @@ Deno.test("validate: every reject reason has its documented status", () => {
 });
 
 // Without this, a command or denied name added here could be missing from the operator docs.
-Deno.test("validate: the README names every command and every denied raw command", async () => {
-  const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
-  const at = readme.indexOf("### `/commands`");
-  assert.ok(at >= 0, "README has a /commands section");
-  const section = readme.slice(at);
+Deno.test("validate: docs/http.md names every command and every denied raw command", async () => {
+  const doc = await Deno.readTextFile(new URL("../../docs/http.md", import.meta.url));
+  const at = doc.indexOf("## `POST /commands`");
+  assert.ok(at >= 0, "docs/http.md has a /commands section");
+  const section = doc.slice(at);
   for (const name of [...COMMAND_NAMES, ...DENIED_RAW_COMMANDS]) {
-    assert.ok(section.includes(`\`${name}\``), `README /commands section names ${name}`);
+    assert.ok(section.includes(`\`${name}\``), `docs/http.md /commands section names ${name}`);
   }
 });
