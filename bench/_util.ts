@@ -41,3 +41,64 @@ export function arg(name: string, fallback: number): number {
   const i = Deno.args.indexOf(name);
   return i === -1 ? fallback : Number(Deno.args[i + 1]);
 }
+
+/** What a benchmark ran on, for the header of its results. */
+export interface MachineInfo {
+  /** When the run started. */
+  readonly date: Date;
+  /** CPU model name from /proc/cpuinfo, or `unknown CPU`. */
+  readonly cpu: string;
+  /** Logical CPUs the process may use. */
+  readonly cpus: number;
+  /** Total memory in bytes. */
+  readonly memoryBytes: number;
+  /** Kernel release. */
+  readonly os: string;
+  /** Deno version. */
+  readonly deno: string;
+  /** Short commit of the checkout, or `unknown`. */
+  readonly commit: string;
+}
+
+/**
+ * The one-line header of a benchmark's results: results are only comparable within one machine,
+ * so every table of docs/performance.md carries its date and machine, copied from this line.
+ */
+export function formatMachine(info: MachineInfo): string {
+  const date = info.date.toISOString().slice(0, 16).replace("T", " ");
+  const gib = (info.memoryBytes / 2 ** 30).toFixed(0);
+  return `measured ${date} UTC on ${info.cpus} × ${info.cpu}, ${gib} GiB RAM, Linux ` +
+    `${info.os}, Deno ${info.deno}, commit ${info.commit}`;
+}
+
+/** Read {@linkcode MachineInfo} of this machine and checkout (needs read and run permission). */
+export async function machineInfo(): Promise<MachineInfo> {
+  let cpu = "unknown CPU";
+  try {
+    const model = /^model name\s*:\s*(.+)$/m.exec(await Deno.readTextFile("/proc/cpuinfo"));
+    if (model?.[1] !== undefined) cpu = model[1].trim();
+  } catch {
+    // Not Linux, or /proc not readable: the header says so instead of failing the bench.
+  }
+  let commit = "unknown";
+  try {
+    const out = await new Deno.Command("git", {
+      args: ["rev-parse", "--short", "HEAD"],
+      cwd: new URL("..", import.meta.url),
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    if (out.success) commit = new TextDecoder().decode(out.stdout).trim();
+  } catch {
+    // No git (an unpacked archive): the commit stays unknown.
+  }
+  return {
+    date: new Date(),
+    cpu,
+    cpus: navigator.hardwareConcurrency,
+    memoryBytes: Deno.systemMemoryInfo().total,
+    os: Deno.osRelease(),
+    deno: Deno.version.deno,
+    commit,
+  };
+}

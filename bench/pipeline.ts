@@ -52,7 +52,7 @@ import type { SqlValue } from "../src/events/types.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { V8_FLAGS } from "../tools/compile.ts";
-import { arg, fmt, median, report, submitMany } from "./_util.ts";
+import { arg, fmt, formatMachine, machineInfo, median, report, submitMany } from "./_util.ts";
 
 const ROUNDS = arg("--rounds", 5);
 const JOBS = arg("--jobs", 1000);
@@ -434,6 +434,7 @@ function spread(values: readonly number[], show: (x: number) => string): string 
   return `${show(median(values))} [${show(Math.min(...values))}–${show(Math.max(...values))}]`;
 }
 
+report(formatMachine(await machineInfo()));
 report(
   `pipeline: drain of ${fmt(JOBS)} queued jobs × ${PER_JOB} events, worker as a process ` +
     `(default settings but the batch size${

@@ -1,7 +1,11 @@
 /**
  * `deno task bench`: every end-to-end benchmark, one after another (each
- * compares side by side within its own run and prints ratios).
+ * compares side by side within its own run and prints ratios), under one
+ * header naming the date and the machine (docs/performance.md copies it).
  */
+import { formatMachine, machineInfo, report } from "./_util.ts";
+
+report(formatMachine(await machineInfo()));
 const BENCHES = [
   "gearman_consume.ts",
   "pipeline.ts",
