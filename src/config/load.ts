@@ -291,12 +291,20 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   return { command, commandGiven, rest, help: help || tokens.help, version: tokens.version };
 }
 
+/** Whether a problem already lists what is accepted (the names of an enum or a key list). */
+function listsAccepted(row: SettingRow, problem: string): boolean {
+  const kind = row.kind;
+  if (kind.type === "enum") return problem.includes(kind.values.join(", "));
+  return kind.type === "keyList" && kind.patternForm !== undefined &&
+    problem.includes(kind.patternForm);
+}
+
 function invalid(row: SettingRow, source: string, raw: unknown, problem: string): ConfigError {
   const rawValue = maskRaw(row, raw);
+  // The twelve queue names once, not twice.
+  const accepted = listsAccepted(row, problem) ? "" : `; accepted: ${acceptedForm(row)}`;
   return new ConfigError(
-    `Invalid setting ${row.flag} from ${source}: ${problem} (value ${rawValue}; accepted: ${
-      acceptedForm(row)
-    })`,
+    `Invalid setting ${row.flag} from ${source}: ${problem} (value ${rawValue}${accepted})`,
     { setting: row.flag, source, rawValue },
   );
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError, UsageError } from "./errors.ts";
 import { loadSettings, parseCommandLine } from "./load.ts";
-import type { CommandName } from "./settings.ts";
+import { type CommandName, QUEUE_NAMES } from "./settings.ts";
 
 const PATH = "/etc/statusengine/config.yml";
 
@@ -281,6 +281,25 @@ Deno.test("parseCommandLine/loadSettings: a misspelled flag or command gets the 
     () => parseCommandLine(["clenaup"]),
     (err: unknown) => err instanceof UsageError && /did you mean cleanup\?/.test(err.message),
   );
+});
+
+// An invalid queue name used to list the twelve names twice (problem and accepted form), or,
+// for --queues, not at all.
+Deno.test("loadSettings: an invalid queue name lists the queue names exactly once", async () => {
+  for (
+    const [command, argv] of [
+      ["publish", ["--queue", "statusngin_hoststatu"]],
+      ["run", ["--queues", "statusngin_hoststatu"]],
+      ["run", ["--exclude-queues", "statusngin_x,foo"]],
+    ] as const
+  ) {
+    const err = await refuses(load(command, { argv: [...argv] }), {});
+    for (const queue of QUEUE_NAMES) {
+      const count = err.message.split(new RegExp(`\\b${queue}\\b`)).length - 1;
+      // The mistyped value itself is a prefix of a name, not the name.
+      assert.equal(count, 1, `${argv.join(" ")}: ${queue} ${count} times in ${err.message}`);
+    }
+  }
 });
 
 Deno.test("parseCommandLine: --help before a command shows that command's help", () => {

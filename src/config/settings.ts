@@ -206,6 +206,7 @@ const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 
 const QUEUE_PATTERN = new RegExp(`^(${QUEUE_NAMES.join("|")})$`);
+const QUEUE_FORM = `queue names (${QUEUE_NAMES.join(", ")})`;
 
 /**
  * The legacy per-queue-group process counts; 0 meant "do not consume these queues". The
@@ -304,7 +305,8 @@ export const SETTINGS = [
     kind: { type: "enum", values: ["text", "json"] },
     default: "text",
     commands: LOG_COMMANDS,
-    help: "Log records as key=value text or as JSON, one per line on stdout.",
+    help: "Log records as key=value text or as JSON, one per line: on stdout for run, on " +
+      "stderr for the other commands (their stdout is their output).",
   },
 
   // ---- broker ------------------------------------------------------------------------------
@@ -404,7 +406,7 @@ export const SETTINGS = [
 
   {
     flag: "queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
     default: "",
     commands: ["run"],
     help: "Queues to consume, comma-separated; empty = all twelve. Several workers may share " +
@@ -413,7 +415,7 @@ export const SETTINGS = [
   },
   {
     flag: "exclude-queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
     default: "",
     commands: ["run"],
     legacyKeys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
