@@ -191,10 +191,17 @@ export function renderHelp(command?: CommandName): string {
     let group: string | undefined;
     for (const row of rows) {
       if (groupOf(row) !== group) {
+        if (group !== undefined) out.push("");
         group = groupOf(row);
         out.push(`${group}:`);
       }
-      out.push(`  ${flagSpellings(row)}`);
+      // The accepted form goes on the flag's line when it fits: one line less per flag.
+      const accepted = acceptedForm(row);
+      // A short enum already spells its values in the usage (--log-format text|json).
+      const spelled = row.kind.type === "enum" && metavarOf(row) !== "NAME";
+      const usage = spelled ? `  ${flagSpellings(row)}` : `  ${flagSpellings(row)}   (${accepted})`;
+      const inline = usage.length <= 100;
+      out.push(inline ? usage : `  ${flagSpellings(row)}`);
       out.push(...wrap(row.help, 6));
       const where: string[] = [];
       const env = envText(row);
@@ -205,7 +212,7 @@ export function renderHelp(command?: CommandName): string {
       const fallback = helpDefault(row, command);
       where.push(feeds ?? (row.required === true ? "required" : `default ${fallback}`));
       out.push(...wrap(where.join(" | "), 6));
-      out.push(...wrap(`accepted: ${acceptedForm(row)}`, 6));
+      if (!inline) out.push(...wrap(`accepted: ${accepted}`, 6));
     }
     out.push("");
   }
