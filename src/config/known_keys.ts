@@ -10,7 +10,13 @@
  */
 
 import { closest, distance } from "fastest-levenshtein";
-import { LEGACY_ENV_KEYS, LEGACY_IGNORED, RETIRED, type YamlMapping } from "./legacy.ts";
+import {
+  LEGACY_BLOCK_FIELDS,
+  LEGACY_ENV_KEYS,
+  LEGACY_IGNORED,
+  RETIRED,
+  type YamlMapping,
+} from "./legacy.ts";
 import { SETTING_ROWS, yamlKeyOf } from "./settings.ts";
 
 /** Every top-level key some command reads from the file, legacy and retired keys included. */
@@ -60,14 +66,25 @@ export function nearestName(name: string, candidates: Iterable<string>): string 
  */
 export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
   const warnings: string[] = [];
-  for (const key of Object.keys(doc)) {
-    if (KNOWN_YAML_KEYS.has(key) || KNOWN_PREFIXES.some((p) => key.startsWith(p))) continue;
-    const near = nearestName(key, KNOWN_YAML_KEYS);
+  const warn = (key: string, near: string | undefined) =>
     warnings.push(
       `Ignoring unknown key ${JSON.stringify(key)} in ${path}${
         near === undefined ? "" : ` (did you mean ${near}?)`
       }: no setting has this key, so it has no effect`,
     );
+  for (const key of Object.keys(doc)) {
+    if (KNOWN_YAML_KEYS.has(key) || KNOWN_PREFIXES.some((p) => key.startsWith(p))) continue;
+    warn(key, nearestName(key, KNOWN_YAML_KEYS));
+  }
+  // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
+  for (const [block, fields] of Object.entries(LEGACY_BLOCK_FIELDS)) {
+    const value = doc[block];
+    if (typeof value !== "object" || value === null || Array.isArray(value)) continue;
+    for (const field of Object.keys(value)) {
+      if (fields.includes(field)) continue;
+      const near = nearestName(field, fields);
+      warn(`${block}.${field}`, near === undefined ? undefined : `${block}.${near}`);
+    }
   }
   return warnings;
 }

@@ -260,6 +260,12 @@ Deno.test("loadSettings: a misspelled YAML key warns once, naming the file, the 
     `Ignoring unknown key "some_other_tool" in ${PATH}: no setting has this key, so it has no ` +
     "effect",
   ]);
+  // Fields of the legacy blocks too.
+  const legacy = await load("run", { file: "mysql:\n  usrname: se\n  host: db\n" });
+  assert.match(
+    legacy.warnings.join("\n"),
+    /unknown key "mysql\.usrname" .*\(did you mean mysql\.username\?\)/,
+  );
   // The same for a command that reads only a few of the file's keys.
   const cleanup = await load("cleanup", { file: "age_hostcheck: 3\n" });
   assert.match(cleanup.warnings.join("\n"), /"age_hostcheck".*did you mean age_hostchecks\?/);
