@@ -148,8 +148,11 @@ export function renderHelp(command?: CommandName): string {
   const out: string[] = [];
   if (command === undefined) {
     out.push(
-      `${PROGRAM_NAME}: consumes Statusengine monitoring events from gearmand or RabbitMQ and ` +
-        "writes them to MySQL.",
+      ...wrap(
+        `${PROGRAM_NAME}: consumes Statusengine monitoring events from gearmand or RabbitMQ ` +
+          "and writes them to MySQL.",
+        0,
+      ),
       "",
       "Usage:",
       `  ${PROGRAM_NAME} [command] [flags]      (the command defaults to run)`,

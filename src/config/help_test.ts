@@ -65,7 +65,7 @@ Deno.test("renderHelp: flags are grouped under headings and no line is wider tha
   for (const group of SETTING_GROUPS) {
     assert.ok(SETTING_ROWS.some((r) => r.flag === group.from), group.from);
   }
-  for (const command of COMMAND_NAMES) {
+  for (const command of [undefined, ...COMMAND_NAMES]) {
     for (const line of renderHelp(command).split("\n")) {
       assert.ok(line.length <= 100, `${command}: ${line.length} columns: ${line.slice(0, 60)}`);
     }
