@@ -71,7 +71,7 @@ export const COMMANDS = [
 export const CONFIG_COMMAND_USAGE = {
   usage: "config [--json] [command] [flags of that command]",
   details: "Put config in front of a command line to see what that command would use: " +
-    "config run --config /etc/statusengine/worker.yml, config cleanup --config FILE, " +
+    "config run --config /etc/statusengine/config.yml, config cleanup --config FILE, " +
     "config status --json. The command defaults to run, so config --config FILE shows the " +
     "worker's settings. Flags before the command belong to config itself (--json prints one " +
     "JSON document: {command, settings: {flag: {value, source, origin, default, secret}}, " +
