@@ -43,12 +43,16 @@ const LEVELS: Record<LogLevel, LogtapeLevel> = {
 
 const encoder = new TextEncoder();
 
-function stdoutSink(format: LogFormat): (record: LogRecord) => void {
+/** Where the log lines of a process go. */
+export type LogStream = "stdout" | "stderr";
+
+function streamSink(format: LogFormat, stream: LogStream): (record: LogRecord) => void {
   const formatter = format === "json" ? jsonLinesFormatter : logfmtFormatter;
+  const target = stream === "stderr" ? Deno.stderr : Deno.stdout;
   return (record) => {
     const bytes = encoder.encode(formatter(record));
     let off = 0;
-    while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
+    while (off < bytes.length) off += target.writeSync(bytes.subarray(off));
   };
 }
 
@@ -56,7 +60,13 @@ function stdoutSink(format: LogFormat): (record: LogRecord) => void {
 export interface LoggingOptions {
   readonly level: LogLevel;
   readonly format: LogFormat;
-  /** Receives every formatted line instead of stdout (tests). */
+  /**
+   * Default stdout: the daemon's log is its output (the journal under systemd). A command
+   * that prints data (status --json, verify, config) logs to stderr instead, so its stdout
+   * stays parseable.
+   */
+  readonly stream?: LogStream;
+  /** Receives every formatted line instead of the stream (tests). */
   readonly write?: (line: string) => void;
 }
 
@@ -70,7 +80,7 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
   const formatter = options.format === "json" ? jsonLinesFormatter : logfmtFormatter;
   const write = options.write;
   const sink = write === undefined
-    ? stdoutSink(options.format)
+    ? streamSink(options.format, options.stream ?? "stdout")
     : (record: LogRecord) => write(formatter(record));
   await configure({
     reset: true,

@@ -111,6 +111,7 @@ Deno.test("cli: schema creates the tables, then run starts and stops on its sign
   assert.equal(check.code, 0, check.out + check.err);
   const stop = new AbortController();
   const io = bufferIo();
+  const logs: string[] = [];
   const running = runCli(
     [
       "run",
@@ -124,9 +125,11 @@ Deno.test("cli: schema creates the tables, then run starts and stops on its sign
       `127.0.0.1:${freePort()}`,
       "--dead-letter-file",
       "",
+      "--mysql-batch-size",
+      "250",
     ],
     {},
-    { io, signals: false, signal: stop.signal, logWrite: () => {} },
+    { io, signals: false, signal: stop.signal, logWrite: (line) => void logs.push(line) },
   );
   await waitFor(async () => {
     const functions = await adminStatus(gearmand.addr);
@@ -138,4 +141,145 @@ Deno.test("cli: schema creates the tables, then run starts and stops on its sign
     "SELECT node_name FROM statusengine_nodes",
   );
   assert.equal(node?.node_name, "statusengine", "registered under the default node name (D11)");
+  // docs/logging.md: the start-up log names the node and the settings that differ from the
+  // defaults (and only those).
+  const starting = logs.find((l) => l.includes("statusengine-worker starting")) ?? "";
+  assert.match(starting, /node=statusengine/);
+  const changed = logs.find((l) => /settings: \d+ differ from the defaults/.test(l)) ?? "";
+  assert.match(changed, /mysql-batch-size=250/);
+  assert.match(changed, /gearman-addr=127\.0\.0\.1:\d+/);
+  assert.ok(!changed.includes("drain-timeout"), changed);
+});
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+
+/** The CLI as a process: stdout and stderr apart, as a script piping the output sees them. */
+async function cliProcess(argv: string[], env: Record<string, string> = {}) {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--allow-all", MAIN, ...argv],
+    env,
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decoder = new TextDecoder();
+  return {
+    code: output.code,
+    out: decoder.decode(output.stdout),
+    err: decoder.decode(output.stderr),
+  };
+}
+
+async function withConfigFile<T>(text: string, use: (path: string) => Promise<T>): Promise<T> {
+  const path = await Deno.makeTempFile({ suffix: ".yml" });
+  try {
+    await Deno.writeTextFile(path, text);
+    return await use(path);
+  } finally {
+    await Deno.remove(path);
+  }
+}
+
+// status --json used to print the config warnings (a legacy key, the /proc password hint) as
+// log lines on stdout before the JSON, so `status --json | jq` failed exactly when something
+// was worth a warning.
+Deno.test("cli: status --json prints only JSON on stdout, the warnings go to stderr", async () => {
+  const file = "gearman:\n  address: 127.0.0.1\n  port: 1\n  timeout: 5\nmysql_batchsize: 3\n";
+  const r = await withConfigFile(file, (path) =>
+    cliProcess([
+      "status",
+      "--json",
+      "--config",
+      path,
+      "--mysql-url",
+      "mysql://se:topsecret@127.0.0.1:1/statusengine",
+    ]));
+  assert.equal(r.code, 1, r.err);
+  const report = JSON.parse(r.out) as { ok: boolean };
+  assert.equal(report.ok, false);
+  assert.match(r.err, /gearman\.timeout/);
+  assert.match(r.err, /\/proc/);
+  assert.match(r.err, /did you mean mysql_batch_size/);
+  assert.ok(!(r.out + r.err).includes("topsecret"));
+});
+
+Deno.test("cli: config --json prints one JSON document naming each setting's value and source", async () => {
+  const file = [
+    "mysql_batch_size: 500",
+    "metrics_prot: 9999",
+    "age_hostchecks: 3",
+    "check_for_commands: 1",
+    "mysql:",
+    "  host: db.example",
+    "  password: topsecret",
+    "",
+  ].join("\n");
+  const r = await withConfigFile(file, async (path) => ({
+    path,
+    ...(await cliProcess(["config", "--json", "run", "--config", path, "--log-level", "debug"], {
+      STATUSENGINE_NODE_NAME: "node-7",
+    })),
+  }));
+  assert.equal(r.code, 0, r.err);
+  const doc = JSON.parse(r.out) as {
+    command: string;
+    settings: Record<string, { value: string | null; source: string; origin: string }>;
+    warnings: string[];
+  };
+  assert.equal(doc.command, "run");
+  assert.deepEqual(doc.settings["mysql-batch-size"], {
+    value: "500",
+    source: `file ${r.path} key mysql_batch_size`,
+    origin: "file",
+    default: "100",
+    secret: false,
+  });
+  assert.equal(doc.settings["log-level"]?.source, "flag --log-level");
+  assert.equal(doc.settings["node-name"]?.source, "env STATUSENGINE_NODE_NAME");
+  assert.equal(doc.settings["node-name"]?.value, "node-7");
+  assert.equal(doc.settings["mysql-url"]?.origin, "legacy");
+  assert.match(
+    doc.settings["mysql-url"]?.value ?? "",
+    /^mysql:\/\/statusengine:\*\*\*\*@db\.example:3306\//,
+  );
+  assert.equal(doc.settings["check-for-commands"]?.value, "true");
+  assert.equal(doc.settings["metrics-port"]?.source, "default");
+  assert.equal(doc.settings["drain-timeout"]?.value, "30s");
+  // A cleanup key in the worker's file is known; a typo is not.
+  assert.ok(!("age-hostchecks" in doc.settings));
+  assert.deepEqual(doc.warnings.filter((w) => w.includes("unknown key")).length, 1);
+  assert.match(doc.warnings.join("\n"), /"metrics_prot".*did you mean metrics_port\?/);
+  assert.match(r.err, /warning: .*metrics_prot/);
+  assert.ok(!(r.out + r.err).includes("topsecret"));
+});
+
+Deno.test("cli: config shows another command's settings, and refuses where the command would", async () => {
+  const cleanup = await cli(["config", "cleanup", "--age-hostchecks", "3"]);
+  assert.equal(cleanup.code, 0, cleanup.err);
+  assert.match(cleanup.out, /^age-hostchecks +3 +\(flag --age-hostchecks\)$/m);
+  assert.match(cleanup.out, /^age-perfdata +90 +\(default\)$/m);
+  assert.ok(!cleanup.out.includes("gearman-addr"));
+  // The command defaults to run, and flags after config without a command are run's.
+  const run = await cli(["config", "--metrics-port", "0"]);
+  assert.equal(run.code, 0, run.err);
+  assert.match(run.out, /^metrics-port +0 +\(flag --metrics-port\)$/m);
+  // Refused values: exit 1 as run would, the message on stderr, JSON still parses.
+  const bad = await cli(["config", "--json", "run", "--mysql-batch-size", "900"]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.err, /mysql-batch-size.*1\.\.700/);
+  assert.match((JSON.parse(bad.out) as { error: string }).error, /mysql-batch-size/);
+  const none = await cli([
+    "config",
+    "run",
+    "--exclude-queues",
+    QUEUE_NAMES.join(","),
+  ]);
+  assert.equal(none.code, 1);
+  assert.match(none.err, /no queue left to consume/);
+  const usage = await cli(["config", "run", "--gearman-adr", "x:1"]);
+  assert.equal(usage.code, 2);
+  assert.match(usage.err, /did you mean --gearman-addr\?/);
+  const help = await cli(["config", "--help"]);
+  assert.equal(help.code, 0);
+  assert.match(help.out, /^Usage: statusengine-worker config \[--json\] \[command\]/);
 });

@@ -26,6 +26,7 @@ import { runStatusCommand } from "./status/mod.ts";
 import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";
+import { runConfigCommand } from "./config.ts";
 
 const log = getLogger("cli");
 
@@ -36,8 +37,11 @@ type Handler<C extends CommandName> = (
   signal: AbortSignal,
 ) => Promise<number>;
 
+/** Commands run through {@link HANDLERS}: `config` reads another command's line instead. */
+type HandledCommand = Exclude<CommandName, "config">;
+
 /** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
-const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
+const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   run: runWorkerCommand,
   schema: (s, io) =>
     runSchemaCommand(
@@ -155,9 +159,11 @@ export async function runCli(
     io.out(renderHelp(line.commandGiven ? line.command : undefined));
     return 0;
   }
+  if (line.command === "config") return await runConfigCommand(line.rest, env, io);
+  const command: HandledCommand = line.command;
   let loaded;
   try {
-    loaded = await loadSettings(line.command, { argv: line.rest, env });
+    loaded = await loadSettings(command, { argv: line.rest, env });
   } catch (err: unknown) {
     return reportConfigError(err, io);
   }
@@ -168,6 +174,8 @@ export async function runCli(
   await configureLogging({
     level: settings.logLevel ?? "info",
     format: settings.logFormat ?? "text",
+    // Only the daemon logs to stdout; every other command keeps stdout for what it prints.
+    stream: command === "run" ? "stdout" : "stderr",
     ...(options.logWrite === undefined ? {} : { write: options.logWrite }),
   });
   for (const warning of loaded.warnings) log.warn(`config: ${warning}`);
@@ -180,18 +188,26 @@ export async function runCli(
   }
   const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
   try {
-    const handler = HANDLERS[line.command] as Handler<CommandName>;
-    return await handler(settings, io, controller.signal);
+    const handler = HANDLERS[command] as Handler<HandledCommand>;
+    return await handler(settings as SettingsFor<HandledCommand>, io, controller.signal);
   } catch (err: unknown) {
-    log.error(`${line.command} failed`, { error: errorMessage(err) });
-    io.err(`statusengine-worker: ${line.command} failed: ${errorMessage(err)}`);
+    log.error(`${command} failed`, { error: errorMessage(err) });
+    io.err(`statusengine-worker: ${command} failed: ${errorMessage(err)}`);
     return 1;
   } finally {
     uninstall();
   }
 }
 
-function reportConfigError(err: unknown, io: Io): number {
+/**
+ * Print a configuration or usage error (never a secret) and return its exit code.
+ *
+ * @param err What loading the settings threw.
+ * @param io Where the message goes (stderr).
+ * @returns 2 for a bad command line, 1 for a refused setting.
+ * @throws The error itself when it is neither.
+ */
+export function reportConfigError(err: unknown, io: Io): number {
   if (err instanceof UsageError) {
     io.err(`statusengine-worker: ${err.message}`);
     return err.exitCode;

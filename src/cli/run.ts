@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type SettingsFor, splitHostPort } from "../config/mod.ts";
+import { settingsDifferingFromDefaults, type SettingsFor, splitHostPort } from "../config/mod.ts";
 import { StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
 import { QUEUE_NAMES } from "../events/queues.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
@@ -87,6 +87,7 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     http: { maxConnections: s.httpMaxConnections },
     // Always served: without keys a random one is generated per run (docs/operations.md#ws).
     websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
+    changedSettings: settingsDifferingFromDefaults("run", s),
   };
 }
 

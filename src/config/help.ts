@@ -9,8 +9,10 @@ import { acceptedForm, displayValue, metavarOf, parseValue } from "./kinds.ts";
 import {
   type CommandName,
   COMMANDS,
+  CONFIG_COMMAND_USAGE,
   defaultOf,
   envNameOf,
+  groupOf,
   PROGRAM_NAME,
   rowsFor,
   SETTING_ROWS,
@@ -18,6 +20,7 @@ import {
   type SettingRow,
   yamlKeyOf,
 } from "./settings.ts";
+import { formatByteSize, formatGoDuration } from "./values.ts";
 
 /** Marker opening the generated section of docs/configuration.md. */
 export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
@@ -28,7 +31,9 @@ function precedence(readsFile: boolean): string {
   return "Each setting takes the first value found in: command-line flag, environment " +
     `variable, ${readsFile ? "YAML file (--config), " : ""}built-in default. A value that does ` +
     "not parse or is out of range refuses to start, whichever source it comes from. A single " +
-    "leading dash works as well as two (-mysql-dsn), as in the Go worker.";
+    "leading dash works as well as two (-mysql-dsn), as in the Go worker. " +
+    `"${PROGRAM_NAME} config <command> [flags]" shows the value each setting ends up with ` +
+    "and where it came from.";
 }
 
 function wrap(text: string, indent: number, width = 100): string[] {
@@ -84,14 +89,45 @@ function envText(row: SettingRow): string | undefined {
   return aliases.length === 0 ? name : `${name} (also ${aliases.join(", ")})`;
 }
 
-function yamlText(row: SettingRow, command: CommandName): string | undefined {
+/** The YAML keys of a row: its own key and aliases, then the legacy keys translated into it. */
+function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
   const key = yamlKeyOf(row);
-  if (key === undefined || !rowsFor(command).some((r) => r.flag === "config")) return undefined;
-  const parts = [key, ...(row.yamlAliases ?? [])];
-  const legacy = row.legacyKeys ?? [];
-  return legacy.length === 0
-    ? parts.join(", ")
-    : `${parts.join(", ")} (legacy: ${legacy.join(", ")})`;
+  return {
+    keys: key === undefined ? [] : [key, ...(row.yamlAliases ?? [])],
+    legacy: [...(row.legacyKeys ?? [])],
+  };
+}
+
+function yamlText(row: SettingRow, command: CommandName): string | undefined {
+  const { keys, legacy } = yamlKeysOf(row);
+  if (!rowsFor(command).some((r) => r.flag === "config")) return undefined;
+  if (legacy.length === 0) return keys.length === 0 ? undefined : keys.join(", ");
+  // A setting read only from its legacy key (check_for_commands) still has a YAML key to show.
+  return keys.length === 0
+    ? `${legacy.join(", ")} (legacy)`
+    : `${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
+}
+
+/** Longest default `--help` shows in full; a longer list is shortened (the reference has it). */
+const HELP_DEFAULT_MAX = 60;
+
+/**
+ * A default as `--help` shows it: a long list (the dozens of commands --command-allow allows)
+ * would be one line of a thousand characters, so it is cut after a few entries.
+ */
+function helpDefault(row: SettingRow, command: CommandName): string {
+  const text = displayDefault(row, command);
+  if (text.length <= HELP_DEFAULT_MAX || !text.includes(",")) return text;
+  const entries = text.split(",");
+  const shown = [];
+  let length = 0;
+  for (const entry of entries) {
+    if (length + entry.length + 1 > HELP_DEFAULT_MAX) break;
+    shown.push(entry);
+    length += entry.length + 1;
+  }
+  return `${shown.join(",")},… (${entries.length} in all; "${PROGRAM_NAME} config ${command}" ` +
+    "lists them)";
 }
 
 function feedsText(row: SettingRow): string | undefined {
@@ -112,8 +148,11 @@ export function renderHelp(command?: CommandName): string {
   const out: string[] = [];
   if (command === undefined) {
     out.push(
-      `${PROGRAM_NAME}: consumes Statusengine monitoring events from gearmand or RabbitMQ and ` +
-        "writes them to MySQL.",
+      ...wrap(
+        `${PROGRAM_NAME}: consumes Statusengine monitoring events from gearmand or RabbitMQ ` +
+          "and writes them to MySQL.",
+        0,
+      ),
       "",
       "Usage:",
       `  ${PROGRAM_NAME} [command] [flags]      (the command defaults to run)`,
@@ -136,19 +175,36 @@ export function renderHelp(command?: CommandName): string {
   const rows = rowsFor(command);
   const positional = rows.filter((r) => r.positional === true).map((r) => metavarOf(r));
   out.push(
-    `Usage: ${PROGRAM_NAME} ${command}${positional.length > 0 ? ` ${positional.join(" ")}` : ""}${
-      rows.length > 0 ? " [flags]" : ""
-    }`,
+    command === "config"
+      ? `Usage: ${PROGRAM_NAME} ${CONFIG_COMMAND_USAGE.usage}`
+      : `Usage: ${PROGRAM_NAME} ${command}${
+        positional.length > 0 ? ` ${positional.join(" ")}` : ""
+      }${rows.length > 0 ? " [flags]" : ""}`,
     "",
     ...wrap(summaryOf(command), 0),
     "",
   );
+  if (command === "config") out.push(...wrap(CONFIG_COMMAND_USAGE.details, 0), "");
   if (rows.length === 0) {
     out.push("This command has no settings.", "");
   } else {
-    out.push(...wrap(precedence(rows.some((r) => r.flag === "config")), 0), "", "Flags:");
+    if (command !== "config") {
+      out.push(...wrap(precedence(rows.some((r) => r.flag === "config")), 0), "");
+    }
+    let group: string | undefined;
     for (const row of rows) {
-      out.push(`  ${flagSpellings(row)}`);
+      if (groupOf(row) !== group) {
+        if (group !== undefined) out.push("");
+        group = groupOf(row);
+        out.push(`${group}:`);
+      }
+      // The accepted form goes on the flag's line when it fits: one line less per flag.
+      const accepted = acceptedForm(row);
+      // A short enum already spells its values in the usage (--log-format text|json).
+      const spelled = row.kind.type === "enum" && metavarOf(row) !== "NAME";
+      const usage = spelled ? `  ${flagSpellings(row)}` : `  ${flagSpellings(row)}   (${accepted})`;
+      const inline = usage.length <= 100;
+      out.push(inline ? usage : `  ${flagSpellings(row)}`);
       out.push(...wrap(row.help, 6));
       const where: string[] = [];
       const env = envText(row);
@@ -156,14 +212,14 @@ export function renderHelp(command?: CommandName): string {
       const yaml = yamlText(row, command);
       if (yaml !== undefined) where.push(`yaml ${yaml}`);
       const feeds = feedsText(row);
-      const fallback = displayDefault(row, command);
+      const fallback = helpDefault(row, command);
       where.push(feeds ?? (row.required === true ? "required" : `default ${fallback}`));
       out.push(...wrap(where.join(" | "), 6));
-      out.push(...wrap(`accepted: ${acceptedForm(row)}`, 6));
+      if (!inline) out.push(...wrap(`accepted: ${accepted}`, 6));
     }
     out.push("");
   }
-  out.push("  -h, --help", "      Show this help.", "");
+  out.push("Help:", "  -h, --help", "      Show this help.", "");
   return out.join("\n");
 }
 
@@ -195,6 +251,14 @@ export function renderConfigReference(): string {
   ];
   for (const command of COMMANDS) {
     out.push(`### \`${command.name}\``, "", command.summary, "");
+    if (command.name === "config") {
+      out.push(
+        `\`${PROGRAM_NAME} ${CONFIG_COMMAND_USAGE.usage}\``,
+        "",
+        CONFIG_COMMAND_USAGE.details,
+        "",
+      );
+    }
     const rows = rowsFor(command.name);
     if (rows.length === 0) {
       out.push("No settings.", "");
@@ -212,11 +276,13 @@ export function renderConfigReference(): string {
       const env = envName === undefined
         ? "—"
         : [envName, ...(row.envAliases ?? [])].map((e) => `\`${e}\``).join(", ");
-      const yamlKey = yamlKeyOf(row);
-      const yaml = yamlKey === undefined || !rows.some((r) => r.flag === "config") ? "—" : [
-        ...[yamlKey, ...(row.yamlAliases ?? [])].map((k) => `\`${k}\``),
-        ...(row.legacyKeys ?? []).map((k) => `\`${k}\` (legacy)`),
-      ].join(", ");
+      const { keys, legacy } = yamlKeysOf(row);
+      const yaml = keys.length + legacy.length === 0 || !rows.some((r) => r.flag === "config")
+        ? "—"
+        : [
+          ...keys.map((k) => `\`${k}\``),
+          ...legacy.map((k) => `\`${k}\` (legacy)`),
+        ].join(", ");
       const feeds = feedsText(row);
       const fallback = feeds === undefined ? code(displayDefault(row, command.name)) : feeds;
       out.push(
@@ -299,4 +365,50 @@ export function formatSettingsForLog(settings: object): string {
     const text = value === null ? "(none)" : String(value);
     return `${key}=${/^[^\s"=]+$/.test(text) ? text : JSON.stringify(text)}`;
   }).join(" ");
+}
+
+/**
+ * A resolved value written the way a flag takes it (durations as 30s, sizes as 64MiB, lists
+ * comma-separated), secrets masked: what `config` shows and the start-up log names.
+ *
+ * @param row A settings row.
+ * @param value The resolved value.
+ * @returns Display text; `(none)` for no value.
+ */
+export function flagText(row: SettingRow, value: unknown): string {
+  if (Array.isArray(value) && value.length === 0) return "";
+  if (value === undefined || row.secret === true || Array.isArray(value)) {
+    return displayValue(row, value);
+  }
+  if (row.kind.type === "duration" && typeof value === "number") return formatGoDuration(value);
+  if (row.kind.type === "bytes" && typeof value === "number") return formatByteSize(value);
+  return String(value);
+}
+
+/**
+ * The settings of a command whose value is not the built-in default, by flag name, secrets
+ * masked: the start-up log names them so an operator sees at a glance what was configured.
+ *
+ * @param command The command the settings belong to.
+ * @param settings Its resolved settings.
+ * @returns Flag name → display value, in table order.
+ */
+export function settingsDifferingFromDefaults(
+  command: CommandName,
+  settings: object,
+): Record<string, string> {
+  const values = settings as Record<string, unknown>;
+  const out: Record<string, string> = {};
+  for (const row of rowsFor(command)) {
+    if (row.feeds !== undefined) continue;
+    const value = values[settingKeyOf(row)];
+    const fallback = defaultOf(row, command);
+    const parsed = fallback === undefined ? undefined : parseValue(row, fallback, "text");
+    const defaultValue = parsed?.ok === true ? parsed.value : undefined;
+    // Compare unmasked, so a changed password counts as a change; show masked.
+    if (JSON.stringify(value) !== JSON.stringify(defaultValue)) {
+      out[row.flag] = flagText(row, value);
+    }
+  }
+  return out;
 }

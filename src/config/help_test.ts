@@ -18,6 +18,7 @@ import {
   COMMANDS,
   envNameOf,
   rowsFor,
+  SETTING_GROUPS,
   SETTING_ROWS,
   yamlKeyOf,
 } from "./settings.ts";
@@ -40,17 +41,59 @@ Deno.test("renderHelp: every flag of a command appears with env name, YAML key, 
       if (yaml !== undefined && readsFile) {
         assert.ok(block.includes(`yaml ${yaml}`), `${command}: ${yaml}`);
       }
-      if (row.required === true) {
-        assert.ok(block.includes(" required "), `${command} ${row.flag}`);
-      } else if (row.feeds === undefined) {
-        assert.ok(
-          block.includes(`default ${displayDefault(row, command)}`),
-          `${command} ${row.flag}`,
-        );
+      // Legacy keys are YAML keys too, also for settings read only from their legacy key.
+      for (const legacy of readsFile ? row.legacyKeys ?? [] : []) {
+        assert.ok(block.includes(legacy), `${command}: ${legacy}`);
       }
-      assert.ok(block.includes(`accepted: ${acceptedForm(row)}`), `${command} ${row.flag}`);
+      if (row.required === true) {
+        assert.match(block, / required( |$)/, `${command} ${row.flag}`);
+      } else if (row.feeds === undefined) {
+        // A long list is cut in --help; its start is still shown.
+        const shown = displayDefault(row, command);
+        const expected = shown.length > 60 ? `default ${shown.slice(0, 30)}` : `default ${shown}`;
+        assert.ok(block.includes(expected), `${command} ${row.flag}`);
+      }
+      const spelled = row.kind.type === "enum" && row.kind.values.length <= 4;
+      const form = spelled ? row.kind.values.join("|") : acceptedForm(row);
+      assert.ok(block.includes(form), `${command} ${row.flag}`);
     }
   }
+});
+
+// `run --help` was 273 lines in one list, one of them 1,395 characters (the --command-allow
+// default), and check_for_commands was read from YAML without --help or the reference saying so.
+Deno.test("renderHelp: flags are grouped under headings and no line is wider than 100 columns", () => {
+  for (const group of SETTING_GROUPS) {
+    assert.ok(SETTING_ROWS.some((r) => r.flag === group.from), group.from);
+  }
+  for (const command of [undefined, ...COMMAND_NAMES]) {
+    for (const line of renderHelp(command).split("\n")) {
+      assert.ok(line.length <= 100, `${command}: ${line.length} columns: ${line.slice(0, 60)}`);
+    }
+  }
+  const run = renderHelp("run");
+  for (const heading of ["General:", "Broker:", "MySQL:", "Tasks from statusengine_tasks:"]) {
+    assert.match(run, new RegExp(`^${heading.replace("(", "\\(")}$`, "m"));
+  }
+  assert.ok(run.indexOf("Broker:") < run.indexOf("  --consumer "));
+  assert.ok(run.indexOf("MySQL:") < run.indexOf("  --mysql-batch-size "));
+  assert.match(run, /default\s+[A-Z_]+,[A-Z_,]*,… \(\d+ in all; "statusengine-worker config run"/);
+  assert.match(run, /yaml check_for_commands \(legacy\)/);
+  assert.match(run, /yaml command_check_interval \(legacy\)/);
+  const reference = renderConfigReference();
+  assert.match(reference, /\| `--check-for-commands`.*\| `check_for_commands` \(legacy\) \|/);
+  assert.match(
+    reference,
+    /\| `--command-check-interval`.*\| `command_check_interval` \(legacy\) \|/,
+  );
+});
+
+Deno.test("renderHelp: config explains that it takes another command's line", () => {
+  const help = renderHelp("config");
+  assert.match(help, /^Usage: statusengine-worker config \[--json\] \[command\] \[flags/);
+  assert.match(help, /config cleanup --config FILE/);
+  assert.match(help, /--json/);
+  assert.match(renderHelp(), /^ {2}config +Show every setting/m);
 });
 
 Deno.test("renderHelp: the top level lists every command and the global flags", () => {

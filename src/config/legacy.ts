@@ -89,7 +89,27 @@ export function legacyEnvName(key: string): string {
   return LEGACY_BLOCKS.includes(key) ? `${name}_*` : name;
 }
 
-const LEGACY_BLOCKS: readonly string[] = ["gearman", "rabbitmq", "mysql"];
+/**
+ * The fields of each legacy block that the translations below read, or knowingly ignore with a
+ * warning (`gearman.timeout`, `rabbitmq.exchange`) or in silence (`mysql.encoding`: the
+ * connection is always utf8mb4). Any other field is a typo and draws a warning.
+ */
+export const LEGACY_BLOCK_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  gearman: ["address", "port", "timeout"],
+  rabbitmq: [
+    "host",
+    "port",
+    "user",
+    "password",
+    "vhost",
+    "exchange",
+    "durable_exchange",
+    "durable_queues",
+  ],
+  mysql: ["host", "port", "username", "password", "database", "encoding"],
+};
+
+const LEGACY_BLOCKS: readonly string[] = Object.keys(LEGACY_BLOCK_FIELDS);
 
 function keysLabel(path: string, keys: readonly string[]): string {
   if (path === LEGACY_ENV_PATH) return `env ${keys.map(legacyEnvName).join(", ")}`;

@@ -29,12 +29,14 @@ import {
   envNameOf,
   PROGRAM_NAME,
   rowsFor,
+  SETTING_ROWS,
   settingKeyOf,
   type SettingRow,
   type SettingsFor,
   yamlKeyOf,
 } from "./settings.ts";
 import { redactUrl } from "./values.ts";
+import { nearestName, unknownKeyWarnings } from "./known_keys.ts";
 
 /** Inputs of {@linkcode loadSettings}; all I/O is injectable for tests. */
 export interface LoadOptions {
@@ -57,7 +59,15 @@ export interface LoadResult<C extends CommandName> {
    * `env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key mysql_batch_size`, `default`.
    */
   readonly sources: Record<string, string>;
+  /** What kind of source each setting came from, by settings key. */
+  readonly origins: Record<string, SourceKind>;
 }
+
+/**
+ * Kind of source of a resolved setting: `legacy` is a key of the PHP worker's config.yml (or
+ * its `SE_*` variable) translated into the setting; `none` means no source and no default.
+ */
+export type SourceKind = "flag" | "env" | "file" | "legacy" | "default" | "none";
 
 /** The command line split into command and arguments. */
 export interface CommandLine {
@@ -75,6 +85,11 @@ export interface CommandLine {
 
 function isCommand(name: string): name is CommandName {
   return (COMMAND_NAMES as readonly string[]).includes(name);
+}
+
+function commandHint(name: string): string {
+  const near = nearestName(name, COMMAND_NAMES);
+  return near === undefined ? "" : ` (did you mean ${near}?)`;
 }
 
 function helpHint(command: CommandName | undefined): string {
@@ -97,6 +112,22 @@ function flagIndex(command: CommandName): Map<string, FlagEntry> {
     }
   }
   return index;
+}
+
+/** ` (did you mean --x?)`, or which commands take the flag, or nothing. */
+function unknownFlagHint(
+  command: CommandName,
+  name: string,
+  index: ReadonlyMap<string, FlagEntry>,
+): string {
+  const owners = SETTING_ROWS.filter((row) =>
+    row.flag === name || (row.flagAliases ?? []).includes(name)
+  ).flatMap((row) => row.commands);
+  if (owners.length > 0) {
+    return ` (a flag of ${[...new Set(owners)].join(", ")}, not of ${command})`;
+  }
+  const near = nearestName(name, index.keys());
+  return near === undefined ? "" : ` (did you mean --${near}?)`;
 }
 
 interface FlagUse {
@@ -152,7 +183,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     if (entry === undefined) {
       const retired = RETIRED.find((r) => r.flag === name);
       const why = retired === undefined
-        ? ""
+        ? unknownFlagHint(command, name, index)
         : ` (retired: use --${retired.replacement}; ${retired.reason})`;
       problems.push(
         new UsageError(
@@ -221,13 +252,26 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   let rest = [...argv];
   let help = false;
   const first = argv[0];
+  const second = argv[1];
+  // "--help run" means "run --help", as "help run" does.
+  if (isHelpToken(first) && second !== undefined && isCommand(second)) {
+    const tokens = tokenize(second, argv.slice(2));
+    return {
+      command: second,
+      commandGiven: true,
+      rest: argv.slice(2),
+      help: true,
+      version: tokens.version,
+    };
+  }
   if (first !== undefined && !first.startsWith("-")) {
     if (first === "help") {
       help = true;
-      const second = argv[1];
       if (second !== undefined) {
         if (!isCommand(second)) {
-          throw new UsageError(`Unknown command "${second}": ${helpHint(undefined)}`);
+          throw new UsageError(
+            `Unknown command "${second}"${commandHint(second)}: ${helpHint(undefined)}`,
+          );
         }
         command = second;
         commandGiven = true;
@@ -238,19 +282,29 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       commandGiven = true;
       rest = argv.slice(1);
     } else {
-      throw new UsageError(`Unknown command "${first}": ${helpHint(undefined)}`);
+      throw new UsageError(
+        `Unknown command "${first}"${commandHint(first)}: ${helpHint(undefined)}`,
+      );
     }
   }
   const tokens = tokenize(command, rest);
   return { command, commandGiven, rest, help: help || tokens.help, version: tokens.version };
 }
 
+/** Whether a problem already lists what is accepted (the names of an enum or a key list). */
+function listsAccepted(row: SettingRow, problem: string): boolean {
+  const kind = row.kind;
+  if (kind.type === "enum") return problem.includes(kind.values.join(", "));
+  return kind.type === "keyList" && kind.patternForm !== undefined &&
+    problem.includes(kind.patternForm);
+}
+
 function invalid(row: SettingRow, source: string, raw: unknown, problem: string): ConfigError {
   const rawValue = maskRaw(row, raw);
+  // The twelve queue names once, not twice.
+  const accepted = listsAccepted(row, problem) ? "" : `; accepted: ${acceptedForm(row)}`;
   return new ConfigError(
-    `Invalid setting ${row.flag} from ${source}: ${problem} (value ${rawValue}; accepted: ${
-      acceptedForm(row)
-    })`,
+    `Invalid setting ${row.flag} from ${source}: ${problem} (value ${rawValue}${accepted})`,
     { setting: row.flag, source, rawValue },
   );
 }
@@ -259,6 +313,8 @@ interface Candidate {
   readonly value: unknown;
   readonly source: string;
   readonly notes: readonly string[];
+  /** Translated from a legacy key. */
+  readonly legacy?: boolean;
 }
 
 function parseOrThrow(row: SettingRow, raw: unknown, origin: Origin, source: string): Candidate {
@@ -451,14 +507,18 @@ export async function loadSettings<C extends CommandName>(
   // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
   checkRetired(command, doc, path, env);
 
-  // 3. Legacy feature groups that have no equivalent.
-  if (path !== undefined) warnings.push(...legacyIgnoredWarnings(doc, path, command));
+  // 3. Keys no command knows (typos), and legacy feature groups that have no equivalent.
+  if (path !== undefined) {
+    warnings.push(...unknownKeyWarnings(doc, path));
+    warnings.push(...legacyIgnoredWarnings(doc, path, command));
+  }
 
   const legacyEnv = legacyEnvDocument(env);
 
   // 4. Resolve every setting.
   const settings: Record<string, unknown> = {};
   const sources: Record<string, string> = {};
+  const origins: Record<string, SourceKind> = {};
   for (const row of rows) {
     if (row.feeds !== undefined) continue;
     const inputs = rows.filter((r) => r.feeds?.some((f) => f.target === row.flag) === true);
@@ -515,7 +575,7 @@ export async function loadSettings<C extends CommandName>(
           warn: (message) => warnings.push(message),
         });
         if (legacy !== undefined) {
-          tier.push(parseOrThrow(row, legacy.text, "text", legacy.source));
+          tier.push({ ...parseOrThrow(row, legacy.text, "text", legacy.source), legacy: true });
         }
       }
       return tier;
@@ -536,6 +596,13 @@ export async function loadSettings<C extends CommandName>(
     if (chosen !== undefined) {
       settings[key] = chosen.value;
       sources[key] = chosen.source;
+      origins[key] = chosen === flagTier[0]
+        ? "flag"
+        : chosen === envTier[0]
+        ? "env"
+        : chosen.legacy === true || chosen === legacyEnvTier[0]
+        ? "legacy"
+        : "file";
       warnings.push(...chosen.notes.map((note) => `${row.flag} (${chosen.source}): ${note}`));
       if (chosen === flagTier[0] && row.secret === true && holdsSecret(chosen.value)) {
         const envName = envNameOf(row);
@@ -559,6 +626,7 @@ export async function loadSettings<C extends CommandName>(
     if (fallback === undefined) {
       settings[key] = undefined;
       sources[key] = "none";
+      origins[key] = "none";
       continue;
     }
     const parsed = parseValue(row, fallback, "text");
@@ -567,9 +635,10 @@ export async function loadSettings<C extends CommandName>(
     }
     settings[key] = parsed.value;
     sources[key] = "default";
+    origins[key] = "default";
   }
 
   // The record was filled key by key from the same rows SettingsFor<C> is derived from
   // (settingKeyOf is the runtime twin of SettingKey, pinned by settings_test.ts).
-  return { settings: settings as SettingsFor<C>, warnings, sources };
+  return { settings: settings as SettingsFor<C>, warnings, sources, origins };
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError, UsageError } from "./errors.ts";
 import { loadSettings, parseCommandLine } from "./load.ts";
-import type { CommandName } from "./settings.ts";
+import { type CommandName, QUEUE_NAMES } from "./settings.ts";
 
 const PATH = "/etc/statusengine/config.yml";
 
@@ -234,11 +234,102 @@ Deno.test("loadSettings: every value of every source is validated, even when ove
   );
 });
 
-Deno.test("loadSettings: unknown YAML keys and other commands' keys are ignored", async () => {
+Deno.test("loadSettings: other commands' keys in the shared file are known, not read, and not warned about", async () => {
   const { warnings } = await load("run", {
-    file: "some_other_tool: 1\nage_hostchecks: -5\ncleanup_batch_size: x\n",
+    file: "age_hostchecks: -5\ncleanup_batch_size: x\nnode_name: n1\ncheck_for_commands: 1\n" +
+      "use_redis: 0\nelasticsearch_address: x\nmysql:\n  host: db\n",
   });
-  assert.deepEqual(warnings, []);
+  assert.deepEqual(warnings.filter((w) => w.includes("unknown key")), []);
+  const cleanup = await load("cleanup", {
+    file: "mysql_batch_size: 100\nmetrics_port: 9999\nconsumer: rabbitmq\n",
+  });
+  assert.deepEqual(cleanup.warnings, []);
+});
+
+// A misspelled key used to fall back to the default without a word.
+Deno.test("loadSettings: a misspelled YAML key warns once, naming the file, the key and the nearest known key", async () => {
+  const { settings, warnings } = await load("run", {
+    file: "mysql_batchsize: 500\nmetrics_prot: 9999\nsome_other_tool: 1\n",
+  });
+  assert.equal(settings.mysqlBatchSize, 100);
+  assert.deepEqual(warnings, [
+    `Ignoring unknown key "mysql_batchsize" in ${PATH} (did you mean mysql_batch_size?): no ` +
+    "setting has this key, so it has no effect",
+    `Ignoring unknown key "metrics_prot" in ${PATH} (did you mean metrics_port?): no setting ` +
+    "has this key, so it has no effect",
+    `Ignoring unknown key "some_other_tool" in ${PATH}: no setting has this key, so it has no ` +
+    "effect",
+  ]);
+  // Fields of the legacy blocks too.
+  const legacy = await load("run", { file: "mysql:\n  usrname: se\n  host: db\n" });
+  assert.match(
+    legacy.warnings.join("\n"),
+    /unknown key "mysql\.usrname" .*\(did you mean mysql\.username\?\)/,
+  );
+  // The same for a command that reads only a few of the file's keys.
+  const cleanup = await load("cleanup", { file: "age_hostcheck: 3\n" });
+  assert.match(cleanup.warnings.join("\n"), /"age_hostcheck".*did you mean age_hostchecks\?/);
+});
+
+Deno.test("parseCommandLine/loadSettings: a misspelled flag or command gets the nearest name", async () => {
+  await assert.rejects(
+    load("run", { argv: ["--gearman-adr", "x:1"] }),
+    (err: unknown) =>
+      err instanceof UsageError &&
+      /"--gearman-adr".*did you mean --gearman-addr\?/.test(err.message),
+  );
+  await assert.rejects(
+    load("run", { argv: ["--age-tasks", "3"] }),
+    (err: unknown) =>
+      err instanceof UsageError && /a flag of cleanup, not of run/.test(err.message),
+  );
+  assert.throws(
+    () => parseCommandLine(["clenaup"]),
+    (err: unknown) => err instanceof UsageError && /did you mean cleanup\?/.test(err.message),
+  );
+});
+
+// An invalid queue name used to list the twelve names twice (problem and accepted form), or,
+// for --queues, not at all.
+Deno.test("loadSettings: an invalid queue name lists the queue names exactly once", async () => {
+  for (
+    const [command, argv] of [
+      ["publish", ["--queue", "statusngin_hoststatu"]],
+      ["run", ["--queues", "statusngin_hoststatu"]],
+      ["run", ["--exclude-queues", "statusngin_x,foo"]],
+    ] as const
+  ) {
+    const err = await refuses(load(command, { argv: [...argv] }), {});
+    for (const queue of QUEUE_NAMES) {
+      const count = err.message.split(new RegExp(`\\b${queue}\\b`)).length - 1;
+      // The mistyped value itself is a prefix of a name, not the name.
+      assert.equal(count, 1, `${argv.join(" ")}: ${queue} ${count} times in ${err.message}`);
+    }
+  }
+});
+
+Deno.test("parseCommandLine: --help before a command shows that command's help", () => {
+  for (const argv of [["--help", "cleanup"], ["-h", "cleanup"], ["help", "cleanup"]]) {
+    const line = parseCommandLine(argv);
+    assert.equal(line.help, true, argv.join(" "));
+    assert.equal(line.command, "cleanup", argv.join(" "));
+    assert.equal(line.commandGiven, true, argv.join(" "));
+  }
+});
+
+Deno.test("loadSettings: origins tell flag, env, file, legacy key and default apart", async () => {
+  const { origins, sources } = await load("run", {
+    argv: ["--log-level", "debug"],
+    env: { STATUSENGINE_NODE_NAME: "n1" },
+    file: "mysql_batch_size: 200\nmysql:\n  host: db\n",
+  });
+  assert.equal(origins.logLevel, "flag");
+  assert.equal(origins.nodeName, "env");
+  assert.equal(origins.mysqlBatchSize, "file");
+  assert.equal(origins.mysqlUrl, "legacy");
+  assert.equal(sources.mysqlUrl, `file ${PATH} key mysql`);
+  assert.equal(origins.drainTimeoutMs, "default");
+  assert.equal(origins.queues, "default");
 });
 
 // ---- refusals: values that do not parse -----------------------------------------------------

@@ -24,9 +24,11 @@ export {
   type LoadResult,
   loadSettings,
   parseCommandLine,
+  type SourceKind,
 } from "./load.ts";
 export {
   displayDefault,
+  flagText,
   formatSettingsForLog,
   type LogValue,
   redactSettings,
@@ -35,6 +37,7 @@ export {
   renderConfigReference,
   renderHelp,
   replaceConfigReference,
+  settingsDifferingFromDefaults,
 } from "./help.ts";
 export {
   type Camel,
@@ -42,7 +45,10 @@ export {
   type CommandName,
   COMMANDS,
   type CommandsOf,
+  CONFIG_COMMAND_USAGE,
+  defaultOf,
   type Feed,
+  groupOf,
   type Kind,
   type KindValue,
   PROGRAM_NAME,
@@ -50,8 +56,10 @@ export {
   RETENTION_RULES,
   type RetentionRule,
   type Rows,
+  rowsFor,
   type RowValue,
   type SettingKey,
+  settingKeyOf,
   type SettingRow,
   SETTINGS,
   type SettingsFor,

@@ -57,8 +57,29 @@ export const COMMANDS = [
     name: "verify",
     summary: "Compare the newest rows of two Statusengine databases column by column",
   },
+  {
+    name: "config",
+    summary: "Show every setting of a command with its value and where it came from, and exit",
+  },
   { name: "version", summary: "Print the build identity and exit" },
 ] as const;
+
+/**
+ * What `config` shows, for its `--help` and the reference: it takes another command's whole
+ * command line, so its usage is not derived from rows.
+ */
+export const CONFIG_COMMAND_USAGE = {
+  usage: "config [--json] [command] [flags of that command]",
+  details: "Put config in front of a command line to see what that command would use: " +
+    "config run --config /etc/statusengine/config.yml, config cleanup --config FILE, " +
+    "config status --json. The command defaults to run, so config --config FILE shows the " +
+    "worker's settings. Flags before the command belong to config itself (--json prints one " +
+    "JSON document: {command, settings: {flag: {value, source, origin, default, secret}}, " +
+    "warnings}); everything after it is read exactly as that command reads it, environment " +
+    "and config file included. Secrets are masked. The warnings are those the command would " +
+    "log, on stderr; the exit status is 1 where the command would refuse to start, 2 for a " +
+    "bad command line, 0 otherwise.",
+} as const;
 
 /** Name of a subcommand; `run` is the default when none is given. */
 export type CommandName = (typeof COMMANDS)[number]["name"];
@@ -185,6 +206,7 @@ const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 
 const QUEUE_PATTERN = new RegExp(`^(${QUEUE_NAMES.join("|")})$`);
+const QUEUE_FORM = `queue names (${QUEUE_NAMES.join(", ")})`;
 
 /**
  * The legacy per-queue-group process counts; 0 meant "do not consume these queues". The
@@ -238,6 +260,27 @@ function age<const N extends string>(
   } as const;
 }
 
+/**
+ * Headings of `--help`: each starts at the named flag and runs until the next heading, in
+ * table order (the rows are already ordered by topic, so this only names the topics).
+ */
+export const SETTING_GROUPS: readonly { readonly title: string; readonly from: string }[] = [
+  { title: "General", from: "config" },
+  { title: "Broker", from: "consumer" },
+  { title: "Queues and flow control", from: "queues" },
+  { title: "Shutdown", from: "drain-timeout" },
+  { title: "MySQL", from: "mysql-url" },
+  { title: "Performance data and Graphite", from: "perfdata-route" },
+  { title: "HTTP: /metrics, /ws and /commands", from: "metrics-port" },
+  { title: "Tasks from statusengine_tasks", from: "check-for-commands" },
+  { title: "Cleanup", from: "cleanup-batch-size" },
+  { title: "Retention (days)", from: "age-hostchecks" },
+  { title: "Schema", from: "check" },
+  { title: "Status", from: "metrics-url" },
+  { title: "Publishing", from: "queue" },
+  { title: "Comparison", from: "mysql-url-a" },
+];
+
 /** The settings table (one row per setting; order is help order). */
 export const SETTINGS = [
   // ---- shared by most commands -------------------------------------------------------------
@@ -262,7 +305,8 @@ export const SETTINGS = [
     kind: { type: "enum", values: ["text", "json"] },
     default: "text",
     commands: LOG_COMMANDS,
-    help: "Log records as key=value text or as JSON, one per line on stdout.",
+    help: "Log records as key=value text or as JSON, one per line: on stdout for run, on " +
+      "stderr for the other commands (their stdout is their output).",
   },
 
   // ---- broker ------------------------------------------------------------------------------
@@ -362,7 +406,7 @@ export const SETTINGS = [
 
   {
     flag: "queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
     default: "",
     commands: ["run"],
     help: "Queues to consume, comma-separated; empty = all twelve. Several workers may share " +
@@ -371,7 +415,7 @@ export const SETTINGS = [
   },
   {
     flag: "exclude-queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: "queue names (statusngin_…)" },
+    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
     default: "",
     commands: ["run"],
     legacyKeys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
@@ -765,8 +809,8 @@ export const SETTINGS = [
     default: "false",
     env: false,
     yaml: false,
-    commands: ["status"],
-    help: "Print the report as one JSON document.",
+    commands: ["status", "config"],
+    help: "Print the output as one JSON document.",
   },
 
   // ---- publish / losstest ------------------------------------------------------------------
@@ -1017,6 +1061,21 @@ export function rowsFor(command: CommandName): SettingRow[] {
  */
 export function defaultOf(row: SettingRow, command: CommandName): string | undefined {
   return row.commandDefaults?.[command] ?? row.default;
+}
+
+/**
+ * The `--help` heading of a row ({@linkcode SETTING_GROUPS}).
+ *
+ * @param row A settings row.
+ * @returns The title of the group the row falls in.
+ */
+export function groupOf(row: SettingRow): string {
+  let title = "General";
+  for (const candidate of SETTING_ROWS) {
+    title = SETTING_GROUPS.find((g) => g.from === candidate.flag)?.title ?? title;
+    if (candidate === row) return title;
+  }
+  return title;
 }
 
 /** One retention rule of `cleanup`, in processing order (docs/operations.md#cleanup-tables). */

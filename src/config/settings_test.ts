@@ -237,6 +237,7 @@ Deno.test("settings: each command offers at least its specified settings", () =>
       "mysql-dsn",
     ],
     verify: ["mysql-url-a", "mysql-url-b", "tables", "limit", "ignore-columns"],
+    config: ["json"],
     version: [],
   };
   for (const command of COMMAND_NAMES) {

@@ -128,6 +128,11 @@ export interface WorkerConfig {
     /** `/ws` keys; none = a random key is generated and logged once. */
     readonly apiKeys: readonly string[];
   } | null;
+  /**
+   * The settings that differ from their defaults, by flag name, secrets masked, for the
+   * start-up log (docs/logging.md); absent when the worker was not started from settings.
+   */
+  readonly changedSettings?: Readonly<Record<string, string>>;
 }
 
 /** Raised when the worker cannot start; `main` turns it into exit status 1. */

@@ -68,7 +68,19 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     commit: id.commit,
     deno: id.denoVersion,
     line: versionLine(),
+    node: config.nodeName,
   });
+  if (config.changedSettings !== undefined) {
+    const changed = Object.keys(config.changedSettings).length;
+    // One line naming what was configured (secrets masked), so a wrong file or a forgotten
+    // override shows in the journal; everything not named is at its default.
+    log.info(
+      changed === 0
+        ? "settings: all at their defaults"
+        : `settings: ${changed} differ from the defaults`,
+      config.changedSettings,
+    );
+  }
   const queues = config.queues ?? QUEUE_NAMES;
   const metrics = workerMetrics(config, queues, id);
   warnAboutConfiguration(config);

@@ -1,0 +1,220 @@
+/**
+ * The `config` command: the settings another command would use, each with its value and where
+ * it came from (flag, environment variable, file and key, legacy key, default), secrets
+ * masked, plus the warnings that command would log. It refuses (exit 1) where the command
+ * would refuse to start, so it can check a configuration before a restart.
+ *
+ * Usage: `config [--json] [command] [flags of that command]`; the command defaults to `run`.
+ *
+ * @module
+ */
+import {
+  COMMAND_NAMES,
+  type CommandName,
+  ConfigError,
+  defaultOf,
+  flagText,
+  type LoadResult,
+  loadSettings,
+  parseCommandLine,
+  rowsFor,
+  settingKeyOf,
+  type SettingRow,
+  type SettingsFor,
+  type SourceKind,
+  UsageError,
+} from "../config/mod.ts";
+import { StartupError } from "../daemon/mod.ts";
+import { errorMessage } from "../log.ts";
+import type { Io } from "./io.ts";
+import { workerConfigFrom } from "./run.ts";
+
+const PROGRAM = "statusengine-worker";
+
+/** One setting as `config --json` prints it. */
+export interface ConfigEntry {
+  /** The value in flag syntax (30s, 64MiB, a,b), secrets masked; null when it has none. */
+  readonly value: string | null;
+  /** Where it came from: `flag --x`, `env NAME`, `file PATH key K`, `default`, `none`. */
+  readonly source: string;
+  /** The kind of that source; `legacy` for a translated PHP config.yml key or SE_* variable. */
+  readonly origin: SourceKind;
+  /** The built-in default in flag syntax, secrets masked; null when there is none. */
+  readonly default: string | null;
+  /** Whether the value is masked. */
+  readonly secret: boolean;
+}
+
+/** What `config --json` prints. */
+export interface ConfigDocument {
+  /** The command whose settings these are. */
+  readonly command: CommandName;
+  /** By flag name, in help order; absent when the command line or a value was refused. */
+  readonly settings?: Record<string, ConfigEntry>;
+  /** The warnings the command would log. */
+  readonly warnings: string[];
+  /** Why the command would refuse to start; absent when it would start. */
+  readonly error?: string;
+}
+
+function isCommand(name: string): name is CommandName {
+  return (COMMAND_NAMES as readonly string[]).includes(name);
+}
+
+/** `--json`, `-json=false`, `--no-json`: the flags of config itself, before the command. */
+function isOwnFlag(arg: string): boolean {
+  const match = /^--?([a-z-]+)(?:=.*)?$/.exec(arg);
+  const name = match?.[1];
+  return name === "json" || name === "no-json";
+}
+
+interface Split {
+  readonly own: string[];
+  readonly command: CommandName;
+  readonly rest: string[];
+}
+
+function splitArgs(argv: readonly string[]): Split {
+  let i = 0;
+  while (i < argv.length && isOwnFlag(argv[i] ?? "")) i++;
+  const own = argv.slice(0, i);
+  const next = argv[i];
+  if (next !== undefined && !next.startsWith("-")) {
+    if (!isCommand(next)) {
+      // Same message (and suggestion) as for the command line itself.
+      parseCommandLine([next]);
+    }
+    if (next === "config") {
+      throw new UsageError(
+        `config shows the settings of another command: see "${PROGRAM} config --help"`,
+      );
+    }
+    return { own, command: next as CommandName, rest: argv.slice(i + 1) };
+  }
+  return { own, command: "run", rest: argv.slice(i) };
+}
+
+function defaultText(row: SettingRow, command: CommandName): string | null {
+  const fallback = defaultOf(row, command);
+  if (fallback === undefined) return null;
+  return fallback === "" ? "" : (row.secret === true ? flagText(row, fallback) : fallback);
+}
+
+function entries(
+  command: CommandName,
+  loaded: LoadResult<CommandName>,
+): Record<string, ConfigEntry> {
+  const settings = loaded.settings as Record<string, unknown>;
+  const out: Record<string, ConfigEntry> = {};
+  for (const row of rowsFor(command)) {
+    // Input-only rows (mysql-dsn, metrics-listen-addr) have no value of their own; when used
+    // they are named as the source of the settings they feed.
+    if (row.feeds !== undefined) continue;
+    const key = settingKeyOf(row);
+    const value = settings[key];
+    const origin = loaded.origins[key] ?? "none";
+    const source = loaded.sources[key] ?? "none";
+    out[row.flag] = {
+      value: value === undefined ? null : flagText(row, value),
+      source: origin === "legacy" ? `${source} (legacy key)` : source,
+      origin,
+      default: defaultText(row, command),
+      secret: row.secret === true,
+    };
+  }
+  return out;
+}
+
+/** What the command itself refuses after its settings were accepted (run: no queue left). */
+function refusal(command: CommandName, settings: unknown): string | undefined {
+  if (command !== "run") return undefined;
+  try {
+    workerConfigFrom(settings as SettingsFor<"run">);
+    return undefined;
+  } catch (err: unknown) {
+    if (err instanceof StartupError) return err.message;
+    throw err;
+  }
+}
+
+function quoted(text: string): string {
+  return text === "" || /\s|"/.test(text) ? JSON.stringify(text) : text;
+}
+
+function printText(document: ConfigDocument, io: Io): void {
+  const settings = document.settings ?? {};
+  const names = Object.keys(settings);
+  if (names.length === 0) {
+    io.out(`${document.command} has no settings`);
+    return;
+  }
+  const width = Math.max(...names.map((n) => n.length));
+  for (const [name, entry] of Object.entries(settings)) {
+    io.out(
+      `${name.padEnd(width)}  ${
+        entry.value === null ? "(none)" : quoted(entry.value)
+      }  (${entry.source})`,
+    );
+  }
+}
+
+/**
+ * Run `config`.
+ *
+ * @param argv Arguments after `config`.
+ * @param env Environment variables (read exactly as the command would).
+ * @param io Settings on stdout; warnings and errors on stderr.
+ * @returns 0, 1 where the command would refuse to start, 2 for a bad command line.
+ */
+export async function runConfigCommand(
+  argv: readonly string[],
+  env: Readonly<Record<string, string>>,
+  io: Io,
+): Promise<number> {
+  let split: Split;
+  let json: boolean;
+  try {
+    split = splitArgs(argv);
+    json = (await loadSettings("config", { argv: split.own, env })).settings.json;
+  } catch (err: unknown) {
+    return failure(err, io);
+  }
+  let loaded: LoadResult<CommandName>;
+  try {
+    loaded = await loadSettings(split.command, { argv: split.rest, env });
+  } catch (err: unknown) {
+    const code = failure(err, io);
+    if (json) {
+      const document: ConfigDocument = {
+        command: split.command,
+        warnings: [],
+        error: errorMessage(err),
+      };
+      io.out(JSON.stringify(document, null, 2));
+    }
+    return code;
+  }
+  const refused = refusal(split.command, loaded.settings);
+  const document: ConfigDocument = {
+    command: split.command,
+    settings: entries(split.command, loaded),
+    warnings: loaded.warnings,
+    ...(refused === undefined ? {} : { error: refused }),
+  };
+  for (const warning of loaded.warnings) io.err(`${PROGRAM}: warning: ${warning}`);
+  if (json) io.out(JSON.stringify(document, null, 2));
+  else printText(document, io);
+  if (refused !== undefined) {
+    io.err(`${PROGRAM}: ${refused}`);
+    return 1;
+  }
+  return 0;
+}
+
+function failure(err: unknown, io: Io): number {
+  if (err instanceof UsageError || err instanceof ConfigError) {
+    io.err(`${PROGRAM}: ${err.message}`);
+    return err.exitCode;
+  }
+  throw err;
+}

@@ -1,0 +1,90 @@
+/**
+ * Which top-level keys a config file may hold, and the nearest known name for a misspelled
+ * key or flag: a typo such as `mysql_batchsize: 500` must not silently fall back to the
+ * default.
+ *
+ * One file is shared by every command that reads it (the worker and `cleanup` typically use
+ * the same file), so a key is known when ANY command has it, not only the one running.
+ *
+ * @module
+ */
+
+import { closest, distance } from "fastest-levenshtein";
+import {
+  LEGACY_BLOCK_FIELDS,
+  LEGACY_ENV_KEYS,
+  LEGACY_IGNORED,
+  RETIRED,
+  type YamlMapping,
+} from "./legacy.ts";
+import { SETTING_ROWS, yamlKeyOf } from "./settings.ts";
+
+/** Every top-level key some command reads from the file, legacy and retired keys included. */
+export const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
+  ...SETTING_ROWS.flatMap((row) => {
+    const key = yamlKeyOf(row);
+    return [
+      ...(key === undefined ? [] : [key]),
+      ...(row.yamlAliases ?? []),
+      // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
+      ...(row.legacyKeys ?? []).map((k) => k.split(".")[0] ?? k),
+    ];
+  }),
+  ...LEGACY_ENV_KEYS.map((k) => k.split(".")[0] ?? k),
+  ...LEGACY_IGNORED.flatMap((group) => group.keys),
+  ...RETIRED.map((r) => r.yaml),
+]);
+
+/** Key prefixes of whole legacy groups (`elasticsearch_*`), also known. */
+const KNOWN_PREFIXES: readonly string[] = LEGACY_IGNORED.flatMap((group) =>
+  group.prefix === undefined ? [] : [group.prefix]
+);
+
+/**
+ * The candidate closest to a misspelled name, when it is close enough to be a likely typo.
+ *
+ * @param name What was written (`mysql_batchsize`, `gearman-adr`).
+ * @param candidates The names that exist.
+ * @returns The nearest candidate, or `undefined` when none is plausibly meant.
+ */
+export function nearestName(name: string, candidates: Iterable<string>): string | undefined {
+  const list = [...candidates];
+  if (list.length === 0 || name === "") return undefined;
+  const best = closest(name, list);
+  // Up to a third of the name may differ (at least two edits: a swapped pair of letters
+  // counts twice), so "metrics_prot" finds metrics_port but "foo" finds nothing.
+  return distance(name, best) <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+}
+
+/**
+ * One warning per top-level key of the file that no command knows, with the nearest known
+ * key when there is one.
+ *
+ * @param doc The parsed file.
+ * @param path Its path, for the message.
+ * @returns Secret-free warnings (only key names are quoted, never values).
+ */
+export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
+  const warnings: string[] = [];
+  const warn = (key: string, near: string | undefined) =>
+    warnings.push(
+      `Ignoring unknown key ${JSON.stringify(key)} in ${path}${
+        near === undefined ? "" : ` (did you mean ${near}?)`
+      }: no setting has this key, so it has no effect`,
+    );
+  for (const key of Object.keys(doc)) {
+    if (KNOWN_YAML_KEYS.has(key) || KNOWN_PREFIXES.some((p) => key.startsWith(p))) continue;
+    warn(key, nearestName(key, KNOWN_YAML_KEYS));
+  }
+  // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
+  for (const [block, fields] of Object.entries(LEGACY_BLOCK_FIELDS)) {
+    const value = doc[block];
+    if (typeof value !== "object" || value === null || Array.isArray(value)) continue;
+    for (const field of Object.keys(value)) {
+      if (fields.includes(field)) continue;
+      const near = nearestName(field, fields);
+      warn(`${block}.${field}`, near === undefined ? undefined : `${block}.${near}`);
+    }
+  }
+  return warnings;
+}
