@@ -16,8 +16,8 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { startGearmand } from "../helpers/gearmand.ts";
-import { startMariadbd } from "../helpers/mariadbd.ts";
+import { type Gearmand, startGearmand } from "../helpers/gearmand.ts";
+import { type Mariadbd, startMariadbd } from "../helpers/mariadbd.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { createSchema, jobsAtGearmand, publish } from "../helpers/worker.ts";
 import { seriesValue, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
@@ -90,14 +90,21 @@ function writtenEvents(w: WorkerProcess): string[] {
   );
 }
 
-for (const signal of ["SIGTERM", "SIGKILL"] as const) {
-  Deno.test(`in-order lock: a MySQL restart (${signal}) while a downtime's ADD is written keeps the ADD before its START`, async () => {
-    await using server = await startMariadbd();
-    await server.query(`CREATE DATABASE ${DB} CHARACTER SET utf8mb4`);
-    const url = server.url({ database: DB });
-    await createSchema(url);
-    await using gearmand = await startGearmand();
-    await using worker = await startWorkerProcess({
+interface Scene {
+  readonly server: Mariadbd;
+  readonly gearmand: Gearmand;
+  readonly worker: WorkerProcess;
+}
+
+/** A private MariaDB and gearmand, and one worker that holds the in-order lock. */
+async function scene(stack: AsyncDisposableStack): Promise<Scene> {
+  const server = stack.use(await startMariadbd());
+  await server.query(`CREATE DATABASE ${DB} CHARACTER SET utf8mb4`);
+  const url = server.url({ database: DB });
+  await createSchema(url);
+  const gearmand = stack.use(await startGearmand());
+  const worker = stack.use(
+    await startWorkerProcess({
       gearmanAddr: gearmand.addr,
       mysqlUrl: url,
       args: [
@@ -110,49 +117,64 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
         "--log-format",
         "json",
       ],
-    });
-    await waitFor(async () => (await metric(worker, "statusengine_in_order_lock_held")) === 1, {
-      timeoutMs: 30_000,
-      message: "the worker holds the in-order lock",
-    });
+    }),
+  );
+  await waitFor(async () => (await metric(worker, "statusengine_in_order_lock_held")) === 1, {
+    timeoutMs: 30_000,
+    message: "the worker holds the in-order lock",
+  });
+  return { server, gearmand, worker };
+}
 
-    // Hold the ADD's write: MySQL has not taken it when it goes down.
-    const locker = await mysql.createConnection({
-      host: server.host,
-      port: server.port,
-      user: "root",
-      database: DB,
-    });
-    locker.on("error", () => {});
-    try {
-      await locker.query(`LOCK TABLES ${HISTORY} WRITE, ${SCHEDULED} WRITE`);
-      await publish(gearmand.addr, DOWNTIMES, [downtimeJob(ADD, E)]);
-      await waitFor(
-        async () =>
-          (await metric(worker, "statusengine_queue_jobs_in_flight", {
-              queue_name: DOWNTIMES,
-            })) ===
-            1 &&
-          (await server.query<{ n: number }[]>(
-              "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
-                "WHERE INFO LIKE 'INSERT INTO%' AND STATE LIKE 'Waiting for table%'",
-            ))[0]?.n === 1,
-        { timeoutMs: 30_000, message: "the ADD taken and its write waiting at MySQL" },
-      );
-      // The START, published right after: it waits at gearmand behind the ADD in flight.
-      await publish(gearmand.addr, DOWNTIMES, [downtimeJob(START, E)]);
-      await waitFor(async () => (await jobsAtGearmand(gearmand.addr, DOWNTIMES)) === 2, {
-        message: "the START queued at gearmand",
-      });
-      await server.down(signal);
-    } finally {
-      locker.destroy();
-    }
-
+/**
+ * The ADD taken and its write waiting at MySQL, the START queued behind it at gearmand, then
+ * MySQL goes down before it took the ADD's write; resolves once the worker noticed.
+ */
+async function addHeldStartQueuedMysqlDown(
+  { server, gearmand, worker }: Scene,
+  signal: "SIGTERM" | "SIGKILL",
+): Promise<void> {
+  // Hold the ADD's write: MySQL has not taken it when it goes down.
+  const locker = await mysql.createConnection({
+    host: server.host,
+    port: server.port,
+    user: "root",
+    database: DB,
+  });
+  locker.on("error", () => {});
+  try {
+    await locker.query(`LOCK TABLES ${HISTORY} WRITE, ${SCHEDULED} WRITE`);
+    await publish(gearmand.addr, DOWNTIMES, [downtimeJob(ADD, E)]);
     await waitFor(
-      () => logs(worker).some((l) => l.level === "WARN" && l.message.includes("in-order lock")),
-      { timeoutMs: 30_000, message: "the worker noticed its lock connection died" },
+      async () =>
+        (await metric(worker, "statusengine_queue_jobs_in_flight", { queue_name: DOWNTIMES })) ===
+          1 &&
+        (await server.query<{ n: number }[]>(
+            "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
+              "WHERE INFO LIKE 'INSERT INTO%' AND STATE LIKE 'Waiting for table%'",
+          ))[0]?.n === 1,
+      { timeoutMs: 30_000, message: "the ADD taken and its write waiting at MySQL" },
     );
+    // The START, published right after: it waits at gearmand behind the ADD in flight.
+    await publish(gearmand.addr, DOWNTIMES, [downtimeJob(START, E)]);
+    await waitFor(async () => (await jobsAtGearmand(gearmand.addr, DOWNTIMES)) === 2, {
+      message: "the START queued at gearmand",
+    });
+    await server.down(signal);
+  } finally {
+    locker.destroy();
+  }
+  await waitFor(
+    () => logs(worker).some((l) => l.level === "WARN" && l.message.includes("in-order lock")),
+    { timeoutMs: 30_000, message: "the worker noticed its lock connection died" },
+  );
+}
+
+for (const signal of ["SIGTERM", "SIGKILL"] as const) {
+  Deno.test(`in-order lock: a MySQL restart (${signal}) while a downtime's ADD is written keeps the ADD before its START`, async () => {
+    await using stack = new AsyncDisposableStack();
+    const { server, gearmand, worker } = await scene(stack);
+    await addHeldStartQueuedMysqlDown({ server, gearmand, worker }, signal);
     // The outage: until the worker gives the ADD back to gearmand (what it must not do), or 6 s.
     await waitAtMost(6_000, async () => (await jobs(worker, "abandoned")) > 0);
     await server.restart();
@@ -199,3 +221,19 @@ for (const signal of ["SIGTERM", "SIGKILL"] as const) {
     assert.equal(await metric(worker, "statusengine_in_order_lock_held"), 1);
   });
 }
+
+// Keeping the job through an outage must not keep a stopping worker: SIGTERM while it takes
+// its lock again ends the in-order consumer and exits as always, the ADD unacknowledged.
+Deno.test("in-order lock: SIGTERM while the worker takes its lock again exits 0 and leaves the jobs at gearmand", async () => {
+  await using stack = new AsyncDisposableStack();
+  const scn = await scene(stack);
+  await addHeldStartQueuedMysqlDown(scn, "SIGKILL");
+  const { server, gearmand, worker } = scn;
+  worker.kill("SIGTERM");
+  const status = await worker.status;
+  assert.equal(status.code, 0, worker.stderr());
+  assert.equal(await jobsAtGearmand(gearmand.addr, DOWNTIMES), 2, "ADD and START at gearmand");
+  await server.restart();
+  const rows = await server.query<unknown[]>(`SELECT 1 FROM ${HISTORY}`, [], DB);
+  assert.equal(rows.length, 0, "nothing written");
+});
