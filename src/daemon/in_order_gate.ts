@@ -59,8 +59,10 @@ export const IN_ORDER_LOCK_POLL_MS = 1_000;
 export const IN_ORDER_DRAIN_MS = 2_000;
 
 /**
- * Grace before a new holder consumes: a previous holder notices a loss within one poll plus
- * one query (each bounded by `pollMs`) and then drains within `drainMs`; one poll of margin.
+ * Grace before a new holder consumes: a previous holder that is taking its lock again finds
+ * it taken at its next attempt, one poll later, after a connect and a `GET_LOCK` (each bounded
+ * by about a poll: the connect by at least 1 s), and then drains within `drainMs`. Meanwhile
+ * it starts no new job, so only its one job in flight can overlap a late detection.
  *
  * @param pollMs Lock poll interval.
  * @param drainMs Drain budget of the in-order consumer.
