@@ -8,7 +8,7 @@
 import mysql from "mysql2/promise";
 import { GearmanConsumer } from "../gearman/consumer.ts";
 import { RabbitMqConsumer } from "../amqp/consumer.ts";
-import type { ConsumerDeadLetterSink, ConsumerObserver } from "../consumer/contract.ts";
+import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/queues.ts";
 import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
@@ -76,8 +76,18 @@ export async function buildConsumption(
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
   const gate = new InOrderGate({
-    build: () =>
-      buildConsumer({ ...config, drainTimeoutMs: drainMs }, split.gated, parts, deadLetter),
+    build: (admit) =>
+      buildConsumer(
+        { ...config, drainTimeoutMs: drainMs },
+        split.gated,
+        parts,
+        deadLetter,
+        // While the lock is being taken again no new in-order job starts writing.
+        async (job, signal) => {
+          await admit(signal);
+          await parts.pipeline.handler(job, signal);
+        },
+      ),
     connect: () =>
       mysql.createConnection({
         ...parts.urlOptions,
@@ -129,9 +139,10 @@ function buildConsumer(
   queues: readonly QueueName[],
   parts: ConsumptionParts,
   deadLetter: ConsumerDeadLetterSink,
+  handler: JobHandler = parts.pipeline.handler,
 ): QueueConsumer {
   const common = {
-    handler: parts.pipeline.handler,
+    handler,
     observer: parts.observer,
     // The windows of the queues that are not in order follow their tables' writers.
     window: { pressure: (queue: string) => parts.pipeline.pressure(queue) },

@@ -1,23 +1,36 @@
 /**
  * Safe scale-out for the in-order queues (G3: `statusngin_downtimes`): when several workers
  * share a job server, only the one holding a MySQL named lock consumes them, through a
- * consumer of their own that is started while the lock is held and stopped when it is lost.
+ * consumer of their own that is started while the lock is held and stopped when another
+ * worker has taken it.
  *
- * Why order holds across a take-over:
+ * A lone worker keeps its place: when the lock's connection dies (MySQL restarted, the
+ * connection killed, a network cut) the worker keeps its in-flight in-order job, admits no
+ * new one, and takes the same lock again on a new connection (see named_lock.ts). It hands
+ * the queues back only when it finds the lock held by another worker. Handing the job back
+ * on every dropped connection was what reordered it: gearmand re-queues an unacknowledged
+ * job at the tail, behind the jobs published after it (a downtime's ADD landed behind its
+ * START, and the START was lost).
+ *
+ * Why two workers never consume at the same time:
  * - MySQL frees the lock only when the holder's connection ends. A holder that dies (SIGKILL,
  *   crash) also loses its broker connections, so its unacknowledged job is back at the broker
  *   before anyone can hold the lock.
- * - A holder that lives on but lost its lock connection (server restart, KILL, network) finds
- *   out at its next check, at most one poll plus one bounded query later, and first stops its
- *   in-order consumer (drain bounded by {@link IN_ORDER_DRAIN_MS}) before anything else.
+ * - A holder that lives on but lost its lock connection starts no new job until it has the
+ *   lock again. If another worker took it meanwhile, the holder finds out at its next attempt
+ *   (every poll, each bounded) and stops its in-order consumer (drain bounded by
+ *   {@link IN_ORDER_DRAIN_MS}) before anything else.
  * - A new holder consumes only after holding the lock for {@link inOrderGraceMs}, which is
- *   longer than that detection plus that drain, re-checking the lock meanwhile. So the two
- *   never consume at the same time.
+ *   longer than a check plus that drain, re-checking the lock meanwhile.
  *
- * What it cannot fix: gearmand re-queues an unacknowledged job at the tail of its queue, so
- * the one job in flight when a holder dies is applied after the jobs queued behind it
- * (RabbitMQ re-queues it in place); and a holder frozen longer than the grace (SIGSTOP, a
- * suspended VM) can commit its job in flight late.
+ * What it cannot fix: the one job that was in flight when the old holder's lock connection
+ * died may still commit (its write is held and retried) after the new holder applied jobs
+ * queued behind it, and when the old holder stops, gearmand re-queues that job at the tail
+ * (RabbitMQ re-queues it in place). A holder frozen longer than the grace (SIGSTOP, a
+ * suspended VM) can likewise commit its job in flight late. The downtime statements are
+ * written so that their order does not change the result; the gate keeps the queue applied
+ * in the core's order wherever it can, which also keeps the unmatched-update warning of a
+ * lost event meaningful.
  *
  * RabbitMQ's single-active-consumer would do the election in the broker, but it needs the
  * `x-single-active-consumer` argument at declaration, and the broker module declares its
@@ -28,6 +41,7 @@
  */
 import type mysql from "mysql2/promise";
 import { NamedLock } from "../mysql/named_lock.ts";
+import { abortable } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("worker");
@@ -45,8 +59,10 @@ export const IN_ORDER_LOCK_POLL_MS = 1_000;
 export const IN_ORDER_DRAIN_MS = 2_000;
 
 /**
- * Grace before a new holder consumes: a previous holder notices a loss within one poll plus
- * one query (each bounded by `pollMs`) and then drains within `drainMs`; one poll of margin.
+ * Grace before a new holder consumes: a previous holder that is taking its lock again finds
+ * it taken at its next attempt, one poll later, after a connect and a `GET_LOCK` (each bounded
+ * by about a poll: the connect by at least 1 s), and then drains within `drainMs`. Meanwhile
+ * it starts no new job, so only its one job in flight can overlap a late detection.
  *
  * @param pollMs Lock poll interval.
  * @param drainMs Drain budget of the in-order consumer.
@@ -74,10 +90,79 @@ export async function inOrderLockName(database: string, nodeName: string): Promi
   return `statusengine_in_order_${hex}`;
 }
 
+/**
+ * Waits until the gate admits a new in-order job: resolves at once while the lock is held,
+ * waits while the holder takes its lock again, rejects once the lock went to another worker
+ * or `signal` aborts.
+ */
+export type Admit = (signal: AbortSignal) => Promise<void>;
+
+/** Raised to a job waiting for admission when another worker took the in-order lock. */
+export class InOrderLockLostError extends Error {
+  constructor() {
+    super("the in-order lock was taken over by another worker; the job goes back to the broker");
+    this.name = "InOrderLockLostError";
+  }
+}
+
+/**
+ * Whether new in-order jobs may start: open while the lock is held, held (waiting) while the
+ * holder re-acquires it, closed once it is lost. One per consumer the gate builds.
+ */
+export class Admission {
+  #state: "open" | "waiting" | "closed" = "open";
+  #waiting: PromiseWithResolvers<void> | undefined;
+
+  /** Current state, for tests and logs. */
+  get state(): "open" | "waiting" | "closed" {
+    return this.#state;
+  }
+
+  /** The lock may no longer be ours: new jobs wait. */
+  hold(): void {
+    if (this.#state !== "open") return;
+    this.#state = "waiting";
+    this.#waiting = Promise.withResolvers<void>();
+    // A waiter may be gone (aborted); the rejection must not be unhandled.
+    this.#waiting.promise.catch(() => {});
+  }
+
+  /** The lock is ours again: waiting jobs go on. */
+  open(): void {
+    if (this.#state !== "waiting") return;
+    this.#state = "open";
+    this.#waiting?.resolve();
+    this.#waiting = undefined;
+  }
+
+  /** The lock went to another worker: waiting and later jobs are refused. */
+  close(): void {
+    if (this.#state === "closed") return;
+    this.#state = "closed";
+    this.#waiting?.reject(new InOrderLockLostError());
+    this.#waiting = undefined;
+  }
+
+  /** See {@link Admit}. */
+  readonly admit: Admit = (signal) => {
+    switch (this.#state) {
+      case "open":
+        return Promise.resolve();
+      case "closed":
+        return Promise.reject(new InOrderLockLostError());
+      case "waiting":
+        return abortable((this.#waiting as PromiseWithResolvers<void>).promise, signal);
+    }
+  };
+}
+
 /** Options of {@link InOrderGate}. */
 export interface InOrderGateOptions {
-  /** A fresh consumer of the in-order queues (a stopped consumer cannot be started again). */
-  readonly build: () => GatedConsumer;
+  /**
+   * A fresh consumer of the in-order queues (a stopped consumer cannot be started again);
+   * its handler awaits `admit` before it starts a job.
+   */
+  readonly build: (admit: Admit) => GatedConsumer;
   /** Opens the lock's dedicated connection. */
   readonly connect: () => Promise<mysql.Connection>;
   readonly lockName: string;
@@ -91,6 +176,7 @@ export interface InOrderGateOptions {
 export class InOrderGate implements GatedConsumer {
   readonly #lock: NamedLock;
   #consumer: GatedConsumer | undefined;
+  #admission: Admission | undefined;
 
   /** @param options Consumer factory, lock connection, name and timing. */
   constructor(options: InOrderGateOptions) {
@@ -101,19 +187,27 @@ export class InOrderGate implements GatedConsumer {
       graceMs: options.graceMs,
       ...(options.heldGauge === undefined ? {} : { heldGauge: options.heldGauge }),
       onHeld: async () => {
-        const consumer = options.build();
+        const admission = new Admission();
+        const consumer = options.build(admission.admit);
         try {
           await consumer.start();
         } catch (err: unknown) {
+          admission.close();
           await consumer.stop();
           throw err;
         }
         this.#consumer = consumer;
+        this.#admission = admission;
         log.info("worker: consuming the in-order queues (this worker holds the lock)");
       },
+      onSuspect: () => this.#admission?.hold(),
+      onRegained: () => this.#admission?.open(),
       onLost: async () => {
         const consumer = this.#consumer;
         this.#consumer = undefined;
+        // A job waiting for admission is refused at once, so the drain need not wait for it.
+        this.#admission?.close();
+        this.#admission = undefined;
         try {
           await consumer?.stop();
         } catch (err: unknown) {
@@ -128,6 +222,11 @@ export class InOrderGate implements GatedConsumer {
   /** Whether this worker currently consumes the in-order queues. */
   get active(): boolean {
     return this.#lock.active;
+  }
+
+  /** Whether it is taking its lock again after the lock's connection failed. */
+  get reacquiring(): boolean {
+    return this.#lock.reacquiring;
   }
 
   /** Start competing for the lock; returns at once (consuming starts when elected). */

@@ -21,6 +21,7 @@ import { freePort } from "./gearmand.ts";
 export interface Mariadbd extends AsyncDisposable {
   readonly host: string;
   readonly port: number;
+  /** PID of the current process (changes after {@link restart}). */
   readonly pid: number;
   readonly datadir: string;
   /**
@@ -44,6 +45,14 @@ export interface Mariadbd extends AsyncDisposable {
   fileSizes(): Promise<Map<string, number>>;
   /** The server's error log so far. */
   errorLog(): Promise<string>;
+  /**
+   * Take the server down and keep its data directory: `SIGTERM` (an orderly shutdown, which
+   * ends every client connection) or `SIGKILL` (a crash: whatever it had not yet executed
+   * never is); a paused server is continued first for SIGTERM. Resolves once it exited.
+   */
+  down(signal: "SIGTERM" | "SIGKILL"): Promise<void>;
+  /** Start it again after {@link down}: same port, same data; resolves once it answers. */
+  restart(): Promise<void>;
   /** SIGCONT, SIGTERM (SIGKILL after 20 s), wait, remove the data directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -144,62 +153,44 @@ export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mari
       ...asRoot(),
       ...(options.extraArgs ?? []),
     ];
-    // `trap "" XFSZ` leaves SIGXFSZ ignored across exec: see limitFileSize.
-    const child = new Deno.Command("sh", {
-      args: ["-c", 'trap "" XFSZ; exec "$0" "$@"', mariadbd, ...args],
-      stdin: "null",
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    let exited = false;
-    const status = child.status.finally(() => (exited = true));
     const host = "127.0.0.1";
-    const until = performance.now() + 30_000;
-    let ready = false;
-    while (!exited && performance.now() < until) {
-      try {
-        const conn = await mysql.createConnection({
-          host,
-          port,
-          user: "root",
-          connectTimeout: 1000,
-        });
-        await conn.end();
-        ready = true;
-        break;
-      } catch {
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-    if (!ready) {
+    let running: Running | undefined = await launch(mariadbd, args, host, port);
+    if (running === undefined) {
       lastError = await readable(`${datadir}/error.log`);
-      if (!exited) child.kill("SIGKILL");
-      await status;
       continue;
     }
     let stopping: Promise<void> | undefined;
     let paused = false;
+    const down = async (signal: "SIGTERM" | "SIGKILL") => {
+      const current = running;
+      running = undefined;
+      paused = false;
+      if (current === undefined || current.exited) return;
+      try {
+        if (signal === "SIGTERM") current.child.kill("SIGCONT");
+        current.child.kill(signal);
+      } catch {
+        // already exited
+      }
+      const killTimer = setTimeout(() => {
+        if (!current.exited) current.child.kill("SIGKILL");
+      }, 20_000);
+      try {
+        await current.status;
+      } finally {
+        clearTimeout(killTimer);
+      }
+    };
     const stop = () => {
       stopping ??= (async () => {
-        if (!exited) {
-          try {
-            child.kill("SIGCONT");
-            child.kill("SIGTERM");
-          } catch {
-            // already exited
-          }
-          const killTimer = setTimeout(() => {
-            if (!exited) child.kill("SIGKILL");
-          }, 20_000);
-          try {
-            await status;
-          } finally {
-            clearTimeout(killTimer);
-          }
-        }
+        await down("SIGTERM");
         await Deno.remove(datadir, { recursive: true });
       })();
       return stopping;
+    };
+    const live = (): Running => {
+      if (running === undefined) throw new Error(`private MariaDB on port ${port} is down`);
+      return running;
     };
     const url = (o: { user?: string; password?: string; database?: string } = {}) => {
       const u = new URL(`mysql://${host}:${port}/`);
@@ -211,7 +202,9 @@ export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mari
     return {
       host,
       port,
-      pid: child.pid,
+      get pid() {
+        return running?.child.pid ?? -1;
+      },
       datadir: `${datadir}/data`,
       url,
       async query<T>(sql: string, params?: unknown[], database?: string): Promise<T> {
@@ -231,16 +224,16 @@ export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mari
       },
       pause() {
         paused = true;
-        child.kill("SIGSTOP");
+        live().child.kill("SIGSTOP");
       },
       resume() {
-        if (paused) child.kill("SIGCONT");
+        if (paused) live().child.kill("SIGCONT");
         paused = false;
       },
       async limitFileSize(bytes) {
         await run("prlimit", [
           "--pid",
-          String(child.pid),
+          String(live().child.pid),
           `--fsize=${bytes === undefined ? "unlimited" : String(bytes)}:`,
         ]);
       },
@@ -259,12 +252,69 @@ export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mari
         return sizes;
       },
       errorLog: () => readable(`${datadir}/error.log`),
+      down,
+      async restart() {
+        if (running !== undefined) throw new Error("restart() needs the server down first");
+        running = await launch(mariadbd, args, host, port);
+        if (running === undefined) {
+          throw new Error(
+            `Cannot restart the private MariaDB on port ${port}:\n${await readable(
+              `${datadir}/error.log`,
+            )}`,
+          );
+        }
+      },
       stop,
       [Symbol.asyncDispose]: stop,
     };
   }
   await Deno.remove(datadir, { recursive: true }).catch(() => {});
   throw new Error(`Cannot start a private MariaDB: not ready after 3 attempts:\n${lastError}`);
+}
+
+/** One process of the server. */
+interface Running {
+  readonly child: Deno.ChildProcess;
+  readonly status: Promise<Deno.CommandStatus>;
+  readonly exited: boolean;
+}
+
+/** Spawn the server and wait until a root connection answers; undefined if it never did. */
+async function launch(
+  mariadbd: string,
+  args: readonly string[],
+  host: string,
+  port: number,
+): Promise<Running | undefined> {
+  // `trap "" XFSZ` leaves SIGXFSZ ignored across exec: see limitFileSize.
+  const child = new Deno.Command("sh", {
+    args: ["-c", 'trap "" XFSZ; exec "$0" "$@"', mariadbd, ...args],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const state = { exited: false };
+  const status = child.status.finally(() => (state.exited = true));
+  const running: Running = {
+    child,
+    status,
+    get exited() {
+      return state.exited;
+    },
+  };
+  const until = performance.now() + 30_000;
+  while (!state.exited && performance.now() < until) {
+    try {
+      const conn = await mysql.createConnection({ host, port, user: "root", connectTimeout: 1000 });
+      await conn.end();
+      return running;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  if (!state.exited) child.kill("SIGKILL");
+  await status;
+  return undefined;
 }
 
 /** The restricted account {@link createWorkerUser} makes. */

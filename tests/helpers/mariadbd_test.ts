@@ -46,3 +46,21 @@ Deno.test("mariadbd helper: limitFileSize makes a growing table fail with 1114 u
     await conn.end();
   }
 });
+
+// What the MySQL-restart tests rely on: the server goes away for good (clients see their
+// connections end and new ones refused), and comes back on the same port with its data.
+Deno.test("mariadbd helper: down and restart keep the port and the data", async () => {
+  await using server = await startMariadbd();
+  await server.query("CREATE DATABASE d");
+  await server.query("CREATE TABLE d.t (id int primary key) ENGINE=InnoDB");
+  await server.query("INSERT INTO d.t VALUES (1)");
+  const pid = server.pid;
+  await server.down("SIGTERM");
+  await assert.rejects(server.query("SELECT 1"));
+  await server.restart();
+  assert.notEqual(server.pid, pid);
+  assert.deepEqual(await server.query("SELECT id FROM d.t"), [{ id: 1 }]);
+  await server.down("SIGKILL");
+  await server.restart();
+  assert.deepEqual(await server.query("SELECT id FROM d.t"), [{ id: 1 }]);
+});
