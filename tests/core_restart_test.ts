@@ -83,7 +83,12 @@ interface Harness extends AsyncDisposable {
   readonly pipeline: Pipeline;
   readonly clock: ManualClock;
   /** Hand one job to the pipeline's handler, as a backend would. */
-  handle(queue: string, payload: string, receivedAtMs: number): Promise<void>;
+  handle(
+    queue: string,
+    payload: string,
+    receivedAtMs: number,
+    linkOpenedAtMs?: number,
+  ): Promise<void>;
   /** Advance the clock a poll at a time until the sweep has run (or nothing is pending). */
   runSweep(): Promise<void>;
   /** Advance the clock by `ms` and let the sweep's loop look at the tables. */
@@ -120,7 +125,7 @@ function openHarness(db: ScratchDatabase, clockStartMs: number): Harness {
   const harness: Harness = {
     pipeline,
     clock,
-    async handle(queue, payload, receivedAtMs) {
+    async handle(queue, payload, receivedAtMs, linkOpenedAtMs) {
       const job: Job = {
         queue,
         server: "test",
@@ -128,6 +133,7 @@ function openHarness(db: ScratchDatabase, clockStartMs: number): Harness {
         unique: "",
         payload: new TextEncoder().encode(payload),
         receivedAt: receivedAtMs,
+        ...(linkOpenedAtMs === undefined ? {} : { linkOpenedAt: linkOpenedAtMs }),
       };
       await pipeline.handler(job, AbortSignal.timeout(30_000));
       settled();
@@ -334,6 +340,35 @@ Deno.test("core restart, backlog without a time: nothing is deleted, removed obj
   const after = await snapshot(db);
   assert.equal(after.get("N:a"), T + 5);
   assert.equal(after.get("N:b"), T + 20);
+  assert.ok(after.has("N:gone") && after.has("N:gone/1"), "removed objects linger");
+});
+
+Deno.test("core restart, backlog after a link outage without a time: nothing is deleted although the worker kept running", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  // The worker has run for an hour, but its link to the job server was down for ten minutes
+  // and came back just now: the restart job (no time) waited there with the status after it.
+  const receivedAt = (T + 600) * 1000;
+  await using h = openHarness(db, receivedAt - 3_600_000);
+  await using w = watch(db, KEPT, T);
+
+  await h.handle("statusngin_hoststatus", hostJob([["a", T + 5]]), receivedAt - 10);
+  await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 5]]), receivedAt - 5);
+  await h.handle(
+    "statusngin_core_restart",
+    '{"object_type":102}',
+    receivedAt,
+    receivedAt - 50,
+  );
+  await w.check();
+  await h.handle("statusngin_hoststatus", hostJob([["b", T + 20]]), receivedAt + 10);
+  await h.advance(TIMING.maxWaitMs * 2);
+  await h.runSweep();
+
+  assert.deepEqual(await w.stop(), []);
+  const after = await snapshot(db);
+  assert.equal(after.get("N:a"), T + 5);
   assert.ok(after.has("N:gone") && after.has("N:gone/1"), "removed objects linger");
 });
 

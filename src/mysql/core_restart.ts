@@ -10,9 +10,9 @@
  *
  * 1. The restart instant: the message's positive `timestamp`; else the time the job was
  *    received, less {@link RECEIVE_ALLOWANCE_MS} — unless the job arrived so soon after the
- *    worker started that it may have waited in the queue while the worker was down. Then the
- *    instant is unknown and nothing is deleted: any guess could delete status the core sent
- *    after the restart.
+ *    worker started, or after its link was (re)opened, that it may have waited in the queue
+ *    meanwhile. Then the instant is unknown and nothing is deleted: any guess could delete
+ *    status the core sent after the restart.
  * 2. The sweep waits until the status tables show that the worker has caught up past the
  *    restart (each table has a row of this node refreshed since the restart, or nothing to
  *    sweep) and has stayed so for the settle time, so the re-published status is written.
@@ -81,8 +81,9 @@ export interface RestartTiming {
   /** How often the tables are read while waiting. */
   readonly pollMs: number;
   /**
-   * A restart job without a timestamp received this soon after the worker started may have
-   * waited in the queue while the worker was down: its restart instant is unknown.
+   * A restart job without a timestamp received this soon after the worker started, or after
+   * the link that delivered it was (re)opened, may have waited in the queue while no link was
+   * up: its restart instant is unknown.
    */
   readonly startupWindowMs: number;
 }
@@ -117,6 +118,8 @@ export interface RestartJob {
   readonly messageSeconds: number | null;
   /** When the job was received, epoch milliseconds. */
   readonly receivedAtMs: number;
+  /** When the link that delivered it was opened, epoch milliseconds; null when unknown. */
+  readonly linkOpenedAtMs: number | null;
 }
 
 /** A recorded restart waiting for its sweep. */
@@ -172,11 +175,15 @@ export class StatusCleaner {
     if (restart.messageSeconds !== null && restart.messageSeconds > 0) {
       cutoff = restart.messageSeconds;
       source = "message";
-    } else if (restart.receivedAtMs - this.#startedAtMs < this.#timing.startupWindowMs) {
+    } else if (
+      restart.receivedAtMs -
+          Math.max(this.#startedAtMs, restart.linkOpenedAtMs ?? this.#startedAtMs) <
+        this.#timing.startupWindowMs
+    ) {
       log.info(
         "pipeline: monitoring core restarted at an unknown time (the restart job may have " +
-          "waited while the worker was down); status rows are kept, objects removed from the " +
-          "configuration stay until the next restart",
+          "waited in the queue while the worker or its link was down); status rows are kept, " +
+          "objects removed from the configuration stay until the next restart",
         { node_name: o.nodeName },
       );
       return;

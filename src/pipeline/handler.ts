@@ -189,6 +189,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         await options.statusCleaner.onRestart({
           messageSeconds: decoded.cutoffSource === "message" ? decoded.cutoff : null,
           receivedAtMs: job.receivedAt,
+          linkOpenedAtMs: job.linkOpenedAt ?? null,
         }, signal);
         return;
     }
