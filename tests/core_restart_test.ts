@@ -45,6 +45,12 @@ const TIMING: RestartTiming = {
   startupWindowMs: 60_000,
 };
 
+/**
+ * The captured restart job: `{"object_type": 102, "timestamp": 0}`; 0 means "no time", as
+ * current brokers send none.
+ */
+const RESTART = Deno.readTextFileSync(new URL("statusngin_core_restart.job", FIXTURES));
+
 /** The restart, in the core's clock: its second, and when the worker received the job. */
 const T = 1_800_000_000;
 
@@ -288,7 +294,7 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   // Status the core re-published after the restart may be handled before the restart job.
   await h.handle("statusngin_servicestatus", serviceJob([["b/1", T]]), receivedAt + 5);
   await w.check();
-  await h.handle("statusngin_core_restart", '{"object_type":102}', receivedAt);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
   await w.check();
   assert.ok((await snapshot(db)).has("N:gone"), "nothing is deleted when the job arrives");
 
@@ -329,7 +335,7 @@ Deno.test("core restart, backlog without a time: nothing is deleted, removed obj
   await h.handle("statusngin_hoststatus", hostJob([["a", T + 5]]), receivedAt - 10);
   await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 5]]), receivedAt - 5);
   await w.check();
-  await h.handle("statusngin_core_restart", '{"object_type":102}', receivedAt);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
   await w.check();
   await h.handle("statusngin_hoststatus", hostJob([["b", T + 20]]), receivedAt + 10);
   await h.handle("statusngin_servicestatus", serviceJob([["b/1", T + 20]]), receivedAt + 20);
@@ -357,7 +363,7 @@ Deno.test("core restart, backlog after a link outage without a time: nothing is 
   await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 5]]), receivedAt - 5);
   await h.handle(
     "statusngin_core_restart",
-    '{"object_type":102}',
+    RESTART,
     receivedAt,
     receivedAt - 50,
   );
@@ -407,12 +413,12 @@ Deno.test("core restart: a later restart before the sweep moves the cutoff, one 
   await seed(db);
   const first = T * 1000 + 700;
   await using h = openHarness(db, first - 600_000);
-  await h.handle("statusngin_core_restart", '{"object_type":102}', first);
+  await h.handle("statusngin_core_restart", RESTART, first);
   // A second restart 30 s later; a was only updated between the two and is gone after it.
   await h.handle("statusngin_hoststatus", hostJob([["a", T + 5]]), first + 5_000);
   await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 5]]), first + 5_000);
   const second = first + 30_000;
-  await h.handle("statusngin_core_restart", '{"object_type":102}', second);
+  await h.handle("statusngin_core_restart", RESTART, second);
   await h.handle("statusngin_hoststatus", hostJob([["b", T + 30], ["c", T + 30]]), second + 100);
   await h.handle(
     "statusngin_servicestatus",

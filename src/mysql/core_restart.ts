@@ -290,7 +290,7 @@ export class StatusCleaner {
     }
   }
 
-  /** Whether each status table has this node's rows refreshed since `cutoff`, or none older. */
+  /** Whether each status table has a row of this node refreshed since `cutoff` (or no row of it). */
   async #caughtUp(cutoff: number, signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
     // No row of this node at all: nothing to wait for in that table.
