@@ -101,7 +101,7 @@ interface Harness extends AsyncDisposable {
   advance(ms: number): Promise<void>;
 }
 
-function openHarness(db: ScratchDatabase, clockStartMs: number): Harness {
+function openHarness(db: ScratchDatabase, clockStartMs: number, openItcockpit = false): Harness {
   const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 8 });
   const clock = new ManualClock(clockStartMs);
   const pipeline = new Pipeline({
@@ -113,7 +113,7 @@ function openHarness(db: ScratchDatabase, clockStartMs: number): Harness {
     },
     nodeName: "N",
     statusMaxAgeSeconds: 0,
-    openItcockpit: false,
+    openItcockpit,
     perfdataToMysql: true,
     statsIntervalMs: 0,
     coreRestart: { clock, timing: TIMING },
@@ -431,6 +431,49 @@ Deno.test("core restart: a later restart before the sweep moves the cutoff, one 
     "N:b/1",
     "N:c",
     "N:c/1",
+    "O:x",
+    "O:x/1",
+  ]);
+});
+
+Deno.test("core restart: when a table never shows a refreshed row (every service removed), the sweep runs after the longest wait", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "a", node_name: "N", status_update_time: T - 300 },
+  ]);
+  await insertRows(db, SERVICESTATUS, [
+    { hostname: "a", service_description: "1", node_name: "N", status_update_time: T - 300 },
+  ]);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await using w = watch(db, ["N:a"], T);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
+  await h.advance(TIMING.maxWaitMs - TIMING.pollMs);
+  assert.ok((await snapshot(db)).has("N:a/1"), "still waiting for the services");
+  await h.runSweep();
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()], ["N:a"]);
+});
+
+Deno.test("core restart, openITCOCKPIT mode: rows of objects missing or disabled there go at once, services first", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  await db.query("CREATE TABLE hosts (uuid varchar(255) NULL, disabled int NOT NULL)");
+  await db.query("CREATE TABLE services (uuid varchar(255) NULL, disabled int NOT NULL)");
+  await db.query(
+    "INSERT INTO hosts VALUES ('a', 0), ('b', 0), ('c', 1), ('x', 0), (NULL, 0)",
+  );
+  await db.query("INSERT INTO services VALUES ('1', 0), (NULL, 0)");
+  await using h = openHarness(db, T * 1000, true);
+  await h.handle("statusngin_core_restart", RESTART, T * 1000);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [
+    "N:a",
+    "N:a/1",
+    "N:b",
+    "N:b/1",
     "O:x",
     "O:x/1",
   ]);

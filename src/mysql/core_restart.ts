@@ -385,7 +385,8 @@ export function sweepStatement(
 
 /**
  * The openITCOCKPIT-mode cleanup of one status table (D.1): rows whose object is missing or
- * disabled in openITCOCKPIT's own tables, whatever their node or age.
+ * disabled in openITCOCKPIT's own tables, whatever their node or age; a service row also when
+ * its host is.
  *
  * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
  * @returns The statement.
@@ -402,8 +403,11 @@ export function openItcockpitStatement(table: StatusTable): SweepStatement {
     }
     : {
       table,
+      // A service whose host goes goes too: no service row is left without its host row.
       sql: "DELETE s FROM `statusengine_servicestatus` s WHERE NOT EXISTS " +
-        "(SELECT 1 FROM `services` v WHERE v.`uuid` = s.`service_description` AND v.`disabled` = 0)",
+        "(SELECT 1 FROM `services` v WHERE v.`uuid` = s.`service_description` AND v.`disabled` = 0) " +
+        "OR NOT EXISTS " +
+        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
       values: [],
     };
 }
