@@ -1,54 +1,183 @@
 /**
- * Core restart end to end: gearmand → startWorker → MariaDB (D4, P7,
- * D.1).
+ * Core restart against real MariaDB through the real pipeline (docs/core-restart.md).
  *
- * What would break without it: the Go worker's DELETE is not scoped by node and
- * wipes every other node's status rows in a shared database; a DELETE that does
- * not first commit what the status writer holds lets stale rows written just
- * before the restart survive it; a DELETE by the worker's clock instead of the
- * message's timestamp removes rows written after the restart, and a late-handled message
- * without a timestamp must not delete what the core sent after it.
+ * The restart job carries no time (or, from some brokers, the restart's `timestamp`). What
+ * must hold at every moment, checked by a watcher that reads both status tables in one
+ * statement over and over while each scenario runs, and after every step:
+ *
+ * - no service row of a node without the host row of the same node (the Statusengine UI
+ *   joins services on their host's status and shows `hoststatus: null` otherwise);
+ * - every object the core still has keeps its rows (the tables are never emptied);
+ * - no row the core reported after the restart is ever deleted;
+ * - another node's rows are never touched.
+ *
+ * And once the core has re-published its objects (live, or with the restart's time known),
+ * the rows of objects removed from the configuration are gone.
+ *
+ * The sweep's clock is driven by hand, so "the settle time has passed" is a step of the test,
+ * never a race against a loaded machine.
  */
 import assert from "node:assert/strict";
-import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
-import { startGearmand } from "./helpers/gearmand.ts";
-import { lockTables, waitForBlocked } from "./helpers/mysql_lock.ts";
-import { configureLogging, resetLogging } from "../src/log.ts";
-import { waitFor } from "./helpers/wait.ts";
+import mysql from "mysql2/promise";
 import {
-  createSchema,
-  jobsAtGearmand,
-  metricValue,
-  publish,
-  startTestWorker,
-  testConfig,
-} from "./helpers/worker.ts";
+  connectionOptionsOf,
+  createScratchDatabase,
+  type ScratchDatabase,
+} from "./helpers/mysql.ts";
+import { createSchema } from "./helpers/worker.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { Pipeline } from "../src/pipeline/pipeline.ts";
+import { poolExecutor } from "../src/mysql/executor.ts";
+import { type RestartClock, type RestartTiming } from "../src/mysql/core_restart.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import { adjustRow } from "../src/mysql/values.ts";
 import type { Row } from "../src/events/types.ts";
+import type { Job } from "../src/consumer/contract.ts";
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const HOSTSTATUS = "statusengine_hoststatus";
 const SERVICESTATUS = "statusengine_servicestatus";
-const HOST_QUEUE = "statusngin_hoststatus";
-const RESTART_QUEUE = "statusngin_core_restart";
+const TIMING: RestartTiming = {
+  settleMs: 10_000,
+  maxWaitMs: 300_000,
+  pollMs: 1_000,
+  startupWindowMs: 60_000,
+};
 
-/** Rows written straight into a status table (columns not given take their D6 defaults). */
-async function insertRows(
-  db: ScratchDatabase,
-  table: typeof HOSTSTATUS | typeof SERVICESTATUS,
-  rows: readonly Row[],
-): Promise<void> {
-  const values = rows.flatMap((r) => adjustRow(table, r).values);
-  await db.query(insertStatement(TABLES[table], rows.length), values);
+/**
+ * The captured restart job: `{"object_type": 102, "timestamp": 0}`; 0 means "no time", as
+ * current brokers send none.
+ */
+const RESTART = Deno.readTextFileSync(new URL("statusngin_core_restart.job", FIXTURES));
+
+/** The restart, in the core's clock: its second, and when the worker received the job. */
+const T = 1_800_000_000;
+
+/** A clock the test advances; `sleep` resolves only when the test moves time past it. */
+class ManualClock implements RestartClock {
+  #now: number;
+  #sleepers: { until: number; resolve: () => void }[] = [];
+  constructor(startMs: number) {
+    this.#now = startMs;
+  }
+  nowMs(): number {
+    return this.#now;
+  }
+  sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const sleeper = { until: this.#now + ms, resolve };
+      this.#sleepers.push(sleeper);
+      signal.addEventListener("abort", () => {
+        this.#sleepers = this.#sleepers.filter((s) => s !== sleeper);
+        reject(signal.reason);
+      }, { once: true });
+    });
+  }
+  get sleepers(): number {
+    return this.#sleepers.length;
+  }
+  advance(ms: number): void {
+    this.#now += ms;
+    const due = this.#sleepers.filter((s) => s.until <= this.#now);
+    this.#sleepers = this.#sleepers.filter((s) => s.until > this.#now);
+    for (const s of due) s.resolve();
+  }
 }
 
-/** A hoststatus bulk job from the fixture with one event per (host, timestamp). */
-function hostStatusJob(events: readonly { host: string; ts: number }[]): string {
-  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${HOST_QUEUE}.job`, FIXTURES)));
+interface Harness extends AsyncDisposable {
+  readonly pipeline: Pipeline;
+  readonly clock: ManualClock;
+  /** Hand one job to the pipeline's handler, as a backend would. */
+  handle(
+    queue: string,
+    payload: string,
+    receivedAtMs: number,
+    linkOpenedAtMs?: number,
+  ): Promise<void>;
+  /** Advance the clock a poll at a time until the sweep has run (or nothing is pending). */
+  runSweep(): Promise<void>;
+  /** Advance the clock by `ms` and let the sweep's loop look at the tables. */
+  advance(ms: number): Promise<void>;
+}
+
+function openHarness(db: ScratchDatabase, clockStartMs: number, openItcockpit = false): Harness {
+  const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 8 });
+  const clock = new ManualClock(clockStartMs);
+  const pipeline = new Pipeline({
+    executor: poolExecutor(pool),
+    batchSize: 100,
+    deadLetters: {
+      write: (r) => Promise.reject(new Error(`unexpected dead letter: ${r.reason} ${r.error}`)),
+      close: () => Promise.resolve(),
+    },
+    nodeName: "N",
+    statusMaxAgeSeconds: 0,
+    openItcockpit,
+    perfdataToMysql: true,
+    statsIntervalMs: 0,
+    coreRestart: { clock, timing: TIMING },
+  });
+  let idle = true;
+  let sweepError: unknown;
+  const settled = () => {
+    idle = false;
+    pipeline.statusCleaner.idle().then(() => idle = true, (err: unknown) => {
+      sweepError = err;
+      idle = true;
+    });
+  };
+  let seq = 0;
+  const harness: Harness = {
+    pipeline,
+    clock,
+    async handle(queue, payload, receivedAtMs, linkOpenedAtMs) {
+      const job: Job = {
+        queue,
+        server: "test",
+        handle: `H:${++seq}`,
+        unique: "",
+        payload: new TextEncoder().encode(payload),
+        receivedAt: receivedAtMs,
+        ...(linkOpenedAtMs === undefined ? {} : { linkOpenedAt: linkOpenedAtMs }),
+      };
+      await pipeline.handler(job, AbortSignal.timeout(30_000));
+      settled();
+    },
+    async advance(ms) {
+      // The loop is parked in a sleep (or idle) before time moves, and again after.
+      await waitFor(() => idle || clock.sleepers > 0, { message: "sweep loop parked" });
+      clock.advance(ms);
+      await new Promise((r) => setTimeout(r, 0));
+      await waitFor(() => idle || clock.sleepers > 0, { message: "sweep loop parked again" });
+    },
+    async runSweep() {
+      for (let i = 0; i < 1_000 && !idle; i++) await harness.advance(TIMING.pollMs);
+      assert.ok(idle, "the sweep ran");
+      assert.equal(sweepError, undefined);
+    },
+    async [Symbol.asyncDispose]() {
+      await pipeline.close(5_000);
+      await pool.end();
+    },
+  };
+  return harness;
+}
+
+/** Rows written straight into a status table (what the tables held before the scenario). */
+async function insertRows(db: ScratchDatabase, table: string, rows: readonly Row[]) {
+  const t = table as typeof HOSTSTATUS;
+  await db.query(
+    insertStatement(TABLES[t], rows.length),
+    rows.flatMap((r) => adjustRow(t, r).values),
+  );
+}
+
+/** A hoststatus bulk job built from the real fixture, one event per (host, second). */
+function hostJob(events: readonly [host: string, ts: number][]): string {
+  const doc = JSON.parse(Deno.readTextFileSync(new URL("statusngin_hoststatus.job", FIXTURES)));
   const template = doc.messages[0];
-  doc.messages = events.map(({ host, ts }) => {
+  doc.messages = events.map(([host, ts]) => {
     const m = structuredClone(template);
     m.timestamp = ts;
     m.hoststatus.name = host;
@@ -57,196 +186,295 @@ function hostStatusJob(events: readonly { host: string; ts: number }[]): string 
   return JSON.stringify(doc);
 }
 
-async function hostRows(db: ScratchDatabase): Promise<string[]> {
-  const rows = await db.query<{ hostname: string; node_name: string; t: number }[]>(
-    `SELECT hostname, node_name, status_update_time AS t FROM ${HOSTSTATUS} ORDER BY hostname`,
+/** A servicestatus bulk job built from the real fixture, one event per (host/service, second). */
+function serviceJob(events: readonly [key: string, ts: number][]): string {
+  const doc = JSON.parse(
+    Deno.readTextFileSync(new URL("statusngin_servicestatus.job", FIXTURES)),
   );
-  return rows.map((r) => `${r.hostname}@${r.node_name}:${Number(r.t)}`);
-}
-
-async function serviceRows(db: ScratchDatabase): Promise<string[]> {
-  const rows = await db.query<{ service_description: string; node_name: string; t: number }[]>(
-    `SELECT service_description, node_name, status_update_time AS t FROM ${SERVICESTATUS} ` +
-      "ORDER BY service_description",
-  );
-  return rows.map((r) => `${r.service_description}@${r.node_name}:${Number(r.t)}`);
-}
-
-Deno.test("core restart: deletes only this node's status rows older than the message timestamp, after committing what the status writer held (D4, P7)", async () => {
-  const cutoff = 1_760_000_000; // the message's timestamp; the worker's clock is far later
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await insertRows(db, HOSTSTATUS, [
-    { hostname: "old-N", node_name: "N", status_update_time: cutoff - 100 },
-    { hostname: "edge-N", node_name: "N", status_update_time: cutoff },
-    { hostname: "new-N", node_name: "N", status_update_time: cutoff + 100 },
-    { hostname: "old-OTHER", node_name: "OTHER", status_update_time: cutoff - 100 },
-  ]);
-  await insertRows(db, SERVICESTATUS, [
-    { hostname: "h", service_description: "old-N", node_name: "N", status_update_time: cutoff - 1 },
-    { hostname: "h", service_description: "new-N", node_name: "N", status_update_time: cutoff + 1 },
-    {
-      hostname: "h",
-      service_description: "old-OTHER",
-      node_name: "OTHER",
-      status_update_time: cutoff - 1000,
-    },
-  ]);
-  await using worker = await startTestWorker(
-    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
-  );
-  const hostWriter = worker.pipeline.writers[HOSTSTATUS];
-  // Rows the table's writers hold, buffered or in a statement held by the lock.
-  const held = () => hostWriter.shards.reduce((n, s) => n + s.buffered + s.statementRows, 0);
-
-  const lock = await lockTables(db, [HOSTSTATUS]);
-  try {
-    // One status statement in flight (held by the lock) ...
-    await publish(gearmand.addr, HOST_QUEUE, [
-      hostStatusJob([{ host: "in-flight", ts: cutoff + 10 }]),
-    ]);
-    await waitForBlocked(db, "INSERT INTO `statusengine_hoststatus`%");
-    // ... and two status rows held behind it, one of them older than the restart.
-    await publish(gearmand.addr, HOST_QUEUE, [
-      hostStatusJob([{ host: "held-old", ts: cutoff - 50 }, { host: "held-new", ts: cutoff + 50 }]),
-    ]);
-    await waitFor(() => held() === 3, { message: "three status rows held by the writers" });
-    // The restart arrives while the writer still holds them.
-    await publish(gearmand.addr, RESTART_QUEUE, [
-      JSON.stringify({ object_type: 102, timestamp: cutoff }),
-    ]);
-    await waitFor(
-      async () =>
-        (await metricValue(worker, "statusengine_queue_jobs_in_flight", {
-          queue_name: RESTART_QUEUE,
-        })) === 1,
-      { message: "restart job in its handler" },
-    );
-    // (The table cannot be read while the test holds its WRITE lock; the writers say the
-    // rows are still uncommitted.)
-    assert.equal(held(), 3);
-  } finally {
-    await lock.unlock();
-  }
-  await waitFor(async () =>
-    (await jobsAtGearmand(gearmand.addr, RESTART_QUEUE)) === 0 &&
-    (await jobsAtGearmand(gearmand.addr, HOST_QUEUE)) === 0 &&
-    (await metricValue(worker, "statusengine_queue_jobs_total", {
-        queue_name: RESTART_QUEUE,
-        result: "completed",
-      })) === 1, { message: "restart and status jobs completed" });
-
-  assert.deepEqual(await hostRows(db), [
-    `edge-N@N:${cutoff}`, // not older than the cutoff
-    `held-new@N:${cutoff + 50}`,
-    `in-flight@N:${cutoff + 10}`,
-    `new-N@N:${cutoff + 100}`,
-    `old-OTHER@OTHER:${cutoff - 100}`, // another node's row is never touched
-  ]);
-  assert.deepEqual(await serviceRows(db), [
-    `new-N@N:${cutoff + 1}`,
-    `old-OTHER@OTHER:${cutoff - 1000}`,
-  ]);
-  assert.equal(
-    await metricValue(worker, "statusengine_pipeline_errors_total", { component: "mysql" }),
-    0,
-  );
-});
-
-Deno.test("core restart: without a timestamp the job's receive time is the cutoff, still scoped to this node (D4, D.1)", async () => {
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  const now = Math.floor(Date.now() / 1000);
-  await insertRows(db, HOSTSTATUS, [
-    { hostname: "stale-N", node_name: "N", status_update_time: now - 3600 },
-    { hostname: "ahead-N", node_name: "N", status_update_time: now + 3600 },
-    { hostname: "stale-OTHER", node_name: "OTHER", status_update_time: now - 3600 },
-  ]);
-  await insertRows(db, SERVICESTATUS, [
-    { hostname: "h", service_description: "stale-N", node_name: "N", status_update_time: now - 60 },
-    { hostname: "h", service_description: "ahead-N", node_name: "N", status_update_time: now + 60 },
-  ]);
-  await using worker = await startTestWorker(
-    testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
-  );
-  // The fixture: {"object_type": 102, "timestamp": 0} — 0 means "not provided".
-  await publish(gearmand.addr, RESTART_QUEUE, [
-    await Deno.readTextFile(new URL(`${RESTART_QUEUE}.job`, FIXTURES)),
-  ]);
-  await waitFor(async () =>
-    (await metricValue(worker, "statusengine_queue_jobs_total", {
-      queue_name: RESTART_QUEUE,
-      result: "completed",
-    })) === 1, { message: "restart job completed" });
-  assert.deepEqual(await hostRows(db), [
-    `ahead-N@N:${now + 3600}`,
-    `stale-OTHER@OTHER:${now - 3600}`,
-  ]);
-  assert.deepEqual(await serviceRows(db), [`ahead-N@N:${now + 60}`]);
-});
-
-// The incident: a worker started 30 s after a core restart handled the restart message (no
-// timestamp) by its own clock and deleted the fresh status rows the core had published after
-// the restart, which it had received alongside. The cutoff is now the time the job was
-// received, capped at the newest status already written for this node.
-Deno.test("core restart: a worker started after the restart keeps the status rows published after it (late start, D.1)", async () => {
-  const restart = Math.floor(Date.now() / 1000) - 30;
-  const newestBefore = restart - 5;
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await insertRows(db, HOSTSTATUS, [
-    { hostname: "removed-N", node_name: "N", status_update_time: restart - 100 },
-    { hostname: "kept-N", node_name: "N", status_update_time: newestBefore },
-    { hostname: "old-OTHER", node_name: "OTHER", status_update_time: restart - 100 },
-  ]);
-  // What the core sent while no worker ran: the restart (no timestamp), then fresh status.
-  await publish(gearmand.addr, RESTART_QUEUE, [JSON.stringify({ object_type: 102 })]);
-  await publish(gearmand.addr, HOST_QUEUE, [
-    hostStatusJob([{ host: "kept-N", ts: restart + 10 }, { host: "new-N", ts: restart + 20 }]),
-  ]);
-
-  const logs: { message: string; properties: Record<string, unknown> }[] = [];
-  await configureLogging({
-    level: "info",
-    format: "json",
-    write: (line) => logs.push(JSON.parse(line)),
+  const template = doc.messages[0];
+  doc.messages = events.map(([key, ts]) => {
+    const [host, service] = key.split("/");
+    const m = structuredClone(template);
+    m.timestamp = ts;
+    m.servicestatus.host_name = host;
+    m.servicestatus.description = service;
+    return m;
   });
-  try {
-    // Reads pass, writes wait: the fresh rows cannot commit before the cutoff is taken,
-    // so the restart's flush is what commits them, right before its DELETE.
-    const lock = await lockTables(db, [HOSTSTATUS], { mode: "READ" });
-    await using worker = await startTestWorker(
-      testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url, statusMaxAgeSeconds: 300 }),
-    );
-    try {
-      await waitForBlocked(db, "INSERT INTO `statusengine_hoststatus`%");
-      await waitFor(
-        () => logs.some((l) => l.message.startsWith("pipeline: monitoring core restarted")),
-        { message: "restart cutoff taken" },
-      );
-    } finally {
-      await lock.unlock();
+  return JSON.stringify(doc);
+}
+
+/** One consistent read of both tables: `node:host` and `node:host/service` → update time. */
+async function snapshot(db: ScratchDatabase): Promise<Map<string, number>> {
+  const rows = await db.query<{ k: string; t: number }[]>(
+    `SELECT CONCAT(node_name, ':', hostname) AS k, status_update_time AS t FROM ${HOSTSTATUS} ` +
+      `UNION ALL SELECT CONCAT(node_name, ':', hostname, '/', service_description), ` +
+      `status_update_time FROM ${SERVICESTATUS}`,
+  );
+  return new Map(rows.map((r) => [r.k, Number(r.t)]));
+}
+
+/**
+ * Reads the tables over and over and records every broken invariant.
+ *
+ * @param kept Objects the core still has (`node:host`, `node:host/service`).
+ * @param cutoff Rows with a status time from here on were reported after the restart.
+ */
+function watch(db: ScratchDatabase, kept: readonly string[], cutoff: number) {
+  const violations: string[] = [];
+  const fresh = new Set<string>();
+  const check = async () => {
+    const snap = await snapshot(db);
+    for (const [k, t] of snap) {
+      const slash = k.indexOf("/");
+      if (slash >= 0 && !snap.has(k.slice(0, slash))) violations.push(`${k} without its host`);
+      if (t >= cutoff) fresh.add(k);
     }
-    await waitFor(async () =>
-      (await metricValue(worker, "statusengine_queue_jobs_total", {
-          queue_name: RESTART_QUEUE,
-          result: "completed",
-        })) === 1 &&
-      (await metricValue(worker, "statusengine_queue_jobs_total", {
-          queue_name: HOST_QUEUE,
-          result: "completed",
-        })) === 1, { message: "restart and status jobs completed" });
-    const line = logs.find((l) => l.message.startsWith("pipeline: monitoring core restarted"));
-    assert.equal(line?.properties["cutoff"], newestBefore);
-  } finally {
-    await resetLogging();
-  }
-  assert.deepEqual(await hostRows(db), [
-    `kept-N@N:${restart + 10}`,
-    `new-N@N:${restart + 20}`,
-    `old-OTHER@OTHER:${restart - 100}`,
+    for (const k of kept) if (!snap.has(k)) violations.push(`${k} (still in the core) missing`);
+    for (const k of fresh) {
+      if ((snap.get(k) ?? -1) < cutoff) violations.push(`${k} (reported after restart) deleted`);
+    }
+  };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      await check();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  })();
+  // Stopped before the scratch database is dropped, also when the test fails.
+  const halt = async () => {
+    running = false;
+    await loop.catch(() => {});
+  };
+  return {
+    check,
+    [Symbol.asyncDispose]: halt,
+    async stop(): Promise<string[]> {
+      running = false;
+      await loop;
+      await check();
+      return [...new Set(violations)];
+    },
+  };
+}
+
+/** Before the restart: node N has hosts a, b, c, gone; node O one host and service. */
+async function seed(db: ScratchDatabase): Promise<void> {
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "a", node_name: "N", status_update_time: T - 300 },
+    { hostname: "b", node_name: "N", status_update_time: T - 1 },
+    { hostname: "c", node_name: "N", status_update_time: T - 10 },
+    { hostname: "gone", node_name: "N", status_update_time: T - 50 },
+    { hostname: "x", node_name: "O", status_update_time: T - 1000 },
+  ]);
+  await insertRows(db, SERVICESTATUS, [
+    { hostname: "a", service_description: "1", node_name: "N", status_update_time: T - 300 },
+    { hostname: "a", service_description: "2", node_name: "N", status_update_time: T - 200 },
+    { hostname: "b", service_description: "1", node_name: "N", status_update_time: T - 20 },
+    { hostname: "c", service_description: "1", node_name: "N", status_update_time: T - 10 },
+    // Removed with its host; last updated the second before the restart.
+    { hostname: "gone", service_description: "1", node_name: "N", status_update_time: T - 1 },
+    { hostname: "x", service_description: "1", node_name: "O", status_update_time: T - 1000 },
+  ]);
+}
+
+/** What the core still has after the restart, and another node's rows. */
+const KEPT = ["N:a", "N:b", "N:c", "N:a/1", "N:a/2", "N:b/1", "N:c/1", "O:x", "O:x/1"];
+
+Deno.test("core restart, live: rows not refreshed since the restart are swept only after the core re-published its objects, services before hosts", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  // The worker has run for ten minutes; the job arrives 700 ms into the restart's second
+  // (it carries no time).
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await using w = watch(db, KEPT, T);
+
+  // Status the core re-published after the restart may be handled before the restart job.
+  await h.handle("statusngin_servicestatus", serviceJob([["b/1", T]]), receivedAt + 5);
+  await w.check();
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await w.check();
+  assert.ok((await snapshot(db)).has("N:gone"), "nothing is deleted when the job arrives");
+
+  // The settle time passes before the hosts are re-published: no sweep yet.
+  await h.advance(TIMING.settleMs * 2);
+  assert.ok((await snapshot(db)).has("N:gone/1"), "no sweep before the hosts report again");
+  await w.check();
+
+  // The rest of the re-published status; host c's own status does not come (yet).
+  await h.handle("statusngin_hoststatus", hostJob([["a", T], ["b", T + 1]]), receivedAt + 200);
+  await w.check();
+  await h.handle(
+    "statusngin_servicestatus",
+    serviceJob([["a/1", T], ["a/2", T + 1], ["c/1", T]]),
+    receivedAt + 300,
+  );
+  await w.check();
+
+  await h.runSweep();
+  assert.deepEqual(await w.stop(), []);
+  const after = await snapshot(db);
+  assert.deepEqual([...after.keys()].sort(), [...KEPT].sort(), "gone and gone/1 swept");
+  // c stays: its service reported after the restart, so the core still has the host.
+  assert.equal(after.get("N:c"), T - 10);
+  assert.equal(after.get("O:x"), T - 1000);
+});
+
+Deno.test("core restart, backlog without a time: nothing is deleted, removed objects stay until the next restart", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  // The worker was down for ten minutes and has just started: the restart job (no time)
+  // waited in the queue with the status the core sent after it.
+  const receivedAt = (T + 600) * 1000;
+  await using h = openHarness(db, receivedAt - 2_000);
+  await using w = watch(db, KEPT, T);
+
+  await h.handle("statusngin_hoststatus", hostJob([["a", T + 5]]), receivedAt - 10);
+  await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 5]]), receivedAt - 5);
+  await w.check();
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await w.check();
+  await h.handle("statusngin_hoststatus", hostJob([["b", T + 20]]), receivedAt + 10);
+  await h.handle("statusngin_servicestatus", serviceJob([["b/1", T + 20]]), receivedAt + 20);
+  await h.advance(TIMING.maxWaitMs * 2);
+  await h.runSweep();
+
+  assert.deepEqual(await w.stop(), []);
+  const after = await snapshot(db);
+  assert.equal(after.get("N:a"), T + 5);
+  assert.equal(after.get("N:b"), T + 20);
+  assert.ok(after.has("N:gone") && after.has("N:gone/1"), "removed objects linger");
+});
+
+Deno.test("core restart, backlog after a link outage without a time: nothing is deleted although the worker kept running", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  // The worker has run for an hour, but its link to the job server was down for ten minutes
+  // and came back just now: the restart job (no time) waited there with the status after it.
+  const receivedAt = (T + 600) * 1000;
+  await using h = openHarness(db, receivedAt - 3_600_000);
+  await using w = watch(db, KEPT, T);
+
+  await h.handle("statusngin_hoststatus", hostJob([["a", T + 5]]), receivedAt - 10);
+  await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 5]]), receivedAt - 5);
+  await h.handle(
+    "statusngin_core_restart",
+    RESTART,
+    receivedAt,
+    receivedAt - 50,
+  );
+  await w.check();
+  await h.handle("statusngin_hoststatus", hostJob([["b", T + 20]]), receivedAt + 10);
+  await h.advance(TIMING.maxWaitMs * 2);
+  await h.runSweep();
+
+  assert.deepEqual(await w.stop(), []);
+  const after = await snapshot(db);
+  assert.equal(after.get("N:a"), T + 5);
+  assert.ok(after.has("N:gone") && after.has("N:gone/1"), "removed objects linger");
+});
+
+Deno.test("core restart, backlog with the restart's time: swept once the backlog passed the restart, nothing reported after it deleted", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const receivedAt = (T + 600) * 1000;
+  await using h = openHarness(db, receivedAt - 2_000);
+  await using w = watch(db, KEPT, T);
+
+  // The status backlog drains alongside the restart job.
+  await h.handle("statusngin_servicestatus", serviceJob([["a/1", T], ["c/1", T]]), receivedAt);
+  await w.check();
+  await h.handle(
+    "statusngin_core_restart",
+    JSON.stringify({ object_type: 102, timestamp: T }),
+    receivedAt + 1,
+  );
+  await w.check();
+  await h.advance(TIMING.settleMs * 2);
+  assert.ok((await snapshot(db)).has("N:gone"), "not swept while the hosts lag behind");
+  await h.handle("statusngin_hoststatus", hostJob([["a", T], ["b", T + 1]]), receivedAt + 2);
+  await w.check();
+  await h.handle("statusngin_servicestatus", serviceJob([["a/2", T + 1], ["b/1", T]]), receivedAt);
+  await w.check();
+  await h.runSweep();
+
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
+});
+
+Deno.test("core restart: a later restart before the sweep moves the cutoff, one sweep covers both", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const first = T * 1000 + 700;
+  await using h = openHarness(db, first - 600_000);
+  await h.handle("statusngin_core_restart", RESTART, first);
+  // A second restart 30 s later; a was only updated between the two and is gone after it.
+  await h.handle("statusngin_hoststatus", hostJob([["a", T + 5]]), first + 5_000);
+  await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 5]]), first + 5_000);
+  const second = first + 30_000;
+  await h.handle("statusngin_core_restart", RESTART, second);
+  await h.handle("statusngin_hoststatus", hostJob([["b", T + 30], ["c", T + 30]]), second + 100);
+  await h.handle(
+    "statusngin_servicestatus",
+    serviceJob([["b/1", T + 30], ["c/1", T + 30]]),
+    second + 100,
+  );
+  await h.runSweep();
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [
+    "N:b",
+    "N:b/1",
+    "N:c",
+    "N:c/1",
+    "O:x",
+    "O:x/1",
+  ]);
+});
+
+Deno.test("core restart: when a table never shows a refreshed row (every service removed), the sweep runs after the longest wait", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "a", node_name: "N", status_update_time: T - 300 },
+  ]);
+  await insertRows(db, SERVICESTATUS, [
+    { hostname: "a", service_description: "1", node_name: "N", status_update_time: T - 300 },
+  ]);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await using w = watch(db, ["N:a"], T);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
+  await h.advance(TIMING.maxWaitMs - TIMING.pollMs);
+  assert.ok((await snapshot(db)).has("N:a/1"), "still waiting for the services");
+  await h.runSweep();
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()], ["N:a"]);
+});
+
+Deno.test("core restart, openITCOCKPIT mode: rows of objects missing or disabled there go at once, services first", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  await db.query("CREATE TABLE hosts (uuid varchar(255) NULL, disabled int NOT NULL)");
+  await db.query("CREATE TABLE services (uuid varchar(255) NULL, disabled int NOT NULL)");
+  await db.query(
+    "INSERT INTO hosts VALUES ('a', 0), ('b', 0), ('c', 1), ('x', 0), (NULL, 0)",
+  );
+  await db.query("INSERT INTO services VALUES ('1', 0), (NULL, 0)");
+  await using h = openHarness(db, T * 1000, true);
+  await h.handle("statusngin_core_restart", RESTART, T * 1000);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [
+    "N:a",
+    "N:a/1",
+    "N:b",
+    "N:b/1",
+    "O:x",
+    "O:x/1",
   ]);
 });

@@ -97,7 +97,11 @@ Deno.test("metrics: a fresh worker exports every catalogue metric with its type 
   expect("statusengine_queue_downtime_updates_unmatched_total", {}, 0);
   const build = [...values.keys()].filter((k) => k.startsWith("statusengine_build_info"));
   assert.equal(build.length, 1, "exactly one build_info series");
-  assert.match(build[0] ?? "", /version="[^"]+",deno_version="\d+\.\d+\.\d+",commit="[^"]+"/);
+  assert.match(
+    build[0] ?? "",
+    /version="[^"]+",deno_version="\d+\.\d+\.\d+",commit="([^"]+)",revision="\1"/,
+    "revision (the Go worker's label) repeats commit",
+  );
 });
 
 Deno.test("metrics: queue_connected is not pre-created, and pre-creation never resets a counter (D10)", async () => {

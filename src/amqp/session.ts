@@ -213,6 +213,8 @@ export class AmqpSession implements Link {
   // Ends retries when the session drains, is lost or closes.
   readonly #stopRetries = new AbortController();
   #lastReceivedAt = performance.now();
+  /** Epoch ms this session was built, just before it connects (Job.linkOpenedAt). */
+  readonly #openedAt = Date.now();
   readonly #probe: ProbeChannel;
 
   private constructor(options: AmqpSessionOptions) {
@@ -492,6 +494,7 @@ export class AmqpSession implements Link {
       // Raw bytes, as delivered: UTF-8 repair is the pipeline's job (P1).
       payload: tooLarge ? body.subarray(0, TOO_LARGE_KEPT_BYTES) : body,
       receivedAt: Date.now(),
+      linkOpenedAt: this.#openedAt,
     };
     const ack: Acknowledgement = {
       // On the channel that received it, the only one where the tag is valid.

@@ -34,6 +34,13 @@ export interface Job {
    * (the core-restart cutoff) use this, never the clock at handling time.
    */
   readonly receivedAt: number;
+  /**
+   * When the link (connection) that delivered the job was opened, epoch milliseconds (worker
+   * clock). A job received soon after may have waited at the broker while no link was up; the
+   * core-restart sweep then does not take the receive time for the restart's (docs/core-restart.md).
+   * Absent: unknown.
+   */
+  readonly linkOpenedAt?: number;
 }
 
 /**

@@ -319,8 +319,8 @@ export function decodeNotification(st: DecodeState, ev: JsonObject, p: JsonObjec
         is_escalated: flag(st, p, "escalated", p.escalated),
         contacts_notified_count: contacts,
         output: text(st, p, "output", p.output),
-        ack_author: text(st, p, "ack_author", p.ack_author),
-        ack_data: text(st, p, "ack_data", p.ack_data),
+        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
+        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
       },
     });
   } else {
@@ -337,8 +337,8 @@ export function decodeNotification(st: DecodeState, ev: JsonObject, p: JsonObjec
         is_escalated: flag(st, p, "escalated", p.escalated),
         contacts_notified_count: contacts,
         output: text(st, p, "output", p.output),
-        ack_author: text(st, p, "ack_author", p.ack_author),
-        ack_data: text(st, p, "ack_data", p.ack_data),
+        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
+        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
       },
     });
   }
@@ -368,8 +368,8 @@ export function decodeContactNotificationMethod(
         end_time: int(st, p, "end_time", p.end_time),
         reason_type: int(st, p, "reason_type", p.reason_type),
         output: text(st, p, "output", p.output),
-        ack_author: text(st, p, "ack_author", p.ack_author),
-        ack_data: text(st, p, "ack_data", p.ack_data),
+        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
+        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
       },
     });
   } else {
@@ -387,8 +387,8 @@ export function decodeContactNotificationMethod(
         end_time: int(st, p, "end_time", p.end_time),
         reason_type: int(st, p, "reason_type", p.reason_type),
         output: text(st, p, "output", p.output),
-        ack_author: text(st, p, "ack_author", p.ack_author),
-        ack_data: text(st, p, "ack_data", p.ack_data),
+        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
+        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
       },
     });
   }

@@ -244,7 +244,14 @@ Deno.test("appendix: statusngin_servicechecks.json yields two statusengine_servi
 });
 
 Deno.test("appendix: statusngin_service_perfdata.json yields four perfdata rows timed by start_time (D5)", () => {
-  function p(host: string, service: string, label: string, t: number, value: number, unit: string) {
+  function p(
+    host: string,
+    service: string,
+    label: string,
+    t: number,
+    value: number,
+    unit: string | null,
+  ) {
     return r("statusengine_perfdata", {
       hostname: host,
       "service_description": service,
@@ -256,7 +263,8 @@ Deno.test("appendix: statusngin_service_perfdata.json yields four perfdata rows 
     });
   }
   assertRows("statusngin_service_perfdata", [
-    p("localhost", "Current Users", "users", 1785470660, 0, ""),
+    // No unit: SQL NULL, as the legacy worker writes it (T5).
+    p("localhost", "Current Users", "users", 1785470660, 0, null),
     p("localhost", "Swap Usage", "swap", 1785470666, 0, "MB"),
     p("demo.statusengine.org", "PING", "rta", 1785470664, 0.084, "ms"),
     p("demo.statusengine.org", "PING", "pl", 1785470664, 0, "%"),

@@ -174,7 +174,8 @@ export function appendPerfdataRows(
         timestamp: ms,
         timestamp_unix: startTime,
         value: m.value,
-        unit: m.unit,
+        // No unit is SQL NULL, as the legacy worker writes it (T5).
+        unit: m.unit === "" ? null : m.unit,
       },
     });
   }

@@ -168,16 +168,15 @@ export type DecodedJob =
   }
   | {
     /**
-     * Delete this node's status rows with `status_update_time` < `cutoff` after flushing the
-     * status writers (D4, D.1).
+     * A monitoring-core restart: the pipeline records it and later sweeps this node's status
+     * rows not refreshed since it (docs/core-restart.md).
      */
     readonly kind: "core_restart";
     readonly cutoff: number;
     /**
      * `message`: the message's positive `timestamp`, the restart instant. `clock`: the message
-     * had none and `cutoff` is the decode clock; the pipeline replaces it by the job's receive
-     * time, capped at the newest status already written (a late message must not delete rows
-     * written after the restart).
+     * had none and `cutoff` is the decode clock; the pipeline uses the job's receive time
+     * instead, or no time at all when the job may have waited while the worker was down.
      */
     readonly cutoffSource: "message" | "clock";
     /** The PROCESS_RESTART events of the job; only when `collectEvents` was set. */

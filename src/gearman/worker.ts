@@ -79,6 +79,8 @@ export class QueueWorker implements Link {
   #dead = false;
   #started = false;
   #lastReceivedAt = performance.now();
+  /** Epoch ms this generation was built, just before it connects (Job.linkOpenedAt). */
+  readonly #openedAt = Date.now();
   #cancelWait: CancelWait | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #handlerAbort = new AbortController();
@@ -368,6 +370,7 @@ export class QueueWorker implements Link {
       unique: argText(args[2]),
       payload,
       receivedAt: Date.now(),
+      linkOpenedAt: this.#openedAt,
     };
     const run = this.#run(job, grant, packet.truncatedFrom, packet.exclusive === true);
     this.#running.add(run);

@@ -388,8 +388,8 @@ export const METRICS = {
   buildInfo: {
     name: "statusengine_build_info",
     type: "gauge",
-    help: "Build identity; always 1.",
-    labels: ["version", "deno_version", "commit"],
+    help: "Build identity; always 1. revision repeats commit under the Go worker's label name.",
+    labels: ["version", "deno_version", "commit", "revision"],
     precreate: "none",
   },
 } as const satisfies Record<string, MetricSpec>;

@@ -130,9 +130,11 @@ export function setBuildInfo(
   info: { version: string; denoVersion: string; commit: string },
 ): void {
   metrics.buildInfo.reset();
+  // `revision` is the Go worker's name for the commit; dashboards built for it select on it.
   metrics.buildInfo.set({
     version: info.version,
     deno_version: info.denoVersion,
     commit: info.commit,
+    revision: info.commit,
   }, 1);
 }

@@ -148,7 +148,10 @@ interface TableDefinition {
   readonly name: TableName;
   readonly writeMode: WriteMode;
   readonly noopColumn?: string;
-  /** T12/G.3: text columns that keep SQL NULL for a JSON null. */
+  /**
+   * T12/G.3: text columns that keep SQL NULL for a JSON null (a missing perfdata unit too),
+   * as the legacy worker writes them.
+   */
   readonly keepNull?: readonly string[];
   readonly columns: readonly ColumnLine[];
   readonly primaryKey: readonly string[];
@@ -234,7 +237,7 @@ const DEFINITIONS = [
     name: "statusengine_host_notifications",
     writeMode: "noop_upsert",
     noopColumn: "hostname",
-    keepNull: ["command_args"],
+    keepNull: ["command_args", "ack_author", "ack_data"],
     columns: [
       ["hostname", "varchar(255)", "NOT NULL"],
       ["start_time", "bigint(20)", "NOT NULL"],
@@ -260,6 +263,7 @@ const DEFINITIONS = [
     name: "statusengine_host_notifications_log",
     writeMode: "noop_upsert",
     noopColumn: "hostname",
+    keepNull: ["ack_author", "ack_data"],
     columns: [
       ["hostname", "varchar(255)", "NOT NULL"],
       ["start_time", "bigint(20)", "NOT NULL"],
@@ -445,6 +449,7 @@ const DEFINITIONS = [
   {
     name: "statusengine_perfdata",
     writeMode: "insert",
+    keepNull: ["unit"],
     columns: [
       ["hostname", "varchar(255)", "NULL", "NULL"],
       ["service_description", "varchar(255)", "NULL", "NULL"],
@@ -537,7 +542,7 @@ const DEFINITIONS = [
     name: "statusengine_service_notifications",
     writeMode: "noop_upsert",
     noopColumn: "service_description",
-    keepNull: ["command_args"],
+    keepNull: ["command_args", "ack_author", "ack_data"],
     columns: [
       ["service_description", "varchar(255)", "NOT NULL"],
       ["start_time", "bigint(20)", "NOT NULL"],
@@ -565,6 +570,7 @@ const DEFINITIONS = [
     name: "statusengine_service_notifications_log",
     writeMode: "noop_upsert",
     noopColumn: "hostname",
+    keepNull: ["ack_author", "ack_data"],
     columns: [
       ["hostname", "varchar(255)", "NOT NULL"],
       ["service_description", "varchar(255)", "NOT NULL"],

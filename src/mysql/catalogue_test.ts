@@ -215,14 +215,23 @@ Deno.test("catalogue: the nine weekly-partitioned tables partition by their time
   }
 });
 
-Deno.test("catalogue: only event_handler and command_args keep SQL NULL for a JSON null (G.3, T12)", () => {
+Deno.test("catalogue: event_handler, command_args, the notifications' ack_author/ack_data and the perfdata unit keep SQL NULL, as the legacy worker writes them (G.3, T5, T12)", () => {
   const keepers = ALL_TABLES.flatMap((t) =>
     t.columns.filter((c) => c.keepsNull).map((c) => `${t.name}.${c.name}`)
   );
   assert.deepEqual(keepers.sort(), [
+    "statusengine_host_notifications.ack_author",
+    "statusengine_host_notifications.ack_data",
     "statusengine_host_notifications.command_args",
+    "statusengine_host_notifications_log.ack_author",
+    "statusengine_host_notifications_log.ack_data",
     "statusengine_hoststatus.event_handler",
+    "statusengine_perfdata.unit",
+    "statusengine_service_notifications.ack_author",
+    "statusengine_service_notifications.ack_data",
     "statusengine_service_notifications.command_args",
+    "statusengine_service_notifications_log.ack_author",
+    "statusengine_service_notifications_log.ack_data",
     "statusengine_servicestatus.event_handler",
   ]);
 });

@@ -1,9 +1,24 @@
 /**
- * The status cleanup of a monitoring-core restart (D4, P7): the core forgets objects on a
- * restart and announces the rest again, so status rows not refreshed since the restart
- * belong to objects that no longer exist. The status writers first commit what they hold
- * and stay quiet while their table is cleaned, so the cleanup neither deletes rows that were
- * only waiting in a buffer nor races a statement in flight.
+ * The status sweep after a monitoring-core restart (docs/core-restart.md).
+ *
+ * The core forgets objects removed from its configuration on a restart and re-publishes the
+ * status of every object it still has within about a second of its start. Status rows that
+ * were not refreshed since the restart therefore belong to removed objects. Deleting them
+ * at once, when the restart job arrives, would empty the tables until the re-published
+ * status is written (the Statusengine UI then shows nearly empty lists, and services whose
+ * host row is gone), so the worker records the restart and sweeps later:
+ *
+ * 1. The restart instant: the message's positive `timestamp`; else the time the job was
+ *    received, less {@link RECEIVE_ALLOWANCE_MS} — unless the job arrived so soon after the
+ *    worker started, or after its link was (re)opened, that it may have waited in the queue
+ *    meanwhile. Then the instant is unknown and nothing is deleted: any guess could delete
+ *    status the core sent after the restart.
+ * 2. The sweep waits until the status tables show that the worker has caught up past the
+ *    restart (each table has a row of this node refreshed since the restart, or nothing to
+ *    sweep) and has stayed so for the settle time, so the re-published status is written.
+ * 3. Services first, then hosts without any service row left, each with both status writers
+ *    paused: what they hold is committed first (a held row from before the restart is
+ *    swept too), and no service row can ever lose its host row.
  *
  * @module
  */
@@ -13,21 +28,73 @@ import type { BuiltStatement } from "./downtime.ts";
 import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { getLogger } from "../log.ts";
+import { delay } from "../util/async.ts";
+import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
 
-/** The two tables a core restart cleans. */
-export const STATUS_TABLES = ["statusengine_hoststatus", "statusengine_servicestatus"] as const;
+/** The two tables a core restart cleans, in the order they are swept (services first). */
+export const STATUS_TABLES = ["statusengine_servicestatus", "statusengine_hoststatus"] as const;
 
 /** One of {@link STATUS_TABLES}. */
 export type StatusTable = (typeof STATUS_TABLES)[number];
+
+/**
+ * How long a restart message may have travelled from the core to the worker while the worker
+ * keeps up. The receive time less this is taken as the restart instant, so that status the
+ * core re-published in the second of its start is never older than the cutoff.
+ */
+export const RECEIVE_ALLOWANCE_MS = 500;
 
 /** What the cleaner needs of a status table's writer. */
 export interface PausableWriter {
   /** Commit what is buffered, hold the table while `fn` runs, then resume. */
   withPaused<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T>;
 }
+
+/** The clock of the sweep; tests drive it by hand. */
+export interface RestartClock {
+  /** Epoch milliseconds. */
+  nowMs(): number;
+  /** Resolve after `ms` (or reject when `signal` aborts). */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+/** The worker's clock. */
+export const SYSTEM_CLOCK: RestartClock = {
+  nowMs: () => Date.now(),
+  sleep: (ms, signal) => delay(ms, { signal }),
+};
+
+/** When the sweep runs; the defaults suit a production core (docs/core-restart.md). */
+export interface RestartTiming {
+  /**
+   * How long the tables must show the worker caught up past the restart before the sweep:
+   * the core re-publishes every object within about a second of its start.
+   */
+  readonly settleMs: number;
+  /**
+   * Sweep anyway this long after the restart was recorded (a table whose every object was
+   * removed never shows a refreshed row).
+   */
+  readonly maxWaitMs: number;
+  /** How often the tables are read while waiting. */
+  readonly pollMs: number;
+  /**
+   * A restart job without a timestamp received this soon after the worker started, or after
+   * the link that delivered it was (re)opened, may have waited in the queue while no link was
+   * up: its restart instant is unknown.
+   */
+  readonly startupWindowMs: number;
+}
+
+/** The defaults of {@link RestartTiming}. */
+export const DEFAULT_RESTART_TIMING: RestartTiming = {
+  settleMs: 10_000,
+  maxWaitMs: 5 * 60_000,
+  pollMs: 1_000,
+  startupWindowMs: 60_000,
+};
 
 /** Options of {@link StatusCleaner}. */
 export interface StatusCleanerOptions {
@@ -36,75 +103,233 @@ export interface StatusCleanerOptions {
   readonly nodeName: string;
   /** openITCOCKPIT mode: delete rows whose object is missing or disabled there (D.1). */
   readonly openItcockpit: boolean;
+  /** `--status-max-age` in seconds, 0 = off: re-published status older than it is discarded. */
+  readonly statusMaxAgeSeconds: number;
   /** The writers of the two status tables. */
   readonly writers: Readonly<Record<StatusTable, PausableWriter>>;
   readonly metrics?: Metrics;
+  readonly clock?: RestartClock;
+  readonly timing?: Partial<RestartTiming>;
 }
 
-/** Deletes the status rows a core restart left stale. */
+/** A restart job as the handler hands it over. */
+export interface RestartJob {
+  /** The message's positive `timestamp` in epoch seconds, or null when it carried none. */
+  readonly messageSeconds: number | null;
+  /** When the job was received, epoch milliseconds. */
+  readonly receivedAtMs: number;
+  /** When the link that delivered it was opened, epoch milliseconds; null when unknown. */
+  readonly linkOpenedAtMs: number | null;
+}
+
+/** A recorded restart waiting for its sweep. */
+interface PendingSweep {
+  /** Rows of this node with `status_update_time` below it are stale. Epoch seconds. */
+  readonly cutoff: number;
+  readonly source: "message" | "receive_time";
+  /** When the restart was recorded (clock milliseconds). */
+  readonly recordedAtMs: number;
+}
+
+/** Records core restarts and sweeps the status rows they left stale. */
 export class StatusCleaner {
   readonly #o: StatusCleanerOptions;
+  readonly #clock: RestartClock;
+  readonly #timing: RestartTiming;
+  readonly #startedAtMs: number;
+  readonly #stop = new AbortController();
+  #pending: PendingSweep | undefined;
+  #running: Promise<void> | undefined;
 
-  /** @param options Executor, availability, node, mode and the status writers. */
+  /** @param options Executor, availability, node, mode, the status writers and the clock. */
   constructor(options: StatusCleanerOptions) {
     this.#o = options;
+    this.#clock = options.clock ?? SYSTEM_CLOCK;
+    this.#timing = { ...DEFAULT_RESTART_TIMING, ...options.timing };
+    this.#startedAtMs = this.#clock.nowMs();
   }
 
   /**
-   * The cutoff of a restart message without a timestamp: the time the job was received, but
-   * never later than the newest status of this node written so far. A message handled late
-   * (worker started after the restart, backlog) is received after status events the core
-   * sent after the restart; those may be committed by the flush of {@link clean}, and the
-   * receive time alone would delete them. Read before that flush, the newest written status
-   * is at most the newest one from before the restart or one that was already committed.
+   * Handle a restart job: record it for a later sweep (the job can be acknowledged at once),
+   * or in openITCOCKPIT mode delete the rows of objects missing there.
    *
-   * @param receivedAtMs When the job was received, epoch milliseconds.
-   * @param signal Ends holding while MySQL is unavailable (shutdown).
-   * @returns The cutoff in epoch seconds.
+   * @param restart The message's timestamp and the job's receive time.
+   * @param signal Ends holding while MySQL is unavailable (openITCOCKPIT mode only).
    */
-  async cutoffFromReceiveTime(receivedAtMs: number, signal: AbortSignal): Promise<number> {
+  async onRestart(restart: RestartJob, signal: AbortSignal): Promise<void> {
     const o = this.#o;
+    if (o.openItcockpit) {
+      log.info("pipeline: monitoring core restarted, deleting status rows of removed objects", {
+        node_name: o.nodeName,
+        mode: "openitcockpit",
+      });
+      await this.#delete(
+        STATUS_TABLES.map((t) => openItcockpitStatement(t)),
+        signal,
+      );
+      return;
+    }
+    const nowMs = this.#clock.nowMs();
+    let cutoff: number;
+    let source: PendingSweep["source"];
+    if (restart.messageSeconds !== null && restart.messageSeconds > 0) {
+      cutoff = restart.messageSeconds;
+      source = "message";
+    } else if (
+      restart.receivedAtMs -
+          Math.max(this.#startedAtMs, restart.linkOpenedAtMs ?? this.#startedAtMs) <
+        this.#timing.startupWindowMs
+    ) {
+      log.info(
+        "pipeline: monitoring core restarted at an unknown time (the restart job may have " +
+          "waited in the queue while the worker or its link was down); status rows are kept, " +
+          "objects removed from the configuration stay until the next restart",
+        { node_name: o.nodeName },
+      );
+      return;
+    } else {
+      cutoff = Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS) / 1000);
+      source = "receive_time";
+    }
+    const maxAge = o.statusMaxAgeSeconds;
+    if (maxAge > 0 && nowMs / 1000 - cutoff > maxAge) {
+      log.warn(
+        "pipeline: monitoring core restart is older than --status-max-age; the status the " +
+          "core re-published after it was discarded as stale, so no rows are swept (objects " +
+          "removed from the configuration stay until the next restart)",
+        { node_name: o.nodeName, cutoff, status_max_age_seconds: maxAge },
+      );
+      return;
+    }
+    // A later restart covers an earlier one that was not swept yet.
+    if (this.#pending === undefined || cutoff > this.#pending.cutoff) {
+      this.#pending = { cutoff, source, recordedAtMs: nowMs };
+    }
+    log.info(
+      "pipeline: monitoring core restarted, stale status rows are swept once the core " +
+        "has re-published its objects",
+      { node_name: o.nodeName, cutoff, cutoff_source: source },
+    );
+    this.#running ??= this.#run().finally(() => {
+      this.#running = undefined;
+    });
+  }
+
+  /**
+   * Settles when no sweep is pending or running (tests).
+   *
+   * @returns Settles after the last recorded restart was swept (or dropped at close).
+   */
+  async idle(): Promise<void> {
+    while (this.#running !== undefined) await this.#running;
+  }
+
+  /** Stop waiting; a restart not swept yet is dropped (logged). */
+  async close(): Promise<void> {
+    this.#stop.abort(new Error("worker shutting down"));
+    await this.#running;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#stop.signal;
+    for (let next = this.#pending; next !== undefined; next = this.#pending) {
+      try {
+        const target = await this.#waitForResend(next, signal);
+        await this.#delete(
+          STATUS_TABLES.map((t) => sweepStatement(t, target.cutoff, this.#o.nodeName)),
+          signal,
+        );
+        if (this.#pending === target) this.#pending = undefined;
+      } catch (err: unknown) {
+        if (signal.aborted) {
+          log.info(
+            "pipeline: core-restart sweep not run before shutdown; objects removed from " +
+              "the configuration stay until the next restart",
+            { node_name: this.#o.nodeName },
+          );
+          this.#pending = undefined;
+          return;
+        }
+        this.#o.metrics?.pipelineErrors.inc({ component: "mysql" });
+        log.error("pipeline: core-restart sweep failed, retrying", {
+          node_name: this.#o.nodeName,
+          error: errorMessage(err),
+        });
+        await this.#clock.sleep(this.#timing.pollMs, signal).catch(() => {});
+      }
+    }
+  }
+
+  /**
+   * Wait until the tables show the worker caught up past the latest pending restart for the
+   * settle time, or the longest wait has passed.
+   */
+  async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
+    const t = this.#timing;
+    let target = first;
+    let caughtUpSince: number | undefined;
+    for (;;) {
+      const latest = this.#pending;
+      if (latest !== undefined && latest !== target) {
+        target = latest;
+        caughtUpSince = undefined;
+      }
+      const now = this.#clock.nowMs();
+      if (await this.#caughtUp(target.cutoff, signal)) caughtUpSince ??= now;
+      else caughtUpSince = undefined;
+      if (caughtUpSince !== undefined && now - caughtUpSince >= t.settleMs) return target;
+      if (now - target.recordedAtMs >= t.maxWaitMs) {
+        log.warn(
+          "pipeline: the status tables did not catch up with the core restart in time; " +
+            "sweeping anyway (objects the core still has reappear with their next status)",
+          { node_name: this.#o.nodeName, cutoff: target.cutoff, waited_ms: t.maxWaitMs },
+        );
+        return target;
+      }
+      await this.#clock.sleep(t.pollMs, signal);
+    }
+  }
+
+  /** Whether each status table has a row of this node refreshed since `cutoff` (or no row of it). */
+  async #caughtUp(cutoff: number, signal: AbortSignal): Promise<boolean> {
+    const o = this.#o;
+    // No row of this node at all: nothing to wait for in that table.
+    const part = (table: StatusTable) =>
+      `(SELECT COALESCE(MAX(\`status_update_time\`) >= ?, 1) ` +
+      `FROM ${quoteIdentifier(table)} WHERE \`node_name\` = ?)`;
     const result = await runWithRetry(
       () =>
         o.executor.run(
-          "SELECT GREATEST(" +
-            "COALESCE((SELECT MAX(`status_update_time`) FROM `statusengine_hoststatus` " +
-            "WHERE `node_name` = ?), 0), " +
-            "COALESCE((SELECT MAX(`status_update_time`) FROM `statusengine_servicestatus` " +
-            "WHERE `node_name` = ?), 0)) AS `newest`",
-          [o.nodeName, o.nodeName],
+          `SELECT ${part("statusengine_hoststatus")} AND ${
+            part("statusengine_servicestatus")
+          } AS \`caught_up\``,
+          [cutoff, o.nodeName, cutoff, o.nodeName],
         ),
       this.#retry("statusengine_hoststatus", signal),
     );
-    const newest = Number(result.rows[0]?.["newest"] ?? 0);
-    return Math.min(Math.floor(receivedAtMs / 1000), newest);
+    return Number(result.rows[0]?.["caught_up"] ?? 0) === 1;
   }
 
-  /**
-   * Delete the stale rows of both status tables, each while its writer is paused.
-   *
-   * @param cutoff Epoch seconds of the restart (ignored in openITCOCKPIT mode).
-   * @param signal Ends holding while MySQL is unavailable (shutdown).
-   */
-  async clean(cutoff: number, signal: AbortSignal): Promise<void> {
+  /** Run the statements (one per table, services first) with both status writers paused. */
+  async #delete(statements: readonly SweepStatement[], signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    log.info("pipeline: monitoring core restarted, deleting stale status rows", {
-      ...(o.openItcockpit ? {} : { cutoff }),
-      node_name: o.nodeName,
-      mode: o.openItcockpit ? "openitcockpit" : "cutoff",
-    });
-    for (const table of STATUS_TABLES) {
-      const statement = coreRestartStatement(table, cutoff, o);
-      const result = await o.writers[table].withPaused(
-        () =>
-          runWithRetry(
-            () => o.executor.run(statement.sql, statement.values),
-            this.#retry(table, signal),
-          ),
-        signal,
-      );
-      log.info("pipeline: stale status rows deleted", { table, rows: result.affectedRows });
-    }
+    const run = async () => {
+      for (const s of statements) {
+        const result = await runWithRetry(
+          () => o.executor.run(s.sql, s.values),
+          this.#retry(s.table, signal),
+        );
+        log.info("pipeline: stale status rows deleted", {
+          table: s.table,
+          node_name: o.nodeName,
+          rows: result.affectedRows,
+        });
+      }
+    };
+    await o.writers.statusengine_servicestatus.withPaused(
+      () => o.writers.statusengine_hoststatus.withPaused(run, signal),
+      signal,
+    );
   }
 
   #retry(table: string, signal: AbortSignal) {
@@ -120,39 +345,69 @@ export class StatusCleaner {
   }
 }
 
+/** A cleanup statement and the table it deletes from. */
+export interface SweepStatement extends BuiltStatement {
+  readonly table: StatusTable;
+}
+
 /**
- * The cleanup statement of one status table on a core restart (D4, D.1).
+ * The sweep of one status table after a core restart: this node's rows not refreshed since
+ * the restart. A host row goes only once no service row of that host is left, so a service
+ * row never outlives its host row (the UI joins services on their host's status).
  *
  * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
  * @param cutoff Epoch seconds; rows updated before it are stale.
- * @param options Node name and mode.
+ * @param nodeName The worker's node.
  * @returns The statement.
  */
-export function coreRestartStatement(
+export function sweepStatement(
   table: StatusTable,
   cutoff: number,
-  options: Pick<StatusCleanerOptions, "nodeName" | "openItcockpit">,
-): BuiltStatement {
-  if (options.openItcockpit) {
-    // NOT EXISTS rather than NOT IN: a NULL uuid in hosts/services would make
-    // NOT IN match nothing and silently keep every row.
-    return table === "statusengine_hoststatus"
-      ? {
-        sql: "DELETE s FROM `statusengine_hoststatus` s WHERE NOT EXISTS " +
-          "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
-        values: [],
-      }
-      : {
-        sql: "DELETE s FROM `statusengine_servicestatus` s WHERE NOT EXISTS " +
-          "(SELECT 1 FROM `services` v WHERE v.`uuid` = s.`service_description` AND v.`disabled` = 0)",
-        values: [],
-      };
+  nodeName: string,
+): SweepStatement {
+  if (table === "statusengine_servicestatus") {
+    return {
+      table,
+      sql: "DELETE FROM `statusengine_servicestatus` WHERE `node_name` = ? " +
+        "AND `status_update_time` < ?",
+      values: [nodeName, cutoff],
+    };
   }
-  // D4: only this node's rows, and only those older than the restart.
   return {
-    sql: `DELETE FROM ${
-      quoteIdentifier(table)
-    } WHERE \`node_name\` = ? AND \`status_update_time\` < ?`,
-    values: [options.nodeName, cutoff],
+    table,
+    sql: "DELETE h FROM `statusengine_hoststatus` h WHERE h.`node_name` = ? " +
+      "AND h.`status_update_time` < ? AND NOT EXISTS (SELECT 1 FROM " +
+      "`statusengine_servicestatus` s WHERE s.`node_name` = h.`node_name` " +
+      "AND s.`hostname` = h.`hostname`)",
+    values: [nodeName, cutoff],
   };
+}
+
+/**
+ * The openITCOCKPIT-mode cleanup of one status table (D.1): rows whose object is missing or
+ * disabled in openITCOCKPIT's own tables, whatever their node or age; a service row also when
+ * its host is.
+ *
+ * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
+ * @returns The statement.
+ */
+export function openItcockpitStatement(table: StatusTable): SweepStatement {
+  // NOT EXISTS rather than NOT IN: a NULL uuid in hosts/services would make
+  // NOT IN match nothing and silently keep every row.
+  return table === "statusengine_hoststatus"
+    ? {
+      table,
+      sql: "DELETE s FROM `statusengine_hoststatus` s WHERE NOT EXISTS " +
+        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
+      values: [],
+    }
+    : {
+      table,
+      // A service whose host goes goes too: no service row is left without its host row.
+      sql: "DELETE s FROM `statusengine_servicestatus` s WHERE NOT EXISTS " +
+        "(SELECT 1 FROM `services` v WHERE v.`uuid` = s.`service_description` AND v.`disabled` = 0) " +
+        "OR NOT EXISTS " +
+        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
+      values: [],
+    };
 }

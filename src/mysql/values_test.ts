@@ -116,7 +116,7 @@ Deno.test("adjustRow: a missing member is treated like null (G.3)", () => {
 // T12: '' in every text column for a JSON null, except event_handler and command_args, which
 // keep SQL NULL (the appendix expects NULL there). A nullable column's '' is the storage
 // convention, not a D6 adjustment, so it is not counted.
-Deno.test("adjustRow: nullable text columns store '' for null except event_handler and command_args (G.3, T12)", () => {
+Deno.test("adjustRow: nullable text columns store '' for null except the columns that keep NULL (G.3, T12)", () => {
   const status = adjustRow("statusengine_hoststatus", {
     hostname: "h",
     event_handler: null,
@@ -135,10 +135,12 @@ Deno.test("adjustRow: nullable text columns store '' for null except event_handl
     service_description: "s",
     command_args: null,
     ack_author: null,
+    contact_name: null,
   });
   const ncols = TABLES.statusengine_service_notifications.insertColumns;
   assert.equal(notification.values[ncols.indexOf("command_args")], null);
-  assert.equal(notification.values[ncols.indexOf("ack_author")], "");
+  assert.equal(notification.values[ncols.indexOf("ack_author")], null);
+  assert.equal(notification.values[ncols.indexOf("contact_name")], "");
 });
 
 Deno.test("adjustRow: numbers in text columns become their decimal text", () => {

@@ -67,7 +67,7 @@ export interface HandlerSettings {
 export interface JobHandlerOptions extends HandlerSettings {
   readonly writers: Writers;
   readonly downtimes: DowntimeExecutor;
-  /** Cleans the status tables on a core restart (D4). */
+  /** Records core restarts and sweeps the status rows they left stale (docs/core-restart.md). */
   readonly statusCleaner: StatusCleaner;
 }
 
@@ -186,12 +186,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         await options.downtimes.run(job.queue, decoded.statements, signal);
         return;
       case "core_restart":
-        await options.statusCleaner.clean(
-          decoded.cutoffSource === "clock" && !options.openItcockpit
-            ? await options.statusCleaner.cutoffFromReceiveTime(job.receivedAt, signal)
-            : decoded.cutoff,
-          signal,
-        );
+        await options.statusCleaner.onRestart({
+          messageSeconds: decoded.cutoffSource === "message" ? decoded.cutoff : null,
+          receivedAtMs: job.receivedAt,
+          linkOpenedAtMs: job.linkOpenedAt ?? null,
+        }, signal);
         return;
     }
   };

@@ -20,7 +20,7 @@ import {
   DOWNTIME_TABLE_NAMES,
   isBatchedTableName,
 } from "../events/table_names.ts";
-import { StatusCleaner } from "../mysql/core_restart.ts";
+import { type RestartClock, type RestartTiming, StatusCleaner } from "../mysql/core_restart.ts";
 import { createJobHandler, type HandlerSettings } from "./handler.ts";
 import { deadline } from "../util/async.ts";
 import { getLogger } from "../log.ts";
@@ -57,6 +57,11 @@ export interface PipelineOptions extends HandlerSettings {
   readonly writersPerTable?: number;
   /** Interval of the write summaries; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
+  /** When the core-restart sweep runs, and its clock (tests); defaults suit production. */
+  readonly coreRestart?: {
+    readonly clock?: RestartClock;
+    readonly timing?: Partial<RestartTiming>;
+  };
 }
 
 /** The write side of the worker. */
@@ -66,6 +71,8 @@ export class Pipeline {
   /** The writers of the tables each queue feeds. */
   readonly #fed = new Map<string, readonly ShardedWriter[]>();
   readonly handler: JobHandler;
+  /** Records core restarts and sweeps the status rows they left stale. */
+  readonly statusCleaner: StatusCleaner;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
 
@@ -95,6 +102,9 @@ export class Pipeline {
       availability: this.availability,
       nodeName: options.nodeName,
       openItcockpit: options.openItcockpit,
+      statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+      ...(options.coreRestart?.clock === undefined ? {} : { clock: options.coreRestart.clock }),
+      ...(options.coreRestart?.timing === undefined ? {} : { timing: options.coreRestart.timing }),
       writers: {
         statusengine_hoststatus: writers.statusengine_hoststatus,
         statusengine_servicestatus: writers.statusengine_servicestatus,
@@ -107,6 +117,7 @@ export class Pipeline {
       deadLetters: options.deadLetters,
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
     });
+    this.statusCleaner = statusCleaner;
     this.handler = createJobHandler({ ...options, writers, downtimes, statusCleaner });
     const interval = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = interval > 0
@@ -162,6 +173,7 @@ export class Pipeline {
 
   async #close(budgetMs: number): Promise<void> {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
+    await this.statusCleaner.close();
     const started = performance.now();
     using budget = deadline(budgetMs);
     const writers = Object.values(this.writers);
