@@ -91,9 +91,9 @@ function merges(...list: DowntimeMerge[]): readonly DowntimeMerge[] {
   return Object.freeze(list.map((m) => Object.freeze(m)));
 }
 const assign = (column: string): DowntimeMerge => ({ column, rule: "assign" });
-// The definition as the ADD announced it. Every event of one downtime carries the same
-// definition, so the others only fill a row that does not exist yet; should they ever differ,
-// the ADD's wins whatever the order. entry_time_usec is the ADD's envelope usec by definition.
+// The definition as the ADD announced it. Every event of one downtime carries its definition,
+// meant to be the same each time, so the others only fill a row that does not exist yet; should
+// they ever differ, the ADD's wins whatever the order. entry_time_usec is the ADD's envelope usec by definition.
 const STATIC = ["entry_time", "author_name", "comment_data", "triggered_by_id", "is_fixed"];
 const STATIC_TAIL = ["duration", "scheduled_end_time"];
 const HISTORY_ADD = merges(
