@@ -75,6 +75,15 @@ export interface DowntimeEvent {
   readonly duration: number;
 }
 
+/** The envelope types that write rows, by name. */
+const EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
+  [DOWNTIME_ADD]: "ADD",
+  [DOWNTIME_DELETE]: "DELETE",
+  [DOWNTIME_LOAD]: "LOAD",
+  [DOWNTIME_START]: "START",
+  [DOWNTIME_STOP]: "STOP",
+});
+
 const HISTORY: Readonly<Record<"host" | "service", DowntimeHistoryTable>> = {
   host: "statusengine_host_downtimehistory",
   service: "statusengine_service_downtimehistory",
@@ -93,13 +102,21 @@ function merges(...list: DowntimeMerge[]): readonly DowntimeMerge[] {
 const assign = (column: string): DowntimeMerge => ({ column, rule: "assign" });
 // The definition as the ADD announced it. Every event of one downtime carries its definition,
 // meant to be the same each time, so the others only fill a row that does not exist yet; should
-// they ever differ, the ADD's wins whatever the order. entry_time_usec is the ADD's envelope usec by definition.
-const STATIC = ["entry_time", "author_name", "comment_data", "triggered_by_id", "is_fixed"];
-const STATIC_TAIL = ["duration", "scheduled_end_time"];
+// they ever differ, the ADD's wins whatever the order. entry_time_usec is the ADD's envelope
+// usec by definition, so only an ADD sets it.
 const HISTORY_ADD = merges(
-  ...[STATIC[0] as string, "entry_time_usec", ...STATIC.slice(1), ...STATIC_TAIL].map(assign),
+  ...[
+    "entry_time",
+    "entry_time_usec",
+    "author_name",
+    "comment_data",
+    "triggered_by_id",
+    "is_fixed",
+    "duration",
+    "scheduled_end_time",
+  ].map(assign),
 );
-const SCHEDULED_ADD = merges(...[...STATIC, ...STATIC_TAIL].map(assign));
+const SCHEDULED_ADD = merges(...HISTORY_ADD.filter((m) => m.column !== "entry_time_usec"));
 // Started once is started for good; the first START's time is the real start (a core restart
 // re-announces a running downtime with a START stamped with the restart time), and the first
 // is the earliest.
@@ -294,14 +311,6 @@ export function appendDowntimeStatements(
     }
   }
 }
-
-const EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
-  [DOWNTIME_ADD]: "ADD",
-  [DOWNTIME_DELETE]: "DELETE",
-  [DOWNTIME_LOAD]: "LOAD",
-  [DOWNTIME_START]: "START",
-  [DOWNTIME_STOP]: "STOP",
-});
 
 /**
  * The statements one downtime event requires, in execution order (docs/downtimes.md). Each
