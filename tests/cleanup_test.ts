@@ -152,6 +152,7 @@ const SAMPLE_TABLES: readonly TableName[] = [
   "statusengine_logentries", // partitioned, AUTO_INCREMENT id
   "statusengine_perfdata", // timestamp_unix, no primary key
   "statusengine_tasks", // age_tasks: leftovers of the UI's task queue, as the PHP cleanup did
+  "statusengine_downtime_tombstones", // the worker's own, by end_time (docs/downtimes.md)
 ];
 
 Deno.test("cleanup: exactly the rows strictly older than each table's cutoff are deleted, partitions stay", async () => {
@@ -179,11 +180,11 @@ Deno.test("cleanup: exactly the rows strictly older than each table's cutoff are
   }
   // Batched DELETE only, never DROP PARTITION (docs/operations.md#partitions).
   assert.equal(await partitionCount(db), partitions);
-  assert.equal(logsOf(r, "cleanup: table finished").length, 15);
+  assert.equal(logsOf(r, "cleanup: table finished").length, RETENTION_TABLES.length);
   assert.equal(logsOf(r, "cleanup: finished").length, 1);
-  assert.equal(logsOf(r, "cleanup: starting")[0]?.properties.tables, 15);
+  assert.equal(logsOf(r, "cleanup: starting")[0]?.properties.tables, RETENTION_TABLES.length);
   // One aligned progress line per table plus the summary.
-  assert.equal(r.out.length, 16);
+  assert.equal(r.out.length, RETENTION_TABLES.length + 1);
   assert.match(
     r.out.find((l) => l.startsWith("statusengine_perfdata ")) ?? "",
     /^statusengine_perfdata +2 rows deleted in 1 batch, \d+\.\d\d s, [\d.]+ rows\/s$/,
@@ -208,7 +209,7 @@ Deno.test("cleanup: an explicit age of 0 disables a table and a missing key mean
     logsOf(r, "cleanup: starting table", "statusengine_servicechecks")[0]?.properties.age_days,
     5,
   );
-  assert.equal(logsOf(r, "cleanup: starting")[0]?.properties.tables, 14);
+  assert.equal(logsOf(r, "cleanup: starting")[0]?.properties.tables, RETENTION_TABLES.length - 1);
   assert.ok(r.out.some((l) => /^statusengine_hostchecks +disabled \(age_hostchecks: 0\)$/.test(l)));
 });
 
@@ -245,13 +246,13 @@ Deno.test("cleanup: no pause follows the last batch of a table, nor separates ta
   await insertRows(db, "statusengine_hostchecks", [cutoff - 10, cutoff - 9]);
 
   // Every table ends with its first statement (fewer rows than the batch size); a pause
-  // after it would make this run last 15 × 30 s.
+  // after it would make this run last 16 × 30 s.
   const r = await run({ mysqlUrl: db.url, batchSize: 3, batchPauseMs: 30_000 });
 
   assert.equal(r.code, 0, r.err.join("\n"));
   assert.ok(r.ms < 15_000, `run took ${r.ms} ms`);
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), []);
-  assert.equal(logsOf(r, "cleanup: batch deleted").length, 15);
+  assert.equal(logsOf(r, "cleanup: batch deleted").length, RETENTION_TABLES.length);
 });
 
 Deno.test("cleanup: a missing table is reported as failed, the others are still cleaned, exit 1", async () => {
@@ -270,7 +271,7 @@ Deno.test("cleanup: a missing table is reported as failed, the others are still 
   const [failed] = logsOf(r, "cleanup: table failed", "statusengine_servicechecks");
   assert.equal(failed?.level, "ERROR");
   assert.match(String(failed?.properties.error), /statusengine_servicechecks/);
-  assert.equal(logsOf(r, "cleanup: table finished").length, 14);
+  assert.equal(logsOf(r, "cleanup: table finished").length, RETENTION_TABLES.length - 1);
   const [summary] = logsOf(r, "cleanup: finished with errors");
   assert.equal(summary?.level, "ERROR");
   assert.equal(summary?.properties.failed, 1);
@@ -292,7 +293,7 @@ Deno.test("cleanup: a signal aborted before the run deletes nothing and exits 0"
   assert.equal(logsOf(r, "cleanup: starting table").length, 0);
   const [warning] = logsOf(r, "cleanup: interrupted, remaining tables left for the next run");
   assert.equal(warning?.level, "WARN");
-  assert.equal(warning?.properties.remaining_tables, 15);
+  assert.equal(warning?.properties.remaining_tables, RETENTION_TABLES.length);
 });
 
 Deno.test("cleanup: a signal between batches stops at once with exit 0 and leaves later tables untouched", async () => {
@@ -323,7 +324,7 @@ Deno.test("cleanup: a signal between batches stops at once with exit 0 and leave
   assert.equal(
     logsOf(r, "cleanup: interrupted, remaining tables left for the next run")[0]?.properties
       .remaining_tables,
-    14,
+    RETENTION_TABLES.length - 1,
   );
   assert.equal(logsOf(r, "cleanup: table failed").length, 0);
 });

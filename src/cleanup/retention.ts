@@ -30,8 +30,8 @@ export interface RetentionTable {
 }
 
 /**
- * The fifteen tables `cleanup` processes (the fourteen history tables, then the task queue),
- * in the order it processes them: one table after another, never in parallel, because the
+ * The sixteen tables `cleanup` processes (the fourteen history tables, then the task queue, then
+ * the worker's tombstones of ended downtimes, docs/downtimes.md), in the order it processes them: one table after another, never in parallel, because the
  * disk and not the number of statements is the bottleneck.
  *
  * Deliberately absent: the two `…_scheduleddowntimes` tables (deleting there would cancel
@@ -49,7 +49,7 @@ export const RETENTION_TABLES: readonly RetentionTable[] = Object.freeze(
   })),
 );
 
-/** The fifteen retention keys (`age_hostchecks` … `age_perfdata`, `age_tasks`). */
+/** The sixteen retention keys (`age_hostchecks` … `age_tasks`, `age_downtime_tombstones`). */
 export type RetentionKey = string;
 
 /** The keys alone, in processing order. */
@@ -58,7 +58,7 @@ export const RETENTION_KEYS: readonly RetentionKey[] = Object.freeze(
 );
 
 /**
- * Whether a string is one of the fifteen retention keys.
+ * Whether a string is one of the sixteen retention keys.
  *
  * @param key Any string.
  * @returns True for `age_hostchecks` … `age_perfdata`.

@@ -39,7 +39,7 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
 
 // The legacy keys and defaults must carry an old config.yml over value for value, and the order
 // is the processing order.
-Deno.test("retention: the fourteen history tables in order, then the task queue (age_tasks)", () => {
+Deno.test("retention: the fourteen history tables in order, then the task queue (age_tasks), then the downtime tombstones", () => {
   assert.deepEqual(
     RETENTION_TABLES.map((r) => [r.table, r.column, r.key, r.defaultDays]),
     [
@@ -59,10 +59,12 @@ Deno.test("retention: the fourteen history tables in order, then the task queue 
       ["statusengine_perfdata", "timestamp_unix", "age_perfdata", 90],
       // The PHP cleanup also removed leftover tasks of the UI's task queue.
       ["statusengine_tasks", "entry_time", "age_tasks", 5],
+      // The worker's own tombstones of ended downtimes (docs/downtimes.md).
+      ["statusengine_downtime_tombstones", "end_time", "age_downtime_tombstones", 60],
     ],
   );
   assert.deepEqual(RETENTION_KEYS, RETENTION_TABLES.map((r) => r.key));
-  assert.equal(new Set(RETENTION_TABLES.map((r) => r.table)).size, 15);
+  assert.equal(new Set(RETENTION_TABLES.map((r) => r.table)).size, 16);
 });
 
 // Deleting from these would cancel running downtimes or wipe current state.

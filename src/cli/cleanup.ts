@@ -1,6 +1,6 @@
 /**
  * The `cleanup` subcommand: retention, once (docs/operations.md#cleanup). Deletes rows older than
- * the configured number of calendar days from the fifteen tables of
+ * the configured number of calendar days from the sixteen tables of
  * {@linkcode RETENTION_TABLES}, one table after another, in small autocommitted batches, and
  * exits. Its interface is its log and its exit code; it writes no metrics.
  *

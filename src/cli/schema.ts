@@ -128,7 +128,7 @@ export async function runSchemaCommand(
     const differences = await diffSchema(conn);
     for (const d of differences) io.out(describeDifference(d));
     if (differences.length === 0) {
-      io.out(`Schema of ${database} matches the ${ALL_TABLES.length} Statusengine tables`);
+      io.out(`Schema of ${database} matches the ${ALL_TABLES.length} tables the worker needs`);
       return 0;
     }
     if (options.check) {

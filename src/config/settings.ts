@@ -775,6 +775,9 @@ export const SETTINGS = [
   age("logentries", 5, "statusengine_logentries", "entry_time"),
   age("perfdata", 90, "statusengine_perfdata", "timestamp_unix"),
   age("tasks", 5, "statusengine_tasks", "entry_time"),
+  // The worker's own tombstones of ended downtimes (docs/downtimes.md): needed only while a
+  // late or repeated job of that downtime may still arrive.
+  age("downtime-tombstones", 60, "statusengine_downtime_tombstones", "end_time"),
 
   // ---- schema ------------------------------------------------------------------------------
   {
@@ -1094,7 +1097,7 @@ export interface RetentionRule {
   readonly defaultDays: number;
 }
 
-/** The fifteen retention rules, derived from the `age-*` rows, in processing order. */
+/** The sixteen retention rules, derived from the `age-*` rows, in processing order. */
 export const RETENTION_RULES: readonly RetentionRule[] = SETTING_ROWS.flatMap((row) =>
   row.retention === undefined ? [] : [{
     ...row.retention,

@@ -317,6 +317,8 @@ Deno.test("settings: retention rules keep the legacy worker's tables, columns, d
     ["statusengine_perfdata", "timestamp_unix", "age_perfdata", 90],
     // The PHP worker's cleanup also emptied the task queue of leftovers (age_tasks).
     ["statusengine_tasks", "entry_time", "age_tasks", 5],
+    // The worker's own tombstones of ended downtimes (docs/downtimes.md).
+    ["statusengine_downtime_tombstones", "end_time", "age_downtime_tombstones", 60],
   ];
   assert.equal(RETENTION_RULES.length, expected.length);
   RETENTION_RULES.forEach((rule, i) => {

@@ -31,6 +31,7 @@ import {
   appendDowntimeStatements,
   DOWNTIME_ADD,
   DOWNTIME_DELETE,
+  DOWNTIME_LOAD,
   DOWNTIME_START,
   DOWNTIME_STOP,
   DOWNTIME_TYPE_HOST,
@@ -435,17 +436,19 @@ export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonOb
   }
 }
 
-/** `statusngin_downtimes` → statements for the four downtime tables (C.3). */
+/** `statusngin_downtimes` → statements for the downtime tables (docs/downtimes.md). */
 export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   const type = reqInt(st, ev, "type", ev.type);
   const isAdd = type === DOWNTIME_ADD;
-  const isStart = type === DOWNTIME_START;
-  // LOAD and unknown types write nothing (C.3), so their fields are not inspected.
-  if (!isAdd && !isStart && type !== DOWNTIME_STOP && type !== DOWNTIME_DELETE) return;
+  // Unknown types write nothing (C.3), so their fields are not inspected.
+  if (
+    !isAdd && type !== DOWNTIME_LOAD && type !== DOWNTIME_START && type !== DOWNTIME_STOP &&
+    type !== DOWNTIME_DELETE
+  ) return;
   const downtimeType = reqInt(st, p, "downtime_type", p.downtime_type);
   const isHost = downtimeType === DOWNTIME_TYPE_HOST;
-  // Only ADD and START write the static columns; STOP and DELETE need just the key and ts.
-  const full = isAdd || isStart;
+  // Every event reads the whole definition: whichever of them is applied first creates the
+  // rows (docs/downtimes.md).
   appendDowntimeStatements(
     {
       type,
@@ -461,13 +464,13 @@ export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): 
         : reqText(st, p, "service_description", p.service_description),
       downtimeId: reqInt(st, p, "downtime_id", p.downtime_id),
       startTime: reqInt(st, p, "start_time", p.start_time),
-      endTime: full ? int(st, p, "end_time", p.end_time) : 0,
-      entryTime: full ? int(st, p, "entry_time", p.entry_time) : 0,
-      authorName: full ? text(st, p, "author_name", p.author_name) : "",
-      commentData: full ? text(st, p, "comment_data", p.comment_data) : "",
-      triggeredBy: full ? int(st, p, "triggered_by", p.triggered_by) : 0,
-      fixed: full ? flag(st, p, "fixed", p.fixed) : 0,
-      duration: full ? int(st, p, "duration", p.duration) : 0,
+      endTime: int(st, p, "end_time", p.end_time),
+      entryTime: int(st, p, "entry_time", p.entry_time),
+      authorName: text(st, p, "author_name", p.author_name),
+      commentData: text(st, p, "comment_data", p.comment_data),
+      triggeredBy: int(st, p, "triggered_by", p.triggered_by),
+      fixed: flag(st, p, "fixed", p.fixed),
+      duration: int(st, p, "duration", p.duration),
     },
     st.nodeName,
     st.statements,

@@ -445,7 +445,7 @@ Deno.test("decodeJob: contact notification methods keep only type 605", () => {
   assert.equal(rows(decodeJob(q, single(q, k, {}, { type: 605 }), CTX)).length, 1);
 });
 
-Deno.test("decodeJob: downtime_type 2 writes the host downtime tables, LOAD writes nothing", () => {
+Deno.test("decodeJob: downtime_type 2 writes the host downtime tables, LOAD both rows too", () => {
   const q = "statusngin_downtimes";
   const host = decodeJob(
     q,
@@ -457,10 +457,11 @@ Deno.test("decodeJob: downtime_type 2 writes the host downtime tables, LOAD writ
     "statusengine_host_downtimehistory",
     "statusengine_host_scheduleddowntimes",
   ]);
-  assert.deepEqual(decodeJob(q, single(q, "downtime", {}, { type: 1102 }), CTX), {
-    kind: "downtimes",
-    statements: [],
-  });
+  const load = decodeJob(q, single(q, "downtime", {}, { type: 1102 }), CTX);
+  assert.deepEqual(load.kind === "downtimes" ? load.statements.map((s) => s.table) : [], [
+    "statusengine_service_downtimehistory",
+    "statusengine_service_scheduleddowntimes",
+  ]);
 });
 
 Deno.test("decodeJob: a bulk downtime job yields the statements of all events in order", () => {
@@ -479,11 +480,14 @@ Deno.test("decodeJob: a bulk downtime job yields the statements of all events in
     [
       "ADD upsert downtimehistory",
       "ADD upsert scheduleddowntimes",
-      "START update downtimehistory",
+      "START upsert downtimehistory",
       "START upsert scheduleddowntimes",
-      "STOP update downtimehistory",
+      "STOP upsert downtimehistory",
+      "STOP tombstone statusengine_downtime_tombstones",
       "STOP delete scheduleddowntimes",
+      "DELETE tombstone statusengine_downtime_tombstones",
       "DELETE delete scheduleddowntimes",
+      "DELETE upsert downtimehistory",
     ],
   );
 });

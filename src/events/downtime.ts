@@ -1,18 +1,25 @@
 /**
- * The downtime lifecycle (docs/tables.md#c.1) as a pure function: one downtime event
- * in, the ordered statements for the four downtime tables out. The SQL builder in
- * `src/mysql/` only renders them; every rule (which table, which columns, the C.4.2 update
- * lists, the C.5 flag, the strict DELETE boundary) is decided here.
+ * The downtime lifecycle (docs/downtimes.md) as a pure function: one downtime event in, the
+ * ordered statements for the four downtime tables and the worker's tombstones out. The SQL
+ * builder in `src/mysql/` only renders them; every rule (which table, which columns, how an
+ * existing row takes the event, which tombstone suppresses a write, the strict DELETE
+ * boundary) is decided here.
+ *
+ * The statements are built so that the rows end the same whatever order the events of one
+ * downtime are applied in and however often one repeats: every event can create the rows from
+ * the complete definition it carries, every column merges by an order-independent rule, and a
+ * tombstone keeps an ended downtime from coming back.
  *
  * @module
  */
 
 import type {
-  DowntimeDelete,
+  DowntimeEventName,
+  DowntimeGuard,
   DowntimeHistoryTable,
+  DowntimeMerge,
   DowntimeStatement,
-  DowntimeUpdate,
-  DowntimeUpsert,
+  DowntimeTombstoneTable,
   Row,
   ScheduledDowntimeTable,
 } from "./types.ts";
@@ -68,41 +75,71 @@ export interface DowntimeEvent {
   readonly duration: number;
 }
 
-// Update lists are shared frozen arrays: built once, never per event.
-// C.4.2: an ADD must not regress the dynamic columns of a row that a START/STOP already
-// touched (late or redelivered ADD), so ADD updates only the static columns (+ the history
-// entry_time_usec). Pinned by "downtimeStatements: ADD updates only static columns (C.4.2)".
-const HISTORY_ADD_UPDATE: readonly string[] = Object.freeze([
-  "entry_time",
-  "entry_time_usec",
-  "author_name",
-  "comment_data",
-  "triggered_by_id",
-  "is_fixed",
-  "duration",
-  "scheduled_end_time",
-]);
-const SCHEDULED_ADD_UPDATE: readonly string[] = Object.freeze([
-  "entry_time",
-  "author_name",
-  "comment_data",
-  "triggered_by_id",
-  "is_fixed",
-  "duration",
-  "scheduled_end_time",
-]);
-// START must set the dynamic columns on an existing row, otherwise the upsert would be a no-op
-// for the common ADD → START sequence; it is an upsert only so the row exists without an ADD.
-const SCHEDULED_START_UPDATE: readonly string[] = Object.freeze([
-  ...SCHEDULED_ADD_UPDATE,
-  "was_started",
-  "actual_start_time",
-]);
-// After RESTART_PROGRAM the core re-announces every running downtime as LOAD then START, the
-// START stamped with the restart time. The first START's time is the real one, so a START
-// only fills actual_start_time while it is still 0. Pinned by "downtimes: a START re-announced
-// after a core restart keeps the recorded actual_start_time".
-const START_SET_ONCE: readonly string[] = Object.freeze(["actual_start_time"]);
+/** The envelope types that write rows, by name. */
+const EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
+  [DOWNTIME_ADD]: "ADD",
+  [DOWNTIME_DELETE]: "DELETE",
+  [DOWNTIME_LOAD]: "LOAD",
+  [DOWNTIME_START]: "START",
+  [DOWNTIME_STOP]: "STOP",
+});
+
+const HISTORY: Readonly<Record<"host" | "service", DowntimeHistoryTable>> = {
+  host: "statusengine_host_downtimehistory",
+  service: "statusengine_service_downtimehistory",
+};
+const SCHEDULED: Readonly<Record<"host" | "service", ScheduledDowntimeTable>> = {
+  host: "statusengine_host_scheduleddowntimes",
+  service: "statusengine_service_scheduleddowntimes",
+};
+const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
+
+// Merge lists are shared frozen arrays: built once, never per event. Every rule is
+// order-independent (see DowntimeMerge), so a row ends the same whatever order its events run in.
+function merges(...list: DowntimeMerge[]): readonly DowntimeMerge[] {
+  return Object.freeze(list.map((m) => Object.freeze(m)));
+}
+const assign = (column: string): DowntimeMerge => ({ column, rule: "assign" });
+// The definition as the ADD announced it. Every event of one downtime carries its definition,
+// meant to be the same each time, so the others only fill a row that does not exist yet; should
+// they ever differ, the ADD's wins whatever the order. entry_time_usec is the ADD's envelope
+// usec by definition, so only an ADD sets it.
+const HISTORY_ADD = merges(
+  ...[
+    "entry_time",
+    "entry_time_usec",
+    "author_name",
+    "comment_data",
+    "triggered_by_id",
+    "is_fixed",
+    "duration",
+    "scheduled_end_time",
+  ].map(assign),
+);
+const SCHEDULED_ADD = merges(...HISTORY_ADD.filter((m) => m.column !== "entry_time_usec"));
+// Started once is started for good; the first START's time is the real start (a core restart
+// re-announces a running downtime with a START stamped with the restart time), and the first
+// is the earliest.
+const START_MERGE = merges(
+  { column: "was_started", rule: "max" },
+  { column: "actual_start_time", rule: "earliest" },
+);
+// The last STOP decides the end and whether it was cancelled; the last is the latest.
+// was_cancelled is merged first, against the end time the row had before this event.
+const STOP_MERGE = merges(
+  { column: "was_cancelled", rule: "follows", of: "actual_end_time" },
+  { column: "actual_end_time", rule: "max" },
+);
+const NOTHING = merges();
+
+/** What one event contributes to the dynamic columns of its rows. */
+interface Dynamics {
+  readonly wasStarted: number;
+  readonly actualStart: number;
+  readonly actualEnd: number;
+  readonly wasCancelled: number;
+}
+const NO_DYNAMICS: Dynamics = { wasStarted: 0, actualStart: 0, actualEnd: 0, wasCancelled: 0 };
 
 function key(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
   // Primary-key order of all four tables (B.3.3, B.3.6, B.3.14, B.3.17).
@@ -122,111 +159,67 @@ function key(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
     };
 }
 
-function historyAdd(ev: DowntimeEvent, isHost: boolean, nodeName: string): DowntimeUpsert {
-  const table: DowntimeHistoryTable = isHost
-    ? "statusengine_host_downtimehistory"
-    : "statusengine_service_downtimehistory";
-  // Schema column order (B.3.3 / B.3.14); dynamic columns start at 0 (C.3 ADD).
-  const row: Row = isHost
-    ? {
-      hostname: ev.hostName,
-      internal_downtime_id: ev.downtimeId,
-      scheduled_start_time: ev.startTime,
-      node_name: nodeName,
-      entry_time: ev.entryTime,
-      entry_time_usec: ev.timestampUsec,
-      author_name: ev.authorName,
-      comment_data: ev.commentData,
-      triggered_by_id: ev.triggeredBy,
-      is_fixed: ev.fixed,
-      duration: ev.duration,
-      scheduled_end_time: ev.endTime,
-      was_started: 0,
-      actual_start_time: 0,
-      actual_end_time: 0,
-      was_cancelled: 0,
-    }
-    : {
-      hostname: ev.hostName,
-      service_description: ev.serviceDescription,
-      internal_downtime_id: ev.downtimeId,
-      scheduled_start_time: ev.startTime,
-      node_name: nodeName,
-      entry_time: ev.entryTime,
-      entry_time_usec: ev.timestampUsec,
-      author_name: ev.authorName,
-      comment_data: ev.commentData,
-      triggered_by_id: ev.triggeredBy,
-      is_fixed: ev.fixed,
-      duration: ev.duration,
-      scheduled_end_time: ev.endTime,
-      was_started: 0,
-      actual_start_time: 0,
-      actual_end_time: 0,
-      was_cancelled: 0,
-    };
-  return { kind: "upsert", event: "ADD", table, row, updateColumns: HISTORY_ADD_UPDATE };
+function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
+  // Primary-key order of statusengine_downtime_tombstones; '' stands for "host downtime".
+  return {
+    hostname: ev.hostName,
+    service_description: isHost ? "" : ev.serviceDescription,
+    node_name: nodeName,
+    scheduled_start_time: ev.startTime,
+    internal_downtime_id: ev.downtimeId,
+  };
 }
 
-function scheduledUpsert(
-  ev: DowntimeEvent,
-  isHost: boolean,
-  nodeName: string,
-  started: boolean,
-): DowntimeUpsert {
-  const table: ScheduledDowntimeTable = isHost
-    ? "statusengine_host_scheduleddowntimes"
-    : "statusengine_service_scheduleddowntimes";
-  const wasStarted = started ? 1 : 0;
-  const actualStart = started ? ev.timestamp : 0;
+function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
+  // Schema column order (B.3.3 / B.3.14).
+  const identity: Row = isHost
+    ? { hostname: ev.hostName }
+    : { hostname: ev.hostName, service_description: ev.serviceDescription };
+  return {
+    ...identity,
+    internal_downtime_id: ev.downtimeId,
+    scheduled_start_time: ev.startTime,
+    node_name: nodeName,
+    entry_time: ev.entryTime,
+    entry_time_usec: ev.type === DOWNTIME_ADD ? ev.timestampUsec : 0,
+    author_name: ev.authorName,
+    comment_data: ev.commentData,
+    triggered_by_id: ev.triggeredBy,
+    is_fixed: ev.fixed,
+    duration: ev.duration,
+    scheduled_end_time: ev.endTime,
+    was_started: d.wasStarted,
+    actual_start_time: d.actualStart,
+    actual_end_time: d.actualEnd,
+    was_cancelled: d.wasCancelled,
+  };
+}
+
+function scheduledRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
   // Schema column order (B.3.6 / B.3.17).
-  const row: Row = isHost
-    ? {
-      hostname: ev.hostName,
-      internal_downtime_id: ev.downtimeId,
-      scheduled_start_time: ev.startTime,
-      node_name: nodeName,
-      entry_time: ev.entryTime,
-      author_name: ev.authorName,
-      comment_data: ev.commentData,
-      triggered_by_id: ev.triggeredBy,
-      is_fixed: ev.fixed,
-      duration: ev.duration,
-      scheduled_end_time: ev.endTime,
-      was_started: wasStarted,
-      actual_start_time: actualStart,
-    }
-    : {
-      hostname: ev.hostName,
-      service_description: ev.serviceDescription,
-      internal_downtime_id: ev.downtimeId,
-      scheduled_start_time: ev.startTime,
-      node_name: nodeName,
-      entry_time: ev.entryTime,
-      author_name: ev.authorName,
-      comment_data: ev.commentData,
-      triggered_by_id: ev.triggeredBy,
-      is_fixed: ev.fixed,
-      duration: ev.duration,
-      scheduled_end_time: ev.endTime,
-      was_started: wasStarted,
-      actual_start_time: actualStart,
-    };
-  return started
-    ? {
-      kind: "upsert",
-      event: "START",
-      table,
-      row,
-      updateColumns: SCHEDULED_START_UPDATE,
-      setOnce: START_SET_ONCE,
-    }
-    : { kind: "upsert", event: "ADD", table, row, updateColumns: SCHEDULED_ADD_UPDATE };
+  const identity: Row = isHost
+    ? { hostname: ev.hostName }
+    : { hostname: ev.hostName, service_description: ev.serviceDescription };
+  return {
+    ...identity,
+    internal_downtime_id: ev.downtimeId,
+    scheduled_start_time: ev.startTime,
+    node_name: nodeName,
+    entry_time: ev.entryTime,
+    author_name: ev.authorName,
+    comment_data: ev.commentData,
+    triggered_by_id: ev.triggeredBy,
+    is_fixed: ev.fixed,
+    duration: ev.duration,
+    scheduled_end_time: ev.endTime,
+    was_started: d.wasStarted,
+    actual_start_time: d.actualStart,
+  };
 }
 
 /**
  * Append the statements of one downtime event to `out`, in execution order
- * (C.3 with C.4.2). Used by the queue decoder so a bulk job fills one
+ * (docs/downtimes.md). Used by the queue decoder so a bulk job fills one
  * list without intermediate arrays.
  *
  * @param ev The downtime event.
@@ -239,88 +232,114 @@ export function appendDowntimeStatements(
   out: DowntimeStatement[],
 ): void {
   const type = ev.type;
-  if (
-    type !== DOWNTIME_ADD && type !== DOWNTIME_START && type !== DOWNTIME_STOP &&
-    type !== DOWNTIME_DELETE
-  ) {
-    return; // LOAD: persisted by its original ADD; unknown types: nothing (C.3).
-  }
+  const name = EVENT_NAMES[type];
+  if (name === undefined) return; // unknown types: nothing (C.3).
   // Routing is on downtime_type only, never on service_description (C.1).
   const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
-  const history: DowntimeHistoryTable = isHost
-    ? "statusengine_host_downtimehistory"
-    : "statusengine_service_downtimehistory";
-  const scheduled: ScheduledDowntimeTable = isHost
-    ? "statusengine_host_scheduleddowntimes"
-    : "statusengine_service_scheduleddowntimes";
+  const kind = isHost ? "host" : "service";
+  const tKey = tombstoneKey(ev, isHost, nodeName);
+  // A history row exists unless a DELETE before the window removed it; a scheduled row exists
+  // only until the downtime ended (STOP) or was removed (DELETE).
+  const historyGuard: DowntimeGuard = { table: TOMBSTONES, key: tKey, historyRemoved: true };
+  const scheduledGuard: DowntimeGuard = { table: TOMBSTONES, key: tKey, historyRemoved: false };
+  const history = (d: Dynamics, merge: readonly DowntimeMerge[], lossIsReported: boolean) =>
+    out.push({
+      kind: "upsert",
+      event: name,
+      table: HISTORY[kind],
+      row: historyRow(ev, isHost, nodeName, d),
+      merge,
+      guard: historyGuard,
+      detectUnmatched: lossIsReported,
+    });
+  const scheduled = (d: Dynamics, merge: readonly DowntimeMerge[]) =>
+    out.push({
+      kind: "upsert",
+      event: name,
+      table: SCHEDULED[kind],
+      row: scheduledRow(ev, isHost, nodeName, d),
+      merge,
+      guard: scheduledGuard,
+      detectUnmatched: false,
+    });
+  const end = (event: "STOP" | "DELETE", historyRemoved: boolean) => {
+    // The tombstone first, then the delete: an upsert that runs in between (another
+    // connection, a redelivery) already sees the tombstone and writes nothing.
+    out.push({
+      kind: "tombstone",
+      event,
+      table: TOMBSTONES,
+      row: { ...tKey, history_removed: historyRemoved ? 1 : 0, end_time: ev.timestamp },
+    });
+    out.push({ kind: "delete", event, table: SCHEDULED[kind], key: key(ev, isHost, nodeName) });
+  };
 
   if (type === DOWNTIME_ADD) {
-    out.push(historyAdd(ev, isHost, nodeName), scheduledUpsert(ev, isHost, nodeName, false));
+    history(NO_DYNAMICS, HISTORY_ADD, false);
+    scheduled(NO_DYNAMICS, SCHEDULED_ADD);
+  } else if (type === DOWNTIME_LOAD) {
+    // Restored from the core's retention file: the downtime exists, whether or not its ADD
+    // (from before the restart) reached the database.
+    history(NO_DYNAMICS, NOTHING, false);
+    scheduled(NO_DYNAMICS, NOTHING);
   } else if (type === DOWNTIME_START) {
-    const update: DowntimeUpdate = {
-      kind: "update",
-      event: "START",
-      table: history,
-      key: key(ev, isHost, nodeName),
-      set: { was_started: 1, actual_start_time: ev.timestamp },
-      setOnce: START_SET_ONCE,
-      detectUnmatched: true,
-    };
-    out.push(update, scheduledUpsert(ev, isHost, nodeName, true));
+    const started: Dynamics = { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp };
+    history(started, START_MERGE, true);
+    scheduled(started, START_MERGE);
   } else if (type === DOWNTIME_STOP) {
-    const k = key(ev, isHost, nodeName);
-    const update: DowntimeUpdate = {
-      kind: "update",
-      event: "STOP",
-      table: history,
-      key: k,
-      set: {
-        actual_end_time: ev.timestamp,
-        was_cancelled: ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0,
-      },
-      detectUnmatched: true,
-    };
-    const del: DowntimeDelete = { kind: "delete", event: "STOP", table: scheduled, key: k };
-    out.push(update, del);
+    const cancelled = ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0;
+    history({ ...NO_DYNAMICS, actualEnd: ev.timestamp, wasCancelled: cancelled }, STOP_MERGE, true);
+    end("STOP", false);
   } else {
-    const k = key(ev, isHost, nodeName);
-    out.push({ kind: "delete", event: "DELETE", table: scheduled, key: k });
     // Strictly greater: deleted before its window began, so it never took effect and leaves no
     // history. At start_time <= ts the preceding STOP (or a flexible downtime that never
     // triggered) keeps its history row (C.3 DELETE). scheduled_start_time is in the key, so
     // the condition depends on the event alone and needs no SQL.
-    if (ev.startTime > ev.timestamp) {
-      out.push({ kind: "delete", event: "DELETE", table: history, key: k });
+    const removed = ev.startTime > ev.timestamp;
+    end("DELETE", removed);
+    if (removed) {
+      out.push({
+        kind: "delete",
+        event: "DELETE",
+        table: HISTORY[kind],
+        key: key(ev, isHost, nodeName),
+      });
+    } else {
+      // The downtime reached its window: it belongs in the history even if no other event of
+      // it was ever written. DELETE never sets actual_end_time (C.3).
+      history(NO_DYNAMICS, NOTHING, false);
     }
   }
 }
 
 /**
- * The statements one downtime event requires, in execution order (C.3,
- * C.4.2; the UPDATEs carry the C.5 flag).
+ * The statements one downtime event requires, in execution order (docs/downtimes.md). Each
+ * upsert is suppressed by the downtime's tombstone where one says its row must not exist.
  *
  * | type | statements |
  * |---|---|
- * | ADD 1100 | history upsert (static + `entry_time_usec` updated), scheduled upsert (static updated) |
- * | START 1103 | history update (C.5), scheduled upsert with `was_started` 1 |
- * | STOP 1104 | history update (C.5), scheduled delete |
- * | DELETE 1101 | scheduled delete, history delete only if `start_time` > `timestamp` |
- * | LOAD 1102, other | none |
+ * | ADD 1100 | history upsert (definition + `entry_time_usec`), scheduled upsert (definition) |
+ * | LOAD 1102 | history upsert, scheduled upsert (create only, never change a row) |
+ * | START 1103 | history upsert, scheduled upsert: `was_started` 1, earliest `actual_start_time` |
+ * | STOP 1104 | history upsert (latest `actual_end_time`, its `was_cancelled`), tombstone, scheduled delete |
+ * | DELETE 1101 | tombstone, scheduled delete, then history delete if `start_time` > `timestamp`, else history upsert (create only) |
+ * | other | none |
  *
  * @param ev The downtime event, fields already coerced.
  * @param nodeName Configured node name.
- * @returns The statements; empty for LOAD and unknown types.
+ * @returns The statements; empty for unknown types.
  * @throws Never.
  *
  * @example A cancelled STOP of a host downtime
  * ```ts
  * import { downtimeStatements } from "./downtime.ts";
- * const [update, del] = downtimeStatements({
+ * const [history, tombstone, del] = downtimeStatements({
  *   type: 1104, attr: 2, timestamp: 1000, timestampUsec: 0, downtimeType: 2,
  *   hostName: "web01", serviceDescription: "", downtimeId: 7, startTime: 900, endTime: 2000,
  *   entryTime: 800, authorName: "me", commentData: "", triggeredBy: 0, fixed: 1, duration: 0,
  * }, "N");
- * console.assert(update?.kind === "update" && update.set.was_cancelled === 1);
+ * console.assert(history?.kind === "upsert" && history.row.was_cancelled === 1);
+ * console.assert(tombstone?.kind === "tombstone" && tombstone.row.end_time === 1000);
  * console.assert(del?.kind === "delete" && del.table === "statusengine_host_scheduleddowntimes");
  * ```
  */

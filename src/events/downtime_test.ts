@@ -93,22 +93,63 @@ function schemaOrdered(table: string, row: Row): Row {
   return out;
 }
 
+function tombstoneKey(host: boolean): Row {
+  return {
+    hostname: "efb91fa3",
+    "service_description": host ? "" : "66d42eec",
+    "node_name": NODE,
+    "scheduled_start_time": START,
+    "internal_downtime_id": 1,
+  };
+}
+
+function guards(host: boolean) {
+  const t = "statusengine_downtime_tombstones" as const;
+  return {
+    history: { table: t, key: tombstoneKey(host), historyRemoved: true },
+    scheduled: { table: t, key: tombstoneKey(host), historyRemoved: false },
+  };
+}
+
 function assertColumnOrder(statements: DowntimeStatement[]): void {
   for (const s of statements) {
-    if (s.kind === "upsert") {
-      assert.deepEqual(
-        Object.keys(s.row),
-        SCHEMA_COLUMNS[s.table],
-        `${s.table} upsert column order`,
-      );
-    } else {
+    if (s.kind === "delete") {
       const host = s.table.startsWith("statusengine_host_");
       assert.deepEqual(Object.keys(s.key), Object.keys(key(host)), `${s.table} key order`);
+    } else {
+      assert.deepEqual(Object.keys(s.row), SCHEMA_COLUMNS[s.table], `${s.table} column order`);
     }
   }
 }
 
-Deno.test("downtimeStatements: ADD upserts history then scheduled with dynamic columns 0 (C.3)", () => {
+const STATIC_MERGE = [
+  "entry_time",
+  "author_name",
+  "comment_data",
+  "triggered_by_id",
+  "is_fixed",
+  "duration",
+  "scheduled_end_time",
+].map((column) => ({ column, rule: "assign" }));
+
+function historyRow(host: boolean, usec: number, dynamic: Partial<Row> = {}): Row {
+  return {
+    ...key(host),
+    ...statics(),
+    "entry_time_usec": usec,
+    "was_started": 0,
+    "actual_start_time": 0,
+    "actual_end_time": 0,
+    "was_cancelled": 0,
+    ...dynamic,
+  };
+}
+
+function scheduledRow(host: boolean, dynamic: Partial<Row> = {}): Row {
+  return { ...key(host), ...statics(), "was_started": 0, "actual_start_time": 0, ...dynamic };
+}
+
+Deno.test("downtimeStatements: ADD upserts history then scheduled with dynamic columns 0, merging only the definition", () => {
   for (const k of KINDS) {
     const host = k.name === "host";
     const got = downtimeStatements(
@@ -121,70 +162,87 @@ Deno.test("downtimeStatements: ADD upserts history then scheduled with dynamic c
         kind: "upsert",
         event: "ADD",
         table: k.history,
-        row: schemaOrdered(k.history, {
-          ...key(host),
-          ...statics(),
-          "entry_time_usec": 224439,
-          "was_started": 0,
-          "actual_start_time": 0,
-          "actual_end_time": 0,
-          "was_cancelled": 0,
-        }),
-        updateColumns: [
-          "entry_time",
-          "entry_time_usec",
-          "author_name",
-          "comment_data",
-          "triggered_by_id",
-          "is_fixed",
-          "duration",
-          "scheduled_end_time",
+        row: schemaOrdered(k.history, historyRow(host, 224439)),
+        merge: [
+          { column: "entry_time", rule: "assign" },
+          { column: "entry_time_usec", rule: "assign" },
+          ...STATIC_MERGE.slice(1),
         ],
+        guard: guards(host).history,
+        detectUnmatched: false,
       },
       {
         kind: "upsert",
         event: "ADD",
         table: k.scheduled,
-        row: schemaOrdered(k.scheduled, {
-          ...key(host),
-          ...statics(),
-          "was_started": 0,
-          "actual_start_time": 0,
-        }),
-        updateColumns: [
-          "entry_time",
-          "author_name",
-          "comment_data",
-          "triggered_by_id",
-          "is_fixed",
-          "duration",
-          "scheduled_end_time",
-        ],
+        row: schemaOrdered(k.scheduled, scheduledRow(host)),
+        merge: STATIC_MERGE,
+        guard: guards(host).scheduled,
+        detectUnmatched: false,
       },
     ], k.name);
   }
 });
 
-// Without C.4.2 a late or redelivered ADD would reset was_started/actual_* of a downtime that
-// already started or ended (C.4 table, rows "ADD redelivered after START/STOP").
-Deno.test("downtimeStatements: ADD updates only static columns, never a dynamic or key column (C.4.2)", () => {
+// A late or redelivered ADD must not reset was_started/actual_* of a downtime that already
+// started or ended (C.4.2).
+Deno.test("downtimeStatements: no ADD or LOAD merges a dynamic or key column", () => {
   const dynamic = ["was_started", "actual_start_time", "actual_end_time", "was_cancelled"];
   for (const k of KINDS) {
     const host = k.name === "host";
-    for (const s of downtimeStatements(event({ downtimeType: k.downtimeType }), NODE)) {
-      assert.equal(s.kind, "upsert");
-      if (s.kind !== "upsert") continue;
-      for (const c of s.updateColumns) {
-        assert.ok(!dynamic.includes(c), `${s.table}: ${c} must not be updated by ADD`);
-        assert.ok(!(c in key(host)), `${s.table}: key column ${c} in the update list`);
-        assert.ok(c in s.row, `${s.table}: ${c} is not inserted`);
+    for (const type of [DOWNTIME_ADD, DOWNTIME_LOAD]) {
+      for (const s of downtimeStatements(event({ type, downtimeType: k.downtimeType }), NODE)) {
+        assert.equal(s.kind, "upsert");
+        if (s.kind !== "upsert") continue;
+        for (const { column } of s.merge) {
+          assert.ok(!dynamic.includes(column), `${s.table}: ${column} must not be merged by ADD`);
+          assert.ok(!(column in key(host)), `${s.table}: key column ${column} merged`);
+          assert.ok(column in s.row, `${s.table}: ${column} is not inserted`);
+        }
       }
     }
   }
 });
 
-Deno.test("downtimeStatements: START updates history (C.5 flagged) then upserts scheduled as started", () => {
+Deno.test("downtimeStatements: LOAD creates both rows from its definition and changes nothing that exists", () => {
+  for (const k of KINDS) {
+    const host = k.name === "host";
+    const got = downtimeStatements(
+      event({ type: DOWNTIME_LOAD, downtimeType: k.downtimeType, timestampUsec: 5 }),
+      NODE,
+    );
+    assertColumnOrder(got);
+    assert.deepEqual(got, [
+      {
+        kind: "upsert",
+        event: "LOAD",
+        table: k.history,
+        // Only an ADD's usec is the entry_time_usec.
+        row: schemaOrdered(k.history, historyRow(host, 0)),
+        merge: [],
+        guard: guards(host).history,
+        detectUnmatched: false,
+      },
+      {
+        kind: "upsert",
+        event: "LOAD",
+        table: k.scheduled,
+        row: schemaOrdered(k.scheduled, scheduledRow(host)),
+        merge: [],
+        guard: guards(host).scheduled,
+        detectUnmatched: false,
+      },
+    ], k.name);
+  }
+});
+
+Deno.test("downtimeStatements: START creates or merges both rows as started, earliest start wins", () => {
   const ts = START + 5;
+  const startMerge = [
+    { column: "was_started", rule: "max" },
+    // A START re-announced after a core restart must not move the recorded start.
+    { column: "actual_start_time", rule: "earliest" },
+  ];
   for (const k of KINDS) {
     const host = k.name === "host";
     const got = downtimeStatements(
@@ -192,46 +250,31 @@ Deno.test("downtimeStatements: START updates history (C.5 flagged) then upserts 
       NODE,
     );
     assertColumnOrder(got);
+    const started = { "was_started": 1, "actual_start_time": ts };
     assert.deepEqual(got, [
       {
-        kind: "update",
+        kind: "upsert",
         event: "START",
         table: k.history,
-        key: key(host),
-        set: { "was_started": 1, "actual_start_time": ts },
-        // A START re-announced after a core restart must not move the recorded start.
-        setOnce: ["actual_start_time"],
+        row: schemaOrdered(k.history, historyRow(host, 0, started)),
+        merge: startMerge,
+        guard: guards(host).history,
         detectUnmatched: true,
       },
       {
         kind: "upsert",
         event: "START",
         table: k.scheduled,
-        row: schemaOrdered(k.scheduled, {
-          ...key(host),
-          ...statics(),
-          "was_started": 1,
-          "actual_start_time": ts,
-        }),
-        // The upsert must set the dynamic columns on the row the ADD created.
-        updateColumns: [
-          "entry_time",
-          "author_name",
-          "comment_data",
-          "triggered_by_id",
-          "is_fixed",
-          "duration",
-          "scheduled_end_time",
-          "was_started",
-          "actual_start_time",
-        ],
-        setOnce: ["actual_start_time"],
+        row: schemaOrdered(k.scheduled, scheduledRow(host, started)),
+        merge: startMerge,
+        guard: guards(host).scheduled,
+        detectUnmatched: false,
       },
     ], k.name);
   }
 });
 
-Deno.test("downtimeStatements: STOP updates history end and cancel flag (attr 2 only), then deletes scheduled", () => {
+Deno.test("downtimeStatements: STOP records end and cancel flag (attr 2 only), then the tombstone, then deletes scheduled", () => {
   const ts = START + 120;
   for (const k of KINDS) {
     const host = k.name === "host";
@@ -243,12 +286,26 @@ Deno.test("downtimeStatements: STOP updates history end and cancel flag (attr 2 
       assertColumnOrder(got);
       assert.deepEqual(got, [
         {
-          kind: "update",
+          kind: "upsert",
           event: "STOP",
           table: k.history,
-          key: key(host),
-          set: { "actual_end_time": ts, "was_cancelled": cancelled },
+          row: schemaOrdered(
+            k.history,
+            historyRow(host, 0, { "actual_end_time": ts, "was_cancelled": cancelled }),
+          ),
+          // was_cancelled first: it is decided against the end time stored before this STOP.
+          merge: [
+            { column: "was_cancelled", rule: "follows", of: "actual_end_time" },
+            { column: "actual_end_time", rule: "max" },
+          ],
+          guard: guards(host).history,
           detectUnmatched: true,
+        },
+        {
+          kind: "tombstone",
+          event: "STOP",
+          table: "statusengine_downtime_tombstones",
+          row: { ...tombstoneKey(host), "history_removed": 0, "end_time": ts },
         },
         { kind: "delete", event: "STOP", table: k.scheduled, key: key(host) },
       ], `${k.name} attr ${attr}`);
@@ -256,45 +313,53 @@ Deno.test("downtimeStatements: STOP updates history end and cancel flag (attr 2 
   }
 });
 
-Deno.test("downtimeStatements: DELETE before the window began also deletes history, strictly start_time > ts", () => {
+Deno.test("downtimeStatements: DELETE before the window began removes history, strictly start_time > ts; after it, keeps one", () => {
   for (const k of KINDS) {
     const host = k.name === "host";
-    const scheduledDelete = {
-      kind: "delete",
+    const tombstone = (ts: number, removed: number) => ({
+      kind: "tombstone",
       event: "DELETE",
-      table: k.scheduled,
-      key: key(host),
-    } as const;
+      table: "statusengine_downtime_tombstones",
+      row: { ...tombstoneKey(host), "history_removed": removed, "end_time": ts },
+    });
+    const scheduledDelete = { kind: "delete", event: "DELETE", table: k.scheduled, key: key(host) };
     const historyDelete = { kind: "delete", event: "DELETE", table: k.history, key: key(host) };
+    const historyKept = {
+      kind: "upsert",
+      event: "DELETE",
+      table: k.history,
+      row: schemaOrdered(k.history, historyRow(host, 0)),
+      merge: [],
+      guard: guards(host).history,
+      detectUnmatched: false,
+    };
     const before = downtimeStatements(
       event({ type: DOWNTIME_DELETE, downtimeType: k.downtimeType, timestamp: START - 1 }),
       NODE,
     );
     assertColumnOrder(before);
-    assert.deepEqual(before, [scheduledDelete, historyDelete], `${k.name} before start`);
+    assert.deepEqual(
+      before,
+      [tombstone(START - 1, 1), scheduledDelete, historyDelete],
+      `${k.name} before start`,
+    );
     // At the boundary the window has begun: the history row stays (C.3 "strictly greater").
-    assert.deepEqual(
-      downtimeStatements(
-        event({ type: DOWNTIME_DELETE, downtimeType: k.downtimeType, timestamp: START }),
-        NODE,
-      ),
-      [scheduledDelete],
-      `${k.name} at start`,
-    );
-    assert.deepEqual(
-      downtimeStatements(
-        event({ type: DOWNTIME_DELETE, downtimeType: k.downtimeType, timestamp: START + 600 }),
-        NODE,
-      ),
-      [scheduledDelete],
-      `${k.name} after start`,
-    );
+    for (const ts of [START, START + 600]) {
+      assert.deepEqual(
+        downtimeStatements(
+          event({ type: DOWNTIME_DELETE, downtimeType: k.downtimeType, timestamp: ts }),
+          NODE,
+        ),
+        [tombstone(ts, 0), scheduledDelete, historyKept],
+        `${k.name} at start + ${ts - START}`,
+      );
+    }
   }
 });
 
-Deno.test("downtimeStatements: LOAD and unknown types produce no statement", () => {
+Deno.test("downtimeStatements: unknown types produce no statement", () => {
   for (const k of KINDS) {
-    for (const type of [DOWNTIME_LOAD, 1105, 0, -1]) {
+    for (const type of [1105, 0, -1]) {
       assert.deepEqual(downtimeStatements(event({ type, downtimeType: k.downtimeType }), NODE), []);
     }
   }
@@ -316,10 +381,12 @@ Deno.test("downtimeStatements: routing is on downtime_type only, 2 = host, anyth
 });
 
 Deno.test("downtimeStatements: the node name is part of every key", () => {
-  for (const type of [DOWNTIME_ADD, DOWNTIME_START, DOWNTIME_STOP, DOWNTIME_DELETE]) {
+  const types = [DOWNTIME_ADD, DOWNTIME_LOAD, DOWNTIME_START, DOWNTIME_STOP, DOWNTIME_DELETE];
+  for (const type of types) {
     for (const s of downtimeStatements(event({ type, timestamp: 0 }), "other-node")) {
-      const k = s.kind === "upsert" ? s.row : s.key;
+      const k = s.kind === "delete" ? s.key : s.row;
       assert.equal(k.node_name, "other-node");
+      if (s.kind === "upsert") assert.equal(s.guard.key.node_name, "other-node");
     }
   }
 });

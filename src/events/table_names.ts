@@ -1,5 +1,6 @@
 /**
- * The names of the 22 `statusengine_*` tables on their own, grouped by how they are
+ * The names of the 23 tables (the 22 `statusengine_*` tables of Statusengine and the worker's
+ * own `statusengine_downtime_tombstones`) on their own, grouped by how they are
  * written, with no imports: the decoders (which emit rows for them), the pipeline (which
  * routes rows to their writers) and the table catalogue (which defines their columns) all
  * type their table names with these, so a row can only name a table that has a writer, and
@@ -30,8 +31,12 @@ export const BATCHED_TABLE_NAMES = [
 /** A table written through a bulk writer. */
 export type BatchedTableName = (typeof BATCHED_TABLE_NAMES)[number];
 
-/** Tables written one statement at a time by the downtime lifecycle (C.3). */
+/**
+ * Tables written one statement at a time by the downtime lifecycle (C.3): the four Statusengine
+ * downtime tables and the worker's own tombstones of ended downtimes (docs/downtimes.md).
+ */
 export const DOWNTIME_TABLE_NAMES = [
+  "statusengine_downtime_tombstones",
   "statusengine_host_downtimehistory",
   "statusengine_host_scheduleddowntimes",
   "statusengine_service_downtimehistory",
@@ -56,7 +61,7 @@ export const TABLE_NAMES = [
   ...OTHER_TABLE_NAMES,
 ] as const;
 
-/** Name of one of the 22 `statusengine_*` tables. */
+/** Name of one of the 23 tables. */
 export type TableName = (typeof TABLE_NAMES)[number];
 
 const BATCHED: ReadonlySet<string> = new Set(BATCHED_TABLE_NAMES);

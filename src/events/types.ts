@@ -26,7 +26,7 @@ export interface TableRow {
   readonly row: Row;
 }
 
-/** The two downtime history tables: the targets of the START/STOP updates (C.3, C.5). */
+/** The two downtime history tables (C.2). */
 export type DowntimeHistoryTable =
   | "statusengine_host_downtimehistory"
   | "statusengine_service_downtimehistory";
@@ -36,61 +36,84 @@ export type ScheduledDowntimeTable =
   | "statusengine_host_scheduleddowntimes"
   | "statusengine_service_scheduleddowntimes";
 
-/** Any of the four downtime tables. */
-export type DowntimeTable = DowntimeTableName & (DowntimeHistoryTable | ScheduledDowntimeTable);
+/**
+ * The worker's own record of downtimes that ended or were deleted (docs/downtimes.md), so a
+ * late or repeated job cannot bring their rows back.
+ */
+export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 
-/** The downtime events that produce statements (LOAD 1102 and unknown types produce none). */
-export type DowntimeEventName = "ADD" | "START" | "STOP" | "DELETE";
+/** Any table the downtime lifecycle writes. */
+export type DowntimeTable = DowntimeTableName;
+
+/** The downtime events that produce statements (unknown types produce none). */
+export type DowntimeEventName = "ADD" | "LOAD" | "START" | "STOP" | "DELETE";
 
 /**
- * `INSERT INTO table (<keys of row>) VALUES (…) ON DUPLICATE KEY UPDATE c = VALUES(c), …`
- * for every `c` of `updateColumns`, in that order.
+ * How one column of a row that already exists takes the value an event brings. Each rule gives
+ * the same result whatever order the events come in and however often one repeats, which is
+ * what makes the downtime tables independent of delivery order (docs/downtimes.md).
+ *
+ * - `assign`: the event's value (only for values every event of a downtime agrees on).
+ * - `max`: the greater of both.
+ * - `earliest`: the smaller of both, where 0 means "not set yet" on either side.
+ * - `follows`: the value of the event whose `of` column is greater; on a tie the greater value.
+ *   Must come before the merge of `of` in the list.
+ */
+export type DowntimeMerge =
+  | { readonly column: string; readonly rule: "assign" | "max" | "earliest" }
+  | { readonly column: string; readonly rule: "follows"; readonly of: string };
+
+/**
+ * The tombstone that suppresses an upsert: equality on the tombstone key, and for a history row
+ * also `history_removed = 1`.
+ */
+export interface DowntimeGuard {
+  /** The tombstone table. */
+  readonly table: DowntimeTombstoneTable;
+  /** Equality on exactly the tombstone's primary-key columns, in primary-key order. */
+  readonly key: Row;
+  /** Suppress only when the tombstone says the history row was removed (DELETE before the window). */
+  readonly historyRemoved: boolean;
+}
+
+/**
+ * `INSERT INTO table (<keys of row>) SELECT … WHERE NOT EXISTS (<guard>) ON DUPLICATE KEY
+ * UPDATE <merge>`: create the row from the event's complete downtime definition, or merge the
+ * event into the row that exists, unless the tombstone says the row must not exist.
  */
 export interface DowntimeUpsert {
   /** Discriminator. */
   readonly kind: "upsert";
   /** The event that produced the statement (for logs and metrics). */
-  readonly event: "ADD" | "START";
+  readonly event: DowntimeEventName;
   /** Target table. */
-  readonly table: DowntimeTable;
+  readonly table: DowntimeHistoryTable | ScheduledDowntimeTable;
   /** Every column to insert, in schema order, primary-key columns included. */
   readonly row: Row;
+  /** How the existing row takes this event, in assignment order; empty = leave it as it is. */
+  readonly merge: readonly DowntimeMerge[];
+  /** The tombstone that makes this statement write nothing. */
+  readonly guard: DowntimeGuard;
   /**
-   * Columns assigned from the new row on a duplicate key. Never empty, never a key column.
-   * For ADD this is narrowed to the static columns (plus `entry_time_usec` in history) so a
-   * late or redelivered ADD cannot reset the dynamic columns (C.4.2).
-   */
-  readonly updateColumns: readonly string[];
-  /**
-   * Columns of `updateColumns` assigned on a duplicate key only while the stored value is 0
-   * (not yet set); absent = none. See {@linkcode DowntimeUpdate.setOnce}.
-   */
-  readonly setOnce?: readonly string[];
-}
-
-/** `UPDATE table SET <set> WHERE <key col> = ? AND …` (the full primary key). */
-export interface DowntimeUpdate {
-  /** Discriminator. */
-  readonly kind: "update";
-  /** The event that produced the statement (for logs and metrics). */
-  readonly event: "START" | "STOP";
-  /** Target table: updates only ever touch a history table. */
-  readonly table: DowntimeHistoryTable;
-  /** Equality on exactly the primary-key columns, in primary-key order. */
-  readonly key: Row;
-  /** Columns to assign. */
-  readonly set: Row;
-  /**
-   * Columns of `set` assigned only while the stored value is 0 (not yet set); absent = none.
-   * A START re-announced after a core restart carries the restart time, not the time the
-   * downtime began, so it must not move an `actual_start_time` that is already recorded.
-   */
-  readonly setOnce?: readonly string[];
-  /**
-   * True when a 0 matched-rows outcome must be reported as an unmatched update
-   * (C.5, metric `statusengine_queue_downtime_updates_unmatched_total`).
+   * True when writing nothing means the event is lost for good (its downtime was deleted before
+   * its window began), reported in `statusengine_queue_downtime_updates_unmatched_total`.
    */
   readonly detectUnmatched: boolean;
+}
+
+/**
+ * `INSERT INTO <tombstones> … ON DUPLICATE KEY UPDATE`: record that the downtime ended (STOP,
+ * DELETE) and whether its history row must go (DELETE before the window began).
+ */
+export interface DowntimeTombstone {
+  /** Discriminator. */
+  readonly kind: "tombstone";
+  /** The event that produced the statement (for logs and metrics). */
+  readonly event: "STOP" | "DELETE";
+  /** The tombstone table. */
+  readonly table: DowntimeTombstoneTable;
+  /** Every column, in schema order. */
+  readonly row: Row;
 }
 
 /**
@@ -104,13 +127,13 @@ export interface DowntimeDelete {
   /** The event that produced the statement (for logs and metrics). */
   readonly event: "STOP" | "DELETE";
   /** Target table. */
-  readonly table: DowntimeTable;
+  readonly table: DowntimeHistoryTable | ScheduledDowntimeTable;
   /** Equality on exactly the primary-key columns, in primary-key order. */
   readonly key: Row;
 }
 
-/** One statement of the downtime lifecycle (C.3), executed in list order. */
-export type DowntimeStatement = DowntimeUpsert | DowntimeUpdate | DowntimeDelete;
+/** One statement of the downtime lifecycle, executed in list order. */
+export type DowntimeStatement = DowntimeUpsert | DowntimeTombstone | DowntimeDelete;
 
 /**
  * Why a payload could not be decoded. A small fixed set: it becomes the `reason` label of

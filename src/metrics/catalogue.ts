@@ -139,7 +139,8 @@ export const METRICS = {
   queueDowntimeUpdatesUnmatched: {
     name: "statusengine_queue_downtime_updates_unmatched_total",
     type: "counter",
-    help: "Downtime START/STOP updates that matched no history row (a lost or missing ADD).",
+    help:
+      "Downtime START/STOP events that could not be recorded because a DELETE before the downtime's window had already removed it (docs/downtimes.md); a START/STOP whose ADD is missing or late creates the rows and is not counted.",
     labels: [],
     precreate: "none",
   },

@@ -15,7 +15,7 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   "status_queues": "the 2 status queues only",
   "queues_x_results": "12 queues × completed/failed/abandoned",
   "queues_x_dead_letter_reasons": "12 queues × every reason",
-  tables: "all 18 written tables",
+  tables: "all 19 written tables",
   "batched_tables": "the 14 batched tables",
   "batched_tables_x_adjust_reasons": "14 tables × every reason",
   components: "mysql, websocket, graphite, queue, command",

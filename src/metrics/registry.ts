@@ -23,7 +23,7 @@ export interface LabelValues {
   readonly statusQueues: readonly string[];
   readonly jobResults: readonly string[];
   readonly deadLetterReasons: readonly string[];
-  /** All 18 written tables (batched and downtime). */
+  /** All 19 written tables (batched, downtime and the downtime tombstones). */
   readonly tables: readonly string[];
   /** The 14 batched tables. */
   readonly batchedTables: readonly string[];

@@ -1,6 +1,7 @@
 /**
  * The table catalogue: the single source of truth for the 22 `statusengine_*` tables of the
- * Statusengine 3 schema (D2, docs/tables.md#b.1).
+ * Statusengine 3 schema (D2, docs/tables.md#b.1) and the one table the worker adds for itself,
+ * `statusengine_downtime_tombstones` (docs/downtimes.md).
  *
  * Every column line below restates one column of the production schema dump as `[name, SQL type, NULL, default]`,
  * written exactly as the dump writes it, so the two can be compared line by line. Everything
@@ -173,6 +174,33 @@ const DEFINITIONS = [
     ],
     primaryKey: ["id"],
     indexes: [],
+    partitionColumn: null,
+  },
+  // Not a Statusengine table: the worker's own record of downtimes that ended (STOP, DELETE),
+  // so that a job delivered late or twice cannot re-create their scheduled row or a history row
+  // that a DELETE before the window removed (docs/downtimes.md). `service_description` is ''
+  // for a host downtime. The key is as long as InnoDB allows (3072 bytes in utf8mb4), exactly
+  // like the service downtime tables'. `cleanup` prunes it by `end_time`.
+  {
+    name: "statusengine_downtime_tombstones",
+    writeMode: "downtime",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["node_name", "varchar(255)", "NOT NULL"],
+      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+      ["history_removed", "tinyint(1)", "NOT NULL", "0"],
+      ["end_time", "bigint(20)", "NOT NULL"],
+    ],
+    primaryKey: [
+      "hostname",
+      "service_description",
+      "node_name",
+      "scheduled_start_time",
+      "internal_downtime_id",
+    ],
+    indexes: [["end_time", ["end_time"]]],
     partitionColumn: null,
   },
   {
@@ -884,24 +912,24 @@ function defineTable(def: TableDefinition): Table {
   });
 }
 
-/** All 22 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
+/** All 23 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
 export const TABLES: { readonly [N in TableName]: Table } = Object.freeze(
   Object.fromEntries(DEFINITIONS.map((d) => [d.name, defineTable(d)])) as {
     [N in TableName]: Table;
   },
 );
 
-/** The 22 table names in B.3 order (alphabetical). */
+/** The 23 table names in alphabetical order. */
 export const TABLE_NAMES: readonly TableName[] = Object.freeze(DEFINITIONS.map((d) => d.name));
 
-/** The 22 tables in B.3 order (alphabetical). */
+/** The 23 tables in alphabetical order. */
 export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) => TABLES[n]));
 
 /**
  * Tell whether a string names a catalogue table.
  *
  * @param name Any string.
- * @returns `true` if `name` is one of the 22 table names.
+ * @returns `true` if `name` is one of the 23 table names.
  */
 export function isTableName(name: string): name is TableName {
   return Object.hasOwn(TABLES, name);

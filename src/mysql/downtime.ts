@@ -1,12 +1,11 @@
 /**
- * Executes the downtime lifecycle statements (C.3) one at a time, in
+ * Executes the downtime lifecycle statements (docs/downtimes.md) one at a time, in
  * order, under the W5 retry policy (transient failures are held and retried,
- * never fail the job, D7), with the unmatched-update backstop of C.5.
+ * never fail the job, D7), and reports a START/STOP that could not be recorded.
  *
- * mysql2 sets CLIENT_FOUND_ROWS, so the affected-rows count of an UPDATE is
- * the number of rows *matched*: 0 proves the history row is missing, and a
- * redelivered START/STOP (same values again) still reports 1 (C.5.4, D10;
- * pinned by "downtimes: CLIENT_FOUND_ROWS makes a repeated UPDATE report 1").
+ * mysql2 sets CLIENT_FOUND_ROWS, so an upsert that inserts its row or finds it reports at
+ * least 1 affected row even when nothing changed (a redelivered START); 0 means the guarding
+ * tombstone suppressed it (C.5.4, D10; pinned in `downtime_test.ts`).
  *
  * @module
  */
@@ -19,7 +18,7 @@ import { adjustRow, truncateToCodePoints } from "./values.ts";
 import type { Row, SqlValue } from "../events/types.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
-import type { DowntimeStatement } from "../events/types.ts";
+import type { DowntimeMerge, DowntimeStatement } from "../events/types.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("db");
@@ -42,23 +41,35 @@ function fit(table: TableName, column: string, value: SqlValue): SqlValue {
     : value;
 }
 
-function assignments(
-  table: TableName,
-  row: Row,
-  joiner: string,
-  setOnce: readonly string[] = [],
-): { sql: string; values: SqlValue[] } {
-  const cols = Object.keys(row);
+function equalities(table: TableName, key: Row): { sql: string; values: SqlValue[] } {
+  const cols = Object.keys(key);
   return {
-    sql: cols.map((c) =>
-      setOnce.includes(c) ? `${quote(c)} = IF(${quote(c)} = 0, ?, ${quote(c)})` : `${quote(c)} = ?`
-    ).join(joiner),
-    values: cols.map((c) => fit(table, c, row[c] ?? null)),
+    sql: cols.map((c) => `${quote(c)} = ?`).join(" AND "),
+    values: cols.map((c) => fit(table, c, key[c] ?? null)),
   };
 }
 
+/** The `ON DUPLICATE KEY UPDATE` assignment of one merge rule (see `DowntimeMerge`). */
+function mergeAssignment(m: DowntimeMerge): string {
+  const c = quote(m.column);
+  const v = `VALUES(${c})`;
+  switch (m.rule) {
+    case "assign":
+      return `${c} = ${v}`;
+    case "max":
+      return `${c} = GREATEST(${c}, ${v})`;
+    case "earliest":
+      // 0 is "not set yet" on either side, never a time.
+      return `${c} = IF(${v} <> 0 AND (${c} = 0 OR ${v} < ${c}), ${v}, ${c})`;
+    case "follows": {
+      const of = quote(m.of);
+      return `${c} = IF(VALUES(${of}) > ${of}, ${v}, IF(VALUES(${of}) = ${of}, GREATEST(${c}, ${v}), ${c}))`;
+    }
+  }
+}
+
 /**
- * Build the SQL of one downtime statement (C.3).
+ * Build the SQL of one downtime statement (docs/downtimes.md).
  *
  * @param statement From the decoder.
  * @returns Statement text and values.
@@ -71,29 +82,36 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
       const { values } = adjustRow(t, statement.row);
       const cols = t.insertColumns.map(quote).join(", ");
       const placeholders = t.insertColumns.map(() => "?").join(", ");
-      const once = statement.setOnce ?? [];
-      const update = statement.updateColumns.map((c) =>
-        once.includes(c)
-          ? `${quote(c)} = IF(${quote(c)} = 0, VALUES(${quote(c)}), ${quote(c)})`
-          : `${quote(c)} = VALUES(${quote(c)})`
-      ).join(", ");
+      const guard = statement.guard;
+      const where = equalities(guard.table, guard.key);
+      const removed = guard.historyRemoved ? " AND `history_removed` = 1" : "";
+      // A row that stays as it is still needs one assignment: the first key column to itself.
+      const first = quote(t.primaryKey[0] ?? "");
+      const update = statement.merge.length === 0
+        ? `${first} = ${first}`
+        : statement.merge.map(mergeAssignment).join(", ");
       return {
-        sql: `INSERT INTO ${
-          quote(table)
-        } (${cols}) VALUES (${placeholders}) ON DUPLICATE KEY UPDATE ${update}`,
+        sql: `INSERT INTO ${quote(table)} (${cols}) SELECT ${placeholders} FROM DUAL ` +
+          `WHERE NOT EXISTS (SELECT 1 FROM ${quote(guard.table)} WHERE ${where.sql}${removed}) ` +
+          `ON DUPLICATE KEY UPDATE ${update}`,
+        values: [...values, ...where.values],
+      };
+    }
+    case "tombstone": {
+      const t = TABLES[table];
+      const { values } = adjustRow(t, statement.row);
+      return {
+        sql:
+          `INSERT INTO ${quote(table)} (${t.insertColumns.map(quote).join(", ")}) VALUES (${
+            t.insertColumns.map(() => "?").join(", ")
+          }) ON DUPLICATE KEY UPDATE ` +
+          "`history_removed` = GREATEST(`history_removed`, VALUES(`history_removed`)), " +
+          "`end_time` = GREATEST(`end_time`, VALUES(`end_time`))",
         values,
       };
     }
-    case "update": {
-      const set = assignments(table, statement.set, ", ", statement.setOnce);
-      const where = assignments(table, statement.key, " AND ");
-      return {
-        sql: `UPDATE ${quote(table)} SET ${set.sql} WHERE ${where.sql}`,
-        values: [...set.values, ...where.values],
-      };
-    }
     case "delete": {
-      const where = assignments(table, statement.key, " AND ");
+      const where = equalities(table, statement.key);
       return { sql: `DELETE FROM ${quote(table)} WHERE ${where.sql}`, values: where.values };
     }
   }
@@ -157,9 +175,7 @@ export class DowntimeExecutor {
           reason: "sql_rejected",
           error: err.message,
           table: statement.table,
-          row: statement.kind === "upsert"
-            ? statement.row
-            : { ...statement.key, ...(statement.kind === "update" ? statement.set : {}) },
+          row: statement.kind === "delete" ? statement.key : statement.row,
         });
         continue;
       }
@@ -170,17 +186,23 @@ export class DowntimeExecutor {
         kind: statement.kind,
         affected,
       });
-      if (statement.kind === "update" && statement.detectUnmatched && affected === 0) {
+      if (statement.kind === "upsert" && statement.detectUnmatched && affected === 0) {
+        // The tombstone says a DELETE before the window removed this downtime's history, so a
+        // START or STOP of it cannot be recorded anywhere (with CLIENT_FOUND_ROWS an upsert that
+        // inserts or finds its row reports at least 1).
         m?.queueDowntimeUpdatesUnmatched.inc();
-        log.warn("db: downtime update matched no row, the event is lost", {
-          table: statement.table,
-          action: statement.event.toLowerCase(),
-          host: statement.key["hostname"],
-          service: statement.key["service_description"] ?? "",
-          node_name: statement.key["node_name"],
-          downtime_id: statement.key["internal_downtime_id"],
-          scheduled_start_time: statement.key["scheduled_start_time"],
-        });
+        log.warn(
+          "db: downtime event for a downtime deleted before its window began, the event is lost",
+          {
+            table: statement.table,
+            action: statement.event.toLowerCase(),
+            host: statement.row["hostname"],
+            service: statement.row["service_description"] ?? "",
+            node_name: statement.row["node_name"],
+            downtime_id: statement.row["internal_downtime_id"],
+            scheduled_start_time: statement.row["scheduled_start_time"],
+          },
+        );
       }
     }
   }

@@ -1,7 +1,7 @@
 /**
- * Downtime statements (C.3) rendered to SQL, and the
+ * Downtime statements (docs/downtimes.md) rendered to SQL, and the
  * DowntimeExecutor against a real MariaDB: CLIENT_FOUND_ROWS (D10, C.5.4),
- * the unmatched-update counter, and D7 dead-lettering of a rejected statement.
+ * the unmatched counter, and D7 dead-lettering of a rejected statement.
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
@@ -20,6 +20,7 @@ import { deadline } from "../util/async.ts";
 
 const QUEUE = "statusngin_downtimes";
 const DOWNTIME_TABLES = [
+  "statusengine_downtime_tombstones",
   "statusengine_host_downtimehistory",
   "statusengine_host_scheduleddowntimes",
   "statusengine_service_downtimehistory",
@@ -52,9 +53,9 @@ function q(names: string): string {
   return names.split(" ").map((n) => `\`${n}\``).join(", ");
 }
 
-Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upsert, update and delete (C.3)", () => {
-  // ADD of a service downtime: history upsert, then scheduled upsert; ON DUPLICATE KEY
-  // UPDATE lists only the static columns (C.4.2).
+Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upserts, tombstone and deletes", () => {
+  // ADD of a service downtime: history upsert, then scheduled upsert; each guarded by the
+  // downtime's tombstone; ON DUPLICATE KEY UPDATE merges only the definition (C.4.2).
   const add = downtimeStatements(
     event({ downtimeType: 1, hostName: "db01", serviceDescription: "MySQL" }),
     "N",
@@ -75,11 +76,16 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
       "duration",
       "scheduled_end_time",
     ].map((c) => `\`${c}\` = VALUES(\`${c}\`)`).join(", ");
+  const guard = (removed: boolean) =>
+    "WHERE NOT EXISTS (SELECT 1 FROM `statusengine_downtime_tombstones` WHERE `hostname` = ? " +
+    "AND `service_description` = ? AND `node_name` = ? AND `scheduled_start_time` = ? " +
+    `AND \`internal_downtime_id\` = ?${removed ? " AND `history_removed` = 1" : ""})`;
+  const tombstoneKey = ["db01", "MySQL", "N", 1_700_000_200, 7];
   assert.equal(
     add[0]?.sql,
-    `INSERT INTO \`statusengine_service_downtimehistory\` (${q(historyColumns)}) VALUES (${
+    `INSERT INTO \`statusengine_service_downtimehistory\` (${q(historyColumns)}) SELECT ${
       Array(17).fill("?").join(", ")
-    }) ON DUPLICATE KEY UPDATE ${staticUpdate(true)}`,
+    } FROM DUAL ${guard(true)} ON DUPLICATE KEY UPDATE ${staticUpdate(true)}`,
   );
   assert.deepEqual(add[0]?.values, [
     "db01",
@@ -99,6 +105,7 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
     0,
     0,
     0,
+    ...tombstoneKey,
   ]);
   const scheduledColumns =
     "hostname service_description internal_downtime_id scheduled_start_time node_name " +
@@ -106,48 +113,39 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
     "was_started actual_start_time";
   assert.equal(
     add[1]?.sql,
-    `INSERT INTO \`statusengine_service_scheduleddowntimes\` (${q(scheduledColumns)}) VALUES (${
+    `INSERT INTO \`statusengine_service_scheduleddowntimes\` (${q(scheduledColumns)}) SELECT ${
       Array(14).fill("?").join(", ")
-    }) ON DUPLICATE KEY UPDATE ${staticUpdate(false)}`,
+    } FROM DUAL ${guard(false)} ON DUPLICATE KEY UPDATE ${staticUpdate(false)}`,
   );
-  assert.deepEqual(add[1]?.values, [
-    "db01",
-    "MySQL",
-    7,
-    1_700_000_200,
-    "N",
-    1_700_000_099,
-    "admin",
-    "maintenance",
-    0,
-    1,
-    3600,
-    1_700_003_800,
-    0,
-    0,
-  ]);
+  assert.deepEqual(add[1]?.values.slice(-7), [0, 0, ...tombstoneKey]);
 
-  // START of a host downtime: SET values first, then the primary key in key order.
-  const [startUpdate, startUpsert] = downtimeStatements(
+  // START of a host downtime: started for good, the earliest start wins; a host downtime's
+  // tombstone has '' as its service.
+  const [startHistory, startScheduled] = downtimeStatements(
     event({ type: 1103, timestamp: 1_700_000_205 }),
     "N",
   ).map(buildDowntimeStatement);
-  assert.equal(
-    startUpdate?.sql,
-    "UPDATE `statusengine_host_downtimehistory` SET `was_started` = ?, " +
-      "`actual_start_time` = IF(`actual_start_time` = 0, ?, `actual_start_time`) " +
-      "WHERE `hostname` = ? AND `node_name` = ? AND `scheduled_start_time` = ? AND `internal_downtime_id` = ?",
-  );
-  assert.deepEqual(startUpdate?.values, [1, 1_700_000_205, "web01", "N", 1_700_000_200, 7]);
-  assert.match(startUpsert?.sql ?? "", /^INSERT INTO `statusengine_host_scheduleddowntimes` /);
-  assert.match(
-    startUpsert?.sql ?? "",
-    /, `was_started` = VALUES\(`was_started`\), `actual_start_time` = IF\(`actual_start_time` = 0, VALUES\(`actual_start_time`\), `actual_start_time`\)$/,
-  );
-  assert.deepEqual(startUpsert?.values.slice(-2), [1, 1_700_000_205]);
+  const startMerge = "ON DUPLICATE KEY UPDATE `was_started` = GREATEST(`was_started`, " +
+    "VALUES(`was_started`)), `actual_start_time` = IF(VALUES(`actual_start_time`) <> 0 AND " +
+    "(`actual_start_time` = 0 OR VALUES(`actual_start_time`) < `actual_start_time`), " +
+    "VALUES(`actual_start_time`), `actual_start_time`)";
+  assert.match(startHistory?.sql ?? "", /^INSERT INTO `statusengine_host_downtimehistory` /);
+  assert.ok(startHistory?.sql.endsWith(startMerge), startHistory?.sql);
+  assert.deepEqual(startHistory?.values.slice(-9), [
+    1,
+    1_700_000_205,
+    0,
+    0,
+    "web01",
+    "",
+    "N",
+    1_700_000_200,
+    7,
+  ]);
+  assert.ok(startScheduled?.sql.endsWith(startMerge), startScheduled?.sql);
 
-  // Cancelled STOP of a service downtime: history update, then scheduled delete.
-  const [stopUpdate, stopDelete] = downtimeStatements(
+  // Cancelled STOP of a service downtime: history upsert, tombstone, scheduled delete.
+  const [stopHistory, stopTombstone, stopDelete] = downtimeStatements(
     event({
       type: 1104,
       attr: 2,
@@ -158,38 +156,61 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
     }),
     "N",
   ).map(buildDowntimeStatement);
+  assert.ok(
+    stopHistory?.sql.endsWith(
+      "ON DUPLICATE KEY UPDATE `was_cancelled` = IF(VALUES(`actual_end_time`) > " +
+        "`actual_end_time`, VALUES(`was_cancelled`), IF(VALUES(`actual_end_time`) = " +
+        "`actual_end_time`, GREATEST(`was_cancelled`, VALUES(`was_cancelled`)), " +
+        "`was_cancelled`)), `actual_end_time` = GREATEST(`actual_end_time`, " +
+        "VALUES(`actual_end_time`))",
+    ),
+    stopHistory?.sql,
+  );
+  assert.equal(
+    stopTombstone?.sql,
+    "INSERT INTO `statusengine_downtime_tombstones` (`hostname`, `service_description`, " +
+      "`node_name`, `scheduled_start_time`, `internal_downtime_id`, `history_removed`, " +
+      "`end_time`) VALUES (?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE `history_removed` = " +
+      "GREATEST(`history_removed`, VALUES(`history_removed`)), `end_time` = " +
+      "GREATEST(`end_time`, VALUES(`end_time`))",
+  );
+  assert.deepEqual(stopTombstone?.values, [...tombstoneKey, 0, 1_700_000_900]);
   const serviceKey = "WHERE `hostname` = ? AND `service_description` = ? AND `node_name` = ? " +
     "AND `scheduled_start_time` = ? AND `internal_downtime_id` = ?";
-  assert.equal(
-    stopUpdate?.sql,
-    `UPDATE \`statusengine_service_downtimehistory\` SET \`actual_end_time\` = ?, \`was_cancelled\` = ? ${serviceKey}`,
-  );
-  assert.deepEqual(stopUpdate?.values, [1_700_000_900, 1, "db01", "MySQL", "N", 1_700_000_200, 7]);
   assert.equal(
     stopDelete?.sql,
     `DELETE FROM \`statusengine_service_scheduleddowntimes\` ${serviceKey}`,
   );
   assert.deepEqual(stopDelete?.values, ["db01", "MySQL", "N", 1_700_000_200, 7]);
 
-  // DELETE before the window began: scheduled first, then history.
+  // DELETE before the window began: tombstone, scheduled, then history.
   const purge = downtimeStatements(event({ type: 1101, timestamp: 1_700_000_150 }), "N")
     .map(buildDowntimeStatement);
   const hostKey =
     "WHERE `hostname` = ? AND `node_name` = ? AND `scheduled_start_time` = ? AND `internal_downtime_id` = ?";
-  assert.deepEqual(purge.map((s) => s.sql), [
+  assert.deepEqual(purge.slice(1).map((s) => s.sql), [
     `DELETE FROM \`statusengine_host_scheduleddowntimes\` ${hostKey}`,
     `DELETE FROM \`statusengine_host_downtimehistory\` ${hostKey}`,
   ]);
-  assert.deepEqual(purge[1]?.values, ["web01", "N", 1_700_000_200, 7]);
+  assert.deepEqual(purge[0]?.values, ["web01", "", "N", 1_700_000_200, 7, 1, 1_700_000_150]);
+  assert.deepEqual(purge[2]?.values, ["web01", "N", 1_700_000_200, 7]);
+
+  // LOAD (and DELETE after the window began) only create: the row stays as it is.
+  const [load] = downtimeStatements(event({ type: 1102 }), "N").map(buildDowntimeStatement);
+  assert.ok(load?.sql.endsWith("ON DUPLICATE KEY UPDATE `hostname` = `hostname`"), load?.sql);
 });
 
 Deno.test("buildDowntimeStatement: key values are fitted to their columns like the upsert's, so START finds the row ADD wrote (D6)", () => {
   const long = "h".repeat(300);
   const [add] = downtimeStatements(event({ hostName: long }), "N").map(buildDowntimeStatement);
-  const [update] = downtimeStatements(event({ type: 1103, hostName: long }), "N")
+  const [stop, tombstone, del] = downtimeStatements(event({ type: 1104, hostName: long }), "N")
     .map(buildDowntimeStatement);
   assert.equal(add?.values[0], "h".repeat(255));
-  assert.equal(update?.values[2], "h".repeat(255));
+  // The guard's key too, or a long host name would never find its tombstone.
+  assert.equal(add?.values[16], "h".repeat(255));
+  assert.equal(stop?.values[0], "h".repeat(255));
+  assert.equal(tombstone?.values[0], "h".repeat(255));
+  assert.equal(del?.values[0], "h".repeat(255));
 });
 
 interface Fixture extends AsyncDisposable {
@@ -251,11 +272,10 @@ async function setup(): Promise<Fixture> {
 
 type DbRow = Record<string, unknown>;
 
-// D10 asks for this check: the unmatched counter is only trustworthy if an
-// UPDATE that rewrites identical values (a redelivered START) reports the row
-// as matched. Without CLIENT_FOUND_ROWS it reports 0 and every redelivery
-// would be counted as a lost ADD.
-Deno.test("downtimes: CLIENT_FOUND_ROWS makes a repeated UPDATE report 1, so a redelivered START is not unmatched but a START without its ADD is (D10, C.5)", async () => {
+// D10 asks for this check: the unmatched counter is only trustworthy if an upsert that finds
+// its row unchanged (a redelivered START) reports the row. Without CLIENT_FOUND_ROWS it
+// reports 0 and every redelivery would be counted as a lost event.
+Deno.test("downtimes: CLIENT_FOUND_ROWS makes a repeated START report 1; a START without its ADD creates the history row; only a START of a downtime deleted before its window is lost (D10, C.5)", async () => {
   await using fx = await setup();
   const add = event();
   const start = event({ type: 1103, timestamp: 1_700_000_205 });
@@ -265,50 +285,65 @@ Deno.test("downtimes: CLIENT_FOUND_ROWS makes a repeated UPDATE report 1, so a r
   assert.equal(await fx.unmatched(), 0, "a redelivered START was counted as unmatched");
 
   // The driver-level fact behind it, on the worker's pool options...
-  const [update] = downtimeStatements(start, "N").map(buildDowntimeStatement);
-  assert.ok(update !== undefined);
-  const again = await poolExecutor(fx.pool).run(update.sql, update.values);
-  assert.equal(again.affectedRows, 1, "mysql2 reports matched rows (CLIENT_FOUND_ROWS)");
+  const [upsert] = downtimeStatements(start, "N").map(buildDowntimeStatement);
+  assert.ok(upsert !== undefined);
+  const again = await poolExecutor(fx.pool).run(upsert.sql, upsert.values);
+  assert.equal(again.affectedRows, 1, "mysql2 reports found rows (CLIENT_FOUND_ROWS)");
   // ...and what the same statement reports without the flag (the Go driver's default).
   const plain = await mysql.createConnection({
     ...mysqlOptionsFromUrl(fx.db.url),
     flags: ["-FOUND_ROWS"],
   });
   try {
-    const [header] = await plain.query(update.sql, update.values);
+    const [header] = await plain.query(upsert.sql, upsert.values);
     assert.equal((header as { affectedRows: number }).affectedRows, 0);
   } finally {
     await plain.end();
   }
 
-  // A START whose ADD never arrived: counted once; its scheduled upsert still runs (C.3).
+  // A START whose ADD has not arrived (the issue: gearmand put the ADD back behind it): the
+  // START creates the history row from its definition, and is not lost.
   const orphan = event({ type: 1103, downtimeId: 8, hostName: "web02", timestamp: 1_700_000_210 });
   await fx.run(downtimeStatements(orphan, "N"));
-  assert.equal(await fx.unmatched(), 1);
-  const orphanHistory = await fx.db.query<DbRow[]>(
-    "SELECT 1 FROM statusengine_host_downtimehistory WHERE hostname = 'web02'",
-  );
-  assert.equal(orphanHistory.length, 0);
-  const orphanScheduled = await fx.db.query<DbRow[]>(
-    "SELECT was_started, actual_start_time FROM statusengine_host_scheduleddowntimes WHERE hostname = 'web02'",
+  assert.equal(await fx.unmatched(), 0);
+  for (const table of ["downtimehistory", "scheduleddowntimes"]) {
+    const rows = await fx.db.query<DbRow[]>(
+      `SELECT was_started, actual_start_time FROM statusengine_host_${table} WHERE hostname = 'web02'`,
+    );
+    assert.deepEqual(
+      rows.map((r) => [r["was_started"], Number(r["actual_start_time"])]),
+      [[1, 1_700_000_210]],
+      table,
+    );
+  }
+  // Its ADD, late: keeps the start, adds its entry_time_usec.
+  await fx.run(downtimeStatements(event({ downtimeId: 8, hostName: "web02" }), "N"));
+  const [late] = await fx.db.query<DbRow[]>(
+    "SELECT was_started, actual_start_time, entry_time_usec FROM statusengine_host_downtimehistory WHERE hostname = 'web02'",
   );
   assert.deepEqual(
-    orphanScheduled.map((r) => [r["was_started"], Number(r["actual_start_time"])]),
-    [[1, 1_700_000_210]],
+    [late?.["was_started"], Number(late?.["actual_start_time"]), late?.["entry_time_usec"]],
+    [1, 1_700_000_210, 424242],
   );
+
+  // A START of a downtime whose DELETE before its window was applied first cannot be recorded:
+  // that is the one event the counter still reports.
+  const gone = { downtimeId: 9, hostName: "web03" };
+  await fx.run(downtimeStatements(event({ ...gone, type: 1101, timestamp: 1_700_000_150 }), "N"));
+  await fx.run(downtimeStatements(event({ ...gone, type: 1103, timestamp: 1_700_000_210 }), "N"));
+  assert.equal(await fx.unmatched(), 1);
+  for (const table of ["downtimehistory", "scheduleddowntimes"]) {
+    const rows = await fx.db.query<DbRow[]>(
+      `SELECT 1 FROM statusengine_host_${table} WHERE hostname = 'web03'`,
+    );
+    assert.equal(rows.length, 0, table);
+  }
 
   const [history] = await fx.db.query<DbRow[]>(
     "SELECT was_started, actual_start_time FROM statusengine_host_downtimehistory WHERE hostname = 'web01'",
   );
   assert.equal(history?.["was_started"], 1);
   assert.equal(Number(history?.["actual_start_time"]), 1_700_000_205);
-  // Every successful statement counts once for its table, including the repeat.
-  assert.equal(
-    (await fx.metrics.dbEventsWritten.get()).values.find((v) =>
-      v.labels.table === "statusengine_host_downtimehistory"
-    )?.value,
-    4, // ADD upsert, START, START again, the orphan START (which matched nothing)
-  );
 });
 
 // After RESTART_PROGRAM the core re-announces a running downtime as LOAD, then START with the
@@ -350,12 +385,12 @@ Deno.test("downtimes: a START re-announced after a core restart keeps the record
 Deno.test("downtimes: a statement MySQL rejects is dead-lettered and the executor goes on with the next (D7)", async () => {
   await using fx = await setup();
   const first = downtimeStatements(event(), "N");
-  const [startUpdate] = downtimeStatements(event({ type: 1103 }), "N");
-  assert.ok(startUpdate?.kind === "update");
+  const [startUpsert] = downtimeStatements(event({ type: 1103 }), "N");
+  assert.ok(startUpsert?.kind === "upsert");
   // Strict mode rejects a string in a bigint column (1366): deterministic, never retried.
   const rejected: DowntimeStatement = {
-    ...startUpdate,
-    set: { was_started: 1, actual_start_time: "soon" },
+    ...startUpsert,
+    row: { ...startUpsert.row, actual_start_time: "soon" },
   };
   const second = downtimeStatements(event({ downtimeId: 9, hostName: "web09" }), "N");
   await fx.run([...first, rejected, ...second]);
@@ -391,5 +426,5 @@ Deno.test("downtimes: a statement MySQL rejects is dead-lettered and the executo
       ?.value,
     1,
   );
-  assert.equal(await fx.unmatched(), 0, "a rejected UPDATE is not an unmatched one");
+  assert.equal(await fx.unmatched(), 0, "a rejected upsert is not an unmatched one");
 });

@@ -32,7 +32,7 @@ export function batchedTables(): Table[] {
   return BATCHED_TABLE_NAMES.map((name) => TABLES[name]);
 }
 
-/** Tables written one statement at a time (the 4 downtime tables). */
+/** Tables written one statement at a time (the 4 downtime tables and the tombstones). */
 export function downtimeTables(): Table[] {
   return DOWNTIME_TABLE_NAMES.map((name) => TABLES[name]);
 }
