@@ -119,13 +119,13 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       urlOptions: database.urlOptions,
     }, split);
   } catch (err: unknown) {
-    throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    throw cannotStart(err);
   }
   stack.defer(() => consumer.stop());
   try {
     await consumer.start();
   } catch (err: unknown) {
-    throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    throw cannotStart(err);
   }
 
   // After the consumer: a worker that refuses to start must not have run any task.
@@ -159,6 +159,14 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       return stopping;
     },
   };
+}
+
+/** A start-up failure, said once: errors that already begin with "Cannot start" keep their words. */
+function cannotStart(err: unknown): StartupError {
+  const text = errorMessage(err);
+  return new StartupError(/^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`, {
+    cause: err,
+  });
 }
 
 /** The run's registry with build info and the documented zero series. */
