@@ -64,6 +64,9 @@ const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
         ...(s.consumer === "rabbitmq" ? { rabbitmqUrl: s.rabbitmqUrl } : {}),
         mysqlUrl: s.mysqlUrl,
         ...(s.metricsUrl === undefined ? {} : { metricsUrl: s.metricsUrl }),
+        ...(s.metricsPort === 0
+          ? {}
+          : { localMetricsUrl: localMetricsUrl(s.metricsHost, s.metricsPort) }),
         json: s.json,
       },
       io,
@@ -189,6 +192,15 @@ export async function runCli(
   } finally {
     uninstall();
   }
+}
+
+/**
+ * The `/metrics` URL of a worker on this host: its listen address, with an address that
+ * listens on every interface (0.0.0.0, ::) asked on loopback.
+ */
+export function localMetricsUrl(host: string, port: number): string {
+  const target = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${target.includes(":") ? `[${target}]` : target}:${port}/metrics`;
 }
 
 function reportConfigError(err: unknown, io: Io): number {
