@@ -24,6 +24,8 @@ Deno.test("packaging: the worker unit stops within 90 s, reads secrets from an E
   assert.match(unit, /^EnvironmentFile=-\/etc\/statusengine\/worker\.env$/m);
   assert.match(unit, /^User=statusengine$/m);
   assert.match(unit, /^Restart=always$/m);
+  // The worker reloads on SIGHUP (tests/reload_test.ts); systemctl reload sends it.
+  assert.match(unit, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
   assert.match(unit, /^ProtectSystem=strict$/m);
   assert.match(unit, /^WorkingDirectory=\/var\/lib\/statusengine-worker$/m);
   assert.ok(!/^MemoryDenyWriteExecute=yes/m.test(unit), "V8 needs W+X memory");

@@ -19,7 +19,8 @@ import {
 import { configureLogging, errorMessage, getLogger } from "../log.ts";
 import { versionLine } from "../version.ts";
 import { type Io, PROCESS_IO } from "./io.ts";
-import { runWorkerCommand } from "./run.ts";
+import { type RunHooks, runWorkerCommand } from "./run.ts";
+import { reload, type ReloadableSettings } from "./reload.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
 import { runStatusCommand } from "./status/mod.ts";
@@ -34,6 +35,7 @@ type Handler<C extends CommandName> = (
   settings: SettingsFor<C>,
   io: Io,
   signal: AbortSignal,
+  hooks: RunHooks,
 ) => Promise<number>;
 
 /** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
@@ -182,16 +184,52 @@ export async function runCli(
     });
   }
   const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
+  // SIGHUP (logrotate's postrotate) would end the worker with nothing logged; it reloads.
+  let current: ReloadableSettings = settings as ReloadableSettings;
+  let reopen: (() => Promise<string | null>) | undefined;
+  const command = line.command;
+  const rest = line.rest;
+  const uninstallHangup = command !== "run" || options.signals === false
+    ? () => {}
+    : installHangup(() =>
+      reload({
+        current: () => current,
+        reread: async () =>
+          (await loadSettings(command, { argv: rest, env })).settings as ReloadableSettings,
+        adopt: (s) => (current = s),
+        reopenDeadLetters: () => reopen?.() ?? Promise.resolve(undefined),
+        ...(options.logWrite === undefined ? {} : { logWrite: options.logWrite }),
+      })
+    );
+  const hooks: RunHooks = { started: (worker) => (reopen = () => worker.reopenDeadLetters()) };
   try {
     const handler = HANDLERS[line.command] as Handler<CommandName>;
-    return await handler(settings, io, controller.signal);
+    return await handler(settings, io, controller.signal, hooks);
   } catch (err: unknown) {
     log.error(`${line.command} failed`, { error: errorMessage(err) });
     io.err(`statusengine-worker: ${line.command} failed: ${errorMessage(err)}`);
     return 1;
   } finally {
+    uninstallHangup();
     uninstall();
   }
+}
+
+/**
+ * Reload on every SIGHUP, one at a time (a second HUP during a reload runs after it).
+ *
+ * @param onHangup The reload; must not throw.
+ * @returns Removes the listener.
+ */
+function installHangup(onHangup: () => Promise<void>): () => void {
+  let chain = Promise.resolve();
+  const listener = () => {
+    chain = chain.then(onHangup).catch((err: unknown) => {
+      log.error("reload failed; the worker keeps running", { error: errorMessage(err) });
+    });
+  };
+  Deno.addSignalListener("SIGHUP", listener);
+  return () => Deno.removeSignalListener("SIGHUP", listener);
 }
 
 /**

@@ -48,6 +48,12 @@ export interface RunningWorker {
   /** The task queue poller, or null when `statusengine_tasks` is not read. */
   readonly tasks: TaskManager | null;
   /**
+   * Reopen the dead-letter file at its configured path (SIGHUP, after logrotate moved it).
+   *
+   * @returns The path, or null when dead letters go to no file.
+   */
+  reopenDeadLetters(): Promise<string | null>;
+  /**
    * Graceful shutdown in the documented order and budgets; each step logged
    * once with its duration. Idempotent.
    */
@@ -143,6 +149,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     pipeline,
     consumer,
     tasks: tasks?.manager ?? null,
+    reopenDeadLetters: () => deadLetters.reopen(),
     stop() {
       stopping ??= shutdown({
         tasks,

@@ -12,8 +12,8 @@ const SCREEN_WIDTH = 100;
 /** The word for each way MySQL failed: only a server that does not answer is unreachable. */
 const MYSQL_VERDICTS: Readonly<Record<MysqlConnectProblem, string>> = {
   unreachable: "UNREACHABLE",
-  access_denied: "ACCESS DENIED",
-  unknown_database: "NO DATABASE",
+  "access_denied": "ACCESS DENIED",
+  "unknown_database": "NO DATABASE",
   failed: "FAILED",
 };
 /** Longest queue column; other functions' names are cut to it in text (JSON keeps them whole). */
