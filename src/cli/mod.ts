@@ -35,12 +35,20 @@ type Handler<C extends CommandName> = (
   settings: SettingsFor<C>,
   io: Io,
   signal: AbortSignal,
-  hooks: RunHooks,
+  context: HandlerContext,
 ) => Promise<number>;
+
+/** What a command learns besides its settings. */
+interface HandlerContext {
+  /** `run`: told when the worker runs (SIGHUP). */
+  readonly hooks: RunHooks;
+  /** Where each setting came from (`default`, `flag --count`, ...), by settings key. */
+  readonly sources: Readonly<Record<string, string>>;
+}
 
 /** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
 const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
-  run: runWorkerCommand,
+  run: (s, io, signal, { hooks }) => runWorkerCommand(s, io, signal, hooks),
   schema: (s, io) =>
     runSchemaCommand(
       { mysqlUrl: s.mysqlUrl, check: s.check, createDatabase: s.createDatabase },
@@ -89,12 +97,14 @@ const HANDLERS: { readonly [C in CommandName]: Handler<C> } = {
       io,
       signal,
     ),
-  losstest: (s, io, signal) =>
+  losstest: (s, io, signal, { sources }) =>
     runLosstestCommand(
       {
         mode: s.mode,
         runId: s.runId,
         count: s.count,
+        // verify checks what the run published unless --count was really given.
+        countGiven: sources.count !== "default",
         gearmanAddr: s.gearmanAddr,
         ...(s.consumer === "rabbitmq"
           ? { rabbitmqUrl: s.rabbitmqUrl, rabbitmqDurableQueues: s.rabbitmqDurableQueues }
@@ -204,7 +214,7 @@ export async function runCli(
   const hooks: RunHooks = { started: (worker) => (reopen = () => worker.reopenDeadLetters()) };
   try {
     const handler = HANDLERS[line.command] as Handler<CommandName>;
-    return await handler(settings, io, controller.signal, hooks);
+    return await handler(settings, io, controller.signal, { hooks, sources: loaded.sources });
   } catch (err: unknown) {
     log.error(`${line.command} failed`, { error: errorMessage(err) });
     io.err(`statusengine-worker: ${line.command} failed: ${errorMessage(err)}`);
