@@ -183,3 +183,47 @@ Deno.test("run: a drifted column (output varchar(100)) starts with a warning nam
   assert.match(warning, /varchar\(100\)/);
   assert.match(warning, /schema --check/);
 });
+
+Deno.test("run: a job server down at start while another is up is retried as a connect, never as lost", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  const down = `127.0.0.1:${freePort()}`;
+  const stop = new AbortController();
+  const logs: string[] = [];
+  const io = bufferIo();
+  const running = runCli(
+    [
+      "run",
+      "--gearman-addr",
+      `${gearmand.addr},${down}`,
+      "--gearman-reconnect-interval",
+      "100ms",
+      "--mysql-url",
+      db.url,
+      ...quiet(),
+    ],
+    {},
+    { io, signals: false, signal: stop.signal, logWrite: (l) => logs.push(l) },
+  );
+  try {
+    await waitFor(() => logs.some((l) => l.includes("connect failed, still retrying")), {
+      message: "the retry of the server that is down is logged",
+    });
+  } finally {
+    stop.abort();
+  }
+  assert.equal(await running, 0, io.errLines.join("\n"));
+  const about = logs.filter((l) => l.includes(down));
+  assert.ok(about.length > 0, logs.join(""));
+  for (const line of about) {
+    assert.doesNotMatch(line, /lost|reconnect failed/, line);
+  }
+});
