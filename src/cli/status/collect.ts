@@ -1,6 +1,7 @@
 /**
- * Gathers the `status` report, every source in parallel and each bounded: the job servers'
- * admin port (or the RabbitMQ broker), MySQL, and two scrapes of a worker's `/metrics`.
+ * Gathers the `status` report, each source bounded: the job servers' admin port (or the
+ * RabbitMQ broker), MySQL, and two scrapes of a worker's `/metrics`, the job servers asked
+ * at the moment of the second scrape.
  *
  * @module
  */
@@ -351,11 +352,14 @@ async function probeWorker<T>(
 }
 
 /**
- * Gather the report: every job server, MySQL and the worker's metrics, all in parallel
- * (admin calls 2 s each, MySQL 5 s, two scrapes about `rateIntervalMs` apart).
+ * Gather the report: MySQL alongside the worker's metrics (two scrapes about
+ * `rateIntervalMs` apart), and the job servers at the second scrape, so that one queue row
+ * shows the broker and the worker at the same moment (admin calls 2 s each, MySQL 5 s).
+ * Without a worker URL the job servers are asked at once.
  *
  * @param options Servers, URL and metrics URL.
- * @returns The report; `ok` is false when anything asked for is unreachable.
+ * @returns The report; `ok` is false when anything asked for is unreachable (a local
+ *   default metrics URL without a worker behind it excepted).
  */
 export async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
   const probeServers = () =>
