@@ -24,6 +24,8 @@ Deno.test("packaging: the worker unit stops within 90 s, reads secrets from an E
   assert.match(unit, /^EnvironmentFile=-\/etc\/statusengine\/worker\.env$/m);
   assert.match(unit, /^User=statusengine$/m);
   assert.match(unit, /^Restart=always$/m);
+  // The worker reloads on SIGHUP (tests/reload_test.ts); systemctl reload sends it.
+  assert.match(unit, /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m);
   assert.match(unit, /^ProtectSystem=strict$/m);
   assert.match(unit, /^WorkingDirectory=\/var\/lib\/statusengine-worker$/m);
   assert.ok(!/^MemoryDenyWriteExecute=yes/m.test(unit), "V8 needs W+X memory");
@@ -44,32 +46,37 @@ Deno.test("packaging: the default dead-letter file lies in the unit's state dire
     settings.deadLetterFile,
     `/var/lib/${stateDirectory}/statusengine-dead-letters.ndjson`,
   );
-  const write = permissionFlags("/etc/statusengine", `/var/lib/${stateDirectory}`)
-    .find((f) => f.startsWith("--allow-write="));
+  const write = permissionFlags().find((f) => f.startsWith("--allow-write="));
   assert.ok(settings.deadLetterFile.startsWith(`${write?.slice("--allow-write=".length)}/`));
 });
 
-Deno.test("packaging: the compiled binary gets net, env, read of config and state, write of state, never -A", () => {
-  const flags = permissionFlags("/etc/statusengine", "/var/lib/statusengine-worker");
+Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory only, never -A", () => {
+  const flags = permissionFlags();
   assert.deepEqual(flags, [
     "--allow-net",
     "--allow-env",
-    "--allow-read=/etc/statusengine,/var/lib/statusengine-worker",
+    // Unrestricted: --config may name a file anywhere, and a binary cannot take --allow-read.
+    "--allow-read",
     "--allow-write=/var/lib/statusengine-worker",
   ]);
   const task = JSON.parse(read("deno.json")).tasks.compile as string;
   assert.ok(!/\s-A\b|--allow-all/.test(task));
 });
 
-Deno.test("packaging: the worker runs with exactly the compiled permissions, and a dead-letter path outside them fails at start-up", async () => {
+Deno.test("packaging: under exactly the compiled permissions the worker reads --config anywhere, creates a missing state directory, and refuses a dead-letter path outside it", async () => {
   const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
   const { createScratchDatabase } = await import("./helpers/mysql.ts");
   const { createSchema } = await import("./helpers/worker.ts");
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  const configDir = await Deno.makeTempDir({ prefix: "se-etc-" });
-  const stateDir = await Deno.makeTempDir({ prefix: "se-state-" });
+  // Where a migrating PHP user's file is: not a directory the build knew about.
+  const base = await Deno.makeTempDir({ prefix: "se-host-" });
+  const configDir = `${base}/opt/statusengine/worker/etc`;
+  await Deno.mkdir(configDir, { recursive: true });
+  // A fresh host: the state directory does not exist yet.
+  const stateDir = `${base}/var/lib/statusengine-worker`;
+  await Deno.mkdir(`${base}/var/lib`, { recursive: true });
   try {
     const port = freePort();
     await Deno.writeTextFile(
@@ -83,14 +90,14 @@ Deno.test("packaging: the worker runs with exactly the compiled permissions, and
       new Deno.Command(Deno.execPath(), {
         args: [
           "run",
-          ...permissionFlags(configDir, stateDir),
+          ...permissionFlags(stateDir),
           new URL("main.ts", root).pathname,
           "run",
           "--config",
           `${configDir}/config.yml`,
           ...extra,
         ],
-        cwd: stateDir,
+        cwd: base,
         clearEnv: true,
         env: { PATH: Deno.env.get("PATH") ?? "/usr/bin", HOME: Deno.env.get("HOME") ?? "/root" },
         stdout: "piped",
@@ -117,6 +124,7 @@ Deno.test("packaging: the worker runs with exactly the compiled permissions, and
     const [code, [out, err]] = await Promise.all([status, output]);
     assert.ok(ready, `ready under the compiled permissions:\n${out}\n${err}`);
     assert.equal(code.code, 0, err);
+    assert.match(out, /created the dead-letter file's directory/);
     await Deno.stat(`${stateDir}/statusengine-dead-letters.ndjson`);
 
     const refused = spawn(["--dead-letter-file", "/tmp/se-not-allowed.ndjson"]);
@@ -127,13 +135,53 @@ Deno.test("packaging: the worker runs with exactly the compiled permissions, and
     ]);
     assert.equal(refusedStatus.code, 1);
     assert.match(refusedErr, /dead-letter file "\/tmp\/se-not-allowed\.ndjson" cannot be opened/);
+    assert.match(refusedErr, /may write only below the state directory/);
   } finally {
-    await Deno.remove(configDir, { recursive: true });
-    await Deno.remove(stateDir, { recursive: true });
+    await Deno.remove(base, { recursive: true });
   }
 });
 
 Deno.test("packaging: deno task start runs with the V8 flags the compiled binary embeds", () => {
   const task = JSON.parse(read("deno.json")).tasks.start as string;
   assert.ok(task.includes(`--v8-flags=${V8_FLAGS.join(",")}`), task);
+});
+
+Deno.test("packaging: a dead-letter directory that cannot be created refuses the start saying how to fix it", async () => {
+  const { runCli } = await import("../src/cli/mod.ts");
+  const { bufferIo } = await import("../src/cli/io.ts");
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // A regular file where a directory would have to be: not creatable, even for root.
+  const blocker = await Deno.makeTempFile({ prefix: "se-blocker-" });
+  try {
+    const io = bufferIo();
+    const code = await runCli(
+      [
+        "run",
+        "--gearman-addr",
+        gearmand.addr,
+        "--mysql-url",
+        db.url,
+        "--metrics-port",
+        "0",
+        "--listen-addr",
+        `127.0.0.1:${freePort()}`,
+        "--dead-letter-file",
+        `${blocker}/state/dead.ndjson`,
+      ],
+      {},
+      { io, signals: false, logWrite: () => {} },
+    );
+    const err = io.errLines.join("\n");
+    assert.equal(code, 1);
+    assert.match(err, /does not exist and cannot be created/);
+    assert.match(err, /install -d -o <user>/);
+    assert.match(err, /--dead-letter-file/);
+  } finally {
+    await Deno.remove(blocker);
+  }
 });

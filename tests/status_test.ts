@@ -13,7 +13,8 @@ import {
 } from "../src/cli/status/mod.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
-import { startGearmand } from "./helpers/gearmand.ts";
+import { freePort, startGearmand } from "./helpers/gearmand.ts";
+import { runCli } from "../src/cli/mod.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
@@ -406,4 +407,103 @@ Deno.test("status --consumer rabbitmq: an unreachable broker makes the exit code
   assert.equal(report.jobServers[0]?.ok, false);
   assert.equal(report.jobServers[0]?.addr, "amqp://guest:****@127.0.0.1:1/");
   assert.ok(!JSON.stringify(report).includes("topsecret"));
+});
+
+Deno.test("status: a refused login and an unknown database are not UNREACHABLE", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  const denied = new URL(db.url);
+  denied.username = "se_no_such_user";
+  denied.password = "s3cret-pw";
+  const login = await statusJson({ gearmanAddr: [gearmand.addr], mysqlUrl: denied.href });
+  assert.equal(login.code, 1);
+  assert.equal(login.report.mysql.problem, "access_denied");
+  assert.match(login.report.mysql.error ?? "", /check the user and password/);
+  assert.ok(!JSON.stringify(login.report).includes("s3cret-pw"));
+  const loginText = await status({
+    gearmanAddr: [gearmand.addr],
+    mysqlUrl: denied.href,
+    json: false,
+  });
+  assert.ok(loginText.out.some((l) => l.includes("ACCESS DENIED")), loginText.out.join("\n"));
+  assert.ok(!loginText.out.some((l) => l.includes("UNREACHABLE")), loginText.out.join("\n"));
+
+  const missing = new URL(db.url);
+  missing.pathname = `${missing.pathname}_gone`;
+  const nodb = await status({ gearmanAddr: [gearmand.addr], mysqlUrl: missing.href, json: false });
+  assert.equal(nodb.code, 1);
+  assert.ok(nodb.out.some((l) => l.includes("NO DATABASE")), nodb.out.join("\n"));
+  assert.match(nodb.out.join(" "), /schema --create-database/);
+  assert.ok(!nodb.out.some((l) => l.includes("UNREACHABLE")), nodb.out.join("\n"));
+});
+
+async function statusCli(argv: string[]): Promise<Run> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(["status", ...argv], {}, {
+    io: { out: (l) => out.push(l), err: (l) => err.push(l) },
+    signals: false,
+    logWrite: () => {},
+  });
+  return { code, out, err };
+}
+
+Deno.test("status: without --metrics-url it reads the local worker at --metrics-host/--metrics-port", async () => {
+  await using env = await setUp();
+  const r = await statusCli([
+    "--json",
+    "--gearman-addr",
+    env.gearmand.addr,
+    "--mysql-url",
+    env.db.url,
+    "--metrics-port",
+    String(env.worker.metricsPort),
+  ]);
+  assert.equal(r.code, 0, r.out.join("\n") + r.err.join("\n"));
+  const report = JSON.parse(r.out[0] ?? "") as StatusReport;
+  assert.equal(report.worker?.ok, true);
+  assert.equal(report.worker?.local, true);
+  assert.equal(report.worker?.url, `http://127.0.0.1:${env.worker.metricsPort}/metrics`);
+  assert.equal(report.queues.find((q) => q.name === "statusngin_hostchecks")?.connected, 1);
+
+  // No worker on this host: said, but the exit code is about the services.
+  const none = await statusCli([
+    "--gearman-addr",
+    env.gearmand.addr,
+    "--mysql-url",
+    env.db.url,
+    "--metrics-port",
+    String(freePort()),
+  ]);
+  assert.equal(none.code, 0, none.out.join("\n"));
+  assert.ok(none.out.some((l) => l.includes("NO WORKER")), none.out.join("\n"));
+  assert.match(none.out.join(" "), /--metrics-url/);
+});
+
+Deno.test("status: the job servers are read at the second scrape of the worker, not before the first", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  const queue = "statusngin_hostchecks";
+  const jobs = 25;
+  let scrapes = 0;
+  // A stand-in for a worker's /metrics: while it answers its first scrape, jobs arrive.
+  await using metrics = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async () => {
+      scrapes++;
+      if (scrapes === 1) await publish(gearmand.addr, queue, Array(jobs).fill(HOSTCHECKS_JOB));
+      return new Response(
+        `statusengine_db_available 1\nstatusengine_queue_jobs_in_flight{queue_name="${queue}"} 0\n`,
+      );
+    },
+  );
+  const { code, report } = await statusJson({
+    gearmanAddr: [gearmand.addr],
+    mysqlUrl: db.url,
+    metricsUrl: `http://127.0.0.1:${metrics.addr.port}/metrics`,
+    rateIntervalMs: 50,
+  });
+  assert.equal(code, 0, JSON.stringify(report, null, 2));
+  assert.equal(scrapes, 2);
+  assert.equal(report.queues.find((q) => q.name === queue)?.servers[0]?.waiting, jobs);
 });

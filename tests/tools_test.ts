@@ -23,6 +23,7 @@ import {
   summaryLine,
 } from "../src/cli/publish.ts";
 import { lossMarker, runLosstestCommand } from "../src/cli/losstest.ts";
+import { runCli } from "../src/cli/mod.ts";
 import { runVerifyCommand } from "../src/cli/verify.ts";
 import { decodeJob } from "../src/events/decode.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
@@ -584,4 +585,86 @@ Deno.test("tools: verify reports a table that cannot be read as an error and exi
     /ERROR verifying table statusengine_hoststatus: B: .*doesn't exist/,
   );
   assert.equal(c.out.at(-1), "verify: 1 table: 0 identical, 0 different, 1 error");
+});
+
+/** `losstest …` through the command line, as an operator types it. */
+async function losstestCli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  const c = capture();
+  const code = await runCli(["losstest", ...argv], {}, {
+    io: c.io,
+    signals: false,
+    logWrite: () => {},
+  });
+  return { code, out: c.out.join("\n"), err: c.err.join("\n") };
+}
+
+Deno.test("tools: losstest verify checks what the run published, not the default count, and never passes while its jobs are queued", async () => {
+  // Two job servers: publish spreads the jobs over both, a worker drains only the first.
+  await using first = await startGearmand();
+  await using second = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const servers = `${first.addr},${second.addr}`;
+  const published = await losstestCli([
+    "publish",
+    "--run-id",
+    "r6",
+    "--count",
+    "300",
+    "--gearman-addr",
+    servers,
+  ]);
+  assert.equal(published.code, 0, published.err);
+
+  // Nothing has arrived: without --count there is nothing to check against.
+  const early = await losstestCli([
+    "verify",
+    "--run-id",
+    "r6",
+    "--gearman-addr",
+    servers,
+    "--mysql-url",
+    db.url,
+  ]);
+  assert.equal(early.code, 1, early.out);
+  assert.match(early.err, /no event of run "r6" has arrived/);
+  assert.doesNotMatch(early.out, /PASS/);
+
+  {
+    await using _worker = await startTestWorker(
+      testConfig({ gearmanServers: [first.addr], mysqlUrl: db.url }),
+    );
+    await waitFor(async () => (await jobsAtGearmand(first.addr, "statusngin_hostchecks")) === 0, {
+      timeoutMs: 60_000,
+      message: "the first job server drained",
+    });
+  }
+  const verify = ["verify", "--run-id", "r6", "--gearman-addr", servers, "--mysql-url", db.url];
+  const partial = await losstestCli(verify);
+  assert.equal(partial.code, 1, partial.out);
+  assert.match(partial.out, /expecting 300 events as published/);
+  assert.match(
+    partial.out,
+    /NOT FINISHED: 100 of 300 events not in MySQL yet and 1 job\(s\) still queued/,
+  );
+  assert.doesNotMatch(partial.out, /PASS/);
+
+  // A --count that covers only what arrived first is refused, not passed.
+  const narrow = await losstestCli([...verify, "--count", "10"]);
+  assert.equal(narrow.code, 2, narrow.out);
+  assert.match(narrow.err, /published 300 events, --count 10 disagrees/);
+  assert.doesNotMatch(narrow.out, /PASS/);
+
+  {
+    await using _worker = await startTestWorker(
+      testConfig({ gearmanServers: [second.addr], mysqlUrl: db.url }),
+    );
+    await waitFor(async () => (await jobsAtGearmand(second.addr, "statusngin_hostchecks")) === 0, {
+      timeoutMs: 60_000,
+      message: "the second job server drained",
+    });
+  }
+  const done = await losstestCli(verify);
+  assert.equal(done.code, 0, done.out + done.err);
+  assert.match(done.out, /PASS: all 300 events present/);
 });

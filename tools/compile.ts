@@ -6,12 +6,17 @@
  * - `--allow-net`: gearmand or RabbitMQ, MySQL, Carbon, and the listeners of
  *   /metrics, /ws and /commands;
  * - `--allow-env`: `STATUSENGINE_*` settings (the settings loader reads the environment);
- * - `--allow-read=<config dir>,<state dir>`: the YAML file and the dead-letter file;
- * - `--allow-write=<state dir>`: the dead-letter file.
+ * - `--allow-read`: the settings file named by `--config`, wherever it is (a migrating PHP
+ *   user's /opt/statusengine/worker/etc/config.yml), and the dead-letter file. A compiled
+ *   binary cannot be given `--allow-read` at run time, so a list of directories fixed at
+ *   build time would refuse every other location; reading stays bounded by the service
+ *   user's file permissions and the unit's ProtectSystem=/ProtectHome=
+ *   (docs/operations.md#compiled-permissions);
+ * - `--allow-write=<state dir>`: the dead-letter file, and creating the state directory.
  *
- * The directories default to the packaging layout (/etc/statusengine and
- * /var/lib/statusengine-worker, the unit's WorkingDirectory) and can be
- * changed with STATUSENGINE_CONFIG_DIR / STATUSENGINE_STATE_DIR at build time.
+ * The state directory defaults to the packaging layout (/var/lib/statusengine-worker, the
+ * unit's StateDirectory and WorkingDirectory) and can be changed with STATUSENGINE_STATE_DIR
+ * at build time.
  * `deno compile` downloads its runtime the first time, so it needs network
  * access to dl.deno.land.
  *
@@ -59,19 +64,22 @@ export const V8_FLAGS: readonly string[] = [
   "--max-old-space-size=2000",
 ];
 
-/** The permission flags embedded in the binary. */
-export function permissionFlags(configDir: string, stateDir: string): string[] {
-  return [
-    "--allow-net",
-    "--allow-env",
-    `--allow-read=${configDir},${stateDir}`,
-    `--allow-write=${stateDir}`,
-  ];
+/** The state directory of the packaging layout (the unit's StateDirectory). */
+export const DEFAULT_STATE_DIR = "/var/lib/statusengine-worker";
+
+/**
+ * The permission flags embedded in the binary: the one list `deno compile` gets and the
+ * tests run `main.ts` under, so the two cannot drift.
+ *
+ * @param stateDir The only directory the worker may write (default {@link DEFAULT_STATE_DIR}).
+ * @returns Flags for `deno compile` or `deno run`.
+ */
+export function permissionFlags(stateDir: string = DEFAULT_STATE_DIR): string[] {
+  return ["--allow-net", "--allow-env", "--allow-read", `--allow-write=${stateDir}`];
 }
 
 if (import.meta.main) {
-  const configDir = Deno.env.get("STATUSENGINE_CONFIG_DIR") ?? "/etc/statusengine";
-  const stateDir = Deno.env.get("STATUSENGINE_STATE_DIR") ?? "/var/lib/statusengine-worker";
+  const stateDir = Deno.env.get("STATUSENGINE_STATE_DIR") ?? DEFAULT_STATE_DIR;
   const dirty = (await git(["status", "--porcelain"]))?.length ? "-dirty" : "";
   const version = (await git(["describe", "--tags", "--always", "--dirty"])) ?? "dev";
   const commit = ((await git(["rev-parse", "--short=12", "HEAD"])) ?? "unknown") + dirty;
@@ -92,7 +100,7 @@ if (import.meta.main) {
         // writable cache at run time (docs/operations.md#compiled-binary).
         "--no-code-cache",
         `--v8-flags=${V8_FLAGS.join(",")}`,
-        ...permissionFlags(configDir, stateDir),
+        ...permissionFlags(stateDir),
         "--output",
         "dist/statusengine-worker",
         "main.ts",

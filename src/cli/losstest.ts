@@ -39,6 +39,12 @@ export interface LosstestCommandOptions {
   readonly runId: string;
   /** Events published, and expected by `verify` (sequence numbers 0 … count − 1). */
   readonly count: number;
+  /**
+   * `count` was chosen by the caller (`--count`), not the default. `verify` then checks
+   * it against the count the run's events carry; without it `verify` uses theirs, and
+   * refuses when no event of the run has arrived. Default true.
+   */
+  readonly countGiven?: boolean;
   /** Job servers: `publish` submits to them round-robin, `verify` asks them for the backlog. */
   readonly gearmanAddr: readonly string[];
   /** Publish to, and report the backlog of, this RabbitMQ broker instead (`--consumer rabbitmq`). */
@@ -171,6 +177,23 @@ export function parseLossMarker(runId: string, hostname: string): number | undef
   if (!/^(?:0|[1-9][0-9]{0,14})$/.test(rest)) return undefined;
   return Number(rest);
 }
+
+/**
+ * The `output` of a run's event: it records how many events the run published, so that
+ * `verify` checks them all without being told (a default count once passed a run of
+ * 200,000 after looking at 10,000).
+ *
+ * @param runId Run id.
+ * @param seq Sequence number.
+ * @param count Events in the run.
+ * @returns E.g. `losstest run r1: event 5 of 200000`.
+ */
+export function runSizeOutput(runId: string, seq: number, count: number): string {
+  return `losstest run ${runId}: event ${seq} of ${count}`;
+}
+
+/** Text after which {@link runSizeOutput} puts the count. */
+const RUN_SIZE_SEPARATOR = " of ";
 
 /** A closed range of sequence numbers, `[first, last]`. */
 export type SeqRange = readonly [first: number, last: number];
@@ -361,6 +384,8 @@ export function* losstestJobs(
       "hostcheck": {
         ...check,
         "host_name": lossMarker(runId, seq),
+        // Every event carries the run's size, so `verify` knows what was published.
+        "output": runSizeOutput(runId, seq, count),
         "start_time": ts - checkSeconds,
         "end_time": ts,
       },
@@ -497,21 +522,88 @@ const DELETE_SQL = `DELETE FROM ${LOSSTEST_TABLE}
   WHERE hostname LIKE ? AND SUBSTRING(hostname, CHAR_LENGTH(?) + 1) REGEXP '^[0-9]+$'
   LIMIT ${CLEANUP_BATCH}`;
 
+const RUN_SIZE_SQL = `SELECT DISTINCT SUBSTRING_INDEX(output, ?, -1) AS c FROM ${LOSSTEST_TABLE}
+  WHERE hostname LIKE ? AND output LIKE 'losstest run %'`;
+
+/**
+ * The count `verify` checks: the one the run's events carry, or the caller's when they carry
+ * none; a message and exit code when neither can be trusted.
+ */
+export function expectedCount(
+  runId: string,
+  recorded: readonly number[],
+  given: number | undefined,
+): { count: number; note: string } | { problem: string; code: number } {
+  if (recorded.length > 1) {
+    return {
+      problem: `run "${runId}" was published more than once with different counts (${
+        recorded.join(", ")
+      }): remove it with "losstest cleanup" and publish a new run id`,
+      code: 1,
+    };
+  }
+  const [published] = recorded;
+  if (published !== undefined) {
+    if (given !== undefined && given !== published) {
+      return {
+        problem: `run "${runId}" published ${published} events, --count ${given} disagrees: ` +
+          `leave --count out to check all of them`,
+        code: USAGE_EXIT_CODE,
+      };
+    }
+    return { count: published, note: "as published (recorded in the run's events)" };
+  }
+  if (given !== undefined) return { count: given, note: "as given by --count" };
+  return {
+    problem: `no event of run "${runId}" has arrived in ${LOSSTEST_TABLE} yet, so how many ` +
+      `were published is unknown: run verify again once the worker consumes, or pass --count`,
+    code: 1,
+  };
+}
+
 async function verifyRun(
   options: LosstestCommandOptions,
   io: Io,
   signal: AbortSignal | undefined,
 ): Promise<number> {
-  const { runId, count } = options;
+  const { runId } = options;
   const prefix = markerPrefix(runId);
-  io.out(
-    `losstest verify: run "${runId}", expecting ${count} events (${lossMarker(runId, 0)} … ${
-      lossMarker(runId, count - 1)
-    }) in ${LOSSTEST_TABLE}`,
-  );
   using limit = deadline(VERIFY_LIMIT_MS, signal);
   const conn = await connect(options.mysqlUrl, "verify", io);
   if (conn === undefined) return 1;
+  let count: number;
+  try {
+    const [rows] = await conn.query({
+      sql: RUN_SIZE_SQL,
+      values: [RUN_SIZE_SEPARATOR, `${prefix}%`],
+      timeout: Math.max(1, Math.floor(limit.remainingMs())),
+    });
+    const recorded = (rows as { c: string }[])
+      .map((r) => String(r.c))
+      .filter((c) => /^[1-9][0-9]{0,14}$/.test(c))
+      .map(Number)
+      .sort((a, b) => a - b);
+    const expected = expectedCount(
+      runId,
+      recorded,
+      options.countGiven === false ? undefined : options.count,
+    );
+    if ("problem" in expected) {
+      io.err(`Cannot run losstest verify: ${expected.problem}`);
+      await conn.end().catch(() => conn.destroy());
+      return expected.code;
+    }
+    count = expected.count;
+    io.out(
+      `losstest verify: run "${runId}", expecting ${count} events ${expected.note} (${
+        lossMarker(runId, 0)
+      } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
+    );
+  } catch (err: unknown) {
+    await conn.end().catch(() => conn.destroy());
+    io.err(`Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`);
+    return 1;
+  }
   const tally = new LossTally(count);
   try {
     let after = "";
@@ -554,29 +646,43 @@ async function verifyRun(
     io.out(`rows outside 0-${count - 1}: ${report.outOfRange} (an earlier, larger run?)`);
   }
   if (report.missing > 0) io.out(`missing sequence numbers: ${formatRanges(report.missingRanges)}`);
-  await printBacklog(options, io, limit.signal);
+  const queued = await printBacklog(options, io, limit.signal);
+  if (report.missing > 0 && queued !== 0) {
+    // Jobs still at the broker may hold the missing events: no verdict yet.
+    io.out(
+      `NOT FINISHED: ${report.missing} of ${count} events not in MySQL yet and ${
+        queued ?? "an unknown number of"
+      } job(s) still queued; run verify again once the queue is drained`,
+    );
+    return 1;
+  }
   if (report.missing > 0) {
     io.out(`FAIL: ${report.missing} of ${count} events missing`);
     return 1;
   }
+  // Every event the run published is in MySQL, so none of its jobs can still be queued
+  // (a redelivered duplicate at most, which the upsert absorbs).
   io.out(`PASS: all ${count} events present`);
   return 0;
 }
 
-/** Jobs still at the broker are a backlog, not a loss: print them so nobody mistakes one. */
+/**
+ * Jobs still at the broker are a backlog, not a loss: print them so nobody mistakes one.
+ *
+ * @returns Jobs (messages) still queued, or null when not known.
+ */
 async function printBacklog(
   options: LosstestCommandOptions,
   io: Io,
   signal: AbortSignal,
-): Promise<void> {
+): Promise<number | null> {
   if (options.rabbitmqUrl !== undefined) {
-    await printRabbitMqBacklog(options.rabbitmqUrl, options, io);
-    return;
+    return await printRabbitMqBacklog(options.rabbitmqUrl, options, io);
   }
   const label = `jobs still queued at gearmand for ${LOSSTEST_QUEUE}`;
   if (options.gearmanAddr.length === 0) {
     io.out(`${label}: not checked (no job server given)`);
-    return;
+    return null;
   }
   const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   let total = 0;
@@ -594,13 +700,14 @@ async function printBacklog(
       failures.length > 0 ? `; unknown for ${failures.join("; ")}` : ""
     }`,
   );
+  return failures.length > 0 ? null : total;
 }
 
 async function printRabbitMqBacklog(
   url: string,
   options: LosstestCommandOptions,
   io: Io,
-): Promise<void> {
+): Promise<number | null> {
   const label = `messages still queued at ${
     targetLabel({ gearmanAddr: [], rabbitmqUrl: url })
   } for ${LOSSTEST_QUEUE}`;
@@ -616,8 +723,10 @@ async function printRabbitMqBacklog(
         ready * perJob
       } events; not loss), ${consumers} consumers attached`,
     );
+    return ready;
   } catch (err: unknown) {
     io.out(`${label}: unknown (${errorMessage(err)})`);
+    return null;
   }
 }
 

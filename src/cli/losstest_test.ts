@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { decodeJob } from "../events/decode.ts";
 import {
   compressRanges,
+  expectedCount,
   formatRanges,
   HOSTCHECK_TEMPLATE,
   lossMarker,
@@ -146,11 +147,26 @@ Deno.test("losstest: jobs carry 100 events each with unique markers and unique k
     for (const { row } of decoded.rows) {
       hosts.push(String(row["hostname"]));
       keys.add(`${row["start_time"]}|${row["start_time_usec"]}`);
-      assert.equal(row["output"], "PING OK - Packet loss = 0%, RTA = 0.08 ms");
+      // Every event records the run's size, which verify reads back.
+      assert.equal(row["output"], `losstest run r1: event ${hosts.length - 1} of 250`);
       assert.ok(Number(row["start_time"]) <= now / 1000);
     }
   }
   assert.deepEqual(hosts, [...Array(250).keys()].map((s) => `lt-r1-${s}`));
   // Even without the marker no two events would merge: start time/usec differ too.
   assert.equal(keys.size, 250);
+});
+
+Deno.test("losstest: verify expects the recorded count, refuses a disagreeing or missing one", () => {
+  assert.deepEqual(expectedCount("r", [300], undefined), {
+    count: 300,
+    note: "as published (recorded in the run's events)",
+  });
+  assert.deepEqual(expectedCount("r", [], 50), { count: 50, note: "as given by --count" });
+  const narrow = expectedCount("r", [300], 10);
+  assert.ok("problem" in narrow && narrow.code === 2, JSON.stringify(narrow));
+  const unknown = expectedCount("r", [], undefined);
+  assert.ok("problem" in unknown && /--count/.test(unknown.problem), JSON.stringify(unknown));
+  const twice = expectedCount("r", [100, 300], undefined);
+  assert.ok("problem" in twice && /losstest cleanup/.test(twice.problem), JSON.stringify(twice));
 });

@@ -19,7 +19,8 @@ import {
 import { configureLogging, errorMessage, getLogger } from "../log.ts";
 import { versionLine } from "../version.ts";
 import { type Io, PROCESS_IO } from "./io.ts";
-import { runWorkerCommand } from "./run.ts";
+import { type RunHooks, runWorkerCommand } from "./run.ts";
+import { reload, type ReloadableSettings } from "./reload.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
 import { runStatusCommand } from "./status/mod.ts";
@@ -35,14 +36,23 @@ type Handler<C extends CommandName> = (
   settings: SettingsFor<C>,
   io: Io,
   signal: AbortSignal,
+  context: HandlerContext,
 ) => Promise<number>;
 
 /** Commands run through {@link HANDLERS}: `config` reads another command's line instead. */
 type HandledCommand = Exclude<CommandName, "config">;
 
+/** What a command learns besides its settings. */
+interface HandlerContext {
+  /** `run`: told when the worker runs (SIGHUP). */
+  readonly hooks: RunHooks;
+  /** Where each setting came from (`default`, `flag --count`, ...), by settings key. */
+  readonly sources: Readonly<Record<string, string>>;
+}
+
 /** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
 const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
-  run: runWorkerCommand,
+  run: (s, io, signal, { hooks }) => runWorkerCommand(s, io, signal, hooks),
   schema: (s, io) =>
     runSchemaCommand(
       { mysqlUrl: s.mysqlUrl, check: s.check, createDatabase: s.createDatabase },
@@ -68,6 +78,9 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         ...(s.consumer === "rabbitmq" ? { rabbitmqUrl: s.rabbitmqUrl } : {}),
         mysqlUrl: s.mysqlUrl,
         ...(s.metricsUrl === undefined ? {} : { metricsUrl: s.metricsUrl }),
+        ...(s.metricsPort === 0
+          ? {}
+          : { localMetricsUrl: localMetricsUrl(s.metricsHost, s.metricsPort) }),
         json: s.json,
       },
       io,
@@ -88,12 +101,14 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
       io,
       signal,
     ),
-  losstest: (s, io, signal) =>
+  losstest: (s, io, signal, { sources }) =>
     runLosstestCommand(
       {
         mode: s.mode,
         runId: s.runId,
         count: s.count,
+        // verify checks what the run published unless --count was really given.
+        countGiven: sources.count !== "default",
         gearmanAddr: s.gearmanAddr,
         ...(s.consumer === "rabbitmq"
           ? { rabbitmqUrl: s.rabbitmqUrl, rabbitmqDurableQueues: s.rabbitmqDurableQueues }
@@ -187,16 +202,63 @@ export async function runCli(
     });
   }
   const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
+  // SIGHUP (logrotate's postrotate) would end the worker with nothing logged; it reloads.
+  let current: ReloadableSettings = settings as ReloadableSettings;
+  let reopen: (() => Promise<string | null>) | undefined;
+  const rest = line.rest;
+  const uninstallHangup = command !== "run" || options.signals === false
+    ? () => {}
+    : installHangup(() =>
+      reload({
+        current: () => current,
+        reread: async () =>
+          (await loadSettings(command, { argv: rest, env })).settings as ReloadableSettings,
+        adopt: (s) => (current = s),
+        reopenDeadLetters: () => reopen?.() ?? Promise.resolve(undefined),
+        ...(options.logWrite === undefined ? {} : { logWrite: options.logWrite }),
+      })
+    );
+  const hooks: RunHooks = { started: (worker) => (reopen = () => worker.reopenDeadLetters()) };
   try {
     const handler = HANDLERS[command] as Handler<HandledCommand>;
-    return await handler(settings as SettingsFor<HandledCommand>, io, controller.signal);
+    return await handler(settings as SettingsFor<HandledCommand>, io, controller.signal, {
+      hooks,
+      sources: loaded.sources,
+    });
   } catch (err: unknown) {
     log.error(`${command} failed`, { error: errorMessage(err) });
     io.err(`statusengine-worker: ${command} failed: ${errorMessage(err)}`);
     return 1;
   } finally {
+    uninstallHangup();
     uninstall();
   }
+}
+
+/**
+ * Reload on every SIGHUP, one at a time (a second HUP during a reload runs after it).
+ *
+ * @param onHangup The reload; must not throw.
+ * @returns Removes the listener.
+ */
+function installHangup(onHangup: () => Promise<void>): () => void {
+  let chain = Promise.resolve();
+  const listener = () => {
+    chain = chain.then(onHangup).catch((err: unknown) => {
+      log.error("reload failed; the worker keeps running", { error: errorMessage(err) });
+    });
+  };
+  Deno.addSignalListener("SIGHUP", listener);
+  return () => Deno.removeSignalListener("SIGHUP", listener);
+}
+
+/**
+ * The `/metrics` URL of a worker on this host: its listen address, with an address that
+ * listens on every interface (0.0.0.0, ::) asked on loopback.
+ */
+export function localMetricsUrl(host: string, port: number): string {
+  const target = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${target.includes(":") ? `[${target}]` : target}:${port}/metrics`;
 }
 
 /**

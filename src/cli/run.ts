@@ -102,22 +102,32 @@ function listenAddress(addr: string): { hostname: string; port: number } {
   };
 }
 
+/** What the command line learns of the running worker (for SIGHUP). */
+export interface RunHooks {
+  /** Called once the worker runs, with what a reload may do to it. */
+  readonly started?: (worker: { reopenDeadLetters(): Promise<string | null> }) => void;
+}
+
 /**
  * Run the daemon until `signal` aborts.
  *
  * @param settings Settings of `run`.
  * @param io Output for the start-up error.
  * @param signal Aborted by the first SIGTERM/SIGINT.
+ * @param hooks Told when the worker runs (SIGHUP reopens its dead-letter file).
  * @returns Exit code: 0 after a completed shutdown, 1 when the worker cannot start.
  */
 export async function runWorkerCommand(
   settings: SettingsFor<"run">,
   io: Io,
   signal: AbortSignal,
+  hooks: RunHooks = {},
 ): Promise<number> {
   let worker;
   try {
     worker = await startWorker(workerConfigFrom(settings));
+    const started = worker;
+    hooks.started?.({ reopenDeadLetters: () => started.reopenDeadLetters() });
   } catch (err: unknown) {
     if (err instanceof StartupError) {
       log.error(err.message);

@@ -17,6 +17,7 @@ import {
   TABLE_CHARSET,
 } from "../mysql/mod.ts";
 import { connectMysql } from "../mysql/connect.ts";
+import { describeMysqlConnectFailure } from "../mysql/errors.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Io } from "./io.ts";
 
@@ -75,7 +76,7 @@ export async function runSchemaCommand(
   try {
     ({ connection: conn } = await connectMysql(server, { timeoutMs: DEFAULT_CONNECT_TIMEOUT_MS }));
   } catch (err: unknown) {
-    io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`));
+    io.err(scrub(`Cannot run schema: ${describeMysqlConnectFailure(err, shownUrl)}`));
     return 1;
   }
   let step = "inspect the server";

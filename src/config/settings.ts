@@ -620,21 +620,22 @@ export const SETTINGS = [
     flag: "metrics-port",
     kind: { type: "integer", min: 0, max: 65535 },
     default: "9105",
-    commands: ["run"],
-    help: "Port of GET /metrics (Prometheus, no authentication); 0 disables the endpoint.",
+    commands: ["run", "status"],
+    help: "Port of GET /metrics (Prometheus, no authentication); 0 disables the endpoint. " +
+      "status reads a worker here (with --metrics-host) unless --metrics-url is given.",
   },
   {
     flag: "metrics-host",
     kind: { type: "host" },
     default: "127.0.0.1",
-    commands: ["run"],
+    commands: ["run", "status"],
     help: "Address the /metrics listener binds to; 0.0.0.0 (or :: for IPv6) lets a Prometheus " +
       "on another host scrape it. /metrics has no authentication.",
   },
   {
     flag: "metrics-listen-addr",
     kind: { type: "hostPort", emptyHost: true },
-    commands: ["run"],
+    commands: ["run", "status"],
     feeds: [
       { target: "metrics-host", derive: metricsListenHost },
       { target: "metrics-port", derive: metricsListenPort },
@@ -804,7 +805,8 @@ export const SETTINGS = [
     flag: "metrics-url",
     kind: { type: "url", schemes: ["http", "https"], form: "http://host:port/metrics" },
     commands: ["status"],
-    help: "/metrics of a running worker to include in the report; not read when absent.",
+    help: "/metrics of a running worker to include in the report; default the local worker's " +
+      "from --metrics-host and --metrics-port (none when the port is 0).",
   },
   {
     flag: "json",

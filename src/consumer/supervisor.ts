@@ -176,7 +176,9 @@ export class Supervisor {
         const now = performance.now();
         if (now - lastWarnAt >= RETRY_LOG_INTERVAL_MS) {
           lastWarnAt = now;
-          this.#o.log.warn(`${this.#o.name}: reconnect failed, still retrying`, {
+          // A link that never came up was not lost: "connect", not "reconnect".
+          const what = countAsReconnect ? "reconnect" : "connect";
+          this.#o.log.warn(`${this.#o.name}: ${what} failed, still retrying`, {
             ...this.#labels(),
             attempts,
             down_for_s: Math.round((now - since) / 1000),

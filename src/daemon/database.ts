@@ -8,7 +8,13 @@ import { denoSocketStream } from "../mysql/deno_socket.ts";
 import mysql from "mysql2/promise";
 import { type QueueName, QUEUES } from "../events/queues.ts";
 import type { TableName } from "../mysql/catalogue.ts";
-import { assertTablesExist } from "../mysql/schema.ts";
+import {
+  assertTablesExist,
+  describeDifference,
+  diffSchema,
+  MissingTablesError,
+} from "../mysql/schema.ts";
+import { describeMysqlConnectFailure } from "../mysql/errors.ts";
 import { mysqlOptionsFromUrl, type MysqlUrlOptions, redactUrl } from "../mysql/url.ts";
 import {
   poolExecutor,
@@ -134,21 +140,55 @@ async function check(
       );
     }
   } catch (err: unknown) {
-    throw new StartupError(
-      `Cannot start: MySQL at ${shown} does not answer: ${errorMessage(err)}`,
-      {
-        cause: err,
-      },
-    );
+    throw new StartupError(`Cannot start: ${describeMysqlConnectFailure(err, shown)}`, {
+      cause: err,
+    });
   }
+  const needed = neededTables(config, queues);
   try {
-    await assertTablesExist(database.pool, neededTables(config, queues));
+    await assertTablesExist(database.pool, needed);
   } catch (err: unknown) {
-    throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    const why = err instanceof MissingTablesError
+      ? err.message
+      : `cannot look up the tables at ${shown}: ${errorMessage(err)}`;
+    throw new StartupError(`Cannot start: ${why}`, { cause: err });
   }
+  await warnAboutSchemaDrift(database.pool, needed);
   await registerNode(database.executor, {
     nodeName: config.nodeName,
     version,
     startTime: Math.floor(Date.now() / 1000),
   });
+}
+
+/** How many differences the drift warning quotes; `schema --check` lists them all. */
+const DRIFT_LISTED = 5;
+
+/**
+ * Warn once at start when the tables this worker writes differ from the schema it was built
+ * for (a column shortened to varchar(100), a missing index, ...): the worker still starts,
+ * since an altered column may be deliberate, but rows may then be cut or refused and the
+ * operator must hear of it before the first dead letter.
+ */
+async function warnAboutSchemaDrift(pool: mysql.Pool, needed: readonly TableName[]): Promise<void> {
+  let differences;
+  try {
+    differences = await diffSchema(pool);
+  } catch (err: unknown) {
+    log.warn("worker: cannot compare the schema with the expected one", {
+      error: errorMessage(err),
+    });
+    return;
+  }
+  const tables = new Set<string>(needed);
+  const relevant = differences.filter((d) => tables.has(d.table));
+  if (relevant.length === 0) return;
+  log.warn(
+    "worker: the tables differ from the schema this worker writes; rows may be cut or " +
+      'refused. Run "statusengine-worker schema --check" for the full list and fix them',
+    {
+      differences: relevant.length,
+      first: relevant.slice(0, DRIFT_LISTED).map(describeDifference).join("; "),
+    },
+  );
 }

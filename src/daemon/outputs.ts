@@ -8,6 +8,7 @@ import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
 import { GraphiteClient } from "../graphite/client.ts";
 import { WebSocketHub } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
+import { dirname } from "node:path";
 import { errorMessage, getLogger } from "../log.ts";
 import { StartupError, type WorkerConfig } from "./config.ts";
 
@@ -33,6 +34,7 @@ export async function openDeadLetters(
     );
     return disposable(new DeadLetters(null, metrics));
   }
+  await ensureDirectory(config.deadLetterFile);
   const file = new DeadLetterFile(config.deadLetterFile);
   try {
     await file.open();
@@ -40,12 +42,52 @@ export async function openDeadLetters(
     throw new StartupError(
       `Cannot start: dead-letter file "${config.deadLetterFile}" cannot be opened: ${
         errorMessage(err)
-      } (--dead-letter-file: a writable path, or "" to disable it)`,
+      }${notCapableHint(err)} (--dead-letter-file: a writable path, or "" to disable it)`,
       { cause: err },
     );
   }
   log.info("worker: dead-letter file", { path: config.deadLetterFile });
   return disposable(new DeadLetters(file, metrics));
+}
+
+/**
+ * Create the dead-letter file's directory when it is missing: outside the packaged unit
+ * (which has systemd create /var/lib/statusengine-worker) nothing else would, and the
+ * default path lies there.
+ *
+ * @throws {StartupError} Saying how to create it when the worker cannot.
+ */
+async function ensureDirectory(path: string): Promise<void> {
+  const directory = dirname(path);
+  try {
+    await Deno.stat(directory);
+    return;
+  } catch (err: unknown) {
+    // Anything but "missing" (a permission problem) shows when the file is opened.
+    const missing = err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory;
+    if (!missing) return;
+  }
+  try {
+    // Group-readable like the unit's UMask=0027 leaves it; the worker's own user owns it.
+    await Deno.mkdir(directory, { recursive: true, mode: 0o750 });
+  } catch (err: unknown) {
+    throw new StartupError(
+      `Cannot start: the directory "${directory}" of the dead-letter file does not exist and ` +
+        `cannot be created: ${errorMessage(err)}${notCapableHint(err)}. Create it for the ` +
+        `user the worker runs as (install -d -o <user> "${directory}"; the packaged unit's ` +
+        `StateDirectory= does this), or choose another --dead-letter-file ("" disables it)`,
+      { cause: err },
+    );
+  }
+  log.info("worker: created the dead-letter file's directory", { path: directory });
+}
+
+/** A compiled binary refuses paths outside the state directory it was built for. */
+function notCapableHint(err: unknown): string {
+  return err instanceof Deno.errors.NotCapable
+    ? "; this binary may write only below the state directory it was compiled for " +
+      "(docs/operations.md#compiled-permissions)"
+    : "";
 }
 
 function disposable(deadLetters: DeadLetters): DeadLetters & AsyncDisposable {

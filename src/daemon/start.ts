@@ -48,6 +48,12 @@ export interface RunningWorker {
   /** The task queue poller, or null when `statusengine_tasks` is not read. */
   readonly tasks: TaskManager | null;
   /**
+   * Reopen the dead-letter file at its configured path (SIGHUP, after logrotate moved it).
+   *
+   * @returns The path, or null when dead letters go to no file.
+   */
+  reopenDeadLetters(): Promise<string | null>;
+  /**
    * Graceful shutdown in the documented order and budgets; each step logged
    * once with its duration. Idempotent.
    */
@@ -131,13 +137,13 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       urlOptions: database.urlOptions,
     }, split);
   } catch (err: unknown) {
-    throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    throw cannotStart(err);
   }
   stack.defer(() => consumer.stop());
   try {
     await consumer.start();
   } catch (err: unknown) {
-    throw new StartupError(`Cannot start: ${errorMessage(err)}`, { cause: err });
+    throw cannotStart(err);
   }
 
   // After the consumer: a worker that refuses to start must not have run any task.
@@ -155,6 +161,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     pipeline,
     consumer,
     tasks: tasks?.manager ?? null,
+    reopenDeadLetters: () => deadLetters.reopen(),
     stop() {
       stopping ??= shutdown({
         tasks,
@@ -171,6 +178,14 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
       return stopping;
     },
   };
+}
+
+/** A start-up failure, said once: errors that already begin with "Cannot start" keep their words. */
+function cannotStart(err: unknown): StartupError {
+  const text = errorMessage(err);
+  return new StartupError(/^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`, {
+    cause: err,
+  });
 }
 
 /** The run's registry with build info and the documented zero series. */

@@ -71,7 +71,10 @@ export async function serveMetrics(
     });
   } catch (err: unknown) {
     throw new StartupError(
-      `Cannot start: metrics listener ${hostname}:${port}: ${errorMessage(err)}`,
+      `Cannot start: metrics listener ${hostname}:${port}: ${
+        errorMessage(err)
+      }; choose another port for /metrics with --metrics-port (STATUSENGINE_METRICS_PORT, ` +
+        `0 disables it) or another address with --metrics-host`,
       { cause: err },
     );
   }
@@ -156,7 +159,10 @@ export async function serveCommands(
   } catch (err: unknown) {
     await publisher.close();
     throw new StartupError(
-      `Cannot start: command listener ${listen.hostname}:${listen.port}: ${errorMessage(err)}`,
+      `Cannot start: command listener ${listen.hostname}:${listen.port}: ${
+        errorMessage(err)
+      }; choose another address for POST /commands with --command-listen-addr ` +
+        `(STATUSENGINE_COMMAND_LISTEN_ADDR)`,
       { cause: err },
     );
   }

@@ -13,9 +13,10 @@ import {
   parseWorkersReply,
   type WorkerInfo,
 } from "./codec.ts";
-import { ConnectionClosedError } from "./connection.ts";
+import { ConnectFailedError, ConnectionClosedError } from "./connection.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { deadline } from "../util/async.ts";
+import { errorMessage } from "../util/errors.ts";
 
 export type { FunctionStatus, WorkerInfo };
 
@@ -46,7 +47,7 @@ export async function adminCommand(
   try {
     conn = await Deno.connect({ hostname, port, signal: limit.signal });
   } catch (err: unknown) {
-    throw new ConnectionClosedError(server, `cannot connect for admin command "${command}"`, err);
+    throw new ConnectFailedError(server, `admin command "${command}": ${errorMessage(err)}`, err);
   }
   const onAbort = () => {
     try {

@@ -39,6 +39,23 @@ export class ConnectionClosedError extends Error {
   }
 }
 
+/**
+ * The connection was never established (refused, unresolvable, timed out): "lost" would
+ * send the operator looking for a connection that never existed.
+ */
+export class ConnectFailedError extends ConnectionClosedError {
+  /**
+   * @param server `host:port`.
+   * @param detail Why the connect failed.
+   * @param cause The socket error.
+   */
+  constructor(server: string, detail: string, cause?: unknown) {
+    super(server, detail, cause);
+    this.message = `Cannot connect to job server ${server}: ${detail}`;
+    this.name = "ConnectFailedError";
+  }
+}
+
 /** The peer stopped answering: no byte within the heartbeat timeout after a probe. */
 export class HeartbeatTimeoutError extends ConnectionClosedError {
   /**
@@ -135,7 +152,7 @@ export class GearmanConnection implements AsyncDisposable {
     } catch (err: unknown) {
       if (options.signal?.aborted) throw options.signal.reason;
       const detail = timeout.aborted ? "connect timed out" : errorMessage(err);
-      throw new ConnectionClosedError(server, `cannot connect: ${detail}`, err);
+      throw new ConnectFailedError(server, detail, err);
     }
     if (options.signal?.aborted) {
       // Shutdown began while the connect completed (G8): never hand it out.

@@ -68,6 +68,20 @@ export function closeMysqlNow(conn: mysql.Connection): void {
   }
 }
 
+/**
+ * MySQL gave no answer within a deadline; its code sorts it with the refused and reset
+ * connections (`unreachable`, see errors.ts), not with errors the server sent.
+ */
+export class MysqlNoAnswerError extends Error {
+  readonly code = "TimedOut";
+
+  /** @param timeoutMs The deadline that passed. */
+  constructor(timeoutMs: number) {
+    super(`no answer within ${timeoutMs} ms`);
+    this.name = "MysqlNoAnswerError";
+  }
+}
+
 /** Options of {@linkcode connectMysql}. */
 export interface ConnectMysqlOptions {
   /** Bound on connect plus the first query, in milliseconds. */
@@ -111,7 +125,7 @@ const PROBE_SQL = "SELECT VERSION() AS version, @@character_set_client AS cs, " 
 export async function probeMysql(target: Queryable, timeoutMs: number): Promise<MysqlIdentity> {
   const controller = new AbortController();
   const timer = setTimeout(
-    () => controller.abort(new Error(`no answer within ${timeoutMs} ms`)),
+    () => controller.abort(new MysqlNoAnswerError(timeoutMs)),
     timeoutMs,
   );
   try {
@@ -151,7 +165,7 @@ export async function connectMysql(
 ): Promise<ConnectedMysql> {
   const controller = new AbortController();
   const timer = setTimeout(
-    () => controller.abort(new Error(`no answer within ${limits.timeoutMs} ms`)),
+    () => controller.abort(new MysqlNoAnswerError(limits.timeoutMs)),
     limits.timeoutMs,
   );
   const connecting = mysql.createConnection({
@@ -182,7 +196,9 @@ export async function connectMysql(
     };
   } catch (err: unknown) {
     if (err instanceof MysqlInterrupted && !(limits.signal?.aborted ?? false)) {
-      throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`);
+      throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`, {
+        cause: controller.signal.reason,
+      });
     }
     if (conn !== undefined) closeMysqlNow(conn);
     throw err;

@@ -229,3 +229,110 @@ export class MysqlWriteError extends Error {
     this.code = code;
   }
 }
+
+/**
+ * Why MySQL could not be used at all when a command or the daemon first connected: each
+ * needs a different fix, so each gets its own words (a wrong password is not an outage).
+ *
+ * - `unknown_database`: the server answered, the database in the URL does not exist;
+ * - `access_denied`: the server answered and refused the user (password, host, grants);
+ * - `unreachable`: nothing answered (refused, reset, name not resolved, timeout);
+ * - `failed`: the server answered with another error.
+ */
+export type MysqlConnectProblem = "unknown_database" | "access_denied" | "unreachable" | "failed";
+
+/** 1049 unknown database. */
+const UNKNOWN_DATABASE_ERRNO = 1049;
+
+/**
+ * The server refused this user: 1045 wrong password, 1044 no access to the database, 1698
+ * access denied (unix_socket plugin), 1130 host not allowed, 1820/1862 password expired,
+ * 4151 account locked.
+ */
+const ACCESS_DENIED_ERRNOS: ReadonlySet<number> = new Set([
+  1044,
+  1045,
+  1698,
+  1130,
+  1820,
+  1862,
+  4151,
+]);
+
+/** Codes of a connection that never got an answer (Node-style and Deno-style names). */
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+  "PROTOCOL_CONNECTION_LOST",
+  "PROTOCOL_SEQUENCE_TIMEOUT",
+  "ConnectionRefused",
+  "ConnectionReset",
+  "ConnectionAborted",
+  "BrokenPipe",
+  "NotConnected",
+  "TimedOut",
+  "AddrNotAvailable",
+]);
+
+/** The first error in the cause chain that carries an errno or a code. */
+function driverError(err: unknown): MysqlLikeError | undefined {
+  let current: unknown = err;
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    const e = current as MysqlLikeError & { cause?: unknown };
+    if (typeof e.errno === "number" || typeof e.code === "string") return e;
+    current = e.cause;
+  }
+  return undefined;
+}
+
+/**
+ * Sort a failure to connect (or of the first query) into what the operator has to fix.
+ *
+ * @param err What the connection attempt rejected with.
+ * @returns The problem.
+ */
+export function mysqlConnectProblem(err: unknown): MysqlConnectProblem {
+  const e = driverError(err);
+  if (e === undefined) return "failed";
+  if (e.errno === UNKNOWN_DATABASE_ERRNO) return "unknown_database";
+  if (typeof e.errno === "number" && ACCESS_DENIED_ERRNOS.has(e.errno)) return "access_denied";
+  if (typeof e.code === "string" && UNREACHABLE_CODES.has(e.code)) return "unreachable";
+  // A socket error with a negative errno (Node's -111) and no server SQL state.
+  if (e.fatal === true && e.sqlState === undefined) return "unreachable";
+  return "failed";
+}
+
+/**
+ * One sentence for an operator: what happened at which server, and what to do about it.
+ *
+ * @param err What the connection attempt rejected with.
+ * @param shownUrl The MySQL URL with its password masked.
+ * @returns E.g. `database "se" does not exist at mysql://…/se: create it with …`.
+ */
+export function describeMysqlConnectFailure(err: unknown, shownUrl: string): string {
+  const detail = err instanceof Error ? err.message : String(err);
+  switch (mysqlConnectProblem(err)) {
+    case "unknown_database": {
+      const name = /Unknown database '([^']*)'/.exec(detail)?.[1];
+      return `database ${
+        name === undefined ? "" : `"${name}" `
+      }does not exist at ${shownUrl}: create it with ` +
+        `"statusengine-worker schema --create-database" (same --mysql-url), or correct the ` +
+        `database name in --mysql-url`;
+    }
+    case "access_denied":
+      return `MySQL at ${shownUrl} refused the login (${detail}): check the user and password ` +
+        `in --mysql-url (STATUSENGINE_MYSQL_URL) and the user's grants on the database`;
+    case "unreachable":
+      return `MySQL at ${shownUrl} does not answer (${detail}): check that it runs and that ` +
+        `host and port in --mysql-url are right`;
+    case "failed":
+      return `MySQL at ${shownUrl} refused the connection: ${detail}`;
+  }
+}

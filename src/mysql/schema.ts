@@ -712,6 +712,9 @@ export async function missingTables(
   return tableNames.filter((t) => !present.has(t));
 }
 
+/** How many missing tables the start-up error names before it says "and N more". */
+const MISSING_TABLES_LISTED = 3;
+
 /** Thrown by `assertTablesExist`: tables the worker writes are missing. */
 export class MissingTablesError extends Error {
   /** The missing tables. */
@@ -724,10 +727,15 @@ export class MissingTablesError extends Error {
    * @param tables The missing tables.
    */
   constructor(database: string, tables: readonly TableName[]) {
+    // The list is cut: nineteen table names on one line hide the sentence that says what to do.
+    const shown = tables.length <= MISSING_TABLES_LISTED
+      ? tables.join(", ")
+      : `${tables.slice(0, MISSING_TABLES_LISTED).join(", ")} and ${
+        tables.length - MISSING_TABLES_LISTED
+      } more`;
     super(
-      `Cannot start: ${tables.length} table(s) missing in database "${database}" (${
-        tables.join(", ")
-      }): run the "schema" command to create them`,
+      `${tables.length} table(s) missing in database "${database}" (${shown}): run the ` +
+        `"schema" command with the same --mysql-url to create them`,
     );
     this.name = "MissingTablesError";
     this.tables = tables;

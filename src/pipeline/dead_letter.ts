@@ -72,6 +72,24 @@ export class DeadLetterFile implements DeadLetterSink {
     return next;
   }
 
+  /**
+   * Close the file after the pending writes and open the path again (SIGHUP, after logrotate
+   * moved it): records from here on go to whatever file the path names now.
+   *
+   * @throws When the path cannot be opened; the next write tries again.
+   */
+  reopen(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    const next = this.#tail.then(async () => {
+      this.#file?.close();
+      this.#file = undefined;
+      this.#identity = undefined;
+      await this.#current();
+    });
+    this.#tail = next.catch(() => {});
+    return next;
+  }
+
   /** Finish pending writes and close the file. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
@@ -198,6 +216,18 @@ export class DeadLetters implements DeadLetterSink {
       this.#failingSince = undefined;
       this.#failedAttempts = 0;
     }
+  }
+
+  /**
+   * Reopen the file at its path (SIGHUP).
+   *
+   * @returns The path reopened, or null when dead letters go to no file.
+   * @throws When the path cannot be opened.
+   */
+  async reopen(): Promise<string | null> {
+    if (!(this.#file instanceof DeadLetterFile)) return null;
+    await this.#file.reopen();
+    return this.#file.path;
   }
 
   /** Close the file. */

@@ -1,6 +1,7 @@
 /**
- * Gathers the `status` report, every source in parallel and each bounded: the job servers'
- * admin port (or the RabbitMQ broker), MySQL, and two scrapes of a worker's `/metrics`.
+ * Gathers the `status` report, each source bounded: the job servers' admin port (or the
+ * RabbitMQ broker), MySQL, and two scrapes of a worker's `/metrics`, the job servers asked
+ * at the moment of the second scrape.
  *
  * @module
  */
@@ -13,6 +14,11 @@ import { METRICS } from "../../metrics/catalogue.ts";
 import { mysqlOptionsFromUrl, redactUrl } from "../../mysql/url.ts";
 import { deadline, delay } from "../../util/async.ts";
 import { closeMysqlNow, connectMysql } from "../../mysql/connect.ts";
+import {
+  describeMysqlConnectFailure,
+  type MysqlConnectProblem,
+  mysqlConnectProblem,
+} from "../../mysql/errors.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
 /** Options of the `status` command. */
@@ -28,6 +34,12 @@ export interface StatusCommandOptions {
    * a path gets `/metrics`). Absent: the worker section is left out.
    */
   readonly metricsUrl?: string | undefined;
+  /**
+   * Where a worker on this host serves `/metrics` by the configured `--metrics-host` and
+   * `--metrics-port`, read when {@link metricsUrl} is absent. No worker answering there is
+   * reported, but does not make the exit code 1: `status` may run where no worker runs.
+   */
+  readonly localMetricsUrl?: string | undefined;
   /** Print one JSON document instead of the text screen. */
   readonly json: boolean;
   /** Time between the two scrapes the write rates come from; default 1000 ms (tests). */
@@ -76,6 +88,8 @@ export interface MysqlStatus {
   /** The URL with the password masked. */
   readonly url: string;
   readonly ok: boolean;
+  /** What kept the connection from working; null when ok. */
+  readonly problem: MysqlConnectProblem | null;
   /** `SELECT VERSION()`. */
   readonly version: string | null;
   /** Connect plus first query, in milliseconds. */
@@ -95,6 +109,8 @@ export interface TableWriteRate {
 /** The worker, from its `/metrics`. */
 export interface WorkerStatus {
   readonly url: string;
+  /** True when the URL is the local default rather than `--metrics-url`. */
+  readonly local: boolean;
   readonly ok: boolean;
   readonly error: string | null;
   /** `statusengine_db_available` (1 = flushes reach MySQL). */
@@ -208,11 +224,25 @@ async function probeMysql(url: string): Promise<MysqlStatus> {
     });
     const latencyMs = Math.round(performance.now() - started);
     await connection.end().catch(() => closeMysqlNow(connection));
-    return { url: shown, ok: true, version: serverVersion, latencyMs, error: null };
+    return {
+      url: shown,
+      ok: true,
+      problem: null,
+      version: serverVersion,
+      latencyMs,
+      error: null,
+    };
   } catch (err: unknown) {
-    let error = errorMessage(err);
+    let error = describeMysqlConnectFailure(err, shown);
     if (password !== undefined && password !== "") error = error.replaceAll(password, "****");
-    return { url: shown, ok: false, version: null, latencyMs: null, error };
+    return {
+      url: shown,
+      ok: false,
+      problem: mysqlConnectProblem(err),
+      version: null,
+      latencyMs: null,
+      error,
+    };
   }
 }
 
@@ -258,15 +288,24 @@ async function scrape(url: string): Promise<{ samples: PrometheusSample[]; at: n
   }
 }
 
-async function probeWorker(url: string, intervalMs: number): Promise<{
-  worker: WorkerStatus;
-  samples: readonly PrometheusSample[];
-}> {
+/**
+ * Two scrapes of the worker `intervalMs` apart; `atSecond` runs alongside the second scrape,
+ * so what it reads (the job servers' queues) is from the same moment as the worker's
+ * in-flight jobs and connections of the second scrape.
+ */
+async function probeWorker<T>(
+  url: string,
+  local: boolean,
+  intervalMs: number,
+  atSecond: () => Promise<T>,
+): Promise<{ worker: WorkerStatus; samples: readonly PrometheusSample[]; alongside: T }> {
   const target = normaliseMetricsUrl(url);
+  let alongside: Promise<T> | undefined;
   try {
     const first = await scrape(target);
     await delay(intervalMs);
-    const second = await scrape(target);
+    alongside = atSecond();
+    const [second] = await Promise.all([scrape(target), alongside]);
     const seconds = (second.at - first.at) / 1000;
     const written = METRICS.dbEventsWritten.name;
     const tables = second.samples
@@ -282,8 +321,10 @@ async function probeWorker(url: string, intervalMs: number): Promise<{
         };
       });
     return {
+      alongside: await alongside,
       worker: {
         url: target,
+        local,
         ok: true,
         error: null,
         dbAvailable: sampleValue(second.samples, METRICS.dbAvailable.name),
@@ -294,8 +335,11 @@ async function probeWorker(url: string, intervalMs: number): Promise<{
     };
   } catch (err: unknown) {
     return {
+      // The job servers are asked even when the worker does not answer.
+      alongside: await (alongside ?? atSecond()),
       worker: {
         url: target,
+        local,
         ok: false,
         error: errorMessage(err),
         dbAvailable: null,
@@ -308,22 +352,31 @@ async function probeWorker(url: string, intervalMs: number): Promise<{
 }
 
 /**
- * Gather the report: every job server, MySQL and the worker's metrics, all in parallel
- * (admin calls 2 s each, MySQL 5 s, two scrapes about `rateIntervalMs` apart).
+ * Gather the report: MySQL alongside the worker's metrics (two scrapes about
+ * `rateIntervalMs` apart), and the job servers at the second scrape, so that one queue row
+ * shows the broker and the worker at the same moment (admin calls 2 s each, MySQL 5 s).
+ * Without a worker URL the job servers are asked at once.
  *
  * @param options Servers, URL and metrics URL.
- * @returns The report; `ok` is false when anything asked for is unreachable.
+ * @returns The report; `ok` is false when anything asked for is unreachable (a local
+ *   default metrics URL without a worker behind it excepted).
  */
 export async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
-  const [servers, mysql, worker] = await Promise.all([
+  const probeServers = () =>
     options.rabbitmqUrl === undefined
       ? Promise.all(options.gearmanAddr.map(probeJobServer))
-      : Promise.all([probeRabbitMq(options.rabbitmqUrl)]),
+      : Promise.all([probeRabbitMq(options.rabbitmqUrl)]);
+  const workerUrl = options.metricsUrl ?? options.localMetricsUrl;
+  const interval = options.rateIntervalMs ?? DEFAULT_RATE_INTERVAL_MS;
+  const [mysql, probed] = await Promise.all([
     probeMysql(options.mysqlUrl),
-    options.metricsUrl === undefined
-      ? Promise.resolve(undefined)
-      : probeWorker(options.metricsUrl, options.rateIntervalMs ?? DEFAULT_RATE_INTERVAL_MS),
+    workerUrl === undefined
+      ? probeServers().then((alongside) => ({ alongside, worker: undefined }))
+      : probeWorker(workerUrl, options.metricsUrl === undefined, interval, probeServers)
+        .then(({ alongside, ...worker }) => ({ alongside, worker })),
   ]);
+  const servers = probed.alongside;
+  const worker = probed.worker;
   const consumed: readonly string[] = QUEUE_NAMES;
   const others = [
     ...new Set(servers.flatMap((s) => [...s.queues.keys()])),
@@ -345,7 +398,8 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
   }));
   const jobServers = servers.map((s) => s.server);
   return {
-    ok: jobServers.every((s) => s.ok) && mysql.ok && (worker?.worker.ok ?? true),
+    ok: jobServers.every((s) => s.ok) && mysql.ok &&
+      (worker === undefined || worker.worker.ok || worker.worker.local),
     jobServers,
     queues,
     mysql,

@@ -5,8 +5,17 @@
  * @module
  */
 import type { StatusReport } from "./collect.ts";
+import type { MysqlConnectProblem } from "../../mysql/errors.ts";
 
 const SCREEN_WIDTH = 100;
+
+/** The word for each way MySQL failed: only a server that does not answer is unreachable. */
+const MYSQL_VERDICTS: Readonly<Record<MysqlConnectProblem, string>> = {
+  unreachable: "UNREACHABLE",
+  "access_denied": "ACCESS DENIED",
+  "unknown_database": "NO DATABASE",
+  failed: "FAILED",
+};
 /** Longest queue column; other functions' names are cut to it in text (JSON keeps them whole). */
 const MAX_NAME_WIDTH = 40;
 /** Marks a function gearmand knows that the worker does not consume. */
@@ -106,12 +115,12 @@ export function formatStatusText(report: StatusReport): string[] {
   );
   // An error goes on its own lines below the entry, wrapped rather than cut: it is the one
   // thing the operator needs to read in full.
-  const entry = (label: string, ok: boolean, detail: string) => {
+  const entry = (label: string, ok: boolean, detail: string, verdict = "UNREACHABLE") => {
     if (ok) {
       lines.push(fit(`  ${label.padEnd(labelWidth)}  ok  ${detail}`, SCREEN_WIDTH));
       return;
     }
-    lines.push(`  ${label.padEnd(labelWidth)}  UNREACHABLE`.trimEnd());
+    lines.push(`  ${label.padEnd(labelWidth)}  ${verdict}`.trimEnd());
     lines.push(...wrap(detail, SCREEN_WIDTH - 4).map((l) => `    ${l}`));
   };
   lines.push(report.jobServers.some((s) => s.kind === "rabbitmq") ? "Broker" : "Job servers");
@@ -121,7 +130,12 @@ export function formatStatusText(report: StatusReport): string[] {
   }
   lines.push("MySQL");
   const m = report.mysql;
-  entry(m.url, m.ok, m.ok ? `${m.version} (${m.latencyMs} ms)` : m.error ?? "");
+  entry(
+    m.url,
+    m.ok,
+    m.ok ? `${m.version} (${m.latencyMs} ms)` : m.error ?? "",
+    MYSQL_VERDICTS[m.problem ?? "failed"],
+  );
   const w = report.worker;
   if (w !== null) {
     lines.push("Worker");
@@ -130,7 +144,16 @@ export function formatStatusText(report: StatusReport): string[] {
         w.dbAvailable === 0 ? " (MySQL writes stalled)" : ""
       }`
       : w.error ?? "";
-    entry(w.url, w.ok, detail);
+    // The local default may simply have no worker behind it: said, but not as a failure.
+    if (!w.ok && w.local) {
+      entry(
+        w.url,
+        false,
+        `${detail} (the local default from --metrics-host/--metrics-port; pass --metrics-url ` +
+          "for a worker elsewhere)",
+        "NO WORKER",
+      );
+    } else entry(w.url, w.ok, detail);
   }
 
   const names = report.queues.map((q) =>

@@ -1,0 +1,89 @@
+/**
+ * SIGHUP on a running worker process (logrotate's postrotate sends it): the worker keeps
+ * running, reopens the dead-letter file at its configured path, re-reads the log level and
+ * logs what it did. Real gearmand and MariaDB.
+ */
+import assert from "node:assert/strict";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { createScratchDatabase } from "./helpers/mysql.ts";
+import { createSchema, publish } from "./helpers/worker.ts";
+import { startWorkerProcess } from "./helpers/worker_process.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+const QUEUE = "statusngin_hostchecks";
+const HOSTCHECKS_JOB = Deno.readTextFileSync(
+  new URL("../src/events/testdata/statusngin_hostchecks.job", import.meta.url),
+);
+
+async function linesOf(path: string): Promise<string[]> {
+  try {
+    return (await Deno.readTextFile(path)).split("\n").filter((l) => l !== "");
+  } catch (err: unknown) {
+    if (err instanceof Deno.errors.NotFound) return [];
+    throw err;
+  }
+}
+
+Deno.test("reload: SIGHUP reopens the dead-letter file, re-reads the log level, logs it and never exits", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const configDir = await Deno.makeTempDir({ prefix: "se-reload-" });
+  try {
+    const config = `${configDir}/config.yml`;
+    await Deno.writeTextFile(config, "log_level: info\n");
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      args: ["--config", config],
+    });
+    let exited = false;
+    void worker.status.then(() => (exited = true));
+    const path = `${worker.dir}/dead-letters.ndjson`;
+    const rotated = `${path}.1`;
+
+    await publish(gearmand.addr, QUEUE, ["not json before the rotation"]);
+    await waitFor(async () => (await linesOf(path)).length === 1, {
+      message: "the first dead letter is written",
+    });
+
+    // logrotate without copytruncate: move the file, then HUP.
+    await Deno.rename(path, rotated);
+    await Deno.writeTextFile(config, "log_level: debug\n");
+    worker.kill("SIGHUP");
+    await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
+      message: "the reload is logged",
+    });
+    assert.equal(exited, false, `the worker exited on SIGHUP:\n${worker.stderr()}`);
+    const logs = worker.lines().join("\n");
+    assert.match(logs, /SIGHUP received/);
+    assert.match(logs, /dead-letter file reopened.*dead-letters\.ndjson/);
+    assert.match(logs, /log_level=info->debug/);
+    // Reopened at once: the path names a new, empty file before any new dead letter.
+    assert.deepEqual(await linesOf(path), []);
+    await Deno.stat(path);
+
+    await publish(gearmand.addr, QUEUE, ["not json after the rotation"]);
+    await waitFor(async () => (await linesOf(path)).length === 1, {
+      message: "the next dead letter goes to the new file at the configured path",
+    });
+    assert.match((await linesOf(path))[0] ?? "", /after the rotation/);
+    assert.equal((await linesOf(rotated)).length, 1);
+    assert.match((await linesOf(rotated))[0] ?? "", /before the rotation/);
+    // The new level is in force: a flushed batch is logged at debug after the reload.
+    await publish(gearmand.addr, QUEUE, [HOSTCHECKS_JOB]);
+    await waitFor(
+      () => {
+        const lines = worker.lines();
+        const reloaded = lines.findIndex((l) => l.includes("reload: done"));
+        return lines.slice(reloaded).some((l) => l.includes("level=debug"));
+      },
+      { message: "debug lines after the reload" },
+    );
+
+    worker.kill("SIGTERM");
+    assert.equal((await worker.status).code, 0, worker.stderr());
+  } finally {
+    await Deno.remove(configDir, { recursive: true });
+  }
+});

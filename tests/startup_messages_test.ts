@@ -1,0 +1,229 @@
+/**
+ * What `run` says when it cannot start (or starts on something it should warn about), against
+ * the real MariaDB and gearmand: each cause in its own words, with what to do, once.
+ */
+import assert from "node:assert/strict";
+import { runCli } from "../src/cli/mod.ts";
+import { bufferIo } from "../src/cli/io.ts";
+import { createScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
+import { freePort, startGearmand } from "./helpers/gearmand.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+interface Result {
+  readonly code: number;
+  readonly err: string;
+  readonly logs: readonly string[];
+}
+
+async function run(argv: string[]): Promise<Result> {
+  const io = bufferIo();
+  const logs: string[] = [];
+  const code = await runCli(["run", ...argv], {}, {
+    io,
+    signals: false,
+    logWrite: (l) => logs.push(l),
+  });
+  return { code, err: io.errLines.join("\n"), logs };
+}
+
+/** Flags every case shares: no listeners that could collide, no dead-letter file. */
+function quiet(): string[] {
+  return [
+    "--metrics-port",
+    "0",
+    "--listen-addr",
+    `127.0.0.1:${freePort()}`,
+    "--dead-letter-file",
+    "",
+  ];
+}
+
+function assertSaidOnce(text: string): void {
+  assert.doesNotMatch(text, /Cannot start: Cannot start/, text);
+}
+
+Deno.test("run: an unknown database says so and names schema --create-database", async () => {
+  await using gearmand = await startGearmand();
+  const url = new URL(testMysqlBaseUrl());
+  url.pathname = `/se_missing_${crypto.randomUUID().slice(0, 8).replaceAll("-", "")}`;
+  const r = await run(["--gearman-addr", gearmand.addr, "--mysql-url", url.href, ...quiet()]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /database "se_missing_\w+" does not exist/);
+  assert.match(r.err, /schema --create-database/);
+  assert.doesNotMatch(r.err, /does not answer/);
+  assertSaidOnce(r.err);
+});
+
+Deno.test("run: a refused login says to check the user, not that MySQL does not answer", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  const url = new URL(db.url);
+  url.username = "se_no_such_user";
+  url.password = "wrong-secret";
+  const r = await run(["--gearman-addr", gearmand.addr, "--mysql-url", url.href, ...quiet()]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /refused the login/);
+  assert.match(r.err, /check the user and password/);
+  assert.doesNotMatch(r.err, /does not answer/);
+  assert.ok(!r.err.includes("wrong-secret"));
+});
+
+Deno.test("run: a MySQL that is not there does not answer", async () => {
+  await using gearmand = await startGearmand();
+  const r = await run([
+    "--gearman-addr",
+    gearmand.addr,
+    "--mysql-url",
+    `mysql://root@127.0.0.1:${freePort()}/statusengine`,
+    ...quiet(),
+  ]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /does not answer/);
+  assert.match(r.err, /host and port/);
+});
+
+Deno.test("run: missing tables are said once, on a line short enough to read", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  const r = await run(["--gearman-addr", gearmand.addr, "--mysql-url", db.url, ...quiet()]);
+  assert.equal(r.code, 1);
+  assertSaidOnce(r.err);
+  assert.match(r.err, /table\(s\) missing/);
+  assert.match(r.err, /and \d+ more/);
+  assert.match(r.err, /"schema" command/);
+  for (const line of r.err.split("\n")) assert.ok(line.length < 300, line);
+});
+
+Deno.test("run: a job server that is down at start is not a lost connection", async () => {
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  const addr = `127.0.0.1:${freePort()}`;
+  const r = await run(["--gearman-addr", addr, "--mysql-url", db.url, ...quiet()]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, new RegExp(`Cannot connect to job server ${addr.replaceAll(".", "\\.")}`));
+  assert.doesNotMatch(r.err, /lost/);
+  assertSaidOnce(r.err);
+});
+
+Deno.test("run: a taken metrics port names the setting to change", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const r = await run([
+    "--gearman-addr",
+    gearmand.addr,
+    "--mysql-url",
+    db.url,
+    "--listen-addr",
+    `127.0.0.1:${freePort()}`,
+    "--dead-letter-file",
+    "",
+    "--metrics-host",
+    "127.0.0.1",
+    "--metrics-port",
+    String(taken.addr.port),
+  ]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /--metrics-port/);
+  assert.match(r.err, /STATUSENGINE_METRICS_PORT/);
+});
+
+Deno.test("run: a drifted column (output varchar(100)) starts with a warning naming it", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  await db.query("ALTER TABLE statusengine_servicestatus MODIFY output varchar(100)");
+  const stop = new AbortController();
+  const logs: string[] = [];
+  const io = bufferIo();
+  const running = runCli(
+    ["run", "--gearman-addr", gearmand.addr, "--mysql-url", db.url, ...quiet()],
+    {},
+    {
+      io,
+      signals: false,
+      signal: stop.signal,
+      logWrite: (l) => logs.push(l),
+    },
+  );
+  try {
+    await waitFor(() => logs.some((l) => l.includes("consumer started")), {
+      message: "the worker started",
+    });
+  } finally {
+    stop.abort();
+  }
+  assert.equal(await running, 0, io.errLines.join("\n"));
+  const warning = logs.find((l) => l.includes("tables differ from the schema"));
+  assert.ok(warning !== undefined, logs.join(""));
+  assert.match(warning, /level=warning/);
+  assert.match(warning, /statusengine_servicestatus\.output/);
+  assert.match(warning, /varchar\(100\)/);
+  assert.match(warning, /schema --check/);
+});
+
+Deno.test("run: a job server down at start while another is up is retried as a connect, never as lost", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  const down = `127.0.0.1:${freePort()}`;
+  const stop = new AbortController();
+  const logs: string[] = [];
+  const io = bufferIo();
+  const running = runCli(
+    [
+      "run",
+      "--gearman-addr",
+      `${gearmand.addr},${down}`,
+      "--gearman-reconnect-interval",
+      "100ms",
+      "--mysql-url",
+      db.url,
+      ...quiet(),
+    ],
+    {},
+    { io, signals: false, signal: stop.signal, logWrite: (l) => logs.push(l) },
+  );
+  try {
+    await waitFor(() => logs.some((l) => l.includes("connect failed, still retrying")), {
+      message: "the retry of the server that is down is logged",
+    });
+  } finally {
+    stop.abort();
+  }
+  assert.equal(await running, 0, io.errLines.join("\n"));
+  const about = logs.filter((l) => l.includes(down));
+  assert.ok(about.length > 0, logs.join(""));
+  for (const line of about) {
+    assert.doesNotMatch(line, /lost|reconnect failed/, line);
+  }
+});
