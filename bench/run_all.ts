@@ -10,6 +10,7 @@ const BENCHES = [
   "http_listen.ts",
   "shutdown.ts",
   "memory.ts",
+  "cleanup.ts",
 ];
 
 let failed = 0;

@@ -13,7 +13,7 @@ import {
 } from "../src/cleanup/retention.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
-import { ensureSchema } from "../src/mysql/schema.ts";
+import { diffSchema, ensureSchema } from "../src/mysql/schema.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
@@ -599,6 +599,14 @@ Deno.test("cleanup: expired weeks are dropped, the straddling week trimmed by DE
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), hostchecks);
   assert.equal((await partitionsOf(db, "statusengine_hostchecks")).at(-2), "p_2026_31");
   assert.equal(logsOf(r, "cleanup: p_max holds rows, weeks ahead cannot be laid out").length, 0);
+
+  // `schema --check` sees the maintained layout as the schema's own: no difference.
+  const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    assert.deepEqual(await diffSchema(conn), []);
+  } finally {
+    await conn.end();
+  }
 
   // A second run on the same day finds nothing to add or drop.
   const again = await run({ mysqlUrl: db.url, now, ages: { age_servicechecks: 14 } });
