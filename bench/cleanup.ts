@@ -205,7 +205,7 @@ const rounds: [string, Date][] = [
   ["next night", new Date(NOW.getTime() + DAY * 1000)],
 ];
 for (const [name, now] of rounds) {
-  const ages = { age_servicechecks: AGE_DAYS };
+  const ages = { "age_servicechecks": AGE_DAYS };
   const legacy = await cleanup("legacy", now, ages);
   const partitioned = await cleanup("partitioned", now, ages);
   const same = await fingerprint("legacy") === await fingerprint("partitioned");

@@ -646,7 +646,7 @@ Deno.test("cleanup: a p_max holding rows is reported, and --repair-partitions sp
   await insertRows(db, CHECKS, all);
   const inMax = await rowsInPartition(db, CHECKS, "p_max");
   assert.ok(inMax > 100, String(inMax));
-  const ages = { age_servicechecks: 365 };
+  const ages = { "age_servicechecks": 365 };
 
   const nightly = await run({ mysqlUrl: db.url, now, ages });
   assert.equal(nightly.code, 0, nightly.err.join("\n"));
