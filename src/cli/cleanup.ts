@@ -262,6 +262,8 @@ interface RunContext {
   readonly session: CleanupSession;
   readonly options: CleanupCommandOptions;
   readonly signal: AbortSignal;
+  /** The reference instant of every cutoff of the run. */
+  readonly now: Date;
   readonly today: number;
   readonly io: Io;
 }
@@ -342,9 +344,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     batches: 0,
     needsRepair: false,
   };
-  const cutoff = table.days > 0
-    ? unixSeconds(retentionCutoff(options.now ?? new Date(), table.days))
-    : null;
+  const cutoff = table.days > 0 ? unixSeconds(retentionCutoff(ctx.now, table.days)) : null;
   try {
     const layout = await readLayout(session, table);
     stats.layout = layout.kind;
@@ -538,7 +538,7 @@ export async function runCleanupCommand(
       io.err(message);
       return 1;
     }
-    const ctx: RunContext = { session, options, signal, today: dayNumber(now), io };
+    const ctx: RunContext = { session, options, signal, now, today: dayNumber(now), io };
     if (options.repairPartitions === true) return await runRepair(ctx, tables, scrub, runStarted);
 
     const total = { rows: 0, added: 0, dropped: 0, droppedRowsEstimate: 0 };
@@ -548,7 +548,7 @@ export async function runCleanupCommand(
       if (signal.aborted) return interrupted(total.rows, tables.length - index);
       const cutoffDate = table.days > 0 ? retentionCutoff(now, table.days) : null;
       if (cutoffDate === null) {
-        log.info("cleanup: table disabled, only weeks ahead are laid out", {
+        log.info("cleanup: table disabled, nothing is deleted", {
           table: table.table,
           setting: table.key,
         });
