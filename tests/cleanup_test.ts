@@ -714,3 +714,60 @@ Deno.test("cleanup: a p_max holding rows is reported, and --repair-partitions sp
     0,
   );
 });
+
+Deno.test("cleanup: while p_max holds rows, expired weeks are still dropped and old rows deleted from the whole table", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 0, 7, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const all = times(utc(2026, 1, 5, 6), utc(2026, 7, 1), 1);
+  await insertRows(db, CHECKS, all);
+  const cutoff = unixSeconds(retentionCutoff(now, 100));
+
+  const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 100 } });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+  // Every week of the January layout has expired; p_max (with the remaining rows) is left.
+  assert.deepEqual(await partitionsOf(db, CHECKS), ["p_max"]);
+  const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+  assert.equal(finished?.properties.partitions_dropped, 5);
+  assert.equal(finished?.properties.partitions_added, 0);
+  assert.equal(
+    logsOf(r, "cleanup: p_max holds rows, weeks ahead cannot be laid out", CHECKS).length,
+    1,
+  );
+
+  // The repair then lays out weeks from the oldest row left in p_max.
+  const repair = await run({ mysqlUrl: db.url, now, repairPartitions: true });
+  assert.equal(repair.code, 0, repair.err.join("\n"));
+  assert.equal(await rowsInPartition(db, CHECKS, "p_max"), 0);
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+});
+
+Deno.test("cleanup: an ALTER kept waiting by a long transaction gives up, the table fails, the others are cleaned", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  await insertRows(db, CHECKS, [utc(2026, 6, 4), cutoff + 1]);
+  // Before the first week and inside the weeks ahead: nothing to drop, only rows to delete.
+  const logs = around(unixSeconds(retentionCutoff(now, 5)));
+  await insertRows(db, "statusengine_logentries", [...logs.old, ...logs.kept]);
+  // An open transaction that read the table holds its metadata lock until it ends.
+  const reader = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    await reader.query("START TRANSACTION");
+    await reader.query(`SELECT COUNT(*) FROM \`${CHECKS}\``);
+
+    const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 14 } });
+
+    assert.equal(r.code, 1);
+    const [failed] = logsOf(r, "cleanup: table failed", CHECKS);
+    assert.match(String(failed?.properties.error), /lock wait timeout/i);
+    assert.deepEqual(await timesIn(db, "statusengine_logentries"), logs.kept);
+    assert.equal(logsOf(r, "cleanup: table finished", "statusengine_logentries").length, 1);
+  } finally {
+    await reader.query("ROLLBACK").catch(() => {});
+    await reader.end();
+  }
+  // Nothing was half done: both rows are still there, in their weeks.
+  assert.equal((await timesIn(db, CHECKS)).length, 2);
+});
