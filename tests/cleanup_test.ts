@@ -771,3 +771,33 @@ Deno.test("cleanup: an ALTER kept waiting by a long transaction gives up, the ta
   // Nothing was half done: both rows are still there, in their weeks.
   assert.equal((await timesIn(db, CHECKS)).length, 2);
 });
+
+Deno.test("cleanup: a table partitioned another way is cleaned by DELETE, warned about, and schema --check reports it", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  await db.query(`ALTER TABLE \`${CHECKS}\` PARTITION BY HASH (start_time) PARTITIONS 3`);
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  const all = [...times(utc(2026, 5, 20), utc(2026, 7, 5), 1), cutoff - 1, cutoff].sort((a, b) =>
+    a - b
+  );
+  await insertRows(db, CHECKS, all);
+
+  const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 14 } });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+  assert.equal((await partitionsOf(db, CHECKS)).length, 3, "the layout is left alone");
+  const [warning] = logsOf(r, "cleanup: table partitioned in another way, cleaned by DELETE only");
+  assert.equal(warning?.properties.table, CHECKS);
+  assert.equal(logsOf(r, "cleanup: table finished", CHECKS)[0]?.properties.layout, "other");
+  const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    const differences = await diffSchema(conn);
+    assert.ok(
+      differences.some((d) => d.kind === "partitioning" && d.table === CHECKS),
+      JSON.stringify(differences),
+    );
+  } finally {
+    await conn.end();
+  }
+});
