@@ -564,6 +564,7 @@ Deno.test("cleanup: expired weeks are dropped, the straddling week trimmed by DE
     new RegExp(`delete ${trimmed} rows from p_2026_25 \\(start_time < ${cutoff}\\)`),
   );
   assert.match(dry.out.at(-1) ?? "", /^Dry run, nothing changed: /);
+  assert.equal(dry.out.length, 16, "one line per table and the summary");
   assert.equal(logsOf(dry, "cleanup: partitions dropped").length, 0);
 
   const r = await run({

@@ -356,7 +356,12 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       });
     }
     if (layout.kind !== "weekly") {
-      if (cutoff === null) return { kind: "finished", stats };
+      if (cutoff === null) {
+        if (options.dryRun === true) {
+          ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
+        }
+        return { kind: "finished", stats };
+      }
       if (options.dryRun === true) {
         await dryRunDelete(ctx, table, "table", cutoff, stats, []);
         return { kind: "finished", stats };
