@@ -13,6 +13,7 @@ import {
 } from "../src/cleanup/retention.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
+import { diffSchema, ensureSchema } from "../src/mysql/schema.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
@@ -155,7 +156,7 @@ const SAMPLE_TABLES: readonly TableName[] = [
   "statusengine_downtime_tombstones", // the worker's own, by end_time (docs/downtimes.md)
 ];
 
-Deno.test("cleanup: exactly the rows strictly older than each table's cutoff are deleted, partitions stay", async () => {
+Deno.test("cleanup: exactly the rows strictly older than each table's cutoff are deleted, one line per table", async () => {
   await using db = await schemaDatabase();
   for (const table of SAMPLE_TABLES) {
     const { old, kept } = around(cutoffOf(table));
@@ -178,16 +179,20 @@ Deno.test("cleanup: exactly the rows strictly older than each table's cutoff are
       formatLocalRfc3339(retentionCutoff(NOW, Number(starting?.properties.age_days))),
     );
   }
-  // Batched DELETE only, never DROP PARTITION (docs/operations.md#partitions).
+  // The schema's partitions all lie after these cutoffs: nothing to drop, nothing to add.
   assert.equal(await partitionCount(db), partitions);
   assert.equal(logsOf(r, "cleanup: table finished").length, RETENTION_TABLES.length);
   assert.equal(logsOf(r, "cleanup: finished").length, 1);
   assert.equal(logsOf(r, "cleanup: starting")[0]?.properties.tables, RETENTION_TABLES.length);
-  // One aligned progress line per table plus the summary.
-  assert.equal(r.out.length, RETENTION_TABLES.length + 1);
-  assert.match(
-    r.out.find((l) => l.startsWith("statusengine_perfdata ")) ?? "",
-    /^statusengine_perfdata +2 rows deleted in 1 batch, \d+\.\d\d s, [\d.]+ rows\/s$/,
+  // Each table is reported once, by its log line; nothing is printed besides the log.
+  assert.deepEqual(r.out, []);
+  const [perfdata] = logsOf(r, "cleanup: table finished", "statusengine_perfdata");
+  assert.equal(perfdata?.properties.layout, "unpartitioned");
+  assert.equal(perfdata?.properties.batches, 1);
+  assert.equal(typeof perfdata?.properties.rows_per_s, "number");
+  assert.equal(
+    logsOf(r, "cleanup: table finished", "statusengine_hostchecks")[0]?.properties.layout,
+    "weekly",
   );
 });
 
@@ -203,14 +208,17 @@ Deno.test("cleanup: an explicit age of 0 disables a table and a missing key mean
   assert.equal(r.code, 0, r.err.join("\n"));
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), [...checks.old, ...checks.kept]);
   assert.deepEqual(await timesIn(db, "statusengine_logentries"), logs.kept);
-  assert.equal(logsOf(r, "cleanup: table disabled, skipping", "statusengine_hostchecks").length, 1);
+  assert.equal(
+    logsOf(r, "cleanup: table disabled, nothing is deleted", "statusengine_hostchecks")
+      .length,
+    1,
+  );
   assert.equal(logsOf(r, "cleanup: starting table", "statusengine_hostchecks").length, 0);
   assert.equal(
     logsOf(r, "cleanup: starting table", "statusengine_servicechecks")[0]?.properties.age_days,
     5,
   );
   assert.equal(logsOf(r, "cleanup: starting")[0]?.properties.tables, RETENTION_TABLES.length - 1);
-  assert.ok(r.out.some((l) => /^statusengine_hostchecks +disabled \(age_hostchecks: 0\)$/.test(l)));
 });
 
 Deno.test("cleanup: batch size 3 takes 4 statements for 10 old rows and pauses between them", async () => {
@@ -233,10 +241,6 @@ Deno.test("cleanup: batch size 3 takes 4 statements for 10 old rows and pauses b
   assert.ok(
     Number(finished?.properties.duration_ms) >= 3 * pauseMs - 5,
     String(finished?.properties.duration_ms),
-  );
-  assert.ok(
-    r.out.some((l) => /^statusengine_hostchecks +10 rows deleted in 4 batches, /.test(l)),
-    r.out.join("\n"),
   );
 });
 
@@ -276,7 +280,6 @@ Deno.test("cleanup: a missing table is reported as failed, the others are still 
   assert.equal(summary?.level, "ERROR");
   assert.equal(summary?.properties.failed, 1);
   assert.equal(logsOf(r, "cleanup: finished").length, 0);
-  assert.ok(r.err.some((l) => l.startsWith("statusengine_servicechecks ")), r.err.join("\n"));
 });
 
 Deno.test("cleanup: a signal aborted before the run deletes nothing and exits 0", async () => {
@@ -463,5 +466,340 @@ Deno.test("cleanup: a server that accepts but never answers fails the start with
     for (const conn of accepted) conn.close();
     listener.close();
     await accepting;
+  }
+});
+
+// ---- weekly partitions (docs/retention.md) -----------------------------------------------
+
+/** A database whose partitioned tables were laid out by `schema` at `created`. */
+async function schemaDatabaseAt(created: Date): Promise<ScratchDatabase> {
+  const db = await createScratchDatabase();
+  try {
+    const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+    try {
+      await ensureSchema(conn, { now: created });
+    } finally {
+      await conn.end();
+    }
+  } catch (err: unknown) {
+    await db.drop();
+    throw err;
+  }
+  return db;
+}
+
+async function partitionsOf(db: ScratchDatabase, table: TableName): Promise<string[]> {
+  const rows = await db.query<{ p: string }[]>(
+    `SELECT PARTITION_NAME AS p FROM information_schema.PARTITIONS
+      WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY PARTITION_ORDINAL_POSITION`,
+    [db.name, table],
+  );
+  return rows.map((r) => String(r.p));
+}
+
+async function rowsInPartition(
+  db: ScratchDatabase,
+  table: TableName,
+  partition: string,
+): Promise<number> {
+  const rows = await db.query<{ n: number }[]>(
+    `SELECT COUNT(*) AS n FROM \`${table}\` PARTITION (\`${partition}\`)`,
+  );
+  return Number(rows[0]?.n);
+}
+
+const DAY_S = 86_400;
+/** Unix seconds of a UTC date and hour. */
+function utc(y: number, m: number, d: number, h = 0): number {
+  return Date.UTC(y, m - 1, d, h) / 1000;
+}
+/** Every `stepDays` from `from` (inclusive) to `to` (exclusive), Unix seconds. */
+function times(from: number, to: number, stepDays: number): number[] {
+  const out: number[] = [];
+  for (let t = from; t < to; t += stepDays * DAY_S) out.push(t);
+  return out;
+}
+
+const CHECKS: TableName = "statusengine_servicechecks";
+
+Deno.test("cleanup: expired weeks are dropped, the straddling week trimmed by DELETE, weeks ahead laid out, p_max stays empty", async () => {
+  // Laid out by `schema` on Wednesday 2026-06-03: p_2026_23 … p_2026_27, p_max.
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  assert.deepEqual(await partitionsOf(db, CHECKS), [
+    "p_2026_23",
+    "p_2026_24",
+    "p_2026_25",
+    "p_2026_26",
+    "p_2026_27",
+    "p_max",
+  ]);
+  // Wednesday 2026-07-01 (ISO week 27), 14 days: the cutoff lies on 2026-06-17, in week 25.
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  assert.ok(cutoff > utc(2026, 6, 15) && cutoff < utc(2026, 6, 22), String(cutoff));
+  // A row every 6 hours from before the first week up to week 27, plus both sides of the cutoff.
+  const all = [...times(utc(2026, 5, 20), utc(2026, 7, 5), 0.25), cutoff - 1, cutoff].sort((a, b) =>
+    a - b
+  );
+  await insertRows(db, CHECKS, all);
+  const kept = all.filter((t) => t >= cutoff);
+  const trimmed = all.filter((t) => t >= utc(2026, 6, 15) && t < cutoff).length;
+  const hostchecks = times(utc(2026, 5, 1), utc(2026, 7, 1), 3);
+  await insertRows(db, "statusengine_hostchecks", hostchecks);
+
+  // The dry run changes nothing and prints what the run then does.
+  const dry = await run({
+    mysqlUrl: db.url,
+    now,
+    dryRun: true,
+    ages: { age_servicechecks: 14, age_hostchecks: 0 },
+  });
+  assert.equal(dry.code, 0, dry.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), all);
+  assert.equal((await partitionsOf(db, CHECKS)).length, 6);
+  const line = dry.out.find((l) => l.startsWith(`${CHECKS} `)) ?? "";
+  assert.match(line, /add p_2026_28, p_2026_29, p_2026_30, p_2026_31;/, line);
+  assert.match(line, /drop p_2026_23, p_2026_24 \(~\d+ rows\);/, line);
+  assert.match(
+    line,
+    new RegExp(`delete ${trimmed} rows from p_2026_25 \\(start_time < ${cutoff}\\)`),
+  );
+  assert.match(dry.out.at(-1) ?? "", /^Dry run, nothing changed: /);
+  assert.equal(dry.out.length, RETENTION_TABLES.length + 1, "one line per table and the summary");
+  assert.equal(logsOf(dry, "cleanup: partitions dropped").length, 0);
+
+  const r = await run({
+    mysqlUrl: db.url,
+    now,
+    ages: { age_servicechecks: 14, age_hostchecks: 0 },
+    progressIntervalMs: 0,
+    batchSize: 10,
+  });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), kept);
+  assert.deepEqual(await partitionsOf(db, CHECKS), [
+    "p_2026_25",
+    "p_2026_26",
+    "p_2026_27",
+    "p_2026_28",
+    "p_2026_29",
+    "p_2026_30",
+    "p_2026_31",
+    "p_max",
+  ]);
+  assert.equal(await rowsInPartition(db, CHECKS, "p_max"), 0);
+  const [dropped] = logsOf(r, "cleanup: partitions dropped", CHECKS);
+  assert.equal(dropped?.properties.partitions, "p_2026_23,p_2026_24");
+  // Only the straddling week went through DELETE.
+  const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+  assert.equal(finished?.properties.rows, trimmed);
+  assert.equal(finished?.properties.partitions_dropped, 2);
+  assert.equal(finished?.properties.partitions_added, 4);
+  assert.ok(logsOf(r, "cleanup: table progress", CHECKS).length > 0, "progress while deleting");
+  // A table with age 0 keeps every row but still gets its weeks ahead.
+  assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), hostchecks);
+  assert.equal((await partitionsOf(db, "statusengine_hostchecks")).at(-2), "p_2026_31");
+  assert.equal(logsOf(r, "cleanup: p_max holds rows, weeks ahead cannot be laid out").length, 0);
+
+  // `schema --check` sees the maintained layout as the schema's own: no difference.
+  const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    assert.deepEqual(await diffSchema(conn), []);
+  } finally {
+    await conn.end();
+  }
+
+  // A second run on the same day finds nothing to add or drop.
+  const again = await run({ mysqlUrl: db.url, now, ages: { age_servicechecks: 14 } });
+  assert.equal(again.code, 0);
+  const [second] = logsOf(again, "cleanup: table finished", CHECKS);
+  assert.equal(second?.properties.partitions_added, 0);
+  assert.equal(second?.properties.partitions_dropped, 0);
+  assert.equal(second?.properties.rows, 0);
+});
+
+Deno.test("cleanup: an unpartitioned (legacy) table is cleaned by batched DELETE as before", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  await db.query(`ALTER TABLE \`${CHECKS}\` REMOVE PARTITIONING`);
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  const all = [...times(utc(2026, 5, 20), utc(2026, 7, 5), 1), cutoff - 1, cutoff].sort((a, b) =>
+    a - b
+  );
+  await insertRows(db, CHECKS, all);
+
+  const r = await run({ mysqlUrl: db.url, now, ages: { age_servicechecks: 14 }, batchSize: 7 });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+  assert.deepEqual(await partitionsOf(db, CHECKS), ["null"]);
+  const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+  assert.equal(finished?.properties.layout, "unpartitioned");
+  assert.equal(finished?.properties.rows, all.filter((t) => t < cutoff).length);
+  assert.equal(finished?.properties.partitions_dropped, 0);
+});
+
+Deno.test("cleanup: a p_max holding rows is reported, and --repair-partitions splits it into weeks, resumably", async () => {
+  // Laid out in January, never maintained since: half a year of rows sits in p_max.
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 0, 7, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const all = times(utc(2026, 1, 5, 6), utc(2026, 7, 1), 1);
+  await insertRows(db, CHECKS, all);
+  const inMax = await rowsInPartition(db, CHECKS, "p_max");
+  assert.ok(inMax > 100, String(inMax));
+  const ages = { "age_servicechecks": 365 };
+
+  const nightly = await run({ mysqlUrl: db.url, now, ages });
+  assert.equal(nightly.code, 0, nightly.err.join("\n"));
+  const [report] = logsOf(
+    nightly,
+    "cleanup: p_max holds rows, weeks ahead cannot be laid out",
+    CHECKS,
+  );
+  assert.equal(report?.level, "WARN");
+  assert.ok(Number(report?.properties.weeks_missing) > 20, JSON.stringify(report));
+  assert.match(String(report?.properties.hint), /cleanup --repair-partitions/);
+  assert.match(
+    String(logsOf(nightly, "cleanup: finished")[0]?.properties.tables_needing_repair),
+    /statusengine_servicechecks/,
+  );
+  // Never repaired automatically: p_max still holds the rows.
+  assert.equal(await rowsInPartition(db, CHECKS, "p_max"), inMax);
+  assert.equal((await partitionsOf(db, CHECKS)).length, 6);
+
+  // The dry run of the repair lists steps and changes nothing.
+  const dry = await run({ mysqlUrl: db.url, now, ages, repairPartitions: true, dryRun: true });
+  assert.equal(dry.code, 0, dry.err.join("\n"));
+  assert.ok(dry.out.some((l) => /^statusengine_servicechecks +step 1: split p_2026_07, /.test(l)));
+  assert.equal((await partitionsOf(db, CHECKS)).length, 6);
+
+  // Interrupted after its first step ...
+  const controller = new AbortController();
+  const first = await run({ mysqlUrl: db.url, now, ages, repairPartitions: true }, {
+    signal: controller.signal,
+    onLog: (record) => {
+      if (record.message === "cleanup: repair step") controller.abort();
+    },
+  });
+  assert.equal(first.code, 0, first.err.join("\n"));
+  assert.equal(logsOf(first, "cleanup: repair step").length, 1);
+  assert.equal(logsOf(first, "cleanup: repair interrupted, run it again to continue").length, 1);
+  const afterFirst = await partitionsOf(db, CHECKS);
+  assert.ok(afterFirst.length > 6);
+  assert.ok(await rowsInPartition(db, CHECKS, "p_max") > 0);
+
+  // ... and continued by the next run.
+  const second = await run({ mysqlUrl: db.url, now, ages, repairPartitions: true });
+  assert.equal(second.code, 0, second.err.join("\n"));
+  assert.ok(logsOf(second, "cleanup: repair step", CHECKS).length >= 1);
+  assert.equal(await rowsInPartition(db, CHECKS, "p_max"), 0);
+  assert.deepEqual(await timesIn(db, CHECKS), all, "the repair moves rows, never loses one");
+  const names = await partitionsOf(db, CHECKS);
+  assert.equal(names.at(-1), "p_max");
+  assert.equal(names.at(-2), "p_2026_31");
+  // Contiguous weeks: every week from the first to the last has its partition.
+  assert.equal(names.length - 1, 31 - 2 + 1);
+  // Every row is in the partition of its ISO week.
+  for (const name of names.slice(1, -1)) {
+    const week = Number(name.slice(-2));
+    const monday = utc(2025, 12, 29) + (week - 1) * 7 * DAY_S;
+    const expected = all.filter((t) => t >= monday && t < monday + 7 * DAY_S).length;
+    assert.equal(await rowsInPartition(db, CHECKS, name), expected, name);
+  }
+
+  // Afterwards the nightly run keeps it in order without a warning.
+  const later = await run({ mysqlUrl: db.url, now, ages });
+  assert.equal(later.code, 0);
+  assert.equal(
+    logsOf(later, "cleanup: p_max holds rows, weeks ahead cannot be laid out").length,
+    0,
+  );
+});
+
+Deno.test("cleanup: while p_max holds rows, expired weeks are still dropped and old rows deleted from the whole table", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 0, 7, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const all = times(utc(2026, 1, 5, 6), utc(2026, 7, 1), 1);
+  await insertRows(db, CHECKS, all);
+  const cutoff = unixSeconds(retentionCutoff(now, 100));
+
+  const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 100 } });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+  // Every week of the January layout has expired; p_max (with the remaining rows) is left.
+  assert.deepEqual(await partitionsOf(db, CHECKS), ["p_max"]);
+  const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+  assert.equal(finished?.properties.partitions_dropped, 5);
+  assert.equal(finished?.properties.partitions_added, 0);
+  assert.equal(
+    logsOf(r, "cleanup: p_max holds rows, weeks ahead cannot be laid out", CHECKS).length,
+    1,
+  );
+
+  // The repair then lays out weeks from the oldest row left in p_max.
+  const repair = await run({ mysqlUrl: db.url, now, repairPartitions: true });
+  assert.equal(repair.code, 0, repair.err.join("\n"));
+  assert.equal(await rowsInPartition(db, CHECKS, "p_max"), 0);
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+});
+
+Deno.test("cleanup: an ALTER kept waiting by a long transaction gives up, the table fails, the others are cleaned", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  await insertRows(db, CHECKS, [utc(2026, 6, 4), cutoff + 1]);
+  // Before the first week and inside the weeks ahead: nothing to drop, only rows to delete.
+  const logs = around(unixSeconds(retentionCutoff(now, 5)));
+  await insertRows(db, "statusengine_logentries", [...logs.old, ...logs.kept]);
+  // An open transaction that read the table holds its metadata lock until it ends.
+  const reader = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    await reader.query("START TRANSACTION");
+    await reader.query(`SELECT COUNT(*) FROM \`${CHECKS}\``);
+
+    const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 14 } });
+
+    assert.equal(r.code, 1);
+    const [failed] = logsOf(r, "cleanup: table failed", CHECKS);
+    assert.match(String(failed?.properties.error), /lock wait timeout/i);
+    assert.deepEqual(await timesIn(db, "statusengine_logentries"), logs.kept);
+    assert.equal(logsOf(r, "cleanup: table finished", "statusengine_logentries").length, 1);
+  } finally {
+    await reader.query("ROLLBACK").catch(() => {});
+    await reader.end();
+  }
+  // Nothing was half done: both rows are still there, in their weeks.
+  assert.equal((await timesIn(db, CHECKS)).length, 2);
+});
+
+Deno.test("cleanup: a table partitioned another way is cleaned by DELETE, warned about, and schema --check reports it", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  await db.query(`ALTER TABLE \`${CHECKS}\` PARTITION BY HASH (start_time) PARTITIONS 3`);
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  const all = [...times(utc(2026, 5, 20), utc(2026, 7, 5), 1), cutoff - 1, cutoff].sort((a, b) =>
+    a - b
+  );
+  await insertRows(db, CHECKS, all);
+
+  const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 14 } });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+  assert.equal((await partitionsOf(db, CHECKS)).length, 3, "the layout is left alone");
+  const [warning] = logsOf(r, "cleanup: table partitioned in another way, cleaned by DELETE only");
+  assert.equal(warning?.properties.table, CHECKS);
+  assert.equal(logsOf(r, "cleanup: table finished", CHECKS)[0]?.properties.layout, "other");
+  const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    const differences = await diffSchema(conn);
+    assert.ok(
+      differences.some((d) => d.kind === "partitioning" && d.table === CHECKS),
+      JSON.stringify(differences),
+    );
+  } finally {
+    await conn.end();
   }
 });

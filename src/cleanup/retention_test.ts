@@ -13,7 +13,7 @@ import {
 
 // Without this test a typo in a table or column name would only surface as "cleanup: table
 // failed" on every production run, and a retention column that is not the partitioning column
-// of a partitioned table would scan every partition instead of pruning (docs/operations.md#partitions).
+// of a partitioned table would make its weeks useless to retention (docs/retention.md).
 Deno.test("retention: every table and column exists in the catalogue, partitioned ones on exactly that column", () => {
   for (const rule of RETENTION_TABLES) {
     const table = tableByName(rule.table);
@@ -29,7 +29,7 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
       );
     }
   }
-  // docs/operations.md#partitions: the nine partitioned tables are all cleaned (with DELETE, never DROP PARTITION).
+  // The nine partitioned tables are all cleaned (their weeks maintained, docs/retention.md).
   const partitioned = ALL_TABLES.filter((t) => t.partitionColumn !== null).map((t) => t.name);
   assert.equal(partitioned.length, 9);
   for (const name of partitioned) {

@@ -1,12 +1,30 @@
 /**
- * The `cleanup` subcommand: retention, once (docs/operations.md#cleanup). Deletes rows older than
- * the configured number of calendar days from the sixteen tables of
- * {@linkcode RETENTION_TABLES}, one table after another, in small autocommitted batches, and
- * exits. Its interface is its log and its exit code; it writes no metrics.
+ * The `cleanup` subcommand: retention, once (docs/operations.md#cleanup, docs/retention.md).
+ * For each of the sixteen tables of {@linkcode RETENTION_TABLES}, one after another: a table
+ * with the weekly partitions `schema` creates gets its weeks ahead laid out, its expired weeks
+ * dropped (one metadata operation) and only the week straddling the cutoff trimmed by batched
+ * DELETE; any other table is cleaned by batched DELETE alone. `--dry-run` prints what would be
+ * done; `--repair-partitions` splits a `p_max` that already holds rows into weeks, step by
+ * step, and does nothing else. Its interface is its log and its exit code; it writes no
+ * metrics.
  *
  * @module
  */
 import mysql from "mysql2/promise";
+import {
+  addPartitionsStatement,
+  classifyLayout,
+  dayNumber,
+  dropPartitionsStatement,
+  type MaintenancePlan,
+  type PartitionInfo,
+  planMaintenance,
+  planRepairStep,
+  repairStepCount,
+  SECONDS_PER_DAY,
+  type TableLayout,
+  type WeeklyLayout,
+} from "../mysql/partitions.ts";
 import {
   formatLocalRfc3339,
   isRetentionKey,
@@ -37,7 +55,13 @@ export interface CleanupCommandOptions {
    * to run (it would otherwise be a silently ignored typo).
    */
   readonly ages: Readonly<Record<string, number>>;
-  /** Reference instant of the cutoffs (tests); defaults to the current time. */
+  /** `--dry-run`: read the tables and print what would be added, dropped and deleted. */
+  readonly dryRun?: boolean;
+  /** `--repair-partitions`: split rows held in `p_max` into weekly partitions, nothing else. */
+  readonly repairPartitions?: boolean;
+  /** How often a table still deleting logs its progress; default 10 s (0: every batch). */
+  readonly progressIntervalMs?: number;
+  /** Reference instant of the cutoffs and the weeks ahead (tests); defaults to now. */
   readonly now?: Date;
 }
 
@@ -45,8 +69,20 @@ export interface CleanupCommandOptions {
 const PING_TIMEOUT_MS = 5_000;
 /** `setTimeout` fires at once above 2^31 − 1 ms, which would turn a long pause into none. */
 const MAX_PAUSE_MS = 2 ** 31 - 1;
-/** Column width of the table name in progress lines (longest name has 38 characters). */
+/** Column width of the table name in printed lines (longest name has 38 characters). */
 const TABLE_COLUMN = 38;
+/** Default interval of the progress lines of a table that is still deleting. */
+const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
+/**
+ * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a table's
+ * metadata lock (behind a long report query, say) makes every later statement on that table
+ * wait behind it, the worker's inserts included; giving up after a few seconds keeps the
+ * worker writing, and the table is retried by the next run.
+ */
+const ALTER_LOCK_WAIT_SECONDS = 10;
+/** How to run the repair, for the report of a table whose `p_max` holds rows. */
+const REPAIR_HINT = "run `statusengine-worker cleanup --repair-partitions` in a quiet hour " +
+  "(docs/retention.md#repair)";
 
 const log = getLogger("cleanup");
 
@@ -55,15 +91,22 @@ interface PlannedTable extends RetentionTable {
   readonly days: number;
 }
 
+/** What happened to one table so far (also when it was interrupted or failed). */
+interface TableStats {
+  layout: TableLayout["kind"];
+  added: string[];
+  dropped: string[];
+  droppedRowsEstimate: number;
+  rows: number;
+  batches: number;
+  /** The `p_max` of this table holds rows (reported, repaired only on request). */
+  needsRepair: boolean;
+}
+
 /** How one table ended. */
 type TableOutcome =
-  | { readonly kind: "finished" | "interrupted"; readonly rows: number; readonly batches: number }
-  | {
-    readonly kind: "failed";
-    readonly rows: number;
-    readonly batches: number;
-    readonly error: unknown;
-  };
+  | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
+  | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };
 
 /**
  * Check the options and resolve each table's age.
@@ -125,23 +168,25 @@ class CleanupSession {
       signal: this.#signal,
     });
     this.#conn = connection;
+    await connection.query(`SET SESSION lock_wait_timeout = ${ALTER_LOCK_WAIT_SECONDS}`);
     return connection;
   }
 
   /**
-   * Run one DELETE; on abort the connection is closed and the call rejects with
-   * `MysqlInterrupted` at once.
-   *
-   * @returns Affected rows.
+   * Run one statement; on abort the connection is closed and the call rejects with
+   * `MysqlInterrupted` at once (the server rolls back what the statement did).
    */
-  async delete(sql: string, params: (string | number)[]): Promise<number> {
+  async query<T extends mysql.RowDataPacket[] | mysql.ResultSetHeader>(
+    sql: string,
+    params: (string | number)[] = [],
+  ): Promise<T> {
     const conn = await this.open();
     const [result] = await unlessAborted(
-      conn.query<mysql.ResultSetHeader>(sql, params),
+      conn.query<T>(sql, params),
       this.#signal,
       () => this.discard(),
     );
-    return result.affectedRows;
+    return result;
   }
 
   /** Drop the connection so the next table starts on a fresh one. */
@@ -159,68 +204,283 @@ class CleanupSession {
   }
 }
 
-function formatRate(rows: number, ms: number): string {
+function formatRate(rows: number, ms: number): number {
   const perSecond = rows / Math.max(ms, 1) * 1000;
-  return perSecond >= 100 ? perSecond.toFixed(0) : perSecond.toFixed(1);
+  return perSecond >= 100 ? Math.round(perSecond) : Math.round(perSecond * 10) / 10;
 }
 
-function batchesText(n: number): string {
-  return n === 1 ? "1 batch" : `${n} batches`;
-}
-
-/** One table, batch after batch, until a batch deletes fewer rows than the batch size. */
-async function cleanTable(
-  session: CleanupSession,
-  table: PlannedTable,
-  cutoff: number,
-  options: CleanupCommandOptions,
-  signal: AbortSignal,
-): Promise<TableOutcome> {
-  // Names are constants from the retention table, never configuration, so nothing is
-  // interpolated from outside; no ORDER BY (the range condition lets MySQL prune partitions).
-  const sql = `DELETE FROM ${quoteIdentifier(table.table)} WHERE ${
-    quoteIdentifier(table.column)
-  } < ? LIMIT ${options.batchSize}`;
-  let rows = 0;
-  let batches = 0;
-  try {
-    for (;;) {
-      if (signal.aborted) return { kind: "interrupted", rows, batches };
-      const affected = await session.delete(sql, [cutoff]);
-      rows += affected;
-      batches++;
-      log.debug("cleanup: batch deleted", { table: table.table, batch: batches, rows: affected });
-      if (affected < options.batchSize) return { kind: "finished", rows, batches };
-      if (options.batchPauseMs > 0) await delay(options.batchPauseMs, { signal });
-    }
-  } catch (err: unknown) {
-    if (signal.aborted) return { kind: "interrupted", rows, batches };
-    // Whatever broke (missing table, lock timeout, lost connection), the next table starts
-    // on a fresh connection.
-    session.discard();
-    return { kind: "failed", rows, batches, error: err };
+/** The partitions of one table from `information_schema`. */
+async function readLayout(session: CleanupSession, table: RetentionTable): Promise<TableLayout> {
+  const rows = await session.query<mysql.RowDataPacket[]>(
+    `SELECT PARTITION_NAME AS name, PARTITION_METHOD AS method,
+            PARTITION_EXPRESSION AS expression, PARTITION_DESCRIPTION AS description,
+            PARTITION_ORDINAL_POSITION AS ordinal, TABLE_ROWS AS est
+       FROM information_schema.PARTITIONS
+      WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
+    [table.table],
+  );
+  if (rows.length === 0) {
+    // information_schema lists every existing table; nothing means the table is missing.
+    // The statement names it in its error like any other statement on it would.
+    await session.query(`SELECT 1 FROM ${quoteIdentifier(table.table)} LIMIT 0`);
   }
+  const info: PartitionInfo[] = rows.map((r) => ({
+    name: r.name === null ? null : String(r.name),
+    method: r.method === null ? null : String(r.method),
+    expression: r.expression === null ? null : String(r.expression),
+    description: r.description === null ? null : String(r.description),
+    ordinal: r.ordinal === null ? null : Number(r.ordinal),
+    rowsEstimate: Number(r.est ?? 0),
+  }));
+  return classifyLayout(info, table.column);
+}
+
+/** Whether a partition holds at least one row (reads one row, never counts). */
+async function partitionHasRows(
+  session: CleanupSession,
+  table: string,
+  partition: string,
+): Promise<boolean> {
+  const rows = await session.query<mysql.RowDataPacket[]>(
+    `SELECT 1 FROM ${quoteIdentifier(table)} PARTITION (${quoteIdentifier(partition)}) LIMIT 1`,
+  );
+  return rows.length > 0;
+}
+
+/** `DELETE …` restricted to one partition, or over the whole table. */
+function partitionClause(trim: string | "table"): string {
+  return trim === "table" ? "" : ` PARTITION (${quoteIdentifier(trim)})`;
+}
+
+function namesText(names: readonly string[]): string {
+  if (names.length <= 4) return names.join(", ");
+  return `${names[0]}, ${names[1]} … ${names.at(-1)} (${names.length})`;
+}
+
+/** Everything a table's processing needs besides the table. */
+interface RunContext {
+  readonly session: CleanupSession;
+  readonly options: CleanupCommandOptions;
+  readonly signal: AbortSignal;
+  /** The reference instant of every cutoff of the run. */
+  readonly now: Date;
+  readonly today: number;
+  readonly io: Io;
 }
 
 /**
- * Run the `cleanup` command (docs/operations.md#cleanup).
+ * Batched DELETE inside one partition (or the whole table) until a batch deletes fewer rows
+ * than the batch size, with a progress line every `progressIntervalMs`.
  *
- * For each enabled table of {@linkcode RETENTION_TABLES}, in order: cutoff = `now` minus the
- * age in calendar days of the local time zone; repeat `DELETE … WHERE col < cutoff LIMIT n`
- * (autocommit) until a statement affects fewer than `n` rows, pausing `batchPauseMs` between
- * two batches (not after the last). Never `DROP PARTITION`, never `COUNT(*)`. A failing table
- * is logged as `cleanup: table failed` and the run continues. When `signal` aborts, no new
- * batch starts, a statement in flight is abandoned by closing its dedicated connection, and
- * the remaining tables are left for the next run.
+ * @returns False when the signal stopped it.
+ */
+async function deleteInBatches(
+  ctx: RunContext,
+  table: PlannedTable,
+  trim: string | "table",
+  cutoff: number,
+  stats: TableStats,
+): Promise<boolean> {
+  const { options, signal } = ctx;
+  // Names are constants from the retention table and the server's own partition list, never
+  // configuration. No ORDER BY. The PARTITION clause is what keeps the statement inside the
+  // straddling week: MySQL cannot prune `start_time < ?` through `start_time DIV 86400`.
+  const sql = `DELETE FROM ${quoteIdentifier(table.table)}${partitionClause(trim)} WHERE ${
+    quoteIdentifier(table.column)
+  } < ? LIMIT ${options.batchSize}`;
+  const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
+  const started = performance.now();
+  let lastProgress = started;
+  for (;;) {
+    if (signal.aborted) return false;
+    const batchStarted = performance.now();
+    const result = await ctx.session.query<mysql.ResultSetHeader>(sql, [cutoff]);
+    const affected = result.affectedRows;
+    stats.rows += affected;
+    stats.batches++;
+    log.debug("cleanup: batch deleted", {
+      table: table.table,
+      batch: stats.batches,
+      rows: affected,
+      "duration_ms": Math.round(performance.now() - batchStarted),
+    });
+    if (affected < options.batchSize) return true;
+    const now = performance.now();
+    if (now - lastProgress >= interval) {
+      lastProgress = now;
+      log.info("cleanup: table progress", {
+        table: table.table,
+        partition: trim,
+        rows: stats.rows,
+        batches: stats.batches,
+        "rows_per_s": formatRate(stats.rows, now - started),
+      });
+    }
+    if (options.batchPauseMs > 0) await delay(options.batchPauseMs, { signal });
+  }
+}
+
+/** Log the report of a table whose `p_max` holds rows: what the repair would take. */
+function reportMaxWithRows(table: PlannedTable, layout: WeeklyLayout, plan: MaintenancePlan): void {
+  log.warn("cleanup: p_max holds rows, weeks ahead cannot be laid out", {
+    table: table.table,
+    partition: layout.max?.name ?? "p_max",
+    "rows_estimate": layout.max?.rowsEstimate ?? 0,
+    "weeks_missing": plan.blockedWeeks,
+    "repair_steps_at_least": repairStepCount(plan.blockedWeeks),
+    hint: REPAIR_HINT,
+  });
+}
+
+/** One table of a normal or dry run. */
+async function processTable(ctx: RunContext, table: PlannedTable): Promise<TableOutcome> {
+  const { session, signal, options } = ctx;
+  const stats: TableStats = {
+    layout: "unpartitioned",
+    added: [],
+    dropped: [],
+    droppedRowsEstimate: 0,
+    rows: 0,
+    batches: 0,
+    needsRepair: false,
+  };
+  const cutoff = table.days > 0 ? unixSeconds(retentionCutoff(ctx.now, table.days)) : null;
+  try {
+    const layout = await readLayout(session, table);
+    stats.layout = layout.kind;
+    if (layout.kind === "other") {
+      log.warn("cleanup: table partitioned in another way, cleaned by DELETE only", {
+        table: table.table,
+        partitioning: layout.description,
+        hint: "`statusengine-worker schema --check` shows the difference",
+      });
+    }
+    if (layout.kind !== "weekly") {
+      if (cutoff === null) {
+        if (options.dryRun === true) {
+          ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
+        }
+        return { kind: "finished", stats };
+      }
+      if (options.dryRun === true) {
+        await dryRunDelete(ctx, table, "table", cutoff, stats, []);
+        return { kind: "finished", stats };
+      }
+      const done = await deleteInBatches(ctx, table, "table", cutoff, stats);
+      return { kind: done ? "finished" : "interrupted", stats };
+    }
+
+    const weekly = layout.layout;
+    const maxHasRows = weekly.max !== null &&
+      await partitionHasRows(session, table.table, weekly.max.name);
+    const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
+    stats.needsRepair = maxHasRows;
+    if (maintenance.blockedWeeks > 0 || maxHasRows) reportMaxWithRows(table, weekly, maintenance);
+    if (options.dryRun === true) {
+      stats.added = maintenance.add.map((p) => p.name);
+      stats.dropped = maintenance.drop.map((p) => p.name);
+      stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
+      const parts: string[] = [];
+      if (stats.added.length > 0) parts.push(`add ${namesText(stats.added)}`);
+      if (stats.dropped.length > 0) {
+        parts.push(`drop ${namesText(stats.dropped)} (~${stats.droppedRowsEstimate} rows)`);
+      }
+      if (maxHasRows) {
+        parts.push(
+          `${weekly.max?.name} holds ~${weekly.max?.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
+        );
+      }
+      if (maintenance.trim !== null && cutoff !== null) {
+        await dryRunDelete(ctx, table, maintenance.trim, cutoff, stats, parts);
+      } else {
+        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ") || "nothing to do"}`);
+      }
+      return { kind: "finished", stats };
+    }
+
+    if (maintenance.add.length > 0) {
+      const started = performance.now();
+      await session.query(addPartitionsStatement(table.table, weekly, maintenance.add));
+      stats.added = maintenance.add.map((p) => p.name);
+      log.info("cleanup: partitions added", {
+        table: table.table,
+        partitions: stats.added.join(","),
+        "duration_ms": Math.round(performance.now() - started),
+      });
+    }
+    if (signal.aborted) return { kind: "interrupted", stats };
+    if (maintenance.drop.length > 0) {
+      const started = performance.now();
+      await session.query(dropPartitionsStatement(table.table, maintenance.drop));
+      stats.dropped = maintenance.drop.map((p) => p.name);
+      stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
+      log.info("cleanup: partitions dropped", {
+        table: table.table,
+        partitions: stats.dropped.join(","),
+        "rows_estimate": stats.droppedRowsEstimate,
+        "duration_ms": Math.round(performance.now() - started),
+      });
+    }
+    if (maintenance.trim === null || cutoff === null) return { kind: "finished", stats };
+    const done = await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
+    return { kind: done ? "finished" : "interrupted", stats };
+  } catch (err: unknown) {
+    if (signal.aborted) return { kind: "interrupted", stats };
+    // Whatever broke (missing table, lock timeout, lost connection), the next table starts
+    // on a fresh connection.
+    session.discard();
+    return { kind: "failed", stats, error: err };
+  }
+}
+
+/** Dry run: count what the DELETE would remove and print the table's line. */
+async function dryRunDelete(
+  ctx: RunContext,
+  table: PlannedTable,
+  trim: string | "table",
+  cutoff: number,
+  stats: TableStats,
+  parts: string[],
+): Promise<void> {
+  const rows = await ctx.session.query<mysql.RowDataPacket[]>(
+    `SELECT COUNT(*) AS n FROM ${quoteIdentifier(table.table)}${partitionClause(trim)} WHERE ${
+      quoteIdentifier(table.column)
+    } < ?`,
+    [cutoff],
+  );
+  stats.rows = Number(rows[0]?.n ?? 0);
+  const where = trim === "table" ? "" : ` from ${trim}`;
+  parts.push(`delete ${stats.rows} rows${where} (${table.column} < ${cutoff})`);
+  ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ")}`);
+}
+
+/**
+ * Run the `cleanup` command (docs/operations.md#cleanup, docs/retention.md).
  *
- * Log lines go through `getLogger("cleanup")`; one progress line per table (rows, batches,
- * duration, rows/s) goes to `io.out`, failures to `io.err`.
+ * For each table of {@linkcode RETENTION_TABLES}, in order, with cutoff = `now` minus the age
+ * in calendar days of the local time zone:
+ * - weekly partitioned as `schema` creates it: lay out the current week and the next four
+ *   (split from the empty `p_max`), drop every partition entirely older than the cutoff in one
+ *   `ALTER TABLE … DROP PARTITION`, then `DELETE … PARTITION (<straddling week>) WHERE col <
+ *   cutoff LIMIT n` until a statement affects fewer than `n` rows. A `p_max` that holds rows
+ *   is reported (warning) and blocks the weeks ahead; such a table is trimmed over its whole
+ *   range. An age of 0 only lays out the weeks ahead.
+ * - otherwise: the batched DELETE over the whole table (an age of 0 skips it).
+ *
+ * Batches pause `batchPauseMs` (not after the last); a table still deleting logs its progress
+ * every `progressIntervalMs`. A failing table is logged as `cleanup: table failed` and the run
+ * continues. When `signal` aborts, no new statement starts, a statement in flight is abandoned
+ * by closing its dedicated connection, and the rest is left for the next run.
+ *
+ * With `dryRun`, nothing is changed: each table's line (partitions it would add and drop, rows
+ * it would delete) goes to `io.out`. With `repairPartitions`, only the repair runs
+ * ({@linkcode runRepair}).
  *
  * @param options Resolved settings.
  * @param io Output sinks.
  * @param signal SIGTERM/SIGINT of the process.
- * @returns 0 when every enabled table finished or the run was interrupted; 1 when a table
- *   failed, an option is invalid, or MySQL cannot be reached before the run.
+ * @returns 0 when every table finished or the run was interrupted; 1 when a table failed, an
+ *   option is invalid, or MySQL cannot be reached before the run.
  */
 export async function runCleanupCommand(
   options: CleanupCommandOptions,
@@ -248,111 +508,253 @@ export async function runCleanupCommand(
   const scrub = (text: string): string =>
     password === undefined || password === "" ? text : text.replaceAll(password, "****");
   const now = options.now ?? new Date();
+  const dryRun = options.dryRun === true;
   const enabled = tables.filter((t) => t.days > 0);
-  log.info("cleanup: starting", {
+  log.info(options.repairPartitions === true ? "cleanup: repair starting" : "cleanup: starting", {
     tables: enabled.length,
     disabled: tables.length - enabled.length,
-    batch_size: options.batchSize,
-    pause_ms: options.batchPauseMs,
-    mysql_url: shownUrl,
+    "batch_size": options.batchSize,
+    "pause_ms": options.batchPauseMs,
+    "dry_run": dryRun,
+    "mysql_url": shownUrl,
   });
 
   const interrupted = (rows: number, remaining: number): number => {
     log.warn("cleanup: interrupted, remaining tables left for the next run", {
       rows,
-      remaining_tables: remaining,
-      duration_ms: Math.round(performance.now() - runStarted),
+      "remaining_tables": remaining,
+      "duration_ms": Math.round(performance.now() - runStarted),
     });
-    io.out(`Interrupted: ${rows} rows deleted; ${remaining} table(s) left for the next run`);
     return 0;
   };
-  if (signal.aborted) return interrupted(0, enabled.length);
+  if (signal.aborted) return interrupted(0, tables.length);
 
   const session = new CleanupSession(connectionOptions, signal);
   try {
     try {
       await session.open();
     } catch (err: unknown) {
-      if (signal.aborted) return interrupted(0, enabled.length);
+      if (signal.aborted) return interrupted(0, tables.length);
       const message = scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`);
       log.error("cleanup: cannot connect to MySQL", {
-        mysql_url: shownUrl,
+        "mysql_url": shownUrl,
         error: scrub(errorMessage(err)),
       });
       io.err(message);
       return 1;
     }
+    const ctx: RunContext = { session, options, signal, now, today: dayNumber(now), io };
+    if (options.repairPartitions === true) return await runRepair(ctx, tables, scrub, runStarted);
 
-    let totalRows = 0;
+    const total = { rows: 0, added: 0, dropped: 0, droppedRowsEstimate: 0 };
     const failed: string[] = [];
+    const needRepair: string[] = [];
     for (const [index, table] of tables.entries()) {
-      if (signal.aborted) {
-        return interrupted(totalRows, tables.slice(index).filter((t) => t.days > 0).length);
+      if (signal.aborted) return interrupted(total.rows, tables.length - index);
+      const cutoffDate = table.days > 0 ? retentionCutoff(now, table.days) : null;
+      if (cutoffDate === null) {
+        log.info("cleanup: table disabled, nothing is deleted", {
+          table: table.table,
+          setting: table.key,
+        });
+      } else {
+        log.debug("cleanup: starting table", {
+          table: table.table,
+          column: table.column,
+          "age_days": table.days,
+          cutoff: formatLocalRfc3339(cutoffDate),
+          "cutoff_unix": unixSeconds(cutoffDate),
+        });
       }
-      const name = table.table.padEnd(TABLE_COLUMN);
-      if (table.days === 0) {
-        log.info("cleanup: table disabled, skipping", { table: table.table, setting: table.key });
-        io.out(`${name} disabled (${table.key}: 0)`);
-        continue;
-      }
-      const cutoffDate = retentionCutoff(now, table.days);
-      const cutoff = unixSeconds(cutoffDate);
-      log.info("cleanup: starting table", {
-        table: table.table,
-        column: table.column,
-        age_days: table.days,
-        cutoff: formatLocalRfc3339(cutoffDate),
-        cutoff_unix: cutoff,
-      });
       const started = performance.now();
-      const outcome = await cleanTable(session, table, cutoff, options, signal);
+      const outcome = await processTable(ctx, table);
       const ms = performance.now() - started;
-      totalRows += outcome.rows;
+      const { stats } = outcome;
+      total.rows += stats.rows;
+      total.added += stats.added.length;
+      total.dropped += stats.dropped.length;
+      total.droppedRowsEstimate += stats.droppedRowsEstimate;
+      if (stats.needsRepair) needRepair.push(table.table);
+      // One line per table: what it is, what was done, how fast.
       const properties = {
         table: table.table,
-        rows: outcome.rows,
-        batches: outcome.batches,
+        layout: stats.layout,
+        "age_days": table.days,
+        ...(cutoffDate === null ? {} : { cutoff: formatLocalRfc3339(cutoffDate) }),
+        "partitions_added": stats.added.length,
+        "partitions_dropped": stats.dropped.length,
+        "rows_dropped_estimate": stats.droppedRowsEstimate,
+        rows: stats.rows,
+        batches: stats.batches,
         "duration_ms": Math.round(ms),
+        "rows_per_s": formatRate(stats.rows, ms),
       };
-      const progress = `${outcome.rows} rows deleted in ${batchesText(outcome.batches)}, ${
-        (ms / 1000).toFixed(2)
-      } s, ${formatRate(outcome.rows, ms)} rows/s`;
+      if (dryRun && outcome.kind === "finished") continue;
       switch (outcome.kind) {
         case "finished":
           log.info("cleanup: table finished", properties);
-          io.out(`${name} ${progress}`);
           break;
         case "interrupted":
           log.info("cleanup: table interrupted", properties);
-          io.out(`${name} interrupted: ${progress}`);
-          return interrupted(
-            totalRows,
-            tables.slice(index + 1).filter((t) => t.days > 0).length,
-          );
+          return interrupted(total.rows, tables.length - index - 1);
         case "failed": {
           const error = scrub(errorMessage(outcome.error));
           log.error("cleanup: table failed", { ...properties, error });
-          io.err(`${name} failed: ${error} (${progress})`);
           failed.push(table.table);
           break;
         }
       }
     }
 
-    const summary = { rows: totalRows, "duration_ms": Math.round(performance.now() - runStarted) };
+    const summary = {
+      tables: tables.length,
+      rows: total.rows,
+      "partitions_added": total.added,
+      "partitions_dropped": total.dropped,
+      "rows_dropped_estimate": total.droppedRowsEstimate,
+      "tables_needing_repair": needRepair.join(","),
+      "duration_ms": Math.round(performance.now() - runStarted),
+    };
+    if (dryRun) {
+      io.out(
+        `Dry run, nothing changed: would add ${total.added} and drop ${total.dropped} partition(s) (~${total.droppedRowsEstimate} rows) and delete ${total.rows} rows` +
+          (needRepair.length > 0 ? `; p_max holds rows in ${needRepair.join(", ")}` : ""),
+      );
+    }
     if (failed.length > 0) {
       log.error("cleanup: finished with errors", {
         failed: failed.length,
-        failed_tables: failed.join(","),
+        "failed_tables": failed.join(","),
         ...summary,
       });
-      io.err(`Finished with errors: ${failed.length} table(s) failed (${failed.join(", ")})`);
       return 1;
     }
-    log.info("cleanup: finished", { tables: enabled.length, ...summary });
-    io.out(`Finished: ${totalRows} rows deleted from ${enabled.length} table(s)`);
+    log.info(dryRun ? "cleanup: dry run finished" : "cleanup: finished", summary);
     return 0;
   } finally {
     await session.close();
   }
+}
+
+/** The oldest and newest day number held in a partition, or null when it is empty. */
+async function rowDaysIn(
+  session: CleanupSession,
+  table: RetentionTable,
+  partition: string,
+): Promise<{ min: number; max: number } | null> {
+  const column = quoteIdentifier(table.column);
+  const rows = await session.query<mysql.RowDataPacket[]>(
+    `SELECT MIN(${column}) AS lo, MAX(${column}) AS hi FROM ${quoteIdentifier(table.table)}
+      PARTITION (${quoteIdentifier(partition)})`,
+  );
+  const row = rows[0];
+  if (row === undefined || row.lo === null || row.hi === null) return null;
+  return {
+    min: Math.floor(Number(row.lo) / SECONDS_PER_DAY),
+    max: Math.floor(Number(row.hi) / SECONDS_PER_DAY),
+  };
+}
+
+/**
+ * `cleanup --repair-partitions` (docs/retention.md#repair): for every weekly partitioned table,
+ * split `p_max` into weekly partitions up to its newest row and the weeks ahead, a few weeks
+ * per `REORGANIZE PARTITION` ({@linkcode planRepairStep}). Each step is atomic; an interrupted
+ * repair continues from the layout the server has. Deletes nothing.
+ */
+async function runRepair(
+  ctx: RunContext,
+  tables: readonly PlannedTable[],
+  scrub: (text: string) => string,
+  runStarted: number,
+): Promise<number> {
+  const { session, signal, options, io } = ctx;
+  const dryRun = options.dryRun === true;
+  let steps = 0;
+  let repaired = 0;
+  const failed: string[] = [];
+  for (const [index, table] of tables.entries()) {
+    if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+    const tableStarted = performance.now();
+    let tableSteps = 0;
+    try {
+      let layout = await readLayout(session, table);
+      if (layout.kind !== "weekly" || layout.layout.max === null) continue;
+      const max = layout.layout.max;
+      const rowDays = await rowDaysIn(session, table, max.name);
+      let weekly: WeeklyLayout = layout.layout;
+      for (;;) {
+        const step = planRepairStep(weekly, ctx.today, rowDays);
+        if (step === null) break;
+        tableSteps++;
+        const names = step.add.map((p) => p.name);
+        if (dryRun) {
+          io.out(
+            `${table.table.padEnd(TABLE_COLUMN)} step ${tableSteps}: split ${
+              namesText(names)
+            } off ${max.name} (~${max.rowsEstimate} rows held), ${step.weeksLeft} week(s) left`,
+          );
+          weekly = {
+            bounded: [...weekly.bounded, ...step.add.map((p) => ({ ...p, rowsEstimate: 0 }))],
+            max: weekly.max,
+          };
+          continue;
+        }
+        if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+        const started = performance.now();
+        await session.query(addPartitionsStatement(table.table, weekly, step.add));
+        steps++;
+        layout = await readLayout(session, table);
+        if (layout.kind !== "weekly") throw new Error("the layout changed during the repair");
+        weekly = layout.layout;
+        log.info("cleanup: repair step", {
+          table: table.table,
+          step: tableSteps,
+          partitions: `${names[0]}…${names.at(-1)}`,
+          "weeks_left": step.weeksLeft,
+          "rows_left_in_p_max_estimate": weekly.max?.rowsEstimate ?? 0,
+          "duration_ms": Math.round(performance.now() - started),
+        });
+      }
+      if (tableSteps > 0 && !dryRun) {
+        repaired++;
+        log.info("cleanup: table repaired", {
+          table: table.table,
+          steps: tableSteps,
+          "duration_ms": Math.round(performance.now() - tableStarted),
+        });
+      }
+    } catch (err: unknown) {
+      if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+      session.discard();
+      log.error("cleanup: repair failed", {
+        table: table.table,
+        steps: tableSteps,
+        error: scrub(errorMessage(err)),
+        hint: "run the repair again: it continues from the weeks already split off",
+      });
+      failed.push(table.table);
+    }
+  }
+  const summary = {
+    "tables_repaired": repaired,
+    steps,
+    "duration_ms": Math.round(performance.now() - runStarted),
+  };
+  if (failed.length > 0) {
+    log.error("cleanup: repair finished with errors", {
+      ...summary,
+      "failed_tables": failed.join(","),
+    });
+    return 1;
+  }
+  log.info(dryRun ? "cleanup: repair dry run finished" : "cleanup: repair finished", summary);
+  return 0;
+}
+
+function repairInterrupted(remaining: number, steps: number): number {
+  log.warn("cleanup: repair interrupted, run it again to continue", {
+    steps,
+    "remaining_tables": remaining,
+  });
+  return 0;
 }

@@ -64,6 +64,8 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         mysqlUrl: s.mysqlUrl,
         batchSize: s.cleanupBatchSize,
         batchPauseMs: s.cleanupBatchPauseMs,
+        dryRun: s.dryRun,
+        repairPartitions: s.repairPartitions,
         ages: Object.fromEntries(
           RETENTION_RULES.map((r) => [r.yamlKey, (s as Record<string, unknown>)[r.key] as number]),
         ),

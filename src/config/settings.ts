@@ -39,7 +39,7 @@ export const COMMANDS = [
   },
   {
     name: "cleanup",
-    summary: "Delete history rows older than the age_* retention settings, once, and exit",
+    summary: "Retention, once: lay out weekly partitions, drop expired weeks, delete older rows",
   },
   {
     name: "status",
@@ -760,6 +760,26 @@ export const SETTINGS = [
     default: "0s",
     commands: ["cleanup"],
     help: "Pause between two DELETE batches of the same table.",
+  },
+  {
+    flag: "dry-run",
+    kind: { type: "boolean" },
+    default: "false",
+    env: false,
+    yaml: false,
+    commands: ["cleanup"],
+    help: "Change nothing: print per table the partitions that would be added and dropped and " +
+      "the rows that would be deleted (with --repair-partitions: the repair steps).",
+  },
+  {
+    flag: "repair-partitions",
+    kind: { type: "boolean" },
+    default: "false",
+    env: false,
+    yaml: false,
+    commands: ["cleanup"],
+    help: "Only repair: split the rows a p_max partition holds into weekly partitions, a few " +
+      "weeks per step (resumable; writes to the table wait during each step). Deletes nothing.",
   },
   age("hostchecks", 5, "statusengine_hostchecks", "start_time"),
   age("servicechecks", 5, "statusengine_servicechecks", "start_time"),

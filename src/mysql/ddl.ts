@@ -100,8 +100,9 @@ export interface WeeklyPartition {
  * Weekly partitions starting with the ISO week that contains `now` (B.1).
  *
  * The bound of `p_YYYY_WW` is the day number of the Monday that starts week WW+1, e.g.
- * `p_2026_29 VALUES LESS THAN (20654)` (2026-07-20). Partitions are maintained by an external
- * job afterwards; these only give a new table a sensible start, and `p_max` catches the rest.
+ * `p_2026_29 VALUES LESS THAN (20654)` (2026-07-20). These give a new table its start; from then
+ * on `cleanup` keeps the weeks ahead laid out and drops the expired ones (src/mysql/partitions.ts,
+ * docs/retention.md), so `p_max` stays empty.
  *
  * @param now The current time.
  * @param count How many weeks, current one included.

@@ -1,0 +1,369 @@
+/**
+ * Weekly partition maintenance of the partitioned history tables (docs/retention.md), as pure
+ * planning: what `cleanup` adds ahead, what it drops, where it still has to DELETE, and how
+ * the explicit repair splits a `p_max` that already holds rows. The statements that carry a
+ * plan out live in src/cli/cleanup.ts; keeping the decisions here lets them be tested without
+ * a server.
+ *
+ * The layout is the one `schema` creates (src/mysql/ddl.ts): `PARTITION BY RANGE (<time column>
+ * DIV 86400)`, one partition per ISO week named `p_<isoyear>_<isoweek>` whose bound is the day
+ * number of the following Monday, then `p_max VALUES LESS THAN MAXVALUE`.
+ *
+ * @module
+ */
+import { INITIAL_WEEKLY_PARTITIONS, isoWeekOfDay, quoteIdentifier } from "./ddl.ts";
+import { normalizePartitionExpression } from "./schema.ts";
+
+/** Seconds per partitioning day (`<time> DIV 86400`). */
+export const SECONDS_PER_DAY = 86_400;
+
+/**
+ * Weeks laid out after every run: the current ISO week and the next four, the same layout a
+ * new table gets from `schema`, so a table is never less than four weeks ahead of today and
+ * no row of the coming weeks has to wait in `p_max`.
+ */
+export const WEEKS_LAID_OUT = INITIAL_WEEKLY_PARTITIONS;
+
+/**
+ * The fewest weeks one repair step splits off `p_max`. A step takes half of the weeks still
+ * to lay out but at least this many: every step copies what is left in `p_max`, so halving
+ * copies each row about twice in all, while a small floor keeps the number of steps (and
+ * table locks) low for a short repair.
+ */
+export const REPAIR_MIN_WEEKS_PER_STEP = 4;
+
+/** One row of `information_schema.PARTITIONS` of one table. */
+export interface PartitionInfo {
+  /** `PARTITION_NAME`; null for an unpartitioned table. */
+  readonly name: string | null;
+  /** `PARTITION_METHOD` (`RANGE` …); null for an unpartitioned table. */
+  readonly method: string | null;
+  /** `PARTITION_EXPRESSION`. */
+  readonly expression: string | null;
+  /** `PARTITION_DESCRIPTION`: the bound, `MAXVALUE` for the last range partition. */
+  readonly description: string | null;
+  /** `PARTITION_ORDINAL_POSITION`. */
+  readonly ordinal: number | null;
+  /** `TABLE_ROWS`: the engine's estimate, not a count. */
+  readonly rowsEstimate: number;
+}
+
+/** A range partition with a numeric bound: holds day numbers below `lessThan`. */
+export interface BoundedPartition {
+  readonly name: string;
+  /** Day number (days since 1970-01-01 UTC) the partition's range ends before. */
+  readonly lessThan: number;
+  /** Estimated rows (`TABLE_ROWS`). */
+  readonly rowsEstimate: number;
+}
+
+/** The weekly layout of one table as `schema` creates it. */
+export interface WeeklyLayout {
+  /** Bounded partitions in ascending order (usually one per ISO week). */
+  readonly bounded: readonly BoundedPartition[];
+  /** The `MAXVALUE` partition (normally `p_max`), or null when the table has none. */
+  readonly max: { readonly name: string; readonly rowsEstimate: number } | null;
+}
+
+/** What a table's partitioning is, as far as retention is concerned. */
+export type TableLayout =
+  | { readonly kind: "unpartitioned" }
+  | { readonly kind: "weekly"; readonly layout: WeeklyLayout }
+  /** Partitioned some other way (see `schema --check`): cleaned by batched DELETE only. */
+  | { readonly kind: "other"; readonly description: string };
+
+/**
+ * Classify a table's partitions.
+ *
+ * @param rows The table's rows of `information_schema.PARTITIONS` (any order).
+ * @param column The retention column; the layout must be `RANGE (<column> DIV 86400)`.
+ * @returns The layout; `weekly` only for a RANGE on `<column> DIV 86400` with numeric bounds
+ *   and at most a final `MAXVALUE` partition.
+ */
+export function classifyLayout(rows: readonly PartitionInfo[], column: string): TableLayout {
+  const partitions = rows.filter((r) => r.name !== null).sort((a, b) =>
+    (a.ordinal ?? 0) - (b.ordinal ?? 0)
+  );
+  const first = partitions[0];
+  if (first === undefined) return { kind: "unpartitioned" };
+  const method = (first.method ?? "").toUpperCase();
+  const expression = first.expression ?? "";
+  const description = `${method} (${expression})`;
+  if (
+    method !== "RANGE" ||
+    normalizePartitionExpression(expression) !==
+      normalizePartitionExpression(`${column} DIV ${SECONDS_PER_DAY}`)
+  ) {
+    return { kind: "other", description };
+  }
+  const bounded: BoundedPartition[] = [];
+  let max: WeeklyLayout["max"] = null;
+  for (const [index, p] of partitions.entries()) {
+    const bound = (p.description ?? "").trim();
+    if (bound.toUpperCase() === "MAXVALUE") {
+      if (index !== partitions.length - 1) return { kind: "other", description };
+      max = { name: p.name ?? "", rowsEstimate: p.rowsEstimate };
+      continue;
+    }
+    const lessThan = Number(bound);
+    if (!Number.isSafeInteger(lessThan)) return { kind: "other", description };
+    bounded.push({ name: p.name ?? "", lessThan, rowsEstimate: p.rowsEstimate });
+  }
+  return { kind: "weekly", layout: { bounded, max } };
+}
+
+function floorMod(a: number, n: number): number {
+  return ((a % n) + n) % n;
+}
+
+/**
+ * The Monday (day number) of the ISO week containing a day.
+ *
+ * @param day Day number.
+ * @returns Day number of that week's Monday.
+ */
+export function mondayOf(day: number): number {
+  return day - floorMod(day + 3, 7);
+}
+
+/**
+ * Day number of an instant (UTC days, as `<time> DIV 86400` computes them).
+ *
+ * @param now An instant.
+ * @returns Whole days since 1970-01-01 UTC.
+ */
+export function dayNumber(now: Date): number {
+  return Math.floor(now.getTime() / 1000 / SECONDS_PER_DAY);
+}
+
+/**
+ * The bound the top bounded partition must reach so that the current week and the following
+ * ones of {@linkcode WEEKS_LAID_OUT} are laid out.
+ *
+ * @param today Day number of today.
+ * @returns Day number of the Monday after the last week laid out.
+ */
+export function aheadTarget(today: number): number {
+  return mondayOf(today) + 7 * WEEKS_LAID_OUT;
+}
+
+/** A partition to create: `PARTITION <name> VALUES LESS THAN (<lessThan>)`. */
+export interface NewPartition {
+  readonly name: string;
+  readonly lessThan: number;
+}
+
+/**
+ * The weekly partitions that continue a layout from its top bound up to `target`: each ends
+ * on the next Monday and is named after the ISO week it covers (`p_2026_49`).
+ *
+ * @param from The top bound of the layout (day number), or null for a layout without bounded
+ *   partitions (then the first new partition starts the week of `firstDay`).
+ * @param firstDay Used only when `from` is null: a day the first new week must contain.
+ * @param target Day number the last new partition must reach.
+ * @param taken Partition names that exist already.
+ * @returns The partitions in ascending order; empty when `from` reaches `target`.
+ * @throws {Error} When a generated name is taken (a layout that was edited by hand).
+ */
+export function weeksUpTo(
+  from: number | null,
+  firstDay: number,
+  target: number,
+  taken: ReadonlySet<string>,
+): NewPartition[] {
+  const partitions: NewPartition[] = [];
+  let bound = from ?? mondayOf(firstDay);
+  if (from === null) {
+    // The first partition of a range layout has no lower end; give it a whole week.
+    bound = mondayOf(firstDay);
+    const { year, week } = isoWeekOfDay(bound);
+    partitions.push({ name: weekName(year, week), lessThan: bound + 7 });
+    bound += 7;
+  }
+  while (bound < target) {
+    const next = mondayOf(bound) + 7;
+    const { year, week } = isoWeekOfDay(next - 7);
+    partitions.push({ name: weekName(year, week), lessThan: next });
+    bound = next;
+  }
+  for (const p of partitions) {
+    if (taken.has(p.name.toLowerCase())) {
+      throw new Error(
+        `Cannot lay out partition ${p.name}: a partition of that name exists with another range ` +
+          "(the layout was changed by hand; compare it with `schema --check`)",
+      );
+    }
+  }
+  return partitions;
+}
+
+function weekName(year: number, week: number): string {
+  return `p_${year}_${String(week).padStart(2, "0")}`;
+}
+
+/** Names of a layout, lower-cased (MySQL compares partition names case-insensitively). */
+export function layoutNames(layout: WeeklyLayout): Set<string> {
+  const names = new Set(layout.bounded.map((p) => p.name.toLowerCase()));
+  if (layout.max !== null) names.add(layout.max.name.toLowerCase());
+  return names;
+}
+
+/** What one nightly run does to a weekly-partitioned table. */
+export interface MaintenancePlan {
+  /** Weeks to add ahead (split from an empty `p_max`, or added when there is none). */
+  readonly add: readonly NewPartition[];
+  /** Partitions whose whole range is older than the cutoff: dropped in one statement. */
+  readonly drop: readonly BoundedPartition[];
+  /**
+   * Where rows older than the cutoff can remain: the one partition that straddles the cutoff,
+   * `"table"` for the whole table (when `p_max` holds rows, old rows may sit in it as well), or
+   * null when no row can be older than the cutoff any more.
+   */
+  readonly trim: string | "table" | null;
+  /**
+   * Weeks that could not be laid out because `p_max` holds rows (they would have to be
+   * copied; that is the explicit repair's job), else 0.
+   */
+  readonly blockedWeeks: number;
+}
+
+/**
+ * Plan the nightly maintenance of one table.
+ *
+ * Order of the statements: add ahead first (so the table never runs out of weeks), then drop,
+ * then the batched DELETE inside `trim`.
+ *
+ * @param layout The table's current weekly layout.
+ * @param today Day number of today.
+ * @param cutoff Unix seconds; rows strictly older go. Null when the table's age is 0 (only
+ *   the weeks ahead are laid out).
+ * @param maxHasRows Whether the `MAXVALUE` partition holds at least one row.
+ * @returns The plan.
+ */
+export function planMaintenance(
+  layout: WeeklyLayout,
+  today: number,
+  cutoff: number | null,
+  maxHasRows: boolean,
+): MaintenancePlan {
+  const top = layout.bounded.at(-1)?.lessThan ?? null;
+  const target = aheadTarget(today);
+  const needed = weeksUpTo(top, today, target, layoutNames(layout));
+  const add = maxHasRows ? [] : needed;
+  const blockedWeeks = maxHasRows ? needed.length : 0;
+  if (cutoff === null) return { add, drop: [], trim: null, blockedWeeks };
+
+  // Decide on the layout as it is after the weeks ahead were added. A partition holds days
+  // below its bound, i.e. times below bound × 86400; when that is at or before the cutoff,
+  // every row it can hold is older than the cutoff.
+  const after = [...layout.bounded, ...add.map((p) => ({ ...p, rowsEstimate: 0 }))];
+  let drop = after.filter((p) => p.lessThan * SECONDS_PER_DAY <= cutoff);
+  // A table keeps at least one partition: without a MAXVALUE partition the newest bounded one
+  // stays (and is trimmed instead).
+  if (layout.max === null && drop.length === after.length) drop = drop.slice(0, -1);
+  let trim: MaintenancePlan["trim"];
+  if (maxHasRows) {
+    trim = "table";
+  } else {
+    // The lowest partition left is the only one that can hold rows older than the cutoff.
+    // Its range starts at the bound of the last dropped partition (nothing dropped: the first
+    // partition of a range layout has no lower end).
+    const first = after[drop.length]?.name ?? layout.max?.name ?? null;
+    const lower = drop.at(-1)?.lessThan ?? null;
+    trim = first === null || (lower !== null && lower * SECONDS_PER_DAY >= cutoff) ? null : first;
+  }
+  return { add, drop, trim, blockedWeeks };
+}
+
+/** One step of the explicit repair of a `p_max` that holds rows. */
+export interface RepairStep {
+  /** The weeks split off `p_max` in this step, ascending. */
+  readonly add: readonly NewPartition[];
+  /** Weeks still to lay out after this step. */
+  readonly weeksLeft: number;
+}
+
+/**
+ * The next step of the repair: split the oldest weeks off `p_max`, half of what is left but
+ * at least {@linkcode REPAIR_MIN_WEEKS_PER_STEP}, until the layout covers the newest row in
+ * `p_max` and the weeks ahead. Each step is one `REORGANIZE PARTITION`, atomic on its own, so
+ * an interrupted repair continues from the layout the server has.
+ *
+ * @param layout The table's current weekly layout (with a MAXVALUE partition).
+ * @param today Day number of today.
+ * @param rowDays Oldest and newest day number of the rows in `p_max`, or null when it is empty.
+ * @returns The step, or null when nothing is left to do.
+ */
+export function planRepairStep(
+  layout: WeeklyLayout,
+  today: number,
+  rowDays: { readonly min: number; readonly max: number } | null,
+): RepairStep | null {
+  const top = layout.bounded.at(-1)?.lessThan ?? null;
+  let target = aheadTarget(today);
+  if (rowDays !== null) target = Math.max(target, mondayOf(rowDays.max) + 7);
+  const firstDay = Math.min(today, rowDays?.min ?? today);
+  const weeks = weeksUpTo(top, firstDay, target, layoutNames(layout));
+  if (weeks.length === 0) return null;
+  const take = Math.max(REPAIR_MIN_WEEKS_PER_STEP, Math.ceil(weeks.length / 2));
+  const add = weeks.slice(0, take);
+  return { add, weeksLeft: weeks.length - add.length };
+}
+
+/**
+ * How many steps a repair of `weeks` weeks takes ({@linkcode planRepairStep}'s halving).
+ *
+ * @param weeks Weeks to lay out.
+ * @returns Number of `REORGANIZE PARTITION` statements.
+ */
+export function repairStepCount(weeks: number): number {
+  let steps = 0;
+  let left = weeks;
+  while (left > 0) {
+    left -= Math.max(REPAIR_MIN_WEEKS_PER_STEP, Math.ceil(left / 2));
+    steps++;
+  }
+  return steps;
+}
+
+function partitionDefinition(p: NewPartition): string {
+  return `PARTITION ${quoteIdentifier(p.name)} VALUES LESS THAN (${p.lessThan})`;
+}
+
+/**
+ * The statement that adds weeks above the top bound: a `REORGANIZE` of the MAXVALUE partition
+ * into the new weeks and itself (cheap while it is empty; it copies what it holds), or
+ * `ADD PARTITION` for a layout without one. Same syntax on MySQL 8 and MariaDB.
+ *
+ * @param table Table name.
+ * @param layout Current layout.
+ * @param add New partitions, ascending, all above the top bound.
+ * @returns The `ALTER TABLE` statement.
+ */
+export function addPartitionsStatement(
+  table: string,
+  layout: WeeklyLayout,
+  add: readonly NewPartition[],
+): string {
+  const definitions = add.map(partitionDefinition);
+  if (layout.max === null) {
+    return `ALTER TABLE ${quoteIdentifier(table)} ADD PARTITION (${definitions.join(", ")})`;
+  }
+  const max = quoteIdentifier(layout.max.name);
+  return `ALTER TABLE ${quoteIdentifier(table)} REORGANIZE PARTITION ${max} INTO (${
+    [...definitions, `PARTITION ${max} VALUES LESS THAN MAXVALUE`].join(", ")
+  })`;
+}
+
+/**
+ * The one statement that drops expired partitions (a metadata operation, whatever they hold).
+ *
+ * @param table Table name.
+ * @param drop Partitions to drop.
+ * @returns The `ALTER TABLE … DROP PARTITION` statement.
+ */
+export function dropPartitionsStatement(table: string, drop: readonly { name: string }[]): string {
+  return `ALTER TABLE ${quoteIdentifier(table)} DROP PARTITION ${
+    drop.map((p) => quoteIdentifier(p.name)).join(", ")
+  }`;
+}
