@@ -9,6 +9,7 @@ import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, startTestWorker, testConfig } from "./helpers/worker.ts";
+import { startWorkerProcess } from "./helpers/worker_process.ts";
 import { METRICS, type MetricSpec } from "../src/metrics/catalogue.ts";
 import { createMetrics, precreateSeries } from "../src/metrics/registry.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
@@ -179,4 +180,24 @@ Deno.test("metrics: retries and stalls reported by a consumer reach statusengine
   text = series(await metrics.registry.metrics());
   assert.equal(text.get(key("statusengine_queue_stalled", { queue_name: q })), 0);
   assert.ok(!observer.stalled.has(q));
+});
+
+Deno.test("metrics: a worker process under narrow permissions exports its memory, CPU and start time, and no made-up /proc series", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const startedBefore = Date.now() / 1000;
+  // --allow-read without --allow-all, as the packaged binary: Deno refuses /proc then.
+  await using worker = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  const values = series(await worker.metrics());
+  assert.ok((values.get("process_resident_memory_bytes") ?? 0) > 10_000_000);
+  assert.ok((values.get("process_cpu_seconds_total") ?? 0) > 0);
+  const start = values.get("process_start_time_seconds") ?? 0;
+  assert.ok(
+    start >= startedBefore - 1 && start <= Date.now() / 1000,
+    `the worker's own start time (${start})`,
+  );
+  for (const name of ["process_open_fds", "process_max_fds", "process_virtual_memory_bytes"]) {
+    assert.equal(values.has(name), false, `${name} is absent, not 0, when /proc is refused`);
+  }
 });

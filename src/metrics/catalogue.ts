@@ -45,7 +45,21 @@ export interface MetricSpec {
   readonly buckets?: readonly number[];
   /** Gauges that start at 1 instead of 0 (availability, docs/operations.md#zero-series). */
   readonly initial?: number;
+  /**
+   * Read from the worker's own process at every scrape (src/metrics/process.ts) instead of
+   * being updated by the code; absent while the value cannot be read.
+   */
+  readonly process?: ProcessField;
 }
+
+/** What a `process_*` metric reads of the worker's process (src/metrics/process.ts). */
+export type ProcessField =
+  | "cpuSeconds"
+  | "residentMemoryBytes"
+  | "virtualMemoryBytes"
+  | "openFds"
+  | "maxFds"
+  | "startTimeSeconds";
 
 /** The catalogue. Keys are the handles' names in code. */
 export const METRICS = {
@@ -384,6 +398,59 @@ export const METRICS = {
     help: "Errors per component (mysql: a failed statement; queue: an undecodable payload; …).",
     labels: ["component"],
     precreate: "components",
+  },
+  // --- the process ------------------------------------------------------------
+  // The standard names of Prometheus' process collectors, so stock dashboards and alerts work.
+  processCpuSeconds: {
+    name: "process_cpu_seconds_total",
+    type: "counter",
+    help: "User and system CPU time the worker used, in seconds.",
+    labels: [],
+    precreate: "none",
+    process: "cpuSeconds",
+  },
+  processResidentMemory: {
+    name: "process_resident_memory_bytes",
+    type: "gauge",
+    help: "Resident memory of the worker; a steady climb under a steady load is a leak.",
+    labels: [],
+    precreate: "none",
+    process: "residentMemoryBytes",
+  },
+  processVirtualMemory: {
+    name: "process_virtual_memory_bytes",
+    type: "gauge",
+    help: "Virtual memory of the worker (from /proc: absent unless the worker may read it, " +
+      "which Deno allows only under --allow-all).",
+    labels: [],
+    precreate: "none",
+    process: "virtualMemoryBytes",
+  },
+  processOpenFds: {
+    name: "process_open_fds",
+    type: "gauge",
+    help: "Open file descriptors (connections, files); from /proc, absent unless the worker " +
+      "may read it (--allow-all).",
+    labels: [],
+    precreate: "none",
+    process: "openFds",
+  },
+  processMaxFds: {
+    name: "process_max_fds",
+    type: "gauge",
+    help: "The limit of open file descriptors; from /proc, absent unless the worker may read " +
+      "it (--allow-all).",
+    labels: [],
+    precreate: "none",
+    process: "maxFds",
+  },
+  processStartTime: {
+    name: "process_start_time_seconds",
+    type: "gauge",
+    help: "When the worker started, in Unix seconds; changes() of it counts restarts.",
+    labels: [],
+    precreate: "none",
+    process: "startTimeSeconds",
   },
   buildInfo: {
     name: "statusengine_build_info",

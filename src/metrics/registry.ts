@@ -6,7 +6,14 @@
  * @module
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { type LabelSet, type MetricKey, METRICS, type MetricSpec } from "./catalogue.ts";
+import {
+  type LabelSet,
+  type MetricKey,
+  METRICS,
+  type MetricSpec,
+  type ProcessField,
+} from "./catalogue.ts";
+import { ProcessReader } from "./process.ts";
 
 type Spec<K extends MetricKey> = (typeof METRICS)[K];
 type LabelsOf<K extends MetricKey> = Spec<K>["labels"][number];
@@ -45,6 +52,7 @@ export interface LabelValues {
 export function createMetrics(): Metrics {
   const registry = new Registry();
   const handles: Record<string, unknown> = { registry };
+  const process = new ProcessReader();
   for (const [key, raw] of Object.entries(METRICS)) {
     const spec: MetricSpec = raw;
     const common = {
@@ -53,9 +61,12 @@ export function createMetrics(): Metrics {
       labelNames: [...spec.labels],
       registers: [registry],
     };
-    if (spec.type === "counter") handles[key] = new Counter(common);
+    const collect = spec.process === undefined
+      ? {}
+      : { collect: readProcess(process, spec.process) };
+    if (spec.type === "counter") handles[key] = new Counter({ ...common, ...collect });
     else if (spec.type === "gauge") {
-      const gauge = new Gauge(common);
+      const gauge = new Gauge({ ...common, ...collect });
       if (spec.initial !== undefined) gauge.set(spec.initial);
       handles[key] = gauge;
     } else {
@@ -66,6 +77,26 @@ export function createMetrics(): Metrics {
     }
   }
   return handles as Metrics;
+}
+
+/**
+ * The collect callback of a `process_*` metric: the reading at scrape time, or no sample at all
+ * while the process cannot tell (a 0 would read as "no memory" or "no descriptors").
+ */
+function readProcess(
+  reader: ProcessReader,
+  field: ProcessField,
+): (this: Counter | Gauge) => Promise<void> {
+  return async function (this: Counter | Gauge) {
+    const value = (await reader.sample())[field];
+    if (value === undefined) this.remove();
+    else if (this instanceof Gauge) this.set(value);
+    else {
+      // A counter only goes up; it is set to the process's own running total.
+      this.reset();
+      this.inc(value);
+    }
+  };
 }
 
 function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
