@@ -8,7 +8,7 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { createSchema, startTestWorker, testConfig } from "./helpers/worker.ts";
+import { createSchema, publish, startTestWorker, testConfig } from "./helpers/worker.ts";
 import { startWorkerProcess } from "./helpers/worker_process.ts";
 import { METRICS, type MetricSpec } from "../src/metrics/catalogue.ts";
 import { createMetrics, precreateSeries } from "../src/metrics/registry.ts";
@@ -83,6 +83,7 @@ Deno.test("metrics: a fresh worker exports every catalogue metric with its type 
   for (const t of tables) expect("statusengine_db_events_written_total", { table: t }, 0);
   for (const t of batchedTables().map((b) => b.name)) {
     expect("statusengine_db_flushes_total", { table: t }, 0);
+    expect("statusengine_db_batch_flush_duration_seconds_count", { table: t }, 0);
     for (const reason of ADJUSTMENT_REASONS) {
       expect("statusengine_db_values_adjusted_total", { table: t, reason }, 0);
     }
@@ -200,4 +201,33 @@ Deno.test("metrics: a worker process under narrow permissions exports its memory
   for (const name of ["process_open_fds", "process_max_fds", "process_virtual_memory_bytes"]) {
     assert.equal(values.has(name), false, `${name} is absent, not 0, when /proc is refused`);
   }
+});
+
+Deno.test("metrics: a flush is timed under its own table", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: db.url,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  const scrape = async () =>
+    series(await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text());
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  await publish(gearmand.addr, "statusngin_logentries", [fixture]);
+  const count = (table: string) =>
+    key("statusengine_db_batch_flush_duration_seconds_count", { table });
+  await waitFor(async () => (await scrape()).get(count("statusengine_logentries")) === 1, {
+    message: "the logentries flush to be timed",
+  });
+  const values = await scrape();
+  assert.equal(values.get(count("statusengine_hostchecks")), 0, "other tables untouched");
+  assert.ok(
+    (values.get(key("statusengine_db_batch_flush_duration_seconds_sum", {
+      table: "statusengine_logentries",
+    })) ?? 0) > 0,
+  );
 });

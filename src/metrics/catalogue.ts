@@ -192,9 +192,9 @@ export const METRICS = {
   dbBatchFlushDuration: {
     name: "statusengine_db_batch_flush_duration_seconds",
     type: "histogram",
-    help: "Duration of each flush attempt including its retries.",
-    labels: [],
-    precreate: "none",
+    help: "Duration of each flush attempt including its retries, per table.",
+    labels: ["table"],
+    precreate: "batched_tables",
   },
   dbBatchSizeAtFlush: {
     name: "statusengine_db_batch_size_at_flush",
