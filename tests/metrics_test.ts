@@ -8,7 +8,15 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { createSchema, publish, startTestWorker, testConfig } from "./helpers/worker.ts";
+import {
+  createSchema,
+  publish,
+  startTestWorker,
+  TEST_QUEUE_DURABILITY,
+  testConfig,
+} from "./helpers/worker.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { startWorkerProcess } from "./helpers/worker_process.ts";
 import { METRICS, type MetricSpec } from "../src/metrics/catalogue.ts";
 import { createMetrics, precreateSeries } from "../src/metrics/registry.ts";
@@ -230,4 +238,84 @@ Deno.test("metrics: a flush is timed under its own table", async () => {
       table: "statusengine_logentries",
     })) ?? 0) > 0,
   );
+});
+
+/** `statusengine_queue_backlog` of one queue, or undefined while the series is absent. */
+async function backlogOf(port: number | null, queue: string): Promise<number | undefined> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return series(text).get(key("statusengine_queue_backlog", { queue_name: queue }));
+}
+
+Deno.test("metrics: statusengine_queue_backlog shows the jobs waiting at gearmand, and is absent while gearmand cannot be asked", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  const q = "statusngin_logentries";
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: proxy.url,
+    queues: [q],
+    queueBacklogIntervalMs: 100,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    message: "an empty backlog read as 0",
+  });
+  // MySQL away: the worker holds what its window took, the rest waits at gearmand.
+  proxy.block();
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  await publish(gearmand.addr, q, Array.from({ length: 3000 }, () => fixture));
+  await waitFor(async () => ((await backlogOf(worker.metricsPort, q)) ?? 0) > 1000, {
+    message: "the backlog to show the waiting jobs",
+  });
+  // The job server away: unknown, so absent (never a 0 that reads as "all written").
+  await gearmand.stop();
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === undefined, {
+    message: "the backlog series to disappear",
+  });
+  await gearmand.restart();
+  proxy.unblock();
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    timeoutMs: 30_000,
+    message: "the backlog to be read again",
+  });
+});
+
+Deno.test("metrics: statusengine_queue_backlog shows the messages ready at RabbitMQ", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  const q = "statusngin_logentries";
+  await using worker = await startTestWorker(testConfig({
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 100, ...TEST_QUEUE_DURABILITY },
+    mysqlUrl: proxy.url,
+    queues: [q],
+    queueBacklogIntervalMs: 100,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    message: "an empty queue read as 0",
+  });
+  proxy.block();
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  {
+    await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+    await publisher.publish(q, Array.from({ length: 1000 }, () => fixture));
+  }
+  // The prefetch (100) is delivered and held; the rest is ready at the broker.
+  await waitFor(async () => ((await backlogOf(worker.metricsPort, q)) ?? 0) >= 800, {
+    message: "the ready messages to show as backlog",
+  });
+  proxy.unblock();
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    timeoutMs: 60_000,
+    message: "the backlog to drain",
+  });
 });

@@ -119,6 +119,17 @@ export const METRICS = {
     // disconnected (G7, docs/operations.md#connection-metrics).
     precreate: "none",
   },
+  queueBacklog: {
+    name: "statusengine_queue_backlog",
+    type: "gauge",
+    help: "Jobs waiting at the broker that no worker has taken yet (gearmand: queued minus " +
+      "running, summed over the job servers; RabbitMQ: ready messages), read every 10 s " +
+      "apart from consumption; absent while not known (a job server or the broker cannot be " +
+      "asked, or this worker does not consume the queue now).",
+    labels: ["queue_name"],
+    // Not pre-created: before the first reading the backlog is unknown, not 0.
+    precreate: "none",
+  },
   queueReconnects: {
     name: "statusengine_queue_reconnects_total",
     type: "counter",
