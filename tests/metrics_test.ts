@@ -319,3 +319,119 @@ Deno.test("metrics: statusengine_queue_backlog shows the messages ready at Rabbi
     message: "the backlog to drain",
   });
 });
+
+/**
+ * A fixture job whose event times (`timestamp`, `end_time`) are moved so that the newest is
+ * `ageSeconds` old now; the spacing between events is kept.
+ */
+async function fixtureAged(queue: string, ageSeconds: number): Promise<string> {
+  const text = await Deno.readTextFile(
+    new URL(`../src/events/testdata/${queue}.job`, import.meta.url),
+  );
+  const field = /"(timestamp|end_time)": (\d+)/g;
+  const newest = Math.max(...[...text.matchAll(field)].map((m) => Number(m[2])));
+  const shift = Math.floor(Date.now() / 1000) - ageSeconds - newest;
+  return text.replace(field, (_, name, n) => `"${name}": ${Number(n) + shift}`);
+}
+
+Deno.test("metrics: statusengine_queue_event_lag_seconds observes, at commit, the age of the newest status or check event of each job", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: db.url,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  const scrape = async () =>
+    series(await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text());
+  const lag = (queue: string, suffix: "count" | "sum") =>
+    key(`statusengine_queue_event_lag_seconds_${suffix}`, { queue_name: queue });
+  const before = await scrape();
+  for (const q of lagQueues) assert.equal(before.get(lag(q, "count")), 0, `${q} pre-created`);
+  assert.equal(before.has(lag("statusngin_logentries", "count")), false, "no event time there");
+
+  const started = Date.now() / 1000;
+  await publish(gearmand.addr, "statusngin_hoststatus", [
+    await fixtureAged("statusngin_hoststatus", 42),
+  ]);
+  await publish(gearmand.addr, "statusngin_servicechecks", [
+    await fixtureAged("statusngin_servicechecks", 300),
+  ]);
+  await waitFor(async () => {
+    const v = await scrape();
+    return v.get(lag("statusngin_hoststatus", "count")) === 1 &&
+      v.get(lag("statusngin_servicechecks", "count")) === 1;
+  }, { message: "one lag observation per job" });
+  const after = await scrape();
+  const waited = Date.now() / 1000 - started + 1;
+  const host = after.get(lag("statusngin_hoststatus", "sum")) ?? 0;
+  const service = after.get(lag("statusngin_servicechecks", "sum")) ?? 0;
+  // The newest event's age, not the oldest's: the events of a job are seconds apart.
+  assert.ok(host >= 41 && host <= 42 + waited, `hoststatus lag ${host}`);
+  assert.ok(service >= 299 && service <= 300 + waited, `servicechecks lag ${service}`);
+  assert.equal(after.get(lag("statusngin_hostchecks", "count")), 0);
+});
+
+const lagQueues = [
+  "statusngin_hoststatus",
+  "statusngin_servicestatus",
+  "statusngin_hostchecks",
+  "statusngin_servicechecks",
+];
+
+Deno.test("metrics: the event-time column of each lag queue is a number in the rows its fixture decodes to", async () => {
+  const { decodePayload } = await import("../src/events/decode.ts");
+  const { QUEUES } = await import("../src/events/queues.ts");
+  const withColumn = QUEUE_NAMES.filter((q) => QUEUES[q].eventTimeColumn !== null);
+  assert.deepEqual([...withColumn].sort(), [...lagQueues].sort());
+  for (const q of withColumn) {
+    const column = QUEUES[q].eventTimeColumn ?? "";
+    const payload = await Deno.readFile(
+      new URL(`../src/events/testdata/${q}.job`, import.meta.url),
+    );
+    const { job } = decodePayload(q, payload, {
+      nodeName: "N",
+      nowSeconds: 0,
+      statusMaxAgeSeconds: 0,
+      collectEvents: false,
+    });
+    assert.equal(job.kind, "rows");
+    if (job.kind !== "rows") continue;
+    assert.ok(job.rows.length > 0);
+    for (const { row } of job.rows) {
+      assert.equal(typeof row[column], "number", `${q}: ${column}`);
+      assert.ok((row[column] as number) > 1_700_000_000, `${q}: ${column} is an epoch time`);
+    }
+  }
+});
+
+Deno.test("metrics: the event lag is taken when the rows are committed, not when the job arrives", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: proxy.url,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  const q = "statusngin_hoststatus";
+  const scrape = async () =>
+    series(await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text());
+  proxy.block();
+  await publish(gearmand.addr, q, [await fixtureAged(q, 10)]);
+  await waitFor(async () => (await scrape()).get(key("statusengine_db_available", {})) === 0, {
+    message: "the job to be held while MySQL is away",
+  });
+  const held = await scrape();
+  assert.equal(held.get(key("statusengine_queue_jobs_in_flight", { queue_name: q })), 1);
+  assert.equal(held.get(key("statusengine_queue_event_lag_seconds_count", { queue_name: q })), 0);
+  proxy.unblock();
+  await waitFor(
+    async () =>
+      (await scrape()).get(key("statusengine_queue_event_lag_seconds_count", { queue_name: q })) ===
+        1,
+    { timeoutMs: 30_000, message: "the lag to be observed at commit" },
+  );
+});

@@ -22,6 +22,7 @@ export type MetricType = "counter" | "gauge" | "histogram";
 export type LabelSet =
   | "queues"
   | "status_queues"
+  | "event_lag_queues"
   | "queues_x_results"
   | "queues_x_dead_letter_reasons"
   | "tables"
@@ -109,6 +110,15 @@ export const METRICS = {
     help: "Time from receiving a job until its rows were committed (D1) and it was answered.",
     labels: ["queue_name"],
     precreate: "queues",
+  },
+  queueEventLag: {
+    name: "statusengine_queue_event_lag_seconds",
+    type: "histogram",
+    help: "How far MySQL is behind the core: when a status or check job's rows are committed, " +
+      "the age of the newest event in them (worker clock minus the event's time).",
+    labels: ["queue_name"],
+    precreate: "event_lag_queues",
+    buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
   },
   queueConnected: {
     name: "statusengine_queue_connected",

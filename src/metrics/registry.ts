@@ -28,6 +28,8 @@ export type Metrics = { readonly [K in MetricKey]: HandleOf<K> } & { readonly re
 export interface LabelValues {
   readonly queues: readonly string[];
   readonly statusQueues: readonly string[];
+  /** Queues whose jobs carry an event time (the status and check queues). */
+  readonly eventLagQueues?: readonly string[];
   readonly jobResults: readonly string[];
   readonly deadLetterReasons: readonly string[];
   /** All 18 written tables (batched and downtime). */
@@ -105,6 +107,8 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
       return v.queues.map((q) => ({ queue_name: q }));
     case "status_queues":
       return v.statusQueues.map((q) => ({ queue_name: q }));
+    case "event_lag_queues":
+      return (v.eventLagQueues ?? []).map((q) => ({ queue_name: q }));
     case "queues_x_results":
       return v.queues.flatMap((q) => v.jobResults.map((r) => ({ queue_name: q, result: r })));
     case "queues_x_dead_letter_reasons":
