@@ -16,6 +16,7 @@ import {
   testConfig,
 } from "./helpers/worker.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { fixtureAged } from "./helpers/fixture_rows.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { startWorkerProcess } from "./helpers/worker_process.ts";
 import { METRICS, type MetricSpec } from "../src/metrics/catalogue.ts";
@@ -320,20 +321,6 @@ Deno.test("metrics: statusengine_queue_backlog shows the messages ready at Rabbi
   });
 });
 
-/**
- * A fixture job whose event times (`timestamp`, `end_time`) are moved so that the newest is
- * `ageSeconds` old now; the spacing between events is kept.
- */
-async function fixtureAged(queue: string, ageSeconds: number): Promise<string> {
-  const text = await Deno.readTextFile(
-    new URL(`../src/events/testdata/${queue}.job`, import.meta.url),
-  );
-  const field = /"(timestamp|end_time)": (\d+)/g;
-  const newest = Math.max(...[...text.matchAll(field)].map((m) => Number(m[2])));
-  const shift = Math.floor(Date.now() / 1000) - ageSeconds - newest;
-  return text.replace(field, (_, name, n) => `"${name}": ${Number(n) + shift}`);
-}
-
 Deno.test("metrics: statusengine_queue_event_lag_seconds observes, at commit, the age of the newest status or check event of each job", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
@@ -353,10 +340,10 @@ Deno.test("metrics: statusengine_queue_event_lag_seconds observes, at commit, th
 
   const started = Date.now() / 1000;
   await publish(gearmand.addr, "statusngin_hoststatus", [
-    await fixtureAged("statusngin_hoststatus", 42),
+    fixtureAged("statusngin_hoststatus", 42),
   ]);
   await publish(gearmand.addr, "statusngin_servicechecks", [
-    await fixtureAged("statusngin_servicechecks", 300),
+    fixtureAged("statusngin_servicechecks", 300),
   ]);
   await waitFor(async () => {
     const v = await scrape();
@@ -420,7 +407,7 @@ Deno.test("metrics: the event lag is taken when the rows are committed, not when
   const scrape = async () =>
     series(await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text());
   proxy.block();
-  await publish(gearmand.addr, q, [await fixtureAged(q, 10)]);
+  await publish(gearmand.addr, q, [fixtureAged(q, 10)]);
   await waitFor(async () => (await scrape()).get(key("statusengine_db_available", {})) === 0, {
     message: "the job to be held while MySQL is away",
   });
