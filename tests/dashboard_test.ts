@@ -3,7 +3,8 @@
  * worker process consumes status and check jobs from a real gearmand into MariaDB, a real
  * Prometheus scrapes it every second, and every query of every panel, with the dashboard's
  * variables filled in as Grafana fills them, returns at least one finite value. A renamed metric,
- * a wrong label or a PromQL typo fails here instead of on an operator's screen.
+ * a wrong label or a PromQL typo fails here instead of on an operator's screen. The same
+ * Prometheus evaluates the shipped alert rules, which must run without error and stay quiet.
  */
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
@@ -16,6 +17,7 @@ import { waitFor } from "./helpers/wait.ts";
 import type { QueueName } from "../src/events/queues.ts";
 
 const DASHBOARD = new URL("../packaging/grafana/statusengine-worker.json", import.meta.url);
+const ALERTS = new URL("../packaging/prometheus/alerts.yml", import.meta.url).pathname;
 
 interface Target {
   readonly refId: string;
@@ -88,6 +90,7 @@ Deno.test("dashboard: every query returns data from a real Prometheus scraping a
   await using worker = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
   await using prometheus = await startPrometheus({
     targets: [`127.0.0.1:${worker.metricsPort}`],
+    ruleFiles: [ALERTS],
   });
 
   // Status and check events of the present, for as long as the queries are asked: the lag,
@@ -134,6 +137,19 @@ Deno.test("dashboard: every query returns data from a real Prometheus scraping a
       }, { timeoutMs: 90_000, intervalMs: 1_000, message: "every panel to show data" });
     } catch (err: unknown) {
       throw new Error(`queries without data:\n  ${missing.join("\n  ")}`, { cause: err });
+    }
+
+    // The shipped alert rules evaluate without error on the real series, and a healthy
+    // worker under load sets none of them off.
+    await waitFor(async () => (await prometheus.alertRules()).every((r) => r.health === "ok"), {
+      timeoutMs: 30_000,
+      message: "every alert rule to be evaluated",
+    });
+    const rules = await prometheus.alertRules();
+    assert.ok(rules.length >= 11, `${rules.length} alert rules loaded`);
+    for (const r of rules) {
+      assert.equal(r.health, "ok", `${r.name}: ${r.lastError ?? ""}`);
+      assert.equal(r.state, "inactive", `${r.name} is quiet on a healthy worker`);
     }
   } finally {
     stop.abort();

@@ -25,6 +25,8 @@ export interface Prometheus extends AsyncDisposable {
    * @throws {Error} When Prometheus refuses the expression (a syntax error names it).
    */
   query(expr: string): Promise<PromSample[]>;
+  /** The alerting rules loaded from the rule files, with their health and state. */
+  alertRules(): Promise<PromAlertRule[]>;
   /** Everything Prometheus logged so far. */
   log(): string;
 }
@@ -35,6 +37,18 @@ export interface PrometheusOptions {
   readonly targets: readonly string[];
   /** Job name of the targets; default `statusengine`. */
   readonly job?: string;
+  /** Rule files (absolute paths) evaluated every second. */
+  readonly ruleFiles?: readonly string[];
+}
+
+/** One alerting rule as `/api/v1/rules` reports it. */
+export interface PromAlertRule {
+  readonly name: string;
+  /** `ok` once evaluated without error, `err` (with {@link lastError}) or `unknown` before. */
+  readonly health: string;
+  readonly lastError?: string;
+  /** `inactive`, `pending` or `firing`. */
+  readonly state: string;
 }
 
 /**
@@ -52,6 +66,9 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
     "global:",
     "  scrape_interval: 1s",
     "  evaluation_interval: 1s",
+    ...(options.ruleFiles === undefined || options.ruleFiles.length === 0
+      ? []
+      : ["rule_files:", ...options.ruleFiles.map((f) => `  - ${JSON.stringify(f)}`)]),
     "scrape_configs:",
     `  - job_name: ${JSON.stringify(options.job ?? "statusengine")}`,
     "    static_configs:",
@@ -153,6 +170,11 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
         throw new Error(`${JSON.stringify(expr)} gave a ${body.data.resultType}, not a vector`);
       }
       return body.data.result.map((r) => ({ metric: r.metric, value: r.value[1] }));
+    },
+    async alertRules(): Promise<PromAlertRule[]> {
+      const res = await fetch(`${url}/api/v1/rules?type=alert`);
+      const body = await res.json() as { data: { groups: { rules: PromAlertRule[] }[] } };
+      return body.data.groups.flatMap((g) => g.rules);
     },
     log: () => output.join(""),
     [Symbol.asyncDispose]: stop,
