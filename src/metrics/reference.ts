@@ -45,6 +45,8 @@ export function renderMetricsReference(): string {
     const labels = m.labels.length === 0 ? "—" : m.labels.map((l) => `\`${l}\``).join(", ");
     const pre = m.name === "statusengine_queue_connected"
       ? "deliberately none (appears at the first real connection)"
+      : m.name === "statusengine_queue_backlog"
+      ? "deliberately none (appears at the first reading, absent while unknown)"
       : PRECREATED[m.precreate] + start;
     out.push(`| \`${m.name}\` | ${m.type} | ${labels} | ${pre} | ${m.help} |`);
   }
