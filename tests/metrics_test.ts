@@ -8,7 +8,17 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { createSchema, startTestWorker, testConfig } from "./helpers/worker.ts";
+import {
+  createSchema,
+  publish,
+  startTestWorker,
+  TEST_QUEUE_DURABILITY,
+  testConfig,
+} from "./helpers/worker.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { fixtureAged } from "./helpers/fixture_rows.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { startWorkerProcess } from "./helpers/worker_process.ts";
 import { METRICS, type MetricSpec } from "../src/metrics/catalogue.ts";
 import { createMetrics, precreateSeries } from "../src/metrics/registry.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
@@ -82,6 +92,7 @@ Deno.test("metrics: a fresh worker exports every catalogue metric with its type 
   for (const t of tables) expect("statusengine_db_events_written_total", { table: t }, 0);
   for (const t of batchedTables().map((b) => b.name)) {
     expect("statusengine_db_flushes_total", { table: t }, 0);
+    expect("statusengine_db_batch_flush_duration_seconds_count", { table: t }, 0);
     for (const reason of ADJUSTMENT_REASONS) {
       expect("statusengine_db_values_adjusted_total", { table: t, reason }, 0);
     }
@@ -183,4 +194,235 @@ Deno.test("metrics: retries and stalls reported by a consumer reach statusengine
   text = series(await metrics.registry.metrics());
   assert.equal(text.get(key("statusengine_queue_stalled", { queue_name: q })), 0);
   assert.ok(!observer.stalled.has(q));
+});
+
+Deno.test("metrics: a worker process under narrow permissions exports its memory, CPU and start time, and no made-up /proc series", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const startedBefore = Date.now() / 1000;
+  // --allow-read without --allow-all, as the packaged binary: Deno refuses /proc then.
+  await using worker = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  const values = series(await worker.metrics());
+  assert.ok((values.get("process_resident_memory_bytes") ?? 0) > 10_000_000);
+  assert.ok((values.get("process_cpu_seconds_total") ?? 0) > 0);
+  const start = values.get("process_start_time_seconds") ?? 0;
+  assert.ok(
+    start >= startedBefore - 1 && start <= Date.now() / 1000,
+    `the worker's own start time (${start})`,
+  );
+  for (const name of ["process_open_fds", "process_max_fds", "process_virtual_memory_bytes"]) {
+    assert.equal(values.has(name), false, `${name} is absent, not 0, when /proc is refused`);
+  }
+});
+
+Deno.test("metrics: a flush is timed under its own table", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: db.url,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  const scrape = async () =>
+    series(await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text());
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  await publish(gearmand.addr, "statusngin_logentries", [fixture]);
+  const count = (table: string) =>
+    key("statusengine_db_batch_flush_duration_seconds_count", { table });
+  await waitFor(async () => (await scrape()).get(count("statusengine_logentries")) === 1, {
+    message: "the logentries flush to be timed",
+  });
+  const values = await scrape();
+  assert.equal(values.get(count("statusengine_hostchecks")), 0, "other tables untouched");
+  assert.ok(
+    (values.get(key("statusengine_db_batch_flush_duration_seconds_sum", {
+      table: "statusengine_logentries",
+    })) ?? 0) > 0,
+  );
+});
+
+/** `statusengine_queue_backlog` of one queue, or undefined while the series is absent. */
+async function backlogOf(port: number | null, queue: string): Promise<number | undefined> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return series(text).get(key("statusengine_queue_backlog", { queue_name: queue }));
+}
+
+Deno.test("metrics: statusengine_queue_backlog shows the jobs waiting at gearmand, and is absent while gearmand cannot be asked", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  const q = "statusngin_logentries";
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: proxy.url,
+    queues: [q],
+    queueBacklogIntervalMs: 100,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    message: "an empty backlog read as 0",
+  });
+  // MySQL away: the worker holds what its window took, the rest waits at gearmand.
+  proxy.block();
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  await publish(gearmand.addr, q, Array.from({ length: 3000 }, () => fixture));
+  await waitFor(async () => ((await backlogOf(worker.metricsPort, q)) ?? 0) > 1000, {
+    message: "the backlog to show the waiting jobs",
+  });
+  // The job server away: unknown, so absent (never a 0 that reads as "all written").
+  await gearmand.stop();
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === undefined, {
+    message: "the backlog series to disappear",
+  });
+  await gearmand.restart();
+  proxy.unblock();
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    timeoutMs: 30_000,
+    message: "the backlog to be read again",
+  });
+});
+
+Deno.test("metrics: statusengine_queue_backlog shows the messages ready at RabbitMQ", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  const q = "statusngin_logentries";
+  await using worker = await startTestWorker(testConfig({
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 100, ...TEST_QUEUE_DURABILITY },
+    mysqlUrl: proxy.url,
+    queues: [q],
+    queueBacklogIntervalMs: 100,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    message: "an empty queue read as 0",
+  });
+  proxy.block();
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  {
+    await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+    await publisher.publish(q, Array.from({ length: 1000 }, () => fixture));
+  }
+  // The prefetch (100) is delivered and held; the rest is ready at the broker.
+  await waitFor(async () => ((await backlogOf(worker.metricsPort, q)) ?? 0) >= 800, {
+    message: "the ready messages to show as backlog",
+  });
+  proxy.unblock();
+  await waitFor(async () => (await backlogOf(worker.metricsPort, q)) === 0, {
+    timeoutMs: 60_000,
+    message: "the backlog to drain",
+  });
+});
+
+Deno.test("metrics: statusengine_queue_event_lag_seconds observes, at commit, the age of the newest status or check event of each job", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: db.url,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  const scrape = async () =>
+    series(await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text());
+  const lag = (queue: string, suffix: "count" | "sum") =>
+    key(`statusengine_queue_event_lag_seconds_${suffix}`, { queue_name: queue });
+  const before = await scrape();
+  for (const q of lagQueues) assert.equal(before.get(lag(q, "count")), 0, `${q} pre-created`);
+  assert.equal(before.has(lag("statusngin_logentries", "count")), false, "no event time there");
+
+  const started = Date.now() / 1000;
+  await publish(gearmand.addr, "statusngin_hoststatus", [
+    fixtureAged("statusngin_hoststatus", 42),
+  ]);
+  await publish(gearmand.addr, "statusngin_servicechecks", [
+    fixtureAged("statusngin_servicechecks", 300),
+  ]);
+  await waitFor(async () => {
+    const v = await scrape();
+    return v.get(lag("statusngin_hoststatus", "count")) === 1 &&
+      v.get(lag("statusngin_servicechecks", "count")) === 1;
+  }, { message: "one lag observation per job" });
+  const after = await scrape();
+  const waited = Date.now() / 1000 - started + 1;
+  const host = after.get(lag("statusngin_hoststatus", "sum")) ?? 0;
+  const service = after.get(lag("statusngin_servicechecks", "sum")) ?? 0;
+  // The newest event's age, not the oldest's: the events of a job are seconds apart.
+  assert.ok(host >= 41 && host <= 42 + waited, `hoststatus lag ${host}`);
+  assert.ok(service >= 299 && service <= 300 + waited, `servicechecks lag ${service}`);
+  assert.equal(after.get(lag("statusngin_hostchecks", "count")), 0);
+});
+
+const lagQueues = [
+  "statusngin_hoststatus",
+  "statusngin_servicestatus",
+  "statusngin_hostchecks",
+  "statusngin_servicechecks",
+];
+
+Deno.test("metrics: the event-time column of each lag queue is a number in the rows its fixture decodes to", async () => {
+  const { decodePayload } = await import("../src/events/decode.ts");
+  const { QUEUES } = await import("../src/events/queues.ts");
+  const withColumn = QUEUE_NAMES.filter((q) => QUEUES[q].eventTimeColumn !== null);
+  assert.deepEqual([...withColumn].sort(), [...lagQueues].sort());
+  for (const q of withColumn) {
+    const column = QUEUES[q].eventTimeColumn ?? "";
+    const payload = await Deno.readFile(
+      new URL(`../src/events/testdata/${q}.job`, import.meta.url),
+    );
+    const { job } = decodePayload(q, payload, {
+      nodeName: "N",
+      nowSeconds: 0,
+      statusMaxAgeSeconds: 0,
+      collectEvents: false,
+    });
+    assert.equal(job.kind, "rows");
+    if (job.kind !== "rows") continue;
+    assert.ok(job.rows.length > 0);
+    for (const { row } of job.rows) {
+      assert.equal(typeof row[column], "number", `${q}: ${column}`);
+      assert.ok((row[column] as number) > 1_700_000_000, `${q}: ${column} is an epoch time`);
+    }
+  }
+});
+
+Deno.test("metrics: the event lag is taken when the rows are committed, not when the job arrives", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: proxy.url,
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  const q = "statusngin_hoststatus";
+  const scrape = async () =>
+    series(await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text());
+  proxy.block();
+  await publish(gearmand.addr, q, [fixtureAged(q, 10)]);
+  await waitFor(async () => (await scrape()).get(key("statusengine_db_available", {})) === 0, {
+    message: "the job to be held while MySQL is away",
+  });
+  const held = await scrape();
+  assert.equal(held.get(key("statusengine_queue_jobs_in_flight", { queue_name: q })), 1);
+  assert.equal(held.get(key("statusengine_queue_event_lag_seconds_count", { queue_name: q })), 0);
+  proxy.unblock();
+  await waitFor(
+    async () =>
+      (await scrape()).get(key("statusengine_queue_event_lag_seconds_count", { queue_name: q })) ===
+        1,
+    { timeoutMs: 30_000, message: "the lag to be observed at commit" },
+  );
 });

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Debian machine (with npm) for running and testing
-# statusengine-worker: installs Deno and gearmand when missing, starts MariaDB
+# statusengine-worker: installs Deno, gearmand and Prometheus when missing, starts MariaDB
 # when it does not answer on 127.0.0.1:3306 and RabbitMQ when it does not
 # answer on 127.0.0.1:5672, and with --gearmand also starts a job server on
 # 127.0.0.1:4730 (the tests start their own on free ports).
@@ -36,6 +36,13 @@ fi
 if ! command -v gearmand >/dev/null 2>&1 && [ ! -x /usr/sbin/gearmand ]; then
   log "installing gearmand (gearman-job-server, gearman-tools)"
   apt_install gearman-job-server gearman-tools
+fi
+
+# promtool checks and unit-tests packaging/prometheus/alerts.yml; prometheus scrapes a real worker
+# in the dashboard test. Debian's package ships both.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  log "installing Prometheus (prometheus, promtool)"
+  apt_install prometheus
 fi
 
 mysql_answers() {

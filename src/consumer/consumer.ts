@@ -17,6 +17,7 @@ import type { BackoffOptions } from "./backoff.ts";
 import type { LinkTarget } from "./link.ts";
 import { Supervisor } from "./supervisor.ts";
 import { StallDetector, type WatchedLink } from "./stall_detector.ts";
+import { BacklogMonitor } from "./backlog_monitor.ts";
 import { ConsumerStats } from "./consumer_stats.ts";
 import { InFlightWindow, INITIAL_WINDOW, type PressureSignal, WINDOW_TICK_MS } from "./window.ts";
 import { deadline } from "../util/async.ts";
@@ -76,6 +77,8 @@ export interface ConsumerOptions {
   readonly stallTimeoutMs?: number;
   /** Interval of the per-queue summary line; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
+  /** Time between two readings of every queue's backlog at the broker; default 10 s, 0 disables. */
+  readonly backlogIntervalMs?: number;
   /** Fields of the start-up line. */
   readonly describe?: Record<string, unknown>;
   /** What a link target is called in messages; default "broker". */
@@ -99,6 +102,7 @@ export type BackendOptions = Pick<
   | "drainTimeoutMs"
   | "stallTimeoutMs"
   | "statsIntervalMs"
+  | "backlogIntervalMs"
 >;
 
 /** Raised when start-up cannot open any link. */
@@ -135,6 +139,7 @@ export class Consumer {
   readonly #up = new Map<string, Set<Supervisor>>();
   readonly #serving = new Map<string, number>();
   readonly #stallDetector: StallDetector;
+  readonly #backlog: BacklogMonitor | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #started = false;
   #stopping: Promise<void> | undefined;
@@ -227,6 +232,14 @@ export class Consumer {
       name: options.name,
       log: options.log,
       onQueueStalled: (queue, stalled) => options.observer.queueStalled(queue, stalled),
+    });
+    const backlogIntervalMs = options.backlogIntervalMs;
+    this.#backlog = backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
+      targets,
+      ...(backlogIntervalMs === undefined ? {} : { intervalMs: backlogIntervalMs }),
+      report: (queue, jobs) => options.observer.queueBacklog(queue, jobs),
+      name: options.name,
+      log: options.log,
     });
   }
 
@@ -343,6 +356,7 @@ export class Consumer {
       }, this.#o.window?.tickMs ?? WINDOW_TICK_MS);
     }
     this.#stallDetector.start();
+    this.#backlog?.start();
     const interval = this.#o.statsIntervalMs ?? 30_000;
     if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);
   }
@@ -363,8 +377,10 @@ export class Consumer {
     if (this.#windowTimer !== undefined) clearInterval(this.#windowTimer);
     this.#windowTimer = undefined;
     this.#stallDetector.stop();
+    const backlogStopped = this.#backlog?.stop();
     using drain = deadline(this.#o.drainTimeoutMs);
     await Promise.all(this.#supervisors.map((s) => s.stop(drain.signal)));
+    await backlogStopped;
     if (this.#started) this.#logStats(true);
   }
 

@@ -66,6 +66,7 @@ export class ConsumerStats {
       queueReconnected: (queue) => inner.queueReconnected(queue),
       queueStalled: (queue, stalled) => inner.queueStalled(queue, stalled),
       queueWindow: (queue, jobs) => inner.queueWindow(queue, jobs),
+      queueBacklog: (queue, jobs) => inner.queueBacklog(queue, jobs),
     };
   }
 

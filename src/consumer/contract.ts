@@ -115,6 +115,8 @@ export interface ConsumerObserver {
   queueStalled(queue: string, stalled: boolean): void;
   /** Jobs the queue may hold in flight now changed (its adaptive window, or its fixed cap at start). */
   queueWindow(queue: string, jobs: number): void;
+  /** Jobs waiting at the broker for the queue, read every so often; undefined = not known now. */
+  queueBacklog(queue: string, jobs: number | undefined): void;
 }
 
 /** An observer that records nothing (tools, tests). */
@@ -127,6 +129,7 @@ export const NOOP_OBSERVER: ConsumerObserver = {
   queueReconnected() {},
   queueStalled() {},
   queueWindow() {},
+  queueBacklog() {},
 };
 
 /** Why the delivery engine wrote a job to the dead-letter file itself. */

@@ -51,6 +51,12 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
     queueWindow(queue: string, jobs: number) {
       metrics.queueWindow.set({ queue_name: queue }, jobs);
     },
+    queueBacklog(queue: string, jobs: number | undefined) {
+      // Absent, not 0, while unknown: an empty queue and a broker that cannot be asked differ
+      // (and not NaN, which would turn every sum over the workers into NaN).
+      if (jobs === undefined) metrics.queueBacklog.remove({ queue_name: queue });
+      else metrics.queueBacklog.set({ queue_name: queue }, jobs);
+    },
     queueStalled(queue: string, isStalled: boolean) {
       if (isStalled) stalled.add(queue);
       else stalled.delete(queue);

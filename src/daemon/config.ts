@@ -93,6 +93,8 @@ export interface WorkerConfig {
   } | null;
   /** Interval of the periodic summaries; default 30 s. */
   readonly statsIntervalMs?: number;
+  /** Time between two readings of the backlog at the broker; default 10 s (tests shorten it). */
+  readonly queueBacklogIntervalMs?: number;
   /**
    * `POST /commands` (docs/operations.md#commands); absent, null or without keys = not
    * served. Publishes to the backend of {@link consumer}.

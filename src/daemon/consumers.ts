@@ -150,6 +150,9 @@ function buildConsumer(
     reconnectIntervalMs: config.reconnectIntervalMs,
     drainTimeoutMs: config.drainTimeoutMs,
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
+    ...(config.queueBacklogIntervalMs === undefined
+      ? {}
+      : { backlogIntervalMs: config.queueBacklogIntervalMs }),
     ...(config.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: config.maxInFlightBytes }),
     ...(config.maxJobSize === undefined ? {} : { maxJobSize: config.maxJobSize }),
     ...(config.queueStallTimeoutMs === undefined

@@ -200,6 +200,7 @@ function workerMetrics(
   precreateSeries(metrics, {
     queues,
     statusQueues: queues.filter((q) => QUEUES[q].staleFilter),
+    eventLagQueues: queues.filter((q) => QUEUES[q].eventTimeColumn !== null),
     jobResults: JOB_RESULTS,
     deadLetterReasons: [...INVALID_REASONS, "sql_rejected", ...CONSUMER_DEAD_LETTER_REASONS],
     tables: [...batchedTables(), ...downtimeTables()].map((t) => t.name),

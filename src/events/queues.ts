@@ -66,6 +66,12 @@ export interface QueueSpec {
   readonly staleFilter: boolean;
   /** Which events of a job the `/ws` stream carries. */
   readonly stream: StreamRule;
+  /**
+   * The row column holding when the core produced the event, for
+   * `statusengine_queue_event_lag_seconds` (how far MySQL is behind the core): the status and
+   * check queues only, whose newest row is what the UI shows as current; null elsewhere.
+   */
+  readonly eventTimeColumn: string | null;
   /** Decodes one event; internal to this directory. */
   readonly decode: EventDecoder;
 }
@@ -84,6 +90,11 @@ function spec(
     tables: Object.freeze([...tables]),
     inOrder: name === "statusngin_downtimes",
     staleFilter: name === "statusngin_hoststatus" || name === "statusngin_servicestatus",
+    eventTimeColumn: name === "statusngin_hoststatus" || name === "statusngin_servicestatus"
+      ? "status_update_time"
+      : name === "statusngin_hostchecks" || name === "statusngin_servicechecks"
+      ? "end_time"
+      : null,
     stream:
       name === "statusngin_notifications" || name === "statusngin_contactnotificationmethod" ||
         name === "statusngin_core_restart"

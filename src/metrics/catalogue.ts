@@ -22,6 +22,7 @@ export type MetricType = "counter" | "gauge" | "histogram";
 export type LabelSet =
   | "queues"
   | "status_queues"
+  | "event_lag_queues"
   | "queues_x_results"
   | "queues_x_dead_letter_reasons"
   | "tables"
@@ -45,7 +46,21 @@ export interface MetricSpec {
   readonly buckets?: readonly number[];
   /** Gauges that start at 1 instead of 0 (availability, docs/operations.md#zero-series). */
   readonly initial?: number;
+  /**
+   * Read from the worker's own process at every scrape (src/metrics/process.ts) instead of
+   * being updated by the code; absent while the value cannot be read.
+   */
+  readonly process?: ProcessField;
 }
+
+/** What a `process_*` metric reads of the worker's process (src/metrics/process.ts). */
+export type ProcessField =
+  | "cpuSeconds"
+  | "residentMemoryBytes"
+  | "virtualMemoryBytes"
+  | "openFds"
+  | "maxFds"
+  | "startTimeSeconds";
 
 /** The catalogue. Keys are the handles' names in code. */
 export const METRICS = {
@@ -96,6 +111,15 @@ export const METRICS = {
     labels: ["queue_name"],
     precreate: "queues",
   },
+  queueEventLag: {
+    name: "statusengine_queue_event_lag_seconds",
+    type: "histogram",
+    help: "How far MySQL is behind the core: when a status or check job's rows are committed, " +
+      "the age of the newest event in them (worker clock minus the event's time).",
+    labels: ["queue_name"],
+    precreate: "event_lag_queues",
+    buckets: [0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
+  },
   queueConnected: {
     name: "statusengine_queue_connected",
     type: "gauge",
@@ -103,6 +127,17 @@ export const METRICS = {
     labels: ["queue_name"],
     // Deliberately not pre-created: a 0 would report every starting worker as
     // disconnected (G7, docs/operations.md#connection-metrics).
+    precreate: "none",
+  },
+  queueBacklog: {
+    name: "statusengine_queue_backlog",
+    type: "gauge",
+    help: "Jobs waiting at the broker that no worker has taken yet (gearmand: queued minus " +
+      "running, summed over the job servers; RabbitMQ: ready messages), read every 10 s " +
+      "apart from consumption; absent while not known (a job server or the broker cannot be " +
+      "asked, or this worker does not consume the queue now).",
+    labels: ["queue_name"],
+    // Not pre-created: before the first reading the backlog is unknown, not 0.
     precreate: "none",
   },
   queueReconnects: {
@@ -179,9 +214,9 @@ export const METRICS = {
   dbBatchFlushDuration: {
     name: "statusengine_db_batch_flush_duration_seconds",
     type: "histogram",
-    help: "Duration of each flush attempt including its retries.",
-    labels: [],
-    precreate: "none",
+    help: "Duration of each flush attempt including its retries, per table.",
+    labels: ["table"],
+    precreate: "batched_tables",
   },
   dbBatchSizeAtFlush: {
     name: "statusengine_db_batch_size_at_flush",
@@ -385,6 +420,59 @@ export const METRICS = {
     help: "Errors per component (mysql: a failed statement; queue: an undecodable payload; …).",
     labels: ["component"],
     precreate: "components",
+  },
+  // --- the process ------------------------------------------------------------
+  // The standard names of Prometheus' process collectors, so stock dashboards and alerts work.
+  processCpuSeconds: {
+    name: "process_cpu_seconds_total",
+    type: "counter",
+    help: "User and system CPU time the worker used, in seconds.",
+    labels: [],
+    precreate: "none",
+    process: "cpuSeconds",
+  },
+  processResidentMemory: {
+    name: "process_resident_memory_bytes",
+    type: "gauge",
+    help: "Resident memory of the worker; a steady climb under a steady load is a leak.",
+    labels: [],
+    precreate: "none",
+    process: "residentMemoryBytes",
+  },
+  processVirtualMemory: {
+    name: "process_virtual_memory_bytes",
+    type: "gauge",
+    help: "Virtual memory of the worker (from /proc: absent unless the worker may read it, " +
+      "which Deno allows only under --allow-all).",
+    labels: [],
+    precreate: "none",
+    process: "virtualMemoryBytes",
+  },
+  processOpenFds: {
+    name: "process_open_fds",
+    type: "gauge",
+    help: "Open file descriptors (connections, files); from /proc, absent unless the worker " +
+      "may read it (--allow-all).",
+    labels: [],
+    precreate: "none",
+    process: "openFds",
+  },
+  processMaxFds: {
+    name: "process_max_fds",
+    type: "gauge",
+    help: "The limit of open file descriptors; from /proc, absent unless the worker may read " +
+      "it (--allow-all).",
+    labels: [],
+    precreate: "none",
+    process: "maxFds",
+  },
+  processStartTime: {
+    name: "process_start_time_seconds",
+    type: "gauge",
+    help: "When the worker started, in Unix seconds; changes() of it counts restarts.",
+    labels: [],
+    precreate: "none",
+    process: "startTimeSeconds",
   },
   buildInfo: {
     name: "statusengine_build_info",

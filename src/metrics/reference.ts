@@ -13,6 +13,7 @@ export const METRICS_END = "<!-- END METRICS REFERENCE -->";
 const PRECREATED: Readonly<Record<LabelSet, string>> = {
   queues: "all 12 queues",
   "status_queues": "the 2 status queues only",
+  "event_lag_queues": "the 2 status and 2 check queues",
   "queues_x_results": "12 queues × completed/failed/abandoned",
   "queues_x_dead_letter_reasons": "12 queues × every reason",
   tables: "all 19 written tables",
@@ -44,6 +45,8 @@ export function renderMetricsReference(): string {
     const labels = m.labels.length === 0 ? "—" : m.labels.map((l) => `\`${l}\``).join(", ");
     const pre = m.name === "statusengine_queue_connected"
       ? "deliberately none (appears at the first real connection)"
+      : m.name === "statusengine_queue_backlog"
+      ? "deliberately none (appears at the first reading, absent while unknown)"
       : PRECREATED[m.precreate] + start;
     out.push(`| \`${m.name}\` | ${m.type} | ${labels} | ${pre} | ${m.help} |`);
   }

@@ -6,7 +6,14 @@
  * @module
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { type LabelSet, type MetricKey, METRICS, type MetricSpec } from "./catalogue.ts";
+import {
+  type LabelSet,
+  type MetricKey,
+  METRICS,
+  type MetricSpec,
+  type ProcessField,
+} from "./catalogue.ts";
+import { ProcessReader } from "./process.ts";
 
 type Spec<K extends MetricKey> = (typeof METRICS)[K];
 type LabelsOf<K extends MetricKey> = Spec<K>["labels"][number];
@@ -21,6 +28,8 @@ export type Metrics = { readonly [K in MetricKey]: HandleOf<K> } & { readonly re
 export interface LabelValues {
   readonly queues: readonly string[];
   readonly statusQueues: readonly string[];
+  /** Queues whose jobs carry an event time (the status and check queues). */
+  readonly eventLagQueues?: readonly string[];
   readonly jobResults: readonly string[];
   readonly deadLetterReasons: readonly string[];
   /** All 19 written tables (batched, downtime and the downtime tombstones). */
@@ -45,6 +54,7 @@ export interface LabelValues {
 export function createMetrics(): Metrics {
   const registry = new Registry();
   const handles: Record<string, unknown> = { registry };
+  const process = new ProcessReader();
   for (const [key, raw] of Object.entries(METRICS)) {
     const spec: MetricSpec = raw;
     const common = {
@@ -53,9 +63,12 @@ export function createMetrics(): Metrics {
       labelNames: [...spec.labels],
       registers: [registry],
     };
-    if (spec.type === "counter") handles[key] = new Counter(common);
+    const collect = spec.process === undefined
+      ? {}
+      : { collect: readProcess(process, spec.process) };
+    if (spec.type === "counter") handles[key] = new Counter({ ...common, ...collect });
     else if (spec.type === "gauge") {
-      const gauge = new Gauge(common);
+      const gauge = new Gauge({ ...common, ...collect });
       if (spec.initial !== undefined) gauge.set(spec.initial);
       handles[key] = gauge;
     } else {
@@ -68,12 +81,34 @@ export function createMetrics(): Metrics {
   return handles as Metrics;
 }
 
+/**
+ * The collect callback of a `process_*` metric: the reading at scrape time, or no sample at all
+ * while the process cannot tell (a 0 would read as "no memory" or "no descriptors").
+ */
+function readProcess(
+  reader: ProcessReader,
+  field: ProcessField,
+): (this: Counter | Gauge) => Promise<void> {
+  return async function (this: Counter | Gauge) {
+    const value = (await reader.sample())[field];
+    if (value === undefined) this.remove();
+    else if (this instanceof Gauge) this.set(value);
+    else {
+      // A counter only goes up; it is set to the process's own running total.
+      this.reset();
+      this.inc(value);
+    }
+  };
+}
+
 function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
   switch (set) {
     case "queues":
       return v.queues.map((q) => ({ queue_name: q }));
     case "status_queues":
       return v.statusQueues.map((q) => ({ queue_name: q }));
+    case "event_lag_queues":
+      return (v.eventLagQueues ?? []).map((q) => ({ queue_name: q }));
     case "queues_x_results":
       return v.queues.flatMap((q) => v.jobResults.map((r) => ({ queue_name: q, result: r })));
     case "queues_x_dead_letter_reasons":

@@ -422,7 +422,10 @@ export class TableWriter {
         if (!p.settled) await this.#deadLetter(p, failure).catch(() => {});
       }
     } finally {
-      this.#metrics?.dbBatchFlushDuration.observe((performance.now() - started) / 1000);
+      this.#metrics?.dbBatchFlushDuration.observe(
+        { table: this.table.name },
+        (performance.now() - started) / 1000,
+      );
     }
   }
 

@@ -8,6 +8,7 @@
 import type { Job, JobHandler } from "../consumer/contract.ts";
 import { decodePayload } from "../events/decode.ts";
 import type { DecodedJob, Row, StreamEvent, TableRow } from "../events/types.ts";
+import { isQueueName, QUEUES } from "../events/queues.ts";
 import type { DowntimeExecutor } from "../mysql/downtime.ts";
 import type { StatusCleaner } from "../mysql/core_restart.ts";
 import type { BatchedTableName } from "../events/table_names.ts";
@@ -102,7 +103,13 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
   async function writeRows(job: Job, rows: readonly TableRow[], signal: AbortSignal) {
     const byTable = new Map<BatchedTableName, Row[]>();
     const graphiteRows: Row[] = [];
+    const timeColumn = isQueueName(job.queue) ? QUEUES[job.queue].eventTimeColumn : null;
+    let newest = 0;
     for (const { table, row } of rows) {
+      if (timeColumn !== null) {
+        const t = row[timeColumn];
+        if (typeof t === "number" && t > newest) newest = t;
+      }
       if (table === PERFDATA_TABLE) {
         if (options.graphite !== undefined) graphiteRows.push(row);
         if (!options.perfdataToMysql) continue;
@@ -121,6 +128,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     const tracker = new JobTracker(job.queue, total);
     for (const [table, list] of byTable) await options.writers[table].add(list, tracker, signal);
     await abortable(tracker.done, signal);
+    // How far MySQL is behind the core, taken when the job's rows are committed: the age of the
+    // newest event they hold. A core clock ahead of the worker's reads as 0, not as negative.
+    if (newest > 0) {
+      m?.queueEventLag.observe({ queue_name: job.queue }, Math.max(0, now() - newest));
+    }
   }
 
   const stream = options.stream;

@@ -16,6 +16,18 @@ export function fixture(queue: QueueName): string {
   return Deno.readTextFileSync(new URL(`${queue}.job`, FIXTURES));
 }
 
+/**
+ * A fixture job whose event times (`timestamp`, `end_time`) are moved so that the newest is
+ * `ageSeconds` old now; the spacing between its events is kept.
+ */
+export function fixtureAged(queue: QueueName, ageSeconds: number): string {
+  const text = fixture(queue);
+  const field = /"(timestamp|end_time)": (\d+)/g;
+  const newest = Math.max(...[...text.matchAll(field)].map((m) => Number(m[2])));
+  const shift = Math.floor(Date.now() / 1000) - ageSeconds - newest;
+  return text.replace(field, (_, name, n) => `"${name}": ${Number(n) + shift}`);
+}
+
 /** A row of any table a fixture writes (the downtime upserts included). */
 export interface FixtureRow {
   readonly table: TableName;

@@ -42,6 +42,14 @@ export class RecordingObserver implements ConsumerObserver {
     this.stalledHistory.set(queue, h);
   }
 
+  /** Every backlog reported, per queue, in order (undefined = unknown). */
+  readonly backlogHistory = new Map<string, (number | undefined)[]>();
+  queueBacklog(queue: string, jobs: number | undefined): void {
+    const h = this.backlogHistory.get(queue) ?? [];
+    h.push(jobs);
+    this.backlogHistory.set(queue, h);
+  }
+
   queueWindow(queue: string, jobs: number): void {
     const h = this.windowHistory.get(queue) ?? [];
     h.push(jobs);

@@ -1,0 +1,114 @@
+/**
+ * The backlog at the broker, per queue, for `statusengine_queue_backlog`: jobs waiting that no
+ * worker has taken yet (gearmand's admin `status`: total − running; RabbitMQ: the ready count of
+ * a passive declaration). Only `status` showed it before; as a gauge it shows a core that
+ * produces faster than the workers write, long before anything stalls.
+ *
+ * It is asked on a timer of its own, one round at a time, each question bounded, on connections
+ * apart from the consuming ones (gearmand: a short-lived admin connection; RabbitMQ: the probe
+ * channel), so a slow or hung broker can delay the gauge but never a job. A queue whose backlog
+ * is not known (a job server down, the RabbitMQ session lost, a question timed out) is reported
+ * as unknown, never as 0: an empty queue and a blind worker must not look alike.
+ *
+ * @module
+ */
+import type { LinkTarget } from "./link.ts";
+import { abortable, deadline } from "../util/async.ts";
+import { errorMessage, type Logger } from "../log.ts";
+
+/** Default time between two rounds of questions. */
+export const BACKLOG_INTERVAL_MS = 10_000;
+/** Longest a round may take; a broker that answers later counts as unknown for that round. */
+const BACKLOG_TIMEOUT_MS = 5_000;
+
+/** Options of {@link BacklogMonitor}. */
+export interface BacklogMonitorOptions {
+  /** Every link target with the queues it serves; a queue's backlog is the sum over them. */
+  readonly targets: readonly LinkTarget[];
+  /** Time between rounds; default {@link BACKLOG_INTERVAL_MS}. */
+  readonly intervalMs?: number;
+  /** A queue's backlog: jobs waiting, or undefined when not every target could tell. */
+  readonly report: (queue: string, jobs: number | undefined) => void;
+  /** Backend name, the prefix of log lines. */
+  readonly name: string;
+  readonly log: Logger;
+}
+
+/** Asks every link target for its queues' backlogs every interval. */
+export class BacklogMonitor {
+  readonly #o: BacklogMonitorOptions;
+  readonly #stop = new AbortController();
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #round: Promise<void> | undefined;
+  /** Queues whose last failure was logged, so an outage logs once, not every round. */
+  readonly #failing = new Set<string>();
+
+  /** @param options Targets, interval and where to report. */
+  constructor(options: BacklogMonitorOptions) {
+    this.#o = options;
+  }
+
+  /** Ask now, then every interval until {@link stop}. */
+  start(): void {
+    if (this.#stop.signal.aborted || this.#round !== undefined) return;
+    this.#next(0);
+  }
+
+  /**
+   * Stop asking; a round in progress is abandoned (its answers are dropped), and every queue is
+   * reported unknown: a worker that stopped consuming a queue (shutdown, the in-order lock lost)
+   * must not keep showing its last reading.
+   */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#round;
+    for (const queue of new Set(this.#o.targets.flatMap((t) => t.queues))) {
+      this.#o.report(queue, undefined);
+    }
+  }
+
+  #next(ms: number): void {
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#round = this.check().finally(() => {
+        if (!this.#stop.signal.aborted) this.#next(this.#o.intervalMs ?? BACKLOG_INTERVAL_MS);
+      });
+    }, ms);
+  }
+
+  /** One round: every target asked in parallel, each queue reported once (also for tests). */
+  async check(): Promise<void> {
+    using limit = deadline(
+      Math.min(BACKLOG_TIMEOUT_MS, this.#o.intervalMs ?? BACKLOG_INTERVAL_MS),
+      this.#stop.signal,
+    );
+    const totals = new Map<string, number | undefined>();
+    await Promise.all(this.#o.targets.flatMap((target) =>
+      target.queues.map(async (queue) => {
+        let jobs: number | undefined;
+        try {
+          // Raced against the deadline too: a target that ignores its signal cannot hold the round.
+          jobs = await abortable(target.backlog(queue, limit.signal), limit.signal);
+        } catch (err: unknown) {
+          if (!this.#failing.has(queue) && !this.#stop.signal.aborted) {
+            this.#o.log.debug(`${this.#o.name}: cannot read the backlog`, {
+              queue,
+              server: target.server,
+              error: errorMessage(err),
+            });
+          }
+          this.#failing.add(queue);
+        }
+        const before = totals.has(queue) ? totals.get(queue) : 0;
+        totals.set(queue, before === undefined || jobs === undefined ? undefined : before + jobs);
+      })
+    ));
+    if (this.#stop.signal.aborted) return;
+    for (const [queue, jobs] of totals) {
+      if (jobs !== undefined) this.#failing.delete(queue);
+      this.#o.report(queue, jobs);
+    }
+  }
+}

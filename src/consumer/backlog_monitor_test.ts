@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { BacklogMonitor } from "./backlog_monitor.ts";
+import type { LinkTarget } from "./link.ts";
+import { getLogger } from "../log.ts";
+import { waitFor } from "../../tests/helpers/wait.ts";
+
+/** A target whose broker answers `answer` (a number, unknown, an error, or never). */
+function target(
+  server: string,
+  queues: readonly string[],
+  answer: () => Promise<number | undefined>,
+): LinkTarget {
+  return {
+    queues,
+    server,
+    open: () => Promise.reject(new Error("not opened in this test")),
+    backlog: () => answer(),
+  };
+}
+
+function monitor(targets: readonly LinkTarget[], intervalMs = 60_000) {
+  const reports: [string, number | undefined][] = [];
+  const m = new BacklogMonitor({
+    targets,
+    intervalMs,
+    report: (queue, jobs) => reports.push([queue, jobs]),
+    name: "test",
+    log: getLogger("test"),
+  });
+  return { m, reports };
+}
+
+Deno.test("backlog monitor: a queue's backlog is the sum over its job servers, reported once per round", async () => {
+  const { m, reports } = monitor([
+    target("a", ["q1"], () => Promise.resolve(3)),
+    target("b", ["q1"], () => Promise.resolve(4)),
+    target("a", ["q2"], () => Promise.resolve(0)),
+  ]);
+  await m.check();
+  assert.deepEqual(reports.sort(), [["q1", 7], ["q2", 0]]);
+});
+
+Deno.test("backlog monitor: one server that cannot tell makes the queue unknown, never a partial sum or 0", async () => {
+  const { m, reports } = monitor([
+    target("a", ["q1"], () => Promise.resolve(3)),
+    target("b", ["q1"], () => Promise.reject(new Error("connection refused"))),
+    target("a", ["q2"], () => Promise.resolve(undefined)),
+    target("a", ["q3"], () => Promise.resolve(5)),
+  ]);
+  await m.check();
+  assert.deepEqual(reports.sort(), [["q1", undefined], ["q2", undefined], ["q3", 5]]);
+});
+
+Deno.test("backlog monitor: a broker that never answers cannot hold a round beyond its interval", async () => {
+  const { m, reports } = monitor([
+    target("hung", ["q1"], () => new Promise(() => {})),
+    target("ok", ["q2"], () => Promise.resolve(1)),
+  ], 50);
+  await m.check();
+  assert.deepEqual(reports.sort(), [["q1", undefined], ["q2", 1]]);
+});
+
+Deno.test("backlog monitor: it asks again every interval, and stopping reports every queue unknown", async () => {
+  let n = 0;
+  const { m, reports } = monitor([target("a", ["q1"], () => Promise.resolve(++n))], 10);
+  m.start();
+  await waitFor(() => reports.length >= 3, { message: "three rounds" });
+  await m.stop();
+  assert.deepEqual(reports.at(-1), ["q1", undefined]);
+  const after = reports.length;
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(reports.length, after, "no round after stop");
+  assert.deepEqual(reports.slice(0, 3), [["q1", 1], ["q1", 2], ["q1", 3]]);
+});
