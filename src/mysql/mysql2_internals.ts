@@ -1,6 +1,6 @@
 /**
  * Every place where the worker reaches into mysql2 past its public API, in one module, so that
- * a mysql2 upgrade is checked here and nowhere else (docs/writers.md#upgrading-mysql2; `deno
+ * a mysql2 upgrade is checked here and nowhere else (docs/toolchain.md#upgrading-mysql2; `deno
  * task canary` runs the tests that cover these against the newest mysql2 3.x). Checked
  * against mysql2 3.24.6, the version deno.json pins exactly.
  *
