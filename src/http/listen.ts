@@ -231,19 +231,29 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   server.on("upgrade", async (message: IncomingMessage, socket: Socket, head: Buffer) => {
     headReceived(socket);
     const remote = remoteOf(socket);
-    const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
-    const response = await answer(toRequest(message, false), remote, isWebSocket);
-    if (response instanceof Response) {
-      await writeRawResponse(socket, response).catch(() => {});
+    try {
+      const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
+      const response = await answer(toRequest(message, false), remote, isWebSocket);
+      if (response instanceof Response) {
+        await writeRawResponse(socket, response);
+        socket.destroy();
+        return;
+      }
+      if (!isWebSocket || stopping) {
+        socket.destroy();
+        return;
+      }
+      // On a handshake it rejects (no key, wrong version), ws answers 400 and closes.
+      webSockets.handleUpgrade(message, socket, head, (ws) => response.onOpen(ws));
+    } catch (err: unknown) {
+      // A head the web Request refuses, or the peer went away mid-answer.
+      log.debug("http: connection failed", {
+        listener: options.name,
+        remote,
+        error: errorMessage(err),
+      });
       socket.destroy();
-      return;
     }
-    if (!isWebSocket || stopping) {
-      socket.destroy();
-      return;
-    }
-    // On a handshake it rejects (no key, wrong version), ws answers 400 and closes.
-    webSockets.handleUpgrade(message, socket, head, (ws) => response.onOpen(ws));
   });
 
   server.on("clientError", (err: Error, socket: Socket) => {
