@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Debian machine (with npm) for running and testing
-# statusengine-worker: installs Deno, gearmand and Prometheus when missing, starts MariaDB
+# statusengine-worker: installs the pinned Deno (.deno-version), gearmand and Prometheus when missing, starts MariaDB
 # when it does not answer on 127.0.0.1:3306 and RabbitMQ when it does not
 # answer on 127.0.0.1:5672, and with --gearmand also starts a job server on
 # 127.0.0.1:4730 (the tests start their own on free ports).
@@ -28,9 +28,18 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
-if ! command -v deno >/dev/null 2>&1; then
-  log "installing Deno from npm"
-  npm install -g deno@2 >/dev/null
+# The one Deno version the worker is built and tested with: .deno-version (CI and the
+# README read the same file).
+deno_version=$(tr -d '[:space:]' <"$(dirname "$0")/../.deno-version")
+installed_deno() { deno --version 2>/dev/null | sed -nE 's/^deno ([0-9.]+).*/\1/p'; }
+if [ "$(installed_deno)" != "$deno_version" ]; then
+  log "installing Deno $deno_version from npm (found: $(installed_deno || true))"
+  npm install -g "deno@$deno_version" >/dev/null
+  hash -r
+  if [ "$(installed_deno)" != "$deno_version" ]; then
+    log "Deno $deno_version was installed but \`deno\` on PATH is still $(installed_deno); put npm's bin directory first"
+    exit 1
+  fi
 fi
 
 if ! command -v gearmand >/dev/null 2>&1 && [ ! -x /usr/sbin/gearmand ]; then

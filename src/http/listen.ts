@@ -1,6 +1,7 @@
 /**
- * The HTTP listener the metrics, `/ws` and `/commands` servers share: it owns
- * the accept loop, so it can do what `Deno.serve` cannot:
+ * The HTTP listener the metrics, `/ws` and `/commands` servers share. It is
+ * built on `node:http` because that server hands over each connection before
+ * any byte of it is parsed, which `Deno.serve` does not, and so it can:
  *
  * - cap the connections open at once (`--http-max-connections`, default 512
  *   per listener); one more is closed as soon as it is accepted and counted;
@@ -10,18 +11,22 @@
  * - close a connection whose response is not taken within 30 s.
  *
  * A connection carries one request: every response says `Connection: close`,
- * so an idle keep-alive socket never occupies a place under the cap, and the
- * connection is closed only after the server side has sent the response
- * (closing it earlier would cut the response, which is still being written
- * when `respondWith` resolves).
+ * so an idle keep-alive socket never occupies a place under the cap.
  *
- * Each accepted connection is handed to Deno's per-connection HTTP/1.1 server
- * (`Deno.serveHttp`), which parses the requests and supports
- * `Deno.upgradeWebSocket`. It is no longer in Deno 2's type declarations but
- * still shipped; bench/http_listen.ts compares it with `Deno.serve`.
+ * Handlers see web-standard `Request`s and return `Response`s; a WebSocket
+ * handshake (`Upgrade: websocket`) is offered to the same handler, which may
+ * accept it (the `ws` library then takes the connection over) or answer it
+ * with a plain response. docs/http.md has the measurements that chose this
+ * server.
  *
  * @module
  */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Buffer } from "node:buffer";
+import type { Socket } from "node:net";
+import { Readable } from "node:stream";
+// @ts-types="@types/ws"
+import { type WebSocket as WsSocket, WebSocketServer } from "ws";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -38,8 +43,6 @@ export const MAX_CONNECTIONS = 512;
 export const HEADER_TIMEOUT_MS = 10_000;
 /** Time a client gets to take a whole response. */
 export const RESPONSE_TIMEOUT_MS = 30_000;
-/** Pause after a failed accept (e.g. out of file descriptors) before the next one. */
-const ACCEPT_RETRY_MS = 100;
 
 /** The metric handles a listener updates. */
 export type ListenerMetrics = Pick<
@@ -67,6 +70,17 @@ export interface ListenOptions extends HttpLimits {
   /** The answer to a request whose handler threw (after logging it). */
   readonly onError: (err: unknown) => Response;
   readonly metrics?: ListenerMetrics;
+  /** Largest WebSocket message a client may send; a larger one closes the socket (1009). */
+  readonly maxWebSocketMessageBytes?: number;
+}
+
+/** The server side of an accepted WebSocket (the `ws` library's socket). */
+export type ServerWebSocket = WsSocket;
+
+/** What a handler returns to accept a WebSocket handshake. */
+export interface WebSocketAccept {
+  /** Called with the open socket once the handshake answer went out. */
+  readonly onOpen: (socket: ServerWebSocket) => void;
 }
 
 /** What a handler learns about its request besides the request itself. */
@@ -74,14 +88,18 @@ export interface RequestInfo {
   /** The peer as `host:port` (`[v6]:port`). */
   readonly remote: string;
   /**
-   * Keep the connection counted against the cap until `closed` settles: for a
-   * response that hands the connection over, such as a WebSocket upgrade.
+   * True for a WebSocket handshake (`Upgrade: websocket`), which the handler
+   * may accept by returning a {@link WebSocketAccept}. The connection then
+   * counts against the cap until the socket closes.
    */
-  hold(closed: Promise<unknown>): void;
+  readonly webSocket: boolean;
 }
 
 /** A request handler. */
-export type Handler = (req: Request, info: RequestInfo) => Response | Promise<Response>;
+export type Handler = (
+  req: Request,
+  info: RequestInfo,
+) => Response | WebSocketAccept | Promise<Response | WebSocketAccept>;
 
 /** A listening server and the address it is bound to. */
 export interface Listening {
@@ -89,27 +107,20 @@ export interface Listening {
   /** Connections open now. */
   readonly connections: number;
   /**
-   * Stop accepting and close idle connections; requests in progress finish
-   * and held connections are waited for. Idempotent.
+   * Stop accepting and close connections whose request has not arrived;
+   * requests in progress finish and accepted WebSockets are waited for.
+   * Idempotent.
    */
   shutdown(): Promise<void>;
 }
 
-/** `Deno.serveHttp`'s connection, as far as it is used here. */
-interface HttpConn {
-  nextRequest(): Promise<RequestEvent | null>;
-  close(): void;
+/** What the listener tracks of one accepted connection. */
+interface Tracked {
+  /** Set until the request head arrived: the header timeout. */
+  headTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Resolves once the connection closed. */
+  readonly closed: Promise<void>;
 }
-
-interface RequestEvent {
-  readonly request: Request;
-  respondWith(response: Response): Promise<void>;
-}
-
-type ServeHttp = (conn: Deno.Conn) => HttpConn;
-
-const TIMEOUT = Symbol("timeout");
-const STOP = Symbol("stop");
 
 /**
  * Serve `handler` on `hostname:port`.
@@ -118,201 +129,250 @@ const STOP = Symbol("stop");
  * @param handler The request handler.
  * @returns Once bound: the server and its address.
  * @throws {Deno.errors.AddrInUse} When the port is taken.
- * @throws {Error} When this Deno has no per-connection HTTP server.
  */
-// deno-lint-ignore require-await -- async so that a taken port rejects instead of throwing
 export async function listen(options: ListenOptions, handler: Handler): Promise<Listening> {
-  const serveHttp = (Deno as unknown as { serveHttp?: ServeHttp }).serveHttp;
-  if (typeof serveHttp !== "function") {
-    throw new Error("This Deno has no Deno.serveHttp, which the HTTP listeners are built on");
-  }
   const max = options.maxConnections ?? MAX_CONNECTIONS;
   const headerTimeoutMs = options.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
   const responseTimeoutMs = options.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
   const labels = { listener: options.name };
   const metrics = options.metrics;
-  const listener = Deno.listen({
-    hostname: options.hostname,
-    port: options.port,
-    transport: "tcp",
-  });
-  const stop = new AbortController();
+  const open = new Map<Socket, Tracked>();
   let stopping = false;
-  const running = new Set<Promise<void>>();
 
-  const serveConnection = async (conn: Deno.TcpConn): Promise<void> => {
-    const remote = remoteAddress(conn.remoteAddr);
-    let http: HttpConn | undefined;
-    try {
-      // Small responses go out at once instead of waiting for Nagle.
-      conn.setNoDelay(true);
-      http = serveHttp(conn);
-      const next = http.nextRequest();
-      // Abandoned on timeout or stop: it rejects once the connection is closed.
-      next.catch(() => {});
-      const event = await within(next, headerTimeoutMs, stop.signal);
-      if (event === TIMEOUT) {
+  // node's own request timeouts answer 408 on a timer of their own; the header timeout here
+  // closes without an answer and is counted, so those are switched off.
+  const server = createServer({ requestTimeout: 0, headersTimeout: 0, keepAlive: false });
+  const webSockets = new WebSocketServer({
+    noServer: true,
+    ...(options.maxWebSocketMessageBytes === undefined
+      ? {}
+      : { maxPayload: options.maxWebSocketMessageBytes }),
+  });
+
+  server.on("connection", (socket: Socket) => {
+    if (stopping || open.size >= max) {
+      if (!stopping) metrics?.httpConnectionsRefused.inc(labels);
+      socket.destroy();
+      return;
+    }
+    metrics?.httpConnectionsOpen.inc(labels);
+    // Small responses go out at once instead of waiting for Nagle.
+    socket.setNoDelay(true);
+    const tracked: Tracked = {
+      headTimer: setTimeout(() => {
+        tracked.headTimer = undefined;
         metrics?.httpHeaderTimeouts.inc(labels);
         log.debug("http: request head not received in time, closing", {
           listener: options.name,
-          remote,
+          remote: remoteOf(socket),
           timeout_ms: headerTimeoutMs,
         });
-        return;
+        socket.destroy();
+      }, headerTimeoutMs),
+      closed: new Promise<void>((resolve) => {
+        socket.once("close", () => {
+          clearTimeout(tracked.headTimer);
+          open.delete(socket);
+          metrics?.httpConnectionsOpen.dec(labels);
+          resolve();
+        });
+      }),
+    };
+    open.set(socket, tracked);
+  });
+
+  /** The request head arrived: the header timeout no longer applies. */
+  const headReceived = (socket: Socket): void => {
+    const tracked = open.get(socket);
+    if (tracked === undefined) return;
+    clearTimeout(tracked.headTimer);
+    tracked.headTimer = undefined;
+  };
+
+  const answer = async (req: Request, remote: string, webSocket: boolean) => {
+    try {
+      return await handler(req, { remote, webSocket });
+    } catch (err: unknown) {
+      return options.onError(err);
+    }
+  };
+
+  server.on("request", async (message: IncomingMessage, res: ServerResponse) => {
+    const socket = message.socket;
+    headReceived(socket);
+    const remote = remoteOf(socket);
+    try {
+      let response = await answer(toRequest(message, true), remote, false);
+      if (!(response instanceof Response)) {
+        // Only a handshake can be accepted; a handler that does so otherwise is a bug.
+        response = options.onError(new Error("WebSocket accepted on a plain request"));
       }
-      if (event === STOP || event === null) return;
-      let held: Promise<unknown> | undefined;
-      let response: Response;
-      try {
-        response = await handler(event.request, { remote, hold: (closed) => held = closed });
-      } catch (err: unknown) {
-        response = options.onError(err);
-      }
-      if (held !== undefined) {
-        // The connection now belongs to the upgraded protocol. A failed hand-over never
-        // opens the socket, so there is nothing to wait for then.
-        if (await event.respondWith(response).then(() => true, () => false)) {
-          await held.catch(() => {});
-        }
-        return;
-      }
-      await event.respondWith(lastOnConnection(response));
-      // The peer's end of the connection (null) comes once the response is out.
-      const end = http.nextRequest();
-      end.catch(() => {});
-      if (await within(end, responseTimeoutMs) === TIMEOUT) {
+      const timer = setTimeout(() => {
         log.debug("http: response not taken in time, closing", {
           listener: options.name,
           remote,
           timeout_ms: responseTimeoutMs,
         });
-      }
+        socket.destroy();
+      }, responseTimeoutMs);
+      socket.once("close", () => clearTimeout(timer));
+      await writeResponse(res, response);
     } catch (err: unknown) {
-      // The peer went away mid-request, or sent something that is not HTTP.
+      // The peer went away mid-request.
       log.debug("http: connection failed", {
         listener: options.name,
         remote,
         error: errorMessage(err),
       });
-    } finally {
-      try {
-        if (http === undefined) conn.close();
-        else http.close();
-      } catch {
-        // Already closed by the peer or by an upgrade.
-      }
+      socket.destroy();
     }
-  };
+  });
 
-  const accepting = (async () => {
-    for (;;) {
-      let conn: Deno.TcpConn;
-      try {
-        conn = await listener.accept();
-      } catch (err: unknown) {
-        if (stopping || err instanceof Deno.errors.BadResource) return;
-        log.warn("http: accepting a connection failed", {
-          listener: options.name,
-          error: errorMessage(err),
-        });
-        await new Promise((r) => setTimeout(r, ACCEPT_RETRY_MS));
-        continue;
+  server.on("upgrade", async (message: IncomingMessage, socket: Socket, head: Buffer) => {
+    headReceived(socket);
+    const remote = remoteOf(socket);
+    try {
+      const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
+      const response = await answer(toRequest(message, false), remote, isWebSocket);
+      if (response instanceof Response) {
+        await writeRawResponse(socket, response);
+        socket.destroy();
+        return;
       }
-      if (running.size >= max) {
-        metrics?.httpConnectionsRefused.inc(labels);
-        try {
-          conn.close();
-        } catch {
-          // Gone already.
-        }
-        continue;
+      if (!isWebSocket || stopping) {
+        socket.destroy();
+        return;
       }
-      metrics?.httpConnectionsOpen.inc(labels);
-      const task = serveConnection(conn).finally(() => {
-        running.delete(task);
-        metrics?.httpConnectionsOpen.dec(labels);
+      // On a handshake it rejects (no key, wrong version), ws answers 400 and closes.
+      webSockets.handleUpgrade(message, socket, head, (ws) => response.onOpen(ws));
+    } catch (err: unknown) {
+      // A head the web Request refuses, or the peer went away mid-answer.
+      log.debug("http: connection failed", {
+        listener: options.name,
+        remote,
+        error: errorMessage(err),
       });
-      running.add(task);
+      socket.destroy();
     }
-  })();
+  });
+
+  server.on("clientError", (err: Error, socket: Socket) => {
+    // Not HTTP, or the peer went away mid-head: nothing to answer.
+    log.debug("http: connection failed", {
+      listener: options.name,
+      remote: remoteOf(socket),
+      error: errorMessage(err),
+    });
+    socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ host: options.hostname, port: options.port }, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  }).catch((err: unknown) => {
+    throw (err as { code?: unknown }).code === "EADDRINUSE"
+      ? new Deno.errors.AddrInUse(`${options.hostname}:${options.port}: ${errorMessage(err)}`)
+      : err;
+  });
+  server.on("error", (err: Error) => {
+    log.warn("http: accepting a connection failed", {
+      listener: options.name,
+      error: errorMessage(err),
+    });
+  });
+  const bound = server.address();
+  if (bound === null || typeof bound === "string") {
+    throw new Error(`${options.name}: the HTTP server has no TCP address`);
+  }
 
   let stopped: Promise<void> | undefined;
   return {
-    addr: listener.addr,
+    addr: { transport: "tcp", hostname: bound.address, port: bound.port },
     get connections() {
-      return running.size;
+      return open.size;
     },
     shutdown() {
       stopped ??= (async () => {
         stopping = true;
-        stop.abort();
-        try {
-          listener.close();
-        } catch {
-          // Already closed.
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        for (const [socket, tracked] of open) {
+          if (tracked.headTimer !== undefined) socket.destroy();
         }
-        await accepting;
-        await Promise.all([...running]);
+        await Promise.all([...open.values()].map((t) => t.closed));
+        await closed;
+        webSockets.close();
       })();
       return stopped;
     },
   };
 }
 
-/** The response with `Connection: close`, so the server closes after sending it. */
-function lastOnConnection(response: Response): Response {
-  try {
-    response.headers.set("connection", "close");
-    return response;
-  } catch {
-    // Immutable headers (Response.error(), Response.redirect()): copy them.
-    const headers = new Headers(response.headers);
-    headers.set("connection", "close");
-    return new Response(response.body, {
-      status: response.status,
-      statusText: response.statusText,
-      headers,
-    });
+/** The web `Request` for a node request; the body streams from the connection. */
+function toRequest(message: IncomingMessage, withBody: boolean): Request {
+  const headers = new Headers();
+  const raw = message.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    try {
+      headers.append(raw[i] as string, raw[i + 1] as string);
+    } catch {
+      // A header the web API refuses (invalid characters) is dropped.
+    }
   }
-}
-
-/**
- * `promise`, or {@link TIMEOUT} after `ms`, or {@link STOP} once `stop` aborts,
- * whichever comes first. The abort listener is removed again: one shared
- * promise raced by every connection would keep a reaction per connection
- * alive for the whole run.
- */
-async function within<T>(
-  promise: Promise<T>,
-  ms: number,
-  stop?: AbortSignal,
-): Promise<T | typeof TIMEOUT | typeof STOP> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let onStop: (() => void) | undefined;
-  const limit = new Promise<typeof TIMEOUT | typeof STOP>((resolve) => {
-    timer = setTimeout(() => resolve(TIMEOUT), ms);
-    if (stop === undefined) return;
-    if (stop.aborted) resolve(STOP);
-    onStop = () => resolve(STOP);
-    stop.addEventListener("abort", onStop, { once: true });
+  const method = message.method ?? "GET";
+  const hasBody = withBody && method !== "GET" && method !== "HEAD";
+  return new Request(`http://${headers.get("host") ?? "localhost"}${message.url ?? "/"}`, {
+    method,
+    headers,
+    ...(hasBody
+      ? { body: Readable.toWeb(message) as ReadableStream<Uint8Array>, duplex: "half" }
+      : {}),
   });
-  try {
-    return await Promise.race([promise, limit]);
-  } finally {
-    clearTimeout(timer);
-    if (onStop !== undefined) stop?.removeEventListener("abort", onStop);
-  }
 }
 
-/**
- * A peer address for log lines.
- *
- * @param addr The remote address of a request.
- * @returns `host:port`, `[v6]:port`, or the transport name for a Unix socket.
- */
-export function remoteAddress(addr: Deno.Addr): string {
-  if (addr.transport !== "tcp" && addr.transport !== "udp") return addr.transport;
-  return addr.hostname.includes(":")
-    ? `[${addr.hostname}]:${addr.port}`
-    : `${addr.hostname}:${addr.port}`;
+/** Send `response` with `Connection: close`; resolves once it was handed to the connection. */
+async function writeResponse(res: ServerResponse, response: Response): Promise<void> {
+  const body = response.body === null ? null : new Uint8Array(await response.arrayBuffer());
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, name) => headers[name] = value);
+  headers["connection"] = "close";
+  if (body !== null) headers["content-length"] = String(body.byteLength);
+  res.writeHead(response.status, response.statusText || undefined, headers);
+  await new Promise<void>((resolve, reject) => {
+    res.once("error", reject);
+    res.end(body ?? undefined, () => resolve());
+  });
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+/** Answer a refused upgrade request on the raw connection (node has no response object there). */
+async function writeRawResponse(socket: Socket, response: Response): Promise<void> {
+  const body = new Uint8Array(await response.arrayBuffer());
+  const lines = [
+    `HTTP/1.1 ${response.status} ${response.statusText || STATUS_TEXT[response.status] || ""}`,
+  ];
+  response.headers.forEach((value, name) => lines.push(`${name}: ${value}`));
+  lines.push(`content-length: ${body.byteLength}`, "connection: close", "", "");
+  await new Promise<void>((resolve, reject) => {
+    socket.write(lines.join("\r\n"));
+    socket.end(body, () => resolve());
+    socket.once("error", reject);
+  });
+}
+
+/** The peer of a connection for log lines: `host:port` or `[v6]:port`. */
+function remoteOf(socket: Socket): string {
+  const host = socket.remoteAddress ?? "unknown";
+  const port = socket.remotePort ?? 0;
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
 }

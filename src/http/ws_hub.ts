@@ -14,7 +14,7 @@
  *   affected and nothing ever awaits a client. The frames still in a
  *   client's buffer when it goes (disconnect, write timeout, shutdown) are
  *   lost too and counted the same way; the ones already handed to the socket
- *   are not, as Deno sends them before its close frame.
+ *   are not, as the socket sends them before its close frame.
  * - Frames are encoded once per job, and only when a client wants the topic:
  *   with no client connected nothing is collected or encoded at all.
  *
@@ -33,14 +33,14 @@ export const HUB_BUFFER_FRAMES = 1024;
 /** Frames one client's send buffer holds; beyond it the frame is lost for that client. */
 export const CLIENT_BUFFER_FRAMES = 256;
 /**
- * Unsent bytes a socket may hold before the pump stops handing it frames. Deno's
+ * Unsent bytes a socket may hold before the pump stops handing it frames. The socket's
  * `send()` never blocks, so without this a stalled reader would make the runtime buffer
  * without bound instead of filling its 256-frame buffer.
  */
 export const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
 /** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
 export const WRITE_TIMEOUT_MS = 10_000;
-/** How often a stalled socket is re-checked: Deno fires no "drained" event. */
+/** How often a stalled socket is re-checked: the socket interface the hub uses has no "drained" event. */
 const STALL_POLL_MS = 10;
 /** Frames dispatched per timer turn, so a burst does not hold the event loop. */
 const DRAIN_BATCH_FRAMES = 128;

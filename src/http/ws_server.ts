@@ -5,18 +5,24 @@
  * Deviations from the Go worker, each deliberate:
  * - An invalid control frame is answered with `{"error":"…"}` and the connection stays
  *   open (issue 7); Go ignores it silently.
- * - Keep-alive: Deno's server WebSocket exposes no ping API, only `idleTimeout`: it pings
- *   after half the timeout without an inbound frame and closes when nothing arrives in the
- *   other half. {@link IDLE_TIMEOUT_SECONDS} = 108 pings after 54 s of silence as Go does, and
- *   closes a peer that has not answered 54 s later (Go: 60 s after its last pong).
- * - The 8192-byte limit on client messages is checked after the message was read: Deno
- *   has no per-socket read limit. An oversized message closes the connection (1009) as in Go.
+ * - Keep-alive: the server pings after half of {@link IDLE_TIMEOUT_SECONDS} without an
+ *   inbound frame and closes when nothing arrives in the other half: 108 pings after 54 s of
+ *   silence as Go does, and closes a peer that has not answered 54 s later (Go: 60 s after its
+ *   last pong).
+ * - The 8192-byte limit on client messages is enforced while reading (the `ws` library's
+ *   `maxPayload`): an oversized message closes the connection (1009) as in Go.
  * - Connection attempts during or after shutdown get 503 before the upgrade.
  *
  * @module
  */
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
-import { type HttpLimits, listen, type RequestInfo } from "./listen.ts";
+import {
+  type HttpLimits,
+  listen,
+  type RequestInfo,
+  type ServerWebSocket,
+  type WebSocketAccept,
+} from "./listen.ts";
 import {
   type HubClient,
   parseControlFrame,
@@ -36,7 +42,6 @@ export const IDLE_TIMEOUT_SECONDS = 108;
 /** How long shutdown waits for clients to acknowledge their close frames. */
 const CLOSE_WAIT_MS = 2_000;
 
-const ENCODER = new TextEncoder();
 const DECODER = new TextDecoder();
 
 /** Options of {@link startWebSocketServer}. */
@@ -106,12 +111,12 @@ export async function startWebSocketServer(
   }
   const hub = options.hub;
   const idleTimeout = options.idleTimeoutSeconds ?? IDLE_TIMEOUT_SECONDS;
-  const open = new Set<WebSocket>();
+  const open = new Set<ServerWebSocket>();
   let refusing = false;
 
   const countError = () => options.metrics?.pipelineErrors.inc({ component: "websocket" });
 
-  function accept(req: Request, info: RequestInfo): Response {
+  function accept(req: Request, info: RequestInfo): Response | WebSocketAccept {
     const remote = info.remote;
     const url = new URL(req.url);
     if (url.pathname !== "/ws") return text(404, "not found");
@@ -126,43 +131,51 @@ export async function startWebSocketServer(
       log.error("websocket: upgrade failed", { remote, error: `method ${req.method}` });
       return text(405, "method not allowed");
     }
-    const topics = parseTopicsParam(url.searchParams.get("topics"));
-    let upgraded: { socket: WebSocket; response: Response };
-    try {
-      upgraded = Deno.upgradeWebSocket(req, { idleTimeout });
-    } catch (err: unknown) {
+    if (!info.webSocket) {
       countError();
-      log.error("websocket: upgrade failed", { remote, error: errorMessage(err) });
+      log.error("websocket: upgrade failed", { remote, error: "not a WebSocket handshake" });
       return text(400, "bad request: not a WebSocket handshake");
     }
-    const { socket, response } = upgraded;
+    const topics = parseTopicsParam(url.searchParams.get("topics"));
+    return {
+      onOpen: (socket) => {
+        open.add(socket);
+        serveClient(socket, remote, topics);
+      },
+    };
+  }
+
+  function serveClient(socket: ServerWebSocket, remote: string, topics: readonly string[]): void {
     socket.binaryType = "arraybuffer";
-    let client: HubClient | null = null;
-    open.add(socket);
-    // The connection counts against the listener's cap for as long as the socket lives.
-    info.hold(
-      new Promise<void>((r) => socket.addEventListener("close", () => r(), { once: true })),
-    );
-    socket.onopen = () => {
-      client = hub.register(socket, topics);
-      if (client !== null) {
-        log.info("websocket: client connected", {
-          client: client.id,
-          remote,
-          topics: topics.length === 0 ? "all" : topics.join(","),
-        });
-      }
-    };
-    socket.onmessage = (e: MessageEvent<unknown>) => {
-      if (client !== null) onClientMessage(hub, client, e.data);
-    };
-    socket.onclose = () => {
+    const client = hub.register(socket, topics);
+    if (client !== null) {
+      log.info("websocket: client connected", {
+        client: client.id,
+        remote,
+        topics: topics.length === 0 ? "all" : topics.join(","),
+      });
+    }
+    const stopIdleCheck = keepAlive(socket, idleTimeout);
+    socket.on("message", (data: unknown, isBinary: boolean) => {
+      if (client === null) return;
+      onClientMessage(client, isBinary ? data : DECODER.decode(data as ArrayBuffer));
+    });
+    socket.on("close", () => {
+      stopIdleCheck();
       open.delete(socket);
       if (client !== null) hub.unregister(client);
-    };
-    // A close event always follows an error event; the hub is told there.
-    socket.onerror = () => {};
-    return response;
+    });
+    socket.on("error", (err: Error & { code?: string }) => {
+      // The close event follows and tells the hub.
+      if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") {
+        log.warn("websocket: client message too large, closing", {
+          ...(client === null ? {} : { client: client.id }),
+          limit_bytes: MAX_CLIENT_MESSAGE_BYTES,
+        });
+      } else {
+        log.debug("websocket: connection failed", { remote, error: errorMessage(err) });
+      }
+    });
   }
 
   const server = await listen({
@@ -173,6 +186,7 @@ export async function startWebSocketServer(
       log.error("websocket: request failed", { error: errorMessage(err) });
       return text(500, "internal error");
     },
+    maxWebSocketMessageBytes: MAX_CLIENT_MESSAGE_BYTES,
     ...options.limits,
     ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
   }, accept);
@@ -184,7 +198,7 @@ export async function startWebSocketServer(
       refusing = true;
       const closed = [...open].map((s) =>
         new Promise<void>((r) => {
-          if (s.readyState === WebSocket.CLOSED) r();
+          if (s.readyState === s.CLOSED) r();
           else s.addEventListener("close", () => r(), { once: true });
         })
       );
@@ -195,6 +209,8 @@ export async function startWebSocketServer(
         Promise.all(closed),
         new Promise<void>((r) => limit.signal.addEventListener("abort", () => r())),
       ]);
+      // Whoever has not answered by now loses the connection without the handshake.
+      for (const s of open) s.terminate();
     })();
     return closingClients;
   };
@@ -215,24 +231,43 @@ export async function startWebSocketServer(
   };
 }
 
-function onClientMessage(hub: WebSocketHub, client: HubClient, data: unknown): void {
+/**
+ * Ping after half of `idleTimeoutSeconds` without an inbound frame; close the connection when
+ * nothing (not even the pong) arrives in the other half.
+ *
+ * @returns Stops the checks (call on close).
+ */
+function keepAlive(socket: ServerWebSocket, idleTimeoutSeconds: number): () => void {
+  const halfMs = (idleTimeoutSeconds * 1000) / 2;
+  let pinged = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const silent = () => {
+    if (pinged) {
+      log.debug("websocket: no answer to a ping, closing");
+      socket.terminate();
+      return;
+    }
+    pinged = true;
+    socket.ping();
+    timer = setTimeout(silent, halfMs);
+  };
+  const heardFrom = () => {
+    pinged = false;
+    clearTimeout(timer);
+    timer = setTimeout(silent, halfMs);
+  };
+  heardFrom();
+  socket.on("message", heardFrom);
+  socket.on("pong", heardFrom);
+  socket.on("ping", heardFrom);
+  return () => clearTimeout(timer);
+}
+
+function onClientMessage(client: HubClient, data: unknown): void {
   let textData: string;
   if (typeof data === "string") {
-    // UTF-16 length bounds the UTF-8 size from below and 3× from above: encode only in between.
-    if (
-      data.length > MAX_CLIENT_MESSAGE_BYTES ||
-      (data.length * 3 > MAX_CLIENT_MESSAGE_BYTES &&
-        ENCODER.encode(data).length > MAX_CLIENT_MESSAGE_BYTES)
-    ) {
-      tooBig(hub, client);
-      return;
-    }
     textData = data;
   } else if (data instanceof ArrayBuffer) {
-    if (data.byteLength > MAX_CLIENT_MESSAGE_BYTES) {
-      tooBig(hub, client);
-      return;
-    }
     // Go reads text and binary messages alike.
     textData = DECODER.decode(data);
   } else {
@@ -241,15 +276,6 @@ function onClientMessage(hub: WebSocketHub, client: HubClient, data: unknown): v
   const parsed = parseControlFrame(textData);
   if (parsed.ok) client.apply(parsed.value);
   else client.sendError(parsed.error);
-}
-
-function tooBig(hub: WebSocketHub, client: HubClient): void {
-  log.warn("websocket: client message too large, closing", {
-    client: client.id,
-    limit_bytes: MAX_CLIENT_MESSAGE_BYTES,
-  });
-  client.close(1009, "message too big");
-  hub.unregister(client);
 }
 
 function text(status: number, body: string): Response {

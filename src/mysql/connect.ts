@@ -7,6 +7,7 @@
  */
 import mysql from "mysql2/promise";
 import { errorMessage } from "../log.ts";
+import { destroySocket } from "./mysql2_internals.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /** The caller's signal aborted the wait; the statement in flight was abandoned. */
@@ -51,13 +52,8 @@ export async function unlessAborted<T>(
  * @param conn The connection; unusable afterwards. Calling it twice is harmless.
  */
 export function closeMysqlNow(conn: mysql.Connection): void {
-  // `connection` (the callback-style core connection) is public in mysql2 but untyped on
-  // the promise wrapper; `stream` is its socket.
-  const core = (conn as unknown as { connection?: { stream?: { destroy?: () => void } } })
-    .connection;
-  const stream = core?.stream;
   try {
-    stream?.destroy?.();
+    destroySocket(conn);
   } catch {
     // already closed
   }

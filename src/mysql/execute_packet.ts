@@ -11,14 +11,11 @@
  * connection whose character set mysql2 encodes as UTF-8, for a statement whose placeholder
  * descriptions give mysql2 no type hint (MariaDB describes INSERT placeholders as type
  * NULL); everything else, and everything after the packet is written (the answer, errors,
- * timeouts), stays mysql2's. It is hooked into mysql2's execute command, which mysql2 does
- * not export: {@link installBulkExecuteEncoder} finds the command's class by building one
- * without running it, and leaves mysql2 untouched if any part it relies on is missing.
+ * timeouts), stays mysql2's. The hook into mysql2's execute command, which mysql2 does not
+ * export, lives with every other use of mysql2's internals in mysql2_internals.ts.
  *
  * @module
  */
-import { Buffer } from "node:buffer";
-import mysql from "mysql2";
 import type { SqlValue } from "../events/types.ts";
 
 /** COM_STMT_EXECUTE. */
@@ -29,7 +26,8 @@ const PARAMETER_COUNT_AVAILABLE = 0x08;
 export const CLIENT_QUERY_ATTRIBUTES = 0x08000000;
 
 const TYPE_DOUBLE = 5;
-const TYPE_NULL = 6;
+/** MYSQL_TYPE_NULL: how MariaDB describes an INSERT placeholder (no type hint). */
+export const TYPE_NULL = 6;
 const TYPE_VAR_STRING = 253;
 
 /** Length of a length-encoded integer, with mysql2's thresholds (so the bytes are the same). */
@@ -242,227 +240,4 @@ function writeShortString(out: Uint8Array, at: number, v: string): number {
     : encoder.encodeInto(v, out.subarray(start, start + 3 * units)).written;
   out[at] = n;
   return start + n;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The hook into mysql2
-
-/** Stand-ins mysql2 is given for the parameters of a bulk INSERT, and those parameters. */
-const BULK = new WeakMap<readonly unknown[], readonly unknown[]>();
-
-/**
- * What to give mysql2 as the parameters of a bulk INSERT for this encoder: an empty stand-in
- * that the hook replaces with `values` when the command starts. mysql2 checks every parameter
- * with a callback before it queues a command (30,100 calls for a 700-row servicestatus
- * INSERT); the encoder checks each value's type anyway.
- *
- * @param values The statement's parameters.
- * @returns The stand-in, or `values` itself when the hook is not installed.
- */
-export function bulkParameters(values: readonly unknown[]): readonly unknown[] {
-  if (installed !== "yes") return values;
-  const standIn: unknown[] = [];
-  BULK.set(standIn, values);
-  return standIn;
-}
-
-/** The parts of mysql2's execute command the hook uses. */
-interface ExecuteCommand {
-  parameters: unknown;
-  statement?: { id: number; parameters?: unknown };
-  _executeOptions?: { attributes?: unknown };
-  _connection: unknown;
-  options: unknown;
-  queryTimeout: ReturnType<typeof setTimeout> | null;
-  onResult?: (err: unknown) => void;
-  emit(event: string, ...args: unknown[]): boolean;
-  _setTimeout(): void;
-}
-
-interface ExecuteConnection {
-  config: { clientFlags: number; charsetNumber: number };
-  serverCapabilityFlags?: number;
-  writePacket(packet: unknown): void;
-}
-
-type Start = (this: ExecuteCommand, packet: unknown, connection: ExecuteConnection) => unknown;
-
-interface ExecutePrototype {
-  start: Start;
-  resultsetHeader: unknown;
-  _setTimeout: unknown;
-}
-
-/** What mysql2's `Connection.writePacket` needs of a packet. */
-class EncodedPacket {
-  readonly _name = "Execute";
-  readonly buffer: Buffer;
-  constructor(bytes: Uint8Array) {
-    this.buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  }
-  length(): number {
-    return this.buffer.length;
-  }
-  writeHeader(sequenceId: number): void {
-    this.buffer[3] = sequenceId;
-  }
-}
-
-/** Whether mysql2 would use the statement's placeholder descriptions as type hints. */
-function hasHints(parameters: unknown): boolean {
-  if (!Array.isArray(parameters)) return false;
-  for (const p of parameters) {
-    if ((p as { columnType?: unknown } | null)?.columnType !== TYPE_NULL) return true;
-  }
-  return false;
-}
-
-let installed: "yes" | "no" | undefined;
-let originalStart: Start | undefined;
-let encoded = 0;
-
-/**
- * Statements whose packet this encoder wrote since the process started (tests: the bulk
- * INSERTs really take this path).
- *
- * @returns The count.
- */
-export function bulkPacketsEncoded(): number {
-  return encoded;
-}
-
-/** mysql2's execute command class, found by building one through `Connection.execute` without a connection. */
-function findExecutePrototype(): ExecutePrototype | undefined {
-  const commands: unknown[] = [];
-  const fake = {
-    config: {},
-    _resolveNamedPlaceholders() {},
-    addCommand(command: unknown) {
-      commands.push(command);
-    },
-  };
-  try {
-    const execute = (mysql.Connection.prototype as unknown as {
-      execute: (this: unknown, options: unknown, cb: () => void) => unknown;
-    }).execute;
-    execute.call(fake, { sql: "SELECT 1", values: [] }, () => {});
-  } catch {
-    return undefined;
-  }
-  const command = commands.find((c) =>
-    typeof c === "object" && c !== null && (c as { constructor?: { name?: string } })
-        .constructor?.name === "Execute"
-  );
-  if (command === undefined) return undefined;
-  const proto = Object.getPrototypeOf(command) as Partial<ExecutePrototype>;
-  if (
-    typeof proto.start !== "function" || proto.resultsetHeader === undefined ||
-    typeof proto._setTimeout !== "function"
-  ) {
-    return undefined;
-  }
-  return proto as ExecutePrototype;
-}
-
-/**
- * Let this encoder write the marked bulk INSERTs of every mysql2 connection. Idempotent.
- *
- * @returns Whether it is installed (false: mysql2 changed shape; it then encodes everything
- *   itself, as before).
- */
-export function installBulkExecuteEncoder(): boolean {
-  if (installed !== undefined) return installed === "yes";
-  const proto = findExecutePrototype();
-  const queryOptions = ((mysql as unknown as { ConnectionConfig?: unknown }).ConnectionConfig as
-    | { queryOptions?: (config: unknown, overrides: unknown) => unknown }
-    | undefined)?.queryOptions;
-  const charsets = mysql.CharsetToEncoding as unknown as readonly string[] | undefined;
-  if (proto === undefined || typeof queryOptions !== "function" || !Array.isArray(charsets)) {
-    installed = "no";
-    return false;
-  }
-  const original = proto.start;
-  originalStart = original;
-  const resultsetHeader = proto.resultsetHeader;
-  proto.start = function (this: ExecuteCommand, packet, connection) {
-    const values = Array.isArray(this.parameters) ? BULK.get(this.parameters) : undefined;
-    // mysql2's own encoder, when it has to take over, gets the real values.
-    if (values !== undefined) this.parameters = values;
-    if (
-      values === undefined || this.statement === undefined ||
-      hasHints(this.statement.parameters) || this._executeOptions?.attributes !== undefined ||
-      charsets[connection.config.charsetNumber] !== "utf8"
-    ) {
-      return original.call(this, packet, connection);
-    }
-    // As mysql2's own start: options, timeout, one packet, then its result-set states.
-    this._connection = connection;
-    this.options = queryOptions(connection.config, this._executeOptions);
-    this._setTimeout();
-    const clientFlags = connection.config.clientFlags & (connection.serverCapabilityFlags ?? 0);
-    try {
-      const bytes = encodeExecutePacket(
-        this.statement.id,
-        values as SqlValue[],
-        (clientFlags & CLIENT_QUERY_ATTRIBUTES) !== 0,
-      );
-      connection.writePacket(new EncodedPacket(bytes));
-      encoded++;
-    } catch (error: unknown) {
-      if (this.queryTimeout !== null) {
-        clearTimeout(this.queryTimeout);
-        this.queryTimeout = null;
-      }
-      if (this.onResult !== undefined) this.onResult(error);
-      else this.emit("error", error);
-      return null;
-    }
-    return resultsetHeader;
-  };
-  installed = "yes";
-  return true;
-}
-
-/**
- * The packet mysql2's own encoder writes for these values (tests compare the two).
- *
- * @param statementId The prepared statement.
- * @param values One value per placeholder.
- * @param queryAttributes Whether CLIENT_QUERY_ATTRIBUTES was negotiated.
- * @returns The packet, header included (sequence byte 1 as mysql2 leaves it before sending).
- */
-export function mysql2ExecutePacket(
-  statementId: number,
-  values: readonly SqlValue[],
-  queryAttributes: boolean,
-): Uint8Array {
-  if (!installBulkExecuteEncoder() || originalStart === undefined) {
-    throw new Error("the bulk execute encoder is not installed");
-  }
-  let written: Uint8Array | undefined;
-  const connection: ExecuteConnection = {
-    config: {
-      clientFlags: queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0,
-      charsetNumber: 224,
-    },
-    serverCapabilityFlags: queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0,
-    writePacket(packet: unknown) {
-      const p = packet as { buffer: Uint8Array; writeHeader(seq: number): void };
-      p.writeHeader(0);
-      written = new Uint8Array(p.buffer);
-    },
-  };
-  const command = {
-    parameters: values,
-    statement: { id: statementId },
-    _executeOptions: {},
-    _connection: undefined,
-    options: undefined,
-    queryTimeout: null,
-    emit: () => false,
-    _setTimeout() {},
-  } as unknown as ExecuteCommand;
-  originalStart.call(command, undefined, connection);
-  if (written === undefined) throw new Error("mysql2 wrote no packet");
-  return written;
 }

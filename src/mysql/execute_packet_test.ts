@@ -2,12 +2,12 @@ import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
 import { poolExecutor } from "./executor.ts";
+import { encodeExecutePacket } from "./execute_packet.ts";
 import {
   bulkPacketsEncoded,
-  encodeExecutePacket,
   installBulkExecuteEncoder,
   mysql2ExecutePacket,
-} from "./execute_packet.ts";
+} from "./mysql2_internals.ts";
 import type { SqlValue } from "../events/types.ts";
 import { seededRandom } from "../../tests/helpers/seeded_random.ts";
 

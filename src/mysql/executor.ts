@@ -7,7 +7,7 @@
  * binary protocol spares MariaDB parsing thousands of literals per statement,
  * measured 10–40 % more events/s end to end than client-side interpolation
  * (bench/pipeline.ts). Their packets are encoded by execute_packet.ts, not by
- * mysql2, which spent about as much CPU per row encoding them as the worker
+ * mysql2 (hooked in by mysql2_internals.ts, behind this interface), which spent about as much CPU per row encoding them as the worker
  * spent on everything else. Statements stay ≤ 700 rows × 43 columns = 30,100
  * placeholders, below the 65,535 limit (W3), and the per-connection statement
  * cache is bounded (`PREPARED_STATEMENTS_PER_CONNECTION`) so that the default
@@ -25,7 +25,7 @@
  */
 import type { ExecuteValues, Pool, PoolConnection } from "mysql2/promise";
 import { StatementTimeoutError } from "./errors.ts";
-import { bulkParameters, installBulkExecuteEncoder } from "./execute_packet.ts";
+import { bulkParameters, installBulkExecuteEncoder } from "./mysql2_internals.ts";
 
 /** Outcome of one statement. */
 export interface ExecResult {

@@ -16,22 +16,14 @@
  * (MySQL 8 types them from the column) keeps them.
  *
  * mysql2 offers no option for this; the statement cache is reached through
- * each new connection of the pool (the public `connection` event). If a
- * mysql2 upgrade moves the cache, nothing is dropped and nothing breaks.
+ * each new connection of the pool (the public `connection` event) by
+ * mysql2_internals.ts. If a mysql2 upgrade moves the cache, nothing is
+ * dropped and nothing breaks.
  *
  * @module
  */
-
-/** MYSQL_TYPE_NULL: how MariaDB describes an INSERT placeholder. */
-const TYPE_NULL = 6;
-
-interface PreparedStatementInfo {
-  parameters?: unknown;
-}
-
-interface StatementCache {
-  set(key: unknown, statement: PreparedStatementInfo): unknown;
-}
+import { TYPE_NULL } from "./execute_packet.ts";
+import { onStatementCached } from "./mysql2_internals.ts";
 
 /** The part of a mysql2 pool this needs. */
 export interface ConnectionEvents {
@@ -60,12 +52,8 @@ export function hintsNothing(parameters: unknown): boolean {
  */
 export function dropEmptyParameterMetadata(pool: ConnectionEvents): void {
   pool.on("connection", (connection) => {
-    const cache = (connection as { _statements?: Partial<StatementCache> })._statements;
-    if (cache === undefined || typeof cache.set !== "function") return;
-    const set = cache.set.bind(cache);
-    cache.set = (key, statement) => {
+    onStatementCached(connection, (statement) => {
       if (hintsNothing(statement.parameters)) statement.parameters = [];
-      return set(key, statement);
-    };
+    });
   });
 }

@@ -11,6 +11,7 @@ import {
   type ScratchDatabase,
 } from "../../tests/helpers/mysql.ts";
 import { dropEmptyParameterMetadata, hintsNothing } from "./statement_metadata.ts";
+import { cachedStatements } from "./mysql2_internals.ts";
 import { TABLES } from "./catalogue.ts";
 import { createTableStatement } from "./ddl.ts";
 import { poolExecutor } from "./executor.ts";
@@ -32,10 +33,7 @@ function pool(db: ScratchDatabase): mysql.Pool {
 async function cachedParameterCounts(p: mysql.Pool): Promise<number[]> {
   const conn = await p.getConnection();
   try {
-    const core = (conn as unknown as {
-      connection: { _statements: { values(): Iterable<{ parameters: unknown[] }> } };
-    }).connection;
-    return [...core._statements.values()].map((s) => s.parameters.length);
+    return cachedStatements(conn).map((s) => (s.parameters as unknown[]).length);
   } finally {
     conn.release();
   }

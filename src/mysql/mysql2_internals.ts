@@ -1,0 +1,316 @@
+/**
+ * Every place where the worker reaches into mysql2 past its public API, in one module, so that
+ * a mysql2 upgrade is checked here and nowhere else (docs/toolchain.md#upgrading-mysql2; `deno
+ * task canary` runs the tests that cover these against the newest mysql2 3.x). Checked
+ * against mysql2 3.24.6, the version deno.json pins exactly.
+ *
+ * Each contact, and why it exists:
+ *
+ * - The execute command (`Execute.prototype.start`, reached by building a command through
+ *   `Connection.prototype.execute` with a stand-in connection, plus the command's
+ *   `_executeOptions`, `_connection`, `options`, `queryTimeout`, `_setTimeout` and
+ *   `resultsetHeader`, `ConnectionConfig.queryOptions`, `CharsetToEncoding`, and the
+ *   connection's `config`, `serverCapabilityFlags` and `writePacket`): the bulk INSERTs'
+ *   packets are encoded by execute_packet.ts in a fraction of mysql2's CPU. If any part is
+ *   missing, the hook is not installed and mysql2 encodes everything itself, as before.
+ * - A connection's prepared-statement cache (`connection._statements`): the placeholder
+ *   descriptions MariaDB sends carry nothing and are the largest object kept alive while a
+ *   backlog drains (statement_metadata.ts). If the cache moved, nothing is dropped.
+ * - A connection's socket (`connection.stream`): `destroy()` of mysql2 only half-closes it and
+ *   so still waits for the statement in flight; a stopped `cleanup` drops the link at once.
+ *
+ * @module
+ */
+import { Buffer } from "node:buffer";
+import mysql from "mysql2";
+import type { SqlValue } from "../events/types.ts";
+import { CLIENT_QUERY_ATTRIBUTES, encodeExecutePacket, TYPE_NULL } from "./execute_packet.ts";
+
+// ---------------------------------------------------------------------------------------------
+// The execute command: the bulk INSERTs' own encoder
+
+/** Stand-ins mysql2 is given for the parameters of a bulk INSERT, and those parameters. */
+const BULK = new WeakMap<readonly unknown[], readonly unknown[]>();
+
+/**
+ * What to give mysql2 as the parameters of a bulk INSERT for this encoder: an empty stand-in
+ * that the hook replaces with `values` when the command starts. mysql2 checks every parameter
+ * with a callback before it queues a command (30,100 calls for a 700-row servicestatus
+ * INSERT); the encoder checks each value's type anyway.
+ *
+ * @param values The statement's parameters.
+ * @returns The stand-in, or `values` itself when the hook is not installed.
+ */
+export function bulkParameters(values: readonly unknown[]): readonly unknown[] {
+  if (installed !== "yes") return values;
+  const standIn: unknown[] = [];
+  BULK.set(standIn, values);
+  return standIn;
+}
+
+/** The parts of mysql2's execute command the hook uses. */
+interface ExecuteCommand {
+  parameters: unknown;
+  statement?: { id: number; parameters?: unknown };
+  _executeOptions?: { attributes?: unknown };
+  _connection: unknown;
+  options: unknown;
+  queryTimeout: ReturnType<typeof setTimeout> | null;
+  onResult?: (err: unknown) => void;
+  emit(event: string, ...args: unknown[]): boolean;
+  _setTimeout(): void;
+}
+
+interface ExecuteConnection {
+  config: { clientFlags: number; charsetNumber: number };
+  serverCapabilityFlags?: number;
+  writePacket(packet: unknown): void;
+}
+
+type Start = (this: ExecuteCommand, packet: unknown, connection: ExecuteConnection) => unknown;
+
+interface ExecutePrototype {
+  start: Start;
+  resultsetHeader: unknown;
+  _setTimeout: unknown;
+}
+
+/** What mysql2's `Connection.writePacket` needs of a packet. */
+class EncodedPacket {
+  readonly _name = "Execute";
+  readonly buffer: Buffer;
+  constructor(bytes: Uint8Array) {
+    this.buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  length(): number {
+    return this.buffer.length;
+  }
+  writeHeader(sequenceId: number): void {
+    this.buffer[3] = sequenceId;
+  }
+}
+
+/** Whether mysql2 would use the statement's placeholder descriptions as type hints. */
+function hasHints(parameters: unknown): boolean {
+  if (!Array.isArray(parameters)) return false;
+  for (const p of parameters) {
+    if ((p as { columnType?: unknown } | null)?.columnType !== TYPE_NULL) return true;
+  }
+  return false;
+}
+
+let installed: "yes" | "no" | undefined;
+let originalStart: Start | undefined;
+let encoded = 0;
+
+/**
+ * Statements whose packet this encoder wrote since the process started (tests: the bulk
+ * INSERTs really take this path).
+ *
+ * @returns The count.
+ */
+export function bulkPacketsEncoded(): number {
+  return encoded;
+}
+
+/** mysql2's execute command class, found by building one through `Connection.execute` without a connection. */
+function findExecutePrototype(): ExecutePrototype | undefined {
+  const commands: unknown[] = [];
+  const fake = {
+    config: {},
+    _resolveNamedPlaceholders() {},
+    addCommand(command: unknown) {
+      commands.push(command);
+    },
+  };
+  try {
+    const execute = (mysql.Connection.prototype as unknown as {
+      execute: (this: unknown, options: unknown, cb: () => void) => unknown;
+    }).execute;
+    execute.call(fake, { sql: "SELECT 1", values: [] }, () => {});
+  } catch {
+    return undefined;
+  }
+  const command = commands.find((c) =>
+    typeof c === "object" && c !== null && (c as { constructor?: { name?: string } })
+        .constructor?.name === "Execute"
+  );
+  if (command === undefined) return undefined;
+  const proto = Object.getPrototypeOf(command) as Partial<ExecutePrototype>;
+  if (
+    typeof proto.start !== "function" || proto.resultsetHeader === undefined ||
+    typeof proto._setTimeout !== "function"
+  ) {
+    return undefined;
+  }
+  return proto as ExecutePrototype;
+}
+
+/**
+ * Let this encoder write the marked bulk INSERTs of every mysql2 connection. Idempotent.
+ *
+ * @returns Whether it is installed (false: mysql2 changed shape; it then encodes everything
+ *   itself, as before).
+ */
+export function installBulkExecuteEncoder(): boolean {
+  if (installed !== undefined) return installed === "yes";
+  const proto = findExecutePrototype();
+  const queryOptions = ((mysql as unknown as { ConnectionConfig?: unknown }).ConnectionConfig as
+    | { queryOptions?: (config: unknown, overrides: unknown) => unknown }
+    | undefined)?.queryOptions;
+  const charsets = mysql.CharsetToEncoding as unknown as readonly string[] | undefined;
+  if (proto === undefined || typeof queryOptions !== "function" || !Array.isArray(charsets)) {
+    installed = "no";
+    return false;
+  }
+  const original = proto.start;
+  originalStart = original;
+  const resultsetHeader = proto.resultsetHeader;
+  proto.start = function (this: ExecuteCommand, packet, connection) {
+    const values = Array.isArray(this.parameters) ? BULK.get(this.parameters) : undefined;
+    // mysql2's own encoder, when it has to take over, gets the real values.
+    if (values !== undefined) this.parameters = values;
+    if (
+      values === undefined || this.statement === undefined ||
+      hasHints(this.statement.parameters) || this._executeOptions?.attributes !== undefined ||
+      charsets[connection.config.charsetNumber] !== "utf8"
+    ) {
+      return original.call(this, packet, connection);
+    }
+    // As mysql2's own start: options, timeout, one packet, then its result-set states.
+    this._connection = connection;
+    this.options = queryOptions(connection.config, this._executeOptions);
+    this._setTimeout();
+    const clientFlags = connection.config.clientFlags & (connection.serverCapabilityFlags ?? 0);
+    try {
+      const bytes = encodeExecutePacket(
+        this.statement.id,
+        values as SqlValue[],
+        (clientFlags & CLIENT_QUERY_ATTRIBUTES) !== 0,
+      );
+      connection.writePacket(new EncodedPacket(bytes));
+      encoded++;
+    } catch (error: unknown) {
+      if (this.queryTimeout !== null) {
+        clearTimeout(this.queryTimeout);
+        this.queryTimeout = null;
+      }
+      if (this.onResult !== undefined) this.onResult(error);
+      else this.emit("error", error);
+      return null;
+    }
+    return resultsetHeader;
+  };
+  installed = "yes";
+  return true;
+}
+
+/**
+ * The packet mysql2's own encoder writes for these values (tests compare the two).
+ *
+ * @param statementId The prepared statement.
+ * @param values One value per placeholder.
+ * @param queryAttributes Whether CLIENT_QUERY_ATTRIBUTES was negotiated.
+ * @returns The packet, header included (sequence byte 1 as mysql2 leaves it before sending).
+ */
+export function mysql2ExecutePacket(
+  statementId: number,
+  values: readonly SqlValue[],
+  queryAttributes: boolean,
+): Uint8Array {
+  if (!installBulkExecuteEncoder() || originalStart === undefined) {
+    throw new Error("the bulk execute encoder is not installed");
+  }
+  let written: Uint8Array | undefined;
+  const connection: ExecuteConnection = {
+    config: {
+      clientFlags: queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0,
+      charsetNumber: 224,
+    },
+    serverCapabilityFlags: queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0,
+    writePacket(packet: unknown) {
+      const p = packet as { buffer: Uint8Array; writeHeader(seq: number): void };
+      p.writeHeader(0);
+      written = new Uint8Array(p.buffer);
+    },
+  };
+  const command = {
+    parameters: values,
+    statement: { id: statementId },
+    _executeOptions: {},
+    _connection: undefined,
+    options: undefined,
+    queryTimeout: null,
+    emit: () => false,
+    _setTimeout() {},
+  } as unknown as ExecuteCommand;
+  originalStart.call(command, undefined, connection);
+  if (written === undefined) throw new Error("mysql2 wrote no packet");
+  return written;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The prepared-statement cache of a connection
+
+/** A statement as mysql2 caches it, as far as it is used here. */
+export interface CachedStatement {
+  parameters?: unknown;
+}
+
+interface StatementCache {
+  set(key: unknown, statement: CachedStatement): unknown;
+  values(): Iterable<CachedStatement>;
+}
+
+function statementCacheOf(connection: unknown): Partial<StatementCache> | undefined {
+  // A pool connection of the promise API wraps the core connection in `connection`.
+  const core = (connection as { connection?: unknown } | null)?.connection ?? connection;
+  return (core as { _statements?: Partial<StatementCache> } | null)?._statements;
+}
+
+/**
+ * Call `onCache` with every statement `connection` caches from now on, before it is cached.
+ *
+ * @param connection A core connection (what a pool's `connection` event hands over).
+ * @param onCache May change the statement.
+ * @returns False when mysql2 keeps no cache where it used to (nothing is changed then).
+ */
+export function onStatementCached(
+  connection: unknown,
+  onCache: (statement: CachedStatement) => void,
+): boolean {
+  const cache = statementCacheOf(connection);
+  if (cache === undefined || typeof cache.set !== "function") return false;
+  const set = cache.set.bind(cache);
+  cache.set = (key, statement) => {
+    onCache(statement);
+    return set(key, statement);
+  };
+  return true;
+}
+
+/**
+ * The statements a connection has cached (tests look at their placeholder descriptions).
+ *
+ * @param connection A core connection or a promise-API pool connection.
+ * @returns The cached statements; empty when there is no cache.
+ */
+export function cachedStatements(connection: unknown): CachedStatement[] {
+  const cache = statementCacheOf(connection);
+  return typeof cache?.values === "function" ? [...cache.values()] : [];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The socket of a connection
+
+/**
+ * Destroy the socket under a promise-API connection, abandoning whatever is in flight.
+ *
+ * @param conn The connection (its core connection is public in mysql2 but untyped on the
+ *   promise wrapper; `stream` is the core connection's socket).
+ */
+export function destroySocket(conn: unknown): void {
+  const core = (conn as { connection?: { stream?: { destroy?: () => void } } } | null)
+    ?.connection;
+  core?.stream?.destroy?.();
+}
