@@ -13,7 +13,7 @@ export const METRICS_END = "<!-- END METRICS REFERENCE -->";
 const PRECREATED: Readonly<Record<LabelSet, string>> = {
   queues: "all 12 queues",
   "status_queues": "the 2 status queues only",
-  "queues_x_results": "12 queues × completed/failed/abandoned",
+  "queues_x_results": "12 queues × completed/abandoned",
   "queues_x_dead_letter_reasons": "12 queues × every reason",
   tables: "all 19 written tables",
   "batched_tables": "the 14 batched tables",
