@@ -18,7 +18,7 @@ import {
   type JobHandler,
   type JobResult,
 } from "./contract.ts";
-import { Backoff, type BackoffOptions } from "./backoff.ts";
+import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { abortable, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
