@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { GearmanConsumer, type GearmanConsumerOptions } from "../src/gearman/consumer.ts";
 import { GearmanClient } from "../src/gearman/client.ts";
 import { adminStatus, adminWorkers } from "../src/gearman/admin.ts";
-import { DiscardJobError, type Job, type JobHandler } from "../src/consumer/contract.ts";
+import { type Job, type JobHandler } from "../src/consumer/contract.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
@@ -349,22 +349,6 @@ Deno.test("consumer: a transient handler failure is retried on the same connecti
     assert.equal(attempts, 3);
     assert.equal(observer.retried.get("q_test"), 2);
     assert.equal((await queueDepth(gearmand.addr, "q_test")).total, 0);
-  } finally {
-    await c.stop();
-  }
-});
-
-Deno.test("consumer: a DiscardJobError answers WORK_FAIL and the job is gone", async () => {
-  await using gearmand = await startGearmand();
-  const { consumer: c, observer } = consumer({
-    servers: [gearmand.addr],
-    handler: () => Promise.reject(new DiscardJobError("bad")),
-  });
-  await c.start();
-  try {
-    await submit(gearmand.addr, "q_test", ["bad"]);
-    await waitFor(() => observer.done.get("q_test")?.failed === 1);
-    await waitFor(async () => (await queueDepth(gearmand.addr, "q_test")).total === 0);
   } finally {
     await c.stop();
   }

@@ -73,7 +73,7 @@ Deno.test("metrics: a fresh worker exports every catalogue metric with its type 
     expect("statusengine_queue_jobs_in_flight", { queue_name: q }, 0);
     expect("statusengine_queue_reconnects_total", { queue_name: q }, 0);
     expect("statusengine_queue_handler_duration_seconds_count", { queue_name: q }, 0);
-    for (const result of ["completed", "failed", "abandoned"]) {
+    for (const result of ["completed", "abandoned"]) {
       expect("statusengine_queue_jobs_total", { queue_name: q, result }, 0);
     }
     for (const reason of [...INVALID_REASONS, "sql_rejected"]) {
@@ -120,7 +120,7 @@ Deno.test("metrics: queue_connected is not pre-created, and pre-creation never r
   const values = {
     queues: QUEUE_NAMES,
     statusQueues: ["statusngin_hoststatus", "statusngin_servicestatus"],
-    jobResults: ["completed", "failed", "abandoned"],
+    jobResults: ["completed", "abandoned"],
     deadLetterReasons: [...INVALID_REASONS, "sql_rejected"],
     tables: [...batchedTables(), ...downtimeTables()].map((t) => t.name),
     batchedTables: batchedTables().map((t) => t.name),

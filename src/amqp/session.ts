@@ -499,7 +499,6 @@ export class AmqpSession implements Link {
     const ack: Acknowledgement = {
       // On the channel that received it, the only one where the tag is valid.
       complete: () => this.#answer(lane, job, () => msg.ack()),
-      discard: () => this.#answer(lane, job, () => msg.nack(false)),
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,

@@ -13,7 +13,7 @@
 import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "./contract.ts";
 import { ByteBudget, QueueBudget } from "./budget.ts";
 import { DeliveryEngine } from "./delivery.ts";
-import type { BackoffOptions } from "./backoff.ts";
+import type { BackoffOptions } from "../util/backoff.ts";
 import type { LinkTarget } from "./link.ts";
 import { Supervisor } from "./supervisor.ts";
 import { StallDetector, type WatchedLink } from "./stall_detector.ts";

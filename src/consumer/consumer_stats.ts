@@ -10,7 +10,6 @@ import type { Logger } from "../log.ts";
 interface QueueStats {
   processed: number;
   abandoned: number;
-  failed: number;
   retried: number;
   reconnects: number;
   inFlight: number;
@@ -26,7 +25,6 @@ export class ConsumerStats {
       this.#stats.set(q, {
         processed: 0,
         abandoned: 0,
-        failed: 0,
         retried: 0,
         reconnects: 0,
         inFlight: 0,
@@ -54,7 +52,6 @@ export class ConsumerStats {
       jobDone: (queue, result: JobResult, seconds) => {
         const s = this.#of(queue);
         if (result === "completed") s.processed++;
-        else if (result === "failed") s.failed++;
         else s.abandoned++;
         inner.jobDone(queue, result, seconds);
       },
@@ -92,7 +89,6 @@ export class ConsumerStats {
         queue,
         processed: s.processed,
         abandoned: s.abandoned,
-        failed: s.failed,
         retried: s.retried,
         reconnects: s.reconnects,
         in_flight: s.inFlight,
@@ -100,7 +96,6 @@ export class ConsumerStats {
       });
       s.processed = 0;
       s.abandoned = 0;
-      s.failed = 0;
       s.retried = 0;
       s.reconnects = 0;
     }

@@ -47,9 +47,6 @@ export interface Job {
  * Handles one job.
  *
  * - Resolve: the job's rows are committed (or dead-lettered); the backend acknowledges it.
- * - Reject with {@link DiscardJobError}: the job must be discarded (Gearman WORK_FAIL,
- *   AMQP nack without requeue). Nothing in the pipeline uses this today (D7 dead-letters
- *   and completes instead); it exists so a discard is always an explicit decision.
  * - Reject with an {@link InternalError} or a built-in programming error (TypeError,
  *   RangeError, ReferenceError, SyntaxError): a bug, not a passing condition. Retried a
  *   few times, then dead-lettered with reason `internal` and completed, so one job that
@@ -60,18 +57,6 @@ export interface Job {
  *   a handler must then settle promptly. An abandoned job is redelivered by the broker.
  */
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
-
-/** Rejection that asks the backend to discard the job for good. */
-export class DiscardJobError extends Error {
-  /**
-   * @param message Why the job is discarded.
-   * @param options Standard error options (`cause`).
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "DiscardJobError";
-  }
-}
 
 /** A condition that can only be a bug in the worker (never retried forever). */
 export class InternalError extends Error {
@@ -89,13 +74,11 @@ export class InternalError extends Error {
 export type JobResult =
   /** Acknowledged: the handler resolved, or the job was dead-lettered (too large, internal error). */
   | "completed"
-  /** Handler asked for a discard; WORK_FAIL / nack written. */
-  | "failed"
   /** Not acknowledged: link lost, drain deadline, or handled after the link died. Redelivered by the broker. */
   | "abandoned";
 
 /** Every {@link JobResult}, for pre-created metric series. */
-export const JOB_RESULTS: readonly JobResult[] = ["completed", "failed", "abandoned"];
+export const JOB_RESULTS: readonly JobResult[] = ["completed", "abandoned"];
 
 /** What a consumer reports; the metrics layer implements it. */
 export interface ConsumerObserver {

@@ -13,13 +13,12 @@
 import {
   type ConsumerDeadLetterSink,
   type ConsumerObserver,
-  DiscardJobError,
   InternalError,
   type Job,
   type JobHandler,
   type JobResult,
 } from "./contract.ts";
-import { Backoff, type BackoffOptions } from "./backoff.ts";
+import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { abortable, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
@@ -38,8 +37,6 @@ export interface Delivery {
 export interface Acknowledgement {
   /** WORK_COMPLETE / basic.ack. False when the link is gone (the job is then redelivered). */
   complete(): Promise<boolean>;
-  /** WORK_FAIL / basic.nack without requeue. False when the link is gone. */
-  discard(): Promise<boolean>;
 }
 
 /** Signals of the link a delivery runs on. */
@@ -133,10 +130,7 @@ export class DeliveryEngine {
     } finally {
       this.#observer.inFlight(job.queue, -1);
     }
-    if (result !== "abandoned") {
-      const answered = result === "completed" ? await ack.complete() : await ack.discard();
-      if (!answered) result = "abandoned";
-    }
+    if (result === "completed" && !(await ack.complete())) result = "abandoned";
     this.#observer.jobDone(job.queue, result, (performance.now() - started) / 1000);
     return result;
   }
@@ -160,15 +154,6 @@ export class DeliveryEngine {
         }
         return "completed";
       } catch (err: unknown) {
-        if (err instanceof DiscardJobError) {
-          this.#log.warn(`${this.#name}: handler discarded job`, {
-            queue: job.queue,
-            server: job.server,
-            handle: job.handle,
-            error: errorMessage(err),
-          });
-          return "failed";
-        }
         if (stopped()) return "abandoned";
         if (isProgrammingError(err) && ++internalFailures >= this.#internalAttempts) {
           if (await this.#deadLetterInternal(job, err, scope)) return "completed";

@@ -12,7 +12,7 @@
  * @module
  */
 import type { Link, LinkTarget } from "./link.ts";
-import { Backoff } from "./backoff.ts";
+import { Backoff } from "../util/backoff.ts";
 import { deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 

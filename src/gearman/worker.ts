@@ -462,10 +462,6 @@ export class QueueWorker implements Link {
           !this.#dead &&
             this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
         ),
-      discard: () =>
-        Promise.resolve(
-          !this.#dead && this.#connection.send(encodePacket("REQ", PACKET.WORK_FAIL, [job.handle])),
-        ),
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,

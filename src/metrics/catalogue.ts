@@ -166,8 +166,7 @@ export const METRICS = {
   queueJobs: {
     name: "statusengine_queue_jobs_total",
     type: "counter",
-    help:
-      "Job deliveries by outcome: completed (acknowledged), failed (discarded), abandoned (left for redelivery).",
+    help: "Job deliveries by outcome: completed (acknowledged), abandoned (left for redelivery).",
     labels: ["queue_name", "result"],
     precreate: "queues_x_results",
   },

@@ -14,7 +14,7 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   queues: "all 12 queues",
   "status_queues": "the 2 status queues only",
   "event_lag_queues": "the 2 status and 2 check queues",
-  "queues_x_results": "12 queues × completed/failed/abandoned",
+  "queues_x_results": "12 queues × completed/abandoned",
   "queues_x_dead_letter_reasons": "12 queues × every reason",
   tables: "all 19 written tables",
   "batched_tables": "the 14 batched tables",

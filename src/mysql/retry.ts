@@ -1,43 +1,65 @@
 /**
- * Runs one statement under the W5 / D7 retry policy:
+ * The MySQL hold: how a statement waits while MySQL cannot take it.
  *
- * - lock errors (1213, 1205): three attempts 50 ms and 200 ms apart, then
- *   held with the capped back-off like a lost connection (D7: transient
- *   failures never fail a job);
- * - `unavailable` errors (connection lost, read-only, full, privileges,
- *   statement timeout, …): held, retried 100 ms doubling to 5 s, until MySQL
- *   takes the statement or `signal` aborts (shutdown); `db_available` is 0
- *   meanwhile;
+ * - `unavailable` errors (connection lost or refused, read-only, disk full,
+ *   privileges, statement timeout, …) and `lock` errors (deadlock 1213, lock
+ *   wait timeout 1205): the statement is sent again after a pause of
+ *   {@link MYSQL_HOLD}, until MySQL takes it or `signal` aborts (shutdown,
+ *   drain deadline). A transient failure never fails a job; `db_available` is
+ *   0 meanwhile (for an outage, not for a lock conflict);
  * - `row` and `statement` errors: thrown as a {@link MysqlWriteError} at once;
  *   the caller decides whether the rows are at fault (writer.ts).
  *
- * Safe only because every write is idempotent or accepted as duplicable (W4).
+ * This is the only layer that retries a statement: the job above it is not
+ * failed while its statement is held, so the delivery engine does not retry
+ * it as well. Safe only because every write is idempotent or accepted as
+ * duplicable. docs/retries.md puts it next to the other layers.
  *
  * @module
  */
 import type { Counter } from "prom-client";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError } from "./errors.ts";
+import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("db");
 
-/** Back-offs of the first lock retries (W5). */
-const LOCK_BACKOFF_MS = [50, 200] as const;
-/** First pause while holding a statement for MySQL; doubles up to {@link HOLD_MAX_MS}. */
-export const HOLD_INITIAL_MS = 100;
-/** Longest pause while holding. */
-export const HOLD_MAX_MS = 5_000;
+/**
+ * Pauses of a held statement: 100 ms doubling to 5 s. Without jitter: at most
+ * one statement per writer is held, a few dozen in all, not one per job.
+ */
+export const MYSQL_HOLD: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0 };
 
-/** Collaborators of {@link runWithRetry}. */
-export interface RetryContext {
+/** Where a statement is held: its table, the availability tracker and what ends the hold. */
+export interface HoldScope {
   readonly table: string;
   readonly availability: DbAvailability;
-  /** Ends holding (shutdown, flush budget). */
+  /** Ends holding (shutdown, drain deadline, flush budget). */
   readonly signal: AbortSignal;
+}
+
+/** Collaborators of {@link runWithRetry}. */
+export interface RetryContext extends HoldScope {
   readonly lockRetries?: Counter;
   readonly connectionRetries?: Counter;
+}
+
+/**
+ * Wait out one pause of a held statement.
+ *
+ * @param hold The statement's schedule (one {@link Backoff} of {@link MYSQL_HOLD} per hold).
+ * @param scope Table, availability tracker and abort signal.
+ * @throws The signal's reason when it aborts; the table's outage is then no longer reported.
+ */
+export async function pauseHeld(hold: Backoff, scope: HoldScope): Promise<void> {
+  try {
+    await delay(hold.next(), { signal: scope.signal });
+  } catch (abort: unknown) {
+    scope.availability.abandon(scope.table);
+    throw abort;
+  }
 }
 
 /**
@@ -50,8 +72,8 @@ export interface RetryContext {
  * @throws The signal's reason when aborted while holding.
  */
 export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): Promise<T> {
+  let hold: Backoff | undefined;
   let lockAttempts = 0;
-  let holdMs = HOLD_INITIAL_MS;
   for (;;) {
     ctx.signal.throwIfAborted();
     try {
@@ -64,27 +86,17 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
       if (failure.kind === "lock") {
         lockAttempts++;
         ctx.lockRetries?.inc();
-        const backoff = LOCK_BACKOFF_MS[lockAttempts - 1];
         log.warn("db: lock conflict, retrying the statement", {
           table: ctx.table,
           attempt: lockAttempts,
           error: errorMessage(err),
         });
-        if (backoff !== undefined) {
-          await delay(backoff, { signal: ctx.signal });
-          continue;
-        }
       } else {
         ctx.connectionRetries?.inc();
         ctx.availability.unreachable(ctx.table, err);
       }
-      try {
-        await delay(holdMs, { signal: ctx.signal });
-      } catch (abort: unknown) {
-        ctx.availability.abandon(ctx.table);
-        throw abort;
-      }
-      holdMs = Math.min(holdMs * 2, HOLD_MAX_MS);
+      hold ??= new Backoff(MYSQL_HOLD);
+      await pauseHeld(hold, ctx);
     }
   }
 }

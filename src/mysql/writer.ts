@@ -13,7 +13,7 @@
  * latency bound of W2 is therefore met with room to spare: a row waits at
  * most for the statement in flight plus one event-loop turn.
  *
- * Failures follow W5/D7 (see errors.ts and retry.ts): transient ones hold
+ * Failures follow W5/D7 (see errors.ts, retry.ts and docs/retries.md): transient ones hold
  * the batch; rejections split it by halves until the offending rows are
  * isolated, those go to the dead-letter file and the rest is committed; a
  * rejection that hits both halves alike and does not name the rows holds
@@ -26,13 +26,14 @@ import type { Table } from "./catalogue.ts";
 import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError, sameMysqlError } from "./errors.ts";
-import { HOLD_INITIAL_MS, HOLD_MAX_MS, runWithRetry } from "./retry.ts";
+import { MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
 import type { Row, SqlValue } from "../events/types.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
+import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -70,8 +71,11 @@ interface Held {
   readonly error: MysqlWriteError;
 }
 
-/** Pause between attempts to dead-letter a rejected row. */
-const DEAD_LETTER_RETRY_MS = 1_000;
+/**
+ * Pauses between attempts to dead-letter a rejected row: every second. Retried here, not by the
+ * delivery engine: the row's statement already committed the rest of its batch.
+ */
+const DEAD_LETTER_RETRY: BackoffOptions = { initialMs: 1_000, maxMs: 1_000, jitter: 0 };
 
 /** Per-interval counters for the 30 s summary line (L2). */
 interface IntervalStats {
@@ -451,18 +455,17 @@ export class TableWriter {
       });
     }
     let rows = batch;
-    let holdMs = HOLD_INITIAL_MS;
-    let holding = false;
+    let hold: Backoff | undefined;
     for (;;) {
       const held = await this.#isolate(rows, failure);
       if (held === undefined) {
         // Held rows that turned out to be rejected after all: the outage
         // this writer reported is over without a commit to end it.
-        if (holding) this.#availability.abandon(this.table.name);
+        if (hold !== undefined) this.#availability.abandon(this.table.name);
         return;
       }
-      if (!holding) {
-        holding = true;
+      if (hold === undefined) {
+        hold = new Backoff(MYSQL_HOLD);
         log.warn(
           "db: every part of the batch fails with the same error, holding it instead of dead-lettering",
           {
@@ -475,13 +478,11 @@ export class TableWriter {
       rows = held.rows;
       this.#availability.unreachable(this.table.name, held.error);
       this.#metrics?.dbConnectionRetries.inc();
-      try {
-        await delay(holdMs, { signal: this.#abort.signal });
-      } catch (abort: unknown) {
-        this.#availability.abandon(this.table.name);
-        throw abort;
-      }
-      holdMs = Math.min(holdMs * 2, HOLD_MAX_MS);
+      await pauseHeld(hold, {
+        table: this.table.name,
+        availability: this.#availability,
+        signal: this.#abort.signal,
+      });
       failure = await this.#send(rows, false);
       if (failure === undefined) return;
     }
@@ -586,6 +587,7 @@ export class TableWriter {
       queue: p.owner.queue,
       error: err.message,
     });
+    let retry: Backoff | undefined;
     for (;;) {
       try {
         await this.#deadLetters.write({
@@ -598,7 +600,8 @@ export class TableWriter {
         break;
       } catch {
         // Abortable, so close() keeps its budget; the job then stays unacknowledged.
-        await delay(DEAD_LETTER_RETRY_MS, { signal: this.#abort.signal });
+        retry ??= new Backoff(DEAD_LETTER_RETRY);
+        await delay(retry.next(), { signal: this.#abort.signal });
       }
     }
     p.settled = true;

@@ -482,7 +482,7 @@ Deno.test("writer: an error that names no row but hits one row only is still iso
 
 // --- W5 --------------------------------------------------------------------
 
-Deno.test("writer: lock errors are retried after 50 ms and 200 ms, then held until they clear, never dropped (W5, D7)", async () => {
+Deno.test("writer: lock errors are held with the MySQL hold's back-off until they clear, never dropped (W5, D7)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 3);
   const sequence = [lockError(1213), lockError(1205), lockError(1213), lockError(1205)];
@@ -499,8 +499,8 @@ Deno.test("writer: lock errors are retried after 50 ms and 200 ms, then held unt
     "same statement",
   );
   const gaps = calls.slice(1).map((c, i) => c.started - (calls[i]?.settled ?? 0));
-  // 50 ms, 200 ms (the W5 lock back-off), then held with the capped back-off (100, 200 ms).
-  const floors = [50, 200, 100, 200];
+  // The hold's back-off (MYSQL_HOLD): 100 ms doubling.
+  const floors = [100, 200, 400, 800];
   gaps.forEach((g, i) => {
     const floor = floors[i] ?? 0;
     assert.ok(

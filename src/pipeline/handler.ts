@@ -16,7 +16,6 @@ import type { Writers } from "./pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { JobTracker } from "../mysql/job_tracker.ts";
 import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
-import { abortable } from "../util/async.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
@@ -126,8 +125,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     let total = 0;
     for (const list of byTable.values()) total += list.length;
     const tracker = new JobTracker(job.queue, total);
+    // `signal` stops handing over rows of a job given up meanwhile. The wait for the commit is
+    // not raced against it again here: the delivery engine already stops waiting for the handler
+    // when the job is given up (rows given up at shutdown leave a promise nothing awaits).
     for (const [table, list] of byTable) await options.writers[table].add(list, tracker, signal);
-    await abortable(tracker.done, signal);
+    await tracker.done;
     // How far MySQL is behind the core, taken when the job's rows are committed: the age of the
     // newest event they hold. A core clock ahead of the worker's reads as 0, not as negative.
     if (newest > 0) {

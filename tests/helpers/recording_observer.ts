@@ -21,7 +21,7 @@ export class RecordingObserver implements ConsumerObserver {
     this.inFlightNow.set(queue, (this.inFlightNow.get(queue) ?? 0) + delta);
   }
   jobDone(queue: string, result: JobResult): void {
-    const r = this.done.get(queue) ?? { completed: 0, failed: 0, abandoned: 0 };
+    const r = this.done.get(queue) ?? { completed: 0, abandoned: 0 };
     r[result]++;
     this.done.set(queue, r);
   }

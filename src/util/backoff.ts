@@ -1,12 +1,15 @@
 /**
- * The one retry schedule of the consumers: exponential back-off with jitter,
- * used for handler retries (100 ms doubling to 5 s) and, with the initial
- * delay equal to the cap, for the reconnect interval of every link.
+ * The one back-off primitive of the worker: exponential back-off with optional
+ * jitter. Every layer that waits before trying again takes its delays from a
+ * {@link Backoff} with its own parameters (docs/retries.md lists them): a
+ * job's retries (100 ms doubling to 5 s, ±20 %), the reconnect interval of a
+ * link (initial delay equal to the cap), the MySQL hold (100 ms doubling to
+ * 5 s) and the dead-letter file (every second).
  *
- * Jitter matters because retries are synchronised by their cause: a MySQL
- * outage makes every slot of every queue fail in the same millisecond, and a
- * gearmand restart drops every link at once. Without it they all come back in
- * lock-step and hit the recovering server together.
+ * Jitter matters where retries are synchronised by their cause and many: a
+ * MySQL outage makes every slot of every queue fail in the same millisecond,
+ * and a gearmand restart drops every link at once. Without it they all come
+ * back in lock-step and hit the recovering server together.
  *
  * @module
  */
