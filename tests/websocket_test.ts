@@ -625,6 +625,11 @@ Deno.test("ws server: a client closed for not reading gets every event it is not
     const received = frames.reduce((n, f) => n + f.payload.length, 0);
     assert.ok(received > 0 && dropped > 0, `received ${received}, dropped ${dropped}`);
     assert.equal(received + dropped, JOBS * PER_JOB, "every event is either received or counted");
+    assert.equal(
+      await registrySum(metrics, "statusengine_websocket_messages_broadcasted_total"),
+      received,
+      "broadcasted counts the events handed to the socket, which all arrived",
+    );
   } finally {
     conn.close();
   }

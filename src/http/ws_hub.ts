@@ -14,7 +14,9 @@
  *   affected and nothing ever awaits a client. The frames still in a
  *   client's buffer when it goes (disconnect, write timeout, shutdown) are
  *   lost too and counted the same way; the ones already handed to the socket
- *   are not, as Deno sends them before its close frame.
+ *   are not, as Deno sends them before its close frame. A frame counts as
+ *   broadcasted only once it is handed to the socket, so every event offered
+ *   to a client is counted exactly once: broadcasted or dropped.
  * - Frames are encoded once per job, and only when a client wants the topic:
  *   with no client connected nothing is collected or encoded at all.
  *
@@ -206,6 +208,7 @@ export class HubClient {
   readonly #writeTimeoutMs: number;
   readonly #onWriteTimeout: (client: HubClient) => void;
   readonly #onDiscard: (events: number) => void;
+  readonly #onSent: (events: number) => void;
   #pollTimer: ReturnType<typeof setTimeout> | undefined;
   #stalledSince = 0;
   #stalledAt = 0;
@@ -221,8 +224,13 @@ export class HubClient {
       readonly highWater: number;
       readonly writeTimeoutMs: number;
       readonly onWriteTimeout: (client: HubClient) => void;
-      /** Events of the frames still buffered when the client goes (none for error frames). */
+      /**
+       * Events of the frames lost after they were queued: still buffered when the client
+       * goes, or refused by a socket that closed under the pump (none for error frames).
+       */
       readonly onDiscard?: (events: number) => void;
+      /** Events of a frame handed to the socket (not called for error frames). */
+      readonly onSent?: (events: number) => void;
     },
   ) {
     this.id = id;
@@ -232,11 +240,19 @@ export class HubClient {
     this.#writeTimeoutMs = options.writeTimeoutMs;
     this.#onWriteTimeout = options.onWriteTimeout;
     this.#onDiscard = options.onDiscard ?? (() => {});
+    this.#onSent = options.onSent ?? (() => {});
   }
 
   /** Events lost for this client: its send buffer was full, or still held frames when it went. */
   get droppedEvents(): number {
     return this.#droppedEvents;
+  }
+
+  /** Events in the frames waiting in this client's send buffer. */
+  get queuedEvents(): number {
+    let n = 0;
+    for (const frame of this.#queue) n += frame.events;
+    return n;
   }
 
   /** The subscribed topics, sorted; empty means all. */
@@ -301,10 +317,13 @@ export class HubClient {
     let discarded = 0;
     for (const frame of this.#queue) discarded += frame.events;
     this.#queue.clear();
-    if (discarded > 0) {
-      this.#droppedEvents += discarded;
-      this.#onDiscard(discarded);
-    }
+    this.#discard(discarded);
+  }
+
+  #discard(events: number): void {
+    if (events === 0) return;
+    this.#droppedEvents += events;
+    this.#onDiscard(events);
   }
 
   #pump(): void {
@@ -321,10 +340,15 @@ export class HubClient {
       try {
         this.#socket.send(frame.data);
       } catch (err: unknown) {
-        // The socket closed under us; its close event unregisters the client.
+        // The socket closed under us; its close event unregisters the client. The frame
+        // left the buffer but never reached the socket: it is lost, and counted so.
         log.debug("websocket: send failed", { client: this.id, error: errorMessage(err) });
+        this.#discard(frame.events);
         return;
       }
+      // Counted here, not when queued: a frame is either handed to the socket or dropped,
+      // never both, so per client `sent + dropped` equals the events offered to it.
+      if (frame.events > 0) this.#onSent(frame.events);
     }
   }
 
@@ -442,6 +466,11 @@ export class WebSocketHub {
         this.#stats.dropped += events;
         this.#metrics?.websocketMessagesDropped.inc(events);
       },
+      onSent: (events) => {
+        this.#stats.dispatched += events;
+        this.#metrics?.websocketFramesSent.inc();
+        this.#metrics?.websocketMessagesBroadcasted.inc(events);
+      },
     });
     if (this.#closed) {
       client.close(1001, "server shutting down");
@@ -507,11 +536,7 @@ export class WebSocketHub {
       // Encoded once per job, and only when somebody wants it.
       out ??= this.#encode(frame);
       if (out === null) return;
-      if (client.offer(out)) {
-        this.#stats.dispatched += n;
-        this.#metrics?.websocketFramesSent.inc();
-        this.#metrics?.websocketMessagesBroadcasted.inc(n);
-      } else {
+      if (!client.offer(out)) {
         this.#stats.dropped += n;
         this.#metrics?.websocketMessagesDropped.inc(n);
       }

@@ -233,8 +233,9 @@ Deno.test("hub: frames still buffered when a client goes are counted as dropped,
     assert.ok(client !== null);
     client.sendError("error frames are not events");
     for (let i = 0; i < 10; i++) hub.publish("q", [i, i, i]);
-    await waitFor(async () => await value(m, "websocketMessagesBroadcasted") === 30);
+    await waitFor(() => client.queuedEvents === 30);
     assert.equal(await value(m, "websocketMessagesDropped"), 0, way);
+    assert.equal(await value(m, "websocketMessagesBroadcasted"), 0, "queued is not sent");
     if (way === "write timeout") await waitFor(() => hub.clients === 0);
     else if (way === "disconnect") hub.unregister(client);
     else hub.close();
@@ -244,5 +245,57 @@ Deno.test("hub: frames still buffered when a client goes are counted as dropped,
     hub.unregister(client);
     hub.close();
     assert.equal(await value(m, "websocketMessagesDropped"), 30, way);
+  }
+});
+
+Deno.test("hub: every event offered to a client is counted once, as sent or as dropped", async () => {
+  // A client that reads a little, then stops: some frames reach the socket, some wait in
+  // its buffer, the rest overflow it; then it goes. Each event lands in exactly one counter.
+  for (const way of ["write timeout", "disconnect", "shutdown", "send fails"] as const) {
+    const m = createMetrics();
+    const hub = hubWith(m, { writeTimeoutMs: way === "write timeout" ? 50 : 60_000 });
+    // Unsent bytes that shrink a little on every look while `trickle` is set: a slow reader
+    // the write timeout spares until the test stops it.
+    let trickle = true;
+    let unsent = 0;
+    const socket = new FakeSocket();
+    Object.defineProperty(socket, "bufferedAmount", {
+      get: () => (unsent -= trickle && unsent > 0 ? 1 : 0),
+      set: (v: number) => (unsent = v),
+    });
+    const client = hub.register(socket, []);
+    assert.ok(client !== null);
+    let offered = 0;
+    const JOBS = CLIENT_BUFFER_FRAMES + 100;
+    for (let i = 0; i < JOBS; i++) {
+      const events = Array.from({ length: 1 + (i % 7) }, (_, k) => k);
+      hub.publish("q", events);
+      offered += events.length;
+      // The reader stops after 20 frames: the socket's unsent bytes stay above the mark.
+      if (i === 19) socket.bufferedAmount = 10 * 1024 * 1024;
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    assert.ok(client.queuedEvents > 0);
+    trickle = false;
+    const sent = socket.frames().reduce((n, f) => n + f.payload.length, 0);
+    if (way === "write timeout") await waitFor(() => hub.clients === 0);
+    else if (way === "disconnect") hub.unregister(client);
+    else if (way === "shutdown") hub.close();
+    else {
+      // The socket closes under the pump: the frame it refuses is lost, not sent.
+      socket.send = () => {
+        throw new Error("socket closed");
+      };
+      socket.bufferedAmount = 0;
+      await waitFor(async () => await value(m, "websocketMessagesDropped") > 0);
+      hub.unregister(client);
+    }
+    const broadcasted = await value(m, "websocketMessagesBroadcasted");
+    const dropped = await value(m, "websocketMessagesDropped");
+    assert.equal(broadcasted, sent, `${way}: broadcasted counts what reached the socket`);
+    assert.equal(sent + dropped, offered, `${way}: sent + dropped = offered`);
+    assert.equal(client.droppedEvents, dropped, way);
+    assert.equal(await value(m, "websocketFramesSent"), socket.sent.length, way);
+    hub.close();
   }
 });

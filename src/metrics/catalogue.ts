@@ -324,14 +324,15 @@ export const METRICS = {
   websocketMessagesBroadcasted: {
     name: "statusengine_websocket_messages_broadcasted_total",
     type: "counter",
-    help: "Events placed into a /ws client's send buffer (per recipient).",
+    help: "Events handed to a /ws client's socket (per recipient). Each event offered to a " +
+      "client is counted once: here or in statusengine_websocket_messages_dropped_total.",
     labels: [],
     precreate: "none",
   },
   websocketFramesSent: {
     name: "statusengine_websocket_frames_sent_total",
     type: "counter",
-    help: "Frames (one per job) placed into a /ws client's send buffer.",
+    help: "Frames (one per job) handed to a /ws client's socket.",
     labels: [],
     precreate: "none",
   },
