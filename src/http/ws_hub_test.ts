@@ -10,6 +10,7 @@ import {
   parseControlFrame,
   parseTopicsParam,
   WebSocketHub,
+  type WebSocketHubOptions,
 } from "./ws_hub.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
@@ -41,8 +42,16 @@ async function value(m: Metrics, key: keyof Metrics): Promise<number> {
   return data.values.reduce((n, v) => n + v.value, 0);
 }
 
-function hubWith(m: Metrics, options: { writeTimeoutMs?: number } = {}): WebSocketHub {
+function hubWith(m: Metrics, options: Omit<WebSocketHubOptions, "metrics"> = {}): WebSocketHub {
   return new WebSocketHub({ metrics: m, statsIntervalMs: 0, ...options });
+}
+
+/** A socket whose reader stopped: everything sent stays unsent. */
+class StuckSocket extends FakeSocket {
+  override send(data: string): void {
+    super.send(data);
+    this.bufferedAmount += data.length;
+  }
 }
 
 Deno.test("parseControlFrame: subscribe, unsubscribe or both; anything else is an error", () => {
@@ -298,4 +307,79 @@ Deno.test("hub: every event offered to a client is counted once, as sent or as d
     assert.equal(await value(m, "websocketFramesSent"), socket.sent.length, way);
     hub.close();
   }
+});
+
+Deno.test("hub: one client's send buffer is bounded in bytes as well as in frames", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m, {
+    clientBufferBytes: 1_000_000,
+    slowClientCloseMs: 60_000,
+    writeTimeoutMs: 60_000,
+  });
+  const stalled = new FakeSocket();
+  stalled.bufferedAmount = 10 * 1024 * 1024;
+  const client = hub.register(stalled, []);
+  assert.ok(client !== null);
+  const big = "x".repeat(100_000);
+  for (let i = 0; i < 30; i++) {
+    hub.publish("q", [big]);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  await waitFor(() => client.queuedEvents + client.droppedEvents === 30, {
+    message: "every frame queued or dropped",
+  });
+  assert.ok(client.queuedBytes <= 1_000_000, `${client.queuedBytes} characters queued`);
+  assert.equal(await value(m, "websocketMessagesDropped"), 21, "9 frames of 100,000 fit");
+  // A frame larger than the whole buffer still goes through an empty buffer.
+  const fresh = new FakeSocket();
+  const other = hub.register(fresh, []);
+  stalled.close();
+  hub.unregister(client);
+  hub.publish("q", ["y".repeat(2_000_000)]);
+  await waitFor(() => fresh.sent.length === 1);
+  assert.equal(other?.droppedEvents, 0);
+  hub.close();
+});
+
+Deno.test("hub: the bytes held for all stalled sockets stay within the budget plus one frame each", async () => {
+  const m = createMetrics();
+  const BUDGET = 1_000_000;
+  const FRAME = 100_000;
+  const hub = hubWith(m, { socketBudgetBytes: BUDGET, slowClientCloseMs: 60_000 });
+  const sockets = Array.from({ length: 20 }, () => new StuckSocket());
+  for (const s of sockets) hub.register(s, []);
+  const payload = "x".repeat(FRAME);
+  for (let i = 0; i < 10; i++) {
+    hub.publish("q", [payload]);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  await waitFor(() => sockets.every((s) => s.sent.length > 0), { message: "one frame each" });
+  const held = sockets.reduce((n, s) => n + s.bufferedAmount, 0);
+  // Without the budget each socket takes frames up to its 256 KiB mark: 20 × 3 frames.
+  assert.ok(held <= BUDGET + sockets.length * (FRAME + 100), `${held} bytes unsent`);
+  assert.equal(hub.unsentBytes, held, "the budget counts what the sockets hold");
+  // A client that reads again gets its frames; the budget follows.
+  const first = sockets[0] as StuckSocket;
+  const before = first.sent.length;
+  first.bufferedAmount = 0;
+  await waitFor(() => first.sent.length > before);
+  hub.close();
+  assert.equal(hub.unsentBytes, 0, "closed clients leave the budget");
+});
+
+Deno.test("hub: a client that loses frames while its socket takes none is closed sooner, and counted", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m, { writeTimeoutMs: 60_000, slowClientCloseMs: 50 });
+  const stalled = new FakeSocket();
+  stalled.bufferedAmount = 10 * 1024 * 1024;
+  const reading = new FakeSocket();
+  hub.register(stalled, []);
+  hub.register(reading, []);
+  for (let i = 0; i < CLIENT_BUFFER_FRAMES + 1; i++) hub.publish("q", [i]);
+  await waitFor(() => stalled.closedWith !== null, { message: "the losing client closed" });
+  assert.deepEqual(stalled.closedWith, { code: 1008, reason: "too slow" });
+  assert.equal(await value(m, "websocketSlowClientsClosed"), 1);
+  assert.equal(hub.clients, 1, "the reading client stays");
+  assert.equal(reading.closedWith, null);
+  hub.close();
 });

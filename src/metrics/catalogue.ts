@@ -339,8 +339,17 @@ export const METRICS = {
   websocketMessagesDropped: {
     name: "statusengine_websocket_messages_dropped_total",
     type: "counter",
-    help: "Events one /ws client did not get: its 256-frame send buffer was full, or it was " +
+    help:
+      "Events one /ws client did not get: its send buffer (256 frames, 16 MiB) was full, or it was " +
       "closed (disconnect, write timeout, shutdown) with frames still unsent.",
+    labels: [],
+    precreate: "none",
+  },
+  websocketSlowClientsClosed: {
+    name: "statusengine_websocket_slow_clients_closed_total",
+    type: "counter",
+    help: "/ws clients the hub closed (1008) for not reading: losing frames while their socket " +
+      "took none for 2 s, or no write progress at all for 10 s.",
     labels: [],
     precreate: "none",
   },
