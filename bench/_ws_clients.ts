@@ -9,20 +9,27 @@
  * the cheapest possible reader, standing in for clients on other machines.
  * Prints `ready` once every client is open; each `report` line on stdin is
  * answered with one JSON line `{"frames":…,"bytes":…}` (totals over all
- * clients); end of stdin closes the clients and exits. Frames are counted,
+ * clients); end of stdin closes the clients and exits. `stalled` clients
+ * complete the handshake and then never read (the abuse case of
+ * `bench/websocket.ts --abuse`). Frames are counted,
  * never parsed: a client that prints or parses measures itself (docs/operations.md#ws).
  */
 import { report } from "./_util.ts";
 
 const [mode, url, count] = Deno.args;
-if (url === undefined || count === undefined || (mode !== "ws" && mode !== "raw")) {
-  throw new TypeError("usage: <ws|raw> <url> <clients>");
+if (
+  url === undefined || count === undefined ||
+  (mode !== "ws" && mode !== "raw" && mode !== "stalled")
+) {
+  throw new TypeError("usage: <ws|raw|stalled> <url> <clients>");
 }
 let frames = 0;
 let bytes = 0;
 const closers: (() => Promise<void>)[] = [];
 for (let i = 0; i < Number(count); i++) {
-  closers.push(mode === "ws" ? await wsClient(url) : await rawClient(new URL(url)));
+  closers.push(
+    mode === "ws" ? await wsClient(url) : await rawClient(new URL(url), mode === "stalled"),
+  );
 }
 report("ready");
 const lines = Deno.stdin.readable.pipeThrough(new TextDecoderStream());
@@ -54,7 +61,7 @@ async function wsClient(url: string): Promise<() => Promise<void>> {
     });
 }
 
-async function rawClient(url: URL): Promise<() => Promise<void>> {
+async function rawClient(url: URL, stalled: boolean): Promise<() => Promise<void>> {
   const conn = await Deno.connect({ hostname: url.hostname, port: Number(url.port) });
   await conn.write(
     new TextEncoder().encode(
@@ -77,6 +84,13 @@ async function rawClient(url: URL): Promise<() => Promise<void>> {
       if (!text.startsWith("HTTP/1.1 101")) throw new Error(text.split("\r\n")[0]);
       start = end + 4;
     }
+  }
+  if (stalled) {
+    // Never reads again: the server's frames pile up in its buffers and the kernel's.
+    return () => {
+      conn.close();
+      return Promise.resolve();
+    };
   }
   // Server frames are unmasked: 2 header bytes, then 0, 2 or 8 length bytes.
   let header: number[] = [];

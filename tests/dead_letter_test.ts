@@ -114,3 +114,59 @@ Deno.test("dead letters: a full dead-letter file fails /readyz and counts write 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+/** A tmpfs of `size` mounted on a new temporary directory; unmounted and removed on dispose. */
+async function smallFilesystem(size: string): Promise<string & AsyncDisposable> {
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-fs-" });
+  const mount = await new Deno.Command("mount", {
+    args: ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir],
+    stderr: "piped",
+  }).output();
+  if (!mount.success) {
+    await Deno.remove(dir);
+    throw new Error(
+      `this test mounts a ${size} tmpfs to fill it for real and needs the right to mount ` +
+        `(root): ${new TextDecoder().decode(mount.stderr).trim()}`,
+    );
+  }
+  return Object.assign(dir, {
+    async [Symbol.asyncDispose]() {
+      await new Deno.Command("umount", { args: [dir] }).output();
+      await Deno.remove(dir, { recursive: true });
+    },
+  }) as unknown as string & AsyncDisposable;
+}
+
+Deno.test("dead letters: a real file system that fills up in the middle of a record leaves no torn or extra record; the records in the file equal statusengine_dead_letters_total", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // 64 KiB, 56 of them taken by a filler file: two 4 KiB pages are left, room for one
+  // record of about 5 KB and half of the next.
+  await using fs = await smallFilesystem("64k");
+  const path = `${fs}/dead.ndjson`;
+  await Deno.writeFile(`${fs}/filler`, new Uint8Array(56 * 1024));
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: db.url,
+    deadLetterFile: path,
+    queues: [Q],
+  }));
+  const bad = [1, 2, 3].map((n) => `not json ${n} ${"y".repeat(5000)}`);
+  await publish(gearmand.addr, Q, bad);
+  await waitFor(
+    async () => (await metricValue(worker, "statusengine_dead_letter_write_errors_total")) >= 3,
+    { timeoutMs: 30_000, message: "the disk to fill and writes to fail" },
+  );
+  assert.equal(await deadLettersCounted(worker), 1, "one record fitted");
+  assert.deepEqual((await records(path)).map((r) => r.payload), [bad[0]], "no torn record");
+  // Space is back.
+  await Deno.remove(`${fs}/filler`);
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, Q)) === 0, {
+    timeoutMs: 30_000,
+    message: "the bad jobs dead-lettered and acknowledged",
+  });
+  const written = await records(path);
+  assert.deepEqual(written.map((r) => r.payload).sort(), [...bad].sort(), "each record once");
+  assert.equal(await deadLettersCounted(worker), written.length);
+});

@@ -6,15 +6,24 @@
  *   hub's bounded inbound buffer (1024 frames), which a timer drains. When the
  *   buffer is full the frame is lost for everyone and counted in
  *   `statusengine_websocket_publish_dropped_total`.
- * - Each client has a bounded send buffer (256 frames) drained by a pump that
- *   hands frames to the socket only while the socket's own unsent bytes
- *   (`bufferedAmount`) are below a high-water mark. A client that stops
- *   reading fills its own buffer and loses frames there, counted in
- *   `statusengine_websocket_messages_dropped_total`; other clients are not
- *   affected and nothing ever awaits a client. The frames still in a
+ * - Each client has a bounded send buffer (256 frames and 16 MiB of frame
+ *   text) drained by a pump that hands frames to the socket only while the
+ *   socket's own unsent bytes (`bufferedAmount`) are below a high-water mark.
+ *   A client that stops reading fills its own buffer and loses frames there,
+ *   counted in `statusengine_websocket_messages_dropped_total`; other clients
+ *   are not affected and nothing ever awaits a client.
+ * - Memory is bounded in total too: the bytes handed to all sockets and not
+ *   yet written (each a copy of the frame inside the runtime) may exceed a
+ *   hub-wide budget (16 MiB) only by one frame per client: over the budget,
+ *   only a socket with nothing unsent gets a frame. A client that loses
+ *   frames while its socket makes no progress is closed after 2 s (1008),
+ *   one that makes no progress at all after 10 s; both are counted in
+ *   `statusengine_websocket_slow_clients_closed_total`. The frames still in a
  *   client's buffer when it goes (disconnect, write timeout, shutdown) are
  *   lost too and counted the same way; the ones already handed to the socket
- *   are not, as the socket sends them before its close frame.
+ *   are not, as the socket sends them before its close frame. A frame counts as
+ *   broadcasted only once it is handed to the socket, so every event offered
+ *   to a client is counted exactly once: broadcasted or dropped.
  * - Frames are encoded once per job, and only when a client wants the topic:
  *   with no client connected nothing is collected or encoded at all.
  *
@@ -32,6 +41,20 @@ const log = getLogger("websocket");
 export const HUB_BUFFER_FRAMES = 1024;
 /** Frames one client's send buffer holds; beyond it the frame is lost for that client. */
 export const CLIENT_BUFFER_FRAMES = 256;
+/**
+ * Characters of frame text one client's send buffer holds (about bytes: frames are JSON,
+ * mostly ASCII); beyond it the frame is lost for that client. A single larger frame is
+ * still taken into an empty buffer, so no job is too large to be streamed.
+ */
+export const CLIENT_BUFFER_BYTES = 16 * 1024 * 1024;
+/**
+ * Unsent bytes all sockets together may hold before only sockets with nothing unsent get
+ * another frame. Each is a copy inside the runtime, per client, so without this budget 500
+ * clients that stopped reading held 500 times the high-water mark.
+ */
+export const HUB_SOCKET_BUDGET_BYTES = 16 * 1024 * 1024;
+/** A client losing frames whose socket makes no progress for this long is closed. */
+export const SLOW_CLIENT_CLOSE_MS = 2_000;
 /**
  * Unsent bytes a socket may hold before the pump stops handing it frames. The socket's
  * `send()` never blocks, so without this a stalled reader would make the runtime buffer
@@ -66,6 +89,12 @@ export interface WebSocketHubOptions {
   readonly writeTimeoutMs?: number;
   /** Default {@link SOCKET_HIGH_WATER_BYTES}. */
   readonly highWaterBytes?: number;
+  /** Default {@link HUB_SOCKET_BUDGET_BYTES}. */
+  readonly socketBudgetBytes?: number;
+  /** Default {@link CLIENT_BUFFER_BYTES}. */
+  readonly clientBufferBytes?: number;
+  /** Default {@link SLOW_CLIENT_CLOSE_MS}. */
+  readonly slowClientCloseMs?: number;
 }
 
 /** A subscription change sent by a client: additions are applied before removals. */
@@ -161,6 +190,11 @@ class Ring<T> {
     return true;
   }
 
+  /** The oldest item, left in place. */
+  peek(): T | undefined {
+    return this.#size === 0 ? undefined : this.#items[this.#head];
+  }
+
   shift(): T | undefined {
     if (this.#size === 0) return undefined;
     const item = this.#items[this.#head];
@@ -195,6 +229,47 @@ interface OutboundFrame {
   readonly events: number;
 }
 
+/**
+ * The hub-wide count of bytes handed to sockets and not yet written. Each client reports
+ * what it last saw in its socket's `bufferedAmount`; a client that went idle is not looked
+ * at again, so while over the limit the total is refreshed from every socket, at most once
+ * per poll interval.
+ */
+class SocketBudget {
+  readonly limit: number;
+  readonly #clients: ReadonlySet<HubClient>;
+  #total = 0;
+  #refreshedAt = -Infinity;
+
+  constructor(limit: number, clients: ReadonlySet<HubClient>) {
+    this.limit = limit;
+    this.#clients = clients;
+  }
+
+  /** Bytes unsent in all sockets, as last seen. */
+  get total(): number {
+    return this.#total;
+  }
+
+  add(delta: number): void {
+    this.#total += delta;
+  }
+
+  /** Whether `bytes` more would go over the limit (refreshing a stale total first). */
+  over(bytes: number): boolean {
+    if (this.#total + bytes <= this.limit) return false;
+    const now = performance.now();
+    if (now - this.#refreshedAt >= STALL_POLL_MS) {
+      this.#refreshedAt = now;
+      for (const client of this.#clients) client.observe();
+    }
+    return this.#total + bytes > this.limit;
+  }
+}
+
+/** Why the hub closed a client. */
+export type SlowClientReason = "no write progress" | "losing frames";
+
 /** One connected client: its subscriptions, its send buffer and the pump that drains it. */
 export class HubClient {
   /** Process-local id, for log lines. */
@@ -204,11 +279,22 @@ export class HubClient {
   readonly #queue = new Ring<OutboundFrame>(CLIENT_BUFFER_FRAMES);
   readonly #highWater: number;
   readonly #writeTimeoutMs: number;
-  readonly #onWriteTimeout: (client: HubClient) => void;
+  readonly #slowCloseMs: number;
+  readonly #maxQueuedBytes: number;
+  readonly #budget: SocketBudget | undefined;
+  readonly #onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
   readonly #onDiscard: (events: number) => void;
+  readonly #onSent: (events: number) => void;
   #pollTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The pump waits for the socket (or the budget): since when, at which unsent bytes. */
+  #stalled = false;
   #stalledSince = 0;
   #stalledAt = 0;
+  /** A frame was lost for this client while its socket made no progress. */
+  #losingFrames = false;
+  #queuedBytes = 0;
+  /** The socket's unsent bytes when last looked at, as counted in the budget. */
+  #unsent = 0;
   #droppedEvents = 0;
   #removed = false;
 
@@ -220,9 +306,20 @@ export class HubClient {
       readonly topics: readonly string[];
       readonly highWater: number;
       readonly writeTimeoutMs: number;
-      readonly onWriteTimeout: (client: HubClient) => void;
-      /** Events of the frames still buffered when the client goes (none for error frames). */
+      /** Default {@link SLOW_CLIENT_CLOSE_MS}. */
+      readonly slowCloseMs?: number;
+      /** Default {@link CLIENT_BUFFER_BYTES}. */
+      readonly maxQueuedBytes?: number;
+      /** The hub-wide budget of unsent bytes; none: only the high-water mark applies. */
+      readonly budget?: SocketBudget;
+      readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
+      /**
+       * Events of the frames lost after they were queued: still buffered when the client
+       * goes, or refused by a socket that closed under the pump (none for error frames).
+       */
       readonly onDiscard?: (events: number) => void;
+      /** Events of a frame handed to the socket (not called for error frames). */
+      readonly onSent?: (events: number) => void;
     },
   ) {
     this.id = id;
@@ -230,13 +327,29 @@ export class HubClient {
     this.#topics = new Set(options.topics);
     this.#highWater = options.highWater;
     this.#writeTimeoutMs = options.writeTimeoutMs;
+    this.#slowCloseMs = options.slowCloseMs ?? SLOW_CLIENT_CLOSE_MS;
+    this.#maxQueuedBytes = options.maxQueuedBytes ?? CLIENT_BUFFER_BYTES;
+    this.#budget = options.budget;
     this.#onWriteTimeout = options.onWriteTimeout;
     this.#onDiscard = options.onDiscard ?? (() => {});
+    this.#onSent = options.onSent ?? (() => {});
   }
 
   /** Events lost for this client: its send buffer was full, or still held frames when it went. */
   get droppedEvents(): number {
     return this.#droppedEvents;
+  }
+
+  /** Events in the frames waiting in this client's send buffer. */
+  get queuedEvents(): number {
+    let n = 0;
+    for (const frame of this.#queue) n += frame.events;
+    return n;
+  }
+
+  /** Characters of frame text waiting in this client's send buffer. */
+  get queuedBytes(): number {
+    return this.#queuedBytes;
   }
 
   /** The subscribed topics, sorted; empty means all. */
@@ -270,17 +383,37 @@ export class HubClient {
    * @param message What was wrong with the frame.
    */
   sendError(message: string): void {
-    if (this.#queue.push({ data: JSON.stringify({ error: message }), events: 0 })) this.#pump();
+    const data = JSON.stringify({ error: message });
+    if (this.#queue.push({ data, events: 0 })) {
+      this.#queuedBytes += data.length;
+      this.#pump();
+    }
   }
 
   /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
   offer(frame: OutboundFrame): boolean {
-    if (!this.#queue.push(frame)) {
+    const fits = this.#queue.size === 0 ||
+      this.#queuedBytes + frame.data.length <= this.#maxQueuedBytes;
+    if (!fits || !this.#queue.push(frame)) {
       this.#droppedEvents += frame.events;
+      if (this.#stalled) this.#losingFrames = true;
       return false;
     }
+    this.#queuedBytes += frame.data.length;
     this.#pump();
     return true;
+  }
+
+  /**
+   * Look at the socket's unsent bytes and bring the hub's budget up to date.
+   *
+   * @returns The unsent bytes.
+   */
+  observe(): number {
+    const now = this.#removed ? 0 : this.#socket.bufferedAmount;
+    this.#budget?.add(now - this.#unsent);
+    this.#unsent = now;
+    return now;
   }
 
   /** Send a close frame (best effort) and stop the pump. */
@@ -298,50 +431,86 @@ export class HubClient {
     this.#removed = true;
     if (this.#pollTimer !== undefined) clearTimeout(this.#pollTimer);
     this.#pollTimer = undefined;
+    // The hub stops looking at this socket; what it still holds leaves the budget.
+    this.#budget?.add(-this.#unsent);
+    this.#unsent = 0;
     let discarded = 0;
     for (const frame of this.#queue) discarded += frame.events;
     this.#queue.clear();
-    if (discarded > 0) {
-      this.#droppedEvents += discarded;
-      this.#onDiscard(discarded);
-    }
+    this.#queuedBytes = 0;
+    this.#discard(discarded);
+  }
+
+  #discard(events: number): void {
+    if (events === 0) return;
+    this.#droppedEvents += events;
+    this.#onDiscard(events);
+  }
+
+  /**
+   * Whether the socket may take `frame` now: its unsent bytes are within the high-water
+   * mark, and either it has nothing unsent or all sockets together stay within the budget.
+   */
+  #mayTake(unsent: number, frame: OutboundFrame): boolean {
+    if (unsent > this.#highWater) return false;
+    return unsent === 0 || this.#budget === undefined || !this.#budget.over(frame.data.length);
   }
 
   #pump(): void {
     if (this.#pollTimer !== undefined || this.#removed) return;
-    while (this.#queue.size > 0) {
+    for (;;) {
+      const frame = this.#queue.peek();
+      if (frame === undefined) return;
       if (this.#socket.readyState !== OPEN) return;
-      if (this.#socket.bufferedAmount > this.#highWater) {
-        this.#stalledSince = performance.now();
-        this.#stalledAt = this.#socket.bufferedAmount;
+      const unsent = this.observe();
+      if (!this.#mayTake(unsent, frame)) {
+        if (!this.#stalled) {
+          this.#stalled = true;
+          this.#stalledSince = performance.now();
+          this.#stalledAt = unsent;
+        }
         this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
         return;
       }
-      const frame = this.#queue.shift() as OutboundFrame;
+      this.#queue.shift();
+      this.#queuedBytes -= frame.data.length;
       try {
         this.#socket.send(frame.data);
       } catch (err: unknown) {
-        // The socket closed under us; its close event unregisters the client.
+        // The socket closed under us; its close event unregisters the client. The frame
+        // left the buffer but never reached the socket: it is lost, and counted so.
         log.debug("websocket: send failed", { client: this.id, error: errorMessage(err) });
+        this.#discard(frame.events);
         return;
       }
+      this.#stalled = false;
+      this.#losingFrames = false;
+      this.observe();
+      // Counted here, not when queued: a frame is either handed to the socket or dropped,
+      // never both, so per client `sent + dropped` equals the events offered to it.
+      if (frame.events > 0) this.#onSent(frame.events);
     }
   }
 
   #poll(): void {
     this.#pollTimer = undefined;
     if (this.#removed) return;
-    const buffered = this.#socket.bufferedAmount;
-    if (buffered <= this.#highWater) {
+    const unsent = this.observe();
+    // Progress restarts the clock: a slow reader is fine, only a stuck one is closed.
+    if (unsent < this.#stalledAt) {
+      this.#stalledAt = unsent;
+      this.#stalledSince = performance.now();
+      this.#losingFrames = false;
+    }
+    const frame = this.#queue.peek();
+    if (frame === undefined || this.#mayTake(unsent, frame)) {
       this.#pump();
       return;
     }
-    // Progress restarts the clock: a slow reader is fine, only a stuck one is closed.
-    if (buffered < this.#stalledAt) {
-      this.#stalledAt = buffered;
-      this.#stalledSince = performance.now();
-    } else if (performance.now() - this.#stalledSince >= this.#writeTimeoutMs) {
-      this.#onWriteTimeout(this);
+    // A client that already loses frames gets less time: it holds memory for nothing.
+    const limit = this.#losingFrames ? this.#slowCloseMs : this.#writeTimeoutMs;
+    if (performance.now() - this.#stalledSince >= limit) {
+      this.#onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
       return;
     }
     this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
@@ -363,6 +532,9 @@ export class WebSocketHub {
   readonly #inbound = new Ring<PendingFrame>(HUB_BUFFER_FRAMES);
   readonly #highWater: number;
   readonly #writeTimeoutMs: number;
+  readonly #slowCloseMs: number;
+  readonly #clientBufferBytes: number;
+  readonly #budget: SocketBudget;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
   #stats: HubStats = { received: 0, dispatched: 0, dropped: 0, publishDropped: 0 };
@@ -374,6 +546,12 @@ export class WebSocketHub {
     this.#metrics = options.metrics;
     this.#highWater = options.highWaterBytes ?? SOCKET_HIGH_WATER_BYTES;
     this.#writeTimeoutMs = options.writeTimeoutMs ?? WRITE_TIMEOUT_MS;
+    this.#slowCloseMs = options.slowClientCloseMs ?? SLOW_CLIENT_CLOSE_MS;
+    this.#clientBufferBytes = options.clientBufferBytes ?? CLIENT_BUFFER_BYTES;
+    this.#budget = new SocketBudget(
+      options.socketBudgetBytes ?? HUB_SOCKET_BUDGET_BYTES,
+      this.#clients,
+    );
     const interval = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = interval > 0 ? setInterval(() => this.#logStats(), interval) : undefined;
   }
@@ -393,6 +571,11 @@ export class WebSocketHub {
   /** Connected clients. */
   get clients(): number {
     return this.#clients.size;
+  }
+
+  /** Bytes handed to sockets and not yet written, as last seen (the budget's count). */
+  get unsentBytes(): number {
+    return this.#budget.total;
   }
 
   /** True after {@link close}. */
@@ -430,17 +613,33 @@ export class WebSocketHub {
       topics,
       highWater: this.#highWater,
       writeTimeoutMs: this.#writeTimeoutMs,
-      onWriteTimeout: (c) => {
-        log.warn("websocket: client closed, a write made no progress", {
-          client: c.id,
-          timeout_ms: this.#writeTimeoutMs,
-        });
-        c.close(1008, "write timeout");
+      slowCloseMs: this.#slowCloseMs,
+      maxQueuedBytes: this.#clientBufferBytes,
+      budget: this.#budget,
+      onWriteTimeout: (c, reason) => {
+        const losing = reason === "losing frames";
+        log.warn(
+          losing
+            ? "websocket: client closed, it loses frames and its socket takes none"
+            : "websocket: client closed, a write made no progress",
+          {
+            client: c.id,
+            timeout_ms: losing ? this.#slowCloseMs : this.#writeTimeoutMs,
+            hint: "a dashboard must keep reading its socket; it may reconnect",
+          },
+        );
+        this.#metrics?.websocketSlowClientsClosed.inc();
+        c.close(1008, losing ? "too slow" : "write timeout");
         this.unregister(c);
       },
       onDiscard: (events) => {
         this.#stats.dropped += events;
         this.#metrics?.websocketMessagesDropped.inc(events);
+      },
+      onSent: (events) => {
+        this.#stats.dispatched += events;
+        this.#metrics?.websocketFramesSent.inc();
+        this.#metrics?.websocketMessagesBroadcasted.inc(events);
       },
     });
     if (this.#closed) {
@@ -507,11 +706,7 @@ export class WebSocketHub {
       // Encoded once per job, and only when somebody wants it.
       out ??= this.#encode(frame);
       if (out === null) return;
-      if (client.offer(out)) {
-        this.#stats.dispatched += n;
-        this.#metrics?.websocketFramesSent.inc();
-        this.#metrics?.websocketMessagesBroadcasted.inc(n);
-      } else {
+      if (!client.offer(out)) {
         this.#stats.dropped += n;
         this.#metrics?.websocketMessagesDropped.inc(n);
       }

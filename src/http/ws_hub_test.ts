@@ -10,6 +10,7 @@ import {
   parseControlFrame,
   parseTopicsParam,
   WebSocketHub,
+  type WebSocketHubOptions,
 } from "./ws_hub.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
@@ -41,8 +42,16 @@ async function value(m: Metrics, key: keyof Metrics): Promise<number> {
   return data.values.reduce((n, v) => n + v.value, 0);
 }
 
-function hubWith(m: Metrics, options: { writeTimeoutMs?: number } = {}): WebSocketHub {
+function hubWith(m: Metrics, options: Omit<WebSocketHubOptions, "metrics"> = {}): WebSocketHub {
   return new WebSocketHub({ metrics: m, statsIntervalMs: 0, ...options });
+}
+
+/** A socket whose reader stopped: everything sent stays unsent. */
+class StuckSocket extends FakeSocket {
+  override send(data: string): void {
+    super.send(data);
+    this.bufferedAmount += data.length;
+  }
 }
 
 Deno.test("parseControlFrame: subscribe, unsubscribe or both; anything else is an error", () => {
@@ -233,8 +242,9 @@ Deno.test("hub: frames still buffered when a client goes are counted as dropped,
     assert.ok(client !== null);
     client.sendError("error frames are not events");
     for (let i = 0; i < 10; i++) hub.publish("q", [i, i, i]);
-    await waitFor(async () => await value(m, "websocketMessagesBroadcasted") === 30);
+    await waitFor(() => client.queuedEvents === 30);
     assert.equal(await value(m, "websocketMessagesDropped"), 0, way);
+    assert.equal(await value(m, "websocketMessagesBroadcasted"), 0, "queued is not sent");
     if (way === "write timeout") await waitFor(() => hub.clients === 0);
     else if (way === "disconnect") hub.unregister(client);
     else hub.close();
@@ -245,4 +255,131 @@ Deno.test("hub: frames still buffered when a client goes are counted as dropped,
     hub.close();
     assert.equal(await value(m, "websocketMessagesDropped"), 30, way);
   }
+});
+
+Deno.test("hub: every event offered to a client is counted once, as sent or as dropped", async () => {
+  // A client that reads a little, then stops: some frames reach the socket, some wait in
+  // its buffer, the rest overflow it; then it goes. Each event lands in exactly one counter.
+  for (const way of ["write timeout", "disconnect", "shutdown", "send fails"] as const) {
+    const m = createMetrics();
+    const hub = hubWith(m, { writeTimeoutMs: way === "write timeout" ? 50 : 60_000 });
+    // Unsent bytes that shrink a little on every look while `trickle` is set: a slow reader
+    // the write timeout spares until the test stops it.
+    let trickle = true;
+    let unsent = 0;
+    const socket = new FakeSocket();
+    Object.defineProperty(socket, "bufferedAmount", {
+      get: () => (unsent -= trickle && unsent > 0 ? 1 : 0),
+      set: (v: number) => (unsent = v),
+    });
+    const client = hub.register(socket, []);
+    assert.ok(client !== null);
+    let offered = 0;
+    const JOBS = CLIENT_BUFFER_FRAMES + 100;
+    for (let i = 0; i < JOBS; i++) {
+      const events = Array.from({ length: 1 + (i % 7) }, (_, k) => k);
+      hub.publish("q", events);
+      offered += events.length;
+      // The reader stops after 20 frames: the socket's unsent bytes stay above the mark.
+      if (i === 19) socket.bufferedAmount = 10 * 1024 * 1024;
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    assert.ok(client.queuedEvents > 0);
+    trickle = false;
+    const sent = socket.frames().reduce((n, f) => n + f.payload.length, 0);
+    if (way === "write timeout") await waitFor(() => hub.clients === 0);
+    else if (way === "disconnect") hub.unregister(client);
+    else if (way === "shutdown") hub.close();
+    else {
+      // The socket closes under the pump: the frame it refuses is lost, not sent.
+      socket.send = () => {
+        throw new Error("socket closed");
+      };
+      socket.bufferedAmount = 0;
+      await waitFor(async () => await value(m, "websocketMessagesDropped") > 0);
+      hub.unregister(client);
+    }
+    const broadcasted = await value(m, "websocketMessagesBroadcasted");
+    const dropped = await value(m, "websocketMessagesDropped");
+    assert.equal(broadcasted, sent, `${way}: broadcasted counts what reached the socket`);
+    assert.equal(sent + dropped, offered, `${way}: sent + dropped = offered`);
+    assert.equal(client.droppedEvents, dropped, way);
+    assert.equal(await value(m, "websocketFramesSent"), socket.sent.length, way);
+    hub.close();
+  }
+});
+
+Deno.test("hub: one client's send buffer is bounded in bytes as well as in frames", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m, {
+    clientBufferBytes: 1_000_000,
+    slowClientCloseMs: 60_000,
+    writeTimeoutMs: 60_000,
+  });
+  const stalled = new FakeSocket();
+  stalled.bufferedAmount = 10 * 1024 * 1024;
+  const client = hub.register(stalled, []);
+  assert.ok(client !== null);
+  const big = "x".repeat(100_000);
+  for (let i = 0; i < 30; i++) {
+    hub.publish("q", [big]);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  await waitFor(() => client.queuedEvents + client.droppedEvents === 30, {
+    message: "every frame queued or dropped",
+  });
+  assert.ok(client.queuedBytes <= 1_000_000, `${client.queuedBytes} characters queued`);
+  assert.equal(await value(m, "websocketMessagesDropped"), 21, "9 frames of 100,000 fit");
+  // A frame larger than the whole buffer still goes through an empty buffer.
+  const fresh = new FakeSocket();
+  const other = hub.register(fresh, []);
+  stalled.close();
+  hub.unregister(client);
+  hub.publish("q", ["y".repeat(2_000_000)]);
+  await waitFor(() => fresh.sent.length === 1);
+  assert.equal(other?.droppedEvents, 0);
+  hub.close();
+});
+
+Deno.test("hub: the bytes held for all stalled sockets stay within the budget plus one frame each", async () => {
+  const m = createMetrics();
+  const BUDGET = 1_000_000;
+  const FRAME = 100_000;
+  const hub = hubWith(m, { socketBudgetBytes: BUDGET, slowClientCloseMs: 60_000 });
+  const sockets = Array.from({ length: 20 }, () => new StuckSocket());
+  for (const s of sockets) hub.register(s, []);
+  const payload = "x".repeat(FRAME);
+  for (let i = 0; i < 10; i++) {
+    hub.publish("q", [payload]);
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  await waitFor(() => sockets.every((s) => s.sent.length > 0), { message: "one frame each" });
+  const held = sockets.reduce((n, s) => n + s.bufferedAmount, 0);
+  // Without the budget each socket takes frames up to its 256 KiB mark: 20 × 3 frames.
+  assert.ok(held <= BUDGET + sockets.length * (FRAME + 100), `${held} bytes unsent`);
+  assert.equal(hub.unsentBytes, held, "the budget counts what the sockets hold");
+  // A client that reads again gets its frames; the budget follows.
+  const first = sockets[0] as StuckSocket;
+  const before = first.sent.length;
+  first.bufferedAmount = 0;
+  await waitFor(() => first.sent.length > before);
+  hub.close();
+  assert.equal(hub.unsentBytes, 0, "closed clients leave the budget");
+});
+
+Deno.test("hub: a client that loses frames while its socket takes none is closed sooner, and counted", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m, { writeTimeoutMs: 60_000, slowClientCloseMs: 50 });
+  const stalled = new FakeSocket();
+  stalled.bufferedAmount = 10 * 1024 * 1024;
+  const reading = new FakeSocket();
+  hub.register(stalled, []);
+  hub.register(reading, []);
+  for (let i = 0; i < CLIENT_BUFFER_FRAMES + 1; i++) hub.publish("q", [i]);
+  await waitFor(() => stalled.closedWith !== null, { message: "the losing client closed" });
+  assert.deepEqual(stalled.closedWith, { code: 1008, reason: "too slow" });
+  assert.equal(await value(m, "websocketSlowClientsClosed"), 1);
+  assert.equal(hub.clients, 1, "the reading client stays");
+  assert.equal(reading.closedWith, null);
+  hub.close();
 });

@@ -359,22 +359,32 @@ export const METRICS = {
   websocketMessagesBroadcasted: {
     name: "statusengine_websocket_messages_broadcasted_total",
     type: "counter",
-    help: "Events placed into a /ws client's send buffer (per recipient).",
+    help: "Events handed to a /ws client's socket (per recipient). Each event offered to a " +
+      "client is counted once: here or in statusengine_websocket_messages_dropped_total.",
     labels: [],
     precreate: "none",
   },
   websocketFramesSent: {
     name: "statusengine_websocket_frames_sent_total",
     type: "counter",
-    help: "Frames (one per job) placed into a /ws client's send buffer.",
+    help: "Frames (one per job) handed to a /ws client's socket.",
     labels: [],
     precreate: "none",
   },
   websocketMessagesDropped: {
     name: "statusengine_websocket_messages_dropped_total",
     type: "counter",
-    help: "Events one /ws client did not get: its 256-frame send buffer was full, or it was " +
+    help:
+      "Events one /ws client did not get: its send buffer (256 frames, 16 MiB) was full, or it was " +
       "closed (disconnect, write timeout, shutdown) with frames still unsent.",
+    labels: [],
+    precreate: "none",
+  },
+  websocketSlowClientsClosed: {
+    name: "statusengine_websocket_slow_clients_closed_total",
+    type: "counter",
+    help: "/ws clients the hub closed (1008) for not reading: losing frames while their socket " +
+      "took none for 2 s, or no write progress at all for 10 s.",
     labels: [],
     precreate: "none",
   },

@@ -28,9 +28,15 @@ const NEWLINE = 0x0a;
  * open file (device and inode), and a file that was renamed or removed
  * (logrotate `create`) is closed and the path opened again. The file is
  * opened with O_APPEND, so after a `copytruncate` the next record lands at
- * the new end instead of leaving a hole of NUL bytes. A write that failed
- * half-way (disk full) leaves a torn line; the next record starts on a new
- * line, so only that one line is unreadable.
+ * the new end instead of leaving a hole of NUL bytes.
+ *
+ * A write that fails half-way (disk full, file size limit) is cut back off:
+ * the file is truncated to its length before the record, so it holds only
+ * whole records, and the caller's retry does not add a second copy next to
+ * a torn one (the count of records in the file stays equal to
+ * `statusengine_dead_letters_total`). Only if that truncation fails too is
+ * the torn line left; the next record then starts on a new line, so only
+ * that one line is unreadable.
  */
 export class DeadLetterFile implements DeadLetterSink {
   readonly path: string;
@@ -107,15 +113,37 @@ export class DeadLetterFile implements DeadLetterSink {
         bytes[0] = NEWLINE;
         bytes.set(line, 1);
       }
+      // Where this record starts (O_APPEND writes at the end), to cut a torn one back off.
+      const start = (await file.stat()).size;
       let off = 0;
       try {
         while (off < bytes.length) off += await file.write(bytes.subarray(off));
-      } finally {
-        if (off > 0) this.#torn = bytes[off - 1] !== NEWLINE;
+      } catch (err: unknown) {
+        if (off > 0) await this.#cutBack(file, start, bytes[off - 1] !== NEWLINE);
+        throw err;
       }
+      this.#torn = false;
     } catch (err: unknown) {
       throw new Error(`Cannot write dead-letter file "${this.path}": ${errorMessage(err)}`, {
         cause: err,
+      });
+    }
+  }
+
+  /**
+   * Remove the part of a record a failed write left behind; when even that fails, remember
+   * whether the file now ends mid-line so the next record starts on a line of its own.
+   */
+  async #cutBack(file: Deno.FsFile, start: number, endsMidLine: boolean): Promise<void> {
+    try {
+      await file.truncate(start);
+      this.#torn = false;
+    } catch (err: unknown) {
+      this.#torn = endsMidLine;
+      log.warn("pipeline: a dead-letter record was written only in part and cannot be removed", {
+        path: this.path,
+        error: errorMessage(err),
+        hint: "that line of the file is unreadable; the record is written again in full",
       });
     }
   }

@@ -138,12 +138,12 @@ Deno.test("dead-letter file: disabled (no file), records are still counted", asy
   assert.equal(await counted(metrics), 1);
 });
 
-// The disk fills up in the middle of a record: the file is left with a torn
-// line. The next record must start on a line of its own, so only the torn
-// one is lost to a reader, not the next as well. A file size limit
-// (RLIMIT_FSIZE, set with prlimit on a child process that ignores SIGXFSZ)
-// makes the write stop half-way, as a full disk does.
-Deno.test("dead-letter file: after a write torn half-way by a full disk the next record starts on its own line", async () => {
+// The disk fills up in the middle of a record: the part written is cut back
+// off, so the file holds only whole records and the retry of that record is
+// its only copy. A file size limit (RLIMIT_FSIZE, set with prlimit on a child
+// process that ignores SIGXFSZ) makes the write stop half-way, as a full disk
+// does (tests/dead_letter_test.ts fills a real tmpfs).
+Deno.test("dead-letter file: a write torn half-way by a full disk is cut back off; its retry is the only copy", async () => {
   await using dir = await tempDir();
   const path = `${dir}/dead.ndjson`;
   const script = `${dir}/child.ts`;
@@ -163,8 +163,11 @@ const size = (await Deno.stat(Deno.args[0])).size;
 await prlimit(String(size + 40));
 let failed = false;
 await file.write(rec("x".repeat(500))).catch(() => (failed = true));
+const afterFailure = (await Deno.stat(Deno.args[0])).size;
 await prlimit("unlimited");
+await file.write(rec("x".repeat(500)));
 await file.write(rec("third"));
+if (afterFailure !== size) throw new Error("the failed write left " + (afterFailure - size) + " bytes");
 await file.close();
 console.log(failed ? "torn" : "not torn");
 `,
@@ -183,5 +186,5 @@ console.log(failed ? "torn" : "not torn");
   const stdout = new TextDecoder().decode(out.stdout).trim();
   assert.ok(out.success, new TextDecoder().decode(out.stderr));
   assert.equal(stdout, "torn", "the second write failed half-way");
-  assert.deepEqual(await payloads(path), ["first", "<torn>", "third"]);
+  assert.deepEqual(await payloads(path), ["first", "x".repeat(500), "third"]);
 });

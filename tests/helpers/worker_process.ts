@@ -39,6 +39,8 @@ export interface WorkerProcessOptions {
   readonly env?: Record<string, string>;
   /** V8 flags for the worker process; default the ones the compiled binary embeds. */
   readonly v8Flags?: readonly string[];
+  /** `/ws` listener address; default a free port on 127.0.0.1. */
+  readonly listenAddr?: string;
   /** Entry point of another checkout, to compare versions side by side (benches); default ours. */
   readonly main?: string;
 }
@@ -94,7 +96,7 @@ async function spawnWorker(
       String(metricsPort),
       // /ws is always served; a free port keeps parallel workers off the default 8080.
       "--listen-addr",
-      `127.0.0.1:${freePort()}`,
+      options.listenAddr ?? `127.0.0.1:${freePort()}`,
       "--status-max-age",
       "0",
       "--node-name",
