@@ -10,41 +10,10 @@ import { DiscardJobError, type Job, type JobHandler } from "../src/consumer/cont
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
-import { waitFor } from "./helpers/wait.ts";
-import { configureLogging, resetLogging } from "../src/log.ts";
+import { track, turns, waitFor } from "./helpers/wait.ts";
+import { withLogs } from "./helpers/logs.ts";
 
 const decoder = new TextDecoder();
-
-/** Whether `p` has settled yet, readable without awaiting it. */
-function track(p: Promise<unknown>): { readonly settled: boolean } {
-  const state = { settled: false };
-  p.then(() => (state.settled = true), () => (state.settled = true));
-  return state;
-}
-
-/** Let pending 0 ms timers and I/O callbacks run a few times. */
-async function turns(n = 5): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise((r) => setTimeout(r, 0));
-}
-
-interface LogLine {
-  readonly message: string;
-}
-
-/** Run `fn` with the worker's log lines recorded. */
-async function withLogs<T>(fn: (logs: LogLine[]) => Promise<T>): Promise<T> {
-  const logs: LogLine[] = [];
-  await configureLogging({
-    level: "info",
-    format: "json",
-    write: (line) => logs.push(JSON.parse(line)),
-  });
-  try {
-    return await fn(logs);
-  } finally {
-    await resetLogging();
-  }
-}
 
 function consumer(
   options: Partial<GearmanConsumerOptions> & Pick<GearmanConsumerOptions, "servers" | "handler">,

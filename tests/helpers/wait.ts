@@ -22,3 +22,26 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 10));
   }
 }
+
+/**
+ * Whether `p` has settled yet, readable without awaiting it: to show that something has NOT
+ * happened yet (a stop still waiting), then wait for it with {@link waitFor}.
+ *
+ * @param p The promise to watch.
+ * @returns A view whose `settled` turns true once `p` resolves or rejects.
+ */
+export function track(p: Promise<unknown>): { readonly settled: boolean } {
+  const state = { settled: false };
+  p.then(() => (state.settled = true), () => (state.settled = true));
+  return state;
+}
+
+/**
+ * Let pending 0 ms timers, promise callbacks and ready I/O callbacks run `n` times. Only for
+ * showing that something does NOT happen while the test holds what would allow it.
+ *
+ * @param n Event-loop turns to let pass.
+ */
+export async function turns(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setTimeout(r, 0));
+}
