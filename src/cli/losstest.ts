@@ -10,10 +10,9 @@
  * @module
  */
 import type mysql from "mysql2/promise";
-import { connectMysql } from "../mysql/connect.ts";
+import { connectMysql, mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
-import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";

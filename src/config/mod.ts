@@ -73,3 +73,4 @@ export {
   redactUrl,
   splitHostPort,
 } from "./values.ts";
+export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";

@@ -19,7 +19,7 @@
  */
 import { Buffer } from "node:buffer";
 import mysql from "mysql2";
-import type { SqlValue } from "../events/types.ts";
+import type { SqlValue } from "../events/mod.ts";
 
 /** COM_STMT_EXECUTE. */
 const COM_STMT_EXECUTE = 0x17;
