@@ -14,7 +14,6 @@
  */
 import { layerViolation } from "./lint_plugin.ts";
 
-const SRC = new URL("../src/", import.meta.url).pathname;
 const TEST_FILE = /(_test|_bench|_testing)\.ts$/;
 const STATEMENT = /^(import|export)(\s+type)?\s*\{([^}]*)\}\s*from\s*"([^"]+)";[^\S\n]*\n/gm;
 const BYPASS = /^Import src\/(\S+) through src\/(\S+\/mod\.ts),/;
@@ -106,75 +105,87 @@ async function* sourceFiles(dir: string): AsyncGenerator<string> {
   }
 }
 
-const modTexts = new Map<string, string>();
-async function modText(path: string): Promise<string> {
-  const cached = modTexts.get(path);
-  if (cached !== undefined) return cached;
-  const text = await Deno.readTextFile(path);
-  modTexts.set(path, text);
-  return text;
-}
-
-let rewritten = 0;
-const leftOver: string[] = [];
-for await (const file of sourceFiles(SRC)) {
-  const text = await Deno.readTextFile(file);
-  let changed = false;
-  const out = [];
-  let last = 0;
-  for (const m of text.matchAll(STATEMENT)) {
-    const [statement, keyword, typeWord, list, spec] = m as unknown as [
-      string,
-      string,
-      string | undefined,
-      string,
-      string,
-    ];
-    const violation = layerViolation(file, spec);
-    const bypass = violation === null ? null : BYPASS.exec(violation);
-    if (bypass === null) continue;
-    const source = `${SRC}${bypass[1]}`;
-    const modPath = `${SRC}${bypass[2]}`;
-    let mod = await modText(modPath);
-    const { named, stars } = exportsOf(modPath, mod);
-    const names = parseNames(list, typeWord !== undefined);
-    const missing: Name[] = [];
-    const clash = names.find((n) => {
-      const from = named.get(n.exported);
-      if (from === undefined) {
-        if (!stars.includes(source)) missing.push({ ...n, text: n.exported });
-        return false;
-      }
-      return from !== source;
-    });
-    if (clash !== undefined) {
-      leftOver.push(
-        `${file}: ${bypass[2]} already exports "${clash.exported}" from another file; import ${
-          bypass[1]
-        } by hand`,
-      );
-      continue;
-    }
-    if (missing.length > 0) {
-      mod = addExports(modPath, mod, source, missing);
-      modTexts.set(modPath, mod);
-    }
-    out.push(text.slice(last, m.index));
-    out.push(
-      `${keyword}${typeWord ?? ""} { ${
-        list.trim().replace(/\s*\n\s*/g, " ").replace(/,$/, "")
-      } } ` +
-        `from "${relative(file, modPath)}";\n`,
-    );
-    last = (m.index ?? 0) + statement.length;
-    changed = true;
-    rewritten++;
+/**
+ * Rewrite the imports below `srcDir` that bypass a `mod.ts`, and extend the `mod.ts` files.
+ *
+ * @param srcDir Absolute path of `src/`, ending in a slash.
+ * @returns How many imports were rewritten, and what was left for a person (one line each).
+ */
+export async function fixEntryImports(
+  srcDir: string,
+): Promise<{ rewritten: number; leftOver: string[] }> {
+  const SRC = srcDir;
+  const modTexts = new Map<string, string>();
+  async function modText(path: string): Promise<string> {
+    const cached = modTexts.get(path);
+    if (cached !== undefined) return cached;
+    const text = await Deno.readTextFile(path);
+    modTexts.set(path, text);
+    return text;
   }
-  if (!changed) continue;
-  out.push(text.slice(last));
-  await Deno.writeTextFile(file, mergeImports(out.join("")));
+
+  let rewritten = 0;
+  const leftOver: string[] = [];
+  for await (const file of sourceFiles(SRC)) {
+    const text = await Deno.readTextFile(file);
+    let changed = false;
+    const out = [];
+    let last = 0;
+    for (const m of text.matchAll(STATEMENT)) {
+      const [statement, keyword, typeWord, list, spec] = m as unknown as [
+        string,
+        string,
+        string | undefined,
+        string,
+        string,
+      ];
+      const violation = layerViolation(file, spec);
+      const bypass = violation === null ? null : BYPASS.exec(violation);
+      if (bypass === null) continue;
+      const source = `${SRC}${bypass[1]}`;
+      const modPath = `${SRC}${bypass[2]}`;
+      let mod = await modText(modPath);
+      const { named, stars } = exportsOf(modPath, mod);
+      const names = parseNames(list, typeWord !== undefined);
+      const missing: Name[] = [];
+      const clash = names.find((n) => {
+        const from = named.get(n.exported);
+        if (from === undefined) {
+          if (!stars.includes(source)) missing.push({ ...n, text: n.exported });
+          return false;
+        }
+        return from !== source;
+      });
+      if (clash !== undefined) {
+        leftOver.push(
+          `${file}: ${bypass[2]} already exports "${clash.exported}" from another file; import ${
+            bypass[1]
+          } by hand`,
+        );
+        continue;
+      }
+      if (missing.length > 0) {
+        mod = addExports(modPath, mod, source, missing);
+        modTexts.set(modPath, mod);
+      }
+      out.push(text.slice(last, m.index));
+      out.push(
+        `${keyword}${typeWord ?? ""} { ${
+          list.trim().replace(/\s*\n\s*/g, " ").replace(/,$/, "")
+        } } ` +
+          `from "${relative(file, modPath)}";\n`,
+      );
+      last = (m.index ?? 0) + statement.length;
+      changed = true;
+      rewritten++;
+    }
+    if (!changed) continue;
+    out.push(text.slice(last));
+    await Deno.writeTextFile(file, mergeImports(out.join("")));
+  }
+  for (const [path, text] of modTexts) await Deno.writeTextFile(path, text);
+  return { rewritten, leftOver };
 }
-for (const [path, text] of modTexts) await Deno.writeTextFile(path, text);
 
 /** Merge the `import` statements of one file that name the same `mod.ts`. */
 function mergeImports(text: string): string {
@@ -202,6 +213,11 @@ function mergeImports(text: string): string {
   return result;
 }
 
-const encoder = new TextEncoder();
-Deno.stdout.writeSync(encoder.encode(`${rewritten} imports now go through a mod.ts\n`));
-for (const line of leftOver) Deno.stdout.writeSync(encoder.encode(`${line}\n`));
+if (import.meta.main) {
+  const { rewritten, leftOver } = await fixEntryImports(
+    new URL("../src/", import.meta.url).pathname,
+  );
+  const encoder = new TextEncoder();
+  Deno.stdout.writeSync(encoder.encode(`${rewritten} imports now go through a mod.ts\n`));
+  for (const line of leftOver) Deno.stdout.writeSync(encoder.encode(`${line}\n`));
+}
