@@ -45,3 +45,29 @@ export function track(p: Promise<unknown>): { readonly settled: boolean } {
 export async function turns(n = 5): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((r) => setTimeout(r, 0));
 }
+
+/** The delays passed to `setTimeout` while a {@link recordTimers} recording is open. */
+export interface TimerRecording extends Disposable {
+  readonly requested: readonly number[];
+}
+
+/**
+ * Record the delay of every `setTimeout` call until disposed (the timers still run as asked).
+ * Shows which pauses code asked for without measuring how long it took.
+ *
+ * @returns The recording; dispose it (`using`) to restore `setTimeout`.
+ */
+export function recordTimers(): TimerRecording {
+  const requested: number[] = [];
+  const real = globalThis.setTimeout;
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    requested.push(args[1] ?? 0);
+    return real(...args);
+  }) as typeof setTimeout;
+  return {
+    requested,
+    [Symbol.dispose]() {
+      globalThis.setTimeout = real;
+    },
+  };
+}
