@@ -17,7 +17,7 @@ import { diffSchema, ensureSchema } from "../src/mysql/schema.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
-import { waitFor } from "./helpers/wait.ts";
+import { recordTimers, track, waitFor } from "./helpers/wait.ts";
 
 /** A fixed reference instant (local time), so cutoffs are reproducible. */
 const NOW = new Date(2026, 6, 15, 12, 0, 0);
@@ -33,7 +33,6 @@ interface Run {
   out: string[];
   err: string[];
   logs: LogRecord[];
-  ms: number;
 }
 
 /**
@@ -56,14 +55,13 @@ async function run(
   });
   const out: string[] = [];
   const err: string[] = [];
-  const started = performance.now();
   try {
     const code = await runCleanupCommand(
       { batchSize: 5000, batchPauseMs: 0, ages: {}, now: NOW, ...options },
       { out: (l) => out.push(l), err: (l) => err.push(l) },
       hooks.signal ?? new AbortController().signal,
     );
-    return { code, out, err, logs, ms: performance.now() - started };
+    return { code, out, err, logs };
   } finally {
     await resetLogging();
   }
@@ -249,12 +247,18 @@ Deno.test("cleanup: no pause follows the last batch of a table, nor separates ta
   const cutoff = cutoffOf("statusengine_hostchecks");
   await insertRows(db, "statusengine_hostchecks", [cutoff - 10, cutoff - 9]);
 
-  // Every table ends with its first statement (fewer rows than the batch size); a pause
-  // after it would make this run last 16 × 30 s.
-  const r = await run({ mysqlUrl: db.url, batchSize: 3, batchPauseMs: 30_000 });
+  // Every table ends with its first statement (fewer rows than the batch size), so no pause
+  // is due at all: the run asks for no timer of the pause's length (an odd one, which
+  // nothing else uses).
+  const pauseMs = 31_415;
+  let r: Run;
+  {
+    using timers = recordTimers();
+    r = await run({ mysqlUrl: db.url, batchSize: 3, batchPauseMs: pauseMs });
+    assert.deepEqual(timers.requested.filter((ms) => ms === pauseMs), [], "a pause was taken");
+  }
 
   assert.equal(r.code, 0, r.err.join("\n"));
-  assert.ok(r.ms < 15_000, `run took ${r.ms} ms`);
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), []);
   assert.equal(logsOf(r, "cleanup: batch deleted").length, RETENTION_TABLES.length);
 });
@@ -308,16 +312,22 @@ Deno.test("cleanup: a signal between batches stops at once with exit 0 and leave
   await insertRows(db, "statusengine_logentries", [...logs.old, ...logs.kept]);
   const controller = new AbortController();
 
-  // Abort right after the first batch committed; the 60 s pause must not be waited out.
-  const r = await run({ mysqlUrl: db.url, batchSize: 3, batchPauseMs: 60_000 }, {
+  // Abort right after the first batch committed; the one-hour pause must not be waited out
+  // (a run that waited it fails the wait below).
+  const running = run({ mysqlUrl: db.url, batchSize: 3, batchPauseMs: 3_600_000 }, {
     signal: controller.signal,
     onLog: (record) => {
       if (record.message === "cleanup: batch deleted") controller.abort();
     },
   });
+  const ran = track(running);
+  await waitFor(() => ran.settled, {
+    timeoutMs: 30_000,
+    message: "the run to end at the signal, not after the pause",
+  });
+  const r = await running;
 
   assert.equal(r.code, 0, r.err.join("\n"));
-  assert.ok(r.ms < 30_000, `run took ${r.ms} ms`);
   assert.equal((await timesIn(db, "statusengine_hostchecks")).length, 7);
   assert.deepEqual(await timesIn(db, "statusengine_logentries"), [...logs.old, ...logs.kept]);
   const [interrupted] = logsOf(r, "cleanup: table interrupted", "statusengine_hostchecks");
@@ -457,10 +467,13 @@ Deno.test("cleanup: a server that accepts but never answers fails the start with
   })();
   try {
     const port = (listener.addr as Deno.NetAddr).port;
-    const r = await run({ mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine` });
+    // The connect timeout ends the attempt; a start that kept waiting fails this wait.
+    const running = run({ mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine` });
+    const ran = track(running);
+    await waitFor(() => ran.settled, { timeoutMs: 8_000, message: "the start to fail" });
+    const r = await running;
 
     assert.equal(r.code, 1);
-    assert.ok(r.ms < 8_000, `took ${r.ms} ms`);
     assert.match(r.err.join("\n"), /Cannot connect to MySQL/);
   } finally {
     for (const conn of accepted) conn.close();

@@ -10,7 +10,9 @@
  *   detachment is written `void task()`, and the task catches its own errors.
  * - `statusengine/layer-imports`: an import between two modules of `src/` must
  *   follow {@linkcode LAYERS}, so the data flow broker → consumer → decode →
- *   writer → MySQL stays visible in the import graph (docs/architecture.md#layers).
+ *   writer → MySQL stays visible in the import graph (docs/architecture.md#layers);
+ *   and a directory with a `mod.ts` is imported from other modules through that
+ *   file only, so what a directory offers the rest of the code is listed in one place.
  *
  * @module
  */
@@ -68,13 +70,34 @@ function moduleOf(rel: string): string {
 }
 
 /**
+ * Whether a directory of `src/` has an entry point (`mod.ts`) that other modules must import
+ * it through.
+ *
+ * @param srcDir Absolute path of `src/`, ending in a slash.
+ * @param dir The directory, e.g. `mysql`.
+ * @returns True when `src/<dir>/mod.ts` exists.
+ */
+function hasEntryPoint(srcDir: string, dir: string): boolean {
+  try {
+    return Deno.statSync(`${srcDir}${dir}/mod.ts`).isFile;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Check one import of a file below `src/`.
  *
  * @param filename Absolute path (or file URL) of the importing file.
  * @param specifier The import specifier as written.
- * @returns A message when the import breaks the layering, else null.
+ * @param entryPoint Whether a directory has a `mod.ts` (the file system unless a test says).
+ * @returns A message when the import breaks the layering or bypasses an entry point, else null.
  */
-export function layerViolation(filename: string, specifier: string): string | null {
+export function layerViolation(
+  filename: string,
+  specifier: string,
+  entryPoint: (srcDir: string, dir: string) => boolean = hasEntryPoint,
+): string | null {
   if (!specifier.startsWith(".")) return null;
   const path = filename.startsWith("file://") ? new URL(filename).pathname : filename;
   const root = path.lastIndexOf("/src/");
@@ -90,9 +113,16 @@ export function layerViolation(filename: string, specifier: string): string | nu
   if (allowed === undefined) {
     return `src/${from} is not in the layer table of tools/lint_plugin.ts: add it with the modules it may import`;
   }
-  if (allowed === "*" || allowed.includes(to)) return null;
-  return `Backward import: src/${from} may not import src/${rel} (data flows broker → consumer → ` +
-    `decode → writer → MySQL; the allowed imports are in LAYERS, tools/lint_plugin.ts)`;
+  if (allowed !== "*" && !allowed.includes(to)) {
+    return `Backward import: src/${from} may not import src/${rel} (data flows broker → ` +
+      `consumer → decode → writer → MySQL; the allowed imports are in LAYERS, ` +
+      `tools/lint_plugin.ts)`;
+  }
+  if (rel !== `${to}/mod.ts` && rel.includes("/") && entryPoint(srcDir, to)) {
+    return `Import src/${rel} through src/${to}/mod.ts, the entry point of src/${to} ` +
+      `(export what is needed there)`;
+  }
+  return null;
 }
 
 const plugin: Deno.lint.Plugin = {

@@ -94,3 +94,36 @@ Deno.test("lint layer-imports: every directory and top-level file of src/ has a 
   }
   assert.deepEqual(missing, []);
 });
+
+/** `src/` of this repository, where mysql/ and events/ have a mod.ts and util/ has none. */
+const REPO_SRC = new URL("../src/", import.meta.url).pathname;
+
+Deno.test("lint layer-imports: a directory with a mod.ts is imported through it from other modules", () => {
+  const bypass = layerViolation(`${REPO_SRC}pipeline/handler.ts`, "../mysql/writer.ts");
+  assert.match(bypass ?? "", /Import src\/mysql\/writer\.ts through src\/mysql\/mod\.ts/);
+  assert.match(
+    layerViolation(`${REPO_SRC}cli/status/format.ts`, "../../mysql/errors.ts") ?? "",
+    /through src\/mysql\/mod\.ts/,
+  );
+  assert.equal(layerViolation(`${REPO_SRC}pipeline/handler.ts`, "../mysql/mod.ts"), null);
+  // Within the directory, and into a directory without a mod.ts, any file may be named.
+  assert.equal(layerViolation(`${REPO_SRC}mysql/writer.ts`, "./retry.ts"), null);
+  assert.equal(layerViolation(`${REPO_SRC}mysql/writer.ts`, "../util/async.ts"), null);
+  // A backward import is reported as such, not as a missing mod.ts.
+  assert.match(
+    layerViolation(`${REPO_SRC}mysql/writer.ts`, "../pipeline/handler.ts") ?? "",
+    /Backward import/,
+  );
+  // Tests may reach into a directory.
+  assert.equal(layerViolation(`${REPO_SRC}pipeline/handler_test.ts`, "../mysql/writer.ts"), null);
+});
+
+Deno.test("lint layer-imports: the entry-point check asks whether the target directory has a mod.ts", () => {
+  const asked: string[] = [];
+  const none = (_src: string, dir: string) => (asked.push(dir), false);
+  assert.equal(layerViolation("/repo/src/pipeline/handler.ts", "../mysql/writer.ts", none), null);
+  assert.deepEqual(asked, ["mysql"]);
+  const all = () => true;
+  assert.notEqual(layerViolation("/repo/src/pipeline/handler.ts", "../mysql/writer.ts", all), null);
+  assert.equal(layerViolation("/repo/src/pipeline/handler.ts", "../log.ts", all), null);
+});

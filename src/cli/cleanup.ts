@@ -14,17 +14,24 @@ import mysql from "mysql2/promise";
 import {
   addPartitionsStatement,
   classifyLayout,
+  closeMysqlNow,
+  connectMysql,
   dayNumber,
   dropPartitionsStatement,
   type MaintenancePlan,
+  mysqlOptionsFromUrl,
+  type MysqlUrlOptions,
   type PartitionInfo,
   planMaintenance,
   planRepairStep,
+  quoteIdentifier,
+  redactUrl,
   repairStepCount,
   SECONDS_PER_DAY,
   type TableLayout,
+  unlessAborted,
   type WeeklyLayout,
-} from "../mysql/partitions.ts";
+} from "../mysql/mod.ts";
 import {
   formatLocalRfc3339,
   isRetentionKey,
@@ -35,9 +42,6 @@ import {
   unixSeconds,
 } from "../cleanup/retention.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { quoteIdentifier } from "../mysql/ddl.ts";
-import { mysqlOptionsFromUrl, type MysqlUrlOptions, redactUrl } from "../mysql/url.ts";
-import { closeMysqlNow, connectMysql, unlessAborted } from "../mysql/connect.ts";
 import { delay } from "../util/async.ts";
 import type { Io } from "./io.ts";
 

@@ -10,10 +10,9 @@
  * @module
  */
 import type mysql from "mysql2/promise";
-import { connectMysql } from "../mysql/connect.ts";
+import { connectMysql, mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
-import { mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
@@ -153,8 +152,9 @@ export function markerPrefix(runId: string): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { lossMarker } from "./losstest.ts";
- * console.assert(lossMarker("r1", 42) === "lt-r1-42");
+ * assert.ok(lossMarker("r1", 42) === "lt-r1-42");
  * ```
  */
 export function lossMarker(runId: string, seq: number): string {
@@ -237,8 +237,9 @@ export function compressRanges(ascending: Iterable<number>): SeqRange[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { formatRanges } from "./losstest.ts";
- * console.assert(formatRanges([[0, 99], [250, 250]]) === "0-99, 250");
+ * assert.ok(formatRanges([[0, 99], [250, 250]]) === "0-99, 250");
  * ```
  */
 export function formatRanges(ranges: readonly SeqRange[], max = MAX_PRINTED_RANGES): string {
@@ -343,9 +344,10 @@ export class LossTally {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { verifyRows } from "./losstest.ts";
  * const r = verifyRows([0, 1, 3, 3], 5);
- * console.assert(r.missing === 2 && r.duplicates === 1 && r.missingRanges.length === 2);
+ * assert.ok(r.missing === 2 && r.duplicates === 1 && r.missingRanges.length === 2);
  * ```
  */
 export function verifyRows(seqs: Iterable<number>, count: number): LossReport {

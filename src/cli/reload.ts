@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { settingKeyOf, SETTINGS } from "../config/settings.ts";
+import { settingKeyOf, SETTINGS } from "../config/mod.ts";
 import {
   configureLogging,
   errorMessage,

@@ -6,7 +6,7 @@
  */
 import { settingsDifferingFromDefaults, type SettingsFor, splitHostPort } from "../config/mod.ts";
 import { StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
-import { QUEUE_NAMES } from "../events/queues.ts";
+import { QUEUE_NAMES } from "../events/mod.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
 import { aborted } from "../util/async.ts";

@@ -7,7 +7,9 @@ import type mysql from "mysql2/promise";
 import {
   ALL_TABLES,
   chooseCollation,
+  connectMysql,
   describeDifference,
+  describeMysqlConnectFailure,
   diffSchema,
   ensureSchema,
   mysqlOptionsFromUrl,
@@ -16,8 +18,6 @@ import {
   redactUrl,
   TABLE_CHARSET,
 } from "../mysql/mod.ts";
-import { connectMysql } from "../mysql/connect.ts";
-import { describeMysqlConnectFailure } from "../mysql/errors.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Io } from "./io.ts";
 

@@ -11,8 +11,8 @@
  * @module
  */
 import type mysql from "mysql2/promise";
-import { connectMysql } from "../mysql/connect.ts";
 import {
+  connectMysql,
   isTableName,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,

@@ -6,8 +6,7 @@
  *
  * @module
  */
-import { ApiKeySet, headerKey } from "../http/api_key.ts";
-import { type HttpLimits, listen } from "../http/listen.ts";
+import { ApiKeySet, headerKey, type HttpLimits, listen } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";

@@ -10,11 +10,7 @@
  *
  * @module
  */
-import {
-  ALLOW_ALL,
-  DEFAULT_ALLOWED_RAW_COMMANDS,
-  DENIED_RAW_COMMANDS,
-} from "../config/raw_commands.ts";
+import { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "../config/mod.ts";
 
 export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
 

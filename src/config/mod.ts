@@ -3,15 +3,14 @@
  * variables, the YAML file (Go keys and the legacy PHP config.yml), validation, `--help` and
  * the reference in docs/configuration.md (D8, docs/operations.md#settings).
  *
- * @example Loading the settings of the daemon
- * ```ts ignore
+ * @example Loading the settings of the daemon (main.ts passes `Deno.args` and
+ * `Deno.env.toObject()`)
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { loadSettings, parseCommandLine } from "./mod.ts";
- * const line = parseCommandLine(Deno.args);
- * const { settings, warnings } = await loadSettings("run", {
- *   argv: line.rest,
- *   env: Deno.env.toObject(),
- * });
- * settings.mysqlBatchSize; // number, 1..700
+ * const line = parseCommandLine(["run", "--mysql-batch-size", "200"]);
+ * const { settings } = await loadSettings(line.command, { argv: line.rest, env: {} });
+ * assert.equal(settings.mysqlBatchSize, 200); // a number, 1..700
  * ```
  *
  * @module
@@ -74,3 +73,4 @@ export {
   redactUrl,
   splitHostPort,
 } from "./values.ts";
+export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";

@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { QUEUE_NAMES } from "../events/queue_names.ts";
+import { QUEUE_NAMES } from "../events/mod.ts";
 import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,

@@ -5,8 +5,8 @@
  *
  * @module
  */
-import type { QueueName } from "../events/queues.ts";
-import type { HttpLimits } from "../http/listen.ts";
+import type { QueueName } from "../events/mod.ts";
+import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
 
 /** Where perfdata goes (F1). */

@@ -9,11 +9,10 @@ import mysql from "mysql2/promise";
 import { GearmanConsumer } from "../gearman/consumer.ts";
 import { RabbitMqConsumer } from "../amqp/consumer.ts";
 import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
-import { type QueueName, QUEUES } from "../events/queues.ts";
-import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
+import { type QueueName, QUEUES } from "../events/mod.ts";
+import type { DeadLetterSink, MysqlUrlOptions } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import type { MysqlUrlOptions } from "../mysql/url.ts";
 import { getLogger } from "../log.ts";
 import type { QueueConsumer, WorkerConfig } from "./config.ts";
 import {

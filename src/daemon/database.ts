@@ -4,26 +4,26 @@
  *
  * @module
  */
-import { denoSocketStream } from "../mysql/deno_socket.ts";
-import mysql from "mysql2/promise";
-import { type QueueName, QUEUES } from "../events/queues.ts";
-import type { TableName } from "../mysql/catalogue.ts";
 import {
   assertTablesExist,
+  denoSocketStream,
   describeDifference,
+  describeMysqlConnectFailure,
   diffSchema,
+  dropEmptyParameterMetadata,
   MissingTablesError,
-} from "../mysql/schema.ts";
-import { describeMysqlConnectFailure } from "../mysql/errors.ts";
-import { mysqlOptionsFromUrl, type MysqlUrlOptions, redactUrl } from "../mysql/url.ts";
-import {
+  mysqlOptionsFromUrl,
+  type MysqlUrlOptions,
   poolExecutor,
   PREPARED_STATEMENTS_PER_CONNECTION,
+  probeMysql,
+  redactUrl,
+  registerNode,
   type SqlExecutor,
-} from "../mysql/executor.ts";
-import { probeMysql } from "../mysql/connect.ts";
-import { registerNode } from "../mysql/nodes.ts";
-import { dropEmptyParameterMetadata } from "../mysql/statement_metadata.ts";
+  type TableName,
+} from "../mysql/mod.ts";
+import mysql from "mysql2/promise";
+import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";

@@ -40,7 +40,7 @@
  * @module
  */
 import type mysql from "mysql2/promise";
-import { NamedLock } from "../mysql/named_lock.ts";
+import { NamedLock } from "../mysql/mod.ts";
 import { abortable } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Pipeline } from "../pipeline/pipeline.ts";
-import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
+import type { DeadLetterSink } from "../mysql/mod.ts";
 import type { GraphiteClient } from "../graphite/client.ts";
 import type { MetricsServer } from "../metrics/server.ts";
 import type { WebSocketServer } from "../http/mod.ts";

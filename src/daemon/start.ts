@@ -9,13 +9,12 @@
  */
 import { metricsObserver } from "../consumer/metrics_observer.ts";
 import { CONSUMER_DEAD_LETTER_REASONS, JOB_RESULTS } from "../consumer/contract.ts";
-import { QUEUE_NAMES, type QueueName, QUEUES } from "../events/queues.ts";
-import { INVALID_REASONS } from "../events/types.ts";
-import { ADJUSTMENT_REASONS } from "../mysql/values.ts";
+import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
+import { ADJUSTMENT_REASONS } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
 import type { Readiness } from "../metrics/server.ts";
-import type { ListenerName } from "../http/listen.ts";
+import type { ListenerName } from "../http/mod.ts";
 import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetters } from "../pipeline/dead_letter.ts";

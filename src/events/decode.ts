@@ -93,6 +93,7 @@ function decodeEvent(
  *
  * @example A single-form acknowledgement
  * ```ts
+ * import assert from "node:assert/strict";
  * import { decodeJob } from "./decode.ts";
  * const job = decodeJob(
  *   "statusngin_acknowledgements",
@@ -100,7 +101,7 @@ function decodeEvent(
  *     '"acknowledgement":{"host_name":"web01","acknowledgement_type":0}}',
  *   { nodeName: "N", nowSeconds: 1785517000, statusMaxAgeSeconds: 300 },
  * );
- * console.assert(job.kind === "rows" && job.rows[0]?.table === "statusengine_host_acknowledgements");
+ * assert.ok(job.kind === "rows" && job.rows[0]?.table === "statusengine_host_acknowledgements");
  * ```
  */
 export function decodeJob(queue: string, text: string, ctx: DecodeContext): DecodedJob {
@@ -203,6 +204,7 @@ export interface DecodedPayload {
  *
  * @example A CP1252 byte inside a log line
  * ```ts
+ * import assert from "node:assert/strict";
  * import { decodePayload } from "./decode.ts";
  * const body = new TextEncoder().encode(
  *   '{"type":300,"logentry":{"entry_time":1,"data_type":1,"data":"Datentr?ger"}}',
@@ -213,7 +215,7 @@ export interface DecodedPayload {
  *   nowSeconds: 0,
  *   statusMaxAgeSeconds: 0,
  * });
- * console.assert(repaired && job.kind === "rows" && job.rows[0]?.row.logentry_data === "Datenträger");
+ * assert.ok(repaired && job.kind === "rows" && job.rows[0]?.row.logentry_data === "Datenträger");
  * ```
  */
 export function decodePayload(

@@ -332,15 +332,16 @@ export function appendDowntimeStatements(
  *
  * @example A cancelled STOP of a host downtime
  * ```ts
+ * import assert from "node:assert/strict";
  * import { downtimeStatements } from "./downtime.ts";
  * const [history, tombstone, del] = downtimeStatements({
  *   type: 1104, attr: 2, timestamp: 1000, timestampUsec: 0, downtimeType: 2,
  *   hostName: "web01", serviceDescription: "", downtimeId: 7, startTime: 900, endTime: 2000,
  *   entryTime: 800, authorName: "me", commentData: "", triggeredBy: 0, fixed: 1, duration: 0,
  * }, "N");
- * console.assert(history?.kind === "upsert" && history.row.was_cancelled === 1);
- * console.assert(tombstone?.kind === "tombstone" && tombstone.row.end_time === 1000);
- * console.assert(del?.kind === "delete" && del.table === "statusengine_host_scheduleddowntimes");
+ * assert.ok(history?.kind === "upsert" && history.row.was_cancelled === 1);
+ * assert.ok(tombstone?.kind === "tombstone" && tombstone.row.end_time === 1000);
+ * assert.ok(del?.kind === "delete" && del.table === "statusengine_host_scheduleddowntimes");
  * ```
  */
 export function downtimeStatements(ev: DowntimeEvent, nodeName: string): DowntimeStatement[] {

@@ -51,6 +51,14 @@ export {
   type Row,
   type ScheduledDowntimeTable,
   type SqlValue,
+  type StreamEvent,
   type TableRow,
 } from "./types.ts";
 export { repairUtf8, type Utf8RepairResult } from "./utf8_repair.ts";
+export {
+  BATCHED_TABLE_NAMES,
+  type BatchedTableName,
+  DOWNTIME_TABLE_NAMES,
+  isBatchedTableName,
+  type TableName,
+} from "./table_names.ts";

@@ -91,9 +91,10 @@ function parseToken(s: string, start: number, end: number, out: PerfdataMetric[]
  *
  * @example Two gauges
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parsePerfdata } from "./perfdata.ts";
  * const m = parsePerfdata("rta=0.084000ms;100;500;0 pl=0%;20;60;0");
- * console.assert(m.length === 2 && m[0]?.unit === "ms" && m[1]?.label === "pl");
+ * assert.ok(m.length === 2 && m[0]?.unit === "ms" && m[1]?.label === "pl");
  * ```
  */
 export function parsePerfdata(perfData: string): PerfdataMetric[] {
@@ -133,6 +134,7 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { perfdataRows } from "./perfdata.ts";
  * const rows = perfdataRows({
  *   hostname: "localhost",
@@ -140,7 +142,7 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
  *   startTime: 1785470660,
  *   perfData: "users=0;20;50;0",
  * });
- * console.assert(rows[0]?.row.timestamp === 1785470660000);
+ * assert.ok(rows[0]?.row.timestamp === 1785470660000);
  * ```
  */
 export function perfdataRows(check: PerfdataCheck): TableRow[] {

@@ -207,8 +207,9 @@ export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze({
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { isQueueName } from "./queues.ts";
- * console.assert(isQueueName("statusngin_downtimes") && !isQueueName("statusngin_flappings"));
+ * assert.ok(isQueueName("statusngin_downtimes") && !isQueueName("statusngin_flappings"));
  * ```
  */
 export function isQueueName(name: string): name is QueueName {

@@ -137,9 +137,10 @@ function nextInvalid(b: Uint8Array, from: number): number {
  *
  * @example Repairing a CP1252 umlaut
  * ```ts
+ * import assert from "node:assert/strict";
  * import { repairUtf8 } from "./utf8_repair.ts";
  * const { bytes, repaired } = repairUtf8(new Uint8Array([0xfc, 0x62])); // "\xFCb"
- * console.assert(repaired && new TextDecoder().decode(bytes) === "üb");
+ * assert.ok(repaired && new TextDecoder().decode(bytes) === "üb");
  * ```
  */
 export function repairUtf8(bytes: Uint8Array): Utf8RepairResult {

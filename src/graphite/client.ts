@@ -7,7 +7,7 @@
  * @module
  */
 import type { Counter, Gauge } from "prom-client";
-import type { Row } from "../events/types.ts";
+import type { Row } from "../events/mod.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { carbonLine, metricPath, sanitizeSegment } from "./format.ts";
 import { deadline, settledWithin } from "../util/async.ts";

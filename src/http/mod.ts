@@ -26,3 +26,4 @@ export {
   type WebSocketServer,
   type WebSocketServerOptions,
 } from "./ws_server.ts";
+export { type HttpLimits, listen, type ListenerMetrics, type ListenerName } from "./listen.ts";

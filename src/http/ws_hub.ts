@@ -117,9 +117,10 @@ export type ControlParse =
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseControlFrame } from "./ws_hub.ts";
  * const r = parseControlFrame('{"subscribe":["statusngin_hostchecks"]}');
- * console.assert(r.ok && r.value.subscribe[0] === "statusngin_hostchecks");
+ * assert.ok(r.ok && r.value.subscribe[0] === "statusngin_hostchecks");
  * ```
  */
 export function parseControlFrame(text: string): ControlParse {

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type HttpLimits, listen, type ListenerMetrics } from "../http/listen.ts";
+import { type HttpLimits, listen, type ListenerMetrics } from "../http/mod.ts";
 import type { Registry } from "prom-client";
 
 /** Readiness verdict with the reasons it is not ready. */

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { TableName } from "../events/table_names.ts";
+import type { TableName } from "../events/mod.ts";
 
 /**
  * How the worker writes a table (B.2, W4).

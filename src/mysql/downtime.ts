@@ -15,10 +15,9 @@ import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { runWithRetry } from "./retry.ts";
 import { adjustRow, truncateToCodePoints } from "./values.ts";
-import type { Row, SqlValue } from "../events/types.ts";
+import type { DowntimeMerge, DowntimeStatement, Row, SqlValue } from "../events/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
-import type { DowntimeMerge, DowntimeStatement } from "../events/types.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("db");

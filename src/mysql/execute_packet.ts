@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { SqlValue } from "../events/types.ts";
+import type { SqlValue } from "../events/mod.ts";
 
 /** COM_STMT_EXECUTE. */
 const COM_STMT_EXECUTE = 0x17;

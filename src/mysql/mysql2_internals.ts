@@ -23,7 +23,7 @@
  */
 import { Buffer } from "node:buffer";
 import mysql from "mysql2";
-import type { SqlValue } from "../events/types.ts";
+import type { SqlValue } from "../events/mod.ts";
 import { CLIENT_QUERY_ATTRIBUTES, encodeExecutePacket, TYPE_NULL } from "./execute_packet.ts";
 
 // ---------------------------------------------------------------------------------------------

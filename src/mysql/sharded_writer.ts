@@ -33,7 +33,7 @@
 import type { Table } from "./catalogue.ts";
 import { TableWriter, type TableWriterOptions } from "./writer.ts";
 import { truncateToCodePoints } from "./values.ts";
-import type { Row } from "../events/types.ts";
+import type { Row } from "../events/mod.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import { abortable } from "../util/async.ts";
 

@@ -9,7 +9,7 @@
  * @module
  */
 import { type Column, type Table, type TableName, TABLES } from "./catalogue.ts";
-import type { Row, SqlValue } from "../events/types.ts";
+import type { Row, SqlValue } from "../events/mod.ts";
 
 /**
  * Why a value was changed. These are the bounded label values of the `reason` label.

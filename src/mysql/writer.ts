@@ -29,7 +29,7 @@ import { MysqlWriteError, sameMysqlError } from "./errors.ts";
 import { MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
-import type { Row, SqlValue } from "../events/types.ts";
+import type { Row, SqlValue } from "../events/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";

@@ -13,7 +13,7 @@
  * @module
  */
 import type { Counter } from "prom-client";
-import type { DeadLetterRecord, DeadLetterSink } from "../mysql/dead_letter_sink.ts";
+import type { DeadLetterRecord, DeadLetterSink } from "../mysql/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");

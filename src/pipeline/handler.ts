@@ -6,16 +6,24 @@
  * @module
  */
 import type { Job, JobHandler } from "../consumer/contract.ts";
-import { decodePayload } from "../events/decode.ts";
-import type { DecodedJob, Row, StreamEvent, TableRow } from "../events/types.ts";
-import { isQueueName, QUEUES } from "../events/queues.ts";
-import type { DowntimeExecutor } from "../mysql/downtime.ts";
-import type { StatusCleaner } from "../mysql/core_restart.ts";
-import type { BatchedTableName } from "../events/table_names.ts";
+import {
+  type BatchedTableName,
+  type DecodedJob,
+  decodePayload,
+  isQueueName,
+  QUEUES,
+  type Row,
+  type StreamEvent,
+  type TableRow,
+} from "../events/mod.ts";
+import {
+  type DeadLetterSink,
+  type DowntimeExecutor,
+  JobTracker,
+  type StatusCleaner,
+} from "../mysql/mod.ts";
 import type { Writers } from "./pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { JobTracker } from "../mysql/job_tracker.ts";
-import type { DeadLetterSink } from "../mysql/dead_letter_sink.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");

@@ -6,21 +6,26 @@
  *
  * @module
  */
-import { type Table, TABLES } from "../mysql/catalogue.ts";
-import { ShardedWriter } from "../mysql/sharded_writer.ts";
-import { DowntimeExecutor } from "../mysql/downtime.ts";
-import type { SqlExecutor } from "../mysql/executor.ts";
-import { DbAvailability } from "../mysql/availability.ts";
+import {
+  DbAvailability,
+  DowntimeExecutor,
+  type RestartClock,
+  type RestartTiming,
+  ShardedWriter,
+  type SqlExecutor,
+  StatusCleaner,
+  type Table,
+  TABLES,
+} from "../mysql/mod.ts";
 import type { JobHandler } from "../consumer/contract.ts";
 import type { QueuePressure } from "../consumer/window.ts";
-import { QUEUES } from "../events/queues.ts";
 import {
   BATCHED_TABLE_NAMES,
   type BatchedTableName,
   DOWNTIME_TABLE_NAMES,
   isBatchedTableName,
-} from "../events/table_names.ts";
-import { type RestartClock, type RestartTiming, StatusCleaner } from "../mysql/core_restart.ts";
+  QUEUES,
+} from "../events/mod.ts";
 import { createJobHandler, type HandlerSettings } from "./handler.ts";
 import { deadline } from "../util/async.ts";
 import { getLogger } from "../log.ts";

@@ -72,10 +72,11 @@ export function checkCount(what: string, value: number): void {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { jobsFor, syntheticEvents } from "./mod.ts";
  * const q = "statusngin_servicechecks";
  * const jobs = [...jobsFor(q, syntheticEvents(q, 250, { seed: 7 }), { eventsPerJob: 100 })];
- * console.assert(jobs.length === 3 && jobs[0]?.startsWith('{"messages":['));
+ * assert.ok(jobs.length === 3 && jobs[0]?.startsWith('{"messages":['));
  * ```
  */
 export function* jobsFor(

@@ -72,9 +72,10 @@ export function randomSeed(): number {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { syntheticEvents } from "./mod.ts";
  * const [ev] = syntheticEvents("statusngin_hostchecks", 1, { seed: 1, now: 1785470668000 });
- * console.assert(ev?.type === 801);
+ * assert.ok(ev?.type === 801);
  * ```
  */
 export function* syntheticEvents(

@@ -13,9 +13,12 @@
  *
  * @module
  */
-import { type RawCommandAllowlist, validateCommandBody } from "../commands/mod.ts";
-import type { CommandPublisher } from "../commands/mod.ts";
-import type { SqlExecutor } from "../mysql/executor.ts";
+import {
+  type CommandPublisher,
+  type RawCommandAllowlist,
+  validateCommandBody,
+} from "../commands/mod.ts";
+import type { SqlExecutor } from "../mysql/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { abortable, deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";

@@ -20,9 +20,10 @@ export interface ServerAddress {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { parseServerAddress } from "./address.ts";
  * const { hostname, port } = parseServerAddress("[::1]:4731");
- * console.assert(hostname === "::1" && port === 4731);
+ * assert.ok(hostname === "::1" && port === 4731);
  * ```
  */
 export function parseServerAddress(addr: string): ServerAddress {

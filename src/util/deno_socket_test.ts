@@ -4,6 +4,7 @@
  * call form, the idle timeout, how a connection ends, IPv6 hosts in URL form).
  */
 import assert from "node:assert/strict";
+import FakeTimers from "@sinonjs/fake-timers";
 import { DenoSocket } from "./deno_socket.ts";
 import { concatBytes } from "./bytes.ts";
 
@@ -79,22 +80,31 @@ Deno.test("util deno socket: setTimeout emits timeout after idle time only, agai
   await using server = peer();
   const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
   await opened(socket);
-  let timeouts = 0;
-  socket.on("timeout", () => timeouts++);
-  socket.setTimeout(150);
-  // Writes every 50 ms keep it active.
-  for (let i = 0; i < 6; i++) {
-    socket.write(new Uint8Array([i]));
-    await new Promise((r) => setTimeout(r, 50));
+  // A fake clock for the idle timer: the writes are real, the time between them is what the
+  // test says, however slowly a loaded machine runs.
+  const clock = FakeTimers.install({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+  try {
+    let timeouts = 0;
+    socket.on("timeout", () => timeouts++);
+    socket.setTimeout(150);
+    // A write every 50 ms keeps it active.
+    for (let i = 0; i < 6; i++) {
+      await new Promise<void>((resolve) => socket.write(new Uint8Array([i]), () => resolve()));
+      clock.tick(50);
+    }
+    assert.equal(timeouts, 0, "a socket written to every 50 ms timed out after 150 ms idle");
+    clock.tick(150);
+    assert.equal(timeouts, 1, "150 ms idle: one timeout");
+    clock.tick(150);
+    assert.equal(timeouts, 2, "another 150 ms idle: another timeout");
+    assert.equal(socket.destroyed, false, "a timeout leaves the socket open");
+    socket.setTimeout(0);
+    clock.tick(400);
+    assert.equal(timeouts, 2, "setTimeout(0) turned the idle timeout off");
+  } finally {
+    clock.uninstall();
+    socket.destroy();
   }
-  assert.equal(timeouts, 0);
-  await until(() => timeouts >= 2, 2_000);
-  assert.equal(socket.destroyed, false, "a timeout leaves the socket open");
-  socket.setTimeout(0);
-  const seen = timeouts;
-  await new Promise((r) => setTimeout(r, 400));
-  assert.equal(timeouts, seen);
-  socket.destroy();
 });
 
 Deno.test("util deno socket: destroyed with an error it emits error, then close with hadError true; a peer's close is end, then close(false)", async () => {

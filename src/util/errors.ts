@@ -13,9 +13,10 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { errorMessage } from "./errors.ts";
  * const err = new Error("cannot publish", { cause: new Error("queue full") });
- * console.assert(errorMessage(err) === "cannot publish: queue full");
+ * assert.ok(errorMessage(err) === "cannot publish: queue full");
  * ```
  */
 export function errorMessage(err: unknown): string {

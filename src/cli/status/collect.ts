@@ -8,17 +8,19 @@
 import { adminStatus, adminVersion } from "../../gearman/admin.ts";
 import { AmqpPublisher } from "../../amqp/publisher.ts";
 import { parseAmqpUrl } from "../../amqp/url.ts";
-import { QUEUE_NAMES } from "../../events/queues.ts";
+import { QUEUE_NAMES } from "../../events/mod.ts";
 import { errorMessage } from "../../log.ts";
 import { METRICS } from "../../metrics/catalogue.ts";
-import { mysqlOptionsFromUrl, redactUrl } from "../../mysql/url.ts";
-import { deadline, delay } from "../../util/async.ts";
-import { closeMysqlNow, connectMysql } from "../../mysql/connect.ts";
 import {
+  closeMysqlNow,
+  connectMysql,
   describeMysqlConnectFailure,
   type MysqlConnectProblem,
   mysqlConnectProblem,
-} from "../../mysql/errors.ts";
+  mysqlOptionsFromUrl,
+  redactUrl,
+} from "../../mysql/mod.ts";
+import { deadline, delay } from "../../util/async.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
 /** Options of the `status` command. */

@@ -5,7 +5,7 @@
  * @module
  */
 import type { StatusReport } from "./collect.ts";
-import type { MysqlConnectProblem } from "../../mysql/errors.ts";
+import type { MysqlConnectProblem } from "../../mysql/mod.ts";
 
 const SCREEN_WIDTH = 100;
 
