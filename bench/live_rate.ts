@@ -141,6 +141,7 @@ const cpuAtStart = running.map((r) => cpuSeconds(r.worker.pid));
 const t0 = performance.now();
 let jobsSent = 0;
 let second = 0;
+let nextReport = 10;
 const publishing: Promise<unknown>[] = [];
 const jobsPerSecond = RATE / PER_JOB;
 for (;;) {
@@ -158,7 +159,8 @@ for (;;) {
   if (elapsed >= second + 1) {
     second = Math.floor(elapsed);
     for (const r of running) r.samples.push(rssMb(r.worker.pid));
-    if (second % 10 === 0) {
+    if (second >= nextReport) {
+      nextReport += 10;
       report(
         `  ${second} s: RSS ${
           running.map((r) => `${r.contender.label} ${rssMb(r.worker.pid).toFixed(0)} MB`).join(", ")
@@ -173,7 +175,20 @@ const events = jobsSent * PER_JOB;
 const cpu = running.map((r, i) => cpuSeconds(r.worker.pid) - (cpuAtStart[i] as number));
 const seconds = (performance.now() - t0) / 1000;
 
+const waiting = await Promise.all(
+  running.map((r) =>
+    Promise.all(QUEUES.map((q) => jobsAtGearmand(r.gearmanAddr, q))).then((n) =>
+      n.reduce((a, b) => a + b, 0)
+    )
+  ),
+);
 report("");
+if (events / seconds < RATE * 0.95 || waiting.some((n) => n > 3 * QUEUES.length)) {
+  report(
+    "  the machine did not keep the rate: fewer events were published than asked, or jobs " +
+      "waited at the end (the figures are then partly a backlog's)",
+  );
+}
 report(
   `${fmt(events)} events in ${seconds.toFixed(0)} s per worker (${fmt(events / seconds)}/s); ` +
     `load ${loadAverage()}`,
@@ -194,13 +209,6 @@ const half = (xs: readonly number[]) => xs.slice(Math.floor(xs.length / 2));
 const base = running[0] as Running;
 const baseRss = median(half(base.samples));
 const baseCpu = (cpu[0] as number) / events * 100_000;
-const waiting = await Promise.all(
-  running.map((r) =>
-    Promise.all(QUEUES.map((q) => jobsAtGearmand(r.gearmanAddr, q))).then((n) =>
-      n.reduce((a, b) => a + b, 0)
-    )
-  ),
-);
 running.forEach((r, i) => {
   const rss = median(half(r.samples));
   const perEvent = (cpu[i] as number) / events * 100_000;
