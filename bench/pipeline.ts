@@ -3,7 +3,12 @@
  * can take: per table and batch size, one round runs
  *
  * - ceiling, 1 connection: the same rows as prepared multi-row upserts of the
- *   batch size, back to back on one connection (decoded in advance, no queue);
+ *   batch size, back to back on one connection (decoded in advance, no queue),
+ *   measured twice: in this process, and as a plain loop in a process of its own
+ *   (`_plain_ceiling.ts`) whose heap holds nothing else; the faster of the two
+ *   in the round is the ceiling. Both send what the worker's writers send, the
+ *   way they send it (its packet encoder, `Deno.connect` sockets), with every
+ *   statement's values built and its statement prepared before the timer;
  * - ceiling, 2 connections: the same, the rows shared out over two
  *   connections writing at once;
  * - the worker as a process (`main.ts run`, default settings but the batch
@@ -11,8 +16,9 @@
  * - the same from RabbitMQ.
  *
  * A worker's time runs from its first job taken to its last job
- * acknowledged, which is after the job's last row was committed (D1); its
- * start-up is not counted. The order of the steps rotates from round to round
+ * acknowledged, which is after the job's last row was committed (D1); a second
+ * rate counts from its process start (the spawn) instead, and the start-up to
+ * the first job is printed too. The order of the steps rotates from round to round
  * (whichever runs later pays for InnoDB's purge and page flushing left by the
  * one before). Ratios are taken within each round, then the median and the
  * range over the rounds are printed, because other work on a shared machine
@@ -22,12 +28,17 @@
  *     [--batches 100,700] [--tables statusengine_hostchecks,statusengine_servicestatus]
  *     [--gearman-only] [--worker-args "--mysql-writers-per-table 1"] [--baseline DIR]
  *     [--variant "--mysql-writers-per-table 1"] [--worker-v8-flags --prof,--logfile=/tmp/v8.log]
+ *     [--unfixed-ceiling]
  *
  * `--variant ARGS` adds a column: our worker with these extra arguments, draining from gearmand in
  * the same rounds (how `--mysql-writers-per-table` got its default).
  * `--baseline DIR` adds a column: the worker of another checkout (e.g. `git archive <commit>`
  * unpacked into DIR) draining the same backlog from gearmand with its own default settings and
  * V8 flags, so two versions are compared in one run.
+ *
+ * `--unfixed-ceiling` adds the in-process ceiling in the form this bench used before issue 26
+ * (mysql2's own packet encoder over Node's `net.Socket`, a stack trace per call, the values
+ * sliced and flattened inside the timer), as a ratio of the ceiling.
  *
  * `--worker-v8-flags` adds V8 flags to our worker's (e.g. `--prof` for a tick profile).
  * Each drain also reports the worker's CPU time (user + system, from `/proc`) per 100,000
@@ -45,12 +56,18 @@ import { createSchema, TEST_QUEUE_DURABILITY } from "../tests/helpers/worker.ts"
 import { seriesValue, startWorkerProcess } from "../tests/helpers/worker_process.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
-import { decodeJob } from "../src/events/decode.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
-import { appendAdjustedRow, type ValueAdjustment } from "../src/mysql/values.ts";
 import type { SqlValue } from "../src/events/types.ts";
-import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
+import { TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { denoSocketStream } from "../src/mysql/deno_socket.ts";
+import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/execute_packet.ts";
+import {
+  ALL_CASES,
+  type Case,
+  jobsOf as jobsOfCase,
+  rowsOf as rowsOfCase,
+} from "./_pipeline_rows.ts";
 import { V8_FLAGS } from "../tools/compile.ts";
 import { arg, fmt, formatMachine, machineInfo, median, report, submitMany } from "./_util.ts";
 
@@ -64,6 +81,7 @@ const WORKER_ARGS = list("--worker-args", "", " ");
 const BASELINE = list("--baseline", "")[0];
 const VARIANT = list("--variant", "", " ");
 const EXTRA_V8_FLAGS = list("--worker-v8-flags", "");
+const UNFIXED_CEILING = Deno.args.includes("--unfixed-ceiling");
 const BASELINE_V8_FLAGS: readonly string[] | undefined = BASELINE === undefined
   ? undefined
   : (await import(new URL("tools/compile.ts", `file://${BASELINE.replace(/\/?$/, "/")}`).href))
@@ -84,7 +102,6 @@ const POLL_MIDWAY_MS = 25;
 /** Jobs still open at gearmand from which the end is watched closely. */
 const NEAR_END_JOBS = 50;
 
-const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const nowSeconds = Math.floor(Date.now() / 1000);
 
 function list(name: string, fallback: string, separator = ","): string[] {
@@ -93,66 +110,9 @@ function list(name: string, fallback: string, separator = ","): string[] {
   return text.split(separator).filter((s) => s !== "");
 }
 
-interface Case {
-  readonly queue: string;
-  readonly table: TableName;
-  /** Make event i unique in the table's key. */
-  readonly vary: (m: Record<string, Record<string, unknown>>, i: number) => void;
-}
-
-const ALL_CASES: readonly Case[] = [
-  {
-    queue: "statusngin_hostchecks",
-    table: "statusengine_hostchecks",
-    vary: (m, i) => {
-      (m["hostcheck"] as Record<string, unknown>)["host_name"] = `bench-host-${i}`;
-    },
-  },
-  {
-    queue: "statusngin_servicestatus",
-    table: "statusengine_servicestatus",
-    vary: (m, i) => {
-      const s = m["servicestatus"] as Record<string, unknown>;
-      s["host_name"] = `bench-host-${i % 1000}`;
-      s["service_description"] = `bench-service-${i}`;
-      (m as unknown as Record<string, unknown>)["timestamp"] = nowSeconds;
-    },
-  },
-];
 const CASES = ALL_CASES.filter((c) => TABLE_FILTER.includes(c.table));
-
-function jobsOf(c: Case): string[] {
-  const doc = JSON.parse(Deno.readTextFileSync(new URL(`${c.queue}.job`, FIXTURES)));
-  const template = doc.messages[0];
-  const out: string[] = [];
-  for (let j = 0; j < JOBS; j++) {
-    const messages = [];
-    for (let k = 0; k < PER_JOB; k++) {
-      const m = structuredClone(template);
-      c.vary(m, j * PER_JOB + k);
-      messages.push(m);
-    }
-    out.push(JSON.stringify({ format: "none", messages }));
-  }
-  return out;
-}
-
-/** The rows the worker would write, as bound values. */
-function rowsOf(c: Case, payloads: readonly string[]): SqlValue[][] {
-  const table = TABLES[c.table];
-  const rows: SqlValue[][] = [];
-  const adjustments: ValueAdjustment[] = [];
-  for (const p of payloads) {
-    const job = decodeJob(c.queue, p, { nodeName: "N", nowSeconds, statusMaxAgeSeconds: 0 });
-    if (job.kind !== "rows") throw new Error(`unexpected ${job.kind}`);
-    for (const r of job.rows) {
-      const values: SqlValue[] = [];
-      appendAdjustedRow(table, r.row, values, adjustments);
-      rows.push(values);
-    }
-  }
-  return rows;
-}
+const jobsOf = (c: Case) => jobsOfCase(c, JOBS, PER_JOB, nowSeconds);
+const rowsOf = (c: Case, payloads: readonly string[]) => rowsOfCase(c, payloads, nowSeconds);
 
 /**
  * The MySQL server's process, when it runs on this machine (its pid file is
@@ -224,6 +184,16 @@ interface Ceiling {
 }
 
 /**
+ * How the in-process ceiling talks to MySQL. `worker`: as the worker's writers do (its
+ * COM_STMT_EXECUTE encoder, `Deno.connect` sockets, no stack trace per call), every
+ * statement's values flattened and its statement prepared before the timer. `mysql2`: the
+ * form this bench used before (mysql2's own encoder over Node's `net.Socket`, a stack trace
+ * per call, the values sliced and flattened inside the timer), kept with `--unfixed-ceiling`
+ * to show what it cost.
+ */
+type CeilingForm = "worker" | "mysql2";
+
+/**
  * Events/s writing `rows` over `connections` connections at once, each
  * sending prepared statements of `batch` rows back to back (the way the
  * writers write, src/mysql/executor.ts).
@@ -234,20 +204,46 @@ async function ceiling(
   rows: readonly SqlValue[][],
   batch: number,
   connections: number,
+  form: CeilingForm = "worker",
 ): Promise<Ceiling> {
   await truncate(url, c.table);
   const table = TABLES[c.table];
   const shares: SqlValue[][][] = Array.from({ length: connections }, () => []);
   rows.forEach((r, i) => shares[i % connections]?.push(r));
+  if (form === "worker") installBulkExecuteEncoder();
   const conns = await Promise.all(
-    shares.map(() => mysql.createConnection(mysqlOptionsFromUrl(url))),
+    shares.map(() =>
+      mysql.createConnection({
+        ...mysqlOptionsFromUrl(url),
+        ...(form === "worker" ? { trace: false, stream: denoSocketStream } : {}),
+      } as mysql.ConnectionOptions)
+    ),
   );
+  const statements = shares.map((share) => {
+    const out: SqlValue[][] = [];
+    for (let i = 0; i < share.length; i += batch) out.push(share.slice(i, i + batch).flat());
+    return out;
+  });
+  const sqlOf = (values: readonly SqlValue[]) =>
+    insertStatement(table, values.length / table.columns.length);
   try {
+    if (form === "worker") {
+      await Promise.all(conns.map(async (conn, k) => {
+        const sizes = new Set((statements[k] ?? []).map((v) => v.length));
+        for (const size of sizes) await conn.prepare(sqlOf(new Array(size)));
+      }));
+    }
     const t0 = performance.now();
     const client0 = ownCpuSeconds();
     const server0 = serverCpuSeconds();
-    await Promise.all(shares.map(async (share, k) => {
-      const conn = conns[k] as mysql.Connection;
+    await Promise.all(conns.map(async (conn, k) => {
+      if (form === "worker") {
+        for (const values of statements[k] ?? []) {
+          await conn.execute(sqlOf(values), bulkParameters(values) as mysql.ExecuteValues);
+        }
+        return;
+      }
+      const share = shares[k] ?? [];
       for (let i = 0; i < share.length; i += batch) {
         const chunk = share.slice(i, i + batch);
         await conn.execute(insertStatement(table, chunk.length), chunk.flat());
@@ -264,6 +260,37 @@ async function ceiling(
   }
 }
 
+/**
+ * The same rows written by `_plain_ceiling.ts`, a process of its own whose heap holds only
+ * them: the plain loop against which the in-process ceiling is checked.
+ */
+async function plainCeiling(url: string, c: Case, batch: number, connections: number) {
+  await truncate(url, c.table);
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      new URL("_plain_ceiling.ts", import.meta.url).pathname,
+      ...["--url", url, "--table", c.table, "--batch", String(batch)],
+      ...["--connections", String(connections), "--jobs", String(JOBS)],
+      ...["--events-per-job", String(PER_JOB), "--now", String(nowSeconds)],
+      ...(SERVER_PID === undefined ? [] : ["--server-pid", String(SERVER_PID)]),
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  if (!out.success) throw new Error(`_plain_ceiling.ts failed (${out.code})`);
+  const r = JSON.parse(new TextDecoder().decode(out.stdout).trim().split("\n").pop() ?? "");
+  return {
+    eventsPerSecond: r.eventsPerSecond,
+    clientCpuPer100k: r.clientCpuPer100k,
+    serverCpuPer100k: r.serverCpuPer100k ?? NaN,
+  } as Ceiling;
+}
+
+/** The faster of two ceilings measured in the same round. */
+const faster = (a: Ceiling, b: Ceiling) => a.eventsPerSecond >= b.eventsPerSecond ? a : b;
+
 /** Where the backlog waits, and the worker of which checkout drains it. */
 type Backend =
   | {
@@ -276,7 +303,12 @@ type Backend =
   | { readonly kind: "rabbitmq"; readonly url: string; readonly pid: number | undefined };
 
 interface Drain {
+  /** From the first job taken to the last job acknowledged. */
   readonly eventsPerSecond: number;
+  /** From the worker's process start (spawn) to the last job acknowledged. */
+  readonly eventsPerSecondFromStart: number;
+  /** From the spawn to the first job taken. */
+  readonly startupSeconds: number;
   readonly peakRssMb: number;
   /** Statements retried after a deadlock (1213) or lock wait timeout, and statements sent. */
   readonly lockRetries: number;
@@ -345,6 +377,7 @@ async function drain(
       }
     })();
     const baseline = backend.kind === "gearman" ? backend.baseline : undefined;
+    const spawned = performance.now();
     await using worker = await startWorkerProcess({
       gearmanAddr: backend.kind === "gearman" ? backend.addr : "",
       mysqlUrl: url,
@@ -381,12 +414,15 @@ async function drain(
       const nearEnd = p.open !== undefined && p.open <= NEAR_END_JOBS;
       await sleep(nearEnd ? POLL_MS : POLL_MIDWAY_MS);
     }
-    const seconds = (performance.now() - (t0 as number)) / 1000;
+    const end = performance.now();
+    const seconds = (end - (t0 as number)) / 1000;
     const rss = peakRssMb(worker.pid);
     const cpu = cpuSeconds(worker.pid) - cpuAtStart;
     const metrics = await worker.metrics();
     return {
       eventsPerSecond: (total * PER_JOB) / seconds,
+      eventsPerSecondFromStart: (total * PER_JOB) / ((end - spawned) / 1000),
+      startupSeconds: ((t0 as number) - spawned) / 1000,
       peakRssMb: rss,
       lockRetries: seriesValue(metrics, "statusengine_db_batch_retries_total"),
       statements: seriesValue(metrics, "statusengine_db_flushes_total", { table: c.table }),
@@ -401,8 +437,15 @@ async function drain(
 }
 
 interface Round {
+  /** The ceilings: the faster of the in-process one and the plain loop, per round. */
   c1: Ceiling;
   c2: Ceiling;
+  inProcess1: Ceiling;
+  inProcess2: Ceiling;
+  plain1: Ceiling;
+  plain2: Ceiling;
+  /** The in-process ceiling in its earlier form (`--unfixed-ceiling`). */
+  unfixed1?: Ceiling;
   gearman: Drain;
   rabbitmq?: Drain;
   baseline?: Drain;
@@ -467,8 +510,13 @@ for (const c of CASES) {
     for (let r = 0; r < ROUNDS; r++) {
       const round: Partial<Round> = {};
       const steps = [
-        async () => (round.c1 = await ceiling(db.url, c, rows, batch, 1)),
-        async () => (round.c2 = await ceiling(db.url, c, rows, batch, 2)),
+        async () => (round.inProcess1 = await ceiling(db.url, c, rows, batch, 1)),
+        async () => (round.inProcess2 = await ceiling(db.url, c, rows, batch, 2)),
+        async () => (round.plain1 = await plainCeiling(db.url, c, batch, 1)),
+        async () => (round.plain2 = await plainCeiling(db.url, c, batch, 2)),
+        ...(UNFIXED_CEILING
+          ? [async () => (round.unfixed1 = await ceiling(db.url, c, rows, batch, 1, "mysql2"))]
+          : []),
         async () => (round.gearman = await drain(db.url, gearman, c, payloads, batch)),
         ...(rabbit === undefined
           ? []
@@ -483,6 +531,8 @@ for (const c of CASES) {
       for (let k = 0; k < steps.length; k++) {
         await (steps[(k + r) % steps.length] as () => Promise<unknown>)();
       }
+      round.c1 = faster(round.inProcess1 as Ceiling, round.plain1 as Ceiling);
+      round.c2 = faster(round.inProcess2 as Ceiling, round.plain2 as Ceiling);
       rounds.push(round as Round);
       const drained = (name: string, d: Drain | undefined) =>
         d === undefined
@@ -493,8 +543,16 @@ for (const c of CASES) {
             Number.isNaN(d.brokerCpuPer100k) ? "?" : d.brokerCpuPer100k.toFixed(2)
           }, ${d.lockRetries} lock retries in ${d.statements} statements)`;
       report(
-        `  ${c.table} batch ${batch} round ${r + 1}: 1 conn ${ceilingText(round.c1)}, 2 conns ${
-          ceilingText(round.c2)
+        `  ${c.table} batch ${batch} round ${r + 1}: 1 conn ${
+          ceilingText(round.inProcess1)
+        } plain loop ${ceilingText(round.plain1)}${
+          round.unfixed1 === undefined ? "" : ` unfixed ${ceilingText(round.unfixed1)}`
+        }, 2 conns ${ceilingText(round.inProcess2)} plain loop ${ceilingText(round.plain2)}${
+          round.gearman === undefined
+            ? ""
+            : `, gearman from process start ${
+              fmt(round.gearman.eventsPerSecondFromStart)
+            } (start-up ${round.gearman.startupSeconds.toFixed(2)} s)`
         }${drained("gearman", round.gearman)}${drained("rabbitmq", round.rabbitmq)}${
           drained("baseline", round.baseline)
         }${drained("variant", round.variant)} events/s`,
@@ -514,10 +572,22 @@ for (const c of CASES) {
       `\`${c.table}\``,
       String(batch),
       spread(rounds.map((x) => x.c1.eventsPerSecond), fmt),
+      spread(rounds.map((x) => x.inProcess1.eventsPerSecond / x.plain1.eventsPerSecond), pct),
+      ...(UNFIXED_CEILING
+        ? [
+          spread(
+            rounds.map((x) => (x.unfixed1?.eventsPerSecond ?? NaN) / x.c1.eventsPerSecond),
+            pct,
+          ),
+        ]
+        : []),
       spread(rounds.map((x) => x.c2.eventsPerSecond / x.c1.eventsPerSecond), times),
       spread(g.map(({ d }) => d.eventsPerSecond), fmt),
       spread(g.map(({ d, x }) => d.eventsPerSecond / x.c1.eventsPerSecond), pct),
       spread(g.map(({ d, x }) => d.eventsPerSecond / x.c2.eventsPerSecond), pct),
+      spread(g.map(({ d, x }) => d.eventsPerSecondFromStart / x.c1.eventsPerSecond), pct),
+      spread(g.map(({ d, x }) => d.eventsPerSecondFromStart / x.c2.eventsPerSecond), pct),
+      spread(g.map(({ d }) => d.startupSeconds), (x) => x.toFixed(2)),
       spread(q.map(({ d, x }) => d.eventsPerSecond / x.gearman.eventsPerSecond), pct),
       spread(g.map(({ d }) => d.peakRssMb), mb),
       spread(q.map(({ d }) => d.peakRssMb), mb),
@@ -553,10 +623,15 @@ const header = [
   "table",
   "batch",
   "1 conn, ev/s",
+  "in-process / plain loop, 1 conn",
+  ...(UNFIXED_CEILING ? ["unfixed / 1 conn"] : []),
   "2 conns / 1 conn",
   "Gearman, ev/s",
   "Gearman / 1 conn",
   "Gearman / 2 conns",
+  "from process start / 1 conn",
+  "from process start / 2 conns",
+  "start-up to first job, s",
   "RabbitMQ / Gearman",
   "Gearman peak RSS, MB",
   "RabbitMQ peak RSS, MB",

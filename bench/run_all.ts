@@ -14,6 +14,7 @@ const BENCHES = [
   "http_listen.ts",
   "shutdown.ts",
   "memory.ts",
+  "live_rate.ts",
   "cleanup.ts",
 ];
 
