@@ -283,3 +283,25 @@ Deno.test("cli: config shows another command's settings, and refuses where the c
   assert.equal(help.code, 0);
   assert.match(help.out, /^Usage: statusengine-worker config \[--json\] \[command\]/);
 });
+
+// Under systemd stdout and stderr are both the journal: the start-up error was logged on stdout
+// and printed again on stderr, two journal lines for one failure, neither at priority err.
+Deno.test("cli: a fatal start-up error reaches the journal once, at priority err", async () => {
+  const argv = [
+    "run",
+    "--queues",
+    "statusngin_hostchecks",
+    "--exclude-queues",
+    "statusngin_hostchecks",
+  ];
+  const journal = await cliProcess(argv, { JOURNAL_STREAM: "8:4242" });
+  assert.equal(journal.code, 1);
+  const fatal = journal.out.split("\n").filter((l) => l.includes("no queue left to consume"));
+  assert.equal(fatal.length, 1, journal.out);
+  assert.ok(fatal[0]?.startsWith("<3>"), fatal[0]);
+  assert.equal(journal.err, "");
+  // Piped apart (a script), stderr still carries the message for whoever reads only stderr.
+  const piped = await cliProcess(argv);
+  assert.equal(piped.code, 1);
+  assert.match(piped.err, /no queue left to consume/);
+});

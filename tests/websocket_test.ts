@@ -219,7 +219,7 @@ Deno.test("ws: without configured keys a random key is generated, logged once at
     assert.match(key, /^[0-9a-f]{64}$/);
     const lines = logs.filter((l) => l.message.startsWith("websocket: no API key configured"));
     assert.equal(lines.length, 1);
-    assert.equal(lines[0]?.level, "WARN");
+    assert.equal(lines[0]?.level, "warn");
     assert.equal(lines[0]?.properties["api_key"], key);
     await using _c = await openClient(env.port, { headers: { authorization: `Bearer ${key}` } });
     const res = await fetch(`http://127.0.0.1:${env.port}/ws?api_key=key-one`);

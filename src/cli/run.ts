@@ -10,7 +10,7 @@ import { QUEUE_NAMES } from "../events/queues.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
 import { aborted } from "../util/async.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, logReachesStderr } from "../log.ts";
 
 const log = getLogger("worker");
 
@@ -120,8 +120,10 @@ export async function runWorkerCommand(
     worker = await startWorker(workerConfigFrom(settings));
   } catch (err: unknown) {
     if (err instanceof StartupError) {
+      // Once per place it is seen: the log line (priority err in the journal), and stderr only
+      // when stderr does not show the log already (a terminal or the journal would show it twice).
       log.error(err.message);
-      io.err(`statusengine-worker: ${err.message}`);
+      if (!logReachesStderr()) io.err(`statusengine-worker: ${err.message}`);
       return 1;
     }
     throw err;

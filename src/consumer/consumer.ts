@@ -390,6 +390,7 @@ export class Consumer {
         window: this.windowOf(queue),
         stalled: this.stalled(queue) ? 1 : 0,
       }),
+      { final },
     );
   }
 }
