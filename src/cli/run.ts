@@ -85,8 +85,11 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       }
       : null,
     http: { maxConnections: s.httpMaxConnections },
-    // Always served: without keys a random one is generated per run (docs/operations.md#ws).
-    websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
+    // Served only with keys and an address (docs/operations.md#ws): a generated key would have to
+    // be logged to be of use, i.e. written into the journal.
+    websocket: s.listenAddr === "" || !s.apiKeys.some((k) => k !== "")
+      ? null
+      : { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
     changedSettings: settingsDifferingFromDefaults("run", s),
   };
 }

@@ -41,8 +41,6 @@ export interface RunningWorker {
   readonly commandsPort: number | null;
   /** Bound `/ws` port, or null when the stream is not served. */
   readonly websocketPort: number | null;
-  /** The `/ws` key generated for this run, or null when keys were configured (or no /ws). */
-  readonly websocketGeneratedKey: string | null;
   readonly pipeline: Pipeline;
   readonly consumer: QueueConsumer;
   /** The task queue poller, or null when `statusengine_tasks` is not read. */
@@ -151,7 +149,6 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     metricsPort: metricsServer?.port ?? null,
     commandsPort: commands?.server.port ?? null,
     websocketPort: websocket?.port ?? null,
-    websocketGeneratedKey: websocket?.generatedKey ?? null,
     pipeline,
     consumer,
     tasks: tasks?.manager ?? null,

@@ -92,7 +92,8 @@ async function spawnWorker(
       "127.0.0.1",
       "--metrics-port",
       String(metricsPort),
-      // /ws is always served; a free port keeps parallel workers off the default 8080.
+      // /ws is served only with keys; a free port keeps parallel workers off the default 8080
+      // when a test passes some.
       "--listen-addr",
       `127.0.0.1:${freePort()}`,
       "--status-max-age",
