@@ -7,7 +7,8 @@
  *   /metrics, /ws and /commands;
  * - `--allow-env`: `STATUSENGINE_*` settings (the settings loader reads the environment);
  * - `--allow-read=<config dir>,<state dir>`: the YAML file and the dead-letter file;
- * - `--allow-write=<state dir>`: the dead-letter file.
+ * - `--allow-write=<state dir>`: the dead-letter file;
+ * - `--allow-run=systemd-notify`: readiness for the unit's `Type=notify` (src/daemon/notify.ts).
  *
  * The directories default to the packaging layout (/etc/statusengine and
  * /var/lib/statusengine-worker, the unit's WorkingDirectory) and can be
@@ -17,6 +18,8 @@
  *
  * @module
  */
+
+import { NOTIFY_COMMAND } from "../src/daemon/notify.ts";
 
 const BUILD_INFO = new URL("../src/build_info.ts", import.meta.url);
 
@@ -66,6 +69,7 @@ export function permissionFlags(configDir: string, stateDir: string): string[] {
     "--allow-env",
     `--allow-read=${configDir},${stateDir}`,
     `--allow-write=${stateDir}`,
+    `--allow-run=${NOTIFY_COMMAND}`,
   ];
 }
 

@@ -5,7 +5,7 @@
  * @module
  */
 import { settingsDifferingFromDefaults, type SettingsFor, splitHostPort } from "../config/mod.ts";
-import { StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
+import { serviceNotifier, StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
 import { QUEUE_NAMES } from "../events/queues.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
@@ -131,8 +131,13 @@ export async function runWorkerCommand(
     }
     throw err;
   }
+  // Type=notify: `systemctl start` returns (successfully) only now, and fails when the worker
+  // exits before this line (docs/running.md#notify).
+  const notifier = serviceNotifier();
+  await notifier.ready("consuming");
   await aborted(signal);
   log.info("shutdown signal received, starting graceful shutdown");
+  await notifier.stopping();
   try {
     await worker.stop();
   } catch (err: unknown) {

@@ -5,6 +5,7 @@
  */
 import { freePort } from "./gearmand.ts";
 import { V8_FLAGS } from "../../tools/compile.ts";
+import { NOTIFY_COMMAND } from "../../src/daemon/notify.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -80,6 +81,7 @@ async function spawnWorker(
       "--allow-env",
       "--allow-read",
       "--allow-write",
+      `--allow-run=${NOTIFY_COMMAND}`,
       ...((options.v8Flags ?? V8_FLAGS).length === 0
         ? []
         : [`--v8-flags=${(options.v8Flags ?? V8_FLAGS).join(",")}`]),
