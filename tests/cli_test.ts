@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { runCli } from "../src/cli/mod.ts";
 import { bufferIo } from "../src/cli/io.ts";
-import { createScratchDatabase } from "./helpers/mysql.ts";
+import { createScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
@@ -67,19 +67,24 @@ Deno.test("cli: --help lists every command and never prints a secret", async () 
   assert.match(run.out, /STATUSENGINE_GEARMAN_ADDR/);
 });
 
-Deno.test("cli: run with an unreachable MySQL exits 1 and prints the URL with the password masked", async () => {
+// An unreachable MySQL is waited for at start-up now (tests/startup_wait_test.ts); refused
+// credentials are what ends the start.
+Deno.test("cli: run with MySQL refusing the credentials exits 1 and prints the URL with the password masked", async () => {
   await using gearmand = await startGearmand();
+  const base = new URL(testMysqlBaseUrl());
   const r = await cli([
     "run",
     "--gearman-addr",
     gearmand.addr,
     "--mysql-url",
-    "mysql://se:topsecret@127.0.0.1:1/statusengine",
+    `mysql://se_no_such_user:topsecret@${base.host}/statusengine`,
     "--metrics-port",
     "0",
   ]);
   assert.equal(r.code, 1);
-  assert.match(r.err, /mysql:\/\/se:\*\*\*\*@127\.0\.0\.1:1\/statusengine/);
+  const shown = `mysql://se_no_such_user:****@${base.host}/statusengine`;
+  assert.ok(r.err.includes(shown), r.err);
+  assert.match(r.err, /waiting cannot fix this/);
   assert.ok(!r.err.includes("topsecret"));
 });
 

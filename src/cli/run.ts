@@ -120,8 +120,13 @@ export async function runWorkerCommand(
 ): Promise<number> {
   let worker;
   try {
-    worker = await startWorker(workerConfigFrom(settings));
+    worker = await startWorker(workerConfigFrom(settings), { signal });
   } catch (err: unknown) {
+    if (err instanceof StartupError && signal.aborted) {
+      // Told to stop while waiting for MySQL: a requested stop, not a failure.
+      log.info("shutdown signal received during start-up, stopped", { reason: err.message });
+      return 0;
+    }
     if (err instanceof StartupError) {
       // Once per place it is seen: the log line (priority err in the journal), and stderr only
       // when stderr does not show the log already (a terminal or the journal would show it twice).

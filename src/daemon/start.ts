@@ -56,10 +56,14 @@ export interface RunningWorker {
  * Start the daemon.
  *
  * @param config Validated settings.
+ * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up).
  * @returns The running worker.
  * @throws {StartupError} When MySQL, the schema, a listener, every job server or the RabbitMQ broker is unusable.
  */
-export async function startWorker(config: WorkerConfig): Promise<RunningWorker> {
+export async function startWorker(
+  config: WorkerConfig,
+  options: { readonly signal?: AbortSignal } = {},
+): Promise<RunningWorker> {
   const id = identity();
   log.info("statusengine-worker starting", {
     version: id.version,
@@ -84,7 +88,19 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   warnAboutConfiguration(config);
 
   await using stack = new AsyncDisposableStack();
-  const database = stack.use(await openDatabase(config, queues, id.version));
+  // /metrics and /readyz first: a start that waits for MySQL or its job servers shows what it
+  // waits for (503, naming it) instead of being invisible.
+  let verdict: () => Readiness = () => ({ ready: false, reasons: ["starting"] });
+  const metricsServer = await serveMetrics(config, metrics, () => verdict());
+  if (metricsServer !== undefined) stack.use(metricsServer);
+  const database = stack.use(
+    await openDatabase(config, queues, id.version, {
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      waiting: (reason) => {
+        verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
+      },
+    }),
+  );
   const deadLetters = stack.use(await openDeadLetters(config, metrics));
   const graphite = stack.use(graphiteClient(config, metrics));
   const hub = webSocketHub(config, metrics);
@@ -107,12 +123,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
 
   const observer = metricsObserver(metrics);
   const split = splitQueues(config, queues);
-  const metricsServer = await serveMetrics(
-    config,
-    metrics,
-    () => readiness(pipeline, deadLetters, observer, split),
-  );
-  if (metricsServer !== undefined) stack.use(metricsServer);
+  verdict = () => readiness(pipeline, deadLetters, observer, split);
   const websocket = await serveWebSocket(config, hub, metrics);
   if (websocket !== undefined) stack.use(websocket);
   const commands = await serveCommands(config, metrics);

@@ -42,10 +42,16 @@ export interface WorkerProcessOptions {
   readonly v8Flags?: readonly string[];
   /** Entry point of another checkout, to compare versions side by side (benches); default ours. */
   readonly main?: string;
+  /**
+   * Return once /readyz answers 200 (default), or once it answers at all (`listening`: a start
+   * that waits for MySQL or its job servers answers 503).
+   */
+  readonly waitUntil?: "ready" | "listening";
 }
 
 /**
- * Start the worker process and wait until its metrics port answers /readyz.
+ * Start the worker process and wait until its metrics port answers /readyz (200, or any answer
+ * with `waitUntil: "listening"`).
  *
  * @example
  * ```ts ignore
@@ -156,7 +162,7 @@ async function spawnWorker(
     try {
       const res = await fetch(`http://127.0.0.1:${metricsPort}/readyz`);
       await res.body?.cancel();
-      if (res.status === 200) break;
+      if (res.status === 200 || options.waitUntil === "listening") break;
     } catch {
       // not listening yet
     }
