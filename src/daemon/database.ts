@@ -15,7 +15,7 @@ import {
   PREPARED_STATEMENTS_PER_CONNECTION,
   type SqlExecutor,
 } from "../mysql/executor.ts";
-import { probeMysql } from "../mysql/connect.ts";
+import { closeMysqlNow, connectMysql, probeMysql } from "../mysql/connect.ts";
 import { registerNode } from "../mysql/nodes.ts";
 import { dropEmptyParameterMetadata } from "../mysql/statement_metadata.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
@@ -63,6 +63,11 @@ export interface Database extends AsyncDisposable {
   readonly executor: SqlExecutor;
   /** Connection options from the URL (dedicated connections, e.g. the in-order lock). */
   readonly urlOptions: MysqlUrlOptions;
+  /**
+   * Connect, ask MySQL who it is and disconnect, on a connection of its own, within
+   * `timeoutMs` (the idle probe; the pool's connections may all be busy).
+   */
+  ping(timeoutMs: number): Promise<void>;
 }
 
 /**
@@ -120,6 +125,12 @@ export async function openDatabase(
     pool,
     executor: poolExecutor(pool, { statementTimeoutMs: config.mysqlStatementTimeoutMs }),
     urlOptions,
+    async ping(timeoutMs) {
+      const { connection } = await connectMysql(urlOptions, { timeoutMs });
+      using limit = deadline(timeoutMs);
+      // A polite COM_QUIT, so the server logs no aborted connection every few seconds.
+      if (!(await settledWithin(connection.end(), limit.signal))) closeMysqlNow(connection);
+    },
     async [Symbol.asyncDispose]() {
       // A hung MySQL must not hold the process.
       using limit = deadline(PING_TIMEOUT_MS);

@@ -25,6 +25,7 @@ import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { type QueueConsumer, StartupError, type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
+import { IdleProbe } from "../mysql/availability.ts";
 import { graphiteClient, openDeadLetters, webSocketHub } from "./outputs.ts";
 import { commandPublisher, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
 import { buildConsumption, type QueueSplit, splitQueues } from "./consumers.ts";
@@ -120,6 +121,11 @@ export async function startWorker(
     ...(hub === undefined ? {} : { stream: hub }),
   });
   stack.defer(() => pipeline.close(0));
+  // While nothing is written, a bounded round trip keeps statusengine_db_available true to what
+  // MySQL does (a frozen server showed as available until a statement timed out).
+  const probe = new IdleProbe({ availability: pipeline.availability, ping: database.ping });
+  probe.start();
+  stack.defer(() => probe.stop());
 
   const observer = metricsObserver(metrics);
   const split = splitQueues(config, queues);
@@ -170,7 +176,13 @@ export async function startWorker(
         pipeline,
         graphite,
         deadLetters,
-        database,
+        // The probe stops before the pool ends.
+        database: {
+          async [Symbol.asyncDispose]() {
+            await probe.stop();
+            await database[Symbol.asyncDispose]();
+          },
+        },
         commands,
         websocket,
         metricsServer,
