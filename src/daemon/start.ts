@@ -214,7 +214,7 @@ function workerMetrics(
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
     listeners: ([
       config.metrics === null ? null : "metrics",
-      config.websocket ? "websocket" : null,
+      config.websocket?.apiKeys.some((k) => k !== "") ? "websocket" : null,
       commandsEnabled ? "commands" : null,
     ] as const).filter((l): l is ListenerName => l !== null),
   });
