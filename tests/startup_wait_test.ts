@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
-import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy, startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
 import { startWorkerProcess } from "./helpers/worker_process.ts";
@@ -103,4 +104,42 @@ Deno.test("start-up: refused credentials end the start with exit 1 and say waiti
     startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: wrong.href }),
     /worker exited during start-up[\s\S]*refused the connection[\s\S]*waiting cannot fix this/,
   );
+});
+
+Deno.test("start-up: RabbitMQ not reachable yet: /readyz 503 names the queue, and the worker consumes once it answers", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using vhost = await createScratchVhost();
+  const broker = new URL(vhost.url);
+  await using proxy = await startTcpProxy(`${broker.hostname}:${broker.port || "5672"}`);
+  proxy.block();
+  broker.host = proxy.addr;
+  await using worker = await startWorkerProcess({
+    gearmanAddr: "",
+    mysqlUrl: db.url,
+    args: [
+      "--consumer",
+      "rabbitmq",
+      "--rabbitmq-url",
+      broker.href,
+      "--rabbitmq-durable-queues=false",
+      "--rabbitmq-reconnect-interval",
+      "200ms",
+      "--queues",
+      "statusngin_hostchecks",
+    ],
+    waitUntil: "listening",
+  });
+  await waitFor(
+    async () =>
+      /not connected: statusngin_hostchecks/.test((await readyz(worker.metricsPort)).body),
+    { message: "/readyz names the queue" },
+  );
+  proxy.unblock();
+  await waitFor(async () => (await readyz(worker.metricsPort)).status === 200, {
+    message: "ready once RabbitMQ answers",
+    timeoutMs: 30_000,
+  });
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
 });
