@@ -11,6 +11,7 @@ import { startNotifySocket } from "./helpers/notify_socket.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
 import { startWorkerProcess } from "./helpers/worker_process.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { NOTIFY_COMMAND } from "../src/daemon/notify.ts";
 
 const HOSTCHECK = Deno.readTextFileSync(
@@ -77,4 +78,36 @@ Deno.test("notify: a start that fails (schema missing) exits non-zero without RE
   await flushed(socket);
   const messages = withoutMarkers(socket.messages());
   assert.ok(!messages.some((m) => m.includes("READY=1")), JSON.stringify(messages));
+});
+
+// Start like it runs: while MySQL does not answer the worker waits, says so in STATUS=, and is not
+// ready; READY=1 follows once MySQL answers and consumption started.
+Deno.test("notify: while the start waits for MySQL there is a STATUS= and no READY=1; READY=1 once it answers", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  proxy.block();
+  await using socket = await startNotifySocket();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: proxy.url,
+    args: ["--queues", "statusngin_hostchecks"],
+    env: { NOTIFY_SOCKET: socket.path },
+    waitUntil: "listening",
+  });
+  await waitFor(
+    () =>
+      socket.messages().some((m) => m.some((a) => /^STATUS=MySQL .* not reachable yet/.test(a))),
+    { message: "a STATUS= naming MySQL" },
+  );
+  await flushed(socket);
+  assert.ok(!socket.messages().some((m) => m.includes("READY=1")), "not ready while waiting");
+  proxy.unblock();
+  await waitFor(() => socket.messages().some((m) => m.includes("READY=1")), {
+    message: "READY=1 once MySQL answers",
+    timeoutMs: 30_000,
+  });
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
 });

@@ -118,9 +118,20 @@ export async function runWorkerCommand(
   io: Io,
   signal: AbortSignal,
 ): Promise<number> {
+  // Type=notify: `systemctl start` returns (successfully) only after READY=1, and fails when the
+  // worker exits before it (docs/running.md#notify); `systemctl status` shows what a start waits for.
+  const notifier = serviceNotifier();
+  let shown: string | undefined;
   let worker;
   try {
-    worker = await startWorker(workerConfigFrom(settings), { signal });
+    worker = await startWorker(workerConfigFrom(settings), {
+      signal,
+      waiting: (reason) => {
+        if (reason === shown) return;
+        shown = reason;
+        void notifier.status(reason ?? "starting");
+      },
+    });
   } catch (err: unknown) {
     if (err instanceof StartupError && signal.aborted) {
       // Told to stop while waiting for MySQL: a requested stop, not a failure.
@@ -136,9 +147,6 @@ export async function runWorkerCommand(
     }
     throw err;
   }
-  // Type=notify: `systemctl start` returns (successfully) only now, and fails when the worker
-  // exits before this line (docs/running.md#notify).
-  const notifier = serviceNotifier();
   await notifier.ready("consuming");
   await aborted(signal);
   log.info("shutdown signal received, starting graceful shutdown");

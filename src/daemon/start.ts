@@ -57,13 +57,18 @@ export interface RunningWorker {
  * Start the daemon.
  *
  * @param config Validated settings.
- * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up).
+ * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up);
+ *   `waiting` hears what it waits for.
  * @returns The running worker.
  * @throws {StartupError} When MySQL, the schema, a listener, every job server or the RabbitMQ broker is unusable.
  */
 export async function startWorker(
   config: WorkerConfig,
-  options: { readonly signal?: AbortSignal } = {},
+  options: {
+    readonly signal?: AbortSignal;
+    /** Told what the start waits for (MySQL not answering yet), `undefined` once it does not. */
+    readonly waiting?: (reason: string | undefined) => void;
+  } = {},
 ): Promise<RunningWorker> {
   const id = identity();
   log.info("statusengine-worker starting", {
@@ -99,6 +104,7 @@ export async function startWorker(
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       waiting: (reason) => {
         verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
+        options.waiting?.(reason);
       },
     }),
   );
