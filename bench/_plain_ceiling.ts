@@ -16,7 +16,7 @@ import { insertStatement } from "../src/mysql/sql.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { denoSocketStream } from "../src/mysql/deno_socket.ts";
-import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/execute_packet.ts";
+import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/mysql2_internals.ts";
 import { ALL_CASES, jobsOf, rowsOf } from "./_pipeline_rows.ts";
 import { report } from "./_util.ts";
 

@@ -61,7 +61,7 @@ import type { SqlValue } from "../src/events/types.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { denoSocketStream } from "../src/mysql/deno_socket.ts";
-import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/execute_packet.ts";
+import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/mysql2_internals.ts";
 import {
   ALL_CASES,
   type Case,

@@ -277,11 +277,11 @@ Deno.test("cleanup: a missing table is reported as failed, the others are still 
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), checks.kept);
   assert.deepEqual(await timesIn(db, "statusengine_logentries"), logs.kept);
   const [failed] = logsOf(r, "cleanup: table failed", "statusengine_servicechecks");
-  assert.equal(failed?.level, "ERROR");
+  assert.equal(failed?.level, "error");
   assert.match(String(failed?.properties.error), /statusengine_servicechecks/);
   assert.equal(logsOf(r, "cleanup: table finished").length, RETENTION_TABLES.length - 1);
   const [summary] = logsOf(r, "cleanup: finished with errors");
-  assert.equal(summary?.level, "ERROR");
+  assert.equal(summary?.level, "error");
   assert.equal(summary?.properties.failed, 1);
   assert.equal(logsOf(r, "cleanup: finished").length, 0);
 });
@@ -299,7 +299,7 @@ Deno.test("cleanup: a signal aborted before the run deletes nothing and exits 0"
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), [...checks.old, ...checks.kept]);
   assert.equal(logsOf(r, "cleanup: starting table").length, 0);
   const [warning] = logsOf(r, "cleanup: interrupted, remaining tables left for the next run");
-  assert.equal(warning?.level, "WARN");
+  assert.equal(warning?.level, "warn");
   assert.equal(warning?.properties.remaining_tables, RETENTION_TABLES.length);
 });
 
@@ -386,7 +386,7 @@ Deno.test("cleanup: MySQL unreachable before the run exits 1 without showing the
     r.err.join("\n"),
     /Cannot connect to MySQL at "mysql:\/\/root:\*\*\*\*@127\.0\.0\.1:1/,
   );
-  assert.equal(logsOf(r, "cleanup: cannot connect to MySQL")[0]?.level, "ERROR");
+  assert.equal(logsOf(r, "cleanup: cannot connect to MySQL")[0]?.level, "error");
   assert.equal(logsOf(r, "cleanup: starting table").length, 0);
   const everything = JSON.stringify(r);
   assert.ok(!everything.includes("s3cret-pw"), everything);

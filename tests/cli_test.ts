@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { runCli } from "../src/cli/mod.ts";
 import { bufferIo } from "../src/cli/io.ts";
-import { createScratchDatabase } from "./helpers/mysql.ts";
+import { createScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
@@ -67,19 +67,24 @@ Deno.test("cli: --help lists every command and never prints a secret", async () 
   assert.match(run.out, /STATUSENGINE_GEARMAN_ADDR/);
 });
 
-Deno.test("cli: run with an unreachable MySQL exits 1 and prints the URL with the password masked", async () => {
+// An unreachable MySQL is waited for at start-up now (tests/startup_wait_test.ts); refused
+// credentials are what ends the start.
+Deno.test("cli: run with MySQL refusing the credentials exits 1 and prints the URL with the password masked", async () => {
   await using gearmand = await startGearmand();
+  const base = new URL(testMysqlBaseUrl());
   const r = await cli([
     "run",
     "--gearman-addr",
     gearmand.addr,
     "--mysql-url",
-    "mysql://se:topsecret@127.0.0.1:1/statusengine",
+    `mysql://se_no_such_user:topsecret@${base.host}/statusengine`,
     "--metrics-port",
     "0",
   ]);
   assert.equal(r.code, 1);
-  assert.match(r.err, /mysql:\/\/se:\*\*\*\*@127\.0\.0\.1:1\/statusengine/);
+  const shown = `mysql://se_no_such_user:****@${base.host}/statusengine`;
+  assert.ok(r.err.includes(shown), r.err);
+  assert.match(r.err, /waiting cannot fix this/);
   assert.ok(!r.err.includes("topsecret"));
 });
 
@@ -282,4 +287,26 @@ Deno.test("cli: config shows another command's settings, and refuses where the c
   const help = await cli(["config", "--help"]);
   assert.equal(help.code, 0);
   assert.match(help.out, /^Usage: statusengine-worker config \[--json\] \[command\]/);
+});
+
+// Under systemd stdout and stderr are both the journal: the start-up error was logged on stdout
+// and printed again on stderr, two journal lines for one failure, neither at priority err.
+Deno.test("cli: a fatal start-up error reaches the journal once, at priority err", async () => {
+  const argv = [
+    "run",
+    "--queues",
+    "statusngin_hostchecks",
+    "--exclude-queues",
+    "statusngin_hostchecks",
+  ];
+  const journal = await cliProcess(argv, { JOURNAL_STREAM: "8:4242" });
+  assert.equal(journal.code, 1);
+  const fatal = journal.out.split("\n").filter((l) => l.includes("no queue left to consume"));
+  assert.equal(fatal.length, 1, journal.out);
+  assert.ok(fatal[0]?.startsWith("<3>"), fatal[0]);
+  assert.equal(journal.err, "");
+  // Piped apart (a script), stderr still carries the message for whoever reads only stderr.
+  const piped = await cliProcess(argv);
+  assert.equal(piped.code, 1);
+  assert.match(piped.err, /no queue left to consume/);
 });

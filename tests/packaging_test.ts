@@ -50,7 +50,7 @@ Deno.test("packaging: the default dead-letter file lies in the unit's state dire
   assert.ok(settings.deadLetterFile.startsWith(`${write?.slice("--allow-write=".length)}/`));
 });
 
-Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory only, never -A", () => {
+Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory, systemd-notify, never -A", () => {
   const flags = permissionFlags();
   assert.deepEqual(flags, [
     "--allow-net",
@@ -58,6 +58,7 @@ Deno.test("packaging: the compiled binary gets net, env, read, write of the stat
     // Unrestricted: --config may name a file anywhere, and a binary cannot take --allow-read.
     "--allow-read",
     "--allow-write=/var/lib/statusengine-worker",
+    "--allow-run=systemd-notify",
   ]);
   const task = JSON.parse(read("deno.json")).tasks.compile as string;
   assert.ok(!/\s-A\b|--allow-all/.test(task));
@@ -184,4 +185,160 @@ Deno.test("packaging: a dead-letter directory that cannot be created refuses the
   } finally {
     await Deno.remove(blocker);
   }
+});
+
+const UNITS = [
+  "statusengine-worker.service",
+  "statusengine-db-cleanup.service",
+  "statusengine-db-cleanup.timer",
+];
+
+// Type=simple made `systemctl start` report success when the worker died a second later, and
+// Documentation= pointed at the legacy PHP worker's repository.
+Deno.test("packaging: the worker unit waits for READY=1 and documents this worker", () => {
+  const unit = read("packaging/systemd/statusengine-worker.service");
+  assert.match(unit, /^Type=notify$/m);
+  // systemd-notify sends from its own PID.
+  assert.match(unit, /^NotifyAccess=all$/m);
+  for (const name of UNITS) {
+    const text = read(`packaging/systemd/${name}`);
+    const docs = [...text.matchAll(/^Documentation=(.+)$/gm)].map((m) => m[1] ?? "");
+    assert.ok(docs.length > 0, name);
+    for (const doc of docs) {
+      assert.ok(!doc.includes("github.com/statusengine/worker"), `${name}: ${doc}`);
+      const file = /^file:\/usr\/local\/share\/doc\/statusengine-worker\/(.+)$/.exec(doc)?.[1];
+      assert.ok(file !== undefined, `${name}: ${doc}`);
+      read(`docs/${file}`);
+    }
+  }
+});
+
+/** `[Section]`s and `Key=value` lines of a unit file, comments and blanks left out. */
+function parseUnit(text: string): Map<string, [string, string][]> {
+  const sections = new Map<string, [string, string][]>();
+  let current: [string, string][] | undefined;
+  for (const [i, raw] of text.split("\n").entries()) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#") || line.startsWith(";")) continue;
+    const section = /^\[([A-Za-z]+)\]$/.exec(line);
+    if (section !== null) {
+      current = [];
+      sections.set(section[1] ?? "", current);
+      continue;
+    }
+    const kv = /^([A-Za-z]+)=(.*)$/.exec(line);
+    assert.ok(kv !== null && current !== undefined, `line ${i + 1}: ${raw}`);
+    current.push([kv[1] ?? "", kv[2] ?? ""]);
+  }
+  return sections;
+}
+
+function value(sections: Map<string, [string, string][]>, section: string, key: string) {
+  return sections.get(section)?.filter(([k]) => k === key).map(([, v]) => v) ?? [];
+}
+
+// The timer keeps running `cleanup` daily (partition maintenance joins the same command), and the
+// service it starts must exist under that name, run as the worker's user and read the same files.
+Deno.test("packaging: the cleanup timer starts the cleanup service, which runs cleanup as the worker's user", () => {
+  const worker = parseUnit(read("packaging/systemd/statusengine-worker.service"));
+  const service = parseUnit(read("packaging/systemd/statusengine-db-cleanup.service"));
+  const timer = parseUnit(read("packaging/systemd/statusengine-db-cleanup.timer"));
+  assert.deepEqual(value(timer, "Timer", "Unit"), ["statusengine-db-cleanup.service"]);
+  assert.deepEqual(value(timer, "Timer", "OnCalendar"), ["daily"]);
+  assert.deepEqual(value(timer, "Install", "WantedBy"), ["timers.target"]);
+  assert.equal(service.has("Install"), false, "started by the timer only");
+  assert.deepEqual(value(service, "Service", "Type"), ["oneshot"]);
+  for (const key of ["User", "Group", "EnvironmentFile", "StateDirectory", "WorkingDirectory"]) {
+    assert.deepEqual(value(service, "Service", key), value(worker, "Service", key), key);
+  }
+  const [exec] = value(service, "Service", "ExecStart");
+  const [workerExec] = value(worker, "Service", "ExecStart");
+  assert.match(exec ?? "", /^(\S+) cleanup --config (\S+)$/);
+  assert.equal(exec?.split(" ")[0], workerExec?.split(" ")[0], "the same binary");
+  assert.equal(exec?.split(" ").at(-1), workerExec?.split(" ").at(-1), "the same config file");
+});
+
+async function tool(name: string, args: string[]): Promise<{ code: number; output: string }> {
+  const out = await new Deno.Command(name, { args, stdout: "piped", stderr: "piped" }).output();
+  const decoder = new TextDecoder();
+  return { code: out.code, output: decoder.decode(out.stdout) + decoder.decode(out.stderr) };
+}
+
+function installed(name: string): boolean {
+  for (const dir of (Deno.env.get("PATH") ?? "/usr/bin:/bin").split(":")) {
+    try {
+      Deno.statSync(`${dir}/${name}`);
+      return true;
+    } catch {
+      // not in this directory
+    }
+  }
+  return false;
+}
+
+Deno.test("packaging: the units parse, and systemd-analyze verify accepts them where it is installed", async () => {
+  for (const name of UNITS) parseUnit(read(`packaging/systemd/${name}`));
+  if (!installed("systemd-analyze")) return;
+  const dir = await Deno.makeTempDir({ prefix: "se-units-" });
+  try {
+    // verify insists that ExecStart's binary exists: a stand-in at a path of the test's own.
+    const binary = `${dir}/statusengine-worker`;
+    await Deno.writeTextFile(binary, "#!/bin/sh\n", { mode: 0o755 });
+    for (const name of UNITS) {
+      await Deno.writeTextFile(
+        `${dir}/${name}`,
+        read(`packaging/systemd/${name}`).replaceAll("/usr/local/bin/statusengine-worker", binary),
+      );
+    }
+    const r = await tool("systemd-analyze", [
+      "verify",
+      "--man=no",
+      ...UNITS.map((n) => `${dir}/${n}`),
+    ]);
+    assert.equal(r.code, 0, r.output);
+    // Unknown keys and unparsable values are warnings only; any line naming our files fails.
+    const ours = r.output.split("\n").filter((l) => UNITS.some((n) => l.includes(n)));
+    assert.deepEqual(ours, [], r.output);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// The README tells people to rotate the dead-letter file with logrotate; the snippet is shipped.
+Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rotate the default file", async () => {
+  const snippet = read("packaging/logrotate.d/statusengine-worker");
+  const { settings } = await loadSettings("run", { argv: [], env: {} });
+  assert.ok(snippet.includes(`${settings.deadLetterFile} {`), "names the default dead-letter file");
+  const dir = await Deno.makeTempDir({ prefix: "se-logrotate-" });
+  try {
+    // The service user does not exist on a test machine: the test runs as itself, on a copy of
+    // the file in a directory of its own.
+    const user = (await tool("id", ["-un"])).output.trim();
+    const group = (await tool("id", ["-gn"])).output.trim();
+    const file = `${dir}/statusengine-dead-letters.ndjson`;
+    await Deno.writeTextFile(file, "{}\n");
+    await Deno.writeTextFile(
+      `${dir}/logrotate.conf`,
+      snippet.replace(settings.deadLetterFile, file)
+        .replace("su statusengine statusengine", `su ${user} ${group}`),
+      { mode: 0o644 },
+    );
+    const r = await tool("logrotate", ["-d", "-f", "-s", `${dir}/state`, `${dir}/logrotate.conf`]);
+    assert.equal(r.code, 0, r.output);
+    assert.doesNotMatch(r.output, /^error:/m, r.output);
+    assert.match(r.output, /rotating log .*statusengine-dead-letters\.ndjson/, r.output);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("packaging: the sysusers.d snippet creates the units' user", async () => {
+  const snippet = read("packaging/sysusers.d/statusengine-worker.conf");
+  const unit = parseUnit(read("packaging/systemd/statusengine-worker.service"));
+  const [user] = value(unit, "Service", "User");
+  assert.match(snippet, new RegExp(`^u ${user} - `, "m"));
+  if (!installed("systemd-sysusers")) return;
+  const path = new URL("packaging/sysusers.d/statusengine-worker.conf", root).pathname;
+  const r = await tool("systemd-sysusers", ["--dry-run", path]);
+  assert.equal(r.code, 0, r.output);
 });

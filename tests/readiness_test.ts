@@ -16,6 +16,8 @@ import { RecordingObserver } from "./helpers/recording_observer.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, publish, startTestWorker, testConfig } from "./helpers/worker.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
+import { startMariadbd } from "./helpers/mariadbd.ts";
+import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
 
 const decoder = new TextDecoder();
 
@@ -147,4 +149,47 @@ Deno.test("readiness: /readyz fails and names the queue while jobs wait that it 
   server.setAssignProbability(1);
   await waitFor(async () => (await readyz()).status === 200, { message: "ready again" });
   await waitFor(() => server.completed.length === 1, { message: "the job was taken" });
+});
+
+// With MySQL SIGSTOPped on an idle worker /readyz said 200 for 30 s, until a statement ran into
+// --mysql-statement-timeout; with nothing written no statement ran at all. The idle probe turns
+// statusengine_db_available within seconds, as a writer does under traffic. The statement
+// timeout is set far above the wait, so only the probe can be what noticed.
+Deno.test("readiness: a frozen MySQL shows on an idle worker (db_available 0, /readyz 503) and recovers", async () => {
+  await using server = await startMariadbd();
+  await server.query("CREATE DATABASE se_probe CHARACTER SET utf8mb4");
+  const url = server.url({ database: "se_probe" });
+  await createSchema(url);
+  await using gearmand = await startGearmand();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: url,
+    args: ["--queues", "statusngin_hostchecks", "--mysql-statement-timeout", "10m"],
+  });
+  const available = async () => seriesValue(await worker.metrics(), "statusengine_db_available");
+  const readyz = async () => {
+    const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
+    return { status: res.status, body: await res.text() };
+  };
+  assert.equal(await available(), 1);
+  server.pause();
+  try {
+    await waitFor(async () => (await available()) === 0, {
+      timeoutMs: 20_000,
+      message: "statusengine_db_available 0 while MySQL is frozen",
+    });
+    const r = await readyz();
+    assert.equal(r.status, 503);
+    assert.match(r.body, /MySQL unavailable/);
+  } finally {
+    server.resume();
+  }
+  await waitFor(async () => (await available()) === 1 && (await readyz()).status === 200, {
+    timeoutMs: 20_000,
+    message: "available and ready again after SIGCONT",
+  });
+  assert.ok(
+    worker.lines().some((l) => l.includes("does not answer the idle probe")),
+    worker.lines().join("\n"),
+  );
 });

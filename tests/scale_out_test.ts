@@ -58,7 +58,7 @@ Deno.test("scale-out: two job servers log one start-up warning that every event 
     }
     const lines = logs.filter(twice);
     assert.equal(lines.length, 1);
-    assert.equal(lines[0]?.level, "WARN");
+    assert.equal(lines[0]?.level, "warn");
     assert.equal(lines[0]?.properties["servers"], `${a.addr},${b.addr}`);
     assert.match(lines[0]?.message ?? "", /processed once per server/);
   });

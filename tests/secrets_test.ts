@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { runCli } from "../src/cli/mod.ts";
 import { bufferIo } from "../src/cli/io.ts";
-import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+import { createScratchDatabase, type ScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import { startWorkerProcess } from "./helpers/worker_process.ts";
@@ -186,7 +186,7 @@ Deno.test("secrets: a running worker with every secret set never shows one in lo
   }
 });
 
-Deno.test("secrets: errors that print URLs mask them: unreachable MySQL (URL and DSN), wrong and malformed RabbitMQ URLs", async () => {
+Deno.test("secrets: errors that print URLs mask them: unreachable or refusing MySQL (URL and DSN), wrong and malformed RabbitMQ URLs", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -203,15 +203,21 @@ Deno.test("secrets: errors that print URLs mask them: unreachable MySQL (URL and
   const unreachableUrl = `mysql://se:${SECRETS.mysqlUrlPassword}@127.0.0.1:1/statusengine`;
   const unreachableDsn = `se:${SECRETS.mysqlDsnPassword}@tcp(127.0.0.1:1)/statusengine`;
   const wrongAmqp = `amqp://guest:${SECRETS.amqpPassword}@127.0.0.1:5672/`;
+  // `run` waits for a MySQL that does not answer (it starts like it runs); refused credentials
+  // end its start, with the URL in the message.
+  const mysqlHost = new URL(testMysqlBaseUrl()).host;
+  const refusedUrl =
+    `mysql://se_no_such_user:${SECRETS.mysqlUrlPassword}@${mysqlHost}/statusengine`;
+  const refusedDsn = `se_no_such_user:${SECRETS.mysqlDsnPassword}@tcp(${mysqlHost})/statusengine`;
   const cases: { why: string; argv: string[]; env: Record<string, string> }[] = [
     {
-      why: "run, unreachable MySQL URL",
+      why: "run, MySQL URL with refused credentials",
       argv: ["run"],
-      env: { ...common, STATUSENGINE_MYSQL_URL: unreachableUrl },
+      env: { ...common, STATUSENGINE_MYSQL_URL: refusedUrl },
     },
     {
-      why: "run, unreachable MySQL DSN",
-      argv: ["run", "--mysql-dsn", unreachableDsn],
+      why: "run, MySQL DSN with refused credentials",
+      argv: ["run", "--mysql-dsn", refusedDsn],
       env: common,
     },
     {

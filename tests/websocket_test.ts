@@ -205,29 +205,41 @@ Deno.test("ws: the key is accepted from Authorization Bearer, X-Api-Key and ?api
   await waitForClients(env.worker, 4);
 });
 
-Deno.test("ws: without configured keys a random key is generated, logged once at WARN, and it works", async () => {
+// Without keys a random key used to be generated and logged at WARN: a secret in the journal.
+Deno.test("ws: without configured keys /ws is not served and no key is logged", async () => {
   const logs: { level: string; message: string; properties: Record<string, unknown> }[] = [];
   await configureLogging({
-    level: "info",
+    level: "debug",
     format: "json",
     write: (line) => logs.push(JSON.parse(line)),
   });
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
   try {
-    await using env = await startEnv({}, []);
-    const key = env.worker.websocketGeneratedKey;
-    assert.ok(key !== null);
-    assert.match(key, /^[0-9a-f]{64}$/);
-    const lines = logs.filter((l) => l.message.startsWith("websocket: no API key configured"));
-    assert.equal(lines.length, 1);
-    assert.equal(lines[0]?.level, "WARN");
-    assert.equal(lines[0]?.properties["api_key"], key);
-    await using _c = await openClient(env.port, { headers: { authorization: `Bearer ${key}` } });
-    const res = await fetch(`http://127.0.0.1:${env.port}/ws?api_key=key-one`);
-    assert.equal(res.status, 401);
-    await res.body?.cancel();
+    await using worker = await startTestWorker(testConfig({
+      gearmanServers: [gearmand.addr],
+      mysqlUrl: db.url,
+      websocket: { hostname: "127.0.0.1", port: 0, apiKeys: [] },
+    }));
+    assert.equal(worker.websocketPort, null);
+    assert.ok(logs.some((l) => l.message.startsWith("websocket: GET /ws disabled")));
+    for (const l of logs) {
+      assert.ok(!("api_key" in l.properties), JSON.stringify(l));
+      assert.doesNotMatch(JSON.stringify(l), /[0-9a-f]{64}/, "nothing that looks like a key");
+    }
   } finally {
     await resetLogging();
   }
+  await assert.rejects(
+    startWebSocketServer({
+      hostname: "127.0.0.1",
+      port: 0,
+      apiKeys: [""],
+      hub: new WebSocketHub({ statsIntervalMs: 0 }),
+    }),
+    TypeError,
+  );
 });
 
 Deno.test("ws: one frame per job, exactly {topic, payload[]}, carrying the job's events unchanged", async () => {
@@ -535,7 +547,6 @@ Deno.test("ws server: connection attempts during shutdown are refused before the
     apiKeys: KEYS,
     hub,
   });
-  assert.equal(server.generatedKey, null);
   await server.closeClients();
   const res = await fetch(`http://127.0.0.1:${server.port}/ws?api_key=key-one`);
   assert.equal(res.status, 503);

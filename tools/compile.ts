@@ -13,6 +13,7 @@
  *   user's file permissions and the unit's ProtectSystem=/ProtectHome=
  *   (docs/operations.md#compiled-permissions);
  * - `--allow-write=<state dir>`: the dead-letter file, and creating the state directory.
+ * - `--allow-run=systemd-notify`: readiness for the unit's `Type=notify` (src/daemon/notify.ts).
  *
  * The state directory defaults to the packaging layout (/var/lib/statusengine-worker, the
  * unit's StateDirectory and WorkingDirectory) and can be changed with STATUSENGINE_STATE_DIR
@@ -22,6 +23,8 @@
  *
  * @module
  */
+
+import { NOTIFY_COMMAND } from "../src/daemon/notify.ts";
 
 const BUILD_INFO = new URL("../src/build_info.ts", import.meta.url);
 
@@ -75,7 +78,13 @@ export const DEFAULT_STATE_DIR = "/var/lib/statusengine-worker";
  * @returns Flags for `deno compile` or `deno run`.
  */
 export function permissionFlags(stateDir: string = DEFAULT_STATE_DIR): string[] {
-  return ["--allow-net", "--allow-env", "--allow-read", `--allow-write=${stateDir}`];
+  return [
+    "--allow-net",
+    "--allow-env",
+    "--allow-read",
+    `--allow-write=${stateDir}`,
+    `--allow-run=${NOTIFY_COMMAND}`,
+  ];
 }
 
 if (import.meta.main) {

@@ -53,6 +53,16 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   log "installing Prometheus (prometheus, promtool)"
   apt_install prometheus
 fi
+# The packaging tests check the shipped snippets with the tools that read them: logrotate -d,
+# systemd-analyze verify and systemd-sysusers --dry-run (systemd-notify sends the unit's readiness).
+if ! command -v logrotate >/dev/null 2>&1; then
+  log "installing logrotate"
+  apt_install logrotate
+fi
+if ! command -v systemd-notify >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1; then
+  log "installing systemd (its tools; nothing is started)"
+  apt_install systemd
+fi
 
 mysql_answers() {
   (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { AmqpSession } from "./session.ts";
+import { AmqpSession, QueueDeclareError } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
 import { type BackendOptions, Consumer, DEFAULT_MAX_JOB_SIZE } from "../consumer/consumer.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -129,6 +129,10 @@ export class RabbitMqConsumer {
       ...o,
       name: "rabbitmq",
       log,
+      // Refused credentials or vhost and a refused queue declaration are not cured by waiting.
+      waitable: (err) =>
+        !(err instanceof QueueDeclareError) &&
+        !/ACCESS_REFUSED|NOT_ALLOWED|PRECONDITION_FAILED/.test(errorMessage(err)),
       // R3: in-order queues get one slot; the others never hold more than the prefetch anyway.
       maxJobsPerQueue: o.prefetch,
       describe: {

@@ -16,7 +16,7 @@ import {
   type SettingsFor,
   UsageError,
 } from "../config/mod.ts";
-import { configureLogging, errorMessage, getLogger } from "../log.ts";
+import { configureLogging, errorMessage, getLogger, logReachesStderr } from "../log.ts";
 import { versionLine } from "../version.ts";
 import { type Io, PROCESS_IO } from "./io.ts";
 import { type RunHooks, runWorkerCommand } from "./run.ts";
@@ -229,7 +229,8 @@ export async function runCli(
     });
   } catch (err: unknown) {
     log.error(`${command} failed`, { error: errorMessage(err) });
-    io.err(`statusengine-worker: ${command} failed: ${errorMessage(err)}`);
+    // Not twice where stderr shows the log already (a terminal, the journal).
+    if (!logReachesStderr()) io.err(`statusengine-worker: ${command} failed: ${errorMessage(err)}`);
     return 1;
   } finally {
     uninstallHangup();

@@ -5,12 +5,12 @@
  * @module
  */
 import { settingsDifferingFromDefaults, type SettingsFor, splitHostPort } from "../config/mod.ts";
-import { StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
+import { serviceNotifier, StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
 import { QUEUE_NAMES } from "../events/mod.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
 import { aborted } from "../util/async.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, logReachesStderr } from "../log.ts";
 
 const log = getLogger("worker");
 
@@ -85,8 +85,11 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       }
       : null,
     http: { maxConnections: s.httpMaxConnections },
-    // Always served: without keys a random one is generated per run (docs/operations.md#ws).
-    websocket: { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
+    // Served only with keys and an address (docs/operations.md#ws): a generated key would have to
+    // be logged to be of use, i.e. written into the journal.
+    websocket: s.listenAddr === "" || !s.apiKeys.some((k) => k !== "")
+      ? null
+      : { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
     changedSettings: settingsDifferingFromDefaults("run", s),
   };
 }
@@ -123,21 +126,41 @@ export async function runWorkerCommand(
   signal: AbortSignal,
   hooks: RunHooks = {},
 ): Promise<number> {
+  // Type=notify: `systemctl start` returns (successfully) only after READY=1, and fails when the
+  // worker exits before it (docs/running.md#notify); `systemctl status` shows what a start waits for.
+  const notifier = serviceNotifier();
+  let shown: string | undefined;
   let worker;
   try {
-    worker = await startWorker(workerConfigFrom(settings));
+    worker = await startWorker(workerConfigFrom(settings), {
+      signal,
+      waiting: (reason) => {
+        if (reason === shown) return;
+        shown = reason;
+        void notifier.status(reason ?? "starting");
+      },
+    });
     const started = worker;
     hooks.started?.({ reopenDeadLetters: () => started.reopenDeadLetters() });
   } catch (err: unknown) {
+    if (err instanceof StartupError && signal.aborted) {
+      // Told to stop while waiting for MySQL: a requested stop, not a failure.
+      log.info("shutdown signal received during start-up, stopped", { reason: err.message });
+      return 0;
+    }
     if (err instanceof StartupError) {
+      // Once per place it is seen: the log line (priority err in the journal), and stderr only
+      // when stderr does not show the log already (a terminal or the journal would show it twice).
       log.error(err.message);
-      io.err(`statusengine-worker: ${err.message}`);
+      if (!logReachesStderr()) io.err(`statusengine-worker: ${err.message}`);
       return 1;
     }
     throw err;
   }
+  await notifier.ready("consuming");
   await aborted(signal);
   log.info("shutdown signal received, starting graceful shutdown");
+  await notifier.stopping();
   try {
     await worker.stop();
   } catch (err: unknown) {

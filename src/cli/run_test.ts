@@ -16,6 +16,28 @@ async function configFor(argv: string[], env: Record<string, string> = {}) {
   return workerConfigFrom(settings);
 }
 
+// `--listen-addr ""` used to fail ("has no port"), so every worker bound 127.0.0.1:8080; and
+// without keys a generated key was logged at WARN, i.e. written into the journal.
+Deno.test("run: /ws is served only with keys and an address (docs/operations.md#ws)", async () => {
+  assert.equal((await configFor([])).websocket, null, "no keys: not served");
+  assert.deepEqual((await configFor([], { STATUSENGINE_API_KEYS: "k1" })).websocket, {
+    hostname: "127.0.0.1",
+    port: 8080,
+    apiKeys: ["k1"],
+  });
+  assert.equal(
+    (await configFor(["--listen-addr", ""], { STATUSENGINE_API_KEYS: "k1" })).websocket,
+    null,
+    "an empty address: not served",
+  );
+  const { settings } = await loadSettings("run", {
+    argv: ["--config", "c.yml"],
+    env: { STATUSENGINE_API_KEYS: "k1" },
+    readTextFile: () => Promise.resolve('listen_addr: ""\n'),
+  });
+  assert.equal(workerConfigFrom(settings).websocket, null, "the same in config.yml");
+});
+
 Deno.test("run: /commands is configured only when command keys exist (docs/operations.md#commands)", async () => {
   assert.equal((await configFor([])).commands, null);
   assert.deepEqual((await configFor([], { STATUSENGINE_API_COMMAND_KEYS: "k1,k2" })).commands, {
@@ -47,13 +69,6 @@ Deno.test("run: the reconnect interval follows the selected backend (G7, R6)", a
   assert.equal((await configFor(flags)).reconnectIntervalMs, 3_000);
   assert.equal((await configFor([...flags, "--consumer", "rabbitmq"])).reconnectIntervalMs, 7_000);
   assert.equal((await configFor(["--consumer", "rabbitmq"])).reconnectIntervalMs, 2_000);
-});
-
-Deno.test("run: /ws is always configured, on 127.0.0.1:8080 unless told otherwise (docs/operations.md#ws)", async () => {
-  const ws = (await configFor([])).websocket;
-  assert.equal(ws?.hostname, "127.0.0.1");
-  assert.equal(ws?.port, 8080);
-  assert.deepEqual(ws?.apiKeys, []);
 });
 
 Deno.test("run: --queues and --exclude-queues select the consumed queues; nothing left refuses", async () => {

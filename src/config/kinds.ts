@@ -196,6 +196,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "hostPort": {
       const text = textOf(row, raw);
       if (!text.ok) return text;
+      if (kind.emptyDisables === true && text.value.trim() === "") return { ok: true, value: "" };
       const split = splitHostPort(text.value.trim(), { emptyHost: kind.emptyHost });
       return split.ok ? { ok: true, value: joinHostPort(split.value) } : split;
     }
@@ -279,7 +280,9 @@ export function acceptedForm(row: SettingRow): string {
     case "host":
       return "host name or IP address";
     case "hostPort":
-      return kind.emptyHost ? "host:port (:port = all interfaces)" : "host:port";
+      return `${kind.emptyHost ? "host:port (:port = all interfaces)" : "host:port"}${
+        kind.emptyDisables === true ? "; empty = off" : ""
+      }`;
     case "hostPortList":
       return "comma-separated host:port list (YAML: a list or a string)";
     case "url":

@@ -121,7 +121,12 @@ export type Kind =
   }
   | { readonly type: "enum"; readonly values: readonly string[] }
   | { readonly type: "host" }
-  | { readonly type: "hostPort"; readonly emptyHost: boolean }
+  | {
+    readonly type: "hostPort";
+    readonly emptyHost: boolean;
+    /** An empty value is accepted and means "no listener". */
+    readonly emptyDisables?: boolean;
+  }
   | { readonly type: "hostPortList" }
   | { readonly type: "url"; readonly schemes: readonly string[]; readonly form: string }
   | { readonly type: "mysqlUrl" }
@@ -645,10 +650,11 @@ export const SETTINGS = [
   },
   {
     flag: "listen-addr",
-    kind: { type: "hostPort", emptyHost: true },
+    kind: { type: "hostPort", emptyHost: true, emptyDisables: true },
     default: "127.0.0.1:8080",
     commands: ["run"],
-    help: "Listener of the GET /ws event stream (:port = all interfaces).",
+    help: "Listener of the GET /ws event stream (:port = all interfaces); empty = /ws is not " +
+      "served. Only started when /ws keys exist.",
   },
   {
     flag: "api-keys",
@@ -656,8 +662,8 @@ export const SETTINGS = [
     default: "",
     secret: true,
     commands: ["run"],
-    help: "Keys accepted by /ws; none = a random key is generated and logged once per run. " +
-      "Prefer the environment over the command line (/proc is world-readable).",
+    help: "Keys accepted by /ws; none = the endpoint is not served. Prefer the environment " +
+      "over the command line (/proc is world-readable).",
   },
   {
     flag: "command-api-keys",

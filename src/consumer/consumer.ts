@@ -83,6 +83,16 @@ export interface ConsumerOptions {
   readonly describe?: Record<string, unknown>;
   /** What a link target is called in messages; default "broker". */
   readonly serverNoun?: string;
+  /**
+   * When no link can be opened at start, wait for them in the reconnect loop (as a running
+   * consumer does after losing them) instead of failing the start. Default false.
+   */
+  readonly waitAtStart?: boolean;
+  /**
+   * Whether a failed first attempt is worth waiting for; false for what waiting cannot fix
+   * (refused credentials, a refused declaration). Default: every failure is.
+   */
+  readonly waitable?: (err: unknown) => boolean;
 }
 
 /**
@@ -103,6 +113,7 @@ export type BackendOptions = Pick<
   | "stallTimeoutMs"
   | "statsIntervalMs"
   | "backlogIntervalMs"
+  | "waitAtStart"
 >;
 
 /** Raised when start-up cannot open any link. */
@@ -291,8 +302,8 @@ export class Consumer {
 
   /**
    * Open every link in parallel and start consuming. Fails only when no link
-   * at all can be opened; the others keep trying in the background (one job
-   * server down must not stop the others).
+   * at all can be opened (unless `waitAtStart`); the others keep trying in the background (one
+   * job server down must not stop the others).
    *
    * @throws {ConsumerStartError} When every first attempt failed.
    */
@@ -306,7 +317,9 @@ export class Consumer {
     const failed = results.flatMap((r, i) =>
       r.status === "rejected" ? [{ s: this.#supervisors[i] as Supervisor, err: r.reason }] : []
     );
-    if (failed.length === results.length) {
+    const waitable = this.#o.waitable ?? (() => true);
+    const wait = this.#o.waitAtStart === true && failed.every((f) => waitable(f.err));
+    if (failed.length === results.length && !wait) {
       const servers = [...new Set(failed.map((f) => f.s.target.server))].join(", ");
       throw new ConsumerStartError(
         `Cannot start ${this.#o.name} consumer: no ${
@@ -317,6 +330,9 @@ export class Consumer {
     }
     for (const { s, err } of failed) {
       this.#o.log.warn(`${this.#o.name}: unreachable at start-up, retrying in the background`, {
+        // Every link down: the worker serves /metrics and /readyz (503) and consumes once one
+        // comes, as after losing them at run time.
+        waiting_for_all: failed.length === results.length,
         server: s.target.server,
         queues: s.target.queues.join(","),
         error: errorMessage(err),
@@ -406,6 +422,7 @@ export class Consumer {
         window: this.windowOf(queue),
         stalled: this.stalled(queue) ? 1 : 0,
       }),
+      { final },
     );
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Per-queue interval counters behind the consumers' 30 s summary line (L2),
+ * Per-queue interval counters behind the consumers' 30 s summary lines (L2),
  * shared by every backend so they report the same things the same way (P0).
  *
  * @module
@@ -77,27 +77,47 @@ export class ConsumerStats {
   }
 
   /**
-   * Log one summary line per queue and start a new interval.
+   * Log one summary line per queue that did something in the interval (jobs finished,
+   * retried, reconnected) or holds jobs, and start a new interval. An idle worker logs
+   * nothing: twelve all-zero lines every 30 s were 35,000 lines a day saying nothing.
    *
    * @param log Logger of the backend.
    * @param message Log message.
    * @param extra Backend-specific fields per queue (connection state).
+   * @param options `final`: the shutdown summary, one line for all queues when all were idle.
+   * @returns Number of lines logged.
    */
-  log(log: Logger, message: string, extra: (queue: string) => Record<string, unknown>): void {
+  log(
+    log: Logger,
+    message: string,
+    extra: (queue: string) => Record<string, unknown>,
+    options: { final?: boolean } = {},
+  ): number {
+    let lines = 0;
     for (const [queue, s] of this.#stats) {
-      log.info(message, {
-        queue,
-        processed: s.processed,
-        abandoned: s.abandoned,
-        retried: s.retried,
-        reconnects: s.reconnects,
-        in_flight: s.inFlight,
-        ...extra(queue),
-      });
+      const active = s.processed + s.abandoned + s.retried + s.reconnects +
+          s.inFlight > 0;
+      if (active) {
+        lines++;
+        log.info(message, {
+          queue,
+          processed: s.processed,
+          abandoned: s.abandoned,
+          retried: s.retried,
+          reconnects: s.reconnects,
+          in_flight: s.inFlight,
+          ...extra(queue),
+        });
+      }
       s.processed = 0;
       s.abandoned = 0;
       s.retried = 0;
       s.reconnects = 0;
     }
+    if (lines === 0 && options.final === true) {
+      lines++;
+      log.info(message, { queues: this.#stats.size, processed: 0 });
+    }
+    return lines;
   }
 }

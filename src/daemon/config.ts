@@ -127,7 +127,7 @@ export interface WorkerConfig {
     readonly hostname: string;
     /** 0 picks a free port (tests). */
     readonly port: number;
-    /** `/ws` keys; none = a random key is generated and logged once. */
+    /** `/ws` keys; at least one (the listener refuses to start without). */
     readonly apiKeys: readonly string[];
   } | null;
   /**

@@ -147,6 +147,9 @@ function buildConsumer(
     window: { pressure: (queue: string) => parts.pipeline.pressure(queue) },
     deadLetter,
     reconnectIntervalMs: config.reconnectIntervalMs,
+    // Start like it runs: job servers that are not there yet are waited for in the reconnect
+    // loop, with /readyz naming the queues that are not connected.
+    waitAtStart: true,
     drainTimeoutMs: config.drainTimeoutMs,
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
     ...(config.queueBacklogIntervalMs === undefined

@@ -6,6 +6,8 @@
  */
 import {
   assertTablesExist,
+  closeMysqlNow,
+  connectMysql,
   denoSocketStream,
   describeDifference,
   describeMysqlConnectFailure,
@@ -25,7 +27,7 @@ import {
 import mysql from "mysql2/promise";
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
-import { deadline, settledWithin } from "../util/async.ts";
+import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { StartupError, type WorkerConfig } from "./config.ts";
 
@@ -34,12 +36,46 @@ const log = getLogger("worker");
 /** Bound on the start-up probe and on closing the pool. */
 const PING_TIMEOUT_MS = 5_000;
 
+/** How {@link openDatabase} waits for a MySQL that is not there yet. */
+export interface WaitOptions {
+  /** Ends the wait (the worker was told to stop while starting). */
+  readonly signal?: AbortSignal;
+  /** Told why MySQL is not usable yet (for `/readyz`), and `undefined` once it is. */
+  readonly waiting?: (reason: string | undefined) => void;
+}
+
+/**
+ * MySQL errors that waiting does not cure: the credentials, the grants for this host, the
+ * database name or the connection's security settings are wrong and stay wrong until someone
+ * changes them. Everything else (refused or silent port, timeout, too many connections, a
+ * server shutting down, an unresolvable host name) is waited for, as at run time.
+ */
+const FATAL_AT_START_ERRNOS: ReadonlySet<number> = new Set([
+  1044, // access denied to the database
+  1045, // login refused
+  1049, // unknown database
+  1130, // host not allowed to connect
+  1251, // client does not support the authentication protocol
+  1698, // access denied (unix socket authentication)
+  3159, // secure transport required
+]);
+
+function waitable(err: unknown): boolean {
+  const errno = (err as { errno?: unknown } | null)?.errno;
+  return !(typeof errno === "number" && FATAL_AT_START_ERRNOS.has(errno));
+}
+
 /** The open database of a running worker; disposing ends the pool (bounded). */
 export interface Database extends AsyncDisposable {
   readonly pool: mysql.Pool;
   readonly executor: SqlExecutor;
   /** Connection options from the URL (dedicated connections, e.g. the in-order lock). */
   readonly urlOptions: MysqlUrlOptions;
+  /**
+   * Connect, ask MySQL who it is and disconnect, on a connection of its own, within
+   * `timeoutMs` (the idle probe; the pool's connections may all be busy).
+   */
+  ping(timeoutMs: number): Promise<void>;
 }
 
 /**
@@ -73,6 +109,7 @@ export async function openDatabase(
   config: WorkerConfig,
   queues: readonly QueueName[],
   version: string,
+  wait: WaitOptions = {},
 ): Promise<Database> {
   const urlOptions = mysqlOptionsFromUrl(config.mysqlUrl);
   const pool = mysql.createPool({
@@ -96,6 +133,12 @@ export async function openDatabase(
     pool,
     executor: poolExecutor(pool, { statementTimeoutMs: config.mysqlStatementTimeoutMs }),
     urlOptions,
+    async ping(timeoutMs) {
+      const { connection } = await connectMysql(urlOptions, { timeoutMs });
+      using limit = deadline(timeoutMs);
+      // A polite COM_QUIT, so the server logs no aborted connection every few seconds.
+      if (!(await settledWithin(connection.end(), limit.signal))) closeMysqlNow(connection);
+    },
     async [Symbol.asyncDispose]() {
       // A hung MySQL must not hold the process.
       using limit = deadline(PING_TIMEOUT_MS);
@@ -103,7 +146,7 @@ export async function openDatabase(
     },
   };
   try {
-    await check(config, queues, version, database);
+    await check(config, queues, version, database, wait);
   } catch (err: unknown) {
     await database[Symbol.asyncDispose]();
     throw err;
@@ -116,8 +159,42 @@ async function check(
   queues: readonly QueueName[],
   version: string,
   database: Database,
+  wait: WaitOptions,
 ): Promise<void> {
   const shown = redactUrl(config.mysqlUrl);
+  // Start like it runs: a MySQL that is not there yet is waited for (serving /readyz 503), one
+  // that refuses the credentials ends the start.
+  for (let attempt = 1;; attempt++) {
+    try {
+      await probeMysql(database.pool, PING_TIMEOUT_MS);
+      break;
+    } catch (err: unknown) {
+      if (!waitable(err)) {
+        throw new StartupError(
+          `Cannot start: MySQL at ${shown} refused the connection: ${errorMessage(err)}; ` +
+            "waiting cannot fix this: check the user, password, host grants and database of " +
+            "--mysql-url (STATUSENGINE_MYSQL_URL)",
+          { cause: err },
+        );
+      }
+      const reason = `MySQL at ${shown} not reachable yet: ${errorMessage(err)}`;
+      wait.waiting?.(reason);
+      if (attempt === 1) {
+        log.warn("worker: MySQL not reachable at start-up, waiting for it", {
+          url: shown,
+          error: errorMessage(err),
+          retry_interval_ms: config.reconnectIntervalMs,
+        });
+      }
+      const signal = wait.signal ?? new AbortController().signal;
+      if (!(await sleepUnlessAborted(config.reconnectIntervalMs, signal))) {
+        throw new StartupError(`Cannot start: stopped while waiting for MySQL at ${shown}`, {
+          cause: err,
+        });
+      }
+    }
+  }
+  wait.waiting?.(undefined);
   try {
     const { charset, collation } = await probeMysql(database.pool, PING_TIMEOUT_MS);
     if (charset !== "utf8mb4") {

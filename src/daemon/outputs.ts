@@ -134,7 +134,7 @@ export function graphiteClient(
  * @returns The hub, or undefined when `/ws` is not served.
  */
 export function webSocketHub(config: WorkerConfig, metrics: Metrics): WebSocketHub | undefined {
-  if (!config.websocket) return undefined;
+  if (!config.websocket || !config.websocket.apiKeys.some((k) => k !== "")) return undefined;
   return new WebSocketHub({
     metrics,
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),

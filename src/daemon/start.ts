@@ -10,7 +10,7 @@
 import { metricsObserver } from "../consumer/metrics_observer.ts";
 import { CONSUMER_DEAD_LETTER_REASONS, JOB_RESULTS } from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
-import { ADJUSTMENT_REASONS } from "../mysql/mod.ts";
+import { ADJUSTMENT_REASONS, IdleProbe } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
 import type { Readiness } from "../metrics/server.ts";
@@ -40,8 +40,6 @@ export interface RunningWorker {
   readonly commandsPort: number | null;
   /** Bound `/ws` port, or null when the stream is not served. */
   readonly websocketPort: number | null;
-  /** The `/ws` key generated for this run, or null when keys were configured (or no /ws). */
-  readonly websocketGeneratedKey: string | null;
   readonly pipeline: Pipeline;
   readonly consumer: QueueConsumer;
   /** The task queue poller, or null when `statusengine_tasks` is not read. */
@@ -63,10 +61,19 @@ export interface RunningWorker {
  * Start the daemon.
  *
  * @param config Validated settings.
+ * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up);
+ *   `waiting` hears what it waits for.
  * @returns The running worker.
  * @throws {StartupError} When MySQL, the schema, a listener, every job server or the RabbitMQ broker is unusable.
  */
-export async function startWorker(config: WorkerConfig): Promise<RunningWorker> {
+export async function startWorker(
+  config: WorkerConfig,
+  options: {
+    readonly signal?: AbortSignal;
+    /** Told what the start waits for (MySQL not answering yet), `undefined` once it does not. */
+    readonly waiting?: (reason: string | undefined) => void;
+  } = {},
+): Promise<RunningWorker> {
   const id = identity();
   log.info("statusengine-worker starting", {
     version: id.version,
@@ -91,7 +98,20 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   warnAboutConfiguration(config);
 
   await using stack = new AsyncDisposableStack();
-  const database = stack.use(await openDatabase(config, queues, id.version));
+  // /metrics and /readyz first: a start that waits for MySQL or its job servers shows what it
+  // waits for (503, naming it) instead of being invisible.
+  let verdict: () => Readiness = () => ({ ready: false, reasons: ["starting"] });
+  const metricsServer = await serveMetrics(config, metrics, () => verdict());
+  if (metricsServer !== undefined) stack.use(metricsServer);
+  const database = stack.use(
+    await openDatabase(config, queues, id.version, {
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      waiting: (reason) => {
+        verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
+        options.waiting?.(reason);
+      },
+    }),
+  );
   const deadLetters = stack.use(await openDeadLetters(config, metrics));
   const graphite = stack.use(graphiteClient(config, metrics));
   const hub = webSocketHub(config, metrics);
@@ -111,15 +131,15 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     ...(hub === undefined ? {} : { stream: hub }),
   });
   stack.defer(() => pipeline.close(0));
+  // While nothing is written, a bounded round trip keeps statusengine_db_available true to what
+  // MySQL does (a frozen server showed as available until a statement timed out).
+  const probe = new IdleProbe({ availability: pipeline.availability, ping: database.ping });
+  probe.start();
+  stack.defer(() => probe.stop());
 
   const observer = metricsObserver(metrics);
   const split = splitQueues(config, queues);
-  const metricsServer = await serveMetrics(
-    config,
-    metrics,
-    () => readiness(pipeline, deadLetters, observer, split),
-  );
-  if (metricsServer !== undefined) stack.use(metricsServer);
+  verdict = () => readiness(pipeline, deadLetters, observer, split);
   const websocket = await serveWebSocket(config, hub, metrics);
   if (websocket !== undefined) stack.use(websocket);
   const commands = await serveCommands(config, metrics);
@@ -156,7 +176,6 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     metricsPort: metricsServer?.port ?? null,
     commandsPort: commands?.server.port ?? null,
     websocketPort: websocket?.port ?? null,
-    websocketGeneratedKey: websocket?.generatedKey ?? null,
     pipeline,
     consumer,
     tasks: tasks?.manager ?? null,
@@ -168,7 +187,13 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
         pipeline,
         graphite,
         deadLetters,
-        database,
+        // The probe stops before the pool ends.
+        database: {
+          async [Symbol.asyncDispose]() {
+            await probe.stop();
+            await database[Symbol.asyncDispose]();
+          },
+        },
         commands,
         websocket,
         metricsServer,
@@ -209,7 +234,7 @@ function workerMetrics(
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
     listeners: ([
       config.metrics === null ? null : "metrics",
-      config.websocket ? "websocket" : null,
+      config.websocket?.apiKeys.some((k) => k !== "") ? "websocket" : null,
       commandsEnabled ? "commands" : null,
     ] as const).filter((l): l is ListenerName => l !== null),
   });

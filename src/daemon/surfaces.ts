@@ -97,7 +97,10 @@ export async function serveWebSocket(
   metrics: Metrics,
 ): Promise<WebSocketServer | undefined> {
   const ws = config.websocket;
-  if (hub === undefined || !ws) return undefined;
+  if (hub === undefined || !ws) {
+    log.info("websocket: GET /ws disabled (no /ws API keys configured, or --listen-addr empty)");
+    return undefined;
+  }
   let server: WebSocketServer;
   try {
     server = await startWebSocketServer({

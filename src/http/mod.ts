@@ -19,7 +19,6 @@ export {
   WRITE_TIMEOUT_MS,
 } from "./ws_hub.ts";
 export {
-  generateApiKey,
   IDLE_TIMEOUT_SECONDS,
   MAX_CLIENT_MESSAGE_BYTES,
   startWebSocketServer,

@@ -49,7 +49,7 @@ export interface WebSocketServerOptions {
   readonly hostname: string;
   /** 0 picks a free port; the bound port is returned. */
   readonly port: number;
-  /** Accepted keys; when none is usable a random key is generated and logged once. */
+  /** Accepted keys; at least one usable key (the listener refuses to start without). */
   readonly apiKeys: readonly string[];
   readonly hub: WebSocketHub;
   /** For `pipeline_errors_total{component="websocket"}`. */
@@ -65,8 +65,6 @@ export interface WebSocketServer extends AsyncDisposable {
   readonly hostname: string;
   /** The bound port. */
   readonly port: number;
-  /** The key generated for this run, or null when keys were configured. */
-  readonly generatedKey: string | null;
   /**
    * Refuse new connections, send every client a close frame and wait (briefly) for them
    * to close. Idempotent.
@@ -77,38 +75,20 @@ export interface WebSocketServer extends AsyncDisposable {
 }
 
 /**
- * A random `/ws` key for a run without configured keys: 32 bytes from the
- * cryptographic source, hex-encoded (64 characters).
- *
- * @returns The key.
- * @throws When no random bytes can be obtained (the worker then refuses to start).
- */
-export function generateApiKey(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(32));
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-/**
  * Start the `/ws` listener.
  *
  * @param options Address, keys, hub and metrics.
  * @returns The running server.
- * @throws {Deno.errors.AddrInUse} When the port is taken; any error of the random source.
+ * @throws {Deno.errors.AddrInUse} When the port is taken.
+ * @throws {TypeError} When no usable key is given.
  */
 export async function startWebSocketServer(
   options: WebSocketServerOptions,
 ): Promise<WebSocketServer> {
-  let keys = new ApiKeySet(options.apiKeys);
-  let generatedKey: string | null = null;
-  if (keys.size === 0) {
-    generatedKey = generateApiKey();
-    keys = new ApiKeySet([generatedKey]);
-    // Logged on purpose: the only way an operator learns it.
-    log.warn("websocket: no API key configured, generated a random one for this run", {
-      api_key: generatedKey,
-      hint: "it changes on every restart; set api_keys (STATUSENGINE_API_KEYS) for a stable key",
-    });
-  }
+  const keys = new ApiKeySet(options.apiKeys);
+  // A key generated per run would have to be logged to be of use, i.e. written into the journal;
+  // the daemon does not start /ws without keys (docs/operations.md#ws).
+  if (keys.size === 0) throw new TypeError("GET /ws needs at least one API key");
   const hub = options.hub;
   const idleTimeout = options.idleTimeoutSeconds ?? IDLE_TIMEOUT_SECONDS;
   const open = new Set<ServerWebSocket>();
@@ -224,7 +204,6 @@ export async function startWebSocketServer(
   return {
     hostname: server.addr.hostname,
     port: server.addr.port,
-    generatedKey,
     closeClients,
     shutdown,
     [Symbol.asyncDispose]: shutdown,

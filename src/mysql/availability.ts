@@ -21,11 +21,15 @@ interface Outage {
   lastLogAt: number;
 }
 
+/** The outage key of the idle probe ({@link DbAvailability.probed}); no table is called so. */
+const PROBE = "(idle probe)";
+
 /** Shared by every writer and statement runner of one process. */
 export class DbAvailability {
   readonly #gauge: Gauge | undefined;
   readonly #outages = new Map<string, Outage>();
   #timeoutWarned = false;
+  #lastSuccessAt = performance.now();
 
   /** @param gauge `statusengine_db_available` (optional in tests). */
   constructor(gauge?: Gauge) {
@@ -82,6 +86,9 @@ export class DbAvailability {
    * @param table Who wrote.
    */
   reachable(table: string): void {
+    this.#lastSuccessAt = performance.now();
+    // A statement went through: whatever the idle probe last saw is over too.
+    if (this.#outages.has(PROBE)) this.probed(undefined);
     const outage = this.#outages.get(table);
     if (outage === undefined) return;
     this.#outages.delete(table);
@@ -104,9 +111,111 @@ export class DbAvailability {
     if (this.#outages.delete(table)) this.#ended();
   }
 
+  /** Milliseconds since a statement last succeeded (or since this tracker exists). */
+  get msSinceSuccess(): number {
+    return performance.now() - this.#lastSuccessAt;
+  }
+
+  /**
+   * The result of the idle probe ({@link IdleProbe}): a failure counts as an outage of its
+   * own, logged once, until a probe or any statement succeeds again.
+   *
+   * @param err Undefined when MySQL answered, else why it did not.
+   */
+  probed(err: unknown): void {
+    if (err === undefined) {
+      this.#lastSuccessAt = performance.now();
+      const outage = this.#outages.get(PROBE);
+      if (outage === undefined) return;
+      this.#outages.delete(PROBE);
+      log.info("db: MySQL answers the idle probe again", {
+        down_for_s: Math.round((performance.now() - outage.since) / 100) / 10,
+      });
+      this.#ended();
+      return;
+    }
+    const outage = this.#outages.get(PROBE);
+    if (outage !== undefined) {
+      outage.attempts++;
+      return;
+    }
+    const now = performance.now();
+    this.#outages.set(PROBE, { since: now, attempts: 1, lastLogAt: now });
+    this.#gauge?.set(0);
+    log.warn("db: MySQL does not answer the idle probe; treated as unavailable", {
+      error: errorMessage(err),
+    });
+  }
+
   #ended(): void {
     if (this.#outages.size > 0) return;
     this.#gauge?.set(1);
     this.#timeoutWarned = false;
+  }
+}
+
+/** Options of {@link IdleProbe}. */
+export interface IdleProbeOptions {
+  readonly availability: DbAvailability;
+  /**
+   * One bounded "does MySQL answer" round trip on a connection of its own (never the writers'
+   * pool, whose connections may all be busy with slow statements); rejects when it does not
+   * answer within `timeoutMs`.
+   */
+  readonly ping: (timeoutMs: number) => Promise<void>;
+  /** Default {@link IDLE_PROBE_INTERVAL_MS}. */
+  readonly intervalMs?: number;
+  /** Default {@link IDLE_PROBE_TIMEOUT_MS}. */
+  readonly timeoutMs?: number;
+}
+
+/** A probe runs when no statement succeeded for this long. */
+export const IDLE_PROBE_INTERVAL_MS = 5_000;
+/** Bound on one probe. */
+export const IDLE_PROBE_TIMEOUT_MS = 2_000;
+
+/**
+ * Keeps `statusengine_db_available` and `/readyz` true while nothing is written. Writers find
+ * an outage with their next statement; an idle worker has none, and a frozen MySQL (SIGSTOP, a
+ * hung host) went unnoticed until a statement ran into `--mysql-statement-timeout`. Whenever no
+ * statement succeeded for an interval, one cheap bounded round trip is made instead.
+ */
+export class IdleProbe {
+  readonly #o: IdleProbeOptions;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #running: Promise<void> | undefined;
+
+  /** @param options Availability tracker, ping and timings. */
+  constructor(options: IdleProbeOptions) {
+    this.#o = options;
+  }
+
+  /** Start probing. */
+  start(): void {
+    const interval = this.#o.intervalMs ?? IDLE_PROBE_INTERVAL_MS;
+    this.#timer = setInterval(() => this.#tick(interval), Math.max(100, interval / 2));
+  }
+
+  #tick(interval: number): void {
+    if (this.#running !== undefined) return;
+    if (this.#o.availability.msSinceSuccess < interval) return;
+    this.#running = this.probeOnce().finally(() => (this.#running = undefined));
+  }
+
+  /** One probe now; its result goes to the availability tracker. */
+  async probeOnce(): Promise<void> {
+    try {
+      await this.#o.ping(this.#o.timeoutMs ?? IDLE_PROBE_TIMEOUT_MS);
+      this.#o.availability.probed(undefined);
+    } catch (err: unknown) {
+      this.#o.availability.probed(err ?? new Error("failed"));
+    }
+  }
+
+  /** Stop probing; waits for a probe in flight (bounded by its timeout). */
+  async stop(): Promise<void> {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
   }
 }

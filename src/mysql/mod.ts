@@ -23,7 +23,7 @@ export { dropEmptyParameterMetadata } from "./statement_metadata.ts";
 export { NamedLock } from "./named_lock.ts";
 export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
-export { DbAvailability } from "./availability.ts";
+export { DbAvailability, IdleProbe } from "./availability.ts";
 export { type RestartClock, type RestartTiming, StatusCleaner } from "./core_restart.ts";
 export { JobTracker } from "./job_tracker.ts";
 export {

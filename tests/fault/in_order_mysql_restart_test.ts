@@ -165,7 +165,7 @@ async function addHeldStartQueuedMysqlDown(
     locker.destroy();
   }
   await waitFor(
-    () => logs(worker).some((l) => l.level === "WARN" && l.message.includes("in-order lock")),
+    () => logs(worker).some((l) => l.level === "warn" && l.message.includes("in-order lock")),
     { timeoutMs: 30_000, message: "the worker noticed its lock connection died" },
   );
 }

@@ -5,6 +5,7 @@
  */
 import { freePort } from "./gearmand.ts";
 import { V8_FLAGS } from "../../tools/compile.ts";
+import { NOTIFY_COMMAND } from "../../src/daemon/notify.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -43,10 +44,16 @@ export interface WorkerProcessOptions {
   readonly listenAddr?: string;
   /** Entry point of another checkout, to compare versions side by side (benches); default ours. */
   readonly main?: string;
+  /**
+   * Return once /readyz answers 200 (default), or once it answers at all (`listening`: a start
+   * that waits for MySQL or its job servers answers 503).
+   */
+  readonly waitUntil?: "ready" | "listening";
 }
 
 /**
- * Start the worker process and wait until its metrics port answers /readyz.
+ * Start the worker process and wait until its metrics port answers /readyz (200, or any answer
+ * with `waitUntil: "listening"`).
  *
  * @example
  * ```ts ignore
@@ -82,6 +89,7 @@ async function spawnWorker(
       "--allow-env",
       "--allow-read",
       "--allow-write",
+      `--allow-run=${NOTIFY_COMMAND}`,
       ...((options.v8Flags ?? V8_FLAGS).length === 0
         ? []
         : [`--v8-flags=${(options.v8Flags ?? V8_FLAGS).join(",")}`]),
@@ -94,7 +102,8 @@ async function spawnWorker(
       "127.0.0.1",
       "--metrics-port",
       String(metricsPort),
-      // /ws is always served; a free port keeps parallel workers off the default 8080.
+      // /ws is served only with keys; a free port keeps parallel workers off the default 8080
+      // when a test passes some.
       "--listen-addr",
       options.listenAddr ?? `127.0.0.1:${freePort()}`,
       "--status-max-age",
@@ -155,7 +164,7 @@ async function spawnWorker(
     try {
       const res = await fetch(`http://127.0.0.1:${metricsPort}/readyz`);
       await res.body?.cancel();
-      if (res.status === 200) break;
+      if (res.status === 200 || options.waitUntil === "listening") break;
     } catch {
       // not listening yet
     }

@@ -1,0 +1,145 @@
+/**
+ * Start like it runs: at run time a lost gearmand or MySQL is waited for in the reconnect loop;
+ * at start-up the same faults used to end the process ("no job server reachable", exit 1), which
+ * systemd turns into a restart loop that `StartLimitBurst` can make a dead service. Now the worker
+ * starts, serves /metrics and /readyz (503, naming what is missing) and connects when the servers
+ * come; it exits at start only for what waiting cannot fix, saying so.
+ */
+import assert from "node:assert/strict";
+import { createScratchDatabase } from "./helpers/mysql.ts";
+import { freePort, startGearmand } from "./helpers/gearmand.ts";
+import { startMysqlProxy, startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { waitFor } from "./helpers/wait.ts";
+import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
+import { startWorkerProcess } from "./helpers/worker_process.ts";
+
+const HOSTCHECK = Deno.readTextFileSync(
+  new URL("../src/events/testdata/statusngin_hostchecks.job", import.meta.url),
+);
+
+async function readyz(port: number): Promise<{ status: number; body: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+  return { status: res.status, body: await res.text() };
+}
+
+Deno.test("start-up: no job server yet: /readyz 503 names the queues, and the worker consumes once gearmand comes", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const port = freePort();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: `127.0.0.1:${port}`,
+    mysqlUrl: db.url,
+    args: ["--queues", "statusngin_hostchecks"],
+    waitUntil: "listening",
+  });
+  await waitFor(
+    async () =>
+      /not connected: statusngin_hostchecks/.test((await readyz(worker.metricsPort)).body),
+    { message: "/readyz names the queue" },
+  );
+  assert.equal((await readyz(worker.metricsPort)).status, 503);
+  await using gearmand = await startGearmand({ port });
+  await waitFor(async () => (await readyz(worker.metricsPort)).status === 200, {
+    message: "ready once gearmand is there",
+    timeoutMs: 30_000,
+  });
+  await publish(gearmand.addr, "statusngin_hostchecks", [HOSTCHECK]);
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks")) === 0);
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
+});
+
+Deno.test("start-up: MySQL not reachable yet: /readyz 503 names MySQL, and the worker starts once it answers", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  proxy.block();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: proxy.url,
+    args: ["--queues", "statusngin_hostchecks"],
+    waitUntil: "listening",
+  });
+  await waitFor(
+    async () => /MySQL at .* not reachable yet/.test((await readyz(worker.metricsPort)).body),
+    {
+      message: "/readyz names MySQL",
+    },
+  );
+  assert.equal((await readyz(worker.metricsPort)).status, 503);
+  proxy.unblock();
+  await waitFor(async () => (await readyz(worker.metricsPort)).status === 200, {
+    message: "ready once MySQL answers",
+    timeoutMs: 30_000,
+  });
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
+});
+
+Deno.test("start-up: SIGTERM while waiting for MySQL stops at once with exit 0", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await using proxy = await startMysqlProxy(db);
+  proxy.block();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: proxy.url,
+    waitUntil: "listening",
+  });
+  await waitFor(async () => /not reachable yet/.test((await readyz(worker.metricsPort)).body));
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
+});
+
+Deno.test("start-up: refused credentials end the start with exit 1 and say waiting cannot fix it", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const wrong = new URL(db.url);
+  wrong.username = "se_no_such_user";
+  wrong.password = "wrong-pw";
+  await assert.rejects(
+    startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: wrong.href }),
+    /worker exited during start-up[\s\S]*refused the connection[\s\S]*waiting cannot fix this/,
+  );
+});
+
+Deno.test("start-up: RabbitMQ not reachable yet: /readyz 503 names the queue, and the worker consumes once it answers", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using vhost = await createScratchVhost();
+  const broker = new URL(vhost.url);
+  await using proxy = await startTcpProxy(`${broker.hostname}:${broker.port || "5672"}`);
+  proxy.block();
+  broker.host = proxy.addr;
+  await using worker = await startWorkerProcess({
+    gearmanAddr: "",
+    mysqlUrl: db.url,
+    args: [
+      "--consumer",
+      "rabbitmq",
+      "--rabbitmq-url",
+      broker.href,
+      "--rabbitmq-durable-queues=false",
+      "--rabbitmq-reconnect-interval",
+      "200ms",
+      "--queues",
+      "statusngin_hostchecks",
+    ],
+    waitUntil: "listening",
+  });
+  await waitFor(
+    async () =>
+      /not connected: statusngin_hostchecks/.test((await readyz(worker.metricsPort)).body),
+    { message: "/readyz names the queue" },
+  );
+  proxy.unblock();
+  await waitFor(async () => (await readyz(worker.metricsPort)).status === 200, {
+    message: "ready once RabbitMQ answers",
+    timeoutMs: 30_000,
+  });
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
+});
