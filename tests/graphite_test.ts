@@ -16,7 +16,14 @@ import {
   startTestWorker,
   testConfig,
 } from "./helpers/worker.ts";
-import type { PerfdataRoute } from "../src/daemon/mod.ts";
+import type { PerfdataBackend } from "../src/daemon/mod.ts";
+
+type PerfdataRoute = "mysql" | "graphite" | "both";
+const ROUTES: Record<PerfdataRoute, PerfdataBackend[]> = {
+  mysql: ["mysql"],
+  graphite: ["graphite"],
+  both: ["mysql", "graphite"],
+};
 
 const Q = "statusngin_service_perfdata";
 const FIXTURE = Deno.readTextFileSync(
@@ -113,7 +120,7 @@ async function setup(route: PerfdataRoute, carbonAddr: string, illegalCharacters
     gearmanServers: [gearmand.addr],
     mysqlUrl: db.url,
     queues: [Q],
-    perfdataRoute: route,
+    perfdataBackends: ROUTES[route],
     graphite: {
       addr: carbonAddr,
       prefix: "se",

@@ -1,6 +1,6 @@
 /**
  * The daemon, assembled: metrics → MySQL (pool, probe, schema check, node row) → dead-letter
- * file, Graphite, `/ws` hub → pipeline → HTTP surfaces → queue consumption → task queue.
+ * file, perfdata backends, `/ws` hub → pipeline → HTTP surfaces → queue consumption → task queue.
  * What was built is owned by an `AsyncDisposableStack` until the start succeeded, so a start
  * that fails half-way releases exactly what it opened; a running worker shuts down in the
  * documented order instead (shutdown.ts).
@@ -25,7 +25,7 @@ import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { type QueueConsumer, StartupError, type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
-import { graphiteClient, openDeadLetters, webSocketHub } from "./outputs.ts";
+import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
 import { commandPublisher, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
 import { buildConsumption, type QueueSplit, splitQueues } from "./consumers.ts";
 import { shutdown } from "./shutdown.ts";
@@ -88,7 +88,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
   await using stack = new AsyncDisposableStack();
   const database = stack.use(await openDatabase(config, queues, id.version));
   const deadLetters = stack.use(await openDeadLetters(config, metrics));
-  const graphite = stack.use(graphiteClient(config, metrics));
+  const perfdata = perfdataOutputs(config, metrics);
+  if (perfdata !== undefined) stack.use(perfdata);
   const hub = webSocketHub(config, metrics);
   if (hub !== undefined) stack.defer(() => Promise.resolve(hub.close()));
   const pipeline = new Pipeline({
@@ -100,8 +101,8 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
     nodeName: config.nodeName,
     statusMaxAgeSeconds: config.statusMaxAgeSeconds,
     openItcockpit: config.openItcockpit,
-    perfdataToMysql: config.perfdataRoute !== "graphite",
-    ...(config.perfdataRoute === "mysql" ? {} : { graphite }),
+    perfdataToMysql: config.perfdataBackends.includes("mysql"),
+    ...(perfdata === undefined ? {} : { perfdataSink: perfdata }),
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
     ...(hub === undefined ? {} : { stream: hub }),
   });
@@ -160,7 +161,7 @@ export async function startWorker(config: WorkerConfig): Promise<RunningWorker> 
         tasks,
         consumer,
         pipeline,
-        graphite,
+        perfdata,
         deadLetters,
         database,
         commands,

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { APPENDIX_CTX, fixture, SCHEMA_COLUMNS } from "./_testing.ts";
 import { decodeJob } from "./decode.ts";
+import { PERFDATA_THRESHOLDS } from "./perfdata.ts";
 import type { QueueName } from "./queues.ts";
 import type { DecodedJob, DowntimeStatement, Row, TableRow } from "./types.ts";
 
@@ -244,7 +245,15 @@ Deno.test("appendix: statusngin_servicechecks.json yields two statusengine_servi
 });
 
 Deno.test("appendix: statusngin_service_perfdata.json yields four perfdata rows timed by start_time (D5)", () => {
-  function p(host: string, service: string, label: string, t: number, value: number, unit: string) {
+  function p(
+    host: string,
+    service: string,
+    label: string,
+    t: number,
+    value: number,
+    unit: string,
+    [warn, crit, min, max]: (number | null)[],
+  ) {
     return r("statusengine_perfdata", {
       hostname: host,
       "service_description": service,
@@ -253,13 +262,15 @@ Deno.test("appendix: statusngin_service_perfdata.json yields four perfdata rows 
       "timestamp_unix": t,
       value,
       unit,
+      // Not a column: travels to the time-series backends only.
+      [PERFDATA_THRESHOLDS]: { warn, crit, min, max },
     });
   }
   assertRows("statusngin_service_perfdata", [
-    p("localhost", "Current Users", "users", 1785470660, 0, ""),
-    p("localhost", "Swap Usage", "swap", 1785470666, 0, "MB"),
-    p("demo.statusengine.org", "PING", "rta", 1785470664, 0.084, "ms"),
-    p("demo.statusengine.org", "PING", "pl", 1785470664, 0, "%"),
+    p("localhost", "Current Users", "users", 1785470660, 0, "", [20, 50, 0, null]),
+    p("localhost", "Swap Usage", "swap", 1785470666, 0, "MB", [0, 0, 0, 0]),
+    p("demo.statusengine.org", "PING", "rta", 1785470664, 0.084, "ms", [100, 500, 0, null]),
+    p("demo.statusengine.org", "PING", "pl", 1785470664, 0, "%", [20, 60, 0, null]),
   ]);
 });
 

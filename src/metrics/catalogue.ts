@@ -251,6 +251,38 @@ export const METRICS = {
     precreate: "none",
     initial: 1,
   },
+  // --- perfdata backends (docs/perfdata.md#metrics) ------------------------------------
+  // One set for Graphite, InfluxDB and remote write, labelled by backend; the graphite_* series
+  // above stay for the dashboards built on them. A backend's series appear once it is configured.
+  perfdataPointsWritten: {
+    name: "statusengine_perfdata_points_written_total",
+    type: "counter",
+    help: "Perfdata points the backend accepted.",
+    labels: ["backend"],
+    precreate: "none",
+  },
+  perfdataDropped: {
+    name: "statusengine_perfdata_dropped_total",
+    type: "counter",
+    help: "Perfdata points that never reached the backend, by reason (buffer_full, " +
+      "write_failed, rejected, out_of_order). MySQL is not affected by any of them.",
+    labels: ["backend", "reason"],
+    precreate: "none",
+  },
+  perfdataBackendAvailable: {
+    name: "statusengine_perfdata_backend_available",
+    type: "gauge",
+    help: "1 while writes to the backend succeed, 0 while its points are being dropped.",
+    labels: ["backend"],
+    precreate: "none",
+  },
+  perfdataWriteRetries: {
+    name: "statusengine_perfdata_write_retries_total",
+    type: "counter",
+    help: "Writes sent again after a network error, a timeout, HTTP 429 or 5xx.",
+    labels: ["backend"],
+    precreate: "none",
+  },
   // --- external commands and WebSocket (docs/operations.md#metrics) -------------------
   // Part of the metric interface dashboards built for the Go worker rely on.
   // The labelled command series are pre-created only while /commands is served
@@ -398,6 +430,14 @@ export const METRICS = {
 export type MetricKey = keyof typeof METRICS;
 
 /** `pipeline_errors_total` components (docs/operations.md#label-sets). */
-export const COMPONENTS = ["mysql", "websocket", "graphite", "queue", "command"] as const;
+export const COMPONENTS = [
+  "mysql",
+  "websocket",
+  "graphite",
+  "queue",
+  "command",
+  "influxdb",
+  "prometheus",
+] as const;
 /** A `component` label value. */
 export type Component = (typeof COMPONENTS)[number];
