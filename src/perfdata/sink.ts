@@ -107,6 +107,8 @@ export class BatchingSink<T> {
   /** Aborted when the close budget is spent: backoff pauses and writes in flight end. */
   readonly #stop = new AbortController();
   #up = true;
+  /** The last batch failed after all its retries (see #send). */
+  #down = false;
   readonly #interval = { flushes: 0, points: 0, dropped: 0 };
   #total = 0;
 
@@ -215,6 +217,7 @@ export class BatchingSink<T> {
     for (let attempt = 0;; attempt++) {
       try {
         const refused = await this.#t.write(batch, this.#stop.signal);
+        this.#down = false;
         const written = batch.length - refused;
         this.#o.observer?.written(written);
         if (refused > 0) this.#drop(refused, "out_of_order");
@@ -228,7 +231,11 @@ export class BatchingSink<T> {
         const e = err instanceof SinkWriteError
           ? err
           : new SinkWriteError(errorMessage(err), { retryable: true });
-        const retry = e.retryable && attempt < this.#retry.retries && !this.#stop.signal.aborted;
+        // Once a batch has used up its retries the endpoint counts as down, and the batches
+        // behind it get one attempt each until a write succeeds: otherwise a dead endpoint would
+        // drain the buffer at one batch per backoff cycle while newer points are dropped.
+        const retry = e.retryable && !this.#down && attempt < this.#retry.retries &&
+          !this.#stop.signal.aborted;
         if (retry) {
           this.#o.observer?.retried();
           log.debug(`${this.#t.backend}: write failed, retrying`, {
@@ -241,6 +248,7 @@ export class BatchingSink<T> {
           continue;
         }
         this.#o.observer?.failed();
+        if (e.retryable) this.#down = true;
         this.#drop(batch.length, e.reason);
         this.#logFailure(e, batch.length);
         return;
