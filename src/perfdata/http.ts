@@ -68,7 +68,10 @@ export async function post(
       : err instanceof Error
       ? err.message
       : String(err);
-    throw new SinkWriteError(`POST ${redactUrl(url)}: ${what}`, { retryable: true });
+    // A network error may quote the URL, password included.
+    throw new SinkWriteError(`POST ${redactUrl(url)}: ${what.replaceAll(url, redactUrl(url))}`, {
+      retryable: true,
+    });
   }
   const text = await res.text().catch(() => "");
   if (res.ok) return text;
