@@ -60,7 +60,7 @@ Deno.test("perfdata secrets: credentials of InfluxDB and remote write stay out o
     STATUSENGINE_LOG_LEVEL: "debug",
     STATUSENGINE_METRICS_PORT: String(metricsPort),
     STATUSENGINE_LISTEN_ADDR: `127.0.0.1:${freePort()}`,
-    STATUSENGINE_DEAD_LETTER_FILE: Deno.makeTempFileSync({ prefix: "se-pd-secrets-" }),
+    STATUSENGINE_DEAD_LETTER_FILE: await Deno.makeTempFile({ prefix: "se-pd-secrets-" }),
     STATUSENGINE_PERFDATA_BACKENDS: "mysql,influxdb,prometheus",
     STATUSENGINE_INFLUXDB_URL:
       `http://se:${SECRETS.influxUrlPassword}@127.0.0.1:${influxPort}/write?db=x`,
