@@ -15,6 +15,10 @@ export interface ServerProcess extends AsyncDisposable {
   readonly dir: string;
   /** SIGKILL, no goodbye: the server dies mid-stream. Does not remove the data directory. */
   kill(): Promise<void>;
+  /** SIGSTOP: the kernel still accepts connections, the server reads nothing. */
+  pause(): void;
+  /** SIGCONT after {@link pause}. */
+  resume(): void;
   /** SIGTERM, then SIGKILL after a grace period; waits for the exit; removes the data. */
   stop(): Promise<void>;
   /** Everything it wrote to stdout and stderr so far. */
@@ -96,6 +100,11 @@ async function startServer(spec: ServerSpec): Promise<ServerProcess> {
         }
       }, 5000);
       try {
+        s.child.kill("SIGCONT"); // a paused server cannot act on SIGTERM
+      } catch {
+        // already exited
+      }
+      try {
         await signal("SIGTERM");
       } finally {
         clearTimeout(killTimer);
@@ -114,6 +123,8 @@ async function startServer(spec: ServerSpec): Promise<ServerProcess> {
     pid: s.child.pid,
     dir,
     kill: () => signal("SIGKILL"),
+    pause: () => s.child.kill("SIGSTOP"),
+    resume: () => s.child.kill("SIGCONT"),
     stop,
     log: () => s.output.join(""),
     [Symbol.asyncDispose]: stop,
@@ -341,10 +352,11 @@ export interface CarbonCache extends ServerProcess {
  * Start carbon-cache in the foreground, storing every metric at 1-second resolution for ten
  * years (the tests write check times of any age).
  *
+ * @param options A fixed port (a restart on the same address).
  * @returns The server.
  */
-export async function startCarbonCache(): Promise<CarbonCache> {
-  const port = freePort();
+export async function startCarbonCache(options: { port?: number } = {}): Promise<CarbonCache> {
+  const port = options.port ?? freePort();
   let storageDir = "";
   const server = await startServer({
     name: "carbon-cache",
