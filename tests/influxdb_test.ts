@@ -140,7 +140,8 @@ Deno.test("influxdb: InfluxDB killed mid-stream: MySQL gets every row, every job
       timeoutMs: 30_000,
     });
     await influx.kill();
-    const jobs = 100;
+    // 30,000 points: more than the buffer of 10,000.
+    const jobs = 300;
     await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(jobs, 50, t + 1));
     const total = (20 + jobs) * 50 * 2;
     await waitFor(async () => (await env.mysqlRows()) === total, {

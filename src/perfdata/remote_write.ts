@@ -85,7 +85,8 @@ export function remotePoint(row: Row): RemotePoint | undefined {
   }
   return {
     labels,
-    key: JSON.stringify(labels.map((l) => l.value)),
+    // Length-prefixed, so no label text can make two series share a key.
+    key: labels.map((l) => `${l.name}=${l.value.length}:${l.value}`).join(""),
     value,
     timestampMs: Math.floor(Number(row["timestamp_unix"] ?? 0)) * 1000,
   };
@@ -120,7 +121,8 @@ export function encodeWriteRequest(
       timestamp,
     })),
   }));
-  const bytes = WRITE_REQUEST.encode(WRITE_REQUEST.fromObject({ timeseries })).finish();
+  // encode takes plain objects of the message's shape; fromObject would copy every sample again.
+  const bytes = WRITE_REQUEST.encode({ timeseries }).finish();
   return { bytes, duplicates };
 }
 

@@ -12,6 +12,8 @@ import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("perfdata");
 const FAILURE_LOG_INTERVAL_MS = 60_000;
+/** Points buffered at least, whatever the batch size. */
+const MIN_BUFFER = 10_000;
 
 /** Why points were dropped (the `reason` label of `statusengine_perfdata_dropped_total`). */
 export const DROP_REASONS = ["buffer_full", "write_failed", "rejected", "out_of_order"] as const;
@@ -78,7 +80,10 @@ export interface SinkOptions<T> {
   readonly transport: Transport<T>;
   /** Points per write. */
   readonly batchSize: number;
-  /** Points buffered at most, in batches; beyond it new points are dropped. Default 10. */
+  /**
+   * Points buffered at most, in batches (default 10, and never fewer than 10,000 points); beyond
+   * it new points are dropped.
+   */
   readonly bufferBatches?: number;
   /** A batch that is not full is sent this long after its first point; default 250 ms. */
   readonly flushIntervalMs?: number;
@@ -116,7 +121,9 @@ export class BatchingSink<T> {
   constructor(options: SinkOptions<T>) {
     this.#o = options;
     this.#t = options.transport;
-    this.#capacity = options.batchSize * (options.bufferBatches ?? 10);
+    // At least MIN_BUFFER points: while the worker decodes a burst of jobs the event loop runs
+    // no write callbacks, and ten small Graphite batches overflowed with Carbon on this machine.
+    this.#capacity = Math.max(options.batchSize * (options.bufferBatches ?? 10), MIN_BUFFER);
     this.#retry = options.retry ?? NO_RETRY;
     const every = options.statsIntervalMs ?? 30_000;
     if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
