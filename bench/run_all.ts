@@ -14,6 +14,7 @@ const BENCHES = [
   "http_listen.ts",
   "shutdown.ts",
   "memory.ts",
+  "perfdata_backends.ts",
 ];
 
 let failed = 0;
