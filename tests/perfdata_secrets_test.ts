@@ -53,6 +53,7 @@ Deno.test("perfdata secrets: credentials of InfluxDB and remote write stay out o
   const influxPort = freePort();
   const remotePort = freePort();
   const metricsPort = freePort();
+  const deadLetterFile = await Deno.makeTempFile({ prefix: "se-pd-secrets-" });
   const env = {
     STATUSENGINE_GEARMAN_ADDR: gearmand.addr,
     STATUSENGINE_MYSQL_URL: db.url,
@@ -60,7 +61,7 @@ Deno.test("perfdata secrets: credentials of InfluxDB and remote write stay out o
     STATUSENGINE_LOG_LEVEL: "debug",
     STATUSENGINE_METRICS_PORT: String(metricsPort),
     STATUSENGINE_LISTEN_ADDR: `127.0.0.1:${freePort()}`,
-    STATUSENGINE_DEAD_LETTER_FILE: await Deno.makeTempFile({ prefix: "se-pd-secrets-" }),
+    STATUSENGINE_DEAD_LETTER_FILE: deadLetterFile,
     STATUSENGINE_PERFDATA_BACKENDS: "mysql,influxdb,prometheus",
     STATUSENGINE_INFLUXDB_URL:
       `http://se:${SECRETS.influxUrlPassword}@127.0.0.1:${influxPort}/write?db=x`,
@@ -97,6 +98,7 @@ Deno.test("perfdata secrets: credentials of InfluxDB and remote write stay out o
     stop.abort();
   }
   const run = await running;
+  await Deno.remove(deadLetterFile);
   assert.equal(run.code, 0);
   assert.match(run.text, /write failed, points dropped/);
   assert.match(run.text, /\*\*\*\*/);
