@@ -38,6 +38,7 @@ const TAG_SPECIAL = /[,= ]/g;
 // `=` or space, where it is an escape, and it refuses one at the end of a name: such a backslash
 // cannot be written at all and becomes `/` (NSClient++'s `C:\ used` arrives as `C:/ used`).
 const STUCK_BACKSLASH = /\\(?=[,= ]|$)/g;
+const NEEDS_ESCAPE = /[,= \\\r\n]/;
 
 /**
  * A measurement name escaped for line protocol: commas and spaces get a backslash, line breaks
@@ -61,6 +62,8 @@ export function escapeMeasurement(name: string): string {
  * @returns Escaped text.
  */
 export function escapeTag(text: string): string {
+  // Most names need nothing: one scan instead of three replacements.
+  if (!NEEDS_ESCAPE.test(text)) return text;
   return text.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(
     TAG_SPECIAL,
     "\\$&",

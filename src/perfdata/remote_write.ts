@@ -67,29 +67,63 @@ export interface RemotePoint {
 export function remotePoint(row: Row): RemotePoint | undefined {
   const value = row["value"];
   if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
+  const series = seriesOf(row);
+  return {
+    labels: series.labels,
+    key: series.key,
+    value,
+    timestampMs: Math.floor(Number(row["timestamp_unix"] ?? 0)) * 1000,
+  };
+}
+
+interface Series {
+  readonly labels: RemotePoint["labels"];
+  readonly key: string;
+}
+
+// The same services report every few minutes: their labels are built once, not per sample. The
+// cache is emptied when it grows past SERIES_CACHE_MAX, which bounds its memory whatever the
+// number of series.
+const seriesCache = new Map<string, Series>();
+const SERIES_CACHE_MAX = 100_000;
+
+function seriesOf(row: Row): Series {
+  const host = text(row["hostname"]);
+  const service = text(row["service_description"]);
+  const label = text(row["label"]);
+  const unit = text(row["unit"]);
+  // Length-prefixed, so no label text can make two series share a key.
+  const key = `${host.length}:${host}${service.length}:${service}${label.length}:${label}${unit}`;
+  let series = seriesCache.get(key);
+  if (series === undefined) {
+    if (seriesCache.size >= SERIES_CACHE_MAX) seriesCache.clear();
+    series = { labels: seriesLabels(host, service, label, unit), key };
+    seriesCache.set(key, series);
+  }
+  return series;
+}
+
+function text(v: unknown): string {
+  return v === null || v === undefined ? "" : String(v);
+}
+
+function seriesLabels(host: string, service: string, label: string, unit: string) {
   const labels: { name: string; value: string }[] = [{
     name: "__name__",
     value: REMOTE_WRITE_METRIC,
   }];
   // Sorted by name; an empty value is the same as no label in Prometheus, so it is left out.
   for (
-    const [name, v] of [
-      ["hostname", row["hostname"]],
-      ["label", row["label"]],
-      ["service_description", row["service_description"]],
-      ["unit", row["unit"]],
+    const [name, value] of [
+      ["hostname", host],
+      ["label", label],
+      ["service_description", service],
+      ["unit", unit],
     ] as const
   ) {
-    const text = v === null || v === undefined ? "" : String(v);
-    if (text !== "") labels.push({ name, value: text });
+    if (value !== "") labels.push({ name, value });
   }
-  return {
-    labels,
-    // Length-prefixed, so no label text can make two series share a key.
-    key: labels.map((l) => `${l.name}=${l.value.length}:${l.value}`).join(""),
-    value,
-    timestampMs: Math.floor(Number(row["timestamp_unix"] ?? 0)) * 1000,
-  };
+  return labels;
 }
 
 /**
