@@ -175,8 +175,10 @@ export interface RemoteWriteOptions {
 
 // Prometheus answers 400 for samples it will never take: older than the newest sample of the
 // series (out of order), outside the head block (out of bounds), or a second value for one
-// timestamp (duplicate). Sending them again cannot help.
-const SAMPLE_REFUSED = /out of order|out of bounds|duplicate sample|too old/i;
+// timestamp (duplicate); Mimir and Thanos spell it "out-of-order", "too old", "too far in the
+// past". Sending them again cannot help.
+const SAMPLE_REFUSED =
+  /out[ -]of[ -]order|out[ -]of[ -]bounds|duplicate sample|too old|too far in the past/i;
 
 class RemoteWriteTransport implements Transport<RemotePoint> {
   readonly backend = "prometheus";
