@@ -11,6 +11,10 @@
  * round; ratios to MySQL alone are taken within each round, then the medians are printed.
  *
  *   deno run -A bench/perfdata_backends.ts [--rounds 3] [--jobs 1000] [--checks-per-job 50]
+ *     [--only "mysql;mysql,prometheus"] [--worker-v8-flags --prof,--logfile=/tmp/v8-%p.log]
+ *
+ * `--only` runs the named variants alone; `--worker-v8-flags` adds V8 flags to the worker's (a tick
+ * profile for bench/v8_ticks.ts).
  *
  * A point is one gauge (one row of statusengine_perfdata); each check has two. Every drain starts a
  * fresh worker, so its figures include the warm-up of the backend's code (protobuf encoder, HTTP
@@ -27,11 +31,19 @@ import { PERFDATA_QUEUE, volumeJobs } from "../tests/helpers/perfdata_env.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { arg, fmt, formatMachine, machineInfo, median, report, submitMany } from "./_util.ts";
+import { V8_FLAGS } from "../tools/compile.ts";
 
 const ROUNDS = arg("--rounds", 3);
 const JOBS = arg("--jobs", 1000);
 const CHECKS = arg("--checks-per-job", 50);
 const POINTS = JOBS * CHECKS * 2;
+
+function textArg(name: string): string | undefined {
+  const i = Deno.args.indexOf(name);
+  return i === -1 ? undefined : Deno.args[i + 1];
+}
+const ONLY = textArg("--only")?.split(";");
+const EXTRA_V8_FLAGS = textArg("--worker-v8-flags")?.split(",") ?? [];
 
 function cpuSeconds(pid: number): number {
   // Fields after the command name, which is in parentheses and may contain spaces.
@@ -60,7 +72,7 @@ interface Variant {
   readonly backend?: string;
   readonly args: string[];
 }
-const VARIANTS: Variant[] = [
+const ALL_VARIANTS: Variant[] = [
   { name: "mysql", args: ["--perfdata-backends", "mysql"] },
   {
     name: "mysql,graphite",
@@ -83,6 +95,8 @@ const VARIANTS: Variant[] = [
     ],
   },
 ];
+
+const VARIANTS = ALL_VARIANTS.filter((v) => ONLY === undefined || ONLY.includes(v.name));
 
 async function truncate(): Promise<void> {
   const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
@@ -110,6 +124,7 @@ async function drain(v: Variant, round: number): Promise<Drain> {
     gearmanAddr: gearmand.addr,
     mysqlUrl: db.url,
     args: ["--queues", PERFDATA_QUEUE, ...v.args],
+    ...(EXTRA_V8_FLAGS.length === 0 ? {} : { v8Flags: [...V8_FLAGS, ...EXTRA_V8_FLAGS] }),
   });
   // Every round's checks are newer than the last round's: Prometheus refuses older samples.
   const payloads = volumeJobs(JOBS, CHECKS, Math.floor(Date.now() / 1000) - 600 + round * 10);

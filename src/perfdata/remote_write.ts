@@ -47,12 +47,18 @@ const ROOT = protobuf.Root.fromJSON({
 });
 const WRITE_REQUEST = ROOT.lookupType("prometheus.WriteRequest");
 
-/** One sample of one series. */
-export interface RemotePoint {
+/** One series: its labels, built once. */
+export interface RemoteSeries {
   /** The series' labels, sorted by name (the protocol requires it). */
   readonly labels: readonly { readonly name: string; readonly value: string }[];
-  /** Series identity for grouping. */
-  readonly key: string;
+  /** The `unit` label's value ('' = none). */
+  readonly unit: string;
+}
+
+/** One sample of one series. */
+export interface RemotePoint {
+  /** The series (one object per series, so it also serves as its identity). */
+  readonly series: RemoteSeries;
   readonly value: number;
   /** Milliseconds. */
   readonly timestampMs: number;
@@ -62,43 +68,51 @@ export interface RemotePoint {
  * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value.
  *
  * @param row The row.
- * @returns Labels, value and time in ms.
+ * @returns Its series, value and time in ms.
  */
 export function remotePoint(row: Row): RemotePoint | undefined {
   const value = row["value"];
   if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
-  const series = seriesOf(row);
   return {
-    labels: series.labels,
-    key: series.key,
+    series: seriesOf(row),
     value,
     timestampMs: Math.floor(Number(row["timestamp_unix"] ?? 0)) * 1000,
   };
 }
 
-interface Series {
-  readonly labels: RemotePoint["labels"];
-  readonly key: string;
-}
-
-// The same services report every few minutes: their labels are built once, not per sample. The
-// cache is emptied when it grows past SERIES_CACHE_MAX, which bounds its memory whatever the
-// number of series.
-const seriesCache = new Map<string, Series>();
+// The same services report every few minutes: their labels are built once, not per sample, and
+// looked up by host, service and label in turn (building one key string per sample was the
+// largest single cost of a sample in a profile). The cache is emptied when it holds
+// SERIES_CACHE_MAX series, which bounds its memory whatever the number of series.
+const seriesCache = new Map<string, Map<string, Map<string, RemoteSeries>>>();
 const SERIES_CACHE_MAX = 100_000;
+let cachedSeries = 0;
 
-function seriesOf(row: Row): Series {
+function seriesOf(row: Row): RemoteSeries {
   const host = text(row["hostname"]);
   const service = text(row["service_description"]);
   const label = text(row["label"]);
   const unit = text(row["unit"]);
-  // Length-prefixed, so no label text can make two series share a key.
-  const key = `${host.length}:${host}${service.length}:${service}${label.length}:${label}${unit}`;
-  let series = seriesCache.get(key);
-  if (series === undefined) {
-    if (seriesCache.size >= SERIES_CACHE_MAX) seriesCache.clear();
-    series = { labels: seriesLabels(host, service, label, unit), key };
-    seriesCache.set(key, series);
+  let services = seriesCache.get(host);
+  if (services === undefined) {
+    if (cachedSeries >= SERIES_CACHE_MAX) {
+      seriesCache.clear();
+      cachedSeries = 0;
+    }
+    services = new Map();
+    seriesCache.set(host, services);
+  }
+  let labels = services.get(service);
+  if (labels === undefined) {
+    labels = new Map();
+    services.set(service, labels);
+  }
+  let series = labels.get(label);
+  // A gauge whose unit changed is another series; the cache keeps the latest.
+  if (series === undefined || series.unit !== unit) {
+    if (series === undefined) cachedSeries++;
+    series = { labels: seriesLabels(host, service, label, unit), unit };
+    labels.set(label, series);
   }
   return series;
 }
@@ -137,13 +151,16 @@ function seriesLabels(host: string, service: string, label: string, unit: string
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const series = new Map<string, { labels: RemotePoint["labels"]; samples: Map<number, number> }>();
+  const series = new Map<
+    RemoteSeries,
+    { labels: RemoteSeries["labels"]; samples: Map<number, number> }
+  >();
   let duplicates = 0;
   for (const p of batch) {
-    let s = series.get(p.key);
+    let s = series.get(p.series);
     if (s === undefined) {
-      s = { labels: p.labels, samples: new Map() };
-      series.set(p.key, s);
+      s = { labels: p.series.labels, samples: new Map() };
+      series.set(p.series, s);
     }
     if (s.samples.has(p.timestampMs)) duplicates++;
     s.samples.set(p.timestampMs, p.value);
