@@ -349,8 +349,9 @@ export interface CarbonCache extends ServerProcess {
 }
 
 /**
- * Start carbon-cache in the foreground, storing every metric at 1-second resolution for ten
- * years (the tests write check times of any age).
+ * Start carbon-cache in the foreground, storing every metric at 1-second resolution for six
+ * hours (the tests write recent check times; whisper preallocates every archive, and a ten-year
+ * archive made each metric file 60 MB).
  *
  * @param options A fixed port (a restart on the same address).
  * @returns The server.
@@ -366,7 +367,7 @@ export async function startCarbonCache(options: { port?: number } = {}): Promise
       storageDir = `${dir}/whisper`;
       await Deno.writeTextFile(
         `${dir}/storage-schemas.conf`,
-        "[everything]\npattern = .*\nretentions = 1s:1d,60s:3650d\n",
+        "[everything]\npattern = .*\nretentions = 1s:6h\n",
       );
       await Deno.writeTextFile(
         `${dir}/carbon.conf`,
