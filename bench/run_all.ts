@@ -16,6 +16,7 @@ const BENCHES = [
   "memory.ts",
   "live_rate.ts",
   "cleanup.ts",
+  "perfdata_backends.ts",
 ];
 
 let failed = 0;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a Debian machine (with npm) for running and testing
-# statusengine-worker: installs the pinned Deno (.deno-version), gearmand and Prometheus when missing, starts MariaDB
+# statusengine-worker: installs the pinned Deno (.deno-version), gearmand, Prometheus and the
+# perfdata backends' servers (influxd, victoria-metrics, carbon-cache with whisper-fetch; the
+# tests start their own on free ports) when missing, starts MariaDB
 # when it does not answer on 127.0.0.1:3306 and RabbitMQ when it does not
 # answer on 127.0.0.1:5672, and with --gearmand also starts a job server on
 # 127.0.0.1:4730 (the tests start their own on free ports).
@@ -62,6 +64,23 @@ fi
 if ! command -v systemd-notify >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1; then
   log "installing systemd (its tools; nothing is started)"
   apt_install systemd
+fi
+# The perfdata tests talk to the real servers (tests/helpers/tsdb.ts): InfluxDB 1.x, Prometheus
+# 2.x (remote-write receiver), VictoriaMetrics and Graphite's carbon-cache, read back with
+# whisper-fetch. Installed only, never started here.
+perfdata_packages=()
+command -v influxd >/dev/null 2>&1 || perfdata_packages+=(influxdb)
+command -v prometheus >/dev/null 2>&1 || perfdata_packages+=(prometheus)
+command -v victoria-metrics >/dev/null 2>&1 || perfdata_packages+=(victoria-metrics)
+command -v carbon-cache >/dev/null 2>&1 || perfdata_packages+=(graphite-carbon)
+command -v whisper-fetch >/dev/null 2>&1 || perfdata_packages+=(python3-whisper)
+if [ "${#perfdata_packages[@]}" -gt 0 ]; then
+  log "installing ${perfdata_packages[*]}"
+  apt_install "${perfdata_packages[@]}"
+  # Debian starts the packaged services on their default ports; the tests need none of them.
+  for service in influxdb prometheus victoria-metrics carbon-cache; do
+    as_root systemctl disable --now "$service" >/dev/null 2>&1 || true
+  done
 fi
 
 mysql_answers() {

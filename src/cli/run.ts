@@ -5,7 +5,13 @@
  * @module
  */
 import { settingsDifferingFromDefaults, type SettingsFor, splitHostPort } from "../config/mod.ts";
-import { serviceNotifier, StartupError, startWorker, type WorkerConfig } from "../daemon/mod.ts";
+import {
+  type PerfdataBackend,
+  serviceNotifier,
+  StartupError,
+  startWorker,
+  type WorkerConfig,
+} from "../daemon/mod.ts";
 import { QUEUE_NAMES } from "../events/mod.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
@@ -62,12 +68,28 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
     nodeName: s.nodeName,
     deadLetterFile: s.deadLetterFile === "" ? null : s.deadLetterFile,
-    perfdataRoute: s.perfdataRoute,
+    // The setting's pattern admits only these names.
+    perfdataBackends: s.perfdataBackends as PerfdataBackend[],
     graphite: {
       addr: s.graphiteAddr,
       prefix: s.graphitePrefix,
       batchSize: s.graphiteBatchSize,
       illegalCharacters: illegalCharactersPattern(s.graphiteIllegalCharacters),
+    },
+    influxdb: {
+      url: s.influxdbUrl,
+      user: s.influxdbUser,
+      password: s.influxdbPassword,
+      token: s.influxdbToken,
+      measurement: s.influxdbMeasurement,
+      batchSize: s.influxdbBatchSize,
+    },
+    prometheusRemoteWrite: {
+      url: s.prometheusRemoteWriteUrl,
+      bearerToken: s.prometheusRemoteWriteBearerToken,
+      user: s.prometheusRemoteWriteUser,
+      password: s.prometheusRemoteWritePassword,
+      batchSize: s.prometheusRemoteWriteBatchSize,
     },
     openItcockpit: s.enableOpenitcockpitTweaks,
     metrics: s.metricsPort === 0 ? null : { hostname: s.metricsHost, port: s.metricsPort },

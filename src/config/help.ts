@@ -65,12 +65,12 @@ function summaryOf(command: CommandName): string {
 export function displayDefault(row: SettingRow, command: CommandName): string {
   if (row.required === true) return "(required)";
   const fallback = defaultOf(row, command);
-  if (fallback === undefined) return "(none)";
+  if (fallback === undefined || fallback === "") return "(none)";
   if (row.secret === true) {
     const parsed = parseValue(row, fallback, "text");
     return parsed.ok ? displayValue(row, parsed.value) : "(hidden)";
   }
-  return fallback === "" ? "(none)" : fallback;
+  return fallback;
 }
 
 function flagSpellings(row: SettingRow): string {

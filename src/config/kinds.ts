@@ -335,6 +335,10 @@ export function metavarOf(row: SettingRow): string {
   }
 }
 
+function isUrlLike(row: SettingRow): boolean {
+  return row.kind.type === "url" || row.kind.type === "mysqlUrl" || row.kind.type === "mysqlDsn";
+}
+
 /**
  * The raw value as it may appear in a message or log line: URLs and DSNs with the password
  * masked, key lists hidden, everything else quoted and shortened.
@@ -345,9 +349,7 @@ export function metavarOf(row: SettingRow): string {
  */
 export function maskRaw(row: SettingRow, raw: unknown): string {
   if (row.secret === true) {
-    const urlLike = row.kind.type === "url" || row.kind.type === "mysqlUrl" ||
-      row.kind.type === "mysqlDsn";
-    return urlLike && typeof raw === "string" ? JSON.stringify(redactUrl(raw)) : "(hidden)";
+    return isUrlLike(row) && typeof raw === "string" ? JSON.stringify(redactUrl(raw)) : "(hidden)";
   }
   const text = typeof raw === "string" ? JSON.stringify(raw) : JSON.stringify(raw) ?? String(raw);
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
@@ -364,7 +366,9 @@ export function displayValue(row: SettingRow, value: unknown): string {
   if (value === undefined) return "(none)";
   if (row.secret === true) {
     if (Array.isArray(value)) return value.length === 0 ? "(none)" : `(${value.length} hidden)`;
-    return typeof value === "string" ? redactUrl(value) : "(hidden)";
+    if (value === "") return "(none)";
+    // Only a URL or DSN has a public part worth showing; a password or token is all secret.
+    return typeof value === "string" && isUrlLike(row) ? redactUrl(value) : "(hidden)";
   }
   if (Array.isArray(value)) return value.length === 0 ? "(none)" : value.join(",");
   return String(value);

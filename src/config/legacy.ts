@@ -14,7 +14,12 @@
  */
 
 import { ConfigError } from "./errors.ts";
-import { type CommandName, LEGACY_WORKER_COUNT_KEYS, RETENTION_RULES } from "./settings.ts";
+import {
+  type CommandName,
+  LEGACY_WORKER_COUNT_KEYS,
+  PERFDATA_BACKENDS,
+  RETENTION_RULES,
+} from "./settings.ts";
 
 /**
  * The queues each legacy process-count key stood for (the PHP worker's child types). The
@@ -473,7 +478,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     },
   },
   {
-    target: "perfdata-route",
+    target: "perfdata-backends",
     keys: ["perfdata_backend"],
     translate(doc, { path, warn }) {
       if (!present(doc, "perfdata_backend")) return undefined;
@@ -481,7 +486,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       const entries = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined;
       if (entries === undefined || entries.some((e) => typeof e !== "string")) {
         throw legacyError(
-          "perfdata-route",
+          "perfdata-backends",
           path,
           ["perfdata_backend"],
           "expected a list of backend names",
@@ -490,20 +495,20 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       const names = (entries as string[]).map((e) => e.trim().toLowerCase()).filter((e) =>
         e !== ""
       );
-      const unsupported = names.filter((n) => n !== "mysql" && n !== "graphite");
+      const known: readonly string[] = PERFDATA_BACKENDS;
+      const unsupported = names.filter((n) => !known.includes(n));
       if (unsupported.length > 0) {
         warn(
           `Ignoring legacy perfdata_backend entr${unsupported.length === 1 ? "y" : "ies"} ${
             unsupported.join(", ")
-          } in ${path}: only mysql and graphite are supported ` +
-            "(perfdata_route)",
+          } in ${path}: only ${PERFDATA_BACKENDS.join(", ")} are supported ` +
+            "(perfdata_backends)",
         );
       }
-      const mysql = names.includes("mysql");
-      const graphite = names.includes("graphite");
-      if (!mysql && !graphite) return undefined;
+      const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
+      if (chosen.length === 0) return undefined;
       return {
-        text: mysql && graphite ? "both" : mysql ? "mysql" : "graphite",
+        text: chosen.join(","),
         source: keysLabel(path, ["perfdata_backend"]),
       };
     },

@@ -143,9 +143,9 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
   assert.equal(settings.mysqlBatchSize, 100);
   assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
-  // perfdata_backend [crate] has no supported entry: the route stays at its default.
-  assert.equal(settings.perfdataRoute, "mysql");
-  assert.equal(sources.perfdataRoute, "default");
+  // perfdata_backend [crate] has no supported entry: the backends stay at their default.
+  assert.deepEqual(settings.perfdataBackends, ["mysql"]);
+  assert.equal(sources.perfdataBackends, "default");
   assert.equal(settings.graphitePrefix, "statusengine");
   assert.equal(settings.graphiteAddr, "localhost:2003");
   // process_perfdata: 0 — the perfdata queue is not consumed, as in the PHP worker.
@@ -265,7 +265,7 @@ rabbitmq_url: amqp://u:p@new-rabbit:5672/
   assert.equal(settings.mysqlBatchSize, 700);
   assert.equal(settings.mysqlUrl, "mysql://se:pw@new-db:3306/se");
   assert.equal(settings.consumer, "gearman");
-  assert.equal(settings.perfdataRoute, "graphite");
+  assert.deepEqual(settings.perfdataBackends, ["graphite"]);
   assert.equal(settings.graphiteAddr, "new-carbon:2003");
   assert.equal(settings.enableOpenitcockpitTweaks, false);
   assert.deepEqual(settings.gearmanAddr, ["new-gearman:4730"]);
@@ -378,17 +378,18 @@ graphite_port: 2004
   assert.equal(settings.graphiteAddr, "localhost:2004");
 });
 
-Deno.test("legacy config.yml: perfdata_backend maps onto perfdata_route", async () => {
-  const cases: [string, string][] = [
-    ["[mysql]", "mysql"],
-    ["[graphite]", "graphite"],
-    ["[mysql, graphite]", "both"],
-    ["[graphite, elasticsearch]", "graphite"],
-    ["graphite", "graphite"],
+Deno.test("legacy config.yml: perfdata_backend maps onto perfdata_backends", async () => {
+  const cases: [string, string[]][] = [
+    ["[mysql]", ["mysql"]],
+    ["[graphite]", ["graphite"]],
+    ["[mysql, graphite]", ["mysql", "graphite"]],
+    ["[graphite, elasticsearch]", ["graphite"]],
+    ["graphite", ["graphite"]],
+    ["[Prometheus, influxdb, mysql]", ["mysql", "influxdb", "prometheus"]],
   ];
-  for (const [list, route] of cases) {
+  for (const [list, backends] of cases) {
     const { settings } = await load("run", `perfdata_backend: ${list}\n`);
-    assert.equal(settings.perfdataRoute, route, list);
+    assert.deepEqual(settings.perfdataBackends, backends, list);
   }
   const { warnings } = await load("run", "perfdata_backend: [mysql, crate, elasticsearch]\n");
   assert.equal(warnings.length, 1);
@@ -400,7 +401,7 @@ Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legac
     ["mysql: localhost\n", "mysql-url", /key mysql: expected a mapping/],
     ["gearman:\n  port: 99999\n", "gearman-addr", /gearman\.port/],
     ["number_of_bulk_records: many\n", "mysql-batch-size", /number_of_bulk_records/],
-    ["perfdata_backend: {a: 1}\n", "perfdata-route", /perfdata_backend/],
+    ["perfdata_backend: {a: 1}\n", "perfdata-backends", /perfdata_backend/],
     ["node_name: [a]\n", "node-name", /node_name/],
     ["node_name: ''\n", "node-name", /must not be empty/],
   ];
@@ -455,7 +456,7 @@ Deno.test("legacy SE_* environment: read below STATUSENGINE_* and below the conf
   assert.equal(only.settings.consumer, "rabbitmq");
   assert.equal(only.settings.rabbitmqDurableQueues, true);
   assert.equal(only.settings.mysqlBatchSize, 700);
-  assert.equal(only.settings.perfdataRoute, "both");
+  assert.deepEqual(only.settings.perfdataBackends, ["mysql", "graphite"]);
   assert.equal(only.settings.enableOpenitcockpitTweaks, true);
   assert.ok(only.warnings.some((w) => /1000 in the SE_\* environment/.test(w)));
   assert.ok(only.warnings.every((w) => !w.includes("s3cret")));

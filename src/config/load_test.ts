@@ -492,6 +492,12 @@ const REFUSALS: Refusal[] = [
     setting: "perfdata-route",
     source: `file ${PATH} key perfdata_route`,
   },
+  {
+    what: "perfdata backends from the file",
+    file: "perfdata_backends: [mysql, influx]\n",
+    setting: "perfdata-backends",
+    source: `file ${PATH} key perfdata_backends`,
+  },
   // booleans: Go spellings only, no silent ignoring
   {
     what: "boolean from a flag",
@@ -941,7 +947,7 @@ Deno.test("loadSettings: enums are case-insensitive and resolve to the table's s
   });
   assert.equal(settings.consumer, "rabbitmq");
   assert.equal(settings.logLevel, "warn");
-  assert.equal(settings.perfdataRoute, "both");
+  assert.deepEqual(settings.perfdataBackends, ["mysql", "graphite"], "--perfdata-route both");
 });
 
 Deno.test("loadSettings: --metrics-listen-addr sets metrics host and port", async () => {

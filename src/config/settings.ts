@@ -229,6 +229,15 @@ export const LEGACY_WORKER_COUNT_KEYS = [
   "number_misc_worker",
 ] as const;
 
+/** Where perfdata can go (`--perfdata-backends`). */
+export const PERFDATA_BACKENDS = ["mysql", "graphite", "influxdb", "prometheus"] as const;
+const PERFDATA_BACKEND_PATTERN = new RegExp(`^(${PERFDATA_BACKENDS.join("|")})$`);
+
+/** `--perfdata-route` onto `--perfdata-backends`. */
+function perfdataRouteBackends(route: string): string {
+  return route === "both" ? "mysql,graphite" : route;
+}
+
 function regexProblem(value: string): string | null {
   try {
     illegalCharactersPattern(value);
@@ -275,7 +284,7 @@ export const SETTING_GROUPS: readonly { readonly title: string; readonly from: s
   { title: "Queues and flow control", from: "queues" },
   { title: "Shutdown", from: "drain-timeout" },
   { title: "MySQL", from: "mysql-url" },
-  { title: "Performance data and Graphite", from: "perfdata-route" },
+  { title: "Performance data: MySQL, Graphite, InfluxDB, Prometheus", from: "perfdata-backends" },
   { title: "HTTP: /metrics, /ws and /commands", from: "metrics-port" },
   { title: "Tasks from statusengine_tasks", from: "check-for-commands" },
   { title: "Cleanup", from: "cleanup-batch-size" },
@@ -576,12 +585,25 @@ export const SETTINGS = [
 
   // ---- perfdata ----------------------------------------------------------------------------
   {
-    flag: "perfdata-route",
-    kind: { type: "enum", values: ["mysql", "graphite", "both"] },
+    flag: "perfdata-backends",
+    kind: {
+      type: "keyList",
+      pattern: PERFDATA_BACKEND_PATTERN,
+      patternForm: `backends (${PERFDATA_BACKENDS.join(", ")})`,
+    },
     default: "mysql",
     commands: ["run"],
     legacyKeys: ["perfdata_backend"],
-    help: "Where metrics parsed from statusngin_service_perfdata go.",
+    help: "Where metrics parsed from statusngin_service_perfdata go, comma-separated; empty = " +
+      "nowhere (the queue is still consumed). Only MySQL holds up a job; the others drop and " +
+      "count what they cannot send (docs/perfdata.md).",
+  },
+  {
+    flag: "perfdata-route",
+    kind: { type: "enum", values: ["mysql", "graphite", "both"] },
+    commands: ["run"],
+    feeds: [{ target: "perfdata-backends", derive: perfdataRouteBackends }],
+    help: "The earlier form of --perfdata-backends: both = mysql,graphite.",
   },
   {
     flag: "graphite-addr",
@@ -618,6 +640,100 @@ export const SETTINGS = [
     default: "100",
     commands: ["run"],
     help: "Most metrics in one Carbon write (a failed write drops its batch).",
+  },
+  {
+    flag: "influxdb-url",
+    kind: {
+      type: "url",
+      schemes: ["http", "https"],
+      form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
+    },
+    default: "http://127.0.0.1:8086/write?db=statusengine",
+    secret: true,
+    commands: ["run"],
+    help: "InfluxDB write endpoint when perfdata goes to influxdb; the path picks the 1.x or " +
+      "2.x API.",
+  },
+  {
+    flag: "influxdb-user",
+    kind: { type: "string", allowEmpty: true },
+    default: "",
+    commands: ["run"],
+    help: "InfluxDB 1.x user (HTTP basic authentication); empty = none.",
+  },
+  {
+    flag: "influxdb-password",
+    kind: { type: "string", allowEmpty: true },
+    default: "",
+    secret: true,
+    commands: ["run"],
+    help: "Password of --influxdb-user.",
+  },
+  {
+    flag: "influxdb-token",
+    kind: { type: "string", allowEmpty: true },
+    default: "",
+    secret: true,
+    commands: ["run"],
+    help: "InfluxDB 2.x API token (Authorization: Token); empty = none.",
+  },
+  {
+    flag: "influxdb-measurement",
+    kind: { type: "string", forbid: "\n\r" },
+    default: "perfdata",
+    commands: ["run"],
+    help: "Measurement of every perfdata point in InfluxDB.",
+  },
+  {
+    flag: "influxdb-batch-size",
+    kind: { type: "integer", min: 1, max: 10000 },
+    default: "5000",
+    commands: ["run"],
+    help: "Most points in one InfluxDB write (InfluxDB's own advice is 5000; each write " +
+      "costs it a WAL sync, so small batches limit the rate).",
+  },
+  {
+    flag: "prometheus-remote-write-url",
+    kind: {
+      type: "url",
+      schemes: ["http", "https"],
+      form: "http(s)://host:port/api/v1/write",
+    },
+    default: "http://127.0.0.1:9090/api/v1/write",
+    secret: true,
+    commands: ["run"],
+    help: "Remote-write receiver when perfdata goes to prometheus (Prometheus with " +
+      "--web.enable-remote-write-receiver, VictoriaMetrics, Mimir, Thanos Receive).",
+  },
+  {
+    flag: "prometheus-remote-write-bearer-token",
+    kind: { type: "string", allowEmpty: true },
+    default: "",
+    secret: true,
+    commands: ["run"],
+    help: "Bearer token sent with remote writes; empty = none.",
+  },
+  {
+    flag: "prometheus-remote-write-user",
+    kind: { type: "string", allowEmpty: true },
+    default: "",
+    commands: ["run"],
+    help: "User of HTTP basic authentication for remote writes; empty = none.",
+  },
+  {
+    flag: "prometheus-remote-write-password",
+    kind: { type: "string", allowEmpty: true },
+    default: "",
+    secret: true,
+    commands: ["run"],
+    help: "Password of --prometheus-remote-write-user.",
+  },
+  {
+    flag: "prometheus-remote-write-batch-size",
+    kind: { type: "integer", min: 1, max: 10000 },
+    default: "2000",
+    commands: ["run"],
+    help: "Most samples in one remote write (Prometheus' own max_samples_per_send is 2000).",
   },
 
   // ---- HTTP --------------------------------------------------------------------------------

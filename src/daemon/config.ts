@@ -9,8 +9,8 @@ import type { QueueName } from "../events/mod.ts";
 import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
 
-/** Where perfdata goes (F1). */
-export type PerfdataRoute = "mysql" | "graphite" | "both";
+/** Where perfdata can go (`--perfdata-backends`, docs/perfdata.md#f1). */
+export type PerfdataBackend = "mysql" | "graphite" | "influxdb" | "prometheus";
 
 /** Queue backend (`--consumer`). */
 export type ConsumerKind = "gearman" | "rabbitmq";
@@ -68,7 +68,8 @@ export interface WorkerConfig {
   readonly nodeName: string;
   /** NDJSON path, or null when disabled by an explicit empty value. */
   readonly deadLetterFile: string | null;
-  readonly perfdataRoute: PerfdataRoute;
+  /** Where perfdata goes; none = nowhere (the queue is still consumed). */
+  readonly perfdataBackends: readonly PerfdataBackend[];
   /** Carbon plaintext listener, path prefix and metrics per write (F4–F6). */
   readonly graphite: {
     readonly addr: string;
@@ -76,6 +77,24 @@ export interface WorkerConfig {
     readonly batchSize: number;
     /** `--graphite-illegal-characters`; default the legacy set. */
     readonly illegalCharacters?: RegExp;
+  };
+  /** Needed when {@link perfdataBackends} holds `influxdb` (docs/perfdata.md#influxdb). */
+  readonly influxdb?: {
+    /** Write URL; may hold a secret, only printed through `redactUrl`. */
+    readonly url: string;
+    readonly user?: string;
+    readonly password?: string;
+    readonly token?: string;
+    readonly measurement: string;
+    readonly batchSize: number;
+  };
+  /** Needed when {@link perfdataBackends} holds `prometheus` (docs/perfdata.md#prometheus). */
+  readonly prometheusRemoteWrite?: {
+    readonly url: string;
+    readonly bearerToken?: string;
+    readonly user?: string;
+    readonly password?: string;
+    readonly batchSize: number;
   };
   readonly openItcockpit: boolean;
   /** null disables the metrics listener (`--metrics-port 0`). */

@@ -80,7 +80,7 @@ export interface Database extends AsyncDisposable {
 
 /**
  * The tables a configuration writes: those of its queues, the node row, the task queue when
- * it is read, and no perfdata table when perfdata goes only to Graphite (an installation
+ * it is read, and no perfdata table when perfdata does not go to MySQL (an installation
  * may not have one).
  *
  * @param config The worker configuration.
@@ -92,7 +92,7 @@ export function neededTables(config: WorkerConfig, queues: readonly QueueName[])
   for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t as TableName);
   needed.add("statusengine_nodes");
   if (config.tasks) needed.add("statusengine_tasks");
-  if (config.perfdataRoute === "graphite") needed.delete("statusengine_perfdata");
+  if (!config.perfdataBackends.includes("mysql")) needed.delete("statusengine_perfdata");
   return [...needed].sort();
 }
 

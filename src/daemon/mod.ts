@@ -6,7 +6,7 @@
  */
 export {
   type ConsumerKind,
-  type PerfdataRoute,
+  type PerfdataBackend,
   type QueueConsumer,
   StartupError,
   type WorkerConfig,

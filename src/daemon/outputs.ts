@@ -1,16 +1,22 @@
 /**
  * Where the pipeline writes besides MySQL, built before it: the dead-letter file (D7), the
- * Graphite client (F6) and the `/ws` hub. None of them opens a listener.
+ * perfdata backends (Graphite, InfluxDB, remote write; F6) and the `/ws` hub. None of them
+ * opens a listener.
  *
  * @module
  */
 import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
 import { GraphiteClient } from "../graphite/client.ts";
+import { InfluxDbClient, influxUrlProblem } from "../perfdata/influxdb.ts";
+import { RemoteWriteClient } from "../perfdata/remote_write.ts";
+import { DROP_REASONS, type SinkObserver } from "../perfdata/sink.ts";
+import type { PerfdataSink } from "../pipeline/handler.ts";
+import { redactUrl } from "../util/redact.ts";
 import { WebSocketHub } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { dirname } from "node:path";
 import { errorMessage, getLogger } from "../log.ts";
-import { StartupError, type WorkerConfig } from "./config.ts";
+import { type PerfdataBackend, StartupError, type WorkerConfig } from "./config.ts";
 
 const log = getLogger("worker");
 
@@ -94,35 +100,129 @@ function disposable(deadLetters: DeadLetters): DeadLetters & AsyncDisposable {
   return Object.assign(deadLetters, { [Symbol.asyncDispose]: () => deadLetters.close() });
 }
 
+/** The perfdata backends besides MySQL, as one sink; dispose drops what they still hold. */
+export interface PerfdataOutputs extends PerfdataSink, AsyncDisposable {
+  /** Send what is buffered within `budgetMs`, then stop. */
+  close(budgetMs: number): Promise<void>;
+}
+
+/** The backend-labelled perfdata metrics of one backend, its series created at 0 (gauge 1). */
+function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObserver {
+  const labels = { backend };
+  metrics.perfdataPointsWritten.inc(labels, 0);
+  metrics.perfdataWriteRetries.inc(labels, 0);
+  for (const reason of DROP_REASONS) metrics.perfdataDropped.inc({ backend, reason }, 0);
+  metrics.perfdataBackendAvailable.set(labels, 1);
+  const component = backend === "graphite" || backend === "influxdb" || backend === "prometheus"
+    ? backend
+    : undefined;
+  return {
+    written: (points) => metrics.perfdataPointsWritten.inc(labels, points),
+    dropped: (points, reason) => metrics.perfdataDropped.inc({ backend, reason }, points),
+    available: (up) => metrics.perfdataBackendAvailable.set(labels, up ? 1 : 0),
+    retried: () => metrics.perfdataWriteRetries.inc(labels),
+    // Graphite counts its pipeline error itself (kept from before the shared core).
+    failed: () => {
+      if (component !== undefined && component !== "graphite") {
+        metrics.pipelineErrors.inc({ component });
+      }
+    },
+  };
+}
+
 /**
- * The Carbon client, built whatever the route (its availability gauge then reads 1); it
- * only dials when perfdata is offered.
+ * The clients of the configured perfdata backends other than MySQL (Graphite, InfluxDB,
+ * Prometheus remote write), fed together. None of them connects before perfdata is offered.
  *
  * @param config The worker configuration.
- * @param metrics Its counters and gauge.
- * @returns The client; dispose drops what it still holds.
+ * @param metrics Their counters and gauges.
+ * @returns The sink, or undefined when perfdata goes to MySQL only (or nowhere).
+ * @throws {StartupError} When a configured backend's URL cannot be used.
  */
-export function graphiteClient(
+export function perfdataOutputs(
   config: WorkerConfig,
   metrics: Metrics,
-): GraphiteClient & AsyncDisposable {
-  const graphite = new GraphiteClient({
-    addr: config.graphite.addr,
-    prefix: config.graphite.prefix,
-    batchSize: config.graphite.batchSize,
-    ...(config.graphite.illegalCharacters === undefined
-      ? {}
-      : { illegalCharacters: config.graphite.illegalCharacters }),
-    metrics: {
-      written: metrics.graphiteMetricsWritten,
-      flushes: metrics.graphiteFlushes,
-      dropped: metrics.graphiteMetricsDropped,
-      available: metrics.graphiteAvailable,
-      errors: metrics.pipelineErrors,
+): PerfdataOutputs | undefined {
+  const backends = config.perfdataBackends;
+  const stats = config.statsIntervalMs === undefined
+    ? {}
+    : { statsIntervalMs: config.statsIntervalMs };
+  const clients: (PerfdataSink & { close(budgetMs: number): Promise<void> })[] = [];
+  if (backends.includes("graphite")) {
+    clients.push(
+      new GraphiteClient({
+        addr: config.graphite.addr,
+        prefix: config.graphite.prefix,
+        batchSize: config.graphite.batchSize,
+        ...(config.graphite.illegalCharacters === undefined
+          ? {}
+          : { illegalCharacters: config.graphite.illegalCharacters }),
+        metrics: {
+          written: metrics.graphiteMetricsWritten,
+          flushes: metrics.graphiteFlushes,
+          dropped: metrics.graphiteMetricsDropped,
+          available: metrics.graphiteAvailable,
+          errors: metrics.pipelineErrors,
+        },
+        observer: perfdataObserver(metrics, "graphite"),
+        ...stats,
+      }),
+    );
+  }
+  if (backends.includes("influxdb")) {
+    const c = config.influxdb;
+    const problem = c === undefined ? "no InfluxDB settings" : influxUrlProblem(c.url);
+    if (c === undefined || problem !== null) {
+      throw new StartupError(
+        `Cannot start: --influxdb-url ${c === undefined ? "" : redactUrl(c.url)} ${problem} ` +
+          "(perfdata goes to influxdb)",
+      );
+    }
+    clients.push(
+      new InfluxDbClient({
+        url: c.url,
+        measurement: c.measurement,
+        batchSize: c.batchSize,
+        ...(c.user === undefined ? {} : { user: c.user }),
+        ...(c.password === undefined ? {} : { password: c.password }),
+        ...(c.token === undefined ? {} : { token: c.token }),
+        observer: perfdataObserver(metrics, "influxdb"),
+        ...stats,
+      }),
+    );
+    log.info("worker: perfdata to InfluxDB", { url: redactUrl(c.url) });
+  }
+  if (backends.includes("prometheus")) {
+    const c = config.prometheusRemoteWrite;
+    if (c === undefined) {
+      throw new StartupError(
+        "Cannot start: no remote-write settings (perfdata goes to prometheus)",
+      );
+    }
+    clients.push(
+      new RemoteWriteClient({
+        url: c.url,
+        batchSize: c.batchSize,
+        ...(c.bearerToken === undefined ? {} : { bearerToken: c.bearerToken }),
+        ...(c.user === undefined ? {} : { user: c.user }),
+        ...(c.password === undefined ? {} : { password: c.password }),
+        observer: perfdataObserver(metrics, "prometheus"),
+        ...stats,
+      }),
+    );
+    log.info("worker: perfdata to Prometheus remote write", { url: redactUrl(c.url) });
+  }
+  if (clients.length === 0) return undefined;
+  const close = async (budgetMs: number) => {
+    await Promise.all(clients.map((c) => c.close(budgetMs)));
+  };
+  return {
+    offer(rows) {
+      for (const c of clients) c.offer(rows);
     },
-    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
-  });
-  return Object.assign(graphite, { [Symbol.asyncDispose]: () => graphite.close(0) });
+    close,
+    [Symbol.asyncDispose]: () => close(0),
+  };
 }
 
 /**

@@ -6,7 +6,6 @@
  */
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetterSink } from "../mysql/mod.ts";
-import type { GraphiteClient } from "../graphite/client.ts";
 import type { MetricsServer } from "../metrics/server.ts";
 import type { WebSocketServer } from "../http/mod.ts";
 import { deadline, settledWithin } from "../util/async.ts";
@@ -25,7 +24,8 @@ export interface ShutdownParts {
   readonly tasks?: { close(): Promise<void> } | undefined;
   readonly consumer: QueueConsumer;
   readonly pipeline: Pipeline;
-  readonly graphite: GraphiteClient;
+  /** Graphite, InfluxDB and remote write, when configured. */
+  readonly perfdata?: { close(budgetMs: number): Promise<void> } | undefined;
   readonly deadLetters: DeadLetterSink;
   /** Ends the MySQL pool. */
   readonly database: AsyncDisposable;
@@ -55,7 +55,7 @@ async function bounded(fn: () => Promise<unknown>): Promise<void> {
 }
 
 /**
- * Shut a worker down: no new tasks, drain the consumer (D1, G9), flush writers and Graphite
+ * Shut a worker down: no new tasks, drain the consumer (D1, G9), flush writers and perfdata
  * within one budget (W9), close the dead-letter file, send `/ws` clients their close frame,
  * end the pool, then the HTTP listeners last, so `/metrics` shows the shutdown until the end.
  *
@@ -68,11 +68,11 @@ export async function shutdown(parts: ShutdownParts): Promise<void> {
   if (tasks !== undefined) await step("stop task queue", () => tasks.close());
   // Running jobs get the drain timeout to commit and be acknowledged.
   await step("drain consumer", () => parts.consumer.stop());
-  // Writers and Graphite flush concurrently under the one budget.
+  // Writers and the perfdata backends flush concurrently under the one budget.
   await step("flush writers", () =>
     Promise.all([
       parts.pipeline.close(parts.flushTimeoutMs),
-      parts.graphite.close(parts.flushTimeoutMs),
+      parts.perfdata?.close(parts.flushTimeoutMs),
     ]));
   await step("close dead-letter file", () => parts.deadLetters.close());
   if (websocket !== undefined) {

@@ -1,6 +1,6 @@
 /**
  * The daemon, assembled: metrics → MySQL (pool, probe, schema check, node row) → dead-letter
- * file, Graphite, `/ws` hub → pipeline → HTTP surfaces → queue consumption → task queue.
+ * file, perfdata backends, `/ws` hub → pipeline → HTTP surfaces → queue consumption → task queue.
  * What was built is owned by an `AsyncDisposableStack` until the start succeeded, so a start
  * that fails half-way releases exactly what it opened; a running worker shuts down in the
  * documented order instead (shutdown.ts).
@@ -24,7 +24,7 @@ import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { type QueueConsumer, StartupError, type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
-import { graphiteClient, openDeadLetters, webSocketHub } from "./outputs.ts";
+import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
 import { commandPublisher, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
 import { buildConsumption, type QueueSplit, splitQueues } from "./consumers.ts";
 import { shutdown } from "./shutdown.ts";
@@ -113,7 +113,8 @@ export async function startWorker(
     }),
   );
   const deadLetters = stack.use(await openDeadLetters(config, metrics));
-  const graphite = stack.use(graphiteClient(config, metrics));
+  const perfdata = perfdataOutputs(config, metrics);
+  if (perfdata !== undefined) stack.use(perfdata);
   const hub = webSocketHub(config, metrics);
   if (hub !== undefined) stack.defer(() => Promise.resolve(hub.close()));
   const pipeline = new Pipeline({
@@ -125,8 +126,8 @@ export async function startWorker(
     nodeName: config.nodeName,
     statusMaxAgeSeconds: config.statusMaxAgeSeconds,
     openItcockpit: config.openItcockpit,
-    perfdataToMysql: config.perfdataRoute !== "graphite",
-    ...(config.perfdataRoute === "mysql" ? {} : { graphite }),
+    perfdataToMysql: config.perfdataBackends.includes("mysql"),
+    ...(perfdata === undefined ? {} : { perfdataSink: perfdata }),
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
     ...(hub === undefined ? {} : { stream: hub }),
   });
@@ -185,7 +186,7 @@ export async function startWorker(
         tasks,
         consumer,
         pipeline,
-        graphite,
+        perfdata,
         deadLetters,
         // The probe stops before the pool ends.
         database: {

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { APPENDIX_CTX, fixture, SCHEMA_COLUMNS } from "./_testing.ts";
 import { decodeJob } from "./decode.ts";
+import { PERFDATA_THRESHOLDS } from "./perfdata.ts";
 import type { QueueName } from "./queues.ts";
 import type { DecodedJob, DowntimeStatement, Row, TableRow } from "./types.ts";
 
@@ -251,6 +252,7 @@ Deno.test("appendix: statusngin_service_perfdata.json yields four perfdata rows 
     t: number,
     value: number,
     unit: string | null,
+    [warn, crit, min, max]: (number | null)[],
   ) {
     return r("statusengine_perfdata", {
       hostname: host,
@@ -260,14 +262,16 @@ Deno.test("appendix: statusngin_service_perfdata.json yields four perfdata rows 
       "timestamp_unix": t,
       value,
       unit,
+      // Not a column: travels to the time-series backends only.
+      [PERFDATA_THRESHOLDS]: { warn, crit, min, max },
     });
   }
   assertRows("statusngin_service_perfdata", [
     // No unit: SQL NULL, as the legacy worker writes it (T5).
-    p("localhost", "Current Users", "users", 1785470660, 0, null),
-    p("localhost", "Swap Usage", "swap", 1785470666, 0, "MB"),
-    p("demo.statusengine.org", "PING", "rta", 1785470664, 0.084, "ms"),
-    p("demo.statusengine.org", "PING", "pl", 1785470664, 0, "%"),
+    p("localhost", "Current Users", "users", 1785470660, 0, null, [20, 50, 0, null]),
+    p("localhost", "Swap Usage", "swap", 1785470666, 0, "MB", [0, 0, 0, 0]),
+    p("demo.statusengine.org", "PING", "rta", 1785470664, 0.084, "ms", [100, 500, 0, null]),
+    p("demo.statusengine.org", "PING", "pl", 1785470664, 0, "%", [20, 60, 0, null]),
   ]);
 });
 

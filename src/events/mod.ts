@@ -24,6 +24,7 @@ export {
   type PerfdataCheck,
   type PerfdataMetric,
   perfdataRows,
+  perfdataThresholds,
 } from "./perfdata.ts";
 export {
   isQueueName,

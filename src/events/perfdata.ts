@@ -6,9 +6,28 @@
  * @module
  */
 
-import type { TableRow } from "./types.ts";
+import type { Row, TableRow } from "./types.ts";
 
-/** One gauge of a `perf_data` string. Thresholds, min and max are not kept (E.6.2). */
+/**
+ * Warning, critical, min and max of a gauge, each a plain number or null (absent, empty, or a
+ * Nagios range such as `10:20` or `@5`, which is not one number). MySQL does not store them; the
+ * time-series backends (InfluxDB) write them as fields beside the value.
+ */
+export interface PerfdataThresholds {
+  readonly warn: number | null;
+  readonly crit: number | null;
+  readonly min: number | null;
+  readonly max: number | null;
+}
+
+/**
+ * Key of a `statusengine_perfdata` row under which its gauge's thresholds travel to the
+ * time-series backends. A symbol, so the row's string keys stay exactly the table's columns;
+ * always present (null when the gauge has none) so every row has the same shape.
+ */
+export const PERFDATA_THRESHOLDS: unique symbol = Symbol("perfdata thresholds");
+
+/** One gauge of a `perf_data` string. */
 export interface PerfdataMetric {
   /** Text before the first `=`; quotes are kept and `"` is normalised to `'` (E.6.2). */
   readonly label: string;
@@ -16,6 +35,8 @@ export interface PerfdataMetric {
   readonly value: number;
   /** Unit of measure, `''` when absent (T5); `%%` is collapsed to `%`. Not truncated. */
   readonly unit: string;
+  /** Present only when at least one of warn, crit, min, max is a plain number. */
+  readonly thresholds?: PerfdataThresholds;
 }
 
 /** The reduced service check of `statusngin_service_perfdata` (A.8). */
@@ -77,7 +98,34 @@ function parseToken(s: string, start: number, end: number, out: PerfdataMetric[]
   while (unitEnd < end && s.charCodeAt(unitEnd) !== SEMICOLON) unitEnd++;
   let unit = s.slice(i, unitEnd);
   if (unit === "%%") unit = "%";
-  out.push({ label: s.slice(start, eq), value, unit });
+  const label = s.slice(start, eq);
+  const thresholds = unitEnd < end ? parseThresholds(s, unitEnd + 1, end) : null;
+  out.push(thresholds === null ? { label, value, unit } : { label, value, unit, thresholds });
+}
+
+/** One `;`-separated threshold field: a plain number (`,` read as `.`), else null. */
+function thresholdValue(s: string, start: number, end: number): number | null {
+  if (start >= end) return null;
+  for (let i = start; i < end; i++) if (!isValueChar(s.charCodeAt(i))) return null;
+  let text = s.slice(start, end);
+  if (text.includes(",")) text = text.replaceAll(",", ".");
+  const n = Number(text);
+  return Number.isFinite(n) ? n : null;
+}
+
+/** `warn;crit;min;max` after the unit's `;`; null when none of them is a plain number. */
+function parseThresholds(s: string, start: number, end: number): PerfdataThresholds | null {
+  const fields: (number | null)[] = [null, null, null, null];
+  let from = start;
+  for (let f = 0; f < 4 && from <= end; f++) {
+    let to = from;
+    while (to < end && s.charCodeAt(to) !== SEMICOLON) to++;
+    fields[f] = thresholdValue(s, from, to);
+    from = to + 1;
+  }
+  const [warn = null, crit = null, min = null, max = null] = fields;
+  if (warn === null && crit === null && min === null && max === null) return null;
+  return { warn, crit, min, max };
 }
 
 /**
@@ -178,7 +226,20 @@ export function appendPerfdataRows(
         value: m.value,
         // No unit is SQL NULL, as the legacy worker writes it (T5).
         unit: m.unit === "" ? null : m.unit,
+        [PERFDATA_THRESHOLDS]: m.thresholds ?? null,
       },
     });
   }
+}
+
+/**
+ * The thresholds a `statusengine_perfdata` row carries for the time-series backends.
+ *
+ * @param row A row built by {@linkcode perfdataRows}.
+ * @returns Its gauge's thresholds, or null when it has none.
+ */
+export function perfdataThresholds(row: Row): PerfdataThresholds | null {
+  return (row as { readonly [PERFDATA_THRESHOLDS]?: PerfdataThresholds | null })[
+    PERFDATA_THRESHOLDS
+  ] ?? null;
 }

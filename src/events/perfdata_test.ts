@@ -1,5 +1,16 @@
 import assert from "node:assert/strict";
-import { parsePerfdata, type PerfdataMetric, perfdataRows } from "./perfdata.ts";
+import {
+  parsePerfdata as parseWithThresholds,
+  PERFDATA_THRESHOLDS,
+  type PerfdataMetric,
+  perfdataRows,
+  perfdataThresholds,
+} from "./perfdata.ts";
+
+/** Label, value and unit only: the cases below pin the MySQL columns; thresholds have their own test. */
+function parsePerfdata(s: string): PerfdataMetric[] {
+  return parseWithThresholds(s).map(({ label, value, unit }) => ({ label, value, unit }));
+}
 
 function m(label: string, value: number, unit: string): PerfdataMetric {
   return { label, value, unit };
@@ -108,6 +119,7 @@ Deno.test("perfdataRows: timestamp is milliseconds and timestamp_unix seconds of
           timestamp_unix: 1785470664,
           value: 0.084,
           unit: "ms",
+          [PERFDATA_THRESHOLDS]: { warn: 100, crit: 500, min: 0, max: null },
         },
       },
       {
@@ -120,8 +132,39 @@ Deno.test("perfdataRows: timestamp is milliseconds and timestamp_unix seconds of
           timestamp_unix: 1785470664,
           value: 0,
           unit: "%",
+          [PERFDATA_THRESHOLDS]: { warn: 20, crit: 60, min: 0, max: null },
         },
       },
     ],
   );
+});
+
+Deno.test("parsePerfdata: warn, crit, min and max are kept when they are plain numbers, ranges are not", () => {
+  const [a, b, c, d] = parseWithThresholds(
+    "a=1ms;2;3;0;10 b=5;10:;@1:2;; c=7 d=1,5C;2,5;;-1",
+  );
+  assert.deepEqual(a?.thresholds, { warn: 2, crit: 3, min: 0, max: 10 });
+  assert.equal(b?.thresholds, undefined, "ranges and empty fields are not numbers");
+  assert.equal(c?.thresholds, undefined);
+  assert.deepEqual(d?.thresholds, { warn: 2.5, crit: null, min: -1, max: null });
+  const rows = perfdataRows({
+    hostname: "h",
+    serviceDescription: "s",
+    startTime: 1,
+    perfData: "a=1;2 c=7",
+  });
+  assert.deepEqual(rows.map((r) => perfdataThresholds(r.row)), [
+    { warn: 2, crit: null, min: null, max: null },
+    null,
+  ]);
+  // The row's string keys stay the table's columns.
+  assert.deepEqual(Object.keys(rows[0]?.row ?? {}), [
+    "hostname",
+    "service_description",
+    "label",
+    "timestamp",
+    "timestamp_unix",
+    "value",
+    "unit",
+  ]);
 });

@@ -2,7 +2,9 @@
  * The Graphite (Carbon plaintext) sink for perfdata (F6). MySQL is the system
  * of record and must never wait for Graphite: `offer` never blocks, a full
  * buffer drops and counts (Q10), and a failed dial or write drops
- * the whole batch, closes the connection and dials again on the next flush.
+ * the whole batch, closes the connection and dials again on the next flush (no retry: a
+ * partly written batch sent again would duplicate its first lines). The buffer, batching and
+ * counting are the shared perfdata sink core (src/perfdata/sink.ts).
  *
  * @module
  */
@@ -10,16 +12,12 @@ import type { Counter, Gauge } from "prom-client";
 import type { Row } from "../events/mod.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { carbonLine, metricPath, sanitizeSegment } from "./format.ts";
-import { deadline, settledWithin } from "../util/async.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { deadline } from "../util/async.ts";
+import { BatchingSink, type SinkObserver, type Transport } from "../perfdata/sink.ts";
 
-const log = getLogger("graphite");
 const encoder = new TextEncoder();
 const DIAL_TIMEOUT_MS = 5_000;
 const WRITE_TIMEOUT_MS = 5_000;
-const FLUSH_INTERVAL_MS = 250;
-/** Lines buffered at most, in batches: beyond it new metrics are dropped, not queued. */
-const BUFFER_BATCHES = 10;
 
 /** Metric handles the client reports to. */
 export interface GraphiteMetrics {
@@ -41,8 +39,56 @@ export interface GraphiteOptions {
   /** Metrics per write, 1..1000. */
   readonly batchSize: number;
   readonly metrics?: GraphiteMetrics;
+  /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
+  readonly observer?: SinkObserver;
   /** Interval of the write summary; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
+}
+
+/** One lazily dialled TCP connection to Carbon's plaintext listener. */
+class CarbonTransport implements Transport<string> {
+  readonly backend = "graphite";
+  readonly target: string;
+  #conn: Deno.TcpConn | undefined;
+
+  constructor(addr: string) {
+    this.target = addr;
+  }
+
+  async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
+    if (this.#conn === undefined) {
+      const { hostname, port } = parseServerAddress(this.target);
+      using dial = deadline(DIAL_TIMEOUT_MS);
+      this.#conn = await Deno.connect({
+        hostname,
+        port,
+        signal: AbortSignal.any([dial.signal, signal]),
+      });
+      this.#conn.setNoDelay(true);
+    }
+    const bytes = encoder.encode(batch.join(""));
+    const conn = this.#conn;
+    using limit = deadline(WRITE_TIMEOUT_MS);
+    const onTimeout = () => this.reset();
+    const stop = AbortSignal.any([limit.signal, signal]);
+    stop.addEventListener("abort", onTimeout, { once: true });
+    try {
+      let off = 0;
+      while (off < bytes.length) off += await conn.write(bytes.subarray(off));
+    } finally {
+      stop.removeEventListener("abort", onTimeout);
+    }
+    return 0;
+  }
+
+  reset(): void {
+    try {
+      this.#conn?.close();
+    } catch {
+      // already closed
+    }
+    this.#conn = undefined;
+  }
 }
 
 /**
@@ -54,22 +100,44 @@ export class GraphiteClient {
   readonly #o: GraphiteOptions;
   readonly #prefix: string;
   readonly #illegal: RegExp | undefined;
-  #lines: string[] = [];
-  #conn: Deno.TcpConn | undefined;
-  #flushing: Promise<void> | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #statsTimer: ReturnType<typeof setInterval> | undefined;
-  #closed = false;
-  readonly #interval = { flushes: 0, metrics: 0 };
-  #total = 0;
+  readonly #sink: BatchingSink<string>;
 
   /** @param options Address, prefix, batch size and metrics. */
   constructor(options: GraphiteOptions) {
     this.#o = options;
     this.#illegal = options.illegalCharacters;
     this.#prefix = sanitizeSegment(options.prefix, this.#illegal);
-    const every = options.statsIntervalMs ?? 30_000;
-    if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
+    const m = options.metrics;
+    const o = options.observer;
+    this.#sink = new BatchingSink({
+      transport: new CarbonTransport(options.addr),
+      batchSize: options.batchSize,
+      observer: {
+        written(points) {
+          m?.written.inc(points);
+          m?.flushes.inc();
+          o?.written(points);
+        },
+        dropped(points, reason) {
+          m?.dropped.inc(points);
+          o?.dropped(points, reason);
+        },
+        available(up) {
+          m?.available.set(up ? 1 : 0);
+          o?.available(up);
+        },
+        retried() {
+          o?.retried();
+        },
+        failed() {
+          m?.errors.inc({ component: "graphite" });
+          o?.failed();
+        },
+      },
+      ...(options.statsIntervalMs === undefined
+        ? {}
+        : { statsIntervalMs: options.statsIntervalMs }),
+    });
   }
 
   /**
@@ -79,14 +147,11 @@ export class GraphiteClient {
    * @param rows Rows of `statusengine_perfdata`.
    */
   offer(rows: readonly Row[]): void {
-    if (this.#closed) return;
-    const room = this.#o.batchSize * BUFFER_BATCHES - this.#lines.length;
-    const accepted = Math.min(room, rows.length);
-    for (let i = 0; i < accepted; i++) {
-      const r = rows[i] as Row;
+    const lines: string[] = [];
+    for (const r of rows) {
       const value = r["value"];
       if (typeof value !== "number" || !Number.isFinite(value)) continue;
-      this.#lines.push(carbonLine(
+      lines.push(carbonLine(
         metricPath(
           this.#prefix,
           String(r["hostname"] ?? ""),
@@ -98,11 +163,7 @@ export class GraphiteClient {
         Number(r["timestamp_unix"] ?? 0),
       ));
     }
-    if (accepted < rows.length) {
-      this.#o.metrics?.dropped.inc(rows.length - accepted);
-      this.#o.metrics?.available.set(0);
-    }
-    this.#schedule();
+    this.#sink.push(lines);
   }
 
   /**
@@ -110,108 +171,7 @@ export class GraphiteClient {
    *
    * @param budgetMs Shutdown budget.
    */
-  async close(budgetMs: number): Promise<void> {
-    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    this.#statsTimer = undefined;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = undefined;
-    if (!this.#closed) {
-      this.#closed = true;
-      using limit = deadline(budgetMs);
-      const drain = (async () => {
-        while (this.#lines.length > 0 || this.#flushing !== undefined) {
-          await (this.#flushing ?? this.#flush());
-        }
-      })();
-      await settledWithin(drain, limit.signal);
-      this.#disconnect();
-      await drain.catch(() => {});
-      this.#logStats(true);
-    }
-  }
-
-  #schedule(): void {
-    if (this.#flushing !== undefined) return;
-    if (this.#lines.length >= this.#o.batchSize) {
-      void this.#flush();
-      return;
-    }
-    this.#timer ??= setTimeout(() => {
-      this.#timer = undefined;
-      if (this.#flushing === undefined && this.#lines.length > 0) void this.#flush();
-    }, FLUSH_INTERVAL_MS);
-  }
-
-  #flush(): Promise<void> {
-    const batch = this.#lines.splice(0, this.#o.batchSize);
-    this.#flushing = this.#write(batch).finally(() => {
-      this.#flushing = undefined;
-      if (!this.#closed && this.#lines.length > 0) this.#schedule();
-    });
-    return this.#flushing;
-  }
-
-  async #write(batch: string[]): Promise<void> {
-    if (batch.length === 0) return;
-    const m = this.#o.metrics;
-    let stage = "dial";
-    try {
-      if (this.#conn === undefined) {
-        const { hostname, port } = parseServerAddress(this.#o.addr);
-        using dial = deadline(DIAL_TIMEOUT_MS);
-        this.#conn = await Deno.connect({ hostname, port, signal: dial.signal });
-        this.#conn.setNoDelay(true);
-      }
-      stage = "write";
-      const bytes = encoder.encode(batch.join(""));
-      const conn = this.#conn;
-      using limit = deadline(WRITE_TIMEOUT_MS);
-      const onTimeout = () => this.#disconnect();
-      limit.signal.addEventListener("abort", onTimeout, { once: true });
-      let off = 0;
-      while (off < bytes.length) off += await conn.write(bytes.subarray(off));
-      limit.signal.removeEventListener("abort", onTimeout);
-      m?.written.inc(batch.length);
-      m?.flushes.inc();
-      m?.available.set(1);
-      this.#interval.flushes++;
-      this.#interval.metrics += batch.length;
-      this.#total += batch.length;
-      log.debug("graphite: metrics flushed", { addr: this.#o.addr, metrics: batch.length });
-    } catch (err: unknown) {
-      // Drop, never hold (F6): an unreachable Carbon loses metrics, it never delays MySQL.
-      this.#disconnect();
-      m?.dropped.inc(batch.length);
-      m?.available.set(0);
-      m?.errors.inc({ component: "graphite" });
-      log.error(`graphite: ${stage} failed, metrics dropped`, {
-        addr: this.#o.addr,
-        metrics: batch.length,
-        error: errorMessage(err),
-      });
-    }
-  }
-
-  #disconnect(): void {
-    try {
-      this.#conn?.close();
-    } catch {
-      // already closed
-    }
-    this.#conn = undefined;
-  }
-
-  #logStats(final: boolean): void {
-    const s = this.#interval;
-    if (s.flushes === 0 && (!final || this.#total === 0)) return;
-    log.info("graphite: write stats", {
-      addr: this.#o.addr,
-      flushes: s.flushes,
-      metrics: s.metrics,
-      metrics_per_flush: s.flushes === 0 ? 0 : Math.round((s.metrics / s.flushes) * 10) / 10,
-      total_processed: this.#total,
-    });
-    s.flushes = 0;
-    s.metrics = 0;
+  close(budgetMs: number): Promise<void> {
+    return this.#sink.close(budgetMs);
   }
 }

@@ -32,6 +32,8 @@ export type LabelSet =
   | "commands"
   | "command_reject_reasons"
   | "listeners"
+  /** Created by the daemon for each configured perfdata backend (with every drop reason). */
+  | "perfdata_backends"
   | "none";
 
 /** One catalogue row. */
@@ -286,6 +288,39 @@ export const METRICS = {
     precreate: "none",
     initial: 1,
   },
+  // --- perfdata backends (docs/perfdata.md#metrics) ------------------------------------
+  // One set for Graphite, InfluxDB and remote write, labelled by backend; the graphite_* series
+  // above stay for the dashboards built on them. A backend's series exist while it is configured.
+  perfdataPointsWritten: {
+    name: "statusengine_perfdata_points_written_total",
+    type: "counter",
+    help: "Perfdata points the backend accepted.",
+    labels: ["backend"],
+    precreate: "perfdata_backends",
+  },
+  perfdataDropped: {
+    name: "statusengine_perfdata_dropped_total",
+    type: "counter",
+    help: "Perfdata points that never reached the backend, by reason (buffer_full, " +
+      "write_failed, rejected, out_of_order). MySQL is not affected by any of them.",
+    labels: ["backend", "reason"],
+    precreate: "perfdata_backends",
+  },
+  perfdataBackendAvailable: {
+    name: "statusengine_perfdata_backend_available",
+    type: "gauge",
+    help: "1 while writes to the backend succeed (also before the first), 0 while its points " +
+      "are being dropped.",
+    labels: ["backend"],
+    precreate: "perfdata_backends",
+  },
+  perfdataWriteRetries: {
+    name: "statusengine_perfdata_write_retries_total",
+    type: "counter",
+    help: "Writes sent again after a network error, a timeout, HTTP 429 or 5xx.",
+    labels: ["backend"],
+    precreate: "perfdata_backends",
+  },
   // --- external commands and WebSocket (docs/operations.md#metrics) -------------------
   // Part of the metric interface dashboards built for the Go worker rely on.
   // The labelled command series are pre-created only while /commands is served
@@ -496,6 +531,14 @@ export const METRICS = {
 export type MetricKey = keyof typeof METRICS;
 
 /** `pipeline_errors_total` components (docs/operations.md#label-sets). */
-export const COMPONENTS = ["mysql", "websocket", "graphite", "queue", "command"] as const;
+export const COMPONENTS = [
+  "mysql",
+  "websocket",
+  "graphite",
+  "queue",
+  "command",
+  "influxdb",
+  "prometheus",
+] as const;
 /** A `component` label value. */
 export type Component = (typeof COMPONENTS)[number];

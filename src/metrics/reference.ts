@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type LabelSet, METRICS, type MetricSpec } from "./catalogue.ts";
+import { COMPONENTS, type LabelSet, METRICS, type MetricSpec } from "./catalogue.ts";
 
 /** Marker lines around the generated section. */
 export const METRICS_BEGIN = "<!-- BEGIN METRICS REFERENCE -->";
@@ -19,10 +19,12 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   tables: "all 19 written tables",
   "batched_tables": "the 14 batched tables",
   "batched_tables_x_adjust_reasons": "14 tables × every reason",
-  components: "mysql, websocket, graphite, queue, command",
+  components: COMPONENTS.join(", "),
   commands: "every command name, while /commands is served",
   "command_reject_reasons": "every reject reason, while /commands is served",
   listeners: "metrics, websocket, commands: each while it is served",
+  "perfdata_backends":
+    "graphite, influxdb, prometheus, each while configured (dropped: × every reason)",
   none: "—",
 };
 

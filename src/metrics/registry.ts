@@ -129,6 +129,9 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
       return (v.commandRejectReasons ?? []).map((r) => ({ reason: r }));
     case "listeners":
       return (v.listeners ?? []).map((l) => ({ listener: l }));
+    case "perfdata_backends":
+      // Created with the backend's client (src/daemon/outputs.ts), which knows the drop reasons.
+      return [];
     case "none":
       return [];
   }

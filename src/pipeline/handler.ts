@@ -28,7 +28,7 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
 
-/** Where perfdata rows go (perfdata route, F1). */
+/** Where perfdata rows go besides MySQL (`--perfdata-backends`, F1). */
 export interface PerfdataSink {
   /** Accept parsed metrics rows of `statusengine_perfdata`; never blocks MySQL (F6). */
   offer(rows: readonly Row[]): void;
@@ -61,10 +61,10 @@ export interface HandlerSettings {
   /** `--status-max-age` in seconds; 0 disables (P6). */
   readonly statusMaxAgeSeconds: number;
   readonly openItcockpit: boolean;
-  /** Perfdata to MySQL (`mysql`/`both` routes). */
+  /** Perfdata to MySQL (`--perfdata-backends` holds `mysql`). */
   readonly perfdataToMysql: boolean;
-  /** Perfdata to Graphite (`graphite`/`both` routes). */
-  readonly graphite?: PerfdataSink;
+  /** Perfdata to Graphite, InfluxDB and remote write; absent = none of them is configured. */
+  readonly perfdataSink?: PerfdataSink;
   /** Worker clock in epoch seconds (tests). */
   readonly now?: () => number;
   /** The `/ws` hub (docs/operations.md#ws); absent = nothing is streamed. */
@@ -109,7 +109,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
 
   async function writeRows(job: Job, rows: readonly TableRow[], signal: AbortSignal) {
     const byTable = new Map<BatchedTableName, Row[]>();
-    const graphiteRows: Row[] = [];
+    const sinkRows: Row[] = [];
     const timeColumn = isQueueName(job.queue) ? QUEUES[job.queue].eventTimeColumn : null;
     let newest = 0;
     for (const { table, row } of rows) {
@@ -118,7 +118,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         if (typeof t === "number" && t > newest) newest = t;
       }
       if (table === PERFDATA_TABLE) {
-        if (options.graphite !== undefined) graphiteRows.push(row);
+        if (options.perfdataSink !== undefined) sinkRows.push(row);
         if (!options.perfdataToMysql) continue;
       }
       let list = byTable.get(table);
@@ -128,8 +128,8 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       }
       list.push(row);
     }
-    // Graphite never holds up MySQL (F6): offered, not awaited.
-    if (graphiteRows.length > 0) options.graphite?.offer(graphiteRows);
+    // The perfdata backends never hold up MySQL (F6): offered, not awaited.
+    if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
     const tracker = new JobTracker(job.queue, total);

@@ -63,7 +63,7 @@ export function testConfig(
     nodeName: "N",
     // Relative: startTestWorker puts it into the worker's own temporary directory.
     deadLetterFile: TEST_DEAD_LETTER_FILE,
-    perfdataRoute: "mysql",
+    perfdataBackends: ["mysql"],
     graphite: { addr: "127.0.0.1:2003", prefix: "statusengine", batchSize: 100 },
     openItcockpit: false,
     metrics: null,

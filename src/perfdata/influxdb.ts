@@ -1,0 +1,208 @@
+/**
+ * Perfdata to InfluxDB in line protocol over HTTP (docs/perfdata.md#influxdb): the 1.x
+ * `/write?db=…` API (optional user and password) and the 2.x `/api/v2/write?org=…&bucket=…` API
+ * (token). One point per gauge: the measurement, tags `host`, `service`, `label` and `unit`
+ * (when not empty), fields `value` and `warn`, `crit`, `min`, `max` where the check gave them,
+ * at the check's time in seconds.
+ *
+ * @module
+ */
+import { perfdataThresholds, type Row } from "../events/mod.ts";
+import { formatCarbonValue } from "../graphite/format.ts";
+import { redactUrl } from "../util/redact.ts";
+import { BatchingSink, type SinkObserver, type Transport } from "./sink.ts";
+import { authorization, post } from "./http.ts";
+
+/** Options of {@link InfluxDbClient}. */
+export interface InfluxDbOptions {
+  /** `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`. */
+  readonly url: string;
+  readonly user?: string;
+  readonly password?: string;
+  /** InfluxDB 2.x API token (`Authorization: Token …`). */
+  readonly token?: string;
+  readonly measurement: string;
+  /** Points per request. */
+  readonly batchSize: number;
+  readonly observer?: SinkObserver;
+  readonly statsIntervalMs?: number;
+}
+
+// Line protocol cannot carry a line break inside a name: it ends the point. CR and LF become a
+// space, which keeps the name readable and the rest of the batch intact.
+const LINE_BREAK = /[\r\n]/g;
+const MEASUREMENT_SPECIAL = /[, ]/g;
+const TAG_SPECIAL = /[,= ]/g;
+// InfluxDB 1.x reads a backslash literally (`\\` stays two backslashes), except before a comma,
+// `=` or space, where it is an escape, and it refuses one at the end of a name: such a backslash
+// cannot be written at all and becomes `/` (NSClient++'s `C:\ used` arrives as `C:/ used`).
+const STUCK_BACKSLASH = /\\(?=[,= ]|$)/g;
+const NEEDS_ESCAPE = /[,= \\\r\n]/;
+
+/**
+ * A measurement name escaped for line protocol: commas and spaces get a backslash, line breaks
+ * become spaces, a backslash before one of them or at the end becomes `/`.
+ *
+ * @param name Measurement.
+ * @returns Escaped text.
+ */
+export function escapeMeasurement(name: string): string {
+  return name.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(
+    MEASUREMENT_SPECIAL,
+    "\\$&",
+  );
+}
+
+/**
+ * A tag key, tag value or field key escaped for line protocol: commas, `=` and spaces get a
+ * backslash, line breaks become spaces, a backslash before one of them or at the end becomes `/`.
+ *
+ * @param text Key or value.
+ * @returns Escaped text.
+ */
+export function escapeTag(text: string): string {
+  // Most names need nothing: one scan instead of three replacements.
+  if (!NEEDS_ESCAPE.test(text)) return text;
+  return text.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(
+    TAG_SPECIAL,
+    "\\$&",
+  );
+}
+
+/**
+ * One line-protocol point of a `statusengine_perfdata` row, or undefined when it has no finite
+ * value.
+ *
+ * @param measurement Already escaped measurement.
+ * @param row The row (with its thresholds, see `perfdataThresholds`).
+ * @returns `measurement,host=…,label=…,service=…[,unit=…] value=…[,warn=…] <seconds>`.
+ */
+export function influxLine(measurement: string, row: Row): string | undefined {
+  const value = row["value"];
+  if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
+  // Tags in key order (what InfluxDB sorts them into anyway); an empty tag value is not allowed.
+  let line = measurement;
+  for (
+    const [key, v] of [
+      ["host", row["hostname"]],
+      ["label", row["label"]],
+      ["service", row["service_description"]],
+      ["unit", row["unit"]],
+    ] as const
+  ) {
+    const text = v === null || v === undefined ? "" : String(v);
+    if (text !== "") line += `,${key}=${escapeTag(text)}`;
+  }
+  line += ` value=${formatCarbonValue(value)}`;
+  const t = perfdataThresholds(row);
+  if (t !== null) {
+    if (t.warn !== null) line += `,warn=${formatCarbonValue(t.warn)}`;
+    if (t.crit !== null) line += `,crit=${formatCarbonValue(t.crit)}`;
+    if (t.min !== null) line += `,min=${formatCarbonValue(t.min)}`;
+    if (t.max !== null) line += `,max=${formatCarbonValue(t.max)}`;
+  }
+  return `${line} ${Math.floor(Number(row["timestamp_unix"] ?? 0))}`;
+}
+
+/**
+ * The write URL with `precision=s` (points carry whole seconds).
+ *
+ * @param url `--influxdb-url`.
+ * @returns The URL to POST to.
+ */
+export function influxWriteUrl(url: string): string {
+  const u = new URL(url);
+  u.searchParams.set("precision", "s");
+  return u.toString();
+}
+
+/**
+ * Whether `url` is one of the two write APIs; the problem otherwise (for the setting's check).
+ *
+ * @param url `--influxdb-url`.
+ * @returns null when usable.
+ */
+export function influxUrlProblem(url: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return "is not a URL";
+  }
+  const path = u.pathname.replace(/\/+$/, "");
+  if (path.endsWith("/api/v2/write")) {
+    return u.searchParams.get("bucket") ? null : "names no bucket (…/api/v2/write?org=…&bucket=…)";
+  }
+  if (path.endsWith("/write")) {
+    return u.searchParams.get("db") ? null : "names no database (…/write?db=…)";
+  }
+  return "is neither …/write?db=… (InfluxDB 1.x) nor …/api/v2/write?org=…&bucket=… (2.x)";
+}
+
+class InfluxTransport implements Transport<string> {
+  readonly backend = "influxdb";
+  readonly target: string;
+  readonly #url: string;
+  readonly #headers: Record<string, string>;
+
+  constructor(o: InfluxDbOptions) {
+    this.#url = influxWriteUrl(o.url);
+    this.target = redactUrl(o.url);
+    const auth = authorization({
+      ...(o.token === undefined ? {} : { token: { scheme: "Token", value: o.token } }),
+      basic: { user: o.user ?? "", password: o.password ?? "" },
+    });
+    this.#headers = {
+      "Content-Type": "text/plain; charset=utf-8",
+      ...(auth === undefined ? {} : { Authorization: auth }),
+    };
+  }
+
+  async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
+    await post(this.#url, batch.join("\n"), this.#headers, signal);
+    return 0;
+  }
+}
+
+/** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */
+export class InfluxDbClient {
+  readonly #measurement: string;
+  readonly #sink: BatchingSink<string>;
+
+  /** @param options URL, credentials, measurement, batch size and observer. */
+  constructor(options: InfluxDbOptions) {
+    this.#measurement = escapeMeasurement(options.measurement);
+    this.#sink = new BatchingSink({
+      transport: new InfluxTransport(options),
+      batchSize: options.batchSize,
+      retry: { retries: 3, initialDelayMs: 500, maxDelayMs: 5_000 },
+      ...(options.observer === undefined ? {} : { observer: options.observer }),
+      ...(options.statsIntervalMs === undefined
+        ? {}
+        : { statsIntervalMs: options.statsIntervalMs }),
+    });
+  }
+
+  /**
+   * Accept perfdata rows; never waits.
+   *
+   * @param rows Rows of `statusengine_perfdata`.
+   */
+  offer(rows: readonly Row[]): void {
+    const lines: string[] = [];
+    for (const row of rows) {
+      const line = influxLine(this.#measurement, row);
+      if (line !== undefined) lines.push(line);
+    }
+    this.#sink.push(lines);
+  }
+
+  /**
+   * Send what is buffered within `budgetMs`, then stop. Idempotent.
+   *
+   * @param budgetMs Shutdown budget.
+   */
+  close(budgetMs: number): Promise<void> {
+    return this.#sink.close(budgetMs);
+  }
+}

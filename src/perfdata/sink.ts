@@ -1,0 +1,315 @@
+/**
+ * The core every perfdata backend besides MySQL shares (Graphite, InfluxDB, Prometheus remote
+ * write): a bounded buffer, batches sent one at a time, retries with backoff where the
+ * transport says a failure is temporary, and every point that does not arrive counted with the
+ * reason. MySQL is the system of record: `push` never waits, and a slow or dead endpoint only
+ * loses points, it never holds up a job's rows or its acknowledgement.
+ *
+ * @module
+ */
+import { deadline, settledWithin } from "../util/async.ts";
+import { errorMessage, getLogger } from "../log.ts";
+
+const log = getLogger("perfdata");
+const FAILURE_LOG_INTERVAL_MS = 60_000;
+/** Points buffered at least, whatever the batch size. */
+const MIN_BUFFER = 10_000;
+
+/** Why points were dropped (the `reason` label of `statusengine_perfdata_dropped_total`). */
+export const DROP_REASONS = ["buffer_full", "write_failed", "rejected", "out_of_order"] as const;
+/** A {@link DROP_REASONS} value. */
+export type DropReason = (typeof DROP_REASONS)[number];
+
+/**
+ * A failed write, as the transport judged it: `retryable` for a failure that may pass (network
+ * error, timeout, HTTP 5xx or 429), not for an answer that will not change (HTTP 4xx).
+ */
+export class SinkWriteError extends Error {
+  /** Whether sending the same batch again may succeed. */
+  readonly retryable: boolean;
+  /** How the batch's points are counted when it is dropped. */
+  readonly reason: DropReason;
+  /**
+   * @param message What failed, with the server's answer.
+   * @param options Retryable or not, and the drop reason (default `write_failed`).
+   */
+  constructor(message: string, options: { retryable: boolean; reason?: DropReason }) {
+    super(message);
+    this.name = "SinkWriteError";
+    this.retryable = options.retryable;
+    this.reason = options.reason ?? "write_failed";
+  }
+}
+
+/** Sends one batch; what differs between backends. */
+export interface Transport<T> {
+  /** Backend name for logs and metric labels (`graphite`, `influxdb`, `prometheus`). */
+  readonly backend: string;
+  /** Where it writes, secrets masked, for logs. */
+  readonly target: string;
+  /**
+   * Send a batch. Resolves with the number of points the backend refused (0 normally); throws
+   * a {@link SinkWriteError} (or any error, read as retryable) when the batch did not arrive.
+   */
+  write(batch: readonly T[], signal: AbortSignal): Promise<number>;
+  /** Forget connection state after a failure (the next write dials again). */
+  reset?(): void;
+}
+
+/** What the core reports; the daemon maps it onto the metric catalogue. */
+export interface SinkObserver {
+  written(points: number): void;
+  dropped(points: number, reason: DropReason): void;
+  available(up: boolean): void;
+  retried(): void;
+  /** One failed write (counted once per batch, not per attempt). */
+  failed(): void;
+}
+
+/** Retries of a batch whose write failed with a retryable error. */
+export interface RetryPolicy {
+  /** Further attempts after the first; 0 = drop at the first failure. */
+  readonly retries: number;
+  /** Pause before the first retry, doubled each time up to {@link maxDelayMs}. */
+  readonly initialDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+/** Options of {@link BatchingSink}. */
+export interface SinkOptions<T> {
+  readonly transport: Transport<T>;
+  /** Points per write. */
+  readonly batchSize: number;
+  /**
+   * Points buffered at most, in batches (default 10, and never fewer than 10,000 points); beyond
+   * it new points are dropped.
+   */
+  readonly bufferBatches?: number;
+  /** A batch that is not full is sent this long after its first point; default 250 ms. */
+  readonly flushIntervalMs?: number;
+  /** Default: no retry. */
+  readonly retry?: RetryPolicy;
+  readonly observer?: SinkObserver;
+  /** Interval of the write summary; default 30 s, 0 disables. */
+  readonly statsIntervalMs?: number;
+}
+
+const NO_RETRY: RetryPolicy = { retries: 0, initialDelayMs: 0, maxDelayMs: 0 };
+
+/**
+ * A bounded, batching, never-blocking sender of points of type `T` to one backend.
+ */
+export class BatchingSink<T> {
+  readonly #o: SinkOptions<T>;
+  readonly #t: Transport<T>;
+  readonly #capacity: number;
+  readonly #retry: RetryPolicy;
+  #items: T[] = [];
+  #flushing: Promise<void> | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #statsTimer: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+  /** Aborted when the close budget is spent: backoff pauses and writes in flight end. */
+  readonly #stop = new AbortController();
+  #up = true;
+  /** The last batch failed after all its retries (see #send). */
+  #down = false;
+  readonly #interval = { flushes: 0, points: 0, dropped: 0 };
+  #total = 0;
+
+  /** @param options Transport, batch size, buffer, retries and observer. */
+  constructor(options: SinkOptions<T>) {
+    this.#o = options;
+    this.#t = options.transport;
+    // At least MIN_BUFFER points: while the worker decodes a burst of jobs the event loop runs
+    // no write callbacks, and ten small Graphite batches overflowed with Carbon on this machine.
+    this.#capacity = Math.max(options.batchSize * (options.bufferBatches ?? 10), MIN_BUFFER);
+    this.#retry = options.retry ?? NO_RETRY;
+    const every = options.statsIntervalMs ?? 30_000;
+    if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
+  }
+
+  /** Whether the last write succeeded (or none failed yet). */
+  get available(): boolean {
+    return this.#up;
+  }
+
+  /**
+   * Accept points. Never waits: what does not fit the buffer is dropped and counted.
+   *
+   * @param points Points in the order they should be sent.
+   */
+  push(points: readonly T[]): void {
+    if (this.#closed || points.length === 0) return;
+    const room = Math.max(0, this.#capacity - this.#items.length);
+    const accepted = Math.min(room, points.length);
+    for (let i = 0; i < accepted; i++) this.#items.push(points[i] as T);
+    if (accepted < points.length) this.#drop(points.length - accepted, "buffer_full");
+    this.#schedule();
+  }
+
+  /** Count points dropped before they reached the buffer (a transport's own filter). */
+  countDropped(points: number, reason: DropReason): void {
+    if (points > 0) this.#drop(points, reason);
+  }
+
+  /**
+   * Send what is buffered (within `budgetMs`), then stop. Idempotent.
+   *
+   * @param budgetMs Shutdown budget; what is not sent by then is dropped and counted.
+   */
+  async close(budgetMs: number): Promise<void> {
+    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
+    this.#statsTimer = undefined;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#closed) return;
+    this.#closed = true;
+    using limit = deadline(budgetMs);
+    const drain = (async () => {
+      while (this.#items.length > 0 || this.#flushing !== undefined) {
+        if (this.#stop.signal.aborted) break;
+        await (this.#flushing ?? this.#flush());
+      }
+    })();
+    await settledWithin(drain, limit.signal);
+    this.#stop.abort();
+    this.#t.reset?.();
+    await drain.catch(() => {});
+    if (this.#items.length > 0) this.#drop(this.#items.splice(0).length, "write_failed");
+    this.#logStats(true);
+  }
+
+  #drop(points: number, reason: DropReason): void {
+    this.#o.observer?.dropped(points, reason);
+    this.#interval.dropped += points;
+    if (reason === "buffer_full" || reason === "write_failed") this.#setUp(false);
+  }
+
+  #setUp(up: boolean): void {
+    this.#o.observer?.available(up);
+    if (up === this.#up) return;
+    this.#up = up;
+    // Logged on the change only: a dead endpoint is one line, not one per batch.
+    if (up) {
+      log.info(`${this.#t.backend}: writes succeed again`, { target: this.#t.target });
+      this.#lastLogged.clear();
+    }
+  }
+
+  #schedule(): void {
+    if (this.#flushing !== undefined || this.#stop.signal.aborted) return;
+    if (this.#items.length >= this.#o.batchSize) {
+      void this.#flush();
+      return;
+    }
+    this.#timer ??= setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#flushing === undefined && this.#items.length > 0) void this.#flush();
+    }, this.#o.flushIntervalMs ?? 250);
+  }
+
+  #flush(): Promise<void> {
+    const batch = this.#items.splice(0, this.#o.batchSize);
+    this.#flushing = this.#send(batch).finally(() => {
+      this.#flushing = undefined;
+      if (this.#items.length > 0) this.#schedule();
+    });
+    return this.#flushing;
+  }
+
+  async #send(batch: T[]): Promise<void> {
+    if (batch.length === 0) return;
+    let delay = this.#retry.initialDelayMs;
+    for (let attempt = 0;; attempt++) {
+      try {
+        const refused = await this.#t.write(batch, this.#stop.signal);
+        this.#down = false;
+        const written = batch.length - refused;
+        this.#o.observer?.written(written);
+        if (refused > 0) this.#drop(refused, "out_of_order");
+        this.#setUp(true);
+        this.#interval.flushes++;
+        this.#interval.points += written;
+        this.#total += written;
+        return;
+      } catch (err: unknown) {
+        this.#t.reset?.();
+        const e = err instanceof SinkWriteError
+          ? err
+          : new SinkWriteError(errorMessage(err), { retryable: true });
+        // Once a batch has used up its retries the endpoint counts as down, and the batches
+        // behind it get one attempt each until a write succeeds: otherwise a dead endpoint would
+        // drain the buffer at one batch per backoff cycle while newer points are dropped.
+        const retry = e.retryable && !this.#down && attempt < this.#retry.retries &&
+          !this.#stop.signal.aborted;
+        if (retry) {
+          this.#o.observer?.retried();
+          log.debug(`${this.#t.backend}: write failed, retrying`, {
+            target: this.#t.target,
+            attempt: attempt + 1,
+            error: e.message,
+          });
+          await sleep(delay, this.#stop.signal);
+          delay = Math.min(delay * 2, this.#retry.maxDelayMs);
+          continue;
+        }
+        this.#o.observer?.failed();
+        if (e.retryable) this.#down = true;
+        this.#drop(batch.length, e.reason);
+        this.#logFailure(e, batch.length);
+        return;
+      }
+    }
+  }
+
+  /**
+   * One line per reason and minute at most: a dead endpoint or wrong credentials must show in
+   * the log without flooding it at four batches a second.
+   */
+  #logFailure(e: SinkWriteError, points: number): void {
+    const now = performance.now();
+    if (now - (this.#lastLogged.get(e.reason) ?? -Infinity) < FAILURE_LOG_INTERVAL_MS) return;
+    this.#lastLogged.set(e.reason, now);
+    log.error(`${this.#t.backend}: write failed, points dropped`, {
+      target: this.#t.target,
+      points,
+      reason: e.reason,
+      error: e.message,
+      hint: e.reason === "write_failed"
+        ? "is the server running and reachable? (repeats at most once a minute)"
+        : "the server refused the data; see the error (repeats at most once a minute)",
+    });
+  }
+
+  readonly #lastLogged = new Map<DropReason, number>();
+
+  #logStats(final: boolean): void {
+    const s = this.#interval;
+    if (s.flushes === 0 && s.dropped === 0 && (!final || this.#total === 0)) return;
+    log.info(`${this.#t.backend}: write stats`, {
+      target: this.#t.target,
+      flushes: s.flushes,
+      points: s.points,
+      points_per_flush: s.flushes === 0 ? 0 : Math.round((s.points / s.flushes) * 10) / 10,
+      dropped: s.dropped,
+      total_written: this.#total,
+    });
+    s.flushes = 0;
+    s.points = 0;
+    s.dropped = 0;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}

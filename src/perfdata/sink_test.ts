@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import { BatchingSink, type DropReason, SinkWriteError, type Transport } from "./sink.ts";
+import { waitFor } from "../../tests/helpers/wait.ts";
+
+/** A transport that answers from a script (one entry per write), then succeeds. */
+function scripted(answers: (SinkWriteError | number)[]) {
+  const writes: number[][] = [];
+  const transport: Transport<number> = {
+    backend: "test",
+    target: "test",
+    write(batch) {
+      writes.push([...batch]);
+      const a = answers.shift() ?? 0;
+      return typeof a === "number" ? Promise.resolve(a) : Promise.reject(a);
+    },
+  };
+  return { transport, writes };
+}
+
+function observer() {
+  const o = {
+    written: 0,
+    dropped: new Map<DropReason, number>(),
+    up: true,
+    retries: 0,
+    failures: 0,
+  };
+  return {
+    o,
+    observer: {
+      written: (n: number) => void (o.written += n),
+      dropped: (n: number, r: DropReason) => void o.dropped.set(r, (o.dropped.get(r) ?? 0) + n),
+      available: (up: boolean) => void (o.up = up),
+      retried: () => void o.retries++,
+      failed: () => void o.failures++,
+    },
+  };
+}
+
+const retry = { retries: 3, initialDelayMs: 1, maxDelayMs: 2 };
+const temporary = () => new SinkWriteError("HTTP 503", { retryable: true });
+
+Deno.test("sink: a temporary failure is retried with the same batch, then written", async () => {
+  const { transport, writes } = scripted([temporary(), temporary()]);
+  const { o, observer: obs } = observer();
+  const sink = new BatchingSink({
+    transport,
+    batchSize: 3,
+    retry,
+    observer: obs,
+    statsIntervalMs: 0,
+  });
+  sink.push([1, 2, 3]);
+  await waitFor(() => o.written === 3);
+  assert.deepEqual(writes, [[1, 2, 3], [1, 2, 3], [1, 2, 3]]);
+  assert.equal(o.retries, 2);
+  assert.equal(o.up, true);
+  await sink.close(1000);
+});
+
+Deno.test("sink: a refused batch (4xx) is dropped at once as rejected, never retried", async () => {
+  const { transport, writes } = scripted([
+    new SinkWriteError("HTTP 404 database not found", { retryable: false, reason: "rejected" }),
+  ]);
+  const { o, observer: obs } = observer();
+  const sink = new BatchingSink({
+    transport,
+    batchSize: 2,
+    retry,
+    observer: obs,
+    statsIntervalMs: 0,
+  });
+  sink.push([1, 2]);
+  await waitFor(() => o.dropped.get("rejected") === 2);
+  assert.equal(writes.length, 1);
+  assert.equal(o.retries, 0);
+  assert.equal(o.failures, 1);
+  await sink.close(1000);
+});
+
+Deno.test("sink: after a batch used up its retries, the next batches get one attempt each until a write succeeds", async () => {
+  const { transport, writes } = scripted([
+    temporary(),
+    temporary(),
+    temporary(),
+    temporary(), // batch 1: four attempts, dropped
+    temporary(), // batch 2: one attempt, dropped
+    0, // batch 3 written: retries are back
+    temporary(),
+    0, // batch 4: retried once, written
+  ]);
+  const { o, observer: obs } = observer();
+  const sink = new BatchingSink({
+    transport,
+    batchSize: 1,
+    retry,
+    observer: obs,
+    statsIntervalMs: 0,
+  });
+  sink.push([1, 2, 3, 4]);
+  await waitFor(() => o.written === 2);
+  assert.deepEqual(writes.map((w) => w[0]), [1, 1, 1, 1, 2, 3, 4, 4]);
+  assert.equal(o.dropped.get("write_failed"), 2);
+  assert.equal(o.up, true);
+  await sink.close(1000);
+});
+
+Deno.test("sink: push never waits; beyond the buffer points are dropped as buffer_full; close counts what is left", async () => {
+  // A write that only ends when the sink gives up on it (the close budget).
+  const transport: Transport<number> = {
+    backend: "test",
+    target: "test",
+    write: (_batch, signal) =>
+      new Promise((_, reject) =>
+        signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true })
+      ),
+  };
+  const { o, observer: obs } = observer();
+  const sink = new BatchingSink({ transport, batchSize: 2_000, observer: obs, statsIntervalMs: 0 });
+  sink.push(Array.from({ length: 25_000 }, (_, i) => i));
+  assert.equal(o.dropped.get("buffer_full"), 5_000, "ten batches of 2,000 fit");
+  assert.equal(o.up, false);
+  await sink.close(50);
+  assert.equal(o.dropped.get("write_failed"), 20_000, "the batch in flight and the buffer");
+  assert.equal(o.written, 0);
+});
+
+Deno.test("sink: a transport's refused points are counted as out_of_order, the rest as written", async () => {
+  const { transport } = scripted([1]);
+  const { o, observer: obs } = observer();
+  const sink = new BatchingSink({ transport, batchSize: 3, observer: obs, statsIntervalMs: 0 });
+  sink.push([1, 2, 3]);
+  await waitFor(() => o.written === 2);
+  assert.equal(o.dropped.get("out_of_order"), 1);
+  await sink.close(1000);
+});

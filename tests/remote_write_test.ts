@@ -1,0 +1,165 @@
+/**
+ * Perfdata through Prometheus remote write, end to end against the real servers (gearmand →
+ * worker → MariaDB and Prometheus 2.x with its remote-write receiver / VictoriaMetrics), read
+ * back through the Prometheus query API: values, labels, timestamps and hostile names; samples
+ * Prometheus refuses; and the server killed mid-stream.
+ */
+import assert from "node:assert/strict";
+import { type PromServer, startPrometheus, startVictoriaMetrics } from "./helpers/tsdb.ts";
+import {
+  hostileChecks,
+  PERFDATA_QUEUE,
+  perfdataEnv,
+  perfdataJob,
+  recentSeconds,
+  volumeJobs,
+} from "./helpers/perfdata_env.ts";
+import { jobsAtGearmand, publish } from "./helpers/worker.ts";
+import { waitFor } from "./helpers/wait.ts";
+
+const METRIC = "statusengine_perfdata_value";
+const remoteWrite = (url: string) => ({ url, batchSize: 500 });
+const labels = { backend: "prometheus" };
+
+async function series(server: PromServer & { flush?: () => Promise<void> }, t: number) {
+  let found: Awaited<ReturnType<PromServer["queryRange"]>> = [];
+  await waitFor(async () => {
+    await server.flush?.();
+    found = await server.queryRange(METRIC, t, t);
+    return found.length === 4;
+  }, { message: "four series readable", timeoutMs: 30_000 });
+  return found;
+}
+
+for (
+  const [name, start] of [["Prometheus", startPrometheus], [
+    "VictoriaMetrics",
+    startVictoriaMetrics,
+  ]] as const
+) {
+  Deno.test(`remote write: hostile names, values and check times arrive in ${name} as written`, async () => {
+    await using server = await start();
+    await using env = await perfdataEnv(["mysql", "prometheus"], {
+      prometheusRemoteWrite: remoteWrite(server.remoteWriteUrl),
+    });
+    const t = recentSeconds();
+    await publish(env.gearmand.addr, PERFDATA_QUEUE, [perfdataJob(hostileChecks(t))]);
+    await waitFor(
+      async () => (await env.metric("statusengine_perfdata_points_written_total", labels)) === 4,
+      { message: "four samples written" },
+    );
+    const found = await series(server, t);
+    const byLabel = new Map(found.map((s) => [s.metric.label, s]));
+    // Label values carry any text: nothing is escaped or replaced.
+    assert.deepEqual(byLabel.get("'C:\\ used %'"), {
+      metric: {
+        __name__: METRIC,
+        hostname: "web 01,dc=eu",
+        service_description: 'Disk "C:\\" usage',
+        label: "'C:\\ used %'",
+        unit: "%",
+      },
+      values: [[t, "42.5"]],
+    });
+    assert.deepEqual(byLabel.get("'temp, inner'"), {
+      metric: {
+        __name__: METRIC,
+        hostname: "köln-ü.example",
+        service_description: "Temperatur ☃\nKüche",
+        label: "'temp, inner'",
+        unit: "C",
+      },
+      values: [[t, "-3.7"]],
+    });
+    // The servers print the value differently (1e-07, 0.0000001); the number is the same.
+    assert.deepEqual(byLabel.get("x")?.values.map(([at, v]) => [at, Number(v)]), [[t, 1e-7]]);
+    assert.equal(byLabel.get("x")?.metric.unit, undefined, "no unit, no label");
+    assert.equal(byLabel.get("a")?.metric.hostname, "trailing\\");
+    assert.equal(await env.mysqlRows(), 4);
+  });
+}
+
+Deno.test("remote write: samples Prometheus refuses (older than the series' newest, repeated labels) are counted, not retried", async () => {
+  await using prometheus = await startPrometheus();
+  await using env = await perfdataEnv(["mysql", "prometheus"], {
+    prometheusRemoteWrite: remoteWrite(prometheus.remoteWriteUrl),
+  });
+  const t = recentSeconds();
+  const check = { host: "h", service: "s", startTime: t };
+  // A check repeating a label: two values for one series and timestamp; the last one is sent.
+  await publish(env.gearmand.addr, PERFDATA_QUEUE, [
+    perfdataJob([{ ...check, perfData: "dup=1 dup=2" }]),
+  ]);
+  await waitFor(
+    async () => (await env.metric("statusengine_perfdata_points_written_total", labels)) === 1,
+    { message: "one sample written" },
+  );
+  assert.equal(
+    await env.metric("statusengine_perfdata_dropped_total", { ...labels, reason: "out_of_order" }),
+    1,
+  );
+  // An older check of the same series, in a request of its own: Prometheus answers 400.
+  await publish(env.gearmand.addr, PERFDATA_QUEUE, [
+    perfdataJob([{ ...check, perfData: "dup=3", startTime: t - 60 }]),
+  ]);
+  await waitFor(async () =>
+    (await env.metric("statusengine_perfdata_dropped_total", {
+      ...labels,
+      reason: "out_of_order",
+    })) === 2, { message: "the out-of-order sample counted" });
+  assert.equal(await env.metric("statusengine_perfdata_write_retries_total", labels), 0);
+  assert.equal(await env.metric("statusengine_perfdata_backend_available", labels), 1);
+  const found = await prometheus.queryRange(METRIC, t, t);
+  assert.deepEqual(found.map((s) => s.values), [[[t, "2"]]]);
+  assert.equal(await env.mysqlRows(), 3, "MySQL keeps every gauge");
+});
+
+Deno.test("remote write: Prometheus killed mid-stream: MySQL gets every row, every job is acknowledged, every lost sample is counted", async () => {
+  const prometheus = await startPrometheus();
+  try {
+    await using env = await perfdataEnv(["mysql", "prometheus"], {
+      prometheusRemoteWrite: { ...remoteWrite(prometheus.remoteWriteUrl), batchSize: 200 },
+    });
+    const written = () => env.metric("statusengine_perfdata_points_written_total", labels);
+    const dropped = async () => {
+      let n = 0;
+      for (const reason of ["buffer_full", "write_failed", "rejected", "out_of_order"]) {
+        n += await env.metric("statusengine_perfdata_dropped_total", { ...labels, reason });
+      }
+      return n;
+    };
+    const t = recentSeconds();
+    await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(20, 50, t));
+    await waitFor(async () => (await written()) === 20 * 50 * 2, {
+      message: "the first 2000 samples written",
+      timeoutMs: 30_000,
+    });
+    await prometheus.kill();
+    const jobs = 100;
+    await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(jobs, 50, t + 1));
+    const total = (20 + jobs) * 50 * 2;
+    await waitFor(async () => (await env.mysqlRows()) === total, {
+      message: "every perfdata row in MySQL",
+      timeoutMs: 60_000,
+    });
+    await waitFor(async () => (await jobsAtGearmand(env.gearmand.addr, PERFDATA_QUEUE)) === 0, {
+      message: "every job acknowledged",
+    });
+    await waitFor(async () => (await written()) + (await dropped()) === total, {
+      message: "written + dropped = every sample offered",
+      timeoutMs: 30_000,
+    });
+    assert.ok(
+      (await env.metric("statusengine_perfdata_dropped_total", {
+        ...labels,
+        reason: "write_failed",
+      })) > 0,
+    );
+    assert.equal(await env.metric("statusengine_perfdata_backend_available", labels), 0);
+    assert.ok(
+      (await env.metric("statusengine_pipeline_errors_total", { component: "prometheus" })) > 0,
+    );
+  } finally {
+    await prometheus.stop();
+  }
+});
