@@ -18,13 +18,6 @@
  * numeric strings is not accepted. A missing member is treated exactly like null (G.3).
  * These rules are pinned by the "coercion:" tests in decode_test.ts.
  *
- * Every reader takes the member's value as its last argument, read by the caller with a
- * constant name (`int(st, p, "current_state", p.current_state)`); the object and key only
- * name the field in an error. Read here by a variable key, the reads of every field of every
- * decoder shared one inline cache, which V8 turned megamorphic: 7 % of the main thread's
- * samples in a servicestatus drain, against under 1 % for a read per call site.
- * field_reads_test.ts checks that every call reads the member it names.
- *
  * @module
  */
 
@@ -135,13 +128,15 @@ function coerceText(st: DecodeState, o: JsonObject, key: string, v: unknown): st
 }
 
 /** Optional integer field: null/absent → 0. */
-export function int(st: DecodeState, o: JsonObject, key: string, v: unknown): number {
+export function int(st: DecodeState, o: JsonObject, key: string): number {
+  const v = o[key];
   if (v === undefined || v === null) return 0;
   return coerceInt(st, o, key, v);
 }
 
 /** Required integer field: null/absent → `missing_field`. */
-export function reqInt(st: DecodeState, o: JsonObject, key: string, v: unknown): number {
+export function reqInt(st: DecodeState, o: JsonObject, key: string): number {
+  const v = o[key];
   if (v === undefined || v === null) {
     missing(st, o, key, "integer");
     return 0;
@@ -153,13 +148,15 @@ export function reqInt(st: DecodeState, o: JsonObject, key: string, v: unknown):
  * Optional integer field whose absence is meaningful: returns null for null/absent. Used
  * where "not provided" differs from 0 (the core-restart `timestamp`, D.1).
  */
-export function optInt(st: DecodeState, o: JsonObject, key: string, v: unknown): number | null {
+export function optInt(st: DecodeState, o: JsonObject, key: string): number | null {
+  const v = o[key];
   if (v === undefined || v === null) return null;
   return coerceInt(st, o, key, v);
 }
 
 /** Optional double field: null/absent → 0. Stored exactly as received (T21). */
-export function float(st: DecodeState, o: JsonObject, key: string, v: unknown): number {
+export function float(st: DecodeState, o: JsonObject, key: string): number {
+  const v = o[key];
   if (v === undefined || v === null) return 0;
   if (typeof v === "number") return Number.isFinite(v) ? v : badType(st, o, key, "a number", v);
   if (typeof v === "string" && FLOAT_STRING.test(v)) {
@@ -170,7 +167,8 @@ export function float(st: DecodeState, o: JsonObject, key: string, v: unknown): 
 }
 
 /** Flag field (`tinyint(1)`): normalised to 0/1 (T20, G.5); null/absent → 0. */
-export function flag(st: DecodeState, o: JsonObject, key: string, v: unknown): number {
+export function flag(st: DecodeState, o: JsonObject, key: string): number {
+  const v = o[key];
   if (v === undefined || v === null) return 0;
   if (typeof v === "number") {
     return Number.isFinite(v) ? (v !== 0 ? 1 : 0) : badType(st, o, key, "a flag", v);
@@ -181,19 +179,22 @@ export function flag(st: DecodeState, o: JsonObject, key: string, v: unknown): n
 }
 
 /** Optional text field: null/absent → `''` (T12). */
-export function text(st: DecodeState, o: JsonObject, key: string, v: unknown): string {
+export function text(st: DecodeState, o: JsonObject, key: string): string {
+  const v = o[key];
   if (v === undefined || v === null) return "";
   return coerceText(st, o, key, v);
 }
 
 /** Text field that keeps SQL NULL for JSON null (`event_handler`, `command_args`, G.3). */
-export function textOrNull(st: DecodeState, o: JsonObject, key: string, v: unknown): string | null {
+export function textOrNull(st: DecodeState, o: JsonObject, key: string): string | null {
+  const v = o[key];
   if (v === undefined || v === null) return null;
   return coerceText(st, o, key, v);
 }
 
 /** Required text field: null/absent → `missing_field`; `''` is accepted. */
-export function reqText(st: DecodeState, o: JsonObject, key: string, v: unknown): string {
+export function reqText(st: DecodeState, o: JsonObject, key: string): string {
+  const v = o[key];
   if (v === undefined || v === null) {
     missing(st, o, key, "string");
     return "";

@@ -53,58 +53,48 @@ export function decodeHostStatus(st: DecodeState, ev: JsonObject, p: JsonObject)
   st.rows.push({
     table: "statusengine_hoststatus",
     row: {
-      hostname: reqText(st, p, "name", p.name),
-      status_update_time: reqInt(st, ev, "timestamp", ev.timestamp),
-      output: text(st, p, "plugin_output", p.plugin_output),
-      long_output: text(st, p, "long_plugin_output", p.long_plugin_output),
-      perfdata: text(st, p, "perf_data", p.perf_data),
-      current_state: int(st, p, "current_state", p.current_state),
-      current_check_attempt: int(st, p, "current_attempt", p.current_attempt),
-      max_check_attempts: int(st, p, "max_attempts", p.max_attempts),
-      last_check: int(st, p, "last_check", p.last_check),
-      next_check: int(st, p, "next_check", p.next_check),
+      hostname: reqText(st, p, "name"),
+      status_update_time: reqInt(st, ev, "timestamp"),
+      output: text(st, p, "plugin_output"),
+      long_output: text(st, p, "long_plugin_output"),
+      perfdata: text(st, p, "perf_data"),
+      current_state: int(st, p, "current_state"),
+      current_check_attempt: int(st, p, "current_attempt"),
+      max_check_attempts: int(st, p, "max_attempts"),
+      last_check: int(st, p, "last_check"),
+      next_check: int(st, p, "next_check"),
       // Inverted on purpose: 1 for an ACTIVE check, as both existing workers store it (T1, D5).
-      is_passive_check: int(st, p, "check_type", p.check_type) === 0 ? 1 : 0,
-      last_state_change: int(st, p, "last_state_change", p.last_state_change),
-      last_hard_state_change: int(st, p, "last_hard_state_change", p.last_hard_state_change),
-      last_hard_state: int(st, p, "last_hard_state", p.last_hard_state),
-      is_hardstate: int(st, p, "state_type", p.state_type) === 1 ? 1 : 0,
-      last_notification: int(st, p, "last_notification", p.last_notification),
-      next_notification: int(st, p, "next_notification", p.next_notification),
-      notifications_enabled: flag(st, p, "notifications_enabled", p.notifications_enabled),
-      problem_has_been_acknowledged: flag(
-        st,
-        p,
-        "problem_has_been_acknowledged",
-        p.problem_has_been_acknowledged,
-      ),
-      acknowledgement_type: int(st, p, "acknowledgement_type", p.acknowledgement_type),
-      passive_checks_enabled: flag(st, p, "accept_passive_checks", p.accept_passive_checks),
-      active_checks_enabled: flag(st, p, "checks_enabled", p.checks_enabled),
-      event_handler_enabled: flag(st, p, "event_handler_enabled", p.event_handler_enabled),
-      flap_detection_enabled: flag(st, p, "flap_detection_enabled", p.flap_detection_enabled),
-      is_flapping: flag(st, p, "is_flapping", p.is_flapping),
-      latency: float(st, p, "latency", p.latency),
-      execution_time: float(st, p, "execution_time", p.execution_time),
-      scheduled_downtime_depth: int(st, p, "scheduled_downtime_depth", p.scheduled_downtime_depth),
-      process_performance_data: flag(st, p, "process_performance_data", p.process_performance_data),
-      obsess_over_host: flag(st, p, "obsess", p.obsess),
-      normal_check_interval: roundInterval(float(st, p, "check_interval", p.check_interval)),
-      retry_check_interval: roundInterval(float(st, p, "retry_interval", p.retry_interval)),
-      check_timeperiod: text(st, p, "check_period", p.check_period),
+      is_passive_check: int(st, p, "check_type") === 0 ? 1 : 0,
+      last_state_change: int(st, p, "last_state_change"),
+      last_hard_state_change: int(st, p, "last_hard_state_change"),
+      last_hard_state: int(st, p, "last_hard_state"),
+      is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
+      last_notification: int(st, p, "last_notification"),
+      next_notification: int(st, p, "next_notification"),
+      notifications_enabled: flag(st, p, "notifications_enabled"),
+      problem_has_been_acknowledged: flag(st, p, "problem_has_been_acknowledged"),
+      acknowledgement_type: int(st, p, "acknowledgement_type"),
+      passive_checks_enabled: flag(st, p, "accept_passive_checks"),
+      active_checks_enabled: flag(st, p, "checks_enabled"),
+      event_handler_enabled: flag(st, p, "event_handler_enabled"),
+      flap_detection_enabled: flag(st, p, "flap_detection_enabled"),
+      is_flapping: flag(st, p, "is_flapping"),
+      latency: float(st, p, "latency"),
+      execution_time: float(st, p, "execution_time"),
+      scheduled_downtime_depth: int(st, p, "scheduled_downtime_depth"),
+      process_performance_data: flag(st, p, "process_performance_data"),
+      obsess_over_host: flag(st, p, "obsess"),
+      normal_check_interval: roundInterval(float(st, p, "check_interval")),
+      retry_check_interval: roundInterval(float(st, p, "retry_interval")),
+      check_timeperiod: text(st, p, "check_period"),
       node_name: st.nodeName,
-      last_time_up: int(st, p, "last_time_up", p.last_time_up),
-      last_time_down: int(st, p, "last_time_down", p.last_time_down),
-      last_time_unreachable: int(st, p, "last_time_unreachable", p.last_time_unreachable),
-      current_notification_number: int(
-        st,
-        p,
-        "current_notification_number",
-        p.current_notification_number,
-      ),
-      percent_state_change: float(st, p, "percent_state_change", p.percent_state_change),
-      event_handler: textOrNull(st, p, "event_handler", p.event_handler),
-      check_command: text(st, p, "check_command", p.check_command),
+      last_time_up: int(st, p, "last_time_up"),
+      last_time_down: int(st, p, "last_time_down"),
+      last_time_unreachable: int(st, p, "last_time_unreachable"),
+      current_notification_number: int(st, p, "current_notification_number"),
+      percent_state_change: float(st, p, "percent_state_change"),
+      event_handler: textOrNull(st, p, "event_handler"),
+      check_command: text(st, p, "check_command"),
     },
   });
 }
@@ -114,60 +104,50 @@ export function decodeServiceStatus(st: DecodeState, ev: JsonObject, p: JsonObje
   st.rows.push({
     table: "statusengine_servicestatus",
     row: {
-      hostname: reqText(st, p, "host_name", p.host_name),
-      service_description: reqText(st, p, "description", p.description),
-      status_update_time: reqInt(st, ev, "timestamp", ev.timestamp),
-      output: text(st, p, "plugin_output", p.plugin_output),
-      long_output: text(st, p, "long_plugin_output", p.long_plugin_output),
-      perfdata: text(st, p, "perf_data", p.perf_data),
-      current_state: int(st, p, "current_state", p.current_state),
-      current_check_attempt: int(st, p, "current_attempt", p.current_attempt),
-      max_check_attempts: int(st, p, "max_attempts", p.max_attempts),
-      last_check: int(st, p, "last_check", p.last_check),
-      next_check: int(st, p, "next_check", p.next_check),
+      hostname: reqText(st, p, "host_name"),
+      service_description: reqText(st, p, "description"),
+      status_update_time: reqInt(st, ev, "timestamp"),
+      output: text(st, p, "plugin_output"),
+      long_output: text(st, p, "long_plugin_output"),
+      perfdata: text(st, p, "perf_data"),
+      current_state: int(st, p, "current_state"),
+      current_check_attempt: int(st, p, "current_attempt"),
+      max_check_attempts: int(st, p, "max_attempts"),
+      last_check: int(st, p, "last_check"),
+      next_check: int(st, p, "next_check"),
       // Inverted on purpose (T1, D5), see decodeHostStatus.
-      is_passive_check: int(st, p, "check_type", p.check_type) === 0 ? 1 : 0,
-      last_state_change: int(st, p, "last_state_change", p.last_state_change),
-      last_hard_state_change: int(st, p, "last_hard_state_change", p.last_hard_state_change),
-      last_hard_state: int(st, p, "last_hard_state", p.last_hard_state),
-      is_hardstate: int(st, p, "state_type", p.state_type) === 1 ? 1 : 0,
-      last_notification: int(st, p, "last_notification", p.last_notification),
-      next_notification: int(st, p, "next_notification", p.next_notification),
-      notifications_enabled: flag(st, p, "notifications_enabled", p.notifications_enabled),
-      problem_has_been_acknowledged: flag(
-        st,
-        p,
-        "problem_has_been_acknowledged",
-        p.problem_has_been_acknowledged,
-      ),
-      acknowledgement_type: int(st, p, "acknowledgement_type", p.acknowledgement_type),
-      passive_checks_enabled: flag(st, p, "accept_passive_checks", p.accept_passive_checks),
-      active_checks_enabled: flag(st, p, "checks_enabled", p.checks_enabled),
-      event_handler_enabled: flag(st, p, "event_handler_enabled", p.event_handler_enabled),
-      flap_detection_enabled: flag(st, p, "flap_detection_enabled", p.flap_detection_enabled),
-      is_flapping: flag(st, p, "is_flapping", p.is_flapping),
-      latency: float(st, p, "latency", p.latency),
-      execution_time: float(st, p, "execution_time", p.execution_time),
-      scheduled_downtime_depth: int(st, p, "scheduled_downtime_depth", p.scheduled_downtime_depth),
-      process_performance_data: flag(st, p, "process_performance_data", p.process_performance_data),
-      obsess_over_service: flag(st, p, "obsess", p.obsess),
-      normal_check_interval: roundInterval(float(st, p, "check_interval", p.check_interval)),
-      retry_check_interval: roundInterval(float(st, p, "retry_interval", p.retry_interval)),
-      check_timeperiod: text(st, p, "check_period", p.check_period),
+      is_passive_check: int(st, p, "check_type") === 0 ? 1 : 0,
+      last_state_change: int(st, p, "last_state_change"),
+      last_hard_state_change: int(st, p, "last_hard_state_change"),
+      last_hard_state: int(st, p, "last_hard_state"),
+      is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
+      last_notification: int(st, p, "last_notification"),
+      next_notification: int(st, p, "next_notification"),
+      notifications_enabled: flag(st, p, "notifications_enabled"),
+      problem_has_been_acknowledged: flag(st, p, "problem_has_been_acknowledged"),
+      acknowledgement_type: int(st, p, "acknowledgement_type"),
+      passive_checks_enabled: flag(st, p, "accept_passive_checks"),
+      active_checks_enabled: flag(st, p, "checks_enabled"),
+      event_handler_enabled: flag(st, p, "event_handler_enabled"),
+      flap_detection_enabled: flag(st, p, "flap_detection_enabled"),
+      is_flapping: flag(st, p, "is_flapping"),
+      latency: float(st, p, "latency"),
+      execution_time: float(st, p, "execution_time"),
+      scheduled_downtime_depth: int(st, p, "scheduled_downtime_depth"),
+      process_performance_data: flag(st, p, "process_performance_data"),
+      obsess_over_service: flag(st, p, "obsess"),
+      normal_check_interval: roundInterval(float(st, p, "check_interval")),
+      retry_check_interval: roundInterval(float(st, p, "retry_interval")),
+      check_timeperiod: text(st, p, "check_period"),
       node_name: st.nodeName,
-      last_time_ok: int(st, p, "last_time_ok", p.last_time_ok),
-      last_time_warning: int(st, p, "last_time_warning", p.last_time_warning),
-      last_time_critical: int(st, p, "last_time_critical", p.last_time_critical),
-      last_time_unknown: int(st, p, "last_time_unknown", p.last_time_unknown),
-      current_notification_number: int(
-        st,
-        p,
-        "current_notification_number",
-        p.current_notification_number,
-      ),
-      percent_state_change: float(st, p, "percent_state_change", p.percent_state_change),
-      event_handler: textOrNull(st, p, "event_handler", p.event_handler),
-      check_command: text(st, p, "check_command", p.check_command),
+      last_time_ok: int(st, p, "last_time_ok"),
+      last_time_warning: int(st, p, "last_time_warning"),
+      last_time_critical: int(st, p, "last_time_critical"),
+      last_time_unknown: int(st, p, "last_time_unknown"),
+      current_notification_number: int(st, p, "current_notification_number"),
+      percent_state_change: float(st, p, "percent_state_change"),
+      event_handler: textOrNull(st, p, "event_handler"),
+      check_command: text(st, p, "check_command"),
     },
   });
 }
@@ -177,23 +157,23 @@ export function decodeHostCheck(st: DecodeState, ev: JsonObject, p: JsonObject):
   st.rows.push({
     table: "statusengine_hostchecks",
     row: {
-      hostname: reqText(st, p, "host_name", p.host_name),
-      start_time: reqInt(st, p, "start_time", p.start_time),
+      hostname: reqText(st, p, "host_name"),
+      start_time: reqInt(st, p, "start_time"),
       // The event's microseconds, a key tie-breaker, not the check start's (A.7, G.8).
-      start_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-      state: int(st, p, "state", p.state),
-      is_hardstate: int(st, p, "state_type", p.state_type) === 1 ? 1 : 0,
-      end_time: int(st, p, "end_time", p.end_time),
-      output: text(st, p, "output", p.output),
-      timeout: int(st, p, "timeout", p.timeout),
-      early_timeout: flag(st, p, "early_timeout", p.early_timeout),
-      latency: float(st, p, "latency", p.latency),
-      execution_time: float(st, p, "execution_time", p.execution_time),
-      perfdata: text(st, p, "perf_data", p.perf_data),
-      command: text(st, p, "command_line", p.command_line),
-      current_check_attempt: int(st, p, "current_attempt", p.current_attempt),
-      max_check_attempts: int(st, p, "max_attempts", p.max_attempts),
-      long_output: text(st, p, "long_output", p.long_output),
+      start_time_usec: int(st, ev, "timestamp_usec"),
+      state: int(st, p, "state"),
+      is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
+      end_time: int(st, p, "end_time"),
+      output: text(st, p, "output"),
+      timeout: int(st, p, "timeout"),
+      early_timeout: flag(st, p, "early_timeout"),
+      latency: float(st, p, "latency"),
+      execution_time: float(st, p, "execution_time"),
+      perfdata: text(st, p, "perf_data"),
+      command: text(st, p, "command_line"),
+      current_check_attempt: int(st, p, "current_attempt"),
+      max_check_attempts: int(st, p, "max_attempts"),
+      long_output: text(st, p, "long_output"),
     },
   });
 }
@@ -203,39 +183,39 @@ export function decodeServiceCheck(st: DecodeState, ev: JsonObject, p: JsonObjec
   st.rows.push({
     table: "statusengine_servicechecks",
     row: {
-      service_description: reqText(st, p, "service_description", p.service_description),
-      start_time: reqInt(st, p, "start_time", p.start_time),
-      start_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-      hostname: reqText(st, p, "host_name", p.host_name),
-      state: int(st, p, "state", p.state),
-      is_hardstate: int(st, p, "state_type", p.state_type) === 1 ? 1 : 0,
-      end_time: int(st, p, "end_time", p.end_time),
-      output: text(st, p, "output", p.output),
-      timeout: int(st, p, "timeout", p.timeout),
-      early_timeout: flag(st, p, "early_timeout", p.early_timeout),
-      latency: float(st, p, "latency", p.latency),
-      execution_time: float(st, p, "execution_time", p.execution_time),
-      perfdata: text(st, p, "perf_data", p.perf_data),
-      command: text(st, p, "command_line", p.command_line),
-      current_check_attempt: int(st, p, "current_attempt", p.current_attempt),
-      max_check_attempts: int(st, p, "max_attempts", p.max_attempts),
-      long_output: text(st, p, "long_output", p.long_output),
+      service_description: reqText(st, p, "service_description"),
+      start_time: reqInt(st, p, "start_time"),
+      start_time_usec: int(st, ev, "timestamp_usec"),
+      hostname: reqText(st, p, "host_name"),
+      state: int(st, p, "state"),
+      is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
+      end_time: int(st, p, "end_time"),
+      output: text(st, p, "output"),
+      timeout: int(st, p, "timeout"),
+      early_timeout: flag(st, p, "early_timeout"),
+      latency: float(st, p, "latency"),
+      execution_time: float(st, p, "execution_time"),
+      perfdata: text(st, p, "perf_data"),
+      command: text(st, p, "command_line"),
+      current_check_attempt: int(st, p, "current_attempt"),
+      max_check_attempts: int(st, p, "max_attempts"),
+      long_output: text(st, p, "long_output"),
     },
   });
 }
 
 /** `statusngin_service_perfdata` → `statusengine_perfdata` (A.8, E.6). */
 export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonObject): void {
-  const perfData = text(st, p, "perf_data", p.perf_data);
+  const perfData = text(st, p, "perf_data");
   if (perfData === "") return;
   // The broker emits this event even when perf_data is empty (A.4); without a parseable gauge
   // there is nothing to store and the identity fields are irrelevant (A.12 "skipped").
   const metrics = parsePerfdata(perfData);
   if (metrics.length === 0) return;
-  const hostname = reqText(st, p, "host_name", p.host_name);
-  const service = reqText(st, p, "service_description", p.service_description);
+  const hostname = reqText(st, p, "host_name");
+  const service = reqText(st, p, "service_description");
   // Metric time is the payload start_time, not the envelope timestamp (D5, T4).
-  const startTime = reqInt(st, p, "start_time", p.start_time);
+  const startTime = reqInt(st, p, "start_time");
   if (st.reason !== null) return;
   appendPerfdataRows(hostname, service, startTime, metrics, st.rows);
 }
@@ -244,42 +224,42 @@ export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonO
 export function decodeStateChange(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // statechange_type 1 → service, anything else → host (Go rule, A.9); it is also what the
   // state_change column stores (G.8).
-  const kind = reqInt(st, p, "statechange_type", p.statechange_type);
+  const kind = reqInt(st, p, "statechange_type");
   if (kind === 1) {
     st.rows.push({
       table: "statusengine_service_statehistory",
       row: {
-        service_description: reqText(st, p, "service_description", p.service_description),
-        state_time: reqInt(st, ev, "timestamp", ev.timestamp),
-        state_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-        hostname: reqText(st, p, "host_name", p.host_name),
+        service_description: reqText(st, p, "service_description"),
+        state_time: reqInt(st, ev, "timestamp"),
+        state_time_usec: int(st, ev, "timestamp_usec"),
+        hostname: reqText(st, p, "host_name"),
         state_change: kind,
-        state: int(st, p, "state", p.state),
-        is_hardstate: int(st, p, "state_type", p.state_type) === 1 ? 1 : 0,
-        current_check_attempt: int(st, p, "current_attempt", p.current_attempt),
-        max_check_attempts: int(st, p, "max_attempts", p.max_attempts),
-        last_state: int(st, p, "last_state", p.last_state),
-        last_hard_state: int(st, p, "last_hard_state", p.last_hard_state),
-        output: text(st, p, "output", p.output),
-        long_output: text(st, p, "long_output", p.long_output),
+        state: int(st, p, "state"),
+        is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
+        current_check_attempt: int(st, p, "current_attempt"),
+        max_check_attempts: int(st, p, "max_attempts"),
+        last_state: int(st, p, "last_state"),
+        last_hard_state: int(st, p, "last_hard_state"),
+        output: text(st, p, "output"),
+        long_output: text(st, p, "long_output"),
       },
     });
   } else {
     st.rows.push({
       table: "statusengine_host_statehistory",
       row: {
-        hostname: reqText(st, p, "host_name", p.host_name),
-        state_time: reqInt(st, ev, "timestamp", ev.timestamp),
-        state_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
+        hostname: reqText(st, p, "host_name"),
+        state_time: reqInt(st, ev, "timestamp"),
+        state_time_usec: int(st, ev, "timestamp_usec"),
         state_change: kind,
-        state: int(st, p, "state", p.state),
-        is_hardstate: int(st, p, "state_type", p.state_type) === 1 ? 1 : 0,
-        current_check_attempt: int(st, p, "current_attempt", p.current_attempt),
-        max_check_attempts: int(st, p, "max_attempts", p.max_attempts),
-        last_state: int(st, p, "last_state", p.last_state),
-        last_hard_state: int(st, p, "last_hard_state", p.last_hard_state),
-        output: text(st, p, "output", p.output),
-        long_output: text(st, p, "long_output", p.long_output),
+        state: int(st, p, "state"),
+        is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
+        current_check_attempt: int(st, p, "current_attempt"),
+        max_check_attempts: int(st, p, "max_attempts"),
+        last_state: int(st, p, "last_state"),
+        last_hard_state: int(st, p, "last_hard_state"),
+        output: text(st, p, "output"),
+        long_output: text(st, p, "long_output"),
       },
     });
   }
@@ -291,9 +271,9 @@ export function decodeLogEntry(st: DecodeState, _ev: JsonObject, p: JsonObject):
     table: "statusengine_logentries",
     row: {
       // The log line's own time, not the envelope's (E.4).
-      entry_time: reqInt(st, p, "entry_time", p.entry_time),
-      logentry_type: int(st, p, "data_type", p.data_type),
-      logentry_data: text(st, p, "data", p.data),
+      entry_time: reqInt(st, p, "entry_time"),
+      logentry_type: int(st, p, "data_type"),
+      logentry_data: text(st, p, "data"),
       node_name: st.nodeName,
     },
   });
@@ -302,44 +282,44 @@ export function decodeLogEntry(st: DecodeState, _ev: JsonObject, p: JsonObject):
 /** `statusngin_notifications` → `statusengine_{host,service}_notifications_log` (A.11.1). */
 export function decodeNotification(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // Only completed rounds that reached somebody; the broker filters too, we filter again.
-  if (reqInt(st, ev, "type", ev.type) !== NOTIFICATION_END) return;
-  const contacts = reqInt(st, p, "contacts_notified", p.contacts_notified);
+  if (reqInt(st, ev, "type") !== NOTIFICATION_END) return;
+  const contacts = reqInt(st, p, "contacts_notified");
   if (contacts <= 0) return;
   // Routing on service_description: null or '' → host (A.12); notification_type is unused.
-  const service = textOrNull(st, p, "service_description", p.service_description);
+  const service = textOrNull(st, p, "service_description");
   if (service === null || service === "") {
     st.rows.push({
       table: "statusengine_host_notifications_log",
       row: {
-        hostname: reqText(st, p, "host_name", p.host_name),
-        start_time: reqInt(st, p, "start_time", p.start_time),
-        start_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-        end_time: int(st, p, "end_time", p.end_time),
-        state: int(st, p, "state", p.state),
-        reason_type: int(st, p, "reason_type", p.reason_type),
-        is_escalated: flag(st, p, "escalated", p.escalated),
+        hostname: reqText(st, p, "host_name"),
+        start_time: reqInt(st, p, "start_time"),
+        start_time_usec: int(st, ev, "timestamp_usec"),
+        end_time: int(st, p, "end_time"),
+        state: int(st, p, "state"),
+        reason_type: int(st, p, "reason_type"),
+        is_escalated: flag(st, p, "escalated"),
         contacts_notified_count: contacts,
-        output: text(st, p, "output", p.output),
-        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
-        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
+        output: text(st, p, "output"),
+        ack_author: textOrNull(st, p, "ack_author"),
+        ack_data: textOrNull(st, p, "ack_data"),
       },
     });
   } else {
     st.rows.push({
       table: "statusengine_service_notifications_log",
       row: {
-        hostname: reqText(st, p, "host_name", p.host_name),
+        hostname: reqText(st, p, "host_name"),
         service_description: service,
-        start_time: reqInt(st, p, "start_time", p.start_time),
-        start_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-        end_time: int(st, p, "end_time", p.end_time),
-        state: int(st, p, "state", p.state),
-        reason_type: int(st, p, "reason_type", p.reason_type),
-        is_escalated: flag(st, p, "escalated", p.escalated),
+        start_time: reqInt(st, p, "start_time"),
+        start_time_usec: int(st, ev, "timestamp_usec"),
+        end_time: int(st, p, "end_time"),
+        state: int(st, p, "state"),
+        reason_type: int(st, p, "reason_type"),
+        is_escalated: flag(st, p, "escalated"),
         contacts_notified_count: contacts,
-        output: text(st, p, "output", p.output),
-        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
-        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
+        output: text(st, p, "output"),
+        ack_author: textOrNull(st, p, "ack_author"),
+        ack_data: textOrNull(st, p, "ack_data"),
       },
     });
   }
@@ -352,25 +332,25 @@ export function decodeContactNotificationMethod(
   p: JsonObject,
 ): void {
   // 604 (start) has no meaningful end time; both workers store only 605 (A.11.2).
-  if (reqInt(st, ev, "type", ev.type) !== CONTACTNOTIFICATIONMETHOD_END) return;
-  const service = textOrNull(st, p, "service_description", p.service_description);
+  if (reqInt(st, ev, "type") !== CONTACTNOTIFICATIONMETHOD_END) return;
+  const service = textOrNull(st, p, "service_description");
   if (service === null || service === "") {
     st.rows.push({
       table: "statusengine_host_notifications",
       row: {
-        hostname: reqText(st, p, "host_name", p.host_name),
+        hostname: reqText(st, p, "host_name"),
         // The payload start_time of this command execution, not the envelope time (D5, T3).
-        start_time: reqInt(st, p, "start_time", p.start_time),
-        start_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-        contact_name: text(st, p, "contact_name", p.contact_name),
-        command_name: text(st, p, "command_name", p.command_name),
-        command_args: textOrNull(st, p, "command_args", p.command_args),
-        state: int(st, p, "state", p.state),
-        end_time: int(st, p, "end_time", p.end_time),
-        reason_type: int(st, p, "reason_type", p.reason_type),
-        output: text(st, p, "output", p.output),
-        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
-        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
+        start_time: reqInt(st, p, "start_time"),
+        start_time_usec: int(st, ev, "timestamp_usec"),
+        contact_name: text(st, p, "contact_name"),
+        command_name: text(st, p, "command_name"),
+        command_args: textOrNull(st, p, "command_args"),
+        state: int(st, p, "state"),
+        end_time: int(st, p, "end_time"),
+        reason_type: int(st, p, "reason_type"),
+        output: text(st, p, "output"),
+        ack_author: textOrNull(st, p, "ack_author"),
+        ack_data: textOrNull(st, p, "ack_data"),
       },
     });
   } else {
@@ -378,18 +358,18 @@ export function decodeContactNotificationMethod(
       table: "statusengine_service_notifications",
       row: {
         service_description: service,
-        start_time: reqInt(st, p, "start_time", p.start_time),
-        start_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-        hostname: reqText(st, p, "host_name", p.host_name),
-        contact_name: text(st, p, "contact_name", p.contact_name),
-        command_name: text(st, p, "command_name", p.command_name),
-        command_args: textOrNull(st, p, "command_args", p.command_args),
-        state: int(st, p, "state", p.state),
-        end_time: int(st, p, "end_time", p.end_time),
-        reason_type: int(st, p, "reason_type", p.reason_type),
-        output: text(st, p, "output", p.output),
-        ack_author: textOrNull(st, p, "ack_author", p.ack_author),
-        ack_data: textOrNull(st, p, "ack_data", p.ack_data),
+        start_time: reqInt(st, p, "start_time"),
+        start_time_usec: int(st, ev, "timestamp_usec"),
+        hostname: reqText(st, p, "host_name"),
+        contact_name: text(st, p, "contact_name"),
+        command_name: text(st, p, "command_name"),
+        command_args: textOrNull(st, p, "command_args"),
+        state: int(st, p, "state"),
+        end_time: int(st, p, "end_time"),
+        reason_type: int(st, p, "reason_type"),
+        output: text(st, p, "output"),
+        ack_author: textOrNull(st, p, "ack_author"),
+        ack_data: textOrNull(st, p, "ack_data"),
       },
     });
   }
@@ -399,38 +379,38 @@ export function decodeContactNotificationMethod(
 export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // In this callback acknowledgement_type is the object kind: 1 → service, else host (Go
   // rule); stored as received (G.8).
-  const kind = reqInt(st, p, "acknowledgement_type", p.acknowledgement_type);
+  const kind = reqInt(st, p, "acknowledgement_type");
   if (kind === 1) {
     st.rows.push({
       table: "statusengine_service_acknowledgements",
       row: {
-        service_description: reqText(st, p, "service_description", p.service_description),
-        entry_time: reqInt(st, ev, "timestamp", ev.timestamp),
-        entry_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-        hostname: reqText(st, p, "host_name", p.host_name),
-        state: int(st, p, "state", p.state),
-        author_name: text(st, p, "author_name", p.author_name),
-        comment_data: text(st, p, "comment_data", p.comment_data),
+        service_description: reqText(st, p, "service_description"),
+        entry_time: reqInt(st, ev, "timestamp"),
+        entry_time_usec: int(st, ev, "timestamp_usec"),
+        hostname: reqText(st, p, "host_name"),
+        state: int(st, p, "state"),
+        author_name: text(st, p, "author_name"),
+        comment_data: text(st, p, "comment_data"),
         acknowledgement_type: kind,
-        is_sticky: flag(st, p, "is_sticky", p.is_sticky),
-        persistent_comment: flag(st, p, "persistent_comment", p.persistent_comment),
-        notify_contacts: flag(st, p, "notify_contacts", p.notify_contacts),
+        is_sticky: flag(st, p, "is_sticky"),
+        persistent_comment: flag(st, p, "persistent_comment"),
+        notify_contacts: flag(st, p, "notify_contacts"),
       },
     });
   } else {
     st.rows.push({
       table: "statusengine_host_acknowledgements",
       row: {
-        hostname: reqText(st, p, "host_name", p.host_name),
-        entry_time: reqInt(st, ev, "timestamp", ev.timestamp),
-        entry_time_usec: int(st, ev, "timestamp_usec", ev.timestamp_usec),
-        state: int(st, p, "state", p.state),
-        author_name: text(st, p, "author_name", p.author_name),
-        comment_data: text(st, p, "comment_data", p.comment_data),
+        hostname: reqText(st, p, "host_name"),
+        entry_time: reqInt(st, ev, "timestamp"),
+        entry_time_usec: int(st, ev, "timestamp_usec"),
+        state: int(st, p, "state"),
+        author_name: text(st, p, "author_name"),
+        comment_data: text(st, p, "comment_data"),
         acknowledgement_type: kind,
-        is_sticky: flag(st, p, "is_sticky", p.is_sticky),
-        persistent_comment: flag(st, p, "persistent_comment", p.persistent_comment),
-        notify_contacts: flag(st, p, "notify_contacts", p.notify_contacts),
+        is_sticky: flag(st, p, "is_sticky"),
+        persistent_comment: flag(st, p, "persistent_comment"),
+        notify_contacts: flag(st, p, "notify_contacts"),
       },
     });
   }
@@ -438,39 +418,35 @@ export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonOb
 
 /** `statusngin_downtimes` → statements for the downtime tables (docs/downtimes.md). */
 export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): void {
-  const type = reqInt(st, ev, "type", ev.type);
+  const type = reqInt(st, ev, "type");
   const isAdd = type === DOWNTIME_ADD;
   // Unknown types write nothing (C.3), so their fields are not inspected.
   if (
     !isAdd && type !== DOWNTIME_LOAD && type !== DOWNTIME_START && type !== DOWNTIME_STOP &&
     type !== DOWNTIME_DELETE
   ) return;
-  const downtimeType = reqInt(st, p, "downtime_type", p.downtime_type);
+  const downtimeType = reqInt(st, p, "downtime_type");
   const isHost = downtimeType === DOWNTIME_TYPE_HOST;
   // Every event reads the whole definition: whichever of them is applied first creates the
   // rows (docs/downtimes.md).
   appendDowntimeStatements(
     {
       type,
-      attr: type === DOWNTIME_STOP ? int(st, ev, "attr", ev.attr) : 0,
-      timestamp: isAdd
-        ? int(st, ev, "timestamp", ev.timestamp)
-        : reqInt(st, ev, "timestamp", ev.timestamp),
-      timestampUsec: isAdd ? int(st, ev, "timestamp_usec", ev.timestamp_usec) : 0,
+      attr: type === DOWNTIME_STOP ? int(st, ev, "attr") : 0,
+      timestamp: isAdd ? int(st, ev, "timestamp") : reqInt(st, ev, "timestamp"),
+      timestampUsec: isAdd ? int(st, ev, "timestamp_usec") : 0,
       downtimeType,
-      hostName: reqText(st, p, "host_name", p.host_name),
-      serviceDescription: isHost
-        ? ""
-        : reqText(st, p, "service_description", p.service_description),
-      downtimeId: reqInt(st, p, "downtime_id", p.downtime_id),
-      startTime: reqInt(st, p, "start_time", p.start_time),
-      endTime: int(st, p, "end_time", p.end_time),
-      entryTime: int(st, p, "entry_time", p.entry_time),
-      authorName: text(st, p, "author_name", p.author_name),
-      commentData: text(st, p, "comment_data", p.comment_data),
-      triggeredBy: int(st, p, "triggered_by", p.triggered_by),
-      fixed: flag(st, p, "fixed", p.fixed),
-      duration: int(st, p, "duration", p.duration),
+      hostName: reqText(st, p, "host_name"),
+      serviceDescription: isHost ? "" : reqText(st, p, "service_description"),
+      downtimeId: reqInt(st, p, "downtime_id"),
+      startTime: reqInt(st, p, "start_time"),
+      endTime: int(st, p, "end_time"),
+      entryTime: int(st, p, "entry_time"),
+      authorName: text(st, p, "author_name"),
+      commentData: text(st, p, "comment_data"),
+      triggeredBy: int(st, p, "triggered_by"),
+      fixed: flag(st, p, "fixed"),
+      duration: int(st, p, "duration"),
     },
     st.nodeName,
     st.statements,
@@ -479,7 +455,7 @@ export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): 
 
 /** `statusngin_core_restart`: the cleanup cutoff of D.1 (D4). No envelope, no payload key. */
 export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObject): void {
-  const objectType = reqInt(st, ev, "object_type", ev.object_type);
+  const objectType = reqInt(st, ev, "object_type");
   if (st.reason !== null) return;
   if (objectType !== PROCESS_RESTART) {
     st.ignored = `object_type ${objectType} is not ${PROCESS_RESTART} (PROCESS_RESTART)`;
@@ -487,7 +463,7 @@ export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObjec
   }
   // A missing, zero or negative timestamp means "not provided": the decode clock stands in,
   // and the pipeline replaces it by the job's receive time (capped, see `cutoffSource`).
-  const ts = optInt(st, ev, "timestamp", ev.timestamp);
+  const ts = optInt(st, ev, "timestamp");
   const fromMessage = ts !== null && ts > 0;
   const cutoff = fromMessage ? ts : st.nowSeconds;
   st.restarts++;

@@ -37,7 +37,7 @@ function decodeEvent(
 ): boolean {
   st.envelope = ev;
   if (staleBefore !== null) {
-    const ts = reqInt(st, ev, "timestamp", ev.timestamp);
+    const ts = reqInt(st, ev, "timestamp");
     if (st.reason !== null) return false;
     // Strictly older than the cutoff: an event exactly at the cutoff is kept (D.2).
     if (ts < staleBefore) return true;
