@@ -102,7 +102,7 @@ Deno.test("start-up: refused credentials end the start with exit 1 and say waiti
   wrong.password = "wrong-pw";
   await assert.rejects(
     startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: wrong.href }),
-    /worker exited during start-up[\s\S]*refused the connection[\s\S]*waiting cannot fix this/,
+    /worker exited during start-up[\s\S]*refused the login[\s\S]*waiting cannot fix this/,
   );
 });
 

@@ -171,9 +171,7 @@ async function check(
     } catch (err: unknown) {
       if (!waitable(err)) {
         throw new StartupError(
-          `Cannot start: MySQL at ${shown} refused the connection: ${errorMessage(err)}; ` +
-            "waiting cannot fix this: check the user, password, host grants and database of " +
-            "--mysql-url (STATUSENGINE_MYSQL_URL)",
+          `Cannot start: ${describeMysqlConnectFailure(err, shown)} (waiting cannot fix this)`,
           { cause: err },
         );
       }
