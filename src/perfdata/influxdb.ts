@@ -10,8 +10,8 @@
 import { perfdataThresholds, type Row } from "../events/mod.ts";
 import { formatCarbonValue } from "../graphite/format.ts";
 import { redactUrl } from "../util/redact.ts";
-import { BatchingSink, type SinkObserver, type Transport } from "./sink.ts";
-import { authorization, post } from "./http.ts";
+import type { SinkObserver, Transport } from "./sink.ts";
+import { HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
 /** Options of {@link InfluxDbClient}. */
 export interface InfluxDbOptions {
@@ -148,14 +148,12 @@ class InfluxTransport implements Transport<string> {
   constructor(o: InfluxDbOptions) {
     this.#url = influxWriteUrl(o.url);
     this.target = redactUrl(o.url);
-    const auth = authorization({
+    this.#headers = requestHeaders({
+      "Content-Type": "text/plain; charset=utf-8",
+    }, {
       ...(o.token === undefined ? {} : { token: { scheme: "Token", value: o.token } }),
       basic: { user: o.user ?? "", password: o.password ?? "" },
     });
-    this.#headers = {
-      "Content-Type": "text/plain; charset=utf-8",
-      ...(auth === undefined ? {} : { Authorization: auth }),
-    };
   }
 
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
@@ -165,44 +163,10 @@ class InfluxTransport implements Transport<string> {
 }
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */
-export class InfluxDbClient {
-  readonly #measurement: string;
-  readonly #sink: BatchingSink<string>;
-
+export class InfluxDbClient extends HttpPerfdataClient<string> {
   /** @param options URL, credentials, measurement, batch size and observer. */
   constructor(options: InfluxDbOptions) {
-    this.#measurement = escapeMeasurement(options.measurement);
-    this.#sink = new BatchingSink({
-      transport: new InfluxTransport(options),
-      batchSize: options.batchSize,
-      retry: { retries: 3, initialDelayMs: 500, maxDelayMs: 5_000 },
-      ...(options.observer === undefined ? {} : { observer: options.observer }),
-      ...(options.statsIntervalMs === undefined
-        ? {}
-        : { statsIntervalMs: options.statsIntervalMs }),
-    });
-  }
-
-  /**
-   * Accept perfdata rows; never waits.
-   *
-   * @param rows Rows of `statusengine_perfdata`.
-   */
-  offer(rows: readonly Row[]): void {
-    const lines: string[] = [];
-    for (const row of rows) {
-      const line = influxLine(this.#measurement, row);
-      if (line !== undefined) lines.push(line);
-    }
-    this.#sink.push(lines);
-  }
-
-  /**
-   * Send what is buffered within `budgetMs`, then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget.
-   */
-  close(budgetMs: number): Promise<void> {
-    return this.#sink.close(budgetMs);
+    const measurement = escapeMeasurement(options.measurement);
+    super(new InfluxTransport(options), (row) => influxLine(measurement, row), options);
   }
 }

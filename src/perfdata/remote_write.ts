@@ -11,8 +11,8 @@ import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import type { Row } from "../events/mod.ts";
 import { redactUrl } from "../util/redact.ts";
-import { BatchingSink, type SinkObserver, type Transport } from "./sink.ts";
-import { authorization, post } from "./http.ts";
+import type { SinkObserver, Transport } from "./sink.ts";
+import { HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
 /**
  * The metric name of every perfdata series. One name, with the gauge's label as a label value,
@@ -206,17 +206,15 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
   constructor(o: RemoteWriteOptions) {
     this.#url = o.url;
     this.target = redactUrl(o.url);
-    const auth = authorization({
-      ...(o.bearerToken === undefined ? {} : { token: { scheme: "Bearer", value: o.bearerToken } }),
-      basic: { user: o.user ?? "", password: o.password ?? "" },
-    });
-    this.#headers = {
+    this.#headers = requestHeaders({
       "Content-Type": "application/x-protobuf",
       "Content-Encoding": "snappy",
       "X-Prometheus-Remote-Write-Version": "0.1.0",
       "User-Agent": "statusengine-worker",
-      ...(auth === undefined ? {} : { Authorization: auth }),
-    };
+    }, {
+      ...(o.bearerToken === undefined ? {} : { token: { scheme: "Bearer", value: o.bearerToken } }),
+      basic: { user: o.user ?? "", password: o.password ?? "" },
+    });
   }
 
   async write(batch: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
@@ -234,42 +232,9 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
-export class RemoteWriteClient {
-  readonly #sink: BatchingSink<RemotePoint>;
-
+export class RemoteWriteClient extends HttpPerfdataClient<RemotePoint> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
-    this.#sink = new BatchingSink({
-      transport: new RemoteWriteTransport(options),
-      batchSize: options.batchSize,
-      retry: { retries: 3, initialDelayMs: 500, maxDelayMs: 5_000 },
-      ...(options.observer === undefined ? {} : { observer: options.observer }),
-      ...(options.statsIntervalMs === undefined
-        ? {}
-        : { statsIntervalMs: options.statsIntervalMs }),
-    });
-  }
-
-  /**
-   * Accept perfdata rows; never waits.
-   *
-   * @param rows Rows of `statusengine_perfdata`.
-   */
-  offer(rows: readonly Row[]): void {
-    const points: RemotePoint[] = [];
-    for (const row of rows) {
-      const p = remotePoint(row);
-      if (p !== undefined) points.push(p);
-    }
-    this.#sink.push(points);
-  }
-
-  /**
-   * Send what is buffered within `budgetMs`, then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget.
-   */
-  close(budgetMs: number): Promise<void> {
-    return this.#sink.close(budgetMs);
+    super(new RemoteWriteTransport(options), remotePoint, options);
   }
 }
