@@ -10,12 +10,15 @@
 import { perfdataThresholds, type Row } from "../events/mod.ts";
 import { formatCarbonValue } from "../graphite/format.ts";
 import { redactUrl } from "../util/redact.ts";
-import type { SinkObserver, Transport } from "./sink.ts";
-import { HttpPerfdataClient, post, requestHeaders } from "./http.ts";
+import type { Transport } from "./sink.ts";
+import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
-/** Options of {@link InfluxDbClient}. */
-export interface InfluxDbOptions {
-  /** `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`. */
+/** Where and how to write to InfluxDB: the `--influxdb-*` settings. */
+export interface InfluxDbSettings {
+  /**
+   * `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`; may
+   * hold a secret, only printed through `redactUrl`.
+   */
   readonly url: string;
   readonly user?: string;
   readonly password?: string;
@@ -24,9 +27,10 @@ export interface InfluxDbOptions {
   readonly measurement: string;
   /** Points per request. */
   readonly batchSize: number;
-  readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
 }
+
+/** Options of {@link InfluxDbClient}. */
+export interface InfluxDbOptions extends InfluxDbSettings, HttpClientOptions {}
 
 // Line protocol cannot carry a line break inside a name: it ends the point. CR and LF become a
 // space, which keeps the name readable and the rest of the batch intact.

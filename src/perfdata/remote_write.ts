@@ -11,8 +11,8 @@ import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import type { Row } from "../events/mod.ts";
 import { redactUrl } from "../util/redact.ts";
-import type { SinkObserver, Transport } from "./sink.ts";
-import { HttpPerfdataClient, post, requestHeaders } from "./http.ts";
+import type { Transport } from "./sink.ts";
+import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
 /**
  * The metric name of every perfdata series. One name, with the gauge's label as a label value,
@@ -177,8 +177,8 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/** Options of {@link RemoteWriteClient}. */
-export interface RemoteWriteOptions {
+/** Where and how to send remote writes: the `--prometheus-remote-write-*` settings. */
+export interface RemoteWriteSettings {
   /** The receiver, e.g. `http://prometheus:9090/api/v1/write`. */
   readonly url: string;
   readonly bearerToken?: string;
@@ -186,9 +186,10 @@ export interface RemoteWriteOptions {
   readonly password?: string;
   /** Points per request. */
   readonly batchSize: number;
-  readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
 }
+
+/** Options of {@link RemoteWriteClient}. */
+export interface RemoteWriteOptions extends RemoteWriteSettings, HttpClientOptions {}
 
 // Prometheus answers 400 for samples it will never take: older than the newest sample of the
 // series (out of order), outside the head block (out of bounds), or a second value for one
