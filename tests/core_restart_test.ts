@@ -26,8 +26,8 @@ import {
 } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { Pipeline } from "../src/pipeline/pipeline.ts";
-import { poolExecutor } from "../src/mysql/executor.ts";
+import type { Pipeline } from "../src/pipeline/pipeline.ts";
+import { testPipeline } from "./helpers/pipeline.ts";
 import { type RestartClock, type RestartTiming } from "../src/mysql/core_restart.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
@@ -104,20 +104,7 @@ interface Harness extends AsyncDisposable {
 function openHarness(db: ScratchDatabase, clockStartMs: number, openItcockpit = false): Harness {
   const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 8 });
   const clock = new ManualClock(clockStartMs);
-  const pipeline = new Pipeline({
-    executor: poolExecutor(pool),
-    batchSize: 100,
-    deadLetters: {
-      write: (r) => Promise.reject(new Error(`unexpected dead letter: ${r.reason} ${r.error}`)),
-      close: () => Promise.resolve(),
-    },
-    nodeName: "N",
-    statusMaxAgeSeconds: 0,
-    openItcockpit,
-    perfdataToMysql: true,
-    statsIntervalMs: 0,
-    coreRestart: { clock, timing: TIMING },
-  });
+  const pipeline = testPipeline(pool, { openItcockpit, coreRestart: { clock, timing: TIMING } });
   let idle = true;
   let sweepError: unknown;
   const settled = () => {

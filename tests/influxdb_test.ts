@@ -7,13 +7,13 @@ import assert from "node:assert/strict";
 import { startInfluxd, startVictoriaMetrics } from "./helpers/tsdb.ts";
 import {
   hostileChecks,
+  killBackendMidStream,
   PERFDATA_QUEUE,
   perfdataEnv,
   perfdataJob,
   recentSeconds,
-  volumeJobs,
 } from "./helpers/perfdata_env.ts";
-import { jobsAtGearmand, publish } from "./helpers/worker.ts";
+import { publish } from "./helpers/worker.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const influxSettings = (url: string) => ({
@@ -121,42 +121,8 @@ Deno.test("influxdb: InfluxDB killed mid-stream: MySQL gets every row, every job
     await using env = await perfdataEnv(["mysql", "influxdb"], {
       influxdb: { ...influxSettings(influx.writeUrl), batchSize: 200 },
     });
-    const written = () =>
-      env.metric("statusengine_perfdata_points_written_total", { backend: "influxdb" });
-    const dropped = async () => {
-      let n = 0;
-      for (const reason of ["buffer_full", "write_failed", "rejected", "out_of_order"]) {
-        n += await env.metric("statusengine_perfdata_dropped_total", {
-          backend: "influxdb",
-          reason,
-        });
-      }
-      return n;
-    };
-    const t = recentSeconds();
-    await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(20, 50, t));
-    await waitFor(async () => (await written()) === 20 * 50 * 2, {
-      message: "the first 2000 points written",
-      timeoutMs: 30_000,
-    });
-    await influx.kill();
-    // 30,000 points: more than the buffer of 10,000.
-    const jobs = 300;
-    await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(jobs, 50, t + 1));
-    const total = (20 + jobs) * 50 * 2;
-    await waitFor(async () => (await env.mysqlRows()) === total, {
-      message: "every perfdata row in MySQL",
-      timeoutMs: 60_000,
-    });
-    await waitFor(async () => (await jobsAtGearmand(env.gearmand.addr, PERFDATA_QUEUE)) === 0, {
-      message: "every job acknowledged",
-    });
-    // Retries end (three, with backoff), so every point is either written or counted.
-    let counted = 0;
-    await waitFor(async () => (counted = (await written()) + (await dropped())) === total, {
-      message: `written + dropped = every point offered (${total}; last seen ${counted})`,
-      timeoutMs: 30_000,
-    });
+    // 30,000 points after the kill: more than the buffer of 10,000.
+    await killBackendMidStream(env, "influxdb", () => influx.kill(), 300, recentSeconds());
     assert.ok(
       (await env.metric("statusengine_perfdata_dropped_total", {
         backend: "influxdb",

@@ -10,8 +10,7 @@ import mysql from "mysql2/promise";
 import { connectionOptionsOf, createScratchDatabase } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
 import { fixture } from "./helpers/fixture_rows.ts";
-import { Pipeline } from "../src/pipeline/pipeline.ts";
-import { poolExecutor } from "../src/mysql/executor.ts";
+import { testPipeline } from "./helpers/pipeline.ts";
 import type { QueueName } from "../src/events/queues.ts";
 
 /** The fixture with `ack_author` and `ack_data` set to JSON null in every event. */
@@ -28,19 +27,7 @@ Deno.test("null parity: ack_author/ack_data of the four notification tables and 
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 4 });
-  const pipeline = new Pipeline({
-    executor: poolExecutor(pool),
-    batchSize: 100,
-    deadLetters: {
-      write: (r) => Promise.reject(new Error(`unexpected dead letter: ${r.reason} ${r.error}`)),
-      close: () => Promise.resolve(),
-    },
-    nodeName: "N",
-    statusMaxAgeSeconds: 0,
-    openItcockpit: false,
-    perfdataToMysql: true,
-    statsIntervalMs: 0,
-  });
+  const pipeline = testPipeline(pool);
   try {
     const jobs: [QueueName, string][] = [
       ["statusngin_notifications", withoutAck("statusngin_notifications", "notification_data")],

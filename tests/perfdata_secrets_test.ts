@@ -4,8 +4,7 @@
  * start-up lines, write failures at debug level, `config`, `--help`.
  */
 import assert from "node:assert/strict";
-import { runCli } from "../src/cli/mod.ts";
-import { bufferIo } from "../src/cli/io.ts";
+import { cliRun } from "./helpers/cli_run.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import { createSchema, publish } from "./helpers/worker.ts";
@@ -31,18 +30,6 @@ function assertNoSecret(where: string, text: string): void {
   for (const [name, secret] of Object.entries(SECRETS)) {
     assert.ok(!text.includes(secret), `${name} appears in ${where}:\n${text.slice(0, 3000)}`);
   }
-}
-
-async function cli(argv: string[], env: Record<string, string>, signal?: AbortSignal) {
-  const io = bufferIo();
-  const logs: string[] = [];
-  const code = await runCli(argv, env, {
-    io,
-    signals: false,
-    logWrite: (line) => logs.push(line),
-    ...(signal === undefined ? {} : { signal }),
-  });
-  return { code, text: [...io.outLines, ...io.errLines, ...logs].join("\n") };
 }
 
 Deno.test("perfdata secrets: credentials of InfluxDB and remote write stay out of logs, failures, config and help", async () => {
@@ -75,7 +62,7 @@ Deno.test("perfdata secrets: credentials of InfluxDB and remote write stay out o
     STATUSENGINE_PROMETHEUS_REMOTE_WRITE_PASSWORD: SECRETS.remotePassword,
   };
   const stop = new AbortController();
-  const running = cli(["run"], env, stop.signal);
+  const running = cliRun(["run"], env, stop.signal);
   let metrics = "";
   try {
     await publish(gearmand.addr, PERFDATA_QUEUE, [perfdataJob(hostileChecks(recentSeconds()))]);
@@ -105,7 +92,7 @@ Deno.test("perfdata secrets: credentials of InfluxDB and remote write stay out o
   assertNoSecret("the worker's output", run.text);
   assertNoSecret("/metrics", metrics);
   for (const argv of [["config"], ["run", "--help"]]) {
-    const r = await cli(argv, env);
+    const r = await cliRun(argv, env);
     assert.equal(r.code, 0, argv.join(" "));
     assertNoSecret(argv.join(" "), r.text);
   }

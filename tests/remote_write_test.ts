@@ -8,13 +8,13 @@ import assert from "node:assert/strict";
 import { type PromServer, startPrometheus, startVictoriaMetrics } from "./helpers/tsdb.ts";
 import {
   hostileChecks,
+  killBackendMidStream,
   PERFDATA_QUEUE,
   perfdataEnv,
   perfdataJob,
   recentSeconds,
-  volumeJobs,
 } from "./helpers/perfdata_env.ts";
-import { jobsAtGearmand, publish } from "./helpers/worker.ts";
+import { publish } from "./helpers/worker.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const METRIC = "statusengine_perfdata_value";
@@ -120,35 +120,7 @@ Deno.test("remote write: Prometheus killed mid-stream: MySQL gets every row, eve
     await using env = await perfdataEnv(["mysql", "prometheus"], {
       prometheusRemoteWrite: { ...remoteWrite(prometheus.remoteWriteUrl), batchSize: 200 },
     });
-    const written = () => env.metric("statusengine_perfdata_points_written_total", labels);
-    const dropped = async () => {
-      let n = 0;
-      for (const reason of ["buffer_full", "write_failed", "rejected", "out_of_order"]) {
-        n += await env.metric("statusengine_perfdata_dropped_total", { ...labels, reason });
-      }
-      return n;
-    };
-    const t = recentSeconds();
-    await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(20, 50, t));
-    await waitFor(async () => (await written()) === 20 * 50 * 2, {
-      message: "the first 2000 samples written",
-      timeoutMs: 30_000,
-    });
-    await prometheus.kill();
-    const jobs = 100;
-    await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(jobs, 50, t + 1));
-    const total = (20 + jobs) * 50 * 2;
-    await waitFor(async () => (await env.mysqlRows()) === total, {
-      message: "every perfdata row in MySQL",
-      timeoutMs: 60_000,
-    });
-    await waitFor(async () => (await jobsAtGearmand(env.gearmand.addr, PERFDATA_QUEUE)) === 0, {
-      message: "every job acknowledged",
-    });
-    await waitFor(async () => (await written()) + (await dropped()) === total, {
-      message: "written + dropped = every sample offered",
-      timeoutMs: 30_000,
-    });
+    await killBackendMidStream(env, "prometheus", () => prometheus.kill(), 100, recentSeconds());
     assert.ok(
       (await env.metric("statusengine_perfdata_dropped_total", {
         ...labels,

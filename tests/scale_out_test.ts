@@ -14,27 +14,7 @@ import {
 } from "./helpers/worker.ts";
 import { seriesValue, startWorkerProcess, type WorkerProcess } from "./helpers/worker_process.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { configureLogging, resetLogging } from "../src/log.ts";
-
-interface LogLine {
-  readonly level: string;
-  readonly message: string;
-  readonly properties: Record<string, unknown>;
-}
-
-async function withLogs<T>(fn: (logs: LogLine[]) => Promise<T>): Promise<T> {
-  const logs: LogLine[] = [];
-  await configureLogging({
-    level: "info",
-    format: "json",
-    write: (line) => logs.push(JSON.parse(line)),
-  });
-  try {
-    return await fn(logs);
-  } finally {
-    await resetLogging();
-  }
-}
+import { type LogLine, withLogs } from "./helpers/logs.ts";
 
 // The broker module publishes every message to every job server it names; a worker given
 // both servers of such a broker wrote every event twice, silently.

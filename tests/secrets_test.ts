@@ -6,8 +6,7 @@
  * (unreachable servers, a wrong password, a URL that does not parse).
  */
 import assert from "node:assert/strict";
-import { runCli } from "../src/cli/mod.ts";
-import { bufferIo } from "../src/cli/io.ts";
+import { cliRun } from "./helpers/cli_run.ts";
 import { createScratchDatabase, type ScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
@@ -61,28 +60,6 @@ async function mysqlUser(db: ScratchDatabase, password: string): Promise<
   };
 }
 
-interface CliRun {
-  code: number;
-  /** stdout, stderr and every log line, one text. */
-  text: string;
-}
-
-async function cli(
-  argv: string[],
-  env: Record<string, string>,
-  signal?: AbortSignal,
-): Promise<CliRun> {
-  const io = bufferIo();
-  const logs: string[] = [];
-  const code = await runCli(argv, env, {
-    io,
-    signals: false,
-    logWrite: (line) => logs.push(line),
-    ...(signal === undefined ? {} : { signal }),
-  });
-  return { code, text: [...io.outLines, ...io.errLines, ...logs].join("\n") };
-}
-
 Deno.test("secrets: a running worker with every secret set never shows one in logs, /metrics, HTTP answers or status", async () => {
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -108,7 +85,7 @@ Deno.test("secrets: a running worker with every secret set never shows one in lo
       STATUSENGINE_NODE_NAME: "N",
     };
     const stop = new AbortController();
-    const running = cli(["run"], env, stop.signal);
+    const running = cliRun(["run"], env, stop.signal);
     const seen: string[] = [];
     try {
       const base = `http://127.0.0.1:${ports.metrics}`;
@@ -162,7 +139,7 @@ Deno.test("secrets: a running worker with every secret set never shows one in lo
       seen.push(await (await fetch(`${base}/metrics`)).text());
 
       for (const json of [[], ["--json"]]) {
-        const status = await cli([
+        const status = await cliRun([
           "status",
           ...json,
           "--metrics-url",
@@ -267,7 +244,7 @@ Deno.test("secrets: errors that print URLs mask them: unreachable or refusing My
     },
   ];
   for (const c of cases) {
-    const r = await cli(c.argv, c.env);
+    const r = await cliRun(c.argv, c.env);
     if (!c.argv.includes("--help")) assert.notEqual(r.code, 0, `${c.why} fails`);
     assert.match(r.text, /\*\*\*\*|\(hidden\)|hidden\)/, `${c.why} shows a masked value`);
     assertNoSecret(c.why, r.text);

@@ -8,6 +8,8 @@
 import type { QueueName } from "../events/mod.ts";
 import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
+import type { InfluxDbSettings } from "../perfdata/influxdb.ts";
+import type { RemoteWriteSettings } from "../perfdata/remote_write.ts";
 
 /** Where perfdata can go (`--perfdata-backends`, docs/perfdata.md#f1). */
 export type PerfdataBackend = "mysql" | "graphite" | "influxdb" | "prometheus";
@@ -79,23 +81,9 @@ export interface WorkerConfig {
     readonly illegalCharacters?: RegExp;
   };
   /** Needed when {@link perfdataBackends} holds `influxdb` (docs/perfdata.md#influxdb). */
-  readonly influxdb?: {
-    /** Write URL; may hold a secret, only printed through `redactUrl`. */
-    readonly url: string;
-    readonly user?: string;
-    readonly password?: string;
-    readonly token?: string;
-    readonly measurement: string;
-    readonly batchSize: number;
-  };
+  readonly influxdb?: InfluxDbSettings;
   /** Needed when {@link perfdataBackends} holds `prometheus` (docs/perfdata.md#prometheus). */
-  readonly prometheusRemoteWrite?: {
-    readonly url: string;
-    readonly bearerToken?: string;
-    readonly user?: string;
-    readonly password?: string;
-    readonly batchSize: number;
-  };
+  readonly prometheusRemoteWrite?: RemoteWriteSettings;
   readonly openItcockpit: boolean;
   /** null disables the metrics listener (`--metrics-port 0`). */
   readonly metrics: { readonly hostname: string; readonly port: number } | null;

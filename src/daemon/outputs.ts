@@ -180,12 +180,7 @@ export function perfdataOutputs(
     }
     clients.push(
       new InfluxDbClient({
-        url: c.url,
-        measurement: c.measurement,
-        batchSize: c.batchSize,
-        ...(c.user === undefined ? {} : { user: c.user }),
-        ...(c.password === undefined ? {} : { password: c.password }),
-        ...(c.token === undefined ? {} : { token: c.token }),
+        ...c,
         observer: perfdataObserver(metrics, "influxdb"),
         ...stats,
       }),
@@ -201,11 +196,7 @@ export function perfdataOutputs(
     }
     clients.push(
       new RemoteWriteClient({
-        url: c.url,
-        batchSize: c.batchSize,
-        ...(c.bearerToken === undefined ? {} : { bearerToken: c.bearerToken }),
-        ...(c.user === undefined ? {} : { user: c.user }),
-        ...(c.password === undefined ? {} : { password: c.password }),
+        ...c,
         observer: perfdataObserver(metrics, "prometheus"),
         ...stats,
       }),

@@ -196,25 +196,15 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
 }
 
 function scheduledRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
-  // Schema column order (B.3.6 / B.3.17).
-  const identity: Row = isHost
-    ? { hostname: ev.hostName }
-    : { hostname: ev.hostName, service_description: ev.serviceDescription };
-  return {
-    ...identity,
-    internal_downtime_id: ev.downtimeId,
-    scheduled_start_time: ev.startTime,
-    node_name: nodeName,
-    entry_time: ev.entryTime,
-    author_name: ev.authorName,
-    comment_data: ev.commentData,
-    triggered_by_id: ev.triggeredBy,
-    is_fixed: ev.fixed,
-    duration: ev.duration,
-    scheduled_end_time: ev.endTime,
-    was_started: d.wasStarted,
-    actual_start_time: d.actualStart,
-  };
+  // Schema column order (B.3.6 / B.3.17): the history row's, without the ADD's envelope usec and
+  // the end of the downtime (a scheduled row is deleted when the downtime ends).
+  const {
+    entry_time_usec: _entryTimeUsec,
+    actual_end_time: _actualEnd,
+    was_cancelled: _wasCancelled,
+    ...row
+  } = historyRow(ev, isHost, nodeName, d);
+  return row;
 }
 
 /**

@@ -1,11 +1,13 @@
 /**
  * The HTTP side both time-series backends share: one POST with a timeout, and the answer
  * sorted into written, refused (4xx: sending again cannot help) or failed (network error,
- * timeout, 5xx, 429: worth a retry).
+ * timeout, 5xx, 429: worth a retry), and the client around a transport that turns rows into
+ * points and hands them to a {@link BatchingSink}.
  *
  * @module
  */
-import { SinkWriteError } from "./sink.ts";
+import type { Row } from "../events/mod.ts";
+import { BatchingSink, type SinkObserver, SinkWriteError, type Transport } from "./sink.ts";
 import { redactUrl } from "../util/redact.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -34,6 +36,21 @@ export function authorization(auth: HttpAuth): string | undefined {
     return `Basic ${btoa(String.fromCharCode(...bytes))}`;
   }
   return undefined;
+}
+
+/**
+ * A backend's request headers: `headers` plus the `Authorization` of `auth`, if any.
+ *
+ * @param headers Content type and the backend's own headers.
+ * @param auth Credentials.
+ * @returns The headers to send.
+ */
+export function requestHeaders(
+  headers: Record<string, string>,
+  auth: HttpAuth,
+): Record<string, string> {
+  const value = authorization(auth);
+  return value === undefined ? headers : { ...headers, Authorization: value };
 }
 
 /**
@@ -82,4 +99,66 @@ export async function post(
     throw new SinkWriteError(answer, { retryable: true });
   }
   throw new SinkWriteError(answer, { retryable: false, reason: refusedReason(res.status, text) });
+}
+
+/** The options of an HTTP backend's client besides its URL and credentials. */
+export interface HttpClientOptions {
+  /** Points per request. */
+  readonly batchSize: number;
+  readonly observer?: SinkObserver;
+  readonly statsIntervalMs?: number;
+}
+
+/**
+ * Sends perfdata through one HTTP transport; structurally the pipeline's `PerfdataSink`. The
+ * backends differ only in their transport and in how a row becomes a point.
+ */
+export class HttpPerfdataClient<T> {
+  readonly #sink: BatchingSink<T>;
+  readonly #point: (row: Row) => T | undefined;
+
+  /**
+   * @param transport Sends one batch.
+   * @param point The point of a row, or undefined for a row without a finite value.
+   * @param options Batch size and observer.
+   */
+  constructor(
+    transport: Transport<T>,
+    point: (row: Row) => T | undefined,
+    options: HttpClientOptions,
+  ) {
+    this.#point = point;
+    this.#sink = new BatchingSink({
+      transport,
+      batchSize: options.batchSize,
+      retry: { retries: 3, initialDelayMs: 500, maxDelayMs: 5_000 },
+      ...(options.observer === undefined ? {} : { observer: options.observer }),
+      ...(options.statsIntervalMs === undefined
+        ? {}
+        : { statsIntervalMs: options.statsIntervalMs }),
+    });
+  }
+
+  /**
+   * Accept perfdata rows; never waits.
+   *
+   * @param rows Rows of `statusengine_perfdata`.
+   */
+  offer(rows: readonly Row[]): void {
+    const points: T[] = [];
+    for (const row of rows) {
+      const p = this.#point(row);
+      if (p !== undefined) points.push(p);
+    }
+    this.#sink.push(points);
+  }
+
+  /**
+   * Send what is buffered within `budgetMs`, then stop. Idempotent.
+   *
+   * @param budgetMs Shutdown budget.
+   */
+  close(budgetMs: number): Promise<void> {
+    return this.#sink.close(budgetMs);
+  }
 }

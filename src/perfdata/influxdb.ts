@@ -10,12 +10,15 @@
 import { perfdataThresholds, type Row } from "../events/mod.ts";
 import { formatCarbonValue } from "../graphite/format.ts";
 import { redactUrl } from "../util/redact.ts";
-import { BatchingSink, type SinkObserver, type Transport } from "./sink.ts";
-import { authorization, post } from "./http.ts";
+import type { Transport } from "./sink.ts";
+import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
-/** Options of {@link InfluxDbClient}. */
-export interface InfluxDbOptions {
-  /** `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`. */
+/** Where and how to write to InfluxDB: the `--influxdb-*` settings. */
+export interface InfluxDbSettings {
+  /**
+   * `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`; may
+   * hold a secret, only printed through `redactUrl`.
+   */
   readonly url: string;
   readonly user?: string;
   readonly password?: string;
@@ -24,9 +27,10 @@ export interface InfluxDbOptions {
   readonly measurement: string;
   /** Points per request. */
   readonly batchSize: number;
-  readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
 }
+
+/** Options of {@link InfluxDbClient}. */
+export interface InfluxDbOptions extends InfluxDbSettings, HttpClientOptions {}
 
 // Line protocol cannot carry a line break inside a name: it ends the point. CR and LF become a
 // space, which keeps the name readable and the rest of the batch intact.
@@ -148,14 +152,12 @@ class InfluxTransport implements Transport<string> {
   constructor(o: InfluxDbOptions) {
     this.#url = influxWriteUrl(o.url);
     this.target = redactUrl(o.url);
-    const auth = authorization({
+    this.#headers = requestHeaders({
+      "Content-Type": "text/plain; charset=utf-8",
+    }, {
       ...(o.token === undefined ? {} : { token: { scheme: "Token", value: o.token } }),
       basic: { user: o.user ?? "", password: o.password ?? "" },
     });
-    this.#headers = {
-      "Content-Type": "text/plain; charset=utf-8",
-      ...(auth === undefined ? {} : { Authorization: auth }),
-    };
   }
 
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
@@ -165,44 +167,10 @@ class InfluxTransport implements Transport<string> {
 }
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */
-export class InfluxDbClient {
-  readonly #measurement: string;
-  readonly #sink: BatchingSink<string>;
-
+export class InfluxDbClient extends HttpPerfdataClient<string> {
   /** @param options URL, credentials, measurement, batch size and observer. */
   constructor(options: InfluxDbOptions) {
-    this.#measurement = escapeMeasurement(options.measurement);
-    this.#sink = new BatchingSink({
-      transport: new InfluxTransport(options),
-      batchSize: options.batchSize,
-      retry: { retries: 3, initialDelayMs: 500, maxDelayMs: 5_000 },
-      ...(options.observer === undefined ? {} : { observer: options.observer }),
-      ...(options.statsIntervalMs === undefined
-        ? {}
-        : { statsIntervalMs: options.statsIntervalMs }),
-    });
-  }
-
-  /**
-   * Accept perfdata rows; never waits.
-   *
-   * @param rows Rows of `statusengine_perfdata`.
-   */
-  offer(rows: readonly Row[]): void {
-    const lines: string[] = [];
-    for (const row of rows) {
-      const line = influxLine(this.#measurement, row);
-      if (line !== undefined) lines.push(line);
-    }
-    this.#sink.push(lines);
-  }
-
-  /**
-   * Send what is buffered within `budgetMs`, then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget.
-   */
-  close(budgetMs: number): Promise<void> {
-    return this.#sink.close(budgetMs);
+    const measurement = escapeMeasurement(options.measurement);
+    super(new InfluxTransport(options), (row) => influxLine(measurement, row), options);
   }
 }

@@ -11,8 +11,8 @@ import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import type { Row } from "../events/mod.ts";
 import { redactUrl } from "../util/redact.ts";
-import { BatchingSink, type SinkObserver, type Transport } from "./sink.ts";
-import { authorization, post } from "./http.ts";
+import type { Transport } from "./sink.ts";
+import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
 /**
  * The metric name of every perfdata series. One name, with the gauge's label as a label value,
@@ -177,8 +177,8 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/** Options of {@link RemoteWriteClient}. */
-export interface RemoteWriteOptions {
+/** Where and how to send remote writes: the `--prometheus-remote-write-*` settings. */
+export interface RemoteWriteSettings {
   /** The receiver, e.g. `http://prometheus:9090/api/v1/write`. */
   readonly url: string;
   readonly bearerToken?: string;
@@ -186,9 +186,10 @@ export interface RemoteWriteOptions {
   readonly password?: string;
   /** Points per request. */
   readonly batchSize: number;
-  readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
 }
+
+/** Options of {@link RemoteWriteClient}. */
+export interface RemoteWriteOptions extends RemoteWriteSettings, HttpClientOptions {}
 
 // Prometheus answers 400 for samples it will never take: older than the newest sample of the
 // series (out of order), outside the head block (out of bounds), or a second value for one
@@ -206,17 +207,15 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
   constructor(o: RemoteWriteOptions) {
     this.#url = o.url;
     this.target = redactUrl(o.url);
-    const auth = authorization({
-      ...(o.bearerToken === undefined ? {} : { token: { scheme: "Bearer", value: o.bearerToken } }),
-      basic: { user: o.user ?? "", password: o.password ?? "" },
-    });
-    this.#headers = {
+    this.#headers = requestHeaders({
       "Content-Type": "application/x-protobuf",
       "Content-Encoding": "snappy",
       "X-Prometheus-Remote-Write-Version": "0.1.0",
       "User-Agent": "statusengine-worker",
-      ...(auth === undefined ? {} : { Authorization: auth }),
-    };
+    }, {
+      ...(o.bearerToken === undefined ? {} : { token: { scheme: "Bearer", value: o.bearerToken } }),
+      basic: { user: o.user ?? "", password: o.password ?? "" },
+    });
   }
 
   async write(batch: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
@@ -234,42 +233,9 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
-export class RemoteWriteClient {
-  readonly #sink: BatchingSink<RemotePoint>;
-
+export class RemoteWriteClient extends HttpPerfdataClient<RemotePoint> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
-    this.#sink = new BatchingSink({
-      transport: new RemoteWriteTransport(options),
-      batchSize: options.batchSize,
-      retry: { retries: 3, initialDelayMs: 500, maxDelayMs: 5_000 },
-      ...(options.observer === undefined ? {} : { observer: options.observer }),
-      ...(options.statsIntervalMs === undefined
-        ? {}
-        : { statsIntervalMs: options.statsIntervalMs }),
-    });
-  }
-
-  /**
-   * Accept perfdata rows; never waits.
-   *
-   * @param rows Rows of `statusengine_perfdata`.
-   */
-  offer(rows: readonly Row[]): void {
-    const points: RemotePoint[] = [];
-    for (const row of rows) {
-      const p = remotePoint(row);
-      if (p !== undefined) points.push(p);
-    }
-    this.#sink.push(points);
-  }
-
-  /**
-   * Send what is buffered within `budgetMs`, then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget.
-   */
-  close(budgetMs: number): Promise<void> {
-    return this.#sink.close(budgetMs);
+    super(new RemoteWriteTransport(options), remotePoint, options);
   }
 }

@@ -6,13 +6,17 @@
 import type { PerfdataBackend, WorkerConfig } from "../../src/daemon/mod.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./mysql.ts";
 import { type Gearmand, startGearmand } from "./gearmand.ts";
+import { DROP_REASONS } from "../../src/perfdata/sink.ts";
 import {
   createSchema,
+  jobsAtGearmand,
   metricValue,
+  publish,
   startTestWorker,
   testConfig,
   type TestWorker,
 } from "./worker.ts";
+import { waitFor } from "./wait.ts";
 
 /** The perfdata queue. */
 export const PERFDATA_QUEUE = "statusngin_service_perfdata";
@@ -152,4 +156,53 @@ export async function perfdataEnv(
       await db.drop();
     },
   };
+}
+
+/**
+ * The backend's server killed mid-stream: 2,000 points reach it, the server is killed, `jobs`
+ * more jobs of 100 points follow. Returns once MySQL holds every row, gearmand no job, and every
+ * point offered to the backend is either written or counted as dropped (retries have ended).
+ *
+ * @param env A set-up writing to MySQL and `backend`.
+ * @param backend The backend's metric label.
+ * @param kill Kills the backend's server.
+ * @param jobs Jobs published after the kill.
+ * @param t Check time of the first jobs, epoch seconds (the later ones are a second after).
+ */
+export async function killBackendMidStream(
+  env: PerfdataEnv,
+  backend: PerfdataBackend,
+  kill: () => Promise<void>,
+  jobs: number,
+  t: number,
+): Promise<void> {
+  const written = () => env.metric("statusengine_perfdata_points_written_total", { backend });
+  const dropped = async () => {
+    let n = 0;
+    for (const reason of DROP_REASONS) {
+      n += await env.metric("statusengine_perfdata_dropped_total", { backend, reason });
+    }
+    return n;
+  };
+  await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(20, 50, t));
+  await waitFor(async () => (await written()) === 20 * 50 * 2, {
+    message: "the first 2000 points written",
+    timeoutMs: 30_000,
+  });
+  await kill();
+  await publish(env.gearmand.addr, PERFDATA_QUEUE, volumeJobs(jobs, 50, t + 1));
+  const total = (20 + jobs) * 50 * 2;
+  await waitFor(async () => (await env.mysqlRows()) === total, {
+    message: "every perfdata row in MySQL",
+    timeoutMs: 60_000,
+  });
+  await waitFor(async () => (await jobsAtGearmand(env.gearmand.addr, PERFDATA_QUEUE)) === 0, {
+    message: "every job acknowledged",
+  });
+  // Retries end (three, with backoff), so every point is either written or counted.
+  let counted = 0;
+  await waitFor(async () => (counted = (await written()) + (await dropped())) === total, {
+    message: `written + dropped = every point offered (${total}; last seen ${counted})`,
+    timeoutMs: 30_000,
+  });
 }

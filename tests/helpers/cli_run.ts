@@ -1,0 +1,34 @@
+/** Running the command line in-process with everything it prints collected into one text. */
+import { runCli } from "../../src/cli/mod.ts";
+import { bufferIo } from "../../src/cli/io.ts";
+
+/** What one run of the command line left behind. */
+export interface CliRun {
+  code: number;
+  /** stdout, stderr and every log line, one text. */
+  text: string;
+}
+
+/**
+ * Run the command line with `argv` and `env`, without signal handlers.
+ *
+ * @param argv Arguments.
+ * @param env Environment.
+ * @param signal Stops a running worker.
+ * @returns The exit code and all output.
+ */
+export async function cliRun(
+  argv: string[],
+  env: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<CliRun> {
+  const io = bufferIo();
+  const logs: string[] = [];
+  const code = await runCli(argv, env, {
+    io,
+    signals: false,
+    logWrite: (line) => logs.push(line),
+    ...(signal === undefined ? {} : { signal }),
+  });
+  return { code, text: [...io.outLines, ...io.errLines, ...logs].join("\n") };
+}
