@@ -670,7 +670,7 @@ Deno.test("cleanup: a p_max holding rows is reported, and --repair-partitions sp
     "cleanup: p_max holds rows, weeks ahead cannot be laid out",
     CHECKS,
   );
-  assert.equal(report?.level, "WARN");
+  assert.equal(report?.level, "warn");
   assert.ok(Number(report?.properties.weeks_missing) > 20, JSON.stringify(report));
   assert.match(String(report?.properties.hint), /cleanup --repair-partitions/);
   assert.match(
