@@ -1,6 +1,6 @@
 /**
  * Time from SIGTERM to exit of the worker process, against the documented
- * budgets (docs/shutdown.md#s2: drain 30 s + flush 10 s + MySQL 5 s + HTTP 5 s,
+ * budgets (docs/shutdown.md#order-and-budgets: drain 30 s + flush 10 s + MySQL 5 s + HTTP 5 s,
  * under the unit's TimeoutStopSec=90s), in two situations side by side:
  * a full backlog with MySQL up, and MySQL unreachable (TCP proxy) so that
  * nothing can commit and every bounded wait runs out.

@@ -1,6 +1,6 @@
 /**
  * Downtime lifecycles end to end: gearmand → startWorker → MariaDB
- * (docs/tables.md#c.1, G3, P8).
+ * (docs/tables.md#downtime-events, G3, P8).
  *
  * What would break without it: a burst of downtime jobs processed
  * concurrently corrupts history rows and leaves ghost scheduled rows with no

@@ -88,7 +88,7 @@ export type CommandName = (typeof COMMANDS)[number]["name"];
 export const COMMAND_NAMES: readonly CommandName[] = COMMANDS.map((c) => c.name);
 
 /**
- * The twelve consumed queues (docs/tables.md#a.4), from their single
+ * The twelve consumed queues (docs/tables.md#consumed-queues), from their single
  * definition: a leaf module without imports, so config still depends on no
  * other code of ours.
  */

@@ -11,7 +11,7 @@ import type { SubmitMethod } from "../tasks/task_manager.ts";
 import type { InfluxDbSettings } from "../perfdata/influxdb.ts";
 import type { RemoteWriteSettings } from "../perfdata/remote_write.ts";
 
-/** Where perfdata can go (`--perfdata-backends`, docs/perfdata.md#f1). */
+/** Where perfdata can go (`--perfdata-backends`, docs/perfdata.md#routing). */
 export type PerfdataBackend = "mysql" | "graphite" | "influxdb" | "prometheus";
 
 /** Queue backend (`--consumer`). */

@@ -1,5 +1,5 @@
 /**
- * The graceful shutdown of a running worker (docs/shutdown.md#s2): every step bounded, each
+ * The graceful shutdown of a running worker (docs/shutdown.md#order-and-budgets): every step bounded, each
  * logged once with its duration, a failed step never skips the next.
  *
  * @module

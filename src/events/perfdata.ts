@@ -1,5 +1,5 @@
 /**
- * The `perf_data` parser of E.6 (docs/perfdata.md#e.6; a port of the legacy
+ * The `perf_data` parser of E.6 (docs/perfdata.md#parsing; a port of the legacy
  * state machine with the decisions T5–T7 applied) and the `statusengine_perfdata` rows built
  * from it.
  *

@@ -16,7 +16,7 @@ function m(label: string, value: number, unit: string): PerfdataMetric {
   return { label, value, unit };
 }
 
-Deno.test("parsePerfdata: the docs/perfdata.md#f2 examples parse to the documented gauges", () => {
+Deno.test("parsePerfdata: the docs/perfdata.md#parsing examples parse to the documented gauges", () => {
   assert.deepEqual(parsePerfdata("users=0;20;50;0"), [m("users", 0, "")]);
   assert.deepEqual(parsePerfdata("swap=0MB;0;0;0;0"), [m("swap", 0, "MB")]);
   assert.deepEqual(

@@ -1,6 +1,6 @@
 /**
  * The table catalogue: the single source of truth for the 22 `statusengine_*` tables of the
- * Statusengine 3 schema (D2, docs/tables.md#b.1) and the one table the worker adds for itself,
+ * Statusengine 3 schema (D2, docs/tables.md#shared-table-properties) and the one table the worker adds for itself,
  * `statusengine_downtime_tombstones` (docs/downtimes.md).
  *
  * Every column line below restates one column of the production schema dump as `[name, SQL type, NULL, default]`,
