@@ -1,9 +1,10 @@
 /**
  * The RabbitMQ backend of the consumer core: one link target — the broker —
  * whose links are {@link AmqpSession}s with one channel and one consumer per
- * queue (R1, R2). Budgets (R3: an in-order queue one message at a time, the
- * others an adaptive window within the prefetch), delivery, reconnects (R6),
- * stall detection, stop (R5 through the session's drain) and the summary line
+ * queue (docs/consumption.md#rabbitmq-topology). Budgets (an in-order queue one message at a
+ * time, the others an adaptive window within the prefetch), delivery, reconnects
+ * (docs/consumption.md#rabbitmq-reconnect), stall detection, stop (cancel before close,
+ * through the session's drain) and the summary line
  * are the core's, the same as for Gearman.
  *
  * @module
@@ -22,9 +23,9 @@ export interface RabbitMqConsumerOptions extends BackendOptions {
   /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
   /**
-   * Unacknowledged deliveries the broker may push per queue (R2), 1..65535;
-   * also the most messages of a queue handled at once (an in-order queue:
-   * one at a time, G3).
+   * Unacknowledged deliveries the broker may push per queue
+   * (docs/consumption.md#rabbitmq-channels), 1..65535; also the most messages of a queue handled at
+   * once (an in-order queue: one at a time: the downtime queue is handled strictly in order).
    */
   readonly prefetch: number;
   /** A message above this many bytes is dead-lettered (`too_large`); default 64 MiB. */
@@ -35,7 +36,7 @@ export interface RabbitMqConsumerOptions extends BackendOptions {
   readonly connectionName?: string;
 }
 
-/** Raised when start-up cannot build the first session (R6: the process exits). */
+/** Raised when start-up cannot build the first session (the process exits). */
 export class RabbitMqStartError extends Error {
   /**
    * @param message What failed; the URL in it is masked.
@@ -63,7 +64,8 @@ export class RabbitMqConsumer {
     if (options.queues.length === 0) {
       throw new RangeError("Cannot create RabbitMQ consumer: no queues to consume");
     }
-    // 0 would mean "unlimited" in AMQP and move the whole backlog into memory (R2).
+    // 0 would mean "unlimited" in AMQP and move the whole backlog into memory
+    // (docs/consumption.md#rabbitmq-channels).
     if (!Number.isInteger(options.prefetch) || options.prefetch < 1 || options.prefetch > 65535) {
       throw new RangeError(
         `Cannot create RabbitMQ consumer: prefetch must be 1..65535, got ${options.prefetch}`,
@@ -84,9 +86,9 @@ export class RabbitMqConsumer {
   }
 
   /**
-   * Connect, declare every queue, apply the prefetch, register the consumers
-   * and start consuming. The first connection is made here (R6): start fails
-   * rather than retrying.
+   * Connect, declare every queue, apply the prefetch, register the consumers and start consuming.
+   * The first connection is made here (docs/consumption.md#rabbitmq-reconnect): start fails rather
+   * than retrying.
    *
    * @throws {RabbitMqStartError} On a malformed URL, an unreachable broker, refused
    *   credentials or vhost, a refused queue declaration, or a stop during start-up.
@@ -133,13 +135,13 @@ export class RabbitMqConsumer {
       waitable: (err) =>
         !(err instanceof QueueDeclareError) &&
         !/ACCESS_REFUSED|NOT_ALLOWED|PRECONDITION_FAILED/.test(errorMessage(err)),
-      // R3: in-order queues get one slot; the others never hold more than the prefetch anyway.
+      // In-order queues get one slot; the others never hold more than the prefetch anyway.
       maxJobsPerQueue: o.prefetch,
       describe: {
         url: url.display,
         vhost: url.vhost,
         prefetch: o.prefetch,
-        // R2: the most that can sit in process memory, unacknowledged.
+        // The most that can sit in process memory, unacknowledged.
         max_buffered_messages: o.prefetch * o.queues.length,
       },
       targets: (context) => [{
@@ -167,11 +169,11 @@ export class RabbitMqConsumer {
   }
 
   /**
-   * Stop (R5): end the reconnect loop at once (also mid back-off or mid
-   * connect), `basic.cancel` every consumer, let the running and already
-   * delivered messages finish and be acknowledged within the drain timeout
-   * (then abort their handlers; those messages are redelivered), close every
-   * channel and the connection. Idempotent; safe before start.
+   * Stop (docs/consumption.md#cancel-before-close): end the reconnect loop at once (also mid
+   * back-off or mid connect), `basic.cancel` every consumer, let the running and already delivered
+   * messages finish and be acknowledged within the drain timeout (then abort their handlers; those
+   * messages are redelivered), close every channel and the connection. Idempotent; safe before
+   * start.
    */
   stop(): Promise<void> {
     this.#stopping ??= this.#core?.stop() ?? Promise.resolve();

@@ -1,8 +1,8 @@
 /**
  * A small RabbitMQ publisher: declares queues with the consumer's exact flags
- * (R1) and publishes to them through the default exchange with publisher
- * confirms, so that a resolved publish is enqueued at the broker. Used by the
- * tests; the shape of a future `rabbitmq_publisher` tool (docs/operations.md#publish).
+ * (docs/consumption.md#rabbitmq-topology) and publishes to them through the default exchange with
+ * publisher confirms, so that a resolved publish is enqueued at the broker. Used by the tests; the
+ * shape of a future `rabbitmq_publisher` tool (docs/operations.md#publish).
  *
  * @module
  */

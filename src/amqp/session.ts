@@ -1,15 +1,14 @@
 /**
- * One generation of the RabbitMQ link — a link of the consumer core: one
- * connection, one channel per queue carrying exactly one consumer with its
- * own prefetch (R1, R2), one delivery lane per queue that hands deliveries to
- * the delivery engine in delivery order, each once the queue's budget grants
- * it a slot (R3: one at a time for an in-order queue, up to the queue's
- * window otherwise), and an ack on the receiving channel once the engine says
- * so (D1, R4).
+ * One generation of the RabbitMQ link — a link of the consumer core: one connection, one channel
+ * per queue carrying exactly one consumer with its own prefetch
+ * (docs/consumption.md#rabbitmq-topology), one delivery lane per queue that hands deliveries to the
+ * delivery engine in delivery order, each once the queue's budget grants it a slot (one at a time
+ * for an in-order queue, up to the queue's window otherwise), and an ack on the receiving channel
+ * once the engine says so (D1).
  *
  * Built by the core's supervisor, which is the only code that replaces it
- * (R6): a lost session is never repaired, a new one is opened through the
- * start-up path.
+ * (docs/consumption.md#rabbitmq-reconnect): a lost session is never repaired, a new one is opened
+ * through the start-up path.
  *
  * @module
  */
@@ -33,13 +32,12 @@ import { errorMessage, getLogger } from "../log.ts";
 const log = getLogger("rabbitmq");
 
 /**
- * Flags of every queue declaration (R1): durable as configured, not exclusive,
- * not auto-deleted, no arguments. The broker module, the command publisher, the
- * test publisher and the consumer must declare with exactly these, or RabbitMQ
- * answers 406 PRECONDITION_FAILED. The broker module's `DurableQueues` defaults
- * to false (and so did the PHP worker's `durable_queues`), hence
- * `--rabbitmq-durable-queues` defaults to false; RabbitMQ 4.x may refuse
- * non-durable, non-exclusive queues, and then both sides must say true.
+ * Flags of every queue declaration (docs/consumption.md#rabbitmq-topology): durable as configured,
+ * not exclusive, not auto-deleted, no arguments. The broker module, the command publisher, the test
+ * publisher and the consumer must declare with exactly these, or RabbitMQ answers 406
+ * PRECONDITION_FAILED. The broker module's `DurableQueues` defaults to false (and so did the PHP
+ * worker's `durable_queues`), hence `--rabbitmq-durable-queues` defaults to false; RabbitMQ 4.x may
+ * refuse non-durable, non-exclusive queues, and then both sides must say true.
  *
  * @param durable `--rabbitmq-durable-queues`.
  * @returns The `queue.declare` flags.
@@ -54,8 +52,9 @@ export function queueDeclareFlags(durable: boolean): {
 }
 
 /**
- * The explicit consumer tag of a queue (R2): `basic.cancel` needs it (R5),
- * and the management console shows which queue a consumer serves.
+ * The explicit consumer tag of a queue (docs/consumption.md#rabbitmq-channels): `basic.cancel`
+ * needs it (docs/consumption.md#cancel-before-close), and the management console shows which queue
+ * a consumer serves.
  *
  * @param queue Queue name.
  * @returns `statusengine-worker.<queue>`.
@@ -70,7 +69,7 @@ export interface AmqpSessionOptions {
   readonly queues: readonly string[];
   /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
-  /** `basic.qos` prefetch count per consumer (R2), 1..65535. */
+  /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
   readonly engine: DeliveryEngine;
   /** The budget of each queue. */
@@ -86,7 +85,10 @@ export interface AmqpSessionOptions {
 /** Workload bytes kept of a message above the size limit (for the dead-letter record). */
 const TOO_LARGE_KEPT_BYTES = 1024;
 
-/** Raised when a queue cannot be declared (R1 asks the message to name the likely cause). */
+/**
+ * Raised when a queue cannot be declared; the message names the likely cause, a durability
+ * mismatch with the broker module's `DurableQueues`.
+ */
 export class QueueDeclareError extends Error {
   readonly queue: string;
   /** Durability this side declared with. */
@@ -115,12 +117,16 @@ export class QueueDeclareError extends Error {
 const CLOSE_TIMEOUT_MS = 2_000;
 const SOCKET_CLOSE_GRACE_MS = 1_000;
 
-/** The deliveries of one queue, started in delivery order as the queue's budget grants slots (R3). */
+/**
+ * The deliveries of one queue, started in delivery order as the queue's budget grants slots
+ * (docs/consumption.md#rabbitmq-window).
+ */
 class Lane {
   readonly queue: string;
   channel: AMQPChannel | undefined;
   consumer: AMQPConsumer | undefined;
-  // Bounded by the prefetch count: the broker pushes no more unacked deliveries (R2).
+  // Bounded by the prefetch count: the broker pushes no more unacked deliveries
+  // (docs/consumption.md#rabbitmq-channels).
   readonly #buffer: AMQPMessage[] = [];
   #wake: (() => void) | undefined;
   /** Ends a wait for a grant when the lane ends. */
@@ -172,7 +178,10 @@ class Lane {
     });
   }
 
-  /** Take nothing new; handle what was delivered before the cancel (R5 step 3). */
+  /**
+   * Take nothing new; handle what was delivered before the cancel
+   * (docs/consumption.md#cancel-before-close).
+   */
   finishBuffered(): void {
     this.#accepting = false;
     if (this.#ending === "no") this.#ending = "after-buffer";
@@ -229,10 +238,10 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Connect, and per queue open a channel, declare the queue, apply the
-   * prefetch and register the consumer (R1, R2). Deliveries that arrive
-   * before {@link start} wait in their lane. A failed or aborted attempt
-   * closes whatever it opened and leaves nothing behind (R6).
+   * Connect, and per queue open a channel, declare the queue, apply the prefetch and register the
+   * consumer (docs/consumption.md#rabbitmq-topology). Deliveries that arrive before {@link start}
+   * wait in their lane. A failed or aborted attempt closes whatever it opened and leaves nothing
+   * behind (docs/consumption.md#rabbitmq-reconnect).
    *
    * @param options URL, queues, prefetch, engine and budgets.
    * @param signal Aborts the attempt (shutdown).
@@ -278,7 +287,8 @@ export class AmqpSession implements Link {
     } catch (err: unknown) {
       throw new QueueDeclareError(lane.queue, o.durableQueues, { cause: err });
     }
-    // global=false: the limit applies to the one consumer of this channel (R2).
+    // global=false: the limit applies to the one consumer of this channel
+    // (docs/consumption.md#rabbitmq-channels).
     await channel.basicQos(o.prefetch, 0, false);
     const consumer = await channel.basicConsume(
       lane.queue,
@@ -346,8 +356,8 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Stop, cancel first (R5): `basic.cancel` every consumer, waiting at most
-   * 2 s for the replies; deliveries already pushed are still handled and
+   * Stop, cancel first (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer,
+   * waiting at most 2 s for the replies; deliveries already pushed are still handled and
    * acknowledged within `signal`; then close.
    *
    * @param signal Drain deadline.
@@ -359,10 +369,9 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Stop consuming (R5 step 2): `basic.cancel` every consumer in parallel,
-   * waiting at most `timeoutMs` for the replies. Deliveries already pushed
-   * are still handled (wait with {@link settled}); transient handler failures
-   * are no longer retried.
+   * Stop consuming (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer in
+   * parallel, waiting at most `timeoutMs` for the replies. Deliveries already pushed are still
+   * handled (wait with {@link settled}); transient handler failures are no longer retried.
    *
    * @param timeoutMs Bound on the cancel-ok replies.
    */
@@ -407,7 +416,7 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Close every channel, then the connection (R5 step 4), each bounded; a
+   * Close every channel, then the connection, each bounded; a
    * close that fails because the link is already gone is not an error.
    * Unacknowledged messages go back to their queues. Idempotent.
    */
@@ -491,7 +500,7 @@ export class AmqpSession implements Link {
       server: o.url.server,
       handle: String(msg.deliveryTag),
       unique: msg.properties.messageId ?? "",
-      // Raw bytes, as delivered: UTF-8 repair is the pipeline's job (P1).
+      // Raw bytes, as delivered: UTF-8 repair is the pipeline's job (docs/payloads.md#utf8-repair).
       payload: tooLarge ? body.subarray(0, TOO_LARGE_KEPT_BYTES) : body,
       receivedAt: Date.now(),
       linkOpenedAt: this.#openedAt,
@@ -512,7 +521,7 @@ export class AmqpSession implements Link {
       );
       if (result === "abandoned") {
         // The message goes back to the broker; handling its successors first
-        // would reorder the queue (statusngin_downtimes, G3).
+        // would reorder the queue (statusngin_downtimes must be handled strictly in order).
         lane.endNow();
       }
     } finally {

@@ -26,7 +26,7 @@ export interface AmqpUrl {
 /**
  * AMQP heartbeat requested when the URL does not name one, in seconds:
  * RabbitMQ's own default. Without it a half-open TCP connection (a peer gone
- * without FIN/RST) is never noticed (R6), because
+ * without FIN/RST) is never noticed (docs/consumption.md#rabbitmq-reconnect), because
  * the client library disables heartbeats unless the URL asks for them.
  */
 export const DEFAULT_HEARTBEAT_S = 60;

@@ -292,9 +292,9 @@ export function reportConfigError(err: unknown, io: Io): number {
 export const DUPLICATE_SIGNAL_MS = 250;
 
 /**
- * What to do with each shutdown signal: the first aborts (graceful shutdown), a later one
- * exits at once (S1: do not rely on removing the listener to restore the default action), a
- * duplicate within {@link DUPLICATE_SIGNAL_MS} of the first is ignored.
+ * What to do with each shutdown signal: the first aborts (graceful shutdown), a later one exits at
+ * once (docs/shutdown.md#signals: do not rely on removing the listener to restore the default
+ * action), a duplicate within {@link DUPLICATE_SIGNAL_MS} of the first is ignored.
  *
  * @param actions Abort the command, exit the process, read the clock (ms).
  * @returns The listener for every shutdown signal.

@@ -71,8 +71,9 @@ export interface PublishJobsOptions {
   /** Job servers; job `i` goes to server `i mod n`. Ignored with {@link rabbitmqUrl}. */
   readonly servers: readonly string[];
   /**
-   * Publish to this RabbitMQ broker instead: declared like the worker declares (R1),
-   * default exchange, transient, each message confirmed by the broker.
+   * Publish to this RabbitMQ broker instead: declared like the worker declares
+   * (docs/consumption.md#rabbitmq-topology), default exchange, transient, each message confirmed by
+   * the broker.
    */
   readonly rabbitmqUrl?: string;
   /** Declare the queue durable (`--rabbitmq-durable-queues`); default false. */
@@ -323,7 +324,7 @@ interface FileLine {
 
 /**
  * The lines of a file as raw bytes, streamed: recorded payloads may hold bytes that are not
- * valid UTF-8 (G.1), which must reach the worker unchanged.
+ * valid UTF-8 (docs/tables.md#invalid-utf8), which must reach the worker unchanged.
  */
 async function* readLines(path: string): AsyncGenerator<FileLine> {
   using file = await Deno.open(path, { read: true });
@@ -386,7 +387,7 @@ async function scanRecording(
     let doc: unknown;
     try {
       // Invalid UTF-8 becomes U+FFFD here, which cannot break JSON syntax; the worker repairs
-      // the original bytes (G.1).
+      // the original bytes (docs/tables.md#invalid-utf8).
       doc = JSON.parse(LENIENT_UTF8.decode(line.bytes));
     } catch (err: unknown) {
       return { error: `line ${line.number} is not valid JSON: ${errorMessage(err)}` };

@@ -64,7 +64,7 @@ Deno.test("run: --command-listen-addr maps :port to all interfaces and keeps IPv
   assert.deepEqual(v6.commands, { hostname: "::1", port: 9001, apiKeys: ["k"], allow: ALLOW });
 });
 
-Deno.test("run: the reconnect interval follows the selected backend (G7, R6)", async () => {
+Deno.test("run: the reconnect interval follows the selected backend (docs/consumption.md#rebuild)", async () => {
   const flags = ["--gearman-reconnect-interval", "3s", "--rabbitmq-reconnect-interval", "7s"];
   assert.equal((await configFor(flags)).reconnectIntervalMs, 3_000);
   assert.equal((await configFor([...flags, "--consumer", "rabbitmq"])).reconnectIntervalMs, 7_000);

@@ -94,7 +94,10 @@ export const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Obje
 /** Example mismatches printed per table. */
 export const EXAMPLES_PER_TABLE = 5;
 
-/** Significant digits at which DOUBLE values count as equal (PHP's `precision`, T21). */
+/**
+ * Significant digits at which DOUBLE values count as equal (PHP's `precision`,
+ * docs/tables.md#double-columns).
+ */
 export const DOUBLE_DIGITS = 14;
 
 /** How rows of a table are matched and which columns are left out of the comparison. */
@@ -135,9 +138,9 @@ function normalise(value: unknown): string {
 }
 
 /**
- * Compare two column values: NULL equals `''`; DOUBLE/FLOAT values are equal when they agree
- * at {@linkcode DOUBLE_DIGITS} significant digits (rows written by the legacy worker, T21);
- * everything else must match exactly.
+ * Compare two column values: NULL equals `''`; DOUBLE/FLOAT values are equal when they agree at
+ * {@linkcode DOUBLE_DIGITS} significant digits (rows written by the legacy worker,
+ * docs/tables.md#double-columns); everything else must match exactly.
  *
  * @param a Value from database A.
  * @param b Value from database B.

@@ -130,7 +130,7 @@ export async function startCommandServer(
     try {
       text = UTF8.decode(read.bytes);
     } catch {
-      // Not repaired as queue payloads are (G.1): a command is typed by a
+      // Not repaired as queue payloads are (docs/tables.md#invalid-utf8): a command is typed by a
       // program that can send UTF-8, and a guessed repair could change it.
       return reject("malformed", "request body is not valid UTF-8");
     }

@@ -182,7 +182,8 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "enum": {
       const text = textOf(row, raw);
       if (!text.ok) return text;
-      // Case-insensitive everywhere (A3); the resolved value is the table's spelling.
+      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case); the resolved value is the
+      // table's spelling.
       const lower = text.value.trim().toLowerCase();
       const match = kind.values.find((v) => v.toLowerCase() === lower);
       return match === undefined

@@ -242,7 +242,7 @@ function hostForAddress(host: string): string {
 }
 
 const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
-/** The batch ceiling (`mysql-batch-size` max, the Go worker's; W3). */
+/** The batch ceiling (`mysql-batch-size` max, the Go worker's; docs/writers.md#statement-shape). */
 const BATCH_CEILING = 700;
 
 /** Legacy keys that map onto a setting (docs/operations.md#legacy-config), one entry per target. */

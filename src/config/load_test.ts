@@ -193,7 +193,7 @@ Deno.test("loadSettings: an empty environment variable falls through to the file
   assert.equal(settings.nodeName, "statusengine");
 });
 
-Deno.test("loadSettings: a file integer 0 is a real 0 and is validated (A1)", async () => {
+Deno.test("loadSettings: a file integer 0 is a real 0 and is validated (docs/operations.md#quirk-zero-integers)", async () => {
   const { settings } = await load("run", { file: "metrics_port: 0\n" });
   assert.equal(settings.metricsPort, 0);
   await refuses(load("run", { file: "mysql_batch_size: 0\n" }), {
@@ -941,7 +941,7 @@ Deno.test("loadSettings: values may start with a dash and -- ends the flags", as
 
 // ---- individual settings ---------------------------------------------------------------------
 
-Deno.test("loadSettings: enums are case-insensitive and resolve to the table's spelling (A3)", async () => {
+Deno.test("loadSettings: enums are case-insensitive and resolve to the table's spelling (docs/operations.md#quirk-enum-case)", async () => {
   const { settings } = await load("run", {
     argv: ["--consumer", "RabbitMQ", "--log-level", "WARN", "--perfdata-route", "Both"],
   });
@@ -983,7 +983,7 @@ Deno.test("loadSettings: node name also comes from the Go spellings", async () =
   );
 });
 
-Deno.test("loadSettings: command API keys keep the Go env name STATUSENGINE_API_COMMAND_KEYS (A4)", async () => {
+Deno.test("loadSettings: command API keys keep the Go env name STATUSENGINE_API_COMMAND_KEYS (docs/operations.md#quirk-env-names)", async () => {
   const { settings, sources } = await load("run", {
     env: { STATUSENGINE_API_COMMAND_KEYS: "a-secret,another" },
   });

@@ -21,7 +21,7 @@ import {
 // would set a variable nobody reads. Every deviation must be listed here, with its reason.
 Deno.test("settings: env and YAML names derive from the flag, except the documented ones", () => {
   const envExceptions: Record<string, string> = {
-    // A4: the Go worker's names, kept for existing deployments.
+    // The Go worker's names, kept for existing deployments.
     "enable-openitcockpit-tweaks": "ENABLE_OPENITCOCKPIT_TWEAKS",
     "command-api-keys": "STATUSENGINE_API_COMMAND_KEYS",
   };

@@ -1,6 +1,7 @@
 /**
- * What a queue may hold in memory: a number of jobs (the per-queue cap, G2)
- * and a share of the process-wide payload bytes (`--max-in-flight-bytes`).
+ * What a queue may hold in memory: a number of jobs (the per-queue cap,
+ * docs/consumption.md#jobs-in-flight) and a share of the process-wide payload bytes
+ * (`--max-in-flight-bytes`).
  *
  * A {@link Grant} is taken before a job can arrive — before a Gearman grab is
  * sent, before a RabbitMQ delivery is handed to its handler — and released
@@ -8,7 +9,7 @@
  * shared by every link of the queue (all job servers, D9) and every
  * generation of a link, so handlers still running for a dead connection keep
  * counting and `statusngin_downtimes` with one slot stays strictly serial
- * across servers and reconnects (G3).
+ * across servers and reconnects (docs/consumption.md#downtimes-in-order).
  *
  * Bytes: Gearman tells a job's size only when the job arrives, after the grab
  * that committed us to take it. A grab therefore reserves an estimate — the

@@ -13,7 +13,7 @@ function warmed(capacity: number, bytes: ByteBudget, size: number, name = "q"): 
   return q;
 }
 
-Deno.test("budget: never grants more jobs than the queue's capacity (G2)", () => {
+Deno.test("budget: never grants more jobs than the queue's capacity (docs/consumption.md#jobs-in-flight)", () => {
   const q = warmed(3, new ByteBudget(1 << 30), 100);
   const grants = [1, 2, 3, 4].map(() => q.tryAcquire());
   assert.equal(grants.filter((g) => g !== undefined).length, 3);

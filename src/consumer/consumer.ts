@@ -1,9 +1,10 @@
 /**
- * The consumer core shared by every backend: one budget per queue (G2/G3)
- * under one byte budget, one delivery engine, one supervisor per link target
- * (one per queue and job server for Gearman, G1/D9; one per broker for
- * RabbitMQ), the connected and stalled state of every queue, a parallel,
- * bounded drain on stop (G9), and the periodic per-queue summary line (L2).
+ * The consumer core shared by every backend: one budget per queue
+ * (docs/consumption.md#jobs-in-flight) under one byte budget, one delivery engine, one supervisor
+ * per link target (one per queue and job server for Gearman, D9; one per broker for RabbitMQ), the
+ * connected and stalled state of every queue, a parallel, bounded drain on stop
+ * (docs/consumption.md#orderly-stop), and the periodic per-queue summary line
+ * (docs/logging.md#summaries).
  *
  * A backend contributes only its link targets: how to open a link, and how
  * to ask the broker for a queue's backlog.
@@ -26,7 +27,10 @@ import { errorMessage, type Logger } from "../log.ts";
 /** One consumed queue. */
 export interface ConsumedQueue {
   readonly name: string;
-  /** Messages only make sense in sequence: one job at a time, whatever the cap (G3). */
+  /**
+   * Messages only make sense in sequence: one job at a time, whatever the cap
+   * (docs/consumption.md#downtimes-in-order).
+   */
   readonly inOrder: boolean;
 }
 
@@ -71,7 +75,10 @@ export interface ConsumerOptions {
   /** Build the link targets. */
   readonly targets: (context: LinkContext) => readonly LinkTarget[];
   readonly reconnectIntervalMs: number;
-  /** Stop waits this long for running handlers before abandoning their jobs (G9). */
+  /**
+   * Stop waits this long for running handlers before abandoning their jobs
+   * (docs/consumption.md#orderly-stop).
+   */
   readonly drainTimeoutMs: number;
   /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s. */
   readonly stallTimeoutMs?: number;
@@ -161,7 +168,8 @@ export class Consumer {
    */
   constructor(options: ConsumerOptions) {
     if (options.queues.length === 0) {
-      // One link per queue: with none, start would "succeed" consuming nothing (G1).
+      // One link per queue: with none, start would "succeed" consuming nothing
+      // (docs/consumption.md#one-connection-per-queue).
       throw new RangeError(`Cannot create ${options.name} consumer: no queues to consume`);
     }
     if (!Number.isInteger(options.maxJobsPerQueue) || options.maxJobsPerQueue < 1) {
@@ -378,9 +386,8 @@ export class Consumer {
   }
 
   /**
-   * Stop every link in parallel (G9): no new jobs, running handlers get up
-   * to the drain timeout, then every connection closes. Idempotent; safe
-   * before start.
+   * Stop every link in parallel (docs/consumption.md#orderly-stop): no new jobs, running handlers
+   * get up to the drain timeout, then every connection closes. Idempotent; safe before start.
    */
   stop(): Promise<void> {
     this.#stopping ??= this.#doStop();

@@ -1,6 +1,7 @@
 /**
- * Per-queue interval counters behind the consumers' 30 s summary lines (L2),
- * shared by every backend so they report the same things the same way (P0).
+ * Per-queue interval counters behind the consumers' 30 s summary lines (docs/logging.md#summaries),
+ * shared by every backend so they report the same things the same way
+ * (docs/payloads.md#order-of-operations).
  *
  * @module
  */

@@ -23,9 +23,10 @@ export interface Job {
   /** Unique id given by the producer (may be empty). */
   readonly unique: string;
   /**
-   * The workload, raw bytes: UTF-8 repair happens in the pipeline (P1). Valid until the
-   * delivery has ended (answered or given up): the backend then frees the buffer, and every
-   * view of it reads as empty. What must outlive the delivery is copied or written before.
+   * The workload, raw bytes: UTF-8 repair happens in the pipeline (docs/payloads.md#utf8-repair).
+   * Valid until the delivery has ended (answered or given up): the backend then frees the buffer,
+   * and every view of it reads as empty. What must outlive the delivery is copied or written
+   * before.
    */
   readonly payload: Uint8Array;
   /**

@@ -1,5 +1,5 @@
 /**
- * Reports consumer events into the Prometheus metrics (P0: one helper for
+ * Reports consumer events into the Prometheus metrics (one helper for
  * every backend, so backends cannot drift into reporting different things).
  *
  * @module

@@ -1,10 +1,9 @@
 /**
- * Owns one link target and is the only code that builds its links (G6/G7,
- * R6), for every backend. A lost link is handed to retirement — its running
- * handlers may finish within the drain timeout, their slots keep counting in
- * the queue budget (G2) — and a fresh link is built every reconnect interval
- * (with jitter) through the same code path as start-up, until it succeeds or
- * shutdown begins.
+ * Owns one link target and is the only code that builds its links (docs/consumption.md#rebuild),
+ * for every backend. A lost link is handed to retirement — its running handlers may finish within
+ * the drain timeout, their slots keep counting in the queue budget
+ * (docs/consumption.md#jobs-in-flight) — and a fresh link is built every reconnect interval (with
+ * jitter) through the same code path as start-up, until it succeeds or shutdown begins.
  *
  * Log policy: one WARN when a link is lost, then at most one "still
  * retrying" WARN every 30 s while attempts fail, and one INFO when it is back.
@@ -90,7 +89,7 @@ export class Supervisor {
 
   /**
    * End the reconnect loop at once (also mid back-off or mid connect), then
-   * drain the current link within `signal` (G9). Idempotent.
+   * drain the current link within `signal` (docs/consumption.md#orderly-stop). Idempotent.
    *
    * @param signal Drain deadline.
    */
@@ -145,7 +144,9 @@ export class Supervisor {
       : { server: this.target.server, queues: String(queues.length) };
   }
 
-  /** Let a lost link's handlers finish, bounded by the drain timeout (G7 step 2). */
+  /**
+   * Let a lost link's handlers finish, bounded by the drain timeout (docs/consumption.md#rebuild).
+   */
   #retire(link: Link): void {
     const done = (async () => {
       using limit = deadline(this.#o.drainTimeoutMs, this.#stop.signal);
@@ -189,7 +190,7 @@ export class Supervisor {
       }
       // Deno runs this synchronously after the open resolved: either the new
       // link is installed before stop looks at it, or stop already began and
-      // it is closed without taking a single job (G8).
+      // it is closed without taking a single job (docs/consumption.md#no-resume-during-shutdown).
       if (this.#stop.signal.aborted) {
         await link.abort();
         return false;

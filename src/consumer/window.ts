@@ -19,7 +19,7 @@
  * usual, or MySQL is unreachable): more jobs in flight would only wait,
  * holding memory, growing what a crash hands back to the broker and what a
  * shutdown must drain, and a recovering server gets the backlog gradually.
- * In-order queues (G3) have no window: one slot, always.
+ * In-order queues (docs/consumption.md#downtimes-in-order) have no window: one slot, always.
  *
  * The consumer core knows nothing of MySQL; the composition root passes the
  * writers' state in as a {@link PressureSignal}.

@@ -45,7 +45,7 @@ export interface WorkerConfig {
   readonly rabbitmq?: {
     /** AMQP URL; the password never reaches a log line. */
     readonly url: string;
-    /** Unacknowledged deliveries per queue (R2). */
+    /** Unacknowledged deliveries per queue (docs/consumption.md#rabbitmq-channels). */
     readonly prefetch: number;
     /** Declare queues durable; the consumer and the command publisher use the same flags. */
     readonly durableQueues: boolean;
@@ -72,7 +72,9 @@ export interface WorkerConfig {
   readonly deadLetterFile: string | null;
   /** Where perfdata goes; none = nowhere (the queue is still consumed). */
   readonly perfdataBackends: readonly PerfdataBackend[];
-  /** Carbon plaintext listener, path prefix and metrics per write (F4–F6). */
+  /**
+   * Carbon plaintext listener, path prefix and metrics per write (docs/perfdata.md#graphite-path).
+   */
   readonly graphite: {
     readonly addr: string;
     readonly prefix: string;
@@ -90,9 +92,9 @@ export interface WorkerConfig {
   /** Queues to consume; default all twelve. */
   readonly queues?: readonly QueueName[];
   /**
-   * Consume the in-order queues (G3) only while holding a MySQL named lock, so several
-   * workers can share a job server. Absent or null = no lock: this worker consumes them
-   * whenever it runs (one worker per node). `run` always sets it.
+   * Consume the in-order queues (docs/consumption.md#downtimes-in-order) only while holding a MySQL
+   * named lock, so several workers can share a job server. Absent or null = no lock: this worker
+   * consumes them whenever it runs (one worker per node). `run` always sets it.
    */
   readonly inOrderLock?: {
     /** Lock poll interval; default `IN_ORDER_LOCK_POLL_MS` (1 s). */

@@ -119,7 +119,7 @@ export async function openDatabase(
     connectTimeout: urlOptions.connectTimeout ?? PING_TIMEOUT_MS,
     enableKeepAlive: true,
     maxPreparedStatements: PREPARED_STATEMENTS_PER_CONNECTION,
-    // Numbers stay numbers; bigint epoch seconds fit a double exactly (A.3).
+    // Numbers stay numbers; bigint epoch seconds fit a double exactly (docs/tables.md#envelope).
     supportBigNumbers: true,
     bigNumberStrings: false,
     // mysql2 captures a stack trace on every call so that its errors can show the caller's;
@@ -207,7 +207,7 @@ async function check(
     });
     const writers = batchedTables().length * config.mysqlWritersPerTable;
     if (config.mysqlMaxOpenConns <= writers) {
-      // W9: the final flush runs every writer at once; so may a backlog on many queues.
+      // The final flush runs every writer at once; so may a backlog on many queues.
       log.warn(
         "worker: the MySQL pool has fewer connections than there are table writers; " +
           "statements wait for a free connection under load and in the final flush",

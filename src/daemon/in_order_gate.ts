@@ -1,7 +1,7 @@
 /**
- * Safe scale-out for the in-order queues (G3: `statusngin_downtimes`): when several workers
- * share a job server, only the one holding a MySQL named lock consumes them, through a
- * consumer of their own that is started while the lock is held and stopped when another
+ * Safe scale-out for the in-order queues (`statusngin_downtimes`, handled strictly in order): when
+ * several workers share a job server, only the one holding a MySQL named lock consumes them,
+ * through a consumer of their own that is started while the lock is held and stopped when another
  * worker has taken it.
  *
  * A lone worker keeps its place: when the lock's connection dies (MySQL restarted, the

@@ -1,7 +1,7 @@
 /**
- * Where the pipeline writes besides MySQL, built before it: the dead-letter file (D7), the
- * perfdata backends (Graphite, InfluxDB, remote write; F6) and the `/ws` hub. None of them
- * opens a listener.
+ * Where the pipeline writes besides MySQL, built before it: the dead-letter file (D7), the perfdata
+ * backends (Graphite, InfluxDB, remote write; docs/perfdata.md#no-backend-holds-up-mysql) and the
+ * `/ws` hub. None of them opens a listener.
  *
  * @module
  */

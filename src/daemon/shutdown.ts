@@ -55,9 +55,10 @@ async function bounded(fn: () => Promise<unknown>): Promise<void> {
 }
 
 /**
- * Shut a worker down: no new tasks, drain the consumer (D1, G9), flush writers and perfdata
- * within one budget (W9), close the dead-letter file, send `/ws` clients their close frame,
- * end the pool, then the HTTP listeners last, so `/metrics` shows the shutdown until the end.
+ * Shut a worker down: no new tasks, drain the consumer (D1), flush writers and perfdata within one
+ * budget (docs/writers.md#shutdown-flush), close the dead-letter file, send `/ws` clients their
+ * close frame, end the pool, then the HTTP listeners last, so `/metrics` shows the shutdown until
+ * the end.
  *
  * @param parts What to shut down.
  */

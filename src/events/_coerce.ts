@@ -2,21 +2,22 @@
  * Field readers that turn JSON values into SQL values, and the per-job decode state that
  * records the first problem found.
  *
- * COERCION RULES (P3/Q5, G.3–G.5, D7). The broker only ever
+ * COERCION RULES (D7). The broker only ever
  * sends the "natural" JSON type of each field; anything else comes from another producer or a
  * bug, and the whole job is then dead-lettered (D7) rather than written with guessed values.
  *
  * | field kind | accepted | null / absent | anything else |
  * |---|---|---|---|
- * | integer (times, states, counters, ids) | finite integral number; string of 1–15 decimal digits with optional `-` (legacy PHP cast those) | 0 | `bad_type` (fractions included: truncating or rounding would be a guess; G.4) |
+ * | integer (times, states, counters, ids) | finite integral number; string of 1–15 decimal digits with optional `-` (legacy PHP cast those) | 0 | `bad_type` (fractions included: truncating or rounding would be a guess) |
  * | double (`latency`, `execution_time`, `percent_state_change`, intervals) | finite number; decimal-number string | 0 | `bad_type` |
- * | flag (`tinyint(1)`) | number or numeric string: 0 → 0, any other → 1 (T20); `true`/`false` → 1/0 | 0 | `bad_type` |
- * | text | string, unchanged (no trim, T13; no truncation, that is D6 in the writer) | `''` (T12), except `event_handler` and `command_args`, which keep SQL NULL (G.3) | `bad_type` (numbers are not stringified) |
+ * | flag (`tinyint(1)`) | number or numeric string: 0 → 0, any other → 1 (docs/tables.md#flag-columns); `true`/`false` → 1/0 | 0 | `bad_type` |
+ * | text | string, unchanged (no trim; no truncation, that is D6 in the writer) | `''` (docs/tables.md#json-null-text), except `event_handler` and `command_args`, which keep SQL NULL (docs/tables.md#null-or-empty) | `bad_type` (numbers are not stringified) |
  * | required (row identity, routing discriminator, filter input) | as its kind | `missing_field` | `bad_type` |
  *
  * JSON.parse turns `1e400` into Infinity, so "finite" is checked, not assumed. Whitespace in
- * numeric strings is not accepted. A missing member is treated exactly like null (G.3).
- * These rules are pinned by the "coercion:" tests in decode_test.ts.
+ * numeric strings is not accepted. A missing member is treated exactly like null
+ * (docs/tables.md#null-or-empty). These rules are pinned by the "coercion:" tests in
+ * decode_test.ts.
  *
  * @module
  */
@@ -146,7 +147,7 @@ export function reqInt(st: DecodeState, o: JsonObject, key: string): number {
 
 /**
  * Optional integer field whose absence is meaningful: returns null for null/absent. Used
- * where "not provided" differs from 0 (the core-restart `timestamp`, D.1).
+ * where "not provided" differs from 0 (the core-restart `timestamp`).
  */
 export function optInt(st: DecodeState, o: JsonObject, key: string): number | null {
   const v = o[key];
@@ -154,7 +155,10 @@ export function optInt(st: DecodeState, o: JsonObject, key: string): number | nu
   return coerceInt(st, o, key, v);
 }
 
-/** Optional double field: null/absent → 0. Stored exactly as received (T21). */
+/**
+ * Optional double field: null/absent → 0. Stored exactly as received
+ * (docs/tables.md#double-columns).
+ */
 export function float(st: DecodeState, o: JsonObject, key: string): number {
   const v = o[key];
   if (v === undefined || v === null) return 0;
@@ -166,7 +170,7 @@ export function float(st: DecodeState, o: JsonObject, key: string): number {
   return badType(st, o, key, "a number", v);
 }
 
-/** Flag field (`tinyint(1)`): normalised to 0/1 (T20, G.5); null/absent → 0. */
+/** Flag field (`tinyint(1)`): normalised to 0/1 (docs/tables.md#flag-columns); null/absent → 0. */
 export function flag(st: DecodeState, o: JsonObject, key: string): number {
   const v = o[key];
   if (v === undefined || v === null) return 0;
@@ -178,14 +182,17 @@ export function flag(st: DecodeState, o: JsonObject, key: string): number {
   return badType(st, o, key, "a flag", v);
 }
 
-/** Optional text field: null/absent → `''` (T12). */
+/** Optional text field: null/absent → `''` (docs/tables.md#json-null-text). */
 export function text(st: DecodeState, o: JsonObject, key: string): string {
   const v = o[key];
   if (v === undefined || v === null) return "";
   return coerceText(st, o, key, v);
 }
 
-/** Text field that keeps SQL NULL for JSON null (`event_handler`, `command_args`, G.3). */
+/**
+ * Text field that keeps SQL NULL for JSON null (`event_handler`, `command_args`;
+ * docs/tables.md#null-or-empty).
+ */
 export function textOrNull(st: DecodeState, o: JsonObject, key: string): string | null {
   const v = o[key];
   if (v === undefined || v === null) return null;
@@ -202,7 +209,10 @@ export function reqText(st: DecodeState, o: JsonObject, key: string): string {
   return coerceText(st, o, key, v);
 }
 
-/** Round half away from zero, as MySQL converts a float bound to an INT column (T2). */
+/**
+ * Round half away from zero, as MySQL converts a float bound to an INT column
+ * (docs/tables.md#check-interval-rounding).
+ */
 export function roundInterval(x: number): number {
   const r = x < 0 ? -Math.round(-x) : Math.round(x);
   return r === 0 ? 0 : r; // no -0 for small negative fractions

@@ -1,6 +1,6 @@
 /**
  * One decoder per queue: event (envelope + payload object) → rows, downtime statements or a
- * restart cutoff, following the column mappings of docs/tables.md (A.6–A.12). Each
+ * restart cutoff, following the column mappings of docs/tables.md#queues. Each
  * decoder is a top-level function (no per-event closures) and builds its rows as object
  * literals in schema column order, so all rows of a table share one hidden class.
  *
@@ -41,14 +41,17 @@ import { appendPerfdataRows, parsePerfdata } from "./perfdata.ts";
 /** Signature shared by all event decoders. `p` is the payload object (`ev` for core restart). */
 export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => void;
 
-/** NEB NOTIFICATION_END: the only notification event stored (A.11.1). */
+/** NEB NOTIFICATION_END: the only notification event stored (docs/tables.md#notifications-log). */
 export const NOTIFICATION_END = 601;
-/** NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored (A.11.2). */
+/**
+ * NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored
+ * (docs/tables.md#contact-notification-methods).
+ */
 export const CONTACTNOTIFICATIONMETHOD_END = 605;
-/** The core's PROCESS_RESTART `object_type` (D.1). */
+/** The core's PROCESS_RESTART `object_type` (docs/tables.md#core-restart-queue). */
 export const PROCESS_RESTART = 102;
 
-/** `statusngin_hoststatus` → `statusengine_hoststatus` (A.6, B.3.9). */
+/** `statusngin_hoststatus` → `statusengine_hoststatus` (docs/tables.md#status-queues). */
 export function decodeHostStatus(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   st.rows.push({
     table: "statusengine_hoststatus",
@@ -63,7 +66,7 @@ export function decodeHostStatus(st: DecodeState, ev: JsonObject, p: JsonObject)
       max_check_attempts: int(st, p, "max_attempts"),
       last_check: int(st, p, "last_check"),
       next_check: int(st, p, "next_check"),
-      // Inverted on purpose: 1 for an ACTIVE check, as both existing workers store it (T1, D5).
+      // Inverted on purpose: 1 for an ACTIVE check, as both existing workers store it (D5).
       is_passive_check: int(st, p, "check_type") === 0 ? 1 : 0,
       last_state_change: int(st, p, "last_state_change"),
       last_hard_state_change: int(st, p, "last_hard_state_change"),
@@ -99,7 +102,7 @@ export function decodeHostStatus(st: DecodeState, ev: JsonObject, p: JsonObject)
   });
 }
 
-/** `statusngin_servicestatus` → `statusengine_servicestatus` (A.6, B.3.20). */
+/** `statusngin_servicestatus` → `statusengine_servicestatus` (docs/tables.md#status-queues). */
 export function decodeServiceStatus(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   st.rows.push({
     table: "statusengine_servicestatus",
@@ -115,7 +118,7 @@ export function decodeServiceStatus(st: DecodeState, ev: JsonObject, p: JsonObje
       max_check_attempts: int(st, p, "max_attempts"),
       last_check: int(st, p, "last_check"),
       next_check: int(st, p, "next_check"),
-      // Inverted on purpose (T1, D5), see decodeHostStatus.
+      // Inverted on purpose (D5), see decodeHostStatus.
       is_passive_check: int(st, p, "check_type") === 0 ? 1 : 0,
       last_state_change: int(st, p, "last_state_change"),
       last_hard_state_change: int(st, p, "last_hard_state_change"),
@@ -152,14 +155,15 @@ export function decodeServiceStatus(st: DecodeState, ev: JsonObject, p: JsonObje
   });
 }
 
-/** `statusngin_hostchecks` → `statusengine_hostchecks` (A.7, B.3.8). */
+/** `statusngin_hostchecks` → `statusengine_hostchecks` (docs/tables.md#check-queues). */
 export function decodeHostCheck(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   st.rows.push({
     table: "statusengine_hostchecks",
     row: {
       hostname: reqText(st, p, "host_name"),
       start_time: reqInt(st, p, "start_time"),
-      // The event's microseconds, a key tie-breaker, not the check start's (A.7, G.8).
+      // The event's microseconds, a key tie-breaker, not the check start's
+      // (docs/tables.md#check-queues).
       start_time_usec: int(st, ev, "timestamp_usec"),
       state: int(st, p, "state"),
       is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
@@ -178,7 +182,7 @@ export function decodeHostCheck(st: DecodeState, ev: JsonObject, p: JsonObject):
   });
 }
 
-/** `statusngin_servicechecks` → `statusengine_servicechecks` (A.7, B.3.19). */
+/** `statusngin_servicechecks` → `statusengine_servicechecks` (docs/tables.md#check-queues). */
 export function decodeServiceCheck(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   st.rows.push({
     table: "statusengine_servicechecks",
@@ -204,26 +208,33 @@ export function decodeServiceCheck(st: DecodeState, ev: JsonObject, p: JsonObjec
   });
 }
 
-/** `statusngin_service_perfdata` → `statusengine_perfdata` (A.8, E.6). */
+/**
+ * `statusngin_service_perfdata` → `statusengine_perfdata` (docs/tables.md#perfdata-queue,
+ * docs/perfdata.md#parsing).
+ */
 export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonObject): void {
   const perfData = text(st, p, "perf_data");
   if (perfData === "") return;
-  // The broker emits this event even when perf_data is empty (A.4); without a parseable gauge
-  // there is nothing to store and the identity fields are irrelevant (A.12 "skipped").
+  // The broker emits this event even when perf_data is empty (docs/tables.md#consumed-queues);
+  // without a parseable gauge there is nothing to store and the identity fields are irrelevant
+  // (docs/tables.md#host-or-service).
   const metrics = parsePerfdata(perfData);
   if (metrics.length === 0) return;
   const hostname = reqText(st, p, "host_name");
   const service = reqText(st, p, "service_description");
-  // Metric time is the payload start_time, not the envelope timestamp (D5, T4).
+  // Metric time is the payload start_time, not the envelope timestamp (D5).
   const startTime = reqInt(st, p, "start_time");
   if (st.reason !== null) return;
   appendPerfdataRows(hostname, service, startTime, metrics, st.rows);
 }
 
-/** `statusngin_statechanges` → `statusengine_{host,service}_statehistory` (A.9). */
+/**
+ * `statusngin_statechanges` → `statusengine_{host,service}_statehistory`
+ * (docs/tables.md#state-changes).
+ */
 export function decodeStateChange(st: DecodeState, ev: JsonObject, p: JsonObject): void {
-  // statechange_type 1 → service, anything else → host (Go rule, A.9); it is also what the
-  // state_change column stores (G.8).
+  // statechange_type 1 → service, anything else → host (the Go worker's rule); it is also what the
+  // state_change column stores (docs/tables.md#contract-quirks).
   const kind = reqInt(st, p, "statechange_type");
   if (kind === 1) {
     st.rows.push({
@@ -265,12 +276,15 @@ export function decodeStateChange(st: DecodeState, ev: JsonObject, p: JsonObject
   }
 }
 
-/** `statusngin_logentries` → `statusengine_logentries` (A.10); `id` is AUTO_INCREMENT. */
+/**
+ * `statusngin_logentries` → `statusengine_logentries` (docs/tables.md#log-entries); `id` is
+ * AUTO_INCREMENT.
+ */
 export function decodeLogEntry(st: DecodeState, _ev: JsonObject, p: JsonObject): void {
   st.rows.push({
     table: "statusengine_logentries",
     row: {
-      // The log line's own time, not the envelope's (E.4).
+      // The log line's own time, not the envelope's (docs/tables.md#log-entry-time).
       entry_time: reqInt(st, p, "entry_time"),
       logentry_type: int(st, p, "data_type"),
       logentry_data: text(st, p, "data"),
@@ -279,13 +293,17 @@ export function decodeLogEntry(st: DecodeState, _ev: JsonObject, p: JsonObject):
   });
 }
 
-/** `statusngin_notifications` → `statusengine_{host,service}_notifications_log` (A.11.1). */
+/**
+ * `statusngin_notifications` → `statusengine_{host,service}_notifications_log`
+ * (docs/tables.md#notifications-log).
+ */
 export function decodeNotification(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // Only completed rounds that reached somebody; the broker filters too, we filter again.
   if (reqInt(st, ev, "type") !== NOTIFICATION_END) return;
   const contacts = reqInt(st, p, "contacts_notified");
   if (contacts <= 0) return;
-  // Routing on service_description: null or '' → host (A.12); notification_type is unused.
+  // Routing on service_description: null or '' → host (docs/tables.md#host-or-service);
+  // notification_type is unused.
   const service = textOrNull(st, p, "service_description");
   if (service === null || service === "") {
     st.rows.push({
@@ -331,7 +349,8 @@ export function decodeContactNotificationMethod(
   ev: JsonObject,
   p: JsonObject,
 ): void {
-  // 604 (start) has no meaningful end time; both workers store only 605 (A.11.2).
+  // 604 (start) has no meaningful end time; both workers store only 605
+  // (docs/tables.md#contact-notification-methods).
   if (reqInt(st, ev, "type") !== CONTACTNOTIFICATIONMETHOD_END) return;
   const service = textOrNull(st, p, "service_description");
   if (service === null || service === "") {
@@ -339,7 +358,7 @@ export function decodeContactNotificationMethod(
       table: "statusengine_host_notifications",
       row: {
         hostname: reqText(st, p, "host_name"),
-        // The payload start_time of this command execution, not the envelope time (D5, T3).
+        // The payload start_time of this command execution, not the envelope time (D5).
         start_time: reqInt(st, p, "start_time"),
         start_time_usec: int(st, ev, "timestamp_usec"),
         contact_name: text(st, p, "contact_name"),
@@ -375,10 +394,13 @@ export function decodeContactNotificationMethod(
   }
 }
 
-/** `statusngin_acknowledgements` → `statusengine_{host,service}_acknowledgements` (A.11.3). */
+/**
+ * `statusngin_acknowledgements` → `statusengine_{host,service}_acknowledgements`
+ * (docs/tables.md#acknowledgements).
+ */
 export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // In this callback acknowledgement_type is the object kind: 1 → service, else host (Go
-  // rule); stored as received (G.8).
+  // rule); stored as received (docs/tables.md#contract-quirks).
   const kind = reqInt(st, p, "acknowledgement_type");
   if (kind === 1) {
     st.rows.push({
@@ -420,7 +442,8 @@ export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonOb
 export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   const type = reqInt(st, ev, "type");
   const isAdd = type === DOWNTIME_ADD;
-  // Unknown types write nothing (C.3), so their fields are not inspected.
+  // Unknown types write nothing (docs/tables.md#downtime-statements), so their fields are not
+  // inspected.
   if (
     !isAdd && type !== DOWNTIME_LOAD && type !== DOWNTIME_START && type !== DOWNTIME_STOP &&
     type !== DOWNTIME_DELETE
@@ -453,7 +476,10 @@ export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): 
   );
 }
 
-/** `statusngin_core_restart`: the cleanup cutoff of D.1 (D4). No envelope, no payload key. */
+/**
+ * `statusngin_core_restart`: the cleanup cutoff of the core-restart sweep (D4). No envelope, no
+ * payload key.
+ */
 export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObject): void {
   const objectType = reqInt(st, ev, "object_type");
   if (st.reason !== null) return;

@@ -1,7 +1,7 @@
 /**
- * Job body → {@linkcode DecodedJob}: payload shape (D3), stale filter (P6), per-queue
- * decoding, and the D7 classification of undecodable input. Pure: no I/O, no clock (the
- * caller passes `nowSeconds`), never throws.
+ * Job body → {@linkcode DecodedJob}: payload shape (D3), stale filter
+ * (docs/payloads.md#stale-status), per-queue decoding, and the D7 classification of undecodable
+ * input. Pure: no I/O, no clock (the caller passes `nowSeconds`), never throws.
  *
  * @module
  */
@@ -39,7 +39,8 @@ function decodeEvent(
   if (staleBefore !== null) {
     const ts = reqInt(st, ev, "timestamp");
     if (st.reason !== null) return false;
-    // Strictly older than the cutoff: an event exactly at the cutoff is kept (D.2).
+    // Strictly older than the cutoff: an event exactly at the cutoff is kept
+    // (docs/tables.md#stale-status).
     if (ts < staleBefore) return true;
   }
   let payload = ev;
@@ -79,9 +80,10 @@ function decodeEvent(
  * - Both payload shapes are accepted on every queue (D3): an object whose `messages` member is
  *   an array is a bulk job (an empty array is valid and yields nothing); any other object is
  *   one event.
- * - One undecodable event makes the whole job `invalid` (P4), so the dead-letter
- *   file (D7) receives the job exactly as it arrived.
- * - Stale status events (P6) are counted in `staleDiscarded`, never returned.
+ * - One undecodable event makes the whole job `invalid` (docs/payloads.md#decode-errors), so the
+ *   dead-letter file (D7) receives the job exactly as it arrived.
+ * - Stale status events (docs/payloads.md#stale-status) are counted in `staleDiscarded`, never
+ *   returned.
  * - With `ctx.collectEvents`, `events` holds the source objects the queue's stream rule
  *   (`QueueSpec.stream`) keeps, unchanged, for the `/ws` stream.
  *
@@ -127,7 +129,8 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   const now = Math.floor(ctx.nowSeconds);
   const st = new DecodeState(ctx.nodeName, now);
   st.payloadKey = spec.payloadKey ?? "";
-  // One cutoff per job (P6); 0 (or a negative value, refused by the config) disables it.
+  // One cutoff per job (docs/payloads.md#stale-status); 0 (or a negative value, refused by the
+  // config) disables it.
   const staleBefore = spec.staleFilter && ctx.statusMaxAgeSeconds > 0
     ? now - ctx.statusMaxAgeSeconds
     : null;
@@ -186,15 +189,16 @@ function effectiveCount(st: DecodeState): number {
 export interface DecodedPayload {
   /** The decoded job. */
   readonly job: DecodedJob;
-  /** True when invalid UTF-8 was repaired (P1: count it, warn rate-limited). */
+  /** True when invalid UTF-8 was repaired (counted, and warned about at a limited rate). */
   readonly repaired: boolean;
   /** The (repaired) payload text, e.g. for the dead-letter file. */
   readonly text: string;
 }
 
 /**
- * Repair (P1), decode to text and {@linkcode decodeJob} a raw job body: the whole payload
- * path of P0 between receiving the bytes and handing rows to the writers.
+ * Repair (docs/payloads.md#utf8-repair), decode to text and {@linkcode decodeJob} a raw job body:
+ * the whole payload path (docs/payloads.md#order-of-operations) between receiving the bytes and
+ * handing rows to the writers.
  *
  * @param queue The queue the job came from.
  * @param bytes The raw job body, exactly as received.

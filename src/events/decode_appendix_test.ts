@@ -46,7 +46,7 @@ Deno.test("appendix: statusngin_hoststatus.json yields the two statusengine_host
     "current_state": 0,
     "current_check_attempt": 1,
     "max_check_attempts": 10,
-    "is_passive_check": 1, // check_type 0 = active (T1)
+    "is_passive_check": 1, // check_type 0 = active (docs/tables.md#is-passive-check)
     "last_hard_state": 0,
     "is_hardstate": 1,
     "last_notification": 0,
@@ -98,7 +98,7 @@ Deno.test("appendix: statusngin_hoststatus.json yields the two statusengine_host
       "last_hard_state_change": 1667502634,
       "event_handler_enabled": 0,
       "flap_detection_enabled": 0,
-      latency: 0.6037200093269348, // exact double, not PHP's 14 digits (T21)
+      latency: 0.6037200093269348, // exact double, not PHP's 14 digits (docs/tables.md#double-columns)
       "execution_time": 4.097793,
       "last_time_up": 1785470668,
       "last_time_down": 1667502634,
@@ -267,7 +267,7 @@ Deno.test("appendix: statusngin_service_perfdata.json yields four perfdata rows 
     });
   }
   assertRows("statusngin_service_perfdata", [
-    // No unit: SQL NULL, as the legacy worker writes it (T5).
+    // No unit: SQL NULL, as the legacy worker writes it (docs/tables.md#perfdata-unit-null).
     p("localhost", "Current Users", "users", 1785470660, 0, null, [20, 50, 0, null]),
     p("localhost", "Swap Usage", "swap", 1785470666, 0, "MB", [0, 0, 0, 0]),
     p("demo.statusengine.org", "PING", "rta", 1785470664, 0.084, "ms", [100, 500, 0, null]),

@@ -44,7 +44,7 @@ Deno.test("decodeJob: collected events are the parsed objects themselves, not co
   assert.equal(events[0]?.["type"], 300);
 });
 
-Deno.test("decodeJob: stale status events are not collected (P6, docs/operations.md#ws)", () => {
+Deno.test("decodeJob: stale status events are not collected (docs/operations.md#ws)", () => {
   const now = 1_785_470_700;
   const text = JSON.stringify({
     messages: [

@@ -110,9 +110,9 @@ Deno.test("decodeJob: a bulk job mixing host and service state changes yields bo
 });
 
 // ---------------------------------------------------------------------------------------------
-// Stale status events (P6)
+// Stale status events (docs/payloads.md#stale-status)
 
-Deno.test("decodeJob: on the real clock with the default 300 s the status fixtures are discarded, hostchecks is not (P6)", () => {
+Deno.test("decodeJob: on the real clock with the default 300 s the status fixtures are discarded, hostchecks is not (docs/payloads.md#stale-status)", () => {
   const real: DecodeContext = {
     nodeName: "N",
     nowSeconds: Date.now() / 1000,
@@ -127,7 +127,8 @@ Deno.test("decodeJob: on the real clock with the default 300 s the status fixtur
     decodeJob("statusngin_servicestatus", fixture("statusngin_servicestatus"), real),
     { kind: "rows", rows: [], staleDiscarded: 2 },
   );
-  // Only the status queues discard on age: every other queue is history (D.2).
+  // Only the status queues discard on age: every other queue is history
+  // (docs/tables.md#stale-status).
   for (const queue of QUEUE_NAMES) {
     if (queue === "statusngin_hoststatus" || queue === "statusngin_servicestatus") continue;
     const job = decodeJob(queue, fixture(queue), real);
@@ -146,7 +147,7 @@ Deno.test("decodeJob: with a clock up to 1785470959 and 300 s no status fixture 
   assert.equal(job.kind === "rows" ? job.staleDiscarded : -1, 0);
 });
 
-Deno.test("decodeJob: an event exactly at now − max age is kept, one second older is discarded (D.2)", () => {
+Deno.test("decodeJob: an event exactly at now − max age is kept, one second older is discarded (docs/tables.md#stale-status)", () => {
   const now = 1_800_000_000;
   const ctx = { nodeName: "N", nowSeconds: now + 0.999, statusMaxAgeSeconds: 300 };
   const [ev] = events("statusngin_hoststatus");
@@ -177,9 +178,9 @@ Deno.test("decodeJob: a stale event is discarded without inspecting its payload"
 });
 
 // ---------------------------------------------------------------------------------------------
-// Field mappings (A.6–A.12, the T decisions)
+// Field mappings (docs/tables.md#queues and its column decisions)
 
-Deno.test("decodeJob: is_passive_check is 1 for an active check (check_type 0) and 0 otherwise (T1, D5)", () => {
+Deno.test("decodeJob: is_passive_check is 1 for an active check (check_type 0) and 0 otherwise (D5)", () => {
   for (const [checkType, want] of [[0, 1], [1, 0], [2, 0], [3, 0]] as const) {
     const h = onlyRow(
       decodeJob(
@@ -200,7 +201,7 @@ Deno.test("decodeJob: is_passive_check is 1 for an active check (check_type 0) a
   }
 });
 
-Deno.test("decodeJob: check intervals are rounded half away from zero, not truncated (T2)", () => {
+Deno.test("decodeJob: check intervals are rounded half away from zero, not truncated (docs/tables.md#check-interval-rounding)", () => {
   const cases = [[0.5, 1], [2.5, 3], [1.49, 1], [0.4, 0], [5.0, 5], [1.5000001, 2]] as const;
   for (const [interval, want] of cases) {
     const row = onlyRow(
@@ -291,7 +292,7 @@ Deno.test("decodeJob: the node name comes from the context", () => {
   assert.ok(hs.every((r) => r.row.node_name === "node-7"));
 });
 
-Deno.test("decodeJob: contact notification start_time is the payload's, not the envelope's (T3, D5)", () => {
+Deno.test("decodeJob: contact notification start_time is the payload's, not the envelope's (D5)", () => {
   const text = single(
     "statusngin_contactnotificationmethod",
     "contactnotificationmethod",
@@ -303,14 +304,14 @@ Deno.test("decodeJob: contact notification start_time is the payload's, not the 
   assert.equal(row.end_time, 1785517001);
 });
 
-Deno.test("decodeJob: perfdata time is the payload start_time even when the envelope differs (T4, D5)", () => {
+Deno.test("decodeJob: perfdata time is the payload start_time even when the envelope differs (D5)", () => {
   const got = rows(
     decodeJob("statusngin_service_perfdata", fixture("statusngin_service_perfdata"), CTX),
   );
   assert.deepEqual(got.slice(2).map((r) => r.row.timestamp_unix), [1785470664, 1785470664]);
 });
 
-Deno.test("decodeJob: JSON null becomes '' in text columns except event_handler, command_args and the notifications' ack_author/ack_data (T12, G.3)", () => {
+Deno.test("decodeJob: JSON null becomes '' in text columns except event_handler, command_args and the notifications' ack_author/ack_data (docs/tables.md#json-null-text)", () => {
   const hs = onlyRow(decodeJob(
     "statusngin_hoststatus",
     single("statusngin_hoststatus", "hoststatus", {
@@ -362,7 +363,7 @@ Deno.test("decodeJob: a 10 MB output string decodes unchanged (truncation is the
 });
 
 // ---------------------------------------------------------------------------------------------
-// Routing and filters (A.11, A.12)
+// Routing and filters (docs/tables.md#notifications)
 
 Deno.test("decodeJob: statechange_type 0 and acknowledgement_type 0 route to the host tables", () => {
   const sc = rows(
@@ -492,7 +493,7 @@ Deno.test("decodeJob: a bulk downtime job yields the statements of all events in
   );
 });
 
-Deno.test("decodeJob: core restart uses a positive timestamp, else the floored worker clock, and says which (D.1)", () => {
+Deno.test("decodeJob: core restart uses a positive timestamp, else the floored worker clock, and says which (docs/tables.md#core-restart-queue)", () => {
   const q = "statusngin_core_restart";
   const ctx = { ...CTX, nowSeconds: 1000.7 };
   assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":500}', ctx), {
@@ -623,7 +624,7 @@ Deno.test("decodeJob: an unknown queue is invalid with reason unknown_queue", ()
   assertInvalid(decodeJob("__proto__", "{}", CTX), "unknown_queue");
 });
 
-Deno.test("decodeJob: one undecodable event makes the whole bulk job invalid and names its index (P4)", () => {
+Deno.test("decodeJob: one undecodable event makes the whole bulk job invalid and names its index (docs/payloads.md#decode-errors)", () => {
   const evs = events("statusngin_servicechecks");
   const bad = structuredClone(evs[1]) as Json;
   (bad.servicecheck as Json).state = "CRITICAL";
@@ -718,7 +719,7 @@ Deno.test("decodeJob: required fields that are absent or null are missing_field"
 });
 
 // ---------------------------------------------------------------------------------------------
-// Coercion rules (Q5; the table at the top of _coerce.ts)
+// Coercion rules (the table at the top of _coerce.ts)
 
 function hoststatusRow(patch: Json): DecodedJob {
   return decodeJob(
@@ -773,7 +774,7 @@ Deno.test("coercion: optional fields that are null or absent become 0 or ''", ()
   assert.equal(row.last_check, 0);
 });
 
-Deno.test("coercion: flags are normalised to 0/1 and accept booleans and numeric strings (T20, G.5)", () => {
+Deno.test("coercion: flags are normalised to 0/1 and accept booleans and numeric strings (docs/tables.md#flag-columns)", () => {
   const cases: [unknown, number][] = [
     [0, 0],
     [1, 1],
@@ -797,7 +798,7 @@ Deno.test("coercion: flags are normalised to 0/1 and accept booleans and numeric
   }
 });
 
-Deno.test("coercion: double fields keep the exact value and accept decimal strings (T21)", () => {
+Deno.test("coercion: double fields keep the exact value and accept decimal strings (docs/tables.md#double-columns)", () => {
   const row = onlyRow(
     hoststatusRow({
       latency: 0.60077601671218872,
@@ -834,13 +835,13 @@ Deno.test("coercion: text fields accept strings only; numbers are not stringifie
   assert.equal(onlyRow(hoststatusRow({ name: "" })).hostname, "");
 });
 
-Deno.test("coercion: strings are kept verbatim, without trimming or truncation (T13, D6)", () => {
+Deno.test("coercion: strings are kept verbatim, without trimming or truncation (D6)", () => {
   const row = onlyRow(hoststatusRow({ "plugin_output": "  padded \n", "perf_data": "\tx=1 " }));
   assert.equal(row.output, "  padded \n");
   assert.equal(row.perfdata, "\tx=1 ");
 });
 
-Deno.test("coercion: unknown members are ignored wherever they appear (A.3)", () => {
+Deno.test("coercion: unknown members are ignored wherever they appear (docs/tables.md#envelope)", () => {
   const ev = events("statusngin_acknowledgements")[0] ?? {};
   const job = decodeJob(
     "statusngin_acknowledgements",
@@ -855,9 +856,9 @@ Deno.test("coercion: unknown members are ignored wherever they appear (A.3)", ()
 });
 
 // ---------------------------------------------------------------------------------------------
-// decodePayload: bytes in (P0/P1)
+// decodePayload: bytes in (docs/payloads.md#order-of-operations)
 
-Deno.test("decodePayload: invalid UTF-8 is repaired per byte before parsing and reported (P1)", () => {
+Deno.test("decodePayload: invalid UTF-8 is repaired per byte before parsing and reported (docs/payloads.md#utf8-repair)", () => {
   const text = single("statusngin_logentries", "logentry", { data: "Datenträger / Datentr?ger" });
   const b = new TextEncoder().encode(text);
   b[b.lastIndexOf(0x3f)] = 0xe4; // a CP1252 "ä" next to a correct UTF-8 "ä"

@@ -24,19 +24,25 @@ import type {
   ScheduledDowntimeTable,
 } from "./types.ts";
 
-/** Envelope `type` of a scheduled downtime (C.1). */
+/** Envelope `type` of a scheduled downtime (docs/tables.md#downtime-events). */
 export const DOWNTIME_ADD = 1100;
-/** Envelope `type` of a downtime removed from the core (C.1). */
+/** Envelope `type` of a downtime removed from the core (docs/tables.md#downtime-events). */
 export const DOWNTIME_DELETE = 1101;
-/** Envelope `type` of a downtime restored from retention at start-up (C.1). */
+/**
+ * Envelope `type` of a downtime restored from retention at start-up
+ * (docs/tables.md#downtime-events).
+ */
 export const DOWNTIME_LOAD = 1102;
-/** Envelope `type` of a downtime that became active (C.1). */
+/** Envelope `type` of a downtime that became active (docs/tables.md#downtime-events). */
 export const DOWNTIME_START = 1103;
-/** Envelope `type` of an active downtime that ended (C.1). */
+/** Envelope `type` of an active downtime that ended (docs/tables.md#downtime-events). */
 export const DOWNTIME_STOP = 1104;
-/** `downtime_type` of a host downtime; every other value is a service downtime (C.1). */
+/**
+ * `downtime_type` of a host downtime; every other value is a service downtime
+ * (docs/tables.md#downtime-events).
+ */
 export const DOWNTIME_TYPE_HOST = 2;
-/** Envelope `attr` of a STOP that was cancelled by a user (C.1). */
+/** Envelope `attr` of a STOP that was cancelled by a user (docs/tables.md#downtime-events). */
 export const DOWNTIME_STOP_CANCELLED = 2;
 
 /** One downtime event with its fields already coerced (see the decoder's coercion rules). */
@@ -45,7 +51,7 @@ export interface DowntimeEvent {
   readonly type: number;
   /** Envelope `attr`; only meaningful for STOP (2 = cancelled). */
   readonly attr: number;
-  /** Envelope `timestamp`, epoch seconds (`ts` of C.3). */
+  /** Envelope `timestamp`, epoch seconds (`ts` in docs/tables.md#downtime-statements). */
   readonly timestamp: number;
   /** Envelope `timestamp_usec`; becomes the history `entry_time_usec` of an ADD. */
   readonly timestampUsec: number;
@@ -142,7 +148,7 @@ interface Dynamics {
 const NO_DYNAMICS: Dynamics = { wasStarted: 0, actualStart: 0, actualEnd: 0, wasCancelled: 0 };
 
 function key(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
-  // Primary-key order of all four tables (B.3.3, B.3.6, B.3.14, B.3.17).
+  // Primary-key order of all four tables (docs/tables.md#statusengine_host_downtimehistory).
   return isHost
     ? {
       hostname: ev.hostName,
@@ -171,7 +177,7 @@ function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row
 }
 
 function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
-  // Schema column order (B.3.3 / B.3.14).
+  // Schema column order of the downtime history tables.
   const identity: Row = isHost
     ? { hostname: ev.hostName }
     : { hostname: ev.hostName, service_description: ev.serviceDescription };
@@ -196,8 +202,8 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
 }
 
 function scheduledRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
-  // Schema column order (B.3.6 / B.3.17): the history row's, without the ADD's envelope usec and
-  // the end of the downtime (a scheduled row is deleted when the downtime ends).
+  // Schema column order of the scheduled downtime tables: the history row's, without the ADD's
+  // envelope usec and the end of the downtime (a scheduled row is deleted when the downtime ends).
   const {
     entry_time_usec: _entryTimeUsec,
     actual_end_time: _actualEnd,
@@ -223,8 +229,9 @@ export function appendDowntimeStatements(
 ): void {
   const type = ev.type;
   const name = EVENT_NAMES[type];
-  if (name === undefined) return; // unknown types: nothing (C.3).
-  // Routing is on downtime_type only, never on service_description (C.1).
+  if (name === undefined) return; // unknown types: nothing (docs/tables.md#downtime-statements).
+  // Routing is on downtime_type only, never on service_description
+  // (docs/tables.md#downtime-events).
   const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
   const kind = isHost ? "host" : "service";
   const tKey = tombstoneKey(ev, isHost, nodeName);
@@ -282,9 +289,9 @@ export function appendDowntimeStatements(
     end("STOP", false);
   } else {
     // Strictly greater: deleted before its window began, so it never took effect and leaves no
-    // history. At start_time <= ts the preceding STOP (or a flexible downtime that never
-    // triggered) keeps its history row (C.3 DELETE). scheduled_start_time is in the key, so
-    // the condition depends on the event alone and needs no SQL.
+    // history. At start_time <= ts the preceding STOP (or a flexible downtime that never triggered)
+    // keeps its history row (docs/tables.md#downtime-statements). scheduled_start_time is in the
+    // key, so the condition depends on the event alone and needs no SQL.
     const removed = ev.startTime > ev.timestamp;
     end("DELETE", removed);
     if (removed) {
@@ -295,8 +302,8 @@ export function appendDowntimeStatements(
         key: key(ev, isHost, nodeName),
       });
     } else {
-      // The downtime reached its window: it belongs in the history even if no other event of
-      // it was ever written. DELETE never sets actual_end_time (C.3).
+      // The downtime reached its window: it belongs in the history even if no other event of it was
+      // ever written. DELETE never sets actual_end_time (docs/tables.md#downtime-statements).
       history(NO_DYNAMICS, NOTHING, false);
     }
   }

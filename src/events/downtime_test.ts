@@ -185,7 +185,7 @@ Deno.test("downtimeStatements: ADD upserts history then scheduled with dynamic c
 });
 
 // A late or redelivered ADD must not reset was_started/actual_* of a downtime that already
-// started or ended (C.4.2).
+// started or ended (docs/tables.md#downtime-add-static-columns).
 Deno.test("downtimeStatements: no ADD or LOAD merges a dynamic or key column", () => {
   const dynamic = ["was_started", "actual_start_time", "actual_end_time", "was_cancelled"];
   for (const k of KINDS) {
@@ -343,7 +343,8 @@ Deno.test("downtimeStatements: DELETE before the window began removes history, s
       [tombstone(START - 1, 1), scheduledDelete, historyDelete],
       `${k.name} before start`,
     );
-    // At the boundary the window has begun: the history row stays (C.3 "strictly greater").
+    // At the boundary the window has begun: the history row stays (the DELETE removes history only
+    // when its start is strictly later).
     for (const ts of [START, START + 600]) {
       assert.deepEqual(
         downtimeStatements(
@@ -365,7 +366,7 @@ Deno.test("downtimeStatements: unknown types produce no statement", () => {
   }
 });
 
-Deno.test("downtimeStatements: routing is on downtime_type only, 2 = host, anything else = service (C.1)", () => {
+Deno.test("downtimeStatements: routing is on downtime_type only, 2 = host, anything else = service (docs/tables.md#downtime-events)", () => {
   for (const downtimeType of [0, 1, 3, -2]) {
     const [first] = downtimeStatements(event({ downtimeType }), NODE);
     assert.equal(

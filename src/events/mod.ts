@@ -1,8 +1,9 @@
 /**
- * Payload → rows for every consumed queue: UTF-8 repair (P1), both payload shapes (D3), the
- * per-queue mappings of docs/tables.md, the stale filter (P6), the downtime
- * lifecycle (C.3), the core-restart cutoff (D4) and the perfdata parser (E.6). Pure: no
- * I/O and no imports of other `src/` directories.
+ * Payload → rows for every consumed queue: UTF-8 repair (docs/payloads.md#utf8-repair), both
+ * payload shapes (D3), the per-queue mappings of docs/tables.md, the stale filter
+ * (docs/payloads.md#stale-status), the downtime lifecycle (docs/tables.md#downtime-statements), the
+ * core-restart cutoff (D4) and the perfdata parser (docs/perfdata.md#parsing). Pure: no I/O and no
+ * imports of other `src/` directories.
  *
  * @module
  */

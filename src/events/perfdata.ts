@@ -1,6 +1,6 @@
 /**
- * The `perf_data` parser of E.6 (docs/perfdata.md#parsing; a port of the legacy
- * state machine with the decisions T5–T7 applied) and the `statusengine_perfdata` rows built
+ * The `perf_data` parser (docs/perfdata.md#parsing; a port of the legacy state machine: a missing
+ * unit is NULL, every gauge kept, PHP's `trim()` set) and the `statusengine_perfdata` rows built
  * from it.
  *
  * @module
@@ -29,23 +29,29 @@ export const PERFDATA_THRESHOLDS: unique symbol = Symbol("perfdata thresholds");
 
 /** One gauge of a `perf_data` string. */
 export interface PerfdataMetric {
-  /** Text before the first `=`; quotes are kept and `"` is normalised to `'` (E.6.2). */
+  /**
+   * Text before the first `=`; quotes are kept and `"` is normalised to `'`
+   * (docs/perfdata.md#algorithm).
+   */
   readonly label: string;
   /** The value as a double. */
   readonly value: number;
-  /** Unit of measure, `''` when absent (T5); `%%` is collapsed to `%`. Not truncated. */
+  /**
+   * Unit of measure, `''` when absent (docs/tables.md#perfdata-unit-null); `%%` is collapsed to
+   * `%`. Not truncated.
+   */
   readonly unit: string;
   /** Present only when at least one of warn, crit, min, max is a plain number. */
   readonly thresholds?: PerfdataThresholds;
 }
 
-/** The reduced service check of `statusngin_service_perfdata` (A.8). */
+/** The reduced service check of `statusngin_service_perfdata` (docs/tables.md#perfdata-queue). */
 export interface PerfdataCheck {
   /** `servicecheck.host_name`. */
   readonly hostname: string;
   /** `servicecheck.service_description`. */
   readonly serviceDescription: string;
-  /** `servicecheck.start_time`, epoch seconds: the metric time (D5, T4). */
+  /** `servicecheck.start_time`, epoch seconds: the metric time (D5). */
   readonly startTime: number;
   /** `servicecheck.perf_data`, raw. */
   readonly perfData: string;
@@ -62,9 +68,9 @@ const DIGIT_0 = 0x30;
 const DIGIT_9 = 0x39;
 
 /**
- * Whitespace removed around `perf_data` before parsing (T7): PHP's `trim()` set (space, tab,
- * LF, CR, NUL, VT), which is what the legacy worker used. Not String#trim: that one also
- * removes NBSP and other Unicode spaces but keeps NUL.
+ * Whitespace removed around `perf_data` before parsing (docs/tables.md#perfdata-whitespace): PHP's
+ * `trim()` set (space, tab, LF, CR, NUL, VT), which is what the legacy worker used. Not
+ * String#trim: that one also removes NBSP and other Unicode spaces but keeps NUL.
  */
 function isTrimmed(c: number): boolean {
   return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d || c === 0x00 || c === 0x0b;
@@ -74,7 +80,7 @@ function isValueChar(c: number): boolean {
   return (c >= DIGIT_0 && c <= DIGIT_9) || c === DOT || c === MINUS || c === COMMA;
 }
 
-/** Parses one token (E.6.2 "Parsing one token") and appends the gauge if it has a value. */
+/** Parses one token (docs/perfdata.md#algorithm) and appends the gauge if it has a value. */
 function parseToken(s: string, start: number, end: number, out: PerfdataMetric[]): void {
   // Bounded scans, not indexOf: an unbounded search would look past the token and make a long
   // perf_data string without `=` or `;` quadratic.
@@ -91,7 +97,7 @@ function parseToken(s: string, start: number, end: number, out: PerfdataMetric[]
   let valueText = s.slice(eq + 1, i);
   if (valueText.includes(",")) valueText = valueText.replaceAll(",", ".");
   // Number() accepts exactly the shapes the value grammar can still produce that are doubles
-  // (`.5`, `5.`, `-1`) and yields NaN for `1.2.3`, `-`, `--1`, `1-2` (E.6.2 step 4).
+  // (`.5`, `5.`, `-1`) and yields NaN for `1.2.3`, `-`, `--1`, `1-2` (docs/perfdata.md#algorithm).
   const value = Number(valueText);
   if (Number.isNaN(value)) return;
   let unitEnd = i;
@@ -129,11 +135,11 @@ function parseThresholds(s: string, start: number, end: number): PerfdataThresho
 }
 
 /**
- * Split a `perf_data` string into gauges and parse each (E.6.2). Never
- * throws: a token without `=` or without a numeric value is skipped and the others are kept.
- * Every gauge is returned, repeated labels included, in input order (T6).
+ * Split a `perf_data` string into gauges and parse each (docs/perfdata.md#algorithm). Never throws:
+ * a token without `=` or without a numeric value is skipped and the others are kept. Every gauge is
+ * returned, repeated labels included, in input order (docs/tables.md#perfdata-labels).
  *
- * @param perfData The raw `perf_data` string; surrounding whitespace is ignored (T7).
+ * @param perfData The raw `perf_data` string; surrounding whitespace is ignored (docs/tables.md#perfdata-whitespace).
  * @returns The gauges with a numeric value.
  * @throws Never.
  *
@@ -153,8 +159,9 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
   const out: PerfdataMetric[] = [];
   if (start === end) return out;
 
-  // Both quote characters toggle quote mode and both are written as `'` (E.6.2 steps 2–3), so
-  // normalising first gives the same tokens and lets every token be a plain slice.
+  // Both quote characters toggle quote mode and both are written as `'`
+  // (docs/perfdata.md#algorithm), so normalising first gives the same tokens and lets every token
+  // be a plain slice.
   const s = perfData.includes('"') ? perfData.replaceAll('"', "'") : perfData;
   let inQuotes = false;
   let tokenStart = start;
@@ -163,7 +170,8 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
     if (c === QUOTE) {
       inQuotes = !inQuotes;
     } else if (c === SPACE && !inQuotes) {
-      // Only U+0020 separates gauges; a tab or newline stays inside the token (E.6.2 step 5).
+      // Only U+0020 separates gauges; a tab or newline stays inside the token
+      // (docs/perfdata.md#algorithm).
       if (i > tokenStart) parseToken(s, tokenStart, i, out);
       tokenStart = i + 1;
     }
@@ -173,8 +181,9 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
 }
 
 /**
- * Build the `statusengine_perfdata` rows of one reduced service check (E.6.4): `timestamp` in
- * milliseconds and `timestamp_unix` in seconds, both from the payload `start_time` (D5, T4).
+ * Build the `statusengine_perfdata` rows of one reduced service check (docs/perfdata.md#storage):
+ * `timestamp` in milliseconds and `timestamp_unix` in seconds, both from the payload `start_time`
+ * (D5).
  *
  * @param check The service check.
  * @returns One row per gauge with a numeric value; none for empty `perf_data`.
@@ -224,7 +233,7 @@ export function appendPerfdataRows(
         timestamp: ms,
         timestamp_unix: startTime,
         value: m.value,
-        // No unit is SQL NULL, as the legacy worker writes it (T5).
+        // No unit is SQL NULL, as the legacy worker writes it (docs/tables.md#perfdata-unit-null).
         unit: m.unit === "" ? null : m.unit,
         [PERFDATA_THRESHOLDS]: m.thresholds ?? null,
       },

@@ -31,7 +31,7 @@ Deno.test("parsePerfdata: the docs/perfdata.md#parsing examples parse to the doc
   assert.deepEqual(parsePerfdata("users=0;20;50;0 broken=U;;;"), [m("users", 0, "")]);
 });
 
-Deno.test("parsePerfdata: every row of the E.6.3 malformed-input table behaves as specified", () => {
+Deno.test("parsePerfdata: every row of the malformed-input table behaves as specified", () => {
   const cases: [string, PerfdataMetric[]][] = [
     ["foo=1", [m("foo", 1, "")]],
     ["'foo bar'=1ms", [m("'foo bar'", 1, "ms")]],
@@ -60,7 +60,7 @@ Deno.test("parsePerfdata: every row of the E.6.3 malformed-input table behaves a
   }
 });
 
-Deno.test("parsePerfdata: `.5` and `5.` are numbers and `--1` is not (E.6.2 step 4)", () => {
+Deno.test("parsePerfdata: `.5` and `5.` are numbers and `--1` is not (docs/perfdata.md#algorithm)", () => {
   assert.deepEqual(parsePerfdata("a=.5 b=5. c=--1 d=-.25"), [
     m("a", 0.5, ""),
     m("b", 5, ""),
@@ -68,7 +68,7 @@ Deno.test("parsePerfdata: `.5` and `5.` are numbers and `--1` is not (E.6.2 step
   ]);
 });
 
-Deno.test("parsePerfdata: surrounding whitespace is trimmed with PHP's set, inner tabs are not separators (T7)", () => {
+Deno.test("parsePerfdata: surrounding whitespace is trimmed with PHP's set, inner tabs are not separators (docs/tables.md#perfdata-whitespace)", () => {
   assert.deepEqual(parsePerfdata(" \t\r\n\0\x0Ba=1ms \t\r\n\0\x0B"), [m("a", 1, "ms")]);
   assert.deepEqual(parsePerfdata("   "), []);
   assert.deepEqual(parsePerfdata(""), []);

@@ -8,7 +8,7 @@
 
 /**
  * The twelve consumed queues, spelled as the broker's sample configuration names them
- * (A.4). Operators may rename queues on the broker; the configuration
+ * (docs/tables.md#consumed-queues). Operators may rename queues on the broker; the configuration
  * maps a configured name to one of these.
  */
 export const QUEUE_NAMES = Object.freeze(

@@ -34,7 +34,7 @@ export type QueueOutput = "rows" | "downtimes" | "core_restart";
 
 /**
  * Which events of a job the `/ws` stream carries, after the same filtering as persistence
- * (docs/operations.md#ws); stale status events (P6) are never carried.
+ * (docs/operations.md#ws); stale status events (docs/payloads.md#stale-status) are never carried.
  *
  * - `every_event`: every event of the job (status snapshots, checks, perfdata as the
  *   service-check objects, downtimes including LOAD, …).
@@ -58,11 +58,15 @@ export interface QueueSpec {
    */
   readonly tables: readonly TableName[];
   /**
-   * Jobs must be processed strictly one at a time, in delivery order: only for downtimes,
-   * whose lifecycle statements corrupt rows when reordered (C.4.1, G3).
+   * Jobs must be processed strictly one at a time, in delivery order: only for downtimes, whose
+   * lifecycle statements corrupt rows when reordered (docs/tables.md#downtime-queue-in-order,
+   * docs/consumption.md#downtimes-in-order).
    */
   readonly inOrder: boolean;
-  /** Events older than `--status-max-age` are discarded: the two status queues only (P6). */
+  /**
+   * Events older than `--status-max-age` are discarded: the two status queues only
+   * (docs/payloads.md#stale-status).
+   */
   readonly staleFilter: boolean;
   /** Which events of a job the `/ws` stream carries. */
   readonly stream: StreamRule;

@@ -24,8 +24,9 @@ Deno.test("queues: the table holds exactly the twelve consumed queues, spelled a
   assert.ok(!isQueueName("toString"));
 });
 
-// A second in-order queue would halve nothing but throughput; a missing one corrupts downtime
-// rows (C.4.1). A stale filter on a history queue is silent data loss (D.2).
+// A second in-order queue would halve nothing but throughput; a missing one corrupts downtime rows
+// (docs/tables.md#downtime-queue-in-order). A stale filter on a history queue is silent data loss
+// (docs/tables.md#stale-status).
 Deno.test("queues: only downtimes is in order and only the two status queues filter stale events", () => {
   assert.deepEqual(QUEUE_NAMES.filter((q) => QUEUES[q].inOrder), ["statusngin_downtimes"]);
   assert.deepEqual(QUEUE_NAMES.filter((q) => QUEUES[q].staleFilter), [
@@ -34,7 +35,7 @@ Deno.test("queues: only downtimes is in order and only the two status queues fil
   ]);
 });
 
-Deno.test("queues: payload keys are those of A.4", () => {
+Deno.test("queues: payload keys are those of docs/tables.md#consumed-queues", () => {
   const keys: Record<QueueName, string | null> = {
     "statusngin_hoststatus": "hoststatus",
     "statusngin_servicestatus": "servicestatus",

@@ -10,7 +10,7 @@
  * @module
  */
 
-/** Tables written through a bulk writer from decoded rows (W1). */
+/** Tables written through a bulk writer from decoded rows (docs/writers.md#writers-per-table). */
 export const BATCHED_TABLE_NAMES = [
   "statusengine_host_acknowledgements",
   "statusengine_host_notifications",
@@ -32,8 +32,9 @@ export const BATCHED_TABLE_NAMES = [
 export type BatchedTableName = (typeof BATCHED_TABLE_NAMES)[number];
 
 /**
- * Tables written one statement at a time by the downtime lifecycle (C.3): the four Statusengine
- * downtime tables and the worker's own tombstones of ended downtimes (docs/downtimes.md).
+ * Tables written one statement at a time by the downtime lifecycle
+ * (docs/tables.md#downtime-statements): the four Statusengine downtime tables and the worker's own
+ * tombstones of ended downtimes (docs/downtimes.md).
  */
 export const DOWNTIME_TABLE_NAMES = [
   "statusengine_downtime_tombstones",

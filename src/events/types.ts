@@ -26,12 +26,14 @@ export interface TableRow {
   readonly row: Row;
 }
 
-/** The two downtime history tables (C.2). */
+/** The two downtime history tables (docs/tables.md#downtime-tables). */
 export type DowntimeHistoryTable =
   | "statusengine_host_downtimehistory"
   | "statusengine_service_downtimehistory";
 
-/** The two tables mirroring the downtimes the core currently knows (C.2). */
+/**
+ * The two tables mirroring the downtimes the core currently knows (docs/tables.md#downtime-tables).
+ */
 export type ScheduledDowntimeTable =
   | "statusengine_host_scheduleddowntimes"
   | "statusengine_service_scheduleddowntimes";
@@ -118,8 +120,9 @@ export interface DowntimeTombstone {
 
 /**
  * `DELETE FROM table WHERE <key col> = ? AND …` (the full primary key). Deleting zero rows is a
- * normal outcome and is never reported (C.5.5). A conditional delete (history on DELETE) is
- * only emitted when its condition holds: the condition depends on the event alone.
+ * normal outcome and is never reported (docs/tables.md#unmatched-deletes). A conditional delete
+ * (history on DELETE) is only emitted when its condition holds: the condition depends on the event
+ * alone.
  */
 export interface DowntimeDelete {
   /** Discriminator. */
@@ -177,13 +180,19 @@ export type DecodedJob =
     /** Rows for the bulk writers, in event order (several tables may be mixed). */
     readonly kind: "rows";
     readonly rows: TableRow[];
-    /** Status events dropped by the stale filter (P6); 0 on every other queue. */
+    /**
+     * Status events dropped by the stale filter (docs/payloads.md#stale-status); 0 on every other
+     * queue.
+     */
     readonly staleDiscarded: number;
     /** The events the queue's stream rule keeps; only when `collectEvents` was set. */
     readonly events?: StreamEvent[];
   }
   | {
-    /** Downtime statements of all events of the job, in the order they must run (C.3). */
+    /**
+     * Downtime statements of all events of the job, in the order they must run
+     * (docs/tables.md#downtime-statements).
+     */
     readonly kind: "downtimes";
     readonly statements: DowntimeStatement[];
     /** Every event of the job (LOAD included); only when `collectEvents` was set. */
@@ -219,11 +228,19 @@ export type DecodedJob =
 
 /** Settings the decoders need from the worker's configuration and clock. */
 export interface DecodeContext {
-  /** Configured node name, written into `node_name` columns (G.6). */
+  /**
+   * Configured node name, written into `node_name` columns (docs/tables.md#configuration-in-data).
+   */
   readonly nodeName: string;
-  /** Worker clock, epoch seconds (fractions are floored). Used for P6 and the D.1 cutoff. */
+  /**
+   * Worker clock, epoch seconds (fractions are floored). Used for the stale filter and the
+   * core-restart cutoff.
+   */
   readonly nowSeconds: number;
-  /** `--status-max-age` in seconds; 0 (or less) disables the stale filter (P6). */
+  /**
+   * `--status-max-age` in seconds; 0 (or less) disables the stale filter
+   * (docs/payloads.md#stale-status).
+   */
   readonly statusMaxAgeSeconds: number;
   /**
    * Also return the source events the queue's stream rule keeps (`events` of the result),

@@ -1,6 +1,6 @@
 /**
- * Per-byte repair of payloads that are not valid UTF-8 (P1, G.1,
- * T14): Windows plugins print CP1252, the broker copies those bytes into the JSON text,
+ * Per-byte repair of payloads that are not valid UTF-8 (docs/payloads.md#utf8-repair):
+ * Windows plugins print CP1252, the broker copies those bytes into the JSON text,
  * and one bulk job may mix them with correct UTF-8 from other hosts.
  *
  * @module
@@ -15,9 +15,10 @@ export interface Utf8RepairResult {
 }
 
 // Code points of CP1252 0x80–0x9F (WHATWG windows-1252). Written out rather than taken from
-// TextDecoder("windows-1252") because some runtimes map this range as Latin-1 (P1).
-// The five unassigned bytes 0x81, 0x8D, 0x8F, 0x90, 0x9D map to the C1 control of the same
-// value. Pinned by "repairUtf8: the 0x80–0x9F table equals WHATWG windows-1252".
+// TextDecoder("windows-1252") because some runtimes map this range as Latin-1
+// (docs/payloads.md#utf8-repair). The five unassigned bytes 0x81, 0x8D, 0x8F, 0x90, 0x9D map to the
+// C1 control of the same value. Pinned by "repairUtf8: the 0x80–0x9F table equals WHATWG
+// windows-1252".
 const CP1252_80_9F: readonly number[] = [
   0x20ac,
   0x0081,

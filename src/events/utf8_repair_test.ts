@@ -18,14 +18,14 @@ function repaired(input: Uint8Array): string {
   return dec.decode(r.bytes);
 }
 
-Deno.test("repairUtf8: the P1 test vectors come out as the intended text", () => {
+Deno.test("repairUtf8: the test vectors of docs/payloads.md#utf8-repair come out as the intended text", () => {
   assert.equal(repaired(bytes("\xFCberlast")), "überlast");
   assert.equal(repaired(bytes("Datentr\xE4ger C:")), "Datenträger C:");
   assert.equal(repaired(bytes("\xC4nderung gr\xF6\xDFer")), "Änderung größer");
   assert.equal(repaired(bytes("Kosten: 5\x80")), "Kosten: 5€");
 });
 
-Deno.test("repairUtf8: a mixed document keeps its valid UTF-8 and repairs only the bad bytes (T14)", () => {
+Deno.test("repairUtf8: a mixed document keeps its valid UTF-8 and repairs only the bad bytes (docs/tables.md#invalid-utf8-repair)", () => {
   const valid = enc.encode('{"a":"Datenträger","b":"');
   const bad = bytes("Datentr\xE4ger");
   const tail = enc.encode('"}');

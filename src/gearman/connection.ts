@@ -155,7 +155,8 @@ export class GearmanConnection implements AsyncDisposable {
       throw new ConnectFailedError(server, detail, err);
     }
     if (options.signal?.aborted) {
-      // Shutdown began while the connect completed (G8): never hand it out.
+      // Shutdown began while the connect completed (docs/consumption.md#no-resume-during-shutdown):
+      // never hand it out.
       conn.close();
       throw options.signal.reason;
     }

@@ -1,9 +1,9 @@
 /**
- * The Gearman backend of the consumer core: one link target per (queue,
- * server) — one connection per queue registering exactly that queue's
- * function (G1), one per job server (D9) — each link a {@link QueueWorker}.
- * Budgets, delivery, reconnects, stall detection, stop and the summary line
- * are the core's.
+ * The Gearman backend of the consumer core: one link target per (queue, server) — one connection
+ * per queue registering exactly that queue's function
+ * (docs/consumption.md#one-connection-per-queue), one per job server (D9) — each link a {@link
+ * QueueWorker}. Budgets, delivery, reconnects, stall detection, stop and the summary line are the
+ * core's.
  *
  * @module
  */
@@ -115,7 +115,7 @@ export class GearmanConsumer {
     return this.#core.start();
   }
 
-  /** Stop every queue in parallel (G9). Idempotent. */
+  /** Stop every queue in parallel (docs/consumption.md#orderly-stop). Idempotent. */
   stop(): Promise<void> {
     return this.#core.stop();
   }

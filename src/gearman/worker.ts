@@ -184,11 +184,10 @@ export class QueueWorker implements Link {
   }
 
   /**
-   * Stop grabbing, wait for running handlers (bounded by `signal`), put an
-   * ECHO barrier behind the acknowledgements, and close (G9). Jobs assigned
-   * by grabs still outstanding are neither started nor answered; closing the
-   * socket re-queues them. Never sends CANT_DO (it would re-queue jobs still
-   * being handled).
+   * Stop grabbing, wait for running handlers (bounded by `signal`), put an ECHO barrier behind the
+   * acknowledgements, and close (docs/consumption.md#orderly-stop). Jobs assigned by grabs still
+   * outstanding are neither started nor answered; closing the socket re-queues them. Never sends
+   * CANT_DO (it would re-queue jobs still being handled).
    *
    * @param signal Drain deadline: when it aborts, running handlers are aborted too and their jobs left unanswered.
    */
@@ -359,7 +358,7 @@ export class QueueWorker implements Link {
     grant.settle(payload.length);
     if (this.#draining || this.#dead) {
       // Assigned by a grab sent before the drain: not started, not answered;
-      // the close re-queues it (G9 step 1).
+      // the close re-queues it (docs/consumption.md#orderly-stop).
       grant.release();
       return;
     }

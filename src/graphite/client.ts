@@ -1,10 +1,10 @@
 /**
- * The Graphite (Carbon plaintext) sink for perfdata (F6). MySQL is the system
- * of record and must never wait for Graphite: `offer` never blocks, a full
- * buffer drops and counts (Q10), and a failed dial or write drops
- * the whole batch, closes the connection and dials again on the next flush (no retry: a
- * partly written batch sent again would duplicate its first lines). The buffer, batching and
- * counting are the shared perfdata sink core (src/perfdata/sink.ts).
+ * The Graphite (Carbon plaintext) sink for perfdata (docs/perfdata.md#no-backend-holds-up-mysql).
+ * MySQL is the system of record and must never wait for Graphite: `offer` never blocks, a full
+ * buffer drops and counts (docs/decisions.md#graphite-stalls), and a failed dial or write drops the
+ * whole batch, closes the connection and dials again on the next flush (no retry: a partly written
+ * batch sent again would duplicate its first lines). The buffer, batching and counting are the
+ * shared perfdata sink core (src/perfdata/sink.ts).
  *
  * @module
  */

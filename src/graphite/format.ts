@@ -1,5 +1,5 @@
 /**
- * Carbon plaintext lines (F4, F5): `<path> <value> <unix seconds>\n`.
+ * Carbon plaintext lines (docs/perfdata.md#graphite-path): `<path> <value> <unix seconds>\n`.
  *
  * @module
  */
@@ -50,8 +50,8 @@ export function metricPath(
 }
 
 /**
- * The shortest decimal that round-trips, never in exponent notation (Carbon
- * rejects it, F5): `1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`.
+ * The shortest decimal that round-trips, never in exponent notation (Carbon rejects it,
+ * docs/perfdata.md#line-format): `1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`.
  *
  * @param value A finite number.
  * @returns Positional decimal text.

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { carbonLine, formatCarbonValue, metricPath, sanitizeSegment } from "./format.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 
-Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-' and '^' (F4)", () => {
+Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-' and '^' (docs/perfdata.md#graphite-path)", () => {
   assert.equal(
     metricPath("statusengine", "host.example.com", "Disk Usage /var", "used bytes"),
     "statusengine.host.example.com.Disk_Usage__var.used_bytes",
@@ -16,7 +16,7 @@ Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-
   assert.equal(sanitizeSegment("監視😀"), "___", "a character outside the BMP is one _");
 });
 
-Deno.test("graphite: values are written in the shortest positional form, never with an exponent (F5)", () => {
+Deno.test("graphite: values are written in the shortest positional form, never with an exponent (docs/perfdata.md#line-format)", () => {
   assert.equal(formatCarbonValue(0.069), "0.069");
   assert.equal(formatCarbonValue(0), "0");
   assert.equal(formatCarbonValue(-1.5), "-1.5");

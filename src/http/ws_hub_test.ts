@@ -131,7 +131,7 @@ Deno.test("hub: one frame per publish, exactly {topic, payload}, encoded once fo
   hub.close();
 });
 
-Deno.test("hub: an empty set means all topics, also after unsubscribing from the last (A5)", () => {
+Deno.test("hub: an empty set means all topics, also after unsubscribing from the last (docs/operations.md#quirk-last-topic)", () => {
   const hub = hubWith(createMetrics());
   const s = new FakeSocket();
   const c = hub.register(s, ["a"]);

@@ -128,7 +128,7 @@ export const METRICS = {
     help: "1 while every job server connection of the queue is up and registered, 0 after a loss.",
     labels: ["queue_name"],
     // Deliberately not pre-created: a 0 would report every starting worker as
-    // disconnected (G7, docs/operations.md#connection-metrics).
+    // disconnected (docs/operations.md#connection-metrics).
     precreate: "none",
   },
   queueBacklog: {

@@ -1,10 +1,9 @@
 /**
- * Tracks whether MySQL can take writes, for `statusengine_db_available` and
- * the outage log lines (W5): one WARN when a writer starts holding a batch,
- * then at most one "still" line per writer every 10 s, and one INFO with the
- * outage duration when a statement succeeds again. A statement that ran
- * into `--mysql-statement-timeout` adds one WARN per outage naming the
- * setting, however many statements time out.
+ * Tracks whether MySQL can take writes, for `statusengine_db_available` and the outage log lines
+ * (docs/writers.md#retry-policy): one WARN when a writer starts holding a batch, then at most one
+ * "still" line per writer every 10 s, and one INFO with the outage duration when a statement
+ * succeeds again. A statement that ran into `--mysql-statement-timeout` adds one WARN per outage
+ * naming the setting, however many statements time out.
  *
  * @module
  */

@@ -13,17 +13,21 @@
 import type { TableName } from "../events/mod.ts";
 
 /**
- * How the worker writes a table (B.2, W4).
+ * How the worker writes a table (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert).
  *
  * - `full_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE` of every non-key column.
  * - `noop_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE <first PK column> = VALUES(…)`.
  * - `insert`: batched plain `INSERT` (no natural key).
- * - `downtime`: per-event statements of the downtime lifecycle (C.3), not batched.
+ * - `downtime`: per-event statements of the downtime lifecycle
+ *   (docs/tables.md#downtime-statements), not batched.
  * - `none`: not written by a batched writer (schema tooling, start-up row, optional tasks).
  */
 export type WriteMode = "full_upsert" | "noop_upsert" | "insert" | "downtime" | "none";
 
-/** The write modes whose rows go through a batched multi-row INSERT (W1, W3). */
+/**
+ * The write modes whose rows go through a batched multi-row INSERT
+ * (docs/writers.md#writers-per-table).
+ */
 export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
   "full_upsert",
   "noop_upsert",
@@ -31,22 +35,22 @@ export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
 ]);
 
 /**
- * Largest allowed `mysql_batch_size`: the Go worker's ceiling, kept so that existing
- * configurations mean the same here. A statement carries at most one batch (W2), so at the
- * ceiling the widest table (`statusengine_servicestatus`, 43 columns) needs 30,100 of the
- * 65,535 placeholders. Pinned by the catalogue test "catalogue: a full batch of 700 rows fits
- * the 65,535 placeholders for every batched table".
+ * Largest allowed `mysql_batch_size`: the Go worker's ceiling, kept so that existing configurations
+ * mean the same here. A statement carries at most one batch (docs/writers.md#group-commit), so at
+ * the ceiling the widest table (`statusengine_servicestatus`, 43 columns) needs 30,100 of the
+ * 65,535 placeholders. Pinned by the catalogue test "catalogue: a full batch of 700 rows fits the
+ * 65,535 placeholders for every batched table".
  */
 export const MAX_BATCH_SIZE = 700;
 
-/** Placeholders one server-side prepared statement may carry (16-bit count, W3). */
+/** Placeholders one server-side prepared statement may carry (a 16-bit count in the protocol). */
 export const MAX_PLACEHOLDERS = 65_535;
 
 /**
- * Rows one statement may carry for a given batch size. The writer sends at most one batch
- * per statement; rows that arrive while a statement is in flight wait for the next one
- * (group commit, W2). Unlike the Go writer, there is no input queue that a flush drains into
- * the same statement, so no `2 × batch size − 1` overshoot.
+ * Rows one statement may carry for a given batch size. The writer sends at most one batch per
+ * statement; rows that arrive while a statement is in flight wait for the next one (group commit,
+ * docs/writers.md#group-commit). Unlike the Go writer, there is no input queue that a flush drains
+ * into the same statement, so no `2 × batch size − 1` overshoot.
  *
  * @param batchSize The configured `mysql_batch_size`.
  * @returns The largest row count of one statement.
@@ -57,9 +61,9 @@ export function maxStatementRows(batchSize: number): number {
 
 /** What a column's SQL type means for the values bound to it. */
 export type ColumnKind =
-  /** `varchar(N)`: `maxChars` Unicode code points (B.1). */
+  /** `varchar(N)`: `maxChars` Unicode code points (docs/tables.md#shared-table-properties). */
   | { readonly kind: "string"; readonly maxChars: number }
-  /** Integer types; `flag` marks `tinyint(1)` (G.5: written as 0/1). */
+  /** Integer types; `flag` marks `tinyint(1)` (a flag, always written as 0/1). */
   | {
     readonly kind: "integer";
     readonly min: number;
@@ -67,7 +71,7 @@ export type ColumnKind =
     readonly unsigned: boolean;
     readonly flag: boolean;
   }
-  /** `double`: stored exactly as received (D6, T21). */
+  /** `double`: stored exactly as received (D6). */
   | { readonly kind: "double" };
 
 /** One column of a table, in schema order. */
@@ -86,20 +90,26 @@ export interface Column {
   readonly autoIncrement: boolean;
   /**
    * `true` for the two text columns where a JSON null stays SQL NULL (`event_handler`,
-   * `command_args`); every other text column stores `''` for null (G.3, T12).
+   * `command_args`); every other text column stores `''` for null (docs/tables.md#null-or-empty).
    */
   readonly keepsNull: boolean;
   /** Parsed meaning of `type`. */
   readonly sqlType: ColumnKind;
 }
 
-/** A secondary index. The schema has no secondary UNIQUE index (B.1), so all are non-unique. */
+/**
+ * A secondary index. The schema has no secondary UNIQUE index
+ * (docs/tables.md#shared-table-properties), so all are non-unique.
+ */
 export interface Index {
   /** Index name as in the schema. */
   readonly name: string;
   /** Indexed columns in order. */
   readonly columns: readonly string[];
-  /** Always `false`: B.1 and W4 forbid secondary UNIQUE indexes. */
+  /**
+   * Always `false`: a secondary UNIQUE index would make an upsert overwrite a row its key does not
+   * identify.
+   */
   readonly unique: false;
 }
 
@@ -115,10 +125,10 @@ export interface Table {
   readonly indexes: readonly Index[];
   /**
    * Time column of `PARTITION BY RANGE (<col> DIV 86400)` for the nine weekly-partitioned
-   * tables (B.1), else `null`.
+   * tables (docs/tables.md#shared-table-properties), else `null`.
    */
   readonly partitionColumn: string | null;
-  /** How the worker writes the table (B.2). */
+  /** How the worker writes the table (docs/tables.md#write-modes). */
   readonly writeMode: WriteMode;
   /** For `noop_upsert` tables the column the no-op update assigns (its first PK column). */
   readonly noopColumn: string | null;
@@ -127,9 +137,9 @@ export interface Table {
   /** Insert columns that are not part of the primary key. */
   readonly nonKeyColumns: readonly string[];
   /**
-   * Columns assigned by `ON DUPLICATE KEY UPDATE`: every non-key column for `full_upsert`
-   * and `downtime` (their ADD/START upserts, C.3), the no-op column for `noop_upsert`,
-   * none otherwise.
+   * Columns assigned by `ON DUPLICATE KEY UPDATE`: every non-key column for `full_upsert` and
+   * `downtime` (their ADD/START upserts, docs/tables.md#downtime-statements), the no-op column for
+   * `noop_upsert`, none otherwise.
    */
   readonly updateColumns: readonly string[];
   /** Character limit (code points) of every string column, by column name. */
@@ -150,7 +160,7 @@ interface TableDefinition {
   readonly writeMode: WriteMode;
   readonly noopColumn?: string;
   /**
-   * T12/G.3: text columns that keep SQL NULL for a JSON null (a missing perfdata unit too),
+   * Text columns that keep SQL NULL for a JSON null (a missing perfdata unit too),
    * as the legacy worker writes them.
    */
   readonly keepNull?: readonly string[];
@@ -160,10 +170,11 @@ interface TableDefinition {
   readonly partitionColumn: string | null;
 }
 
-// The tables in the order of B.3 (alphabetical). The first no-op column of
-// every `noop_upsert` table is its first primary-key column (B.2, W4); `defineTable` checks
-// it and the test "catalogue: the ten no-op tables name exactly their first primary-key
-// column" pins the list against B.2.
+// The tables in alphabetical order, as docs/tables.md#table-definitions lists them. The first no-op
+// column of every `noop_upsert` table is its first primary-key column (docs/tables.md#write-modes,
+// docs/writers.md#upsert-or-insert); `defineTable` checks it and the test "catalogue: the ten no-op
+// tables name exactly their first primary-key column" pins the list against
+// docs/tables.md#write-modes.
 const DEFINITIONS = [
   {
     name: "statusengine_dbversion",
@@ -441,8 +452,8 @@ const DEFINITIONS = [
     ],
     partitionColumn: null,
   },
-  // Plain INSERT: no natural key (B.2). `id` is AUTO_INCREMENT and therefore no insert
-  // column, so no two inserted rows can share a primary key.
+  // Plain INSERT: no natural key (docs/tables.md#write-modes). `id` is AUTO_INCREMENT and therefore
+  // no insert column, so no two inserted rows can share a primary key.
   {
     name: "statusengine_logentries",
     writeMode: "insert",
@@ -459,8 +470,8 @@ const DEFINITIONS = [
     ],
     partitionColumn: "entry_time",
   },
-  // Written once at start-up by its own upsert (D11, T16), not by one of the 14 batched
-  // writers of W1, hence "none".
+  // Written once at start-up by its own upsert (D11), not by one of the 14 batched
+  // writers, hence "none".
   {
     name: "statusengine_nodes",
     writeMode: "none",
@@ -473,7 +484,8 @@ const DEFINITIONS = [
     indexes: [],
     partitionColumn: null,
   },
-  // Plain INSERT: no primary key and no unique index, so nothing can collide (B.2).
+  // Plain INSERT: no primary key and no unique index, so nothing can collide
+  // (docs/tables.md#write-modes).
   {
     name: "statusengine_perfdata",
     writeMode: "insert",
@@ -593,7 +605,8 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  // Unlike the other service history tables this key starts with `hostname` (B.2).
+  // Unlike the other service history tables this key starts with `hostname`
+  // (docs/tables.md#write-modes).
   {
     name: "statusengine_service_notifications_log",
     writeMode: "noop_upsert",
@@ -827,7 +840,7 @@ export function parseSqlType(type: string): ColumnKind {
       min: unsigned ? 0 : range[0],
       max: unsigned ? range[2] : range[1],
       unsigned,
-      // G.5: every tinyint(1) column of the schema is a flag written as 0/1.
+      // Every tinyint(1) column of the schema is a flag written as 0/1.
       flag: base === "tinyint" && integer[2] === "1",
     };
   }
@@ -867,12 +880,13 @@ function defineTable(def: TableDefinition): Table {
     for (const c of cols) if (!names.has(c)) fail(`index "${index}" names unknown column "${c}"`);
   }
   if (def.partitionColumn !== null && !def.primaryKey.includes(def.partitionColumn)) {
-    // MySQL requires the partitioning column in every unique key (B.1).
+    // MySQL requires the partitioning column in every unique key
+    // (docs/tables.md#shared-table-properties).
     fail(`partition column "${def.partitionColumn}" is not in the primary key`);
   }
   const noopColumn = def.noopColumn ?? null;
   if ((def.writeMode === "noop_upsert") !== (noopColumn !== null)) {
-    // W4: a no-op table wired without its column must fail here, not silently turn into a
+    // A no-op table wired without its column must fail here, not silently turn into a
     // plain INSERT that aborts on the first redelivered row.
     fail(`a noopColumn is required exactly for write mode "noop_upsert"`);
   }

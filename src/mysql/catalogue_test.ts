@@ -30,9 +30,10 @@ Deno.test("catalogue: 22 + 1 tables, 295 + 7 columns and 56 + 5 primary-key colu
   for (const name of TABLE_NAMES) assert.match(name, /^statusengine_[a-z_]+$/);
 });
 
-// B.2 and W4 name the no-op column of each table; without this test a table could be wired to a
-// column that is not its first key column and nobody would notice until the convention check.
-Deno.test("catalogue: the ten no-op tables name exactly their first primary-key column (B.2, W4)", () => {
+// docs/tables.md#write-modes names the no-op column of each table; without this test a table could
+// be wired to a column that is not its first key column and nobody would notice until the
+// convention check.
+Deno.test("catalogue: the ten no-op tables name exactly their first primary-key column (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert)", () => {
   const expected: Record<string, string> = {
     "statusengine_hostchecks": "hostname",
     "statusengine_servicechecks": "service_description",
@@ -57,7 +58,7 @@ Deno.test("catalogue: the ten no-op tables name exactly their first primary-key 
   }
 });
 
-Deno.test("catalogue: write modes follow B.2 and give the 14 batched writers of W1", () => {
+Deno.test("catalogue: write modes follow docs/tables.md#write-modes and give the 14 batched writers", () => {
   const byMode = (mode: WriteMode) =>
     ALL_TABLES.filter((t) => t.writeMode === mode).map((t) => t.name).sort();
   assert.deepEqual(byMode("full_upsert"), [
@@ -84,11 +85,11 @@ Deno.test("catalogue: write modes follow B.2 and give the 14 batched writers of 
   for (const t of ALL_TABLES) assert.equal(t.batched, BATCHED_WRITE_MODES.includes(t.writeMode));
 });
 
-// The two plain-INSERT tables have no ON DUPLICATE KEY clause, so a key collision would fail
-// the whole statement with 1062 (W4). They are safe only because nothing they insert can
-// collide: logentries' key contains the server-assigned AUTO_INCREMENT id, and perfdata has no
-// unique index at all.
-Deno.test("catalogue: logentries and perfdata cannot collide (W4)", () => {
+// The two plain-INSERT tables have no ON DUPLICATE KEY clause, so a key collision would fail the
+// whole statement with 1062 (docs/writers.md#upsert-or-insert). They are safe only because nothing
+// they insert can collide: logentries' key contains the server-assigned AUTO_INCREMENT id, and
+// perfdata has no unique index at all.
+Deno.test("catalogue: logentries and perfdata cannot collide (docs/writers.md#upsert-or-insert)", () => {
   const logentries = TABLES.statusengine_logentries;
   const id = logentries.columns.find((c) => c.name === "id");
   assert.equal(id?.autoIncrement, true);
@@ -104,7 +105,7 @@ Deno.test("catalogue: logentries and perfdata cannot collide (W4)", () => {
 
 // TestBatchSizeStaysUnderPlaceholderLimit in the Go worker: do the arithmetic for every table
 // at the ceiling, not "no error" (a wrong guard passes that too).
-Deno.test("catalogue: a full batch of 700 rows fits the 65,535 placeholders for every batched table (W3)", () => {
+Deno.test("catalogue: a full batch of 700 rows fits the 65,535 placeholders for every batched table (docs/writers.md#statement-shape)", () => {
   assert.equal(MAX_BATCH_SIZE, 700);
   assert.equal(MAX_PLACEHOLDERS, 65_535);
   assert.equal(maxStatementRows(MAX_BATCH_SIZE), 700);
@@ -119,7 +120,7 @@ Deno.test("catalogue: a full batch of 700 rows fits the 65,535 placeholders for 
   assert.equal(maxStatementRows(MAX_BATCH_SIZE) * widest, 30_100);
 });
 
-Deno.test("catalogue: column counts quoted in W3 are the insert column counts", () => {
+Deno.test("catalogue: column counts quoted in docs/writers.md#statement-shape are the insert column counts", () => {
   assert.equal(TABLES.statusengine_servicestatus.insertColumns.length, 43);
   assert.equal(TABLES.statusengine_hoststatus.insertColumns.length, 41);
   assert.equal(TABLES.statusengine_servicechecks.insertColumns.length, 17);
@@ -133,7 +134,7 @@ Deno.test("catalogue: column counts quoted in W3 are the insert column counts", 
   ]);
 });
 
-Deno.test("catalogue: full upserts update every non-key column and nothing else (W4)", () => {
+Deno.test("catalogue: full upserts update every non-key column and nothing else (docs/writers.md#upsert-or-insert)", () => {
   for (const name of ["statusengine_hoststatus", "statusengine_servicestatus"] as const) {
     const t = TABLES[name];
     assert.deepEqual(
@@ -159,8 +160,9 @@ Deno.test("catalogue: insert columns are the schema order minus AUTO_INCREMENT",
   }
 });
 
-// G.2 lists the limits the worker truncates to; they must be the ones derived from the types.
-Deno.test("catalogue: character limits derived from the types match G.2", () => {
+// docs/tables.md#long-values lists the limits the worker truncates to; they must be the ones
+// derived from the types.
+Deno.test("catalogue: character limits derived from the types match docs/tables.md#long-values", () => {
   const expectations: [TableName, string, number][] = [
     ["statusengine_hoststatus", "hostname", 255],
     ["statusengine_servicestatus", "service_description", 255],
@@ -196,7 +198,7 @@ Deno.test("catalogue: character limits derived from the types match G.2", () => 
   }
 });
 
-Deno.test("catalogue: the nine weekly-partitioned tables partition by their time column (B.1)", () => {
+Deno.test("catalogue: the nine weekly-partitioned tables partition by their time column (docs/tables.md#shared-table-properties)", () => {
   const partitioned = Object.fromEntries(
     ALL_TABLES.filter((t) => t.partitionColumn !== null).map((t) => [t.name, t.partitionColumn]),
   );
@@ -216,7 +218,7 @@ Deno.test("catalogue: the nine weekly-partitioned tables partition by their time
   }
 });
 
-Deno.test("catalogue: event_handler, command_args, the notifications' ack_author/ack_data and the perfdata unit keep SQL NULL, as the legacy worker writes them (G.3, T5, T12)", () => {
+Deno.test("catalogue: event_handler, command_args, the notifications' ack_author/ack_data and the perfdata unit keep SQL NULL, as the legacy worker writes them (docs/tables.md#null-or-empty)", () => {
   const keepers = ALL_TABLES.flatMap((t) =>
     t.columns.filter((c) => c.keepsNull).map((c) => `${t.name}.${c.name}`)
   );
@@ -237,7 +239,7 @@ Deno.test("catalogue: event_handler, command_args, the notifications' ack_author
   ]);
 });
 
-Deno.test("catalogue: no secondary index is unique and every key column is NOT NULL (B.1)", () => {
+Deno.test("catalogue: no secondary index is unique and every key column is NOT NULL (docs/tables.md#shared-table-properties)", () => {
   for (const t of ALL_TABLES) {
     for (const index of t.indexes) assert.equal(index.unique, false, `${t.name}.${index.name}`);
     for (const k of t.primaryKey) {

@@ -101,7 +101,10 @@ export interface StatusCleanerOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
   readonly nodeName: string;
-  /** openITCOCKPIT mode: delete rows whose object is missing or disabled there (D.1). */
+  /**
+   * openITCOCKPIT mode: delete rows whose object is missing or disabled there
+   * (docs/tables.md#core-restart-queue).
+   */
   readonly openItcockpit: boolean;
   /** `--status-max-age` in seconds, 0 = off: re-published status older than it is discarded. */
   readonly statusMaxAgeSeconds: number;
@@ -384,9 +387,9 @@ export function sweepStatement(
 }
 
 /**
- * The openITCOCKPIT-mode cleanup of one status table (D.1): rows whose object is missing or
- * disabled in openITCOCKPIT's own tables, whatever their node or age; a service row also when
- * its host is.
+ * The openITCOCKPIT-mode cleanup of one status table (docs/tables.md#core-restart-queue): rows
+ * whose object is missing or disabled in openITCOCKPIT's own tables, whatever their node or age; a
+ * service row also when its host is.
  *
  * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
  * @returns The statement.

@@ -1,5 +1,5 @@
 /**
- * `CREATE TABLE` statements derived from the catalogue (B.1, D2).
+ * `CREATE TABLE` statements derived from the catalogue (D2).
  *
  * @module
  */
@@ -10,19 +10,20 @@ import type { Column, Table } from "./catalogue.ts";
 export type QueryConnection = Pick<Connection, "query">;
 
 /**
- * Collations for the tables, best first (D2). `utf8mb4_0900_ai_ci` is what the production
- * schema declares but exists only on MySQL 8; MariaDB 10.x rejects it with error 1273, so we
- * fall back to `utf8mb4_general_ci`. The worker does not depend on the collation (B.1).
+ * Collations for the tables, best first (D2). `utf8mb4_0900_ai_ci` is what the production schema
+ * declares but exists only on MySQL 8; MariaDB 10.x rejects it with error 1273, so we fall back to
+ * `utf8mb4_general_ci`. The worker does not depend on the collation
+ * (docs/tables.md#shared-table-properties).
  */
 export const PREFERRED_COLLATIONS: readonly string[] = Object.freeze([
   "utf8mb4_0900_ai_ci",
   "utf8mb4_general_ci",
 ]);
 
-/** Engine of every table (B.1). */
+/** Engine of every table (docs/tables.md#shared-table-properties). */
 export const TABLE_ENGINE = "InnoDB";
 
-/** Default character set of every table (B.1, T15: 4-byte characters must fit). */
+/** Default character set of every table (4-byte characters such as emoji must fit). */
 export const TABLE_CHARSET = "utf8mb4";
 
 /** How many weekly partitions `CREATE TABLE` lays out: the current ISO week and the next 4. */
@@ -75,7 +76,7 @@ function floorMod(a: number, n: number): number {
 /**
  * ISO week of a day number (days since 1970-01-01 UTC).
  *
- * @param dayNumber Days since the epoch; the partitioning key is `<time> DIV 86400` (B.1).
+ * @param dayNumber Days since the epoch; the partitioning key is `<time> DIV 86400` (docs/tables.md#shared-table-properties).
  * @returns The ISO week containing that day.
  */
 export function isoWeekOfDay(dayNumber: number): IsoWeek {
@@ -97,7 +98,8 @@ export interface WeeklyPartition {
 }
 
 /**
- * Weekly partitions starting with the ISO week that contains `now` (B.1).
+ * Weekly partitions starting with the ISO week that contains `now`
+ * (docs/tables.md#shared-table-properties).
  *
  * The bound of `p_YYYY_WW` is the day number of the Monday that starts week WW+1, e.g.
  * `p_2026_29 VALUES LESS THAN (20654)` (2026-07-20). These give a new table its start; from then

@@ -23,9 +23,9 @@ Deno.test("isoWeekOfDay: weeks around New Year belong to the year of their Thurs
   assert.deepEqual(isoWeekOfDay(0), { year: 1970, week: 1 }); // Thursday 1970-01-01
 });
 
-// B.1: "p_2026_29 VALUES LESS THAN (20654), day 20654 = 2026-07-20"; the dump's partitions of
+// "p_2026_29 VALUES LESS THAN (20654), day 20654 = 2026-07-20"; the dump's partitions of
 // the four-week tables are p_2026_29 … p_2026_32 with bounds 20654 … 20675.
-Deno.test("weeklyPartitions: p_2026_29 ends at day 20654 and the bounds match the dump (B.1)", () => {
+Deno.test("weeklyPartitions: p_2026_29 ends at day 20654 and the bounds match the dump (docs/tables.md#shared-table-properties)", () => {
   assert.equal(day("2026-07-20"), 20654);
   assert.deepEqual(weeklyPartitions(new Date("2026-07-15T12:00:00Z")), [
     { name: "p_2026_29", lessThan: 20654 },

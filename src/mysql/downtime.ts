@@ -1,11 +1,11 @@
 /**
  * Executes the downtime lifecycle statements (docs/downtimes.md) one at a time, in
- * order, under the W5 retry policy (transient failures are held and retried,
+ * order, under the writers' retry policy (transient failures are held and retried,
  * never fail the job, D7), and reports a START/STOP that could not be recorded.
  *
  * mysql2 sets CLIENT_FOUND_ROWS, so an upsert that inserts its row or finds it reports at
  * least 1 affected row even when nothing changed (a redelivered START); 0 means the guarding
- * tombstone suppressed it (C.5.4, D10; pinned in `downtime_test.ts`).
+ * tombstone suppressed it (docs/tables.md#found-rows, D10; pinned in `downtime_test.ts`).
  *
  * @module
  */
@@ -124,7 +124,10 @@ export interface DowntimeExecutorOptions {
   readonly metrics?: Metrics;
 }
 
-/** Runs downtime statements for the serialized `statusngin_downtimes` queue (G3). */
+/**
+ * Runs downtime statements for the serialized `statusngin_downtimes` queue
+ * (docs/consumption.md#downtimes-in-order).
+ */
 export class DowntimeExecutor {
   readonly #o: DowntimeExecutorOptions;
 

@@ -1,6 +1,6 @@
 /**
  * Downtime statements (docs/downtimes.md) rendered to SQL, and the
- * DowntimeExecutor against a real MariaDB: CLIENT_FOUND_ROWS (D10, C.5.4),
+ * DowntimeExecutor against a real MariaDB: CLIENT_FOUND_ROWS (D10),
  * the unmatched counter, and D7 dead-lettering of a rejected statement.
  */
 import assert from "node:assert/strict";
@@ -55,7 +55,8 @@ function q(names: string): string {
 
 Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upserts, tombstone and deletes", () => {
   // ADD of a service downtime: history upsert, then scheduled upsert; each guarded by the
-  // downtime's tombstone; ON DUPLICATE KEY UPDATE merges only the definition (C.4.2).
+  // downtime's tombstone; ON DUPLICATE KEY UPDATE merges only the definition
+  // (docs/tables.md#downtime-add-static-columns).
   const add = downtimeStatements(
     event({ downtimeType: 1, hostName: "db01", serviceDescription: "MySQL" }),
     "N",
@@ -275,7 +276,7 @@ type DbRow = Record<string, unknown>;
 // D10 asks for this check: the unmatched counter is only trustworthy if an upsert that finds
 // its row unchanged (a redelivered START) reports the row. Without CLIENT_FOUND_ROWS it
 // reports 0 and every redelivery would be counted as a lost event.
-Deno.test("downtimes: CLIENT_FOUND_ROWS makes a repeated START report 1; a START without its ADD creates the history row; only a START of a downtime deleted before its window is lost (D10, C.5)", async () => {
+Deno.test("downtimes: CLIENT_FOUND_ROWS makes a repeated START report 1; a START without its ADD creates the history row; only a START of a downtime deleted before its window is lost (D10)", async () => {
   await using fx = await setup();
   const add = event();
   const start = event({ type: 1103, timestamp: 1_700_000_205 });

@@ -1,6 +1,6 @@
 /**
  * The one place that sorts MySQL failures into what the writers do about
- * them (W5, D7):
+ * them (D7):
  *
  * - `lock`: retried a few times, then held;
  * - `unavailable`: the server cannot take writes right now (unreachable,
@@ -112,7 +112,10 @@ const ROW_ERRNOS: ReadonlySet<number> = new Set([
 /** Code of {@link StatementTimeoutError}. */
 const STATEMENT_TIMEOUT_CODE = "STATEMENT_TIMEOUT";
 
-/** Driver/socket codes meaning the connection failed or did not answer in time (W5 port note). */
+/**
+ * Driver/socket codes meaning the connection failed or did not answer in time
+ * (docs/writers.md#retry-policy).
+ */
 const UNAVAILABLE_CODES: ReadonlySet<string> = new Set([
   "ECONNREFUSED",
   "ECONNRESET",

@@ -4,7 +4,7 @@ import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
 import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
 
 // Without this table a row error could be retried forever (stalling its
-// table) or an outage could dead-letter good rows (W5, D7, TestIsConnectionError).
+// table) or an outage could dead-letter good rows (D7; the Go worker's TestIsConnectionError).
 // Each errno is listed with why it is classified so; the SQL state is what
 // MariaDB 10.11 reports for it.
 

@@ -3,17 +3,16 @@
  * a mysql2 pool in production and by the same pool through a TCP proxy in
  * tests; mysql2's pool handles a connection dying underneath it.
  *
- * Bulk INSERTs run as server-side prepared statements (`pool.execute`): the
- * binary protocol spares MariaDB parsing thousands of literals per statement,
- * measured 10–40 % more events/s end to end than client-side interpolation
- * (bench/pipeline.ts). Their packets are encoded by execute_packet.ts, not by
- * mysql2 (hooked in by mysql2_internals.ts, behind this interface), which spent about as much CPU per row encoding them as the worker
- * spent on everything else. Statements stay ≤ 700 rows × 43 columns = 30,100
- * placeholders, below the 65,535 limit (W3), and the per-connection statement
- * cache is bounded (`PREPARED_STATEMENTS_PER_CONNECTION`) so that the default
- * 32 pooled connections hold at most 2,048 statements, far below MySQL's
- * default max_prepared_stmt_count of 16,382 (W3 port notes). Everything else
- * uses `pool.query`.
+ * Bulk INSERTs run as server-side prepared statements (`pool.execute`): the binary protocol spares
+ * MariaDB parsing thousands of literals per statement, measured 10–40 % more events/s end to end
+ * than client-side interpolation (bench/pipeline.ts). Their packets are encoded by
+ * execute_packet.ts, not by mysql2 (hooked in by mysql2_internals.ts, behind this interface), which
+ * spent about as much CPU per row encoding them as the worker spent on everything else. Statements
+ * stay ≤ 700 rows × 43 columns = 30,100 placeholders, below the 65,535 limit
+ * (docs/writers.md#statement-shape), and the per-connection statement cache is bounded
+ * (`PREPARED_STATEMENTS_PER_CONNECTION`) so that the default 32 pooled connections hold at most
+ * 2,048 statements, far below MySQL's default max_prepared_stmt_count of 16,382 (beyond it every
+ * prepare fails with 1461). Everything else uses `pool.query`.
  *
  * With a statement timeout, each statement takes its own connection from the
  * pool so that one which does not answer in time can be destroyed: mysql2's

@@ -36,7 +36,7 @@ Deno.test("executor: a statement without an answer within the timeout fails as u
     } finally {
       await lock.unlock();
     }
-    // The abandoned INSERT may still run once the lock is gone (W4: writes are idempotent).
+    // The abandoned INSERT may still run once the lock is gone (harmless: writes are idempotent).
     const again = await executor.run("INSERT IGNORE INTO t VALUES (?)", [2], { prepared: true });
     assert.ok(again.affectedRows <= 1);
   } finally {

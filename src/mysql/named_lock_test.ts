@@ -96,8 +96,9 @@ Deno.test("named lock: a holder whose connection the server kills takes its lock
   assert.ok(await isFree(options, name), "released on stop");
 });
 
-// Without the loss check and the grace, a holder whose lock connection was killed kept
-// consuming while the next holder started: two workers applying downtimes at once (G3).
+// Without the loss check and the grace, a holder whose lock connection was killed kept consuming
+// while the next holder started: two workers applying downtimes at once
+// (docs/consumption.md#downtimes-in-order).
 Deno.test("named lock: a holder whose lock another connection took meanwhile stops before the next holder starts", async () => {
   await using db = await createScratchDatabase();
   const options = mysqlOptionsFromUrl(db.url);

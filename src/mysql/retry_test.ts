@@ -1,6 +1,6 @@
 /**
- * runWithRetry (W5) with real MySQL failures: a duplicate key (1062, permanent)
- * from a scratch database and ECONNREFUSED from a port nobody listens on.
+ * runWithRetry (docs/writers.md#retry-policy) with real MySQL failures: a duplicate key (1062,
+ * permanent) from a scratch database and ECONNREFUSED from a port nobody listens on.
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
@@ -14,7 +14,7 @@ import { deadline } from "../util/async.ts";
 
 // Without this, a deterministic error would be re-sent (triplicating the log
 // line and slowing shutdown) or, worse, held forever as if MySQL were down.
-Deno.test("runWithRetry: a rejected row is thrown after exactly one attempt (W5)", async () => {
+Deno.test("runWithRetry: a rejected row is thrown after exactly one attempt (docs/writers.md#retry-policy)", async () => {
   await using db = await createScratchDatabase();
   await db.query("CREATE TABLE t (id int PRIMARY KEY)");
   await db.query("INSERT INTO t VALUES (1)");
@@ -39,7 +39,7 @@ Deno.test("runWithRetry: a rejected row is thrown after exactly one attempt (W5)
   assert.equal((await metrics.dbConnectionRetries.get()).values[0]?.value ?? 0, 0);
 });
 
-Deno.test("runWithRetry: an unreachable server is held until the signal aborts, also mid-backoff (W5, D1)", async () => {
+Deno.test("runWithRetry: an unreachable server is held until the signal aborts, also mid-backoff (D1)", async () => {
   const port = freePort(); // nobody listens: every attempt is ECONNREFUSED
   const metrics = createMetrics();
   const availability = new DbAvailability(metrics.dbAvailable);

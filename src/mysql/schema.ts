@@ -342,7 +342,10 @@ export type SchemaDifference =
     readonly table: TableName;
     readonly index: string;
     readonly columns: readonly string[];
-    /** `true` when the table is written with ON DUPLICATE KEY UPDATE (W4 premise broken). */
+    /**
+     * `true` when the table is written with ON DUPLICATE KEY UPDATE (an upsert would then overwrite
+     * a row its key does not identify).
+     */
     readonly upserted: boolean;
   }
   | {
@@ -391,7 +394,7 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-/** Tables written with `ON DUPLICATE KEY UPDATE` (W4: 12 batched tables + 4 downtime tables). */
+/** Tables written with `ON DUPLICATE KEY UPDATE` (12 batched tables + 4 downtime tables). */
 function isUpserted(table: Table): boolean {
   return table.writeMode === "full_upsert" || table.writeMode === "noop_upsert" ||
     table.writeMode === "downtime";
@@ -472,8 +475,9 @@ export function compareSchema(
         actual: tableRow.engine,
       });
     }
-    // The collation does not matter (B.1), the character set does: a utf8mb3 table fails on
-    // every 4-byte character with error 1366 (T15).
+    // The collation does not matter (docs/tables.md#shared-table-properties), the character set
+    // does: a utf8mb3 table fails on every 4-byte character with error 1366
+    // (docs/tables.md#utf8mb4).
     const charset = charsetOfCollation(tableRow.collation);
     if (charset !== TABLE_CHARSET) {
       differences.push({
@@ -572,7 +576,7 @@ export function compareSchema(
     for (const index of indexes.values()) {
       if (index.name === "PRIMARY") continue;
       if (index.unique) {
-        // B.1/W4: ON DUPLICATE KEY UPDATE fires on any unique index, so a secondary one makes
+        // ON DUPLICATE KEY UPDATE fires on any unique index, so a secondary one makes
         // upserts skip rows or overwrite unrelated rows silently. Reported even when an
         // expected index merely turned unique.
         differences.push({

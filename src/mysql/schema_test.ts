@@ -508,7 +508,7 @@ Deno.test("compareSchema: a missing index and an index with other columns are re
   assert.deepEqual(differences.map((d) => d.kind).sort(), ["index_columns", "missing_index"]);
 });
 
-Deno.test("compareSchema: a secondary UNIQUE index is flagged, as an upsert hazard where upserted (B.1, W4)", () => {
+Deno.test("compareSchema: a secondary UNIQUE index is flagged, as an upsert hazard where upserted (docs/tables.md#shared-table-properties, docs/writers.md#upsert-or-insert)", () => {
   const s = mariaDbSnapshot([TABLES.statusengine_hoststatus, TABLES.statusengine_perfdata]);
   s.statistics.push({
     tableName: "statusengine_hoststatus",

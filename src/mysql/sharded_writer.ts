@@ -26,7 +26,7 @@
  * rows of one key went in out of order (a larger window makes that common).
  *
  * Two writers of one table can deadlock each other on a secondary index
- * (1213); the retry policy (W5) retries those statements.
+ * (1213); the retry policy (docs/writers.md#retry-policy) retries those statements.
  *
  * @module
  */
@@ -174,7 +174,7 @@ export class ShardedWriter {
 
   /**
    * Commit what is buffered, then hold every writer of the table while `fn`
-   * runs (P7), then resume.
+   * runs (docs/payloads.md#core-restart), then resume.
    *
    * @param fn Runs while the table is quiet.
    * @param signal Bounds the initial flushes.
@@ -189,7 +189,8 @@ export class ShardedWriter {
   }
 
   /**
-   * Commit what is buffered within `signal`, then refuse new rows (W9), every writer at once.
+   * Commit what is buffered within `signal`, then refuse new rows (docs/writers.md#shutdown-flush),
+   * every writer at once.
    *
    * @param signal Shutdown flush budget.
    */
@@ -198,7 +199,7 @@ export class ShardedWriter {
   }
 
   /**
-   * Log each writer's interval summary (L2).
+   * Log each writer's interval summary (docs/logging.md#summaries).
    *
    * @param final True for the last line on shutdown.
    */

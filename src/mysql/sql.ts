@@ -1,5 +1,5 @@
 /**
- * Multi-row INSERT statement texts for the batched writers (W3, W4).
+ * Multi-row INSERT statement texts for the batched writers (docs/writers.md#statement-shape).
  *
  * @module
  */
@@ -37,7 +37,8 @@ function partsOf(table: Table): StatementParts {
   if (table.writeMode === "full_upsert" || table.writeMode === "noop_upsert") {
     if (table.updateColumns.length === 0) {
       // An empty update list is a syntax error, and silently dropping the clause would turn an
-      // upsert into a plain INSERT that aborts on the first duplicate (W4).
+      // upsert into a plain INSERT that aborts on the first duplicate
+      // (docs/writers.md#upsert-or-insert).
       throw new TypeError(`Cannot build an upsert for "${table.name}": no update columns`);
     }
     suffix = ` ON DUPLICATE KEY UPDATE ${
@@ -46,7 +47,8 @@ function partsOf(table: Table): StatementParts {
     }`;
   }
   parts = {
-    // Never INSERT IGNORE (W4): it downgrades truncation and NOT NULL errors to warnings.
+    // Never INSERT IGNORE (docs/writers.md#upsert-or-insert): it downgrades truncation and NOT NULL
+    // errors to warnings.
     prefix: `INSERT INTO ${quoteIdentifier(table.name)} (${
       columns.map(quoteIdentifier).join(",")
     }) VALUES `,
@@ -64,15 +66,16 @@ function partsOf(table: Table): StatementParts {
  * `INSERT INTO <t> (<cols>) VALUES (?,…),(?,…) [ON DUPLICATE KEY UPDATE …]`.
  *
  * Full upserts assign every non-key column `= VALUES(col)`; no-op upserts assign the first
- * primary-key column to itself; plain inserts have no clause (W4). `VALUES(col)` rather than a
- * row alias because MariaDB lacks the alias syntax (B.2).
+ * primary-key column to itself; plain inserts have no clause (docs/writers.md#upsert-or-insert).
+ * `VALUES(col)` rather than a row alias because MariaDB lacks the alias syntax
+ * (docs/tables.md#write-modes).
  *
  * @param table Table name or catalogue table.
  * @param rowCount Number of row tuples, at least 1.
  * @returns The statement text (cached per table and row count).
  * @throws {TypeError} If the table is not written by a batched writer.
  * @throws {RangeError} If `rowCount` is not a positive integer or the statement would exceed
- *   65,535 placeholders (W3).
+ *   65,535 placeholders (docs/writers.md#statement-shape).
  */
 export function insertStatement(table: TableName | Table, rowCount: number): string {
   const t = typeof table === "string" ? TABLES[table] : table;

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { ALL_TABLES, MAX_BATCH_SIZE, maxStatementRows, TABLES } from "./catalogue.ts";
 import { insertStatement, STATEMENT_CACHE_SIZE } from "./sql.ts";
 
-Deno.test("insertStatement: plain INSERT for logentries, without the AUTO_INCREMENT id (W4)", () => {
+Deno.test("insertStatement: plain INSERT for logentries, without the AUTO_INCREMENT id (docs/writers.md#upsert-or-insert)", () => {
   assert.equal(
     insertStatement("statusengine_logentries", 2),
     "INSERT INTO `statusengine_logentries` (`entry_time`,`logentry_type`,`logentry_data`,`node_name`)" +
@@ -10,7 +10,7 @@ Deno.test("insertStatement: plain INSERT for logentries, without the AUTO_INCREM
   );
 });
 
-Deno.test("insertStatement: plain INSERT for perfdata (W4)", () => {
+Deno.test("insertStatement: plain INSERT for perfdata (docs/writers.md#upsert-or-insert)", () => {
   assert.equal(
     insertStatement("statusengine_perfdata", 1),
     "INSERT INTO `statusengine_perfdata` (`hostname`,`service_description`,`label`,`timestamp`," +
@@ -18,7 +18,7 @@ Deno.test("insertStatement: plain INSERT for perfdata (W4)", () => {
   );
 });
 
-Deno.test("insertStatement: no-op upsert assigns the first key column to itself (B.2, W4)", () => {
+Deno.test("insertStatement: no-op upsert assigns the first key column to itself (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert)", () => {
   assert.equal(
     insertStatement("statusengine_service_notifications_log", 2),
     "INSERT INTO `statusengine_service_notifications_log` (`hostname`,`service_description`," +
@@ -34,7 +34,7 @@ Deno.test("insertStatement: no-op upsert assigns the first key column to itself 
   );
 });
 
-Deno.test("insertStatement: full upsert updates every non-key column with VALUES() (W4)", () => {
+Deno.test("insertStatement: full upsert updates every non-key column with VALUES() (docs/writers.md#upsert-or-insert)", () => {
   const sql = insertStatement("statusengine_servicestatus", 1);
   const table = TABLES.statusengine_servicestatus;
   const expectedClause = table.columns
@@ -52,7 +52,7 @@ Deno.test("insertStatement: full upsert updates every non-key column with VALUES
   assert.ok(!sql.includes("`hostname`=VALUES"));
 });
 
-Deno.test("insertStatement: never INSERT IGNORE, for any table (W4)", () => {
+Deno.test("insertStatement: never INSERT IGNORE, for any table (docs/writers.md#upsert-or-insert)", () => {
   for (const table of ALL_TABLES.filter((t) => t.batched)) {
     const sql = insertStatement(table, 3);
     assert.ok(sql.startsWith("INSERT INTO "), table.name);
@@ -68,7 +68,7 @@ Deno.test("insertStatement: tables that are not batched are refused", () => {
   assert.equal(ALL_TABLES.filter((t) => !t.batched).length, 9);
 });
 
-Deno.test("insertStatement: the worst-case flush at batch size 700 builds, one placeholder more does not (W3)", () => {
+Deno.test("insertStatement: the worst-case flush at batch size 700 builds, one placeholder more does not (docs/writers.md#statement-shape)", () => {
   const rows = maxStatementRows(MAX_BATCH_SIZE);
   const sql = insertStatement("statusengine_servicestatus", rows);
   assert.equal(sql.split("?").length - 1, rows * 43);

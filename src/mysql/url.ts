@@ -23,7 +23,9 @@ export interface MysqlUrlOptions {
   readonly password?: string;
   /** Database from the URL path; absent when the path is empty. */
   readonly database?: string;
-  /** Always `utf8mb4`: a 3-byte connection fails on every 4-byte character (T15, G.1). */
+  /**
+   * Always `utf8mb4`: a 3-byte connection fails on every 4-byte character (docs/tables.md#utf8mb4).
+   */
   readonly charset: "utf8mb4";
   /** Connect timeout in milliseconds from the `connectTimeout` query parameter. */
   readonly connectTimeout?: number;

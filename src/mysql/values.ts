@@ -1,9 +1,9 @@
 /**
  * D6: make one row's values fit their columns before they are bound.
  *
- * In strict mode (the default of MySQL ≥ 5.7 and MariaDB ≥ 10.2.4) one over-long string or
- * one NULL for a NOT NULL column rejects the whole multi-row INSERT (G.2), so every row is
- * adjusted here deterministically and each adjustment is reported for the per-table counter
+ * In strict mode (the default of MySQL ≥ 5.7 and MariaDB ≥ 10.2.4) one over-long string or one NULL
+ * for a NOT NULL column rejects the whole multi-row INSERT (docs/tables.md#long-values), so every
+ * row is adjusted here deterministically and each adjustment is reported for the per-table counter
  * `statusengine_db_values_adjusted_total{table,reason}`.
  *
  * @module
@@ -14,12 +14,12 @@ import type { Row, SqlValue } from "../events/mod.ts";
 /**
  * Why a value was changed. These are the bounded label values of the `reason` label.
  *
- * - `truncated`: string longer than its column, cut to the limit in code points (D6, G.2).
- * - `null_to_default`: null or missing for a NOT NULL column: `''` or 0 (D6, G.3).
+ * - `truncated`: string longer than its column, cut to the limit in code points (D6).
+ * - `null_to_default`: null or missing for a NOT NULL column: `''` or 0 (D6).
  * - `rounded`: a non-integral number for an integer column, rounded half away from zero
- *   (G.4: convert explicitly instead of relying on the server; same rule as T2).
- * - `clamped`: integer outside its column's range, clamped into it (G.2).
- * - `flag_normalised`: a `tinyint(1)` flag other than 0/1, written as 1 (G.5, T20).
+ *   (convert explicitly instead of relying on the server; docs/tables.md#numbers).
+ * - `clamped`: integer outside its column's range, clamped into it (docs/tables.md#long-values).
+ * - `flag_normalised`: a `tinyint(1)` flag other than 0/1, written as 1 (docs/tables.md#booleans).
  */
 export type AdjustmentReason =
   | "truncated"
@@ -106,7 +106,7 @@ function descriptorsOf(table: Table): readonly Descriptor[] {
 
 /**
  * Cut a string to at most `maxChars` Unicode code points, never between the two halves of a
- * surrogate pair (G.2: `varchar(N)` counts code points, `string.length` counts UTF-16 units).
+ * surrogate pair (`varchar(N)` counts code points, `string.length` counts UTF-16 units).
  *
  * @param value Any string.
  * @param maxChars Limit in code points.
@@ -175,7 +175,7 @@ export function appendAdjustedRow(
         values[at + i] = typeof raw === "number" ? integerFor(d, raw, adjustments) : raw;
         break;
       default:
-        // D6/T21: doubles are bound exactly as received, never rounded.
+        // D6: doubles are bound exactly as received, never rounded.
         values[at + i] = raw;
     }
   }
@@ -198,7 +198,7 @@ export function adjustRow(table: Table | TableName, row: Row): AdjustedRow {
 
 function nullFor(d: Descriptor, adjustments: ValueAdjustment[]): SqlValue {
   if (d.kind === TEXT) {
-    // G.3/T12: every text column stores '' for a JSON null, except the two that keep NULL.
+    // Every text column stores '' for a JSON null, except the two that keep NULL.
     // Only the NOT NULL case is an adjustment in the D6 sense; for a nullable column '' is
     // the storage convention.
     if (d.keepsNull) return null;

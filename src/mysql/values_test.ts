@@ -44,14 +44,14 @@ Deno.test("adjustRow: a row that fits comes back unchanged in insert-column orde
   assert.deepEqual(adjustments, []);
 });
 
-// D6/T21: the legacy worker rounded to 14 significant digits; we store the exact double.
-Deno.test("adjustRow: doubles are passed through exactly (D6, T21)", () => {
+// D6: the legacy worker rounded to 14 significant digits; we store the exact double.
+Deno.test("adjustRow: doubles are passed through exactly (D6)", () => {
   assert.equal(valueOf(hostcheck(), "latency"), 0.60077601671218872);
   assert.equal(valueOf(hostcheck({ latency: 1e-300 }), "latency"), 1e-300);
   assert.equal(valueOf(hostcheck({ execution_time: -0.5 }), "execution_time"), -0.5);
 });
 
-Deno.test("adjustRow: a 10,000-character output is cut to 1024 code points (D6, G.2)", () => {
+Deno.test("adjustRow: a 10,000-character output is cut to 1024 code points (D6)", () => {
   const long = "x".repeat(10_000);
   const { values, adjustments } = adjustRow("statusengine_hostchecks", hostcheck({ output: long }));
   const output = values[TABLES.statusengine_hostchecks.insertColumns.indexOf("output")];
@@ -83,7 +83,7 @@ Deno.test("adjustRow: emoji output is truncated by code points, not UTF-16 units
   assert.deepEqual(exact.adjustments, []);
 });
 
-Deno.test("adjustRow: null for a NOT NULL column becomes '' or 0 (D6, G.3)", () => {
+Deno.test("adjustRow: null for a NOT NULL column becomes '' or 0 (D6)", () => {
   const { values, adjustments } = adjustRow(
     "statusengine_hostchecks",
     hostcheck({ hostname: null, end_time: null, start_time_usec: null }),
@@ -99,7 +99,7 @@ Deno.test("adjustRow: null for a NOT NULL column becomes '' or 0 (D6, G.3)", () 
   ]);
 });
 
-Deno.test("adjustRow: a missing member is treated like null (G.3)", () => {
+Deno.test("adjustRow: a missing member is treated like null (docs/tables.md#null-or-empty)", () => {
   const row: Record<string, string | number | null> = { ...hostcheck() };
   delete row.end_time;
   delete row.command;
@@ -112,10 +112,10 @@ Deno.test("adjustRow: a missing member is treated like null (G.3)", () => {
   assert.deepEqual(adjustments, [{ column: "end_time", reason: "null_to_default" }]);
 });
 
-// T12: '' in every text column for a JSON null, except event_handler and command_args, which
+// '' in every text column for a JSON null, except event_handler and command_args, which
 // keep SQL NULL (the appendix expects NULL there). A nullable column's '' is the storage
 // convention, not a D6 adjustment, so it is not counted.
-Deno.test("adjustRow: nullable text columns store '' for null except the columns that keep NULL (G.3, T12)", () => {
+Deno.test("adjustRow: nullable text columns store '' for null except the columns that keep NULL (docs/tables.md#null-or-empty)", () => {
   const status = adjustRow("statusengine_hoststatus", {
     hostname: "h",
     event_handler: null,
@@ -154,7 +154,7 @@ Deno.test("adjustRow: numbers in text columns become their decimal text", () => 
   assert.deepEqual(unit.adjustments, [{ column: "unit", reason: "truncated" }]);
 });
 
-Deno.test("adjustRow: out-of-range integers are clamped into the column (G.2)", () => {
+Deno.test("adjustRow: out-of-range integers are clamped into the column (docs/tables.md#long-values)", () => {
   const { values, adjustments } = adjustRow(
     "statusengine_hostchecks",
     hostcheck({ timeout: 70_000, current_check_attempt: -40_000, start_time_usec: -1 }),
@@ -178,7 +178,7 @@ Deno.test("adjustRow: out-of-range integers are clamped into the column (G.2)", 
   assert.ok(typeof lastCheck === "number" && BigInt(lastCheck) <= 2n ** 63n - 1n);
 });
 
-Deno.test("adjustRow: fractional numbers for integer columns are rounded half away from zero (G.4, T2)", () => {
+Deno.test("adjustRow: fractional numbers for integer columns are rounded half away from zero (docs/tables.md#numbers)", () => {
   const status = adjustRow("statusengine_hoststatus", {
     hostname: "h",
     normal_check_interval: 0.5,
@@ -195,7 +195,7 @@ Deno.test("adjustRow: fractional numbers for integer columns are rounded half aw
   );
 });
 
-Deno.test("adjustRow: tinyint(1) flags other than 0/1 are written as 1 (G.5, T20)", () => {
+Deno.test("adjustRow: tinyint(1) flags other than 0/1 are written as 1 (docs/tables.md#booleans)", () => {
   const { values, adjustments } = adjustRow(
     "statusengine_hostchecks",
     hostcheck({ is_hardstate: 2, early_timeout: -1 }),

@@ -1,8 +1,8 @@
 /**
- * One bulk writer per batched table (W1): a bounded buffer, at most one
- * statement in flight, and commit notification per job (D1).
+ * One bulk writer per batched table (docs/writers.md#writers-per-table): a bounded buffer, at most
+ * one statement in flight, and commit notification per job (D1).
  *
- * Flushing works as group commit (W2): a busy writer sends the
+ * Flushing works as group commit (docs/writers.md#group-commit): a busy writer sends the
  * next statement as soon as the previous one returned, with up to
  * `batchSize` waiting rows; an idle writer sends what arrived on the next
  * turn of the event loop, so every handler woken by the same read has handed
@@ -10,14 +10,13 @@
  * that only flushed "every 250 ms or at N rows" would cap a queue at
  * (jobs in flight × events per job) per 250 ms, since no further rows can
  * arrive while every job of the queue waits for its commit. The 250 ms
- * latency bound of W2 is therefore met with room to spare: a row waits at
+ * latency bound (docs/writers.md#group-commit) is therefore met with room to spare: a row waits at
  * most for the statement in flight plus one event-loop turn.
  *
- * Failures follow W5/D7 (see errors.ts, retry.ts and docs/retries.md): transient ones hold
- * the batch; rejections split it by halves until the offending rows are
- * isolated, those go to the dead-letter file and the rest is committed; a
- * rejection that hits both halves alike and does not name the rows holds
- * the batch like an outage.
+ * Failures follow the retry policy and D7 (see errors.ts, retry.ts and docs/retries.md): transient
+ * ones hold the batch; rejections split it by halves until the offending rows are isolated, those
+ * go to the dead-letter file and the rest is committed; a rejection that hits both halves alike and
+ * does not name the rows holds the batch like an outage.
  *
  * @module
  */
@@ -77,7 +76,7 @@ interface Held {
  */
 const DEAD_LETTER_RETRY: BackoffOptions = { initialMs: 1_000, maxMs: 1_000, jitter: 0 };
 
-/** Per-interval counters for the 30 s summary line (L2). */
+/** Per-interval counters for the 30 s summary line (docs/logging.md#summaries). */
 interface IntervalStats {
   flushes: number;
   rows: number;
@@ -224,7 +223,7 @@ export class TableWriter {
 
   /**
    * Commit what is buffered, then hold the table (no statement is sent; rows
-   * keep buffering up to capacity) while `fn` runs, then resume (P7).
+   * keep buffering up to capacity) while `fn` runs, then resume (docs/payloads.md#core-restart).
    *
    * @param fn Runs while the table is quiet.
    * @param signal Bounds the initial flush.
@@ -282,7 +281,7 @@ export class TableWriter {
   }
 
   /**
-   * Log the interval summary if anything was written (L2), and reset it.
+   * Log the interval summary if anything was written (docs/logging.md#summaries), and reset it.
    *
    * @param final True for the last line on shutdown (logged even when nothing was written).
    */
@@ -360,7 +359,7 @@ export class TableWriter {
     // Idle with a partial batch: send on the next macrotask, after every
     // handler woken in this turn handed over its rows. setImmediate, not
     // setTimeout(0): nested timeouts are clamped to 4 ms, which capped a queue
-    // handled one job at a time (RabbitMQ, R3) at about 250 statements/s.
+    // handled one job at a time (RabbitMQ's downtime queue) at about 250 statements/s.
     this.#timer ??= setImmediate(() => {
       this.#timer = undefined;
       if (
@@ -438,7 +437,7 @@ export class TableWriter {
    * dead-lettered (D7). When both halves of a split fail with the same error
    * that does not name the rows (a `statement` error: see errors.ts), MySQL
    * is at fault, not the rows: they are held and retried like for an
-   * unreachable server (W5), `db_available` 0, instead of dead-lettering
+   * unreachable server (docs/writers.md#retry-policy), `db_available` 0, instead of dead-lettering
    * good rows while, say, a table is being rebuilt.
    */
   async #commitOrIsolate(batch: Pending[]): Promise<void> {
@@ -524,7 +523,7 @@ export class TableWriter {
   }
 
   /**
-   * Send `batch` as one statement under the W5 retry policy (transient
+   * Send `batch` as one statement under the retry policy (transient
    * failures are held inside).
    *
    * @returns undefined once committed (its rows are settled), or MySQL's
@@ -533,8 +532,9 @@ export class TableWriter {
    */
   async #send(batch: Pending[], top: boolean): Promise<MysqlWriteError | undefined> {
     const sql = insertStatement(this.table, batch.length);
-    // One array of the statement's final length (pushing 30,000 values grows it in steps), each
-    // row fitted at its own offset, so a row cannot shift the placeholders of the next (W3).
+    // One array of the statement's final length (pushing 30,000 values grows it in steps), each row
+    // fitted at its own offset, so a row cannot shift the placeholders of the next
+    // (docs/writers.md#statement-shape).
     const width = this.table.insertColumns.length;
     const values = new Array<SqlValue>(batch.length * width);
     const adjustments: ValueAdjustment[] = [];

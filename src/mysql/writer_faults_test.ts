@@ -3,7 +3,7 @@
  * made read-only, filled up, stripped of a privilege or frozen while rows are
  * being written: every one of these is MySQL unable to take writes, not a
  * fault of the rows. The rows must be held (`db_available` 0) and committed
- * once the server is healthy again; not one may be dead-lettered (W5, D7).
+ * once the server is healthy again; not one may be dead-lettered (D7).
  *
  * The writer connects as a user without SUPER or READ ONLY ADMIN, as a
  * production worker does, so `read_only` applies to it; its write privileges
@@ -174,8 +174,8 @@ async function heldThroughFault(
   assert.equal(job.deadLettered, 0);
   await heal();
   await job.done;
-  // Distinct: a statement given up after the timeout may still have run once the
-  // server resumed, and logentries has no natural key to fold the retry into (W4).
+  // Distinct: a statement given up after the timeout may still have run once the server resumed,
+  // and logentries has no natural key to fold the retry into (docs/writers.md#upsert-or-insert).
   assert.equal(await fx.distinct("logentry_data LIKE 'fault-%'"), 40);
   assert.equal(job.deadLettered, 0);
   assert.equal((await Deno.readTextFile(fx.deadLetterPath)).trim(), "", "nothing dead-lettered");
@@ -193,7 +193,7 @@ async function heldThroughFault(
   assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
 }
 
-Deno.test("writer: a read-only server (1290) holds the rows and never dead-letters them (W5, D7)", async () => {
+Deno.test("writer: a read-only server (1290) holds the rows and never dead-letters them (D7)", async () => {
   await using fx = await setup();
   await heldThroughFault(
     fx,
@@ -202,7 +202,7 @@ Deno.test("writer: a read-only server (1290) holds the rows and never dead-lette
   );
 });
 
-Deno.test("writer: a revoked INSERT privilege (1142) holds the rows and never dead-letters them (W5, D7)", async () => {
+Deno.test("writer: a revoked INSERT privilege (1142) holds the rows and never dead-letters them (D7)", async () => {
   await using fx = await setup();
   await heldThroughFault(
     fx,
@@ -215,7 +215,7 @@ Deno.test("writer: a revoked INSERT privilege (1142) holds the rows and never de
 // server's file size limit is set to the size of its largest file, which the
 // table is made to be), so the next page it needs fails with 1114 "table is
 // full"; lifting the limit is freeing the disk.
-Deno.test("writer: a full table (1114, disk full) holds the rows and never dead-letters them (W5, D7)", async () => {
+Deno.test("writer: a full table (1114, disk full) holds the rows and never dead-letters them (D7)", async () => {
   await using fx = await setup();
   const file = `${DB}/${LOG}.ibd`;
   // Grow the table until it is the server's largest file.
@@ -257,7 +257,7 @@ Deno.test("writer: a full table (1114, disk full) holds the rows and never dead-
   );
 });
 
-Deno.test("writer: a frozen server (SIGSTOP) is unavailable once a statement outlives the statement timeout; rows held, one warning (W5)", async () => {
+Deno.test("writer: a frozen server (SIGSTOP) is unavailable once a statement outlives the statement timeout; rows held, one warning (docs/writers.md#retry-policy)", async () => {
   const logs: string[] = [];
   await configureLogging({ level: "info", format: "text", write: (line) => logs.push(line) });
   try {

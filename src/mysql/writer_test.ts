@@ -1,6 +1,6 @@
 /**
  * TableWriter against a real MariaDB (scratch database): group commit, D1
- * commit tracking, D7 dead-lettering, the W5 retry policy, backpressure,
+ * commit tracking, D7 dead-lettering, the retry policy, backpressure,
  * withPaused and the shutdown budget.
  *
  * Statements are held "in flight" with a real `LOCK TABLES … WRITE` from a
@@ -252,7 +252,7 @@ async function turns(n = 5): Promise<void> {
 
 // --- group commit ----------------------------------------------------------
 
-Deno.test("writer: a full batch is sent at once, before add() returns (W2)", async () => {
+Deno.test("writer: a full batch is sent at once, before add() returns (docs/writers.md#group-commit)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 5);
   const job = new JobTracker(LOG_QUEUE, 5);
@@ -267,7 +267,7 @@ Deno.test("writer: an idle writer sends a partial batch on the next turn instead
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 100);
   const job = new JobTracker(LOG_QUEUE, 3);
-  // The W2 ticker would send after 250 ms; group commit sends on the next
+  // A 250 ms ticker would send after 250 ms; group commit sends on the next
   // event-loop turn, so the statement has started after a few turns, with no timer
   // of any length in between.
   await writer.add(rows(3, "partial"), job);
@@ -281,7 +281,7 @@ Deno.test("writer: an idle writer sends a partial batch on the next turn instead
   assert.equal(await fx.count(LOG), 3);
 });
 
-Deno.test("writer: rows arriving while a statement is in flight go out together in the next one, never more than batch size (W1, W2)", async () => {
+Deno.test("writer: rows arriving while a statement is in flight go out together in the next one, never more than batch size (docs/writers.md#writers-per-table)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 5);
   const lock = await lockTables(fx.db, [LOG]);
@@ -393,7 +393,7 @@ Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of it
   );
 });
 
-Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7, W5)", async () => {
+Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 8);
   const warm = new JobTracker(LOG_QUEUE, 1);
@@ -430,7 +430,7 @@ Deno.test("writer: an error that names no row and fails both halves of a split h
   );
 });
 
-Deno.test("writer: held rows that MySQL then rejects for their values are dead-lettered and db_available returns to 1 (D7, W5)", async () => {
+Deno.test("writer: held rows that MySQL then rejects for their values are dead-lettered and db_available returns to 1 (D7)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 4);
   await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
@@ -476,9 +476,9 @@ Deno.test("writer: an error that names no row but hits one row only is still iso
   assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
 });
 
-// --- W5 --------------------------------------------------------------------
+// --- retry policy (docs/writers.md#retry-policy) -----------------------------
 
-Deno.test("writer: lock errors are held with the MySQL hold's back-off until they clear, never dropped (W5, D7)", async () => {
+Deno.test("writer: lock errors are held with the MySQL hold's back-off until they clear, never dropped (D7)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 3);
   const sequence = [lockError(1213), lockError(1205), lockError(1213), lockError(1205)];
@@ -538,7 +538,7 @@ Deno.test("writer: lock errors are held with the MySQL hold's back-off until the
   );
 });
 
-Deno.test("writer: a permanent error is never retried; every row of an all-bad batch is tried once alone (W5, D7)", async () => {
+Deno.test("writer: a permanent error is never retried; every row of an all-bad batch is tried once alone (D7)", async () => {
   await using fx = await setup([LOG]);
   const single = fx.writer(LOG, 100);
   const one = new JobTracker(LOG_QUEUE, 1);
@@ -568,7 +568,7 @@ Deno.test("writer: a permanent error is never retried; every row of an all-bad b
   assert.equal(await fx.count(LOG), 0);
 });
 
-Deno.test("writer: while MySQL is unreachable the batch is held, db_available goes 1→0→1 and nothing is lost (W5, D1)", async () => {
+Deno.test("writer: while MySQL is unreachable the batch is held, db_available goes 1→0→1 and nothing is lost (D1)", async () => {
   await using fx = await setup([LOG], { proxy: true });
   const proxy = fx.proxy as TcpProxy;
   const writer = fx.writer(LOG, 10);
@@ -603,7 +603,7 @@ Deno.test("writer: while MySQL is unreachable the batch is held, db_available go
   );
 });
 
-Deno.test("writer: close(budget) while MySQL is unreachable returns within the budget and leaves the held jobs unresolved (D1, W9)", async () => {
+Deno.test("writer: close(budget) while MySQL is unreachable returns within the budget and leaves the held jobs unresolved (D1)", async () => {
   await using fx = await setup([LOG], { proxy: true });
   const proxy = fx.proxy as TcpProxy;
   const writer = fx.writer(LOG, 5);
@@ -616,7 +616,7 @@ Deno.test("writer: close(budget) while MySQL is unreachable returns within the b
   const buffered = new JobTracker(LOG_QUEUE, 5);
   const heldDone = track(held.done);
   const bufferedDone = track(buffered.done);
-  await writer.add(rows(5, "held"), held); // the statement in flight, held by W5
+  await writer.add(rows(5, "held"), held); // the statement in flight, held by the retry policy
   await writer.add(rows(5, "buffered"), buffered); // waiting behind it
   await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
     message: "db_available 0",
@@ -684,7 +684,7 @@ Deno.test("writer: close keeps its budget while a rejected row cannot be dead-le
 
 // --- withPaused / backpressure ----------------------------------------------
 
-Deno.test("writer: withPaused commits what is buffered before the callback and holds rows added during it until after (P7)", async () => {
+Deno.test("writer: withPaused commits what is buffered before the callback and holds rows added during it until after (docs/payloads.md#core-restart)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 5);
   const lock = await lockTables(fx.db, [LOG]);
@@ -718,7 +718,7 @@ Deno.test("writer: withPaused commits what is buffered before the callback and h
   assert.deepEqual(fx.executor.rowsPerStatement(LOG), [1, 2, 2]);
 });
 
-Deno.test("writer: flush under sustained load commits what was buffered before it and returns (P7, D4)", async () => {
+Deno.test("writer: flush under sustained load commits what was buffered before it and returns (D4)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 5);
   // A producer that keeps the buffer full: every time a statement takes rows it refills it.
@@ -757,7 +757,7 @@ Deno.test("writer: flush under sustained load commits what was buffered before i
   assert.ok(fx.executor.rowsPerStatement(LOG).every((n) => n <= 5));
 });
 
-Deno.test("writer: add() waits while the buffer is full and resumes once a statement took rows (W6)", async () => {
+Deno.test("writer: add() waits while the buffer is full and resumes once a statement took rows (docs/writers.md#backpressure)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 3);
   const lock = await lockTables(fx.db, [LOG]);
@@ -786,9 +786,9 @@ Deno.test("writer: add() waits while the buffer is full and resumes once a state
   assert.equal(await fx.count(LOG), 7);
 });
 
-// --- W8 --------------------------------------------------------------------
+// --- written metrics (docs/writers.md#written-metrics) -----------------------
 
-Deno.test("writer: db_events_written_total and db_flushes_total count only successful statements; their ratio is the average batch size (W8)", async () => {
+Deno.test("writer: db_events_written_total and db_flushes_total count only successful statements; their ratio is the average batch size (docs/writers.md#written-metrics)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 5);
   const labels = { table: LOG };

@@ -1,7 +1,7 @@
 /**
- * The job handler the consumer calls (the contract of src/consumer/contract.ts):
- * UTF-8 repair (P1) → decode (src/events) → hand rows to the table writers →
- * resolve once every row is committed or dead-lettered (D1, D7).
+ * The job handler the consumer calls (the contract of src/consumer/contract.ts): UTF-8 repair
+ * (docs/payloads.md#utf8-repair) → decode (src/events) → hand rows to the table writers → resolve
+ * once every row is committed or dead-lettered (D1, D7).
  *
  * @module
  */
@@ -28,9 +28,12 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
 
-/** Where perfdata rows go besides MySQL (`--perfdata-backends`, F1). */
+/** Where perfdata rows go besides MySQL (`--perfdata-backends`, docs/perfdata.md#routing). */
 export interface PerfdataSink {
-  /** Accept parsed metrics rows of `statusengine_perfdata`; never blocks MySQL (F6). */
+  /**
+   * Accept parsed metrics rows of `statusengine_perfdata`; never blocks MySQL
+   * (docs/perfdata.md#no-backend-holds-up-mysql).
+   */
   offer(rows: readonly Row[]): void;
 }
 
@@ -58,7 +61,7 @@ export interface HandlerSettings {
   readonly deadLetters: DeadLetterSink;
   readonly metrics?: Metrics;
   readonly nodeName: string;
-  /** `--status-max-age` in seconds; 0 disables (P6). */
+  /** `--status-max-age` in seconds; 0 disables (docs/payloads.md#stale-status). */
   readonly statusMaxAgeSeconds: number;
   readonly openItcockpit: boolean;
   /** Perfdata to MySQL (`--perfdata-backends` holds `mysql`). */
@@ -128,7 +131,8 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       }
       list.push(row);
     }
-    // The perfdata backends never hold up MySQL (F6): offered, not awaited.
+    // The perfdata backends never hold up MySQL (docs/perfdata.md#no-backend-holds-up-mysql):
+    // offered, not awaited.
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
@@ -161,7 +165,8 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
    * stay alive until the job's commit, one payload-sized string per job in flight.
    */
   function decode(job: Job): { decoded: DecodedJob; invalidText: string } {
-    // One native strict pass for valid payloads; the per-byte repair only runs when it fails (P1).
+    // One native strict pass for valid payloads; the per-byte repair only runs when it fails
+    // (docs/payloads.md#utf8-repair).
     const { job: decoded, repaired, text } = decodePayload(job.queue, job.payload, {
       nodeName: options.nodeName,
       nowSeconds: now(),

@@ -1,8 +1,8 @@
 /**
- * Assembles the write side: the writers of every batched table (W1,
- * `--mysql-writers-per-table`), the downtime executor, the job handler, the
- * 30 s write summaries (L2), the shutdown flush (W9), and the pressure signal
- * the consumer's in-flight windows read.
+ * Assembles the write side: the writers of every batched table (`--mysql-writers-per-table`), the
+ * downtime executor, the job handler, the 30 s write summaries (docs/logging.md#summaries), the
+ * shutdown flush (docs/writers.md#shutdown-flush), and the pressure signal the consumer's in-flight
+ * windows read.
  *
  * @module
  */
@@ -32,7 +32,7 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
 
-/** Tables written through a bulk writer (the fourteen of W1). */
+/** Tables written through a bulk writer (the fourteen batched tables). */
 export function batchedTables(): Table[] {
   return BATCHED_TABLE_NAMES.map((name) => TABLES[name]);
 }
@@ -165,9 +165,9 @@ export class Pipeline {
   }
 
   /**
-   * Shutdown flush (W9): every writer commits what it holds, concurrently,
-   * within one shared budget; what cannot be committed in time is left
-   * unacknowledged (D1) and redelivered after the restart. Idempotent.
+   * Shutdown flush (docs/writers.md#shutdown-flush): every writer commits what it holds,
+   * concurrently, within one shared budget; what cannot be committed in time is left unacknowledged
+   * (D1) and redelivered after the restart. Idempotent.
    *
    * @param budgetMs `--shutdown-flush-timeout`.
    */

@@ -1,5 +1,6 @@
 /**
- * Job framing: events as the broker writes them, in bulk jobs or one per job (A.2, A.3).
+ * Job framing: events as the broker writes them, in bulk jobs or one per job
+ * (docs/tables.md#bulk-and-single-form).
  *
  * @module
  */
@@ -7,7 +8,7 @@
 import type { QueueName } from "../events/mod.ts";
 import type { SyntheticEvent } from "./event.ts";
 
-/** Payload shape of a job (A.2). */
+/** Payload shape of a job (docs/tables.md#bulk-and-single-form). */
 export type JobForm = "bulk" | "single";
 
 /** Options of {@linkcode jobsFor}. */
@@ -22,9 +23,9 @@ export interface JobOptions {
 export const DEFAULT_EVENTS_PER_JOB = 100;
 
 /**
- * The four queues the broker's sample configuration leaves unbatched (A.2, A.4); the other
- * eight are published in the bulk form by default. Notifications are bulk here because the
- * fixture, captured from a real broker, is.
+ * The four queues the broker's sample configuration leaves unbatched
+ * (docs/tables.md#bulk-and-single-form); the other eight are published in the bulk form by default.
+ * Notifications are bulk here because the fixture, captured from a real broker, is.
  */
 export const SINGLE_FORM_QUEUES: readonly QueueName[] = Object.freeze([
   "statusngin_acknowledgements",
@@ -44,8 +45,9 @@ export function defaultForm(queue: QueueName): JobForm {
 }
 
 /**
- * One event as job text, written the way the broker writes it: `/` escaped as `\/` (A.3).
- * `/` only ever occurs inside JSON strings, so the replacement cannot touch the structure.
+ * One event as job text, written the way the broker writes it: `/` escaped as `\/`
+ * (docs/tables.md#envelope). `/` only ever occurs inside JSON strings, so the replacement cannot
+ * touch the structure.
  *
  * @param event The event.
  * @returns JSON text.
@@ -103,7 +105,7 @@ export function* jobsFor(
 }
 
 /**
- * A bulk job around already encoded events (A.2).
+ * A bulk job around already encoded events (docs/tables.md#bulk-and-single-form).
  *
  * @param encodedEvents Event JSON texts.
  * @returns `{"messages":[…],"format":"none"}`.

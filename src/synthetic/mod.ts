@@ -3,22 +3,22 @@
  * and the decoder tests. Pure: no I/O, no clock of its own (the caller passes `now`), and a
  * seeded PRNG, so the same seed and `now` always give the same events.
  *
- * What "realistic" means here (docs/tables.md, A.1–A.12):
+ * What "realistic" means here (docs/tables.md#queues):
  * - every payload field of the queue, with the envelope `type`/`flags`/`attr`/`timestamp`/
  *   `timestamp_usec` in the broker's key order;
- * - a small monitored world: host names like `web-017.example.com` and openITCOCKPIT-style
- *   UUIDs, services such as `Disk Usage /var`, `Datenträger C:`, `Прочее`, `監視 HTTP`, each
- *   object with a state that evolves like a core's (soft attempts, then hard), plugin outputs
- *   and perfdata strings that the E.6 grammar parses without skipping a gauge, and now and
- *   then a multi-line long output of a few KB;
+ * - a small monitored world: host names like `web-017.example.com` and openITCOCKPIT-style UUIDs,
+ *   services such as `Disk Usage /var`, `Datenträger C:`, `Прочее`, `監視 HTTP`, each object with a
+ *   state that evolves like a core's (soft attempts, then hard), plugin outputs and perfdata
+ *   strings that the perfdata parser (docs/perfdata.md#parsing) parses without skipping a gauge,
+ *   and now and then a multi-line long output of a few KB;
  * - host and service variants of every queue that carries both, with the discriminators of
- *   A.12; downtimes as consistent lifecycles (ADD→START→STOP→DELETE, and ADD→DELETE before the
- *   window began); core restarts as `{"object_type":102,"timestamp":0}`.
+ *   docs/tables.md#host-or-service; downtimes as consistent lifecycles (ADD→START→STOP→DELETE, and
+ *   ADD→DELETE before the window began); core restarts as `{"object_type":102,"timestamp":0}`.
  *
- * Time and key uniqueness: event `i` of a run happens at a distinct microsecond inside the
- * minute before `now` (offset by up to one second derived from the seed), so status events
- * are never stale (D.2) and every history key (object, time, `*_usec`) is unique within a run;
- * runs at different times, or with different seeds, do not collide in practice. Downtime ids
+ * Time and key uniqueness: event `i` of a run happens at a distinct microsecond inside the minute
+ * before `now` (offset by up to one second derived from the seed), so status events are never stale
+ * (docs/tables.md#stale-status) and every history key (object, time, `*_usec`) is unique within a
+ * run; runs at different times, or with different seeds, do not collide in practice. Downtime ids
  * start at a seed-derived base.
  *
  * @module

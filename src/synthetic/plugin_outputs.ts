@@ -1,6 +1,6 @@
 /**
  * The plugin-output catalogue: the services a synthetic host runs and what their plugins print
- * in each state (outputs, multi-line long outputs, perfdata strings that the E.6 grammar
+ * in each state (outputs, multi-line long outputs, perfdata strings that the perfdata parser
  * parses without skipping a gauge), plus the host check.
  *
  * @module
@@ -26,10 +26,10 @@ export interface CheckKind {
   readonly commandLine: string;
   readonly timeout: number;
   /**
-   * Whole seconds between check start and end. Constant per check kind on purpose: with
-   * `start_time = end_time − duration`, two results of the same description share
-   * (`start_time`, `timestamp_usec`) only if they share the event instant, which never happens.
-   * The service tables' keys start with `service_description` and lack the host (A.7 caveat).
+   * Whole seconds between check start and end. Constant per check kind on purpose: with `start_time
+   * = end_time − duration`, two results of the same description share (`start_time`,
+   * `timestamp_usec`) only if they share the event instant, which never happens. The service
+   * tables' keys start with `service_description` and lack the host (docs/tables.md#check-queues).
    */
   readonly duration: number;
   readonly checkInterval: number;
@@ -283,7 +283,7 @@ export const SERVICES: readonly CheckKind[] = [
         : `Datenträger C: größer als ${state === 1 ? 80 : 90} % belegt (${shown} %)`;
       return {
         output: `${SERVICE_STATE_NAMES[state]} - ${text}`,
-        // Comma decimal separator, as German Windows agents print it (E.6.1).
+        // Comma decimal separator, as German Windows agents print it (docs/perfdata.md#format).
         perfData: `'C:\\ Used Space'=${shown}%;80;90;0;100`,
         longOutput: "",
       };

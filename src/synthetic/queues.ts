@@ -72,7 +72,7 @@ function statusPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEve
     no_more_notifications: 0,
     notifications_enabled: rng.chance(0.95) ? 1 : 0,
     problem_has_been_acknowledged: sim.acknowledged,
-    // In status payloads this is 0 none, 1 normal, 2 sticky (A.6).
+    // In status payloads this is 0 none, 1 normal, 2 sticky (docs/tables.md#status-queues).
     acknowledgement_type: sim.acknowledged === 1 ? rng.int(1, 2) : 0,
     current_notification_number: problem ? sim.notificationNumber : 0,
     accept_passive_checks: 1,
@@ -187,7 +187,7 @@ function* stateChangeEvents(w: World): Generator<SyntheticEvent> {
       host_name: obj.host.name,
       service_description: obj.service,
       output: r.output,
-      // The broker copies output into long_output (A.9).
+      // The broker copies output into long_output (docs/tables.md#state-changes).
       long_output: r.output,
       statechange_type: obj.service === null ? 0 : 1,
       state: sim.state,
@@ -281,7 +281,8 @@ function* notificationEvents(w: World): Generator<SyntheticEvent> {
     const at = w.nextInstant();
     const obj = rng.chance(0.3) ? w.randomHost().object : w.randomService();
     const r = w.check(obj, at.sec);
-    // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom (A.11.1).
+    // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom
+    // (docs/tables.md#notifications-log).
     const reason = rng.pick([0, 0, 0, 0, 1, 5, 6, 8]);
     const withAuthor = reason === 1 || reason === 8;
     yield envelope(601, at, "notification_data", {
@@ -298,7 +299,7 @@ function* notificationEvents(w: World): Generator<SyntheticEvent> {
       reason_type: reason,
       state: obj.sim.state,
       escalated: rng.chance(0.05) ? 1 : 0,
-      // The broker drops rounds that reached nobody (A.4).
+      // The broker drops rounds that reached nobody (docs/tables.md#consumed-queues).
       contacts_notified: rng.int(1, 3),
     });
   }
@@ -321,7 +322,8 @@ function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
     const args = rng.chance(0.1) ? "--priority=high" : null;
     const first = w.nextInstant();
     const r = w.check(obj, first.sec);
-    // Every delivery is reported twice: 604 when the command starts, 605 when it ends (A.11.2).
+    // Every delivery is reported twice: 604 when the command starts, 605 when it ends
+    // (docs/tables.md#contact-notification-methods).
     for (const type of [604, 605]) {
       const at = type === 604 ? first : w.nextInstant();
       yield envelope(type, at, "contactnotificationmethod", {
@@ -356,7 +358,7 @@ function* acknowledgementEvents(w: World): Generator<SyntheticEvent> {
       service_description: obj.service,
       author_name: rng.pick(CONTACTS),
       comment_data: rng.pick(COMMENTS),
-      // Here the object kind: 0 host, 1 service (A.11.3).
+      // Here the object kind: 0 host, 1 service (docs/tables.md#acknowledgements).
       acknowledgement_type: isHost ? 0 : 1,
       state,
       is_sticky: rng.chance(0.3) ? 1 : 0,
@@ -366,7 +368,7 @@ function* acknowledgementEvents(w: World): Generator<SyntheticEvent> {
   }
 }
 
-/** Downtime envelope `type` values (C.1). */
+/** Downtime envelope `type` values (docs/tables.md#downtime-events). */
 const DT_ADD = 1100;
 const DT_DELETE = 1101;
 const DT_START = 1103;
@@ -383,8 +385,9 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
     const lead = rng.int(0, 900);
     const variant = rng.weighted([6, 2, 2]); // runs out, cancelled early, deleted before start
     const at0 = w.nextInstant();
-    // The lifecycle is laid out backwards from the instant of its ADD so that every event of
-    // it lies in the past; its envelope times are consistent with the window (C.3).
+    // The lifecycle is laid out backwards from the instant of its ADD so that every event of it
+    // lies in the past; its envelope times are consistent with the window
+    // (docs/tables.md#downtime-statements).
     let entryTime: number;
     let start: number;
     let end: number;
@@ -405,7 +408,7 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
       "service_description": obj.service,
       "author_name": rng.pick(CONTACTS),
       "comment_data": rng.pick(COMMENTS),
-      // 2 host, 1 service: the reverse of the other queues' 0/1 (A.12).
+      // 2 host, 1 service: the reverse of the other queues' 0/1 (docs/tables.md#host-or-service).
       "downtime_type": isHost ? 2 : 1,
       "entry_time": entryTime,
       "start_time": start,

@@ -104,7 +104,7 @@ Deno.test("synthetic: the same seed and now give identical jobs, another seed di
   }
 });
 
-Deno.test("synthetic: every event carries the envelope of A.3, the core restart exactly its fixture shape", () => {
+Deno.test("synthetic: every event carries the broker's envelope, the core restart exactly its fixture shape", () => {
   for (const queue of QUEUE_NAMES) {
     for (const ev of events(queue, 100)) {
       if (queue === "statusngin_core_restart") {
@@ -305,7 +305,7 @@ Deno.test("synthetic: some long outputs are multi-line and a few KB long", () =>
   }
 });
 
-Deno.test("synthetic: every perfdata string parses into one gauge per token (E.6)", () => {
+Deno.test("synthetic: every perfdata string parses into one gauge per token (docs/perfdata.md#parsing)", () => {
   let gauges = 0;
   for (const ev of events("statusngin_service_perfdata", 3_000)) {
     const perf = String(payloadOf("statusngin_service_perfdata", ev)["perf_data"]);
@@ -366,7 +366,7 @@ Deno.test("synthetic: runs with different seeds at the same time share no histor
   assert.equal([...a].filter((k) => b.has(k)).length, 0);
 });
 
-Deno.test("synthetic: host and service variants both occur, with the discriminators of A.12", () => {
+Deno.test("synthetic: host and service variants both occur, with the discriminators of docs/tables.md#host-or-service", () => {
   const tablesOf = (queue: QueueName) =>
     new Set(rowsOf(decodeAll(queue, jobsFor(queue, events(queue, 400)))).map((r) => r.table));
   assert.deepEqual(
@@ -415,7 +415,7 @@ Deno.test("synthetic: downtimes are consistent lifecycles ADD→START→STOP→D
   for (const evs of lifecycles.slice(0, -1)) {
     const types = evs.map((e) => e["type"]);
     const p = payloadOf("statusngin_downtimes", evs[0] ?? {});
-    // Identical definition in every event of a lifecycle (C.1).
+    // Identical definition in every event of a lifecycle (docs/tables.md#downtime-events).
     for (const e of evs) assert.deepEqual(payloadOf("statusngin_downtimes", e), p);
     const ts = evs.map((e) => e["timestamp"] as number);
     assert.deepEqual(ts, [...ts].sort((x, y) => x - y), "envelope times ascend");
@@ -431,12 +431,13 @@ Deno.test("synthetic: downtimes are consistent lifecycles ADD→START→STOP→D
     } else {
       early++;
       assert.deepEqual(types, [1100, 1101]);
-      // Deleted before its window: the history row goes too (C.3).
+      // Deleted before its window: the history row goes too (docs/tables.md#downtime-statements).
       assert.ok((p["start_time"] as number) > (evs[1]?.["timestamp"] as number));
     }
   }
   assert.ok(full > 0 && early > 0);
-  // The decoder sees the same lifecycle: the statements of one id in C.3 order.
+  // The decoder sees the same lifecycle: the statements of one id in lifecycle order
+  // (docs/tables.md#downtime-statements).
   const statements = statementsOf(
     decodeAll("statusngin_downtimes", jobsFor("statusngin_downtimes", all)),
   );

@@ -9,7 +9,7 @@
 /**
  * The legacy default of `graphite_illegal_characters`, in the PHP worker's delimited form:
  * every character outside [a-zA-Z0-9\-.^] becomes one "_" per code point; the literal "^"
- * survives, an inherited quirk of the legacy pattern (F4).
+ * survives, an inherited quirk of the legacy pattern (docs/perfdata.md#graphite-path).
  */
 export const DEFAULT_ILLEGAL_CHARACTERS = "/[^a-zA-Z^0-9\\-\\.]/";
 
