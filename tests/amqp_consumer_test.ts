@@ -102,7 +102,8 @@ Deno.test("rabbitmq consumer: a published message reaches the handler as raw byt
     assert.equal(observer.connected(q), true, "queue_connected 1 once consume-ok arrived");
     const depth = await publisher.depth(q);
     assert.equal(depth.consumers, 1, "one consumer per queue");
-    // Not valid UTF-8: the bytes must reach the handler untouched (P1 repairs them later).
+    // Not valid UTF-8: the bytes must reach the handler untouched (the pipeline repairs them
+    // later).
     const raw = new Uint8Array([0x7b, 0xff, 0xfe, 0x41, 0x7d]);
     await publisher.publish(q, [raw]);
     await waitFor(() => observer.completed(q) === 1, { message: "one completion" });
@@ -150,7 +151,7 @@ Deno.test("rabbitmq consumer: a handler that never resolves keeps its message un
   });
 });
 
-Deno.test("rabbitmq consumer: prefetch keeps the backlog at the broker while a handler is stuck (R2)", async () => {
+Deno.test("rabbitmq consumer: prefetch keeps the backlog at the broker while a handler is stuck (docs/consumption.md#rabbitmq-channels)", async () => {
   const [q] = queueNames(1) as [string];
   await using publisher = await publisherFor([q]);
   await publisher.declare(q);
@@ -184,7 +185,7 @@ Deno.test("rabbitmq consumer: prefetch keeps the backlog at the broker while a h
   }
 });
 
-Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cannot starve another (R3)", async () => {
+Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cannot starve another (docs/consumption.md#rabbitmq-window)", async () => {
   const [busy, other] = queueNames(2) as [string, string];
   await using publisher = await publisherFor([busy, other]);
   const release = Promise.withResolvers<void>();
@@ -214,7 +215,7 @@ Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cann
   }
 });
 
-Deno.test("rabbitmq consumer: an in-order queue runs one handler at a time, in delivery order, even with prefetch 20, while another runs several within the prefetch (R3, G3)", async () => {
+Deno.test("rabbitmq consumer: an in-order queue runs one handler at a time, in delivery order, even with prefetch 20, while another runs several within the prefetch (docs/consumption.md#rabbitmq-window)", async () => {
   const [downtimes, other] = queueNames(2) as [string, string];
   await using publisher = await publisherFor([downtimes, other]);
   const running = new Map<string, number>();
@@ -251,7 +252,7 @@ Deno.test("rabbitmq consumer: an in-order queue runs one handler at a time, in d
   }
 });
 
-Deno.test("rabbitmq consumer: stop cancels first, then handles and acks what was already delivered; the rest stays ready (R5, D1)", async () => {
+Deno.test("rabbitmq consumer: stop cancels first, then handles and acks what was already delivered; the rest stays ready (D1)", async () => {
   const [q] = queueNames(1) as [string];
   await using publisher = await publisherFor([q]);
   await publisher.declare(q);
@@ -316,7 +317,7 @@ Deno.test("rabbitmq consumer: a transient handler failure is retried on the same
   assert.equal((await publisher.depth(q)).ready, 0, "nothing is requeued");
 });
 
-Deno.test("rabbitmq consumer: a severed connection is rebuilt, gauge 1→0→1, reconnects +1 per queue, and messages published after the cut are handled (R6)", async () => {
+Deno.test("rabbitmq consumer: a severed connection is rebuilt, gauge 1→0→1, reconnects +1 per queue, and messages published after the cut are handled (docs/consumption.md#rabbitmq-reconnect)", async () => {
   const queues = queueNames(2);
   const [a, b] = queues as [string, string];
   await using publisher = await publisherFor(queues);
@@ -353,7 +354,7 @@ Deno.test("rabbitmq consumer: a severed connection is rebuilt, gauge 1→0→1, 
   }
 });
 
-Deno.test("rabbitmq consumer: messages unacked when the link died are redelivered and handled after the reconnect (D1, R6)", async () => {
+Deno.test("rabbitmq consumer: messages unacked when the link died are redelivered and handled after the reconnect (D1)", async () => {
   const [q] = queueNames(1) as [string];
   await using publisher = await publisherFor([q]);
   await using proxy = await startTcpProxy(brokerAddr());
@@ -552,7 +553,7 @@ Deno.test("rabbitmq consumer: start fails on refused credentials, naming no pass
   await c.stop();
 });
 
-Deno.test("rabbitmq consumer: a queue declared with other flags fails start and the message names the durability mismatch (R1)", async () => {
+Deno.test("rabbitmq consumer: a queue declared with other flags fails start and the message names the durability mismatch (docs/consumption.md#rabbitmq-topology)", async () => {
   const [q] = queueNames(1) as [string];
   await using publisher = await publisherFor([q]);
   // A queue declared by someone else with other flags (auto-delete here: a
@@ -644,7 +645,7 @@ Deno.test("rabbitmq consumer: the password never appears in a log line, through 
   }
 });
 
-Deno.test("rabbitmq consumer: the consumer tag names the queue (R2)", () => {
+Deno.test("rabbitmq consumer: the consumer tag names the queue (docs/consumption.md#rabbitmq-channels)", () => {
   assert.equal(consumerTag("statusngin_hostchecks"), "statusengine-worker.statusngin_hostchecks");
 });
 

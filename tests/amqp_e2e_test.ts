@@ -51,7 +51,7 @@ Deno.test("amqp e2e: every fixture published to RabbitMQ produces exactly its ro
   for (const q of queues) assert.equal((await publisher.depth(q)).ready, 0, q);
 });
 
-Deno.test("amqp e2e: the broker closes the worker's connection mid-stream: gauge 1→0→1, one reconnect, and losstest finds nothing missing (R6, D1)", async () => {
+Deno.test("amqp e2e: the broker closes the worker's connection mid-stream: gauge 1→0→1, one reconnect, and losstest finds nothing missing (D1)", async () => {
   await using vhost = await createScratchVhost();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -131,7 +131,8 @@ Deno.test("amqp e2e: the broker closes the worker's connection mid-stream: gauge
   );
   assert.ok(after.out.includes("missing: 0"), after.out.join("\n"));
   assert.ok(after.out.includes(`PASS: all ${count} events present`));
-  // Redelivered messages were written again (G5); the markers are still unique.
+  // Redelivered messages were written again (docs/consumption.md#every-job-may-arrive-twice); the
+  // markers are still unique.
   assert.ok(!after.out.some((l) => l.startsWith("duplicate rows")), after.out.join("\n"));
   const [marker] = await db.query<{ hostname: string }[]>(
     "SELECT hostname FROM statusengine_hostchecks WHERE hostname = ?",
@@ -140,7 +141,7 @@ Deno.test("amqp e2e: the broker closes the worker's connection mid-stream: gauge
   assert.equal(marker?.hostname, lossMarker("rc", count - 1));
 });
 
-Deno.test("amqp e2e: stop under load acknowledges exactly what was committed and leaves the rest queued; a new worker finishes it (R5, D1)", async () => {
+Deno.test("amqp e2e: stop under load acknowledges exactly what was committed and leaves the rest queued; a new worker finishes it (D1)", async () => {
   await using vhost = await createScratchVhost();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -204,7 +205,8 @@ Deno.test("amqp e2e: publish --consumer rabbitmq declares the queue like the wor
     /^published 5 jobs \(250 events\) to statusngin_logentries on RabbitMQ amqp:\/\/guest:\*\*\*\*@/,
   );
   await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
-  // A passive declaration with other flags would fail: the worker's flags were used (R1).
+  // A passive declaration with other flags would fail: the worker's flags were used
+  // (docs/consumption.md#rabbitmq-topology).
   await publisher.declare("statusngin_logentries");
   assert.deepEqual(await publisher.depth("statusngin_logentries"), { ready: 5, consumers: 0 });
 });

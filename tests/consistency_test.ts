@@ -42,7 +42,8 @@ Deno.test("consistency: the settings table offers exactly the consumed queues", 
   assert.deepEqual([...CONFIG_QUEUE_NAMES], [...QUEUE_NAMES]);
 });
 
-// The downtime queue is the one queue whose messages only make sense in order (G3).
+// The downtime queue is the one queue whose messages only make sense in order
+// (docs/consumption.md#downtimes-in-order).
 Deno.test("consistency: exactly statusngin_downtimes is consumed in order, exactly the status queues filter stale events", () => {
   assert.deepEqual(QUEUE_NAMES.filter((q) => QUEUES[q].inOrder), ["statusngin_downtimes"]);
   assert.deepEqual(QUEUE_NAMES.filter((q) => QUEUES[q].staleFilter), [

@@ -1,10 +1,10 @@
 /**
  * Downtime lifecycles end to end: gearmand → startWorker → MariaDB
- * (docs/tables.md#downtime-events, G3, P8).
+ * (docs/tables.md#downtime-events, docs/payloads.md#downtimes).
  *
  * What would break without it: a burst of downtime jobs processed
  * concurrently corrupts history rows and leaves ghost scheduled rows with no
- * error and no log line (G3: 6 of ~14 downtimes after an outage).
+ * error and no log line (measured: 6 of ~14 downtimes after an outage).
  * The burst here is queued at gearmand before the worker starts, so it is
  * drained back to back with a configured cap of 8.
  */
@@ -156,7 +156,8 @@ const LIFECYCLES: readonly Lifecycle[] = [
     },
     scheduled: null,
   }),
-  // Host, deleted before its window began: leaves nothing (C.3 DELETE, start_time > ts).
+  // Host, deleted before its window began: leaves nothing (the DELETE removes history when
+  // start_time > ts).
   lifecycle({
     host: "dt-host-5",
     service: null,
@@ -205,7 +206,7 @@ const LIFECYCLES: readonly Lifecycle[] = [
     scheduled: { was_started: 0, actual_start_time: 0 },
   }),
   // Host, flexible downtime that never triggered: deleted after its window began, so the
-  // history row stays, all dynamic columns 0 (C.3 notes).
+  // history row stays, all dynamic columns 0 (DELETE never sets actual_end_time).
   lifecycle({
     host: "dt-host-9",
     service: null,
@@ -357,7 +358,7 @@ function normalise(row: DbRow): DbRow {
   );
 }
 
-Deno.test("downtimes: a burst of interleaved lifecycles ends correct in history and scheduled tables, with no leftover rows (G3, C.3, C.4)", async () => {
+Deno.test("downtimes: a burst of interleaved lifecycles ends correct in history and scheduled tables, with no leftover rows (docs/consumption.md#downtimes-in-order, docs/tables.md#downtime-statements)", async () => {
   const jobs = burst();
   // The premise: the burst is not in time order, and every lifecycle kept its own order.
   const times = jobs.map((j) => j.event.ts);

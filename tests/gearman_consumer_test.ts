@@ -71,7 +71,7 @@ Deno.test("consumer: every background job is handled and acknowledged exactly on
   assert.equal(observer.connected("q_test"), false, "stop sets queue_connected to 0");
 });
 
-Deno.test("consumer: a severed connection is rebuilt and jobs published after the cut are consumed (G6/G7)", async () => {
+Deno.test("consumer: a severed connection is rebuilt and jobs published after the cut are consumed (docs/consumption.md#lost-connection)", async () => {
   await using gearmand = await startGearmand();
   await using proxy = await startTcpProxy(gearmand.addr);
   const handled: string[] = [];
@@ -152,7 +152,7 @@ Deno.test("consumer: stop during an active reconnect loop returns promptly and l
   assert.equal(proxy.accepted, acceptedAtStop, "no reconnect attempt after stop");
 });
 
-Deno.test("consumer: one queue with a backlog and every slot busy cannot starve another queue (G1)", async () => {
+Deno.test("consumer: one queue with a backlog and every slot busy cannot starve another queue (docs/consumption.md#one-connection-per-queue)", async () => {
   await using gearmand = await startGearmand();
   const release = Promise.withResolvers<void>();
   const handledB: string[] = [];
@@ -183,7 +183,7 @@ Deno.test("consumer: one queue with a backlog and every slot busy cannot starve 
   }
 });
 
-Deno.test("consumer: statusngin_downtimes never runs two handlers at once even with the cap at 8 (G3)", async () => {
+Deno.test("consumer: statusngin_downtimes never runs two handlers at once even with the cap at 8 (docs/consumption.md#downtimes-in-order)", async () => {
   await using gearmand = await startGearmand();
   let running = 0;
   let maxRunning = 0;
@@ -336,7 +336,7 @@ Deno.test("consumer: a silent peer is detected by the ECHO heartbeat and the lin
   }
 });
 
-Deno.test("consumer: a transient handler failure is retried on the same connection, never failed (D1, G4)", async () => {
+Deno.test("consumer: a transient handler failure is retried on the same connection, never failed (D1)", async () => {
   await using gearmand = await startGearmand();
   let attempts = 0;
   const { consumer: c, observer } = consumer({
@@ -360,7 +360,7 @@ Deno.test("consumer: a transient handler failure is retried on the same connecti
   }
 });
 
-Deno.test("consumer: stop waits for running handlers and acknowledges them before closing (G9)", async () => {
+Deno.test("consumer: stop waits for running handlers and acknowledges them before closing (docs/consumption.md#orderly-stop)", async () => {
   await using gearmand = await startGearmand();
   const gate = Promise.withResolvers<void>();
   const started: Job[] = [];

@@ -1,7 +1,7 @@
 /**
  * Perfdata to Graphite end to end against a real carbon-cache (gearmand → worker → MariaDB and/or
  * Carbon), read back from the whisper files it writes: the three routes, hostile names, Carbon
- * unreachable, paused (accepts, never reads), killed and back (F1, F4–F6).
+ * unreachable, paused (accepts, never reads), killed and back (docs/perfdata.md#routing).
  */
 import assert from "node:assert/strict";
 import { illegalCharactersPattern } from "../src/util/illegal_characters.ts";
@@ -94,7 +94,7 @@ for (
   Deno.test(
     `graphite: route ${route} sends the fixture's metrics to ${
       route === "mysql" ? "MySQL only" : route === "graphite" ? "Carbon only" : "MySQL and Carbon"
-    } (F1, F4, F5)`,
+    } (docs/perfdata.md#routing)`,
     async () => {
       await using carbon = await startCarbonCache();
       await using env = await setup(route, carbon.addr);
@@ -126,7 +126,7 @@ for (
   );
 }
 
-Deno.test("graphite: hostile names arrive at carbon-cache sanitised, one _ per character (F4)", async () => {
+Deno.test("graphite: hostile names arrive at carbon-cache sanitised, one _ per character (docs/perfdata.md#graphite-path)", async () => {
   await using carbon = await startCarbonCache();
   await using env = await setup("graphite", carbon.addr);
   const t = recentSeconds();
@@ -144,7 +144,7 @@ Deno.test("graphite: hostile names arrive at carbon-cache sanitised, one _ per c
   );
 });
 
-Deno.test("graphite: Carbon unreachable: MySQL rows are all written, the metrics are dropped and counted, availability 0 (F6)", async () => {
+Deno.test("graphite: Carbon unreachable: MySQL rows are all written, the metrics are dropped and counted, availability 0 (docs/perfdata.md#no-backend-holds-up-mysql)", async () => {
   await using env = await setup("both", `127.0.0.1:${freePort()}`);
   const jobs = 50;
   const t = recentSeconds();
@@ -179,7 +179,7 @@ Deno.test("graphite: Carbon unreachable: MySQL rows are all written, the metrics
   );
 });
 
-Deno.test("graphite: a carbon-cache that accepts but never reads (paused) does not hold up MySQL (F6)", async () => {
+Deno.test("graphite: a carbon-cache that accepts but never reads (paused) does not hold up MySQL (docs/perfdata.md#no-backend-holds-up-mysql)", async () => {
   await using carbon = await startCarbonCache();
   await using env = await setup("both", carbon.addr);
   carbon.pause();
@@ -215,7 +215,7 @@ Deno.test("graphite: a carbon-cache that accepts but never reads (paused) does n
   }
 });
 
-Deno.test("graphite: carbon-cache killed and started again: drops while it is gone, then writes again on a new connection (F6)", async () => {
+Deno.test("graphite: carbon-cache killed and started again: drops while it is gone, then writes again on a new connection (docs/perfdata.md#no-backend-holds-up-mysql)", async () => {
   let carbon = await startCarbonCache();
   const port = Number(carbon.addr.split(":")[1]);
   try {

@@ -51,7 +51,7 @@ Deno.test("pipeline: every fixture published through gearmand produces exactly i
   assert.deepEqual(nodes.map((n) => n["node_name"]), ["N"], "node registered at start-up (D11)");
 });
 
-Deno.test("pipeline: the same jobs delivered twice leave every upsert table unchanged (G5)", async () => {
+Deno.test("pipeline: the same jobs delivered twice leave every upsert table unchanged (docs/consumption.md#every-job-may-arrive-twice)", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -218,7 +218,7 @@ Deno.test("pipeline: a job above --max-job-size is dead-lettered unread as too_l
   }
 });
 
-Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows are committed; nothing is lost (D1, W5)", async () => {
+Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows are committed; nothing is lost (D1)", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -276,7 +276,7 @@ Deno.test("pipeline: MySQL unreachable mid-stream holds every job until its rows
   assert.ok(await metricValue(worker, "statusengine_db_connection_retries_total") > 0);
 });
 
-Deno.test("pipeline: stale status snapshots are discarded and counted; history queues never age out (P6)", async () => {
+Deno.test("pipeline: stale status snapshots are discarded and counted; history queues never age out (docs/payloads.md#stale-status)", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);

@@ -179,11 +179,11 @@ async function holders(workers: readonly WorkerProcess[]): Promise<WorkerProcess
   return workers.filter((_, i) => flags[i] === 1);
 }
 
-// The incident class this prevents: two workers on one job server each took downtime jobs,
-// and their concurrent, reordered application corrupted history rows and left ghost
-// scheduled rows (G3). With the lock only one of them consumes the in-order queue; when it
-// dies another takes over within seconds, and nothing is lost.
-Deno.test("scale-out: three workers on one job server, one consumes downtimes; SIGKILL of it hands over in order, nothing lost (G3, D1)", async () => {
+// The incident class this prevents: two workers on one job server each took downtime jobs, and
+// their concurrent, reordered application corrupted history rows and left ghost scheduled rows
+// (docs/consumption.md#downtimes-in-order). With the lock only one of them consumes the in-order
+// queue; when it dies another takes over within seconds, and nothing is lost.
+Deno.test("scale-out: three workers on one job server, one consumes downtimes; SIGKILL of it hands over in order, nothing lost (D1)", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);

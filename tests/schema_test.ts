@@ -108,7 +108,7 @@ Deno.test("ensureSchema: the collation chosen on MariaDB is utf8mb4_general_ci (
   assert.deepEqual(collations.map((r) => r.c), [collation]);
 });
 
-Deno.test("ensureSchema: partitioned tables get p_<isoyear>_<isoweek> partitions and p_max (B.1)", async () => {
+Deno.test("ensureSchema: partitioned tables get p_<isoyear>_<isoweek> partitions and p_max (docs/tables.md#shared-table-properties)", async () => {
   await using db = await createScratchDatabase();
   await using conn = await connect(db);
   await ensureSchema(conn, { now: WEEK_29 });
@@ -138,9 +138,9 @@ Deno.test("ensureSchema: partitioned tables get p_<isoyear>_<isoweek> partitions
   );
 });
 
-// B.1/W4: ON DUPLICATE KEY UPDATE fires on any unique index; a secondary one would make the
+// ON DUPLICATE KEY UPDATE fires on any unique index; a secondary one would make the
 // upserts skip rows or overwrite rows of other objects without an error.
-Deno.test("created schema: no upserted table has a UNIQUE index besides its primary key (W4)", async () => {
+Deno.test("created schema: no upserted table has a UNIQUE index besides its primary key (docs/writers.md#upsert-or-insert)", async () => {
   await using db = await createScratchDatabase();
   await using conn = await connect(db);
   await ensureSchema(conn, { now: WEEK_29 });
@@ -156,7 +156,7 @@ Deno.test("created schema: no upserted table has a UNIQUE index besides its prim
   for (const name of upserted) {
     assert.deepEqual(unique.filter((r) => r.t === name).map((r) => r.i), ["PRIMARY"], name);
   }
-  // The same holds for every other table (B.1: no UNIQUE index besides primary keys).
+  // The same holds for every other table (no UNIQUE index besides primary keys).
   assert.ok(unique.every((r) => r.i === "PRIMARY"));
 });
 
@@ -298,7 +298,7 @@ Deno.test("insertStatement + adjustRow: a 10,000-character output stores exactly
   assert.equal(rows.length, 2);
   assert.equal(Number(rows[0]?.n), 1024);
   assert.equal(rows[0]?.o, "é".repeat(1024));
-  // T21: the double is stored exactly.
+  // The double is stored exactly.
   assert.equal(Number(rows[0]?.l), 0.60077601671218872);
 });
 
@@ -321,7 +321,7 @@ Deno.test("insertStatement + adjustRow: 4-byte emoji are truncated without break
   assert.ok(!String(rows[1]?.o).includes("\ufffd"));
 });
 
-Deno.test("insertStatement: redelivered rows are absorbed by the upserts and snapshots overwrite (W4)", async () => {
+Deno.test("insertStatement: redelivered rows are absorbed by the upserts and snapshots overwrite (docs/writers.md#upsert-or-insert)", async () => {
   await using db = await createScratchDatabase();
   await using conn = await connect(db);
   await ensureSchema(conn, { now: WEEK_29 });

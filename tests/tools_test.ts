@@ -69,7 +69,8 @@ Deno.test("tools: publish → gearmand → worker stores the synthetic events of
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  // The stale filter stays on: the generator's status events are fresh (D.2).
+  // The stale filter stays on: the generator's status events are fresh
+  // (docs/tables.md#stale-status).
   await using _worker = await startTestWorker(
     testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url, statusMaxAgeSeconds: 300 }),
   );
@@ -132,7 +133,8 @@ Deno.test("tools: publish → gearmand → worker stores the synthetic events of
     objects,
   );
 
-  // State changes and acknowledgements: routed to the host and the service table (A.12).
+  // State changes and acknowledgements: routed to the host and the service table
+  // (docs/tables.md#host-or-service).
   for (
     const [queue, count, seed] of [
       ["statusngin_statechanges", 80, 13],
@@ -454,7 +456,7 @@ Deno.test("tools: verify reports exactly one changed column and one extra row be
   assert.equal((await verify({})).code, 0);
 
   // B differs in one column of one service check and has one extra host state change. A
-  // latency that agrees at 14 significant digits (how the legacy worker stored it, T21) is
+  // latency that agrees at 14 significant digits (how the legacy worker stored it) is
   // not a difference.
   const checks = await a.query<DbRow[]>(
     "SELECT service_description, start_time, start_time_usec, latency FROM statusengine_servicechecks WHERE latency > 0",

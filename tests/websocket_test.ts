@@ -321,7 +321,7 @@ Deno.test("ws: a job's frame is streamed before its rows reach MySQL: it arrives
   assert.equal(client.frames.length, 1, "no second frame for the same job");
 });
 
-Deno.test("ws: stale status events are not streamed; a job left empty sends no frame (P6)", async () => {
+Deno.test("ws: stale status events are not streamed; a job left empty sends no frame (docs/payloads.md#stale-status)", async () => {
   await using env = await startEnv({ statusMaxAgeSeconds: 300 });
   await using client = await openClient(env.port, {
     query: "?api_key=key-one&topics=statusngin_hoststatus,statusngin_logentries",
@@ -366,7 +366,8 @@ Deno.test("ws: ?topics= selects topics and subscribe/unsubscribe frames change t
     unsubscribe: ["statusngin_logentries"],
   });
   await round(2);
-  // Unsubscribing from the last topic means all topics again (Go quirk, A5).
+  // Unsubscribing from the last topic means all topics again (a Go quirk kept,
+  // docs/operations.md#quirk-last-topic).
   await picky.control({ unsubscribe: ["statusngin_hostchecks"] });
   await round(3);
   await waitFor(() => picky.frames.length === 4);

@@ -242,8 +242,8 @@ Deno.test("fault: SIGTERM while MariaDB is unreachable, restart: no event missin
       },
     );
     worker.kill("SIGTERM");
-    // Bounded shutdown even though nothing could be committed (G9 port decision): the drain
-    // and flush budgets end it, not MySQL coming back.
+    // Bounded shutdown even though nothing could be committed (no unbounded wait after the drain,
+    // docs/decisions.md#stop-wait): the drain and flush budgets end it, not MySQL coming back.
     const exited = track(worker.status);
     await waitFor(() => exited.settled, {
       timeoutMs: 15_000,

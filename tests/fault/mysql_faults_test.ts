@@ -5,7 +5,7 @@
  * INSERT privilege or frozen for some seconds. None of these is the rows'
  * fault: the worker must hold them (`db_available` 0, `/readyz` 503),
  * dead-letter none, and once the server is healthy finish with no event
- * missing (D1, D7, W5).
+ * missing (D1, D7).
  *
  * The worker connects as a user without SUPER or READ ONLY ADMIN, as in
  * production, so `read_only` applies to it; its write privileges are granted
