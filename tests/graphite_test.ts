@@ -1,7 +1,8 @@
 /**
  * Perfdata to Graphite end to end against a real carbon-cache (gearmand → worker → MariaDB and/or
  * Carbon), read back from the whisper files it writes: the three routes, hostile names, Carbon
- * unreachable, paused (accepts, never reads), killed and back (docs/perfdata.md#routing).
+ * unreachable, paused (accepts, never reads), killed and back (docs/perfdata.md: routing, the
+ * Graphite path and line format, no backend holds up MySQL).
  */
 import assert from "node:assert/strict";
 import { illegalCharactersPattern } from "../src/util/illegal_characters.ts";
