@@ -3,7 +3,13 @@
  * port), with a TCP proxy for severed and silent links.
  */
 import assert from "node:assert/strict";
-import { GearmanConsumer, type GearmanConsumerOptions } from "../src/gearman/consumer.ts";
+import {
+  GearmanConsumer,
+  type GearmanConsumerOptions,
+  statusSource,
+} from "../src/gearman/consumer.ts";
+import { BacklogMonitor } from "../src/consumer/backlog_monitor.ts";
+import { getLogger } from "../src/log.ts";
 import { GearmanClient } from "../src/gearman/client.ts";
 import { adminStatus, adminWorkers } from "../src/gearman/admin.ts";
 import { type Job, type JobHandler } from "../src/consumer/contract.ts";
@@ -397,4 +403,69 @@ Deno.test("consumer: start fails when no job server is reachable, and refuses ba
       consumer({ servers: ["127.0.0.1:1"], maxJobsPerQueue: 0, handler: () => Promise.resolve() }),
     /must be >= 1/,
   );
+});
+
+Deno.test("consumer backlog: one reading asks each job server once, over one admin connection, for every queue; the sums match gearmand", async () => {
+  await using g1 = await startGearmand();
+  await using g2 = await startGearmand();
+  await using p1 = await startTcpProxy(g1.addr);
+  await using p2 = await startTcpProxy(g2.addr);
+  const queues = ["q_a", "q_b", "q_c"];
+  await submit(g1.addr, "q_a", ["1", "2", "3"]);
+  await submit(g2.addr, "q_a", ["4", "5", "6", "7", "8"]);
+  await submit(g1.addr, "q_b", ["9", "10"]);
+  const reports: [string, number | undefined][] = [];
+  const monitor = new BacklogMonitor({
+    sources: [statusSource(p1.addr, queues), statusSource(p2.addr, queues)],
+    intervalMs: 60_000,
+    report: (queue, jobs) => reports.push([queue, jobs]),
+    name: "gearman",
+    log: getLogger("test"),
+  });
+  await monitor.check();
+  assert.deepEqual([p1.accepted, p2.accepted], [1, 1], "one admin connection per job server");
+  const atGearmand = async (q: string) =>
+    (await queueDepth(g1.addr, q)).total + (await queueDepth(g2.addr, q)).total;
+  assert.deepEqual(reports.sort(), [
+    ["q_a", await atGearmand("q_a")],
+    ["q_b", await atGearmand("q_b")],
+    ["q_c", 0],
+  ]);
+  assert.deepEqual(reports, [["q_a", 8], ["q_b", 2], ["q_c", 0]]);
+
+  // A job server that does not answer makes every queue unknown, never a partial sum.
+  p2.block();
+  reports.length = 0;
+  await monitor.check();
+  assert.deepEqual(reports.sort(), [["q_a", undefined], ["q_b", undefined], ["q_c", undefined]]);
+  assert.equal(p1.accepted, 2, "the next reading: one more admin connection");
+});
+
+Deno.test("consumer backlog: a running consumer reads every queue's backlog with one admin connection per job server", async () => {
+  await using g1 = await startGearmand();
+  await using g2 = await startGearmand();
+  await using p1 = await startTcpProxy(g1.addr);
+  await using p2 = await startTcpProxy(g2.addr);
+  const queues = ["q_a", "q_b", "q_c"];
+  const { consumer: c, observer } = consumer({
+    servers: [p1.addr, p2.addr],
+    queues: queues.map((name) => ({ name, inOrder: false })),
+    handler: () => Promise.resolve(),
+    // One reading, at the start, within the test.
+    backlogIntervalMs: 60_000,
+  });
+  await c.start();
+  try {
+    await waitFor(() => queues.every((q) => observer.backlogHistory.get(q)?.length === 1), {
+      message: "the first backlog reading",
+    });
+    await waitFor(() => queues.every((q) => observer.connected(q) === true), {
+      message: "every link up",
+    });
+    assert.deepEqual(queues.map((q) => observer.backlogHistory.get(q)), [[0], [0], [0]]);
+    // One worker connection per queue (G1) and one admin connection, on each job server.
+    assert.deepEqual([p1.accepted, p2.accepted], [queues.length + 1, queues.length + 1]);
+  } finally {
+    await c.stop();
+  }
 });

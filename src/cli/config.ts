@@ -112,12 +112,11 @@ function entries(
     if (row.feeds !== undefined) continue;
     const key = settingKeyOf(row);
     const value = settings[key];
-    const origin = loaded.origins[key] ?? "none";
-    const source = loaded.sources[key] ?? "none";
+    const { kind, text } = loaded.sources[key] ?? { kind: "none", text: "none" };
     out[row.flag] = {
       value: value === undefined ? null : flagText(row, value),
-      source: origin === "legacy" ? `${source} (legacy key)` : source,
-      origin,
+      source: kind === "legacy" ? `${text} (legacy key)` : text,
+      origin: kind,
       default: defaultText(row, command),
       secret: row.secret === true,
     };

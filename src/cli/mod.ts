@@ -14,6 +14,7 @@ import {
   renderHelp,
   RETENTION_RULES,
   type SettingsFor,
+  type SettingSource,
   UsageError,
 } from "../config/mod.ts";
 import { configureLogging, errorMessage, getLogger, logReachesStderr } from "../log.ts";
@@ -46,8 +47,8 @@ type HandledCommand = Exclude<CommandName, "config">;
 interface HandlerContext {
   /** `run`: told when the worker runs (SIGHUP). */
   readonly hooks: RunHooks;
-  /** Where each setting came from (`default`, `flag --count`, ...), by settings key. */
-  readonly sources: Readonly<Record<string, string>>;
+  /** Where each setting came from, by settings key. */
+  readonly sources: Readonly<Record<string, SettingSource>>;
 }
 
 /** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
@@ -110,7 +111,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         runId: s.runId,
         count: s.count,
         // verify checks what the run published unless --count was really given.
-        countGiven: sources.count !== "default",
+        countGiven: sources.count?.kind !== "default",
         gearmanAddr: s.gearmanAddr,
         ...(s.consumer === "rabbitmq"
           ? { rabbitmqUrl: s.rabbitmqUrl, rabbitmqDurableQueues: s.rabbitmqDurableQueues }

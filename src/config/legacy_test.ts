@@ -134,32 +134,32 @@ is_openitcockpit: 0
 Deno.test("legacy config.yml: the PHP example resolves to the equivalent settings", async () => {
   const { settings, sources, warnings } = await load("run", LEGACY_EXAMPLE);
   assert.equal(settings.nodeName, "Crowbar");
-  assert.equal(sources.nodeName, `file ${PATH} key node_name`);
+  assert.equal(sources.nodeName?.text, `file ${PATH} key node_name`);
   assert.equal(settings.consumer, "gearman");
   assert.deepEqual(settings.gearmanAddr, ["127.0.0.1:4730"]);
   assert.equal(settings.rabbitmqUrl, "amqp://statusengine:statusengine@127.0.0.1:5672/");
   assert.equal(settings.rabbitmqDurableQueues, false);
-  assert.equal(sources.rabbitmqDurableQueues, `file ${PATH} key rabbitmq.durable_queues`);
+  assert.equal(sources.rabbitmqDurableQueues?.text, `file ${PATH} key rabbitmq.durable_queues`);
   assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
   assert.equal(settings.mysqlBatchSize, 100);
-  assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
+  assert.equal(sources.mysqlBatchSize?.text, `file ${PATH} key number_of_bulk_records`);
   // perfdata_backend [crate] has no supported entry: the backends stay at their default.
   assert.deepEqual(settings.perfdataBackends, ["mysql"]);
-  assert.equal(sources.perfdataBackends, "default");
+  assert.equal(sources.perfdataBackends?.text, "default");
   assert.equal(settings.graphitePrefix, "statusengine");
   assert.equal(settings.graphiteAddr, "localhost:2003");
   // process_perfdata: 0 — the perfdata queue is not consumed, as in the PHP worker.
   assert.deepEqual(settings.excludeQueues, ["statusngin_service_perfdata"]);
-  assert.equal(sources.excludeQueues, `file ${PATH} key process_perfdata`);
+  assert.equal(sources.excludeQueues?.text, `file ${PATH} key process_perfdata`);
   assert.deepEqual(settings.queues, []);
   assert.equal(settings.checkForCommands, false);
-  assert.equal(sources.checkForCommands, `file ${PATH} key check_for_commands`);
+  assert.equal(sources.checkForCommands?.text, `file ${PATH} key check_for_commands`);
   assert.equal(settings.commandCheckIntervalMs, 15_000);
   assert.equal(settings.submitMethod, "broker");
   assert.equal(settings.externalCommandFile, "/opt/naemon/var/naemon.cmd");
   assert.equal(settings.graphiteIllegalCharacters, "/[^a-zA-Z^0-9\\-\\.]/");
   assert.equal(settings.enableOpenitcockpitTweaks, false);
-  assert.equal(sources.enableOpenitcockpitTweaks, `file ${PATH} key is_openitcockpit`);
+  assert.equal(sources.enableOpenitcockpitTweaks?.text, `file ${PATH} key is_openitcockpit`);
   // Not in the legacy file: defaults.
   assert.equal(settings.statusMaxAgeMs, 300_000);
   assert.equal(settings.gearmanMaxConcurrentJobsPerQueue, 64);
@@ -214,7 +214,7 @@ Deno.test("legacy config.yml: number_of_bulk_records 1000 starts with 700 and a 
   );
   const { settings, sources, warnings } = await load("run", file);
   assert.equal(settings.mysqlBatchSize, 700);
-  assert.equal(sources.mysqlBatchSize, `file ${PATH} key number_of_bulk_records`);
+  assert.equal(sources.mysqlBatchSize?.text, `file ${PATH} key number_of_bulk_records`);
   assert.ok(
     warnings.some((w) => /number_of_bulk_records 1000 .*ceiling of 700.*using 700/.test(w)),
     warnings.join("\n"),
@@ -295,7 +295,7 @@ Deno.test("legacy config.yml: environment and flags still beat legacy keys", asy
   });
   assert.equal(settings.nodeName, "from-flag");
   assert.equal(settings.mysqlUrl, "mysql://u:p@env-db:3306/db");
-  assert.equal(sources.mysqlUrl, "env STATUSENGINE_MYSQL_DSN");
+  assert.equal(sources.mysqlUrl?.text, "env STATUSENGINE_MYSQL_DSN");
 });
 
 Deno.test("legacy config.yml: booleans may be 1/0/true/false/on/off", async () => {
@@ -421,11 +421,11 @@ Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legac
 Deno.test("legacy config.yml: rabbitmq.durable_queues sets rabbitmq_durable_queues, the new key wins", async () => {
   const on = await load("run", "rabbitmq:\n  host: mq\n  durable_queues: 1\n");
   assert.equal(on.settings.rabbitmqDurableQueues, true);
-  assert.equal(on.sources.rabbitmqDurableQueues, `file ${PATH} key rabbitmq.durable_queues`);
+  assert.equal(on.sources.rabbitmqDurableQueues?.text, `file ${PATH} key rabbitmq.durable_queues`);
   assert.equal(on.settings.rabbitmqUrl, "amqp://statusengine:statusengine@mq:5672/");
   const absent = await load("run", "rabbitmq:\n  host: mq\n");
   assert.equal(absent.settings.rabbitmqDurableQueues, false);
-  assert.equal(absent.sources.rabbitmqDurableQueues, "default");
+  assert.equal(absent.sources.rabbitmqDurableQueues?.text, "default");
   const both = await load(
     "run",
     "rabbitmq_durable_queues: false\nrabbitmq:\n  durable_queues: 1\n",
@@ -447,12 +447,12 @@ Deno.test("legacy SE_* environment: read below STATUSENGINE_* and below the conf
   };
   const only = await loadSettings("run", { argv: [], env });
   assert.equal(only.settings.nodeName, "from-se");
-  assert.equal(only.sources.nodeName, "env SE_NODE_NAME");
+  assert.equal(only.sources.nodeName?.text, "env SE_NODE_NAME");
   assert.equal(
     only.settings.mysqlUrl,
     "mysql://statusengine:s3cret@db.example:3306/statusengine_data",
   );
-  assert.equal(only.sources.mysqlUrl, "env SE_MYSQL_*");
+  assert.equal(only.sources.mysqlUrl?.text, "env SE_MYSQL_*");
   assert.equal(only.settings.consumer, "rabbitmq");
   assert.equal(only.settings.rabbitmqDurableQueues, true);
   assert.equal(only.settings.mysqlBatchSize, 700);
@@ -474,7 +474,7 @@ Deno.test("legacy SE_* environment: read below STATUSENGINE_* and below the conf
   // cleanup reads the SE_AGE_* variables.
   const cleanup = await loadSettings("cleanup", { argv: [], env: { SE_AGE_HOSTCHECKS: "3" } });
   assert.equal(cleanup.settings.ageHostchecksDays, 3);
-  assert.equal(cleanup.sources.ageHostchecksDays, "env SE_AGE_HOSTCHECKS");
+  assert.equal(cleanup.sources.ageHostchecksDays?.text, "env SE_AGE_HOSTCHECKS");
 
   // A malformed SE_* value refuses, naming the variable.
   await assert.rejects(
@@ -498,7 +498,7 @@ Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude t
     "statusngin_downtimes",
   ]);
   assert.equal(
-    sources.excludeQueues,
+    sources.excludeQueues?.text,
     `file ${PATH} keys number_perfdata_worker, number_misc_worker`,
   );
   assert.ok(

@@ -54,13 +54,19 @@ export interface LoadResult<C extends CommandName> {
   readonly settings: SettingsFor<C>;
   /** Secret-free warnings (legacy keys ignored or shadowed, DSN parameters dropped). */
   readonly warnings: string[];
+  /** Where each setting came from, by settings key. */
+  readonly sources: Record<string, SettingSource>;
+}
+
+/** Where one resolved setting came from. */
+export interface SettingSource {
+  /** The kind of source. */
+  readonly kind: SourceKind;
   /**
-   * Where each setting came from, by settings key: `flag --mysql-batch-size`,
-   * `env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key mysql_batch_size`, `default`.
+   * The source in words: `flag --mysql-batch-size`, `env STATUSENGINE_MYSQL_BATCH_SIZE`,
+   * `file /etc/x.yml key mysql_batch_size`, `default`, `none`.
    */
-  readonly sources: Record<string, string>;
-  /** What kind of source each setting came from, by settings key. */
-  readonly origins: Record<string, SourceKind>;
+  readonly text: string;
 }
 
 /**
@@ -517,8 +523,7 @@ export async function loadSettings<C extends CommandName>(
 
   // 4. Resolve every setting.
   const settings: Record<string, unknown> = {};
-  const sources: Record<string, string> = {};
-  const origins: Record<string, SourceKind> = {};
+  const sources: Record<string, SettingSource> = {};
   for (const row of rows) {
     if (row.feeds !== undefined) continue;
     const inputs = rows.filter((r) => r.feeds?.some((f) => f.target === row.flag) === true);
@@ -595,14 +600,16 @@ export async function loadSettings<C extends CommandName>(
     const chosen = flagTier[0] ?? envTier[0] ?? fileTier[0] ?? legacyEnvTier[0];
     if (chosen !== undefined) {
       settings[key] = chosen.value;
-      sources[key] = chosen.source;
-      origins[key] = chosen === flagTier[0]
-        ? "flag"
-        : chosen === envTier[0]
-        ? "env"
-        : chosen.legacy === true || chosen === legacyEnvTier[0]
-        ? "legacy"
-        : "file";
+      sources[key] = {
+        kind: chosen === flagTier[0]
+          ? "flag"
+          : chosen === envTier[0]
+          ? "env"
+          : chosen.legacy === true || chosen === legacyEnvTier[0]
+          ? "legacy"
+          : "file",
+        text: chosen.source,
+      };
       warnings.push(...chosen.notes.map((note) => `${row.flag} (${chosen.source}): ${note}`));
       if (chosen === flagTier[0] && row.secret === true && holdsSecret(chosen.value)) {
         const envName = envNameOf(row);
@@ -625,8 +632,7 @@ export async function loadSettings<C extends CommandName>(
     const fallback = defaultOf(row, command);
     if (fallback === undefined) {
       settings[key] = undefined;
-      sources[key] = "none";
-      origins[key] = "none";
+      sources[key] = { kind: "none", text: "none" };
       continue;
     }
     const parsed = parseValue(row, fallback, "text");
@@ -634,11 +640,10 @@ export async function loadSettings<C extends CommandName>(
       throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
     }
     settings[key] = parsed.value;
-    sources[key] = "default";
-    origins[key] = "default";
+    sources[key] = { kind: "default", text: "default" };
   }
 
   // The record was filled key by key from the same rows SettingsFor<C> is derived from
   // (settingKeyOf is the runtime twin of SettingKey, pinned by settings_test.ts).
-  return { settings: settings as SettingsFor<C>, warnings, sources, origins };
+  return { settings: settings as SettingsFor<C>, warnings, sources };
 }

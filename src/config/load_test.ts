@@ -173,13 +173,13 @@ for (const c of PRECEDENCE) {
     const none = await load(c.command);
     const get = (r: { settings: object }) => (r.settings as Record<string, unknown>)[c.key];
     assert.deepEqual(get(all), c.expected.flag);
-    assert.equal(all.sources[c.key], c.sources.flag);
+    assert.equal(all.sources[c.key]?.text, c.sources.flag);
     assert.deepEqual(get(envFile), c.expected.env);
-    assert.equal(envFile.sources[c.key], c.sources.env);
+    assert.equal(envFile.sources[c.key]?.text, c.sources.env);
     assert.deepEqual(get(fileOnly), c.expected.file);
-    assert.equal(fileOnly.sources[c.key], c.sources.file);
+    assert.equal(fileOnly.sources[c.key]?.text, c.sources.file);
     assert.deepEqual(get(none), c.expected.default);
-    assert.equal(none.sources[c.key], "default");
+    assert.equal(none.sources[c.key]?.text, "default");
   });
 }
 
@@ -189,7 +189,7 @@ Deno.test("loadSettings: an empty environment variable falls through to the file
     file: "mysql_batch_size: 30\n",
   });
   assert.equal(settings.mysqlBatchSize, 30);
-  assert.equal(sources.mysqlBatchSize, `file ${PATH} key mysql_batch_size`);
+  assert.equal(sources.mysqlBatchSize?.text, `file ${PATH} key mysql_batch_size`);
   assert.equal(settings.nodeName, "statusengine");
 });
 
@@ -317,19 +317,24 @@ Deno.test("parseCommandLine: --help before a command shows that command's help",
   }
 });
 
-Deno.test("loadSettings: origins tell flag, env, file, legacy key and default apart", async () => {
-  const { origins, sources } = await load("run", {
+Deno.test("loadSettings: each setting's source tells its kind (flag, env, file, legacy key, default, none) and names it", async () => {
+  const { sources } = await load("run", {
     argv: ["--log-level", "debug"],
     env: { STATUSENGINE_NODE_NAME: "n1" },
     file: "mysql_batch_size: 200\nmysql:\n  host: db\n",
   });
-  assert.equal(origins.logLevel, "flag");
-  assert.equal(origins.nodeName, "env");
-  assert.equal(origins.mysqlBatchSize, "file");
-  assert.equal(origins.mysqlUrl, "legacy");
-  assert.equal(sources.mysqlUrl, `file ${PATH} key mysql`);
-  assert.equal(origins.drainTimeoutMs, "default");
-  assert.equal(origins.queues, "default");
+  assert.deepEqual(sources.logLevel, { kind: "flag", text: "flag --log-level" });
+  assert.deepEqual(sources.nodeName, { kind: "env", text: "env STATUSENGINE_NODE_NAME" });
+  assert.deepEqual(sources.mysqlBatchSize, {
+    kind: "file",
+    text: `file ${PATH} key mysql_batch_size`,
+  });
+  assert.deepEqual(sources.mysqlUrl, { kind: "legacy", text: `file ${PATH} key mysql` });
+  assert.deepEqual(sources.drainTimeoutMs, { kind: "default", text: "default" });
+  assert.deepEqual(sources.queues, { kind: "default", text: "default" });
+  assert.deepEqual(sources.config, { kind: "env", text: "env STATUSENGINE_CONFIG" });
+  const bare = await load("run");
+  assert.deepEqual(bare.sources.config, { kind: "none", text: "none" });
 });
 
 // ---- refusals: values that do not parse -----------------------------------------------------
@@ -765,13 +770,13 @@ Deno.test("loadSettings: --mysql-url and --mysql-dsn from different sources foll
     env: { STATUSENGINE_MYSQL_URL: "mysql://env@h/envdb" },
   });
   assert.equal(a.settings.mysqlUrl, "mysql://dsn:pw@db:3306/flagdb");
-  assert.equal(a.sources.mysqlUrl, "flag -mysql-dsn");
+  assert.equal(a.sources.mysqlUrl?.text, "flag -mysql-dsn");
   const b = await load("cleanup", {
     env: { STATUSENGINE_MYSQL_DSN: "statusengine:secret@tcp(127.0.0.1:3306)/statusengine_data" },
     file: "mysql_url: mysql://file@h/filedb\n",
   });
   assert.equal(b.settings.mysqlUrl, "mysql://statusengine:secret@127.0.0.1:3306/statusengine_data");
-  assert.equal(b.sources.mysqlUrl, "env STATUSENGINE_MYSQL_DSN");
+  assert.equal(b.sources.mysqlUrl?.text, "env STATUSENGINE_MYSQL_DSN");
   const c = await load("schema", { file: "mysql_dsn: u@unix(/run/mysqld/mysqld.sock)/se\n" });
   assert.equal(
     c.settings.mysqlUrl,
@@ -909,7 +914,7 @@ Deno.test("loadSettings: a single leading dash on a long flag means the same fla
   assert.equal(settings.nodeName, "node1");
   assert.equal(settings.mysqlBatchSize, 700);
   assert.equal(settings.enableOpenitcockpitTweaks, true);
-  assert.equal(sources.nodeName, "flag -nodename");
+  assert.equal(sources.nodeName?.text, "flag -nodename");
 });
 
 Deno.test("loadSettings: booleans take --flag, --no-flag and --flag=value", async () => {
@@ -957,7 +962,7 @@ Deno.test("loadSettings: --metrics-listen-addr sets metrics host and port", asyn
   const v6 = await load("run", { file: "metrics_listen_addr: '[::1]:9300'\n" });
   assert.equal(v6.settings.metricsHost, "::1");
   assert.equal(v6.settings.metricsPort, 9300);
-  assert.equal(v6.sources.metricsPort, `file ${PATH} key metrics_listen_addr`);
+  assert.equal(v6.sources.metricsPort?.text, `file ${PATH} key metrics_listen_addr`);
   const mixed = await load("run", {
     env: { STATUSENGINE_METRICS_PORT: "0" },
     file: "metrics_listen_addr: 10.0.0.1:9300\n",
@@ -988,7 +993,7 @@ Deno.test("loadSettings: command API keys keep the Go env name STATUSENGINE_API_
     env: { STATUSENGINE_API_COMMAND_KEYS: "a-secret,another" },
   });
   assert.deepEqual(settings.commandApiKeys, ["a-secret", "another"]);
-  assert.equal(sources.commandApiKeys, "env STATUSENGINE_API_COMMAND_KEYS");
+  assert.equal(sources.commandApiKeys?.text, "env STATUSENGINE_API_COMMAND_KEYS");
 });
 
 Deno.test("loadSettings: tool commands resolve their flags and defaults", async () => {

@@ -23,6 +23,7 @@ export {
   type LoadResult,
   loadSettings,
   parseCommandLine,
+  type SettingSource,
   type SourceKind,
 } from "./load.ts";
 export {

@@ -5,10 +5,11 @@
  * produces faster than the workers write, long before anything stalls.
  *
  * It is asked on a timer of its own, one round at a time, each question bounded, on connections
- * apart from the consuming ones (gearmand: a short-lived admin connection; RabbitMQ: the probe
- * channel), so a slow or hung broker can delay the gauge but never a job. A queue whose backlog
- * is not known (a job server down, the RabbitMQ session lost, a question timed out) is reported
- * as unknown, never as 0: an empty queue and a blind worker must not look alike.
+ * apart from the consuming ones (gearmand: one short-lived admin connection per job server and
+ * round, whose one `status` reply lists every queue; RabbitMQ: the probe channel, one question per
+ * queue), so a slow or hung broker can delay the gauge but never a job. A queue whose backlog is
+ * not known (a job server down, the RabbitMQ session lost, a question timed out) is reported as
+ * unknown, never as 0: an empty queue and a blind worker must not look alike.
  *
  * @module
  */
@@ -21,10 +22,43 @@ export const BACKLOG_INTERVAL_MS = 10_000;
 /** Longest a round may take; a broker that answers later counts as unknown for that round. */
 const BACKLOG_TIMEOUT_MS = 5_000;
 
+/** One question a round asks: the backlogs of some queues at one job server or broker. */
+export interface BacklogSource {
+  /** Job server `host:port`, or the broker URL without secrets, for logs. */
+  readonly server: string;
+  /** Queues the answer covers. */
+  readonly queues: readonly string[];
+  /**
+   * Ask once.
+   *
+   * @param signal Bounds the question.
+   * @returns Jobs waiting per queue of {@link queues}; a queue missing or undefined is unknown.
+   * @throws When the broker cannot tell: every queue of {@link queues} is unknown.
+   */
+  read(signal: AbortSignal): Promise<ReadonlyMap<string, number | undefined>>;
+}
+
+/**
+ * One question per queue of every link target, through {@link LinkTarget.backlog}: for a backend
+ * that has no single question answering several queues.
+ *
+ * @param targets Every link target.
+ * @returns One source per (target, queue).
+ */
+export function perQueueSources(targets: readonly LinkTarget[]): BacklogSource[] {
+  return targets.flatMap((target) =>
+    target.queues.map((queue): BacklogSource => ({
+      server: target.server,
+      queues: [queue],
+      read: async (signal) => new Map([[queue, await target.backlog(queue, signal)]]),
+    }))
+  );
+}
+
 /** Options of {@link BacklogMonitor}. */
 export interface BacklogMonitorOptions {
-  /** Every link target with the queues it serves; a queue's backlog is the sum over them. */
-  readonly targets: readonly LinkTarget[];
+  /** What a round asks, each in parallel; a queue's backlog is the sum over the sources. */
+  readonly sources: readonly BacklogSource[];
   /** Time between rounds; default {@link BACKLOG_INTERVAL_MS}. */
   readonly intervalMs?: number;
   /** A queue's backlog: jobs waiting, or undefined when not every target could tell. */
@@ -34,7 +68,7 @@ export interface BacklogMonitorOptions {
   readonly log: Logger;
 }
 
-/** Asks every link target for its queues' backlogs every interval. */
+/** Asks every source for its queues' backlogs every interval. */
 export class BacklogMonitor {
   readonly #o: BacklogMonitorOptions;
   readonly #stop = new AbortController();
@@ -64,7 +98,7 @@ export class BacklogMonitor {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#round;
-    for (const queue of new Set(this.#o.targets.flatMap((t) => t.queues))) {
+    for (const queue of new Set(this.#o.sources.flatMap((s) => s.queues))) {
       this.#o.report(queue, undefined);
     }
   }
@@ -78,33 +112,36 @@ export class BacklogMonitor {
     }, ms);
   }
 
-  /** One round: every target asked in parallel, each queue reported once (also for tests). */
+  /** One round: every source asked in parallel, each queue reported once (also for tests). */
   async check(): Promise<void> {
     using limit = deadline(
       Math.min(BACKLOG_TIMEOUT_MS, this.#o.intervalMs ?? BACKLOG_INTERVAL_MS),
       this.#stop.signal,
     );
     const totals = new Map<string, number | undefined>();
-    await Promise.all(this.#o.targets.flatMap((target) =>
-      target.queues.map(async (queue) => {
-        let jobs: number | undefined;
-        try {
-          // Raced against the deadline too: a target that ignores its signal cannot hold the round.
-          jobs = await abortable(target.backlog(queue, limit.signal), limit.signal);
-        } catch (err: unknown) {
+    await Promise.all(this.#o.sources.map(async (source) => {
+      let answer: ReadonlyMap<string, number | undefined> | undefined;
+      try {
+        // Raced against the deadline too: a source that ignores its signal cannot hold the round.
+        answer = await abortable(source.read(limit.signal), limit.signal);
+      } catch (err: unknown) {
+        for (const queue of source.queues) {
           if (!this.#failing.has(queue) && !this.#stop.signal.aborted) {
             this.#o.log.debug(`${this.#o.name}: cannot read the backlog`, {
               queue,
-              server: target.server,
+              server: source.server,
               error: errorMessage(err),
             });
           }
           this.#failing.add(queue);
         }
+      }
+      for (const queue of source.queues) {
+        const jobs = answer?.get(queue);
         const before = totals.has(queue) ? totals.get(queue) : 0;
         totals.set(queue, before === undefined || jobs === undefined ? undefined : before + jobs);
-      })
-    ));
+      }
+    }));
     if (this.#stop.signal.aborted) return;
     for (const [queue, jobs] of totals) {
       if (jobs !== undefined) this.#failing.delete(queue);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { BacklogMonitor } from "./backlog_monitor.ts";
+import { BacklogMonitor, type BacklogSource, perQueueSources } from "./backlog_monitor.ts";
 import type { LinkTarget } from "./link.ts";
 import { getLogger } from "../log.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
@@ -19,9 +19,13 @@ function target(
 }
 
 function monitor(targets: readonly LinkTarget[], intervalMs = 60_000) {
+  return monitorOf(perQueueSources(targets), intervalMs);
+}
+
+function monitorOf(sources: readonly BacklogSource[], intervalMs = 60_000) {
   const reports: [string, number | undefined][] = [];
   const m = new BacklogMonitor({
-    targets,
+    sources,
     intervalMs,
     report: (queue, jobs) => reports.push([queue, jobs]),
     name: "test",
@@ -71,4 +75,46 @@ Deno.test("backlog monitor: it asks again every interval, and stopping reports e
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(reports.length, after, "no round after stop");
   assert.deepEqual(reports.slice(0, 3), [["q1", 1], ["q1", 2], ["q1", 3]]);
+});
+
+/** A source answering several queues with one question (gearmand's admin `status`). */
+function source(
+  server: string,
+  queues: readonly string[],
+  answer: () => Promise<ReadonlyMap<string, number | undefined>>,
+): BacklogSource & { readonly asked: () => number } {
+  let asked = 0;
+  return {
+    server,
+    queues,
+    read: () => {
+      asked++;
+      return answer();
+    },
+    asked: () => asked,
+  };
+}
+
+Deno.test("backlog monitor: a source answering several queues is asked once per round; its queues sum over sources", async () => {
+  const a = source("a", ["q1", "q2"], () => Promise.resolve(new Map([["q1", 3], ["q2", 0]])));
+  const b = source("b", ["q1", "q2"], () => Promise.resolve(new Map([["q1", 4], ["q2", 2]])));
+  const { m, reports } = monitorOf([a, b]);
+  await m.check();
+  assert.deepEqual(reports.sort(), [["q1", 7], ["q2", 2]]);
+  assert.deepEqual([a.asked(), b.asked()], [1, 1]);
+});
+
+Deno.test("backlog monitor: a server that cannot tell makes every queue it serves unknown; a queue its answer leaves out is unknown", async () => {
+  const { m, reports } = monitorOf([
+    source("a", ["q1", "q2", "q3"], () => Promise.resolve(new Map([["q1", 3], ["q2", 1]]))),
+    source("b", ["q1", "q2"], () => Promise.reject(new Error("connection refused"))),
+    source("c", ["q4"], () => new Promise(() => {})),
+  ], 50);
+  await m.check();
+  assert.deepEqual(reports.sort(), [
+    ["q1", undefined],
+    ["q2", undefined],
+    ["q3", undefined],
+    ["q4", undefined],
+  ]);
 });

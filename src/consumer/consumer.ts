@@ -18,7 +18,7 @@ import type { BackoffOptions } from "../util/backoff.ts";
 import type { LinkTarget } from "./link.ts";
 import { Supervisor } from "./supervisor.ts";
 import { StallDetector, type WatchedLink } from "./stall_detector.ts";
-import { BacklogMonitor } from "./backlog_monitor.ts";
+import { BacklogMonitor, type BacklogSource, perQueueSources } from "./backlog_monitor.ts";
 import { ConsumerStats } from "./consumer_stats.ts";
 import { InFlightWindow, INITIAL_WINDOW, type PressureSignal, WINDOW_TICK_MS } from "./window.ts";
 import { deadline } from "../util/async.ts";
@@ -86,6 +86,12 @@ export interface ConsumerOptions {
   readonly statsIntervalMs?: number;
   /** Time between two readings of every queue's backlog at the broker; default 10 s, 0 disables. */
   readonly backlogIntervalMs?: number;
+  /**
+   * What each backlog reading asks; default one question per queue of every link target
+   * ({@link LinkTarget.backlog}). A backend whose broker answers every queue at once passes one
+   * source per server instead.
+   */
+  readonly backlogSources?: readonly BacklogSource[];
   /** Fields of the start-up line. */
   readonly describe?: Record<string, unknown>;
   /** What a link target is called in messages; default "broker". */
@@ -254,7 +260,7 @@ export class Consumer {
     });
     const backlogIntervalMs = options.backlogIntervalMs;
     this.#backlog = backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
-      targets,
+      sources: options.backlogSources ?? perQueueSources(targets),
       ...(backlogIntervalMs === undefined ? {} : { intervalMs: backlogIntervalMs }),
       report: (queue, jobs) => options.observer.queueBacklog(queue, jobs),
       name: options.name,

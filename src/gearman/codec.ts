@@ -647,6 +647,33 @@ export function parseStatusReply(lines: readonly string[]): FunctionStatus[] {
 }
 
 /**
+ * Jobs waiting for a worker, per function asked, from one parsed `status` reply: total − running
+ * (never below 0). A function the reply does not list has had no job and no worker on that server
+ * yet: 0 jobs waiting, not unknown.
+ *
+ * @param rows The parsed reply of one job server.
+ * @param functions The functions asked about.
+ * @returns One entry per function asked, in the order asked.
+ *
+ * @example
+ * ```ts
+ * import { waitingJobs } from "./codec.ts";
+ * waitingJobs([{ function: "q", total: 5, running: 2, workers: 1 }], ["q", "other"]);
+ * // Map { "q" => 3, "other" => 0 }
+ * ```
+ */
+export function waitingJobs(
+  rows: readonly FunctionStatus[],
+  functions: readonly string[],
+): Map<string, number> {
+  const byName = new Map(rows.map((r) => [r.function, r]));
+  return new Map(functions.map((name) => {
+    const row = byName.get(name);
+    return [name, row === undefined ? 0 : Math.max(0, row.total - row.running)];
+  }));
+}
+
+/**
  * Parse the lines of an admin `workers` reply (`FD IP CLIENT-ID : FUNC FUNC…`).
  *
  * @param lines Reply lines without the final `.`.

@@ -13,6 +13,7 @@ import {
   PACKETS,
   parseStatusReply,
   parseWorkersReply,
+  waitingJobs,
 } from "./codec.ts";
 
 function hex(s: string): Uint8Array {
@@ -351,6 +352,34 @@ Deno.test("codec: admin status reply is parsed into typed rows", () => {
     { function: "statusngin_hoststatus", total: 3, running: 1, workers: 1 },
     { function: "fn", total: 0, running: 0, workers: 0 },
   ]);
+});
+
+Deno.test("codec: jobs waiting per function are total minus running, 0 for a function the reply does not list", () => {
+  const rows = parseStatusReply([
+    "statusngin_hoststatus\t7\t2\t1",
+    "statusngin_servicestatus\t0\t0\t1",
+    "statusngin_notifications\t1\t1\t1",
+    "other_function\t9\t0\t0",
+  ]);
+  assert.deepEqual(
+    [
+      ...waitingJobs(rows, [
+        "statusngin_servicestatus",
+        "statusngin_hoststatus",
+        "statusngin_notifications",
+        "statusngin_never_seen",
+      ]),
+    ],
+    [
+      ["statusngin_servicestatus", 0],
+      ["statusngin_hoststatus", 5],
+      ["statusngin_notifications", 0],
+      ["statusngin_never_seen", 0],
+    ],
+  );
+  assert.deepEqual([...waitingJobs([], ["q"])], [["q", 0]], "an empty reply: nothing waits");
+  // Whatever the counters say, a backlog is never negative.
+  assert.deepEqual([...waitingJobs(parseStatusReply(["q\t1\t2\t2"]), ["q"])], [["q", 0]]);
 });
 
 Deno.test("codec: admin workers reply lists functions, client ids and the admin connection", () => {

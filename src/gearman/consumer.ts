@@ -2,13 +2,15 @@
  * The Gearman backend of the consumer core: one link target per (queue, server) — one connection
  * per queue registering exactly that queue's function
  * (docs/consumption.md#one-connection-per-queue), one per job server (D9) — each link a {@link
- * QueueWorker}. Budgets, delivery, reconnects, stall detection, stop and the summary line are the
+ * QueueWorker}. The backlog gauge asks each job server once per reading: one admin `status` lists
+ * every queue. Budgets, delivery, reconnects, stall detection, stop and the summary line are the
  * core's.
  *
  * @module
  */
 import { QueueWorker } from "./worker.ts";
 import { adminStatus } from "./admin.ts";
+import { waitingJobs } from "./codec.ts";
 import {
   type BackendOptions,
   type ConsumedQueue,
@@ -17,6 +19,7 @@ import {
   type LinkContext,
 } from "../consumer/consumer.ts";
 import type { LinkTarget } from "../consumer/link.ts";
+import type { BacklogSource } from "../consumer/backlog_monitor.ts";
 import type { Supervisor } from "../consumer/supervisor.ts";
 import { getLogger } from "../log.ts";
 
@@ -59,6 +62,7 @@ export class GearmanConsumer {
       name: "gearman",
       log,
       targets: (context) => o.queues.flatMap((q) => o.servers.map((s) => target(o, q, s, context))),
+      backlogSources: o.servers.map((s) => statusSource(s, o.queues.map((q) => q.name))),
       describe: { servers: o.servers.join(",") },
       serverNoun: "job server",
     });
@@ -155,9 +159,22 @@ function target(
         },
       }),
     async backlog(name, signal) {
-      const rows = await adminStatus(server, { signal });
-      const row = rows.find((r) => r.function === name);
-      return row === undefined ? 0 : Math.max(0, row.total - row.running);
+      return (await statusSource(server, [name]).read(signal)).get(name);
     },
+  };
+}
+
+/**
+ * The backlogs of `queues` at one job server: one admin connection, one `status`.
+ *
+ * @param server `host:port`.
+ * @param queues Queue names (the functions asked about).
+ * @returns A source that throws when the server does not answer.
+ */
+export function statusSource(server: string, queues: readonly string[]): BacklogSource {
+  return {
+    server,
+    queues,
+    read: async (signal) => waitingJobs(await adminStatus(server, { signal }), queues),
   };
 }
