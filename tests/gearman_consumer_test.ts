@@ -463,7 +463,8 @@ Deno.test("consumer backlog: a running consumer reads every queue's backlog with
       message: "every link up",
     });
     assert.deepEqual(queues.map((q) => observer.backlogHistory.get(q)), [[0], [0], [0]]);
-    // One worker connection per queue (G1) and one admin connection, on each job server.
+    // One worker connection per queue (docs/consumption.md#one-connection-per-queue) and one admin
+    // connection, on each job server.
     assert.deepEqual([p1.accepted, p2.accepted], [queues.length + 1, queues.length + 1]);
   } finally {
     await c.stop();
