@@ -4,9 +4,12 @@
  * `statusengine_downtime_tombstones` (docs/downtimes.md).
  *
  * Every column line below restates one column of the production schema dump as `[name, SQL type, NULL, default]`,
- * written exactly as the dump writes it, so the two can be compared line by line. Everything
- * else (insert and update column lists, character limits, integer ranges) is derived from
- * these lines; nothing derived is written by hand.
+ * written exactly as the dump writes it, so the two can be compared line by line. A service
+ * table whose columns are its host twin's plus the service's identity is not written out
+ * again: it is derived from the host table's lines by one of the functions before the table
+ * list, each stating the schema's layout. Everything else (insert and update column lists,
+ * character limits, integer ranges) is derived from these lines; nothing derived is written
+ * by hand.
  *
  * @module
  */
@@ -170,6 +173,194 @@ interface TableDefinition {
   readonly partitionColumn: string | null;
 }
 
+const HOSTNAME_KEY: ColumnLine = ["hostname", "varchar(255)", "NOT NULL"];
+const SERVICE_DESCRIPTION_KEY: ColumnLine = ["service_description", "varchar(255)", "NOT NULL"];
+
+/**
+ * The columns of a host table that starts with `hostname`, and of its service twin, where
+ * `service_description` follows `hostname`.
+ */
+function hostThenService(
+  rest: readonly ColumnLine[],
+): { readonly host: readonly ColumnLine[]; readonly service: readonly ColumnLine[] } {
+  return {
+    host: [HOSTNAME_KEY, ...rest],
+    service: [HOSTNAME_KEY, SERVICE_DESCRIPTION_KEY, ...rest],
+  };
+}
+
+/**
+ * The columns of a host history table keyed by `hostname` and an event time with its
+ * microseconds, and of its service twin: there `service_description` leads the key, and
+ * `hostname`, no longer a key column, is nullable and follows the two time columns.
+ */
+function hostAndServiceHistory(
+  time: string,
+  rest: readonly ColumnLine[],
+): { readonly host: readonly ColumnLine[]; readonly service: readonly ColumnLine[] } {
+  const timeColumns: readonly ColumnLine[] = [
+    [time, "bigint(20)", "NOT NULL"],
+    [`${time}_usec`, "int(10) unsigned", "NOT NULL", "0"],
+  ];
+  return {
+    host: [HOSTNAME_KEY, ...timeColumns, ...rest],
+    service: [
+      SERVICE_DESCRIPTION_KEY,
+      ...timeColumns,
+      ["hostname", "varchar(255)", "NULL", "NULL"],
+      ...rest,
+    ],
+  };
+}
+
+const ACKNOWLEDGEMENT_COLUMNS = hostAndServiceHistory("entry_time", [
+  ["state", "smallint(5) unsigned", "NULL", "0"],
+  ["author_name", "varchar(255)", "NULL", "NULL"],
+  ["comment_data", "varchar(1024)", "NULL", "NULL"],
+  ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
+  ["is_sticky", "tinyint(1)", "NULL", "0"],
+  ["persistent_comment", "tinyint(1)", "NULL", "0"],
+  ["notify_contacts", "tinyint(1)", "NULL", "0"],
+]);
+
+const CHECK_COLUMNS = hostAndServiceHistory("start_time", [
+  ["state", "smallint(2)", "NULL", "0"],
+  ["is_hardstate", "tinyint(1)", "NULL", "0"],
+  ["end_time", "bigint(20)", "NOT NULL"],
+  ["output", "varchar(1024)", "NULL", "NULL"],
+  ["timeout", "smallint(3)", "NULL", "0"],
+  ["early_timeout", "tinyint(1)", "NULL", "0"],
+  ["latency", "double", "NULL", "0"],
+  ["execution_time", "double", "NULL", "0"],
+  ["perfdata", "varchar(2048)", "NULL", "NULL"],
+  ["command", "varchar(1024)", "NULL", "NULL"],
+  ["current_check_attempt", "smallint(3)", "NULL", "0"],
+  ["max_check_attempts", "smallint(3)", "NULL", "0"],
+  ["long_output", "varchar(8192)", "NULL", "NULL"],
+]);
+
+const NOTIFICATION_COLUMNS = hostAndServiceHistory("start_time", [
+  ["contact_name", "varchar(1024)", "NULL", "NULL"],
+  ["command_name", "varchar(1024)", "NULL", "NULL"],
+  ["command_args", "varchar(1024)", "NULL", "NULL"],
+  ["state", "smallint(2)", "NULL", "0"],
+  ["end_time", "bigint(20)", "NOT NULL"],
+  ["reason_type", "smallint(3)", "NULL", "0"],
+  ["output", "varchar(1024)", "NULL", "NULL"],
+  ["ack_author", "varchar(255)", "NULL", "NULL"],
+  ["ack_data", "varchar(1024)", "NULL", "NULL"],
+]);
+
+const STATE_HISTORY_COLUMNS = hostAndServiceHistory("state_time", [
+  ["state_change", "tinyint(1)", "NULL", "0"],
+  ["state", "smallint(2)", "NULL", "0"],
+  ["is_hardstate", "tinyint(1)", "NULL", "0"],
+  ["current_check_attempt", "smallint(3)", "NULL", "0"],
+  ["max_check_attempts", "smallint(3)", "NULL", "0"],
+  ["last_state", "smallint(2)", "NULL", "0"],
+  ["last_hard_state", "smallint(2)", "NULL", "0"],
+  ["output", "varchar(1024)", "NULL", "NULL"],
+  ["long_output", "varchar(8192)", "NULL", "NULL"],
+]);
+
+const NOTIFICATION_LOG_COLUMNS = hostThenService([
+  ["start_time", "bigint(20)", "NOT NULL"],
+  ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+  ["end_time", "bigint(20)", "NOT NULL"],
+  ["state", "smallint(6) unsigned", "NULL", "0"],
+  ["reason_type", "smallint(6) unsigned", "NULL", "0"],
+  ["is_escalated", "tinyint(1)", "NOT NULL", "0"],
+  ["contacts_notified_count", "smallint(6) unsigned", "NOT NULL", "0"],
+  ["output", "varchar(1024)", "NULL", "NULL"],
+  ["ack_author", "varchar(1024)", "NULL", "NULL"],
+  ["ack_data", "varchar(1024)", "NULL", "NULL"],
+]);
+
+const DOWNTIME_HISTORY_COLUMNS = hostThenService([
+  ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+  ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+  ["node_name", "varchar(255)", "NOT NULL"],
+  ["entry_time", "bigint(20)", "NOT NULL"],
+  ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
+  ["author_name", "varchar(255)", "NULL", "NULL"],
+  ["comment_data", "varchar(1024)", "NULL", "NULL"],
+  ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
+  ["is_fixed", "tinyint(1)", "NULL", "0"],
+  ["duration", "int(10) unsigned", "NULL", "NULL"],
+  ["scheduled_end_time", "bigint(20)", "NOT NULL"],
+  ["was_started", "tinyint(1)", "NULL", "0"],
+  ["actual_start_time", "bigint(20)", "NOT NULL"],
+  ["actual_end_time", "bigint(20)", "NOT NULL"],
+  ["was_cancelled", "tinyint(1)", "NULL", "0"],
+]);
+
+/** The key of a host downtime's rows: its host, the node, its window start and its id. */
+const HOST_DOWNTIME_KEY = ["hostname", "node_name", "scheduled_start_time", "internal_downtime_id"];
+/** The key of a service downtime's rows, and of every downtime's tombstone. */
+const SERVICE_DOWNTIME_KEY = [
+  "hostname",
+  "service_description",
+  "node_name",
+  "scheduled_start_time",
+  "internal_downtime_id",
+];
+
+/**
+ * A scheduled-downtime table's columns: the history table's without the ADD's envelope
+ * microseconds and the end of the downtime (a scheduled row is deleted when it ends).
+ */
+function scheduledDowntimeColumns(historyColumns: readonly ColumnLine[]): readonly ColumnLine[] {
+  const notScheduled = ["entry_time_usec", "actual_end_time", "was_cancelled"];
+  return historyColumns.filter(([name]) => !notScheduled.includes(name));
+}
+
+/**
+ * The status columns after the object's identity; host and service differ only in
+ * `obsess_over_<object>` and in the `last_time_<state>` columns of the object's states.
+ */
+function statusColumns(object: "host" | "service", states: readonly string[]): ColumnLine[] {
+  return [
+    ["status_update_time", "bigint(20)", "NOT NULL"],
+    ["output", "varchar(1024)", "NULL", "NULL"],
+    ["long_output", "varchar(8192)", "NULL", "NULL"],
+    ["perfdata", "varchar(2048)", "NULL", "NULL"],
+    ["current_state", "smallint(5) unsigned", "NULL", "0"],
+    ["current_check_attempt", "smallint(5) unsigned", "NULL", "0"],
+    ["max_check_attempts", "smallint(5) unsigned", "NULL", "0"],
+    ["last_check", "bigint(20)", "NOT NULL"],
+    ["next_check", "bigint(20)", "NOT NULL"],
+    ["is_passive_check", "tinyint(1)", "NULL", "0"],
+    ["last_state_change", "bigint(20)", "NOT NULL"],
+    ["last_hard_state_change", "bigint(20)", "NOT NULL"],
+    ["last_hard_state", "smallint(5) unsigned", "NULL", "0"],
+    ["is_hardstate", "tinyint(1)", "NULL", "0"],
+    ["last_notification", "bigint(20)", "NOT NULL"],
+    ["next_notification", "bigint(20)", "NOT NULL"],
+    ["notifications_enabled", "tinyint(1)", "NULL", "0"],
+    ["problem_has_been_acknowledged", "tinyint(1)", "NULL", "0"],
+    ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
+    ["passive_checks_enabled", "tinyint(1)", "NULL", "0"],
+    ["active_checks_enabled", "tinyint(1)", "NULL", "0"],
+    ["event_handler_enabled", "tinyint(1)", "NULL", "0"],
+    ["flap_detection_enabled", "tinyint(1)", "NULL", "0"],
+    ["is_flapping", "tinyint(1)", "NULL", "0"],
+    ["latency", "double", "NULL", "0"],
+    ["execution_time", "double", "NULL", "0"],
+    ["scheduled_downtime_depth", "smallint(5) unsigned", "NULL", "0"],
+    ["process_performance_data", "tinyint(1)", "NULL", "0"],
+    [`obsess_over_${object}`, "tinyint(1)", "NULL", "0"],
+    ["normal_check_interval", "int(10) unsigned", "NULL", "0"],
+    ["retry_check_interval", "int(10) unsigned", "NULL", "0"],
+    ["check_timeperiod", "varchar(255)", "NULL", "NULL"],
+    ["node_name", "varchar(255)", "NULL", "NULL"],
+    ...states.map((state): ColumnLine => [`last_time_${state}`, "bigint(20)", "NOT NULL"]),
+    ["current_notification_number", "int(10) unsigned", "NULL", "0"],
+    ["percent_state_change", "double", "NULL", "0"],
+    ["event_handler", "varchar(255)", "NULL", "NULL"],
+    ["check_command", "varchar(255)", "NULL", "NULL"],
+  ];
+}
+
 // The tables in alphabetical order, as docs/tables.md#table-definitions lists them. The first no-op
 // column of every `noop_upsert` table is its first primary-key column (docs/tables.md#write-modes,
 // docs/writers.md#upsert-or-insert); `defineTable` checks it and the test "catalogue: the ten no-op
@@ -204,13 +395,7 @@ const DEFINITIONS = [
       ["history_removed", "tinyint(1)", "NOT NULL", "0"],
       ["end_time", "bigint(20)", "NOT NULL"],
     ],
-    primaryKey: [
-      "hostname",
-      "service_description",
-      "node_name",
-      "scheduled_start_time",
-      "internal_downtime_id",
-    ],
+    primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [["end_time", ["end_time"]]],
     partitionColumn: null,
   },
@@ -218,18 +403,7 @@ const DEFINITIONS = [
     name: "statusengine_host_acknowledgements",
     writeMode: "noop_upsert",
     noopColumn: "hostname",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["entry_time", "bigint(20)", "NOT NULL"],
-      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["state", "smallint(5) unsigned", "NULL", "0"],
-      ["author_name", "varchar(255)", "NULL", "NULL"],
-      ["comment_data", "varchar(1024)", "NULL", "NULL"],
-      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
-      ["is_sticky", "tinyint(1)", "NULL", "0"],
-      ["persistent_comment", "tinyint(1)", "NULL", "0"],
-      ["notify_contacts", "tinyint(1)", "NULL", "0"],
-    ],
+    columns: ACKNOWLEDGEMENT_COLUMNS.host,
     primaryKey: ["hostname", "entry_time", "entry_time_usec"],
     indexes: [
       ["hostname", ["hostname"]],
@@ -240,25 +414,8 @@ const DEFINITIONS = [
   {
     name: "statusengine_host_downtimehistory",
     writeMode: "downtime",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
-      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
-      ["node_name", "varchar(255)", "NOT NULL"],
-      ["entry_time", "bigint(20)", "NOT NULL"],
-      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["author_name", "varchar(255)", "NULL", "NULL"],
-      ["comment_data", "varchar(1024)", "NULL", "NULL"],
-      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
-      ["is_fixed", "tinyint(1)", "NULL", "0"],
-      ["duration", "int(10) unsigned", "NULL", "NULL"],
-      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
-      ["was_started", "tinyint(1)", "NULL", "0"],
-      ["actual_start_time", "bigint(20)", "NOT NULL"],
-      ["actual_end_time", "bigint(20)", "NOT NULL"],
-      ["was_cancelled", "tinyint(1)", "NULL", "0"],
-    ],
-    primaryKey: ["hostname", "node_name", "scheduled_start_time", "internal_downtime_id"],
+    columns: DOWNTIME_HISTORY_COLUMNS.host,
+    primaryKey: HOST_DOWNTIME_KEY,
     indexes: [
       ["reports", [
         "hostname",
@@ -277,20 +434,7 @@ const DEFINITIONS = [
     writeMode: "noop_upsert",
     noopColumn: "hostname",
     keepNull: ["command_args", "ack_author", "ack_data"],
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["start_time", "bigint(20)", "NOT NULL"],
-      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["contact_name", "varchar(1024)", "NULL", "NULL"],
-      ["command_name", "varchar(1024)", "NULL", "NULL"],
-      ["command_args", "varchar(1024)", "NULL", "NULL"],
-      ["state", "smallint(2)", "NULL", "0"],
-      ["end_time", "bigint(20)", "NOT NULL"],
-      ["reason_type", "smallint(3)", "NULL", "0"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["ack_author", "varchar(255)", "NULL", "NULL"],
-      ["ack_data", "varchar(1024)", "NULL", "NULL"],
-    ],
+    columns: NOTIFICATION_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
     indexes: [
       ["hostname", ["hostname"]],
@@ -303,19 +447,7 @@ const DEFINITIONS = [
     writeMode: "noop_upsert",
     noopColumn: "hostname",
     keepNull: ["ack_author", "ack_data"],
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["start_time", "bigint(20)", "NOT NULL"],
-      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["end_time", "bigint(20)", "NOT NULL"],
-      ["state", "smallint(6) unsigned", "NULL", "0"],
-      ["reason_type", "smallint(6) unsigned", "NULL", "0"],
-      ["is_escalated", "tinyint(1)", "NOT NULL", "0"],
-      ["contacts_notified_count", "smallint(6) unsigned", "NOT NULL", "0"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["ack_author", "varchar(1024)", "NULL", "NULL"],
-      ["ack_data", "varchar(1024)", "NULL", "NULL"],
-    ],
+    columns: NOTIFICATION_LOG_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
     indexes: [
       ["hostname", ["hostname"]],
@@ -326,22 +458,8 @@ const DEFINITIONS = [
   {
     name: "statusengine_host_scheduleddowntimes",
     writeMode: "downtime",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
-      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
-      ["node_name", "varchar(255)", "NOT NULL"],
-      ["entry_time", "bigint(20)", "NOT NULL"],
-      ["author_name", "varchar(255)", "NULL", "NULL"],
-      ["comment_data", "varchar(1024)", "NULL", "NULL"],
-      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
-      ["is_fixed", "tinyint(1)", "NULL", "0"],
-      ["duration", "int(10) unsigned", "NULL", "NULL"],
-      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
-      ["was_started", "tinyint(1)", "NULL", "0"],
-      ["actual_start_time", "bigint(20)", "NOT NULL"],
-    ],
-    primaryKey: ["hostname", "node_name", "scheduled_start_time", "internal_downtime_id"],
+    columns: scheduledDowntimeColumns(DOWNTIME_HISTORY_COLUMNS.host),
+    primaryKey: HOST_DOWNTIME_KEY,
     indexes: [],
     partitionColumn: null,
   },
@@ -349,20 +467,7 @@ const DEFINITIONS = [
     name: "statusengine_host_statehistory",
     writeMode: "noop_upsert",
     noopColumn: "hostname",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["state_time", "bigint(20)", "NOT NULL"],
-      ["state_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["state_change", "tinyint(1)", "NULL", "0"],
-      ["state", "smallint(2)", "NULL", "0"],
-      ["is_hardstate", "tinyint(1)", "NULL", "0"],
-      ["current_check_attempt", "smallint(3)", "NULL", "0"],
-      ["max_check_attempts", "smallint(3)", "NULL", "0"],
-      ["last_state", "smallint(2)", "NULL", "0"],
-      ["last_hard_state", "smallint(2)", "NULL", "0"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["long_output", "varchar(8192)", "NULL", "NULL"],
-    ],
+    columns: STATE_HISTORY_COLUMNS.host,
     primaryKey: ["hostname", "state_time", "state_time_usec"],
     indexes: [
       ["hostname_time", ["hostname", "state_time"]],
@@ -373,24 +478,7 @@ const DEFINITIONS = [
     name: "statusengine_hostchecks",
     writeMode: "noop_upsert",
     noopColumn: "hostname",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["start_time", "bigint(20)", "NOT NULL"],
-      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["state", "smallint(2)", "NULL", "0"],
-      ["is_hardstate", "tinyint(1)", "NULL", "0"],
-      ["end_time", "bigint(20)", "NOT NULL"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["timeout", "smallint(3)", "NULL", "0"],
-      ["early_timeout", "tinyint(1)", "NULL", "0"],
-      ["latency", "double", "NULL", "0"],
-      ["execution_time", "double", "NULL", "0"],
-      ["perfdata", "varchar(2048)", "NULL", "NULL"],
-      ["command", "varchar(1024)", "NULL", "NULL"],
-      ["current_check_attempt", "smallint(3)", "NULL", "0"],
-      ["max_check_attempts", "smallint(3)", "NULL", "0"],
-      ["long_output", "varchar(8192)", "NULL", "NULL"],
-    ],
+    columns: CHECK_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
     indexes: [
       ["hostname", ["hostname", "start_time"]],
@@ -402,49 +490,7 @@ const DEFINITIONS = [
     name: "statusengine_hoststatus",
     writeMode: "full_upsert",
     keepNull: ["event_handler"],
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["status_update_time", "bigint(20)", "NOT NULL"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["long_output", "varchar(8192)", "NULL", "NULL"],
-      ["perfdata", "varchar(2048)", "NULL", "NULL"],
-      ["current_state", "smallint(5) unsigned", "NULL", "0"],
-      ["current_check_attempt", "smallint(5) unsigned", "NULL", "0"],
-      ["max_check_attempts", "smallint(5) unsigned", "NULL", "0"],
-      ["last_check", "bigint(20)", "NOT NULL"],
-      ["next_check", "bigint(20)", "NOT NULL"],
-      ["is_passive_check", "tinyint(1)", "NULL", "0"],
-      ["last_state_change", "bigint(20)", "NOT NULL"],
-      ["last_hard_state_change", "bigint(20)", "NOT NULL"],
-      ["last_hard_state", "smallint(5) unsigned", "NULL", "0"],
-      ["is_hardstate", "tinyint(1)", "NULL", "0"],
-      ["last_notification", "bigint(20)", "NOT NULL"],
-      ["next_notification", "bigint(20)", "NOT NULL"],
-      ["notifications_enabled", "tinyint(1)", "NULL", "0"],
-      ["problem_has_been_acknowledged", "tinyint(1)", "NULL", "0"],
-      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
-      ["passive_checks_enabled", "tinyint(1)", "NULL", "0"],
-      ["active_checks_enabled", "tinyint(1)", "NULL", "0"],
-      ["event_handler_enabled", "tinyint(1)", "NULL", "0"],
-      ["flap_detection_enabled", "tinyint(1)", "NULL", "0"],
-      ["is_flapping", "tinyint(1)", "NULL", "0"],
-      ["latency", "double", "NULL", "0"],
-      ["execution_time", "double", "NULL", "0"],
-      ["scheduled_downtime_depth", "smallint(5) unsigned", "NULL", "0"],
-      ["process_performance_data", "tinyint(1)", "NULL", "0"],
-      ["obsess_over_host", "tinyint(1)", "NULL", "0"],
-      ["normal_check_interval", "int(10) unsigned", "NULL", "0"],
-      ["retry_check_interval", "int(10) unsigned", "NULL", "0"],
-      ["check_timeperiod", "varchar(255)", "NULL", "NULL"],
-      ["node_name", "varchar(255)", "NULL", "NULL"],
-      ["last_time_up", "bigint(20)", "NOT NULL"],
-      ["last_time_down", "bigint(20)", "NOT NULL"],
-      ["last_time_unreachable", "bigint(20)", "NOT NULL"],
-      ["current_notification_number", "int(10) unsigned", "NULL", "0"],
-      ["percent_state_change", "double", "NULL", "0"],
-      ["event_handler", "varchar(255)", "NULL", "NULL"],
-      ["check_command", "varchar(255)", "NULL", "NULL"],
-    ],
+    columns: [HOSTNAME_KEY, ...statusColumns("host", ["up", "down", "unreachable"])],
     primaryKey: ["hostname"],
     indexes: [
       ["current_state_node", ["current_state", "node_name"]],
@@ -510,19 +556,7 @@ const DEFINITIONS = [
     name: "statusengine_service_acknowledgements",
     writeMode: "noop_upsert",
     noopColumn: "service_description",
-    columns: [
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["entry_time", "bigint(20)", "NOT NULL"],
-      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["hostname", "varchar(255)", "NULL", "NULL"],
-      ["state", "smallint(5) unsigned", "NULL", "0"],
-      ["author_name", "varchar(255)", "NULL", "NULL"],
-      ["comment_data", "varchar(1024)", "NULL", "NULL"],
-      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
-      ["is_sticky", "tinyint(1)", "NULL", "0"],
-      ["persistent_comment", "tinyint(1)", "NULL", "0"],
-      ["notify_contacts", "tinyint(1)", "NULL", "0"],
-    ],
+    columns: ACKNOWLEDGEMENT_COLUMNS.service,
     primaryKey: ["service_description", "entry_time", "entry_time_usec"],
     indexes: [
       ["servicename", ["hostname", "service_description"]],
@@ -534,32 +568,8 @@ const DEFINITIONS = [
   {
     name: "statusengine_service_downtimehistory",
     writeMode: "downtime",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
-      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
-      ["node_name", "varchar(255)", "NOT NULL"],
-      ["entry_time", "bigint(20)", "NOT NULL"],
-      ["entry_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["author_name", "varchar(255)", "NULL", "NULL"],
-      ["comment_data", "varchar(1024)", "NULL", "NULL"],
-      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
-      ["is_fixed", "tinyint(1)", "NULL", "0"],
-      ["duration", "int(10) unsigned", "NULL", "NULL"],
-      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
-      ["was_started", "tinyint(1)", "NULL", "0"],
-      ["actual_start_time", "bigint(20)", "NOT NULL"],
-      ["actual_end_time", "bigint(20)", "NOT NULL"],
-      ["was_cancelled", "tinyint(1)", "NULL", "0"],
-    ],
-    primaryKey: [
-      "hostname",
-      "service_description",
-      "node_name",
-      "scheduled_start_time",
-      "internal_downtime_id",
-    ],
+    columns: DOWNTIME_HISTORY_COLUMNS.service,
+    primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [
       ["reports", [
         "service_description",
@@ -583,21 +593,7 @@ const DEFINITIONS = [
     writeMode: "noop_upsert",
     noopColumn: "service_description",
     keepNull: ["command_args", "ack_author", "ack_data"],
-    columns: [
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["start_time", "bigint(20)", "NOT NULL"],
-      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["hostname", "varchar(255)", "NULL", "NULL"],
-      ["contact_name", "varchar(1024)", "NULL", "NULL"],
-      ["command_name", "varchar(1024)", "NULL", "NULL"],
-      ["command_args", "varchar(1024)", "NULL", "NULL"],
-      ["state", "smallint(2)", "NULL", "0"],
-      ["end_time", "bigint(20)", "NOT NULL"],
-      ["reason_type", "smallint(3)", "NULL", "0"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["ack_author", "varchar(255)", "NULL", "NULL"],
-      ["ack_data", "varchar(1024)", "NULL", "NULL"],
-    ],
+    columns: NOTIFICATION_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
     indexes: [
       ["start_time", ["start_time"]],
@@ -612,20 +608,7 @@ const DEFINITIONS = [
     writeMode: "noop_upsert",
     noopColumn: "hostname",
     keepNull: ["ack_author", "ack_data"],
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["start_time", "bigint(20)", "NOT NULL"],
-      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["end_time", "bigint(20)", "NOT NULL"],
-      ["state", "smallint(6) unsigned", "NULL", "0"],
-      ["reason_type", "smallint(6) unsigned", "NULL", "0"],
-      ["is_escalated", "tinyint(1)", "NOT NULL", "0"],
-      ["contacts_notified_count", "smallint(6) unsigned", "NOT NULL", "0"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["ack_author", "varchar(1024)", "NULL", "NULL"],
-      ["ack_data", "varchar(1024)", "NULL", "NULL"],
-    ],
+    columns: NOTIFICATION_LOG_COLUMNS.service,
     primaryKey: ["hostname", "service_description", "start_time", "start_time_usec"],
     indexes: [
       ["servicename", ["hostname", "service_description"]],
@@ -636,29 +619,8 @@ const DEFINITIONS = [
   {
     name: "statusengine_service_scheduleddowntimes",
     writeMode: "downtime",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
-      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
-      ["node_name", "varchar(255)", "NOT NULL"],
-      ["entry_time", "bigint(20)", "NOT NULL"],
-      ["author_name", "varchar(255)", "NULL", "NULL"],
-      ["comment_data", "varchar(1024)", "NULL", "NULL"],
-      ["triggered_by_id", "int(10) unsigned", "NULL", "NULL"],
-      ["is_fixed", "tinyint(1)", "NULL", "0"],
-      ["duration", "int(10) unsigned", "NULL", "NULL"],
-      ["scheduled_end_time", "bigint(20)", "NOT NULL"],
-      ["was_started", "tinyint(1)", "NULL", "0"],
-      ["actual_start_time", "bigint(20)", "NOT NULL"],
-    ],
-    primaryKey: [
-      "hostname",
-      "service_description",
-      "node_name",
-      "scheduled_start_time",
-      "internal_downtime_id",
-    ],
+    columns: scheduledDowntimeColumns(DOWNTIME_HISTORY_COLUMNS.service),
+    primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [],
     partitionColumn: null,
   },
@@ -666,21 +628,7 @@ const DEFINITIONS = [
     name: "statusengine_service_statehistory",
     writeMode: "noop_upsert",
     noopColumn: "service_description",
-    columns: [
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["state_time", "bigint(20)", "NOT NULL"],
-      ["state_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["hostname", "varchar(255)", "NULL", "NULL"],
-      ["state_change", "tinyint(1)", "NULL", "0"],
-      ["state", "smallint(2)", "NULL", "0"],
-      ["is_hardstate", "tinyint(1)", "NULL", "0"],
-      ["current_check_attempt", "smallint(3)", "NULL", "0"],
-      ["max_check_attempts", "smallint(3)", "NULL", "0"],
-      ["last_state", "smallint(2)", "NULL", "0"],
-      ["last_hard_state", "smallint(2)", "NULL", "0"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["long_output", "varchar(8192)", "NULL", "NULL"],
-    ],
+    columns: STATE_HISTORY_COLUMNS.service,
     primaryKey: ["service_description", "state_time", "state_time_usec"],
     indexes: [
       ["host_servicename_time", ["hostname", "service_description", "state_time"]],
@@ -692,25 +640,7 @@ const DEFINITIONS = [
     name: "statusengine_servicechecks",
     writeMode: "noop_upsert",
     noopColumn: "service_description",
-    columns: [
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["start_time", "bigint(20)", "NOT NULL"],
-      ["start_time_usec", "int(10) unsigned", "NOT NULL", "0"],
-      ["hostname", "varchar(255)", "NULL", "NULL"],
-      ["state", "smallint(2)", "NULL", "0"],
-      ["is_hardstate", "tinyint(1)", "NULL", "0"],
-      ["end_time", "bigint(20)", "NOT NULL"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["timeout", "smallint(3)", "NULL", "0"],
-      ["early_timeout", "tinyint(1)", "NULL", "0"],
-      ["latency", "double", "NULL", "0"],
-      ["execution_time", "double", "NULL", "0"],
-      ["perfdata", "varchar(2048)", "NULL", "NULL"],
-      ["command", "varchar(1024)", "NULL", "NULL"],
-      ["current_check_attempt", "smallint(3)", "NULL", "0"],
-      ["max_check_attempts", "smallint(3)", "NULL", "0"],
-      ["long_output", "varchar(8192)", "NULL", "NULL"],
-    ],
+    columns: CHECK_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
     indexes: [
       ["servicename", ["hostname", "service_description", "start_time"]],
@@ -722,49 +652,9 @@ const DEFINITIONS = [
     writeMode: "full_upsert",
     keepNull: ["event_handler"],
     columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["status_update_time", "bigint(20)", "NOT NULL"],
-      ["output", "varchar(1024)", "NULL", "NULL"],
-      ["long_output", "varchar(8192)", "NULL", "NULL"],
-      ["perfdata", "varchar(2048)", "NULL", "NULL"],
-      ["current_state", "smallint(5) unsigned", "NULL", "0"],
-      ["current_check_attempt", "smallint(5) unsigned", "NULL", "0"],
-      ["max_check_attempts", "smallint(5) unsigned", "NULL", "0"],
-      ["last_check", "bigint(20)", "NOT NULL"],
-      ["next_check", "bigint(20)", "NOT NULL"],
-      ["is_passive_check", "tinyint(1)", "NULL", "0"],
-      ["last_state_change", "bigint(20)", "NOT NULL"],
-      ["last_hard_state_change", "bigint(20)", "NOT NULL"],
-      ["last_hard_state", "smallint(5) unsigned", "NULL", "0"],
-      ["is_hardstate", "tinyint(1)", "NULL", "0"],
-      ["last_notification", "bigint(20)", "NOT NULL"],
-      ["next_notification", "bigint(20)", "NOT NULL"],
-      ["notifications_enabled", "tinyint(1)", "NULL", "0"],
-      ["problem_has_been_acknowledged", "tinyint(1)", "NULL", "0"],
-      ["acknowledgement_type", "smallint(5) unsigned", "NULL", "0"],
-      ["passive_checks_enabled", "tinyint(1)", "NULL", "0"],
-      ["active_checks_enabled", "tinyint(1)", "NULL", "0"],
-      ["event_handler_enabled", "tinyint(1)", "NULL", "0"],
-      ["flap_detection_enabled", "tinyint(1)", "NULL", "0"],
-      ["is_flapping", "tinyint(1)", "NULL", "0"],
-      ["latency", "double", "NULL", "0"],
-      ["execution_time", "double", "NULL", "0"],
-      ["scheduled_downtime_depth", "smallint(5) unsigned", "NULL", "0"],
-      ["process_performance_data", "tinyint(1)", "NULL", "0"],
-      ["obsess_over_service", "tinyint(1)", "NULL", "0"],
-      ["normal_check_interval", "int(10) unsigned", "NULL", "0"],
-      ["retry_check_interval", "int(10) unsigned", "NULL", "0"],
-      ["check_timeperiod", "varchar(255)", "NULL", "NULL"],
-      ["node_name", "varchar(255)", "NULL", "NULL"],
-      ["last_time_ok", "bigint(20)", "NOT NULL"],
-      ["last_time_warning", "bigint(20)", "NOT NULL"],
-      ["last_time_critical", "bigint(20)", "NOT NULL"],
-      ["last_time_unknown", "bigint(20)", "NOT NULL"],
-      ["current_notification_number", "int(10) unsigned", "NULL", "0"],
-      ["percent_state_change", "double", "NULL", "0"],
-      ["event_handler", "varchar(255)", "NULL", "NULL"],
-      ["check_command", "varchar(255)", "NULL", "NULL"],
+      HOSTNAME_KEY,
+      SERVICE_DESCRIPTION_KEY,
+      ...statusColumns("service", ["ok", "warning", "critical", "unknown"]),
     ],
     primaryKey: ["hostname", "service_description"],
     indexes: [
