@@ -32,9 +32,10 @@
  *
  * `--variant ARGS` adds a column: our worker with these extra arguments, draining from gearmand in
  * the same rounds (how `--mysql-writers-per-table` got its default).
- * `--baseline DIR` adds a column: the worker of another checkout (e.g. `git archive <commit>`
+ * `--baseline DIR` adds columns: the worker of another checkout (e.g. `git archive <commit>`
  * unpacked into DIR) draining the same backlog from gearmand with its own default settings and
- * V8 flags, so two versions are compared in one run.
+ * V8 flags, so two versions are compared in one run, with our worker's rate and CPU per event
+ * against the baseline's paired round by round.
  *
  * `--unfixed-ceiling` adds the in-process ceiling in the form this bench used before issue 26
  * (mysql2's own packet encoder over Node's `net.Socket`, a stack trace per call, the values
@@ -608,6 +609,10 @@ for (const c of CASES) {
       }`,
       ...(b.length === 0 ? [] : [
         spread(b.map(({ d, x }) => d.eventsPerSecond / x.c1.eventsPerSecond), pct),
+        // Paired within a round: the two workers drained the same backlog minutes apart, so
+        // these ratios carry less of the machine's drift than the medians of the columns.
+        spread(b.map(({ d, x }) => x.gearman.eventsPerSecond / d.eventsPerSecond), pct),
+        spread(b.map(({ d, x }) => x.gearman.cpuPer100k / d.cpuPer100k), pct),
         spread(b.map(({ d }) => d.peakRssMb), mb),
       ]),
       ...(v.length === 0 ? [] : [
@@ -640,7 +645,12 @@ const header = [
   "CPU s / 100k, worker + MySQL + broker: Gearman",
   "RabbitMQ",
   "lock retries / statements",
-  ...(BASELINE === undefined ? [] : ["baseline / 1 conn", "baseline peak RSS, MB"]),
+  ...(BASELINE === undefined ? [] : [
+    "baseline / 1 conn",
+    "Gearman / baseline",
+    "worker CPU / baseline, per event",
+    "baseline peak RSS, MB",
+  ]),
   ...(VARIANT.length === 0
     ? []
     : [`${VARIANT.join(" ")} / 1 conn`, "Gearman / variant", "variant peak RSS, MB"]),
