@@ -408,24 +408,28 @@ Deno.test("writer: the commit listener hears each committed row once, after MySQ
     if (fx.executor.calls.at(-1)?.ok !== true) heardBeforeItsStatementReturned++;
     heard.push(...rows);
   });
-  const job = new JobTracker(LOG_QUEUE, 4);
-  let heardWhenJobResolved = -1;
-  void job.done.then(() => heardWhenJobResolved = heard.length);
+  const clean = new JobTracker(LOG_QUEUE, 2);
+  let heardWhenCleanResolved = -1;
+  void clean.done.then(() => heardWhenCleanResolved = heard.length);
+  await writer.add([logRow("c-0"), logRow("c-1")], clean);
+  await clean.done;
+  assert.equal(heardWhenCleanResolved, 2, "heard by the time the job learnt of its commit");
+
+  const mixed = new JobTracker(LOG_QUEUE, 4);
   const good = [logRow("g-0"), logRow("g-1"), logRow("g-2")];
   // Strict mode: a string in an int(11) column is error 1366; the row is dead-lettered.
   const bad = logRow("bad", { logentry_type: "not-a-number" });
-  await writer.add([good[0] as Row, bad, good[1] as Row, good[2] as Row], job);
-  await job.done;
+  await writer.add([good[0] as Row, bad, good[1] as Row, good[2] as Row], mixed);
+  await mixed.done;
 
-  assert.equal(job.deadLettered, 1);
-  assert.equal(await fx.count(LOG), 3);
+  assert.equal(mixed.deadLettered, 1);
+  assert.equal(await fx.count(LOG), 5);
   assert.deepEqual(
     heard.map((r) => r["logentry_data"]).sort(),
-    ["g-0", "g-1", "g-2"],
+    ["c-0", "c-1", "g-0", "g-1", "g-2"],
     "each committed row once, the rejected one never",
   );
   assert.equal(heardBeforeItsStatementReturned, 0);
-  assert.equal(heardWhenJobResolved, 3, "recorded before the job learnt of its commit");
 });
 
 Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7, W5)", async () => {
