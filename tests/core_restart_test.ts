@@ -31,6 +31,7 @@ import { testPipeline } from "./helpers/pipeline.ts";
 import { type RestartClock, type RestartTiming } from "../src/mysql/core_restart.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
+import { poolExecutor, type SqlExecutor } from "../src/mysql/executor.ts";
 import { adjustRow } from "../src/mysql/values.ts";
 import type { Row } from "../src/events/types.ts";
 import type { Job } from "../src/consumer/contract.ts";
@@ -42,6 +43,7 @@ const TIMING: RestartTiming = {
   settleMs: 10_000,
   maxWaitMs: 300_000,
   pollMs: 1_000,
+  tableCheckMs: 30_000,
   startupWindowMs: 60_000,
 };
 
@@ -99,12 +101,33 @@ interface Harness extends AsyncDisposable {
   runSweep(): Promise<void>;
   /** Advance the clock by `ms` and let the sweep's loop look at the tables. */
   advance(ms: number): Promise<void>;
+  /** SELECTs on a status table the worker has sent so far (the sweep's looks at the tables). */
+  statusReads(): number;
 }
 
-function openHarness(db: ScratchDatabase, clockStartMs: number, openItcockpit = false): Harness {
+function openHarness(
+  db: ScratchDatabase,
+  clockStartMs: number,
+  openItcockpit = false,
+  writersPerTable = 1,
+): Harness {
   const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 8 });
   const clock = new ManualClock(clockStartMs);
-  const pipeline = testPipeline(pool, { openItcockpit, coreRestart: { clock, timing: TIMING } });
+  // Every statement the worker sends, counted where it leaves for MySQL.
+  const statements: string[] = [];
+  const inner = poolExecutor(pool);
+  const executor: SqlExecutor = {
+    run(sql, values, options) {
+      statements.push(sql);
+      return inner.run(sql, values, options);
+    },
+  };
+  const pipeline = testPipeline(pool, {
+    executor,
+    openItcockpit,
+    writersPerTable,
+    coreRestart: { clock, timing: TIMING },
+  });
   let idle = true;
   let sweepError: unknown;
   const settled = () => {
@@ -137,6 +160,11 @@ function openHarness(db: ScratchDatabase, clockStartMs: number, openItcockpit = 
       clock.advance(ms);
       await new Promise((r) => setTimeout(r, 0));
       await waitFor(() => idle || clock.sleepers > 0, { message: "sweep loop parked again" });
+    },
+    statusReads() {
+      return statements.filter((sql) =>
+        /^\s*SELECT\b/i.test(sql) && /statusengine_(host|service)status/.test(sql)
+      ).length;
     },
     async runSweep() {
       for (let i = 0; i < 1_000 && !idle; i++) await harness.advance(TIMING.pollMs);
@@ -307,6 +335,88 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   // c stays: its service reported after the restart, so the core still has the host.
   assert.equal(after.get("N:c"), T - 10);
   assert.equal(after.get("O:x"), T - 1000);
+});
+
+Deno.test("core restart, live: while the sweep waits the status tables are never read; the status writers' commits tell it the core re-published (one and two writers per table)", async () => {
+  for (const writersPerTable of [1, 2]) {
+    await using db = await createScratchDatabase();
+    await createSchema(db.url);
+    await seed(db);
+    const receivedAt = T * 1000 + 700;
+    await using h = openHarness(db, receivedAt - 600_000, false, writersPerTable);
+    await using w = watch(db, KEPT, T);
+
+    await h.handle("statusngin_core_restart", RESTART, receivedAt);
+    // The core is slow to re-publish: the sweep waits, looking every second.
+    for (let i = 0; i < 20; i++) await h.advance(TIMING.pollMs);
+    assert.ok((await snapshot(db)).has("N:gone"), "nothing re-published, nothing swept");
+    await h.handle("statusngin_hoststatus", hostJob([["a", T + 20], ["b", T + 20]]), receivedAt);
+    await h.handle(
+      "statusngin_servicestatus",
+      serviceJob([["a/1", T + 20], ["a/2", T + 20], ["b/1", T + 20], ["c/1", T + 20]]),
+      receivedAt,
+    );
+    await h.runSweep();
+
+    assert.deepEqual(await w.stop(), [], `${writersPerTable} writers`);
+    assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
+    assert.equal(h.statusReads(), 0, "no SELECT on a status table while the sweep waited");
+  }
+});
+
+Deno.test("core restart, several workers of one node: status another worker process committed is found by a rare bounded read of each table", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await using w = watch(db, KEPT, T);
+
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  // The re-published status goes through another worker process: this one commits none of it.
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "a", node_name: "N", status_update_time: T },
+    { hostname: "b", node_name: "N", status_update_time: T + 1 },
+  ]);
+  await insertRows(db, SERVICESTATUS, [
+    { hostname: "a", service_description: "1", node_name: "N", status_update_time: T },
+    { hostname: "a", service_description: "2", node_name: "N", status_update_time: T },
+    { hostname: "b", service_description: "1", node_name: "N", status_update_time: T + 1 },
+    { hostname: "c", service_description: "1", node_name: "N", status_update_time: T },
+  ]);
+  await h.advance(TIMING.tableCheckMs - TIMING.pollMs);
+  assert.equal(h.statusReads(), 0, "the tables are not read before the table check is due");
+  assert.ok((await snapshot(db)).has("N:gone"), "not swept before the tables were read");
+  const started = h.clock.nowMs();
+  await h.runSweep();
+
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
+  assert.equal(h.statusReads(), 2, "one read per table, then the settle time in memory");
+  assert.ok(h.clock.nowMs() - started < TIMING.maxWaitMs / 2, "long before the longest wait");
+});
+
+Deno.test("core restart: a status table without any row of the node has nothing to wait for", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // Node N monitors hosts only: its service table holds no row of it (another node's only).
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "a", node_name: "N", status_update_time: T - 300 },
+    { hostname: "gone", node_name: "N", status_update_time: T - 300 },
+    { hostname: "x", node_name: "O", status_update_time: T - 1000 },
+  ]);
+  await insertRows(db, SERVICESTATUS, [
+    { hostname: "x", service_description: "1", node_name: "O", status_update_time: T - 1000 },
+  ]);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  const recorded = h.clock.nowMs();
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
+  await h.runSweep();
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), ["N:a", "O:x", "O:x/1"]);
+  assert.ok(h.clock.nowMs() - recorded < TIMING.maxWaitMs / 2, "long before the longest wait");
+  assert.equal(h.statusReads(), 1, "only the service table, which this worker wrote nothing to");
 });
 
 Deno.test("core restart, backlog without a time: nothing is deleted, removed objects stay until the next restart", async () => {

@@ -13,9 +13,13 @@
  *    worker started, or after its link was (re)opened, that it may have waited in the queue
  *    meanwhile. Then the instant is unknown and nothing is deleted: any guess could delete
  *    status the core sent after the restart.
- * 2. The sweep waits until the status tables show that the worker has caught up past the
- *    restart (each table has a row of this node refreshed since the restart, or nothing to
- *    sweep) and has stayed so for the settle time, so the re-published status is written.
+ * 2. The sweep waits until both status tables have status of this node re-published since the
+ *    restart, and that has held for the settle time, so the re-published status is written.
+ *    It learns that from what the status writers of this process committed
+ *    ({@link CommittedStatus}), not by reading the tables, which have no index on `node_name`:
+ *    a look at them scans them. Only for a table this process has not seen re-published (the
+ *    rows came through another worker process, or the table has no row of this node) are the
+ *    tables read, rarely ({@link RestartTiming.tableCheckMs}) and with a bounded statement.
  * 3. Services first, then hosts without any service row left, each with both status writers
  *    paused: what they hold is committed first (a held row from before the restart is
  *    swept too), and no service row can ever lose its host row.
@@ -30,14 +34,9 @@ import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { type CommittedStatus, STATUS_TABLES, type StatusTable } from "./status_progress.ts";
 
 const log = getLogger("pipeline");
-
-/** The two tables a core restart cleans, in the order they are swept (services first). */
-export const STATUS_TABLES = ["statusengine_servicestatus", "statusengine_hoststatus"] as const;
-
-/** One of {@link STATUS_TABLES}. */
-export type StatusTable = (typeof STATUS_TABLES)[number];
 
 /**
  * How long a restart message may have travelled from the core to the worker while the worker
@@ -78,8 +77,15 @@ export interface RestartTiming {
    * removed never shows a refreshed row).
    */
   readonly maxWaitMs: number;
-  /** How often the tables are read while waiting. */
+  /** How often the sweep looks whether the status was re-published (in memory, no SQL). */
   readonly pollMs: number;
+  /**
+   * For a table whose re-published status the writers of this process have not committed: how
+   * long after the restart was recorded, and then how often, the table itself is read. Another
+   * worker process of the node may have written the status, or the table may have no row of
+   * this node (nothing to wait for); a read that cannot rely on an index is kept rare.
+   */
+  readonly tableCheckMs: number;
   /**
    * A restart job without a timestamp received this soon after the worker started, or after
    * the link that delivered it was (re)opened, may have waited in the queue while no link was
@@ -93,6 +99,7 @@ export const DEFAULT_RESTART_TIMING: RestartTiming = {
   settleMs: 10_000,
   maxWaitMs: 5 * 60_000,
   pollMs: 1_000,
+  tableCheckMs: 30_000,
   startupWindowMs: 60_000,
 };
 
@@ -110,6 +117,8 @@ export interface StatusCleanerOptions {
   readonly statusMaxAgeSeconds: number;
   /** The writers of the two status tables. */
   readonly writers: Readonly<Record<StatusTable, PausableWriter>>;
+  /** What those writers committed, reported after each commit. */
+  readonly committed: CommittedStatus;
   readonly metrics?: Metrics;
   readonly clock?: RestartClock;
   readonly timing?: Partial<RestartTiming>;
@@ -132,6 +141,20 @@ interface PendingSweep {
   readonly source: "message" | "receive_time";
   /** When the restart was recorded (clock milliseconds). */
   readonly recordedAtMs: number;
+}
+
+/** What the sweep of one pending restart has learnt while waiting. */
+class Republished {
+  readonly cutoff: number;
+  /** Tables known to hold status re-published since the restart (it stays so). */
+  readonly confirmed = new Set<StatusTable>();
+  /** When a table may be read next (clock milliseconds). */
+  nextTableCheckMs: number;
+
+  constructor(pending: PendingSweep, tableCheckMs: number) {
+    this.cutoff = pending.cutoff;
+    this.nextTableCheckMs = pending.recordedAtMs + tableCheckMs;
+  }
 }
 
 /** Records core restarts and sweeps the status rows they left stale. */
@@ -264,21 +287,23 @@ export class StatusCleaner {
   }
 
   /**
-   * Wait until the tables show the worker caught up past the latest pending restart for the
-   * settle time, or the longest wait has passed.
+   * Wait until both status tables have status re-published since the latest pending restart,
+   * for the settle time, or the longest wait has passed.
    */
   async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
     const t = this.#timing;
     let target = first;
+    let look = new Republished(first, t.tableCheckMs);
     let caughtUpSince: number | undefined;
     for (;;) {
       const latest = this.#pending;
       if (latest !== undefined && latest !== target) {
         target = latest;
+        look = new Republished(latest, t.tableCheckMs);
         caughtUpSince = undefined;
       }
       const now = this.#clock.nowMs();
-      if (await this.#caughtUp(target.cutoff, signal)) caughtUpSince ??= now;
+      if (await this.#caughtUp(look, now, signal)) caughtUpSince ??= now;
       else caughtUpSince = undefined;
       if (caughtUpSince !== undefined && now - caughtUpSince >= t.settleMs) return target;
       if (now - target.recordedAtMs >= t.maxWaitMs) {
@@ -293,24 +318,54 @@ export class StatusCleaner {
     }
   }
 
-  /** Whether each status table has a row of this node refreshed since `cutoff` (or no row of it). */
-  async #caughtUp(cutoff: number, signal: AbortSignal): Promise<boolean> {
+  /**
+   * Whether each status table has status of this node re-published since the restart: as the
+   * writers of this process committed it, or else as the table showed at its last read.
+   */
+  async #caughtUp(look: Republished, now: number, signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
-    // No row of this node at all: nothing to wait for in that table.
-    const part = (table: StatusTable) =>
-      `(SELECT COALESCE(MAX(\`status_update_time\`) >= ?, 1) ` +
-      `FROM ${quoteIdentifier(table)} WHERE \`node_name\` = ?)`;
+    const missing = STATUS_TABLES.filter((table) => {
+      if (look.confirmed.has(table)) return false;
+      const newest = o.committed.newest(table, o.nodeName);
+      if (newest !== undefined && newest >= look.cutoff) {
+        look.confirmed.add(table);
+        return false;
+      }
+      return true;
+    });
+    if (missing.length === 0) return true;
+    if (now < look.nextTableCheckMs) return false;
+    look.nextTableCheckMs = now + this.#timing.tableCheckMs;
+    for (const table of missing) {
+      if (await this.#tableRepublished(table, look.cutoff, signal)) look.confirmed.add(table);
+    }
+    return look.confirmed.size === STATUS_TABLES.length;
+  }
+
+  /**
+   * Read one table: a row of this node refreshed since `cutoff`, or no row of this node at all
+   * (nothing to wait for). Each EXISTS stops at its first match, so the read is short once the
+   * status was re-published; it scans the table only while it was not.
+   */
+  async #tableRepublished(
+    table: StatusTable,
+    cutoff: number,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const o = this.#o;
+    const t = quoteIdentifier(table);
     const result = await runWithRetry(
       () =>
         o.executor.run(
-          `SELECT ${part("statusengine_hoststatus")} AND ${
-            part("statusengine_servicestatus")
-          } AS \`caught_up\``,
-          [cutoff, o.nodeName, cutoff, o.nodeName],
+          `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ? ` +
+            `AND \`status_update_time\` >= ?) THEN 1 ` +
+            `WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ?) THEN 0 ELSE 1 END ` +
+            `AS \`republished\``,
+          [o.nodeName, cutoff, o.nodeName],
         ),
-      this.#retry("statusengine_hoststatus", signal),
+      this.#retry(table, signal),
     );
-    return Number(result.rows[0]?.["caught_up"] ?? 0) === 1;
+    return Number(result.rows[0]?.["republished"] ?? 0) === 1;
   }
 
   /** Run the statements (one per table, services first) with both status writers paused. */

@@ -25,6 +25,13 @@ export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";
 export { type RestartClock, type RestartTiming, StatusCleaner } from "./core_restart.ts";
+export {
+  type CommittedStatus,
+  isStatusTable,
+  STATUS_TABLES,
+  StatusProgress,
+  type StatusTable,
+} from "./status_progress.ts";
 export { JobTracker } from "./job_tracker.ts";
 export {
   addPartitionsStatement,

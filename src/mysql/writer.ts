@@ -49,7 +49,16 @@ export interface TableWriterOptions {
   readonly metrics?: Metrics;
   /** Which of the table's writers this is (`2/4`), for log lines; absent when it is the only one. */
   readonly shard?: string;
+  /** Told of the rows of each statement once MySQL committed it (the core-restart sweep). */
+  readonly onCommitted?: CommitListener;
 }
+
+/**
+ * Hears the rows of a statement after MySQL committed it; never rows still buffered or in
+ * flight, nor rows dead-lettered. Runs synchronously in the writer, so it must be quick and
+ * must not throw.
+ */
+export type CommitListener = (rows: readonly Row[]) => void;
 
 /**
  * A buffered row and its job. The row is fitted (D6) into the statement's parameters when it is
@@ -103,6 +112,7 @@ export class TableWriter {
   readonly #deadLetters: DeadLetterSink;
   readonly #metrics: Metrics | undefined;
   readonly #logFields: Readonly<Record<string, string>>;
+  readonly #onCommitted: CommitListener | undefined;
   #buffer: Pending[] = [];
   #inFlight: Promise<void> | undefined;
   #timer: ReturnType<typeof setImmediate> | undefined;
@@ -145,6 +155,7 @@ export class TableWriter {
     this.#availability = options.availability;
     this.#deadLetters = options.deadLetters;
     this.#metrics = options.metrics;
+    this.#onCommitted = options.onCommitted;
     this.#logFields = options.shard === undefined
       ? { table: options.table.name }
       : { table: options.table.name, writer: options.shard };
@@ -568,6 +579,8 @@ export class TableWriter {
     this.#metrics?.dbEventsWritten.inc({ table: this.table.name }, batch.length);
     this.#metrics?.dbFlushes.inc({ table: this.table.name });
     log.debug("db: bulk insert flushed", { table: this.table.name, rows: batch.length });
+    // Before the jobs learn of the commit: whoever they tell then finds it recorded.
+    this.#onCommitted?.(batch.map((p) => p.row));
     for (const p of batch) {
       p.settled = true;
       p.owner.committed();

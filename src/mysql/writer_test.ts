@@ -15,7 +15,7 @@ import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers
 import { lockTables, waitForBlocked } from "../../tests/helpers/mysql_lock.ts";
 import { startTcpProxy, type TcpProxy } from "../../tests/helpers/tcp_proxy.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
-import { TableWriter, WriterClosedError } from "./writer.ts";
+import { type CommitListener, TableWriter, WriterClosedError } from "./writer.ts";
 import { type TableName, TABLES } from "./catalogue.ts";
 import { createTableStatement } from "./ddl.ts";
 import { type ExecResult, poolExecutor, type RunOptions, type SqlExecutor } from "./executor.ts";
@@ -118,7 +118,12 @@ interface Fixture extends AsyncDisposable {
   /** Present when the pool connects through a proxy. */
   readonly proxy: TcpProxy | undefined;
   /** A writer closed by the fixture; `sink` replaces the dead-letter file. */
-  writer(table: TableName, batchSize: number, sink?: DeadLetterSink): TableWriter;
+  writer(
+    table: TableName,
+    batchSize: number,
+    sink?: DeadLetterSink,
+    onCommitted?: CommitListener,
+  ): TableWriter;
   count(table: string, where?: string): Promise<number>;
   deadLetters(): Promise<(DeadLetterRecord & { time: string })[]>;
 }
@@ -174,7 +179,7 @@ async function setup(
       availability,
       deadLetterPath,
       proxy,
-      writer(table, batchSize, deadLetters = sink) {
+      writer(table, batchSize, deadLetters = sink, onCommitted) {
         const w = new TableWriter({
           table: TABLES[table],
           batchSize,
@@ -182,6 +187,7 @@ async function setup(
           availability,
           deadLetters,
           metrics,
+          ...(onCommitted === undefined ? {} : { onCommitted }),
         });
         writers.push(w);
         return w;
@@ -391,6 +397,39 @@ Deno.test("writer: a row MySQL rejects is dead-lettered alone and the rest of it
     }),
     1,
   );
+});
+
+Deno.test("writer: the commit listener hears each committed row once, after MySQL returned its statement and before its job resolves; never a rejected row", async () => {
+  await using fx = await setup([LOG]);
+  const heard: Row[] = [];
+  let heardBeforeItsStatementReturned = 0;
+  const writer = fx.writer(LOG, 8, undefined, (rows) => {
+    // Statements go one at a time: the last call is the one that wrote `rows`.
+    if (fx.executor.calls.at(-1)?.ok !== true) heardBeforeItsStatementReturned++;
+    heard.push(...rows);
+  });
+  const clean = new JobTracker(LOG_QUEUE, 2);
+  let heardWhenCleanResolved = -1;
+  void clean.done.then(() => heardWhenCleanResolved = heard.length);
+  await writer.add([logRow("c-0"), logRow("c-1")], clean);
+  await clean.done;
+  assert.equal(heardWhenCleanResolved, 2, "heard by the time the job learnt of its commit");
+
+  const mixed = new JobTracker(LOG_QUEUE, 4);
+  const good = [logRow("g-0"), logRow("g-1"), logRow("g-2")];
+  // Strict mode: a string in an int(11) column is error 1366; the row is dead-lettered.
+  const bad = logRow("bad", { logentry_type: "not-a-number" });
+  await writer.add([good[0] as Row, bad, good[1] as Row, good[2] as Row], mixed);
+  await mixed.done;
+
+  assert.equal(mixed.deadLettered, 1);
+  assert.equal(await fx.count(LOG), 5);
+  assert.deepEqual(
+    heard.map((r) => r["logentry_data"]).sort(),
+    ["c-0", "c-1", "g-0", "g-1", "g-2"],
+    "each committed row once, the rejected one never",
+  );
+  assert.equal(heardBeforeItsStatementReturned, 0);
 });
 
 Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7)", async () => {

@@ -9,11 +9,13 @@
 import {
   DbAvailability,
   DowntimeExecutor,
+  isStatusTable,
   type RestartClock,
   type RestartTiming,
   ShardedWriter,
   type SqlExecutor,
   StatusCleaner,
+  StatusProgress,
   type Table,
   TABLES,
 } from "../mysql/mod.ts";
@@ -25,6 +27,7 @@ import {
   DOWNTIME_TABLE_NAMES,
   isBatchedTableName,
   QUEUES,
+  type Row,
 } from "../events/mod.ts";
 import { createJobHandler, type HandlerSettings } from "./handler.ts";
 import { deadline } from "../util/async.ts";
@@ -84,6 +87,9 @@ export class Pipeline {
   /** @param options Executor, batch size, sinks, metrics and decode settings. */
   constructor(options: PipelineOptions) {
     this.availability = new DbAvailability(options.metrics?.dbAvailable);
+    // The status writers report what they committed, so the core-restart sweep need not read
+    // the tables to learn that the core has re-published its objects.
+    const progress = new StatusProgress();
     const writers = Object.fromEntries(
       BATCHED_TABLE_NAMES.map((name) => [
         name,
@@ -95,6 +101,9 @@ export class Pipeline {
           availability: this.availability,
           deadLetters: options.deadLetters,
           ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+          ...(isStatusTable(name)
+            ? { onCommitted: (rows: readonly Row[]) => progress.committed(name, rows) }
+            : {}),
         }),
       ]),
     ) as Record<BatchedTableName, ShardedWriter>;
@@ -114,6 +123,7 @@ export class Pipeline {
         statusengine_hoststatus: writers.statusengine_hoststatus,
         statusengine_servicestatus: writers.statusengine_servicestatus,
       },
+      committed: progress,
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
     });
     const downtimes = new DowntimeExecutor({
