@@ -42,11 +42,11 @@ import { appendPerfdataRows, parsePerfdata } from "./perfdata.ts";
 export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => void;
 
 /** NEB NOTIFICATION_END: the only notification event stored (A.11.1). */
-export const NOTIFICATION_END = 601;
+const NOTIFICATION_END = 601;
 /** NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored (A.11.2). */
-export const CONTACTNOTIFICATIONMETHOD_END = 605;
+const CONTACTNOTIFICATIONMETHOD_END = 605;
 /** The core's PROCESS_RESTART `object_type` (D.1). */
-export const PROCESS_RESTART = 102;
+const PROCESS_RESTART = 102;
 
 /** `statusngin_hoststatus` → `statusengine_hoststatus` (A.6, B.3.9). */
 export function decodeHostStatus(st: DecodeState, ev: JsonObject, p: JsonObject): void {

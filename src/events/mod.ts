@@ -7,25 +7,8 @@
  * @module
  */
 
-export { type DecodedPayload, decodeJob, decodePayload } from "./decode.ts";
-export {
-  DOWNTIME_ADD,
-  DOWNTIME_DELETE,
-  DOWNTIME_LOAD,
-  DOWNTIME_START,
-  DOWNTIME_STOP,
-  DOWNTIME_STOP_CANCELLED,
-  DOWNTIME_TYPE_HOST,
-  type DowntimeEvent,
-  downtimeStatements,
-} from "./downtime.ts";
-export {
-  parsePerfdata,
-  type PerfdataCheck,
-  type PerfdataMetric,
-  perfdataRows,
-  perfdataThresholds,
-} from "./perfdata.ts";
+export { type DecodedPayload, decodePayload } from "./decode.ts";
+export { perfdataThresholds } from "./perfdata.ts";
 export {
   isQueueName,
   QUEUE_NAMES,
@@ -43,7 +26,6 @@ export {
   type DowntimeHistoryTable,
   type DowntimeMerge,
   type DowntimeStatement,
-  type DowntimeTable,
   type DowntimeTombstone,
   type DowntimeTombstoneTable,
   type DowntimeUpsert,
@@ -55,7 +37,6 @@ export {
   type StreamEvent,
   type TableRow,
 } from "./types.ts";
-export { repairUtf8, type Utf8RepairResult } from "./utf8_repair.ts";
 export {
   BATCHED_TABLE_NAMES,
   type BatchedTableName,
