@@ -14,7 +14,7 @@ export type QueryConnection = Pick<Connection, "query">;
  * schema declares but exists only on MySQL 8; MariaDB 10.x rejects it with error 1273, so we
  * fall back to `utf8mb4_general_ci`. The worker does not depend on the collation (B.1).
  */
-export const PREFERRED_COLLATIONS: readonly string[] = Object.freeze([
+const PREFERRED_COLLATIONS: readonly string[] = Object.freeze([
   "utf8mb4_0900_ai_ci",
   "utf8mb4_general_ci",
 ]);
