@@ -32,7 +32,7 @@ import { workerConfigFrom } from "./run.ts";
 const PROGRAM = "statusengine-worker";
 
 /** One setting as `config --json` prints it. */
-export interface ConfigEntry {
+interface ConfigEntry {
   /** The value in flag syntax (30s, 64MiB, a,b), secrets masked; null when it has none. */
   readonly value: string | null;
   /** Where it came from: `flag --x`, `env NAME`, `file PATH key K`, `default`, `none`. */
@@ -46,7 +46,7 @@ export interface ConfigEntry {
 }
 
 /** What `config --json` prints. */
-export interface ConfigDocument {
+interface ConfigDocument {
   /** The command whose settings these are. */
   readonly command: CommandName;
   /** By flag name, in help order; absent when the command line or a value was refused. */

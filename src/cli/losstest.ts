@@ -61,11 +61,11 @@ export const LOSSTEST_QUEUE = "statusngin_hostchecks";
 /** The table the markers land in (`hostname`, the first primary-key column). */
 export const LOSSTEST_TABLE = "statusengine_hostchecks";
 /** Events per job unless told otherwise (docs/operations.md#losstest). */
-export const LOSSTEST_EVENTS_PER_JOB = 100;
+const LOSSTEST_EVENTS_PER_JOB = 100;
 /** At most this many missing ranges are printed. */
-export const MAX_PRINTED_RANGES = 20;
+const MAX_PRINTED_RANGES = 20;
 /** Rows deleted per statement by `cleanup`. */
-export const CLEANUP_BATCH = 5_000;
+const CLEANUP_BATCH = 5_000;
 
 const VERIFY_LIMIT_MS = 5 * 60_000;
 const CLEANUP_LIMIT_MS = 10 * 60_000;
@@ -188,7 +188,7 @@ export function parseLossMarker(runId: string, hostname: string): number | undef
  * @param count Events in the run.
  * @returns E.g. `losstest run r1: event 5 of 200000`.
  */
-export function runSizeOutput(runId: string, seq: number, count: number): string {
+function runSizeOutput(runId: string, seq: number, count: number): string {
   return `losstest run ${runId}: event ${seq} of ${count}`;
 }
 

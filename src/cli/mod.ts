@@ -260,7 +260,7 @@ function installHangup(onHangup: () => Promise<void>): () => void {
  * The `/metrics` URL of a worker on this host: its listen address, with an address that
  * listens on every interface (0.0.0.0, ::) asked on loopback.
  */
-export function localMetricsUrl(host: string, port: number): string {
+function localMetricsUrl(host: string, port: number): string {
   const target = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
   return `http://${target.includes(":") ? `[${target}]` : target}:${port}/metrics`;
 }
@@ -273,7 +273,7 @@ export function localMetricsUrl(host: string, port: number): string {
  * @returns 2 for a bad command line, 1 for a refused setting.
  * @throws The error itself when it is neither.
  */
-export function reportConfigError(err: unknown, io: Io): number {
+function reportConfigError(err: unknown, io: Io): number {
   if (err instanceof UsageError) {
     io.err(`statusengine-worker: ${err.message}`);
     return err.exitCode;

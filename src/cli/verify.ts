@@ -41,7 +41,7 @@ export interface VerifyCommandOptions {
 }
 
 /** The 16 tables compared by default (docs/operations.md#verify). */
-export const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
+const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
   "statusengine_hoststatus",
   "statusengine_servicestatus",
   "statusengine_hostchecks",
@@ -65,7 +65,7 @@ export const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
  * companion. The key columns follow as tie-breakers, so both databases cut their window at
  * the same row when times are equal.
  */
-export const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.freeze({
+const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.freeze({
   "statusengine_dbversion": ["id"],
   "statusengine_downtime_tombstones": ["end_time"],
   "statusengine_host_acknowledgements": ["entry_time", "entry_time_usec"],
@@ -92,16 +92,16 @@ export const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Obje
 });
 
 /** Example mismatches printed per table. */
-export const EXAMPLES_PER_TABLE = 5;
+const EXAMPLES_PER_TABLE = 5;
 
 /**
  * Significant digits at which DOUBLE values count as equal (PHP's `precision`,
  * docs/tables.md#double-columns).
  */
-export const DOUBLE_DIGITS = 14;
+const DOUBLE_DIGITS = 14;
 
 /** How rows of a table are matched and which columns are left out of the comparison. */
-export interface RowIdentity {
+interface RowIdentity {
   /** Columns whose values identify a row in both databases. */
   readonly key: readonly string[];
   /** Columns never compared (AUTO_INCREMENT ids, which differ between databases). */
@@ -116,7 +116,7 @@ export interface RowIdentity {
  * @param table A catalogue table.
  * @returns Key and skipped columns.
  */
-export function rowIdentity(table: Table): RowIdentity {
+function rowIdentity(table: Table): RowIdentity {
   const auto = table.columns.filter((c) => c.autoIncrement).map((c) => c.name);
   if (table.name === "statusengine_perfdata") {
     return { key: ["hostname", "service_description", "label", "timestamp"], skip: auto };
@@ -147,7 +147,7 @@ function normalise(value: unknown): string {
  * @param isDouble True for a DOUBLE or FLOAT column.
  * @returns Whether the values count as equal.
  */
-export function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
+function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
   const x = normalise(a);
   const y = normalise(b);
   if (x === y) return true;
@@ -159,10 +159,10 @@ export function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean 
 }
 
 /** A row as read: column name → value. */
-export type DbRow = Readonly<Record<string, unknown>>;
+type DbRow = Readonly<Record<string, unknown>>;
 
 /** The comparison of one table. */
-export interface TableDiff {
+interface TableDiff {
   /** Rows read from A. */
   readonly rowsA: number;
   /** Rows read from B. */
@@ -182,7 +182,7 @@ export interface TableDiff {
 }
 
 /** Options of {@linkcode diffRows}. */
-export interface DiffOptions {
+interface DiffOptions {
   /** Columns identifying a row. */
   readonly key: readonly string[];
   /** Columns to compare, in print order. */
@@ -218,7 +218,7 @@ function describeKey(row: DbRow, key: readonly string[]): string {
  * @param options Key, compared columns, DOUBLE columns.
  * @returns Counts per outcome and per column, and examples.
  */
-export function diffRows(
+function diffRows(
   rowsA: readonly DbRow[],
   rowsB: readonly DbRow[],
   options: DiffOptions,
@@ -287,7 +287,7 @@ export function diffRows(
 }
 
 /** Parsed `--ignore-columns`. */
-export interface IgnoredColumns {
+interface IgnoredColumns {
   /** Columns ignored in every table. */
   readonly everywhere: ReadonlySet<string>;
   /** `table.column` entries. */
@@ -301,7 +301,7 @@ export interface IgnoredColumns {
  * @param specs Entries as given.
  * @returns The ignored columns, or a message naming the bad entry.
  */
-export function parseIgnoreColumns(
+function parseIgnoreColumns(
   specs: readonly string[],
 ): IgnoredColumns | { readonly error: string } {
   const everywhere = new Set<string>();
@@ -338,7 +338,7 @@ export function parseIgnoreColumns(
  * @param tables Names as given, or undefined for the default.
  * @returns The tables, or a message listing the valid names.
  */
-export function selectTables(
+function selectTables(
   tables: readonly string[] | undefined,
 ): readonly TableName[] | { readonly error: string } {
   if (tables === undefined) return DEFAULT_VERIFY_TABLES;

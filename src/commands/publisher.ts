@@ -22,7 +22,7 @@ import { COMMAND_QUEUE } from "./validate.ts";
 export type CommandBackend = "gearman" | "rabbitmq";
 
 /** Per-request publish budget: both attempts share it. */
-export const PUBLISH_BUDGET_MS = 5_000;
+const PUBLISH_BUDGET_MS = 5_000;
 
 /** The broker could not take the message; nothing is known to be queued. */
 export class CommandPublishError extends Error {

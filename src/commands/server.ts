@@ -22,13 +22,13 @@ import {
 const log = getLogger("command");
 
 /** The only path served; anything else is 404 (paths match exactly). */
-export const COMMANDS_PATH = "/commands";
+const COMMANDS_PATH = "/commands";
 
 /**
  * Bound on receiving the body, so a client trickling bytes cannot hold a
  * request, and the shutdown waiting for it, open indefinitely.
  */
-export const BODY_READ_TIMEOUT_MS = 10_000;
+const BODY_READ_TIMEOUT_MS = 10_000;
 
 /**
  * How much of a refused body (over the 8 MiB limit) is read and thrown away so that the client,

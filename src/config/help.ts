@@ -15,7 +15,6 @@ import {
   groupOf,
   PROGRAM_NAME,
   rowsFor,
-  SETTING_ROWS,
   settingKeyOf,
   type SettingRow,
   yamlKeyOf,
@@ -323,48 +322,6 @@ export function replaceConfigReference(document: string, reference: string): str
     );
   }
   return `${document.slice(0, begin + REFERENCE_BEGIN.length)}\n${reference}${document.slice(end)}`;
-}
-
-/** A value of a masked settings object. */
-export type LogValue = string | number | boolean | null;
-
-function rowByKey(): Map<string, SettingRow> {
-  return new Map(SETTING_ROWS.map((row) => [settingKeyOf(row), row]));
-}
-
-/**
- * The settings with secrets masked, for structured logging: URLs with `****` for the
- * password, key lists as `(n hidden)`, lists joined with commas, `undefined` as `null`.
- *
- * @param settings Settings of any command.
- * @returns A plain object with the same keys.
- */
-export function redactSettings(settings: object): Record<string, LogValue> {
-  const byKey = rowByKey();
-  const out: Record<string, LogValue> = {};
-  for (const [key, value] of Object.entries(settings)) {
-    const row = byKey.get(key);
-    if (value === undefined) out[key] = null;
-    else if (row === undefined || row.secret === true || Array.isArray(value)) {
-      // Unknown keys are treated as secret: better a masked value than a leaked one.
-      out[key] = row === undefined ? "(hidden)" : displayValue(row, value);
-    } else if (typeof value === "number" || typeof value === "boolean") out[key] = value;
-    else out[key] = String(value);
-  }
-  return out;
-}
-
-/**
- * One `key=value` line of all settings, secrets masked, for the start-up log.
- *
- * @param settings Settings of any command.
- * @returns e.g. `consumer=gearman gearmanAddr=127.0.0.1:4730 mysqlUrl=mysql://u:****@h/db …`.
- */
-export function formatSettingsForLog(settings: object): string {
-  return Object.entries(redactSettings(settings)).map(([key, value]) => {
-    const text = value === null ? "(none)" : String(value);
-    return `${key}=${/^[^\s"=]+$/.test(text) ? text : JSON.stringify(text)}`;
-  }).join(" ");
 }
 
 /**

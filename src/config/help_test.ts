@@ -3,8 +3,6 @@ import { runGenConfigReference, type ToolIo } from "../../tools/gen_config_refer
 import { METRICS_BEGIN, METRICS_END } from "../metrics/reference.ts";
 import {
   displayDefault,
-  formatSettingsForLog,
-  redactSettings,
   REFERENCE_BEGIN,
   REFERENCE_END,
   renderConfigReference,
@@ -12,7 +10,6 @@ import {
   replaceConfigReference,
 } from "./help.ts";
 import { acceptedForm } from "./kinds.ts";
-import { loadSettings } from "./load.ts";
 import {
   COMMAND_NAMES,
   COMMANDS,
@@ -125,32 +122,6 @@ Deno.test("renderHelp: secrets' defaults are masked and no password is shown", (
     const fallback = row.default ?? "";
     if (/:[^/@]+@/.test(fallback)) assert.ok(!all.includes(fallback), row.flag);
   }
-});
-
-Deno.test("formatSettingsForLog: secrets are masked in the start-up line", async () => {
-  const { settings } = await loadSettings("run", {
-    argv: ["--mysql-url", "mysql://se:db-secret@db:3306/se"],
-    env: {
-      STATUSENGINE_API_KEYS: "ws-key-1,ws-key-2",
-      STATUSENGINE_API_COMMAND_KEYS: "cmd-key",
-      STATUSENGINE_RABBITMQ_URL: "amqp://u:mq-secret@mq:5672/",
-    },
-  });
-  const line = formatSettingsForLog(settings);
-  for (const secret of ["db-secret", "ws-key-1", "ws-key-2", "cmd-key", "mq-secret"]) {
-    assert.ok(!line.includes(secret), secret);
-  }
-  assert.match(line, /mysqlUrl=mysql:\/\/se:\*\*\*\*@db:3306\/se/);
-  assert.match(line, /apiKeys="\(2 hidden\)"/);
-  assert.match(line, /mysqlBatchSize=100/);
-  assert.match(line, /gearmanAddr=127\.0\.0\.1:4730/);
-  assert.match(line, /config=\(none\)/);
-  const masked = redactSettings(settings);
-  assert.equal(masked.commandApiKeys, "(1 hidden)");
-  assert.equal(masked.statusMaxAgeMs, 300_000);
-  assert.equal(masked.enableOpenitcockpitTweaks, false);
-  assert.equal(masked.config, null);
-  assert.equal(redactSettings({ somethingUnknown: "x" }).somethingUnknown, "(hidden)");
 });
 
 Deno.test("renderConfigReference: one section per command and one row per setting", () => {

@@ -39,7 +39,7 @@ function fail<T>(problem: string): Parsed<T> {
  * @param secret Whether the value may be shown.
  * @returns e.g. `the string "100"`, `a list`, `a mapping`.
  */
-export function describeYaml(value: unknown, secret: boolean): string {
+function describeYaml(value: unknown, secret: boolean): string {
   if (Array.isArray(value)) return "a list";
   if (value === null) return "null";
   if (typeof value === "object") return "a mapping";

@@ -20,7 +20,7 @@ import {
 import { SETTING_ROWS, yamlKeyOf } from "./settings.ts";
 
 /** Every top-level key some command reads from the file, legacy and retired keys included. */
-export const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
+const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SETTING_ROWS.flatMap((row) => {
     const key = yamlKeyOf(row);
     return [

@@ -27,13 +27,8 @@ export {
   type SourceKind,
 } from "./load.ts";
 export {
-  displayDefault,
   flagText,
-  formatSettingsForLog,
-  type LogValue,
-  redactSettings,
   REFERENCE_BEGIN,
-  REFERENCE_END,
   renderConfigReference,
   renderHelp,
   replaceConfigReference,
@@ -45,13 +40,10 @@ export {
   type CommandName,
   COMMANDS,
   type CommandsOf,
-  CONFIG_COMMAND_USAGE,
   defaultOf,
   type Feed,
-  groupOf,
   type Kind,
   type KindValue,
-  PROGRAM_NAME,
   QUEUE_NAMES,
   RETENTION_RULES,
   type RetentionRule,
@@ -65,13 +57,5 @@ export {
   type SettingsFor,
   type UnitSuffix,
 } from "./settings.ts";
-export {
-  formatGoDuration,
-  type HostPort,
-  mysqlDsnToUrl,
-  type Parsed,
-  parseGoDuration,
-  redactUrl,
-  splitHostPort,
-} from "./values.ts";
+export { type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";
 export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";

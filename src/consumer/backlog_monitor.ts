@@ -18,7 +18,7 @@ import { abortable, deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
 /** Default time between two rounds of questions. */
-export const BACKLOG_INTERVAL_MS = 10_000;
+const BACKLOG_INTERVAL_MS = 10_000;
 /** Longest a round may take; a broker that answers later counts as unknown for that round. */
 const BACKLOG_TIMEOUT_MS = 5_000;
 

@@ -64,7 +64,7 @@ export interface DeliveryEngineOptions {
 }
 
 /** Default retry schedule of a failed job. */
-export const DEFAULT_RETRY: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0.2 };
+const DEFAULT_RETRY: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0.2 };
 
 /** Repeated retry warnings of one queue are summarised at most this often. */
 const RETRY_WARN_INTERVAL_MS = 10_000;
@@ -75,7 +75,7 @@ const RETRY_WARN_INTERVAL_MS = 10_000;
  * @param err What the handler rejected with.
  * @returns True for {@link InternalError} and the built-in programming errors.
  */
-export function isProgrammingError(err: unknown): boolean {
+function isProgrammingError(err: unknown): boolean {
   return err instanceof InternalError || err instanceof TypeError ||
     err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError;
 }

@@ -87,7 +87,7 @@ export interface Database extends AsyncDisposable {
  * @param queues The consumed queues.
  * @returns Table names, sorted.
  */
-export function neededTables(config: WorkerConfig, queues: readonly QueueName[]): TableName[] {
+function neededTables(config: WorkerConfig, queues: readonly QueueName[]): TableName[] {
   const needed = new Set<TableName>();
   for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t as TableName);
   needed.add("statusengine_nodes");

@@ -12,4 +12,4 @@ export {
   type WorkerConfig,
 } from "./config.ts";
 export { type RunningWorker, startWorker } from "./start.ts";
-export { NOTIFY_COMMAND, type ServiceNotifier, serviceNotifier } from "./notify.ts";
+export { type ServiceNotifier, serviceNotifier } from "./notify.ts";

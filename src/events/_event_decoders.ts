@@ -42,14 +42,14 @@ import { appendPerfdataRows, parsePerfdata } from "./perfdata.ts";
 export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => void;
 
 /** NEB NOTIFICATION_END: the only notification event stored (docs/tables.md#notifications-log). */
-export const NOTIFICATION_END = 601;
+const NOTIFICATION_END = 601;
 /**
  * NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored
  * (docs/tables.md#contact-notification-methods).
  */
-export const CONTACTNOTIFICATIONMETHOD_END = 605;
+const CONTACTNOTIFICATIONMETHOD_END = 605;
 /** The core's PROCESS_RESTART `object_type` (docs/tables.md#core-restart-queue). */
-export const PROCESS_RESTART = 102;
+const PROCESS_RESTART = 102;
 
 /** `statusngin_hoststatus` → `statusengine_hoststatus` (docs/tables.md#status-queues). */
 export function decodeHostStatus(st: DecodeState, ev: JsonObject, p: JsonObject): void {

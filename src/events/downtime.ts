@@ -43,7 +43,7 @@ export const DOWNTIME_STOP = 1104;
  */
 export const DOWNTIME_TYPE_HOST = 2;
 /** Envelope `attr` of a STOP that was cancelled by a user (docs/tables.md#downtime-events). */
-export const DOWNTIME_STOP_CANCELLED = 2;
+const DOWNTIME_STOP_CANCELLED = 2;
 
 /** One downtime event with its fields already coerced (see the decoder's coercion rules). */
 export interface DowntimeEvent {

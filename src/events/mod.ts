@@ -8,25 +8,8 @@
  * @module
  */
 
-export { type DecodedPayload, decodeJob, decodePayload } from "./decode.ts";
-export {
-  DOWNTIME_ADD,
-  DOWNTIME_DELETE,
-  DOWNTIME_LOAD,
-  DOWNTIME_START,
-  DOWNTIME_STOP,
-  DOWNTIME_STOP_CANCELLED,
-  DOWNTIME_TYPE_HOST,
-  type DowntimeEvent,
-  downtimeStatements,
-} from "./downtime.ts";
-export {
-  parsePerfdata,
-  type PerfdataCheck,
-  type PerfdataMetric,
-  perfdataRows,
-  perfdataThresholds,
-} from "./perfdata.ts";
+export { type DecodedPayload, decodePayload } from "./decode.ts";
+export { perfdataThresholds } from "./perfdata.ts";
 export {
   isQueueName,
   QUEUE_NAMES,
@@ -44,7 +27,6 @@ export {
   type DowntimeHistoryTable,
   type DowntimeMerge,
   type DowntimeStatement,
-  type DowntimeTable,
   type DowntimeTombstone,
   type DowntimeTombstoneTable,
   type DowntimeUpsert,
@@ -56,7 +38,6 @@ export {
   type StreamEvent,
   type TableRow,
 } from "./types.ts";
-export { repairUtf8, type Utf8RepairResult } from "./utf8_repair.ts";
 export {
   BATCHED_TABLE_NAMES,
   type BatchedTableName,

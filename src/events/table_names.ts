@@ -44,11 +44,8 @@ export const DOWNTIME_TABLE_NAMES = [
   "statusengine_service_scheduleddowntimes",
 ] as const;
 
-/** A downtime table. */
-export type DowntimeTableName = (typeof DOWNTIME_TABLE_NAMES)[number];
-
 /** Tables no queue writes: bookkeeping of the worker and the UI. */
-export const OTHER_TABLE_NAMES = [
+const OTHER_TABLE_NAMES = [
   "statusengine_dbversion",
   "statusengine_nodes",
   "statusengine_tasks",

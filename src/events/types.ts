@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { BatchedTableName, DowntimeTableName } from "./table_names.ts";
+import type { BatchedTableName } from "./table_names.ts";
 
 /** A value bound to one SQL placeholder. Integers and doubles are `number`, text is `string`. */
 export type SqlValue = string | number | null;
@@ -43,9 +43,6 @@ export type ScheduledDowntimeTable =
  * late or repeated job cannot bring their rows back.
  */
 export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
-
-/** Any table the downtime lifecycle writes. */
-export type DowntimeTable = DowntimeTableName;
 
 /** The downtime events that produce statements (unknown types produce none). */
 export type DowntimeEventName = "ADD" | "LOAD" | "START" | "STOP" | "DELETE";

@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { concatBytes } from "../util/bytes.ts";
 
 /** Which side sent a packet: `REQ` (client/worker → server) or `RES` (server → client). */
 export type Magic = "REQ" | "RES";
@@ -73,9 +72,6 @@ export const PACKETS = [
   { code: 42, name: "STATUS_RES_UNIQUE", args: 6, magic: RES },
 ] as const satisfies readonly PacketSpec[];
 
-/** Names of all packets in the table. */
-export type PacketName = (typeof PACKETS)[number]["name"];
-
 /** Packet codes by name, derived from {@link PACKETS}. */
 export const PACKET: { readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"] } = Object
   .freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
@@ -86,18 +82,13 @@ const SPEC_BY_CODE: ReadonlyMap<number, PacketSpec> = new Map(
   PACKETS.map((p): [number, PacketSpec] => [p.code, p]),
 );
 
-/** Look up a packet's table row by its numeric code. */
-export function packetSpec(code: number): PacketSpec | undefined {
-  return SPEC_BY_CODE.get(code);
-}
-
 /** Name of a packet code for logs (`UNKNOWN(99)` for codes outside the table). */
 export function packetName(code: number): string {
   return SPEC_BY_CODE.get(code)?.name ?? `UNKNOWN(${code})`;
 }
 
 /** Size of the fixed packet header in bytes. */
-export const HEADER_SIZE = 12;
+const HEADER_SIZE = 12;
 
 /**
  * Default ceiling for an announced body size. gearmand itself has no cap
@@ -166,7 +157,7 @@ export interface Packet {
 const DIRECT_BODY_BYTES = 1024;
 
 /** Workload bytes kept of a job assignment above the size limit (for the dead-letter record). */
-export const TRUNCATED_WORKLOAD_BYTES = 1024;
+const TRUNCATED_WORKLOAD_BYTES = 1024;
 
 /**
  * Body bytes read of an oversize job assignment: room for the handle (at most
@@ -244,14 +235,6 @@ export function encodePacket(magic: Magic, type: number, args: readonly PacketAr
     }
   }
   return out;
-}
-
-/**
- * Concatenate several encoded packets so one step is one write (D12,
- * docs/gearman-protocol.md#throughput).
- */
-export function concatPackets(packets: readonly Uint8Array[]): Uint8Array {
-  return concatBytes(packets);
 }
 
 /** Decode an argument as UTF-8 text (handles, function names, error codes). */

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
+import { concatBytes } from "../util/bytes.ts";
 import {
   AdminReplyParser,
   argText,
-  concatPackets,
   encodeAdminCommand,
   encodePacket,
   GearmanProtocolError,
@@ -25,7 +25,7 @@ function ascii(s: string): Uint8Array {
 }
 
 function bytes(...parts: (Uint8Array | string)[]): Uint8Array {
-  return concatPackets(parts.map((p) => typeof p === "string" ? ascii(p) : p));
+  return concatBytes(parts.map((p) => typeof p === "string" ? ascii(p) : p));
 }
 
 // Byte-exact vectors observed against gearmand 1.1.20 (docs/gearman-protocol.md#packets).
@@ -167,7 +167,7 @@ Deno.test("codec: the last argument may contain NUL bytes and is delivered byte-
 });
 
 Deno.test("codec: several packets in one read are all returned in order", () => {
-  const wire = concatPackets([
+  const wire = concatBytes([
     encodePacket("RES", PACKET.NOOP, []),
     encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, ["H:1", "fn", "", "a"]),
     encodePacket("RES", PACKET.NO_JOB, []),
@@ -256,7 +256,7 @@ Deno.test("codec: a body of 1 KiB and more comes in a buffer of its own, so free
   const payloads = [200, 3000, 100, 70_000, 1500].map((size, k) =>
     new Uint8Array(size).map((_, i) => (i * 7 + k) % 251)
   );
-  const wire = concatPackets(
+  const wire = concatBytes(
     payloads.map((p, k) => encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, [`H:${k}`, "fn", "u", p])),
   );
   for (const chunk of [wire.length, 4096, 65_536, 1000]) {

@@ -15,7 +15,6 @@ import {
   type BackendOptions,
   type ConsumedQueue,
   Consumer,
-  ConsumerStartError,
   type LinkContext,
 } from "../consumer/consumer.ts";
 import type { LinkTarget } from "../consumer/link.ts";
@@ -25,7 +24,7 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("gearman");
 
-export { type ConsumedQueue, ConsumerStartError };
+export { type ConsumedQueue };
 
 /** Options of {@link GearmanConsumer}. */
 export interface GearmanConsumerOptions extends BackendOptions {

@@ -42,7 +42,7 @@ export const MAX_CONNECTIONS = 512;
 /** Time a connection gets for its complete request head. */
 export const HEADER_TIMEOUT_MS = 10_000;
 /** Time a client gets to take a whole response. */
-export const RESPONSE_TIMEOUT_MS = 30_000;
+const RESPONSE_TIMEOUT_MS = 30_000;
 
 /** The metric handles a listener updates. */
 export type ListenerMetrics = Pick<

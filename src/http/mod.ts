@@ -3,24 +3,15 @@
  *
  * @module
  */
-export { ApiKeySet, constantTimeEqual, handshakeKey, headerKey } from "./api_key.ts";
+export { ApiKeySet, headerKey } from "./api_key.ts";
 export {
-  CLIENT_BUFFER_FRAMES,
   type ControlFrame,
-  type ControlParse,
-  HUB_BUFFER_FRAMES,
   HubClient,
   type HubSocket,
-  parseControlFrame,
-  parseTopicsParam,
-  SOCKET_HIGH_WATER_BYTES,
   WebSocketHub,
   type WebSocketHubOptions,
-  WRITE_TIMEOUT_MS,
 } from "./ws_hub.ts";
 export {
-  IDLE_TIMEOUT_SECONDS,
-  MAX_CLIENT_MESSAGE_BYTES,
   startWebSocketServer,
   type WebSocketServer,
   type WebSocketServerOptions,

@@ -46,23 +46,23 @@ export const CLIENT_BUFFER_FRAMES = 256;
  * mostly ASCII); beyond it the frame is lost for that client. A single larger frame is
  * still taken into an empty buffer, so no job is too large to be streamed.
  */
-export const CLIENT_BUFFER_BYTES = 16 * 1024 * 1024;
+const CLIENT_BUFFER_BYTES = 16 * 1024 * 1024;
 /**
  * Unsent bytes all sockets together may hold before only sockets with nothing unsent get
  * another frame. Each is a copy inside the runtime, per client, so without this budget 500
  * clients that stopped reading held 500 times the high-water mark.
  */
-export const HUB_SOCKET_BUDGET_BYTES = 16 * 1024 * 1024;
+const HUB_SOCKET_BUDGET_BYTES = 16 * 1024 * 1024;
 /** A client losing frames whose socket makes no progress for this long is closed. */
-export const SLOW_CLIENT_CLOSE_MS = 2_000;
+const SLOW_CLIENT_CLOSE_MS = 2_000;
 /**
  * Unsent bytes a socket may hold before the pump stops handing it frames. The socket's
  * `send()` never blocks, so without this a stalled reader would make the runtime buffer
  * without bound instead of filling its 256-frame buffer.
  */
-export const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
+const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
 /** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
-export const WRITE_TIMEOUT_MS = 10_000;
+const WRITE_TIMEOUT_MS = 10_000;
 /** How often a stalled socket is re-checked: the socket interface the hub uses has no "drained" event. */
 const STALL_POLL_MS = 10;
 /** Frames dispatched per timer turn, so a burst does not hold the event loop. */

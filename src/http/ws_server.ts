@@ -36,9 +36,9 @@ import { errorMessage, getLogger } from "../log.ts";
 const log = getLogger("websocket");
 
 /** Largest message a client may send. */
-export const MAX_CLIENT_MESSAGE_BYTES = 8192;
+const MAX_CLIENT_MESSAGE_BYTES = 8192;
 /** See the module comment: ping after 54 s without an inbound frame. */
-export const IDLE_TIMEOUT_SECONDS = 108;
+const IDLE_TIMEOUT_SECONDS = 108;
 /** How long shutdown waits for clients to acknowledge their close frames. */
 const CLOSE_WAIT_MS = 2_000;
 

@@ -540,5 +540,3 @@ export const COMPONENTS = [
   "influxdb",
   "prometheus",
 ] as const;
-/** A `component` label value. */
-export type Component = (typeof COMPONENTS)[number];

@@ -169,9 +169,9 @@ export interface IdleProbeOptions {
 }
 
 /** A probe runs when no statement succeeded for this long. */
-export const IDLE_PROBE_INTERVAL_MS = 5_000;
+const IDLE_PROBE_INTERVAL_MS = 5_000;
 /** Bound on one probe. */
-export const IDLE_PROBE_TIMEOUT_MS = 2_000;
+const IDLE_PROBE_TIMEOUT_MS = 2_000;
 
 /**
  * Keeps `statusengine_db_available` and `/readyz` true while nothing is written. Writers find

@@ -49,19 +49,6 @@ export const MAX_BATCH_SIZE = 700;
 /** Placeholders one server-side prepared statement may carry (a 16-bit count in the protocol). */
 export const MAX_PLACEHOLDERS = 65_535;
 
-/**
- * Rows one statement may carry for a given batch size. The writer sends at most one batch per
- * statement; rows that arrive while a statement is in flight wait for the next one (group commit,
- * docs/writers.md#group-commit). Unlike the Go writer, there is no input queue that a flush drains
- * into the same statement, so no `2 × batch size − 1` overshoot.
- *
- * @param batchSize The configured `mysql_batch_size`.
- * @returns The largest row count of one statement.
- */
-export function maxStatementRows(batchSize: number): number {
-  return batchSize;
-}
-
 /** What a column's SQL type means for the values bound to it. */
 export type ColumnKind =
   /** `varchar(N)`: `maxChars` Unicode code points (docs/tables.md#shared-table-properties). */
@@ -837,14 +824,4 @@ export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) =>
  */
 export function isTableName(name: string): name is TableName {
   return Object.hasOwn(TABLES, name);
-}
-
-/**
- * Look a table up by name.
- *
- * @param name Table name.
- * @returns The table, or `undefined` for a name outside the catalogue.
- */
-export function tableByName(name: string): Table | undefined {
-  return isTableName(name) ? TABLES[name] : undefined;
 }

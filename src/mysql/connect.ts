@@ -11,7 +11,7 @@ import { destroySocket } from "./mysql2_internals.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /** The caller's signal aborted the wait; the statement in flight was abandoned. */
-export class MysqlInterrupted extends Error {
+class MysqlInterrupted extends Error {
   constructor() {
     super("Interrupted by a signal");
     this.name = "MysqlInterrupted";
@@ -68,7 +68,7 @@ export function closeMysqlNow(conn: mysql.Connection): void {
  * MySQL gave no answer within a deadline; its code sorts it with the refused and reset
  * connections (`unreachable`, see errors.ts), not with errors the server sent.
  */
-export class MysqlNoAnswerError extends Error {
+class MysqlNoAnswerError extends Error {
   readonly code = "TimedOut";
 
   /** @param timeoutMs The deadline that passed. */

@@ -43,7 +43,7 @@ const log = getLogger("pipeline");
  * keeps up. The receive time less this is taken as the restart instant, so that status the
  * core re-published in the second of its start is never older than the cutoff.
  */
-export const RECEIVE_ALLOWANCE_MS = 500;
+const RECEIVE_ALLOWANCE_MS = 500;
 
 /** What the cleaner needs of a status table's writer. */
 export interface PausableWriter {
@@ -60,7 +60,7 @@ export interface RestartClock {
 }
 
 /** The worker's clock. */
-export const SYSTEM_CLOCK: RestartClock = {
+const SYSTEM_CLOCK: RestartClock = {
   nowMs: () => Date.now(),
   sleep: (ms, signal) => delay(ms, { signal }),
 };
@@ -95,7 +95,7 @@ export interface RestartTiming {
 }
 
 /** The defaults of {@link RestartTiming}. */
-export const DEFAULT_RESTART_TIMING: RestartTiming = {
+const DEFAULT_RESTART_TIMING: RestartTiming = {
   settleMs: 10_000,
   maxWaitMs: 5 * 60_000,
   pollMs: 1_000,
@@ -418,7 +418,7 @@ export interface SweepStatement extends BuiltStatement {
  * @param nodeName The worker's node.
  * @returns The statement.
  */
-export function sweepStatement(
+function sweepStatement(
   table: StatusTable,
   cutoff: number,
   nodeName: string,
@@ -449,7 +449,7 @@ export function sweepStatement(
  * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
  * @returns The statement.
  */
-export function openItcockpitStatement(table: StatusTable): SweepStatement {
+function openItcockpitStatement(table: StatusTable): SweepStatement {
   // NOT EXISTS rather than NOT IN: a NULL uuid in hosts/services would make
   // NOT IN match nothing and silently keep every row.
   return table === "statusengine_hoststatus"

@@ -15,7 +15,7 @@ export type QueryConnection = Pick<Connection, "query">;
  * `utf8mb4_general_ci`. The worker does not depend on the collation
  * (docs/tables.md#shared-table-properties).
  */
-export const PREFERRED_COLLATIONS: readonly string[] = Object.freeze([
+const PREFERRED_COLLATIONS: readonly string[] = Object.freeze([
   "utf8mb4_0900_ai_ci",
   "utf8mb4_general_ci",
 ]);

@@ -22,7 +22,7 @@ export const SECONDS_PER_DAY = 86_400;
  * new table gets from `schema`, so a table is never less than four weeks ahead of today and
  * no row of the coming weeks has to wait in `p_max`.
  */
-export const WEEKS_LAID_OUT = INITIAL_WEEKLY_PARTITIONS;
+const WEEKS_LAID_OUT = INITIAL_WEEKLY_PARTITIONS;
 
 /**
  * The fewest weeks one repair step splits off `p_max`. A step takes half of the weeks still
@@ -30,7 +30,7 @@ export const WEEKS_LAID_OUT = INITIAL_WEEKLY_PARTITIONS;
  * copies each row about twice in all, while a small floor keeps the number of steps (and
  * table locks) low for a short repair.
  */
-export const REPAIR_MIN_WEEKS_PER_STEP = 4;
+const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
 /** One row of `information_schema.PARTITIONS` of one table. */
 export interface PartitionInfo {
@@ -202,7 +202,7 @@ function weekName(year: number, week: number): string {
 }
 
 /** Names of a layout, lower-cased (MySQL compares partition names case-insensitively). */
-export function layoutNames(layout: WeeklyLayout): Set<string> {
+function layoutNames(layout: WeeklyLayout): Set<string> {
   const names = new Set(layout.bounded.map((p) => p.name.toLowerCase()));
   if (layout.max !== null) names.add(layout.max.name.toLowerCase());
   return names;

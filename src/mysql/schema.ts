@@ -102,7 +102,7 @@ async function rowsOf(
  * @returns The name of the current database.
  * @throws {Error} If the connection has no current database.
  */
-export async function currentDatabase(conn: QueryConnection): Promise<string> {
+async function currentDatabase(conn: QueryConnection): Promise<string> {
   const [row] = await rowsOf(conn, "SELECT DATABASE() AS db", []);
   const name = textOrNull(row?.db);
   if (name === null) {
@@ -118,7 +118,7 @@ export async function currentDatabase(conn: QueryConnection): Promise<string> {
  * @param conn Connection or pool with a database selected.
  * @returns The snapshot `compareSchema` works on.
  */
-export async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot> {
+async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot> {
   const db = await currentDatabase(conn);
   const names = [...ALL_TABLES.map((t) => t.name)];
   const where = "TABLE_SCHEMA = ? AND TABLE_NAME IN (?)";
@@ -361,9 +361,6 @@ export type SchemaDifference =
     readonly expected: string | null;
     readonly actual: string | null;
   };
-
-/** The kinds of `SchemaDifference`. */
-export type SchemaDifferenceKind = SchemaDifference["kind"];
 
 function expectedShape(column: Column): ColumnShape {
   return {

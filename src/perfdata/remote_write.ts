@@ -20,7 +20,7 @@ import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from
  * their exact text (metric names allow only `[a-zA-Z0-9_:]`, so names derived from labels
  * would collide), and a dashboard selects a gauge with `{label="rta"}`.
  */
-export const REMOTE_WRITE_METRIC = "statusengine_perfdata_value";
+const REMOTE_WRITE_METRIC = "statusengine_perfdata_value";
 
 // The remote write 1.0 messages (prometheus/prompb types.proto and remote.proto), reduced to the
 // fields written here.

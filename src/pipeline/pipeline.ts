@@ -52,10 +52,10 @@ export type Writers = Readonly<Record<BatchedTableName, ShardedWriter>>;
  * A statement is slow once it has run this many times longer than the table's
  * usual statement, and at least {@link SLOW_STATEMENT_MIN_MS}.
  */
-export const SLOW_STATEMENT_FACTOR = 4;
+const SLOW_STATEMENT_FACTOR = 4;
 
 /** No statement counts as slow before it has run this long (a busy machine jitters below it). */
-export const SLOW_STATEMENT_MIN_MS = 1_000;
+const SLOW_STATEMENT_MIN_MS = 1_000;
 
 /** Options of {@link Pipeline}. */
 export interface PipelineOptions extends HandlerSettings {

@@ -110,6 +110,6 @@ export function* jobsFor(
  * @param encodedEvents Event JSON texts.
  * @returns `{"messages":[…],"format":"none"}`.
  */
-export function bulkJob(encodedEvents: readonly string[]): string {
+function bulkJob(encodedEvents: readonly string[]): string {
   return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
 }

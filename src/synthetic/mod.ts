@@ -32,7 +32,6 @@ import { World } from "./world.ts";
 
 export type { JsonValue, SyntheticEvent } from "./event.ts";
 export {
-  bulkJob,
   DEFAULT_EVENTS_PER_JOB,
   defaultForm,
   encodeEvent,

@@ -26,13 +26,13 @@ import { errorMessage, getLogger } from "../log.ts";
 const log = getLogger("tasks");
 
 /** The only task type the UI writes: a complete core command line in `payload`. */
-export const EXTERNAL_COMMAND_TASK = "externalcommand";
+const EXTERNAL_COMMAND_TASK = "externalcommand";
 
 /** Tasks read per poll; the rest waits for the next one (bounds memory and one round's time). */
-export const TASKS_PER_POLL = 500;
+const TASKS_PER_POLL = 500;
 
 /** Budget of one write to the external command file, the open included (a FIFO without reader blocks). */
-export const COMMAND_FILE_TIMEOUT_MS = 5_000;
+const COMMAND_FILE_TIMEOUT_MS = 5_000;
 
 /** How a validated command reaches the core (`--submit-method`). */
 export type SubmitMethod = "broker" | "cmd";
@@ -67,7 +67,7 @@ export interface ValidatedTask {
  * @param nowSeconds Clock for a missing timestamp prefix.
  * @returns The validated command, or why it is refused.
  */
-export function validateTask(
+function validateTask(
   payload: string,
   nowSeconds: number,
   allow?: RawCommandAllowlist,

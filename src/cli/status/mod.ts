@@ -12,7 +12,6 @@ import { collectStatus, type StatusCommandOptions } from "./collect.ts";
 import { formatStatusText } from "./format.ts";
 
 export {
-  collectStatus,
   type JobServerStatus,
   type MysqlStatus,
   type QueueAtServer,
@@ -22,7 +21,6 @@ export {
   type TableWriteRate,
   type WorkerStatus,
 } from "./collect.ts";
-export { formatStatusText } from "./format.ts";
 export { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
 /**
