@@ -21,8 +21,8 @@ export interface RetentionTable {
   readonly column: string;
   /**
    * The legacy YAML key (`age_hostchecks` …), shared by the legacy PHP worker, the Go
-   * `db_cleanup` and us. The flag and env name derive from it ({@linkcode ageFlagOf},
-   * {@linkcode ageEnvNameOf}).
+   * `db_cleanup` and us. The flag and env name derive from it like every setting's
+   * (src/config/settings.ts: `age_hostchecks` → `--age-hostchecks`, `STATUSENGINE_AGE_HOSTCHECKS`).
    */
   readonly key: string;
   /** Default age in days (the legacy defaults, so an old `config.yml` carries over). */
@@ -31,8 +31,9 @@ export interface RetentionTable {
 
 /**
  * The sixteen tables `cleanup` processes (the fourteen history tables, then the task queue, then
- * the worker's tombstones of ended downtimes, docs/downtimes.md), in the order it processes them: one table after another, never in parallel, because the
- * disk and not the number of statements is the bottleneck.
+ * the worker's tombstones of ended downtimes, docs/downtimes.md), in the order it processes them:
+ * one table after another, never in parallel, because the disk and not the number of statements
+ * is the bottleneck.
  *
  * Deliberately absent: the two `…_scheduleddowntimes` tables (deleting there would cancel
  * running downtimes), the two status tables (one row per object, not a log), and
@@ -71,38 +72,6 @@ export const RETENTION_KEYS: readonly RetentionKey[] = Object.freeze(
  */
 export function isRetentionKey(key: string): key is RetentionKey {
   return (RETENTION_KEYS as readonly string[]).includes(key);
-}
-
-/**
- * The command-line flag of a retention key (docs/operations.md#cleanup-settings: derived mechanically).
- *
- * @param key A retention key, e.g. `age_host_notifications_log`.
- * @returns The flag name without dashes in front, e.g. `age-host-notifications-log`.
- *
- * @example Deriving a flag
- * ```ts
- * import { ageFlagOf } from "./retention.ts";
- * if (ageFlagOf("age_host_statehistory") !== "age-host-statehistory") throw new Error();
- * ```
- */
-export function ageFlagOf(key: RetentionKey): string {
-  return key.replaceAll("_", "-");
-}
-
-/**
- * The environment variable of a retention key (docs/operations.md#cleanup-settings).
- *
- * @param key A retention key, e.g. `age_hostchecks`.
- * @returns e.g. `STATUSENGINE_AGE_HOSTCHECKS`.
- *
- * @example Deriving an env name
- * ```ts
- * import { ageEnvNameOf } from "./retention.ts";
- * if (ageEnvNameOf("age_perfdata") !== "STATUSENGINE_AGE_PERFDATA") throw new Error();
- * ```
- */
-export function ageEnvNameOf(key: RetentionKey): string {
-  return `STATUSENGINE_${key.toUpperCase()}`;
 }
 
 /**

@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { ALL_TABLES } from "../mysql/catalogue.ts";
+import { RETENTION_RULES } from "../config/mod.ts";
 import {
-  ageEnvNameOf,
-  ageFlagOf,
   formatLocalRfc3339,
   isRetentionKey,
   RETENTION_KEYS,
@@ -84,9 +83,10 @@ Deno.test("retention: scheduled downtimes, status and bookkeeping tables are nev
   }
 });
 
-Deno.test("retention: flag and env names derive mechanically from the YAML key", () => {
-  assert.equal(ageFlagOf("age_host_notifications_log"), "age-host-notifications-log");
-  assert.equal(ageEnvNameOf("age_host_statehistory"), "STATUSENGINE_AGE_HOST_STATEHISTORY");
+Deno.test("retention: every flag derives mechanically from the legacy YAML key", () => {
+  for (const rule of RETENTION_RULES) {
+    assert.equal(rule.flag, rule.yamlKey.replaceAll("_", "-"), rule.yamlKey);
+  }
   assert.ok(isRetentionKey("age_perfdata"));
   assert.ok(isRetentionKey("age_tasks"));
   assert.ok(!isRetentionKey("age_users"));
