@@ -119,6 +119,9 @@ for (const mode of ["spin", "wait"] as const) {
     const child = new Deno.Command(Deno.execPath(), {
       args: [
         "run",
+        "--config",
+        new URL("../deno.json", import.meta.url).pathname,
+        // What the compiled binary may do, no more.
         "--allow-env",
         `--allow-run=${NOTIFY_COMMAND}`,
         new URL("./helpers/watchdog_child.ts", import.meta.url).pathname,
@@ -141,7 +144,7 @@ for (const mode of ["spin", "wait"] as const) {
       let said = "";
       while (!said.includes("blocking\n")) {
         const { value, done } = await stdout.read();
-        assert.ok(!done, `the child ended: ${await stderr}`);
+        if (done) assert.fail(`the child ended: ${await stderr}`);
         said += value;
       }
       // What was sent before the block has arrived; one keep-alive may still be under way.
@@ -162,7 +165,6 @@ for (const mode of ["spin", "wait"] as const) {
         `${pings(blocked).length - before} keep-alives after the block`,
       );
     } finally {
-      await stdin.close().catch(() => {});
       // By its PID; it hangs until killed (or two minutes pass).
       try {
         child.kill("SIGKILL");
@@ -170,6 +172,7 @@ for (const mode of ["spin", "wait"] as const) {
         // already ended
       }
       await child.status;
+      await stdin.close().catch(() => {});
       await stdout.cancel().catch(() => {});
       await stderr;
     }

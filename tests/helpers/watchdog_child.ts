@@ -16,7 +16,7 @@ if (mode !== "spin" && mode !== "wait") throw new Error(`usage: watchdog_child.t
 const _keepAlive = serviceNotifier().watchdog();
 const reader = Deno.stdin.readable.getReader();
 await reader.read();
-await Deno.stdout.write(new TextEncoder().encode("blocking\n"));
+Deno.stdout.writeSync(new TextEncoder().encode("blocking\n"));
 const until = Date.now() + HANG_MS;
 if (mode === "wait") {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, HANG_MS);
