@@ -213,6 +213,19 @@ Deno.test("packaging: the worker unit waits for READY=1 and documents this worke
   }
 });
 
+// Without WatchdogSec= a worker whose event loop hung stayed "active (running)" for ever. The
+// keep-alives come from systemd-notify, another PID: they need NotifyAccess=all as READY=1 does.
+Deno.test("packaging: the worker unit asks for a watchdog of 60 s", () => {
+  const unit = parseUnit(read("packaging/systemd/statusengine-worker.service"));
+  assert.deepEqual(value(unit, "Service", "WatchdogSec"), ["60s"]);
+  assert.deepEqual(value(unit, "Service", "NotifyAccess"), ["all"]);
+  assert.deepEqual(
+    value(unit, "Service", "Restart"),
+    ["always"],
+    "a hang is followed by a restart",
+  );
+});
+
 /** `[Section]`s and `Key=value` lines of a unit file, comments and blanks left out. */
 function parseUnit(text: string): Map<string, [string, string][]> {
   const sections = new Map<string, [string, string][]>();

@@ -13,7 +13,8 @@
  *   user's file permissions and the unit's ProtectSystem=/ProtectHome=
  *   (docs/operations.md#compiled-permissions);
  * - `--allow-write=<state dir>`: the dead-letter file, and creating the state directory.
- * - `--allow-run=systemd-notify`: readiness for the unit's `Type=notify` (src/daemon/notify.ts).
+ * - `--allow-run=systemd-notify`: readiness for the unit's `Type=notify` and its watchdog
+ *   keep-alives (src/daemon/notify.ts).
  *
  * The state directory defaults to the packaging layout (/var/lib/statusengine-worker, the
  * unit's StateDirectory and WorkingDirectory) and can be changed with STATUSENGINE_STATE_DIR

@@ -151,6 +151,10 @@ export async function runWorkerCommand(
   // Type=notify: `systemctl start` returns (successfully) only after READY=1, and fails when the
   // worker exits before it (docs/running.md#notify); `systemctl status` shows what a start waits for.
   const notifier = serviceNotifier();
+  // WatchdogSec= in the unit: WATCHDOG=1 from this event loop for as long as the command runs,
+  // also while the start waits for MySQL and during the shutdown. It proves that the event loop
+  // turns, not that MySQL or the job servers answer (docs/running.md#watchdog).
+  using _keepAlive = notifier.watchdog();
   let shown: string | undefined;
   let worker;
   try {

@@ -12,4 +12,10 @@ export {
   type WorkerConfig,
 } from "./config.ts";
 export { type RunningWorker, startWorker } from "./start.ts";
-export { type ServiceNotifier, serviceNotifier } from "./notify.ts";
+export {
+  NOTIFY_COMMAND,
+  type NotifyEnvironment,
+  type ServiceNotifier,
+  serviceNotifier,
+} from "./notify.ts";
+export { type KeepAlive, type WatchdogRequest, watchdogRequest } from "./watchdog.ts";

@@ -11,9 +11,19 @@
  * systemd 246 and later), so the message is not lost when systemd-notify exits first.
  * docs/running.md#notify explains the choice.
  *
+ * When the unit sets `WatchdogSec=`, the worker also sends `WATCHDOG=1` at half that interval
+ * from its event loop (src/daemon/watchdog.ts says what that proves and what not). One
+ * systemd-notify every 30 s (with the unit's `WatchdogSec=60s`) costs about 15 ms of CPU.
+ *
  * @module
  */
 import { errorMessage, getLogger } from "../log.ts";
+import {
+  type KeepAlive,
+  startKeepAlive,
+  type WatchdogEnvironment,
+  watchdogRequest,
+} from "./watchdog.ts";
 
 const log = getLogger("worker");
 
@@ -30,7 +40,24 @@ export interface ServiceNotifier {
   stopping(): Promise<void>;
   /** A free-text status line shown by `systemctl status`. */
   status(status: string): Promise<void>;
+  /**
+   * Start sending `WATCHDOG=1` when systemd asked for it (`WATCHDOG_USEC`, and `WATCHDOG_PID`
+   * unset or ours); does nothing otherwise. Dispose to stop.
+   */
+  watchdog(): KeepAlive;
 }
+
+/** The variables of the notification protocol (sd_notify(3), sd_watchdog_enabled(3)). */
+export interface NotifyEnvironment extends WatchdogEnvironment {
+  /** The socket systemd listens on; unset when not started by systemd with `Type=notify`. */
+  readonly NOTIFY_SOCKET?: string | undefined;
+}
+
+/** Watchdog keep-alives that were never started. */
+const NO_KEEP_ALIVE: KeepAlive = {
+  [Symbol.dispose]: () => {},
+  idle: () => Promise.resolve(),
+};
 
 /** No service manager listens: every call does nothing. */
 const SILENT: ServiceNotifier = {
@@ -38,18 +65,31 @@ const SILENT: ServiceNotifier = {
   ready: () => Promise.resolve(),
   stopping: () => Promise.resolve(),
   status: () => Promise.resolve(),
+  watchdog: () => NO_KEEP_ALIVE,
 };
+
+/** The protocol's variables as this process was started with them. */
+function processEnvironment(): NotifyEnvironment {
+  return {
+    NOTIFY_SOCKET: Deno.env.get("NOTIFY_SOCKET"),
+    WATCHDOG_USEC: Deno.env.get("WATCHDOG_USEC"),
+    WATCHDOG_PID: Deno.env.get("WATCHDOG_PID"),
+  };
+}
 
 /**
  * The notifier of this process: through `systemd-notify` when `NOTIFY_SOCKET` is set, silent
  * otherwise.
  *
- * @param notifySocket The value of `NOTIFY_SOCKET`, if set.
+ * @param env `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` (default: this process's).
+ * @param pid The PID `WATCHDOG_PID` must name (default: this process's).
  * @returns The notifier.
  */
 export function serviceNotifier(
-  notifySocket: string | undefined = Deno.env.get("NOTIFY_SOCKET"),
+  env: NotifyEnvironment = processEnvironment(),
+  pid: number = Deno.pid,
 ): ServiceNotifier {
+  const notifySocket = env.NOTIFY_SOCKET;
   if (notifySocket === undefined || notifySocket === "") return SILENT;
   let failed = false;
   const send = async (assignments: string[]): Promise<void> => {
@@ -78,6 +118,14 @@ export function serviceNotifier(
     ready: (status) => send(["READY=1", `STATUS=${oneLine(status)}`]),
     stopping: () => send(["STOPPING=1", "STATUS=shutting down"]),
     status: (status) => send([`STATUS=${oneLine(status)}`]),
+    watchdog: () => {
+      const request = watchdogRequest(env, pid);
+      if (request.kind === "invalid") {
+        log.warn("worker: no systemd watchdog keep-alives", { problem: request.problem });
+      }
+      if (request.kind !== "ping") return NO_KEEP_ALIVE;
+      return startKeepAlive(request.intervalMs, () => send(["WATCHDOG=1"]));
+    },
   };
 }
 

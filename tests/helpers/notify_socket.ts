@@ -1,8 +1,17 @@
 /**
  * A real `NOTIFY_SOCKET` peer: a Unix datagram socket, as systemd listens on, bound by a small
  * Python process (Deno cannot bind one without `--unstable-net`). Every datagram it receives is
- * one message; tests read them in arrival order.
+ * one message; tests read them in arrival order, with the listener's clock at arrival (the
+ * test's own event loop may read several at once).
  */
+
+/** One datagram as it arrived. */
+export interface NotifyArrival {
+  /** The listener's monotonic clock when it received the datagram, in milliseconds. */
+  readonly atMs: number;
+  /** Its `KEY=value` assignments. */
+  readonly assignments: readonly string[];
+}
 
 /** The listening socket and what arrived on it. */
 export interface NotifySocket extends AsyncDisposable {
@@ -10,16 +19,19 @@ export interface NotifySocket extends AsyncDisposable {
   readonly path: string;
   /** Messages received so far, each split into its `KEY=value` assignments. */
   messages(): string[][];
+  /** Messages received so far with their arrival time. */
+  arrivals(): NotifyArrival[];
 }
 
 const LISTENER = `
-import json, os, socket, sys
+import json, os, socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
 print("bound", flush=True)
 while True:
     data = s.recv(65536)
-    print(json.dumps(data.decode("utf-8", "replace")), flush=True)
+    at = time.monotonic() * 1000
+    print(json.dumps([at, data.decode("utf-8", "replace")]), flush=True)
 `;
 
 /**
@@ -36,7 +48,7 @@ export async function startNotifySocket(): Promise<NotifySocket> {
     stdout: "piped",
     stderr: "inherit",
   }).spawn();
-  const received: string[][] = [];
+  const received: NotifyArrival[] = [];
   let bound: () => void = () => {};
   const isBound = new Promise<void>((resolve) => (bound = resolve));
   const pump = (async () => {
@@ -48,7 +60,10 @@ export async function startNotifySocket(): Promise<NotifySocket> {
       partial = lines.pop() ?? "";
       for (const line of lines) {
         if (line === "bound") bound();
-        else received.push((JSON.parse(line) as string).split("\n").filter((l) => l !== ""));
+        else {
+          const [atMs, text] = JSON.parse(line) as [number, string];
+          received.push({ atMs, assignments: text.split("\n").filter((l) => l !== "") });
+        }
       }
     }
   })();
@@ -58,7 +73,8 @@ export async function startNotifySocket(): Promise<NotifySocket> {
   await Promise.race([isBound, exited]);
   return {
     path,
-    messages: () => received.map((m) => [...m]),
+    messages: () => received.map((m) => [...m.assignments]),
+    arrivals: () => [...received],
     async [Symbol.asyncDispose]() {
       child.kill("SIGKILL");
       await child.status;
