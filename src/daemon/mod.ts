@@ -18,4 +18,4 @@ export {
   type ServiceNotifier,
   serviceNotifier,
 } from "./notify.ts";
-export { type KeepAlive, type WatchdogRequest, watchdogRequest } from "./watchdog.ts";
+export { type KeepAlive } from "./watchdog.ts";
