@@ -471,16 +471,16 @@ export class HubClient {
     this.#settleIfDone();
   }
 
-  /** The runtime reported the write of `frame`: written, or never to be written. */
-  #written(frame: OutboundFrame, err: Error | null | undefined): void {
+  /** The runtime reported the write of a frame of `events` events: written, or never to be. */
+  #written(events: number, err: Error | null | undefined): void {
     this.#inFlight--;
     if (err === undefined || err === null) {
-      if (frame.events > 0) this.#onSent(frame.events);
+      if (events > 0) this.#onSent(events);
     } else {
       // Handed to the socket but not written before the connection failed or closed (a peer
       // that went away, a write timeout, shutdown): lost, and counted so. Not logged per
       // frame: the client's total is logged once it is settled.
-      this.#discard(frame.events);
+      this.#discard(events);
     }
     this.#settleIfDone();
   }
@@ -530,7 +530,10 @@ export class HubClient {
         // Counted when the runtime reports the write, not here: a frame handed over is not
         // yet sent, and is lost if the connection goes first. So a frame is counted once,
         // sent or dropped, and per client `sent + dropped` equals the events offered to it.
-        this.#socket.send(frame.data, (err) => this.#written(frame, err));
+        // The callback holds the event count only, not the frame's text: the runtime has its
+        // own copy, and the text is not kept alive for as long as the write takes.
+        const events = frame.events;
+        this.#socket.send(frame.data, (err) => this.#written(events, err));
       } catch (err: unknown) {
         // The socket closed under us; its close event unregisters the client. The frame
         // left the buffer but never reached the socket: it is lost, and counted so.
