@@ -419,11 +419,12 @@ Deno.test("ws: a client message over 8192 bytes closes the connection (1009)", a
  * A client that completes the handshake and then never reads: the kernel buffers fill,
  * then Deno's, then the client's 256-frame send buffer.
  */
-async function stalledClient(port: number): Promise<Deno.TcpConn> {
+async function stalledClient(port: number, query = ""): Promise<Deno.TcpConn> {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
   await conn.write(
     new TextEncoder().encode(
-      `GET /ws?api_key=key-one HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
+      `GET /ws?api_key=key-one${query} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+        "Upgrade: websocket\r\n" +
         "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n" +
         "Sec-WebSocket-Version: 13\r\n\r\n",
     ),
@@ -454,8 +455,17 @@ async function stalledClientScenario(
 ): Promise<void> {
   await using env = await startEnv();
   await using fast = await openClient(env.port, { query: "?api_key=key-one" });
-  // Declared after the worker: disposed first, so the server sees it go before shutdown.
-  using _stalled = await stalledClient(env.port);
+  const stalled = await stalledClient(env.port);
+  // Disposed before the worker (declared after it), if the test did not close it already.
+  using _closeStalled = {
+    [Symbol.dispose]: () => {
+      try {
+        stalled.close();
+      } catch {
+        // Closed by the test.
+      }
+    },
+  };
   await waitForClients(env.worker, 2);
   const JOBS = 600;
   const PER_JOB = 20;
@@ -505,17 +515,22 @@ async function stalledClientScenario(
   );
   assert.equal(Number(row?.n), JOBS * PER_JOB);
   // It loses frames and its socket takes none: the hub closes it (1008) within seconds,
-  // counted; the frames it still had are lost as well, and its total is logged once, at WARN.
+  // counted; the frames it still had are lost as well.
   await waitForClients(env.worker, 1);
   assert.equal(
     await metricValue(env.worker, "statusengine_websocket_slow_clients_closed_total"),
     1,
   );
+  // Its socket still holds frames the runtime has not written, behind the close frame; they
+  // are lost when the peer goes (here with a reset: it read nothing). Then the client's
+  // total is final and logged once, at WARN.
+  stalled.close();
+  const disconnected = () =>
+    warnings.filter((w) => w.message === "websocket: client disconnected after dropped events");
+  await waitFor(() => disconnected().length > 0, { message: "the stalled client's total" });
   const total = await metricValue(env.worker, "statusengine_websocket_messages_dropped_total");
-  assert.ok(total >= dropped);
-  const gone = warnings.filter((w) =>
-    w.message === "websocket: client disconnected after dropped events"
-  );
+  assert.ok(total > dropped, "the frames its socket still held are dropped too");
+  const gone = disconnected();
   assert.equal(gone.length, 1);
   assert.equal(gone[0]?.properties["dropped_events"], total);
   assert.equal(
@@ -646,10 +661,20 @@ Deno.test("ws server: a client closed for not reading gets every event it is not
     const received = frames.reduce((n, f) => n + f.payload.length, 0);
     assert.ok(received > 0 && dropped > 0, `received ${received}, dropped ${dropped}`);
     assert.equal(received + dropped, JOBS * PER_JOB, "every event is either received or counted");
+    // Broadcasted counts a frame once the runtime reports it written, which may be reported
+    // after the client read it: wait for the count, which must then be exactly what arrived.
+    const broadcasted = () =>
+      registrySum(metrics, "statusengine_websocket_messages_broadcasted_total");
+    await waitFor(async () => (await broadcasted()) >= received, { message: "writes reported" });
     assert.equal(
-      await registrySum(metrics, "statusengine_websocket_messages_broadcasted_total"),
+      await broadcasted(),
       received,
-      "broadcasted counts the events handed to the socket, which all arrived",
+      "broadcasted counts the events written to the connection, which all arrived",
+    );
+    assert.equal(
+      await registrySum(metrics, "statusengine_websocket_messages_dropped_total"),
+      dropped,
+      "nothing the client received is counted as dropped",
     );
   } finally {
     conn.close();
@@ -693,3 +718,88 @@ Deno.test("ws server: a silent client is pinged after half the idle timeout and 
   answering.close();
   await closed;
 });
+
+Deno.test("ws server: a client that stops reading and resets its connection: the frames the runtime never wrote count as dropped", async () => {
+  const lines: { message: string; properties: Record<string, unknown> }[] = [];
+  await configureLogging({
+    level: "info",
+    format: "json",
+    write: (line) => lines.push(JSON.parse(line)),
+  });
+  try {
+    await resetWithFramesUnsent(lines);
+  } finally {
+    await resetLogging();
+  }
+});
+
+async function resetWithFramesUnsent(
+  lines: readonly { message: string; properties: Record<string, unknown> }[],
+): Promise<void> {
+  const metrics = createMetrics();
+  // Limits far above what the test sends: the hub hands every frame to the socket at once,
+  // so no frame waits or is lost in the hub. What the peer's reset loses is lost inside the
+  // runtime, in frames already handed to the socket.
+  const hub = new WebSocketHub({
+    metrics,
+    statsIntervalMs: 0,
+    highWaterBytes: 1 << 30,
+    socketBudgetBytes: 1 << 30,
+  });
+  await using server = await startWebSocketServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: KEYS,
+    hub,
+    metrics,
+  });
+  const conn = await stalledClient(server.port, "&topics=statusngin_logentries");
+  await using marker = await openClient(server.port, { query: "?api_key=key-two&topics=marker" });
+  await waitFor(() => hub.clients === 2);
+  // 600 frames of about 40 KB, 24 MB: far more than the loopback's kernel buffers take.
+  const JOBS = 600;
+  const PER_JOB = 20;
+  for (let j = 0; j < JOBS; j++) {
+    const events = Array.from({ length: PER_JOB }, (_, k) => ({ j, k, x: "x".repeat(2000) }));
+    hub.publish("statusngin_logentries", events);
+  }
+  // Frames are dispatched in order and, under these limits, handed to the socket as they are
+  // dispatched: once the marker arrives at the other client, the stalled one's socket has
+  // been handed all 600 frames. Its peer read none of them.
+  hub.publish("marker", [{ marker: true }]);
+  await waitFor(() => marker.frames.length === 1, { message: "the marker frame" });
+  // Unread data in its receive buffer: closing sends a reset, not a FIN.
+  conn.close();
+  await waitFor(() => hub.clients === 1, { message: "the reset client unregistered" });
+  // Its total is logged once the runtime has reported every frame handed to its socket.
+  const gone = () =>
+    lines.filter((l) =>
+      l.message.startsWith("websocket: client disconnected") && l.properties["client"] === 1
+    );
+  await waitFor(() => gone().length === 1, { message: "the reset client's disconnect line" });
+  // The marker client's one event is written too (it arrived); then the counts are final.
+  const offered = JOBS * PER_JOB;
+  const broadcasted = () =>
+    registrySum(metrics, "statusengine_websocket_messages_broadcasted_total");
+  const dropped = () => registrySum(metrics, "statusengine_websocket_messages_dropped_total");
+  await waitFor(async () => (await broadcasted()) + (await dropped()) === offered + 1, {
+    message: "every write reported",
+  });
+  const sent = (await broadcasted()) - 1;
+  const lost = await dropped();
+  const figures = `offered ${offered}, sent ${sent}, dropped ${lost} events`;
+  assert.ok(
+    lost > 0,
+    `the frames the runtime still held when the peer reset are dropped: ${figures}`,
+  );
+  assert.ok(sent > 0, `the frames written before the reset are sent: ${figures}`);
+  assert.equal(sent + lost, offered, `sent + dropped = offered, exactly: ${figures}`);
+  assert.equal(lost % PER_JOB, 0, "whole frames are lost");
+  const [line] = gone();
+  assert.equal(line?.message, "websocket: client disconnected after dropped events");
+  assert.equal(line?.properties["dropped_events"], lost);
+  assert.equal(
+    await registrySum(metrics, "statusengine_websocket_frames_sent_total"),
+    sent / PER_JOB + 1,
+  );
+}

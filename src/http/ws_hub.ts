@@ -20,10 +20,15 @@
  *   one that makes no progress at all after 10 s; both are counted in
  *   `statusengine_websocket_slow_clients_closed_total`. The frames still in a
  *   client's buffer when it goes (disconnect, write timeout, shutdown) are
- *   lost too and counted the same way; the ones already handed to the socket
- *   are not, as the socket sends them before its close frame. A frame counts as
- *   broadcasted only once it is handed to the socket, so every event offered
- *   to a client is counted exactly once: broadcasted or dropped.
+ *   lost too and counted the same way.
+ * - A frame handed to the socket is counted when the runtime reports its write:
+ *   as broadcasted once written to the connection, as dropped when the
+ *   connection failed or closed before it was written (a peer that vanished
+ *   with frames still unsent in the runtime). So every event offered to a
+ *   client is counted exactly once, broadcasted or dropped, once its
+ *   connection is gone; the client's total is logged then. What "written"
+ *   can and cannot tell (the peer's kernel buffers, writes that carry several
+ *   frames) is in docs/http.md#ws.
  * - Frames are encoded once per job, and only when a client wants the topic:
  *   with no client connected nothing is collected or encoded at all.
  *
@@ -75,7 +80,12 @@ export interface HubSocket {
   readonly readyState: number;
   /** Bytes handed to `send` and not yet written to the connection. */
   readonly bufferedAmount: number;
-  send(data: string): void;
+  /**
+   * Hand a frame to the connection. `written` is called once: without an error when the
+   * frame was written to the connection, with one when it never will be (the connection
+   * failed or was closed first, also for a frame handed over after that).
+   */
+  send(data: string, written: (err?: Error | null) => void): void;
   close(code?: number, reason?: string): void;
 }
 
@@ -286,6 +296,10 @@ export class HubClient {
   readonly #onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
   readonly #onDiscard: (events: number) => void;
   readonly #onSent: (events: number) => void;
+  /** Frames handed to the socket whose write the runtime has not reported yet. */
+  #inFlight = 0;
+  /** Called once the client is detached and no write is outstanding. */
+  #onSettled: (() => void)[] = [];
   #pollTimer: ReturnType<typeof setTimeout> | undefined;
   /** The pump waits for the socket (or the budget): since when, at which unsent bytes. */
   #stalled = false;
@@ -316,10 +330,11 @@ export class HubClient {
       readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
       /**
        * Events of the frames lost after they were queued: still buffered when the client
-       * goes, or refused by a socket that closed under the pump (none for error frames).
+       * goes, refused by a socket that closed under the pump, or handed to the socket and
+       * never written (none for error frames).
        */
       readonly onDiscard?: (events: number) => void;
-      /** Events of a frame handed to the socket (not called for error frames). */
+      /** Events of a frame written to the connection (not called for error frames). */
       readonly onSent?: (events: number) => void;
     },
   ) {
@@ -336,7 +351,11 @@ export class HubClient {
     this.#onSent = options.onSent ?? (() => {});
   }
 
-  /** Events lost for this client: its send buffer was full, or still held frames when it went. */
+  /**
+   * Events lost for this client: its send buffer was full, still held frames when it went,
+   * or its connection failed before the runtime wrote them. Final once {@link whenSettled}
+   * called back.
+   */
   get droppedEvents(): number {
     return this.#droppedEvents;
   }
@@ -427,6 +446,15 @@ export class HubClient {
     }
   }
 
+  /**
+   * Call `callback` once the client is detached and the runtime has reported the write of
+   * every frame handed to its socket, i.e. when its counts are final (at once if so now).
+   */
+  whenSettled(callback: () => void): void {
+    if (this.#removed && this.#inFlight === 0) callback();
+    else this.#onSettled.push(callback);
+  }
+
   /** Stop the pump and release the buffered frames, counting their events as lost; idempotent. */
   detach(): void {
     this.#removed = true;
@@ -440,6 +468,28 @@ export class HubClient {
     this.#queue.clear();
     this.#queuedBytes = 0;
     this.#discard(discarded);
+    this.#settleIfDone();
+  }
+
+  /** The runtime reported the write of a frame of `events` events: written, or never to be. */
+  #written(events: number, err: Error | null | undefined): void {
+    this.#inFlight--;
+    if (err === undefined || err === null) {
+      if (events > 0) this.#onSent(events);
+    } else {
+      // Handed to the socket but not written before the connection failed or closed (a peer
+      // that went away, a write timeout, shutdown): lost, and counted so. Not logged per
+      // frame: the client's total is logged once it is settled.
+      this.#discard(events);
+    }
+    this.#settleIfDone();
+  }
+
+  #settleIfDone(): void {
+    if (!this.#removed || this.#inFlight > 0 || this.#onSettled.length === 0) return;
+    const callbacks = this.#onSettled;
+    this.#onSettled = [];
+    for (const callback of callbacks) callback();
   }
 
   #discard(events: number): void {
@@ -475,11 +525,19 @@ export class HubClient {
       }
       this.#queue.shift();
       this.#queuedBytes -= frame.data.length;
+      this.#inFlight++;
       try {
-        this.#socket.send(frame.data);
+        // Counted when the runtime reports the write, not here: a frame handed over is not
+        // yet sent, and is lost if the connection goes first. So a frame is counted once,
+        // sent or dropped, and per client `sent + dropped` equals the events offered to it.
+        // The callback holds the event count only, not the frame's text: the runtime has its
+        // own copy, and the text is not kept alive for as long as the write takes.
+        const events = frame.events;
+        this.#socket.send(frame.data, (err) => this.#written(events, err));
       } catch (err: unknown) {
         // The socket closed under us; its close event unregisters the client. The frame
         // left the buffer but never reached the socket: it is lost, and counted so.
+        this.#inFlight--;
         log.debug("websocket: send failed", { client: this.id, error: errorMessage(err) });
         this.#discard(frame.events);
         return;
@@ -487,9 +545,6 @@ export class HubClient {
       this.#stalled = false;
       this.#losingFrames = false;
       this.observe();
-      // Counted here, not when queued: a frame is either handed to the socket or dropped,
-      // never both, so per client `sent + dropped` equals the events offered to it.
-      if (frame.events > 0) this.#onSent(frame.events);
     }
   }
 
@@ -661,14 +716,18 @@ export class WebSocketHub {
     if (!this.#clients.delete(client)) return;
     client.detach();
     this.#metrics?.websocketClientsActive.dec();
-    if (client.droppedEvents > 0) {
-      log.warn("websocket: client disconnected after dropped events", {
-        client: client.id,
-        dropped_events: client.droppedEvents,
-      });
-    } else {
-      log.info("websocket: client disconnected", { client: client.id });
-    }
+    // Logged once the runtime has reported every write: the frames it still held when the
+    // connection went are part of the total.
+    client.whenSettled(() => {
+      if (client.droppedEvents > 0) {
+        log.warn("websocket: client disconnected after dropped events", {
+          client: client.id,
+          dropped_events: client.droppedEvents,
+        });
+      } else {
+        log.info("websocket: client disconnected", { client: client.id });
+      }
+    });
   }
 
   /**

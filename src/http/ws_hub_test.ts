@@ -21,9 +21,16 @@ class FakeSocket implements HubSocket {
   readonly sent: string[] = [];
   closedWith: { code?: number; reason?: string } | null = null;
 
-  send(data: string): void {
+  /** Frames handed over, written at once unless {@link holdWrites} is set. */
+  send(data: string, written: (err?: Error | null) => void): void {
     this.sent.push(data);
+    if (this.holdWrites) this.pendingWrites.push(written);
+    else written();
   }
+
+  /** While set, writes stay outstanding in {@link pendingWrites} until the test settles them. */
+  holdWrites = false;
+  readonly pendingWrites: ((err?: Error | null) => void)[] = [];
 
   close(code?: number, reason?: string): void {
     this.readyState = 3;
@@ -48,8 +55,8 @@ function hubWith(m: Metrics, options: Omit<WebSocketHubOptions, "metrics"> = {})
 
 /** A socket whose reader stopped: everything sent stays unsent. */
 class StuckSocket extends FakeSocket {
-  override send(data: string): void {
-    super.send(data);
+  override send(data: string, written: (err?: Error | null) => void): void {
+    super.send(data, written);
     this.bufferedAmount += data.length;
   }
 }
@@ -381,5 +388,34 @@ Deno.test("hub: a client that loses frames while its socket takes none is closed
   assert.equal(await value(m, "websocketSlowClientsClosed"), 1);
   assert.equal(hub.clients, 1, "the reading client stays");
   assert.equal(reading.closedWith, null);
+  hub.close();
+});
+
+Deno.test("hub: a frame handed to the socket counts as sent once written, as dropped when the connection goes first", async () => {
+  const m = createMetrics();
+  const hub = hubWith(m);
+  const socket = new FakeSocket();
+  socket.holdWrites = true;
+  const client = hub.register(socket, []);
+  assert.ok(client !== null);
+  for (let i = 0; i < 5; i++) hub.publish("q", [i, i]);
+  await waitFor(() => socket.sent.length === 5);
+  // Handed over, not written yet: neither sent nor dropped.
+  assert.equal(await value(m, "websocketMessagesBroadcasted"), 0);
+  assert.equal(await value(m, "websocketMessagesDropped"), 0);
+  for (const written of socket.pendingWrites.splice(0, 2)) written();
+  assert.equal(await value(m, "websocketMessagesBroadcasted"), 4);
+  assert.equal(await value(m, "websocketFramesSent"), 2);
+  // The peer goes; the runtime then reports the other three as not written.
+  hub.unregister(client);
+  let settled = false;
+  client.whenSettled(() => settled = true);
+  assert.equal(settled, false, "writes are still outstanding");
+  for (const written of socket.pendingWrites.splice(0)) written(new Error("EPIPE"));
+  assert.equal(settled, true);
+  assert.equal(await value(m, "websocketMessagesBroadcasted"), 4);
+  assert.equal(await value(m, "websocketMessagesDropped"), 6);
+  assert.equal(await value(m, "websocketFramesSent"), 2);
+  assert.equal(client.droppedEvents, 6);
   hub.close();
 });

@@ -394,7 +394,7 @@ export const METRICS = {
   websocketMessagesBroadcasted: {
     name: "statusengine_websocket_messages_broadcasted_total",
     type: "counter",
-    help: "Events handed to a /ws client's socket (per recipient). Each event offered to a " +
+    help: "Events written to a /ws client's connection (per recipient). Each event offered to a " +
       "client is counted once: here or in statusengine_websocket_messages_dropped_total.",
     labels: [],
     precreate: "none",
@@ -402,7 +402,7 @@ export const METRICS = {
   websocketFramesSent: {
     name: "statusengine_websocket_frames_sent_total",
     type: "counter",
-    help: "Frames (one per job) handed to a /ws client's socket.",
+    help: "Frames (one per job) written to a /ws client's connection.",
     labels: [],
     precreate: "none",
   },
@@ -411,7 +411,8 @@ export const METRICS = {
     type: "counter",
     help:
       "Events one /ws client did not get: its send buffer (256 frames, 16 MiB) was full, or it was " +
-      "closed (disconnect, write timeout, shutdown) with frames still unsent.",
+      "closed (disconnect, write timeout, shutdown) with frames still unsent, in its buffer or " +
+      "handed to its socket and not yet written.",
     labels: [],
     precreate: "none",
   },
