@@ -12,9 +12,12 @@
  *
  *   deno run -A bench/perfdata_backends.ts [--rounds 3] [--jobs 1000] [--checks-per-job 50]
  *     [--only "mysql;mysql,prometheus"] [--worker-v8-flags --prof,--logfile=/tmp/v8-%p.log]
+ *     [--baseline DIR]
  *
  * `--only` runs the named variants alone; `--worker-v8-flags` adds V8 flags to the worker's (a tick
- * profile for bench/v8_ticks.ts).
+ * profile for bench/v8_ticks.ts). `--baseline DIR` runs every variant a second time in each round
+ * with the worker of another checkout (`git archive <commit> | tar -x -C DIR`), named
+ * `<variant> (baseline)`, and prints our CPU per point against the baseline's, paired per round.
  *
  * A point is one gauge (one row of statusengine_perfdata); each check has two. Every drain starts a
  * fresh worker, so its figures include the warm-up of the backend's code (protobuf encoder, HTTP
@@ -44,6 +47,11 @@ function textArg(name: string): string | undefined {
 }
 const ONLY = textArg("--only")?.split(";");
 const EXTRA_V8_FLAGS = textArg("--worker-v8-flags")?.split(",") ?? [];
+const BASELINE = textArg("--baseline")?.replace(/\/?$/, "/");
+// The baseline's worker runs with the V8 flags of its own version.
+const BASELINE_V8_FLAGS: readonly string[] = BASELINE === undefined
+  ? []
+  : (await import(new URL("tools/compile.ts", `file://${BASELINE}`).href)).V8_FLAGS;
 
 function cpuSeconds(pid: number): number {
   // Fields after the command name, which is in parentheses and may contain spaces.
@@ -71,6 +79,8 @@ interface Variant {
   /** The backend besides MySQL whose written + dropped points end the drain. */
   readonly backend?: string;
   readonly args: string[];
+  /** The baseline checkout's main.ts, for a variant run with the baseline's worker. */
+  readonly main?: string;
 }
 const ALL_VARIANTS: Variant[] = [
   { name: "mysql", args: ["--perfdata-backends", "mysql"] },
@@ -96,7 +106,12 @@ const ALL_VARIANTS: Variant[] = [
   },
 ];
 
-const VARIANTS = ALL_VARIANTS.filter((v) => ONLY === undefined || ONLY.includes(v.name));
+const OWN_VARIANTS = ALL_VARIANTS.filter((v) => ONLY === undefined || ONLY.includes(v.name));
+const VARIANTS = BASELINE === undefined ? OWN_VARIANTS : OWN_VARIANTS.flatMap((v) => [v, {
+  ...v,
+  name: `${v.name} (baseline)`,
+  main: `${BASELINE}main.ts`,
+}]);
 
 async function truncate(): Promise<void> {
   const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
@@ -124,7 +139,9 @@ async function drain(v: Variant, round: number): Promise<Drain> {
     gearmanAddr: gearmand.addr,
     mysqlUrl: db.url,
     args: ["--queues", PERFDATA_QUEUE, ...v.args],
-    ...(EXTRA_V8_FLAGS.length === 0 ? {} : { v8Flags: [...V8_FLAGS, ...EXTRA_V8_FLAGS] }),
+    ...(v.main === undefined
+      ? (EXTRA_V8_FLAGS.length === 0 ? {} : { v8Flags: [...V8_FLAGS, ...EXTRA_V8_FLAGS] })
+      : { main: v.main, v8Flags: [...BASELINE_V8_FLAGS, ...EXTRA_V8_FLAGS] }),
   });
   // Every round's checks are newer than the last round's: Prometheus refuses older samples.
   const payloads = volumeJobs(JOBS, CHECKS, Math.floor(Date.now() / 1000) - 600 + round * 10);
@@ -158,17 +175,19 @@ for (let round = 0; round < ROUNDS; round++) {
     const d = await drain(v, round * VARIANTS.length + order.indexOf(v));
     results.get(v.name)?.push(d);
     report(
-      `  round ${round + 1} ${v.name.padEnd(17)} ${fmt(d.pointsPerSecond).padStart(8)} points/s  ` +
+      `  round ${round + 1} ${v.name.padEnd(28)} ${fmt(d.pointsPerSecond).padStart(8)} points/s  ` +
         `${d.cpuMicrosPerPoint.toFixed(1).padStart(6)} µs CPU/point` +
         (d.dropped > 0 ? `  (${fmt(d.dropped)} dropped)` : ""),
     );
   }
 }
 
-const base = results.get("mysql") ?? [];
 report("");
-report("variant             points/s (median)  ×mysql   µs CPU/point  ×mysql");
+report("variant                      points/s (median)  ×mysql   µs CPU/point  ×mysql");
 for (const v of VARIANTS) {
+  // A baseline variant against the baseline's MySQL alone when it ran.
+  const base = (v.main === undefined ? undefined : results.get("mysql (baseline)")) ??
+    results.get("mysql") ?? [];
   const r = results.get(v.name) ?? [];
   const rate = median(r.map((d) => d.pointsPerSecond));
   const cpu = median(r.map((d) => d.cpuMicrosPerPoint));
@@ -178,7 +197,26 @@ for (const v of VARIANTS) {
     r.map((d, i) => d.cpuMicrosPerPoint / (base[i]?.cpuMicrosPerPoint ?? NaN)),
   );
   report(
-    `${v.name.padEnd(19)} ${fmt(rate).padStart(17)}  ${rateRatio.toFixed(2).padStart(6)}  ` +
+    `${v.name.padEnd(28)} ${fmt(rate).padStart(17)}  ${rateRatio.toFixed(2).padStart(6)}  ` +
       `${cpu.toFixed(1).padStart(12)}  ${cpuRatio.toFixed(2).padStart(6)}`,
   );
+}
+
+if (BASELINE !== undefined) {
+  report("");
+  report("variant             µs CPU/point  baseline  ×baseline (median of rounds)");
+  for (const v of OWN_VARIANTS) {
+    const ours = results.get(v.name) ?? [];
+    const theirs = results.get(`${v.name} (baseline)`) ?? [];
+    const ratio = median(
+      ours.map((d, i) => d.cpuMicrosPerPoint / (theirs[i]?.cpuMicrosPerPoint ?? NaN)),
+    );
+    report(
+      `${v.name.padEnd(19)} ${
+        median(ours.map((d) => d.cpuMicrosPerPoint)).toFixed(1).padStart(12)
+      }` +
+        `  ${median(theirs.map((d) => d.cpuMicrosPerPoint)).toFixed(1).padStart(8)}` +
+        `  ${ratio.toFixed(2).padStart(9)}`,
+    );
+  }
 }

@@ -72,27 +72,7 @@ Deno.test("remote write: a batch decodes back to series with sorted labels, samp
   const { bytes, duplicates } = encodeWriteRequest(points);
   assert.equal(duplicates, 1);
   // Through snappy and back, as a receiver does.
-  const wire = SnappyJS.uncompress(SnappyJS.compress(bytes)) as Uint8Array;
-  const root = protobuf.Root.fromJSON({
-    nested: {
-      W: { fields: { ts: { rule: "repeated", type: "T", id: 1 } } },
-      T: {
-        fields: {
-          labels: { rule: "repeated", type: "L", id: 1 },
-          samples: { rule: "repeated", type: "S", id: 2 },
-        },
-      },
-      L: { fields: { name: { type: "string", id: 1 }, value: { type: "string", id: 2 } } },
-      S: { fields: { value: { type: "double", id: 1 }, timestamp: { type: "int64", id: 2 } } },
-    },
-  });
-  const W = root.lookupType("W");
-  const decoded = W.toObject(W.decode(wire), { longs: Number }) as {
-    ts: {
-      labels: { name: string; value: string }[];
-      samples: { value: number; timestamp: number }[];
-    }[];
-  };
+  const decoded = decodeWriteRequest(SnappyJS.uncompress(SnappyJS.compress(bytes)) as Uint8Array);
   const byLabel = new Map(
     decoded.ts.map((t) => [t.labels.find((l) => l.name === "label")?.value, t]),
   );
@@ -108,3 +88,65 @@ Deno.test("remote write: a batch decodes back to series with sorted labels, samp
   ]);
   assert.deepEqual(byLabel.get("b")?.samples, [{ value: 2, timestamp: 1700000001000 }]);
 });
+
+Deno.test("remote write: label text arrives exactly (UTF-8, long values), a lone surrogate as U+FFFD", () => {
+  const long = "x".repeat(200) + "é";
+  const point = (hostname: string, label: string, timestampUnix: number) =>
+    remotePoint({
+      hostname,
+      service_description: long,
+      label,
+      unit: "",
+      value: -0.5,
+      timestamp_unix: timestampUnix,
+    }) as RemotePoint;
+  const { ts } = decodeWriteRequest(
+    encodeWriteRequest([
+      point("ü-host 😀", 'C:\\ used %\n"q"', 1700000000),
+      // Not valid UTF-8 as it stands; receivers refuse invalid label text.
+      point("lone\ud800", "rta", -5),
+    ]).bytes,
+  );
+  assert.deepEqual(ts.map((t) => Object.fromEntries(t.labels.map((l) => [l.name, l.value]))), [
+    {
+      __name__: "statusengine_perfdata_value",
+      hostname: "ü-host 😀",
+      label: 'C:\\ used %\n"q"',
+      service_description: long,
+    },
+    {
+      __name__: "statusengine_perfdata_value",
+      hostname: "lone\ufffd",
+      label: "rta",
+      service_description: long,
+    },
+  ]);
+  assert.deepEqual(ts.map((t) => t.samples), [
+    [{ value: -0.5, timestamp: 1700000000000 }],
+    [{ value: -0.5, timestamp: -5000 }],
+  ]);
+});
+
+/** A remote-write request decoded with protobufjs from a schema written out again here. */
+function decodeWriteRequest(wire: Uint8Array) {
+  const root = protobuf.Root.fromJSON({
+    nested: {
+      W: { fields: { ts: { rule: "repeated", type: "T", id: 1 } } },
+      T: {
+        fields: {
+          labels: { rule: "repeated", type: "L", id: 1 },
+          samples: { rule: "repeated", type: "S", id: 2 },
+        },
+      },
+      L: { fields: { name: { type: "string", id: 1 }, value: { type: "string", id: 2 } } },
+      S: { fields: { value: { type: "double", id: 1 }, timestamp: { type: "int64", id: 2 } } },
+    },
+  });
+  const W = root.lookupType("W");
+  return W.toObject(W.decode(wire), { longs: Number }) as {
+    ts: {
+      labels: { name: string; value: string }[];
+      samples: { value: number; timestamp: number }[];
+    }[];
+  };
+}

@@ -46,11 +46,44 @@ const ROOT = protobuf.Root.fromJSON({
   },
 });
 const WRITE_REQUEST = ROOT.lookupType("prometheus.WriteRequest");
+const TIME_SERIES = ROOT.lookupType("prometheus.TimeSeries");
+const LABEL = ROOT.lookupType("prometheus.Label");
+const SAMPLE = ROOT.lookupType("prometheus.Sample");
 
-/** One series: its labels, built once. */
+// A batch is written straight into one byte array rather than through protobufjs' encode of
+// an object per series, label and sample: with perfdata nearly every series has one sample per
+// request, and building those objects and encoding the same label strings again for every
+// sample cost several times more than the rest of a sample (docs/perfdata.md#performance). The
+// labels of a series are encoded once, when the series is first seen. The field numbers and
+// wire types written here are read from the schema above, so it stays the only definition.
+function fieldTag(type: protobuf.Type, name: string): number {
+  const field = type.fields[name];
+  if (field === undefined) throw new Error(`remote write schema: no field ${type.name}.${name}`);
+  // Message fields are length-delimited (wire type 2); the rest have their basic type's.
+  const wire = (protobuf.types.basic as Record<string, number | undefined>)[field.type] ?? 2;
+  return field.id * 8 + wire;
+}
+const TIMESERIES_TAG = fieldTag(WRITE_REQUEST, "timeseries");
+const LABELS_TAG = fieldTag(TIME_SERIES, "labels");
+const SAMPLES_TAG = fieldTag(TIME_SERIES, "samples");
+const LABEL_NAME_TAG = fieldTag(LABEL, "name");
+const LABEL_VALUE_TAG = fieldTag(LABEL, "value");
+const VALUE_TAG = fieldTag(SAMPLE, "value");
+const TIMESTAMP_TAG = fieldTag(SAMPLE, "timestamp");
+if (
+  SAMPLE.fields["value"]?.type !== "double" || SAMPLE.fields["timestamp"]?.type !== "int64" ||
+  LABEL.fields["name"]?.type !== "string" || LABEL.fields["value"]?.type !== "string"
+) {
+  throw new Error("remote write schema: written as a double, an int64 and strings");
+}
+
+/** One series: its labels, encoded once. */
 export interface RemoteSeries {
-  /** The series' labels, sorted by name (the protocol requires it). */
-  readonly labels: readonly { readonly name: string; readonly value: string }[];
+  /**
+   * The series' labels, sorted by name (the protocol requires it), as the encoded label
+   * fields of a `TimeSeries`.
+   */
+  readonly labels: Uint8Array;
   /** The `unit` label's value ('' = none). */
   readonly unit: string;
 }
@@ -121,23 +154,88 @@ function text(v: unknown): string {
   return v === null || v === undefined ? "" : String(v);
 }
 
-function seriesLabels(host: string, service: string, label: string, unit: string) {
-  const labels: { name: string; value: string }[] = [{
-    name: "__name__",
-    value: REMOTE_WRITE_METRIC,
-  }];
+function seriesLabels(host: string, service: string, label: string, unit: string): Uint8Array {
   // Sorted by name; an empty value is the same as no label in Prometheus, so it is left out.
-  for (
-    const [name, value] of [
-      ["hostname", host],
-      ["label", label],
-      ["service_description", service],
-      ["unit", unit],
-    ] as const
-  ) {
-    if (value !== "") labels.push({ name, value });
+  const labels: [string, string][] = [["__name__", REMOTE_WRITE_METRIC]];
+  if (host !== "") labels.push(["hostname", host]);
+  if (label !== "") labels.push(["label", label]);
+  if (service !== "") labels.push(["service_description", service]);
+  if (unit !== "") labels.push(["unit", unit]);
+  // Each label: its field tag, the length of the Label message, then the name and the value,
+  // each a tag, a length and the UTF-8 bytes.
+  let size = 0;
+  const lengths: number[] = [];
+  for (const [name, value] of labels) {
+    const n = utf8Length(name);
+    const v = utf8Length(value);
+    const length = varintLength(LABEL_NAME_TAG) + varintLength(n) + n +
+      varintLength(LABEL_VALUE_TAG) + varintLength(v) + v;
+    lengths.push(n, v, length);
+    size += varintLength(LABELS_TAG) + varintLength(length) + length;
   }
-  return labels;
+  const bytes = labelBytes(size);
+  let at = 0;
+  let i = 0;
+  for (const [name, value] of labels) {
+    const n = lengths[i++] as number;
+    const v = lengths[i++] as number;
+    at = writeVarint(bytes, at, LABELS_TAG);
+    at = writeVarint(bytes, at, lengths[i++] as number);
+    at = writeVarint(bytes, at, LABEL_NAME_TAG);
+    at = writeVarint(bytes, at, n);
+    at = writeUtf8(bytes, at, name, n);
+    at = writeVarint(bytes, at, LABEL_VALUE_TAG);
+    at = writeVarint(bytes, at, v);
+    at = writeUtf8(bytes, at, value, v);
+  }
+  return bytes;
+}
+
+// The labels of new series are cut from shared slabs: an array buffer of its own per series
+// (about 150 bytes) cost more than encoding its labels, in allocation and in garbage collection.
+const SLAB_BYTES = 64 * 1024;
+let slab = new Uint8Array(SLAB_BYTES);
+let slabUsed = 0;
+
+function labelBytes(size: number): Uint8Array {
+  if (size > SLAB_BYTES / 8) return new Uint8Array(size);
+  if (slabUsed + size > SLAB_BYTES) {
+    slab = new Uint8Array(SLAB_BYTES);
+    slabUsed = 0;
+  }
+  slabUsed += size;
+  return slab.subarray(slabUsed - size, slabUsed);
+}
+
+const UTF8 = new TextEncoder();
+
+/** Writes `text`, `length` bytes in UTF-8; returns the next offset. */
+function writeUtf8(bytes: Uint8Array, at: number, text: string, length: number): number {
+  // Names are mostly ASCII, copied here: TextEncoder is a call into the runtime per string.
+  if (length === text.length) {
+    for (let i = 0; i < length; i++) bytes[at + i] = text.charCodeAt(i);
+  } else UTF8.encodeInto(text, bytes.subarray(at, at + length));
+  return at + length;
+}
+
+/**
+ * Bytes of `text` in UTF-8 as TextEncoder writes it: a lone surrogate becomes U+FFFD (3 bytes).
+ */
+function utf8Length(text: string): number {
+  let length = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) length += 1;
+    else if (c < 0x800) length += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        length += 4;
+        i++;
+      } else length += 3;
+    } else length += 3;
+  }
+  return length;
 }
 
 /**
@@ -151,30 +249,92 @@ function seriesLabels(host: string, service: string, label: string, unit: string
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const series = new Map<
-    RemoteSeries,
-    { labels: RemoteSeries["labels"]; samples: Map<number, number> }
-  >();
-  let duplicates = 0;
+  const bySeries = new Map<RemoteSeries, RemotePoint[]>();
   for (const p of batch) {
-    let s = series.get(p.series);
-    if (s === undefined) {
-      s = { labels: p.series.labels, samples: new Map() };
-      series.set(p.series, s);
-    }
-    if (s.samples.has(p.timestampMs)) duplicates++;
-    s.samples.set(p.timestampMs, p.value);
+    const points = bySeries.get(p.series);
+    if (points === undefined) bySeries.set(p.series, [p]);
+    else points.push(p);
   }
-  const timeseries = [...series.values()].map((s) => ({
-    labels: s.labels,
-    samples: [...s.samples].sort((a, b) => a[0] - b[0]).map(([timestamp, value]) => ({
-      value,
-      timestamp,
-    })),
-  }));
-  // encode takes plain objects of the message's shape; fromObject would copy every sample again.
-  const bytes = WRITE_REQUEST.encode({ timeseries }).finish();
+  // First the size of every series and sample, then one array written front to back.
+  let duplicates = 0;
+  let size = 0;
+  const groups: { labels: Uint8Array; points: RemotePoint[]; length: number }[] = [];
+  for (const [series, all] of bySeries) {
+    const points = all.length === 1 ? all : inTimeOrder(all);
+    duplicates += all.length - points.length;
+    let length = series.labels.length;
+    for (const p of points) {
+      const sample = sampleLength(p.timestampMs);
+      length += varintLength(SAMPLES_TAG) + varintLength(sample) + sample;
+    }
+    groups.push({ labels: series.labels, points, length });
+    size += varintLength(TIMESERIES_TAG) + varintLength(length) + length;
+  }
+  const bytes = new Uint8Array(size);
+  const view = new DataView(bytes.buffer);
+  let at = 0;
+  for (const g of groups) {
+    at = writeVarint(bytes, at, TIMESERIES_TAG);
+    at = writeVarint(bytes, at, g.length);
+    bytes.set(g.labels, at);
+    at += g.labels.length;
+    for (const p of g.points) {
+      at = writeVarint(bytes, at, SAMPLES_TAG);
+      at = writeVarint(bytes, at, sampleLength(p.timestampMs));
+      at = writeVarint(bytes, at, VALUE_TAG);
+      view.setFloat64(at, p.value, true);
+      at = writeVarint(bytes, at + 8, TIMESTAMP_TAG);
+      at = writeInt64(bytes, at, p.timestampMs);
+    }
+  }
   return { bytes, duplicates };
+}
+
+/** The points of one series in time order, the last of several at one timestamp kept. */
+function inTimeOrder(points: RemotePoint[]): RemotePoint[] {
+  // A stable sort keeps the arrival order within one timestamp.
+  const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
+  return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
+}
+
+/** Bytes of an encoded `Sample`: a double and an int64. */
+function sampleLength(timestampMs: number): number {
+  return varintLength(VALUE_TAG) + 8 + varintLength(TIMESTAMP_TAG) + int64Length(timestampMs);
+}
+
+function varintLength(n: number): number {
+  let length = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    length++;
+  }
+  return length;
+}
+
+/** Writes a non-negative integer (up to 2^53) as a varint; returns the next offset. */
+function writeVarint(bytes: Uint8Array, at: number, n: number): number {
+  while (n >= 128) {
+    bytes[at++] = (n % 128) | 128;
+    n = Math.floor(n / 128);
+  }
+  bytes[at++] = n;
+  return at;
+}
+
+// A negative int64 is a varint of its 64-bit two's complement: always 10 bytes.
+function int64Length(n: number): number {
+  return n < 0 ? 10 : varintLength(n);
+}
+
+function writeInt64(bytes: Uint8Array, at: number, n: number): number {
+  if (n >= 0) return writeVarint(bytes, at, n);
+  let u = BigInt.asUintN(64, BigInt(n));
+  for (let i = 0; i < 9; i++) {
+    bytes[at++] = Number(u % 128n) | 128;
+    u /= 128n;
+  }
+  bytes[at++] = Number(u);
+  return at;
 }
 
 /** Where and how to send remote writes: the `--prometheus-remote-write-*` settings. */
