@@ -41,7 +41,8 @@
  * (mysql2's own packet encoder over Node's `net.Socket`, a stack trace per call, the values
  * sliced and flattened inside the timer), as a ratio of the ceiling.
  *
- * `--worker-v8-flags` adds V8 flags to our worker's (e.g. `--prof` for a tick profile).
+ * `--worker-v8-flags` adds V8 flags to our worker's and the baseline's (e.g. `--prof` for a tick
+ * profile of each, to compare two versions function by function on the same drain).
  * Each drain also reports the worker's CPU time (user + system, from `/proc`) per 100,000
  * events, counted from its readiness to its last acknowledgement.
  *
@@ -393,7 +394,10 @@ async function drain(
       ],
       ...(baseline === undefined
         ? (EXTRA_V8_FLAGS.length === 0 ? {} : { v8Flags: [...V8_FLAGS, ...EXTRA_V8_FLAGS] })
-        : { main: `${baseline.replace(/\/?$/, "/")}main.ts`, v8Flags: BASELINE_V8_FLAGS ?? [] }),
+        : {
+          main: `${baseline.replace(/\/?$/, "/")}main.ts`,
+          v8Flags: [...(BASELINE_V8_FLAGS ?? []), ...EXTRA_V8_FLAGS],
+        }),
     });
     const cpuAtStart = cpuSeconds(worker.pid);
     const serverAtStart = serverCpuSeconds();

@@ -9,9 +9,17 @@
  *   deno run -A bench/pipeline.ts --rounds 1 --batches 700 --tables statusengine_hostchecks \
  *     --gearman-only --worker-v8-flags "--prof,--prof-sampling-interval=100,--logfile=/tmp/v8-%p.log,--no-logfile-per-isolate"
  *   deno run -A bench/v8_ticks.ts /tmp/v8-1234.log [--last-ms 1500] [--top 40]
+ *   deno run -A bench/v8_ticks.ts OLD.log,OLD2.log --against NEW.log,NEW2.log --from decodeJob
  *
  * `--last-ms` keeps the samples of the last milliseconds of the log only (a
  * drain's end is the end of the log, its start-up is not of interest).
+ * `--from NAME` keeps each log's samples from the first one with the function
+ * NAME on its stack on (`decodeJob`: the drain's first job).
+ * `--against LOGS` compares two versions: the samples of both lists (logs
+ * separated by commas, e.g. one per round of `bench/pipeline.ts --baseline`)
+ * by first JavaScript function, its position and tier cut off so the same
+ * function matches across checkouts and re-optimisations. On the same drain
+ * the difference in samples is the difference in main-thread CPU.
  * Only the main thread is sampled: garbage collection on V8's helper threads
  * is missing here (and included in the CPU time the pipeline bench prints).
  */
@@ -197,6 +205,50 @@ export function sourceOf(name: string): string {
   return (m[1] as string).replace(/:\d+:\d+.*$/, "").replace(/^.*\/registry\.npmjs\.org\//, "npm:");
 }
 
+/**
+ * A JavaScript function's name and source file, without its position, its tier marker and the
+ * checkout's directory (`f file:///a/src/x.ts:1:2*'` is `f src/x.ts`), so that one function
+ * matches itself in another checkout or at another tier. Other code objects keep their name.
+ */
+export function functionOf(name: string): string {
+  const m = /^(.*?) ?(?:file:\/\/\/|ext:|node:)\S+$/.exec(name);
+  // A function built by `new Function` or `eval` has a position but no file.
+  if (m === null) return name.replace(/ ?:\d+:\d+\W*$/, "");
+  const file = sourceOf(name).replace(/^file:\/\/\/.*\/(?=(?:src|bench|tests|tools)\/)/, "");
+  return `${m[1] === "" ? "(anonymous)" : m[1]} ${file}`;
+}
+
+/** The samples from the first one with the function `name` on its stack on. */
+export function fromFirst(ticks: readonly Tick[], name: string): Tick[] {
+  const first = ticks.findIndex((t) => t.stack.some((f) => f.startsWith(`${name} `)));
+  return first === -1 ? [] : ticks.slice(first);
+}
+
+/** One function's samples in two sets: `a`, `b`. */
+export interface Compared {
+  name: string;
+  a: number;
+  b: number;
+}
+
+/**
+ * Samples by first JavaScript function (see {@link functionOf}; garbage collection apart),
+ * of two sets side by side, the largest difference first.
+ */
+export function compare(a: readonly Tick[], b: readonly Tick[]): Compared[] {
+  const key = (t: Tick) =>
+    t.state === "GC" ? "(garbage collection)" : functionOf(t.js ?? `(no JavaScript) ${t.self}`);
+  const rows = new Map<string, Compared>();
+  const row = (name: string) => {
+    let r = rows.get(name);
+    if (r === undefined) rows.set(name, r = { name, a: 0, b: 0 });
+    return r;
+  };
+  for (const t of a) row(key(t)).a++;
+  for (const t of b) row(key(t)).b++;
+  return [...rows.values()].sort((x, y) => Math.abs(y.b - y.a) - Math.abs(x.b - x.a));
+}
+
 function count(map: Map<string, number>, key: string): void {
   map.set(key, (map.get(key) ?? 0) + 1);
 }
@@ -204,15 +256,44 @@ function count(map: Map<string, number>, key: string): void {
 if (import.meta.main) {
   const path = Deno.args.find((a, i) => !a.startsWith("--") && !Deno.args[i - 1]?.startsWith("--"));
   if (path === undefined) {
-    report("usage: deno run -A bench/v8_ticks.ts V8_LOG [--last-ms MS] [--top N]");
+    report(
+      "usage: deno run -A bench/v8_ticks.ts V8_LOG[,V8_LOG...] [--last-ms MS] [--from FUNCTION] " +
+        "[--against V8_LOG[,V8_LOG...]] [--top N]",
+    );
     Deno.exit(2);
   }
   const top = option("--top", 40);
-  let ticks = readTicks(await Deno.readTextFile(path));
   const lastMs = option("--last-ms", Infinity);
-  if (Number.isFinite(lastMs) && ticks.length > 0) {
-    const end = (ticks[ticks.length - 1] as Tick).time;
-    ticks = ticks.filter((t) => t.time >= end - lastMs);
+  const fromIndex = Deno.args.indexOf("--from");
+  const from = fromIndex === -1 ? undefined : Deno.args[fromIndex + 1];
+  const againstIndex = Deno.args.indexOf("--against");
+  const against = againstIndex === -1 ? undefined : Deno.args[againstIndex + 1];
+  const samplesOf = async (paths: string) => {
+    const all: Tick[] = [];
+    for (const p of paths.split(",")) {
+      let ticks = readTicks(await Deno.readTextFile(p));
+      if (from !== undefined) ticks = fromFirst(ticks, from);
+      if (Number.isFinite(lastMs) && ticks.length > 0) {
+        const end = (ticks[ticks.length - 1] as Tick).time;
+        ticks = ticks.filter((t) => t.time >= end - lastMs);
+      }
+      all.push(...ticks);
+    }
+    return all;
+  };
+  const ticks = await samplesOf(path);
+  if (against !== undefined) {
+    const other = await samplesOf(against);
+    const a = ticks.length;
+    report(`${a} samples against ${other.length} (${(other.length / a).toFixed(3)}×)`);
+    report("\nby first JavaScript function: samples, against, difference in % of the first");
+    for (const r of compare(ticks, other).slice(0, top)) {
+      const diff = `${r.b >= r.a ? "+" : ""}${(100 * (r.b - r.a) / a).toFixed(2)} %`;
+      report(
+        `${String(r.a).padStart(7)} ${String(r.b).padStart(7)} ${diff.padStart(9)}  ${r.name}`,
+      );
+    }
+    Deno.exit(0);
   }
   const total = ticks.length;
   const states = new Map<string, number>();

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { fields, readTicks, sourceOf } from "./v8_ticks.ts";
+import { compare, fields, fromFirst, functionOf, readTicks, sourceOf } from "./v8_ticks.ts";
 
 Deno.test("v8 ticks: quoted fields keep their commas", () => {
   assert.deepEqual(fields('code-creation,JS,10,5,0x10,8,"f a,b.ts:1:2",0x9,~'), [
@@ -60,4 +60,47 @@ Deno.test("v8 ticks: source files of code names, npm packages by name and versio
   assert.equal(sourceOf("async_op_4 ext:core/00_infra.js:299:33+"), "ext:core/00_infra.js");
   assert.equal(sourceOf("[deno]"), "[deno]");
   assert.equal(sourceOf("Builtin: JSONParse"), "(other)");
+});
+
+Deno.test("v8 ticks: two checkouts compare function by function, from the first sample of a function on", () => {
+  assert.equal(
+    functionOf("appendAdjustedRow file:///work/a/src/mysql/values.ts:108:38*'"),
+    "appendAdjustedRow src/mysql/values.ts",
+  );
+  assert.equal(functionOf(" file:///b/bench/x.ts:1:1~"), "(anonymous) bench/x.ts");
+  assert.equal(
+    functionOf(
+      "execute file:///root/.cache/deno/npm/registry.npmjs.org/mysql2/3.24.6/lib/x.js:1:2^",
+    ),
+    "execute npm:mysql2/3.24.6/lib/x.js",
+  );
+  assert.equal(functionOf("fit :3:34*'"), "fit");
+  assert.equal(functionOf("[deno]"), "[deno]");
+  assert.equal(functionOf("Builtin: KeyedLoadIC_Megamorphic"), "Builtin: KeyedLoadIC_Megamorphic");
+  const tick = (js: string | undefined, state = "JS") => ({
+    time: 0,
+    state,
+    self: "[deno]",
+    js,
+    stack: js === undefined ? [] : [js],
+  });
+  const old = [
+    tick("start file:///old/src/main.ts:1:1~"),
+    tick("decodeJob file:///old/src/events/decode.ts:86:30+"),
+    tick("fit file:///old/src/mysql/values.ts:1:1*"),
+  ];
+  const now = [
+    tick("decodeJob file:///new/src/events/decode.ts:87:30*"),
+    tick("appendAdjustedRow file:///new/src/mysql/values.ts:108:38*"),
+    tick("appendAdjustedRow file:///new/src/mysql/values.ts:108:38^"),
+    tick(undefined, "GC"),
+  ];
+  assert.equal(fromFirst(old, "decodeJob").length, 2);
+  assert.equal(fromFirst(old, "decode").length, 0);
+  assert.deepEqual(compare(fromFirst(old, "decodeJob"), now), [
+    { name: "appendAdjustedRow src/mysql/values.ts", a: 0, b: 2 },
+    { name: "fit src/mysql/values.ts", a: 1, b: 0 },
+    { name: "(garbage collection)", a: 0, b: 1 },
+    { name: "decodeJob src/events/decode.ts", a: 1, b: 1 },
+  ]);
 });
