@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { type Gearmand, startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { type LogLine, withLogs } from "./helpers/logs.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import {
   createSchema,
@@ -720,22 +721,10 @@ Deno.test("ws server: a silent client is pinged after half the idle timeout and 
 });
 
 Deno.test("ws server: a client that stops reading and resets its connection: the frames the runtime never wrote count as dropped", async () => {
-  const lines: { message: string; properties: Record<string, unknown> }[] = [];
-  await configureLogging({
-    level: "info",
-    format: "json",
-    write: (line) => lines.push(JSON.parse(line)),
-  });
-  try {
-    await resetWithFramesUnsent(lines);
-  } finally {
-    await resetLogging();
-  }
+  await withLogs(resetWithFramesUnsent);
 });
 
-async function resetWithFramesUnsent(
-  lines: readonly { message: string; properties: Record<string, unknown> }[],
-): Promise<void> {
+async function resetWithFramesUnsent(lines: readonly LogLine[]): Promise<void> {
   const metrics = createMetrics();
   // Limits far above what the test sends: the hub hands every frame to the socket at once,
   // so no frame waits or is lost in the hub. What the peer's reset loses is lost inside the
