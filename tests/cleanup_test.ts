@@ -758,6 +758,43 @@ Deno.test("cleanup: while p_max holds rows, expired weeks are still dropped and 
   assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
 });
 
+Deno.test("cleanup: with rows in p_max, the dry run announces exactly the rows the run then drops and deletes", async () => {
+  // The repair case: laid out in January, never maintained, so p_max holds months of rows,
+  // and the five January weeks have expired. The run drops those weeks first and then deletes
+  // over what is left, so the rows of the dropped weeks must not be counted again.
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 0, 7, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const ages = { "age_servicechecks": 100 };
+  const cutoff = unixSeconds(retentionCutoff(now, 100));
+  const all = times(utc(2026, 1, 5, 6), utc(2026, 7, 1), 0.02);
+  await insertRows(db, CHECKS, all);
+  const weeks = (await partitionsOf(db, CHECKS)).slice(0, -1);
+  let inWeeks = 0;
+  for (const week of weeks) inWeeks += await rowsInPartition(db, CHECKS, week);
+  const older = all.filter((t) => t < cutoff).length;
+  assert.ok(inWeeks > 1000 && older - inWeeks > 1000, `${inWeeks} ${older}`);
+
+  const dry = await run({ mysqlUrl: db.url, now, ages, dryRun: true });
+  assert.equal(dry.code, 0, JSON.stringify(dry.logs.filter((l) => l.level === "error")));
+  const line = dry.out.find((l) => l.startsWith(`${CHECKS} `)) ?? "";
+  const dropped = /drop [^;]* \(~(\d+) rows\)/.exec(line);
+  const deleted = /delete (\d+) rows/.exec(line);
+  assert.ok(dropped !== null && deleted !== null, line);
+
+  const r = await run({ mysqlUrl: db.url, now, ages });
+  assert.equal(r.code, 0, r.err.join("\n"));
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+  const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+  assert.equal(finished?.properties.partitions_dropped, weeks.length);
+  // The rows the run deleted one by one: exactly what the dry run announced.
+  assert.equal(Number(deleted[1]), finished?.properties.rows, line);
+  assert.equal(Number(deleted[1]), older - inWeeks, line);
+  // The dropped rows are the engine's estimate (counting them would read what the drop
+  // spares): the same figure the run reports, and within 5 % of the rows the weeks held.
+  assert.equal(Number(dropped[1]), finished?.properties.rows_dropped_estimate, line);
+  assert.ok(Math.abs(Number(dropped[1]) - inWeeks) <= inWeeks * 0.05, `${line} vs ${inWeeks}`);
+});
+
 Deno.test("cleanup: an ALTER kept waiting by a long transaction gives up, the table fails, the others are cleaned", async () => {
   await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
   const now = new Date(Date.UTC(2026, 6, 1, 12));

@@ -22,6 +22,7 @@ import {
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
   type PartitionInfo,
+  partitionsToTrim,
   planMaintenance,
   planRepairStep,
   quoteIdentifier,
@@ -77,6 +78,14 @@ const MAX_PAUSE_MS = 2 ** 31 - 1;
 const TABLE_COLUMN = 38;
 /** Default interval of the progress lines of a table that is still deleting. */
 const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
+/**
+ * Most rows the count before a table's DELETE reads, for the total and the ETA of its progress
+ * lines. Counting reads rows hundreds of times faster than batches delete them, so the count
+ * costs a small fraction of the DELETE it announces; the bound keeps it to seconds on a
+ * legacy unpartitioned table that holds years of old rows, whose progress then shows the total
+ * as a lower bound and no ETA.
+ */
+const PROGRESS_COUNT_LIMIT = 10_000_000;
 /**
  * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a table's
  * metadata lock (behind a long report query, say) makes every later statement on that table
@@ -251,9 +260,52 @@ async function partitionHasRows(
   return rows.length > 0;
 }
 
-/** `DELETE …` restricted to one partition, or over the whole table. */
-function partitionClause(trim: string | "table"): string {
-  return trim === "table" ? "" : ` PARTITION (${quoteIdentifier(trim)})`;
+/** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
+function partitionClause(partitions: readonly string[] | "table"): string {
+  return partitions === "table" ? "" : ` PARTITION (${partitions.map(quoteIdentifier).join(", ")})`;
+}
+
+/**
+ * How many rows older than the cutoff the partitions hold, counting at most `limit`.
+ *
+ * @returns The count; equal to `limit` when there are at least that many.
+ */
+async function countOlder(
+  session: CleanupSession,
+  table: PlannedTable,
+  partitions: readonly string[] | "table",
+  cutoff: number,
+  limit?: number,
+): Promise<number> {
+  if (partitions !== "table" && partitions.length === 0) return 0;
+  const select = `SELECT 1 FROM ${quoteIdentifier(table.table)}${
+    partitionClause(partitions)
+  } WHERE ${quoteIdentifier(table.column)} < ?`;
+  const rows = await session.query<mysql.RowDataPacket[]>(
+    limit === undefined
+      ? `SELECT COUNT(*) AS n FROM (${select}) AS old_rows`
+      : `SELECT COUNT(*) AS n FROM (${select} LIMIT ${limit}) AS old_rows`,
+    [cutoff],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** The cutoff as every line shows it: local RFC 3339 (what an operator reads) and Unix seconds. */
+function cutoffProperties(cutoff: Date): { cutoff: string; "cutoff_unix": number } {
+  return { cutoff: formatLocalRfc3339(cutoff), "cutoff_unix": unixSeconds(cutoff) };
+}
+
+/** The total and ETA of a progress line, as far as the count before the DELETE knows them. */
+function progressEstimate(
+  done: number,
+  counted: number,
+  elapsedMs: number,
+): { "rows_total": number; "eta_s": number } | { "rows_total_at_least": number } {
+  if (counted >= PROGRESS_COUNT_LIMIT) return { "rows_total_at_least": counted };
+  // Rows older than the cutoff that arrived after the count make the run longer than the
+  // count said; the total then follows the rows done.
+  const total = Math.max(counted, done);
+  return { "rows_total": total, "eta_s": Math.round((total - done) * elapsedMs / done / 1000) };
 }
 
 function namesText(names: readonly string[]): string {
@@ -274,7 +326,8 @@ interface RunContext {
 
 /**
  * Batched DELETE inside one partition (or the whole table) until a batch deletes fewer rows
- * than the batch size, with a progress line every `progressIntervalMs`.
+ * than the batch size, with a progress line every `progressIntervalMs` that carries the rows
+ * done, the total counted before the first batch and the ETA at the rate so far.
  *
  * @returns False when the signal stopped it.
  */
@@ -289,10 +342,12 @@ async function deleteInBatches(
   // Names are constants from the retention table and the server's own partition list, never
   // configuration. No ORDER BY. The PARTITION clause is what keeps the statement inside the
   // straddling week: MySQL cannot prune `start_time < ?` through `start_time DIV 86400`.
-  const sql = `DELETE FROM ${quoteIdentifier(table.table)}${partitionClause(trim)} WHERE ${
+  const where = trim === "table" ? "table" : [trim];
+  const sql = `DELETE FROM ${quoteIdentifier(table.table)}${partitionClause(where)} WHERE ${
     quoteIdentifier(table.column)
   } < ? LIMIT ${options.batchSize}`;
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
+  const counted = await countOlder(ctx.session, table, where, cutoff, PROGRESS_COUNT_LIMIT);
   const started = performance.now();
   let lastProgress = started;
   for (;;) {
@@ -316,6 +371,7 @@ async function deleteInBatches(
         table: table.table,
         partition: trim,
         rows: stats.rows,
+        ...progressEstimate(stats.rows, counted, now - started),
         batches: stats.batches,
         "rows_per_s": formatRate(stats.rows, now - started),
       });
@@ -348,7 +404,8 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     batches: 0,
     needsRepair: false,
   };
-  const cutoff = table.days > 0 ? unixSeconds(retentionCutoff(ctx.now, table.days)) : null;
+  const cutoffDate = table.days > 0 ? retentionCutoff(ctx.now, table.days) : null;
+  const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
   try {
     const layout = await readLayout(session, table);
     stats.layout = layout.kind;
@@ -360,14 +417,14 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       });
     }
     if (layout.kind !== "weekly") {
-      if (cutoff === null) {
+      if (cutoffDate === null || cutoff === null) {
         if (options.dryRun === true) {
           ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
         }
         return { kind: "finished", stats };
       }
       if (options.dryRun === true) {
-        await dryRunDelete(ctx, table, "table", cutoff, stats, []);
+        await dryRunDelete(ctx, table, { where: "table", from: "table" }, cutoffDate, stats, []);
         return { kind: "finished", stats };
       }
       const done = await deleteInBatches(ctx, table, "table", cutoff, stats);
@@ -394,8 +451,9 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
           `${weekly.max?.name} holds ~${weekly.max?.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
         );
       }
-      if (maintenance.trim !== null && cutoff !== null) {
-        await dryRunDelete(ctx, table, maintenance.trim, cutoff, stats, parts);
+      if (maintenance.trim !== null && cutoffDate !== null) {
+        const trim = { where: partitionsToTrim(weekly, maintenance), from: maintenance.trim };
+        await dryRunDelete(ctx, table, trim, cutoffDate, stats, parts);
       } else {
         ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ") || "nothing to do"}`);
       }
@@ -437,24 +495,24 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
   }
 }
 
-/** Dry run: count what the DELETE would remove and print the table's line. */
+/**
+ * Dry run: count what the DELETE would remove and print the table's line.
+ *
+ * @param trim `where`: the partitions that hold those rows now, before the add and the drop
+ *   ({@linkcode partitionsToTrim}); `from`: where the run will DELETE, as the line names it.
+ */
 async function dryRunDelete(
   ctx: RunContext,
   table: PlannedTable,
-  trim: string | "table",
-  cutoff: number,
+  trim: { readonly where: readonly string[] | "table"; readonly from: string | "table" },
+  cutoffDate: Date,
   stats: TableStats,
   parts: string[],
 ): Promise<void> {
-  const rows = await ctx.session.query<mysql.RowDataPacket[]>(
-    `SELECT COUNT(*) AS n FROM ${quoteIdentifier(table.table)}${partitionClause(trim)} WHERE ${
-      quoteIdentifier(table.column)
-    } < ?`,
-    [cutoff],
-  );
-  stats.rows = Number(rows[0]?.n ?? 0);
-  const where = trim === "table" ? "" : ` from ${trim}`;
-  parts.push(`delete ${stats.rows} rows${where} (${table.column} < ${cutoff})`);
+  const { cutoff, "cutoff_unix": cutoffUnix } = cutoffProperties(cutoffDate);
+  stats.rows = await countOlder(ctx.session, table, trim.where, cutoffUnix);
+  const from = trim.from === "table" ? "" : ` from ${trim.from}`;
+  parts.push(`delete ${stats.rows} rows${from} (${table.column} < ${cutoff}, unix ${cutoffUnix})`);
   ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ")}`);
 }
 
@@ -566,8 +624,7 @@ export async function runCleanupCommand(
           table: table.table,
           column: table.column,
           "age_days": table.days,
-          cutoff: formatLocalRfc3339(cutoffDate),
-          "cutoff_unix": unixSeconds(cutoffDate),
+          ...cutoffProperties(cutoffDate),
         });
       }
       const started = performance.now();
@@ -584,7 +641,7 @@ export async function runCleanupCommand(
         table: table.table,
         layout: stats.layout,
         "age_days": table.days,
-        ...(cutoffDate === null ? {} : { cutoff: formatLocalRfc3339(cutoffDate) }),
+        ...(cutoffDate === null ? {} : cutoffProperties(cutoffDate)),
         "partitions_added": stats.added.length,
         "partitions_dropped": stats.dropped.length,
         "rows_dropped_estimate": stats.droppedRowsEstimate,

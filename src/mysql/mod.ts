@@ -40,6 +40,7 @@ export {
   dropPartitionsStatement,
   type MaintenancePlan,
   type PartitionInfo,
+  partitionsToTrim,
   planMaintenance,
   planRepairStep,
   repairStepCount,

@@ -275,6 +275,28 @@ export function planMaintenance(
   return { add, drop, trim, blockedWeeks };
 }
 
+/**
+ * The partitions that hold, before the plan runs, the rows its DELETE will remove: what a dry
+ * run counts to announce the run's figure. The DELETE runs after the add and the drop, so the
+ * rows of the partitions dropped are not among them (the drop takes them), and a week the plan
+ * adds does not exist yet: its rows are still in the MAXVALUE partition it is split from.
+ *
+ * @param layout The table's current weekly layout.
+ * @param plan The plan {@linkcode planMaintenance} made for it.
+ * @returns Names of existing partitions, empty when the DELETE can find nothing.
+ */
+export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): string[] {
+  const { trim } = plan;
+  if (trim === null) return [];
+  const max = layout.max === null ? [] : [layout.max.name];
+  if (trim === "table") {
+    const dropped = new Set(plan.drop.map((p) => p.name));
+    return [...layout.bounded.filter((p) => !dropped.has(p.name)).map((p) => p.name), ...max];
+  }
+  if (layout.bounded.some((p) => p.name === trim) || max.includes(trim)) return [trim];
+  return max;
+}
+
 /** One step of the explicit repair of a `p_max` that holds rows. */
 export interface RepairStep {
   /** The weeks split off `p_max` in this step, ascending. */
