@@ -573,9 +573,13 @@ Deno.test("cleanup: expired weeks are dropped, the straddling week trimmed by DE
   const line = dry.out.find((l) => l.startsWith(`${CHECKS} `)) ?? "";
   assert.match(line, /add p_2026_28, p_2026_29, p_2026_30, p_2026_31;/, line);
   assert.match(line, /drop p_2026_23, p_2026_24 \(~\d+ rows\);/, line);
-  assert.match(
+  // The cutoff as the run logs it: local RFC 3339, then Unix seconds.
+  const cutoffText = formatLocalRfc3339(retentionCutoff(now, 14));
+  assert.ok(
+    line.endsWith(
+      `delete ${trimmed} rows from p_2026_25 (start_time < ${cutoffText}, unix ${cutoff})`,
+    ),
     line,
-    new RegExp(`delete ${trimmed} rows from p_2026_25 \\(start_time < ${cutoff}\\)`),
   );
   assert.match(dry.out.at(-1) ?? "", /^Dry run, nothing changed: /);
   assert.equal(dry.out.length, RETENTION_TABLES.length + 1, "one line per table and the summary");
@@ -609,7 +613,16 @@ Deno.test("cleanup: expired weeks are dropped, the straddling week trimmed by DE
   assert.equal(finished?.properties.rows, trimmed);
   assert.equal(finished?.properties.partitions_dropped, 2);
   assert.equal(finished?.properties.partitions_added, 4);
-  assert.ok(logsOf(r, "cleanup: table progress", CHECKS).length > 0, "progress while deleting");
+  assert.equal(finished?.properties.cutoff, cutoffText);
+  assert.equal(finished?.properties.cutoff_unix, cutoff);
+  // Progress while deleting: rows done of the total counted first, and the time left.
+  const progress = logsOf(r, "cleanup: table progress", CHECKS);
+  assert.ok(progress.length > 0, "progress while deleting");
+  for (const [i, { properties }] of progress.entries()) {
+    assert.equal(properties.rows, (i + 1) * 10, JSON.stringify(properties));
+    assert.equal(properties.rows_total, trimmed, JSON.stringify(properties));
+    assert.ok(Number.isInteger(properties.eta_s) && Number(properties.eta_s) >= 0);
+  }
   // A table with age 0 keeps every row but still gets its weeks ahead.
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), hostchecks);
   assert.equal((await partitionsOf(db, "statusengine_hostchecks")).at(-2), "p_2026_31");
@@ -685,6 +698,17 @@ Deno.test("cleanup: a p_max holding rows is reported, and --repair-partitions sp
   const dry = await run({ mysqlUrl: db.url, now, ages, repairPartitions: true, dryRun: true });
   assert.equal(dry.code, 0, dry.err.join("\n"));
   assert.ok(dry.out.some((l) => /^statusengine_servicechecks +step 1: split p_2026_07, /.test(l)));
+  // Its summary counts the steps it listed.
+  const listed = dry.out.filter((l) => / step \d+: split /.test(l));
+  const tablesListed = new Set(listed.map((l) => l.split(" ")[0])).size;
+  assert.ok(listed.length >= 2, dry.out.join("\n"));
+  const [dryDone] = logsOf(dry, "cleanup: repair dry run finished");
+  assert.equal(dryDone?.properties.steps, listed.length);
+  assert.equal(dryDone?.properties.tables_repaired, tablesListed);
+  assert.equal(
+    dry.out.at(-1),
+    `Dry run, nothing changed: the repair would take ${listed.length} step(s) on ${tablesListed} table(s)`,
+  );
   assert.equal((await partitionsOf(db, CHECKS)).length, 6);
 
   // Interrupted after its first step ...

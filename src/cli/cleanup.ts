@@ -749,6 +749,8 @@ async function runRepair(
         tableSteps++;
         const names = step.add.map((p) => p.name);
         if (dryRun) {
+          // The summary of a dry run counts the steps it lists, as the run counts those it takes.
+          steps++;
           io.out(
             `${table.table.padEnd(TABLE_COLUMN)} step ${tableSteps}: split ${
               namesText(names)
@@ -776,8 +778,8 @@ async function runRepair(
           "duration_ms": Math.round(performance.now() - started),
         });
       }
+      if (tableSteps > 0) repaired++;
       if (tableSteps > 0 && !dryRun) {
-        repaired++;
         log.info("cleanup: table repaired", {
           table: table.table,
           steps: tableSteps,
@@ -807,6 +809,11 @@ async function runRepair(
       "failed_tables": failed.join(","),
     });
     return 1;
+  }
+  if (dryRun) {
+    io.out(
+      `Dry run, nothing changed: the repair would take ${steps} step(s) on ${repaired} table(s)`,
+    );
   }
   log.info(dryRun ? "cleanup: repair dry run finished" : "cleanup: repair finished", summary);
   return 0;
