@@ -865,6 +865,7 @@ Deno.test("cleanup: a table partitioned another way is cleaned by DELETE, warned
   assert.equal((await partitionsOf(db, CHECKS)).length, 3, "the layout is left alone");
   const [warning] = logsOf(r, "cleanup: table partitioned in another way, cleaned by DELETE only");
   assert.equal(warning?.properties.table, CHECKS);
+  assert.equal(warning?.properties.partitioning, "HASH (start_time)");
   assert.equal(logsOf(r, "cleanup: table finished", CHECKS)[0]?.properties.layout, "other");
   const conn = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
   try {

@@ -235,6 +235,32 @@ Deno.test("schema --check: a fresh database reports 23 missing tables and exits 
   assert.equal(tables.length, 0);
 });
 
+Deno.test("schema --check: a partitioning difference is printed as it reads, blanks kept", async () => {
+  await using db = await createScratchDatabase();
+  {
+    await using conn = await connect(db);
+    await ensureSchema(conn, { now: WEEK_29 });
+  }
+  await db.query("ALTER TABLE `statusengine_hostchecks` REMOVE PARTITIONING");
+  await db.query(
+    "ALTER TABLE `statusengine_servicechecks` PARTITION BY RANGE (start_time DIV 3600) " +
+      "(PARTITION p_all VALUES LESS THAN MAXVALUE)",
+  );
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runSchemaCommand(
+    { mysqlUrl: db.url, check: true, createDatabase: false },
+    { out: (l) => out.push(l), err: (l) => err.push(l) },
+  );
+  assert.equal(code, 1);
+  assert.deepEqual(err, []);
+  assert.deepEqual(out, [
+    "statusengine_hostchecks: partitioning is none, expected RANGE (start_time DIV 86400)",
+    "statusengine_servicechecks: partitioning is RANGE (start_time DIV 3600), expected RANGE (start_time DIV 86400)",
+    `2 difference(s) in ${db.name}`,
+  ]);
+});
+
 function hostcheckRow(overrides: Row): Row {
   return {
     hostname: "web01",

@@ -12,7 +12,7 @@
  * @module
  */
 import { INITIAL_WEEKLY_PARTITIONS, isoWeekOfDay, quoteIdentifier } from "./ddl.ts";
-import { normalizePartitionExpression } from "./schema.ts";
+import { describePartitioning, samePartitioning } from "./schema.ts";
 
 /** Seconds per partitioning day (`<time> DIV 86400`). */
 export const SECONDS_PER_DAY = 86_400;
@@ -88,11 +88,12 @@ export function classifyLayout(rows: readonly PartitionInfo[], column: string): 
   if (first === undefined) return { kind: "unpartitioned" };
   const method = (first.method ?? "").toUpperCase();
   const expression = first.expression ?? "";
-  const description = `${method} (${expression})`;
+  const description = describePartitioning(method, expression);
   if (
-    method !== "RANGE" ||
-    normalizePartitionExpression(expression) !==
-      normalizePartitionExpression(`${column} DIV ${SECONDS_PER_DAY}`)
+    !samePartitioning({ method, expression }, {
+      method: "RANGE",
+      expression: `${column} DIV ${SECONDS_PER_DAY}`,
+    })
   ) {
     return { kind: "other", description };
   }

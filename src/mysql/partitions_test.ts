@@ -7,6 +7,7 @@ import {
   dropPartitionsStatement,
   mondayOf,
   type PartitionInfo,
+  partitionsToTrim,
   planMaintenance,
   planRepairStep,
   repairStepCount,
@@ -113,6 +114,26 @@ Deno.test("partitions: a p_max with rows blocks the weeks ahead and trims the wh
   assert.ok(plan.blockedWeeks > 10, String(plan.blockedWeeks));
   assert.deepEqual(plan.drop.map((p) => p.name), ["p_2026_49", "p_2026_50"]);
   assert.equal(plan.trim, "table");
+});
+
+Deno.test("partitions: a dry run counts where the rows the DELETE will remove are before the run", () => {
+  // p_max holds rows: the whole table is trimmed after the drop, so not in the dropped weeks.
+  const stale = schemaLayout(new Date(Date.UTC(2026, 11, 3)), 1000);
+  const blocked = planMaintenance(stale, day(2027, 3, 1), day(2026, 12, 16) * DAY, true);
+  assert.deepEqual(partitionsToTrim(stale, blocked), [
+    "p_2026_51",
+    "p_2026_52",
+    "p_2026_53",
+    "p_max",
+  ]);
+  // The straddling week is one the run adds first: its rows are still in the empty p_max.
+  const behind = planMaintenance(stale, day(2027, 3, 1), day(2027, 2, 24) * DAY, false);
+  assert.ok(!stale.bounded.some((p) => p.name === behind.trim), String(behind.trim));
+  assert.deepEqual(partitionsToTrim(stale, behind), ["p_max"]);
+  // An existing straddling week is counted alone; nothing to trim, nothing to count.
+  const current = planMaintenance(stale, day(2026, 12, 10), day(2026, 12, 9) * DAY, false);
+  assert.deepEqual(partitionsToTrim(stale, current), [current.trim]);
+  assert.deepEqual(partitionsToTrim(stale, { ...current, trim: null }), []);
 });
 
 Deno.test("partitions: the repair halves what is left, at least four weeks a step, up to the newest row", () => {

@@ -244,6 +244,42 @@ export function normalizePartitionExpression(expression: string): string {
   return expression.replace(/[`()\s]/g, "").toLowerCase();
 }
 
+/**
+ * A partitioning as an operator reads it (`RANGE (start_time DIV 86400)`): the server's
+ * expression without backticks, blanks as one space, without parentheses around the whole.
+ * Only for showing; whether two partitionings are the same is decided on
+ * {@linkcode normalizePartitionExpression}, which removes every blank and would make the
+ * printed text unreadable (`start_timediv86400`).
+ *
+ * @param method `PARTITION_METHOD` (`RANGE` …).
+ * @param expression `PARTITION_EXPRESSION` or the catalogue's expression.
+ * @returns The text shown by `schema --check` and `cleanup`.
+ *
+ * @example MySQL 8's report of the schema's own partitioning
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { describePartitioning } from "./schema.ts";
+ * assert.equal(describePartitioning("range", "(`start_time` div 86400)"), "RANGE (start_time div 86400)");
+ * ```
+ */
+export function describePartitioning(method: string, expression: string): string {
+  let text = expression.replace(/`/g, "").replace(/\s+/g, " ").trim();
+  while (text.startsWith("(") && closingParenthesis(text) === text.length - 1) {
+    text = text.slice(1, -1).trim();
+  }
+  return `${method.toUpperCase()} (${text})`;
+}
+
+/** Index of the parenthesis that closes the one opening `text`, or -1. */
+function closingParenthesis(text: string): number {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === "(") depth++;
+    if (text[i] === ")" && --depth === 0) return i;
+  }
+  return -1;
+}
+
 function charsetOfCollation(collation: string | null): string | null {
   if (collation === null) return null;
   const cut = collation.indexOf("_");
@@ -431,8 +467,24 @@ function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
   return indexes;
 }
 
-function describePartitioning(method: string, expression: string): string {
-  return `${method.toUpperCase()} (${normalizePartitionExpression(expression)})`;
+/** A partitioning method and expression, as `information_schema.PARTITIONS` reports them. */
+interface Partitioning {
+  readonly method: string;
+  readonly expression: string;
+}
+
+/**
+ * Whether two partitionings are the same: same method, same canonical expression
+ * ({@linkcode normalizePartitionExpression}). Null stands for "not partitioned".
+ *
+ * @param a One partitioning or null.
+ * @param b The other or null.
+ * @returns True when both are null or both partition the same way.
+ */
+export function samePartitioning(a: Partitioning | null, b: Partitioning | null): boolean {
+  if (a === null || b === null) return a === b;
+  return a.method.toUpperCase() === b.method.toUpperCase() &&
+    normalizePartitionExpression(a.expression) === normalizePartitionExpression(b.expression);
 }
 
 /**
@@ -594,18 +646,18 @@ export function compareSchema(
     }
 
     const partition = partitionsByTable.get(name);
-    const expectedPartitioning = table.partitionColumn === null
+    const expected = table.partitionColumn === null
       ? null
-      : describePartitioning("RANGE", `${table.partitionColumn} DIV 86400`);
-    const actualPartitioning = partition === undefined
-      ? null
-      : describePartitioning(partition.method, partition.expression);
-    if (expectedPartitioning !== actualPartitioning) {
+      : { method: "RANGE", expression: `${table.partitionColumn} DIV 86400` };
+    const actual = partition ?? null;
+    if (!samePartitioning(expected, actual)) {
       differences.push({
         kind: "partitioning",
         table: name,
-        expected: expectedPartitioning,
-        actual: actualPartitioning,
+        expected: expected === null
+          ? null
+          : describePartitioning(expected.method, expected.expression),
+        actual: actual === null ? null : describePartitioning(actual.method, actual.expression),
       });
     }
   }

@@ -573,7 +573,7 @@ Deno.test("compareSchema: missing or unexpected partitioning is reported", () =>
     {
       kind: "partitioning",
       table: "statusengine_hostchecks",
-      expected: "RANGE (start_timediv86400)",
+      expected: "RANGE (start_time DIV 86400)",
       actual: null,
     },
     {
