@@ -80,10 +80,10 @@ const TABLE_COLUMN = 38;
 const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
 /**
  * Most rows the count before a table's DELETE reads, for the total and the ETA of its progress
- * lines. Counting reads rows hundreds of times faster than batches delete them, so the count
- * costs a small fraction of the DELETE it announces; the bound keeps it to seconds on a
- * legacy unpartitioned table that holds years of old rows, whose progress then shows the total
- * as a lower bound and no ETA.
+ * lines. Counting is some 40 times faster than deleting in batches (docs/retention.md#output),
+ * so the count adds a few percent to the DELETE it announces; the bound (some 20 s of counting)
+ * keeps a legacy unpartitioned table holding years of old rows from being scanned to the end
+ * first: its progress then shows the total as a lower bound and no ETA.
  */
 const PROGRESS_COUNT_LIMIT = 10_000_000;
 /**
