@@ -18,6 +18,10 @@ import {
 import type { RunningWorker } from "../src/daemon/mod.ts";
 import { fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
+import { cliRun } from "./helpers/cli_run.ts";
+import { bufferIo } from "../src/cli/io.ts";
+import { runDeadLettersCommand } from "../src/cli/dead_letters.ts";
+import type { QueueName } from "../src/events/mod.ts";
 
 const Q = "statusngin_hostchecks";
 
@@ -169,4 +173,148 @@ Deno.test("dead letters: a real file system that fills up in the middle of a rec
   const written = await records(path);
   assert.deepEqual(written.map((r) => r.payload).sort(), [...bad].sort(), "each record once");
   assert.equal(await deadLettersCounted(worker), written.length);
+});
+
+/** A job of `queue` holding only the first event of its fixture, changed by `edit`. */
+function oneEventJob(queue: QueueName, edit: (event: Record<string, unknown>) => void): string {
+  const doc = JSON.parse(fixture(queue));
+  doc.messages = doc.messages.slice(0, 1);
+  edit(doc.messages[0]);
+  return JSON.stringify(doc);
+}
+
+Deno.test("dead letters: rows MariaDB rejected are summarised, replayed once the column is widened (exactly once, a second replay writes nothing twice), and a row that fails again lands in a new file", async () => {
+  const LOGS = "statusngin_logentries";
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    // An installation whose columns are narrower than the worker fits values to: MariaDB
+    // rejects the longer values (data too long), and the worker dead-letters those rows.
+    await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(20) NULL");
+    await db.query("ALTER TABLE statusengine_logentries MODIFY logentry_data VARCHAR(20) NULL");
+    const hostcheck = (host: string, output: string) =>
+      oneEventJob(Q, (e) => Object.assign(e["hostcheck"] as object, { host_name: host, output }));
+    const logentry = (data: string) =>
+      oneEventJob(LOGS, (e) => Object.assign(e["logentry"] as object, { data }));
+    const longLog = `replay me ${"l".repeat(60)}`;
+    {
+      await using worker = await startTestWorker(testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        deadLetterFile: path,
+        queues: [Q, LOGS],
+        metrics: { hostname: "127.0.0.1", port: 0 },
+      }));
+      await publish(gearmand.addr, Q, [
+        hostcheck("dl-fits", "short"),
+        hostcheck("dl-wider", "o".repeat(100)),
+        hostcheck("dl-widest", "o".repeat(500)),
+        "not json",
+      ]);
+      await publish(gearmand.addr, LOGS, [logentry(longLog)]);
+      await waitFor(async () => (await deadLettersCounted(worker)) === 4, {
+        timeoutMs: 30_000,
+        message: "three rejected rows and one undecodable payload dead-lettered",
+      });
+    }
+    const hosts = async () =>
+      (await db.query<{ hostname: string }[]>(
+        "SELECT hostname FROM statusengine_hostchecks ORDER BY hostname",
+      )).map((r) => r.hostname);
+    const logs = async () =>
+      (await db.query<{ n: number }[]>(
+        "SELECT COUNT(*) AS n FROM statusengine_logentries WHERE logentry_data = ?",
+        [longLog],
+      ))[0]?.n;
+    assert.deepEqual(await hosts(), ["dl-fits"]);
+
+    const summary = await cliRun(["dead-letters", "summary", path, "--json"], {});
+    assert.equal(summary.code, 0, summary.text);
+    const doc = JSON.parse(summary.text.split("\n")[0] ?? "");
+    assert.equal(doc.records, 4);
+    assert.equal(doc.malformed, 0);
+    assert.deepEqual(
+      doc.groups.map((g: { table: string | null; reason: string; count: number }) =>
+        `${g.table ?? "payload"} ${g.reason} ${g.count}`
+      ).sort(),
+      [
+        "payload not_json 1",
+        "statusengine_hostchecks sql_rejected 2",
+        "statusengine_logentries sql_rejected 1",
+      ],
+    );
+    assert.ok(doc.oldest <= doc.newest, "oldest and newest from the records' times");
+
+    // The cause is fixed, but not all of it: dl-widest still does not fit.
+    await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(200) NULL");
+    await db.query("ALTER TABLE statusengine_logentries MODIFY logentry_data VARCHAR(2048) NULL");
+
+    const replay = async (at: string) => {
+      const io = bufferIo();
+      const code = await runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: db.url,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+          progressIntervalMs: 0,
+          now: () => new Date(at),
+        },
+        io,
+        new AbortController().signal,
+      );
+      return { code, out: io.outLines };
+    };
+    const first = await replay("2026-01-01T00:00:00Z");
+    assert.equal(first.code, 1, "not everything replayed");
+    assert.ok(first.out.some((l) => l.startsWith("progress: ")), first.out.join("\n"));
+    assert.deepEqual(await hosts(), ["dl-fits", "dl-wider"]);
+    assert.equal(await logs(), 1);
+    const leftOver = `${path}.replay-20260101T000000.000Z`;
+    assert.ok(
+      first.out.includes(`records left over (failed again or not replayable): ${leftOver}`),
+    );
+    const left = await records(leftOver) as unknown as {
+      reason: string;
+      row?: { hostname: string };
+    }[];
+    assert.deepEqual(left.map((r) => `${r.reason} ${r.row?.hostname ?? ""}`).sort(), [
+      "not_json ",
+      "sql_rejected dl-widest",
+    ]);
+
+    // Replaying the same file again writes nothing twice, the keyless log table included.
+    const second = await cliRun(["dead-letters", "replay", path, "--mysql-url", db.url], {});
+    assert.equal(second.code, 1, second.text);
+    assert.match(second.text, /4 records, 3 submitted, 1 already present, 2 failed again/);
+    assert.deepEqual(await hosts(), ["dl-fits", "dl-wider"]);
+    assert.equal(await logs(), 1);
+
+    // Once everything fits, a file of the rows that failed replays completely: exit 0, no new file.
+    await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(1024) NULL");
+    const rows = `${dir}/rows.ndjson`;
+    await Deno.writeTextFile(
+      rows,
+      (await Deno.readTextFile(leftOver)).split("\n").filter((l) => l.includes("sql_rejected"))
+        .join("\n") + "\n",
+    );
+    const third = await cliRun(["dead-letters", "replay", rows, "--mysql-url", db.url], {});
+    assert.equal(third.code, 0, third.text);
+    assert.doesNotMatch(third.text, /left over/);
+    assert.deepEqual(await hosts(), ["dl-fits", "dl-wider", "dl-widest"]);
+    assert.equal(
+      [...Deno.readDirSync(dir)].filter((e) => e.name.startsWith("rows.ndjson.replay-")).length,
+      0,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

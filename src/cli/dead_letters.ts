@@ -211,8 +211,8 @@ interface ReplayResult {
   /** Where the records left over went; null when there were none. */
   leftOver: string | null;
   records: number;
-  /** Records handed to the pipeline. */
-  replayed: number;
+  /** Records handed to the pipeline (those that failed again included). */
+  submitted: number;
   /** Rows of the two keyless tables found in the table already (replayed before). */
   alreadyPresent: number;
   /** Records the pipeline dead-lettered again (rows MySQL rejected, payloads still undecodable). */
@@ -229,7 +229,7 @@ interface ReplayResult {
  * appends to the first one's left-overs.
  */
 function leftOverPath(file: string, now: Date): string {
-  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  const stamp = now.toISOString().replace(/[-:]/g, "");
   return `${file}.replay-${stamp}`;
 }
 
@@ -277,7 +277,7 @@ async function replay(
     file: options.file,
     leftOver: null,
     records: 0,
-    replayed: 0,
+    submitted: 0,
     alreadyPresent: 0,
     failedAgain: 0,
     notReplayable: {},
@@ -338,7 +338,7 @@ async function replay(
   const progress = () => {
     // stdout stays one JSON document with --json.
     (options.json ? io.err : io.out)(
-      `progress: ${result.records} records read, ${result.replayed} replayed, ` +
+      `progress: ${result.records} records read, ${result.submitted} submitted, ` +
         `${result.failedAgain} failed again, ${notReplayableCount(result)} not replayable`,
     );
   };
@@ -372,7 +372,7 @@ async function replay(
             throw err;
           }
           track(tracker.done);
-          result.replayed++;
+          result.submitted++;
         }
       } else {
         const job: Job = {
@@ -388,7 +388,7 @@ async function replay(
         if (inOrder && !(await settle(0))) break;
         track(pipeline.handler(job, signal));
         if (inOrder && !(await settle(0))) break;
-        result.replayed++;
+        result.submitted++;
       }
       if (!(await settle(IN_FLIGHT))) break;
       if (failure !== undefined) throw failure.error;
@@ -416,7 +416,7 @@ function notReplayableCount(r: ReplayResult): number {
 
 function printReplay(r: ReplayResult, io: Io): void {
   io.out(
-    `replay of ${r.file}: ${r.records} records, ${r.replayed} replayed, ` +
+    `replay of ${r.file}: ${r.records} records, ${r.submitted} submitted, ` +
       `${r.alreadyPresent} already present, ${r.failedAgain} failed again, ` +
       `${notReplayableCount(r)} not replayable, ${r.malformed} malformed lines` +
       (r.interrupted ? " (interrupted: run it again, replaying twice writes nothing twice)" : ""),
