@@ -16,7 +16,7 @@ import {
   testConfig,
 } from "./helpers/worker.ts";
 import type { RunningWorker } from "../src/daemon/mod.ts";
-import { fixture } from "./helpers/fixture_rows.ts";
+import { expectedRows, fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
 import { cliRun } from "./helpers/cli_run.ts";
 import { bufferIo } from "../src/cli/io.ts";
@@ -294,7 +294,7 @@ Deno.test("dead letters: rows MariaDB rejected are summarised, replayed once the
     // Replaying the same file again writes nothing twice, the keyless log table included.
     const second = await cliRun(["dead-letters", "replay", path, "--mysql-url", db.url], {});
     assert.equal(second.code, 1, second.text);
-    assert.match(second.text, /4 records, 3 submitted, 1 already present, 2 failed again/);
+    assert.match(second.text, /4 records, 4 submitted, 1 already present, 2 failed again/);
     assert.deepEqual(await hosts(), ["dl-fits", "dl-wider"]);
     assert.equal(await logs(), 1);
 
@@ -314,6 +314,95 @@ Deno.test("dead letters: rows MariaDB rejected are summarised, replayed once the
       [...Deno.readDirSync(dir)].filter((e) => e.name.startsWith("rows.ndjson.replay-")).length,
       0,
     );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("dead letters: replay decodes payload records again like a redelivered job, the keyless log rows only once over two replays, and copies what it cannot replay safely to the new file, naming why", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const time = "2026-03-01T12:00:00.000Z";
+    // What the worker would have written had its decoder refused these payloads (a bug a new
+    // release fixed), next to records no replay can apply safely.
+    const lines = [
+      { queue: Q, reason: "bad_type", error: "e", payload: goodJob("payload-host") },
+      {
+        queue: "statusngin_logentries",
+        reason: "bad_type",
+        error: "e",
+        payload: fixture("statusngin_logentries"),
+      },
+      {
+        queue: "statusngin_hoststatus",
+        reason: "sql_rejected",
+        error: "e",
+        table: "statusengine_hoststatus",
+        row: { hostname: "h" },
+      },
+      {
+        queue: "statusngin_downtimes",
+        reason: "sql_rejected",
+        error: "e",
+        table: "statusengine_host_downtimehistory",
+        row: { hostname: "h" },
+      },
+      { queue: Q, reason: "too_large", error: "e", payload: "{", bytes: 99_000_000 },
+      {
+        queue: "statusngin_core_restart",
+        reason: "bad_type",
+        error: "e",
+        payload: fixture("statusngin_core_restart"),
+      },
+    ].map((r) => JSON.stringify({ time, ...r }));
+    await Deno.writeTextFile(path, [...lines.slice(0, 3), "{torn", ...lines.slice(3)].join("\n"));
+    const logRows = expectedRows("statusngin_logentries").length;
+    const count = async (table: string) =>
+      (await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM ${table}`))[0]?.n;
+
+    const summary = await cliRun(["dead-letters", "summary", path], {});
+    assert.equal(summary.code, 0, summary.text);
+    assert.match(summary.text, /records: 6, malformed lines: 1/);
+    assert.match(
+      summary.text,
+      /oldest: 2026-03-01T12:00:00.000Z, newest: 2026-03-01T12:00:00.000Z/,
+    );
+    assert.match(summary.text, /malformed line 4: not JSON/);
+
+    for (let pass = 1; pass <= 2; pass++) {
+      const run = await cliRun(["dead-letters", "replay", path, "--mysql-url", db.url], {});
+      assert.equal(run.code, 1, run.text);
+      assert.match(
+        run.text,
+        new RegExp(
+          `6 records, 2 submitted, ${pass === 1 ? 0 : logRows} already present, 0 failed again, ` +
+            "4 not replayable, 1 malformed lines",
+        ),
+      );
+      for (
+        const why of [
+          /a status snapshot/,
+          /a downtime statement/,
+          /only the first KiB/,
+          /a core restart from the past/,
+        ]
+      ) {
+        assert.match(run.text, why);
+      }
+      assert.equal(await count("statusengine_hostchecks"), 1, `pass ${pass}`);
+      assert.equal(await count("statusengine_logentries"), logRows, `pass ${pass}`);
+      assert.equal(await count("statusengine_hoststatus"), 0);
+      const leftOver = /records left over \(failed again or not replayable\): (\S+)/.exec(run.text)
+        ?.[1];
+      assert.ok(leftOver !== undefined, run.text);
+      const left = await records(leftOver) as unknown as { time: string; reason: string }[];
+      assert.equal(left.length, 4);
+      assert.ok(left.every((r) => r.time === time), "a record copied keeps its time");
+      await Deno.remove(leftOver);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

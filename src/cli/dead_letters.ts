@@ -17,6 +17,7 @@
  */
 import type { Job } from "../consumer/contract.ts";
 import {
+  BATCHED_TABLE_NAMES,
   type BatchedTableName,
   isBatchedTableName,
   isQueueName,
@@ -27,6 +28,7 @@ import {
   adjustRow,
   type DeadLetterRecord,
   type DeadLetterSink,
+  DowntimeExecutor,
   identicalRowsStatement,
   isStatusTable,
   isTableName,
@@ -38,6 +40,7 @@ import {
 } from "../mysql/mod.ts";
 import { Pipeline } from "../pipeline/pipeline.ts";
 import { DeadLetterFile } from "../pipeline/dead_letter.ts";
+import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
 import { createWriterPool } from "../daemon/mod.ts";
 import { errorMessage } from "../log.ts";
 import type { Io } from "./io.ts";
@@ -213,7 +216,7 @@ interface ReplayResult {
   records: number;
   /** Records handed to the pipeline (those that failed again included). */
   submitted: number;
-  /** Rows of the two keyless tables found in the table already (replayed before). */
+  /** Rows of the two keyless tables found in their table already (replayed before). */
   alreadyPresent: number;
   /** Records the pipeline dead-lettered again (rows MySQL rejected, payloads still undecodable). */
   failedAgain: number;
@@ -239,32 +242,61 @@ const IN_FLIGHT = 2_000;
 const DEFAULT_PROGRESS_MS = 2_000;
 
 /**
- * Keyless tables (`insert` write mode): how often each row is in the table and in the file so
- * far. The k-th copy of a row in the file is written only when the table holds fewer than k,
- * counted before this replay wrote any of them: so a row the original job produced twice is
- * written twice, and a second replay of the file writes neither.
+ * The pipeline's writers with one filter in front: a row of a keyless table (`insert` write
+ * mode, no key an upsert could find it by) that the table holds already is settled as
+ * committed instead of written again. The k-th copy of a row replayed is written only when the
+ * table held fewer than k before this replay wrote any: a row the original job produced twice
+ * is written twice, and a second replay of the file writes neither.
  */
-class KeylessRows {
+class ReplayWriters {
+  readonly writers: RowWriters;
+  /** Rows found in their keyless table already. */
+  alreadyPresent = 0;
   readonly #executor: SqlExecutor;
   readonly #seen = new Map<string, { inTable: number; inFile: number }>();
+  /** Lookups one at a time, so two jobs holding the same row count it once. */
+  #tail: Promise<unknown> = Promise.resolve();
 
-  constructor(executor: SqlExecutor) {
+  constructor(pipeline: Pipeline, executor: SqlExecutor) {
     this.#executor = executor;
+    this.writers = Object.fromEntries(
+      BATCHED_TABLE_NAMES.map((table) => {
+        const writer = pipeline.writers[table];
+        if (TABLES[table].writeMode !== "insert") return [table, writer];
+        return [table, {
+          add: async (rows: readonly Row[], owner: JobTracker, signal?: AbortSignal) => {
+            const missing: Row[] = [];
+            for (const row of rows) {
+              if (await this.#present(table, row)) {
+                this.alreadyPresent++;
+                owner.committed();
+              } else {
+                missing.push(row);
+              }
+            }
+            if (missing.length > 0) await writer.add(missing, owner, signal);
+          },
+        }];
+      }),
+    ) as unknown as RowWriters;
   }
 
-  /** True when this copy of the row is in the table already. */
-  async present(table: BatchedTableName, row: Row): Promise<boolean> {
-    const t = TABLES[table];
-    const { values } = adjustRow(t, row);
-    const key = `${table}\u0000${JSON.stringify(values)}`;
-    let entry = this.#seen.get(key);
-    if (entry === undefined) {
-      const result = await this.#executor.run(identicalRowsStatement(t), values);
-      entry = { inTable: Number(result.rows[0]?.["n"] ?? 0), inFile: 0 };
-      this.#seen.set(key, entry);
-    }
-    entry.inFile++;
-    return entry.inFile <= entry.inTable;
+  #present(table: BatchedTableName, row: Row): Promise<boolean> {
+    const next = this.#tail.then(async () => {
+      const t = TABLES[table];
+      const { values } = adjustRow(t, row);
+      const key = `${table}\u0000${JSON.stringify(values)}`;
+      let entry = this.#seen.get(key);
+      if (entry === undefined) {
+        const result = await this.#executor.run(identicalRowsStatement(t), values);
+        entry = { inTable: Number(result.rows[0]?.["n"] ?? 0), inFile: 0 };
+        this.#seen.set(key, entry);
+      }
+      entry.inFile++;
+      return entry.inFile <= entry.inTable;
+    });
+    this.#tail = next.catch(() => {});
+    return next;
   }
 }
 
@@ -311,7 +343,22 @@ async function replay(
     perfdataToMysql: options.perfdataToMysql,
     statsIntervalMs: 0,
   });
-  const keyless = new KeylessRows(executor);
+  const writers = new ReplayWriters(pipeline, executor);
+  // The daemon's handler over the filtered writers: payloads are decoded as a redelivered job.
+  const handler = createJobHandler({
+    deadLetters: again,
+    nodeName: options.nodeName,
+    statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+    openItcockpit: false,
+    perfdataToMysql: options.perfdataToMysql,
+    writers: writers.writers,
+    downtimes: new DowntimeExecutor({
+      executor,
+      availability: pipeline.availability,
+      deadLetters: again,
+    }),
+    statusCleaner: pipeline.statusCleaner,
+  });
   const pending = new Set<Promise<void>>();
   const stopped = new Promise<void>((resolve) => {
     if (signal.aborted) resolve();
@@ -359,21 +406,15 @@ async function replay(
         result.notReplayable[why] = (result.notReplayable[why] ?? 0) + 1;
         await leave(r);
       } else if (r.row !== undefined) {
-        const table = r.table as BatchedTableName;
-        const row = r.row as Row;
-        if (TABLES[table].writeMode === "insert" && await keyless.present(table, row)) {
-          result.alreadyPresent++;
-        } else {
-          const tracker = new JobTracker(r.queue, 1);
-          try {
-            await pipeline.writers[table].add([row], tracker, signal);
-          } catch (err: unknown) {
-            if (signal.aborted) break;
-            throw err;
-          }
-          track(tracker.done);
-          result.submitted++;
+        const tracker = new JobTracker(r.queue, 1);
+        try {
+          await writers.writers[r.table as BatchedTableName].add([r.row as Row], tracker, signal);
+        } catch (err: unknown) {
+          if (signal.aborted) break;
+          throw err;
         }
+        track(tracker.done);
+        result.submitted++;
       } else {
         const job: Job = {
           queue: r.queue,
@@ -386,7 +427,7 @@ async function replay(
         // Downtime events are applied one at a time in file order, after everything before.
         const inOrder = QUEUES[r.queue as keyof typeof QUEUES].output === "downtimes";
         if (inOrder && !(await settle(0))) break;
-        track(pipeline.handler(job, signal));
+        track(handler(job, signal));
         if (inOrder && !(await settle(0))) break;
         result.submitted++;
       }
@@ -402,6 +443,7 @@ async function replay(
     if (failure !== undefined) throw failure.error;
     result.interrupted = signal.aborted;
   } finally {
+    result.alreadyPresent = writers.alreadyPresent;
     // Everything replayed is committed (or the replay was interrupted: what is held is given up).
     await pipeline.close(signal.aborted ? 0 : 10_000);
     await leftOver.close();

@@ -175,7 +175,9 @@ export function renderHelp(command?: CommandName): string {
     return `${out.join("\n")}\n`;
   }
   const rows = rowsFor(command);
-  const positional = rows.filter((r) => r.positional === true).map((r) => metavarOf(r));
+  const positional = rows.filter((r) => r.positional === true).map((r) =>
+    r.required === true ? metavarOf(r) : `[${metavarOf(r)}]`
+  );
   out.push(
     command === "config"
       ? `Usage: ${PROGRAM_NAME} ${CONFIG_COMMAND_USAGE.usage}`
