@@ -311,8 +311,11 @@ Deno.test("dead letters: rows MariaDB rejected are summarised, replayed once the
     assert.doesNotMatch(third.text, /left over/);
     assert.deepEqual(await hosts(), ["dl-fits", "dl-wider", "dl-widest"]);
     assert.equal(
-      [...Deno.readDirSync(dir)].filter((e) => e.name.startsWith("rows.ndjson.replay-")).length,
+      (await Array.fromAsync(Deno.readDir(dir))).filter((e) =>
+        e.name.startsWith("rows.ndjson.replay-")
+      ).length,
       0,
+      "nothing left over, no file",
     );
   } finally {
     await Deno.remove(dir, { recursive: true });
