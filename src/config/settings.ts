@@ -59,8 +59,7 @@ export const COMMANDS = [
   },
   {
     name: "dead-letters",
-    summary: "Summarise the dead-letter file, or replay its records into MySQL once the cause " +
-      "is fixed",
+    summary: "Count the dead-letter file's records, or replay them once their cause is fixed",
   },
   {
     name: "config",
