@@ -54,7 +54,17 @@ Deno.test("cli: --help lists every command and never prints a secret", async () 
   const top = await cli(["--help"]);
   assert.equal(top.code, 0);
   for (
-    const c of ["run", "schema", "cleanup", "status", "publish", "losstest", "verify", "version"]
+    const c of [
+      "run",
+      "schema",
+      "cleanup",
+      "status",
+      "publish",
+      "losstest",
+      "verify",
+      "dead-letters",
+      "version",
+    ]
   ) {
     assert.match(top.out, new RegExp(`^  ${c} `, "m"));
   }
@@ -65,6 +75,20 @@ Deno.test("cli: --help lists every command and never prints a secret", async () 
   assert.ok(!run.out.includes("topsecret"));
   assert.match(run.out, /--gearman-reconnect-interval/);
   assert.match(run.out, /STATUSENGINE_GEARMAN_ADDR/);
+});
+
+Deno.test("cli: dead-letters replay wants its file named, and summary has nothing to read when the file is disabled", async () => {
+  const replay = await cli(["dead-letters", "replay"]);
+  assert.equal(replay.code, 2);
+  assert.match(replay.err, /replay needs the file named: move the worker's file aside first/);
+  const summary = await cli(["dead-letters", "summary", "--dead-letter-file", ""]);
+  assert.equal(summary.code, 2);
+  assert.match(summary.err, /--dead-letter-file is empty/);
+  const help = await cli(["dead-letters", "--help"]);
+  assert.match(
+    help.out,
+    /^Usage: statusengine-worker dead-letters summary\|replay \[PATH\] \[flags\]$/m,
+  );
 });
 
 // An unreachable MySQL is waited for at start-up now (tests/startup_wait_test.ts); refused

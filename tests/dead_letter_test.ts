@@ -16,8 +16,12 @@ import {
   testConfig,
 } from "./helpers/worker.ts";
 import type { RunningWorker } from "../src/daemon/mod.ts";
-import { fixture } from "./helpers/fixture_rows.ts";
+import { expectedRows, fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
+import { cliRun } from "./helpers/cli_run.ts";
+import { bufferIo } from "../src/cli/io.ts";
+import { runDeadLettersCommand } from "../src/cli/dead_letters.ts";
+import type { QueueName } from "../src/events/mod.ts";
 
 const Q = "statusngin_hostchecks";
 
@@ -169,4 +173,240 @@ Deno.test("dead letters: a real file system that fills up in the middle of a rec
   const written = await records(path);
   assert.deepEqual(written.map((r) => r.payload).sort(), [...bad].sort(), "each record once");
   assert.equal(await deadLettersCounted(worker), written.length);
+});
+
+/** A job of `queue` holding only the first event of its fixture, changed by `edit`. */
+function oneEventJob(queue: QueueName, edit: (event: Record<string, unknown>) => void): string {
+  const doc = JSON.parse(fixture(queue));
+  doc.messages = doc.messages.slice(0, 1);
+  edit(doc.messages[0]);
+  return JSON.stringify(doc);
+}
+
+Deno.test("dead letters: rows MariaDB rejected are summarised, replayed once the column is widened (exactly once, a second replay writes nothing twice), and a row that fails again lands in a new file", async () => {
+  const LOGS = "statusngin_logentries";
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    // An installation whose columns are narrower than the worker fits values to: MariaDB
+    // rejects the longer values (data too long), and the worker dead-letters those rows.
+    await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(20) NULL");
+    await db.query("ALTER TABLE statusengine_logentries MODIFY logentry_data VARCHAR(20) NULL");
+    const hostcheck = (host: string, output: string) =>
+      oneEventJob(Q, (e) => Object.assign(e["hostcheck"] as object, { host_name: host, output }));
+    const logentry = (data: string) =>
+      oneEventJob(LOGS, (e) => Object.assign(e["logentry"] as object, { data }));
+    const longLog = `replay me ${"l".repeat(60)}`;
+    {
+      await using worker = await startTestWorker(testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        deadLetterFile: path,
+        queues: [Q, LOGS],
+        metrics: { hostname: "127.0.0.1", port: 0 },
+      }));
+      await publish(gearmand.addr, Q, [
+        hostcheck("dl-fits", "short"),
+        hostcheck("dl-wider", "o".repeat(100)),
+        hostcheck("dl-widest", "o".repeat(500)),
+        "not json",
+      ]);
+      await publish(gearmand.addr, LOGS, [logentry(longLog)]);
+      await waitFor(async () => (await deadLettersCounted(worker)) === 4, {
+        timeoutMs: 30_000,
+        message: "three rejected rows and one undecodable payload dead-lettered",
+      });
+    }
+    const hosts = async () =>
+      (await db.query<{ hostname: string }[]>(
+        "SELECT hostname FROM statusengine_hostchecks ORDER BY hostname",
+      )).map((r) => r.hostname);
+    const logs = async () =>
+      (await db.query<{ n: number }[]>(
+        "SELECT COUNT(*) AS n FROM statusengine_logentries WHERE logentry_data = ?",
+        [longLog],
+      ))[0]?.n;
+    assert.deepEqual(await hosts(), ["dl-fits"]);
+
+    const summary = await cliRun(["dead-letters", "summary", path, "--json"], {});
+    assert.equal(summary.code, 0, summary.text);
+    const doc = JSON.parse(summary.text.split("\n")[0] ?? "");
+    assert.equal(doc.records, 4);
+    assert.equal(doc.malformed, 0);
+    assert.deepEqual(
+      doc.groups.map((g: { table: string | null; reason: string; count: number }) =>
+        `${g.table ?? "payload"} ${g.reason} ${g.count}`
+      ).sort(),
+      [
+        "payload not_json 1",
+        "statusengine_hostchecks sql_rejected 2",
+        "statusengine_logentries sql_rejected 1",
+      ],
+    );
+    assert.ok(doc.oldest <= doc.newest, "oldest and newest from the records' times");
+
+    // The cause is fixed, but not all of it: dl-widest still does not fit.
+    await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(200) NULL");
+    await db.query("ALTER TABLE statusengine_logentries MODIFY logentry_data VARCHAR(2048) NULL");
+
+    const replay = async (at: string) => {
+      const io = bufferIo();
+      const code = await runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: db.url,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+          progressIntervalMs: 0,
+          now: () => new Date(at),
+        },
+        io,
+        new AbortController().signal,
+      );
+      return { code, out: io.outLines };
+    };
+    const first = await replay("2026-01-01T00:00:00Z");
+    assert.equal(first.code, 1, "not everything replayed");
+    assert.ok(first.out.some((l) => l.startsWith("progress: ")), first.out.join("\n"));
+    assert.deepEqual(await hosts(), ["dl-fits", "dl-wider"]);
+    assert.equal(await logs(), 1);
+    const leftOver = `${path}.replay-20260101T000000.000Z`;
+    assert.ok(
+      first.out.includes(`records left over (failed again or not replayable): ${leftOver}`),
+    );
+    const left = await records(leftOver) as unknown as {
+      reason: string;
+      row?: { hostname: string };
+    }[];
+    assert.deepEqual(left.map((r) => `${r.reason} ${r.row?.hostname ?? ""}`).sort(), [
+      "not_json ",
+      "sql_rejected dl-widest",
+    ]);
+
+    // Replaying the same file again writes nothing twice, the keyless log table included.
+    const second = await cliRun(["dead-letters", "replay", path, "--mysql-url", db.url], {});
+    assert.equal(second.code, 1, second.text);
+    assert.match(second.text, /4 records, 4 submitted, 1 already present, 2 failed again/);
+    assert.deepEqual(await hosts(), ["dl-fits", "dl-wider"]);
+    assert.equal(await logs(), 1);
+
+    // Once everything fits, a file of the rows that failed replays completely: exit 0, no new file.
+    await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(1024) NULL");
+    const rows = `${dir}/rows.ndjson`;
+    await Deno.writeTextFile(
+      rows,
+      (await Deno.readTextFile(leftOver)).split("\n").filter((l) => l.includes("sql_rejected"))
+        .join("\n") + "\n",
+    );
+    const third = await cliRun(["dead-letters", "replay", rows, "--mysql-url", db.url], {});
+    assert.equal(third.code, 0, third.text);
+    assert.doesNotMatch(third.text, /left over/);
+    assert.deepEqual(await hosts(), ["dl-fits", "dl-wider", "dl-widest"]);
+    assert.equal(
+      (await Array.fromAsync(Deno.readDir(dir))).filter((e) =>
+        e.name.startsWith("rows.ndjson.replay-")
+      ).length,
+      0,
+      "nothing left over, no file",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("dead letters: replay decodes payload records again like a redelivered job, the keyless log rows only once over two replays, and copies what it cannot replay safely to the new file, naming why", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const time = "2026-03-01T12:00:00.000Z";
+    // What the worker would have written had its decoder refused these payloads (a bug a new
+    // release fixed), next to records no replay can apply safely.
+    const lines = [
+      { queue: Q, reason: "bad_type", error: "e", payload: goodJob("payload-host") },
+      {
+        queue: "statusngin_logentries",
+        reason: "bad_type",
+        error: "e",
+        payload: fixture("statusngin_logentries"),
+      },
+      {
+        queue: "statusngin_hoststatus",
+        reason: "sql_rejected",
+        error: "e",
+        table: "statusengine_hoststatus",
+        row: { hostname: "h" },
+      },
+      {
+        queue: "statusngin_downtimes",
+        reason: "sql_rejected",
+        error: "e",
+        table: "statusengine_host_downtimehistory",
+        row: { hostname: "h" },
+      },
+      { queue: Q, reason: "too_large", error: "e", payload: "{", bytes: 99_000_000 },
+      {
+        queue: "statusngin_core_restart",
+        reason: "bad_type",
+        error: "e",
+        payload: fixture("statusngin_core_restart"),
+      },
+    ].map((r) => JSON.stringify({ time, ...r }));
+    await Deno.writeTextFile(path, [...lines.slice(0, 3), "{torn", ...lines.slice(3)].join("\n"));
+    const logRows = expectedRows("statusngin_logentries").length;
+    const count = async (table: string) =>
+      (await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM ${table}`))[0]?.n;
+
+    const summary = await cliRun(["dead-letters", "summary", path], {});
+    assert.equal(summary.code, 0, summary.text);
+    assert.match(summary.text, /records: 6, malformed lines: 1/);
+    assert.match(
+      summary.text,
+      /oldest: 2026-03-01T12:00:00.000Z, newest: 2026-03-01T12:00:00.000Z/,
+    );
+    assert.match(summary.text, /malformed line 4: not JSON/);
+
+    for (let pass = 1; pass <= 2; pass++) {
+      const run = await cliRun(["dead-letters", "replay", path, "--mysql-url", db.url], {});
+      assert.equal(run.code, 1, run.text);
+      assert.match(
+        run.text,
+        new RegExp(
+          `6 records, 2 submitted, ${pass === 1 ? 0 : logRows} already present, 0 failed again, ` +
+            "4 not replayable, 1 malformed lines",
+        ),
+      );
+      for (
+        const why of [
+          /a status snapshot/,
+          /a downtime statement/,
+          /only the first KiB/,
+          /a core restart from the past/,
+        ]
+      ) {
+        assert.match(run.text, why);
+      }
+      assert.equal(await count("statusengine_hostchecks"), 1, `pass ${pass}`);
+      assert.equal(await count("statusengine_logentries"), logRows, `pass ${pass}`);
+      assert.equal(await count("statusengine_hoststatus"), 0);
+      const leftOver = /records left over \(failed again or not replayable\): (\S+)/.exec(run.text)
+        ?.[1];
+      assert.ok(leftOver !== undefined, run.text);
+      const left = await records(leftOver) as unknown as { time: string; reason: string }[];
+      assert.equal(left.length, 4);
+      assert.ok(left.every((r) => r.time === time), "a record copied keeps its time");
+      await Deno.remove(leftOver);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

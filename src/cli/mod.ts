@@ -29,6 +29,7 @@ import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";
 import { runConfigCommand } from "./config.ts";
+import { runDeadLettersCommand } from "./dead_letters.ts";
 
 const log = getLogger("cli");
 
@@ -131,6 +132,22 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         ...(s.tables === undefined ? {} : { tables: s.tables }),
       },
       io,
+    ),
+  "dead-letters": (s, io, signal) =>
+    runDeadLettersCommand(
+      {
+        action: s.action,
+        ...(s.file === undefined ? {} : { file: s.file }),
+        deadLetterFile: s.deadLetterFile,
+        json: s.json,
+        mysqlUrl: s.mysqlUrl,
+        batchSize: s.mysqlBatchSize,
+        nodeName: s.nodeName,
+        statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
+        perfdataToMysql: s.perfdataBackends.includes("mysql"),
+      },
+      io,
+      signal,
     ),
   version: (_s, io) => {
     io.out(versionLine());

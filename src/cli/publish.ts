@@ -326,7 +326,7 @@ interface FileLine {
  * The lines of a file as raw bytes, streamed: recorded payloads may hold bytes that are not
  * valid UTF-8 (docs/tables.md#invalid-utf8), which must reach the worker unchanged.
  */
-async function* readLines(path: string): AsyncGenerator<FileLine> {
+export async function* readLines(path: string): AsyncGenerator<FileLine> {
   using file = await Deno.open(path, { read: true });
   let pending: Uint8Array = new Uint8Array(0);
   let number = 0;
@@ -362,7 +362,7 @@ function stripCr(line: Uint8Array): Uint8Array {
 
 const LENIENT_UTF8 = new TextDecoder();
 
-function isBlank(bytes: Uint8Array): boolean {
+export function isBlank(bytes: Uint8Array): boolean {
   for (const b of bytes) if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
   return true;
 }

@@ -72,6 +72,9 @@ export function displayDefault(row: SettingRow, command: CommandName): string {
   return fallback;
 }
 
+/** How the reference names a positional argument by its place. */
+const ORDINALS = ["first", "second"];
+
 function flagSpellings(row: SettingRow): string {
   const names = [row.flag, ...(row.flagAliases ?? [])];
   const metavar = metavarOf(row);
@@ -172,7 +175,9 @@ export function renderHelp(command?: CommandName): string {
     return `${out.join("\n")}\n`;
   }
   const rows = rowsFor(command);
-  const positional = rows.filter((r) => r.positional === true).map((r) => metavarOf(r));
+  const positional = rows.filter((r) => r.positional === true).map((r) =>
+    r.required === true ? metavarOf(r) : `[${metavarOf(r)}]`
+  );
   out.push(
     command === "config"
       ? `Usage: ${PROGRAM_NAME} ${CONFIG_COMMAND_USAGE.usage}`
@@ -270,7 +275,11 @@ export function renderConfigReference(): string {
     for (const row of rows) {
       const flags = [row.flag, ...(row.flagAliases ?? [])].map((f) => `\`--${f}\``);
       if (row.kind.type === "boolean") flags.push(`\`--no-${row.flag}\``);
-      if (row.positional === true) flags.unshift("first argument");
+      if (row.positional === true) {
+        const n = rows.filter((r) => r.positional === true).indexOf(row);
+        const ordinal = ORDINALS[n];
+        flags.unshift(ordinal === undefined ? `argument ${n + 1}` : `${ordinal} argument`);
+      }
       const envName = envNameOf(row);
       const env = envName === undefined
         ? "—"

@@ -58,6 +58,10 @@ export const COMMANDS = [
     summary: "Compare the newest rows of two Statusengine databases column by column",
   },
   {
+    name: "dead-letters",
+    summary: "Count the dead-letter file's records, or replay them once their cause is fixed",
+  },
+  {
     name: "config",
     summary: "Show every setting of a command with its value and where it came from, and exit",
   },
@@ -170,7 +174,7 @@ export interface SettingRow {
    * the translation itself lives in `legacy.ts`. A new key in the same file wins, with a warning.
    */
   readonly legacyKeys?: readonly string[];
-  /** Also taken from the first positional argument (losstest mode). */
+  /** Also taken from a positional argument, in table order among the command's positional rows. */
   readonly positional?: true;
   /**
    * Input-only row: its value is converted and handed to other settings instead of having
@@ -204,9 +208,10 @@ const LOG_COMMANDS = [
   "publish",
   "losstest",
   "verify",
+  "dead-letters",
 ] as const;
-const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status"] as const;
-const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as const;
+const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status", "dead-letters"] as const;
+const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest", "dead-letters"] as const;
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 
@@ -293,6 +298,7 @@ export const SETTING_GROUPS: readonly { readonly title: string; readonly from: s
   { title: "Status", from: "metrics-url" },
   { title: "Publishing", from: "queue" },
   { title: "Comparison", from: "mysql-url-a" },
+  { title: "Dead letters", from: "action" },
 ];
 
 /** The settings table (one row per setting; order is help order). */
@@ -525,7 +531,7 @@ export const SETTINGS = [
     flag: "mysql-batch-size",
     kind: { type: "integer", min: 1, max: 700 },
     default: "100",
-    commands: ["run"],
+    commands: ["run", "dead-letters"],
     legacyKeys: ["number_of_bulk_records"],
     help: "Most rows in one bulk INSERT (one prepared statement). 700 is the Go worker's " +
       "ceiling, kept so existing configurations mean the same; at 700 rows the widest table " +
@@ -546,7 +552,7 @@ export const SETTINGS = [
     flag: "status-max-age",
     kind: { type: "duration", allowZero: true },
     default: "5m",
-    commands: ["run"],
+    commands: ["run", "dead-letters"],
     help: "Host and service status events older than this are discarded (a newer snapshot " +
       "supersedes them); 0 disables the filter.",
   },
@@ -558,7 +564,7 @@ export const SETTINGS = [
     flagAliases: ["nodename"],
     envAliases: ["STATUSENGINE_NODENAME"],
     legacyKeys: ["node_name"],
-    commands: ["run"],
+    commands: ["run", "dead-letters"],
     help: "Name of this node, written to node_name (part of the downtime tables' primary " +
       "key): keep the legacy worker's node_name when migrating.",
   },
@@ -566,7 +572,7 @@ export const SETTINGS = [
     flag: "dead-letter-file",
     kind: { type: "string", allowEmpty: true, form: "path; empty disables" },
     default: "/var/lib/statusengine-worker/statusengine-dead-letters.ndjson",
-    commands: ["run"],
+    commands: ["run", "dead-letters"],
     help: "NDJSON file that receives payloads which cannot be decoded or rows MySQL rejects " +
       "(D7); the default is in the packaged state directory. A relative path is relative to " +
       "the working directory. An explicit empty value (flag or file) disables it.",
@@ -592,7 +598,7 @@ export const SETTINGS = [
       patternForm: `backends (${PERFDATA_BACKENDS.join(", ")})`,
     },
     default: "mysql",
-    commands: ["run"],
+    commands: ["run", "dead-letters"],
     legacyKeys: ["perfdata_backend"],
     help: "Where metrics parsed from statusngin_service_perfdata go, comma-separated; empty = " +
       "nowhere (the queue is still consumed). Only MySQL holds up a job; the others drop and " +
@@ -601,7 +607,7 @@ export const SETTINGS = [
   {
     flag: "perfdata-route",
     kind: { type: "enum", values: ["mysql", "graphite", "both"] },
-    commands: ["run"],
+    commands: ["run", "dead-letters"],
     feeds: [{ target: "perfdata-backends", derive: perfdataRouteBackends }],
     help: "The earlier form of --perfdata-backends: both = mysql,graphite.",
   },
@@ -956,7 +962,7 @@ export const SETTINGS = [
     default: "false",
     env: false,
     yaml: false,
-    commands: ["status", "config"],
+    commands: ["status", "config", "dead-letters"],
     help: "Print the output as one JSON document.",
   },
 
@@ -1078,6 +1084,30 @@ export const SETTINGS = [
     yaml: false,
     commands: ["verify"],
     help: "Columns left out of the comparison, comma-separated.",
+  },
+
+  // ---- dead-letters ------------------------------------------------------------------------
+  {
+    flag: "action",
+    kind: { type: "enum", values: ["summary", "replay"] },
+    required: true,
+    positional: true,
+    env: false,
+    yaml: false,
+    commands: ["dead-letters"],
+    help: "summary counts the records by table and reason; replay writes them into MySQL " +
+      "again, the way the worker does; given as the first argument (or --action).",
+  },
+  {
+    flag: "file",
+    kind: { type: "string", form: "path of a dead-letter file" },
+    positional: true,
+    env: false,
+    yaml: false,
+    commands: ["dead-letters"],
+    help: "The dead-letter file to read; given as the second argument. summary defaults to " +
+      "--dead-letter-file; replay needs it named (move the file aside first: the worker " +
+      "keeps appending to its file).",
   },
 ] as const satisfies readonly SettingRow[];
 

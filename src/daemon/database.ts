@@ -97,6 +97,35 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
 }
 
 /**
+ * The pool the table writers write through, also used by `dead-letters replay` so that a
+ * replayed row takes the same connections and statement encoding as in the daemon.
+ *
+ * @param urlOptions Connection options from `--mysql-url`.
+ * @param connections Most connections open at once.
+ * @returns The pool (its end is the caller's).
+ */
+export function createWriterPool(urlOptions: MysqlUrlOptions, connections: number): mysql.Pool {
+  const pool = mysql.createPool({
+    ...urlOptions,
+    connectionLimit: connections,
+    maxIdle: connections,
+    connectTimeout: urlOptions.connectTimeout ?? PING_TIMEOUT_MS,
+    enableKeepAlive: true,
+    maxPreparedStatements: PREPARED_STATEMENTS_PER_CONNECTION,
+    // Numbers stay numbers; bigint epoch seconds fit a double exactly (docs/tables.md#envelope).
+    supportBigNumbers: true,
+    bigNumberStrings: false,
+    // mysql2 captures a stack trace on every call so that its errors can show the caller's;
+    // ours carry their table or queue instead, and the capture cost ~1 % of a drain's CPU.
+    trace: false,
+    // Deno.connect instead of Node's net.Socket (src/mysql/deno_socket.ts); TLS needs Node's.
+    ...(urlOptions.ssl === undefined ? { stream: denoSocketStream } : {}),
+  });
+  dropEmptyParameterMetadata(pool);
+  return pool;
+}
+
+/**
  * Open the pool, check that MySQL answers, that the tables exist, and register the node.
  *
  * @param config The worker configuration.
@@ -112,23 +141,7 @@ export async function openDatabase(
   wait: WaitOptions = {},
 ): Promise<Database> {
   const urlOptions = mysqlOptionsFromUrl(config.mysqlUrl);
-  const pool = mysql.createPool({
-    ...urlOptions,
-    connectionLimit: config.mysqlMaxOpenConns,
-    maxIdle: config.mysqlMaxOpenConns,
-    connectTimeout: urlOptions.connectTimeout ?? PING_TIMEOUT_MS,
-    enableKeepAlive: true,
-    maxPreparedStatements: PREPARED_STATEMENTS_PER_CONNECTION,
-    // Numbers stay numbers; bigint epoch seconds fit a double exactly (docs/tables.md#envelope).
-    supportBigNumbers: true,
-    bigNumberStrings: false,
-    // mysql2 captures a stack trace on every call so that its errors can show the caller's;
-    // ours carry their table or queue instead, and the capture cost ~1 % of a drain's CPU.
-    trace: false,
-    // Deno.connect instead of Node's net.Socket (src/mysql/deno_socket.ts); TLS needs Node's.
-    ...(urlOptions.ssl === undefined ? { stream: denoSocketStream } : {}),
-  });
-  dropEmptyParameterMetadata(pool);
+  const pool = createWriterPool(urlOptions, config.mysqlMaxOpenConns);
   const database: Database = {
     pool,
     executor: poolExecutor(pool, { statementTimeoutMs: config.mysqlStatementTimeoutMs }),

@@ -19,3 +19,4 @@ export {
   serviceNotifier,
 } from "./notify.ts";
 export { type KeepAlive } from "./watchdog.ts";
+export { createWriterPool } from "./database.ts";

@@ -106,3 +106,17 @@ export function insertStatement(table: TableName | Table, rowCount: number): str
   parts.texts.set(rowCount, text);
   return text;
 }
+
+/**
+ * How many rows of a plain-INSERT table equal one row in every inserted column (`<=>`, so NULL
+ * equals NULL): `dead-letters replay` reads it to tell a row it replayed before from a missing
+ * one, since these tables have no key an upsert could find it by (docs/running.md#dead-letters).
+ *
+ * @param table A table whose write mode is `insert`.
+ * @returns `SELECT COUNT(*) AS n FROM <t> WHERE <col> <=> ? AND …`, one `?` per insert column.
+ */
+export function identicalRowsStatement(table: Table): string {
+  return `SELECT COUNT(*) AS n FROM ${quoteIdentifier(table.name)} WHERE ${
+    table.insertColumns.map((c) => `${quoteIdentifier(c)} <=> ?`).join(" AND ")
+  }`;
+}

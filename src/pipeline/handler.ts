@@ -20,9 +20,9 @@ import {
   type DeadLetterSink,
   type DowntimeExecutor,
   JobTracker,
+  type ShardedWriter,
   type StatusCleaner,
 } from "../mysql/mod.ts";
-import type { Writers } from "./pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { getLogger } from "../log.ts";
 
@@ -74,9 +74,15 @@ export interface HandlerSettings {
   readonly stream?: EventStream;
 }
 
+/**
+ * What the handler needs of each table's writers: taking a job's rows. The pipeline's writers;
+ * `dead-letters replay` puts a filter in front of them (src/cli/dead_letters.ts).
+ */
+export type RowWriters = Readonly<Record<BatchedTableName, Pick<ShardedWriter, "add">>>;
+
 /** Collaborators of {@link createJobHandler}. */
 export interface JobHandlerOptions extends HandlerSettings {
-  readonly writers: Writers;
+  readonly writers: RowWriters;
   readonly downtimes: DowntimeExecutor;
   /** Records core restarts and sweeps the status rows they left stale (docs/core-restart.md). */
   readonly statusCleaner: StatusCleaner;

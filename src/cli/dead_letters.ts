@@ -1,0 +1,517 @@
+/**
+ * The `dead-letters` command: looks into the dead-letter file (D7) and feeds it back once the
+ * cause is fixed (docs/running.md#dead-letters).
+ *
+ * `summary` counts the records by table (or queue) and reason, with the oldest and newest time;
+ * a line that is not a record is counted, never fatal. `replay` hands every record to the same
+ * pipeline the daemon runs (src/pipeline/pipeline.ts: the same row fitting, the same writers and
+ * statements, the same decoder for payloads), so a replayed row lands exactly where a redelivered
+ * job would have put it, and what MySQL or the decoder rejects again goes to a new dead-letter
+ * file through the same dead-letter path. Replaying a file twice writes nothing twice: the
+ * history tables with a key skip a row that is there (their no-op upsert), and the two tables
+ * without a key are asked first how many identical rows they hold. What cannot be replayed
+ * safely (status snapshots, downtime statements, a core restart, a payload kept only in part)
+ * is said so and copied to the new file.
+ *
+ * @module
+ */
+import type { Job } from "../consumer/contract.ts";
+import {
+  BATCHED_TABLE_NAMES,
+  type BatchedTableName,
+  isBatchedTableName,
+  isQueueName,
+  QUEUES,
+  type Row,
+} from "../events/mod.ts";
+import {
+  adjustRow,
+  type DeadLetterRecord,
+  type DeadLetterSink,
+  DowntimeExecutor,
+  identicalRowsStatement,
+  isStatusTable,
+  isTableName,
+  JobTracker,
+  mysqlOptionsFromUrl,
+  poolExecutor,
+  type SqlExecutor,
+  TABLES,
+} from "../mysql/mod.ts";
+import { Pipeline } from "../pipeline/pipeline.ts";
+import { DeadLetterFile } from "../pipeline/dead_letter.ts";
+import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
+import { createWriterPool } from "../daemon/mod.ts";
+import { errorMessage } from "../log.ts";
+import type { Io } from "./io.ts";
+import { INTERRUPTED_EXIT_CODE, isBlank, readLines, USAGE_EXIT_CODE } from "./publish.ts";
+
+/** Options of {@link runDeadLettersCommand}. */
+export interface DeadLettersOptions {
+  readonly action: "summary" | "replay";
+  /** The file named on the command line, if any. */
+  readonly file?: string;
+  /** `--dead-letter-file`: what `summary` reads when no file is named; empty when disabled. */
+  readonly deadLetterFile: string;
+  readonly json: boolean;
+  /** The worker's settings the replay writes with. */
+  readonly mysqlUrl: string;
+  readonly batchSize: number;
+  readonly nodeName: string;
+  readonly statusMaxAgeSeconds: number;
+  readonly perfdataToMysql: boolean;
+  /** Between progress lines of a replay; default 2 s. */
+  readonly progressIntervalMs?: number;
+  /** The clock that names the file of records left over (tests). */
+  readonly now?: () => Date;
+}
+
+/** A record as read back: what the worker wrote, its time included. */
+type StoredRecord = DeadLetterRecord & { readonly time?: string };
+
+/** One line of the file: a record, or why it is none. */
+type ReadLine =
+  | { readonly line: number; readonly record: StoredRecord }
+  | { readonly line: number; readonly malformed: string };
+
+const LINE_DECODER = new TextDecoder();
+
+/** The records of a dead-letter file in file order; blank lines are skipped. */
+async function* readRecords(path: string): AsyncGenerator<ReadLine> {
+  for await (const { number, bytes } of readLines(path)) {
+    if (isBlank(bytes)) continue;
+    let doc: unknown;
+    try {
+      doc = JSON.parse(LINE_DECODER.decode(bytes));
+    } catch (err: unknown) {
+      yield { line: number, malformed: `not JSON: ${errorMessage(err)}` };
+      continue;
+    }
+    const problem = recordProblem(doc);
+    if (problem === undefined) yield { line: number, record: doc as StoredRecord };
+    else yield { line: number, malformed: problem };
+  }
+}
+
+function recordProblem(doc: unknown): string | undefined {
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) return "not a JSON object";
+  const r = doc as Record<string, unknown>;
+  for (const field of ["queue", "reason"]) {
+    if (typeof r[field] !== "string") return `no "${field}" text`;
+  }
+  const hasRow = typeof r["table"] === "string" && typeof r["row"] === "object" &&
+    r["row"] !== null && !Array.isArray(r["row"]);
+  if (!hasRow && typeof r["payload"] !== "string") return `neither "table" and "row" nor "payload"`;
+  return undefined;
+}
+
+/** Malformed lines listed by number in the output; the rest are only counted. */
+const MALFORMED_SHOWN = 10;
+
+/** The counts of one table (or queue, for payloads) and reason. */
+interface Group {
+  /** The table of a rejected row; null for a payload. */
+  readonly table: string | null;
+  readonly queue: string;
+  readonly reason: string;
+  count: number;
+}
+
+/** What `summary` prints (`--json` as is). */
+interface Summary {
+  readonly file: string;
+  readonly records: number;
+  readonly oldest: string | null;
+  readonly newest: string | null;
+  readonly groups: Group[];
+  readonly malformed: number;
+  /** `line N: why` of the first {@link MALFORMED_SHOWN}. */
+  readonly malformedLines: string[];
+}
+
+async function summarise(path: string): Promise<Summary> {
+  const groups = new Map<string, Group>();
+  let records = 0;
+  let malformed = 0;
+  const malformedLines: string[] = [];
+  let oldest: string | null = null;
+  let newest: string | null = null;
+  for await (const item of readRecords(path)) {
+    if ("malformed" in item) {
+      malformed++;
+      if (malformedLines.length < MALFORMED_SHOWN) {
+        malformedLines.push(`line ${item.line}: ${item.malformed}`);
+      }
+      continue;
+    }
+    const r = item.record;
+    records++;
+    const table = r.row === undefined ? null : r.table ?? null;
+    const key = JSON.stringify([table, r.queue, r.reason]);
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, { table, queue: r.queue, reason: r.reason, count: 1 });
+    else group.count++;
+    // ISO-8601 times in UTC, as the worker writes them, order as text.
+    if (typeof r.time === "string") {
+      if (oldest === null || r.time < oldest) oldest = r.time;
+      if (newest === null || r.time > newest) newest = r.time;
+    }
+  }
+  const sorted = [...groups.values()].sort((a, b) =>
+    b.count - a.count || (a.table ?? a.queue).localeCompare(b.table ?? b.queue)
+  );
+  return { file: path, records, oldest, newest, groups: sorted, malformed, malformedLines };
+}
+
+function printSummary(s: Summary, io: Io): void {
+  io.out(`file: ${s.file}`);
+  io.out(`records: ${s.records}, malformed lines: ${s.malformed}`);
+  if (s.records > 0) io.out(`oldest: ${s.oldest ?? "unknown"}, newest: ${s.newest ?? "unknown"}`);
+  if (s.groups.length > 0) {
+    const rows = s.groups.map((g) => [g.table ?? `payload of ${g.queue}`, g.reason, `${g.count}`]);
+    const widths = [0, 1].map((i) =>
+      Math.max(i === 0 ? "table".length : "reason".length, ...rows.map((r) => r[i]?.length ?? 0))
+    );
+    const line = (cells: string[]) =>
+      `  ${(cells[0] ?? "").padEnd(widths[0] ?? 0)}  ${(cells[1] ?? "").padEnd(widths[1] ?? 0)}  ${
+        cells[2] ?? ""
+      }`;
+    io.out(line(["table", "reason", "records"]));
+    for (const r of rows) io.out(line(r));
+  }
+  for (const m of s.malformedLines) io.out(`malformed ${m}`);
+  if (s.malformed > s.malformedLines.length) {
+    io.out(`malformed: ${s.malformed - s.malformedLines.length} more lines`);
+  }
+}
+
+/** Why a record is not replayed; copied to the file of records left over. */
+function notReplayable(r: StoredRecord): string | undefined {
+  if (r.row !== undefined) {
+    const table = r.table ?? "";
+    if (!isTableName(table)) return `unknown table "${table}"`;
+    if (isStatusTable(table)) {
+      return "a status snapshot: the next one of its object supersedes it, and replaying it " +
+        "would overwrite a newer status";
+    }
+    if (!isBatchedTableName(table)) {
+      return "a downtime statement: the record does not say whether it inserted, updated or " +
+        "deleted, and downtimes must be applied in the order the core emitted them";
+    }
+    return undefined;
+  }
+  if (!isQueueName(r.queue)) return `unknown queue "${r.queue}"`;
+  if (r.bytes !== undefined) return "the record holds only the first KiB of the payload";
+  if (QUEUES[r.queue].output === "core_restart") {
+    return "a core restart from the past would sweep the current status rows";
+  }
+  return undefined;
+}
+
+/** The counts of a replay (`--json` as is). */
+interface ReplayResult {
+  readonly file: string;
+  /** Where the records left over went; null when there were none. */
+  leftOver: string | null;
+  records: number;
+  /** Records handed to the pipeline (those that failed again included). */
+  submitted: number;
+  /** Rows of the two keyless tables found in their table already (replayed before). */
+  alreadyPresent: number;
+  /** Records the pipeline dead-lettered again (rows MySQL rejected, payloads still undecodable). */
+  failedAgain: number;
+  /** Records copied to the left-over file unreplayed, by why. */
+  notReplayable: Record<string, number>;
+  malformed: number;
+  malformedLines: string[];
+  interrupted: boolean;
+}
+
+/**
+ * The new file's name: the replayed file's with the replay's time, so a second replay never
+ * appends to the first one's left-overs.
+ */
+function leftOverPath(file: string, now: Date): string {
+  const stamp = now.toISOString().replace(/[-:]/g, "");
+  return `${file}.replay-${stamp}`;
+}
+
+/** How many replayed records may wait for their commit at once (a few batches per table). */
+const IN_FLIGHT = 2_000;
+
+const DEFAULT_PROGRESS_MS = 2_000;
+
+/**
+ * The pipeline's writers with one filter in front: a row of a keyless table (`insert` write
+ * mode, no key an upsert could find it by) that the table holds already is settled as
+ * committed instead of written again. The k-th copy of a row replayed is written only when the
+ * table held fewer than k before this replay wrote any: a row the original job produced twice
+ * is written twice, and a second replay of the file writes neither.
+ */
+class ReplayWriters {
+  readonly writers: RowWriters;
+  /** Rows found in their keyless table already. */
+  alreadyPresent = 0;
+  readonly #executor: SqlExecutor;
+  readonly #seen = new Map<string, { inTable: number; inFile: number }>();
+  /** Lookups one at a time, so two jobs holding the same row count it once. */
+  #tail: Promise<unknown> = Promise.resolve();
+
+  constructor(pipeline: Pipeline, executor: SqlExecutor) {
+    this.#executor = executor;
+    this.writers = Object.fromEntries(
+      BATCHED_TABLE_NAMES.map((table) => {
+        const writer = pipeline.writers[table];
+        if (TABLES[table].writeMode !== "insert") return [table, writer];
+        return [table, {
+          add: async (rows: readonly Row[], owner: JobTracker, signal?: AbortSignal) => {
+            const missing: Row[] = [];
+            for (const row of rows) {
+              if (await this.#present(table, row)) {
+                this.alreadyPresent++;
+                owner.committed();
+              } else {
+                missing.push(row);
+              }
+            }
+            if (missing.length > 0) await writer.add(missing, owner, signal);
+          },
+        }];
+      }),
+    ) as unknown as RowWriters;
+  }
+
+  #present(table: BatchedTableName, row: Row): Promise<boolean> {
+    const next = this.#tail.then(async () => {
+      const t = TABLES[table];
+      const { values } = adjustRow(t, row);
+      const key = `${table}\u0000${JSON.stringify(values)}`;
+      let entry = this.#seen.get(key);
+      if (entry === undefined) {
+        const result = await this.#executor.run(identicalRowsStatement(t), values);
+        entry = { inTable: Number(result.rows[0]?.["n"] ?? 0), inFile: 0 };
+        this.#seen.set(key, entry);
+      }
+      entry.inFile++;
+      return entry.inFile <= entry.inTable;
+    });
+    this.#tail = next.catch(() => {});
+    return next;
+  }
+}
+
+async function replay(
+  options: DeadLettersOptions & { readonly file: string },
+  io: Io,
+  signal: AbortSignal,
+): Promise<ReplayResult> {
+  const result: ReplayResult = {
+    file: options.file,
+    leftOver: null,
+    records: 0,
+    submitted: 0,
+    alreadyPresent: 0,
+    failedAgain: 0,
+    notReplayable: {},
+    malformed: 0,
+    malformedLines: [],
+    interrupted: false,
+  };
+  const target = leftOverPath(options.file, (options.now ?? (() => new Date()))());
+  // Opened on the first record left over: a replay where everything went in leaves no file.
+  const leftOver = new DeadLetterFile(target);
+  const leave = async (record: DeadLetterRecord) => {
+    await leftOver.write(record);
+    result.leftOver = target;
+  };
+  const again: DeadLetterSink = {
+    write: async (record) => {
+      await leave(record);
+      result.failedAgain++;
+    },
+    close: () => Promise.resolve(),
+  };
+  const pool = createWriterPool(mysqlOptionsFromUrl(options.mysqlUrl), 4);
+  const executor = poolExecutor(pool);
+  const pipeline = new Pipeline({
+    executor,
+    batchSize: options.batchSize,
+    deadLetters: again,
+    nodeName: options.nodeName,
+    statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+    openItcockpit: false,
+    perfdataToMysql: options.perfdataToMysql,
+    statsIntervalMs: 0,
+  });
+  const writers = new ReplayWriters(pipeline, executor);
+  // The daemon's handler over the filtered writers: payloads are decoded as a redelivered job.
+  const handler = createJobHandler({
+    deadLetters: again,
+    nodeName: options.nodeName,
+    statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+    openItcockpit: false,
+    perfdataToMysql: options.perfdataToMysql,
+    writers: writers.writers,
+    downtimes: new DowntimeExecutor({
+      executor,
+      availability: pipeline.availability,
+      deadLetters: again,
+    }),
+    statusCleaner: pipeline.statusCleaner,
+  });
+  const pending = new Set<Promise<void>>();
+  const stopped = new Promise<void>((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+  /** Waits until at most `room` records wait for their commit; false when interrupted. */
+  const settle = async (room: number): Promise<boolean> => {
+    while (pending.size > room) {
+      await Promise.race([...pending, stopped]);
+      if (signal.aborted) return false;
+    }
+    return true;
+  };
+  // A rejection (a bug, the pool gone) ends the replay once the loop sees it; never unobserved.
+  let failure: { readonly error: unknown } | undefined;
+  const track = (p: Promise<void>) => {
+    const tracked: Promise<void> = p.then(() => {}, (error: unknown) => {
+      failure ??= { error };
+    }).finally(() => pending.delete(tracked));
+    pending.add(tracked);
+  };
+  const progressMs = options.progressIntervalMs ?? DEFAULT_PROGRESS_MS;
+  let nextProgress = performance.now() + progressMs;
+  const progress = () => {
+    // stdout stays one JSON document with --json.
+    (options.json ? io.err : io.out)(
+      `progress: ${result.records} records read, ${result.submitted} submitted, ` +
+        `${result.failedAgain} failed again, ${notReplayableCount(result)} not replayable`,
+    );
+  };
+  try {
+    for await (const item of readRecords(options.file)) {
+      if (signal.aborted) break;
+      if ("malformed" in item) {
+        result.malformed++;
+        if (result.malformedLines.length < MALFORMED_SHOWN) {
+          result.malformedLines.push(`line ${item.line}: ${item.malformed}`);
+        }
+        continue;
+      }
+      const r = item.record;
+      result.records++;
+      const why = notReplayable(r);
+      if (why !== undefined) {
+        result.notReplayable[why] = (result.notReplayable[why] ?? 0) + 1;
+        await leave(r);
+      } else if (r.row !== undefined) {
+        const tracker = new JobTracker(r.queue, 1);
+        try {
+          await writers.writers[r.table as BatchedTableName].add([r.row as Row], tracker, signal);
+        } catch (err: unknown) {
+          if (signal.aborted) break;
+          throw err;
+        }
+        track(tracker.done);
+        result.submitted++;
+      } else {
+        const job: Job = {
+          queue: r.queue,
+          server: "replay",
+          handle: `line ${item.line}`,
+          unique: "",
+          payload: new TextEncoder().encode(r.payload ?? ""),
+          receivedAt: Date.now(),
+        };
+        // Downtime events are applied one at a time in file order, after everything before.
+        const inOrder = QUEUES[r.queue as keyof typeof QUEUES].output === "downtimes";
+        if (inOrder && !(await settle(0))) break;
+        track(handler(job, signal));
+        if (inOrder && !(await settle(0))) break;
+        result.submitted++;
+      }
+      if (!(await settle(IN_FLIGHT))) break;
+      if (failure !== undefined) throw failure.error;
+      const t = performance.now();
+      if (t >= nextProgress) {
+        nextProgress = t + progressMs;
+        progress();
+      }
+    }
+    await settle(0);
+    if (failure !== undefined) throw failure.error;
+    result.interrupted = signal.aborted;
+  } finally {
+    result.alreadyPresent = writers.alreadyPresent;
+    // Everything replayed is committed (or the replay was interrupted: what is held is given up).
+    await pipeline.close(signal.aborted ? 0 : 10_000);
+    await leftOver.close();
+    await pool.end().catch(() => {});
+  }
+  return result;
+}
+
+function notReplayableCount(r: ReplayResult): number {
+  return Object.values(r.notReplayable).reduce((a, b) => a + b, 0);
+}
+
+function printReplay(r: ReplayResult, io: Io): void {
+  io.out(
+    `replay of ${r.file}: ${r.records} records, ${r.submitted} submitted, ` +
+      `${r.alreadyPresent} already present, ${r.failedAgain} failed again, ` +
+      `${notReplayableCount(r)} not replayable, ${r.malformed} malformed lines` +
+      (r.interrupted ? " (interrupted: run it again, replaying twice writes nothing twice)" : ""),
+  );
+  for (const [why, n] of Object.entries(r.notReplayable)) io.out(`not replayed (${n}): ${why}`);
+  for (const m of r.malformedLines) io.out(`malformed ${m}`);
+  if (r.leftOver !== null) {
+    io.out(`records left over (failed again or not replayable): ${r.leftOver}`);
+  }
+}
+
+/**
+ * Run the `dead-letters` command.
+ *
+ * Exit codes: `summary` 0 once the file is read (malformed lines included); `replay` 0 only
+ * when every record was replayed, 1 when any failed again, was not replayable or a line was
+ * malformed (the output names the file they went to), 130 when interrupted; 1 when the file
+ * cannot be read or MySQL not reached; 2 for `replay` without a file.
+ *
+ * @param options Action, file, the worker's write settings.
+ * @param io Output sinks.
+ * @param signal Stops a replay (SIGINT/SIGTERM); what is committed stays.
+ * @returns The process exit code.
+ */
+export async function runDeadLettersCommand(
+  options: DeadLettersOptions,
+  io: Io,
+  signal: AbortSignal,
+): Promise<number> {
+  if (options.action === "summary") {
+    const file = options.file ?? options.deadLetterFile;
+    if (file === "") {
+      io.err(
+        "statusengine-worker: no dead-letter file: --dead-letter-file is empty (disabled); " +
+          "name the file: dead-letters summary FILE",
+      );
+      return USAGE_EXIT_CODE;
+    }
+    const summary = await summarise(file);
+    if (options.json) io.out(JSON.stringify(summary));
+    else printSummary(summary, io);
+    return 0;
+  }
+  if (options.file === undefined) {
+    io.err(
+      "statusengine-worker: dead-letters replay needs the file named: move the worker's file " +
+        "aside first (the worker keeps appending to it), then dead-letters replay FILE",
+    );
+    return USAGE_EXIT_CODE;
+  }
+  const result = await replay({ ...options, file: options.file }, io, signal);
+  if (options.json) io.out(JSON.stringify(result));
+  else printReplay(result, io);
+  if (result.interrupted) return INTERRUPTED_EXIT_CODE;
+  return result.failedAgain + notReplayableCount(result) + result.malformed === 0 ? 0 : 1;
+}
