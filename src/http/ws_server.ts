@@ -140,6 +140,10 @@ export async function startWebSocketServer(
       if (client === null) return;
       onClientMessage(client, isBinary ? data : DECODER.decode(data as ArrayBuffer));
     });
+    // The hub's pings carry a token; their pongs say the client read what came before them.
+    socket.on("pong", (data: Uint8Array | ArrayBuffer) => {
+      client?.pong(DECODER.decode(data));
+    });
     socket.on("close", () => {
       stopIdleCheck();
       open.delete(socket);
