@@ -60,9 +60,11 @@ Deno.test("alerts: every rule has a unit test, and every metric a rule reads is 
       for (const s of ["_bucket", "_sum", "_count"]) exported.add(m.name + s);
     }
   }
+  // Prometheus' own series of every target: what still speaks of a worker that stopped.
+  exported.add("up");
   for (const rule of await alertRules()) {
     assert.match(tests, new RegExp(`alertname: ${rule.alert}\\n`), `${rule.alert} is tested`);
-    const names = rule.expr.match(/\b(?:statusengine|process)_[a-z_]+/g) ?? [];
+    const names = rule.expr.match(/\b(?:(?:statusengine|process)_[a-z_]+|up(?=\{))/g) ?? [];
     assert.ok(names.length > 0, rule.alert);
     for (const name of names) assert.ok(exported.has(name), `${rule.alert}: ${name} is exported`);
   }
@@ -74,4 +76,21 @@ Deno.test("alerts: docs/metrics.md lists exactly the shipped rules", async () =>
   const listed = [...section.matchAll(/^\| `(Statusengine\w+)`/gm)].map((m) => m[1]).sort();
   const shipped = (await alertRules()).map((r) => r.alert).sort();
   assert.deepEqual(listed, shipped);
+});
+
+Deno.test("alerts: the rules find the workers by the scrape job docs/metrics.md tells operators to use", async () => {
+  const docs = await Deno.readTextFile(new URL("../docs/metrics.md", import.meta.url));
+  const section = docs.slice(docs.indexOf('<a id="scraping"></a>'), docs.indexOf("## Reference"));
+  const jobNames = [...section.matchAll(/job_name: (\S+)/g)].map((m) => m[1] ?? "");
+  assert.ok(jobNames.length > 0, "docs/metrics.md shows a scrape configuration");
+  const selectors = new Set<string>();
+  for (const rule of await alertRules()) {
+    for (const m of rule.expr.matchAll(/\bup\{job=~"([^"]+)"\}/g)) selectors.add(m[1] ?? "");
+  }
+  assert.deepEqual([...selectors], ["statusengine.*"], "one job selector for every rule");
+  // Prometheus anchors a label regex at both ends.
+  for (const selector of selectors) {
+    const re = new RegExp(`^(?:${selector})$`);
+    for (const name of [...jobNames, "statusengine"]) assert.match(name, re);
+  }
 });

@@ -4,12 +4,15 @@
  * Prometheus scrapes it every second, and every query of every panel, with the dashboard's
  * variables filled in as Grafana fills them, returns at least one finite value. A renamed metric,
  * a wrong label or a PromQL typo fails here instead of on an operator's screen. The same
- * Prometheus evaluates the shipped alert rules, which must run without error and stay quiet.
+ * Prometheus evaluates the shipped alert rules, which must run without error and stay quiet, and
+ * which must notice the worker once it stopped.
  */
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startPrometheus } from "./helpers/prometheus.ts";
+import { startCarbonCache } from "./helpers/tsdb.ts";
+import { PERFDATA_QUEUE, perfdataJob, recentSeconds } from "./helpers/perfdata_env.ts";
 import { startWorkerProcess } from "./helpers/worker_process.ts";
 import { createSchema, publish } from "./helpers/worker.ts";
 import { fixtureAged } from "./helpers/fixture_rows.ts";
@@ -87,7 +90,14 @@ Deno.test("dashboard: every query returns data from a real Prometheus scraping a
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await using worker = await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url });
+  // Perfdata to a real Carbon: the perfdata panels read series that exist only while a backend is
+  // configured.
+  await using carbon = await startCarbonCache();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: db.url,
+    args: ["--perfdata-backends", "graphite", "--graphite-addr", carbon.addr],
+  });
   await using prometheus = await startPrometheus({
     targets: [`127.0.0.1:${worker.metricsPort}`],
     ruleFiles: [ALERTS],
@@ -106,6 +116,14 @@ Deno.test("dashboard: every query returns data from a real Prometheus scraping a
   const traffic = (async () => {
     while (!stop.signal.aborted) {
       for (const q of queues) await publish(gearmand.addr, q, [fixtureAged(q, 2)]);
+      await publish(gearmand.addr, PERFDATA_QUEUE, [
+        perfdataJob([{
+          host: "web1",
+          service: "load",
+          perfData: "load1=0.5",
+          startTime: recentSeconds(),
+        }]),
+      ]);
       await new Promise((r) => setTimeout(r, 250));
     }
   })();
@@ -146,11 +164,22 @@ Deno.test("dashboard: every query returns data from a real Prometheus scraping a
       message: "every alert rule to be evaluated",
     });
     const rules = await prometheus.alertRules();
-    assert.ok(rules.length >= 11, `${rules.length} alert rules loaded`);
+    assert.ok(rules.length >= 15, `${rules.length} alert rules loaded`);
     for (const r of rules) {
       assert.equal(r.health, "ok", `${r.name}: ${r.lastError ?? ""}`);
       assert.equal(r.state, "inactive", `${r.name} is quiet on a healthy worker`);
     }
+
+    // The worker stops: it exports nothing any more, and the rules that read Prometheus' own
+    // series of the target (under the job name docs/metrics.md shows) see it. Their `for` is
+    // minutes, so pending is what a test can wait for.
+    worker.kill("SIGTERM");
+    await worker.status;
+    const noticed = ["StatusengineWorkerDown", "StatusengineInOrderLockUnheld"];
+    await waitFor(async () => {
+      const states = await prometheus.alertRules();
+      return noticed.every((name) => states.some((r) => r.name === name && r.state !== "inactive"));
+    }, { timeoutMs: 60_000, message: `${noticed.join(" and ")} to notice the stopped worker` });
   } finally {
     stop.abort();
     await traffic;

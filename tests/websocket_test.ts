@@ -18,7 +18,7 @@ import {
 } from "./helpers/worker.ts";
 import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
-import { WebSocketHub } from "../src/http/ws_hub.ts";
+import { WebSocketHub, type WebSocketHubOptions } from "../src/http/ws_hub.ts";
 import { startWebSocketServer } from "../src/http/ws_server.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { createMetrics } from "../src/metrics/registry.ts";
@@ -417,8 +417,8 @@ Deno.test("ws: a client message over 8192 bytes closes the connection (1009)", a
 });
 
 /**
- * A client that completes the handshake and then never reads: the kernel buffers fill,
- * then Deno's, then the client's 256-frame send buffer.
+ * A client that completes the handshake and then never reads: the hub hands its socket frames
+ * up to the unread bound (which the kernel's buffers take), then its 256-frame send buffer fills.
  */
 async function stalledClient(port: number, query = ""): Promise<Deno.TcpConn> {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
@@ -470,8 +470,8 @@ async function stalledClientScenario(
   await waitForClients(env.worker, 2);
   const JOBS = 600;
   const PER_JOB = 20;
-  // 40 KB frames: ~4 MB of kernel buffers on loopback plus 256 KiB in Deno plus 256
-  // frames in the client's buffer are about 370 frames; 600 jobs overflow it by far.
+  // 40 KB frames: 512 KiB handed to the socket and not read plus 256 frames in the client's
+  // buffer are about 270 frames; 600 jobs overflow it by far.
   const template = eventsOf(fixture("statusngin_logentries"))[0] as Record<string, unknown>;
   const payloads: string[] = [];
   for (let j = 0; j < JOBS; j++) {
@@ -522,15 +522,15 @@ async function stalledClientScenario(
     await metricValue(env.worker, "statusengine_websocket_slow_clients_closed_total"),
     1,
   );
-  // Its socket still holds frames the runtime has not written, behind the close frame; they
-  // are lost when the peer goes (here with a reset: it read nothing). Then the client's
-  // total is final and logged once, at WARN.
+  // Frames its socket still holds unwritten (none while the kernel took everything within the
+  // unread bound) are lost when the peer goes (here with a reset: it read nothing). Then the
+  // client's total is final and logged once, at WARN.
   stalled.close();
   const disconnected = () =>
     warnings.filter((w) => w.message === "websocket: client disconnected after dropped events");
   await waitFor(() => disconnected().length > 0, { message: "the stalled client's total" });
   const total = await metricValue(env.worker, "statusengine_websocket_messages_dropped_total");
-  assert.ok(total > dropped, "the frames its socket still held are dropped too");
+  assert.ok(total >= dropped, "the frames its socket still held are dropped too");
   const gone = disconnected();
   assert.equal(gone.length, 1);
   assert.equal(gone[0]?.properties["dropped_events"], total);
@@ -631,10 +631,22 @@ async function readUntilClose(
   }
 }
 
-Deno.test("ws server: a client closed for not reading gets every event it is not counted as dropped for", async () => {
+/** Jobs of {@link stallingJob}: 600 frames of about 40 KB, 24 MB, fewer frames than the hub buffers. */
+const STALL_JOBS = 600;
+const STALL_PER_JOB = 20;
+
+/** The events of job `j` of a stalled client's test: 20 of about 2 KB. */
+function stallingJob(j: number): { j: number; k: number; x: string }[] {
+  return Array.from({ length: STALL_PER_JOB }, (_, k) => ({ j, k, x: "x".repeat(2000) }));
+}
+
+/** A hub and `/ws` server of the test's own, and one client of it that never reads. */
+async function serverWithStalledClient(
+  options: Omit<WebSocketHubOptions, "metrics" | "statsIntervalMs">,
+) {
   const metrics = createMetrics();
-  const hub = new WebSocketHub({ metrics, statsIntervalMs: 0, writeTimeoutMs: 1_000 });
-  await using server = await startWebSocketServer({
+  const hub = new WebSocketHub({ metrics, statsIntervalMs: 0, ...options });
+  const server = await startWebSocketServer({
     hostname: "127.0.0.1",
     port: 0,
     apiKeys: KEYS,
@@ -642,44 +654,100 @@ Deno.test("ws server: a client closed for not reading gets every event it is not
     metrics,
   });
   const conn = await stalledClient(server.port);
-  try {
-    await waitFor(() => hub.clients === 1);
-    const JOBS = 600;
-    const PER_JOB = 20;
-    // All in one go (fewer frames than the hub buffers): the hub then offers every one of them
-    // to the client in its next few drain turns, long before the client can be closed; an
-    // event the hub dispatches after the close was never the client's to receive or count.
-    for (let j = 0; j < JOBS; j++) {
-      const events = Array.from({ length: PER_JOB }, (_, k) => ({ j, k, x: "x".repeat(2000) }));
-      hub.publish("statusngin_logentries", events);
-    }
-    // The client never reads: the hub closes it after the write timeout.
-    await waitFor(() => hub.clients === 0, { message: "the stalled client closed by the hub" });
-    const dropped = await registrySum(metrics, "statusengine_websocket_messages_dropped_total");
-    // Now it reads what reached it: everything up to the close frame.
-    const { frames, closeCode } = await readUntilClose(conn);
-    assert.equal(closeCode, 1008);
-    const received = frames.reduce((n, f) => n + f.payload.length, 0);
-    assert.ok(received > 0 && dropped > 0, `received ${received}, dropped ${dropped}`);
-    assert.equal(received + dropped, JOBS * PER_JOB, "every event is either received or counted");
-    // Broadcasted counts a frame once the runtime reports it written, which may be reported
-    // after the client read it: wait for the count, which must then be exactly what arrived.
-    const broadcasted = () =>
-      registrySum(metrics, "statusengine_websocket_messages_broadcasted_total");
-    await waitFor(async () => (await broadcasted()) >= received, { message: "writes reported" });
-    assert.equal(
-      await broadcasted(),
-      received,
-      "broadcasted counts the events written to the connection, which all arrived",
-    );
-    assert.equal(
-      await registrySum(metrics, "statusengine_websocket_messages_dropped_total"),
-      dropped,
-      "nothing the client received is counted as dropped",
-    );
-  } finally {
-    conn.close();
+  await waitFor(() => hub.clients === 1);
+  return {
+    metrics,
+    hub,
+    server,
+    conn,
+    async [Symbol.asyncDispose]() {
+      try {
+        conn.close();
+      } catch {
+        // Closed by the test.
+      }
+      await server.shutdown();
+    },
+  };
+}
+
+Deno.test("ws server: a client closed for not reading gets every event it is not counted as dropped for", async () => {
+  await using env = await serverWithStalledClient({ writeTimeoutMs: 1_000 });
+  const { metrics, hub, conn } = env;
+  // All in one go (fewer frames than the hub buffers): the hub then offers every one of them
+  // to the client in its next few drain turns, long before the client can be closed; an
+  // event the hub dispatches after the close was never the client's to receive or count.
+  for (let j = 0; j < STALL_JOBS; j++) hub.publish("statusngin_logentries", stallingJob(j));
+  // The client never reads: the hub closes it after the write timeout.
+  await waitFor(() => hub.clients === 0, { message: "the stalled client closed by the hub" });
+  const dropped = await registrySum(metrics, "statusengine_websocket_messages_dropped_total");
+  // Now it reads what reached it: everything up to the close frame.
+  const { frames, closeCode } = await readUntilClose(conn);
+  assert.equal(closeCode, 1008);
+  const received = frames.reduce((n, f) => n + f.payload.length, 0);
+  assert.ok(received > 0 && dropped > 0, `received ${received}, dropped ${dropped}`);
+  assert.equal(
+    received + dropped,
+    STALL_JOBS * STALL_PER_JOB,
+    "every event is either received or counted",
+  );
+  // Broadcasted counts a frame once the runtime reports it written, which may be reported
+  // after the client read it: wait for the count, which must then be exactly what arrived.
+  const broadcasted = () =>
+    registrySum(metrics, "statusengine_websocket_messages_broadcasted_total");
+  await waitFor(async () => (await broadcasted()) >= received, { message: "writes reported" });
+  assert.equal(
+    await broadcasted(),
+    received,
+    "broadcasted counts the events written to the connection, which all arrived",
+  );
+  assert.equal(
+    await registrySum(metrics, "statusengine_websocket_messages_dropped_total"),
+    dropped,
+    "nothing the client received is counted as dropped",
+  );
+});
+
+/**
+ * Bytes the kernel holds for the connections of `port`, from `ss`: the send queues of the
+ * server's sockets and the receive queues of the clients' (both ends are on loopback).
+ */
+async function kernelQueuedBytes(port: number): Promise<number> {
+  const out = await new Deno.Command("ss", {
+    args: ["-tnH", `( sport = :${port} or dport = :${port} )`],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  let total = 0;
+  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
+    const [, recvQ, sendQ] = line.trim().split(/\s+/);
+    if (sendQ !== undefined) total += Number(recvQ) + Number(sendQ);
   }
+  return total;
+}
+
+Deno.test("ws server: a client that stops reading makes the kernel hold at most the unread bound, and is closed", async () => {
+  const UNREAD = 512 * 1024;
+  await using env = await serverWithStalledClient({ unreadBytes: UNREAD });
+  const { metrics, hub, server, conn } = env;
+  // 24 MB: without the bound the kernels' buffers on loopback take several megabytes of it
+  // before the runtime holds any.
+  const frame = JSON.stringify({ topic: "statusngin_logentries", payload: stallingJob(0) })
+    .length;
+  for (let j = 0; j < STALL_JOBS; j++) hub.publish("statusngin_logentries", stallingJob(j));
+  // It loses frames and has not read what it holds: closed (1008) within seconds, counted.
+  await waitFor(() => hub.clients === 0, { message: "the client that stopped reading closed" });
+  assert.equal(await registrySum(metrics, "statusengine_websocket_slow_clients_closed_total"), 1);
+  // What the kernel holds for it now is all it ever got: the client has read nothing.
+  const held = await kernelQueuedBytes(server.port);
+  assert.ok(held <= UNREAD + frame + 4096, `the kernel holds ${held} bytes for the client`);
+  // Reading it all: the frames handed over before the bound, then the close frame.
+  const { frames, closeCode } = await readUntilClose(conn);
+  assert.equal(closeCode, 1008);
+  const received = frames.reduce((n, f) => n + JSON.stringify(f).length, 0);
+  assert.ok(received > 0, "it got frames before the bound");
+  assert.ok(received <= UNREAD + frame, `${received} bytes of frames reached the client`);
 });
 
 Deno.test("ws server: a silent client is pinged after half the idle timeout and closed when it does not answer; one that answers stays", async () => {
@@ -734,6 +802,7 @@ async function resetWithFramesUnsent(lines: readonly LogLine[]): Promise<void> {
     statsIntervalMs: 0,
     highWaterBytes: 1 << 30,
     socketBudgetBytes: 1 << 30,
+    unreadBytes: 1 << 30,
   });
   await using server = await startWebSocketServer({
     hostname: "127.0.0.1",

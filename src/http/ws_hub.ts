@@ -21,6 +21,14 @@
  *   `statusengine_websocket_slow_clients_closed_total`. The frames still in a
  *   client's buffer when it goes (disconnect, write timeout, shutdown) are
  *   lost too and counted the same way.
+ * - The kernel's buffers are bounded as well: `bufferedAmount` only sees what
+ *   the runtime has not written, and a socket that stopped reading takes
+ *   megabytes into the kernel's send buffer (and, on the same host, the peer's
+ *   receive buffer) before that grows. So the pump pings behind the frames it
+ *   hands over; the peer's pong says it read everything before the ping. A
+ *   client may hold at most 512 KiB (or one larger frame) handed over and not
+ *   yet read; beyond that it waits like a full socket, and is closed the same
+ *   way when it does not catch up.
  * - A frame handed to the socket is counted when the runtime reports its write:
  *   as broadcasted once written to the connection, as dropped when the
  *   connection failed or closed before it was written (a peer that vanished
@@ -66,6 +74,14 @@ const SLOW_CLIENT_CLOSE_MS = 2_000;
  * without bound instead of filling its 256-frame buffer.
  */
 const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
+/**
+ * Bytes handed to a socket and not yet confirmed read by the peer (its pong) before the pump
+ * stops handing it frames: what a client that stopped reading can make the kernels hold. Without
+ * it, 500 clients that never read held 1.5 GiB of the host's TCP memory, about 3 MiB each (the
+ * autotuned send buffer and, on loopback, the peer's receive buffer). 512 KiB per round trip is
+ * still 5 MiB/s at a 100 ms round trip, more than any dashboard reads.
+ */
+const UNREAD_BYTES = 512 * 1024;
 /** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
 const WRITE_TIMEOUT_MS = 10_000;
 /** How often a stalled socket is re-checked: the socket interface the hub uses has no "drained" event. */
@@ -86,6 +102,11 @@ export interface HubSocket {
    * failed or was closed first, also for a frame handed over after that).
    */
   send(data: string, written: (err?: Error | null) => void): void;
+  /**
+   * Send a ping frame carrying `data` behind the frames sent so far. The peer's pong carries
+   * the same data, and the owner of the socket hands it to {@link HubClient.pong}.
+   */
+  ping(data: string): void;
   close(code?: number, reason?: string): void;
 }
 
@@ -105,6 +126,8 @@ export interface WebSocketHubOptions {
   readonly clientBufferBytes?: number;
   /** Default {@link SLOW_CLIENT_CLOSE_MS}. */
   readonly slowClientCloseMs?: number;
+  /** Default {@link UNREAD_BYTES}. */
+  readonly unreadBytes?: number;
 }
 
 /** A subscription change sent by a client: additions are applied before removals. */
@@ -292,6 +315,7 @@ export class HubClient {
   readonly #writeTimeoutMs: number;
   readonly #slowCloseMs: number;
   readonly #maxQueuedBytes: number;
+  readonly #maxUnread: number;
   readonly #budget: SocketBudget | undefined;
   readonly #onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
   readonly #onDiscard: (events: number) => void;
@@ -312,6 +336,13 @@ export class HubClient {
   #unsent = 0;
   #droppedEvents = 0;
   #removed = false;
+  /** Characters of frame text handed to the socket so far, and how many of them the peer read. */
+  #handedOver = 0;
+  #read = 0;
+  /** The ping in flight: its data, and {@link #handedOver} when it was sent. */
+  #probe: { readonly data: string; readonly mark: number } | undefined;
+  #probes = 0;
+  #probeScheduled = false;
 
   /** Built by {@link WebSocketHub.register}. */
   constructor(
@@ -325,6 +356,8 @@ export class HubClient {
       readonly slowCloseMs?: number;
       /** Default {@link CLIENT_BUFFER_BYTES}. */
       readonly maxQueuedBytes?: number;
+      /** Default {@link UNREAD_BYTES}. */
+      readonly maxUnread?: number;
       /** The hub-wide budget of unsent bytes; none: only the high-water mark applies. */
       readonly budget?: SocketBudget;
       readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
@@ -345,6 +378,7 @@ export class HubClient {
     this.#writeTimeoutMs = options.writeTimeoutMs;
     this.#slowCloseMs = options.slowCloseMs ?? SLOW_CLIENT_CLOSE_MS;
     this.#maxQueuedBytes = options.maxQueuedBytes ?? CLIENT_BUFFER_BYTES;
+    this.#maxUnread = options.maxUnread ?? UNREAD_BYTES;
     this.#budget = options.budget;
     this.#onWriteTimeout = options.onWriteTimeout;
     this.#onDiscard = options.onDiscard ?? (() => {});
@@ -365,6 +399,34 @@ export class HubClient {
     let n = 0;
     for (const frame of this.#queue) n += frame.events;
     return n;
+  }
+
+  /**
+   * Characters of frame text handed to the socket that the peer has not confirmed reading
+   * (the kernels' buffers, the network and the runtime's own hold them).
+   */
+  get unreadBytes(): number {
+    return this.#handedOver - this.#read;
+  }
+
+  /**
+   * The peer answered a ping: when it is the pump's, everything handed over before it was read,
+   * which is progress and makes room for more frames. Other pings (the keep-alive's) are ignored.
+   *
+   * @param data The pong's data.
+   */
+  pong(data: string): void {
+    const probe = this.#probe;
+    if (probe === undefined || data !== probe.data || this.#removed) return;
+    this.#probe = undefined;
+    this.#read = probe.mark;
+    this.#stalledSince = performance.now();
+    this.#losingFrames = false;
+    if (this.#pollTimer !== undefined) {
+      clearTimeout(this.#pollTimer);
+      this.#pollTimer = undefined;
+    }
+    this.#pump();
   }
 
   /** Characters of frame text waiting in this client's send buffer. */
@@ -499,16 +561,34 @@ export class HubClient {
   }
 
   /**
-   * Whether the socket may take `frame` now: its unsent bytes are within the high-water
-   * mark, and either it has nothing unsent or all sockets together stay within the budget.
+   * Whether the socket may take `frame` now: the peer has read enough of what it was handed
+   * that `frame` fits within the unread bound (a frame alone always does), its unsent bytes are
+   * within the high-water mark, and either it has nothing unsent or all sockets together stay
+   * within the budget.
    */
   #mayTake(unsent: number, frame: OutboundFrame): boolean {
+    const unread = this.unreadBytes;
+    if (unread > 0 && unread + frame.data.length > this.#maxUnread) return false;
     if (unsent > this.#highWater) return false;
     return unsent === 0 || this.#budget === undefined || !this.#budget.over(frame.data.length);
   }
 
   #pump(): void {
     if (this.#pollTimer !== undefined || this.#removed) return;
+    this.#handOver();
+    // One ping behind the whole run of frames handed over in this turn (the hub dispatches a
+    // batch of frames synchronously, one offer each), so that its pong frees all of them.
+    if (this.#probe === undefined && !this.#probeScheduled && this.unreadBytes > 0) {
+      this.#probeScheduled = true;
+      queueMicrotask(() => {
+        this.#probeScheduled = false;
+        this.#probeUnread();
+      });
+    }
+  }
+
+  /** Hand frames to the socket while it may take them. */
+  #handOver(): void {
     for (;;) {
       const frame = this.#queue.peek();
       if (frame === undefined) return;
@@ -542,10 +622,25 @@ export class HubClient {
         this.#discard(frame.events);
         return;
       }
+      this.#handedOver += frame.data.length;
       this.#stalled = false;
       this.#losingFrames = false;
       this.observe();
     }
+  }
+
+  /** Ping behind what the peer has not confirmed reading, unless a ping is already out. */
+  #probeUnread(): void {
+    if (this.#probe !== undefined || this.unreadBytes === 0 || this.#removed) return;
+    const probe = { data: `se${++this.#probes}`, mark: this.#handedOver };
+    try {
+      this.#socket.ping(probe.data);
+    } catch (err: unknown) {
+      // The socket closed under us; its close event unregisters the client.
+      log.debug("websocket: ping failed", { client: this.id, error: errorMessage(err) });
+      return;
+    }
+    this.#probe = probe;
   }
 
   #poll(): void {
@@ -590,6 +685,7 @@ export class WebSocketHub {
   readonly #writeTimeoutMs: number;
   readonly #slowCloseMs: number;
   readonly #clientBufferBytes: number;
+  readonly #unreadBytes: number;
   readonly #budget: SocketBudget;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
@@ -604,6 +700,7 @@ export class WebSocketHub {
     this.#writeTimeoutMs = options.writeTimeoutMs ?? WRITE_TIMEOUT_MS;
     this.#slowCloseMs = options.slowClientCloseMs ?? SLOW_CLIENT_CLOSE_MS;
     this.#clientBufferBytes = options.clientBufferBytes ?? CLIENT_BUFFER_BYTES;
+    this.#unreadBytes = options.unreadBytes ?? UNREAD_BYTES;
     this.#budget = new SocketBudget(
       options.socketBudgetBytes ?? HUB_SOCKET_BUDGET_BYTES,
       this.#clients,
@@ -671,6 +768,7 @@ export class WebSocketHub {
       writeTimeoutMs: this.#writeTimeoutMs,
       slowCloseMs: this.#slowCloseMs,
       maxQueuedBytes: this.#clientBufferBytes,
+      maxUnread: this.#unreadBytes,
       budget: this.#budget,
       onWriteTimeout: (c, reason) => {
         const losing = reason === "losing frames";

@@ -32,6 +32,13 @@ class FakeSocket implements HubSocket {
   holdWrites = false;
   readonly pendingWrites: ((err?: Error | null) => void)[] = [];
 
+  /** The data of every ping sent; the hub's pongs are the test's to give. */
+  readonly pings: string[] = [];
+
+  ping(data: string): void {
+    this.pings.push(data);
+  }
+
   close(code?: number, reason?: string): void {
     this.readyState = 3;
     this.closedWith = { ...(code === undefined ? {} : { code }), ...(reason ? { reason } : {}) };
@@ -417,5 +424,45 @@ Deno.test("hub: a frame handed to the socket counts as sent once written, as dro
   assert.equal(await value(m, "websocketMessagesDropped"), 6);
   assert.equal(await value(m, "websocketFramesSent"), 2);
   assert.equal(client.droppedEvents, 6);
+  hub.close();
+});
+
+Deno.test("hub: a client holds at most the unread bound until its pong; one that never answers is closed", async () => {
+  const m = createMetrics();
+  const UNREAD = 10_000;
+  const hub = hubWith(m, { unreadBytes: UNREAD, writeTimeoutMs: 60_000, slowClientCloseMs: 50 });
+  // The runtime writes every frame at once (bufferedAmount stays 0), as it does while the
+  // kernel's buffers take them: only the peer's pong tells that it read them.
+  const socket = new FakeSocket();
+  const client = hub.register(socket, []);
+  assert.ok(client !== null);
+  const payload = "x".repeat(1_000);
+  const frameLength = JSON.stringify({ topic: "q", payload: [payload] }).length;
+  for (let i = 0; i < 30; i++) hub.publish("q", [payload]);
+  await waitFor(() => client.queuedEvents + socket.sent.length === 30, {
+    message: "every frame handed over or queued",
+  });
+  const handed = () => socket.sent.reduce((n, f) => n + f.length, 0);
+  assert.equal(socket.sent.length, Math.floor(UNREAD / frameLength), "the pump stops at the bound");
+  assert.ok(handed() <= UNREAD);
+  assert.equal(client.unreadBytes, handed());
+  assert.deepEqual(socket.pings.length, 1, "one ping behind the frames");
+  // A pong of another ping (the keep-alive's) proves nothing.
+  client.pong("");
+  assert.equal(client.unreadBytes, handed());
+  // The peer read up to the ping: as many frames again go out, behind a new ping.
+  const before = socket.sent.length;
+  client.pong(socket.pings[0] as string);
+  assert.equal(socket.sent.length, 2 * before);
+  assert.equal(client.unreadBytes, before * frameLength);
+  await waitFor(() => socket.pings.length === 2, { message: "a ping behind the new frames" });
+  // It answers no more and frames keep coming: it loses frames and is closed (1008), counted.
+  for (let i = 0; i < CLIENT_BUFFER_FRAMES + 1; i++) hub.publish("q", [payload]);
+  await waitFor(() => socket.closedWith !== null, {
+    message: "the client that reads no more closed",
+  });
+  assert.deepEqual(socket.closedWith, { code: 1008, reason: "too slow" });
+  assert.equal(await value(m, "websocketSlowClientsClosed"), 1);
+  assert.ok(handed() <= 2 * UNREAD, `${handed()} characters handed over in all`);
   hub.close();
 });

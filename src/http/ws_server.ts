@@ -12,6 +12,8 @@
  * - The 8192-byte limit on client messages is enforced while reading (the `ws` library's
  *   `maxPayload`): an oversized message closes the connection (1009) as in Go.
  * - Connection attempts during or after shutdown get 503 before the upgrade.
+ * - The hub pings behind the frames it sends and counts them as read at the pong: a client
+ *   that stops reading holds at most 512 KiB in the kernels' buffers (docs/http.md#ws).
  *
  * @module
  */
@@ -139,6 +141,10 @@ export async function startWebSocketServer(
     socket.on("message", (data: unknown, isBinary: boolean) => {
       if (client === null) return;
       onClientMessage(client, isBinary ? data : DECODER.decode(data as ArrayBuffer));
+    });
+    // The hub's pings carry a token; their pongs say the client read what came before them.
+    socket.on("pong", (data: Uint8Array | ArrayBuffer) => {
+      client?.pong(DECODER.decode(data));
     });
     socket.on("close", () => {
       stopIdleCheck();
