@@ -114,6 +114,69 @@ Deno.test("remote write: samples Prometheus refuses (older than the series' newe
   assert.equal(await env.mysqlRows(), 3, "MySQL keeps every gauge");
 });
 
+Deno.test("remote write: one stale sample in a batch costs only itself: the good samples of every other series are readable, in a bounded number of requests", async () => {
+  await using prometheus = await startPrometheus();
+  await using env = await perfdataEnv(["mysql", "prometheus"], {
+    prometheusRemoteWrite: remoteWrite(prometheus.remoteWriteUrl),
+  });
+  const t = recentSeconds();
+  await publish(env.gearmand.addr, PERFDATA_QUEUE, [
+    perfdataJob([{ host: "stale", service: "s", perfData: "x=1", startTime: t }]),
+  ]);
+  await waitFor(
+    async () => (await env.metric("statusengine_perfdata_points_written_total", labels)) === 1,
+    { message: "the first sample written" },
+  );
+  const requestsBefore = await writeRequests(prometheus.url);
+  // One job, so one batch: a check of the series above older than its newest sample (what a
+  // redelivered job brings), in the middle of 60 good checks of other series. Prometheus refuses
+  // the whole request; the worker must send the good ones again without it.
+  const good = Array.from({ length: 60 }, (_, i) => ({
+    host: `good${i}`,
+    service: "s",
+    perfData: `x=${i}`,
+    startTime: t,
+  }));
+  await publish(env.gearmand.addr, PERFDATA_QUEUE, [
+    perfdataJob([
+      ...good.slice(0, 30),
+      { ...good[0]!, host: "stale", startTime: t - 60 },
+      ...good.slice(30),
+    ]),
+  ]);
+  await waitFor(async () =>
+    (await env.metric("statusengine_perfdata_dropped_total", {
+      ...labels,
+      reason: "out_of_order",
+    })) === 1, { message: "the stale sample counted" });
+  assert.equal(await env.metric("statusengine_perfdata_points_written_total", labels), 61);
+  const found = await prometheus.queryRange(`${METRIC}{hostname=~"good.*"}`, t, t);
+  assert.deepEqual(
+    found.map((s) => [s.metric.hostname, s.values]).sort(),
+    good.map((g, i) => [g.host, [[t, String(i)]]]).sort(),
+  );
+  // The first request and two per halving: isolating one sample of 61 takes six halvings.
+  assert.ok(
+    (await writeRequests(prometheus.url)) - requestsBefore <= 1 + 2 * Math.ceil(Math.log2(61)),
+  );
+  assert.equal(await env.metric("statusengine_perfdata_write_retries_total", labels), 0);
+  assert.equal(await env.mysqlRows(), 62, "MySQL keeps every gauge");
+});
+
+/** The remote-write requests Prometheus has answered, from its own metrics. */
+async function writeRequests(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (
+      line.startsWith("prometheus_http_requests_total{") && line.includes('handler="/api/v1/write"')
+    ) {
+      total += Number(line.slice(line.lastIndexOf(" ") + 1));
+    }
+  }
+  return total;
+}
+
 Deno.test("remote write: Prometheus killed mid-stream: MySQL gets every row, every job is acknowledged, every lost sample is counted", async () => {
   const prometheus = await startPrometheus();
   try {

@@ -11,7 +11,7 @@ import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import type { Row } from "../events/mod.ts";
 import { redactUrl } from "../util/redact.ts";
-import type { Transport } from "./sink.ts";
+import { SinkWriteError, type Transport } from "./sink.ts";
 import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
 /**
@@ -249,12 +249,7 @@ function utf8Length(text: string): number {
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const bySeries = new Map<RemoteSeries, RemotePoint[]>();
-  for (const p of batch) {
-    const points = bySeries.get(p.series);
-    if (points === undefined) bySeries.set(p.series, [p]);
-    else points.push(p);
-  }
+  const bySeries = groupBySeries(batch);
   // First the size of every series and sample, then one array written front to back.
   let duplicates = 0;
   let size = 0;
@@ -290,11 +285,14 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/** The points of one series in time order, the last of several at one timestamp kept. */
-function inTimeOrder(points: RemotePoint[]): RemotePoint[] {
+/**
+ * The points of one series in time order; with `lastOnly`, only the last of several at one
+ * timestamp.
+ */
+function inTimeOrder(points: RemotePoint[], lastOnly = true): RemotePoint[] {
   // A stable sort keeps the arrival order within one timestamp.
   const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
-  return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
+  return lastOnly ? sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs) : sorted;
 }
 
 /** Bytes of an encoded `Sample`: a double and an int64. */
@@ -379,7 +377,52 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
   }
 
   async write(batch: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
-    const { bytes, duplicates } = encodeWriteRequest(batch);
+    try {
+      return await this.#post(batch, signal);
+    } catch (err: unknown) {
+      if (!isSampleRefusal(err)) throw err;
+      // Prometheus refuses the whole request for one sample it cannot take and appends none of
+      // it, so one stale sample of a redelivered job would take the good samples of every other
+      // series with it. The batch is halved until the refused samples are alone, as the MySQL
+      // writer isolates a bad row. The halves keep each series' samples together and in time
+      // order, so a series split between two halves is sent oldest first and stays in order.
+      // A half that is sent again after a partial success (Mimir appends the good samples of a
+      // refused request) is harmless: a sample repeated with its value is accepted as it is.
+      return await this.#isolate(inSeriesOrder(batch), signal, {
+        splits: splitBudget(batch.length),
+      });
+    }
+  }
+
+  /**
+   * Send `points`, halving every refused part until its refused samples are alone or the
+   * budget of splits is spent; then the refused part is dropped whole.
+   *
+   * @returns The points left out: refused, and duplicates of one series and time.
+   */
+  async #isolate(
+    points: readonly RemotePoint[],
+    signal: AbortSignal,
+    budget: { splits: number },
+  ): Promise<number> {
+    if (points.length === 1 || budget.splits === 0) return points.length;
+    budget.splits--;
+    const half = Math.ceil(points.length / 2);
+    let leftOut = 0;
+    for (const part of [points.slice(0, half), points.slice(half)]) {
+      try {
+        leftOut += await this.#post(part, signal);
+      } catch (err: unknown) {
+        if (!isSampleRefusal(err)) throw err;
+        leftOut += await this.#isolate(part, signal, budget);
+      }
+    }
+    return leftOut;
+  }
+
+  /** One request; resolves with the duplicates left out of it. */
+  async #post(points: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
+    const { bytes, duplicates } = encodeWriteRequest(points);
     const body = new Uint8Array(SnappyJS.compress(bytes) as Uint8Array);
     await post(
       this.#url,
@@ -390,6 +433,43 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
     );
     return duplicates;
   }
+}
+
+function isSampleRefusal(err: unknown): boolean {
+  return err instanceof SinkWriteError && err.reason === "out_of_order";
+}
+
+/**
+ * Splits allowed for one refused batch: enough to isolate eight samples scattered through it
+ * (each takes about log2(batch) splits, two requests each), so a batch of 2000 costs at most 177
+ * requests. Without a bound a batch of stale samples would cost two requests per sample while the
+ * buffer behind it fills.
+ */
+function splitBudget(points: number): number {
+  return 8 * Math.ceil(Math.log2(Math.max(2, points)));
+}
+
+/**
+ * The points grouped by series in order of first appearance, each series' points in time order
+ * (stable: a repeated timestamp keeps its arrival order, so the encoder still keeps the last).
+ */
+function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
+  const out: RemotePoint[] = [];
+  for (const points of groupBySeries(batch).values()) {
+    out.push(...(points.length === 1 ? points : inTimeOrder(points, false)));
+  }
+  return out;
+}
+
+/** The points of each series, series in order of first appearance. */
+function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemotePoint[]> {
+  const bySeries = new Map<RemoteSeries, RemotePoint[]>();
+  for (const p of batch) {
+    const points = bySeries.get(p.series);
+    if (points === undefined) bySeries.set(p.series, [p]);
+    else points.push(p);
+  }
+  return bySeries;
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
