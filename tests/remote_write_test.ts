@@ -16,6 +16,8 @@ import {
 } from "./helpers/perfdata_env.ts";
 import { publish } from "./helpers/worker.ts";
 import { waitFor } from "./helpers/wait.ts";
+import SnappyJS from "snappyjs";
+import { encodeWriteRequest, remotePoint } from "../src/perfdata/remote_write.ts";
 
 const METRIC = "statusengine_perfdata_value";
 const remoteWrite = (url: string) => ({ url, batchSize: 500 });
@@ -120,48 +122,85 @@ Deno.test("remote write: one stale sample in a batch costs only itself: the good
     prometheusRemoteWrite: remoteWrite(prometheus.remoteWriteUrl),
   });
   const t = recentSeconds();
+  // A series whose newest sample this worker did not write (a worker before a restart did), and
+  // one whose newest sample it wrote itself.
+  await writeDirectly(prometheus.remoteWriteUrl, { hostname: "restarted", t });
   await publish(env.gearmand.addr, PERFDATA_QUEUE, [
-    perfdataJob([{ host: "stale", service: "s", perfData: "x=1", startTime: t }]),
+    perfdataJob([{ host: "known", service: "s", perfData: "x=1", startTime: t }]),
   ]);
   await waitFor(
     async () => (await env.metric("statusengine_perfdata_points_written_total", labels)) === 1,
     { message: "the first sample written" },
   );
-  const requestsBefore = await writeRequests(prometheus.url);
-  // One job, so one batch: a check of the series above older than its newest sample (what a
-  // redelivered job brings), in the middle of 60 good checks of other series. Prometheus refuses
-  // the whole request; the worker must send the good ones again without it.
-  const good = Array.from({ length: 60 }, (_, i) => ({
-    host: `good${i}`,
-    service: "s",
-    perfData: `x=${i}`,
-    startTime: t,
-  }));
-  await publish(env.gearmand.addr, PERFDATA_QUEUE, [
-    perfdataJob([
-      ...good.slice(0, 30),
-      { ...good[0]!, host: "stale", startTime: t - 60 },
-      ...good.slice(30),
-    ]),
-  ]);
-  await waitFor(async () =>
-    (await env.metric("statusengine_perfdata_dropped_total", {
-      ...labels,
-      reason: "out_of_order",
-    })) === 1, { message: "the stale sample counted" });
-  assert.equal(await env.metric("statusengine_perfdata_points_written_total", labels), 61);
-  const found = await prometheus.queryRange(`${METRIC}{hostname=~"good.*"}`, t, t);
-  assert.deepEqual(
-    found.map((s) => [s.metric.hostname, s.values]).sort(),
-    good.map((g, i) => [g.host, [[t, String(i)]]]).sort(),
-  );
-  // The first request and two per halving: isolating one sample of 61 takes six halvings.
-  assert.ok(
-    (await writeRequests(prometheus.url)) - requestsBefore <= 1 + 2 * Math.ceil(Math.log2(61)),
-  );
+  let written = 1;
+  for (
+    const [stale, round, maxRequests] of [
+      // Unknown to the worker: halved until the refused sample is alone, the first request and two
+      // per halving, six halvings for one sample of 61.
+      ["restarted", 1, 1 + 2 * Math.ceil(Math.log2(61))],
+      // Known: left out before the batch is sent again, without halving.
+      ["known", 2, 2],
+    ] as const
+  ) {
+    const requestsBefore = await writeRequests(prometheus.url);
+    // One job, so one batch: a check of the series older than its newest sample (what a
+    // redelivered job brings), in the middle of 60 good checks of other series. Prometheus
+    // refuses the whole request; the worker must send the good ones again without it.
+    const good = Array.from({ length: 60 }, (_, i) => ({
+      host: `good${round}-${i}`,
+      service: "s",
+      perfData: `x=${i}`,
+      startTime: t,
+    }));
+    await publish(env.gearmand.addr, PERFDATA_QUEUE, [
+      perfdataJob([
+        ...good.slice(0, 30),
+        { ...good[0]!, host: stale, startTime: t - 60 },
+        ...good.slice(30),
+      ]),
+    ]);
+    await waitFor(async () =>
+      (await env.metric("statusengine_perfdata_dropped_total", {
+        ...labels,
+        reason: "out_of_order",
+      })) === round, { message: `the stale sample of ${stale} counted` });
+    written += 60;
+    assert.equal(await env.metric("statusengine_perfdata_points_written_total", labels), written);
+    const found = await prometheus.queryRange(`${METRIC}{hostname=~"good${round}-.*"}`, t, t);
+    assert.deepEqual(
+      found.map((s) => [s.metric.hostname, s.values]).sort(),
+      good.map((g, i) => [g.host, [[t, String(i)]]]).sort(),
+    );
+    const requests = (await writeRequests(prometheus.url)) - requestsBefore;
+    assert.ok(requests <= maxRequests, `${stale}: ${requests} requests`);
+  }
   assert.equal(await env.metric("statusengine_perfdata_write_retries_total", labels), 0);
-  assert.equal(await env.mysqlRows(), 62, "MySQL keeps every gauge");
+  assert.equal(await env.mysqlRows(), 1 + 2 * 61, "MySQL keeps every gauge");
 });
+
+/** One sample of `statusengine_perfdata_value{hostname,service_description="s",label="x"}`. */
+async function writeDirectly(url: string, o: { hostname: string; t: number }): Promise<void> {
+  const point = remotePoint({
+    hostname: o.hostname,
+    service_description: "s",
+    label: "x",
+    timestamp_unix: o.t,
+    value: 1,
+  });
+  assert.ok(point !== undefined);
+  const res = await fetch(url, {
+    method: "POST",
+    body: new Uint8Array(
+      SnappyJS.compress(encodeWriteRequest([point]).bytes) as Uint8Array,
+    ),
+    headers: {
+      "Content-Type": "application/x-protobuf",
+      "Content-Encoding": "snappy",
+      "X-Prometheus-Remote-Write-Version": "0.1.0",
+    },
+  });
+  assert.equal(res.status, 204, await res.text());
+}
 
 /** The remote-write requests Prometheus has answered, from its own metrics. */
 async function writeRequests(url: string): Promise<number> {
