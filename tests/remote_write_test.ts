@@ -52,23 +52,24 @@ for (
     );
     const found = await series(server, t);
     const byLabel = new Map(found.map((s) => [s.metric.label, s]));
-    // Label values carry any text: nothing is escaped or replaced.
-    assert.deepEqual(byLabel.get("'C:\\ used %'"), {
+    // Label values carry any text: nothing is escaped or replaced; the plugin's quotes are not
+    // part of the label.
+    assert.deepEqual(byLabel.get("C:\\ used %"), {
       metric: {
         __name__: METRIC,
         hostname: "web 01,dc=eu",
         service_description: 'Disk "C:\\" usage',
-        label: "'C:\\ used %'",
+        label: "C:\\ used %",
         unit: "%",
       },
       values: [[t, "42.5"]],
     });
-    assert.deepEqual(byLabel.get("'temp, inner'"), {
+    assert.deepEqual(byLabel.get("temp, inner"), {
       metric: {
         __name__: METRIC,
         hostname: "köln-ü.example",
         service_description: "Temperatur ☃\nKüche",
-        label: "'temp, inner'",
+        label: "temp, inner",
         unit: "C",
       },
       values: [[t, "-3.7"]],
@@ -78,6 +79,43 @@ for (
     assert.equal(byLabel.get("x")?.metric.unit, undefined, "no unit, no label");
     assert.equal(byLabel.get("a")?.metric.hostname, "trailing\\");
     assert.equal(await env.mysqlRows(), 4);
+  });
+}
+
+for (const quotes of ["keep", "strip"] as const) {
+  Deno.test(`remote write: labels arrive without the plugin's quotes; MySQL ${quotes === "keep" ? "keeps them (default, as the PHP worker)" : "gets them without (--perfdata-label-quotes strip)"}`, async () => {
+    await using prometheus = await startPrometheus();
+    await using env = await perfdataEnv(["mysql", "prometheus"], {
+      prometheusRemoteWrite: remoteWrite(prometheus.remoteWriteUrl),
+      perfdataLabelQuotes: quotes,
+    });
+    const t = recentSeconds();
+    await publish(env.gearmand.addr, PERFDATA_QUEUE, [
+      perfdataJob([{
+        host: "h",
+        service: "s",
+        perfData: `'memory used'=5MB 'it''s'=1 "dq label"=2 plain=3 a'b=4`,
+        startTime: t,
+      }]),
+    ]);
+    await waitFor(
+      async () => (await env.metric("statusengine_perfdata_points_written_total", labels)) === 5,
+      { message: "five samples written" },
+    );
+    const plain = ["a'b", "dq label", "it's", "memory used", "plain"];
+    let found: Awaited<ReturnType<PromServer["queryRange"]>> = [];
+    await waitFor(async () => {
+      found = await prometheus.queryRange(METRIC, t, t);
+      return found.length === 5;
+    }, { message: "five series readable" });
+    assert.deepEqual(found.map((s) => s.metric.label).sort(), plain);
+    const rows = await env.db.query<{ label: string }[]>(
+      "SELECT label FROM statusengine_perfdata ORDER BY label",
+    );
+    assert.deepEqual(
+      rows.map((r) => r.label).sort(),
+      quotes === "keep" ? ["'dq label'", "'it''s'", "'memory used'", "a'b", "plain"] : plain,
+    );
   });
 }
 

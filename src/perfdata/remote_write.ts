@@ -9,7 +9,7 @@
  */
 import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
-import type { Row } from "../events/mod.ts";
+import { plainLabel, type Row } from "../events/mod.ts";
 import { redactUrl } from "../util/redact.ts";
 import { SinkWriteError, type Transport } from "./sink.ts";
 import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
@@ -107,13 +107,14 @@ export interface RemotePoint {
  * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value.
  *
  * @param row The row.
+ * @param quotedLabels The row's label still carries the plugin's quotes: strip them.
  * @returns Its series, value and time in ms.
  */
-export function remotePoint(row: Row): RemotePoint | undefined {
+export function remotePoint(row: Row, quotedLabels = false): RemotePoint | undefined {
   const value = row["value"];
   if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
   return {
-    series: seriesOf(row),
+    series: seriesOf(row, quotedLabels),
     value,
     timestampMs: Math.floor(Number(row["timestamp_unix"] ?? 0)) * 1000,
   };
@@ -127,10 +128,10 @@ const seriesCache = new Map<string, Map<string, Map<string, RemoteSeries>>>();
 const SERIES_CACHE_MAX = 100_000;
 let cachedSeries = 0;
 
-function seriesOf(row: Row): RemoteSeries {
+function seriesOf(row: Row, quotedLabels: boolean): RemoteSeries {
   const host = text(row["hostname"]);
   const service = text(row["service_description"]);
-  const label = text(row["label"]);
+  const label = quotedLabels ? plainLabel(text(row["label"])) : text(row["label"]);
   const unit = text(row["unit"]);
   let services = seriesCache.get(host);
   if (services === undefined) {
@@ -513,6 +514,7 @@ function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemoteP
 export class RemoteWriteClient extends HttpPerfdataClient<RemotePoint> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
-    super(new RemoteWriteTransport(options), remotePoint, options);
+    const quoted = options.quotedLabels === true;
+    super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), options);
   }
 }
