@@ -193,7 +193,7 @@ Deno.test("remote write: one stale sample in a batch costs only itself: the good
     await publish(env.gearmand.addr, PERFDATA_QUEUE, [
       perfdataJob([
         ...good.slice(0, 30),
-        { ...good[0]!, host: stale, startTime: t - 60 },
+        { host: stale, service: "s", perfData: "x=0", startTime: t - 60 },
         ...good.slice(30),
       ]),
     ]);
