@@ -34,42 +34,42 @@ Deno.test("influxdb: hostile names, values, thresholds and check times arrive in
       backend: "influxdb",
     })) === 4, { message: "four points written to InfluxDB" });
   const rows = await influx.query(
-    'SELECT "value", "warn", "crit", "min", "max", "host", "service", "label", "unit" ' +
+    'SELECT "value", "warn", "crit", "min", "max", "hostname", "service_description", "label", "unit" ' +
       "FROM perfdata ORDER BY time",
   );
   const byLabel = new Map(rows.map((r) => [r.label, r]));
   assert.equal(rows.length, 4, JSON.stringify(rows));
-  // A backslash before a space cannot be written in line protocol that InfluxDB 1.x reads: "/".
-  assert.deepEqual(byLabel.get("'C:/ used %'"), {
+  // The plugin's quotes are not part of the label. A backslash before a space cannot be written in line protocol that InfluxDB 1.x reads: "/".
+  assert.deepEqual(byLabel.get("C:/ used %"), {
     time: t,
     value: 42.5,
     warn: 80,
     crit: 90,
     min: 0,
     max: 100,
-    host: "web 01,dc=eu",
-    service: 'Disk "C:\\" usage',
-    label: "'C:/ used %'",
+    hostname: "web 01,dc=eu",
+    service_description: 'Disk "C:\\" usage',
+    label: "C:/ used %",
     unit: "%",
   });
   // A line break ends a point in line protocol: it arrives as a space.
-  assert.deepEqual(byLabel.get("'temp, inner'"), {
+  assert.deepEqual(byLabel.get("temp, inner"), {
     time: t,
     value: -3.7,
     warn: null,
     crit: null,
     min: -40,
     max: 60,
-    host: "köln-ü.example",
-    service: "Temperatur ☃ Küche",
-    label: "'temp, inner'",
+    hostname: "köln-ü.example",
+    service_description: "Temperatur ☃ Küche",
+    label: "temp, inner",
     unit: "C",
   });
   assert.equal(byLabel.get("x")?.value, 0.0000001);
   assert.equal(byLabel.get("x")?.unit, null, "no unit, no tag");
   // A backslash at the end of a name cannot be written either.
-  assert.equal(byLabel.get("a")?.host, "trailing/");
-  assert.equal(byLabel.get("a")?.service, "back\\slash");
+  assert.equal(byLabel.get("a")?.hostname, "trailing/");
+  assert.equal(byLabel.get("a")?.service_description, "back\\slash");
   assert.equal(await env.mysqlRows(), 4);
   assert.equal(
     await env.metric("statusengine_perfdata_backend_available", { backend: "influxdb" }),
@@ -95,22 +95,22 @@ Deno.test("influxdb: VictoriaMetrics' line-protocol endpoint gets the same point
     return series.length === 4 + 3 + 3; // 4 values, 2 gauges × (warn/crit/min/max present)
   }, { message: "the series searchable in VictoriaMetrics", timeoutMs: 30_000 });
   const value = series.find((s) =>
-    s.metric.__name__ === "perfdata_value" && s.metric.label === "'C:/ used %'"
+    s.metric.__name__ === "perfdata_value" && s.metric.label === "C:/ used %"
   );
   assert.deepEqual(value?.metric, {
     __name__: "perfdata_value",
     db: "statusengine",
-    host: "web 01,dc=eu",
-    service: 'Disk "C:\\" usage',
-    label: "'C:/ used %'",
+    hostname: "web 01,dc=eu",
+    service_description: 'Disk "C:\\" usage',
+    label: "C:/ used %",
     unit: "%",
   });
   assert.deepEqual(value?.values[0], [t, "42.5"]);
   const temp = series.find((s) =>
-    s.metric.__name__ === "perfdata_min" && s.metric.label === "'temp, inner'"
+    s.metric.__name__ === "perfdata_min" && s.metric.label === "temp, inner"
   );
-  assert.equal(temp?.metric.host, "köln-ü.example");
-  assert.equal(temp?.metric.service, "Temperatur ☃ Küche");
+  assert.equal(temp?.metric.hostname, "köln-ü.example");
+  assert.equal(temp?.metric.service_description, "Temperatur ☃ Küche");
   assert.deepEqual(temp?.values[0], [t, "-40"]);
   assert.equal(await env.mysqlRows(), 0, "influxdb only: nothing in MySQL");
 });

@@ -70,6 +70,8 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     deadLetterFile: s.deadLetterFile === "" ? null : s.deadLetterFile,
     // The setting's pattern admits only these names.
     perfdataBackends: s.perfdataBackends as PerfdataBackend[],
+    // The setting's kind admits only these values.
+    perfdataLabelQuotes: s.perfdataLabelQuotes as "keep" | "strip",
     graphite: {
       addr: s.graphiteAddr,
       prefix: s.graphitePrefix,

@@ -612,6 +612,15 @@ export const SETTINGS = [
     help: "The earlier form of --perfdata-backends: both = mysql,graphite.",
   },
   {
+    flag: "perfdata-label-quotes",
+    kind: { type: "enum", values: ["keep", "strip"] },
+    default: "keep",
+    commands: ["run"],
+    help: "Perfdata labels in MySQL and Graphite with the plugin's quotes ('memory used', as " +
+      "the PHP worker wrote them) or without (memory used, as the Go worker). InfluxDB and " +
+      "remote write always get them without (docs/perfdata.md#labels).",
+  },
+  {
     flag: "graphite-addr",
     kind: { type: "hostPort", emptyHost: false },
     default: "127.0.0.1:2003",

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { QueueName } from "../events/mod.ts";
+import type { PerfdataLabelQuotes, QueueName } from "../events/mod.ts";
 import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
 import type { InfluxDbSettings } from "../perfdata/influxdb.ts";
@@ -72,6 +72,11 @@ export interface WorkerConfig {
   readonly deadLetterFile: string | null;
   /** Where perfdata goes; none = nowhere (the queue is still consumed). */
   readonly perfdataBackends: readonly PerfdataBackend[];
+  /**
+   * `--perfdata-label-quotes`: labels in MySQL and Graphite with the plugin's quotes or without;
+   * InfluxDB and remote write always get them without (docs/perfdata.md#labels).
+   */
+  readonly perfdataLabelQuotes: PerfdataLabelQuotes;
   /**
    * Carbon plaintext listener, path prefix and metrics per write (docs/perfdata.md#graphite-path).
    */

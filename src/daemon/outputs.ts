@@ -181,6 +181,7 @@ export function perfdataOutputs(
     clients.push(
       new InfluxDbClient({
         ...c,
+        quotedLabels: config.perfdataLabelQuotes === "keep",
         observer: perfdataObserver(metrics, "influxdb"),
         ...stats,
       }),
@@ -197,6 +198,7 @@ export function perfdataOutputs(
     clients.push(
       new RemoteWriteClient({
         ...c,
+        quotedLabels: config.perfdataLabelQuotes === "keep",
         observer: perfdataObserver(metrics, "prometheus"),
         ...stats,
       }),

@@ -126,6 +126,7 @@ export async function startWorker(
     nodeName: config.nodeName,
     statusMaxAgeSeconds: config.statusMaxAgeSeconds,
     openItcockpit: config.openItcockpit,
+    perfdataLabelQuotes: config.perfdataLabelQuotes,
     perfdataToMysql: config.perfdataBackends.includes("mysql"),
     ...(perfdata === undefined ? {} : { perfdataSink: perfdata }),
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),

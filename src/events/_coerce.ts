@@ -66,6 +66,8 @@ export class DecodeState {
   envelope: JsonObject | null = null;
   /** Payload key of the queue, for messages. */
   payloadKey = "";
+  /** `--perfdata-label-quotes` (docs/perfdata.md#labels). */
+  perfdataLabelQuotes: "keep" | "strip" = "keep";
 
   constructor(nodeName: string, nowSeconds: number) {
     this.nodeName = nodeName;

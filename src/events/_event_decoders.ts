@@ -225,7 +225,7 @@ export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonO
   // Metric time is the payload start_time, not the envelope timestamp (D5).
   const startTime = reqInt(st, p, "start_time");
   if (st.reason !== null) return;
-  appendPerfdataRows(hostname, service, startTime, metrics, st.rows);
+  appendPerfdataRows(hostname, service, startTime, metrics, st.rows, st.perfdataLabelQuotes);
 }
 
 /**

@@ -129,6 +129,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   const now = Math.floor(ctx.nowSeconds);
   const st = new DecodeState(ctx.nodeName, now);
   st.payloadKey = spec.payloadKey ?? "";
+  if (ctx.perfdataLabelQuotes !== undefined) st.perfdataLabelQuotes = ctx.perfdataLabelQuotes;
   // One cutoff per job (docs/payloads.md#stale-status); 0 (or a negative value, refused by the
   // config) disables it.
   const staleBefore = spec.staleFilter && ctx.statusMaxAgeSeconds > 0

@@ -9,7 +9,7 @@
  */
 
 export { type DecodedPayload, decodePayload } from "./decode.ts";
-export { perfdataThresholds } from "./perfdata.ts";
+export { type PerfdataLabelQuotes, perfdataThresholds, plainLabel } from "./perfdata.ts";
 export {
   isQueueName,
   QUEUE_NAMES,

@@ -27,6 +27,12 @@ export interface PerfdataThresholds {
  */
 export const PERFDATA_THRESHOLDS: unique symbol = Symbol("perfdata thresholds");
 
+/**
+ * How labels are written to MySQL and Graphite (`--perfdata-label-quotes`,
+ * docs/perfdata.md#labels): with the plugin's quotes (`keep`) or without (`strip`).
+ */
+export type PerfdataLabelQuotes = "keep" | "strip";
+
 /** One gauge of a `perf_data` string. */
 export interface PerfdataMetric {
   /**
@@ -78,6 +84,30 @@ function isTrimmed(c: number): boolean {
 
 function isValueChar(c: number): boolean {
   return (c >= DIGIT_0 && c <= DIGIT_9) || c === DOT || c === MINUS || c === COMMA;
+}
+
+/**
+ * A label without the plugin's quotes (docs/perfdata.md#labels): plugins quote a label that holds
+ * spaces or `=` (`'memory used'`) and write a quote inside one as `''`. A label that starts and
+ * ends with a quote loses them and has `''` read as `'`; any other label is returned as it is.
+ *
+ * @param label A label as {@linkcode parsePerfdata} returns it (quotes kept, `"` written `'`).
+ * @returns The label's text.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { plainLabel } from "./perfdata.ts";
+ * assert.equal(plainLabel("'memory used'"), "memory used");
+ * assert.equal(plainLabel("'it''s'"), "it's");
+ * assert.equal(plainLabel("rta"), "rta");
+ * ```
+ */
+export function plainLabel(label: string): string {
+  const n = label.length;
+  if (n < 2 || label.charCodeAt(0) !== QUOTE || label.charCodeAt(n - 1) !== QUOTE) return label;
+  const inner = label.slice(1, n - 1);
+  return inner.includes("''") ? inner.replaceAll("''", "'") : inner;
 }
 
 /** Parses one token (docs/perfdata.md#algorithm) and appends the gauge if it has a value. */
@@ -214,13 +244,18 @@ export function perfdataRows(check: PerfdataCheck): TableRow[] {
   return out;
 }
 
-/** Internal (not in mod.ts): {@linkcode perfdataRows} appending to the job's rows, pre-parsed. */
+/**
+ * Internal (not in mod.ts): {@linkcode perfdataRows} appending to the job's rows, pre-parsed.
+ * `quotes` is `--perfdata-label-quotes`: `keep` writes labels with the plugin's quotes, as the PHP
+ * worker did; `strip` writes {@linkcode plainLabel}.
+ */
 export function appendPerfdataRows(
   hostname: string,
   serviceDescription: string,
   startTime: number,
   metrics: readonly PerfdataMetric[],
   out: TableRow[],
+  quotes: PerfdataLabelQuotes = "keep",
 ): void {
   const ms = startTime * 1000;
   for (const m of metrics) {
@@ -229,7 +264,7 @@ export function appendPerfdataRows(
       row: {
         hostname,
         service_description: serviceDescription,
-        label: m.label,
+        label: quotes === "keep" ? m.label : plainLabel(m.label),
         timestamp: ms,
         timestamp_unix: startTime,
         value: m.value,

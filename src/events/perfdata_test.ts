@@ -5,6 +5,7 @@ import {
   type PerfdataMetric,
   perfdataRows,
   perfdataThresholds,
+  plainLabel,
 } from "./perfdata.ts";
 
 /** Label, value and unit only: the cases below pin the MySQL columns; thresholds have their own test. */
@@ -167,4 +168,18 @@ Deno.test("parsePerfdata: warn, crit, min and max are kept when they are plain n
     "value",
     "unit",
   ]);
+});
+
+Deno.test("plainLabel: a quoted label loses its quotes and reads '' as '; any other label is kept", () => {
+  for (
+    const [label, plain] of [
+      ["'memory used'", "memory used"],
+      ["'it''s'", "it's"],
+      ["''", ""],
+      ["'", "'"],
+      ["'a", "'a"],
+      ["a'b", "a'b"],
+      ["rta", "rta"],
+    ]
+  ) assert.equal(plainLabel(label as string), plain, label);
 });

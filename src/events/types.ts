@@ -240,6 +240,11 @@ export interface DecodeContext {
    */
   readonly statusMaxAgeSeconds: number;
   /**
+   * `--perfdata-label-quotes`: perfdata labels with the plugin's quotes (`keep`, the default) or
+   * without (docs/perfdata.md#labels).
+   */
+  readonly perfdataLabelQuotes?: "keep" | "strip";
+  /**
    * Also return the source events the queue's stream rule keeps (`events` of the result),
    * for the `/ws` stream. Off by default: set only while a client is connected, so a worker
    * nobody watches pays nothing for it (docs/operations.md#ws).

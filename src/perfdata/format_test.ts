@@ -33,11 +33,18 @@ Deno.test("influxdb: one point per gauge with tags, thresholds as fields and the
   const [a, b] = rows("rta=0.084ms;100;500;0 users=3", "web 01", "PING");
   assert.equal(
     influxLine("perfdata", a ?? {}),
-    "perfdata,host=web\\ 01,label=rta,service=PING,unit=ms value=0.084,warn=100,crit=500,min=0 1700000000",
+    "perfdata,hostname=web\\ 01,label=rta,service_description=PING,unit=ms value=0.084,warn=100,crit=500,min=0 1700000000",
   );
   assert.equal(
     influxLine("perfdata", b ?? {}),
-    "perfdata,host=web\\ 01,label=users,service=PING value=3 1700000000",
+    "perfdata,hostname=web\\ 01,label=users,service_description=PING value=3 1700000000",
+  );
+  // Rows whose labels keep the plugin's quotes (for MySQL and Graphite) give the plain label.
+  const [quoted] = rows("'memory used'=5MB", "h", "s");
+  assert.equal(quoted?.["label"], "'memory used'");
+  assert.equal(
+    influxLine("perfdata", quoted ?? {}, true),
+    "perfdata,hostname=h,label=memory\\ used,service_description=s,unit=MB value=5 1700000000",
   );
   const [tiny] = rows("x=0.0000001");
   assert.match(influxLine("m", tiny ?? {}) ?? "", / value=0\.0000001 /);

@@ -105,6 +105,11 @@ export async function post(
 export interface HttpClientOptions {
   /** Points per request. */
   readonly batchSize: number;
+  /**
+   * The rows' labels still carry the plugin's quotes (`--perfdata-label-quotes keep`, for MySQL
+   * and Graphite); the point gets them without (docs/perfdata.md#labels).
+   */
+  readonly quotedLabels?: boolean;
   readonly observer?: SinkObserver;
   readonly statsIntervalMs?: number;
 }

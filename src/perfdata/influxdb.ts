@@ -1,13 +1,13 @@
 /**
  * Perfdata to InfluxDB in line protocol over HTTP (docs/perfdata.md#influxdb): the 1.x
  * `/write?db=…` API (optional user and password) and the 2.x `/api/v2/write?org=…&bucket=…` API
- * (token). One point per gauge: the measurement, tags `host`, `service`, `label` and `unit`
- * (when not empty), fields `value` and `warn`, `crit`, `min`, `max` where the check gave them,
+ * (token). One point per gauge: the measurement, tags `hostname`, `service_description`, `label`
+ * (without the plugin's quotes) and `unit` (when not empty), fields `value` and `warn`, `crit`, `min`, `max` where the check gave them,
  * at the check's time in seconds.
  *
  * @module
  */
-import { perfdataThresholds, type Row } from "../events/mod.ts";
+import { perfdataThresholds, plainLabel, type Row } from "../events/mod.ts";
 import { formatCarbonValue } from "../graphite/format.ts";
 import { redactUrl } from "../util/redact.ts";
 import type { Transport } from "./sink.ts";
@@ -79,18 +79,24 @@ export function escapeTag(text: string): string {
  *
  * @param measurement Already escaped measurement.
  * @param row The row (with its thresholds, see `perfdataThresholds`).
- * @returns `measurement,host=…,label=…,service=…[,unit=…] value=…[,warn=…] <seconds>`.
+ * @param quotedLabels The row's label still carries the plugin's quotes: strip them.
+ * @returns `measurement,hostname=…,label=…,service_description=…[,unit=…] value=…[,warn=…]
+ *   <seconds>`.
  */
-export function influxLine(measurement: string, row: Row): string | undefined {
+export function influxLine(
+  measurement: string,
+  row: Row,
+  quotedLabels = false,
+): string | undefined {
   const value = row["value"];
   if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
   // Tags in key order (what InfluxDB sorts them into anyway); an empty tag value is not allowed.
   let line = measurement;
   for (
     const [key, v] of [
-      ["host", row["hostname"]],
-      ["label", row["label"]],
-      ["service", row["service_description"]],
+      ["hostname", row["hostname"]],
+      ["label", quotedLabels ? plainLabel(String(row["label"] ?? "")) : row["label"]],
+      ["service_description", row["service_description"]],
       ["unit", row["unit"]],
     ] as const
   ) {
@@ -171,6 +177,7 @@ export class InfluxDbClient extends HttpPerfdataClient<string> {
   /** @param options URL, credentials, measurement, batch size and observer. */
   constructor(options: InfluxDbOptions) {
     const measurement = escapeMeasurement(options.measurement);
-    super(new InfluxTransport(options), (row) => influxLine(measurement, row), options);
+    const quoted = options.quotedLabels === true;
+    super(new InfluxTransport(options), (row) => influxLine(measurement, row, quoted), options);
   }
 }

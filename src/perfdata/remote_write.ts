@@ -9,9 +9,9 @@
  */
 import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
-import type { Row } from "../events/mod.ts";
+import { plainLabel, type Row } from "../events/mod.ts";
 import { redactUrl } from "../util/redact.ts";
-import type { Transport } from "./sink.ts";
+import { SinkWriteError, type Transport } from "./sink.ts";
 import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
 
 /**
@@ -86,6 +86,12 @@ export interface RemoteSeries {
   readonly labels: Uint8Array;
   /** The `unit` label's value ('' = none). */
   readonly unit: string;
+  /**
+   * The newest sample the server accepted from this worker (-Infinity: none yet) and its value:
+   * what a refused request is checked against before it is halved.
+   */
+  newestMs: number;
+  newestValue: number;
 }
 
 /** One sample of one series. */
@@ -101,13 +107,14 @@ export interface RemotePoint {
  * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value.
  *
  * @param row The row.
+ * @param quotedLabels The row's label still carries the plugin's quotes: strip them.
  * @returns Its series, value and time in ms.
  */
-export function remotePoint(row: Row): RemotePoint | undefined {
+export function remotePoint(row: Row, quotedLabels = false): RemotePoint | undefined {
   const value = row["value"];
   if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
   return {
-    series: seriesOf(row),
+    series: seriesOf(row, quotedLabels),
     value,
     timestampMs: Math.floor(Number(row["timestamp_unix"] ?? 0)) * 1000,
   };
@@ -121,10 +128,10 @@ const seriesCache = new Map<string, Map<string, Map<string, RemoteSeries>>>();
 const SERIES_CACHE_MAX = 100_000;
 let cachedSeries = 0;
 
-function seriesOf(row: Row): RemoteSeries {
+function seriesOf(row: Row, quotedLabels: boolean): RemoteSeries {
   const host = text(row["hostname"]);
   const service = text(row["service_description"]);
-  const label = text(row["label"]);
+  const label = quotedLabels ? plainLabel(text(row["label"])) : text(row["label"]);
   const unit = text(row["unit"]);
   let services = seriesCache.get(host);
   if (services === undefined) {
@@ -144,7 +151,12 @@ function seriesOf(row: Row): RemoteSeries {
   // A gauge whose unit changed is another series; the cache keeps the latest.
   if (series === undefined || series.unit !== unit) {
     if (series === undefined) cachedSeries++;
-    series = { labels: seriesLabels(host, service, label, unit), unit };
+    series = {
+      labels: seriesLabels(host, service, label, unit),
+      unit,
+      newestMs: -Infinity,
+      newestValue: NaN,
+    };
     labels.set(label, series);
   }
   return series;
@@ -249,12 +261,7 @@ function utf8Length(text: string): number {
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const bySeries = new Map<RemoteSeries, RemotePoint[]>();
-  for (const p of batch) {
-    const points = bySeries.get(p.series);
-    if (points === undefined) bySeries.set(p.series, [p]);
-    else points.push(p);
-  }
+  const bySeries = groupBySeries(batch);
   // First the size of every series and sample, then one array written front to back.
   let duplicates = 0;
   let size = 0;
@@ -290,11 +297,14 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/** The points of one series in time order, the last of several at one timestamp kept. */
-function inTimeOrder(points: RemotePoint[]): RemotePoint[] {
+/**
+ * The points of one series in time order; with `lastOnly`, only the last of several at one
+ * timestamp.
+ */
+function inTimeOrder(points: RemotePoint[], lastOnly = true): RemotePoint[] {
   // A stable sort keeps the arrival order within one timestamp.
   const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
-  return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
+  return lastOnly ? sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs) : sorted;
 }
 
 /** Bytes of an encoded `Sample`: a double and an int64. */
@@ -379,7 +389,71 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
   }
 
   async write(batch: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
-    const { bytes, duplicates } = encodeWriteRequest(batch);
+    try {
+      return await this.#post(batch, signal);
+    } catch (err: unknown) {
+      if (!isSampleRefusal(err)) throw err;
+      // Prometheus refuses the whole request for one sample it cannot take and appends none of
+      // it, so one stale sample of a redelivered job would take the good samples of every other
+      // series with it. The batch is halved until the refused samples are alone, as the MySQL
+      // writer isolates a bad row. The halves keep each series' samples together and in time
+      // order, so a series split between two halves is sent oldest first and stays in order.
+      // A half that is sent again after a partial success (Mimir appends the good samples of a
+      // refused request) is harmless: a sample repeated with its value is accepted as it is.
+      // First the samples this worker knows the server cannot take go, without a request: older
+      // than their series' newest accepted sample, or another value at its time. Checks that
+      // report faster than once a second (the `publish` tool) bring many of those, and halving
+      // for each cost hundreds of requests per batch. Only a refused batch is filtered: a server
+      // that takes samples out of order (VictoriaMetrics) never refuses one.
+      const acceptable = batch.filter((p) =>
+        p.timestampMs > p.series.newestMs ||
+        (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
+      );
+      return batch.length - acceptable.length +
+        await this.#isolate(inSeriesOrder(acceptable), signal, {
+          splits: splitBudget(batch.length),
+        }, acceptable.length < batch.length);
+    }
+  }
+
+  /**
+   * Send `points`, halving every refused part until its refused samples are alone or the
+   * budget of splits is spent; then the refused part is dropped whole.
+   *
+   * @returns The points left out: refused, and duplicates of one series and time.
+   */
+  async #isolate(
+    points: readonly RemotePoint[],
+    signal: AbortSignal,
+    budget: { splits: number },
+    sendWhole = false,
+  ): Promise<number> {
+    if (points.length === 0) return 0;
+    if (sendWhole) {
+      try {
+        return await this.#post(points, signal);
+      } catch (err: unknown) {
+        if (!isSampleRefusal(err)) throw err;
+      }
+    }
+    if (points.length === 1 || budget.splits === 0) return points.length;
+    budget.splits--;
+    const half = Math.ceil(points.length / 2);
+    let leftOut = 0;
+    for (const part of [points.slice(0, half), points.slice(half)]) {
+      try {
+        leftOut += await this.#post(part, signal);
+      } catch (err: unknown) {
+        if (!isSampleRefusal(err)) throw err;
+        leftOut += await this.#isolate(part, signal, budget);
+      }
+    }
+    return leftOut;
+  }
+
+  /** One request; resolves with the duplicates left out of it. */
+  async #post(points: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
+    const { bytes, duplicates } = encodeWriteRequest(points);
     const body = new Uint8Array(SnappyJS.compress(bytes) as Uint8Array);
     await post(
       this.#url,
@@ -388,14 +462,59 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
       signal,
       (status, text) => status === 400 && SAMPLE_REFUSED.test(text) ? "out_of_order" : "rejected",
     );
+    // In arrival order, so of several samples at one time the last, the one sent, is kept.
+    for (const p of points) {
+      if (p.timestampMs >= p.series.newestMs) {
+        p.series.newestMs = p.timestampMs;
+        p.series.newestValue = p.value;
+      }
+    }
     return duplicates;
   }
+}
+
+function isSampleRefusal(err: unknown): boolean {
+  return err instanceof SinkWriteError && err.reason === "out_of_order";
+}
+
+/**
+ * Splits allowed for one refused batch: enough to isolate eight samples scattered through it
+ * (each takes about log2(batch) splits, two requests each), so a batch of 2000 costs at most 177
+ * requests. Without a bound a batch of stale samples would cost two requests per sample while the
+ * buffer behind it fills.
+ */
+function splitBudget(points: number): number {
+  return 8 * Math.ceil(Math.log2(Math.max(2, points)));
+}
+
+/**
+ * The points grouped by series in order of first appearance, each series' points in time order
+ * (stable: a repeated timestamp keeps its arrival order, so the encoder still keeps the last).
+ */
+function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
+  const out: RemotePoint[] = [];
+  for (const points of groupBySeries(batch).values()) {
+    out.push(...(points.length === 1 ? points : inTimeOrder(points, false)));
+  }
+  return out;
+}
+
+/** The points of each series, series in order of first appearance. */
+function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemotePoint[]> {
+  const bySeries = new Map<RemoteSeries, RemotePoint[]>();
+  for (const p of batch) {
+    const points = bySeries.get(p.series);
+    if (points === undefined) bySeries.set(p.series, [p]);
+    else points.push(p);
+  }
+  return bySeries;
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
 export class RemoteWriteClient extends HttpPerfdataClient<RemotePoint> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
-    super(new RemoteWriteTransport(options), remotePoint, options);
+    const quoted = options.quotedLabels === true;
+    super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), options);
   }
 }

@@ -227,7 +227,19 @@ export class BatchingSink<T> {
         this.#down = false;
         const written = batch.length - refused;
         this.#o.observer?.written(written);
-        if (refused > 0) this.#drop(refused, "out_of_order");
+        if (refused > 0) {
+          this.#drop(refused, "out_of_order");
+          if (this.#logDue("out_of_order")) {
+            log.warn(`${this.#t.backend}: points the server cannot take dropped`, {
+              target: this.#t.target,
+              points: refused,
+              batch: batch.length,
+              reason: "out_of_order",
+              hint: "older than their series' newest point or a second value for one time, " +
+                "e.g. a redelivered job (repeats at most once a minute)",
+            });
+          }
+        }
         this.#setUp(true);
         this.#interval.flushes++;
         this.#interval.points += written;
@@ -268,9 +280,7 @@ export class BatchingSink<T> {
    * the log without flooding it at four batches a second.
    */
   #logFailure(e: SinkWriteError, points: number): void {
-    const now = performance.now();
-    if (now - (this.#lastLogged.get(e.reason) ?? -Infinity) < FAILURE_LOG_INTERVAL_MS) return;
-    this.#lastLogged.set(e.reason, now);
+    if (!this.#logDue(e.reason)) return;
     log.error(`${this.#t.backend}: write failed, points dropped`, {
       target: this.#t.target,
       points,
@@ -283,6 +293,14 @@ export class BatchingSink<T> {
   }
 
   readonly #lastLogged = new Map<DropReason, number>();
+
+  /** Whether a line for `reason` may be logged now: one per reason and minute. */
+  #logDue(reason: DropReason): boolean {
+    const now = performance.now();
+    if (now - (this.#lastLogged.get(reason) ?? -Infinity) < FAILURE_LOG_INTERVAL_MS) return false;
+    this.#lastLogged.set(reason, now);
+    return true;
+  }
 
   #logStats(final: boolean): void {
     const s = this.#interval;

@@ -11,6 +11,7 @@ import {
   type DecodedJob,
   decodePayload,
   isQueueName,
+  type PerfdataLabelQuotes,
   QUEUES,
   type Row,
   type StreamEvent,
@@ -64,6 +65,8 @@ export interface HandlerSettings {
   /** `--status-max-age` in seconds; 0 disables (docs/payloads.md#stale-status). */
   readonly statusMaxAgeSeconds: number;
   readonly openItcockpit: boolean;
+  /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
+  readonly perfdataLabelQuotes?: PerfdataLabelQuotes;
   /** Perfdata to MySQL (`--perfdata-backends` holds `mysql`). */
   readonly perfdataToMysql: boolean;
   /** Perfdata to Graphite, InfluxDB and remote write; absent = none of them is configured. */
@@ -177,6 +180,9 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       nodeName: options.nodeName,
       nowSeconds: now(),
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+      ...(options.perfdataLabelQuotes === undefined
+        ? {}
+        : { perfdataLabelQuotes: options.perfdataLabelQuotes }),
       // Checked per job: a client that connects mid-run sees the next job, not this one.
       collectEvents: stream?.wants(job.queue) === true,
     });

@@ -64,6 +64,7 @@ export function testConfig(
     // Relative: startTestWorker puts it into the worker's own temporary directory.
     deadLetterFile: TEST_DEAD_LETTER_FILE,
     perfdataBackends: ["mysql"],
+    perfdataLabelQuotes: "keep",
     graphite: { addr: "127.0.0.1:2003", prefix: "statusengine", batchSize: 100 },
     openItcockpit: false,
     metrics: null,
