@@ -271,6 +271,31 @@ Deno.test("loadSettings: a misspelled YAML key warns once, naming the file, the 
   assert.match(cleanup.warnings.join("\n"), /"age_hostcheck".*did you mean age_hostchecks\?/);
 });
 
+// "query_hander" used to be told "did you mean query_handler?", a legacy key that does nothing
+// but draw its own warning: following the hint led from one ignored key to another.
+Deno.test("loadSettings: a misspelled key is only ever told the name of a key that has an effect", async () => {
+  const { warnings } = await load("run", {
+    file: "query_hander: 1\ngearman_max_concurent_jobs: 8\nsyslog_enable: 1\n" +
+      "mysql:\n  encodng: utf8\n  hots: db\nrabbitmq:\n  exchage: x\n",
+  });
+  // Each unknown key with its suggestion: only a key that is read (mysql.host), never a legacy
+  // key without effect, a retired key or an ignored block field.
+  const suggestions = Object.fromEntries(
+    warnings.flatMap((w) => {
+      const m = /unknown key "([^"]+)" in \S+(?: \(did you mean (\S+)\?\))?:/.exec(w);
+      return m === null ? [] : [[m[1], m[2] ?? null]];
+    }),
+  );
+  assert.deepEqual(suggestions, {
+    "query_hander": null,
+    "gearman_max_concurent_jobs": null,
+    "syslog_enable": null,
+    "rabbitmq.exchage": null,
+    "mysql.encodng": null,
+    "mysql.hots": "mysql.host",
+  });
+});
+
 Deno.test("parseCommandLine/loadSettings: a misspelled flag or command gets the nearest name", async () => {
   await assert.rejects(
     load("run", { argv: ["--gearman-adr", "x:1"] }),
