@@ -10,10 +10,19 @@ import { permissionFlags, V8_FLAGS } from "../tools/compile.ts";
 const root = new URL("../", import.meta.url);
 const read = (path: string) => Deno.readTextFileSync(new URL(path, root));
 
-Deno.test("packaging: the example config.yml loads for run and cleanup without warnings", async () => {
+Deno.test("packaging: the example config.yml loads for run, cleanup, publish and losstest without warnings", async () => {
   const path = new URL("packaging/config.example.yml", root).pathname;
-  for (const command of ["run", "cleanup"] as const) {
-    const { warnings } = await loadSettings(command, { argv: ["--config", path], env: {} });
+  // What each command needs besides the file.
+  const required: Record<string, string[]> = {
+    publish: ["--queue", "statusngin_hostchecks"],
+    losstest: ["verify", "--run-id", "r"],
+  };
+  for (const command of ["run", "cleanup", "publish", "losstest"] as const) {
+    const argv = ["--config", path, ...(required[command] ?? [])];
+    const { warnings } = await loadSettings(command, { argv, env: {} });
+    assert.deepEqual(warnings, [], command);
+  }
+});
     assert.deepEqual(warnings, [], command);
   }
 });

@@ -205,7 +205,7 @@ const LOG_COMMANDS = [
   "losstest",
   "verify",
 ] as const;
-const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status"] as const;
+const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status", "publish", "losstest"] as const;
 const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest"] as const;
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
