@@ -23,9 +23,6 @@ Deno.test("packaging: the example config.yml loads for run, cleanup, publish and
     assert.deepEqual(warnings, [], command);
   }
 });
-    assert.deepEqual(warnings, [], command);
-  }
-});
 
 Deno.test("packaging: the worker unit stops within 90 s, reads secrets from an EnvironmentFile and allows V8's JIT", () => {
   const unit = read("packaging/systemd/statusengine-worker.service");
