@@ -377,7 +377,7 @@ Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rot
 });
 
 // docs/operations.md once showed a logrotate stanza of its own that differed from the shipped one.
-Deno.test("packaging: every logrotate stanza quoted in the docs is the shipped snippet, verbatim", async () => {
+Deno.test("packaging: every logrotate stanza quoted in the docs is the shipped snippet, verbatim", () => {
   const snippet = read("packaging/logrotate.d/statusengine-worker");
   const pages = [
     "README.md",
