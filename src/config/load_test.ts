@@ -1026,6 +1026,7 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
   assert.deepEqual(
     { ...publish.settings },
     {
+      config: undefined,
       logLevel: "info",
       logFormat: "text",
       gearmanAddr: ["127.0.0.1:4730"],
@@ -1060,15 +1061,25 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
   assert.deepEqual(version.settings, {});
 });
 
-Deno.test("loadSettings: tool commands read no config file", async () => {
-  await usage(
-    load("publish", { argv: ["--config", "/x.yml", "--queue", "statusngin_hoststatus"] }),
-  );
-  const { settings } = await load("publish", {
-    argv: ["--queue", "statusngin_hoststatus"],
-    env: { STATUSENGINE_CONFIG: "/does/not/exist.yml" },
+Deno.test("loadSettings: publish and losstest read the worker's config file; verify reads none", async () => {
+  const file = "gearman_addr: gm:4730\nmysql_url: mysql://se@db/se\nage_hostchecks: 3\n";
+  const publish = await load("publish", { argv: ["--queue", "statusngin_hoststatus"], file });
+  assert.deepEqual(publish.settings.gearmanAddr, ["gm:4730"]);
+  assert.equal(publish.sources.gearmanAddr?.text, `file ${PATH} key gearman_addr`);
+  // Their own settings have no key: a worker's file cannot change what a test run publishes.
+  assert.equal(publish.settings.count, 1000);
+  assert.deepEqual(publish.warnings, []);
+  const losstest = await load("losstest", { argv: ["verify", "--run-id", "r"], file });
+  assert.equal(losstest.settings.mysqlUrl, "mysql://se@db/se");
+  await usage(load("verify", { argv: ["--config", "/x.yml"] }));
+  const verify = await load("verify", {
+    env: {
+      STATUSENGINE_CONFIG: "/does/not/exist.yml",
+      STATUSENGINE_MYSQL_URL_A: "mysql://a@h/a",
+      STATUSENGINE_MYSQL_URL_B: "mysql://b@h/b",
+    },
   });
-  assert.equal(settings.count, 1000);
+  assert.equal(verify.settings.limit, 5000);
 });
 
 // ---- secrets ---------------------------------------------------------------------------------
