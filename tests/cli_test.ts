@@ -313,6 +313,31 @@ Deno.test("cli: config shows another command's settings, and refuses where the c
   assert.match(help.out, /^Usage: statusengine-worker config \[--json\] \[command\]/);
 });
 
+// "config run --json" used to be refused: --json was read as a flag of run, which has none.
+Deno.test("cli: config's --json after the command works as before it; a command that takes --json itself keeps it", async () => {
+  const before = await cli(["config", "--json", "run", "--mysql-batch-size", "200"]);
+  assert.equal(before.code, 0, before.err);
+  for (
+    const argv of [
+      ["config", "run", "--json", "--mysql-batch-size", "200"],
+      ["config", "run", "--mysql-batch-size", "200", "-json"],
+    ]
+  ) {
+    const r = await cli(argv);
+    assert.equal(r.code, 0, `${argv.join(" ")}: ${r.err}`);
+    assert.deepEqual(JSON.parse(r.out), JSON.parse(before.out), argv.join(" "));
+  }
+  // status takes --json itself: config prints JSON, and shows status's json as given.
+  const status = await cli(["config", "status", "--json"]);
+  assert.equal(status.code, 0, status.err);
+  const doc = JSON.parse(status.out) as { settings: Record<string, { value: string }> };
+  assert.equal(doc.settings.json?.value, "true");
+  // --no-json after the command is config's too: text.
+  const text = await cli(["config", "run", "--no-json"]);
+  assert.equal(text.code, 0, text.err);
+  assert.match(text.out, /^mysql-batch-size +100 +\(default\)$/m);
+});
+
 // Under systemd stdout and stderr are both the journal: the start-up error was logged on stdout
 // and printed again on stderr, two journal lines for one failure, neither at priority err.
 Deno.test("cli: a fatal start-up error reaches the journal once, at priority err", async () => {

@@ -164,12 +164,24 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
       assert.equal(a.headers.get("allow"), "POST");
     }
 
-    // 401: missing, wrong, empty, a /ws key, and a key only in the query string.
-    expectError(await postJson(url, ok, {}), 401, /unauthorized/);
-    expectError(await postJson(url, ok, { authorization: "Bearer nope" }), 401, /unauthorized/);
-    expectError(await postJson(url, ok, { authorization: "Bearer " }), 401, /unauthorized/);
-    expectError(await postJson(url, ok, { "x-api-key": WS_KEY }), 401, /unauthorized/);
-    expectError(await postJson(`${url}?api_key=${KEY}`, ok, {}), 401, /unauthorized/);
+    // 401: missing, wrong, empty, a /ws key, and a key only in the query string. Without a key
+    // in a header the answer names the headers; a key in the query string used to get the same
+    // bare "unauthorized" as a wrong key, which sent people checking the key instead of moving it.
+    const noKey =
+      /^unauthorized: no API key; send it in a header \(Authorization: Bearer <key>, or X-Api-Key: <key>\)$/;
+    expectError(await postJson(url, ok, {}), 401, noKey);
+    expectError(await postJson(url, ok, { authorization: "Bearer nope" }), 401, /^unauthorized$/);
+    expectError(await postJson(url, ok, { authorization: "Bearer " }), 401, noKey);
+    expectError(await postJson(url, ok, { "x-api-key": WS_KEY }), 401, /^unauthorized$/);
+    for (const param of ["api_key", "key", "apikey", "token", "access_token"]) {
+      const a = await postJson(`${url}?${param}=${KEY}`, ok, {});
+      expectError(
+        a,
+        401,
+        /^unauthorized: the API key goes in a header \(Authorization: Bearer <key>, or X-Api-Key: <key>\); the query string is never read for it/,
+      );
+      assert.ok(!JSON.stringify(a.body).includes(KEY), "the answer never echoes the key");
+    }
     // An Authorization header is the one used, even next to a valid X-Api-Key.
     expectError(
       await postJson(url, ok, { authorization: "wrong", "x-api-key": KEY }),
@@ -242,7 +254,7 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
     });
     expectError(await post(url, stream), 413, /exceeds 8388608 bytes/);
 
-    assert.equal(await rejected(worker, "auth"), 7);
+    assert.equal(await rejected(worker, "auth"), 11);
     assert.equal(await rejected(worker, "malformed"), 9);
     assert.equal(await rejected(worker, "unknown_command"), 2);
     assert.equal(await rejected(worker, "denied"), DENIED_RAW_COMMANDS.length + 1);

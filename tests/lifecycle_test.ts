@@ -7,7 +7,14 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { track, waitFor } from "./helpers/wait.ts";
-import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  publish,
+  startTestWorker,
+  testConfig,
+} from "./helpers/worker.ts";
+import { withLogs } from "./helpers/logs.ts";
 import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
 import { DUPLICATE_SIGNAL_MS } from "../src/cli/mod.ts";
 
@@ -101,6 +108,39 @@ Deno.test("lifecycle: SIGTERM under load drains, flushes, closes MySQL and HTTP 
     timeoutMs: 120_000,
   });
   assert.equal(await countMarkers(db, "term"), 30_000);
+});
+
+/** The step names of the table in docs/shutdown.md#order-and-budgets, in its order. */
+async function documentedShutdownSteps(): Promise<string[]> {
+  const doc = await Deno.readTextFile(new URL("../docs/shutdown.md", import.meta.url));
+  const section = doc.slice(doc.indexOf("## Order and budgets"), doc.indexOf('<a id="timeout'));
+  return [...section.matchAll(/^\| *\d+ *\| *`([^`]+)` *\|/gm)].map((m) => m[1] ?? "");
+}
+
+// docs/shutdown.md listed the steps in an older order and without the task queue; the table is
+// now checked against what a stopping worker with every part configured logs.
+Deno.test("lifecycle: a worker with every part stops in exactly the steps and order docs/shutdown.md lists", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const worker = await startTestWorker(testConfig({
+    mysqlUrl: db.url,
+    gearmanServers: [gearmand.addr],
+    metrics: { hostname: "127.0.0.1", port: 0 },
+    websocket: { hostname: "127.0.0.1", port: 0, apiKeys: ["ws-key"] },
+    commands: { hostname: "127.0.0.1", port: 0, apiKeys: ["command-key"] },
+    tasks: { intervalMs: 60_000, submitMethod: "broker", externalCommandFile: "/nonexistent" },
+  }));
+  const logged = await withLogs(async (logs) => {
+    await worker.stop();
+    return logs.flatMap((l) => {
+      const step = /^shutdown: (.+) done$/.exec(l.message)?.[1];
+      return step === undefined ? [] : [step];
+    });
+  });
+  const documented = await documentedShutdownSteps();
+  assert.equal(documented.length, 10, `the table was read: ${documented.join(", ")}`);
+  assert.deepEqual(logged, documented);
 });
 
 Deno.test("lifecycle: a second SIGTERM during a slow shutdown exits immediately", async () => {

@@ -4,17 +4,47 @@
  * reasons are documented, and the compile task never grants everything.
  */
 import assert from "node:assert/strict";
-import { loadSettings } from "../src/config/mod.ts";
+import { loadSettings, settingKeyOf, SETTINGS } from "../src/config/mod.ts";
 import { permissionFlags, V8_FLAGS } from "../tools/compile.ts";
 
 const root = new URL("../", import.meta.url);
 const read = (path: string) => Deno.readTextFileSync(new URL(path, root));
 
-Deno.test("packaging: the example config.yml loads for run and cleanup without warnings", async () => {
+Deno.test("packaging: the example config.yml loads for run, cleanup, publish and losstest without warnings", async () => {
   const path = new URL("packaging/config.example.yml", root).pathname;
-  for (const command of ["run", "cleanup"] as const) {
-    const { warnings } = await loadSettings(command, { argv: ["--config", path], env: {} });
+  // What each command needs besides the file.
+  const required: Record<string, string[]> = {
+    publish: ["--queue", "statusngin_hostchecks"],
+    losstest: ["verify", "--run-id", "r"],
+  };
+  for (const command of ["run", "cleanup", "publish", "losstest"] as const) {
+    const argv = ["--config", path, ...(required[command] ?? [])];
+    const { warnings } = await loadSettings(command, { argv, env: {} });
     assert.deepEqual(warnings, [], command);
+  }
+});
+
+// worker.env.example once promised a random /ws key "generated and logged" where /ws is simply
+// not served: each variable must exist, and its comment say what the setting's help says of "none".
+Deno.test("packaging: worker.env.example names real variables, and says what an empty one means as the help does", async () => {
+  const lines = read("packaging/worker.env.example").split("\n");
+  const vars = lines.flatMap((line, i) => {
+    const m = /^#?(STATUSENGINE_[A-Z_]+)=(.+)$/.exec(line);
+    return m === null ? [] : [{ name: m[1] ?? "", value: m[2] ?? "", comment: lines[i - 1] ?? "" }];
+  });
+  assert.ok(vars.length >= 4, "the example was read");
+  const { sources } = await loadSettings("run", {
+    argv: [],
+    env: Object.fromEntries(vars.map((v) => [v.name, v.value])),
+  });
+  for (const v of vars) {
+    const key = Object.keys(sources).find((k) => sources[k]?.text === `env ${v.name}`);
+    assert.ok(key !== undefined, `${v.name} is read by run`);
+    const help = SETTINGS.find((row) => settingKeyOf(row) === key)?.help ?? "";
+    const none = /none = ([^.;]+)/.exec(help)?.[1];
+    if (none !== undefined) {
+      assert.ok(v.comment.includes(none), `${v.name}: "${v.comment}" says "${none}"`);
+    }
   }
 });
 
@@ -344,6 +374,28 @@ Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rot
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+// docs/operations.md once showed a logrotate stanza of its own that differed from the shipped one.
+Deno.test("packaging: every logrotate stanza quoted in the docs is the shipped snippet, verbatim", () => {
+  const snippet = read("packaging/logrotate.d/statusengine-worker");
+  const pages = [
+    "README.md",
+    ...[...Deno.readDirSync(new URL("docs/", root))].map((e) => `docs/${e.name}`),
+  ]
+    .filter((p) => p.endsWith(".md"));
+  const quoted: string[] = [];
+  for (const page of pages) {
+    for (const m of read(page).matchAll(/^```[a-z]*\n([\s\S]*?)^```$/gm)) {
+      const block = m[1] ?? "";
+      // A stanza: a path followed by "{" on a line of its own.
+      if (/^\/\S+ \{$/m.test(block) && /\b(rotate|weekly|daily|compress)\b/.test(block)) {
+        quoted.push(page);
+        assert.equal(block, snippet, `${page} quotes the logrotate snippet as shipped`);
+      }
+    }
+  }
+  assert.ok(quoted.includes("docs/operations.md"), `quoted in: ${quoted.join(", ")}`);
 });
 
 Deno.test("packaging: the sysusers.d snippet creates the units' user", async () => {

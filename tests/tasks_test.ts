@@ -21,6 +21,7 @@ import {
   testConfig,
 } from "./helpers/worker.ts";
 import type { WorkerConfig } from "../src/daemon/mod.ts";
+import { SETTINGS } from "../src/config/mod.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 
@@ -294,4 +295,14 @@ Deno.test("tasks: with consumer rabbitmq a task is published to the broker's sta
   await waitFor(async () => (await remaining(db)).length === 0, { message: "task deleted" });
   await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
   assert.equal((await publisher.depth(CMD)).ready, 1);
+});
+
+// docs/tables.md said statusengine_tasks was "not used" while the task queue reads and deletes it.
+Deno.test("tasks: docs/tables.md says the task queue reads statusengine_tasks, naming its setting", async () => {
+  const doc = await Deno.readTextFile(new URL("../docs/tables.md", import.meta.url));
+  const row = doc.split("\n").find((l) => l.includes('<a id="tasks-table"></a>')) ?? "";
+  const flag = SETTINGS.find((s) => s.flag === "check-for-commands")?.flag;
+  assert.ok(flag !== undefined, "the task queue's setting exists");
+  assert.ok(row.includes(`\`--${flag}\``), row);
+  assert.doesNotMatch(row, /not used/);
 });

@@ -600,6 +600,55 @@ async function losstestCli(argv: string[]): Promise<{ code: number; out: string;
   return { code, out: c.out.join("\n"), err: c.err.join("\n") };
 }
 
+// publish and losstest used to refuse --config: the job server and the database had to be
+// repeated as flags although the worker's file already named them.
+Deno.test("tools: publish and losstest read the job server and the database from the worker's --config file", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const path = await Deno.makeTempFile({ suffix: ".yml" });
+  try {
+    await Deno.writeTextFile(path, `gearman_addr: ${gearmand.addr}\nmysql_url: ${db.url}\n`);
+    const c = capture();
+    const published = await runCli(
+      ["publish", "--config", path, "--queue", "statusngin_hostchecks", "--count", "200"],
+      {},
+      { io: c.io, signals: false, logWrite: () => {} },
+    );
+    assert.equal(published, 0, c.err.join("\n"));
+    assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks"), 2);
+
+    const marked = await losstestCli([
+      "publish",
+      "--run-id",
+      "cfg",
+      "--count",
+      "100",
+      "--config",
+      path,
+    ]);
+    assert.equal(marked.code, 0, marked.err);
+    assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks"), 3);
+    // verify asks both: nothing is in the scratch database yet, and the job is still queued.
+    const verify = await losstestCli([
+      "verify",
+      "--run-id",
+      "cfg",
+      "--count",
+      "100",
+      "--config",
+      path,
+    ]);
+    assert.equal(verify.code, 1, verify.out + verify.err);
+    assert.match(
+      verify.out,
+      /NOT FINISHED: 100 of 100 events not in MySQL yet and 3 job\(s\) still queued/,
+    );
+  } finally {
+    await Deno.remove(path);
+  }
+});
+
 Deno.test("tools: losstest verify checks what the run published, not the default count, and never passes while its jobs are queued", async () => {
   // Two job servers: publish spreads the jobs over both, a worker drains only the first.
   await using first = await startGearmand();

@@ -4,7 +4,8 @@
  * masked, plus the warnings that command would log. It refuses (exit 1) where the command
  * would refuse to start, so it can check a configuration before a restart.
  *
- * Usage: `config [--json] [command] [flags of that command]`; the command defaults to `run`.
+ * Usage: `config [--json] [command] [flags of that command]`; the command defaults to `run`,
+ * and `--json` may also come after the command.
  *
  * @module
  */
@@ -61,11 +62,14 @@ function isCommand(name: string): name is CommandName {
   return (COMMAND_NAMES as readonly string[]).includes(name);
 }
 
-/** `--json`, `-json=false`, `--no-json`: the flags of config itself, before the command. */
+/** The name of `--json`, `-json=false`, `--no-json`: the flags of config itself; else undefined. */
+function ownFlagName(arg: string): string | undefined {
+  const name = /^--?([a-z-]+)(?:=.*)?$/.exec(arg)?.[1];
+  return name === "json" || name === "no-json" ? name : undefined;
+}
+
 function isOwnFlag(arg: string): boolean {
-  const match = /^--?([a-z-]+)(?:=.*)?$/.exec(arg);
-  const name = match?.[1];
-  return name === "json" || name === "no-json";
+  return ownFlagName(arg) !== undefined;
 }
 
 interface Split {
@@ -89,9 +93,28 @@ function splitArgs(argv: readonly string[]): Split {
         `config shows the settings of another command: see "${PROGRAM} config --help"`,
       );
     }
-    return { own, command: next as CommandName, rest: argv.slice(i + 1) };
+    return withOwnFlagsAfter(own, next as CommandName, argv.slice(i + 1));
   }
-  return { own, command: "run", rest: argv.slice(i) };
+  return withOwnFlagsAfter(own, "run", argv.slice(i));
+}
+
+/**
+ * Take config's own flags from after the command as well (`config run --json` is
+ * `config --json run`): left in the command's line they would be refused by a command without
+ * such a flag. A command that takes the flag itself (`status --json`) keeps it too, so the
+ * settings shown stay those of the line as written. Nothing after `--` is a flag.
+ */
+function withOwnFlagsAfter(own: readonly string[], command: CommandName, rest: string[]): Split {
+  const end = rest.includes("--") ? rest.indexOf("--") : rest.length;
+  const taken = new Set(rowsFor(command).map((row) => row.flag));
+  const mine = [...own];
+  const theirs: string[] = [];
+  rest.forEach((arg, n) => {
+    const name = n < end ? ownFlagName(arg) : undefined;
+    if (name !== undefined) mine.push(arg);
+    if (name === undefined || taken.has(name.replace(/^no-/, ""))) theirs.push(arg);
+  });
+  return { own: mine, command, rest: theirs };
 }
 
 function defaultText(row: SettingRow, command: CommandName): string | null {

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { ApiKeySet, headerKey, type HttpLimits, listen } from "../http/mod.ts";
+import { ApiKeySet, headerKey, headerKeyRefusal, type HttpLimits, listen } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
@@ -118,8 +118,9 @@ export async function startCommandServer(
       return json(405, { error: "method not allowed; use POST" }, { allow: "POST" });
     }
     if (!keys.matches(headerKey(req.headers))) {
-      log.warn("command: rejected unauthorized request", { remote });
-      return reject("auth", "unauthorized");
+      const refusal = headerKeyRefusal(req.headers, new URL(req.url));
+      log.warn("command: rejected unauthorized request", { remote, error: refusal });
+      return reject("auth", refusal);
     }
     const read = await readBody(req, MAX_BODY_BYTES, readTimeoutMs);
     if (read.kind === "too_large") {

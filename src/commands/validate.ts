@@ -10,7 +10,12 @@
  *
  * @module
  */
-import { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "../config/mod.ts";
+import {
+  ALLOW_ALL,
+  DEFAULT_ALLOWED_RAW_COMMANDS,
+  DENIED_RAW_COMMANDS,
+  nearestName,
+} from "../config/mod.ts";
 
 export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
 
@@ -234,17 +239,20 @@ function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean
     return malformed('missing "Command"');
   }
   if (typeof command !== "string") return malformed('"Command" must be a string');
-  const data = entry.Data;
-  if (isEmpty(data)) return malformed('missing or empty "Data"');
+  // The name first: an unknown command is reported as such whatever its Data, so a typo in
+  // "Command" is not mistaken for a missing "Data".
   if (!KNOWN.has(command)) {
+    const near = nearestName(command, COMMAND_NAMES);
     return {
       ok: false,
       reason: "unknown_command",
-      error: `unknown command ${JSON.stringify(echo(command))}; expected one of ${
-        COMMAND_NAMES.join(", ")
-      }`,
+      error: `unknown command ${JSON.stringify(echo(command))}${
+        near === undefined ? "" : ` (did you mean ${near}?)`
+      }; expected one of ${COMMAND_NAMES.join(", ")}`,
     };
   }
+  const data = entry.Data;
+  if (isEmpty(data)) return malformed('missing or empty "Data"');
   const name = command as CommandName;
   if (name !== "raw") {
     if (!isObject(data)) return malformed(`"Data" of ${name} must be a JSON object`);

@@ -328,8 +328,17 @@ Deno.test("validate: missing Command or missing/empty Data is malformed", () => 
   }
 });
 
-Deno.test("validate: missing Data is decided before an unknown command name", () => {
-  rejected({ Command: "nope" }, "malformed");
+// An unknown command with empty Data used to be reported as 'missing or empty "Data"', which
+// sent the client looking at the wrong field.
+Deno.test("validate: an unknown command is reported as unknown whatever its Data, with the nearest name", () => {
+  for (const data of [undefined, null, "", {}, []]) {
+    rejected(
+      { Command: "check_results", Data: data },
+      "unknown_command",
+      /^unknown command "check_results" \(did you mean check_result\?\); expected one of /,
+    );
+  }
+  rejected({ Command: "nope" }, "unknown_command", /^unknown command "nope"; expected one of /);
 });
 
 Deno.test("validate: object commands need object Data", () => {
@@ -341,7 +350,7 @@ Deno.test("validate: object commands need object Data", () => {
 
 Deno.test("validate: an unknown command is unknown_command and names the value", () => {
   rejected({ Command: "Raw", Data: "X" }, "unknown_command", /unknown command "Raw"/);
-  rejected({ Command: "reschedule", Data: {} }, "malformed");
+  rejected({ Command: "reschedule", Data: {} }, "unknown_command", /"reschedule"/);
   rejected({ Command: "reschedule", Data: { a: 1 } }, "unknown_command", /"reschedule"/);
   const long = "x".repeat(1000);
   const error = rejected({ Command: long, Data: "X" }, "unknown_command");

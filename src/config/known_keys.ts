@@ -19,8 +19,11 @@ import {
 } from "./legacy.ts";
 import { SETTING_ROWS, yamlKeyOf } from "./settings.ts";
 
-/** Every top-level key some command reads from the file, legacy and retired keys included. */
-const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
+/**
+ * Every top-level key some command reads from the file and acts on: the only names a
+ * misspelled key is told it may have meant.
+ */
+const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SETTING_ROWS.flatMap((row) => {
     const key = yamlKeyOf(row);
     return [
@@ -31,6 +34,16 @@ const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
     ];
   }),
   ...LEGACY_ENV_KEYS.map((k) => k.split(".")[0] ?? k),
+]);
+
+/**
+ * Every top-level key that draws no "unknown key" warning: the supported ones, plus the legacy
+ * keys without effect and the retired keys, which have warnings (or refusals) of their own. The
+ * latter are never suggested for a typo: `query_hander` is not told to become `query_handler`, a
+ * key that does nothing.
+ */
+const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
+  ...SUPPORTED_YAML_KEYS,
   ...LEGACY_IGNORED.flatMap((group) => group.keys),
   ...RETIRED.map((r) => r.yaml),
 ]);
@@ -74,15 +87,15 @@ export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
     );
   for (const key of Object.keys(doc)) {
     if (KNOWN_YAML_KEYS.has(key) || KNOWN_PREFIXES.some((p) => key.startsWith(p))) continue;
-    warn(key, nearestName(key, KNOWN_YAML_KEYS));
+    warn(key, nearestName(key, SUPPORTED_YAML_KEYS));
   }
   // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
   for (const [block, fields] of Object.entries(LEGACY_BLOCK_FIELDS)) {
     const value = doc[block];
     if (typeof value !== "object" || value === null || Array.isArray(value)) continue;
     for (const field of Object.keys(value)) {
-      if (fields.includes(field)) continue;
-      const near = nearestName(field, fields);
+      if (fields.read.includes(field) || fields.ignored.includes(field)) continue;
+      const near = nearestName(field, fields.read);
       warn(`${block}.${field}`, near === undefined ? undefined : `${block}.${near}`);
     }
   }

@@ -95,23 +95,24 @@ export function legacyEnvName(key: string): string {
 }
 
 /**
- * The fields of each legacy block that the translations below read, or knowingly ignore with a
- * warning (`gearman.timeout`, `rabbitmq.exchange`) or in silence (`mysql.encoding`: the
- * connection is always utf8mb4). Any other field is a typo and draws a warning.
+ * The fields of each legacy block: those the translations below read, and those they knowingly
+ * ignore with a warning (`gearman.timeout`, `rabbitmq.exchange`) or in silence (`mysql.encoding`:
+ * the connection is always utf8mb4). Any other field is a typo and draws a warning, whose
+ * suggestion is only ever a field that is read: suggesting an ignored one would lead to a
+ * setting that does nothing.
  */
-export const LEGACY_BLOCK_FIELDS: Readonly<Record<string, readonly string[]>> = {
-  gearman: ["address", "port", "timeout"],
-  rabbitmq: [
-    "host",
-    "port",
-    "user",
-    "password",
-    "vhost",
-    "exchange",
-    "durable_exchange",
-    "durable_queues",
-  ],
-  mysql: ["host", "port", "username", "password", "database", "encoding"],
+export const LEGACY_BLOCK_FIELDS: Readonly<
+  Record<
+    "gearman" | "rabbitmq" | "mysql",
+    { readonly read: readonly string[]; readonly ignored: readonly string[] }
+  >
+> = {
+  gearman: { read: ["address", "port"], ignored: ["timeout"] },
+  rabbitmq: {
+    read: ["host", "port", "user", "password", "vhost", "durable_queues"],
+    ignored: ["exchange", "durable_exchange"],
+  },
+  mysql: { read: ["host", "port", "username", "password", "database"], ignored: ["encoding"] },
 };
 
 const LEGACY_BLOCKS: readonly string[] = Object.keys(LEGACY_BLOCK_FIELDS);
@@ -320,7 +321,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       const user = field(block, "user", "statusengine", where);
       const password = field(block, "password", "statusengine", { ...where, secret: true });
       const vhost = field(block, "vhost", "/", where);
-      const extras = ["exchange", "durable_exchange"].filter((k) => present(block, k));
+      const extras = LEGACY_BLOCK_FIELDS.rabbitmq.ignored.filter((k) => present(block, k));
       if (extras.length > 0) {
         warn(
           `Ignoring legacy key(s) ${

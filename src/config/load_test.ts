@@ -271,6 +271,31 @@ Deno.test("loadSettings: a misspelled YAML key warns once, naming the file, the 
   assert.match(cleanup.warnings.join("\n"), /"age_hostcheck".*did you mean age_hostchecks\?/);
 });
 
+// "query_hander" used to be told "did you mean query_handler?", a legacy key that does nothing
+// but draw its own warning: following the hint led from one ignored key to another.
+Deno.test("loadSettings: a misspelled key is only ever told the name of a key that has an effect", async () => {
+  const { warnings } = await load("run", {
+    file: "query_hander: 1\ngearman_max_concurent_jobs: 8\nsyslog_enable: 1\n" +
+      "mysql:\n  encodng: utf8\n  hots: db\nrabbitmq:\n  exchage: x\n",
+  });
+  // Each unknown key with its suggestion: only a key that is read (mysql.host), never a legacy
+  // key without effect, a retired key or an ignored block field.
+  const suggestions = Object.fromEntries(
+    warnings.flatMap((w) => {
+      const m = /unknown key "([^"]+)" in \S+(?: \(did you mean (\S+)\?\))?:/.exec(w);
+      return m === null ? [] : [[m[1], m[2] ?? null]];
+    }),
+  );
+  assert.deepEqual(suggestions, {
+    "query_hander": null,
+    "gearman_max_concurent_jobs": null,
+    "syslog_enable": null,
+    "rabbitmq.exchage": null,
+    "mysql.encodng": null,
+    "mysql.hots": "mysql.host",
+  });
+});
+
 Deno.test("parseCommandLine/loadSettings: a misspelled flag or command gets the nearest name", async () => {
   await assert.rejects(
     load("run", { argv: ["--gearman-adr", "x:1"] }),
@@ -1001,6 +1026,7 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
   assert.deepEqual(
     { ...publish.settings },
     {
+      config: undefined,
       logLevel: "info",
       logFormat: "text",
       gearmanAddr: ["127.0.0.1:4730"],
@@ -1035,15 +1061,25 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
   assert.deepEqual(version.settings, {});
 });
 
-Deno.test("loadSettings: tool commands read no config file", async () => {
-  await usage(
-    load("publish", { argv: ["--config", "/x.yml", "--queue", "statusngin_hoststatus"] }),
-  );
-  const { settings } = await load("publish", {
-    argv: ["--queue", "statusngin_hoststatus"],
-    env: { STATUSENGINE_CONFIG: "/does/not/exist.yml" },
+Deno.test("loadSettings: publish and losstest read the worker's config file; verify reads none", async () => {
+  const file = "gearman_addr: gm:4730\nmysql_url: mysql://se@db/se\nage_hostchecks: 3\n";
+  const publish = await load("publish", { argv: ["--queue", "statusngin_hoststatus"], file });
+  assert.deepEqual(publish.settings.gearmanAddr, ["gm:4730"]);
+  assert.equal(publish.sources.gearmanAddr?.text, `file ${PATH} key gearman_addr`);
+  // Their own settings have no key: a worker's file cannot change what a test run publishes.
+  assert.equal(publish.settings.count, 1000);
+  assert.deepEqual(publish.warnings, []);
+  const losstest = await load("losstest", { argv: ["verify", "--run-id", "r"], file });
+  assert.equal(losstest.settings.mysqlUrl, "mysql://se@db/se");
+  await usage(load("verify", { argv: ["--config", "/x.yml"] }));
+  const verify = await load("verify", {
+    env: {
+      STATUSENGINE_CONFIG: "/does/not/exist.yml",
+      STATUSENGINE_MYSQL_URL_A: "mysql://a@h/a",
+      STATUSENGINE_MYSQL_URL_B: "mysql://b@h/b",
+    },
   });
-  assert.equal(settings.count, 1000);
+  assert.equal(verify.settings.limit, 5000);
 });
 
 // ---- secrets ---------------------------------------------------------------------------------

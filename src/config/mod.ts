@@ -59,3 +59,4 @@ export {
 } from "./settings.ts";
 export { type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";
 export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";
+export { nearestName } from "./known_keys.ts";

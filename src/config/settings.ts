@@ -77,10 +77,10 @@ export const CONFIG_COMMAND_USAGE = {
   details: "Put config in front of a command line to see what that command would use: " +
     "config run --config /etc/statusengine/config.yml, config cleanup --config FILE, " +
     "config status --json. The command defaults to run, so config --config FILE shows the " +
-    "worker's settings. Flags before the command belong to config itself (--json prints one " +
+    "worker's settings. config's own flag --json, before or after the command, prints one " +
     "JSON document: {command, settings: {flag: {value, source, origin, default, secret}}, " +
-    "warnings}); everything after it is read exactly as that command reads it, environment " +
-    "and config file included. Secrets are masked. The warnings are those the command would " +
+    "warnings}. Everything else after the command is read exactly as that command reads it, " +
+    "environment and config file included (status, which takes --json itself, gets it too). Secrets are masked. The warnings are those the command would " +
     "log, on stderr; the exit status is 1 where the command would refuse to start, 2 for a " +
     "bad command line, 0 otherwise.",
 } as const;
@@ -210,7 +210,15 @@ const LOG_COMMANDS = [
   "verify",
   "dead-letters",
 ] as const;
-const CONFIG_COMMANDS = ["run", "schema", "cleanup", "status", "dead-letters"] as const;
+const CONFIG_COMMANDS = [
+  "run",
+  "schema",
+  "cleanup",
+  "status",
+  "publish",
+  "losstest",
+  "dead-letters",
+] as const;
 const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest", "dead-letters"] as const;
 const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;

@@ -68,6 +68,29 @@ export function headerKey(headers: Headers): string | null {
   return x === null ? null : x.trim();
 }
 
+/** Where `/commands` reads its key, for the answers that refuse a request without one. */
+const HEADER_FORMS = "Authorization: Bearer <key>, or X-Api-Key: <key>";
+
+/**
+ * The `error` of a 401 from `/commands`: a client that sent no key in a header is told where
+ * the key goes, and one that put it in the query string (`?key=`, `?api_key=`, `?token=`: any
+ * parameter, none is read) that it is not looked for there, rather than a bare "unauthorized"
+ * that reads like a wrong key. A wrong key in a header stays a bare "unauthorized".
+ *
+ * @param headers Request headers.
+ * @param url Request URL.
+ * @returns The text of the refusal; never contains what the request sent.
+ */
+export function headerKeyRefusal(headers: Headers, url: URL): string {
+  const key = headerKey(headers);
+  if (key !== null && key !== "") return "unauthorized";
+  if (url.search.length > 1) {
+    return `unauthorized: the API key goes in a header (${HEADER_FORMS}); the query string ` +
+      "is never read for it, since URLs end up in access logs";
+  }
+  return `unauthorized: no API key; send it in a header (${HEADER_FORMS})`;
+}
+
 /**
  * The key of a `/ws` handshake: the headers of {@link headerKey}, then the
  * `api_key` query parameter, which exists for browsers (they cannot set
@@ -84,7 +107,9 @@ export function handshakeKey(headers: Headers, url: URL): string | null {
   return q === null ? null : q.trim();
 }
 
+// A bare "Bearer" is the scheme without a key (an empty variable in a script; HTTP trims the
+// space after it), not a key called "Bearer".
 function stripBearer(value: string): string {
   const v = value.trim();
-  return /^bearer\s+/i.test(v) ? v.replace(/^bearer\s+/i, "").trim() : v;
+  return /^bearer(\s+|$)/i.test(v) ? v.replace(/^bearer(\s+|$)/i, "").trim() : v;
 }

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { ApiKeySet, constantTimeEqual, handshakeKey, headerKey } from "./api_key.ts";
+import {
+  ApiKeySet,
+  constantTimeEqual,
+  handshakeKey,
+  headerKey,
+  headerKeyRefusal,
+} from "./api_key.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
@@ -29,6 +35,16 @@ Deno.test("headerKey: Authorization (Bearer or bare) wins over X-Api-Key; values
   assert.equal(headerKey(new Headers({ authorization: "k2", "x-api-key": "k3" })), "k2");
   assert.equal(headerKey(new Headers({ "x-api-key": " k3 " })), "k3");
   assert.equal(headerKey(new Headers()), null);
+});
+
+Deno.test("headerKeyRefusal: no key names the headers, a query string is told it is not read, a wrong key stays bare", () => {
+  const plain = new URL("http://h/commands");
+  const query = new URL("http://h/commands?key=secret-in-url");
+  assert.match(headerKeyRefusal(new Headers(), plain), /^unauthorized: no API key; .*X-Api-Key/);
+  assert.match(headerKeyRefusal(new Headers({ authorization: "Bearer " }), plain), /no API key/);
+  assert.match(headerKeyRefusal(new Headers(), query), /query string is never read/);
+  assert.doesNotMatch(headerKeyRefusal(new Headers(), query), /secret-in-url/);
+  assert.equal(headerKeyRefusal(new Headers({ "x-api-key": "wrong" }), query), "unauthorized");
 });
 
 Deno.test("handshakeKey: headers first, then ?api_key= for browsers", () => {

@@ -3,7 +3,7 @@
  *
  * @module
  */
-export { ApiKeySet, headerKey } from "./api_key.ts";
+export { ApiKeySet, headerKey, headerKeyRefusal } from "./api_key.ts";
 export {
   type ControlFrame,
   HubClient,
