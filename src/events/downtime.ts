@@ -14,6 +14,7 @@
  */
 
 import type {
+  DowntimeAnnouncementTable,
   DowntimeEventName,
   DowntimeGuard,
   DowntimeHistoryTable,
@@ -99,6 +100,7 @@ const SCHEDULED: Readonly<Record<"host" | "service", ScheduledDowntimeTable>> = 
   service: "statusengine_service_scheduleddowntimes",
 };
 const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
+const ANNOUNCEMENTS: DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 
 // Merge lists are shared frozen arrays: built once, never per event. Every rule is
 // order-independent (see DowntimeMerge), so a row ends the same whatever order its events run in.
@@ -137,6 +139,8 @@ const STOP_MERGE = merges(
   { column: "actual_end_time", rule: "max" },
 );
 const NOTHING = merges();
+// The newest announcement counts: the core had the downtime at that time.
+const ANNOUNCE_MERGE = merges({ column: "announced_at", rule: "max" });
 
 /** What one event contributes to the dynamic columns of its rows. */
 interface Dynamics {
@@ -259,6 +263,19 @@ export function appendDowntimeStatements(
       guard: scheduledGuard,
       detectUnmatched: false,
     });
+  // Written before the scheduled upsert: the core-restart sweep deletes a scheduled row only while
+  // its record is older than the restart, so a row this event creates or keeps is never swept after
+  // it (docs/core-restart.md#scheduled-downtimes). An ended downtime gets no record.
+  const announce = () =>
+    out.push({
+      kind: "upsert",
+      event: name,
+      table: ANNOUNCEMENTS,
+      row: { ...tKey, announced_at: ev.timestamp },
+      merge: ANNOUNCE_MERGE,
+      guard: scheduledGuard,
+      detectUnmatched: false,
+    });
   const end = (event: "STOP" | "DELETE", historyRemoved: boolean) => {
     // The tombstone first, then the delete: an upsert that runs in between (another
     // connection, a redelivery) already sees the tombstone and writes nothing.
@@ -273,15 +290,18 @@ export function appendDowntimeStatements(
 
   if (type === DOWNTIME_ADD) {
     history(NO_DYNAMICS, HISTORY_ADD, false);
+    announce();
     scheduled(NO_DYNAMICS, SCHEDULED_ADD);
   } else if (type === DOWNTIME_LOAD) {
     // Restored from the core's retention file: the downtime exists, whether or not its ADD
     // (from before the restart) reached the database.
     history(NO_DYNAMICS, NOTHING, false);
+    announce();
     scheduled(NO_DYNAMICS, NOTHING);
   } else if (type === DOWNTIME_START) {
     const started: Dynamics = { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp };
     history(started, START_MERGE, true);
+    announce();
     scheduled(started, START_MERGE);
   } else if (type === DOWNTIME_STOP) {
     const cancelled = ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0;
@@ -315,9 +335,9 @@ export function appendDowntimeStatements(
  *
  * | type | statements |
  * |---|---|
- * | ADD 1100 | history upsert (definition + `entry_time_usec`), scheduled upsert (definition) |
- * | LOAD 1102 | history upsert, scheduled upsert (create only, never change a row) |
- * | START 1103 | history upsert, scheduled upsert: `was_started` 1, earliest `actual_start_time` |
+ * | ADD 1100 | history upsert (definition + `entry_time_usec`), announcement, scheduled upsert (definition) |
+ * | LOAD 1102 | history upsert, announcement, scheduled upsert (create only, never change a row) |
+ * | START 1103 | history upsert, announcement, scheduled upsert: `was_started` 1, earliest `actual_start_time` |
  * | STOP 1104 | history upsert (latest `actual_end_time`, its `was_cancelled`), tombstone, scheduled delete |
  * | DELETE 1101 | tombstone, scheduled delete, then history delete if `start_time` > `timestamp`, else history upsert (create only) |
  * | other | none |

@@ -44,6 +44,12 @@ export type ScheduledDowntimeTable =
  */
 export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 
+/**
+ * The worker's own record of when the core last announced each downtime (ADD, LOAD, START), so the
+ * sweep after a core restart can tell the scheduled rows the core still has (docs/downtimes.md).
+ */
+export type DowntimeAnnouncementTable = "statusengine_downtime_announcements";
+
 /** The downtime events that produce statements (unknown types produce none). */
 export type DowntimeEventName = "ADD" | "LOAD" | "START" | "STOP" | "DELETE";
 
@@ -86,7 +92,7 @@ export interface DowntimeUpsert {
   /** The event that produced the statement (for logs and metrics). */
   readonly event: DowntimeEventName;
   /** Target table. */
-  readonly table: DowntimeHistoryTable | ScheduledDowntimeTable;
+  readonly table: DowntimeHistoryTable | ScheduledDowntimeTable | DowntimeAnnouncementTable;
   /** Every column to insert, in schema order, primary-key columns included. */
   readonly row: Row;
   /** How the existing row takes this event, in assignment order; empty = leave it as it is. */
