@@ -124,7 +124,6 @@ const HISTORY_ADD = merges(
     "scheduled_end_time",
   ].map(assign),
 );
-const SCHEDULED_ADD = merges(...HISTORY_ADD.filter((m) => m.column !== "entry_time_usec"));
 // Started once is started for good; the first START's time is the real start (a core restart
 // re-announces a running downtime with a START stamped with the restart time), and the first
 // is the earliest.
@@ -205,18 +204,6 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
   };
 }
 
-function scheduledRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
-  // Schema column order of the scheduled downtime tables: the history row's, without the ADD's
-  // envelope usec and the end of the downtime (a scheduled row is deleted when the downtime ends).
-  const {
-    entry_time_usec: _entryTimeUsec,
-    actual_end_time: _actualEnd,
-    was_cancelled: _wasCancelled,
-    ...row
-  } = historyRow(ev, isHost, nodeName, d);
-  return row;
-}
-
 /**
  * Append the statements of one downtime event to `out`, in execution order
  * (docs/downtimes.md). Used by the queue decoder so a bulk job fills one
@@ -253,15 +240,17 @@ export function appendDowntimeStatements(
       guard: historyGuard,
       detectUnmatched: lossIsReported,
     });
-  const scheduled = (d: Dynamics, merge: readonly DowntimeMerge[]) =>
+  // The scheduled row is the part of the history row (just merged) that it shares: the history
+  // row holds every event of the downtime seen so far, so the scheduled row ends the same whether
+  // or not the core-restart sweep deleted it in between (docs/downtimes.md).
+  const scheduled = (event: "ADD" | "LOAD" | "START") =>
     out.push({
-      kind: "upsert",
-      event: name,
+      kind: "copy",
+      event,
       table: SCHEDULED[kind],
-      row: scheduledRow(ev, isHost, nodeName, d),
-      merge,
+      from: HISTORY[kind],
+      key: key(ev, isHost, nodeName),
       guard: scheduledGuard,
-      detectUnmatched: false,
     });
   // Written before the scheduled upsert: the core-restart sweep deletes a scheduled row only while
   // its record is older than the restart, so a row this event creates or keeps is never swept after
@@ -291,18 +280,18 @@ export function appendDowntimeStatements(
   if (type === DOWNTIME_ADD) {
     history(NO_DYNAMICS, HISTORY_ADD, false);
     announce();
-    scheduled(NO_DYNAMICS, SCHEDULED_ADD);
+    scheduled("ADD");
   } else if (type === DOWNTIME_LOAD) {
     // Restored from the core's retention file: the downtime exists, whether or not its ADD
     // (from before the restart) reached the database.
     history(NO_DYNAMICS, NOTHING, false);
     announce();
-    scheduled(NO_DYNAMICS, NOTHING);
+    scheduled("LOAD");
   } else if (type === DOWNTIME_START) {
     const started: Dynamics = { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp };
     history(started, START_MERGE, true);
     announce();
-    scheduled(started, START_MERGE);
+    scheduled("START");
   } else if (type === DOWNTIME_STOP) {
     const cancelled = ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0;
     history({ ...NO_DYNAMICS, actualEnd: ev.timestamp, wasCancelled: cancelled }, STOP_MERGE, true);
@@ -335,9 +324,9 @@ export function appendDowntimeStatements(
  *
  * | type | statements |
  * |---|---|
- * | ADD 1100 | history upsert (definition + `entry_time_usec`), announcement, scheduled upsert (definition) |
- * | LOAD 1102 | history upsert, announcement, scheduled upsert (create only, never change a row) |
- * | START 1103 | history upsert, announcement, scheduled upsert: `was_started` 1, earliest `actual_start_time` |
+ * | ADD 1100 | history upsert (definition + `entry_time_usec`), announcement, scheduled copy |
+ * | LOAD 1102 | history upsert (create only, never change a row), announcement, scheduled copy |
+ * | START 1103 | history upsert (`was_started` 1, earliest `actual_start_time`), announcement, scheduled copy |
  * | STOP 1104 | history upsert (latest `actual_end_time`, its `was_cancelled`), tombstone, scheduled delete |
  * | DELETE 1101 | tombstone, scheduled delete, then history delete if `start_time` > `timestamp`, else history upsert (create only) |
  * | other | none |

@@ -440,7 +440,7 @@ function describePartitioning(method: string, expression: string): string {
  * `information_schema` rows from either server.
  *
  * @param snapshot What `readSchemaSnapshot` read.
- * @param tables Tables to compare (default: all 23).
+ * @param tables Tables to compare (default: all 24).
  * @returns Every difference, table by table in catalogue order.
  */
 export function compareSchema(
