@@ -416,8 +416,8 @@ export class StatusCleaner {
    * primary key: one statement reads the next chunk's keys, one deletes the stale rows of that
    * key range, so no statement touches more than a chunk of rows whatever the table's size. Safe
    * against the downtime statements running meanwhile: they record the announcement before they
-   * upsert the scheduled row, so a row an announcement after the restart keeps is either not
-   * deleted or written again right after.
+   * write the scheduled row, so a row that an announcement since the restart keeps is either not
+   * deleted or written again right after (docs/core-restart.md#scheduled-downtimes).
    */
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
