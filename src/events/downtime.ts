@@ -1,14 +1,15 @@
 /**
  * The downtime lifecycle (docs/downtimes.md) as a pure function: one downtime event in, the
- * ordered statements for the four downtime tables and the worker's tombstones out. The SQL
- * builder in `src/mysql/` only renders them; every rule (which table, which columns, how an
- * existing row takes the event, which tombstone suppresses a write, the strict DELETE
+ * ordered statements for the four downtime tables and the worker's announcements and tombstones
+ * out. The SQL builder in `src/mysql/` only renders them; every rule (which table, which columns,
+ * how an existing row takes the event, which tombstone suppresses a write, the strict DELETE
  * boundary) is decided here.
  *
  * The statements are built so that the rows end the same whatever order the events of one
  * downtime are applied in and however often one repeats: every event can create the rows from
- * the complete definition it carries, every column merges by an order-independent rule, and a
- * tombstone keeps an ended downtime from coming back.
+ * the complete definition it carries, every column merges by an order-independent rule, the
+ * scheduled row is a copy of the merged history row, and a tombstone keeps an ended downtime from
+ * coming back.
  *
  * @module
  */
@@ -252,7 +253,7 @@ export function appendDowntimeStatements(
       key: key(ev, isHost, nodeName),
       guard: scheduledGuard,
     });
-  // Written before the scheduled upsert: the core-restart sweep deletes a scheduled row only while
+  // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
   // its record is older than the restart, so a row this event creates or keeps is never swept after
   // it (docs/core-restart.md#scheduled-downtimes). An ended downtime gets no record.
   const announce = () =>
