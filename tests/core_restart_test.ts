@@ -103,7 +103,12 @@ interface Harness extends AsyncDisposable {
   advance(ms: number): Promise<void>;
   /** SELECTs on a status table the worker has sent so far (the sweep's looks at the tables). */
   statusReads(): number;
+  /** Every statement the worker has sent so far on a scheduled-downtime table, with its values. */
+  downtimeSweepStatements(): { sql: string; values: readonly unknown[] }[];
 }
+
+/** Rows per statement of the scheduled-downtime sweep here: small, so the sweep walks chunks. */
+const DOWNTIME_CHUNK_ROWS = 2;
 
 function openHarness(
   db: ScratchDatabase,
@@ -115,10 +120,12 @@ function openHarness(
   const clock = new ManualClock(clockStartMs);
   // Every statement the worker sends, counted where it leaves for MySQL.
   const statements: string[] = [];
+  const sent: { sql: string; values: readonly unknown[] }[] = [];
   const inner = poolExecutor(pool);
   const executor: SqlExecutor = {
     run(sql, values, options) {
       statements.push(sql);
+      sent.push({ sql, values: values ?? [] });
       return inner.run(sql, values, options);
     },
   };
@@ -126,7 +133,7 @@ function openHarness(
     executor,
     openItcockpit,
     writersPerTable,
-    coreRestart: { clock, timing: TIMING },
+    coreRestart: { clock, timing: TIMING, downtimeChunkRows: DOWNTIME_CHUNK_ROWS },
   });
   let idle = true;
   let sweepError: unknown;
@@ -165,6 +172,9 @@ function openHarness(
       return statements.filter((sql) =>
         /^\s*SELECT\b/i.test(sql) && /statusengine_(host|service)status/.test(sql)
       ).length;
+    },
+    downtimeSweepStatements() {
+      return sent.filter((s) => /^(SELECT s\.|DELETE s FROM)/.test(s.sql));
     },
     async runSweep() {
       for (let i = 0; i < 1_000 && !idle; i++) await harness.advance(TIMING.pollMs);
@@ -574,4 +584,243 @@ Deno.test("core restart, openITCOCKPIT mode: rows of objects missing or disabled
     "O:x",
     "O:x/1",
   ]);
+});
+
+// ---- Scheduled downtimes the core no longer has (docs/core-restart.md#scheduled-downtimes) ----
+
+const DOWNTIME_FIXTURE = JSON.parse(
+  Deno.readTextFileSync(new URL("statusngin_downtimes.job", FIXTURES)),
+);
+const ADD = 1100;
+const LOAD = 1102;
+const START = 1103;
+const STOP = 1104;
+const DELETE = 1101;
+
+/** One downtime of the test: host, service ('' = host downtime), id, window start. */
+interface Dt {
+  readonly host: string;
+  readonly service: string;
+  readonly id: number;
+  readonly start: number;
+}
+
+/** A downtimes job built from the real fixture: `type` at `ts` for downtime `d`. */
+function downtimeJob(type: number, ts: number, d: Dt): string {
+  const m = structuredClone(DOWNTIME_FIXTURE);
+  m.type = type;
+  m.attr = type === STOP ? 1 : 0;
+  m.timestamp = ts;
+  m.downtime.host_name = d.host;
+  m.downtime.service_description = d.service;
+  m.downtime.downtime_type = d.service === "" ? 2 : 1;
+  m.downtime.downtime_id = d.id;
+  m.downtime.start_time = d.start;
+  m.downtime.end_time = d.start + 7200;
+  m.downtime.entry_time = d.start - 60;
+  return JSON.stringify(m);
+}
+
+/** Both scheduled tables, every column: `node:host/service#id@start` → the row. */
+async function scheduledRows(db: ScratchDatabase): Promise<Map<string, Record<string, unknown>>> {
+  const rows = await db.query<Record<string, unknown>[]>(
+    "SELECT CONCAT(node_name, ':', hostname, '/', '', '#', internal_downtime_id, '@', " +
+      "scheduled_start_time) AS k, h.* FROM statusengine_host_scheduleddowntimes h " +
+      "UNION ALL SELECT CONCAT(node_name, ':', hostname, '/', service_description, '#', " +
+      "internal_downtime_id, '@', scheduled_start_time), s.hostname, s.node_name, " +
+      "s.internal_downtime_id, s.scheduled_start_time, s.entry_time, s.author_name, " +
+      "s.comment_data, s.triggered_by_id, s.is_fixed, s.duration, s.scheduled_end_time, " +
+      "s.was_started, s.actual_start_time FROM statusengine_service_scheduleddowntimes s",
+  );
+  return new Map(
+    rows.map((r) => [
+      String(r["k"]),
+      Object.fromEntries(
+        Object.entries(r).map(([k, v]) => [k, typeof v === "bigint" ? Number(v) : v]),
+      ),
+    ]),
+  );
+}
+
+function dtKey(node: string, d: Dt): string {
+  return `${node}:${d.host}/${d.service}#${d.id}@${d.start}`;
+}
+
+/**
+ * Before the restart (Nagios with `retain_state_information=0`): three downtimes running on
+ * node N (two service, one host), one running since before the worker kept announcements
+ * (written straight into the table), one that ended normally, and one of node O. After the
+ * restart the core has dropped all of N's without a STOP and reuses ids 1 and 2.
+ */
+const STALE: readonly Dt[] = [
+  { host: "a", service: "1", id: 1, start: T - 3600 },
+  { host: "b", service: "1", id: 2, start: T - 3000 },
+  { host: "c", service: "", id: 3, start: T - 2000 },
+];
+const LEGACY: Dt = { host: "d", service: "1", id: 9, start: T - 9000 };
+const ENDED: Dt = { host: "e", service: "1", id: 4, start: T - 1000 };
+const OTHER_NODE: Dt = { host: "a", service: "1", id: 1, start: T - 3600 };
+/** Kept by the core through its retention file: announced again by LOAD after the restart. */
+const LOADED: readonly Dt[] = [
+  { host: "b", service: "2", id: 5, start: T - 500 },
+  { host: "f", service: "", id: 6, start: T - 400 },
+];
+/** Added after the restart, reusing ids of dropped downtimes. */
+const ADDED: readonly Dt[] = [
+  { host: "a", service: "1", id: 1, start: T + 600 },
+  { host: "b", service: "1", id: 2, start: T + 900 },
+];
+
+/** The rows before the restart: stale, legacy, ended, another node's, and the loaded ones. */
+async function seedDowntimes(db: ScratchDatabase, h: Harness, receivedAt: number) {
+  for (const d of [...STALE, ...LOADED]) {
+    await h.handle("statusngin_downtimes", downtimeJob(ADD, d.start - 60, d), receivedAt - 9e5);
+    await h.handle("statusngin_downtimes", downtimeJob(START, d.start, d), receivedAt - 9e5);
+  }
+  for (const type of [ADD, START, STOP, DELETE]) {
+    await h.handle("statusngin_downtimes", downtimeJob(type, ENDED.start, ENDED), receivedAt - 9e5);
+  }
+  await db.query(
+    "INSERT INTO statusengine_service_scheduleddowntimes (hostname, service_description, " +
+      "node_name, internal_downtime_id, scheduled_start_time, entry_time, scheduled_end_time, " +
+      "actual_start_time) VALUES (?, ?, 'N', ?, ?, 0, 0, 0), (?, ?, 'O', ?, ?, 0, 0, 0)",
+    [
+      LEGACY.host,
+      LEGACY.service,
+      LEGACY.id,
+      LEGACY.start,
+      OTHER_NODE.host,
+      OTHER_NODE.service,
+      OTHER_NODE.id,
+      OTHER_NODE.start,
+    ],
+  );
+}
+
+/** What the core sends about its downtimes after the restart: LOAD (then START), and an ADD. */
+function announcementsAfterRestart(): string[] {
+  return [
+    ...LOADED.flatMap((d) => [downtimeJob(LOAD, T, d), downtimeJob(START, T, d)]),
+    ...ADDED.map((d) => downtimeJob(ADD, T + 2, d)),
+  ];
+}
+
+/** The status the core re-published after the restart (what the sweep waits for). */
+async function republishStatus(h: Harness, receivedAt: number) {
+  await h.handle("statusngin_hoststatus", hostJob([["a", T], ["b", T], ["c", T]]), receivedAt);
+  await h.handle(
+    "statusngin_servicestatus",
+    serviceJob([["a/1", T], ["a/2", T], ["b/1", T], ["c/1", T]]),
+    receivedAt,
+  );
+}
+
+const KEPT_DOWNTIMES = [
+  ...LOADED.map((d) => dtKey("N", d)),
+  ...ADDED.map((d) => dtKey("N", d)),
+  dtKey("O", OTHER_NODE),
+].sort();
+
+Deno.test("core restart: scheduled downtimes the core dropped without a STOP are swept; loaded, added, another node's and the history are untouched", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await seedDowntimes(db, h, receivedAt);
+  const historyBefore = await db.query<{ n: number }[]>(
+    "SELECT (SELECT COUNT(*) FROM statusengine_host_downtimehistory) + " +
+      "(SELECT COUNT(*) FROM statusengine_service_downtimehistory) AS n",
+  );
+
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  for (const job of announcementsAfterRestart()) {
+    await h.handle("statusngin_downtimes", job, receivedAt + 100);
+  }
+  assert.ok((await scheduledRows(db)).has(dtKey("N", STALE[0] as Dt)), "not swept on arrival");
+  await republishStatus(h, receivedAt + 200);
+  await h.runSweep();
+
+  const after = await scheduledRows(db);
+  assert.deepEqual([...after.keys()].sort(), KEPT_DOWNTIMES);
+  // A downtime running across the restart keeps its real start, not the restart's.
+  for (const d of LOADED) {
+    assert.equal(after.get(dtKey("N", d))?.["actual_start_time"], d.start, dtKey("N", d));
+  }
+  const historyAfter = await db.query<{ n: number }[]>(
+    "SELECT (SELECT COUNT(*) FROM statusengine_host_downtimehistory) + " +
+      "(SELECT COUNT(*) FROM statusengine_service_downtimehistory) AS n",
+  );
+  assert.equal(Number(historyAfter[0]?.n), Number(historyBefore[0]?.n) + ADDED.length);
+  // Only announcements from the restart on are left: the older ones can no longer keep a row.
+  const announced = await db.query<{ announced_at: number }[]>(
+    "SELECT announced_at FROM statusengine_downtime_announcements",
+  );
+  assert.deepEqual(announced.map((r) => Number(r.announced_at) >= T), announced.map(() => true));
+  assert.equal(announced.length, LOADED.length + ADDED.length);
+
+  // Bounded: every read of a scheduled table takes one chunk, and every statement of the sweep
+  // reads its table as a range of the primary key, not the whole table.
+  const swept = h.downtimeSweepStatements();
+  assert.ok(swept.length >= 6, `the sweep walked chunks (${swept.length} statements)`);
+  for (const s of swept) {
+    if (s.sql.startsWith("SELECT")) {
+      assert.match(s.sql, new RegExp(`LIMIT ${DOWNTIME_CHUNK_ROWS}$`));
+    }
+    const plan = await db.query<{ table: string; type: string; key: string | null }[]>(
+      `EXPLAIN ${s.sql}`,
+      s.values as unknown[],
+    );
+    const scheduled = plan.find((p) => p.table === "s");
+    if (s.sql.includes(" WHERE ")) {
+      assert.equal(scheduled?.type, "range", `${s.sql}: ${JSON.stringify(plan)}`);
+    }
+    assert.equal(scheduled?.key, "PRIMARY", s.sql);
+  }
+});
+
+Deno.test("core restart: scheduled downtimes end the same whatever order the restart job, the LOADs and ADDs after it and the sweep come in", async () => {
+  // Each order of the same events: before the restart job, between it and the sweep, after the
+  // sweep (a downtimes queue drained late), and split across them.
+  const orders: readonly { name: string; before: number[]; between: number[]; late: number[] }[] = [
+    {
+      name: "announcements after the restart job",
+      before: [],
+      between: [0, 1, 2, 3, 4, 5],
+      late: [],
+    },
+    {
+      name: "announcements before the restart job",
+      before: [0, 1, 2, 3, 4, 5],
+      between: [],
+      late: [],
+    },
+    { name: "announcements after the sweep", before: [], between: [], late: [0, 1, 2, 3, 4, 5] },
+    { name: "split, out of order", before: [5, 2], between: [1], late: [4, 3, 0] },
+    { name: "split, reversed", before: [3], between: [5, 4], late: [2, 1, 0] },
+  ];
+  let want: Map<string, Record<string, unknown>> | undefined;
+  for (const order of orders) {
+    await using db = await createScratchDatabase();
+    await createSchema(db.url);
+    await seed(db);
+    const receivedAt = T * 1000 + 700;
+    await using h = openHarness(db, receivedAt - 600_000);
+    await seedDowntimes(db, h, receivedAt);
+    const jobs = announcementsAfterRestart();
+    const send = async (which: number[]) => {
+      for (const i of which) await h.handle("statusngin_downtimes", jobs[i] as string, receivedAt);
+    };
+    await send(order.before);
+    await h.handle("statusngin_core_restart", RESTART, receivedAt);
+    await send(order.between);
+    await republishStatus(h, receivedAt + 200);
+    await h.runSweep();
+    await send(order.late);
+
+    const got = await scheduledRows(db);
+    assert.deepEqual([...got.keys()].sort(), KEPT_DOWNTIMES, order.name);
+    if (want === undefined) want = got;
+    else assert.deepEqual(got, want, order.name);
+  }
 });

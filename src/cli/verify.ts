@@ -67,6 +67,7 @@ const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
  */
 const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.freeze({
   "statusengine_dbversion": ["id"],
+  "statusengine_downtime_announcements": ["announced_at"],
   "statusengine_downtime_tombstones": ["end_time"],
   "statusengine_host_acknowledgements": ["entry_time", "entry_time_usec"],
   "statusengine_host_downtimehistory": ["entry_time", "entry_time_usec"],

@@ -405,13 +405,15 @@ Deno.test("appendix: statusngin_acknowledgements.json yields one service acknowl
   ]);
 });
 
-Deno.test("appendix: statusngin_downtimes.json yields the service history and scheduled rows of an ADD", () => {
+Deno.test("appendix: statusngin_downtimes.json yields the service history row, the announcement and the scheduled copy of an ADD", () => {
   const job = decodeJob("statusngin_downtimes", fixture("statusngin_downtimes"), APPENDIX_CTX);
   assert.equal(job.kind, "downtimes");
   const statements: DowntimeStatement[] = job.kind === "downtimes" ? job.statements : [];
-  assert.equal(statements.length, 2);
-  const [history, scheduled] = statements;
-  assert.ok(history?.kind === "upsert" && scheduled?.kind === "upsert");
+  assert.equal(statements.length, 3);
+  const [history, announcement, scheduled] = statements;
+  assert.ok(
+    history?.kind === "upsert" && announcement?.kind === "upsert" && scheduled?.kind === "copy",
+  );
   const shared = {
     hostname: "efb91fa3-2bd4-47a4-a89b-1ffe9ca719b5",
     "service_description": "66d42eec-650f-4a98-aeaf-8ee51beaac62",
@@ -436,9 +438,24 @@ Deno.test("appendix: statusngin_downtimes.json yields the service history and sc
     "actual_end_time": 0,
     "was_cancelled": 0,
   });
+  assert.equal(announcement.table, "statusengine_downtime_announcements");
+  assert.deepEqual(announcement.row, {
+    hostname: shared.hostname,
+    "service_description": shared.service_description,
+    "node_name": "N",
+    "scheduled_start_time": shared.scheduled_start_time,
+    "internal_downtime_id": 1,
+    "announced_at": 1785517315, // the envelope timestamp
+  });
   assert.equal(scheduled.table, "statusengine_service_scheduleddowntimes");
-  assert.deepEqual(Object.keys(scheduled.row), SCHEMA_COLUMNS[scheduled.table]);
-  assert.deepEqual(scheduled.row, shared);
+  assert.equal(scheduled.from, "statusengine_service_downtimehistory");
+  assert.deepEqual(scheduled.key, {
+    hostname: shared.hostname,
+    "service_description": shared.service_description,
+    "node_name": "N",
+    "scheduled_start_time": shared.scheduled_start_time,
+    "internal_downtime_id": 1,
+  });
 });
 
 Deno.test("appendix: statusngin_core_restart.json (timestamp 0) yields the worker clock as cutoff (D4)", () => {

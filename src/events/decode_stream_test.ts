@@ -116,7 +116,7 @@ Deno.test("decodeJob: downtime LOAD events are streamed and write their rows", (
     downtime: { host_name: "h", downtime_type: 2, downtime_id: 1, start_time: 1 },
   };
   const job = decodeJob("statusngin_downtimes", JSON.stringify(load), COLLECT);
-  assert.equal(job.kind === "downtimes" ? job.statements.length : -1, 2);
+  assert.equal(job.kind === "downtimes" ? job.statements.length : -1, 3);
   assert.deepEqual(eventsOf(job), [load]);
 });
 

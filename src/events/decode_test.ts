@@ -446,7 +446,7 @@ Deno.test("decodeJob: contact notification methods keep only type 605", () => {
   assert.equal(rows(decodeJob(q, single(q, k, {}, { type: 605 }), CTX)).length, 1);
 });
 
-Deno.test("decodeJob: downtime_type 2 writes the host downtime tables, LOAD both rows too", () => {
+Deno.test("decodeJob: downtime_type 2 writes the host downtime tables, LOAD both rows and its announcement too", () => {
   const q = "statusngin_downtimes";
   const host = decodeJob(
     q,
@@ -456,11 +456,13 @@ Deno.test("decodeJob: downtime_type 2 writes the host downtime tables, LOAD both
   assert.equal(host.kind, "downtimes");
   assert.deepEqual(host.kind === "downtimes" ? host.statements.map((s) => s.table) : [], [
     "statusengine_host_downtimehistory",
+    "statusengine_downtime_announcements",
     "statusengine_host_scheduleddowntimes",
   ]);
   const load = decodeJob(q, single(q, "downtime", {}, { type: 1102 }), CTX);
   assert.deepEqual(load.kind === "downtimes" ? load.statements.map((s) => s.table) : [], [
     "statusengine_service_downtimehistory",
+    "statusengine_downtime_announcements",
     "statusengine_service_scheduleddowntimes",
   ]);
 });
@@ -480,9 +482,11 @@ Deno.test("decodeJob: a bulk downtime job yields the statements of all events in
     ),
     [
       "ADD upsert downtimehistory",
-      "ADD upsert scheduleddowntimes",
+      "ADD upsert statusengine_downtime_announcements",
+      "ADD copy scheduleddowntimes",
       "START upsert downtimehistory",
-      "START upsert scheduleddowntimes",
+      "START upsert statusengine_downtime_announcements",
+      "START copy scheduleddowntimes",
       "STOP upsert downtimehistory",
       "STOP tombstone statusengine_downtime_tombstones",
       "STOP delete scheduleddowntimes",

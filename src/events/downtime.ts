@@ -1,19 +1,21 @@
 /**
  * The downtime lifecycle (docs/downtimes.md) as a pure function: one downtime event in, the
- * ordered statements for the four downtime tables and the worker's tombstones out. The SQL
- * builder in `src/mysql/` only renders them; every rule (which table, which columns, how an
- * existing row takes the event, which tombstone suppresses a write, the strict DELETE
+ * ordered statements for the four downtime tables and the worker's announcements and tombstones
+ * out. The SQL builder in `src/mysql/` only renders them; every rule (which table, which columns,
+ * how an existing row takes the event, which tombstone suppresses a write, the strict DELETE
  * boundary) is decided here.
  *
  * The statements are built so that the rows end the same whatever order the events of one
  * downtime are applied in and however often one repeats: every event can create the rows from
- * the complete definition it carries, every column merges by an order-independent rule, and a
- * tombstone keeps an ended downtime from coming back.
+ * the complete definition it carries, every column merges by an order-independent rule, the
+ * scheduled row is a copy of the merged history row, and a tombstone keeps an ended downtime from
+ * coming back.
  *
  * @module
  */
 
 import type {
+  DowntimeAnnouncementTable,
   DowntimeEventName,
   DowntimeGuard,
   DowntimeHistoryTable,
@@ -99,6 +101,7 @@ const SCHEDULED: Readonly<Record<"host" | "service", ScheduledDowntimeTable>> = 
   service: "statusengine_service_scheduleddowntimes",
 };
 const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
+const ANNOUNCEMENTS: DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 
 // Merge lists are shared frozen arrays: built once, never per event. Every rule is
 // order-independent (see DowntimeMerge), so a row ends the same whatever order its events run in.
@@ -122,7 +125,6 @@ const HISTORY_ADD = merges(
     "scheduled_end_time",
   ].map(assign),
 );
-const SCHEDULED_ADD = merges(...HISTORY_ADD.filter((m) => m.column !== "entry_time_usec"));
 // Started once is started for good; the first START's time is the real start (a core restart
 // re-announces a running downtime with a START stamped with the restart time), and the first
 // is the earliest.
@@ -137,6 +139,8 @@ const STOP_MERGE = merges(
   { column: "actual_end_time", rule: "max" },
 );
 const NOTHING = merges();
+// The newest announcement counts: the core had the downtime at that time.
+const ANNOUNCE_MERGE = merges({ column: "announced_at", rule: "max" });
 
 /** What one event contributes to the dynamic columns of its rows. */
 interface Dynamics {
@@ -201,18 +205,6 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
   };
 }
 
-function scheduledRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
-  // Schema column order of the scheduled downtime tables: the history row's, without the ADD's
-  // envelope usec and the end of the downtime (a scheduled row is deleted when the downtime ends).
-  const {
-    entry_time_usec: _entryTimeUsec,
-    actual_end_time: _actualEnd,
-    was_cancelled: _wasCancelled,
-    ...row
-  } = historyRow(ev, isHost, nodeName, d);
-  return row;
-}
-
 /**
  * Append the statements of one downtime event to `out`, in execution order
  * (docs/downtimes.md). Used by the queue decoder so a bulk job fills one
@@ -249,13 +241,28 @@ export function appendDowntimeStatements(
       guard: historyGuard,
       detectUnmatched: lossIsReported,
     });
-  const scheduled = (d: Dynamics, merge: readonly DowntimeMerge[]) =>
+  // The scheduled row is the part of the history row (just merged) that it shares: the history
+  // row holds every event of the downtime seen so far, so the scheduled row ends the same whether
+  // or not the core-restart sweep deleted it in between (docs/downtimes.md).
+  const scheduled = (event: "ADD" | "LOAD" | "START") =>
+    out.push({
+      kind: "copy",
+      event,
+      table: SCHEDULED[kind],
+      from: HISTORY[kind],
+      key: key(ev, isHost, nodeName),
+      guard: scheduledGuard,
+    });
+  // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
+  // its record is older than the restart, so a row this event creates or keeps is never swept after
+  // it (docs/core-restart.md#scheduled-downtimes). An ended downtime gets no record.
+  const announce = () =>
     out.push({
       kind: "upsert",
       event: name,
-      table: SCHEDULED[kind],
-      row: scheduledRow(ev, isHost, nodeName, d),
-      merge,
+      table: ANNOUNCEMENTS,
+      row: { ...tKey, announced_at: ev.timestamp },
+      merge: ANNOUNCE_MERGE,
       guard: scheduledGuard,
       detectUnmatched: false,
     });
@@ -273,16 +280,19 @@ export function appendDowntimeStatements(
 
   if (type === DOWNTIME_ADD) {
     history(NO_DYNAMICS, HISTORY_ADD, false);
-    scheduled(NO_DYNAMICS, SCHEDULED_ADD);
+    announce();
+    scheduled("ADD");
   } else if (type === DOWNTIME_LOAD) {
     // Restored from the core's retention file: the downtime exists, whether or not its ADD
     // (from before the restart) reached the database.
     history(NO_DYNAMICS, NOTHING, false);
-    scheduled(NO_DYNAMICS, NOTHING);
+    announce();
+    scheduled("LOAD");
   } else if (type === DOWNTIME_START) {
     const started: Dynamics = { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp };
     history(started, START_MERGE, true);
-    scheduled(started, START_MERGE);
+    announce();
+    scheduled("START");
   } else if (type === DOWNTIME_STOP) {
     const cancelled = ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0;
     history({ ...NO_DYNAMICS, actualEnd: ev.timestamp, wasCancelled: cancelled }, STOP_MERGE, true);
@@ -315,9 +325,9 @@ export function appendDowntimeStatements(
  *
  * | type | statements |
  * |---|---|
- * | ADD 1100 | history upsert (definition + `entry_time_usec`), scheduled upsert (definition) |
- * | LOAD 1102 | history upsert, scheduled upsert (create only, never change a row) |
- * | START 1103 | history upsert, scheduled upsert: `was_started` 1, earliest `actual_start_time` |
+ * | ADD 1100 | history upsert (definition + `entry_time_usec`), announcement, scheduled copy |
+ * | LOAD 1102 | history upsert (create only, never change a row), announcement, scheduled copy |
+ * | START 1103 | history upsert (`was_started` 1, earliest `actual_start_time`), announcement, scheduled copy |
  * | STOP 1104 | history upsert (latest `actual_end_time`, its `was_cancelled`), tombstone, scheduled delete |
  * | DELETE 1101 | tombstone, scheduled delete, then history delete if `start_time` > `timestamp`, else history upsert (create only) |
  * | other | none |

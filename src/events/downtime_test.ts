@@ -111,9 +111,35 @@ function guards(host: boolean) {
   };
 }
 
+/** The record that the core announced the downtime (ADD, LOAD, START) at `ts`. */
+function announcement(host: boolean, event: "ADD" | "LOAD" | "START", ts: number) {
+  return {
+    kind: "upsert",
+    event,
+    table: "statusengine_downtime_announcements",
+    row: { ...tombstoneKey(host), "announced_at": ts },
+    merge: [{ column: "announced_at", rule: "max" }],
+    guard: guards(host).scheduled,
+    detectUnmatched: false,
+  };
+}
+
+/** The scheduled row written as its share of the history row the statement before merged. */
+function copy(k: (typeof KINDS)[number], event: "ADD" | "LOAD" | "START") {
+  const host = k.name === "host";
+  return {
+    kind: "copy",
+    event,
+    table: k.scheduled,
+    from: k.history,
+    key: key(host),
+    guard: guards(host).scheduled,
+  };
+}
+
 function assertColumnOrder(statements: DowntimeStatement[]): void {
   for (const s of statements) {
-    if (s.kind === "delete") {
+    if (s.kind === "delete" || s.kind === "copy") {
       const host = s.table.startsWith("statusengine_host_");
       assert.deepEqual(Object.keys(s.key), Object.keys(key(host)), `${s.table} key order`);
     } else {
@@ -145,11 +171,7 @@ function historyRow(host: boolean, usec: number, dynamic: Partial<Row> = {}): Ro
   };
 }
 
-function scheduledRow(host: boolean, dynamic: Partial<Row> = {}): Row {
-  return { ...key(host), ...statics(), "was_started": 0, "actual_start_time": 0, ...dynamic };
-}
-
-Deno.test("downtimeStatements: ADD upserts history then scheduled with dynamic columns 0, merging only the definition", () => {
+Deno.test("downtimeStatements: ADD upserts history with dynamic columns 0, merging only the definition, records the announcement, then copies the scheduled row", () => {
   for (const k of KINDS) {
     const host = k.name === "host";
     const got = downtimeStatements(
@@ -171,15 +193,8 @@ Deno.test("downtimeStatements: ADD upserts history then scheduled with dynamic c
         guard: guards(host).history,
         detectUnmatched: false,
       },
-      {
-        kind: "upsert",
-        event: "ADD",
-        table: k.scheduled,
-        row: schemaOrdered(k.scheduled, scheduledRow(host)),
-        merge: STATIC_MERGE,
-        guard: guards(host).scheduled,
-        detectUnmatched: false,
-      },
+      announcement(host, "ADD", 1785517315),
+      copy(k, "ADD"),
     ], k.name);
   }
 });
@@ -192,7 +207,8 @@ Deno.test("downtimeStatements: no ADD or LOAD merges a dynamic or key column", (
     const host = k.name === "host";
     for (const type of [DOWNTIME_ADD, DOWNTIME_LOAD]) {
       for (const s of downtimeStatements(event({ type, downtimeType: k.downtimeType }), NODE)) {
-        assert.equal(s.kind, "upsert");
+        assert.notEqual(s.kind, "tombstone");
+        assert.notEqual(s.kind, "delete");
         if (s.kind !== "upsert") continue;
         for (const { column } of s.merge) {
           assert.ok(!dynamic.includes(column), `${s.table}: ${column} must not be merged by ADD`);
@@ -204,7 +220,7 @@ Deno.test("downtimeStatements: no ADD or LOAD merges a dynamic or key column", (
   }
 });
 
-Deno.test("downtimeStatements: LOAD creates both rows from its definition and changes nothing that exists", () => {
+Deno.test("downtimeStatements: LOAD creates the history row from its definition and changes nothing that exists, records the announcement, copies the scheduled row", () => {
   for (const k of KINDS) {
     const host = k.name === "host";
     const got = downtimeStatements(
@@ -223,20 +239,13 @@ Deno.test("downtimeStatements: LOAD creates both rows from its definition and ch
         guard: guards(host).history,
         detectUnmatched: false,
       },
-      {
-        kind: "upsert",
-        event: "LOAD",
-        table: k.scheduled,
-        row: schemaOrdered(k.scheduled, scheduledRow(host)),
-        merge: [],
-        guard: guards(host).scheduled,
-        detectUnmatched: false,
-      },
+      announcement(host, "LOAD", 1785517315),
+      copy(k, "LOAD"),
     ], k.name);
   }
 });
 
-Deno.test("downtimeStatements: START creates or merges both rows as started, earliest start wins", () => {
+Deno.test("downtimeStatements: START creates or merges the history row as started, earliest start wins, records the announcement, copies the scheduled row", () => {
   const ts = START + 5;
   const startMerge = [
     { column: "was_started", rule: "max" },
@@ -261,15 +270,8 @@ Deno.test("downtimeStatements: START creates or merges both rows as started, ear
         guard: guards(host).history,
         detectUnmatched: true,
       },
-      {
-        kind: "upsert",
-        event: "START",
-        table: k.scheduled,
-        row: schemaOrdered(k.scheduled, scheduledRow(host, started)),
-        merge: startMerge,
-        guard: guards(host).scheduled,
-        detectUnmatched: false,
-      },
+      announcement(host, "START", ts),
+      copy(k, "START"),
     ], k.name);
   }
 });
@@ -385,9 +387,11 @@ Deno.test("downtimeStatements: the node name is part of every key", () => {
   const types = [DOWNTIME_ADD, DOWNTIME_LOAD, DOWNTIME_START, DOWNTIME_STOP, DOWNTIME_DELETE];
   for (const type of types) {
     for (const s of downtimeStatements(event({ type, timestamp: 0 }), "other-node")) {
-      const k = s.kind === "delete" ? s.key : s.row;
+      const k = s.kind === "delete" || s.kind === "copy" ? s.key : s.row;
       assert.equal(k.node_name, "other-node");
-      if (s.kind === "upsert") assert.equal(s.guard.key.node_name, "other-node");
+      if (s.kind === "upsert" || s.kind === "copy") {
+        assert.equal(s.guard.key.node_name, "other-node");
+      }
     }
   }
 });

@@ -185,6 +185,7 @@ export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze({
     "downtime",
     "downtimes",
     [
+      "statusengine_downtime_announcements",
       "statusengine_downtime_tombstones",
       "statusengine_host_downtimehistory",
       "statusengine_host_scheduleddowntimes",

@@ -1,6 +1,6 @@
 /**
- * The names of the 23 tables (the 22 `statusengine_*` tables of Statusengine and the worker's
- * own `statusengine_downtime_tombstones`) on their own, grouped by how they are
+ * The names of the 24 tables (the 22 `statusengine_*` tables of Statusengine and the worker's
+ * own `statusengine_downtime_announcements` and `statusengine_downtime_tombstones`) on their own, grouped by how they are
  * written, with no imports: the decoders (which emit rows for them), the pipeline (which
  * routes rows to their writers) and the table catalogue (which defines their columns) all
  * type their table names with these, so a row can only name a table that has a writer, and
@@ -34,9 +34,10 @@ export type BatchedTableName = (typeof BATCHED_TABLE_NAMES)[number];
 /**
  * Tables written one statement at a time by the downtime lifecycle
  * (docs/tables.md#downtime-statements): the four Statusengine downtime tables and the worker's own
- * tombstones of ended downtimes (docs/downtimes.md).
+ * records of when the core last announced a downtime and of ended downtimes (docs/downtimes.md).
  */
 export const DOWNTIME_TABLE_NAMES = [
+  "statusengine_downtime_announcements",
   "statusengine_downtime_tombstones",
   "statusengine_host_downtimehistory",
   "statusengine_host_scheduleddowntimes",
@@ -59,7 +60,7 @@ export const TABLE_NAMES = [
   ...OTHER_TABLE_NAMES,
 ] as const;
 
-/** Name of one of the 23 tables. */
+/** Name of one of the 24 tables. */
 export type TableName = (typeof TABLE_NAMES)[number];
 
 const BATCHED: ReadonlySet<string> = new Set(BATCHED_TABLE_NAMES);

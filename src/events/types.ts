@@ -44,6 +44,12 @@ export type ScheduledDowntimeTable =
  */
 export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 
+/**
+ * The worker's own record of when the core last announced each downtime (ADD, LOAD, START), so the
+ * sweep after a core restart can tell the scheduled rows the core still has (docs/downtimes.md).
+ */
+export type DowntimeAnnouncementTable = "statusengine_downtime_announcements";
+
 /** The downtime events that produce statements (unknown types produce none). */
 export type DowntimeEventName = "ADD" | "LOAD" | "START" | "STOP" | "DELETE";
 
@@ -86,7 +92,7 @@ export interface DowntimeUpsert {
   /** The event that produced the statement (for logs and metrics). */
   readonly event: DowntimeEventName;
   /** Target table. */
-  readonly table: DowntimeHistoryTable | ScheduledDowntimeTable;
+  readonly table: DowntimeHistoryTable | DowntimeAnnouncementTable;
   /** Every column to insert, in schema order, primary-key columns included. */
   readonly row: Row;
   /** How the existing row takes this event, in assignment order; empty = leave it as it is. */
@@ -132,8 +138,31 @@ export interface DowntimeDelete {
   readonly key: Row;
 }
 
+/**
+ * `INSERT INTO <scheduled> (…) SELECT <the same columns> FROM <history> WHERE <key> AND NOT
+ * EXISTS (<guard>) ON DUPLICATE KEY UPDATE <every non-key column>`: the scheduled row as the
+ * columns it shares with the downtime's history row, which the statement before it merged this
+ * event into. The history row holds every event of the downtime seen so far, so a scheduled row
+ * written again after the core-restart sweep deleted it (a LOAD drained late) gets the same
+ * values as if it had never been deleted.
+ */
+export interface DowntimeCopy {
+  /** Discriminator. */
+  readonly kind: "copy";
+  /** The event that produced the statement (for logs and metrics). */
+  readonly event: "ADD" | "LOAD" | "START";
+  /** Target table. */
+  readonly table: ScheduledDowntimeTable;
+  /** The history table of the same object kind. */
+  readonly from: DowntimeHistoryTable;
+  /** Equality on exactly the primary-key columns, in primary-key order (the same in both). */
+  readonly key: Row;
+  /** The tombstone that makes this statement write nothing. */
+  readonly guard: DowntimeGuard;
+}
+
 /** One statement of the downtime lifecycle, executed in list order. */
-export type DowntimeStatement = DowntimeUpsert | DowntimeTombstone | DowntimeDelete;
+export type DowntimeStatement = DowntimeUpsert | DowntimeCopy | DowntimeTombstone | DowntimeDelete;
 
 /**
  * Why a payload could not be decoded. A small fixed set: it becomes the `reason` label of

@@ -1,7 +1,8 @@
 /**
  * The table catalogue: the single source of truth for the 22 `statusengine_*` tables of the
- * Statusengine 3 schema (D2, docs/tables.md#shared-table-properties) and the one table the worker adds for itself,
- * `statusengine_downtime_tombstones` (docs/downtimes.md).
+ * Statusengine 3 schema (D2, docs/tables.md#shared-table-properties) and the two tables the worker adds for
+ * itself, `statusengine_downtime_announcements` and `statusengine_downtime_tombstones`
+ * (docs/downtimes.md).
  *
  * Every column line below restates one column of the production schema dump as `[name, SQL type, NULL, default]`,
  * written exactly as the dump writes it, so the two can be compared line by line. A service
@@ -363,6 +364,26 @@ const DEFINITIONS = [
     ],
     primaryKey: ["id"],
     indexes: [],
+    partitionColumn: null,
+  },
+  // Not a Statusengine table: the worker's own record of the newest envelope `timestamp` of an
+  // ADD, LOAD or START of each downtime, the last time the core said it has the downtime. After a
+  // core restart a scheduled row whose downtime was not announced since is one the core dropped
+  // (docs/core-restart.md#scheduled-downtimes). Keyed like the tombstones; the index lets the
+  // sweep prune one node's old records without reading the others'.
+  {
+    name: "statusengine_downtime_announcements",
+    writeMode: "downtime",
+    columns: [
+      ["hostname", "varchar(255)", "NOT NULL"],
+      ["service_description", "varchar(255)", "NOT NULL"],
+      ["node_name", "varchar(255)", "NOT NULL"],
+      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+      ["announced_at", "bigint(20)", "NOT NULL"],
+    ],
+    primaryKey: SERVICE_DOWNTIME_KEY,
+    indexes: [["node_announced", ["node_name", "announced_at"]]],
     partitionColumn: null,
   },
   // Not a Statusengine table: the worker's own record of downtimes that ended (STOP, DELETE),
@@ -803,24 +824,24 @@ function defineTable(def: TableDefinition): Table {
   });
 }
 
-/** All 23 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
+/** All 24 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
 export const TABLES: { readonly [N in TableName]: Table } = Object.freeze(
   Object.fromEntries(DEFINITIONS.map((d) => [d.name, defineTable(d)])) as {
     [N in TableName]: Table;
   },
 );
 
-/** The 23 table names in alphabetical order. */
+/** The 24 table names in alphabetical order. */
 export const TABLE_NAMES: readonly TableName[] = Object.freeze(DEFINITIONS.map((d) => d.name));
 
-/** The 23 tables in alphabetical order. */
+/** The 24 tables in alphabetical order. */
 export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) => TABLES[n]));
 
 /**
  * Tell whether a string names a catalogue table.
  *
  * @param name Any string.
- * @returns `true` if `name` is one of the 23 table names.
+ * @returns `true` if `name` is one of the 24 table names.
  */
 export function isTableName(name: string): name is TableName {
   return Object.hasOwn(TABLES, name);

@@ -23,11 +23,15 @@
  * 3. Services first, then hosts without any service row left, each with both status writers
  *    paused: what they hold is committed first (a held row from before the restart is
  *    swept too), and no service row can ever lose its host row.
+ * 4. Then, at the same cutoff, the scheduled downtimes the core did not announce (ADD, LOAD,
+ *    START) since the restart: a core without retention drops its downtimes silently. The
+ *    scheduled tables are walked along their primary key a chunk at a time, never read whole.
  *
  * @module
  */
 import type { SqlExecutor } from "./executor.ts";
 import { quoteIdentifier } from "./ddl.ts";
+import { TABLES } from "./catalogue.ts";
 import type { BuiltStatement } from "./downtime.ts";
 import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
@@ -44,6 +48,19 @@ const log = getLogger("pipeline");
  * core re-published in the second of its start is never older than the cutoff.
  */
 const RECEIVE_ALLOWANCE_MS = 500;
+
+/** Rows of a scheduled-downtime table one statement of the downtime sweep reads or deletes. */
+const DOWNTIME_SWEEP_CHUNK_ROWS = 1_000;
+
+/** The tables the downtime sweep empties of downtimes the core dropped. */
+const SCHEDULED_DOWNTIME_TABLES = [
+  "statusengine_host_scheduleddowntimes",
+  "statusengine_service_scheduleddowntimes",
+] as const;
+type ScheduledDowntimeTable = (typeof SCHEDULED_DOWNTIME_TABLES)[number];
+
+/** When the core last announced each downtime (written by the downtime statements). */
+const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 
 /** What the cleaner needs of a status table's writer. */
 export interface PausableWriter {
@@ -122,6 +139,8 @@ export interface StatusCleanerOptions {
   readonly metrics?: Metrics;
   readonly clock?: RestartClock;
   readonly timing?: Partial<RestartTiming>;
+  /** Rows per statement of the scheduled-downtime sweep; tests make it small to walk chunks. */
+  readonly downtimeChunkRows?: number;
 }
 
 /** A restart job as the handler hands it over. */
@@ -265,6 +284,7 @@ export class StatusCleaner {
           STATUS_TABLES.map((t) => sweepStatement(t, target.cutoff, this.#o.nodeName)),
           signal,
         );
+        await this.#sweepDowntimes(target.cutoff, signal);
         if (this.#pending === target) this.#pending = undefined;
       } catch (err: unknown) {
         if (signal.aborted) {
@@ -390,6 +410,68 @@ export class StatusCleaner {
     );
   }
 
+  /**
+   * Delete this node's scheduled downtimes not announced since the restart, then the node's
+   * announcements older than it (they can no longer keep a row). Each table is walked along its
+   * primary key: one statement reads the next chunk's keys, one deletes the stale rows of that
+   * key range, so no statement touches more than a chunk of rows whatever the table's size. Safe
+   * against the downtime statements running meanwhile: they record the announcement before they
+   * write the scheduled row, so a row that an announcement since the restart keeps is either not
+   * deleted or written again right after (docs/core-restart.md#scheduled-downtimes).
+   */
+  async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
+    const o = this.#o;
+    const chunk = o.downtimeChunkRows ?? DOWNTIME_SWEEP_CHUNK_ROWS;
+    const run = (table: string, sql: string, values: readonly unknown[]) =>
+      runWithRetry(() => o.executor.run(sql, values), this.#retry(table, signal));
+    for (const table of SCHEDULED_DOWNTIME_TABLES) {
+      const key = TABLES[table].primaryKey;
+      const columns = key.map(quoteIdentifier).join(", ");
+      let after: readonly unknown[] | undefined;
+      let deleted = 0;
+      for (;;) {
+        const from = after === undefined ? undefined : keyBound(key, "s.", ">", after);
+        const read = await run(
+          table,
+          `SELECT ${key.map((c) => `s.${quoteIdentifier(c)}`).join(", ")} FROM ` +
+            `${quoteIdentifier(table)} s${from === undefined ? "" : ` WHERE ${from.sql}`} ` +
+            `ORDER BY ${columns} LIMIT ${chunk}`,
+          from?.values ?? [],
+        );
+        const last = read.rows.at(-1);
+        if (last === undefined) break;
+        const upTo = keyBound(key, "s.", "<=", key.map((c) => last[c]));
+        const stale = staleDowntimesStatement(table, o.nodeName, cutoff);
+        const range = from === undefined ? upTo : {
+          sql: `${from.sql} AND ${upTo.sql}`,
+          values: [...from.values, ...upTo.values],
+        };
+        const result = await run(table, `${stale.sql} AND ${range.sql}`, [
+          ...stale.values,
+          ...range.values,
+        ]);
+        deleted += result.affectedRows;
+        if (read.rows.length < chunk) break;
+        after = key.map((c) => last[c]);
+      }
+      log.info("pipeline: scheduled downtimes the core no longer has deleted", {
+        table,
+        node_name: o.nodeName,
+        cutoff,
+        rows: deleted,
+      });
+    }
+    for (;;) {
+      const pruned = await run(
+        ANNOUNCEMENTS,
+        `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
+          `AND \`announced_at\` < ? LIMIT ${chunk}`,
+        [o.nodeName, cutoff],
+      );
+      if (pruned.affectedRows < chunk) break;
+    }
+  }
+
   #retry(table: string, signal: AbortSignal) {
     const m = this.#o.metrics;
     return {
@@ -468,4 +550,68 @@ function openItcockpitStatement(table: StatusTable): SweepStatement {
         "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
       values: [],
     };
+}
+
+/**
+ * The rows of a scheduled-downtime table (alias `s`) of one node whose downtime was not announced
+ * at or after `cutoff`: no announcement at all (written before the worker kept them, or announced
+ * only before it was pruned), or an older one. Callers add the key range of their chunk.
+ *
+ * @param table A scheduled-downtime table.
+ * @param nodeName The worker's node.
+ * @param cutoff The restart instant, epoch seconds.
+ * @returns The DELETE up to its trailing `AND` of the key range.
+ */
+function staleDowntimesStatement(
+  table: ScheduledDowntimeTable,
+  nodeName: string,
+  cutoff: number,
+): BuiltStatement {
+  // The announcement of a host downtime has '' for its service.
+  const service = table === "statusengine_host_scheduleddowntimes"
+    ? "''"
+    : "s.`service_description`";
+  return {
+    sql: `DELETE s FROM ${quoteIdentifier(table)} s LEFT JOIN ` +
+      `${quoteIdentifier(ANNOUNCEMENTS)} a ON a.\`hostname\` = s.\`hostname\` ` +
+      `AND a.\`service_description\` = ${service} AND a.\`node_name\` = s.\`node_name\` ` +
+      "AND a.`scheduled_start_time` = s.`scheduled_start_time` " +
+      "AND a.`internal_downtime_id` = s.`internal_downtime_id` " +
+      "WHERE s.`node_name` = ? AND (a.`announced_at` IS NULL OR a.`announced_at` < ?)",
+    values: [nodeName, cutoff],
+  };
+}
+
+/**
+ * A comparison of a composite key with a tuple of values, spelt out column by column
+ * (`a > ? OR (a = ? AND b > ?)`): MariaDB reads a row constructor comparison (`(a, b) > (?, ?)`)
+ * by scanning the whole index, the spelt-out form as a range of it.
+ *
+ * @param key The key columns in key order.
+ * @param alias Prefix of each column, e.g. `s.`.
+ * @param op `>` for keys after the tuple, `<=` for keys up to and including it.
+ * @param tuple One value per key column.
+ * @returns The condition and its values.
+ */
+function keyBound(
+  key: readonly string[],
+  alias: string,
+  op: ">" | "<=",
+  tuple: readonly unknown[],
+): { sql: string; values: unknown[] } {
+  const strict = op === ">" ? ">" : "<";
+  let sql = "";
+  const values: unknown[] = [];
+  // Built from the last column outwards: `c_i <strict> ? OR (c_i = ? AND <rest>)`.
+  for (let i = key.length - 1; i >= 0; i--) {
+    const c = `${alias}${quoteIdentifier(key[i] ?? "")}`;
+    if (i === key.length - 1) {
+      sql = `${c} ${op} ?`;
+      values.unshift(tuple[i]);
+    } else {
+      sql = `(${c} ${strict} ? OR (${c} = ? AND ${sql}))`;
+      values.unshift(tuple[i], tuple[i]);
+    }
+  }
+  return { sql, values };
 }

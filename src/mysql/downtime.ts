@@ -96,6 +96,25 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
         values: [...values, ...where.values],
       };
     }
+    case "copy": {
+      const t = TABLES[table];
+      const guard = statement.guard;
+      const where = equalities(statement.from, statement.key);
+      const tombstone = equalities(guard.table, guard.key);
+      // The target's columns are qualified: the history table has columns of the same names.
+      const update = t.updateColumns
+        .map((c) => `${quote(table)}.${quote(c)} = VALUES(${quote(c)})`)
+        .join(", ");
+      return {
+        sql:
+          `INSERT INTO ${quote(table)} (${t.insertColumns.map(quote).join(", ")}) SELECT ${
+            t.insertColumns.map((c) => `h.${quote(c)}`).join(", ")
+          } FROM ${quote(statement.from)} h WHERE ${where.sql} ` +
+          `AND NOT EXISTS (SELECT 1 FROM ${quote(guard.table)} WHERE ${tombstone.sql}) ` +
+          `ON DUPLICATE KEY UPDATE ${update}`,
+        values: [...where.values, ...tombstone.values],
+      };
+    }
     case "tombstone": {
       const t = TABLES[table];
       const { values } = adjustRow(t, statement.row);
@@ -177,7 +196,9 @@ export class DowntimeExecutor {
           reason: "sql_rejected",
           error: err.message,
           table: statement.table,
-          row: statement.kind === "delete" ? statement.key : statement.row,
+          row: statement.kind === "delete" || statement.kind === "copy"
+            ? statement.key
+            : statement.row,
         });
         continue;
       }

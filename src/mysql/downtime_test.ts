@@ -20,6 +20,7 @@ import { deadline } from "../util/async.ts";
 
 const QUEUE = "statusngin_downtimes";
 const DOWNTIME_TABLES = [
+  "statusengine_downtime_announcements",
   "statusengine_downtime_tombstones",
   "statusengine_host_downtimehistory",
   "statusengine_host_scheduleddowntimes",
@@ -54,14 +55,14 @@ function q(names: string): string {
 }
 
 Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upserts, tombstone and deletes", () => {
-  // ADD of a service downtime: history upsert, then scheduled upsert; each guarded by the
-  // downtime's tombstone; ON DUPLICATE KEY UPDATE merges only the definition
-  // (docs/tables.md#downtime-add-static-columns).
+  // ADD of a service downtime: history upsert, announcement, then the scheduled row copied from
+  // the history row; each guarded by the downtime's tombstone; the history's ON DUPLICATE KEY
+  // UPDATE merges only the definition (docs/tables.md#downtime-add-static-columns).
   const add = downtimeStatements(
     event({ downtimeType: 1, hostName: "db01", serviceDescription: "MySQL" }),
     "N",
   ).map(buildDowntimeStatement);
-  assert.equal(add.length, 2);
+  assert.equal(add.length, 3);
   const historyColumns =
     "hostname service_description internal_downtime_id scheduled_start_time node_name " +
     "entry_time entry_time_usec author_name comment_data triggered_by_id is_fixed duration " +
@@ -108,21 +109,57 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
     0,
     ...tombstoneKey,
   ]);
-  const scheduledColumns =
-    "hostname service_description internal_downtime_id scheduled_start_time node_name " +
-    "entry_time author_name comment_data triggered_by_id is_fixed duration scheduled_end_time " +
-    "was_started actual_start_time";
   assert.equal(
     add[1]?.sql,
-    `INSERT INTO \`statusengine_service_scheduleddowntimes\` (${q(scheduledColumns)}) SELECT ${
-      Array(14).fill("?").join(", ")
-    } FROM DUAL ${guard(false)} ON DUPLICATE KEY UPDATE ${staticUpdate(false)}`,
+    "INSERT INTO `statusengine_downtime_announcements` (`hostname`, `service_description`, " +
+      "`node_name`, `scheduled_start_time`, `internal_downtime_id`, `announced_at`) SELECT ?, ?, " +
+      `?, ?, ?, ? FROM DUAL ${guard(false)} ON DUPLICATE KEY UPDATE \`announced_at\` = ` +
+      "GREATEST(`announced_at`, VALUES(`announced_at`))",
   );
-  assert.deepEqual(add[1]?.values.slice(-7), [0, 0, ...tombstoneKey]);
+  assert.deepEqual(add[1]?.values, [...tombstoneKey, 1_700_000_100, ...tombstoneKey]);
+  const scheduledColumns = [
+    "hostname",
+    "service_description",
+    "internal_downtime_id",
+    "scheduled_start_time",
+    "node_name",
+    "entry_time",
+    "author_name",
+    "comment_data",
+    "triggered_by_id",
+    "is_fixed",
+    "duration",
+    "scheduled_end_time",
+    "was_started",
+    "actual_start_time",
+  ];
+  const serviceKeyColumns = "`hostname` = ? AND `service_description` = ? AND `node_name` = ? " +
+    "AND `scheduled_start_time` = ? AND `internal_downtime_id` = ?";
+  assert.equal(
+    add[2]?.sql,
+    `INSERT INTO \`statusengine_service_scheduleddowntimes\` (${
+      scheduledColumns.map((c) => `\`${c}\``).join(", ")
+    }) SELECT ${scheduledColumns.map((c) => `h.\`${c}\``).join(", ")} FROM ` +
+      `\`statusengine_service_downtimehistory\` h WHERE ${serviceKeyColumns} AND NOT EXISTS ` +
+      `(SELECT 1 FROM \`statusengine_downtime_tombstones\` WHERE ${serviceKeyColumns}) ` +
+      `ON DUPLICATE KEY UPDATE ${
+        scheduledColumns.slice(5).map((c) =>
+          `\`statusengine_service_scheduleddowntimes\`.\`${c}\` = VALUES(\`${c}\`)`
+        ).join(", ")
+      }`,
+  );
+  assert.deepEqual(add[2]?.values, [
+    "db01",
+    "MySQL",
+    "N",
+    1_700_000_200,
+    7,
+    ...tombstoneKey,
+  ]);
 
   // START of a host downtime: started for good, the earliest start wins; a host downtime's
   // tombstone has '' as its service.
-  const [startHistory, startScheduled] = downtimeStatements(
+  const [startHistory, , startScheduled] = downtimeStatements(
     event({ type: 1103, timestamp: 1_700_000_205 }),
     "N",
   ).map(buildDowntimeStatement);
@@ -143,7 +180,10 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
     1_700_000_200,
     7,
   ]);
-  assert.ok(startScheduled?.sql.endsWith(startMerge), startScheduled?.sql);
+  assert.match(
+    startScheduled?.sql ?? "",
+    /^INSERT INTO `statusengine_host_scheduleddowntimes` .* FROM `statusengine_host_downtimehistory` h /,
+  );
 
   // Cancelled STOP of a service downtime: history upsert, tombstone, scheduled delete.
   const [stopHistory, stopTombstone, stopDelete] = downtimeStatements(
@@ -196,7 +236,7 @@ Deno.test("buildDowntimeStatement: exact SQL text and argument order of the upse
   assert.deepEqual(purge[0]?.values, ["web01", "", "N", 1_700_000_200, 7, 1, 1_700_000_150]);
   assert.deepEqual(purge[2]?.values, ["web01", "N", 1_700_000_200, 7]);
 
-  // LOAD (and DELETE after the window began) only create: the row stays as it is.
+  // LOAD (and DELETE after the window began) only create the history row: it stays as it is.
   const [load] = downtimeStatements(event({ type: 1102 }), "N").map(buildDowntimeStatement);
   assert.ok(load?.sql.endsWith("ON DUPLICATE KEY UPDATE `hostname` = `hostname`"), load?.sql);
 });
@@ -224,7 +264,7 @@ interface Fixture extends AsyncDisposable {
   unmatched(): Promise<number>;
 }
 
-/** The four downtime tables, a pool built the way startWorker builds it, and an executor. */
+/** The four downtime tables and the worker's two, a pool built the way startWorker builds it, and an executor. */
 async function setup(): Promise<Fixture> {
   const db = await createScratchDatabase();
   const cleanups: (() => Promise<void>)[] = [() => db.drop()];

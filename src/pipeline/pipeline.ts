@@ -69,6 +69,8 @@ export interface PipelineOptions extends HandlerSettings {
   readonly coreRestart?: {
     readonly clock?: RestartClock;
     readonly timing?: Partial<RestartTiming>;
+    /** Rows per statement of the scheduled-downtime sweep. */
+    readonly downtimeChunkRows?: number;
   };
 }
 
@@ -119,6 +121,9 @@ export class Pipeline {
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
       ...(options.coreRestart?.clock === undefined ? {} : { clock: options.coreRestart.clock }),
       ...(options.coreRestart?.timing === undefined ? {} : { timing: options.coreRestart.timing }),
+      ...(options.coreRestart?.downtimeChunkRows === undefined
+        ? {}
+        : { downtimeChunkRows: options.coreRestart.downtimeChunkRows }),
       writers: {
         statusengine_hoststatus: writers.statusengine_hoststatus,
         statusengine_servicestatus: writers.statusengine_servicestatus,
