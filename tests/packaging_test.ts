@@ -311,6 +311,57 @@ Deno.test("packaging: under exactly the compiled permissions, built for the core
   }
 });
 
+// Without dl.deno.land deno compile failed with a Rust error chain and a backtrace that said
+// neither what to do nor that a local runtime can be used.
+Deno.test("packaging: deno task compile without its runtime download says what failed and what to do, exits 1, no backtrace", async () => {
+  // A real run whose download cannot succeed anywhere: a cache without the runtime (only the
+  // module caches of the real one are linked in) and a proxy that refuses every connection.
+  const info = await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output();
+  const realDir = (JSON.parse(new TextDecoder().decode(info.stdout)) as { denoDir: string })
+    .denoDir;
+  const denoDir = await Deno.makeTempDir({ prefix: "se-deno-dir-" });
+  try {
+    for (const entry of ["npm", "remote", "gen"]) {
+      const target = `${realDir}/${entry}`;
+      const exists = await Deno.stat(target).then(() => true, () => false);
+      if (exists) await Deno.symlink(target, `${denoDir}/${entry}`);
+    }
+    const { freePort } = await import("./helpers/gearmand.ts");
+    const out = await new Deno.Command(Deno.execPath(), {
+      // As deno.json's compile task runs it.
+      args: [
+        "run",
+        "--allow-run",
+        "--allow-read",
+        "--allow-write",
+        "--allow-env",
+        "tools/compile.ts",
+      ],
+      cwd: new URL(".", root).pathname,
+      clearEnv: true,
+      env: {
+        PATH: Deno.env.get("PATH") ?? "/usr/bin",
+        HOME: Deno.env.get("HOME") ?? "/root",
+        DENO_DIR: denoDir,
+        HTTPS_PROXY: `http://127.0.0.1:${freePort()}`,
+        NO_COLOR: "1",
+      },
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 1, stderr);
+    assert.doesNotMatch(stderr, /backtrace|Caused by/i);
+    assert.match(
+      stderr,
+      /deno compile could not download its runtime \(https:\/\/dl\.deno\.land\//,
+    );
+    assert.match(stderr, /DENORT_BIN=\/path\/to\/denort deno task compile/);
+    // The progress before the failure still shows.
+    assert.match(stderr, /Compile main\.ts/);
+  } finally {
+    await Deno.remove(denoDir, { recursive: true });
+  }
+});
+
 Deno.test("packaging: deno task start runs with the V8 flags the compiled binary embeds", () => {
   const task = JSON.parse(read("deno.json")).tasks.start as string;
   assert.ok(task.includes(`--v8-flags=${V8_FLAGS.join(",")}`), task);

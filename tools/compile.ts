@@ -146,7 +146,7 @@ export function runtimeDownloadFailure(
     `from dl.deno.land and keeps it in its cache (DENO_DIR), so the build needs that host ` +
     `reachable the first time: build where it is (an HTTPS_PROXY is honoured), or fetch that ` +
     `zip elsewhere, unpack it and run DENORT_BIN=/path/to/denort deno task compile. ` +
-    `Nothing was written to dist/.`;
+    `No new binary was written.`;
 }
 
 /**
