@@ -278,6 +278,25 @@ function readiness(
   return { ready: reasons.length === 0, reasons };
 }
 
+/**
+ * Say once at start when the core's command file is missing. Tasks then wait, which is right
+ * while the core is stopped, but never ends when the path is wrong (the PHP example's
+ * /opt/naemon/var/naemon.cmd on a host whose core uses another), and each poll's error alone
+ * does not say which.
+ */
+function warnMissingCommandFile(path: string): void {
+  try {
+    Deno.statSync(path);
+  } catch (err: unknown) {
+    if (!(err instanceof Deno.errors.NotFound)) return;
+    log.warn(
+      "tasks: the external command file does not exist; tasks wait until the core creates it " +
+        "(a core that uses another path: set external_command_file)",
+      { path },
+    );
+  }
+}
+
 /** The `statusengine_tasks` poller, when configured; its publisher is its own. */
 function startTasks(
   config: WorkerConfig,
@@ -287,6 +306,7 @@ function startTasks(
   if (!config.tasks) return undefined;
   const t = config.tasks;
   const publisher = t.submitMethod === "broker" ? commandPublisher(config) : undefined;
+  if (publisher === undefined) warnMissingCommandFile(t.externalCommandFile);
   const manager = new TaskManager({
     executor,
     nodeName: config.nodeName,
