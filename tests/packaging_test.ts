@@ -327,36 +327,45 @@ Deno.test("packaging: deno task compile without its runtime download says what f
       if (exists) await Deno.symlink(target, `${denoDir}/${entry}`);
     }
     const { freePort } = await import("./helpers/gearmand.ts");
-    const out = await new Deno.Command(Deno.execPath(), {
-      // As deno.json's compile task runs it.
-      args: [
-        "run",
-        "--allow-run",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "tools/compile.ts",
-      ],
-      cwd: new URL(".", root).pathname,
-      clearEnv: true,
-      env: {
-        PATH: Deno.env.get("PATH") ?? "/usr/bin",
-        HOME: Deno.env.get("HOME") ?? "/root",
-        DENO_DIR: denoDir,
-        HTTPS_PROXY: `http://127.0.0.1:${freePort()}`,
-        NO_COLOR: "1",
-      },
-    }).output();
-    const stderr = new TextDecoder().decode(out.stderr);
-    assert.equal(out.code, 1, stderr);
-    assert.doesNotMatch(stderr, /backtrace|Caused by/i);
+    const compile = async (env: Record<string, string>) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        // As deno.json's compile task runs it.
+        args: [
+          "run",
+          "--allow-run",
+          "--allow-read",
+          "--allow-write",
+          "--allow-env",
+          "tools/compile.ts",
+        ],
+        cwd: new URL(".", root).pathname,
+        clearEnv: true,
+        env: {
+          PATH: Deno.env.get("PATH") ?? "/usr/bin",
+          HOME: Deno.env.get("HOME") ?? "/root",
+          DENO_DIR: denoDir,
+          HTTPS_PROXY: `http://127.0.0.1:${freePort()}`,
+          NO_COLOR: "1",
+          ...env,
+        },
+      }).output();
+      const stderr = new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 1, stderr);
+      assert.doesNotMatch(stderr, /backtrace|Caused by/i);
+      // The progress before the failure still shows.
+      assert.match(stderr, /Compile main\.ts/);
+      return stderr;
+    };
+    const offline = await compile({});
     assert.match(
-      stderr,
+      offline,
       /deno compile could not download its runtime \(https:\/\/dl\.deno\.land\//,
     );
-    assert.match(stderr, /DENORT_BIN=\/path\/to\/denort deno task compile/);
-    // The progress before the failure still shows.
-    assert.match(stderr, /Compile main\.ts/);
+    assert.match(offline, /DENORT_BIN=\/path\/to\/denort deno task compile/);
+    // A DENORT_BIN that names no file: what it names, and what it must be.
+    const missing = `${denoDir}/no-such-denort`;
+    const local = await compile({ DENORT_BIN: missing });
+    assert.ok(local.includes(`could not read its runtime from DENORT_BIN=${missing}`), local);
   } finally {
     await Deno.remove(denoDir, { recursive: true });
   }

@@ -125,19 +125,19 @@ export function permissionFlags(
  * @param denortBin The DENORT_BIN of the build, if set.
  * @returns The explanation, or undefined for any other failure (shown as it is).
  */
-export function runtimeDownloadFailure(
+function runtimeDownloadFailure(
   stderr: string,
   denortBin: string | undefined,
 ): string | undefined {
   // deno colours its output even into a pipe.
   // deno-lint-ignore no-control-regex
   const plain = stderr.replace(/\x1b\[[0-9;]*m/g, "");
-  if (!/Setting up base binary/.test(plain)) return undefined;
-  if (denortBin !== undefined) {
+  if (denortBin !== undefined && /Could not find denort at/.test(plain)) {
     return `deno task compile: failed: deno compile could not read its runtime from ` +
       `DENORT_BIN=${denortBin}. Point DENORT_BIN at the unpacked denort binary of Deno ` +
       `${Deno.version.deno} for ${Deno.build.target}, or unset it to have deno compile download it.`;
   }
+  if (!/Setting up base binary/.test(plain)) return undefined;
   const url = /https:\/\/dl\.deno\.land\/\S+?\.zip/.exec(plain)?.[0] ??
     `https://dl.deno.land/release/v${Deno.version.deno}/denort-${Deno.build.target}.zip`;
   const cause = /(dns error|Connection refused|timed out|certificate)[^\n]*/i.exec(plain)?.[0];
@@ -194,9 +194,7 @@ if (import.meta.main) {
     const explained = code === 0
       ? undefined
       : runtimeDownloadFailure(stderr, Deno.env.get("DENORT_BIN"));
-    // deno-lint-ignore no-console
-    if (explained !== undefined) console.error(explained);
-    else await Deno.stderr.write(new TextEncoder().encode(stderr));
+    await writeStderr(explained === undefined ? stderr : `${explained}\n`);
   } finally {
     await Deno.writeTextFile(BUILD_INFO, original);
   }
@@ -208,7 +206,6 @@ if (import.meta.main) {
  * first `error` line on, so a failure can be explained instead of shown as a backtrace.
  */
 async function relayUntilError(stream: ReadableStream<Uint8Array>): Promise<string> {
-  const encoder = new TextEncoder();
   let held = "";
   let pending = "";
   let failing = false;
@@ -223,7 +220,7 @@ async function relayUntilError(stream: ReadableStream<Uint8Array>): Promise<stri
         break;
       }
       pending = pending.slice(newline + 1);
-      await Deno.stderr.write(encoder.encode(line));
+      await writeStderr(line);
     }
     if (failing) {
       held += pending;
@@ -231,4 +228,12 @@ async function relayUntilError(stream: ReadableStream<Uint8Array>): Promise<stri
     }
   }
   return held + pending;
+}
+
+/** All of `text` to stderr (one write may take only part of it). */
+async function writeStderr(text: string): Promise<void> {
+  const bytes = new TextEncoder().encode(text);
+  for (let written = 0; written < bytes.length;) {
+    written += await Deno.stderr.write(bytes.subarray(written));
+  }
 }
