@@ -73,10 +73,15 @@ Deno.test("packaging: the compiled binary gets net, env, read, write of the stat
 function spawnMain(
   permissions: readonly string[],
   args: readonly string[],
-  options: { cwd?: string; env?: Record<string, string> } = {},
+  options: { cwd?: string; env?: Record<string, string>; asNobody?: boolean } = {},
 ): Deno.ChildProcess {
-  return new Deno.Command(Deno.execPath(), {
-    args: ["run", ...permissions, new URL("main.ts", root).pathname, ...args],
+  const deno = [Deno.execPath(), "run", ...permissions, new URL("main.ts", root).pathname, ...args];
+  // A service user outside the file's group, as the unit's User= is: setpriv (util-linux).
+  const command = options.asNobody === true
+    ? ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", ...deno]
+    : deno;
+  return new Deno.Command(command[0] ?? "", {
+    args: command.slice(1),
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     clearEnv: true,
     env: {
@@ -223,30 +228,13 @@ Deno.test("packaging: under exactly the compiled permissions, submit_method cmd 
     expectRefusal(checkedErr);
 
     // Without the check the worker became ready here and failed every task afterwards.
-    const worker = spawnMain(flags, ["run", "--config", config], { cwd: dir });
-    const output = Promise.all([
-      new Response(worker.stdout).text(),
-      new Response(worker.stderr).text(),
-    ]);
-    let exit: Deno.CommandStatus | undefined;
-    void worker.status.then((status) => exit = status);
-    let ready = false;
-    await waitFor(async () => {
-      if (exit !== undefined) return true;
-      try {
-        const res = await fetch(`http://127.0.0.1:${port}/readyz`);
-        await res.body?.cancel();
-        ready = res.status === 200;
-      } catch {
-        // Not listening yet, or already gone.
-      }
-      return ready;
-    }, { timeoutMs: 60_000, message: "the worker exits or becomes ready" });
-    if (exit === undefined) worker.kill("SIGTERM");
-    const [status, [out, err]] = await Promise.all([worker.status, output]);
-    assert.ok(!ready, `the worker became ready:\n${out}\n${err}`);
-    assert.equal(status.code, 1);
-    expectRefusal(`${out}\n${err}`);
+    const result = await exitOrReady(
+      spawnMain(flags, ["run", "--config", config], { cwd: dir }),
+      port,
+    );
+    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+    assert.equal(result.code, 1, result.output);
+    expectRefusal(result.output);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -306,6 +294,92 @@ Deno.test("packaging: under exactly the compiled permissions, built for the core
     assert.equal(received, "[10] ENABLE_HOST_CHECK;web01\n", `${out}\n${err}`);
     assert.equal(status.code, 0, err);
     assert.doesNotMatch(`${out}\n${err}`, /Cannot open external command file/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/**
+ * Wait until the worker exits or its /readyz answers 200, stop it in the second case, and
+ * return whether it became ready with its exit status and output.
+ */
+async function exitOrReady(worker: Deno.ChildProcess, port: number) {
+  const output = Promise.all([
+    new Response(worker.stdout).text(),
+    new Response(worker.stderr).text(),
+  ]);
+  let exit: Deno.CommandStatus | undefined;
+  void worker.status.then((status) => exit = status);
+  let ready = false;
+  await waitFor(async () => {
+    if (exit !== undefined) return true;
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+      await res.body?.cancel();
+      ready = res.status === 200;
+    } catch {
+      // Not listening yet, or already gone.
+    }
+    return ready;
+  }, { timeoutMs: 60_000, message: "the worker exits or becomes ready" });
+  if (exit === undefined) worker.kill("SIGTERM");
+  const [status, [out, err]] = await Promise.all([worker.status, output]);
+  return { ready, code: status.code, output: `${out}\n${err}` };
+}
+
+// The binary may write the command file, but the core's FIFO is writable for its group only:
+// a service user outside that group failed every task at each poll while the worker was ready.
+Deno.test("packaging: a service user outside the command FIFO's group refuses the start, naming the group to add", async () => {
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  try {
+    await Deno.chmod(dir, 0o755);
+    // The core's FIFO as the core creates it: owner and group write only, group root here.
+    const fifo = `${dir}/naemon.cmd`;
+    await mkfifo(fifo);
+    await Deno.mkdir(`${dir}/state`, { mode: 0o777 });
+    await Deno.chmod(`${dir}/state`, 0o777);
+    // nobody cannot read root's module cache: a copy of its npm packages.
+    const { denoDir } = JSON.parse(
+      new TextDecoder().decode(
+        (await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output()).stdout,
+      ),
+    ) as { denoDir: string };
+    const cache = `${dir}/deno-dir`;
+    await Deno.mkdir(cache);
+    const copied = await new Deno.Command("cp", { args: ["-r", `${denoDir}/npm`, `${cache}/npm`] })
+      .output();
+    assert.ok(copied.success, "copy of the npm cache");
+    const opened = await new Deno.Command("chmod", { args: ["-R", "a+rwX", cache] }).output();
+    assert.ok(opened.success, "chmod of the cache copy");
+    const port = freePort();
+    const config = await phpTaskConfig(dir, fifo, {
+      gearmand: gearmand.addr,
+      mysql: db.url,
+      metricsPort: port,
+    });
+    const result = await exitOrReady(
+      spawnMain(permissionFlags(`${dir}/state`, [fifo]), ["run", "--config", config], {
+        cwd: dir,
+        env: { DENO_DIR: cache, HOME: dir },
+        asNobody: true,
+      }),
+      port,
+    );
+    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+    assert.equal(result.code, 1, result.output);
+    assert.ok(
+      result.output.includes(`"${fifo}" cannot be opened for writing: Permission denied`),
+      result.output,
+    );
+    assert.match(result.output, /add the user the worker runs as to the group root/);
+    assert.match(result.output, /SupplementaryGroups=root in the unit/);
+    assert.match(result.output, /submit_method: broker/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
