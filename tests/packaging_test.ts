@@ -73,13 +73,16 @@ Deno.test("packaging: the compiled binary gets net, env, read, write of the stat
 function spawnMain(
   permissions: readonly string[],
   args: readonly string[],
-  options: { cwd?: string; env?: Record<string, string>; asNobody?: boolean } = {},
+  options: { cwd?: string; env?: Record<string, string>; wrapper?: readonly string[] } = {},
 ): Deno.ChildProcess {
-  const deno = [Deno.execPath(), "run", ...permissions, new URL("main.ts", root).pathname, ...args];
-  // A service user outside the file's group, as the unit's User= is: setpriv (util-linux).
-  const command = options.asNobody === true
-    ? ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", ...deno]
-    : deno;
+  const command = [
+    ...options.wrapper ?? [],
+    Deno.execPath(),
+    "run",
+    ...permissions,
+    new URL("main.ts", root).pathname,
+    ...args,
+  ];
   return new Deno.Command(command[0] ?? "", {
     args: command.slice(1),
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
@@ -367,7 +370,8 @@ Deno.test("packaging: a service user outside the command FIFO's group refuses th
       spawnMain(permissionFlags(`${dir}/state`, [fifo]), ["run", "--config", config], {
         cwd: dir,
         env: { DENO_DIR: cache, HOME: dir },
-        asNobody: true,
+        // A service user outside the file's group, as the unit's User= is.
+        wrapper: ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"],
       }),
       port,
     );
@@ -380,6 +384,53 @@ Deno.test("packaging: a service user outside the command FIFO's group refuses th
     assert.match(result.output, /add the user the worker runs as to the group root/);
     assert.match(result.output, /SupplementaryGroups=root in the unit/);
     assert.match(result.output, /submit_method: broker/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// A plain command file (a spool) lies on the read-only file system ProtectSystem=strict makes of
+// everything outside ReadWritePaths=; every task failed at each poll while the worker was ready.
+Deno.test("packaging: a plain command file on a read-only mount refuses the start, naming ReadWritePaths=", async () => {
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  try {
+    const spool = `${dir}/spool`;
+    await Deno.mkdir(spool);
+    const file = `${spool}/naemon.cmd`;
+    await Deno.writeTextFile(file, "");
+    const port = freePort();
+    const config = await phpTaskConfig(dir, file, {
+      gearmand: gearmand.addr,
+      mysql: db.url,
+      metricsPort: port,
+    });
+    const result = await exitOrReady(
+      spawnMain(permissionFlags(`${dir}/state`, [file]), ["run", "--config", config], {
+        cwd: dir,
+        // What ProtectSystem=strict does: a read-only bind mount, in a mount namespace of its own.
+        wrapper: [
+          "unshare",
+          "--mount",
+          "sh",
+          "-c",
+          'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+          spool,
+        ],
+      }),
+      port,
+    );
+    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+    assert.equal(result.code, 1, result.output);
+    assert.ok(result.output.includes(`"${file}" cannot be opened for writing`), result.output);
+    assert.match(result.output, /Read-only file system/i);
+    assert.ok(result.output.includes(`ReadWritePaths=${file} in the unit`), result.output);
+    assert.equal(await Deno.readTextFile(file), "", "nothing written");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
