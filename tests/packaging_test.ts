@@ -381,7 +381,7 @@ Deno.test("packaging: a service user outside the command FIFO's group refuses th
       result.output.includes(`"${fifo}" cannot be opened for writing: Permission denied`),
       result.output,
     );
-    assert.match(result.output, /add the user the worker runs as to the group root/);
+    assert.match(result.output, /add that user to the group root/);
     assert.match(result.output, /SupplementaryGroups=root in the unit/);
     assert.match(result.output, /submit_method: broker/);
   } finally {

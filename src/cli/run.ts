@@ -124,9 +124,9 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
  * appended to the core's command file; when this process may not write it (the compiled
  * binary may write only the paths it was built for, docs/operations.md#compiled-permissions)
  * the worker would look ready while every poll failed and every action clicked in the UI
- * waited in statusengine_tasks until someone read the log. Deno's permission, not the file
- * itself, is checked: opening the core's FIFO blocks until the core reads it, and a missing
- * file only means the core is not running yet (the task waits for it).
+ * waited in statusengine_tasks until someone read the log. Only Deno's permission is checked
+ * here, so that `config` checks it without opening anything; `run` opens the file once at start
+ * for what the operating system allows (src/daemon/start.ts).
  *
  * @throws {StartupError} Naming the settings, the path and what to change.
  */

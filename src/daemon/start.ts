@@ -324,7 +324,8 @@ async function checkCommandFile(path: string): Promise<void> {
 async function commandFileAdvice(path: string, err: unknown): Promise<string> {
   if (err instanceof Deno.errors.PermissionDenied) {
     const group = await groupOf(path);
-    return `The core lets only its group write it: add the user the worker runs as to ` +
+    // The core creates its FIFO writable for its own group only.
+    return `Its permissions refuse the user the worker runs as: add that user to ` +
       `${group === undefined ? "the file's group" : `the group ${group}`} (SupplementaryGroups=` +
       `${group ?? "<group>"} in the unit)`;
   }
