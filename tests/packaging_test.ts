@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { loadSettings, settingKeyOf, SETTINGS } from "../src/config/mod.ts";
-import { permissionFlags, V8_FLAGS } from "../tools/compile.ts";
+import { DEFAULT_COMMAND_FILES, permissionFlags, V8_FLAGS } from "../tools/compile.ts";
+import { waitFor } from "./helpers/wait.ts";
 
 const root = new URL("../", import.meta.url);
 const read = (path: string) => Deno.readTextFileSync(new URL(path, root));
@@ -77,22 +78,54 @@ Deno.test("packaging: the default dead-letter file lies in the unit's state dire
     `/var/lib/${stateDirectory}/statusengine-dead-letters.ndjson`,
   );
   const write = permissionFlags().find((f) => f.startsWith("--allow-write="));
-  assert.ok(settings.deadLetterFile.startsWith(`${write?.slice("--allow-write=".length)}/`));
+  const stateDir = write?.slice("--allow-write=".length).split(",")[0];
+  assert.ok(settings.deadLetterFile.startsWith(`${stateDir}/`));
 });
 
-Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory, systemd-notify, never -A", () => {
+Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory and the cores' command files, systemd-notify, never -A", () => {
   const flags = permissionFlags();
   assert.deepEqual(flags, [
     "--allow-net",
     "--allow-env",
     // Unrestricted: --config may name a file anywhere, and a binary cannot take --allow-read.
     "--allow-read",
-    "--allow-write=/var/lib/statusengine-worker",
+    `--allow-write=/var/lib/statusengine-worker,${DEFAULT_COMMAND_FILES.join(",")}`,
     "--allow-run=systemd-notify",
   ]);
   const task = JSON.parse(read("deno.json")).tasks.compile as string;
   assert.ok(!/\s-A\b|--allow-all/.test(task));
 });
+
+/**
+ * `main.ts` under `deno run` with the given permission flags and an environment of PATH and
+ * HOME only, as the compiled binary would run it.
+ */
+function spawnMain(
+  permissions: readonly string[],
+  args: readonly string[],
+  options: { cwd?: string; env?: Record<string, string>; wrapper?: readonly string[] } = {},
+): Deno.ChildProcess {
+  const command = [
+    ...options.wrapper ?? [],
+    Deno.execPath(),
+    "run",
+    ...permissions,
+    new URL("main.ts", root).pathname,
+    ...args,
+  ];
+  return new Deno.Command(command[0] ?? "", {
+    args: command.slice(1),
+    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+    clearEnv: true,
+    env: {
+      PATH: Deno.env.get("PATH") ?? "/usr/bin",
+      HOME: Deno.env.get("HOME") ?? "/root",
+      ...options.env,
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
 
 Deno.test("packaging: under exactly the compiled permissions the worker reads --config anywhere, creates a missing state directory, and refuses a dead-letter path outside it", async () => {
   const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
@@ -118,22 +151,13 @@ Deno.test("packaging: under exactly the compiled permissions the worker reads --
         `dead_letter_file: ${stateDir}/statusengine-dead-letters.ndjson\n`,
     );
     const spawn = (extra: string[]) =>
-      new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          ...permissionFlags(stateDir),
-          new URL("main.ts", root).pathname,
-          "run",
-          "--config",
-          `${configDir}/config.yml`,
-          ...extra,
-        ],
-        cwd: base,
-        clearEnv: true,
-        env: { PATH: Deno.env.get("PATH") ?? "/usr/bin", HOME: Deno.env.get("HOME") ?? "/root" },
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
+      spawnMain(
+        permissionFlags(stateDir),
+        ["run", "--config", `${configDir}/config.yml`, ...extra],
+        {
+          cwd: base,
+        },
+      );
 
     const worker = spawn([]);
     const status = worker.status;
@@ -169,6 +193,336 @@ Deno.test("packaging: under exactly the compiled permissions the worker reads --
     assert.match(refusedErr, /may write only below the state directory/);
   } finally {
     await Deno.remove(base, { recursive: true });
+  }
+});
+
+// The PHP worker's example config ships check_for_commands: 1 with submit_method: cmd and
+// /opt/naemon/var/naemon.cmd: with a binary that may not write the command file the worker
+// looked ready while every task the UI wrote failed at each poll.
+Deno.test("packaging: the compiled binary may write the setting's default command file and the documented ones", async () => {
+  const { settings } = await loadSettings("run", { argv: [], env: {} });
+  assert.equal(DEFAULT_COMMAND_FILES[0], settings.externalCommandFile);
+  const operations = read("docs/operations.md");
+  for (const path of DEFAULT_COMMAND_FILES) assert.ok(operations.includes(`\`${path}\``), path);
+});
+
+/** A PHP worker's task queue keys as its example config ships them, with this run's services. */
+async function phpTaskConfig(
+  dir: string,
+  commandFile: string,
+  services: { gearmand: string; mysql: string; metricsPort: number },
+): Promise<string> {
+  const path = `${dir}/config.yml`;
+  await Deno.writeTextFile(
+    path,
+    `gearman_addr: ${services.gearmand}\nmysql_url: ${services.mysql}\n` +
+      `metrics_host: 127.0.0.1\nmetrics_port: ${services.metricsPort}\nnode_name: perm-cmd\n` +
+      `listen_addr: ""\ndead_letter_file: ${dir}/state/dead.ndjson\n` +
+      `check_for_commands: 1\ncommand_check_interval: 1\nsubmit_method: cmd\n` +
+      `external_command_file: ${commandFile}\n`,
+  );
+  return path;
+}
+
+async function mkfifo(path: string): Promise<void> {
+  const made = await new Deno.Command("mkfifo", { args: ["-m", "0620", path] }).output();
+  assert.ok(made.success, "mkfifo");
+}
+
+Deno.test("packaging: under exactly the compiled permissions, submit_method cmd to a command file the binary may not write refuses run and config, saying what to change", async () => {
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  try {
+    // A core's FIFO where the build did not expect one.
+    const fifo = `${dir}/naemon.cmd`;
+    await mkfifo(fifo);
+    const port = freePort();
+    const config = await phpTaskConfig(dir, fifo, {
+      gearmand: gearmand.addr,
+      mysql: db.url,
+      metricsPort: port,
+    });
+    const flags = permissionFlags(`${dir}/state`);
+    const expectRefusal = (err: string) => {
+      assert.match(err, /check_for_commands submits the UI's tasks with submit_method cmd/);
+      assert.ok(err.includes(`"${fifo}", which this process may not write`), err);
+      assert.match(err, /submit_method: broker/);
+      assert.ok(err.includes(`STATUSENGINE_COMMAND_FILES=${fifo} deno task compile`), err);
+    };
+
+    const checked = await spawnMain(flags, ["config", "--config", config]).output();
+    const checkedErr = new TextDecoder().decode(checked.stderr);
+    assert.equal(checked.code, 1, checkedErr);
+    expectRefusal(checkedErr);
+
+    // Without the check the worker became ready here and failed every task afterwards.
+    const result = await exitOrReady(
+      spawnMain(flags, ["run", "--config", config], { cwd: dir }),
+      port,
+    );
+    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+    assert.equal(result.code, 1, result.output);
+    expectRefusal(result.output);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("packaging: under exactly the compiled permissions, built for the core's command file, submit_method cmd delivers the UI's task to the FIFO", async () => {
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  try {
+    const fifo = `${dir}/naemon.cmd`;
+    await mkfifo(fifo);
+    // The test is the core: it keeps the FIFO open read-write, so a writer closing it is no
+    // end of file.
+    const reader = Deno.open(fifo, { read: true, write: true });
+    await db.query(
+      "INSERT INTO statusengine_tasks (uuid, node_name, entry_time, type, payload) " +
+        "VALUES ('t1', 'perm-cmd', 1, 'externalcommand', '[10] ENABLE_HOST_CHECK;web01')",
+    );
+    const config = await phpTaskConfig(dir, fifo, {
+      gearmand: gearmand.addr,
+      mysql: db.url,
+      metricsPort: freePort(),
+    });
+    // What `STATUSENGINE_COMMAND_FILES=<fifo> deno task compile` embeds.
+    const worker = spawnMain(permissionFlags(`${dir}/state`, [fifo]), [
+      "run",
+      "--config",
+      config,
+    ], { cwd: dir });
+    const output = Promise.all([
+      new Response(worker.stdout).text(),
+      new Response(worker.stderr).text(),
+    ]);
+    const file = await reader;
+    let received = "";
+    try {
+      const buffer = new Uint8Array(4096);
+      while (!received.includes("\n")) {
+        const n = await file.read(buffer);
+        if (n === null) break;
+        received += new TextDecoder().decode(buffer.subarray(0, n));
+      }
+    } finally {
+      file.close();
+    }
+    await waitFor(async () => {
+      const rows = await db.query<unknown[]>("SELECT uuid FROM statusengine_tasks");
+      return rows.length === 0;
+    }, { message: "the task deleted after its submission" });
+    worker.kill("SIGTERM");
+    const [status, [out, err]] = await Promise.all([worker.status, output]);
+    assert.equal(received, "[10] ENABLE_HOST_CHECK;web01\n", `${out}\n${err}`);
+    assert.equal(status.code, 0, err);
+    assert.doesNotMatch(`${out}\n${err}`, /Cannot open external command file/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/**
+ * Wait until the worker exits or its /readyz answers 200, stop it in the second case, and
+ * return whether it became ready with its exit status and output.
+ */
+async function exitOrReady(worker: Deno.ChildProcess, port: number) {
+  const output = Promise.all([
+    new Response(worker.stdout).text(),
+    new Response(worker.stderr).text(),
+  ]);
+  let exit: Deno.CommandStatus | undefined;
+  void worker.status.then((status) => exit = status);
+  let ready = false;
+  await waitFor(async () => {
+    if (exit !== undefined) return true;
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+      await res.body?.cancel();
+      ready = res.status === 200;
+    } catch {
+      // Not listening yet, or already gone.
+    }
+    return ready;
+  }, { timeoutMs: 60_000, message: "the worker exits or becomes ready" });
+  if (exit === undefined) worker.kill("SIGTERM");
+  const [status, [out, err]] = await Promise.all([worker.status, output]);
+  return { ready, code: status.code, output: `${out}\n${err}` };
+}
+
+// The binary may write the command file, but the core's FIFO is writable for its group only:
+// a service user outside that group failed every task at each poll while the worker was ready.
+Deno.test("packaging: a service user outside the command FIFO's group refuses the start, naming the group to add", async () => {
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  try {
+    await Deno.chmod(dir, 0o755);
+    // The core's FIFO as the core creates it: owner and group write only, group root here.
+    const fifo = `${dir}/naemon.cmd`;
+    await mkfifo(fifo);
+    await Deno.mkdir(`${dir}/state`, { mode: 0o777 });
+    await Deno.chmod(`${dir}/state`, 0o777);
+    // nobody cannot read root's module cache: a copy of its npm packages.
+    const { denoDir } = JSON.parse(
+      new TextDecoder().decode(
+        (await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output()).stdout,
+      ),
+    ) as { denoDir: string };
+    const cache = `${dir}/deno-dir`;
+    await Deno.mkdir(cache);
+    const copied = await new Deno.Command("cp", { args: ["-r", `${denoDir}/npm`, `${cache}/npm`] })
+      .output();
+    assert.ok(copied.success, "copy of the npm cache");
+    const opened = await new Deno.Command("chmod", { args: ["-R", "a+rwX", cache] }).output();
+    assert.ok(opened.success, "chmod of the cache copy");
+    const port = freePort();
+    const config = await phpTaskConfig(dir, fifo, {
+      gearmand: gearmand.addr,
+      mysql: db.url,
+      metricsPort: port,
+    });
+    const result = await exitOrReady(
+      spawnMain(permissionFlags(`${dir}/state`, [fifo]), ["run", "--config", config], {
+        cwd: dir,
+        env: { DENO_DIR: cache, HOME: dir },
+        // A service user outside the file's group, as the unit's User= is.
+        wrapper: ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"],
+      }),
+      port,
+    );
+    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+    assert.equal(result.code, 1, result.output);
+    assert.ok(
+      result.output.includes(`"${fifo}" cannot be opened for writing: Permission denied`),
+      result.output,
+    );
+    assert.match(result.output, /add that user to the group root/);
+    assert.match(result.output, /SupplementaryGroups=root in the unit/);
+    assert.match(result.output, /submit_method: broker/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// A plain command file (a spool) lies on the read-only file system ProtectSystem=strict makes of
+// everything outside ReadWritePaths=; every task failed at each poll while the worker was ready.
+Deno.test("packaging: a plain command file on a read-only mount refuses the start, naming ReadWritePaths=", async () => {
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  try {
+    const spool = `${dir}/spool`;
+    await Deno.mkdir(spool);
+    const file = `${spool}/naemon.cmd`;
+    await Deno.writeTextFile(file, "");
+    const port = freePort();
+    const config = await phpTaskConfig(dir, file, {
+      gearmand: gearmand.addr,
+      mysql: db.url,
+      metricsPort: port,
+    });
+    const result = await exitOrReady(
+      spawnMain(permissionFlags(`${dir}/state`, [file]), ["run", "--config", config], {
+        cwd: dir,
+        // What ProtectSystem=strict does: a read-only bind mount, in a mount namespace of its own.
+        wrapper: [
+          "unshare",
+          "--mount",
+          "sh",
+          "-c",
+          'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+          spool,
+        ],
+      }),
+      port,
+    );
+    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+    assert.equal(result.code, 1, result.output);
+    assert.ok(result.output.includes(`"${file}" cannot be opened for writing`), result.output);
+    assert.match(result.output, /Read-only file system/i);
+    assert.ok(result.output.includes(`ReadWritePaths=${file} in the unit`), result.output);
+    assert.equal(await Deno.readTextFile(file), "", "nothing written");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// Without dl.deno.land deno compile failed with a Rust error chain and a backtrace that said
+// neither what to do nor that a local runtime can be used.
+Deno.test("packaging: deno task compile without its runtime download says what failed and what to do, exits 1, no backtrace", async () => {
+  // A real run whose download cannot succeed anywhere: a cache without the runtime (only the
+  // module caches of the real one are linked in) and a proxy that refuses every connection.
+  const info = await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output();
+  const realDir = (JSON.parse(new TextDecoder().decode(info.stdout)) as { denoDir: string })
+    .denoDir;
+  const denoDir = await Deno.makeTempDir({ prefix: "se-deno-dir-" });
+  try {
+    for (const entry of ["npm", "remote", "gen"]) {
+      const target = `${realDir}/${entry}`;
+      const exists = await Deno.stat(target).then(() => true, () => false);
+      if (exists) await Deno.symlink(target, `${denoDir}/${entry}`);
+    }
+    const { freePort } = await import("./helpers/gearmand.ts");
+    const compile = async (env: Record<string, string>) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        // As deno.json's compile task runs it.
+        args: [
+          "run",
+          "--allow-run",
+          "--allow-read",
+          "--allow-write",
+          "--allow-env",
+          "tools/compile.ts",
+        ],
+        cwd: new URL(".", root).pathname,
+        clearEnv: true,
+        env: {
+          PATH: Deno.env.get("PATH") ?? "/usr/bin",
+          HOME: Deno.env.get("HOME") ?? "/root",
+          DENO_DIR: denoDir,
+          HTTPS_PROXY: `http://127.0.0.1:${freePort()}`,
+          NO_COLOR: "1",
+          ...env,
+        },
+      }).output();
+      const stderr = new TextDecoder().decode(out.stderr);
+      assert.equal(out.code, 1, stderr);
+      assert.doesNotMatch(stderr, /backtrace|Caused by/i);
+      // The progress before the failure still shows.
+      assert.match(stderr, /Compile main\.ts/);
+      return stderr;
+    };
+    const offline = await compile({});
+    assert.match(
+      offline,
+      /deno compile could not download its runtime \(https:\/\/dl\.deno\.land\//,
+    );
+    assert.match(offline, /DENORT_BIN=\/path\/to\/denort deno task compile/);
+    // A DENORT_BIN that names no file: what it names, and what it must be.
+    const missing = `${denoDir}/no-such-denort`;
+    const local = await compile({ DENORT_BIN: missing });
+    assert.ok(local.includes(`could not read its runtime from DENORT_BIN=${missing}`), local);
+  } finally {
+    await Deno.remove(denoDir, { recursive: true });
   }
 });
 

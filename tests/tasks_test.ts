@@ -12,6 +12,7 @@ import { startGearmand } from "./helpers/gearmand.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { takeJobs } from "./helpers/gearman_jobs.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { withLogs } from "./helpers/logs.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -257,16 +258,23 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
         payload: "[12] DISABLE_HOST_NOTIFICATIONS;d",
       },
     ]);
-    {
+    const warned = await withLogs(async (logs) => {
       await using worker = await startTestWorker(taskConfig(db, {
         gearmanServers: [gearmand.addr],
         tasks: { intervalMs: 100, submitMethod: "cmd", externalCommandFile: missing },
       }));
       await waitFor(
-        async () => (await metricValue(worker, "statusengine_tasks_submit_errors_total")) >= 1,
-        { message: "a failed write" },
+        async () => (await metricValue(worker, "statusengine_tasks_submit_errors_total")) >= 2,
+        { message: "two failed writes" },
       );
-    }
+      return logs.filter((l) => l.message.includes("external command file does not exist"));
+    });
+    // Once at start, naming the path and the setting; a wrong path would otherwise only show
+    // as the same error at every poll.
+    assert.equal(warned.length, 1);
+    assert.equal(warned[0]?.level, "warn");
+    assert.equal(warned[0]?.properties.path, missing);
+    assert.match(warned[0]?.message ?? "", /external_command_file/);
     assert.deepEqual(await remaining(db), ["m1@N"]);
     await assert.rejects(Deno.stat(missing), Deno.errors.NotFound);
   } finally {

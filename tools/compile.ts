@@ -12,13 +12,17 @@
  *   build time would refuse every other location; reading stays bounded by the service
  *   user's file permissions and the unit's ProtectSystem=/ProtectHome=
  *   (docs/operations.md#compiled-permissions);
- * - `--allow-write=<state dir>`: the dead-letter file, and creating the state directory.
+ * - `--allow-write=<state dir>,<command files>`: the dead-letter file, and creating the state
+ *   directory; and exactly the monitoring cores' usual external command files, so the task
+ *   queue's `submit_method: cmd` (the PHP worker's example config) works with the binary as
+ *   built. A file (not a directory) grants that one path only.
  * - `--allow-run=systemd-notify`: readiness for the unit's `Type=notify` and its watchdog
  *   keep-alives (src/daemon/notify.ts).
  *
  * The state directory defaults to the packaging layout (/var/lib/statusengine-worker, the
  * unit's StateDirectory and WorkingDirectory) and can be changed with STATUSENGINE_STATE_DIR
- * at build time.
+ * at build time; STATUSENGINE_COMMAND_FILES (comma-separated paths) replaces the list of
+ * command files.
  * `deno compile` downloads its runtime the first time, so it needs network
  * access to dl.deno.land.
  *
@@ -72,24 +76,91 @@ export const V8_FLAGS: readonly string[] = [
 export const DEFAULT_STATE_DIR = "/var/lib/statusengine-worker";
 
 /**
+ * The external command files of the usual monitoring core installations, which the binary
+ * may write (docs/operations.md#compiled-permissions). A compiled binary cannot be given more
+ * at run time, and a worker that may not write the command file would fail every task the UI
+ * writes: the setting's default (Naemon under /opt/naemon, the PHP worker's example config)
+ * first, then the packaged cores' own defaults.
+ */
+export const DEFAULT_COMMAND_FILES: readonly string[] = [
+  "/opt/naemon/var/naemon.cmd",
+  // Naemon's distribution packages.
+  "/var/lib/naemon/naemon.cmd",
+  // openITCOCKPIT's Naemon.
+  "/opt/openitc/nagios/var/rw/nagios.cmd",
+  // Nagios built from source, Debian's nagios4, and the RHEL/Fedora package.
+  "/usr/local/nagios/var/rw/nagios.cmd",
+  "/var/lib/nagios4/rw/nagios.cmd",
+  "/var/spool/nagios/cmd/nagios.cmd",
+];
+
+/**
  * The permission flags embedded in the binary: the one list `deno compile` gets and the
  * tests run `main.ts` under, so the two cannot drift.
  *
  * @param stateDir The only directory the worker may write (default {@link DEFAULT_STATE_DIR}).
+ * @param commandFiles The external command files it may write besides (default
+ *   {@link DEFAULT_COMMAND_FILES}).
  * @returns Flags for `deno compile` or `deno run`.
  */
-export function permissionFlags(stateDir: string = DEFAULT_STATE_DIR): string[] {
+export function permissionFlags(
+  stateDir: string = DEFAULT_STATE_DIR,
+  commandFiles: readonly string[] = DEFAULT_COMMAND_FILES,
+): string[] {
   return [
     "--allow-net",
     "--allow-env",
     "--allow-read",
-    `--allow-write=${stateDir}`,
+    `--allow-write=${[stateDir, ...commandFiles].join(",")}`,
     `--allow-run=${NOTIFY_COMMAND}`,
   ];
 }
 
+/**
+ * Why `deno compile` failed, in one paragraph, when it could not get its runtime: its own
+ * message is a Rust error chain with a backtrace that names neither the cause a builder can
+ * fix nor the way around it.
+ *
+ * @param stderr What `deno compile` wrote to stderr.
+ * @param denortBin The DENORT_BIN of the build, if set.
+ * @returns The explanation, or undefined for any other failure (shown as it is).
+ */
+function runtimeDownloadFailure(
+  stderr: string,
+  denortBin: string | undefined,
+): string | undefined {
+  // deno colours its output even into a pipe.
+  // deno-lint-ignore no-control-regex
+  const plain = stderr.replace(/\x1b\[[0-9;]*m/g, "");
+  if (denortBin !== undefined && /Could not find denort at/.test(plain)) {
+    return `deno task compile: failed: deno compile could not read its runtime from ` +
+      `DENORT_BIN=${denortBin}. Point DENORT_BIN at the unpacked denort binary of Deno ` +
+      `${Deno.version.deno} for ${Deno.build.target}, or unset it to have deno compile download it.`;
+  }
+  if (!/Setting up base binary/.test(plain)) return undefined;
+  const url = /https:\/\/dl\.deno\.land\/\S+?\.zip/.exec(plain)?.[0] ??
+    `https://dl.deno.land/release/v${Deno.version.deno}/denort-${Deno.build.target}.zip`;
+  const cause = /(dns error|Connection refused|timed out|certificate)[^\n]*/i.exec(plain)?.[0];
+  return `deno task compile: failed: deno compile could not download its runtime ` +
+    `(${url}${cause === undefined ? "" : `: ${cause}`}). It downloads it once per Deno version ` +
+    `from dl.deno.land and keeps it in its cache (DENO_DIR), so the build needs that host ` +
+    `reachable the first time: build where it is (an HTTPS_PROXY is honoured), or fetch that ` +
+    `zip elsewhere, unpack it and run DENORT_BIN=/path/to/denort deno task compile. ` +
+    `No new binary was written.`;
+}
+
+/**
+ * The command files the binary may write: STATUSENGINE_COMMAND_FILES (comma-separated) at
+ * build time, else {@link DEFAULT_COMMAND_FILES}.
+ */
+function commandFilesOf(value: string | undefined): readonly string[] {
+  if (value === undefined) return DEFAULT_COMMAND_FILES;
+  return value.split(",").map((p) => p.trim()).filter((p) => p !== "");
+}
+
 if (import.meta.main) {
   const stateDir = Deno.env.get("STATUSENGINE_STATE_DIR") ?? DEFAULT_STATE_DIR;
+  const commandFiles = commandFilesOf(Deno.env.get("STATUSENGINE_COMMAND_FILES"));
   const dirty = (await git(["status", "--porcelain"]))?.length ? "-dirty" : "";
   const version = (await git(["describe", "--tags", "--always", "--dirty"])) ?? "dev";
   const commit = ((await git(["rev-parse", "--short=12", "HEAD"])) ?? "unknown") + dirty;
@@ -102,7 +173,7 @@ if (import.meta.main) {
   await Deno.writeTextFile(BUILD_INFO, stamped);
   let code = 1;
   try {
-    const out = await new Deno.Command(Deno.execPath(), {
+    const child = new Deno.Command(Deno.execPath(), {
       args: [
         "compile",
         "--no-prompt",
@@ -110,17 +181,59 @@ if (import.meta.main) {
         // writable cache at run time (docs/operations.md#compiled-binary).
         "--no-code-cache",
         `--v8-flags=${V8_FLAGS.join(",")}`,
-        ...permissionFlags(stateDir),
+        ...permissionFlags(stateDir, commandFiles),
         "--output",
         "dist/statusengine-worker",
         "main.ts",
       ],
       stdout: "inherit",
-      stderr: "inherit",
-    }).output();
-    code = out.code;
+      stderr: "piped",
+    }).spawn();
+    const stderr = await relayUntilError(child.stderr);
+    code = (await child.status).code;
+    const explained = code === 0
+      ? undefined
+      : runtimeDownloadFailure(stderr, Deno.env.get("DENORT_BIN"));
+    await writeStderr(explained === undefined ? stderr : `${explained}\n`);
   } finally {
     await Deno.writeTextFile(BUILD_INFO, original);
   }
-  Deno.exit(code);
+  Deno.exit(code === 0 ? 0 : 1);
+}
+
+/**
+ * Pass `deno compile`'s progress lines through as they come, and hold back everything from its
+ * first `error` line on, so a failure can be explained instead of shown as a backtrace.
+ */
+async function relayUntilError(stream: ReadableStream<Uint8Array>): Promise<string> {
+  let held = "";
+  let pending = "";
+  let failing = false;
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    pending += chunk;
+    let newline: number;
+    while (!failing && (newline = pending.indexOf("\n")) >= 0) {
+      const line = pending.slice(0, newline + 1);
+      // deno-lint-ignore no-control-regex
+      if (/^(\x1b\[[0-9;]*m)*error/.test(line)) {
+        failing = true;
+        break;
+      }
+      pending = pending.slice(newline + 1);
+      await writeStderr(line);
+    }
+    if (failing) {
+      held += pending;
+      pending = "";
+    }
+  }
+  return held + pending;
+}
+
+/** All of `text` to stderr (one write may take only part of it). */
+async function writeStderr(text: string): Promise<void> {
+  const bytes = new TextEncoder().encode(text);
+  for (let written = 0; written < bytes.length;) {
+    written += await Deno.stderr.write(bytes.subarray(written));
+  }
 }

@@ -147,7 +147,10 @@ function entries(
   return out;
 }
 
-/** What the command itself refuses after its settings were accepted (run: no queue left). */
+/**
+ * What the command itself refuses after its settings were accepted (run: no queue left, a
+ * command file it may not write).
+ */
 function refusal(command: CommandName, settings: unknown): string | undefined {
   if (command !== "run") return undefined;
   try {

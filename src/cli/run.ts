@@ -25,6 +25,8 @@ const log = getLogger("worker");
  *
  * @param s Settings of the `run` command.
  * @returns The worker configuration.
+ * @throws {StartupError} When no queue is left, or the task queue's command file may not be
+ *   written.
  */
 export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
   const include = s.queues.length === 0
@@ -37,6 +39,7 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
         "number_*_worker: 0 and process_perfdata: 0) exclude all of them",
     );
   }
+  refuseUnwritableCommandFile(s);
   return {
     queues,
     // Always: several workers may share a job server, and the in-order queues must then be
@@ -116,6 +119,33 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       : { ...listenAddress(s.listenAddr), apiKeys: s.apiKeys },
     changedSettings: settingsDifferingFromDefaults("run", s),
   };
+}
+
+/**
+ * Refuse a task queue that could never deliver. With `--submit-method cmd` every task is
+ * appended to the core's command file; when this process may not write it (the compiled
+ * binary may write only the paths it was built for, docs/operations.md#compiled-permissions)
+ * the worker would look ready while every poll failed and every action clicked in the UI
+ * waited in statusengine_tasks until someone read the log. Only Deno's permission is checked
+ * here, so that `config` checks it without opening anything; `run` opens the file once at start
+ * for what the operating system allows (src/daemon/start.ts).
+ *
+ * @throws {StartupError} Naming the settings, the path and what to change.
+ */
+function refuseUnwritableCommandFile(s: SettingsFor<"run">): void {
+  if (!s.checkForCommands || s.submitMethod !== "cmd") return;
+  const path = s.externalCommandFile;
+  if (Deno.permissions.querySync({ name: "write", path }).state === "granted") return;
+  throw new StartupError(
+    `Cannot start: check_for_commands submits the UI's tasks with submit_method cmd to the ` +
+      `external command file "${path}", which this process may not write, so every task would ` +
+      `fail. Either set submit_method: broker (--submit-method broker: the tasks go to ` +
+      `statusngin_cmd like POST /commands), or let the worker write that file: the compiled ` +
+      `binary may write the usual cores' command files (set external_command_file, ` +
+      `--external-command-file, to the core's one) and any other it was built for ` +
+      `(STATUSENGINE_COMMAND_FILES=${path} deno task compile); from a checkout, name it in ` +
+      `--allow-write (docs/operations.md#compiled-permissions)`,
+  );
 }
 
 /** `host:port` as validated by the settings (`:port` = all interfaces) → listen options. */

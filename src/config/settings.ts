@@ -888,7 +888,8 @@ export const SETTINGS = [
     default: "/opt/naemon/var/naemon.cmd",
     commands: ["run"],
     help: "The monitoring core's external command file, used with --submit-method cmd; never " +
-      "created.",
+      "created. The compiled binary may write only the usual cores' command files " +
+      "(docs/operations.md#command-files); another one refuses the start.",
   },
 
   // ---- cleanup -----------------------------------------------------------------------------

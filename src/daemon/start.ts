@@ -19,7 +19,13 @@ import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/
 import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetters } from "../pipeline/dead_letter.ts";
 import type { ConnectionState } from "../consumer/metrics_observer.ts";
-import { brokerSubmitter, commandFileSubmitter, TaskManager } from "../tasks/task_manager.ts";
+import {
+  brokerSubmitter,
+  type CommandFileProbe,
+  commandFileSubmitter,
+  probeCommandFile,
+  TaskManager,
+} from "../tasks/task_manager.ts";
 import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { type QueueConsumer, StartupError, type WorkerConfig } from "./config.ts";
@@ -64,7 +70,8 @@ export interface RunningWorker {
  * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up);
  *   `waiting` hears what it waits for.
  * @returns The running worker.
- * @throws {StartupError} When MySQL, the schema, a listener, every job server or the RabbitMQ broker is unusable.
+ * @throws {StartupError} When MySQL, the schema, a listener, every job server, the RabbitMQ broker
+ *   or the task queue's command file is unusable.
  */
 export async function startWorker(
   config: WorkerConfig,
@@ -96,6 +103,9 @@ export async function startWorker(
   const queues = config.queues ?? QUEUE_NAMES;
   const metrics = workerMetrics(config, queues, id);
   warnAboutConfiguration(config);
+  if (config.tasks?.submitMethod === "cmd") {
+    await checkCommandFile(config.tasks.externalCommandFile);
+  }
 
   await using stack = new AsyncDisposableStack();
   // /metrics and /readyz first: a start that waits for MySQL or its job servers shows what it
@@ -277,6 +287,66 @@ function readiness(
   const stalled = [...split.always, ...split.gated].filter((q) => queues.stalled.has(q));
   if (stalled.length > 0) reasons.push(`stalled: ${stalled.join(", ")}`);
   return { ready: reasons.length === 0, reasons };
+}
+
+/**
+ * Open the core's command file once at start when tasks are written to it. A file the worker
+ * may not write refuses the start with what to change, instead of a worker that looks ready
+ * while every task fails at each poll; a missing one is said once (tasks wait, which is right
+ * while the core is stopped but never ends when the path is wrong, as the PHP example's
+ * /opt/naemon/var/naemon.cmd on a core that uses another).
+ *
+ * @throws {StartupError} When the file exists and cannot be opened for writing.
+ */
+async function checkCommandFile(path: string): Promise<void> {
+  let probe: CommandFileProbe;
+  try {
+    probe = await probeCommandFile(path);
+  } catch (err: unknown) {
+    throw new StartupError(
+      `Cannot start: check_for_commands submits the UI's tasks with submit_method cmd, and the ` +
+        `external command file "${path}" cannot be opened for writing: ${errorMessage(err)}. ` +
+        `${await commandFileAdvice(path, err)}, or set submit_method: broker ` +
+        `(--submit-method broker: the tasks go to statusngin_cmd like POST /commands) ` +
+        `(docs/operations.md#command-files)`,
+      { cause: err },
+    );
+  }
+  if (probe === "missing") {
+    log.warn(
+      "tasks: the external command file does not exist; tasks wait until the core creates it " +
+        "(a core that uses another path: set external_command_file)",
+      { path },
+    );
+  }
+}
+
+/** What to change for a command file the open refused: the group, the unit, or the path. */
+async function commandFileAdvice(path: string, err: unknown): Promise<string> {
+  if (err instanceof Deno.errors.PermissionDenied) {
+    const group = await groupOf(path);
+    // The core creates its FIFO writable for its own group only.
+    return `Its permissions refuse the user the worker runs as: add that user to ` +
+      `${group === undefined ? "the file's group" : `the group ${group}`} (SupplementaryGroups=` +
+      `${group ?? "<group>"} in the unit)`;
+  }
+  if (/read-only file system/i.test(errorMessage(err))) {
+    return `A plain file needs ReadWritePaths=${path} in the unit (a FIFO does not)`;
+  }
+  return "Set external_command_file (--external-command-file) to the core's command file";
+}
+
+/** The name of a file's group from /etc/group, if it can be found. */
+async function groupOf(path: string): Promise<string | undefined> {
+  try {
+    const gid = (await Deno.stat(path)).gid;
+    const groups = await Deno.readTextFile("/etc/group");
+    return groups.split("\n").map((line) => line.split(":"))
+      .find((fields) => fields[2] === String(gid))?.[0];
+  } catch {
+    // Only a better message is lost.
+    return undefined;
+  }
 }
 
 /** The `statusengine_tasks` poller, when configured; its publisher is its own. */

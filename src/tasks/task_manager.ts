@@ -34,6 +34,12 @@ const TASKS_PER_POLL = 500;
 /** Budget of one write to the external command file, the open included (a FIFO without reader blocks). */
 const COMMAND_FILE_TIMEOUT_MS = 5_000;
 
+/**
+ * How long the start waits for the core to open its FIFO when probing it; a FIFO no core reads
+ * yet is no reason to refuse, only to not know more.
+ */
+const COMMAND_FILE_PROBE_MS = 1_000;
+
 /** How a validated command reaches the core (`--submit-method`). */
 export type SubmitMethod = "broker" | "cmd";
 
@@ -108,9 +114,8 @@ export function brokerSubmitter(publisher: CommandPublisher): TaskSubmitter {
  */
 export function commandFileSubmitter(path: string): TaskSubmitter {
   const encoder = new TextEncoder();
-  // Opening a FIFO for writing blocks until the core opens it for reading, and Deno cannot
-  // cancel an open in progress. At most one such open is left behind; while it waits, every
-  // write fails at once instead of stacking up blocked opens.
+  // At most one open that waits for a reader is left behind; while it waits, every write fails
+  // at once instead of stacking up blocked opens.
   let stuck: Promise<unknown> | undefined;
   return {
     method: "cmd",
@@ -121,27 +126,26 @@ export function commandFileSubmitter(path: string): TaskSubmitter {
         );
       }
       using limit = deadline(COMMAND_FILE_TIMEOUT_MS, signal);
-      const opening = Deno.open(path, { write: true, append: true });
-      let file: Deno.FsFile;
+      let opened: Opened;
       try {
-        file = await abortable(opening, limit.signal);
+        opened = await openCommandFile(path, limit.signal);
       } catch (err: unknown) {
-        if (limit.signal.aborted) {
-          const pending = opening.then((late) => late.close(), () => {}).finally(() => {
-            stuck = undefined;
-          });
-          stuck = pending;
-          void pending;
-          throw new Error(
-            `Cannot open external command file ${path} within ${COMMAND_FILE_TIMEOUT_MS} ms ` +
-              "(is the monitoring core reading it?)",
-            { cause: err },
-          );
-        }
         throw new Error(`Cannot open external command file ${path}: ${errorMessage(err)}`, {
           cause: err,
         });
       }
+      if ("late" in opened) {
+        const pending = opened.late.finally(() => {
+          stuck = undefined;
+        });
+        stuck = pending;
+        void pending;
+        throw new Error(
+          `Cannot open external command file ${path} within ${COMMAND_FILE_TIMEOUT_MS} ms ` +
+            "(is the monitoring core reading it?)",
+        );
+      }
+      const file = opened.file;
       try {
         const bytes = encoder.encode(`${command.line}\n`);
         let written = 0;
@@ -153,6 +157,56 @@ export function commandFileSubmitter(path: string): TaskSubmitter {
       }
     },
   };
+}
+
+/** An open command file, or an open given up on that closes its file once it completes. */
+type Opened = { readonly file: Deno.FsFile } | { readonly late: Promise<void> };
+
+/**
+ * Open the command file for appending, never creating it. Opening a FIFO for writing blocks
+ * until the core opens it for reading, and Deno cannot cancel an open in progress: when
+ * `signal` aborts first, the open is handed back as `late`.
+ *
+ * @throws The open's error (missing, not permitted, read-only file system).
+ */
+async function openCommandFile(path: string, signal: AbortSignal): Promise<Opened> {
+  const opening = Deno.open(path, { write: true, append: true });
+  try {
+    return { file: await abortable(opening, signal) };
+  } catch (err: unknown) {
+    if (!signal.aborted) throw err;
+    return { late: opening.then((late) => late.close(), () => {}) };
+  }
+}
+
+/** What opening the command file once at start showed. */
+export type CommandFileProbe = "writable" | "missing" | "no-reader";
+
+/**
+ * Open the command file for writing once, writing nothing, as each submission will: at start,
+ * so that a file the worker may not write (the core's FIFO is writable for the core's group
+ * only; a plain file under ProtectSystem=strict is read-only) refuses the start instead of
+ * failing every task while the worker looks ready.
+ *
+ * @param path `--external-command-file`.
+ * @returns `missing` when it does not exist (the core is not running, or the path is wrong),
+ *   `no-reader` when it is a FIFO no core reads yet.
+ * @throws The open's error when it exists and cannot be opened for writing.
+ */
+export async function probeCommandFile(path: string): Promise<CommandFileProbe> {
+  using limit = deadline(COMMAND_FILE_PROBE_MS);
+  try {
+    const opened = await openCommandFile(path, limit.signal);
+    if ("late" in opened) {
+      void opened.late;
+      return "no-reader";
+    }
+    opened.file.close();
+    return "writable";
+  } catch (err: unknown) {
+    if (err instanceof Deno.errors.NotFound) return "missing";
+    throw err;
+  }
 }
 
 /** Options of {@link TaskManager}. */
