@@ -28,6 +28,7 @@ import mysql from "mysql2/promise";
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
 import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
+import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { StartupError, type WorkerConfig } from "./config.ts";
 
@@ -176,7 +177,13 @@ async function check(
 ): Promise<void> {
   const shown = redactUrl(config.mysqlUrl);
   // Start like it runs: a MySQL that is not there yet is waited for (serving /readyz 503), one
-  // that refuses the credentials ends the start.
+  // that refuses the credentials ends the start. Every reconnect interval, without jitter: one
+  // probe per worker, not a crowd that would come back in lock-step.
+  const interval = new Backoff({
+    initialMs: config.reconnectIntervalMs,
+    maxMs: config.reconnectIntervalMs,
+    jitter: 0,
+  });
   for (let attempt = 1;; attempt++) {
     try {
       await probeMysql(database.pool, PING_TIMEOUT_MS);
@@ -198,7 +205,7 @@ async function check(
         });
       }
       const signal = wait.signal ?? new AbortController().signal;
-      if (!(await sleepUnlessAborted(config.reconnectIntervalMs, signal))) {
+      if (!(await sleepUnlessAborted(interval.next(), signal))) {
         throw new StartupError(`Cannot start: stopped while waiting for MySQL at ${shown}`, {
           cause: err,
         });

@@ -7,7 +7,8 @@
  *
  * @module
  */
-import { deadline, settledWithin } from "../util/async.ts";
+import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
+import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("perfdata");
@@ -70,9 +71,8 @@ export interface SinkObserver {
 export interface RetryPolicy {
   /** Further attempts after the first; 0 = drop at the first failure. */
   readonly retries: number;
-  /** Pause before the first retry, doubled each time up to {@link maxDelayMs}. */
-  readonly initialDelayMs: number;
-  readonly maxDelayMs: number;
+  /** The pauses between the attempts of one batch (docs/retries.md). */
+  readonly backoff: BackoffOptions;
 }
 
 /** Options of {@link BatchingSink}. */
@@ -94,8 +94,6 @@ export interface SinkOptions<T> {
   readonly statsIntervalMs?: number;
 }
 
-const NO_RETRY: RetryPolicy = { retries: 0, initialDelayMs: 0, maxDelayMs: 0 };
-
 /**
  * A bounded, batching, never-blocking sender of points of type `T` to one backend.
  */
@@ -103,7 +101,7 @@ export class BatchingSink<T> {
   readonly #o: SinkOptions<T>;
   readonly #t: Transport<T>;
   readonly #capacity: number;
-  readonly #retry: RetryPolicy;
+  readonly #retry: RetryPolicy | undefined;
   #items: T[] = [];
   #flushing: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -124,7 +122,7 @@ export class BatchingSink<T> {
     // At least MIN_BUFFER points: while the worker decodes a burst of jobs the event loop runs
     // no write callbacks, and ten small Graphite batches overflowed with Carbon on this machine.
     this.#capacity = Math.max(options.batchSize * (options.bufferBatches ?? 10), MIN_BUFFER);
-    this.#retry = options.retry ?? NO_RETRY;
+    this.#retry = options.retry;
     const every = options.statsIntervalMs ?? 30_000;
     if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
   }
@@ -220,7 +218,8 @@ export class BatchingSink<T> {
 
   async #send(batch: T[]): Promise<void> {
     if (batch.length === 0) return;
-    let delay = this.#retry.initialDelayMs;
+    // Built on the first retry only: most batches never need it.
+    let backoff: Backoff | undefined;
     for (let attempt = 0;; attempt++) {
       try {
         const refused = await this.#t.write(batch, this.#stop.signal);
@@ -253,8 +252,9 @@ export class BatchingSink<T> {
         // Once a batch has used up its retries the endpoint counts as down, and the batches
         // behind it get one attempt each until a write succeeds: otherwise a dead endpoint would
         // drain the buffer at one batch per backoff cycle while newer points are dropped.
-        const retry = e.retryable && !this.#down && attempt < this.#retry.retries &&
-          !this.#stop.signal.aborted;
+        const policy = this.#retry;
+        const retry = policy !== undefined && e.retryable && !this.#down &&
+          attempt < policy.retries && !this.#stop.signal.aborted;
         if (retry) {
           this.#o.observer?.retried();
           log.debug(`${this.#t.backend}: write failed, retrying`, {
@@ -262,8 +262,9 @@ export class BatchingSink<T> {
             attempt: attempt + 1,
             error: e.message,
           });
-          await sleep(delay, this.#stop.signal);
-          delay = Math.min(delay * 2, this.#retry.maxDelayMs);
+          backoff ??= new Backoff(policy.backoff);
+          // Close cuts the pause short; the attempt after it is then the batch's last.
+          await sleepUnlessAborted(backoff.next(), this.#stop.signal);
           continue;
         }
         this.#o.observer?.failed();
@@ -317,17 +318,4 @@ export class BatchingSink<T> {
     s.points = 0;
     s.dropped = 0;
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-  });
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { BatchingSink, type DropReason, SinkWriteError, type Transport } from "./sink.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
+import { recordTimers, waitFor } from "../../tests/helpers/wait.ts";
 
 /** A transport that answers from a script (one entry per write), then succeeds. */
 function scripted(answers: (SinkWriteError | number)[]) {
@@ -37,7 +37,7 @@ function observer() {
   };
 }
 
-const retry = { retries: 3, initialDelayMs: 1, maxDelayMs: 2 };
+const retry = { retries: 3, backoff: { initialMs: 1, maxMs: 2, jitter: 0 } };
 const temporary = () => new SinkWriteError("HTTP 503", { retryable: true });
 
 Deno.test("sink: a temporary failure is retried with the same batch, then written", async () => {
@@ -55,6 +55,28 @@ Deno.test("sink: a temporary failure is retried with the same batch, then writte
   assert.deepEqual(writes, [[1, 2, 3], [1, 2, 3], [1, 2, 3]]);
   assert.equal(o.retries, 2);
   assert.equal(o.up, true);
+  await sink.close(1000);
+});
+
+Deno.test("sink: the pauses between a batch's attempts come from its back-off, doubling to the cap", async () => {
+  const { transport, writes } = scripted([temporary(), temporary(), temporary()]);
+  const { observer: obs } = observer();
+  // Waited on without waitFor, whose polling would show among the recorded timers.
+  const written = Promise.withResolvers<void>();
+  const sink = new BatchingSink({
+    transport,
+    batchSize: 1,
+    retry: { retries: 3, backoff: { initialMs: 3, maxMs: 10, jitter: 0 } },
+    observer: { ...obs, written: () => written.resolve() },
+    statsIntervalMs: 0,
+  });
+  {
+    using timers = recordTimers();
+    sink.push([1]);
+    await written.promise;
+    assert.deepEqual(timers.requested, [3, 6, 10]);
+  }
+  assert.equal(writes.length, 4);
   await sink.close(1000);
 });
 

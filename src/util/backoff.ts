@@ -1,10 +1,8 @@
 /**
  * The one back-off primitive of the worker: exponential back-off with optional
  * jitter. Every layer that waits before trying again takes its delays from a
- * {@link Backoff} with its own parameters (docs/retries.md lists them): a
- * job's retries (100 ms doubling to 5 s, ±20 %), the reconnect interval of a
- * link (initial delay equal to the cap), the MySQL hold (100 ms doubling to
- * 5 s) and the dead-letter file (every second).
+ * {@link Backoff} with its own parameters, a fixed interval being a first delay
+ * equal to the cap; docs/retries.md lists every layer and its parameters.
  *
  * Jitter matters where retries are synchronised by their cause and many: a
  * MySQL outage makes every slot of every queue fail in the same millisecond,
