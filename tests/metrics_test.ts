@@ -65,7 +65,7 @@ Deno.test("metrics: a fresh worker exports every catalogue metric with its type 
     assert.equal(values.get(k), value, `${k} = ${value}`);
   };
   const tables = [...batchedTables(), ...downtimeTables()].map((t) => t.name);
-  assert.equal(tables.length, 19); // 14 batched, 4 downtime tables and the tombstones
+  assert.equal(tables.length, 20); // 14 batched, 4 downtime tables, the tombstones and the announcements
   assert.equal(batchedTables().length, 14);
   for (const q of QUEUE_NAMES) {
     expect("statusengine_queue_messages_received_total", { queue_name: q }, 0);

@@ -153,7 +153,7 @@ Deno.test("status: JSON lists every queue with one worker at the job server, MyS
   const hostchecks = report.worker?.tables.find((t) => t.table === "statusengine_hostchecks");
   assert.equal(hostchecks?.written, written);
   assert.equal(hostchecks?.rowsPerSecond, 0);
-  assert.equal(report.worker?.tables.length, 19); // the 18 written Statusengine tables and the downtime tombstones
+  assert.equal(report.worker?.tables.length, 20); // the 18 written Statusengine tables, the downtime tombstones and announcements
 });
 
 Deno.test("status: the text screen shows every queue's workers, in-flight and connection in 100 columns", async () => {
@@ -193,7 +193,7 @@ Deno.test("status: the text screen shows every queue's workers, in-flight and co
   assert.match(screen, /^some_other_function \* +- +- +1 +0 +0$/m);
   assert.match(screen, /^\* known to a job server, not consumed by statusengine-worker$/m);
   assert.match(screen, new RegExp(`^statusengine_hostchecks +0\\.0 +${written}$`, "m"));
-  assert.match(screen, /^\(18 more table\(s\) with nothing written since the worker started\)$/m);
+  assert.match(screen, /^\(19 more table\(s\) with nothing written since the worker started\)$/m);
   assert.match(screen, /db_available 1/);
 });
 
