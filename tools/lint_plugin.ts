@@ -13,6 +13,9 @@
  *   writer → MySQL stays visible in the import graph (docs/architecture.md#layers);
  *   and a directory with a `mod.ts` is imported from other modules through that
  *   file only, so what a directory offers the rest of the code is listed in one place.
+ * - `statusengine/library-homes`: an outside library is imported by the one module of `src/`
+ *   that {@linkcode LIBRARY_HOMES} names, so that module is the only code a change of the
+ *   library touches.
  *
  * @module
  */
@@ -53,6 +56,26 @@ export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   // Composition roots.
   cli: "*",
   daemon: "*",
+};
+
+/**
+ * The one module of `src/` that may import each outside library (named as in deno.json
+ * "imports"): the rest of the code uses that module's own functions and types, so upgrading or
+ * replacing a library touches one place. `null` means test code only. Tests, benches,
+ * `*_testing.ts` helpers and tools/ are exempt. docs/architecture.md#layers says the same.
+ */
+export const LIBRARY_HOMES: Readonly<Record<string, string | null>> = {
+  "prom-client": "metrics/",
+  ws: "http/",
+  "@types/ws": "http/",
+  "@cloudamqp/amqp-client": "amqp/",
+  // mysql2: added when the move out of cli/ and daemon/ lands
+  yaml: "config/",
+  "fastest-levenshtein": "config/",
+  protobufjs: "perfdata/",
+  snappyjs: "perfdata/",
+  "@logtape/logtape": "log.ts",
+  "@sinonjs/fake-timers": null,
 };
 
 /** Test code assembles pieces of several layers on purpose. */
@@ -126,6 +149,79 @@ export function layerViolation(
   return null;
 }
 
+/**
+ * The library a bare or `npm:` specifier names, with its subpath and without a version.
+ *
+ * @param specifier E.g. `mysql2/promise`, `npm:@cloudamqp/amqp-client@4.1.1`.
+ * @returns E.g. `mysql2/promise`, `@cloudamqp/amqp-client`.
+ */
+function libraryOf(specifier: string): string {
+  const bare = specifier.replace(/^npm:\/?/, "");
+  const parts = bare.split("/");
+  const nameParts = bare.startsWith("@") ? 2 : 1;
+  const name = parts.slice(0, nameParts).join("/").replace(/(.)@[^/]*$/, "$1");
+  return [name, ...parts.slice(nameParts)].join("/");
+}
+
+/**
+ * Check one import of an outside library by a file below `src/`.
+ *
+ * @param filename Absolute path (or file URL) of the importing file.
+ * @param specifier The import specifier as written.
+ * @returns A message when the library belongs to another module of `src/`, else null.
+ */
+export function libraryViolation(filename: string, specifier: string): string | null {
+  if (/^(\.|\/|node:|jsr:|https?:|file:)/.test(specifier)) return null;
+  const path = filename.startsWith("file://") ? new URL(filename).pathname : filename;
+  const root = path.lastIndexOf("/src/");
+  if (root === -1 || TEST_FILE.test(path)) return null;
+  const library = libraryOf(specifier);
+  const key = library in LIBRARY_HOMES
+    ? library
+    : Object.keys(LIBRARY_HOMES).find((name) => library.startsWith(`${name}/`));
+  if (key === undefined) return null;
+  const home = LIBRARY_HOMES[key] ?? null;
+  const from = moduleOf(path.slice(root + "/src/".length));
+  if (home !== null && moduleOf(home) === from) return null;
+  const where = home === null ? "test code only" : `only src/${home}`;
+  return `${key} is imported by ${where} (LIBRARY_HOMES, tools/lint_plugin.ts): use or extend ` +
+    `what that module offers instead`;
+}
+
+/**
+ * A rule that reports every import and re-export a check finds fault with.
+ *
+ * @param violation The check of one specifier in one file.
+ * @returns The rule.
+ */
+function importRule(
+  violation: (filename: string, specifier: string) => string | null,
+): Deno.lint.Rule {
+  return {
+    create(context) {
+      const check = (
+        node: Deno.lint.Node,
+        source: Deno.lint.StringLiteral | null | undefined,
+      ) => {
+        if (source === null || source === undefined) return;
+        const message = violation(context.filename, source.value);
+        if (message !== null) context.report({ node, message });
+      };
+      return {
+        ImportDeclaration(node) {
+          check(node, node.source);
+        },
+        ExportNamedDeclaration(node) {
+          check(node, node.source);
+        },
+        ExportAllDeclaration(node) {
+          check(node, node.source);
+        },
+      };
+    },
+  };
+}
+
 const plugin: Deno.lint.Plugin = {
   name: "statusengine",
   rules: {
@@ -138,29 +234,8 @@ const plugin: Deno.lint.Plugin = {
         };
       },
     },
-    "layer-imports": {
-      create(context) {
-        const check = (
-          node: Deno.lint.Node,
-          source: Deno.lint.StringLiteral | null | undefined,
-        ) => {
-          if (source === null || source === undefined) return;
-          const message = layerViolation(context.filename, source.value);
-          if (message !== null) context.report({ node, message });
-        };
-        return {
-          ImportDeclaration(node) {
-            check(node, node.source);
-          },
-          ExportNamedDeclaration(node) {
-            check(node, node.source);
-          },
-          ExportAllDeclaration(node) {
-            check(node, node.source);
-          },
-        };
-      },
-    },
+    "layer-imports": importRule((filename, specifier) => layerViolation(filename, specifier)),
+    "library-homes": importRule(libraryViolation),
     "no-floating-async-call": {
       create(context) {
         const asyncNames = new Set<string>();

@@ -1,14 +1,17 @@
 import assert from "node:assert/strict";
-import plugin, { LAYERS, layerViolation } from "./lint_plugin.ts";
+import plugin, { LAYERS, layerViolation, LIBRARY_HOMES, libraryViolation } from "./lint_plugin.ts";
 
 const SRC = "/repo/src";
 
-/** Messages of the layer rule for one file with the given source text. */
-function layerErrors(file: string, source: string): string[] {
-  return Deno.lint.runPlugin(plugin, `${SRC}/${file}`, source)
-    .filter((d) => d.id === "statusengine/layer-imports")
+/** Messages of one house rule for a file (absolute, or below {@link SRC}) with the given text. */
+function ruleErrors(rule: string, file: string, source: string): string[] {
+  return Deno.lint.runPlugin(plugin, file.startsWith("/") ? file : `${SRC}/${file}`, source)
+    .filter((d) => d.id === `statusengine/${rule}`)
     .map((d) => d.message);
 }
+
+/** Messages of the layer rule for one file with the given source text. */
+const layerErrors = (file: string, source: string) => ruleErrors("layer-imports", file, source);
 
 Deno.test("lint layer-imports: a backward import fails (mysql → pipeline handler)", () => {
   const errors = layerErrors(
@@ -126,4 +129,94 @@ Deno.test("lint layer-imports: the entry-point check asks whether the target dir
   const all = () => true;
   assert.notEqual(layerViolation("/repo/src/pipeline/handler.ts", "../mysql/writer.ts", all), null);
   assert.equal(layerViolation("/repo/src/pipeline/handler.ts", "../log.ts", all), null);
+});
+
+/** Messages of the library rule for one file with the given source text. */
+const libraryErrors = (file: string, source: string) => ruleErrors("library-homes", file, source);
+
+Deno.test("lint library-homes: a library imported outside its home fails, naming the home", () => {
+  const errors = libraryErrors(
+    "graphite/client.ts",
+    'import type { Counter, Gauge } from "prom-client";\n',
+  );
+  assert.equal(errors.length, 1);
+  assert.match(errors[0] ?? "", /prom-client is imported by only src\/metrics\//);
+  assert.equal(
+    libraryErrors("mysql/retry.ts", 'export { Counter } from "prom-client";\n').length,
+    1,
+  );
+  assert.equal(libraryErrors("daemon/x.ts", 'import { WebSocket } from "ws";\n').length, 1);
+  assert.equal(
+    libraryErrors("util/x.ts", 'import { AMQPClient } from "@cloudamqp/amqp-client";\n').length,
+    1,
+  );
+  assert.equal(
+    libraryErrors("config/x.ts", 'import { getLogger } from "@logtape/logtape";\n').length,
+    1,
+  );
+  assert.equal(libraryErrors("graphite/x.ts", 'import SnappyJS from "snappyjs";\n').length, 1);
+});
+
+Deno.test("lint library-homes: its home imports a library, also by npm: specifier or subpath", () => {
+  assert.deepEqual(
+    libraryErrors("metrics/registry.ts", 'import { Counter } from "prom-client";\n'),
+    [],
+  );
+  assert.deepEqual(libraryErrors("http/listen.ts", 'import { WebSocketServer } from "ws";\n'), []);
+  assert.deepEqual(libraryErrors("log.ts", 'import { getLogger } from "@logtape/logtape";\n'), []);
+  assert.deepEqual(libraryErrors("config/load.ts", 'import { parse } from "yaml";\n'), []);
+  assert.equal(libraryViolation(`${SRC}/amqp/x.ts`, "npm:@cloudamqp/amqp-client@4.1.1"), null);
+  // Naming the package directly, or a file inside it, does not get around the table.
+  assert.match(
+    libraryViolation(`${SRC}/mysql/x.ts`, "npm:prom-client@15.1.3") ?? "",
+    /src\/metrics/,
+  );
+  assert.match(
+    libraryViolation(`${SRC}/mysql/x.ts`, "prom-client/lib/registry") ?? "",
+    /src\/metrics/,
+  );
+  assert.match(libraryViolation(`${SRC}/cli/x.ts`, "npm:ws@8/lib/sender.js") ?? "", /src\/http/);
+  // Our own modules, Node's and unknown packages are not this rule's business.
+  assert.equal(libraryViolation(`${SRC}/mysql/x.ts`, "../metrics/registry.ts"), null);
+  assert.equal(libraryViolation(`${SRC}/mysql/x.ts`, "node:net"), null);
+});
+
+Deno.test("lint library-homes: test code, benches and tools are exempt; a test-only library stays there", () => {
+  assert.equal(libraryViolation(`${SRC}/graphite/client_test.ts`, "prom-client"), null);
+  assert.equal(libraryViolation(`${SRC}/events/_testing.ts`, "ws"), null);
+  assert.equal(libraryViolation("/repo/bench/pipeline.ts", "prom-client"), null);
+  assert.equal(libraryViolation("/repo/tools/x.ts", "yaml"), null);
+  assert.equal(libraryViolation(`${SRC}/util/deno_socket_test.ts`, "@sinonjs/fake-timers"), null);
+  assert.match(
+    libraryViolation(`${SRC}/util/deno_socket.ts`, "@sinonjs/fake-timers") ?? "",
+    /test code only/,
+  );
+});
+
+Deno.test("lint library-homes: every library of deno.json has a home that exists", async () => {
+  const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
+  const missing = Object.keys(config.imports).filter((name) =>
+    // mysql2's row waits for its imports in cli/ and daemon/ to move into mysql/.
+    !(name in LIBRARY_HOMES) && !name.startsWith("mysql2")
+  );
+  assert.deepEqual(missing, []);
+  for (const home of Object.values(LIBRARY_HOMES)) {
+    if (home !== null) await Deno.stat(new URL(`../src/${home}`, import.meta.url));
+  }
+});
+
+Deno.test("lint library-homes: no file of src/ imports a library outside its home", async () => {
+  const found: string[] = [];
+  const walk = async (dir: URL): Promise<void> => {
+    for await (const entry of Deno.readDir(dir)) {
+      const url = new URL(entry.isDirectory ? `${entry.name}/` : entry.name, dir);
+      if (entry.isDirectory) await walk(url);
+      else if (entry.name.endsWith(".ts")) {
+        const errors = libraryErrors(url.pathname, await Deno.readTextFile(url));
+        for (const e of errors) found.push(`${url.pathname.split("/src/")[1]}: ${e}`);
+      }
+    }
+  };
+  await walk(new URL("../src/", import.meta.url));
+  assert.deepEqual(found, []);
 });

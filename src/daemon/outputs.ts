@@ -157,13 +157,7 @@ export function perfdataOutputs(
         ...(config.graphite.illegalCharacters === undefined
           ? {}
           : { illegalCharacters: config.graphite.illegalCharacters }),
-        metrics: {
-          written: metrics.graphiteMetricsWritten,
-          flushes: metrics.graphiteFlushes,
-          dropped: metrics.graphiteMetricsDropped,
-          available: metrics.graphiteAvailable,
-          errors: metrics.pipelineErrors,
-        },
+        metrics,
         observer: perfdataObserver(metrics, "graphite"),
         ...stats,
       }),

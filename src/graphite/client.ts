@@ -8,25 +8,26 @@
  *
  * @module
  */
-import type { Counter, Gauge } from "prom-client";
 import type { Row } from "../events/mod.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { carbonLine, metricPath, sanitizeSegment } from "./format.ts";
 import { deadline } from "../util/async.ts";
+import type { Metrics } from "../metrics/registry.ts";
 import { BatchingSink, type SinkObserver, type Transport } from "../perfdata/sink.ts";
 
 const encoder = new TextEncoder();
 const DIAL_TIMEOUT_MS = 5_000;
 const WRITE_TIMEOUT_MS = 5_000;
 
-/** Metric handles the client reports to. */
-export interface GraphiteMetrics {
-  readonly written: Counter;
-  readonly flushes: Counter;
-  readonly dropped: Counter;
-  readonly available: Gauge;
-  readonly errors: Counter<"component">;
-}
+/** Metric handles the client reports to (`statusengine_graphite_*`, and its pipeline errors). */
+export type GraphiteMetrics = Pick<
+  Metrics,
+  | "graphiteMetricsWritten"
+  | "graphiteFlushes"
+  | "graphiteMetricsDropped"
+  | "graphiteAvailable"
+  | "pipelineErrors"
+>;
 
 /** Options of {@link GraphiteClient}. */
 export interface GraphiteOptions {
@@ -114,23 +115,23 @@ export class GraphiteClient {
       batchSize: options.batchSize,
       observer: {
         written(points) {
-          m?.written.inc(points);
-          m?.flushes.inc();
+          m?.graphiteMetricsWritten.inc(points);
+          m?.graphiteFlushes.inc();
           o?.written(points);
         },
         dropped(points, reason) {
-          m?.dropped.inc(points);
+          m?.graphiteMetricsDropped.inc(points);
           o?.dropped(points, reason);
         },
         available(up) {
-          m?.available.set(up ? 1 : 0);
+          m?.graphiteAvailable.set(up ? 1 : 0);
           o?.available(up);
         },
         retried() {
           o?.retried();
         },
         failed() {
-          m?.errors.inc({ component: "graphite" });
+          m?.pipelineErrors.inc({ component: "graphite" });
           o?.failed();
         },
       },

@@ -1,22 +1,12 @@
 import assert from "node:assert/strict";
-import { Counter, Gauge, Registry } from "prom-client";
-import { GraphiteClient, type GraphiteMetrics } from "./client.ts";
+import { GraphiteClient } from "./client.ts";
+import { createMetrics, type Metrics } from "../metrics/registry.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
 
-function metrics(): GraphiteMetrics & { registry: Registry } {
-  const registry = new Registry();
-  const r = [registry];
-  return {
-    registry,
-    written: new Counter({ name: "w", help: "w", registers: r }),
-    flushes: new Counter({ name: "f", help: "f", registers: r }),
-    dropped: new Counter({ name: "d", help: "d", registers: r }),
-    available: new Gauge({ name: "a", help: "a", registers: r }),
-    errors: new Counter({ name: "e", help: "e", labelNames: ["component"], registers: r }),
-  };
-}
-
-async function value(m: Counter | Gauge): Promise<number> {
+/** The value of an unlabelled counter or gauge. */
+async function value(
+  m: Metrics["graphiteMetricsWritten" | "graphiteAvailable"],
+): Promise<number> {
   return (await m.get()).values[0]?.value ?? 0;
 }
 
@@ -71,7 +61,7 @@ const row = (label: string, value: number) => ({
 
 Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted as written and flushed", async () => {
   const server = carbon();
-  const m = metrics();
+  const m = createMetrics();
   const client = new GraphiteClient({
     addr: server.addr,
     prefix: "se",
@@ -87,14 +77,14 @@ Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted
   // The client's writes returned; the fake Carbon reads them on its own schedule.
   await waitFor(() => server.text().length >= expected.length, { message: "lines at Carbon" });
   assert.equal(server.text(), expected);
-  assert.equal(await value(m.written), 3);
-  assert.equal(await value(m.flushes), 2);
-  assert.equal(await value(m.dropped), 0);
+  assert.equal(await value(m.graphiteMetricsWritten), 3);
+  assert.equal(await value(m.graphiteFlushes), 2);
+  assert.equal(await value(m.graphiteMetricsDropped), 0);
   await server.close();
 });
 
 Deno.test("graphite: an undialable Carbon drops the batch, counts every metric and never retries", async () => {
-  const m = metrics();
+  const m = createMetrics();
   const client = new GraphiteClient({
     addr: "127.0.0.1:1",
     prefix: "se",
@@ -102,16 +92,16 @@ Deno.test("graphite: an undialable Carbon drops the batch, counts every metric a
     metrics: m,
     statsIntervalMs: 0,
   });
-  m.available.set(1);
+  m.graphiteAvailable.set(1);
   client.offer([row("a", 1), row("b", 2)]);
   await client.close(2000);
-  assert.equal(await value(m.dropped), 2);
-  assert.equal(await value(m.available), 0);
-  assert.equal(await value(m.written), 0);
+  assert.equal(await value(m.graphiteMetricsDropped), 2);
+  assert.equal(await value(m.graphiteAvailable), 0);
+  assert.equal(await value(m.graphiteMetricsWritten), 0);
 });
 
 Deno.test("graphite: offer never blocks; beyond the buffer metrics are dropped and counted", async () => {
-  const m = metrics();
+  const m = createMetrics();
   const client = new GraphiteClient({
     addr: "127.0.0.1:1",
     prefix: "se",
@@ -121,7 +111,7 @@ Deno.test("graphite: offer never blocks; beyond the buffer metrics are dropped a
   });
   // The buffer holds ten batches, and never fewer than 10,000 metrics.
   client.offer(Array.from({ length: 10_025 }, (_, i) => row(`m${i}`, i)));
-  assert.ok(await value(m.dropped) >= 25);
+  assert.ok(await value(m.graphiteMetricsDropped) >= 25);
   await client.close(2000);
-  assert.equal(await value(m.dropped), 10_025);
+  assert.equal(await value(m.graphiteMetricsDropped), 10_025);
 });

@@ -7,9 +7,9 @@
  *
  * @module
  */
-import type { Gauge } from "prom-client";
 import { StatementTimeoutError } from "./errors.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import type { Metrics } from "../metrics/registry.ts";
 
 const log = getLogger("db");
 const STILL_DOWN_LOG_INTERVAL_MS = 10_000;
@@ -25,13 +25,13 @@ const PROBE = "(idle probe)";
 
 /** Shared by every writer and statement runner of one process. */
 export class DbAvailability {
-  readonly #gauge: Gauge | undefined;
+  readonly #gauge: Metrics["dbAvailable"] | undefined;
   readonly #outages = new Map<string, Outage>();
   #timeoutWarned = false;
   #lastSuccessAt = performance.now();
 
   /** @param gauge `statusengine_db_available` (optional in tests). */
-  constructor(gauge?: Gauge) {
+  constructor(gauge?: Metrics["dbAvailable"]) {
     this.#gauge = gauge;
   }
 

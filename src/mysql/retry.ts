@@ -17,11 +17,11 @@
  *
  * @module
  */
-import type { Counter } from "prom-client";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { delay } from "../util/async.ts";
+import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("db");
@@ -42,8 +42,8 @@ export interface HoldScope {
 
 /** Collaborators of {@link runWithRetry}. */
 export interface RetryContext extends HoldScope {
-  readonly lockRetries?: Counter;
-  readonly connectionRetries?: Counter;
+  readonly lockRetries?: Metrics["dbBatchRetries"];
+  readonly connectionRetries?: Metrics["dbConnectionRetries"];
 }
 
 /**

@@ -12,9 +12,9 @@
  *
  * @module
  */
-import type { Counter } from "prom-client";
 import type { DeadLetterRecord, DeadLetterSink } from "../mysql/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import type { Metrics } from "../metrics/registry.ts";
 
 const log = getLogger("pipeline");
 
@@ -181,13 +181,11 @@ export class DeadLetterFile implements DeadLetterSink {
   }
 }
 
-/** The counters {@link DeadLetters} keeps. */
-export interface DeadLetterMetrics {
-  /** `statusengine_dead_letters_total{queue_name, reason}`. */
-  readonly deadLetters: Counter;
-  /** `statusengine_dead_letter_write_errors_total`. */
-  readonly deadLetterWriteErrors: Counter;
-}
+/**
+ * The counters {@link DeadLetters} keeps: `statusengine_dead_letters_total{queue_name, reason}`
+ * and `statusengine_dead_letter_write_errors_total`.
+ */
+export type DeadLetterMetrics = Pick<Metrics, "deadLetters" | "deadLetterWriteErrors">;
 
 const STILL_FAILING_LOG_INTERVAL_MS = 60_000;
 
