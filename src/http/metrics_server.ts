@@ -1,11 +1,12 @@
 /**
  * The metrics HTTP server: `/metrics` (Prometheus text format), `/healthz`
  * (process alive) and `/readyz` (ready to do its job), on its own listener so
- * a scrape never queues behind other traffic.
+ * a scrape never queues behind other traffic. It lives in http/ (which may import metrics/)
+ * rather than in metrics/, so the two directories do not import each other.
  *
  * @module
  */
-import { type HttpLimits, listen, type ListenerMetrics } from "../http/mod.ts";
+import { type HttpLimits, listen, type ListenerMetrics } from "./listen.ts";
 import type { Registry } from "prom-client";
 
 /** Readiness verdict with the reasons it is not ready. */
