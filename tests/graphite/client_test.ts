@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Counter, Gauge, Registry } from "prom-client";
-import { GraphiteClient, type GraphiteMetrics } from "./client.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
+import { GraphiteClient, type GraphiteMetrics } from "../../src/graphite/client.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 function metrics(): GraphiteMetrics & { registry: Registry } {
   const registry = new Registry();
