@@ -19,7 +19,7 @@ import { QUEUE_NAMES, QUEUES } from "../src/events/queues.ts";
 import { INVALID_REASONS } from "../src/events/types.ts";
 import { COMPONENTS } from "../src/metrics/catalogue.ts";
 import { createMetrics, precreateSeries } from "../src/metrics/registry.ts";
-import { startMetricsServer } from "../src/metrics/server.ts";
+import { startMetricsServer } from "../src/http/mod.ts";
 import { ADJUSTMENT_REASONS } from "../src/mysql/values.ts";
 import { batchedTables, downtimeTables } from "../src/pipeline/pipeline.ts";
 import { LISTENERS } from "../src/http/listen.ts";

@@ -14,11 +14,11 @@
 
 /** The tests that cover every use of mysql2's internals and the writers on top of them. */
 export const CANARY_TESTS = [
-  "src/mysql/execute_packet_test.ts",
-  "src/mysql/statement_metadata_test.ts",
-  "src/mysql/executor_test.ts",
-  "src/mysql/deno_socket_test.ts",
-  "src/mysql/writer_test.ts",
+  "tests/mysql/execute_packet_test.ts",
+  "tests/mysql/statement_metadata_test.ts",
+  "tests/mysql/executor_test.ts",
+  "tests/mysql/deno_socket_test.ts",
+  "tests/mysql/writer_test.ts",
   "tests/cleanup_test.ts",
 ] as const;
 

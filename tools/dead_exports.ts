@@ -411,7 +411,8 @@ export function classify(
   return verdicts;
 }
 
-async function walk(dir: string, into: string[]): Promise<void> {
+/** Every `.ts` file below `dir` (node_modules skipped), appended to `into` as `dir/…` paths. */
+export async function walk(dir: string, into: string[]): Promise<void> {
   for await (const e of Deno.readDir(dir)) {
     const path = `${dir}/${e.name}`;
     if (e.isDirectory && e.name !== "node_modules") await walk(path, into);

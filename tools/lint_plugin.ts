@@ -16,6 +16,11 @@
  * - `statusengine/library-homes`: an outside library is imported by the one module of `src/`
  *   that {@linkcode LIBRARY_HOMES} names, so that module is the only code a change of the
  *   library touches.
+ * - `statusengine/src-imports-no-tests`: nothing below `src/`, tests included,
+ *   imports from `tests/`, the one home of the shared test helpers.
+ *
+ * {@linkcode layerCycle} keeps {@linkcode LAYERS} free of circles and
+ * {@linkcode findCycle} the files of `src/` (both checked by tools/lint_plugin_test.ts).
  *
  * @module
  */
@@ -26,7 +31,8 @@
  * writer → MySQL; an import goes with that flow or down to a foundation module (util, log,
  * config, metrics), never back. `"*"` marks the composition roots, which wire everything
  * together. A directory that is not listed is reported, so adding one means deciding its
- * place here. docs/architecture.md#layers shows the same table; keep the two in step.
+ * place here. No two entries may lead to each other ({@linkcode layerCycle}). The table in
+ * docs/architecture.md#layers is generated from this one (`deno task config-reference`).
  */
 export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   // Foundation: imports nothing of ours, or only what is listed.
@@ -37,7 +43,7 @@ export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   // Pure decoding (bytes → rows): no I/O, no logging.
   events: ["util"],
   config: ["util", "log", "events"],
-  metrics: ["util", "log", "events", "config", "http"],
+  metrics: ["util", "log", "events", "config"],
   http: ["util", "log", "metrics"],
   // The data flow.
   consumer: ["util", "log", "metrics"],
@@ -47,7 +53,7 @@ export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   mysql: ["util", "log", "events", "metrics", "config"],
   // Side outputs and tools.
   graphite: ["util", "log", "events", "metrics", "perfdata"],
-  perfdata: ["util", "log", "events", "metrics", "graphite"],
+  perfdata: ["util", "log", "events", "metrics"],
   commands: ["util", "log", "http", "metrics", "gearman", "amqp", "config"],
   cleanup: ["util", "log", "config"],
   synthetic: ["util", "log", "events"],
@@ -189,35 +195,100 @@ export function libraryViolation(filename: string, specifier: string): string | 
 }
 
 /**
- * A rule that reports every import and re-export a check finds fault with.
+ * A circle in a graph of imports: a module that, following its edges, leads back to itself.
+ * The layers only mean "data flows one way" while the table has none, and a circle of files
+ * makes the order in which they are evaluated depend on who is imported first.
  *
- * @param violation The check of one specifier in one file.
- * @returns The rule.
+ * @param edges Each module with the modules it imports (or may import).
+ * @returns The modules of one circle with the first repeated at the end, e.g.
+ *   `["http", "metrics", "http"]`, or null when there is none.
  */
-function importRule(
+export function findCycle(edges: ReadonlyMap<string, Iterable<string>>): string[] | null {
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (node: string): string[] | null => {
+    const open = path.indexOf(node);
+    if (open !== -1) return [...path.slice(open), node];
+    if (done.has(node)) return null;
+    path.push(node);
+    for (const next of edges.get(node) ?? []) {
+      const cycle = visit(next);
+      if (cycle !== null) return cycle;
+    }
+    path.pop();
+    done.add(node);
+    return null;
+  };
+  for (const node of edges.keys()) {
+    const cycle = visit(node);
+    if (cycle !== null) return cycle;
+  }
+  return null;
+}
+
+/**
+ * A circle in a layer table such as {@linkcode LAYERS}: two modules that may import each other,
+ * directly or through others. A composition root (`"*"`) may import every module that is not a
+ * root, so a module that lists a root forms a circle with it; which root imports which is left
+ * to the check on files.
+ *
+ * @param layers The table.
+ * @returns The modules of one circle, or null.
+ */
+export function layerCycle(
+  layers: Readonly<Record<string, readonly string[] | "*">>,
+): string[] | null {
+  const below = Object.keys(layers).filter((m) => layers[m] !== "*");
+  return findCycle(
+    new Map(
+      Object.entries(layers).map(([name, allowed]) => [name, allowed === "*" ? below : allowed]),
+    ),
+  );
+}
+
+/**
+ * Check that a file below `src/`, its tests included, imports nothing from `tests/`: the shared
+ * test helpers have one home, `tests/helpers/`, and a test that needs them lives in `tests/`
+ * (`tests/<module>/` for the tests of one module of `src/`).
+ *
+ * @param filename Absolute path (or file URL) of the importing file.
+ * @param specifier The import specifier as written.
+ * @returns A message when the import reaches into `tests/`, else null.
+ */
+export function testsImportViolation(filename: string, specifier: string): string | null {
+  if (!specifier.startsWith(".")) return null;
+  const path = filename.startsWith("file://") ? new URL(filename).pathname : filename;
+  const root = path.lastIndexOf("/src/");
+  if (root === -1) return null;
+  const testsDir = `${path.slice(0, root)}/tests/`;
+  const target = new URL(specifier, `file://${path}`).pathname;
+  if (!target.startsWith(testsDir)) return null;
+  return `src/ imports nothing from tests/ (${target.slice(root + 1)}): a test that needs ` +
+    `tests/helpers/ lives in tests/<module>/, beside the other tests that use them`;
+}
+
+/**
+ * The visitor of a rule about imports: it reports what `violation` says of each import,
+ * re-export and `export *` source.
+ */
+function importVisitor(
+  context: Deno.lint.RuleContext,
   violation: (filename: string, specifier: string) => string | null,
-): Deno.lint.Rule {
+): Deno.lint.LintVisitor {
+  const check = (node: Deno.lint.Node, source: Deno.lint.StringLiteral | null | undefined) => {
+    if (source === null || source === undefined) return;
+    const message = violation(context.filename, source.value);
+    if (message !== null) context.report({ node, message });
+  };
   return {
-    create(context) {
-      const check = (
-        node: Deno.lint.Node,
-        source: Deno.lint.StringLiteral | null | undefined,
-      ) => {
-        if (source === null || source === undefined) return;
-        const message = violation(context.filename, source.value);
-        if (message !== null) context.report({ node, message });
-      };
-      return {
-        ImportDeclaration(node) {
-          check(node, node.source);
-        },
-        ExportNamedDeclaration(node) {
-          check(node, node.source);
-        },
-        ExportAllDeclaration(node) {
-          check(node, node.source);
-        },
-      };
+    ImportDeclaration(node) {
+      check(node, node.source);
+    },
+    ExportNamedDeclaration(node) {
+      check(node, node.source);
+    },
+    ExportAllDeclaration(node) {
+      check(node, node.source);
     },
   };
 }
@@ -234,8 +305,15 @@ const plugin: Deno.lint.Plugin = {
         };
       },
     },
-    "layer-imports": importRule((filename, specifier) => layerViolation(filename, specifier)),
-    "library-homes": importRule(libraryViolation),
+    "layer-imports": {
+      create: (context) => importVisitor(context, layerViolation),
+    },
+    "library-homes": {
+      create: (context) => importVisitor(context, libraryViolation),
+    },
+    "src-imports-no-tests": {
+      create: (context) => importVisitor(context, testsImportViolation),
+    },
     "no-floating-async-call": {
       create(context) {
         const asyncNames = new Set<string>();

@@ -1,5 +1,14 @@
 import assert from "node:assert/strict";
-import plugin, { LAYERS, layerViolation, LIBRARY_HOMES, libraryViolation } from "./lint_plugin.ts";
+import plugin, {
+  findCycle,
+  layerCycle,
+  LAYERS,
+  layerViolation,
+  LIBRARY_HOMES,
+  libraryViolation,
+  testsImportViolation,
+} from "./lint_plugin.ts";
+import { readModule, walk } from "./dead_exports.ts";
 
 const SRC = "/repo/src";
 
@@ -219,4 +228,69 @@ Deno.test("lint library-homes: no file of src/ imports a library outside its hom
   };
   await walk(new URL("../src/", import.meta.url));
   assert.deepEqual(found, []);
+});
+
+Deno.test("layers: the table has no circle, so imports go one way", () => {
+  assert.equal(layerCycle(LAYERS), null);
+});
+
+Deno.test("layers: a circle is found, direct, through a third module, or through a root", () => {
+  assert.deepEqual(layerCycle({ util: [], http: ["util", "metrics"], metrics: ["http"] }), [
+    "http",
+    "metrics",
+    "http",
+  ]);
+  assert.deepEqual(layerCycle({ a: ["b"], b: ["c"], c: ["a"] }), ["a", "b", "c", "a"]);
+  assert.equal(layerCycle({ cli: "*", daemon: "*", util: [] }), null, "two roots");
+  assert.notEqual(layerCycle({ cli: "*", util: ["cli"] }), null, "a module listing a root");
+  assert.equal(layerCycle({ cli: "*", util: [], log: ["util"] }), null);
+  // The table as it was before graphite and perfdata, metrics and http stopped importing each other.
+  assert.notEqual(
+    layerCycle({ ...LAYERS, perfdata: [...(LAYERS.perfdata as string[]), "graphite"] }),
+    null,
+  );
+});
+
+Deno.test("layers: no two files of src/ import each other, directly or in a longer circle", async () => {
+  const root = new URL("../", import.meta.url).pathname;
+  const files: string[] = [];
+  await walk(`${root}src`, files);
+  const edges = new Map<string, string[]>();
+  for (const file of files) {
+    if (/(_test|_bench|_testing)\.ts$/.test(file)) continue;
+    const rel = file.slice(root.length);
+    const info = readModule(rel, await Deno.readTextFile(file));
+    edges.set(rel, [...info.imports.keys(), ...info.stars]);
+  }
+  assert.ok(edges.has("src/pipeline/handler.ts") && edges.has("src/pipeline/pipeline.ts"));
+  assert.equal(findCycle(edges), null);
+  // What the check would say of the circle pipeline.ts and handler.ts once formed.
+  edges.set("src/pipeline/handler.ts", ["src/pipeline/pipeline.ts"]);
+  assert.deepEqual(
+    new Set(findCycle(edges)),
+    new Set(["src/pipeline/handler.ts", "src/pipeline/pipeline.ts"]),
+  );
+});
+
+Deno.test("lint src-imports-no-tests: nothing in src/, its tests included, imports tests/", () => {
+  const testsImportErrors = (file: string, source: string) =>
+    ruleErrors("src-imports-no-tests", file, source);
+  const [error, ...more] = testsImportErrors(
+    "mysql/writer_test.ts",
+    'import { waitFor } from "../../tests/helpers/wait.ts";\n',
+  );
+  assert.deepEqual(more, []);
+  assert.match(error ?? "", /src\/ imports nothing from tests\/ \(tests\/helpers\/wait\.ts\)/);
+  assert.equal(
+    testsImportErrors("cli/status/x.ts", 'export * from "../../../tests/helpers/mysql.ts";\n')
+      .length,
+    1,
+  );
+  assert.deepEqual(
+    testsImportErrors("mysql/writer_test.ts", 'import { x } from "./writer.ts";\n'),
+    [],
+  );
+  // tests/ itself and a directory that only starts like it are fine.
+  assert.equal(testsImportViolation("/repo/tests/x_test.ts", "./helpers/wait.ts"), null);
+  assert.equal(testsImportViolation(`${SRC}/x_test.ts`, "../tests_data/x.ts"), null);
 });

@@ -20,6 +20,7 @@ import {
   yamlKeyOf,
 } from "./settings.ts";
 import { formatByteSize, formatGoDuration } from "./values.ts";
+import { replaceGeneratedSection } from "../util/generated_section.ts";
 
 /** Marker opening the generated section of docs/configuration.md. */
 export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
@@ -322,15 +323,13 @@ export function renderConfigReference(): string {
  * @throws {Error} when the markers are missing or out of order.
  */
 export function replaceConfigReference(document: string, reference: string): string {
-  const begin = document.indexOf(REFERENCE_BEGIN);
-  const end = document.indexOf(REFERENCE_END);
-  if (begin < 0 || end < 0 || end < begin) {
-    throw new Error(
-      `Cannot update the configuration reference: the document needs ${REFERENCE_BEGIN} ` +
-        `followed by ${REFERENCE_END}`,
-    );
-  }
-  return `${document.slice(0, begin + REFERENCE_BEGIN.length)}\n${reference}${document.slice(end)}`;
+  return replaceGeneratedSection(
+    document,
+    REFERENCE_BEGIN,
+    REFERENCE_END,
+    reference,
+    "configuration reference",
+  );
 }
 
 /**

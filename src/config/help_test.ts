@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { runGenConfigReference, type ToolIo } from "../../tools/gen_config_reference.ts";
+import {
+  LAYERS_BEGIN,
+  renderLayerTable,
+  runGenConfigReference,
+  type ToolIo,
+} from "../../tools/gen_config_reference.ts";
+import { LAYERS } from "../../tools/lint_plugin.ts";
 import { METRICS_BEGIN, METRICS_END } from "../metrics/reference.ts";
 import {
   displayDefault,
@@ -199,6 +205,33 @@ Deno.test("gen_config_reference: --write and --check take several files, each wi
   files.set("metrics.md", "# M\n\nthe markers were deleted\n");
   assert.equal(await runGenConfigReference(["--check", "configuration.md", "metrics.md"], io), 1);
   assert.match(err.join(""), /metrics\.md: no generated section/);
+});
+
+// docs/architecture.md's layer table was written by hand and had lost the rows of perfdata/ and
+// tasks/ that LAYERS in tools/lint_plugin.ts held; it is generated from LAYERS now.
+Deno.test("gen_config_reference: the layer table is generated from LAYERS, one row per module, and --check fails when it differs", async () => {
+  const files = new Map([[
+    "architecture.md",
+    `# A\n\n${LAYERS_BEGIN}\n<!-- END LAYERS TABLE -->\n`,
+  ]]);
+  const { io, err } = memoryIo(files);
+  assert.equal(await runGenConfigReference(["--check", "architecture.md"], io), 1);
+  assert.match(err.join(""), /architecture\.md: .*stale/);
+  assert.equal(await runGenConfigReference(["--write", "architecture.md"], io), 0);
+  const page = files.get("architecture.md") ?? "";
+  assert.ok(page.includes(renderLayerTable(LAYERS)));
+  assert.ok(page.includes("| `perfdata/` | `util/`, `log.ts`, `events/`, `metrics/` |"));
+  assert.ok(page.includes("| `tasks/` |"));
+  assert.ok(page.includes("| `util/` | nothing |"));
+  assert.ok(page.includes("| `daemon/` | everything (a composition root) |"));
+  assert.equal(await runGenConfigReference(["--check", "architecture.md"], io), 0);
+  files.set("architecture.md", page.replace("| `tasks/` |", "| `jobs/` |"));
+  assert.equal(await runGenConfigReference(["--check", "architecture.md"], io), 1);
+  assert.equal(
+    renderLayerTable({ log: ["util"], util: [] }, (name) => name === "log").split("\n").slice(5, 7)
+      .join("\n"),
+    "| `log.ts` | `util/` |\n| `util/` | nothing |",
+  );
 });
 
 Deno.test("gen_config_reference: prints without arguments, refuses bad arguments and files", async () => {

@@ -6,8 +6,7 @@
  */
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetterSink } from "../mysql/mod.ts";
-import type { MetricsServer } from "../metrics/server.ts";
-import type { WebSocketServer } from "../http/mod.ts";
+import type { MetricsServer, WebSocketServer } from "../http/mod.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { QueueConsumer } from "./config.ts";

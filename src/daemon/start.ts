@@ -13,8 +13,7 @@ import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/
 import { ADJUSTMENT_REASONS, IdleProbe } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
-import type { Readiness } from "../metrics/server.ts";
-import type { ListenerName } from "../http/mod.ts";
+import type { ListenerName, Readiness } from "../http/mod.ts";
 import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetters } from "../pipeline/dead_letter.ts";

@@ -6,8 +6,14 @@
  * @module
  */
 import type { Metrics } from "../metrics/registry.ts";
-import { type MetricsServer, type Readiness, startMetricsServer } from "../metrics/server.ts";
-import { startWebSocketServer, type WebSocketHub, type WebSocketServer } from "../http/mod.ts";
+import {
+  type MetricsServer,
+  type Readiness,
+  startMetricsServer,
+  startWebSocketServer,
+  type WebSocketHub,
+  type WebSocketServer,
+} from "../http/mod.ts";
 import {
   COMMAND_QUEUE,
   type CommandPublisher,

@@ -17,7 +17,7 @@
  * JSON.parse turns `1e400` into Infinity, so "finite" is checked, not assumed. Whitespace in
  * numeric strings is not accepted. A missing member is treated exactly like null
  * (docs/tables.md#null-or-empty). These rules are pinned by the "coercion:" tests in
- * decode_test.ts.
+ * tests/events/decode_test.ts.
  *
  * @module
  */

@@ -9,7 +9,12 @@
  */
 
 export { type DecodedPayload, decodePayload } from "./decode.ts";
-export { type PerfdataLabelQuotes, perfdataThresholds, plainLabel } from "./perfdata.ts";
+export {
+  type PerfdataLabelQuotes,
+  perfdataThresholds,
+  plainLabel,
+  positionalDecimal,
+} from "./perfdata.ts";
 export {
   isQueueName,
   QUEUE_NAMES,

@@ -287,3 +287,29 @@ export function perfdataThresholds(row: Row): PerfdataThresholds | null {
     PERFDATA_THRESHOLDS
   ] ?? null;
 }
+
+/**
+ * The shortest decimal that round-trips, never in exponent notation (Carbon rejects it,
+ * docs/perfdata.md#line-format, and InfluxDB's line protocol is written the same way):
+ * `1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`. It lives beside the parser because
+ * every perfdata backend writes values with it.
+ *
+ * @param value A finite number.
+ * @returns Positional decimal text.
+ */
+export function positionalDecimal(value: number): string {
+  const text = String(value);
+  const e = text.indexOf("e");
+  if (e === -1) return text;
+  const negative = text.startsWith("-");
+  const mantissa = text.slice(negative ? 1 : 0, e);
+  const exponent = Number(text.slice(e + 1));
+  const dot = mantissa.indexOf(".");
+  const digits = mantissa.replace(".", "");
+  const intLen = (dot === -1 ? mantissa.length : dot) + exponent;
+  let out: string;
+  if (intLen <= 0) out = `0.${"0".repeat(-intLen)}${digits}`;
+  else if (intLen >= digits.length) out = digits + "0".repeat(intLen - digits.length);
+  else out = `${digits.slice(0, intLen)}.${digits.slice(intLen)}`;
+  return negative ? `-${out}` : out;
+}

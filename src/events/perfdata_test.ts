@@ -6,6 +6,7 @@ import {
   perfdataRows,
   perfdataThresholds,
   plainLabel,
+  positionalDecimal,
 } from "./perfdata.ts";
 
 /** Label, value and unit only: the cases below pin the MySQL columns; thresholds have their own test. */
@@ -182,4 +183,18 @@ Deno.test("plainLabel: a quoted label loses its quotes and reads '' as '; any ot
       ["rta", "rta"],
     ]
   ) assert.equal(plainLabel(label as string), plain, label);
+});
+
+Deno.test("perfdata values are written in the shortest positional form, never with an exponent (docs/perfdata.md#line-format)", () => {
+  assert.equal(positionalDecimal(0.069), "0.069");
+  assert.equal(positionalDecimal(0), "0");
+  assert.equal(positionalDecimal(-1.5), "-1.5");
+  assert.equal(positionalDecimal(123456789012), "123456789012");
+  assert.equal(positionalDecimal(1e-7), "0.0000001");
+  assert.equal(positionalDecimal(-1.25e-8), "-0.0000000125");
+  assert.equal(positionalDecimal(1e21), "1000000000000000000000");
+  assert.equal(positionalDecimal(1.5e22), "15000000000000000000000");
+  for (const v of [1e-7, 3.14e-10, 2.5e21, 1.7976931348623157e308]) {
+    assert.equal(Number(positionalDecimal(v)), v, `round trip of ${v}`);
+  }
 });

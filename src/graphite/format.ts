@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { positionalDecimal } from "../events/mod.ts";
 import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,
@@ -50,30 +51,6 @@ export function metricPath(
 }
 
 /**
- * The shortest decimal that round-trips, never in exponent notation (Carbon rejects it,
- * docs/perfdata.md#line-format): `1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`.
- *
- * @param value A finite number.
- * @returns Positional decimal text.
- */
-export function formatCarbonValue(value: number): string {
-  const text = String(value);
-  const e = text.indexOf("e");
-  if (e === -1) return text;
-  const negative = text.startsWith("-");
-  const mantissa = text.slice(negative ? 1 : 0, e);
-  const exponent = Number(text.slice(e + 1));
-  const dot = mantissa.indexOf(".");
-  const digits = mantissa.replace(".", "");
-  const intLen = (dot === -1 ? mantissa.length : dot) + exponent;
-  let out: string;
-  if (intLen <= 0) out = `0.${"0".repeat(-intLen)}${digits}`;
-  else if (intLen >= digits.length) out = digits + "0".repeat(intLen - digits.length);
-  else out = `${digits.slice(0, intLen)}.${digits.slice(intLen)}`;
-  return negative ? `-${out}` : out;
-}
-
-/**
  * One Carbon line.
  *
  * @param path Metric path.
@@ -82,5 +59,5 @@ export function formatCarbonValue(value: number): string {
  * @returns `path value seconds\n`.
  */
 export function carbonLine(path: string, value: number, seconds: number): string {
-  return `${path} ${formatCarbonValue(value)} ${Math.floor(seconds)}\n`;
+  return `${path} ${positionalDecimal(value)} ${Math.floor(seconds)}\n`;
 }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { carbonLine, formatCarbonValue, metricPath, sanitizeSegment } from "./format.ts";
+import { carbonLine, metricPath, sanitizeSegment } from "./format.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 
 Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-' and '^' (docs/perfdata.md#graphite-path)", () => {
@@ -14,20 +14,6 @@ Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-
   assert.equal(sanitizeSegment("my prefix!"), "my_prefix_");
   assert.equal(sanitizeSegment("a^b"), "a^b");
   assert.equal(sanitizeSegment("監視😀"), "___", "a character outside the BMP is one _");
-});
-
-Deno.test("graphite: values are written in the shortest positional form, never with an exponent (docs/perfdata.md#line-format)", () => {
-  assert.equal(formatCarbonValue(0.069), "0.069");
-  assert.equal(formatCarbonValue(0), "0");
-  assert.equal(formatCarbonValue(-1.5), "-1.5");
-  assert.equal(formatCarbonValue(123456789012), "123456789012");
-  assert.equal(formatCarbonValue(1e-7), "0.0000001");
-  assert.equal(formatCarbonValue(-1.25e-8), "-0.0000000125");
-  assert.equal(formatCarbonValue(1e21), "1000000000000000000000");
-  assert.equal(formatCarbonValue(1.5e22), "15000000000000000000000");
-  for (const v of [1e-7, 3.14e-10, 2.5e21, 1.7976931348623157e308]) {
-    assert.equal(Number(formatCarbonValue(v)), v, `round trip of ${v}`);
-  }
 });
 
 Deno.test("graphite: a line is path, value and integer seconds", () => {

@@ -16,4 +16,5 @@ export {
   type WebSocketServer,
   type WebSocketServerOptions,
 } from "./ws_server.ts";
-export { type HttpLimits, listen, type ListenerMetrics, type ListenerName } from "./listen.ts";
+export { type HttpLimits, listen, type ListenerName } from "./listen.ts";
+export { type MetricsServer, type Readiness, startMetricsServer } from "./metrics_server.ts";

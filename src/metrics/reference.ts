@@ -5,6 +5,7 @@
  * @module
  */
 import { COMPONENTS, type LabelSet, METRICS, type MetricSpec } from "./catalogue.ts";
+import { replaceGeneratedSection } from "../util/generated_section.ts";
 
 /** Marker lines around the generated section. */
 export const METRICS_BEGIN = "<!-- BEGIN METRICS REFERENCE -->";
@@ -65,12 +66,11 @@ export function renderMetricsReference(): string {
  * @throws {Error} When the markers are missing.
  */
 export function replaceMetricsReference(document: string, reference: string): string {
-  const begin = document.indexOf(METRICS_BEGIN);
-  const end = document.indexOf(METRICS_END);
-  if (begin < 0 || end < begin) {
-    throw new Error(
-      `Cannot update the metrics reference: the document needs ${METRICS_BEGIN} followed by ${METRICS_END}`,
-    );
-  }
-  return `${document.slice(0, begin + METRICS_BEGIN.length)}\n${reference}${document.slice(end)}`;
+  return replaceGeneratedSection(
+    document,
+    METRICS_BEGIN,
+    METRICS_END,
+    reference,
+    "metrics reference",
+  );
 }

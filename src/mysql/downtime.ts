@@ -5,7 +5,7 @@
  *
  * mysql2 sets CLIENT_FOUND_ROWS, so an upsert that inserts its row or finds it reports at
  * least 1 affected row even when nothing changed (a redelivered START); 0 means the guarding
- * tombstone suppressed it (docs/tables.md#found-rows, D10; pinned in `downtime_test.ts`).
+ * tombstone suppressed it (docs/tables.md#found-rows, D10; pinned in `tests/mysql/downtime_test.ts`).
  *
  * @module
  */

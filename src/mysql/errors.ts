@@ -18,7 +18,7 @@
  * Both wrong directions are harmful. A row error taken for `unavailable`
  * is retried forever and stalls its table; an outage taken for `row`
  * dead-letters good rows (a 15 s read-only window once dead-lettered
- * thousands). The tables below are pinned errno by errno in errors_test.ts.
+ * thousands). The tables below are pinned errno by errno in tests/mysql/errors_test.ts.
  *
  * @module
  */
@@ -31,7 +31,7 @@ const LOCK_ERRNOS: ReadonlySet<number> = new Set([1205, 1213]);
 
 /**
  * Server errnos that say "not now" whatever the rows are. Each is explained
- * in errors_test.ts; the groups:
+ * in tests/mysql/errors_test.ts; the groups:
  * - connection: 1040 too many connections, 1203 max_user_connections,
  *   1226 max_queries_per_hour & co., 1053 server shutdown, 1927 connection
  *   killed, 1317 query interrupted (KILL QUERY), 1158–1161 network

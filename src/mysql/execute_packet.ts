@@ -5,7 +5,7 @@
  * methods, which Deno provides in JavaScript: a 700-row servicestatus INSERT (30,100
  * parameters) took 7 ms to encode, about 1 s of CPU per 100,000 rows, close to half of what
  * the worker spent per row. This encoder writes the same bytes (pinned byte for byte against
- * mysql2's own encoder in execute_packet_test.ts) in a fraction of that.
+ * mysql2's own encoder in tests/mysql/execute_packet_test.ts) in a fraction of that.
  *
  * It takes over only the statements the executor hands over ({@link bulkParameters}), on a
  * connection whose character set mysql2 encodes as UTF-8, for a statement whose placeholder

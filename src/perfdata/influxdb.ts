@@ -7,8 +7,7 @@
  *
  * @module
  */
-import { perfdataThresholds, plainLabel, type Row } from "../events/mod.ts";
-import { formatCarbonValue } from "../graphite/format.ts";
+import { perfdataThresholds, plainLabel, positionalDecimal, type Row } from "../events/mod.ts";
 import { redactUrl } from "../util/redact.ts";
 import type { Transport } from "./sink.ts";
 import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
@@ -103,13 +102,13 @@ export function influxLine(
     const text = v === null || v === undefined ? "" : String(v);
     if (text !== "") line += `,${key}=${escapeTag(text)}`;
   }
-  line += ` value=${formatCarbonValue(value)}`;
+  line += ` value=${positionalDecimal(value)}`;
   const t = perfdataThresholds(row);
   if (t !== null) {
-    if (t.warn !== null) line += `,warn=${formatCarbonValue(t.warn)}`;
-    if (t.crit !== null) line += `,crit=${formatCarbonValue(t.crit)}`;
-    if (t.min !== null) line += `,min=${formatCarbonValue(t.min)}`;
-    if (t.max !== null) line += `,max=${formatCarbonValue(t.max)}`;
+    if (t.warn !== null) line += `,warn=${positionalDecimal(t.warn)}`;
+    if (t.crit !== null) line += `,crit=${positionalDecimal(t.crit)}`;
+    if (t.min !== null) line += `,min=${positionalDecimal(t.min)}`;
+    if (t.max !== null) line += `,max=${positionalDecimal(t.max)}`;
   }
   return `${line} ${Math.floor(Number(row["timestamp_unix"] ?? 0))}`;
 }

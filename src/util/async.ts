@@ -15,8 +15,15 @@
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { delay } from "./async.ts";
- * await delay(1);
+ * assert.equal(await delay(1), undefined);
+ * // An abort ends the wait at once, with the signal's reason, and clears the timer.
+ * const stop = new AbortController();
+ * const waiting = delay(3_600_000, { signal: stop.signal });
+ * stop.abort(new Error("shutting down"));
+ * await assert.rejects(waiting, /shutting down/);
+ * await assert.rejects(delay(1, { signal: stop.signal }), /shutting down/);
  * ```
  */
 export function delay(ms: number, options: { signal?: AbortSignal } = {}): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * DenoSocket against a real TCP peer on loopback: what the MySQL and AMQP clients rely on
- * besides what src/mysql/deno_socket_test.ts shows with MariaDB (writes in order with either
+ * besides what tests/mysql/deno_socket_test.ts shows with MariaDB (writes in order with either
  * call form, the idle timeout, how a connection ends, IPv6 hosts in URL form).
  */
 import assert from "node:assert/strict";

@@ -9,7 +9,7 @@
  * production worker does, so `read_only` applies to it; its write privileges
  * are granted per table, so a REVOKE takes effect on its open connections.
  */
-import { registryValue } from "../../tests/helpers/metric_registry.ts";
+import { registryValue } from "../helpers/metric_registry.ts";
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import {
@@ -17,20 +17,20 @@ import {
   type Mariadbd,
   startMariadbd,
   WORKER_USER,
-} from "../../tests/helpers/mariadbd.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
-import { TableWriter } from "./writer.ts";
-import { TABLES } from "./catalogue.ts";
-import { createTableStatement } from "./ddl.ts";
-import { poolExecutor } from "./executor.ts";
-import { DbAvailability } from "./availability.ts";
-import type { Row } from "../events/types.ts";
-import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { JobTracker } from "./job_tracker.ts";
-import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
-import { deadline } from "../util/async.ts";
-import { errorMessage } from "../util/errors.ts";
-import { configureLogging, resetLogging } from "../log.ts";
+} from "../helpers/mariadbd.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { TableWriter } from "../../src/mysql/writer.ts";
+import { TABLES } from "../../src/mysql/catalogue.ts";
+import { createTableStatement } from "../../src/mysql/ddl.ts";
+import { poolExecutor } from "../../src/mysql/executor.ts";
+import { DbAvailability } from "../../src/mysql/availability.ts";
+import type { Row } from "../../src/events/types.ts";
+import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
+import { JobTracker } from "../../src/mysql/job_tracker.ts";
+import { DeadLetterFile, DeadLetters } from "../../src/pipeline/dead_letter.ts";
+import { deadline } from "../../src/util/async.ts";
+import { errorMessage } from "../../src/util/errors.ts";
+import { configureLogging, resetLogging } from "../../src/log.ts";
 
 const LOG = "statusengine_logentries";
 const LOG_QUEUE = "statusngin_logentries";

@@ -8,11 +8,11 @@ import {
   connectionOptionsOf,
   createScratchDatabase,
   type ScratchDatabase,
-} from "../../tests/helpers/mysql.ts";
-import { freePort } from "../../tests/helpers/gearmand.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
-import { classifyMysqlError } from "./errors.ts";
-import { denoSocketStream } from "./deno_socket.ts";
+} from "../helpers/mysql.ts";
+import { freePort } from "../helpers/gearmand.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { classifyMysqlError } from "../../src/mysql/errors.ts";
+import { denoSocketStream } from "../../src/mysql/deno_socket.ts";
 
 function pool(db: ScratchDatabase, extra: mysql.PoolOptions = {}): mysql.Pool {
   return mysql.createPool({

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase, testMysqlBaseUrl } from "../../tests/helpers/mysql.ts";
-import { mysqlOptionsFromUrl } from "../mysql/mod.ts";
-import { runSchemaCommand, type SchemaCommandOptions } from "./schema.ts";
+import { createScratchDatabase, testMysqlBaseUrl } from "../helpers/mysql.ts";
+import { mysqlOptionsFromUrl } from "../../src/mysql/mod.ts";
+import { runSchemaCommand, type SchemaCommandOptions } from "../../src/cli/schema.ts";
 
 interface Captured {
   code: number;

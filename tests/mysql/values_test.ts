@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
-import { ALL_TABLES, TABLES } from "./catalogue.ts";
+import { ALL_TABLES, TABLES } from "../../src/mysql/catalogue.ts";
 import {
   ADJUSTMENT_REASONS,
   adjustRow,
   appendAdjustedRow,
   truncateToCodePoints,
   type ValueAdjustment,
-} from "./values.ts";
-import type { Row, SqlValue } from "../events/types.ts";
-import { seededRandom } from "../../tests/helpers/seeded_random.ts";
+} from "../../src/mysql/values.ts";
+import type { Row, SqlValue } from "../../src/events/types.ts";
+import { seededRandom } from "../helpers/seeded_random.ts";
 
 function hostcheck(overrides: Row = {}): Row {
   return {

@@ -5,10 +5,10 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
-import { lockTables } from "../../tests/helpers/mysql_lock.ts";
-import { poolExecutor } from "./executor.ts";
-import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
+import { connectionOptionsOf, createScratchDatabase } from "../helpers/mysql.ts";
+import { lockTables } from "../helpers/mysql_lock.ts";
+import { poolExecutor } from "../../src/mysql/executor.ts";
+import { classifyMysqlError, StatementTimeoutError } from "../../src/mysql/errors.ts";
 
 Deno.test("executor: a statement without an answer within the timeout fails as unavailable, and its connection never serves another statement", async () => {
   await using db = await createScratchDatabase();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { GraphiteClient } from "./client.ts";
-import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
+import { GraphiteClient } from "../../src/graphite/client.ts";
+import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 /** The value of an unlabelled counter or gauge. */
 async function value(

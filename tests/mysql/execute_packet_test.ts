@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
-import { poolExecutor } from "./executor.ts";
-import { encodeExecutePacket } from "./execute_packet.ts";
+import { connectionOptionsOf, createScratchDatabase } from "../helpers/mysql.ts";
+import { poolExecutor } from "../../src/mysql/executor.ts";
+import { encodeExecutePacket } from "../../src/mysql/execute_packet.ts";
 import {
   bulkPacketsEncoded,
   installBulkExecuteEncoder,
   mysql2ExecutePacket,
-} from "./mysql2_internals.ts";
-import type { SqlValue } from "../events/types.ts";
-import { seededRandom } from "../../tests/helpers/seeded_random.ts";
+} from "../../src/mysql/mysql2_internals.ts";
+import type { SqlValue } from "../../src/events/types.ts";
+import { seededRandom } from "../helpers/seeded_random.ts";
 
 Deno.test("execute packet: the hook finds mysql2's execute command", () => {
   assert.equal(installBulkExecuteEncoder(), true);

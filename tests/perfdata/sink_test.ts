@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
-import { BatchingSink, type DropReason, SinkWriteError, type Transport } from "./sink.ts";
-import { recordTimers, waitFor } from "../../tests/helpers/wait.ts";
+import {
+  BatchingSink,
+  type DropReason,
+  SinkWriteError,
+  type Transport,
+} from "../../src/perfdata/sink.ts";
+import { recordTimers, waitFor } from "../helpers/wait.ts";
 
 /** A transport that answers from a script (one entry per write), then succeeds. */
 function scripted(answers: (SinkWriteError | number)[]) {

@@ -5,10 +5,10 @@
  * DeadLetters counts and reports for each.
  */
 import assert from "node:assert/strict";
-import { DeadLetterFile, DeadLetters } from "./dead_letter.ts";
-import type { DeadLetterRecord } from "../mysql/dead_letter_sink.ts";
-import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { registrySum } from "../../tests/helpers/metric_registry.ts";
+import { DeadLetterFile, DeadLetters } from "../../src/pipeline/dead_letter.ts";
+import type { DeadLetterRecord } from "../../src/mysql/dead_letter_sink.ts";
+import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
+import { registrySum } from "../helpers/metric_registry.ts";
 
 const QUEUE = "statusngin_hostchecks";
 
@@ -147,7 +147,7 @@ Deno.test("dead-letter file: a write torn half-way by a full disk is cut back of
   await using dir = await tempDir();
   const path = `${dir}/dead.ndjson`;
   const script = `${dir}/child.ts`;
-  const module = new URL("./dead_letter.ts", import.meta.url).href;
+  const module = new URL("../../src/pipeline/dead_letter.ts", import.meta.url).href;
   await Deno.writeTextFile(
     script,
     `import { DeadLetterFile } from ${JSON.stringify(module)};

@@ -10,14 +10,14 @@
  * link looking healthy (seen live with backlogs of 274 and 503 jobs).
  */
 import assert from "node:assert/strict";
-import { QueueWorker } from "./worker.ts";
-import { ByteBudget, QueueBudget } from "../consumer/budget.ts";
-import { DeliveryEngine } from "../consumer/delivery.ts";
-import { NOOP_OBSERVER } from "../consumer/contract.ts";
-import { getLogger } from "../log.ts";
-import { deadline } from "../util/async.ts";
-import { seededRandom, startScriptedJobServer } from "../../tests/helpers/scripted_job_server.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
+import { QueueWorker } from "../../src/gearman/worker.ts";
+import { ByteBudget, QueueBudget } from "../../src/consumer/budget.ts";
+import { DeliveryEngine } from "../../src/consumer/delivery.ts";
+import { NOOP_OBSERVER } from "../../src/consumer/contract.ts";
+import { getLogger } from "../../src/log.ts";
+import { deadline } from "../../src/util/async.ts";
+import { seededRandom, startScriptedJobServer } from "../helpers/scripted_job_server.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 /** Runs of the property; each is a different seed. */
 const RUNS = 60;

@@ -8,24 +8,29 @@
  * simulated failures are lock errors 1213/1205, which MySQL cannot produce on
  * demand; the executor that injects them passes every other call to MySQL.
  */
-import { registryValue } from "../../tests/helpers/metric_registry.ts";
+import { registryValue } from "../helpers/metric_registry.ts";
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers/mysql.ts";
-import { lockTables, waitForBlocked } from "../../tests/helpers/mysql_lock.ts";
-import { startTcpProxy, type TcpProxy } from "../../tests/helpers/tcp_proxy.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
-import { type CommitListener, TableWriter, WriterClosedError } from "./writer.ts";
-import { type TableName, TABLES } from "./catalogue.ts";
-import { createTableStatement } from "./ddl.ts";
-import { type ExecResult, poolExecutor, type RunOptions, type SqlExecutor } from "./executor.ts";
-import { DbAvailability } from "./availability.ts";
-import type { Row } from "../events/types.ts";
-import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { JobTracker } from "./job_tracker.ts";
-import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
-import type { DeadLetterRecord, DeadLetterSink } from "./dead_letter_sink.ts";
-import { deadline } from "../util/async.ts";
+import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
+import { lockTables, waitForBlocked } from "../helpers/mysql_lock.ts";
+import { startTcpProxy, type TcpProxy } from "../helpers/tcp_proxy.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { type CommitListener, TableWriter, WriterClosedError } from "../../src/mysql/writer.ts";
+import { type TableName, TABLES } from "../../src/mysql/catalogue.ts";
+import { createTableStatement } from "../../src/mysql/ddl.ts";
+import {
+  type ExecResult,
+  poolExecutor,
+  type RunOptions,
+  type SqlExecutor,
+} from "../../src/mysql/executor.ts";
+import { DbAvailability } from "../../src/mysql/availability.ts";
+import type { Row } from "../../src/events/types.ts";
+import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
+import { JobTracker } from "../../src/mysql/job_tracker.ts";
+import { DeadLetterFile, DeadLetters } from "../../src/pipeline/dead_letter.ts";
+import type { DeadLetterRecord, DeadLetterSink } from "../../src/mysql/dead_letter_sink.ts";
+import { deadline } from "../../src/util/async.ts";
 
 const LOG = "statusengine_logentries";
 const HOSTCHECKS = "statusengine_hostchecks";

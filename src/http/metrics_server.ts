@@ -1,12 +1,12 @@
 /**
  * The metrics HTTP server: `/metrics` (Prometheus text format), `/healthz`
  * (process alive) and `/readyz` (ready to do its job), on its own listener so
- * a scrape never queues behind other traffic.
+ * a scrape never queues behind other traffic. It lives in http/ (which may import metrics/)
+ * rather than in metrics/, so the two directories do not import each other.
  *
  * @module
  */
-import { type HttpLimits, listen, type ListenerMetrics } from "../http/mod.ts";
-import type { Registry } from "prom-client";
+import { type HttpLimits, listen, type ListenerMetrics } from "./listen.ts";
 
 /** Readiness verdict with the reasons it is not ready. */
 export interface Readiness {
@@ -14,12 +14,21 @@ export interface Readiness {
   readonly reasons: readonly string[];
 }
 
+/**
+ * What the server needs of the metrics registry (src/metrics/registry.ts): the exposition text and
+ * its content type. Named here so http/ stays free of the metrics library.
+ */
+export interface MetricsSource {
+  metrics(): Promise<string>;
+  readonly contentType: string;
+}
+
 /** Options of {@link startMetricsServer}. */
 export interface MetricsServerOptions {
   readonly hostname: string;
   /** 0 picks a free port (tests); the bound port is returned. */
   readonly port: number;
-  readonly registry: Registry;
+  readonly registry: MetricsSource;
   /** `/readyz` verdict; default always ready. */
   readonly readiness?: () => Readiness;
   /** Connection cap and timeouts; defaults of {@link listen}. */

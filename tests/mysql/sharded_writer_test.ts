@@ -10,19 +10,19 @@ import {
   connectionOptionsOf,
   createScratchDatabase,
   type ScratchDatabase,
-} from "../../tests/helpers/mysql.ts";
-import { lockTables, waitForBlocked } from "../../tests/helpers/mysql_lock.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
-import { ShardedWriter } from "./sharded_writer.ts";
-import { type TableName, TABLES } from "./catalogue.ts";
-import { createTableStatement } from "./ddl.ts";
-import { poolExecutor } from "./executor.ts";
-import { DbAvailability } from "./availability.ts";
-import type { Row } from "../events/types.ts";
-import { createMetrics } from "../metrics/registry.ts";
-import { JobTracker } from "./job_tracker.ts";
-import { DeadLetters } from "../pipeline/dead_letter.ts";
-import { deadline } from "../util/async.ts";
+} from "../helpers/mysql.ts";
+import { lockTables, waitForBlocked } from "../helpers/mysql_lock.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { ShardedWriter } from "../../src/mysql/sharded_writer.ts";
+import { type TableName, TABLES } from "../../src/mysql/catalogue.ts";
+import { createTableStatement } from "../../src/mysql/ddl.ts";
+import { poolExecutor } from "../../src/mysql/executor.ts";
+import { DbAvailability } from "../../src/mysql/availability.ts";
+import type { Row } from "../../src/events/types.ts";
+import { createMetrics } from "../../src/metrics/registry.ts";
+import { JobTracker } from "../../src/mysql/job_tracker.ts";
+import { DeadLetters } from "../../src/pipeline/dead_letter.ts";
+import { deadline } from "../../src/util/async.ts";
 
 const HOSTSTATUS = "statusengine_hoststatus";
 const SERVICESTATUS = "statusengine_servicestatus";

@@ -4,13 +4,13 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase } from "../../tests/helpers/mysql.ts";
-import { freePort } from "../../tests/helpers/gearmand.ts";
-import { runWithRetry } from "./retry.ts";
-import { DbAvailability } from "./availability.ts";
-import { MysqlWriteError } from "./errors.ts";
-import { createMetrics } from "../metrics/registry.ts";
-import { deadline } from "../util/async.ts";
+import { createScratchDatabase } from "../helpers/mysql.ts";
+import { freePort } from "../helpers/gearmand.ts";
+import { runWithRetry } from "../../src/mysql/retry.ts";
+import { DbAvailability } from "../../src/mysql/availability.ts";
+import { MysqlWriteError } from "../../src/mysql/errors.ts";
+import { createMetrics } from "../../src/metrics/registry.ts";
+import { deadline } from "../../src/util/async.ts";
 
 // Without this, a deterministic error would be re-sent (triplicating the log
 // line and slowing shutdown) or, worse, held forever as if MySQL were down.

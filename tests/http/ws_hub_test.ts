@@ -11,9 +11,9 @@ import {
   parseTopicsParam,
   WebSocketHub,
   type WebSocketHubOptions,
-} from "./ws_hub.ts";
-import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
+} from "../../src/http/ws_hub.ts";
+import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 class FakeSocket implements HubSocket {
   readyState = 1;

@@ -9,14 +9,14 @@ import {
   connectionOptionsOf,
   createScratchDatabase,
   type ScratchDatabase,
-} from "../../tests/helpers/mysql.ts";
-import { dropEmptyParameterMetadata, hintsNothing } from "./statement_metadata.ts";
-import { cachedStatements } from "./mysql2_internals.ts";
-import { TABLES } from "./catalogue.ts";
-import { createTableStatement } from "./ddl.ts";
-import { poolExecutor } from "./executor.ts";
-import { insertStatement } from "./sql.ts";
-import { adjustRow } from "./values.ts";
+} from "../helpers/mysql.ts";
+import { dropEmptyParameterMetadata, hintsNothing } from "../../src/mysql/statement_metadata.ts";
+import { cachedStatements } from "../../src/mysql/mysql2_internals.ts";
+import { TABLES } from "../../src/mysql/catalogue.ts";
+import { createTableStatement } from "../../src/mysql/ddl.ts";
+import { poolExecutor } from "../../src/mysql/executor.ts";
+import { insertStatement } from "../../src/mysql/sql.ts";
+import { adjustRow } from "../../src/mysql/values.ts";
 
 const TABLE = TABLES.statusengine_hostchecks;
 

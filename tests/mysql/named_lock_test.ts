@@ -5,10 +5,10 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase } from "../../tests/helpers/mysql.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
-import { mysqlOptionsFromUrl } from "./url.ts";
-import { holderStateAfter, lockVerdict, NamedLock } from "./named_lock.ts";
+import { createScratchDatabase } from "../helpers/mysql.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { holderStateAfter, lockVerdict, NamedLock } from "../../src/mysql/named_lock.ts";
 
 Deno.test("named lock: the re-acquire decision gives up only when another connection holds the lock", () => {
   // 1 = this connection's, 0 = another connection's, NULL = free (check) or failed (GET_LOCK).

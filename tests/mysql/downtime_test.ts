@@ -5,18 +5,18 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase, type ScratchDatabase } from "../../tests/helpers/mysql.ts";
-import { buildDowntimeStatement, DowntimeExecutor } from "./downtime.ts";
-import { TABLES } from "./catalogue.ts";
-import { createTableStatement } from "./ddl.ts";
-import { poolExecutor } from "./executor.ts";
-import { DbAvailability } from "./availability.ts";
-import { mysqlOptionsFromUrl } from "./url.ts";
-import { createMetrics, type Metrics } from "../metrics/registry.ts";
-import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
-import { type DowntimeEvent, downtimeStatements } from "../events/downtime.ts";
-import type { DowntimeStatement } from "../events/types.ts";
-import { deadline } from "../util/async.ts";
+import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
+import { buildDowntimeStatement, DowntimeExecutor } from "../../src/mysql/downtime.ts";
+import { TABLES } from "../../src/mysql/catalogue.ts";
+import { createTableStatement } from "../../src/mysql/ddl.ts";
+import { poolExecutor } from "../../src/mysql/executor.ts";
+import { DbAvailability } from "../../src/mysql/availability.ts";
+import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
+import { DeadLetterFile, DeadLetters } from "../../src/pipeline/dead_letter.ts";
+import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtime.ts";
+import type { DowntimeStatement } from "../../src/events/types.ts";
+import { deadline } from "../../src/util/async.ts";
 
 const QUEUE = "statusngin_downtimes";
 const DOWNTIME_TABLES = [

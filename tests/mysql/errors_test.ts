@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
-import { connectionOptionsOf, createScratchDatabase } from "../../tests/helpers/mysql.ts";
+import { classifyMysqlError, StatementTimeoutError } from "../../src/mysql/errors.ts";
+import { connectionOptionsOf, createScratchDatabase } from "../helpers/mysql.ts";
 
 // Without this table a row error could be retried forever (stalling its
 // table) or an outage could dead-letter good rows (D7; the Go worker's TestIsConnectionError).

@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
-import { BacklogMonitor, type BacklogSource, perQueueSources } from "./backlog_monitor.ts";
-import type { LinkTarget } from "./link.ts";
-import { getLogger } from "../log.ts";
-import { waitFor } from "../../tests/helpers/wait.ts";
+import {
+  BacklogMonitor,
+  type BacklogSource,
+  perQueueSources,
+} from "../../src/consumer/backlog_monitor.ts";
+import type { LinkTarget } from "../../src/consumer/link.ts";
+import { getLogger } from "../../src/log.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 /** A target whose broker answers `answer` (a number, unknown, an error, or never). */
 function target(

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { repairUtf8 } from "./utf8_repair.ts";
-import { seededRandom } from "../../tests/helpers/seeded_random.ts";
+import { repairUtf8 } from "../../src/events/utf8_repair.ts";
+import { seededRandom } from "../helpers/seeded_random.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder("utf-8", { fatal: true });

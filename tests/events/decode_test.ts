@@ -1,10 +1,16 @@
 import assert from "node:assert/strict";
-import { APPENDIX_CTX, fixture, fixtureBytes } from "./_testing.ts";
-import { decodeJob, decodePayload } from "./decode.ts";
-import { QUEUE_NAMES, type QueueName } from "./queues.ts";
-import { repairUtf8 } from "./utf8_repair.ts";
-import type { DecodeContext, DecodedJob, InvalidReason, Row, TableRow } from "./types.ts";
-import { seededRandom } from "../../tests/helpers/seeded_random.ts";
+import { APPENDIX_CTX, fixture, fixtureBytes } from "../../src/events/_testing.ts";
+import { decodeJob, decodePayload } from "../../src/events/decode.ts";
+import { QUEUE_NAMES, type QueueName } from "../../src/events/queues.ts";
+import { repairUtf8 } from "../../src/events/utf8_repair.ts";
+import type {
+  DecodeContext,
+  DecodedJob,
+  InvalidReason,
+  Row,
+  TableRow,
+} from "../../src/events/types.ts";
+import { seededRandom } from "../helpers/seeded_random.ts";
 
 const CTX = APPENDIX_CTX;
 

@@ -1,0 +1,74 @@
+/**
+ * The README and docs/ name files of the repository (the source map, the module map, "pinned in
+ * tests/mysql/errors_test.ts"); a file moved or renamed without them leaves a page pointing at
+ * nothing, as README's source map once put the job tracker in src/pipeline/.
+ */
+import assert from "node:assert/strict";
+
+const root = new URL("../", import.meta.url);
+
+/** Repository paths a Markdown page names: `src/…`, `tests/…`, `tools/…`, `bench/…`, `packaging/…`. */
+function namedPaths(markdown: string): string[] {
+  const paths = new Set<string>();
+  for (
+    const m of markdown.matchAll(/(?<![\w./-])((?:src|tests|tools|bench|packaging)\/[\w./*-]*)/g)
+  ) {
+    paths.add((m[1] as string).replace(/[.,:;]+$/, ""));
+  }
+  return [...paths];
+}
+
+/** Whether a named path exists; `dir/name.*` when some file of `dir/` starts with `name.`. */
+function exists(path: string): boolean {
+  const star = path.indexOf("*");
+  if (star !== -1) {
+    const prefix = path.slice(0, star);
+    const dir = prefix.slice(0, prefix.lastIndexOf("/") + 1);
+    if (!exists(dir)) return false;
+    return [...Deno.readDirSync(new URL(dir, root))].some((e) =>
+      `${dir}${e.name}`.startsWith(prefix)
+    );
+  }
+  try {
+    Deno.statSync(new URL(path, root));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("docs: every src/, tests/, tools/, bench/ and packaging/ path README.md and docs/*.md name exists", () => {
+  const pages = [
+    "README.md",
+    ...[...Deno.readDirSync(new URL("docs/", root))].map((e) => `docs/${e.name}`),
+  ].filter((p) => p.endsWith(".md"));
+  const missing: string[] = [];
+  let checked = 0;
+  for (const page of pages) {
+    for (const path of namedPaths(Deno.readTextFileSync(new URL(page, root)))) {
+      checked++;
+      if (!exists(path)) missing.push(`${page}: ${path}`);
+    }
+  }
+  assert.deepEqual(missing, []);
+  assert.ok(exists("packaging/systemd/statusengine-db-cleanup.*"));
+  assert.ok(!exists("src/pipeline/job_tracker.ts") && !exists("src/nothing.*"));
+  assert.ok(checked > 100, `only ${checked} paths found: the pattern no longer matches the docs`);
+});
+
+Deno.test("docs: the path pattern finds quoted paths and source-map rows, not URLs", () => {
+  assert.deepEqual(
+    namedPaths(
+      "`src/mysql/job_tracker.ts`, src/pipeline/ job handler.\n" +
+        "(tests/mysql/errors_test.ts). See https://example.org/src/x.ts and tests/<module>/,\n" +
+        "packaging/systemd/statusengine-db-cleanup.*",
+    ),
+    [
+      "src/mysql/job_tracker.ts",
+      "src/pipeline/",
+      "tests/mysql/errors_test.ts",
+      "tests/",
+      "packaging/systemd/statusengine-db-cleanup.*",
+    ],
+  );
+});
