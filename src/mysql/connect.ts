@@ -1,7 +1,8 @@
 /**
  * Reaching MySQL, one way everywhere: a dedicated connection that must answer within a
  * deadline (the command-line tools), the same "does it answer" probe for the daemon's pool,
- * a polite close and a hard close that abandons a statement in flight.
+ * a polite close and a hard close that abandons a statement in flight; and the statements
+ * `verify` and `losstest` run on their dedicated connection.
  *
  * @module
  */
@@ -337,7 +338,7 @@ export async function countLosstestMarkers(
     values: [`${prefix}%`, after, pageSize],
     timeout: timeoutMs,
   });
-  return rows.map((r) => ({ hostname: r.hostname as string, n: Number(r.n) }));
+  return rows.map((r) => ({ hostname: String(r.hostname), n: Number(r.n) }));
 }
 
 /**

@@ -444,7 +444,11 @@ export class CleanupSession {
   }
 
   /** Connect and answer within the bound (the connection is reused afterwards). */
-  async open(): Promise<MysqlConnection> {
+  async open(): Promise<void> {
+    await this.#connection();
+  }
+
+  async #connection(): Promise<MysqlConnection> {
     if (this.#conn !== undefined) return this.#conn;
     const { connection } = await connectMysql(this.#options, {
       timeoutMs: this.#limits.timeoutMs,
@@ -463,7 +467,7 @@ export class CleanupSession {
     sql: string,
     params: (string | number)[] = [],
   ): Promise<T> {
-    const conn = await this.open();
+    const conn = await this.#connection();
     const [result] = await unlessAborted(
       conn.query<T>(sql, params),
       this.#limits.signal,
