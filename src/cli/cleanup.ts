@@ -10,27 +10,18 @@
  *
  * @module
  */
-import mysql from "mysql2/promise";
 import {
-  addPartitionsStatement,
-  classifyLayout,
-  closeMysqlNow,
-  connectMysql,
+  CleanupSession,
   dayNumber,
-  dropPartitionsStatement,
   type MaintenancePlan,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  type PartitionInfo,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
-  quoteIdentifier,
   redactUrl,
   repairStepCount,
-  SECONDS_PER_DAY,
   type TableLayout,
-  unlessAborted,
   type WeeklyLayout,
 } from "../mysql/mod.ts";
 import {
@@ -162,132 +153,9 @@ function plan(options: CleanupCommandOptions): PlannedTable[] {
   }));
 }
 
-/** The one dedicated connection of a run; reopened after a table failed. */
-class CleanupSession {
-  readonly #options: MysqlUrlOptions;
-  readonly #signal: AbortSignal;
-  #conn: mysql.Connection | undefined;
-
-  constructor(options: MysqlUrlOptions, signal: AbortSignal) {
-    this.#options = options;
-    this.#signal = signal;
-  }
-
-  /** Connect and answer within 5 s (the connection is reused afterwards). */
-  async open(): Promise<mysql.Connection> {
-    if (this.#conn !== undefined) return this.#conn;
-    const { connection } = await connectMysql(this.#options, {
-      timeoutMs: PING_TIMEOUT_MS,
-      signal: this.#signal,
-    });
-    this.#conn = connection;
-    await connection.query(`SET SESSION lock_wait_timeout = ${ALTER_LOCK_WAIT_SECONDS}`);
-    return connection;
-  }
-
-  /**
-   * Run one statement; on abort the connection is closed and the call rejects with
-   * `MysqlInterrupted` at once (the server rolls back what the statement did).
-   */
-  async query<T extends mysql.RowDataPacket[] | mysql.ResultSetHeader>(
-    sql: string,
-    params: (string | number)[] = [],
-  ): Promise<T> {
-    const conn = await this.open();
-    const [result] = await unlessAborted(
-      conn.query<T>(sql, params),
-      this.#signal,
-      () => this.discard(),
-    );
-    return result;
-  }
-
-  /** Drop the connection so the next table starts on a fresh one. */
-  discard(): void {
-    if (this.#conn !== undefined) closeMysqlNow(this.#conn);
-    this.#conn = undefined;
-  }
-
-  /** Close politely; fall back to a hard close. */
-  async close(): Promise<void> {
-    const conn = this.#conn;
-    this.#conn = undefined;
-    if (conn === undefined) return;
-    await conn.end().catch(() => closeMysqlNow(conn));
-  }
-}
-
 function formatRate(rows: number, ms: number): number {
   const perSecond = rows / Math.max(ms, 1) * 1000;
   return perSecond >= 100 ? Math.round(perSecond) : Math.round(perSecond * 10) / 10;
-}
-
-/** The partitions of one table from `information_schema`. */
-async function readLayout(session: CleanupSession, table: RetentionTable): Promise<TableLayout> {
-  const rows = await session.query<mysql.RowDataPacket[]>(
-    `SELECT PARTITION_NAME AS name, PARTITION_METHOD AS method,
-            PARTITION_EXPRESSION AS expression, PARTITION_DESCRIPTION AS description,
-            PARTITION_ORDINAL_POSITION AS ordinal, TABLE_ROWS AS est
-       FROM information_schema.PARTITIONS
-      WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
-    [table.table],
-  );
-  if (rows.length === 0) {
-    // information_schema lists every existing table; nothing means the table is missing.
-    // The statement names it in its error like any other statement on it would.
-    await session.query(`SELECT 1 FROM ${quoteIdentifier(table.table)} LIMIT 0`);
-  }
-  const info: PartitionInfo[] = rows.map((r) => ({
-    name: r.name === null ? null : String(r.name),
-    method: r.method === null ? null : String(r.method),
-    expression: r.expression === null ? null : String(r.expression),
-    description: r.description === null ? null : String(r.description),
-    ordinal: r.ordinal === null ? null : Number(r.ordinal),
-    rowsEstimate: Number(r.est ?? 0),
-  }));
-  return classifyLayout(info, table.column);
-}
-
-/** Whether a partition holds at least one row (reads one row, never counts). */
-async function partitionHasRows(
-  session: CleanupSession,
-  table: string,
-  partition: string,
-): Promise<boolean> {
-  const rows = await session.query<mysql.RowDataPacket[]>(
-    `SELECT 1 FROM ${quoteIdentifier(table)} PARTITION (${quoteIdentifier(partition)}) LIMIT 1`,
-  );
-  return rows.length > 0;
-}
-
-/** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
-function partitionClause(partitions: readonly string[] | "table"): string {
-  return partitions === "table" ? "" : ` PARTITION (${partitions.map(quoteIdentifier).join(", ")})`;
-}
-
-/**
- * How many rows older than the cutoff the partitions hold, counting at most `limit`.
- *
- * @returns The count; equal to `limit` when there are at least that many.
- */
-async function countOlder(
-  session: CleanupSession,
-  table: PlannedTable,
-  partitions: readonly string[] | "table",
-  cutoff: number,
-  limit?: number,
-): Promise<number> {
-  if (partitions !== "table" && partitions.length === 0) return 0;
-  const select = `SELECT 1 FROM ${quoteIdentifier(table.table)}${
-    partitionClause(partitions)
-  } WHERE ${quoteIdentifier(table.column)} < ?`;
-  const rows = await session.query<mysql.RowDataPacket[]>(
-    limit === undefined
-      ? `SELECT COUNT(*) AS n FROM (${select}) AS old_rows`
-      : `SELECT COUNT(*) AS n FROM (${select} LIMIT ${limit}) AS old_rows`,
-    [cutoff],
-  );
-  return Number(rows[0]?.n ?? 0);
 }
 
 /** The cutoff as every line shows it: local RFC 3339 (what an operator reads) and Unix seconds. */
@@ -339,22 +207,19 @@ async function deleteInBatches(
   stats: TableStats,
 ): Promise<boolean> {
   const { options, signal } = ctx;
-  // Names are constants from the retention table and the server's own partition list, never
-  // configuration. No ORDER BY. The PARTITION clause is what keeps the statement inside the
-  // straddling week: MySQL cannot prune `start_time < ?` through `start_time DIV 86400`.
-  const where = trim === "table" ? "table" : [trim];
-  const sql = `DELETE FROM ${quoteIdentifier(table.table)}${partitionClause(where)} WHERE ${
-    quoteIdentifier(table.column)
-  } < ? LIMIT ${options.batchSize}`;
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
-  const counted = await countOlder(ctx.session, table, where, cutoff, PROGRESS_COUNT_LIMIT);
+  const counted = await ctx.session.countOlder(
+    table,
+    trim === "table" ? "table" : [trim],
+    cutoff,
+    PROGRESS_COUNT_LIMIT,
+  );
   const started = performance.now();
   let lastProgress = started;
   for (;;) {
     if (signal.aborted) return false;
     const batchStarted = performance.now();
-    const result = await ctx.session.query<mysql.ResultSetHeader>(sql, [cutoff]);
-    const affected = result.affectedRows;
+    const affected = await ctx.session.deleteOlder(table, trim, cutoff, options.batchSize);
     stats.rows += affected;
     stats.batches++;
     log.debug("cleanup: batch deleted", {
@@ -407,7 +272,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
   const cutoffDate = table.days > 0 ? retentionCutoff(ctx.now, table.days) : null;
   const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
   try {
-    const layout = await readLayout(session, table);
+    const layout = await session.readLayout(table);
     stats.layout = layout.kind;
     if (layout.kind === "other") {
       log.warn("cleanup: table partitioned in another way, cleaned by DELETE only", {
@@ -433,7 +298,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
 
     const weekly = layout.layout;
     const maxHasRows = weekly.max !== null &&
-      await partitionHasRows(session, table.table, weekly.max.name);
+      await session.partitionHasRows(table.table, weekly.max.name);
     const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
     stats.needsRepair = maxHasRows;
     if (maintenance.blockedWeeks > 0 || maxHasRows) reportMaxWithRows(table, weekly, maintenance);
@@ -462,7 +327,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
 
     if (maintenance.add.length > 0) {
       const started = performance.now();
-      await session.query(addPartitionsStatement(table.table, weekly, maintenance.add));
+      await session.addPartitions(table.table, weekly, maintenance.add);
       stats.added = maintenance.add.map((p) => p.name);
       log.info("cleanup: partitions added", {
         table: table.table,
@@ -473,7 +338,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     if (signal.aborted) return { kind: "interrupted", stats };
     if (maintenance.drop.length > 0) {
       const started = performance.now();
-      await session.query(dropPartitionsStatement(table.table, maintenance.drop));
+      await session.dropPartitions(table.table, maintenance.drop);
       stats.dropped = maintenance.drop.map((p) => p.name);
       stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
       log.info("cleanup: partitions dropped", {
@@ -510,7 +375,7 @@ async function dryRunDelete(
   parts: string[],
 ): Promise<void> {
   const { cutoff, "cutoff_unix": cutoffUnix } = cutoffProperties(cutoffDate);
-  stats.rows = await countOlder(ctx.session, table, trim.where, cutoffUnix);
+  stats.rows = await ctx.session.countOlder(table, trim.where, cutoffUnix);
   const from = trim.from === "table" ? "" : ` from ${trim.from}`;
   parts.push(`delete ${stats.rows} rows${from} (${table.column} < ${cutoff}, unix ${cutoffUnix})`);
   ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ")}`);
@@ -591,7 +456,11 @@ export async function runCleanupCommand(
   };
   if (signal.aborted) return interrupted(0, tables.length);
 
-  const session = new CleanupSession(connectionOptions, signal);
+  const session = new CleanupSession(connectionOptions, {
+    timeoutMs: PING_TIMEOUT_MS,
+    lockWaitSeconds: ALTER_LOCK_WAIT_SECONDS,
+    signal,
+  });
   try {
     try {
       await session.open();
@@ -697,25 +566,6 @@ export async function runCleanupCommand(
   }
 }
 
-/** The oldest and newest day number held in a partition, or null when it is empty. */
-async function rowDaysIn(
-  session: CleanupSession,
-  table: RetentionTable,
-  partition: string,
-): Promise<{ min: number; max: number } | null> {
-  const column = quoteIdentifier(table.column);
-  const rows = await session.query<mysql.RowDataPacket[]>(
-    `SELECT MIN(${column}) AS lo, MAX(${column}) AS hi FROM ${quoteIdentifier(table.table)}
-      PARTITION (${quoteIdentifier(partition)})`,
-  );
-  const row = rows[0];
-  if (row === undefined || row.lo === null || row.hi === null) return null;
-  return {
-    min: Math.floor(Number(row.lo) / SECONDS_PER_DAY),
-    max: Math.floor(Number(row.hi) / SECONDS_PER_DAY),
-  };
-}
-
 /**
  * `cleanup --repair-partitions` (docs/retention.md#repair): for every weekly partitioned table,
  * split `p_max` into weekly partitions up to its newest row and the weeks ahead, a few weeks
@@ -738,10 +588,10 @@ async function runRepair(
     const tableStarted = performance.now();
     let tableSteps = 0;
     try {
-      let layout = await readLayout(session, table);
+      let layout = await session.readLayout(table);
       if (layout.kind !== "weekly" || layout.layout.max === null) continue;
       const max = layout.layout.max;
-      const rowDays = await rowDaysIn(session, table, max.name);
+      const rowDays = await session.rowDaysIn(table, max.name);
       let weekly: WeeklyLayout = layout.layout;
       for (;;) {
         const step = planRepairStep(weekly, ctx.today, rowDays);
@@ -764,9 +614,9 @@ async function runRepair(
         }
         if (signal.aborted) return repairInterrupted(tables.length - index, steps);
         const started = performance.now();
-        await session.query(addPartitionsStatement(table.table, weekly, step.add));
+        await session.addPartitions(table.table, weekly, step.add);
         steps++;
-        layout = await readLayout(session, table);
+        layout = await session.readLayout(table);
         if (layout.kind !== "weekly") throw new Error("the layout changed during the repair");
         weekly = layout.layout;
         log.info("cleanup: repair step", {

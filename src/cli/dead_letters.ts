@@ -26,6 +26,7 @@ import {
 } from "../events/mod.ts";
 import {
   adjustRow,
+  createWriterPool,
   type DeadLetterRecord,
   type DeadLetterSink,
   DowntimeExecutor,
@@ -41,7 +42,6 @@ import {
 import { Pipeline } from "../pipeline/pipeline.ts";
 import { DeadLetterFile } from "../pipeline/dead_letter.ts";
 import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
-import { createWriterPool } from "../daemon/mod.ts";
 import { errorMessage } from "../log.ts";
 import type { Io } from "./io.ts";
 import { INTERRUPTED_EXIT_CODE, isBlank, readLines, USAGE_EXIT_CODE } from "./publish.ts";

@@ -9,8 +9,16 @@
  *
  * @module
  */
-import type mysql from "mysql2/promise";
-import { connectMysql, mysqlOptionsFromUrl, redactUrl } from "../mysql/mod.ts";
+import {
+  connectMysql,
+  countLosstestMarkers,
+  deleteLosstestBatch,
+  endMysql,
+  type MysqlConnection,
+  mysqlOptionsFromUrl,
+  redactUrl,
+  selectLosstestRunSizes,
+} from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { deadline } from "../util/async.ts";
@@ -485,7 +493,7 @@ async function connect(
   url: string,
   mode: LosstestMode,
   io: Io,
-): Promise<mysql.Connection | undefined> {
+): Promise<MysqlConnection | undefined> {
   let opts: ReturnType<typeof mysqlOptionsFromUrl>;
   try {
     opts = mysqlOptionsFromUrl(url);
@@ -514,18 +522,6 @@ function stopped(signal: AbortSignal, what: string, limitMs: number): [string, n
     ? [`${what} exceeded its ${limitMs / 60_000}-minute limit`, 1]
     : [`${what} was interrupted`, INTERRUPTED_EXIT_CODE];
 }
-
-// The table's collation (utf8mb4_general_ci on MariaDB) compares case- and accent-
-// insensitively, so run ids that differ only in that way address the same rows; LIKE is
-// evaluated the same way, which keeps verify and cleanup consistent with each other.
-const PAGE_SQL = `SELECT hostname, COUNT(*) AS n FROM ${LOSSTEST_TABLE}
-  WHERE hostname LIKE ? AND hostname > ? GROUP BY hostname ORDER BY hostname LIMIT ?`;
-const DELETE_SQL = `DELETE FROM ${LOSSTEST_TABLE}
-  WHERE hostname LIKE ? AND SUBSTRING(hostname, CHAR_LENGTH(?) + 1) REGEXP '^[0-9]+$'
-  LIMIT ${CLEANUP_BATCH}`;
-
-const RUN_SIZE_SQL = `SELECT DISTINCT SUBSTRING_INDEX(output, ?, -1) AS c FROM ${LOSSTEST_TABLE}
-  WHERE hostname LIKE ? AND output LIKE 'losstest run %'`;
 
 /**
  * The count `verify` checks: the one the run's events carry, or the caller's when they carry
@@ -575,13 +571,14 @@ async function verifyRun(
   if (conn === undefined) return 1;
   let count: number;
   try {
-    const [rows] = await conn.query({
-      sql: RUN_SIZE_SQL,
-      values: [RUN_SIZE_SEPARATOR, `${prefix}%`],
-      timeout: Math.max(1, Math.floor(limit.remainingMs())),
-    });
-    const recorded = (rows as { c: string }[])
-      .map((r) => String(r.c))
+    const sizes = await selectLosstestRunSizes(
+      conn,
+      LOSSTEST_TABLE,
+      RUN_SIZE_SEPARATOR,
+      prefix,
+      Math.max(1, Math.floor(limit.remainingMs())),
+    );
+    const recorded = sizes
       .filter((c) => /^[1-9][0-9]{0,14}$/.test(c))
       .map(Number)
       .sort((a, b) => a - b);
@@ -592,7 +589,7 @@ async function verifyRun(
     );
     if ("problem" in expected) {
       io.err(`Cannot run losstest verify: ${expected.problem}`);
-      await conn.end().catch(() => conn.destroy());
+      await endMysql(conn);
       return expected.code;
     }
     count = expected.count;
@@ -602,7 +599,7 @@ async function verifyRun(
       } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
     );
   } catch (err: unknown) {
-    await conn.end().catch(() => conn.destroy());
+    await endMysql(conn);
     io.err(`Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`);
     return 1;
   }
@@ -615,16 +612,18 @@ async function verifyRun(
         io.err(`Cannot finish losstest verify: ${why}`);
         return code;
       }
-      const [rows] = await conn.query({
-        sql: PAGE_SQL,
-        values: [`${prefix}%`, after, PAGE_SIZE],
-        timeout: Math.max(1, Math.floor(limit.remainingMs())),
-      });
-      const page = rows as { hostname: string; n: number | string }[];
+      const page = await countLosstestMarkers(
+        conn,
+        LOSSTEST_TABLE,
+        prefix,
+        after,
+        PAGE_SIZE,
+        Math.max(1, Math.floor(limit.remainingMs())),
+      );
       for (const row of page) {
         const seq = parseLossMarker(runId, row.hostname);
         // A host name of another run whose id extends ours (`lt-r1-x-5` for `r1`) is skipped.
-        if (seq !== undefined) tally.add(seq, Number(row.n));
+        if (seq !== undefined) tally.add(seq, row.n);
       }
       const last = page.at(-1);
       if (last === undefined || page.length < PAGE_SIZE) break;
@@ -636,7 +635,7 @@ async function verifyRun(
     );
     return 1;
   } finally {
-    await conn.end().catch(() => conn.destroy());
+    await endMysql(conn);
   }
 
   const report = tally.report();
@@ -754,12 +753,13 @@ async function cleanupRun(
         );
         return code;
       }
-      const [result] = await conn.query({
-        sql: DELETE_SQL,
-        values: [`${prefix}%`, prefix],
-        timeout: Math.max(1, Math.floor(limit.remainingMs())),
-      });
-      const affected = (result as { affectedRows: number }).affectedRows;
+      const affected = await deleteLosstestBatch(
+        conn,
+        LOSSTEST_TABLE,
+        prefix,
+        CLEANUP_BATCH,
+        Math.max(1, Math.floor(limit.remainingMs())),
+      );
       deleted += affected;
       if (affected < CLEANUP_BATCH) break;
       if (performance.now() >= nextProgress) {
@@ -775,7 +775,7 @@ async function cleanupRun(
     );
     return 1;
   } finally {
-    await conn.end().catch(() => conn.destroy());
+    await endMysql(conn);
   }
   io.out(
     `losstest cleanup: deleted ${deleted} rows of run "${runId}" from ${LOSSTEST_TABLE} in ${

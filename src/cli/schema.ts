@@ -3,20 +3,22 @@
  *
  * @module
  */
-import type mysql from "mysql2/promise";
 import {
   ALL_TABLES,
-  chooseCollation,
   connectMysql,
+  createDatabase,
+  databaseExists,
   describeDifference,
   describeMysqlConnectFailure,
   diffSchema,
+  endMysql,
   ensureSchema,
+  type MysqlConnection,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  quoteIdentifier,
   redactUrl,
   TABLE_CHARSET,
+  useDatabase,
 } from "../mysql/mod.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Io } from "./io.ts";
@@ -72,7 +74,7 @@ export async function runSchemaCommand(
     return 1;
   }
 
-  let conn: mysql.Connection;
+  let conn: MysqlConnection;
   try {
     ({ connection: conn } = await connectMysql(server, { timeoutMs: DEFAULT_CONNECT_TIMEOUT_MS }));
   } catch (err: unknown) {
@@ -81,11 +83,7 @@ export async function runSchemaCommand(
   }
   let step = "inspect the server";
   try {
-    const [rows] = await conn.query(
-      "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
-      [database],
-    );
-    if ((rows as unknown[]).length === 0) {
+    if (!(await databaseExists(conn, database))) {
       if (options.check) {
         io.out(`database ${database}: does not exist (${ALL_TABLES.length} tables missing)`);
         return 1;
@@ -97,16 +95,11 @@ export async function runSchemaCommand(
         return 1;
       }
       step = `create database "${database}"`;
-      const collation = await chooseCollation(conn);
-      await conn.query(
-        `CREATE DATABASE IF NOT EXISTS ${
-          quoteIdentifier(database)
-        } CHARACTER SET ${TABLE_CHARSET} COLLATE ${collation}`,
-      );
+      const collation = await createDatabase(conn, database);
       io.out(`Created database ${database} (${TABLE_CHARSET}, ${collation})`);
     }
     step = `use database "${database}"`;
-    await conn.query(`USE ${quoteIdentifier(database)}`);
+    await useDatabase(conn, database);
 
     if (!options.check) {
       step = `create missing tables in "${database}"`;
@@ -145,6 +138,6 @@ export async function runSchemaCommand(
     io.err(scrub(`Cannot ${step} at "${shownUrl}": ${errorMessage(err)}`));
     return 1;
   } finally {
-    await conn.end().catch(() => conn.destroy());
+    await endMysql(conn);
   }
 }

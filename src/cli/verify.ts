@@ -10,14 +10,17 @@
  *
  * @module
  */
-import type mysql from "mysql2/promise";
 import {
   connectMysql,
+  endMysql,
   isTableName,
+  makeSessionReadOnly,
+  type MysqlConnection,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  quoteIdentifier,
+  type NewestRows,
   redactUrl,
+  selectNewestRows,
   type Table,
   TABLE_NAMES,
   type TableName,
@@ -356,43 +359,18 @@ function selectTables(
   return names as TableName[];
 }
 
-/** mysql2 column type codes of MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE. */
-const FLOAT_TYPES: ReadonlySet<number> = new Set([4, 5]);
-
 interface Side {
   readonly name: "A" | "B";
   readonly url: string;
-  readonly conn: mysql.Connection;
+  readonly conn: MysqlConnection;
   readonly password: string | undefined;
 }
 
-interface Fetched {
-  readonly rows: DbRow[];
-  readonly columns: readonly string[];
-  readonly doubles: ReadonlySet<string>;
-}
-
-async function fetchNewest(side: Side, table: Table, limit: number): Promise<Fetched> {
+async function fetchNewest(side: Side, table: Table, limit: number): Promise<NewestRows> {
   const identity = rowIdentity(table);
-  const order = [...new Set([...VERIFY_ORDER[table.name], ...identity.key])]
-    .map((c) => `${quoteIdentifier(c)} DESC`).join(", ");
-  const sql = `SELECT * FROM ${quoteIdentifier(table.name)}${
-    order === "" ? "" : ` ORDER BY ${order}`
-  } LIMIT ?`;
+  const order = [...new Set([...VERIFY_ORDER[table.name], ...identity.key])];
   try {
-    const [rows, fields] = await side.conn.query(sql, [limit]);
-    const meta = fields as unknown as readonly {
-      name: string;
-      columnType?: number;
-      type?: number;
-    }[];
-    return {
-      rows: rows as DbRow[],
-      columns: meta.map((f) => f.name),
-      doubles: new Set(
-        meta.filter((f) => FLOAT_TYPES.has(f.columnType ?? f.type ?? -1)).map((f) => f.name),
-      ),
-    };
+    return await selectNewestRows(side.conn, table.name, order, limit);
   } catch (err: unknown) {
     const text = errorMessage(err);
     throw new Error(
@@ -422,15 +400,9 @@ async function open(
     );
     return undefined;
   }
-  let conn: mysql.Connection;
+  let conn: MysqlConnection;
   try {
-    ({ connection: conn } = await connectMysql({
-      ...opts,
-      // BIGINT values beyond 2^53 arrive as exact strings, smaller ones as numbers.
-      supportBigNumbers: true,
-      bigNumberStrings: false,
-      dateStrings: true,
-    }, { timeoutMs: 10_000 }));
+    ({ connection: conn } = await connectMysql(opts, { timeoutMs: 10_000, exactValues: true }));
   } catch (err: unknown) {
     const text = errorMessage(err);
     io.err(
@@ -442,14 +414,14 @@ async function open(
   }
   try {
     // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
-    await conn.query("SET SESSION TRANSACTION READ ONLY");
+    await makeSessionReadOnly(conn);
   } catch (err: unknown) {
     io.err(
       `Cannot run verify: cannot make the session of database ${name} read-only: ${
         errorMessage(err)
       }`,
     );
-    await conn.end().catch(() => conn.destroy());
+    await endMysql(conn);
     return undefined;
   }
   return { name, url, conn, password: opts.password };
@@ -491,7 +463,7 @@ export async function runVerifyCommand(
   if (a === undefined) return 1;
   const b = await open("B", options.mysqlUrlB, io);
   if (b === undefined) {
-    await a.conn.end().catch(() => a.conn.destroy());
+    await endMysql(a.conn);
     return 1;
   }
   try {
@@ -511,8 +483,8 @@ export async function runVerifyCommand(
     let errors = 0;
     for (const name of tables) {
       const table = TABLES[name];
-      let fa: Fetched;
-      let fb: Fetched;
+      let fa: NewestRows;
+      let fb: NewestRows;
       try {
         [fa, fb] = await Promise.all([
           fetchNewest(a, table, options.limit),
@@ -567,8 +539,8 @@ export async function runVerifyCommand(
     return differing + errors === 0 ? 0 : 1;
   } finally {
     await Promise.all([
-      a.conn.end().catch(() => a.conn.destroy()),
-      b.conn.end().catch(() => b.conn.destroy()),
+      endMysql(a.conn),
+      endMysql(b.conn),
     ]);
   }
 }

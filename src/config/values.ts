@@ -303,7 +303,7 @@ export function parseUrl(text: string, schemes: readonly string[]): Parsed<strin
 /**
  * Validate a MySQL URL, the internal form of the MySQL connection (D8):
  * `mysql://user:password@host:port/database[?option=value]`. Query options are passed to
- * mysql2 as they are (`?socketPath=/run/mysqld/mysqld.sock` selects a Unix socket).
+ * the MySQL client as they are (`?socketPath=/run/mysqld/mysqld.sock` selects a Unix socket).
  *
  * @param text The URL.
  * @returns The URL as given, or a problem that never contains the password.
@@ -318,7 +318,7 @@ export function parseMysqlUrl(text: string): Parsed<string> {
   return ok(text);
 }
 
-// DSN parameters that mean nothing for mysql2 or describe what it does anyway; accepted and
+// DSN parameters that mean nothing for the MySQL client or describe what it does anyway; accepted and
 // dropped without a word (the Go driver accepts and ignores them, docs/operations.md#values).
 const DSN_PARAMS_IGNORED_QUIETLY = new Set([
   "parseTime",
@@ -343,7 +343,7 @@ const DSN_PARAMS_IGNORED_QUIETLY = new Set([
  * the first `:` separates user from password, so passwords may contain `@`, `:` and `/`.
  * `tcp`/`tcp6` (default `127.0.0.1:3306`, port 3306 added when missing) and `unix` (default
  * `/tmp/mysql.sock`, mapped to `?socketPath=`) are supported. `timeout` becomes
- * `connectTimeout`, `tls=true|skip-verify` becomes mysql2's `ssl` option; `charset` and
+ * `connectTimeout`, `tls=true|skip-verify` becomes the MySQL client's `ssl` option; `charset` and
  * `collation` are ignored because the connection is always utf8mb4.
  *
  * @param dsn The DSN.

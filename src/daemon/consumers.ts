@@ -5,12 +5,11 @@
  *
  * @module
  */
-import mysql from "mysql2/promise";
 import { GearmanConsumer } from "../gearman/consumer.ts";
 import { RabbitMqConsumer } from "../amqp/consumer.ts";
 import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
-import type { DeadLetterSink, MysqlUrlOptions } from "../mysql/mod.ts";
+import { type DeadLetterSink, type MysqlUrlOptions, openLockConnection } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { getLogger } from "../log.ts";
@@ -87,11 +86,7 @@ export async function buildConsumption(
           await parts.pipeline.handler(job, signal);
         },
       ),
-    connect: () =>
-      mysql.createConnection({
-        ...parts.urlOptions,
-        connectTimeout: Math.max(pollMs, 1_000),
-      }),
+    connect: () => openLockConnection(parts.urlOptions, Math.max(pollMs, 1_000)),
     lockName: await inOrderLockName(parts.urlOptions.database ?? "", config.nodeName),
     pollMs,
     graceMs: inOrderGraceMs(pollMs, drainMs),

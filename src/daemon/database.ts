@@ -8,23 +8,22 @@ import {
   assertTablesExist,
   closeMysqlNow,
   connectMysql,
-  denoSocketStream,
+  createWriterPool,
   describeDifference,
   describeMysqlConnectFailure,
   diffSchema,
-  dropEmptyParameterMetadata,
+  endMysql,
   MissingTablesError,
   mysqlOptionsFromUrl,
+  type MysqlPool,
   type MysqlUrlOptions,
   poolExecutor,
-  PREPARED_STATEMENTS_PER_CONNECTION,
   probeMysql,
   redactUrl,
   registerNode,
   type SqlExecutor,
   type TableName,
 } from "../mysql/mod.ts";
-import mysql from "mysql2/promise";
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
 import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
@@ -68,7 +67,7 @@ function waitable(err: unknown): boolean {
 
 /** The open database of a running worker; disposing ends the pool (bounded). */
 export interface Database extends AsyncDisposable {
-  readonly pool: mysql.Pool;
+  readonly pool: MysqlPool;
   readonly executor: SqlExecutor;
   /** Connection options from the URL (dedicated connections, e.g. the in-order lock). */
   readonly urlOptions: MysqlUrlOptions;
@@ -98,35 +97,6 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
 }
 
 /**
- * The pool the table writers write through, also used by `dead-letters replay` so that a
- * replayed row takes the same connections and statement encoding as in the daemon.
- *
- * @param urlOptions Connection options from `--mysql-url`.
- * @param connections Most connections open at once.
- * @returns The pool (its end is the caller's).
- */
-export function createWriterPool(urlOptions: MysqlUrlOptions, connections: number): mysql.Pool {
-  const pool = mysql.createPool({
-    ...urlOptions,
-    connectionLimit: connections,
-    maxIdle: connections,
-    connectTimeout: urlOptions.connectTimeout ?? PING_TIMEOUT_MS,
-    enableKeepAlive: true,
-    maxPreparedStatements: PREPARED_STATEMENTS_PER_CONNECTION,
-    // Numbers stay numbers; bigint epoch seconds fit a double exactly (docs/tables.md#envelope).
-    supportBigNumbers: true,
-    bigNumberStrings: false,
-    // mysql2 captures a stack trace on every call so that its errors can show the caller's;
-    // ours carry their table or queue instead, and the capture cost ~1 % of a drain's CPU.
-    trace: false,
-    // Deno.connect instead of Node's net.Socket (src/mysql/deno_socket.ts); TLS needs Node's.
-    ...(urlOptions.ssl === undefined ? { stream: denoSocketStream } : {}),
-  });
-  dropEmptyParameterMetadata(pool);
-  return pool;
-}
-
-/**
  * Open the pool, check that MySQL answers, that the tables exist, and register the node.
  *
  * @param config The worker configuration.
@@ -151,7 +121,7 @@ export async function openDatabase(
       const { connection } = await connectMysql(urlOptions, { timeoutMs });
       using limit = deadline(timeoutMs);
       // A polite COM_QUIT, so the server logs no aborted connection every few seconds.
-      if (!(await settledWithin(connection.end(), limit.signal))) closeMysqlNow(connection);
+      if (!(await settledWithin(endMysql(connection), limit.signal))) closeMysqlNow(connection);
     },
     async [Symbol.asyncDispose]() {
       // A hung MySQL must not hold the process.
@@ -265,7 +235,7 @@ const DRIFT_LISTED = 5;
  * since an altered column may be deliberate, but rows may then be cut or refused and the
  * operator must hear of it before the first dead letter.
  */
-async function warnAboutSchemaDrift(pool: mysql.Pool, needed: readonly TableName[]): Promise<void> {
+async function warnAboutSchemaDrift(pool: MysqlPool, needed: readonly TableName[]): Promise<void> {
   let differences;
   try {
     differences = await diffSchema(pool);

@@ -39,8 +39,7 @@
  *
  * @module
  */
-import type mysql from "mysql2/promise";
-import { NamedLock } from "../mysql/mod.ts";
+import { type MysqlConnection, NamedLock } from "../mysql/mod.ts";
 import { abortable } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -164,7 +163,7 @@ export interface InOrderGateOptions {
    */
   readonly build: (admit: Admit) => GatedConsumer;
   /** Opens the lock's dedicated connection. */
-  readonly connect: () => Promise<mysql.Connection>;
+  readonly connect: () => Promise<MysqlConnection>;
   readonly lockName: string;
   readonly pollMs: number;
   readonly graceMs: number;

@@ -19,4 +19,3 @@ export {
   serviceNotifier,
 } from "./notify.ts";
 export { type KeepAlive } from "./watchdog.ts";
-export { createWriterPool } from "./database.ts";

@@ -1,12 +1,15 @@
 /**
  * Reaching MySQL, one way everywhere: a dedicated connection that must answer within a
  * deadline (the command-line tools), the same "does it answer" probe for the daemon's pool,
- * and a hard close that abandons a statement in flight.
+ * a polite close and a hard close that abandons a statement in flight; and the statements
+ * `verify` and `losstest` run on their dedicated connection.
  *
  * @module
  */
 import mysql from "mysql2/promise";
 import { errorMessage } from "../log.ts";
+import type { TableName } from "./catalogue.ts";
+import { quoteIdentifier } from "./ddl.ts";
 import { destroySocket } from "./mysql2_internals.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
@@ -40,6 +43,19 @@ export async function unlessAborted<T>(
   } finally {
     signal.removeEventListener("abort", listener);
   }
+}
+
+/** A dedicated connection of its own (a tool's, the in-order lock's); never a pooled one. */
+export type MysqlConnection = mysql.Connection;
+
+/**
+ * Close a connection politely (COM_QUIT, so the server logs no aborted connection), or at once
+ * when that fails.
+ *
+ * @param conn The connection; unusable afterwards.
+ */
+export async function endMysql(conn: MysqlConnection): Promise<void> {
+  await conn.end().catch(() => closeMysqlNow(conn));
 }
 
 /**
@@ -84,6 +100,11 @@ export interface ConnectMysqlOptions {
   readonly timeoutMs: number;
   /** Abandons the attempt (the half-open connection is closed) when it aborts. */
   readonly signal?: AbortSignal;
+  /**
+   * Values as stored, for tools that compare rows: BIGINT values beyond 2^53 arrive as exact
+   * strings (smaller ones as numbers), dates and times as the server's text.
+   */
+  readonly exactValues?: boolean;
 }
 
 /** What the server said about itself when it first answered. */
@@ -156,7 +177,7 @@ export async function probeMysql(target: Queryable, timeoutMs: number): Promise<
  *   recognises by `signal.aborted`.
  */
 export async function connectMysql(
-  options: MysqlUrlOptions & mysql.ConnectionOptions,
+  options: MysqlUrlOptions,
   limits: ConnectMysqlOptions,
 ): Promise<ConnectedMysql> {
   const controller = new AbortController();
@@ -166,6 +187,9 @@ export async function connectMysql(
   );
   const connecting = mysql.createConnection({
     ...options,
+    ...(limits.exactValues === true
+      ? { supportBigNumbers: true, bigNumberStrings: false, dateStrings: true }
+      : {}),
     connectTimeout: Math.min(options.connectTimeout ?? limits.timeoutMs, limits.timeoutMs),
   });
   let conn: mysql.Connection | undefined;
@@ -201,4 +225,146 @@ export async function connectMysql(
   } finally {
     clearTimeout(timer);
   }
+}
+
+// What the tools read and delete on their dedicated connection.
+
+/** Make the session refuse every write from here on (a tool that must never write). */
+export async function makeSessionReadOnly(conn: MysqlConnection): Promise<void> {
+  await conn.query("SET SESSION TRANSACTION READ ONLY");
+}
+
+/** Column type codes of MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE in a result's field list. */
+const FLOAT_TYPES: ReadonlySet<number> = new Set([4, 5]);
+
+/** The newest rows of a table, as {@linkcode selectNewestRows} read them. */
+export interface NewestRows {
+  readonly rows: Readonly<Record<string, unknown>>[];
+  /** The result's columns, in the table's order. */
+  readonly columns: readonly string[];
+  /** The FLOAT and DOUBLE columns (compared with a tolerance). */
+  readonly doubles: ReadonlySet<string>;
+}
+
+/**
+ * The newest rows of a table: every column, sorted by `order` descending.
+ *
+ * @param conn A connection.
+ * @param table Table name from the catalogue.
+ * @param order Columns that sort the rows, newest first; none reads the table's order.
+ * @param limit Most rows.
+ * @returns The rows, the result's columns and which of them hold floating-point numbers.
+ */
+export async function selectNewestRows(
+  conn: MysqlConnection,
+  table: TableName,
+  order: readonly string[],
+  limit: number,
+): Promise<NewestRows> {
+  const orderBy = order.map((c) => `${quoteIdentifier(c)} DESC`).join(", ");
+  const sql = `SELECT * FROM ${quoteIdentifier(table)}${
+    orderBy === "" ? "" : ` ORDER BY ${orderBy}`
+  } LIMIT ?`;
+  const [rows, fields] = await conn.query<mysql.RowDataPacket[]>(sql, [limit]);
+  return {
+    rows,
+    columns: fields.map((f) => f.name),
+    doubles: new Set(
+      fields.filter((f) => FLOAT_TYPES.has(f.columnType ?? f.type ?? -1)).map((f) => f.name),
+    ),
+  };
+}
+
+// The losstest markers are host names `<prefix><sequence number>` in the host check table.
+// The table's collation (utf8mb4_general_ci on MariaDB) compares case- and accent-
+// insensitively, so run ids that differ only in that way address the same rows; LIKE is
+// evaluated the same way, which keeps `losstest verify` and `cleanup` consistent with each other.
+
+/**
+ * The run sizes a losstest run's events record: the text after the last `separator` of each
+ * distinct `losstest run …` output.
+ *
+ * @param conn A connection.
+ * @param table The table the markers are in.
+ * @param separator What precedes the size in the output.
+ * @param prefix The run's host name prefix.
+ * @param timeoutMs Bound on the statement.
+ * @returns The distinct texts, unchecked.
+ */
+export async function selectLosstestRunSizes(
+  conn: MysqlConnection,
+  table: TableName,
+  separator: string,
+  prefix: string,
+  timeoutMs: number,
+): Promise<string[]> {
+  const [rows] = await conn.query<mysql.RowDataPacket[]>({
+    sql: `SELECT DISTINCT SUBSTRING_INDEX(output, ?, -1) AS c FROM ${table}
+  WHERE hostname LIKE ? AND output LIKE 'losstest run %'`,
+    values: [separator, `${prefix}%`],
+    timeout: timeoutMs,
+  });
+  return rows.map((r) => String(r.c));
+}
+
+/** How many rows hold one losstest marker. */
+export interface MarkerCount {
+  readonly hostname: string;
+  readonly n: number;
+}
+
+/**
+ * One page of the rows per marker of a losstest run, in host name order.
+ *
+ * @param conn A connection.
+ * @param table The table the markers are in.
+ * @param prefix The run's host name prefix.
+ * @param after The last host name of the previous page ("" for the first).
+ * @param pageSize Most markers.
+ * @param timeoutMs Bound on the statement.
+ * @returns The markers after `after`; fewer than `pageSize` on the last page.
+ */
+export async function countLosstestMarkers(
+  conn: MysqlConnection,
+  table: TableName,
+  prefix: string,
+  after: string,
+  pageSize: number,
+  timeoutMs: number,
+): Promise<MarkerCount[]> {
+  const [rows] = await conn.query<mysql.RowDataPacket[]>({
+    sql: `SELECT hostname, COUNT(*) AS n FROM ${table}
+  WHERE hostname LIKE ? AND hostname > ? GROUP BY hostname ORDER BY hostname LIMIT ?`,
+    values: [`${prefix}%`, after, pageSize],
+    timeout: timeoutMs,
+  });
+  return rows.map((r) => ({ hostname: String(r.hostname), n: Number(r.n) }));
+}
+
+/**
+ * Delete one batch of a losstest run's rows: those whose host name is the prefix followed by
+ * digits only (not a run whose id extends this one's).
+ *
+ * @param conn A connection.
+ * @param table The table the markers are in.
+ * @param prefix The run's host name prefix.
+ * @param batch Most rows deleted.
+ * @param timeoutMs Bound on the statement.
+ * @returns Rows deleted; fewer than `batch` once the run is gone.
+ */
+export async function deleteLosstestBatch(
+  conn: MysqlConnection,
+  table: TableName,
+  prefix: string,
+  batch: number,
+  timeoutMs: number,
+): Promise<number> {
+  const [result] = await conn.query<mysql.ResultSetHeader>({
+    sql: `DELETE FROM ${table}
+  WHERE hostname LIKE ? AND SUBSTRING(hostname, CHAR_LENGTH(?) + 1) REGEXP '^[0-9]+$'
+  LIMIT ${batch}`,
+    values: [`${prefix}%`, prefix],
+    timeout: timeoutMs,
+  });
+  return result.affectedRows;
 }

@@ -22,9 +22,12 @@
  *
  * @module
  */
-import type { ExecuteValues, Pool, PoolConnection } from "mysql2/promise";
+import mysql, { type ExecuteValues, type Pool, type PoolConnection } from "mysql2/promise";
+import { denoSocketStream } from "./deno_socket.ts";
 import { StatementTimeoutError } from "./errors.ts";
 import { bulkParameters, installBulkExecuteEncoder } from "./mysql2_internals.ts";
+import { dropEmptyParameterMetadata } from "./statement_metadata.ts";
+import type { MysqlUrlOptions } from "./url.ts";
 
 /** Outcome of one statement. */
 export interface ExecResult {
@@ -36,6 +39,41 @@ export interface ExecResult {
 
 /** Prepared statements mysql2 keeps per connection (LRU; evicted ones are closed). */
 export const PREPARED_STATEMENTS_PER_CONNECTION = 64;
+
+/** The pool the table writers write through; `end()` closes it. */
+export type MysqlPool = Pool;
+
+/** Connect timeout of the pool's connections when the URL does not set `connectTimeout`. */
+const POOL_CONNECT_TIMEOUT_MS = 5_000;
+
+/**
+ * The pool the table writers write through, also used by `dead-letters replay` so that a
+ * replayed row takes the same connections and statement encoding as in the daemon.
+ *
+ * @param urlOptions Connection options from `--mysql-url`.
+ * @param connections Most connections open at once.
+ * @returns The pool (its end is the caller's).
+ */
+export function createWriterPool(urlOptions: MysqlUrlOptions, connections: number): MysqlPool {
+  const pool = mysql.createPool({
+    ...urlOptions,
+    connectionLimit: connections,
+    maxIdle: connections,
+    connectTimeout: urlOptions.connectTimeout ?? POOL_CONNECT_TIMEOUT_MS,
+    enableKeepAlive: true,
+    maxPreparedStatements: PREPARED_STATEMENTS_PER_CONNECTION,
+    // Numbers stay numbers; bigint epoch seconds fit a double exactly (docs/tables.md#envelope).
+    supportBigNumbers: true,
+    bigNumberStrings: false,
+    // mysql2 captures a stack trace on every call so that its errors can show the caller's;
+    // ours carry their table or queue instead, and the capture cost ~1 % of a drain's CPU.
+    trace: false,
+    // Deno.connect instead of Node's net.Socket (src/mysql/deno_socket.ts); TLS needs Node's.
+    ...(urlOptions.ssl === undefined ? { stream: denoSocketStream } : {}),
+  });
+  dropEmptyParameterMetadata(pool);
+  return pool;
+}
 
 /** Options of one statement. */
 export interface RunOptions {

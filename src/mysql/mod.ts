@@ -1,5 +1,6 @@
 /**
- * MySQL layer: table catalogue, schema, value adjustment and statement texts.
+ * MySQL layer: table catalogue, schema, value adjustment and statement texts, and every
+ * statement and use of mysql2: the rest of the code reaches MySQL only through this file.
  *
  * @module
  */
@@ -9,18 +10,28 @@ export * from "./schema.ts";
 export * from "./sql.ts";
 export * from "./url.ts";
 export * from "./values.ts";
-export { poolExecutor, PREPARED_STATEMENTS_PER_CONNECTION, type SqlExecutor } from "./executor.ts";
+export { createWriterPool, type MysqlPool, poolExecutor, type SqlExecutor } from "./executor.ts";
 export type { DeadLetterRecord, DeadLetterSink } from "./dead_letter_sink.ts";
-export { denoSocketStream } from "./deno_socket.ts";
 export {
   describeMysqlConnectFailure,
   type MysqlConnectProblem,
   mysqlConnectProblem,
 } from "./errors.ts";
-export { closeMysqlNow, connectMysql, probeMysql, unlessAborted } from "./connect.ts";
+export {
+  closeMysqlNow,
+  connectMysql,
+  countLosstestMarkers,
+  deleteLosstestBatch,
+  endMysql,
+  makeSessionReadOnly,
+  type MysqlConnection,
+  type NewestRows,
+  probeMysql,
+  selectLosstestRunSizes,
+  selectNewestRows,
+} from "./connect.ts";
 export { registerNode } from "./nodes.ts";
-export { dropEmptyParameterMetadata } from "./statement_metadata.ts";
-export { NamedLock } from "./named_lock.ts";
+export { NamedLock, openLockConnection } from "./named_lock.ts";
 export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";
@@ -34,17 +45,13 @@ export {
 } from "./status_progress.ts";
 export { JobTracker } from "./job_tracker.ts";
 export {
-  addPartitionsStatement,
-  classifyLayout,
+  CleanupSession,
   dayNumber,
-  dropPartitionsStatement,
   type MaintenancePlan,
-  type PartitionInfo,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
   repairStepCount,
-  SECONDS_PER_DAY,
   type TableLayout,
   type WeeklyLayout,
 } from "./partitions.ts";

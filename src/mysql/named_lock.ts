@@ -20,7 +20,9 @@
  *
  * @module
  */
-import type mysql from "mysql2/promise";
+import mysql from "mysql2/promise";
+import type { MysqlConnection } from "./connect.ts";
+import type { MysqlUrlOptions } from "./url.ts";
 import { sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -75,10 +77,25 @@ export function holderStateAfter(verdict: LockVerdict): HolderState {
   }
 }
 
+/**
+ * Open a lock's dedicated connection: no probe (the first `GET_LOCK` is the probe), so that
+ * an attempt takes a connect and one query.
+ *
+ * @param options Connection options from the URL.
+ * @param connectTimeoutMs Bound on connecting.
+ * @returns The connection; the lock closes it.
+ */
+export function openLockConnection(
+  options: MysqlUrlOptions,
+  connectTimeoutMs: number,
+): Promise<MysqlConnection> {
+  return mysql.createConnection({ ...options, connectTimeout: connectTimeoutMs });
+}
+
 /** Options of {@link NamedLock}. */
 export interface NamedLockOptions {
   /** Opens the dedicated connection (never a pooled one: the lock lives and dies with it). */
-  readonly connect: () => Promise<mysql.Connection>;
+  readonly connect: () => Promise<MysqlConnection>;
   /** Lock name, at most 64 characters (MySQL's limit). */
   readonly name: string;
   /** Interval of the acquisition attempts and liveness checks, and the bound of each query. */
@@ -111,7 +128,7 @@ export class NamedLock {
   readonly #o: NamedLockOptions;
   readonly #stop = new AbortController();
   #loop: Promise<void> | undefined;
-  #conn: mysql.Connection | undefined;
+  #conn: MysqlConnection | undefined;
   /** performance.now() when GET_LOCK succeeded, undefined while not held. */
   #acquiredAt: number | undefined;
   #active = false;

@@ -1,9 +1,9 @@
 /**
  * Weekly partition maintenance of the partitioned history tables (docs/retention.md), as pure
  * planning: what `cleanup` adds ahead, what it drops, where it still has to DELETE, and how
- * the explicit repair splits a `p_max` that already holds rows. The statements that carry a
- * plan out live in src/cli/cleanup.ts; keeping the decisions here lets them be tested without
- * a server.
+ * the explicit repair splits a `p_max` that already holds rows, as pure functions that can be
+ * tested without a server; then {@linkcode CleanupSession}, the one connection of a `cleanup`
+ * run, with the statements that read a table's layout and carry a plan out.
  *
  * The layout is the one `schema` creates (src/mysql/ddl.ts): `PARTITION BY RANGE (<time column>
  * DIV 86400)`, one partition per ISO week named `p_<isoyear>_<isoweek>` whose bound is the day
@@ -11,11 +11,20 @@
  *
  * @module
  */
+import type mysql from "mysql2/promise";
+import {
+  closeMysqlNow,
+  connectMysql,
+  endMysql,
+  type MysqlConnection,
+  unlessAborted,
+} from "./connect.ts";
 import { INITIAL_WEEKLY_PARTITIONS, isoWeekOfDay, quoteIdentifier } from "./ddl.ts";
 import { describePartitioning, samePartitioning } from "./schema.ts";
+import type { MysqlUrlOptions } from "./url.ts";
 
 /** Seconds per partitioning day (`<time> DIV 86400`). */
-export const SECONDS_PER_DAY = 86_400;
+const SECONDS_PER_DAY = 86_400;
 
 /**
  * Weeks laid out after every run: the current ISO week and the next four, the same layout a
@@ -389,4 +398,208 @@ export function dropPartitionsStatement(table: string, drop: readonly { name: st
   return `ALTER TABLE ${quoteIdentifier(table)} DROP PARTITION ${
     drop.map((p) => quoteIdentifier(p.name)).join(", ")
   }`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Carrying a plan out
+
+/** A table as retention sees it: its name and the time column (Unix seconds) rows expire by. */
+export interface RetentionTarget {
+  readonly table: string;
+  readonly column: string;
+}
+
+/** Options of a {@linkcode CleanupSession}. */
+export interface CleanupSessionOptions {
+  /** Bound on connecting plus the first answer. */
+  readonly timeoutMs: number;
+  /** `lock_wait_timeout` of the session, seconds: how long an `ALTER TABLE` waits for a lock. */
+  readonly lockWaitSeconds: number;
+  /** Abandons the statement in flight (its connection is closed) when it aborts. */
+  readonly signal: AbortSignal;
+}
+
+/** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
+function partitionClause(partitions: readonly string[] | "table"): string {
+  return partitions === "table" ? "" : ` PARTITION (${partitions.map(quoteIdentifier).join(", ")})`;
+}
+
+/**
+ * The one dedicated connection of a `cleanup` run, opened on first use and reopened after
+ * {@linkcode discard}. Table and partition names are constants from the retention table and
+ * the server's own partition list, never configuration.
+ */
+export class CleanupSession {
+  readonly #options: MysqlUrlOptions;
+  readonly #limits: CleanupSessionOptions;
+  #conn: MysqlConnection | undefined;
+
+  /**
+   * @param options Connection options from the URL.
+   * @param limits Connect bound, lock wait and abort signal.
+   */
+  constructor(options: MysqlUrlOptions, limits: CleanupSessionOptions) {
+    this.#options = options;
+    this.#limits = limits;
+  }
+
+  /** Connect and answer within the bound (the connection is reused afterwards). */
+  async open(): Promise<void> {
+    await this.#connection();
+  }
+
+  async #connection(): Promise<MysqlConnection> {
+    if (this.#conn !== undefined) return this.#conn;
+    const { connection } = await connectMysql(this.#options, {
+      timeoutMs: this.#limits.timeoutMs,
+      signal: this.#limits.signal,
+    });
+    this.#conn = connection;
+    await connection.query(`SET SESSION lock_wait_timeout = ${this.#limits.lockWaitSeconds}`);
+    return connection;
+  }
+
+  /**
+   * Run one statement; on abort the connection is closed and the call rejects with
+   * `MysqlInterrupted` at once (the server rolls back what the statement did).
+   */
+  async #query<T extends mysql.RowDataPacket[] | mysql.ResultSetHeader>(
+    sql: string,
+    params: (string | number)[] = [],
+  ): Promise<T> {
+    const conn = await this.#connection();
+    const [result] = await unlessAborted(
+      conn.query<T>(sql, params),
+      this.#limits.signal,
+      () => this.discard(),
+    );
+    return result;
+  }
+
+  /** The partitions of one table from `information_schema`. */
+  async readLayout(target: RetentionTarget): Promise<TableLayout> {
+    const rows = await this.#query<mysql.RowDataPacket[]>(
+      `SELECT PARTITION_NAME AS name, PARTITION_METHOD AS method,
+            PARTITION_EXPRESSION AS expression, PARTITION_DESCRIPTION AS description,
+            PARTITION_ORDINAL_POSITION AS ordinal, TABLE_ROWS AS est
+       FROM information_schema.PARTITIONS
+      WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
+      [target.table],
+    );
+    if (rows.length === 0) {
+      // information_schema lists every existing table; nothing means the table is missing.
+      // The statement names it in its error like any other statement on it would.
+      await this.#query(`SELECT 1 FROM ${quoteIdentifier(target.table)} LIMIT 0`);
+    }
+    const info: PartitionInfo[] = rows.map((r) => ({
+      name: r.name === null ? null : String(r.name),
+      method: r.method === null ? null : String(r.method),
+      expression: r.expression === null ? null : String(r.expression),
+      description: r.description === null ? null : String(r.description),
+      ordinal: r.ordinal === null ? null : Number(r.ordinal),
+      rowsEstimate: Number(r.est ?? 0),
+    }));
+    return classifyLayout(info, target.column);
+  }
+
+  /** Whether a partition holds at least one row (reads one row, never counts). */
+  async partitionHasRows(table: string, partition: string): Promise<boolean> {
+    const rows = await this.#query<mysql.RowDataPacket[]>(
+      `SELECT 1 FROM ${quoteIdentifier(table)} PARTITION (${quoteIdentifier(partition)}) LIMIT 1`,
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * How many rows older than the cutoff the partitions hold, counting at most `limit`.
+   *
+   * @returns The count; equal to `limit` when there are at least that many.
+   */
+  async countOlder(
+    target: RetentionTarget,
+    partitions: readonly string[] | "table",
+    cutoff: number,
+    limit?: number,
+  ): Promise<number> {
+    if (partitions !== "table" && partitions.length === 0) return 0;
+    const select = `SELECT 1 FROM ${quoteIdentifier(target.table)}${
+      partitionClause(partitions)
+    } WHERE ${quoteIdentifier(target.column)} < ?`;
+    const rows = await this.#query<mysql.RowDataPacket[]>(
+      limit === undefined
+        ? `SELECT COUNT(*) AS n FROM (${select}) AS old_rows`
+        : `SELECT COUNT(*) AS n FROM (${select} LIMIT ${limit}) AS old_rows`,
+      [cutoff],
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  /**
+   * Delete one batch of rows older than the cutoff inside one partition or the whole table.
+   * No ORDER BY. The PARTITION clause is what keeps the statement inside the straddling week:
+   * MySQL cannot prune `start_time < ?` through `start_time DIV 86400`.
+   *
+   * @returns Rows deleted; fewer than `batchSize` once none is left.
+   */
+  async deleteOlder(
+    target: RetentionTarget,
+    partition: string | "table",
+    cutoff: number,
+    batchSize: number,
+  ): Promise<number> {
+    const where = partition === "table" ? "table" : [partition];
+    const result = await this.#query<mysql.ResultSetHeader>(
+      `DELETE FROM ${quoteIdentifier(target.table)}${partitionClause(where)} WHERE ${
+        quoteIdentifier(target.column)
+      } < ? LIMIT ${batchSize}`,
+      [cutoff],
+    );
+    return result.affectedRows;
+  }
+
+  /** The oldest and newest day number held in a partition, or null when it is empty. */
+  async rowDaysIn(
+    target: RetentionTarget,
+    partition: string,
+  ): Promise<{ min: number; max: number } | null> {
+    const column = quoteIdentifier(target.column);
+    const rows = await this.#query<mysql.RowDataPacket[]>(
+      `SELECT MIN(${column}) AS lo, MAX(${column}) AS hi FROM ${quoteIdentifier(target.table)}
+      PARTITION (${quoteIdentifier(partition)})`,
+    );
+    const row = rows[0];
+    if (row === undefined || row.lo === null || row.hi === null) return null;
+    return {
+      min: Math.floor(Number(row.lo) / SECONDS_PER_DAY),
+      max: Math.floor(Number(row.hi) / SECONDS_PER_DAY),
+    };
+  }
+
+  /** Lay out new weeks above the top bound ({@linkcode addPartitionsStatement}). */
+  async addPartitions(
+    table: string,
+    layout: WeeklyLayout,
+    add: readonly NewPartition[],
+  ): Promise<void> {
+    await this.#query(addPartitionsStatement(table, layout, add));
+  }
+
+  /** Drop expired partitions in one statement ({@linkcode dropPartitionsStatement}). */
+  async dropPartitions(table: string, drop: readonly { name: string }[]): Promise<void> {
+    await this.#query(dropPartitionsStatement(table, drop));
+  }
+
+  /** Drop the connection so the next table starts on a fresh one. */
+  discard(): void {
+    if (this.#conn !== undefined) closeMysqlNow(this.#conn);
+    this.#conn = undefined;
+  }
+
+  /** Close politely; fall back to a hard close. */
+  async close(): Promise<void> {
+    const conn = this.#conn;
+    this.#conn = undefined;
+    if (conn === undefined) return;
+    await endMysql(conn);
+  }
 }

@@ -9,6 +9,7 @@ import {
   chooseCollation,
   createTableStatement,
   type QueryConnection,
+  quoteIdentifier,
   TABLE_CHARSET,
   TABLE_ENGINE,
 } from "./ddl.ts";
@@ -809,6 +810,49 @@ export async function assertTablesExist(
 ): Promise<void> {
   const missing = await missingTables(conn, tableNames);
   if (missing.length > 0) throw new MissingTablesError(await currentDatabase(conn), missing);
+}
+
+/**
+ * Whether a database exists on the server.
+ *
+ * @param conn Connection or pool (no database needs to be selected).
+ * @param database Database name.
+ */
+export async function databaseExists(conn: QueryConnection, database: string): Promise<boolean> {
+  const rows = await rowsOf(
+    conn,
+    "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+    [database],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Create a database (unless another process did meanwhile) in the tables' character set and
+ * the best collation the server has (D2).
+ *
+ * @param conn Connection or pool.
+ * @param database Database name.
+ * @returns The collation chosen.
+ */
+export async function createDatabase(conn: QueryConnection, database: string): Promise<string> {
+  const collation = await chooseCollation(conn);
+  await conn.query(
+    `CREATE DATABASE IF NOT EXISTS ${
+      quoteIdentifier(database)
+    } CHARACTER SET ${TABLE_CHARSET} COLLATE ${collation}`,
+  );
+  return collation;
+}
+
+/**
+ * Make a database the connection's current one.
+ *
+ * @param conn A dedicated connection (on a pool it would select the database of one of them).
+ * @param database Database name.
+ */
+export async function useDatabase(conn: QueryConnection, database: string): Promise<void> {
+  await conn.query(`USE ${quoteIdentifier(database)}`);
 }
 
 /** Options of `ensureSchema`. */

@@ -91,3 +91,33 @@ Deno.test("insertStatement: texts are cached per table and row count within a bo
   }
   assert.equal(insertStatement("statusengine_hostchecks", 100), first);
 });
+
+/** Every non-test `.ts` file under a directory of `src/`, relative to `src/`. */
+async function sourceFiles(dir: string): Promise<string[]> {
+  const files: string[] = [];
+  for await (const entry of Deno.readDir(new URL(`../${dir}`, import.meta.url))) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory) files.push(...await sourceFiles(path));
+    else if (entry.name.endsWith(".ts") && !entry.name.endsWith("_test.ts")) files.push(path);
+  }
+  return files;
+}
+
+// A string or template literal that opens with a statement keyword, as SQL text does.
+const STATEMENT_LITERAL =
+  /["'`]\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|ALTER|DROP|TRUNCATE|SHOW|SET|USE|KILL|DO|GET_LOCK|RELEASE_LOCK)\b/;
+
+Deno.test("sql: the tools and the daemon hold no statement text; they call src/mysql/ by name", async () => {
+  const found: string[] = [];
+  for (const dir of ["cli", "daemon"]) {
+    for (const file of await sourceFiles(dir)) {
+      const lines = (await Deno.readTextFile(new URL(`../${file}`, import.meta.url))).split("\n");
+      for (const [index, line] of lines.entries()) {
+        const code = line.trimStart();
+        if (code.startsWith("*") || code.startsWith("/*") || code.startsWith("//")) continue;
+        if (STATEMENT_LITERAL.test(code)) found.push(`src/${file}:${index + 1}: ${code}`);
+      }
+    }
+  }
+  assert.deepEqual(found, []);
+});

@@ -1,6 +1,7 @@
 /**
  * A client connection over `Deno.connect` offering the part of Node's `net.Socket` that the
- * MySQL client (mysql2, through its `stream` option) and the AMQP client (amqp-client) use.
+ * MySQL client (through its `stream` option, src/mysql/deno_socket.ts) and the AMQP client
+ * (amqp-client) use.
  *
  * Deno implements `net.Socket` in JavaScript on top of its own connections, and every write
  * through it cost 26–40 µs of CPU where `Deno.Conn.write` costs 3–10 µs (bench: 21-byte and
@@ -33,7 +34,7 @@ export interface DenoSocketTarget {
   readonly socketPath?: string;
 }
 
-/** Node's error code for Deno's error classes, for mysql2 and the error classification. */
+/** Node's error code for Deno's error classes, for the MySQL client and the error classification. */
 const NODE_CODES: Readonly<Record<string, string>> = {
   ConnectionRefused: "ECONNREFUSED",
   ConnectionReset: "ECONNRESET",
@@ -65,7 +66,7 @@ type WriteCallback = (err?: Error | null) => void;
 
 /** One client connection; see the module's description. */
 export class DenoSocket extends EventEmitter {
-  /** True once destroyed or closed; mysql2 reads it. */
+  /** True once destroyed or closed; the MySQL client reads it. */
   destroyed = false;
   #conn: Deno.Conn | undefined;
   #pending: Uint8Array[] = [];
@@ -286,7 +287,7 @@ export class DenoSocket extends EventEmitter {
         return;
       }
       try {
-        // A copy: mysql2's parser keeps references into what it was given.
+        // A copy: the MySQL client's parser keeps references into what it was given.
         this.emit("data", Buffer.from(buffer.slice(0, n).buffer));
       } catch (err: unknown) {
         // A listener that throws ends this connection as an error, not the process.

@@ -12,9 +12,9 @@ import { QUEUE_NAMES } from "../../events/mod.ts";
 import { errorMessage } from "../../log.ts";
 import { METRICS } from "../../metrics/catalogue.ts";
 import {
-  closeMysqlNow,
   connectMysql,
   describeMysqlConnectFailure,
+  endMysql,
   type MysqlConnectProblem,
   mysqlConnectProblem,
   mysqlOptionsFromUrl,
@@ -225,7 +225,7 @@ async function probeMysql(url: string): Promise<MysqlStatus> {
       timeoutMs: MYSQL_TIMEOUT_MS,
     });
     const latencyMs = Math.round(performance.now() - started);
-    await connection.end().catch(() => closeMysqlNow(connection));
+    await endMysql(connection);
     return {
       url: shown,
       ok: true,
