@@ -75,7 +75,8 @@ export const LIBRARY_HOMES: Readonly<Record<string, string | null>> = {
   ws: "http/",
   "@types/ws": "http/",
   "@cloudamqp/amqp-client": "amqp/",
-  // mysql2: added when the move out of cli/ and daemon/ lands
+  mysql2: "mysql/",
+  "mysql2/promise": "mysql/",
   yaml: "config/",
   "fastest-levenshtein": "config/",
   protobufjs: "perfdata/",

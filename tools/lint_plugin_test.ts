@@ -204,10 +204,7 @@ Deno.test("lint library-homes: test code, benches and tools are exempt; a test-o
 
 Deno.test("lint library-homes: every library of deno.json has a home that exists", async () => {
   const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
-  const missing = Object.keys(config.imports).filter((name) =>
-    // mysql2's row waits for its imports in cli/ and daemon/ to move into mysql/.
-    !(name in LIBRARY_HOMES) && !name.startsWith("mysql2")
-  );
+  const missing = Object.keys(config.imports).filter((name) => !(name in LIBRARY_HOMES));
   assert.deepEqual(missing, []);
   for (const home of Object.values(LIBRARY_HOMES)) {
     if (home !== null) await Deno.stat(new URL(`../src/${home}`, import.meta.url));
