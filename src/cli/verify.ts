@@ -25,6 +25,7 @@ import {
 } from "../mysql/mod.ts";
 import type { Io } from "./io.ts";
 import { errorMessage } from "../log.ts";
+import { redactText } from "../util/redact.ts";
 
 /** Options of the `verify` command. */
 export interface VerifyCommandOptions {
@@ -395,9 +396,7 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<Fet
   } catch (err: unknown) {
     const text = errorMessage(err);
     throw new Error(
-      `${side.name}: ${
-        side.password === undefined ? text : text.replaceAll(side.password, "****")
-      }`,
+      `${side.name}: ${redactText(text, side.password)}`,
       { cause: err },
     );
   }
@@ -434,7 +433,7 @@ async function open(
     const text = errorMessage(err);
     io.err(
       `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
-        opts.password === undefined ? text : text.replaceAll(opts.password, "****")
+        redactText(text, opts.password)
       }`,
     );
     return undefined;
