@@ -13,6 +13,7 @@ import {
   describeMysqlConnectFailure,
   diffSchema,
   dropEmptyParameterMetadata,
+  endPool,
   MissingTablesError,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
@@ -140,9 +141,8 @@ export async function openDatabase(
       if (!(await settledWithin(connection.end(), limit.signal))) closeMysqlNow(connection);
     },
     async [Symbol.asyncDispose]() {
-      // A hung MySQL must not hold the process.
-      using limit = deadline(PING_TIMEOUT_MS);
-      await settledWithin(pool.end(), limit.signal);
+      // A hung MySQL must not hold the process, neither the shutdown nor the event loop after it.
+      await endPool(pool, PING_TIMEOUT_MS);
     },
   };
   try {

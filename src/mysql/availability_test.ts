@@ -87,6 +87,9 @@ Deno.test("availability: an outage shorter than a minute, or of the idle probe a
     for (; clock < 400_000; clock += 5_000) availability.probed(DOWN);
     availability.probed(undefined);
     assert.deepEqual(at("error", logs), []);
-    assert.ok(!logs.some((l) => /writes are stalled|write stall/.test(l.message)), "no stall was logged");
+    assert.ok(
+      !logs.some((l) => /writes are stalled|write stall/.test(l.message)),
+      "no stall was logged",
+    );
   });
 });

@@ -17,7 +17,7 @@ export {
   type MysqlConnectProblem,
   mysqlConnectProblem,
 } from "./errors.ts";
-export { closeMysqlNow, connectMysql, probeMysql, unlessAborted } from "./connect.ts";
+export { closeMysqlNow, connectMysql, endPool, probeMysql, unlessAborted } from "./connect.ts";
 export { registerNode } from "./nodes.ts";
 export { dropEmptyParameterMetadata } from "./statement_metadata.ts";
 export { NamedLock } from "./named_lock.ts";
