@@ -13,7 +13,7 @@ function at(level: string, logs: readonly LogLine[]): string[] {
 }
 
 Deno.test("availability: writes held for a minute are an error with context, then a summary a minute, and a warning when they end", async () => {
-  await withLogs(async (logs) => {
+  await withLogs((logs) => {
     let clock = 0;
     const availability = new DbAvailability(undefined, {
       mysql: "mysql://se:****@db1:3306/statusengine",
@@ -68,11 +68,12 @@ Deno.test("availability: writes held for a minute are an error with context, the
     assert.equal(over[0]?.level, "warn");
     assert.equal(over[0]?.properties.down_for_s, 121);
     assert.equal(availability.available, true);
+    return Promise.resolve();
   });
 });
 
 Deno.test("availability: an outage shorter than a minute, or of the idle probe alone, is never an error", async () => {
-  await withLogs(async (logs) => {
+  await withLogs((logs) => {
     let clock = 0;
     const availability = new DbAvailability(undefined, { now: () => clock });
     availability.unreachable("statusengine_servicechecks", DOWN);
@@ -91,5 +92,6 @@ Deno.test("availability: an outage shorter than a minute, or of the idle probe a
       !logs.some((l) => /writes are stalled|write stall/.test(l.message)),
       "no stall was logged",
     );
+    return Promise.resolve();
   });
 });
