@@ -174,3 +174,54 @@ Deno.test("lifecycle: a second SIGTERM during a slow shutdown exits immediately"
   assert.notEqual(status.code, 0);
   assert.ok(worker.stderr().includes("second signal"));
 });
+
+Deno.test("lifecycle: an ended pool leaves nothing open on a frozen MySQL, so the process can exit", async () => {
+  // The pool's end, as the shutdown's "close MySQL pool" step runs it, in a process of its own
+  // that has no Deno.exit(): it exits when nothing is left on its event loop. Before, mysql2's
+  // pool.end() called back while a connection whose COM_QUIT a frozen MySQL never answered kept
+  // its socket open: that process lived until the server closed the connection (for ever here).
+  // No timed assertion: the deadline below only bounds a hang, which without the fix is endless.
+  await using db = await createScratchDatabase();
+  await using proxy = await startMysqlProxy(db);
+  const code = `
+    import mysql from "mysql2/promise";
+    import { endPool } from "${new URL("../src/mysql/mod.ts", import.meta.url).href}";
+    import { denoSocketStream } from "${
+    new URL("../src/mysql/deno_socket.ts", import.meta.url).href
+  }";
+    const pool = mysql.createPool({ uri: Deno.args[0], connectionLimit: 3, stream: denoSocketStream });
+    await Promise.all([pool.query("SELECT 1"), pool.query("SELECT SLEEP(0.1)"), pool.query("SELECT 2")]);
+    console.log("connected");
+    await new Response(Deno.stdin.readable).text();
+    await endPool(pool, 2_000);
+    console.log("ended");
+  `;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--ext=ts", code, proxy.url],
+    cwd: new URL("..", import.meta.url).pathname,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const lines: string[] = [];
+  const reading = (async () => {
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) lines.push(chunk);
+  })();
+  const exited = track(child.status);
+  try {
+    await waitFor(() => lines.join("").includes("connected") || exited.settled);
+    assert.ok(lines.join("").includes("connected"), "the child reached MySQL");
+    proxy.freeze();
+    await child.stdin.close();
+    await waitFor(() => exited.settled, {
+      timeoutMs: 30_000,
+      message: "the child to exit after the pool ended",
+    });
+    assert.ok(lines.join("").includes("ended"));
+  } finally {
+    if (!exited.settled) child.kill("SIGKILL");
+    await child.status;
+    await reading;
+    await child.stderr.cancel();
+  }
+});

@@ -35,6 +35,7 @@ import {
 } from "../cleanup/retention.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { delay } from "../util/async.ts";
+import { redactText } from "../util/redact.ts";
 import type { Io } from "./io.ts";
 
 /** Options of the `cleanup` command (already resolved from flags, env and file). */
@@ -432,8 +433,7 @@ export async function runCleanupCommand(
     return 1;
   }
   const password = connectionOptions.password;
-  const scrub = (text: string): string =>
-    password === undefined || password === "" ? text : text.replaceAll(password, "****");
+  const scrub = (text: string): string => redactText(text, password);
   const now = options.now ?? new Date();
   const dryRun = options.dryRun === true;
   const enabled = tables.filter((t) => t.days > 0);

@@ -22,6 +22,7 @@ import {
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { deadline } from "../util/async.ts";
+import { redactText } from "../util/redact.ts";
 import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import { type Io, positiveIntegerProblem } from "./io.ts";
@@ -509,7 +510,7 @@ async function connect(
     return (await connectMysql(opts, { timeoutMs: CONNECT_TIMEOUT_MS })).connection;
   } catch (err: unknown) {
     const text = errorMessage(err);
-    const safe = opts.password === undefined ? text : text.replaceAll(opts.password, "****");
+    const safe = redactText(text, opts.password);
     io.err(`Cannot run losstest ${mode}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);
     return undefined;
   }

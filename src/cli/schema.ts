@@ -21,6 +21,7 @@ import {
   useDatabase,
 } from "../mysql/mod.ts";
 import { errorMessage } from "../util/errors.ts";
+import { redactText } from "../util/redact.ts";
 import type { Io } from "./io.ts";
 
 /** Options of the `schema` command. */
@@ -66,9 +67,9 @@ export async function runSchemaCommand(
   }
   const { database, ...server } = connectionOptions;
   const password = connectionOptions.password;
-  // A driver error should never echo the password, but the output must not depend on that.
-  const scrub = (text: string): string =>
-    password === undefined ? text : text.replaceAll(password, "****");
+  // A driver error should never echo the password, but the output must not depend on that; a
+  // short one is masked only where it stands (redactText), not inside the words of the message.
+  const scrub = (text: string): string => redactText(text, password);
   if (database === undefined) {
     io.err(`Cannot run schema: the MySQL URL "${shownUrl}" names no database (…/<database>)`);
     return 1;

@@ -28,6 +28,7 @@ import {
 } from "../mysql/mod.ts";
 import type { Io } from "./io.ts";
 import { errorMessage } from "../log.ts";
+import { redactText } from "../util/redact.ts";
 
 /** Options of the `verify` command. */
 export interface VerifyCommandOptions {
@@ -374,9 +375,7 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
   } catch (err: unknown) {
     const text = errorMessage(err);
     throw new Error(
-      `${side.name}: ${
-        side.password === undefined ? text : text.replaceAll(side.password, "****")
-      }`,
+      `${side.name}: ${redactText(text, side.password)}`,
       { cause: err },
     );
   }
@@ -407,7 +406,7 @@ async function open(
     const text = errorMessage(err);
     io.err(
       `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
-        opts.password === undefined ? text : text.replaceAll(opts.password, "****")
+        redactText(text, opts.password)
       }`,
     );
     return undefined;

@@ -13,6 +13,7 @@ import {
   describeMysqlConnectFailure,
   diffSchema,
   endMysql,
+  endPool,
   MissingTablesError,
   mysqlOptionsFromUrl,
   type MysqlPool,
@@ -124,9 +125,8 @@ export async function openDatabase(
       if (!(await settledWithin(endMysql(connection), limit.signal))) closeMysqlNow(connection);
     },
     async [Symbol.asyncDispose]() {
-      // A hung MySQL must not hold the process.
-      using limit = deadline(PING_TIMEOUT_MS);
-      await settledWithin(pool.end(), limit.signal);
+      // A hung MySQL must not hold the process, neither the shutdown nor the event loop after it.
+      await endPool(pool, PING_TIMEOUT_MS);
     },
   };
   try {

@@ -33,6 +33,7 @@ import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
 import { commandPublisher, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
 import { buildConsumption, type QueueSplit, splitQueues } from "./consumers.ts";
 import { shutdown } from "./shutdown.ts";
+import { redactUrl } from "../util/redact.ts";
 
 const log = getLogger("worker");
 
@@ -132,6 +133,7 @@ export async function startWorker(
     writersPerTable: config.mysqlWritersPerTable,
     deadLetters,
     metrics,
+    mysql: redactUrl(config.mysqlUrl),
     nodeName: config.nodeName,
     statusMaxAgeSeconds: config.statusMaxAgeSeconds,
     openItcockpit: config.openItcockpit,

@@ -1,9 +1,12 @@
 /**
  * Tracks whether MySQL can take writes, for `statusengine_db_available` and the outage log lines
- * (docs/writers.md#retry-policy): one WARN when a writer starts holding a batch, then at most one
- * "still" line per writer every 10 s, and one INFO with the outage duration when a statement
- * succeeds again. A statement that ran into `--mysql-statement-timeout` adds one WARN per outage
- * naming the setting, however many statements time out.
+ * (docs/writers.md#retry-policy, docs/logging.md#mysql-outage): one WARN when a writer starts
+ * holding a batch, then at most one "still" line per writer every 10 s, and one INFO with the
+ * outage duration when a statement succeeds again. Once writes have been held for a minute the
+ * stall is an ERROR (where, since when, how much is held), repeated as a summary every minute while
+ * it lasts, and its end is a WARN with the stall's duration: `journalctl -p err` shows a stall, a
+ * blip of a few seconds stays a warning. A statement that ran into `--mysql-statement-timeout`
+ * adds one WARN per outage naming the setting, however many statements time out.
  *
  * @module
  */
@@ -13,11 +16,44 @@ import type { Metrics } from "../metrics/registry.ts";
 
 const log = getLogger("db");
 const STILL_DOWN_LOG_INTERVAL_MS = 10_000;
+/**
+ * Writes held this long are a stall, logged as an error: a restart or failover of MySQL takes
+ * seconds and stays a warning; a minute without a commit is something an operator must see.
+ */
+const STALL_ERROR_AFTER_MS = 60_000;
+/** Interval of the error summaries while a stall lasts. */
+const STALL_SUMMARY_INTERVAL_MS = 60_000;
 
 interface Outage {
   readonly since: number;
   attempts: number;
   lastLogAt: number;
+}
+
+/** Writes held by at least one writer, from the first writer's outage to the last one's end. */
+interface Stall {
+  readonly since: number;
+  /** When the last error line about it was logged; undefined while it is younger than a minute. */
+  errorAt: number | undefined;
+  lastError: string;
+}
+
+/** What the stall's error lines report as held. */
+interface HeldWork {
+  /** Jobs handed to the pipeline and not yet acknowledged. */
+  readonly jobs: number;
+  /** Rows the writers hold. */
+  readonly rows: number;
+}
+
+/** Options of {@link DbAvailability}. */
+interface DbAvailabilityOptions {
+  /** The MySQL URL as logs show it (password masked). */
+  readonly mysql?: string;
+  /** What is held, for the stall's error lines. */
+  readonly held?: () => HeldWork;
+  /** Monotonic clock in milliseconds; default `performance.now` (tests pass a fake one). */
+  readonly now?: () => number;
 }
 
 /** The outage key of the idle probe ({@link DbAvailability.probed}); no table is called so. */
@@ -27,12 +63,21 @@ const PROBE = "(idle probe)";
 export class DbAvailability {
   readonly #gauge: Metrics["dbAvailable"] | undefined;
   readonly #outages = new Map<string, Outage>();
+  readonly #options: DbAvailabilityOptions;
+  readonly #now: () => number;
+  #stall: Stall | undefined;
   #timeoutWarned = false;
-  #lastSuccessAt = performance.now();
+  #lastSuccessAt: number;
 
-  /** @param gauge `statusengine_db_available` (optional in tests). */
-  constructor(gauge?: Metrics["dbAvailable"]) {
+  /**
+   * @param gauge `statusengine_db_available` (optional in tests).
+   * @param options Where MySQL is and what is held, for the stall's error lines; the clock.
+   */
+  constructor(gauge?: Metrics["dbAvailable"], options: DbAvailabilityOptions = {}) {
     this.#gauge = gauge;
+    this.#options = options;
+    this.#now = options.now ?? (() => performance.now());
+    this.#lastSuccessAt = this.#now();
   }
 
   /** False while any writer is holding rows because MySQL cannot take them. */
@@ -48,7 +93,7 @@ export class DbAvailability {
    * @param err The error.
    */
   unreachable(table: string, err: unknown): void {
-    const now = performance.now();
+    const now = this.#now();
     if (err instanceof StatementTimeoutError && !this.#timeoutWarned) {
       this.#timeoutWarned = true;
       log.warn(
@@ -58,6 +103,8 @@ export class DbAvailability {
       );
     }
     const outage = this.#outages.get(table);
+    this.#stall ??= { since: now, errorAt: undefined, lastError: "" };
+    this.#stall.lastError = errorMessage(err);
     if (outage === undefined) {
       this.#outages.set(table, { since: now, attempts: 1, lastLogAt: now });
       this.#gauge?.set(0);
@@ -65,9 +112,11 @@ export class DbAvailability {
         table,
         error: errorMessage(err),
       });
+      this.#escalate(now);
       return;
     }
     outage.attempts++;
+    this.#escalate(now);
     if (now - outage.lastLogAt >= STILL_DOWN_LOG_INTERVAL_MS) {
       outage.lastLogAt = now;
       log.warn("db: MySQL still cannot take writes, pipeline is stalled", {
@@ -85,7 +134,8 @@ export class DbAvailability {
    * @param table Who wrote.
    */
   reachable(table: string): void {
-    this.#lastSuccessAt = performance.now();
+    const now = this.#now();
+    this.#lastSuccessAt = now;
     // A statement went through: whatever the idle probe last saw is over too.
     if (this.#outages.has(PROBE)) this.probed(undefined);
     const outage = this.#outages.get(table);
@@ -93,9 +143,18 @@ export class DbAvailability {
     this.#outages.delete(table);
     log.info("db: MySQL takes writes again, held batch written", {
       table,
-      down_for_s: Math.round((performance.now() - outage.since) / 100) / 10,
+      down_for_s: Math.round((now - outage.since) / 100) / 10,
       attempts: outage.attempts,
     });
+    const stall = this.#stall;
+    if (stall?.errorAt !== undefined && !this.#holding()) {
+      // The end of what was logged as an error, so `journalctl -p warning` shows both ends.
+      log.warn("db: MySQL takes writes again, the write stall is over", {
+        mysql: this.#options.mysql,
+        since: this.#wallTime(stall.since, now),
+        down_for_s: Math.round((now - stall.since) / 1000),
+      });
+    }
     this.#ended();
   }
 
@@ -112,7 +171,7 @@ export class DbAvailability {
 
   /** Milliseconds since a statement last succeeded (or since this tracker exists). */
   get msSinceSuccess(): number {
-    return performance.now() - this.#lastSuccessAt;
+    return this.#now() - this.#lastSuccessAt;
   }
 
   /**
@@ -122,23 +181,25 @@ export class DbAvailability {
    * @param err Undefined when MySQL answered, else why it did not.
    */
   probed(err: unknown): void {
+    const now = this.#now();
     if (err === undefined) {
-      this.#lastSuccessAt = performance.now();
+      this.#lastSuccessAt = now;
       const outage = this.#outages.get(PROBE);
       if (outage === undefined) return;
       this.#outages.delete(PROBE);
       log.info("db: MySQL answers the idle probe again", {
-        down_for_s: Math.round((performance.now() - outage.since) / 100) / 10,
+        down_for_s: Math.round((now - outage.since) / 100) / 10,
       });
       this.#ended();
       return;
     }
+    // The writers retry with back-off; the probe's ticks keep the stall's summaries on time.
+    this.#escalate(now);
     const outage = this.#outages.get(PROBE);
     if (outage !== undefined) {
       outage.attempts++;
       return;
     }
-    const now = performance.now();
     this.#outages.set(PROBE, { since: now, attempts: 1, lastLogAt: now });
     this.#gauge?.set(0);
     log.warn("db: MySQL does not answer the idle probe; treated as unavailable", {
@@ -147,9 +208,43 @@ export class DbAvailability {
   }
 
   #ended(): void {
+    if (!this.#holding()) this.#stall = undefined;
     if (this.#outages.size > 0) return;
     this.#gauge?.set(1);
     this.#timeoutWarned = false;
+  }
+
+  /** Whether a writer holds rows because MySQL cannot take them (the idle probe holds none). */
+  #holding(): boolean {
+    return this.#outages.size > (this.#outages.has(PROBE) ? 1 : 0);
+  }
+
+  /** The stall's error: once it is a minute old, then a summary every minute while it lasts. */
+  #escalate(now: number): void {
+    const stall = this.#stall;
+    if (stall === undefined || now - stall.since < STALL_ERROR_AFTER_MS) return;
+    const first = stall.errorAt === undefined;
+    if (!first && now - (stall.errorAt ?? now) < STALL_SUMMARY_INTERVAL_MS) return;
+    stall.errorAt = now;
+    const held = this.#options.held?.();
+    log.error(
+      first
+        ? "db: MySQL has not taken writes for a minute, writes are stalled"
+        : "db: MySQL still cannot take writes, writes are stalled",
+      {
+        mysql: this.#options.mysql,
+        since: this.#wallTime(stall.since, now),
+        down_for_s: Math.round((now - stall.since) / 1000),
+        tables: [...this.#outages.keys()].filter((t) => t !== PROBE).length,
+        ...(held === undefined ? {} : { jobs_held: held.jobs, rows_held: held.rows }),
+        error: stall.lastError,
+      },
+    );
+  }
+
+  /** The wall-clock time of the monotonic instant `at`, for "since" in log lines. */
+  #wallTime(at: number, now: number): string {
+    return new Date(Date.now() - (now - at)).toISOString();
   }
 }
 

@@ -10,7 +10,8 @@ import mysql from "mysql2/promise";
 import { errorMessage } from "../log.ts";
 import type { TableName } from "./catalogue.ts";
 import { quoteIdentifier } from "./ddl.ts";
-import { destroySocket } from "./mysql2_internals.ts";
+import { destroyPoolSockets, destroySocket } from "./mysql2_internals.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /** The caller's signal aborted the wait; the statement in flight was abandoned. */
@@ -78,6 +79,20 @@ export function closeMysqlNow(conn: mysql.Connection): void {
   } catch {
     // already closed
   }
+}
+
+/**
+ * End a pool: a polite COM_QUIT on every connection within `timeoutMs`, then the sockets of the
+ * connections still open are destroyed (a statement a frozen MySQL never answers is abandoned), so
+ * that nothing of the pool keeps the process alive once it has ended.
+ *
+ * @param pool The pool; unusable afterwards.
+ * @param timeoutMs Bound on the polite part.
+ */
+export async function endPool(pool: mysql.Pool, timeoutMs: number): Promise<void> {
+  using limit = deadline(timeoutMs);
+  await settledWithin(pool.end(), limit.signal);
+  destroyPoolSockets(pool);
 }
 
 /**

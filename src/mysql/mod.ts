@@ -23,6 +23,7 @@ export {
   countLosstestMarkers,
   deleteLosstestBatch,
   endMysql,
+  endPool,
   makeSessionReadOnly,
   type MysqlConnection,
   type NewestRows,

@@ -314,3 +314,25 @@ export function destroySocket(conn: unknown): void {
     ?.connection;
   core?.stream?.destroy?.();
 }
+
+/**
+ * Destroy the socket of every connection an ended pool still has. mysql2's `pool.end()` calls back
+ * once as many connections have ended as are left in the pool (it counts ended ones while removing
+ * them), and a connection whose statement a frozen MySQL never answers queues its COM_QUIT behind
+ * that statement: its socket stayed open after `shutdown complete` and held the event loop.
+ *
+ * @param pool The promise-API pool, after `end()` (its core pool is `pool`, `_allConnections` a
+ *   queue with `length` and `get(i)`; each core connection's socket is `stream`).
+ * @returns How many sockets were destroyed.
+ */
+export function destroyPoolSockets(pool: unknown): number {
+  const all = (pool as {
+    pool?: { _allConnections?: { length: number; get(i: number): unknown } };
+  } | null)?.pool?._allConnections;
+  if (all === undefined) return 0;
+  const left = Array.from({ length: all.length }, (_, i) => all.get(i));
+  for (const conn of left) {
+    (conn as { stream?: { destroy?: () => void } } | null)?.stream?.destroy?.();
+  }
+  return left.length;
+}

@@ -65,6 +65,8 @@ export interface PipelineOptions extends HandlerSettings {
   readonly writersPerTable?: number;
   /** Interval of the write summaries; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
+  /** The MySQL URL as logs show it (password masked), named by the write stall's error lines. */
+  readonly mysql?: string;
   /** When the core-restart sweep runs, and its clock (tests); defaults suit production. */
   readonly coreRestart?: {
     readonly clock?: RestartClock;
@@ -85,10 +87,18 @@ export class Pipeline {
   readonly statusCleaner: StatusCleaner;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
+  /** Jobs in the handler: handed over and not yet committed, what a write stall holds. */
+  #jobsHeld = 0;
 
   /** @param options Executor, batch size, sinks, metrics and decode settings. */
   constructor(options: PipelineOptions) {
-    this.availability = new DbAvailability(options.metrics?.dbAvailable);
+    this.availability = new DbAvailability(options.metrics?.dbAvailable, {
+      ...(options.mysql === undefined ? {} : { mysql: options.mysql }),
+      held: () => ({
+        jobs: this.#jobsHeld,
+        rows: Object.values(this.writers).reduce((n, w) => n + w.buffered, 0),
+      }),
+    });
     // The status writers report what they committed, so the core-restart sweep need not read
     // the tables to learn that the core has re-published its objects.
     const progress = new StatusProgress();
@@ -138,7 +148,11 @@ export class Pipeline {
       ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
     });
     this.statusCleaner = statusCleaner;
-    this.handler = createJobHandler({ ...options, writers, downtimes, statusCleaner });
+    const handle = createJobHandler({ ...options, writers, downtimes, statusCleaner });
+    this.handler = (job, signal) => {
+      this.#jobsHeld++;
+      return handle(job, signal).finally(() => this.#jobsHeld--);
+    };
     const interval = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = interval > 0
       ? setInterval(() => {

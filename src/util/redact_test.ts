@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { redactUrl } from "./redact.ts";
+import { redactText, redactUrl } from "./redact.ts";
 
 Deno.test("redactUrl: masks the password of MySQL and AMQP URLs and Go DSNs, nothing else", () => {
   const cases: [string, string][] = [
@@ -52,4 +52,33 @@ Deno.test("redactUrl: password-like query parameters are masked, others kept", (
     redactUrl("mysql://h/db?x=1&PWD=a&api_key=b&auth_token=c&passwd=d#frag"),
     "mysql://h/db?x=1&PWD=****&api_key=****&auth_token=****&passwd=****#frag",
   );
+});
+
+Deno.test("redactText: masks a short password where it stands, never inside words", () => {
+  const message = "MySQL at mysql://se:se@db:3306/x refused the login (Access denied for user " +
+    "'se'@'localhost' (using password: YES)): check the user's grants on the database";
+  assert.equal(
+    redactText(message, "se"),
+    message.replace("se:se@", "se:****@"),
+  );
+  // The user info of a Go DSN, which is no URL, and of a URL already masked.
+  assert.equal(redactText("dsn u:se@tcp(h)/db failed", "se"), "dsn u:****@tcp(h)/db failed");
+  assert.equal(redactText("at mysql://u:****@h/db", "se"), "at mysql://u:****@h/db");
+});
+
+Deno.test("redactText: a password of 8 characters or more is masked anywhere, URLs always", () => {
+  assert.equal(
+    redactText("server said: bad token hunter2secret.", "hunter2secret"),
+    "server said: bad token ****.",
+  );
+  // A percent-encoded password in a URL is masked by the URL's structure, whatever its length.
+  assert.equal(
+    redactText("cannot reach amqp://u:p%40ss@h/ (refused)", "p@ss"),
+    "cannot reach amqp://u:****@h/ (refused)",
+  );
+  assert.equal(
+    redactText("no password: mysql://u:pw@h/db", undefined),
+    "no password: mysql://u:****@h/db",
+  );
+  assert.equal(redactText("nothing secret here", ""), "nothing secret here");
 });

@@ -178,3 +178,19 @@ Deno.test("schema: a refused login exits 1 and never prints the password (D8)", 
   assert.match(result.err.join("\n"), /check the user and password/);
   assert.ok(!JSON.stringify(result).includes("hunter2secret"));
 });
+
+Deno.test("schema: a short password is masked in the URL, not inside the words of the refusal", async () => {
+  // Before, the password `se` was masked as a substring of the whole message: "refu****d the
+  // login (Access denied for u****r …) … grants on the databa****".
+  await using db = await createScratchDatabase();
+  const url = new URL(db.url);
+  url.username = "se_no_such_user";
+  url.password = "se";
+  const result = await run({ mysqlUrl: url.href, check: true, createDatabase: false });
+  assert.equal(result.code, 1);
+  const text = result.err.join("\n");
+  assert.match(text, /MySQL at mysql:\/\/se_no_such_user:\*\*\*\*@\S+ refused the login/);
+  assert.match(text, /Access denied for user 'se_no_such_user'/);
+  assert.match(text, /grants on the database/);
+  assert.ok(!text.includes(":se@"), text);
+});

@@ -21,6 +21,7 @@ import {
   redactUrl,
 } from "../../mysql/mod.ts";
 import { deadline, delay } from "../../util/async.ts";
+import { redactText } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
 /** Options of the `status` command. */
@@ -235,8 +236,7 @@ async function probeMysql(url: string): Promise<MysqlStatus> {
       error: null,
     };
   } catch (err: unknown) {
-    let error = describeMysqlConnectFailure(err, shown);
-    if (password !== undefined && password !== "") error = error.replaceAll(password, "****");
+    const error = redactText(describeMysqlConnectFailure(err, shown), password);
     return {
       url: shown,
       ok: false,

@@ -1,0 +1,97 @@
+/**
+ * The outage log lines of {@link DbAvailability} on a fake clock. Before, a MySQL outage was only
+ * ever logged as a warning, so `journalctl -p err` stayed empty while writes were stalled for hours.
+ */
+import assert from "node:assert/strict";
+import { DbAvailability } from "../../src/mysql/availability.ts";
+import { type LogLine, withLogs } from "../helpers/logs.ts";
+
+const DOWN = new Error("connect ECONNREFUSED 127.0.0.1:3306");
+
+function at(level: string, logs: readonly LogLine[]): string[] {
+  return logs.filter((l) => l.level === level).map((l) => l.message);
+}
+
+Deno.test("availability: writes held for a minute are an error with context, then a summary a minute, and a warning when they end", async () => {
+  await withLogs((logs) => {
+    let clock = 0;
+    const availability = new DbAvailability(undefined, {
+      mysql: "mysql://se:****@db1:3306/statusengine",
+      held: () => ({ jobs: 7, rows: 42 }),
+      now: () => clock,
+    });
+    // The writers retry every 5 s; the first minute stays at warn.
+    for (; clock < 60_000; clock += 5_000) {
+      availability.unreachable("statusengine_servicechecks", DOWN);
+      availability.unreachable("statusengine_hostchecks", DOWN);
+    }
+    assert.deepEqual(at("error", logs), [], "no error within the first minute");
+    assert.ok(at("warn", logs).length > 0, "the first minute is logged as warnings");
+
+    availability.unreachable("statusengine_servicechecks", DOWN);
+    const errors = logs.filter((l) => l.level === "error");
+    assert.equal(errors.length, 1, "one error once the minute is over");
+    assert.equal(
+      errors[0]?.message,
+      "db: MySQL has not taken writes for a minute, writes are stalled",
+    );
+    assert.deepEqual(
+      { ...errors[0]?.properties, since: undefined },
+      {
+        mysql: "mysql://se:****@db1:3306/statusengine",
+        since: undefined,
+        down_for_s: 60,
+        tables: 2,
+        jobs_held: 7,
+        rows_held: 42,
+        error: DOWN.message,
+      },
+    );
+    assert.match(String(errors[0]?.properties.since), /^\d{4}-\d\d-\d\dT/);
+
+    // Retries within the next minute add no error; the idle probe's ticks keep the summary on time.
+    for (clock += 5_000; clock < 120_000; clock += 5_000) {
+      availability.unreachable("statusengine_hostchecks", DOWN);
+    }
+    assert.equal(at("error", logs).length, 1, "one error per minute");
+    availability.probed(DOWN);
+    assert.deepEqual(at("error", logs).slice(1), [
+      "db: MySQL still cannot take writes, writes are stalled",
+    ]);
+
+    clock += 1_000;
+    availability.reachable("statusengine_servicechecks");
+    assert.equal(at("warn", logs).filter((m) => m.includes("stall is over")).length, 0);
+    availability.reachable("statusengine_hostchecks");
+    const over = logs.filter((l) => l.message.includes("the write stall is over"));
+    assert.equal(over.length, 1);
+    assert.equal(over[0]?.level, "warn");
+    assert.equal(over[0]?.properties.down_for_s, 121);
+    assert.equal(availability.available, true);
+    return Promise.resolve();
+  });
+});
+
+Deno.test("availability: an outage shorter than a minute, or of the idle probe alone, is never an error", async () => {
+  await withLogs((logs) => {
+    let clock = 0;
+    const availability = new DbAvailability(undefined, { now: () => clock });
+    availability.unreachable("statusengine_servicechecks", DOWN);
+    clock = 59_000;
+    availability.unreachable("statusengine_servicechecks", DOWN);
+    availability.reachable("statusengine_servicechecks");
+    // A new outage starts its own minute.
+    clock = 100_000;
+    availability.unreachable("statusengine_servicechecks", DOWN);
+    availability.reachable("statusengine_servicechecks");
+    // Nothing held: an idle worker whose probe fails for long is unavailable, not stalled.
+    for (; clock < 400_000; clock += 5_000) availability.probed(DOWN);
+    availability.probed(undefined);
+    assert.deepEqual(at("error", logs), []);
+    assert.ok(
+      !logs.some((l) => /writes are stalled|write stall/.test(l.message)),
+      "no stall was logged",
+    );
+    return Promise.resolve();
+  });
+});
