@@ -2,51 +2,13 @@ import assert from "node:assert/strict";
 import { GraphiteClient } from "./client.ts";
 import { createMetrics, type Metrics } from "../metrics/registry.ts";
 import { waitFor } from "../../tests/helpers/wait.ts";
+import { startTcpPeer } from "../../tests/helpers/tcp_proxy.ts";
 
 /** The value of an unlabelled counter or gauge. */
 async function value(
   m: Metrics["graphiteMetricsWritten" | "graphiteAvailable"],
 ): Promise<number> {
   return (await m.get()).values[0]?.value ?? 0;
-}
-
-/** A Carbon stand-in that collects received text. */
-function carbon(): { addr: string; text(): string; close(): Promise<void> } {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const chunks: string[] = [];
-  const conns: Deno.Conn[] = [];
-  const loop = (async () => {
-    for await (const conn of listener) {
-      conns.push(conn);
-      void (async () => {
-        const buf = new Uint8Array(65536);
-        try {
-          for (;;) {
-            const n = await conn.read(buf);
-            if (n === null) break;
-            chunks.push(new TextDecoder().decode(buf.subarray(0, n)));
-          }
-        } catch {
-          // closed
-        }
-      })();
-    }
-  })();
-  return {
-    addr: `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    text: () => chunks.join(""),
-    async close() {
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch {
-          // closed
-        }
-      }
-      await loop.catch(() => {});
-    },
-  };
 }
 
 const row = (label: string, value: number) => ({
@@ -60,7 +22,8 @@ const row = (label: string, value: number) => ({
 });
 
 Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted as written and flushed", async () => {
-  const server = carbon();
+  // A Carbon stand-in that keeps the received text.
+  const server = startTcpPeer();
   const m = createMetrics();
   const client = new GraphiteClient({
     addr: server.addr,
@@ -75,8 +38,8 @@ Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted
     "se.host.example.com.Disk_Usage__var.free 42 1785470664\n" +
     "se.host.example.com.Disk_Usage__var.x_y -1.5 1785470664\n";
   // The client's writes returned; the fake Carbon reads them on its own schedule.
-  await waitFor(() => server.text().length >= expected.length, { message: "lines at Carbon" });
-  assert.equal(server.text(), expected);
+  await waitFor(() => server.received().length >= expected.length, { message: "lines at Carbon" });
+  assert.equal(server.received(), expected);
   assert.equal(await value(m.graphiteMetricsWritten), 3);
   assert.equal(await value(m.graphiteFlushes), 2);
   assert.equal(await value(m.graphiteMetricsDropped), 0);
