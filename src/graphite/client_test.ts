@@ -11,6 +11,11 @@ async function value(
   return (await m.get()).values[0]?.value ?? 0;
 }
 
+/** A client with prefix `se` and no periodic stats, counting into `m`. */
+function clientOf(m: Metrics, addr: string, batchSize: number): GraphiteClient {
+  return new GraphiteClient({ addr, prefix: "se", batchSize, metrics: m, statsIntervalMs: 0 });
+}
+
 const row = (label: string, value: number) => ({
   hostname: "host.example.com",
   service_description: "Disk Usage /var",
@@ -25,13 +30,7 @@ Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted
   // A Carbon stand-in that keeps the received text.
   const server = startTcpPeer();
   const m = createMetrics();
-  const client = new GraphiteClient({
-    addr: server.addr,
-    prefix: "se",
-    batchSize: 2,
-    metrics: m,
-    statsIntervalMs: 0,
-  });
+  const client = clientOf(m, server.addr, 2);
   client.offer([row("used", 1e-7), row("free", 42), row("x y", -1.5)]);
   await client.close(2000);
   const expected = "se.host.example.com.Disk_Usage__var.used 0.0000001 1785470664\n" +
@@ -48,13 +47,7 @@ Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted
 
 Deno.test("graphite: an undialable Carbon drops the batch, counts every metric and never retries", async () => {
   const m = createMetrics();
-  const client = new GraphiteClient({
-    addr: "127.0.0.1:1",
-    prefix: "se",
-    batchSize: 10,
-    metrics: m,
-    statsIntervalMs: 0,
-  });
+  const client = clientOf(m, "127.0.0.1:1", 10);
   m.graphiteAvailable.set(1);
   client.offer([row("a", 1), row("b", 2)]);
   await client.close(2000);
@@ -65,13 +58,7 @@ Deno.test("graphite: an undialable Carbon drops the batch, counts every metric a
 
 Deno.test("graphite: offer never blocks; beyond the buffer metrics are dropped and counted", async () => {
   const m = createMetrics();
-  const client = new GraphiteClient({
-    addr: "127.0.0.1:1",
-    prefix: "se",
-    batchSize: 1,
-    metrics: m,
-    statsIntervalMs: 0,
-  });
+  const client = clientOf(m, "127.0.0.1:1", 1);
   // The buffer holds ten batches, and never fewer than 10,000 metrics.
   client.offer(Array.from({ length: 10_025 }, (_, i) => row(`m${i}`, i)));
   assert.ok(await value(m.graphiteMetricsDropped) >= 25);
