@@ -458,26 +458,15 @@ Deno.test("decodeJob: a bulk downtime job yields the statements of all events in
 Deno.test("decodeJob: core restart uses a positive timestamp, else the floored worker clock, and says which (docs/tables.md#core-restart-queue)", () => {
   const q = "statusngin_core_restart";
   const ctx = { ...CTX, nowSeconds: 1000.7 };
-  assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":500}', ctx), {
-    kind: "core_restart",
-    cutoff: 500,
-    cutoffSource: "message",
-  });
-  assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":-5}', ctx), {
-    kind: "core_restart",
-    cutoff: 1000,
-    cutoffSource: "clock",
-  });
-  assert.deepEqual(decodeJob(q, '{"object_type":102}', ctx), {
-    kind: "core_restart",
-    cutoff: 1000,
-    cutoffSource: "clock",
-  });
-  assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":null}', ctx), {
-    kind: "core_restart",
-    cutoff: 1000,
-    cutoffSource: "clock",
-  });
+  const cases = [
+    ['{"object_type":102,"timestamp":500}', 500, "message"],
+    ['{"object_type":102,"timestamp":-5}', 1000, "clock"],
+    ['{"object_type":102}', 1000, "clock"],
+    ['{"object_type":102,"timestamp":null}', 1000, "clock"],
+  ] as const;
+  for (const [payload, cutoff, cutoffSource] of cases) {
+    assert.deepEqual(decodeJob(q, payload, ctx), { kind: "core_restart", cutoff, cutoffSource });
+  }
   assert.deepEqual(
     decodeJob(
       q,
