@@ -36,32 +36,18 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
   }
 });
 
-// The legacy keys and defaults must carry an old config.yml over value for value, and the order
-// is the processing order.
-Deno.test("retention: the fourteen history tables in order, then the task queue (age_tasks), then the downtime tombstones", () => {
+// The processing order is the settings' order of the retention rules; the settings test
+// "settings: retention rules keep the legacy worker's tables, columns, defaults and order" pins
+// that list (the legacy keys and defaults carry an old config.yml over value for value).
+Deno.test("retention: the tables are the settings' retention rules in their order, the history tables first, then the task queue (age_tasks), then the downtime tombstones", () => {
   assert.deepEqual(
     RETENTION_TABLES.map((r) => [r.table, r.column, r.key, r.defaultDays]),
-    [
-      ["statusengine_hostchecks", "start_time", "age_hostchecks", 5],
-      ["statusengine_servicechecks", "start_time", "age_servicechecks", 5],
-      ["statusengine_host_acknowledgements", "entry_time", "age_host_acknowledgements", 60],
-      ["statusengine_service_acknowledgements", "entry_time", "age_service_acknowledgements", 60],
-      ["statusengine_host_notifications", "start_time", "age_host_notifications", 60],
-      ["statusengine_service_notifications", "start_time", "age_service_notifications", 60],
-      ["statusengine_host_notifications_log", "start_time", "age_host_notifications_log", 60],
-      ["statusengine_service_notifications_log", "start_time", "age_service_notifications_log", 60],
-      ["statusengine_host_statehistory", "state_time", "age_host_statehistory", 365],
-      ["statusengine_service_statehistory", "state_time", "age_service_statehistory", 365],
-      ["statusengine_host_downtimehistory", "entry_time", "age_host_downtimes", 60],
-      ["statusengine_service_downtimehistory", "entry_time", "age_service_downtimes", 60],
-      ["statusengine_logentries", "entry_time", "age_logentries", 5],
-      ["statusengine_perfdata", "timestamp_unix", "age_perfdata", 90],
-      // The PHP cleanup also removed leftover tasks of the UI's task queue.
-      ["statusengine_tasks", "entry_time", "age_tasks", 5],
-      // The worker's own tombstones of ended downtimes (docs/downtimes.md).
-      ["statusengine_downtime_tombstones", "end_time", "age_downtime_tombstones", 60],
-    ],
+    RETENTION_RULES.map((r) => [r.table, r.column, r.yamlKey, r.defaultDays]),
   );
+  assert.deepEqual(RETENTION_TABLES.slice(-2).map((r) => r.key), [
+    "age_tasks",
+    "age_downtime_tombstones",
+  ]);
   assert.deepEqual(RETENTION_KEYS, RETENTION_TABLES.map((r) => r.key));
   assert.equal(new Set(RETENTION_TABLES.map((r) => r.table)).size, 16);
 });

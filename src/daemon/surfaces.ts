@@ -65,25 +65,20 @@ export async function serveMetrics(
 ): Promise<MetricsServer | undefined> {
   if (config.metrics === null) return undefined;
   const { hostname, port } = config.metrics;
-  let server: MetricsServer;
-  try {
-    server = await startMetricsServer({
-      hostname,
-      port,
-      registry: metrics.registry,
-      listenerMetrics: metrics,
-      readiness,
-      ...(config.http === undefined ? {} : { limits: config.http }),
-    });
-  } catch (err: unknown) {
-    throw new StartupError(
-      `Cannot start: metrics listener ${hostname}:${port}: ${
-        errorMessage(err)
-      }; choose another port for /metrics with --metrics-port (STATUSENGINE_METRICS_PORT, ` +
-        `0 disables it) or another address with --metrics-host`,
-      { cause: err },
-    );
-  }
+  const server = await startListener(
+    `metrics listener ${hostname}:${port}`,
+    "choose another port for /metrics with --metrics-port (STATUSENGINE_METRICS_PORT, " +
+      "0 disables it) or another address with --metrics-host",
+    () =>
+      startMetricsServer({
+        hostname,
+        port,
+        registry: metrics.registry,
+        listenerMetrics: metrics,
+        readiness,
+        ...(config.http === undefined ? {} : { limits: config.http }),
+      }),
+  );
   log.info("worker: metrics listening", { addr: `${server.hostname}:${server.port}` });
   return server;
 }
@@ -107,24 +102,19 @@ export async function serveWebSocket(
     log.info("websocket: GET /ws disabled (no /ws API keys configured, or --listen-addr empty)");
     return undefined;
   }
-  let server: WebSocketServer;
-  try {
-    server = await startWebSocketServer({
-      hostname: ws.hostname,
-      port: ws.port,
-      apiKeys: ws.apiKeys,
-      hub,
-      metrics,
-      ...(config.http === undefined ? {} : { limits: config.http }),
-    });
-  } catch (err: unknown) {
-    throw new StartupError(
-      `Cannot start: websocket listener ${ws.hostname}:${ws.port}: ${
-        errorMessage(err)
-      }; choose another address for GET /ws with --listen-addr (STATUSENGINE_LISTEN_ADDR)`,
-      { cause: err },
-    );
-  }
+  const server = await startListener(
+    `websocket listener ${ws.hostname}:${ws.port}`,
+    "choose another address for GET /ws with --listen-addr (STATUSENGINE_LISTEN_ADDR)",
+    () =>
+      startWebSocketServer({
+        hostname: ws.hostname,
+        port: ws.port,
+        apiKeys: ws.apiKeys,
+        hub,
+        metrics,
+        ...(config.http === undefined ? {} : { limits: config.http }),
+      }),
+  );
   log.info("websocket: listening", { addr: `${server.hostname}:${server.port}`, path: "/ws" });
   return server;
 }
@@ -156,24 +146,24 @@ export async function serveCommands(
   const publisher = commandPublisher(config);
   let server: CommandServer;
   try {
-    server = await startCommandServer({
-      hostname: listen.hostname,
-      port: listen.port,
-      apiKeys: listen.apiKeys,
-      publisher,
-      metrics,
-      allow,
-      ...(config.http === undefined ? {} : { limits: config.http }),
-    });
+    server = await startListener(
+      `command listener ${listen.hostname}:${listen.port}`,
+      "choose another address for POST /commands with --command-listen-addr " +
+        "(STATUSENGINE_COMMAND_LISTEN_ADDR)",
+      () =>
+        startCommandServer({
+          hostname: listen.hostname,
+          port: listen.port,
+          apiKeys: listen.apiKeys,
+          publisher,
+          metrics,
+          allow,
+          ...(config.http === undefined ? {} : { limits: config.http }),
+        }),
+    );
   } catch (err: unknown) {
     await publisher.close();
-    throw new StartupError(
-      `Cannot start: command listener ${listen.hostname}:${listen.port}: ${
-        errorMessage(err)
-      }; choose another address for POST /commands with --command-listen-addr ` +
-        `(STATUSENGINE_COMMAND_LISTEN_ADDR)`,
-      { cause: err },
-    );
+    throw err;
   }
   log.info("command: listening", {
     addr: `${server.hostname}:${server.port}`,
@@ -191,4 +181,22 @@ export async function serveCommands(
       await publisher.close();
     },
   };
+}
+
+/**
+ * Start one listener; a failure (most often an address in use) stops the start-up with the
+ * listener's name and what the operator can change.
+ *
+ * @param what The listener and its address, e.g. `metrics listener 0.0.0.0:9100`.
+ * @param hint The option that picks another address.
+ * @param start Starts the listener.
+ * @returns The listener.
+ * @throws {StartupError} When it does not start.
+ */
+async function startListener<T>(what: string, hint: string, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (err: unknown) {
+    throw new StartupError(`Cannot start: ${what}: ${errorMessage(err)}; ${hint}`, { cause: err });
+  }
 }

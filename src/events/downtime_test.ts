@@ -148,15 +148,8 @@ function assertColumnOrder(statements: DowntimeStatement[]): void {
   }
 }
 
-const STATIC_MERGE = [
-  "entry_time",
-  "author_name",
-  "comment_data",
-  "triggered_by_id",
-  "is_fixed",
-  "duration",
-  "scheduled_end_time",
-].map((column) => ({ column, rule: "assign" }));
+// The definition columns, the ones `statics` fills, in schema order.
+const STATIC_MERGE = Object.keys(statics()).map((column) => ({ column, rule: "assign" }));
 
 function historyRow(host: boolean, usec: number, dynamic: Partial<Row> = {}): Row {
   return {
@@ -171,31 +164,43 @@ function historyRow(host: boolean, usec: number, dynamic: Partial<Row> = {}): Ro
   };
 }
 
-Deno.test("downtimeStatements: ADD upserts history with dynamic columns 0, merging only the definition, records the announcement, then copies the scheduled row", () => {
+Deno.test("downtimeStatements: ADD upserts history with dynamic columns 0, merging only the definition; LOAD creates it from its definition and changes nothing that exists; both record the announcement, then copy the scheduled row", () => {
+  const cases = [
+    {
+      type: DOWNTIME_ADD,
+      name: "ADD",
+      usec: 224439,
+      merge: [
+        { column: "entry_time", rule: "assign" },
+        { column: "entry_time_usec", rule: "assign" },
+        ...STATIC_MERGE.slice(1),
+      ],
+    },
+    // Only an ADD's usec is the entry_time_usec.
+    { type: DOWNTIME_LOAD, name: "LOAD", usec: 0, merge: [] },
+  ] as const;
   for (const k of KINDS) {
     const host = k.name === "host";
-    const got = downtimeStatements(
-      event({ type: DOWNTIME_ADD, downtimeType: k.downtimeType }),
-      NODE,
-    );
-    assertColumnOrder(got);
-    assert.deepEqual(got, [
-      {
-        kind: "upsert",
-        event: "ADD",
-        table: k.history,
-        row: schemaOrdered(k.history, historyRow(host, 224439)),
-        merge: [
-          { column: "entry_time", rule: "assign" },
-          { column: "entry_time_usec", rule: "assign" },
-          ...STATIC_MERGE.slice(1),
-        ],
-        guard: guards(host).history,
-        detectUnmatched: false,
-      },
-      announcement(host, "ADD", 1785517315),
-      copy(k, "ADD"),
-    ], k.name);
+    for (const c of cases) {
+      const got = downtimeStatements(
+        event({ type: c.type, downtimeType: k.downtimeType, timestampUsec: 224439 }),
+        NODE,
+      );
+      assertColumnOrder(got);
+      assert.deepEqual(got, [
+        {
+          kind: "upsert",
+          event: c.name,
+          table: k.history,
+          row: schemaOrdered(k.history, historyRow(host, c.usec)),
+          merge: c.merge,
+          guard: guards(host).history,
+          detectUnmatched: false,
+        },
+        announcement(host, c.name, 1785517315),
+        copy(k, c.name),
+      ], `${k.name} ${c.name}`);
+    }
   }
 });
 
@@ -217,31 +222,6 @@ Deno.test("downtimeStatements: no ADD or LOAD merges a dynamic or key column", (
         }
       }
     }
-  }
-});
-
-Deno.test("downtimeStatements: LOAD creates the history row from its definition and changes nothing that exists, records the announcement, copies the scheduled row", () => {
-  for (const k of KINDS) {
-    const host = k.name === "host";
-    const got = downtimeStatements(
-      event({ type: DOWNTIME_LOAD, downtimeType: k.downtimeType, timestampUsec: 5 }),
-      NODE,
-    );
-    assertColumnOrder(got);
-    assert.deepEqual(got, [
-      {
-        kind: "upsert",
-        event: "LOAD",
-        table: k.history,
-        // Only an ADD's usec is the entry_time_usec.
-        row: schemaOrdered(k.history, historyRow(host, 0)),
-        merge: [],
-        guard: guards(host).history,
-        detectUnmatched: false,
-      },
-      announcement(host, "LOAD", 1785517315),
-      copy(k, "LOAD"),
-    ], k.name);
   }
 });
 

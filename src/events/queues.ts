@@ -24,7 +24,7 @@ import {
 
 export { QUEUE_NAMES } from "./queue_names.ts";
 import { QUEUE_NAMES } from "./queue_names.ts";
-import type { TableName } from "./table_names.ts";
+import { DOWNTIME_TABLE_NAMES, type TableName } from "./table_names.ts";
 
 /** One of the twelve consumed queue names. */
 export type QueueName = typeof QUEUE_NAMES[number];
@@ -184,14 +184,7 @@ export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze({
     "statusngin_downtimes",
     "downtime",
     "downtimes",
-    [
-      "statusengine_downtime_announcements",
-      "statusengine_downtime_tombstones",
-      "statusengine_host_downtimehistory",
-      "statusengine_host_scheduleddowntimes",
-      "statusengine_service_downtimehistory",
-      "statusengine_service_scheduleddowntimes",
-    ],
+    DOWNTIME_TABLE_NAMES,
     decodeDowntime,
   ),
   statusngin_core_restart: spec(

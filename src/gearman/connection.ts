@@ -14,6 +14,7 @@ import {
   PacketParser,
 } from "./codec.ts";
 import { deadline, settledWithin } from "../util/async.ts";
+import { concatBytes } from "../util/bytes.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { errorMessage } from "../util/errors.ts";
 
@@ -306,18 +307,7 @@ export class GearmanConnection implements AsyncDisposable {
       while (this.#outbox.length > 0 && !this.#done) {
         const parts = this.#outbox;
         this.#outbox = [];
-        let bytes: Uint8Array;
-        if (parts.length === 1) bytes = parts[0] as Uint8Array;
-        else {
-          let size = 0;
-          for (const p of parts) size += p.length;
-          bytes = new Uint8Array(size);
-          let off = 0;
-          for (const p of parts) {
-            bytes.set(p, off);
-            off += p.length;
-          }
-        }
+        const bytes = concatBytes(parts);
         let written = 0;
         while (written < bytes.length) {
           written += await this.#conn.write(bytes.subarray(written));

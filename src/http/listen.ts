@@ -197,6 +197,17 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     }
   };
 
+  // A connection that failed has nobody left to answer: noted at debug level (it is the peer's
+  // doing, not the worker's) and closed.
+  const dropConnection = (socket: Socket, remote: string, err: unknown): void => {
+    log.debug("http: connection failed", {
+      listener: options.name,
+      remote,
+      error: errorMessage(err),
+    });
+    socket.destroy();
+  };
+
   server.on("request", async (message: IncomingMessage, res: ServerResponse) => {
     const socket = message.socket;
     headReceived(socket);
@@ -219,12 +230,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       await writeResponse(res, response);
     } catch (err: unknown) {
       // The peer went away mid-request.
-      log.debug("http: connection failed", {
-        listener: options.name,
-        remote,
-        error: errorMessage(err),
-      });
-      socket.destroy();
+      dropConnection(socket, remote, err);
     }
   });
 
@@ -247,23 +253,13 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       webSockets.handleUpgrade(message, socket, head, (ws) => response.onOpen(ws));
     } catch (err: unknown) {
       // A head the web Request refuses, or the peer went away mid-answer.
-      log.debug("http: connection failed", {
-        listener: options.name,
-        remote,
-        error: errorMessage(err),
-      });
-      socket.destroy();
+      dropConnection(socket, remote, err);
     }
   });
 
   server.on("clientError", (err: Error, socket: Socket) => {
     // Not HTTP, or the peer went away mid-head: nothing to answer.
-    log.debug("http: connection failed", {
-      listener: options.name,
-      remote: remoteOf(socket),
-      error: errorMessage(err),
-    });
-    socket.destroy();
+    dropConnection(socket, remoteOf(socket), err);
   });
 
   await new Promise<void>((resolve, reject) => {

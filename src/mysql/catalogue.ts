@@ -294,6 +294,18 @@ const SERVICE_DOWNTIME_KEY = [
 ];
 
 /**
+ * The key columns of the worker's own downtime records (announcements, tombstones), in
+ * {@link SERVICE_DOWNTIME_KEY} order; `service_description` is '' for a host downtime.
+ */
+const DOWNTIME_RECORD_KEY_COLUMNS: readonly ColumnLine[] = [
+  HOSTNAME_KEY,
+  SERVICE_DESCRIPTION_KEY,
+  ["node_name", "varchar(255)", "NOT NULL"],
+  ["scheduled_start_time", "bigint(20)", "NOT NULL"],
+  ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+];
+
+/**
  * A scheduled-downtime table's columns: the history table's without the ADD's envelope
  * microseconds and the end of the downtime (a scheduled row is deleted when it ends).
  */
@@ -374,14 +386,7 @@ const DEFINITIONS = [
   {
     name: "statusengine_downtime_announcements",
     writeMode: "downtime",
-    columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["node_name", "varchar(255)", "NOT NULL"],
-      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
-      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
-      ["announced_at", "bigint(20)", "NOT NULL"],
-    ],
+    columns: [...DOWNTIME_RECORD_KEY_COLUMNS, ["announced_at", "bigint(20)", "NOT NULL"]],
     primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [["node_announced", ["node_name", "announced_at"]]],
     partitionColumn: null,
@@ -395,11 +400,7 @@ const DEFINITIONS = [
     name: "statusengine_downtime_tombstones",
     writeMode: "downtime",
     columns: [
-      ["hostname", "varchar(255)", "NOT NULL"],
-      ["service_description", "varchar(255)", "NOT NULL"],
-      ["node_name", "varchar(255)", "NOT NULL"],
-      ["scheduled_start_time", "bigint(20)", "NOT NULL"],
-      ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
+      ...DOWNTIME_RECORD_KEY_COLUMNS,
       ["history_removed", "tinyint(1)", "NOT NULL", "0"],
       ["end_time", "bigint(20)", "NOT NULL"],
     ],

@@ -44,19 +44,64 @@ export function authorization(auth: HttpAuth): string | undefined {
   return undefined;
 }
 
+/** The credentials a backend's settings carry: a token (sent with the backend's scheme) or basic auth. */
+export interface EndpointCredentials {
+  readonly token?: string | undefined;
+  readonly user?: string | undefined;
+  readonly password?: string | undefined;
+}
+
 /**
- * A backend's request headers: `headers` plus the `Authorization` of `auth`, if any.
- *
- * @param headers Content type and the backend's own headers.
- * @param auth Credentials.
- * @returns The headers to send.
+ * Where a backend POSTs its batches: the URL, the headers with the `Authorization` of its
+ * credentials, and the URL as logs and metrics may show it (password redacted).
  */
-export function requestHeaders(
-  headers: Record<string, string>,
-  auth: HttpAuth,
-): Record<string, string> {
-  const value = authorization(auth);
-  return value === undefined ? headers : { ...headers, Authorization: value };
+export class HttpEndpoint {
+  /** The configured URL, redacted. */
+  readonly target: string;
+  readonly #url: string;
+  readonly #headers: Record<string, string>;
+
+  /**
+   * @param configuredUrl The URL as configured (redacted into `target`).
+   * @param url The URL requests go to.
+   * @param headers Content type and the backend's own headers.
+   * @param tokenScheme `Authorization: <scheme> <token>`, e.g. `Bearer` or `Token`.
+   * @param credentials The token, or the user and password.
+   */
+  constructor(
+    configuredUrl: string,
+    url: string,
+    headers: Record<string, string>,
+    tokenScheme: string,
+    credentials: EndpointCredentials,
+  ) {
+    this.#url = url;
+    this.target = redactUrl(configuredUrl);
+    const value = authorization({
+      ...(credentials.token === undefined
+        ? {}
+        : { token: { scheme: tokenScheme, value: credentials.token } }),
+      basic: { user: credentials.user ?? "", password: credentials.password ?? "" },
+    });
+    this.#headers = value === undefined ? headers : { ...headers, Authorization: value };
+  }
+
+  /**
+   * POST `body` to the endpoint; see {@link post}.
+   *
+   * @param body Request body.
+   * @param signal Aborted on shutdown.
+   * @param refusedReason Names the drop reason of a 4xx answer from its text.
+   * @returns The answer's body.
+   * @throws {SinkWriteError} For a failed request or a non-2xx answer.
+   */
+  post(
+    body: BodyInit,
+    signal: AbortSignal,
+    refusedReason?: (status: number, text: string) => "rejected" | "out_of_order",
+  ): Promise<string> {
+    return post(this.#url, body, this.#headers, signal, refusedReason);
+  }
 }
 
 /**
@@ -70,7 +115,7 @@ export function requestHeaders(
  * @returns The answer's body.
  * @throws {SinkWriteError} For a failed request or a non-2xx answer.
  */
-export async function post(
+async function post(
   url: string,
   body: BodyInit,
   headers: Record<string, string>,

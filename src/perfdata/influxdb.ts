@@ -8,9 +8,8 @@
  * @module
  */
 import { perfdataThresholds, plainLabel, positionalDecimal, type Row } from "../events/mod.ts";
-import { redactUrl } from "../util/redact.ts";
 import type { Transport } from "./sink.ts";
-import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
+import { type HttpClientOptions, HttpEndpoint, HttpPerfdataClient } from "./http.ts";
 
 /** Where and how to write to InfluxDB: the `--influxdb-*` settings. */
 export interface InfluxDbSettings {
@@ -150,23 +149,26 @@ export function influxUrlProblem(url: string): string | null {
 
 class InfluxTransport implements Transport<string> {
   readonly backend = "influxdb";
-  readonly target: string;
-  readonly #url: string;
-  readonly #headers: Record<string, string>;
+  readonly #endpoint: HttpEndpoint;
 
   constructor(o: InfluxDbOptions) {
-    this.#url = influxWriteUrl(o.url);
-    this.target = redactUrl(o.url);
-    this.#headers = requestHeaders({
-      "Content-Type": "text/plain; charset=utf-8",
-    }, {
-      ...(o.token === undefined ? {} : { token: { scheme: "Token", value: o.token } }),
-      basic: { user: o.user ?? "", password: o.password ?? "" },
-    });
+    this.#endpoint = new HttpEndpoint(
+      o.url,
+      influxWriteUrl(o.url),
+      {
+        "Content-Type": "text/plain; charset=utf-8",
+      },
+      "Token",
+      o,
+    );
+  }
+
+  get target(): string {
+    return this.#endpoint.target;
   }
 
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
-    await post(this.#url, batch.join("\n"), this.#headers, signal);
+    await this.#endpoint.post(batch.join("\n"), signal);
     return 0;
   }
 }

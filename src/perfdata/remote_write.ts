@@ -10,9 +10,8 @@
 import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import { plainLabel, type Row } from "../events/mod.ts";
-import { redactUrl } from "../util/redact.ts";
 import { SinkWriteError, type Transport } from "./sink.ts";
-import { type HttpClientOptions, HttpPerfdataClient, post, requestHeaders } from "./http.ts";
+import { type HttpClientOptions, HttpEndpoint, HttpPerfdataClient } from "./http.ts";
 
 /**
  * The metric name of every perfdata series. One name, with the gauge's label as a label value,
@@ -370,22 +369,25 @@ const SAMPLE_REFUSED =
 
 class RemoteWriteTransport implements Transport<RemotePoint> {
   readonly backend = "prometheus";
-  readonly target: string;
-  readonly #url: string;
-  readonly #headers: Record<string, string>;
+  readonly #endpoint: HttpEndpoint;
 
   constructor(o: RemoteWriteOptions) {
-    this.#url = o.url;
-    this.target = redactUrl(o.url);
-    this.#headers = requestHeaders({
-      "Content-Type": "application/x-protobuf",
-      "Content-Encoding": "snappy",
-      "X-Prometheus-Remote-Write-Version": "0.1.0",
-      "User-Agent": "statusengine-worker",
-    }, {
-      ...(o.bearerToken === undefined ? {} : { token: { scheme: "Bearer", value: o.bearerToken } }),
-      basic: { user: o.user ?? "", password: o.password ?? "" },
-    });
+    this.#endpoint = new HttpEndpoint(
+      o.url,
+      o.url,
+      {
+        "Content-Type": "application/x-protobuf",
+        "Content-Encoding": "snappy",
+        "X-Prometheus-Remote-Write-Version": "0.1.0",
+        "User-Agent": "statusengine-worker",
+      },
+      "Bearer",
+      { token: o.bearerToken, user: o.user, password: o.password },
+    );
+  }
+
+  get target(): string {
+    return this.#endpoint.target;
   }
 
   async write(batch: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
@@ -455,10 +457,8 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
   async #post(points: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
     const { bytes, duplicates } = encodeWriteRequest(points);
     const body = new Uint8Array(SnappyJS.compress(bytes) as Uint8Array);
-    await post(
-      this.#url,
+    await this.#endpoint.post(
       body,
-      this.#headers,
       signal,
       (status, text) => status === 400 && SAMPLE_REFUSED.test(text) ? "out_of_order" : "rejected",
     );

@@ -54,6 +54,27 @@ function unknown(text: string): PluginResult {
   return { output: `UNKNOWN - ${text}`, perfData: "", longOutput: "" };
 }
 
+/** A service of the catalogue as written below: its plugin's text for UNKNOWN, and the rest. */
+interface ServiceDefinition extends Omit<CheckKind, "result"> {
+  /** What the plugin prints when it cannot check at all (state 3). */
+  readonly unknown: string;
+  /** The result in states 0 to 2; no long output unless it says. */
+  readonly result: (rng: Rng, state: number) => Omit<PluginResult, "longOutput"> & {
+    readonly longOutput?: string;
+  };
+}
+
+function service({ unknown: unknownText, result, ...kind }: ServiceDefinition): CheckKind {
+  return {
+    ...kind,
+    result(rng, state) {
+      if (state === 3) return unknown(unknownText);
+      const r = result(rng, state);
+      return { output: r.output, perfData: r.perfData, longOutput: r.longOutput ?? "" };
+    },
+  };
+}
+
 function processList(rng: Rng): string {
   const target = rng.int(2_000, 6_000);
   const names = [
@@ -100,8 +121,8 @@ function updateList(rng: Rng, count: number): string {
   return lines.join("\n");
 }
 
-/** The service catalogue. Each host runs a subset of it. */
-export const SERVICES: readonly CheckKind[] = [
+/** The services, as their plugins print them. */
+const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
   {
     description: "PING",
     commandName: "check_ping!100.0,20%!500.0,60%",
@@ -111,8 +132,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 5,
     retryInterval: 1,
     maxAttempts: 4,
+    unknown: "check_ping: Invalid hostname/address",
     result(rng, state) {
-      if (state === 3) return unknown("check_ping: Invalid hostname/address");
       const rta = state === 0 ? rng.float(0.02, 20) : banded(rng, state, 100, 500, 900);
       const pl = state === 0 ? 0 : state === 1 ? rng.int(20, 59) : 100;
       const name = SERVICE_STATE_NAMES[state] ?? "UNKNOWN";
@@ -123,7 +144,6 @@ export const SERVICES: readonly CheckKind[] = [
         perfData: `rta=${
           fixed(pl === 100 ? 0 : rta, 6)
         }ms;100.000000;500.000000;0.000000 pl=${pl}%;20;60;0`,
-        longOutput: "",
       };
     },
   },
@@ -136,8 +156,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 1,
     retryInterval: 1,
     maxAttempts: 4,
+    unknown: "Error opening /proc/loadavg",
     result(rng, state) {
-      if (state === 3) return unknown("Error opening /proc/loadavg");
       const l1 = banded(rng, state, 5, 10, 40);
       const l5 = l1 * rng.float(0.6, 1.1);
       const l15 = l5 * rng.float(0.6, 1.1);
@@ -147,7 +167,6 @@ export const SERVICES: readonly CheckKind[] = [
         perfData: `load1=${fixed(l1, 3)};5.000;10.000;0; load5=${
           fixed(l5, 3)
         };4.000;6.000;0; load15=${fixed(l15, 3)};3.000;4.000;0;`,
-        longOutput: "",
       };
     },
   },
@@ -160,13 +179,12 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 5,
     retryInterval: 1,
     maxAttempts: 4,
+    unknown: "Could not read utmp",
     result(rng, state) {
-      if (state === 3) return unknown("Could not read utmp");
       const users = Math.floor(banded(rng, state, 20, 50, 80));
       return {
         output: `USERS ${SERVICE_STATE_NAMES[state]} - ${users} users currently logged in`,
         perfData: `users=${users};20;50;0`,
-        longOutput: "",
       };
     },
   },
@@ -179,8 +197,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 10,
     retryInterval: 2.5,
     maxAttempts: 3,
+    unknown: "DISK UNKNOWN - /var is not accessible: Permission denied",
     result(rng, state) {
-      if (state === 3) return unknown("DISK UNKNOWN - /var is not accessible: Permission denied");
       const total = 51_200;
       const usedPct = banded(rng, state, 80, 90, 100);
       const used = Math.round(total * usedPct / 100);
@@ -190,7 +208,6 @@ export const SERVICES: readonly CheckKind[] = [
           Math.round(100 - usedPct)
         }% inode=${rng.int(80, 99)}%);`,
         perfData: `'/var'=${used}MB;40960;46080;0;${total}`,
-        longOutput: "",
       };
     },
   },
@@ -203,8 +220,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 5,
     retryInterval: 1,
     maxAttempts: 4,
+    unknown: "SWAP UNKNOWN - no swap configured",
     result(rng, state) {
-      if (state === 3) return unknown("SWAP UNKNOWN - no swap configured");
       const total = 2_048;
       const freePct = state === 0
         ? rng.int(25, 100)
@@ -217,7 +234,6 @@ export const SERVICES: readonly CheckKind[] = [
           SERVICE_STATE_NAMES[state]
         } - ${freePct}% free (${free} MB out of ${total} MB)`,
         perfData: `swap=${free}MB;409;204;0;${total}`,
-        longOutput: "",
       };
     },
   },
@@ -230,8 +246,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 1,
     retryInterval: 0.5,
     maxAttempts: 3,
+    unknown: "HTTP UNKNOWN - Invalid HTTP response received from host",
     result(rng, state) {
-      if (state === 3) return unknown("HTTP UNKNOWN - Invalid HTTP response received from host");
       const time = banded(rng, state, 1, 2, 10);
       const size = rng.int(400, 90_000);
       const status = state === 2 ? "HTTP/1.1 503 Service Unavailable" : "HTTP/1.1 200 OK";
@@ -240,7 +256,6 @@ export const SERVICES: readonly CheckKind[] = [
           fixed(time, 3)
         } second response time`,
         perfData: `time=${fixed(time, 6)}s;1.000000;2.000000;0.000000 size=${size}B;;;0`,
-        longOutput: "",
       };
     },
   },
@@ -253,13 +268,12 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 5,
     retryInterval: 1,
     maxAttempts: 4,
+    unknown: "cannot read /proc/meminfo",
     result(rng, state) {
-      if (state === 3) return unknown("cannot read /proc/meminfo");
       const pct = banded(rng, state, 80, 90, 100);
       return {
         output: `MEMORY ${SERVICE_STATE_NAMES[state]} - ${fixed(pct, 1)}% used`,
         perfData: `'memory used'=${fixed(pct, 1)}%;80;90;0;100 'memory total'=16384MB;;;0;`,
-        longOutput: "",
       };
     },
   },
@@ -272,8 +286,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 10,
     retryInterval: 2,
     maxAttempts: 3,
+    unknown: "Datenträger C: konnte nicht gelesen werden",
     result(rng, state) {
-      if (state === 3) return unknown("Datenträger C: konnte nicht gelesen werden");
       const pct = banded(rng, state, 80, 90, 100);
       const shown = fixed(pct, 1).replace(".", ",");
       const text = state === 0
@@ -285,7 +299,6 @@ export const SERVICES: readonly CheckKind[] = [
         output: `${SERVICE_STATE_NAMES[state]} - ${text}`,
         // Comma decimal separator, as German Windows agents print it (docs/perfdata.md#format).
         perfData: `'C:\\ Used Space'=${shown}%;80;90;0;100`,
-        longOutput: "",
       };
     },
   },
@@ -298,15 +311,14 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 5,
     retryInterval: 1,
     maxAttempts: 4,
+    unknown: "Прочее: нет ответа от брокера",
     result(rng, state) {
-      if (state === 3) return unknown("Прочее: нет ответа от брокера");
       const n = Math.floor(banded(rng, state, 100, 200, 500));
       return {
         output: state === 0
           ? `OK - Прочее: в очереди ${n} сообщений, всё в порядке`
           : `${SERVICE_STATE_NAMES[state]} - Прочее: в очереди ${n} сообщений`,
         perfData: `'очередь'=${n};100;200;0`,
-        longOutput: "",
       };
     },
   },
@@ -319,13 +331,12 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 2,
     retryInterval: 1,
     maxAttempts: 3,
+    unknown: "監視: 無効な応答",
     result(rng, state) {
-      if (state === 3) return unknown("監視: 無効な応答");
       const time = banded(rng, state, 1, 2, 10);
       return {
         output: `HTTP ${SERVICE_STATE_NAMES[state]}: 監視ページ 応答時間 ${fixed(time, 3)} 秒`,
         perfData: `time=${fixed(time, 6)}s;1.000000;2.000000;0.000000`,
-        longOutput: "",
       };
     },
   },
@@ -338,8 +349,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 5,
     retryInterval: 1,
     maxAttempts: 3,
+    unknown: "No response from remote host 'eth0'",
     result(rng, state) {
-      if (state === 3) return unknown("No response from remote host 'eth0'");
       const name = state === 0 ? "OK" : SERVICE_STATE_NAMES[state];
       return {
         output: `${name} - eth0:${state === 2 ? "DOWN" : "UP"} (in=${rng.int(0, 900)}kB/s, out=${
@@ -348,7 +359,6 @@ export const SERVICES: readonly CheckKind[] = [
         perfData: `'eth0_in_octet'=${rng.int(0, 2 ** 40)}c 'eth0_out_octet'=${
           rng.int(0, 2 ** 40)
         }c`,
-        longOutput: "",
       };
     },
   },
@@ -361,8 +371,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 5,
     retryInterval: 1,
     maxAttempts: 4,
+    unknown: "Unable to read output",
     result(rng, state) {
-      if (state === 3) return unknown("Unable to read output");
       const n = Math.floor(banded(rng, state, 250, 400, 900));
       return {
         output: `PROCS ${SERVICE_STATE_NAMES[state]}: ${n} processes with STATE = RSZDT`,
@@ -381,8 +391,8 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 60,
     retryInterval: 10,
     maxAttempts: 2,
+    unknown: "Windows Update-Dienst antwortet nicht",
     result(rng, state) {
-      if (state === 3) return unknown("Windows Update-Dienst antwortet nicht");
       const n = state === 0 ? 0 : state === 1 ? rng.int(1, 9) : rng.int(10, 40);
       const longOutput = n > 0 && rng.chance(0.5) ? updateList(rng, Math.max(n, 25)) : "";
       return {
@@ -401,13 +411,12 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 15,
     retryInterval: 5,
     maxAttempts: 3,
+    unknown: "NTP UNKNOWN: No response from NTP server",
     result(rng, state) {
-      if (state === 3) return unknown("NTP UNKNOWN: No response from NTP server");
       const offset = banded(rng, state, 0.5, 1, 30) * (rng.chance(0.5) ? -1 : 1);
       return {
         output: `NTP ${SERVICE_STATE_NAMES[state]}: Offset ${offset.toPrecision(6)} secs`,
         perfData: `offset=${offset.toPrecision(6)}s;0.500000;1.000000;`,
-        longOutput: "",
       };
     },
   },
@@ -420,19 +429,21 @@ export const SERVICES: readonly CheckKind[] = [
     checkInterval: 1,
     retryInterval: 1,
     maxAttempts: 2,
+    unknown: "Kaffeemaschine ☕ antwortet nicht 🤷",
     result(rng, state) {
-      if (state === 3) return unknown("Kaffeemaschine ☕ antwortet nicht 🤷");
       const level = state === 0 ? rng.int(21, 100) : state === 1 ? rng.int(11, 20) : rng.int(0, 10);
       return {
         output: `${SERVICE_STATE_NAMES[state]} - Kaffeemaschine ☕ Füllstand ${level} % ${
           state === 0 ? "🙂" : "🔥"
         }`,
         perfData: `'Füllstand'=${level}%;20;10;0;100`,
-        longOutput: "",
       };
     },
   },
 ];
+
+/** The service catalogue. Each host runs a subset of it. */
+export const SERVICES: readonly CheckKind[] = SERVICE_DEFINITIONS.map(service);
 
 export const HOST_CHECK: CheckKind = {
   description: "",

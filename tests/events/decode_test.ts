@@ -53,6 +53,11 @@ function single(queue: QueueName, payloadKey: string, patch: Json, envelope: Jso
   return JSON.stringify({ ...ev, ...envelope });
 }
 
+/** The one row of a single-form job whose payload has `patch` applied. */
+function patchedRow(queue: QueueName, payloadKey: string, patch: Json): Row {
+  return onlyRow(decodeJob(queue, single(queue, payloadKey, patch), CTX));
+}
+
 function bulk(evs: unknown[]): string {
   return JSON.stringify({ messages: evs, format: "none" });
 }
@@ -188,86 +193,42 @@ Deno.test("decodeJob: a stale event is discarded without inspecting its payload"
 
 Deno.test("decodeJob: is_passive_check is 1 for an active check (check_type 0) and 0 otherwise (D5)", () => {
   for (const [checkType, want] of [[0, 1], [1, 0], [2, 0], [3, 0]] as const) {
-    const h = onlyRow(
-      decodeJob(
-        "statusngin_hoststatus",
-        single("statusngin_hoststatus", "hoststatus", { "check_type": checkType }),
-        CTX,
-      ),
-    );
-    assert.equal(h.is_passive_check, want, `host check_type ${checkType}`);
-    const s = onlyRow(
-      decodeJob(
+    for (
+      const [queue, key] of [["statusngin_hoststatus", "hoststatus"], [
         "statusngin_servicestatus",
-        single("statusngin_servicestatus", "servicestatus", { "check_type": checkType }),
-        CTX,
-      ),
-    );
-    assert.equal(s.is_passive_check, want, `service check_type ${checkType}`);
+        "servicestatus",
+      ]] as const
+    ) {
+      const row = patchedRow(queue, key, { "check_type": checkType });
+      assert.equal(row.is_passive_check, want, `${key} check_type ${checkType}`);
+    }
   }
 });
 
 Deno.test("decodeJob: check intervals are rounded half away from zero, not truncated (docs/tables.md#check-interval-rounding)", () => {
   const cases = [[0.5, 1], [2.5, 3], [1.49, 1], [0.4, 0], [5.0, 5], [1.5000001, 2]] as const;
   for (const [interval, want] of cases) {
-    const row = onlyRow(
-      decodeJob(
-        "statusngin_servicestatus",
-        single("statusngin_servicestatus", "servicestatus", {
-          "check_interval": interval,
-          "retry_interval": interval,
-        }),
-        CTX,
-      ),
-    );
+    const row = patchedRow("statusngin_servicestatus", "servicestatus", {
+      "check_interval": interval,
+      "retry_interval": interval,
+    });
     assert.equal(row.normal_check_interval, want, `check_interval ${interval}`);
     assert.equal(row.retry_check_interval, want, `retry_interval ${interval}`);
   }
 });
 
 Deno.test("decodeJob: is_hardstate is 1 only for state_type 1 on every queue that has it", () => {
+  const queues = [
+    ["statusngin_hoststatus", "hoststatus"],
+    ["statusngin_hostchecks", "hostcheck"],
+    ["statusngin_servicechecks", "servicecheck"],
+    ["statusngin_statechanges", "statechange"],
+  ] as const;
   for (const [stateType, want] of [[1, 1], [0, 0], [2, 0]] as const) {
-    const patch = { "state_type": stateType };
-    assert.equal(
-      onlyRow(
-        decodeJob(
-          "statusngin_hoststatus",
-          single("statusngin_hoststatus", "hoststatus", patch),
-          CTX,
-        ),
-      ).is_hardstate,
-      want,
-    );
-    assert.equal(
-      onlyRow(
-        decodeJob(
-          "statusngin_hostchecks",
-          single("statusngin_hostchecks", "hostcheck", patch),
-          CTX,
-        ),
-      ).is_hardstate,
-      want,
-    );
-    assert.equal(
-      onlyRow(
-        decodeJob(
-          "statusngin_servicechecks",
-          single("statusngin_servicechecks", "servicecheck", patch),
-          CTX,
-        ),
-      ).is_hardstate,
-      want,
-    );
-    assert.equal(
-      onlyRow(
-        decodeJob(
-          "statusngin_statechanges",
-          single("statusngin_statechanges", "statechange", patch),
-          CTX,
-        ),
-      ).is_hardstate,
-      want,
-    );
+    for (const [queue, key] of queues) {
+      const row = patchedRow(queue, key, { "state_type": stateType });
+      assert.equal(row.is_hardstate, want, `${queue} state_type ${stateType}`);
+    }
   }
 });
 
@@ -357,13 +318,10 @@ Deno.test("decodeJob: JSON null becomes '' in text columns except event_handler,
 
 Deno.test("decodeJob: a 10 MB output string decodes unchanged (truncation is the writer's job, D6)", () => {
   const big = "x".repeat(10 * 1024 * 1024);
-  const row = onlyRow(
-    decodeJob(
-      "statusngin_servicechecks",
-      single("statusngin_servicechecks", "servicecheck", { output: big, "long_output": big }),
-      CTX,
-    ),
-  );
+  const row = patchedRow("statusngin_servicechecks", "servicecheck", {
+    output: big,
+    "long_output": big,
+  });
   assert.equal(row.output, big);
   assert.equal(row.long_output, big);
 });
@@ -506,26 +464,15 @@ Deno.test("decodeJob: a bulk downtime job yields the statements of all events in
 Deno.test("decodeJob: core restart uses a positive timestamp, else the floored worker clock, and says which (docs/tables.md#core-restart-queue)", () => {
   const q = "statusngin_core_restart";
   const ctx = { ...CTX, nowSeconds: 1000.7 };
-  assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":500}', ctx), {
-    kind: "core_restart",
-    cutoff: 500,
-    cutoffSource: "message",
-  });
-  assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":-5}', ctx), {
-    kind: "core_restart",
-    cutoff: 1000,
-    cutoffSource: "clock",
-  });
-  assert.deepEqual(decodeJob(q, '{"object_type":102}', ctx), {
-    kind: "core_restart",
-    cutoff: 1000,
-    cutoffSource: "clock",
-  });
-  assert.deepEqual(decodeJob(q, '{"object_type":102,"timestamp":null}', ctx), {
-    kind: "core_restart",
-    cutoff: 1000,
-    cutoffSource: "clock",
-  });
+  const cases = [
+    ['{"object_type":102,"timestamp":500}', 500, "message"],
+    ['{"object_type":102,"timestamp":-5}', 1000, "clock"],
+    ['{"object_type":102}', 1000, "clock"],
+    ['{"object_type":102,"timestamp":null}', 1000, "clock"],
+  ] as const;
+  for (const [payload, cutoff, cutoffSource] of cases) {
+    assert.deepEqual(decodeJob(q, payload, ctx), { kind: "core_restart", cutoff, cutoffSource });
+  }
   assert.deepEqual(
     decodeJob(
       q,

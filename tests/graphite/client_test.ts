@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { GraphiteClient } from "../../src/graphite/client.ts";
 import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
 import { waitFor } from "../helpers/wait.ts";
+import { startTcpPeer } from "../helpers/tcp_proxy.ts";
 
 /** The value of an unlabelled counter or gauge. */
 async function value(
@@ -10,43 +11,9 @@ async function value(
   return (await m.get()).values[0]?.value ?? 0;
 }
 
-/** A Carbon stand-in that collects received text. */
-function carbon(): { addr: string; text(): string; close(): Promise<void> } {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const chunks: string[] = [];
-  const conns: Deno.Conn[] = [];
-  const loop = (async () => {
-    for await (const conn of listener) {
-      conns.push(conn);
-      void (async () => {
-        const buf = new Uint8Array(65536);
-        try {
-          for (;;) {
-            const n = await conn.read(buf);
-            if (n === null) break;
-            chunks.push(new TextDecoder().decode(buf.subarray(0, n)));
-          }
-        } catch {
-          // closed
-        }
-      })();
-    }
-  })();
-  return {
-    addr: `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    text: () => chunks.join(""),
-    async close() {
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch {
-          // closed
-        }
-      }
-      await loop.catch(() => {});
-    },
-  };
+/** A client with prefix `se` and no periodic stats, counting into `m`. */
+function clientOf(m: Metrics, addr: string, batchSize: number): GraphiteClient {
+  return new GraphiteClient({ addr, prefix: "se", batchSize, metrics: m, statsIntervalMs: 0 });
 }
 
 const row = (label: string, value: number) => ({
@@ -60,23 +27,18 @@ const row = (label: string, value: number) => ({
 });
 
 Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted as written and flushed", async () => {
-  const server = carbon();
+  // A Carbon stand-in that keeps the received text.
+  const server = startTcpPeer();
   const m = createMetrics();
-  const client = new GraphiteClient({
-    addr: server.addr,
-    prefix: "se",
-    batchSize: 2,
-    metrics: m,
-    statsIntervalMs: 0,
-  });
+  const client = clientOf(m, server.addr, 2);
   client.offer([row("used", 1e-7), row("free", 42), row("x y", -1.5)]);
   await client.close(2000);
   const expected = "se.host.example.com.Disk_Usage__var.used 0.0000001 1785470664\n" +
     "se.host.example.com.Disk_Usage__var.free 42 1785470664\n" +
     "se.host.example.com.Disk_Usage__var.x_y -1.5 1785470664\n";
   // The client's writes returned; the fake Carbon reads them on its own schedule.
-  await waitFor(() => server.text().length >= expected.length, { message: "lines at Carbon" });
-  assert.equal(server.text(), expected);
+  await waitFor(() => server.received().length >= expected.length, { message: "lines at Carbon" });
+  assert.equal(server.received(), expected);
   assert.equal(await value(m.graphiteMetricsWritten), 3);
   assert.equal(await value(m.graphiteFlushes), 2);
   assert.equal(await value(m.graphiteMetricsDropped), 0);
@@ -85,13 +47,7 @@ Deno.test("graphite: offered perfdata reaches Carbon as plaintext lines, counted
 
 Deno.test("graphite: an undialable Carbon drops the batch, counts every metric and never retries", async () => {
   const m = createMetrics();
-  const client = new GraphiteClient({
-    addr: "127.0.0.1:1",
-    prefix: "se",
-    batchSize: 10,
-    metrics: m,
-    statsIntervalMs: 0,
-  });
+  const client = clientOf(m, "127.0.0.1:1", 10);
   m.graphiteAvailable.set(1);
   client.offer([row("a", 1), row("b", 2)]);
   await client.close(2000);
@@ -102,13 +58,7 @@ Deno.test("graphite: an undialable Carbon drops the batch, counts every metric a
 
 Deno.test("graphite: offer never blocks; beyond the buffer metrics are dropped and counted", async () => {
   const m = createMetrics();
-  const client = new GraphiteClient({
-    addr: "127.0.0.1:1",
-    prefix: "se",
-    batchSize: 1,
-    metrics: m,
-    statsIntervalMs: 0,
-  });
+  const client = clientOf(m, "127.0.0.1:1", 1);
   // The buffer holds ten batches, and never fewer than 10,000 metrics.
   client.offer(Array.from({ length: 10_025 }, (_, i) => row(`m${i}`, i)));
   assert.ok(await value(m.graphiteMetricsDropped) >= 25);

@@ -3,6 +3,7 @@
  * behind it (killing gearmand would lose its in-memory queue, docs/gearman-protocol.md#restart).
  */
 import { freePort } from "./gearmand.ts";
+import { concatBytes } from "../../src/util/bytes.ts";
 
 /** A running proxy. */
 export interface TcpProxy extends AsyncDisposable {
@@ -180,4 +181,79 @@ export async function startMysqlProxy(
   const url = new URL(db.url);
   url.host = proxy.addr;
   return Object.assign(proxy, { url: url.href });
+}
+
+/** A loopback TCP peer that keeps what it receives (see {@link startTcpPeer}). */
+export interface TcpPeer extends AsyncDisposable {
+  /** `host:port` to connect to (`[::1]:port` for IPv6). */
+  readonly addr: string;
+  readonly port: number;
+  /** The first connection accepted, for a test that closes it itself. */
+  readonly accepted: Promise<Deno.Conn>;
+  /** Every byte received so far on every connection, in arrival order, as UTF-8. */
+  received(): string;
+  /** Stop listening and close every connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * Start a peer on `hostname` that accepts every connection, sends it `greeting` (when given)
+ * and keeps what it receives: the far end of a client under test that needs no real server.
+ *
+ * @example
+ * ```ts ignore
+ * await using peer = startTcpPeer();
+ * // connect to peer.addr, write "x"
+ * await waitFor(() => peer.received() === "x");
+ * ```
+ */
+export function startTcpPeer(
+  options: { hostname?: string; greeting?: Uint8Array } = {},
+): TcpPeer {
+  const hostname = options.hostname ?? "127.0.0.1";
+  const listener = Deno.listen({ hostname, port: 0 });
+  const received: Uint8Array[] = [];
+  const conns: Deno.Conn[] = [];
+  let first: (conn: Deno.Conn) => void = () => {};
+  const accepted = new Promise<Deno.Conn>((resolve) => first = resolve);
+  const keep = async (conn: Deno.Conn): Promise<void> => {
+    const buffer = new Uint8Array(65_536);
+    try {
+      if (options.greeting !== undefined) await conn.write(options.greeting);
+      for (;;) {
+        const n = await conn.read(buffer);
+        if (n === null) return;
+        received.push(buffer.slice(0, n));
+      }
+    } catch {
+      // Closed by the test or the client.
+    }
+  };
+  const loop = (async () => {
+    for await (const conn of listener) {
+      conns.push(conn);
+      first(conn);
+      void keep(conn);
+    }
+  })();
+  const close = async (): Promise<void> => {
+    listener.close();
+    for (const c of conns) {
+      try {
+        c.close();
+      } catch {
+        // Already closed.
+      }
+    }
+    await loop.catch(() => {});
+  };
+  const port = listener.addr.port;
+  return {
+    addr: hostname.includes(":") ? `[${hostname}]:${port}` : `${hostname}:${port}`,
+    port,
+    accepted,
+    received: () => new TextDecoder().decode(concatBytes(received)),
+    close,
+    [Symbol.asyncDispose]: close,
+  };
 }

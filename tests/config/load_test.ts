@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import { ConfigError, UsageError } from "./errors.ts";
-import { loadSettings, parseCommandLine } from "./load.ts";
-import { type CommandName, QUEUE_NAMES } from "./settings.ts";
+import { ConfigError, UsageError } from "../../src/config/errors.ts";
+import { loadSettings, parseCommandLine } from "../../src/config/load.ts";
+import { type CommandName, QUEUE_NAMES } from "../../src/config/settings.ts";
+import { rejection } from "../helpers/capture.ts";
 
 const PATH = "/etc/statusengine/config.yml";
 
@@ -31,12 +32,7 @@ async function refuses(
   promise: Promise<unknown>,
   expected: { setting?: string; source?: string; message?: RegExp },
 ): Promise<ConfigError> {
-  let caught: unknown;
-  try {
-    await promise;
-  } catch (err: unknown) {
-    caught = err;
-  }
+  const caught = await rejection(promise);
   assert.ok(caught instanceof ConfigError, `expected a ConfigError, got ${String(caught)}`);
   assert.equal(caught.exitCode, 1);
   if (expected.setting !== undefined) assert.equal(caught.setting, expected.setting);
@@ -46,12 +42,7 @@ async function refuses(
 }
 
 async function usage(promise: Promise<unknown>, message?: RegExp): Promise<UsageError> {
-  let caught: unknown;
-  try {
-    await promise;
-  } catch (err: unknown) {
-    caught = err;
-  }
+  const caught = await rejection(promise);
   assert.ok(caught instanceof UsageError, `expected a UsageError, got ${String(caught)}`);
   assert.equal(caught.exitCode, 2);
   assert.ok(!caught.message.includes("\n"), "one line");
@@ -1108,12 +1099,7 @@ Deno.test("loadSettings: secrets never appear in errors or warnings", async () =
     { input: { env: { STATUSENGINE_RABBITMQ_URL: `http://u:${secret}@h/` } } },
   ];
   for (const { command, input } of attempts) {
-    let caught: unknown;
-    try {
-      await load(command ?? "run", input);
-    } catch (err: unknown) {
-      caught = err;
-    }
+    const caught = await rejection(load(command ?? "run", input));
     assert.ok(caught instanceof ConfigError, `${JSON.stringify(input)} should refuse`);
     assert.ok(!caught.message.includes(secret), caught.message);
     assert.ok(!(caught.rawValue ?? "").includes(secret), caught.rawValue);

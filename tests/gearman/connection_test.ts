@@ -4,34 +4,9 @@
  * crashing or misreading the rest of the stream.
  */
 import assert from "node:assert/strict";
-import { GearmanConnection } from "./connection.ts";
-import { GearmanProtocolError } from "./codec.ts";
-
-/** A TCP peer that answers every connection with fixed bytes, then waits. */
-function peer(bytes: Uint8Array): { addr: string; close(): Promise<void> } {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns: Deno.Conn[] = [];
-  const loop = (async () => {
-    for await (const conn of listener) {
-      conns.push(conn);
-      await conn.write(bytes);
-    }
-  })();
-  return {
-    addr: `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    async close() {
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch {
-          // closed by the other side
-        }
-      }
-      await loop.catch(() => {});
-    },
-  };
-}
+import { GearmanConnection } from "../../src/gearman/connection.ts";
+import { GearmanProtocolError } from "../../src/gearman/codec.ts";
+import { startTcpPeer } from "../helpers/tcp_proxy.ts";
 
 const cases: [string, number[], RegExp][] = [
   ["bad magic", [0, 0x52, 0x45, 0x51, 0, 0, 0, 6, 0, 0, 0, 0], /magic/],
@@ -46,7 +21,7 @@ const cases: [string, number[], RegExp][] = [
 
 for (const [label, bytes, message] of cases) {
   Deno.test(`connection: ${label} from the server ends the connection with a protocol error`, async () => {
-    const server = peer(new Uint8Array(bytes));
+    const server = startTcpPeer({ greeting: new Uint8Array(bytes) });
     const received: number[] = [];
     try {
       const conn = await GearmanConnection.connect(server.addr, {

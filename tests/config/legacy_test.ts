@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
-import { ConfigError } from "./errors.ts";
-import { legacyBoolean } from "./legacy.ts";
-import { loadSettings } from "./load.ts";
-import type { CommandName } from "./settings.ts";
+import { rejection } from "../helpers/capture.ts";
+import { ConfigError } from "../../src/config/errors.ts";
+import { legacyBoolean } from "../../src/config/legacy.ts";
+import { loadSettings } from "../../src/config/load.ts";
+import type { CommandName } from "../../src/config/settings.ts";
 
 const PATH = "/opt/statusengine/worker/etc/config.yml";
 
@@ -219,21 +220,11 @@ Deno.test("legacy config.yml: number_of_bulk_records 1000 starts with 700 and a 
     warnings.some((w) => /number_of_bulk_records 1000 .*ceiling of 700.*using 700/.test(w)),
     warnings.join("\n"),
   );
-  let caught: unknown;
-  try {
-    await load("run", "number_of_bulk_records: 0\n");
-  } catch (err: unknown) {
-    caught = err;
-  }
+  let caught = await rejection(load("run", "number_of_bulk_records: 0\n"));
   assert.ok(caught instanceof ConfigError);
   assert.equal(caught.setting, "mysql-batch-size");
   assert.equal(caught.source, `file ${PATH} key number_of_bulk_records`);
-  caught = undefined;
-  try {
-    await load("run", "mysql_batch_size: 1000\n");
-  } catch (err: unknown) {
-    caught = err;
-  }
+  caught = await rejection(load("run", "mysql_batch_size: 1000\n"));
   assert.ok(caught instanceof ConfigError, "the new key still refuses above 700");
 });
 
@@ -310,21 +301,11 @@ Deno.test("legacy config.yml: booleans may be 1/0/true/false/on/off", async () =
     assert.equal(settings.enableOpenitcockpitTweaks, value, text);
   }
   assert.equal(legacyBoolean("yes"), undefined);
-  let caught: unknown;
-  try {
-    await load("run", "is_openitcockpit: yes\n");
-  } catch (err: unknown) {
-    caught = err;
-  }
+  let caught = await rejection(load("run", "is_openitcockpit: yes\n"));
   assert.ok(caught instanceof ConfigError);
   assert.equal(caught.setting, "enable-openitcockpit-tweaks");
   // The new key keeps Go's strict spellings: on/off are legacy-only (docs/operations.md#values).
-  caught = undefined;
-  try {
-    await load("run", "enable_openitcockpit_tweaks: on\n");
-  } catch (err: unknown) {
-    caught = err;
-  }
+  caught = await rejection(load("run", "enable_openitcockpit_tweaks: on\n"));
   assert.ok(caught instanceof ConfigError);
 });
 
@@ -342,12 +323,7 @@ Deno.test("legacy config.yml: use_gearman and use_rabbitmq choose the consumer",
     "use_gearman: 0\n",
   ];
   for (const file of refused) {
-    let caught: unknown;
-    try {
-      await load("run", file);
-    } catch (err: unknown) {
-      caught = err;
-    }
+    const caught = await rejection(load("run", file));
     assert.ok(caught instanceof ConfigError, file);
     assert.equal(caught.setting, "consumer");
     assert.match(caught.message, /set consumer: gearman or consumer: rabbitmq/);
@@ -406,12 +382,7 @@ Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legac
     ["node_name: ''\n", "node-name", /must not be empty/],
   ];
   for (const [file, setting, message] of cases) {
-    let caught: unknown;
-    try {
-      await load("run", file);
-    } catch (err: unknown) {
-      caught = err;
-    }
+    const caught = await rejection(load("run", file));
     assert.ok(caught instanceof ConfigError, file);
     assert.equal(caught.setting, setting, file);
     assert.match(caught.message, message, file);

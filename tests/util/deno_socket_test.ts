@@ -5,42 +5,8 @@
  */
 import assert from "node:assert/strict";
 import FakeTimers from "@sinonjs/fake-timers";
-import { DenoSocket } from "./deno_socket.ts";
-import { concatBytes } from "./bytes.ts";
-
-/** A loopback listener that keeps what it receives and hands out its accepted connection. */
-function peer(hostname = "127.0.0.1") {
-  const listener = Deno.listen({ hostname, port: 0 });
-  const received: Uint8Array[] = [];
-  const accepted = listener.accept().then((conn) => {
-    void (async () => {
-      const buffer = new Uint8Array(4096);
-      try {
-        for (;;) {
-          const n = await conn.read(buffer);
-          if (n === null) return;
-          received.push(buffer.slice(0, n));
-        }
-      } catch {
-        // Closed by the test.
-      }
-    })();
-    return conn;
-  });
-  return {
-    port: listener.addr.port,
-    accepted,
-    received: () => new TextDecoder().decode(concatBytes(received)),
-    async [Symbol.asyncDispose]() {
-      listener.close();
-      try {
-        (await accepted).close();
-      } catch {
-        // Already closed.
-      }
-    },
-  };
-}
+import { DenoSocket } from "../../src/util/deno_socket.ts";
+import { startTcpPeer } from "../helpers/tcp_proxy.ts";
 
 function opened(socket: DenoSocket): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -62,7 +28,7 @@ async function until(check: () => boolean, ms = 5_000): Promise<void> {
 }
 
 Deno.test("util deno socket: writes go out in order, with and without an encoding argument, each called back", async () => {
-  await using server = peer();
+  await using server = startTcpPeer();
   const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
   await opened(socket);
   const done: string[] = [];
@@ -77,7 +43,7 @@ Deno.test("util deno socket: writes go out in order, with and without an encodin
 });
 
 Deno.test("util deno socket: setTimeout emits timeout after idle time only, again after each pause, and 0 turns it off", async () => {
-  await using server = peer();
+  await using server = startTcpPeer();
   const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
   await opened(socket);
   // A fake clock for the idle timer: the writes are real, the time between them is what the
@@ -109,7 +75,7 @@ Deno.test("util deno socket: setTimeout emits timeout after idle time only, agai
 
 Deno.test("util deno socket: destroyed with an error it emits error, then close with hadError true; a peer's close is end, then close(false)", async () => {
   {
-    await using server = peer();
+    await using server = startTcpPeer();
     const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
     await opened(socket);
     const errors: Error[] = [];
@@ -120,7 +86,7 @@ Deno.test("util deno socket: destroyed with an error it emits error, then close 
     assert.deepEqual(errors.map((e) => e.message), ["heartbeat timeout"]);
   }
   {
-    await using server = peer();
+    await using server = startTcpPeer();
     const socket = new DenoSocket({ host: "127.0.0.1", port: server.port });
     await opened(socket);
     let ended = false;
@@ -133,7 +99,7 @@ Deno.test("util deno socket: destroyed with an error it emits error, then close 
 });
 
 Deno.test("util deno socket: a bracketed IPv6 host (as URLs write it) connects; a TCP target without a port fails as an error", async () => {
-  await using server = peer("::1");
+  await using server = startTcpPeer({ hostname: "::1" });
   const socket = new DenoSocket({ host: "[::1]", port: server.port });
   await opened(socket);
   socket.write("v6");
