@@ -558,6 +558,9 @@ export const SETTINGS = [
       "dead-lettered. Keep it above the slowest legitimate statement (the core-restart " +
       "DELETE on the status tables); 0 waits forever.",
   },
+  // 60 s: long enough that a server restarting (answering, then busy with crash recovery, then
+  // restarted by its supervisor) is not taken back too early and left again; short enough that
+  // the preferred host carries the load again within a minute.
   {
     flag: "mysql-failback-after",
     kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },

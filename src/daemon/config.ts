@@ -66,7 +66,7 @@ export interface WorkerConfig {
    */
   readonly mysqlStatementTimeoutMs: number;
   /** `--mysql-failback-after` (docs/running.md#mysql-hosts). */
-  readonly mysqlFailbackAfterMs?: number;
+  readonly mysqlFailbackAfterMs: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
   readonly nodeName: string;

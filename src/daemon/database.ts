@@ -122,9 +122,7 @@ export async function openDatabase(
 ): Promise<Database> {
   const urlOptions = mysqlOptionsFromUrl(config.mysqlUrl);
   const hosts = new MysqlHosts(urlOptions, {
-    ...(config.mysqlFailbackAfterMs === undefined
-      ? {}
-      : { failbackAfterMs: config.mysqlFailbackAfterMs }),
+    failbackAfterMs: config.mysqlFailbackAfterMs,
     ...(wait.metrics === undefined ? {} : { metrics: wait.metrics }),
   });
   const pool = createWriterPool(urlOptions, config.mysqlMaxOpenConns, hosts);

@@ -30,13 +30,6 @@ import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } f
 
 const log = getLogger("db");
 
-/**
- * Default of `--mysql-failback-after`: how long an earlier host must answer every probe before
- * the connections go back to it. Long enough that a server restarting (answering, then busy
- * with crash recovery, then restarted again by its supervisor) is not taken back too early and
- * left again; short enough that the preferred host carries the load again within a minute.
- */
-export const FAILBACK_AFTER_MS = 60_000;
 /** Bound on one probe of a host (connect and one SELECT). */
 const PROBE_TIMEOUT_MS = 2_000;
 /** How often the earlier hosts are probed while another one is in use. */
@@ -49,8 +42,8 @@ const RECHECK_AFTER_MS = 1_000;
 
 /** Options of {@link MysqlHosts}. */
 export interface MysqlHostsOptions {
-  /** `--mysql-failback-after`; default {@link FAILBACK_AFTER_MS}. */
-  readonly failbackAfterMs?: number;
+  /** `--mysql-failback-after`: how long an earlier host must answer before it is used again. */
+  readonly failbackAfterMs: number;
   /** `statusengine_mysql_host_in_use` and `statusengine_mysql_host_switches_total`. */
   readonly metrics?: Pick<Metrics, "mysqlHostInUse" | "mysqlHostSwitches">;
   /** Clock of the fail-back delay (tests pass a fake one); default `performance.now`. */
@@ -86,7 +79,7 @@ export class MysqlHosts {
    * @param options Options from `mysqlOptionsFromUrl`.
    * @param o Delay, metrics, clock and probe.
    */
-  constructor(options: MysqlUrlOptions, o: MysqlHostsOptions = {}) {
+  constructor(options: MysqlUrlOptions, o: MysqlHostsOptions) {
     this.#options = options;
     this.#hosts = mysqlHosts(options);
     this.#o = o;
@@ -181,7 +174,7 @@ export class MysqlHosts {
   /** Start probing the earlier hosts while a later one is in use. */
   start(): void {
     if (!this.several || this.#timer !== undefined) return;
-    const failbackAfterMs = this.#o.failbackAfterMs ?? FAILBACK_AFTER_MS;
+    const failbackAfterMs = this.#o.failbackAfterMs;
     // Several probes within the delay, so that "answered every probe" means something.
     const interval = Math.max(100, Math.min(FAILBACK_PROBE_INTERVAL_MS, failbackAfterMs / 2));
     this.#timer = setInterval(() => {
@@ -207,7 +200,7 @@ export class MysqlHosts {
     const earlier = this.#hosts.slice(0, current);
     const answers = await Promise.all(earlier.map((_, i) => this.#answers(i)));
     const now = this.#now();
-    const delay = this.#o.failbackAfterMs ?? FAILBACK_AFTER_MS;
+    const delay = this.#o.failbackAfterMs;
     for (const [i, answered] of answers.entries()) {
       if (!answered) this.#answeringSince.delete(i);
       else if (!this.#answeringSince.has(i)) this.#answeringSince.set(i, now);

@@ -81,6 +81,7 @@ Deno.test("MysqlHosts: back to an earlier host only once it answered every probe
 Deno.test("MysqlHosts: many failures at once make one check, and none again within a second", async () => {
   let probes = 0;
   const hosts = new MysqlHosts(mysqlOptionsFromUrl("mysql://u@h1,h2/db"), {
+    failbackAfterMs: 60_000,
     now: () => 0,
     probe: () => {
       probes++;
@@ -101,6 +102,7 @@ Deno.test("MysqlHosts: many failures at once make one check, and none again with
 Deno.test("MysqlHosts: one host (or a socket) is left alone", async () => {
   let probes = 0;
   const hosts = new MysqlHosts(mysqlOptionsFromUrl("mysql://u@h1/db"), {
+    failbackAfterMs: 60_000,
     probe: () => {
       probes++;
       return Promise.reject(new Error("refused"));
