@@ -30,6 +30,8 @@ import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
 import type { TableRow } from "../src/events/types.ts";
 import { jobsFor, syntheticEvents } from "../src/synthetic/mod.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
+import { cliRun } from "./helpers/cli_run.ts";
+import { runStatusCommand, type StatusReport } from "../src/cli/status/mod.ts";
 
 type DbRow = Record<string, unknown>;
 
@@ -718,4 +720,40 @@ Deno.test("tools: losstest verify checks what the run published, not the default
   const done = await losstestCli(verify);
   assert.equal(done.code, 0, done.out + done.err);
   assert.match(done.out, /PASS: all 300 events present/);
+});
+
+// The tools take the worker's --mysql-url as it is, host list included (docs/running.md#mysql-hosts).
+Deno.test("tools: with a host list whose first host is dead, schema, cleanup, status and verify use the next host that answers", async () => {
+  await using a = await createScratchDatabase();
+  await using b = await createScratchDatabase();
+  await createSchema(a.url);
+  await createSchema(b.url);
+  // Port 1: nothing listens, the connection is refused.
+  const listed = (url: string) => url.replace(/^mysql:\/\/([^@/]*@)?/, "mysql://$1127.0.0.1:1,");
+  assert.match(listed(a.url), /@127\.0\.0\.1:1,[^/]+\/se_test_/);
+
+  const schema = await cliRun(["schema", "--check", "--mysql-url", listed(a.url)], {});
+  assert.equal(schema.code, 0, schema.text);
+
+  const cleanup = await cliRun(["cleanup", "--dry-run", "--mysql-url", listed(a.url)], {});
+  assert.equal(cleanup.code, 0, cleanup.text);
+
+  await using gearmand = await startGearmand();
+  const out: string[] = [];
+  await runStatusCommand({ gearmanAddr: [gearmand.addr], mysqlUrl: listed(a.url), json: true }, {
+    out: (l) => out.push(l),
+    err: () => {},
+  });
+  const report = JSON.parse(out.join("\n")) as StatusReport;
+  assert.equal(report.mysql.ok, true, out.join("\n"));
+  assert.equal(report.mysql.host, `${a.host}:${a.port}`);
+
+  const c = capture();
+  const verified = await runVerifyCommand({
+    mysqlUrlA: listed(a.url),
+    mysqlUrlB: listed(b.url),
+    tables: ["statusengine_hoststatus"],
+    limit: 10,
+  }, c.io);
+  assert.equal(verified, 0, c.out.join("\n"));
 });

@@ -66,6 +66,7 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     mysqlUrl: s.mysqlUrl,
     mysqlMaxOpenConns: s.mysqlMaxOpenConns,
     mysqlStatementTimeoutMs: s.mysqlStatementTimeoutMs,
+    mysqlFailbackAfterMs: s.mysqlFailbackAfterMs,
     mysqlWritersPerTable: s.mysqlWritersPerTable,
     batchSize: s.mysqlBatchSize,
     statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),

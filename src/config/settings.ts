@@ -506,8 +506,10 @@ export const SETTINGS = [
     commands: MYSQL_COMMANDS,
     legacyKeys: ["mysql"],
     help: "MySQL/MariaDB database. Percent-encode special characters in user and password; " +
-      "add ?socketPath=/path for a Unix socket. Mutually exclusive with --mysql-dsn within " +
-      "one source.",
+      "add ?socketPath=/path for a Unix socket. Several servers: " +
+      "mysql://user:pw@host1:3306,host2:3306/db; the worker writes to the first that answers " +
+      "and moves to the next when it fails, and the tools (schema, cleanup, status, verify) " +
+      "use the first that answers. Mutually exclusive with --mysql-dsn within one source.",
   },
   {
     flag: "mysql-dsn",
@@ -555,6 +557,18 @@ export const SETTINGS = [
       "(statusengine_db_available 0, /readyz fails) and the rows are held and retried, never " +
       "dead-lettered. Keep it above the slowest legitimate statement (the core-restart " +
       "DELETE on the status tables); 0 waits forever.",
+  },
+  // 60 s: long enough that a server restarting (answering, then busy with crash recovery, then
+  // restarted by its supervisor) is not taken back too early and left again; short enough that
+  // the preferred host carries the load again within a minute.
+  {
+    flag: "mysql-failback-after",
+    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+    default: "60s",
+    commands: ["run"],
+    help: "With several hosts in --mysql-url, the worker uses another host only while an " +
+      "earlier one does not answer: it moves back once the earlier host has answered every " +
+      "probe for this long.",
   },
   {
     flag: "status-max-age",

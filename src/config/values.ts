@@ -8,6 +8,8 @@
  * @module
  */
 
+import { splitUrlHosts } from "../util/address.ts";
+
 /** Outcome of parsing one value: the value (plus notes worth a warning) or a problem text. */
 export type Parsed<T> =
   | { readonly ok: true; readonly value: T; readonly notes?: readonly string[] }
@@ -302,16 +304,21 @@ export function parseUrl(text: string, schemes: readonly string[]): Parsed<strin
 
 /**
  * Validate a MySQL URL, the internal form of the MySQL connection (D8):
- * `mysql://user:password@host:port/database[?option=value]`. Query options are passed to
+ * `mysql://user:password@host:port/database[?option=value]`, or with a host list
+ * (`@h1:3306,h2:3306/database`). Query options are passed to
  * the MySQL client as they are (`?socketPath=/run/mysqld/mysqld.sock` selects a Unix socket).
  *
  * @param text The URL.
  * @returns The URL as given, or a problem that never contains the password.
  */
 export function parseMysqlUrl(text: string): Parsed<string> {
-  const base = parseUrl(text, ["mysql"]);
+  // A multi-host URL is checked with its first host; the list itself by splitUrlHosts.
+  const list = splitUrlHosts(text, 3306);
+  if (list !== undefined && "problem" in list) return fail(list.problem);
+  const single = list?.url ?? text;
+  const base = parseUrl(single, ["mysql"]);
   if (!base.ok) return base;
-  const url = new URL(text);
+  const url = new URL(single);
   const database = url.pathname.slice(1);
   if (database === "") return fail("names no database (mysql://user:password@host:port/database)");
   if (database.includes("/")) return fail("has a database name containing /");

@@ -65,6 +65,8 @@ export interface WorkerConfig {
    * MySQL count as unavailable; 0 waits forever.
    */
   readonly mysqlStatementTimeoutMs: number;
+  /** `--mysql-failback-after` (docs/running.md#mysql-hosts). */
+  readonly mysqlFailbackAfterMs: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
   readonly nodeName: string;

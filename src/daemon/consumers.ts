@@ -9,7 +9,12 @@ import { GearmanConsumer } from "../gearman/consumer.ts";
 import { RabbitMqConsumer } from "../amqp/consumer.ts";
 import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
-import { type DeadLetterSink, type MysqlUrlOptions, openLockConnection } from "../mysql/mod.ts";
+import {
+  type DeadLetterSink,
+  type MysqlHosts,
+  type MysqlUrlOptions,
+  openLockConnection,
+} from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { getLogger } from "../log.ts";
@@ -32,6 +37,8 @@ export interface ConsumptionParts {
   readonly deadLetters: DeadLetterSink;
   readonly metrics: Metrics;
   readonly urlOptions: MysqlUrlOptions;
+  /** The in-order lock's connection goes to the MySQL host in use. */
+  readonly mysqlHosts: MysqlHosts;
 }
 
 /** The queues this worker consumes, split by whether they wait for the in-order lock. */
@@ -86,7 +93,7 @@ export async function buildConsumption(
           await parts.pipeline.handler(job, signal);
         },
       ),
-    connect: () => openLockConnection(parts.urlOptions, Math.max(pollMs, 1_000)),
+    connect: () => openLockConnection(parts.mysqlHosts.inUse, Math.max(pollMs, 1_000)),
     lockName: await inOrderLockName(parts.urlOptions.database ?? "", config.nodeName),
     pollMs,
     graceMs: inOrderGraceMs(pollMs, drainMs),

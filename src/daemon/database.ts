@@ -15,6 +15,7 @@ import {
   endMysql,
   endPool,
   MissingTablesError,
+  MysqlHosts,
   mysqlOptionsFromUrl,
   type MysqlPool,
   type MysqlUrlOptions,
@@ -30,6 +31,7 @@ import { batchedTables } from "../pipeline/pipeline.ts";
 import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import type { Metrics } from "../metrics/registry.ts";
 import { StartupError, type WorkerConfig } from "./config.ts";
 
 const log = getLogger("worker");
@@ -43,6 +45,8 @@ export interface WaitOptions {
   readonly signal?: AbortSignal;
   /** Told why MySQL is not usable yet (for `/readyz`), and `undefined` once it is. */
   readonly waiting?: (reason: string | undefined) => void;
+  /** Which host of `--mysql-url` is in use, and the moves between them. */
+  readonly metrics?: Pick<Metrics, "mysqlHostInUse" | "mysqlHostSwitches">;
 }
 
 /**
@@ -70,8 +74,13 @@ function waitable(err: unknown): boolean {
 export interface Database extends AsyncDisposable {
   readonly pool: MysqlPool;
   readonly executor: SqlExecutor;
-  /** Connection options from the URL (dedicated connections, e.g. the in-order lock). */
+  /** Connection options from the URL (the database name, the in-order lock's name). */
   readonly urlOptions: MysqlUrlOptions;
+  /**
+   * The hosts of the URL and the one in use: every dedicated connection (the in-order lock)
+   * opens `hosts.inUse`.
+   */
+  readonly hosts: MysqlHosts;
   /**
    * Connect, ask MySQL who it is and disconnect, on a connection of its own, within
    * `timeoutMs` (the idle probe; the pool's connections may all be busy).
@@ -113,19 +122,37 @@ export async function openDatabase(
   wait: WaitOptions = {},
 ): Promise<Database> {
   const urlOptions = mysqlOptionsFromUrl(config.mysqlUrl);
-  const pool = createWriterPool(urlOptions, config.mysqlMaxOpenConns);
+  const hosts = new MysqlHosts(urlOptions, {
+    failbackAfterMs: config.mysqlFailbackAfterMs,
+    ...(wait.metrics === undefined ? {} : { metrics: wait.metrics }),
+  });
+  const pool = createWriterPool(urlOptions, config.mysqlMaxOpenConns, hosts);
   const database: Database = {
     pool,
-    executor: poolExecutor(pool, { statementTimeoutMs: config.mysqlStatementTimeoutMs }),
+    executor: poolExecutor(pool, {
+      statementTimeoutMs: config.mysqlStatementTimeoutMs,
+      onUnavailable: () => hosts.suspect(),
+    }),
     urlOptions,
+    hosts,
     async ping(timeoutMs) {
-      const { connection } = await connectMysql(urlOptions, { timeoutMs });
+      let connection;
+      try {
+        ({ connection } = await connectMysql(hosts.inUse, { timeoutMs }));
+      } catch (err: unknown) {
+        hosts.suspect();
+        throw err;
+      }
       using limit = deadline(timeoutMs);
       // A polite COM_QUIT, so the server logs no aborted connection every few seconds.
       if (!(await settledWithin(endMysql(connection), limit.signal))) closeMysqlNow(connection);
     },
     async [Symbol.asyncDispose]() {
       // A hung MySQL must not hold the process, neither the shutdown nor the event loop after it.
+      {
+        using limit = deadline(PING_TIMEOUT_MS);
+        await settledWithin(hosts.stop(), limit.signal);
+      }
       await endPool(pool, PING_TIMEOUT_MS);
     },
   };
@@ -156,6 +183,8 @@ async function check(
   });
   for (let attempt = 1;; attempt++) {
     try {
+      // The first host of the list that answers (docs/running.md#mysql-hosts).
+      await database.hosts.check();
       await probeMysql(database.pool, PING_TIMEOUT_MS);
       break;
     } catch (err: unknown) {
@@ -190,6 +219,7 @@ async function check(
     }
     log.info("worker: MySQL connected", {
       url: shown,
+      ...(database.hosts.several ? { host: database.hosts.label } : {}),
       pool_size: config.mysqlMaxOpenConns,
       writers_per_table: config.mysqlWritersPerTable,
       charset,
@@ -219,6 +249,7 @@ async function check(
     throw new StartupError(`Cannot start: ${why}`, { cause: err });
   }
   await warnAboutSchemaDrift(database.pool, needed);
+  database.hosts.start();
   await registerNode(database.executor, {
     nodeName: config.nodeName,
     version,

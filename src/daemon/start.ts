@@ -10,7 +10,7 @@
 import { metricsObserver } from "../consumer/metrics_observer.ts";
 import { CONSUMER_DEAD_LETTER_REASONS, JOB_RESULTS } from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
-import { ADJUSTMENT_REASONS, IdleProbe } from "../mysql/mod.ts";
+import { ADJUSTMENT_REASONS, IdleProbe, type MysqlHosts } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
 import type { ListenerName, Readiness } from "../http/mod.ts";
@@ -120,6 +120,7 @@ export async function startWorker(
         verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
         options.waiting?.(reason);
       },
+      metrics,
     }),
   );
   const deadLetters = stack.use(await openDeadLetters(config, metrics));
@@ -152,7 +153,7 @@ export async function startWorker(
 
   const observer = metricsObserver(metrics);
   const split = splitQueues(config, queues);
-  verdict = () => readiness(pipeline, deadLetters, observer, split);
+  verdict = () => readiness(pipeline, deadLetters, observer, split, database.hosts);
   const websocket = await serveWebSocket(config, hub, metrics);
   if (websocket !== undefined) stack.use(websocket);
   const commands = await serveCommands(config, metrics);
@@ -167,6 +168,7 @@ export async function startWorker(
       deadLetters,
       metrics,
       urlOptions: database.urlOptions,
+      mysqlHosts: database.hosts,
     }, split);
   } catch (err: unknown) {
     throw cannotStart(err);
@@ -278,6 +280,7 @@ function readiness(
   deadLetters: DeadLetters,
   queues: ConnectionState,
   split: QueueSplit,
+  hosts: MysqlHosts,
 ): Readiness {
   const reasons: string[] = [];
   if (!pipeline.availability.available) reasons.push("MySQL unavailable");
@@ -287,7 +290,9 @@ function readiness(
   if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
   const stalled = [...split.always, ...split.gated].filter((q) => queues.stalled.has(q));
   if (stalled.length > 0) reasons.push(`stalled: ${stalled.join(", ")}`);
-  return { ready: reasons.length === 0, reasons };
+  // With several MySQL hosts, which one is written to (docs/running.md#mysql-hosts).
+  const details = hosts.several ? [`MySQL host in use: ${hosts.label}`] : [];
+  return { ready: reasons.length === 0, reasons, details };
 }
 
 /**

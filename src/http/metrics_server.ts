@@ -12,6 +12,8 @@ import { type HttpLimits, listen, type ListenerMetrics } from "./listen.ts";
 export interface Readiness {
   readonly ready: boolean;
   readonly reasons: readonly string[];
+  /** Facts shown after the verdict, ready or not (the MySQL host in use of several). */
+  readonly details?: readonly string[];
 }
 
 /**
@@ -77,8 +79,11 @@ export async function startMetricsServer(
         return new Response("ok\n");
       case "/readyz": {
         const verdict = options.readiness?.() ?? { ready: true, reasons: [] };
+        const details = (verdict.details ?? []).map((d) => ` (${d})`).join("");
         return new Response(
-          verdict.ready ? "ready\n" : `not ready: ${verdict.reasons.join("; ")}\n`,
+          verdict.ready
+            ? `ready${details}\n`
+            : `not ready: ${verdict.reasons.join("; ")}${details}\n`,
           { status: verdict.ready ? 200 : 503 },
         );
       }

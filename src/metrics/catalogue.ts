@@ -251,6 +251,22 @@ export const METRICS = {
     precreate: "none",
     initial: 1,
   },
+  mysqlHostInUse: {
+    name: "statusengine_mysql_host_in_use",
+    type: "gauge",
+    help:
+      "1 for the host of --mysql-url the worker's connections go to, 0 for the other hosts of the list (docs/running.md#mysql-hosts).",
+    labels: ["host"],
+    precreate: "none",
+  },
+  mysqlHostSwitches: {
+    name: "statusengine_mysql_host_switches_total",
+    type: "counter",
+    help:
+      "Moves to another host of --mysql-url: away from a host that stopped answering, and back to an earlier one that answers again.",
+    labels: [],
+    precreate: "none",
+  },
   dbValuesAdjusted: {
     name: "statusengine_db_values_adjusted_total",
     type: "counter",

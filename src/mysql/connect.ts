@@ -12,7 +12,7 @@ import type { TableName } from "./catalogue.ts";
 import { quoteIdentifier } from "./ddl.ts";
 import { destroyPoolSockets, destroySocket } from "./mysql2_internals.ts";
 import { deadline, settledWithin } from "../util/async.ts";
-import type { MysqlUrlOptions } from "./url.ts";
+import { driverOptions, hostLabel, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
 
 /** The caller's signal aborted the wait; the statement in flight was abandoned. */
 class MysqlInterrupted extends Error {
@@ -135,6 +135,8 @@ export interface MysqlIdentity {
 /** A connection that has answered its first query. */
 export interface ConnectedMysql extends MysqlIdentity {
   readonly connection: mysql.Connection;
+  /** `host:port` of the server that answered (the socket path for a socket). */
+  readonly host: string;
 }
 
 /** Anything that runs a query: a connection or a pool. */
@@ -184,9 +186,14 @@ export async function probeMysql(target: Queryable, timeoutMs: number): Promise<
  * "does MySQL answer" probe of `cleanup` (5 s, docs/operations.md#cleanup-settings) and `status`. A
  * connection that completes after the deadline or an abort is closed as soon as it exists.
  *
+ * With several hosts in the URL, they are tried in the list's order, each within the deadline,
+ * and the first that answers is used (what `schema`, `cleanup`, `status`, `verify` and
+ * `losstest` connect to); when none answers, the error names each host's failure and is sorted
+ * (mysqlConnectProblem) by the first host's.
+ *
  * @param options Connection options from {@linkcode mysqlOptionsFromUrl}.
  * @param limits Deadline and abort signal.
- * @returns The open connection and the server version; the caller closes it.
+ * @returns The open connection, the server version and the host; the caller closes it.
  * @throws {Error} `Cannot reach MySQL: no answer within … ms` on timeout, the driver's error
  *   when the server refuses or is unreachable; when `signal` aborts, an error the caller
  *   recognises by `signal.aborted`.
@@ -195,6 +202,32 @@ export async function connectMysql(
   options: MysqlUrlOptions,
   limits: ConnectMysqlOptions,
 ): Promise<ConnectedMysql> {
+  const hosts = mysqlHosts(options);
+  if (hosts.length < 2) {
+    const host = hosts[0] === undefined ? (options.socketPath ?? "") : hostLabel(hosts[0]);
+    return { ...(await connectOne(driverOptions(options), limits)), host };
+  }
+  const failures: string[] = [];
+  let first: unknown;
+  for (const h of hosts) {
+    try {
+      return {
+        ...(await connectOne(driverOptions(onHost(options, h)), limits)),
+        host: hostLabel(h),
+      };
+    } catch (err: unknown) {
+      if (limits.signal?.aborted ?? false) throw err;
+      first ??= err;
+      failures.push(`${hostLabel(h)}: ${errorMessage(err)}`);
+    }
+  }
+  throw new Error(`no host of the list answers (${failures.join("; ")})`, { cause: first });
+}
+
+async function connectOne(
+  options: MysqlUrlOptions,
+  limits: ConnectMysqlOptions,
+): Promise<Omit<ConnectedMysql, "host">> {
   const controller = new AbortController();
   const timer = setTimeout(
     () => controller.abort(new MysqlNoAnswerError(limits.timeoutMs)),

@@ -24,10 +24,11 @@
  */
 import mysql, { type ExecuteValues, type Pool, type PoolConnection } from "mysql2/promise";
 import { denoSocketStream } from "./deno_socket.ts";
-import { StatementTimeoutError } from "./errors.ts";
+import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
 import { bulkParameters, installBulkExecuteEncoder } from "./mysql2_internals.ts";
 import { dropEmptyParameterMetadata } from "./statement_metadata.ts";
-import type { MysqlUrlOptions } from "./url.ts";
+import type { MysqlHosts } from "./failover.ts";
+import { driverOptions, type MysqlUrlOptions } from "./url.ts";
 
 /** Outcome of one statement. */
 export interface ExecResult {
@@ -52,11 +53,21 @@ const POOL_CONNECT_TIMEOUT_MS = 5_000;
  *
  * @param urlOptions Connection options from `--mysql-url`.
  * @param connections Most connections open at once.
+ * @param hosts Where each new connection goes when the URL lists several hosts (failover.ts).
  * @returns The pool (its end is the caller's).
  */
-export function createWriterPool(urlOptions: MysqlUrlOptions, connections: number): MysqlPool {
+export function createWriterPool(
+  urlOptions: MysqlUrlOptions,
+  connections: number,
+  hosts?: MysqlHosts,
+): MysqlPool {
+  const stream = hosts?.several === true
+    ? { stream: hosts.stream }
+    : urlOptions.ssl === undefined
+    ? { stream: denoSocketStream }
+    : {};
   const pool = mysql.createPool({
-    ...urlOptions,
+    ...driverOptions(urlOptions),
     connectionLimit: connections,
     maxIdle: connections,
     connectTimeout: urlOptions.connectTimeout ?? POOL_CONNECT_TIMEOUT_MS,
@@ -69,9 +80,10 @@ export function createWriterPool(urlOptions: MysqlUrlOptions, connections: numbe
     // ours carry their table or queue instead, and the capture cost ~1 % of a drain's CPU.
     trace: false,
     // Deno.connect instead of Node's net.Socket (src/mysql/deno_socket.ts); TLS needs Node's.
-    ...(urlOptions.ssl === undefined ? { stream: denoSocketStream } : {}),
+    ...stream,
   });
   dropEmptyParameterMetadata(pool);
+  hosts?.attach(pool);
   return pool;
 }
 
@@ -100,6 +112,11 @@ export interface PoolExecutorOptions {
    * 0 or absent = unbounded.
    */
   readonly statementTimeoutMs?: number;
+  /**
+   * Told of every statement that failed because MySQL is unavailable (refused, reset, timed
+   * out, …): with several hosts, the cue to check the host in use (failover.ts).
+   */
+  readonly onUnavailable?: () => void;
 }
 
 /** Read-only errors after which mysql2's own pool drops the connection (a failover may have moved the primary). */
@@ -119,11 +136,17 @@ export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): Sql
     async run(sql, values, runOptions) {
       const prepared = runOptions?.prepared === true;
       const parameters = prepared && values !== undefined ? bulkParameters(values) : values;
-      const result = timeoutMs > 0
-        ? await runBounded(pool, timeoutMs, sql, parameters, prepared)
-        : (prepared
-          ? await pool.execute(sql, parameters as ExecuteValues[] | undefined)
-          : await pool.query(sql, parameters as unknown[] | undefined))[0];
+      let result: unknown;
+      try {
+        result = timeoutMs > 0
+          ? await runBounded(pool, timeoutMs, sql, parameters, prepared)
+          : (prepared
+            ? await pool.execute(sql, parameters as ExecuteValues[] | undefined)
+            : await pool.query(sql, parameters as unknown[] | undefined))[0];
+      } catch (err: unknown) {
+        if (classifyMysqlError(err) === "unavailable") options.onUnavailable?.();
+        throw err;
+      }
       if (Array.isArray(result)) {
         return { affectedRows: 0, rows: result as Record<string, unknown>[] };
       }

@@ -36,6 +36,7 @@ export { NamedLock, openLockConnection } from "./named_lock.ts";
 export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";
+export { MysqlHosts } from "./failover.ts";
 export { type RestartClock, type RestartTiming, StatusCleaner } from "./core_restart.ts";
 export {
   type CommittedStatus,

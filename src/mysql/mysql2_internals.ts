@@ -18,6 +18,11 @@
  *   backlog drains (statement_metadata.ts). If the cache moved, nothing is dropped.
  * - A connection's socket (`connection.stream`): `destroy()` of mysql2 only half-closes it and
  *   so still waits for the statement in flight; a stopped `cleanup` drops the link at once.
+ * - The pool's `releaseConnection` and `_freeConnections` (a ring queue with `toArray()`), and a
+ *   pooled connection's `stream` and `destroy()`: when the daemon moves to another MySQL host
+ *   (failover.ts), the connections to the one it left are closed as they come back and while
+ *   idle, so that every statement from then on goes to the host in use. If a part is missing,
+ *   nothing is retired early and those connections end when their host drops them.
  *
  * @module
  */
@@ -335,4 +340,42 @@ export function destroyPoolSockets(pool: unknown): number {
     (conn as { stream?: { destroy?: () => void } } | null)?.stream?.destroy?.();
   }
   return left.length;
+}
+
+/** The parts of mysql2's core pool that {@link retireConnections} uses. */
+interface CorePool {
+  releaseConnection(connection: CorePoolConnection): void;
+  _freeConnections?: { toArray(): CorePoolConnection[] };
+}
+
+interface CorePoolConnection {
+  _pool?: unknown;
+  stream?: unknown;
+  destroy(): void;
+}
+
+/**
+ * Close the pool's connections whose socket `stale` picks: each busy one when it is released
+ * (instead of going back to the pool), and the idle ones whenever the returned sweep runs.
+ *
+ * @param pool A promise pool of mysql2.
+ * @param stale Whether a connection's socket leads to a host no longer in use.
+ * @returns The sweep of the idle connections, or undefined when the pool's internals moved.
+ */
+export function retireConnections(
+  pool: unknown,
+  stale: (socket: unknown) => boolean,
+): (() => void) | undefined {
+  const core = (pool as { pool?: Partial<CorePool> } | null)?.pool;
+  const release = core?.releaseConnection;
+  if (core === undefined || typeof release !== "function") return undefined;
+  if (typeof core._freeConnections?.toArray !== "function") return undefined;
+  core.releaseConnection = function (this: CorePool, connection: CorePoolConnection) {
+    // destroy() takes it out of the pool and hands a waiting caller a new connection.
+    if (connection._pool && stale(connection.stream)) connection.destroy();
+    else release.call(this, connection);
+  };
+  return () => {
+    for (const c of core._freeConnections?.toArray() ?? []) if (stale(c.stream)) c.destroy();
+  };
 }

@@ -22,7 +22,7 @@
  */
 import mysql from "mysql2/promise";
 import type { MysqlConnection } from "./connect.ts";
-import type { MysqlUrlOptions } from "./url.ts";
+import { driverOptions, type MysqlUrlOptions } from "./url.ts";
 import { sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -89,7 +89,7 @@ export function openLockConnection(
   options: MysqlUrlOptions,
   connectTimeoutMs: number,
 ): Promise<MysqlConnection> {
-  return mysql.createConnection({ ...options, connectTimeout: connectTimeoutMs });
+  return mysql.createConnection({ ...driverOptions(options), connectTimeout: connectTimeoutMs });
 }
 
 /** Options of {@link NamedLock}. */

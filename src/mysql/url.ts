@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { splitUrlHosts } from "../util/address.ts";
 import { redactUrl } from "../util/redact.ts";
 
 // One masking rule for every URL the worker prints (D8).
@@ -31,6 +32,64 @@ export interface MysqlUrlOptions {
   readonly connectTimeout?: number;
   /** TLS options from the `ssl` query parameter (`true` or a JSON object for mysql2's `ssl`). */
   readonly ssl?: Readonly<Record<string, unknown>>;
+  /**
+   * Every host of a multi-host URL (`@h1:3306,h2:3306/db`), in the URL's order, the first being
+   * `host`/`port`; absent for a single host. Never passed to mysql2: {@link driverOptions}.
+   */
+  readonly hosts?: readonly MysqlHost[];
+}
+
+/** One server of `--mysql-url`. */
+export interface MysqlHost {
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * `host:port` as a URL writes it (an IPv6 address in brackets), for logs, `/readyz` and the
+ * `host` label of `statusengine_mysql_host_in_use`.
+ *
+ * @param h The host.
+ * @returns E.g. `db1.example:3306` or `[::1]:3306`.
+ */
+export function hostLabel(h: MysqlHost): string {
+  return `${h.host.includes(":") ? `[${h.host}]` : h.host}:${h.port}`;
+}
+
+/**
+ * The hosts of the options, in order: the list of a multi-host URL, else the one host; none
+ * for a unix socket.
+ *
+ * @param options Options from {@linkcode mysqlOptionsFromUrl}.
+ * @returns The hosts.
+ */
+export function mysqlHosts(options: MysqlUrlOptions): readonly MysqlHost[] {
+  if (options.hosts !== undefined) return options.hosts;
+  return options.host === undefined ? [] : [{ host: options.host, port: options.port ?? 3306 }];
+}
+
+/**
+ * The options of one host of the list: what a connection to that host alone is opened with.
+ *
+ * @param options Options from {@linkcode mysqlOptionsFromUrl}.
+ * @param h One of {@linkcode mysqlHosts}.
+ * @returns The options with `host`/`port` set to `h` and no list.
+ */
+export function onHost(options: MysqlUrlOptions, h: MysqlHost): MysqlUrlOptions {
+  const { hosts: _list, ...single } = options;
+  return { ...single, host: h.host, port: h.port };
+}
+
+/**
+ * The options as mysql2 takes them: without the host list, which mysql2 would warn about as an
+ * unknown option (a connection goes to `host`/`port`).
+ *
+ * @param options Options from {@linkcode mysqlOptionsFromUrl}.
+ * @returns The same options minus `hosts`.
+ */
+export function driverOptions(options: MysqlUrlOptions): Omit<MysqlUrlOptions, "hosts"> {
+  const { hosts: _list, ...single } = options;
+  return single;
 }
 
 const SCHEMES: readonly string[] = ["mysql:", "mariadb:"];
@@ -65,7 +124,10 @@ function decodeComponent(value: string, what: string, url: string): string {
 }
 
 /**
- * mysql2 connection options from a URL such as `mysql://user:pass@host:3306/db`.
+ * mysql2 connection options from a URL such as `mysql://user:pass@host:3306/db`, or with several
+ * hosts, `mysql://user:pass@h1:3306,h2:3306,h3/db` (the multi-host form of Connector/J and libpq;
+ * each port defaults to 3306, IPv6 addresses in brackets): `host`/`port` are then the first
+ * and `hosts` lists them all (docs/running.md#mysql-hosts says how they are used).
  *
  * Accepted query parameters: `socket` (unix socket path; host and port are then ignored) and
  * `connectTimeout` (milliseconds). Anything else is refused rather than ignored (D8: a value
@@ -82,7 +144,10 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   };
   const expectedForm = "mysql://user[:password]@host[:port]/database";
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) fail(`not a valid URL (expected ${expectedForm})`);
-  const loose = parseLoosely(url) ?? fail(`not a valid URL (expected ${expectedForm})`);
+  const split = splitUrlHosts(url, 3306);
+  const list = split !== undefined && "problem" in split ? fail(split.problem) : split;
+  const loose = parseLoosely(list?.url ?? url) ??
+    fail(`not a valid URL (expected ${expectedForm})`);
   const parsed = loose.url;
   if (!SCHEMES.includes(parsed.protocol)) {
     fail(`scheme must be "mysql:" or "mariadb:", got "${parsed.protocol}"`);
@@ -114,6 +179,7 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   if (socket === "") fail(`query parameter "socketPath" is empty`);
   const host = loose.emptyHost ? "" : parsed.hostname.replace(/^\[(.*)\]$/, "$1");
   if (socket === null && host === "") fail("missing host");
+  if (socket !== null && list !== undefined) fail("a host list cannot be combined with a socket");
   let port = 3306;
   if (parsed.port !== "") {
     port = Number(parsed.port);
@@ -153,5 +219,8 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
     charset: "utf8mb4",
     ...(connectTimeout === undefined ? {} : { connectTimeout }),
     ...(ssl === undefined ? {} : { ssl }),
+    ...(list === undefined
+      ? {}
+      : { hosts: list.hosts.map(({ hostname, port }) => ({ host: hostname, port })) }),
   };
 }

@@ -120,3 +120,60 @@ Deno.test("url: the forms the Go DSN conversion produces are understood (socketP
     }
   }
 });
+
+Deno.test("mysqlOptionsFromUrl: a host list gives every host in order, the first as host/port", () => {
+  assert.deepEqual(
+    mysqlOptionsFromUrl("mysql://se:p%40ss%2Cw@db1.example:3307,[::1],10.0.0.3:3309/statusengine"),
+    {
+      host: "db1.example",
+      port: 3307,
+      user: "se",
+      password: "p@ss,w",
+      database: "statusengine",
+      charset: "utf8mb4",
+      hosts: [
+        { host: "db1.example", port: 3307 },
+        { host: "::1", port: 3306 },
+        { host: "10.0.0.3", port: 3309 },
+      ],
+    },
+  );
+});
+
+Deno.test("mysqlOptionsFromUrl: a host list after an unencoded @ in the password, with query parameters", () => {
+  const options = mysqlOptionsFromUrl("mysql://root:p@ss@h1,h2:3310/db?connectTimeout=2500");
+  assert.equal(options.password, "p@ss");
+  assert.deepEqual(options.hosts, [{ host: "h1", port: 3306 }, { host: "h2", port: 3310 }]);
+  assert.equal(options.connectTimeout, 2500);
+});
+
+Deno.test("mysqlOptionsFromUrl: a malformed host list is refused, naming the host, never the password", () => {
+  const cases: [string, RegExp][] = [
+    ["mysql://u:secret@h1,,h3/d", /host 2 of the list, "", is not host\[:port\]/],
+    ["mysql://u:secret@h1,/d", /host 2 of the list, "", is not host\[:port\]/],
+    ["mysql://u:secret@h1:3306,h2:abc/d", /host 2 of the list, "h2:abc"/],
+    ["mysql://u:secret@h1,h2:70000/d", /host 2 of the list, "h2:70000"/],
+    ["mysql://u:secret@[::1,h2/d", /host 1 of the list, "\[::1"/],
+    ["mysql://u:secret@h1,h2/d?socket=/tmp/s", /cannot be combined with a socket/],
+  ];
+  for (const [url, message] of cases) {
+    assert.throws(
+      () => mysqlOptionsFromUrl(url),
+      (err: unknown) => {
+        assert.ok(err instanceof TypeError, url);
+        assert.match(err.message, message, url);
+        assert.ok(!err.message.includes("secret"), `${url} leaked: ${err.message}`);
+        return true;
+      },
+    );
+  }
+});
+
+Deno.test("url: the settings' check accepts what mysqlOptionsFromUrl accepts and refuses a bad list", async () => {
+  const { parseMysqlUrl } = await import("../config/values.ts");
+  assert.ok(parseMysqlUrl("mysql://u:p@h1:3306,[::1]:3307,h3/statusengine").ok);
+  const refused = parseMysqlUrl("mysql://u:secret@h1,h2:x/statusengine");
+  assert.ok(!refused.ok);
+  assert.match(refused.problem, /host 2 of the list/);
+  assert.ok(!parseMysqlUrl("mysql://u:p@h1,h2/").ok, "still names a database");
+});

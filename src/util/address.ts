@@ -1,6 +1,7 @@
 /**
  * `host:port` addresses as given on the command line, shared by the Gearman client and the
- * Graphite client so that neither has to import the other.
+ * Graphite client so that neither has to import the other, and the host list of a multi-host
+ * MySQL URL, shared by the settings' check and the MySQL layer.
  *
  * @module
  */
@@ -15,6 +16,7 @@ export interface ServerAddress {
  * Parse `host:port` (IPv6 as `[::1]:4730`); the port defaults to 4730, gearmand's.
  *
  * @param addr Address text.
+ * @param defaultPort The port when none is given.
  * @returns Host name and port.
  * @throws {TypeError} When the port is not an integer in 1..65535 or the host is empty.
  *
@@ -26,13 +28,55 @@ export interface ServerAddress {
  * assert.ok(hostname === "::1" && port === 4731);
  * ```
  */
-export function parseServerAddress(addr: string): ServerAddress {
+export function parseServerAddress(addr: string, defaultPort = 4730): ServerAddress {
   const trimmed = addr.trim();
   const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(trimmed) ?? /^([^:]*)(?::(\d+))?$/.exec(trimmed);
   const hostname = m?.[1] ?? "";
-  const port = m?.[2] === undefined ? 4730 : Number(m[2]);
+  const port = m?.[2] === undefined ? defaultPort : Number(m[2]);
   if (m === null || hostname === "" || !Number.isInteger(port) || port < 1 || port > 65535) {
     throw new TypeError(`Cannot parse job server address "${addr}": expected host:port`);
   }
   return { hostname, port };
+}
+
+/** A URL with several hosts, split by {@linkcode splitUrlHosts}. */
+export interface UrlHostList {
+  /** The URL with the first host alone, which WHATWG URL parses. */
+  readonly url: string;
+  /** Every host in the URL's order. */
+  readonly hosts: readonly ServerAddress[];
+}
+
+/**
+ * Split the host list of a URL such as `mysql://user:pw@h1:3306,h2,[::1]:3307/db` (the
+ * multi-host form of Connector/J and libpq), which WHATWG URL does not parse. The list follows
+ * the last `@` of the authority, so a password with an unencoded `@` still parses; a comma
+ * cannot be part of a host name, so it only ever separates hosts.
+ *
+ * @param url The URL.
+ * @param defaultPort The port of a host given without one.
+ * @returns Undefined for a URL with one host, the split list, or what is wrong with it.
+ */
+export function splitUrlHosts(
+  url: string,
+  defaultPort: number,
+): UrlHostList | { readonly problem: string } | undefined {
+  const match = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
+  if (match === null) return undefined;
+  const [, scheme = "", authority = "", rest = ""] = match;
+  const at = authority.lastIndexOf("@");
+  const list = authority.slice(at + 1).split(",");
+  if (list.length < 2) return undefined;
+  const hosts: ServerAddress[] = [];
+  for (const [i, text] of list.entries()) {
+    try {
+      hosts.push(parseServerAddress(text, defaultPort));
+    } catch {
+      return {
+        problem: `host ${i + 1} of the list, "${text}", is not host[:port] ` +
+          "(expected host[:port],host[:port],…; IPv6 in brackets)",
+      };
+    }
+  }
+  return { url: `${scheme}${authority.slice(0, at + 1)}${list[0]}${rest}`, hosts };
 }

@@ -57,6 +57,7 @@ export function testConfig(
     shutdownFlushTimeoutMs: 5_000,
     mysqlMaxOpenConns: 8,
     mysqlStatementTimeoutMs: 30_000,
+    mysqlFailbackAfterMs: runDefault("mysql-failback-after"),
     mysqlWritersPerTable: runDefault("mysql-writers-per-table"),
     batchSize: 100,
     statusMaxAgeSeconds: 0,

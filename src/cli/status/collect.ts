@@ -98,6 +98,8 @@ export interface MysqlStatus {
   /** Connect plus first query, in milliseconds. */
   readonly latencyMs: number | null;
   readonly error: string | null;
+  /** With several hosts in the URL: the first that answered (`host:port`); else null. */
+  readonly host: string | null;
 }
 
 /** Writes of one table, from two scrapes of `statusengine_db_events_written_total`. */
@@ -118,6 +120,8 @@ export interface WorkerStatus {
   readonly error: string | null;
   /** `statusengine_db_available` (1 = flushes reach MySQL). */
   readonly dbAvailable: number | null;
+  /** The MySQL host the worker writes to (`statusengine_mysql_host_in_use` 1); null for one. */
+  readonly mysqlHost: string | null;
   /** Seconds between the two scrapes. */
   readonly intervalSeconds: number | null;
   readonly tables: readonly TableWriteRate[];
@@ -222,7 +226,7 @@ async function probeMysql(url: string): Promise<MysqlStatus> {
   try {
     const options = mysqlOptionsFromUrl(url);
     password = options.password;
-    const { connection, serverVersion } = await connectMysql(options, {
+    const { connection, serverVersion, host } = await connectMysql(options, {
       timeoutMs: MYSQL_TIMEOUT_MS,
     });
     const latencyMs = Math.round(performance.now() - started);
@@ -234,6 +238,7 @@ async function probeMysql(url: string): Promise<MysqlStatus> {
       version: serverVersion,
       latencyMs,
       error: null,
+      host: options.hosts === undefined ? null : host,
     };
   } catch (err: unknown) {
     const error = redactText(describeMysqlConnectFailure(err, shown), password);
@@ -244,6 +249,7 @@ async function probeMysql(url: string): Promise<MysqlStatus> {
       version: null,
       latencyMs: null,
       error,
+      host: null,
     };
   }
 }
@@ -330,6 +336,9 @@ async function probeWorker<T>(
         ok: true,
         error: null,
         dbAvailable: sampleValue(second.samples, METRICS.dbAvailable.name),
+        mysqlHost: second.samples.find((s) =>
+          s.name === METRICS.mysqlHostInUse.name && s.value === 1
+        )?.labels.host ?? null,
         intervalSeconds: seconds,
         tables,
       },
@@ -345,6 +354,7 @@ async function probeWorker<T>(
         ok: false,
         error: errorMessage(err),
         dbAvailable: null,
+        mysqlHost: null,
         intervalSeconds: null,
         tables: [],
       },

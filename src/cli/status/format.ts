@@ -133,7 +133,9 @@ export function formatStatusText(report: StatusReport): string[] {
   entry(
     m.url,
     m.ok,
-    m.ok ? `${m.version} (${m.latencyMs} ms)` : m.error ?? "",
+    m.ok
+      ? `${m.version}${m.host === null ? "" : ` at ${m.host}`} (${m.latencyMs} ms)`
+      : m.error ?? "",
     MYSQL_VERDICTS[m.problem ?? "failed"],
   );
   const w = report.worker;
@@ -142,7 +144,7 @@ export function formatStatusText(report: StatusReport): string[] {
     const detail = w.ok
       ? `db_available ${count(w.dbAvailable)}${
         w.dbAvailable === 0 ? " (MySQL writes stalled)" : ""
-      }`
+      }${w.mysqlHost === null ? "" : `, MySQL host ${w.mysqlHost}`}`
       : w.error ?? "";
     // The local default may simply have no worker behind it: said, but not as a failure.
     if (!w.ok && w.local) {

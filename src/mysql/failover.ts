@@ -1,0 +1,246 @@
+/**
+ * Several MySQL hosts (`--mysql-url mysql://u:p@h1:3306,h2:3306/db`): which one the daemon's
+ * connections go to, and when they move (docs/running.md#mysql-hosts).
+ *
+ * One host is in use at a time, the first of the list that answers. Every connection the daemon
+ * opens asks this class where to go: the writers' pool (its socket factory), the idle probe,
+ * the in-order lock's connection. The task queue and the core-restart sweep write through the
+ * pool. So a switch moves everything at once, and no caller knows there is more than one host.
+ *
+ * - A host is judged down when a statement fails as `unavailable` (refused, reset, timed out:
+ *   errors.ts) or the idle probe fails, and then a probe of it (connect and one SELECT within
+ *   {@link PROBE_TIMEOUT_MS}) fails too. Every host is then probed at once and the first of the
+ *   list that answers is used. A statement held meanwhile is sent again by the one retry policy
+ *   (retry.ts) and so reaches the new host within its next pause (at most 5 s).
+ * - The pool's connections to the host left are closed: idle ones at once, busy ones when their
+ *   statement returns (mysql2_internals.ts), so nothing keeps writing to it.
+ * - Away from the first host, the earlier hosts are probed every few seconds; one that has
+ *   answered every probe for `--mysql-failback-after` is used again, the first of them first.
+ *
+ * @module
+ */
+import net from "node:net";
+import { getLogger } from "../log.ts";
+import type { Metrics } from "../metrics/registry.ts";
+import type { DenoSocketTarget } from "../util/deno_socket.ts";
+import { connectMysql, endMysql } from "./connect.ts";
+import { denoSocketStream } from "./deno_socket.ts";
+import { retireConnections } from "./mysql2_internals.ts";
+import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
+
+const log = getLogger("db");
+
+/** Bound on one probe of a host (connect and one SELECT). */
+const PROBE_TIMEOUT_MS = 2_000;
+/** How often the earlier hosts are probed while another one is in use. */
+const FAILBACK_PROBE_INTERVAL_MS = 5_000;
+/**
+ * After a check of the host in use, further failures within this time start no new check: a
+ * failing host makes every writer fail at once, and one check answers for all of them.
+ */
+const RECHECK_AFTER_MS = 1_000;
+
+/** Options of {@link MysqlHosts}. */
+export interface MysqlHostsOptions {
+  /** `--mysql-failback-after`: how long an earlier host must answer before it is used again. */
+  readonly failbackAfterMs: number;
+  /** `statusengine_mysql_host_in_use` and `statusengine_mysql_host_switches_total`. */
+  readonly metrics?: Pick<Metrics, "mysqlHostInUse" | "mysqlHostSwitches">;
+  /** Clock of the fail-back delay (tests pass a fake one); default `performance.now`. */
+  readonly now?: () => number;
+  /** Does this host answer within `timeoutMs`; default: connect, probe and close. */
+  readonly probe?: (options: MysqlUrlOptions, timeoutMs: number) => Promise<void>;
+}
+
+async function answersProbe(options: MysqlUrlOptions, timeoutMs: number): Promise<void> {
+  const { connection } = await connectMysql(options, { timeoutMs });
+  await endMysql(connection);
+}
+
+/** The hosts of `--mysql-url` and the one in use; see the module comment. */
+export class MysqlHosts {
+  readonly #options: MysqlUrlOptions;
+  readonly #hosts: readonly MysqlHost[];
+  readonly #o: MysqlHostsOptions;
+  readonly #now: () => number;
+  readonly #probe: (options: MysqlUrlOptions, timeoutMs: number) => Promise<void>;
+  /** Which host each socket of the pool leads to. */
+  readonly #sockets = new WeakMap<object, number>();
+  readonly #sweeps: (() => void)[] = [];
+  #index = 0;
+  #checking: Promise<void> | undefined;
+  #checkedAt = Number.NEGATIVE_INFINITY;
+  /** Per earlier host: since when it has answered every fail-back probe. */
+  #answeringSince = new Map<number, number>();
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #failingBack: Promise<void> | undefined;
+
+  /**
+   * @param options Options from `mysqlOptionsFromUrl`.
+   * @param o Delay, metrics, clock and probe.
+   */
+  constructor(options: MysqlUrlOptions, o: MysqlHostsOptions) {
+    this.#options = options;
+    this.#hosts = mysqlHosts(options);
+    this.#o = o;
+    this.#now = o.now ?? (() => performance.now());
+    this.#probe = o.probe ?? answersProbe;
+    if (this.several) this.#publish();
+  }
+
+  /** More than one host: the rest of this class has something to do. */
+  get several(): boolean {
+    return this.#hosts.length > 1;
+  }
+
+  /** `host:port` of the host in use (for `/readyz` and the logs); the socket path for a socket. */
+  get label(): string {
+    const h = this.#hosts[this.#index];
+    return h === undefined ? (this.#options.socketPath ?? "") : hostLabel(h);
+  }
+
+  /** Options of a connection to the host in use (a dedicated connection, the probe). */
+  get inUse(): MysqlUrlOptions {
+    const h = this.#hosts[this.#index];
+    return this.several && h !== undefined ? onHost(this.#options, h) : this.#options;
+  }
+
+  /**
+   * mysql2's `stream` option for the writers' pool: each new connection goes to the host in use
+   * (Deno's socket, or Node's for TLS, which mysql2 upgrades).
+   *
+   * @param opts What mysql2 passes: its connection config.
+   * @returns The socket.
+   */
+  readonly stream = (opts: { readonly config: DenoSocketTarget }): object => {
+    const index = this.#index;
+    const h = this.#hosts[index];
+    if (h === undefined) return denoSocketStream(opts);
+    const socket = this.#options.ssl === undefined
+      ? denoSocketStream({ config: { ...opts.config, host: h.host, port: h.port } })
+      : net.connect(h.port, h.host);
+    this.#sockets.set(socket, index);
+    return socket;
+  };
+
+  /**
+   * Close the pool's connections to a host left (see the module comment).
+   *
+   * @param pool A pool created with {@link stream}.
+   */
+  attach(pool: unknown): void {
+    if (!this.several) return;
+    const sweep = retireConnections(pool, (socket) => {
+      const index = typeof socket === "object" && socket !== null
+        ? this.#sockets.get(socket)
+        : undefined;
+      return index !== undefined && index !== this.#index;
+    });
+    if (sweep !== undefined) this.#sweeps.push(sweep);
+  }
+
+  /**
+   * A statement or the idle probe found MySQL unavailable: check the host in use, unless that
+   * was just done, and move to the first host that answers when it does not. Never waits.
+   */
+  suspect(): void {
+    if (!this.several || this.#checking !== undefined) return;
+    if (this.#now() - this.#checkedAt < RECHECK_AFTER_MS) return;
+    void this.check();
+  }
+
+  /**
+   * Keep the host in use if it answers a probe, else move to the first host of the list that
+   * answers (none answering: stay). Shared by concurrent callers.
+   */
+  check(): Promise<void> {
+    if (!this.several) return Promise.resolve();
+    this.#checking ??= this.#check().finally(() => {
+      this.#checkedAt = this.#now();
+      this.#checking = undefined;
+    });
+    return this.#checking;
+  }
+
+  async #check(): Promise<void> {
+    const current = this.#index;
+    if (await this.#answers(current)) return;
+    const answers = await Promise.all(this.#hosts.map((_, i) => this.#answers(i)));
+    const first = answers.indexOf(true);
+    if (first < 0 || first === current || this.#index !== current) return;
+    this.#switchTo(first, "the host in use does not answer");
+  }
+
+  /** Start probing the earlier hosts while a later one is in use. */
+  start(): void {
+    if (!this.several || this.#timer !== undefined) return;
+    const failbackAfterMs = this.#o.failbackAfterMs;
+    // Several probes within the delay, so that "answered every probe" means something.
+    const interval = Math.max(100, Math.min(FAILBACK_PROBE_INTERVAL_MS, failbackAfterMs / 2));
+    this.#timer = setInterval(() => {
+      if (this.#index === 0 || this.#failingBack !== undefined) return;
+      this.#failingBack = this.failBack().finally(() => (this.#failingBack = undefined));
+    }, interval);
+  }
+
+  /** Stop probing; waits for a probe in flight (bounded by its timeout). */
+  async stop(): Promise<void> {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#failingBack;
+    await this.#checking;
+  }
+
+  /**
+   * One round of fail-back probes: every host before the one in use is probed; the first that
+   * has answered every probe for `--mysql-failback-after` is used again.
+   */
+  async failBack(): Promise<void> {
+    const current = this.#index;
+    const earlier = this.#hosts.slice(0, current);
+    const answers = await Promise.all(earlier.map((_, i) => this.#answers(i)));
+    const now = this.#now();
+    const delay = this.#o.failbackAfterMs;
+    for (const [i, answered] of answers.entries()) {
+      if (!answered) this.#answeringSince.delete(i);
+      else if (!this.#answeringSince.has(i)) this.#answeringSince.set(i, now);
+    }
+    if (this.#index !== current) return;
+    for (const [i, since] of this.#answeringSince) {
+      if (i < current && now - since >= delay) {
+        this.#switchTo(i, "an earlier host of the list answers again");
+        return;
+      }
+    }
+  }
+
+  async #answers(index: number): Promise<boolean> {
+    const h = this.#hosts[index];
+    if (h === undefined) return false;
+    try {
+      await this.#probe(onHost(this.#options, h), PROBE_TIMEOUT_MS);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #switchTo(index: number, reason: string): void {
+    const from = this.label;
+    const back = index < this.#index;
+    this.#index = index;
+    this.#answeringSince = new Map();
+    this.#o.metrics?.mysqlHostSwitches.inc();
+    this.#publish();
+    const fields = { from, to: this.label, reason };
+    if (back) log.info("db: MySQL connections move back to an earlier host", fields);
+    else log.warn("db: MySQL connections move to another host", fields);
+    for (const sweep of this.#sweeps) sweep();
+  }
+
+  #publish(): void {
+    for (const [i, h] of this.#hosts.entries()) {
+      this.#o.metrics?.mysqlHostInUse.set({ host: hostLabel(h) }, i === this.#index ? 1 : 0);
+    }
+  }
+}
