@@ -22,46 +22,19 @@
 # mariadb-backup as the server's user, which then needs no extra ownership fix either.
 set -euo pipefail
 
-usage() { echo "usage: $0 start|stop|status DIR [--base-port N]" >&2; exit 2; }
-[ $# -ge 2 ] || usage
-command=$1
-dir=$2
-shift 2
-base_port=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --base-port) [ $# -ge 2 ] || usage; base_port=$2; shift 2 ;;
-    *) usage ;;
-  esac
-done
-case "$base_port" in *[!0-9]*) usage ;; esac
-if [ -d "$dir" ]; then
-  dir=$(cd "$dir" && pwd)
-  # stop and status find the ports the cluster was started with.
-  [ -n "$base_port" ] || [ ! -f "$dir/base_port" ] || base_port=$(cat "$dir/base_port")
-fi
-base_port=${base_port:-23306}
+script_name=galera_cluster
+default_base_port=23306
+# shellcheck source=tools/cluster_lib.sh
+. "$(dirname "$0")/cluster_lib.sh"
 
-nodes=(1 2 3)
-log() { echo "galera_cluster: $*" >&2; }
-
-node_dir() { echo "$dir/node$1"; }
-sql_port() { echo $((base_port + 10 * ($1 - 1))); }
+node_label() { echo "node$1"; }
+sql_port() { node_port "$1"; }
 galera_port() { echo $(($(sql_port "$1") + 1)); }
 ist_port() { echo $(($(sql_port "$1") + 2)); }
 sst_port() { echo $(($(sql_port "$1") + 3)); }
 
-# The PID in a node's pid file when that process is alive and is this node's server (a reused
-# PID of another process does not count; neither does a zombie nobody reaped).
 live_pid() {
-  local file pid
-  file="$(node_dir "$1")/pid"
-  [ -f "$file" ] || return 1
-  pid=$(cat "$file")
-  [ -r "/proc/$pid/cmdline" ] || return 1
-  grep -q 'State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null && return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "--defaults-file=$(node_dir "$1")/my.cnf" || return 1
-  echo "$pid"
+  pid_of "$(node_dir "$1")/pid" cmdline "--defaults-file=$(node_dir "$1")/my.cnf"
 }
 
 # One statement as root over the node's own socket; prints the tab-separated result.
@@ -142,38 +115,14 @@ wait_synced() {
   return 1
 }
 
-stop_nodes() {
-  local n pid pids=()
-  for n in "${nodes[@]}"; do
-    if pid=$(live_pid "$n"); then kill -TERM "$pid" 2>/dev/null || true; pids+=("$n:$pid"); fi
-  done
-  for entry in ${pids[@]+"${pids[@]}"}; do
-    n=${entry%%:*}
-    pid=${entry#*:}
-    for _ in $(seq 1 60); do live_pid "$n" >/dev/null || break; sleep 0.5; done
-    if live_pid "$n" >/dev/null; then
-      log "node$n (pid $pid) ignored SIGTERM for 30 s: SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    echo "node$n stopped (pid $pid)"
-  done
-}
-
 start() {
-  local n
-  for n in "${nodes[@]}"; do
-    if live_pid "$n" >/dev/null; then log "node$n in $dir still runs: stop it first"; exit 1; fi
-  done
+  local n bin
   for bin in /usr/sbin/mariadbd mariadb-install-db mariadb-backup mbstream socat; do
     command -v "$bin" >/dev/null ||
       { log "$bin is missing (tools/dev_env.sh installs galera-4 and mariadb-backup)"; exit 1; }
   done
   [ -f /usr/lib/galera/libgalera_smm.so ] || { log "galera-4 is not installed"; exit 1; }
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
-  echo "$base_port" >"$dir/base_port"
-  # Whatever fails from here on, take down what this start already launched.
-  trap 'rc=$?; if [ $rc -ne 0 ]; then log "start failed: stopping its nodes"; stop_nodes >/dev/null; fi' EXIT
+  begin_start
   for n in "${nodes[@]}"; do
     rm -rf "$(node_dir "$n")"
     write_config "$n"
@@ -210,9 +159,4 @@ status() {
   return $rc
 }
 
-case "$command" in
-  start) start ;;
-  stop) [ -d "$dir" ] || { log "no cluster directory $dir"; exit 1; }; stop_nodes ;;
-  status) [ -d "$dir" ] || { log "no cluster directory $dir"; exit 1; }; status ;;
-  *) usage ;;
-esac
+cluster_main "$@"

@@ -22,32 +22,14 @@
 # never by name, and keeps the directories (the logs) for a post-mortem.
 set -euo pipefail
 
-usage() { echo "usage: $0 start|stop|status DIR [--base-port N]" >&2; exit 2; }
-[ $# -ge 2 ] || usage
-command=$1
-dir=$2
-shift 2
-base_port=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --base-port) [ $# -ge 2 ] || usage; base_port=$2; shift 2 ;;
-    *) usage ;;
-  esac
-done
-case "$base_port" in *[!0-9]*) usage ;; esac
-if [ -d "$dir" ]; then
-  dir=$(cd "$dir" && pwd)
-  # stop and status find the ports the cluster was started with.
-  [ -n "$base_port" ] || [ ! -f "$dir/base_port" ] || base_port=$(cat "$dir/base_port")
-fi
-base_port=${base_port:-24672}
+script_name=rabbitmq_cluster
+default_base_port=24672
+# shellcheck source=tools/cluster_lib.sh
+. "$(dirname "$0")/cluster_lib.sh"
 
-nodes=(1 2 3)
-log() { echo "rabbitmq_cluster: $*" >&2; }
-
-node_dir() { echo "$dir/node$1"; }
 node_name() { echo "rabbit$1@localhost"; }
-amqp_port() { echo $((base_port + 10 * ($1 - 1))); }
+node_label() { node_name "$1"; }
+amqp_port() { node_port "$1"; }
 dist_port() { echo $(($(amqp_port "$1") + 1)); }
 
 # Run a RabbitMQ command as the rabbitmq account with node n's environment (every RABBITMQ_*
@@ -80,18 +62,9 @@ ctl() {
   as_node "$n" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$(node_name "$n")" "$@"
 }
 
-# The PID in a node's pid file (the broker writes it) when that process is alive and is this
-# node's broker (a reused PID of another process does not count; neither does a zombie).
+# The broker writes its PID to the pid file.
 live_pid() {
-  local file pid
-  file="$(node_dir "$1")/pid"
-  [ -s "$file" ] || return 1
-  pid=$(tr -d '[:space:]' <"$file")
-  [ -r "/proc/$pid/environ" ] || return 1
-  grep -q 'State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null && return 1
-  tr '\0' '\n' <"/proc/$pid/environ" | grep -qxF "RABBITMQ_MNESIA_BASE=$(node_dir "$1")/mnesia" ||
-    return 1
-  echo "$pid"
+  pid_of "$(node_dir "$1")/pid" environ "RABBITMQ_MNESIA_BASE=$(node_dir "$1")/mnesia"
 }
 
 write_config() {
@@ -160,37 +133,14 @@ on_joiners() {
   return $rc
 }
 
-stop_nodes() {
-  local n pid pids=()
-  for n in "${nodes[@]}"; do
-    if pid=$(live_pid "$n"); then kill -TERM "$pid" 2>/dev/null || true; pids+=("$n:$pid"); fi
-  done
-  for entry in ${pids[@]+"${pids[@]}"}; do
-    n=${entry%%:*}
-    pid=${entry#*:}
-    for _ in $(seq 1 60); do live_pid "$n" >/dev/null || break; sleep 0.5; done
-    if live_pid "$n" >/dev/null; then
-      log "$(node_name "$n") (pid $pid) ignored SIGTERM for 30 s: SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    echo "$(node_name "$n") stopped (pid $pid)"
-  done
-}
-
 start() {
   local n cookie
   [ "$(id -u)" -eq 0 ] || { log "needs root (the brokers run as the rabbitmq account)"; exit 1; }
   [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] ||
     { log "rabbitmq-server is not installed (tools/dev_env.sh installs it)"; exit 1; }
-  for n in "${nodes[@]}"; do
-    if live_pid "$n" >/dev/null; then log "$(node_name "$n") in $dir still runs: stop it first"; exit 1; fi
-  done
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
-  echo "$base_port" >"$dir/base_port"
+  begin_start
   # The rabbitmq account must reach its directories through DIR (often a 0700 temporary one).
   chmod 755 "$dir"
-  trap 'rc=$?; if [ $rc -ne 0 ]; then log "start failed: stopping its nodes"; stop_nodes >/dev/null; fi' EXIT
   rm -rf "$dir/home" "$dir/ctl.log"
   mkdir -p "$dir/home"
   cookie=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -235,9 +185,4 @@ status() {
   return $rc
 }
 
-case "$command" in
-  start) start ;;
-  stop) [ -d "$dir" ] || { log "no cluster directory $dir"; exit 1; }; stop_nodes ;;
-  status) [ -d "$dir" ] || { log "no cluster directory $dir"; exit 1; }; status ;;
-  *) usage ;;
-esac
+cluster_main "$@"
