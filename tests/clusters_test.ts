@@ -162,7 +162,13 @@ Deno.test("rabbitmq cluster: a quorum queue declared on node 1 keeps every confi
         consumer = undefined;
       }
       return received.size >= sent.length;
-    }, { timeoutMs: 60_000, intervalMs: 200, message: "every message from node 2" });
+    }, { timeoutMs: 60_000, intervalMs: 200, message: "every message from node 2" }).catch(
+      (err: unknown) => {
+        throw new Error(`node 2 delivered ${received.size} of ${sent.length} messages`, {
+          cause: err,
+        });
+      },
+    );
   } finally {
     await consumer?.close().catch(() => {});
   }
