@@ -2,7 +2,8 @@
 # Idempotent set-up of a Debian machine (with npm) for running and testing
 # statusengine-worker: installs the pinned Deno (.deno-version), gearmand, Prometheus and the
 # perfdata backends' servers (influxd, victoria-metrics, carbon-cache with whisper-fetch; the
-# tests start their own on free ports) when missing, starts MariaDB
+# tests start their own on free ports) and what the test clusters need (galera-4,
+# mariadb-backup, socat: tools/galera_cluster.sh) when missing, starts MariaDB
 # when it does not answer on 127.0.0.1:3306 and RabbitMQ when it does not
 # answer on 127.0.0.1:5672, and with --gearmand also starts a job server on
 # 127.0.0.1:4730 (the tests start their own on free ports).
@@ -81,6 +82,18 @@ if [ "${#perfdata_packages[@]}" -gt 0 ]; then
   for service in influxdb prometheus victoria-metrics carbon-cache; do
     as_root systemctl disable --now "$service" >/dev/null 2>&1 || true
   done
+fi
+
+# The cluster stage (deno task test:cluster) starts a 3-node Galera cluster with
+# tools/galera_cluster.sh: the Galera 4 provider, and mariadb-backup for its state transfers.
+# Installed only, never started here.
+galera_packages=()
+[ -f /usr/lib/galera/libgalera_smm.so ] || galera_packages+=(galera-4)
+command -v mariadb-backup >/dev/null 2>&1 || galera_packages+=(mariadb-backup)
+command -v socat >/dev/null 2>&1 || galera_packages+=(socat)
+if [ "${#galera_packages[@]}" -gt 0 ]; then
+  log "installing ${galera_packages[*]}"
+  apt_install "${galera_packages[@]}"
 fi
 
 mysql_answers() {
