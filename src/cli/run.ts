@@ -49,8 +49,6 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
     maxInFlightBytes: s.maxInFlightBytes,
-    maxJobSize: s.maxJobSize,
-    queueStallTimeoutMs: s.queueStallTimeoutMs,
     rabbitmq: {
       url: s.rabbitmqUrl,
       prefetch: s.rabbitmqPrefetch,
@@ -59,8 +57,6 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     reconnectIntervalMs: s.consumer === "rabbitmq"
       ? s.rabbitmqReconnectIntervalMs
       : s.gearmanReconnectIntervalMs,
-    heartbeatIntervalMs: s.gearmanHeartbeatIntervalMs,
-    heartbeatTimeoutMs: s.gearmanHeartbeatTimeoutMs,
     drainTimeoutMs: s.drainTimeoutMs,
     shutdownFlushTimeoutMs: s.shutdownFlushTimeoutMs,
     mysqlUrl: s.mysqlUrl,
@@ -86,15 +82,12 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       user: s.influxdbUser,
       password: s.influxdbPassword,
       token: s.influxdbToken,
-      measurement: s.influxdbMeasurement,
-      batchSize: s.influxdbBatchSize,
     },
     prometheusRemoteWrite: {
       url: s.prometheusRemoteWriteUrl,
       bearerToken: s.prometheusRemoteWriteBearerToken,
       user: s.prometheusRemoteWriteUser,
       password: s.prometheusRemoteWritePassword,
-      batchSize: s.prometheusRemoteWriteBatchSize,
     },
     openItcockpit: s.enableOpenitcockpitTweaks,
     metrics: s.metricsPort === 0 ? null : { hostname: s.metricsHost, port: s.metricsPort },
@@ -111,7 +104,6 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
         allow: s.commandAllow,
       }
       : null,
-    http: { maxConnections: s.httpMaxConnections },
     // Served only with keys and an address (docs/operations.md#ws): a generated key would have to
     // be logged to be of use, i.e. written into the journal.
     websocket: s.listenAddr === "" || !s.apiKeys.some((k) => k !== "")

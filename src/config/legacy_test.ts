@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { ConfigError } from "./errors.ts";
-import { legacyBoolean } from "./legacy.ts";
+import { FIXED_SETTINGS, legacyBoolean } from "./legacy.ts";
 import { loadSettings } from "./load.ts";
-import type { CommandName } from "./settings.ts";
+import { type CommandName, SETTING_ROWS } from "./settings.ts";
+import { MAX_JOB_SIZE } from "../consumer/consumer.ts";
+import { MAX_CONNECTIONS } from "../http/listen.ts";
 
 const PATH = "/opt/statusengine/worker/etc/config.yml";
 
@@ -511,4 +513,14 @@ Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude t
   assert.deepEqual(newKey.settings.excludeQueues, ["statusngin_logentries"]);
   assert.ok(newKey.warnings.some((w) => /Ignoring legacy key process_perfdata/.test(w)));
   await assert.rejects(load("run", "queues: [statusngin_flappings]\n"), ConfigError);
+});
+
+Deno.test("legacy: the fixed values the warnings name are the constants the code uses", () => {
+  const fixed = (flag: string) => FIXED_SETTINGS.find((f) => f.flag === flag)?.value;
+  assert.equal(fixed("max-job-size"), `${MAX_JOB_SIZE / 1024 / 1024}MiB`);
+  assert.equal(fixed("http-max-connections"), String(MAX_CONNECTIONS));
+  // None of them is still a setting, so a given value could never mean anything.
+  for (const f of FIXED_SETTINGS) {
+    assert.ok(!SETTING_ROWS.some((row) => row.flag === f.flag), f.flag);
+  }
 });

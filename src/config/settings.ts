@@ -377,22 +377,6 @@ export const SETTINGS = [
     help: "Pause before a lost Gearman connection is dialled again.",
   },
   {
-    flag: "gearman-heartbeat-interval",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
-    default: "15s",
-    commands: ["run"],
-    help: "Silence on a Gearman connection after which an ECHO_REQ probe is sent; 0 disables " +
-      "the probe.",
-  },
-  {
-    flag: "gearman-heartbeat-timeout",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
-    default: "5s",
-    commands: ["run"],
-    help: "Time an ECHO_REQ probe may take before the connection is considered dead and " +
-      "rebuilt.",
-  },
-  {
     flag: "rabbitmq-url",
     kind: {
       type: "url",
@@ -461,23 +445,6 @@ export const SETTINGS = [
       "while they (plus the expected size of the grabs already sent) are over it; a RabbitMQ " +
       "delivery waits unhandled in its prefetch buffer. One job is always let through, " +
       "however large.",
-  },
-  {
-    flag: "max-job-size",
-    kind: { type: "bytes", min: 1024 },
-    default: "64MiB",
-    commands: ["run"],
-    help: "A job larger than this is not read: its first KiB goes to the dead-letter file " +
-      "(reason too_large) and the job is acknowledged, so it cannot wedge its queue.",
-  },
-  {
-    flag: "queue-stall-timeout",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
-    default: "60s",
-    commands: ["run"],
-    help: "A queue that has room, with jobs waiting at the broker, and takes none for this " +
-      "long is stalled: logged, statusengine_queue_stalled 1, /readyz fails, and it is told " +
-      "to ask for work again. 0 disables the check.",
   },
 
   // ---- shutdown ----------------------------------------------------------------------------
@@ -701,21 +668,6 @@ export const SETTINGS = [
     help: "InfluxDB 2.x API token (Authorization: Token); empty = none.",
   },
   {
-    flag: "influxdb-measurement",
-    kind: { type: "string", forbid: "\n\r" },
-    default: "perfdata",
-    commands: ["run"],
-    help: "Measurement of every perfdata point in InfluxDB.",
-  },
-  {
-    flag: "influxdb-batch-size",
-    kind: { type: "integer", min: 1, max: 10000 },
-    default: "5000",
-    commands: ["run"],
-    help: "Most points in one InfluxDB write (InfluxDB's own advice is 5000; each write " +
-      "costs it a WAL sync, so small batches limit the rate).",
-  },
-  {
     flag: "prometheus-remote-write-url",
     kind: {
       type: "url",
@@ -750,13 +702,6 @@ export const SETTINGS = [
     secret: true,
     commands: ["run"],
     help: "Password of --prometheus-remote-write-user.",
-  },
-  {
-    flag: "prometheus-remote-write-batch-size",
-    kind: { type: "integer", min: 1, max: 10000 },
-    default: "2000",
-    commands: ["run"],
-    help: "Most samples in one remote write (Prometheus' own max_samples_per_send is 2000).",
   },
 
   // ---- HTTP --------------------------------------------------------------------------------
@@ -841,15 +786,6 @@ export const SETTINGS = [
       }, ` +
       "which are refused whatever this says. An empty list allows no raw command. The default " +
       "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
-  },
-  {
-    flag: "http-max-connections",
-    kind: { type: "integer", min: 1, max: 65535 },
-    default: "512",
-    commands: ["run"],
-    help: "Open connections each HTTP listener (/metrics, /ws, /commands) holds at once; " +
-      "one more is closed as soon as it is accepted and counted in " +
-      "statusengine_http_connections_refused_total.",
   },
 
   // ---- statusengine_tasks ------------------------------------------------------------------

@@ -37,9 +37,9 @@ export interface WorkerConfig {
   readonly maxJobsPerQueue: number;
   /** Payload bytes in flight across all queues (`--max-in-flight-bytes`); default 256 MiB. */
   readonly maxInFlightBytes?: number;
-  /** Jobs above this size are dead-lettered unread (`--max-job-size`); default 64 MiB. */
+  /** Jobs above this size are dead-lettered unread; default `MAX_JOB_SIZE` (tests shrink it). */
   readonly maxJobSize?: number;
-  /** `--queue-stall-timeout`; 0 disables; default 60 s. */
+  /** A queue that takes no waiting job this long is stalled; 0 disables; default 60 s (tests). */
   readonly queueStallTimeoutMs?: number;
   /** Required when {@link consumer} is `rabbitmq`. */
   readonly rabbitmq?: {
@@ -52,8 +52,9 @@ export interface WorkerConfig {
   };
   /** Pause between attempts to rebuild a lost broker connection (both backends). */
   readonly reconnectIntervalMs: number;
-  readonly heartbeatIntervalMs: number;
-  readonly heartbeatTimeoutMs: number;
+  /** Gearman heartbeat; default 15 s of silence and 5 s for the answer (tests shorten them). */
+  readonly heartbeatIntervalMs?: number;
+  readonly heartbeatTimeoutMs?: number;
   readonly drainTimeoutMs: number;
   readonly shutdownFlushTimeoutMs: number;
   readonly mysqlUrl: string;
@@ -122,7 +123,7 @@ export interface WorkerConfig {
     /** `raw` commands that pass (`--command-allow`); default the built-in list. */
     readonly allow?: readonly string[];
   } | null;
-  /** Connection cap and timeouts of every HTTP listener; defaults of `listen`. */
+  /** Connection cap and timeouts of every HTTP listener; defaults of `listen` (tests shrink them). */
   readonly http?: HttpLimits;
   /**
    * The UI's task queue (`statusengine_tasks`, `--check-for-commands`); absent or null = not

@@ -180,8 +180,12 @@ function buildConsumer(
     servers: config.gearmanServers,
     queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
     maxJobsPerQueue: config.maxJobsPerQueue,
-    heartbeatIntervalMs: config.heartbeatIntervalMs,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+    ...(config.heartbeatIntervalMs === undefined
+      ? {}
+      : { heartbeatIntervalMs: config.heartbeatIntervalMs }),
+    ...(config.heartbeatTimeoutMs === undefined
+      ? {}
+      : { heartbeatTimeoutMs: config.heartbeatTimeoutMs }),
     clientIdPrefix: `statusengine-${name}`,
   });
 }
