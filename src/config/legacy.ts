@@ -689,15 +689,13 @@ export interface FixedSetting {
   readonly flag: string;
   /** The value it is fixed at, written as the setting took it. */
   readonly value: string;
-  /** Commands that had the setting. */
-  readonly commands: readonly CommandName[];
   /** Why that value serves every installation, for the warning. */
   readonly because: string;
 }
 
 /**
- * Settings no operator needed to change: neither the PHP nor the Go worker had them and no page
- * asked to tune them. An old file, unit or environment that still sets one must neither refuse
+ * Settings of `run` no operator needed to change: neither the PHP nor the Go worker had them and
+ * no page asked to tune them. An old file, unit or environment that still sets one must neither refuse
  * to start nor be ignored silently, so each draws one warning naming the fixed value. The values
  * are pinned against the constants by `legacy_test.ts`.
  */
@@ -705,55 +703,47 @@ export const FIXED_SETTINGS: readonly FixedSetting[] = [
   {
     flag: "gearman-heartbeat-interval",
     value: "15s",
-    commands: ["run"],
     because: "an ECHO_REQ after 15 s of silence finds a dead gearmand connection long before " +
       "TCP keep-alive would (two hours), for one small packet per idle connection",
   },
   {
     flag: "gearman-heartbeat-timeout",
     value: "5s",
-    commands: ["run"],
     because: "gearmand answers an ECHO_REQ at once, so 5 s without any packet means the " +
       "connection is dead",
   },
   {
     flag: "max-job-size",
     value: "64MiB",
-    commands: ["run"],
     because: "the broker module's jobs are a few hundred KiB; a larger one is a fault and is " +
       "dead-lettered unread so that it cannot wedge its queue",
   },
   {
     flag: "queue-stall-timeout",
     value: "60s",
-    commands: ["run"],
     because: "a queue with room and waiting jobs takes one within milliseconds; a minute " +
       "without one is a hung broker link, and no slow restart comes near it",
   },
   {
     flag: "influxdb-measurement",
     value: "perfdata",
-    commands: ["run"],
     because: "every point is perfdata; the database or bucket in influxdb_url already keeps " +
       "this worker's points apart",
   },
   {
     flag: "influxdb-batch-size",
     value: "5000",
-    commands: ["run"],
     because: "it is InfluxDB's own advice: each write costs InfluxDB a WAL sync, so smaller " +
       "batches only limit the rate",
   },
   {
     flag: "prometheus-remote-write-batch-size",
     value: "2000",
-    commands: ["run"],
     because: "it is Prometheus' own max_samples_per_send",
   },
   {
     flag: "http-max-connections",
     value: "512",
-    commands: ["run"],
     because: "per listener it is far above what scrapers, /ws clients and /commands callers " +
       "open, and low enough that a flood of connections cannot use up file descriptors",
   },
@@ -776,8 +766,8 @@ export function fixedSettingWarnings(
   path: string | undefined,
   env: Readonly<Record<string, string>>,
 ): string[] {
+  if (command !== "run") return [];
   return FIXED_SETTINGS.flatMap((fixed) => {
-    if (!fixed.commands.includes(command)) return [];
     const yaml = derivedYamlKey(fixed.flag);
     const envName = derivedEnvName(fixed.flag);
     const places = [

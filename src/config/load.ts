@@ -193,7 +193,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     const entry = index.get(name);
     if (
       entry === undefined &&
-      FIXED_SETTINGS.some((f) => f.flag === name && f.commands.includes(command))
+      command === "run" && FIXED_SETTINGS.some((f) => f.flag === name)
     ) {
       // A unit file written for an earlier version still starts; its value is skipped.
       fixed.push(name);

@@ -1115,6 +1115,47 @@ export type SettingsFor<C extends CommandName> = {
   ]: RowValue<R>;
 };
 
+/**
+ * The settings of one topic without its prefix: every key of `S` that starts with `P` and a
+ * capital letter, keyed by the rest (`influxdbUrl` → `url`), at type level.
+ */
+export type SettingsGroup<S, P extends string> = {
+  [
+    K in keyof S as K extends `${P}${infer Rest}`
+      ? Rest extends Capitalize<Rest> ? Uncapitalize<Rest> : never
+      : never
+  ]: S[K];
+};
+
+/**
+ * The settings of one topic as the object the code of that topic takes, so that a new row of
+ * the topic (`--influxdb-…`) reaches it without a line of plumbing per setting.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { settingsGroup } from "./settings.ts";
+ * const s = { influxdbUrl: "http://i/write?db=x", influxdbUser: "u", nodeName: "n" };
+ * assert.deepEqual(settingsGroup(s, "influxdb"), { url: "http://i/write?db=x", user: "u" });
+ * ```
+ *
+ * @param settings Resolved settings (`SettingsFor<"run">`).
+ * @param prefix The topic's camelCase prefix (`influxdb`, `prometheusRemoteWrite`).
+ * @returns Its settings keyed without the prefix.
+ */
+export function settingsGroup<S extends object, P extends string>(
+  settings: S,
+  prefix: P,
+): SettingsGroup<S, P> {
+  const group: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(settings)) {
+    const first = key.charAt(prefix.length);
+    if (!key.startsWith(prefix) || first === "" || first !== first.toUpperCase()) continue;
+    group[first.toLowerCase() + key.slice(prefix.length + 1)] = value;
+  }
+  return group as SettingsGroup<S, P>;
+}
+
 /** The table as plain rows, for code that walks it without the literal types. */
 export const SETTING_ROWS: readonly SettingRow[] = SETTINGS;
 

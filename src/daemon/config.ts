@@ -5,7 +5,8 @@
  *
  * @module
  */
-import type { PerfdataLabelQuotes, QueueName } from "../events/mod.ts";
+import type { SettingsFor } from "../config/mod.ts";
+import type { QueueName } from "../events/mod.ts";
 import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
 import type { InfluxDbSettings } from "../perfdata/influxdb.ts";
@@ -25,8 +26,23 @@ export interface QueueConsumer {
   stop(): Promise<void>;
 }
 
+/**
+ * Settings of `run` the daemon takes as they are, under their own keys: the settings table says
+ * what each means (docs/configuration.md), so a new one is its row plus its name here.
+ */
+export const SETTINGS_AS_IS = [
+  "drainTimeoutMs",
+  "shutdownFlushTimeoutMs",
+  "mysqlUrl",
+  "mysqlMaxOpenConns",
+  "mysqlStatementTimeoutMs",
+  "mysqlWritersPerTable",
+  "nodeName",
+  "perfdataLabelQuotes",
+] as const satisfies readonly (keyof SettingsFor<"run">)[];
+
 /** Everything the daemon needs, already validated. */
-export interface WorkerConfig {
+export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_AS_IS)[number]> {
   /** Default `gearman`. */
   readonly consumer?: ConsumerKind;
   readonly gearmanServers: readonly string[];
@@ -55,29 +71,12 @@ export interface WorkerConfig {
   /** Gearman heartbeat; default 15 s of silence and 5 s for the answer (tests shorten them). */
   readonly heartbeatIntervalMs?: number;
   readonly heartbeatTimeoutMs?: number;
-  readonly drainTimeoutMs: number;
-  readonly shutdownFlushTimeoutMs: number;
-  readonly mysqlUrl: string;
-  readonly mysqlMaxOpenConns: number;
-  /** Writers, i.e. statements in flight at once, per batched table (`--mysql-writers-per-table`). */
-  readonly mysqlWritersPerTable: number;
-  /**
-   * `--mysql-statement-timeout`: a statement without an answer by then makes
-   * MySQL count as unavailable; 0 waits forever.
-   */
-  readonly mysqlStatementTimeoutMs: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
-  readonly nodeName: string;
   /** NDJSON path, or null when disabled by an explicit empty value. */
   readonly deadLetterFile: string | null;
   /** Where perfdata goes; none = nowhere (the queue is still consumed). */
   readonly perfdataBackends: readonly PerfdataBackend[];
-  /**
-   * `--perfdata-label-quotes`: labels in MySQL and Graphite with the plugin's quotes or without;
-   * InfluxDB and remote write always get them without (docs/perfdata.md#labels).
-   */
-  readonly perfdataLabelQuotes: PerfdataLabelQuotes;
   /**
    * Carbon plaintext listener, path prefix and metrics per write (docs/perfdata.md#graphite-path).
    */
