@@ -20,6 +20,7 @@ import {
   yamlKeyOf,
 } from "./settings.ts";
 import { formatByteSize, formatGoDuration } from "./values.ts";
+import { legacyKeysOf } from "./legacy.ts";
 
 /** Marker opening the generated section of docs/configuration.md. */
 export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
@@ -96,7 +97,7 @@ function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
   const key = yamlKeyOf(row);
   return {
     keys: key === undefined ? [] : [key, ...(row.yamlAliases ?? [])],
-    legacy: [...(row.legacyKeys ?? [])],
+    legacy: legacyKeysOf(row.flag),
   };
 }
 

@@ -15,6 +15,7 @@ import {
   LEGACY_BLOCK_FIELDS,
   LEGACY_ENV_KEYS,
   LEGACY_IGNORED,
+  legacyKeysOf,
   RETIRED,
   type YamlMapping,
 } from "./legacy.ts";
@@ -31,7 +32,7 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
       ...(key === undefined ? [] : [key]),
       ...(row.yamlAliases ?? []),
       // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
-      ...(row.legacyKeys ?? []).map((k) => k.split(".")[0] ?? k),
+      ...legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k),
     ];
   }),
   ...LEGACY_ENV_KEYS.map((k) => k.split(".")[0] ?? k),

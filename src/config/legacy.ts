@@ -71,8 +71,8 @@ export interface LegacyTranslation {
   /** Flag of the setting it produces. */
   readonly target: string;
   /**
-   * Legacy keys it reads, top-level or a dotted path into a block (documented in the target
-   * row's `legacyKeys`).
+   * Legacy keys it reads, top-level or a dotted path into a block; help and the reference list
+   * them under the target ({@linkcode legacyKeysOf}).
    */
   readonly keys: readonly string[];
   /**
@@ -547,6 +547,17 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     },
   },
 ];
+
+/**
+ * The legacy keys translated into a setting, for help, the reference and the known keys: read
+ * from the translations themselves, so the docs cannot promise a migration that does not happen.
+ *
+ * @param flag Flag of the setting.
+ * @returns Its legacy keys in translation order; none for most settings.
+ */
+export function legacyKeysOf(flag: string): string[] {
+  return LEGACY_TRANSLATIONS.flatMap((t) => t.target === flag ? t.keys : []);
+}
 
 /** A group of legacy keys for a feature this worker does not have. */
 export interface LegacyIgnoredGroup {

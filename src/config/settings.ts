@@ -169,11 +169,6 @@ export interface SettingRow {
   readonly envAliases?: readonly string[];
   /** Further YAML keys with the same meaning (not legacy: two of them in one file refuse). */
   readonly yamlAliases?: readonly string[];
-  /**
-   * Legacy PHP `config.yml` keys translated into this setting (docs/operations.md#legacy-config);
-   * the translation itself lives in `legacy.ts`. A new key in the same file wins, with a warning.
-   */
-  readonly legacyKeys?: readonly string[];
   /** Also taken from a positional argument, in table order among the command's positional rows. */
   readonly positional?: true;
   /**
@@ -343,7 +338,6 @@ export const SETTINGS = [
     kind: { type: "enum", values: ["gearman", "rabbitmq"] },
     default: "gearman",
     commands: BROKER_COMMANDS,
-    legacyKeys: ["use_gearman", "use_rabbitmq"],
     help: "Queue backend to consume from; also the broker /commands, publish and losstest " +
       "publish to and status reads backlogs from.",
   },
@@ -352,7 +346,6 @@ export const SETTINGS = [
     kind: { type: "hostPortList" },
     default: "127.0.0.1:4730",
     commands: GEARMAN_COMMANDS,
-    legacyKeys: ["gearman"],
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
       "server (D9). The broker module sends every message to every server it names, so " +
       "listing here two servers of one broker processes every event twice: give one " +
@@ -386,7 +379,6 @@ export const SETTINGS = [
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,
     commands: BROKER_COMMANDS,
-    legacyKeys: ["rabbitmq"],
     help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /.",
   },
   {
@@ -394,7 +386,6 @@ export const SETTINGS = [
     kind: { type: "boolean" },
     default: "false",
     commands: ["run", "publish", "losstest"],
-    legacyKeys: ["rabbitmq.durable_queues"],
     help: "Declare the RabbitMQ queues durable. Must match the broker module's DurableQueues " +
       "(default false, as there); a mismatch refuses to start with 406 PRECONDITION_FAILED.",
   },
@@ -430,7 +421,6 @@ export const SETTINGS = [
     kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
     default: "",
     commands: ["run"],
-    legacyKeys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
     help: "Queues not to consume, applied after --queues (their jobs wait at the broker). " +
       "Legacy number_*_worker: 0 and process_perfdata: 0 exclude their queues.",
   },
@@ -471,7 +461,6 @@ export const SETTINGS = [
     default: "mysql://root@127.0.0.1:3306/statusengine",
     secret: true,
     commands: MYSQL_COMMANDS,
-    legacyKeys: ["mysql"],
     help: "MySQL/MariaDB database. Percent-encode special characters in user and password; " +
       "add ?socketPath=/path for a Unix socket. Mutually exclusive with --mysql-dsn within " +
       "one source.",
@@ -507,7 +496,6 @@ export const SETTINGS = [
     kind: { type: "integer", min: 1, max: 700 },
     default: "100",
     commands: ["run", "dead-letters"],
-    legacyKeys: ["number_of_bulk_records"],
     help: "Most rows in one bulk INSERT (one prepared statement). 700 is the Go worker's " +
       "ceiling, kept so existing configurations mean the same; at 700 rows the widest table " +
       "(43 columns) binds 30,100 of a prepared statement's 65,535 placeholders.",
@@ -538,7 +526,6 @@ export const SETTINGS = [
     yaml: "nodename",
     flagAliases: ["nodename"],
     envAliases: ["STATUSENGINE_NODENAME"],
-    legacyKeys: ["node_name"],
     commands: ["run", "dead-letters"],
     help: "Name of this node, written to node_name (part of the downtime tables' primary " +
       "key): keep the legacy worker's node_name when migrating.",
@@ -558,7 +545,6 @@ export const SETTINGS = [
     default: "false",
     env: "ENABLE_OPENITCOCKPIT_TWEAKS",
     envAliases: ["STATUSENGINE_ENABLE_OPENITCOCKPIT_TWEAKS"],
-    legacyKeys: ["is_openitcockpit"],
     commands: ["run"],
     help: "On a core restart, delete status rows of objects missing or disabled in " +
       "openITCOCKPIT instead of rows older than the restart.",
@@ -574,7 +560,6 @@ export const SETTINGS = [
     },
     default: "mysql",
     commands: ["run", "dead-letters"],
-    legacyKeys: ["perfdata_backend"],
     help: "Where metrics parsed from statusngin_service_perfdata go, comma-separated; empty = " +
       "nowhere (the queue is still consumed). Only MySQL holds up a job; the others drop and " +
       "count what they cannot send (docs/perfdata.md).",
@@ -600,7 +585,6 @@ export const SETTINGS = [
     kind: { type: "hostPort", emptyHost: false },
     default: "127.0.0.1:2003",
     commands: ["run"],
-    legacyKeys: ["graphite_address", "graphite_port"],
     help: "Carbon plaintext listener; only dialled when perfdata goes to Graphite.",
   },
   {
@@ -795,7 +779,6 @@ export const SETTINGS = [
     default: "false",
     // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
     yaml: false,
-    legacyKeys: ["check_for_commands"],
     commands: ["run"],
     help: "Run the tasks the Statusengine UI writes into statusengine_tasks for this node " +
       "(reschedule, acknowledge, downtime, passive result), as the PHP worker did.",
@@ -805,7 +788,6 @@ export const SETTINGS = [
     kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
     default: "10s",
     yaml: false,
-    legacyKeys: ["command_check_interval"],
     commands: ["run"],
     help: "How often statusengine_tasks is read (legacy: whole seconds).",
   },

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { parseValue } from "./kinds.ts";
-import { LEGACY_TRANSLATIONS } from "./legacy.ts";
+import { LEGACY_TRANSLATIONS, legacyKeysOf } from "./legacy.ts";
 import {
   COMMAND_NAMES,
   type CommandName,
@@ -65,7 +65,7 @@ Deno.test("settings: flags are kebab-case and every spelling is unique per comma
       const yaml = yamlKeyOf(row);
       const allYaml = yaml === undefined
         ? []
-        : [yaml, ...(row.yamlAliases ?? []), ...(row.legacyKeys ?? [])];
+        : [yaml, ...(row.yamlAliases ?? []), ...legacyKeysOf(row.flag)];
       for (const key of allYaml) {
         assert.ok(!yamls.has(key), `${command}: YAML key ${key} twice`);
         yamls.add(key);
@@ -341,13 +341,10 @@ Deno.test("settings: retention rules keep the legacy worker's tables, columns, d
   });
 });
 
-// The row's legacyKeys are what help and the reference show; the translations are what the
-// loader runs. If the two drifted, the docs would promise a migration that does not happen.
-Deno.test("settings: documented legacy keys are exactly the translated ones", () => {
-  const documented = SETTING_ROWS.flatMap((row) =>
-    (row.legacyKeys ?? []).map((key) => `${row.flag}:${key}`)
-  ).sort();
-  const translated = LEGACY_TRANSLATIONS.flatMap((t) => t.keys.map((key) => `${t.target}:${key}`))
-    .sort();
-  assert.deepEqual(documented, translated);
+// Help and the reference read the legacy keys from the translations; a translation whose
+// target is no setting would be a migration nobody can see.
+Deno.test("settings: every legacy translation produces a setting", () => {
+  for (const t of LEGACY_TRANSLATIONS) {
+    assert.ok(SETTING_ROWS.some((row) => row.flag === t.target), t.target);
+  }
 });
