@@ -180,12 +180,8 @@ function buildConsumer(
     servers: config.gearmanServers,
     queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
     maxJobsPerQueue: config.maxJobsPerQueue,
-    ...(config.heartbeatIntervalMs === undefined
-      ? {}
-      : { heartbeatIntervalMs: config.heartbeatIntervalMs }),
-    ...(config.heartbeatTimeoutMs === undefined
-      ? {}
-      : { heartbeatTimeoutMs: config.heartbeatTimeoutMs }),
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
     clientIdPrefix: `statusengine-${name}`,
   });
 }
