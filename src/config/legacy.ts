@@ -731,7 +731,7 @@ export const FIXED_SETTINGS: readonly FixedSetting[] = [
   },
   {
     flag: "queue-stall-timeout",
-    value: "60s",
+    value: "1m",
     because: "a queue with room and waiting jobs takes one within milliseconds; a minute " +
       "without one is a hung broker link, and no slow restart comes near it",
   },

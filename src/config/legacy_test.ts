@@ -3,8 +3,12 @@ import { ConfigError } from "./errors.ts";
 import { FIXED_SETTINGS, legacyBoolean } from "./legacy.ts";
 import { loadSettings } from "./load.ts";
 import { type CommandName, SETTING_ROWS } from "./settings.ts";
-import { MAX_JOB_SIZE } from "../consumer/consumer.ts";
+import { formatByteSize, formatGoDuration } from "./values.ts";
+import { MAX_JOB_SIZE, STALL_TIMEOUT_MS } from "../consumer/consumer.ts";
+import { HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS } from "../gearman/connection.ts";
 import { MAX_CONNECTIONS } from "../http/listen.ts";
+import { INFLUXDB_BATCH_SIZE, INFLUXDB_MEASUREMENT } from "../perfdata/influxdb.ts";
+import { REMOTE_WRITE_BATCH_SIZE } from "../perfdata/remote_write.ts";
 
 const PATH = "/opt/statusengine/worker/etc/config.yml";
 
@@ -516,9 +520,20 @@ Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude t
 });
 
 Deno.test("legacy: the fixed values the warnings name are the constants the code uses", () => {
-  const fixed = (flag: string) => FIXED_SETTINGS.find((f) => f.flag === flag)?.value;
-  assert.equal(fixed("max-job-size"), `${MAX_JOB_SIZE / 1024 / 1024}MiB`);
-  assert.equal(fixed("http-max-connections"), String(MAX_CONNECTIONS));
+  const constants: Record<string, string> = {
+    "gearman-heartbeat-interval": formatGoDuration(HEARTBEAT_INTERVAL_MS),
+    "gearman-heartbeat-timeout": formatGoDuration(HEARTBEAT_TIMEOUT_MS),
+    "max-job-size": formatByteSize(MAX_JOB_SIZE),
+    "queue-stall-timeout": formatGoDuration(STALL_TIMEOUT_MS),
+    "influxdb-measurement": INFLUXDB_MEASUREMENT,
+    "influxdb-batch-size": String(INFLUXDB_BATCH_SIZE),
+    "prometheus-remote-write-batch-size": String(REMOTE_WRITE_BATCH_SIZE),
+    "http-max-connections": String(MAX_CONNECTIONS),
+  };
+  assert.deepEqual(
+    Object.fromEntries(FIXED_SETTINGS.map((f) => [f.flag, f.value])),
+    constants,
+  );
   // None of them is still a setting, so a given value could never mean anything.
   for (const f of FIXED_SETTINGS) {
     assert.ok(!SETTING_ROWS.some((row) => row.flag === f.flag), f.flag);

@@ -156,7 +156,7 @@ export const MAX_JOB_SIZE = 64 * 1024 * 1024;
  * that takes none for a minute has a hung link (docs/consumption.md, stall detector). A minute is
  * far above any pause of a healthy link, so the alert never fires on a slow restart.
  */
-const STALL_TIMEOUT_MS = 60_000;
+export const STALL_TIMEOUT_MS = 60_000;
 
 /** Consumes every queue through every link target of one backend. */
 export class Consumer {

@@ -91,9 +91,9 @@ export interface ConnectOptions {
  * notice a dead gearmand only after the system's two hours; one small packet per 15 s of silence
  * costs nothing (docs/gearman-protocol.md).
  */
-const HEARTBEAT_INTERVAL_MS = 15_000;
+export const HEARTBEAT_INTERVAL_MS = 15_000;
 /** gearmand answers ECHO_REQ at once: 5 s without any packet after a probe means dead. */
-const HEARTBEAT_TIMEOUT_MS = 5_000;
+export const HEARTBEAT_TIMEOUT_MS = 5_000;
 
 const HEARTBEAT_TOKEN_PREFIX = "se-hb:";
 const BARRIER_TOKEN_PREFIX = "se-echo:";

@@ -35,13 +35,13 @@ export interface InfluxDbOptions extends InfluxDbSettings, Omit<HttpClientOption
  * Measurement of every point: all of them are perfdata, and the database or bucket named in the
  * URL already keeps this worker's points apart from others'.
  */
-const MEASUREMENT = "perfdata";
+export const INFLUXDB_MEASUREMENT = "perfdata";
 
 /**
  * Points per write: InfluxDB's own advice. Each write costs InfluxDB 1.x a WAL sync, and batches
  * of 500 held the bench to a few thousand points a second (docs/perfdata.md#influxdb).
  */
-const INFLUXDB_BATCH_SIZE = 5000;
+export const INFLUXDB_BATCH_SIZE = 5000;
 
 // Line protocol cannot carry a line break inside a name: it ends the point. CR and LF become a
 // space, which keeps the name readable and the rest of the batch intact.
@@ -187,7 +187,7 @@ class InfluxTransport implements Transport<string> {
 export class InfluxDbClient extends HttpPerfdataClient<string> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: InfluxDbOptions) {
-    const measurement = escapeMeasurement(MEASUREMENT);
+    const measurement = escapeMeasurement(INFLUXDB_MEASUREMENT);
     const quoted = options.quotedLabels === true;
     super(new InfluxTransport(options), (row) => influxLine(measurement, row, quoted), {
       ...options,

@@ -363,7 +363,7 @@ export interface RemoteWriteOptions
   extends RemoteWriteSettings, Omit<HttpClientOptions, "batchSize"> {}
 
 /** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */
-const REMOTE_WRITE_BATCH_SIZE = 2000;
+export const REMOTE_WRITE_BATCH_SIZE = 2000;
 
 // Prometheus answers 400 for samples it will never take: older than the newest sample of the
 // series (out of order), outside the head block (out of bounds), or a second value for one
