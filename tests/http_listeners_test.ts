@@ -126,7 +126,7 @@ Deno.test("http: 100 connections that never finish their request head are closed
   });
 });
 
-Deno.test("http: beyond --http-max-connections a connection is closed at once and counted, on every listener; freed places serve again", async () => {
+Deno.test("http: beyond the connection cap a connection is closed at once and counted, on every listener; freed places serve again", async () => {
   const CAP = 5;
   await withWorker({ maxConnections: CAP, headerTimeoutMs: 60_000 }, async (worker, ports) => {
     for (const listener of LISTENERS) {
@@ -237,19 +237,16 @@ Deno.test("http: the defaults are 10 s for the head and 512 connections; /metric
   assert.equal(MAX_CONNECTIONS, 512);
   const defaults = await loadSettings("run", { argv: [], env: {} });
   assert.equal(defaults.settings.metricsHost, "127.0.0.1");
-  assert.equal(defaults.settings.httpMaxConnections, 512);
   assert.deepEqual(workerConfigFrom(defaults.settings).metrics, {
     hostname: "127.0.0.1",
     port: 9105,
   });
-  assert.deepEqual(workerConfigFrom(defaults.settings).http, { maxConnections: 512 });
   // The Go worker's form still opens every interface when asked to.
   const goForm = await loadSettings("run", { argv: ["--metrics-listen-addr", ":9105"], env: {} });
   assert.equal(goForm.settings.metricsHost, "0.0.0.0");
   const exposed = await loadSettings("run", {
     argv: [],
-    env: { STATUSENGINE_METRICS_HOST: "0.0.0.0", STATUSENGINE_HTTP_MAX_CONNECTIONS: "64" },
+    env: { STATUSENGINE_METRICS_HOST: "0.0.0.0" },
   });
   assert.equal(exposed.settings.metricsHost, "0.0.0.0");
-  assert.equal(exposed.settings.httpMaxConnections, 64);
 });

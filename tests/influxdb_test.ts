@@ -18,7 +18,6 @@ import { waitFor } from "./helpers/wait.ts";
 
 const influxSettings = (url: string) => ({
   url,
-  measurement: "perfdata",
   batchSize: 500,
 });
 

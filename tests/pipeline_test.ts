@@ -171,7 +171,7 @@ Deno.test("pipeline: malformed payloads are dead-lettered and counted, and the q
   }
 });
 
-Deno.test("pipeline: a job above --max-job-size is dead-lettered unread as too_large with its size and first KiB, and the connection is kept", async () => {
+Deno.test("pipeline: a job above the job size limit is dead-lettered unread as too_large with its size and first KiB, and the connection is kept", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);

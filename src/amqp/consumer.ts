@@ -11,7 +11,7 @@
  */
 import { AmqpSession, QueueDeclareError } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
-import { type BackendOptions, Consumer, DEFAULT_MAX_JOB_SIZE } from "../consumer/consumer.ts";
+import { type BackendOptions, Consumer, MAX_JOB_SIZE } from "../consumer/consumer.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("rabbitmq");
@@ -155,7 +155,7 @@ export class RabbitMqConsumer {
             prefetch: o.prefetch,
             engine: context.engine,
             budget: context.budget,
-            maxJobSize: o.maxJobSize ?? DEFAULT_MAX_JOB_SIZE,
+            maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
             ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
             ...(o.connectionName === undefined ? {} : { connectionName: o.connectionName }),
           }, signal);

@@ -4,10 +4,16 @@
  *
  * @module
  */
-import { settingsDifferingFromDefaults, type SettingsFor, splitHostPort } from "../config/mod.ts";
+import {
+  settingsDifferingFromDefaults,
+  type SettingsFor,
+  settingsGroup,
+  splitHostPort,
+} from "../config/mod.ts";
 import {
   type PerfdataBackend,
   serviceNotifier,
+  SETTINGS_AS_IS,
   StartupError,
   startWorker,
   type WorkerConfig,
@@ -41,6 +47,10 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
   }
   refuseUnwritableCommandFile(s);
   return {
+    ...Object.fromEntries(SETTINGS_AS_IS.map((key) => [key, s[key]])) as Pick<
+      SettingsFor<"run">,
+      (typeof SETTINGS_AS_IS)[number]
+    >,
     queues,
     // Always: several workers may share a job server, and the in-order queues must then be
     // consumed by one of them at a time.
@@ -49,54 +59,21 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     gearmanServers: s.gearmanAddr,
     maxJobsPerQueue: s.gearmanMaxConcurrentJobsPerQueue,
     maxInFlightBytes: s.maxInFlightBytes,
-    maxJobSize: s.maxJobSize,
-    queueStallTimeoutMs: s.queueStallTimeoutMs,
-    rabbitmq: {
-      url: s.rabbitmqUrl,
-      prefetch: s.rabbitmqPrefetch,
-      durableQueues: s.rabbitmqDurableQueues,
-    },
+    rabbitmq: settingsGroup(s, "rabbitmq"),
     reconnectIntervalMs: s.consumer === "rabbitmq"
       ? s.rabbitmqReconnectIntervalMs
       : s.gearmanReconnectIntervalMs,
-    heartbeatIntervalMs: s.gearmanHeartbeatIntervalMs,
-    heartbeatTimeoutMs: s.gearmanHeartbeatTimeoutMs,
-    drainTimeoutMs: s.drainTimeoutMs,
-    shutdownFlushTimeoutMs: s.shutdownFlushTimeoutMs,
-    mysqlUrl: s.mysqlUrl,
-    mysqlMaxOpenConns: s.mysqlMaxOpenConns,
-    mysqlStatementTimeoutMs: s.mysqlStatementTimeoutMs,
-    mysqlFailbackAfterMs: s.mysqlFailbackAfterMs,
-    mysqlWritersPerTable: s.mysqlWritersPerTable,
     batchSize: s.mysqlBatchSize,
     statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
-    nodeName: s.nodeName,
     deadLetterFile: s.deadLetterFile === "" ? null : s.deadLetterFile,
     // The setting's pattern admits only these names.
     perfdataBackends: s.perfdataBackends as PerfdataBackend[],
-    // The setting's kind admits only these values.
-    perfdataLabelQuotes: s.perfdataLabelQuotes as "keep" | "strip",
     graphite: {
-      addr: s.graphiteAddr,
-      prefix: s.graphitePrefix,
-      batchSize: s.graphiteBatchSize,
+      ...settingsGroup(s, "graphite"),
       illegalCharacters: illegalCharactersPattern(s.graphiteIllegalCharacters),
     },
-    influxdb: {
-      url: s.influxdbUrl,
-      user: s.influxdbUser,
-      password: s.influxdbPassword,
-      token: s.influxdbToken,
-      measurement: s.influxdbMeasurement,
-      batchSize: s.influxdbBatchSize,
-    },
-    prometheusRemoteWrite: {
-      url: s.prometheusRemoteWriteUrl,
-      bearerToken: s.prometheusRemoteWriteBearerToken,
-      user: s.prometheusRemoteWriteUser,
-      password: s.prometheusRemoteWritePassword,
-      batchSize: s.prometheusRemoteWriteBatchSize,
-    },
+    influxdb: settingsGroup(s, "influxdb"),
+    prometheusRemoteWrite: settingsGroup(s, "prometheusRemoteWrite"),
     openItcockpit: s.enableOpenitcockpitTweaks,
     metrics: s.metricsPort === 0 ? null : { hostname: s.metricsHost, port: s.metricsPort },
     commands: s.commandApiKeys.length === 0 ? null : {
@@ -112,7 +89,6 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
         allow: s.commandAllow,
       }
       : null,
-    http: { maxConnections: s.httpMaxConnections },
     // Served only with keys and an address (docs/operations.md#ws): a generated key would have to
     // be logged to be of use, i.e. written into the journal.
     websocket: s.listenAddr === "" || !s.apiKeys.some((k) => k !== "")

@@ -21,6 +21,7 @@ import {
 } from "./settings.ts";
 import { formatByteSize, formatGoDuration } from "./values.ts";
 import { replaceGeneratedSection } from "../util/generated_section.ts";
+import { legacyKeysOf } from "./legacy.ts";
 
 /** Marker opening the generated section of docs/configuration.md. */
 export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
@@ -97,7 +98,7 @@ function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
   const key = yamlKeyOf(row);
   return {
     keys: key === undefined ? [] : [key, ...(row.yamlAliases ?? [])],
-    legacy: [...(row.legacyKeys ?? [])],
+    legacy: legacyKeysOf(row.flag),
   };
 }
 

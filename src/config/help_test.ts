@@ -16,6 +16,7 @@ import {
   replaceConfigReference,
 } from "./help.ts";
 import { acceptedForm } from "./kinds.ts";
+import { legacyKeysOf } from "./legacy.ts";
 import {
   COMMAND_NAMES,
   COMMANDS,
@@ -45,7 +46,7 @@ Deno.test("renderHelp: every flag of a command appears with env name, YAML key, 
         assert.ok(block.includes(`yaml ${yaml}`), `${command}: ${yaml}`);
       }
       // Legacy keys are YAML keys too, also for settings read only from their legacy key.
-      for (const legacy of readsFile ? row.legacyKeys ?? [] : []) {
+      for (const legacy of readsFile ? legacyKeysOf(row.flag) : []) {
         assert.ok(block.includes(legacy), `${command}: ${legacy}`);
       }
       if (row.required === true) {

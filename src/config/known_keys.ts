@@ -11,13 +11,15 @@
 
 import { closest, distance } from "fastest-levenshtein";
 import {
+  FIXED_SETTINGS,
   LEGACY_BLOCK_FIELDS,
   LEGACY_ENV_KEYS,
   LEGACY_IGNORED,
+  legacyKeysOf,
   RETIRED,
   type YamlMapping,
 } from "./legacy.ts";
-import { SETTING_ROWS, yamlKeyOf } from "./settings.ts";
+import { derivedYamlKey, SETTING_ROWS, yamlKeyOf } from "./settings.ts";
 
 /**
  * Every top-level key some command reads from the file and acts on: the only names a
@@ -30,7 +32,7 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
       ...(key === undefined ? [] : [key]),
       ...(row.yamlAliases ?? []),
       // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
-      ...(row.legacyKeys ?? []).map((k) => k.split(".")[0] ?? k),
+      ...legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k),
     ];
   }),
   ...LEGACY_ENV_KEYS.map((k) => k.split(".")[0] ?? k),
@@ -38,14 +40,15 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
 
 /**
  * Every top-level key that draws no "unknown key" warning: the supported ones, plus the legacy
- * keys without effect and the retired keys, which have warnings (or refusals) of their own. The
- * latter are never suggested for a typo: `query_hander` is not told to become `query_handler`, a
- * key that does nothing.
+ * keys without effect, the retired keys and the former settings now fixed, which have warnings
+ * (or refusals) of their own. The latter are never suggested for a typo: `query_hander` is not
+ * told to become `query_handler`, a key that does nothing.
  */
 const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SUPPORTED_YAML_KEYS,
   ...LEGACY_IGNORED.flatMap((group) => group.keys),
   ...RETIRED.map((r) => r.yaml),
+  ...FIXED_SETTINGS.map((f) => derivedYamlKey(f.flag)),
 ]);
 
 /** Key prefixes of whole legacy groups (`elasticsearch_*`), also known. */

@@ -8,7 +8,9 @@
  * - {@linkcode LEGACY_IGNORED}: legacy keys for features this worker does not have; when any
  *   key of a group is present, one warning names the group;
  * - {@linkcode RETIRED}: keys that refuse to start because reusing them would silently
- *   change their meaning.
+ *   change their meaning;
+ * - {@linkcode FIXED_SETTINGS}: former settings whose value is now a named constant; given
+ *   anyway, they draw one warning and change nothing.
  *
  * @module
  */
@@ -16,6 +18,8 @@
 import { ConfigError } from "./errors.ts";
 import {
   type CommandName,
+  derivedEnvName,
+  derivedYamlKey,
   LEGACY_WORKER_COUNT_KEYS,
   PERFDATA_BACKENDS,
   RETENTION_RULES,
@@ -67,8 +71,8 @@ export interface LegacyTranslation {
   /** Flag of the setting it produces. */
   readonly target: string;
   /**
-   * Legacy keys it reads, top-level or a dotted path into a block (documented in the target
-   * row's `legacyKeys`).
+   * Legacy keys it reads, top-level or a dotted path into a block; help and the reference list
+   * them under the target ({@linkcode legacyKeysOf}).
    */
   readonly keys: readonly string[];
   /**
@@ -299,8 +303,8 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       if (present(block, "timeout")) {
         warn(
           `Ignoring legacy key gearman.timeout in ${path}: it has no equivalent; dead ` +
-            "connections are detected by gearman_heartbeat_interval and " +
-            "gearman_heartbeat_timeout",
+            "connections are detected by a heartbeat (an ECHO_REQ after 15 s of silence, " +
+            "answered within 5 s)",
         );
       }
       return {
@@ -544,6 +548,17 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   },
 ];
 
+/**
+ * The legacy keys translated into a setting, for help, the reference and the known keys: read
+ * from the translations themselves, so the docs cannot promise a migration that does not happen.
+ *
+ * @param flag Flag of the setting.
+ * @returns Its legacy keys in translation order; none for most settings.
+ */
+export function legacyKeysOf(flag: string): string[] {
+  return LEGACY_TRANSLATIONS.flatMap((t) => t.target === flag ? t.keys : []);
+}
+
 /** A group of legacy keys for a feature this worker does not have. */
 export interface LegacyIgnoredGroup {
   /** Exact top-level keys of the group. */
@@ -674,6 +689,110 @@ export const RETIRED: readonly RetiredSetting[] = [
       "value would be multiplied by 12",
   },
 ];
+
+/**
+ * A former setting whose value is now a named constant in the module that uses it
+ * (docs/operations.md#fixed-settings). Its flag, `STATUSENGINE_*` variable and YAML key derive
+ * from `flag` as they did while it was a row of the settings table.
+ */
+export interface FixedSetting {
+  /** The former flag. */
+  readonly flag: string;
+  /** The value it is fixed at, written as the setting took it. */
+  readonly value: string;
+  /** Why that value serves every installation, for the warning. */
+  readonly because: string;
+}
+
+/**
+ * Settings of `run` no operator needed to change: neither the PHP nor the Go worker had them and
+ * no page asked to tune them. An old file, unit or environment that still sets one must neither refuse
+ * to start nor be ignored silently, so each draws one warning naming the fixed value. The values
+ * are pinned against the constants by `legacy_test.ts`.
+ */
+export const FIXED_SETTINGS: readonly FixedSetting[] = [
+  {
+    flag: "gearman-heartbeat-interval",
+    value: "15s",
+    because: "an ECHO_REQ after 15 s of silence finds a dead gearmand connection long before " +
+      "TCP keep-alive would (two hours), for one small packet per idle connection",
+  },
+  {
+    flag: "gearman-heartbeat-timeout",
+    value: "5s",
+    because: "gearmand answers an ECHO_REQ at once, so 5 s without any packet means the " +
+      "connection is dead",
+  },
+  {
+    flag: "max-job-size",
+    value: "64MiB",
+    because: "the broker module's jobs are a few hundred KiB; a larger one is a fault and is " +
+      "dead-lettered unread so that it cannot wedge its queue",
+  },
+  {
+    flag: "queue-stall-timeout",
+    value: "1m",
+    because: "a queue with room and waiting jobs takes one within milliseconds; a minute " +
+      "without one is a hung broker link, and no slow restart comes near it",
+  },
+  {
+    flag: "influxdb-measurement",
+    value: "perfdata",
+    because: "every point is perfdata; the database or bucket in influxdb_url already keeps " +
+      "this worker's points apart",
+  },
+  {
+    flag: "influxdb-batch-size",
+    value: "5000",
+    because: "it is InfluxDB's own advice: each write costs InfluxDB a WAL sync, so smaller " +
+      "batches only limit the rate",
+  },
+  {
+    flag: "prometheus-remote-write-batch-size",
+    value: "2000",
+    because: "it is Prometheus' own max_samples_per_send",
+  },
+  {
+    flag: "http-max-connections",
+    value: "512",
+    because: "per listener it is far above what scrapers, /ws clients and /commands callers " +
+      "open, and low enough that a flood of connections cannot use up file descriptors",
+  },
+];
+
+/**
+ * One warning per fixed setting that is given anyway, naming every place it was given.
+ *
+ * @param command The command being loaded.
+ * @param flags The fixed flags found on its command line.
+ * @param doc The parsed config file.
+ * @param path Its path, or `undefined` when none was read.
+ * @param env The environment.
+ * @returns Secret-free warnings (names only, never values).
+ */
+export function fixedSettingWarnings(
+  command: CommandName,
+  flags: readonly string[],
+  doc: YamlMapping,
+  path: string | undefined,
+  env: Readonly<Record<string, string>>,
+): string[] {
+  if (command !== "run") return [];
+  return FIXED_SETTINGS.flatMap((fixed) => {
+    const yaml = derivedYamlKey(fixed.flag);
+    const envName = derivedEnvName(fixed.flag);
+    const places = [
+      ...(flags.includes(fixed.flag) ? [`flag --${fixed.flag}`] : []),
+      ...(Object.hasOwn(env, envName) ? [`env ${envName}`] : []),
+      ...(path !== undefined && Object.hasOwn(doc, yaml) ? [`file ${path} key ${yaml}`] : []),
+    ];
+    if (places.length === 0) return [];
+    return [
+      `Ignoring ${places.join(", ")}: ${fixed.flag} is no longer a setting: the value is now ` +
+      `fixed at ${fixed.value} because ${fixed.because}`,
+    ];
+  });
+}
 
 /**
  * Legacy keys the PHP worker also read from `SE_<KEY PATH>` environment variables (its

@@ -14,6 +14,8 @@ import { parse as parseYaml, YAMLParseError } from "yaml";
 import { ConfigError, UsageError } from "./errors.ts";
 import { acceptedForm, maskRaw, metavarOf, type Origin, parseValue } from "./kinds.ts";
 import {
+  FIXED_SETTINGS,
+  fixedSettingWarnings,
   LEGACY_ENV_PATH,
   LEGACY_TRANSLATIONS,
   legacyEnvDocument,
@@ -148,6 +150,8 @@ interface Tokens {
   readonly help: boolean;
   readonly version: boolean;
   readonly problems: UsageError[];
+  /** Former settings given as flags, now constants: warned about, not refused. */
+  readonly fixed: string[];
 }
 
 const HELP_NAMES = new Set(["help", "h"]);
@@ -162,6 +166,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
   const uses: FlagUse[] = [];
   const problems: UsageError[] = [];
   const positionals: string[] = [];
+  const fixed: string[] = [];
   let help = false;
   let version = false;
   for (let i = 0; i < argv.length; i++) {
@@ -186,6 +191,15 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       continue;
     }
     const entry = index.get(name);
+    if (
+      entry === undefined &&
+      command === "run" && FIXED_SETTINGS.some((f) => f.flag === name)
+    ) {
+      // A unit file written for an earlier version still starts; its value is skipped.
+      fixed.push(name);
+      if (inline === undefined && i + 1 < argv.length && !isHelpToken(argv[i + 1])) i++;
+      continue;
+    }
     if (entry === undefined) {
       const retired = RETIRED.find((r) => r.flag === name);
       const why = retired === undefined
@@ -239,7 +253,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       uses.push({ row, spelling: `argument ${n + 1}`, value });
     }
   });
-  return { uses, help, version, problems };
+  return { uses, help, version, problems, fixed };
 }
 
 /**
@@ -513,7 +527,9 @@ export async function loadSettings<C extends CommandName>(
   // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
   checkRetired(command, doc, path, env);
 
-  // 3. Keys no command knows (typos), and legacy feature groups that have no equivalent.
+  // 3. Former settings that are constants now, keys no command knows (typos), and legacy
+  // feature groups that have no equivalent.
+  warnings.push(...fixedSettingWarnings(command, tokens.fixed, doc, path, env));
   if (path !== undefined) {
     warnings.push(...unknownKeyWarnings(doc, path));
     warnings.push(...legacyIgnoredWarnings(doc, path, command));

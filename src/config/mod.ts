@@ -55,6 +55,7 @@ export {
   type SettingRow,
   SETTINGS,
   type SettingsFor,
+  settingsGroup,
   type UnitSuffix,
 } from "./settings.ts";
 export { type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";

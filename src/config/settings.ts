@@ -169,11 +169,6 @@ export interface SettingRow {
   readonly envAliases?: readonly string[];
   /** Further YAML keys with the same meaning (not legacy: two of them in one file refuse). */
   readonly yamlAliases?: readonly string[];
-  /**
-   * Legacy PHP `config.yml` keys translated into this setting (docs/operations.md#legacy-config);
-   * the translation itself lives in `legacy.ts`. A new key in the same file wins, with a warning.
-   */
-  readonly legacyKeys?: readonly string[];
   /** Also taken from a positional argument, in table order among the command's positional rows. */
   readonly positional?: true;
   /**
@@ -343,7 +338,6 @@ export const SETTINGS = [
     kind: { type: "enum", values: ["gearman", "rabbitmq"] },
     default: "gearman",
     commands: BROKER_COMMANDS,
-    legacyKeys: ["use_gearman", "use_rabbitmq"],
     help: "Queue backend to consume from; also the broker /commands, publish and losstest " +
       "publish to and status reads backlogs from.",
   },
@@ -352,7 +346,6 @@ export const SETTINGS = [
     kind: { type: "hostPortList" },
     default: "127.0.0.1:4730",
     commands: GEARMAN_COMMANDS,
-    legacyKeys: ["gearman"],
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
       "server (D9). The broker module sends every message to every server it names, so " +
       "listing here two servers of one broker processes every event twice: give one " +
@@ -377,22 +370,6 @@ export const SETTINGS = [
     help: "Pause before a lost Gearman connection is dialled again.",
   },
   {
-    flag: "gearman-heartbeat-interval",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
-    default: "15s",
-    commands: ["run"],
-    help: "Silence on a Gearman connection after which an ECHO_REQ probe is sent; 0 disables " +
-      "the probe.",
-  },
-  {
-    flag: "gearman-heartbeat-timeout",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
-    default: "5s",
-    commands: ["run"],
-    help: "Time an ECHO_REQ probe may take before the connection is considered dead and " +
-      "rebuilt.",
-  },
-  {
     flag: "rabbitmq-url",
     kind: {
       type: "url",
@@ -402,7 +379,6 @@ export const SETTINGS = [
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,
     commands: BROKER_COMMANDS,
-    legacyKeys: ["rabbitmq"],
     help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /.",
   },
   {
@@ -410,7 +386,6 @@ export const SETTINGS = [
     kind: { type: "boolean" },
     default: "false",
     commands: ["run", "publish", "losstest"],
-    legacyKeys: ["rabbitmq.durable_queues"],
     help: "Declare the RabbitMQ queues durable. Must match the broker module's DurableQueues " +
       "(default false, as there); a mismatch refuses to start with 406 PRECONDITION_FAILED.",
   },
@@ -446,7 +421,6 @@ export const SETTINGS = [
     kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
     default: "",
     commands: ["run"],
-    legacyKeys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
     help: "Queues not to consume, applied after --queues (their jobs wait at the broker). " +
       "Legacy number_*_worker: 0 and process_perfdata: 0 exclude their queues.",
   },
@@ -461,23 +435,6 @@ export const SETTINGS = [
       "while they (plus the expected size of the grabs already sent) are over it; a RabbitMQ " +
       "delivery waits unhandled in its prefetch buffer. One job is always let through, " +
       "however large.",
-  },
-  {
-    flag: "max-job-size",
-    kind: { type: "bytes", min: 1024 },
-    default: "64MiB",
-    commands: ["run"],
-    help: "A job larger than this is not read: its first KiB goes to the dead-letter file " +
-      "(reason too_large) and the job is acknowledged, so it cannot wedge its queue.",
-  },
-  {
-    flag: "queue-stall-timeout",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
-    default: "60s",
-    commands: ["run"],
-    help: "A queue that has room, with jobs waiting at the broker, and takes none for this " +
-      "long is stalled: logged, statusengine_queue_stalled 1, /readyz fails, and it is told " +
-      "to ask for work again. 0 disables the check.",
   },
 
   // ---- shutdown ----------------------------------------------------------------------------
@@ -504,7 +461,6 @@ export const SETTINGS = [
     default: "mysql://root@127.0.0.1:3306/statusengine",
     secret: true,
     commands: MYSQL_COMMANDS,
-    legacyKeys: ["mysql"],
     help: "MySQL/MariaDB database. Percent-encode special characters in user and password; " +
       "add ?socketPath=/path for a Unix socket. Several servers: " +
       "mysql://user:pw@host1:3306,host2:3306/db; the worker writes to the first that answers " +
@@ -542,7 +498,6 @@ export const SETTINGS = [
     kind: { type: "integer", min: 1, max: 700 },
     default: "100",
     commands: ["run", "dead-letters"],
-    legacyKeys: ["number_of_bulk_records"],
     help: "Most rows in one bulk INSERT (one prepared statement). 700 is the Go worker's " +
       "ceiling, kept so existing configurations mean the same; at 700 rows the widest table " +
       "(43 columns) binds 30,100 of a prepared statement's 65,535 placeholders.",
@@ -585,7 +540,6 @@ export const SETTINGS = [
     yaml: "nodename",
     flagAliases: ["nodename"],
     envAliases: ["STATUSENGINE_NODENAME"],
-    legacyKeys: ["node_name"],
     commands: ["run", "dead-letters"],
     help: "Name of this node, written to node_name (part of the downtime tables' primary " +
       "key): keep the legacy worker's node_name when migrating.",
@@ -605,7 +559,6 @@ export const SETTINGS = [
     default: "false",
     env: "ENABLE_OPENITCOCKPIT_TWEAKS",
     envAliases: ["STATUSENGINE_ENABLE_OPENITCOCKPIT_TWEAKS"],
-    legacyKeys: ["is_openitcockpit"],
     commands: ["run"],
     help: "On a core restart, delete status rows of objects missing or disabled in " +
       "openITCOCKPIT instead of rows older than the restart.",
@@ -621,7 +574,6 @@ export const SETTINGS = [
     },
     default: "mysql",
     commands: ["run", "dead-letters"],
-    legacyKeys: ["perfdata_backend"],
     help: "Where metrics parsed from statusngin_service_perfdata go, comma-separated; empty = " +
       "nowhere (the queue is still consumed). Only MySQL holds up a job; the others drop and " +
       "count what they cannot send (docs/perfdata.md).",
@@ -647,7 +599,6 @@ export const SETTINGS = [
     kind: { type: "hostPort", emptyHost: false },
     default: "127.0.0.1:2003",
     commands: ["run"],
-    legacyKeys: ["graphite_address", "graphite_port"],
     help: "Carbon plaintext listener; only dialled when perfdata goes to Graphite.",
   },
   {
@@ -715,21 +666,6 @@ export const SETTINGS = [
     help: "InfluxDB 2.x API token (Authorization: Token); empty = none.",
   },
   {
-    flag: "influxdb-measurement",
-    kind: { type: "string", forbid: "\n\r" },
-    default: "perfdata",
-    commands: ["run"],
-    help: "Measurement of every perfdata point in InfluxDB.",
-  },
-  {
-    flag: "influxdb-batch-size",
-    kind: { type: "integer", min: 1, max: 10000 },
-    default: "5000",
-    commands: ["run"],
-    help: "Most points in one InfluxDB write (InfluxDB's own advice is 5000; each write " +
-      "costs it a WAL sync, so small batches limit the rate).",
-  },
-  {
     flag: "prometheus-remote-write-url",
     kind: {
       type: "url",
@@ -764,13 +700,6 @@ export const SETTINGS = [
     secret: true,
     commands: ["run"],
     help: "Password of --prometheus-remote-write-user.",
-  },
-  {
-    flag: "prometheus-remote-write-batch-size",
-    kind: { type: "integer", min: 1, max: 10000 },
-    default: "2000",
-    commands: ["run"],
-    help: "Most samples in one remote write (Prometheus' own max_samples_per_send is 2000).",
   },
 
   // ---- HTTP --------------------------------------------------------------------------------
@@ -856,15 +785,6 @@ export const SETTINGS = [
       "which are refused whatever this says. An empty list allows no raw command. The default " +
       "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
   },
-  {
-    flag: "http-max-connections",
-    kind: { type: "integer", min: 1, max: 65535 },
-    default: "512",
-    commands: ["run"],
-    help: "Open connections each HTTP listener (/metrics, /ws, /commands) holds at once; " +
-      "one more is closed as soon as it is accepted and counted in " +
-      "statusengine_http_connections_refused_total.",
-  },
 
   // ---- statusengine_tasks ------------------------------------------------------------------
   {
@@ -873,7 +793,6 @@ export const SETTINGS = [
     default: "false",
     // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
     yaml: false,
-    legacyKeys: ["check_for_commands"],
     commands: ["run"],
     help: "Run the tasks the Statusengine UI writes into statusengine_tasks for this node " +
       "(reschedule, acknowledge, downtime, passive result), as the PHP worker did.",
@@ -883,7 +802,6 @@ export const SETTINGS = [
     kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
     default: "10s",
     yaml: false,
-    legacyKeys: ["command_check_interval"],
     commands: ["run"],
     help: "How often statusengine_tasks is read (legacy: whole seconds).",
   },
@@ -1192,6 +1110,47 @@ export type SettingsFor<C extends CommandName> = {
       : never
   ]: RowValue<R>;
 };
+
+/**
+ * The settings of one topic without its prefix: every key of `S` that starts with `P` and a
+ * capital letter, keyed by the rest (`influxdbUrl` → `url`), at type level.
+ */
+export type SettingsGroup<S, P extends string> = {
+  [
+    K in keyof S as K extends `${P}${infer Rest}`
+      ? Rest extends Capitalize<Rest> ? Uncapitalize<Rest> : never
+      : never
+  ]: S[K];
+};
+
+/**
+ * The settings of one topic as the object the code of that topic takes, so that a new row of
+ * the topic (`--influxdb-…`) reaches it without a line of plumbing per setting.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { settingsGroup } from "./settings.ts";
+ * const s = { influxdbUrl: "http://i/write?db=x", influxdbUser: "u", nodeName: "n" };
+ * assert.deepEqual(settingsGroup(s, "influxdb"), { url: "http://i/write?db=x", user: "u" });
+ * ```
+ *
+ * @param settings Resolved settings (`SettingsFor<"run">`).
+ * @param prefix The topic's camelCase prefix (`influxdb`, `prometheusRemoteWrite`).
+ * @returns Its settings keyed without the prefix.
+ */
+export function settingsGroup<S extends object, P extends string>(
+  settings: S,
+  prefix: P,
+): SettingsGroup<S, P> {
+  const group: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(settings)) {
+    const first = key.charAt(prefix.length);
+    if (!key.startsWith(prefix) || first === "" || first !== first.toUpperCase()) continue;
+    group[first.toLowerCase() + key.slice(prefix.length + 1)] = value;
+  }
+  return group as SettingsGroup<S, P>;
+}
 
 /** The table as plain rows, for code that walks it without the literal types. */
 export const SETTING_ROWS: readonly SettingRow[] = SETTINGS;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { parseValue } from "./kinds.ts";
-import { LEGACY_TRANSLATIONS } from "./legacy.ts";
+import { LEGACY_TRANSLATIONS, legacyKeysOf } from "./legacy.ts";
 import {
   COMMAND_NAMES,
   type CommandName,
@@ -65,7 +65,7 @@ Deno.test("settings: flags are kebab-case and every spelling is unique per comma
       const yaml = yamlKeyOf(row);
       const allYaml = yaml === undefined
         ? []
-        : [yaml, ...(row.yamlAliases ?? []), ...(row.legacyKeys ?? [])];
+        : [yaml, ...(row.yamlAliases ?? []), ...legacyKeysOf(row.flag)];
       for (const key of allYaml) {
         assert.ok(!yamls.has(key), `${command}: YAML key ${key} twice`);
         yamls.add(key);
@@ -163,8 +163,6 @@ Deno.test("settings: each command offers at least its specified settings", () =>
       "gearman-addr",
       "gearman-max-concurrent-jobs-per-queue",
       "gearman-reconnect-interval",
-      "gearman-heartbeat-interval",
-      "gearman-heartbeat-timeout",
       "drain-timeout",
       "shutdown-flush-timeout",
       "consumer",
@@ -191,7 +189,6 @@ Deno.test("settings: each command offers at least its specified settings", () =>
       "command-api-keys",
       "command-listen-addr",
       "command-allow",
-      "http-max-connections",
       "enable-openitcockpit-tweaks",
       "log-level",
       "log-format",
@@ -267,8 +264,6 @@ Deno.test("settings: the documented defaults are pinned", () => {
     // The hard cap of the adaptive window since issue 14 (the Go worker's fixed cap was 8).
     ["run", "gearman-max-concurrent-jobs-per-queue", "64"],
     ["run", "gearman-reconnect-interval", "2s"],
-    ["run", "gearman-heartbeat-interval", "15s"],
-    ["run", "gearman-heartbeat-timeout", "5s"],
     ["run", "drain-timeout", "30s"],
     ["run", "shutdown-flush-timeout", "10s"],
     ["run", "consumer", "gearman"],
@@ -289,7 +284,6 @@ Deno.test("settings: the documented defaults are pinned", () => {
     ["run", "graphite-batch-size", "100"],
     ["run", "metrics-port", "9105"],
     ["run", "metrics-host", "127.0.0.1"],
-    ["run", "http-max-connections", "512"],
     ["run", "listen-addr", "127.0.0.1:8080"],
     ["run", "command-listen-addr", "127.0.0.1:8081"],
     ["run", "enable-openitcockpit-tweaks", "false"],
@@ -347,13 +341,10 @@ Deno.test("settings: retention rules keep the legacy worker's tables, columns, d
   });
 });
 
-// The row's legacyKeys are what help and the reference show; the translations are what the
-// loader runs. If the two drifted, the docs would promise a migration that does not happen.
-Deno.test("settings: documented legacy keys are exactly the translated ones", () => {
-  const documented = SETTING_ROWS.flatMap((row) =>
-    (row.legacyKeys ?? []).map((key) => `${row.flag}:${key}`)
-  ).sort();
-  const translated = LEGACY_TRANSLATIONS.flatMap((t) => t.keys.map((key) => `${t.target}:${key}`))
-    .sort();
-  assert.deepEqual(documented, translated);
+// Help and the reference read the legacy keys from the translations; a translation whose
+// target is no setting would be a migration nobody can see.
+Deno.test("settings: every legacy translation produces a setting", () => {
+  for (const t of LEGACY_TRANSLATIONS) {
+    assert.ok(SETTING_ROWS.some((row) => row.flag === t.target), t.target);
+  }
 });

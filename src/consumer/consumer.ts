@@ -80,7 +80,7 @@ export interface ConsumerOptions {
    * (docs/consumption.md#orderly-stop).
    */
   readonly drainTimeoutMs: number;
-  /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s. */
+  /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s (tests shorten it). */
   readonly stallTimeoutMs?: number;
   /** Interval of the per-queue summary line; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
@@ -145,10 +145,18 @@ export class ConsumerStartError extends Error {
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
 
 /**
- * Default of `--max-job-size`. The broker module's bulk jobs are a few
- * hundred KiB; gearmand itself accepts up to 4 GiB and holds it in memory.
+ * A job above this many bytes is dead-lettered unread (`too_large`). The broker module's bulk
+ * jobs are a few hundred KiB, so a larger one is a fault; gearmand itself accepts up to 4 GiB
+ * and holds it in memory. Not a setting: no installation needs another value.
  */
-export const DEFAULT_MAX_JOB_SIZE = 64 * 1024 * 1024;
+export const MAX_JOB_SIZE = 64 * 1024 * 1024;
+
+/**
+ * A queue with room and jobs waiting at the broker normally takes one within milliseconds; one
+ * that takes none for a minute has a hung link (docs/consumption.md, stall detector). A minute is
+ * far above any pause of a healthy link, so the alert never fires on a slow restart.
+ */
+export const STALL_TIMEOUT_MS = 60_000;
 
 /** Consumes every queue through every link target of one backend. */
 export class Consumer {
@@ -253,7 +261,7 @@ export class Consumer {
     }
     this.#stallDetector = new StallDetector({
       links: watched,
-      timeoutMs: options.stallTimeoutMs ?? 60_000,
+      timeoutMs: options.stallTimeoutMs ?? STALL_TIMEOUT_MS,
       name: options.name,
       log: options.log,
       onQueueStalled: (queue, stalled) => options.observer.queueStalled(queue, stalled),

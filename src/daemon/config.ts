@@ -5,7 +5,8 @@
  *
  * @module
  */
-import type { PerfdataLabelQuotes, QueueName } from "../events/mod.ts";
+import type { SettingsFor } from "../config/mod.ts";
+import type { QueueName } from "../events/mod.ts";
 import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
 import type { InfluxDbSettings } from "../perfdata/influxdb.ts";
@@ -25,8 +26,24 @@ export interface QueueConsumer {
   stop(): Promise<void>;
 }
 
+/**
+ * Settings of `run` the daemon takes as they are, under their own keys: the settings table says
+ * what each means (docs/configuration.md), so a new one is its row plus its name here.
+ */
+export const SETTINGS_AS_IS = [
+  "drainTimeoutMs",
+  "shutdownFlushTimeoutMs",
+  "mysqlUrl",
+  "mysqlMaxOpenConns",
+  "mysqlStatementTimeoutMs",
+  "mysqlFailbackAfterMs",
+  "mysqlWritersPerTable",
+  "nodeName",
+  "perfdataLabelQuotes",
+] as const satisfies readonly (keyof SettingsFor<"run">)[];
+
 /** Everything the daemon needs, already validated. */
-export interface WorkerConfig {
+export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_AS_IS)[number]> {
   /** Default `gearman`. */
   readonly consumer?: ConsumerKind;
   readonly gearmanServers: readonly string[];
@@ -37,9 +54,9 @@ export interface WorkerConfig {
   readonly maxJobsPerQueue: number;
   /** Payload bytes in flight across all queues (`--max-in-flight-bytes`); default 256 MiB. */
   readonly maxInFlightBytes?: number;
-  /** Jobs above this size are dead-lettered unread (`--max-job-size`); default 64 MiB. */
+  /** Jobs above this size are dead-lettered unread; default `MAX_JOB_SIZE` (tests shrink it). */
   readonly maxJobSize?: number;
-  /** `--queue-stall-timeout`; 0 disables; default 60 s. */
+  /** A queue that takes no waiting job this long is stalled; 0 disables; default 60 s (tests). */
   readonly queueStallTimeoutMs?: number;
   /** Required when {@link consumer} is `rabbitmq`. */
   readonly rabbitmq?: {
@@ -52,33 +69,15 @@ export interface WorkerConfig {
   };
   /** Pause between attempts to rebuild a lost broker connection (both backends). */
   readonly reconnectIntervalMs: number;
-  readonly heartbeatIntervalMs: number;
-  readonly heartbeatTimeoutMs: number;
-  readonly drainTimeoutMs: number;
-  readonly shutdownFlushTimeoutMs: number;
-  readonly mysqlUrl: string;
-  readonly mysqlMaxOpenConns: number;
-  /** Writers, i.e. statements in flight at once, per batched table (`--mysql-writers-per-table`). */
-  readonly mysqlWritersPerTable: number;
-  /**
-   * `--mysql-statement-timeout`: a statement without an answer by then makes
-   * MySQL count as unavailable; 0 waits forever.
-   */
-  readonly mysqlStatementTimeoutMs: number;
-  /** `--mysql-failback-after` (docs/running.md#mysql-hosts). */
-  readonly mysqlFailbackAfterMs: number;
+  /** Gearman heartbeat; default 15 s of silence and 5 s for the answer (tests shorten them). */
+  readonly heartbeatIntervalMs?: number;
+  readonly heartbeatTimeoutMs?: number;
   readonly batchSize: number;
   readonly statusMaxAgeSeconds: number;
-  readonly nodeName: string;
   /** NDJSON path, or null when disabled by an explicit empty value. */
   readonly deadLetterFile: string | null;
   /** Where perfdata goes; none = nowhere (the queue is still consumed). */
   readonly perfdataBackends: readonly PerfdataBackend[];
-  /**
-   * `--perfdata-label-quotes`: labels in MySQL and Graphite with the plugin's quotes or without;
-   * InfluxDB and remote write always get them without (docs/perfdata.md#labels).
-   */
-  readonly perfdataLabelQuotes: PerfdataLabelQuotes;
   /**
    * Carbon plaintext listener, path prefix and metrics per write (docs/perfdata.md#graphite-path).
    */
@@ -124,7 +123,7 @@ export interface WorkerConfig {
     /** `raw` commands that pass (`--command-allow`); default the built-in list. */
     readonly allow?: readonly string[];
   } | null;
-  /** Connection cap and timeouts of every HTTP listener; defaults of `listen`. */
+  /** Connection cap and timeouts of every HTTP listener; defaults of `listen` (tests shrink them). */
   readonly http?: HttpLimits;
   /**
    * The UI's task queue (`statusengine_tasks`, `--check-for-commands`); absent or null = not

@@ -8,6 +8,7 @@ export {
   type ConsumerKind,
   type PerfdataBackend,
   type QueueConsumer,
+  SETTINGS_AS_IS,
   StartupError,
   type WorkerConfig,
 } from "./config.ts";

@@ -87,6 +87,15 @@ export interface ConnectOptions {
   readonly onPacket: (packet: Packet) => void;
 }
 
+/**
+ * Silence after which an idle connection is probed with ECHO_REQ: TCP keep-alive alone would
+ * notice a dead gearmand only after the system's two hours; one small packet per 15 s of silence
+ * costs nothing (docs/gearman-protocol.md).
+ */
+export const HEARTBEAT_INTERVAL_MS = 15_000;
+/** gearmand answers ECHO_REQ at once: 5 s without any packet after a probe means dead. */
+export const HEARTBEAT_TIMEOUT_MS = 5_000;
+
 const HEARTBEAT_TOKEN_PREFIX = "se-hb:";
 const BARRIER_TOKEN_PREFIX = "se-echo:";
 const READ_BUFFER_SIZE = 64 * 1024;
@@ -127,8 +136,8 @@ export class GearmanConnection implements AsyncDisposable {
       truncateOversizeJobs: options.truncateOversizeJobs ?? false,
     });
     this.#onPacket = options.onPacket;
-    this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 15_000;
-    this.#heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? 5_000;
+    this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
+    this.#heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? HEARTBEAT_TIMEOUT_MS;
     this.#closed = new Promise((resolve) => {
       this.#resolveClosed = resolve;
     });

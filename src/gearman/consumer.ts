@@ -34,8 +34,10 @@ export interface GearmanConsumerOptions extends BackendOptions {
   readonly maxJobsPerQueue: number;
   /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
   readonly maxJobSize?: number;
-  readonly heartbeatIntervalMs?: number;
-  readonly heartbeatTimeoutMs?: number;
+  /** ECHO_REQ after this much silence; absent or undefined: the connection's 15 s. */
+  readonly heartbeatIntervalMs?: number | undefined;
+  /** A probe unanswered this long means dead; absent or undefined: the connection's 5 s. */
+  readonly heartbeatTimeoutMs?: number | undefined;
   /** Bound on connecting and on the server's first answer. */
   readonly connectTimeoutMs?: number;
   readonly idlePollMs?: number;

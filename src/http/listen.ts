@@ -3,8 +3,8 @@
  * built on `node:http` because that server hands over each connection before
  * any byte of it is parsed, which `Deno.serve` does not, and so it can:
  *
- * - cap the connections open at once (`--http-max-connections`, default 512
- *   per listener); one more is closed as soon as it is accepted and counted;
+ * - cap the connections open at once ({@link MAX_CONNECTIONS} per listener);
+ *   one more is closed as soon as it is accepted and counted;
  * - close a connection whose request head does not arrive within 10 s
  *   (`Deno.serve` has no header timeout: a client that never finishes its
  *   headers holds its connection forever);
@@ -37,7 +37,11 @@ export const LISTENERS = ["metrics", "websocket", "commands"] as const;
 /** One of {@link LISTENERS}. */
 export type ListenerName = (typeof LISTENERS)[number];
 
-/** Default cap on connections open at once, per listener. */
+/**
+ * Cap on connections open at once, per listener: far above what Prometheus, the UI's `/ws`
+ * clients and `/commands` callers open, and low enough that a flood of connections cannot use
+ * up the process's file descriptors. Not a setting; tests pass a smaller cap through `listen()`.
+ */
 export const MAX_CONNECTIONS = 512;
 /** Time a connection gets for its complete request head. */
 export const HEADER_TIMEOUT_MS = 10_000;

@@ -161,7 +161,7 @@ export const METRICS = {
     name: "statusengine_queue_stalled",
     type: "gauge",
     help:
-      "1 while jobs wait at the broker and the queue, with room to take them, has taken none for --queue-stall-timeout.",
+      "1 while jobs wait at the broker and the queue, with room to take them, has taken none for 60 s.",
     labels: ["queue_name"],
     precreate: "queues",
   },
@@ -455,15 +455,15 @@ export const METRICS = {
     name: "statusengine_http_connections_open",
     type: "gauge",
     help: "Connections a listener holds now (requests in progress, open /ws streams); " +
-      "--http-max-connections caps it.",
+      "at most 512 per listener.",
     labels: ["listener"],
     precreate: "listeners",
   },
   httpConnectionsRefused: {
     name: "statusengine_http_connections_refused_total",
     type: "counter",
-    help: "Connections closed right after accepting because the listener already held " +
-      "--http-max-connections.",
+    help: "Connections closed right after accepting because the listener already held its " +
+      "cap of 512.",
     labels: ["listener"],
     precreate: "listeners",
   },

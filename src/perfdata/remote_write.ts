@@ -353,12 +353,16 @@ export interface RemoteWriteSettings {
   readonly bearerToken?: string;
   readonly user?: string;
   readonly password?: string;
-  /** Points per request. */
-  readonly batchSize: number;
+  /** Samples per request; default {@link REMOTE_WRITE_BATCH_SIZE} (tests make it smaller). */
+  readonly batchSize?: number;
 }
 
 /** Options of {@link RemoteWriteClient}. */
-export interface RemoteWriteOptions extends RemoteWriteSettings, HttpClientOptions {}
+export interface RemoteWriteOptions
+  extends RemoteWriteSettings, Omit<HttpClientOptions, "batchSize"> {}
+
+/** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */
+export const REMOTE_WRITE_BATCH_SIZE = 2000;
 
 // Prometheus answers 400 for samples it will never take: older than the newest sample of the
 // series (out of order), outside the head block (out of bounds), or a second value for one
@@ -515,6 +519,9 @@ export class RemoteWriteClient extends HttpPerfdataClient<RemotePoint> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
     const quoted = options.quotedLabels === true;
-    super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), options);
+    super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), {
+      ...options,
+      batchSize: options.batchSize ?? REMOTE_WRITE_BATCH_SIZE,
+    });
   }
 }

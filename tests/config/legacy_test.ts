@@ -1,9 +1,15 @@
 import assert from "node:assert/strict";
 import { rejection } from "../helpers/capture.ts";
 import { ConfigError } from "../../src/config/errors.ts";
-import { legacyBoolean } from "../../src/config/legacy.ts";
+import { FIXED_SETTINGS, legacyBoolean } from "../../src/config/legacy.ts";
 import { loadSettings } from "../../src/config/load.ts";
-import type { CommandName } from "../../src/config/settings.ts";
+import { type CommandName, SETTING_ROWS } from "../../src/config/settings.ts";
+import { formatByteSize, formatGoDuration } from "../../src/config/values.ts";
+import { MAX_JOB_SIZE, STALL_TIMEOUT_MS } from "../../src/consumer/consumer.ts";
+import { HEARTBEAT_INTERVAL_MS, HEARTBEAT_TIMEOUT_MS } from "../../src/gearman/connection.ts";
+import { MAX_CONNECTIONS } from "../../src/http/listen.ts";
+import { INFLUXDB_BATCH_SIZE, INFLUXDB_MEASUREMENT } from "../../src/perfdata/influxdb.ts";
+import { REMOTE_WRITE_BATCH_SIZE } from "../../src/perfdata/remote_write.ts";
 
 const PATH = "/opt/statusengine/worker/etc/config.yml";
 
@@ -482,4 +488,25 @@ Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude t
   assert.deepEqual(newKey.settings.excludeQueues, ["statusngin_logentries"]);
   assert.ok(newKey.warnings.some((w) => /Ignoring legacy key process_perfdata/.test(w)));
   await assert.rejects(load("run", "queues: [statusngin_flappings]\n"), ConfigError);
+});
+
+Deno.test("legacy: the fixed values the warnings name are the constants the code uses", () => {
+  const constants: Record<string, string> = {
+    "gearman-heartbeat-interval": formatGoDuration(HEARTBEAT_INTERVAL_MS),
+    "gearman-heartbeat-timeout": formatGoDuration(HEARTBEAT_TIMEOUT_MS),
+    "max-job-size": formatByteSize(MAX_JOB_SIZE),
+    "queue-stall-timeout": formatGoDuration(STALL_TIMEOUT_MS),
+    "influxdb-measurement": INFLUXDB_MEASUREMENT,
+    "influxdb-batch-size": String(INFLUXDB_BATCH_SIZE),
+    "prometheus-remote-write-batch-size": String(REMOTE_WRITE_BATCH_SIZE),
+    "http-max-connections": String(MAX_CONNECTIONS),
+  };
+  assert.deepEqual(
+    Object.fromEntries(FIXED_SETTINGS.map((f) => [f.flag, f.value])),
+    constants,
+  );
+  // None of them is still a setting, so a given value could never mean anything.
+  for (const f of FIXED_SETTINGS) {
+    assert.ok(!SETTING_ROWS.some((row) => row.flag === f.flag), f.flag);
+  }
 });

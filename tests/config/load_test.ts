@@ -763,6 +763,45 @@ Deno.test("loadSettings: the retired key does not concern cleanup, which shares 
   assert.equal(settings.cleanupBatchSize, 5000);
 });
 
+// ---- former settings that are constants now ---------------------------------------------------
+
+Deno.test("loadSettings: a former setting now fixed warns once, naming every place, and starts", async () => {
+  const { settings, warnings } = await load("run", {
+    argv: ["--max-job-size", "128MiB", "-http-max-connections=64", "--node-name", "n1"],
+    env: { STATUSENGINE_MAX_JOB_SIZE: "1GiB" },
+    file: "max_job_size: 2MiB\ninfluxdb_measurement: metrics\n",
+  });
+  // The value after the fixed flag is skipped, not taken as an argument.
+  assert.equal(settings.nodeName, "n1");
+  const about = (flag: string) => warnings.filter((w) => w.includes(`${flag} is no longer`));
+  assert.deepEqual(about("max-job-size"), [
+    `Ignoring flag --max-job-size, env STATUSENGINE_MAX_JOB_SIZE, file ${PATH} key max_job_size: ` +
+    "max-job-size is no longer a setting: the value is now fixed at 64MiB because the broker " +
+    "module's jobs are a few hundred KiB; a larger one is a fault and is dead-lettered unread so " +
+    "that it cannot wedge its queue",
+  ]);
+  assert.equal(about("http-max-connections").length, 1);
+  assert.match(
+    about("http-max-connections")[0] ?? "",
+    /^Ignoring flag --http-max-connections: .* fixed at 512 because/,
+  );
+  assert.match(
+    about("influxdb-measurement")[0] ?? "",
+    /key influxdb_measurement: .* fixed at perfdata/,
+  );
+  // Known keys: no second, "unknown key" warning for the same line of the file.
+  assert.ok(!warnings.some((w) => w.includes("unknown key")), warnings.join("\n"));
+  assert.equal(warnings.length, 3, warnings.join("\n"));
+});
+
+Deno.test("loadSettings: a former setting of run is an unknown flag elsewhere, and silent when not given", async () => {
+  await usage(load("cleanup", { argv: ["--max-job-size", "1MiB"] }), /--max-job-size/);
+  const { warnings } = await load("run", { argv: ["--mysql-batch-size", "7"] });
+  assert.deepEqual(warnings, []);
+  // `--max-job-size --help` asks for help, as for any flag.
+  assert.equal(parseCommandLine(["run", "--max-job-size", "--help"]).help, true);
+});
+
 Deno.test("loadSettings: --mysql-url and --mysql-dsn from the same source refuse (D8)", async () => {
   const url = "mysql://a@h:3306/a";
   const dsn = "b@tcp(h:3306)/b";

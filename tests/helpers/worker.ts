@@ -51,8 +51,6 @@ export function testConfig(
     rabbitmq: { url: testRabbitMqUrl(), prefetch: 100, ...TEST_QUEUE_DURABILITY },
     maxJobsPerQueue: runDefault("gearman-max-concurrent-jobs-per-queue"),
     reconnectIntervalMs: 100,
-    heartbeatIntervalMs: 15_000,
-    heartbeatTimeoutMs: 5_000,
     drainTimeoutMs: 5_000,
     shutdownFlushTimeoutMs: 5_000,
     mysqlMaxOpenConns: 8,
