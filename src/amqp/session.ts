@@ -18,10 +18,9 @@ import {
   type AMQPConsumer,
   type AMQPMessage,
 } from "@cloudamqp/amqp-client";
-import type { Job } from "../consumer/contract.ts";
-import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
+import type { Acknowledgement, DeliveryScope, Job, Link } from "../consumer/contract.ts";
+import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
-import { type Link, settleHandlers } from "../consumer/link.ts";
 import type { AmqpUrl } from "./url.ts";
 import { useDenoSocket } from "./socket.ts";
 import { ProbeChannel } from "./probe.ts";

@@ -11,41 +11,19 @@
  * @module
  */
 import {
+  type Acknowledgement,
   type ConsumerDeadLetterSink,
   type ConsumerObserver,
+  type Delivery,
+  type DeliveryScope,
   InternalError,
   type Job,
   type JobHandler,
   type JobResult,
 } from "./contract.ts";
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
-import { abortable, sleepUnlessAborted } from "../util/async.ts";
+import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
-
-/** One job as a transport hands it over. */
-export interface Delivery {
-  readonly job: Job;
-  /**
-   * Size of the whole payload when it was larger than the job-size limit; the
-   * transport then kept only its first KiB in `job.payload` and discarded the
-   * rest unread.
-   */
-  readonly tooLarge?: number;
-}
-
-/** How the transport answers a job, on the link that received it. */
-export interface Acknowledgement {
-  /** WORK_COMPLETE / basic.ack. False when the link is gone (the job is then redelivered). */
-  complete(): Promise<boolean>;
-}
-
-/** Signals of the link a delivery runs on. */
-export interface DeliveryScope {
-  /** Drain deadline reached: the handler is aborted and the job abandoned. */
-  readonly abort: AbortSignal;
-  /** The link drains or died: no further attempt; the job is abandoned if not done. */
-  readonly stopRetries: AbortSignal;
-}
 
 /** Options of {@link DeliveryEngine}. */
 export interface DeliveryEngineOptions {
@@ -222,4 +200,28 @@ export class DeliveryEngine {
       error: errorMessage(err),
     });
   }
+}
+
+/** How long aborted handlers get to settle after the drain deadline. */
+const ABORT_GRACE_MS = 1_000;
+
+/**
+ * Wait for a link's handlers within `signal`; when it aborts first, abort them
+ * (their jobs stay unacknowledged and are redelivered) and give them a moment
+ * to settle. One rule for every transport, so a handler that ignores its
+ * abort cannot hold a drain beyond its deadline on one backend only.
+ *
+ * @param pending The handlers' promises, read again after the abort.
+ * @param signal The drain deadline.
+ * @param abort Aborts the handlers.
+ */
+export async function settleHandlers(
+  pending: () => readonly Promise<unknown>[],
+  signal: AbortSignal,
+  abort: () => void,
+): Promise<void> {
+  if (await settledWithin(Promise.allSettled(pending()), signal)) return;
+  abort();
+  using grace = deadline(ABORT_GRACE_MS);
+  await settledWithin(Promise.allSettled(pending()), grace.signal);
 }

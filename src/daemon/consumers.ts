@@ -7,13 +7,18 @@
  */
 import { GearmanConsumer } from "../gearman/consumer.ts";
 import { RabbitMqConsumer } from "../amqp/consumer.ts";
-import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
+import type {
+  ConsumerDeadLetterSink,
+  ConsumerObserver,
+  JobHandler,
+  QueueConsumer,
+} from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { type DeadLetterSink, type MysqlUrlOptions, openLockConnection } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { getLogger } from "../log.ts";
-import type { QueueConsumer, WorkerConfig } from "./config.ts";
+import type { WorkerConfig } from "./config.ts";
 import {
   IN_ORDER_DRAIN_MS,
   IN_ORDER_LOCK_POLL_MS,

@@ -7,10 +7,10 @@
 export {
   type ConsumerKind,
   type PerfdataBackend,
-  type QueueConsumer,
   StartupError,
   type WorkerConfig,
 } from "./config.ts";
+export { type QueueConsumer } from "../consumer/contract.ts";
 export { type RunningWorker, startWorker } from "./start.ts";
 export {
   NOTIFY_COMMAND,

@@ -8,7 +8,11 @@
  * @module
  */
 import { metricsObserver } from "../consumer/metrics_observer.ts";
-import { CONSUMER_DEAD_LETTER_REASONS, JOB_RESULTS } from "../consumer/contract.ts";
+import {
+  CONSUMER_DEAD_LETTER_REASONS,
+  JOB_RESULTS,
+  type QueueConsumer,
+} from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
 import { ADJUSTMENT_REASONS, IdleProbe } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
@@ -27,7 +31,7 @@ import {
 } from "../tasks/task_manager.ts";
 import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { type QueueConsumer, StartupError, type WorkerConfig } from "./config.ts";
+import { StartupError, type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
 import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
 import { commandPublisher, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";

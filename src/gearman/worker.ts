@@ -23,10 +23,9 @@
  */
 import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
 import { type ConnectOptions, GearmanConnection } from "./connection.ts";
-import type { Job } from "../consumer/contract.ts";
-import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
+import type { Acknowledgement, DeliveryScope, Job, Link } from "../consumer/contract.ts";
+import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
-import { type Link, settleHandlers } from "../consumer/link.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
 import { releaseBuffer } from "../util/bytes.ts";
