@@ -224,12 +224,20 @@ export interface Delivery {
    * rest unread.
    */
   readonly tooLarge?: number;
+  /**
+   * The buffer behind `job.payload` belongs to this delivery alone: the engine frees it when the
+   * delivery ends. False when it is shared (a Gearman read buffer holding several packets).
+   */
+  readonly ownsPayload: boolean;
 }
 
 /** How the link answers a job, on the link that received it. */
 export interface Acknowledgement {
-  /** WORK_COMPLETE / basic.ack. False when the link is gone (the job is then redelivered). */
-  complete(): Promise<boolean>;
+  /**
+   * WORK_COMPLETE / basic.ack. False when the link is gone (the job is then redelivered). A
+   * transport that only queues the answer returns the boolean itself: no promise per job.
+   */
+  complete(): boolean | Promise<boolean>;
 }
 
 /** Signals of the link a delivery runs on. */
