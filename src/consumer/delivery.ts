@@ -6,7 +6,9 @@
  * lives, or dead-letter (too large, internal error) and acknowledge, or leave
  * unacknowledged for the broker to hand out again. The transports (Gearman
  * worker connection, AMQP session) only receive jobs and write the
- * acknowledgement on the link that received them (D12).
+ * acknowledgement on the link that received them (D12). The engine frees a
+ * payload its delivery owns once the delivery ended, and `settleHandlers` is
+ * the one rule by which every link waits for its handlers when it drains.
  *
  * @module
  */
