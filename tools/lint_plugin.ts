@@ -18,6 +18,10 @@
  *   library touches.
  * - `statusengine/src-imports-no-tests`: nothing below `src/`, tests included,
  *   imports from `tests/`, the one home of the shared test helpers.
+ * - `statusengine/one-backend-branch`: the daemon and the consumer core compare nothing with a
+ *   backend's name (`"gearman"`, `"rabbitmq"`) outside {@linkcode BACKEND_FACTORY}: the one
+ *   place that picks the backend builds it, and everything above the transport seam
+ *   (src/consumer/contract.ts) works the same on either (docs/consumption.md).
  *
  * {@linkcode layerCycle} keeps {@linkcode LAYERS} free of circles and
  * {@linkcode findCycle} the files of `src/` (both checked by tools/lint_plugin_test.ts).
@@ -268,6 +272,28 @@ export function testsImportViolation(filename: string, specifier: string): strin
     `tests/helpers/ lives in tests/<module>/, beside the other tests that use them`;
 }
 
+/** The one file of the daemon and the consumer core that may branch on the queue backend. */
+export const BACKEND_FACTORY = "daemon/consumers.ts";
+
+/** Backend names (`--consumer`) a comparison would branch on. */
+const BACKEND_NAMES = new Set(["gearman", "rabbitmq"]);
+
+/**
+ * Whether a file is held to `statusengine/one-backend-branch`: a file of the daemon or of the
+ * consumer core, not a test, not the factory. The CLI's tools (status, publish, losstest) and
+ * the settings speak of the backends by name and are not on the consuming path.
+ *
+ * @param filename Absolute path (or file URL) of the file.
+ * @returns True when the file may not compare with a backend name.
+ */
+export function backendBranchForbidden(filename: string): boolean {
+  const path = filename.startsWith("file://") ? new URL(filename).pathname : filename;
+  const root = path.lastIndexOf("/src/");
+  if (root === -1 || TEST_FILE.test(path)) return false;
+  const file = path.slice(root + "/src/".length);
+  return (file.startsWith("daemon/") || file.startsWith("consumer/")) && file !== BACKEND_FACTORY;
+}
+
 /**
  * The visitor of a rule about imports: it reports what `violation` says of each import,
  * re-export and `export *` source.
@@ -314,6 +340,31 @@ const plugin: Deno.lint.Plugin = {
     },
     "src-imports-no-tests": {
       create: (context) => importVisitor(context, testsImportViolation),
+    },
+    "one-backend-branch": {
+      create(context) {
+        if (!backendBranchForbidden(context.filename)) return {};
+        const check = (node: Deno.lint.Node, side: Deno.lint.Node) => {
+          if (side.type !== "Literal" || typeof side.value !== "string") return;
+          if (!BACKEND_NAMES.has(side.value)) return;
+          context.report({
+            node,
+            message: `Branches on the queue backend ("${side.value}") outside ` +
+              `src/${BACKEND_FACTORY}: build what differs there (queueBackend()) and use it ` +
+              `through the transport seam of src/consumer/contract.ts`,
+          });
+        };
+        return {
+          BinaryExpression(node) {
+            if (!["===", "!==", "==", "!="].includes(node.operator)) return;
+            check(node, node.left);
+            check(node, node.right);
+          },
+          SwitchCase(node) {
+            if (node.test !== null && node.test !== undefined) check(node, node.test);
+          },
+        };
+      },
     },
     "no-floating-async-call": {
       create(context) {

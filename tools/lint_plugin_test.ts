@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import plugin, {
+  BACKEND_FACTORY,
   findCycle,
   layerCycle,
   LAYERS,
@@ -290,4 +291,41 @@ Deno.test("lint src-imports-no-tests: nothing in src/, its tests included, impor
   // tests/ itself and a directory that only starts like it are fine.
   assert.equal(testsImportViolation("/repo/tests/x_test.ts", "./helpers/wait.ts"), null);
   assert.equal(testsImportViolation(`${SRC}/x_test.ts`, "../tests_data/x.ts"), null);
+});
+
+Deno.test("lint one-backend-branch: the daemon and the consumer core branch on the backend only in its factory", () => {
+  const branch = 'if ((config.consumer ?? "gearman") === "rabbitmq") run();\n';
+  assert.equal(ruleErrors("one-backend-branch", "daemon/surfaces.ts", branch).length, 1);
+  assert.equal(
+    ruleErrors(
+      "one-backend-branch",
+      "consumer/delivery.ts",
+      'switch (kind) { case "gearman": break; }\n',
+    )
+      .length,
+    1,
+  );
+  assert.match(
+    ruleErrors("one-backend-branch", "daemon/start.ts", 'const g = kind !== "gearman";\n')[0] ?? "",
+    /outside src\/daemon\/consumers\.ts/,
+  );
+  // The factory, the CLI's tools and tests may name the backends.
+  assert.deepEqual(ruleErrors("one-backend-branch", BACKEND_FACTORY, branch), []);
+  assert.deepEqual(ruleErrors("one-backend-branch", "cli/run.ts", branch), []);
+  assert.deepEqual(ruleErrors("one-backend-branch", "daemon/start_test.ts", branch), []);
+  // A backend's name as a value (a logger, a metric label) is not a branch.
+  assert.deepEqual(ruleErrors("one-backend-branch", "consumer/x.ts", 'log("rabbitmq");\n'), []);
+});
+
+Deno.test("lint one-backend-branch: no file of src/daemon or src/consumer branches on the backend", async () => {
+  const root = new URL("../", import.meta.url).pathname;
+  const files: string[] = [];
+  await walk(`${root}src`, files);
+  const found: string[] = [];
+  for (const file of files.filter((f) => /\/src\/(daemon|consumer)\//.test(f))) {
+    for (const message of ruleErrors("one-backend-branch", file, await Deno.readTextFile(file))) {
+      found.push(`${file.slice(root.length)}: ${message}`);
+    }
+  }
+  assert.deepEqual(found, []);
 });

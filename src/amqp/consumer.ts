@@ -12,6 +12,7 @@
 import { AmqpSession, QueueDeclareError } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
 import { type BackendOptions, Consumer, MAX_JOB_SIZE } from "../consumer/consumer.ts";
+import type { QueueConsumer } from "../consumer/contract.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("rabbitmq");
@@ -49,7 +50,7 @@ export class RabbitMqStartError extends Error {
 }
 
 /** Consumes every queue from one RabbitMQ broker. */
-export class RabbitMqConsumer {
+export class RabbitMqConsumer implements QueueConsumer {
   readonly #options: RabbitMqConsumerOptions;
   #url: AmqpUrl | undefined;
   #core: Consumer | undefined;

@@ -18,15 +18,13 @@ import {
   type AMQPConsumer,
   type AMQPMessage,
 } from "@cloudamqp/amqp-client";
-import type { Job } from "../consumer/contract.ts";
-import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
+import type { Acknowledgement, DeliveryScope, Job, Link } from "../consumer/contract.ts";
+import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
-import { type Link, settleHandlers } from "../consumer/link.ts";
 import type { AmqpUrl } from "./url.ts";
 import { useDenoSocket } from "./socket.ts";
 import { ProbeChannel } from "./probe.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
-import { releaseBuffer } from "../util/bytes.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("rabbitmq");
@@ -514,8 +512,10 @@ export class AmqpSession implements Link {
       stopRetries: this.#stopRetries.signal,
     };
     try {
+      // The library reads a message into a buffer of its own and does not touch it after the
+      // delivery: the engine frees it when the delivery ends.
       const result = await o.engine.deliver(
-        tooLarge ? { job, tooLarge: body.length } : { job },
+        tooLarge ? { job, tooLarge: body.length, ownsPayload: true } : { job, ownsPayload: true },
         ack,
         scope,
       );
@@ -526,10 +526,6 @@ export class AmqpSession implements Link {
       }
     } finally {
       grant.release();
-      // The library reads a message into a buffer of its own and does not touch it after the
-      // delivery; nothing else reads it once the delivery has ended (D1: a message not
-      // acknowledged comes back from the broker).
-      releaseBuffer(body);
     }
   }
 

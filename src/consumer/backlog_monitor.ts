@@ -13,7 +13,7 @@
  *
  * @module
  */
-import type { LinkTarget } from "./link.ts";
+import type { LinkTarget } from "./contract.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 

@@ -15,7 +15,7 @@ import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "./con
 import { ByteBudget, QueueBudget } from "./budget.ts";
 import { DeliveryEngine } from "./delivery.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
-import type { LinkTarget } from "./link.ts";
+import type { LinkTarget } from "./contract.ts";
 import { Supervisor } from "./supervisor.ts";
 import { StallDetector, type WatchedLink } from "./stall_detector.ts";
 import { BacklogMonitor, type BacklogSource, perQueueSources } from "./backlog_monitor.ts";

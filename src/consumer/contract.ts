@@ -1,7 +1,15 @@
 /**
  * The contract between the queue backends (Gearman, RabbitMQ) and the event
- * pipeline, and between the backends and the delivery engine they share.
- * The backends know nothing of MySQL; the pipeline knows nothing of Gearman.
+ * pipeline, and the transport seam between the backends and the consumer core
+ * they share. The backends know nothing of MySQL; the pipeline knows nothing of
+ * Gearman; nothing above the seam branches on the backend.
+ *
+ * The seam, top to bottom: the daemon holds a {@link QueueConsumer}; the core
+ * asks each {@link LinkTarget} to open a {@link Link} (connect), starts it,
+ * and drains, aborts or replaces it (close); a link takes jobs within its
+ * queue's budget and hands each to the delivery engine as a {@link Delivery}
+ * with an {@link Acknowledgement} (ack) and a {@link DeliveryScope}; a job not
+ * acknowledged is given back by ending the link, never by a nack.
  *
  * D1: a job is acknowledged only when the handler's promise resolves, which
  * the pipeline does once every row of the job is committed (or dead-lettered,
@@ -142,3 +150,100 @@ export interface ConsumerDeadLetter {
  * payload is freed when the delivery ends: a sink copies what it keeps.
  */
 export type ConsumerDeadLetterSink = (record: ConsumerDeadLetter) => Promise<void>;
+
+/** What the composition root holds of a backend's consumer: the one place that builds it picks it. */
+export interface QueueConsumer {
+  /** Connect and start consuming; throws when the broker cannot be used. */
+  start(): Promise<void>;
+  /** Stop consuming, drain within the drain timeout (D1), close. Idempotent, safe before start. */
+  stop(): Promise<void>;
+}
+
+/**
+ * One connection generation of a transport (a Gearman worker connection for one queue on one job
+ * server, an AMQP connection with one channel per queue), built through one code path and never
+ * repaired: when it ends, the supervisor builds the next one.
+ */
+export interface Link {
+  /** Settles once, when the link ended: `undefined` after a deliberate close, else why. */
+  readonly closed: Promise<Error | undefined>;
+  /** Handlers of this link still running. */
+  readonly inFlight: number;
+  /** `performance.now()` when this link last received a job, or when it started consuming. */
+  readonly lastReceivedAt: number;
+  /** Begin consuming; called once, after the link was opened. */
+  start(): void;
+  /**
+   * Stop taking jobs, let running handlers finish and acknowledge within
+   * `signal` (then abort them; their jobs are redelivered), close.
+   */
+  drain(signal: AbortSignal): Promise<void>;
+  /** Wait for the handlers of a lost link; when `signal` aborts first, abort them. */
+  settled(signal: AbortSignal): Promise<void>;
+  /** Close now; running handlers keep running but their acknowledgements are dropped. */
+  abort(): Promise<void>;
+  /**
+   * Jobs wait at the broker while this link has room and takes none: ask for
+   * work again (a lost wake-up must not become a silent stall).
+   *
+   * @param queue The stalled queue (a link of one queue may ignore it).
+   */
+  nudge(queue: string): void;
+}
+
+/** Where a link connects to and how it is built: what a backend gives the core. */
+export interface LinkTarget {
+  /** Queues a link of this target consumes. */
+  readonly queues: readonly string[];
+  /** Job server `host:port`, or the broker URL without secrets, for logs. */
+  readonly server: string;
+  /**
+   * Build a link whose peer has answered: a TCP connection that a hung or
+   * stopped server accepted is not "connected".
+   *
+   * @param signal Aborts the attempt (shutdown).
+   * @returns An opened, not yet started link.
+   */
+  open(signal: AbortSignal): Promise<Link>;
+  /**
+   * Jobs of `queue` waiting at the broker for this target, for stall
+   * detection; undefined when the broker cannot tell right now.
+   *
+   * @param queue Queue name.
+   * @param signal Bounds the query.
+   */
+  backlog(queue: string, signal: AbortSignal): Promise<number | undefined>;
+}
+
+/** One job as a link hands it to the delivery engine. */
+export interface Delivery {
+  readonly job: Job;
+  /**
+   * Size of the whole payload when it was larger than the job-size limit; the
+   * transport then kept only its first KiB in `job.payload` and discarded the
+   * rest unread.
+   */
+  readonly tooLarge?: number;
+  /**
+   * The buffer behind `job.payload` belongs to this delivery alone: the engine frees it when the
+   * delivery ends. False when it is shared (a Gearman read buffer holding several packets).
+   */
+  readonly ownsPayload: boolean;
+}
+
+/** How the link answers a job, on the link that received it. */
+export interface Acknowledgement {
+  /**
+   * WORK_COMPLETE / basic.ack. False when the link is gone (the job is then redelivered). A
+   * transport that only queues the answer returns the boolean itself: no promise per job.
+   */
+  complete(): boolean | Promise<boolean>;
+}
+
+/** Signals of the link a delivery runs on. */
+export interface DeliveryScope {
+  /** Drain deadline reached: the handler is aborted and the job abandoned. */
+  readonly abort: AbortSignal;
+  /** The link drains or died: no further attempt; the job is abandoned if not done. */
+  readonly stopRetries: AbortSignal;
+}

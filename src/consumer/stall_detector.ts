@@ -12,7 +12,7 @@
  *
  * @module
  */
-import type { Link, LinkTarget } from "./link.ts";
+import type { Link, LinkTarget } from "./contract.ts";
 import type { QueueBudget } from "./budget.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";

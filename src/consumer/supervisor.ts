@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { Link, LinkTarget } from "./link.ts";
+import type { Link, LinkTarget } from "./contract.ts";
 import { Backoff } from "../util/backoff.ts";
 import { deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";

@@ -18,14 +18,6 @@ export type PerfdataBackend = "mysql" | "graphite" | "influxdb" | "prometheus";
 /** Queue backend (`--consumer`). */
 export type ConsumerKind = "gearman" | "rabbitmq";
 
-/** What the worker needs of a queue backend; the Gearman and the RabbitMQ consumer satisfy it. */
-export interface QueueConsumer {
-  /** Connect and start consuming; throws when the broker cannot be used. */
-  start(): Promise<void>;
-  /** Stop consuming, drain within the drain timeout (D1), close. Idempotent, safe before start. */
-  stop(): Promise<void>;
-}
-
 /**
  * Settings of `run` the daemon takes as they are, under their own keys: the settings table says
  * what each means (docs/configuration.md), so a new one is its row plus its name here.

@@ -1,13 +1,28 @@
 /**
- * The daemon's queue consumption: the backend's consumer for the queues this worker always
- * consumes, and, when several workers may share a job server, the in-order queues behind a
- * MySQL named lock (one consumer of their own, started while the lock is held).
+ * The daemon's queue backend and its consumption. {@link queueBackend} is the one place that
+ * branches on `--consumer`: it builds the Gearman or the RabbitMQ consumer and command publisher,
+ * and everything above it holds a `QueueConsumer` (src/consumer/contract.ts) or a
+ * `CommandPublisher` without asking which backend it is. The consumption is the backend's consumer
+ * for the queues this worker always consumes, and, when several workers may share a job server,
+ * the in-order queues behind a MySQL named lock (one consumer of their own, started while the lock
+ * is held).
  *
  * @module
  */
 import { GearmanConsumer } from "../gearman/consumer.ts";
 import { RabbitMqConsumer } from "../amqp/consumer.ts";
-import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "../consumer/contract.ts";
+import type { BackendOptions } from "../consumer/consumer.ts";
+import {
+  type CommandPublisher,
+  gearmanCommandPublisher,
+  rabbitMqCommandPublisher,
+} from "../commands/mod.ts";
+import type {
+  ConsumerDeadLetterSink,
+  ConsumerObserver,
+  JobHandler,
+  QueueConsumer,
+} from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import {
   type DeadLetterSink,
@@ -18,7 +33,7 @@ import {
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { getLogger } from "../log.ts";
-import type { QueueConsumer, WorkerConfig } from "./config.ts";
+import { StartupError, type WorkerConfig } from "./config.ts";
 import {
   IN_ORDER_DRAIN_MS,
   IN_ORDER_LOCK_POLL_MS,
@@ -29,9 +44,86 @@ import {
 
 const log = getLogger("worker");
 
+/** What a backend's consumer is built from besides its queues: the same for every backend. */
+type SharedConsumerOptions = Omit<BackendOptions, "queues"> & { readonly maxJobSize?: number };
+
+/** The configured queue backend: what the daemon builds on it. */
+export interface QueueBackend {
+  /**
+   * A consumer of `queues`, not started.
+   *
+   * @param queues The queues it consumes.
+   * @param options Handler, observer, window, timings: what every backend takes.
+   */
+  consumer(queues: readonly QueueName[], options: SharedConsumerOptions): QueueConsumer;
+  /** A publisher to `statusngin_cmd` (it connects on first use); the caller closes it. */
+  commandPublisher(): CommandPublisher;
+  /** Log, once at start, what in this backend's settings is likely a mistake. */
+  warnAboutConfiguration(): void;
+}
+
+/**
+ * The backend `--consumer` names: the one branch on it.
+ *
+ * @param config The worker configuration.
+ * @returns Its consumer and command publisher factories.
+ * @throws {StartupError} When the RabbitMQ backend has no URL.
+ */
+export function queueBackend(config: WorkerConfig): QueueBackend {
+  const name = config.nodeName.replace(/\s+/g, "_");
+  const consumed = (queues: readonly QueueName[]) =>
+    queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder }));
+  if ((config.consumer ?? "gearman") === "rabbitmq") {
+    const rabbitmq = config.rabbitmq;
+    if (rabbitmq === undefined) {
+      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
+    }
+    return {
+      consumer: (queues, options) =>
+        new RabbitMqConsumer({
+          ...options,
+          url: rabbitmq.url,
+          prefetch: rabbitmq.prefetch,
+          durableQueues: rabbitmq.durableQueues,
+          queues: consumed(queues),
+          connectionName: `statusengine-${name}`,
+        }),
+      commandPublisher: () =>
+        rabbitMqCommandPublisher(rabbitmq.url, { durableQueues: rabbitmq.durableQueues }),
+      warnAboutConfiguration: () => {},
+    };
+  }
+  return {
+    consumer: (queues, options) =>
+      new GearmanConsumer({
+        ...options,
+        servers: config.gearmanServers,
+        queues: consumed(queues),
+        maxJobsPerQueue: config.maxJobsPerQueue,
+        heartbeatIntervalMs: config.heartbeatIntervalMs,
+        heartbeatTimeoutMs: config.heartbeatTimeoutMs,
+        clientIdPrefix: `statusengine-${name}`,
+      }),
+    commandPublisher: () => gearmanCommandPublisher(config.gearmanServers),
+    warnAboutConfiguration: () => {
+      if (config.gearmanServers.length <= 1) return;
+      // D9 consumes from every server; the broker module publishes each message to every
+      // server it is configured with, so the common "two servers for availability" set-up
+      // writes every event twice (history rows duplicated, downtimes replayed).
+      log.warn(
+        "worker: several Gearman job servers given; if one broker module publishes to all of " +
+          "them every event is processed once per server. Run one worker per server with " +
+          "disjoint brokers, or list only the active server and switch on failover",
+        { servers: config.gearmanServers.join(",") },
+      );
+    },
+  };
+}
+
 /** What consumption is built from. */
 export interface ConsumptionParts {
   readonly config: WorkerConfig;
+  readonly backend: QueueBackend;
   readonly pipeline: Pipeline;
   readonly observer: ConsumerObserver;
   readonly deadLetters: DeadLetterSink;
@@ -163,27 +255,5 @@ function buildConsumer(
       ? {}
       : { stallTimeoutMs: config.queueStallTimeoutMs }),
   };
-  const name = config.nodeName.replace(/\s+/g, "_");
-  if ((config.consumer ?? "gearman") === "rabbitmq") {
-    if (config.rabbitmq === undefined) {
-      throw new TypeError('Consumer "rabbitmq" needs a RabbitMQ URL and prefetch');
-    }
-    return new RabbitMqConsumer({
-      ...common,
-      url: config.rabbitmq.url,
-      prefetch: config.rabbitmq.prefetch,
-      durableQueues: config.rabbitmq.durableQueues,
-      queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
-      connectionName: `statusengine-${name}`,
-    });
-  }
-  return new GearmanConsumer({
-    ...common,
-    servers: config.gearmanServers,
-    queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
-    maxJobsPerQueue: config.maxJobsPerQueue,
-    heartbeatIntervalMs: config.heartbeatIntervalMs,
-    heartbeatTimeoutMs: config.heartbeatTimeoutMs,
-    clientIdPrefix: `statusengine-${name}`,
-  });
+  return parts.backend.consumer(queues, common);
 }

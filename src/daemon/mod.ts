@@ -7,11 +7,11 @@
 export {
   type ConsumerKind,
   type PerfdataBackend,
-  type QueueConsumer,
   SETTINGS_AS_IS,
   StartupError,
   type WorkerConfig,
 } from "./config.ts";
+export { type QueueConsumer } from "../consumer/contract.ts";
 export { type RunningWorker, startWorker } from "./start.ts";
 export {
   NOTIFY_COMMAND,

@@ -9,7 +9,7 @@ import type { DeadLetterSink } from "../mysql/mod.ts";
 import type { MetricsServer, WebSocketServer } from "../http/mod.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import type { QueueConsumer } from "./config.ts";
+import type { QueueConsumer } from "../consumer/contract.ts";
 import type { Commands } from "./surfaces.ts";
 
 const log = getLogger("worker");

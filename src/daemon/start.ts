@@ -8,7 +8,11 @@
  * @module
  */
 import { metricsObserver } from "../consumer/metrics_observer.ts";
-import { CONSUMER_DEAD_LETTER_REASONS, JOB_RESULTS } from "../consumer/contract.ts";
+import {
+  CONSUMER_DEAD_LETTER_REASONS,
+  JOB_RESULTS,
+  type QueueConsumer,
+} from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
 import { ADJUSTMENT_REASONS, IdleProbe, type MysqlHosts } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
@@ -27,11 +31,17 @@ import {
 } from "../tasks/task_manager.ts";
 import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { type QueueConsumer, StartupError, type WorkerConfig } from "./config.ts";
+import { StartupError, type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
 import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
-import { commandPublisher, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
-import { buildConsumption, type QueueSplit, splitQueues } from "./consumers.ts";
+import { serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
+import {
+  buildConsumption,
+  type QueueBackend,
+  queueBackend,
+  type QueueSplit,
+  splitQueues,
+} from "./consumers.ts";
 import { shutdown } from "./shutdown.ts";
 import { redactUrl } from "../util/redact.ts";
 
@@ -102,7 +112,12 @@ export async function startWorker(
   }
   const queues = config.queues ?? QUEUE_NAMES;
   const metrics = workerMetrics(config, queues, id);
-  warnAboutConfiguration(config);
+  const backend = queueBackend(config);
+  backend.warnAboutConfiguration();
+  log.info("worker: stale status filter", {
+    status_max_age_s: config.statusMaxAgeSeconds,
+    enabled: config.statusMaxAgeSeconds > 0,
+  });
   if (config.tasks?.submitMethod === "cmd") {
     await checkCommandFile(config.tasks.externalCommandFile);
   }
@@ -156,13 +171,14 @@ export async function startWorker(
   verdict = () => readiness(pipeline, deadLetters, observer, split, database.hosts);
   const websocket = await serveWebSocket(config, hub, metrics);
   if (websocket !== undefined) stack.use(websocket);
-  const commands = await serveCommands(config, metrics);
+  const commands = await serveCommands(config, metrics, backend);
   if (commands !== undefined) stack.use(commands);
 
   let consumer: QueueConsumer;
   try {
     consumer = await buildConsumption({
       config,
+      backend,
       pipeline,
       observer,
       deadLetters,
@@ -181,7 +197,7 @@ export async function startWorker(
   }
 
   // After the consumer: a worker that refuses to start must not have run any task.
-  const tasks = startTasks(config, database.executor, metrics);
+  const tasks = startTasks(config, backend, database.executor, metrics);
 
   // Started: from here on the running worker owns everything, and stop() releases it in order.
   stack.move();
@@ -254,24 +270,6 @@ function workerMetrics(
     ] as const).filter((l): l is ListenerName => l !== null),
   });
   return metrics;
-}
-
-function warnAboutConfiguration(config: WorkerConfig): void {
-  if ((config.consumer ?? "gearman") === "gearman" && config.gearmanServers.length > 1) {
-    // D9 consumes from every server; the broker module publishes each message to every
-    // server it is configured with, so the common "two servers for availability" set-up
-    // writes every event twice (history rows duplicated, downtimes replayed).
-    log.warn(
-      "worker: several Gearman job servers given; if one broker module publishes to all of " +
-        "them every event is processed once per server. Run one worker per server with " +
-        "disjoint brokers, or list only the active server and switch on failover",
-      { servers: config.gearmanServers.join(",") },
-    );
-  }
-  log.info("worker: stale status filter", {
-    status_max_age_s: config.statusMaxAgeSeconds,
-    enabled: config.statusMaxAgeSeconds > 0,
-  });
 }
 
 /** `/readyz`: MySQL takes writes, dead letters can be written, every queue consumes. */
@@ -358,12 +356,13 @@ async function groupOf(path: string): Promise<string | undefined> {
 /** The `statusengine_tasks` poller, when configured; its publisher is its own. */
 function startTasks(
   config: WorkerConfig,
+  backend: QueueBackend,
   executor: ConstructorParameters<typeof TaskManager>[0]["executor"],
   metrics: Metrics,
 ): { manager: TaskManager; close(): Promise<void> } | undefined {
   if (!config.tasks) return undefined;
   const t = config.tasks;
-  const publisher = t.submitMethod === "broker" ? commandPublisher(config) : undefined;
+  const publisher = t.submitMethod === "broker" ? backend.commandPublisher() : undefined;
   const manager = new TaskManager({
     executor,
     nodeName: config.nodeName,

@@ -19,35 +19,14 @@ import {
   type CommandPublisher,
   type CommandServer,
   DENIED_RAW_COMMANDS,
-  gearmanCommandPublisher,
-  rabbitMqCommandPublisher,
   RawCommandAllowlist,
   startCommandServer,
 } from "../commands/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { StartupError, type WorkerConfig } from "./config.ts";
+import type { QueueBackend } from "./consumers.ts";
 
 const log = getLogger("worker");
-
-/**
- * A publisher to `statusngin_cmd` on the worker's backend (it connects on first use): the
- * one `/commands` and the task queue share.
- *
- * @param config The worker configuration.
- * @returns The publisher; the caller closes it.
- * @throws {StartupError} When the RabbitMQ backend has no URL.
- */
-export function commandPublisher(config: WorkerConfig): CommandPublisher {
-  if ((config.consumer ?? "gearman") === "rabbitmq") {
-    if (config.rabbitmq === undefined) {
-      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
-    }
-    return rabbitMqCommandPublisher(config.rabbitmq.url, {
-      durableQueues: config.rabbitmq.durableQueues,
-    });
-  }
-  return gearmanCommandPublisher(config.gearmanServers);
-}
 
 /**
  * `/metrics`, `/healthz` and `/readyz`, when a metrics port is set.
@@ -130,12 +109,14 @@ export interface Commands extends AsyncDisposable {
  *
  * @param config The worker configuration.
  * @param metrics Counters of the endpoint.
+ * @param backend The queue backend, whose command publisher the endpoint uses.
  * @returns The listener and publisher, or undefined when not served.
  * @throws {StartupError} When the address is taken.
  */
 export async function serveCommands(
   config: WorkerConfig,
   metrics: Metrics,
+  backend: QueueBackend,
 ): Promise<Commands | undefined> {
   const listen = config.commands;
   if (!listen || !listen.apiKeys.some((k) => k !== "")) {
@@ -143,7 +124,7 @@ export async function serveCommands(
     return undefined;
   }
   const allow = new RawCommandAllowlist(listen.allow);
-  const publisher = commandPublisher(config);
+  const publisher = backend.commandPublisher();
   let server: CommandServer;
   try {
     server = await startListener(

@@ -17,7 +17,7 @@ import {
   Consumer,
   type LinkContext,
 } from "../consumer/consumer.ts";
-import type { LinkTarget } from "../consumer/link.ts";
+import type { LinkTarget, QueueConsumer } from "../consumer/contract.ts";
 import type { BacklogSource } from "../consumer/backlog_monitor.ts";
 import type { Supervisor } from "../consumer/supervisor.ts";
 import { getLogger } from "../log.ts";
@@ -46,7 +46,7 @@ export interface GearmanConsumerOptions extends BackendOptions {
 }
 
 /** Consumes every queue from every job server. */
-export class GearmanConsumer {
+export class GearmanConsumer implements QueueConsumer {
   readonly #core: Consumer;
 
   /**

@@ -23,13 +23,11 @@
  */
 import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
 import { type ConnectOptions, GearmanConnection } from "./connection.ts";
-import type { Job } from "../consumer/contract.ts";
-import type { Acknowledgement, DeliveryEngine, DeliveryScope } from "../consumer/delivery.ts";
+import type { Acknowledgement, DeliveryScope, Job, Link } from "../consumer/contract.ts";
+import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
-import { type Link, settleHandlers } from "../consumer/link.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
-import { releaseBuffer } from "../util/bytes.ts";
 
 const log = getLogger("gearman");
 
@@ -86,7 +84,7 @@ export class QueueWorker implements Link {
   readonly #handlerAbort = new AbortController();
   // Ends retries when the worker drains or its connection dies.
   readonly #stopRetries = new AbortController();
-  readonly #running = new Set<Promise<void>>();
+  readonly #running = new Set<Promise<unknown>>();
   #jobNotFound = 0;
 
   /** @param options Queue, server, budget and delivery engine. */
@@ -371,9 +369,7 @@ export class QueueWorker implements Link {
       receivedAt: Date.now(),
       linkOpenedAt: this.#openedAt,
     };
-    const run = this.#run(job, grant, packet.truncatedFrom, packet.exclusive === true);
-    this.#running.add(run);
-    void run.finally(() => this.#running.delete(run));
+    this.#run(job, grant, packet.truncatedFrom, packet.exclusive === true);
     this.#pump();
   }
 
@@ -448,36 +444,31 @@ export class QueueWorker implements Link {
     void this.#connection.close();
   }
 
-  async #run(
-    job: Job,
-    grant: Grant,
-    tooLarge: number | undefined,
-    ownsPayload: boolean,
-  ): Promise<void> {
+  /**
+   * Hand the job to the delivery engine; once it ended, free its slot and grab again. One
+   * continuation per job, which also takes it off the running set.
+   */
+  #run(job: Job, grant: Grant, tooLarge: number | undefined, ownsPayload: boolean): void {
     const ack: Acknowledgement = {
-      // Only the connection that received the job may answer it (D12).
+      // Only the connection that received the job may answer it (D12). Queued, not awaited: the
+      // write goes out with the packets of this turn (GearmanConnection.send).
       complete: () =>
-        Promise.resolve(
-          !this.#dead &&
-            this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
-        ),
+        !this.#dead &&
+        this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,
       stopRetries: this.#stopRetries.signal,
     };
-    try {
-      await this.#engine.deliver(
-        tooLarge === undefined ? { job } : { job, tooLarge },
-        ack,
-        scope,
-      );
-    } finally {
+    const run: Promise<unknown> = this.#engine.deliver(
+      tooLarge === undefined ? { job, ownsPayload } : { job, tooLarge, ownsPayload },
+      ack,
+      scope,
+    ).finally(() => {
+      this.#running.delete(run);
       grant.release();
-      // The job is answered or given up: nothing reads its payload any more (D1: a job not
-      // acknowledged is handed out again by the server, not re-run from these bytes).
-      if (ownsPayload) releaseBuffer(job.payload);
       this.#pump();
-    }
+    });
+    this.#running.add(run);
   }
 }

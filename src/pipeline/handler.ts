@@ -91,6 +91,13 @@ export interface JobHandlerOptions extends HandlerSettings {
   readonly statusCleaner: StatusCleaner;
 }
 
+/** A job's rows by table, with the tracker of their commits and the newest event time (s). */
+interface RoutedRows {
+  readonly byTable: ReadonlyMap<BatchedTableName, readonly Row[]>;
+  readonly tracker: JobTracker;
+  readonly newest: number;
+}
+
 const REPAIR_WARN_INTERVAL_MS = 5 * 60_000;
 const PERFDATA_TABLE = "statusengine_perfdata";
 
@@ -119,7 +126,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     });
   }
 
-  async function writeRows(job: Job, rows: readonly TableRow[], signal: AbortSignal) {
+  /**
+   * Group a job's rows by table and offer its perfdata to the other backends. Synchronous: the
+   * handler awaits the writers itself, one async function less per job.
+   */
+  function route(job: Job, rows: readonly TableRow[]): RoutedRows {
     const byTable = new Map<BatchedTableName, Row[]>();
     const sinkRows: Row[] = [];
     const timeColumn = isQueueName(job.queue) ? QUEUES[job.queue].eventTimeColumn : null;
@@ -145,17 +156,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
-    const tracker = new JobTracker(job.queue, total);
-    // `signal` stops handing over rows of a job given up meanwhile. The wait for the commit is
-    // not raced against it again here: the delivery engine already stops waiting for the handler
-    // when the job is given up (rows given up at shutdown leave a promise nothing awaits).
-    for (const [table, list] of byTable) await options.writers[table].add(list, tracker, signal);
-    await tracker.done;
-    // How far MySQL is behind the core, taken when the job's rows are committed: the age of the
-    // newest event they hold. A core clock ahead of the worker's reads as 0, not as negative.
-    if (newest > 0) {
-      m?.queueEventLag.observe({ queue_name: job.queue }, Math.max(0, now() - newest));
-    }
+    return { byTable, tracker: new JobTracker(job.queue, total), newest };
   }
 
   const stream = options.stream;
@@ -211,7 +212,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       case "ignored":
         log.debug("pipeline: job ignored", { queue: job.queue, reason: decoded.reason });
         return;
-      case "rows":
+      case "rows": {
         if (decoded.staleDiscarded > 0) {
           m?.queueEventsDiscardedStale.inc({ queue_name: job.queue }, decoded.staleDiscarded);
           log.debug("pipeline: stale status events discarded", {
@@ -219,8 +220,23 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
             events: decoded.staleDiscarded,
           });
         }
-        await writeRows(job, decoded.rows, signal);
+        const { byTable, tracker, newest } = route(job, decoded.rows);
+        // `signal` stops handing over rows of a job given up meanwhile. The wait for the commit
+        // is not raced against it again here: the delivery engine already stops waiting for the
+        // handler when the job is given up (rows given up at shutdown leave a promise nothing
+        // awaits).
+        for (const [table, list] of byTable) {
+          await options.writers[table].add(list, tracker, signal);
+        }
+        await tracker.done;
+        // How far MySQL is behind the core, taken when the job's rows are committed: the age of
+        // the newest event they hold. A core clock ahead of the worker's reads as 0, not as
+        // negative.
+        if (newest > 0) {
+          m?.queueEventLag.observe({ queue_name: job.queue }, Math.max(0, now() - newest));
+        }
         return;
+      }
       case "downtimes":
         await options.downtimes.run(job.queue, decoded.statements, signal);
         return;

@@ -4,7 +4,7 @@ import {
   type BacklogSource,
   perQueueSources,
 } from "../../src/consumer/backlog_monitor.ts";
-import type { LinkTarget } from "../../src/consumer/link.ts";
+import type { LinkTarget } from "../../src/consumer/contract.ts";
 import { getLogger } from "../../src/log.ts";
 import { waitFor } from "../helpers/wait.ts";
 

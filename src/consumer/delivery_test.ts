@@ -1,0 +1,152 @@
+import assert from "node:assert/strict";
+import { DeliveryEngine } from "./delivery.ts";
+import {
+  type Acknowledgement,
+  type ConsumerDeadLetter,
+  type DeliveryScope,
+  type Job,
+  NOOP_OBSERVER,
+} from "./contract.ts";
+import { getLogger } from "../log.ts";
+
+function job(payload = new TextEncoder().encode('{"x":1}')): Job {
+  return { queue: "q", server: "s", handle: "H:1", unique: "", payload, receivedAt: 0 };
+}
+
+function scope(): DeliveryScope {
+  return { abort: new AbortController().signal, stopRetries: new AbortController().signal };
+}
+
+function engine(
+  handler: (job: Job) => Promise<void>,
+  deadLetters: ConsumerDeadLetter[] = [],
+): DeliveryEngine {
+  return new DeliveryEngine({
+    handler,
+    observer: NOOP_OBSERVER,
+    deadLetter: (record) => {
+      deadLetters.push(record);
+      return Promise.resolve();
+    },
+    name: "test",
+    log: getLogger("test"),
+    retry: { initialMs: 1, maxMs: 1, jitter: 0 },
+  });
+}
+
+/** An acknowledgement that answers at once, like Gearman's queued WORK_COMPLETE. */
+function recordingAck(answer = true): Acknowledgement & { calls: number } {
+  const ack = {
+    calls: 0,
+    complete: () => {
+      ack.calls++;
+      return answer;
+    },
+  };
+  return ack;
+}
+
+Deno.test("delivery: a job whose handler resolves is answered through a synchronous acknowledgement", async () => {
+  const ack = recordingAck();
+  assert.equal(
+    await engine(() => Promise.resolve()).deliver({ job: job(), ownsPayload: false }, ack, scope()),
+    "completed",
+  );
+  assert.equal(ack.calls, 1);
+  // A link that is gone answers false: the job is abandoned and redelivered by the broker.
+  assert.equal(
+    await engine(() => Promise.resolve()).deliver(
+      { job: job(), ownsPayload: false },
+      recordingAck(false),
+      scope(),
+    ),
+    "abandoned",
+  );
+});
+
+Deno.test("delivery: an asynchronous acknowledgement (AMQP's basic.ack) is awaited", async () => {
+  let answered = false;
+  const ack: Acknowledgement = {
+    complete: () => Promise.resolve().then(() => (answered = true)),
+  };
+  assert.equal(
+    await engine(() => Promise.resolve()).deliver({ job: job(), ownsPayload: false }, ack, scope()),
+    "completed",
+  );
+  assert.equal(answered, true);
+  const refused: Acknowledgement = { complete: () => Promise.resolve(false) };
+  assert.equal(
+    await engine(() => Promise.resolve()).deliver(
+      { job: job(), ownsPayload: false },
+      refused,
+      scope(),
+    ),
+    "abandoned",
+  );
+});
+
+Deno.test("delivery: the engine frees the payload of a delivery that owns it once the delivery ended, never before", async () => {
+  let seenByHandler = "";
+  const owned = job();
+  const result = await engine((j) => {
+    seenByHandler = new TextDecoder().decode(j.payload);
+    return Promise.resolve();
+  }).deliver({ job: owned, ownsPayload: true }, recordingAck(), scope());
+  assert.equal(result, "completed");
+  assert.equal(seenByHandler, '{"x":1}');
+  assert.equal(owned.payload.length, 0, "an owned payload is freed when the delivery ends");
+  const shared = job();
+  await engine(() => Promise.resolve()).deliver(
+    { job: shared, ownsPayload: false },
+    recordingAck(),
+    scope(),
+  );
+  assert.equal(
+    new TextDecoder().decode(shared.payload),
+    '{"x":1}',
+    "a shared buffer is left alone",
+  );
+});
+
+Deno.test("delivery: a failed first attempt is retried, and a programming error is dead-lettered after three", async () => {
+  let calls = 0;
+  const flaky = engine(() =>
+    ++calls < 3 ? Promise.reject(new Error("MySQL away")) : Promise.resolve()
+  );
+  assert.equal(
+    await flaky.deliver({ job: job(), ownsPayload: false }, recordingAck(), scope()),
+    "completed",
+  );
+  assert.equal(calls, 3);
+  const deadLetters: ConsumerDeadLetter[] = [];
+  let bugCalls = 0;
+  const buggy = engine(() => {
+    bugCalls++;
+    // Thrown, not rejected: a handler that throws synchronously counts as a failed attempt too.
+    throw new TypeError("bug");
+  }, deadLetters);
+  const ack = recordingAck();
+  assert.equal(await buggy.deliver({ job: job(), ownsPayload: false }, ack, scope()), "completed");
+  assert.equal(bugCalls, 3);
+  assert.deepEqual(deadLetters.map((d) => d.reason), ["internal"]);
+  assert.equal(ack.calls, 1);
+});
+
+Deno.test("delivery: a job is answered within two microtask turns of its handler resolving (docs/architecture.md#the-hot-path)", async () => {
+  // The hops between the handler's promise and WORK_COMPLETE are the hot path's awaits: each one
+  // is a turn every job waits. Counted, not timed.
+  let resolveHandler!: () => void;
+  const ack = recordingAck();
+  const delivered = engine(() => new Promise<void>((resolve) => (resolveHandler = resolve)))
+    .deliver({ job: job(), ownsPayload: false }, ack, scope());
+  await Promise.resolve();
+  resolveHandler();
+  let turns = 0;
+  while (ack.calls === 0 && turns < 20) {
+    await Promise.resolve();
+    turns++;
+  }
+  assert.equal(ack.calls, 1);
+  assert.ok(turns <= 2, `answered after ${turns} turns`);
+  await delivered;
+});
