@@ -487,9 +487,11 @@ export class StatusCleaner {
       table,
       availability: this.#o.availability,
       signal,
-      ...(m === undefined
-        ? {}
-        : { lockRetries: m.dbBatchRetries, connectionRetries: m.dbConnectionRetries }),
+      ...(m === undefined ? {} : {
+        lockRetries: m.dbBatchRetries,
+        conflicts: m.mysqlConflicts,
+        connectionRetries: m.dbConnectionRetries,
+      }),
     };
   }
 }
