@@ -105,10 +105,12 @@ interface Harness extends AsyncDisposable {
   statusReads(): number;
   /** Every statement the worker has sent so far on a scheduled-downtime table, with its values. */
   downtimeSweepStatements(): { sql: string; values: readonly unknown[] }[];
+  /** The DELETEs the worker has sent so far on a status table. */
+  statusDeletes(): string[];
 }
 
-/** Rows per statement of the scheduled-downtime sweep here: small, so the sweep walks chunks. */
-const DOWNTIME_CHUNK_ROWS = 2;
+/** Rows per statement of the sweeps here: small, so that they walk chunks. */
+const CHUNK_ROWS = 2;
 
 function openHarness(
   db: ScratchDatabase,
@@ -133,7 +135,7 @@ function openHarness(
     executor,
     openItcockpit,
     writersPerTable,
-    coreRestart: { clock, timing: TIMING, downtimeChunkRows: DOWNTIME_CHUNK_ROWS },
+    coreRestart: { clock, timing: TIMING, sweepChunkRows: CHUNK_ROWS },
   });
   let idle = true;
   let sweepError: unknown;
@@ -175,6 +177,11 @@ function openHarness(
     },
     downtimeSweepStatements() {
       return sent.filter((s) => /^(SELECT s\.|DELETE s FROM)/.test(s.sql));
+    },
+    statusDeletes() {
+      return statements.filter((sql) =>
+        /^DELETE FROM `statusengine_(host|service)status`/.test(sql)
+      );
     },
     async runSweep() {
       for (let i = 0; i < 1_000 && !idle; i++) await harness.advance(TIMING.pollMs);
@@ -342,6 +349,10 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   assert.deepEqual(await w.stop(), []);
   const after = await snapshot(db);
   assert.deepEqual([...after.keys()].sort(), [...KEPT].sort(), "gone and gone/1 swept");
+  // Bounded write sets (docs/core-restart.md#galera): each DELETE takes a chunk at most.
+  const deletes = h.statusDeletes();
+  assert.ok(deletes.length >= 2, deletes.join("\n"));
+  for (const sql of deletes) assert.match(sql, new RegExp(` LIMIT ${CHUNK_ROWS}$`));
   // c stays: its service reported after the restart, so the core still has the host.
   assert.equal(after.get("N:c"), T - 10);
   assert.equal(after.get("O:x"), T - 1000);
@@ -574,8 +585,19 @@ Deno.test("core restart, openITCOCKPIT mode: rows of objects missing or disabled
     "INSERT INTO hosts VALUES ('a', 0), ('b', 0), ('c', 1), ('x', 0), (NULL, 0)",
   );
   await db.query("INSERT INTO services VALUES ('1', 0), (NULL, 0)");
+  const services = (keys: Iterable<string>) => [...keys].filter((k) => k.includes("/")).length;
+  const servicesBefore = services((await snapshot(db)).keys());
   await using h = openHarness(db, T * 1000, true);
   await h.handle("statusngin_core_restart", RESTART, T * 1000);
+  // Bounded write sets (docs/core-restart.md#galera): the service rows go a chunk per DELETE,
+  // until one deletes fewer.
+  const swept = servicesBefore - services((await snapshot(db)).keys());
+  assert.ok(swept > CHUNK_ROWS, `${swept} service rows swept`);
+  const serviceDeletes = h.statusDeletes().filter((sql) =>
+    sql.includes("`statusengine_servicestatus` WHERE")
+  );
+  assert.equal(serviceDeletes.length, Math.floor(swept / CHUNK_ROWS) + 1);
+  for (const sql of h.statusDeletes()) assert.match(sql, new RegExp(` LIMIT ${CHUNK_ROWS}$`));
   assert.deepEqual([...(await snapshot(db)).keys()].sort(), [
     "N:a",
     "N:a/1",
@@ -765,7 +787,7 @@ Deno.test("core restart: scheduled downtimes the core dropped without a STOP are
   assert.ok(swept.length >= 6, `the sweep walked chunks (${swept.length} statements)`);
   for (const s of swept) {
     if (s.sql.startsWith("SELECT")) {
-      assert.match(s.sql, new RegExp(`LIMIT ${DOWNTIME_CHUNK_ROWS}$`));
+      assert.match(s.sql, new RegExp(`LIMIT ${CHUNK_ROWS}$`));
     }
     const plan = await db.query<{ table: string; type: string; key: string | null }[]>(
       `EXPLAIN ${s.sql}`,

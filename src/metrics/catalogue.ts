@@ -234,6 +234,14 @@ export const METRICS = {
     labels: [],
     precreate: "none",
   },
+  mysqlConflicts: {
+    name: "statusengine_mysql_conflicts_total",
+    type: "counter",
+    help:
+      "Statements that failed on a lock conflict and were sent again: kind deadlock (1213: a deadlock, or on Galera a certification failure or brute-force abort by another node's commit) or lock_wait_timeout (1205).",
+    labels: ["table", "kind"],
+    precreate: "none",
+  },
   dbConnectionRetries: {
     name: "statusengine_db_connection_retries_total",
     type: "counter",

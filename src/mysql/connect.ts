@@ -181,6 +181,55 @@ export async function probeMysql(target: Queryable, timeoutMs: number): Promise<
   }
 }
 
+/** What MariaDB's Galera node says of its readiness (SHOW GLOBAL STATUS names). */
+const GALERA_READY_SQL = "SHOW GLOBAL STATUS WHERE Variable_name IN " +
+  "('wsrep_ready', 'wsrep_local_state_comment')";
+
+/** Errno MariaDB's Galera node answers statements with while it is not ready (errors.ts). */
+const WSREP_NOT_READY_ERRNO = 1047;
+
+/**
+ * A Galera node that answered but is not `Synced` with `wsrep_ready` ON: it refuses
+ * statements (1047), or is a donor or desynced and lags the cluster. Carries errno 1047 so that
+ * errors.ts classifies it like the node's own refusal: `unavailable`.
+ */
+export class GaleraNotReadyError extends Error {
+  readonly errno = WSREP_NOT_READY_ERRNO;
+  readonly code = "WSREP_NOT_READY";
+
+  /**
+   * @param ready `wsrep_ready`.
+   * @param state `wsrep_local_state_comment`.
+   */
+  constructor(ready: string, state: string) {
+    super(
+      `the Galera node is not ready for writes (wsrep_ready=${ready}, ` +
+        `wsrep_local_state_comment=${state}; needs ON and Synced)`,
+    );
+    this.name = "GaleraNotReadyError";
+  }
+}
+
+/**
+ * On a Galera node (`wsrep_on` ON), throw unless it is `Synced` with `wsrep_ready` ON
+ * (docs/running.md#galera); on any other server, one cheap query and nothing else. Asked once
+ * per new connection: the daemon's probes and every tool's connection go through it.
+ *
+ * @param conn A connection that has just answered.
+ * @throws {GaleraNotReadyError} When the node is not ready.
+ */
+async function checkGaleraReady(conn: Queryable): Promise<void> {
+  // SHOW, not @@wsrep_on: MySQL has no such variable and would fail the SELECT.
+  const [on] = await conn.query<mysql.RowDataPacket[]>("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'");
+  if (String(on[0]?.Value ?? "OFF").toUpperCase() !== "ON") return;
+  const [status] = await conn.query<mysql.RowDataPacket[]>(GALERA_READY_SQL);
+  const value = (name: string) =>
+    String(status.find((r) => r.Variable_name === name)?.Value ?? "unknown");
+  const ready = value("wsrep_ready");
+  const state = value("wsrep_local_state_comment");
+  if (ready !== "ON" || state !== "Synced") throw new GaleraNotReadyError(ready, state);
+}
+
 /**
  * Open a dedicated MySQL connection that answers the probe within a deadline: the
  * "does MySQL answer" probe of `cleanup` (5 s, docs/operations.md#cleanup-settings) and `status`. A
@@ -256,6 +305,7 @@ async function connectOne(
       signal,
       abandon,
     );
+    await unlessAborted(checkGaleraReady(conn), signal, abandon);
     return {
       connection: conn,
       serverVersion: String(rows[0]?.version ?? ""),

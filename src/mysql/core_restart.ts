@@ -50,8 +50,13 @@ const log = getLogger("pipeline");
  */
 const RECEIVE_ALLOWANCE_MS = 500;
 
-/** Rows of a scheduled-downtime table one statement of the downtime sweep reads or deletes. */
-const DOWNTIME_SWEEP_CHUNK_ROWS = 1_000;
+/**
+ * Rows one statement of a sweep reads or deletes. On Galera one transaction is one write set,
+ * replicated and certified as a whole on every node, and a node applies it before the next: a
+ * DELETE of a large node's status rows in one statement would stall every node's writes for
+ * as long as it takes (docs/core-restart.md#galera).
+ */
+const SWEEP_CHUNK_ROWS = 1_000;
 
 /** The tables the downtime sweep empties of downtimes the core dropped. */
 const SCHEDULED_DOWNTIME_TABLES = [
@@ -140,8 +145,8 @@ export interface StatusCleanerOptions {
   readonly metrics?: Metrics;
   readonly clock?: RestartClock;
   readonly timing?: Partial<RestartTiming>;
-  /** Rows per statement of the scheduled-downtime sweep; tests make it small to walk chunks. */
-  readonly downtimeChunkRows?: number;
+  /** Rows per statement of the sweeps; tests make it small to walk chunks. */
+  readonly sweepChunkRows?: number;
 }
 
 /** A restart job as the handler hands it over. */
@@ -397,19 +402,28 @@ export class StatusCleaner {
     return Number(result.rows[0]?.["republished"] ?? 0) === 1;
   }
 
-  /** Run the statements (one per table, services first) with both status writers paused. */
+  /**
+   * Run the statements (one per table, services first) with both status writers paused, each
+   * a chunk of rows at a time until it deletes fewer (bounded write sets, {@link SWEEP_CHUNK_ROWS}).
+   */
   async #delete(statements: readonly SweepStatement[], signal: AbortSignal): Promise<void> {
     const o = this.#o;
+    const chunk = o.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
     const run = async () => {
       for (const s of statements) {
-        const result = await runWithRetry(
-          () => o.executor.run(s.sql, s.values),
-          this.#retry(s.table, signal),
-        );
+        let rows = 0;
+        for (;;) {
+          const result = await runWithRetry(
+            () => o.executor.run(`${s.sql} LIMIT ${chunk}`, s.values),
+            this.#retry(s.table, signal),
+          );
+          rows += result.affectedRows;
+          if (result.affectedRows < chunk) break;
+        }
         log.info("pipeline: stale status rows deleted", {
           table: s.table,
           node_name: o.nodeName,
-          rows: result.affectedRows,
+          rows,
         });
       }
     };
@@ -430,7 +444,7 @@ export class StatusCleaner {
    */
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    const chunk = o.downtimeChunkRows ?? DOWNTIME_SWEEP_CHUNK_ROWS;
+    const chunk = o.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
     const run = (table: string, sql: string, values: readonly unknown[]) =>
       runWithRetry(() => o.executor.run(sql, values), this.#retry(table, signal));
     for (const table of SCHEDULED_DOWNTIME_TABLES) {
@@ -487,14 +501,19 @@ export class StatusCleaner {
       table,
       availability: this.#o.availability,
       signal,
-      ...(m === undefined
-        ? {}
-        : { lockRetries: m.dbBatchRetries, connectionRetries: m.dbConnectionRetries }),
+      ...(m === undefined ? {} : {
+        lockRetries: m.dbBatchRetries,
+        conflicts: m.mysqlConflicts,
+        connectionRetries: m.dbConnectionRetries,
+      }),
     };
   }
 }
 
-/** A cleanup statement and the table it deletes from. */
+/**
+ * A cleanup statement and the table it deletes from: a single-table DELETE, so that the sweep
+ * can add a LIMIT (a multi-table DELETE takes none).
+ */
 export interface SweepStatement extends BuiltStatement {
   readonly table: StatusTable;
 }
@@ -524,10 +543,10 @@ function sweepStatement(
   }
   return {
     table,
-    sql: "DELETE h FROM `statusengine_hoststatus` h WHERE h.`node_name` = ? " +
-      "AND h.`status_update_time` < ? AND NOT EXISTS (SELECT 1 FROM " +
-      "`statusengine_servicestatus` s WHERE s.`node_name` = h.`node_name` " +
-      "AND s.`hostname` = h.`hostname`)",
+    sql: "DELETE FROM `statusengine_hoststatus` WHERE `node_name` = ? " +
+      "AND `status_update_time` < ? AND NOT EXISTS (SELECT 1 FROM " +
+      "`statusengine_servicestatus` s WHERE s.`node_name` = `statusengine_hoststatus`.`node_name` " +
+      "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)",
     values: [nodeName, cutoff],
   };
 }
@@ -546,17 +565,20 @@ function openItcockpitStatement(table: StatusTable): SweepStatement {
   return table === "statusengine_hoststatus"
     ? {
       table,
-      sql: "DELETE s FROM `statusengine_hoststatus` s WHERE NOT EXISTS " +
-        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
+      sql: "DELETE FROM `statusengine_hoststatus` WHERE NOT EXISTS " +
+        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = `statusengine_hoststatus`.`hostname` " +
+        "AND h.`disabled` = 0)",
       values: [],
     }
     : {
       table,
       // A service whose host goes goes too: no service row is left without its host row.
-      sql: "DELETE s FROM `statusengine_servicestatus` s WHERE NOT EXISTS " +
-        "(SELECT 1 FROM `services` v WHERE v.`uuid` = s.`service_description` AND v.`disabled` = 0) " +
+      sql: "DELETE FROM `statusengine_servicestatus` WHERE NOT EXISTS " +
+        "(SELECT 1 FROM `services` v WHERE " +
+        "v.`uuid` = `statusengine_servicestatus`.`service_description` AND v.`disabled` = 0) " +
         "OR NOT EXISTS " +
-        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = s.`hostname` AND h.`disabled` = 0)",
+        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = `statusengine_servicestatus`.`hostname` " +
+        "AND h.`disabled` = 0)",
       values: [],
     };
 }

@@ -178,9 +178,11 @@ export class DowntimeExecutor {
           table: statement.table,
           availability: this.#o.availability,
           signal,
-          ...(m === undefined
-            ? {}
-            : { lockRetries: m.dbBatchRetries, connectionRetries: m.dbConnectionRetries }),
+          ...(m === undefined ? {} : {
+            lockRetries: m.dbBatchRetries,
+            conflicts: m.mysqlConflicts,
+            connectionRetries: m.dbConnectionRetries,
+          }),
         });
         affected = result.affectedRows;
       } catch (err: unknown) {

@@ -37,6 +37,9 @@ const LOCK_ERRNOS: ReadonlySet<number> = new Set([1205, 1213]);
  *   killed, 1317 query interrupted (KILL QUERY), 1158–1161 network
  *   read/write errors reported by the server, 2006/2013 gone away / lost (client
  *   numbers, in case a driver reports them);
+ * - Galera: 1047, which MariaDB's Galera node answers to every statement while it is not ready
+ *   for clients (`wsrep_ready` OFF: not in the primary component, or still joining); the node
+ *   is down for this worker until it is `Synced` again (docs/running.md#galera);
  * - read-only: 1290 read_only / super_read_only, 1836 InnoDB read-only mode,
  *   1792 read-only transaction (a proxy routing writes to a replica);
  * - space and resources: 1114 table full (disk or tablespace limit), 1021 disk
@@ -61,6 +64,7 @@ const UNAVAILABLE_ERRNOS: ReadonlySet<number> = new Set([
   1161,
   2006,
   2013,
+  1047,
   1290,
   1836,
   1792,

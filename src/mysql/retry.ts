@@ -2,11 +2,16 @@
  * The MySQL hold: how a statement waits while MySQL cannot take it.
  *
  * - `unavailable` errors (connection lost or refused, read-only, disk full,
- *   privileges, statement timeout, …) and `lock` errors (deadlock 1213, lock
- *   wait timeout 1205): the statement is sent again after a pause of
- *   {@link MYSQL_HOLD}, until MySQL takes it or `signal` aborts (shutdown,
- *   drain deadline). A transient failure never fails a job; `db_available` is
- *   0 meanwhile (for an outage, not for a lock conflict);
+ *   privileges, statement timeout, a Galera node not ready, …) and `lock` errors
+ *   (deadlock 1213, lock wait timeout 1205): the statement is sent again after a
+ *   pause of {@link MYSQL_HOLD}, until MySQL takes it or `signal` aborts
+ *   (shutdown, drain deadline). A transient failure never fails a job;
+ *   `db_available` is 0 meanwhile (for an outage, not for a lock conflict);
+ * - the first lock conflict of a statement is sent again at once, without the
+ *   pause: on Galera a 1213 is mostly a certification failure (another node
+ *   committed the same rows first, also reported at the commit of an autocommit
+ *   statement), which a second attempt, reading the winner's rows, passes. Only a
+ *   conflict that comes back waits, so two writers that keep colliding back off;
  * - `row` and `statement` errors: thrown as a {@link MysqlWriteError} at once;
  *   the caller decides whether the rows are at fault (writer.ts).
  *
@@ -43,6 +48,8 @@ export interface HoldScope {
 /** Collaborators of {@link runWithRetry}. */
 export interface RetryContext extends HoldScope {
   readonly lockRetries?: Metrics["dbBatchRetries"];
+  /** `statusengine_mysql_conflicts_total{table,kind}`. */
+  readonly conflicts?: Metrics["mysqlConflicts"];
   readonly connectionRetries?: Metrics["dbConnectionRetries"];
 }
 
@@ -86,7 +93,14 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
       if (failure.kind === "lock") {
         lockAttempts++;
         ctx.lockRetries?.inc();
-        log.warn("db: lock conflict, retrying the statement", {
+        ctx.conflicts?.inc({
+          table: ctx.table,
+          kind: failure.code === "1205" ? "lock_wait_timeout" : "deadlock",
+        });
+        // The first conflict is expected on a cluster and passes on the next attempt: the
+        // counter shows it, a warning would only be noise. One that comes back is worth one.
+        if (lockAttempts === 1) continue;
+        log.warn("db: lock conflict again, retrying the statement after a pause", {
           table: ctx.table,
           attempt: lockAttempts,
           error: errorMessage(err),

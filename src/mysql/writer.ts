@@ -564,6 +564,7 @@ export class TableWriter {
         signal: this.#abort.signal,
         ...(this.#metrics === undefined ? {} : {
           lockRetries: this.#metrics.dbBatchRetries,
+          conflicts: this.#metrics.mysqlConflicts,
           connectionRetries: this.#metrics.dbConnectionRetries,
         }),
       });

@@ -72,7 +72,7 @@ export interface PipelineOptions extends HandlerSettings {
     readonly clock?: RestartClock;
     readonly timing?: Partial<RestartTiming>;
     /** Rows per statement of the scheduled-downtime sweep. */
-    readonly downtimeChunkRows?: number;
+    readonly sweepChunkRows?: number;
   };
 }
 
@@ -131,9 +131,9 @@ export class Pipeline {
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
       ...(options.coreRestart?.clock === undefined ? {} : { clock: options.coreRestart.clock }),
       ...(options.coreRestart?.timing === undefined ? {} : { timing: options.coreRestart.timing }),
-      ...(options.coreRestart?.downtimeChunkRows === undefined
+      ...(options.coreRestart?.sweepChunkRows === undefined
         ? {}
-        : { downtimeChunkRows: options.coreRestart.downtimeChunkRows }),
+        : { sweepChunkRows: options.coreRestart.sweepChunkRows }),
       writers: {
         statusengine_hoststatus: writers.statusengine_hoststatus,
         statusengine_servicestatus: writers.statusengine_servicestatus,

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { classifyMysqlError, StatementTimeoutError } from "../../src/mysql/errors.ts";
+import { GaleraNotReadyError } from "../../src/mysql/connect.ts";
 import { connectionOptionsOf, createScratchDatabase } from "../helpers/mysql.ts";
 
 // Without this table a row error could be retried forever (stalling its
@@ -38,6 +39,7 @@ const UNAVAILABLE: readonly (readonly [number, string, string])[] = [
   [1161, "08S01", "server timed out writing to the connection"],
   [2006, "HY000", "server has gone away (client number)"],
   [2013, "HY000", "lost connection during the query (client number)"],
+  [1047, "08S01", "Galera node not ready (wsrep_ready OFF): out of the primary component"],
   // read-only
   [1290, "HY000", "read_only / super_read_only: a replica, or a maintenance window"],
   [1836, "HY000", "InnoDB read-only mode"],
@@ -151,6 +153,23 @@ Deno.test("mysql errors: other server errors are statement errors (split, held w
   ) {
     assert.equal(classifyMysqlError({ errno, sqlState }), "statement", `${errno}: ${why}`);
   }
+});
+
+// A Galera node that answers but is not Synced is down for the worker like one that refuses
+// statements with 1047 (docs/running.md#galera): held, never dead-lettered, another host tried.
+Deno.test("mysql errors: a Galera node found not ready by the connection's check is unavailable, like its 1047", () => {
+  const notReady = new GaleraNotReadyError("OFF", "Initialized");
+  assert.equal(classifyMysqlError(notReady), "unavailable");
+  assert.match(notReady.message, /wsrep_ready=OFF, wsrep_local_state_comment=Initialized/);
+  assert.equal(
+    classifyMysqlError({
+      errno: 1047,
+      code: "ER_UNKNOWN_COM_ERROR",
+      sqlState: "08S01",
+      message: "WSREP has not yet prepared node for application use",
+    }),
+    "unavailable",
+  );
 });
 
 Deno.test("mysql errors: no errno is in two classes", () => {

@@ -522,7 +522,7 @@ Deno.test("writer: an error that names no row but hits one row only is still iso
 
 // --- retry policy (docs/writers.md#retry-policy) -----------------------------
 
-Deno.test("writer: lock errors are held with the MySQL hold's back-off until they clear, never dropped (D7)", async () => {
+Deno.test("writer: lock errors are sent again at once, then held with the MySQL hold's back-off until they clear, never dropped, counted by table and kind (D7)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 3);
   const sequence = [lockError(1213), lockError(1205), lockError(1213), lockError(1205)];
@@ -557,12 +557,13 @@ Deno.test("writer: lock errors are held with the MySQL hold's back-off until the
     1,
     "same statement",
   );
-  // The hold's back-off (MYSQL_HOLD): 100 ms doubling.
-  const backoffs = [100, 200, 400, 800];
-  assert.deepEqual(requested, backoffs, "back-offs requested after each lock failure");
+  // The first conflict is sent again at once; the next ones wait the hold's back-off
+  // (MYSQL_HOLD): 100 ms doubling.
+  const backoffs = [100, 200, 400];
+  assert.deepEqual(requested, backoffs, "back-offs requested after the 2nd to 4th failures");
   // A timer never fires early, so each retry came at least its back-off after the failure
   // (only a lower bound: how much later depends on the machine's load).
-  const gaps = calls.slice(1).map((c, i) => c.started - (calls[i]?.settled ?? 0));
+  const gaps = calls.slice(2).map((c, i) => c.started - (calls[i + 1]?.settled ?? 0));
   gaps.forEach((g, i) => {
     const floor = backoffs[i] ?? 0;
     assert.ok(g >= floor - 2, `gap ${i + 1}: ${g.toFixed(1)} ms, want at least ${floor}`);
@@ -570,6 +571,16 @@ Deno.test("writer: lock errors are held with the MySQL hold's back-off until the
   assert.equal(await fx.count(LOG), 3);
   assert.equal(job.deadLettered, 0);
   assert.equal(await registryValue(fx.metrics, "statusengine_db_batch_retries_total"), 4);
+  for (const kind of ["deadlock", "lock_wait_timeout"]) {
+    assert.equal(
+      await registryValue(fx.metrics, "statusengine_mysql_conflicts_total", {
+        table: LOG,
+        kind,
+      }),
+      2,
+      kind,
+    );
+  }
   assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
   assert.equal(
     await registryValue(fx.metrics, "statusengine_db_available"),
