@@ -12,6 +12,8 @@ import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { freePort } from "./helpers/gearmand.ts";
+import { AMQPClient } from "@cloudamqp/amqp-client";
 import { capture } from "./helpers/capture.ts";
 import { assertFixtureRows, fixture } from "./helpers/fixture_rows.ts";
 import {
@@ -281,4 +283,109 @@ Deno.test("rabbitmq: --rabbitmq-durable-queues matches the broker module's decla
       queue_name: Q,
       result: "completed",
     })) === 1, { message: "the logentries job was consumed" });
+});
+
+Deno.test("rabbitmq: a quorum queue declared by the operator is refused with 406 by the default declaration and consumed with --rabbitmq-declare passive; passive on a missing queue says to declare it", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const Q = "statusngin_logentries";
+  const base = { consumer: "rabbitmq" as const, mysqlUrl: db.url, queues: [Q] as const };
+  const passive = {
+    url: vhost.url,
+    prefetch: 10,
+    durableQueues: true,
+    declare: "passive",
+  } as const;
+  await assert.rejects(
+    startTestWorker(testConfig({ ...base, rabbitmq: passive })),
+    (err: Error) => {
+      assert.match(err.message, /Cannot declare queue "statusngin_logentries"/);
+      assert.match(err.message, /NOT_FOUND/);
+      assert.match(
+        err.message,
+        /--rabbitmq-declare \(STATUSENGINE_RABBITMQ_DECLARE, rabbitmq_declare\) is passive/,
+      );
+      assert.match(err.message, /declare it on the broker first/);
+      return true;
+    },
+  );
+
+  const admin = new AMQPClient(vhost.url, undefined, null);
+  await admin.connect();
+  try {
+    const channel = await admin.channel();
+    await channel.queueDeclare(Q, { durable: true }, { "x-queue-type": "quorum" });
+  } finally {
+    await admin.close().catch(() => {});
+  }
+  await assert.rejects(
+    startTestWorker(testConfig({
+      ...base,
+      rabbitmq: { url: vhost.url, prefetch: 10, durableQueues: true },
+    })),
+    (err: Error) => {
+      assert.match(err.message, /PRECONDITION_FAILED/);
+      assert.match(err.message, /needs --rabbitmq-declare passive/);
+      return true;
+    },
+  );
+  await using worker = await startTestWorker(testConfig({ ...base, rabbitmq: passive }));
+  // The publish tool declares as the worker does: passively, into the quorum queue.
+  await using publisher = await AmqpPublisher.connect(vhost.url, passive);
+  await publisher.publish(Q, [fixture(Q)]);
+  await waitFor(async () =>
+    (await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: Q,
+      result: "completed",
+    })) === 1, { message: "the logentries job was consumed from the quorum queue" });
+  assert.equal((await publisher.depth(Q)).ready, 0);
+});
+
+Deno.test("rabbitmq: --rabbitmq-url with several hosts: a broker that does not answer is skipped, host_in_use names the one in use, a lost connection tries the next and comes round; publish uses the list", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const live = new URL(vhost.url).host;
+  const dead = `127.0.0.1:${freePort()}`;
+  const url = vhost.url.replace(`@${live}/`, `@${dead},${live}/`);
+  assert.notEqual(url, vhost.url);
+  const Q = "statusngin_hostchecks";
+
+  const published = capture();
+  assert.equal(
+    await runPublishCommand(
+      { queue: Q, count: 20, eventsPerJob: 1, gearmanAddr: [], rabbitmqUrl: url },
+      published.io,
+    ),
+    0,
+    published.err.join("\n"),
+  );
+  await using worker = await startTestWorker(testConfig({
+    consumer: "rabbitmq",
+    rabbitmq: { url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
+    mysqlUrl: db.url,
+    queues: [Q],
+  }));
+  const inUse = (host: string) =>
+    metricValue(worker, "statusengine_rabbitmq_host_in_use", { host });
+  assert.equal(await inUse(live), 1);
+  assert.equal(await inUse(dead), 0);
+  await waitFor(async () =>
+    (await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: Q,
+      result: "completed",
+    })) === 20, { message: "the 20 jobs completed" });
+
+  // After the loss the next broker (the dead one) is tried first, then the list comes round.
+  await vhost.closeConnections();
+  await waitFor(
+    async () =>
+      (await metricValue(worker, "statusengine_queue_reconnects_total", { queue_name: Q })) ===
+        1 &&
+      (await metricValue(worker, "statusengine_queue_connected", { queue_name: Q })) === 1,
+    { message: "reconnected", timeoutMs: 30_000 },
+  );
+  assert.equal(await inUse(live), 1);
+  assert.equal(await inUse(dead), 0);
 });

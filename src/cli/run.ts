@@ -55,6 +55,7 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       url: s.rabbitmqUrl,
       prefetch: s.rabbitmqPrefetch,
       durableQueues: s.rabbitmqDurableQueues,
+      declare: s.rabbitmqDeclare,
     },
     reconnectIntervalMs: s.consumer === "rabbitmq"
       ? s.rabbitmqReconnectIntervalMs

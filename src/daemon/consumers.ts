@@ -173,6 +173,10 @@ function buildConsumer(
       url: config.rabbitmq.url,
       prefetch: config.rabbitmq.prefetch,
       durableQueues: config.rabbitmq.durableQueues,
+      ...(config.rabbitmq.declare === undefined ? {} : { declare: config.rabbitmq.declare }),
+      onHostInUse: (host, hosts) => {
+        for (const h of hosts) parts.metrics.rabbitmqHostInUse.set({ host: h }, h === host ? 1 : 0);
+      },
       queues: queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder })),
       connectionName: `statusengine-${name}`,
     });

@@ -44,6 +44,7 @@ export function commandPublisher(config: WorkerConfig): CommandPublisher {
     }
     return rabbitMqCommandPublisher(config.rabbitmq.url, {
       durableQueues: config.rabbitmq.durableQueues,
+      ...(config.rabbitmq.declare === undefined ? {} : { declare: config.rabbitmq.declare }),
     });
   }
   return gearmanCommandPublisher(config.gearmanServers);
