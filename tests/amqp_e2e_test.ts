@@ -12,7 +12,7 @@ import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { freePort } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { AMQPClient } from "@cloudamqp/amqp-client";
 import { capture } from "./helpers/capture.ts";
 import { assertFixtureRows, fixture } from "./helpers/fixture_rows.ts";
@@ -342,16 +342,20 @@ Deno.test("rabbitmq: a quorum queue declared by the operator is refused with 406
   assert.equal((await publisher.depth(Q)).ready, 0);
 });
 
-Deno.test("rabbitmq: --rabbitmq-url with several hosts: a broker that does not answer is skipped, host_in_use names the one in use, a lost connection tries the next and comes round; publish uses the list", async () => {
+Deno.test("rabbitmq: --rabbitmq-url with several hosts: the first that answers is used, a lost broker is followed by the next of the list (round-robin, skipping one that refuses); host_in_use names it; publish uses the list", async () => {
   await using vhost = await createScratchVhost();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
+  // Three "brokers": proxies in front of the one test broker, each cut or refused on its own.
   const live = new URL(vhost.url).host;
-  const dead = `127.0.0.1:${freePort()}`;
-  const url = vhost.url.replace(`@${live}/`, `@${dead},${live}/`);
+  await using a = await startTcpProxy(live);
+  await using b = await startTcpProxy(live);
+  await using c = await startTcpProxy(live);
+  const url = vhost.url.replace(`@${live}/`, `@${a.addr},${b.addr},${c.addr}/`);
   assert.notEqual(url, vhost.url);
   const Q = "statusngin_hostchecks";
 
+  a.block();
   const published = capture();
   assert.equal(
     await runPublishCommand(
@@ -361,31 +365,44 @@ Deno.test("rabbitmq: --rabbitmq-url with several hosts: a broker that does not a
     0,
     published.err.join("\n"),
   );
+  assert.equal(b.accepted, 1, "publish went to the second broker, the first refused");
+  a.unblock();
+
   await using worker = await startTestWorker(testConfig({
     consumer: "rabbitmq",
     rabbitmq: { url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
     mysqlUrl: db.url,
     queues: [Q],
   }));
-  const inUse = (host: string) =>
-    metricValue(worker, "statusengine_rabbitmq_host_in_use", { host });
-  assert.equal(await inUse(live), 1);
-  assert.equal(await inUse(dead), 0);
+  const inUse = async () => {
+    const out: number[] = [];
+    for (const p of [a, b, c]) {
+      out.push(await metricValue(worker, "statusengine_rabbitmq_host_in_use", { host: p.addr }));
+    }
+    return out;
+  };
+  const reconnected = (n: number) =>
+    waitFor(
+      async () =>
+        (await metricValue(worker, "statusengine_queue_reconnects_total", { queue_name: Q })) ===
+          n &&
+        (await metricValue(worker, "statusengine_queue_connected", { queue_name: Q })) === 1,
+      { message: `reconnect ${n}`, timeoutMs: 30_000 },
+    );
+  assert.deepEqual(await inUse(), [1, 0, 0]);
   await waitFor(async () =>
     (await metricValue(worker, "statusengine_queue_jobs_total", {
       queue_name: Q,
       result: "completed",
     })) === 20, { message: "the 20 jobs completed" });
 
-  // After the loss the next broker (the dead one) is tried first, then the list comes round.
-  await vhost.closeConnections();
-  await waitFor(
-    async () =>
-      (await metricValue(worker, "statusengine_queue_reconnects_total", { queue_name: Q })) ===
-        1 &&
-      (await metricValue(worker, "statusengine_queue_connected", { queue_name: Q })) === 1,
-    { message: "reconnected", timeoutMs: 30_000 },
-  );
-  assert.equal(await inUse(live), 1);
-  assert.equal(await inUse(dead), 0);
+  // The broker after the lost one is tried first; it refuses, so the third is used.
+  b.block();
+  a.sever();
+  await reconnected(1);
+  assert.deepEqual(await inUse(), [0, 0, 1]);
+  // After the last broker of the list comes the first.
+  c.sever();
+  await reconnected(2);
+  assert.deepEqual(await inUse(), [1, 0, 0]);
 });
