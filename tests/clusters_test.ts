@@ -10,7 +10,11 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { AMQPClient } from "@cloudamqp/amqp-client";
-import { startGaleraCluster, startRabbitMqCluster } from "./helpers/clusters.ts";
+import {
+  type RabbitMqTestCluster,
+  startGaleraCluster,
+  startRabbitMqCluster,
+} from "./helpers/clusters.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
@@ -180,33 +184,36 @@ Deno.test("rabbitmq cluster: a quorum queue declared on node 1 keeps every confi
   assert.deepEqual([...received].sort(), [...sent].sort());
 });
 
-Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration of operator-made quorum queues moves to another node when node 1 is SIGKILLed mid-drain: 0 lost, 0 duplicate", async () => {
+/** How the queue of {@link drainAcrossNodeLoss} is made highly available. */
+interface HighAvailability {
+  /** `--rabbitmq-declare` and `--rabbitmq-durable-queues` of the worker and the tools. */
+  readonly declare: "declare" | "passive";
+  readonly durableQueues: boolean;
+  /** What the operator does on the cluster before anything is published. */
+  prepare(cluster: RabbitMqTestCluster): Promise<void>;
+}
+
+/**
+ * Publish a 40,000-event losstest backlog through a 3-host URL, let a worker on the same URL
+ * drain it from node 1, SIGKILL node 1 mid-drain: the worker must move to node 2 or 3 and every
+ * event must land in MySQL once.
+ */
+async function drainAcrossNodeLoss(runId: string, ha: HighAvailability): Promise<void> {
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   await using cluster = await startRabbitMqCluster();
   const hosts = cluster.nodes.map((n) => `127.0.0.1:${n.port}`);
   const url = `amqp://guest:guest@${hosts.join(",")}/`;
-  const [url1] = cluster.nodes.map((n) => n.url) as [string];
-
-  // The operator declares the queue as a quorum queue; the worker and the tools only check it
-  // (--rabbitmq-declare passive): their own declaration would be refused with 406.
-  const admin = new AMQPClient(url1, undefined, null);
-  await admin.connect();
-  try {
-    const channel = await admin.channel();
-    await channel.queueDeclare(LOSSTEST_QUEUE, { durable: true }, { "x-queue-type": "quorum" });
-  } finally {
-    await admin.close().catch(() => {});
-  }
+  await ha.prepare(cluster);
 
   const count = 40_000;
   const base = {
-    runId: "qq",
+    runId,
     count,
     gearmanAddr: [],
     rabbitmqUrl: url,
-    rabbitmqDurableQueues: true,
-    rabbitmqDeclare: "passive",
+    rabbitmqDurableQueues: ha.durableQueues,
+    rabbitmqDeclare: ha.declare,
     mysqlUrl: db.url,
   } as const;
   const published = capture();
@@ -220,7 +227,7 @@ Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration o
     testConfig({
       consumer: "rabbitmq",
       // A small prefetch keeps most of the backlog at the broker when node 1 goes.
-      rabbitmq: { url, prefetch: 10, durableQueues: true, declare: "passive" },
+      rabbitmq: { url, prefetch: 10, durableQueues: ha.durableQueues, declare: ha.declare },
       mysqlUrl: db.url,
       queues: [LOSSTEST_QUEUE],
     }),
@@ -265,4 +272,44 @@ Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration o
   assert.ok(after.out.includes("missing: 0"), after.out.join("\n"));
   assert.ok(after.out.includes(`PASS: all ${count} events present`), after.out.join("\n"));
   assert.ok(!after.out.some((l) => l.startsWith("duplicate rows")), after.out.join("\n"));
+}
+
+Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration of operator-made quorum queues moves to another node when node 1 is SIGKILLed mid-drain: 0 lost, 0 duplicate", async () => {
+  await drainAcrossNodeLoss("qq", {
+    declare: "passive",
+    durableQueues: true,
+    // The operator declares the queue as a quorum queue; the worker and the tools only check it:
+    // their own declaration would be refused with 406.
+    async prepare(cluster) {
+      const admin = new AMQPClient(cluster.nodes[0]?.url ?? "", undefined, null);
+      await admin.connect();
+      try {
+        const channel = await admin.channel();
+        await channel.queueDeclare(LOSSTEST_QUEUE, { durable: true }, {
+          "x-queue-type": "quorum",
+        });
+      } finally {
+        await admin.close().catch(() => {});
+      }
+    },
+  });
+});
+
+Deno.test("rabbitmq cluster: a classic queue mirrored by a policy, declared by the worker as the broker module does, survives SIGKILL of node 1 mid-drain: 0 lost, 0 duplicate", async () => {
+  await drainAcrossNodeLoss("cm", {
+    declare: "declare",
+    durableQueues: false,
+    // The queue is declared plain (no arguments, not durable: the broker module's defaults) by
+    // the tools and the worker; the policy alone mirrors it on every node.
+    prepare: (cluster) =>
+      cluster.ctl(
+        1,
+        "set_policy",
+        "ha-statusengine",
+        "^statusngin_",
+        '{"ha-mode":"all","ha-sync-mode":"automatic"}',
+        "--apply-to",
+        "queues",
+      ),
+  });
 });
