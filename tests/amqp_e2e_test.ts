@@ -12,6 +12,8 @@ import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { AMQPClient } from "@cloudamqp/amqp-client";
 import { capture } from "./helpers/capture.ts";
 import { assertFixtureRows, fixture } from "./helpers/fixture_rows.ts";
 import {
@@ -281,4 +283,126 @@ Deno.test("rabbitmq: --rabbitmq-durable-queues matches the broker module's decla
       queue_name: Q,
       result: "completed",
     })) === 1, { message: "the logentries job was consumed" });
+});
+
+Deno.test("rabbitmq: a quorum queue declared by the operator is refused with 406 by the default declaration and consumed with --rabbitmq-declare passive; passive on a missing queue says to declare it", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const Q = "statusngin_logentries";
+  const base = { consumer: "rabbitmq" as const, mysqlUrl: db.url, queues: [Q] as const };
+  const passive = {
+    url: vhost.url,
+    prefetch: 10,
+    durableQueues: true,
+    declare: "passive",
+  } as const;
+  await assert.rejects(
+    startTestWorker(testConfig({ ...base, rabbitmq: passive })),
+    (err: Error) => {
+      assert.match(err.message, /Cannot declare queue "statusngin_logentries"/);
+      assert.match(err.message, /NOT_FOUND/);
+      assert.match(
+        err.message,
+        /--rabbitmq-declare \(STATUSENGINE_RABBITMQ_DECLARE, rabbitmq_declare\) is passive/,
+      );
+      assert.match(err.message, /declare it on the broker first/);
+      return true;
+    },
+  );
+
+  const admin = new AMQPClient(vhost.url, undefined, null);
+  await admin.connect();
+  try {
+    const channel = await admin.channel();
+    await channel.queueDeclare(Q, { durable: true }, { "x-queue-type": "quorum" });
+  } finally {
+    await admin.close().catch(() => {});
+  }
+  await assert.rejects(
+    startTestWorker(testConfig({
+      ...base,
+      rabbitmq: { url: vhost.url, prefetch: 10, durableQueues: true },
+    })),
+    (err: Error) => {
+      assert.match(err.message, /PRECONDITION_FAILED/);
+      assert.match(err.message, /needs --rabbitmq-declare passive/);
+      return true;
+    },
+  );
+  await using worker = await startTestWorker(testConfig({ ...base, rabbitmq: passive }));
+  // The publish tool declares as the worker does: passively, into the quorum queue.
+  await using publisher = await AmqpPublisher.connect(vhost.url, passive);
+  await publisher.publish(Q, [fixture(Q)]);
+  await waitFor(async () =>
+    (await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: Q,
+      result: "completed",
+    })) === 1, { message: "the logentries job was consumed from the quorum queue" });
+  assert.equal((await publisher.depth(Q)).ready, 0);
+});
+
+Deno.test("rabbitmq: --rabbitmq-url with several hosts: the first that answers is used, a lost broker is followed by the next of the list (round-robin, skipping one that refuses); host_in_use names it; publish uses the list", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // Three "brokers": proxies in front of the one test broker, each cut or refused on its own.
+  const live = new URL(vhost.url).host;
+  await using a = await startTcpProxy(live);
+  await using b = await startTcpProxy(live);
+  await using c = await startTcpProxy(live);
+  const url = vhost.url.replace(`@${live}/`, `@${a.addr},${b.addr},${c.addr}/`);
+  assert.notEqual(url, vhost.url);
+  const Q = "statusngin_hostchecks";
+
+  a.block();
+  const published = capture();
+  assert.equal(
+    await runPublishCommand(
+      { queue: Q, count: 20, eventsPerJob: 1, gearmanAddr: [], rabbitmqUrl: url },
+      published.io,
+    ),
+    0,
+    published.err.join("\n"),
+  );
+  assert.equal(b.accepted, 1, "publish went to the second broker, the first refused");
+  a.unblock();
+
+  await using worker = await startTestWorker(testConfig({
+    consumer: "rabbitmq",
+    rabbitmq: { url, prefetch: 10, ...TEST_QUEUE_DURABILITY },
+    mysqlUrl: db.url,
+    queues: [Q],
+  }));
+  const inUse = async () => {
+    const out: number[] = [];
+    for (const p of [a, b, c]) {
+      out.push(await metricValue(worker, "statusengine_rabbitmq_host_in_use", { host: p.addr }));
+    }
+    return out;
+  };
+  const reconnected = (n: number) =>
+    waitFor(
+      async () =>
+        (await metricValue(worker, "statusengine_queue_reconnects_total", { queue_name: Q })) ===
+          n &&
+        (await metricValue(worker, "statusengine_queue_connected", { queue_name: Q })) === 1,
+      { message: `reconnect ${n}`, timeoutMs: 30_000 },
+    );
+  assert.deepEqual(await inUse(), [1, 0, 0]);
+  await waitFor(async () =>
+    (await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: Q,
+      result: "completed",
+    })) === 20, { message: "the 20 jobs completed" });
+
+  // The broker after the lost one is tried first; it refuses, so the third is used.
+  b.block();
+  a.sever();
+  await reconnected(1);
+  assert.deepEqual(await inUse(), [0, 0, 1]);
+  // After the last broker of the list comes the first.
+  c.sever();
+  await reconnected(2);
+  assert.deepEqual(await inUse(), [1, 0, 0]);
 });

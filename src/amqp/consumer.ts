@@ -9,9 +9,14 @@
  *
  * @module
  */
-import { AmqpSession, QueueDeclareError } from "./session.ts";
+import { AmqpSession, QueueDeclareError, type QueueDeclareMode } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
-import { type BackendOptions, Consumer, MAX_JOB_SIZE } from "../consumer/consumer.ts";
+import {
+  type BackendOptions,
+  Consumer,
+  type LinkContext,
+  MAX_JOB_SIZE,
+} from "../consumer/consumer.ts";
 import type { QueueConsumer } from "../consumer/contract.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -23,6 +28,13 @@ export interface RabbitMqConsumerOptions extends BackendOptions {
   readonly url: string;
   /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
+  /** `--rabbitmq-declare`; default `declare`. */
+  readonly declare?: QueueDeclareMode;
+  /**
+   * Told the broker (`host:port`) each new session connected to, and every broker of the URL
+   * (the `statusengine_rabbitmq_host_in_use` gauge).
+   */
+  readonly onHostInUse?: (host: string, hosts: readonly string[]) => void;
   /**
    * Unacknowledged deliveries the broker may push per queue
    * (docs/consumption.md#rabbitmq-channels), 1..65535; also the most messages of a queue handled at
@@ -35,6 +47,12 @@ export interface RabbitMqConsumerOptions extends BackendOptions {
   readonly connectTimeoutMs?: number;
   /** Connection name shown by the RabbitMQ management console. */
   readonly connectionName?: string;
+}
+
+/** Refused credentials or vhost and a refused queue declaration are not cured by waiting. */
+function waitable(err: unknown): boolean {
+  return !(err instanceof QueueDeclareError) &&
+    !/ACCESS_REFUSED|NOT_ALLOWED|PRECONDITION_FAILED/.test(errorMessage(err));
 }
 
 /** Raised when start-up cannot build the first session (the process exits). */
@@ -128,14 +146,30 @@ export class RabbitMqConsumer implements QueueConsumer {
     const o = this.#options;
     const names = o.queues.map((q) => q.name);
     let current: AmqpSession | undefined;
+    // The broker the next session tries first: the one after the broker of the last session,
+    // so that a lost broker is not dialled again while others may answer
+    // (docs/running.md#rabbitmq-hosts).
+    let next = 0;
+    let inUse: number | undefined;
+    const servers = url.hosts.map((h) => h.server);
+    const openOn = (index: number, context: LinkContext, signal: AbortSignal) =>
+      AmqpSession.open({
+        url: { ...url, ...url.hosts[index] ?? url },
+        queues: names,
+        durableQueues: o.durableQueues,
+        ...(o.declare === undefined ? {} : { declare: o.declare }),
+        prefetch: o.prefetch,
+        engine: context.engine,
+        budget: context.budget,
+        maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
+        ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
+        ...(o.connectionName === undefined ? {} : { connectionName: o.connectionName }),
+      }, signal);
     return new Consumer({
       ...o,
       name: "rabbitmq",
       log,
-      // Refused credentials or vhost and a refused queue declaration are not cured by waiting.
-      waitable: (err) =>
-        !(err instanceof QueueDeclareError) &&
-        !/ACCESS_REFUSED|NOT_ALLOWED|PRECONDITION_FAILED/.test(errorMessage(err)),
+      waitable,
       // In-order queues get one slot; the others never hold more than the prefetch anyway.
       maxJobsPerQueue: o.prefetch,
       describe: {
@@ -149,18 +183,32 @@ export class RabbitMqConsumer implements QueueConsumer {
         queues: names,
         server: url.display,
         async open(signal) {
-          current = await AmqpSession.open({
-            url,
-            queues: names,
-            durableQueues: o.durableQueues,
-            prefetch: o.prefetch,
-            engine: context.engine,
-            budget: context.budget,
-            maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
-            ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
-            ...(o.connectionName === undefined ? {} : { connectionName: o.connectionName }),
-          }, signal);
-          return current;
+          const failures: string[] = [];
+          let refused: unknown;
+          for (let k = 0; k < servers.length; k++) {
+            const index = (next + k) % servers.length;
+            try {
+              current = await openOn(index, context, signal);
+            } catch (err: unknown) {
+              if (signal.aborted || servers.length === 1) throw err;
+              // A refusal (login, vhost, declaration) is kept whole, so that start-up can tell
+              // it from a broker that is down; the other brokers are still tried.
+              if (!waitable(err)) refused ??= err;
+              failures.push(`${servers[index]}: ${errorMessage(err)}`);
+              continue;
+            }
+            next = (index + 1) % servers.length;
+            if (index !== inUse && inUse !== undefined) {
+              log.info("rabbitmq: moved to another broker of the URL", {
+                from: servers[inUse],
+                to: servers[index],
+              });
+            }
+            inUse = index;
+            o.onHostInUse?.(servers[index] ?? "", servers);
+            return current;
+          }
+          throw refused ?? new Error(`no broker of the URL answered: ${failures.join("; ")}`);
         },
         backlog(queue) {
           return current === undefined ? Promise.resolve(undefined) : current.backlog(queue);

@@ -7,10 +7,11 @@
  * @module
  */
 import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
-import { QueueDeclareError, queueDeclareFlags } from "./session.ts";
+import { declareQueue, type QueueDeclareMode } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
 import { useDenoSocket } from "./socket.ts";
 import { ProbeChannel } from "./probe.ts";
+import { errorMessage } from "../log.ts";
 
 /** Counts of a queue as the broker reports them on a passive declaration. */
 export interface QueueDepth {
@@ -19,43 +20,70 @@ export interface QueueDepth {
   readonly consumers: number;
 }
 
+/** How {@link AmqpPublisher} declares its queues: as the consumer does. */
+export interface AmqpPublisherOptions {
+  /** `--rabbitmq-durable-queues`. */
+  readonly durableQueues: boolean;
+  /** `--rabbitmq-declare`; default `declare`. */
+  readonly declare?: QueueDeclareMode;
+}
+
 /** One connection with one confirming channel. */
 export class AmqpPublisher implements AsyncDisposable {
   readonly #client: AMQPClient;
   readonly #channel: AMQPChannel;
   readonly #declared = new Set<string>();
-  readonly #durable: boolean;
+  readonly #declaration: AmqpPublisherOptions;
   readonly #probe: ProbeChannel;
   #closing: Promise<void> | undefined;
 
-  private constructor(client: AMQPClient, channel: AMQPChannel, durable: boolean) {
+  private constructor(client: AMQPClient, channel: AMQPChannel, options: AmqpPublisherOptions) {
     this.#client = client;
     this.#probe = new ProbeChannel(client);
     this.#channel = channel;
-    this.#durable = durable;
+    this.#declaration = options;
+  }
+
+  /** The broker this publisher is connected to (`host:port`). */
+  get server(): string {
+    return `${this.#client.host}:${this.#client.port}`;
   }
 
   /**
-   * Connect and open a channel in confirm mode.
+   * Connect to the first broker of the URL that answers (docs/running.md#rabbitmq-hosts) and
+   * open a channel in confirm mode.
    *
-   * @param url AMQP URL.
-   * @param options `durableQueues`: `--rabbitmq-durable-queues`, as the consumer declares.
+   * @param url AMQP URL, one host or several.
+   * @param options As the consumer declares: `--rabbitmq-durable-queues`, `--rabbitmq-declare`.
    * @returns The publisher; close it (or `await using`).
    * @throws {TypeError} On a malformed URL (password masked).
-   * @throws {Error} When the broker cannot be reached or refuses the login.
+   * @throws {Error} When no broker can be reached or one refuses the login; the message names
+   *   each broker's failure.
    */
-  static async connect(
-    url: string,
-    options: { readonly durableQueues: boolean },
-  ): Promise<AmqpPublisher> {
-    const client = new AMQPClient(parseAmqpUrl(url).href, undefined, null);
+  static async connect(url: string, options: AmqpPublisherOptions): Promise<AmqpPublisher> {
+    const failures: string[] = [];
+    const { hosts } = parseAmqpUrl(url);
+    for (const host of hosts) {
+      try {
+        return await AmqpPublisher.#connectTo(host.href, options);
+      } catch (err: unknown) {
+        // A refused login is the same on every broker of a cluster.
+        if (hosts.length === 1 || /ACCESS_REFUSED|NOT_ALLOWED/.test(errorMessage(err))) throw err;
+        failures.push(`${host.server}: ${errorMessage(err)}`);
+      }
+    }
+    throw new Error(`No broker of the URL answered: ${failures.join("; ")}`);
+  }
+
+  static async #connectTo(href: string, options: AmqpPublisherOptions): Promise<AmqpPublisher> {
+    const client = new AMQPClient(href, undefined, null);
     useDenoSocket(client);
     client.onerror = () => {};
     await client.connect();
     try {
       const channel = await client.channel();
       await channel.confirmSelect();
-      return new AmqpPublisher(client, channel, options.durableQueues);
+      return new AmqpPublisher(client, channel, options);
     } catch (err: unknown) {
       await client.close().catch(() => {});
       throw err;
@@ -63,19 +91,18 @@ export class AmqpPublisher implements AsyncDisposable {
   }
 
   /**
-   * Declare a queue with the consumer's flags (idempotent).
+   * Declare a queue as the consumer does (idempotent).
    *
    * @param queue Queue name.
    * @throws {QueueDeclareError} When the broker refuses the declaration (naming the setting on
-   *   a durability mismatch); the channel is closed by the broker then.
+   *   a durability mismatch or a missing queue); the channel is closed by the broker then.
    */
   async declare(queue: string): Promise<void> {
     if (this.#declared.has(queue)) return;
-    try {
-      await this.#channel.queueDeclare(queue, queueDeclareFlags(this.#durable), {});
-    } catch (err: unknown) {
-      throw new QueueDeclareError(queue, this.#durable, { cause: err });
-    }
+    await declareQueue(this.#channel, queue, {
+      durable: this.#declaration.durableQueues,
+      mode: this.#declaration.declare ?? "declare",
+    });
     this.#declared.add(queue);
   }
 

@@ -40,13 +40,42 @@ const log = getLogger("rabbitmq");
  * @param durable `--rabbitmq-durable-queues`.
  * @returns The `queue.declare` flags.
  */
-export function queueDeclareFlags(durable: boolean): {
+function queueDeclareFlags(durable: boolean): {
   readonly passive: false;
   readonly durable: boolean;
   readonly exclusive: false;
   readonly autoDelete: false;
 } {
   return { passive: false, durable, exclusive: false, autoDelete: false };
+}
+
+/** `--rabbitmq-declare`: create a missing queue, or only check that the operator declared it. */
+export type QueueDeclareMode = "declare" | "passive";
+
+/**
+ * Declare `queue` on `channel` as `--rabbitmq-declare` says: with {@link queueDeclareFlags}, or
+ * passively, which accepts a queue of any type and arguments (a quorum queue declared by the
+ * operator) where a declaration with other arguments would be refused with 406.
+ *
+ * @param channel The channel; the broker closes it when it refuses.
+ * @param queue Queue name.
+ * @param options Durability and mode.
+ * @throws {QueueDeclareError} When the broker refuses, naming what to change.
+ */
+export async function declareQueue(
+  channel: AMQPChannel,
+  queue: string,
+  options: { readonly durable: boolean; readonly mode: QueueDeclareMode },
+): Promise<void> {
+  try {
+    await channel.queueDeclare(
+      queue,
+      options.mode === "passive" ? { passive: true } : queueDeclareFlags(options.durable),
+      {},
+    );
+  } catch (err: unknown) {
+    throw new QueueDeclareError(queue, options.durable, { cause: err, mode: options.mode });
+  }
 }
 
 /**
@@ -67,6 +96,8 @@ export interface AmqpSessionOptions {
   readonly queues: readonly string[];
   /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
+  /** `--rabbitmq-declare`; default `declare`. */
+  readonly declare?: QueueDeclareMode;
   /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
   readonly engine: DeliveryEngine;
@@ -84,8 +115,9 @@ export interface AmqpSessionOptions {
 const TOO_LARGE_KEPT_BYTES = 1024;
 
 /**
- * Raised when a queue cannot be declared; the message names the likely cause, a durability
- * mismatch with the broker module's `DurableQueues`.
+ * Raised when a queue cannot be declared; the message names the likely cause: a durability
+ * mismatch with the broker module's `DurableQueues`, or, for a passive declaration, a queue the
+ * operator has not declared.
  */
 export class QueueDeclareError extends Error {
   readonly queue: string;
@@ -94,16 +126,28 @@ export class QueueDeclareError extends Error {
   /**
    * @param queue The queue.
    * @param durable Durability this side declared with.
-   * @param options `cause`: the broker's answer.
+   * @param options `cause`: the broker's answer; `mode`: `--rabbitmq-declare` (default declare).
    */
-  constructor(queue: string, durable: boolean, options: ErrorOptions & { cause: unknown }) {
+  constructor(
+    queue: string,
+    durable: boolean,
+    options: ErrorOptions & { cause: unknown; mode?: QueueDeclareMode },
+  ) {
     const detail = errorMessage(options.cause);
-    const hint = /PRECONDITION_FAILED|\(406\)/.test(detail)
+    const hint = options.mode === "passive"
+      ? /NOT_FOUND|\(404\)/.test(detail)
+        ? ": the queue does not exist and --rabbitmq-declare (STATUSENGINE_RABBITMQ_DECLARE, " +
+          "rabbitmq_declare) is passive, so the worker does not create it: declare it on the " +
+          "broker first (for a quorum queue: durable, argument x-queue-type=quorum), or set " +
+          "--rabbitmq-declare declare to let the worker create a classic queue"
+        : ""
+      : /PRECONDITION_FAILED|\(406\)/.test(detail)
       ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
         `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
         `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
         `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
-        "DurableQueues, or delete the queue once with core and worker stopped"
+        "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
+        "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
       : "";
     super(`Cannot declare queue "${queue}": ${detail}${hint}`, options);
     this.name = "QueueDeclareError";
@@ -280,11 +324,10 @@ export class AmqpSession implements Link {
     const o = this.#options;
     const channel = await this.#client.channel();
     lane.channel = channel;
-    try {
-      await channel.queueDeclare(lane.queue, queueDeclareFlags(o.durableQueues), {});
-    } catch (err: unknown) {
-      throw new QueueDeclareError(lane.queue, o.durableQueues, { cause: err });
-    }
+    await declareQueue(channel, lane.queue, {
+      durable: o.durableQueues,
+      mode: o.declare ?? "declare",
+    });
     // global=false: the limit applies to the one consumer of this channel
     // (docs/consumption.md#rabbitmq-channels).
     await channel.basicQos(o.prefetch, 0, false);

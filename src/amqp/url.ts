@@ -1,6 +1,7 @@
 /**
  * AMQP URL handling (docs/operations.md#values): `amqp://user:password@host:port/vhost`,
- * percent-encoded; an empty path or a bare `/` is the default vhost `/`.
+ * percent-encoded; an empty path or a bare `/` is the default vhost `/`. Several brokers of one
+ * cluster: `amqp://user:password@h1:5672,h2:5673,h3/vhost` (docs/running.md#rabbitmq-hosts).
  *
  * The URL is checked here before the client library sees it, because a URL
  * the library cannot parse fails with a message that quotes it, password
@@ -9,18 +10,25 @@
  * @module
  */
 import { redactUrl } from "../config/mod.ts";
+import { splitUrlHosts } from "../util/address.ts";
+
+/** One broker of the URL. */
+export interface AmqpHost {
+  /** The URL of this broker alone, as handed to the client library (with the worker's defaults). */
+  readonly href: string;
+  /** `host:port` of the broker (the `server` of a job, the `host` label of a metric). */
+  readonly server: string;
+}
 
 /** A checked AMQP URL. */
-export interface AmqpUrl {
-  /** The URL handed to the client library (with the worker's default query parameters). */
-  readonly href: string;
-  /** The same URL with the password masked as `****`, for log lines and errors. */
+export interface AmqpUrl extends AmqpHost {
+  /** The URL as given with the password masked as `****`, for log lines and errors. */
   readonly display: string;
-  /** `host:port` of the broker (the `server` of a job). */
-  readonly server: string;
   /** Decoded virtual host. */
   readonly vhost: string;
   readonly tls: boolean;
+  /** Every broker in the URL's order (one for a single host); the first is `href`/`server`. */
+  readonly hosts: readonly AmqpHost[];
 }
 
 /**
@@ -34,7 +42,8 @@ export const DEFAULT_HEARTBEAT_S = 60;
 /**
  * Parse and check an AMQP URL.
  *
- * @param url `amqp://` or `amqps://` URL.
+ * @param url `amqp://` or `amqps://` URL, with one host or a comma-separated list of them
+ *   (IPv6 in brackets; a host without a port gets 5672, or 5671 for amqps).
  * @returns The checked URL.
  * @throws {TypeError} When the URL does not parse, has another scheme, no
  *   host, a bad port or malformed percent-encoding; the message shows the URL
@@ -49,9 +58,12 @@ export function parseAmqpUrl(url: string): AmqpUrl {
   const fail = (detail: string): never => {
     throw new TypeError(`Cannot parse AMQP URL "${redactUrl(url)}": ${detail}`);
   };
+  const defaultPort = /^amqps:/i.test(url) ? 5671 : 5672;
+  const split = splitUrlHosts(url, defaultPort);
+  const list = split !== undefined && "problem" in split ? fail(split.problem) : split;
   let u: URL;
   try {
-    u = new URL(url);
+    u = new URL(list?.url ?? url);
   } catch {
     return fail("not a URL (expected amqp://user:password@host:port/vhost)");
   }
@@ -82,5 +94,12 @@ export function parseAmqpUrl(url: string): AmqpUrl {
     fail(`heartbeat "${heartbeat}" is not a whole number of seconds`);
   }
   // WHATWG keeps the brackets of an IPv6 host in `hostname`.
-  return { href: u.href, display: redactUrl(url), server: `${u.hostname}:${port}`, vhost, tls };
+  const first: AmqpHost = { href: u.href, server: `${u.hostname}:${port}` };
+  const hosts = list === undefined ? [first] : list.hosts.map(({ hostname, port }) => {
+    const one = new URL(u.href);
+    one.hostname = hostname.includes(":") ? `[${hostname}]` : hostname;
+    one.port = String(port);
+    return { href: one.href, server: `${one.hostname}:${port}` };
+  });
+  return { ...hosts[0] ?? first, display: redactUrl(url), vhost, tls, hosts };
 }

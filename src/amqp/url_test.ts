@@ -45,3 +45,33 @@ Deno.test("parseAmqpUrl: a malformed URL is refused with the password masked (D8
   }
   assert.equal(parseAmqpUrl("amqp://u:Sup3rS3cret@h/").display, "amqp://u:****@h/");
 });
+
+Deno.test("parseAmqpUrl: a host list is split in order, each broker with its own URL and default port", () => {
+  const url = parseAmqpUrl("amqp://u:p%40ss@h1:5672,h2:5673,[::1],h3/vh?heartbeat=5");
+  assert.deepEqual(url.hosts.map((h) => h.server), ["h1:5672", "h2:5673", "[::1]:5672", "h3:5672"]);
+  assert.equal(url.server, "h1:5672");
+  assert.equal(url.vhost, "vh");
+  assert.equal(url.display, "amqp://u:****@h1:5672,h2:5673,[::1],h3/vh?heartbeat=5");
+  for (const h of url.hosts) {
+    const one = new URL(h.href);
+    assert.equal(`${one.hostname}:${one.port}`, h.server);
+    assert.equal(one.password, "p%40ss");
+    assert.equal(one.pathname, "/vh");
+    assert.equal(one.searchParams.get("heartbeat"), "5");
+  }
+  const tls = parseAmqpUrl("amqps://u:p@a,b:5000/");
+  assert.deepEqual(tls.hosts.map((h) => h.server), ["a:5671", "b:5000"]);
+  assert.equal(parseAmqpUrl("amqp://u:p@one/").hosts.length, 1);
+});
+
+Deno.test("parseAmqpUrl: a bad host of the list is named, the password masked", () => {
+  assert.throws(
+    () => parseAmqpUrl("amqp://u:Sup3rS3cret@h1,h2:99999/"),
+    (err: unknown) => {
+      assert.ok(err instanceof TypeError);
+      assert.match(err.message, /host 2 of the list, "h2:99999"/);
+      assert.ok(!err.message.includes("Sup3r"), err.message);
+      return true;
+    },
+  );
+});

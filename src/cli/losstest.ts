@@ -21,6 +21,7 @@ import {
 } from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
+import type { QueueDeclareMode } from "../amqp/session.ts";
 import { deadline } from "../util/async.ts";
 import { redactText } from "../util/redact.ts";
 import { errorMessage } from "../log.ts";
@@ -59,6 +60,8 @@ export interface LosstestCommandOptions {
   readonly rabbitmqUrl?: string;
   /** Declare the RabbitMQ queue durable (`--rabbitmq-durable-queues`); default false. */
   readonly rabbitmqDurableQueues?: boolean;
+  /** `--rabbitmq-declare`; default `declare`. */
+  readonly rabbitmqDeclare?: QueueDeclareMode;
   /** MySQL URL of the worker's database (`verify`, `cleanup`). */
   readonly mysqlUrl: string;
   /** Events per job; default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */

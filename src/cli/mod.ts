@@ -97,7 +97,11 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         eventsPerJob: s.eventsPerJob,
         gearmanAddr: s.gearmanAddr,
         ...(s.consumer === "rabbitmq"
-          ? { rabbitmqUrl: s.rabbitmqUrl, rabbitmqDurableQueues: s.rabbitmqDurableQueues }
+          ? {
+            rabbitmqUrl: s.rabbitmqUrl,
+            rabbitmqDurableQueues: s.rabbitmqDurableQueues,
+            rabbitmqDeclare: s.rabbitmqDeclare,
+          }
           : {}),
         ...(s.form === undefined ? {} : { form: s.form }),
         ...(s.fromFile === undefined ? {} : { fromFile: s.fromFile }),
@@ -115,7 +119,11 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         countGiven: sources.count?.kind !== "default",
         gearmanAddr: s.gearmanAddr,
         ...(s.consumer === "rabbitmq"
-          ? { rabbitmqUrl: s.rabbitmqUrl, rabbitmqDurableQueues: s.rabbitmqDurableQueues }
+          ? {
+            rabbitmqUrl: s.rabbitmqUrl,
+            rabbitmqDurableQueues: s.rabbitmqDurableQueues,
+            rabbitmqDeclare: s.rabbitmqDeclare,
+          }
           : {}),
         mysqlUrl: s.mysqlUrl,
       },

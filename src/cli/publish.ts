@@ -11,6 +11,7 @@
  */
 import { GearmanClient } from "../gearman/client.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
+import type { QueueDeclareMode } from "../amqp/session.ts";
 import { redactUrl as redactAmqpUrl } from "../config/mod.ts";
 import { isQueueName, QUEUE_NAMES, type QueueName } from "../events/mod.ts";
 import {
@@ -42,6 +43,8 @@ export interface PublishCommandOptions {
   readonly rabbitmqUrl?: string;
   /** Declare the RabbitMQ queue durable (`--rabbitmq-durable-queues`); default false. */
   readonly rabbitmqDurableQueues?: boolean;
+  /** `--rabbitmq-declare`; default `declare`. */
+  readonly rabbitmqDeclare?: QueueDeclareMode;
   /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */
   readonly seed?: number;
 }
@@ -78,6 +81,8 @@ export interface PublishJobsOptions {
   readonly rabbitmqUrl?: string;
   /** Declare the queue durable (`--rabbitmq-durable-queues`); default false. */
   readonly rabbitmqDurableQueues?: boolean;
+  /** `--rabbitmq-declare`; default `declare`. */
+  readonly rabbitmqDeclare?: QueueDeclareMode;
   /** Progress lines go to `io.out`. */
   readonly io: Io;
   /** Jobs to publish in all, for the progress lines, when known. */
@@ -122,17 +127,19 @@ function rate(n: number, ms: number): string {
  * The broker fields of a command's options as {@link publishJobs} takes them (absent stays
  * absent: Gearman).
  *
- * @param options `--rabbitmq-url` and `--rabbitmq-durable-queues` of the command.
+ * @param options `--rabbitmq-url`, `--rabbitmq-durable-queues` and `--rabbitmq-declare` of the
+ *   command.
  * @returns The fields to spread into {@link PublishJobsOptions}.
  */
 export function brokerTarget(
-  options: { readonly rabbitmqUrl?: string; readonly rabbitmqDurableQueues?: boolean },
-): Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues"> {
+  options: Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues" | "rabbitmqDeclare">,
+): Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues" | "rabbitmqDeclare"> {
   return {
     ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
     ...(options.rabbitmqDurableQueues === undefined
       ? {}
       : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
+    ...(options.rabbitmqDeclare === undefined ? {} : { rabbitmqDeclare: options.rabbitmqDeclare }),
   };
 }
 
@@ -224,6 +231,7 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
   if (options.rabbitmqUrl !== undefined) {
     const publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
       durableQueues: options.rabbitmqDurableQueues ?? false,
+      ...(options.rabbitmqDeclare === undefined ? {} : { declare: options.rabbitmqDeclare }),
     });
     try {
       await publisher.declare(queue);

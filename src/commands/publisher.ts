@@ -12,7 +12,7 @@
  * @module
  */
 import { GearmanClient } from "../gearman/client.ts";
-import { AmqpPublisher } from "../amqp/publisher.ts";
+import { AmqpPublisher, type AmqpPublisherOptions } from "../amqp/publisher.ts";
 import { parseAmqpUrl } from "../amqp/url.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
@@ -223,14 +223,14 @@ export function gearmanCommandPublisher(
  * the consumer's flags; resolved on the broker's confirm.
  *
  * @param url AMQP URL (`--rabbitmq-url`).
- * @param options `durableQueues` (`--rabbitmq-durable-queues`, as the consumer declares) and
- *   the budget per request.
+ * @param options `durableQueues` and `declare` (`--rabbitmq-durable-queues`,
+ *   `--rabbitmq-declare`, as the consumer declares) and the budget per request.
  * @returns The publisher (connects on first use).
  * @throws {TypeError} On a malformed URL (password masked).
  */
 export function rabbitMqCommandPublisher(
   url: string,
-  options: { readonly durableQueues: boolean; readonly budgetMs?: number },
+  options: AmqpPublisherOptions & { readonly budgetMs?: number },
 ): RetryingPublisher {
   const display = parseAmqpUrl(url).display;
   return new RetryingPublisher({
@@ -238,7 +238,7 @@ export function rabbitMqCommandPublisher(
     target: display,
     ...(options.budgetMs === undefined ? {} : { budgetMs: options.budgetMs }),
     dial: async (signal) => {
-      const connecting = AmqpPublisher.connect(url, { durableQueues: options.durableQueues });
+      const connecting = AmqpPublisher.connect(url, options);
       let publisher: AmqpPublisher;
       try {
         publisher = await abortable(connecting, signal);

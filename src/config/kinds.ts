@@ -217,7 +217,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     }
     case "url": {
       const text = textOf(row, raw);
-      return text.ok ? parseUrl(text.value.trim(), kind.schemes) : text;
+      return text.ok ? parseUrl(text.value.trim(), kind.schemes, kind.hostList === true) : text;
     }
     case "mysqlUrl": {
       const text = textOf(row, raw);

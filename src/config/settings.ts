@@ -132,7 +132,13 @@ export type Kind =
     readonly emptyDisables?: boolean;
   }
   | { readonly type: "hostPortList" }
-  | { readonly type: "url"; readonly schemes: readonly string[]; readonly form: string }
+  | {
+    readonly type: "url";
+    readonly schemes: readonly string[];
+    readonly form: string;
+    /** Several comma-separated hosts are accepted (`amqp://u:p@h1,h2:5673/vhost`). */
+    readonly hostList?: boolean;
+  }
   | { readonly type: "mysqlUrl" }
   | { readonly type: "mysqlDsn" }
   | {
@@ -375,11 +381,15 @@ export const SETTINGS = [
       type: "url",
       schemes: ["amqp", "amqps"],
       form: "amqp://user:password@host:port/vhost (percent-encoded)",
+      hostList: true,
     },
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,
     commands: BROKER_COMMANDS,
-    help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /.",
+    help: "RabbitMQ server when consumer is rabbitmq. An empty path or / is the vhost /. " +
+      "Several brokers of one cluster: amqp://user:pw@host1:5672,host2:5672/vhost; the " +
+      "worker connects to the first that answers and, when it loses it, to the next one " +
+      "(round-robin); the tools use the first that answers.",
   },
   {
     flag: "rabbitmq-durable-queues",
@@ -388,6 +398,16 @@ export const SETTINGS = [
     commands: ["run", "publish", "losstest"],
     help: "Declare the RabbitMQ queues durable. Must match the broker module's DurableQueues " +
       "(default false, as there); a mismatch refuses to start with 406 PRECONDITION_FAILED.",
+  },
+  {
+    flag: "rabbitmq-declare",
+    kind: { type: "enum", values: ["declare", "passive"] },
+    default: "declare",
+    commands: ["run", "publish", "losstest"],
+    help: "How the queues are declared: declare creates a missing queue as a plain classic " +
+      "queue (as the broker module does); passive only checks that it exists, for queues " +
+      "the operator declared with other arguments, such as quorum queues " +
+      "(docs/running.md#rabbitmq-hosts).",
   },
   {
     flag: "rabbitmq-prefetch",

@@ -279,9 +279,24 @@ function decodes(part: string): boolean {
  *
  * @param text The URL.
  * @param schemes Accepted schemes without the colon (`amqp`, `amqps`).
+ * @param hostList Whether several hosts may be given (`amqp://u:p@h1:5672,h2/vhost`); the list
+ *   is checked by splitUrlHosts, the rest with the first host.
  * @returns The URL as given, or a problem; the problem never contains the password.
  */
-export function parseUrl(text: string, schemes: readonly string[]): Parsed<string> {
+export function parseUrl(
+  text: string,
+  schemes: readonly string[],
+  hostList = false,
+): Parsed<string> {
+  if (hostList) {
+    // The ports of the list are only checked here: any default does.
+    const list = splitUrlHosts(text, 1);
+    if (list !== undefined && "problem" in list) return fail(list.problem);
+    if (list !== undefined) {
+      const first = parseUrl(list.url, schemes);
+      return first.ok ? ok(text) : first;
+    }
+  }
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1]?.toLowerCase();
   if (scheme === undefined || !schemes.includes(scheme)) {
     return fail(`must start with ${schemes.map((s) => `${s}://`).join(" or ")}`);

@@ -11,6 +11,7 @@ import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
 import type { InfluxDbSettings } from "../perfdata/influxdb.ts";
 import type { RemoteWriteSettings } from "../perfdata/remote_write.ts";
+import type { QueueDeclareMode } from "../amqp/session.ts";
 
 /** Where perfdata can go (`--perfdata-backends`, docs/perfdata.md#routing). */
 export type PerfdataBackend = "mysql" | "graphite" | "influxdb" | "prometheus";
@@ -58,6 +59,8 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
     readonly prefetch: number;
     /** Declare queues durable; the consumer and the command publisher use the same flags. */
     readonly durableQueues: boolean;
+    /** `--rabbitmq-declare`; default `declare`. */
+    readonly declare?: QueueDeclareMode;
   };
   /** Pause between attempts to rebuild a lost broker connection (both backends). */
   readonly reconnectIntervalMs: number;

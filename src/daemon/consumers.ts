@@ -66,10 +66,14 @@ export interface QueueBackend {
  * The backend `--consumer` names: the one branch on it.
  *
  * @param config The worker configuration.
+ * @param metrics Where the RabbitMQ consumer tells which broker of its URL it uses.
  * @returns Its consumer and command publisher factories.
  * @throws {StartupError} When the RabbitMQ backend has no URL.
  */
-export function queueBackend(config: WorkerConfig): QueueBackend {
+export function queueBackend(
+  config: WorkerConfig,
+  metrics?: Pick<Metrics, "rabbitmqHostInUse">,
+): QueueBackend {
   const name = config.nodeName.replace(/\s+/g, "_");
   const consumed = (queues: readonly QueueName[]) =>
     queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder }));
@@ -85,11 +89,18 @@ export function queueBackend(config: WorkerConfig): QueueBackend {
           url: rabbitmq.url,
           prefetch: rabbitmq.prefetch,
           durableQueues: rabbitmq.durableQueues,
+          ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
+          onHostInUse: (host, hosts) => {
+            for (const h of hosts) metrics?.rabbitmqHostInUse.set({ host: h }, h === host ? 1 : 0);
+          },
           queues: consumed(queues),
           connectionName: `statusengine-${name}`,
         }),
       commandPublisher: () =>
-        rabbitMqCommandPublisher(rabbitmq.url, { durableQueues: rabbitmq.durableQueues }),
+        rabbitMqCommandPublisher(rabbitmq.url, {
+          durableQueues: rabbitmq.durableQueues,
+          ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
+        }),
       warnAboutConfiguration: () => {},
     };
   }

@@ -112,7 +112,7 @@ export async function startWorker(
   }
   const queues = config.queues ?? QUEUE_NAMES;
   const metrics = workerMetrics(config, queues, id);
-  const backend = queueBackend(config);
+  const backend = queueBackend(config, metrics);
   backend.warnAboutConfiguration();
   log.info("worker: stale status filter", {
     status_max_age_s: config.statusMaxAgeSeconds,

@@ -267,6 +267,14 @@ export const METRICS = {
     labels: ["host"],
     precreate: "none",
   },
+  rabbitmqHostInUse: {
+    name: "statusengine_rabbitmq_host_in_use",
+    type: "gauge",
+    help:
+      "1 for the broker of --rabbitmq-url the worker consumes from, 0 for the other brokers of the list (docs/running.md#rabbitmq-hosts).",
+    labels: ["host"],
+    precreate: "none",
+  },
   mysqlHostSwitches: {
     name: "statusengine_mysql_host_switches_total",
     type: "counter",

@@ -1063,6 +1063,7 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
       consumer: "gearman",
       rabbitmqUrl: "amqp://statusengine:statusengine@127.0.0.1:5672/",
       rabbitmqDurableQueues: false,
+      rabbitmqDeclare: "declare",
       queue: "statusngin_downtimes",
       count: 1000,
       eventsPerJob: 100,
@@ -1227,4 +1228,31 @@ Deno.test("loadSettings: secrets on the command line draw a warning pointing at 
   for (const warning of warnings) assert.ok(!warning.includes("pw") && !warning.includes("k1"));
   const quiet = await load("run", { argv: ["--mysql-url", "mysql://root@h/db", "--api-keys="] });
   assert.deepEqual(quiet.warnings, []);
+});
+
+Deno.test("loadSettings: --rabbitmq-url takes a host list from flag, env and YAML; a bad host of it refuses naming it, the password masked", async () => {
+  const url = "amqp://u:Sup3rS3cret@h1:5672,h2:5673,[::1],h3/vh";
+  const flag = await load("run", { argv: ["--rabbitmq-url", url] });
+  assert.equal(flag.settings.rabbitmqUrl, url);
+  const env = await load("status", { env: { STATUSENGINE_RABBITMQ_URL: url } });
+  assert.equal(env.settings.rabbitmqUrl, url);
+  const file = await load("run", { file: `rabbitmq_url: "${url}"\n` });
+  assert.equal(file.settings.rabbitmqUrl, url);
+  const bad = await refuses(
+    load("run", { argv: ["--rabbitmq-url", "amqp://u:Sup3rS3cret@h1,h2:99999/"] }),
+    { setting: "rabbitmq-url", message: /host 2 of the list, "h2:99999"/ },
+  );
+  assert.ok(!bad.message.includes("Sup3r"), bad.message);
+});
+
+Deno.test("loadSettings: --rabbitmq-declare is declare or passive, declare by default", async () => {
+  assert.equal((await load("run")).settings.rabbitmqDeclare, "declare");
+  const passive = await load("losstest", {
+    argv: ["publish", "--run-id", "r1"],
+    env: { STATUSENGINE_RABBITMQ_DECLARE: "passive" },
+  });
+  assert.equal(passive.settings.rabbitmqDeclare, "passive");
+  await refuses(load("run", { argv: ["--rabbitmq-declare", "create"] }), {
+    setting: "rabbitmq-declare",
+  });
 });

@@ -37,6 +37,17 @@ export interface TestCluster extends AsyncDisposable {
   stop(): Promise<void>;
 }
 
+/** A running 3-node RabbitMQ cluster. */
+export interface RabbitMqTestCluster extends TestCluster {
+  /**
+   * Run `rabbitmqctl` against one node (a policy, a list), failing with its output.
+   *
+   * @param node 1, 2 or 3.
+   * @param args The command and its arguments.
+   */
+  ctl(node: number, ...args: string[]): Promise<void>;
+}
+
 /** How many ports one cluster's layout spans from its base port (3 nodes, 10 apart). */
 const PORT_SPAN = 24;
 
@@ -166,6 +177,27 @@ export function startGaleraCluster(): Promise<TestCluster> {
  * await cluster.kill(1);
  * ```
  */
-export function startRabbitMqCluster(): Promise<TestCluster> {
-  return startCluster("rabbitmq_cluster.sh", (port) => `amqp://guest:guest@127.0.0.1:${port}/`);
+export async function startRabbitMqCluster(): Promise<RabbitMqTestCluster> {
+  const cluster = await startCluster(
+    "rabbitmq_cluster.sh",
+    (port) => `amqp://guest:guest@127.0.0.1:${port}/`,
+  );
+  return {
+    ...cluster,
+    async ctl(node, ...args) {
+      const name = cluster.nodes[node - 1]?.name;
+      if (name === undefined) throw new Error(`No node ${node} (nodes are 1 to 3)`);
+      // The nodes' own cookie, which the script wrote for them (not the host broker's).
+      const cookie = (await Deno.readTextFile(`${cluster.dir}/home/.erlang.cookie`)).trim();
+      const out = await new Deno.Command("rabbitmqctl", {
+        args: ["--erlang-cookie", cookie, "-n", name, ...args],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      if (!out.success) {
+        const text = new TextDecoder().decode(out.stderr) + new TextDecoder().decode(out.stdout);
+        throw new Error(`rabbitmqctl -n ${name} ${args.join(" ")} failed: ${text.trim()}`);
+      }
+    },
+  };
 }
