@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { fstatSync } from "node:fs";
 import {
   configure,
   getLogger as getLogtapeLogger,
@@ -109,12 +110,30 @@ export function connectedToJournal(
   return journalStream !== undefined && journalStream !== "" && !isTerminal;
 }
 
+/**
+ * Whether stdout and stderr are the same open file (`2>&1` into a file or a pipe, as a script or
+ * a supervisor that merges them does): a line on each would then be read twice in one place.
+ * fstat of the two descriptors needs no permission (a stat of /proc/self/fd would need
+ * --allow-all, which the shipped binary does not have).
+ */
+function stdoutIsStderr(): boolean {
+  try {
+    const out = fstatSync(1);
+    const err = fstatSync(2);
+    return out.dev === err.dev && out.ino === err.ino;
+  } catch {
+    // A descriptor closed or not stat-able: treat them as two places, so the error is not lost.
+    return false;
+  }
+}
+
 /** Whether the last {@link configureLogging} writes to the same file as stderr. */
 let logSharesStderr = false;
 
 /**
  * Whether a line written to stderr would be a second copy of a line just logged, because the
- * log goes to stderr or stdout and stderr are the same file (a terminal, `2>&1`, the journal).
+ * log goes to stderr or stdout and stderr are the same file (a terminal, `2>&1` into a file or a
+ * pipe, the journal).
  * The daemon's fatal error is logged; it is printed on stderr only where the log is not seen.
  *
  * @returns True when stderr shows the log already.
@@ -173,7 +192,7 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
     // Under systemd stdout and stderr are both the journal (StandardError=inherit), in a
     // terminal both are the terminal.
     logSharesStderr = stream === "stderr" || journal ||
-      (Deno.stdout.isTerminal() && Deno.stderr.isTerminal());
+      (Deno.stdout.isTerminal() && Deno.stderr.isTerminal()) || stdoutIsStderr();
   } else {
     const format = lineFormatter(options.format, options.journal ?? false);
     sink = (record) => write(format(record));

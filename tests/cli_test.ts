@@ -32,6 +32,20 @@ Deno.test("cli: version and --version answer without a config file, a database o
   }
 });
 
+Deno.test("cli: version --help prints help, --json is under Output:, publish names both brokers", async () => {
+  const version = await cli(["version", "--help"]);
+  assert.equal(version.code, 0, version.err);
+  assert.match(version.out, /^Usage: statusengine-worker version/);
+  for (const command of ["dead-letters", "status", "config"]) {
+    const help = await cli([command, "--help"]);
+    assert.match(help.out, /\nOutput:\n {2}--json/, command);
+  }
+  const deadLetters = await cli(["dead-letters", "--help"]);
+  assert.doesNotMatch(deadLetters.out, /\nStatus:\n/);
+  const publish = await cli(["publish", "--help"]);
+  assert.match(publish.out, /to gearmand or RabbitMQ/);
+});
+
 Deno.test("cli: an unknown flag exits 2 with a hint to --help", async () => {
   const r = await cli(["run", "--gearman-max-concurrent-jobs", "64"]);
   assert.equal(r.code, 2);
@@ -358,4 +372,27 @@ Deno.test("cli: a fatal start-up error reaches the journal once, at priority err
   const piped = await cliProcess(argv);
   assert.equal(piped.code, 1);
   assert.match(piped.err, /no queue left to consume/);
+});
+
+Deno.test("cli: a fatal start-up error is printed once when stdout and stderr are one file (2>&1)", async () => {
+  // The walker's case: a script or supervisor merging both streams read the error twice, once
+  // as the log record and once as the stderr line. Without --allow-all, as the shipped binary
+  // runs (tools/compile.ts).
+  const output = await new Deno.Command("sh", {
+    args: [
+      "-c",
+      'exec "$0" run --allow-net --allow-env --allow-read "$1" run --queues statusngin_hostchecks ' +
+      "--exclude-queues statusngin_hostchecks 2>&1",
+      Deno.execPath(),
+      MAIN,
+    ],
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const merged = new TextDecoder().decode(output.stdout);
+  assert.equal(output.code, 1, merged);
+  const fatal = merged.split("\n").filter((l) => l.includes("no queue left to consume"));
+  assert.equal(fatal.length, 1, merged);
+  assert.match(fatal[0] ?? "", /level=error/);
 });

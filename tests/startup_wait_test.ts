@@ -143,3 +143,22 @@ Deno.test("start-up: RabbitMQ not reachable yet: /readyz 503 names the queue, an
   worker.kill("SIGTERM");
   assert.equal((await worker.status).code, 0, worker.stderr());
 });
+
+Deno.test("start-up: with several hosts, one refusing the login ends the start with exit 1 even when an earlier host is down", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const wrong = new URL(db.url);
+  wrong.username = "se_no_such_user";
+  wrong.password = "wrong-pw";
+  // A dead port first, then the real server with a wrong password.
+  const dead = `127.0.0.1:${await freePort()}`;
+  const url = wrong.href.replace(`@${wrong.host}`, `@${dead},${wrong.host}`);
+  await assert.rejects(
+    startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: url }),
+    new RegExp(
+      `worker exited during start-up[\\s\\S]*refused the login \\(${wrong.host}: Access denied` +
+        `[\\s\\S]*${dead}: [\\s\\S]*waiting cannot fix this`,
+    ),
+  );
+});

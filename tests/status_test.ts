@@ -437,6 +437,25 @@ Deno.test("status: a refused login and an unknown database are not UNREACHABLE",
   assert.ok(!nodb.out.some((l) => l.includes("UNREACHABLE")), nodb.out.join("\n"));
 });
 
+Deno.test("status: with several hosts, a login refused by one while an earlier one is down is ACCESS DENIED", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  const denied = new URL(db.url);
+  denied.username = "se_no_such_user";
+  denied.password = "s3cret-pw";
+  const dead = `127.0.0.1:${await freePort()}`;
+  const url = denied.href.replace(`@${denied.host}`, `@${dead},${denied.host}`);
+  const r = await statusJson({ gearmanAddr: [gearmand.addr], mysqlUrl: url });
+  assert.equal(r.code, 1);
+  assert.equal(r.report.mysql.problem, "access_denied");
+  // The refusal leads; the dead host's failure follows.
+  assert.match(
+    r.report.mysql.error ?? "",
+    new RegExp(`refused the login \\(${denied.host}: Access denied.*; ${dead}: .*check the user`),
+  );
+  assert.ok(!JSON.stringify(r.report).includes("s3cret-pw"));
+});
+
 async function statusCli(argv: string[]): Promise<Run> {
   const out: string[] = [];
   const err: string[] = [];

@@ -194,12 +194,13 @@ export async function runCli(
   } catch (err: unknown) {
     return reportConfigError(err, io);
   }
-  if (line.version || line.command === "version") {
-    io.out(versionLine());
-    return 0;
-  }
+  // Help first: "version --help" asks how the version command is used, like any command.
   if (line.help) {
     io.out(renderHelp(line.commandGiven ? line.command : undefined));
+    return 0;
+  }
+  if (line.version || line.command === "version") {
+    io.out(versionLine());
     return 0;
   }
   if (line.command === "config") return await runConfigCommand(line.rest, env, io);

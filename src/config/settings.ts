@@ -47,7 +47,7 @@ export const COMMANDS = [
   },
   {
     name: "publish",
-    summary: "Publish synthetic events for one queue to gearmand (testing only)",
+    summary: "Publish synthetic events for one queue to gearmand or RabbitMQ (testing only)",
   },
   {
     name: "losstest",
@@ -305,6 +305,8 @@ export const SETTING_GROUPS: readonly { readonly title: string; readonly from: s
   { title: "Retention (days)", from: "age-hostchecks" },
   { title: "Schema", from: "check" },
   { title: "Status", from: "metrics-url" },
+  // --json serves status, config and dead-letters: a heading of its own, not under "Status".
+  { title: "Output", from: "json" },
   { title: "Publishing", from: "queue" },
   { title: "Comparison", from: "mysql-url-a" },
   { title: "Dead letters", from: "action" },

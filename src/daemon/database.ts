@@ -25,6 +25,7 @@ import {
   registerNode,
   type SqlExecutor,
   type TableName,
+  waitingCannotFix,
 } from "../mysql/mod.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
@@ -47,27 +48,6 @@ export interface WaitOptions {
   readonly waiting?: (reason: string | undefined) => void;
   /** Which host of `--mysql-url` is in use, and the moves between them. */
   readonly metrics?: Pick<Metrics, "mysqlHostInUse" | "mysqlHostSwitches">;
-}
-
-/**
- * MySQL errors that waiting does not cure: the credentials, the grants for this host, the
- * database name or the connection's security settings are wrong and stay wrong until someone
- * changes them. Everything else (refused or silent port, timeout, too many connections, a
- * server shutting down, an unresolvable host name) is waited for, as at run time.
- */
-const FATAL_AT_START_ERRNOS: ReadonlySet<number> = new Set([
-  1044, // access denied to the database
-  1045, // login refused
-  1049, // unknown database
-  1130, // host not allowed to connect
-  1251, // client does not support the authentication protocol
-  1698, // access denied (unix socket authentication)
-  3159, // secure transport required
-]);
-
-function waitable(err: unknown): boolean {
-  const errno = (err as { errno?: unknown } | null)?.errno;
-  return !(typeof errno === "number" && FATAL_AT_START_ERRNOS.has(errno));
 }
 
 /** The open database of a running worker; disposing ends the pool (bounded). */
@@ -184,11 +164,12 @@ async function check(
   for (let attempt = 1;; attempt++) {
     try {
       // The first host of the list that answers (docs/running.md#mysql-hosts).
-      await database.hosts.check();
+      const none = await database.hosts.check();
+      if (none !== undefined) throw none;
       await probeMysql(database.pool, PING_TIMEOUT_MS);
       break;
     } catch (err: unknown) {
-      if (!waitable(err)) {
+      if (waitingCannotFix(err)) {
         throw new StartupError(
           `Cannot start: ${describeMysqlConnectFailure(err, shown)} (waiting cannot fix this)`,
           { cause: err },

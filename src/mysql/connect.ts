@@ -8,6 +8,7 @@
  */
 import mysql from "mysql2/promise";
 import { errorMessage } from "../log.ts";
+import { waitingCannotFix } from "./errors.ts";
 import type { TableName } from "./catalogue.ts";
 import { quoteIdentifier } from "./ddl.ts";
 import { destroyPoolSockets, destroySocket } from "./mysql2_internals.ts";
@@ -238,7 +239,8 @@ async function checkGaleraReady(conn: Queryable): Promise<void> {
  * With several hosts in the URL, they are tried in the list's order, each within the deadline,
  * and the first that answers is used (what `schema`, `cleanup`, `status`, `verify` and
  * `losstest` connect to); when none answers, the error names each host's failure and is sorted
- * (mysqlConnectProblem) by the first host's.
+ * (mysqlConnectProblem) by a host's refusal of the login if any, else by the first host's
+ * ({@link noHostAnswers}).
  *
  * @param options Connection options from {@linkcode mysqlOptionsFromUrl}.
  * @param limits Deadline and abort signal.
@@ -256,8 +258,7 @@ export async function connectMysql(
     const host = hosts[0] === undefined ? (options.socketPath ?? "") : hostLabel(hosts[0]);
     return { ...(await connectOne(driverOptions(options), limits)), host };
   }
-  const failures: string[] = [];
-  let first: unknown;
+  const failures: HostFailure[] = [];
   for (const h of hosts) {
     try {
       return {
@@ -266,11 +267,39 @@ export async function connectMysql(
       };
     } catch (err: unknown) {
       if (limits.signal?.aborted ?? false) throw err;
-      first ??= err;
-      failures.push(`${hostLabel(h)}: ${errorMessage(err)}`);
+      failures.push({ host: hostLabel(h), err });
     }
   }
-  throw new Error(`no host of the list answers (${failures.join("; ")})`, { cause: first });
+  throw noHostAnswers(failures);
+}
+
+/** Why one host of `--mysql-url` could not be used. */
+export interface HostFailure {
+  /** `host:port`. */
+  readonly host: string;
+  /** What connecting to it (or probing it) rejected with. */
+  readonly err: unknown;
+}
+
+/**
+ * The error of a host list none of whose hosts could be used, naming each host's failure.
+ * When a host refused the login (or another failure {@link waitingCannotFix}), that refusal leads
+ * the message and is the cause, so it is sorted and reported like the refusal of a single host:
+ * a dead first host must not hide a wrong password behind "does not answer", and a daemon
+ * must not wait for what waiting cannot fix. Otherwise the first host's failure is the cause.
+ *
+ * @param failures Each host's failure, in the list's order.
+ * @returns The error to throw.
+ */
+export function noHostAnswers(failures: readonly HostFailure[]): Error {
+  const refused = failures.filter((f) => waitingCannotFix(f.err));
+  const listed = [...refused, ...failures.filter((f) => !waitingCannotFix(f.err))]
+    .map((f) => `${f.host}: ${errorMessage(f.err)}`)
+    .join("; ");
+  const cause = (refused[0] ?? failures[0])?.err;
+  return refused.length > 0
+    ? new Error(listed, { cause })
+    : new Error(`no host of the list answers (${listed})`, { cause });
 }
 
 async function connectOne(

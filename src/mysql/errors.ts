@@ -299,6 +299,35 @@ function driverError(err: unknown): MysqlLikeError | undefined {
 }
 
 /**
+ * MySQL errors that waiting does not cure: the credentials, the grants for this host, the
+ * database name or the connection's security settings are wrong and stay wrong until someone
+ * changes them. Everything else (refused or silent port, timeout, too many connections, a
+ * server shutting down, an unresolvable host name) is waited for.
+ */
+const WAITING_CANNOT_FIX_ERRNOS: ReadonlySet<number> = new Set([
+  1044, // access denied to the database
+  1045, // login refused
+  1049, // unknown database
+  1130, // host not allowed to connect
+  1251, // client does not support the authentication protocol
+  1698, // access denied (unix socket authentication)
+  3159, // secure transport required
+]);
+
+/**
+ * Whether a failure to connect is one that waiting for MySQL cannot fix (the daemon's start
+ * ends on it instead of waiting); looks through the causes, so a "no host of the list answers"
+ * error counts when a host refused the login.
+ *
+ * @param err What the connection attempt or the first query rejected with.
+ * @returns True for a refusal that stays until someone changes the configuration.
+ */
+export function waitingCannotFix(err: unknown): boolean {
+  const errno = driverError(err)?.errno;
+  return typeof errno === "number" && WAITING_CANNOT_FIX_ERRNOS.has(errno);
+}
+
+/**
  * Sort a failure to connect (or of the first query) into what the operator has to fix.
  *
  * @param err What the connection attempt rejected with.

@@ -23,7 +23,7 @@ import net from "node:net";
 import { getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { DenoSocketTarget } from "../util/deno_socket.ts";
-import { connectMysql, endMysql } from "./connect.ts";
+import { connectMysql, endMysql, noHostAnswers } from "./connect.ts";
 import { denoSocketStream } from "./deno_socket.ts";
 import { retireConnections } from "./mysql2_internals.ts";
 import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
@@ -68,7 +68,7 @@ export class MysqlHosts {
   readonly #sockets = new WeakMap<object, number>();
   readonly #sweeps: (() => void)[] = [];
   #index = 0;
-  #checking: Promise<void> | undefined;
+  #checking: Promise<Error | undefined> | undefined;
   #checkedAt = Number.NEGATIVE_INFINITY;
   /** Per earlier host: since when it has answered every fail-back probe. */
   #answeringSince = new Map<number, number>();
@@ -152,9 +152,12 @@ export class MysqlHosts {
   /**
    * Keep the host in use if it answers a probe, else move to the first host of the list that
    * answers (none answering: stay). Shared by concurrent callers.
+   *
+   * @returns When no host answers, why (each host's failure, a refused login first: the
+   *   start reports that instead of waiting); else undefined.
    */
-  check(): Promise<void> {
-    if (!this.several) return Promise.resolve();
+  check(): Promise<Error | undefined> {
+    if (!this.several) return Promise.resolve(undefined);
     this.#checking ??= this.#check().finally(() => {
       this.#checkedAt = this.#now();
       this.#checking = undefined;
@@ -162,13 +165,20 @@ export class MysqlHosts {
     return this.#checking;
   }
 
-  async #check(): Promise<void> {
+  async #check(): Promise<Error | undefined> {
     const current = this.#index;
-    if (await this.#answers(current)) return;
-    const answers = await Promise.all(this.#hosts.map((_, i) => this.#answers(i)));
+    if (await this.#answers(current)) return undefined;
+    const failures = new Map<number, unknown>();
+    const answers = await Promise.all(this.#hosts.map((_, i) => this.#answers(i, failures)));
     const first = answers.indexOf(true);
-    if (first < 0 || first === current || this.#index !== current) return;
+    if (first < 0) {
+      return noHostAnswers(
+        this.#hosts.map((h, i) => ({ host: hostLabel(h), err: failures.get(i) })),
+      );
+    }
+    if (first === current || this.#index !== current) return undefined;
     this.#switchTo(first, "the host in use does not answer");
+    return undefined;
   }
 
   /** Start probing the earlier hosts while a later one is in use. */
@@ -214,13 +224,14 @@ export class MysqlHosts {
     }
   }
 
-  async #answers(index: number): Promise<boolean> {
+  async #answers(index: number, failures?: Map<number, unknown>): Promise<boolean> {
     const h = this.#hosts[index];
     if (h === undefined) return false;
     try {
       await this.#probe(onHost(this.#options, h), PROBE_TIMEOUT_MS);
       return true;
-    } catch {
+    } catch (err: unknown) {
+      failures?.set(index, err);
       return false;
     }
   }

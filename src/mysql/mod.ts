@@ -16,6 +16,7 @@ export {
   describeMysqlConnectFailure,
   type MysqlConnectProblem,
   mysqlConnectProblem,
+  waitingCannotFix,
 } from "./errors.ts";
 export {
   closeMysqlNow,

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { createScratchDatabase, testMysqlBaseUrl } from "../helpers/mysql.ts";
+import { freePort } from "../helpers/gearmand.ts";
 import { mysqlOptionsFromUrl } from "../../src/mysql/mod.ts";
 import { runSchemaCommand, type SchemaCommandOptions } from "../../src/cli/schema.ts";
 
@@ -176,6 +177,22 @@ Deno.test("schema: a refused login exits 1 and never prints the password (D8)", 
   assert.equal(result.code, 1);
   assert.match(result.err.join("\n"), /MySQL at .*:\*\*\*\*@.* refused the login \(Access denied/);
   assert.match(result.err.join("\n"), /check the user and password/);
+  assert.ok(!JSON.stringify(result).includes("hunter2secret"));
+});
+
+Deno.test("schema: with several hosts, a login refused by one while an earlier one is down is reported as the refusal", async () => {
+  await using db = await createScratchDatabase();
+  const url = new URL(db.url);
+  url.username = "se_no_such_user";
+  url.password = "hunter2secret";
+  const dead = `127.0.0.1:${await freePort()}`;
+  const twoHosts = url.href.replace(`@${url.host}`, `@${dead},${url.host}`);
+  const result = await run({ mysqlUrl: twoHosts, check: true, createDatabase: false });
+  assert.equal(result.code, 1);
+  const text = result.err.join("\n");
+  assert.match(text, new RegExp(`refused the login \\(${url.host}: Access denied.*; ${dead}: `));
+  assert.match(text, /check the user and password/);
+  assert.doesNotMatch(text, /does not answer/);
   assert.ok(!JSON.stringify(result).includes("hunter2secret"));
 });
 
