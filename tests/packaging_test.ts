@@ -707,6 +707,19 @@ Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rot
   const snippet = read("packaging/logrotate.d/statusengine-worker");
   const { settings } = await loadSettings("run", { argv: [], env: {} });
   assert.ok(snippet.includes(`${settings.deadLetterFile} {`), "names the default dead-letter file");
+  // The example config once set a path of its own that the snippet did not rotate: a file that
+  // grew without bound. Whatever the unit runs with (default or example) is the rotated path.
+  const example = await loadSettings("run", {
+    argv: ["--config", new URL("packaging/config.example.yml", root).pathname],
+    env: {},
+  });
+  const rotated = [...snippet.matchAll(/^(\/\S+) \{$/gm)].map((m) => m[1]);
+  for (const path of [settings.deadLetterFile, example.settings.deadLetterFile]) {
+    assert.ok(
+      rotated.some((glob) => globToRegExp(glob ?? "").test(path)),
+      `${path} is rotated by the snippet (${rotated.join(", ")})`,
+    );
+  }
   const dir = await Deno.makeTempDir({ prefix: "se-logrotate-" });
   try {
     // The service user does not exist on a test machine: the test runs as itself, on a copy of
@@ -729,6 +742,15 @@ Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rot
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+/** A logrotate path pattern (shell glob: `*` and `?` within one path segment) as a RegExp. */
+function globToRegExp(glob: string): RegExp {
+  const body = glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(
+    /\?/g,
+    "[^/]",
+  );
+  return new RegExp(`^${body}$`);
+}
 
 // docs/operations.md once showed a logrotate stanza of its own that differed from the shipped one.
 Deno.test("packaging: every logrotate stanza quoted in the docs is the shipped snippet, verbatim", () => {
