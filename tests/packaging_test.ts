@@ -743,6 +743,16 @@ Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rot
   }
 });
 
+// The worker unit's comment once said logrotate's postrotate reloads the worker; the snippet has
+// no postrotate and says no signal is needed. The snippet is the source.
+Deno.test("packaging: the unit's comments mention a postrotate only when the logrotate snippet has one", () => {
+  const snippet = read("packaging/logrotate.d/statusengine-worker");
+  const unit = read("packaging/systemd/statusengine-worker.service");
+  const hasPostrotate = /^\s*postrotate$/m.test(snippet);
+  const comments = unit.split("\n").filter((l) => l.startsWith("#")).join("\n");
+  assert.equal(/postrotate/.test(comments), hasPostrotate, comments.match(/.*postrotate.*/)?.[0]);
+});
+
 /** A logrotate path pattern (shell glob: `*` and `?` within one path segment) as a RegExp. */
 function globToRegExp(glob: string): RegExp {
   const body = glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(
