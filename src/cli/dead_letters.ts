@@ -358,6 +358,7 @@ async function replay(
       deadLetters: again,
     }),
     statusCleaner: pipeline.statusCleaner,
+    leftOverFile: target,
   });
   const pending = new Set<Promise<void>>();
   const stopped = new Promise<void>((resolve) => {
