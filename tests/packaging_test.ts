@@ -182,15 +182,68 @@ Deno.test("packaging: under exactly the compiled permissions the worker reads --
     assert.match(out, /created the dead-letter file's directory/);
     await Deno.stat(`${stateDir}/statusengine-dead-letters.ndjson`);
 
-    const refused = spawn(["--dead-letter-file", "/tmp/se-not-allowed.ndjson"]);
-    const [refusedStatus, refusedErr] = await Promise.all([
-      refused.status,
-      new Response(refused.stderr).text(),
-      new Response(refused.stdout).text(),
-    ]);
-    assert.equal(refusedStatus.code, 1);
-    assert.match(refusedErr, /dead-letter file "\/tmp\/se-not-allowed\.ndjson" cannot be opened/);
-    assert.match(refusedErr, /may write only below the state directory/);
+    // A path outside the state directory, in a directory that does not exist: the start once
+    // advised creating the directory, then refused again, both times with Deno's advice to run
+    // again with --allow-write, which a compiled binary cannot be given.
+    for (const path of ["/tmp/se-not-allowed.ndjson", `${base}/elsewhere/dl.ndjson`]) {
+      const refused = spawn(["--dead-letter-file", path]);
+      const [refusedStatus, refusedErr] = await Promise.all([
+        refused.status,
+        new Response(refused.stderr).text(),
+        new Response(refused.stdout).text(),
+      ]);
+      assert.equal(refusedStatus.code, 1);
+      assert.ok(
+        refusedErr.includes(`dead-letter file "${path}" is outside what this process may write`),
+        refusedErr,
+      );
+      assert.match(refusedErr, /may write only below the state directory/);
+      assert.doesNotMatch(refusedErr, /install -d|--allow-write flag/);
+    }
+  } finally {
+    await Deno.remove(base, { recursive: true });
+  }
+});
+
+// A replay of a file moved out of the state directory once replayed and committed every record,
+// then failed writing the records left over ("run again with the --allow-write flag"), rc 1.
+Deno.test("packaging: under exactly the compiled permissions, dead-letters replay of a file outside the state directory refuses before replaying, saying where to move it", async () => {
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const base = await Deno.makeTempDir({ prefix: "se-replay-perm-" });
+  try {
+    const stateDir = `${base}/state`;
+    await Deno.mkdir(stateDir);
+    const aside = `${base}/aside.ndjson`;
+    const payload = JSON.stringify({
+      messages: [{ hostcheck: { host_name: "replayed", current_attempt: 1 } }],
+    });
+    await Deno.writeTextFile(
+      aside,
+      JSON.stringify({ queue: "statusngin_hostchecks", reason: "bad_type", error: "e", payload }) +
+        "\n" + JSON.stringify({ queue: "statusngin_hostchecks", reason: "x", payload: "{" }) + "\n",
+    );
+    const run = await spawnMain(permissionFlags(stateDir), [
+      "dead-letters",
+      "replay",
+      aside,
+      "--mysql-url",
+      db.url,
+      "--dead-letter-file",
+      `${stateDir}/statusengine-dead-letters.ndjson`,
+    ]).output();
+    const err = new TextDecoder().decode(run.stderr);
+    assert.equal(run.code, 1, err);
+    assert.ok(err.includes(`"${stateDir}"`), err);
+    assert.match(err, /may write only below the state directory/);
+    assert.match(err, /nothing was replayed/);
+    assert.doesNotMatch(err, /--allow-write flag/);
+    const rows = await db.query<{ n: number }[]>(
+      "SELECT COUNT(*) AS n FROM statusengine_hostchecks",
+    );
+    assert.equal(rows[0]?.n, 0, "nothing replayed");
   } finally {
     await Deno.remove(base, { recursive: true });
   }
