@@ -698,8 +698,18 @@ Deno.test("packaging: the cleanup timer starts the cleanup service, which runs c
   assert.deepEqual(value(timer, "Install", "WantedBy"), ["timers.target"]);
   assert.equal(service.has("Install"), false, "started by the timer only");
   assert.deepEqual(value(service, "Service", "Type"), ["oneshot"]);
-  for (const key of ["User", "Group", "EnvironmentFile", "StateDirectory", "WorkingDirectory"]) {
+  for (const key of ["User", "Group", "StateDirectory", "WorkingDirectory"]) {
     assert.deepEqual(value(service, "Service", key), value(worker, "Service", key), key);
+  }
+  // cleanup also needs ALTER and DROP: an optional cleanup.env, read after worker.env (systemd:
+  // the later file's variable wins), may give it an account of its own. The docs say so.
+  assert.deepEqual(value(service, "Service", "EnvironmentFile"), [
+    ...value(worker, "Service", "EnvironmentFile"),
+    "-/etc/statusengine/cleanup.env",
+  ]);
+  for (const page of ["README.md", "docs/retention.md"]) {
+    assert.match(read(page), /ALTER, DROP/, page);
+    assert.match(read(page), /\/etc\/statusengine\/cleanup\.env/, page);
   }
   const [exec] = value(service, "Service", "ExecStart");
   const [workerExec] = value(worker, "Service", "ExecStart");
