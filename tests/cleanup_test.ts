@@ -896,7 +896,7 @@ Deno.test("cleanup: an account without ALTER and DROP is named with the GRANT to
     const cutoff = unixSeconds(retentionCutoff(now, 14));
     const all = times(utc(2026, 5, 20), utc(2026, 7, 5), 1);
     await insertRows(db, CHECKS, all);
-    const ages = { age_servicechecks: 14, age_hostchecks: 0 };
+    const ages = { "age_servicechecks": 14, "age_hostchecks": 0 };
     const grant = `GRANT ALTER, DROP ON \`${db.name}\`.* TO '${user}'@'%'`;
     const advice = (r: Run) => logsOf(r, "cleanup: the account may not maintain partitions");
 
