@@ -878,3 +878,51 @@ Deno.test("cleanup: a table partitioned another way is cleaned by DELETE, warned
     await conn.end();
   }
 });
+
+// The walk: with the worker's account (SELECT, INSERT, UPDATE, DELETE) cleanup worked until the
+// weeks laid out ahead ran out; then each partitioned table failed on ALTER, deletes included,
+// and the dry run had said nothing.
+Deno.test("cleanup: an account without ALTER and DROP is named with the GRANT to add, in the dry run as a warning; the run still deletes old rows and exits 1", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const user = `se_cleanup_${crypto.randomUUID().slice(0, 8)}`;
+  await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'pw'`);
+  try {
+    await db.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON \`${db.name}\`.* TO '${user}'@'%'`);
+    const url = new URL(db.url);
+    url.username = user;
+    url.password = "pw";
+    // Wednesday 2026-07-01: weeks 28 … 31 must be laid out and weeks 23, 24 dropped.
+    const now = new Date(Date.UTC(2026, 6, 1, 12));
+    const cutoff = unixSeconds(retentionCutoff(now, 14));
+    const all = times(utc(2026, 5, 20), utc(2026, 7, 5), 1);
+    await insertRows(db, CHECKS, all);
+    const ages = { "age_servicechecks": 14, "age_hostchecks": 0 };
+    const grant = `GRANT ALTER, DROP ON \`${db.name}\`.* TO '${user}'@'%'`;
+    const advice = (r: Run) => logsOf(r, "cleanup: the account may not maintain partitions");
+
+    const dry = await run({ mysqlUrl: url.href, now, dryRun: true, ages });
+    assert.equal(dry.code, 0, dry.err.join("\n"));
+    assert.equal(advice(dry).length, 1, "said once");
+    assert.equal(advice(dry)[0]?.level, "warn");
+    assert.ok(String(advice(dry)[0]?.properties.hint).includes(grant), JSON.stringify(advice(dry)));
+
+    const r = await run({ mysqlUrl: url.href, now, ages });
+    assert.equal(r.code, 1, r.err.join("\n"));
+    assert.equal(advice(r).length, 1);
+    assert.equal(advice(r)[0]?.level, "error");
+    assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff), "old rows gone");
+    assert.equal((await partitionsOf(db, CHECKS)).length, 6, "no partition changed");
+    assert.equal(logsOf(r, "cleanup: table failed").length, 0);
+    const [end] = logsOf(r, "cleanup: finished with errors");
+    assert.ok(String(end?.properties.hint).includes(grant), JSON.stringify(end));
+
+    // With the grant, neither warns, and the run lays the weeks out.
+    await db.query(grant);
+    const granted = await run({ mysqlUrl: url.href, now, ages });
+    assert.equal(granted.code, 0, granted.err.join("\n"));
+    assert.equal(advice(granted).length, 0);
+    assert.equal((await partitionsOf(db, CHECKS)).at(-2), "p_2026_31");
+  } finally {
+    await db.query(`DROP USER '${user}'@'%'`);
+  }
+});

@@ -410,3 +410,28 @@ Deno.test("dead letters: replay decodes payload records again like a redelivered
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+// The replay's log once said an undecodable payload went "to the dead-letter file"; it goes to the
+// replay's left-over file, and the log names that file.
+Deno.test("dead letters: a payload replay cannot decode is logged as written to the replay's left-over file, named", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const record = { time: "2026-03-01T12:00:00.000Z", queue: Q, reason: "bad_json", error: "e" };
+    await Deno.writeTextFile(path, JSON.stringify({ ...record, payload: "{not json" }) + "\n");
+    const run = await cliRun(["dead-letters", "replay", path, "--mysql-url", db.url], {});
+    assert.equal(run.code, 1, run.text);
+    const leftOver = /records left over \(failed again or not replayable\): (\S+)/.exec(run.text)
+      ?.[1];
+    assert.ok(leftOver !== undefined, run.text);
+    assert.doesNotMatch(run.text, /written to the dead-letter file/);
+    const line = run.text.split("\n").find((l) => l.includes("undecodable payload"));
+    assert.ok(line !== undefined, run.text);
+    assert.match(line, /written to the replay's left-over file/);
+    assert.ok(line.includes(leftOver), line);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -72,3 +72,55 @@ Deno.test("docs: the path pattern finds quoted paths and source-map rows, not UR
     ],
   );
 });
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces become hyphens. */
+function slug(heading: string): string {
+  return heading.trim().toLowerCase()
+    .replace(/`/g, "")
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1")
+    .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+    .replace(/\s/g, "-");
+}
+
+/** The anchors a Markdown page offers: its headings (repeats get -1, -2, …) and `<a id>`s. */
+function anchorsOf(markdown: string): Set<string> {
+  const anchors = new Set<string>();
+  const seen = new Map<string, number>();
+  const prose = markdown.replace(/^```[\s\S]*?^```$/gm, "");
+  for (const m of prose.matchAll(/^#{1,6}\s+(.+?)\s*#*$/gm)) {
+    const base = slug(m[1] as string);
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    anchors.add(n === 0 ? base : `${base}-${n}`);
+  }
+  for (const m of prose.matchAll(/<a\s+(?:id|name)="([^"]+)"/g)) anchors.add(m[1] as string);
+  return anchors;
+}
+
+// docs/running.md once linked shutdown.md#s3, an anchor no page had.
+Deno.test("docs: every page.md#anchor link in README.md and docs/*.md names a heading or <a id> of that page", () => {
+  const pages = [
+    "README.md",
+    ...[...Deno.readDirSync(new URL("docs/", root))].map((e) => `docs/${e.name}`),
+  ].filter((p) => p.endsWith(".md"));
+  const broken: string[] = [];
+  let checked = 0;
+  for (const page of pages) {
+    const text = Deno.readTextFileSync(new URL(page, root)).replace(/^```[\s\S]*?^```$/gm, "");
+    for (const m of text.matchAll(/\]\(([\w./-]*\.md)?#([^)\s]+)\)/g)) {
+      const target = m[1] ? new URL(m[1], new URL(page, root)) : new URL(page, root);
+      let markdown: string;
+      try {
+        markdown = Deno.readTextFileSync(target);
+      } catch {
+        broken.push(`${page}: ${m[0]} (no such page)`);
+        continue;
+      }
+      checked++;
+      if (!anchorsOf(markdown).has(m[2] as string)) broken.push(`${page}: ${m[0]}`);
+    }
+  }
+  assert.deepEqual(broken, []);
+  assert.ok(checked > 50, `only ${checked} anchor links found: the pattern no longer matches`);
+  assert.ok(anchorsOf("## The `run` command (1)\n").has("the-run-command-1"));
+});

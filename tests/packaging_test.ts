@@ -182,15 +182,68 @@ Deno.test("packaging: under exactly the compiled permissions the worker reads --
     assert.match(out, /created the dead-letter file's directory/);
     await Deno.stat(`${stateDir}/statusengine-dead-letters.ndjson`);
 
-    const refused = spawn(["--dead-letter-file", "/tmp/se-not-allowed.ndjson"]);
-    const [refusedStatus, refusedErr] = await Promise.all([
-      refused.status,
-      new Response(refused.stderr).text(),
-      new Response(refused.stdout).text(),
-    ]);
-    assert.equal(refusedStatus.code, 1);
-    assert.match(refusedErr, /dead-letter file "\/tmp\/se-not-allowed\.ndjson" cannot be opened/);
-    assert.match(refusedErr, /may write only below the state directory/);
+    // A path outside the state directory, in a directory that does not exist: the start once
+    // advised creating the directory, then refused again, both times with Deno's advice to run
+    // again with --allow-write, which a compiled binary cannot be given.
+    for (const path of ["/tmp/se-not-allowed.ndjson", `${base}/elsewhere/dl.ndjson`]) {
+      const refused = spawn(["--dead-letter-file", path]);
+      const [refusedStatus, refusedErr] = await Promise.all([
+        refused.status,
+        new Response(refused.stderr).text(),
+        new Response(refused.stdout).text(),
+      ]);
+      assert.equal(refusedStatus.code, 1);
+      assert.ok(
+        refusedErr.includes(`dead-letter file "${path}" is outside what this process may write`),
+        refusedErr,
+      );
+      assert.match(refusedErr, /may write only below the state directory/);
+      assert.doesNotMatch(refusedErr, /install -d|--allow-write flag/);
+    }
+  } finally {
+    await Deno.remove(base, { recursive: true });
+  }
+});
+
+// A replay of a file moved out of the state directory once replayed and committed every record,
+// then failed writing the records left over ("run again with the --allow-write flag"), rc 1.
+Deno.test("packaging: under exactly the compiled permissions, dead-letters replay of a file outside the state directory refuses before replaying, saying where to move it", async () => {
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const base = await Deno.makeTempDir({ prefix: "se-replay-perm-" });
+  try {
+    const stateDir = `${base}/state`;
+    await Deno.mkdir(stateDir);
+    const aside = `${base}/aside.ndjson`;
+    const payload = JSON.stringify({
+      messages: [{ hostcheck: { host_name: "replayed", current_attempt: 1 } }],
+    });
+    await Deno.writeTextFile(
+      aside,
+      JSON.stringify({ queue: "statusngin_hostchecks", reason: "bad_type", error: "e", payload }) +
+        "\n" + JSON.stringify({ queue: "statusngin_hostchecks", reason: "x", payload: "{" }) + "\n",
+    );
+    const run = await spawnMain(permissionFlags(stateDir), [
+      "dead-letters",
+      "replay",
+      aside,
+      "--mysql-url",
+      db.url,
+      "--dead-letter-file",
+      `${stateDir}/statusengine-dead-letters.ndjson`,
+    ]).output();
+    const err = new TextDecoder().decode(run.stderr);
+    assert.equal(run.code, 1, err);
+    assert.ok(err.includes(`"${stateDir}"`), err);
+    assert.match(err, /may write only below the state directory/);
+    assert.match(err, /nothing was replayed/);
+    assert.doesNotMatch(err, /--allow-write flag/);
+    const rows = await db.query<{ n: number }[]>(
+      "SELECT COUNT(*) AS n FROM statusengine_hostchecks",
+    );
+    assert.equal(rows[0]?.n, 0, "nothing replayed");
   } finally {
     await Deno.remove(base, { recursive: true });
   }
@@ -645,8 +698,18 @@ Deno.test("packaging: the cleanup timer starts the cleanup service, which runs c
   assert.deepEqual(value(timer, "Install", "WantedBy"), ["timers.target"]);
   assert.equal(service.has("Install"), false, "started by the timer only");
   assert.deepEqual(value(service, "Service", "Type"), ["oneshot"]);
-  for (const key of ["User", "Group", "EnvironmentFile", "StateDirectory", "WorkingDirectory"]) {
+  for (const key of ["User", "Group", "StateDirectory", "WorkingDirectory"]) {
     assert.deepEqual(value(service, "Service", key), value(worker, "Service", key), key);
+  }
+  // cleanup also needs ALTER and DROP: an optional cleanup.env, read after worker.env (systemd:
+  // the later file's variable wins), may give it an account of its own. The docs say so.
+  assert.deepEqual(value(service, "Service", "EnvironmentFile"), [
+    ...value(worker, "Service", "EnvironmentFile"),
+    "-/etc/statusengine/cleanup.env",
+  ]);
+  for (const page of ["README.md", "docs/retention.md"]) {
+    assert.match(read(page), /ALTER, DROP/, page);
+    assert.match(read(page), /\/etc\/statusengine\/cleanup\.env/, page);
   }
   const [exec] = value(service, "Service", "ExecStart");
   const [workerExec] = value(worker, "Service", "ExecStart");
@@ -707,6 +770,19 @@ Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rot
   const snippet = read("packaging/logrotate.d/statusengine-worker");
   const { settings } = await loadSettings("run", { argv: [], env: {} });
   assert.ok(snippet.includes(`${settings.deadLetterFile} {`), "names the default dead-letter file");
+  // The example config once set a path of its own that the snippet did not rotate: a file that
+  // grew without bound. Whatever the unit runs with (default or example) is the rotated path.
+  const example = await loadSettings("run", {
+    argv: ["--config", new URL("packaging/config.example.yml", root).pathname],
+    env: {},
+  });
+  const rotated = [...snippet.matchAll(/^(\/\S+) \{$/gm)].map((m) => m[1]);
+  for (const path of [settings.deadLetterFile, example.settings.deadLetterFile]) {
+    assert.ok(
+      rotated.some((glob) => globToRegExp(glob ?? "").test(path)),
+      `${path} is rotated by the snippet (${rotated.join(", ")})`,
+    );
+  }
   const dir = await Deno.makeTempDir({ prefix: "se-logrotate-" });
   try {
     // The service user does not exist on a test machine: the test runs as itself, on a copy of
@@ -729,6 +805,25 @@ Deno.test("packaging: logrotate -d accepts the dead-letter snippet and would rot
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+// The worker unit's comment once said logrotate's postrotate reloads the worker; the snippet has
+// no postrotate and says no signal is needed. The snippet is the source.
+Deno.test("packaging: the unit's comments mention a postrotate only when the logrotate snippet has one", () => {
+  const snippet = read("packaging/logrotate.d/statusengine-worker");
+  const unit = read("packaging/systemd/statusengine-worker.service");
+  const hasPostrotate = /^\s*postrotate$/m.test(snippet);
+  const comments = unit.split("\n").filter((l) => l.startsWith("#")).join("\n");
+  assert.equal(/postrotate/.test(comments), hasPostrotate, comments.match(/.*postrotate.*/)?.[0]);
+});
+
+/** A logrotate path pattern (shell glob: `*` and `?` within one path segment) as a RegExp. */
+function globToRegExp(glob: string): RegExp {
+  const body = glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(
+    /\?/g,
+    "[^/]",
+  );
+  return new RegExp(`^${body}$`);
+}
 
 // docs/operations.md once showed a logrotate stanza of its own that differed from the shipped one.
 Deno.test("packaging: every logrotate stanza quoted in the docs is the shipped snippet, verbatim", () => {

@@ -106,6 +106,46 @@ interface TableStats {
   batches: number;
   /** The `p_max` of this table holds rows (reported, repaired only on request). */
   needsRepair: boolean;
+  /** MySQL refused the ALTER TABLE of its partitions; old rows were deleted row by row instead. */
+  alterDenied: boolean;
+}
+
+/**
+ * What adding and dropping weekly partitions takes besides the worker's SELECT, INSERT, UPDATE
+ * and DELETE; deleting old rows needs neither.
+ */
+const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
+
+/** MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR). */
+const TABLE_ACCESS_DENIED = 1142;
+
+function isAccessDenied(err: unknown): boolean {
+  return (err as { errno?: unknown } | null)?.errno === TABLE_ACCESS_DENIED;
+}
+
+/**
+ * The advice when the account may not ALTER or DROP the tables cleanup maintains, or undefined.
+ * Asked once before the first table, so the dry run reveals what the run would hit once the
+ * weeks laid out ahead run out. A failing check is no reason to stop the cleanup.
+ */
+async function partitionGrantAdvice(
+  session: CleanupSession,
+  tables: readonly PlannedTable[],
+): Promise<string | undefined> {
+  try {
+    const { account, database, missing } = await session.missingPrivileges(
+      tables.filter((t) => t.days > 0).map((t) => t.table),
+      PARTITION_PRIVILEGES,
+    );
+    if (missing.length === 0) return undefined;
+    return `the MySQL account ${account} may not ${missing.join(" or ")} the tables of ` +
+      `"${database}": cleanup cannot add or drop weekly partitions once the weeks laid out ahead ` +
+      `run out, and then deletes old rows one batch at a time instead. Grant it: GRANT ALTER, ` +
+      `DROP ON \`${database}\`.* TO ${account} (docs/retention.md#grants)`;
+  } catch (err: unknown) {
+    log.debug("cleanup: could not read the account's privileges", { error: errorMessage(err) });
+    return undefined;
+  }
 }
 
 /** How one table ended. */
@@ -269,6 +309,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     rows: 0,
     batches: 0,
     needsRepair: false,
+    alterDenied: false,
   };
   const cutoffDate = table.days > 0 ? retentionCutoff(ctx.now, table.days) : null;
   const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
@@ -326,29 +367,22 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       return { kind: "finished", stats };
     }
 
-    if (maintenance.add.length > 0) {
-      const started = performance.now();
-      await session.addPartitions(table.table, weekly, maintenance.add);
-      stats.added = maintenance.add.map((p) => p.name);
-      log.info("cleanup: partitions added", {
+    try {
+      await maintainPartitions(ctx, table, weekly, maintenance, stats);
+    } catch (err: unknown) {
+      if (!isAccessDenied(err)) throw err;
+      // Without ALTER the old rows can still go: DELETE over the whole table, expired weeks
+      // included, as for a table that is not partitioned. The run ends with the advice.
+      stats.alterDenied = true;
+      log.warn("cleanup: partitions cannot be changed, deleting old rows instead", {
         table: table.table,
-        partitions: stats.added.join(","),
-        "duration_ms": Math.round(performance.now() - started),
+        error: errorMessage(err),
       });
+      if (cutoff === null) return { kind: "finished", stats };
+      const done = await deleteInBatches(ctx, table, "table", cutoff, stats);
+      return { kind: done ? "finished" : "interrupted", stats };
     }
     if (signal.aborted) return { kind: "interrupted", stats };
-    if (maintenance.drop.length > 0) {
-      const started = performance.now();
-      await session.dropPartitions(table.table, maintenance.drop);
-      stats.dropped = maintenance.drop.map((p) => p.name);
-      stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
-      log.info("cleanup: partitions dropped", {
-        table: table.table,
-        partitions: stats.dropped.join(","),
-        "rows_estimate": stats.droppedRowsEstimate,
-        "duration_ms": Math.round(performance.now() - started),
-      });
-    }
     if (maintenance.trim === null || cutoff === null) return { kind: "finished", stats };
     const done = await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
     return { kind: done ? "finished" : "interrupted", stats };
@@ -358,6 +392,40 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     // on a fresh connection.
     session.discard();
     return { kind: "failed", stats, error: err };
+  }
+}
+
+/** Add the weeks ahead, then drop the expired ones (each one ALTER TABLE). */
+async function maintainPartitions(
+  ctx: RunContext,
+  table: PlannedTable,
+  weekly: WeeklyLayout,
+  maintenance: MaintenancePlan,
+  stats: TableStats,
+): Promise<void> {
+  const { session, signal } = ctx;
+  if (maintenance.add.length > 0) {
+    const started = performance.now();
+    await session.addPartitions(table.table, weekly, maintenance.add);
+    stats.added = maintenance.add.map((p) => p.name);
+    log.info("cleanup: partitions added", {
+      table: table.table,
+      partitions: stats.added.join(","),
+      "duration_ms": Math.round(performance.now() - started),
+    });
+  }
+  if (signal.aborted) return;
+  if (maintenance.drop.length > 0) {
+    const started = performance.now();
+    await session.dropPartitions(table.table, maintenance.drop);
+    stats.dropped = maintenance.drop.map((p) => p.name);
+    stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
+    log.info("cleanup: partitions dropped", {
+      table: table.table,
+      partitions: stats.dropped.join(","),
+      "rows_estimate": stats.droppedRowsEstimate,
+      "duration_ms": Math.round(performance.now() - started),
+    });
   }
 }
 
@@ -408,7 +476,8 @@ async function dryRunDelete(
  * @param io Output sinks.
  * @param signal SIGTERM/SIGINT of the process.
  * @returns 0 when every table finished or the run was interrupted; 1 when a table failed, an
- *   option is invalid, or MySQL cannot be reached before the run.
+ *   option is invalid, MySQL cannot be reached before the run, or (not in a dry run) the account
+ *   may not ALTER and DROP the tables (after deleting what it could).
  */
 export async function runCleanupCommand(
   options: CleanupCommandOptions,
@@ -475,11 +544,20 @@ export async function runCleanupCommand(
       return 1;
     }
     const ctx: RunContext = { session, options, signal, now, today: dayNumber(now), io };
+    // Said once, before any table: the dry run as a warning; the run deletes what it can and
+    // ends with an error, since the weeks ahead will run out.
+    const grantAdvice = await partitionGrantAdvice(session, tables);
+    if (grantAdvice !== undefined) {
+      (dryRun ? log.warn : log.error)("cleanup: the account may not maintain partitions", {
+        hint: grantAdvice,
+      });
+    }
     if (options.repairPartitions === true) return await runRepair(ctx, tables, scrub, runStarted);
 
     const total = { rows: 0, added: 0, dropped: 0, droppedRowsEstimate: 0 };
     const failed: string[] = [];
     const needRepair: string[] = [];
+    const alterDenied: string[] = [];
     for (const [index, table] of tables.entries()) {
       if (signal.aborted) return interrupted(total.rows, tables.length - index);
       const cutoffDate = table.days > 0 ? retentionCutoff(now, table.days) : null;
@@ -505,6 +583,7 @@ export async function runCleanupCommand(
       total.dropped += stats.dropped.length;
       total.droppedRowsEstimate += stats.droppedRowsEstimate;
       if (stats.needsRepair) needRepair.push(table.table);
+      if (stats.alterDenied) alterDenied.push(table.table);
       // One line per table: what it is, what was done, how fast.
       const properties = {
         table: table.table,
@@ -551,11 +630,18 @@ export async function runCleanupCommand(
           (needRepair.length > 0 ? `; p_max holds rows in ${needRepair.join(", ")}` : ""),
       );
     }
-    if (failed.length > 0) {
+    const advice = grantAdvice ??
+      (alterDenied.length > 0
+        ? "the account may not ALTER the tables: GRANT ALTER, DROP " +
+          "on the database to it (docs/retention.md#grants)"
+        : undefined);
+    if (failed.length > 0 || (!dryRun && advice !== undefined)) {
       log.error("cleanup: finished with errors", {
         failed: failed.length,
         "failed_tables": failed.join(","),
+        "partitions_denied_tables": alterDenied.join(","),
         ...summary,
+        ...(advice === undefined ? {} : { hint: advice }),
       });
       return 1;
     }

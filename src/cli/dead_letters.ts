@@ -40,7 +40,8 @@ import {
   TABLES,
 } from "../mysql/mod.ts";
 import { Pipeline } from "../pipeline/pipeline.ts";
-import { DeadLetterFile } from "../pipeline/dead_letter.ts";
+import { DeadLetterFile, outsideWritablePaths } from "../pipeline/dead_letter.ts";
+import { dirname } from "node:path";
 import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
 import { errorMessage } from "../log.ts";
 import type { Io } from "./io.ts";
@@ -300,8 +301,35 @@ class ReplayWriters {
   }
 }
 
+/**
+ * Why the records left over could not be written beside the replayed file, or undefined when
+ * they can: found out before the first record is replayed, never after the work is committed.
+ */
+async function leftOverProblem(
+  file: string,
+  target: string,
+  deadLetterFile: string,
+): Promise<string | undefined> {
+  const directory = dirname(target);
+  const outside = outsideWritablePaths(target);
+  if (outside !== undefined) {
+    // The worker's own file lies in the state directory; a replay beside it may write.
+    const stateDir = deadLetterFile === "" ? "the state directory" : `"${dirname(deadLetterFile)}"`;
+    return `what fails again would be left in "${target}", which this process may not write: ` +
+      `${outside}. Move the file aside within ${stateDir} instead (mv "${file}" into it under ` +
+      `a name of its own) and replay it there; nothing was replayed`;
+  }
+  try {
+    await Deno.stat(directory);
+  } catch (err: unknown) {
+    return `what fails again would be left in "${target}", but its directory cannot be used: ` +
+      `${errorMessage(err)}; nothing was replayed`;
+  }
+  return undefined;
+}
+
 async function replay(
-  options: DeadLettersOptions & { readonly file: string },
+  options: DeadLettersOptions & { readonly file: string; readonly target: string },
   io: Io,
   signal: AbortSignal,
 ): Promise<ReplayResult> {
@@ -317,7 +345,7 @@ async function replay(
     malformedLines: [],
     interrupted: false,
   };
-  const target = leftOverPath(options.file, (options.now ?? (() => new Date()))());
+  const target = options.target;
   // Opened on the first record left over: a replay where everything went in leaves no file.
   const leftOver = new DeadLetterFile(target);
   const leave = async (record: DeadLetterRecord) => {
@@ -358,6 +386,7 @@ async function replay(
       deadLetters: again,
     }),
     statusCleaner: pipeline.statusCleaner,
+    leftOverFile: target,
   });
   const pending = new Set<Promise<void>>();
   const stopped = new Promise<void>((resolve) => {
@@ -476,7 +505,8 @@ function printReplay(r: ReplayResult, io: Io): void {
  * Exit codes: `summary` 0 once the file is read (malformed lines included); `replay` 0 only
  * when every record was replayed, 1 when any failed again, was not replayable or a line was
  * malformed (the output names the file they went to), 130 when interrupted; 1 when the file
- * cannot be read or MySQL not reached; 2 for `replay` without a file.
+ * cannot be read, MySQL not reached or the records left over could not be written beside the
+ * file (refused before anything is replayed); 2 for `replay` without a file.
  *
  * @param options Action, file, the worker's write settings.
  * @param io Output sinks.
@@ -509,7 +539,13 @@ export async function runDeadLettersCommand(
     );
     return USAGE_EXIT_CODE;
   }
-  const result = await replay({ ...options, file: options.file }, io, signal);
+  const target = leftOverPath(options.file, (options.now ?? (() => new Date()))());
+  const problem = await leftOverProblem(options.file, target, options.deadLetterFile);
+  if (problem !== undefined) {
+    io.err(`statusengine-worker: dead-letters replay: ${problem}`);
+    return 1;
+  }
+  const result = await replay({ ...options, file: options.file, target }, io, signal);
   if (options.json) io.out(JSON.stringify(result));
   else printReplay(result, io);
   if (result.interrupted) return INTERRUPTED_EXIT_CODE;

@@ -5,7 +5,12 @@
  *
  * @module
  */
-import { DeadLetterFile, DeadLetters } from "../pipeline/dead_letter.ts";
+import {
+  DeadLetterFile,
+  DeadLetters,
+  fileErrorMessage,
+  outsideWritablePaths,
+} from "../pipeline/dead_letter.ts";
 import { GraphiteClient } from "../graphite/client.ts";
 import { InfluxDbClient, influxUrlProblem } from "../perfdata/influxdb.ts";
 import { RemoteWriteClient } from "../perfdata/remote_write.ts";
@@ -15,7 +20,7 @@ import { redactUrl } from "../util/redact.ts";
 import { WebSocketHub } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { dirname } from "node:path";
-import { errorMessage, getLogger } from "../log.ts";
+import { getLogger } from "../log.ts";
 import { type PerfdataBackend, StartupError, type WorkerConfig } from "./config.ts";
 
 const log = getLogger("worker");
@@ -40,6 +45,14 @@ export async function openDeadLetters(
     );
     return disposable(new DeadLetters(null, metrics));
   }
+  // Before the directory: creating it would not help a path the binary may never write.
+  const outside = outsideWritablePaths(config.deadLetterFile);
+  if (outside !== undefined) {
+    throw new StartupError(
+      `Cannot start: dead-letter file "${config.deadLetterFile}" is outside what this process ` +
+        `may write: ${outside}. Choose a --dead-letter-file there (or "" to disable it)`,
+    );
+  }
   await ensureDirectory(config.deadLetterFile);
   const file = new DeadLetterFile(config.deadLetterFile);
   try {
@@ -47,8 +60,8 @@ export async function openDeadLetters(
   } catch (err: unknown) {
     throw new StartupError(
       `Cannot start: dead-letter file "${config.deadLetterFile}" cannot be opened: ${
-        errorMessage(err)
-      }${notCapableHint(err)} (--dead-letter-file: a writable path, or "" to disable it)`,
+        fileErrorMessage(err)
+      } (--dead-letter-file: a writable path, or "" to disable it)`,
       { cause: err },
     );
   }
@@ -79,21 +92,13 @@ async function ensureDirectory(path: string): Promise<void> {
   } catch (err: unknown) {
     throw new StartupError(
       `Cannot start: the directory "${directory}" of the dead-letter file does not exist and ` +
-        `cannot be created: ${errorMessage(err)}${notCapableHint(err)}. Create it for the ` +
+        `cannot be created: ${fileErrorMessage(err)}. Create it for the ` +
         `user the worker runs as (install -d -o <user> "${directory}"; the packaged unit's ` +
         `StateDirectory= does this), or choose another --dead-letter-file ("" disables it)`,
       { cause: err },
     );
   }
   log.info("worker: created the dead-letter file's directory", { path: directory });
-}
-
-/** A compiled binary refuses paths outside the state directory it was built for. */
-function notCapableHint(err: unknown): string {
-  return err instanceof Deno.errors.NotCapable
-    ? "; this binary may write only below the state directory it was compiled for " +
-      "(docs/operations.md#compiled-permissions)"
-    : "";
 }
 
 function disposable(deadLetters: DeadLetters): DeadLetters & AsyncDisposable {

@@ -589,6 +589,51 @@ export class CleanupSession {
     await this.#query(dropPartitionsStatement(table, drop));
   }
 
+  /**
+   * Which of `wanted` (upper case, e.g. `ALTER`) the session's account is not granted on every
+   * one of `tables` of the current database, from the privileges `information_schema` lists for
+   * it (global, database and table grants). Privileges that reach the account only through a
+   * role or a database name pattern are not seen, so the caller treats the answer as advice.
+   *
+   * @returns The account as GRANT names it (`'user'@'host'`), the database, what is missing.
+   */
+  async missingPrivileges(
+    tables: readonly string[],
+    wanted: readonly string[],
+  ): Promise<{ account: string; database: string; missing: string[] }> {
+    const rows = await this.#query<mysql.RowDataPacket[]>(
+      `SELECT g.account, DATABASE() AS db, p.priv, p.tbl FROM
+         (SELECT CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''',
+                        SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') AS account) AS g
+       LEFT JOIN (
+         SELECT GRANTEE AS grantee, PRIVILEGE_TYPE AS priv, NULL AS tbl
+           FROM information_schema.USER_PRIVILEGES
+         UNION ALL
+         SELECT GRANTEE, PRIVILEGE_TYPE, NULL FROM information_schema.SCHEMA_PRIVILEGES
+          WHERE TABLE_SCHEMA = DATABASE()
+         UNION ALL
+         SELECT GRANTEE, PRIVILEGE_TYPE, TABLE_NAME FROM information_schema.TABLE_PRIVILEGES
+          WHERE TABLE_SCHEMA = DATABASE()
+       ) AS p ON p.grantee = g.account`,
+    );
+    const everywhere = new Set<string>();
+    const perTable = new Map<string, Set<string>>();
+    for (const r of rows) {
+      if (r.priv === null) continue;
+      const priv = String(r.priv).toUpperCase();
+      if (r.tbl === null) everywhere.add(priv);
+      else perTable.set(priv, (perTable.get(priv) ?? new Set()).add(String(r.tbl)));
+    }
+    const missing = wanted.filter((priv) =>
+      !everywhere.has(priv) && !tables.every((t) => perTable.get(priv)?.has(t) === true)
+    );
+    return {
+      account: String(rows[0]?.account ?? ""),
+      database: String(rows[0]?.db ?? ""),
+      missing,
+    };
+  }
+
   /** Drop the connection so the next table starts on a fresh one. */
   discard(): void {
     if (this.#conn !== undefined) closeMysqlNow(this.#conn);

@@ -22,6 +22,34 @@ const encoder = new TextEncoder();
 const NEWLINE = 0x0a;
 
 /**
+ * Why a path lies outside what this process may write, or undefined when it may: the compiled
+ * binary writes only below the state directory it was built for, which no flag changes at run
+ * time. Asked before any work, so the advice comes first and alone.
+ *
+ * @param path A file this process is about to write.
+ * @returns The explanation for an error message, or undefined.
+ */
+export function outsideWritablePaths(path: string): string | undefined {
+  if (Deno.permissions.querySync({ name: "write", path }).state === "granted") return undefined;
+  return `this binary may write only below the state directory it was compiled for ` +
+    `(docs/operations.md#compiled-permissions)`;
+}
+
+/**
+ * An error's message without Deno's advice to run again with `--allow-write`: a compiled binary
+ * cannot be given that flag, so the advice would send the operator the wrong way.
+ *
+ * @param err A file system error.
+ * @returns Its message, for a message of our own.
+ */
+export function fileErrorMessage(err: unknown): string {
+  return errorMessage(err).replace(
+    /, (run again with|specify the required permissions during compilation using) .*$/s,
+    "",
+  );
+}
+
+/**
  * Appends records to an NDJSON file; writes are serialised.
  *
  * Survives log rotation: before each write the path is compared with the
@@ -124,7 +152,7 @@ export class DeadLetterFile implements DeadLetterSink {
       }
       this.#torn = false;
     } catch (err: unknown) {
-      throw new Error(`Cannot write dead-letter file "${this.path}": ${errorMessage(err)}`, {
+      throw new Error(`Cannot write dead-letter file "${this.path}": ${fileErrorMessage(err)}`, {
         cause: err,
       });
     }

@@ -89,6 +89,11 @@ export interface JobHandlerOptions extends HandlerSettings {
   readonly downtimes: DowntimeExecutor;
   /** Records core restarts and sweeps the status rows they left stale (docs/core-restart.md). */
   readonly statusCleaner: StatusCleaner;
+  /**
+   * Where `deadLetters` writes when it is not the worker's dead-letter file: `dead-letters replay`
+   * leaves what fails again in a file of its own, and its log must name that file.
+   */
+  readonly leftOverFile?: string;
 }
 
 /** A job's rows by table, with the tracker of their commits and the newest event time (s). */
@@ -117,7 +122,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     // never silent); the sink counts and reports it.
     await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
     m?.pipelineErrors.inc({ component: "queue" });
-    log.warn("pipeline: undecodable payload written to the dead-letter file", {
+    const where = options.leftOverFile === undefined
+      ? ["the dead-letter file", {}] as const
+      : ["the replay's left-over file", { file: options.leftOverFile }] as const;
+    log.warn(`pipeline: undecodable payload written to ${where[0]}`, {
+      ...where[1],
       queue: job.queue,
       server: job.server,
       reason,
