@@ -117,10 +117,16 @@ export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mari
   const installDb = findBinary(["mariadb-install-db", "mysql_install_db"]);
   findBinary(["prlimit"]);
   const datadir = await Deno.makeTempDir({ prefix: "se-mariadbd-" });
+  // Each server keeps its temporary tables in a directory of its own: with several servers set up
+  // at once in the shared /tmp, mariadb-install-db once failed with "Could not remove temporary
+  // table '/tmp/#sql-temptable-…'" and "Unknown table 'mysql.tmp_user_sys'".
+  const tmpdir = `${datadir}/tmp`;
+  await Deno.mkdir(tmpdir);
   try {
     await run(installDb, [
       "--no-defaults",
       `--datadir=${datadir}/data`,
+      `--tmpdir=${tmpdir}`,
       "--auth-root-authentication-method=normal",
       "--skip-test-db",
       `--innodb-log-file-size=${REDO_LOG_SIZE}`,
@@ -137,6 +143,7 @@ export async function startMariadbd(options: MariadbdOptions = {}): Promise<Mari
       "--no-defaults",
       `--datadir=${datadir}/data`,
       `--socket=${datadir}/mysqld.sock`,
+      `--tmpdir=${tmpdir}`,
       `--pid-file=${datadir}/mysqld.pid`,
       `--log-error=${datadir}/error.log`,
       `--port=${port}`,
