@@ -53,10 +53,12 @@ write_config() {
   local n=$1 d members="" m
   d=$(node_dir "$n")
   for m in "${nodes[@]}"; do members="${members:+$members,}127.0.0.1:$(galera_port "$m")"; done
-  mkdir -p "$d"
+  # Temporary tables in the node's own directory, not the shared /tmp (see tests/helpers/mariadbd.ts).
+  mkdir -p "$d/tmp"
   cat >"$d/my.cnf" <<EOF
 [mysqld]
 datadir=$d/data
+tmpdir=$d/tmp
 socket=$d/mysqld.sock
 pid-file=$d/mysqld.pid
 log-error=$d/error.log
