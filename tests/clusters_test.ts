@@ -26,9 +26,6 @@ import { MysqlHosts } from "../src/mysql/failover.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { runWithRetry } from "../src/mysql/retry.ts";
 import { DbAvailability } from "../src/mysql/availability.ts";
-import { buildDowntimeStatement } from "../src/mysql/downtime.ts";
-import { ensureSchema } from "../src/mysql/schema.ts";
-import { type DowntimeEvent, downtimeStatements } from "../src/events/downtime.ts";
 import { createMetrics } from "../src/metrics/registry.ts";
 import { deadline } from "../src/util/async.ts";
 import { capture } from "./helpers/capture.ts";
@@ -46,29 +43,6 @@ async function connect(url: string): Promise<mysql.Connection> {
 async function workerConnects(url: string): Promise<void> {
   const { connection } = await connectMysql(mysqlOptionsFromUrl(url), { timeoutMs: 10_000 });
   await endMysql(connection);
-}
-
-/** A service downtime of the core's node `N`, window from E + 100 to E + 5000. */
-function downtime(type: number, timestamp: number): DowntimeEvent {
-  const E = 1_760_000_000;
-  return {
-    type,
-    attr: 0,
-    timestamp: E + timestamp,
-    timestampUsec: 0,
-    downtimeType: 1,
-    hostName: "h",
-    serviceDescription: "HTTP",
-    downtimeId: 7,
-    startTime: E + 100,
-    endTime: E + 5000,
-    entryTime: E,
-    authorName: "a",
-    commentData: "c",
-    triggeredBy: 0,
-    fixed: 1,
-    duration: 4900,
-  };
 }
 
 async function wsrep(conn: mysql.Connection): Promise<{ size: number; state: string }> {
@@ -264,42 +238,6 @@ Deno.test("galera cluster: replicates, keeps named locks per node, fails a cross
         // A row added by its first statement counts 1, every later one 1 more: two writers,
         // ROUNDS statements each, one increment per row per statement.
         assert.equal(Number((rows as Row[])[0]?.["total"]), 2 * ROUNDS * ROWS);
-      },
-    );
-
-    await t.step(
-      "a downtime's START open on node 3 when node 1 commits the DELETE's tombstone: the START's commit fails with 1213, its guard's read is certified",
-      async () => {
-        await node1.query("CREATE DATABASE se_cluster_dt");
-        const dt1 = await open(`${url1}se_cluster_dt`);
-        const dt3 = await open(`${url3}se_cluster_dt`);
-        await ensureSchema(dt1);
-        const statements = (e: DowntimeEvent) =>
-          downtimeStatements(e, "N").map(buildDowntimeStatement);
-        const start = statements(downtime(1103, 100));
-        const copy = start.at(-1);
-        const tombstone = statements(downtime(1101, 200))[0];
-        if (copy === undefined || tombstone === undefined) throw new Error("no statements");
-        assert.match(copy.sql, /^INSERT INTO `statusengine_service_scheduleddowntimes`/);
-        assert.match(tombstone.sql, /`statusengine_downtime_tombstones`/);
-        await dt3.query("SET SESSION wsrep_sync_wait = 1");
-        for (const b of start.slice(0, -1)) await dt3.query(b.sql, b.values);
-        // Node 3 copies the scheduled row (its guard sees no tombstone yet); node 1 commits the
-        // tombstone meanwhile. On one server the tombstone would wait for the guard's shared
-        // lock; across nodes that lock does not exist, and certification takes its place.
-        await dt3.query("BEGIN");
-        await dt3.query(copy.sql, copy.values);
-        await dt1.query(tombstone.sql, tombstone.values);
-        await assert.rejects(dt3.query("COMMIT"), (err: unknown) => {
-          assert.equal((err as { errno?: number }).errno, 1213, String(err));
-          return true;
-        });
-        // The retry policy sends the copy again; now its guard sees the tombstone.
-        await dt3.query(copy.sql, copy.values);
-        const [scheduled] = await dt3.query(
-          "SELECT 1 FROM statusengine_service_scheduleddowntimes",
-        );
-        assert.equal((scheduled as Row[]).length, 0);
       },
     );
 

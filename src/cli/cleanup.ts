@@ -16,6 +16,8 @@ import {
   type MaintenancePlan,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
+  PARTITION_PRIVILEGES,
+  partitionGrant,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
@@ -110,12 +112,6 @@ interface TableStats {
   alterDenied: boolean;
 }
 
-/**
- * What adding and dropping weekly partitions takes besides the worker's SELECT, INSERT, UPDATE
- * and DELETE; deleting old rows needs neither.
- */
-const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
-
 /** MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR). */
 const TABLE_ACCESS_DENIED = 1142;
 
@@ -140,8 +136,8 @@ async function partitionGrantAdvice(
     if (missing.length === 0) return undefined;
     return `the MySQL account ${account} may not ${missing.join(" or ")} the tables of ` +
       `"${database}": cleanup cannot add or drop weekly partitions once the weeks laid out ahead ` +
-      `run out, and then deletes old rows one batch at a time instead. Grant it: GRANT ALTER, ` +
-      `DROP ON \`${database}\`.* TO ${account} (docs/retention.md#grants)`;
+      `run out, and then deletes old rows one batch at a time instead. Grant it: ` +
+      `${partitionGrant(database, account)} (docs/retention.md#grants)`;
   } catch (err: unknown) {
     log.debug("cleanup: could not read the account's privileges", { error: errorMessage(err) });
     return undefined;

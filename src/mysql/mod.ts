@@ -51,6 +51,8 @@ export {
   CleanupSession,
   dayNumber,
   type MaintenancePlan,
+  PARTITION_PRIVILEGES,
+  partitionGrant,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,

@@ -648,3 +648,20 @@ export class CleanupSession {
     await endMysql(conn);
   }
 }
+
+/**
+ * What adding and dropping weekly partitions takes besides the worker's SELECT, INSERT, UPDATE
+ * and DELETE; deleting old rows needs neither.
+ */
+export const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
+
+/**
+ * The statement that gives an account what {@link PARTITION_PRIVILEGES} names.
+ *
+ * @param database The database cleanup maintains.
+ * @param account The account as `'user'@'host'`.
+ * @returns The GRANT statement to run.
+ */
+export function partitionGrant(database: string, account: string): string {
+  return `GRANT ${PARTITION_PRIVILEGES.join(", ")} ON \`${database}\`.* TO ${account}`;
+}
