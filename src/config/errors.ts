@@ -1,5 +1,6 @@
 /**
- * The two ways configuration can stop the process (docs/operations.md#startup).
+ * A refused setting; a bad command line is a `WorkerError` with code `usage` (exit status 2)
+ * (docs/operations.md#startup).
  *
  * @module
  */
@@ -11,6 +12,9 @@
  * `env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key mysql_batch_size`, …) and the
  * accepted form. Secrets never appear: URLs carry `****` for the password and API keys are
  * replaced by `(hidden)`, both in the message and in {@linkcode ConfigError.rawValue}.
+ *
+ * A class, not a `WorkerError` code: the commands catch it by class, and tests read the
+ * setting, source and masked value it carries.
  */
 export class ConfigError extends Error {
   /** Canonical flag name of the setting (`mysql-batch-size`), or `config` for the file itself. */
@@ -37,25 +41,5 @@ export class ConfigError extends Error {
     this.setting = details.setting;
     this.source = details.source;
     this.rawValue = details.rawValue;
-  }
-}
-
-/**
- * The command line itself is wrong (unknown flag or command, missing flag value, stray
- * argument): print the one-line message, which already carries the hint to `--help`, and exit
- * with status 2.
- */
-export class UsageError extends Error {
-  /** Process exit status for a bad command line (docs/operations.md#sources). */
-  readonly exitCode: 2 = 2;
-
-  /**
-   * Create the error.
-   *
-   * @param message One line naming the problem and pointing at `--help`.
-   */
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
   }
 }

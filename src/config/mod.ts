@@ -16,7 +16,7 @@
  * @module
  */
 
-export { ConfigError, UsageError } from "./errors.ts";
+export { ConfigError } from "./errors.ts";
 export {
   type CommandLine,
   type LoadOptions,
