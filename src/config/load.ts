@@ -11,7 +11,6 @@
  */
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
-import { ConfigError } from "./errors.ts";
 import { WorkerError } from "../util/errors.ts";
 import { acceptedForm, maskRaw, metavarOf, type Origin, parseValue } from "./kinds.ts";
 import {
@@ -22,7 +21,9 @@ import {
   legacyEnvDocument,
   legacyEnvName,
   legacyIgnoredWarnings,
+  nearestName,
   RETIRED,
+  unknownKeyWarnings,
   type YamlMapping,
 } from "./legacy.ts";
 import {
@@ -38,8 +39,7 @@ import {
   type SettingsFor,
   yamlKeyOf,
 } from "./settings.ts";
-import { redactUrl } from "./values.ts";
-import { nearestName, unknownKeyWarnings } from "./known_keys.ts";
+import { ConfigError, redactUrl } from "./values.ts";
 
 /** Inputs of {@linkcode loadSettings}; all I/O is injectable for tests. */
 export interface LoadOptions {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ConfigError } from "../../src/config/errors.ts";
+import { ConfigError } from "../../src/config/values.ts";
 import { hasCode, type WorkerError } from "../../src/util/errors.ts";
 import { loadSettings, parseCommandLine } from "../../src/config/load.ts";
 import { type CommandName, QUEUE_NAMES } from "../../src/config/settings.ts";
