@@ -116,9 +116,9 @@ export interface AmqpSessionOptions {
 const TOO_LARGE_KEPT_BYTES = 1024;
 
 /**
- * Raised when a queue cannot be declared; the message names the likely cause: a durability
- * mismatch with the broker module's `DurableQueues`, or, for a passive declaration, a queue the
- * operator has not declared.
+ * The error for a queue that cannot be declared (code `queue_declare`); the message names the
+ * likely cause: a durability mismatch with the broker module's `DurableQueues`, or, for a
+ * passive declaration, a queue the operator has not declared.
  */
 function queueDeclareError(
   queue: string,
