@@ -15,7 +15,8 @@
  * Their sum is what the worker cannot avoid doing per event in this design; what a drain of the
  * worker costs beyond it (`bench/pipeline.ts`'s CPU per event) is the glue: the promises and
  * turns between the stages, the writers' bookkeeping, sockets and the collections of a larger
- * heap. `bench/v8_ticks.ts --stages` attributes a drain's samples to the same stages.
+ * heap. `bench/v8_ticks.ts` attributes a drain's samples to the same stages (its table "by stage
+ * of the hot path"), and docs/performance.md#stages puts the two side by side.
  *
  *   deno run -A bench/stages.ts [--jobs 1000] [--events-per-job 100] [--repeat 5] [--no-commit]
  *     [--batches 100,700] [--tables statusengine_hostchecks,statusengine_servicestatus]
@@ -236,8 +237,8 @@ if (import.meta.main) {
     const bodies = jobsOf(c, jobs, perJob, now).map((j) => new TextEncoder().encode(j));
     for (const batch of batches) {
       report(`\n\`${c.table}\`, batch ${batch}\n`);
-      report("| stage | µs per event | share of the stages |");
-      report("| ----- | ------------ | ------------------- |");
+      report("| stage | CPU µs per event | share of the stages |");
+      report("| ----- | ---------------- | ------------------- |");
       for (const line of stageLines(measure(c, batch, bodies, repeat))) report(line);
       if (db !== undefined) {
         await db.query(`TRUNCATE TABLE ${c.table}`);
