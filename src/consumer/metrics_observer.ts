@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { ConsumerObserver, JobResult } from "./contract.ts";
+import type { ConsumerObserver, GiveBackReason, JobResult } from "./contract.ts";
 import type { Metrics } from "../metrics/registry.ts";
 
 /** Which queues are consuming and which are stalled, for `/readyz`. */
@@ -56,6 +56,9 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
       // (and not NaN, which would turn every sum over the workers into NaN).
       if (jobs === undefined) metrics.queueBacklog.remove({ queue_name: queue });
       else metrics.queueBacklog.set({ queue_name: queue }, jobs);
+    },
+    jobsGivenBack(queue: string, reason: GiveBackReason, jobs: number) {
+      metrics.queueJobsGivenBack.inc({ queue_name: queue, reason }, jobs);
     },
     queueStalled(queue: string, isStalled: boolean) {
       if (isStalled) stalled.add(queue);

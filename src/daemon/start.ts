@@ -10,6 +10,7 @@
 import { metricsObserver } from "../consumer/metrics_observer.ts";
 import {
   CONSUMER_DEAD_LETTER_REASONS,
+  GIVE_BACK_REASONS,
   JOB_RESULTS,
   type QueueConsumer,
 } from "../consumer/contract.ts";
@@ -258,6 +259,7 @@ function workerMetrics(
     eventLagQueues: queues.filter((q) => QUEUES[q].eventTimeColumn !== null),
     jobResults: JOB_RESULTS,
     deadLetterReasons: [...INVALID_REASONS, "sql_rejected", ...CONSUMER_DEAD_LETTER_REASONS],
+    giveBackReasons: GIVE_BACK_REASONS,
     tables: [...batchedTables(), ...downtimeTables()].map((t) => t.name),
     batchedTables: batchedTables().map((t) => t.name),
     adjustReasons: ADJUSTMENT_REASONS,
