@@ -16,10 +16,17 @@ import {
   WORKER_USER,
 } from "../helpers/mariadbd.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { createSchema, jobsAtGearmand } from "../helpers/worker.ts";
+import { createSchema, jobsAtGearmand, TEST_QUEUE_DURABILITY } from "../helpers/worker.ts";
+import { createScratchVhost } from "../helpers/rabbitmq.ts";
+import { AmqpPublisher } from "../../src/amqp/publisher.ts";
 import { seriesSum, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
 import { committed, drained, publishBacklog } from "../helpers/backlog.ts";
-import { LOSSTEST_QUEUE, parseLossMarker, verifyRows } from "../../src/cli/losstest.ts";
+import {
+  LOSSTEST_QUEUE,
+  losstestJobs,
+  parseLossMarker,
+  verifyRows,
+} from "../../src/cli/losstest.ts";
 import { ALL_TABLES } from "../../src/mysql/catalogue.ts";
 
 const EVENTS = 20_000;
@@ -187,4 +194,68 @@ Deno.test("give-back: a worker alone holds its jobs while its MySQL is down and 
   assert.equal(await givenBack(worker), 0);
   worker.kill("SIGTERM");
   assert.equal((await worker.status).code, 0);
+});
+
+Deno.test("give-back: RabbitMQ, two workers on one queue, the first one's MySQL killed while it holds messages: the second writes them while the first's MySQL is down", async () => {
+  await using vhost = await createScratchVhost("se_giveback");
+  const first = await startNode();
+  await using _first = { [Symbol.asyncDispose]: () => first.stop() };
+  const second = await startNode();
+  await using _second = { [Symbol.asyncDispose]: () => second.stop() };
+  const runId = `gr${Date.now().toString(36)}`;
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  await publisher.declare(LOSSTEST_QUEUE);
+  const batch: (string | Uint8Array)[] = [];
+  for (const job of losstestJobs(runId, EVENTS)) {
+    batch.push(job.payload);
+    if (batch.length >= 200) await publisher.publish(LOSSTEST_QUEUE, batch.splice(0));
+  }
+  await publisher.publish(LOSSTEST_QUEUE, batch);
+  const args = ["--consumer", "rabbitmq", "--rabbitmq-url", vhost.url, ...GIVE_BACK_ARGS];
+
+  await using a = await startWorkerProcess({ gearmanAddr: "", mysqlUrl: workerUrl(first), args });
+  await waitFor(async () => (await committed(db(first), runId)) >= EVENTS / 10, {
+    timeoutMs: 120_000,
+    intervalMs: 50,
+    message: "a tenth of the backlog committed by the first worker",
+  });
+  await first.down("SIGKILL");
+  assert.ok((await publisher.depth(LOSSTEST_QUEUE)).ready > 0, "a backlog is left");
+  await using b = await startWorkerProcess({ gearmanAddr: "", mysqlUrl: workerUrl(second), args });
+
+  // The old code kept the first worker's messages unacknowledged until its MySQL returned.
+  const inFlight = async (w: WorkerProcess) =>
+    seriesSum(await w.metrics(), "statusengine_queue_jobs_in_flight");
+  await waitFor(
+    async () =>
+      (await publisher.depth(LOSSTEST_QUEUE)).ready === 0 && (await inFlight(a)) === 0 &&
+      (await inFlight(b)) === 0,
+    { timeoutMs: 90_000, intervalMs: 200, message: "every message written by the second worker" },
+  );
+  assert.ok((await givenBack(a)) > 0, "the first worker gave messages back");
+  assert.equal(await givenBack(b), 0);
+  assert.equal(await readyz(a), 503, "the first worker is not ready while its MySQL is down");
+
+  await first.restart();
+  await waitFor(async () => (await readyz(a)) === 200, {
+    timeoutMs: 30_000,
+    message: "the first worker to be ready again",
+  });
+  const onFirst = await sequences(first, runId);
+  const onSecond = await sequences(second, runId);
+  assert.equal(verifyRows(onFirst, EVENTS).duplicates, 0, "nothing twice on the first server");
+  assert.equal(verifyRows(onSecond, EVENTS).duplicates, 0, "nothing twice on the second server");
+  assert.equal(verifyRows([...onFirst, ...onSecond], EVENTS).missing, 0, "nothing lost");
+  const onSecondSet = new Set(onSecond);
+  const perJob = new Map<number, number>();
+  for (const s of onFirst.filter((s) => onSecondSet.has(s))) {
+    perJob.set(Math.floor(s / 100), (perJob.get(Math.floor(s / 100)) ?? 0) + 1);
+  }
+  for (const [job, rows] of perJob) {
+    assert.ok(rows < 100, `message ${job} given back was written whole by the first worker too`);
+  }
+  a.kill("SIGTERM");
+  b.kill("SIGTERM");
+  assert.equal((await a.status).code, 0);
+  assert.equal((await b.status).code, 0);
 });
