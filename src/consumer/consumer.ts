@@ -489,6 +489,10 @@ export class Consumer {
       if (others === undefined || s.current !== link || this.#stopping !== undefined) continue;
       const given = await s.giveBack("mysql_unavailable");
       if (given === undefined) continue;
+      // Every queue of the link stops consuming, also one that held no job just now.
+      for (const queue of s.target.queues) {
+        if (!given.has(queue)) this.#o.observer.jobsGivenBack(queue, "mysql_unavailable", 0);
+      }
       for (const [queue, jobs] of given) {
         this.#o.observer.jobsGivenBack(queue, "mysql_unavailable", jobs);
         this.#o.log.info(

@@ -118,8 +118,10 @@ Deno.test("give-back: two workers on one gearmand, the first one's MySQL killed 
     "the give-back is logged",
   );
   assert.equal(seriesSum(await a.metrics(), "statusengine_dead_letters_total"), 0);
-  // Not consuming and MySQL down: /readyz says so.
-  assert.equal(await readyz(a), 503);
+  // Not consuming and MySQL down: /readyz says so, and why.
+  const res = await fetch(`http://127.0.0.1:${a.metricsPort}/readyz`);
+  assert.equal(res.status, 503);
+  assert.match(await res.text(), /jobs given back until MySQL answers: statusngin_hostchecks/);
 
   // The first MySQL returns: the first worker takes jobs again, and writes nothing it gave back.
   await first.restart();
@@ -234,7 +236,9 @@ Deno.test("give-back: RabbitMQ, two workers on one queue, the first one's MySQL 
   );
   assert.ok((await givenBack(a)) > 0, "the first worker gave messages back");
   assert.equal(await givenBack(b), 0);
-  assert.equal(await readyz(a), 503, "the first worker is not ready while its MySQL is down");
+  const res = await fetch(`http://127.0.0.1:${a.metricsPort}/readyz`);
+  assert.equal(res.status, 503, "the first worker is not ready while its MySQL is down");
+  assert.match(await res.text(), /jobs given back until MySQL answers: statusngin_hostchecks/);
 
   await first.restart();
   await waitFor(async () => (await readyz(a)) === 200, {
