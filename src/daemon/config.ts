@@ -30,6 +30,7 @@ export const SETTINGS_AS_IS = [
   "mysqlMaxOpenConns",
   "mysqlStatementTimeoutMs",
   "mysqlFailbackAfterMs",
+  "mysqlGiveBackAfterMs",
   "mysqlWritersPerTable",
   "nodeName",
   "perfdataLabelQuotes",

@@ -266,6 +266,12 @@ function buildConsumer(
     ...(config.queueStallTimeoutMs === undefined
       ? {}
       : { stallTimeoutMs: config.queueStallTimeoutMs }),
+    // Held jobs go to another worker while MySQL cannot take them (docs/retries.md#give-back).
+    giveBack: {
+      afterMs: config.mysqlGiveBackAfterMs,
+      holdingForMs: () => parts.pipeline.availability.holdingForMs,
+      answeredSince: (at: number) => parts.pipeline.availability.answeredSince(at),
+    },
   };
   return parts.backend.consumer(queues, common);
 }

@@ -56,6 +56,8 @@ export function testConfig(
     mysqlMaxOpenConns: 8,
     mysqlStatementTimeoutMs: 30_000,
     mysqlFailbackAfterMs: runDefault("mysql-failback-after"),
+    // The default of --mysql-give-back-after (runDefault reads numbers, not durations).
+    mysqlGiveBackAfterMs: 10_000,
     mysqlWritersPerTable: runDefault("mysql-writers-per-table"),
     batchSize: 100,
     statusMaxAgeSeconds: 0,
