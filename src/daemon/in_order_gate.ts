@@ -65,12 +65,13 @@ export function inOrderLeaseName(nodeName: string): string {
 }
 
 /**
- * A holder id unique among the workers and their restarts: where it runs and a random part.
+ * A holder id unique among the workers and their restarts: the process id and a random part
+ * (the worker logs it when it takes the lease, which says on which machine).
  *
- * @returns `<hostname> pid <pid> <8 hex>`.
+ * @returns `pid <pid> <8 hex>`.
  */
 export function leaseHolderId(): string {
-  return `${Deno.hostname()} pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
+  return `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
 }
 
 /**

@@ -62,15 +62,16 @@ export function openLeaseConnection(
 
 /**
  * How long a holder that renews every `pollMs` and drains within `drainMs` may stay silent
- * before another worker takes its lease: 10 polls of renewal failures survived, plus the
- * drain and the polls in which the holder notices and stops.
+ * before another worker takes its lease: 13 polls of failed renewals survived (a MySQL restart
+ * of several seconds keeps a lone worker's job in flight and its place), plus the drain and
+ * the two polls in which the holder notices and stops.
  *
  * @param pollMs Renewal and read interval.
  * @param drainMs Time the holder needs to stop applying (the in-order consumer's drain).
  * @returns Milliseconds.
  */
 export function leaseTermMs(pollMs: number, drainMs: number): number {
-  return 10 * pollMs + drainMs;
+  return 15 * pollMs + drainMs;
 }
 
 /** Options of {@link Lease}. */

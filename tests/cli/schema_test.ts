@@ -105,8 +105,8 @@ Deno.test("schema --check: prints every difference and creates nothing", async (
     ),
     result.out.join("\n"),
   );
-  assert.equal(result.out.filter((l) => l.endsWith(": table is missing")).length, 23);
-  assert.equal(result.out.at(-1), `25 difference(s) in ${db.name}`);
+  assert.equal(result.out.filter((l) => l.endsWith(": table is missing")).length, 24);
+  assert.equal(result.out.at(-1), `26 difference(s) in ${db.name}`);
   const tables = await db.query<unknown[]>(
     "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?",
     [db.name],
@@ -120,7 +120,7 @@ Deno.test("schema: differences in existing tables are reported, not repaired, an
   await db.query("INSERT INTO statusengine_nodes VALUES ('N')");
   const result = await run({ mysqlUrl: db.url, check: false, createDatabase: false, now: NOW });
   assert.equal(result.code, 0, result.err.join("\n"));
-  assert.equal(result.out.filter((l) => l.startsWith("Created table")).length, 23);
+  assert.equal(result.out.filter((l) => l.startsWith("Created table")).length, 24);
   assert.ok(
     result.out.some((l) => l.startsWith("statusengine_nodes.node_start_time: column is missing")),
   );

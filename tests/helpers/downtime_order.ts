@@ -215,6 +215,13 @@ export interface OrderCheckOptions {
    * in-order reference is applied on the first. Default: a scratch database on the test server.
    */
   readonly galeraNodes?: readonly [string, string];
+  /**
+   * With `galeraNodes` and one job after another: before a job runs on the other node than the
+   * trial's previous job, that node takes the trial's lease (an UPDATE of its row of
+   * `statusengine_worker_leases`), as a worker on that node taking over the in-order lease does
+   * (docs/downtimes.md#galera).
+   */
+  readonly handOver?: boolean;
 }
 
 /** The database of the check: its URL on each node and a reader that sees every node's commits. */
@@ -294,11 +301,21 @@ export async function checkEveryOrder(options: OrderCheckOptions): Promise<void>
       reference = false,
     ) => {
       const id = nextId++;
+      let node: number | undefined;
       // The in-order reference on the first node; a trial's jobs alternate between the nodes.
       const job = async (s: Step, index: number) => {
         using limit = deadline(30_000);
-        const executor = executors[reference ? 0 : index % executors.length];
+        const at = reference ? 0 : index % executors.length;
+        const executor = executors[at];
         if (executor === undefined) throw new Error("no executor");
+        if (options.handOver === true && !atOnce && node !== undefined && node !== at) {
+          await pools[at]?.query(
+            "INSERT INTO statusengine_worker_leases (name, holder, renewals) VALUES (?, ?, 1) " +
+              "ON DUPLICATE KEY UPDATE holder = VALUES(holder), renewals = renewals + 1",
+            [`in-order:${host}`, `node ${at}`],
+          );
+        }
+        node = at;
         await executor.run(
           QUEUE,
           downtimeStatements(event(l, kind, host, id, s), NODE),
