@@ -75,7 +75,7 @@ Deno.test("in-order lease on Galera: workers on two nodes never both consume dow
       await admin.end();
       await createSchema(`${url1}${DATABASE}`);
       await using gearmand = await startGearmand();
-      const args = ["--queues", DOWNTIMES, "--drain-timeout", "1s", "--node-name", "lease-node"];
+      const args = ["--queues", DOWNTIMES, "--drain-timeout", "1s"];
       await using w1 = await startWorkerProcess({
         gearmanAddr: gearmand.addr,
         mysqlUrl: `${url1}${DATABASE}`,
@@ -143,7 +143,7 @@ Deno.test("in-order lease on Galera: workers on two nodes never both consume dow
         );
         assert.equal(Number((rows as { n: number }[])[0]?.n), first.length + second.length);
         const [lease] = await reader.query(
-          "SELECT holder FROM statusengine_worker_leases WHERE name = 'in-order:lease-node'",
+          "SELECT holder FROM statusengine_worker_leases WHERE name = 'in-order:N'",
         );
         assert.match(
           String((lease as { holder: string }[])[0]?.holder),

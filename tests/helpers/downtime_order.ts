@@ -282,6 +282,18 @@ export async function checkEveryOrder(options: OrderCheckOptions): Promise<void>
   const deadLetters = new DeadLetters(new DeadLetterFile(deadLetterPath), metrics);
   try {
     await ensureSchema(pools[0] as mysql.Pool);
+    // Another Galera node applies the CREATE TABLEs a moment later: wait until it has the last one.
+    for (const pool of pools.slice(1)) {
+      for (let i = 0;; i++) {
+        try {
+          await pool.query("SELECT 1 FROM statusengine_worker_leases LIMIT 0");
+          break;
+        } catch (err: unknown) {
+          if (i >= 100) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    }
     const executors = pools.map((pool) =>
       new DowntimeExecutor({
         executor: poolExecutor(pool),
