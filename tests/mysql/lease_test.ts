@@ -195,3 +195,34 @@ Deno.test("lease: a holder whose lease another worker took gives it up at its ne
   }
   assert.equal(await holderOf(db, "in-order:n"), "X", "stop does not release another's lease");
 });
+
+// A lone worker after a long outage: nobody took its lease, so it need not wait out a term.
+Deno.test("lease: a lone holder whose validity ran out while cut off takes its own lease back as soon as it reconnects", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const events: string[] = [];
+  const takeovers = { n: 0 };
+  const a = recordingLease(options, "in-order:n", "A", events, takeovers);
+  try {
+    a.lease.start();
+    await waitFor(() => a.lease.active, { message: "A elected" });
+    a.cut = true;
+    const ids = await db.query<{ id: number }[]>(
+      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+      [db.name],
+    );
+    for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+    await waitFor(() => events.includes("A lost"), { timeoutMs: 10_000, message: "A gave up" });
+    a.cut = false;
+    const back = performance.now();
+    await waitFor(() => a.lease.active, { timeoutMs: 10_000, message: "A took it back" });
+    assert.ok(
+      performance.now() - back < leaseTermMs(POLL_MS, DRAIN_MS),
+      "its own lease is taken back without waiting for the term",
+    );
+    assert.equal(takeovers.n, 0, "taking back its own lease is no take-over");
+    assert.deepEqual(events.filter((e) => !e.endsWith("suspect")), ["A held", "A lost", "A held"]);
+  } finally {
+    await a.lease.stop();
+  }
+});
