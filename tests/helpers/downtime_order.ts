@@ -321,11 +321,20 @@ export async function checkEveryOrder(options: OrderCheckOptions): Promise<void>
         const executor = executors[at];
         if (executor === undefined) throw new Error("no executor");
         if (options.handOver === true && !atOnce && node !== undefined && node !== at) {
-          await pools[at]?.query(
-            "INSERT INTO statusengine_worker_leases (name, holder, renewals) VALUES (?, ?, 1) " +
-              "ON DUPLICATE KEY UPDATE holder = VALUES(holder), renewals = renewals + 1",
-            [`in-order:${host}`, `node ${at}`],
-          );
+          // As the lease does, a take-over that fails certification (1213: another trial's
+          // row landed in the gap it locked) is tried again.
+          for (let attempt = 1;; attempt++) {
+            try {
+              await pools[at]?.query(
+                "INSERT INTO statusengine_worker_leases (name, holder, renewals) VALUES (?, ?, 1) " +
+                  "ON DUPLICATE KEY UPDATE holder = VALUES(holder), renewals = renewals + 1",
+                [`in-order:${host}`, `node ${at}`],
+              );
+              break;
+            } catch (err: unknown) {
+              if ((err as { errno?: number }).errno !== 1213 || attempt >= 10) throw err;
+            }
+          }
         }
         node = at;
         await executor.run(
