@@ -178,7 +178,7 @@ export async function startWorker(
 
   let consumer: QueueConsumer;
   try {
-    consumer = await buildConsumption({
+    consumer = buildConsumption({
       config,
       backend,
       pipeline,

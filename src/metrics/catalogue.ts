@@ -398,8 +398,17 @@ export const METRICS = {
   inOrderLockHeld: {
     name: "statusengine_in_order_lock_held",
     type: "gauge",
-    help: "1 while this worker holds the in-order lock and consumes statusngin_downtimes; " +
-      "exactly one worker per node should show 1.",
+    help: "1 while this worker holds the in-order lease (a row of statusengine_worker_leases) " +
+      "and consumes statusngin_downtimes; exactly one worker per node should show 1, " +
+      "across every server of a Galera cluster.",
+    labels: [],
+    precreate: "none",
+  },
+  inOrderLeaseTakeovers: {
+    name: "statusengine_in_order_lease_takeovers_total",
+    type: "counter",
+    help: "In-order leases this worker took over from a holder that had not renewed for the " +
+      "whole term (it died, or lost the database); a lease released on stop is not counted.",
     labels: [],
     precreate: "none",
   },
