@@ -107,7 +107,13 @@ interface Harness extends AsyncDisposable {
   downtimeSweepStatements(): { sql: string; values: readonly unknown[] }[];
   /** The DELETEs the worker has sent so far on a status table. */
   statusDeletes(): string[];
+  /** The sweep's statements on a status table (key reads and DELETEs), with their values. */
+  statusSweepStatements(): { sql: string; values: readonly unknown[] }[];
 }
+
+/** The sweep's read of the next chunk's keys of a status table (the sweep itself, not a wait). */
+const SWEEP_KEY_READ =
+  /^SELECT `\w+`(, `\w+`)* FROM `statusengine_(host|service)status` WHERE `node_name` = \?/;
 
 /** Rows per statement of the sweeps here: small, so that they walk chunks. */
 const CHUNK_ROWS = 2;
@@ -172,7 +178,8 @@ function openHarness(
     },
     statusReads() {
       return statements.filter((sql) =>
-        /^\s*SELECT\b/i.test(sql) && /statusengine_(host|service)status/.test(sql)
+        /^\s*SELECT\b/i.test(sql) && /statusengine_(host|service)status/.test(sql) &&
+        !SWEEP_KEY_READ.test(sql)
       ).length;
     },
     downtimeSweepStatements() {
@@ -181,6 +188,12 @@ function openHarness(
     statusDeletes() {
       return statements.filter((sql) =>
         /^DELETE FROM `statusengine_(host|service)status`/.test(sql)
+      );
+    },
+    statusSweepStatements() {
+      return sent.filter((s) =>
+        SWEEP_KEY_READ.test(s.sql) ||
+        /^DELETE FROM `statusengine_(host|service)status` WHERE `node_name` = \?/.test(s.sql)
       );
     },
     async runSweep() {
@@ -356,6 +369,63 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   // c stays: its service reported after the restart, so the core still has the host.
   assert.equal(after.get("N:c"), T - 10);
   assert.equal(after.get("O:x"), T - 1000);
+});
+
+/**
+ * `rows` status rows of node `node` copied from the row of host `from`, made in MySQL (hosts
+ * `<prefix>1` … `<prefix><rows>`, each with service `1`).
+ */
+async function fillOtherNode(db: ScratchDatabase, node: string, rows: number, from: string) {
+  for (const table of [HOSTSTATUS, SERVICESTATUS] as const) {
+    const columns = TABLES[table].insertColumns;
+    const exprs = columns.map((c) =>
+      c === "hostname" ? "CONCAT('o', seq)" : c === "node_name" ? "?" : `tpl.\`${c}\``
+    );
+    await db.query(
+      `INSERT INTO ${table} (${columns.map((c) => `\`${c}\``).join(", ")}) ` +
+        `SELECT ${exprs.join(", ")} FROM seq_1_to_${rows} JOIN ${table} tpl ` +
+        "WHERE tpl.hostname = ?",
+      [node, from],
+    );
+    await db.query(`ANALYZE TABLE ${table}`);
+  }
+}
+
+Deno.test("core restart: the status sweep walks the node's rows along the node_name index a chunk per statement, never the other nodes' rows, and pauses the writers per chunk", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  // Another node's 3,000 hosts and services: a statement that reads the table, not the node,
+  // examines them all.
+  await fillOtherNode(db, "O", 3_000, "x");
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await h.runSweep();
+
+  const after = await snapshot(db);
+  assert.equal(after.has("N:gone"), false);
+  assert.equal(after.has("N:gone/1"), false);
+  assert.equal([...after.keys()].filter((k) => k.startsWith("O:")).length, 2 * 3_000 + 2);
+
+  const swept = h.statusSweepStatements();
+  // Node N has five service rows and four host rows: chunks of 2 take 3 and 2 key reads.
+  assert.ok(swept.length >= 8, `the sweep walked chunks (${swept.length} statements)`);
+  for (const s of swept) {
+    assert.match(s.sql, new RegExp(`LIMIT ${CHUNK_ROWS}$`));
+    const plan = await db.query<
+      { table: string; type: string; key: string | null; rows: number }[]
+    >(`EXPLAIN ${s.sql}`, s.values as unknown[]);
+    for (const p of plan) {
+      assert.notEqual(p.type, "ALL", `${s.sql}: ${JSON.stringify(plan)}`);
+      assert.ok(Number(p.rows) < 100, `${s.sql}: ${JSON.stringify(plan)}`);
+    }
+    // The key reads go along the node's index; a DELETE's chunk is a short range of either.
+    const outer = plan[0]?.key ?? "";
+    const along = s.sql.startsWith("SELECT") ? ["node_name"] : ["node_name", "PRIMARY"];
+    assert.ok(along.includes(outer), `${s.sql}: ${JSON.stringify(plan)}`);
+  }
 });
 
 Deno.test("core restart, live: while the sweep waits the status tables are never read; the status writers' commits tell it the core re-published (one and two writers per table)", async () => {
