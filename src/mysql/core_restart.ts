@@ -32,6 +32,7 @@
  */
 import type { SqlExecutor } from "./executor.ts";
 import { quoteIdentifier } from "./ddl.ts";
+import { keyBound } from "./sql.ts";
 import { TABLES } from "./catalogue.ts";
 import type { BuiltStatement } from "./downtime.ts";
 import type { DbAvailability } from "./availability.ts";
@@ -668,38 +669,4 @@ function staleDowntimesStatement(
       "WHERE s.`node_name` = ? AND (a.`announced_at` IS NULL OR a.`announced_at` < ?)",
     values: [nodeName, cutoff],
   };
-}
-
-/**
- * A comparison of a composite key with a tuple of values, spelt out column by column
- * (`a > ? OR (a = ? AND b > ?)`): MariaDB reads a row constructor comparison (`(a, b) > (?, ?)`)
- * by scanning the whole index, the spelt-out form as a range of it.
- *
- * @param key The key columns in key order.
- * @param alias Prefix of each column, e.g. `s.`.
- * @param op `>` for keys after the tuple, `>=` from it on, `<=` up to and including it.
- * @param tuple One value per key column.
- * @returns The condition and its values.
- */
-function keyBound(
-  key: readonly string[],
-  alias: string,
-  op: ">" | ">=" | "<=",
-  tuple: readonly unknown[],
-): { sql: string; values: unknown[] } {
-  const strict = op === "<=" ? "<" : ">";
-  let sql = "";
-  const values: unknown[] = [];
-  // Built from the last column outwards: `c_i <strict> ? OR (c_i = ? AND <rest>)`.
-  for (let i = key.length - 1; i >= 0; i--) {
-    const c = `${alias}${quoteIdentifier(key[i] ?? "")}`;
-    if (i === key.length - 1) {
-      sql = `${c} ${op} ?`;
-      values.unshift(tuple[i]);
-    } else {
-      sql = `(${c} ${strict} ? OR (${c} = ? AND ${sql}))`;
-      values.unshift(tuple[i], tuple[i]);
-    }
-  }
-  return { sql, values };
 }
