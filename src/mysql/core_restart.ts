@@ -423,16 +423,32 @@ export class StatusCleaner {
     for (const table of STATUS_TABLES) {
       const key = TABLES[table].primaryKey;
       const t = quoteIdentifier(table);
+      const columns = key.map(quoteIdentifier).join(", ");
+      // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
+      // LIMIT and filter the node on the way: from the start of the table for the first chunk.
+      const indexed = await this.#hasNodeIndex(table, signal);
+      if (!indexed) {
+        log.warn(
+          "pipeline: status table has no node_name index, the core-restart sweep walks every " +
+            "node's rows (docs/core-restart.md#bounded)",
+          {
+            table,
+            node_name: o.nodeName,
+            hint: `ALTER TABLE ${t} ADD INDEX node_name (node_name)`,
+          },
+        );
+      }
       let after: readonly unknown[] | undefined;
       let rows = 0;
       for (;;) {
         const from = after === undefined ? undefined : keyBound(key, "", ">", after);
+        const where = [...(indexed ? ["`node_name` = ?"] : []), ...(from ? [from.sql] : [])];
         const read = await run(
           table,
-          `SELECT ${key.map(quoteIdentifier).join(", ")} FROM ${t} ` +
-            `WHERE \`node_name\` = ?${from === undefined ? "" : ` AND ${from.sql}`} ` +
-            `ORDER BY ${key.map(quoteIdentifier).join(", ")} LIMIT ${chunk}`,
-          [o.nodeName, ...(from?.values ?? [])],
+          `SELECT ${columns} FROM ${t}${indexed ? " FORCE INDEX (`node_name`)" : ""}` +
+            `${where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`} ` +
+            `ORDER BY ${columns} LIMIT ${chunk}`,
+          [...(indexed ? [o.nodeName] : []), ...(from?.values ?? [])],
         );
         const last = read.rows.at(-1);
         if (last === undefined) break;
@@ -458,6 +474,21 @@ export class StatusCleaner {
       }
       log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
     }
+  }
+
+  /** Whether `table` has the `node_name` index the worker creates (an older database may not). */
+  async #hasNodeIndex(table: StatusTable, signal: AbortSignal): Promise<boolean> {
+    const result = await runWithRetry(
+      () =>
+        this.#o.executor.run(
+          "SELECT COUNT(*) AS `n` FROM information_schema.STATISTICS WHERE " +
+            "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = 'node_name' " +
+            "AND SEQ_IN_INDEX = 1 AND COLUMN_NAME = 'node_name'",
+          [table],
+        ),
+      this.#retry(table, signal),
+    );
+    return Number(result.rows[0]?.["n"] ?? 0) > 0;
   }
 
   /**
