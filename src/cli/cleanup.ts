@@ -464,8 +464,8 @@ async function dryRunDelete(
  * in calendar days of the local time zone:
  * - weekly partitioned as `schema` creates it: lay out the current week and the next four
  *   (split from the empty `p_max`), drop every partition entirely older than the cutoff in one
- *   `ALTER TABLE … DROP PARTITION`, then `DELETE … PARTITION (<straddling week>) WHERE col <
- *   cutoff LIMIT n` until a statement affects fewer than `n` rows. A `p_max` that holds rows
+ *   `ALTER TABLE … DROP PARTITION`, then delete the straddling week's old rows in one walk
+ *   along its primary key, a chunk of `n` rows per statement. A `p_max` that holds rows
  *   is reported (warning) and blocks the weeks ahead; such a table is trimmed over its whole
  *   range. An age of 0 only lays out the weeks ahead.
  * - otherwise: the batched DELETE over the whole table (an age of 0 skips it).
