@@ -391,7 +391,7 @@ async function fillOtherNode(db: ScratchDatabase, node: string, rows: number, fr
   }
 }
 
-Deno.test("core restart: the status sweep walks the node's rows along the node_name index a chunk per statement, never the other nodes' rows, and pauses the writers per chunk", async () => {
+Deno.test("core restart: the status sweep walks the node's rows along the node_name index a chunk per statement, never the other nodes' rows", async () => {
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   await seed(db);
