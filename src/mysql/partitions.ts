@@ -543,8 +543,8 @@ export class CleanupSession {
    * statement examines more than a chunk of rows, and the walk reads the partition or table once,
    * where a repeated `DELETE … LIMIT` reads it again from its start for every batch (the rows it
    * passes over that stay, and those deleted but not purged yet): its cost grows with the square
-   * of the table (docs/retention.md#bounded). Tables without a primary key fall back to
-   * {@linkcode deleteOlder}.
+   * of the table (docs/retention.md#bounded). Tables without a primary key, and tables with an
+   * index that starts with the time column, use {@linkcode deleteOlder}.
    *
    * @param after The last key of the previous chunk, `undefined` for the first.
    * @returns Rows deleted, and the key to continue after; `undefined` once the walk is done.
@@ -556,10 +556,12 @@ export class CleanupSession {
     batchSize: number,
     after: readonly unknown[] | undefined,
   ): Promise<{ deleted: number; next: readonly unknown[] | undefined }> {
-    const key = (TABLES as Partial<Record<string, { primaryKey: readonly string[] }>>)[
-      target.table as TableName
-    ]?.primaryKey ?? [];
-    if (key.length === 0) {
+    const def = (TABLES as Partial<Record<string, (typeof TABLES)[TableName]>>)[target.table];
+    const key = def?.primaryKey ?? [];
+    // An index that starts with the time column (logentries, the tombstones) already takes the
+    // old rows as a range: `DELETE … LIMIT n` examines only them, no walk of the rest is needed.
+    const timeIndexed = def?.indexes.some((i) => i.columns[0] === target.column) ?? false;
+    if (key.length === 0 || timeIndexed) {
       const deleted = await this.deleteOlder(target, partition, cutoff, batchSize);
       return { deleted, next: deleted < batchSize ? undefined : [] };
     }
