@@ -28,7 +28,13 @@ import { createSchema } from "./helpers/worker.ts";
 import { waitFor } from "./helpers/wait.ts";
 import type { Pipeline } from "../src/pipeline/pipeline.ts";
 import { testPipeline } from "./helpers/pipeline.ts";
-import { type RestartClock, type RestartTiming } from "../src/mysql/core_restart.ts";
+import {
+  type PausableWriter,
+  type RestartClock,
+  type RestartTiming,
+  StatusCleaner,
+} from "../src/mysql/core_restart.ts";
+import { DbAvailability } from "../src/mysql/availability.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import { poolExecutor, type SqlExecutor } from "../src/mysql/executor.ts";
@@ -425,6 +431,68 @@ Deno.test("core restart: the status sweep walks the node's rows along the node_n
     const outer = plan[0]?.key ?? "";
     const along = s.sql.startsWith("SELECT") ? ["node_name"] : ["node_name", "PRIMARY"];
     assert.ok(along.includes(outer), `${s.sql}: ${JSON.stringify(plan)}`);
+  }
+});
+
+Deno.test("core restart: the status writers are paused for each chunk's DELETE alone, never for a key read or the whole sweep", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 2 });
+  try {
+    let paused = 0;
+    let pauses = 0;
+    const log: { sql: string; paused: boolean }[] = [];
+    const inner = poolExecutor(pool);
+    const writer: PausableWriter = {
+      async withPaused(fn) {
+        paused++;
+        pauses++;
+        try {
+          return await fn();
+        } finally {
+          paused--;
+        }
+      },
+    };
+    const cleaner = new StatusCleaner({
+      executor: {
+        run(sql, values, options) {
+          log.push({ sql, paused: paused > 0 });
+          return inner.run(sql, values, options);
+        },
+      },
+      availability: new DbAvailability(),
+      nodeName: "N",
+      openItcockpit: false,
+      statusMaxAgeSeconds: 0,
+      writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
+      committed: { newest: () => T },
+      timing: { settleMs: 0, pollMs: 1 },
+      sweepChunkRows: CHUNK_ROWS,
+    });
+    await cleaner.onRestart(
+      { messageSeconds: T, receivedAtMs: T * 1000, linkOpenedAtMs: null },
+      new AbortController().signal,
+    );
+    await cleaner.idle();
+    await cleaner.close();
+
+    const deletes = log.filter((s) =>
+      /^DELETE FROM `statusengine_(host|service)status`/.test(s.sql)
+    );
+    const reads = log.filter((s) => SWEEP_KEY_READ.test(s.sql));
+    // Node N: five service rows and four host rows, chunks of 2.
+    assert.equal(deletes.length, 3 + 2);
+    assert.ok(deletes.every((s) => s.paused), "every DELETE runs with the writers paused");
+    assert.ok(reads.length >= 5 && reads.every((s) => !s.paused), "key reads run unpaused");
+    // Two writers, each paused once per DELETE.
+    assert.equal(pauses, 2 * deletes.length);
+    const left = await snapshot(db);
+    assert.equal(left.has("N:gone"), false);
+    assert.equal(left.has("N:gone/1"), false);
+  } finally {
+    await pool.end();
   }
 });
 
