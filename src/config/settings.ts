@@ -873,7 +873,7 @@ export const SETTINGS = [
     kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
     default: "0s",
     commands: ["cleanup"],
-    help: "Pause between two DELETE batches of the same table.",
+    help: "Pause after a DELETE batch of a table that deleted rows, before the next one.",
   },
   {
     flag: "dry-run",

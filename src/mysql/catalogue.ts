@@ -161,6 +161,14 @@ interface TableDefinition {
   readonly partitionColumn: string | null;
 }
 
+/**
+ * Not in the Statusengine schema: the index the core-restart sweep walks one node's status rows
+ * along, a chunk at a time (docs/core-restart.md#bounded). InnoDB appends the primary key, so it
+ * orders a node's rows by their key; `node_name` never changes on an upsert, so the status writers
+ * never update it.
+ */
+const NODE_NAME_INDEX = ["node_name", ["node_name"]] as const;
+
 const HOSTNAME_KEY: ColumnLine = ["hostname", "varchar(255)", "NOT NULL"];
 const SERVICE_DESCRIPTION_KEY: ColumnLine = ["service_description", "varchar(255)", "NOT NULL"];
 
@@ -504,6 +512,7 @@ const DEFINITIONS = [
     indexes: [
       ["current_state_node", ["current_state", "node_name"]],
       ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
+      NODE_NAME_INDEX,
     ],
     partitionColumn: null,
   },
@@ -670,6 +679,7 @@ const DEFINITIONS = [
       ["service_description", ["service_description"]],
       ["current_state_node", ["current_state", "node_name"]],
       ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
+      NODE_NAME_INDEX,
     ],
     partitionColumn: null,
   },
