@@ -8,8 +8,8 @@
  * @module
  */
 import { perfdataThresholds, plainLabel, positionalDecimal, type Row } from "../events/mod.ts";
-import type { Transport } from "./sink.ts";
-import { type HttpClientOptions, HttpEndpoint, HttpPerfdataClient } from "./http.ts";
+import { PerfdataClient, type Transport } from "./sink.ts";
+import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /** Where and how to write to InfluxDB: the `--influxdb-*` settings. */
 export interface InfluxDbSettings {
@@ -185,7 +185,7 @@ class InfluxTransport implements Transport<string> {
 }
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */
-export class InfluxDbClient extends HttpPerfdataClient<string> {
+export class InfluxDbClient extends PerfdataClient<string> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: InfluxDbOptions) {
     const measurement = escapeMeasurement(INFLUXDB_MEASUREMENT);
@@ -193,6 +193,7 @@ export class InfluxDbClient extends HttpPerfdataClient<string> {
     super(new InfluxTransport(options), (row) => influxLine(measurement, row, quoted), {
       ...options,
       batchSize: options.batchSize ?? INFLUXDB_BATCH_SIZE,
+      retry: HTTP_RETRY,
     });
   }
 }

@@ -10,8 +10,8 @@
 import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import { plainLabel, type Row } from "../events/mod.ts";
-import { SinkWriteError, type Transport } from "./sink.ts";
-import { type HttpClientOptions, HttpEndpoint, HttpPerfdataClient } from "./http.ts";
+import { PerfdataClient, SinkWriteError, type Transport } from "./sink.ts";
+import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /**
  * The metric name of every perfdata series. One name, with the gauge's label as a label value,
@@ -515,13 +515,14 @@ function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemoteP
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
-export class RemoteWriteClient extends HttpPerfdataClient<RemotePoint> {
+export class RemoteWriteClient extends PerfdataClient<RemotePoint> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
     const quoted = options.quotedLabels === true;
     super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), {
       ...options,
       batchSize: options.batchSize ?? REMOTE_WRITE_BATCH_SIZE,
+      retry: HTTP_RETRY,
     });
   }
 }
