@@ -562,11 +562,7 @@ export class TableWriter {
         table: this.table.name,
         availability: this.#availability,
         signal: this.#abort.signal,
-        ...(this.#metrics === undefined ? {} : {
-          lockRetries: this.#metrics.dbBatchRetries,
-          conflicts: this.#metrics.mysqlConflicts,
-          connectionRetries: this.#metrics.dbConnectionRetries,
-        }),
+        metrics: this.#metrics,
       });
     } catch (err: unknown) {
       if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {
