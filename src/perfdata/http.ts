@@ -45,7 +45,8 @@ export interface EndpointCredentials {
 
 /**
  * Where a backend POSTs its batches: the URL, the headers with the `Authorization` of its
- * credentials, and the URL as logs and metrics may show it (password redacted).
+ * credentials, and the URL as logs and metrics may show it (password redacted): the base of
+ * each HTTP backend's transport.
  */
 export class HttpEndpoint {
   /** The configured URL, redacted. */

@@ -158,28 +158,21 @@ export function influxUrlProblem(url: string): string | null {
   return "is neither …/write?db=… (InfluxDB 1.x) nor …/api/v2/write?org=…&bucket=… (2.x)";
 }
 
-class InfluxTransport implements Transport<string> {
+class InfluxTransport extends HttpEndpoint implements Transport<string> {
   readonly backend = "influxdb";
-  readonly #endpoint: HttpEndpoint;
 
   constructor(o: InfluxDbOptions) {
-    this.#endpoint = new HttpEndpoint(
+    super(
       o.url,
       influxWriteUrl(o.url),
-      {
-        "Content-Type": "text/plain; charset=utf-8",
-      },
+      { "Content-Type": "text/plain; charset=utf-8" },
       "Token",
       o,
     );
   }
 
-  get target(): string {
-    return this.#endpoint.target;
-  }
-
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
-    await this.#endpoint.post(batch.join("\n"), signal);
+    await this.post(batch.join("\n"), signal);
     return 0;
   }
 }

@@ -371,12 +371,11 @@ export const REMOTE_WRITE_BATCH_SIZE = 2000;
 const SAMPLE_REFUSED =
   /out[ -]of[ -]order|out[ -]of[ -]bounds|duplicate sample|too old|too far in the past/i;
 
-class RemoteWriteTransport implements Transport<RemotePoint> {
+class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint> {
   readonly backend = "prometheus";
-  readonly #endpoint: HttpEndpoint;
 
   constructor(o: RemoteWriteOptions) {
-    this.#endpoint = new HttpEndpoint(
+    super(
       o.url,
       o.url,
       {
@@ -388,10 +387,6 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
       "Bearer",
       { token: o.bearerToken, user: o.user, password: o.password },
     );
-  }
-
-  get target(): string {
-    return this.#endpoint.target;
   }
 
   async write(batch: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
@@ -461,7 +456,7 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
   async #post(points: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
     const { bytes, duplicates } = encodeWriteRequest(points);
     const body = new Uint8Array(SnappyJS.compress(bytes) as Uint8Array);
-    await this.#endpoint.post(
+    await this.post(
       body,
       signal,
       (status, text) => status === 400 && SAMPLE_REFUSED.test(text) ? "out_of_order" : "rejected",
