@@ -6,7 +6,7 @@
  */
 
 import type { QueueName } from "../events/mod.ts";
-import type { SyntheticEvent } from "./event.ts";
+import type { SyntheticEvent } from "./framing.ts";
 import { COMMENTS, CONTACTS, type Instant, type MonitoredObject, type World } from "./world.ts";
 import { fixed, HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
 
