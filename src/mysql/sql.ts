@@ -42,8 +42,10 @@ function partsOf(table: Table): StatementParts {
       throw new TypeError(`Cannot build an upsert for "${table.name}": no update columns`);
     }
     suffix = ` ON DUPLICATE KEY UPDATE ${
-      table.updateColumns.map((c) => `${quoteIdentifier(c)}=VALUES(${quoteIdentifier(c)})`)
-        .join(",")
+      table.writeMode === "full_upsert"
+        ? newestSnapshotAssignments(table)
+        : table.updateColumns.map((c) => `${quoteIdentifier(c)}=VALUES(${quoteIdentifier(c)})`)
+          .join(",")
     }`;
   }
   parts = {
@@ -62,10 +64,62 @@ function partsOf(table: Table): StatementParts {
 }
 
 /**
+ * How far ahead of MySQL's clock a status row's time may be before the row counts as older than
+ * any snapshot (docs/writers.md#newest-snapshot): an hour, far beyond the clock skew
+ * `--status-max-age` tolerates (5 min by default).
+ */
+const FUTURE_SNAPSHOT_SECONDS = 3_600;
+
+/**
+ * The assignments of a full upsert that keep the newer of the row in the table and the row
+ * inserted, whatever order they come in (docs/writers.md#newest-snapshot): "newer" is greater in
+ * `snapshotOrder`, column by column, so the outcome is the maximum of every snapshot of the key
+ * ever written and a tie means identical rows.
+ *
+ * MySQL runs the assignments left to right, each seeing the columns assigned before it, so no
+ * assignment may compare a column already assigned. Column i of the order is therefore assigned
+ * before columns 1 … i − 1, the snapshot's time last, and takes the inserted value when the
+ * inserted row's first i columns are at least the table's: if the inserted row is newer and first
+ * differs at column j, columns j … n take the inserted values and columns before j are equal on
+ * both sides; if it is older, columns j … n keep theirs. Strings compare as bytes, not in the
+ * column's case-insensitive collation, so rows differing only in case are ordered too. A NULL
+ * reached with everything before it tied makes the comparison fail from that column on: the row
+ * in the table then stays whole, never a mix of two snapshots.
+ *
+ * A row whose time is more than {@link FUTURE_SNAPSHOT_SECONDS} ahead of MySQL's clock counts as
+ * older than any snapshot: it was sent by a core whose clock ran ahead, and would otherwise keep
+ * its object's row from updating until that time once the clock is set right.
+ */
+function newestSnapshotAssignments(table: Table): string {
+  const order = table.snapshotOrder;
+  if (order.length === 0) {
+    throw new TypeError(`Cannot build a full upsert for "${table.name}": no snapshot order`);
+  }
+  const compared = (column: string, value: string): string =>
+    table.charLimits[column] === undefined ? value : `CAST(${value} AS BINARY)`;
+  const inserted: string[] = [];
+  const stored: string[] = [];
+  const assignments: string[] = [];
+  const time = quoteIdentifier(order[0] ?? "");
+  const fromTheFuture = `${time}>UNIX_TIMESTAMP()+${FUTURE_SNAPSHOT_SECONDS}`;
+  for (const column of order) {
+    const c = quoteIdentifier(column);
+    inserted.push(compared(column, `VALUES(${c})`));
+    stored.push(compared(column, c));
+    const atLeast = inserted.length === 1
+      ? `${inserted[0]}>=${stored[0]}`
+      : `(${inserted.join(",")})>=(${stored.join(",")})`;
+    assignments.push(`${c}=IF(${atLeast} OR ${fromTheFuture},VALUES(${c}),${c})`);
+  }
+  return assignments.reverse().join(",");
+}
+
+/**
  * The multi-row statement text for `rowCount` rows of a batched table:
  * `INSERT INTO <t> (<cols>) VALUES (?,…),(?,…) [ON DUPLICATE KEY UPDATE …]`.
  *
- * Full upserts assign every non-key column `= VALUES(col)`; no-op upserts assign the first
+ * Full upserts assign every non-key column `= VALUES(col)` where the inserted snapshot is the
+ * newer (see {@link newestSnapshotAssignments}); no-op upserts assign the first
  * primary-key column to itself; plain inserts have no clause (docs/writers.md#upsert-or-insert).
  * `VALUES(col)` rather than a row alias because MariaDB lacks the alias syntax
  * (docs/tables.md#write-modes).

@@ -34,22 +34,35 @@ Deno.test("insertStatement: no-op upsert assigns the first key column to itself 
   );
 });
 
-Deno.test("insertStatement: full upsert updates every non-key column with VALUES() (docs/writers.md#upsert-or-insert)", () => {
+Deno.test("insertStatement: full upsert assigns every non-key column where the inserted snapshot is at least as new, the snapshot's time last (docs/writers.md#newest-snapshot)", () => {
   const sql = insertStatement("statusengine_servicestatus", 1);
   const table = TABLES.statusengine_servicestatus;
-  const expectedClause = table.columns
-    .map((c) => c.name)
-    .filter((c) => c !== "hostname" && c !== "service_description")
-    .map((c) => `\`${c}\`=VALUES(\`${c}\`)`)
-    .join(",");
-  assert.equal(
-    sql,
-    `INSERT INTO \`statusengine_servicestatus\` (${
-      table.columns.map((c) => `\`${c.name}\``).join(",")
-    }) VALUES (${Array(43).fill("?").join(",")}) ON DUPLICATE KEY UPDATE ${expectedClause}`,
+  assert.ok(
+    sql.startsWith(
+      `INSERT INTO \`statusengine_servicestatus\` (${
+        table.columns.map((c) => `\`${c.name}\``).join(",")
+      }) VALUES (${Array(43).fill("?").join(",")}) ON DUPLICATE KEY UPDATE `,
+    ),
   );
-  assert.ok(sql.includes("`check_command`=VALUES(`check_command`)"));
-  assert.ok(!sql.includes("`hostname`=VALUES"));
+  const clause = sql.slice(sql.indexOf(" ON DUPLICATE KEY UPDATE ") + 25);
+  const assigned = [...clause.matchAll(/(?:^|\),)`([a-z_]+)`=IF\(/g)].map((m) => m[1]);
+  // Each non-key column once, in the reverse of the snapshot order.
+  assert.deepEqual(assigned, [...table.snapshotOrder].reverse());
+  assert.equal(assigned.length, 41);
+  assert.ok(!clause.includes("`hostname`=") && !clause.includes("`service_description`="));
+  assert.ok(
+    clause.endsWith(
+      ",`last_check`=IF((VALUES(`status_update_time`),VALUES(`last_check`))>=" +
+        "(`status_update_time`,`last_check`) OR `status_update_time`>UNIX_TIMESTAMP()+3600," +
+        "VALUES(`last_check`),`last_check`)" +
+        ",`status_update_time`=IF(VALUES(`status_update_time`)>=`status_update_time`" +
+        " OR `status_update_time`>UNIX_TIMESTAMP()+3600," +
+        "VALUES(`status_update_time`),`status_update_time`)",
+    ),
+  );
+  // Strings compare as bytes, not case-insensitively.
+  assert.ok(clause.includes("CAST(VALUES(`output`) AS BINARY)"));
+  assert.ok(clause.includes("CAST(`output` AS BINARY)"));
 });
 
 Deno.test("insertStatement: never INSERT IGNORE, for any table (docs/writers.md#upsert-or-insert)", () => {
