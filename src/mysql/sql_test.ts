@@ -34,7 +34,7 @@ Deno.test("insertStatement: no-op upsert assigns the first key column to itself 
   );
 });
 
-Deno.test("insertStatement: full upsert assigns every non-key column where the inserted snapshot is at least as new, the snapshot's time last (docs/writers.md#newest-snapshot)", () => {
+Deno.test("insertStatement: full upsert decides once whether the inserted snapshot is the newer, then assigns every non-key column by that decision, the snapshot's time last (docs/writers.md#newest-snapshot)", () => {
   const sql = insertStatement("statusengine_servicestatus", 1);
   const table = TABLES.statusengine_servicestatus;
   assert.ok(
@@ -46,23 +46,35 @@ Deno.test("insertStatement: full upsert assigns every non-key column where the i
   );
   const clause = sql.slice(sql.indexOf(" ON DUPLICATE KEY UPDATE ") + 25);
   const assigned = [...clause.matchAll(/(?:^|\),)`([a-z_]+)`=IF\(/g)].map((m) => m[1]);
-  // Each non-key column once, in the reverse of the snapshot order.
-  assert.deepEqual(assigned, [...table.snapshotOrder].reverse());
-  assert.equal(assigned.length, 41);
+  const [time, ...rest] = table.snapshotOrder;
+  // The time first (the decision) and last (its value); every other non-key column once.
+  assert.deepEqual(assigned, [time, ...rest, time]);
+  assert.equal(new Set(assigned).size, 41);
   assert.ok(!clause.includes("`hostname`=") && !clause.includes("`service_description`="));
+  const inserted = table.snapshotOrder.map((c) =>
+    table.charLimits[c] === undefined ? `VALUES(\`${c}\`)` : `CAST(VALUES(\`${c}\`) AS BINARY)`
+  );
+  const stored = table.snapshotOrder.map((c) =>
+    table.charLimits[c] === undefined ? `\`${c}\`` : `CAST(\`${c}\` AS BINARY)`
+  );
+  const mark = "-9223372036854775808";
+  assert.ok(
+    clause.startsWith(
+      `\`status_update_time\`=IF((${inserted.join(",")})>=(${stored.join(",")})` +
+        ` OR \`status_update_time\`>UNIX_TIMESTAMP()+3600,${mark},\`status_update_time\`),`,
+    ),
+  );
+  assert.ok(
+    clause.includes(
+      `,\`output\`=IF(\`status_update_time\`=${mark},VALUES(\`output\`),\`output\`),`,
+    ),
+  );
   assert.ok(
     clause.endsWith(
-      ",`last_check`=IF((VALUES(`status_update_time`),VALUES(`last_check`))>=" +
-        "(`status_update_time`,`last_check`) OR `status_update_time`>UNIX_TIMESTAMP()+3600," +
-        "VALUES(`last_check`),`last_check`)" +
-        ",`status_update_time`=IF(VALUES(`status_update_time`)>=`status_update_time`" +
-        " OR `status_update_time`>UNIX_TIMESTAMP()+3600," +
+      `,\`status_update_time\`=IF(\`status_update_time\`=${mark},` +
         "VALUES(`status_update_time`),`status_update_time`)",
     ),
   );
-  // Strings compare as bytes, not case-insensitively.
-  assert.ok(clause.includes("CAST(VALUES(`output`) AS BINARY)"));
-  assert.ok(clause.includes("CAST(`output` AS BINARY)"));
 });
 
 Deno.test("insertStatement: never INSERT IGNORE, for any table (docs/writers.md#upsert-or-insert)", () => {
