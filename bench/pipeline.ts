@@ -28,8 +28,11 @@
  *     [--batches 100,700] [--tables statusengine_hostchecks,statusengine_servicestatus]
  *     [--gearman-only] [--worker-args "--mysql-writers-per-table 1"] [--baseline DIR]
  *     [--variant "--mysql-writers-per-table 1"] [--worker-v8-flags --prof,--logfile=/tmp/v8.log]
- *     [--unfixed-ceiling]
+ *     [--unfixed-ceiling] [--updates]
  *
+ * `--updates` fills the table before every step with the same rows one minute older, so that
+ * each row written is an update of its key (a status table's steady state: one row per object,
+ * overwritten by each newer snapshot) instead of an insert into an empty table.
  * `--variant ARGS` adds a column: our worker with these extra arguments, draining from gearmand in
  * the same rounds (how `--mysql-writers-per-table` got its default).
  * `--baseline DIR` adds columns: the worker of another checkout (e.g. `git archive <commit>`
@@ -60,7 +63,7 @@ import { adminStatus } from "../src/gearman/admin.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import type { SqlValue } from "../src/events/types.ts";
-import { TABLES } from "../src/mysql/catalogue.ts";
+import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { denoSocketStream } from "../src/mysql/deno_socket.ts";
 import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/mysql2_internals.ts";
@@ -84,6 +87,9 @@ const BASELINE = list("--baseline", "")[0];
 const VARIANT = list("--variant", "", " ");
 const EXTRA_V8_FLAGS = list("--worker-v8-flags", "");
 const UNFIXED_CEILING = Deno.args.includes("--unfixed-ceiling");
+const UPDATES = Deno.args.includes("--updates");
+/** With `--updates`: the rows every step starts from, by table. */
+const prefill = new Map<string, readonly SqlValue[][]>();
 const BASELINE_V8_FLAGS: readonly string[] | undefined = BASELINE === undefined
   ? undefined
   : (await import(new URL("tools/compile.ts", `file://${BASELINE.replace(/\/?$/, "/")}`).href))
@@ -172,6 +178,16 @@ async function truncate(url: string, table: string): Promise<void> {
   const conn = await mysql.createConnection(mysqlOptionsFromUrl(url));
   try {
     await conn.query(`TRUNCATE TABLE \`${table}\``);
+    const rows = prefill.get(table) ?? [];
+    for (let i = 0; i < rows.length; i += 500) {
+      const chunk = rows.slice(i, i + 500);
+      await conn.query(insertStatement(table as TableName, chunk.length), chunk.flat());
+    }
+    if (rows.length > 0) {
+      await conn.query(
+        `UPDATE \`${table}\` SET \`status_update_time\` = \`status_update_time\` - 60`,
+      );
+    }
   } finally {
     await conn.end();
   }
@@ -488,7 +504,7 @@ report(
     `(default settings but the batch size${
       WORKER_ARGS.length > 0 ? ", " + WORKER_ARGS.join(" ") : ""
     }), ` +
-    `${ROUNDS} rounds; median [min–max]`,
+    `${UPDATES ? "every row an update of an older one, " : ""}${ROUNDS} rounds; median [min–max]`,
 );
 await using gearmand = await startGearmand();
 await using vhost = WITH_RABBITMQ ? await createScratchVhost("se_bench") : undefined;
@@ -510,6 +526,12 @@ const lines: string[][] = [];
 for (const c of CASES) {
   const payloads = jobsOf(c);
   const rows = rowsOf(c, payloads);
+  if (UPDATES) {
+    if (TABLES[c.table].writeMode !== "full_upsert") {
+      throw new Error(`--updates: ${c.table} is not a status table`);
+    }
+    prefill.set(c.table, rows);
+  }
   for (const batch of BATCHES) {
     const rounds: Round[] = [];
     for (let r = 0; r < ROUNDS; r++) {

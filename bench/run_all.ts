@@ -11,6 +11,7 @@ const BENCHES = [
   "gearman_consume.ts",
   "pipeline.ts",
   "statement_timeout.ts",
+  "status_upsert.ts",
   "websocket.ts",
   "http_listen.ts",
   "shutdown.ts",

@@ -434,3 +434,42 @@ Deno.test("dead letters: a payload replay cannot decode is logged as written to 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("dead letters: replaying an older status snapshot leaves the newer row the table holds (docs/writers.md#newest-snapshot)", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const now = Math.floor(Date.now() / 1000);
+    const snapshot = (age: number, output: string) => {
+      const doc = JSON.parse(fixture("statusngin_servicestatus"));
+      const message = doc.messages[0];
+      message.timestamp = now - age;
+      message.servicestatus.plugin_output = output;
+      doc.messages = [message];
+      return JSON.stringify({
+        time: new Date().toISOString(),
+        queue: "statusngin_servicestatus",
+        reason: "bad_type",
+        error: "e",
+        payload: JSON.stringify(doc),
+      });
+    };
+    const replay = async (name: string, record: string) => {
+      const path = `${dir}/${name}.ndjson`;
+      await Deno.writeTextFile(path, record + "\n");
+      const run = await cliRun(["dead-letters", "replay", path, "--mysql-url", db.url], {});
+      assert.equal(run.code, 0, run.text);
+      assert.match(run.text, /1 records, 1 submitted/);
+    };
+    const row = async () => (await db.query<{ status_update_time: number; output: string }[]>(
+      "SELECT status_update_time, output FROM statusengine_servicestatus",
+    ));
+    // The newer snapshot was written; a job with an older one is replayed afterwards.
+    await replay("newer", snapshot(10, "newer"));
+    await replay("older", snapshot(60, "older"));
+    assert.deepEqual(await row(), [{ status_update_time: now - 10, output: "newer" }]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

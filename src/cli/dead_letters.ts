@@ -193,7 +193,7 @@ function notReplayable(r: StoredRecord): string | undefined {
     if (!isTableName(table)) return `unknown table "${table}"`;
     if (isStatusTable(table)) {
       return "a status snapshot: the next one of its object supersedes it, and replaying it " +
-        "would overwrite a newer status";
+        "could bring back the row of an object a core restart removed since";
     }
     if (!isBatchedTableName(table)) {
       return "a downtime statement: the record does not say whether it inserted, updated or " +

@@ -19,7 +19,8 @@ import type { TableName } from "../events/mod.ts";
 /**
  * How the worker writes a table (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert).
  *
- * - `full_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE` of every non-key column.
+ * - `full_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE` of every non-key column, each
+ *   assignment guarded so that the newer snapshot in the table's `snapshotOrder` stays.
  * - `noop_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE <first PK column> = VALUES(…)`.
  * - `insert`: batched plain `INSERT` (no natural key).
  * - `downtime`: per-event statements of the downtime lifecycle
@@ -133,6 +134,12 @@ export interface Table {
    * `noop_upsert`, none otherwise.
    */
   readonly updateColumns: readonly string[];
+  /**
+   * For `full_upsert` tables the order that decides which of two snapshots of one key is the newer
+   * (docs/writers.md#newest-snapshot): every non-key column, compared lexicographically, the
+   * snapshot's own time (epoch seconds) first; empty otherwise.
+   */
+  readonly snapshotOrder: readonly string[];
   /** Character limit (code points) of every string column, by column name. */
   readonly charLimits: Readonly<Record<string, number>>;
   /** `true` when rows go through a batched multi-row INSERT (`BATCHED_WRITE_MODES`). */
@@ -150,6 +157,11 @@ interface TableDefinition {
   readonly name: TableName;
   readonly writeMode: WriteMode;
   readonly noopColumn?: string;
+  /**
+   * For `full_upsert` tables the leading columns of `snapshotOrder` (NOT NULL, non-key); the
+   * other non-key columns follow in schema order.
+   */
+  readonly snapshotOrder?: readonly string[];
   /**
    * Text columns that keep SQL NULL for a JSON null (a missing perfdata unit too),
    * as the legacy worker writes them.
@@ -321,6 +333,20 @@ function scheduledDowntimeColumns(historyColumns: readonly ColumnLine[]): readon
   const notScheduled = ["entry_time_usec", "actual_end_time", "was_cancelled"];
   return historyColumns.filter(([name]) => !notScheduled.includes(name));
 }
+
+/**
+ * What leads the order of two status snapshots of one object (docs/writers.md#newest-snapshot):
+ * the envelope `timestamp`, which rises with every snapshot the core sends, then times the core
+ * only moves forward, which tell apart two snapshots of one second in the common cases (a check
+ * result, a state change, a notification). The other columns follow as a fixed tie-break.
+ */
+const STATUS_SNAPSHOT_ORDER = [
+  "status_update_time",
+  "last_check",
+  "last_state_change",
+  "last_hard_state_change",
+  "last_notification",
+] as const;
 
 /**
  * The status columns after the object's identity; host and service differ only in
@@ -506,6 +532,7 @@ const DEFINITIONS = [
   {
     name: "statusengine_hoststatus",
     writeMode: "full_upsert",
+    snapshotOrder: STATUS_SNAPSHOT_ORDER,
     keepNull: ["event_handler"],
     columns: [HOSTNAME_KEY, ...statusColumns("host", ["up", "down", "unreachable"])],
     primaryKey: ["hostname"],
@@ -668,6 +695,7 @@ const DEFINITIONS = [
   {
     name: "statusengine_servicestatus",
     writeMode: "full_upsert",
+    snapshotOrder: STATUS_SNAPSHOT_ORDER,
     keepNull: ["event_handler"],
     columns: [
       HOSTNAME_KEY,
@@ -832,6 +860,20 @@ function defineTable(def: TableDefinition): Table {
   if (def.writeMode === "full_upsert" || def.writeMode === "downtime") {
     updateColumns = nonKeyColumns;
   } else if (noopColumn !== null) updateColumns = [noopColumn];
+  const leading = def.snapshotOrder ?? [];
+  if ((def.writeMode === "full_upsert") !== (leading.length > 0)) {
+    // A full upsert without an order would let an older snapshot overwrite a newer one.
+    fail(`a snapshotOrder is required exactly for write mode "full_upsert"`);
+  }
+  for (const c of leading) {
+    const column = columns.find((col) => col.name === c);
+    if (column === undefined || key.has(c) || column.nullable) {
+      fail(`snapshotOrder column "${c}" must be a NOT NULL non-key column`);
+    }
+  }
+  const snapshotOrder = leading.length === 0
+    ? []
+    : [...leading, ...nonKeyColumns.filter((c) => !leading.includes(c))];
   const charLimits: Record<string, number> = {};
   for (const c of columns) if (c.sqlType.kind === "string") charLimits[c.name] = c.sqlType.maxChars;
   return Object.freeze({
@@ -849,6 +891,7 @@ function defineTable(def: TableDefinition): Table {
     insertColumns: Object.freeze(insertColumns),
     nonKeyColumns: Object.freeze(nonKeyColumns),
     updateColumns: Object.freeze([...updateColumns]),
+    snapshotOrder: Object.freeze(snapshotOrder),
     charLimits: Object.freeze(charLimits),
     batched,
   });

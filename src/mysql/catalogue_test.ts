@@ -149,6 +149,23 @@ Deno.test("catalogue: full upserts update every non-key column and nothing else 
   assert.deepEqual(TABLES.statusengine_perfdata.updateColumns, []);
 });
 
+Deno.test("catalogue: the status tables order snapshots by their time first, then times the core only moves forward, then every other non-key column (docs/writers.md#newest-snapshot)", () => {
+  for (const name of ["statusengine_hoststatus", "statusengine_servicestatus"] as const) {
+    const t = TABLES[name];
+    assert.deepEqual(t.snapshotOrder.slice(0, 5), [
+      "status_update_time",
+      "last_check",
+      "last_state_change",
+      "last_hard_state_change",
+      "last_notification",
+    ]);
+    assert.deepEqual([...t.snapshotOrder].sort(), [...t.updateColumns].sort(), name);
+  }
+  for (const t of ALL_TABLES.filter((t) => t.writeMode !== "full_upsert")) {
+    assert.deepEqual(t.snapshotOrder, [], t.name);
+  }
+});
+
 Deno.test("catalogue: insert columns are the schema order minus AUTO_INCREMENT", () => {
   for (const t of ALL_TABLES) {
     assert.deepEqual(

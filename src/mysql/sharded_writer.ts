@@ -7,9 +7,8 @@
  *
  * Order. A row goes to the writer chosen by a hash of its primary-key columns,
  * so every row of one key goes through the same writer and keeps its
- * hand-off order; in particular the status tables' upsert, where the row
- * handed over last wins (the events of one object arrive in the order of
- * their `status_update_time`), still ends with the newest snapshot. Rows of
+ * hand-off order (the status tables' upsert no longer needs it: it keeps the
+ * newest snapshot whatever the order, docs/writers.md#newest-snapshot). Rows of
  * a table without a natural key (plain INSERT) cannot collide; each job's
  * rows go to the writer holding the fewest rows. Key strings are hashed
  * truncated to their column and case-folded, because MySQL compares keys

@@ -34,22 +34,47 @@ Deno.test("insertStatement: no-op upsert assigns the first key column to itself 
   );
 });
 
-Deno.test("insertStatement: full upsert updates every non-key column with VALUES() (docs/writers.md#upsert-or-insert)", () => {
+Deno.test("insertStatement: full upsert decides once whether the inserted snapshot is the newer, then assigns every non-key column by that decision, the snapshot's time last (docs/writers.md#newest-snapshot)", () => {
   const sql = insertStatement("statusengine_servicestatus", 1);
   const table = TABLES.statusengine_servicestatus;
-  const expectedClause = table.columns
-    .map((c) => c.name)
-    .filter((c) => c !== "hostname" && c !== "service_description")
-    .map((c) => `\`${c}\`=VALUES(\`${c}\`)`)
-    .join(",");
-  assert.equal(
-    sql,
-    `INSERT INTO \`statusengine_servicestatus\` (${
-      table.columns.map((c) => `\`${c.name}\``).join(",")
-    }) VALUES (${Array(43).fill("?").join(",")}) ON DUPLICATE KEY UPDATE ${expectedClause}`,
+  assert.ok(
+    sql.startsWith(
+      `INSERT INTO \`statusengine_servicestatus\` (${
+        table.columns.map((c) => `\`${c.name}\``).join(",")
+      }) VALUES (${Array(43).fill("?").join(",")}) ON DUPLICATE KEY UPDATE `,
+    ),
   );
-  assert.ok(sql.includes("`check_command`=VALUES(`check_command`)"));
-  assert.ok(!sql.includes("`hostname`=VALUES"));
+  const clause = sql.slice(sql.indexOf(" ON DUPLICATE KEY UPDATE ") + 25);
+  const assigned = [...clause.matchAll(/(?:^|\),)`([a-z_]+)`=IF\(/g)].map((m) => m[1]);
+  const [time, ...rest] = table.snapshotOrder;
+  // The time first (the decision) and last (its value); every other non-key column once.
+  assert.deepEqual(assigned, [time, ...rest, time]);
+  assert.equal(new Set(assigned).size, 41);
+  assert.ok(!clause.includes("`hostname`=") && !clause.includes("`service_description`="));
+  const inserted = table.snapshotOrder.map((c) =>
+    table.charLimits[c] === undefined ? `VALUES(\`${c}\`)` : `CAST(VALUES(\`${c}\`) AS BINARY)`
+  );
+  const stored = table.snapshotOrder.map((c) =>
+    table.charLimits[c] === undefined ? `\`${c}\`` : `CAST(\`${c}\` AS BINARY)`
+  );
+  const mark = "-9223372036854775808";
+  assert.ok(
+    clause.startsWith(
+      `\`status_update_time\`=IF((${inserted.join(",")})>=(${stored.join(",")})` +
+        ` OR \`status_update_time\`>UNIX_TIMESTAMP()+3600,${mark},\`status_update_time\`),`,
+    ),
+  );
+  assert.ok(
+    clause.includes(
+      `,\`output\`=IF(\`status_update_time\`=${mark},VALUES(\`output\`),\`output\`),`,
+    ),
+  );
+  assert.ok(
+    clause.endsWith(
+      `,\`status_update_time\`=IF(\`status_update_time\`=${mark},` +
+        "VALUES(`status_update_time`),`status_update_time`)",
+    ),
+  );
 });
 
 Deno.test("insertStatement: never INSERT IGNORE, for any table (docs/writers.md#upsert-or-insert)", () => {
