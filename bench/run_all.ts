@@ -17,6 +17,7 @@ const BENCHES = [
   "live_rate.ts",
   "cleanup.ts",
   "perfdata_backends.ts",
+  "scale_out.ts",
 ];
 
 let failed = 0;
