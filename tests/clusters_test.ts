@@ -30,13 +30,19 @@ import { createMetrics } from "../src/metrics/registry.ts";
 import { deadline } from "../src/util/async.ts";
 import { capture } from "./helpers/capture.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
-import { createSchema, metricValue, startTestWorker, testConfig } from "./helpers/worker.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  startTestWorker,
+  testConfig,
+  type TestWorker,
+} from "./helpers/worker.ts";
 import { LOSSTEST_QUEUE, losstestJobs, runLosstestCommand } from "../src/cli/losstest.ts";
 import { GearmanClient } from "../src/gearman/client.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { seriesValue, startWorkerProcess, type WorkerProcess } from "./helpers/worker_process.ts";
 import { assertNothingMissing, type Queryable } from "./helpers/backlog.ts";
-import { jobsAtGearmand } from "./helpers/worker.ts";
 
 type Row = Record<string, unknown>;
 
@@ -576,8 +582,8 @@ interface HighAvailability {
 }
 
 /**
- * Publish a 40,000-event losstest backlog through a 3-host URL, let a worker on the same URL
- * drain it from node 1, SIGKILL node 1 mid-drain: the worker must move to node 2 or 3 and every
+ * Publish a 40,000-event losstest backlog through a 3-host URL, let two workers on the same URL
+ * drain it from node 1, SIGKILL node 1 mid-drain: each worker must move to node 2 or 3 and every
  * event must land in MySQL once.
  */
 async function drainAcrossNodeLoss(runId: string, ha: HighAvailability): Promise<void> {
@@ -605,40 +611,53 @@ async function drainAcrossNodeLoss(runId: string, ha: HighAvailability): Promise
     published.err.join("\n"),
   );
 
-  await using worker = await startTestWorker(
-    testConfig({
-      consumer: "rabbitmq",
-      // A small prefetch keeps most of the backlog at the broker when node 1 goes.
-      rabbitmq: { url, prefetch: 10, durableQueues: ha.durableQueues, declare: ha.declare },
-      mysqlUrl: db.url,
-      queues: [LOSSTEST_QUEUE],
-    }),
-  );
-  const inUse = (i: number) =>
+  // Two workers on the same URL, both consuming from node 1, share the backlog: each must move
+  // and together they must write every event once.
+  const config = testConfig({
+    consumer: "rabbitmq",
+    // A small prefetch keeps most of the backlog at the broker when node 1 goes.
+    rabbitmq: { url, prefetch: 10, durableQueues: ha.durableQueues, declare: ha.declare },
+    mysqlUrl: db.url,
+    queues: [LOSSTEST_QUEUE],
+  });
+  await using first = await startTestWorker(config);
+  await using second = await startTestWorker(config);
+  const workers = [first, second];
+  const inUse = (worker: TestWorker, i: number) =>
     metricValue(worker, "statusengine_rabbitmq_host_in_use", { host: hosts[i] ?? "" });
-  await waitFor(async () => (await inUse(0)) === 1, { message: "consuming from node 1" });
+  for (const worker of workers) {
+    await waitFor(async () => (await inUse(worker, 0)) === 1, { message: "consuming from node 1" });
+  }
   const rows = async () => {
     const [r] = await db.query<{ n: number }[]>(
       "SELECT COUNT(*) AS n FROM statusengine_hostchecks",
     );
     return Number(r?.n);
   };
+  const completed = async (worker: TestWorker) =>
+    await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: LOSSTEST_QUEUE,
+      result: "completed",
+    });
   await waitFor(async () => (await rows()) >= count / 20, { message: "a twentieth committed" });
   await cluster.kill(1);
   const atKill = await rows();
   assert.ok(atKill < count, `node 1 was killed mid-drain (${atKill} of ${count} rows)`);
 
-  await waitFor(
-    async () =>
-      (await metricValue(worker, "statusengine_queue_reconnects_total", {
-          queue_name: LOSSTEST_QUEUE,
-        })) >= 1 &&
-      (await metricValue(worker, "statusengine_queue_connected", {
-          queue_name: LOSSTEST_QUEUE,
-        })) === 1 &&
-      (await inUse(0)) === 0 && (await inUse(1)) + (await inUse(2)) === 1,
-    { message: "consuming from node 2 or 3", timeoutMs: 60_000 },
-  );
+  for (const worker of workers) {
+    await waitFor(
+      async () =>
+        (await metricValue(worker, "statusengine_queue_reconnects_total", {
+            queue_name: LOSSTEST_QUEUE,
+          })) >= 1 &&
+        (await metricValue(worker, "statusengine_queue_connected", {
+            queue_name: LOSSTEST_QUEUE,
+          })) === 1 &&
+        (await inUse(worker, 0)) === 0 &&
+        (await inUse(worker, 1)) + (await inUse(worker, 2)) === 1,
+      { message: "consuming from node 2 or 3", timeoutMs: 60_000 },
+    );
+  }
   await waitFor(async () => (await rows()) >= count, {
     message: "the whole backlog committed",
     timeoutMs: 180_000,
@@ -654,9 +673,11 @@ async function drainAcrossNodeLoss(runId: string, ha: HighAvailability): Promise
   assert.ok(after.out.includes("missing: 0"), after.out.join("\n"));
   assert.ok(after.out.includes(`PASS: all ${count} events present`), after.out.join("\n"));
   assert.ok(!after.out.some((l) => l.startsWith("duplicate rows")), after.out.join("\n"));
+  // Both drained, not one alone.
+  for (const worker of workers) assert.ok((await completed(worker)) > 0);
 }
 
-Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration of operator-made quorum queues moves to another node when node 1 is SIGKILLed mid-drain: 0 lost, 0 duplicate", async () => {
+Deno.test("rabbitmq cluster: two workers on a 3-host URL with passive declaration of operator-made quorum queues move to another node when node 1 is SIGKILLed mid-drain: 0 lost, 0 duplicate", async () => {
   await drainAcrossNodeLoss("qq", {
     declare: "passive",
     durableQueues: true,
@@ -677,7 +698,7 @@ Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration o
   });
 });
 
-Deno.test("rabbitmq cluster: a classic queue mirrored by a policy, declared by the worker as the broker module does, survives SIGKILL of node 1 mid-drain: 0 lost, 0 duplicate", async () => {
+Deno.test("rabbitmq cluster: a classic queue mirrored by a policy, declared by the workers as the broker module does, survives SIGKILL of node 1 mid-drain under two workers: 0 lost, 0 duplicate", async () => {
   await drainAcrossNodeLoss("cm", {
     declare: "declare",
     durableQueues: false,
