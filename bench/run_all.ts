@@ -7,6 +7,7 @@ import { formatMachine, machineInfo, report } from "./_util.ts";
 
 report(formatMachine(await machineInfo()));
 const BENCHES = [
+  "stages.ts",
   "gearman_consume.ts",
   "pipeline.ts",
   "statement_timeout.ts",

@@ -249,6 +249,50 @@ export function compare(a: readonly Tick[], b: readonly Tick[]): Compared[] {
   return [...rows.values()].sort((x, y) => Math.abs(y.b - y.a) - Math.abs(x.b - x.a));
 }
 
+/**
+ * The stages of the hot path (`bench/stages.ts` times them one by one), with the source files
+ * whose code belongs to each; the first file of a sample's stack, innermost first, that is in
+ * this list names its stage.
+ */
+const STAGE_FILES: readonly (readonly [string, RegExp])[] = [
+  ["row → values (fit)", /\/src\/mysql\/values\.ts$/],
+  ["wire packet", /\/src\/mysql\/(execute_packet|mysql2_internals)\.ts$/],
+  ["decode (events → rows)", /\/src\/events\//],
+  ["take job, ack (Gearman)", /\/src\/gearman\//],
+  ["take job, ack (AMQP)", /\/src\/amqp\/|^npm:@cloudamqp\//],
+  ["MySQL client (send, receive)", /\/src\/(mysql|util)\/deno_socket\.ts$|^npm:mysql2\//],
+  ["writers (buffer, statement, commit)", /\/src\/mysql\//],
+  ["handler, delivery", /\/src\/(pipeline|consumer)\//],
+  ["metrics, log", /\/src\/(metrics\/|log\.ts$)|^npm:(prom-client|@logtape)\//],
+];
+
+/**
+ * The stage of the hot path a sample belongs to: garbage collection on the main thread; the
+ * UTF-8 decode or `JSON.parse` when native code, a builtin or the runtime's JavaScript runs
+ * straight on behalf of `decodePayload` or `decodeJob`; otherwise the stage of the innermost function of a known
+ * file ({@link STAGE_FILES}); the runtime (promises, timers, I/O ops of `ext:` and `node:`)
+ * when no such function is on the stack; idle when V8 says so.
+ */
+export function stageOf(t: Tick): string {
+  if (t.state === "GC") return "garbage collection (main thread)";
+  if (t.state === "IDLE" || t.state === "IDLE_EXTERNAL") return "(idle)";
+  const frames = t.js !== undefined && t.js !== t.stack[0] ? [t.js, ...t.stack] : t.stack;
+  // The innermost function of our own or a package's code: the runtime's (`TextDecoder`'s
+  // `decode`, an op) above it works on its behalf.
+  const k = frames.findIndex((f) => !/^(ext|node):/.test(sourceOf(f)));
+  const own = frames[k];
+  if (own !== undefined && (k > 0 || t.self !== own)) {
+    const name = functionOf(own);
+    if (name === "decodePayload src/events/decode.ts") return "bytes → text (UTF-8)";
+    if (name === "decodeJob src/events/decode.ts") return "text → JSON (`JSON.parse`)";
+  }
+  for (const frame of frames) {
+    const file = sourceOf(frame);
+    for (const [stage, pattern] of STAGE_FILES) if (pattern.test(file)) return stage;
+  }
+  return frames.length === 0 ? "(no JavaScript on the stack)" : "runtime (promises, timers, I/O)";
+}
+
 function count(map: Map<string, number>, key: string): void {
   map.set(key, (map.get(key) ?? 0) + 1);
 }
@@ -308,6 +352,9 @@ if (import.meta.main) {
   }
   report(`${total} samples`);
   table("VM state", states, total, top);
+  const stages = new Map<string, number>();
+  for (const t of ticks) count(stages, stageOf(t));
+  table("by stage of the hot path (bench/stages.ts)", stages, total, top);
   table("self, by code object", self, total, top);
   table("self, by first JavaScript function on the stack", jsSelf, total, top);
   table("inclusive, by JavaScript function", inclusive, total, top);

@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { compare, fields, fromFirst, functionOf, readTicks, sourceOf } from "./v8_ticks.ts";
+import {
+  compare,
+  fields,
+  fromFirst,
+  functionOf,
+  readTicks,
+  sourceOf,
+  stageOf,
+} from "./v8_ticks.ts";
 
 Deno.test("v8 ticks: quoted fields keep their commas", () => {
   assert.deepEqual(fields('code-creation,JS,10,5,0x10,8,"f a,b.ts:1:2",0x9,~'), [
@@ -103,4 +111,81 @@ Deno.test("v8 ticks: two checkouts compare function by function, from the first 
     { name: "(garbage collection)", a: 0, b: 1 },
     { name: "decodeJob src/events/decode.ts", a: 1, b: 1 },
   ]);
+});
+
+Deno.test("v8 ticks: a sample belongs to the stage of the innermost known function on its stack", () => {
+  const f = (name: string, file: string) => `${name} file:///w/${file}:1:1*`;
+  const decodeJob = f("decodeJob", "src/events/decode.ts");
+  const decodePayload = f("decodePayload", "src/events/decode.ts");
+  const handle = f("handle", "src/pipeline/handler.ts");
+  const tick = (self: string, stack: string[], state = "JS") => ({
+    time: 0,
+    state,
+    self,
+    js: stack[0],
+    stack,
+  });
+  // Native code straight under decodeJob is JSON.parse; under decodePayload, the UTF-8 decode.
+  assert.equal(stageOf(tick("[deno]", [decodeJob, handle])), "text → JSON (`JSON.parse`)");
+  assert.equal(stageOf(tick("Builtin: JsonParse", [decodeJob])), "text → JSON (`JSON.parse`)");
+  assert.equal(stageOf(tick("[deno]", [decodePayload, handle])), "bytes → text (UTF-8)");
+  assert.equal(
+    stageOf(
+      tick("[libc.so.6]", ["decode ext:deno_web/08_text_encoding.js:1:1721^", decodePayload]),
+    ),
+    "bytes → text (UTF-8)",
+  );
+  // decodeJob's own code, and the decoders it calls, are decoding.
+  assert.equal(stageOf({ ...tick(decodeJob, [handle]), js: decodeJob }), "decode (events → rows)");
+  assert.equal(
+    stageOf(tick("Builtin: KeyedLoadIC_Megamorphic", [
+      f("decodeServiceStatus", "src/events/_event_decoders.ts"),
+      decodeJob,
+    ])),
+    "decode (events → rows)",
+  );
+  // The innermost known file decides: the fitter called from the writer is fitting.
+  assert.equal(
+    stageOf(tick("[deno]", [
+      f("appendAdjustedRow", "src/mysql/values.ts"),
+      f("send", "src/mysql/writer.ts"),
+    ])),
+    "row → values (fit)",
+  );
+  assert.equal(
+    stageOf(tick("[deno]", [f("encodeExecutePacket", "src/mysql/execute_packet.ts")])),
+    "wire packet",
+  );
+  assert.equal(
+    stageOf(tick("[deno]", [
+      "write ext:deno_net/01_net.js:1:1*",
+      f("write", "src/util/deno_socket.ts"),
+      f("run", "src/mysql/executor.ts"),
+    ])),
+    "MySQL client (send, receive)",
+  );
+  assert.equal(
+    stageOf(tick("[deno]", [
+      "x file:///root/.cache/deno/npm/registry.npmjs.org/mysql2/3.24.6/lib/p.js:1:2*",
+      f("run", "src/mysql/executor.ts"),
+    ])),
+    "MySQL client (send, receive)",
+  );
+  assert.equal(
+    stageOf(tick("[deno]", [f("startStatement", "src/mysql/writer.ts")])),
+    "writers (buffer, statement, commit)",
+  );
+  assert.equal(
+    stageOf(tick("[deno]", [f("push", "src/gearman/codec.ts")])),
+    "take job, ack (Gearman)",
+  );
+  assert.equal(stageOf(tick("[deno]", [handle])), "handler, delivery");
+  // Only the runtime's own code on the stack, none at all, collection, idle.
+  assert.equal(
+    stageOf(tick("[deno]", ["runMicrotasks ext:core/01_core.js:1:1*"])),
+    "runtime (promises, timers, I/O)",
+  );
+  assert.equal(stageOf(tick("[deno]", [])), "(no JavaScript on the stack)");
+  assert.equal(stageOf(tick("[deno]", [handle], "GC")), "garbage collection (main thread)");
+  assert.equal(stageOf(tick("[deno]", [], "IDLE")), "(idle)");
 });

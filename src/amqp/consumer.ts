@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { AmqpSession, QueueDeclareError, type QueueDeclareMode } from "./session.ts";
+import { AmqpSession, type QueueDeclareMode } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
 import {
   type BackendOptions,
@@ -19,6 +19,7 @@ import {
 } from "../consumer/consumer.ts";
 import type { QueueConsumer } from "../consumer/contract.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
 
 const log = getLogger("rabbitmq");
 
@@ -51,20 +52,8 @@ export interface RabbitMqConsumerOptions extends BackendOptions {
 
 /** Refused credentials or vhost and a refused queue declaration are not cured by waiting. */
 function waitable(err: unknown): boolean {
-  return !(err instanceof QueueDeclareError) &&
+  return !hasCode(err, "queue_declare") &&
     !/ACCESS_REFUSED|NOT_ALLOWED|PRECONDITION_FAILED/.test(errorMessage(err));
-}
-
-/** Raised when start-up cannot build the first session (the process exits). */
-export class RabbitMqStartError extends Error {
-  /**
-   * @param message What failed; the URL in it is masked.
-   * @param options `cause`.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "RabbitMqStartError";
-  }
 }
 
 /** Consumes every queue from one RabbitMQ broker. */
@@ -109,7 +98,7 @@ export class RabbitMqConsumer implements QueueConsumer {
    * The first connection is made here (docs/consumption.md#rabbitmq-reconnect): start fails rather
    * than retrying.
    *
-   * @throws {RabbitMqStartError} On a malformed URL, an unreachable broker, refused
+   * @throws {WorkerError} (code `rabbitmq_start`) On a malformed URL, an unreachable broker, refused
    *   credentials or vhost, a refused queue declaration, or a stop during start-up.
    */
   async start(): Promise<void> {
@@ -122,9 +111,13 @@ export class RabbitMqConsumer implements QueueConsumer {
     try {
       url = parseAmqpUrl(this.#options.url);
     } catch (err: unknown) {
-      throw new RabbitMqStartError(`Cannot start RabbitMQ consumer: ${errorMessage(err)}`, {
-        cause: err,
-      });
+      throw new WorkerError(
+        "rabbitmq_start",
+        `Cannot start RabbitMQ consumer: ${errorMessage(err)}`,
+        {
+          cause: err,
+        },
+      );
     }
     this.#url = url;
     const core = this.#buildCore(url);
@@ -135,7 +128,8 @@ export class RabbitMqConsumer implements QueueConsumer {
       await core.stop();
       // The core's error names the broker again; keep only what went wrong.
       const cause = err instanceof Error && err.cause !== undefined ? err.cause : err;
-      throw new RabbitMqStartError(
+      throw new WorkerError(
+        "rabbitmq_start",
         `Cannot start RabbitMQ consumer: broker ${url.display}: ${errorMessage(cause)}`,
         { cause },
       );

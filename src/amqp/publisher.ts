@@ -94,7 +94,7 @@ export class AmqpPublisher implements AsyncDisposable {
    * Declare a queue as the consumer does (idempotent).
    *
    * @param queue Queue name.
-   * @throws {QueueDeclareError} When the broker refuses the declaration (naming the setting on
+   * @throws {WorkerError} (code `queue_declare`) When the broker refuses the declaration (naming the setting on
    *   a durability mismatch or a missing queue); the channel is closed by the broker then.
    */
   async declare(queue: string): Promise<void> {

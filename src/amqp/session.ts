@@ -26,6 +26,7 @@ import { useDenoSocket } from "./socket.ts";
 import { ProbeChannel } from "./probe.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("rabbitmq");
 
@@ -60,7 +61,7 @@ export type QueueDeclareMode = "declare" | "passive";
  * @param channel The channel; the broker closes it when it refuses.
  * @param queue Queue name.
  * @param options Durability and mode.
- * @throws {QueueDeclareError} When the broker refuses, naming what to change.
+ * @throws {WorkerError} (code `queue_declare`) When the broker refuses, naming what to change.
  */
 export async function declareQueue(
   channel: AMQPChannel,
@@ -74,7 +75,7 @@ export async function declareQueue(
       {},
     );
   } catch (err: unknown) {
-    throw new QueueDeclareError(queue, options.durable, { cause: err, mode: options.mode });
+    throw queueDeclareError(queue, options.durable, err, options.mode);
   }
 }
 
@@ -115,45 +116,35 @@ export interface AmqpSessionOptions {
 const TOO_LARGE_KEPT_BYTES = 1024;
 
 /**
- * Raised when a queue cannot be declared; the message names the likely cause: a durability
- * mismatch with the broker module's `DurableQueues`, or, for a passive declaration, a queue the
- * operator has not declared.
+ * The error for a queue that cannot be declared (code `queue_declare`); the message names the
+ * likely cause: a durability mismatch with the broker module's `DurableQueues`, or, for a
+ * passive declaration, a queue the operator has not declared.
  */
-export class QueueDeclareError extends Error {
-  readonly queue: string;
-  /** Durability this side declared with. */
-  readonly durable: boolean;
-  /**
-   * @param queue The queue.
-   * @param durable Durability this side declared with.
-   * @param options `cause`: the broker's answer; `mode`: `--rabbitmq-declare` (default declare).
-   */
-  constructor(
-    queue: string,
-    durable: boolean,
-    options: ErrorOptions & { cause: unknown; mode?: QueueDeclareMode },
-  ) {
-    const detail = errorMessage(options.cause);
-    const hint = options.mode === "passive"
-      ? /NOT_FOUND|\(404\)/.test(detail)
-        ? ": the queue does not exist and --rabbitmq-declare (STATUSENGINE_RABBITMQ_DECLARE, " +
-          "rabbitmq_declare) is passive, so the worker does not create it: declare it on the " +
-          "broker first (for a quorum queue: durable, argument x-queue-type=quorum), or set " +
-          "--rabbitmq-declare declare to let the worker create a classic queue"
-        : ""
-      : /PRECONDITION_FAILED|\(406\)/.test(detail)
-      ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
-        `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
-        `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
-        `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
-        "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
-        "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
-      : "";
-    super(`Cannot declare queue "${queue}": ${detail}${hint}`, options);
-    this.name = "QueueDeclareError";
-    this.queue = queue;
-    this.durable = durable;
-  }
+function queueDeclareError(
+  queue: string,
+  durable: boolean,
+  cause: unknown,
+  mode: QueueDeclareMode,
+): WorkerError {
+  const detail = errorMessage(cause);
+  const hint = mode === "passive"
+    ? /NOT_FOUND|\(404\)/.test(detail)
+      ? ": the queue does not exist and --rabbitmq-declare (STATUSENGINE_RABBITMQ_DECLARE, " +
+        "rabbitmq_declare) is passive, so the worker does not create it: declare it on the " +
+        "broker first (for a quorum queue: durable, argument x-queue-type=quorum), or set " +
+        "--rabbitmq-declare declare to let the worker create a classic queue"
+      : ""
+    : /PRECONDITION_FAILED|\(406\)/.test(detail)
+    ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
+      `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
+      `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
+      `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
+      "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
+      "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
+    : "";
+  return new WorkerError("queue_declare", `Cannot declare queue "${queue}": ${detail}${hint}`, {
+    cause,
+  });
 }
 
 const CLOSE_TIMEOUT_MS = 2_000;
@@ -288,7 +279,7 @@ export class AmqpSession implements Link {
    * @param options URL, queues, prefetch, engine and budgets.
    * @param signal Aborts the attempt (shutdown).
    * @returns A session ready to {@link start}.
-   * @throws {QueueDeclareError} When a queue declaration is refused.
+   * @throws {WorkerError} (code `queue_declare`) When a queue declaration is refused.
    * @throws {Error} When the broker is unreachable, refuses the login or the vhost, or does not answer within the connect timeout.
    */
   static async open(options: AmqpSessionOptions, signal: AbortSignal): Promise<AmqpSession> {

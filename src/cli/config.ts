@@ -23,9 +23,8 @@ import {
   type SettingRow,
   type SettingsFor,
   type SourceKind,
-  UsageError,
 } from "../config/mod.ts";
-import { StartupError } from "../daemon/mod.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
 import { errorMessage } from "../log.ts";
 import type { Io } from "./io.ts";
 import { workerConfigFrom } from "./run.ts";
@@ -89,7 +88,8 @@ function splitArgs(argv: readonly string[]): Split {
       parseCommandLine([next]);
     }
     if (next === "config") {
-      throw new UsageError(
+      throw new WorkerError(
+        "usage",
         `config shows the settings of another command: see "${PROGRAM} config --help"`,
       );
     }
@@ -157,7 +157,7 @@ function refusal(command: CommandName, settings: unknown): string | undefined {
     workerConfigFrom(settings as SettingsFor<"run">);
     return undefined;
   } catch (err: unknown) {
-    if (err instanceof StartupError) return err.message;
+    if (hasCode(err, "startup")) return err.message;
     throw err;
   }
 }
@@ -237,9 +237,9 @@ export async function runConfigCommand(
 }
 
 function failure(err: unknown, io: Io): number {
-  if (err instanceof UsageError || err instanceof ConfigError) {
+  if (hasCode(err, "usage") || err instanceof ConfigError) {
     io.err(`${PROGRAM}: ${err.message}`);
-    return err.exitCode;
+    return err instanceof ConfigError ? err.exitCode : 2;
   }
   throw err;
 }

@@ -15,8 +15,8 @@ import {
   RETENTION_RULES,
   type SettingsFor,
   type SettingSource,
-  UsageError,
 } from "../config/mod.ts";
+import { hasCode } from "../util/errors.ts";
 import { configureLogging, errorMessage, getLogger, logReachesStderr } from "../log.ts";
 import { versionLine } from "../version.ts";
 import { type Io, PROCESS_IO } from "./io.ts";
@@ -300,9 +300,9 @@ function localMetricsUrl(host: string, port: number): string {
  * @throws The error itself when it is neither.
  */
 function reportConfigError(err: unknown, io: Io): number {
-  if (err instanceof UsageError) {
+  if (hasCode(err, "usage")) {
     io.err(`statusengine-worker: ${err.message}`);
-    return err.exitCode;
+    return 2;
   }
   if (err instanceof ConfigError) {
     io.err(`statusengine-worker: ${err.message}`);

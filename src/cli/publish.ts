@@ -119,8 +119,8 @@ function rate(n: number, ms: number): string {
  * @param jobs The jobs, sync or async iterable.
  * @param options Servers, output, totals, signal.
  * @returns What was confirmed, and whether the signal interrupted.
- * @throws {ConnectionClosedError} When a server cannot be reached.
- * @throws {Error} When a connection is lost or a server refuses a job (`SubmitError`); the
+ * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When a server cannot be reached.
+ * @throws {Error} When a connection is lost or a server refuses a job (code `submit_refused`); the
  *   message says how many jobs were confirmed, the original error is the `cause`.
  */
 /**

@@ -14,7 +14,6 @@ import {
   type PerfdataBackend,
   serviceNotifier,
   SETTINGS_AS_IS,
-  StartupError,
   startWorker,
   type WorkerConfig,
 } from "../daemon/mod.ts";
@@ -23,6 +22,7 @@ import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 import type { Io } from "./io.ts";
 import { aborted } from "../util/async.ts";
 import { errorMessage, getLogger, logReachesStderr } from "../log.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
@@ -31,7 +31,7 @@ const log = getLogger("worker");
  *
  * @param s Settings of the `run` command.
  * @returns The worker configuration.
- * @throws {StartupError} When no queue is left, or the task queue's command file may not be
+ * @throws {WorkerError} (code `startup`) When no queue is left, or the task queue's command file may not be
  *   written.
  */
 export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
@@ -40,7 +40,8 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
     : QUEUE_NAMES.filter((q) => s.queues.includes(q));
   const queues = include.filter((q) => !s.excludeQueues.includes(q));
   if (queues.length === 0) {
-    throw new StartupError(
+    throw new WorkerError(
+      "startup",
       "Cannot start: no queue left to consume: --queues and --exclude-queues (or the legacy " +
         "number_*_worker: 0 and process_perfdata: 0) exclude all of them",
     );
@@ -107,13 +108,14 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
  * here, so that `config` checks it without opening anything; `run` opens the file once at start
  * for what the operating system allows (src/daemon/start.ts).
  *
- * @throws {StartupError} Naming the settings, the path and what to change.
+ * @throws {WorkerError} (code `startup`) Naming the settings, the path and what to change.
  */
 function refuseUnwritableCommandFile(s: SettingsFor<"run">): void {
   if (!s.checkForCommands || s.submitMethod !== "cmd") return;
   const path = s.externalCommandFile;
   if (Deno.permissions.querySync({ name: "write", path }).state === "granted") return;
-  throw new StartupError(
+  throw new WorkerError(
+    "startup",
     `Cannot start: check_for_commands submits the UI's tasks with submit_method cmd to the ` +
       `external command file "${path}", which this process may not write, so every task would ` +
       `fail. Either set submit_method: broker (--submit-method broker: the tasks go to ` +
@@ -178,12 +180,12 @@ export async function runWorkerCommand(
     const started = worker;
     hooks.started?.({ reopenDeadLetters: () => started.reopenDeadLetters() });
   } catch (err: unknown) {
-    if (err instanceof StartupError && signal.aborted) {
+    if (hasCode(err, "startup") && signal.aborted) {
       // Told to stop while waiting for MySQL: a requested stop, not a failure.
       log.info("shutdown signal received during start-up, stopped", { reason: err.message });
       return 0;
     }
-    if (err instanceof StartupError) {
+    if (hasCode(err, "startup")) {
       // Once per place it is seen: the log line (priority err in the journal), and stderr only
       // when stderr does not show the log already (a terminal or the journal would show it twice).
       log.error(err.message);

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { loadSettings } from "../config/load.ts";
 import { workerConfigFrom } from "./run.ts";
-import { StartupError } from "../daemon/mod.ts";
 import { DEFAULT_ALLOWED_RAW_COMMANDS } from "../commands/validate.ts";
 import { DUPLICATE_SIGNAL_MS, shutdownSignalHandler } from "./mod.ts";
+import { hasCode } from "../util/errors.ts";
 
 const ALLOW = [...DEFAULT_ALLOWED_RAW_COMMANDS];
 
@@ -83,7 +83,7 @@ Deno.test("run: --queues and --exclude-queues select the consumed queues; nothin
   assert.ok(!without.queues?.includes("statusngin_service_perfdata"));
   await assert.rejects(
     configFor(["--queues", "statusngin_hoststatus", "--exclude-queues", "statusngin_hoststatus"]),
-    (err: unknown) => err instanceof StartupError && /no queue left to consume/.test(err.message),
+    (err: unknown) => hasCode(err, "startup") && /no queue left to consume/.test(err.message),
   );
 });
 

@@ -17,28 +17,13 @@ import { parseAmqpUrl } from "../amqp/url.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { COMMAND_QUEUE } from "./validate.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
 
 /** Which broker a {@link CommandPublisher} writes to (the worker's `consumer`). */
 export type CommandBackend = "gearman" | "rabbitmq";
 
 /** Per-request publish budget: both attempts share it. */
 const PUBLISH_BUDGET_MS = 5_000;
-
-/** The broker could not take the message; nothing is known to be queued. */
-export class CommandPublishError extends Error {
-  /** The backend that failed. */
-  readonly backend: CommandBackend;
-  /**
-   * @param backend The backend.
-   * @param message What failed.
-   * @param options `cause`: the error of the last attempt.
-   */
-  constructor(backend: CommandBackend, message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "CommandPublishError";
-    this.backend = backend;
-  }
-}
 
 /** Publishes command envelopes; what the HTTP server is given. */
 export interface CommandPublisher extends AsyncDisposable {
@@ -50,7 +35,7 @@ export interface CommandPublisher extends AsyncDisposable {
    *
    * @param body The re-serialised envelope.
    * @param options `signal` aborts the wait (the budget applies regardless).
-   * @throws {CommandPublishError} When both attempts failed or the budget ran out.
+   * @throws {WorkerError} (code `command_publish`) When both attempts failed or the budget ran out.
    */
   publish(body: string, options?: { signal?: AbortSignal }): Promise<void>;
   /** Close the connection; later publishes fail. Idempotent. */
@@ -106,7 +91,7 @@ export class RetryingPublisher implements CommandPublisher {
    *
    * @param body The envelope.
    * @param options `signal` aborts the wait.
-   * @throws {CommandPublishError} When both attempts failed or the budget ran out.
+   * @throws {WorkerError} (code `command_publish`) When both attempts failed or the budget ran out.
    */
   async publish(body: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     const parent = options.signal === undefined
@@ -118,7 +103,7 @@ export class RetryingPublisher implements CommandPublisher {
     try {
       await abortable(run, limit.signal);
     } catch (err: unknown) {
-      if (err instanceof CommandPublishError) throw err;
+      if (hasCode(err, "command_publish")) throw err;
       throw this.#failure(limit.signal, err);
     }
   }
@@ -157,7 +142,7 @@ export class RetryingPublisher implements CommandPublisher {
     throw this.#failure(signal, last);
   }
 
-  #failure(signal: AbortSignal, cause: unknown): CommandPublishError {
+  #failure(signal: AbortSignal, cause: unknown): WorkerError {
     const lastError = cause === undefined || cause === signal.reason
       ? ""
       : `; last error: ${errorMessage(cause)}`;
@@ -166,8 +151,9 @@ export class RetryingPublisher implements CommandPublisher {
       : signal.aborted
       ? `gave up after the ${this.#budgetMs} ms budget${lastError}`
       : errorMessage(cause);
-    return new CommandPublishError(
-      this.backend,
+    // The broker could not take the message; nothing is known to be queued.
+    return new WorkerError(
+      "command_publish",
       `Cannot publish to ${COMMAND_QUEUE} via ${this.backend} ${this.target}: ${detail}`,
       { cause },
     );

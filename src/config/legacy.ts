@@ -12,10 +12,17 @@
  * - {@linkcode FIXED_SETTINGS}: former settings whose value is now a named constant; given
  *   anyway, they draw one warning and change nothing.
  *
+ * From them and the settings table, which top-level keys a config file may hold, and the
+ * nearest known name for a misspelled key or flag ({@linkcode unknownKeyWarnings}): a typo such
+ * as `mysql_batchsize: 500` must not silently fall back to the default. One file is shared by
+ * every command that reads it (the worker and `cleanup` typically use the same file), so a key
+ * is known when ANY command has it, not only the one running.
+ *
  * @module
  */
 
-import { ConfigError } from "./errors.ts";
+import { closest, distance } from "fastest-levenshtein";
+import { ConfigError } from "./values.ts";
 import {
   type CommandName,
   derivedEnvName,
@@ -23,6 +30,8 @@ import {
   LEGACY_WORKER_COUNT_KEYS,
   PERFDATA_BACKENDS,
   RETENTION_RULES,
+  SETTING_ROWS,
+  yamlKeyOf,
 } from "./settings.ts";
 
 /**
@@ -105,7 +114,7 @@ export function legacyEnvName(key: string): string {
  * suggestion is only ever a field that is read: suggesting an ignored one would lead to a
  * setting that does nothing.
  */
-export const LEGACY_BLOCK_FIELDS: Readonly<
+const LEGACY_BLOCK_FIELDS: Readonly<
   Record<
     "gearman" | "rabbitmq" | "mysql",
     { readonly read: readonly string[]; readonly ignored: readonly string[] }
@@ -560,7 +569,7 @@ export function legacyKeysOf(flag: string): string[] {
 }
 
 /** A group of legacy keys for a feature this worker does not have. */
-export interface LegacyIgnoredGroup {
+interface LegacyIgnoredGroup {
   /** Exact top-level keys of the group. */
   readonly keys: readonly string[];
   /** Keys starting with this prefix also belong to the group. */
@@ -575,7 +584,7 @@ export interface LegacyIgnoredGroup {
  * Legacy features without an equivalent (docs/operations.md#legacy-config): one warning per
  * group whose keys appear in the file, whatever their values.
  */
-export const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
+const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
   {
     keys: ["use_redis", "redis"],
     commands: ["run"],
@@ -799,7 +808,7 @@ export function fixedSettingWarnings(
  * `docs/Env.md`: `node_name` ← `SE_NODE_NAME`, `mysql.host` ← `SE_MYSQL_HOST`, …), limited
  * to the keys that have an effect here. The age keys are the retention settings' YAML keys.
  */
-export const LEGACY_ENV_KEYS: readonly string[] = [
+const LEGACY_ENV_KEYS: readonly string[] = [
   "node_name",
   "use_gearman",
   "use_rabbitmq",
@@ -856,4 +865,88 @@ export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMa
     }
   }
   return doc;
+}
+
+/**
+ * Every top-level key some command reads from the file and acts on: the only names a
+ * misspelled key is told it may have meant.
+ */
+const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
+  ...SETTING_ROWS.flatMap((row) => {
+    const key = yamlKeyOf(row);
+    return [
+      ...(key === undefined ? [] : [key]),
+      ...(row.yamlAliases ?? []),
+      // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
+      ...legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k),
+    ];
+  }),
+  ...LEGACY_ENV_KEYS.map((k) => k.split(".")[0] ?? k),
+]);
+
+/**
+ * Every top-level key that draws no "unknown key" warning: the supported ones, plus the legacy
+ * keys without effect, the retired keys and the former settings now fixed, which have warnings
+ * (or refusals) of their own. The latter are never suggested for a typo: `query_hander` is not
+ * told to become `query_handler`, a key that does nothing.
+ */
+const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
+  ...SUPPORTED_YAML_KEYS,
+  ...LEGACY_IGNORED.flatMap((group) => group.keys),
+  ...RETIRED.map((r) => r.yaml),
+  ...FIXED_SETTINGS.map((f) => derivedYamlKey(f.flag)),
+]);
+
+/** Key prefixes of whole legacy groups (`elasticsearch_*`), also known. */
+const KNOWN_PREFIXES: readonly string[] = LEGACY_IGNORED.flatMap((group) =>
+  group.prefix === undefined ? [] : [group.prefix]
+);
+
+/**
+ * The candidate closest to a misspelled name, when it is close enough to be a likely typo.
+ *
+ * @param name What was written (`mysql_batchsize`, `gearman-adr`).
+ * @param candidates The names that exist.
+ * @returns The nearest candidate, or `undefined` when none is plausibly meant.
+ */
+export function nearestName(name: string, candidates: Iterable<string>): string | undefined {
+  const list = [...candidates];
+  if (list.length === 0 || name === "") return undefined;
+  const best = closest(name, list);
+  // Up to a third of the name may differ (at least two edits: a swapped pair of letters
+  // counts twice), so "metrics_prot" finds metrics_port but "foo" finds nothing.
+  return distance(name, best) <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+}
+
+/**
+ * One warning per top-level key of the file that no command knows, with the nearest known
+ * key when there is one.
+ *
+ * @param doc The parsed file.
+ * @param path Its path, for the message.
+ * @returns Secret-free warnings (only key names are quoted, never values).
+ */
+export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
+  const warnings: string[] = [];
+  const warn = (key: string, near: string | undefined) =>
+    warnings.push(
+      `Ignoring unknown key ${JSON.stringify(key)} in ${path}${
+        near === undefined ? "" : ` (did you mean ${near}?)`
+      }: no setting has this key, so it has no effect`,
+    );
+  for (const key of Object.keys(doc)) {
+    if (KNOWN_YAML_KEYS.has(key) || KNOWN_PREFIXES.some((p) => key.startsWith(p))) continue;
+    warn(key, nearestName(key, SUPPORTED_YAML_KEYS));
+  }
+  // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
+  for (const [block, fields] of Object.entries(LEGACY_BLOCK_FIELDS)) {
+    const value = doc[block];
+    if (typeof value !== "object" || value === null || Array.isArray(value)) continue;
+    for (const field of Object.keys(value)) {
+      if (fields.read.includes(field) || fields.ignored.includes(field)) continue;
+      const near = nearestName(field, fields.read);
+      warn(`${block}.${field}`, near === undefined ? undefined : `${block}.${near}`);
+    }
+  }
+  return warnings;
 }

@@ -11,7 +11,7 @@
  */
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
-import { ConfigError, UsageError } from "./errors.ts";
+import { WorkerError } from "../util/errors.ts";
 import { acceptedForm, maskRaw, metavarOf, type Origin, parseValue } from "./kinds.ts";
 import {
   FIXED_SETTINGS,
@@ -21,7 +21,9 @@ import {
   legacyEnvDocument,
   legacyEnvName,
   legacyIgnoredWarnings,
+  nearestName,
   RETIRED,
+  unknownKeyWarnings,
   type YamlMapping,
 } from "./legacy.ts";
 import {
@@ -37,8 +39,7 @@ import {
   type SettingsFor,
   yamlKeyOf,
 } from "./settings.ts";
-import { redactUrl } from "./values.ts";
-import { nearestName, unknownKeyWarnings } from "./known_keys.ts";
+import { ConfigError, redactUrl } from "./values.ts";
 
 /** Inputs of {@linkcode loadSettings}; all I/O is injectable for tests. */
 export interface LoadOptions {
@@ -149,7 +150,7 @@ interface Tokens {
   readonly uses: FlagUse[];
   readonly help: boolean;
   readonly version: boolean;
-  readonly problems: UsageError[];
+  readonly problems: WorkerError[];
   /** Former settings given as flags, now constants: warned about, not refused. */
   readonly fixed: string[];
 }
@@ -164,7 +165,7 @@ function isHelpToken(arg: string | undefined): boolean {
 function tokenize(command: CommandName, argv: readonly string[]): Tokens {
   const index = flagIndex(command);
   const uses: FlagUse[] = [];
-  const problems: UsageError[] = [];
+  const problems: WorkerError[] = [];
   const positionals: string[] = [];
   const fixed: string[] = [];
   let help = false;
@@ -206,7 +207,8 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
         ? unknownFlagHint(command, name, index)
         : ` (retired: use --${retired.replacement}; ${retired.reason})`;
       problems.push(
-        new UsageError(
+        new WorkerError(
+          "usage",
           `Unknown flag "${arg}" for command "${command}"${why}: ${helpHint(command)}`,
         ),
       );
@@ -217,7 +219,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     if (entry.row.kind.type === "boolean") {
       if (entry.negated && inline !== undefined) {
         problems.push(
-          new UsageError(`Flag "${spelling}" takes no value: ${helpHint(command)}`),
+          new WorkerError("usage", `Flag "${spelling}" takes no value: ${helpHint(command)}`),
         );
         continue;
       }
@@ -227,12 +229,17 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     } else if (i + 1 < argv.length && !isHelpToken(argv[i + 1])) {
       value = argv[++i] ?? "";
     } else {
-      problems.push(new UsageError(`Flag "${spelling}" needs a value: ${helpHint(command)}`));
+      problems.push(
+        new WorkerError("usage", `Flag "${spelling}" needs a value: ${helpHint(command)}`),
+      );
       continue;
     }
     if (uses.some((u) => u.row === entry.row && u.spelling === spelling)) {
       problems.push(
-        new UsageError(`Flag "${spelling}" is given more than once: ${helpHint(command)}`),
+        new WorkerError(
+          "usage",
+          `Flag "${spelling}" is given more than once: ${helpHint(command)}`,
+        ),
       );
       continue;
     }
@@ -243,7 +250,8 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     const row = positionalRows[n];
     if (row === undefined) {
       problems.push(
-        new UsageError(
+        new WorkerError(
+          "usage",
           `Unexpected argument ${JSON.stringify(value)} for command "${command}": ${
             helpHint(command)
           }`,
@@ -264,7 +272,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
  *
  * @param argv Arguments after the program name (`Deno.args`).
  * @returns Command, its arguments, and whether help or the version was asked for.
- * @throws {UsageError} when the first argument is a word but no command.
+ * @throws {WorkerError} (code `usage`) when the first argument is a word but no command.
  */
 export function parseCommandLine(argv: readonly string[]): CommandLine {
   let command: CommandName = "run";
@@ -289,7 +297,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       help = true;
       if (second !== undefined) {
         if (!isCommand(second)) {
-          throw new UsageError(
+          throw new WorkerError(
+            "usage",
             `Unknown command "${second}"${commandHint(second)}: ${helpHint(undefined)}`,
           );
         }
@@ -302,7 +311,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       commandGiven = true;
       rest = argv.slice(1);
     } else {
-      throw new UsageError(
+      throw new WorkerError(
+        "usage",
         `Unknown command "${first}"${commandHint(first)}: ${helpHint(undefined)}`,
       );
     }
@@ -475,7 +485,7 @@ function checkRetired(
  * @param command The command whose settings are wanted.
  * @param options Arguments (after the command), environment and file reader.
  * @returns Settings, warnings (never printed here) and the source of each value.
- * @throws {UsageError} for an unknown flag, a flag without value, a stray argument or a
+ * @throws {WorkerError} (code `usage`) for an unknown flag, a flag without value, a stray argument or a
  *   missing required flag (exit status 2).
  * @throws {ConfigError} for a value that does not parse or is out of range, conflicting
  *   values within one source, an unreadable or unparseable config file, a retired key
@@ -641,7 +651,8 @@ export async function loadSettings<C extends CommandName>(
       const what = row.positional === true
         ? `argument ${metavarOf(row)} (or --${row.flag})`
         : `flag --${row.flag}${envName === undefined ? "" : ` (or env ${envName})`}`;
-      throw new UsageError(
+      throw new WorkerError(
+        "usage",
         `Missing required ${what} for command "${command}": ${helpHint(command)}`,
       );
     }

@@ -16,7 +16,6 @@
  * @module
  */
 
-export { ConfigError, UsageError } from "./errors.ts";
 export {
   type CommandLine,
   type LoadOptions,
@@ -58,6 +57,6 @@ export {
   settingsGroup,
   type UnitSuffix,
 } from "./settings.ts";
-export { type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";
+export { ConfigError, type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";
 export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";
-export { nearestName } from "./known_keys.ts";
+export { nearestName } from "./legacy.ts";

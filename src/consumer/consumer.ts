@@ -23,6 +23,7 @@ import { ConsumerStats } from "./consumer_stats.ts";
 import { InFlightWindow, INITIAL_WINDOW, type PressureSignal, WINDOW_TICK_MS } from "./window.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
+import { WorkerError } from "../util/errors.ts";
 
 /** One consumed queue. */
 export interface ConsumedQueue {
@@ -128,18 +129,6 @@ export type BackendOptions = Pick<
   | "backlogIntervalMs"
   | "waitAtStart"
 >;
-
-/** Raised when start-up cannot open any link. */
-export class ConsumerStartError extends Error {
-  /**
-   * @param message What failed.
-   * @param options `cause`.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "ConsumerStartError";
-  }
-}
 
 /** Default of `--max-in-flight-bytes`. */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
@@ -327,7 +316,7 @@ export class Consumer {
    * at all can be opened (unless `waitAtStart`); the others keep trying in the background (one
    * job server down must not stop the others).
    *
-   * @throws {ConsumerStartError} When every first attempt failed.
+   * @throws {WorkerError} (code `consumer_start`) When every first attempt failed.
    */
   async start(): Promise<void> {
     if (this.#started) throw new Error(`${this.#o.name} consumer: start() called twice`);
@@ -343,7 +332,8 @@ export class Consumer {
     const wait = this.#o.waitAtStart === true && failed.every((f) => waitable(f.err));
     if (failed.length === results.length && !wait) {
       const servers = [...new Set(failed.map((f) => f.s.target.server))].join(", ");
-      throw new ConsumerStartError(
+      throw new WorkerError(
+        "consumer_start",
         `Cannot start ${this.#o.name} consumer: no ${
           this.#o.serverNoun ?? "broker"
         } reachable (${servers}): ${errorMessage(failed[0]?.err)}`,

@@ -56,7 +56,7 @@ export interface Job {
  * Handles one job.
  *
  * - Resolve: the job's rows are committed (or dead-lettered); the backend acknowledges it.
- * - Reject with an {@link InternalError} or a built-in programming error (TypeError,
+ * - Reject with a `WorkerError` with code `internal` or a built-in programming error (TypeError,
  *   RangeError, ReferenceError, SyntaxError): a bug, not a passing condition. Retried a
  *   few times, then dead-lettered with reason `internal` and completed, so one job that
  *   trips a bug cannot wedge its queue (a one-slot queue would otherwise stall for good).
@@ -66,18 +66,6 @@ export interface Job {
  *   a handler must then settle promptly. An abandoned job is redelivered by the broker.
  */
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
-
-/** A condition that can only be a bug in the worker (never retried forever). */
-export class InternalError extends Error {
-  /**
-   * @param message What is inconsistent.
-   * @param options Standard error options (`cause`).
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "InternalError";
-  }
-}
 
 /** How one delivery of a job ended, as counted in `statusengine_queue_jobs_total{result}`. */
 export type JobResult =

@@ -18,7 +18,6 @@ import {
   type ConsumerObserver,
   type Delivery,
   type DeliveryScope,
-  InternalError,
   type Job,
   type JobHandler,
   type JobResult,
@@ -26,6 +25,7 @@ import {
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
+import { hasCode } from "../util/errors.ts";
 
 /** Options of {@link DeliveryEngine}. */
 export interface DeliveryEngineOptions {
@@ -53,10 +53,10 @@ const RETRY_WARN_INTERVAL_MS = 10_000;
  * Whether a rejection is a bug in the worker rather than a passing condition.
  *
  * @param err What the handler rejected with.
- * @returns True for {@link InternalError} and the built-in programming errors.
+ * @returns True for `WorkerError` with code `internal` and the built-in programming errors.
  */
 function isProgrammingError(err: unknown): boolean {
-  return err instanceof InternalError || err instanceof TypeError ||
+  return hasCode(err, "internal") || err instanceof TypeError ||
     err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError;
 }
 

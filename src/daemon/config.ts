@@ -146,15 +146,3 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
    */
   readonly changedSettings?: Readonly<Record<string, string>>;
 }
-
-/** Raised when the worker cannot start; `main` turns it into exit status 1. */
-export class StartupError extends Error {
-  /**
-   * @param message What failed, naming the cause.
-   * @param options `cause`.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "StartupError";
-  }
-}

@@ -33,7 +33,7 @@ import {
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { getLogger } from "../log.ts";
-import { StartupError, type WorkerConfig } from "./config.ts";
+import { type WorkerConfig } from "./config.ts";
 import {
   IN_ORDER_DRAIN_MS,
   IN_ORDER_LOCK_POLL_MS,
@@ -41,6 +41,7 @@ import {
   inOrderGraceMs,
   inOrderLockName,
 } from "./in_order_gate.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
@@ -68,7 +69,7 @@ export interface QueueBackend {
  * @param config The worker configuration.
  * @param metrics Where the RabbitMQ consumer tells which broker of its URL it uses.
  * @returns Its consumer and command publisher factories.
- * @throws {StartupError} When the RabbitMQ backend has no URL.
+ * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */
 export function queueBackend(
   config: WorkerConfig,
@@ -80,7 +81,7 @@ export function queueBackend(
   if ((config.consumer ?? "gearman") === "rabbitmq") {
     const rabbitmq = config.rabbitmq;
     if (rabbitmq === undefined) {
-      throw new StartupError('Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
+      throw new WorkerError("startup", 'Cannot start: consumer "rabbitmq" needs a RabbitMQ URL');
     }
     return {
       consumer: (queues, options) =>

@@ -14,7 +14,6 @@ import {
   diffSchema,
   endMysql,
   endPool,
-  MissingTablesError,
   MysqlHosts,
   mysqlOptionsFromUrl,
   type MysqlPool,
@@ -33,7 +32,8 @@ import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { StartupError, type WorkerConfig } from "./config.ts";
+import { type WorkerConfig } from "./config.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
@@ -93,7 +93,7 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
  * @param queues The consumed queues.
  * @param version The worker version for the node row.
  * @returns The open database.
- * @throws {StartupError} When MySQL does not answer or tables are missing.
+ * @throws {WorkerError} (code `startup`) When MySQL does not answer or tables are missing.
  */
 export async function openDatabase(
   config: WorkerConfig,
@@ -170,7 +170,8 @@ async function check(
       break;
     } catch (err: unknown) {
       if (waitingCannotFix(err)) {
-        throw new StartupError(
+        throw new WorkerError(
+          "startup",
           `Cannot start: ${describeMysqlConnectFailure(err, shown)} (waiting cannot fix this)`,
           { cause: err },
         );
@@ -186,9 +187,13 @@ async function check(
       }
       const signal = wait.signal ?? new AbortController().signal;
       if (!(await sleepUnlessAborted(interval.next(), signal))) {
-        throw new StartupError(`Cannot start: stopped while waiting for MySQL at ${shown}`, {
-          cause: err,
-        });
+        throw new WorkerError(
+          "startup",
+          `Cannot start: stopped while waiting for MySQL at ${shown}`,
+          {
+            cause: err,
+          },
+        );
       }
     }
   }
@@ -216,7 +221,7 @@ async function check(
       );
     }
   } catch (err: unknown) {
-    throw new StartupError(`Cannot start: ${describeMysqlConnectFailure(err, shown)}`, {
+    throw new WorkerError("startup", `Cannot start: ${describeMysqlConnectFailure(err, shown)}`, {
       cause: err,
     });
   }
@@ -224,10 +229,10 @@ async function check(
   try {
     await assertTablesExist(database.pool, needed);
   } catch (err: unknown) {
-    const why = err instanceof MissingTablesError
+    const why = hasCode(err, "missing_tables")
       ? err.message
       : `cannot look up the tables at ${shown}: ${errorMessage(err)}`;
-    throw new StartupError(`Cannot start: ${why}`, { cause: err });
+    throw new WorkerError("startup", `Cannot start: ${why}`, { cause: err });
   }
   await warnAboutSchemaDrift(database.pool, needed);
   database.hosts.start();

@@ -42,6 +42,7 @@
 import { type MysqlConnection, NamedLock } from "../mysql/mod.ts";
 import { abortable } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
@@ -97,11 +98,11 @@ export async function inOrderLockName(database: string, nodeName: string): Promi
 export type Admit = (signal: AbortSignal) => Promise<void>;
 
 /** Raised to a job waiting for admission when another worker took the in-order lock. */
-export class InOrderLockLostError extends Error {
-  constructor() {
-    super("the in-order lock was taken over by another worker; the job goes back to the broker");
-    this.name = "InOrderLockLostError";
-  }
+function lockLost(): WorkerError {
+  return new WorkerError(
+    "in_order_lock_lost",
+    "the in-order lock was taken over by another worker; the job goes back to the broker",
+  );
 }
 
 /**
@@ -138,7 +139,7 @@ export class Admission {
   close(): void {
     if (this.#state === "closed") return;
     this.#state = "closed";
-    this.#waiting?.reject(new InOrderLockLostError());
+    this.#waiting?.reject(lockLost());
     this.#waiting = undefined;
   }
 
@@ -148,7 +149,7 @@ export class Admission {
       case "open":
         return Promise.resolve();
       case "closed":
-        return Promise.reject(new InOrderLockLostError());
+        return Promise.reject(lockLost());
       case "waiting":
         return abortable((this.#waiting as PromiseWithResolvers<void>).promise, signal);
     }

@@ -8,7 +8,6 @@ export {
   type ConsumerKind,
   type PerfdataBackend,
   SETTINGS_AS_IS,
-  StartupError,
   type WorkerConfig,
 } from "./config.ts";
 export { type QueueConsumer } from "../consumer/contract.ts";

@@ -21,7 +21,8 @@ import { WebSocketHub } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { dirname } from "node:path";
 import { getLogger } from "../log.ts";
-import { type PerfdataBackend, StartupError, type WorkerConfig } from "./config.ts";
+import { type PerfdataBackend, type WorkerConfig } from "./config.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
@@ -33,7 +34,7 @@ const log = getLogger("worker");
  * @param config The worker configuration.
  * @param metrics Counters of written records and failed writes.
  * @returns The one path every dead letter takes; dispose closes the file.
- * @throws {StartupError} When the file cannot be opened.
+ * @throws {WorkerError} (code `startup`) When the file cannot be opened.
  */
 export async function openDeadLetters(
   config: WorkerConfig,
@@ -48,7 +49,8 @@ export async function openDeadLetters(
   // Before the directory: creating it would not help a path the binary may never write.
   const outside = outsideWritablePaths(config.deadLetterFile);
   if (outside !== undefined) {
-    throw new StartupError(
+    throw new WorkerError(
+      "startup",
       `Cannot start: dead-letter file "${config.deadLetterFile}" is outside what this process ` +
         `may write: ${outside}. Choose a --dead-letter-file there (or "" to disable it)`,
     );
@@ -58,7 +60,8 @@ export async function openDeadLetters(
   try {
     await file.open();
   } catch (err: unknown) {
-    throw new StartupError(
+    throw new WorkerError(
+      "startup",
       `Cannot start: dead-letter file "${config.deadLetterFile}" cannot be opened: ${
         fileErrorMessage(err)
       } (--dead-letter-file: a writable path, or "" to disable it)`,
@@ -74,7 +77,7 @@ export async function openDeadLetters(
  * (which has systemd create /var/lib/statusengine-worker) nothing else would, and the
  * default path lies there.
  *
- * @throws {StartupError} Saying how to create it when the worker cannot.
+ * @throws {WorkerError} (code `startup`) Saying how to create it when the worker cannot.
  */
 async function ensureDirectory(path: string): Promise<void> {
   const directory = dirname(path);
@@ -90,7 +93,8 @@ async function ensureDirectory(path: string): Promise<void> {
     // Group-readable like the unit's UMask=0027 leaves it; the worker's own user owns it.
     await Deno.mkdir(directory, { recursive: true, mode: 0o750 });
   } catch (err: unknown) {
-    throw new StartupError(
+    throw new WorkerError(
+      "startup",
       `Cannot start: the directory "${directory}" of the dead-letter file does not exist and ` +
         `cannot be created: ${fileErrorMessage(err)}. Create it for the ` +
         `user the worker runs as (install -d -o <user> "${directory}"; the packaged unit's ` +
@@ -142,7 +146,7 @@ function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObser
  * @param config The worker configuration.
  * @param metrics Their counters and gauges.
  * @returns The sink, or undefined when perfdata goes to MySQL only (or nowhere).
- * @throws {StartupError} When a configured backend's URL cannot be used.
+ * @throws {WorkerError} (code `startup`) When a configured backend's URL cannot be used.
  */
 export function perfdataOutputs(
   config: WorkerConfig,
@@ -172,7 +176,8 @@ export function perfdataOutputs(
     const c = config.influxdb;
     const problem = c === undefined ? "no InfluxDB settings" : influxUrlProblem(c.url);
     if (c === undefined || problem !== null) {
-      throw new StartupError(
+      throw new WorkerError(
+        "startup",
         `Cannot start: --influxdb-url ${c === undefined ? "" : redactUrl(c.url)} ${problem} ` +
           "(perfdata goes to influxdb)",
       );
@@ -190,7 +195,8 @@ export function perfdataOutputs(
   if (backends.includes("prometheus")) {
     const c = config.prometheusRemoteWrite;
     if (c === undefined) {
-      throw new StartupError(
+      throw new WorkerError(
+        "startup",
         "Cannot start: no remote-write settings (perfdata goes to prometheus)",
       );
     }

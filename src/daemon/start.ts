@@ -31,7 +31,7 @@ import {
 } from "../tasks/task_manager.ts";
 import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { StartupError, type WorkerConfig } from "./config.ts";
+import { type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
 import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
 import { serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
@@ -44,6 +44,7 @@ import {
 } from "./consumers.ts";
 import { shutdown } from "./shutdown.ts";
 import { redactUrl } from "../util/redact.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
@@ -80,7 +81,7 @@ export interface RunningWorker {
  * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up);
  *   `waiting` hears what it waits for.
  * @returns The running worker.
- * @throws {StartupError} When MySQL, the schema, a listener, every job server, the RabbitMQ broker
+ * @throws {WorkerError} (code `startup`) When MySQL, the schema, a listener, every job server, the RabbitMQ broker
  *   or the task queue's command file is unusable.
  */
 export async function startWorker(
@@ -236,9 +237,9 @@ export async function startWorker(
 }
 
 /** A start-up failure, said once: errors that already begin with "Cannot start" keep their words. */
-function cannotStart(err: unknown): StartupError {
+function cannotStart(err: unknown): WorkerError {
   const text = errorMessage(err);
-  return new StartupError(/^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`, {
+  return new WorkerError("startup", /^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`, {
     cause: err,
   });
 }
@@ -300,14 +301,15 @@ function readiness(
  * while the core is stopped but never ends when the path is wrong, as the PHP example's
  * /opt/naemon/var/naemon.cmd on a core that uses another).
  *
- * @throws {StartupError} When the file exists and cannot be opened for writing.
+ * @throws {WorkerError} (code `startup`) When the file exists and cannot be opened for writing.
  */
 async function checkCommandFile(path: string): Promise<void> {
   let probe: CommandFileProbe;
   try {
     probe = await probeCommandFile(path);
   } catch (err: unknown) {
-    throw new StartupError(
+    throw new WorkerError(
+      "startup",
       `Cannot start: check_for_commands submits the UI's tasks with submit_method cmd, and the ` +
         `external command file "${path}" cannot be opened for writing: ${errorMessage(err)}. ` +
         `${await commandFileAdvice(path, err)}, or set submit_method: broker ` +

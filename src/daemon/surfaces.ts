@@ -23,8 +23,9 @@ import {
   startCommandServer,
 } from "../commands/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { StartupError, type WorkerConfig } from "./config.ts";
+import { type WorkerConfig } from "./config.ts";
 import type { QueueBackend } from "./consumers.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
@@ -35,7 +36,7 @@ const log = getLogger("worker");
  * @param metrics The run's metrics (the registry and the listener's own counters).
  * @param readiness The `/readyz` verdict.
  * @returns The server, or undefined when disabled.
- * @throws {StartupError} When the address is taken.
+ * @throws {WorkerError} (code `startup`) When the address is taken.
  */
 export async function serveMetrics(
   config: WorkerConfig,
@@ -69,7 +70,7 @@ export async function serveMetrics(
  * @param hub The hub the pipeline publishes into.
  * @param metrics Counters of the listener.
  * @returns The server, or undefined when not served.
- * @throws {StartupError} When the address is taken.
+ * @throws {WorkerError} (code `startup`) When the address is taken.
  */
 export async function serveWebSocket(
   config: WorkerConfig,
@@ -111,7 +112,7 @@ export interface Commands extends AsyncDisposable {
  * @param metrics Counters of the endpoint.
  * @param backend The queue backend, whose command publisher the endpoint uses.
  * @returns The listener and publisher, or undefined when not served.
- * @throws {StartupError} When the address is taken.
+ * @throws {WorkerError} (code `startup`) When the address is taken.
  */
 export async function serveCommands(
   config: WorkerConfig,
@@ -172,12 +173,14 @@ export async function serveCommands(
  * @param hint The option that picks another address.
  * @param start Starts the listener.
  * @returns The listener.
- * @throws {StartupError} When it does not start.
+ * @throws {WorkerError} (code `startup`) When it does not start.
  */
 async function startListener<T>(what: string, hint: string, start: () => Promise<T>): Promise<T> {
   try {
     return await start();
   } catch (err: unknown) {
-    throw new StartupError(`Cannot start: ${what}: ${errorMessage(err)}; ${hint}`, { cause: err });
+    throw new WorkerError("startup", `Cannot start: ${what}: ${errorMessage(err)}; ${hint}`, {
+      cause: err,
+    });
   }
 }

@@ -13,7 +13,7 @@ import {
   parseWorkersReply,
   type WorkerInfo,
 } from "./codec.ts";
-import { ConnectFailedError, ConnectionClosedError } from "./connection.ts";
+import { connectFailed, connectionLost, isConnectionError } from "./connection.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../util/errors.ts";
@@ -34,7 +34,7 @@ export interface AdminOptions {
  * @param command e.g. `status`, `workers`, `version`.
  * @param options Timeout and signal.
  * @returns Reply lines (for multi-line commands without the final `.`).
- * @throws {ConnectionClosedError} When the server cannot be reached or does not answer in time.
+ * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached or does not answer in time.
  */
 export async function adminCommand(
   server: string,
@@ -47,7 +47,7 @@ export async function adminCommand(
   try {
     conn = await Deno.connect({ hostname, port, signal: limit.signal });
   } catch (err: unknown) {
-    throw new ConnectFailedError(server, `admin command "${command}": ${errorMessage(err)}`, err);
+    throw connectFailed(server, `admin command "${command}": ${errorMessage(err)}`, err);
   }
   const onAbort = () => {
     try {
@@ -64,7 +64,7 @@ export async function adminCommand(
       const buf = new Uint8Array(16 * 1024);
       const n = await conn.read(buf);
       if (n === null) {
-        throw new ConnectionClosedError(
+        throw connectionLost(
           server,
           `EOF before the reply to "${command}" was complete`,
         );
@@ -73,9 +73,9 @@ export async function adminCommand(
       if (lines !== undefined) return lines;
     }
   } catch (err: unknown) {
-    if (err instanceof ConnectionClosedError) throw err;
+    if (isConnectionError(err)) throw err;
     const detail = limit.signal.aborted ? "timed out" : "failed";
-    throw new ConnectionClosedError(server, `admin command "${command}" ${detail}`, err);
+    throw connectionLost(server, `admin command "${command}" ${detail}`, err);
   } finally {
     limit.signal.removeEventListener("abort", onAbort);
     onAbort();
@@ -117,7 +117,7 @@ export async function adminWorkers(server: string, options?: AdminOptions): Prom
 export async function adminVersion(server: string, options?: AdminOptions): Promise<string> {
   const [line = ""] = await adminCommand(server, "version", options);
   if (!line.startsWith("OK ")) {
-    throw new ConnectionClosedError(server, `unexpected version reply ${JSON.stringify(line)}`);
+    throw connectionLost(server, `unexpected version reply ${JSON.stringify(line)}`);
   }
   return line.slice(3);
 }

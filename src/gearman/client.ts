@@ -5,7 +5,8 @@
  * @module
  */
 import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
-import { ConnectionClosedError, type ConnectOptions, GearmanConnection } from "./connection.ts";
+import { connectionLost, type ConnectOptions, GearmanConnection } from "./connection.ts";
+import { WorkerError } from "../util/errors.ts";
 
 /** Priority of a background job. */
 export type JobPriority = "low" | "normal" | "high";
@@ -15,21 +16,6 @@ const SUBMIT_BG: Record<JobPriority, number> = {
   normal: PACKET.SUBMIT_JOB_BG,
   high: PACKET.SUBMIT_JOB_HIGH_BG,
 };
-
-/** The server answered a submission with an ERROR packet (e.g. `QUEUE_ERROR` after maxqueue). */
-export class SubmitError extends Error {
-  /** Server error code, e.g. `QUEUE_ERROR`. */
-  readonly code: string;
-  /**
-   * @param code Error code from the server.
-   * @param text Error text from the server.
-   */
-  constructor(code: string, text: string) {
-    super(`Job server refused submission: ${code} ${text}`);
-    this.name = "SubmitError";
-    this.code = code;
-  }
-}
 
 interface Pending {
   resolve(handle: string): void;
@@ -61,7 +47,7 @@ export class GearmanClient implements AsyncDisposable {
    * @param server `host:port`.
    * @param options Timeouts, signal and pipelining window.
    * @returns The connected client.
-   * @throws {ConnectionClosedError} When the server cannot be reached.
+   * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached.
    */
   static async connect(server: string, options: ClientOptions = {}): Promise<GearmanClient> {
     const client = new GearmanClient(server, options.window ?? 100);
@@ -71,7 +57,7 @@ export class GearmanClient implements AsyncDisposable {
       onPacket: (p) => client.#onPacket(p),
     });
     void client.#conn.closed.then((reason) => {
-      const err = reason ?? new ConnectionClosedError(server, "connection closed");
+      const err = reason ?? connectionLost(server, "connection closed");
       // A submission written before the loss has an unknown outcome: reject, never resubmit.
       for (const p of client.#pending.splice(0)) p.reject(err);
       for (const w of client.#roomWaiters.splice(0)) w();
@@ -87,8 +73,8 @@ export class GearmanClient implements AsyncDisposable {
    * @param payload Workload.
    * @param options Unique id (default empty: never coalesces on the builtin queue) and priority.
    * @returns The job handle.
-   * @throws {SubmitError} When the server answers ERROR.
-   * @throws {ConnectionClosedError} When the connection is lost before the answer.
+   * @throws {WorkerError} (code `submit_refused`) When the server answers ERROR.
+   * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the connection is lost before the answer.
    */
   async submitBackground(
     fn: string,
@@ -99,7 +85,7 @@ export class GearmanClient implements AsyncDisposable {
     while (this.#pending.length >= this.#window && !conn.isClosed) {
       await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     }
-    if (conn.isClosed) throw new ConnectionClosedError(this.server, "connection is closed");
+    if (conn.isClosed) throw connectionLost(this.server, "connection is closed");
     const packet = encodePacket("REQ", SUBMIT_BG[options.priority ?? "normal"], [
       fn,
       options.unique ?? "",
@@ -131,7 +117,7 @@ export class GearmanClient implements AsyncDisposable {
       void this.#connection.close();
       for (const p of this.#pending.splice(0)) {
         p.reject(
-          new ConnectionClosedError(this.server, `unexpected ${packetName(packet.type)} on client`),
+          connectionLost(this.server, `unexpected ${packetName(packet.type)} on client`),
         );
       }
       return;
@@ -140,6 +126,12 @@ export class GearmanClient implements AsyncDisposable {
     this.#roomWaiters.shift()?.();
     if (pending === undefined) return;
     if (packet.type === PACKET.JOB_CREATED) pending.resolve(argText(packet.args[0]));
-    else pending.reject(new SubmitError(argText(packet.args[0]), argText(packet.args[1])));
+    else {
+      // The server answered ERROR, e.g. `QUEUE_ERROR` after maxqueue.
+      const [code, text] = [argText(packet.args[0]), argText(packet.args[1])];
+      pending.reject(
+        new WorkerError("submit_refused", `Job server refused submission: ${code} ${text}`),
+      );
+    }
   }
 }

@@ -1,3 +1,4 @@
+import { WorkerError } from "../util/errors.ts";
 /**
  * Gearman binary protocol codec: bytes ↔ packets, with no I/O.
  *
@@ -102,30 +103,13 @@ const MAGIC_BYTES: Readonly<Record<Magic, readonly number[]>> = {
   RES: [0x00, 0x52, 0x45, 0x53],
 };
 
+/** A protocol violation on the receive or send side; fatal for the connection. */
+function protocolError(message: string): WorkerError {
+  return new WorkerError("gearman_protocol", message);
+}
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-/** A protocol violation on the receive or send side; fatal for the connection. */
-export class GearmanProtocolError extends Error {
-  /** Packet type code involved, if known. */
-  readonly packetType: number | undefined;
-  /** Offset in the stream (bytes since the parser was created) where the problem starts. */
-  readonly offset: number | undefined;
-
-  /**
-   * @param message What went wrong.
-   * @param options Packet type, stream offset and cause.
-   */
-  constructor(
-    message: string,
-    options: { packetType?: number; offset?: number; cause?: unknown } = {},
-  ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = "GearmanProtocolError";
-    this.packetType = options.packetType;
-    this.offset = options.offset;
-  }
-}
 
 /** One decoded binary packet. `args` are views into the received bytes (no copy). */
 export interface Packet {
@@ -185,7 +169,7 @@ export type PacketArg = string | Uint8Array;
  * @param type Packet code from {@link PACKETS}.
  * @param args Exactly as many arguments as the table says.
  * @returns The packet bytes.
- * @throws {GearmanProtocolError} On an unknown code, a wrong argument count, or a NUL inside a non-final argument.
+ * @throws {WorkerError} (code `gearman_protocol`) On an unknown code, a wrong argument count, or a NUL inside a non-final argument.
  *
  * @example Encode a CAN_DO registration
  * ```ts
@@ -197,14 +181,11 @@ export type PacketArg = string | Uint8Array;
 export function encodePacket(magic: Magic, type: number, args: readonly PacketArg[]): Uint8Array {
   const spec = SPEC_BY_CODE.get(type);
   if (spec === undefined) {
-    throw new GearmanProtocolError(`Cannot encode packet: unknown type ${type}`, {
-      packetType: type,
-    });
+    throw protocolError(`Cannot encode packet: unknown type ${type}`);
   }
   if (args.length !== spec.args) {
-    throw new GearmanProtocolError(
+    throw protocolError(
       `Cannot encode ${spec.name}: expected ${spec.args} argument(s), got ${args.length}`,
-      { packetType: type },
     );
   }
   const parts = args.map((a) => typeof a === "string" ? encoder.encode(a) : a);
@@ -212,10 +193,7 @@ export function encodePacket(magic: Magic, type: number, args: readonly PacketAr
   for (let i = 0; i < parts.length; i++) {
     const part = parts[i] as Uint8Array;
     if (i < parts.length - 1 && part.indexOf(0) !== -1) {
-      throw new GearmanProtocolError(
-        `Cannot encode ${spec.name}: argument ${i + 1} contains a NUL byte`,
-        { packetType: type },
-      );
+      throw protocolError(`Cannot encode ${spec.name}: argument ${i + 1} contains a NUL byte`);
     }
     size += part.length;
   }
@@ -264,7 +242,7 @@ export interface PacketParserOptions {
  * without re-copying what was already received (chunks are kept as a list
  * and joined once per packet).
  *
- * After a {@link GearmanProtocolError} the stream is desynchronised and the
+ * After a protocol error (code `gearman_protocol`) the stream is desynchronised and the
  * parser refuses further input: the connection must be closed.
  *
  * @example Parse a NOOP split over two reads
@@ -281,8 +259,7 @@ export class PacketParser {
   readonly #truncateOversizeJobs: boolean;
   #chunks: Uint8Array[] = [];
   #buffered = 0;
-  #offset = 0;
-  #failed: GearmanProtocolError | undefined;
+  #failed: WorkerError | undefined;
   // Header of the packet being assembled, once its 12 bytes are known.
   #type = -1;
   #size = -1;
@@ -313,7 +290,7 @@ export class PacketParser {
    * @param options `transient`: the caller reuses `chunk`'s buffer after the
    *   call, so the parser copies what it keeps; otherwise it keeps views of it.
    * @returns Completed packets in stream order (possibly none).
-   * @throws {GearmanProtocolError} On bad magic, an unknown packet type, a size above the ceiling, or a body with too few arguments.
+   * @throws {WorkerError} (code `gearman_protocol`) On bad magic, an unknown packet type, a size above the ceiling, or a body with too few arguments.
    */
   push(chunk: Uint8Array, options: { readonly transient?: boolean } = {}): Packet[] {
     if (this.#failed !== undefined) throw this.#failed;
@@ -362,11 +339,8 @@ export class PacketParser {
     return out;
   }
 
-  #fail(message: string, packetType?: number): never {
-    this.#failed = new GearmanProtocolError(message, {
-      offset: this.#offset,
-      ...(packetType === undefined ? {} : { packetType }),
-    });
+  #fail(message: string): never {
+    this.#failed = protocolError(message);
     this.#chunks = [];
     this.#buffered = 0;
     this.#body = undefined;
@@ -387,16 +361,15 @@ export class PacketParser {
     const type = view.getUint32(4);
     const size = view.getUint32(8);
     const spec = SPEC_BY_CODE.get(type);
-    if (spec === undefined) this.#fail(`Unknown packet type ${type}`, type);
+    if (spec === undefined) this.#fail(`Unknown packet type ${type}`);
     if (!spec.magic.includes(magic)) {
-      this.#fail(`Packet ${spec.name} cannot carry magic "\\0${magic}"`, type);
+      this.#fail(`Packet ${spec.name} cannot carry magic "\\0${magic}"`);
     }
     if (size > this.#maxBodySize && this.#truncateOversizeJobs && JOB_ASSIGN_TYPES.has(type)) {
       this.#truncating = true;
     } else if (size > this.#maxBodySize) {
       this.#fail(
         `Packet ${spec.name} announces ${size} body bytes, above the limit of ${this.#maxBodySize}`,
-        type,
       );
     }
     this.#type = type;
@@ -419,7 +392,6 @@ export class PacketParser {
 
   #complete(body: Uint8Array, out: Packet[], exclusive = false): void {
     out.push(this.#parseBody(body, exclusive));
-    this.#offset += HEADER_SIZE + this.#size;
     this.#type = -1;
     this.#size = -1;
   }
@@ -443,7 +415,6 @@ export class PacketParser {
     args[last] = workload.subarray(0, TRUNCATED_WORKLOAD_BYTES);
     const workloadSize = this.#size - (this.#prefix.length - workload.length);
     const packet: Packet = { ...parsed, args, truncatedFrom: workloadSize };
-    this.#offset += HEADER_SIZE + this.#size;
     this.#type = -1;
     this.#size = -1;
     this.#truncating = false;
@@ -475,7 +446,6 @@ export class PacketParser {
       if (nul === -1) {
         this.#fail(
           `Packet ${spec.name} has ${i + 1} argument(s) where ${spec.args} are required`,
-          this.#type,
         );
       }
       args.push(body.subarray(start, nul));
@@ -483,7 +453,7 @@ export class PacketParser {
     }
     if (spec.args > 0) args.push(body.subarray(start));
     else if (body.length > 0) {
-      this.#fail(`Packet ${spec.name} takes no arguments but has a body`, this.#type);
+      this.#fail(`Packet ${spec.name} takes no arguments but has a body`);
     }
     const magic = this.#expect;
     const type = this.#type;
@@ -544,9 +514,7 @@ export interface WorkerInfo {
 /** Encode an admin command line (a single line; no newline allowed inside). */
 export function encodeAdminCommand(command: string): Uint8Array {
   if (/[\r\n]/.test(command)) {
-    throw new GearmanProtocolError(
-      `Cannot encode admin command: newline in ${JSON.stringify(command)}`,
-    );
+    throw protocolError(`Cannot encode admin command: newline in ${JSON.stringify(command)}`);
   }
   return encoder.encode(`${command}\n`);
 }
@@ -577,7 +545,7 @@ export class AdminReplyParser {
    *
    * @param chunk Received bytes.
    * @returns Lines of a complete reply (the terminating `.` is not included), else undefined.
-   * @throws {GearmanProtocolError} When a multi-line command is answered with an `ERR` line.
+   * @throws {WorkerError} (code `gearman_protocol`) When a multi-line command is answered with an `ERR` line.
    */
   push(chunk: Uint8Array): string[] | undefined {
     this.#text += this.#decoder.decode(chunk, { stream: true });
@@ -585,7 +553,7 @@ export class AdminReplyParser {
     const lines = this.#text.split("\n").map((l) => l.replace(/\r$/, ""));
     if (!this.#multiLine) return [lines[0] as string];
     if ((lines[0] ?? "").startsWith("ERR ")) {
-      throw new GearmanProtocolError(`Admin command failed: ${lines[0]}`);
+      throw protocolError(`Admin command failed: ${lines[0]}`);
     }
     const end = lines.indexOf(".");
     if (end === -1) return undefined;
@@ -595,7 +563,7 @@ export class AdminReplyParser {
 
 function parseCount(field: string | undefined, line: string): number {
   if (field === undefined || !/^\d+$/.test(field)) {
-    throw new GearmanProtocolError(`Malformed admin reply line ${JSON.stringify(line)}`);
+    throw protocolError(`Malformed admin reply line ${JSON.stringify(line)}`);
   }
   return Number(field);
 }
@@ -605,7 +573,7 @@ function parseCount(field: string | undefined, line: string): number {
  *
  * @param lines Reply lines without the final `.`.
  * @returns One entry per function.
- * @throws {GearmanProtocolError} On a line that is not `FUNCTION\tTOTAL\tRUNNING\tWORKERS`.
+ * @throws {WorkerError} (code `gearman_protocol`) On a line that is not `FUNCTION\tTOTAL\tRUNNING\tWORKERS`.
  *
  * @example
  * ```ts
@@ -618,7 +586,7 @@ export function parseStatusReply(lines: readonly string[]): FunctionStatus[] {
   return lines.filter((l) => l !== "").map((line) => {
     const fields = line.split("\t");
     if (fields.length !== 4) {
-      throw new GearmanProtocolError(`Malformed admin status line ${JSON.stringify(line)}`);
+      throw protocolError(`Malformed admin status line ${JSON.stringify(line)}`);
     }
     return {
       function: fields[0] as string,
@@ -661,17 +629,17 @@ export function waitingJobs(
  *
  * @param lines Reply lines without the final `.`.
  * @returns One entry per connection (clients and the admin connection included).
- * @throws {GearmanProtocolError} On a malformed line.
+ * @throws {WorkerError} (code `gearman_protocol`) On a malformed line.
  */
 export function parseWorkersReply(lines: readonly string[]): WorkerInfo[] {
   return lines.filter((l) => l !== "").map((line) => {
     const colon = line.indexOf(" :");
     if (colon === -1) {
-      throw new GearmanProtocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
+      throw protocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
     }
     const head = line.slice(0, colon).trim().split(/\s+/);
     if (head.length !== 3) {
-      throw new GearmanProtocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
+      throw protocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
     }
     const functions = line.slice(colon + 2).trim().split(/\s+/).filter((f) => f !== "");
     return {

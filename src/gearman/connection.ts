@@ -16,57 +16,49 @@ import {
 import { deadline, settledWithin } from "../util/async.ts";
 import { concatBytes } from "../util/bytes.ts";
 import { parseServerAddress } from "../util/address.ts";
-import { errorMessage } from "../util/errors.ts";
+import { errorMessage, hasCode, WorkerError } from "../util/errors.ts";
 
-/** The connection ended for a reason other than a deliberate `close()`. */
-export class ConnectionClosedError extends Error {
-  /** `host:port` of the job server. */
-  readonly server: string;
-
-  /**
-   * @param server `host:port`.
-   * @param message What happened.
-   * @param cause The socket error or protocol error, if any.
-   */
-  constructor(server: string, message: string, cause?: unknown) {
-    super(
-      `Connection to job server ${server} lost: ${message}`,
-      cause === undefined ? undefined : {
-        cause,
-      },
-    );
-    this.name = "ConnectionClosedError";
-    this.server = server;
-  }
+/**
+ * The connection ended for a reason other than a deliberate `close()`.
+ *
+ * @param server `host:port`.
+ * @param message What happened.
+ * @param cause The socket error or protocol error, if any.
+ * @returns A `connection_lost` error.
+ */
+export function connectionLost(server: string, message: string, cause?: unknown): WorkerError {
+  return new WorkerError(
+    "connection_lost",
+    `Connection to job server ${server} lost: ${message}`,
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 /**
  * The connection was never established (refused, unresolvable, timed out): "lost" would
  * send the operator looking for a connection that never existed.
+ *
+ * @param server `host:port`.
+ * @param detail Why the connect failed.
+ * @param cause The socket error.
+ * @returns A `connect_failed` error.
  */
-export class ConnectFailedError extends ConnectionClosedError {
-  /**
-   * @param server `host:port`.
-   * @param detail Why the connect failed.
-   * @param cause The socket error.
-   */
-  constructor(server: string, detail: string, cause?: unknown) {
-    super(server, detail, cause);
-    this.message = `Cannot connect to job server ${server}: ${detail}`;
-    this.name = "ConnectFailedError";
-  }
+export function connectFailed(server: string, detail: string, cause?: unknown): WorkerError {
+  return new WorkerError(
+    "connect_failed",
+    `Cannot connect to job server ${server}: ${detail}`,
+    cause === undefined ? undefined : { cause },
+  );
 }
 
-/** The peer stopped answering: no byte within the heartbeat timeout after a probe. */
-export class HeartbeatTimeoutError extends ConnectionClosedError {
-  /**
-   * @param server `host:port`.
-   * @param silentMs How long nothing was received.
-   */
-  constructor(server: string, silentMs: number) {
-    super(server, `no data for ${Math.round(silentMs)} ms, ECHO probe unanswered`);
-    this.name = "HeartbeatTimeoutError";
-  }
+/**
+ * Whether `err` ended or never opened a job server connection (lost, refused, heartbeat).
+ *
+ * @param err Anything thrown.
+ * @returns True for the three connection codes.
+ */
+export function isConnectionError(err: unknown): err is WorkerError {
+  return hasCode(err, "connection_lost", "connect_failed", "heartbeat_timeout");
 }
 
 /** Connect and liveness options of {@link GearmanConnection.connect}. */
@@ -149,7 +141,7 @@ export class GearmanConnection implements AsyncDisposable {
    * @param server `host:port`.
    * @param options Callbacks, deadlines and the abort signal.
    * @returns The open connection.
-   * @throws {ConnectionClosedError} When the server cannot be reached in time.
+   * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached in time.
    * @throws {DOMException} `AbortError` when `options.signal` aborts first.
    */
   static async connect(server: string, options: ConnectOptions): Promise<GearmanConnection> {
@@ -162,7 +154,7 @@ export class GearmanConnection implements AsyncDisposable {
     } catch (err: unknown) {
       if (options.signal?.aborted) throw options.signal.reason;
       const detail = timeout.aborted ? "connect timed out" : errorMessage(err);
-      throw new ConnectFailedError(server, detail, err);
+      throw connectFailed(server, detail, err);
     }
     if (options.signal?.aborted) {
       // Shutdown began while the connect completed (docs/consumption.md#no-resume-during-shutdown):
@@ -216,11 +208,11 @@ export class GearmanConnection implements AsyncDisposable {
    *
    * @param options `signal` bounds the wait.
    * @returns Resolves when the answer arrives.
-   * @throws {ConnectionClosedError} If the connection ends first; the signal's reason if it aborts.
+   * @throws {WorkerError} (code `connection_lost` or `connect_failed`) If the connection ends first; the signal's reason if it aborts.
    */
   echo(options: { signal?: AbortSignal } = {}): Promise<void> {
     if (this.#done) {
-      return Promise.reject(new ConnectionClosedError(this.server, "connection is closed"));
+      return Promise.reject(connectionLost(this.server, "connection is closed"));
     }
     const token = `${BARRIER_TOKEN_PREFIX}${++this.#echoSeq}`;
     return new Promise<void>((resolve, reject) => {
@@ -244,7 +236,7 @@ export class GearmanConnection implements AsyncDisposable {
       void this.#closed.then((reason) => {
         if (!this.#echoWaiters.has(token)) return;
         cleanup();
-        reject(reason ?? new ConnectionClosedError(this.server, "connection closed"));
+        reject(reason ?? connectionLost(this.server, "connection closed"));
       });
       this.send(encodePacket("REQ", PACKET.ECHO_REQ, [token]));
     });
@@ -279,7 +271,7 @@ export class GearmanConnection implements AsyncDisposable {
       for (;;) {
         const n = await this.#conn.read(buf);
         if (n === null) {
-          this.#fail(new ConnectionClosedError(this.server, "server closed the connection (EOF)"));
+          this.#fail(connectionLost(this.server, "server closed the connection (EOF)"));
           return;
         }
         if (n === 0) continue; // not EOF: only null is
@@ -295,9 +287,7 @@ export class GearmanConnection implements AsyncDisposable {
     } catch (err: unknown) {
       if (this.#done) return; // our own close() interrupted the read
       this.#fail(
-        err instanceof ConnectionClosedError
-          ? err
-          : new ConnectionClosedError(this.server, errorMessage(err), err),
+        isConnectionError(err) ? err : connectionLost(this.server, errorMessage(err), err),
       );
     }
   }
@@ -325,7 +315,7 @@ export class GearmanConnection implements AsyncDisposable {
     } catch (err: unknown) {
       if (!this.#done) {
         this.#fail(
-          new ConnectionClosedError(this.server, `write failed: ${errorMessage(err)}`, err),
+          connectionLost(this.server, `write failed: ${errorMessage(err)}`, err),
         );
       }
     } finally {
@@ -349,7 +339,15 @@ export class GearmanConnection implements AsyncDisposable {
     if (this.#probeSentAt >= 0) {
       const waitedMs = now - this.#probeSentAt;
       if (waitedMs >= this.#heartbeatTimeoutMs) {
-        this.#fail(new HeartbeatTimeoutError(this.server, silentMs));
+        // The peer stopped answering: no byte within the heartbeat timeout after a probe.
+        this.#fail(
+          new WorkerError(
+            "heartbeat_timeout",
+            `Connection to job server ${this.server} lost: no data for ${
+              Math.round(silentMs)
+            } ms, ECHO probe unanswered`,
+          ),
+        );
         return;
       }
       this.#armHeartbeat(this.#heartbeatTimeoutMs - waitedMs);

@@ -114,7 +114,7 @@ export class GearmanConsumer implements QueueConsumer {
    * Fails only when no job server at all can be reached; pairs that could not
    * connect keep retrying in the background.
    *
-   * @throws {ConsumerStartError} When every connection attempt failed.
+   * @throws {WorkerError} (code `consumer_start`) When every connection attempt failed.
    */
   start(): Promise<void> {
     return this.#core.start();

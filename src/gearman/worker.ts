@@ -104,7 +104,7 @@ export class QueueWorker implements Link {
    *
    * @param options Worker options.
    * @returns A connected, registered, not yet grabbing worker.
-   * @throws {ConnectionClosedError} When the server cannot be reached or does not answer in time.
+   * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached or does not answer in time.
    */
   static async open(options: QueueWorkerOptions): Promise<QueueWorker> {
     const worker = new QueueWorker(options);

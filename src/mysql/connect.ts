@@ -14,17 +14,10 @@ import { quoteIdentifier } from "./ddl.ts";
 import { destroyPoolSockets, destroySocket } from "./mysql2_internals.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { driverOptions, hostLabel, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
-
-/** The caller's signal aborted the wait; the statement in flight was abandoned. */
-class MysqlInterrupted extends Error {
-  constructor() {
-    super("Interrupted by a signal");
-    this.name = "MysqlInterrupted";
-  }
-}
+import { hasCode, WorkerError } from "../util/errors.ts";
 
 /**
- * Settle with `promise`, or reject with {@linkcode MysqlInterrupted} as soon as `signal`
+ * Settle with `promise`, or reject with a `WorkerError` coded `interrupted` as soon as `signal`
  * aborts, calling `onAbort` first. The losing promise keeps its handler from `Promise.race`,
  * so its late rejection is not unhandled.
  */
@@ -36,7 +29,7 @@ export async function unlessAborted<T>(
   const { promise: aborted, reject } = Promise.withResolvers<never>();
   const listener = () => {
     onAbort();
-    reject(new MysqlInterrupted());
+    reject(new WorkerError("interrupted", "Interrupted by a signal"));
   };
   if (signal.aborted) listener();
   else signal.addEventListener("abort", listener, { once: true });
@@ -97,17 +90,11 @@ export async function endPool(pool: mysql.Pool, timeoutMs: number): Promise<void
 }
 
 /**
- * MySQL gave no answer within a deadline; its code sorts it with the refused and reset
- * connections (`unreachable`, see errors.ts), not with errors the server sent.
+ * MySQL gave no answer within a deadline; its driver-style code sorts it with the refused and
+ * reset connections (`unreachable`, see errors.ts), not with errors the server sent.
  */
-class MysqlNoAnswerError extends Error {
-  readonly code = "TimedOut";
-
-  /** @param timeoutMs The deadline that passed. */
-  constructor(timeoutMs: number) {
-    super(`no answer within ${timeoutMs} ms`);
-    this.name = "MysqlNoAnswerError";
-  }
+function noAnswer(timeoutMs: number): WorkerError {
+  return new WorkerError("TimedOut", `no answer within ${timeoutMs} ms`);
 }
 
 /** Options of {@linkcode connectMysql}. */
@@ -160,7 +147,7 @@ const PROBE_SQL = "SELECT VERSION() AS version, @@character_set_client AS cs, " 
 export async function probeMysql(target: Queryable, timeoutMs: number): Promise<MysqlIdentity> {
   const controller = new AbortController();
   const timer = setTimeout(
-    () => controller.abort(new MysqlNoAnswerError(timeoutMs)),
+    () => controller.abort(noAnswer(timeoutMs)),
     timeoutMs,
   );
   try {
@@ -175,7 +162,7 @@ export async function probeMysql(target: Queryable, timeoutMs: number): Promise<
       collation: String(rows[0]?.co ?? "unknown"),
     };
   } catch (err: unknown) {
-    if (err instanceof MysqlInterrupted) throw controller.signal.reason;
+    if (hasCode(err, "interrupted")) throw controller.signal.reason;
     throw err;
   } finally {
     clearTimeout(timer);
@@ -193,22 +180,18 @@ const WSREP_NOT_READY_ERRNO = 1047;
  * A Galera node that answered but is not `Synced` with `wsrep_ready` ON: it refuses
  * statements (1047), or is a donor or desynced and lags the cluster. Carries errno 1047 so that
  * errors.ts classifies it like the node's own refusal: `unavailable`.
+ *
+ * @param ready `wsrep_ready`.
+ * @param state `wsrep_local_state_comment`.
+ * @returns A `WSREP_NOT_READY` error.
  */
-export class GaleraNotReadyError extends Error {
-  readonly errno = WSREP_NOT_READY_ERRNO;
-  readonly code = "WSREP_NOT_READY";
-
-  /**
-   * @param ready `wsrep_ready`.
-   * @param state `wsrep_local_state_comment`.
-   */
-  constructor(ready: string, state: string) {
-    super(
-      `the Galera node is not ready for writes (wsrep_ready=${ready}, ` +
-        `wsrep_local_state_comment=${state}; needs ON and Synced)`,
-    );
-    this.name = "GaleraNotReadyError";
-  }
+export function galeraNotReady(ready: string, state: string): WorkerError {
+  const err = new WorkerError(
+    "WSREP_NOT_READY",
+    `the Galera node is not ready for writes (wsrep_ready=${ready}, ` +
+      `wsrep_local_state_comment=${state}; needs ON and Synced)`,
+  );
+  return Object.assign(err, { errno: WSREP_NOT_READY_ERRNO });
 }
 
 /**
@@ -217,7 +200,7 @@ export class GaleraNotReadyError extends Error {
  * per new connection: the daemon's probes and every tool's connection go through it.
  *
  * @param conn A connection that has just answered.
- * @throws {GaleraNotReadyError} When the node is not ready.
+ * @throws {WorkerError} (code `WSREP_NOT_READY`, errno 1047) When the node is not ready.
  */
 async function checkGaleraReady(conn: Queryable): Promise<void> {
   // SHOW, not @@wsrep_on: MySQL has no such variable and would fail the SELECT.
@@ -228,7 +211,7 @@ async function checkGaleraReady(conn: Queryable): Promise<void> {
     String(status.find((r) => r.Variable_name === name)?.Value ?? "unknown");
   const ready = value("wsrep_ready");
   const state = value("wsrep_local_state_comment");
-  if (ready !== "ON" || state !== "Synced") throw new GaleraNotReadyError(ready, state);
+  if (ready !== "ON" || state !== "Synced") throw galeraNotReady(ready, state);
 }
 
 /**
@@ -308,7 +291,7 @@ async function connectOne(
 ): Promise<Omit<ConnectedMysql, "host">> {
   const controller = new AbortController();
   const timer = setTimeout(
-    () => controller.abort(new MysqlNoAnswerError(limits.timeoutMs)),
+    () => controller.abort(noAnswer(limits.timeoutMs)),
     limits.timeoutMs,
   );
   const connecting = mysql.createConnection({
@@ -342,7 +325,7 @@ async function connectOne(
       collation: String(rows[0]?.co ?? "unknown"),
     };
   } catch (err: unknown) {
-    if (err instanceof MysqlInterrupted && !(limits.signal?.aborted ?? false)) {
+    if (hasCode(err, "interrupted") && !(limits.signal?.aborted ?? false)) {
       throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`, {
         cause: controller.signal.reason,
       });

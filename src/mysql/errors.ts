@@ -151,7 +151,10 @@ interface MysqlLikeError {
   readonly sqlState?: unknown;
 }
 
-/** A statement did not finish within `--mysql-statement-timeout` (raised by the executor). */
+/**
+ * A statement did not finish within `--mysql-statement-timeout` (raised by the executor).
+ * A class, not a `WorkerError` code: availability.ts branches on it and logs its `timeoutMs`.
+ */
 export class StatementTimeoutError extends Error {
   /** Driver-style code, classified `unavailable`. */
   readonly code = STATEMENT_TIMEOUT_CODE;
@@ -205,7 +208,10 @@ export function sameMysqlError(a: MysqlWriteError, b: MysqlWriteError): boolean 
   return a.code === b.code && a.code !== "unknown";
 }
 
-/** A statement failed; carries the table and the classification. */
+/**
+ * A statement failed; carries the table and the classification. A class, not a `WorkerError`
+ * code: the writer, the retry loop and the downtime writer branch on it and on its `kind`.
+ */
 export class MysqlWriteError extends Error {
   readonly table: string;
   readonly kind: MysqlErrorKind;

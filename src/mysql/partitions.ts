@@ -461,7 +461,7 @@ export class CleanupSession {
 
   /**
    * Run one statement; on abort the connection is closed and the call rejects with
-   * `MysqlInterrupted` at once (the server rolls back what the statement did).
+   * a `WorkerError` coded `interrupted` at once (the server rolls back what the statement did).
    */
   async #query<T extends mysql.RowDataPacket[] | mysql.ResultSetHeader>(
     sql: string,

@@ -13,6 +13,7 @@ import {
   TABLE_CHARSET,
   TABLE_ENGINE,
 } from "./ddl.ts";
+import { WorkerError } from "../util/errors.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Reading information_schema
@@ -769,47 +770,31 @@ export async function missingTables(
 /** How many missing tables the start-up error names before it says "and N more". */
 const MISSING_TABLES_LISTED = 3;
 
-/** Thrown by `assertTablesExist`: tables the worker writes are missing. */
-export class MissingTablesError extends Error {
-  /** The missing tables. */
-  readonly tables: readonly TableName[];
-  /** The database searched. */
-  readonly database: string;
-
-  /**
-   * @param database The database searched.
-   * @param tables The missing tables.
-   */
-  constructor(database: string, tables: readonly TableName[]) {
-    // The list is cut: nineteen table names on one line hide the sentence that says what to do.
-    const shown = tables.length <= MISSING_TABLES_LISTED
-      ? tables.join(", ")
-      : `${tables.slice(0, MISSING_TABLES_LISTED).join(", ")} and ${
-        tables.length - MISSING_TABLES_LISTED
-      } more`;
-    super(
-      `${tables.length} table(s) missing in database "${database}" (${shown}): run the ` +
-        `"schema" command with the same --mysql-url to create them`,
-    );
-    this.name = "MissingTablesError";
-    this.tables = tables;
-    this.database = database;
-  }
-}
-
 /**
  * Refuse to go on when tables the worker writes are missing (the `run` start-up check).
  *
  * @param conn Connection or pool with a database selected.
  * @param tableNames Tables that must exist.
- * @throws {MissingTablesError} Naming the tables and the `schema` command.
+ * @throws {WorkerError} (code `missing_tables`) Naming the tables and the `schema` command.
  */
 export async function assertTablesExist(
   conn: QueryConnection,
   tableNames: readonly TableName[],
 ): Promise<void> {
   const missing = await missingTables(conn, tableNames);
-  if (missing.length > 0) throw new MissingTablesError(await currentDatabase(conn), missing);
+  if (missing.length === 0) return;
+  const database = await currentDatabase(conn);
+  // The list is cut: nineteen table names on one line hide the sentence that says what to do.
+  const shown = missing.length <= MISSING_TABLES_LISTED
+    ? missing.join(", ")
+    : `${missing.slice(0, MISSING_TABLES_LISTED).join(", ")} and ${
+      missing.length - MISSING_TABLES_LISTED
+    } more`;
+  throw new WorkerError(
+    "missing_tables",
+    `${missing.length} table(s) missing in database "${database}" (${shown}): run the ` +
+      `"schema" command with the same --mysql-url to create them`,
+  );
 }
 
 /**

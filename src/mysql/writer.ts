@@ -35,6 +35,7 @@ import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("db");
 
@@ -92,15 +93,8 @@ interface IntervalStats {
 }
 
 /** Writer was closed; rows can no longer be added or flushed. */
-export class WriterClosedError extends Error {
-  /**
-   * @param table Table of the writer.
-   * @param action What was refused.
-   */
-  constructor(table: string, action = "add rows") {
-    super(`Cannot ${action}: the writer of "${table}" is closed`);
-    this.name = "WriterClosedError";
-  }
+function writerClosed(table: string, action: string): WorkerError {
+  return new WorkerError("writer_closed", `Cannot ${action}: the writer of "${table}" is closed`);
 }
 
 /** The bulk writer of one table. */
@@ -195,12 +189,12 @@ export class TableWriter {
    * @param rows Rows keyed by column name (raw values; D6 is applied when they are sent).
    * @param owner The job's tracker, settled row by row on commit.
    * @param signal Aborts the wait for buffer space (drain deadline).
-   * @throws {WriterClosedError} After {@link close}.
+   * @throws {WorkerError} (code `writer_closed`) After {@link close}.
    */
   async add(rows: readonly Row[], owner: JobTracker, signal?: AbortSignal): Promise<void> {
     let i = 0;
     while (i < rows.length) {
-      if (this.#closed) throw new WriterClosedError(this.table.name);
+      if (this.#closed) throw writerClosed(this.table.name, "add rows");
       // Capacity: one batch waiting plus the statement in flight (2 × batch per table).
       let room = this.#batchSize - this.#buffer.length;
       if (room <= 0) {
@@ -220,12 +214,12 @@ export class TableWriter {
    * Rows added meanwhile are not waited for.
    *
    * @param signal Bounds the wait (and a statement held for an unreachable MySQL).
-   * @throws {WriterClosedError} After {@link close}.
+   * @throws {WorkerError} (code `writer_closed`) After {@link close}.
    */
   async flush(signal?: AbortSignal): Promise<void> {
     const target = this.#rowsAdded;
     while (this.#rowsSettled < target) {
-      if (this.#closed) throw new WriterClosedError(this.table.name, "flush");
+      if (this.#closed) throw writerClosed(this.table.name, "flush");
       // Rows not yet settled are in flight or buffered, so the buffer is not empty here.
       if (this.#inFlight === undefined) this.#startStatement();
       await this.#waitIdle(signal);

@@ -24,6 +24,8 @@ export type DropReason = (typeof DROP_REASONS)[number];
 /**
  * A failed write, as the transport judged it: `retryable` for a failure that may pass (network
  * error, timeout, HTTP 5xx or 429), not for an answer that will not change (HTTP 4xx).
+ * A class, not a `WorkerError` code: the sink and the remote-write backend branch on it and
+ * on its `retryable` and `reason`.
  */
 export class SinkWriteError extends Error {
   /** Whether sending the same batch again may succeed. */

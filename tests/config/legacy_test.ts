@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { rejection } from "../helpers/capture.ts";
-import { ConfigError } from "../../src/config/errors.ts";
+import { ConfigError } from "../../src/config/values.ts";
 import { FIXED_SETTINGS, legacyBoolean } from "../../src/config/legacy.ts";
 import { loadSettings } from "../../src/config/load.ts";
 import { type CommandName, SETTING_ROWS } from "../../src/config/settings.ts";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { ConfigError, UsageError } from "../../src/config/errors.ts";
+import { ConfigError } from "../../src/config/values.ts";
+import { hasCode, type WorkerError } from "../../src/util/errors.ts";
 import { loadSettings, parseCommandLine } from "../../src/config/load.ts";
 import { type CommandName, QUEUE_NAMES } from "../../src/config/settings.ts";
 import { rejection } from "../helpers/capture.ts";
@@ -41,10 +42,9 @@ async function refuses(
   return caught;
 }
 
-async function usage(promise: Promise<unknown>, message?: RegExp): Promise<UsageError> {
+async function usage(promise: Promise<unknown>, message?: RegExp): Promise<WorkerError> {
   const caught = await rejection(promise);
-  assert.ok(caught instanceof UsageError, `expected a UsageError, got ${String(caught)}`);
-  assert.equal(caught.exitCode, 2);
+  assert.ok(hasCode(caught, "usage"), `expected a usage error, got ${String(caught)}`);
   assert.ok(!caught.message.includes("\n"), "one line");
   assert.match(caught.message, /--help/);
   if (message !== undefined) assert.match(caught.message, message);
@@ -291,17 +291,16 @@ Deno.test("parseCommandLine/loadSettings: a misspelled flag or command gets the 
   await assert.rejects(
     load("run", { argv: ["--gearman-adr", "x:1"] }),
     (err: unknown) =>
-      err instanceof UsageError &&
+      hasCode(err, "usage") &&
       /"--gearman-adr".*did you mean --gearman-addr\?/.test(err.message),
   );
   await assert.rejects(
     load("run", { argv: ["--age-tasks", "3"] }),
-    (err: unknown) =>
-      err instanceof UsageError && /a flag of cleanup, not of run/.test(err.message),
+    (err: unknown) => hasCode(err, "usage") && /a flag of cleanup, not of run/.test(err.message),
   );
   assert.throws(
     () => parseCommandLine(["clenaup"]),
-    (err: unknown) => err instanceof UsageError && /did you mean cleanup\?/.test(err.message),
+    (err: unknown) => hasCode(err, "usage") && /did you mean cleanup\?/.test(err.message),
   );
 });
 
@@ -1194,12 +1193,14 @@ Deno.test("parseCommandLine: --help, -h, help <command> and --version are recogn
 
 Deno.test("parseCommandLine: an unknown command is a usage error with a hint", () => {
   assert.throws(() => parseCommandLine(["frobnicate"]), (err: unknown) => {
-    assert.ok(err instanceof UsageError);
-    assert.equal(err.exitCode, 2);
+    assert.ok(hasCode(err, "usage"));
     assert.match(err.message, /Unknown command "frobnicate".*--help/);
     return true;
   });
-  assert.throws(() => parseCommandLine(["help", "frobnicate"]), UsageError);
+  assert.throws(
+    () => parseCommandLine(["help", "frobnicate"]),
+    (err: unknown) => hasCode(err, "usage"),
+  );
 });
 
 Deno.test("loadSettings: timer durations above a day refuse (setTimeout would fire at once)", async () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { classifyMysqlError, StatementTimeoutError } from "../../src/mysql/errors.ts";
-import { GaleraNotReadyError } from "../../src/mysql/connect.ts";
+import { galeraNotReady } from "../../src/mysql/connect.ts";
 import { connectionOptionsOf, createScratchDatabase } from "../helpers/mysql.ts";
 
 // Without this table a row error could be retried forever (stalling its
@@ -158,7 +158,7 @@ Deno.test("mysql errors: other server errors are statement errors (split, held w
 // A Galera node that answers but is not Synced is down for the worker like one that refuses
 // statements with 1047 (docs/running.md#galera): held, never dead-lettered, another host tried.
 Deno.test("mysql errors: a Galera node found not ready by the connection's check is unavailable, like its 1047", () => {
-  const notReady = new GaleraNotReadyError("OFF", "Initialized");
+  const notReady = galeraNotReady("OFF", "Initialized");
   assert.equal(classifyMysqlError(notReady), "unavailable");
   assert.match(notReady.message, /wsrep_ready=OFF, wsrep_local_state_comment=Initialized/);
   assert.equal(
