@@ -28,7 +28,13 @@ import { createSchema } from "./helpers/worker.ts";
 import { waitFor } from "./helpers/wait.ts";
 import type { Pipeline } from "../src/pipeline/pipeline.ts";
 import { testPipeline } from "./helpers/pipeline.ts";
-import { type RestartClock, type RestartTiming } from "../src/mysql/core_restart.ts";
+import {
+  type PausableWriter,
+  type RestartClock,
+  type RestartTiming,
+  StatusCleaner,
+} from "../src/mysql/core_restart.ts";
+import { DbAvailability } from "../src/mysql/availability.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import { poolExecutor, type SqlExecutor } from "../src/mysql/executor.ts";
@@ -107,7 +113,13 @@ interface Harness extends AsyncDisposable {
   downtimeSweepStatements(): { sql: string; values: readonly unknown[] }[];
   /** The DELETEs the worker has sent so far on a status table. */
   statusDeletes(): string[];
+  /** The sweep's statements on a status table (key reads and DELETEs), with their values. */
+  statusSweepStatements(): { sql: string; values: readonly unknown[] }[];
 }
+
+/** The sweep's read of the next chunk's keys of a status table (the sweep itself, not a wait). */
+const SWEEP_KEY_READ =
+  /^SELECT `\w+`(, `\w+`)* FROM `statusengine_(host|service)status`( FORCE INDEX \(`node_name`\))? (WHERE|ORDER BY)/;
 
 /** Rows per statement of the sweeps here: small, so that they walk chunks. */
 const CHUNK_ROWS = 2;
@@ -172,7 +184,8 @@ function openHarness(
     },
     statusReads() {
       return statements.filter((sql) =>
-        /^\s*SELECT\b/i.test(sql) && /statusengine_(host|service)status/.test(sql)
+        /^\s*SELECT\b/i.test(sql) && /statusengine_(host|service)status/.test(sql) &&
+        !SWEEP_KEY_READ.test(sql)
       ).length;
     },
     downtimeSweepStatements() {
@@ -181,6 +194,12 @@ function openHarness(
     statusDeletes() {
       return statements.filter((sql) =>
         /^DELETE FROM `statusengine_(host|service)status`/.test(sql)
+      );
+    },
+    statusSweepStatements() {
+      return sent.filter((s) =>
+        SWEEP_KEY_READ.test(s.sql) ||
+        /^DELETE FROM `statusengine_(host|service)status` WHERE `node_name` = \?/.test(s.sql)
       );
     },
     async runSweep() {
@@ -356,6 +375,153 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   // c stays: its service reported after the restart, so the core still has the host.
   assert.equal(after.get("N:c"), T - 10);
   assert.equal(after.get("O:x"), T - 1000);
+});
+
+/**
+ * `rows` status rows of node `node` copied from the row of host `from`, made in MySQL (hosts
+ * `<prefix>1` … `<prefix><rows>`, each with service `1`).
+ */
+async function fillOtherNode(db: ScratchDatabase, node: string, rows: number, from: string) {
+  for (const table of [HOSTSTATUS, SERVICESTATUS] as const) {
+    const columns = TABLES[table].insertColumns;
+    const exprs = columns.map((c) =>
+      c === "hostname" ? "CONCAT('o', seq)" : c === "node_name" ? "?" : `tpl.\`${c}\``
+    );
+    await db.query(
+      `INSERT INTO ${table} (${columns.map((c) => `\`${c}\``).join(", ")}) ` +
+        `SELECT ${exprs.join(", ")} FROM seq_1_to_${rows} JOIN ${table} tpl ` +
+        "WHERE tpl.hostname = ?",
+      [node, from],
+    );
+    await db.query(`ANALYZE TABLE ${table}`);
+  }
+}
+
+Deno.test("core restart: the status sweep walks the node's rows along the node_name index a chunk per statement, never the other nodes' rows", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  // Another node's 3,000 hosts and services: a statement that reads the table, not the node,
+  // examines them all.
+  await fillOtherNode(db, "O", 3_000, "x");
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await h.runSweep();
+
+  const after = await snapshot(db);
+  assert.equal(after.has("N:gone"), false);
+  assert.equal(after.has("N:gone/1"), false);
+  assert.equal([...after.keys()].filter((k) => k.startsWith("O:")).length, 2 * 3_000 + 2);
+
+  const swept = h.statusSweepStatements();
+  // Node N has five service rows and four host rows: chunks of 2 take 3 and 2 key reads.
+  assert.ok(swept.length >= 8, `the sweep walked chunks (${swept.length} statements)`);
+  for (const s of swept) {
+    assert.match(s.sql, new RegExp(`LIMIT ${CHUNK_ROWS}$`));
+    const plan = await db.query<
+      { table: string; type: string; key: string | null; rows: number }[]
+    >(`EXPLAIN ${s.sql}`, s.values as unknown[]);
+    for (const p of plan) {
+      assert.notEqual(p.type, "ALL", `${s.sql}: ${JSON.stringify(plan)}`);
+      assert.ok(Number(p.rows) < 100, `${s.sql}: ${JSON.stringify(plan)}`);
+    }
+    // The key reads go along the node's index; a DELETE's chunk is a short range of either.
+    const outer = plan[0]?.key ?? "";
+    const along = s.sql.startsWith("SELECT") ? ["node_name"] : ["node_name", "PRIMARY"];
+    assert.ok(along.includes(outer), `${s.sql}: ${JSON.stringify(plan)}`);
+  }
+});
+
+Deno.test("core restart: the status writers are paused for each chunk's DELETE alone, never for a key read or the whole sweep", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 2 });
+  try {
+    let paused = 0;
+    let pauses = 0;
+    const log: { sql: string; paused: boolean }[] = [];
+    const inner = poolExecutor(pool);
+    const writer: PausableWriter = {
+      async withPaused(fn) {
+        paused++;
+        pauses++;
+        try {
+          return await fn();
+        } finally {
+          paused--;
+        }
+      },
+    };
+    const cleaner = new StatusCleaner({
+      executor: {
+        run(sql, values, options) {
+          log.push({ sql, paused: paused > 0 });
+          return inner.run(sql, values, options);
+        },
+      },
+      availability: new DbAvailability(),
+      nodeName: "N",
+      openItcockpit: false,
+      statusMaxAgeSeconds: 0,
+      writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
+      committed: { newest: () => T },
+      timing: { settleMs: 0, pollMs: 1 },
+      sweepChunkRows: CHUNK_ROWS,
+    });
+    await cleaner.onRestart(
+      { messageSeconds: T, receivedAtMs: T * 1000, linkOpenedAtMs: null },
+      new AbortController().signal,
+    );
+    await cleaner.idle();
+    await cleaner.close();
+
+    const deletes = log.filter((s) =>
+      /^DELETE FROM `statusengine_(host|service)status`/.test(s.sql)
+    );
+    const reads = log.filter((s) => SWEEP_KEY_READ.test(s.sql));
+    // Node N: five service rows and four host rows, chunks of 2.
+    assert.equal(deletes.length, 3 + 2);
+    assert.ok(deletes.every((s) => s.paused), "every DELETE runs with the writers paused");
+    assert.ok(reads.length >= 5 && reads.every((s) => !s.paused), "key reads run unpaused");
+    // Two writers, each paused once per DELETE.
+    assert.equal(pauses, 2 * deletes.length);
+    const left = await snapshot(db);
+    assert.equal(left.has("N:gone"), false);
+    assert.equal(left.has("N:gone/1"), false);
+  } finally {
+    await pool.end();
+  }
+});
+
+Deno.test("core restart: without the node_name index (a database from before it) the sweep walks the primary key a chunk at a time and sweeps the same rows", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  await fillOtherNode(db, "O", 20, "x");
+  for (const table of [HOSTSTATUS, SERVICESTATUS]) {
+    await db.query(`ALTER TABLE ${table} DROP INDEX node_name`);
+  }
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await h.runSweep();
+
+  const after = await snapshot(db);
+  assert.equal(after.has("N:gone"), false);
+  assert.equal(after.has("N:gone/1"), false);
+  assert.equal([...after.keys()].filter((k) => k.startsWith("O:")).length, 2 * 20 + 2);
+  assert.deepEqual(
+    [...after.keys()].filter((k) => k.startsWith("N:")).sort(),
+    KEPT.filter((k) => k.startsWith("N:")).sort(),
+  );
+  for (const s of h.statusSweepStatements()) {
+    assert.match(s.sql, new RegExp(`LIMIT ${CHUNK_ROWS}$`));
+    assert.doesNotMatch(s.sql, /FORCE INDEX/);
+  }
 });
 
 Deno.test("core restart, live: while the sweep waits the status tables are never read; the status writers' commits tell it the core re-published (one and two writers per table)", async () => {

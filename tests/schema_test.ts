@@ -58,11 +58,11 @@ async function describeDatabase(db: ScratchDatabase): Promise<string> {
 
 const WEEK_29 = new Date("2026-07-15T12:00:00Z");
 
-Deno.test("ensureSchema: creates all 24 tables (22 of Statusengine, the worker's tombstones and announcements), and a second run changes nothing (D2)", async () => {
+Deno.test("ensureSchema: creates all 25 tables (22 of Statusengine, the worker's tombstones, announcements and leases), and a second run changes nothing (D2)", async () => {
   await using db = await createScratchDatabase();
   await using conn = await connect(db);
   const first = await ensureSchema(conn, { now: WEEK_29 });
-  assert.equal(first.created.length, 24);
+  assert.equal(first.created.length, 25);
   assert.deepEqual(await diffSchema(conn), []);
   await conn.query("INSERT INTO statusengine_nodes VALUES ('N', '1.0', 1)");
 
@@ -216,7 +216,7 @@ Deno.test("assertTablesExist: refuses with a message that names the schema comma
   await assertTablesExist(conn, ["statusengine_hoststatus", "statusengine_logentries"]);
 });
 
-Deno.test("schema --check: a fresh database reports 24 missing tables and exits 1", async () => {
+Deno.test("schema --check: a fresh database reports 25 missing tables and exits 1", async () => {
   await using db = await createScratchDatabase();
   const out: string[] = [];
   const err: string[] = [];
@@ -226,7 +226,7 @@ Deno.test("schema --check: a fresh database reports 24 missing tables and exits 
   );
   assert.equal(code, 1);
   assert.deepEqual(err, []);
-  assert.equal(out.filter((l) => l.endsWith(": table is missing")).length, 24);
+  assert.equal(out.filter((l) => l.endsWith(": table is missing")).length, 25);
   const tables = await db.query<unknown[]>(
     "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?",
     [db.name],

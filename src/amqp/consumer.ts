@@ -207,6 +207,9 @@ export class RabbitMqConsumer implements QueueConsumer {
         backlog(queue) {
           return current === undefined ? Promise.resolve(undefined) : current.backlog(queue);
         },
+        consumers(queue) {
+          return current === undefined ? Promise.resolve(undefined) : current.consumers(queue);
+        },
       }],
     });
   }

@@ -18,7 +18,14 @@ import {
   type AMQPConsumer,
   type AMQPMessage,
 } from "@cloudamqp/amqp-client";
-import type { Acknowledgement, DeliveryScope, Job, Link } from "../consumer/contract.ts";
+import {
+  type Acknowledgement,
+  type DeliveryScope,
+  type GiveBackReason,
+  type Job,
+  JobGivenBack,
+  type Link,
+} from "../consumer/contract.ts";
 import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
 import type { AmqpUrl } from "./url.ts";
@@ -166,6 +173,8 @@ class Lane {
   #onEnd: (() => void) | undefined;
   #accepting = true;
   #ending: "no" | "after-buffer" | "now" = "no";
+  /** Deliveries of this queue being handled now. */
+  running = 0;
 
   constructor(queue: string) {
     this.queue = queue;
@@ -247,6 +256,8 @@ export class AmqpSession implements Link {
   readonly #lost = Promise.withResolvers<Error | undefined>();
   #lostReason: Error | undefined;
   #draining = false;
+  /** The messages went back to the broker: none is acknowledged any more. */
+  #givenBack = false;
   #closing: Promise<void> | undefined;
   #socketClosed: Promise<void> | undefined;
   readonly #loops: Promise<void>[] = [];
@@ -388,6 +399,36 @@ export class AmqpSession implements Link {
   }
 
   /**
+   * Consumers registered on `queue`, this session's included (a passive declaration, as for
+   * {@link backlog}).
+   *
+   * @param queue Queue name.
+   * @returns The consumer count.
+   */
+  async consumers(queue: string): Promise<number> {
+    const ok = await this.#probe.declare(queue, queueDeclareFlags(this.#options.durableQueues));
+    return ok.consumerCount;
+  }
+
+  /**
+   * Hand the messages back (docs/retries.md#give-back): abort the running handlers with a {@link
+   * JobGivenBack}, acknowledge none of them, and close the channels and the connection, which
+   * requeues every unacknowledged message.
+   *
+   * @param reason Why.
+   * @returns The messages being handled, per queue.
+   */
+  async giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
+    const given = new Map(
+      this.#lanes.filter((l) => l.running > 0).map((l) => [l.queue, l.running] as const),
+    );
+    this.#givenBack = true;
+    this.#handlerAbort.abort(new JobGivenBack(reason));
+    await this.close();
+    return given;
+  }
+
+  /**
    * Stop, cancel first (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer,
    * waiting at most 2 s for the replies; deliveries already pushed are still handled and
    * acknowledged within `signal`; then close.
@@ -526,6 +567,7 @@ export class AmqpSession implements Link {
     const o = this.#options;
     const body = msg.body ?? new Uint8Array(0);
     grant.settle(body.length);
+    lane.running++;
     const tooLarge = body.length > o.maxJobSize;
     const job: Job = {
       queue: lane.queue,
@@ -539,7 +581,7 @@ export class AmqpSession implements Link {
     };
     const ack: Acknowledgement = {
       // On the channel that received it, the only one where the tag is valid.
-      complete: () => this.#answer(lane, job, () => msg.ack()),
+      complete: () => !this.#givenBack && this.#answer(lane, job, () => msg.ack()),
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,
@@ -559,6 +601,7 @@ export class AmqpSession implements Link {
         lane.endNow();
       }
     } finally {
+      lane.running--;
       grant.release();
     }
   }

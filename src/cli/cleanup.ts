@@ -230,8 +230,8 @@ interface RunContext {
 }
 
 /**
- * Batched DELETE inside one partition (or the whole table) until a batch deletes fewer rows
- * than the batch size, with a progress line every `progressIntervalMs` that carries the rows
+ * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary key
+ * at a time until the walk is through, with a progress line every `progressIntervalMs` that carries the rows
  * done, the total counted before the first batch and the ETA at the rate so far.
  *
  * @returns False when the signal stopped it.
@@ -253,10 +253,18 @@ async function deleteInBatches(
   );
   const started = performance.now();
   let lastProgress = started;
+  let after: readonly unknown[] | undefined;
   for (;;) {
     if (signal.aborted) return false;
     const batchStarted = performance.now();
-    const affected = await ctx.session.deleteOlder(table, trim, cutoff, options.batchSize);
+    const chunk = await ctx.session.deleteOlderChunk(
+      table,
+      trim,
+      cutoff,
+      options.batchSize,
+      after,
+    );
+    const affected = chunk.deleted;
     stats.rows += affected;
     stats.batches++;
     log.debug("cleanup: batch deleted", {
@@ -265,7 +273,8 @@ async function deleteInBatches(
       rows: affected,
       "duration_ms": Math.round(performance.now() - batchStarted),
     });
-    if (affected < options.batchSize) return true;
+    if (chunk.next === undefined) return true;
+    after = chunk.next;
     const now = performance.now();
     if (now - lastProgress >= interval) {
       lastProgress = now;
@@ -278,7 +287,9 @@ async function deleteInBatches(
         "rows_per_s": formatRate(stats.rows, now - started),
       });
     }
-    if (options.batchPauseMs > 0) await delay(options.batchPauseMs, { signal });
+    // The pause lets replicas and the writers catch up after a write; a chunk that deleted
+    // nothing wrote nothing.
+    if (options.batchPauseMs > 0 && affected > 0) await delay(options.batchPauseMs, { signal });
   }
 }
 
@@ -453,8 +464,8 @@ async function dryRunDelete(
  * in calendar days of the local time zone:
  * - weekly partitioned as `schema` creates it: lay out the current week and the next four
  *   (split from the empty `p_max`), drop every partition entirely older than the cutoff in one
- *   `ALTER TABLE … DROP PARTITION`, then `DELETE … PARTITION (<straddling week>) WHERE col <
- *   cutoff LIMIT n` until a statement affects fewer than `n` rows. A `p_max` that holds rows
+ *   `ALTER TABLE … DROP PARTITION`, then delete the straddling week's old rows in one walk
+ *   along its primary key, a chunk of `n` rows per statement. A `p_max` that holds rows
  *   is reported (warning) and blocks the weeks ahead; such a table is trimmed over its whole
  *   range. An age of 0 only lays out the weeks ahead.
  * - otherwise: the batched DELETE over the whole table (an age of 0 skips it).

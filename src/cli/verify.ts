@@ -94,6 +94,7 @@ const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.free
   "statusengine_servicestatus": ["status_update_time"],
   "statusengine_tasks": ["entry_time"],
   "statusengine_users": [],
+  "statusengine_worker_leases": ["name"],
 });
 
 /** Example mismatches printed per table. */

@@ -547,6 +547,20 @@ export const SETTINGS = [
       "earlier one does not answer: it moves back once the earlier host has answered every " +
       "probe for this long.",
   },
+  // 10 s: a restart of MySQL on the same host takes a few seconds and is better waited for than
+  // handed to another worker; a dead host or node is given up well within the minute after which a
+  // stall is an error.
+  {
+    flag: "mysql-give-back-after",
+    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+    default: "10s",
+    commands: ["run"],
+    help: "When MySQL has taken no write for this long (no host of --mysql-url answers) and " +
+      "another worker consumes the same queue, the jobs this worker holds are given back to " +
+      "the broker for the other worker to write (Gearman: the connection is closed; RabbitMQ: " +
+      "the channels, which requeues them), and none are taken again until MySQL answers. With " +
+      "no other worker the jobs are held until MySQL returns. 0 always holds.",
+  },
   {
     flag: "status-max-age",
     kind: { type: "duration", allowZero: true },
@@ -859,7 +873,7 @@ export const SETTINGS = [
     kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
     default: "0s",
     commands: ["cleanup"],
-    help: "Pause between two DELETE batches of the same table.",
+    help: "Pause after a DELETE batch of a table that deleted rows, before the next one.",
   },
   {
     flag: "dry-run",

@@ -52,6 +52,28 @@ export interface WindowOptions {
   readonly tickMs?: number;
 }
 
+/**
+ * When held jobs go back to the broker (docs/retries.md#give-back): MySQL has not taken writes for
+ * `afterMs` (no statement and no probe succeeded meanwhile), a link holds jobs, and another worker
+ * consumes one of its queues. The link is then given back and rebuilt only once MySQL answered.
+ */
+export interface GiveBackPolicy {
+  /** `--mysql-give-back-after`, > 0. */
+  readonly afterMs: number;
+  /** How long writers have been holding rows because MySQL cannot take them; 0 while none does. */
+  readonly holdingForMs: () => number;
+  /** Whether MySQL answered after `at` (`performance.now()`). */
+  readonly answeredSince: (at: number) => boolean;
+  /** How often the condition is checked; default {@link GIVE_BACK_CHECK_MS}. */
+  readonly checkIntervalMs?: number;
+}
+
+/** The give-back condition is checked this often, only doing work while jobs are held. */
+const GIVE_BACK_CHECK_MS = 2_000;
+
+/** Bound on one question to the broker about a queue's consumers. */
+const CONSUMERS_QUERY_TIMEOUT_MS = 5_000;
+
 /** Options of {@link Consumer}. */
 export interface ConsumerOptions {
   /** Backend name, the prefix of log lines (`gearman`, `rabbitmq`). */
@@ -107,6 +129,8 @@ export interface ConsumerOptions {
    * (refused credentials, a refused declaration). Default: every failure is.
    */
   readonly waitable?: (err: unknown) => boolean;
+  /** Give held jobs back to the broker while MySQL cannot take writes; absent = always hold. */
+  readonly giveBack?: GiveBackPolicy;
 }
 
 /**
@@ -128,6 +152,7 @@ export type BackendOptions = Pick<
   | "statsIntervalMs"
   | "backlogIntervalMs"
   | "waitAtStart"
+  | "giveBack"
 >;
 
 /** Default of `--max-in-flight-bytes`. */
@@ -162,6 +187,8 @@ export class Consumer {
   readonly #stallDetector: StallDetector;
   readonly #backlog: BacklogMonitor | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
+  #giveBackTimer: ReturnType<typeof setInterval> | undefined;
+  #giveBackRunning = false;
   #started = false;
   #stopping: Promise<void> | undefined;
 
@@ -385,6 +412,18 @@ export class Consumer {
     }
     this.#stallDetector.start();
     this.#backlog?.start();
+    const giveBack = this.#o.giveBack;
+    if (giveBack !== undefined && giveBack.afterMs > 0) {
+      this.#giveBackTimer = setInterval(() => {
+        if (this.#giveBackRunning) return;
+        this.#giveBackRunning = true;
+        void this.#giveBackTick(giveBack).catch((err: unknown) => {
+          this.#o.log.error(`${this.#o.name}: cannot give held jobs back`, {
+            error: errorMessage(err),
+          });
+        }).finally(() => (this.#giveBackRunning = false));
+      }, giveBack.checkIntervalMs ?? GIVE_BACK_CHECK_MS);
+    }
     const interval = this.#o.statsIntervalMs ?? 30_000;
     if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);
   }
@@ -403,12 +442,86 @@ export class Consumer {
     this.#statsTimer = undefined;
     if (this.#windowTimer !== undefined) clearInterval(this.#windowTimer);
     this.#windowTimer = undefined;
+    if (this.#giveBackTimer !== undefined) clearInterval(this.#giveBackTimer);
+    this.#giveBackTimer = undefined;
     this.#stallDetector.stop();
     const backlogStopped = this.#backlog?.stop();
     using drain = deadline(this.#o.drainTimeoutMs);
     await Promise.all(this.#supervisors.map((s) => s.stop(drain.signal)));
     await backlogStopped;
     if (this.#started) this.#logStats(true);
+  }
+
+  /**
+   * One check of the give-back (docs/retries.md#give-back): links given back take jobs again once
+   * MySQL answered; while it has not answered for `afterMs` and writers hold rows, every link
+   * holding jobs whose queue another worker consumes hands them back to the broker.
+   */
+  async #giveBackTick(policy: GiveBackPolicy): Promise<void> {
+    const now = performance.now();
+    for (const s of this.#supervisors) {
+      const since = s.parkedSince;
+      if (since === undefined || !policy.answeredSince(since)) continue;
+      s.resume();
+      this.#o.log.info(`${this.#o.name}: MySQL answers again, taking jobs again`, {
+        server: s.target.server,
+        queues: s.target.queues.join(","),
+        given_back_for_s: Math.round((now - since) / 1000),
+      });
+    }
+    if (policy.holdingForMs() < policy.afterMs || policy.answeredSince(now - policy.afterMs)) {
+      return;
+    }
+    for (const s of this.#supervisors) {
+      const link = s.current;
+      if (link === undefined || link.inFlight === 0 || s.parkedSince !== undefined) continue;
+      const others = await this.#otherWorkers(s.target);
+      if (others === undefined || s.current !== link || this.#stopping !== undefined) continue;
+      const given = await s.giveBack("mysql_unavailable");
+      if (given === undefined) continue;
+      // Every queue of the link stops consuming, also one that held no job just now.
+      for (const queue of s.target.queues) {
+        if (!given.has(queue)) this.#o.observer.jobsGivenBack(queue, "mysql_unavailable", 0);
+      }
+      for (const [queue, jobs] of given) {
+        this.#o.observer.jobsGivenBack(queue, "mysql_unavailable", jobs);
+        this.#o.log.info(
+          `${this.#o.name}: MySQL cannot take writes and another worker consumes the queue: ` +
+            "jobs given back to the broker, none taken until MySQL answers",
+          {
+            queue,
+            server: s.target.server,
+            jobs,
+            workers: others.workers,
+            held_for_s: Math.round(policy.holdingForMs() / 1000),
+          },
+        );
+      }
+    }
+  }
+
+  /** The first queue of `target` that another worker consumes, or undefined (none, or unknown). */
+  async #otherWorkers(
+    target: LinkTarget,
+  ): Promise<{ queue: string; workers: number } | undefined> {
+    for (const queue of target.queues) {
+      using limit = deadline(CONSUMERS_QUERY_TIMEOUT_MS);
+      let workers: number | undefined;
+      try {
+        workers = await target.consumers(queue, limit.signal);
+      } catch (err: unknown) {
+        // Cannot tell: keep holding (no loss either way).
+        this.#o.log.debug(`${this.#o.name}: cannot ask the broker for the queue's workers`, {
+          queue,
+          server: target.server,
+          error: errorMessage(err),
+        });
+        continue;
+      }
+      // Counting this worker: more than one means another takes the jobs given back.
+      if (workers !== undefined && workers > 1) return { queue, workers };
+    }
+    return undefined;
   }
 
   #setState(supervisor: Supervisor, up: boolean): void {

@@ -65,6 +65,7 @@ export class ConsumerStats {
       queueStalled: (queue, stalled) => inner.queueStalled(queue, stalled),
       queueWindow: (queue, jobs) => inner.queueWindow(queue, jobs),
       queueBacklog: (queue, jobs) => inner.queueBacklog(queue, jobs),
+      jobsGivenBack: (queue, reason, jobs) => inner.jobsGivenBack(queue, reason, jobs),
     };
   }
 

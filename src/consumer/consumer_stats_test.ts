@@ -21,6 +21,7 @@ const IGNORE: ConsumerObserver = {
   queueStalled: () => {},
   queueWindow: () => {},
   queueBacklog: () => {},
+  jobsGivenBack: () => {},
 };
 
 // An idle worker used to write twelve all-zero lines every 30 s: 35,000 lines a day.

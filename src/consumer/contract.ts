@@ -9,7 +9,10 @@
  * and drains, aborts or replaces it (close); a link takes jobs within its
  * queue's budget and hands each to the delivery engine as a {@link Delivery}
  * with an {@link Acknowledgement} (ack) and a {@link DeliveryScope}; a job not
- * acknowledged is given back by ending the link, never by a nack.
+ * acknowledged is given back by ending the link, never by a WORK_FAIL (it drops a background job).
+ * {@link Link.giveBack} is that verb on purpose: while MySQL cannot take writes and another worker
+ * consumes the queue ({@link LinkTarget.consumers}), the core hands the held jobs back to the
+ * broker (docs/retries.md#give-back).
  *
  * D1: a job is acknowledged only when the handler's promise resolves, which
  * the pipeline does once every row of the job is committed (or dead-lettered,
@@ -77,6 +80,27 @@ export type JobResult =
 /** Every {@link JobResult}, for pre-created metric series. */
 export const JOB_RESULTS: readonly JobResult[] = ["completed", "abandoned"];
 
+/** Why jobs were handed back to the broker, as counted in `statusengine_queue_jobs_given_back_total{reason}`. */
+export type GiveBackReason =
+  /** MySQL could not take writes for `--mysql-give-back-after` and another worker consumes the queue. */
+  "mysql_unavailable";
+
+/** Every {@link GiveBackReason}, for pre-created metric series. */
+export const GIVE_BACK_REASONS: readonly GiveBackReason[] = ["mysql_unavailable"];
+
+/**
+ * The abort reason of a handler whose job was given back ({@link Link.giveBack}): what it handed to
+ * the writers must not be written any more (another worker writes it), unlike a job given up at the
+ * drain deadline.
+ */
+export class JobGivenBack extends Error {
+  /** @param reason Why the job went back to the broker. */
+  constructor(readonly reason: GiveBackReason) {
+    super(`job given back to the broker (${reason})`);
+    this.name = "JobGivenBack";
+  }
+}
+
 /** What a consumer reports; the metrics layer implements it. */
 export interface ConsumerObserver {
   /** A job was taken from the broker (before any decoding). */
@@ -97,6 +121,8 @@ export interface ConsumerObserver {
   queueWindow(queue: string, jobs: number): void;
   /** Jobs waiting at the broker for the queue, read every so often; undefined = not known now. */
   queueBacklog(queue: string, jobs: number | undefined): void;
+  /** Jobs of the queue in flight were handed back to the broker ({@link Link.giveBack}). */
+  jobsGivenBack(queue: string, reason: GiveBackReason, jobs: number): void;
 }
 
 /** An observer that records nothing (tools, tests). */
@@ -110,6 +136,7 @@ export const NOOP_OBSERVER: ConsumerObserver = {
   queueStalled() {},
   queueWindow() {},
   queueBacklog() {},
+  jobsGivenBack() {},
 };
 
 /** Why the delivery engine wrote a job to the dead-letter file itself. */
@@ -177,6 +204,16 @@ export interface Link {
    * @param queue The stalled queue (a link of one queue may ignore it).
    */
   nudge(queue: string): void;
+  /**
+   * Hand every job of this link back to the broker and close it (docs/retries.md#give-back):
+   * running handlers are aborted with a {@link JobGivenBack}, no acknowledgement goes out any more,
+   * and closing the connection (Gearman) or the channels (RabbitMQ) requeues what was taken. Never
+   * a WORK_FAIL. `closed` then settles with `undefined`.
+   *
+   * @param reason Why.
+   * @returns Jobs that were in flight, per queue (queues with none are left out).
+   */
+  giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>>;
 }
 
 /** Where a link connects to and how it is built: what a backend gives the core. */
@@ -201,6 +238,15 @@ export interface LinkTarget {
    * @param signal Bounds the query.
    */
   backlog(queue: string, signal: AbortSignal): Promise<number | undefined>;
+  /**
+   * Workers consuming `queue` at this target's broker now, this one included (Gearman: the
+   * workers column of the admin `status`; RabbitMQ: the consumer count of a passive declare);
+   * undefined when the broker cannot tell right now.
+   *
+   * @param queue Queue name.
+   * @param signal Bounds the query.
+   */
+  consumers(queue: string, signal: AbortSignal): Promise<number | undefined>;
 }
 
 /** One job as a link hands it to the delivery engine. */

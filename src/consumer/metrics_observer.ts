@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { ConsumerObserver, JobResult } from "./contract.ts";
+import type { ConsumerObserver, GiveBackReason, JobResult } from "./contract.ts";
 import type { Metrics } from "../metrics/registry.ts";
 
 /** Which queues are consuming and which are stalled, for `/readyz`. */
@@ -13,6 +13,8 @@ export interface ConnectionState {
   readonly connected: ReadonlySet<string>;
   /** Queues with jobs waiting that take none (see the stall detector). */
   readonly stalled: ReadonlySet<string>;
+  /** Queues given back to the broker and not consuming until MySQL answers (docs/retries.md#give-back). */
+  readonly givenBack: ReadonlySet<string>;
 }
 
 /**
@@ -24,9 +26,11 @@ export interface ConnectionState {
 export function metricsObserver(metrics: Metrics): ConsumerObserver & ConnectionState {
   const connected = new Set<string>();
   const stalled = new Set<string>();
+  const givenBack = new Set<string>();
   return {
     connected,
     stalled,
+    givenBack,
     jobReceived(queue: string) {
       metrics.queueMessagesReceived.inc({ queue_name: queue });
     },
@@ -41,8 +45,12 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
       metrics.queueJobsRetried.inc({ queue_name: queue });
     },
     queueConnected(queue: string, up: boolean) {
-      if (up) connected.add(queue);
-      else connected.delete(queue);
+      if (up) {
+        connected.add(queue);
+        givenBack.delete(queue);
+      } else {
+        connected.delete(queue);
+      }
       metrics.queueConnected.set({ queue_name: queue }, up ? 1 : 0);
     },
     queueReconnected(queue: string) {
@@ -56,6 +64,10 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
       // (and not NaN, which would turn every sum over the workers into NaN).
       if (jobs === undefined) metrics.queueBacklog.remove({ queue_name: queue });
       else metrics.queueBacklog.set({ queue_name: queue }, jobs);
+    },
+    jobsGivenBack(queue: string, reason: GiveBackReason, jobs: number) {
+      metrics.queueJobsGivenBack.inc({ queue_name: queue, reason }, jobs);
+      givenBack.add(queue);
     },
     queueStalled(queue: string, isStalled: boolean) {
       if (isStalled) stalled.add(queue);

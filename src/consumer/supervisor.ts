@@ -8,9 +8,12 @@
  * Log policy: one WARN when a link is lost, then at most one "still
  * retrying" WARN every 30 s while attempts fail, and one INFO when it is back.
  *
+ * A link whose jobs were given back ({@link Supervisor.giveBack}, docs/retries.md#give-back) is not
+ * rebuilt until {@link Supervisor.resume}: no taking jobs only to give them back again.
+ *
  * @module
  */
-import type { Link, LinkTarget } from "./contract.ts";
+import type { GiveBackReason, Link, LinkTarget } from "./contract.ts";
 import { Backoff } from "../util/backoff.ts";
 import { deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
@@ -47,6 +50,8 @@ export class Supervisor {
   #loop: Promise<void> | undefined;
   readonly #retired = new Set<Promise<void>>();
   #stopping: Promise<void> | undefined;
+  /** Set from a give-back until {@link resume}. */
+  #parked: { readonly at: number; readonly resume: PromiseWithResolvers<void> } | undefined;
 
   /** @param options Target, logging, reconnect settings and state callbacks. */
   constructor(options: SupervisorOptions) {
@@ -62,6 +67,34 @@ export class Supervisor {
   /** Whether a link is installed and consuming. */
   get up(): boolean {
     return this.#up;
+  }
+
+  /** `performance.now()` of the give-back while its jobs are given back and none taken; else undefined. */
+  get parkedSince(): number | undefined {
+    return this.#parked?.at;
+  }
+
+  /**
+   * Hand the current link's jobs back to the broker (docs/retries.md#give-back) and build no link
+   * until {@link resume}.
+   *
+   * @param reason Why.
+   * @returns Jobs given back per queue; undefined when no link is installed or it is given back already.
+   */
+  giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> | undefined {
+    const link = this.#current;
+    if (link === undefined || this.#parked !== undefined || this.#stop.signal.aborted) {
+      return undefined;
+    }
+    this.#parked = { at: performance.now(), resume: Promise.withResolvers<void>() };
+    return link.giveBack(reason);
+  }
+
+  /** Build links again after a {@link giveBack}. */
+  resume(): void {
+    const parked = this.#parked;
+    this.#parked = undefined;
+    parked?.resume.resolve();
   }
 
   /**
@@ -126,6 +159,14 @@ export class Supervisor {
       if (reason === "stop" || this.#stop.signal.aborted) return;
       this.#current = undefined;
       this.#setUp(false);
+      const parked = this.#parked;
+      if (parked !== undefined) {
+        // Given back on purpose: the consumer logged it; wait for MySQL before taking jobs again.
+        this.#retire(link);
+        if ((await Promise.race([parked.resume.promise, this.#stopped])) === "stop") return;
+        if (!(await this.#reconnect(true))) return;
+        continue;
+      }
       this.#o.log.warn(`${this.#o.name}: connection lost, reconnecting`, {
         ...this.#labels(),
         error: reason === undefined ? "closed" : errorMessage(reason),

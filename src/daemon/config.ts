@@ -30,6 +30,7 @@ export const SETTINGS_AS_IS = [
   "mysqlMaxOpenConns",
   "mysqlStatementTimeoutMs",
   "mysqlFailbackAfterMs",
+  "mysqlGiveBackAfterMs",
   "mysqlWritersPerTable",
   "nodeName",
   "perfdataLabelQuotes",
@@ -93,12 +94,13 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   /** Queues to consume; default all twelve. */
   readonly queues?: readonly QueueName[];
   /**
-   * Consume the in-order queues (docs/consumption.md#downtimes-in-order) only while holding a MySQL
-   * named lock, so several workers can share a job server. Absent or null = no lock: this worker
-   * consumes them whenever it runs (one worker per node). `run` always sets it.
+   * Consume the in-order queues (docs/consumption.md#downtimes-in-order) only while holding the
+   * in-order lease (docs/downtimes.md#galera), so several workers can share a job server or a
+   * Galera cluster. Absent or null = no lease: this worker consumes them whenever it runs (one
+   * worker per node). `run` always sets it.
    */
   readonly inOrderLock?: {
-    /** Lock poll interval; default `IN_ORDER_LOCK_POLL_MS` (1 s). */
+    /** Lease renewal and read interval; default `IN_ORDER_LOCK_POLL_MS` (1 s). */
     readonly pollMs?: number;
   } | null;
   /** Interval of the periodic summaries; default 30 s. */

@@ -28,7 +28,7 @@ import {
   type DeadLetterSink,
   type MysqlHosts,
   type MysqlUrlOptions,
-  openLockConnection,
+  openLeaseConnection,
 } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -38,8 +38,8 @@ import {
   IN_ORDER_DRAIN_MS,
   IN_ORDER_LOCK_POLL_MS,
   InOrderGate,
-  inOrderGraceMs,
-  inOrderLockName,
+  inOrderLeaseName,
+  leaseHolderId,
 } from "./in_order_gate.ts";
 import { WorkerError } from "../util/errors.ts";
 
@@ -172,10 +172,10 @@ export function splitQueues(config: WorkerConfig, queues: readonly QueueName[]):
  * @param split Which queues are consumed always and which behind the lock.
  * @returns One consumer to start and stop.
  */
-export async function buildConsumption(
+export function buildConsumption(
   parts: ConsumptionParts,
   split: QueueSplit,
-): Promise<QueueConsumer> {
+): QueueConsumer {
   const { config } = parts;
   const deadLetter = consumerDeadLetter(parts.deadLetters, parts.metrics);
   const main: QueueConsumer = split.always.length === 0
@@ -191,17 +191,20 @@ export async function buildConsumption(
         split.gated,
         parts,
         deadLetter,
-        // While the lock is being taken again no new in-order job starts writing.
+        // While the lease is not known to be ours no new in-order job starts writing.
         async (job, signal) => {
           await admit(signal);
           await parts.pipeline.handler(job, signal);
         },
       ),
-    connect: () => openLockConnection(parts.mysqlHosts.inUse, Math.max(pollMs, 1_000)),
-    lockName: await inOrderLockName(parts.urlOptions.database ?? "", config.nodeName),
+    // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
+    connect: () => openLeaseConnection(parts.mysqlHosts.inUse, pollMs),
+    leaseName: inOrderLeaseName(config.nodeName),
+    holder: leaseHolderId(),
     pollMs,
-    graceMs: inOrderGraceMs(pollMs, drainMs),
+    drainMs,
     heldGauge: parts.metrics.inOrderLockHeld,
+    takeovers: parts.metrics.inOrderLeaseTakeovers,
   });
   return {
     start: async () => {
@@ -266,6 +269,12 @@ function buildConsumer(
     ...(config.queueStallTimeoutMs === undefined
       ? {}
       : { stallTimeoutMs: config.queueStallTimeoutMs }),
+    // Held jobs go to another worker while MySQL cannot take them (docs/retries.md#give-back).
+    giveBack: {
+      afterMs: config.mysqlGiveBackAfterMs,
+      holdingForMs: () => parts.pipeline.availability.holdingForMs,
+      answeredSince: (at: number) => parts.pipeline.availability.answeredSince(at),
+    },
   };
   return parts.backend.consumer(queues, common);
 }

@@ -82,6 +82,9 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
   for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t as TableName);
   needed.add("statusengine_nodes");
   if (config.tasks) needed.add("statusengine_tasks");
+  if (config.inOrderLock && queues.some((q) => QUEUES[q].inOrder)) {
+    needed.add("statusengine_worker_leases");
+  }
   if (!config.perfdataBackends.includes("mysql")) needed.delete("statusengine_perfdata");
   return [...needed].sort();
 }

@@ -1,45 +1,39 @@
 /**
  * Safe scale-out for the in-order queues (`statusngin_downtimes`, handled strictly in order): when
- * several workers share a job server, only the one holding a MySQL named lock consumes them,
- * through a consumer of their own that is started while the lock is held and stopped when another
- * worker has taken it.
+ * several workers share a job server, or write through different nodes of a Galera cluster, only
+ * the one holding the in-order lease (a row of `statusengine_worker_leases`, see
+ * src/mysql/lease.ts and docs/downtimes.md#galera) consumes them, through a consumer of their own
+ * that is started once the lease is taken and stopped when it is lost or runs out.
  *
- * A lone worker keeps its place: when the lock's connection dies (MySQL restarted, the
- * connection killed, a network cut) the worker keeps its in-flight in-order job, admits no
- * new one, and takes the same lock again on a new connection (see named_lock.ts). It hands
- * the queues back only when it finds the lock held by another worker. Handing the job back
- * on every dropped connection was what reordered it: gearmand re-queues an unacknowledged
- * job at the tail, behind the jobs published after it (a downtime's ADD landed behind its
- * START, and the START was lost).
+ * A lone worker keeps its place through short database outages: when a renewal fails (MySQL
+ * restarted, the connection killed, a network cut) the worker keeps its in-flight in-order job,
+ * admits no new one, and renews on a new connection. Handing the job back on every dropped
+ * connection reordered it: gearmand re-queues an unacknowledged job at the tail, behind the jobs
+ * published after it. Only when the lease's validity runs out (a few seconds before any other
+ * worker may take it) does it stop the consumer, handing its job back.
  *
- * Why two workers never consume at the same time:
- * - MySQL frees the lock only when the holder's connection ends. A holder that dies (SIGKILL,
- *   crash) also loses its broker connections, so its unacknowledged job is back at the broker
- *   before anyone can hold the lock.
- * - A holder that lives on but lost its lock connection starts no new job until it has the
- *   lock again. If another worker took it meanwhile, the holder finds out at its next attempt
- *   (every poll, each bounded) and stops its in-order consumer (drain bounded by
- *   {@link IN_ORDER_DRAIN_MS}) before anything else.
- * - A new holder consumes only after holding the lock for {@link inOrderGraceMs}, which is
- *   longer than a check plus that drain, re-checking the lock meanwhile.
+ * Why two workers never consume at the same time, on one server or a cluster:
+ * - A waiting worker takes a held lease only after seeing it unrenewed for the whole term.
+ * - The holder admits a job only while its lease is valid (its last renewal less than the
+ *   term minus the drain and two polls ago), and stops its consumer, whose drain is bounded by
+ *   {@link IN_ORDER_DRAIN_MS}, when the validity runs out.
+ * - A holder that dies (SIGKILL, crash) also loses its broker connections, so its
+ *   unacknowledged job is back at the broker long before its term ends.
  *
- * What it cannot fix: the one job that was in flight when the old holder's lock connection
- * died may still commit (its write is held and retried) after the new holder applied jobs
- * queued behind it, and when the old holder stops, gearmand re-queues that job at the tail
- * (RabbitMQ re-queues it in place). A holder frozen longer than the grace (SIGSTOP, a
- * suspended VM) can likewise commit its job in flight late. The downtime statements are
- * written so that their order does not change the result; the gate keeps the queue applied
- * in the core's order wherever it can, which also keeps the unmatched-update warning of a
- * lost event meaningful.
+ * What it cannot fix: a holder frozen longer than its validity (SIGSTOP, a suspended VM) may,
+ * once it runs again, finish the statement it was sending before its lease loop stops it. The
+ * downtime statements are written so that their order does not change the result
+ * (docs/downtimes.md); the lease keeps them from running at the same time on two nodes, which
+ * Galera cannot make safe, and keeps the queue in the core's order wherever it can.
  *
  * RabbitMQ's single-active-consumer would do the election in the broker, but it needs the
  * `x-single-active-consumer` argument at declaration, and the broker module declares its
  * queues without arguments: a different declaration is refused (406). So both backends use
- * the lock.
+ * the lease.
  *
  * @module
  */
-import { type MysqlConnection, NamedLock } from "../mysql/mod.ts";
+import { Lease, leaseTermMs, type MysqlConnection } from "../mysql/mod.ts";
 import { abortable } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { WorkerError } from "../util/errors.ts";
@@ -52,42 +46,33 @@ export interface GatedConsumer {
   stop(): Promise<void>;
 }
 
-/** Interval of lock attempts and liveness checks; also the bound of each lock query. */
+/** Interval of lease renewals and reads; also the bound of each lease query and connect. */
 export const IN_ORDER_LOCK_POLL_MS = 1_000;
 
 /** Drain budget of the in-order consumer: one job in flight, a few statements. */
 export const IN_ORDER_DRAIN_MS = 2_000;
 
 /**
- * Grace before a new holder consumes: a previous holder that is taking its lock again finds
- * it taken at its next attempt, one poll later, after a connect and a `GET_LOCK` (each bounded
- * by about a poll: the connect by at least 1 s), and then drains within `drainMs`. Meanwhile
- * it starts no new job, so only its one job in flight can overlap a late detection.
+ * Lease name of the in-order queues (the key of its row in `statusengine_worker_leases`): one
+ * per node, since the workers of one node (one core, one job server) share its queues, and
+ * other nodes' workers must not wait for it. Cut to the column's 255 characters (two nodes
+ * whose names differ only after that share a lease, which only costs parallelism).
  *
- * @param pollMs Lock poll interval.
- * @param drainMs Drain budget of the in-order consumer.
- * @returns Milliseconds.
+ * @param nodeName `--node-name`.
+ * @returns `in-order:<node name>`.
  */
-export function inOrderGraceMs(pollMs: number, drainMs: number): number {
-  return 3 * pollMs + drainMs;
+export function inOrderLeaseName(nodeName: string): string {
+  return [...`in-order:${nodeName}`].slice(0, 255).join("");
 }
 
 /**
- * Lock name of the in-order queues: one per database and node, since the workers of one
- * node (one core, one job server) share its queues, and other nodes' workers must not wait
- * for it. Hashed to stay within MySQL's 64 characters.
+ * A holder id unique among the workers and their restarts: the process id and a random part
+ * (the worker logs it when it takes the lease, which says on which machine).
  *
- * @param database Database name.
- * @param nodeName `--node-name`.
- * @returns `statusengine_in_order_<40 hex>`.
+ * @returns `pid <pid> <8 hex>`.
  */
-export async function inOrderLockName(database: string, nodeName: string): Promise<string> {
-  const digest = await crypto.subtle.digest(
-    "SHA-1",
-    new TextEncoder().encode(`${database}\u0000${nodeName}`),
-  );
-  const hex = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-  return `statusengine_in_order_${hex}`;
+export function leaseHolderId(): string {
+  return `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
 }
 
 /**
@@ -97,11 +82,11 @@ export async function inOrderLockName(database: string, nodeName: string): Promi
  */
 export type Admit = (signal: AbortSignal) => Promise<void>;
 
-/** Raised to a job waiting for admission when another worker took the in-order lock. */
+/** Raised to a job waiting for admission once the in-order lease was lost or given up. */
 function lockLost(): WorkerError {
   return new WorkerError(
     "in_order_lock_lost",
-    "the in-order lock was taken over by another worker; the job goes back to the broker",
+    "the in-order lease is no longer this worker's; the job goes back to the broker",
   );
 }
 
@@ -163,32 +148,45 @@ export interface InOrderGateOptions {
    * its handler awaits `admit` before it starts a job.
    */
   readonly build: (admit: Admit) => GatedConsumer;
-  /** Opens the lock's dedicated connection. */
+  /** Opens the lease's dedicated connection. */
   readonly connect: () => Promise<MysqlConnection>;
-  readonly lockName: string;
+  readonly leaseName: string;
+  readonly holder: string;
   readonly pollMs: number;
-  readonly graceMs: number;
+  /** The in-order consumer's drain budget; the lease term allows for it. */
+  readonly drainMs: number;
   /** `statusengine_in_order_lock_held`. */
   readonly heldGauge?: { set(value: number): void };
+  /** `statusengine_in_order_lease_takeovers_total`. */
+  readonly takeovers?: { inc(): void };
 }
 
-/** Consumes the in-order queues only while this worker holds the lock. */
+/** Consumes the in-order queues only while this worker holds the lease. */
 export class InOrderGate implements GatedConsumer {
-  readonly #lock: NamedLock;
+  readonly #lease: Lease;
   #consumer: GatedConsumer | undefined;
   #admission: Admission | undefined;
 
-  /** @param options Consumer factory, lock connection, name and timing. */
+  /** @param options Consumer factory, lease connection, name, holder and timing. */
   constructor(options: InOrderGateOptions) {
-    this.#lock = new NamedLock({
+    this.#lease = new Lease({
       connect: options.connect,
-      name: options.lockName,
+      name: options.leaseName,
+      holder: options.holder,
       pollMs: options.pollMs,
-      graceMs: options.graceMs,
+      termMs: leaseTermMs(options.pollMs, options.drainMs),
+      drainMs: options.drainMs,
       ...(options.heldGauge === undefined ? {} : { heldGauge: options.heldGauge }),
+      ...(options.takeovers === undefined ? {} : { takeovers: options.takeovers }),
       onHeld: async () => {
         const admission = new Admission();
-        const consumer = options.build(admission.admit);
+        // A job starts only while the lease is valid; past that it waits for the next renewal
+        // (or is refused once the lease is given up).
+        const admit: Admit = (signal) => {
+          if (!this.#lease.valid) admission.hold();
+          return admission.admit(signal);
+        };
+        const consumer = options.build(admit);
         try {
           await consumer.start();
         } catch (err: unknown) {
@@ -198,7 +196,7 @@ export class InOrderGate implements GatedConsumer {
         }
         this.#consumer = consumer;
         this.#admission = admission;
-        log.info("worker: consuming the in-order queues (this worker holds the lock)");
+        log.info("worker: consuming the in-order queues (this worker holds the lease)");
       },
       onSuspect: () => this.#admission?.hold(),
       onRegained: () => this.#admission?.open(),
@@ -221,22 +219,22 @@ export class InOrderGate implements GatedConsumer {
 
   /** Whether this worker currently consumes the in-order queues. */
   get active(): boolean {
-    return this.#lock.active;
+    return this.#lease.active;
   }
 
-  /** Whether it is taking its lock again after the lock's connection failed. */
+  /** Whether it is renewing its lease after a renewal failed. */
   get reacquiring(): boolean {
-    return this.#lock.reacquiring;
+    return this.#lease.reacquiring;
   }
 
-  /** Start competing for the lock; returns at once (consuming starts when elected). */
+  /** Start competing for the lease; returns at once (consuming starts when elected). */
   start(): Promise<void> {
-    this.#lock.start();
+    this.#lease.start();
     return Promise.resolve();
   }
 
-  /** Stop consuming, then release the lock. Idempotent. */
+  /** Stop consuming, then release the lease. Idempotent. */
   stop(): Promise<void> {
-    return this.#lock.stop();
+    return this.#lease.stop();
   }
 }

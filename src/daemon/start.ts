@@ -10,6 +10,7 @@
 import { metricsObserver } from "../consumer/metrics_observer.ts";
 import {
   CONSUMER_DEAD_LETTER_REASONS,
+  GIVE_BACK_REASONS,
   JOB_RESULTS,
   type QueueConsumer,
 } from "../consumer/contract.ts";
@@ -177,7 +178,7 @@ export async function startWorker(
 
   let consumer: QueueConsumer;
   try {
-    consumer = await buildConsumption({
+    consumer = buildConsumption({
       config,
       backend,
       pipeline,
@@ -259,6 +260,7 @@ function workerMetrics(
     eventLagQueues: queues.filter((q) => QUEUES[q].eventTimeColumn !== null),
     jobResults: JOB_RESULTS,
     deadLetterReasons: [...INVALID_REASONS, "sql_rejected", ...CONSUMER_DEAD_LETTER_REASONS],
+    giveBackReasons: GIVE_BACK_REASONS,
     tables: [...batchedTables(), ...downtimeTables()].map((t) => t.name),
     batchedTables: batchedTables().map((t) => t.name),
     adjustReasons: ADJUSTMENT_REASONS,
@@ -286,7 +288,13 @@ function readiness(
   if (!deadLetters.writable) reasons.push("dead-letter file cannot be written");
   // Queues behind the in-order lock are consumed by one worker only: not a readiness condition.
   const down = split.always.filter((q) => !queues.connected.has(q));
-  if (down.length > 0) reasons.push(`not connected: ${down.join(", ")}`);
+  // Given back on purpose while MySQL cannot take writes (docs/retries.md#give-back).
+  const givenBack = down.filter((q) => queues.givenBack.has(q));
+  const lost = down.filter((q) => !queues.givenBack.has(q));
+  if (givenBack.length > 0) {
+    reasons.push(`jobs given back until MySQL answers: ${givenBack.join(", ")}`);
+  }
+  if (lost.length > 0) reasons.push(`not connected: ${lost.join(", ")}`);
   const stalled = [...split.always, ...split.gated].filter((q) => queues.stalled.has(q));
   if (stalled.length > 0) reasons.push(`stalled: ${stalled.join(", ")}`);
   // With several MySQL hosts, which one is written to (docs/running.md#mysql-hosts).

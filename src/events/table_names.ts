@@ -1,6 +1,7 @@
 /**
- * The names of the 24 tables (the 22 `statusengine_*` tables of Statusengine and the worker's
- * own `statusengine_downtime_announcements` and `statusengine_downtime_tombstones`) on their own, grouped by how they are
+ * The names of the 25 tables (the 22 `statusengine_*` tables of Statusengine and the worker's
+ * own `statusengine_downtime_announcements`, `statusengine_downtime_tombstones` and
+ * `statusengine_worker_leases`) on their own, grouped by how they are
  * written, with no imports: the decoders (which emit rows for them), the pipeline (which
  * routes rows to their writers) and the table catalogue (which defines their columns) all
  * type their table names with these, so a row can only name a table that has a writer, and
@@ -45,12 +46,16 @@ export const DOWNTIME_TABLE_NAMES = [
   "statusengine_service_scheduleddowntimes",
 ] as const;
 
-/** Tables no queue writes: bookkeeping of the worker and the UI. */
+/**
+ * Tables no queue writes: bookkeeping of the worker and the UI, and the worker's own lease of the
+ * in-order queues (docs/downtimes.md#galera).
+ */
 const OTHER_TABLE_NAMES = [
   "statusengine_dbversion",
   "statusengine_nodes",
   "statusengine_tasks",
   "statusengine_users",
+  "statusengine_worker_leases",
 ] as const;
 
 /** Every table of the schema. */
@@ -60,7 +65,7 @@ export const TABLE_NAMES = [
   ...OTHER_TABLE_NAMES,
 ] as const;
 
-/** Name of one of the 24 tables. */
+/** Name of one of the 25 tables. */
 export type TableName = (typeof TABLE_NAMES)[number];
 
 const BATCHED: ReadonlySet<string> = new Set(BATCHED_TABLE_NAMES);

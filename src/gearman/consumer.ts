@@ -162,6 +162,11 @@ function target(
     async backlog(name, signal) {
       return (await statusSource(server, [name]).read(signal)).get(name);
     },
+    async consumers(name, signal) {
+      // The workers column: connections that registered the function, this one included.
+      const row = (await adminStatus(server, { signal })).find((r) => r.function === name);
+      return row?.workers ?? 0;
+    },
   };
 }
 

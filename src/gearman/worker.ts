@@ -23,7 +23,14 @@
  */
 import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
 import { type ConnectOptions, GearmanConnection } from "./connection.ts";
-import type { Acknowledgement, DeliveryScope, Job, Link } from "../consumer/contract.ts";
+import {
+  type Acknowledgement,
+  type DeliveryScope,
+  type GiveBackReason,
+  type Job,
+  JobGivenBack,
+  type Link,
+} from "../consumer/contract.ts";
 import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -75,6 +82,8 @@ export class QueueWorker implements Link {
   #sleepingSince = 0;
   #draining = false;
   #dead = false;
+  /** The jobs went back to the server: no acknowledgement goes out any more. */
+  #givenBack = false;
   #started = false;
   #lastReceivedAt = performance.now();
   /** Epoch ms this generation was built, just before it connects (Job.linkOpenedAt). */
@@ -229,6 +238,22 @@ export class QueueWorker implements Link {
     this.#stopWaiting();
     this.#stopIdlePoll();
     return this.#connection.close();
+  }
+
+  /**
+   * Hand the jobs back (docs/retries.md#give-back): abort the running handlers with a {@link
+   * JobGivenBack}, answer none of them, and close the connection, which makes gearmand requeue every
+   * job assigned to it. Never WORK_FAIL: it would drop a background job.
+   *
+   * @param reason Why.
+   * @returns The jobs that were running.
+   */
+  async giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
+    const jobs = this.#running.size;
+    this.#givenBack = true;
+    this.#handlerAbort.abort(new JobGivenBack(reason));
+    await this.abort();
+    return new Map(jobs === 0 ? [] : [[this.queue, jobs]]);
   }
 
   /**
@@ -453,7 +478,7 @@ export class QueueWorker implements Link {
       // Only the connection that received the job may answer it (D12). Queued, not awaited: the
       // write goes out with the packets of this turn (GearmanConnection.send).
       complete: () =>
-        !this.#dead &&
+        !this.#dead && !this.#givenBack &&
         this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
     };
     const scope: DeliveryScope = {

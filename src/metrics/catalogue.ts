@@ -25,6 +25,7 @@ export type LabelSet =
   | "event_lag_queues"
   | "queues_x_results"
   | "queues_x_dead_letter_reasons"
+  | "queues_x_give_back_reasons"
   | "tables"
   | "batched_tables"
   | "batched_tables_x_adjust_reasons"
@@ -171,6 +172,14 @@ export const METRICS = {
     help: "Job deliveries by outcome: completed (acknowledged), abandoned (left for redelivery).",
     labels: ["queue_name", "result"],
     precreate: "queues_x_results",
+  },
+  queueJobsGivenBack: {
+    name: "statusengine_queue_jobs_given_back_total",
+    type: "counter",
+    help:
+      "Jobs in flight handed back to the broker for another worker to take (docs/retries.md#give-back): mysql_unavailable = MySQL could not take writes for --mysql-give-back-after and another worker consumes the queue.",
+    labels: ["queue_name", "reason"],
+    precreate: "queues_x_give_back_reasons",
   },
   queueDowntimeUpdatesUnmatched: {
     name: "statusengine_queue_downtime_updates_unmatched_total",
@@ -389,8 +398,17 @@ export const METRICS = {
   inOrderLockHeld: {
     name: "statusengine_in_order_lock_held",
     type: "gauge",
-    help: "1 while this worker holds the in-order lock and consumes statusngin_downtimes; " +
-      "exactly one worker per node should show 1.",
+    help: "1 while this worker holds the in-order lease (a row of statusengine_worker_leases) " +
+      "and consumes statusngin_downtimes; exactly one worker per node should show 1, " +
+      "across every server of a Galera cluster.",
+    labels: [],
+    precreate: "none",
+  },
+  inOrderLeaseTakeovers: {
+    name: "statusengine_in_order_lease_takeovers_total",
+    type: "counter",
+    help: "In-order leases this worker took over from a holder that had not renewed for the " +
+      "whole term (it died, or lost the database); a lease released on stop is not counted.",
     labels: [],
     precreate: "none",
   },

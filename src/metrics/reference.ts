@@ -17,6 +17,7 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   "event_lag_queues": "the 2 status and 2 check queues",
   "queues_x_results": "12 queues × completed/abandoned",
   "queues_x_dead_letter_reasons": "12 queues × every reason",
+  "queues_x_give_back_reasons": "12 queues × every reason",
   tables: "all 19 written tables",
   "batched_tables": "the 14 batched tables",
   "batched_tables_x_adjust_reasons": "14 tables × every reason",

@@ -32,6 +32,8 @@ export interface LabelValues {
   readonly eventLagQueues?: readonly string[];
   readonly jobResults: readonly string[];
   readonly deadLetterReasons: readonly string[];
+  /** Why jobs go back to the broker (`statusengine_queue_jobs_given_back_total`); default none. */
+  readonly giveBackReasons?: readonly string[];
   /** All 19 written tables (batched, downtime and the downtime tombstones). */
   readonly tables: readonly string[];
   /** The 14 batched tables. */
@@ -114,6 +116,10 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
     case "queues_x_dead_letter_reasons":
       return v.queues.flatMap((q) =>
         v.deadLetterReasons.map((r) => ({ queue_name: q, reason: r }))
+      );
+    case "queues_x_give_back_reasons":
+      return v.queues.flatMap((q) =>
+        (v.giveBackReasons ?? []).map((r) => ({ queue_name: q, reason: r }))
       );
     case "tables":
       return v.tables.map((t) => ({ table: t }));

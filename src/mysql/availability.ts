@@ -169,6 +169,26 @@ export class DbAvailability {
     if (this.#outages.delete(table)) this.#ended();
   }
 
+  /**
+   * How long writers have been holding rows because MySQL cannot take them (since the first of
+   * them started, while any still holds); 0 while none does. Drives the give-back of held jobs
+   * (`--mysql-give-back-after`, docs/retries.md#give-back).
+   */
+  get holdingForMs(): number {
+    const stall = this.#stall;
+    return stall === undefined || !this.#holding() ? 0 : this.#now() - stall.since;
+  }
+
+  /**
+   * Whether MySQL answered (a statement or the idle probe succeeded) after `at`.
+   *
+   * @param at A time of this tracker's clock (`performance.now()` unless a test passes one).
+   * @returns True once an answer came after it.
+   */
+  answeredSince(at: number): boolean {
+    return this.#lastSuccessAt > at;
+  }
+
   /** Milliseconds since a statement last succeeded (or since this tracker exists). */
   get msSinceSuccess(): number {
     return this.#now() - this.#lastSuccessAt;

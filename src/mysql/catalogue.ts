@@ -1,8 +1,8 @@
 /**
  * The table catalogue: the single source of truth for the 22 `statusengine_*` tables of the
- * Statusengine 3 schema (D2, docs/tables.md#shared-table-properties) and the two tables the worker adds for
- * itself, `statusengine_downtime_announcements` and `statusengine_downtime_tombstones`
- * (docs/downtimes.md).
+ * Statusengine 3 schema (D2, docs/tables.md#shared-table-properties) and the three tables the worker adds
+ * for itself, `statusengine_downtime_announcements` and `statusengine_downtime_tombstones`
+ * (docs/downtimes.md), and `statusengine_worker_leases` (docs/downtimes.md#galera).
  *
  * Every column line below restates one column of the production schema dump as `[name, SQL type, NULL, default]`,
  * written exactly as the dump writes it, so the two can be compared line by line. A service
@@ -160,6 +160,14 @@ interface TableDefinition {
   readonly indexes: readonly (readonly [name: string, columns: readonly string[]])[];
   readonly partitionColumn: string | null;
 }
+
+/**
+ * Not in the Statusengine schema: the index the core-restart sweep walks one node's status rows
+ * along, a chunk at a time (docs/core-restart.md#bounded). InnoDB appends the primary key, so it
+ * orders a node's rows by their key; `node_name` never changes on an upsert, so the status writers
+ * never update it.
+ */
+const NODE_NAME_INDEX = ["node_name", ["node_name"]] as const;
 
 const HOSTNAME_KEY: ColumnLine = ["hostname", "varchar(255)", "NOT NULL"];
 const SERVICE_DESCRIPTION_KEY: ColumnLine = ["service_description", "varchar(255)", "NOT NULL"];
@@ -504,6 +512,7 @@ const DEFINITIONS = [
     indexes: [
       ["current_state_node", ["current_state", "node_name"]],
       ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
+      NODE_NAME_INDEX,
     ],
     partitionColumn: null,
   },
@@ -670,6 +679,7 @@ const DEFINITIONS = [
       ["service_description", ["service_description"]],
       ["current_state_node", ["current_state", "node_name"]],
       ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
+      NODE_NAME_INDEX,
     ],
     partitionColumn: null,
   },
@@ -701,6 +711,25 @@ const DEFINITIONS = [
     indexes: [
       ["username", ["username", "password"]],
     ],
+    partitionColumn: null,
+  },
+  // Not a Statusengine table: the worker's leases (docs/downtimes.md#galera). One row per lease
+  // (`name`: the in-order queues of one node); `holder` is the worker holding it ('' = free),
+  // `renewals` grows with every renewal and take-over, which is how a waiting worker sees that
+  // the holder is alive (it compares no clocks); `renewed_at` (the writing server's UNIX time)
+  // is for the operator only. An InnoDB row, so Galera replicates it and certifies every
+  // UPDATE of it against the others: GET_LOCK is local to one node.
+  {
+    name: "statusengine_worker_leases",
+    writeMode: "none",
+    columns: [
+      ["name", "varchar(255)", "NOT NULL"],
+      ["holder", "varchar(255)", "NOT NULL", "''"],
+      ["renewals", "bigint(20) unsigned", "NOT NULL", "0"],
+      ["renewed_at", "bigint(20)", "NOT NULL", "0"],
+    ],
+    primaryKey: ["name"],
+    indexes: [],
     partitionColumn: null,
   },
 ] as const satisfies readonly TableDefinition[];
@@ -825,24 +854,24 @@ function defineTable(def: TableDefinition): Table {
   });
 }
 
-/** All 24 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
+/** All 25 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
 export const TABLES: { readonly [N in TableName]: Table } = Object.freeze(
   Object.fromEntries(DEFINITIONS.map((d) => [d.name, defineTable(d)])) as {
     [N in TableName]: Table;
   },
 );
 
-/** The 24 table names in alphabetical order. */
+/** The 25 table names in alphabetical order. */
 export const TABLE_NAMES: readonly TableName[] = Object.freeze(DEFINITIONS.map((d) => d.name));
 
-/** The 24 tables in alphabetical order. */
+/** The 25 tables in alphabetical order. */
 export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) => TABLES[n]));
 
 /**
  * Tell whether a string names a catalogue table.
  *
  * @param name Any string.
- * @returns `true` if `name` is one of the 24 table names.
+ * @returns `true` if `name` is one of the 25 table names.
  */
 export function isTableName(name: string): name is TableName {
   return Object.hasOwn(TABLES, name);

@@ -16,13 +16,14 @@
  * 2. The sweep waits until both status tables have status of this node re-published since the
  *    restart, and that has held for the settle time, so the re-published status is written.
  *    It learns that from what the status writers of this process committed
- *    ({@link CommittedStatus}), not by reading the tables, which have no index on `node_name`:
- *    a look at them scans them. Only for a table this process has not seen re-published (the
- *    rows came through another worker process, or the table has no row of this node) are the
- *    tables read, rarely ({@link RestartTiming.tableCheckMs}) and with a bounded statement.
- * 3. Services first, then hosts without any service row left, each with both status writers
- *    paused: what they hold is committed first (a held row from before the restart is
- *    swept too), and no service row can ever lose its host row.
+ *    ({@link CommittedStatus}), not by reading the tables. Only for a table this process has
+ *    not seen re-published (the rows came through another worker process, or the table has no
+ *    row of this node) are the tables read, rarely ({@link RestartTiming.tableCheckMs}) and with
+ *    a bounded statement.
+ * 3. Services first, then hosts without any service row left, each walked along its `node_name`
+ *    index a chunk at a time, each chunk's DELETE with both status writers paused: what they hold
+ *    is committed first (a held row from before the restart is swept too), and no service row
+ *    can ever lose its host row.
  * 4. Then, at the same cutoff, the scheduled downtimes the core did not announce (ADD, LOAD,
  *    START) since the restart: a core without retention drops its downtimes silently. The
  *    scheduled tables are walked along their primary key a chunk at a time, never read whole.
@@ -31,6 +32,7 @@
  */
 import type { SqlExecutor } from "./executor.ts";
 import { quoteIdentifier } from "./ddl.ts";
+import { keyBound } from "./sql.ts";
 import { TABLES } from "./catalogue.ts";
 import type { BuiltStatement } from "./downtime.ts";
 import type { DbAvailability } from "./availability.ts";
@@ -289,10 +291,7 @@ export class StatusCleaner {
     for (let next = this.#pending; next !== undefined; next = this.#pending) {
       try {
         const target = await this.#waitForResend(next, signal);
-        await this.#delete(
-          STATUS_TABLES.map((t) => sweepStatement(t, target.cutoff, this.#o.nodeName)),
-          signal,
-        );
+        await this.#sweepStatus(target.cutoff, signal);
         await this.#sweepDowntimes(target.cutoff, signal);
         if (this.#pending === target) this.#pending = undefined;
       } catch (err: unknown) {
@@ -400,6 +399,96 @@ export class StatusCleaner {
       this.#retry(table, signal),
     );
     return Number(result.rows[0]?.["republished"] ?? 0) === 1;
+  }
+
+  /**
+   * Delete this node's status rows not refreshed since `cutoff`, services first. Each table is
+   * walked along its `node_name` index (which InnoDB extends by the primary key): one statement
+   * reads the next chunk's keys of this node, one deletes the stale rows of that key range with
+   * both status writers paused. No statement touches more than a chunk of rows whatever the size
+   * of the table or the node, and the writers are paused for one chunk's DELETE at a time, not
+   * for the whole sweep (docs/core-restart.md#bounded).
+   */
+  async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
+    const o = this.#o;
+    const chunk = o.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
+    const run = (table: string, sql: string, values: readonly unknown[]) =>
+      runWithRetry(() => o.executor.run(sql, values), this.#retry(table, signal));
+    const paused = <T>(fn: () => Promise<T>) =>
+      o.writers.statusengine_servicestatus.withPaused(
+        () => o.writers.statusengine_hoststatus.withPaused(fn, signal),
+        signal,
+      );
+    // Services first: a host row goes only once none of its services is left.
+    for (const table of STATUS_TABLES) {
+      const key = TABLES[table].primaryKey;
+      const t = quoteIdentifier(table);
+      const columns = key.map(quoteIdentifier).join(", ");
+      // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
+      // LIMIT and filter the node on the way: from the start of the table for the first chunk.
+      const indexed = await this.#hasNodeIndex(table, signal);
+      if (!indexed) {
+        log.warn(
+          "pipeline: status table has no node_name index, the core-restart sweep walks every " +
+            "node's rows (docs/core-restart.md#bounded)",
+          {
+            table,
+            node_name: o.nodeName,
+            hint: `ALTER TABLE ${t} ADD INDEX node_name (node_name)`,
+          },
+        );
+      }
+      let after: readonly unknown[] | undefined;
+      let rows = 0;
+      for (;;) {
+        const from = after === undefined ? undefined : keyBound(key, "", ">", after);
+        const where = [...(indexed ? ["`node_name` = ?"] : []), ...(from ? [from.sql] : [])];
+        const read = await run(
+          table,
+          `SELECT ${columns} FROM ${t}${indexed ? " FORCE INDEX (`node_name`)" : ""}` +
+            `${where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`} ` +
+            `ORDER BY ${columns} LIMIT ${chunk}`,
+          [...(indexed ? [o.nodeName] : []), ...(from?.values ?? [])],
+        );
+        const last = read.rows.at(-1);
+        if (last === undefined) break;
+        // The chunk's first and last key: a range of either index that holds no other rows of
+        // the node, whatever the other nodes' keys in between.
+        const first = read.rows[0] ?? last;
+        const fromFirst = keyBound(key, "", ">=", key.map((c) => first[c]));
+        const upTo = keyBound(key, "", "<=", key.map((c) => last[c]));
+        const stale = sweepStatement(table, cutoff, o.nodeName);
+        const range = {
+          sql: `${fromFirst.sql} AND ${upTo.sql}`,
+          values: [...fromFirst.values, ...upTo.values],
+        };
+        const result = await paused(() =>
+          run(table, `${stale.sql} AND ${range.sql} LIMIT ${chunk}`, [
+            ...stale.values,
+            ...range.values,
+          ])
+        );
+        rows += result.affectedRows;
+        if (read.rows.length < chunk) break;
+        after = key.map((c) => last[c]);
+      }
+      log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
+    }
+  }
+
+  /** Whether `table` has the `node_name` index the worker creates (an older database may not). */
+  async #hasNodeIndex(table: StatusTable, signal: AbortSignal): Promise<boolean> {
+    const result = await runWithRetry(
+      () =>
+        this.#o.executor.run(
+          "SELECT COUNT(*) AS `n` FROM information_schema.STATISTICS WHERE " +
+            "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = 'node_name' " +
+            "AND SEQ_IN_INDEX = 1 AND COLUMN_NAME = 'node_name'",
+          [table],
+        ),
+      this.#retry(table, signal),
+    );
+    return Number(result.rows[0]?.["n"] ?? 0) > 0;
   }
 
   /**
@@ -611,38 +700,4 @@ function staleDowntimesStatement(
       "WHERE s.`node_name` = ? AND (a.`announced_at` IS NULL OR a.`announced_at` < ?)",
     values: [nodeName, cutoff],
   };
-}
-
-/**
- * A comparison of a composite key with a tuple of values, spelt out column by column
- * (`a > ? OR (a = ? AND b > ?)`): MariaDB reads a row constructor comparison (`(a, b) > (?, ?)`)
- * by scanning the whole index, the spelt-out form as a range of it.
- *
- * @param key The key columns in key order.
- * @param alias Prefix of each column, e.g. `s.`.
- * @param op `>` for keys after the tuple, `<=` for keys up to and including it.
- * @param tuple One value per key column.
- * @returns The condition and its values.
- */
-function keyBound(
-  key: readonly string[],
-  alias: string,
-  op: ">" | "<=",
-  tuple: readonly unknown[],
-): { sql: string; values: unknown[] } {
-  const strict = op === ">" ? ">" : "<";
-  let sql = "";
-  const values: unknown[] = [];
-  // Built from the last column outwards: `c_i <strict> ? OR (c_i = ? AND <rest>)`.
-  for (let i = key.length - 1; i >= 0; i--) {
-    const c = `${alias}${quoteIdentifier(key[i] ?? "")}`;
-    if (i === key.length - 1) {
-      sql = `${c} ${op} ?`;
-      values.unshift(tuple[i]);
-    } else {
-      sql = `(${c} ${strict} ? OR (${c} = ? AND ${sql}))`;
-      values.unshift(tuple[i], tuple[i]);
-    }
-  }
-  return { sql, values };
 }

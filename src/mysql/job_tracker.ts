@@ -4,6 +4,9 @@
  * carried. The job's promise resolves when its last row is committed or
  * dead-lettered (D7).
  *
+ * A job given back to the broker (docs/retries.md#give-back) is withdrawn: its rows not yet
+ * committed are dropped from the writers' batches, since another worker writes them.
+ *
  * @module
  */
 
@@ -14,15 +17,24 @@ export class JobTracker {
   #pending: number;
   #deadLettered = 0;
   readonly #done: PromiseWithResolvers<void> = Promise.withResolvers<void>();
+  readonly #withdrawn: (() => boolean) | undefined;
 
   /**
    * @param queue Queue name.
    * @param rows Total rows the job will hand to writers; 0 resolves at once.
+   * @param withdrawn Whether the job went back to the broker (asked, not listened for: no
+   *   listener per job on the link's signal).
    */
-  constructor(queue: string, rows: number) {
+  constructor(queue: string, rows: number, withdrawn?: () => boolean) {
     this.queue = queue;
     this.#pending = rows;
+    this.#withdrawn = withdrawn;
     if (rows === 0) this.#done.resolve();
+  }
+
+  /** The job went back to the broker: its rows must not be written by this worker any more. */
+  get withdrawn(): boolean {
+    return this.#withdrawn?.() === true;
   }
 
   /** Resolves when every row settled. */

@@ -33,7 +33,7 @@ export {
   selectNewestRows,
 } from "./connect.ts";
 export { registerNode } from "./nodes.ts";
-export { NamedLock, openLockConnection } from "./named_lock.ts";
+export { Lease, leaseTermMs, openLeaseConnection } from "./lease.ts";
 export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";

@@ -21,6 +21,8 @@ import {
 } from "./connect.ts";
 import { INITIAL_WEEKLY_PARTITIONS, isoWeekOfDay, quoteIdentifier } from "./ddl.ts";
 import { describePartitioning, samePartitioning } from "./schema.ts";
+import { type TableName, TABLES } from "./catalogue.ts";
+import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /** Seconds per partitioning day (`<time> DIV 86400`). */
@@ -465,7 +467,7 @@ export class CleanupSession {
    */
   async #query<T extends mysql.RowDataPacket[] | mysql.ResultSetHeader>(
     sql: string,
-    params: (string | number)[] = [],
+    params: unknown[] = [],
   ): Promise<T> {
     const conn = await this.#connection();
     const [result] = await unlessAborted(
@@ -532,6 +534,60 @@ export class CleanupSession {
       [cutoff],
     );
     return Number(rows[0]?.n ?? 0);
+  }
+
+  /**
+   * Delete the rows older than the cutoff of the next chunk of `batchSize` rows along the primary
+   * key, inside one partition or the whole table: one statement reads the chunk's last key (a
+   * range of the primary key that starts after `after`), one deletes the old rows up to it. No
+   * statement examines more than a chunk of rows, and the walk reads the partition or table once,
+   * where a repeated `DELETE … LIMIT` reads it again from its start for every batch (the rows it
+   * passes over that stay, and those deleted but not purged yet): its cost grows with the square
+   * of the table (docs/retention.md#bounded). Tables without a primary key, and tables with an
+   * index that starts with the time column, use {@linkcode deleteOlder}.
+   *
+   * @param after The last key of the previous chunk, `undefined` for the first.
+   * @returns Rows deleted, and the key to continue after; `undefined` once the walk is done.
+   */
+  async deleteOlderChunk(
+    target: RetentionTarget,
+    partition: string | "table",
+    cutoff: number,
+    batchSize: number,
+    after: readonly unknown[] | undefined,
+  ): Promise<{ deleted: number; next: readonly unknown[] | undefined }> {
+    const def = (TABLES as Partial<Record<string, (typeof TABLES)[TableName]>>)[target.table];
+    const key = def?.primaryKey ?? [];
+    // An index that starts with the time column (logentries, the tombstones) already takes the
+    // old rows as a range: `DELETE … LIMIT n` examines only them, no walk of the rest is needed.
+    const timeIndexed = def?.indexes.some((i) => i.columns[0] === target.column) ?? false;
+    if (key.length === 0 || timeIndexed) {
+      const deleted = await this.deleteOlder(target, partition, cutoff, batchSize);
+      return { deleted, next: deleted < batchSize ? undefined : [] };
+    }
+    const table = `${quoteIdentifier(target.table)}${
+      partitionClause(partition === "table" ? "table" : [partition])
+    }`;
+    const columns = key.map(quoteIdentifier).join(", ");
+    const from = after === undefined ? undefined : keyBound(key, "", ">", after);
+    const read = await this.#query<mysql.RowDataPacket[]>(
+      `SELECT ${columns} FROM ${table}${from === undefined ? "" : ` WHERE ${from.sql}`} ` +
+        `ORDER BY ${columns} LIMIT 1 OFFSET ${batchSize - 1}`,
+      from?.values ?? [],
+    );
+    const last = read[0];
+    const upTo = last === undefined ? undefined : keyBound(key, "", "<=", key.map((c) => last[c]));
+    const range = [from, upTo].filter((b) => b !== undefined);
+    const result = await this.#query<mysql.ResultSetHeader>(
+      `DELETE FROM ${table} WHERE ${quoteIdentifier(target.column)} < ?${
+        range.map((b) => ` AND ${b.sql}`).join("")
+      }`,
+      [cutoff, ...range.flatMap((b) => b.values)],
+    );
+    return {
+      deleted: result.affectedRows,
+      next: last === undefined ? undefined : key.map((c) => last[c]),
+    };
   }
 
   /**

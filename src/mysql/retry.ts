@@ -45,8 +45,25 @@ export interface HoldScope {
   readonly signal: AbortSignal;
 }
 
+/**
+ * Every row of a held statement belongs to jobs given back to the broker (docs/retries.md#give-back):
+ * there is nothing left to write, and the hold ends without a commit.
+ */
+export class StatementWithdrawnError extends Error {
+  /** @param table The table whose statement was held. */
+  constructor(table: string) {
+    super(`the held statement for ${table} has no rows left: their jobs were given back`);
+    this.name = "StatementWithdrawnError";
+  }
+}
+
 /** Collaborators of {@link runWithRetry}. */
 export interface RetryContext extends HoldScope {
+  /**
+   * Whether nothing is left to write (every row's job was given back); asked before each attempt
+   * after the first. Absent: never.
+   */
+  readonly withdrawn?: () => boolean;
   readonly lockRetries?: Metrics["dbBatchRetries"];
   /** `statusengine_mysql_conflicts_total{table,kind}`. */
   readonly conflicts?: Metrics["mysqlConflicts"];
@@ -77,12 +94,18 @@ export async function pauseHeld(hold: Backoff, scope: HoldScope): Promise<void> 
  * @returns The statement's result.
  * @throws {MysqlWriteError} With `kind` `row` or `statement` for a deterministic failure.
  * @throws The signal's reason when aborted while holding.
+ * @throws {StatementWithdrawnError} When `ctx.withdrawn` says nothing is left to write.
  */
 export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): Promise<T> {
   let hold: Backoff | undefined;
   let lockAttempts = 0;
-  for (;;) {
+  for (let attempt = 0;; attempt++) {
     ctx.signal.throwIfAborted();
+    if (attempt > 0 && ctx.withdrawn?.() === true) {
+      // The table no longer holds anything: its outage is not reported any more.
+      ctx.availability.abandon(ctx.table);
+      throw new StatementWithdrawnError(ctx.table);
+    }
     try {
       const result = await op();
       ctx.availability.reachable(ctx.table);

@@ -494,7 +494,7 @@ export function samePartitioning(a: Partitioning | null, b: Partitioning | null)
  * `information_schema` rows from either server.
  *
  * @param snapshot What `readSchemaSnapshot` read.
- * @param tables Tables to compare (default: all 24).
+ * @param tables Tables to compare (default: all 25).
  * @returns Every difference, table by table in catalogue order.
  */
 export function compareSchema(

@@ -414,9 +414,9 @@ Deno.test("compareSchema: a complete catalogue schema shows no difference", () =
   assert.deepEqual(compareSchema(mariaDbSnapshot()), []);
 });
 
-Deno.test("compareSchema: an empty database reports all 24 tables missing", () => {
+Deno.test("compareSchema: an empty database reports all 25 tables missing", () => {
   const differences = compareSchema({ tables: [], columns: [], statistics: [], partitions: [] });
-  assert.equal(differences.length, 24);
+  assert.equal(differences.length, 25);
   assert.ok(differences.every((d) => d.kind === "missing_table"));
 });
 

@@ -120,3 +120,37 @@ export function identicalRowsStatement(table: Table): string {
     table.insertColumns.map((c) => `${quoteIdentifier(c)} <=> ?`).join(" AND ")
   }`;
 }
+
+/**
+ * A comparison of a composite key with a tuple of values, spelt out column by column
+ * (`a > ? OR (a = ? AND b > ?)`): MariaDB reads a row constructor comparison (`(a, b) > (?, ?)`)
+ * by scanning the whole index, the spelt-out form as a range of it.
+ *
+ * @param key The key columns in key order.
+ * @param alias Prefix of each column, e.g. `s.`.
+ * @param op `>` for keys after the tuple, `>=` from it on, `<=` up to and including it.
+ * @param tuple One value per key column.
+ * @returns The condition and its values.
+ */
+export function keyBound(
+  key: readonly string[],
+  alias: string,
+  op: ">" | ">=" | "<=",
+  tuple: readonly unknown[],
+): { sql: string; values: unknown[] } {
+  const strict = op === "<=" ? "<" : ">";
+  let sql = "";
+  const values: unknown[] = [];
+  // Built from the last column outwards: `c_i <strict> ? OR (c_i = ? AND <rest>)`.
+  for (let i = key.length - 1; i >= 0; i--) {
+    const c = `${alias}${quoteIdentifier(key[i] ?? "")}`;
+    if (i === key.length - 1) {
+      sql = `${c} ${op} ?`;
+      values.unshift(tuple[i]);
+    } else {
+      sql = `(${c} ${strict} ? OR (${c} = ? AND ${sql}))`;
+      values.unshift(tuple[i], tuple[i]);
+    }
+  }
+  return { sql, values };
+}

@@ -25,7 +25,7 @@ import type { Table } from "./catalogue.ts";
 import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError, sameMysqlError } from "./errors.ts";
-import { MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
+import { MYSQL_HOLD, pauseHeld, runWithRetry, StatementWithdrawnError } from "./retry.ts";
 import { insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
 import type { Row, SqlValue } from "../events/mod.ts";
@@ -536,6 +536,80 @@ export class TableWriter {
    * @throws The abort reason at shutdown; any other error is a bug.
    */
   async #send(batch: Pending[], top: boolean): Promise<MysqlWriteError | undefined> {
+    // Rows of jobs given back to the broker are dropped, before the first attempt and whenever a
+    // held statement is sent again (docs/retries.md#give-back): another worker writes them.
+    let live = this.#dropWithdrawn(batch);
+    if (live.length === 0) return undefined;
+    let statement = this.#statement(live, top);
+    let attempts = 0;
+    try {
+      await runWithRetry(() => {
+        if (attempts++ > 0 && live.some((p) => p.owner.withdrawn)) {
+          live = this.#dropWithdrawn(live);
+          statement = this.#statement(live, false);
+        }
+        return this.#executor.run(statement.sql, statement.values, { prepared: true });
+      }, {
+        table: this.table.name,
+        availability: this.#availability,
+        signal: this.#abort.signal,
+        withdrawn: () => live.every((p) => p.owner.withdrawn),
+        ...(this.#metrics === undefined ? {} : {
+          lockRetries: this.#metrics.dbBatchRetries,
+          conflicts: this.#metrics.mysqlConflicts,
+          connectionRetries: this.#metrics.dbConnectionRetries,
+        }),
+      });
+    } catch (err: unknown) {
+      if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {
+        return err;
+      }
+      if (err instanceof StatementWithdrawnError) {
+        this.#dropWithdrawn(live);
+        return undefined;
+      }
+      throw err;
+    }
+    this.#interval.flushes++;
+    this.#interval.rows += live.length;
+    this.#totalRows += live.length;
+    this.#metrics?.dbEventsWritten.inc({ table: this.table.name }, live.length);
+    this.#metrics?.dbFlushes.inc({ table: this.table.name });
+    log.debug("db: bulk insert flushed", { table: this.table.name, rows: live.length });
+    // Before the jobs learn of the commit: whoever they tell then finds it recorded.
+    this.#onCommitted?.(live.map((p) => p.row));
+    for (const p of live) {
+      p.settled = true;
+      p.owner.committed();
+    }
+    return undefined;
+  }
+
+  /**
+   * The rows of `batch` whose job was not given back; the others are settled without a commit
+   * (their jobs are no longer waited for: the broker hands them to another worker).
+   */
+  #dropWithdrawn(batch: Pending[]): Pending[] {
+    let live: Pending[] | undefined;
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i] as Pending;
+      if (!p.owner.withdrawn) {
+        live?.push(p);
+        continue;
+      }
+      live ??= batch.slice(0, i);
+      p.settled = true;
+    }
+    if (live === undefined) return batch;
+    log.debug("db: rows of jobs given back dropped from the batch", {
+      ...this.#logFields,
+      rows: batch.length - live.length,
+    });
+    return live;
+  }
+
+  /** The statement of `batch`: its text and its values, each row fitted (D6). */
+  #statement(batch: Pending[], top: boolean): { sql: string; values: SqlValue[] } {
     const sql = insertStatement(this.table, batch.length);
     // One array of the statement's final length (pushing 30,000 values grows it in steps), each row
     // fitted at its own offset, so a row cannot shift the placeholders of the next
@@ -551,36 +625,7 @@ export class TableWriter {
       if (adjustments.length > 0) this.#countAdjustments(adjustments);
       this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
     }
-    try {
-      await runWithRetry(() => this.#executor.run(sql, values, { prepared: true }), {
-        table: this.table.name,
-        availability: this.#availability,
-        signal: this.#abort.signal,
-        ...(this.#metrics === undefined ? {} : {
-          lockRetries: this.#metrics.dbBatchRetries,
-          conflicts: this.#metrics.mysqlConflicts,
-          connectionRetries: this.#metrics.dbConnectionRetries,
-        }),
-      });
-    } catch (err: unknown) {
-      if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {
-        return err;
-      }
-      throw err;
-    }
-    this.#interval.flushes++;
-    this.#interval.rows += batch.length;
-    this.#totalRows += batch.length;
-    this.#metrics?.dbEventsWritten.inc({ table: this.table.name }, batch.length);
-    this.#metrics?.dbFlushes.inc({ table: this.table.name });
-    log.debug("db: bulk insert flushed", { table: this.table.name, rows: batch.length });
-    // Before the jobs learn of the commit: whoever they tell then finds it recorded.
-    this.#onCommitted?.(batch.map((p) => p.row));
-    for (const p of batch) {
-      p.settled = true;
-      p.owner.committed();
-    }
-    return undefined;
+    return { sql, values };
   }
 
   /**

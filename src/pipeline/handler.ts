@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Job, JobHandler } from "../consumer/contract.ts";
+import { type Job, JobGivenBack, type JobHandler } from "../consumer/contract.ts";
 import {
   type BatchedTableName,
   type DecodedJob,
@@ -139,7 +139,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
    * Group a job's rows by table and offer its perfdata to the other backends. Synchronous: the
    * handler awaits the writers itself, one async function less per job.
    */
-  function route(job: Job, rows: readonly TableRow[]): RoutedRows {
+  function route(job: Job, rows: readonly TableRow[], signal: AbortSignal): RoutedRows {
     const byTable = new Map<BatchedTableName, Row[]>();
     const sinkRows: Row[] = [];
     const timeColumn = isQueueName(job.queue) ? QUEUES[job.queue].eventTimeColumn : null;
@@ -165,7 +165,8 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
-    return { byTable, tracker: new JobTracker(job.queue, total), newest };
+    const withdrawn = () => signal.aborted && signal.reason instanceof JobGivenBack;
+    return { byTable, tracker: new JobTracker(job.queue, total, withdrawn), newest };
   }
 
   const stream = options.stream;
@@ -229,8 +230,9 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
             events: decoded.staleDiscarded,
           });
         }
-        const { byTable, tracker, newest } = route(job, decoded.rows);
-        // `signal` stops handing over rows of a job given up meanwhile. The wait for the commit
+        const { byTable, tracker, newest } = route(job, decoded.rows, signal);
+        // `signal` stops handing over rows of a job given up meanwhile; given back to the broker, the
+        // tracker reads as withdrawn and the writers drop its rows. The wait for the commit
         // is not raced against it again here: the delivery engine already stops waiting for the
         // handler when the job is given up (rows given up at shutdown leave a promise nothing
         // awaits).

@@ -57,7 +57,7 @@ async function databaseExists(name: string): Promise<boolean> {
   }
 }
 
-Deno.test("schema: creates the database and all 24 tables, after which --check passes", async () => {
+Deno.test("schema: creates the database and all 25 tables, after which --check passes", async () => {
   await using db = freshDatabase();
   const created = await run({ mysqlUrl: db.url, check: false, createDatabase: true, now: NOW });
   assert.equal(created.code, 0, created.err.join("\n"));
@@ -66,12 +66,12 @@ Deno.test("schema: creates the database and all 24 tables, after which --check p
     created.out[0] ?? "",
     new RegExp(`^Created database ${db.name} \\(utf8mb4, utf8mb4_`),
   );
-  assert.equal(created.out.filter((l) => l.startsWith("Created table statusengine_")).length, 24);
-  assert.match(created.out.at(-1) ?? "", /matches the 24 tables the worker needs/);
+  assert.equal(created.out.filter((l) => l.startsWith("Created table statusengine_")).length, 25);
+  assert.match(created.out.at(-1) ?? "", /matches the 25 tables the worker needs/);
 
   const checked = await run({ mysqlUrl: db.url, check: true, createDatabase: false });
   assert.equal(checked.code, 0);
-  assert.deepEqual(checked.out, [`Schema of ${db.name} matches the 24 tables the worker needs`]);
+  assert.deepEqual(checked.out, [`Schema of ${db.name} matches the 25 tables the worker needs`]);
 
   const again = await run({ mysqlUrl: db.url, check: false, createDatabase: true, now: NOW });
   assert.equal(again.code, 0);
@@ -105,8 +105,8 @@ Deno.test("schema --check: prints every difference and creates nothing", async (
     ),
     result.out.join("\n"),
   );
-  assert.equal(result.out.filter((l) => l.endsWith(": table is missing")).length, 23);
-  assert.equal(result.out.at(-1), `25 difference(s) in ${db.name}`);
+  assert.equal(result.out.filter((l) => l.endsWith(": table is missing")).length, 24);
+  assert.equal(result.out.at(-1), `26 difference(s) in ${db.name}`);
   const tables = await db.query<unknown[]>(
     "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?",
     [db.name],
@@ -120,7 +120,7 @@ Deno.test("schema: differences in existing tables are reported, not repaired, an
   await db.query("INSERT INTO statusengine_nodes VALUES ('N')");
   const result = await run({ mysqlUrl: db.url, check: false, createDatabase: false, now: NOW });
   assert.equal(result.code, 0, result.err.join("\n"));
-  assert.equal(result.out.filter((l) => l.startsWith("Created table")).length, 23);
+  assert.equal(result.out.filter((l) => l.startsWith("Created table")).length, 24);
   assert.ok(
     result.out.some((l) => l.startsWith("statusengine_nodes.node_start_time: column is missing")),
   );

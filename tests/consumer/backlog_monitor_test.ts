@@ -19,6 +19,7 @@ function target(
     server,
     open: () => Promise.reject(new Error("not opened in this test")),
     backlog: () => answer(),
+    consumers: () => Promise.resolve(undefined),
   };
 }
 

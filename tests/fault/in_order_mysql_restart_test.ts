@@ -165,8 +165,8 @@ async function addHeldStartQueuedMysqlDown(
     locker.destroy();
   }
   await waitFor(
-    () => logs(worker).some((l) => l.level === "warn" && l.message.includes("in-order lock")),
-    { timeoutMs: 30_000, message: "the worker noticed its lock connection died" },
+    () => logs(worker).some((l) => l.level === "warn" && l.message.includes("in-order lease")),
+    { timeoutMs: 30_000, message: "the worker noticed its lease renewal failed" },
   );
 }
 

@@ -215,6 +215,13 @@ export interface OrderCheckOptions {
    * in-order reference is applied on the first. Default: a scratch database on the test server.
    */
   readonly galeraNodes?: readonly [string, string];
+  /**
+   * With `galeraNodes` and one job after another: before a job runs on the other node than the
+   * trial's previous job, that node takes the trial's lease (an UPDATE of its row of
+   * `statusengine_worker_leases`), as a worker on that node taking over the in-order lease does
+   * (docs/downtimes.md#galera).
+   */
+  readonly handOver?: boolean;
 }
 
 /** The database of the check: its URL on each node and a reader that sees every node's commits. */
@@ -275,6 +282,18 @@ export async function checkEveryOrder(options: OrderCheckOptions): Promise<void>
   const deadLetters = new DeadLetters(new DeadLetterFile(deadLetterPath), metrics);
   try {
     await ensureSchema(pools[0] as mysql.Pool);
+    // Another Galera node applies the CREATE TABLEs a moment later: wait until it has the last one.
+    for (const pool of pools.slice(1)) {
+      for (let i = 0;; i++) {
+        try {
+          await pool.query("SELECT 1 FROM statusengine_worker_leases LIMIT 0");
+          break;
+        } catch (err: unknown) {
+          if (i >= 100) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    }
     const executors = pools.map((pool) =>
       new DowntimeExecutor({
         executor: poolExecutor(pool),
@@ -294,11 +313,30 @@ export async function checkEveryOrder(options: OrderCheckOptions): Promise<void>
       reference = false,
     ) => {
       const id = nextId++;
+      let node: number | undefined;
       // The in-order reference on the first node; a trial's jobs alternate between the nodes.
       const job = async (s: Step, index: number) => {
         using limit = deadline(30_000);
-        const executor = executors[reference ? 0 : index % executors.length];
+        const at = reference ? 0 : index % executors.length;
+        const executor = executors[at];
         if (executor === undefined) throw new Error("no executor");
+        if (options.handOver === true && !atOnce && node !== undefined && node !== at) {
+          // As the lease does, a take-over that fails certification (1213: another trial's
+          // row landed in the gap it locked) is tried again.
+          for (let attempt = 1;; attempt++) {
+            try {
+              await pools[at]?.query(
+                "INSERT INTO statusengine_worker_leases (name, holder, renewals) VALUES (?, ?, 1) " +
+                  "ON DUPLICATE KEY UPDATE holder = VALUES(holder), renewals = renewals + 1",
+                [`in-order:${host}`, `node ${at}`],
+              );
+              break;
+            } catch (err: unknown) {
+              if ((err as { errno?: number }).errno !== 1213 || attempt >= 10) throw err;
+            }
+          }
+        }
+        node = at;
         await executor.run(
           QUEUE,
           downtimeStatements(event(l, kind, host, id, s), NODE),

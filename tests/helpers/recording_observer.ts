@@ -1,4 +1,4 @@
-import type { ConsumerObserver, JobResult } from "../../src/consumer/contract.ts";
+import type { ConsumerObserver, GiveBackReason, JobResult } from "../../src/consumer/contract.ts";
 
 /** A {@link ConsumerObserver} that remembers what it was told, for assertions. */
 export class RecordingObserver implements ConsumerObserver {
@@ -35,6 +35,11 @@ export class RecordingObserver implements ConsumerObserver {
   }
   queueReconnected(queue: string): void {
     this.reconnects.set(queue, (this.reconnects.get(queue) ?? 0) + 1);
+  }
+  /** Jobs given back per queue. */
+  readonly givenBack = new Map<string, number>();
+  jobsGivenBack(queue: string, _reason: GiveBackReason, jobs: number): void {
+    this.givenBack.set(queue, (this.givenBack.get(queue) ?? 0) + jobs);
   }
   queueStalled(queue: string, stalled: boolean): void {
     const h = this.stalledHistory.get(queue) ?? [];

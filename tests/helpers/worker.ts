@@ -11,13 +11,22 @@ import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
 import { GearmanClient } from "../../src/gearman/client.ts";
 import { adminStatus } from "../../src/gearman/admin.ts";
 import { defaultOf, SETTING_ROWS } from "../../src/config/settings.ts";
+import { parseGoDuration } from "../../src/config/values.ts";
 
-/** The `run` default of an integer setting, so test workers run as an installation does. */
+/**
+ * The `run` default of an integer or duration setting (durations in milliseconds), so test
+ * workers run as an installation does.
+ */
 export function runDefault(flag: string): number {
   const row = SETTING_ROWS.find((r) => r.flag === flag);
   const text = row === undefined ? undefined : defaultOf(row, "run");
   if (text === undefined) throw new Error(`No default for --${flag}`);
-  return Number(text);
+  if (/^[0-9]+$/.test(text)) return Number(text);
+  const duration = parseGoDuration(text);
+  if (!duration.ok) {
+    throw new Error(`--${flag}: default ${text} is neither a number nor a duration`);
+  }
+  return duration.value;
 }
 
 /**
@@ -56,6 +65,7 @@ export function testConfig(
     mysqlMaxOpenConns: 8,
     mysqlStatementTimeoutMs: 30_000,
     mysqlFailbackAfterMs: runDefault("mysql-failback-after"),
+    mysqlGiveBackAfterMs: runDefault("mysql-give-back-after"),
     mysqlWritersPerTable: runDefault("mysql-writers-per-table"),
     batchSize: 100,
     statusMaxAgeSeconds: 0,

@@ -277,3 +277,51 @@ Deno.test("writer: a frozen server (SIGSTOP) is unavailable once a statement out
     await resetLogging();
   }
 });
+
+Deno.test("writer: rows of jobs given back while held are dropped: the others are committed once MySQL takes writes, those never", async () => {
+  await using fx = await setup();
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await fx.writer.add(rows(1, "warm"), warm);
+  await warm.done;
+  await fx.server.query("SET GLOBAL read_only = 1");
+  let givenBack = false;
+  const kept = new JobTracker(LOG_QUEUE, 10);
+  const gone = new JobTracker(LOG_QUEUE, 10, () => givenBack);
+  // Both jobs' rows share the held statement (batch size 20).
+  await fx.writer.add(rows(10, "kept"), kept);
+  await fx.writer.add(rows(10, "gone"), gone);
+  await waitFor(
+    async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { timeoutMs: 30_000, message: "the statement to be held" },
+  );
+  givenBack = true;
+  await fx.server.query("SET GLOBAL read_only = 0");
+  await kept.done;
+  assert.equal(await fx.distinct("logentry_data LIKE 'kept-%'"), 10);
+  assert.equal(await fx.distinct("logentry_data LIKE 'gone-%'"), 0, "given-back rows not written");
+  assert.equal(gone.pending, 10, "the given-back job is not told of a commit");
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
+});
+
+Deno.test("writer: a held statement whose every row was given back ends without MySQL, and its outage with it", async () => {
+  await using fx = await setup();
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await fx.writer.add(rows(1, "warm"), warm);
+  await warm.done;
+  await fx.server.query("SET GLOBAL read_only = 1");
+  let givenBack = false;
+  const gone = new JobTracker(LOG_QUEUE, 30, () => givenBack);
+  await fx.writer.add(rows(30, "all-gone"), gone);
+  await waitFor(
+    async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0,
+    { timeoutMs: 30_000, message: "the statement to be held" },
+  );
+  givenBack = true;
+  // Still read-only: the writer has nothing left to write and goes idle.
+  using limit = deadline(15_000);
+  await fx.writer.flush(limit.signal);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
+  await fx.server.query("SET GLOBAL read_only = 0");
+  assert.equal(await fx.distinct("logentry_data LIKE 'all-gone-%'"), 0);
+  assert.equal(gone.pending, 30);
+});

@@ -1,0 +1,372 @@
+/**
+ * A lease in a row of `statusengine_worker_leases`: the election of the one worker that may
+ * consume the in-order queues of a node, cluster-wide (docs/downtimes.md#galera).
+ *
+ * `GET_LOCK` is local to one server, and a Galera cluster does not replicate it: two workers on
+ * two nodes both held the same named lock. A row of an InnoDB table is replicated, and every
+ * UPDATE of it is certified against the others: of two workers that change the row at the same
+ * time through two nodes, one commits and the other fails (error 1213), as on one server the
+ * row lock makes the second UPDATE see the first one's result. Every decision below is such an
+ * UPDATE whose WHERE names what its writer last saw, and its affected-row count says whether it
+ * won (mysql2 sets CLIENT_FOUND_ROWS: a matched row counts 1).
+ *
+ * - The holder renews every `pollMs`: `renewals = renewals + 1 WHERE holder = me`. 1 row: still
+ *   its own. 0 rows: another worker took it over ({@link LeaseOptions.onLost}).
+ * - A waiting worker reads the row every `pollMs`. A free row (`holder = ''`, released by a
+ *   holder that stopped) is taken at once; a held one only after its `(holder, renewals)` stayed
+ *   the same for `termMs` of the waiting worker's own clock, with an UPDATE conditional on that
+ *   pair (a renewal in between makes it match nothing, or fail certification). No clock is
+ *   compared across machines.
+ * - Why the two never overlap: a holder's renewal sent at its time t commits after t; a waiting
+ *   worker that read that renewal's count starts its `termMs` after reading it, so it takes the
+ *   lease at the earliest t + `termMs`. The holder therefore counts on the lease only until
+ *   t + `termMs` − `drainMs` − 2 × `pollMs` ({@link Lease.valid}): by then it has stopped
+ *   admitting jobs and drained the one in flight.
+ * - A renewal that fails (connection lost, query timed out, a certification conflict) proves
+ *   nothing: the holder admits no new job ({@link LeaseOptions.onSuspect}) and renews on a new
+ *   connection at once and then every poll. A renewal that succeeds in time gives the queues back
+ *   ({@link LeaseOptions.onRegained}); the job in flight kept its place. When its validity runs
+ *   out first, it stops consuming ({@link LeaseOptions.onLost}, the job goes back to the broker)
+ *   and waits like any other worker; the row still names it, so once the database answers it
+ *   takes its own lease back at once, unless another worker took it meanwhile.
+ * - On Galera a take-over also orders the new holder after the old one: a node commits write
+ *   sets in the cluster's order, so once the take-over's UPDATE returned, the new holder's node
+ *   has applied every write the old holder committed before it.
+ *
+ * @module
+ */
+import mysql from "mysql2/promise";
+import type { MysqlConnection } from "./connect.ts";
+import { driverOptions, type MysqlUrlOptions } from "./url.ts";
+import { sleepUnlessAborted } from "../util/async.ts";
+import { errorMessage, getLogger } from "../log.ts";
+
+const log = getLogger("db");
+
+const TABLE = "statusengine_worker_leases";
+
+/**
+ * Open a lease's dedicated connection (never a pooled one: its queries must not wait behind the
+ * writers'). No probe: the first query is the probe.
+ *
+ * @param options Connection options from the URL (the host in use).
+ * @param connectTimeoutMs Bound on connecting.
+ * @returns The connection; the lease closes it.
+ */
+export function openLeaseConnection(
+  options: MysqlUrlOptions,
+  connectTimeoutMs: number,
+): Promise<MysqlConnection> {
+  return mysql.createConnection({ ...driverOptions(options), connectTimeout: connectTimeoutMs });
+}
+
+/**
+ * How long a holder that renews every `pollMs` and drains within `drainMs` may stay silent
+ * before another worker takes its lease: 13 polls of failed renewals survived (a MySQL restart
+ * of several seconds keeps a lone worker's job in flight and its place), plus the drain and
+ * the two polls in which the holder notices and stops.
+ *
+ * @param pollMs Renewal and read interval.
+ * @param drainMs Time the holder needs to stop applying (the in-order consumer's drain).
+ * @returns Milliseconds.
+ */
+export function leaseTermMs(pollMs: number, drainMs: number): number {
+  return 15 * pollMs + drainMs;
+}
+
+/** Options of {@link Lease}. */
+export interface LeaseOptions {
+  /** Opens the dedicated connection (to the MySQL host in use). */
+  readonly connect: () => Promise<MysqlConnection>;
+  /** Lease name (the row's key), at most 255 characters. */
+  readonly name: string;
+  /** This worker, unique among all workers and their restarts (host, pid, random). */
+  readonly holder: string;
+  /** Interval of renewals and reads, and the bound of each query. */
+  readonly pollMs: number;
+  /** Silence after which a waiting worker takes the lease ({@link leaseTermMs}). */
+  readonly termMs: number;
+  /** Time the holder needs to stop applying once it decides to (part of the term). */
+  readonly drainMs: number;
+  /** The lease is ours. A rejection is logged; it is called again next poll. */
+  readonly onHeld: () => Promise<void>;
+  /** After {@link onHeld}: stop consuming (lost, expired or released). Must not reject. */
+  readonly onLost: () => Promise<void>;
+  /** After {@link onHeld}: a renewal failed; admit no new job until {@link onRegained}. */
+  readonly onSuspect?: () => void;
+  /**
+   * A renewal succeeded within the validity: jobs held since {@link onSuspect} (or since the
+   * validity ran low) may go on.
+   */
+  readonly onRegained?: () => void;
+  /** `statusengine_in_order_lock_held`: 1 from {@link onHeld} until {@link onLost}. */
+  readonly heldGauge?: { set(value: number): void };
+  /** `statusengine_in_order_lease_takeovers_total`: leases taken from a silent holder. */
+  readonly takeovers?: { inc(): void };
+}
+
+/** What a waiting worker last saw of the row, and since when (its own clock). */
+interface Seen {
+  readonly holder: string;
+  readonly renewals: string;
+  readonly since: number;
+}
+
+/** Elects one holder among the workers using the same lease name; see the module comment. */
+export class Lease {
+  readonly #o: LeaseOptions;
+  readonly #stop = new AbortController();
+  #loop: Promise<void> | undefined;
+  #conn: MysqlConnection | undefined;
+  #rowEnsured = false;
+  #seen: Seen | undefined;
+  /** performance.now() until which the lease is ours; undefined while not held. */
+  #validUntil: number | undefined;
+  #active = false;
+  #suspect = false;
+
+  /** @param options Connection, name, holder, timing and callbacks. */
+  constructor(options: LeaseOptions) {
+    if (options.termMs - options.drainMs - 2 * options.pollMs <= options.pollMs) {
+      throw new RangeError("lease term too short for its poll interval and drain");
+    }
+    this.#o = options;
+  }
+
+  /** Whether {@link LeaseOptions.onHeld} has run and the lease was not given up since. */
+  get active(): boolean {
+    return this.#active;
+  }
+
+  /** Whether the holder is renewing after a failed renewal (no new job meanwhile). */
+  get reacquiring(): boolean {
+    return this.#suspect;
+  }
+
+  /** Whether the lease is this worker's now: held, and its last renewal recent enough. */
+  get valid(): boolean {
+    return this.#validUntil !== undefined && performance.now() < this.#validUntil;
+  }
+
+  /** Start competing for the lease. */
+  start(): void {
+    this.#o.heldGauge?.set(0);
+    this.#loop ??= this.#run();
+  }
+
+  /** Stop: `onLost` if active, release the lease, close the connection. Idempotent. */
+  async stop(): Promise<void> {
+    this.#stop.abort(new Error("lease stopped"));
+    await this.#loop;
+  }
+
+  async #connection(): Promise<MysqlConnection> {
+    let conn = this.#conn;
+    if (conn === undefined) {
+      conn = await this.#o.connect();
+      // A connection the server closes while idle reports an 'error' event; without a
+      // listener it would end the process. The next query fails and says so.
+      conn.on("error", () => {});
+      this.#conn = conn;
+    }
+    return conn;
+  }
+
+  /** Run one statement on the lease connection; a failure drops the connection. */
+  async #query(sql: string, values: unknown[]): Promise<unknown> {
+    try {
+      const conn = await this.#connection();
+      const [result] = await conn.query({ sql, timeout: this.#o.pollMs }, values);
+      return result;
+    } catch (err: unknown) {
+      this.#dropConnection();
+      throw err;
+    }
+  }
+
+  /** An UPDATE of the row; true when it matched (the change is ours). */
+  async #update(set: string, where: string, values: unknown[]): Promise<boolean> {
+    const result = await this.#query(
+      `UPDATE ${TABLE} SET ${set}, renewals = renewals + 1, renewed_at = UNIX_TIMESTAMP() ` +
+        `WHERE name = ? AND ${where}`,
+      values,
+    );
+    return (result as { affectedRows?: number }).affectedRows === 1;
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#stop.signal;
+    while (!signal.aborted) {
+      let again = false;
+      try {
+        if (this.#validUntil === undefined) await this.#compete();
+        else again = await this.#renew();
+      } catch (err: unknown) {
+        if (signal.aborted) break;
+        // Waiting: a failed read or take-over is tried again next poll. Failures of a holder
+        // are handled in #renew.
+        log.debug("db: lease attempt failed", { lease: this.#o.name, error: errorMessage(err) });
+        this.#seen = undefined;
+      }
+      if (this.#validUntil !== undefined && !this.#active && !signal.aborted) await this.#start();
+      if (again) continue;
+      if (!(await sleepUnlessAborted(this.#nextDelay(), signal))) break;
+    }
+    await this.#lose(true);
+  }
+
+  /** A waiting worker: read the row; take it when it is free, ours, or silent for the term. */
+  async #compete(): Promise<void> {
+    const o = this.#o;
+    if (!this.#rowEnsured) {
+      await this.#query(`INSERT IGNORE INTO ${TABLE} (name) VALUES (?)`, [o.name]);
+      this.#rowEnsured = true;
+    }
+    const rows = await this.#query(
+      `SELECT holder, CAST(renewals AS CHAR) AS renewals FROM ${TABLE} WHERE name = ?`,
+      [o.name],
+    ) as { holder: string; renewals: string }[];
+    const now = performance.now();
+    const row = rows[0];
+    if (row === undefined) {
+      this.#rowEnsured = false;
+      return;
+    }
+    const seen = this.#seen;
+    if (seen === undefined || seen.holder !== row.holder || seen.renewals !== row.renewals) {
+      this.#seen = { holder: row.holder, renewals: row.renewals, since: now };
+    }
+    const since = (this.#seen as Seen).since;
+    const free = row.holder === "" || row.holder === o.holder;
+    if (!free && now - since < o.termMs) return;
+    const sent = performance.now();
+    if (
+      !(await this.#update("holder = ?", "holder = ? AND renewals = ?", [
+        o.holder,
+        o.name,
+        row.holder,
+        row.renewals,
+      ]))
+    ) {
+      this.#seen = undefined;
+      return;
+    }
+    this.#seen = undefined;
+    this.#validUntil = this.#validity(sent);
+    if (free) {
+      log.info("db: in-order lease taken", { lease: o.name, holder: o.holder });
+    } else {
+      o.takeovers?.inc();
+      log.warn("db: in-order lease taken over from a holder silent for its whole term", {
+        lease: o.name,
+        holder: o.holder,
+        previous_holder: row.holder,
+        term_ms: o.termMs,
+      });
+    }
+  }
+
+  /**
+   * One renewal of a holder.
+   *
+   * @returns True to try again at once (the first renewal after one failed).
+   */
+  async #renew(): Promise<boolean> {
+    const o = this.#o;
+    if (!this.valid) {
+      log.warn(
+        "db: in-order lease not renewed within its validity; stopping the in-order queues " +
+          "(their job in flight goes back to the broker) before another worker may take it",
+        { lease: o.name, term_ms: o.termMs },
+      );
+      await this.#lose();
+      return false;
+    }
+    const sent = performance.now();
+    let ours: boolean;
+    try {
+      ours = await this.#update("holder = holder", "holder = ?", [o.name, o.holder]);
+    } catch (err: unknown) {
+      if (this.#stop.signal.aborted || this.#suspect || !this.#active) return false;
+      this.#suspect = true;
+      log.warn(
+        "db: in-order lease renewal failed; keeping the in-order queues' job in flight, " +
+          "admitting no new one, and renewing on a new connection",
+        { lease: o.name, error: errorMessage(err) },
+      );
+      o.onSuspect?.();
+      return true;
+    }
+    if (this.#stop.signal.aborted) return false;
+    if (!ours) {
+      log.warn("db: in-order lease held by another worker; stopping the in-order queues", {
+        lease: o.name,
+      });
+      await this.#lose();
+      return false;
+    }
+    this.#validUntil = this.#validity(sent);
+    if (this.#suspect) {
+      this.#suspect = false;
+      log.info("db: in-order lease renewed again; the in-order queues go on", { lease: o.name });
+    }
+    // Also after a job found the validity nearly out and waited for this renewal.
+    o.onRegained?.();
+    return false;
+  }
+
+  /** Until when a lease renewed or taken by a statement sent at `sent` is ours. */
+  #validity(sent: number): number {
+    const o = this.#o;
+    return sent + o.termMs - o.drainMs - 2 * o.pollMs;
+  }
+
+  async #start(): Promise<void> {
+    try {
+      await this.#o.onHeld();
+      this.#active = true;
+      this.#o.heldGauge?.set(1);
+    } catch (err: unknown) {
+      log.error("db: in-order lease held, but consuming could not start; retrying", {
+        lease: this.#o.name,
+        error: errorMessage(err),
+      });
+    }
+  }
+
+  /** Poll, but wake in time to give the lease up before its validity ends. */
+  #nextDelay(): number {
+    const until = this.#validUntil;
+    if (until === undefined) return this.#o.pollMs;
+    return Math.max(0, Math.min(this.#o.pollMs, until - performance.now()));
+  }
+
+  #dropConnection(): void {
+    const conn = this.#conn;
+    this.#conn = undefined;
+    // destroy: a connection that timed out may never answer an orderly QUIT.
+    conn?.destroy();
+  }
+
+  async #lose(release = false): Promise<void> {
+    this.#suspect = false;
+    this.#validUntil = undefined;
+    if (this.#active) {
+      this.#active = false;
+      this.#o.heldGauge?.set(0);
+      // First stop consuming: only then may anyone else take the lease (see the caller).
+      await this.#o.onLost();
+    }
+    if (release && this.#rowEnsured) {
+      try {
+        // Harmless when another worker holds it: the row must still name this one.
+        if (await this.#update("holder = ''", "holder = ?", [this.#o.name, this.#o.holder])) {
+          log.info("db: in-order lease released", { lease: this.#o.name });
+        }
+      } catch {
+        // The others take it over after its term.
+      }
+    }
+    if (release) this.#dropConnection();
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * The in-order lease against a real MariaDB (src/mysql/lease.ts): one holder at a time; a
+ * holder whose connection dies renews on a new one and keeps its place; a holder that cannot
+ * renew stops before anyone else may take over, and a waiting worker takes over only after the
+ * whole term; a lease another worker took is given up. The same on a Galera cluster, across
+ * nodes, is in tests/lease_cluster_test.ts.
+ */
+import assert from "node:assert/strict";
+import mysql from "mysql2/promise";
+import { createScratchDatabase } from "../helpers/mysql.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { ensureSchema } from "../../src/mysql/schema.ts";
+import { Lease, leaseTermMs } from "../../src/mysql/lease.ts";
+
+const POLL_MS = 100;
+const DRAIN_MS = 200;
+
+interface Recorded {
+  readonly lease: Lease;
+  /** Lets the test cut this worker off the database (its connects fail). */
+  cut: boolean;
+}
+
+function recordingLease(
+  options: mysql.ConnectionOptions,
+  name: string,
+  who: string,
+  events: string[],
+  takeovers?: { n: number },
+): Recorded {
+  const r: Recorded = {
+    cut: false,
+    lease: new Lease({
+      connect: () => {
+        if (r.cut) return Promise.reject(new Error("cut off"));
+        return mysql.createConnection({ ...options, connectTimeout: 1_000 });
+      },
+      name,
+      holder: `${who} ${crypto.randomUUID().slice(0, 8)}`,
+      pollMs: POLL_MS,
+      termMs: leaseTermMs(POLL_MS, DRAIN_MS),
+      drainMs: DRAIN_MS,
+      onHeld: () => {
+        events.push(`${who} held`);
+        return Promise.resolve();
+      },
+      onLost: () => {
+        events.push(`${who} lost`);
+        return Promise.resolve();
+      },
+      onSuspect: () => events.push(`${who} suspect`),
+      ...(takeovers === undefined ? {} : { takeovers: { inc: () => takeovers.n++ } }),
+    }),
+  };
+  return r;
+}
+
+async function leaseDatabase() {
+  const db = await createScratchDatabase();
+  const options = mysqlOptionsFromUrl(db.url);
+  const conn = await mysql.createConnection(options);
+  try {
+    await ensureSchema(conn);
+  } finally {
+    await conn.end();
+  }
+  return { db, options };
+}
+
+async function holderOf(db: { query<T>(sql: string, p?: unknown[]): Promise<T> }, name: string) {
+  const rows = await db.query<{ holder: string }[]>(
+    "SELECT holder FROM statusengine_worker_leases WHERE name = ?",
+    [name],
+  );
+  return rows[0]?.holder;
+}
+
+Deno.test("lease: one holder at a time; the other takes a released lease at once", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const events: string[] = [];
+  const a = recordingLease(options, "in-order:n", "A", events);
+  const b = recordingLease(options, "in-order:n", "B", events);
+  try {
+    a.lease.start();
+    await waitFor(() => a.lease.active, { message: "A elected" });
+    b.lease.start();
+    await new Promise((r) => setTimeout(r, 5 * POLL_MS));
+    assert.equal(b.lease.active, false);
+    assert.match((await holderOf(db, "in-order:n")) ?? "", /^A /);
+    const stopped = performance.now();
+    await a.lease.stop();
+    await waitFor(() => b.lease.active, { message: "B took the released lease" });
+    assert.ok(
+      performance.now() - stopped < leaseTermMs(POLL_MS, DRAIN_MS),
+      "a released lease is taken without waiting for the term",
+    );
+    // A renewal may time out on a busy machine (a suspect, harmless): not part of the order.
+    assert.deepEqual(events.filter((e) => !e.endsWith("suspect")), ["A held", "A lost", "B held"]);
+  } finally {
+    await a.lease.stop();
+    await b.lease.stop();
+  }
+  assert.equal(await holderOf(db, "in-order:n"), "", "released on stop");
+});
+
+// The connection's death proves nothing: a lone worker must keep its job in flight and its
+// place (handing it back reordered the downtime queue at gearmand).
+Deno.test("lease: a holder whose connection the server kills renews on a new one and stays active", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const events: string[] = [];
+  const a = recordingLease(options, "in-order:n", "A", events);
+  try {
+    a.lease.start();
+    await waitFor(() => a.lease.active, { message: "A elected" });
+    const ids = await db.query<{ id: number }[]>(
+      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+      [db.name],
+    );
+    for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+    await waitFor(() => events.includes("A suspect"), { message: "A's renewal failed" });
+    await waitFor(() => !a.lease.reacquiring, { message: "A renewed on a new connection" });
+    await new Promise((r) => setTimeout(r, 5 * POLL_MS));
+    assert.equal(a.lease.active, true);
+    assert.equal(a.lease.valid, true);
+    assert.ok(!events.includes("A lost"), events.join(", "));
+  } finally {
+    await a.lease.stop();
+  }
+});
+
+// The safety property: a holder cut off from the database stops consuming before its term
+// ends, and only then does a waiting worker take over (a SIGKILLed holder is the same, without
+// the stop). Before the lease, a named lock held on another server or node was invisible.
+Deno.test("lease: a holder that cannot renew stops before its term ends; the other takes over only after it", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const events: string[] = [];
+  const times = new Map<string, number>();
+  const takeovers = { n: 0 };
+  const a = recordingLease(options, "in-order:n", "A", events);
+  const b = recordingLease(options, "in-order:n", "B", events, takeovers);
+  const stamp = (e: string) => times.set(e, performance.now());
+  try {
+    a.lease.start();
+    await waitFor(() => a.lease.active, { message: "A elected" });
+    b.lease.start();
+    await new Promise((r) => setTimeout(r, 3 * POLL_MS));
+    // Cut A off: its open connection dies, and no new one can be opened.
+    a.cut = true;
+    const cutAt = performance.now();
+    const ids = await db.query<{ id: number }[]>(
+      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+      [db.name],
+    );
+    for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+    await waitFor(() => events.includes("A lost"), { timeoutMs: 10_000, message: "A gave up" });
+    stamp("A lost");
+    assert.equal(b.lease.active, false, "B must not hold the lease while A may still apply");
+    await waitFor(() => b.lease.active, { timeoutMs: 10_000, message: "B took over" });
+    stamp("B held");
+    const term = leaseTermMs(POLL_MS, DRAIN_MS);
+    assert.ok((times.get("B held") ?? 0) - cutAt >= term - POLL_MS, "B waited for the term");
+    assert.deepEqual(events.filter((e) => e !== "A suspect"), ["A held", "A lost", "B held"]);
+    assert.equal(takeovers.n, 1);
+    assert.match((await holderOf(db, "in-order:n")) ?? "", /^B /);
+    // A, reconnected, finds the lease taken and waits.
+    a.cut = false;
+    await new Promise((r) => setTimeout(r, 5 * POLL_MS));
+    assert.equal(a.lease.active, false);
+  } finally {
+    await a.lease.stop();
+    await b.lease.stop();
+  }
+});
+
+Deno.test("lease: a holder whose lease another worker took gives it up at its next renewal", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const events: string[] = [];
+  const a = recordingLease(options, "in-order:n", "A", events);
+  try {
+    a.lease.start();
+    await waitFor(() => a.lease.active, { message: "A elected" });
+    await db.query(
+      "UPDATE statusengine_worker_leases SET holder = 'X', renewals = renewals + 1 WHERE name = ?",
+      ["in-order:n"],
+    );
+    await waitFor(() => events.includes("A lost"), { message: "A gave up" });
+    assert.equal(a.lease.valid, false);
+  } finally {
+    await a.lease.stop();
+  }
+  assert.equal(await holderOf(db, "in-order:n"), "X", "stop does not release another's lease");
+});
+
+// A lone worker after a long outage: nobody took its lease, so it need not wait out a term.
+Deno.test("lease: a lone holder whose validity ran out while cut off takes its own lease back as soon as it reconnects", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const events: string[] = [];
+  const takeovers = { n: 0 };
+  const a = recordingLease(options, "in-order:n", "A", events, takeovers);
+  try {
+    a.lease.start();
+    await waitFor(() => a.lease.active, { message: "A elected" });
+    a.cut = true;
+    const ids = await db.query<{ id: number }[]>(
+      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+      [db.name],
+    );
+    for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+    await waitFor(() => events.includes("A lost"), { timeoutMs: 10_000, message: "A gave up" });
+    a.cut = false;
+    const back = performance.now();
+    await waitFor(() => a.lease.active, { timeoutMs: 10_000, message: "A took it back" });
+    assert.ok(
+      performance.now() - back < leaseTermMs(POLL_MS, DRAIN_MS),
+      "its own lease is taken back without waiting for the term",
+    );
+    assert.equal(takeovers.n, 0, "taking back its own lease is no take-over");
+    assert.deepEqual(events.filter((e) => !e.endsWith("suspect")), ["A held", "A lost", "A held"]);
+  } finally {
+    await a.lease.stop();
+  }
+});
