@@ -10,7 +10,7 @@ import { AMQPClient } from "@cloudamqp/amqp-client";
 import { RabbitMqConsumer, type RabbitMqConsumerOptions } from "../src/amqp/consumer.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { consumerTag } from "../src/amqp/session.ts";
-import { useDenoSocket } from "../src/amqp/socket.ts";
+import { useDenoSocket } from "../src/amqp/client.ts";
 import { parseAmqpUrl } from "../src/amqp/url.ts";
 import { DenoSocket } from "../src/util/deno_socket.ts";
 import { type Job } from "../src/consumer/contract.ts";

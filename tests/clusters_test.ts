@@ -195,8 +195,7 @@ Deno.test("galera cluster: replicates, keeps named locks per node, fails a cross
           table: "t",
           availability: new DbAvailability(metrics.dbAvailable),
           signal: limit.signal,
-          lockRetries: metrics.dbBatchRetries,
-          conflicts: metrics.mysqlConflicts,
+          metrics,
         });
         assert.equal(attempts, 2);
         assert.equal(
@@ -239,7 +238,7 @@ Deno.test("galera cluster: replicates, keeps named locks per node, fails a cross
                 table: "counts",
                 availability: new DbAvailability(metrics.dbAvailable),
                 signal: limit.signal,
-                conflicts: metrics.mysqlConflicts,
+                metrics,
               },
             );
           }

@@ -18,8 +18,7 @@ import {
 import type { RunningWorker } from "../src/daemon/mod.ts";
 import { expectedRows, fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
-import { cliRun } from "./helpers/cli_run.ts";
-import { bufferIo } from "../src/cli/io.ts";
+import { bufferIo, cliRun } from "./helpers/cli_run.ts";
 import { runDeadLettersCommand } from "../src/cli/dead_letters.ts";
 import type { QueueName } from "../src/events/mod.ts";
 

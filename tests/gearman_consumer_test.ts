@@ -11,9 +11,9 @@ import {
 import { BacklogMonitor } from "../src/consumer/backlog_monitor.ts";
 import { getLogger } from "../src/log.ts";
 import { GearmanClient } from "../src/gearman/client.ts";
-import { adminStatus, adminWorkers } from "../src/gearman/admin.ts";
+import { adminStatus } from "../src/gearman/admin.ts";
 import { type Job, type JobHandler } from "../src/consumer/contract.ts";
-import { startGearmand } from "./helpers/gearmand.ts";
+import { registeredFunctions, startGearmand } from "./helpers/gearmand.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
 import { track, turns, waitFor } from "./helpers/wait.ts";
@@ -153,8 +153,11 @@ Deno.test("consumer: stop during an active reconnect loop returns promptly and l
   proxy.unblock();
   // A reconnect timer or connect left running after stop would also fail the test's op
   // sanitizer; what gearmand sees is checked here.
-  const workers = await adminWorkers(gearmand.addr);
-  assert.ok(!workers.some((w) => w.functions.includes("q_test")), "no worker left registered");
+  const workers = await registeredFunctions(gearmand.addr);
+  assert.ok(
+    !workers.some((functions) => functions.includes("q_test")),
+    "no worker left registered",
+  );
   assert.equal(proxy.accepted, acceptedAtStop, "no reconnect attempt after stop");
 });
 

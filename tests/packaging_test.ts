@@ -586,7 +586,7 @@ Deno.test("packaging: deno task start runs with the V8 flags the compiled binary
 
 Deno.test("packaging: a dead-letter directory that cannot be created refuses the start saying how to fix it", async () => {
   const { runCli } = await import("../src/cli/mod.ts");
-  const { bufferIo } = await import("../src/cli/io.ts");
+  const { bufferIo } = await import("./helpers/cli_run.ts");
   const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
   const { createScratchDatabase } = await import("./helpers/mysql.ts");
   const { createSchema } = await import("./helpers/worker.ts");

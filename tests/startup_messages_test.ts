@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { runCli } from "../src/cli/mod.ts";
-import { bufferIo } from "../src/cli/io.ts";
+import { bufferIo } from "./helpers/cli_run.ts";
 import { createScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";

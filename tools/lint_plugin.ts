@@ -56,7 +56,6 @@ export const LAYERS: Readonly<Record<string, readonly string[] | "*">> = {
   pipeline: ["util", "log", "events", "mysql", "consumer", "metrics"],
   mysql: ["util", "log", "events", "metrics", "config"],
   // Side outputs and tools.
-  graphite: ["util", "log", "events", "metrics", "perfdata"],
   perfdata: ["util", "log", "events", "metrics"],
   commands: ["util", "log", "http", "metrics", "gearman", "amqp", "config"],
   cleanup: ["util", "log", "config"],

@@ -9,8 +9,7 @@
 import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
 import { declareQueue, type QueueDeclareMode } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
-import { useDenoSocket } from "./socket.ts";
-import { ProbeChannel } from "./probe.ts";
+import { ProbeChannel, useDenoSocket } from "./client.ts";
 import { errorMessage } from "../log.ts";
 
 /** Counts of a queue as the broker reports them on a passive declaration. */

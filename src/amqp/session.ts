@@ -29,8 +29,7 @@ import {
 import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
 import type { AmqpUrl } from "./url.ts";
-import { useDenoSocket } from "./socket.ts";
-import { ProbeChannel } from "./probe.ts";
+import { ProbeChannel, useDenoSocket } from "./client.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { WorkerError } from "../util/errors.ts";

@@ -361,24 +361,24 @@ async function replay(
   };
   const pool = createWriterPool(mysqlOptionsFromUrl(options.mysqlUrl), 4);
   const executor = poolExecutor(pool);
-  const pipeline = new Pipeline({
-    executor,
-    batchSize: options.batchSize,
+  // What the writers and the handler are told alike, as the daemon tells them.
+  const shared = {
     deadLetters: again,
     nodeName: options.nodeName,
     statusMaxAgeSeconds: options.statusMaxAgeSeconds,
     openItcockpit: false,
     perfdataToMysql: options.perfdataToMysql,
+  };
+  const pipeline = new Pipeline({
+    ...shared,
+    executor,
+    batchSize: options.batchSize,
     statsIntervalMs: 0,
   });
   const writers = new ReplayWriters(pipeline, executor);
   // The daemon's handler over the filtered writers: payloads are decoded as a redelivered job.
   const handler = createJobHandler({
-    deadLetters: again,
-    nodeName: options.nodeName,
-    statusMaxAgeSeconds: options.statusMaxAgeSeconds,
-    openItcockpit: false,
-    perfdataToMysql: options.perfdataToMysql,
+    ...shared,
     writers: writers.writers,
     downtimes: new DowntimeExecutor({
       executor,

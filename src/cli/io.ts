@@ -25,18 +25,6 @@ export const PROCESS_IO: Io = {
   err: (line) => writeAll(Deno.stderr, `${line}\n`),
 };
 
-/** An {@link Io} that collects lines (tests). */
-export function bufferIo(): Io & { readonly outLines: string[]; readonly errLines: string[] } {
-  const outLines: string[] = [];
-  const errLines: string[] = [];
-  return {
-    outLines,
-    errLines,
-    out: (line) => void outLines.push(line),
-    err: (line) => void errLines.push(line),
-  };
-}
-
 /**
  * The usage problem with a count given on the command line, if any.
  *

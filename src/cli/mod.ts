@@ -96,13 +96,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         count: s.count,
         eventsPerJob: s.eventsPerJob,
         gearmanAddr: s.gearmanAddr,
-        ...(s.consumer === "rabbitmq"
-          ? {
-            rabbitmqUrl: s.rabbitmqUrl,
-            rabbitmqDurableQueues: s.rabbitmqDurableQueues,
-            rabbitmqDeclare: s.rabbitmqDeclare,
-          }
-          : {}),
+        ...rabbitmqTarget(s),
         ...(s.form === undefined ? {} : { form: s.form }),
         ...(s.fromFile === undefined ? {} : { fromFile: s.fromFile }),
       },
@@ -118,13 +112,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         // verify checks what the run published unless --count was really given.
         countGiven: sources.count?.kind !== "default",
         gearmanAddr: s.gearmanAddr,
-        ...(s.consumer === "rabbitmq"
-          ? {
-            rabbitmqUrl: s.rabbitmqUrl,
-            rabbitmqDurableQueues: s.rabbitmqDurableQueues,
-            rabbitmqDeclare: s.rabbitmqDeclare,
-          }
-          : {}),
+        ...rabbitmqTarget(s),
         mysqlUrl: s.mysqlUrl,
       },
       io,
@@ -162,6 +150,17 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
     return Promise.resolve(0);
   },
 };
+
+/** publish and losstest: the RabbitMQ settings when RabbitMQ is the broker, none otherwise. */
+function rabbitmqTarget(s: SettingsFor<"publish"> | SettingsFor<"losstest">) {
+  return s.consumer === "rabbitmq"
+    ? {
+      rabbitmqUrl: s.rabbitmqUrl,
+      rabbitmqDurableQueues: s.rabbitmqDurableQueues,
+      rabbitmqDeclare: s.rabbitmqDeclare,
+    }
+    : {};
+}
 
 /** Options of {@link runCli}. */
 export interface CliOptions {

@@ -24,6 +24,7 @@ import {
 } from "../synthetic/mod.ts";
 import { type Io, positiveIntegerProblem } from "./io.ts";
 import { errorMessage } from "../log.ts";
+import { concatBytes } from "../util/bytes.ts";
 
 /** Options of the `publish` command. */
 export interface PublishCommandOptions {
@@ -347,21 +348,14 @@ export async function* readLines(path: string): AsyncGenerator<FileLine> {
     for (let i = 0; i < chunk.length; i++) {
       if (chunk[i] !== 0x0a) continue;
       const part = chunk.subarray(start, i);
-      const line = pending.length === 0 ? part.slice() : concat(pending, part);
+      const line = pending.length === 0 ? part.slice() : concatBytes([pending, part]);
       pending = new Uint8Array(0);
       yield { number: ++number, bytes: stripCr(line) };
       start = i + 1;
     }
-    if (start < chunk.length) pending = concat(pending, chunk.subarray(start));
+    if (start < chunk.length) pending = concatBytes([pending, chunk.subarray(start)]);
   }
   if (pending.length > 0) yield { number: ++number, bytes: stripCr(pending) };
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
 }
 
 function stripCr(line: Uint8Array): Uint8Array {

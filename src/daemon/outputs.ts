@@ -11,7 +11,7 @@ import {
   fileErrorMessage,
   outsideWritablePaths,
 } from "../pipeline/dead_letter.ts";
-import { GraphiteClient } from "../graphite/client.ts";
+import { GraphiteClient } from "../perfdata/graphite.ts";
 import { InfluxDbClient, influxUrlProblem } from "../perfdata/influxdb.ts";
 import { RemoteWriteClient } from "../perfdata/remote_write.ts";
 import { DROP_REASONS, type SinkObserver } from "../perfdata/sink.ts";

@@ -2,7 +2,10 @@
  * One decoder per queue: event (envelope + payload object) → rows, downtime statements or a
  * restart cutoff, following the column mappings of docs/tables.md#queues. Each
  * decoder is a top-level function (no per-event closures) and builds its rows as object
- * literals in schema column order, so all rows of a table share one hidden class.
+ * literals in schema column order, so all rows of a table share one hidden class. The host and
+ * service variants therefore repeat their shared columns on purpose: one helper adding the
+ * shared columns to a started row decoded host and service status 3× slower (paired bench,
+ * 225 µs against 740 µs per 200 events each).
  *
  * Which fields are required (missing → `missing_field`, see _coerce.ts): those that form the
  * row's primary key (object identity and the key time column) and those that decide whether

@@ -22,9 +22,29 @@ import {
   type EventDecoder,
 } from "./_event_decoders.ts";
 
-export { QUEUE_NAMES } from "./queue_names.ts";
-import { QUEUE_NAMES } from "./queue_names.ts";
 import { DOWNTIME_TABLE_NAMES, type TableName } from "./table_names.ts";
+
+/**
+ * The twelve consumed queues, spelled as the broker's sample configuration names them
+ * (docs/tables.md#consumed-queues). Operators may rename queues on the broker; the configuration
+ * maps a configured name to one of these.
+ */
+export const QUEUE_NAMES = Object.freeze(
+  [
+    "statusngin_hoststatus",
+    "statusngin_servicestatus",
+    "statusngin_hostchecks",
+    "statusngin_servicechecks",
+    "statusngin_service_perfdata",
+    "statusngin_statechanges",
+    "statusngin_logentries",
+    "statusngin_notifications",
+    "statusngin_contactnotificationmethod",
+    "statusngin_acknowledgements",
+    "statusngin_downtimes",
+    "statusngin_core_restart",
+  ] as const,
+);
 
 /** One of the twelve consumed queue names. */
 export type QueueName = typeof QUEUE_NAMES[number];

@@ -10,15 +10,13 @@ import {
   type FunctionStatus,
   isMultiLineAdminCommand,
   parseStatusReply,
-  parseWorkersReply,
-  type WorkerInfo,
 } from "./codec.ts";
 import { connectFailed, connectionLost, isConnectionError } from "./connection.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../util/errors.ts";
 
-export type { FunctionStatus, WorkerInfo };
+export type { FunctionStatus };
 
 /** Options of an admin call. */
 export interface AdminOptions {
@@ -94,17 +92,6 @@ export async function adminStatus(
   options?: AdminOptions,
 ): Promise<FunctionStatus[]> {
   return parseStatusReply(await adminCommand(server, "status", options));
-}
-
-/**
- * Connected workers: `workers` parsed.
- *
- * @param server `host:port`.
- * @param options Timeout and signal.
- * @returns One entry per connection.
- */
-export async function adminWorkers(server: string, options?: AdminOptions): Promise<WorkerInfo[]> {
-  return parseWorkersReply(await adminCommand(server, "workers", options));
 }
 
 /**

@@ -503,14 +503,6 @@ export interface FunctionStatus {
   readonly workers: number;
 }
 
-/** One line of the admin `workers` reply. */
-export interface WorkerInfo {
-  readonly fd: number;
-  readonly ip: string;
-  readonly clientId: string;
-  readonly functions: readonly string[];
-}
-
 /** Encode an admin command line (a single line; no newline allowed inside). */
 export function encodeAdminCommand(command: string): Uint8Array {
   if (/[\r\n]/.test(command)) {
@@ -622,31 +614,4 @@ export function waitingJobs(
     const row = byName.get(name);
     return [name, row === undefined ? 0 : Math.max(0, row.total - row.running)];
   }));
-}
-
-/**
- * Parse the lines of an admin `workers` reply (`FD IP CLIENT-ID : FUNC FUNC…`).
- *
- * @param lines Reply lines without the final `.`.
- * @returns One entry per connection (clients and the admin connection included).
- * @throws {WorkerError} (code `gearman_protocol`) On a malformed line.
- */
-export function parseWorkersReply(lines: readonly string[]): WorkerInfo[] {
-  return lines.filter((l) => l !== "").map((line) => {
-    const colon = line.indexOf(" :");
-    if (colon === -1) {
-      throw protocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
-    }
-    const head = line.slice(0, colon).trim().split(/\s+/);
-    if (head.length !== 3) {
-      throw protocolError(`Malformed admin workers line ${JSON.stringify(line)}`);
-    }
-    const functions = line.slice(colon + 2).trim().split(/\s+/).filter((f) => f !== "");
-    return {
-      fd: parseCount(head[0], line),
-      ip: head[1] as string,
-      clientId: head[2] as string,
-      functions,
-    };
-  });
 }

@@ -585,17 +585,7 @@ export class StatusCleaner {
   }
 
   #retry(table: string, signal: AbortSignal) {
-    const m = this.#o.metrics;
-    return {
-      table,
-      availability: this.#o.availability,
-      signal,
-      ...(m === undefined ? {} : {
-        lockRetries: m.dbBatchRetries,
-        conflicts: m.mysqlConflicts,
-        connectionRetries: m.dbConnectionRetries,
-      }),
-    };
+    return { table, availability: this.#o.availability, signal, metrics: this.#o.metrics };
   }
 }
 

@@ -178,11 +178,7 @@ export class DowntimeExecutor {
           table: statement.table,
           availability: this.#o.availability,
           signal,
-          ...(m === undefined ? {} : {
-            lockRetries: m.dbBatchRetries,
-            conflicts: m.mysqlConflicts,
-            connectionRetries: m.dbConnectionRetries,
-          }),
+          metrics: m,
         });
         affected = result.affectedRows;
       } catch (err: unknown) {

@@ -64,10 +64,10 @@ export interface RetryContext extends HoldScope {
    * after the first. Absent: never.
    */
   readonly withdrawn?: () => boolean;
-  readonly lockRetries?: Metrics["dbBatchRetries"];
-  /** `statusengine_mysql_conflicts_total{table,kind}`. */
-  readonly conflicts?: Metrics["mysqlConflicts"];
-  readonly connectionRetries?: Metrics["dbConnectionRetries"];
+  /** Counts the retries by cause, and the conflicts by table and kind; none without. */
+  readonly metrics?:
+    | Pick<Metrics, "dbBatchRetries" | "mysqlConflicts" | "dbConnectionRetries">
+    | undefined;
 }
 
 /**
@@ -115,8 +115,8 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
       if (failure.kind === "row" || failure.kind === "statement") throw failure;
       if (failure.kind === "lock") {
         lockAttempts++;
-        ctx.lockRetries?.inc();
-        ctx.conflicts?.inc({
+        ctx.metrics?.dbBatchRetries.inc();
+        ctx.metrics?.mysqlConflicts.inc({
           table: ctx.table,
           kind: failure.code === "1205" ? "lock_wait_timeout" : "deadlock",
         });
@@ -129,7 +129,7 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
           error: errorMessage(err),
         });
       } else {
-        ctx.connectionRetries?.inc();
+        ctx.metrics?.dbConnectionRetries.inc();
         ctx.availability.unreachable(ctx.table, err);
       }
       hold ??= new Backoff(MYSQL_HOLD);

@@ -14,6 +14,17 @@ import {
   type TableRow,
 } from "./schema.ts";
 
+/** One `information_schema.STATISTICS` row of a whole-column index. */
+function statistic(
+  tableName: string,
+  indexName: string,
+  seqInIndex: number,
+  columnName: string,
+  nonUnique: number,
+): StatisticsRow {
+  return { tableName, indexName, seqInIndex, columnName, nonUnique, subPart: null };
+}
+
 // Literal information_schema rows as MariaDB 10.11 reports them for a schema created from
 // the catalogue (copied from a real server).
 const MARIADB_ROWS: SchemaSnapshot = {
@@ -104,46 +115,11 @@ const MARIADB_ROWS: SchemaSnapshot = {
     },
   ],
   statistics: [
-    {
-      tableName: "statusengine_dbversion",
-      indexName: "PRIMARY",
-      seqInIndex: 1,
-      columnName: "id",
-      nonUnique: 0,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      indexName: "PRIMARY",
-      seqInIndex: 1,
-      columnName: "id",
-      nonUnique: 0,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      indexName: "PRIMARY",
-      seqInIndex: 2,
-      columnName: "entry_time",
-      nonUnique: 0,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      indexName: "logentries_se",
-      seqInIndex: 1,
-      columnName: "entry_time",
-      nonUnique: 1,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      indexName: "logentries_se",
-      seqInIndex: 2,
-      columnName: "node_name",
-      nonUnique: 1,
-      subPart: null,
-    },
+    statistic("statusengine_dbversion", "PRIMARY", 1, "id", 0),
+    statistic("statusengine_logentries", "PRIMARY", 1, "id", 0),
+    statistic("statusengine_logentries", "PRIMARY", 2, "entry_time", 0),
+    statistic("statusengine_logentries", "logentries_se", 1, "entry_time", 1),
+    statistic("statusengine_logentries", "logentries_se", 2, "node_name", 1),
   ],
   partitions: [
     { tableName: "statusengine_logentries", method: "RANGE", expression: "`entry_time` DIV 86400" },
@@ -241,46 +217,11 @@ const MYSQL8_ROWS: SchemaSnapshot = {
     },
   ],
   statistics: [
-    {
-      tableName: "statusengine_logentries",
-      indexName: "logentries_se",
-      seqInIndex: 2,
-      columnName: "node_name",
-      nonUnique: 1,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      indexName: "PRIMARY",
-      seqInIndex: 2,
-      columnName: "entry_time",
-      nonUnique: 0,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      indexName: "logentries_se",
-      seqInIndex: 1,
-      columnName: "entry_time",
-      nonUnique: 1,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      indexName: "PRIMARY",
-      seqInIndex: 1,
-      columnName: "id",
-      nonUnique: 0,
-      subPart: null,
-    },
-    {
-      tableName: "statusengine_dbversion",
-      indexName: "PRIMARY",
-      seqInIndex: 1,
-      columnName: "id",
-      nonUnique: 0,
-      subPart: null,
-    },
+    statistic("statusengine_logentries", "logentries_se", 2, "node_name", 1),
+    statistic("statusengine_logentries", "PRIMARY", 2, "entry_time", 0),
+    statistic("statusengine_logentries", "logentries_se", 1, "entry_time", 1),
+    statistic("statusengine_logentries", "PRIMARY", 1, "id", 0),
+    statistic("statusengine_dbversion", "PRIMARY", 1, "id", 0),
   ],
   partitions: [
     {

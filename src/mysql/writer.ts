@@ -554,11 +554,7 @@ export class TableWriter {
         availability: this.#availability,
         signal: this.#abort.signal,
         withdrawn: () => live.every((p) => p.owner.withdrawn),
-        ...(this.#metrics === undefined ? {} : {
-          lockRetries: this.#metrics.dbBatchRetries,
-          conflicts: this.#metrics.mysqlConflicts,
-          connectionRetries: this.#metrics.dbConnectionRetries,
-        }),
+        metrics: this.#metrics,
       });
     } catch (err: unknown) {
       if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {

@@ -1,19 +1,11 @@
 /**
  * The HTTP side both time-series backends share: one POST with a timeout, and the answer
  * sorted into written, refused (4xx: sending again cannot help) or failed (network error,
- * timeout, 5xx, 429: worth a retry), and the client around a transport that turns rows into
- * points and hands them to a {@link BatchingSink}.
+ * timeout, 5xx, 429: worth a retry), and the retries such a failure gets.
  *
  * @module
  */
-import type { Row } from "../events/mod.ts";
-import {
-  BatchingSink,
-  type RetryPolicy,
-  type SinkObserver,
-  SinkWriteError,
-  type Transport,
-} from "./sink.ts";
+import { type RetryPolicy, type SinkObserver, SinkWriteError } from "./sink.ts";
 import { redactUrl } from "../util/redact.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -53,7 +45,8 @@ export interface EndpointCredentials {
 
 /**
  * Where a backend POSTs its batches: the URL, the headers with the `Authorization` of its
- * credentials, and the URL as logs and metrics may show it (password redacted).
+ * credentials, and the URL as logs and metrics may show it (password redacted): the base of
+ * each HTTP backend's transport.
  */
 export class HttpEndpoint {
   /** The configured URL, redacted. */
@@ -156,7 +149,7 @@ async function post(
  * Retries of a batch an HTTP backend did not take for a reason that may pass: three more
  * attempts, 0.5 s, 1 s and 2 s apart. No jitter: one batch in flight per backend.
  */
-const HTTP_RETRY: RetryPolicy = {
+export const HTTP_RETRY: RetryPolicy = {
   retries: 3,
   backoff: { initialMs: 500, maxMs: 5_000, jitter: 0 },
 };
@@ -172,58 +165,4 @@ export interface HttpClientOptions {
   readonly quotedLabels?: boolean;
   readonly observer?: SinkObserver;
   readonly statsIntervalMs?: number;
-}
-
-/**
- * Sends perfdata through one HTTP transport; structurally the pipeline's `PerfdataSink`. The
- * backends differ only in their transport and in how a row becomes a point.
- */
-export class HttpPerfdataClient<T> {
-  readonly #sink: BatchingSink<T>;
-  readonly #point: (row: Row) => T | undefined;
-
-  /**
-   * @param transport Sends one batch.
-   * @param point The point of a row, or undefined for a row without a finite value.
-   * @param options Batch size and observer.
-   */
-  constructor(
-    transport: Transport<T>,
-    point: (row: Row) => T | undefined,
-    options: HttpClientOptions,
-  ) {
-    this.#point = point;
-    this.#sink = new BatchingSink({
-      transport,
-      batchSize: options.batchSize,
-      retry: HTTP_RETRY,
-      ...(options.observer === undefined ? {} : { observer: options.observer }),
-      ...(options.statsIntervalMs === undefined
-        ? {}
-        : { statsIntervalMs: options.statsIntervalMs }),
-    });
-  }
-
-  /**
-   * Accept perfdata rows; never waits.
-   *
-   * @param rows Rows of `statusengine_perfdata`.
-   */
-  offer(rows: readonly Row[]): void {
-    const points: T[] = [];
-    for (const row of rows) {
-      const p = this.#point(row);
-      if (p !== undefined) points.push(p);
-    }
-    this.#sink.push(points);
-  }
-
-  /**
-   * Send what is buffered within `budgetMs`, then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget.
-   */
-  close(budgetMs: number): Promise<void> {
-    return this.#sink.close(budgetMs);
-  }
 }

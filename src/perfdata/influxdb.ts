@@ -8,8 +8,8 @@
  * @module
  */
 import { perfdataThresholds, plainLabel, positionalDecimal, type Row } from "../events/mod.ts";
-import type { Transport } from "./sink.ts";
-import { type HttpClientOptions, HttpEndpoint, HttpPerfdataClient } from "./http.ts";
+import { PerfdataClient, type Transport } from "./sink.ts";
+import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /** Where and how to write to InfluxDB: the `--influxdb-*` settings. */
 export interface InfluxDbSettings {
@@ -158,34 +158,27 @@ export function influxUrlProblem(url: string): string | null {
   return "is neither …/write?db=… (InfluxDB 1.x) nor …/api/v2/write?org=…&bucket=… (2.x)";
 }
 
-class InfluxTransport implements Transport<string> {
+class InfluxTransport extends HttpEndpoint implements Transport<string> {
   readonly backend = "influxdb";
-  readonly #endpoint: HttpEndpoint;
 
   constructor(o: InfluxDbOptions) {
-    this.#endpoint = new HttpEndpoint(
+    super(
       o.url,
       influxWriteUrl(o.url),
-      {
-        "Content-Type": "text/plain; charset=utf-8",
-      },
+      { "Content-Type": "text/plain; charset=utf-8" },
       "Token",
       o,
     );
   }
 
-  get target(): string {
-    return this.#endpoint.target;
-  }
-
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
-    await this.#endpoint.post(batch.join("\n"), signal);
+    await this.post(batch.join("\n"), signal);
     return 0;
   }
 }
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */
-export class InfluxDbClient extends HttpPerfdataClient<string> {
+export class InfluxDbClient extends PerfdataClient<string> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: InfluxDbOptions) {
     const measurement = escapeMeasurement(INFLUXDB_MEASUREMENT);
@@ -193,6 +186,7 @@ export class InfluxDbClient extends HttpPerfdataClient<string> {
     super(new InfluxTransport(options), (row) => influxLine(measurement, row, quoted), {
       ...options,
       batchSize: options.batchSize ?? INFLUXDB_BATCH_SIZE,
+      retry: HTTP_RETRY,
     });
   }
 }

@@ -10,8 +10,8 @@
 import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import { plainLabel, type Row } from "../events/mod.ts";
-import { SinkWriteError, type Transport } from "./sink.ts";
-import { type HttpClientOptions, HttpEndpoint, HttpPerfdataClient } from "./http.ts";
+import { PerfdataClient, SinkWriteError, type Transport } from "./sink.ts";
+import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /**
  * The metric name of every perfdata series. One name, with the gauge's label as a label value,
@@ -371,12 +371,11 @@ export const REMOTE_WRITE_BATCH_SIZE = 2000;
 const SAMPLE_REFUSED =
   /out[ -]of[ -]order|out[ -]of[ -]bounds|duplicate sample|too old|too far in the past/i;
 
-class RemoteWriteTransport implements Transport<RemotePoint> {
+class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint> {
   readonly backend = "prometheus";
-  readonly #endpoint: HttpEndpoint;
 
   constructor(o: RemoteWriteOptions) {
-    this.#endpoint = new HttpEndpoint(
+    super(
       o.url,
       o.url,
       {
@@ -388,10 +387,6 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
       "Bearer",
       { token: o.bearerToken, user: o.user, password: o.password },
     );
-  }
-
-  get target(): string {
-    return this.#endpoint.target;
   }
 
   async write(batch: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
@@ -461,7 +456,7 @@ class RemoteWriteTransport implements Transport<RemotePoint> {
   async #post(points: readonly RemotePoint[], signal: AbortSignal): Promise<number> {
     const { bytes, duplicates } = encodeWriteRequest(points);
     const body = new Uint8Array(SnappyJS.compress(bytes) as Uint8Array);
-    await this.#endpoint.post(
+    await this.post(
       body,
       signal,
       (status, text) => status === 400 && SAMPLE_REFUSED.test(text) ? "out_of_order" : "rejected",
@@ -515,13 +510,14 @@ function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemoteP
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
-export class RemoteWriteClient extends HttpPerfdataClient<RemotePoint> {
+export class RemoteWriteClient extends PerfdataClient<RemotePoint> {
   /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
     const quoted = options.quotedLabels === true;
     super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), {
       ...options,
       batchSize: options.batchSize ?? REMOTE_WRITE_BATCH_SIZE,
+      retry: HTTP_RETRY,
     });
   }
 }

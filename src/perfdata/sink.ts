@@ -10,6 +10,7 @@
 import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import type { Row } from "../events/mod.ts";
 
 const log = getLogger("perfdata");
 const FAILURE_LOG_INTERVAL_MS = 60_000;
@@ -319,5 +320,60 @@ export class BatchingSink<T> {
     s.flushes = 0;
     s.points = 0;
     s.dropped = 0;
+  }
+}
+
+/**
+ * Sends perfdata to one backend through a {@link BatchingSink}; structurally the pipeline's
+ * `PerfdataSink` (not declared with `implements`: a sink must not import the pipeline that feeds
+ * it). The backends differ only in their transport, their retries and how a row becomes a point.
+ */
+export class PerfdataClient<T> {
+  readonly #sink: BatchingSink<T>;
+  readonly #point: (row: Row) => T | undefined;
+
+  /**
+   * @param transport Sends one batch.
+   * @param point The point of a row, or undefined for a row without a finite value.
+   * @param options Batch size, retries, observer and stats interval.
+   */
+  constructor(
+    transport: Transport<T>,
+    point: (row: Row) => T | undefined,
+    options: Pick<SinkOptions<T>, "batchSize" | "retry" | "observer" | "statsIntervalMs">,
+  ) {
+    this.#point = point;
+    this.#sink = new BatchingSink({
+      transport,
+      batchSize: options.batchSize,
+      ...(options.retry === undefined ? {} : { retry: options.retry }),
+      ...(options.observer === undefined ? {} : { observer: options.observer }),
+      ...(options.statsIntervalMs === undefined
+        ? {}
+        : { statsIntervalMs: options.statsIntervalMs }),
+    });
+  }
+
+  /**
+   * Accept perfdata rows; never waits.
+   *
+   * @param rows Rows of `statusengine_perfdata`.
+   */
+  offer(rows: readonly Row[]): void {
+    const points: T[] = [];
+    for (const row of rows) {
+      const p = this.#point(row);
+      if (p !== undefined) points.push(p);
+    }
+    this.#sink.push(points);
+  }
+
+  /**
+   * Send what is buffered within `budgetMs`, then stop. Idempotent.
+   *
+   * @param budgetMs Shutdown budget.
+   */
+  close(budgetMs: number): Promise<void> {
+    return this.#sink.close(budgetMs);
   }
 }

@@ -1,12 +1,25 @@
 /**
  * Job framing: events as the broker writes them, in bulk jobs or one per job
- * (docs/tables.md#bulk-and-single-form).
+ * (docs/tables.md#bulk-and-single-form), and the shape of an event the generators build.
  *
  * @module
  */
 
 import type { QueueName } from "../events/mod.ts";
-import type { SyntheticEvent } from "./event.ts";
+
+/** A JSON value as the generator builds it. */
+export type JsonValue =
+  | string
+  | number
+  | boolean
+  | null
+  | readonly JsonValue[]
+  | { readonly [key: string]: JsonValue };
+
+/** One event: envelope plus payload object (or the envelope-less core-restart message). */
+export interface SyntheticEvent {
+  readonly [key: string]: JsonValue;
+}
 
 /** Payload shape of a job (docs/tables.md#bulk-and-single-form). */
 export type JobForm = "bulk" | "single";

@@ -25,12 +25,12 @@
  */
 
 import { QUEUE_NAMES, type QueueName } from "../events/mod.ts";
-import type { SyntheticEvent } from "./event.ts";
+import type { SyntheticEvent } from "./framing.ts";
 import { checkCount } from "./framing.ts";
 import { GENERATORS } from "./queues.ts";
 import { World } from "./world.ts";
 
-export type { JsonValue, SyntheticEvent } from "./event.ts";
+export type { JsonValue, SyntheticEvent } from "./framing.ts";
 export {
   DEFAULT_EVENTS_PER_JOB,
   defaultForm,

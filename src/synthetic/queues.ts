@@ -6,7 +6,7 @@
  */
 
 import type { QueueName } from "../events/mod.ts";
-import type { SyntheticEvent } from "./event.ts";
+import type { SyntheticEvent } from "./framing.ts";
 import { COMMENTS, CONTACTS, type Instant, type MonitoredObject, type World } from "./world.ts";
 import { fixed, HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
 
@@ -135,33 +135,22 @@ function checkPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEven
   };
 }
 
-function* hostStatusEvents(w: World): Generator<SyntheticEvent> {
+/** One event per object picked: a status or check report of a random host or service. */
+function* objectEvents(
+  w: World,
+  type: number,
+  key: string,
+  pick: (w: World) => MonitoredObject,
+  payload: (w: World, obj: MonitoredObject, ts: number) => SyntheticEvent,
+): Generator<SyntheticEvent> {
   for (;;) {
     const at = w.nextInstant();
-    yield envelope(1201, at, "hoststatus", statusPayload(w, w.randomHost().object, at.sec));
+    yield envelope(type, at, key, payload(w, pick(w), at.sec));
   }
 }
 
-function* serviceStatusEvents(w: World): Generator<SyntheticEvent> {
-  for (;;) {
-    const at = w.nextInstant();
-    yield envelope(1202, at, "servicestatus", statusPayload(w, w.randomService(), at.sec));
-  }
-}
-
-function* hostCheckEvents(w: World): Generator<SyntheticEvent> {
-  for (;;) {
-    const at = w.nextInstant();
-    yield envelope(801, at, "hostcheck", checkPayload(w, w.randomHost().object, at.sec));
-  }
-}
-
-function* serviceCheckEvents(w: World): Generator<SyntheticEvent> {
-  for (;;) {
-    const at = w.nextInstant();
-    yield envelope(701, at, "servicecheck", checkPayload(w, w.randomService(), at.sec));
-  }
-}
+const randomHost = (w: World) => w.randomHost().object;
+const randomService = (w: World) => w.randomService();
 
 function* perfdataEvents(w: World): Generator<SyntheticEvent> {
   for (;;) {
@@ -440,10 +429,12 @@ function* coreRestartEvents(): Generator<SyntheticEvent> {
 }
 
 export const GENERATORS: Readonly<Record<QueueName, (w: World) => Generator<SyntheticEvent>>> = {
-  "statusngin_hoststatus": hostStatusEvents,
-  "statusngin_servicestatus": serviceStatusEvents,
-  "statusngin_hostchecks": hostCheckEvents,
-  "statusngin_servicechecks": serviceCheckEvents,
+  "statusngin_hoststatus": (w) => objectEvents(w, 1201, "hoststatus", randomHost, statusPayload),
+  "statusngin_servicestatus": (w) =>
+    objectEvents(w, 1202, "servicestatus", randomService, statusPayload),
+  "statusngin_hostchecks": (w) => objectEvents(w, 801, "hostcheck", randomHost, checkPayload),
+  "statusngin_servicechecks": (w) =>
+    objectEvents(w, 701, "servicecheck", randomService, checkPayload),
   "statusngin_service_perfdata": perfdataEvents,
   "statusngin_statechanges": stateChangeEvents,
   "statusngin_logentries": logEntryEvents,

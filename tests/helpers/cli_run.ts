@@ -1,6 +1,18 @@
 /** Running the command line in-process with everything it prints collected into one text. */
 import { runCli } from "../../src/cli/mod.ts";
-import { bufferIo } from "../../src/cli/io.ts";
+import type { Io } from "../../src/cli/io.ts";
+
+/** An `Io` that collects lines. */
+export function bufferIo(): Io & { readonly outLines: string[]; readonly errLines: string[] } {
+  const outLines: string[] = [];
+  const errLines: string[] = [];
+  return {
+    outLines,
+    errLines,
+    out: (line) => void outLines.push(line),
+    err: (line) => void errLines.push(line),
+  };
+}
 
 /** What one run of the command line left behind. */
 export interface CliRun {

@@ -6,7 +6,7 @@
  * gearmand must be installed (`apt-get install gearman-job-server`); a test
  * that cannot start it fails, it never skips.
  */
-import { adminVersion } from "../../src/gearman/admin.ts";
+import { adminCommand, adminVersion } from "../../src/gearman/admin.ts";
 
 /** A running gearmand owned by a test. */
 export interface Gearmand extends AsyncDisposable {
@@ -192,4 +192,18 @@ export async function startGearmand(options: GearmandOptions = {}): Promise<Gear
     };
   }
   throw new Error(`Cannot start gearmand: not ready after 5 attempts:\n${lastLog}`);
+}
+
+/**
+ * The functions each connection registered, from the admin `workers` reply
+ * (`FD IP CLIENT-ID : FUNC FUNC…`, the admin connection included).
+ *
+ * @param addr `host:port`.
+ * @returns One list per connection.
+ */
+export async function registeredFunctions(addr: string): Promise<string[][]> {
+  const lines = await adminCommand(addr, "workers");
+  return lines.filter((l) => l.includes(" :")).map((l) =>
+    l.slice(l.indexOf(" :") + 2).trim().split(/\s+/).filter((f) => f !== "")
+  );
 }

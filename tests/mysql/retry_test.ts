@@ -28,8 +28,7 @@ Deno.test("runWithRetry: a rejected row is thrown after exactly one attempt (doc
     table: "t",
     availability: new DbAvailability(metrics.dbAvailable),
     signal: never.signal,
-    lockRetries: metrics.dbBatchRetries,
-    connectionRetries: metrics.dbConnectionRetries,
+    metrics,
   }).then(() => undefined, (err: unknown) => err);
   assert.ok(failure instanceof MysqlWriteError, String(failure));
   assert.equal(failure.kind, "row");
@@ -59,7 +58,7 @@ Deno.test("runWithRetry: an unreachable server is held until the signal aborts, 
     table: "t",
     availability,
     signal: controller.signal,
-    connectionRetries: metrics.dbConnectionRetries,
+    metrics,
   });
   const outcome = held.then(() => "resolved", (err: unknown) => err);
   await failedOnce;

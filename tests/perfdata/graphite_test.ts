@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { GraphiteClient } from "../../src/graphite/client.ts";
+import { GraphiteClient } from "../../src/perfdata/graphite.ts";
 import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { startTcpPeer } from "../helpers/tcp_proxy.ts";

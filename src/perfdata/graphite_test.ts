@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { carbonLine, metricPath, sanitizeSegment } from "./format.ts";
+import { carbonLine, metricPath, sanitizeSegment } from "./graphite.ts";
 import { illegalCharactersPattern } from "../util/illegal_characters.ts";
 
 Deno.test("graphite: path segments are sanitised per code point, keeping '.', '-' and '^' (docs/perfdata.md#graphite-path)", () => {

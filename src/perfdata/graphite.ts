@@ -1,0 +1,210 @@
+/**
+ * The Graphite (Carbon plaintext) sink for perfdata (docs/perfdata.md#no-backend-holds-up-mysql).
+ * MySQL is the system of record and must never wait for Graphite: `offer` never blocks, a full
+ * buffer drops and counts (docs/decisions.md#graphite-stalls), and a failed dial or write drops the
+ * whole batch, closes the connection and dials again on the next flush (no retry: a partly written
+ * batch sent again would duplicate its first lines). The buffer, batching and counting are the
+ * shared perfdata sink core (sink.ts). Lines are Carbon plaintext
+ * (docs/perfdata.md#graphite-path): `<path> <value> <unix seconds>\n`.
+ *
+ * @module
+ */
+import { positionalDecimal } from "../events/mod.ts";
+import { parseServerAddress } from "../util/address.ts";
+import { deadline } from "../util/async.ts";
+import {
+  DEFAULT_ILLEGAL_CHARACTERS,
+  illegalCharactersPattern,
+} from "../util/illegal_characters.ts";
+import type { Metrics } from "../metrics/registry.ts";
+import { PerfdataClient, type SinkObserver, type Transport } from "./sink.ts";
+
+const encoder = new TextEncoder();
+const DIAL_TIMEOUT_MS = 5_000;
+const WRITE_TIMEOUT_MS = 5_000;
+
+/** Metric handles the client reports to (`statusengine_graphite_*`, and its pipeline errors). */
+export type GraphiteMetrics = Pick<
+  Metrics,
+  | "graphiteMetricsWritten"
+  | "graphiteFlushes"
+  | "graphiteMetricsDropped"
+  | "graphiteAvailable"
+  | "pipelineErrors"
+>;
+
+/** Options of {@link GraphiteClient}. */
+export interface GraphiteOptions {
+  /** `host:port` of Carbon's plaintext listener. */
+  readonly addr: string;
+  /** Path prefix (sanitised here). */
+  readonly prefix: string;
+  /** Characters replaced by `_` in every path segment; default the legacy set. */
+  readonly illegalCharacters?: RegExp;
+  /** Metrics per write, 1..1000. */
+  readonly batchSize: number;
+  readonly metrics?: GraphiteMetrics;
+  /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
+  readonly observer?: SinkObserver;
+  /** Interval of the write summary; default 30 s, 0 disables. */
+  readonly statsIntervalMs?: number;
+}
+
+/** One lazily dialled TCP connection to Carbon's plaintext listener. */
+class CarbonTransport implements Transport<string> {
+  readonly backend = "graphite";
+  readonly target: string;
+  #conn: Deno.TcpConn | undefined;
+
+  constructor(addr: string) {
+    this.target = addr;
+  }
+
+  async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
+    if (this.#conn === undefined) {
+      const { hostname, port } = parseServerAddress(this.target);
+      using dial = deadline(DIAL_TIMEOUT_MS);
+      this.#conn = await Deno.connect({
+        hostname,
+        port,
+        signal: AbortSignal.any([dial.signal, signal]),
+      });
+      this.#conn.setNoDelay(true);
+    }
+    const bytes = encoder.encode(batch.join(""));
+    const conn = this.#conn;
+    using limit = deadline(WRITE_TIMEOUT_MS);
+    const onTimeout = () => this.reset();
+    const stop = AbortSignal.any([limit.signal, signal]);
+    stop.addEventListener("abort", onTimeout, { once: true });
+    try {
+      let off = 0;
+      while (off < bytes.length) off += await conn.write(bytes.subarray(off));
+    } finally {
+      stop.removeEventListener("abort", onTimeout);
+    }
+    return 0;
+  }
+
+  reset(): void {
+    try {
+      this.#conn?.close();
+    } catch {
+      // already closed
+    }
+    this.#conn = undefined;
+  }
+}
+
+/**
+ * Sends perfdata metrics to Carbon, in batches on one lazily dialled connection; structurally the
+ * pipeline's `PerfdataSink`.
+ */
+export class GraphiteClient extends PerfdataClient<string> {
+  /** @param options Address, prefix, batch size and metrics. */
+  constructor(options: GraphiteOptions) {
+    const illegal = options.illegalCharacters;
+    const prefix = sanitizeSegment(options.prefix, illegal);
+    const m = options.metrics;
+    const o = options.observer;
+    super(
+      new CarbonTransport(options.addr),
+      (r) => {
+        const value = r["value"];
+        if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
+        return carbonLine(
+          metricPath(
+            prefix,
+            String(r["hostname"] ?? ""),
+            String(r["service_description"] ?? ""),
+            String(r["label"] ?? ""),
+            illegal,
+          ),
+          value,
+          Number(r["timestamp_unix"] ?? 0),
+        );
+      },
+      {
+        batchSize: options.batchSize,
+        observer: {
+          written(points) {
+            m?.graphiteMetricsWritten.inc(points);
+            m?.graphiteFlushes.inc();
+            o?.written(points);
+          },
+          dropped(points, reason) {
+            m?.graphiteMetricsDropped.inc(points);
+            o?.dropped(points, reason);
+          },
+          available(up) {
+            m?.graphiteAvailable.set(up ? 1 : 0);
+            o?.available(up);
+          },
+          retried() {
+            o?.retried();
+          },
+          failed() {
+            m?.pipelineErrors.inc({ component: "graphite" });
+            o?.failed();
+          },
+        },
+        ...(options.statsIntervalMs === undefined
+          ? {}
+          : { statsIntervalMs: options.statsIntervalMs }),
+      },
+    );
+  }
+}
+
+const DEFAULT_ILLEGAL = illegalCharactersPattern(DEFAULT_ILLEGAL_CHARACTERS);
+
+/**
+ * Sanitise one path segment (or the prefix).
+ *
+ * @param segment Host name, service description, label or prefix.
+ * @param illegal Characters to replace (`--graphite-illegal-characters`); default the legacy one.
+ * @returns The segment with illegal characters replaced by `_`.
+ *
+ * @example
+ * ```ts
+ * import { sanitizeSegment } from "./format.ts";
+ * sanitizeSegment("Disk Usage /var"); // "Disk_Usage__var"
+ * ```
+ */
+export function sanitizeSegment(segment: string, illegal: RegExp = DEFAULT_ILLEGAL): string {
+  return segment.replace(illegal, "_");
+}
+
+/**
+ * `<prefix>.<host>.<service>.<label>`, each segment sanitised.
+ *
+ * @param prefix Already sanitised prefix.
+ * @param host Host name.
+ * @param service Service description.
+ * @param label Perfdata label.
+ * @param illegal Characters to replace; default the legacy set.
+ * @returns The metric path.
+ */
+export function metricPath(
+  prefix: string,
+  host: string,
+  service: string,
+  label: string,
+  illegal: RegExp = DEFAULT_ILLEGAL,
+): string {
+  return `${prefix}.${sanitizeSegment(host, illegal)}.${sanitizeSegment(service, illegal)}.${
+    sanitizeSegment(label, illegal)
+  }`;
+}
+
+/**
+ * One Carbon line.
+ *
+ * @param path Metric path.
+ * @param value Value.
+ * @param seconds Unix seconds (integer).
+ * @returns `path value seconds\n`.
+ */
+export function carbonLine(path: string, value: number, seconds: number): string {
+  return `${path} ${positionalDecimal(value)} ${Math.floor(seconds)}\n`;
+}
