@@ -19,6 +19,7 @@ const BENCHES = [
   "live_rate.ts",
   "cleanup.ts",
   "perfdata_backends.ts",
+  "scale_out.ts",
 ];
 
 let failed = 0;

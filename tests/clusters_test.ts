@@ -30,8 +30,19 @@ import { createMetrics } from "../src/metrics/registry.ts";
 import { deadline } from "../src/util/async.ts";
 import { capture } from "./helpers/capture.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
-import { createSchema, metricValue, startTestWorker, testConfig } from "./helpers/worker.ts";
-import { LOSSTEST_QUEUE, runLosstestCommand } from "../src/cli/losstest.ts";
+import {
+  createSchema,
+  jobsAtGearmand,
+  metricValue,
+  startTestWorker,
+  testConfig,
+  type TestWorker,
+} from "./helpers/worker.ts";
+import { LOSSTEST_QUEUE, losstestJobs, runLosstestCommand } from "../src/cli/losstest.ts";
+import { GearmanClient } from "../src/gearman/client.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
+import { seriesValue, startWorkerProcess, type WorkerProcess } from "./helpers/worker_process.ts";
+import { assertNothingMissing, type Queryable } from "./helpers/backlog.ts";
 import { hasCode } from "../src/util/errors.ts";
 
 type Row = Record<string, unknown>;
@@ -297,6 +308,214 @@ Deno.test("galera cluster: replicates, keeps named locks per node, fails a cross
   }
 });
 
+const STATUS_QUEUE = "statusngin_servicestatus";
+/** The acceptance of issue 32: the backlog the three workers drain. */
+const ACCEPTANCE = { hostchecks: 30_000, services: 500, rounds: 20, servicesPerJob: 50 } as const;
+
+/**
+ * Round `round` of every service's status as jobs of {@link ACCEPTANCE}.servicesPerJob: each
+ * round one second newer, its number in the output, so the row shows which round won.
+ */
+function statusRound(round: number, t0: number): string[] {
+  const doc = JSON.parse(
+    Deno.readTextFileSync(
+      new URL("../src/events/testdata/statusngin_servicestatus.job", import.meta.url),
+    ),
+  );
+  const template = doc.messages[0];
+  const jobs: string[] = [];
+  for (let first = 0; first < ACCEPTANCE.services; first += ACCEPTANCE.servicesPerJob) {
+    const messages = [];
+    for (let s = first; s < first + ACCEPTANCE.servicesPerJob; s++) {
+      const m = structuredClone(template);
+      m.timestamp = t0 + round;
+      m.timestamp_usec = 0;
+      Object.assign(m.servicestatus, {
+        host_name: `acc-host-${s % 50}`,
+        description: `acc-service-${s}`,
+        plugin_output: `round ${round}`,
+        last_check: t0 + round,
+      });
+      messages.push(m);
+    }
+    jobs.push(JSON.stringify({ format: "none", messages }));
+  }
+  return jobs;
+}
+
+/** Reads of one node that wait until it applied every write committed before them. */
+async function causalQueryable(url: string): Promise<Queryable & AsyncDisposable> {
+  const conn = await connect(url);
+  await conn.query("SET SESSION wsrep_sync_wait = 1");
+  return {
+    async query<T>(sql: string, params?: unknown[]): Promise<T> {
+      const [rows] = await conn.query(sql, params);
+      return rows as T;
+    },
+    async [Symbol.asyncDispose]() {
+      await conn.end().catch(() => {});
+    },
+  };
+}
+
+async function readyz(w: WorkerProcess): Promise<number> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${w.metricsPort}/readyz`);
+    await res.body?.cancel();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+// Issue 32's acceptance: many workers, one shared job server, a Galera cluster that loses a node
+// mid-drain. The dead node's worker must move to another node and carry on; nothing may wait
+// for the dead node, be lost or be written twice, and every status row must end at the newest
+// round (docs/scale-out.md).
+Deno.test("galera cluster: three worker processes on one gearmand, each listing all three nodes with its own first; SIGKILL of node 2 mid-drain: every event once, every service at its latest round within 60 s, nothing left at gearmand, worker 2 ready on another node within 30 s", async () => {
+  await using cluster = await startGaleraCluster();
+  await using gearmand = await startGearmand();
+  const hosts = cluster.nodes.map((n) => `127.0.0.1:${n.port}`);
+  const database = "se_acceptance";
+  {
+    const admin = await connect(cluster.nodes[0]?.url ?? "");
+    await admin.query(`CREATE DATABASE ${database}`);
+    await admin.end();
+  }
+  await createSchema(`mysql://root@${hosts[0]}/${database}`);
+  /** Worker i's URL: its own node first, then the others in order. */
+  const urlOf = (i: number) =>
+    `mysql://root@${[hosts[i], ...hosts.filter((_, j) => j !== i)].join(",")}/${database}`;
+  const args = ["--queues", `${LOSSTEST_QUEUE},${STATUS_QUEUE}`, "--drain-timeout", "1s"];
+  const workers: WorkerProcess[] = [];
+  try {
+    for (let i = 0; i < 3; i++) {
+      workers.push(
+        await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: urlOf(i), args }),
+      );
+    }
+    const inUse = async (w: WorkerProcess, node: number) =>
+      seriesValue(await w.metrics(), "statusengine_mysql_host_in_use", {
+        host: hosts[node - 1] ?? "",
+      });
+    for (let i = 0; i < 3; i++) {
+      assert.equal(await inUse(workers[i] as WorkerProcess, i + 1), 1, `worker ${i + 1}`);
+    }
+
+    // Rounds of status between slices of the hostchecks, so both queues are in flight when
+    // the node dies, in the order a core sends them.
+    const runId = "acc";
+    const t0 = Math.floor(Date.now() / 1000) - 3600;
+    const checks = [...losstestJobs(runId, ACCEPTANCE.hostchecks)];
+    const perRound = Math.ceil(checks.length / ACCEPTANCE.rounds);
+    const started = performance.now();
+    // Published while the workers drain: the kill comes at a third whatever the publishing takes.
+    const published = (async () => {
+      await using client = await GearmanClient.connect(gearmand.addr, { window: 200 });
+      const pending: Promise<string>[] = [];
+      for (let round = 0; round < ACCEPTANCE.rounds; round++) {
+        for (const job of checks.slice(round * perRound, (round + 1) * perRound)) {
+          pending.push(
+            client.submitBackground(LOSSTEST_QUEUE, job.payload, { unique: crypto.randomUUID() }),
+          );
+        }
+        for (const job of statusRound(round, t0)) {
+          pending.push(
+            client.submitBackground(STATUS_QUEUE, job, { unique: crypto.randomUUID() }),
+          );
+        }
+      }
+      await Promise.all(pending);
+    })();
+
+    // Read through node 1, which stays up.
+    await using node1 = await causalQueryable(`mysql://root@${hosts[0]}/${database}`);
+    const count = async (sql: string) => Number((await node1.query<Row[]>(sql))[0]?.["n"] ?? 0);
+    const hostchecks = () => count(`SELECT COUNT(*) AS n FROM ${database}.statusengine_hostchecks`);
+    const latest = () =>
+      count(
+        `SELECT COUNT(*) AS n FROM ${database}.statusengine_servicestatus ` +
+          `WHERE last_check = ${t0 + ACCEPTANCE.rounds - 1} ` +
+          `AND output = 'round ${ACCEPTANCE.rounds - 1}'`,
+      );
+    const rounds = async () =>
+      JSON.stringify(
+        (await node1.query<Row[]>(
+          `SELECT output, COUNT(*) AS n FROM ${database}.statusengine_servicestatus ` +
+            "GROUP BY output ORDER BY output",
+        )).map((r) => `${r["output"]}: ${r["n"]}`),
+      );
+    await waitFor(async () => (await hostchecks()) >= ACCEPTANCE.hostchecks / 3, {
+      timeoutMs: 180_000,
+      intervalMs: 100,
+      message: "a third of the hostchecks written",
+    });
+    await cluster.kill(2);
+    const killedAt = performance.now();
+    await published;
+    const atKill = await hostchecks();
+    const roundsAtKill = await rounds();
+    assert.ok(atKill < ACCEPTANCE.hostchecks, `killed mid-drain (${atKill} written)`);
+    const since = () => ((performance.now() - killedAt) / 1000).toFixed(1);
+
+    const worker2 = workers[1] as WorkerProcess;
+    let readyAfter = "never";
+    const ready = waitFor(async () => {
+      if ((await inUse(worker2, 2)) === 0 && (await readyz(worker2)) === 200) {
+        readyAfter = since();
+        return true;
+      }
+      return false;
+    }, { timeoutMs: 30_000, intervalMs: 100, message: "worker 2 ready on another node" })
+      .then(() => true, () => false);
+
+    // Every event in the cluster and nothing left at gearmand, then every service at its newest
+    // round: both within 60 s of the kill, measured apart.
+    const until = killedAt + 60_000;
+    let eventsAfter = "never";
+    const events = await waitFor(async () => {
+      const done = (await hostchecks()) >= ACCEPTANCE.hostchecks &&
+        (await jobsAtGearmand(gearmand.addr, LOSSTEST_QUEUE)) === 0 &&
+        (await jobsAtGearmand(gearmand.addr, STATUS_QUEUE)) === 0;
+      if (done) eventsAfter = since();
+      return done;
+    }, { timeoutMs: 60_000, intervalMs: 250 }).then(() => true, () => false);
+    let statusAfter = "never";
+    const status = await waitFor(async () => {
+      const done = (await latest()) === ACCEPTANCE.services;
+      if (done) statusAfter = since();
+      return done;
+    }, { timeoutMs: Math.max(0, until - performance.now()), intervalMs: 250 }).then(
+      () => true,
+      () => false,
+    );
+    const summary = `node 2 killed ${((killedAt - started) / 1000).toFixed(1)} s after the ` +
+      `first job was published, at ${atKill} of ${ACCEPTANCE.hostchecks} hostchecks written ` +
+      `(status rows by round: ${roundsAtKill}); worker 2 ready on another node after ` +
+      `${readyAfter} s; every event in the cluster and none at gearmand after ${eventsAfter} s, ` +
+      `every service at its newest round after ${statusAfter} s; then ${await hostchecks()} ` +
+      `hostchecks, status rows by round ${await rounds()}, at gearmand ` +
+      `${await jobsAtGearmand(gearmand.addr, LOSSTEST_QUEUE)} hostchecks and ` +
+      `${await jobsAtGearmand(gearmand.addr, STATUS_QUEUE)} status jobs`;
+    // deno-lint-ignore no-console
+    console.log(`acceptance: ${summary}`);
+    const warnings = workers.flatMap((w, i) =>
+      w.lines().filter((l) => /level=(warn|error)/.test(l)).map((l) => `worker ${i + 1}: ${l}`)
+    );
+    const context = `${summary}\n${warnings.slice(0, 20).join("\n")}`;
+    assert.ok(await ready, context);
+    assert.ok(events, context);
+    await assertNothingMissing(node1, runId, ACCEPTANCE.hostchecks);
+    assert.equal(
+      await count(`SELECT COUNT(*) AS n FROM ${database}.statusengine_servicestatus`),
+      ACCEPTANCE.services,
+    );
+    assert.ok(status, context);
+  } finally {
+    for (const w of workers) await w[Symbol.asyncDispose]();
+  }
+});
+
 Deno.test("rabbitmq cluster: a quorum queue declared on node 1 keeps every confirmed message when node 1 is SIGKILLed; node 2 delivers them all", async () => {
   await using cluster = await startRabbitMqCluster();
   const [url1, url2] = cluster.nodes.map((n) => n.url) as [string, string];
@@ -363,8 +582,8 @@ interface HighAvailability {
 }
 
 /**
- * Publish a 40,000-event losstest backlog through a 3-host URL, let a worker on the same URL
- * drain it from node 1, SIGKILL node 1 mid-drain: the worker must move to node 2 or 3 and every
+ * Publish a 40,000-event losstest backlog through a 3-host URL, let two workers on the same URL
+ * drain it from node 1, SIGKILL node 1 mid-drain: each worker must move to node 2 or 3 and every
  * event must land in MySQL once.
  */
 async function drainAcrossNodeLoss(runId: string, ha: HighAvailability): Promise<void> {
@@ -392,40 +611,53 @@ async function drainAcrossNodeLoss(runId: string, ha: HighAvailability): Promise
     published.err.join("\n"),
   );
 
-  await using worker = await startTestWorker(
-    testConfig({
-      consumer: "rabbitmq",
-      // A small prefetch keeps most of the backlog at the broker when node 1 goes.
-      rabbitmq: { url, prefetch: 10, durableQueues: ha.durableQueues, declare: ha.declare },
-      mysqlUrl: db.url,
-      queues: [LOSSTEST_QUEUE],
-    }),
-  );
-  const inUse = (i: number) =>
+  // Two workers on the same URL, both consuming from node 1, share the backlog: each must move
+  // and together they must write every event once.
+  const config = testConfig({
+    consumer: "rabbitmq",
+    // A small prefetch keeps most of the backlog at the broker when node 1 goes.
+    rabbitmq: { url, prefetch: 10, durableQueues: ha.durableQueues, declare: ha.declare },
+    mysqlUrl: db.url,
+    queues: [LOSSTEST_QUEUE],
+  });
+  await using first = await startTestWorker(config);
+  await using second = await startTestWorker(config);
+  const workers = [first, second];
+  const inUse = (worker: TestWorker, i: number) =>
     metricValue(worker, "statusengine_rabbitmq_host_in_use", { host: hosts[i] ?? "" });
-  await waitFor(async () => (await inUse(0)) === 1, { message: "consuming from node 1" });
+  for (const worker of workers) {
+    await waitFor(async () => (await inUse(worker, 0)) === 1, { message: "consuming from node 1" });
+  }
   const rows = async () => {
     const [r] = await db.query<{ n: number }[]>(
       "SELECT COUNT(*) AS n FROM statusengine_hostchecks",
     );
     return Number(r?.n);
   };
+  const completed = async (worker: TestWorker) =>
+    await metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: LOSSTEST_QUEUE,
+      result: "completed",
+    });
   await waitFor(async () => (await rows()) >= count / 20, { message: "a twentieth committed" });
   await cluster.kill(1);
   const atKill = await rows();
   assert.ok(atKill < count, `node 1 was killed mid-drain (${atKill} of ${count} rows)`);
 
-  await waitFor(
-    async () =>
-      (await metricValue(worker, "statusengine_queue_reconnects_total", {
-          queue_name: LOSSTEST_QUEUE,
-        })) >= 1 &&
-      (await metricValue(worker, "statusengine_queue_connected", {
-          queue_name: LOSSTEST_QUEUE,
-        })) === 1 &&
-      (await inUse(0)) === 0 && (await inUse(1)) + (await inUse(2)) === 1,
-    { message: "consuming from node 2 or 3", timeoutMs: 60_000 },
-  );
+  for (const worker of workers) {
+    await waitFor(
+      async () =>
+        (await metricValue(worker, "statusengine_queue_reconnects_total", {
+            queue_name: LOSSTEST_QUEUE,
+          })) >= 1 &&
+        (await metricValue(worker, "statusengine_queue_connected", {
+            queue_name: LOSSTEST_QUEUE,
+          })) === 1 &&
+        (await inUse(worker, 0)) === 0 &&
+        (await inUse(worker, 1)) + (await inUse(worker, 2)) === 1,
+      { message: "consuming from node 2 or 3", timeoutMs: 60_000 },
+    );
+  }
   await waitFor(async () => (await rows()) >= count, {
     message: "the whole backlog committed",
     timeoutMs: 180_000,
@@ -441,9 +673,11 @@ async function drainAcrossNodeLoss(runId: string, ha: HighAvailability): Promise
   assert.ok(after.out.includes("missing: 0"), after.out.join("\n"));
   assert.ok(after.out.includes(`PASS: all ${count} events present`), after.out.join("\n"));
   assert.ok(!after.out.some((l) => l.startsWith("duplicate rows")), after.out.join("\n"));
+  // Both drained, not one alone.
+  for (const worker of workers) assert.ok((await completed(worker)) > 0);
 }
 
-Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration of operator-made quorum queues moves to another node when node 1 is SIGKILLed mid-drain: 0 lost, 0 duplicate", async () => {
+Deno.test("rabbitmq cluster: two workers on a 3-host URL with passive declaration of operator-made quorum queues move to another node when node 1 is SIGKILLed mid-drain: 0 lost, 0 duplicate", async () => {
   await drainAcrossNodeLoss("qq", {
     declare: "passive",
     durableQueues: true,
@@ -464,7 +698,7 @@ Deno.test("rabbitmq cluster: a worker on a 3-host URL with passive declaration o
   });
 });
 
-Deno.test("rabbitmq cluster: a classic queue mirrored by a policy, declared by the worker as the broker module does, survives SIGKILL of node 1 mid-drain: 0 lost, 0 duplicate", async () => {
+Deno.test("rabbitmq cluster: a classic queue mirrored by a policy, declared by the workers as the broker module does, survives SIGKILL of node 1 mid-drain under two workers: 0 lost, 0 duplicate", async () => {
   await drainAcrossNodeLoss("cm", {
     declare: "declare",
     durableQueues: false,
