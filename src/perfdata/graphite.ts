@@ -167,7 +167,7 @@ const DEFAULT_ILLEGAL = illegalCharactersPattern(DEFAULT_ILLEGAL_CHARACTERS);
  *
  * @example
  * ```ts
- * import { sanitizeSegment } from "./format.ts";
+ * import { sanitizeSegment } from "./graphite.ts";
  * sanitizeSegment("Disk Usage /var"); // "Disk_Usage__var"
  * ```
  */
