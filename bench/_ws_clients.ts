@@ -5,8 +5,8 @@
  *   deno run -A bench/_ws_clients.ts <ws|raw> <ws url with api_key> <clients>
  *
  * `ws` clients are Deno's WebSocket (every text frame becomes a string); `raw`
- * clients complete the handshake over TCP and then only walk the frame headers,
- * the cheapest possible reader, standing in for clients on other machines.
+ * clients complete the handshake over TCP and then only walk the frame headers (and answer
+ * pings), the cheapest possible reader, standing in for clients on other machines.
  * Prints `ready` once every client is open; each `report` line on stdin is
  * answered with one JSON line `{"frames":…,"bytes":…}` (totals over all
  * clients); end of stdin closes the clients and exits. `stalled` clients
@@ -92,17 +92,31 @@ async function rawClient(url: URL, stalled: boolean): Promise<() => Promise<void
       return Promise.resolve();
     };
   }
-  // Server frames are unmasked: 2 header bytes, then 0, 2 or 8 length bytes.
+  // Server frames are unmasked: 2 header bytes, then 0, 2 or 8 length bytes. A ping's payload
+  // (at most 125 bytes) is kept and answered with a pong: the hub hands a client no more than
+  // 512 KiB beyond its last pong, so a reader that ignores pings stalls there.
   let header: number[] = [];
   let skip = 0;
+  let ping: number[] | undefined;
+  const pong = (payload: number[]) => {
+    // Client frames are masked; a zero mask leaves the payload as it is.
+    conn.write(new Uint8Array([0x8a, 0x80 | payload.length, 0, 0, 0, 0, ...payload])).catch(
+      () => {},
+    );
+  };
   const walk = (chunk: Uint8Array) => {
     bytes += chunk.length;
     let i = 0;
     while (i < chunk.length) {
       if (skip > 0) {
         const take = Math.min(skip, chunk.length - i);
+        if (ping !== undefined) ping.push(...chunk.subarray(i, i + take));
         skip -= take;
         i += take;
+        if (skip === 0 && ping !== undefined) {
+          pong(ping);
+          ping = undefined;
+        }
         continue;
       }
       header.push(chunk[i++] as number);
@@ -115,7 +129,15 @@ async function rawClient(url: URL, stalled: boolean): Promise<() => Promise<void
         len = 0;
         for (let k = 2; k < 10; k++) len = len * 256 + (header[k] as number);
       }
-      if (((header[0] as number) & 0x0f) === 1) frames++;
+      const opcode = (header[0] as number) & 0x0f;
+      if (opcode === 1) frames++;
+      if (opcode === 9) {
+        ping = [];
+        if (len === 0) {
+          pong(ping);
+          ping = undefined;
+        }
+      }
       skip = len;
       header = [];
     }
