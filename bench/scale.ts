@@ -12,7 +12,8 @@
  *   writers, rows examined (`Handler_read_*` deltas of the otherwise idle server);
  * - at the largest size only: `cleanup` of the oldest day of the servicechecks history, by
  *   partition and by DELETE (an unpartitioned copy), and `/ws` with `--ws-clients` raw clients
- *   at the live rate of that size (every service checked every 5 minutes).
+ *   at the live rate of that size (every service checked every 5 minutes), subscribed once to
+ *   every topic and once to a topic the stream does not carry.
  *
  *   deno task bench:scale
  *   deno run -A bench/scale.ts [--sizes 10000,100000,1000000] [--events 100000]
@@ -396,6 +397,111 @@ interface SizeResult {
   readonly sweep: Sweep;
 }
 
+/**
+ * `/ws` at the live rate of `services` (every service checked every 5 minutes) with
+ * `WS_CLIENTS` raw clients subscribed to `topics` (every topic when undefined), through a worker
+ * of its own: one report line.
+ */
+async function wsRun(database: string, services: number, topics?: string): Promise<void> {
+  const rate = services / 300;
+  const wsPort = freePort();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: server.url({ database }),
+    listenAddr: `127.0.0.1:${wsPort}`,
+    args: [
+      "--api-keys",
+      KEY,
+      "--queues",
+      "statusngin_servicestatus,statusngin_servicechecks",
+    ],
+  });
+  const clients = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-net",
+      new URL("_ws_clients.ts", import.meta.url).pathname,
+      "raw",
+      `ws://127.0.0.1:${wsPort}/ws?api_key=${KEY}${
+        topics === undefined ? "" : `&topics=${topics}`
+      }`,
+      String(WS_CLIENTS),
+    ],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines = clients.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let out = "";
+  const nextLine = async () => {
+    while (!out.includes("\n")) {
+      const { value, done } = await lines.read();
+      if (done) throw new Error("websocket clients exited");
+      out += value;
+    }
+    const nl = out.indexOf("\n");
+    const l = out.slice(0, nl);
+    out = out.slice(nl + 1);
+    return l;
+  };
+  if ((await nextLine()) !== "ready") throw new Error("websocket clients did not start");
+  const stdin = clients.stdin.getWriter();
+  const nodeServices = Math.min(services, SERVICES_PER_NODE);
+  const perSecondJobs = Math.max(1, Math.round(rate / PER_JOB));
+  const status = jobs("statusngin_servicestatus", perSecondJobs * PER_JOB, nodeServices);
+  const checks = jobs("statusngin_servicechecks", perSecondJobs * PER_JOB, nodeServices);
+  const cpu0 = cpuSeconds(worker.pid);
+  const started = performance.now();
+  let behind = 0;
+  for (let s = 0; s < WS_SECONDS; s++) {
+    const tick = performance.now();
+    await submitMany(
+      gearmand.addr,
+      "statusngin_servicestatus",
+      status.length,
+      (i) => status[i] as string,
+    );
+    await submitMany(
+      gearmand.addr,
+      "statusngin_servicechecks",
+      checks.length,
+      (i) => checks[i] as string,
+    );
+    behind = Math.max(
+      behind,
+      await jobsAtGearmand(gearmand.addr, "statusngin_servicestatus") +
+        await jobsAtGearmand(gearmand.addr, "statusngin_servicechecks"),
+    );
+    await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (performance.now() - tick))));
+  }
+  const wallS = (performance.now() - started) / 1000;
+  const cpu = cpuSeconds(worker.pid) - cpu0;
+  // The last second's frames are still on their way to the clients.
+  await new Promise((r) => setTimeout(r, 2_000));
+  await stdin.write(new TextEncoder().encode("report\n"));
+  const totals = JSON.parse(await nextLine()) as { frames: number; bytes: number };
+  await stdin.close();
+  await clients.status;
+  const metrics = await worker.metrics();
+  const slowClosed = seriesSum(metrics, "statusengine_websocket_slow_clients_closed_total");
+  const dropped = seriesSum(metrics, "statusengine_websocket_messages_dropped_total") +
+    seriesSum(metrics, "statusengine_websocket_publish_dropped_total");
+  report(
+    `/ws at the live rate of ${fmt(services)} services (${fmt(2 * perSecondJobs * PER_JOB)} ` +
+      `events/s for ${WS_SECONDS} s), ${WS_CLIENTS} raw clients subscribed to ${
+        topics ?? "every topic"
+      }: worker CPU ${(100 * cpu / wallS).toFixed(0)} %, most jobs waiting at a second's end ${
+        fmt(behind)
+      }, frames per client ${fmt(totals.frames / WS_CLIENTS)} of ${
+        fmt(2 * perSecondJobs * WS_SECONDS)
+      }, ${fmt(slowClosed)} slow clients closed, ${
+        fmt(dropped)
+      } messages dropped, worker peak RSS ${
+        peakRssMb(worker.pid).toFixed(0)
+      } MB (load ${loadAverage()})`,
+  );
+}
+
 const results: SizeResult[] = [];
 let largest: { database: string; conn: mysql.Connection; services: number } | undefined;
 for (const services of SIZES) {
@@ -510,100 +616,10 @@ if (largest !== undefined) {
   report(line("by DELETE", byDelete, reads2 - reads1));
   await server.query(`DROP DATABASE ${legacy}`);
 
-  // /ws at the live rate of the largest size: every service checked every 5 minutes.
-  const rate = services / 300;
-  const wsPort = freePort();
-  await using worker = await startWorkerProcess({
-    gearmanAddr: gearmand.addr,
-    mysqlUrl: server.url({ database }),
-    listenAddr: `127.0.0.1:${wsPort}`,
-    args: [
-      "--api-keys",
-      KEY,
-      "--queues",
-      "statusngin_servicestatus,statusngin_servicechecks",
-    ],
-  });
-  const clients = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-net",
-      new URL("_ws_clients.ts", import.meta.url).pathname,
-      "raw",
-      `ws://127.0.0.1:${wsPort}/ws?api_key=${KEY}`,
-      String(WS_CLIENTS),
-    ],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const lines = clients.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let out = "";
-  const nextLine = async () => {
-    while (!out.includes("\n")) {
-      const { value, done } = await lines.read();
-      if (done) throw new Error("websocket clients exited");
-      out += value;
-    }
-    const nl = out.indexOf("\n");
-    const l = out.slice(0, nl);
-    out = out.slice(nl + 1);
-    return l;
-  };
-  if ((await nextLine()) !== "ready") throw new Error("websocket clients did not start");
-  const stdin = clients.stdin.getWriter();
-  const nodeServices = Math.min(services, SERVICES_PER_NODE);
-  const perSecondJobs = Math.max(1, Math.round(rate / PER_JOB));
-  const status = jobs("statusngin_servicestatus", perSecondJobs * PER_JOB, nodeServices);
-  const checks = jobs("statusngin_servicechecks", perSecondJobs * PER_JOB, nodeServices);
-  const cpu0 = cpuSeconds(worker.pid);
-  const started = performance.now();
-  let behind = 0;
-  for (let s = 0; s < WS_SECONDS; s++) {
-    const tick = performance.now();
-    await submitMany(
-      gearmand.addr,
-      "statusngin_servicestatus",
-      status.length,
-      (i) => status[i] as string,
-    );
-    await submitMany(
-      gearmand.addr,
-      "statusngin_servicechecks",
-      checks.length,
-      (i) => checks[i] as string,
-    );
-    behind = Math.max(
-      behind,
-      await jobsAtGearmand(gearmand.addr, "statusngin_servicestatus") +
-        await jobsAtGearmand(gearmand.addr, "statusngin_servicechecks"),
-    );
-    await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (performance.now() - tick))));
-  }
-  const wallS = (performance.now() - started) / 1000;
-  const cpu = cpuSeconds(worker.pid) - cpu0;
-  // The last second's frames are still on their way to the clients.
-  await new Promise((r) => setTimeout(r, 2_000));
-  await stdin.write(new TextEncoder().encode("report\n"));
-  const totals = JSON.parse(await nextLine()) as { frames: number; bytes: number };
-  await stdin.close();
-  await clients.status;
-  const metrics = await worker.metrics();
-  const slowClosed = seriesSum(metrics, "statusengine_websocket_slow_clients_closed_total");
-  const dropped = seriesSum(metrics, "statusengine_websocket_messages_dropped_total") +
-    seriesSum(metrics, "statusengine_websocket_publish_dropped_total");
-  report(
-    `/ws at the live rate of ${fmt(services)} services (${fmt(2 * perSecondJobs * PER_JOB)} ` +
-      `events/s for ${WS_SECONDS} s), ${WS_CLIENTS} raw clients: worker CPU ${
-        (100 * cpu / wallS).toFixed(0)
-      } %, most jobs waiting at a second's end ${fmt(behind)}, frames per client ${
-        fmt(totals.frames / WS_CLIENTS)
-      } of ${fmt(2 * perSecondJobs * WS_SECONDS)}, ${fmt(slowClosed)} slow clients closed, ${
-        fmt(dropped)
-      } messages dropped, worker peak RSS ${
-        peakRssMb(worker.pid).toFixed(0)
-      } MB (load ${loadAverage()})`,
-  );
+  // /ws at the live rate of the largest size: the firehose, and clients that watch a topic the
+  // stream does not carry (a UI waiting for state changes: what the hub's filter costs).
+  await wsRun(database, services);
+  await wsRun(database, services, "statusngin_statechanges");
   await conn.end();
 }
 report(`scale bench: done in ${seconds(t0Total)} s, load average ${loadAverage()}`);
