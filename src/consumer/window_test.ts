@@ -51,28 +51,21 @@ function setup(initial: number, cap: number, bytes = 1024 * 1024 * 1024) {
 
 Deno.test("window: grows while every slot is used and the statements are not full, in proportion to what they lack, up to the cap", () => {
   const s = setup(8, 40);
-  s.fill();
-  s.window.tick();
-  assert.equal(s.window.size, 16, "half-full statements: twice the jobs");
-  s.advance(100);
-  s.set({ ...STARVED, fill: 0.8 });
-  s.fill();
-  s.window.tick();
-  assert.equal(s.window.size, 20, "0.8 full: a quarter more");
-  s.advance(100);
-  s.set({ ...STARVED, fill: 0.99 });
-  s.fill();
-  s.window.tick();
-  assert.equal(s.window.size, 21, "at least one more");
-  s.advance(100);
-  s.set({ ...STARVED, fill: 0 });
-  s.fill();
-  s.window.tick();
-  assert.equal(s.window.size, 40, "idle writers: at most twice, and capped");
-  s.advance(100);
-  s.fill();
-  s.window.tick();
-  assert.equal(s.window.size, 40);
+  // How full the statements are, and the window after the tick 100 ms later.
+  const ticks: [fill: number, size: number, message?: string][] = [
+    [STARVED.fill, 16, "half-full statements: twice the jobs"],
+    [0.8, 20, "0.8 full: a quarter more"],
+    [0.99, 21, "at least one more"],
+    [0, 40, "idle writers: at most twice, and capped"],
+    [0, 40],
+  ];
+  for (const [fill, size, message] of ticks) {
+    s.set({ ...STARVED, fill });
+    s.fill();
+    s.window.tick();
+    assert.equal(s.window.size, size, message);
+    s.advance(100);
+  }
   assert.deepEqual(s.changes, [16, 20, 21, 40]);
 });
 
@@ -115,24 +108,20 @@ Deno.test("window: does not grow while the writers send full statements or rows 
 Deno.test("window: shrinks by half the excess while statements are full and jobs queue for buffer space, not below the initial window", () => {
   const s = setup(30, 64);
   s.fill();
-  s.set({ ...FED, excess: 6 });
-  s.window.tick();
-  assert.equal(s.window.size, 27);
-  s.advance(100);
-  s.set({ ...FED, excess: 1 });
-  s.window.tick();
-  assert.equal(s.window.size, 26);
-  s.advance(100);
-  s.set(FED);
-  s.window.tick();
-  assert.equal(s.window.size, 26, "one job per writer waiting is no excess");
-  s.advance(100);
-  s.set({ ...FED, excess: 40 });
-  s.window.tick();
-  assert.equal(s.window.size, 8, "never below the initial window for excess alone");
-  s.advance(100);
-  s.window.tick();
-  assert.equal(s.window.size, 8);
+  // The jobs waiting beyond one per writer, and the window after the tick 100 ms later.
+  const ticks: [excess: number, size: number, message?: string][] = [
+    [6, 27],
+    [1, 26],
+    [FED.excess, 26, "one job per writer waiting is no excess"],
+    [40, 8, "never below the initial window for excess alone"],
+    [40, 8],
+  ];
+  for (const [excess, size, message] of ticks) {
+    s.set({ ...FED, excess });
+    s.window.tick();
+    assert.equal(s.window.size, size, message);
+    s.advance(100);
+  }
 });
 
 Deno.test("window: halves on every tick while MySQL is slow, down to one job, and grows again after", () => {

@@ -39,40 +39,42 @@ function r(table: TableRow["table"], row: Row): TableRow {
   return { table, row };
 }
 
+// The columns both statusengine_hoststatus rows of the fixture share.
+const HOSTSTATUS_COMMON = {
+  output: "PING OK - Packet loss = 0%, RTA = 0.08 ms",
+  "long_output": "",
+  "current_state": 0,
+  "current_check_attempt": 1,
+  "max_check_attempts": 10,
+  "is_passive_check": 1, // check_type 0 = active (docs/tables.md#is-passive-check)
+  "last_hard_state": 0,
+  "is_hardstate": 1,
+  "last_notification": 0,
+  "next_notification": 0,
+  "notifications_enabled": 1,
+  "problem_has_been_acknowledged": 0,
+  "acknowledgement_type": 0,
+  "passive_checks_enabled": 1,
+  "active_checks_enabled": 1,
+  "is_flapping": 0,
+  "scheduled_downtime_depth": 0,
+  "process_performance_data": 1,
+  "obsess_over_host": 1,
+  "normal_check_interval": 5,
+  "retry_check_interval": 1,
+  "check_timeperiod": "24x7",
+  "node_name": "N",
+  "last_time_unreachable": 0,
+  "current_notification_number": 0,
+  "percent_state_change": 0,
+  "event_handler": null,
+  "check_command": "check-host-alive",
+};
+
 Deno.test("appendix: statusngin_hoststatus.json yields the two statusengine_hoststatus rows", () => {
-  const common = {
-    output: "PING OK - Packet loss = 0%, RTA = 0.08 ms",
-    "long_output": "",
-    "current_state": 0,
-    "current_check_attempt": 1,
-    "max_check_attempts": 10,
-    "is_passive_check": 1, // check_type 0 = active (docs/tables.md#is-passive-check)
-    "last_hard_state": 0,
-    "is_hardstate": 1,
-    "last_notification": 0,
-    "next_notification": 0,
-    "notifications_enabled": 1,
-    "problem_has_been_acknowledged": 0,
-    "acknowledgement_type": 0,
-    "passive_checks_enabled": 1,
-    "active_checks_enabled": 1,
-    "is_flapping": 0,
-    "scheduled_downtime_depth": 0,
-    "process_performance_data": 1,
-    "obsess_over_host": 1,
-    "normal_check_interval": 5,
-    "retry_check_interval": 1,
-    "check_timeperiod": "24x7",
-    "node_name": "N",
-    "last_time_unreachable": 0,
-    "current_notification_number": 0,
-    "percent_state_change": 0,
-    "event_handler": null,
-    "check_command": "check-host-alive",
-  };
   assertRows("statusngin_hoststatus", [
     r("statusengine_hoststatus", {
-      ...common,
+      ...HOSTSTATUS_COMMON,
       hostname: "demo.statusengine.org",
       "status_update_time": 1785470659,
       perfdata: "rta=0.077000ms;3000.000000;5000.000000;0.000000 pl=0%;80;100;0",
@@ -88,7 +90,7 @@ Deno.test("appendix: statusngin_hoststatus.json yields the two statusengine_host
       "last_time_down": 1762725251,
     }),
     r("statusengine_hoststatus", {
-      ...common,
+      ...HOSTSTATUS_COMMON,
       hostname: "localhost",
       "status_update_time": 1785470668,
       perfdata: "rta=0.078000ms;3000.000000;5000.000000;0.000000 pl=0%;80;100;0",
@@ -106,36 +108,38 @@ Deno.test("appendix: statusngin_hoststatus.json yields the two statusengine_host
   ]);
 });
 
+// The columns both statusengine_servicestatus rows of the fixture share.
+const SERVICESTATUS_COMMON = {
+  hostname: "foobar",
+  "long_output": "",
+  "current_state": 2,
+  "current_check_attempt": 4,
+  "max_check_attempts": 4,
+  "is_passive_check": 1,
+  "last_hard_state": 2,
+  "is_hardstate": 1,
+  "notifications_enabled": 1,
+  "passive_checks_enabled": 1,
+  "active_checks_enabled": 1,
+  "event_handler_enabled": 1,
+  "flap_detection_enabled": 1,
+  "is_flapping": 0,
+  "scheduled_downtime_depth": 0,
+  "process_performance_data": 1,
+  "obsess_over_service": 1,
+  "normal_check_interval": 1,
+  "retry_check_interval": 1,
+  "check_timeperiod": "24x7",
+  "node_name": "N",
+  "last_time_unknown": 0,
+  "percent_state_change": 0,
+  "event_handler": null,
+};
+
 Deno.test("appendix: statusngin_servicestatus.json yields the two statusengine_servicestatus rows", () => {
-  const common = {
-    hostname: "foobar",
-    "long_output": "",
-    "current_state": 2,
-    "current_check_attempt": 4,
-    "max_check_attempts": 4,
-    "is_passive_check": 1,
-    "last_hard_state": 2,
-    "is_hardstate": 1,
-    "notifications_enabled": 1,
-    "passive_checks_enabled": 1,
-    "active_checks_enabled": 1,
-    "event_handler_enabled": 1,
-    "flap_detection_enabled": 1,
-    "is_flapping": 0,
-    "scheduled_downtime_depth": 0,
-    "process_performance_data": 1,
-    "obsess_over_service": 1,
-    "normal_check_interval": 1,
-    "retry_check_interval": 1,
-    "check_timeperiod": "24x7",
-    "node_name": "N",
-    "last_time_unknown": 0,
-    "percent_state_change": 0,
-    "event_handler": null,
-  };
   assertRows("statusngin_servicestatus", [
     r("statusengine_servicestatus", {
-      ...common,
+      ...SERVICESTATUS_COMMON,
       "service_description": "Swap Usage",
       "status_update_time": 1785470669,
       output: "SWAP CRITICAL - 0% free (0 MB out of 0 MB)",
@@ -157,7 +161,7 @@ Deno.test("appendix: statusngin_servicestatus.json yields the two statusengine_s
       "check_command": "check_local_swap!20!10",
     }),
     r("statusengine_servicestatus", {
-      ...common,
+      ...SERVICESTATUS_COMMON,
       "service_description": "Root Partition",
       "status_update_time": 1785470673,
       output: "DISK CRITICAL - free space: / 18296 MB (2% inode=78%):",
@@ -438,24 +442,21 @@ Deno.test("appendix: statusngin_downtimes.json yields the service history row, t
     "actual_end_time": 0,
     "was_cancelled": 0,
   });
-  assert.equal(announcement.table, "statusengine_downtime_announcements");
-  assert.deepEqual(announcement.row, {
+  const key = {
     hostname: shared.hostname,
     "service_description": shared.service_description,
     "node_name": "N",
     "scheduled_start_time": shared.scheduled_start_time,
     "internal_downtime_id": 1,
+  };
+  assert.equal(announcement.table, "statusengine_downtime_announcements");
+  assert.deepEqual(announcement.row, {
+    ...key,
     "announced_at": 1785517315, // the envelope timestamp
   });
   assert.equal(scheduled.table, "statusengine_service_scheduleddowntimes");
   assert.equal(scheduled.from, "statusengine_service_downtimehistory");
-  assert.deepEqual(scheduled.key, {
-    hostname: shared.hostname,
-    "service_description": shared.service_description,
-    "node_name": "N",
-    "scheduled_start_time": shared.scheduled_start_time,
-    "internal_downtime_id": 1,
-  });
+  assert.deepEqual(scheduled.key, key);
 });
 
 Deno.test("appendix: statusngin_core_restart.json (timestamp 0) yields the worker clock as cutoff (D4)", () => {

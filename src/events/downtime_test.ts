@@ -68,15 +68,17 @@ function key(host: boolean): Row {
     };
 }
 
+/** The definition columns, as `event()` defines the downtime. */
 function statics(): Row {
+  const e = event({});
   return {
-    "entry_time": 1785517314,
-    "author_name": "Daniel Z",
-    "comment_data": "In maintenance",
-    "triggered_by_id": 0,
-    "is_fixed": 1,
-    duration: 120,
-    "scheduled_end_time": 1785517500,
+    "entry_time": e.entryTime,
+    "author_name": e.authorName,
+    "comment_data": e.commentData,
+    "triggered_by_id": e.triggeredBy,
+    "is_fixed": e.fixed,
+    duration: e.duration,
+    "scheduled_end_time": e.endTime,
   };
 }
 

@@ -9,6 +9,7 @@ import {
   PACKET,
   type Packet,
   PacketParser,
+  type PacketParserOptions,
   PACKETS,
   parseStatusReply,
   waitingJobs,
@@ -302,44 +303,53 @@ Deno.test("codec: bad magic is a protocol error and the parser refuses further i
   );
 });
 
-Deno.test("codec: garbage bytes (a text reply on a binary connection) are a protocol error", () => {
-  const parser = new PacketParser({ expect: "RES" });
-  assert.throws(
-    () => parser.push(ascii("OK 1.1.20+ds\n")),
-    (err: unknown) => hasCode(err, "gearman_protocol"),
-  );
-});
+// Input the parser refuses with a protocol error, whose message names `names` where given.
+const PROTOCOL_ERRORS: {
+  name: string;
+  options: PacketParserOptions;
+  wire: Uint8Array;
+  names?: RegExp;
+}[] = [
+  {
+    name: "garbage bytes (a text reply on a binary connection) are a protocol error",
+    options: { expect: "RES" },
+    wire: ascii("OK 1.1.20+ds\n"),
+  },
+  {
+    name: "an unknown packet type is a protocol error naming the type",
+    options: { expect: "RES" },
+    wire: hex("00 52 45 53 00 00 00 63 00 00 00 00"),
+    names: /99/,
+  },
+  {
+    name: "an announced size above the ceiling fails before any body arrives",
+    options: { expect: "RES", maxBodySize: 1024 },
+    wire: hex("00 52 45 53 00 00 00 1f 00 00 04 01"),
+    names: /1025/,
+  },
+  {
+    name: "a body with too few separators is a protocol error",
+    options: { expect: "RES" },
+    wire: bytes(hex("00 52 45 53 00 00 00 1f 00 00 00 05"), "H:1\0x"),
+  },
+  {
+    name: "a request packet with a wrong magic for its type is rejected",
+    // NOOP is server-only; a "\0REQ" NOOP means a confused peer.
+    options: { expect: "REQ" },
+    wire: hex("00 52 45 51 00 00 00 06 00 00 00 00"),
+  },
+];
 
-Deno.test("codec: an unknown packet type is a protocol error naming the type", () => {
-  const parser = new PacketParser({ expect: "RES" });
-  assert.throws(
-    () => parser.push(hex("00 52 45 53 00 00 00 63 00 00 00 00")),
-    (err: unknown) => hasCode(err, "gearman_protocol") && /99/.test(err.message),
-  );
-});
-
-Deno.test("codec: an announced size above the ceiling fails before any body arrives", () => {
-  const parser = new PacketParser({ expect: "RES", maxBodySize: 1024 });
-  assert.throws(
-    () => parser.push(hex("00 52 45 53 00 00 00 1f 00 00 04 01")),
-    (err: unknown) => hasCode(err, "gearman_protocol") && /1025/.test(err.message),
-  );
-});
-
-Deno.test("codec: a body with too few separators is a protocol error", () => {
-  const parser = new PacketParser({ expect: "RES" });
-  const wire = bytes(hex("00 52 45 53 00 00 00 1f 00 00 00 05"), "H:1\0x");
-  assert.throws(() => parser.push(wire), (err: unknown) => hasCode(err, "gearman_protocol"));
-});
-
-Deno.test("codec: a request packet with a wrong magic for its type is rejected", () => {
-  // NOOP is server-only; a "\0REQ" NOOP means a confused peer.
-  const parser = new PacketParser({ expect: "REQ" });
-  assert.throws(
-    () => parser.push(hex("00 52 45 51 00 00 00 06 00 00 00 00")),
-    (err: unknown) => hasCode(err, "gearman_protocol"),
-  );
-});
+for (const { name, options, wire, names } of PROTOCOL_ERRORS) {
+  Deno.test(`codec: ${name}`, () => {
+    const parser = new PacketParser(options);
+    assert.throws(
+      () => parser.push(wire),
+      (err: unknown) =>
+        hasCode(err, "gearman_protocol") && (names === undefined || names.test(err.message)),
+    );
+  });
+}
 
 Deno.test("codec: encodePacket refuses a wrong argument count and a NUL in a non-final argument", () => {
   assert.throws(() => encodePacket("REQ", PACKET.SUBMIT_JOB_BG, ["fn", "payload"]), /expected 3/);

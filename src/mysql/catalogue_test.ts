@@ -66,13 +66,14 @@ Deno.test("catalogue: write modes follow docs/tables.md#write-modes and give the
   ]);
   assert.equal(byMode("noop_upsert").length, 10);
   assert.deepEqual(byMode("insert"), ["statusengine_logentries", "statusengine_perfdata"]);
+  // The worker's two own tables, then the history and scheduled tables of hosts and services.
   assert.deepEqual(byMode("downtime"), [
     "statusengine_downtime_announcements",
     "statusengine_downtime_tombstones",
-    "statusengine_host_downtimehistory",
-    "statusengine_host_scheduleddowntimes",
-    "statusengine_service_downtimehistory",
-    "statusengine_service_scheduleddowntimes",
+    ...["host", "service"].flatMap((kind) => [
+      `statusengine_${kind}_downtimehistory`,
+      `statusengine_${kind}_scheduleddowntimes`,
+    ]),
   ]);
   assert.deepEqual(byMode("none"), [
     "statusengine_dbversion",

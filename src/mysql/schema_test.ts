@@ -25,94 +25,54 @@ function statistic(
   return { tableName, indexName, seqInIndex, columnName, nonUnique, subPart: null };
 }
 
+/** One `information_schema.TABLES` row of an InnoDB base table. */
+function baseTable(tableName: string, collation: string): TableRow {
+  return { tableName, tableType: "BASE TABLE", engine: "InnoDB", collation };
+}
+
+/**
+ * `COLUMN_NAME`, `ORDINAL_POSITION`, `COLUMN_TYPE`, `IS_NULLABLE`, `COLUMN_DEFAULT`, `EXTRA` and
+ * `CHARACTER_SET_NAME` of one `information_schema.COLUMNS` row.
+ */
+type ColumnSpec = [string, number, string, string, string | null, string, string | null];
+
+/** The `information_schema.COLUMNS` rows of one table, in the given order. */
+function columnsOf(tableName: string, ...specs: ColumnSpec[]): ColumnRow[] {
+  return specs.map((
+    [columnName, position, columnType, isNullable, columnDefault, extra, characterSet],
+  ) => ({
+    tableName,
+    columnName,
+    position,
+    columnType,
+    isNullable,
+    columnDefault,
+    extra,
+    characterSet,
+  }));
+}
+
 // Literal information_schema rows as MariaDB 10.11 reports them for a schema created from
 // the catalogue (copied from a real server).
 const MARIADB_ROWS: SchemaSnapshot = {
   tables: [
-    {
-      tableName: "statusengine_dbversion",
-      tableType: "BASE TABLE",
-      engine: "InnoDB",
-      collation: "utf8mb4_general_ci",
-    },
-    {
-      tableName: "statusengine_logentries",
-      tableType: "BASE TABLE",
-      engine: "InnoDB",
-      collation: "utf8mb4_general_ci",
-    },
+    baseTable("statusengine_dbversion", "utf8mb4_general_ci"),
+    baseTable("statusengine_logentries", "utf8mb4_general_ci"),
   ],
   columns: [
-    {
-      tableName: "statusengine_dbversion",
-      columnName: "id",
-      position: 1,
-      columnType: "int(11)",
-      isNullable: "NO",
-      columnDefault: null,
-      extra: "",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_dbversion",
-      columnName: "dbversion",
-      position: 2,
-      columnType: "varchar(255)",
-      isNullable: "YES",
-      columnDefault: "'3.0.0'",
-      extra: "",
-      characterSet: "utf8mb4",
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "id",
-      position: 1,
-      columnType: "bigint(20) unsigned",
-      isNullable: "NO",
-      columnDefault: null,
-      extra: "auto_increment",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "entry_time",
-      position: 2,
-      columnType: "bigint(20)",
-      isNullable: "NO",
-      columnDefault: null,
-      extra: "",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "logentry_type",
-      position: 3,
-      columnType: "int(11)",
-      isNullable: "YES",
-      columnDefault: "0",
-      extra: "",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "logentry_data",
-      position: 4,
-      columnType: "varchar(2048)",
-      isNullable: "YES",
-      columnDefault: "NULL",
-      extra: "",
-      characterSet: "utf8mb4",
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "node_name",
-      position: 5,
-      columnType: "varchar(255)",
-      isNullable: "YES",
-      columnDefault: "NULL",
-      extra: "",
-      characterSet: "utf8mb4",
-    },
+    ...columnsOf(
+      "statusengine_dbversion",
+      ["id", 1, "int(11)", "NO", null, "", null],
+      ["dbversion", 2, "varchar(255)", "YES", "'3.0.0'", "", "utf8mb4"],
+    ),
+    ...columnsOf(
+      "statusengine_logentries",
+      ["id", 1, "bigint(20) unsigned", "NO", null, "auto_increment", null],
+      ["entry_time", 2, "bigint(20)", "NO", null, "", null],
+      ["logentry_type", 3, "int(11)", "YES", "0", "", null],
+      ["logentry_data", 4, "varchar(2048)", "YES", "NULL", "", "utf8mb4"],
+      ["node_name", 5, "varchar(255)", "YES", "NULL", "", "utf8mb4"],
+    ),
   ],
   statistics: [
     statistic("statusengine_dbversion", "PRIMARY", 1, "id", 0),
@@ -131,98 +91,26 @@ const MARIADB_ROWS: SchemaSnapshot = {
 // 0900 collation, statistics in another order and a lower-case partition operator.
 const MYSQL8_ROWS: SchemaSnapshot = {
   tables: [
-    {
-      tableName: "statusengine_logentries",
-      tableType: "BASE TABLE",
-      engine: "InnoDB",
-      collation: "utf8mb4_0900_ai_ci",
-    },
-    {
-      tableName: "statusengine_dbversion",
-      tableType: "BASE TABLE",
-      engine: "InnoDB",
-      collation: "utf8mb4_0900_ai_ci",
-    },
+    baseTable("statusengine_logentries", "utf8mb4_0900_ai_ci"),
+    baseTable("statusengine_dbversion", "utf8mb4_0900_ai_ci"),
   ],
   columns: [
-    {
-      tableName: "statusengine_logentries",
-      columnName: "node_name",
-      position: 5,
-      columnType: "varchar(255)",
-      isNullable: "YES",
-      columnDefault: null,
-      extra: "",
-      characterSet: "utf8mb4",
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "logentry_data",
-      position: 4,
-      columnType: "varchar(2048)",
-      isNullable: "YES",
-      columnDefault: null,
-      extra: "",
-      characterSet: "utf8mb4",
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "logentry_type",
-      position: 3,
-      columnType: "int",
-      isNullable: "YES",
-      columnDefault: "0",
-      extra: "",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "entry_time",
-      position: 2,
-      columnType: "bigint",
-      isNullable: "NO",
-      columnDefault: null,
-      extra: "",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_logentries",
-      columnName: "id",
-      position: 1,
-      columnType: "bigint unsigned",
-      isNullable: "NO",
-      columnDefault: null,
-      extra: "auto_increment",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_dbversion",
-      columnName: "id",
-      position: 1,
-      columnType: "int",
-      isNullable: "NO",
-      columnDefault: null,
-      extra: "",
-      characterSet: null,
-    },
-    {
-      tableName: "statusengine_dbversion",
-      columnName: "dbversion",
-      position: 2,
-      columnType: "varchar(255)",
-      isNullable: "YES",
-      columnDefault: "3.0.0",
-      extra: "",
-      characterSet: "utf8mb4",
-    },
+    ...columnsOf(
+      "statusengine_logentries",
+      ["node_name", 5, "varchar(255)", "YES", null, "", "utf8mb4"],
+      ["logentry_data", 4, "varchar(2048)", "YES", null, "", "utf8mb4"],
+      ["logentry_type", 3, "int", "YES", "0", "", null],
+      ["entry_time", 2, "bigint", "NO", null, "", null],
+      ["id", 1, "bigint unsigned", "NO", null, "auto_increment", null],
+    ),
+    ...columnsOf(
+      "statusengine_dbversion",
+      ["id", 1, "int", "NO", null, "", null],
+      ["dbversion", 2, "varchar(255)", "YES", "3.0.0", "", "utf8mb4"],
+    ),
   ],
-  statistics: [
-    statistic("statusengine_logentries", "logentries_se", 2, "node_name", 1),
-    statistic("statusengine_logentries", "PRIMARY", 2, "entry_time", 0),
-    statistic("statusengine_logentries", "logentries_se", 1, "entry_time", 1),
-    statistic("statusengine_logentries", "PRIMARY", 1, "id", 0),
-    statistic("statusengine_dbversion", "PRIMARY", 1, "id", 0),
-  ],
+  // The same index rows as MariaDB reports, in another order.
+  statistics: [4, 2, 3, 1, 0].map((i) => MARIADB_ROWS.statistics[i] as StatisticsRow),
   partitions: [
     {
       tableName: "statusengine_logentries",
@@ -413,16 +301,9 @@ Deno.test("compareSchema: a column order difference is reported once", () => {
 
 Deno.test("compareSchema: an extra column is reported", () => {
   const s = mariaDbSnapshot([TABLES.statusengine_nodes]);
-  s.columns.push({
-    tableName: "statusengine_nodes",
-    columnName: "note",
-    position: 4,
-    columnType: "varchar(10)",
-    isNullable: "NO",
-    columnDefault: null,
-    extra: "",
-    characterSet: "utf8mb4",
-  });
+  s.columns.push(
+    ...columnsOf("statusengine_nodes", ["note", 4, "varchar(10)", "NO", null, "", "utf8mb4"]),
+  );
   assert.equal(only(compareSchema(s, [TABLES.statusengine_nodes])).kind, "extra_column");
 });
 
@@ -450,22 +331,13 @@ Deno.test("compareSchema: a missing index and an index with other columns are re
 });
 
 Deno.test("compareSchema: a secondary UNIQUE index is flagged, as an upsert hazard where upserted (docs/tables.md#shared-table-properties, docs/writers.md#upsert-or-insert)", () => {
-  const s = mariaDbSnapshot([TABLES.statusengine_hoststatus, TABLES.statusengine_perfdata]);
-  s.statistics.push({
-    tableName: "statusengine_hoststatus",
-    indexName: "uniq_node",
-    seqInIndex: 1,
-    columnName: "node_name",
-    nonUnique: 0,
-    subPart: null,
-  });
+  const tables = [TABLES.statusengine_hoststatus, TABLES.statusengine_perfdata];
+  const s = mariaDbSnapshot(tables);
+  s.statistics.push(statistic("statusengine_hoststatus", "uniq_node", 1, "node_name", 0));
   s.statistics = s.statistics.map((r) =>
     r.tableName === "statusengine_perfdata" && r.indexName === "metric" ? { ...r, nonUnique: 0 } : r
   );
-  const differences = compareSchema(s, [
-    TABLES.statusengine_hoststatus,
-    TABLES.statusengine_perfdata,
-  ]);
+  const differences = compareSchema(s, tables);
   assert.deepEqual(differences, [
     {
       kind: "unexpected_unique_index",
@@ -486,30 +358,21 @@ Deno.test("compareSchema: a secondary UNIQUE index is flagged, as an upsert haza
 
 Deno.test("compareSchema: an extra non-unique index and a prefix index are reported", () => {
   const s = mariaDbSnapshot([TABLES.statusengine_tasks]);
-  s.statistics.push({
-    tableName: "statusengine_tasks",
-    indexName: "type",
-    seqInIndex: 1,
-    columnName: "type",
-    nonUnique: 1,
-    subPart: null,
-  });
+  s.statistics.push(statistic("statusengine_tasks", "type", 1, "type", 1));
   s.statistics = s.statistics.map((r) => r.indexName === "uuid" ? { ...r, subPart: 16 } : r);
   const differences = compareSchema(s, [TABLES.statusengine_tasks]);
   assert.deepEqual(differences.map((d) => d.kind).sort(), ["extra_index", "index_columns"]);
 });
 
 Deno.test("compareSchema: missing or unexpected partitioning is reported", () => {
-  const s = mariaDbSnapshot([TABLES.statusengine_hostchecks, TABLES.statusengine_hoststatus]);
+  const tables = [TABLES.statusengine_hostchecks, TABLES.statusengine_hoststatus];
+  const s = mariaDbSnapshot(tables);
   s.partitions = [{
     tableName: "statusengine_hoststatus",
     method: "HASH",
     expression: "`hostname`",
   }];
-  const differences = compareSchema(s, [
-    TABLES.statusengine_hostchecks,
-    TABLES.statusengine_hoststatus,
-  ]);
+  const differences = compareSchema(s, tables);
   assert.deepEqual(differences, [
     {
       kind: "partitioning",
@@ -527,13 +390,14 @@ Deno.test("compareSchema: missing or unexpected partitioning is reported", () =>
 });
 
 Deno.test("compareSchema: engine, character set and views are reported", () => {
-  const s = mariaDbSnapshot([TABLES.statusengine_users, TABLES.statusengine_tasks]);
+  const tables = [TABLES.statusengine_users, TABLES.statusengine_tasks];
+  const s = mariaDbSnapshot(tables);
   s.tables = s.tables.map((t) =>
     t.tableName === "statusengine_users"
       ? { ...t, engine: "MyISAM", collation: "utf8mb3_general_ci" }
       : { ...t, tableType: "VIEW", engine: null, collation: null }
   );
-  const differences = compareSchema(s, [TABLES.statusengine_users, TABLES.statusengine_tasks]);
+  const differences = compareSchema(s, tables);
   assert.deepEqual(differences.map((d) => d.kind), [
     "table_engine",
     "table_charset",
