@@ -1,4 +1,4 @@
-/** Shared helpers of the end-to-end benchmarks (printing, medians, publishing). */
+/** Shared helpers of the end-to-end benchmarks (printing, medians, publishing, /proc readings). */
 import { GearmanClient } from "../src/gearman/client.ts";
 
 /** Median of a list of numbers. */
@@ -101,4 +101,24 @@ export async function machineInfo(): Promise<MachineInfo> {
     deno: Deno.version.deno,
     commit,
   };
+}
+
+/** CPU seconds (user + system) a process has used so far, from `/proc` (Linux). */
+export function cpuSeconds(pid: number | "self"): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  // Fields after the command name, which is in parentheses and may contain spaces; utime and
+  // stime are fields 14 and 15 of the whole line, in clock ticks (100 per second).
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** A process's peak resident memory (`VmHWM`) in MB. */
+export function peakRssMb(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** The machine's 1, 5 and 15 minute load averages, as `/proc/loadavg` prints them. */
+export function loadAverage(): string {
+  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
 }

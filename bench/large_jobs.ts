@@ -15,7 +15,7 @@ import { NOOP_OBSERVER } from "../src/consumer/contract.ts";
 import { DEFAULT_MAX_IN_FLIGHT_BYTES } from "../src/consumer/consumer.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { startGearmand } from "../tests/helpers/gearmand.ts";
-import { arg, fmt, report, submitMany } from "./_util.ts";
+import { arg, fmt, peakRssMb, report, submitMany } from "./_util.ts";
 import { V8_FLAGS } from "../tools/compile.ts";
 
 const QUEUES = Array.from({ length: 12 }, (_, i) => `bench_large_${i}`);
@@ -63,11 +63,6 @@ function payload(): string {
   return `{"messages":[${Array.from({ length: n }, () => `{"logentry":"${entry}"}`).join(",")}]}`;
 }
 
-function peakMb(pid: number): number {
-  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) / 1024;
-}
-
 async function run(
   label: string,
   limit: number,
@@ -98,7 +93,7 @@ async function run(
     await new Promise((r) => setTimeout(r, 100));
   }
   const seconds = (performance.now() - t0) / 1000;
-  const peak = peakMb(child.pid);
+  const peak = peakRssMb(child.pid);
   child.kill("SIGTERM");
   let out = "";
   for (;;) {

@@ -32,7 +32,16 @@ import { GearmanClient } from "../src/gearman/client.ts";
 import { jobsFor, syntheticEvents } from "../src/synthetic/mod.ts";
 import type { QueueName } from "../src/events/mod.ts";
 import { V8_FLAGS } from "../tools/compile.ts";
-import { arg, fmt, formatMachine, machineInfo, median, report } from "./_util.ts";
+import {
+  arg,
+  cpuSeconds,
+  fmt,
+  formatMachine,
+  loadAverage,
+  machineInfo,
+  median,
+  report,
+} from "./_util.ts";
 
 const SECONDS = arg("--seconds", 60);
 const RATE = arg("--rate", 3000);
@@ -80,17 +89,6 @@ if (BASELINE !== undefined) {
 function rssMb(pid: number): number {
   const status = Deno.readTextFileSync(`/proc/${pid}/status`);
   return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) / 1024;
-}
-
-/** CPU seconds (user + system) of a process so far, from `/proc/PID/stat` (100 ticks/s). */
-function cpuSeconds(pid: number): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-function loadAverage(): string {
-  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
 }
 
 /** One minute of the stream per queue: each service once, in bulk jobs, published in a loop. */

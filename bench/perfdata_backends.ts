@@ -33,7 +33,16 @@ import { startCarbonCache, startInfluxd, startPrometheus } from "../tests/helper
 import { PERFDATA_QUEUE, volumeJobs } from "../tests/helpers/perfdata_env.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
-import { arg, fmt, formatMachine, machineInfo, median, report, submitMany } from "./_util.ts";
+import {
+  arg,
+  cpuSeconds,
+  fmt,
+  formatMachine,
+  machineInfo,
+  median,
+  report,
+  submitMany,
+} from "./_util.ts";
 import { V8_FLAGS } from "../tools/compile.ts";
 
 const ROUNDS = arg("--rounds", 3);
@@ -52,14 +61,6 @@ const BASELINE = textArg("--baseline")?.replace(/\/?$/, "/");
 const BASELINE_V8_FLAGS: readonly string[] = BASELINE === undefined
   ? []
   : (await import(new URL("tools/compile.ts", `file://${BASELINE}`).href)).V8_FLAGS;
-
-function cpuSeconds(pid: number): number {
-  // Fields after the command name, which is in parentheses and may contain spaces.
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 report(formatMachine(await machineInfo()));
 report(

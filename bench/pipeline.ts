@@ -74,7 +74,17 @@ import {
   rowsOf as rowsOfCase,
 } from "./_pipeline_rows.ts";
 import { V8_FLAGS } from "../tools/compile.ts";
-import { arg, fmt, formatMachine, machineInfo, median, report, submitMany } from "./_util.ts";
+import {
+  arg,
+  cpuSeconds,
+  fmt,
+  formatMachine,
+  machineInfo,
+  median,
+  peakRssMb,
+  report,
+  submitMany,
+} from "./_util.ts";
 
 const ROUNDS = arg("--rounds", 5);
 const JOBS = arg("--jobs", 1000);
@@ -337,20 +347,6 @@ interface Drain {
   readonly serverCpuPer100k: number;
   /** The job server's or broker's, in the same time. */
   readonly brokerCpuPer100k: number;
-}
-
-/** CPU seconds (user + system) a process has used so far. */
-function cpuSeconds(pid: number): number {
-  // Fields after the command name, which is in parentheses and may contain spaces.
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 per second).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-function peakRssMb(pid: number): number {
-  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) / 1024;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -37,7 +37,17 @@ import { DbAvailability } from "../src/mysql/availability.ts";
 import { type PausableWriter, StatusCleaner } from "../src/mysql/core_restart.ts";
 import { runCleanupCommand } from "../src/cli/cleanup.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
-import { arg, fmt, formatMachine, machineInfo, report, submitMany } from "./_util.ts";
+import {
+  arg,
+  cpuSeconds,
+  fmt,
+  formatMachine,
+  loadAverage,
+  machineInfo,
+  peakRssMb,
+  report,
+  submitMany,
+} from "./_util.ts";
 
 const SIZES =
   (Deno.args.includes("--sizes")
@@ -73,22 +83,6 @@ await using server = await startMariadbd({
   ],
 });
 await using gearmand = await startGearmand();
-
-function loadAverage(): string {
-  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
-}
-
-/** CPU seconds (user + system) a process has used so far (Linux /proc). */
-function cpuSeconds(pid: number): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-function peakRssMb(pid: number): number {
-  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) / 1024;
-}
 
 async function handlerReads(): Promise<number> {
   const rows = await server.query<{ Variable_name: string; Value: string }[]>(

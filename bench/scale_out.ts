@@ -31,22 +31,20 @@ import {
   startWorkerProcess,
   type WorkerProcess,
 } from "../tests/helpers/worker_process.ts";
-import { arg, fmt, formatMachine, machineInfo, median, report } from "./_util.ts";
+import {
+  arg,
+  cpuSeconds,
+  fmt,
+  formatMachine,
+  loadAverage,
+  machineInfo,
+  median,
+  report,
+} from "./_util.ts";
 
 const EVENTS = arg("--events", 50_000);
 const ROUNDS = arg("--rounds", 1);
 const DATABASE = "se_scale_out";
-
-/** CPU seconds (user + system) of a process so far. */
-function cpuSeconds(pid: number): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-function loadAverage(): string {
-  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
-}
 
 /** One drain: its rate and the CPU of each MySQL server and of all workers per 100k events. */
 interface Drain {

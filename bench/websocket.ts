@@ -25,7 +25,7 @@ import { createScratchDatabase } from "../tests/helpers/mysql.ts";
 import { createSchema, testConfig } from "../tests/helpers/worker.ts";
 import { type RunningWorker, startWorker } from "../src/daemon/mod.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
-import { arg, fmt, median, report, submitMany } from "./_util.ts";
+import { arg, cpuSeconds, fmt, median, report, submitMany } from "./_util.ts";
 import { registrySum } from "../tests/helpers/metric_registry.ts";
 import { seriesSum, startWorkerProcess } from "../tests/helpers/worker_process.ts";
 import { freePort } from "../tests/helpers/gearmand.ts";
@@ -128,14 +128,6 @@ async function* lineReader(stream: ReadableStream<Uint8Array>): AsyncGenerator<s
 
 function counter(worker: RunningWorker, name: string): Promise<number> {
   return registrySum(worker.metrics, name);
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
-function cpuSeconds(pid: number | "self"): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 interface Result {
