@@ -397,6 +397,30 @@ async function fillOtherNode(db: ScratchDatabase, node: string, rows: number, fr
   }
 }
 
+/** When the restart reaches the worker in the sweep tests: 0.7 s after the core's second T. */
+const RESTART_RECEIVED_AT = T * 1000 + 700;
+
+/**
+ * Node N's core restarts and re-publishes what it still has; the sweep runs. Its stale rows are
+ * gone and the other node's `otherHosts` hosts and services (and its two seeded rows) all stay.
+ *
+ * @returns The status rows after the sweep.
+ */
+async function restartAndSweep(
+  db: ScratchDatabase,
+  h: Harness,
+  otherHosts: number,
+): Promise<Map<string, number>> {
+  await h.handle("statusngin_core_restart", RESTART, RESTART_RECEIVED_AT);
+  await republishStatus(h, RESTART_RECEIVED_AT + 200);
+  await h.runSweep();
+  const after = await snapshot(db);
+  assert.equal(after.has("N:gone"), false);
+  assert.equal(after.has("N:gone/1"), false);
+  assert.equal([...after.keys()].filter((k) => k.startsWith("O:")).length, 2 * otherHosts + 2);
+  return after;
+}
+
 Deno.test("core restart: the status sweep walks the node's rows along the node_name index a chunk per statement, never the other nodes' rows", async () => {
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -404,16 +428,8 @@ Deno.test("core restart: the status sweep walks the node's rows along the node_n
   // Another node's 3,000 hosts and services: a statement that reads the table, not the node,
   // examines them all.
   await fillOtherNode(db, "O", 3_000, "x");
-  const receivedAt = T * 1000 + 700;
-  await using h = openHarness(db, receivedAt - 600_000);
-  await h.handle("statusngin_core_restart", RESTART, receivedAt);
-  await republishStatus(h, receivedAt + 200);
-  await h.runSweep();
-
-  const after = await snapshot(db);
-  assert.equal(after.has("N:gone"), false);
-  assert.equal(after.has("N:gone/1"), false);
-  assert.equal([...after.keys()].filter((k) => k.startsWith("O:")).length, 2 * 3_000 + 2);
+  await using h = openHarness(db, RESTART_RECEIVED_AT - 600_000);
+  const after = await restartAndSweep(db, h, 3_000);
 
   const swept = h.statusSweepStatements();
   // Node N has five service rows and four host rows: chunks of 2 take 3 and 2 key reads.
@@ -504,16 +520,8 @@ Deno.test("core restart: without the node_name index (a database from before it)
   for (const table of [HOSTSTATUS, SERVICESTATUS]) {
     await db.query(`ALTER TABLE ${table} DROP INDEX node_name`);
   }
-  const receivedAt = T * 1000 + 700;
-  await using h = openHarness(db, receivedAt - 600_000);
-  await h.handle("statusngin_core_restart", RESTART, receivedAt);
-  await republishStatus(h, receivedAt + 200);
-  await h.runSweep();
-
-  const after = await snapshot(db);
-  assert.equal(after.has("N:gone"), false);
-  assert.equal(after.has("N:gone/1"), false);
-  assert.equal([...after.keys()].filter((k) => k.startsWith("O:")).length, 2 * 20 + 2);
+  await using h = openHarness(db, RESTART_RECEIVED_AT - 600_000);
+  const after = await restartAndSweep(db, h, 20);
   assert.deepEqual(
     [...after.keys()].filter((k) => k.startsWith("N:")).sort(),
     KEPT.filter((k) => k.startsWith("N:")).sort(),

@@ -14,7 +14,13 @@ import { startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { checkEveryOrder } from "./helpers/downtime_order.ts";
 import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
-import { seriesValue, startWorkerProcess, type WorkerProcess } from "./helpers/worker_process.ts";
+import {
+  downtimeJobsCompleted,
+  holdsInOrderLease,
+  seriesValue,
+  startWorkerProcess,
+  type WorkerProcess,
+} from "./helpers/worker_process.ts";
 
 const DOWNTIMES = "statusngin_downtimes";
 const DATABASE = "se_lease";
@@ -42,17 +48,6 @@ function addJob(n: number): string {
       fixed: 1,
       duration: 3600,
     },
-  });
-}
-
-async function held(w: WorkerProcess): Promise<number> {
-  return seriesValue(await w.metrics(), "statusengine_in_order_lock_held");
-}
-
-async function completed(w: WorkerProcess): Promise<number> {
-  return seriesValue(await w.metrics(), "statusengine_queue_jobs_total", {
-    queue_name: DOWNTIMES,
-    result: "completed",
   });
 }
 
@@ -88,7 +83,7 @@ Deno.test("in-order lease on Galera: workers on two nodes never both consume dow
       });
       const workers = [w1, w3];
       const holders = async () => {
-        const flags = await Promise.all(workers.map(held));
+        const flags = await Promise.all(workers.map(holdsInOrderLease));
         return workers.filter((_, i) => flags[i] === 1);
       };
       await waitFor(async () => (await holders()).length === 1, {
@@ -106,18 +101,22 @@ Deno.test("in-order lease on Galera: workers on two nodes never both consume dow
 
       const first = Array.from({ length: 20 }, (_, i) => addJob(i));
       await publish(gearmand.addr, DOWNTIMES, first);
-      await waitFor(async () => (await completed(holder)) === first.length, {
+      await waitFor(async () => (await downtimeJobsCompleted(holder)) === first.length, {
         timeoutMs: 30_000,
         message: "the holder applied the first jobs",
       });
-      assert.equal(await completed(other), 0, "the worker without the lease consumed downtimes");
+      assert.equal(
+        await downtimeJobsCompleted(other),
+        0,
+        "the worker without the lease consumed downtimes",
+      );
 
       holder.kill("SIGKILL");
       await holder.status;
       const killedAt = performance.now();
       const second = Array.from({ length: 20 }, (_, i) => addJob(100 + i));
       await publish(gearmand.addr, DOWNTIMES, second);
-      await waitFor(async () => (await held(other)) === 1, {
+      await waitFor(async () => (await holdsInOrderLease(other)) === 1, {
         timeoutMs: 45_000,
         message: "the other worker took the lease over",
       });
@@ -131,7 +130,7 @@ Deno.test("in-order lease on Galera: workers on two nodes never both consume dow
       );
       await waitFor(
         async () =>
-          (await completed(other)) === second.length &&
+          (await downtimeJobsCompleted(other)) === second.length &&
           (await jobsAtGearmand(gearmand.addr, DOWNTIMES)) === 0,
         { timeoutMs: 30_000, message: "the survivor applied the rest" },
       );

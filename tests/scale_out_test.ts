@@ -12,7 +12,13 @@ import {
   startTestWorker,
   testConfig,
 } from "./helpers/worker.ts";
-import { seriesValue, startWorkerProcess, type WorkerProcess } from "./helpers/worker_process.ts";
+import {
+  downtimeJobsCompleted,
+  holdsInOrderLease,
+  seriesValue,
+  startWorkerProcess,
+  type WorkerProcess,
+} from "./helpers/worker_process.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { type LogLine, withLogs } from "./helpers/logs.ts";
 
@@ -163,19 +169,8 @@ async function submitInOrder(addr: string, jobs: readonly string[]): Promise<voi
   for (const job of jobs) await publish(addr, DOWNTIMES, [job]);
 }
 
-async function held(w: WorkerProcess): Promise<number> {
-  return seriesValue(await w.metrics(), "statusengine_in_order_lock_held");
-}
-
-async function completed(w: WorkerProcess): Promise<number> {
-  return seriesValue(await w.metrics(), "statusengine_queue_jobs_total", {
-    queue_name: DOWNTIMES,
-    result: "completed",
-  });
-}
-
 async function holders(workers: readonly WorkerProcess[]): Promise<WorkerProcess[]> {
-  const flags = await Promise.all(workers.map(held));
+  const flags = await Promise.all(workers.map(holdsInOrderLease));
   return workers.filter((_, i) => flags[i] === 1);
 }
 
@@ -202,11 +197,13 @@ Deno.test("scale-out: three workers on one job server, one consumes downtimes; S
 
   const before = interleave("before");
   await submitInOrder(gearmand.addr, before);
-  await waitFor(async () => (await completed(holder)) === before.length, {
+  await waitFor(async () => (await downtimeJobsCompleted(holder)) === before.length, {
     timeoutMs: 30_000,
     message: "the first half applied by the holder",
   });
-  for (const w of others) assert.equal(await completed(w), 0, "a non-holder consumed downtimes");
+  for (const w of others) {
+    assert.equal(await downtimeJobsCompleted(w), 0, "a non-holder consumed downtimes");
+  }
   assert.equal((await holders(workers)).length, 1);
 
   holder.kill("SIGKILL");
@@ -220,13 +217,17 @@ Deno.test("scale-out: three workers on one job server, one consumes downtimes; S
   await waitFor(
     async () =>
       (await jobsAtGearmand(gearmand.addr, DOWNTIMES)) === 0 &&
-      (await completed(others[0] as WorkerProcess)) +
-            (await completed(others[1] as WorkerProcess)) ===
+      (await downtimeJobsCompleted(others[0] as WorkerProcess)) +
+            (await downtimeJobsCompleted(others[1] as WorkerProcess)) ===
         after.length,
     { timeoutMs: 30_000, message: "the second half applied" },
   );
   const [next] = await holders(others);
-  assert.equal(await completed(next as WorkerProcess), after.length, "one worker did it all");
+  assert.equal(
+    await downtimeJobsCompleted(next as WorkerProcess),
+    after.length,
+    "one worker did it all",
+  );
 
   const history = await db.query<Record<string, number | string>[]>(
     "SELECT hostname, was_started, actual_start_time, actual_end_time, was_cancelled " +

@@ -9,25 +9,21 @@
  */
 import assert from "node:assert/strict";
 import { startGearmand } from "../helpers/gearmand.ts";
-import {
-  createWorkerUser,
-  type Mariadbd,
-  startMariadbd,
-  WORKER_USER,
-} from "../helpers/mariadbd.ts";
+import { type Mariadbd, WORKER_USER } from "../helpers/mariadbd.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { createSchema, jobsAtGearmand, TEST_QUEUE_DURABILITY } from "../helpers/worker.ts";
+import { jobsAtGearmand, TEST_QUEUE_DURABILITY } from "../helpers/worker.ts";
 import { createScratchVhost } from "../helpers/rabbitmq.ts";
 import { AmqpPublisher } from "../../src/amqp/publisher.ts";
 import { seriesSum, startWorkerProcess, type WorkerProcess } from "../helpers/worker_process.ts";
-import { committed, drained, publishBacklog } from "../helpers/backlog.ts";
 import {
-  LOSSTEST_QUEUE,
-  losstestJobs,
-  parseLossMarker,
-  verifyRows,
-} from "../../src/cli/losstest.ts";
-import { ALL_TABLES } from "../../src/mysql/catalogue.ts";
+  committed,
+  committedSequences,
+  drained,
+  publishBacklog,
+  serverDb,
+  startWorkerServer,
+} from "../helpers/backlog.ts";
+import { LOSSTEST_QUEUE, losstestJobs, verifyRows } from "../../src/cli/losstest.ts";
 
 const EVENTS = 20_000;
 const DB = "statusengine";
@@ -35,37 +31,12 @@ const GIVEN_BACK = "statusengine_queue_jobs_given_back_total";
 /** Short, so the test does not wait the default 10 s. */
 const GIVE_BACK_ARGS = ["--mysql-give-back-after", "2s"];
 
-async function startNode(): Promise<Mariadbd> {
-  const server = await startMariadbd();
-  try {
-    await server.query(`CREATE DATABASE ${DB} CHARACTER SET utf8mb4`);
-    await createSchema(server.url({ database: DB }));
-    await createWorkerUser(server, DB, ALL_TABLES.map((t) => t.name));
-    return server;
-  } catch (err: unknown) {
-    await server.stop();
-    throw err;
-  }
-}
-
 function workerUrl(server: Mariadbd): string {
   const { user, password } = WORKER_USER;
   return `mysql://${user}:${password}@127.0.0.1:${server.port}/${DB}`;
 }
 
-/** The run's sequence numbers committed on one server, one entry per row. */
-async function sequences(server: Mariadbd, runId: string): Promise<number[]> {
-  const rows = await server.query<{ hostname: string }[]>(
-    "SELECT hostname FROM statusengine_hostchecks WHERE hostname LIKE ?",
-    [`lt-${runId}-%`],
-    DB,
-  );
-  return rows.map((r) => parseLossMarker(runId, r.hostname)).filter((s) => s !== undefined);
-}
-
-function db(server: Mariadbd) {
-  return { query: <T>(sql: string, p?: unknown[]) => server.query<T>(sql, p, DB) };
-}
+const db = (server: Mariadbd) => serverDb(server, DB);
 
 async function readyz(worker: WorkerProcess): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
@@ -79,9 +50,9 @@ async function givenBack(worker: WorkerProcess): Promise<number> {
 
 Deno.test("give-back: two workers on one gearmand, the first one's MySQL killed while it holds jobs: the second writes them while the first's MySQL is down; 0 lost, none written twice", async () => {
   await using gearmand = await startGearmand();
-  const first = await startNode();
+  const first = await startWorkerServer(DB);
   await using _first = { [Symbol.asyncDispose]: () => first.stop() };
-  const second = await startNode();
+  const second = await startWorkerServer(DB);
   await using _second = { [Symbol.asyncDispose]: () => second.stop() };
   const runId = `gb${Date.now().toString(36)}`;
   await publishBacklog(gearmand.addr, runId, EVENTS);
@@ -134,8 +105,8 @@ Deno.test("give-back: two workers on one gearmand, the first one's MySQL killed 
   await publishBacklog(gearmand.addr, moreId, MORE);
   await drained(gearmand, 90_000);
 
-  const onFirst = await sequences(first, runId);
-  const onSecond = await sequences(second, runId);
+  const onFirst = await committedSequences(db(first), runId);
+  const onSecond = await committedSequences(db(second), runId);
   const onSecondSet = new Set(onSecond);
   const both = onFirst.filter((s) => onSecondSet.has(s));
   assert.equal(verifyRows(onFirst, EVENTS).duplicates, 0, "nothing twice on the first server");
@@ -151,7 +122,10 @@ Deno.test("give-back: two workers on one gearmand, the first one's MySQL killed 
   }
   assert.equal(verifyRows([...onFirst, ...onSecond], EVENTS).missing, 0, "nothing lost");
   const more = verifyRows(
-    [...await sequences(first, moreId), ...await sequences(second, moreId)],
+    [
+      ...await committedSequences(db(first), moreId),
+      ...await committedSequences(db(second), moreId),
+    ],
     MORE,
   );
   assert.equal(more.missing + more.duplicates, 0, "the later backlog once");
@@ -168,7 +142,7 @@ Deno.test("give-back: two workers on one gearmand, the first one's MySQL killed 
 
 Deno.test("give-back: a worker alone holds its jobs while its MySQL is down and writes every one once it returns", async () => {
   await using gearmand = await startGearmand();
-  const node = await startNode();
+  const node = await startWorkerServer(DB);
   await using _node = { [Symbol.asyncDispose]: () => node.stop() };
   const runId = `ga${Date.now().toString(36)}`;
   await publishBacklog(gearmand.addr, runId, EVENTS);
@@ -190,7 +164,7 @@ Deno.test("give-back: a worker alone holds its jobs while its MySQL is down and 
   assert.ok(status > 0, "jobs wait at gearmand");
   await node.restart();
   await drained(gearmand, 120_000);
-  const rows = verifyRows(await sequences(node, runId), EVENTS);
+  const rows = verifyRows(await committedSequences(db(node), runId), EVENTS);
   assert.equal(rows.missing, 0, "nothing lost");
   assert.equal(rows.duplicates, 0, "nothing twice");
   assert.equal(await givenBack(worker), 0);
@@ -200,9 +174,9 @@ Deno.test("give-back: a worker alone holds its jobs while its MySQL is down and 
 
 Deno.test("give-back: RabbitMQ, two workers on one queue, the first one's MySQL killed while it holds messages: the second writes them while the first's MySQL is down", async () => {
   await using vhost = await createScratchVhost("se_giveback");
-  const first = await startNode();
+  const first = await startWorkerServer(DB);
   await using _first = { [Symbol.asyncDispose]: () => first.stop() };
-  const second = await startNode();
+  const second = await startWorkerServer(DB);
   await using _second = { [Symbol.asyncDispose]: () => second.stop() };
   const runId = `gr${Date.now().toString(36)}`;
   await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
@@ -248,8 +222,8 @@ Deno.test("give-back: RabbitMQ, two workers on one queue, the first one's MySQL 
     timeoutMs: 30_000,
     message: "the first worker to be ready again",
   });
-  const onFirst = await sequences(first, runId);
-  const onSecond = await sequences(second, runId);
+  const onFirst = await committedSequences(db(first), runId);
+  const onSecond = await committedSequences(db(second), runId);
   assert.equal(verifyRows(onFirst, EVENTS).duplicates, 0, "nothing twice on the first server");
   assert.equal(verifyRows(onSecond, EVENTS).duplicates, 0, "nothing twice on the second server");
   assert.equal(verifyRows([...onFirst, ...onSecond], EVENTS).missing, 0, "nothing lost");

@@ -13,51 +13,31 @@
  */
 import assert from "node:assert/strict";
 import { startGearmand } from "../helpers/gearmand.ts";
-import {
-  createWorkerUser,
-  type Mariadbd,
-  startMariadbd,
-  WORKER_USER,
-} from "../helpers/mariadbd.ts";
+import { type Mariadbd, WORKER_USER } from "../helpers/mariadbd.ts";
 import { waitFor } from "../helpers/wait.ts";
-import { createSchema, jobsAtGearmand } from "../helpers/worker.ts";
+import { jobsAtGearmand } from "../helpers/worker.ts";
 import { seriesSum, seriesValue, startWorkerProcess } from "../helpers/worker_process.ts";
-import { committed, drained, publishBacklog } from "../helpers/backlog.ts";
-import { LOSSTEST_QUEUE, parseLossMarker, verifyRows } from "../../src/cli/losstest.ts";
-import { ALL_TABLES } from "../../src/mysql/catalogue.ts";
+import {
+  committed,
+  committedSequences,
+  drained,
+  publishBacklog,
+  serverDb,
+  startWorkerServer,
+} from "../helpers/backlog.ts";
+import { LOSSTEST_QUEUE, verifyRows } from "../../src/cli/losstest.ts";
 
 const EVENTS = 30_000;
 const AFTER_FAILBACK = 2_000;
 const DB = "statusengine";
 
-async function startNode(): Promise<Mariadbd> {
-  const server = await startMariadbd();
-  try {
-    await server.query(`CREATE DATABASE ${DB} CHARACTER SET utf8mb4`);
-    await createSchema(server.url({ database: DB }));
-    await createWorkerUser(server, DB, ALL_TABLES.map((t) => t.name));
-    return server;
-  } catch (err: unknown) {
-    await server.stop();
-    throw err;
-  }
-}
-
-/** The run's sequence numbers committed on one server, one entry per row. */
-async function sequences(server: Mariadbd, runId: string): Promise<number[]> {
-  const rows = await server.query<{ hostname: string }[]>(
-    "SELECT hostname FROM statusengine_hostchecks WHERE hostname LIKE ?",
-    [`lt-${runId}-%`],
-    DB,
-  );
-  return rows.map((r) => parseLossMarker(runId, r.hostname)).filter((s) => s !== undefined);
-}
+const db = (server: Mariadbd) => serverDb(server, DB);
 
 Deno.test("fault: the first of two MySQL hosts killed mid-drain: everything is written through the second while the first is dead, then the worker moves back", async () => {
   await using gearmand = await startGearmand();
-  const first = await startNode();
+  const first = await startWorkerServer(DB);
   await using _first = { [Symbol.asyncDispose]: () => first.stop() };
-  const second = await startNode();
+  const second = await startWorkerServer(DB);
   await using _second = { [Symbol.asyncDispose]: () => second.stop() };
   const h1 = `127.0.0.1:${first.port}`;
   const h2 = `127.0.0.1:${second.port}`;
@@ -100,8 +80,8 @@ Deno.test("fault: the first of two MySQL hosts killed mid-drain: everything is w
   );
 
   await first.restart();
-  const onFirst = await sequences(first, runId);
-  const onSecond = await sequences(second, runId);
+  const onFirst = await committedSequences(db(first), runId);
+  const onSecond = await committedSequences(db(second), runId);
   assert.ok(onSecond.length > 0, "the second host took the rest of the backlog");
   assert.equal(verifyRows(onFirst, EVENTS).duplicates, 0, "nothing twice on the first host");
   assert.equal(verifyRows(onSecond, EVENTS).duplicates, 0, "nothing twice on the second host");
@@ -120,8 +100,16 @@ Deno.test("fault: the first of two MySQL hosts killed mid-drain: everything is w
   const backId = `${runId}b`;
   await publishBacklog(gearmand.addr, backId, AFTER_FAILBACK);
   await drained(gearmand);
-  assert.equal((await sequences(first, backId)).length, AFTER_FAILBACK, "written to the first");
-  assert.equal((await sequences(second, backId)).length, 0, "nothing to the second any more");
+  assert.equal(
+    (await committedSequences(db(first), backId)).length,
+    AFTER_FAILBACK,
+    "written to the first",
+  );
+  assert.equal(
+    (await committedSequences(db(second), backId)).length,
+    0,
+    "nothing to the second any more",
+  );
   worker.kill("SIGTERM");
   assert.equal((await worker.status).code, 0);
 });

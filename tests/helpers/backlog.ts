@@ -12,9 +12,11 @@ import {
   parseLossMarker,
   verifyRows,
 } from "../../src/cli/losstest.ts";
+import { ALL_TABLES } from "../../src/mysql/catalogue.ts";
 import type { Gearmand } from "./gearmand.ts";
+import { createWorkerUser, type Mariadbd, startMariadbd } from "./mariadbd.ts";
 import { waitFor } from "./wait.ts";
-import { jobsAtGearmand } from "./worker.ts";
+import { createSchema, jobsAtGearmand } from "./worker.ts";
 
 /** Events of a default backlog (1,000 jobs of 100). */
 export const BACKLOG_EVENTS = 100_000;
@@ -22,6 +24,28 @@ export const BACKLOG_EVENTS = 100_000;
 /** Where the rows are read from: a scratch database or a private server's database. */
 export interface Queryable {
   query<T = unknown>(sql: string, params?: unknown[]): Promise<T>;
+}
+
+/** One database of a private server, as a {@link Queryable}. */
+export function serverDb(server: Mariadbd, database: string): Queryable {
+  return { query: <T>(sql: string, p?: unknown[]) => server.query<T>(sql, p, database) };
+}
+
+/**
+ * A private MariaDB holding `database` with the worker's schema and its unprivileged user
+ * (`WORKER_USER`): one node of the multi-server fault tests.
+ */
+export async function startWorkerServer(database: string): Promise<Mariadbd> {
+  const server = await startMariadbd();
+  try {
+    await server.query(`CREATE DATABASE ${database} CHARACTER SET utf8mb4`);
+    await createSchema(server.url({ database }));
+    await createWorkerUser(server, database, ALL_TABLES.map((t) => t.name));
+    return server;
+  } catch (err: unknown) {
+    await server.stop();
+    throw err;
+  }
 }
 
 /**
@@ -55,6 +79,15 @@ export async function committed(db: Queryable, runId: string): Promise<number> {
     [`lt-${runId}-%`],
   );
   return Number(row?.n ?? 0);
+}
+
+/** The run's sequence numbers committed, one entry per row (a row written twice: twice). */
+export async function committedSequences(db: Queryable, runId: string): Promise<number[]> {
+  const rows = await db.query<{ hostname: string }[]>(
+    "SELECT hostname FROM statusengine_hostchecks WHERE hostname LIKE ?",
+    [`lt-${runId}-%`],
+  );
+  return rows.map((r) => parseLossMarker(runId, r.hostname)).filter((s) => s !== undefined);
 }
 
 /** The losstest verify check: every sequence number present, none twice. */

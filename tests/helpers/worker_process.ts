@@ -215,6 +215,19 @@ export function seriesValue(
   return 0;
 }
 
+/** 1 while the worker holds the in-order lease of the downtime queue, else 0. */
+export async function holdsInOrderLease(w: WorkerProcess): Promise<number> {
+  return seriesValue(await w.metrics(), "statusengine_in_order_lock_held");
+}
+
+/** Jobs of the downtime queue the worker completed so far. */
+export async function downtimeJobsCompleted(w: WorkerProcess): Promise<number> {
+  return seriesValue(await w.metrics(), "statusengine_queue_jobs_total", {
+    queue_name: "statusngin_downtimes",
+    result: "completed",
+  });
+}
+
 /** Sum of every series of `name` in Prometheus text, 0 when absent. */
 export function seriesSum(text: string, name: string): number {
   let n = 0;

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
-import { createScratchDatabase } from "../helpers/mysql.ts";
+import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
@@ -76,6 +76,21 @@ async function holderOf(db: { query<T>(sql: string, p?: unknown[]): Promise<T> }
   return rows[0]?.holder;
 }
 
+/** Every other connection to the test's database killed by the server, as a failover does. */
+async function killConnections(db: ScratchDatabase): Promise<void> {
+  const ids = await db.query<{ id: number }[]>(
+    "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+    [db.name],
+  );
+  for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+}
+
+/** Start a lease alone and wait until it is active. */
+async function elected(lease: { start(): void; readonly active: boolean }, who: string) {
+  lease.start();
+  await waitFor(() => lease.active, { message: `${who} elected` });
+}
+
 Deno.test("lease: one holder at a time; the other takes a released lease at once", async () => {
   const { db, options } = await leaseDatabase();
   await using _db = db;
@@ -83,8 +98,7 @@ Deno.test("lease: one holder at a time; the other takes a released lease at once
   const a = recordingLease(options, "in-order:n", "A", events);
   const b = recordingLease(options, "in-order:n", "B", events);
   try {
-    a.lease.start();
-    await waitFor(() => a.lease.active, { message: "A elected" });
+    await elected(a.lease, "A");
     b.lease.start();
     await new Promise((r) => setTimeout(r, 5 * POLL_MS));
     assert.equal(b.lease.active, false);
@@ -113,13 +127,8 @@ Deno.test("lease: a holder whose connection the server kills renews on a new one
   const events: string[] = [];
   const a = recordingLease(options, "in-order:n", "A", events);
   try {
-    a.lease.start();
-    await waitFor(() => a.lease.active, { message: "A elected" });
-    const ids = await db.query<{ id: number }[]>(
-      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
-      [db.name],
-    );
-    for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+    await elected(a.lease, "A");
+    await killConnections(db);
     await waitFor(() => events.includes("A suspect"), { message: "A's renewal failed" });
     await waitFor(() => !a.lease.reacquiring, { message: "A renewed on a new connection" });
     await new Promise((r) => setTimeout(r, 5 * POLL_MS));
@@ -144,18 +153,13 @@ Deno.test("lease: a holder that cannot renew stops before its term ends; the oth
   const b = recordingLease(options, "in-order:n", "B", events, takeovers);
   const stamp = (e: string) => times.set(e, performance.now());
   try {
-    a.lease.start();
-    await waitFor(() => a.lease.active, { message: "A elected" });
+    await elected(a.lease, "A");
     b.lease.start();
     await new Promise((r) => setTimeout(r, 3 * POLL_MS));
     // Cut A off: its open connection dies, and no new one can be opened.
     a.cut = true;
     const cutAt = performance.now();
-    const ids = await db.query<{ id: number }[]>(
-      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
-      [db.name],
-    );
-    for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+    await killConnections(db);
     await waitFor(() => events.includes("A lost"), { timeoutMs: 10_000, message: "A gave up" });
     stamp("A lost");
     assert.equal(b.lease.active, false, "B must not hold the lease while A may still apply");
@@ -182,8 +186,7 @@ Deno.test("lease: a holder whose lease another worker took gives it up at its ne
   const events: string[] = [];
   const a = recordingLease(options, "in-order:n", "A", events);
   try {
-    a.lease.start();
-    await waitFor(() => a.lease.active, { message: "A elected" });
+    await elected(a.lease, "A");
     await db.query(
       "UPDATE statusengine_worker_leases SET holder = 'X', renewals = renewals + 1 WHERE name = ?",
       ["in-order:n"],
@@ -204,14 +207,9 @@ Deno.test("lease: a lone holder whose validity ran out while cut off takes its o
   const takeovers = { n: 0 };
   const a = recordingLease(options, "in-order:n", "A", events, takeovers);
   try {
-    a.lease.start();
-    await waitFor(() => a.lease.active, { message: "A elected" });
+    await elected(a.lease, "A");
     a.cut = true;
-    const ids = await db.query<{ id: number }[]>(
-      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
-      [db.name],
-    );
-    for (const { id } of ids) await db.query(`KILL ${Number(id)}`).catch(() => {});
+    await killConnections(db);
     await waitFor(() => events.includes("A lost"), { timeoutMs: 10_000, message: "A gave up" });
     a.cut = false;
     const back = performance.now();

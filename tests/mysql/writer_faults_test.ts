@@ -278,12 +278,17 @@ Deno.test("writer: a frozen server (SIGSTOP) is unavailable once a statement out
   }
 });
 
-Deno.test("writer: rows of jobs given back while held are dropped: the others are committed once MySQL takes writes, those never", async () => {
-  await using fx = await setup();
+/** One row committed (the writer's connection is open), then the server refuses writes. */
+async function connectedThenReadOnly(fx: Fixture): Promise<void> {
   const warm = new JobTracker(LOG_QUEUE, 1);
   await fx.writer.add(rows(1, "warm"), warm);
   await warm.done;
   await fx.server.query("SET GLOBAL read_only = 1");
+}
+
+Deno.test("writer: rows of jobs given back while held are dropped: the others are committed once MySQL takes writes, those never", async () => {
+  await using fx = await setup();
+  await connectedThenReadOnly(fx);
   let givenBack = false;
   const kept = new JobTracker(LOG_QUEUE, 10);
   const gone = new JobTracker(LOG_QUEUE, 10, () => givenBack);
@@ -305,10 +310,7 @@ Deno.test("writer: rows of jobs given back while held are dropped: the others ar
 
 Deno.test("writer: a held statement whose every row was given back ends without MySQL, and its outage with it", async () => {
   await using fx = await setup();
-  const warm = new JobTracker(LOG_QUEUE, 1);
-  await fx.writer.add(rows(1, "warm"), warm);
-  await warm.done;
-  await fx.server.query("SET GLOBAL read_only = 1");
+  await connectedThenReadOnly(fx);
   let givenBack = false;
   const gone = new JobTracker(LOG_QUEUE, 30, () => givenBack);
   await fx.writer.add(rows(30, "all-gone"), gone);
