@@ -429,7 +429,7 @@ Deno.test("core restart: the status sweep walks the node's rows along the node_n
   // examines them all.
   await fillOtherNode(db, "O", 3_000, "x");
   await using h = openHarness(db, RESTART_RECEIVED_AT - 600_000);
-  const after = await restartAndSweep(db, h, 3_000);
+  await restartAndSweep(db, h, 3_000);
 
   const swept = h.statusSweepStatements();
   // Node N has five service rows and four host rows: chunks of 2 take 3 and 2 key reads.
