@@ -1,12 +1,7 @@
 /**
- * Tracks whether MySQL can take writes, for `statusengine_db_available` and the outage log lines
- * (docs/writers.md#retry-policy, docs/logging.md#mysql-outage): one WARN when a writer starts
- * holding a batch, then at most one "still" line per writer every 10 s, and one INFO with the
- * outage duration when a statement succeeds again. Once writes have been held for a minute the
- * stall is an ERROR (where, since when, how much is held), repeated as a summary every minute while
- * it lasts, and its end is a WARN with the stall's duration: `journalctl -p err` shows a stall, a
- * blip of a few seconds stays a warning. A statement that ran into `--mysql-statement-timeout`
- * adds one WARN per outage naming the setting, however many statements time out.
+ * Whether MySQL can take writes: `statusengine_db_available` and the outage log lines (which
+ * lines, and when, is docs/logging.md#mysql-outage): a blip stays a warning, a minute without a
+ * commit is an ERROR so that `journalctl -p err` shows a stall.
  *
  * @module
  */
@@ -16,12 +11,8 @@ import type { Metrics } from "../metrics/registry.ts";
 
 const log = getLogger("db");
 const STILL_DOWN_LOG_INTERVAL_MS = 10_000;
-/**
- * Writes held this long are a stall, logged as an error: a restart or failover of MySQL takes
- * seconds and stays a warning; a minute without a commit is something an operator must see.
- */
+/** A restart or failover of MySQL takes seconds; a minute without a commit is a stall. */
 const STALL_ERROR_AFTER_MS = 60_000;
-/** Interval of the error summaries while a stall lasts. */
 const STALL_SUMMARY_INTERVAL_MS = 60_000;
 
 interface Outage {
@@ -33,30 +24,21 @@ interface Outage {
 /** Writes held by at least one writer, from the first writer's outage to the last one's end. */
 interface Stall {
   readonly since: number;
-  /** When the last error line about it was logged; undefined while it is younger than a minute. */
+  /** When the last error line about it was logged; undefined while younger than a minute. */
   errorAt: number | undefined;
   lastError: string;
 }
 
-/** What the stall's error lines report as held. */
-interface HeldWork {
-  /** Jobs handed to the pipeline and not yet acknowledged. */
-  readonly jobs: number;
-  /** Rows the writers hold. */
-  readonly rows: number;
-}
-
-/** Options of {@link DbAvailability}. */
 interface DbAvailabilityOptions {
   /** The MySQL URL as logs show it (password masked). */
   readonly mysql?: string;
-  /** What is held, for the stall's error lines. */
-  readonly held?: () => HeldWork;
+  /** Jobs not yet acknowledged and rows the writers hold, for the stall's error lines. */
+  readonly held?: () => { readonly jobs: number; readonly rows: number };
   /** Monotonic clock in milliseconds; default `performance.now` (tests pass a fake one). */
   readonly now?: () => number;
 }
 
-/** The outage key of the idle probe ({@link DbAvailability.probed}); no table is called so. */
+/** The outage key of the idle probe; no table is called so. */
 const PROBE = "(idle probe)";
 
 /** Shared by every writer and statement runner of one process. */
@@ -69,10 +51,6 @@ export class DbAvailability {
   #timeoutWarned = false;
   #lastSuccessAt: number;
 
-  /**
-   * @param gauge `statusengine_db_available` (optional in tests).
-   * @param options Where MySQL is and what is held, for the stall's error lines; the clock.
-   */
   constructor(gauge?: Metrics["dbAvailable"], options: DbAvailabilityOptions = {}) {
     this.#gauge = gauge;
     this.#options = options;
@@ -85,13 +63,7 @@ export class DbAvailability {
     return this.#outages.size === 0;
   }
 
-  /**
-   * A statement for `table` failed because MySQL cannot take writes now
-   * (unreachable, read-only, full, privileges, timeout, …).
-   *
-   * @param table Who is holding rows.
-   * @param err The error.
-   */
+  /** A statement for `table` failed because MySQL cannot take writes now. */
   unreachable(table: string, err: unknown): void {
     const now = this.#now();
     if (err instanceof StatementTimeoutError && !this.#timeoutWarned) {
@@ -128,11 +100,6 @@ export class DbAvailability {
     }
   }
 
-  /**
-   * A statement for `table` succeeded.
-   *
-   * @param table Who wrote.
-   */
   reachable(table: string): void {
     const now = this.#now();
     this.#lastSuccessAt = now;
@@ -158,33 +125,21 @@ export class DbAvailability {
     this.#ended();
   }
 
-  /**
-   * Forget an outage without a success (a writer gave up at shutdown).
-   *
-   * @param table The writer.
-   */
+  /** Forget an outage without a success (a writer gave up); the gauge follows `available`. */
   abandon(table: string): void {
-    // Nothing is held for this table any more; keep the gauge in step with
-    // `available` (the next failure sets it to 0 again).
     if (this.#outages.delete(table)) this.#ended();
   }
 
   /**
-   * How long writers have been holding rows because MySQL cannot take them (since the first of
-   * them started, while any still holds); 0 while none does. Drives the give-back of held jobs
-   * (`--mysql-give-back-after`, docs/retries.md#give-back).
+   * How long writers have been holding rows (since the first of them started, while any still
+   * holds); 0 while none does. Drives `--mysql-give-back-after` (docs/retries.md#give-back).
    */
   get holdingForMs(): number {
     const stall = this.#stall;
     return stall === undefined || !this.#holding() ? 0 : this.#now() - stall.since;
   }
 
-  /**
-   * Whether MySQL answered (a statement or the idle probe succeeded) after `at`.
-   *
-   * @param at A time of this tracker's clock (`performance.now()` unless a test passes one).
-   * @returns True once an answer came after it.
-   */
+  /** Whether a statement or the idle probe succeeded after `at` (this tracker's clock). */
   answeredSince(at: number): boolean {
     return this.#lastSuccessAt > at;
   }
@@ -195,10 +150,8 @@ export class DbAvailability {
   }
 
   /**
-   * The result of the idle probe ({@link IdleProbe}): a failure counts as an outage of its
-   * own, logged once, until a probe or any statement succeeds again.
-   *
-   * @param err Undefined when MySQL answered, else why it did not.
+   * The result of the idle probe (`err` undefined when MySQL answered): a failure counts as an
+   * outage of its own, logged once, until a probe or any statement succeeds again.
    */
   probed(err: unknown): void {
     const now = this.#now();
@@ -239,7 +192,6 @@ export class DbAvailability {
     return this.#outages.size > (this.#outages.has(PROBE) ? 1 : 0);
   }
 
-  /** The stall's error: once it is a minute old, then a summary every minute while it lasts. */
   #escalate(now: number): void {
     const stall = this.#stall;
     if (stall === undefined || now - stall.since < STALL_ERROR_AFTER_MS) return;
@@ -262,13 +214,11 @@ export class DbAvailability {
     );
   }
 
-  /** The wall-clock time of the monotonic instant `at`, for "since" in log lines. */
   #wallTime(at: number, now: number): string {
     return new Date(Date.now() - (now - at)).toISOString();
   }
 }
 
-/** Options of {@link IdleProbe}. */
 export interface IdleProbeOptions {
   readonly availability: DbAvailability;
   /**
@@ -277,34 +227,27 @@ export interface IdleProbeOptions {
    * answer within `timeoutMs`.
    */
   readonly ping: (timeoutMs: number) => Promise<void>;
-  /** Default {@link IDLE_PROBE_INTERVAL_MS}. */
   readonly intervalMs?: number;
-  /** Default {@link IDLE_PROBE_TIMEOUT_MS}. */
   readonly timeoutMs?: number;
 }
 
 /** A probe runs when no statement succeeded for this long. */
 const IDLE_PROBE_INTERVAL_MS = 5_000;
-/** Bound on one probe. */
 const IDLE_PROBE_TIMEOUT_MS = 2_000;
 
 /**
- * Keeps `statusengine_db_available` and `/readyz` true while nothing is written. Writers find
- * an outage with their next statement; an idle worker has none, and a frozen MySQL (SIGSTOP, a
- * hung host) went unnoticed until a statement ran into `--mysql-statement-timeout`. Whenever no
- * statement succeeded for an interval, one cheap bounded round trip is made instead.
+ * Keeps `statusengine_db_available` and `/readyz` true while nothing is written: an idle worker
+ * has no statement to find an outage with (docs/writers.md#idle-probe).
  */
 export class IdleProbe {
   readonly #o: IdleProbeOptions;
   #timer: ReturnType<typeof setInterval> | undefined;
   #running: Promise<void> | undefined;
 
-  /** @param options Availability tracker, ping and timings. */
   constructor(options: IdleProbeOptions) {
     this.#o = options;
   }
 
-  /** Start probing. */
   start(): void {
     const interval = this.#o.intervalMs ?? IDLE_PROBE_INTERVAL_MS;
     this.#timer = setInterval(() => this.#tick(interval), Math.max(100, interval / 2));

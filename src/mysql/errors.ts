@@ -1,148 +1,58 @@
 /**
- * The one place that sorts MySQL failures into what the writers do about
- * them (D7):
- *
- * - `lock`: retried a few times, then held;
- * - `unavailable`: the server cannot take writes right now (unreachable,
- *   shutting down, read-only, full, privileges revoked, statement timeout):
- *   held and retried until it can or the process stops, `db_available` 0;
- * - `row`: the server (or the driver) refused values of the rows sent: the
- *   batch is split by halves until the offending rows are isolated and
- *   dead-lettered;
- * - `statement`: the server refused the statement for a reason that names
- *   neither the rows nor its own state (unknown column, missing table, …).
- *   The batch is split like for `row`, but when both halves of a split fail
- *   with the same such error it is not the rows' fault: the batch is held
- *   like for `unavailable` (see writer.ts).
- *
- * Both wrong directions are harmful. A row error taken for `unavailable`
- * is retried forever and stalls its table; an outage taken for `row`
- * dead-letters good rows (a 15 s read-only window once dead-lettered
- * thousands). The tables below are pinned errno by errno in tests/mysql/errors_test.ts.
+ * The one place that sorts MySQL failures into what the writers do about them (D7; the kinds
+ * are described in docs/writers.md#retry-policy). Both wrong directions are harmful: a row error
+ * taken for `unavailable` is retried forever and stalls its table; an outage taken for `row`
+ * dead-letters good rows (a 15 s read-only window once dead-lettered thousands). The tables below
+ * are pinned errno by errno in tests/mysql/errors_test.ts.
  *
  * @module
  */
 
-/** What a writer does about a failed statement. */
+/**
+ * What a writer does about a failed statement: `lock` retried, then held; `unavailable` held
+ * until MySQL takes it; `row` split by halves down to the rejected rows, which are dead-lettered;
+ * `statement` split like `row`, but held when both halves fail alike (writer.ts).
+ */
 export type MysqlErrorKind = "lock" | "unavailable" | "row" | "statement";
 
+const numbers = (...groups: string[]): ReadonlySet<number> =>
+  new Set(groups.join(" ").split(" ").map(Number));
+const words = (list: string): ReadonlySet<string> => new Set(list.split(" "));
+
 /** Deadlock (1213) and lock wait timeout (1205): roll back one statement; timing-dependent. */
-const LOCK_ERRNOS: ReadonlySet<number> = new Set([1205, 1213]);
+const LOCK_ERRNOS = numbers("1205 1213");
+
+/** Server errnos that say "not now" whatever the rows are (each explained in errors_test.ts). */
+const UNAVAILABLE_ERRNOS = numbers(
+  // Connection: too many, limits per user, shutdown, killed, interrupted, network errors the
+  // server reports, gone away / lost (client numbers, in case a driver reports them).
+  "1040 1203 1226 1053 1927 1317 1158 1159 1160 1161 2006 2013",
+  // A Galera node not ready for clients (wsrep_ready OFF): down for this worker until it is
+  // Synced again (docs/running.md#galera).
+  "1047",
+  "1290 1836 1792", // read-only: read_only, InnoDB read-only, read-only transaction (a proxy)
+  "1114 1021 1026 1037 1038 1041 1135 1461", // space and resources (disk, memory, threads)
+  "1142 1143 1044 1045 1227 1130 1129 1820 1862 4151", // privileges, login, expired, locked
+  "1969 3024", // statement timeout: max_statement_time (MariaDB), max_execution_time (MySQL)
+);
 
 /**
- * Server errnos that say "not now" whatever the rows are. Each is explained
- * in tests/mysql/errors_test.ts; the groups:
- * - connection: 1040 too many connections, 1203 max_user_connections,
- *   1226 max_queries_per_hour & co., 1053 server shutdown, 1927 connection
- *   killed, 1317 query interrupted (KILL QUERY), 1158–1161 network
- *   read/write errors reported by the server, 2006/2013 gone away / lost (client
- *   numbers, in case a driver reports them);
- * - Galera: 1047, which MariaDB's Galera node answers to every statement while it is not ready
- *   for clients (`wsrep_ready` OFF: not in the primary component, or still joining); the node
- *   is down for this worker until it is `Synced` again (docs/running.md#galera);
- * - read-only: 1290 read_only / super_read_only, 1836 InnoDB read-only mode,
- *   1792 read-only transaction (a proxy routing writes to a replica);
- * - space and resources: 1114 table full (disk or tablespace limit), 1021 disk
- *   full, 1026 error writing a file, 1037/1038/1041 out of memory / resources,
- *   1135 cannot create a thread, 1461 max_prepared_stmt_count reached;
- * - privileges: 1142/1143 table/column access denied, 1044 database access
- *   denied, 1045 login refused, 1227 missing privilege, 1130 host not allowed,
- *   1129 host blocked, 1820/1862 password expired, 4151 account locked;
- * - statement timeout: 1969 max_statement_time (MariaDB), 3024
- *   max_execution_time (MySQL).
+ * Row errors whose SQL state is not of class 22 or 23 (row errors by definition): no default,
+ * truncated, invalid string, wrong value, check constraint, no partition, row too large; and
+ * errors of the statement's size that smaller statements cure (halving ends at the one row too
+ * big on its own): packet too large, binlog cache too small, too many placeholders.
  */
-const UNAVAILABLE_ERRNOS: ReadonlySet<number> = new Set([
-  1040,
-  1203,
-  1226,
-  1053,
-  1927,
-  1317,
-  1158,
-  1159,
-  1160,
-  1161,
-  2006,
-  2013,
-  1047,
-  1290,
-  1836,
-  1792,
-  1114,
-  1021,
-  1026,
-  1037,
-  1038,
-  1041,
-  1135,
-  1461,
-  1142,
-  1143,
-  1044,
-  1045,
-  1227,
-  1130,
-  1129,
-  1820,
-  1862,
-  4151,
-  1969,
-  3024,
-]);
+const ROW_ERRNOS = numbers("1364 1265 1300 1411 3819 1526 1118", "1153 1197 1390");
 
-/**
- * Row errors whose SQL state is not of class 22 (data exception) or 23
- * (integrity constraint), which are row errors by definition: 1364 no
- * default for a field, 1265 data truncated, 1300 invalid character string,
- * 1411 wrong value for a type, 3819 check constraint (MySQL), 1526 no
- * partition for the value, 1118 row size too large; and errors of the
- * statement's size that smaller statements cure (halving ends at the one
- * row too big on its own): 1153 packet larger than max_allowed_packet, 1197
- * binlog cache too small, 1390 too many placeholders.
- */
-const ROW_ERRNOS: ReadonlySet<number> = new Set([
-  1364,
-  1265,
-  1300,
-  1411,
-  3819,
-  1526,
-  1118,
-  1153,
-  1197,
-  1390,
-]);
-
-/** Code of {@link StatementTimeoutError}. */
 const STATEMENT_TIMEOUT_CODE = "STATEMENT_TIMEOUT";
 
-/**
- * Driver/socket codes meaning the connection failed or did not answer in time
- * (docs/writers.md#retry-policy).
- */
-const UNAVAILABLE_CODES: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "PROTOCOL_CONNECTION_LOST",
-  "PROTOCOL_SEQUENCE_TIMEOUT",
-  "ER_CON_COUNT_ERROR",
-  "ER_SERVER_SHUTDOWN",
-  "ER_CONNECTION_KILLED",
-  "POOL_CLOSED",
-  "POOL_ENQUEUELIMIT",
-  "ConnectionRefused",
-  "ConnectionReset",
-  "BrokenPipe",
-  "NotConnected",
-  "TimedOut",
-  STATEMENT_TIMEOUT_CODE,
-]);
+/** Driver/socket codes meaning the connection failed or did not answer in time. */
+const UNAVAILABLE_CODES = words(
+  "ECONNREFUSED ECONNRESET ETIMEDOUT EPIPE EHOSTUNREACH ENETUNREACH ENOTFOUND EAI_AGAIN " +
+    "PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ER_CON_COUNT_ERROR ER_SERVER_SHUTDOWN " +
+    "ER_CONNECTION_KILLED POOL_CLOSED POOL_ENQUEUELIMIT ConnectionRefused ConnectionReset " +
+    `BrokenPipe NotConnected TimedOut ${STATEMENT_TIMEOUT_CODE}`,
+);
 
 interface MysqlLikeError {
   readonly code?: unknown;
@@ -168,12 +78,7 @@ export class StatementTimeoutError extends Error {
   }
 }
 
-/**
- * Classify an error thrown by mysql2 (or by the executor around it).
- *
- * @param err Anything a query rejected with.
- * @returns What the writers do about it.
- */
+/** Classify an error thrown by mysql2 (or by the executor around it). */
 export function classifyMysqlError(err: unknown): MysqlErrorKind {
   if (typeof err !== "object" || err === null) return "row";
   const e = err as MysqlLikeError;
@@ -196,14 +101,7 @@ export function classifyMysqlError(err: unknown): MysqlErrorKind {
   return "row";
 }
 
-/**
- * Whether two failures are the same error (same errno or driver code), for
- * the "both halves failed alike" test.
- *
- * @param a One failure.
- * @param b The other.
- * @returns True when their codes match and neither is `unknown`.
- */
+/** Same errno or driver code (neither `unknown`), for the "both halves failed alike" test. */
 export function sameMysqlError(a: MysqlWriteError, b: MysqlWriteError): boolean {
   return a.code === b.code && a.code !== "unknown";
 }
@@ -218,10 +116,6 @@ export class MysqlWriteError extends Error {
   /** MySQL errno or driver code, for logs. */
   readonly code: string;
 
-  /**
-   * @param table Table the statement wrote to.
-   * @param cause The driver's error.
-   */
   constructor(table: string, cause: unknown) {
     const kind = classifyMysqlError(cause);
     const e = (typeof cause === "object" && cause !== null ? cause : {}) as MysqlLikeError;
@@ -244,54 +138,23 @@ export class MysqlWriteError extends Error {
 }
 
 /**
- * Why MySQL could not be used at all when a command or the daemon first connected: each
- * needs a different fix, so each gets its own words (a wrong password is not an outage).
- *
- * - `unknown_database`: the server answered, the database in the URL does not exist;
- * - `access_denied`: the server answered and refused the user (password, host, grants);
- * - `unreachable`: nothing answered (refused, reset, name not resolved, timeout);
- * - `failed`: the server answered with another error.
+ * Why MySQL could not be used at all when a command or the daemon first connected: each needs a
+ * different fix, so each gets its own words (a wrong password is not an outage). `unreachable`:
+ * nothing answered; `failed`: the server answered with another error.
  */
 export type MysqlConnectProblem = "unknown_database" | "access_denied" | "unreachable" | "failed";
 
-/** 1049 unknown database. */
 const UNKNOWN_DATABASE_ERRNO = 1049;
 
-/**
- * The server refused this user: 1045 wrong password, 1044 no access to the database, 1698
- * access denied (unix_socket plugin), 1130 host not allowed, 1820/1862 password expired,
- * 4151 account locked.
- */
-const ACCESS_DENIED_ERRNOS: ReadonlySet<number> = new Set([
-  1044,
-  1045,
-  1698,
-  1130,
-  1820,
-  1862,
-  4151,
-]);
+/** Wrong password, no access to the database or host, unix_socket plugin, expired, locked. */
+const ACCESS_DENIED_ERRNOS = numbers("1044 1045 1698 1130 1820 1862 4151");
 
 /** Codes of a connection that never got an answer (Node-style and Deno-style names). */
-const UNREACHABLE_CODES: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EPIPE",
-  "PROTOCOL_CONNECTION_LOST",
-  "PROTOCOL_SEQUENCE_TIMEOUT",
-  "ConnectionRefused",
-  "ConnectionReset",
-  "ConnectionAborted",
-  "BrokenPipe",
-  "NotConnected",
-  "TimedOut",
-  "AddrNotAvailable",
-]);
+const UNREACHABLE_CODES = words(
+  "ECONNREFUSED ECONNRESET ETIMEDOUT EHOSTUNREACH ENETUNREACH ENOTFOUND EAI_AGAIN EPIPE " +
+    "PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ConnectionRefused ConnectionReset " +
+    "ConnectionAborted BrokenPipe NotConnected TimedOut AddrNotAvailable",
+);
 
 /** The first error in the cause chain that carries an errno or a code. */
 function driverError(err: unknown): MysqlLikeError | undefined {
@@ -310,35 +173,22 @@ function driverError(err: unknown): MysqlLikeError | undefined {
  * changes them. Everything else (refused or silent port, timeout, too many connections, a
  * server shutting down, an unresolvable host name) is waited for.
  */
-const WAITING_CANNOT_FIX_ERRNOS: ReadonlySet<number> = new Set([
-  1044, // access denied to the database
-  1045, // login refused
-  1049, // unknown database
-  1130, // host not allowed to connect
-  1251, // client does not support the authentication protocol
-  1698, // access denied (unix socket authentication)
-  3159, // secure transport required
-]);
+const WAITING_CANNOT_FIX_ERRNOS = numbers(
+  "1044 1045 1049 1130 1698", // access denied, login refused, unknown database, host, unix socket
+  "1251 3159", // authentication protocol not supported, secure transport required
+);
 
 /**
- * Whether a failure to connect is one that waiting for MySQL cannot fix (the daemon's start
- * ends on it instead of waiting); looks through the causes, so a "no host of the list answers"
- * error counts when a host refused the login.
- *
- * @param err What the connection attempt or the first query rejected with.
- * @returns True for a refusal that stays until someone changes the configuration.
+ * Whether a failure to connect is one that waiting for MySQL cannot fix (the daemon's start ends
+ * on it instead of waiting); looks through the causes, so a "no host of the list answers" error
+ * counts when a host refused the login.
  */
 export function waitingCannotFix(err: unknown): boolean {
   const errno = driverError(err)?.errno;
   return typeof errno === "number" && WAITING_CANNOT_FIX_ERRNOS.has(errno);
 }
 
-/**
- * Sort a failure to connect (or of the first query) into what the operator has to fix.
- *
- * @param err What the connection attempt rejected with.
- * @returns The problem.
- */
+/** Sort a failure to connect (or of the first query) into what the operator has to fix. */
 export function mysqlConnectProblem(err: unknown): MysqlConnectProblem {
   const e = driverError(err);
   if (e === undefined) return "failed";
@@ -350,13 +200,7 @@ export function mysqlConnectProblem(err: unknown): MysqlConnectProblem {
   return "failed";
 }
 
-/**
- * One sentence for an operator: what happened at which server, and what to do about it.
- *
- * @param err What the connection attempt rejected with.
- * @param shownUrl The MySQL URL with its password masked.
- * @returns E.g. `database "se" does not exist at mysql://…/se: create it with …`.
- */
+/** One sentence for an operator: what happened at which server (URL masked), and what to do. */
 export function describeMysqlConnectFailure(err: unknown, shownUrl: string): string {
   const detail = err instanceof Error ? err.message : String(err);
   switch (mysqlConnectProblem(err)) {
