@@ -1,8 +1,7 @@
 /**
- * Reaching MySQL, one way everywhere: a dedicated connection that must answer within a
- * deadline (the command-line tools), the same "does it answer" probe for the daemon's pool,
- * a polite close and a hard close that abandons a statement in flight; and the statements
- * `verify` and `losstest` run on their dedicated connection.
+ * Reaching MySQL, one way everywhere: a dedicated connection that must answer within a deadline
+ * (the tools), the same probe for the daemon's pool, a polite and a hard close; and the
+ * statements `verify` and `losstest` run on their dedicated connection.
  *
  * @module
  */
@@ -18,8 +17,7 @@ import { hasCode, WorkerError } from "../util/errors.ts";
 
 /**
  * Settle with `promise`, or reject with a `WorkerError` coded `interrupted` as soon as `signal`
- * aborts, calling `onAbort` first. The losing promise keeps its handler from `Promise.race`,
- * so its late rejection is not unhandled.
+ * aborts, calling `onAbort` first. The loser keeps its handler from `Promise.race`.
  */
 export async function unlessAborted<T>(
   promise: Promise<T>,
@@ -43,45 +41,29 @@ export async function unlessAborted<T>(
 /** A dedicated connection of its own (a tool's, the in-order lock's); never a pooled one. */
 export type MysqlConnection = mysql.Connection;
 
-/**
- * Close a connection politely (COM_QUIT, so the server logs no aborted connection), or at once
- * when that fails.
- *
- * @param conn The connection; unusable afterwards.
- */
+/** Close politely (COM_QUIT, so the server logs no aborted connection), or at once if that fails. */
 export async function endMysql(conn: MysqlConnection): Promise<void> {
   await conn.end().catch(() => closeMysqlNow(conn));
 }
 
 /**
- * Close a connection at once, abandoning whatever statement is in flight (a `cleanup` stopped
- * by a signal, docs/operations.md#cleanup-exit). mysql2's
- * `destroy()` only half-closes the socket (`stream.end()`), so it would still wait for the
- * server to finish the statement; destroying the stream itself drops the link. The server
- * then completes or rolls back that single autocommit statement on its own.
- *
- * @param conn The connection; unusable afterwards. Calling it twice is harmless.
+ * Close at once, abandoning the statement in flight (docs/operations.md#cleanup-exit): mysql2's
+ * `destroy()` only half-closes the socket and would still wait for the statement; the server
+ * completes or rolls back that single autocommit statement on its own. Idempotent.
  */
 export function closeMysqlNow(conn: mysql.Connection): void {
-  try {
-    destroySocket(conn);
-  } catch {
-    // already closed
-  }
-  try {
-    conn.destroy();
-  } catch {
-    // already closed
+  for (const close of [() => destroySocket(conn), () => conn.destroy()]) {
+    try {
+      close();
+    } catch {
+      // already closed
+    }
   }
 }
 
 /**
- * End a pool: a polite COM_QUIT on every connection within `timeoutMs`, then the sockets of the
- * connections still open are destroyed (a statement a frozen MySQL never answers is abandoned), so
- * that nothing of the pool keeps the process alive once it has ended.
- *
- * @param pool The pool; unusable afterwards.
- * @param timeoutMs Bound on the polite part.
+ * End a pool: COM_QUIT on every connection within `timeoutMs`, then destroy the sockets still
+ * open (a statement a frozen MySQL never answers), so nothing keeps the process alive.
  */
 export async function endPool(pool: mysql.Pool, timeoutMs: number): Promise<void> {
   using limit = deadline(timeoutMs);
@@ -89,45 +71,34 @@ export async function endPool(pool: mysql.Pool, timeoutMs: number): Promise<void
   destroyPoolSockets(pool);
 }
 
-/**
- * MySQL gave no answer within a deadline; its driver-style code sorts it with the refused and
- * reset connections (`unreachable`, see errors.ts), not with errors the server sent.
- */
+/** Its driver-style code sorts it with refused and reset connections (errors.ts). */
 function noAnswer(timeoutMs: number): WorkerError {
   return new WorkerError("TimedOut", `no answer within ${timeoutMs} ms`);
 }
 
-/** Options of {@linkcode connectMysql}. */
 export interface ConnectMysqlOptions {
   /** Bound on connect plus the first query, in milliseconds. */
   readonly timeoutMs: number;
   /** Abandons the attempt (the half-open connection is closed) when it aborts. */
   readonly signal?: AbortSignal;
-  /**
-   * Values as stored, for tools that compare rows: BIGINT values beyond 2^53 arrive as exact
-   * strings (smaller ones as numbers), dates and times as the server's text.
-   */
+  /** Values as stored, for tools that compare rows: big BIGINTs as strings, dates as text. */
   readonly exactValues?: boolean;
 }
 
-/** What the server said about itself when it first answered. */
+/** What the server said about itself when it first answered (the worker needs utf8mb4). */
 export interface MysqlIdentity {
-  /** `VERSION()`, e.g. `10.11.6-MariaDB-0+deb12u1`. */
   readonly serverVersion: string;
-  /** `@@character_set_client` of the session (the worker needs utf8mb4). */
   readonly charset: string;
-  /** `@@collation_connection` of the session. */
   readonly collation: string;
 }
 
-/** A connection that has answered its first query. */
 export interface ConnectedMysql extends MysqlIdentity {
   readonly connection: mysql.Connection;
   /** `host:port` of the server that answered (the socket path for a socket). */
   readonly host: string;
 }
 
-/** Anything that runs a query: a connection or a pool. */
+/** A connection or a pool. */
 export interface Queryable {
   query: mysql.Connection["query"];
 }
@@ -135,14 +106,17 @@ export interface Queryable {
 const PROBE_SQL = "SELECT VERSION() AS version, @@character_set_client AS cs, " +
   "@@collation_connection AS co";
 
+function identity(rows: mysql.RowDataPacket[]): MysqlIdentity {
+  return {
+    serverVersion: String(rows[0]?.version ?? ""),
+    charset: String(rows[0]?.cs ?? "unknown"),
+    collation: String(rows[0]?.co ?? "unknown"),
+  };
+}
+
 /**
- * Ask a connection or a pool who it is, within a deadline: the one "does MySQL answer"
- * probe of the daemon (its pool) and the tools (their connection).
- *
- * @param target Connection or pool.
- * @param timeoutMs Bound on the answer (and, for a pool, on getting a connection).
- * @returns Version, character set and collation.
- * @throws {Error} `no answer within … ms`, or the driver's error.
+ * Ask a connection or a pool who it is within `timeoutMs` (for a pool, getting a connection
+ * included): the one "does MySQL answer" probe of the daemon and the tools.
  */
 export async function probeMysql(target: Queryable, timeoutMs: number): Promise<MysqlIdentity> {
   const controller = new AbortController();
@@ -156,11 +130,7 @@ export async function probeMysql(target: Queryable, timeoutMs: number): Promise<
       controller.signal,
       () => {},
     );
-    return {
-      serverVersion: String(rows[0]?.version ?? ""),
-      charset: String(rows[0]?.cs ?? "unknown"),
-      collation: String(rows[0]?.co ?? "unknown"),
-    };
+    return identity(rows);
   } catch (err: unknown) {
     if (hasCode(err, "interrupted")) throw controller.signal.reason;
     throw err;
@@ -169,7 +139,6 @@ export async function probeMysql(target: Queryable, timeoutMs: number): Promise<
   }
 }
 
-/** What MariaDB's Galera node says of its readiness (SHOW GLOBAL STATUS names). */
 const GALERA_READY_SQL = "SHOW GLOBAL STATUS WHERE Variable_name IN " +
   "('wsrep_ready', 'wsrep_local_state_comment')";
 
@@ -177,13 +146,8 @@ const GALERA_READY_SQL = "SHOW GLOBAL STATUS WHERE Variable_name IN " +
 const WSREP_NOT_READY_ERRNO = 1047;
 
 /**
- * A Galera node that answered but is not `Synced` with `wsrep_ready` ON: it refuses
- * statements (1047), or is a donor or desynced and lags the cluster. Carries errno 1047 so that
- * errors.ts classifies it like the node's own refusal: `unavailable`.
- *
- * @param ready `wsrep_ready`.
- * @param state `wsrep_local_state_comment`.
- * @returns A `WSREP_NOT_READY` error.
+ * A Galera node that answered but is not `Synced` with `wsrep_ready` ON: it refuses statements,
+ * or is a donor or desynced and lags the cluster. Errno 1047 classifies it `unavailable`.
  */
 export function galeraNotReady(ready: string, state: string): WorkerError {
   const err = new WorkerError(
@@ -196,11 +160,7 @@ export function galeraNotReady(ready: string, state: string): WorkerError {
 
 /**
  * On a Galera node (`wsrep_on` ON), throw unless it is `Synced` with `wsrep_ready` ON
- * (docs/running.md#galera); on any other server, one cheap query and nothing else. Asked once
- * per new connection: the daemon's probes and every tool's connection go through it.
- *
- * @param conn A connection that has just answered.
- * @throws {WorkerError} (code `WSREP_NOT_READY`, errno 1047) When the node is not ready.
+ * (docs/running.md#galera); elsewhere one cheap query. Asked once per new connection.
  */
 async function checkGaleraReady(conn: Queryable): Promise<void> {
   // SHOW, not @@wsrep_on: MySQL has no such variable and would fail the SELECT.
@@ -215,22 +175,10 @@ async function checkGaleraReady(conn: Queryable): Promise<void> {
 }
 
 /**
- * Open a dedicated MySQL connection that answers the probe within a deadline: the
- * "does MySQL answer" probe of `cleanup` (5 s, docs/operations.md#cleanup-settings) and `status`. A
- * connection that completes after the deadline or an abort is closed as soon as it exists.
- *
- * With several hosts in the URL, they are tried in the list's order, each within the deadline,
- * and the first that answers is used (what `schema`, `cleanup`, `status`, `verify` and
- * `losstest` connect to); when none answers, the error names each host's failure and is sorted
- * (mysqlConnectProblem) by a host's refusal of the login if any, else by the first host's
- * ({@link noHostAnswers}).
- *
- * @param options Connection options from {@linkcode mysqlOptionsFromUrl}.
- * @param limits Deadline and abort signal.
- * @returns The open connection, the server version and the host; the caller closes it.
- * @throws {Error} `Cannot reach MySQL: no answer within … ms` on timeout, the driver's error
- *   when the server refuses or is unreachable; when `signal` aborts, an error the caller
- *   recognises by `signal.aborted`.
+ * Open a dedicated connection that answers the probe within a deadline (the tools); one that
+ * completes after the deadline or an abort is closed as soon as it exists. Several hosts are
+ * tried in the list's order, each within the deadline; the first that answers is used, else
+ * {@link noHostAnswers}. On abort, the caller recognises the error by `signal.aborted`.
  */
 export async function connectMysql(
   options: MysqlUrlOptions,
@@ -256,23 +204,16 @@ export async function connectMysql(
   throw noHostAnswers(failures);
 }
 
-/** Why one host of `--mysql-url` could not be used. */
+/** Why one host (`host:port`) of `--mysql-url` could not be used. */
 export interface HostFailure {
-  /** `host:port`. */
   readonly host: string;
-  /** What connecting to it (or probing it) rejected with. */
   readonly err: unknown;
 }
 
 /**
- * The error of a host list none of whose hosts could be used, naming each host's failure.
- * When a host refused the login (or another failure {@link waitingCannotFix}), that refusal leads
- * the message and is the cause, so it is sorted and reported like the refusal of a single host:
- * a dead first host must not hide a wrong password behind "does not answer", and a daemon
- * must not wait for what waiting cannot fix. Otherwise the first host's failure is the cause.
- *
- * @param failures Each host's failure, in the list's order.
- * @returns The error to throw.
+ * The error of a host list none of whose hosts could be used, naming each host's failure. A
+ * failure {@link waitingCannotFix} (a refused login) leads and is the cause: a dead first host
+ * must not hide a wrong password, nor make a daemon wait for what waiting cannot fix.
  */
 export function noHostAnswers(failures: readonly HostFailure[]): Error {
   const refused = failures.filter((f) => waitingCannotFix(f.err));
@@ -318,12 +259,7 @@ async function connectOne(
       abandon,
     );
     await unlessAborted(checkGaleraReady(conn), signal, abandon);
-    return {
-      connection: conn,
-      serverVersion: String(rows[0]?.version ?? ""),
-      charset: String(rows[0]?.cs ?? "unknown"),
-      collation: String(rows[0]?.co ?? "unknown"),
-    };
+    return { connection: conn, ...identity(rows) };
   } catch (err: unknown) {
     if (hasCode(err, "interrupted") && !(limits.signal?.aborted ?? false)) {
       throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`, {
@@ -344,10 +280,9 @@ export async function makeSessionReadOnly(conn: MysqlConnection): Promise<void> 
   await conn.query("SET SESSION TRANSACTION READ ONLY");
 }
 
-/** Column type codes of MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE in a result's field list. */
+/** MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE. */
 const FLOAT_TYPES: ReadonlySet<number> = new Set([4, 5]);
 
-/** The newest rows of a table, as {@linkcode selectNewestRows} read them. */
 export interface NewestRows {
   readonly rows: Readonly<Record<string, unknown>>[];
   /** The result's columns, in the table's order. */
@@ -356,15 +291,7 @@ export interface NewestRows {
   readonly doubles: ReadonlySet<string>;
 }
 
-/**
- * The newest rows of a table: every column, sorted by `order` descending.
- *
- * @param conn A connection.
- * @param table Table name from the catalogue.
- * @param order Columns that sort the rows, newest first; none reads the table's order.
- * @param limit Most rows.
- * @returns The rows, the result's columns and which of them hold floating-point numbers.
- */
+/** Up to `limit` rows, sorted by `order` descending (none: the table's order). */
 export async function selectNewestRows(
   conn: MysqlConnection,
   table: TableName,
@@ -390,17 +317,7 @@ export async function selectNewestRows(
 // insensitively, so run ids that differ only in that way address the same rows; LIKE is
 // evaluated the same way, which keeps `losstest verify` and `cleanup` consistent with each other.
 
-/**
- * The run sizes a losstest run's events record: the text after the last `separator` of each
- * distinct `losstest run …` output.
- *
- * @param conn A connection.
- * @param table The table the markers are in.
- * @param separator What precedes the size in the output.
- * @param prefix The run's host name prefix.
- * @param timeoutMs Bound on the statement.
- * @returns The distinct texts, unchecked.
- */
+/** The run sizes a losstest run's events record: the distinct texts after `separator`. */
 export async function selectLosstestRunSizes(
   conn: MysqlConnection,
   table: TableName,
@@ -417,23 +334,12 @@ export async function selectLosstestRunSizes(
   return rows.map((r) => String(r.c));
 }
 
-/** How many rows hold one losstest marker. */
 export interface MarkerCount {
   readonly hostname: string;
   readonly n: number;
 }
 
-/**
- * One page of the rows per marker of a losstest run, in host name order.
- *
- * @param conn A connection.
- * @param table The table the markers are in.
- * @param prefix The run's host name prefix.
- * @param after The last host name of the previous page ("" for the first).
- * @param pageSize Most markers.
- * @param timeoutMs Bound on the statement.
- * @returns The markers after `after`; fewer than `pageSize` on the last page.
- */
+/** One page of the rows per marker of a losstest run after host name `after`, in order. */
 export async function countLosstestMarkers(
   conn: MysqlConnection,
   table: TableName,
@@ -452,15 +358,8 @@ export async function countLosstestMarkers(
 }
 
 /**
- * Delete one batch of a losstest run's rows: those whose host name is the prefix followed by
- * digits only (not a run whose id extends this one's).
- *
- * @param conn A connection.
- * @param table The table the markers are in.
- * @param prefix The run's host name prefix.
- * @param batch Most rows deleted.
- * @param timeoutMs Bound on the statement.
- * @returns Rows deleted; fewer than `batch` once the run is gone.
+ * Delete up to `batch` rows of a losstest run: host names of the prefix followed by digits only
+ * (not a run whose id extends this one's). Returns how many went.
  */
 export async function deleteLosstestBatch(
   conn: MysqlConnection,

@@ -1,21 +1,8 @@
 /**
- * Several MySQL hosts (`--mysql-url mysql://u:p@h1:3306,h2:3306/db`): which one the daemon's
- * connections go to, and when they move (docs/running.md#mysql-hosts).
- *
- * One host is in use at a time, the first of the list that answers. Every connection the daemon
- * opens asks this class where to go: the writers' pool (its socket factory), the idle probe,
- * the in-order lock's connection. The task queue and the core-restart sweep write through the
- * pool. So a switch moves everything at once, and no caller knows there is more than one host.
- *
- * - A host is judged down when a statement fails as `unavailable` (refused, reset, timed out:
- *   errors.ts) or the idle probe fails, and then a probe of it (connect and one SELECT within
- *   {@link PROBE_TIMEOUT_MS}) fails too. Every host is then probed at once and the first of the
- *   list that answers is used. A statement held meanwhile is sent again by the one retry policy
- *   (retry.ts) and so reaches the new host within its next pause (at most 5 s).
- * - The pool's connections to the host left are closed: idle ones at once, busy ones when their
- *   statement returns (mysql2_internals.ts), so nothing keeps writing to it.
- * - Away from the first host, the earlier hosts are probed every few seconds; one that has
- *   answered every probe for `--mysql-failback-after` is used again, the first of them first.
+ * Several MySQL hosts in `--mysql-url`: which one the daemon's connections go to, and when they
+ * move (docs/running.md#mysql-hosts). Every connection the daemon opens asks this class where to
+ * go (the writers' pool through its socket factory, the idle probe, the in-order lock), so a
+ * switch moves everything at once and no caller knows there is more than one host.
  *
  * @module
  */
@@ -32,7 +19,6 @@ const log = getLogger("db");
 
 /** Bound on one probe of a host (connect and one SELECT). */
 const PROBE_TIMEOUT_MS = 2_000;
-/** How often the earlier hosts are probed while another one is in use. */
 const FAILBACK_PROBE_INTERVAL_MS = 5_000;
 /**
  * After a check of the host in use, further failures within this time start no new check: a
@@ -40,13 +26,11 @@ const FAILBACK_PROBE_INTERVAL_MS = 5_000;
  */
 const RECHECK_AFTER_MS = 1_000;
 
-/** Options of {@link MysqlHosts}. */
 export interface MysqlHostsOptions {
   /** `--mysql-failback-after`: how long an earlier host must answer before it is used again. */
   readonly failbackAfterMs: number;
-  /** `statusengine_mysql_host_in_use` and `statusengine_mysql_host_switches_total`. */
   readonly metrics?: Pick<Metrics, "mysqlHostInUse" | "mysqlHostSwitches">;
-  /** Clock of the fail-back delay (tests pass a fake one); default `performance.now`. */
+  /** Default `performance.now` (tests pass a fake one). */
   readonly now?: () => number;
   /** Does this host answer within `timeoutMs`; default: connect, probe and close. */
   readonly probe?: (options: MysqlUrlOptions, timeoutMs: number) => Promise<void>;
@@ -57,7 +41,7 @@ async function answersProbe(options: MysqlUrlOptions, timeoutMs: number): Promis
   await endMysql(connection);
 }
 
-/** The hosts of `--mysql-url` and the one in use; see the module comment. */
+/** The hosts of `--mysql-url` and the one in use. */
 export class MysqlHosts {
   readonly #options: MysqlUrlOptions;
   readonly #hosts: readonly MysqlHost[];
@@ -75,10 +59,6 @@ export class MysqlHosts {
   #timer: ReturnType<typeof setInterval> | undefined;
   #failingBack: Promise<void> | undefined;
 
-  /**
-   * @param options Options from `mysqlOptionsFromUrl`.
-   * @param o Delay, metrics, clock and probe.
-   */
   constructor(options: MysqlUrlOptions, o: MysqlHostsOptions) {
     this.#options = options;
     this.#hosts = mysqlHosts(options);
@@ -88,7 +68,7 @@ export class MysqlHosts {
     if (this.several) this.#publish();
   }
 
-  /** More than one host: the rest of this class has something to do. */
+  /** More than one host: otherwise this class does nothing. */
   get several(): boolean {
     return this.#hosts.length > 1;
   }
@@ -108,9 +88,6 @@ export class MysqlHosts {
   /**
    * mysql2's `stream` option for the writers' pool: each new connection goes to the host in use
    * (Deno's socket, or Node's for TLS, which mysql2 upgrades).
-   *
-   * @param opts What mysql2 passes: its connection config.
-   * @returns The socket.
    */
   readonly stream = (opts: { readonly config: DenoSocketTarget }): object => {
     const index = this.#index;
@@ -123,11 +100,8 @@ export class MysqlHosts {
     return socket;
   };
 
-  /**
-   * Close the pool's connections to a host left (see the module comment).
-   *
-   * @param pool A pool created with {@link stream}.
-   */
+  /** Close the connections of `pool` (made with {@link stream}) to a host left: idle ones at a
+   * switch, busy ones when their statement returns (mysql2_internals.ts). */
   attach(pool: unknown): void {
     if (!this.several) return;
     const sweep = retireConnections(pool, (socket) => {
@@ -151,10 +125,7 @@ export class MysqlHosts {
 
   /**
    * Keep the host in use if it answers a probe, else move to the first host of the list that
-   * answers (none answering: stay). Shared by concurrent callers.
-   *
-   * @returns When no host answers, why (each host's failure, a refused login first: the
-   *   start reports that instead of waiting); else undefined.
+   * answers (none: stay, and return why, {@link noHostAnswers}). Shared by concurrent callers.
    */
   check(): Promise<Error | undefined> {
     if (!this.several) return Promise.resolve(undefined);
@@ -201,10 +172,8 @@ export class MysqlHosts {
     await this.#checking;
   }
 
-  /**
-   * One round of fail-back probes: every host before the one in use is probed; the first that
-   * has answered every probe for `--mysql-failback-after` is used again.
-   */
+  /** One round of fail-back probes: the first earlier host that has answered every probe for
+   * `--mysql-failback-after` is used again. */
   async failBack(): Promise<void> {
     const current = this.#index;
     const earlier = this.#hosts.slice(0, current);

@@ -12,25 +12,17 @@ export { redactUrl };
 
 /** mysql2 connection options derived from a `mysql://` URL (assignable to `ConnectionOptions`). */
 export interface MysqlUrlOptions {
-  /** Server host name or address; absent when `socketPath` is used. */
+  /** Absent (as is `port`) when `socketPath` is used. */
   readonly host?: string;
-  /** TCP port, 3306 unless the URL says otherwise; absent when `socketPath` is used. */
   readonly port?: number;
-  /** Unix socket path from the `socket` query parameter. */
   readonly socketPath?: string;
-  /** User name, percent-decoded. */
   readonly user: string;
-  /** Password, percent-decoded; absent when the URL has none. */
   readonly password?: string;
-  /** Database from the URL path; absent when the path is empty. */
   readonly database?: string;
-  /**
-   * Always `utf8mb4`: a 3-byte connection fails on every 4-byte character (docs/tables.md#utf8mb4).
-   */
+  /** A 3-byte connection fails on every 4-byte character (docs/tables.md#utf8mb4). */
   readonly charset: "utf8mb4";
-  /** Connect timeout in milliseconds from the `connectTimeout` query parameter. */
   readonly connectTimeout?: number;
-  /** TLS options from the `ssl` query parameter (`true` or a JSON object for mysql2's `ssl`). */
+  /** From `ssl=true` or a JSON object of mysql2's `ssl` options. */
   readonly ssl?: Readonly<Record<string, unknown>>;
   /**
    * Every host of a multi-host URL (`@h1:3306,h2:3306/db`), in the URL's order, the first being
@@ -39,54 +31,29 @@ export interface MysqlUrlOptions {
   readonly hosts?: readonly MysqlHost[];
 }
 
-/** One server of `--mysql-url`. */
 export interface MysqlHost {
   readonly host: string;
   readonly port: number;
 }
 
-/**
- * `host:port` as a URL writes it (an IPv6 address in brackets), for logs, `/readyz` and the
- * `host` label of `statusengine_mysql_host_in_use`.
- *
- * @param h The host.
- * @returns E.g. `db1.example:3306` or `[::1]:3306`.
- */
+/** `host:port` as a URL writes it (`[::1]:3306`), for logs, `/readyz` and metric labels. */
 export function hostLabel(h: MysqlHost): string {
   return `${h.host.includes(":") ? `[${h.host}]` : h.host}:${h.port}`;
 }
 
-/**
- * The hosts of the options, in order: the list of a multi-host URL, else the one host; none
- * for a unix socket.
- *
- * @param options Options from {@linkcode mysqlOptionsFromUrl}.
- * @returns The hosts.
- */
+/** The list of a multi-host URL, else the one host; none for a unix socket. */
 export function mysqlHosts(options: MysqlUrlOptions): readonly MysqlHost[] {
   if (options.hosts !== undefined) return options.hosts;
   return options.host === undefined ? [] : [{ host: options.host, port: options.port ?? 3306 }];
 }
 
-/**
- * The options of one host of the list: what a connection to that host alone is opened with.
- *
- * @param options Options from {@linkcode mysqlOptionsFromUrl}.
- * @param h One of {@linkcode mysqlHosts}.
- * @returns The options with `host`/`port` set to `h` and no list.
- */
+/** What a connection to host `h` of the list alone is opened with. */
 export function onHost(options: MysqlUrlOptions, h: MysqlHost): MysqlUrlOptions {
   const { hosts: _list, ...single } = options;
   return { ...single, host: h.host, port: h.port };
 }
 
-/**
- * The options as mysql2 takes them: without the host list, which mysql2 would warn about as an
- * unknown option (a connection goes to `host`/`port`).
- *
- * @param options Options from {@linkcode mysqlOptionsFromUrl}.
- * @returns The same options minus `hosts`.
- */
+/** Without the host list, which mysql2 would warn about as an unknown option. */
 export function driverOptions(options: MysqlUrlOptions): Omit<MysqlUrlOptions, "hosts"> {
   const { hosts: _list, ...single } = options;
   return single;
@@ -124,19 +91,11 @@ function decodeComponent(value: string, what: string, url: string): string {
 }
 
 /**
- * mysql2 connection options from a URL such as `mysql://user:pass@host:3306/db`, or with several
- * hosts, `mysql://user:pass@h1:3306,h2:3306,h3/db` (the multi-host form of Connector/J and libpq;
- * each port defaults to 3306, IPv6 addresses in brackets): `host`/`port` are then the first
- * and `hosts` lists them all (docs/running.md#mysql-hosts says how they are used).
+ * mysql2 connection options from `mysql://user:pass@host:3306/db`, or with several hosts
+ * `mysql://user:pass@h1:3306,h2,h3/db` (`host`/`port` are then the first; docs/running.md#mysql-hosts).
+ * An unknown query parameter is refused rather than ignored (D8: nothing falls back silently).
  *
- * Accepted query parameters: `socket` (unix socket path; host and port are then ignored) and
- * `connectTimeout` (milliseconds). Anything else is refused rather than ignored (D8: a value
- * that does not parse never falls back silently).
- *
- * @param url The URL; user name, password and database may be percent-encoded.
- * @returns Options for `mysql.createConnection` / `createPool`.
- * @throws {TypeError} If the URL is malformed; the message shows the URL with the password
- *   masked (`redactUrl`).
+ * @throws {TypeError} If the URL is malformed; the message masks the password.
  */
 export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   const fail = (detail: string): never => {
