@@ -1,60 +1,49 @@
 /**
- * The narrow interface the writers need from MySQL, so they can be driven by
- * a mysql2 pool in production and by the same pool through a TCP proxy in
- * tests; mysql2's pool handles a connection dying underneath it.
+ * The narrow interface the writers need from MySQL, and the writers' pool. Bulk INSERTs run as
+ * server-side prepared statements (`pool.execute`: measured 10–40 % more events/s than
+ * client-side interpolation, bench/pipeline.ts), their packets encoded by execute_packet.ts
+ * (docs/writers.md#statement-shape); everything else uses `pool.query`.
  *
- * Bulk INSERTs run as server-side prepared statements (`pool.execute`): the binary protocol spares
- * MariaDB parsing thousands of literals per statement, measured 10–40 % more events/s end to end
- * than client-side interpolation (bench/pipeline.ts). Their packets are encoded by
- * execute_packet.ts, not by mysql2 (hooked in by mysql2_internals.ts, behind this interface), which
- * spent about as much CPU per row encoding them as the worker spent on everything else. Statements
- * stay ≤ 700 rows × 43 columns = 30,100 placeholders, below the 65,535 limit
- * (docs/writers.md#statement-shape), and the per-connection statement cache is bounded
- * (`PREPARED_STATEMENTS_PER_CONNECTION`) so that the default 32 pooled connections hold at most
- * 2,048 statements, far below MySQL's default max_prepared_stmt_count of 16,382 (beyond it every
- * prepare fails with 1461). Everything else uses `pool.query`.
- *
- * With a statement timeout, each statement takes its own connection from the
- * pool so that one which does not answer in time can be destroyed: mysql2's
- * own `timeout` only rejects the promise and leaves the connection busy with
- * the unanswered command, and its clock does not include waiting for a
- * connection, which is where a frozen server keeps every later statement.
+ * With a statement timeout, each statement takes its own connection from the pool so that one
+ * which does not answer in time can be destroyed: mysql2's own `timeout` leaves the connection
+ * busy with the unanswered command, and its clock does not include waiting for a connection,
+ * which is where a frozen server keeps every later statement.
  *
  * @module
  */
 import mysql, { type ExecuteValues, type Pool, type PoolConnection } from "mysql2/promise";
 import { denoSocketStream } from "./deno_socket.ts";
 import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
-import { bulkParameters, installBulkExecuteEncoder } from "./mysql2_internals.ts";
-import { dropEmptyParameterMetadata } from "./statement_metadata.ts";
+import {
+  bulkParameters,
+  dropEmptyParameterMetadata,
+  installBulkExecuteEncoder,
+} from "./mysql2_internals.ts";
 import type { MysqlHosts } from "./failover.ts";
 import { driverOptions, type MysqlUrlOptions } from "./url.ts";
 
-/** Outcome of one statement. */
 export interface ExecResult {
-  /** Affected rows of an INSERT/UPDATE/DELETE (matched rows for UPDATE: mysql2 sets CLIENT_FOUND_ROWS, D10). */
+  /** Matched rows for an UPDATE: mysql2 sets CLIENT_FOUND_ROWS (D10). */
   readonly affectedRows: number;
   /** Result rows of a SELECT (empty otherwise). */
   readonly rows: readonly Record<string, unknown>[];
 }
 
-/** Prepared statements mysql2 keeps per connection (LRU; evicted ones are closed). */
+/**
+ * Prepared statements mysql2 keeps per connection (LRU; evicted ones are closed): 32 pooled
+ * connections hold at most 2,048, far below MySQL's default max_prepared_stmt_count of 16,382
+ * (beyond it every prepare fails with 1461).
+ */
 export const PREPARED_STATEMENTS_PER_CONNECTION = 64;
 
-/** The pool the table writers write through; `end()` closes it. */
 export type MysqlPool = Pool;
 
-/** Connect timeout of the pool's connections when the URL does not set `connectTimeout`. */
 const POOL_CONNECT_TIMEOUT_MS = 5_000;
 
 /**
- * The pool the table writers write through, also used by `dead-letters replay` so that a
- * replayed row takes the same connections and statement encoding as in the daemon.
- *
- * @param urlOptions Connection options from `--mysql-url`.
- * @param connections Most connections open at once.
- * @param hosts Where each new connection goes when the URL lists several hosts (failover.ts).
- * @returns The pool (its end is the caller's).
+ * The pool the table writers write through, also used by `dead-letters replay` so that a replayed
+ * row takes the same connections and statement encoding. `hosts`: where each new connection goes
+ * when the URL lists several (failover.ts).
  */
 export function createWriterPool(
   urlOptions: MysqlUrlOptions,
@@ -87,48 +76,30 @@ export function createWriterPool(
   return pool;
 }
 
-/** Options of one statement. */
 export interface RunOptions {
   /** Run as a server-side prepared statement (bulk INSERTs). */
   readonly prepared?: boolean;
 }
 
-/** Runs one statement. */
+/** Runs one statement (`?` placeholders, one value each). */
 export interface SqlExecutor {
-  /**
-   * @param sql Statement text with `?` placeholders.
-   * @param values One value per placeholder.
-   * @param options `prepared` for the bulk INSERTs.
-   * @returns Affected rows and result rows.
-   */
   run(sql: string, values?: readonly unknown[], options?: RunOptions): Promise<ExecResult>;
 }
 
-/** Options of {@link poolExecutor}. */
 export interface PoolExecutorOptions {
   /**
-   * Longest a statement may take, waiting for a connection included, before
-   * it fails with {@link StatementTimeoutError} (`--mysql-statement-timeout`);
+   * `--mysql-statement-timeout`, waiting for a connection included ({@link StatementTimeoutError});
    * 0 or absent = unbounded.
    */
   readonly statementTimeoutMs?: number;
-  /**
-   * Told of every statement that failed because MySQL is unavailable (refused, reset, timed
-   * out, …): with several hosts, the cue to check the host in use (failover.ts).
-   */
+  /** Told of every statement that failed as unavailable: with several hosts, the cue to check. */
   readonly onUnavailable?: () => void;
 }
 
 /** Read-only errors after which mysql2's own pool drops the connection (a failover may have moved the primary). */
 const READ_ONLY_ERRNOS: ReadonlySet<number> = new Set([1290, 1792, 1836]);
 
-/**
- * Adapt a mysql2 promise pool.
- *
- * @param pool The pool.
- * @param options Statement timeout.
- * @returns An executor using `pool.query` / `pool.execute`.
- */
+/** Adapt a mysql2 promise pool. */
 export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): SqlExecutor {
   const timeoutMs = options.statementTimeoutMs ?? 0;
   installBulkExecuteEncoder();
@@ -157,10 +128,8 @@ export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): Sql
 }
 
 /**
- * One statement on its own pooled connection, given up after `timeoutMs`.
- * The connection of a statement given up is destroyed (never returned to
- * the pool with an unanswered command on it); a connection acquired only
- * after the deadline goes straight back.
+ * One statement on its own pooled connection, given up after `timeoutMs`: its connection is then
+ * destroyed (never returned with an unanswered command on it); one acquired later goes back.
  */
 async function runBounded(
   pool: Pool,
@@ -210,4 +179,17 @@ async function runBounded(
     // Settles (or never does) after the deadline; nobody waits for it then.
     statement.catch(() => {});
   }
+}
+
+/** The worker's row in `statusengine_nodes` (D11), as the legacy worker registers itself. */
+export async function registerNode(
+  executor: SqlExecutor,
+  node: { readonly nodeName: string; readonly version: string; readonly startTime: number },
+): Promise<void> {
+  await executor.run(
+    "INSERT INTO `statusengine_nodes` (`node_name`, `node_version`, `node_start_time`) " +
+      "VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE `node_version` = VALUES(`node_version`), " +
+      "`node_start_time` = VALUES(`node_start_time`)",
+    [node.nodeName, node.version, node.startTime],
+  );
 }

@@ -10,7 +10,13 @@ export * from "./schema.ts";
 export * from "./sql.ts";
 export * from "./url.ts";
 export * from "./values.ts";
-export { createWriterPool, type MysqlPool, poolExecutor, type SqlExecutor } from "./executor.ts";
+export {
+  createWriterPool,
+  type MysqlPool,
+  poolExecutor,
+  registerNode,
+  type SqlExecutor,
+} from "./executor.ts";
 export type { DeadLetterRecord, DeadLetterSink } from "./dead_letter_sink.ts";
 export {
   describeMysqlConnectFailure,
@@ -32,7 +38,6 @@ export {
   selectLosstestRunSizes,
   selectNewestRows,
 } from "./connect.ts";
-export { registerNode } from "./nodes.ts";
 export { Lease, leaseTermMs, openLeaseConnection } from "./lease.ts";
 export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";

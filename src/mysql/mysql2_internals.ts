@@ -1,28 +1,18 @@
 /**
- * Every place where the worker reaches into mysql2 past its public API, in one module, so that
- * a mysql2 upgrade is checked here and nowhere else (docs/toolchain.md#upgrading-mysql2; `deno
- * task canary` runs the tests that cover these against the newest mysql2 3.x). Checked
- * against mysql2 3.24.6, the version deno.json pins exactly.
+ * Every place where the worker reaches into mysql2 past its public API, in one module, so that a
+ * mysql2 upgrade is checked here and nowhere else (docs/toolchain.md#upgrading-mysql2; `deno task
+ * canary`). Checked against mysql2 3.24.6, the version deno.json pins exactly. Each contact
+ * degrades to mysql2's own behaviour when the part it needs is missing:
  *
- * Each contact, and why it exists:
- *
- * - The execute command (`Execute.prototype.start`, reached by building a command through
- *   `Connection.prototype.execute` with a stand-in connection, plus the command's
- *   `_executeOptions`, `_connection`, `options`, `queryTimeout`, `_setTimeout` and
- *   `resultsetHeader`, `ConnectionConfig.queryOptions`, `CharsetToEncoding`, and the
- *   connection's `config`, `serverCapabilityFlags` and `writePacket`): the bulk INSERTs'
- *   packets are encoded by execute_packet.ts in a fraction of mysql2's CPU. If any part is
- *   missing, the hook is not installed and mysql2 encodes everything itself, as before.
- * - A connection's prepared-statement cache (`connection._statements`): the placeholder
- *   descriptions MariaDB sends carry nothing and are the largest object kept alive while a
- *   backlog drains (statement_metadata.ts). If the cache moved, nothing is dropped.
- * - A connection's socket (`connection.stream`): `destroy()` of mysql2 only half-closes it and
- *   so still waits for the statement in flight; a stopped `cleanup` drops the link at once.
- * - The pool's `releaseConnection` and `_freeConnections` (a ring queue with `toArray()`), and a
- *   pooled connection's `stream` and `destroy()`: when the daemon moves to another MySQL host
- *   (failover.ts), the connections to the one it left are closed as they come back and while
- *   idle, so that every statement from then on goes to the host in use. If a part is missing,
- *   nothing is retired early and those connections end when their host drops them.
+ * - the execute command (`Execute.prototype.start` and what it uses): the bulk INSERTs' packets
+ *   are encoded by execute_packet.ts in a fraction of mysql2's CPU; else mysql2 encodes them;
+ * - a connection's prepared-statement cache (`_statements`): placeholder descriptions that carry
+ *   nothing are dropped; else they are kept;
+ * - a connection's socket (`stream`): `destroy()` only half-closes it and still waits for the
+ *   statement in flight; a stopped `cleanup` drops the link at once;
+ * - the pool's `releaseConnection` and `_freeConnections`: after a move to another MySQL host
+ *   (failover.ts) the connections to the one left are closed; else they end when their host
+ *   drops them.
  *
  * @module
  */
@@ -38,13 +28,9 @@ import { CLIENT_QUERY_ATTRIBUTES, encodeExecutePacket, TYPE_NULL } from "./execu
 const BULK = new WeakMap<readonly unknown[], readonly unknown[]>();
 
 /**
- * What to give mysql2 as the parameters of a bulk INSERT for this encoder: an empty stand-in
- * that the hook replaces with `values` when the command starts. mysql2 checks every parameter
- * with a callback before it queues a command (30,100 calls for a 700-row servicestatus
- * INSERT); the encoder checks each value's type anyway.
- *
- * @param values The statement's parameters.
- * @returns The stand-in, or `values` itself when the hook is not installed.
+ * An empty stand-in for the parameters of a bulk INSERT, which the hook replaces with `values`
+ * when the command starts: mysql2 checks every parameter with a callback before it queues a
+ * command (30,100 calls for a 700-row servicestatus INSERT); the encoder checks them anyway.
  */
 export function bulkParameters(values: readonly unknown[]): readonly unknown[] {
   if (installed !== "yes") return values;
@@ -53,7 +39,6 @@ export function bulkParameters(values: readonly unknown[]): readonly unknown[] {
   return standIn;
 }
 
-/** The parts of mysql2's execute command the hook uses. */
 interface ExecuteCommand {
   parameters: unknown;
   statement?: { id: number; parameters?: unknown };
@@ -108,12 +93,7 @@ let installed: "yes" | "no" | undefined;
 let originalStart: Start | undefined;
 let encoded = 0;
 
-/**
- * Statements whose packet this encoder wrote since the process started (tests: the bulk
- * INSERTs really take this path).
- *
- * @returns The count.
- */
+/** Statements whose packet this encoder wrote (tests: the bulk INSERTs really take this path). */
 export function bulkPacketsEncoded(): number {
   return encoded;
 }
@@ -151,12 +131,7 @@ function findExecutePrototype(): ExecutePrototype | undefined {
   return proto as ExecutePrototype;
 }
 
-/**
- * Let this encoder write the marked bulk INSERTs of every mysql2 connection. Idempotent.
- *
- * @returns Whether it is installed (false: mysql2 changed shape; it then encodes everything
- *   itself, as before).
- */
+/** Let this encoder write the marked bulk INSERTs of every mysql2 connection. Idempotent. */
 export function installBulkExecuteEncoder(): boolean {
   if (installed !== undefined) return installed === "yes";
   const proto = findExecutePrototype();
@@ -210,14 +185,7 @@ export function installBulkExecuteEncoder(): boolean {
   return true;
 }
 
-/**
- * The packet mysql2's own encoder writes for these values (tests compare the two).
- *
- * @param statementId The prepared statement.
- * @param values One value per placeholder.
- * @param queryAttributes Whether CLIENT_QUERY_ATTRIBUTES was negotiated.
- * @returns The packet, header included (sequence byte 1 as mysql2 leaves it before sending).
- */
+/** The packet mysql2's own encoder writes for these values, header included (tests compare). */
 export function mysql2ExecutePacket(
   statementId: number,
   values: readonly SqlValue[],
@@ -256,9 +224,16 @@ export function mysql2ExecutePacket(
 
 // ---------------------------------------------------------------------------------------------
 // The prepared-statement cache of a connection
+//
+// mysql2 keeps, for every statement it prepared on a connection (up to 64 per connection,
+// executor.ts), the server's description of every placeholder: 30,100 objects (about 6 MB) for
+// one 700-row servicestatus INSERT, per connection. Their one use is a type hint, and MariaDB
+// describes every INSERT placeholder as type NULL, which hints nothing. A heap snapshot halfway
+// through a drain at batch 700 found 20 of 51 MB live in them, and V8 lets the heap grow to twice
+// the live size: dropping them took peak RSS 232 → 201 MB (bench/pipeline.ts, servicestatus,
+// batch 700, two writers). A server that does describe them (MySQL 8) keeps them.
 
-/** A statement as mysql2 caches it, as far as it is used here. */
-export interface CachedStatement {
+interface CachedStatement {
   parameters?: unknown;
 }
 
@@ -273,33 +248,30 @@ function statementCacheOf(connection: unknown): Partial<StatementCache> | undefi
   return (core as { _statements?: Partial<StatementCache> } | null)?._statements;
 }
 
-/**
- * Call `onCache` with every statement `connection` caches from now on, before it is cached.
- *
- * @param connection A core connection (what a pool's `connection` event hands over).
- * @param onCache May change the statement.
- * @returns False when mysql2 keeps no cache where it used to (nothing is changed then).
- */
-export function onStatementCached(
-  connection: unknown,
-  onCache: (statement: CachedStatement) => void,
-): boolean {
-  const cache = statementCacheOf(connection);
-  if (cache === undefined || typeof cache.set !== "function") return false;
-  const set = cache.set.bind(cache);
-  cache.set = (key, statement) => {
-    onCache(statement);
-    return set(key, statement);
-  };
-  return true;
+/** Whether every placeholder description is type NULL (a non-empty array without a hint). */
+export function hintsNothing(parameters: unknown): boolean {
+  return Array.isArray(parameters) && parameters.length > 0 && !hasHints(parameters);
 }
 
 /**
- * The statements a connection has cached (tests look at their placeholder descriptions).
- *
- * @param connection A core connection or a promise-API pool connection.
- * @returns The cached statements; empty when there is no cache.
+ * From now on, drop the placeholder descriptions of every statement a new connection of `pool`
+ * (a mysql2 pool of either flavour) prepares, when they hint nothing.
  */
+export function dropEmptyParameterMetadata(
+  pool: { on(event: "connection", listener: (connection: unknown) => void): unknown },
+): void {
+  pool.on("connection", (connection) => {
+    const cache = statementCacheOf(connection);
+    if (cache === undefined || typeof cache.set !== "function") return;
+    const set = cache.set.bind(cache);
+    cache.set = (key, statement) => {
+      if (hintsNothing(statement.parameters)) statement.parameters = [];
+      return set(key, statement);
+    };
+  });
+}
+
+/** The statements a connection has cached (tests look at their placeholder descriptions). */
 export function cachedStatements(connection: unknown): CachedStatement[] {
   const cache = statementCacheOf(connection);
   return typeof cache?.values === "function" ? [...cache.values()] : [];
@@ -308,12 +280,7 @@ export function cachedStatements(connection: unknown): CachedStatement[] {
 // ---------------------------------------------------------------------------------------------
 // The socket of a connection
 
-/**
- * Destroy the socket under a promise-API connection, abandoning whatever is in flight.
- *
- * @param conn The connection (its core connection is public in mysql2 but untyped on the
- *   promise wrapper; `stream` is the core connection's socket).
- */
+/** Destroy the socket under a promise-API connection, abandoning whatever is in flight. */
 export function destroySocket(conn: unknown): void {
   const core = (conn as { connection?: { stream?: { destroy?: () => void } } } | null)
     ?.connection;
@@ -321,14 +288,9 @@ export function destroySocket(conn: unknown): void {
 }
 
 /**
- * Destroy the socket of every connection an ended pool still has. mysql2's `pool.end()` calls back
- * once as many connections have ended as are left in the pool (it counts ended ones while removing
- * them), and a connection whose statement a frozen MySQL never answers queues its COM_QUIT behind
- * that statement: its socket stayed open after `shutdown complete` and held the event loop.
- *
- * @param pool The promise-API pool, after `end()` (its core pool is `pool`, `_allConnections` a
- *   queue with `length` and `get(i)`; each core connection's socket is `stream`).
- * @returns How many sockets were destroyed.
+ * Destroy the socket of every connection an ended pool still has: mysql2's `pool.end()` calls
+ * back early (it counts ended ones while removing them), and a connection whose statement a frozen
+ * MySQL never answers queues its COM_QUIT behind it, holding the event loop after shutdown.
  */
 export function destroyPoolSockets(pool: unknown): number {
   const all = (pool as {
@@ -342,7 +304,6 @@ export function destroyPoolSockets(pool: unknown): number {
   return left.length;
 }
 
-/** The parts of mysql2's core pool that {@link retireConnections} uses. */
 interface CorePool {
   releaseConnection(connection: CorePoolConnection): void;
   _freeConnections?: { toArray(): CorePoolConnection[] };
@@ -355,12 +316,8 @@ interface CorePoolConnection {
 }
 
 /**
- * Close the pool's connections whose socket `stale` picks: each busy one when it is released
- * (instead of going back to the pool), and the idle ones whenever the returned sweep runs.
- *
- * @param pool A promise pool of mysql2.
- * @param stale Whether a connection's socket leads to a host no longer in use.
- * @returns The sweep of the idle connections, or undefined when the pool's internals moved.
+ * Close the pool's connections whose socket `stale` picks: each busy one when it is released, the
+ * idle ones whenever the returned sweep runs (undefined when the pool's internals moved).
  */
 export function retireConnections(
   pool: unknown,

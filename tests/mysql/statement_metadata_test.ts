@@ -10,8 +10,11 @@ import {
   createScratchDatabase,
   type ScratchDatabase,
 } from "../helpers/mysql.ts";
-import { dropEmptyParameterMetadata, hintsNothing } from "../../src/mysql/statement_metadata.ts";
-import { cachedStatements } from "../../src/mysql/mysql2_internals.ts";
+import {
+  cachedStatements,
+  dropEmptyParameterMetadata,
+  hintsNothing,
+} from "../../src/mysql/mysql2_internals.ts";
 import { TABLES } from "../../src/mysql/catalogue.ts";
 import { createTableStatement } from "../../src/mysql/ddl.ts";
 import { poolExecutor } from "../../src/mysql/executor.ts";
