@@ -41,7 +41,7 @@ export async function unlessAborted<T>(
 /** A dedicated connection of its own (a tool's, the in-order lock's); never a pooled one. */
 export type MysqlConnection = mysql.Connection;
 
-/** Close politely (COM_QUIT, so the server logs no aborted connection), or at once if that fails. */
+/** Close politely (COM_QUIT: the server logs no aborted connection), else at once. */
 export async function endMysql(conn: MysqlConnection): Promise<void> {
   await conn.end().catch(() => closeMysqlNow(conn));
 }

@@ -1,24 +1,13 @@
 /**
- * COM_STMT_EXECUTE packets of the bulk INSERTs, encoded in one pass into one buffer.
- *
- * mysql2 encodes every parameter through an object of its own and through Node's Buffer
- * methods, which Deno provides in JavaScript: a 700-row servicestatus INSERT (30,100
- * parameters) took 7 ms to encode, about 1 s of CPU per 100,000 rows, close to half of what
- * the worker spent per row. This encoder writes the same bytes (pinned byte for byte against
- * mysql2's own encoder in tests/mysql/execute_packet_test.ts) in a fraction of that.
- *
- * It takes over only the statements the executor hands over ({@link bulkParameters}), on a
- * connection whose character set mysql2 encodes as UTF-8, for a statement whose placeholder
- * descriptions give mysql2 no type hint (MariaDB describes INSERT placeholders as type
- * NULL); everything else, and everything after the packet is written (the answer, errors,
- * timeouts), stays mysql2's. The hook into mysql2's execute command, which mysql2 does not
- * export, lives with every other use of mysql2's internals in mysql2_internals.ts.
+ * COM_STMT_EXECUTE packets of the bulk INSERTs, encoded in one pass into one buffer: mysql2 took
+ * 7 ms for a 700-row servicestatus INSERT, close to half of the worker's CPU per row. Same bytes
+ * as mysql2 (pinned in tests/mysql/execute_packet_test.ts); when it is used is
+ * docs/writers.md#statement-shape, the hook is in mysql2_internals.ts.
  *
  * @module
  */
 import type { SqlValue } from "../events/mod.ts";
 
-/** COM_STMT_EXECUTE. */
 const COM_STMT_EXECUTE = 0x17;
 /** Cursor flag telling that a parameter count follows (with query attributes). */
 const PARAMETER_COUNT_AVAILABLE = 0x08;
@@ -116,16 +105,10 @@ const SCRATCH_MAX_BYTES = 8 << 20;
 let lengths = new Int32Array(1024);
 
 /**
- * Encode one COM_STMT_EXECUTE packet, header included (its sequence byte is left 0).
+ * Encode one COM_STMT_EXECUTE packet, header included (sequence byte 0), as mysql2 does without
+ * type hints: numbers as DOUBLE, strings as VAR_STRING in UTF-8, null as NULL; with query
+ * attributes, the parameter count and an empty name per parameter.
  *
- * The bytes are mysql2's for the same values without type hints: numbers as DOUBLE, strings as
- * VAR_STRING in UTF-8, null as NULL; with query attributes (`queryAttributes`), the parameter
- * count and an empty name per parameter.
- *
- * @param statementId The prepared statement.
- * @param values One value per placeholder.
- * @param queryAttributes Whether the connection negotiated CLIENT_QUERY_ATTRIBUTES.
- * @returns The packet.
  * @throws {TypeError} For a value that is not a string, a number or null.
  */
 export function encodeExecutePacket(

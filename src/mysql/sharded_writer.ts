@@ -1,31 +1,10 @@
 /**
- * Several bulk writers for one table (`--mysql-writers-per-table`), each a
- * {@link TableWriter} with its own buffer and at most one statement in flight,
- * so a table can have as many statements running as it has writers. One
- * connection per table was measured to leave MySQL idle on a second core:
- * two connections into the same table wrote 1.4–1.5 × the rows of one.
- *
- * Order. A row goes to the writer chosen by a hash of its primary-key columns,
- * so every row of one key goes through the same writer and keeps its
- * hand-off order (the status tables' upsert no longer needs it: it keeps the
- * newest snapshot whatever the order, docs/writers.md#newest-snapshot). Rows of
- * a table without a natural key (plain INSERT) cannot collide; each job's
- * rows go to the writer holding the fewest rows. Key strings are hashed
- * truncated to their column and case-folded, because MySQL compares keys
- * that way (a case-insensitive collation; values cut to the column, D6); keys
- * that MySQL's collation equates in rarer ways (accents) may use two writers
- * and then lose their relative order, as two distinct objects sharing a row
- * already do.
- *
- * Hand-off order is kept per writer by handing jobs over one after another:
- * a job whose rows wait for buffer space is not overtaken by a later job.
- * The writer's own wait queue wakes as many waiting jobs as rows left its
- * buffer; a woken job that finds the space taken again queues up behind jobs
- * that were never woken, so with more jobs waiting than a batch has rows the
- * rows of one key went in out of order (a larger window makes that common).
- *
- * Two writers of one table can deadlock each other on a secondary index
- * (1213); the retry policy (docs/writers.md#retry-policy) retries those statements.
+ * Several bulk writers for one table (docs/writers.md#writers-per-table): two connections into
+ * one table wrote 1.4–1.5 × the rows of one. A row goes to the writer of a
+ * hash of its primary key as MySQL compares it (cut to the column, case-folded), so the rows of
+ * one key keep their hand-off order; a table without a natural key hands each job to the writer
+ * holding the fewest rows. Jobs are handed to a writer one after another, because a job woken for
+ * buffer space that finds it taken again queues behind jobs never woken, which reordered a key.
  *
  * @module
  */
@@ -36,7 +15,6 @@ import type { Row } from "../events/mod.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import { abortable } from "../util/async.ts";
 
-/** Options of a {@link ShardedWriter}. */
 export interface ShardedWriterOptions extends TableWriterOptions {
   /** Writers (statements in flight at once) for the table, ≥ 1. */
   readonly writers: number;
@@ -45,15 +23,12 @@ export interface ShardedWriterOptions extends TableWriterOptions {
 /** What a table's writers hold, for the consumer's in-flight window. */
 export interface WriterLoad {
   /**
-   * Rows of the statements in flight over the batch size, averaged over the
-   * writers (an idle writer counts 0): 1 = every writer is sending full
-   * batches back to back, which needs one batch waiting whenever a statement
-   * ends; below 1 more rows in flight would fill the statements better.
+   * Rows of the statements in flight over the batch size, averaged over the writers: 1 = every
+   * writer sends full batches back to back; below 1 more rows in flight would fill them better.
    */
   readonly statementFill: number;
   /** Hand-offs (one job's rows for one writer) still waiting for buffer space, all writers. */
   readonly waiting: number;
-  /** Writers of the table. */
   readonly writers: number;
   /** How long the oldest statement in flight has been running, ms; 0 when none is. */
   readonly statementAgeMs: number;
@@ -79,10 +54,6 @@ export class ShardedWriter {
   readonly #key: readonly KeyColumn[];
   #rotate = 0;
 
-  /**
-   * @param options The {@link TableWriter} options plus the number of writers.
-   * @throws {RangeError} When `writers` is not an integer ≥ 1.
-   */
   constructor(options: ShardedWriterOptions) {
     if (!Number.isInteger(options.writers) || options.writers < 1) {
       throw new RangeError(
@@ -112,14 +83,12 @@ export class ShardedWriter {
     return n;
   }
 
-  /** Rows written since start. */
   get totalRows(): number {
     let n = 0;
     for (const s of this.#shards) n += s.totalRows;
     return n;
   }
 
-  /** What the writers hold now and how long their statements take. */
   get load(): WriterLoad {
     const now = performance.now();
     let rows = 0;
@@ -140,14 +109,7 @@ export class ShardedWriter {
     };
   }
 
-  /**
-   * Hand rows of one job to the writers of their keys. Resolves once all are
-   * buffered (see {@link TableWriter.add}).
-   *
-   * @param rows Rows keyed by column name.
-   * @param owner The job's tracker, settled row by row on commit.
-   * @param signal Aborts the wait for buffer space (drain deadline).
-   */
+  /** Hand rows of one job to the writers of their keys (see {@link TableWriter.add}). */
   add(rows: readonly Row[], owner: JobTracker, signal?: AbortSignal): Promise<void> {
     const n = this.#shards.length;
     if (n === 1) return this.#handOff(0, rows, owner, signal);
@@ -162,23 +124,12 @@ export class ShardedWriter {
     return handed.length === 1 ? handed[0] as Promise<void> : Promise.all(handed).then(() => {});
   }
 
-  /**
-   * Commit everything buffered before this call, in every writer.
-   *
-   * @param signal Bounds the wait.
-   */
+  /** Commit everything buffered before this call, in every writer, within `signal`. */
   async flush(signal?: AbortSignal): Promise<void> {
     await Promise.all(this.#shards.map((s) => s.flush(signal)));
   }
 
-  /**
-   * Commit what is buffered, then hold every writer of the table while `fn`
-   * runs (docs/payloads.md#core-restart), then resume.
-   *
-   * @param fn Runs while the table is quiet.
-   * @param signal Bounds the initial flushes.
-   * @returns What `fn` returned.
-   */
+  /** {@link TableWriter.withPaused} for every writer of the table at once. */
   withPaused<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const pause = (i: number): Promise<T> => {
       const shard = this.#shards[i];
@@ -187,21 +138,12 @@ export class ShardedWriter {
     return pause(0);
   }
 
-  /**
-   * Commit what is buffered within `signal`, then refuse new rows (docs/writers.md#shutdown-flush),
-   * every writer at once.
-   *
-   * @param signal Shutdown flush budget.
-   */
+  /** {@link TableWriter.close} for every writer at once (docs/writers.md#shutdown-flush). */
   async close(signal: AbortSignal): Promise<void> {
     await Promise.all(this.#shards.map((s) => s.close(signal)));
   }
 
-  /**
-   * Log each writer's interval summary (docs/logging.md#summaries).
-   *
-   * @param final True for the last line on shutdown.
-   */
+  /** Log each writer's interval summary (docs/logging.md#summaries). */
   logStats(final = false): void {
     for (const s of this.#shards) s.logStats(final);
   }
@@ -233,12 +175,7 @@ export class ShardedWriter {
     return abortable(run, signal);
   }
 
-  /**
-   * The writer of a row: a hash of its key columns as MySQL compares them.
-   *
-   * @param row A row of a table with a natural key.
-   * @returns Index into {@link shards}.
-   */
+  /** The writer (index into {@link shards}) of a row of a table with a natural key. */
   shardOf(row: Row): number {
     let h = 0x811c9dc5;
     for (const column of this.#key) {

@@ -92,7 +92,8 @@ function decodeComponent(value: string, what: string, url: string): string {
 
 /**
  * mysql2 connection options from `mysql://user:pass@host:3306/db`, or with several hosts
- * `mysql://user:pass@h1:3306,h2,h3/db` (`host`/`port` are then the first; docs/running.md#mysql-hosts).
+ * `mysql://user:pass@h1:3306,h2,h3/db` (`host`/`port` are then the first;
+ * docs/running.md#mysql-hosts).
  * An unknown query parameter is refused rather than ignored (D8: nothing falls back silently).
  *
  * @throws {TypeError} If the URL is malformed; the message masks the password.

@@ -1,22 +1,13 @@
 /**
- * One bulk writer per batched table (docs/writers.md#writers-per-table): a bounded buffer, at most
- * one statement in flight, and commit notification per job (D1).
+ * The bulk writer of one table (docs/writers.md): a bounded buffer, at most one statement in
+ * flight, commit notification per job (D1), and group commit (docs/writers.md#group-commit): a
+ * busy writer sends the next statement as soon as the previous one returned, an idle one on the
+ * next turn of the event loop. A timed flush ("every 250 ms or at N rows") would cap a queue,
+ * since no further rows arrive while every job of the queue waits for its commit.
  *
- * Flushing works as group commit (docs/writers.md#group-commit): a busy writer sends the
- * next statement as soon as the previous one returned, with up to
- * `batchSize` waiting rows; an idle writer sends what arrived on the next
- * turn of the event loop, so every handler woken by the same read has handed
- * over its rows first. With acknowledgements waiting for commits, a writer
- * that only flushed "every 250 ms or at N rows" would cap a queue at
- * (jobs in flight × events per job) per 250 ms, since no further rows can
- * arrive while every job of the queue waits for its commit. The 250 ms
- * latency bound (docs/writers.md#group-commit) is therefore met with room to spare: a row waits at
- * most for the statement in flight plus one event-loop turn.
- *
- * Failures follow the retry policy and D7 (see errors.ts, retry.ts and docs/retries.md): transient
- * ones hold the batch; rejections split it by halves until the offending rows are isolated, those
- * go to the dead-letter file and the rest is committed; a rejection that hits both halves alike and
- * does not name the rows holds the batch like an outage.
+ * Failures (D7, docs/retries.md): transient ones hold the batch; rejections split it by halves
+ * until the rejected rows are isolated and dead-lettered; a rejection that hits both halves alike
+ * and does not name the rows holds the batch like an outage.
  *
  * @module
  */
@@ -39,7 +30,6 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("db");
 
-/** Options of a {@link TableWriter}. */
 export interface TableWriterOptions {
   readonly table: Table;
   /** Rows per statement, 1..700 (validated by the settings table). */
@@ -62,10 +52,8 @@ export interface TableWriterOptions {
 export type CommitListener = (rows: readonly Row[]) => void;
 
 /**
- * A buffered row and its job. The row is fitted (D6) into the statement's parameters when it is
- * sent, not when it is buffered: a row waits for up to two statements, long enough to survive
- * young-generation collections, and a second copy of its values per row would be copied by each
- * of them.
+ * A buffered row and its job. The row is fitted (D6) when it is sent, not when it is buffered: a
+ * copy of its values would survive young-generation collections and be copied by each of them.
  */
 interface Pending {
   readonly owner: JobTracker;
@@ -86,13 +74,6 @@ interface Held {
  */
 const DEAD_LETTER_RETRY: BackoffOptions = { initialMs: 1_000, maxMs: 1_000, jitter: 0 };
 
-/** Per-interval counters for the 30 s summary line (docs/logging.md#summaries). */
-interface IntervalStats {
-  flushes: number;
-  rows: number;
-}
-
-/** Writer was closed; rows can no longer be added or flushed. */
 function writerClosed(table: string, action: string): WorkerError {
   return new WorkerError("writer_closed", `Cannot ${action}: the writer of "${table}" is closed`);
 }
@@ -114,13 +95,9 @@ export class TableWriter {
   #closed = false;
   #closing: Promise<void> | undefined;
   /**
-   * Rows ever buffered, and rows whose statement has ended (committed,
-   * dead-lettered, or given up at shutdown). Rows leave the buffer in order
-   * and one statement runs at a time, so `flush` can wait for exactly the rows
-   * buffered before it was called: waiting for an empty buffer instead never
+   * Rows ever buffered, and rows whose statement has ended. Rows leave the buffer in order, so
+   * `flush` can wait for exactly the rows buffered before it: waiting for an empty buffer never
    * ends while producers keep refilling it (a core restart under load, D4).
-   * Pinned by "writer: flush under sustained load commits what was buffered
-   * before it and returns".
    */
   #rowsAdded = 0;
   #rowsSettled = 0;
@@ -128,7 +105,8 @@ export class TableWriter {
   #idleWaiters: (() => void)[] = [];
   /** Aborts statements held in a retry loop (shutdown budget exhausted). */
   readonly #abort = new AbortController();
-  readonly #interval: IntervalStats = { flushes: 0, rows: 0 };
+  /** For the 30 s summary line (docs/logging.md#summaries). */
+  readonly #interval = { flushes: 0, rows: 0 };
   #totalRows = 0;
   // Read by the consumer's in-flight window (through ShardedWriter.load): what the writer
   // holds and how long its statements take.
@@ -136,7 +114,6 @@ export class TableWriter {
   #statementSince: number | undefined;
   #typicalStatementMs = 0;
 
-  /** @param options Table, batch size, executor and collaborators. */
   constructor(options: TableWriterOptions) {
     if (!options.table.batched) {
       throw new TypeError(
@@ -181,14 +158,9 @@ export class TableWriter {
   }
 
   /**
-   * Hand rows of one job to the writer. Resolves once all are buffered —
-   * not committed: the job's tracker tells that. Waits while the buffer is
-   * full (backpressure: bounded memory, and the consumer's cap then stops
-   * grabbing).
+   * Hand rows of one job to the writer. Resolves once all are buffered (the job's tracker tells
+   * of the commit); waits while the buffer is full (backpressure). `signal`: the drain deadline.
    *
-   * @param rows Rows keyed by column name (raw values; D6 is applied when they are sent).
-   * @param owner The job's tracker, settled row by row on commit.
-   * @param signal Aborts the wait for buffer space (drain deadline).
    * @throws {WorkerError} (code `writer_closed`) After {@link close}.
    */
   async add(rows: readonly Row[], owner: JobTracker, signal?: AbortSignal): Promise<void> {
@@ -210,10 +182,8 @@ export class TableWriter {
   }
 
   /**
-   * Commit everything buffered before this call (core restart D4, shutdown).
-   * Rows added meanwhile are not waited for.
+   * Commit everything buffered before this call (core restart D4, shutdown), within `signal`.
    *
-   * @param signal Bounds the wait (and a statement held for an unreachable MySQL).
    * @throws {WorkerError} (code `writer_closed`) After {@link close}.
    */
   async flush(signal?: AbortSignal): Promise<void> {
@@ -227,12 +197,8 @@ export class TableWriter {
   }
 
   /**
-   * Commit what is buffered, then hold the table (no statement is sent; rows
-   * keep buffering up to capacity) while `fn` runs, then resume (docs/payloads.md#core-restart).
-   *
-   * @param fn Runs while the table is quiet.
-   * @param signal Bounds the initial flush.
-   * @returns What `fn` returned.
+   * Commit what is buffered, then send nothing (rows keep buffering) while `fn` runs
+   * (docs/payloads.md#core-restart). `signal` bounds the flush.
    */
   async withPaused<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     await this.flush(signal);
@@ -247,12 +213,8 @@ export class TableWriter {
   }
 
   /**
-   * Commit what is buffered within `signal`, then refuse new rows. A
-   * statement still held for an unreachable MySQL when `signal` aborts is
-   * given up: its jobs were not acknowledged and are redelivered (D1).
-   * Idempotent: later calls share the first one.
-   *
-   * @param signal Shutdown flush budget.
+   * Commit what is buffered within `signal`, then refuse new rows. A statement still held when
+   * `signal` aborts is given up: its jobs are redelivered (D1). Later calls share the first.
    */
   close(signal: AbortSignal): Promise<void> {
     this.#closing ??= this.#close(signal);
@@ -285,11 +247,7 @@ export class TableWriter {
     this.logStats(true);
   }
 
-  /**
-   * Log the interval summary if anything was written (docs/logging.md#summaries), and reset it.
-   *
-   * @param final True for the last line on shutdown (logged even when nothing was written).
-   */
+  /** Log and reset the interval summary; `final` (shutdown) logs it even with nothing written. */
   logStats(final = false): void {
     const s = this.#interval;
     if (s.flushes === 0 && !final) return;
@@ -315,19 +273,7 @@ export class TableWriter {
 
   #waitForSpace(signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
-    return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        const i = this.#spaceWaiters.indexOf(wake);
-        if (i !== -1) this.#spaceWaiters.splice(i, 1);
-        reject(signal?.reason);
-      };
-      const wake = () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      };
-      this.#spaceWaiters.push(wake);
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    return waitIn(this.#spaceWaiters, signal);
   }
 
   #waitIdle(signal?: AbortSignal): Promise<void> {
@@ -335,36 +281,21 @@ export class TableWriter {
     if (this.#inFlight === undefined && (this.#buffer.length === 0 || this.#paused > 0)) {
       return Promise.resolve();
     }
-    return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        const i = this.#idleWaiters.indexOf(wake);
-        if (i !== -1) this.#idleWaiters.splice(i, 1);
-        reject(signal?.reason);
-      };
-      const wake = () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      };
-      this.#idleWaiters.push(wake);
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    return waitIn(this.#idleWaiters, signal);
   }
 
   /** Decide whether to send a statement now, soon, or not at all. */
   #kick(): void {
-    // Closed: what is still buffered stays there, uncommitted and reported by
-    // close(); its jobs are redelivered (D1). Sending it now would only give it
-    // up against the aborted signal and make `buffered` read 0.
+    // Closed: what is still buffered stays, reported by close() and redelivered (D1).
     if (this.#closed) return;
     if (this.#inFlight !== undefined || this.#paused > 0 || this.#buffer.length === 0) return;
     if (this.#buffer.length >= this.#batchSize) {
       this.#startStatement();
       return;
     }
-    // Idle with a partial batch: send on the next macrotask, after every
-    // handler woken in this turn handed over its rows. setImmediate, not
-    // setTimeout(0): nested timeouts are clamped to 4 ms, which capped a queue
-    // handled one job at a time (RabbitMQ's downtime queue) at about 250 statements/s.
+    // Idle with a partial batch: send after every handler woken in this turn handed over its
+    // rows. setImmediate, not setTimeout(0): nested timeouts are clamped to 4 ms, which capped a
+    // queue handled one job at a time (RabbitMQ's downtime queue) at about 250 statements/s.
     this.#timer ??= setImmediate(() => {
       this.#timer = undefined;
       if (
@@ -409,8 +340,7 @@ export class TableWriter {
       await this.#commitOrIsolate(batch);
     } catch (err: unknown) {
       if (this.#abort.signal.aborted) {
-        // Shutdown budget exhausted while holding: the rows stay uncommitted
-        // and their jobs unacknowledged, to be redelivered (D1).
+        // Shutdown budget exhausted while holding: the jobs are redelivered (D1).
         log.warn("db: batch given up at shutdown, its jobs will be redelivered", {
           table: this.table.name,
           rows: batch.length,
@@ -438,18 +368,15 @@ export class TableWriter {
   }
 
   /**
-   * Commit `batch`. Rows MySQL refuses are isolated by halves and
-   * dead-lettered (D7). When both halves of a split fail with the same error
-   * that does not name the rows (a `statement` error: see errors.ts), MySQL
-   * is at fault, not the rows: they are held and retried like for an
-   * unreachable server (docs/writers.md#retry-policy), `db_available` 0, instead of dead-lettering
-   * good rows while, say, a table is being rebuilt.
+   * Commit `batch`; rows MySQL refuses are isolated by halves and dead-lettered (D7). When both
+   * halves fail with the same `statement` error, MySQL is at fault, not the rows: they are held
+   * like for an unreachable server instead of dead-lettering good rows while, say, a table is
+   * being rebuilt.
    */
   async #commitOrIsolate(batch: Pending[]): Promise<void> {
     let failure = await this.#send(batch, true);
     if (failure === undefined) return;
-    // One error per flush that MySQL rejected (the rows isolated from it are
-    // counted in statusengine_dead_letters_total), not one per halving step.
+    // One error per rejected flush, not one per halving step.
     this.#metrics?.pipelineErrors.inc({ component: "mysql" });
     if (batch.length > 1) {
       log.error("db: bulk insert rejected, isolating the offending rows", {
@@ -463,8 +390,7 @@ export class TableWriter {
     for (;;) {
       const held = await this.#isolate(rows, failure);
       if (held === undefined) {
-        // Held rows that turned out to be rejected after all: the outage
-        // this writer reported is over without a commit to end it.
+        // Held rows turned out to be rejected after all: the outage is over without a commit.
         if (hold !== undefined) this.#availability.abandon(this.table.name);
         return;
       }
@@ -493,12 +419,8 @@ export class TableWriter {
   }
 
   /**
-   * `batch` was rejected with `failure`: dead-letter it if it is one row,
-   * otherwise try its halves and go on with the ones rejected.
-   *
-   * @returns Rows to hold because both halves of a split failed alike with
-   *   a `statement` error, or undefined when every row is committed or
-   *   dead-lettered.
+   * `batch` was rejected with `failure`: dead-letter it if it is one row, else try its halves.
+   * Returns the rows to hold (both halves of a split failed alike with a `statement` error).
    */
   async #isolate(batch: Pending[], failure: MysqlWriteError): Promise<Held | undefined> {
     if (batch.length === 1) {
@@ -528,12 +450,8 @@ export class TableWriter {
   }
 
   /**
-   * Send `batch` as one statement under the retry policy (transient
-   * failures are held inside).
-   *
-   * @returns undefined once committed (its rows are settled), or MySQL's
-   *   rejection (`row` or `statement`).
-   * @throws The abort reason at shutdown; any other error is a bug.
+   * Send `batch` as one statement under the retry policy. Returns undefined once committed, or
+   * MySQL's rejection (`row` or `statement`); throws the abort reason at shutdown.
    */
   async #send(batch: Pending[], top: boolean): Promise<MysqlWriteError | undefined> {
     // Rows of jobs given back to the broker are dropped, before the first attempt and whenever a
@@ -581,10 +499,7 @@ export class TableWriter {
     return undefined;
   }
 
-  /**
-   * The rows of `batch` whose job was not given back; the others are settled without a commit
-   * (their jobs are no longer waited for: the broker hands them to another worker).
-   */
+  /** The rows of `batch` whose job was not given back; the others are settled without a commit. */
   #dropWithdrawn(batch: Pending[]): Pending[] {
     let live: Pending[] | undefined;
     for (let i = 0; i < batch.length; i++) {
@@ -604,7 +519,6 @@ export class TableWriter {
     return live;
   }
 
-  /** The statement of `batch`: its text and its values, each row fitted (D6). */
   #statement(batch: Pending[], top: boolean): { sql: string; values: SqlValue[] } {
     const sql = insertStatement(this.table, batch.length);
     // One array of the statement's final length (pushing 30,000 values grows it in steps), each row
@@ -625,10 +539,8 @@ export class TableWriter {
   }
 
   /**
-   * Dead-letter one rejected row. Losing the row silently is worse than
-   * stalling the table (D7): a failed write is retried every second until
-   * the file takes it or shutdown; the dead-letter sink counts and reports
-   * the failures (`/readyz` fails meanwhile).
+   * Dead-letter one rejected row. Losing it silently is worse than stalling the table (D7): a
+   * failed write is retried every second until the file takes it or shutdown.
    */
   async #deadLetter(p: Pending, err: MysqlWriteError): Promise<void> {
     log.error("db: row rejected by MySQL, written to the dead-letter file", {
@@ -656,4 +568,21 @@ export class TableWriter {
     p.settled = true;
     p.owner.deadLetter();
   }
+}
+
+/** Wait in `waiters` until woken, or reject with `signal`'s reason (leaving the queue). */
+function waitIn(waiters: (() => void)[], signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      const i = waiters.indexOf(wake);
+      if (i !== -1) waiters.splice(i, 1);
+      reject(signal?.reason);
+    };
+    const wake = () => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    };
+    waiters.push(wake);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
 }
