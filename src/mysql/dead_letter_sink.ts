@@ -1,12 +1,10 @@
 /**
- * What the writers need of the dead-letter file (D7): a place to put a record and be told
- * when it is written. Declared here, below the writers, and implemented by the pipeline's
- * dead-letter file, so that the writers depend on nothing above them.
+ * What the writers need of the dead-letter file (D7), declared here, below the writers, and
+ * implemented by the pipeline's dead-letter file, so that the writers depend on nothing above.
  *
  * @module
  */
 
-/** One dead-letter record. */
 export interface DeadLetterRecord {
   readonly queue: string;
   /** Decode failure reason (`not_json`, …) or `sql_rejected`. */
@@ -22,11 +20,9 @@ export interface DeadLetterRecord {
   readonly row?: Readonly<Record<string, unknown>>;
 }
 
-/** Where dead letters go. */
 export interface DeadLetterSink {
   /**
-   * Append one record. Resolves once it is written (durably enough to be on disk
-   * before the job it belongs to is acknowledged).
+   * Resolves once the record is on disk, before the job it belongs to is acknowledged.
    *
    * @throws When the file cannot be written; the caller must not acknowledge the job.
    */

@@ -1,11 +1,6 @@
 /**
- * Executes the downtime lifecycle statements (docs/downtimes.md) one at a time, in
- * order, under the writers' retry policy (transient failures are held and retried,
- * never fail the job, D7), and reports a START/STOP that could not be recorded.
- *
- * mysql2 sets CLIENT_FOUND_ROWS, so an upsert that inserts its row or finds it reports at
- * least 1 affected row even when nothing changed (a redelivered START); 0 means the guarding
- * tombstone suppressed it (docs/tables.md#found-rows, D10; pinned in `tests/mysql/downtime_test.ts`).
+ * Executes the downtime lifecycle statements (docs/downtimes.md) one at a time, in order, under
+ * the writers' retry policy (D7), and reports a START/STOP that could not be recorded.
  *
  * @module
  */
@@ -15,6 +10,7 @@ import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { runWithRetry } from "./retry.ts";
 import { adjustRow, truncateToCodePoints } from "./values.ts";
+import { quoteIdentifier as quote } from "./ddl.ts";
 import type { DowntimeMerge, DowntimeStatement, Row, SqlValue } from "../events/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
@@ -22,14 +18,9 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("db");
 
-/** A statement ready to send. */
 export interface BuiltStatement {
   readonly sql: string;
   readonly values: SqlValue[];
-}
-
-function quote(name: string): string {
-  return `\`${name}\``;
 }
 
 /** Fit one key/set value to its column (D6) without building a whole row. */
@@ -67,12 +58,7 @@ function mergeAssignment(m: DowntimeMerge): string {
   }
 }
 
-/**
- * Build the SQL of one downtime statement (docs/downtimes.md).
- *
- * @param statement From the decoder.
- * @returns Statement text and values.
- */
+/** Build the SQL of one downtime statement from the decoder (docs/downtimes.md). */
 export function buildDowntimeStatement(statement: DowntimeStatement): BuiltStatement {
   const table = statement.table;
   switch (statement.kind) {
@@ -135,7 +121,6 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
   }
 }
 
-/** Options of {@link DowntimeExecutor}. */
 export interface DowntimeExecutorOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
@@ -143,26 +128,17 @@ export interface DowntimeExecutorOptions {
   readonly metrics?: Metrics;
 }
 
-/**
- * Runs downtime statements for the serialized `statusngin_downtimes` queue
- * (docs/consumption.md#downtimes-in-order).
- */
+/** Runs the statements of the serialized downtime queue (docs/consumption.md#downtimes-in-order). */
 export class DowntimeExecutor {
   readonly #o: DowntimeExecutorOptions;
 
-  /** @param options Executor and collaborators. */
   constructor(options: DowntimeExecutorOptions) {
     this.#o = options;
   }
 
   /**
-   * Run the statements of one job in order. A transient failure holds until
-   * MySQL is back or `signal` aborts (the job is then left unacknowledged); a
-   * permanent failure dead-letters that statement and goes on (D7).
-   *
-   * @param queue Queue name (dead letters, metrics).
-   * @param statements In the order they must run.
-   * @param signal Gives up holding (drain deadline, shutdown).
+   * Run the statements of one job in order. A transient failure holds until MySQL is back or
+   * `signal` aborts (the job stays unacknowledged); a permanent one is dead-lettered (D7).
    */
   async run(
     queue: string,
@@ -208,9 +184,9 @@ export class DowntimeExecutor {
         affected,
       });
       if (statement.kind === "upsert" && statement.detectUnmatched && affected === 0) {
-        // The tombstone says a DELETE before the window removed this downtime's history, so a
-        // START or STOP of it cannot be recorded anywhere (with CLIENT_FOUND_ROWS an upsert that
-        // inserts or finds its row reports at least 1).
+        // With CLIENT_FOUND_ROWS an upsert that inserts or finds its row reports at least 1 (even
+        // a redelivered START, docs/tables.md#found-rows, D10): 0 means the tombstone of a DELETE
+        // before the window suppressed it, and the START or STOP cannot be recorded anywhere.
         m?.queueDowntimeUpdatesUnmatched.inc();
         log.warn(
           "db: downtime event for a downtime deleted before its window began, the event is lost",

@@ -1,11 +1,9 @@
 /**
- * Counts the rows of one job still waiting for their commit (D1): rows of
- * many jobs share one bulk INSERT, and every commit settles the rows it
- * carried. The job's promise resolves when its last row is committed or
- * dead-lettered (D7).
- *
- * A job given back to the broker (docs/retries.md#give-back) is withdrawn: its rows not yet
- * committed are dropped from the writers' batches, since another worker writes them.
+ * Counts the rows of one job still waiting for their commit (D1): rows of many jobs share one
+ * bulk INSERT, and every commit settles the rows it carried. The job's promise resolves when its
+ * last row is committed or dead-lettered (D7). A job given back to the broker
+ * (docs/retries.md#give-back) is withdrawn: its rows not yet committed are dropped from the
+ * writers' batches, since another worker writes them.
  *
  * @module
  */
@@ -20,7 +18,6 @@ export class JobTracker {
   readonly #withdrawn: (() => boolean) | undefined;
 
   /**
-   * @param queue Queue name.
    * @param rows Total rows the job will hand to writers; 0 resolves at once.
    * @param withdrawn Whether the job went back to the broker (asked, not listened for: no
    *   listener per job on the link's signal).
@@ -32,7 +29,6 @@ export class JobTracker {
     if (rows === 0) this.#done.resolve();
   }
 
-  /** The job went back to the broker: its rows must not be written by this worker any more. */
   get withdrawn(): boolean {
     return this.#withdrawn?.() === true;
   }
@@ -42,22 +38,19 @@ export class JobTracker {
     return this.#done.promise;
   }
 
-  /** Rows not settled yet. */
   get pending(): number {
     return this.#pending;
   }
 
-  /** Rows of this job that went to the dead-letter file. */
   get deadLettered(): number {
     return this.#deadLettered;
   }
 
-  /** One row committed. */
   committed(): void {
     if (--this.#pending === 0) this.#done.resolve();
   }
 
-  /** One row could not be stored and was dead-lettered (it still counts as settled, D7). */
+  /** One row was dead-lettered (it still counts as settled, D7). */
   deadLetter(): void {
     this.#deadLettered++;
     this.committed();
