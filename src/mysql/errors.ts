@@ -70,7 +70,6 @@ export class StatementTimeoutError extends Error {
   readonly code = STATEMENT_TIMEOUT_CODE;
   readonly timeoutMs: number;
 
-  /** @param timeoutMs The bound that was exceeded. */
   constructor(timeoutMs: number) {
     super(`MySQL did not answer the statement within ${timeoutMs / 1000} s`);
     this.name = "StatementTimeoutError";

@@ -100,8 +100,10 @@ export class MysqlHosts {
     return socket;
   };
 
-  /** Close the connections of `pool` (made with {@link stream}) to a host left: idle ones at a
-   * switch, busy ones when their statement returns (mysql2_internals.ts). */
+  /**
+   * Close the connections of `pool` (made with {@link stream}) to a host left: idle ones at a
+   * switch, busy ones when their statement returns (mysql2_internals.ts).
+   */
   attach(pool: unknown): void {
     if (!this.several) return;
     const sweep = retireConnections(pool, (socket) => {
@@ -172,8 +174,7 @@ export class MysqlHosts {
     await this.#checking;
   }
 
-  /** One round of fail-back probes: the first earlier host that has answered every probe for
-   * `--mysql-failback-after` is used again. */
+  /** Fail-back: the first earlier host that answered every probe for the delay is used again. */
   async failBack(): Promise<void> {
     const current = this.#index;
     const earlier = this.#hosts.slice(0, current);

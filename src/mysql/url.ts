@@ -49,8 +49,7 @@ export function mysqlHosts(options: MysqlUrlOptions): readonly MysqlHost[] {
 
 /** What a connection to host `h` of the list alone is opened with. */
 export function onHost(options: MysqlUrlOptions, h: MysqlHost): MysqlUrlOptions {
-  const { hosts: _list, ...single } = options;
-  return { ...single, host: h.host, port: h.port };
+  return { ...driverOptions(options), host: h.host, port: h.port };
 }
 
 /** Without the host list, which mysql2 would warn about as an unknown option. */
