@@ -119,23 +119,12 @@ function identity(rows: mysql.RowDataPacket[]): MysqlIdentity {
  * included): the one "does MySQL answer" probe of the daemon and the tools.
  */
 export async function probeMysql(target: Queryable, timeoutMs: number): Promise<MysqlIdentity> {
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(noAnswer(timeoutMs)),
-    timeoutMs,
-  );
+  using limit = deadline(timeoutMs);
   try {
-    const [rows] = await unlessAborted(
-      target.query<mysql.RowDataPacket[]>(PROBE_SQL),
-      controller.signal,
-      () => {},
-    );
-    return identity(rows);
+    const query = target.query<mysql.RowDataPacket[]>(PROBE_SQL);
+    return identity((await unlessAborted(query, limit.signal, () => {}))[0]);
   } catch (err: unknown) {
-    if (hasCode(err, "interrupted")) throw controller.signal.reason;
-    throw err;
-  } finally {
-    clearTimeout(timer);
+    throw hasCode(err, "interrupted") ? noAnswer(timeoutMs) : err;
   }
 }
 
@@ -230,11 +219,7 @@ async function connectOne(
   options: MysqlUrlOptions,
   limits: ConnectMysqlOptions,
 ): Promise<Omit<ConnectedMysql, "host">> {
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(noAnswer(limits.timeoutMs)),
-    limits.timeoutMs,
-  );
+  using limit = deadline(limits.timeoutMs, limits.signal);
   const connecting = mysql.createConnection({
     ...options,
     ...(limits.exactValues === true
@@ -248,28 +233,20 @@ async function connectOne(
     // A connection that completes after we gave up is closed as soon as it exists.
     else void connecting.then(closeMysqlNow, () => {});
   };
-  const signal = limits.signal === undefined
-    ? controller.signal
-    : AbortSignal.any([limits.signal, controller.signal]);
+  const { signal } = limit;
   try {
     conn = await unlessAborted(connecting, signal, abandon);
-    const [rows] = await unlessAborted(
-      conn.query<mysql.RowDataPacket[]>(PROBE_SQL),
-      signal,
-      abandon,
-    );
+    const query = conn.query<mysql.RowDataPacket[]>(PROBE_SQL);
+    const [rows] = await unlessAborted(query, signal, abandon);
     await unlessAborted(checkGaleraReady(conn), signal, abandon);
     return { connection: conn, ...identity(rows) };
   } catch (err: unknown) {
     if (hasCode(err, "interrupted") && !(limits.signal?.aborted ?? false)) {
-      throw new Error(`Cannot reach MySQL: ${errorMessage(controller.signal.reason)}`, {
-        cause: controller.signal.reason,
-      });
+      const timedOut = noAnswer(limits.timeoutMs);
+      throw new Error(`Cannot reach MySQL: ${timedOut.message}`, { cause: timedOut });
     }
     if (conn !== undefined) closeMysqlNow(conn);
     throw err;
-  } finally {
-    clearTimeout(timer);
   }
 }
 
