@@ -221,11 +221,7 @@ export class DbAvailability {
 
 export interface IdleProbeOptions {
   readonly availability: DbAvailability;
-  /**
-   * One bounded "does MySQL answer" round trip on a connection of its own (never the writers'
-   * pool, whose connections may all be busy with slow statements); rejects when it does not
-   * answer within `timeoutMs`.
-   */
+  /** A bounded round trip on a connection of its own: the pool's may all be busy. */
   readonly ping: (timeoutMs: number) => Promise<void>;
   readonly intervalMs?: number;
   readonly timeoutMs?: number;

@@ -24,10 +24,7 @@ export interface MysqlUrlOptions {
   readonly connectTimeout?: number;
   /** From `ssl=true` or a JSON object of mysql2's `ssl` options. */
   readonly ssl?: Readonly<Record<string, unknown>>;
-  /**
-   * Every host of a multi-host URL (`@h1:3306,h2:3306/db`), in the URL's order, the first being
-   * `host`/`port`; absent for a single host. Never passed to mysql2: {@link driverOptions}.
-   */
+  /** Every host of a multi-host URL, in order; never passed to mysql2 ({@link driverOptions}). */
   readonly hosts?: readonly MysqlHost[];
 }
 
@@ -90,10 +87,8 @@ function decodeComponent(value: string, what: string, url: string): string {
 }
 
 /**
- * mysql2 connection options from `mysql://user:pass@host:3306/db`, or with several hosts
- * `mysql://user:pass@h1:3306,h2,h3/db` (`host`/`port` are then the first;
- * docs/running.md#mysql-hosts).
- * An unknown query parameter is refused rather than ignored (D8: nothing falls back silently).
+ * mysql2 connection options from `mysql://user:pass@host:3306/db` or `…@h1:3306,h2,h3/db`
+ * (docs/running.md#mysql-hosts). An unknown query parameter is refused rather than ignored (D8).
  *
  * @throws {TypeError} If the URL is malformed; the message masks the password.
  */
