@@ -1,15 +1,12 @@
 /**
  * The downtime lifecycle (docs/downtimes.md) as a pure function: one downtime event in, the
- * ordered statements for the four downtime tables and the worker's announcements and tombstones
- * out. The SQL builder in `src/mysql/` only renders them; every rule (which table, which columns,
- * how an existing row takes the event, which tombstone suppresses a write, the strict DELETE
- * boundary) is decided here.
+ * ordered statements for the downtime tables, announcements and tombstones out. Every rule is
+ * decided here; the SQL builder in `src/mysql/` only renders the statements.
  *
- * The statements are built so that the rows end the same whatever order the events of one
- * downtime are applied in and however often one repeats: every event can create the rows from
- * the complete definition it carries, every column merges by an order-independent rule, the
- * scheduled row is a copy of the merged history row, and a tombstone keeps an ended downtime from
- * coming back.
+ * The rows end the same whatever order the events of one downtime are applied in and however
+ * often one repeats: every event can create the rows from the complete definition it carries,
+ * every column merges by an order-independent rule, the scheduled row is a copy of the merged
+ * history row, and a tombstone keeps an ended downtime from coming back.
  *
  * @module
  */
@@ -26,60 +23,43 @@ import type {
   ScheduledDowntimeTable,
 } from "./types.ts";
 
-/** Envelope `type` of a scheduled downtime (docs/tables.md#downtime-events). */
+// Envelope `type`s, the host `downtime_type` (every other value is a service downtime) and the
+// `attr` of a STOP cancelled by a user: docs/tables.md#downtime-events.
 export const DOWNTIME_ADD = 1100;
-/** Envelope `type` of a downtime removed from the core (docs/tables.md#downtime-events). */
 export const DOWNTIME_DELETE = 1101;
-/**
- * Envelope `type` of a downtime restored from retention at start-up
- * (docs/tables.md#downtime-events).
- */
+/** Restored from retention at start-up. */
 export const DOWNTIME_LOAD = 1102;
-/** Envelope `type` of a downtime that became active (docs/tables.md#downtime-events). */
 export const DOWNTIME_START = 1103;
-/** Envelope `type` of an active downtime that ended (docs/tables.md#downtime-events). */
 export const DOWNTIME_STOP = 1104;
-/**
- * `downtime_type` of a host downtime; every other value is a service downtime
- * (docs/tables.md#downtime-events).
- */
 export const DOWNTIME_TYPE_HOST = 2;
-/** Envelope `attr` of a STOP that was cancelled by a user (docs/tables.md#downtime-events). */
 const DOWNTIME_STOP_CANCELLED = 2;
 
-/** One downtime event with its fields already coerced (see the decoder's coercion rules). */
+/**
+ * One downtime event with its fields already coerced: the envelope's `type`, `attr` (only
+ * meaningful for STOP), `timestamp` (`ts` in docs/tables.md#downtime-statements) and
+ * `timestamp_usec` (the history `entry_time_usec` of an ADD), and the `downtime` payload's fields.
+ */
 export interface DowntimeEvent {
-  /** Envelope `type` (1100–1104; anything else yields no statement). */
   readonly type: number;
-  /** Envelope `attr`; only meaningful for STOP (2 = cancelled). */
   readonly attr: number;
-  /** Envelope `timestamp`, epoch seconds (`ts` in docs/tables.md#downtime-statements). */
   readonly timestamp: number;
-  /** Envelope `timestamp_usec`; becomes the history `entry_time_usec` of an ADD. */
   readonly timestampUsec: number;
-  /** `downtime.downtime_type`: 2 host, anything else service. */
+  /** 2 host, anything else service. */
   readonly downtimeType: number;
-  /** `downtime.host_name`. */
   readonly hostName: string;
-  /** `downtime.service_description`; ignored for host downtimes. */
+  /** Ignored for host downtimes. */
   readonly serviceDescription: string;
-  /** `downtime.downtime_id`. */
   readonly downtimeId: number;
-  /** `downtime.start_time`: the scheduled window start, part of the primary key. */
+  /** The scheduled window start, part of the primary key. */
   readonly startTime: number;
-  /** `downtime.end_time`. */
   readonly endTime: number;
-  /** `downtime.entry_time`. */
   readonly entryTime: number;
-  /** `downtime.author_name`. */
   readonly authorName: string;
-  /** `downtime.comment_data`. */
   readonly commentData: string;
-  /** `downtime.triggered_by`. */
   readonly triggeredBy: number;
-  /** `downtime.fixed`, already 0/1. */
+  /** Already 0/1. */
   readonly fixed: number;
-  /** `downtime.duration`, seconds. */
+  /** Seconds. */
   readonly duration: number;
 }
 
@@ -206,13 +186,8 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
 }
 
 /**
- * Append the statements of one downtime event to `out`, in execution order
- * (docs/downtimes.md). Used by the queue decoder so a bulk job fills one
- * list without intermediate arrays.
- *
- * @param ev The downtime event.
- * @param nodeName Configured node name (part of every downtime primary key).
- * @param out Receives the statements.
+ * {@linkcode downtimeStatements} appending to `out`, so a bulk job fills one list without
+ * intermediate arrays. `nodeName` is part of every downtime primary key.
  */
 export function appendDowntimeStatements(
   ev: DowntimeEvent,
