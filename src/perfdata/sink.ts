@@ -29,14 +29,10 @@ export type DropReason = (typeof DROP_REASONS)[number];
  * on its `retryable` and `reason`.
  */
 export class SinkWriteError extends Error {
-  /** Whether sending the same batch again may succeed. */
   readonly retryable: boolean;
   /** How the batch's points are counted when it is dropped. */
   readonly reason: DropReason;
-  /**
-   * @param message What failed, with the server's answer.
-   * @param options Retryable or not, and the drop reason (default `write_failed`).
-   */
+  /** `message`: what failed, with the server's answer; `reason` defaults to `write_failed`. */
   constructor(message: string, options: { retryable: boolean; reason?: DropReason }) {
     super(message);
     this.name = "SinkWriteError";
@@ -97,9 +93,7 @@ export interface SinkOptions<T> {
   readonly statsIntervalMs?: number;
 }
 
-/**
- * A bounded, batching, never-blocking sender of points of type `T` to one backend.
- */
+/** A bounded, batching, never-blocking sender of points of type `T` to one backend. */
 export class BatchingSink<T> {
   readonly #o: SinkOptions<T>;
   readonly #t: Transport<T>;
@@ -135,11 +129,7 @@ export class BatchingSink<T> {
     return this.#up;
   }
 
-  /**
-   * Accept points. Never waits: what does not fit the buffer is dropped and counted.
-   *
-   * @param points Points in the order they should be sent.
-   */
+  /** Accept points, in sending order. Never waits: what does not fit is dropped and counted. */
   push(points: readonly T[]): void {
     if (this.#closed || points.length === 0) return;
     const room = Math.max(0, this.#capacity - this.#items.length);
@@ -149,15 +139,9 @@ export class BatchingSink<T> {
     this.#schedule();
   }
 
-  /** Count points dropped before they reached the buffer (a transport's own filter). */
-  countDropped(points: number, reason: DropReason): void {
-    if (points > 0) this.#drop(points, reason);
-  }
-
   /**
-   * Send what is buffered (within `budgetMs`), then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget; what is not sent by then is dropped and counted.
+   * Send what is buffered within `budgetMs`, then stop; the rest is dropped and counted.
+   * Idempotent.
    */
   async close(budgetMs: number): Promise<void> {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
@@ -343,22 +327,10 @@ export class PerfdataClient<T> {
     options: Pick<SinkOptions<T>, "batchSize" | "retry" | "observer" | "statsIntervalMs">,
   ) {
     this.#point = point;
-    this.#sink = new BatchingSink({
-      transport,
-      batchSize: options.batchSize,
-      ...(options.retry === undefined ? {} : { retry: options.retry }),
-      ...(options.observer === undefined ? {} : { observer: options.observer }),
-      ...(options.statsIntervalMs === undefined
-        ? {}
-        : { statsIntervalMs: options.statsIntervalMs }),
-    });
+    this.#sink = new BatchingSink({ ...options, transport });
   }
 
-  /**
-   * Accept perfdata rows; never waits.
-   *
-   * @param rows Rows of `statusengine_perfdata`.
-   */
+  /** Accept rows of `statusengine_perfdata`; never waits. */
   offer(rows: readonly Row[]): void {
     const points: T[] = [];
     for (const row of rows) {
@@ -368,11 +340,7 @@ export class PerfdataClient<T> {
     this.#sink.push(points);
   }
 
-  /**
-   * Send what is buffered within `budgetMs`, then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget.
-   */
+  /** Send what is buffered within `budgetMs`, then stop. Idempotent. */
   close(budgetMs: number): Promise<void> {
     return this.#sink.close(budgetMs);
   }
