@@ -93,21 +93,16 @@ export interface RemoteSeries {
   newestValue: number;
 }
 
-/** One sample of one series. */
+/** One sample of one series (one object per series, so it also serves as its identity). */
 export interface RemotePoint {
-  /** The series (one object per series, so it also serves as its identity). */
   readonly series: RemoteSeries;
   readonly value: number;
-  /** Milliseconds. */
   readonly timestampMs: number;
 }
 
 /**
- * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value.
- *
- * @param row The row.
- * @param quotedLabels The row's label still carries the plugin's quotes: strip them.
- * @returns Its series, value and time in ms.
+ * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value;
+ * with `quotedLabels` the plugin's quotes are stripped from the label.
  */
 export function remotePoint(row: Row, quotedLabels = false): RemotePoint | undefined {
   const value = row["value"];
@@ -511,7 +506,6 @@ function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemoteP
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
 export class RemoteWriteClient extends PerfdataClient<RemotePoint> {
-  /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
     const quoted = options.quotedLabels === true;
     super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), {
