@@ -307,11 +307,6 @@ export function appendDowntimeStatements(
  * | DELETE 1101 | tombstone, scheduled delete, then history delete if `start_time` > `timestamp`, else history upsert (create only) |
  * | other | none |
  *
- * @param ev The downtime event, fields already coerced.
- * @param nodeName Configured node name.
- * @returns The statements; empty for unknown types.
- * @throws Never.
- *
  * @example A cancelled STOP of a host downtime
  * ```ts
  * import assert from "node:assert/strict";

@@ -64,7 +64,7 @@ export type StreamRule = "every_event" | "effective_events";
 
 /** Everything the pipeline needs to know about one queue. */
 export interface QueueSpec {
-  /** The queue (Gearman function / RabbitMQ queue) name. */
+  /** The Gearman function / RabbitMQ queue name. */
   readonly name: QueueName;
   /** Key of the payload object inside each event; null for the envelope-less core restart. */
   readonly payloadKey: string | null;
@@ -87,7 +87,6 @@ export interface QueueSpec {
    * (docs/payloads.md#stale-status).
    */
   readonly staleFilter: boolean;
-  /** Which events of a job the `/ws` stream carries. */
   readonly stream: StreamRule;
   /**
    * The row column holding when the core produced the event, for
@@ -180,10 +179,6 @@ export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze(
 
 /**
  * Narrow a string to a {@linkcode QueueName}.
- *
- * @param name Any string.
- * @returns True when `name` is one of the twelve consumed queues.
- * @throws Never.
  *
  * @example
  * ```ts

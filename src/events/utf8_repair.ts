@@ -88,12 +88,8 @@ function nextInvalid(b: Uint8Array, from: number): number {
  * Replace every byte that is not part of a well-formed UTF-8 sequence by the UTF-8 encoding
  * of that byte read as Windows-1252; copy well-formed sequences unchanged. The decision is per
  * byte: after an invalid byte, scanning resumes at the next byte (so a lead byte followed by
- * ASCII becomes one CP1252 character followed by that ASCII).
- *
- * @param bytes The raw job body.
- * @returns The repaired bytes and whether anything was repaired. Valid input (the normal case)
- *   is returned as the same `Uint8Array`, not copied.
- * @throws Never.
+ * ASCII becomes one CP1252 character followed by that ASCII). Valid input (the normal case) is
+ * returned as the same `Uint8Array`, not copied.
  *
  * @example Repairing a CP1252 umlaut
  * ```ts
