@@ -47,12 +47,7 @@ export const SINGLE_FORM_QUEUES: readonly QueueName[] = Object.freeze([
   "statusngin_core_restart",
 ]);
 
-/**
- * The default form of a queue's jobs.
- *
- * @param queue One of the twelve queues.
- * @returns `"single"` for the four unbatched queues, else `"bulk"`.
- */
+/** The default form of a queue's jobs: `"single"` for the four unbatched queues. */
 export function defaultForm(queue: QueueName): JobForm {
   return SINGLE_FORM_QUEUES.includes(queue) ? "single" : "bulk";
 }
@@ -61,9 +56,6 @@ export function defaultForm(queue: QueueName): JobForm {
  * One event as job text, written the way the broker writes it: `/` escaped as `\/`
  * (docs/tables.md#envelope). `/` only ever occurs inside JSON strings, so the replacement cannot
  * touch the structure.
- *
- * @param event The event.
- * @returns JSON text.
  */
 export function encodeEvent(event: SyntheticEvent): string {
   return JSON.stringify(event).replaceAll("/", "\\/");
@@ -77,12 +69,8 @@ export function checkCount(what: string, value: number): void {
 
 /**
  * Turn events into job payloads, lazily: bulk jobs of `eventsPerJob` events (the last one may
- * be smaller) or one job per event.
+ * be smaller) or one job per event; the queue decides the default form.
  *
- * @param queue The queue the jobs are for (decides the default form).
- * @param events Events, e.g. from {@linkcode syntheticEvents}.
- * @param options Form and events per bulk job.
- * @returns An iterator of job payload strings.
  * @throws {RangeError} When `eventsPerJob` is not a positive integer.
  *
  * @example
@@ -117,12 +105,7 @@ export function* jobsFor(
   if (parts.length > 0) yield bulkJob(parts);
 }
 
-/**
- * A bulk job around already encoded events (docs/tables.md#bulk-and-single-form).
- *
- * @param encodedEvents Event JSON texts.
- * @returns `{"messages":[…],"format":"none"}`.
- */
+/** `{"messages":[…],"format":"none"}` around already encoded events. */
 function bulkJob(encodedEvents: readonly string[]): string {
   return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
 }

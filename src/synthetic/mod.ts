@@ -1,25 +1,14 @@
 /**
- * Realistic synthetic events for the twelve consumed queues, for the `publish` tool, load tests
- * and the decoder tests. Pure: no I/O, no clock of its own (the caller passes `now`), and a
- * seeded PRNG, so the same seed and `now` always give the same events.
+ * Realistic synthetic events for the twelve consumed queues (docs/tables.md#queues), for the
+ * `publish` tool, load tests and the decoder tests: every payload field in the broker's key order,
+ * a small world of hosts and services (UTF-8 names, openITCOCKPIT-style UUIDs) whose states evolve
+ * like a core's, perfdata the parser reads without skipping a gauge, host and service variants,
+ * downtimes as consistent lifecycles. Pure: no I/O, no clock of its own, and a seeded PRNG, so the
+ * same seed and `now` always give the same events.
  *
- * What "realistic" means here (docs/tables.md#queues):
- * - every payload field of the queue, with the envelope `type`/`flags`/`attr`/`timestamp`/
- *   `timestamp_usec` in the broker's key order;
- * - a small monitored world: host names like `web-017.example.com` and openITCOCKPIT-style UUIDs,
- *   services such as `Disk Usage /var`, `Datenträger C:`, `Прочее`, `監視 HTTP`, each object with a
- *   state that evolves like a core's (soft attempts, then hard), plugin outputs and perfdata
- *   strings that the perfdata parser (docs/perfdata.md#parsing) parses without skipping a gauge,
- *   and now and then a multi-line long output of a few KB;
- * - host and service variants of every queue that carries both, with the discriminators of
- *   docs/tables.md#host-or-service; downtimes as consistent lifecycles (ADD→START→STOP→DELETE, and
- *   ADD→DELETE before the window began); core restarts as `{"object_type":102,"timestamp":0}`.
- *
- * Time and key uniqueness: event `i` of a run happens at a distinct microsecond inside the minute
- * before `now` (offset by up to one second derived from the seed), so status events are never stale
- * (docs/tables.md#stale-status) and every history key (object, time, `*_usec`) is unique within a
- * run; runs at different times, or with different seeds, do not collide in practice. Downtime ids
- * start at a seed-derived base.
+ * Event `i` of a run happens at a distinct microsecond inside the minute before `now` (offset by
+ * up to a second derived from the seed), so status events are never stale and every history key
+ * (object, time, `*_usec`) is unique within a run. Downtime ids start at a seed-derived base.
  *
  * @module
  */
@@ -49,24 +38,16 @@ export interface SyntheticOptions {
   readonly now?: number;
 }
 
-/**
- * A fresh random seed, for callers that want runs to differ and to print the seed so a run can
- * be repeated.
- *
- * @returns A seed in [0, 2^32).
- */
+/** A fresh random seed in [0, 2^32), for runs that differ and print the seed to be repeated. */
 export function randomSeed(): number {
   return crypto.getRandomValues(new Uint32Array(1))[0] ?? 0;
 }
 
 /**
- * Lazily generate `count` realistic events for a queue. Nothing is buffered: a caller can
- * stream a million events through {@linkcode jobsFor} in constant memory.
+ * Lazily generate `count` (≥ 1) realistic events for a queue; downtime lifecycles and 604/605
+ * pairs are cut at `count`. Nothing is buffered: a caller can stream a million events through
+ * {@linkcode jobsFor} in constant memory.
  *
- * @param queue One of the twelve queues.
- * @param count Number of events, ≥ 1. Downtime lifecycles and 604/605 pairs are cut at `count`.
- * @param options Seed and "now" (epoch ms).
- * @returns An iterator of events; the same seed and `now` give the same events.
  * @throws {RangeError} For an unknown queue, a bad count or a seed that is not a safe integer.
  *
  * @example
