@@ -141,8 +141,8 @@ export interface DowntimeCopy {
 export type DowntimeStatement = DowntimeUpsert | DowntimeCopy | DowntimeTombstone | DowntimeDelete;
 
 /**
- * Why a payload could not be decoded: the `reason` label of `statusengine_dead_letters_total`
- * (D7, D10).
+ * Every reason a payload could not be decoded, for pre-creating metric series: the `reason` label
+ * of `statusengine_dead_letters_total` (D7, D10).
  *
  * - `not_json`: not valid JSON text (after UTF-8 repair).
  * - `not_object`: valid JSON whose top level is not an object.
@@ -152,23 +152,11 @@ export type DowntimeStatement = DowntimeUpsert | DowntimeCopy | DowntimeTombston
  * - `missing_field`: a required field (row identity, routing or filter input) is absent or null.
  * - `unknown_queue`: the queue name is not one of the twelve consumed queues.
  */
-export type InvalidReason =
-  | "not_json"
-  | "not_object"
-  | "bad_shape"
-  | "bad_type"
-  | "missing_field"
-  | "unknown_queue";
-
-/** Every {@linkcode InvalidReason}, for pre-creating metric series. */
-export const INVALID_REASONS: readonly InvalidReason[] = Object.freeze([
-  "not_json",
-  "not_object",
-  "bad_shape",
-  "bad_type",
-  "missing_field",
-  "unknown_queue",
-]);
+export const INVALID_REASONS = Object.freeze(
+  ["not_json", "not_object", "bad_shape", "bad_type", "missing_field", "unknown_queue"] as const,
+);
+/** Why a payload could not be decoded: one of {@linkcode INVALID_REASONS}. */
+export type InvalidReason = (typeof INVALID_REASONS)[number];
 
 /**
  * One event of a job exactly as it arrived (a bulk job's `messages[i]`, or the whole
