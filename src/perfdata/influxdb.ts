@@ -56,21 +56,14 @@ const NEEDS_ESCAPE = /[,= \\\r\n]/;
  * A measurement name escaped for line protocol: commas and spaces get a backslash, line breaks
  * become spaces, a backslash before one of them or at the end becomes `/`.
  */
-export function escapeMeasurement(name: string): string {
-  return name.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(
-    MEASUREMENT_SPECIAL,
-    "\\$&",
-  );
+export function escapeMeasurement(name: string, special = MEASUREMENT_SPECIAL): string {
+  return name.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(special, "\\$&");
 }
 
 /** A tag key, tag value or field key escaped for line protocol: as a measurement, and `=` too. */
 export function escapeTag(text: string): string {
   // Most names need nothing: one scan instead of three replacements.
-  if (!NEEDS_ESCAPE.test(text)) return text;
-  return text.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(
-    TAG_SPECIAL,
-    "\\$&",
-  );
+  return NEEDS_ESCAPE.test(text) ? escapeMeasurement(text, TAG_SPECIAL) : text;
 }
 
 /**
@@ -100,11 +93,9 @@ export function influxLine(
   }
   line += ` value=${positionalDecimal(value)}`;
   const t = perfdataThresholds(row);
-  if (t !== null) {
-    if (t.warn !== null) line += `,warn=${positionalDecimal(t.warn)}`;
-    if (t.crit !== null) line += `,crit=${positionalDecimal(t.crit)}`;
-    if (t.min !== null) line += `,min=${positionalDecimal(t.min)}`;
-    if (t.max !== null) line += `,max=${positionalDecimal(t.max)}`;
+  for (const key of ["warn", "crit", "min", "max"] as const) {
+    const v = t?.[key];
+    if (v !== null && v !== undefined) line += `,${key}=${positionalDecimal(v)}`;
   }
   return `${line} ${Math.floor(Number(row["timestamp_unix"] ?? 0))}`;
 }
