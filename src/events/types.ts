@@ -23,14 +23,10 @@ export interface TableRow {
 }
 
 /** The two downtime history tables (docs/tables.md#downtime-tables). */
-export type DowntimeHistoryTable =
-  | "statusengine_host_downtimehistory"
-  | "statusengine_service_downtimehistory";
+export type DowntimeHistoryTable = `statusengine_${"host" | "service"}_downtimehistory`;
 
 /** The two tables mirroring the downtimes the core currently knows. */
-export type ScheduledDowntimeTable =
-  | "statusengine_host_scheduleddowntimes"
-  | "statusengine_service_scheduleddowntimes";
+export type ScheduledDowntimeTable = `statusengine_${"host" | "service"}_scheduleddowntimes`;
 
 /**
  * The worker's record of downtimes that ended or were deleted (docs/downtimes.md), so a late or

@@ -248,9 +248,7 @@ function utf8Length(text: string): number {
  * A batch as one `WriteRequest`: samples grouped by series in time order. Of several samples
  * of one series at the same millisecond (a check that repeats a label), the last is kept:
  * Prometheus refuses a whole request that holds two different values for one timestamp.
- *
- * @param batch Points.
- * @returns The encoded request (not compressed) and how many points were left out.
+ * Returns the uncompressed request and how many points were left out.
  */
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],

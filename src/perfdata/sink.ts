@@ -19,7 +19,6 @@ const MIN_BUFFER = 10_000;
 
 /** Why points were dropped (the `reason` label of `statusengine_perfdata_dropped_total`). */
 export const DROP_REASONS = ["buffer_full", "write_failed", "rejected", "out_of_order"] as const;
-/** A {@link DROP_REASONS} value. */
 export type DropReason = (typeof DROP_REASONS)[number];
 
 /**
@@ -112,7 +111,6 @@ export class BatchingSink<T> {
   readonly #interval = { flushes: 0, points: 0, dropped: 0 };
   #total = 0;
 
-  /** @param options Transport, batch size, buffer, retries and observer. */
   constructor(options: SinkOptions<T>) {
     this.#o = options;
     this.#t = options.transport;
@@ -316,11 +314,7 @@ export class PerfdataClient<T> {
   readonly #sink: BatchingSink<T>;
   readonly #point: (row: Row) => T | undefined;
 
-  /**
-   * @param transport Sends one batch.
-   * @param point The point of a row, or undefined for a row without a finite value.
-   * @param options Batch size, retries, observer and stats interval.
-   */
+  /** `point` is undefined for a row without a finite value. */
   constructor(
     transport: Transport<T>,
     point: (row: Row) => T | undefined,
