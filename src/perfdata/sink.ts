@@ -1,9 +1,8 @@
 /**
- * The core every perfdata backend besides MySQL shares (Graphite, InfluxDB, Prometheus remote
- * write): a bounded buffer, batches sent one at a time, retries with backoff where the
- * transport says a failure is temporary, and every point that does not arrive counted with the
- * reason. MySQL is the system of record: `push` never waits, and a slow or dead endpoint only
- * loses points, it never holds up a job's rows or its acknowledgement.
+ * The core every perfdata backend besides MySQL shares: a bounded buffer, batches sent one at a
+ * time, retries with backoff where the transport says a failure is temporary, and every lost point
+ * counted with the reason. `push` never waits: a slow or dead endpoint only loses points, it never
+ * holds up MySQL (docs/perfdata.md#no-backend-holds-up-mysql).
  *
  * @module
  */
