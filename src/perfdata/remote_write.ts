@@ -357,10 +357,8 @@ export interface RemoteWriteOptions
 /** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */
 export const REMOTE_WRITE_BATCH_SIZE = 2000;
 
-// Prometheus answers 400 for samples it will never take: older than the newest sample of the
-// series (out of order), outside the head block (out of bounds), or a second value for one
-// timestamp (duplicate); Mimir and Thanos spell it "out-of-order", "too old", "too far in the
-// past". Sending them again cannot help.
+// Prometheus' 400 for samples it will never take (docs/perfdata.md#refused-samples), and how Mimir
+// and Thanos spell it. Sending them again cannot help.
 const SAMPLE_REFUSED =
   /out[ -]of[ -]order|out[ -]of[ -]bounds|duplicate sample|too old|too far in the past/i;
 
@@ -387,18 +385,10 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       return await this.#post(batch, signal);
     } catch (err: unknown) {
       if (!isSampleRefusal(err)) throw err;
-      // Prometheus refuses the whole request for one sample it cannot take and appends none of
-      // it, so one stale sample of a redelivered job would take the good samples of every other
-      // series with it. The batch is halved until the refused samples are alone, as the MySQL
-      // writer isolates a bad row. The halves keep each series' samples together and in time
-      // order, so a series split between two halves is sent oldest first and stays in order.
-      // A half that is sent again after a partial success (Mimir appends the good samples of a
-      // refused request) is harmless: a sample repeated with its value is accepted as it is.
-      // First the samples this worker knows the server cannot take go, without a request: older
-      // than their series' newest accepted sample, or another value at its time. Checks that
-      // report faster than once a second (the `publish` tool) bring many of those, and halving
-      // for each cost hundreds of requests per batch. Only a refused batch is filtered: a server
-      // that takes samples out of order (VictoriaMetrics) never refuses one.
+      // Prometheus appends nothing of a request with one sample it cannot take, so the refused
+      // samples are isolated (docs/perfdata.md#refused-samples): first those this worker knows the
+      // server cannot take go without a request (halving for each cost hundreds of requests per
+      // batch), then the rest is halved, each series' samples kept together in time order.
       const acceptable = batch.filter((p) =>
         p.timestampMs > p.series.newestMs ||
         (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
@@ -471,9 +461,8 @@ function isSampleRefusal(err: unknown): boolean {
 
 /**
  * Splits allowed for one refused batch: enough to isolate eight samples scattered through it
- * (each takes about log2(batch) splits, two requests each), so a batch of 2000 costs at most 177
- * requests. Without a bound a batch of stale samples would cost two requests per sample while the
- * buffer behind it fills.
+ * (docs/perfdata.md#refused-samples). Without a bound a batch of stale samples would cost two
+ * requests per sample while the buffer behind it fills.
  */
 function splitBudget(points: number): number {
   return 8 * Math.ceil(Math.log2(Math.max(2, points)));
