@@ -6,9 +6,22 @@
  */
 
 import type { QueueName } from "../events/mod.ts";
-import type { SyntheticEvent } from "./framing.ts";
 import { COMMENTS, CONTACTS, type Instant, type MonitoredObject, type World } from "./world.ts";
 import { HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
+
+/** A JSON value as the generator builds it. */
+export type JsonValue =
+  | string
+  | number
+  | boolean
+  | null
+  | readonly JsonValue[]
+  | { readonly [key: string]: JsonValue };
+
+/** One event: envelope plus payload object (or the envelope-less core-restart message). */
+export interface SyntheticEvent {
+  readonly [key: string]: JsonValue;
+}
 
 function envelope(
   type: number,
