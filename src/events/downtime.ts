@@ -72,14 +72,6 @@ const EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
   [DOWNTIME_STOP]: "STOP",
 });
 
-const HISTORY: Readonly<Record<"host" | "service", DowntimeHistoryTable>> = {
-  host: "statusengine_host_downtimehistory",
-  service: "statusengine_service_downtimehistory",
-};
-const SCHEDULED: Readonly<Record<"host" | "service", ScheduledDowntimeTable>> = {
-  host: "statusengine_host_scheduleddowntimes",
-  service: "statusengine_service_scheduleddowntimes",
-};
 const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 const ANNOUNCEMENTS: DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 
@@ -131,24 +123,6 @@ interface Dynamics {
 }
 const NO_DYNAMICS: Dynamics = { wasStarted: 0, actualStart: 0, actualEnd: 0, wasCancelled: 0 };
 
-function key(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
-  // Primary-key order of all four tables (docs/tables.md#statusengine_host_downtimehistory).
-  return isHost
-    ? {
-      hostname: ev.hostName,
-      node_name: nodeName,
-      scheduled_start_time: ev.startTime,
-      internal_downtime_id: ev.downtimeId,
-    }
-    : {
-      hostname: ev.hostName,
-      service_description: ev.serviceDescription,
-      node_name: nodeName,
-      scheduled_start_time: ev.startTime,
-      internal_downtime_id: ev.downtimeId,
-    };
-}
-
 function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
   // Primary-key order of statusengine_downtime_tombstones; '' stands for "host downtime".
   return {
@@ -158,6 +132,17 @@ function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row
     scheduled_start_time: ev.startTime,
     internal_downtime_id: ev.downtimeId,
   };
+}
+
+/**
+ * The primary key of the four downtime tables, in their order
+ * (docs/tables.md#statusengine_host_downtimehistory): the tombstone's, without
+ * `service_description` for a host downtime.
+ */
+function key(tombstone: Row, isHost: boolean): Row {
+  if (!isHost) return { ...tombstone };
+  const { service_description: _, ...hostKey } = tombstone;
+  return hostKey;
 }
 
 function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
@@ -201,6 +186,8 @@ export function appendDowntimeStatements(
   // (docs/tables.md#downtime-events).
   const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
   const kind = isHost ? "host" : "service";
+  const historyTable: DowntimeHistoryTable = `statusengine_${kind}_downtimehistory`;
+  const scheduledTable: ScheduledDowntimeTable = `statusengine_${kind}_scheduleddowntimes`;
   const tKey = tombstoneKey(ev, isHost, nodeName);
   // A history row exists unless a DELETE before the window removed it; a scheduled row exists
   // only until the downtime ended (STOP) or was removed (DELETE).
@@ -210,7 +197,7 @@ export function appendDowntimeStatements(
     out.push({
       kind: "upsert",
       event: name,
-      table: HISTORY[kind],
+      table: historyTable,
       row: historyRow(ev, isHost, nodeName, d),
       merge,
       guard: historyGuard,
@@ -223,9 +210,9 @@ export function appendDowntimeStatements(
     out.push({
       kind: "copy",
       event,
-      table: SCHEDULED[kind],
-      from: HISTORY[kind],
-      key: key(ev, isHost, nodeName),
+      table: scheduledTable,
+      from: historyTable,
+      key: key(tKey, isHost),
       guard: scheduledGuard,
     });
   // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
@@ -250,7 +237,7 @@ export function appendDowntimeStatements(
       table: TOMBSTONES,
       row: { ...tKey, history_removed: historyRemoved ? 1 : 0, end_time: ev.timestamp },
     });
-    out.push({ kind: "delete", event, table: SCHEDULED[kind], key: key(ev, isHost, nodeName) });
+    out.push({ kind: "delete", event, table: scheduledTable, key: key(tKey, isHost) });
   };
 
   if (type === DOWNTIME_ADD) {
@@ -280,12 +267,7 @@ export function appendDowntimeStatements(
     const removed = ev.startTime > ev.timestamp;
     end("DELETE", removed);
     if (removed) {
-      out.push({
-        kind: "delete",
-        event: "DELETE",
-        table: HISTORY[kind],
-        key: key(ev, isHost, nodeName),
-      });
+      out.push({ kind: "delete", event: "DELETE", table: historyTable, key: key(tKey, isHost) });
     } else {
       // The downtime reached its window: it belongs in the history even if no other event of it was
       // ever written. DELETE never sets actual_end_time (docs/tables.md#downtime-statements).
