@@ -44,7 +44,6 @@ export interface GraphiteOptions {
   readonly metrics?: GraphiteMetrics;
   /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
   readonly observer?: SinkObserver;
-  /** Interval of the write summary; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
 }
 
