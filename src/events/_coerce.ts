@@ -24,12 +24,11 @@
 
 import type { DowntimeStatement, InvalidReason, TableRow } from "./types.ts";
 
-/** A parsed JSON object. Members may be absent, hence `undefined`. */
+/** A parsed JSON object; members may be absent. */
 export interface JsonObject {
   readonly [key: string]: unknown;
 }
 
-/** True for a JSON object (not null, not an array). */
 export function isJsonObject(v: unknown): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
@@ -46,7 +45,7 @@ const FLOAT_STRING = /^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$/;
  */
 export class DecodeState {
   readonly nodeName: string;
-  /** Floored worker clock, epoch seconds. */
+  /** Floored, epoch seconds. */
   readonly nowSeconds: number;
   readonly rows: TableRow[] = [];
   readonly statements: DowntimeStatement[] = [];
@@ -66,7 +65,6 @@ export class DecodeState {
   envelope: JsonObject | null = null;
   /** Payload key of the queue, for messages. */
   payloadKey = "";
-  /** `--perfdata-label-quotes` (docs/perfdata.md#labels). */
   perfdataLabelQuotes: "keep" | "strip" = "keep";
 
   constructor(nodeName: string, nowSeconds: number) {

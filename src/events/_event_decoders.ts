@@ -1,18 +1,15 @@
 /**
  * One decoder per queue: event (envelope + payload object) → rows, downtime statements or a
- * restart cutoff, following the column mappings of docs/tables.md#queues. Each
- * decoder is a top-level function (no per-event closures) and builds its rows as object
- * literals in schema column order, so all rows of a table share one hidden class. The host and
- * service variants therefore repeat their shared columns on purpose: one helper adding the
- * shared columns to a started row decoded host and service status 3× slower (paired bench,
- * 225 µs against 740 µs per 200 events each).
+ * restart cutoff, following docs/tables.md#queues. Each decoder is a top-level function (no
+ * per-event closures) and builds its rows as object literals in schema column order, so all rows
+ * of a table share one hidden class. The host and service variants therefore repeat their shared
+ * columns on purpose: one helper adding the shared columns to a started row decoded host and
+ * service status 3× slower (paired bench, 225 µs against 740 µs per 200 events each).
  *
- * Which fields are required (missing → `missing_field`, see _coerce.ts): those that form the
- * row's primary key (object identity and the key time column) and those that decide whether
- * or where the event is written (envelope `type` where it filters, host/service
- * discriminators, `contacts_notified`). `*_usec` is not required: it is a tie-breaker whose
- * schema default is 0. Filters run before the remaining fields are read, so an event that is
- * skipped anyway cannot dead-letter its job.
+ * Required (missing → `missing_field`): the row's primary key (object identity, key time column)
+ * and what decides whether or where the event is written (envelope `type` where it filters,
+ * host/service discriminators, `contacts_notified`); not `*_usec`, a tie-breaker whose schema
+ * default is 0. Filters run first, so an event skipped anyway cannot dead-letter its job.
  *
  * @module
  */
@@ -41,7 +38,7 @@ import {
 } from "./downtime.ts";
 import { appendPerfdataRows, parsePerfdata } from "./perfdata.ts";
 
-/** Signature shared by all event decoders. `p` is the payload object (`ev` for core restart). */
+/** `p` is the payload object (`ev` for core restart). */
 export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => void;
 
 /** NEB NOTIFICATION_END: the only notification event stored (docs/tables.md#notifications-log). */

@@ -9,10 +9,9 @@ import type { QueueName } from "./queues.ts";
 import type { DecodeContext } from "./types.ts";
 
 /**
- * The fixture of a queue, as text. The files in `testdata/` are byte-for-byte copies of
- * `shared/fixtures/<queue>.json` (themselves copies of statusengine/statusengine-worker
- * `.claude/specs/`). They are named `.job` because `deno fmt` would re-indent a `.json` file,
- * and the expected rows (docs/tables.md#appendix) are stated for the unchanged bytes.
+ * The fixture of a queue, as text: byte-for-byte copies of `shared/fixtures/<queue>.json`, named
+ * `.job` because `deno fmt` would re-indent a `.json` file, and the expected rows
+ * (docs/tables.md#appendix) are stated for the unchanged bytes.
  */
 export function fixture(queue: QueueName): string {
   return Deno.readTextFileSync(new URL(`./testdata/${queue}.job`, import.meta.url));
@@ -31,10 +30,8 @@ export const APPENDIX_CTX: DecodeContext = Object.freeze({
 });
 
 /**
- * Column lists in schema order for every table the decoders write
- * (`statusengine_logentries` without its AUTO_INCREMENT `id`), from the table
- * catalogue of src/mysql/, whose own tests pin it to the schema: a decoder
- * row whose keys differ from these would misalign the writer's statement.
+ * Column lists in schema order (without AUTO_INCREMENT ids) from the table catalogue of
+ * src/mysql/: a decoder row whose keys differ from these would misalign the writer's statement.
  */
 export const SCHEMA_COLUMNS: Readonly<Record<string, readonly string[]>> = Object.fromEntries(
   ALL_TABLES.map((t) => [t.name, t.insertColumns]),

@@ -1,7 +1,6 @@
 /**
- * Job body → {@linkcode DecodedJob}: payload shape (D3), stale filter
- * (docs/payloads.md#stale-status), per-queue decoding, and the D7 classification of undecodable
- * input. Pure: no I/O, no clock (the caller passes `nowSeconds`), never throws.
+ * Job body → {@linkcode DecodedJob}: payload shape (D3), stale filter, per-queue decoding and the
+ * D7 classification of undecodable input. Pure: no I/O, no clock of its own, never throws.
  *
  * @module
  */
@@ -74,8 +73,8 @@ function decodeEvent(
 }
 
 /**
- * Decode one job of a queue (after UTF-8 repair) into rows, downtime statements or a
- * core-restart cutoff.
+ * Decode one job of a queue (text after UTF-8 repair) into rows, downtime statements or a
+ * core-restart cutoff; a queue not in {@linkcode QUEUE_NAMES} yields `unknown_queue`.
  *
  * - Both payload shapes are accepted on every queue (D3): an object whose `messages` member is
  *   an array is a bulk job (an empty array is valid and yields nothing); any other object is
@@ -86,12 +85,6 @@ function decodeEvent(
  *   returned.
  * - With `ctx.collectEvents`, `events` holds the source objects the queue's stream rule
  *   (`QueueSpec.stream`) keeps, unchanged, for the `/ws` stream.
- *
- * @param queue One of {@linkcode QUEUE_NAMES}; anything else yields `unknown_queue`.
- * @param text The job body as text.
- * @param ctx Node name, worker clock and `--status-max-age`.
- * @returns The decoded job; `invalid` with a reason and a message naming the offending field.
- * @throws Never: every outcome, including malformed input, is a returned value.
  *
  * @example A single-form acknowledgement
  * ```ts
@@ -188,7 +181,6 @@ function effectiveCount(st: DecodeState): number {
 
 /** Result of {@linkcode decodePayload}. */
 export interface DecodedPayload {
-  /** The decoded job. */
   readonly job: DecodedJob;
   /** True when invalid UTF-8 was repaired (counted, and warned about at a limited rate). */
   readonly repaired: boolean;
@@ -199,13 +191,7 @@ export interface DecodedPayload {
 /**
  * Repair (docs/payloads.md#utf8-repair), decode to text and {@linkcode decodeJob} a raw job body:
  * the whole payload path (docs/payloads.md#order-of-operations) between receiving the bytes and
- * handing rows to the writers.
- *
- * @param queue The queue the job came from.
- * @param bytes The raw job body, exactly as received.
- * @param ctx Node name, worker clock and `--status-max-age`.
- * @returns The decoded job and whether the bytes needed repair.
- * @throws Never.
+ * handing rows to the writers. Never throws.
  *
  * @example A CP1252 byte inside a log line
  * ```ts

@@ -1,15 +1,12 @@
 /**
  * The downtime lifecycle (docs/downtimes.md) as a pure function: one downtime event in, the
- * ordered statements for the four downtime tables and the worker's announcements and tombstones
- * out. The SQL builder in `src/mysql/` only renders them; every rule (which table, which columns,
- * how an existing row takes the event, which tombstone suppresses a write, the strict DELETE
- * boundary) is decided here.
+ * ordered statements for the downtime tables, announcements and tombstones out. Every rule is
+ * decided here; the SQL builder in `src/mysql/` only renders the statements.
  *
- * The statements are built so that the rows end the same whatever order the events of one
- * downtime are applied in and however often one repeats: every event can create the rows from
- * the complete definition it carries, every column merges by an order-independent rule, the
- * scheduled row is a copy of the merged history row, and a tombstone keeps an ended downtime from
- * coming back.
+ * The rows end the same whatever order the events of one downtime are applied in and however
+ * often one repeats: every event can create the rows from the complete definition it carries,
+ * every column merges by an order-independent rule, the scheduled row is a copy of the merged
+ * history row, and a tombstone keeps an ended downtime from coming back.
  *
  * @module
  */
@@ -26,60 +23,43 @@ import type {
   ScheduledDowntimeTable,
 } from "./types.ts";
 
-/** Envelope `type` of a scheduled downtime (docs/tables.md#downtime-events). */
+// Envelope `type`s, the host `downtime_type` (every other value is a service downtime) and the
+// `attr` of a STOP cancelled by a user: docs/tables.md#downtime-events.
 export const DOWNTIME_ADD = 1100;
-/** Envelope `type` of a downtime removed from the core (docs/tables.md#downtime-events). */
 export const DOWNTIME_DELETE = 1101;
-/**
- * Envelope `type` of a downtime restored from retention at start-up
- * (docs/tables.md#downtime-events).
- */
+/** Restored from retention at start-up. */
 export const DOWNTIME_LOAD = 1102;
-/** Envelope `type` of a downtime that became active (docs/tables.md#downtime-events). */
 export const DOWNTIME_START = 1103;
-/** Envelope `type` of an active downtime that ended (docs/tables.md#downtime-events). */
 export const DOWNTIME_STOP = 1104;
-/**
- * `downtime_type` of a host downtime; every other value is a service downtime
- * (docs/tables.md#downtime-events).
- */
 export const DOWNTIME_TYPE_HOST = 2;
-/** Envelope `attr` of a STOP that was cancelled by a user (docs/tables.md#downtime-events). */
 const DOWNTIME_STOP_CANCELLED = 2;
 
-/** One downtime event with its fields already coerced (see the decoder's coercion rules). */
+/**
+ * One downtime event with its fields already coerced: the envelope's `type`, `attr` (only
+ * meaningful for STOP), `timestamp` (`ts` in docs/tables.md#downtime-statements) and
+ * `timestamp_usec` (the history `entry_time_usec` of an ADD), and the `downtime` payload's fields.
+ */
 export interface DowntimeEvent {
-  /** Envelope `type` (1100–1104; anything else yields no statement). */
   readonly type: number;
-  /** Envelope `attr`; only meaningful for STOP (2 = cancelled). */
   readonly attr: number;
-  /** Envelope `timestamp`, epoch seconds (`ts` in docs/tables.md#downtime-statements). */
   readonly timestamp: number;
-  /** Envelope `timestamp_usec`; becomes the history `entry_time_usec` of an ADD. */
   readonly timestampUsec: number;
-  /** `downtime.downtime_type`: 2 host, anything else service. */
+  /** 2 host, anything else service. */
   readonly downtimeType: number;
-  /** `downtime.host_name`. */
   readonly hostName: string;
-  /** `downtime.service_description`; ignored for host downtimes. */
+  /** Ignored for host downtimes. */
   readonly serviceDescription: string;
-  /** `downtime.downtime_id`. */
   readonly downtimeId: number;
-  /** `downtime.start_time`: the scheduled window start, part of the primary key. */
+  /** The scheduled window start, part of the primary key. */
   readonly startTime: number;
-  /** `downtime.end_time`. */
   readonly endTime: number;
-  /** `downtime.entry_time`. */
   readonly entryTime: number;
-  /** `downtime.author_name`. */
   readonly authorName: string;
-  /** `downtime.comment_data`. */
   readonly commentData: string;
-  /** `downtime.triggered_by`. */
   readonly triggeredBy: number;
-  /** `downtime.fixed`, already 0/1. */
+  /** Already 0/1. */
   readonly fixed: number;
-  /** `downtime.duration`, seconds. */
+  /** Seconds. */
   readonly duration: number;
 }
 
@@ -92,14 +72,6 @@ const EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
   [DOWNTIME_STOP]: "STOP",
 });
 
-const HISTORY: Readonly<Record<"host" | "service", DowntimeHistoryTable>> = {
-  host: "statusengine_host_downtimehistory",
-  service: "statusengine_service_downtimehistory",
-};
-const SCHEDULED: Readonly<Record<"host" | "service", ScheduledDowntimeTable>> = {
-  host: "statusengine_host_scheduleddowntimes",
-  service: "statusengine_service_scheduleddowntimes",
-};
 const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 const ANNOUNCEMENTS: DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 
@@ -151,24 +123,6 @@ interface Dynamics {
 }
 const NO_DYNAMICS: Dynamics = { wasStarted: 0, actualStart: 0, actualEnd: 0, wasCancelled: 0 };
 
-function key(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
-  // Primary-key order of all four tables (docs/tables.md#statusengine_host_downtimehistory).
-  return isHost
-    ? {
-      hostname: ev.hostName,
-      node_name: nodeName,
-      scheduled_start_time: ev.startTime,
-      internal_downtime_id: ev.downtimeId,
-    }
-    : {
-      hostname: ev.hostName,
-      service_description: ev.serviceDescription,
-      node_name: nodeName,
-      scheduled_start_time: ev.startTime,
-      internal_downtime_id: ev.downtimeId,
-    };
-}
-
 function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row {
   // Primary-key order of statusengine_downtime_tombstones; '' stands for "host downtime".
   return {
@@ -178,6 +132,17 @@ function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row
     scheduled_start_time: ev.startTime,
     internal_downtime_id: ev.downtimeId,
   };
+}
+
+/**
+ * The primary key of the four downtime tables, in their order
+ * (docs/tables.md#statusengine_host_downtimehistory): the tombstone's, without
+ * `service_description` for a host downtime.
+ */
+function key(tombstone: Row, isHost: boolean): Row {
+  if (!isHost) return { ...tombstone };
+  const { service_description: _, ...hostKey } = tombstone;
+  return hostKey;
 }
 
 function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
@@ -206,13 +171,8 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
 }
 
 /**
- * Append the statements of one downtime event to `out`, in execution order
- * (docs/downtimes.md). Used by the queue decoder so a bulk job fills one
- * list without intermediate arrays.
- *
- * @param ev The downtime event.
- * @param nodeName Configured node name (part of every downtime primary key).
- * @param out Receives the statements.
+ * {@linkcode downtimeStatements} appending to `out`, so a bulk job fills one list without
+ * intermediate arrays. `nodeName` is part of every downtime primary key.
  */
 export function appendDowntimeStatements(
   ev: DowntimeEvent,
@@ -226,6 +186,8 @@ export function appendDowntimeStatements(
   // (docs/tables.md#downtime-events).
   const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
   const kind = isHost ? "host" : "service";
+  const historyTable: DowntimeHistoryTable = `statusengine_${kind}_downtimehistory`;
+  const scheduledTable: ScheduledDowntimeTable = `statusengine_${kind}_scheduleddowntimes`;
   const tKey = tombstoneKey(ev, isHost, nodeName);
   // A history row exists unless a DELETE before the window removed it; a scheduled row exists
   // only until the downtime ended (STOP) or was removed (DELETE).
@@ -235,7 +197,7 @@ export function appendDowntimeStatements(
     out.push({
       kind: "upsert",
       event: name,
-      table: HISTORY[kind],
+      table: historyTable,
       row: historyRow(ev, isHost, nodeName, d),
       merge,
       guard: historyGuard,
@@ -248,9 +210,9 @@ export function appendDowntimeStatements(
     out.push({
       kind: "copy",
       event,
-      table: SCHEDULED[kind],
-      from: HISTORY[kind],
-      key: key(ev, isHost, nodeName),
+      table: scheduledTable,
+      from: historyTable,
+      key: key(tKey, isHost),
       guard: scheduledGuard,
     });
   // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
@@ -275,7 +237,7 @@ export function appendDowntimeStatements(
       table: TOMBSTONES,
       row: { ...tKey, history_removed: historyRemoved ? 1 : 0, end_time: ev.timestamp },
     });
-    out.push({ kind: "delete", event, table: SCHEDULED[kind], key: key(ev, isHost, nodeName) });
+    out.push({ kind: "delete", event, table: scheduledTable, key: key(tKey, isHost) });
   };
 
   if (type === DOWNTIME_ADD) {
@@ -305,12 +267,7 @@ export function appendDowntimeStatements(
     const removed = ev.startTime > ev.timestamp;
     end("DELETE", removed);
     if (removed) {
-      out.push({
-        kind: "delete",
-        event: "DELETE",
-        table: HISTORY[kind],
-        key: key(ev, isHost, nodeName),
-      });
+      out.push({ kind: "delete", event: "DELETE", table: historyTable, key: key(tKey, isHost) });
     } else {
       // The downtime reached its window: it belongs in the history even if no other event of it was
       // ever written. DELETE never sets actual_end_time (docs/tables.md#downtime-statements).
@@ -331,11 +288,6 @@ export function appendDowntimeStatements(
  * | STOP 1104 | history upsert (latest `actual_end_time`, its `was_cancelled`), tombstone, scheduled delete |
  * | DELETE 1101 | tombstone, scheduled delete, then history delete if `start_time` > `timestamp`, else history upsert (create only) |
  * | other | none |
- *
- * @param ev The downtime event, fields already coerced.
- * @param nodeName Configured node name.
- * @returns The statements; empty for unknown types.
- * @throws Never.
  *
  * @example A cancelled STOP of a host downtime
  * ```ts

@@ -1,9 +1,8 @@
 /**
- * Payload → rows for every consumed queue: UTF-8 repair (docs/payloads.md#utf8-repair), both
- * payload shapes (D3), the per-queue mappings of docs/tables.md, the stale filter
- * (docs/payloads.md#stale-status), the downtime lifecycle (docs/tables.md#downtime-statements), the
- * core-restart cutoff (D4) and the perfdata parser (docs/perfdata.md#parsing). Pure: no I/O and no
- * imports of other `src/` directories.
+ * Payload → rows for every consumed queue (docs/payloads.md, docs/tables.md): UTF-8 repair, both
+ * payload shapes, the per-queue mappings, the stale filter, the downtime lifecycle, the
+ * core-restart cutoff and the perfdata parser. Pure: no I/O and no imports of other `src/`
+ * directories.
  *
  * @module
  */

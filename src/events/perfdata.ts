@@ -10,8 +10,7 @@ import type { Row, TableRow } from "./types.ts";
 
 /**
  * Warning, critical, min and max of a gauge, each a plain number or null (absent, empty, or a
- * Nagios range such as `10:20` or `@5`, which is not one number). MySQL does not store them; the
- * time-series backends (InfluxDB) write them as fields beside the value.
+ * Nagios range such as `10:20` or `@5`). Not stored in MySQL; InfluxDB writes them as fields.
  */
 export interface PerfdataThresholds {
   readonly warn: number | null;
@@ -33,33 +32,25 @@ export const PERFDATA_THRESHOLDS: unique symbol = Symbol("perfdata thresholds");
  */
 export type PerfdataLabelQuotes = "keep" | "strip";
 
-/** One gauge of a `perf_data` string. */
+/** One gauge of a `perf_data` string (docs/perfdata.md#algorithm). */
 export interface PerfdataMetric {
-  /**
-   * Text before the first `=`; quotes are kept and `"` is normalised to `'`
-   * (docs/perfdata.md#algorithm).
-   */
+  /** Text before the first `=`; quotes are kept and `"` is normalised to `'`. */
   readonly label: string;
-  /** The value as a double. */
   readonly value: number;
-  /**
-   * Unit of measure, `''` when absent (docs/tables.md#perfdata-unit-null); `%%` is collapsed to
-   * `%`. Not truncated.
-   */
+  /** `''` when absent (docs/tables.md#perfdata-unit-null); `%%` is collapsed to `%`. */
   readonly unit: string;
   /** Present only when at least one of warn, crit, min, max is a plain number. */
   readonly thresholds?: PerfdataThresholds;
 }
 
-/** The reduced service check of `statusngin_service_perfdata` (docs/tables.md#perfdata-queue). */
+/**
+ * The reduced service check of `statusngin_service_perfdata` (docs/tables.md#perfdata-queue):
+ * `host_name`, `service_description`, `start_time` (the metric time, D5) and raw `perf_data`.
+ */
 export interface PerfdataCheck {
-  /** `servicecheck.host_name`. */
   readonly hostname: string;
-  /** `servicecheck.service_description`. */
   readonly serviceDescription: string;
-  /** `servicecheck.start_time`, epoch seconds: the metric time (D5). */
   readonly startTime: number;
-  /** `servicecheck.perf_data`, raw. */
   readonly perfData: string;
 }
 
@@ -90,9 +81,6 @@ function isValueChar(c: number): boolean {
  * A label without the plugin's quotes (docs/perfdata.md#labels): plugins quote a label that holds
  * spaces or `=` (`'memory used'`) and write a quote inside one as `''`. A label that starts and
  * ends with a quote loses them and has `''` read as `'`; any other label is returned as it is.
- *
- * @param label A label as {@linkcode parsePerfdata} returns it (quotes kept, `"` written `'`).
- * @returns The label's text.
  *
  * @example
  * ```ts
@@ -169,10 +157,6 @@ function parseThresholds(s: string, start: number, end: number): PerfdataThresho
  * a token without `=` or without a numeric value is skipped and the others are kept. Every gauge is
  * returned, repeated labels included, in input order (docs/tables.md#perfdata-labels).
  *
- * @param perfData The raw `perf_data` string; surrounding whitespace is ignored (docs/tables.md#perfdata-whitespace).
- * @returns The gauges with a numeric value.
- * @throws Never.
- *
  * @example Two gauges
  * ```ts
  * import assert from "node:assert/strict";
@@ -211,13 +195,9 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
 }
 
 /**
- * Build the `statusengine_perfdata` rows of one reduced service check (docs/perfdata.md#storage):
- * `timestamp` in milliseconds and `timestamp_unix` in seconds, both from the payload `start_time`
- * (D5).
- *
- * @param check The service check.
- * @returns One row per gauge with a numeric value; none for empty `perf_data`.
- * @throws Never.
+ * The `statusengine_perfdata` rows of one reduced service check (docs/perfdata.md#storage), one
+ * per gauge with a numeric value: `timestamp` in milliseconds and `timestamp_unix` in seconds, both
+ * from the payload `start_time` (D5).
  *
  * @example
  * ```ts
@@ -276,12 +256,7 @@ export function appendPerfdataRows(
   }
 }
 
-/**
- * The thresholds a `statusengine_perfdata` row carries for the time-series backends.
- *
- * @param row A row built by {@linkcode perfdataRows}.
- * @returns Its gauge's thresholds, or null when it has none.
- */
+/** The thresholds a `statusengine_perfdata` row carries for the time-series backends, or null. */
 export function perfdataThresholds(row: Row): PerfdataThresholds | null {
   return (row as { readonly [PERFDATA_THRESHOLDS]?: PerfdataThresholds | null })[
     PERFDATA_THRESHOLDS
@@ -290,12 +265,8 @@ export function perfdataThresholds(row: Row): PerfdataThresholds | null {
 
 /**
  * The shortest decimal that round-trips, never in exponent notation (Carbon rejects it,
- * docs/perfdata.md#line-format, and InfluxDB's line protocol is written the same way):
- * `1e-7` → `0.0000001`, `1e21` → `1000000000000000000000`. It lives beside the parser because
- * every perfdata backend writes values with it.
- *
- * @param value A finite number.
- * @returns Positional decimal text.
+ * docs/perfdata.md#line-format; InfluxDB's line protocol is written the same way): `1e-7` →
+ * `0.0000001`. It lives beside the parser because every perfdata backend writes values with it.
  */
 export function positionalDecimal(value: number): string {
   const text = String(value);

@@ -1,7 +1,6 @@
 /**
- * The queue table: the single source of truth for the twelve consumed queues:
- * settings, metrics and the decoders derive from it, so no list can drift.
- * Consumers derive their registrations, in-flight caps and metric label values from it.
+ * The queue table, the single source of truth for the twelve consumed queues: settings, metrics,
+ * decoders, consumer registrations and in-flight caps derive from it, so no list can drift.
  *
  * @module
  */
@@ -65,7 +64,7 @@ export type StreamRule = "every_event" | "effective_events";
 
 /** Everything the pipeline needs to know about one queue. */
 export interface QueueSpec {
-  /** The queue (Gearman function / RabbitMQ queue) name. */
+  /** The Gearman function / RabbitMQ queue name. */
   readonly name: QueueName;
   /** Key of the payload object inside each event; null for the envelope-less core restart. */
   readonly payloadKey: string | null;
@@ -88,7 +87,6 @@ export interface QueueSpec {
    * (docs/payloads.md#stale-status).
    */
   readonly staleFilter: boolean;
-  /** Which events of a job the `/ws` stream carries. */
   readonly stream: StreamRule;
   /**
    * The row column holding when the core produced the event, for
@@ -100,128 +98,87 @@ export interface QueueSpec {
   readonly decode: EventDecoder;
 }
 
-function spec(
-  name: QueueName,
-  payloadKey: string | null,
-  output: QueueOutput,
-  tables: readonly TableName[],
-  decode: EventDecoder,
-): QueueSpec {
-  return Object.freeze({
-    name,
-    payloadKey,
-    output,
-    tables: Object.freeze([...tables]),
-    inOrder: name === "statusngin_downtimes",
-    staleFilter: name === "statusngin_hoststatus" || name === "statusngin_servicestatus",
-    eventTimeColumn: name === "statusngin_hoststatus" || name === "statusngin_servicestatus"
-      ? "status_update_time"
-      : name === "statusngin_hostchecks" || name === "statusngin_servicechecks"
-      ? "end_time"
-      : null,
-    stream:
-      name === "statusngin_notifications" || name === "statusngin_contactnotificationmethod" ||
-        name === "statusngin_core_restart"
-        ? "effective_events"
-        : "every_event",
-    decode,
-  });
-}
+const STATUS = ["statusngin_hoststatus", "statusngin_servicestatus"];
+const CHECKS = ["statusngin_hostchecks", "statusngin_servicechecks"];
+const EFFECTIVE = [
+  "statusngin_notifications",
+  "statusngin_contactnotificationmethod",
+  "statusngin_core_restart",
+];
 
-/** The queue table, keyed by queue name. */
-export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze({
-  statusngin_hoststatus: spec(
-    "statusngin_hoststatus",
-    "hoststatus",
-    "rows",
-    ["statusengine_hoststatus"],
-    decodeHostStatus,
-  ),
-  statusngin_servicestatus: spec(
-    "statusngin_servicestatus",
+/** Payload key, tables and decoder per queue; the other settings follow from the name. */
+const DEFINITIONS: Readonly<
+  Record<QueueName, readonly [string | null, readonly TableName[], EventDecoder]>
+> = {
+  "statusngin_hoststatus": ["hoststatus", ["statusengine_hoststatus"], decodeHostStatus],
+  "statusngin_servicestatus": [
     "servicestatus",
-    "rows",
     ["statusengine_servicestatus"],
     decodeServiceStatus,
-  ),
-  statusngin_hostchecks: spec(
-    "statusngin_hostchecks",
-    "hostcheck",
-    "rows",
-    ["statusengine_hostchecks"],
-    decodeHostCheck,
-  ),
-  statusngin_servicechecks: spec(
-    "statusngin_servicechecks",
-    "servicecheck",
-    "rows",
-    ["statusengine_servicechecks"],
-    decodeServiceCheck,
-  ),
-  statusngin_service_perfdata: spec(
-    "statusngin_service_perfdata",
-    "servicecheck",
-    "rows",
-    ["statusengine_perfdata"],
-    decodeServicePerfdata,
-  ),
-  statusngin_statechanges: spec(
-    "statusngin_statechanges",
+  ],
+  "statusngin_hostchecks": ["hostcheck", ["statusengine_hostchecks"], decodeHostCheck],
+  "statusngin_servicechecks": ["servicecheck", ["statusengine_servicechecks"], decodeServiceCheck],
+  "statusngin_service_perfdata": ["servicecheck", ["statusengine_perfdata"], decodeServicePerfdata],
+  "statusngin_statechanges": [
     "statechange",
-    "rows",
     ["statusengine_host_statehistory", "statusengine_service_statehistory"],
     decodeStateChange,
-  ),
-  statusngin_logentries: spec(
-    "statusngin_logentries",
-    "logentry",
-    "rows",
-    ["statusengine_logentries"],
-    decodeLogEntry,
-  ),
-  statusngin_notifications: spec(
-    "statusngin_notifications",
+  ],
+  "statusngin_logentries": ["logentry", ["statusengine_logentries"], decodeLogEntry],
+  "statusngin_notifications": [
     "notification_data",
-    "rows",
     ["statusengine_host_notifications_log", "statusengine_service_notifications_log"],
     decodeNotification,
-  ),
-  statusngin_contactnotificationmethod: spec(
-    "statusngin_contactnotificationmethod",
+  ],
+  "statusngin_contactnotificationmethod": [
     "contactnotificationmethod",
-    "rows",
     ["statusengine_host_notifications", "statusengine_service_notifications"],
     decodeContactNotificationMethod,
-  ),
-  statusngin_acknowledgements: spec(
-    "statusngin_acknowledgements",
+  ],
+  "statusngin_acknowledgements": [
     "acknowledgement",
-    "rows",
     ["statusengine_host_acknowledgements", "statusengine_service_acknowledgements"],
     decodeAcknowledgement,
-  ),
-  statusngin_downtimes: spec(
-    "statusngin_downtimes",
-    "downtime",
-    "downtimes",
-    DOWNTIME_TABLE_NAMES,
-    decodeDowntime,
-  ),
-  statusngin_core_restart: spec(
-    "statusngin_core_restart",
+  ],
+  "statusngin_downtimes": ["downtime", DOWNTIME_TABLE_NAMES, decodeDowntime],
+  "statusngin_core_restart": [
     null,
-    "core_restart",
     ["statusengine_hoststatus", "statusengine_servicestatus"],
     decodeCoreRestart,
-  ),
-});
+  ],
+};
+
+/** The queue table, keyed by queue name. */
+export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze(
+  Object.fromEntries(
+    QUEUE_NAMES.map((name) => {
+      const [payloadKey, tables, decode] = DEFINITIONS[name];
+      const spec: QueueSpec = {
+        name,
+        payloadKey,
+        output: name === "statusngin_downtimes"
+          ? "downtimes"
+          : name === "statusngin_core_restart"
+          ? "core_restart"
+          : "rows",
+        tables: Object.freeze([...tables]),
+        inOrder: name === "statusngin_downtimes",
+        staleFilter: STATUS.includes(name),
+        eventTimeColumn: STATUS.includes(name)
+          ? "status_update_time"
+          : CHECKS.includes(name)
+          ? "end_time"
+          : null,
+        stream: EFFECTIVE.includes(name) ? "effective_events" : "every_event",
+        decode,
+      };
+      return [name, Object.freeze(spec)];
+    }),
+  ) as Record<QueueName, QueueSpec>,
+);
 
 /**
  * Narrow a string to a {@linkcode QueueName}.
- *
- * @param name Any string.
- * @returns True when `name` is one of the twelve consumed queues.
- * @throws Never.
  *
  * @example
  * ```ts

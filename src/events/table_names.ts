@@ -1,12 +1,9 @@
 /**
- * The names of the 25 tables (the 22 `statusengine_*` tables of Statusengine and the worker's
- * own `statusengine_downtime_announcements`, `statusengine_downtime_tombstones` and
- * `statusengine_worker_leases`) on their own, grouped by how they are
- * written, with no imports: the decoders (which emit rows for them), the pipeline (which
- * routes rows to their writers) and the table catalogue (which defines their columns) all
- * type their table names with these, so a row can only name a table that has a writer, and
- * the compiler, not a runtime check, says so. The catalogue's definitions are pinned to this
- * list by "catalogue: the table names and write modes match events/table_names.ts".
+ * The names of the 25 tables (Statusengine's 22 and the worker's own announcements, tombstones
+ * and leases) grouped by how they are written, with no imports: the decoders, the pipeline and
+ * the table catalogue all type their table names with these, so a row can only name a table that
+ * has a writer, and the compiler says so. The catalogue is pinned to this list by "catalogue: the
+ * table names and write modes match events/table_names.ts".
  *
  * @module
  */
@@ -29,7 +26,6 @@ export const BATCHED_TABLE_NAMES = [
   "statusengine_servicestatus",
 ] as const;
 
-/** A table written through a bulk writer. */
 export type BatchedTableName = (typeof BATCHED_TABLE_NAMES)[number];
 
 /**
@@ -65,17 +61,11 @@ export const TABLE_NAMES = [
   ...OTHER_TABLE_NAMES,
 ] as const;
 
-/** Name of one of the 25 tables. */
 export type TableName = (typeof TABLE_NAMES)[number];
 
 const BATCHED: ReadonlySet<string> = new Set(BATCHED_TABLE_NAMES);
 
-/**
- * Narrow a table name to one written through a bulk writer.
- *
- * @param name A table name.
- * @returns True for the fourteen batched tables.
- */
+/** Narrow a table name to one of the fourteen written through a bulk writer. */
 export function isBatchedTableName(name: string): name is BatchedTableName {
   return BATCHED.has(name);
 }

@@ -1,51 +1,41 @@
 /**
  * Types at the boundary between the event decoders (this directory) and the writers
- * (`src/mysql/`). Everything here is plain data: the decoders do no I/O, and the writers
- * re-derive no mapping rule from the payload.
+ * (`src/mysql/`): plain data, so the writers re-derive no mapping rule from the payload.
  *
  * @module
  */
 import type { BatchedTableName } from "./table_names.ts";
 
-/** A value bound to one SQL placeholder. Integers and doubles are `number`, text is `string`. */
+/** A value bound to one SQL placeholder. */
 export type SqlValue = string | number | null;
 
 /**
- * Column name → value, with raw values: strings are NOT truncated to their column length and
- * numbers are NOT clamped; the writer applies D6 and counts what it adjusts. A row to insert
- * lists its columns in the table's schema order (src/mysql/catalogue.ts); the `key` of a
- * downtime UPDATE/DELETE lists the primary-key columns in primary-key order.
+ * Column name → raw value: strings are NOT truncated and numbers NOT clamped; the writer applies
+ * D6 and counts what it adjusts. A row to insert lists its columns in schema order
+ * (src/mysql/catalogue.ts); the `key` of a downtime UPDATE/DELETE in primary-key order.
  */
 export type Row = Readonly<Record<string, SqlValue>>;
 
-/** A row together with the table it belongs to. */
+/** A row together with the table (with a bulk writer) it belongs to. */
 export interface TableRow {
-  /** A table with a bulk writer, e.g. `statusengine_hoststatus`. */
   readonly table: BatchedTableName;
-  /** The row itself. */
   readonly row: Row;
 }
 
 /** The two downtime history tables (docs/tables.md#downtime-tables). */
-export type DowntimeHistoryTable =
-  | "statusengine_host_downtimehistory"
-  | "statusengine_service_downtimehistory";
+export type DowntimeHistoryTable = `statusengine_${"host" | "service"}_downtimehistory`;
+
+/** The two tables mirroring the downtimes the core currently knows. */
+export type ScheduledDowntimeTable = `statusengine_${"host" | "service"}_scheduleddowntimes`;
 
 /**
- * The two tables mirroring the downtimes the core currently knows (docs/tables.md#downtime-tables).
- */
-export type ScheduledDowntimeTable =
-  | "statusengine_host_scheduleddowntimes"
-  | "statusengine_service_scheduleddowntimes";
-
-/**
- * The worker's own record of downtimes that ended or were deleted (docs/downtimes.md), so a
- * late or repeated job cannot bring their rows back.
+ * The worker's record of downtimes that ended or were deleted (docs/downtimes.md), so a late or
+ * repeated job cannot bring their rows back.
  */
 export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 
 /**
- * The worker's own record of when the core last announced each downtime (ADD, LOAD, START), so the
+ * The worker's record of when the core last announced each downtime (ADD, LOAD, START), so the
  * sweep after a core restart can tell the scheduled rows the core still has (docs/downtimes.md).
  */
 export type DowntimeAnnouncementTable = "statusengine_downtime_announcements";
@@ -54,9 +44,9 @@ export type DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 export type DowntimeEventName = "ADD" | "LOAD" | "START" | "STOP" | "DELETE";
 
 /**
- * How one column of a row that already exists takes the value an event brings. Each rule gives
- * the same result whatever order the events come in and however often one repeats, which is
- * what makes the downtime tables independent of delivery order (docs/downtimes.md).
+ * How one column of an existing row takes the value an event brings. Each rule gives the same
+ * result whatever order the events come in and however often one repeats, which makes the
+ * downtime tables independent of delivery order (docs/downtimes.md).
  *
  * - `assign`: the event's value (only for values every event of a downtime agrees on).
  * - `max`: the greater of both.
@@ -68,12 +58,8 @@ export type DowntimeMerge =
   | { readonly column: string; readonly rule: "assign" | "max" | "earliest" }
   | { readonly column: string; readonly rule: "follows"; readonly of: string };
 
-/**
- * The tombstone that suppresses an upsert: equality on the tombstone key, and for a history row
- * also `history_removed = 1`.
- */
+/** The tombstone that suppresses an upsert. */
 export interface DowntimeGuard {
-  /** The tombstone table. */
   readonly table: DowntimeTombstoneTable;
   /** Equality on exactly the tombstone's primary-key columns, in primary-key order. */
   readonly key: Row;
@@ -81,23 +67,21 @@ export interface DowntimeGuard {
   readonly historyRemoved: boolean;
 }
 
+// Every statement carries the `event` that produced it, for logs and metrics.
+
 /**
  * `INSERT INTO table (<keys of row>) SELECT … WHERE NOT EXISTS (<guard>) ON DUPLICATE KEY
  * UPDATE <merge>`: create the row from the event's complete downtime definition, or merge the
  * event into the row that exists, unless the tombstone says the row must not exist.
  */
 export interface DowntimeUpsert {
-  /** Discriminator. */
   readonly kind: "upsert";
-  /** The event that produced the statement (for logs and metrics). */
   readonly event: DowntimeEventName;
-  /** Target table. */
   readonly table: DowntimeHistoryTable | DowntimeAnnouncementTable;
   /** Every column to insert, in schema order, primary-key columns included. */
   readonly row: Row;
   /** How the existing row takes this event, in assignment order; empty = leave it as it is. */
   readonly merge: readonly DowntimeMerge[];
-  /** The tombstone that makes this statement write nothing. */
   readonly guard: DowntimeGuard;
   /**
    * True when writing nothing means the event is lost for good (its downtime was deleted before
@@ -111,28 +95,21 @@ export interface DowntimeUpsert {
  * DELETE) and whether its history row must go (DELETE before the window began).
  */
 export interface DowntimeTombstone {
-  /** Discriminator. */
   readonly kind: "tombstone";
-  /** The event that produced the statement (for logs and metrics). */
   readonly event: "STOP" | "DELETE";
-  /** The tombstone table. */
   readonly table: DowntimeTombstoneTable;
   /** Every column, in schema order. */
   readonly row: Row;
 }
 
 /**
- * `DELETE FROM table WHERE <key col> = ? AND …` (the full primary key). Deleting zero rows is a
- * normal outcome and is never reported (docs/tables.md#unmatched-deletes). A conditional delete
- * (history on DELETE) is only emitted when its condition holds: the condition depends on the event
- * alone.
+ * `DELETE FROM table WHERE <full primary key>`. Deleting zero rows is normal and never reported
+ * (docs/tables.md#unmatched-deletes). A conditional delete (history on DELETE) is only emitted
+ * when its condition holds: the condition depends on the event alone.
  */
 export interface DowntimeDelete {
-  /** Discriminator. */
   readonly kind: "delete";
-  /** The event that produced the statement (for logs and metrics). */
   readonly event: "STOP" | "DELETE";
-  /** Target table. */
   readonly table: DowntimeHistoryTable | ScheduledDowntimeTable;
   /** Equality on exactly the primary-key columns, in primary-key order. */
   readonly key: Row;
@@ -141,23 +118,18 @@ export interface DowntimeDelete {
 /**
  * `INSERT INTO <scheduled> (…) SELECT <the same columns> FROM <history> WHERE <key> AND NOT
  * EXISTS (<guard>) ON DUPLICATE KEY UPDATE <every non-key column>`: the scheduled row as the
- * columns it shares with the downtime's history row, which the statement before it merged this
- * event into. The history row holds every event of the downtime seen so far, so a scheduled row
- * written again after the core-restart sweep deleted it (a LOAD drained late) gets the same
- * values as if it had never been deleted.
+ * columns it shares with the history row, which the statement before merged this event into.
+ * The history row holds every event seen so far, so a scheduled row written again after the
+ * core-restart sweep deleted it (a LOAD drained late) gets the same values as if never deleted.
  */
 export interface DowntimeCopy {
-  /** Discriminator. */
   readonly kind: "copy";
-  /** The event that produced the statement (for logs and metrics). */
   readonly event: "ADD" | "LOAD" | "START";
-  /** Target table. */
   readonly table: ScheduledDowntimeTable;
   /** The history table of the same object kind. */
   readonly from: DowntimeHistoryTable;
   /** Equality on exactly the primary-key columns, in primary-key order (the same in both). */
   readonly key: Row;
-  /** The tombstone that makes this statement write nothing. */
   readonly guard: DowntimeGuard;
 }
 
@@ -165,63 +137,46 @@ export interface DowntimeCopy {
 export type DowntimeStatement = DowntimeUpsert | DowntimeCopy | DowntimeTombstone | DowntimeDelete;
 
 /**
- * Why a payload could not be decoded. A small fixed set: it becomes the `reason` label of
- * `statusengine_dead_letters_total` (D7, D10).
+ * Every reason a payload could not be decoded, for pre-creating metric series: the `reason` label
+ * of `statusengine_dead_letters_total` (D7, D10).
  *
  * - `not_json`: not valid JSON text (after UTF-8 repair).
- * - `not_object`: valid JSON whose top level is not an object (array, number, string, null…).
+ * - `not_object`: valid JSON whose top level is not an object.
  * - `bad_shape`: an object that is neither a bulk job nor a single event of the queue (missing
  *   payload key, a bulk element that is not an object).
  * - `bad_type`: a field holds a JSON type that the coercion rules do not accept.
  * - `missing_field`: a required field (row identity, routing or filter input) is absent or null.
  * - `unknown_queue`: the queue name is not one of the twelve consumed queues.
  */
-export type InvalidReason =
-  | "not_json"
-  | "not_object"
-  | "bad_shape"
-  | "bad_type"
-  | "missing_field"
-  | "unknown_queue";
-
-/** Every {@linkcode InvalidReason}, for pre-creating metric series. */
-export const INVALID_REASONS: readonly InvalidReason[] = Object.freeze([
-  "not_json",
-  "not_object",
-  "bad_shape",
-  "bad_type",
-  "missing_field",
-  "unknown_queue",
-]);
+export const INVALID_REASONS = Object.freeze(
+  ["not_json", "not_object", "bad_shape", "bad_type", "missing_field", "unknown_queue"] as const,
+);
+/** Why a payload could not be decoded: one of {@linkcode INVALID_REASONS}. */
+export type InvalidReason = (typeof INVALID_REASONS)[number];
 
 /**
  * One event of a job exactly as it arrived (a bulk job's `messages[i]`, or the whole
- * single-form document, envelope members included), as the `/ws` stream carries it.
+ * single-form document), as the `/ws` stream carries it.
  */
 export type StreamEvent = Readonly<Record<string, unknown>>;
 
-/** The outcome of decoding one job. Expected outcomes are values, never exceptions. */
+/**
+ * The outcome of decoding one job; expected outcomes are values, never exceptions. `events`
+ * (the events the queue's stream rule keeps) is set only with `collectEvents`.
+ */
 export type DecodedJob =
   | {
     /** Rows for the bulk writers, in event order (several tables may be mixed). */
     readonly kind: "rows";
     readonly rows: TableRow[];
-    /**
-     * Status events dropped by the stale filter (docs/payloads.md#stale-status); 0 on every other
-     * queue.
-     */
+    /** Status events dropped by the stale filter (docs/payloads.md#stale-status). */
     readonly staleDiscarded: number;
-    /** The events the queue's stream rule keeps; only when `collectEvents` was set. */
     readonly events?: StreamEvent[];
   }
   | {
-    /**
-     * Downtime statements of all events of the job, in the order they must run
-     * (docs/tables.md#downtime-statements).
-     */
+    /** In the order they must run (docs/tables.md#downtime-statements); events include LOAD. */
     readonly kind: "downtimes";
     readonly statements: DowntimeStatement[];
-    /** Every event of the job (LOAD included); only when `collectEvents` was set. */
     readonly events?: StreamEvent[];
   }
   | {
@@ -237,7 +192,6 @@ export type DecodedJob =
      * instead, or no time at all when the job may have waited while the worker was down.
      */
     readonly cutoffSource: "message" | "clock";
-    /** The PROCESS_RESTART events of the job; only when `collectEvents` was set. */
     readonly events?: StreamEvent[];
   }
   | {
@@ -254,29 +208,17 @@ export type DecodedJob =
 
 /** Settings the decoders need from the worker's configuration and clock. */
 export interface DecodeContext {
-  /**
-   * Configured node name, written into `node_name` columns (docs/tables.md#configuration-in-data).
-   */
+  /** Written into `node_name` columns (docs/tables.md#configuration-in-data). */
   readonly nodeName: string;
-  /**
-   * Worker clock, epoch seconds (fractions are floored). Used for the stale filter and the
-   * core-restart cutoff.
-   */
+  /** Worker clock, epoch seconds (floored), for the stale filter and the core-restart cutoff. */
   readonly nowSeconds: number;
-  /**
-   * `--status-max-age` in seconds; 0 (or less) disables the stale filter
-   * (docs/payloads.md#stale-status).
-   */
+  /** `--status-max-age`; 0 (or less) disables the stale filter (docs/payloads.md#stale-status). */
   readonly statusMaxAgeSeconds: number;
-  /**
-   * `--perfdata-label-quotes`: perfdata labels with the plugin's quotes (`keep`, the default) or
-   * without (docs/perfdata.md#labels).
-   */
+  /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
   readonly perfdataLabelQuotes?: "keep" | "strip";
   /**
-   * Also return the source events the queue's stream rule keeps (`events` of the result),
-   * for the `/ws` stream. Off by default: set only while a client is connected, so a worker
-   * nobody watches pays nothing for it (docs/operations.md#ws).
+   * Also return the events the queue's stream rule keeps, for the `/ws` stream. Set only while a
+   * client is connected, so a worker nobody watches pays nothing for it (docs/operations.md#ws).
    */
   readonly collectEvents?: boolean;
 }

@@ -6,60 +6,19 @@
  * @module
  */
 
-/** Result of {@linkcode repairUtf8}. */
-export interface Utf8RepairResult {
-  /** The repaired bytes; the input array itself (not a copy) when nothing was repaired. */
-  readonly bytes: Uint8Array;
-  /** True when at least one byte was reinterpreted as Windows-1252. */
-  readonly repaired: boolean;
-}
-
 // Code points of CP1252 0x80–0x9F (WHATWG windows-1252). Written out rather than taken from
 // TextDecoder("windows-1252") because some runtimes map this range as Latin-1
 // (docs/payloads.md#utf8-repair). The five unassigned bytes 0x81, 0x8D, 0x8F, 0x90, 0x9D map to the
 // C1 control of the same value. Pinned by "repairUtf8: the 0x80–0x9F table equals WHATWG
 // windows-1252".
-const CP1252_80_9F: readonly number[] = [
-  0x20ac,
-  0x0081,
-  0x201a,
-  0x0192,
-  0x201e,
-  0x2026,
-  0x2020,
-  0x2021,
-  0x02c6,
-  0x2030,
-  0x0160,
-  0x2039,
-  0x0152,
-  0x008d,
-  0x017d,
-  0x008f,
-  0x0090,
-  0x2018,
-  0x2019,
-  0x201c,
-  0x201d,
-  0x2022,
-  0x2013,
-  0x2014,
-  0x02dc,
-  0x2122,
-  0x0161,
-  0x203a,
-  0x0153,
-  0x009d,
-  0x017e,
-  0x0178,
-];
+const CP1252_80_9F = "€\x81‚ƒ„…†‡ˆ‰Š‹Œ\x8dŽ\x8f\x90‘’“”•–—˜™š›œ\x9džŸ";
 
 // UTF-8 encoding of the CP1252 character of every byte 0x80–0xFF, precomputed once so the
 // repair loop only copies: REPLACEMENT[(b - 0x80) * 3 ..] holds REPLACEMENT_LEN[b - 0x80] bytes.
 const REPLACEMENT = new Uint8Array(128 * 3);
 const REPLACEMENT_LEN = new Uint8Array(128);
 for (let b = 0x80; b <= 0xff; b++) {
-  const cp = b < 0xa0 ? CP1252_80_9F[b - 0x80] ?? b : b;
+  const cp = b < 0xa0 ? CP1252_80_9F.charCodeAt(b - 0x80) : b;
   const o = (b - 0x80) * 3;
   if (cp < 0x800) {
     REPLACEMENT[o] = 0xc0 | (cp >> 6);
@@ -129,12 +88,8 @@ function nextInvalid(b: Uint8Array, from: number): number {
  * Replace every byte that is not part of a well-formed UTF-8 sequence by the UTF-8 encoding
  * of that byte read as Windows-1252; copy well-formed sequences unchanged. The decision is per
  * byte: after an invalid byte, scanning resumes at the next byte (so a lead byte followed by
- * ASCII becomes one CP1252 character followed by that ASCII).
- *
- * @param bytes The raw job body.
- * @returns The repaired bytes and whether anything was repaired. Valid input (the normal case)
- *   is returned as the same `Uint8Array`, not copied.
- * @throws Never.
+ * ASCII becomes one CP1252 character followed by that ASCII). Valid input (the normal case) is
+ * returned as the same `Uint8Array`, not copied.
  *
  * @example Repairing a CP1252 umlaut
  * ```ts
@@ -144,7 +99,7 @@ function nextInvalid(b: Uint8Array, from: number): number {
  * assert.ok(repaired && new TextDecoder().decode(bytes) === "üb");
  * ```
  */
-export function repairUtf8(bytes: Uint8Array): Utf8RepairResult {
+export function repairUtf8(bytes: Uint8Array): { bytes: Uint8Array; repaired: boolean } {
   const end = bytes.length;
   let bad = nextInvalid(bytes, 0);
   if (bad === end) return { bytes, repaired: false };

@@ -1,11 +1,9 @@
 /**
- * The Graphite (Carbon plaintext) sink for perfdata (docs/perfdata.md#no-backend-holds-up-mysql).
- * MySQL is the system of record and must never wait for Graphite: `offer` never blocks, a full
- * buffer drops and counts (docs/decisions.md#graphite-stalls), and a failed dial or write drops the
- * whole batch, closes the connection and dials again on the next flush (no retry: a partly written
- * batch sent again would duplicate its first lines). The buffer, batching and counting are the
- * shared perfdata sink core (sink.ts). Lines are Carbon plaintext
- * (docs/perfdata.md#graphite-path): `<path> <value> <unix seconds>\n`.
+ * The Graphite (Carbon plaintext) sink for perfdata (docs/perfdata.md#no-backend-holds-up-mysql,
+ * docs/decisions.md#graphite-stalls): on the shared sink core (sink.ts), and a failed dial or
+ * write drops the whole batch and dials again on the next flush (no retry: a partly written batch
+ * sent again would duplicate its first lines). Lines are `<path> <value> <unix seconds>\n`
+ * (docs/perfdata.md#graphite-path).
  *
  * @module
  */
@@ -46,7 +44,6 @@ export interface GraphiteOptions {
   readonly metrics?: GraphiteMetrics;
   /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
   readonly observer?: SinkObserver;
-  /** Interval of the write summary; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
 }
 
@@ -96,12 +93,8 @@ class CarbonTransport implements Transport<string> {
   }
 }
 
-/**
- * Sends perfdata metrics to Carbon, in batches on one lazily dialled connection; structurally the
- * pipeline's `PerfdataSink`.
- */
+/** Sends perfdata to Carbon; structurally the pipeline's `PerfdataSink`. */
 export class GraphiteClient extends PerfdataClient<string> {
-  /** @param options Address, prefix, batch size and metrics. */
   constructor(options: GraphiteOptions) {
     const illegal = options.illegalCharacters;
     const prefix = sanitizeSegment(options.prefix, illegal);
@@ -159,11 +152,8 @@ export class GraphiteClient extends PerfdataClient<string> {
 const DEFAULT_ILLEGAL = illegalCharactersPattern(DEFAULT_ILLEGAL_CHARACTERS);
 
 /**
- * Sanitise one path segment (or the prefix).
- *
- * @param segment Host name, service description, label or prefix.
- * @param illegal Characters to replace (`--graphite-illegal-characters`); default the legacy one.
- * @returns The segment with illegal characters replaced by `_`.
+ * One path segment (or the prefix) with the `illegal` characters (`--graphite-illegal-characters`,
+ * default the legacy set) replaced by `_`.
  *
  * @example
  * ```ts
@@ -175,16 +165,7 @@ export function sanitizeSegment(segment: string, illegal: RegExp = DEFAULT_ILLEG
   return segment.replace(illegal, "_");
 }
 
-/**
- * `<prefix>.<host>.<service>.<label>`, each segment sanitised.
- *
- * @param prefix Already sanitised prefix.
- * @param host Host name.
- * @param service Service description.
- * @param label Perfdata label.
- * @param illegal Characters to replace; default the legacy set.
- * @returns The metric path.
- */
+/** `<prefix>.<host>.<service>.<label>`, each segment but the (already sanitised) prefix sanitised. */
 export function metricPath(
   prefix: string,
   host: string,
@@ -197,14 +178,7 @@ export function metricPath(
   }`;
 }
 
-/**
- * One Carbon line.
- *
- * @param path Metric path.
- * @param value Value.
- * @param seconds Unix seconds (integer).
- * @returns `path value seconds\n`.
- */
+/** One Carbon line: `path value seconds\n`. */
 export function carbonLine(path: string, value: number, seconds: number): string {
   return `${path} ${positionalDecimal(value)} ${Math.floor(seconds)}\n`;
 }

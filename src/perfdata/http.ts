@@ -12,20 +12,14 @@ const REQUEST_TIMEOUT_MS = 10_000;
 /** Bytes of an error answer kept for the log line. */
 const ANSWER_BYTES = 300;
 
-/** Credentials of a backend: a bearer or InfluxDB token, or a user and password. */
-export interface HttpAuth {
-  /** `Authorization: <scheme> <token>`, e.g. `Bearer` or `Token`. */
+/**
+ * The `Authorization` header of a token (`<scheme> <token>`, e.g. `Bearer` or `Token`) or else
+ * of a user and password; undefined without credentials.
+ */
+export function authorization(auth: {
   readonly token?: { readonly scheme: string; readonly value: string };
   readonly basic?: { readonly user: string; readonly password: string };
-}
-
-/**
- * The `Authorization` header of `auth`, or undefined.
- *
- * @param auth Credentials.
- * @returns Header value.
- */
-export function authorization(auth: HttpAuth): string | undefined {
+}): string | undefined {
   if (auth.token !== undefined && auth.token.value !== "") {
     return `${auth.token.scheme} ${auth.token.value}`;
   }
@@ -44,12 +38,11 @@ export interface EndpointCredentials {
 }
 
 /**
- * Where a backend POSTs its batches: the URL, the headers with the `Authorization` of its
- * credentials, and the URL as logs and metrics may show it (password redacted): the base of
+ * Where a backend POSTs its batches, with the `Authorization` of its credentials: the base of
  * each HTTP backend's transport.
  */
 export class HttpEndpoint {
-  /** The configured URL, redacted. */
+  /** The configured URL as logs and metrics may show it (password redacted). */
   readonly target: string;
   readonly #url: string;
   readonly #headers: Record<string, string>;
@@ -80,69 +73,47 @@ export class HttpEndpoint {
   }
 
   /**
-   * POST `body` to the endpoint; see {@link post}.
-   *
-   * @param body Request body.
-   * @param signal Aborted on shutdown.
-   * @param refusedReason Names the drop reason of a 4xx answer from its text.
-   * @returns The answer's body.
-   * @throws {SinkWriteError} For a failed request or a non-2xx answer.
+   * POST `body`; resolve with the answer's text on 2xx, throw a {@link SinkWriteError} otherwise.
+   * `refusedReason` names the drop reason of a 4xx answer from its text (default `rejected`).
    */
-  post(
+  async post(
     body: BodyInit,
     signal: AbortSignal,
-    refusedReason?: (status: number, text: string) => "rejected" | "out_of_order",
+    refusedReason: (status: number, text: string) => "rejected" | "out_of_order" = () => "rejected",
   ): Promise<string> {
-    return post(this.#url, body, this.#headers, signal, refusedReason);
+    const url = this.#url;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: "POST",
+        body,
+        headers: this.#headers,
+        signal: AbortSignal.any([AbortSignal.timeout(REQUEST_TIMEOUT_MS), signal]),
+      });
+    } catch (err: unknown) {
+      const what = err instanceof Error && err.name === "TimeoutError"
+        ? `no answer within ${REQUEST_TIMEOUT_MS} ms`
+        : err instanceof Error
+        ? err.message
+        : String(err);
+      // A network error may quote the URL, password included.
+      throw new SinkWriteError(
+        `POST ${redactUrl(url)}: ${what.replaceAll(url, redactUrl(url))}`,
+        { retryable: true },
+      );
+    }
+    const text = await res.text().catch(() => "");
+    if (res.ok) return text;
+    const answer = `POST ${redactUrl(url)}: HTTP ${res.status} ${
+      text.slice(0, ANSWER_BYTES).trim()
+    }`;
+    // 429 and 5xx may pass; any other answer will be the same next time (the remote write
+    // specification and InfluxDB's write API agree on this).
+    if (res.status === 429 || res.status >= 500) {
+      throw new SinkWriteError(answer, { retryable: true });
+    }
+    throw new SinkWriteError(answer, { retryable: false, reason: refusedReason(res.status, text) });
   }
-}
-
-/**
- * POST `body`; resolve with the answer's text on 2xx, throw a {@link SinkWriteError} otherwise.
- *
- * @param url Endpoint.
- * @param body Request body.
- * @param headers Request headers.
- * @param signal Aborted on shutdown.
- * @param refusedReason Names the drop reason of a 4xx answer from its text.
- * @returns The answer's body.
- * @throws {SinkWriteError} For a failed request or a non-2xx answer.
- */
-async function post(
-  url: string,
-  body: BodyInit,
-  headers: Record<string, string>,
-  signal: AbortSignal,
-  refusedReason: (status: number, text: string) => "rejected" | "out_of_order" = () => "rejected",
-): Promise<string> {
-  let res: Response;
-  try {
-    res = await fetch(url, {
-      method: "POST",
-      body,
-      headers,
-      signal: AbortSignal.any([AbortSignal.timeout(REQUEST_TIMEOUT_MS), signal]),
-    });
-  } catch (err: unknown) {
-    const what = err instanceof Error && err.name === "TimeoutError"
-      ? `no answer within ${REQUEST_TIMEOUT_MS} ms`
-      : err instanceof Error
-      ? err.message
-      : String(err);
-    // A network error may quote the URL, password included.
-    throw new SinkWriteError(`POST ${redactUrl(url)}: ${what.replaceAll(url, redactUrl(url))}`, {
-      retryable: true,
-    });
-  }
-  const text = await res.text().catch(() => "");
-  if (res.ok) return text;
-  const answer = `POST ${redactUrl(url)}: HTTP ${res.status} ${text.slice(0, ANSWER_BYTES).trim()}`;
-  // 429 and 5xx may pass; any other answer will be the same next time (the remote write
-  // specification and InfluxDB's write API agree on this).
-  if (res.status === 429 || res.status >= 500) {
-    throw new SinkWriteError(answer, { retryable: true });
-  }
-  throw new SinkWriteError(answer, { retryable: false, reason: refusedReason(res.status, text) });
 }
 
 /**

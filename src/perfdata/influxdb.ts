@@ -2,8 +2,8 @@
  * Perfdata to InfluxDB in line protocol over HTTP (docs/perfdata.md#influxdb): the 1.x
  * `/write?db=…` API (optional user and password) and the 2.x `/api/v2/write?org=…&bucket=…` API
  * (token). One point per gauge: the measurement, tags `hostname`, `service_description`, `label`
- * (without the plugin's quotes) and `unit` (when not empty), fields `value` and `warn`, `crit`, `min`, `max` where the check gave them,
- * at the check's time in seconds.
+ * (without the plugin's quotes) and `unit` (when not empty), fields `value` and `warn`, `crit`,
+ * `min`, `max` where the check gave them, at the check's time in seconds.
  *
  * @module
  */
@@ -55,42 +55,21 @@ const NEEDS_ESCAPE = /[,= \\\r\n]/;
 /**
  * A measurement name escaped for line protocol: commas and spaces get a backslash, line breaks
  * become spaces, a backslash before one of them or at the end becomes `/`.
- *
- * @param name Measurement.
- * @returns Escaped text.
  */
-export function escapeMeasurement(name: string): string {
-  return name.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(
-    MEASUREMENT_SPECIAL,
-    "\\$&",
-  );
+export function escapeMeasurement(name: string, special = MEASUREMENT_SPECIAL): string {
+  return name.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(special, "\\$&");
 }
 
-/**
- * A tag key, tag value or field key escaped for line protocol: commas, `=` and spaces get a
- * backslash, line breaks become spaces, a backslash before one of them or at the end becomes `/`.
- *
- * @param text Key or value.
- * @returns Escaped text.
- */
+/** A tag key, tag value or field key escaped for line protocol: as a measurement, and `=` too. */
 export function escapeTag(text: string): string {
   // Most names need nothing: one scan instead of three replacements.
-  if (!NEEDS_ESCAPE.test(text)) return text;
-  return text.replace(LINE_BREAK, " ").replace(STUCK_BACKSLASH, "/").replace(
-    TAG_SPECIAL,
-    "\\$&",
-  );
+  return NEEDS_ESCAPE.test(text) ? escapeMeasurement(text, TAG_SPECIAL) : text;
 }
 
 /**
- * One line-protocol point of a `statusengine_perfdata` row, or undefined when it has no finite
- * value.
- *
- * @param measurement Already escaped measurement.
- * @param row The row (with its thresholds, see `perfdataThresholds`).
- * @param quotedLabels The row's label still carries the plugin's quotes: strip them.
- * @returns `measurement,hostname=…,label=…,service_description=…[,unit=…] value=…[,warn=…]
- *   <seconds>`.
+ * `measurement,hostname=…,label=…,service_description=…[,unit=…] value=…[,warn=…] <seconds>` of
+ * a `statusengine_perfdata` row, or undefined when it has no finite value. `measurement` is
+ * already escaped; with `quotedLabels` the plugin's quotes are stripped from the label.
  */
 export function influxLine(
   measurement: string,
@@ -114,33 +93,21 @@ export function influxLine(
   }
   line += ` value=${positionalDecimal(value)}`;
   const t = perfdataThresholds(row);
-  if (t !== null) {
-    if (t.warn !== null) line += `,warn=${positionalDecimal(t.warn)}`;
-    if (t.crit !== null) line += `,crit=${positionalDecimal(t.crit)}`;
-    if (t.min !== null) line += `,min=${positionalDecimal(t.min)}`;
-    if (t.max !== null) line += `,max=${positionalDecimal(t.max)}`;
+  for (const key of ["warn", "crit", "min", "max"] as const) {
+    const v = t?.[key];
+    if (v !== null && v !== undefined) line += `,${key}=${positionalDecimal(v)}`;
   }
   return `${line} ${Math.floor(Number(row["timestamp_unix"] ?? 0))}`;
 }
 
-/**
- * The write URL with `precision=s` (points carry whole seconds).
- *
- * @param url `--influxdb-url`.
- * @returns The URL to POST to.
- */
+/** `--influxdb-url` with `precision=s` (points carry whole seconds). */
 export function influxWriteUrl(url: string): string {
   const u = new URL(url);
   u.searchParams.set("precision", "s");
   return u.toString();
 }
 
-/**
- * Whether `url` is one of the two write APIs; the problem otherwise (for the setting's check).
- *
- * @param url `--influxdb-url`.
- * @returns null when usable.
- */
+/** Null when `--influxdb-url` is one of the two write APIs, else the problem (for the setting's check). */
 export function influxUrlProblem(url: string): string | null {
   let u: URL;
   try {
@@ -179,7 +146,6 @@ class InfluxTransport extends HttpEndpoint implements Transport<string> {
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */
 export class InfluxDbClient extends PerfdataClient<string> {
-  /** @param options URL, credentials, batch size and observer. */
   constructor(options: InfluxDbOptions) {
     const measurement = escapeMeasurement(INFLUXDB_MEASUREMENT);
     const quoted = options.quotedLabels === true;

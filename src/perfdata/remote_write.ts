@@ -93,21 +93,16 @@ export interface RemoteSeries {
   newestValue: number;
 }
 
-/** One sample of one series. */
+/** One sample of one series (one object per series, so it also serves as its identity). */
 export interface RemotePoint {
-  /** The series (one object per series, so it also serves as its identity). */
   readonly series: RemoteSeries;
   readonly value: number;
-  /** Milliseconds. */
   readonly timestampMs: number;
 }
 
 /**
- * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value.
- *
- * @param row The row.
- * @param quotedLabels The row's label still carries the plugin's quotes: strip them.
- * @returns Its series, value and time in ms.
+ * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value;
+ * with `quotedLabels` the plugin's quotes are stripped from the label.
  */
 export function remotePoint(row: Row, quotedLabels = false): RemotePoint | undefined {
   const value = row["value"];
@@ -253,9 +248,7 @@ function utf8Length(text: string): number {
  * A batch as one `WriteRequest`: samples grouped by series in time order. Of several samples
  * of one series at the same millisecond (a check that repeats a label), the last is kept:
  * Prometheus refuses a whole request that holds two different values for one timestamp.
- *
- * @param batch Points.
- * @returns The encoded request (not compressed) and how many points were left out.
+ * Returns the uncompressed request and how many points were left out.
  */
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
@@ -364,10 +357,8 @@ export interface RemoteWriteOptions
 /** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */
 export const REMOTE_WRITE_BATCH_SIZE = 2000;
 
-// Prometheus answers 400 for samples it will never take: older than the newest sample of the
-// series (out of order), outside the head block (out of bounds), or a second value for one
-// timestamp (duplicate); Mimir and Thanos spell it "out-of-order", "too old", "too far in the
-// past". Sending them again cannot help.
+// Prometheus' 400 for samples it will never take (docs/perfdata.md#refused-samples), and how Mimir
+// and Thanos spell it. Sending them again cannot help.
 const SAMPLE_REFUSED =
   /out[ -]of[ -]order|out[ -]of[ -]bounds|duplicate sample|too old|too far in the past/i;
 
@@ -394,18 +385,10 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       return await this.#post(batch, signal);
     } catch (err: unknown) {
       if (!isSampleRefusal(err)) throw err;
-      // Prometheus refuses the whole request for one sample it cannot take and appends none of
-      // it, so one stale sample of a redelivered job would take the good samples of every other
-      // series with it. The batch is halved until the refused samples are alone, as the MySQL
-      // writer isolates a bad row. The halves keep each series' samples together and in time
-      // order, so a series split between two halves is sent oldest first and stays in order.
-      // A half that is sent again after a partial success (Mimir appends the good samples of a
-      // refused request) is harmless: a sample repeated with its value is accepted as it is.
-      // First the samples this worker knows the server cannot take go, without a request: older
-      // than their series' newest accepted sample, or another value at its time. Checks that
-      // report faster than once a second (the `publish` tool) bring many of those, and halving
-      // for each cost hundreds of requests per batch. Only a refused batch is filtered: a server
-      // that takes samples out of order (VictoriaMetrics) never refuses one.
+      // Prometheus appends nothing of a request with one sample it cannot take, so the refused
+      // samples are isolated (docs/perfdata.md#refused-samples): first those this worker knows the
+      // server cannot take go without a request (halving for each cost hundreds of requests per
+      // batch), then the rest is halved, each series' samples kept together in time order.
       const acceptable = batch.filter((p) =>
         p.timestampMs > p.series.newestMs ||
         (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
@@ -478,9 +461,8 @@ function isSampleRefusal(err: unknown): boolean {
 
 /**
  * Splits allowed for one refused batch: enough to isolate eight samples scattered through it
- * (each takes about log2(batch) splits, two requests each), so a batch of 2000 costs at most 177
- * requests. Without a bound a batch of stale samples would cost two requests per sample while the
- * buffer behind it fills.
+ * (docs/perfdata.md#refused-samples). Without a bound a batch of stale samples would cost two
+ * requests per sample while the buffer behind it fills.
  */
 function splitBudget(points: number): number {
   return 8 * Math.ceil(Math.log2(Math.max(2, points)));
@@ -511,7 +493,6 @@ function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemoteP
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
 export class RemoteWriteClient extends PerfdataClient<RemotePoint> {
-  /** @param options URL, credentials, batch size and observer. */
   constructor(options: RemoteWriteOptions) {
     const quoted = options.quotedLabels === true;
     super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), {

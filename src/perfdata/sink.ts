@@ -1,9 +1,8 @@
 /**
- * The core every perfdata backend besides MySQL shares (Graphite, InfluxDB, Prometheus remote
- * write): a bounded buffer, batches sent one at a time, retries with backoff where the
- * transport says a failure is temporary, and every point that does not arrive counted with the
- * reason. MySQL is the system of record: `push` never waits, and a slow or dead endpoint only
- * loses points, it never holds up a job's rows or its acknowledgement.
+ * The core every perfdata backend besides MySQL shares: a bounded buffer, batches sent one at a
+ * time, retries with backoff where the transport says a failure is temporary, and every lost point
+ * counted with the reason. `push` never waits: a slow or dead endpoint only loses points, it never
+ * holds up MySQL (docs/perfdata.md#no-backend-holds-up-mysql).
  *
  * @module
  */
@@ -19,7 +18,6 @@ const MIN_BUFFER = 10_000;
 
 /** Why points were dropped (the `reason` label of `statusengine_perfdata_dropped_total`). */
 export const DROP_REASONS = ["buffer_full", "write_failed", "rejected", "out_of_order"] as const;
-/** A {@link DROP_REASONS} value. */
 export type DropReason = (typeof DROP_REASONS)[number];
 
 /**
@@ -29,14 +27,10 @@ export type DropReason = (typeof DROP_REASONS)[number];
  * on its `retryable` and `reason`.
  */
 export class SinkWriteError extends Error {
-  /** Whether sending the same batch again may succeed. */
   readonly retryable: boolean;
   /** How the batch's points are counted when it is dropped. */
   readonly reason: DropReason;
-  /**
-   * @param message What failed, with the server's answer.
-   * @param options Retryable or not, and the drop reason (default `write_failed`).
-   */
+  /** `message`: what failed, with the server's answer; `reason` defaults to `write_failed`. */
   constructor(message: string, options: { retryable: boolean; reason?: DropReason }) {
     super(message);
     this.name = "SinkWriteError";
@@ -97,9 +91,7 @@ export interface SinkOptions<T> {
   readonly statsIntervalMs?: number;
 }
 
-/**
- * A bounded, batching, never-blocking sender of points of type `T` to one backend.
- */
+/** A bounded, batching, never-blocking sender of points of type `T` to one backend. */
 export class BatchingSink<T> {
   readonly #o: SinkOptions<T>;
   readonly #t: Transport<T>;
@@ -118,7 +110,6 @@ export class BatchingSink<T> {
   readonly #interval = { flushes: 0, points: 0, dropped: 0 };
   #total = 0;
 
-  /** @param options Transport, batch size, buffer, retries and observer. */
   constructor(options: SinkOptions<T>) {
     this.#o = options;
     this.#t = options.transport;
@@ -135,11 +126,7 @@ export class BatchingSink<T> {
     return this.#up;
   }
 
-  /**
-   * Accept points. Never waits: what does not fit the buffer is dropped and counted.
-   *
-   * @param points Points in the order they should be sent.
-   */
+  /** Accept points, in sending order. Never waits: what does not fit is dropped and counted. */
   push(points: readonly T[]): void {
     if (this.#closed || points.length === 0) return;
     const room = Math.max(0, this.#capacity - this.#items.length);
@@ -149,15 +136,9 @@ export class BatchingSink<T> {
     this.#schedule();
   }
 
-  /** Count points dropped before they reached the buffer (a transport's own filter). */
-  countDropped(points: number, reason: DropReason): void {
-    if (points > 0) this.#drop(points, reason);
-  }
-
   /**
-   * Send what is buffered (within `budgetMs`), then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget; what is not sent by then is dropped and counted.
+   * Send what is buffered within `budgetMs`, then stop; the rest is dropped and counted.
+   * Idempotent.
    */
   async close(budgetMs: number): Promise<void> {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
@@ -332,33 +313,17 @@ export class PerfdataClient<T> {
   readonly #sink: BatchingSink<T>;
   readonly #point: (row: Row) => T | undefined;
 
-  /**
-   * @param transport Sends one batch.
-   * @param point The point of a row, or undefined for a row without a finite value.
-   * @param options Batch size, retries, observer and stats interval.
-   */
+  /** `point` is undefined for a row without a finite value. */
   constructor(
     transport: Transport<T>,
     point: (row: Row) => T | undefined,
     options: Pick<SinkOptions<T>, "batchSize" | "retry" | "observer" | "statsIntervalMs">,
   ) {
     this.#point = point;
-    this.#sink = new BatchingSink({
-      transport,
-      batchSize: options.batchSize,
-      ...(options.retry === undefined ? {} : { retry: options.retry }),
-      ...(options.observer === undefined ? {} : { observer: options.observer }),
-      ...(options.statsIntervalMs === undefined
-        ? {}
-        : { statsIntervalMs: options.statsIntervalMs }),
-    });
+    this.#sink = new BatchingSink({ ...options, transport });
   }
 
-  /**
-   * Accept perfdata rows; never waits.
-   *
-   * @param rows Rows of `statusengine_perfdata`.
-   */
+  /** Accept rows of `statusengine_perfdata`; never waits. */
   offer(rows: readonly Row[]): void {
     const points: T[] = [];
     for (const row of rows) {
@@ -368,11 +333,7 @@ export class PerfdataClient<T> {
     this.#sink.push(points);
   }
 
-  /**
-   * Send what is buffered within `budgetMs`, then stop. Idempotent.
-   *
-   * @param budgetMs Shutdown budget.
-   */
+  /** Send what is buffered within `budgetMs`, then stop. Idempotent. */
   close(budgetMs: number): Promise<void> {
     return this.#sink.close(budgetMs);
   }

@@ -1,45 +1,23 @@
 /**
- * Realistic synthetic events for the twelve consumed queues, for the `publish` tool, load tests
- * and the decoder tests. Pure: no I/O, no clock of its own (the caller passes `now`), and a
- * seeded PRNG, so the same seed and `now` always give the same events.
+ * Realistic synthetic events for the twelve consumed queues (docs/tables.md#queues), for the
+ * `publish` tool, load tests and the decoder tests: every payload field in the broker's key order,
+ * a small world of hosts and services (UTF-8 names, openITCOCKPIT-style UUIDs) whose states evolve
+ * like a core's, perfdata the parser reads without skipping a gauge, host and service variants,
+ * downtimes as consistent lifecycles. Pure: no I/O, no clock of its own, and a seeded PRNG, so the
+ * same seed and `now` always give the same events.
  *
- * What "realistic" means here (docs/tables.md#queues):
- * - every payload field of the queue, with the envelope `type`/`flags`/`attr`/`timestamp`/
- *   `timestamp_usec` in the broker's key order;
- * - a small monitored world: host names like `web-017.example.com` and openITCOCKPIT-style UUIDs,
- *   services such as `Disk Usage /var`, `Datenträger C:`, `Прочее`, `監視 HTTP`, each object with a
- *   state that evolves like a core's (soft attempts, then hard), plugin outputs and perfdata
- *   strings that the perfdata parser (docs/perfdata.md#parsing) parses without skipping a gauge,
- *   and now and then a multi-line long output of a few KB;
- * - host and service variants of every queue that carries both, with the discriminators of
- *   docs/tables.md#host-or-service; downtimes as consistent lifecycles (ADD→START→STOP→DELETE, and
- *   ADD→DELETE before the window began); core restarts as `{"object_type":102,"timestamp":0}`.
- *
- * Time and key uniqueness: event `i` of a run happens at a distinct microsecond inside the minute
- * before `now` (offset by up to one second derived from the seed), so status events are never stale
- * (docs/tables.md#stale-status) and every history key (object, time, `*_usec`) is unique within a
- * run; runs at different times, or with different seeds, do not collide in practice. Downtime ids
- * start at a seed-derived base.
+ * Event `i` of a run happens at a distinct microsecond inside the minute before `now` (offset by
+ * up to a second derived from the seed), so status events are never stale and every history key
+ * (object, time, `*_usec`) is unique within a run. Downtime ids start at a seed-derived base.
  *
  * @module
  */
 
 import { QUEUE_NAMES, type QueueName } from "../events/mod.ts";
-import type { SyntheticEvent } from "./framing.ts";
-import { checkCount } from "./framing.ts";
-import { GENERATORS } from "./queues.ts";
+import { GENERATORS, type SyntheticEvent } from "./queues.ts";
 import { World } from "./world.ts";
 
-export type { JsonValue, SyntheticEvent } from "./framing.ts";
-export {
-  DEFAULT_EVENTS_PER_JOB,
-  defaultForm,
-  encodeEvent,
-  type JobForm,
-  type JobOptions,
-  jobsFor,
-  SINGLE_FORM_QUEUES,
-} from "./framing.ts";
+export type { JsonValue, SyntheticEvent } from "./queues.ts";
 
 /** Options of {@linkcode syntheticEvents}. */
 export interface SyntheticOptions {
@@ -49,24 +27,16 @@ export interface SyntheticOptions {
   readonly now?: number;
 }
 
-/**
- * A fresh random seed, for callers that want runs to differ and to print the seed so a run can
- * be repeated.
- *
- * @returns A seed in [0, 2^32).
- */
+/** A fresh random seed in [0, 2^32), for runs that differ and print the seed to be repeated. */
 export function randomSeed(): number {
   return crypto.getRandomValues(new Uint32Array(1))[0] ?? 0;
 }
 
 /**
- * Lazily generate `count` realistic events for a queue. Nothing is buffered: a caller can
- * stream a million events through {@linkcode jobsFor} in constant memory.
+ * Lazily generate `count` (≥ 1) realistic events for a queue; downtime lifecycles and 604/605
+ * pairs are cut at `count`. Nothing is buffered: a caller can stream a million events through
+ * {@linkcode jobsFor} in constant memory.
  *
- * @param queue One of the twelve queues.
- * @param count Number of events, ≥ 1. Downtime lifecycles and 604/605 pairs are cut at `count`.
- * @param options Seed and "now" (epoch ms).
- * @returns An iterator of events; the same seed and `now` give the same events.
  * @throws {RangeError} For an unknown queue, a bad count or a seed that is not a safe integer.
  *
  * @example
@@ -100,4 +70,96 @@ export function* syntheticEvents(
     yield event;
     if (++n >= count) return;
   }
+}
+
+// Job framing: events as the broker writes them, in bulk jobs or one per job
+// (docs/tables.md#bulk-and-single-form).
+
+/** Payload shape of a job (docs/tables.md#bulk-and-single-form). */
+export type JobForm = "bulk" | "single";
+
+/** Options of {@linkcode jobsFor}. */
+export interface JobOptions {
+  /** Bulk (`{"messages":[…],"format":"none"}`) or one event per job; default {@linkcode defaultForm}. */
+  readonly form?: JobForm;
+  /** Events per bulk job (ignored for the single form); default {@linkcode DEFAULT_EVENTS_PER_JOB}. */
+  readonly eventsPerJob?: number;
+}
+
+/** Events per bulk job when nothing else is said: the Go publishers' value (docs/operations.md#publish). */
+export const DEFAULT_EVENTS_PER_JOB = 100;
+
+/**
+ * The four queues the broker's sample configuration leaves unbatched
+ * (docs/tables.md#bulk-and-single-form); the other eight are published in the bulk form by default.
+ * Notifications are bulk here because the fixture, captured from a real broker, is.
+ */
+export const SINGLE_FORM_QUEUES: readonly QueueName[] = Object.freeze([
+  "statusngin_acknowledgements",
+  "statusngin_contactnotificationmethod",
+  "statusngin_downtimes",
+  "statusngin_core_restart",
+]);
+
+/** The default form of a queue's jobs: `"single"` for the four unbatched queues. */
+export function defaultForm(queue: QueueName): JobForm {
+  return SINGLE_FORM_QUEUES.includes(queue) ? "single" : "bulk";
+}
+
+/**
+ * One event as job text, written the way the broker writes it: `/` escaped as `\/`
+ * (docs/tables.md#envelope). `/` only ever occurs inside JSON strings, so the replacement cannot
+ * touch the structure.
+ */
+export function encodeEvent(event: SyntheticEvent): string {
+  return JSON.stringify(event).replaceAll("/", "\\/");
+}
+
+function checkCount(what: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`Cannot generate jobs: ${what} must be a positive integer, got ${value}`);
+  }
+}
+
+/**
+ * Turn events into job payloads, lazily: bulk jobs of `eventsPerJob` events (the last one may
+ * be smaller) or one job per event; the queue decides the default form.
+ *
+ * @throws {RangeError} When `eventsPerJob` is not a positive integer.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { jobsFor, syntheticEvents } from "./mod.ts";
+ * const q = "statusngin_servicechecks";
+ * const jobs = [...jobsFor(q, syntheticEvents(q, 250, { seed: 7 }), { eventsPerJob: 100 })];
+ * assert.ok(jobs.length === 3 && jobs[0]?.startsWith('{"messages":['));
+ * ```
+ */
+export function* jobsFor(
+  queue: QueueName,
+  events: Iterable<SyntheticEvent>,
+  options: JobOptions = {},
+): Generator<string> {
+  const form = options.form ?? defaultForm(queue);
+  const perJob = options.eventsPerJob ?? DEFAULT_EVENTS_PER_JOB;
+  checkCount("eventsPerJob", perJob);
+  if (form === "single") {
+    for (const event of events) yield encodeEvent(event);
+    return;
+  }
+  let parts: string[] = [];
+  for (const event of events) {
+    parts.push(encodeEvent(event));
+    if (parts.length >= perJob) {
+      yield bulkJob(parts);
+      parts = [];
+    }
+  }
+  if (parts.length > 0) yield bulkJob(parts);
+}
+
+/** `{"messages":[…],"format":"none"}` around already encoded events. */
+function bulkJob(encodedEvents: readonly string[]): string {
+  return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
 }

@@ -38,11 +38,6 @@ export interface CheckKind {
   readonly result: (rng: Rng, state: number, address: string) => PluginResult;
 }
 
-/** `value` with exactly `digits` decimals, as plugins print it. */
-export function fixed(value: number, digits: number): string {
-  return value.toFixed(digits);
-}
-
 /** Value inside the band of the state: below warn (OK), warn..crit, above crit. */
 function banded(rng: Rng, state: number, warn: number, crit: number, max: number): number {
   if (state === 0) return rng.float(0, warn * 0.9);
@@ -55,7 +50,19 @@ function unknown(text: string): PluginResult {
 }
 
 /** A service of the catalogue as written below: its plugin's text for UNKNOWN, and the rest. */
-interface ServiceDefinition extends Omit<CheckKind, "result"> {
+interface ServiceDefinition extends
+  Omit<
+    CheckKind,
+    "result" | "timeout" | "duration" | "checkInterval" | "retryInterval" | "maxAttempts"
+  > {
+  /** The numbers of {@linkcode CheckKind}, one service per line. */
+  readonly schedule: readonly [
+    timeout: number,
+    duration: number,
+    checkInterval: number,
+    retryInterval: number,
+    maxAttempts: number,
+  ];
   /** What the plugin prints when it cannot check at all (state 3). */
   readonly unknown: string;
   /** The result in states 0 to 2; no long output unless it says. */
@@ -64,9 +71,17 @@ interface ServiceDefinition extends Omit<CheckKind, "result"> {
   };
 }
 
-function service({ unknown: unknownText, result, ...kind }: ServiceDefinition): CheckKind {
+function service(
+  { unknown: unknownText, result, schedule, ...kind }: ServiceDefinition,
+): CheckKind {
+  const [timeout, duration, checkInterval, retryInterval, maxAttempts] = schedule;
   return {
     ...kind,
+    timeout,
+    duration,
+    checkInterval,
+    retryInterval,
+    maxAttempts,
     result(rng, state) {
       if (state === 3) return unknown(unknownText);
       const r = result(rng, state);
@@ -92,7 +107,7 @@ function processList(rng: Rng): string {
   while (length < target) {
     const line = `${String(rng.int(300, 65_000)).padStart(5)} ${
       rng.pick(["root", "www-data", "postgres", "naemon", "app"]).padEnd(8)
-    } ${fixed(rng.float(0, 40), 1).padStart(4)} ${fixed(rng.float(0, 12), 1).padStart(4)} ${
+    } ${rng.float(0, 40).toFixed(1).padStart(4)} ${rng.float(0, 12).toFixed(1).padStart(4)} ${
       rng.pick(names)
     }`;
     lines.push(line);
@@ -114,7 +129,7 @@ function updateList(rng: Rng, count: number): string {
   for (let i = 0; i < count; i++) {
     lines.push(
       `KB${rng.int(5_000_000, 5_049_999)} – ${rng.pick(titles)} – ${
-        fixed(rng.float(0.5, 900), 1).replace(".", ",")
+        rng.float(0.5, 900).toFixed(1).replace(".", ",")
       } MB`,
     );
   }
@@ -127,11 +142,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "PING",
     commandName: "check_ping!100.0,20%!500.0,60%",
     commandLine: "$USER1$/check_ping -H $HOSTADDRESS$ -w $ARG1$ -c $ARG2$ -p 5",
-    timeout: 60,
-    duration: 4,
-    checkInterval: 5,
-    retryInterval: 1,
-    maxAttempts: 4,
+    schedule: [60, 4, 5, 1, 4],
     unknown: "check_ping: Invalid hostname/address",
     result(rng, state) {
       const rta = state === 0 ? rng.float(0.02, 20) : banded(rng, state, 100, 500, 900);
@@ -140,9 +151,9 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
       return {
         output: pl === 100
           ? `PING CRITICAL - Packet loss = 100%`
-          : `PING ${name} - Packet loss = ${pl}%, RTA = ${fixed(rta, 2)} ms`,
+          : `PING ${name} - Packet loss = ${pl}%, RTA = ${rta.toFixed(2)} ms`,
         perfData: `rta=${
-          fixed(pl === 100 ? 0 : rta, 6)
+          (pl === 100 ? 0 : rta).toFixed(6)
         }ms;100.000000;500.000000;0.000000 pl=${pl}%;20;60;0`,
       };
     },
@@ -151,11 +162,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Current Load",
     commandName: "check_local_load!5.0,4.0,3.0!10.0,6.0,4.0",
     commandLine: "$USER1$/check_load -w $ARG1$ -c $ARG2$",
-    timeout: 60,
-    duration: 0,
-    checkInterval: 1,
-    retryInterval: 1,
-    maxAttempts: 4,
+    schedule: [60, 0, 1, 1, 4],
     unknown: "Error opening /proc/loadavg",
     result(rng, state) {
       const l1 = banded(rng, state, 5, 10, 40);
@@ -163,10 +170,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
       const l15 = l5 * rng.float(0.6, 1.1);
       const name = SERVICE_STATE_NAMES[state] ?? "UNKNOWN";
       return {
-        output: `${name} - load average: ${fixed(l1, 2)}, ${fixed(l5, 2)}, ${fixed(l15, 2)}`,
-        perfData: `load1=${fixed(l1, 3)};5.000;10.000;0; load5=${
-          fixed(l5, 3)
-        };4.000;6.000;0; load15=${fixed(l15, 3)};3.000;4.000;0;`,
+        output: `${name} - load average: ${l1.toFixed(2)}, ${l5.toFixed(2)}, ${l15.toFixed(2)}`,
+        perfData: `load1=${l1.toFixed(3)};5.000;10.000;0; load5=${
+          l5.toFixed(3)
+        };4.000;6.000;0; load15=${l15.toFixed(3)};3.000;4.000;0;`,
       };
     },
   },
@@ -174,11 +181,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Current Users",
     commandName: "check_local_users!20!50",
     commandLine: "$USER1$/check_users -w $ARG1$ -c $ARG2$",
-    timeout: 60,
-    duration: 0,
-    checkInterval: 5,
-    retryInterval: 1,
-    maxAttempts: 4,
+    schedule: [60, 0, 5, 1, 4],
     unknown: "Could not read utmp",
     result(rng, state) {
       const users = Math.floor(banded(rng, state, 20, 50, 80));
@@ -192,11 +195,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Disk Usage /var",
     commandName: "check_local_disk!20%!10%!/var",
     commandLine: "$USER1$/check_disk -w $ARG1$ -c $ARG2$ -p $ARG3$",
-    timeout: 60,
-    duration: 0,
-    checkInterval: 10,
-    retryInterval: 2.5,
-    maxAttempts: 3,
+    schedule: [60, 0, 10, 2.5, 3],
     unknown: "DISK UNKNOWN - /var is not accessible: Permission denied",
     result(rng, state) {
       const total = 51_200;
@@ -215,11 +214,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Swap Usage",
     commandName: "check_local_swap!20!10",
     commandLine: "$USER1$/check_swap -w $ARG1$ -c $ARG2$",
-    timeout: 60,
-    duration: 0,
-    checkInterval: 5,
-    retryInterval: 1,
-    maxAttempts: 4,
+    schedule: [60, 0, 5, 1, 4],
     unknown: "SWAP UNKNOWN - no swap configured",
     result(rng, state) {
       const total = 2_048;
@@ -241,11 +236,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "HTTP",
     commandName: "check_http!-S -u /health",
     commandLine: "$USER1$/check_http -I $HOSTADDRESS$ $ARG1$",
-    timeout: 30,
-    duration: 1,
-    checkInterval: 1,
-    retryInterval: 0.5,
-    maxAttempts: 3,
+    schedule: [30, 1, 1, 0.5, 3],
     unknown: "HTTP UNKNOWN - Invalid HTTP response received from host",
     result(rng, state) {
       const time = banded(rng, state, 1, 2, 10);
@@ -253,9 +244,9 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
       const status = state === 2 ? "HTTP/1.1 503 Service Unavailable" : "HTTP/1.1 200 OK";
       return {
         output: `HTTP ${SERVICE_STATE_NAMES[state]}: ${status} - ${size} bytes in ${
-          fixed(time, 3)
+          time.toFixed(3)
         } second response time`,
-        perfData: `time=${fixed(time, 6)}s;1.000000;2.000000;0.000000 size=${size}B;;;0`,
+        perfData: `time=${time.toFixed(6)}s;1.000000;2.000000;0.000000 size=${size}B;;;0`,
       };
     },
   },
@@ -263,17 +254,13 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Memory",
     commandName: "check_memory!80!90",
     commandLine: "$USER1$/check_mem -w $ARG1$ -c $ARG2$",
-    timeout: 60,
-    duration: 0,
-    checkInterval: 5,
-    retryInterval: 1,
-    maxAttempts: 4,
+    schedule: [60, 0, 5, 1, 4],
     unknown: "cannot read /proc/meminfo",
     result(rng, state) {
       const pct = banded(rng, state, 80, 90, 100);
       return {
-        output: `MEMORY ${SERVICE_STATE_NAMES[state]} - ${fixed(pct, 1)}% used`,
-        perfData: `'memory used'=${fixed(pct, 1)}%;80;90;0;100 'memory total'=16384MB;;;0;`,
+        output: `MEMORY ${SERVICE_STATE_NAMES[state]} - ${pct.toFixed(1)}% used`,
+        perfData: `'memory used'=${pct.toFixed(1)}%;80;90;0;100 'memory total'=16384MB;;;0;`,
       };
     },
   },
@@ -281,18 +268,14 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Datenträger C:",
     commandName: "check_nrpe!check_drivesize!drive=C:",
     commandLine: "$USER1$/check_nrpe -H $HOSTADDRESS$ -c $ARG1$ -a $ARG2$",
-    timeout: 60,
-    duration: 2,
-    checkInterval: 10,
-    retryInterval: 2,
-    maxAttempts: 3,
+    schedule: [60, 2, 10, 2, 3],
     unknown: "Datenträger C: konnte nicht gelesen werden",
     result(rng, state) {
       const pct = banded(rng, state, 80, 90, 100);
-      const shown = fixed(pct, 1).replace(".", ",");
+      const shown = pct.toFixed(1).replace(".", ",");
       const text = state === 0
         ? `Datenträger C: ${shown} % belegt (${
-          fixed(rng.float(5, 200), 1).replace(".", ",")
+          rng.float(5, 200).toFixed(1).replace(".", ",")
         } GB frei)`
         : `Datenträger C: größer als ${state === 1 ? 80 : 90} % belegt (${shown} %)`;
       return {
@@ -306,11 +289,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Прочее",
     commandName: "check_queue!100!200",
     commandLine: "$USER1$/check_queue --warning $ARG1$ --critical $ARG2$",
-    timeout: 60,
-    duration: 0,
-    checkInterval: 5,
-    retryInterval: 1,
-    maxAttempts: 4,
+    schedule: [60, 0, 5, 1, 4],
     unknown: "Прочее: нет ответа от брокера",
     result(rng, state) {
       const n = Math.floor(banded(rng, state, 100, 200, 500));
@@ -326,17 +305,13 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "監視 HTTP",
     commandName: "check_http!-u /監視",
     commandLine: "$USER1$/check_http -I $HOSTADDRESS$ $ARG1$",
-    timeout: 30,
-    duration: 1,
-    checkInterval: 2,
-    retryInterval: 1,
-    maxAttempts: 3,
+    schedule: [30, 1, 2, 1, 3],
     unknown: "監視: 無効な応答",
     result(rng, state) {
       const time = banded(rng, state, 1, 2, 10);
       return {
-        output: `HTTP ${SERVICE_STATE_NAMES[state]}: 監視ページ 応答時間 ${fixed(time, 3)} 秒`,
-        perfData: `time=${fixed(time, 6)}s;1.000000;2.000000;0.000000`,
+        output: `HTTP ${SERVICE_STATE_NAMES[state]}: 監視ページ 応答時間 ${time.toFixed(3)} 秒`,
+        perfData: `time=${time.toFixed(6)}s;1.000000;2.000000;0.000000`,
       };
     },
   },
@@ -344,11 +319,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Interface eth0",
     commandName: "check_snmp_int!eth0",
     commandLine: "$USER1$/check_snmp_int.pl -H $HOSTADDRESS$ -n $ARG1$ -f -k",
-    timeout: 30,
-    duration: 1,
-    checkInterval: 5,
-    retryInterval: 1,
-    maxAttempts: 3,
+    schedule: [30, 1, 5, 1, 3],
     unknown: "No response from remote host 'eth0'",
     result(rng, state) {
       const name = state === 0 ? "OK" : SERVICE_STATE_NAMES[state];
@@ -366,11 +337,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Processes",
     commandName: "check_local_procs!250!400!RSZDT",
     commandLine: "$USER1$/check_procs -w $ARG1$ -c $ARG2$ -s $ARG3$",
-    timeout: 60,
-    duration: 0,
-    checkInterval: 5,
-    retryInterval: 1,
-    maxAttempts: 4,
+    schedule: [60, 0, 5, 1, 4],
     unknown: "Unable to read output",
     result(rng, state) {
       const n = Math.floor(banded(rng, state, 250, 400, 900));
@@ -386,11 +353,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Windows Updates",
     commandName: "check_nrpe!check_updates",
     commandLine: "$USER1$/check_nrpe -H $HOSTADDRESS$ -c $ARG1$",
-    timeout: 120,
-    duration: 7,
-    checkInterval: 60,
-    retryInterval: 10,
-    maxAttempts: 2,
+    schedule: [120, 7, 60, 10, 2],
     unknown: "Windows Update-Dienst antwortet nicht",
     result(rng, state) {
       const n = state === 0 ? 0 : state === 1 ? rng.int(1, 9) : rng.int(10, 40);
@@ -406,11 +369,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "NTP Time",
     commandName: "check_ntp_time!0.5!1",
     commandLine: "$USER1$/check_ntp_time -H pool.ntp.org -w $ARG1$ -c $ARG2$",
-    timeout: 30,
-    duration: 0,
-    checkInterval: 15,
-    retryInterval: 5,
-    maxAttempts: 3,
+    schedule: [30, 0, 15, 5, 3],
     unknown: "NTP UNKNOWN: No response from NTP server",
     result(rng, state) {
       const offset = banded(rng, state, 0.5, 1, 30) * (rng.chance(0.5) ? -1 : 1);
@@ -424,11 +383,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     description: "Kaffeemaschine",
     commandName: "check_coffee!20!10",
     commandLine: "$USER1$/check_coffee --min-level $ARG1$ --critical $ARG2$",
-    timeout: 10,
-    duration: 0,
-    checkInterval: 1,
-    retryInterval: 1,
-    maxAttempts: 2,
+    schedule: [10, 0, 1, 1, 2],
     unknown: "Kaffeemaschine ☕ antwortet nicht 🤷",
     result(rng, state) {
       const level = state === 0 ? rng.int(21, 100) : state === 1 ? rng.int(11, 20) : rng.int(0, 10);
@@ -458,8 +413,8 @@ export const HOST_CHECK: CheckKind = {
     if (state === 0) {
       const rta = rng.float(0.02, 30);
       return {
-        output: `PING OK - Packet loss = 0%, RTA = ${fixed(rta, 2)} ms`,
-        perfData: `rta=${fixed(rta, 6)}ms;3000.000000;5000.000000;0.000000 pl=0%;80;100;0`,
+        output: `PING OK - Packet loss = 0%, RTA = ${rta.toFixed(2)} ms`,
+        perfData: `rta=${rta.toFixed(6)}ms;3000.000000;5000.000000;0.000000 pl=0%;80;100;0`,
         longOutput: "",
       };
     }

@@ -6,9 +6,22 @@
  */
 
 import type { QueueName } from "../events/mod.ts";
-import type { SyntheticEvent } from "./framing.ts";
 import { COMMENTS, CONTACTS, type Instant, type MonitoredObject, type World } from "./world.ts";
-import { fixed, HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
+import { HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
+
+/** A JSON value as the generator builds it. */
+export type JsonValue =
+  | string
+  | number
+  | boolean
+  | null
+  | readonly JsonValue[]
+  | { readonly [key: string]: JsonValue };
+
+/** One event: envelope plus payload object (or the envelope-less core-restart message). */
+export interface SyntheticEvent {
+  readonly [key: string]: JsonValue;
+}
 
 function envelope(
   type: number,
@@ -104,7 +117,7 @@ function checkPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEven
     earlyTimeout = 1;
     executionTime = check.timeout + rng.float(0, 0.05);
     r = {
-      output: `(Service check timed out after ${fixed(executionTime, 2)} seconds)`,
+      output: `(Service check timed out after ${executionTime.toFixed(2)} seconds)`,
       perfData: "",
       longOutput: "",
     };

@@ -55,7 +55,7 @@ export interface ObjectState {
 /** A monitored host or service. */
 export interface MonitoredObject {
   readonly host: HostIdentity;
-  /** Service description, `null` for the host itself. */
+  /** `null` for the host itself. */
   readonly service: string | null;
   readonly check: CheckKind;
   /** Passive objects report `check_type` 1 and no latency. */
@@ -76,7 +76,7 @@ export interface Host extends HostIdentity {
   readonly services: MonitoredObject[];
 }
 
-/** One instant of a run: epoch seconds and the microsecond part. */
+/** Epoch seconds and the microsecond part. */
 export interface Instant {
   readonly sec: number;
   readonly usec: number;
