@@ -1,14 +1,8 @@
 /**
- * One generation of the RabbitMQ link — a link of the consumer core: one connection, one channel
- * per queue carrying exactly one consumer with its own prefetch
- * (docs/consumption.md#rabbitmq-topology), one delivery lane per queue that hands deliveries to the
- * delivery engine in delivery order, each once the queue's budget grants it a slot (one at a time
- * for an in-order queue, up to the queue's window otherwise), and an ack on the receiving channel
- * once the engine says so (D1).
- *
- * Built by the core's supervisor, which is the only code that replaces it
- * (docs/consumption.md#rabbitmq-reconnect): a lost session is never repaired, a new one is opened
- * through the start-up path.
+ * One generation of the RabbitMQ link: one connection, one channel and consumer per queue
+ * (docs/consumption.md#rabbitmq-topology), deliveries handed to the engine in order as the queue's
+ * budget grants slots, acked on the receiving channel (D1). A lost session is never repaired: the
+ * supervisor opens a new one (docs/consumption.md#rabbitmq-reconnect).
  *
  * @module
  */
@@ -37,15 +31,8 @@ import { WorkerError } from "../util/errors.ts";
 const log = getLogger("rabbitmq");
 
 /**
- * Flags of every queue declaration (docs/consumption.md#rabbitmq-topology): durable as configured,
- * not exclusive, not auto-deleted, no arguments. The broker module, the command publisher, the test
- * publisher and the consumer must declare with exactly these, or RabbitMQ answers 406
- * PRECONDITION_FAILED. The broker module's `DurableQueues` defaults to false (and so did the PHP
- * worker's `durable_queues`), hence `--rabbitmq-durable-queues` defaults to false; RabbitMQ 4.x may
- * refuse non-durable, non-exclusive queues, and then both sides must say true.
- *
- * @param durable `--rabbitmq-durable-queues`.
- * @returns The `queue.declare` flags.
+ * Flags of every queue declaration (docs/consumption.md#rabbitmq-topology). Everything that
+ * declares must use exactly these, or RabbitMQ answers 406 PRECONDITION_FAILED.
  */
 function queueDeclareFlags(durable: boolean): {
   readonly passive: false;
@@ -60,14 +47,10 @@ function queueDeclareFlags(durable: boolean): {
 export type QueueDeclareMode = "declare" | "passive";
 
 /**
- * Declare `queue` on `channel` as `--rabbitmq-declare` says: with {@link queueDeclareFlags}, or
- * passively, which accepts a queue of any type and arguments (a quorum queue declared by the
- * operator) where a declaration with other arguments would be refused with 406.
+ * Declare `queue` as `--rabbitmq-declare` says. Passive accepts a queue of any type and arguments
+ * (an operator's quorum queue) that a declaration with other arguments would be refused.
  *
- * @param channel The channel; the broker closes it when it refuses.
- * @param queue Queue name.
- * @param options Durability and mode.
- * @throws {WorkerError} (code `queue_declare`) When the broker refuses, naming what to change.
+ * @throws {WorkerError} (code `queue_declare`) When the broker refuses (it then closes `channel`).
  */
 export async function declareQueue(
   channel: AMQPChannel,
@@ -86,12 +69,8 @@ export async function declareQueue(
 }
 
 /**
- * The explicit consumer tag of a queue (docs/consumption.md#rabbitmq-channels): `basic.cancel`
- * needs it (docs/consumption.md#cancel-before-close), and the management console shows which queue
- * a consumer serves.
- *
- * @param queue Queue name.
- * @returns `statusengine-worker.<queue>`.
+ * The explicit consumer tag (docs/consumption.md#rabbitmq-channels): `basic.cancel` needs it, and
+ * the management console shows which queue a consumer serves.
  */
 export function consumerTag(queue: string): string {
   return `statusengine-worker.${queue}`;
@@ -101,14 +80,11 @@ export function consumerTag(queue: string): string {
 export interface AmqpSessionOptions {
   readonly url: AmqpUrl;
   readonly queues: readonly string[];
-  /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
   readonly declare?: QueueDeclareMode;
   /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
   readonly engine: DeliveryEngine;
-  /** The budget of each queue. */
   readonly budget: (queue: string) => QueueBudget;
   /** A message above this many bytes is dead-lettered (`too_large`) instead of handled. */
   readonly maxJobSize: number;
@@ -121,11 +97,7 @@ export interface AmqpSessionOptions {
 /** Workload bytes kept of a message above the size limit (for the dead-letter record). */
 const TOO_LARGE_KEPT_BYTES = 1024;
 
-/**
- * The error for a queue that cannot be declared (code `queue_declare`); the message names the
- * likely cause: a durability mismatch with the broker module's `DurableQueues`, or, for a
- * passive declaration, a queue the operator has not declared.
- */
+/** The `queue_declare` error, naming the likely cause and the setting to change. */
 function queueDeclareError(
   queue: string,
   durable: boolean,
@@ -168,11 +140,9 @@ class Lane {
   // (docs/consumption.md#rabbitmq-channels).
   readonly #buffer: AMQPMessage[] = [];
   #wake: (() => void) | undefined;
-  /** Ends a wait for a grant when the lane ends. */
   #onEnd: (() => void) | undefined;
   #accepting = true;
   #ending: "no" | "after-buffer" | "now" = "no";
-  /** Deliveries of this queue being handled now. */
   running = 0;
 
   constructor(queue: string) {
@@ -197,12 +167,7 @@ class Lane {
     }
   }
 
-  /**
-   * Wait for a slot of the queue's budget for the next delivery.
-   *
-   * @param budget The queue's budget.
-   * @returns The grant, or undefined once the lane has ended.
-   */
+  /** A slot of the queue's budget for the next delivery; undefined once the lane has ended. */
   grant(budget: QueueBudget): Promise<Grant | undefined> {
     if (this.#ending === "now") return Promise.resolve(undefined);
     const now = budget.tryAcquire();
@@ -219,10 +184,7 @@ class Lane {
     });
   }
 
-  /**
-   * Take nothing new; handle what was delivered before the cancel
-   * (docs/consumption.md#cancel-before-close).
-   */
+  /** Take nothing new; handle what was delivered before the cancel. */
   finishBuffered(): void {
     this.#accepting = false;
     if (this.#ending === "no") this.#ending = "after-buffer";
@@ -281,16 +243,11 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Connect, and per queue open a channel, declare the queue, apply the prefetch and register the
-   * consumer (docs/consumption.md#rabbitmq-topology). Deliveries that arrive before {@link start}
-   * wait in their lane. A failed or aborted attempt closes whatever it opened and leaves nothing
-   * behind (docs/consumption.md#rabbitmq-reconnect).
+   * Connect, and per queue open a channel, declare, set the prefetch and consume. Deliveries before
+   * {@link start} wait in their lane. A failed or aborted attempt closes whatever it opened.
    *
-   * @param options URL, queues, prefetch, engine and budgets.
-   * @param signal Aborts the attempt (shutdown).
-   * @returns A session ready to {@link start}.
    * @throws {WorkerError} (code `queue_declare`) When a queue declaration is refused.
-   * @throws {Error} When the broker is unreachable, refuses the login or the vhost, or does not answer within the connect timeout.
+   * @throws {Error} When the broker is unreachable, refuses the login or vhost, or is too slow.
    */
   static async open(options: AmqpSessionOptions, signal: AbortSignal): Promise<AmqpSession> {
     const session = new AmqpSession(options);
@@ -329,8 +286,7 @@ export class AmqpSession implements Link {
       durable: o.durableQueues,
       mode: o.declare ?? "declare",
     });
-    // global=false: the limit applies to the one consumer of this channel
-    // (docs/consumption.md#rabbitmq-channels).
+    // global=false: the limit applies to the one consumer of this channel.
     await channel.basicQos(o.prefetch, 0, false);
     const consumer = await channel.basicConsume(
       lane.queue,
@@ -354,68 +310,43 @@ export class AmqpSession implements Link {
     );
   }
 
-  /** Settles once, with the reason, when the connection, a channel or a consumer is lost; `undefined` after {@link close}. */
   get closed(): Promise<Error | undefined> {
     return this.#lost.promise;
   }
 
-  /** Handlers of this session still running. */
   get inFlight(): number {
     return this.#running.size;
   }
 
-  /** `performance.now()` of the last delivery, or of the start. */
   get lastReceivedAt(): number {
     return this.#lastReceivedAt;
   }
 
-  /** Start one delivery loop per queue. */
   start(): void {
     this.#lastReceivedAt = performance.now();
     for (const lane of this.#lanes) this.#loops.push(this.#runLane(lane));
   }
 
-  /**
-   * Messages wait at the broker while a lane with room receives none: the
-   * broker no longer delivers to this session. Rebuild it.
-   *
-   * @param queue The stalled queue.
-   */
+  /** Messages wait but a lane with room receives none: the broker stopped delivering. Rebuild. */
   nudge(queue: string): void {
     this.#markLost(new Error(`queue "${queue}" stalled: messages wait but none are delivered`));
   }
 
-  /**
-   * Messages ready at the broker for `queue` (a passive declaration on a
-   * channel of its own, so a failure cannot close a consuming channel).
-   *
-   * @param queue Queue name.
-   * @returns The ready count.
-   */
+  /** Messages ready at the broker (a passive declaration on the {@link ProbeChannel}). */
   async backlog(queue: string): Promise<number> {
     const ok = await this.#probe.declare(queue, queueDeclareFlags(this.#options.durableQueues));
     return ok.messageCount;
   }
 
-  /**
-   * Consumers registered on `queue`, this session's included (a passive declaration, as for
-   * {@link backlog}).
-   *
-   * @param queue Queue name.
-   * @returns The consumer count.
-   */
+  /** Consumers registered on `queue`, this session's included. */
   async consumers(queue: string): Promise<number> {
     const ok = await this.#probe.declare(queue, queueDeclareFlags(this.#options.durableQueues));
     return ok.consumerCount;
   }
 
   /**
-   * Hand the messages back (docs/retries.md#give-back): abort the running handlers with a {@link
-   * JobGivenBack}, acknowledge none of them, and close the channels and the connection, which
-   * requeues every unacknowledged message.
-   *
-   * @param reason Why.
-   * @returns The messages being handled, per queue.
+   * Hand the messages back (docs/retries.md#give-back): abort the handlers, ack none, and close,
+   * which requeues every unacknowledged message. Returns the messages being handled, per queue.
    */
   async giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
     const given = new Map(
@@ -427,13 +358,7 @@ export class AmqpSession implements Link {
     return given;
   }
 
-  /**
-   * Stop, cancel first (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer,
-   * waiting at most 2 s for the replies; deliveries already pushed are still handled and
-   * acknowledged within `signal`; then close.
-   *
-   * @param signal Drain deadline.
-   */
+  /** Cancel (at most 2 s), finish what was delivered within `signal`, close. */
   async drain(signal: AbortSignal): Promise<void> {
     await this.cancel(2_000);
     await this.settled(signal);
@@ -441,11 +366,8 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Stop consuming (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer in
-   * parallel, waiting at most `timeoutMs` for the replies. Deliveries already pushed are still
-   * handled (wait with {@link settled}); transient handler failures are no longer retried.
-   *
-   * @param timeoutMs Bound on the cancel-ok replies.
+   * `basic.cancel` every consumer, waiting at most `timeoutMs` (docs/consumption.md#cancel-before-close).
+   * Deliveries already pushed are still handled; failures are no longer retried.
    */
   async cancel(timeoutMs: number): Promise<void> {
     this.#draining = true;
@@ -468,13 +390,7 @@ export class AmqpSession implements Link {
     }));
   }
 
-  /**
-   * Wait until every delivery loop and handler ended; when `signal` aborts
-   * first, abort the running handlers (their messages stay unacknowledged
-   * and are redelivered) and give them a moment to settle.
-   *
-   * @param signal Deadline (drain timeout).
-   */
+  /** Wait for every loop and handler; when `signal` aborts first, abort them (redelivered). */
   async settled(signal: AbortSignal): Promise<void> {
     await settleHandlers(() => this.#loops, signal, () => {
       this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError"));
@@ -482,16 +398,11 @@ export class AmqpSession implements Link {
     });
   }
 
-  /** Close at once (the core's abort); same as {@link close}. */
   abort(): Promise<void> {
     return this.close();
   }
 
-  /**
-   * Close every channel, then the connection, each bounded; a
-   * close that fails because the link is already gone is not an error.
-   * Unacknowledged messages go back to their queues. Idempotent.
-   */
+  /** Close the channels, then the connection, each bounded; unacked messages requeue. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
@@ -580,7 +491,15 @@ export class AmqpSession implements Link {
     };
     const ack: Acknowledgement = {
       // On the channel that received it, the only one where the tag is valid.
-      complete: () => !this.#givenBack && this.#answer(lane, job, () => msg.ack()),
+      complete: () =>
+        !this.#givenBack && msg.ack().then(() => true, (err: unknown) => {
+          log.warn("rabbitmq: acknowledgement failed, the message will be redelivered", {
+            queue: lane.queue,
+            delivery_tag: job.handle,
+            error: errorMessage(err),
+          });
+          return false;
+        }),
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,
@@ -602,20 +521,6 @@ export class AmqpSession implements Link {
     } finally {
       lane.running--;
       grant.release();
-    }
-  }
-
-  async #answer(lane: Lane, job: Job, send: () => Promise<unknown>): Promise<boolean> {
-    try {
-      await send();
-      return true;
-    } catch (err: unknown) {
-      log.warn("rabbitmq: acknowledgement failed, the message will be redelivered", {
-        queue: lane.queue,
-        delivery_tag: job.handle,
-        error: errorMessage(err),
-      });
-      return false;
     }
   }
 }
