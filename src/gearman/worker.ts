@@ -1,17 +1,10 @@
 /**
- * One queue (Gearman function) on one connection — a link of the consumer
- * core: registration, pipelined grabs bounded by the queue's budget (D12),
- * PRE_SLEEP/NOOP, and the acknowledgement of each job on this connection
- * once the delivery engine says so (D1).
+ * One queue (Gearman function) on one connection, a link of the consumer core: pipelined grabs
+ * bounded by the queue's budget (D12), PRE_SLEEP/NOOP, and acks on this connection (D1).
  *
- * The grab/sleep state machine. Replies to grabs arrive in the order the
- * grabs were sent, one reply per grab. The invariant, checked by the
- * property test against a scripted job server: whenever the worker is
- * neither draining nor dead, it has a grab outstanding, or it has sent
- * PRE_SLEEP and waits for NOOP, or its queue budget is exhausted and it waits
- * for a grant (which a finishing job releases). Nothing else may leave it
- * quiet, because gearmand sends NOOP only to a connection that sent
- * PRE_SLEEP:
+ * Grab replies arrive in grab order. Invariant (property test): unless draining or dead, the
+ * worker has a grab outstanding, or sent PRE_SLEEP and waits for NOOP, or waits for a budget
+ * grant. Nothing else may leave it quiet: gearmand sends NOOP only after PRE_SLEEP.
  *
  * - JOB_ASSIGN*: the server had work; start the job, grab again.
  * - NO_JOB with other grabs outstanding: send nothing new until they are
@@ -48,11 +41,11 @@ export interface QueueWorkerOptions {
   readonly clientId?: string;
   /** While sleeping, grab anyway after this long without a NOOP (lost wake-up). Default 30 s. */
   readonly idlePollMs?: number;
-  /** Connection options (heartbeat, timeouts, body size limit, signal for the connect). */
+
   readonly connect?: Omit<ConnectOptions, "onPacket" | "truncateOversizeJobs">;
 }
 
-/** What the state machine did last, for tests and logs. */
+/** The state machine's variables, for tests. */
 export interface QueueWorkerState {
   readonly grabsOutstanding: number;
   readonly sleeping: boolean;
@@ -62,10 +55,7 @@ export interface QueueWorkerState {
   readonly dead: boolean;
 }
 
-/**
- * One generation of one (queue, server) link. Built by the supervisor, which
- * is the only code that replaces it.
- */
+/** One generation of one (queue, server) link; only the supervisor replaces it. */
 export class QueueWorker implements Link {
   readonly queue: string;
   readonly server: string;
@@ -86,7 +76,7 @@ export class QueueWorker implements Link {
   #givenBack = false;
   #started = false;
   #lastReceivedAt = performance.now();
-  /** Epoch ms this generation was built, just before it connects (Job.linkOpenedAt). */
+  /** Job.linkOpenedAt. */
   readonly #openedAt = Date.now();
   #cancelWait: CancelWait | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -96,7 +86,6 @@ export class QueueWorker implements Link {
   readonly #running = new Set<Promise<unknown>>();
   #jobNotFound = 0;
 
-  /** @param options Queue, server, budget and delivery engine. */
   constructor(options: QueueWorkerOptions) {
     this.queue = options.queue;
     this.server = options.server;
@@ -107,12 +96,9 @@ export class QueueWorker implements Link {
   }
 
   /**
-   * Connect, register the function and wait until the server has answered
-   * (an ECHO round trip behind CAN_DO): a server that accepts TCP but is hung
-   * or stopped must not count as connected. Does not grab yet ({@link start}).
+   * Connect, register and wait for an ECHO round trip behind CAN_DO: a server that accepts TCP
+   * but is hung must not count as connected. Does not grab yet.
    *
-   * @param options Worker options.
-   * @returns A connected, registered, not yet grabbing worker.
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached or does not answer in time.
    */
   static async open(options: QueueWorkerOptions): Promise<QueueWorker> {
@@ -146,27 +132,23 @@ export class QueueWorker implements Link {
     return worker;
   }
 
-  /** Settles when the connection ended: `undefined` after a deliberate close, else why. */
   get closed(): Promise<Error | undefined> {
     return this.#connection.closed;
   }
 
-  /** Handlers of this generation still running. */
   get inFlight(): number {
     return this.#running.size;
   }
 
-  /** `performance.now()` of the last job received, or of the start. */
   get lastReceivedAt(): number {
     return this.#lastReceivedAt;
   }
 
-  /** ERROR JOB_NOT_FOUND answers seen (an acknowledgement the server did not accept). */
+  /** ERROR JOB_NOT_FOUND answers: acknowledgements the server did not accept. */
   get jobNotFound(): number {
     return this.#jobNotFound;
   }
 
-  /** The state machine's variables (tests). */
   get state(): QueueWorkerState {
     return {
       grabsOutstanding: this.#grabs.length,
@@ -183,7 +165,6 @@ export class QueueWorker implements Link {
     return this.#conn;
   }
 
-  /** Start grabbing. */
   start(): void {
     this.#started = true;
     this.#lastReceivedAt = performance.now();
@@ -191,12 +172,8 @@ export class QueueWorker implements Link {
   }
 
   /**
-   * Stop grabbing, wait for running handlers (bounded by `signal`), put an ECHO barrier behind the
-   * acknowledgements, and close (docs/consumption.md#orderly-stop). Jobs assigned by grabs still
-   * outstanding are neither started nor answered; closing the socket re-queues them. Never sends
-   * CANT_DO (it would re-queue jobs still being handled).
-   *
-   * @param signal Drain deadline: when it aborts, running handlers are aborted too and their jobs left unanswered.
+   * Stop grabbing, wait for the handlers within `signal`, ECHO barrier, close
+   * (docs/consumption.md#orderly-stop). Never CANT_DO: it would re-queue jobs being handled.
    */
   async drain(signal: AbortSignal): Promise<void> {
     this.#draining = true;
@@ -216,12 +193,6 @@ export class QueueWorker implements Link {
     await this.#connection.close();
   }
 
-  /**
-   * Wait until every handler of this generation settled; when `signal`
-   * aborts first, abort the handlers and give them a moment to settle.
-   *
-   * @param signal Deadline.
-   */
   async settled(signal: AbortSignal): Promise<void> {
     if (this.#running.size === 0) return;
     await settleHandlers(
@@ -241,12 +212,8 @@ export class QueueWorker implements Link {
   }
 
   /**
-   * Hand the jobs back (docs/retries.md#give-back): abort the running handlers with a {@link
-   * JobGivenBack}, answer none of them, and close the connection, which makes gearmand requeue every
-   * job assigned to it. Never WORK_FAIL: it would drop a background job.
-   *
-   * @param reason Why.
-   * @returns The jobs that were running.
+   * Hand the jobs back (docs/retries.md#give-back): abort the handlers, answer none, close (gearmand
+   * requeues). Never WORK_FAIL: it would drop a background job.
    */
   async giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
     const jobs = this.#running.size;
@@ -256,10 +223,7 @@ export class QueueWorker implements Link {
     return new Map(jobs === 0 ? [] : [[this.queue, jobs]]);
   }
 
-  /**
-   * Ask for work now, whatever the state machine believes (a stall was
-   * detected: jobs wait at the server while this connection takes none).
-   */
+  /** Grab now, whatever the state machine believes (a stall was detected). */
   nudge(): void {
     if (!this.#wantsGrabs()) return;
     log.debug("gearman: nudged, grabbing", {
@@ -469,10 +433,7 @@ export class QueueWorker implements Link {
     void this.#connection.close();
   }
 
-  /**
-   * Hand the job to the delivery engine; once it ended, free its slot and grab again. One
-   * continuation per job, which also takes it off the running set.
-   */
+  /** Hand the job to the engine; one continuation per job frees its slot and grabs again. */
   #run(job: Job, grant: Grant, tooLarge: number | undefined, ownsPayload: boolean): void {
     const ack: Acknowledgement = {
       // Only the connection that received the job may answer it (D12). Queued, not awaited: the
