@@ -1,15 +1,11 @@
 /**
- * The text of an error, one way everywhere: in log properties, in messages printed by the
- * commands, and in the dead-letter file.
+ * The worker's error type and the one way to print an error (logs, commands, dead letters).
  *
  * @module
  */
 
 /**
  * Text of an error: its message and up to three causes that add something, no stack.
- *
- * @param err Anything thrown.
- * @returns E.g. `Connection to job server h:4730 lost: read failed: Connection reset by peer`.
  *
  * @example
  * ```ts
@@ -73,19 +69,10 @@ export type ErrorCode =
   /** The broker could not take a command; nothing is known to be queued. */
   | "command_publish";
 
-/**
- * The worker's one error type: a message for people and a {@link ErrorCode} for the callers
- * that branch ({@link hasCode}). The few subclasses left carry fields their callers read.
- */
+/** The worker's one error type: a message for people and an {@link ErrorCode} for code. */
 export class WorkerError extends Error {
-  /** What went wrong. */
   readonly code: ErrorCode;
 
-  /**
-   * @param code What went wrong.
-   * @param message The whole message, naming queue, table or server.
-   * @param options `cause`.
-   */
   constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = "WorkerError";
@@ -95,10 +82,6 @@ export class WorkerError extends Error {
 
 /**
  * Whether `err` is a {@link WorkerError} with one of `codes`.
- *
- * @param err Anything thrown.
- * @param codes The codes to match.
- * @returns True on a match.
  *
  * @example
  * ```ts
