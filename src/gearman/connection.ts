@@ -43,13 +43,13 @@ export function isConnectionError(err: unknown): err is WorkerError {
 export interface ConnectOptions {
   readonly signal?: AbortSignal;
   /** Default 5000 ms. */
-  readonly connectTimeoutMs?: number;
-  readonly maxBodySize?: number;
+  readonly connectTimeoutMs?: number | undefined;
+  readonly maxBodySize?: number | undefined;
   readonly truncateOversizeJobs?: boolean;
   /** ECHO_REQ probe after this much silence; 0 disables the heartbeat. */
-  readonly heartbeatIntervalMs?: number;
+  readonly heartbeatIntervalMs?: number | undefined;
   /** The peer is dead when nothing arrives this long after a probe. */
-  readonly heartbeatTimeoutMs?: number;
+  readonly heartbeatTimeoutMs?: number | undefined;
   /** Every received packet except the connection's own ECHO_RES answers. */
   readonly onPacket: (packet: Packet) => void;
 }

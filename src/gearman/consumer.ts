@@ -80,18 +80,14 @@ function target(
         server,
         budget,
         engine: context.engine,
-        ...(clientId === undefined ? {} : { clientId }),
-        ...(o.idlePollMs === undefined ? {} : { idlePollMs: o.idlePollMs }),
+        clientId,
+        idlePollMs: o.idlePollMs,
         connect: {
           signal,
-          ...(o.heartbeatIntervalMs === undefined
-            ? {}
-            : { heartbeatIntervalMs: o.heartbeatIntervalMs }),
-          ...(o.heartbeatTimeoutMs === undefined
-            ? {}
-            : { heartbeatTimeoutMs: o.heartbeatTimeoutMs }),
-          ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
-          ...(o.maxJobSize === undefined ? {} : { maxBodySize: o.maxJobSize }),
+          heartbeatIntervalMs: o.heartbeatIntervalMs,
+          heartbeatTimeoutMs: o.heartbeatTimeoutMs,
+          connectTimeoutMs: o.connectTimeoutMs,
+          maxBodySize: o.maxJobSize,
         },
       }),
     async backlog(name, signal) {

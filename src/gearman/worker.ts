@@ -26,7 +26,7 @@ import {
 } from "../consumer/contract.ts";
 import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, type LogProperties } from "../log.ts";
 import { deadline } from "../util/async.ts";
 
 const log = getLogger("gearman");
@@ -38,10 +38,9 @@ export interface QueueWorkerOptions {
   readonly budget: QueueBudget;
   readonly engine: DeliveryEngine;
   /** Shown in `gearadmin --workers`; must not contain spaces. */
-  readonly clientId?: string;
+  readonly clientId?: string | undefined;
   /** While sleeping, grab anyway after this long without a NOOP (lost wake-up). Default 30 s. */
-  readonly idlePollMs?: number;
-
+  readonly idlePollMs?: number | undefined;
   readonly connect?: Omit<ConnectOptions, "onPacket" | "truncateOversizeJobs">;
 }
 
@@ -316,25 +315,25 @@ export class QueueWorker implements Link {
         this.#onError(packet);
         return;
       default:
-        log.error("gearman: unexpected packet on worker connection, reconnecting", {
-          queue: this.queue,
-          server: this.server,
+        this.#reconnect("unexpected packet on worker connection", {
           packet: packetName(packet.type),
         });
-        void this.#connection.close();
     }
+  }
+
+  /** A packet the state machine cannot place: log it and reconnect. */
+  #reconnect(what: string, properties: LogProperties = {}): void {
+    log.error(`gearman: ${what}, reconnecting`, {
+      queue: this.queue,
+      server: this.server,
+      ...properties,
+    });
+    void this.#connection.close();
   }
 
   #onAssign(packet: Packet): void {
     const grant = this.#grabs.shift();
-    if (grant === undefined) {
-      log.error("gearman: job assigned without a grab outstanding, reconnecting", {
-        queue: this.queue,
-        server: this.server,
-      });
-      void this.#connection.close();
-      return;
-    }
+    if (grant === undefined) return this.#reconnect("job assigned without a grab outstanding");
     this.#lastReceivedAt = performance.now();
     // The server had a job for a grab sent after any earlier NO_JOB: there
     // may be more, so the empty reply no longer decides (the lost wake-up fix).
@@ -364,14 +363,7 @@ export class QueueWorker implements Link {
 
   #onNoJob(): void {
     const grant = this.#grabs.shift();
-    if (grant === undefined) {
-      log.error("gearman: NO_JOB without a grab outstanding, reconnecting", {
-        queue: this.queue,
-        server: this.server,
-      });
-      void this.#connection.close();
-      return;
-    }
+    if (grant === undefined) return this.#reconnect("NO_JOB without a grab outstanding");
     grant.release();
     if (!this.#wantsGrabs()) return;
     this.#stopWaiting();
@@ -424,13 +416,7 @@ export class QueueWorker implements Link {
       });
       return;
     }
-    log.error("gearman: error packet on worker connection, reconnecting", {
-      queue: this.queue,
-      server: this.server,
-      code,
-      text,
-    });
-    void this.#connection.close();
+    this.#reconnect("error packet on worker connection", { code, text });
   }
 
   /** Hand the job to the engine; one continuation per job frees its slot and grabs again. */
