@@ -130,13 +130,13 @@ export class RabbitMqConsumer implements QueueConsumer {
         url: { ...url, ...url.hosts[index] ?? url },
         queues: names,
         durableQueues: o.durableQueues,
-        ...(o.declare === undefined ? {} : { declare: o.declare }),
+        declare: o.declare,
         prefetch: o.prefetch,
         engine: context.engine,
         budget: context.budget,
         maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
-        ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
-        ...(o.connectionName === undefined ? {} : { connectionName: o.connectionName }),
+        connectTimeoutMs: o.connectTimeoutMs,
+        connectionName: o.connectionName,
       }, signal);
     return new Consumer({
       ...o,

@@ -34,14 +34,8 @@ const log = getLogger("rabbitmq");
  * Flags of every queue declaration (docs/consumption.md#rabbitmq-topology). Everything that
  * declares must use exactly these, or RabbitMQ answers 406 PRECONDITION_FAILED.
  */
-function queueDeclareFlags(durable: boolean): {
-  readonly passive: false;
-  readonly durable: boolean;
-  readonly exclusive: false;
-  readonly autoDelete: false;
-} {
-  return { passive: false, durable, exclusive: false, autoDelete: false };
-}
+const queueDeclareFlags = (durable: boolean) =>
+  ({ passive: false, durable, exclusive: false, autoDelete: false }) as const;
 
 /** `--rabbitmq-declare`: create a missing queue, or only check that the operator declared it. */
 export type QueueDeclareMode = "declare" | "passive";
@@ -55,16 +49,35 @@ export type QueueDeclareMode = "declare" | "passive";
 export async function declareQueue(
   channel: AMQPChannel,
   queue: string,
-  options: { readonly durable: boolean; readonly mode: QueueDeclareMode },
+  { durable, mode }: { readonly durable: boolean; readonly mode: QueueDeclareMode },
 ): Promise<void> {
   try {
     await channel.queueDeclare(
       queue,
-      options.mode === "passive" ? { passive: true } : queueDeclareFlags(options.durable),
+      mode === "passive" ? { passive: true } : queueDeclareFlags(durable),
       {},
     );
-  } catch (err: unknown) {
-    throw queueDeclareError(queue, options.durable, err, options.mode);
+  } catch (cause: unknown) {
+    // Name the likely cause and the setting to change.
+    const detail = errorMessage(cause);
+    const hint = mode === "passive"
+      ? /NOT_FOUND|\(404\)/.test(detail)
+        ? ": the queue does not exist and --rabbitmq-declare (STATUSENGINE_RABBITMQ_DECLARE, " +
+          "rabbitmq_declare) is passive, so the worker does not create it: declare it on the " +
+          "broker first (for a quorum queue: durable, argument x-queue-type=quorum), or set " +
+          "--rabbitmq-declare declare to let the worker create a classic queue"
+        : ""
+      : /PRECONDITION_FAILED|\(406\)/.test(detail)
+      ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
+        `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
+        `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
+        `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
+        "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
+        "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
+      : "";
+    throw new WorkerError("queue_declare", `Cannot declare queue "${queue}": ${detail}${hint}`, {
+      cause,
+    });
   }
 }
 
@@ -81,7 +94,7 @@ export interface AmqpSessionOptions {
   readonly url: AmqpUrl;
   readonly queues: readonly string[];
   readonly durableQueues: boolean;
-  readonly declare?: QueueDeclareMode;
+  readonly declare?: QueueDeclareMode | undefined;
   /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
   readonly engine: DeliveryEngine;
@@ -89,41 +102,13 @@ export interface AmqpSessionOptions {
   /** A message above this many bytes is dead-lettered (`too_large`) instead of handled. */
   readonly maxJobSize: number;
   /** Bound on dial, handshake, channels, declarations, qos and consume together. Default 10 s. */
-  readonly connectTimeoutMs?: number;
+  readonly connectTimeoutMs?: number | undefined;
   /** Connection name shown by the management console. */
-  readonly connectionName?: string;
+  readonly connectionName?: string | undefined;
 }
 
 /** Workload bytes kept of a message above the size limit (for the dead-letter record). */
 const TOO_LARGE_KEPT_BYTES = 1024;
-
-/** The `queue_declare` error, naming the likely cause and the setting to change. */
-function queueDeclareError(
-  queue: string,
-  durable: boolean,
-  cause: unknown,
-  mode: QueueDeclareMode,
-): WorkerError {
-  const detail = errorMessage(cause);
-  const hint = mode === "passive"
-    ? /NOT_FOUND|\(404\)/.test(detail)
-      ? ": the queue does not exist and --rabbitmq-declare (STATUSENGINE_RABBITMQ_DECLARE, " +
-        "rabbitmq_declare) is passive, so the worker does not create it: declare it on the " +
-        "broker first (for a quorum queue: durable, argument x-queue-type=quorum), or set " +
-        "--rabbitmq-declare declare to let the worker create a classic queue"
-      : ""
-    : /PRECONDITION_FAILED|\(406\)/.test(detail)
-    ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
-      `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
-      `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
-      `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
-      "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
-      "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
-    : "";
-  return new WorkerError("queue_declare", `Cannot declare queue "${queue}": ${detail}${hint}`, {
-    cause,
-  });
-}
 
 const CLOSE_TIMEOUT_MS = 2_000;
 const SOCKET_CLOSE_GRACE_MS = 1_000;

@@ -61,19 +61,16 @@ export function parseAmqpUrl(url: string): AmqpUrl {
   const tls = u.protocol === "amqps:";
   const port = u.port === "" ? (tls ? 5671 : 5672) : Number(u.port);
   if (!Number.isInteger(port) || port < 1 || port > 65535) fail(`port "${u.port}" out of range`);
-  let vhost = "";
-  for (const [what, text] of [["user", u.username], ["password", u.password]] as const) {
+  const path = u.pathname.slice(1);
+  const parts = [["user", u.username], ["password", u.password], ["vhost", path]] as const;
+  for (const [what, text] of parts) {
     try {
       decodeURIComponent(text);
     } catch {
       fail(`malformed percent-encoding in the ${what}`);
     }
   }
-  try {
-    vhost = decodeURIComponent(u.pathname.slice(1)) || "/";
-  } catch {
-    fail("malformed percent-encoding in the vhost");
-  }
+  const vhost = decodeURIComponent(path) || "/";
   const heartbeat = u.searchParams.get("heartbeat");
   if (heartbeat === null) {
     u.searchParams.set("heartbeat", String(DEFAULT_HEARTBEAT_S));
