@@ -28,13 +28,6 @@ export interface Logger {
   error(message: string, properties?: LogProperties): void;
 }
 
-const LEVELS: Record<LogLevel, LogtapeLevel> = {
-  debug: "debug",
-  info: "info",
-  warn: "warning",
-  error: "error",
-};
-
 const encoder = new TextEncoder();
 
 export type LogStream = "stdout" | "stderr";
@@ -45,15 +38,14 @@ export type LogStream = "stdout" | "stderr";
  */
 const JOURNAL_PRIORITY: Record<LogLevel, number> = { debug: 7, info: 6, warn: 4, error: 3 };
 
-const LEVEL_NAMES: Partial<Record<LogtapeLevel, LogLevel>> = {
-  debug: "debug",
-  info: "info",
-  warning: "warn",
-  error: "error",
-};
-
 function levelName(level: LogtapeLevel): LogLevel {
-  return LEVEL_NAMES[level] ?? (level === "trace" ? "debug" : "error");
+  return level === "warning"
+    ? "warn"
+    : level === "trace"
+    ? "debug"
+    : level === "fatal"
+    ? "error"
+    : level;
 }
 
 /**
@@ -164,7 +156,11 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
     reset: true,
     sinks: { out: sink },
     loggers: [
-      { category: ["statusengine"], sinks: ["out"], lowestLevel: LEVELS[options.level] },
+      {
+        category: ["statusengine"],
+        sinks: ["out"],
+        lowestLevel: options.level === "warn" ? "warning" : options.level,
+      },
       { category: ["logtape", "meta"], sinks: ["out"], lowestLevel: "warning" },
     ],
   });
