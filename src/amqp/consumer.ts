@@ -45,7 +45,7 @@ function waitable(err: unknown): boolean {
 /** Consumes every queue from one RabbitMQ broker. */
 export class RabbitMqConsumer implements QueueConsumer {
   readonly #options: RabbitMqConsumerOptions;
-  #url: AmqpUrl | undefined;
+
   #core: Consumer | undefined;
   #stopping: Promise<void> | undefined;
   #started = false;
@@ -62,16 +62,6 @@ export class RabbitMqConsumer implements QueueConsumer {
       );
     }
     this.#options = options;
-  }
-
-  /** Whether every queue is consuming (the `queue_connected` gauge). */
-  get connected(): boolean {
-    const core = this.#core;
-    return core !== undefined && this.#options.queues.every((q) => core.connected(q.name));
-  }
-
-  stalled(queue: string): boolean {
-    return this.#core?.stalled(queue) ?? false;
   }
 
   /**
@@ -99,7 +89,7 @@ export class RabbitMqConsumer implements QueueConsumer {
         },
       );
     }
-    this.#url = url;
+
     const core = this.#buildCore(url);
     this.#core = core;
     try {
@@ -197,10 +187,5 @@ export class RabbitMqConsumer implements QueueConsumer {
   stop(): Promise<void> {
     this.#stopping ??= this.#core?.stop() ?? Promise.resolve();
     return this.#stopping;
-  }
-
-  /** The broker URL without its password (after start). */
-  get display(): string | undefined {
-    return this.#url?.display;
   }
 }

@@ -343,36 +343,34 @@ export class AmqpSession implements Link {
     return given;
   }
 
-  /** Cancel (at most 2 s), finish what was delivered within `signal`, close. */
-  async drain(signal: AbortSignal): Promise<void> {
-    await this.cancel(2_000);
-    await this.settled(signal);
-    await this.close();
-  }
-
   /**
-   * `basic.cancel` every consumer, waiting at most `timeoutMs` (docs/consumption.md#cancel-before-close).
-   * Deliveries already pushed are still handled; failures are no longer retried.
+   * Stop (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer (at most 2 s),
+   * handle what was delivered within `signal` (no more retries), close.
    */
-  async cancel(timeoutMs: number): Promise<void> {
+  async drain(signal: AbortSignal): Promise<void> {
     this.#draining = true;
     this.#stopRetries.abort();
-    using limit = deadline(timeoutMs);
-    await Promise.all(this.#lanes.map(async (lane) => {
-      const consumer = lane.consumer;
-      if (consumer !== undefined && this.#lostReason === undefined) {
-        const outcome = await Promise.race([
-          consumer.cancel().then(() => "ok", (err: unknown) => errorMessage(err)),
-          aborted(limit.signal).then(() => `no cancel-ok within ${timeoutMs} ms`),
-        ]);
-        if (outcome !== "ok") {
-          log.debug("rabbitmq: basic.cancel failed", { queue: lane.queue, error: outcome });
+    const timeoutMs = 2_000;
+    {
+      using limit = deadline(timeoutMs);
+      await Promise.all(this.#lanes.map(async (lane) => {
+        const consumer = lane.consumer;
+        if (consumer !== undefined && this.#lostReason === undefined) {
+          const outcome = await Promise.race([
+            consumer.cancel().then(() => "ok", (err: unknown) => errorMessage(err)),
+            aborted(limit.signal).then(() => `no cancel-ok within ${timeoutMs} ms`),
+          ]);
+          if (outcome !== "ok") {
+            log.debug("rabbitmq: basic.cancel failed", { queue: lane.queue, error: outcome });
+          }
         }
-      }
-      // Also after a failed cancel: a delivery arriving now is not started;
-      // the channel close hands it back.
-      lane.finishBuffered();
-    }));
+        // Also after a failed cancel: a delivery arriving now is not started;
+        // the channel close hands it back.
+        lane.finishBuffered();
+      }));
+    }
+    await this.settled(signal);
+    await this.close();
   }
 
   /** Wait for every loop and handler; when `signal` aborts first, abort them (redelivered). */
