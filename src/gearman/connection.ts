@@ -86,8 +86,7 @@ export class GearmanConnection implements AsyncDisposable {
   #readLoop: Promise<void> = Promise.resolve();
   #echoWaiters = new Map<string, () => void>();
   #echoSeq = 0;
-  readonly #closed: Promise<Error | undefined>;
-  #resolveClosed!: (reason: Error | undefined) => void;
+  readonly #ended = Promise.withResolvers<Error | undefined>();
 
   private constructor(server: string, conn: Deno.TcpConn, options: ConnectOptions) {
     this.server = server;
@@ -100,9 +99,6 @@ export class GearmanConnection implements AsyncDisposable {
     this.#onPacket = options.onPacket;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.#heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? HEARTBEAT_TIMEOUT_MS;
-    this.#closed = new Promise((resolve) => {
-      this.#resolveClosed = resolve;
-    });
   }
 
   /**
@@ -132,21 +128,18 @@ export class GearmanConnection implements AsyncDisposable {
     conn.setNoDelay(true);
     conn.setKeepAlive(true);
     const connection = new GearmanConnection(server, conn, options);
-    connection.#start();
+    connection.#readLoop = connection.#read();
+    connection.#armHeartbeat(connection.#heartbeatIntervalMs);
     return connection;
   }
 
   /** Settles once: `undefined` after a deliberate {@link close}, else the error that ended it. */
   get closed(): Promise<Error | undefined> {
-    return this.#closed;
+    return this.#ended.promise;
   }
 
   get isClosed(): boolean {
     return this.#done;
-  }
-
-  get lastRxAt(): number {
-    return this.#lastRxAt;
   }
 
   /** Queue bytes; those queued in the same tick go out in one write. False when closed. */
@@ -189,7 +182,7 @@ export class GearmanConnection implements AsyncDisposable {
         cleanup();
         resolve();
       });
-      void this.#closed.then((reason) => {
+      void this.#ended.promise.then((reason) => {
         if (!this.#echoWaiters.has(token)) return;
         cleanup();
         reject(reason ?? connectionLost(this.server, "connection closed"));
@@ -206,11 +199,6 @@ export class GearmanConnection implements AsyncDisposable {
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-
-  #start(): void {
-    this.#readLoop = this.#read();
-    this.#armHeartbeat(this.#heartbeatIntervalMs);
   }
 
   async #read(): Promise<void> {
@@ -340,7 +328,7 @@ export class GearmanConnection implements AsyncDisposable {
     } catch {
       // Already closed by the peer; nothing left to release.
     }
-    this.#resolveClosed(reason);
+    this.#ended.resolve(reason);
     await this.#readLoop;
   }
 }

@@ -60,7 +60,7 @@ export class QueueWorker implements Link {
   readonly server: string;
   readonly #budget: QueueBudget;
   readonly #engine: DeliveryEngine;
-  readonly #clientId: string | undefined;
+
   readonly #idlePollMs: number;
   #conn: GearmanConnection | undefined;
   /** Grants of the outstanding grabs, oldest first: replies come in grab order. */
@@ -83,14 +83,13 @@ export class QueueWorker implements Link {
   // Ends retries when the worker drains or its connection dies.
   readonly #stopRetries = new AbortController();
   readonly #running = new Set<Promise<unknown>>();
-  #jobNotFound = 0;
 
   constructor(options: QueueWorkerOptions) {
     this.queue = options.queue;
     this.server = options.server;
     this.#budget = options.budget;
     this.#engine = options.engine;
-    this.#clientId = options.clientId;
+
     this.#idlePollMs = options.idlePollMs ?? 30_000;
   }
 
@@ -112,8 +111,8 @@ export class QueueWorker implements Link {
     void conn.closed.then((reason) => worker.#onClosed(reason));
     // SET_CLIENT_ID, CAN_DO and the ECHO go out in one write; registrations
     // live and die with the connection, so every generation sends CAN_DO again.
-    if (worker.#clientId !== undefined) {
-      conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [worker.#clientId]));
+    if (options.clientId !== undefined) {
+      conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [options.clientId]));
     }
     conn.send(encodePacket("REQ", PACKET.CAN_DO, [worker.queue]));
     const timeoutMs = connect.connectTimeoutMs ?? 5_000;
@@ -141,11 +140,6 @@ export class QueueWorker implements Link {
 
   get lastReceivedAt(): number {
     return this.#lastReceivedAt;
-  }
-
-  /** ERROR JOB_NOT_FOUND answers: acknowledgements the server did not accept. */
-  get jobNotFound(): number {
-    return this.#jobNotFound;
   }
 
   get state(): QueueWorkerState {
@@ -406,8 +400,7 @@ export class QueueWorker implements Link {
     const code = argText(packet.args[0]);
     const text = argText(packet.args[1]);
     if (code === "JOB_NOT_FOUND") {
-      // The server no longer considers us the owner (re-queued): count, carry on.
-      this.#jobNotFound++;
+      // The server no longer considers us the owner (re-queued): warn, carry on.
       log.warn("gearman: server did not accept an acknowledgement", {
         queue: this.queue,
         server: this.server,
