@@ -143,8 +143,7 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
     const journal = options.journal ??
       connectedToJournal(Deno.env.get("JOURNAL_STREAM"), streamOf(stream).isTerminal());
     sink = streamSink(options.format, stream, journal);
-    // Under systemd stdout and stderr are both the journal (StandardError=inherit), in a
-    // terminal both are the terminal.
+    // Under systemd both are the journal (StandardError=inherit).
     logSharesStderr = stream === "stderr" || journal ||
       (Deno.stdout.isTerminal() && Deno.stderr.isTerminal()) || stdoutIsStderr();
   } else {

@@ -110,8 +110,7 @@ export class RabbitMqConsumer implements QueueConsumer {
     const o = this.#options;
     const names = o.queues.map((q) => q.name);
     let current: AmqpSession | undefined;
-    // The next session tries the broker after the last session's first, so that a lost broker
-    // is not dialled again while others may answer (docs/running.md#rabbitmq-hosts).
+    // Start after the last session's broker: a lost broker is not dialled first again.
     let next = 0;
     let inUse: number | undefined;
     const servers = url.hosts.map((h) => h.server);
@@ -154,8 +153,7 @@ export class RabbitMqConsumer implements QueueConsumer {
               current = await openOn(index, context, signal);
             } catch (err: unknown) {
               if (signal.aborted || servers.length === 1) throw err;
-              // A refusal (login, vhost, declaration) is kept whole, so that start-up can tell
-              // it from a broker that is down; the other brokers are still tried.
+              // Kept whole, so that start-up can tell a refusal from a broker that is down.
               if (!waitable(err)) refused ??= err;
               failures.push(`${servers[index]}: ${errorMessage(err)}`);
               continue;

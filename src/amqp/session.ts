@@ -121,8 +121,7 @@ class Lane {
   readonly queue: string;
   channel: AMQPChannel | undefined;
   consumer: AMQPConsumer | undefined;
-  // Bounded by the prefetch count: the broker pushes no more unacked deliveries
-  // (docs/consumption.md#rabbitmq-channels).
+  // Bounded by the prefetch count: the broker pushes no more unacked deliveries.
   readonly #buffer: AMQPMessage[] = [];
   #wake: (() => void) | undefined;
   #onEnd: (() => void) | undefined;
@@ -282,8 +281,7 @@ export class AmqpSession implements Link {
       },
     );
     lane.consumer = consumer;
-    // Settles when the consumer ends: resolves after our own cancel or close,
-    // rejects when the broker cancelled it or closed its channel or connection.
+    // Rejects when the broker cancelled the consumer or closed its channel or connection.
     consumer.wait().then(
       () => {},
       (err: unknown) =>
@@ -364,8 +362,7 @@ export class AmqpSession implements Link {
             log.debug("rabbitmq: basic.cancel failed", { queue: lane.queue, error: outcome });
           }
         }
-        // Also after a failed cancel: a delivery arriving now is not started;
-        // the channel close hands it back.
+        // Also after a failed cancel: later deliveries go back with the channel close.
         lane.finishBuffered();
       }));
     }
@@ -408,8 +405,7 @@ export class AmqpSession implements Link {
         if (!closed) log.debug("rabbitmq: no close-ok from the broker, dropping the socket");
       }
     }
-    // Still there when the close-ok never came, or the attempt was aborted
-    // mid-handshake (the error also settles a pending connect()).
+    // No close-ok, or aborted mid-handshake (the error also settles a pending connect()).
     client.socket?.destroy(new Error("connection closed by the worker"));
     if (this.#socketClosed !== undefined) {
       using grace = deadline(SOCKET_CLOSE_GRACE_MS);
@@ -429,8 +425,7 @@ export class AmqpSession implements Link {
 
   async #runLane(lane: Lane): Promise<void> {
     const budget = this.#options.budget(lane.queue);
-    // The loop ends only after its last delivery was answered, so waiting for
-    // the loops is waiting for every handler of the session.
+    // The loop ends only after its last delivery was answered: loops cover every handler.
     const mine = new Set<Promise<void>>();
     try {
       for (;;) {
@@ -449,8 +444,7 @@ export class AmqpSession implements Link {
       await Promise.allSettled([...mine]);
     } finally {
       if (!this.#draining && this.#closing === undefined && this.#lostReason === undefined) {
-        // A queue that stopped consuming while the link looks healthy must not
-        // go unnoticed: rebuild the session.
+        // A queue that stopped consuming while the link looks healthy: rebuild.
         this.#markLost(new Error(`delivery loop of queue "${lane.queue}" ended`));
       }
     }
@@ -489,16 +483,14 @@ export class AmqpSession implements Link {
       stopRetries: this.#stopRetries.signal,
     };
     try {
-      // The library reads a message into a buffer of its own and does not touch it after the
-      // delivery: the engine frees it when the delivery ends.
+      // The body is the library's own buffer, untouched after delivery: the engine may free it.
       const result = await o.engine.deliver(
         tooLarge ? { job, tooLarge: body.length, ownsPayload: true } : { job, ownsPayload: true },
         ack,
         scope,
       );
       if (result === "abandoned") {
-        // The message goes back to the broker; handling its successors first
-        // would reorder the queue (statusngin_downtimes must be handled strictly in order).
+        // The message goes back; handling its successors first would reorder the queue.
         lane.endNow();
       }
     } finally {

@@ -109,8 +109,7 @@ export class QueueWorker implements Link {
     });
     worker.#conn = conn;
     void conn.closed.then((reason) => worker.#onClosed(reason));
-    // SET_CLIENT_ID, CAN_DO and the ECHO go out in one write; registrations
-    // live and die with the connection, so every generation sends CAN_DO again.
+    // One write; registrations live and die with the connection.
     if (options.clientId !== undefined) {
       conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [options.clientId]));
     }
@@ -179,8 +178,7 @@ export class QueueWorker implements Link {
       try {
         await this.#connection.echo({ signal: barrier.signal });
       } catch {
-        // The barrier is belt and braces (acks already left in order); a dead
-        // or slow peer must not hold up shutdown.
+        // Belt and braces (acks already left in order): never hold up shutdown.
       }
     }
     await this.#connection.close();
@@ -329,16 +327,14 @@ export class QueueWorker implements Link {
     const grant = this.#grabs.shift();
     if (grant === undefined) return this.#reconnect("job assigned without a grab outstanding");
     this.#lastReceivedAt = performance.now();
-    // The server had a job for a grab sent after any earlier NO_JOB: there
-    // may be more, so the empty reply no longer decides (the lost wake-up fix).
+    // There may be more: an earlier NO_JOB no longer decides (the lost wake-up fix).
     this.#emptyReplySeen = false;
     const args = packet.args;
     // JOB_ASSIGN_ALL carries a reducer before the workload.
     const payload = args[args.length - 1] as Uint8Array;
     grant.settle(payload.length);
     if (this.#draining || this.#dead) {
-      // Assigned by a grab sent before the drain: not started, not answered;
-      // the close re-queues it (docs/consumption.md#orderly-stop).
+      // Grabbed before the drain: not started, not answered; the close re-queues it.
       grant.release();
       return;
     }
@@ -415,8 +411,7 @@ export class QueueWorker implements Link {
   /** Hand the job to the engine; one continuation per job frees its slot and grabs again. */
   #run(job: Job, grant: Grant, tooLarge: number | undefined, ownsPayload: boolean): void {
     const ack: Acknowledgement = {
-      // Only the connection that received the job may answer it (D12). Queued, not awaited: the
-      // write goes out with the packets of this turn (GearmanConnection.send).
+      // Only the receiving connection may answer (D12); queued with this turn's packets.
       complete: () =>
         !this.#dead && !this.#givenBack &&
         this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
