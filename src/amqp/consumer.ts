@@ -80,16 +80,13 @@ export class RabbitMqConsumer implements QueueConsumer {
     let url: AmqpUrl;
     try {
       url = parseAmqpUrl(this.#options.url);
-    } catch (err: unknown) {
+    } catch (cause: unknown) {
       throw new WorkerError(
         "rabbitmq_start",
-        `Cannot start RabbitMQ consumer: ${errorMessage(err)}`,
-        {
-          cause: err,
-        },
+        `Cannot start RabbitMQ consumer: ${errorMessage(cause)}`,
+        { cause },
       );
     }
-
     const core = this.#buildCore(url);
     this.#core = core;
     try {
@@ -171,12 +168,8 @@ export class RabbitMqConsumer implements QueueConsumer {
           }
           throw refused ?? new Error(`no broker of the URL answered: ${failures.join("; ")}`);
         },
-        backlog(queue) {
-          return current === undefined ? Promise.resolve(undefined) : current.backlog(queue);
-        },
-        consumers(queue) {
-          return current === undefined ? Promise.resolve(undefined) : current.consumers(queue);
-        },
+        backlog: (queue) => current?.backlog(queue) ?? Promise.resolve(undefined),
+        consumers: (queue) => current?.consumers(queue) ?? Promise.resolve(undefined),
       }],
     });
   }

@@ -16,11 +16,6 @@ const SUBMIT_BG: Record<JobPriority, number> = {
   high: PACKET.SUBMIT_JOB_HIGH_BG,
 };
 
-interface Pending {
-  resolve(handle: string): void;
-  reject(err: Error): void;
-}
-
 /** Options of {@link GearmanClient.connect}. */
 export interface ClientOptions extends Omit<ConnectOptions, "onPacket"> {
   /** Submissions awaiting JOB_CREATED at once (pipelining window); default 100. */
@@ -32,7 +27,7 @@ export class GearmanClient implements AsyncDisposable {
   readonly server: string;
   readonly #window: number;
   #conn: GearmanConnection | undefined;
-  readonly #pending: Pending[] = [];
+  readonly #pending: Pick<PromiseWithResolvers<string>, "resolve" | "reject">[] = [];
   readonly #roomWaiters: (() => void)[] = [];
 
   private constructor(server: string, window: number) {

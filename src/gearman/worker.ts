@@ -1,16 +1,7 @@
 /**
  * One queue (Gearman function) on one connection, a link of the consumer core: pipelined grabs
- * bounded by the queue's budget (D12), PRE_SLEEP/NOOP, and acks on this connection (D1).
- *
- * Grab replies arrive in grab order. Invariant (property test): unless draining or dead, the
- * worker has a grab outstanding, or sent PRE_SLEEP and waits for NOOP, or waits for a budget
- * grant. Nothing else may leave it quiet: gearmand sends NOOP only after PRE_SLEEP.
- *
- * - JOB_ASSIGN*: the server had work; start the job, grab again.
- * - NO_JOB with other grabs outstanding: send nothing new until they are
- *   answered (their answers decide).
- * - NO_JOB answering the last outstanding grab: PRE_SLEEP.
- * - NOOP (or the idle poll, or a stall nudge): grab again.
+ * bounded by the queue's budget (D12), PRE_SLEEP/NOOP, and acks on this connection (D1). The
+ * grab/sleep state machine and its invariant: docs/consumption.md#grab-state-machine.
  *
  * @module
  */
