@@ -4,12 +4,8 @@
  *
  * @module
  */
-export const BUILD_INFO: {
-  readonly version: string;
-  readonly commit: string;
-  readonly date: string;
-} = {
+export const BUILD_INFO = Object.freeze({
   version: "dev",
   commit: "unknown",
   date: "",
-};
+});

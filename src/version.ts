@@ -6,14 +6,7 @@
  */
 import { BUILD_INFO } from "./build_info.ts";
 
-export interface Identity {
-  readonly version: string;
-  readonly commit: string;
-  readonly date: string;
-  readonly denoVersion: string;
-}
-
-export function identity(): Identity {
+export function identity(): typeof BUILD_INFO & { readonly denoVersion: string } {
   return { ...BUILD_INFO, denoVersion: Deno.version.deno };
 }
 
