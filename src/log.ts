@@ -1,10 +1,6 @@
 /**
- * Logging setup behind one module, so the backend (`@logtape/logtape`, an
- * import-map alias in deno.json) can be switched in one place.
- *
- * Policy (docs/logging.md): info carries lifecycle events and periodic
- * summaries only, never a line per job; errors carry queue/table/server
- * context and are logged once.
+ * Logging behind one module, so the backend (`@logtape/logtape`) can be switched in one place.
+ * Policy: docs/logging.md.
  *
  * @module
  */
@@ -19,15 +15,12 @@ import {
   reset,
 } from "@logtape/logtape";
 
-/** Levels accepted by `--log-level`. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 /** Formats accepted by `--log-format`: `text` is logfmt (`key=value`), `json` one object per line. */
 export type LogFormat = "text" | "json";
 
-/** Structured properties of one log line. */
 export type LogProperties = Record<string, unknown>;
 
-/** The logger interface the rest of the code depends on. */
 export interface Logger {
   debug(message: string, properties?: LogProperties): void;
   info(message: string, properties?: LogProperties): void;
@@ -35,48 +28,35 @@ export interface Logger {
   error(message: string, properties?: LogProperties): void;
 }
 
-const LEVELS: Record<LogLevel, LogtapeLevel> = {
-  debug: "debug",
-  info: "info",
-  warn: "warning",
-  error: "error",
-};
-
 const encoder = new TextEncoder();
 
-/** Where the log lines of a process go. */
 export type LogStream = "stdout" | "stderr";
 
 /**
- * The syslog priority of each level (sd-daemon(3)): a line starting with `<3>` is stored by
- * journald at priority err, so `journalctl -p err` finds it. Without the prefix every line of
- * the service is stored at the unit's `SyslogLevel=` (info).
+ * Syslog priority per level (sd-daemon(3)): journald stores a line starting with `<3>` at err, so
+ * `journalctl -p err` finds it; without the prefix every line is stored at info.
  */
 const JOURNAL_PRIORITY: Record<LogLevel, number> = { debug: 7, info: 6, warn: 4, error: 3 };
 
-/** Our spelling of logtape's levels: the one `--log-level` accepts, in every format. */
-const LEVEL_NAMES: Partial<Record<LogtapeLevel, LogLevel>> = {
-  debug: "debug",
-  info: "info",
-  warning: "warn",
-  error: "error",
-};
-
 function levelName(level: LogtapeLevel): LogLevel {
-  return LEVEL_NAMES[level] ?? (level === "trace" ? "debug" : "error");
+  return level === "warning"
+    ? "warn"
+    : level === "trace"
+    ? "debug"
+    : level === "fatal"
+    ? "error"
+    : level;
 }
 
 /**
  * logtape spells the level `warning` in logfmt and `WARN` in JSON; both are rewritten to the
- * `--log-level` spelling, so one grep or one query works whatever the format. Both formatters
- * put the level at a fixed place right after the timestamp, which the patterns anchor on.
+ * `--log-level` spelling so one grep works in every format. The level follows the timestamp.
  */
 const LEVEL_FIELD: Record<LogFormat, RegExp> = {
   text: /^(time=\S+ level=)[A-Za-z]+/,
   json: /^(\{"@timestamp":"[^"]*","level":")[A-Za-z]+/,
 };
 
-/** Turns a record into one line: the format, our level names, the journal priority if asked. */
 function lineFormatter(format: LogFormat, journal: boolean): (record: LogRecord) => string {
   const formatter = format === "json" ? jsonLinesFormatter : logfmtFormatter;
   const field = LEVEL_FIELD[format];
@@ -92,16 +72,9 @@ function streamOf(stream: LogStream): typeof Deno.stdout | typeof Deno.stderr {
 }
 
 /**
- * Whether the log lines end up in the systemd journal: systemd sets `JOURNAL_STREAM` when it
- * connects stdout/stderr to the journal (systemd.exec(5)). sd-daemon compares its
- * `device:inode` with the stream's own; Deno gives no fstat of stdout and reading
- * /proc/self/fd needs every permission, so the variable counts unless the stream is a terminal
- * (a shell started from a desktop's systemd user service inherits the variable, but writes to
- * its terminal).
- *
- * @param journalStream The value of `JOURNAL_STREAM`, if set.
- * @param isTerminal Whether the stream the log goes to is a terminal.
- * @returns True when the log lines should carry their syslog priority.
+ * Whether the log goes to the systemd journal, by `JOURNAL_STREAM` (systemd.exec(5)). sd-daemon
+ * compares its `device:inode` with the stream's, which Deno cannot without every permission, so
+ * the variable counts unless the stream is a terminal (a shell inherits it from a user service).
  */
 export function connectedToJournal(
   journalStream: string | undefined,
@@ -111,10 +84,8 @@ export function connectedToJournal(
 }
 
 /**
- * Whether stdout and stderr are the same open file (`2>&1` into a file or a pipe, as a script or
- * a supervisor that merges them does): a line on each would then be read twice in one place.
- * fstat of the two descriptors needs no permission (a stat of /proc/self/fd would need
- * --allow-all, which the shipped binary does not have).
+ * Whether stdout and stderr are the same open file (`2>&1`). fstat of the descriptors needs no
+ * permission, unlike a stat of /proc/self/fd.
  */
 function stdoutIsStderr(): boolean {
   try {
@@ -127,16 +98,11 @@ function stdoutIsStderr(): boolean {
   }
 }
 
-/** Whether the last {@link configureLogging} writes to the same file as stderr. */
 let logSharesStderr = false;
 
 /**
- * Whether a line written to stderr would be a second copy of a line just logged, because the
- * log goes to stderr or stdout and stderr are the same file (a terminal, `2>&1` into a file or a
- * pipe, the journal).
- * The daemon's fatal error is logged; it is printed on stderr only where the log is not seen.
- *
- * @returns True when stderr shows the log already.
+ * Whether stderr already shows the log (same file, terminal, journal): the daemon's fatal error
+ * is printed on stderr only where the log is not seen.
  */
 export function logReachesStderr(): boolean {
   return logSharesStderr;
@@ -160,27 +126,15 @@ function streamSink(
 export interface LoggingOptions {
   readonly level: LogLevel;
   readonly format: LogFormat;
-  /**
-   * Default stdout: the daemon's log is its output (the journal under systemd). A command
-   * that prints data (status --json, verify, config) logs to stderr instead, so its stdout
-   * stays parseable.
-   */
+  /** Default stdout; a command that prints data logs to stderr, so its stdout stays parseable. */
   readonly stream?: LogStream;
   /** Receives every formatted line instead of the stream (tests). */
   readonly write?: (line: string) => void;
-  /**
-   * Prefix each line with its syslog priority (`<3>` for error …). Default: when
-   * `JOURNAL_STREAM` says the stream is connected to the journal.
-   */
+  /** Prefix lines with their syslog priority; default: {@link connectedToJournal}. */
   readonly journal?: boolean;
 }
 
-/**
- * Configure the process-wide logging backend. Calling it again replaces the
- * previous configuration.
- *
- * @param options Level, format and an optional line receiver.
- */
+/** Configure the process-wide logging; a second call replaces the first. */
 export async function configureLogging(options: LoggingOptions): Promise<void> {
   const stream = options.stream ?? "stdout";
   const write = options.write;
@@ -189,8 +143,7 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
     const journal = options.journal ??
       connectedToJournal(Deno.env.get("JOURNAL_STREAM"), streamOf(stream).isTerminal());
     sink = streamSink(options.format, stream, journal);
-    // Under systemd stdout and stderr are both the journal (StandardError=inherit), in a
-    // terminal both are the terminal.
+    // Under systemd both are the journal (StandardError=inherit).
     logSharesStderr = stream === "stderr" || journal ||
       (Deno.stdout.isTerminal() && Deno.stderr.isTerminal()) || stdoutIsStderr();
   } else {
@@ -202,7 +155,11 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
     reset: true,
     sinks: { out: sink },
     loggers: [
-      { category: ["statusengine"], sinks: ["out"], lowestLevel: LEVELS[options.level] },
+      {
+        category: ["statusengine"],
+        sinks: ["out"],
+        lowestLevel: options.level === "warn" ? "warning" : options.level,
+      },
       { category: ["logtape", "meta"], sinks: ["out"], lowestLevel: "warning" },
     ],
   });
@@ -213,12 +170,7 @@ export async function resetLogging(): Promise<void> {
   await reset();
 }
 
-/**
- * A logger for one component, e.g. `getLogger("gearman")`.
- *
- * @param component Category below `statusengine`.
- * @returns The logger.
- */
+/** A logger for one component, e.g. `getLogger("gearman")`. */
 export function getLogger(component: string): Logger {
   const logger = getLogtapeLogger(["statusengine", component]);
   return {
@@ -229,5 +181,4 @@ export function getLogger(component: string): Logger {
   };
 }
 
-/** Text of an error for a log property; defined in util so that every layer can use it. */
 export { errorMessage } from "./util/errors.ts";

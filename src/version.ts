@@ -6,26 +6,11 @@
  */
 import { BUILD_INFO } from "./build_info.ts";
 
-/** Identity of this build. */
-export interface Identity {
-  readonly version: string;
-  readonly commit: string;
-  readonly date: string;
-  readonly denoVersion: string;
-}
-
-/** The identity of the running build. */
-export function identity(): Identity {
+export function identity(): typeof BUILD_INFO & { readonly denoVersion: string } {
   return { ...BUILD_INFO, denoVersion: Deno.version.deno };
 }
 
-/**
- * `statusengine-worker <version> (commit <c>, built <date>, deno <v>)`; the
- * `built …` part is left out when no date was stamped.
- *
- * @param program Program name shown first.
- * @returns The line.
- */
+/** `statusengine-worker <version> (commit <c>, built <date>, deno <v>)`; no date: no `built`. */
 export function versionLine(program = "statusengine-worker"): string {
   const id = identity();
   const built = id.date === "" ? "" : `built ${id.date}, `;

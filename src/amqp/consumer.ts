@@ -1,11 +1,6 @@
 /**
- * The RabbitMQ backend of the consumer core: one link target — the broker —
- * whose links are {@link AmqpSession}s with one channel and one consumer per
- * queue (docs/consumption.md#rabbitmq-topology). Budgets (an in-order queue one message at a
- * time, the others an adaptive window within the prefetch), delivery, reconnects
- * (docs/consumption.md#rabbitmq-reconnect), stall detection, stop (cancel before close,
- * through the session's drain) and the summary line
- * are the core's, the same as for Gearman.
+ * The RabbitMQ backend of the consumer core: one link target, the broker, whose links are
+ * {@link AmqpSession}s (docs/consumption.md#rabbitmq-topology).
  *
  * @module
  */
@@ -25,28 +20,19 @@ const log = getLogger("rabbitmq");
 
 /** Options of {@link RabbitMqConsumer}. */
 export interface RabbitMqConsumerOptions extends BackendOptions {
-  /** `amqp://user:password@host:port/vhost`; an empty path or `/` is vhost `/`. */
   readonly url: string;
-  /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
   readonly declare?: QueueDeclareMode;
-  /**
-   * Told the broker (`host:port`) each new session connected to, and every broker of the URL
-   * (the `statusengine_rabbitmq_host_in_use` gauge).
-   */
+  /** Told the broker each new session connected to (`statusengine_rabbitmq_host_in_use`). */
   readonly onHostInUse?: (host: string, hosts: readonly string[]) => void;
   /**
-   * Unacknowledged deliveries the broker may push per queue
-   * (docs/consumption.md#rabbitmq-channels), 1..65535; also the most messages of a queue handled at
-   * once (an in-order queue: one at a time: the downtime queue is handled strictly in order).
+   * Unacked deliveries per queue (docs/consumption.md#rabbitmq-channels), 1..65535; also the most
+   * handled at once (an in-order queue: one).
    */
   readonly prefetch: number;
   /** A message above this many bytes is dead-lettered (`too_large`); default 64 MiB. */
   readonly maxJobSize?: number;
-  /** Bound on one connection attempt, handshake to consume-ok. Default 10 s. */
   readonly connectTimeoutMs?: number;
-  /** Connection name shown by the RabbitMQ management console. */
   readonly connectionName?: string;
 }
 
@@ -59,21 +45,17 @@ function waitable(err: unknown): boolean {
 /** Consumes every queue from one RabbitMQ broker. */
 export class RabbitMqConsumer implements QueueConsumer {
   readonly #options: RabbitMqConsumerOptions;
-  #url: AmqpUrl | undefined;
+
   #core: Consumer | undefined;
   #stopping: Promise<void> | undefined;
   #started = false;
 
-  /**
-   * @param options URL, queues, prefetch, handler, observer and timings.
-   * @throws {RangeError} On an empty queue list or a prefetch outside 1..65535.
-   */
+  /** @throws {RangeError} On an empty queue list or a prefetch outside 1..65535. */
   constructor(options: RabbitMqConsumerOptions) {
     if (options.queues.length === 0) {
       throw new RangeError("Cannot create RabbitMQ consumer: no queues to consume");
     }
-    // 0 would mean "unlimited" in AMQP and move the whole backlog into memory
-    // (docs/consumption.md#rabbitmq-channels).
+    // 0 would mean "unlimited" in AMQP and move the whole backlog into memory.
     if (!Number.isInteger(options.prefetch) || options.prefetch < 1 || options.prefetch > 65535) {
       throw new RangeError(
         `Cannot create RabbitMQ consumer: prefetch must be 1..65535, got ${options.prefetch}`,
@@ -82,24 +64,12 @@ export class RabbitMqConsumer implements QueueConsumer {
     this.#options = options;
   }
 
-  /** Whether every queue is consuming right now (the `queue_connected` gauge). */
-  get connected(): boolean {
-    const core = this.#core;
-    return core !== undefined && this.#options.queues.every((q) => core.connected(q.name));
-  }
-
-  /** Whether `queue` has messages ready that it does not receive. */
-  stalled(queue: string): boolean {
-    return this.#core?.stalled(queue) ?? false;
-  }
-
   /**
-   * Connect, declare every queue, apply the prefetch, register the consumers and start consuming.
-   * The first connection is made here (docs/consumption.md#rabbitmq-reconnect): start fails rather
-   * than retrying.
+   * Connect and start consuming; the first connection fails rather than retrying
+   * (docs/consumption.md#rabbitmq-reconnect).
    *
-   * @throws {WorkerError} (code `rabbitmq_start`) On a malformed URL, an unreachable broker, refused
-   *   credentials or vhost, a refused queue declaration, or a stop during start-up.
+   * @throws {WorkerError} (code `rabbitmq_start`) On a bad URL, an unreachable broker, a refusal,
+   *   or a stop during start-up.
    */
   async start(): Promise<void> {
     if (this.#started) throw new Error("RabbitMqConsumer.start() called twice");
@@ -110,16 +80,13 @@ export class RabbitMqConsumer implements QueueConsumer {
     let url: AmqpUrl;
     try {
       url = parseAmqpUrl(this.#options.url);
-    } catch (err: unknown) {
+    } catch (cause: unknown) {
       throw new WorkerError(
         "rabbitmq_start",
-        `Cannot start RabbitMQ consumer: ${errorMessage(err)}`,
-        {
-          cause: err,
-        },
+        `Cannot start RabbitMQ consumer: ${errorMessage(cause)}`,
+        { cause },
       );
     }
-    this.#url = url;
     const core = this.#buildCore(url);
     this.#core = core;
     try {
@@ -140,9 +107,7 @@ export class RabbitMqConsumer implements QueueConsumer {
     const o = this.#options;
     const names = o.queues.map((q) => q.name);
     let current: AmqpSession | undefined;
-    // The broker the next session tries first: the one after the broker of the last session,
-    // so that a lost broker is not dialled again while others may answer
-    // (docs/running.md#rabbitmq-hosts).
+    // Start after the last session's broker: a lost broker is not dialled first again.
     let next = 0;
     let inUse: number | undefined;
     const servers = url.hosts.map((h) => h.server);
@@ -151,13 +116,13 @@ export class RabbitMqConsumer implements QueueConsumer {
         url: { ...url, ...url.hosts[index] ?? url },
         queues: names,
         durableQueues: o.durableQueues,
-        ...(o.declare === undefined ? {} : { declare: o.declare }),
+        declare: o.declare,
         prefetch: o.prefetch,
         engine: context.engine,
         budget: context.budget,
         maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
-        ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
-        ...(o.connectionName === undefined ? {} : { connectionName: o.connectionName }),
+        connectTimeoutMs: o.connectTimeoutMs,
+        connectionName: o.connectionName,
       }, signal);
     return new Consumer({
       ...o,
@@ -185,8 +150,7 @@ export class RabbitMqConsumer implements QueueConsumer {
               current = await openOn(index, context, signal);
             } catch (err: unknown) {
               if (signal.aborted || servers.length === 1) throw err;
-              // A refusal (login, vhost, declaration) is kept whole, so that start-up can tell
-              // it from a broker that is down; the other brokers are still tried.
+              // Kept whole, so that start-up can tell a refusal from a broker that is down.
               if (!waitable(err)) refused ??= err;
               failures.push(`${servers[index]}: ${errorMessage(err)}`);
               continue;
@@ -204,30 +168,15 @@ export class RabbitMqConsumer implements QueueConsumer {
           }
           throw refused ?? new Error(`no broker of the URL answered: ${failures.join("; ")}`);
         },
-        backlog(queue) {
-          return current === undefined ? Promise.resolve(undefined) : current.backlog(queue);
-        },
-        consumers(queue) {
-          return current === undefined ? Promise.resolve(undefined) : current.consumers(queue);
-        },
+        backlog: (queue) => current?.backlog(queue) ?? Promise.resolve(undefined),
+        consumers: (queue) => current?.consumers(queue) ?? Promise.resolve(undefined),
       }],
     });
   }
 
-  /**
-   * Stop (docs/consumption.md#cancel-before-close): end the reconnect loop at once (also mid
-   * back-off or mid connect), `basic.cancel` every consumer, let the running and already delivered
-   * messages finish and be acknowledged within the drain timeout (then abort their handlers; those
-   * messages are redelivered), close every channel and the connection. Idempotent; safe before
-   * start.
-   */
+  /** Stop (docs/consumption.md#cancel-before-close). Idempotent; safe before start. */
   stop(): Promise<void> {
     this.#stopping ??= this.#core?.stop() ?? Promise.resolve();
     return this.#stopping;
-  }
-
-  /** The broker URL without its password (after start). */
-  get display(): string | undefined {
-    return this.#url?.display;
   }
 }

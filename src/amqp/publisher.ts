@@ -1,8 +1,6 @@
 /**
- * A small RabbitMQ publisher: declares queues with the consumer's exact flags
- * (docs/consumption.md#rabbitmq-topology) and publishes to them through the default exchange with
- * publisher confirms, so that a resolved publish is enqueued at the broker. Used by the tests; the
- * shape of a future `rabbitmq_publisher` tool (docs/operations.md#publish).
+ * A small RabbitMQ publisher: declares queues with the consumer's exact flags and publishes through
+ * the default exchange with confirms, so a resolved publish is enqueued (docs/operations.md#publish).
  *
  * @module
  */
@@ -21,9 +19,7 @@ export interface QueueDepth {
 
 /** How {@link AmqpPublisher} declares its queues: as the consumer does. */
 export interface AmqpPublisherOptions {
-  /** `--rabbitmq-durable-queues`. */
   readonly durableQueues: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
   readonly declare?: QueueDeclareMode;
 }
 
@@ -43,21 +39,16 @@ export class AmqpPublisher implements AsyncDisposable {
     this.#declaration = options;
   }
 
-  /** The broker this publisher is connected to (`host:port`). */
   get server(): string {
     return `${this.#client.host}:${this.#client.port}`;
   }
 
   /**
-   * Connect to the first broker of the URL that answers (docs/running.md#rabbitmq-hosts) and
-   * open a channel in confirm mode.
+   * Connect to the first broker of the URL that answers (docs/running.md#rabbitmq-hosts), in
+   * confirm mode.
    *
-   * @param url AMQP URL, one host or several.
-   * @param options As the consumer declares: `--rabbitmq-durable-queues`, `--rabbitmq-declare`.
-   * @returns The publisher; close it (or `await using`).
    * @throws {TypeError} On a malformed URL (password masked).
-   * @throws {Error} When no broker can be reached or one refuses the login; the message names
-   *   each broker's failure.
+   * @throws {Error} When no broker can be reached or one refuses the login.
    */
   static async connect(url: string, options: AmqpPublisherOptions): Promise<AmqpPublisher> {
     const failures: string[] = [];
@@ -89,13 +80,7 @@ export class AmqpPublisher implements AsyncDisposable {
     }
   }
 
-  /**
-   * Declare a queue as the consumer does (idempotent).
-   *
-   * @param queue Queue name.
-   * @throws {WorkerError} (code `queue_declare`) When the broker refuses the declaration (naming the setting on
-   *   a durability mismatch or a missing queue); the channel is closed by the broker then.
-   */
+  /** Declare a queue as the consumer does (idempotent); see {@link declareQueue}. */
   async declare(queue: string): Promise<void> {
     if (this.#declared.has(queue)) return;
     await declareQueue(this.#channel, queue, {
@@ -106,12 +91,8 @@ export class AmqpPublisher implements AsyncDisposable {
   }
 
   /**
-   * Declare the queue and publish every payload to it, transient (as the
-   * broker module does), waiting for the broker's confirms.
-   *
-   * @param queue Queue name (routing key on the default exchange).
-   * @param payloads Message bodies.
-   * @param options `contentType` property of every message (none by default, as the broker module sends).
+   * Declare the queue and publish every payload, transient as the broker module does, waiting for
+   * the confirms. No `contentType` by default, as the broker module sends.
    */
   async publish(
     queue: string,
@@ -125,25 +106,13 @@ export class AmqpPublisher implements AsyncDisposable {
     await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p, properties)));
   }
 
-  /**
-   * Ready messages and consumers of a queue, by a passive declaration on a
-   * channel of its own ({@link ProbeChannel}), so that a missing queue does
-   * not close the publishing channel.
-   *
-   * @param queue Queue name.
-   * @returns The counts.
-   * @throws {Error} When the queue does not exist.
-   */
+  /** Ready messages and consumers of a queue ({@link ProbeChannel}); throws when it is missing. */
   async depth(queue: string): Promise<QueueDepth> {
     const ok = await this.#probe.declare(queue);
     return { ready: ok.messageCount, consumers: ok.consumerCount };
   }
 
-  /**
-   * Delete a queue, whatever it holds.
-   *
-   * @param queue Queue name.
-   */
+  /** Delete a queue, whatever it holds. */
   async deleteQueue(queue: string): Promise<void> {
     await this.#channel.queueDelete(queue);
     this.#declared.delete(queue);
@@ -158,7 +127,6 @@ export class AmqpPublisher implements AsyncDisposable {
     return this.#closing;
   }
 
-  /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }

@@ -1,14 +1,8 @@
 /**
- * One generation of the RabbitMQ link — a link of the consumer core: one connection, one channel
- * per queue carrying exactly one consumer with its own prefetch
- * (docs/consumption.md#rabbitmq-topology), one delivery lane per queue that hands deliveries to the
- * delivery engine in delivery order, each once the queue's budget grants it a slot (one at a time
- * for an in-order queue, up to the queue's window otherwise), and an ack on the receiving channel
- * once the engine says so (D1).
- *
- * Built by the core's supervisor, which is the only code that replaces it
- * (docs/consumption.md#rabbitmq-reconnect): a lost session is never repaired, a new one is opened
- * through the start-up path.
+ * One generation of the RabbitMQ link: one connection, one channel and consumer per queue
+ * (docs/consumption.md#rabbitmq-topology), deliveries handed to the engine in order as the queue's
+ * budget grants slots, acked on the receiving channel (D1). A lost session is never repaired: the
+ * supervisor opens a new one (docs/consumption.md#rabbitmq-reconnect).
  *
  * @module
  */
@@ -37,61 +31,59 @@ import { WorkerError } from "../util/errors.ts";
 const log = getLogger("rabbitmq");
 
 /**
- * Flags of every queue declaration (docs/consumption.md#rabbitmq-topology): durable as configured,
- * not exclusive, not auto-deleted, no arguments. The broker module, the command publisher, the test
- * publisher and the consumer must declare with exactly these, or RabbitMQ answers 406
- * PRECONDITION_FAILED. The broker module's `DurableQueues` defaults to false (and so did the PHP
- * worker's `durable_queues`), hence `--rabbitmq-durable-queues` defaults to false; RabbitMQ 4.x may
- * refuse non-durable, non-exclusive queues, and then both sides must say true.
- *
- * @param durable `--rabbitmq-durable-queues`.
- * @returns The `queue.declare` flags.
+ * Flags of every queue declaration (docs/consumption.md#rabbitmq-topology). Everything that
+ * declares must use exactly these, or RabbitMQ answers 406 PRECONDITION_FAILED.
  */
-function queueDeclareFlags(durable: boolean): {
-  readonly passive: false;
-  readonly durable: boolean;
-  readonly exclusive: false;
-  readonly autoDelete: false;
-} {
-  return { passive: false, durable, exclusive: false, autoDelete: false };
-}
+const queueDeclareFlags = (durable: boolean) =>
+  ({ passive: false, durable, exclusive: false, autoDelete: false }) as const;
 
 /** `--rabbitmq-declare`: create a missing queue, or only check that the operator declared it. */
 export type QueueDeclareMode = "declare" | "passive";
 
 /**
- * Declare `queue` on `channel` as `--rabbitmq-declare` says: with {@link queueDeclareFlags}, or
- * passively, which accepts a queue of any type and arguments (a quorum queue declared by the
- * operator) where a declaration with other arguments would be refused with 406.
+ * Declare `queue` as `--rabbitmq-declare` says. Passive accepts a queue of any type and arguments
+ * (an operator's quorum queue) that a declaration with other arguments would be refused.
  *
- * @param channel The channel; the broker closes it when it refuses.
- * @param queue Queue name.
- * @param options Durability and mode.
- * @throws {WorkerError} (code `queue_declare`) When the broker refuses, naming what to change.
+ * @throws {WorkerError} (code `queue_declare`) When the broker refuses (it then closes `channel`).
  */
 export async function declareQueue(
   channel: AMQPChannel,
   queue: string,
-  options: { readonly durable: boolean; readonly mode: QueueDeclareMode },
+  { durable, mode }: { readonly durable: boolean; readonly mode: QueueDeclareMode },
 ): Promise<void> {
   try {
     await channel.queueDeclare(
       queue,
-      options.mode === "passive" ? { passive: true } : queueDeclareFlags(options.durable),
+      mode === "passive" ? { passive: true } : queueDeclareFlags(durable),
       {},
     );
-  } catch (err: unknown) {
-    throw queueDeclareError(queue, options.durable, err, options.mode);
+  } catch (cause: unknown) {
+    // Name the likely cause and the setting to change.
+    const detail = errorMessage(cause);
+    const hint = mode === "passive"
+      ? /NOT_FOUND|\(404\)/.test(detail)
+        ? ": the queue does not exist and --rabbitmq-declare (STATUSENGINE_RABBITMQ_DECLARE, " +
+          "rabbitmq_declare) is passive, so the worker does not create it: declare it on the " +
+          "broker first (for a quorum queue: durable, argument x-queue-type=quorum), or set " +
+          "--rabbitmq-declare declare to let the worker create a classic queue"
+        : ""
+      : /PRECONDITION_FAILED|\(406\)/.test(detail)
+      ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
+        `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
+        `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
+        `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
+        "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
+        "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
+      : "";
+    throw new WorkerError("queue_declare", `Cannot declare queue "${queue}": ${detail}${hint}`, {
+      cause,
+    });
   }
 }
 
 /**
- * The explicit consumer tag of a queue (docs/consumption.md#rabbitmq-channels): `basic.cancel`
- * needs it (docs/consumption.md#cancel-before-close), and the management console shows which queue
- * a consumer serves.
- *
- * @param queue Queue name.
- * @returns `statusengine-worker.<queue>`.
+ * The explicit consumer tag (docs/consumption.md#rabbitmq-channels): `basic.cancel` needs it, and
+ * the management console shows which queue a consumer serves.
  */
 export function consumerTag(queue: string): string {
   return `statusengine-worker.${queue}`;
@@ -101,57 +93,22 @@ export function consumerTag(queue: string): string {
 export interface AmqpSessionOptions {
   readonly url: AmqpUrl;
   readonly queues: readonly string[];
-  /** Declare the queues durable (`--rabbitmq-durable-queues`). */
   readonly durableQueues: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
-  readonly declare?: QueueDeclareMode;
+  readonly declare?: QueueDeclareMode | undefined;
   /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
   readonly engine: DeliveryEngine;
-  /** The budget of each queue. */
   readonly budget: (queue: string) => QueueBudget;
   /** A message above this many bytes is dead-lettered (`too_large`) instead of handled. */
   readonly maxJobSize: number;
   /** Bound on dial, handshake, channels, declarations, qos and consume together. Default 10 s. */
-  readonly connectTimeoutMs?: number;
+  readonly connectTimeoutMs?: number | undefined;
   /** Connection name shown by the management console. */
-  readonly connectionName?: string;
+  readonly connectionName?: string | undefined;
 }
 
 /** Workload bytes kept of a message above the size limit (for the dead-letter record). */
 const TOO_LARGE_KEPT_BYTES = 1024;
-
-/**
- * The error for a queue that cannot be declared (code `queue_declare`); the message names the
- * likely cause: a durability mismatch with the broker module's `DurableQueues`, or, for a
- * passive declaration, a queue the operator has not declared.
- */
-function queueDeclareError(
-  queue: string,
-  durable: boolean,
-  cause: unknown,
-  mode: QueueDeclareMode,
-): WorkerError {
-  const detail = errorMessage(cause);
-  const hint = mode === "passive"
-    ? /NOT_FOUND|\(404\)/.test(detail)
-      ? ": the queue does not exist and --rabbitmq-declare (STATUSENGINE_RABBITMQ_DECLARE, " +
-        "rabbitmq_declare) is passive, so the worker does not create it: declare it on the " +
-        "broker first (for a quorum queue: durable, argument x-queue-type=quorum), or set " +
-        "--rabbitmq-declare declare to let the worker create a classic queue"
-      : ""
-    : /PRECONDITION_FAILED|\(406\)/.test(detail)
-    ? `: the queue exists with other flags; the likely cause is a durability mismatch: it ` +
-      `was declared ${durable ? "durable" : "non-durable"} because --rabbitmq-durable-queues ` +
-      `(STATUSENGINE_RABBITMQ_DURABLE_QUEUES, rabbitmq_durable_queues, legacy ` +
-      `rabbitmq.durable_queues) is ${durable}; set it to match the broker module's ` +
-      "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
-      "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
-    : "";
-  return new WorkerError("queue_declare", `Cannot declare queue "${queue}": ${detail}${hint}`, {
-    cause,
-  });
-}
 
 const CLOSE_TIMEOUT_MS = 2_000;
 const SOCKET_CLOSE_GRACE_MS = 1_000;
@@ -164,15 +121,12 @@ class Lane {
   readonly queue: string;
   channel: AMQPChannel | undefined;
   consumer: AMQPConsumer | undefined;
-  // Bounded by the prefetch count: the broker pushes no more unacked deliveries
-  // (docs/consumption.md#rabbitmq-channels).
+  // Bounded by the prefetch count: the broker pushes no more unacked deliveries.
   readonly #buffer: AMQPMessage[] = [];
   #wake: (() => void) | undefined;
-  /** Ends a wait for a grant when the lane ends. */
   #onEnd: (() => void) | undefined;
   #accepting = true;
   #ending: "no" | "after-buffer" | "now" = "no";
-  /** Deliveries of this queue being handled now. */
   running = 0;
 
   constructor(queue: string) {
@@ -197,12 +151,7 @@ class Lane {
     }
   }
 
-  /**
-   * Wait for a slot of the queue's budget for the next delivery.
-   *
-   * @param budget The queue's budget.
-   * @returns The grant, or undefined once the lane has ended.
-   */
+  /** A slot of the queue's budget for the next delivery; undefined once the lane has ended. */
   grant(budget: QueueBudget): Promise<Grant | undefined> {
     if (this.#ending === "now") return Promise.resolve(undefined);
     const now = budget.tryAcquire();
@@ -219,10 +168,7 @@ class Lane {
     });
   }
 
-  /**
-   * Take nothing new; handle what was delivered before the cancel
-   * (docs/consumption.md#cancel-before-close).
-   */
+  /** Take nothing new; handle what was delivered before the cancel. */
   finishBuffered(): void {
     this.#accepting = false;
     if (this.#ending === "no") this.#ending = "after-buffer";
@@ -281,16 +227,11 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Connect, and per queue open a channel, declare the queue, apply the prefetch and register the
-   * consumer (docs/consumption.md#rabbitmq-topology). Deliveries that arrive before {@link start}
-   * wait in their lane. A failed or aborted attempt closes whatever it opened and leaves nothing
-   * behind (docs/consumption.md#rabbitmq-reconnect).
+   * Connect, and per queue open a channel, declare, set the prefetch and consume. Deliveries before
+   * {@link start} wait in their lane. A failed or aborted attempt closes whatever it opened.
    *
-   * @param options URL, queues, prefetch, engine and budgets.
-   * @param signal Aborts the attempt (shutdown).
-   * @returns A session ready to {@link start}.
    * @throws {WorkerError} (code `queue_declare`) When a queue declaration is refused.
-   * @throws {Error} When the broker is unreachable, refuses the login or the vhost, or does not answer within the connect timeout.
+   * @throws {Error} When the broker is unreachable, refuses the login or vhost, or is too slow.
    */
   static async open(options: AmqpSessionOptions, signal: AbortSignal): Promise<AmqpSession> {
     const session = new AmqpSession(options);
@@ -329,8 +270,7 @@ export class AmqpSession implements Link {
       durable: o.durableQueues,
       mode: o.declare ?? "declare",
     });
-    // global=false: the limit applies to the one consumer of this channel
-    // (docs/consumption.md#rabbitmq-channels).
+    // global=false: the limit applies to the one consumer of this channel.
     await channel.basicQos(o.prefetch, 0, false);
     const consumer = await channel.basicConsume(
       lane.queue,
@@ -341,8 +281,7 @@ export class AmqpSession implements Link {
       },
     );
     lane.consumer = consumer;
-    // Settles when the consumer ends: resolves after our own cancel or close,
-    // rejects when the broker cancelled it or closed its channel or connection.
+    // Rejects when the broker cancelled the consumer or closed its channel or connection.
     consumer.wait().then(
       () => {},
       (err: unknown) =>
@@ -354,68 +293,43 @@ export class AmqpSession implements Link {
     );
   }
 
-  /** Settles once, with the reason, when the connection, a channel or a consumer is lost; `undefined` after {@link close}. */
   get closed(): Promise<Error | undefined> {
     return this.#lost.promise;
   }
 
-  /** Handlers of this session still running. */
   get inFlight(): number {
     return this.#running.size;
   }
 
-  /** `performance.now()` of the last delivery, or of the start. */
   get lastReceivedAt(): number {
     return this.#lastReceivedAt;
   }
 
-  /** Start one delivery loop per queue. */
   start(): void {
     this.#lastReceivedAt = performance.now();
     for (const lane of this.#lanes) this.#loops.push(this.#runLane(lane));
   }
 
-  /**
-   * Messages wait at the broker while a lane with room receives none: the
-   * broker no longer delivers to this session. Rebuild it.
-   *
-   * @param queue The stalled queue.
-   */
+  /** Messages wait but a lane with room receives none: the broker stopped delivering. Rebuild. */
   nudge(queue: string): void {
     this.#markLost(new Error(`queue "${queue}" stalled: messages wait but none are delivered`));
   }
 
-  /**
-   * Messages ready at the broker for `queue` (a passive declaration on a
-   * channel of its own, so a failure cannot close a consuming channel).
-   *
-   * @param queue Queue name.
-   * @returns The ready count.
-   */
+  /** Messages ready at the broker (a passive declaration on the {@link ProbeChannel}). */
   async backlog(queue: string): Promise<number> {
     const ok = await this.#probe.declare(queue, queueDeclareFlags(this.#options.durableQueues));
     return ok.messageCount;
   }
 
-  /**
-   * Consumers registered on `queue`, this session's included (a passive declaration, as for
-   * {@link backlog}).
-   *
-   * @param queue Queue name.
-   * @returns The consumer count.
-   */
+  /** Consumers registered on `queue`, this session's included. */
   async consumers(queue: string): Promise<number> {
     const ok = await this.#probe.declare(queue, queueDeclareFlags(this.#options.durableQueues));
     return ok.consumerCount;
   }
 
   /**
-   * Hand the messages back (docs/retries.md#give-back): abort the running handlers with a {@link
-   * JobGivenBack}, acknowledge none of them, and close the channels and the connection, which
-   * requeues every unacknowledged message.
-   *
-   * @param reason Why.
-   * @returns The messages being handled, per queue.
+   * Hand the messages back (docs/retries.md#give-back): abort the handlers, ack none, and close,
+   * which requeues every unacknowledged message. Returns the messages being handled, per queue.
    */
   async giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
     const given = new Map(
@@ -428,53 +342,35 @@ export class AmqpSession implements Link {
   }
 
   /**
-   * Stop, cancel first (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer,
-   * waiting at most 2 s for the replies; deliveries already pushed are still handled and
-   * acknowledged within `signal`; then close.
-   *
-   * @param signal Drain deadline.
+   * Stop (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer (at most 2 s),
+   * handle what was delivered within `signal` (no more retries), close.
    */
   async drain(signal: AbortSignal): Promise<void> {
-    await this.cancel(2_000);
+    this.#draining = true;
+    this.#stopRetries.abort();
+    const timeoutMs = 2_000;
+    {
+      using limit = deadline(timeoutMs);
+      await Promise.all(this.#lanes.map(async (lane) => {
+        const consumer = lane.consumer;
+        if (consumer !== undefined && this.#lostReason === undefined) {
+          const outcome = await Promise.race([
+            consumer.cancel().then(() => "ok", (err: unknown) => errorMessage(err)),
+            aborted(limit.signal).then(() => `no cancel-ok within ${timeoutMs} ms`),
+          ]);
+          if (outcome !== "ok") {
+            log.debug("rabbitmq: basic.cancel failed", { queue: lane.queue, error: outcome });
+          }
+        }
+        // Also after a failed cancel: later deliveries go back with the channel close.
+        lane.finishBuffered();
+      }));
+    }
     await this.settled(signal);
     await this.close();
   }
 
-  /**
-   * Stop consuming (docs/consumption.md#cancel-before-close): `basic.cancel` every consumer in
-   * parallel, waiting at most `timeoutMs` for the replies. Deliveries already pushed are still
-   * handled (wait with {@link settled}); transient handler failures are no longer retried.
-   *
-   * @param timeoutMs Bound on the cancel-ok replies.
-   */
-  async cancel(timeoutMs: number): Promise<void> {
-    this.#draining = true;
-    this.#stopRetries.abort();
-    using limit = deadline(timeoutMs);
-    await Promise.all(this.#lanes.map(async (lane) => {
-      const consumer = lane.consumer;
-      if (consumer !== undefined && this.#lostReason === undefined) {
-        const outcome = await Promise.race([
-          consumer.cancel().then(() => "ok", (err: unknown) => errorMessage(err)),
-          aborted(limit.signal).then(() => `no cancel-ok within ${timeoutMs} ms`),
-        ]);
-        if (outcome !== "ok") {
-          log.debug("rabbitmq: basic.cancel failed", { queue: lane.queue, error: outcome });
-        }
-      }
-      // Also after a failed cancel: a delivery arriving now is not started;
-      // the channel close hands it back.
-      lane.finishBuffered();
-    }));
-  }
-
-  /**
-   * Wait until every delivery loop and handler ended; when `signal` aborts
-   * first, abort the running handlers (their messages stay unacknowledged
-   * and are redelivered) and give them a moment to settle.
-   *
-   * @param signal Deadline (drain timeout).
-   */
+  /** Wait for every loop and handler; when `signal` aborts first, abort them (redelivered). */
   async settled(signal: AbortSignal): Promise<void> {
     await settleHandlers(() => this.#loops, signal, () => {
       this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError"));
@@ -482,16 +378,11 @@ export class AmqpSession implements Link {
     });
   }
 
-  /** Close at once (the core's abort); same as {@link close}. */
   abort(): Promise<void> {
     return this.close();
   }
 
-  /**
-   * Close every channel, then the connection, each bounded; a
-   * close that fails because the link is already gone is not an error.
-   * Unacknowledged messages go back to their queues. Idempotent.
-   */
+  /** Close the channels, then the connection, each bounded; unacked messages requeue. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
@@ -514,8 +405,7 @@ export class AmqpSession implements Link {
         if (!closed) log.debug("rabbitmq: no close-ok from the broker, dropping the socket");
       }
     }
-    // Still there when the close-ok never came, or the attempt was aborted
-    // mid-handshake (the error also settles a pending connect()).
+    // No close-ok, or aborted mid-handshake (the error also settles a pending connect()).
     client.socket?.destroy(new Error("connection closed by the worker"));
     if (this.#socketClosed !== undefined) {
       using grace = deadline(SOCKET_CLOSE_GRACE_MS);
@@ -535,8 +425,7 @@ export class AmqpSession implements Link {
 
   async #runLane(lane: Lane): Promise<void> {
     const budget = this.#options.budget(lane.queue);
-    // The loop ends only after its last delivery was answered, so waiting for
-    // the loops is waiting for every handler of the session.
+    // The loop ends only after its last delivery was answered: loops cover every handler.
     const mine = new Set<Promise<void>>();
     try {
       for (;;) {
@@ -555,8 +444,7 @@ export class AmqpSession implements Link {
       await Promise.allSettled([...mine]);
     } finally {
       if (!this.#draining && this.#closing === undefined && this.#lostReason === undefined) {
-        // A queue that stopped consuming while the link looks healthy must not
-        // go unnoticed: rebuild the session.
+        // A queue that stopped consuming while the link looks healthy: rebuild.
         this.#markLost(new Error(`delivery loop of queue "${lane.queue}" ended`));
       }
     }
@@ -580,42 +468,34 @@ export class AmqpSession implements Link {
     };
     const ack: Acknowledgement = {
       // On the channel that received it, the only one where the tag is valid.
-      complete: () => !this.#givenBack && this.#answer(lane, job, () => msg.ack()),
+      complete: () =>
+        !this.#givenBack && msg.ack().then(() => true, (err: unknown) => {
+          log.warn("rabbitmq: acknowledgement failed, the message will be redelivered", {
+            queue: lane.queue,
+            delivery_tag: job.handle,
+            error: errorMessage(err),
+          });
+          return false;
+        }),
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,
       stopRetries: this.#stopRetries.signal,
     };
     try {
-      // The library reads a message into a buffer of its own and does not touch it after the
-      // delivery: the engine frees it when the delivery ends.
+      // The body is the library's own buffer, untouched after delivery: the engine may free it.
       const result = await o.engine.deliver(
         tooLarge ? { job, tooLarge: body.length, ownsPayload: true } : { job, ownsPayload: true },
         ack,
         scope,
       );
       if (result === "abandoned") {
-        // The message goes back to the broker; handling its successors first
-        // would reorder the queue (statusngin_downtimes must be handled strictly in order).
+        // The message goes back; handling its successors first would reorder the queue.
         lane.endNow();
       }
     } finally {
       lane.running--;
       grant.release();
-    }
-  }
-
-  async #answer(lane: Lane, job: Job, send: () => Promise<unknown>): Promise<boolean> {
-    try {
-      await send();
-      return true;
-    } catch (err: unknown) {
-      log.warn("rabbitmq: acknowledgement failed, the message will be redelivered", {
-        queue: lane.queue,
-        delivery_tag: job.handle,
-        error: errorMessage(err),
-      });
-      return false;
     }
   }
 }

@@ -1,11 +1,6 @@
 /**
- * AMQP URL handling (docs/operations.md#values): `amqp://user:password@host:port/vhost`,
- * percent-encoded; an empty path or a bare `/` is the default vhost `/`. Several brokers of one
- * cluster: `amqp://user:password@h1:5672,h2:5673,h3/vhost` (docs/running.md#rabbitmq-hosts).
- *
- * The URL is checked here before the client library sees it, because a URL
- * the library cannot parse fails with a message that quotes it, password
- * included (D8: secrets never appear in logs).
+ * AMQP URLs (docs/operations.md#values, docs/running.md#rabbitmq-hosts), checked here because the
+ * client library's error for a URL it cannot parse quotes the password (D8).
  *
  * @module
  */
@@ -14,7 +9,7 @@ import { splitUrlHosts } from "../util/address.ts";
 
 /** One broker of the URL. */
 export interface AmqpHost {
-  /** The URL of this broker alone, as handed to the client library (with the worker's defaults). */
+  /** The URL of this broker alone, with the worker's defaults. */
   readonly href: string;
   /** `host:port` of the broker (the `server` of a job, the `host` label of a metric). */
   readonly server: string;
@@ -22,9 +17,8 @@ export interface AmqpHost {
 
 /** A checked AMQP URL. */
 export interface AmqpUrl extends AmqpHost {
-  /** The URL as given with the password masked as `****`, for log lines and errors. */
+  /** The URL as given, password masked. */
   readonly display: string;
-  /** Decoded virtual host. */
   readonly vhost: string;
   readonly tls: boolean;
   /** Every broker in the URL's order (one for a single host); the first is `href`/`server`. */
@@ -32,22 +26,15 @@ export interface AmqpUrl extends AmqpHost {
 }
 
 /**
- * AMQP heartbeat requested when the URL does not name one, in seconds:
- * RabbitMQ's own default. Without it a half-open TCP connection (a peer gone
- * without FIN/RST) is never noticed (docs/consumption.md#rabbitmq-reconnect), because
- * the client library disables heartbeats unless the URL asks for them.
+ * Heartbeat (s) when the URL names none, RabbitMQ's default: the client library disables
+ * heartbeats otherwise, and a half-open connection would never be noticed.
  */
 export const DEFAULT_HEARTBEAT_S = 60;
 
 /**
- * Parse and check an AMQP URL.
+ * Parse and check an `amqp://` or `amqps://` URL with one host or a comma-separated list.
  *
- * @param url `amqp://` or `amqps://` URL, with one host or a comma-separated list of them
- *   (IPv6 in brackets; a host without a port gets 5672, or 5671 for amqps).
- * @returns The checked URL.
- * @throws {TypeError} When the URL does not parse, has another scheme, no
- *   host, a bad port or malformed percent-encoding; the message shows the URL
- *   with its password masked.
+ * @throws {TypeError} When the URL is malformed; the message masks the password.
  * @example Default vhost
  * ```ts
  * import { parseAmqpUrl } from "./url.ts";
@@ -74,19 +61,16 @@ export function parseAmqpUrl(url: string): AmqpUrl {
   const tls = u.protocol === "amqps:";
   const port = u.port === "" ? (tls ? 5671 : 5672) : Number(u.port);
   if (!Number.isInteger(port) || port < 1 || port > 65535) fail(`port "${u.port}" out of range`);
-  let vhost = "";
-  for (const [what, text] of [["user", u.username], ["password", u.password]] as const) {
+  const path = u.pathname.slice(1);
+  const parts = [["user", u.username], ["password", u.password], ["vhost", path]] as const;
+  for (const [what, text] of parts) {
     try {
       decodeURIComponent(text);
     } catch {
       fail(`malformed percent-encoding in the ${what}`);
     }
   }
-  try {
-    vhost = decodeURIComponent(u.pathname.slice(1)) || "/";
-  } catch {
-    fail("malformed percent-encoding in the vhost");
-  }
+  const vhost = decodeURIComponent(path) || "/";
   const heartbeat = u.searchParams.get("heartbeat");
   if (heartbeat === null) {
     u.searchParams.set("heartbeat", String(DEFAULT_HEARTBEAT_S));

@@ -20,18 +20,14 @@ export type { FunctionStatus };
 
 /** Options of an admin call. */
 export interface AdminOptions {
-  /** Bound on connect + reply; default 2 s (a hung server must not hang the caller). */
+  /** Bound on connect + reply; default 2 s. */
   readonly timeoutMs?: number;
   readonly signal?: AbortSignal;
 }
 
 /**
- * Send one admin command and return the reply lines.
+ * Send one admin command; the reply lines (without a multi-line reply's final `.`).
  *
- * @param server `host:port`.
- * @param command e.g. `status`, `workers`, `version`.
- * @param options Timeout and signal.
- * @returns Reply lines (for multi-line commands without the final `.`).
  * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached or does not answer in time.
  */
 export async function adminCommand(
@@ -80,13 +76,7 @@ export async function adminCommand(
   }
 }
 
-/**
- * Queue depths: `status` parsed (waiting = total − running).
- *
- * @param server `host:port`.
- * @param options Timeout and signal.
- * @returns One entry per function the server knows.
- */
+/** `status` parsed: one entry per function the server knows. */
 export async function adminStatus(
   server: string,
   options?: AdminOptions,
@@ -94,13 +84,7 @@ export async function adminStatus(
   return parseStatusReply(await adminCommand(server, "status", options));
 }
 
-/**
- * Server version (`OK 1.1.20+ds` → `1.1.20+ds`); also the readiness probe for tests.
- *
- * @param server `host:port`.
- * @param options Timeout and signal.
- * @returns The version string.
- */
+/** Server version (`OK 1.1.20+ds` → `1.1.20+ds`); also the readiness probe for tests. */
 export async function adminVersion(server: string, options?: AdminOptions): Promise<string> {
   const [line = ""] = await adminCommand(server, "version", options);
   if (!line.startsWith("OK ")) {

@@ -1,6 +1,6 @@
 /**
- * Client side: background submissions (publishing tools, tests) with
- * pipelined submits matched to answers by position (docs/gearman-protocol.md#submitting).
+ * Background submissions, pipelined and matched to answers by position
+ * (docs/gearman-protocol.md#submitting).
  *
  * @module
  */
@@ -8,7 +8,6 @@ import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.
 import { connectionLost, type ConnectOptions, GearmanConnection } from "./connection.ts";
 import { WorkerError } from "../util/errors.ts";
 
-/** Priority of a background job. */
 export type JobPriority = "low" | "normal" | "high";
 
 const SUBMIT_BG: Record<JobPriority, number> = {
@@ -16,11 +15,6 @@ const SUBMIT_BG: Record<JobPriority, number> = {
   normal: PACKET.SUBMIT_JOB_BG,
   high: PACKET.SUBMIT_JOB_HIGH_BG,
 };
-
-interface Pending {
-  resolve(handle: string): void;
-  reject(err: Error): void;
-}
 
 /** Options of {@link GearmanClient.connect}. */
 export interface ClientOptions extends Omit<ConnectOptions, "onPacket"> {
@@ -33,7 +27,7 @@ export class GearmanClient implements AsyncDisposable {
   readonly server: string;
   readonly #window: number;
   #conn: GearmanConnection | undefined;
-  readonly #pending: Pending[] = [];
+  readonly #pending: Pick<PromiseWithResolvers<string>, "resolve" | "reject">[] = [];
   readonly #roomWaiters: (() => void)[] = [];
 
   private constructor(server: string, window: number) {
@@ -41,14 +35,7 @@ export class GearmanClient implements AsyncDisposable {
     this.#window = window;
   }
 
-  /**
-   * Connect a submitting client.
-   *
-   * @param server `host:port`.
-   * @param options Timeouts, signal and pipelining window.
-   * @returns The connected client.
-   * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached.
-   */
+  /** @throws {WorkerError} (code `connect_failed`) When the server cannot be reached. */
   static async connect(server: string, options: ClientOptions = {}): Promise<GearmanClient> {
     const client = new GearmanClient(server, options.window ?? 100);
     client.#conn = await GearmanConnection.connect(server, {
@@ -66,13 +53,9 @@ export class GearmanClient implements AsyncDisposable {
   }
 
   /**
-   * Submit one background job; resolves with its handle once the server created it.
-   * Waits while the pipelining window is full (backpressure).
+   * Submit one background job; resolves with its handle. Waits while the window is full. The
+   * default unique id is empty: it never coalesces on the builtin queue.
    *
-   * @param fn Function (queue) name.
-   * @param payload Workload.
-   * @param options Unique id (default empty: never coalesces on the builtin queue) and priority.
-   * @returns The job handle.
    * @throws {WorkerError} (code `submit_refused`) When the server answers ERROR.
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the connection is lost before the answer.
    */
@@ -102,7 +85,6 @@ export class GearmanClient implements AsyncDisposable {
     return this.#conn?.close() ?? Promise.resolve();
   }
 
-  /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }

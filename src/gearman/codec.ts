@@ -1,26 +1,20 @@
 import { WorkerError } from "../util/errors.ts";
 /**
- * Gearman binary protocol codec: bytes ↔ packets, with no I/O.
- *
- * Framing (docs/gearman-protocol.md#packets): 4 magic bytes (`\0REQ` / `\0RES`), a big-endian
- * uint32 packet type, a big-endian uint32 body size, then the body. Arguments
- * are separated by single NUL bytes; the last argument is "whatever remains"
- * and may itself contain NULs, so a body is split on its first n−1 NULs only,
- * n coming from the packet table below.
+ * Gearman binary protocol codec, bytes ↔ packets, no I/O (framing: docs/gearman-protocol.md#packets).
+ * The last argument may contain NULs, so a body is split on its first n−1 NULs only.
  *
  * @module
  */
 
-/** Which side sent a packet: `REQ` (client/worker → server) or `RES` (server → client). */
+/** `REQ`: client/worker → server; `RES`: server → client. */
 export type Magic = "REQ" | "RES";
 
 /** One row of the packet table: the single source of truth for encoder and decoder. */
 export interface PacketSpec {
   readonly code: number;
   readonly name: string;
-  /** Number of arguments in the body (the last one is opaque and may hold NULs). */
   readonly args: number;
-  /** Magic values this packet may carry (WORK_* travel in both directions). */
+  /** WORK_* travel in both directions. */
   readonly magic: readonly Magic[];
 }
 
@@ -73,7 +67,7 @@ export const PACKETS = [
   { code: 42, name: "STATUS_RES_UNIQUE", args: 6, magic: RES },
 ] as const satisfies readonly PacketSpec[];
 
-/** Packet codes by name, derived from {@link PACKETS}. */
+/** Packet codes by name. */
 export const PACKET: { readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"] } = Object
   .freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
     readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"];
@@ -83,19 +77,14 @@ const SPEC_BY_CODE: ReadonlyMap<number, PacketSpec> = new Map(
   PACKETS.map((p): [number, PacketSpec] => [p.code, p]),
 );
 
-/** Name of a packet code for logs (`UNKNOWN(99)` for codes outside the table). */
+/** Name of a packet code for logs (`UNKNOWN(99)` outside the table). */
 export function packetName(code: number): string {
   return SPEC_BY_CODE.get(code)?.name ?? `UNKNOWN(${code})`;
 }
 
-/** Size of the fixed packet header in bytes. */
 const HEADER_SIZE = 12;
 
-/**
- * Default ceiling for an announced body size. gearmand itself has no cap
- * below 4 GiB (docs/gearman-protocol.md#limits); a larger announcement on a worker
- * connection means a desynchronised stream, not a real job.
- */
+/** Default ceiling for an announced body size: above it the stream is desynchronised. */
 export const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
 
 const MAGIC_BYTES: Readonly<Record<Magic, readonly number[]>> = {
@@ -103,7 +92,7 @@ const MAGIC_BYTES: Readonly<Record<Magic, readonly number[]>> = {
   RES: [0x00, 0x52, 0x45, 0x53],
 };
 
-/** A protocol violation on the receive or send side; fatal for the connection. */
+/** Fatal for the connection. */
 function protocolError(message: string): WorkerError {
   return new WorkerError("gearman_protocol", message);
 }
@@ -117,17 +106,13 @@ export interface Packet {
   readonly type: number;
   readonly args: readonly Uint8Array[];
   /**
-   * Set on a job assignment whose body was larger than the parser's limit:
-   * the real size of its workload. The last argument (the workload) then
-   * holds only its first {@link TRUNCATED_WORKLOAD_BYTES} bytes; the rest was
-   * discarded unread.
+   * The real workload size of a job assignment above the parser's limit; the workload argument
+   * then holds only its first {@link TRUNCATED_WORKLOAD_BYTES} bytes.
    */
   readonly truncatedFrom?: number;
   /**
-   * Set when the arguments are views of a buffer that holds this packet's body and nothing
-   * else, which nothing in the parser keeps: the receiver may release that buffer (the
-   * workload's `buffer`) once it has read the other arguments. Bodies from
-   * {@link DIRECT_BODY_BYTES} on always have one.
+   * The arguments view a buffer holding this body alone, which the parser does not keep: the
+   * receiver may release it. Always set from {@link DIRECT_BODY_BYTES} on.
    */
   readonly exclusive?: true;
 }
@@ -143,14 +128,10 @@ const DIRECT_BODY_BYTES = 1024;
 /** Workload bytes kept of a job assignment above the size limit (for the dead-letter record). */
 const TRUNCATED_WORKLOAD_BYTES = 1024;
 
-/**
- * Body bytes read of an oversize job assignment: room for the handle (at most
- * 64 bytes), the function name, the unique id (at most 64) and the kept
- * workload prefix.
- */
+/** Body bytes read of an oversize job assignment: handle, function, unique id, kept prefix. */
 const TRUNCATED_PREFIX_BYTES = 8 * 1024;
 
-/** Packets that carry a job: the only ones whose oversize body is skipped instead of fatal. */
+/** The only packets whose oversize body is skipped instead of fatal. */
 const JOB_ASSIGN_TYPES: ReadonlySet<number> = new Set([
   PACKET.JOB_ASSIGN,
   PACKET.JOB_ASSIGN_UNIQ,
@@ -161,14 +142,9 @@ const JOB_ASSIGN_TYPES: ReadonlySet<number> = new Set([
 export type PacketArg = string | Uint8Array;
 
 /**
- * Encode one packet. Exactly n−1 separators are emitted for a packet with n
- * arguments, because gearmand waits forever (and later desynchronises) on a
- * request missing a separator (docs/gearman-protocol.md#packets).
+ * Encode one packet with exactly n−1 separators: gearmand waits forever (and later desynchronises)
+ * on a request missing one.
  *
- * @param magic `REQ` for everything a worker or client sends.
- * @param type Packet code from {@link PACKETS}.
- * @param args Exactly as many arguments as the table says.
- * @returns The packet bytes.
  * @throws {WorkerError} (code `gearman_protocol`) On an unknown code, a wrong argument count, or a NUL inside a non-final argument.
  *
  * @example Encode a CAN_DO registration
@@ -215,35 +191,25 @@ export function encodePacket(magic: Magic, type: number, args: readonly PacketAr
   return out;
 }
 
-/** Decode an argument as UTF-8 text (handles, function names, error codes). */
+/** An argument as UTF-8 text. */
 export function argText(arg: Uint8Array | undefined): string {
   return arg === undefined ? "" : decoder.decode(arg);
 }
 
 /** Options of {@link PacketParser}. */
 export interface PacketParserOptions {
-  /** The only magic accepted (`RES` on a worker/client connection). */
   readonly expect: Magic;
-  /** Largest announced body size accepted; default {@link DEFAULT_MAX_BODY_SIZE}. */
   readonly maxBodySize?: number;
   /**
-   * A job assignment above `maxBodySize` is not a protocol error: its first
-   * bytes are kept, the rest is read and discarded, and the packet is
-   * returned with {@link Packet.truncatedFrom} set. A job that can never be
-   * taken would otherwise be handed out again on every reconnect, forever.
+   * Return a job assignment above `maxBodySize` with {@link Packet.truncatedFrom} set instead of
+   * failing: a job that can never be taken would be handed out again on every reconnect.
    */
   readonly truncateOversizeJobs?: boolean;
 }
 
 /**
- * Incremental parser: feed it chunks exactly as the socket returns them and
- * it returns every packet completed so far. A packet split across reads,
- * several packets in one read, and multi-megabyte bodies are all handled
- * without re-copying what was already received (chunks are kept as a list
- * and joined once per packet).
- *
- * After a protocol error (code `gearman_protocol`) the stream is desynchronised and the
- * parser refuses further input: the connection must be closed.
+ * Incremental parser: feed it reads, get every packet completed so far. Chunks are kept as a list
+ * and joined once per packet. After a protocol error it refuses further input.
  *
  * @example Parse a NOOP split over two reads
  * ```ts
@@ -271,7 +237,6 @@ export class PacketParser {
   #body: Uint8Array | undefined;
   #bodyFilled = 0;
 
-  /** @param options Expected magic, body size ceiling and what to do with oversize jobs. */
   constructor(options: PacketParserOptions) {
     this.#expect = options.expect;
     this.#maxBodySize = options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE;
@@ -284,12 +249,9 @@ export class PacketParser {
   }
 
   /**
-   * Add received bytes and return every packet they complete.
+   * Add received bytes and return every packet they complete. `transient`: the caller reuses
+   * `chunk`'s buffer, so the parser copies what it keeps.
    *
-   * @param chunk Bytes as read from the socket.
-   * @param options `transient`: the caller reuses `chunk`'s buffer after the
-   *   call, so the parser copies what it keeps; otherwise it keeps views of it.
-   * @returns Completed packets in stream order (possibly none).
    * @throws {WorkerError} (code `gearman_protocol`) On bad magic, an unknown packet type, a size above the ceiling, or a body with too few arguments.
    */
   push(chunk: Uint8Array, options: { readonly transient?: boolean } = {}): Packet[] {
@@ -318,9 +280,7 @@ export class PacketParser {
       }
       if (this.#buffered < this.#size) {
         if (this.#size >= DIRECT_BODY_BYTES) {
-          // A large body goes straight into one buffer of its size as it
-          // arrives: collecting read-sized chunks and joining them at the end
-          // would hold every byte twice (a 20 MiB job costs 40 MiB).
+          // Joining read-sized chunks would hold every byte twice (a 20 MiB job costs 40 MiB).
           const head = this.#take(this.#buffered);
           this.#body = new Uint8Array(this.#size);
           this.#body.set(head, 0);
@@ -489,9 +449,7 @@ export class PacketParser {
   }
 }
 
-// ---------------------------------------------------------------------------
-// Admin (text) protocol (docs/gearman-protocol.md#admin)
-// ---------------------------------------------------------------------------
+// Admin (text) protocol (docs/gearman-protocol.md#admin).
 
 /** One line of the admin `status` reply. */
 export interface FunctionStatus {
@@ -503,7 +461,7 @@ export interface FunctionStatus {
   readonly workers: number;
 }
 
-/** Encode an admin command line (a single line; no newline allowed inside). */
+/** Encode an admin command line. */
 export function encodeAdminCommand(command: string): Uint8Array {
   if (/[\r\n]/.test(command)) {
     throw protocolError(`Cannot encode admin command: newline in ${JSON.stringify(command)}`);
@@ -518,25 +476,19 @@ export function isMultiLineAdminCommand(command: string): boolean {
     word === "show jobs" || word === "show unique" || command.trim() === "show unique jobs";
 }
 
-/**
- * Incremental reader of an admin reply. Returns the reply lines (without line
- * terminators, `\r` stripped) once complete, `undefined` while more bytes are needed.
- */
+/** Incremental reader of an admin reply. */
 export class AdminReplyParser {
   readonly #multiLine: boolean;
   #text = "";
   readonly #decoder = new TextDecoder();
 
-  /** @param multiLine True for `status`, `workers`, … (reply ends with a `.` line). */
   constructor(multiLine: boolean) {
     this.#multiLine = multiLine;
   }
 
   /**
-   * Add bytes; returns the complete reply lines or undefined.
+   * Add bytes; the reply lines once complete (`\r` and the final `.` stripped), else undefined.
    *
-   * @param chunk Received bytes.
-   * @returns Lines of a complete reply (the terminating `.` is not included), else undefined.
    * @throws {WorkerError} (code `gearman_protocol`) When a multi-line command is answered with an `ERR` line.
    */
   push(chunk: Uint8Array): string[] | undefined {
@@ -563,8 +515,6 @@ function parseCount(field: string | undefined, line: string): number {
 /**
  * Parse the lines of an admin `status` reply.
  *
- * @param lines Reply lines without the final `.`.
- * @returns One entry per function.
  * @throws {WorkerError} (code `gearman_protocol`) On a line that is not `FUNCTION\tTOTAL\tRUNNING\tWORKERS`.
  *
  * @example
@@ -590,13 +540,8 @@ export function parseStatusReply(lines: readonly string[]): FunctionStatus[] {
 }
 
 /**
- * Jobs waiting for a worker, per function asked, from one parsed `status` reply: total − running
- * (never below 0). A function the reply does not list has had no job and no worker on that server
- * yet: 0 jobs waiting, not unknown.
- *
- * @param rows The parsed reply of one job server.
- * @param functions The functions asked about.
- * @returns One entry per function asked, in the order asked.
+ * Jobs waiting per function asked: total − running (never below 0). A function the reply does not
+ * list has had no job and no worker yet: 0, not unknown.
  *
  * @example
  * ```ts

@@ -1,7 +1,5 @@
 /**
- * One TCP connection to one gearmand: owns the socket, a read loop that
- * parses packets, a write path that never interleaves two packets, an
- * application heartbeat, and reports its end exactly once.
+ * One TCP connection to one gearmand: read loop, write path, heartbeat; reports its end once.
  *
  * @module
  */
@@ -18,14 +16,7 @@ import { concatBytes } from "../util/bytes.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { errorMessage, hasCode, WorkerError } from "../util/errors.ts";
 
-/**
- * The connection ended for a reason other than a deliberate `close()`.
- *
- * @param server `host:port`.
- * @param message What happened.
- * @param cause The socket error or protocol error, if any.
- * @returns A `connection_lost` error.
- */
+/** The connection ended for a reason other than a deliberate `close()`. */
 export function connectionLost(server: string, message: string, cause?: unknown): WorkerError {
   return new WorkerError(
     "connection_lost",
@@ -34,15 +25,7 @@ export function connectionLost(server: string, message: string, cause?: unknown)
   );
 }
 
-/**
- * The connection was never established (refused, unresolvable, timed out): "lost" would
- * send the operator looking for a connection that never existed.
- *
- * @param server `host:port`.
- * @param detail Why the connect failed.
- * @param cause The socket error.
- * @returns A `connect_failed` error.
- */
+/** Never established: "lost" would send the operator looking for a connection that never was. */
 export function connectFailed(server: string, detail: string, cause?: unknown): WorkerError {
   return new WorkerError(
     "connect_failed",
@@ -51,39 +34,27 @@ export function connectFailed(server: string, detail: string, cause?: unknown): 
   );
 }
 
-/**
- * Whether `err` ended or never opened a job server connection (lost, refused, heartbeat).
- *
- * @param err Anything thrown.
- * @returns True for the three connection codes.
- */
+/** Whether `err` ended or never opened a job server connection. */
 export function isConnectionError(err: unknown): err is WorkerError {
   return hasCode(err, "connection_lost", "connect_failed", "heartbeat_timeout");
 }
 
 /** Connect and liveness options of {@link GearmanConnection.connect}. */
 export interface ConnectOptions {
-  /** Aborts the connect attempt (shutdown). */
   readonly signal?: AbortSignal;
-  /** Connect deadline; default 5000 ms. */
-  readonly connectTimeoutMs?: number;
-  /** Body size ceiling for received packets; default 64 MiB. */
-  readonly maxBodySize?: number;
-  /** Skip the body of a job above `maxBodySize` instead of failing the connection (see codec). */
+  /** Default 5000 ms. */
+  readonly connectTimeoutMs?: number | undefined;
+  readonly maxBodySize?: number | undefined;
   readonly truncateOversizeJobs?: boolean;
-  /** Send an ECHO_REQ probe after this much silence; 0 disables the heartbeat. Default 15 s. */
-  readonly heartbeatIntervalMs?: number;
-  /** Declare the peer dead when nothing arrives this long after a probe. Default 5 s. */
-  readonly heartbeatTimeoutMs?: number;
-  /** Called for every received packet except the connection's own ECHO_RES answers. */
+  /** ECHO_REQ probe after this much silence; 0 disables the heartbeat. */
+  readonly heartbeatIntervalMs?: number | undefined;
+  /** The peer is dead when nothing arrives this long after a probe. */
+  readonly heartbeatTimeoutMs?: number | undefined;
+  /** Every received packet except the connection's own ECHO_RES answers. */
   readonly onPacket: (packet: Packet) => void;
 }
 
-/**
- * Silence after which an idle connection is probed with ECHO_REQ: TCP keep-alive alone would
- * notice a dead gearmand only after the system's two hours; one small packet per 15 s of silence
- * costs nothing (docs/gearman-protocol.md).
- */
+/** TCP keep-alive alone would notice a dead gearmand only after two hours. */
 export const HEARTBEAT_INTERVAL_MS = 15_000;
 /** gearmand answers ECHO_REQ at once: 5 s without any packet after a probe means dead. */
 export const HEARTBEAT_TIMEOUT_MS = 5_000;
@@ -99,7 +70,6 @@ const READ_BUFFER_SIZE = 64 * 1024;
  * orders of magnitude otherwise, docs/gearman-protocol.md#throughput).
  */
 export class GearmanConnection implements AsyncDisposable {
-  /** `host:port` of the job server, for logs and errors. */
   readonly server: string;
   readonly #conn: Deno.TcpConn;
   readonly #parser: PacketParser;
@@ -116,8 +86,7 @@ export class GearmanConnection implements AsyncDisposable {
   #readLoop: Promise<void> = Promise.resolve();
   #echoWaiters = new Map<string, () => void>();
   #echoSeq = 0;
-  readonly #closed: Promise<Error | undefined>;
-  #resolveClosed!: (reason: Error | undefined) => void;
+  readonly #ended = Promise.withResolvers<Error | undefined>();
 
   private constructor(server: string, conn: Deno.TcpConn, options: ConnectOptions) {
     this.server = server;
@@ -130,17 +99,11 @@ export class GearmanConnection implements AsyncDisposable {
     this.#onPacket = options.onPacket;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.#heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? HEARTBEAT_TIMEOUT_MS;
-    this.#closed = new Promise((resolve) => {
-      this.#resolveClosed = resolve;
-    });
   }
 
   /**
    * Open a connection (TCP_NODELAY and keepalive on) and start reading.
    *
-   * @param server `host:port`.
-   * @param options Callbacks, deadlines and the abort signal.
-   * @returns The open connection.
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached in time.
    * @throws {DOMException} `AbortError` when `options.signal` aborts first.
    */
@@ -157,40 +120,28 @@ export class GearmanConnection implements AsyncDisposable {
       throw connectFailed(server, detail, err);
     }
     if (options.signal?.aborted) {
-      // Shutdown began while the connect completed (docs/consumption.md#no-resume-during-shutdown):
-      // never hand it out.
+      // docs/consumption.md#no-resume-during-shutdown
       conn.close();
       throw options.signal.reason;
     }
     conn.setNoDelay(true);
     conn.setKeepAlive(true);
     const connection = new GearmanConnection(server, conn, options);
-    connection.#start();
+    connection.#readLoop = connection.#read();
+    connection.#armHeartbeat(connection.#heartbeatIntervalMs);
     return connection;
   }
 
   /** Settles once: `undefined` after a deliberate {@link close}, else the error that ended it. */
   get closed(): Promise<Error | undefined> {
-    return this.#closed;
+    return this.#ended.promise;
   }
 
-  /** True once the connection ended or is closing. */
   get isClosed(): boolean {
     return this.#done;
   }
 
-  /** `performance.now()` of the last received byte. */
-  get lastRxAt(): number {
-    return this.#lastRxAt;
-  }
-
-  /**
-   * Queue bytes for sending. Packets queued in the same tick go out in one
-   * write. A write error ends the connection (reported through {@link closed}).
-   *
-   * @param bytes One or more encoded packets.
-   * @returns False when the connection is already closed (nothing was queued).
-   */
+  /** Queue bytes; those queued in the same tick go out in one write. False when closed. */
   send(bytes: Uint8Array): boolean {
     if (this.#done) return false;
     this.#outbox.push(bytes);
@@ -202,12 +153,9 @@ export class GearmanConnection implements AsyncDisposable {
   }
 
   /**
-   * Round trip an ECHO_REQ. Replies are strictly ordered, so the answer
-   * proves every packet sent before it was processed — the acknowledgement
-   * barrier of a graceful stop (docs/gearman-protocol.md#graceful-stop).
+   * Round trip an ECHO_REQ. Replies are ordered, so the answer proves every packet sent before it
+   * was processed (docs/gearman-protocol.md#graceful-stop).
    *
-   * @param options `signal` bounds the wait.
-   * @returns Resolves when the answer arrives.
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) If the connection ends first; the signal's reason if it aborts.
    */
   echo(options: { signal?: AbortSignal } = {}): Promise<void> {
@@ -233,7 +181,7 @@ export class GearmanConnection implements AsyncDisposable {
         cleanup();
         resolve();
       });
-      void this.#closed.then((reason) => {
+      void this.#ended.promise.then((reason) => {
         if (!this.#echoWaiters.has(token)) return;
         cleanup();
         reject(reason ?? connectionLost(this.server, "connection closed"));
@@ -242,31 +190,20 @@ export class GearmanConnection implements AsyncDisposable {
     });
   }
 
-  /**
-   * Close the socket. Idempotent: every call returns the same promise. Bytes
-   * already queued are written first (a lost WORK_COMPLETE would turn into a
-   * redelivery, docs/gearman-protocol.md#pitfalls).
-   */
+  /** Close, after writing what is queued (a lost WORK_COMPLETE is a redelivery). Idempotent. */
   close(): Promise<void> {
     this.#closing ??= this.#shutdown(undefined);
     return this.#closing;
   }
 
-  /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
 
-  #start(): void {
-    this.#readLoop = this.#read();
-    this.#armHeartbeat(this.#heartbeatIntervalMs);
-  }
-
   async #read(): Promise<void> {
     try {
-      // One read buffer for the connection's lifetime; the parser copies what
-      // it keeps (a large job straight into its final buffer): allocating a
-      // fresh 64 KiB buffer per read cost more than the copy at 20k small jobs/s.
+      // One read buffer for the connection's lifetime (the parser copies what it keeps): a
+      // fresh 64 KiB buffer per read cost more than the copy at 20k small jobs/s. Measured.
       const buf = new Uint8Array(READ_BUFFER_SIZE);
       for (;;) {
         const n = await this.#conn.read(buf);
@@ -370,8 +307,7 @@ export class GearmanConnection implements AsyncDisposable {
 
   async #shutdown(reason: Error | undefined): Promise<void> {
     if (reason === undefined && this.#writing) {
-      // Let queued bytes (acknowledgements) reach the kernel before closing,
-      // but never wait on a peer that stopped reading.
+      // Let queued acks reach the kernel, but never wait on a peer that stopped reading.
       using limit = deadline(2000);
       await settledWithin(
         new Promise<void>((resolve) => {
@@ -389,7 +325,7 @@ export class GearmanConnection implements AsyncDisposable {
     } catch {
       // Already closed by the peer; nothing left to release.
     }
-    this.#resolveClosed(reason);
+    this.#ended.resolve(reason);
     await this.#readLoop;
   }
 }

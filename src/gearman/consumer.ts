@@ -1,10 +1,7 @@
 /**
- * The Gearman backend of the consumer core: one link target per (queue, server) — one connection
- * per queue registering exactly that queue's function
- * (docs/consumption.md#one-connection-per-queue), one per job server (D9) — each link a {@link
- * QueueWorker}. The backlog gauge asks each job server once per reading: one admin `status` lists
- * every queue. Budgets, delivery, reconnects, stall detection, stop and the summary line are the
- * core's.
+ * The Gearman backend of the consumer core: one link target, a {@link QueueWorker}, per (queue,
+ * server) (docs/consumption.md#one-connection-per-queue, D9). The backlog gauge asks each job
+ * server once per reading: one admin `status` lists every queue.
  *
  * @module
  */
@@ -19,12 +16,9 @@ import {
 } from "../consumer/consumer.ts";
 import type { LinkTarget, QueueConsumer } from "../consumer/contract.ts";
 import type { BacklogSource } from "../consumer/backlog_monitor.ts";
-import type { Supervisor } from "../consumer/supervisor.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("gearman");
-
-export { type ConsumedQueue };
 
 /** Options of {@link GearmanConsumer}. */
 export interface GearmanConsumerOptions extends BackendOptions {
@@ -45,20 +39,17 @@ export interface GearmanConsumerOptions extends BackendOptions {
   readonly clientIdPrefix?: string;
 }
 
-/** Consumes every queue from every job server. */
-export class GearmanConsumer implements QueueConsumer {
-  readonly #core: Consumer;
-
-  /**
-   * @param options Servers, queues, caps, handler, observer and timings.
-   * @throws {RangeError} On an empty queue or server list, or a cap below 1.
-   */
-  constructor(options: GearmanConsumerOptions) {
-    if (options.servers.length === 0) {
+/**
+ * Consumes every queue from every job server. `start()` fails only when no job server at all can
+ * be reached; the other pairs keep retrying in the background.
+ */
+export class GearmanConsumer extends Consumer implements QueueConsumer {
+  /** @throws {RangeError} On an empty queue or server list, or a cap below 1. */
+  constructor(o: GearmanConsumerOptions) {
+    if (o.servers.length === 0) {
       throw new RangeError("Cannot create Gearman consumer: no job server address");
     }
-    const o = options;
-    this.#core = new Consumer({
+    super({
       ...o,
       name: "gearman",
       log,
@@ -67,62 +58,6 @@ export class GearmanConsumer implements QueueConsumer {
       describe: { servers: o.servers.join(",") },
       serverNoun: "job server",
     });
-  }
-
-  /**
-   * The hard cap of a queue: 1 for in-order queues, the configured value otherwise.
-   *
-   * @param queue The queue.
-   * @returns The most jobs the queue may hold in flight at once.
-   */
-  capFor(queue: ConsumedQueue): number {
-    return this.#core.capFor(queue);
-  }
-
-  /** Jobs `queue` may hold in flight now (its window, or its cap without one). */
-  windowOf(queue: string): number {
-    return this.#core.windowOf(queue);
-  }
-
-  /** Jobs currently holding a slot of `queue` (handlers running plus grabs outstanding). */
-  slotsInUse(queue: string): number {
-    return this.#core.slotsInUse(queue);
-  }
-
-  /** Payload bytes held by jobs in flight and outstanding grabs. */
-  get bytesInFlight(): number {
-    return this.#core.bytesInFlight;
-  }
-
-  /** Whether every job-server connection of `queue` is up and answered. */
-  connected(queue: string): boolean {
-    return this.#core.connected(queue);
-  }
-
-  /** Whether `queue` has jobs waiting that it does not take. */
-  stalled(queue: string): boolean {
-    return this.#core.stalled(queue);
-  }
-
-  /** One supervisor per (queue, server) (tests). */
-  get supervisors(): readonly Supervisor[] {
-    return this.#core.supervisors;
-  }
-
-  /**
-   * Connect every (queue, server) pair in parallel and start consuming.
-   * Fails only when no job server at all can be reached; pairs that could not
-   * connect keep retrying in the background.
-   *
-   * @throws {WorkerError} (code `consumer_start`) When every connection attempt failed.
-   */
-  start(): Promise<void> {
-    return this.#core.start();
-  }
-
-  /** Stop every queue in parallel (docs/consumption.md#orderly-stop). Idempotent. */
-  stop(): Promise<void> {
-    return this.#core.stop();
   }
 }
 
@@ -145,18 +80,14 @@ function target(
         server,
         budget,
         engine: context.engine,
-        ...(clientId === undefined ? {} : { clientId }),
-        ...(o.idlePollMs === undefined ? {} : { idlePollMs: o.idlePollMs }),
+        clientId,
+        idlePollMs: o.idlePollMs,
         connect: {
           signal,
-          ...(o.heartbeatIntervalMs === undefined
-            ? {}
-            : { heartbeatIntervalMs: o.heartbeatIntervalMs }),
-          ...(o.heartbeatTimeoutMs === undefined
-            ? {}
-            : { heartbeatTimeoutMs: o.heartbeatTimeoutMs }),
-          ...(o.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: o.connectTimeoutMs }),
-          ...(o.maxJobSize === undefined ? {} : { maxBodySize: o.maxJobSize }),
+          heartbeatIntervalMs: o.heartbeatIntervalMs,
+          heartbeatTimeoutMs: o.heartbeatTimeoutMs,
+          connectTimeoutMs: o.connectTimeoutMs,
+          maxBodySize: o.maxJobSize,
         },
       }),
     async backlog(name, signal) {
@@ -170,13 +101,7 @@ function target(
   };
 }
 
-/**
- * The backlogs of `queues` at one job server: one admin connection, one `status`.
- *
- * @param server `host:port`.
- * @param queues Queue names (the functions asked about).
- * @returns A source that throws when the server does not answer.
- */
+/** The backlogs of `queues` at one job server: one admin connection, one `status`. */
 export function statusSource(server: string, queues: readonly string[]): BacklogSource {
   return {
     server,

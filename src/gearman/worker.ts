@@ -1,23 +1,7 @@
 /**
- * One queue (Gearman function) on one connection — a link of the consumer
- * core: registration, pipelined grabs bounded by the queue's budget (D12),
- * PRE_SLEEP/NOOP, and the acknowledgement of each job on this connection
- * once the delivery engine says so (D1).
- *
- * The grab/sleep state machine. Replies to grabs arrive in the order the
- * grabs were sent, one reply per grab. The invariant, checked by the
- * property test against a scripted job server: whenever the worker is
- * neither draining nor dead, it has a grab outstanding, or it has sent
- * PRE_SLEEP and waits for NOOP, or its queue budget is exhausted and it waits
- * for a grant (which a finishing job releases). Nothing else may leave it
- * quiet, because gearmand sends NOOP only to a connection that sent
- * PRE_SLEEP:
- *
- * - JOB_ASSIGN*: the server had work; start the job, grab again.
- * - NO_JOB with other grabs outstanding: send nothing new until they are
- *   answered (their answers decide).
- * - NO_JOB answering the last outstanding grab: PRE_SLEEP.
- * - NOOP (or the idle poll, or a stall nudge): grab again.
+ * One queue (Gearman function) on one connection, a link of the consumer core: pipelined grabs
+ * bounded by the queue's budget (D12), PRE_SLEEP/NOOP, and acks on this connection (D1). The
+ * grab/sleep state machine and its invariant: docs/consumption.md#grab-state-machine.
  *
  * @module
  */
@@ -33,7 +17,7 @@ import {
 } from "../consumer/contract.ts";
 import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
 import type { CancelWait, Grant, QueueBudget } from "../consumer/budget.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, type LogProperties } from "../log.ts";
 import { deadline } from "../util/async.ts";
 
 const log = getLogger("gearman");
@@ -45,14 +29,13 @@ export interface QueueWorkerOptions {
   readonly budget: QueueBudget;
   readonly engine: DeliveryEngine;
   /** Shown in `gearadmin --workers`; must not contain spaces. */
-  readonly clientId?: string;
+  readonly clientId?: string | undefined;
   /** While sleeping, grab anyway after this long without a NOOP (lost wake-up). Default 30 s. */
-  readonly idlePollMs?: number;
-  /** Connection options (heartbeat, timeouts, body size limit, signal for the connect). */
+  readonly idlePollMs?: number | undefined;
   readonly connect?: Omit<ConnectOptions, "onPacket" | "truncateOversizeJobs">;
 }
 
-/** What the state machine did last, for tests and logs. */
+/** The state machine's variables, for tests. */
 export interface QueueWorkerState {
   readonly grabsOutstanding: number;
   readonly sleeping: boolean;
@@ -62,16 +45,13 @@ export interface QueueWorkerState {
   readonly dead: boolean;
 }
 
-/**
- * One generation of one (queue, server) link. Built by the supervisor, which
- * is the only code that replaces it.
- */
+/** One generation of one (queue, server) link; only the supervisor replaces it. */
 export class QueueWorker implements Link {
   readonly queue: string;
   readonly server: string;
   readonly #budget: QueueBudget;
   readonly #engine: DeliveryEngine;
-  readonly #clientId: string | undefined;
+
   readonly #idlePollMs: number;
   #conn: GearmanConnection | undefined;
   /** Grants of the outstanding grabs, oldest first: replies come in grab order. */
@@ -86,7 +66,7 @@ export class QueueWorker implements Link {
   #givenBack = false;
   #started = false;
   #lastReceivedAt = performance.now();
-  /** Epoch ms this generation was built, just before it connects (Job.linkOpenedAt). */
+  /** Job.linkOpenedAt. */
   readonly #openedAt = Date.now();
   #cancelWait: CancelWait | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -94,25 +74,20 @@ export class QueueWorker implements Link {
   // Ends retries when the worker drains or its connection dies.
   readonly #stopRetries = new AbortController();
   readonly #running = new Set<Promise<unknown>>();
-  #jobNotFound = 0;
 
-  /** @param options Queue, server, budget and delivery engine. */
   constructor(options: QueueWorkerOptions) {
     this.queue = options.queue;
     this.server = options.server;
     this.#budget = options.budget;
     this.#engine = options.engine;
-    this.#clientId = options.clientId;
+
     this.#idlePollMs = options.idlePollMs ?? 30_000;
   }
 
   /**
-   * Connect, register the function and wait until the server has answered
-   * (an ECHO round trip behind CAN_DO): a server that accepts TCP but is hung
-   * or stopped must not count as connected. Does not grab yet ({@link start}).
+   * Connect, register and wait for an ECHO round trip behind CAN_DO: a server that accepts TCP
+   * but is hung must not count as connected. Does not grab yet.
    *
-   * @param options Worker options.
-   * @returns A connected, registered, not yet grabbing worker.
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached or does not answer in time.
    */
   static async open(options: QueueWorkerOptions): Promise<QueueWorker> {
@@ -125,10 +100,9 @@ export class QueueWorker implements Link {
     });
     worker.#conn = conn;
     void conn.closed.then((reason) => worker.#onClosed(reason));
-    // SET_CLIENT_ID, CAN_DO and the ECHO go out in one write; registrations
-    // live and die with the connection, so every generation sends CAN_DO again.
-    if (worker.#clientId !== undefined) {
-      conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [worker.#clientId]));
+    // One write; registrations live and die with the connection.
+    if (options.clientId !== undefined) {
+      conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [options.clientId]));
     }
     conn.send(encodePacket("REQ", PACKET.CAN_DO, [worker.queue]));
     const timeoutMs = connect.connectTimeoutMs ?? 5_000;
@@ -146,27 +120,18 @@ export class QueueWorker implements Link {
     return worker;
   }
 
-  /** Settles when the connection ended: `undefined` after a deliberate close, else why. */
   get closed(): Promise<Error | undefined> {
     return this.#connection.closed;
   }
 
-  /** Handlers of this generation still running. */
   get inFlight(): number {
     return this.#running.size;
   }
 
-  /** `performance.now()` of the last job received, or of the start. */
   get lastReceivedAt(): number {
     return this.#lastReceivedAt;
   }
 
-  /** ERROR JOB_NOT_FOUND answers seen (an acknowledgement the server did not accept). */
-  get jobNotFound(): number {
-    return this.#jobNotFound;
-  }
-
-  /** The state machine's variables (tests). */
   get state(): QueueWorkerState {
     return {
       grabsOutstanding: this.#grabs.length,
@@ -183,7 +148,6 @@ export class QueueWorker implements Link {
     return this.#conn;
   }
 
-  /** Start grabbing. */
   start(): void {
     this.#started = true;
     this.#lastReceivedAt = performance.now();
@@ -191,12 +155,8 @@ export class QueueWorker implements Link {
   }
 
   /**
-   * Stop grabbing, wait for running handlers (bounded by `signal`), put an ECHO barrier behind the
-   * acknowledgements, and close (docs/consumption.md#orderly-stop). Jobs assigned by grabs still
-   * outstanding are neither started nor answered; closing the socket re-queues them. Never sends
-   * CANT_DO (it would re-queue jobs still being handled).
-   *
-   * @param signal Drain deadline: when it aborts, running handlers are aborted too and their jobs left unanswered.
+   * Stop grabbing, wait for the handlers within `signal`, ECHO barrier, close
+   * (docs/consumption.md#orderly-stop). Never CANT_DO: it would re-queue jobs being handled.
    */
   async drain(signal: AbortSignal): Promise<void> {
     this.#draining = true;
@@ -209,19 +169,12 @@ export class QueueWorker implements Link {
       try {
         await this.#connection.echo({ signal: barrier.signal });
       } catch {
-        // The barrier is belt and braces (acks already left in order); a dead
-        // or slow peer must not hold up shutdown.
+        // Belt and braces (acks already left in order): never hold up shutdown.
       }
     }
     await this.#connection.close();
   }
 
-  /**
-   * Wait until every handler of this generation settled; when `signal`
-   * aborts first, abort the handlers and give them a moment to settle.
-   *
-   * @param signal Deadline.
-   */
   async settled(signal: AbortSignal): Promise<void> {
     if (this.#running.size === 0) return;
     await settleHandlers(
@@ -241,12 +194,8 @@ export class QueueWorker implements Link {
   }
 
   /**
-   * Hand the jobs back (docs/retries.md#give-back): abort the running handlers with a {@link
-   * JobGivenBack}, answer none of them, and close the connection, which makes gearmand requeue every
-   * job assigned to it. Never WORK_FAIL: it would drop a background job.
-   *
-   * @param reason Why.
-   * @returns The jobs that were running.
+   * Hand the jobs back (docs/retries.md#give-back): abort the handlers, answer none, close (gearmand
+   * requeues). Never WORK_FAIL: it would drop a background job.
    */
   async giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
     const jobs = this.#running.size;
@@ -256,10 +205,7 @@ export class QueueWorker implements Link {
     return new Map(jobs === 0 ? [] : [[this.queue, jobs]]);
   }
 
-  /**
-   * Ask for work now, whatever the state machine believes (a stall was
-   * detected: jobs wait at the server while this connection takes none).
-   */
+  /** Grab now, whatever the state machine believes (a stall was detected). */
   nudge(): void {
     if (!this.#wantsGrabs()) return;
     log.debug("gearman: nudged, grabbing", {
@@ -352,36 +298,34 @@ export class QueueWorker implements Link {
         this.#onError(packet);
         return;
       default:
-        log.error("gearman: unexpected packet on worker connection, reconnecting", {
-          queue: this.queue,
-          server: this.server,
+        this.#reconnect("unexpected packet on worker connection", {
           packet: packetName(packet.type),
         });
-        void this.#connection.close();
     }
+  }
+
+  /** A packet the state machine cannot place: log it and reconnect. */
+  #reconnect(what: string, properties: LogProperties = {}): void {
+    log.error(`gearman: ${what}, reconnecting`, {
+      queue: this.queue,
+      server: this.server,
+      ...properties,
+    });
+    void this.#connection.close();
   }
 
   #onAssign(packet: Packet): void {
     const grant = this.#grabs.shift();
-    if (grant === undefined) {
-      log.error("gearman: job assigned without a grab outstanding, reconnecting", {
-        queue: this.queue,
-        server: this.server,
-      });
-      void this.#connection.close();
-      return;
-    }
+    if (grant === undefined) return this.#reconnect("job assigned without a grab outstanding");
     this.#lastReceivedAt = performance.now();
-    // The server had a job for a grab sent after any earlier NO_JOB: there
-    // may be more, so the empty reply no longer decides (the lost wake-up fix).
+    // There may be more: an earlier NO_JOB no longer decides (the lost wake-up fix).
     this.#emptyReplySeen = false;
     const args = packet.args;
     // JOB_ASSIGN_ALL carries a reducer before the workload.
     const payload = args[args.length - 1] as Uint8Array;
     grant.settle(payload.length);
     if (this.#draining || this.#dead) {
-      // Assigned by a grab sent before the drain: not started, not answered;
-      // the close re-queues it (docs/consumption.md#orderly-stop).
+      // Grabbed before the drain: not started, not answered; the close re-queues it.
       grant.release();
       return;
     }
@@ -400,14 +344,7 @@ export class QueueWorker implements Link {
 
   #onNoJob(): void {
     const grant = this.#grabs.shift();
-    if (grant === undefined) {
-      log.error("gearman: NO_JOB without a grab outstanding, reconnecting", {
-        queue: this.queue,
-        server: this.server,
-      });
-      void this.#connection.close();
-      return;
-    }
+    if (grant === undefined) return this.#reconnect("NO_JOB without a grab outstanding");
     grant.release();
     if (!this.#wantsGrabs()) return;
     this.#stopWaiting();
@@ -450,8 +387,7 @@ export class QueueWorker implements Link {
     const code = argText(packet.args[0]);
     const text = argText(packet.args[1]);
     if (code === "JOB_NOT_FOUND") {
-      // The server no longer considers us the owner (re-queued): count, carry on.
-      this.#jobNotFound++;
+      // The server no longer considers us the owner (re-queued): warn, carry on.
       log.warn("gearman: server did not accept an acknowledgement", {
         queue: this.queue,
         server: this.server,
@@ -460,23 +396,13 @@ export class QueueWorker implements Link {
       });
       return;
     }
-    log.error("gearman: error packet on worker connection, reconnecting", {
-      queue: this.queue,
-      server: this.server,
-      code,
-      text,
-    });
-    void this.#connection.close();
+    this.#reconnect("error packet on worker connection", { code, text });
   }
 
-  /**
-   * Hand the job to the delivery engine; once it ended, free its slot and grab again. One
-   * continuation per job, which also takes it off the running set.
-   */
+  /** Hand the job to the engine; one continuation per job frees its slot and grabs again. */
   #run(job: Job, grant: Grant, tooLarge: number | undefined, ownsPayload: boolean): void {
     const ack: Acknowledgement = {
-      // Only the connection that received the job may answer it (D12). Queued, not awaited: the
-      // write goes out with the packets of this turn (GearmanConnection.send).
+      // Only the receiving connection may answer (D12); queued with this turn's packets.
       complete: () =>
         !this.#dead && !this.#givenBack &&
         this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),

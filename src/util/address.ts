@@ -1,7 +1,5 @@
 /**
- * `host:port` addresses as given on the command line, shared by the Gearman client and the
- * Graphite client so that neither has to import the other, and the host list of a multi-host
- * MySQL URL, shared by the settings' check and the MySQL layer.
+ * `host:port` addresses and multi-host URL lists, shared by layers that must not import each other.
  *
  * @module
  */
@@ -15,9 +13,6 @@ export interface ServerAddress {
 /**
  * Parse `host:port` (IPv6 as `[::1]:4730`); the port defaults to 4730, gearmand's.
  *
- * @param addr Address text.
- * @param defaultPort The port when none is given.
- * @returns Host name and port.
  * @throws {TypeError} When the port is not an integer in 1..65535 or the host is empty.
  *
  * @example
@@ -43,19 +38,14 @@ export function parseServerAddress(addr: string, defaultPort = 4730): ServerAddr
 export interface UrlHostList {
   /** The URL with the first host alone, which WHATWG URL parses. */
   readonly url: string;
-  /** Every host in the URL's order. */
+
   readonly hosts: readonly ServerAddress[];
 }
 
 /**
- * Split the host list of a URL such as `mysql://user:pw@h1:3306,h2,[::1]:3307/db` (the
- * multi-host form of Connector/J and libpq), which WHATWG URL does not parse. The list follows
- * the last `@` of the authority, so a password with an unencoded `@` still parses; a comma
- * cannot be part of a host name, so it only ever separates hosts.
- *
- * @param url The URL.
- * @param defaultPort The port of a host given without one.
- * @returns Undefined for a URL with one host, the split list, or what is wrong with it.
+ * Split the host list of `mysql://user:pw@h1:3306,h2,[::1]:3307/db` (Connector/J and libpq's form),
+ * which WHATWG URL does not parse; it follows the last `@`, so an unencoded `@` in a password
+ * still parses. Undefined for one host.
  */
 export function splitUrlHosts(
   url: string,

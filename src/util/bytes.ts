@@ -1,15 +1,4 @@
-/**
- * Byte helpers shared by the protocol layers.
- *
- * @module
- */
-
-/**
- * Join byte arrays into one (one write instead of several).
- *
- * @param parts The arrays, in order.
- * @returns A new array with all of them; the only part itself when there is one.
- */
+/** Join byte arrays into one (one write instead of several); a single part is returned as is. */
 export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
   if (parts.length === 1) return parts[0] as Uint8Array;
   let size = 0;

@@ -1,15 +1,11 @@
 /**
- * The text of an error, one way everywhere: in log properties, in messages printed by the
- * commands, and in the dead-letter file.
+ * The worker's error type and the one way to print an error (logs, commands, dead letters).
  *
  * @module
  */
 
 /**
  * Text of an error: its message and up to three causes that add something, no stack.
- *
- * @param err Anything thrown.
- * @returns E.g. `Connection to job server h:4730 lost: read failed: Connection reset by peer`.
  *
  * @example
  * ```ts
@@ -36,56 +32,29 @@ export function errorMessage(err: unknown): string {
  * `WSREP_NOT_READY`).
  */
 export type ErrorCode =
-  /** The command line is wrong (unknown flag or command, stray argument): exit status 2. */
-  | "usage"
-  /** The worker cannot start: `main` turns it into exit status 1. */
-  | "startup"
-  /** A condition that can only be a bug in the worker: dead-lettered, never retried forever. */
-  | "internal"
-  /** A consumer cannot open any link at start-up. */
-  | "consumer_start"
-  /** The first RabbitMQ session cannot be built at start-up. */
-  | "rabbitmq_start"
-  /** RabbitMQ refused a queue declaration: waiting does not cure it. */
-  | "queue_declare"
-  /** Another worker took the in-order lock; the waiting job goes back to the broker. */
-  | "in_order_lock_lost"
-  /** Tables the worker writes are missing. */
+  | "usage" // the command line is wrong: exit status 2
+  | "startup" // `main` turns it into exit status 1
+  | "internal" // can only be a bug: dead-lettered, never retried forever
+  | "consumer_start" // a consumer cannot open any link at start-up
+  | "rabbitmq_start" // the first RabbitMQ session cannot be built
+  | "queue_declare" // RabbitMQ refused a queue declaration: waiting does not cure it
+  | "in_order_lock_lost" // another worker took the lock; the waiting job goes back to the broker
   | "missing_tables"
-  /** The table writer is closed. */
   | "writer_closed"
-  /** The caller's signal aborted a MySQL wait; the statement in flight was abandoned. */
-  | "interrupted"
-  /** MySQL gave no answer within a deadline (sorted with refused connections). */
-  | "TimedOut"
-  /** A Galera node answered but is not Synced with wsrep_ready ON. */
-  | "WSREP_NOT_READY"
-  /** A job server connection ended other than by `close()`. */
-  | "connection_lost"
-  /** A job server connection was never established. */
+  | "interrupted" // a signal aborted a MySQL wait; the statement in flight was abandoned
+  | "TimedOut" // no answer from MySQL within a deadline (sorted with refused connections)
+  | "WSREP_NOT_READY" // a Galera node is not Synced with wsrep_ready ON
+  | "connection_lost" // a job server connection ended other than by `close()`
   | "connect_failed"
-  /** A job server stopped answering within the heartbeat timeout. */
   | "heartbeat_timeout"
-  /** A job server answered a submission with ERROR. */
-  | "submit_refused"
-  /** A Gearman protocol violation; fatal for the connection. */
-  | "gearman_protocol"
-  /** The broker could not take a command; nothing is known to be queued. */
-  | "command_publish";
+  | "submit_refused" // a job server answered a submission with ERROR
+  | "gearman_protocol" // fatal for the connection
+  | "command_publish"; // the broker could not take a command; nothing is known to be queued
 
-/**
- * The worker's one error type: a message for people and a {@link ErrorCode} for the callers
- * that branch ({@link hasCode}). The few subclasses left carry fields their callers read.
- */
+/** The worker's one error type: a message for people and an {@link ErrorCode} for code. */
 export class WorkerError extends Error {
-  /** What went wrong. */
   readonly code: ErrorCode;
 
-  /**
-   * @param code What went wrong.
-   * @param message The whole message, naming queue, table or server.
-   * @param options `cause`.
-   */
   constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = "WorkerError";
@@ -95,10 +64,6 @@ export class WorkerError extends Error {
 
 /**
  * Whether `err` is a {@link WorkerError} with one of `codes`.
- *
- * @param err Anything thrown.
- * @param codes The codes to match.
- * @returns True on a match.
  *
  * @example
  * ```ts

@@ -1,21 +1,6 @@
 /**
- * Generated sections of the docs: the text between a BEGIN and an END marker line, which
- * tools/gen_config_reference.ts rewrites from the one source of truth (the settings table, the
- * metrics catalogue, the layer table) and checks in CI.
- *
- * @module
- */
-
-/**
- * Replace the generated section between two markers.
- *
- * @param document The whole file.
- * @param begin The marker that opens the section.
- * @param end The marker that closes it.
- * @param content The generated text, put on the line after `begin`.
- * @param what What the section is, for the error, e.g. `metrics reference`.
- * @returns The document with the section replaced.
- * @throws {Error} when a marker is missing or they are out of order.
+ * Replace the generated section of a doc between two marker lines (tools/gen_config_reference.ts);
+ * `what` names the section in the error thrown when a marker is missing or out of order.
  *
  * @example
  * ```ts

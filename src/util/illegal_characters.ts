@@ -1,7 +1,6 @@
 /**
- * `graphite_illegal_characters`: which characters of a Graphite path segment
- * are replaced. A leaf module because both the settings (to validate the
- * value at start-up) and the Graphite formatter (to apply it) need it.
+ * `graphite_illegal_characters`, a leaf module: the settings validate it, the Graphite formatter
+ * applies it.
  *
  * @module
  */
@@ -14,12 +13,9 @@
 export const DEFAULT_ILLEGAL_CHARACTERS = "/[^a-zA-Z^0-9\\-\\.]/";
 
 /**
- * Compile `--graphite-illegal-characters`: a regular expression matching one character to
- * replace, either bare (`[^a-z0-9]`) or in the PHP worker's delimited form (`/[^a-z0-9]/i`).
- * Of PHP's modifiers `i`, `m` and `s` are kept; every match is replaced, per code point.
+ * Compile `--graphite-illegal-characters`, bare (`[^a-z0-9]`) or PHP-delimited (`/[^a-z0-9]/i`,
+ * modifiers `i`, `m`, `s` kept) into a global, Unicode-aware RegExp.
  *
- * @param text The setting's value.
- * @returns A global, Unicode-aware RegExp.
  * @throws {SyntaxError} When the text is not a valid regular expression.
  */
 export function illegalCharactersPattern(text: string): RegExp {

@@ -1,9 +1,5 @@
 /**
- * The one rule for printing a URL or DSN that may carry a secret (D8): every
- * log line, error message, help text and status screen goes through
- * {@link redactUrl}, for MySQL URLs, Go MySQL DSNs and AMQP URLs alike.
- * Free text that may quote one, such as a driver's error, goes through
- * {@link redactText}.
+ * The one rule for printing a URL, DSN or free text that may carry a secret (D8).
  *
  * @module
  */
@@ -21,19 +17,12 @@ const MIN_FREE_TEXT_SECRET_LENGTH = 8;
 const SECRET_PARAMETER = /([?&][^=&#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&#]*=)[^&#]*/gi;
 
 /**
- * The text with the password of its user info and every password-like query
- * parameter replaced by `****`.
+ * A URL or Go DSN, valid or not, with its password and password-like query parameters masked.
+ * Conservative, because a malformed URL is the likeliest to be printed: everything from the first
+ * `:` of the user info to the LAST `@` is masked, so an unencoded `@`, `/`, `?` or `#` in a
+ * password leaks nothing. A URL without `@` that does not parse (`mysql://root:secret/db`) has
+ * the text after its colon masked too: it may be a password whose `@host` was forgotten.
  *
- * Conservative by design, because the text most likely to be printed is a
- * malformed one: everything between the first `:` of the user info and the
- * LAST `@` is masked, so an unencoded `@`, `/`, `?` or `#` inside a password
- * cannot leak a part of it (the price: an `@` in the path or query masks more
- * than needed). A URL without `@` that does not parse, such as
- * `mysql://root:secret/db`, has the text after the colon of its authority
- * masked too: it may be a password whose `@host` was forgotten.
- *
- * @param url A URL or Go DSN, valid or not.
- * @returns The same text with the secret parts replaced by `****`.
  * @example Masking a URL and a DSN
  * ```ts
  * import { redactUrl } from "./redact.ts";
@@ -60,16 +49,10 @@ export function redactUrl(url: string): string {
 }
 
 /**
- * Free text (a driver's error, a server's answer) with a known password masked where it stands:
- * the user info of every URL in it ({@link redactUrl}), `:password@` (the user info of a Go DSN or
- * of a URL that does not parse), and the password anywhere else only when it has at least
- * {@link MIN_FREE_TEXT_SECRET_LENGTH} characters. A shorter one is left in the words it may be part
- * of: servers do not echo a password (MySQL says "using password: YES"), so masking it as a
- * substring would only destroy the message.
+ * Free text (a driver's error) with every URL redacted, `:secret@` masked, and `secret` anywhere
+ * else only from {@link MIN_FREE_TEXT_SECRET_LENGTH} characters: servers do not echo a password, so
+ * masking a short one inside words would only destroy the message.
  *
- * @param text The text to print.
- * @param secret The password it may carry; `undefined` or empty masks URLs only.
- * @returns The text with the password replaced by `****` where it stands.
  * @example A short password stays out of the words
  * ```ts
  * import assert from "node:assert/strict";
