@@ -1,15 +1,9 @@
 /**
- * The backlog at the broker, per queue, for `statusengine_queue_backlog`: jobs waiting that no
- * worker has taken yet (gearmand's admin `status`: total − running; RabbitMQ: the ready count of
- * a passive declaration). Only `status` showed it before; as a gauge it shows a core that
- * produces faster than the workers write, long before anything stalls.
- *
- * It is asked on a timer of its own, one round at a time, each question bounded, on connections
- * apart from the consuming ones (gearmand: one short-lived admin connection per job server and
- * round, whose one `status` reply lists every queue; RabbitMQ: the probe channel, one question per
- * queue), so a slow or hung broker can delay the gauge but never a job. A queue whose backlog is
- * not known (a job server down, the RabbitMQ session lost, a question timed out) is reported as
- * unknown, never as 0: an empty queue and a blind worker must not look alike.
+ * The backlog at the broker per queue (`statusengine_queue_backlog`): jobs no worker has taken
+ * yet. It shows a core that produces faster than the workers write long before anything stalls.
+ * Asked on its own timer and connections, one bounded round at a time, so a hung broker delays
+ * the gauge but never a job. A backlog not known is reported as unknown, never as 0: an empty
+ * queue and a blind worker must not look alike.
  *
  * @module
  */
@@ -17,34 +11,21 @@ import type { LinkTarget } from "./contract.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
-/** Default time between two rounds of questions. */
 const BACKLOG_INTERVAL_MS = 10_000;
 /** Longest a round may take; a broker that answers later counts as unknown for that round. */
 const BACKLOG_TIMEOUT_MS = 5_000;
 
-/** One question a round asks: the backlogs of some queues at one job server or broker. */
+/** One question a round asks: the backlogs of some queues at one server. */
 export interface BacklogSource {
-  /** Job server `host:port`, or the broker URL without secrets, for logs. */
+  /** For logs. */
   readonly server: string;
   /** Queues the answer covers. */
   readonly queues: readonly string[];
-  /**
-   * Ask once.
-   *
-   * @param signal Bounds the question.
-   * @returns Jobs waiting per queue of {@link queues}; a queue missing or undefined is unknown.
-   * @throws When the broker cannot tell: every queue of {@link queues} is unknown.
-   */
+  /** Jobs waiting per queue; missing or undefined is unknown, a rejection makes all unknown. */
   read(signal: AbortSignal): Promise<ReadonlyMap<string, number | undefined>>;
 }
 
-/**
- * One question per queue of every link target, through {@link LinkTarget.backlog}: for a backend
- * that has no single question answering several queues.
- *
- * @param targets Every link target.
- * @returns One source per (target, queue).
- */
+/** One source per (target, queue) via {@link LinkTarget.backlog}, for brokers without a bulk question. */
 export function perQueueSources(targets: readonly LinkTarget[]): BacklogSource[] {
   return targets.flatMap((target) =>
     target.queues.map((queue): BacklogSource => ({
@@ -55,7 +36,6 @@ export function perQueueSources(targets: readonly LinkTarget[]): BacklogSource[]
   );
 }
 
-/** Options of {@link BacklogMonitor}. */
 export interface BacklogMonitorOptions {
   /** What a round asks, each in parallel; a queue's backlog is the sum over the sources. */
   readonly sources: readonly BacklogSource[];
@@ -63,12 +43,10 @@ export interface BacklogMonitorOptions {
   readonly intervalMs?: number;
   /** A queue's backlog: jobs waiting, or undefined when not every target could tell. */
   readonly report: (queue: string, jobs: number | undefined) => void;
-  /** Backend name, the prefix of log lines. */
   readonly name: string;
   readonly log: Logger;
 }
 
-/** Asks every source for its queues' backlogs every interval. */
 export class BacklogMonitor {
   readonly #o: BacklogMonitorOptions;
   readonly #stop = new AbortController();
@@ -77,7 +55,6 @@ export class BacklogMonitor {
   /** Queues whose last failure was logged, so an outage logs once, not every round. */
   readonly #failing = new Set<string>();
 
-  /** @param options Targets, interval and where to report. */
   constructor(options: BacklogMonitorOptions) {
     this.#o = options;
   }
@@ -88,11 +65,7 @@ export class BacklogMonitor {
     this.#next(0);
   }
 
-  /**
-   * Stop asking; a round in progress is abandoned (its answers are dropped), and every queue is
-   * reported unknown: a worker that stopped consuming a queue (shutdown, the in-order lock lost)
-   * must not keep showing its last reading.
-   */
+  /** Stop asking, drop a round in progress, and report every queue unknown (no stale reading). */
   async stop(): Promise<void> {
     this.#stop.abort();
     if (this.#timer !== undefined) clearTimeout(this.#timer);

@@ -1,13 +1,8 @@
 /**
- * The consumer core shared by every backend: one budget per queue
- * (docs/consumption.md#jobs-in-flight) under one byte budget, one delivery engine, one supervisor
- * per link target (one per queue and job server for Gearman, D9; one per broker for RabbitMQ), the
- * connected and stalled state of every queue, a parallel, bounded drain on stop
- * (docs/consumption.md#orderly-stop), and the periodic per-queue summary line
- * (docs/logging.md#summaries).
- *
- * A backend contributes only its link targets: how to open a link, and how
- * to ask the broker for a queue's backlog.
+ * The consumer core shared by every backend: per-queue budgets under one byte budget
+ * (docs/consumption.md#jobs-in-flight), one delivery engine, one supervisor per link target,
+ * stall and backlog watching, give-back, a bounded parallel drain (docs/consumption.md#orderly-stop)
+ * and the summary line (docs/logging.md#summaries). A backend contributes only its link targets.
  *
  * @module
  */
@@ -28,17 +23,13 @@ import { WorkerError } from "../util/errors.ts";
 /** One consumed queue. */
 export interface ConsumedQueue {
   readonly name: string;
-  /**
-   * Messages only make sense in sequence: one job at a time, whatever the cap
-   * (docs/consumption.md#downtimes-in-order).
-   */
+  /** One job at a time, whatever the cap (docs/consumption.md#downtimes-in-order). */
   readonly inOrder: boolean;
 }
 
 /** What a backend's link targets are built from. */
 export interface LinkContext {
   readonly engine: DeliveryEngine;
-  /** The budget of a consumed queue. */
   budget(queue: string): QueueBudget;
 }
 
@@ -52,11 +43,7 @@ export interface WindowOptions {
   readonly tickMs?: number;
 }
 
-/**
- * When held jobs go back to the broker (docs/retries.md#give-back): MySQL has not taken writes for
- * `afterMs` (no statement and no probe succeeded meanwhile), a link holds jobs, and another worker
- * consumes one of its queues. The link is then given back and rebuilt only once MySQL answered.
- */
+/** When held jobs go back to the broker (docs/retries.md#give-back). */
 export interface GiveBackPolicy {
   /** `--mysql-give-back-after`, > 0. */
   readonly afterMs: number;
@@ -68,10 +55,7 @@ export interface GiveBackPolicy {
   readonly checkIntervalMs?: number;
 }
 
-/** The give-back condition is checked this often, only doing work while jobs are held. */
 const GIVE_BACK_CHECK_MS = 2_000;
-
-/** Bound on one question to the broker about a queue's consumers. */
 const CONSUMERS_QUERY_TIMEOUT_MS = 5_000;
 
 /** Options of {@link Consumer}. */
@@ -80,10 +64,7 @@ export interface ConsumerOptions {
   readonly name: string;
   readonly log: Logger;
   readonly queues: readonly ConsumedQueue[];
-  /**
-   * Most jobs in flight per queue (≥ 1), the hard cap of the adaptive window
-   * (or the fixed number without one); in-order queues always get 1.
-   */
+  /** Hard cap of jobs in flight per queue (≥ 1; in-order queues get 1). */
   readonly maxJobsPerQueue: number;
   /** Adapt the jobs in flight of every queue that is not in order; absent = fixed at the cap. */
   readonly window?: WindowOptions;
@@ -95,13 +76,9 @@ export interface ConsumerOptions {
   readonly deadLetter?: ConsumerDeadLetterSink;
   /** Retry schedule of failed jobs (default 100 ms doubling to 5 s). */
   readonly retry?: BackoffOptions;
-  /** Build the link targets. */
   readonly targets: (context: LinkContext) => readonly LinkTarget[];
   readonly reconnectIntervalMs: number;
-  /**
-   * Stop waits this long for running handlers before abandoning their jobs
-   * (docs/consumption.md#orderly-stop).
-   */
+  /** Stop waits this long for running handlers before abandoning their jobs. */
   readonly drainTimeoutMs: number;
   /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s (tests shorten it). */
   readonly stallTimeoutMs?: number;
@@ -109,34 +86,21 @@ export interface ConsumerOptions {
   readonly statsIntervalMs?: number;
   /** Time between two readings of every queue's backlog at the broker; default 10 s, 0 disables. */
   readonly backlogIntervalMs?: number;
-  /**
-   * What each backlog reading asks; default one question per queue of every link target
-   * ({@link LinkTarget.backlog}). A backend whose broker answers every queue at once passes one
-   * source per server instead.
-   */
+  /** What each backlog reading asks; default {@link perQueueSources}. */
   readonly backlogSources?: readonly BacklogSource[];
   /** Fields of the start-up line. */
   readonly describe?: Record<string, unknown>;
   /** What a link target is called in messages; default "broker". */
   readonly serverNoun?: string;
-  /**
-   * When no link can be opened at start, wait for them in the reconnect loop (as a running
-   * consumer does after losing them) instead of failing the start. Default false.
-   */
+  /** When no link can be opened at start, keep retrying instead of failing the start. */
   readonly waitAtStart?: boolean;
-  /**
-   * Whether a failed first attempt is worth waiting for; false for what waiting cannot fix
-   * (refused credentials, a refused declaration). Default: every failure is.
-   */
+  /** Whether a failed first attempt is worth waiting for (not refused credentials). Default: yes. */
   readonly waitable?: (err: unknown) => boolean;
   /** Give held jobs back to the broker while MySQL cannot take writes; absent = always hold. */
   readonly giveBack?: GiveBackPolicy;
 }
 
-/**
- * The options every backend passes through to the core unchanged; a backend adds its
- * own (servers, URL, prefetch, …) and supplies name, log, targets and its hard cap.
- */
+/** The options every backend passes through to the core unchanged. */
 export type BackendOptions = Pick<
   ConsumerOptions,
   | "queues"
@@ -158,18 +122,10 @@ export type BackendOptions = Pick<
 /** Default of `--max-in-flight-bytes`. */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
 
-/**
- * A job above this many bytes is dead-lettered unread (`too_large`). The broker module's bulk
- * jobs are a few hundred KiB, so a larger one is a fault; gearmand itself accepts up to 4 GiB
- * and holds it in memory. Not a setting: no installation needs another value.
- */
+/** A larger job is dead-lettered unread (`too_large`): bulk jobs are a few hundred KiB, so it is a fault. */
 export const MAX_JOB_SIZE = 64 * 1024 * 1024;
 
-/**
- * A queue with room and jobs waiting at the broker normally takes one within milliseconds; one
- * that takes none for a minute has a hung link (docs/consumption.md, stall detector). A minute is
- * far above any pause of a healthy link, so the alert never fires on a slow restart.
- */
+/** A healthy link takes a waiting job within ms; a minute is far above any pause of a slow restart. */
 export const STALL_TIMEOUT_MS = 60_000;
 
 /** Consumes every queue through every link target of one backend. */
@@ -192,10 +148,7 @@ export class Consumer {
   #started = false;
   #stopping: Promise<void> | undefined;
 
-  /**
-   * @param options Queues, caps, handler, observer, targets and timings.
-   * @throws {RangeError} On an empty queue list, a cap below 1, or no link target.
-   */
+  /** @throws {RangeError} On an empty queue list, a cap below 1, or no link target. */
   constructor(options: ConsumerOptions) {
     if (options.queues.length === 0) {
       // One link per queue: with none, start would "succeed" consuming nothing
@@ -298,12 +251,7 @@ export class Consumer {
     return budget;
   }
 
-  /**
-   * The hard cap of a queue: 1 for in-order queues, the configured value otherwise.
-   *
-   * @param queue The queue.
-   * @returns The most jobs the queue may ever hold in flight at once.
-   */
+  /** The most jobs `queue` may ever hold in flight at once. */
   capFor(queue: ConsumedQueue): number {
     return queue.inOrder ? 1 : this.#o.maxJobsPerQueue;
   }
@@ -339,11 +287,9 @@ export class Consumer {
   }
 
   /**
-   * Open every link in parallel and start consuming. Fails only when no link
-   * at all can be opened (unless `waitAtStart`); the others keep trying in the background (one
-   * job server down must not stop the others).
+   * Open every link in parallel and start consuming; links that fail keep trying in the background.
    *
-   * @throws {WorkerError} (code `consumer_start`) When every first attempt failed.
+   * @throws {WorkerError} (code `consumer_start`) When every first attempt failed (and not `waitAtStart`).
    */
   async start(): Promise<void> {
     if (this.#started) throw new Error(`${this.#o.name} consumer: start() called twice`);
@@ -428,10 +374,7 @@ export class Consumer {
     if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);
   }
 
-  /**
-   * Stop every link in parallel (docs/consumption.md#orderly-stop): no new jobs, running handlers
-   * get up to the drain timeout, then every connection closes. Idempotent; safe before start.
-   */
+  /** Stop every link in parallel within the drain timeout. Idempotent; safe before start. */
   stop(): Promise<void> {
     this.#stopping ??= this.#doStop();
     return this.#stopping;
@@ -452,11 +395,7 @@ export class Consumer {
     if (this.#started) this.#logStats(true);
   }
 
-  /**
-   * One check of the give-back (docs/retries.md#give-back): links given back take jobs again once
-   * MySQL answered; while it has not answered for `afterMs` and writers hold rows, every link
-   * holding jobs whose queue another worker consumes hands them back to the broker.
-   */
+  /** Resume given-back links once MySQL answered; give back links whose queue another worker consumes. */
   async #giveBackTick(policy: GiveBackPolicy): Promise<void> {
     const now = performance.now();
     for (const s of this.#supervisors) {
@@ -530,8 +469,7 @@ export class Consumer {
       const set = this.#up.get(queue) as Set<Supervisor>;
       if (up) set.add(supervisor);
       else set.delete(supervisor);
-      // 1 only while every link of the queue is consuming, so a half-served
-      // queue (one of two job servers lost) is visible.
+      // 1 only while every link is consuming, so a half-served queue is visible.
       const after = this.connected(queue);
       if (before !== after) this.#o.observer.queueConnected(queue, after);
     }
@@ -551,7 +489,6 @@ export class Consumer {
   }
 }
 
-/** Without a dead-letter file the record is only counted and logged by the engine's caller. */
 function discardDeadLetter(): Promise<void> {
   return Promise.resolve();
 }

@@ -1,7 +1,6 @@
 /**
  * Per-queue interval counters behind the consumers' 30 s summary lines (docs/logging.md#summaries),
- * shared by every backend so they report the same things the same way
- * (docs/payloads.md#order-of-operations).
+ * shared by every backend so they report the same things the same way.
  *
  * @module
  */
@@ -16,11 +15,9 @@ interface QueueStats {
   inFlight: number;
 }
 
-/** Counters of every consumed queue. */
 export class ConsumerStats {
   readonly #stats = new Map<string, QueueStats>();
 
-  /** @param queues Queue names. */
   constructor(queues: Iterable<string>) {
     for (const q of queues) {
       this.#stats.set(q, {
@@ -37,12 +34,7 @@ export class ConsumerStats {
     return this.#stats.get(queue) as QueueStats;
   }
 
-  /**
-   * An observer that counts and then forwards to `inner`.
-   *
-   * @param inner The observer that feeds the metrics.
-   * @returns The counting observer.
-   */
+  /** An observer that counts and then forwards to `inner`. */
   wrap(inner: ConsumerObserver): ConsumerObserver {
     return {
       jobReceived: (queue) => inner.jobReceived(queue),
@@ -69,25 +61,15 @@ export class ConsumerStats {
     };
   }
 
-  /**
-   * Count a reconnect of `queue` (the metric is reported separately).
-   *
-   * @param queue Queue name.
-   */
+  /** Count a reconnect of `queue` (the metric is reported separately). */
   reconnected(queue: string): void {
     this.#of(queue).reconnects++;
   }
 
   /**
-   * Log one summary line per queue that did something in the interval (jobs finished,
-   * retried, reconnected) or holds jobs, and start a new interval. An idle worker logs
-   * nothing: twelve all-zero lines every 30 s were 35,000 lines a day saying nothing.
-   *
-   * @param log Logger of the backend.
-   * @param message Log message.
-   * @param extra Backend-specific fields per queue (connection state).
-   * @param options `final`: the shutdown summary, one line for all queues when all were idle.
-   * @returns Number of lines logged.
+   * Log one line per queue that did something or holds jobs, and start a new interval. An idle
+   * worker logs nothing (twelve all-zero lines every 30 s said nothing); `final`, the shutdown
+   * summary, logs one line for all when all were idle. Returns the lines logged.
    */
   log(
     log: Logger,

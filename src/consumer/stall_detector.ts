@@ -1,14 +1,8 @@
 /**
- * Tells "idle" from "stuck": a queue link is stalled when jobs wait at the
- * broker, the queue has room to take them, and the link has taken none for
- * the stall timeout. Connection state alone cannot show this — a link whose
- * grab loop lost a wake-up keeps its heartbeat answered and looks healthy
- * while its backlog grows.
- *
- * The broker is asked for the backlog only about a link that is already
- * suspect (room, nothing received for the timeout), so a healthy worker
- * sends no extra queries. A stalled link is nudged on every check (Gearman:
- * a grab) and reported until it takes a job again.
+ * Tells "idle" from "stuck": a link is stalled when jobs wait at the broker, the queue has room,
+ * and the link has taken none for the stall timeout (a link that lost a wake-up looks healthy
+ * otherwise). The broker is asked only about a link already suspect, so a healthy worker sends no
+ * extra queries. A stalled link is nudged on every check and reported until it takes a job.
  *
  * @module
  */
@@ -17,21 +11,17 @@ import type { QueueBudget } from "./budget.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
-/** One (link target, queue) pair to watch. */
 export interface WatchedLink {
   readonly target: LinkTarget;
   readonly queue: string;
-  /** The installed link, undefined while disconnected. */
   current(): Link | undefined;
   readonly budget: QueueBudget;
 }
 
-/** Options of {@link StallDetector}. */
 export interface StallDetectorOptions {
   readonly links: readonly WatchedLink[];
   /** A suspect link this long without a job, with jobs waiting, is stalled. */
   readonly timeoutMs: number;
-  /** Backend name, the prefix of log lines. */
   readonly name: string;
   readonly log: Logger;
   /** The stalled state of a queue changed (true while any of its links is stalled). */
@@ -46,7 +36,6 @@ interface LinkState {
 
 const PROBE_TIMEOUT_MS = 5_000;
 
-/** Periodic stall checks over every link. */
 export class StallDetector {
   readonly #o: StallDetectorOptions;
   readonly #states = new Map<WatchedLink, LinkState>();
@@ -54,7 +43,6 @@ export class StallDetector {
   readonly #stop = new AbortController();
   #timer: ReturnType<typeof setInterval> | undefined;
 
-  /** @param options Links, timeout, logging and the state callback. */
   constructor(options: StallDetectorOptions) {
     this.#o = options;
     for (const l of options.links) {
@@ -77,7 +65,6 @@ export class StallDetector {
     for (const [watched, state] of this.#states) this.#clear(watched, state, false);
   }
 
-  /** Whether `queue` is stalled now. */
   stalled(queue: string): boolean {
     return (this.#stalledQueues.get(queue) ?? 0) > 0;
   }
