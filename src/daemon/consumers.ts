@@ -1,11 +1,7 @@
 /**
- * The daemon's queue backend and its consumption. {@link queueBackend} is the one place that
- * branches on `--consumer`: it builds the Gearman or the RabbitMQ consumer and command publisher,
- * and everything above it holds a `QueueConsumer` (src/consumer/contract.ts) or a
- * `CommandPublisher` without asking which backend it is. The consumption is the backend's consumer
- * for the queues this worker always consumes, and, when several workers may share a job server,
- * the in-order queues behind a MySQL named lock (one consumer of their own, started while the lock
- * is held).
+ * The queue backend and the consumption. {@link queueBackend} is the one place that branches on
+ * `--consumer`; everything above holds a `QueueConsumer` or a `CommandPublisher`. The in-order
+ * queues may sit behind the in-order lease (a consumer of their own, started while it is held).
  *
  * @module
  */
@@ -45,17 +41,11 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
-/** What a backend's consumer is built from besides its queues: the same for every backend. */
 type SharedConsumerOptions = Omit<BackendOptions, "queues"> & { readonly maxJobSize?: number };
 
 /** The configured queue backend: what the daemon builds on it. */
 export interface QueueBackend {
-  /**
-   * A consumer of `queues`, not started.
-   *
-   * @param queues The queues it consumes.
-   * @param options Handler, observer, window, timings: what every backend takes.
-   */
+  /** A consumer of `queues`, not started. */
   consumer(queues: readonly QueueName[], options: SharedConsumerOptions): QueueConsumer;
   /** A publisher to `statusngin_cmd` (it connects on first use); the caller closes it. */
   commandPublisher(): CommandPublisher;
@@ -66,9 +56,6 @@ export interface QueueBackend {
 /**
  * The backend `--consumer` names: the one branch on it.
  *
- * @param config The worker configuration.
- * @param metrics Where the RabbitMQ consumer tells which broker of its URL it uses.
- * @returns Its consumer and command publisher factories.
  * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */
 export function queueBackend(
@@ -132,7 +119,6 @@ export function queueBackend(
   };
 }
 
-/** What consumption is built from. */
 export interface ConsumptionParts {
   readonly config: WorkerConfig;
   readonly backend: QueueBackend;
@@ -153,25 +139,13 @@ export interface QueueSplit {
   readonly gated: readonly QueueName[];
 }
 
-/**
- * Which queues wait for the in-order lock.
- *
- * @param config The worker configuration.
- * @param queues The consumed queues.
- * @returns The split.
- */
+/** Which queues wait for the in-order lock. */
 export function splitQueues(config: WorkerConfig, queues: readonly QueueName[]): QueueSplit {
   const gated = config.inOrderLock ? queues.filter((q) => QUEUES[q].inOrder) : [];
   return { always: queues.filter((q) => !gated.includes(q)), gated };
 }
 
-/**
- * Build the consumption of a worker (not started).
- *
- * @param parts Configuration, pipeline, observer, dead letters, metrics and URL options.
- * @param split Which queues are consumed always and which behind the lock.
- * @returns One consumer to start and stop.
- */
+/** Build the consumption of a worker (not started): one consumer to start and stop. */
 export function buildConsumption(
   parts: ConsumptionParts,
   split: QueueSplit,
@@ -217,10 +191,7 @@ export function buildConsumption(
   };
 }
 
-/**
- * The delivery engine's dead letters (jobs too large to read, jobs that trip an internal
- * error) take the pipeline's one path into the file, which counts them once written.
- */
+/** The delivery engine's dead letters take the pipeline's one path into the file, which counts them. */
 function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDeadLetterSink {
   const decoder = new TextDecoder();
   return async ({ job, reason, error, bytes }) => {

@@ -1,35 +1,13 @@
 /**
- * Safe scale-out for the in-order queues (`statusngin_downtimes`, handled strictly in order): when
- * several workers share a job server, or write through different nodes of a Galera cluster, only
- * the one holding the in-order lease (a row of `statusengine_worker_leases`, see
- * src/mysql/lease.ts and docs/downtimes.md#galera) consumes them, through a consumer of their own
- * that is started once the lease is taken and stopped when it is lost or runs out.
+ * Safe scale-out for the in-order queues: only the worker holding the in-order lease (a row of
+ * `statusengine_worker_leases`, src/mysql/lease.ts) consumes them, through a consumer of their own
+ * started once the lease is taken and stopped when it is lost or runs out. Why two workers never
+ * consume at once, why a failed renewal keeps the in-flight job (gearmand would re-queue it at the
+ * tail) and what it cannot fix: docs/consumption.md#in-order-lock and docs/downtimes.md#galera.
  *
- * A lone worker keeps its place through short database outages: when a renewal fails (MySQL
- * restarted, the connection killed, a network cut) the worker keeps its in-flight in-order job,
- * admits no new one, and renews on a new connection. Handing the job back on every dropped
- * connection reordered it: gearmand re-queues an unacknowledged job at the tail, behind the jobs
- * published after it. Only when the lease's validity runs out (a few seconds before any other
- * worker may take it) does it stop the consumer, handing its job back.
- *
- * Why two workers never consume at the same time, on one server or a cluster:
- * - A waiting worker takes a held lease only after seeing it unrenewed for the whole term.
- * - The holder admits a job only while its lease is valid (its last renewal less than the
- *   term minus the drain and two polls ago), and stops its consumer, whose drain is bounded by
- *   {@link IN_ORDER_DRAIN_MS}, when the validity runs out.
- * - A holder that dies (SIGKILL, crash) also loses its broker connections, so its
- *   unacknowledged job is back at the broker long before its term ends.
- *
- * What it cannot fix: a holder frozen longer than its validity (SIGSTOP, a suspended VM) may,
- * once it runs again, finish the statement it was sending before its lease loop stops it. The
- * downtime statements are written so that their order does not change the result
- * (docs/downtimes.md); the lease keeps them from running at the same time on two nodes, which
- * Galera cannot make safe, and keeps the queue in the core's order wherever it can.
- *
- * RabbitMQ's single-active-consumer would do the election in the broker, but it needs the
- * `x-single-active-consumer` argument at declaration, and the broker module declares its
- * queues without arguments: a different declaration is refused (406). So both backends use
- * the lease.
+ * RabbitMQ's single-active-consumer would need `x-single-active-consumer` at declaration, and the
+ * broker module declares its queues without arguments (a different declaration is refused, 406),
+ * so both backends use the lease.
  *
  * @module
  */
@@ -40,7 +18,7 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
-/** What the gate needs of a consumer: the public start/stop of every backend's consumer. */
+/** What the gate needs of a consumer. */
 export interface GatedConsumer {
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -53,33 +31,20 @@ export const IN_ORDER_LOCK_POLL_MS = 1_000;
 export const IN_ORDER_DRAIN_MS = 2_000;
 
 /**
- * Lease name of the in-order queues (the key of its row in `statusengine_worker_leases`): one
- * per node, since the workers of one node (one core, one job server) share its queues, and
- * other nodes' workers must not wait for it. Cut to the column's 255 characters (two nodes
- * whose names differ only after that share a lease, which only costs parallelism).
- *
- * @param nodeName `--node-name`.
- * @returns `in-order:<node name>`.
+ * Lease name of the in-order queues: one per node, since the workers of one node share its queues
+ * and other nodes' must not wait. Cut to the column's 255 characters (a shared lease only costs
+ * parallelism).
  */
 export function inOrderLeaseName(nodeName: string): string {
   return [...`in-order:${nodeName}`].slice(0, 255).join("");
 }
 
-/**
- * A holder id unique among the workers and their restarts: the process id and a random part
- * (the worker logs it when it takes the lease, which says on which machine).
- *
- * @returns `pid <pid> <8 hex>`.
- */
+/** A holder id unique among workers and restarts: `pid <pid> <8 hex>`. */
 export function leaseHolderId(): string {
   return `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
 }
 
-/**
- * Waits until the gate admits a new in-order job: resolves at once while the lock is held,
- * waits while the holder takes its lock again, rejects once the lock went to another worker
- * or `signal` aborts.
- */
+/** Resolves when a new in-order job may start; rejects once the lock is lost or `signal` aborts. */
 export type Admit = (signal: AbortSignal) => Promise<void>;
 
 /** Raised to a job waiting for admission once the in-order lease was lost or given up. */
@@ -90,15 +55,11 @@ function lockLost(): WorkerError {
   );
 }
 
-/**
- * Whether new in-order jobs may start: open while the lock is held, held (waiting) while the
- * holder re-acquires it, closed once it is lost. One per consumer the gate builds.
- */
+/** Whether new in-order jobs may start: open, waiting (re-acquiring), closed (lost). One per built consumer. */
 export class Admission {
   #state: "open" | "waiting" | "closed" = "open";
   #waiting: PromiseWithResolvers<void> | undefined;
 
-  /** Current state, for tests and logs. */
   get state(): "open" | "waiting" | "closed" {
     return this.#state;
   }
@@ -128,7 +89,6 @@ export class Admission {
     this.#waiting = undefined;
   }
 
-  /** See {@link Admit}. */
   readonly admit: Admit = (signal) => {
     switch (this.#state) {
       case "open":
@@ -141,14 +101,9 @@ export class Admission {
   };
 }
 
-/** Options of {@link InOrderGate}. */
 export interface InOrderGateOptions {
-  /**
-   * A fresh consumer of the in-order queues (a stopped consumer cannot be started again);
-   * its handler awaits `admit` before it starts a job.
-   */
+  /** A fresh consumer (a stopped one cannot restart) whose handler awaits `admit` first. */
   readonly build: (admit: Admit) => GatedConsumer;
-  /** Opens the lease's dedicated connection. */
   readonly connect: () => Promise<MysqlConnection>;
   readonly leaseName: string;
   readonly holder: string;
@@ -167,7 +122,6 @@ export class InOrderGate implements GatedConsumer {
   #consumer: GatedConsumer | undefined;
   #admission: Admission | undefined;
 
-  /** @param options Consumer factory, lease connection, name, holder and timing. */
   constructor(options: InOrderGateOptions) {
     this.#lease = new Lease({
       connect: options.connect,

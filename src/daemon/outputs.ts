@@ -1,7 +1,6 @@
 /**
  * Where the pipeline writes besides MySQL, built before it: the dead-letter file (D7), the perfdata
- * backends (Graphite, InfluxDB, remote write; docs/perfdata.md#no-backend-holds-up-mysql) and the
- * `/ws` hub. None of them opens a listener.
+ * backends (docs/perfdata.md#no-backend-holds-up-mysql) and the `/ws` hub. None opens a listener.
  *
  * @module
  */
@@ -27,13 +26,9 @@ import { WorkerError } from "../util/errors.ts";
 const log = getLogger("worker");
 
 /**
- * Open the dead-letter file now, so a missing directory or a permission problem refuses the
- * start instead of the first bad payload; with an explicit empty path, dead letters are only
- * counted and logged.
+ * Open the dead-letter file now, so a bad path refuses the start instead of the first bad
+ * payload; with an explicit empty path dead letters are only counted and logged.
  *
- * @param config The worker configuration.
- * @param metrics Counters of written records and failed writes.
- * @returns The one path every dead letter takes; dispose closes the file.
  * @throws {WorkerError} (code `startup`) When the file cannot be opened.
  */
 export async function openDeadLetters(
@@ -72,13 +67,7 @@ export async function openDeadLetters(
   return disposable(new DeadLetters(file, metrics));
 }
 
-/**
- * Create the dead-letter file's directory when it is missing: outside the packaged unit
- * (which has systemd create /var/lib/statusengine-worker) nothing else would, and the
- * default path lies there.
- *
- * @throws {WorkerError} (code `startup`) Saying how to create it when the worker cannot.
- */
+/** Create the dead-letter file's directory when missing: outside the packaged unit nothing else would. */
 async function ensureDirectory(path: string): Promise<void> {
   const directory = dirname(path);
   try {
@@ -140,12 +129,9 @@ function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObser
 }
 
 /**
- * The clients of the configured perfdata backends other than MySQL (Graphite, InfluxDB,
- * Prometheus remote write), fed together. None of them connects before perfdata is offered.
+ * The configured perfdata backends other than MySQL, fed together (none connects before perfdata
+ * is offered); undefined when there are none.
  *
- * @param config The worker configuration.
- * @param metrics Their counters and gauges.
- * @returns The sink, or undefined when perfdata goes to MySQL only (or nowhere).
  * @throws {WorkerError} (code `startup`) When a configured backend's URL cannot be used.
  */
 export function perfdataOutputs(
@@ -223,14 +209,7 @@ export function perfdataOutputs(
   };
 }
 
-/**
- * The `/ws` hub when the stream is served: built before the pipeline so the handler can
- * publish into it.
- *
- * @param config The worker configuration.
- * @param metrics Its counters.
- * @returns The hub, or undefined when `/ws` is not served.
- */
+/** The `/ws` hub when the stream is served, built before the pipeline that publishes into it. */
 export function webSocketHub(config: WorkerConfig, metrics: Metrics): WebSocketHub | undefined {
   if (!config.websocket || !config.websocket.apiKeys.some((k) => k !== "")) return undefined;
   return new WebSocketHub({

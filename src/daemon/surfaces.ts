@@ -1,7 +1,6 @@
 /**
- * The daemon's outward HTTP surfaces: `/metrics` with `/healthz` and `/readyz`, `GET /ws`, and
- * `POST /commands` with the publisher behind it. Each refuses the start when its address is
- * taken, naming the setting to change.
+ * The daemon's HTTP surfaces: `/metrics` (with `/healthz`, `/readyz`), `GET /ws` and
+ * `POST /commands`. Each refuses the start when its address is taken, naming the setting to change.
  *
  * @module
  */
@@ -29,15 +28,7 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
-/**
- * `/metrics`, `/healthz` and `/readyz`, when a metrics port is set.
- *
- * @param config The worker configuration.
- * @param metrics The run's metrics (the registry and the listener's own counters).
- * @param readiness The `/readyz` verdict.
- * @returns The server, or undefined when disabled.
- * @throws {WorkerError} (code `startup`) When the address is taken.
- */
+/** `/metrics`, `/healthz` and `/readyz`, when a metrics port is set. */
 export async function serveMetrics(
   config: WorkerConfig,
   metrics: Metrics,
@@ -63,15 +54,7 @@ export async function serveMetrics(
   return server;
 }
 
-/**
- * `GET /ws`, when the stream is served.
- *
- * @param config The worker configuration.
- * @param hub The hub the pipeline publishes into.
- * @param metrics Counters of the listener.
- * @returns The server, or undefined when not served.
- * @throws {WorkerError} (code `startup`) When the address is taken.
- */
+/** `GET /ws`, when the stream is served. */
 export async function serveWebSocket(
   config: WorkerConfig,
   hub: WebSocketHub | undefined,
@@ -105,15 +88,7 @@ export interface Commands extends AsyncDisposable {
   readonly publisher: CommandPublisher;
 }
 
-/**
- * `POST /commands`, when command keys are configured.
- *
- * @param config The worker configuration.
- * @param metrics Counters of the endpoint.
- * @param backend The queue backend, whose command publisher the endpoint uses.
- * @returns The listener and publisher, or undefined when not served.
- * @throws {WorkerError} (code `startup`) When the address is taken.
- */
+/** `POST /commands` with the backend's command publisher, when command keys are configured. */
 export async function serveCommands(
   config: WorkerConfig,
   metrics: Metrics,
@@ -165,16 +140,7 @@ export async function serveCommands(
   };
 }
 
-/**
- * Start one listener; a failure (most often an address in use) stops the start-up with the
- * listener's name and what the operator can change.
- *
- * @param what The listener and its address, e.g. `metrics listener 0.0.0.0:9100`.
- * @param hint The option that picks another address.
- * @param start Starts the listener.
- * @returns The listener.
- * @throws {WorkerError} (code `startup`) When it does not start.
- */
+/** Start one listener; a failure refuses the start naming `what` and the `hint` to change. */
 async function startListener<T>(what: string, hint: string, start: () => Promise<T>): Promise<T> {
   try {
     return await start();
