@@ -3,7 +3,7 @@
  * file, perfdata backends, `/ws` hub → pipeline → HTTP surfaces → queue consumption → task queue.
  * What was built is owned by an `AsyncDisposableStack` until the start succeeded, so a start
  * that fails half-way releases exactly what it opened; a running worker shuts down in the
- * documented order instead (shutdown.ts).
+ * documented order instead ({@link shutdown}).
  *
  * @module
  */
@@ -15,10 +15,15 @@ import {
   type QueueConsumer,
 } from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
-import { ADJUSTMENT_REASONS, IdleProbe, type MysqlHosts } from "../mysql/mod.ts";
+import {
+  ADJUSTMENT_REASONS,
+  type DeadLetterSink,
+  IdleProbe,
+  type MysqlHosts,
+} from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
-import type { ListenerName, Readiness } from "../http/mod.ts";
+import type { ListenerName, MetricsServer, Readiness, WebSocketServer } from "../http/mod.ts";
 import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetters } from "../pipeline/dead_letter.ts";
@@ -35,7 +40,7 @@ import { errorMessage, getLogger } from "../log.ts";
 import { type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
 import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
-import { serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
+import { type Commands, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
 import {
   buildConsumption,
   type QueueBackend,
@@ -43,9 +48,9 @@ import {
   type QueueSplit,
   splitQueues,
 } from "./consumers.ts";
-import { shutdown } from "./shutdown.ts";
 import { redactUrl } from "../util/redact.ts";
 import { WorkerError } from "../util/errors.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 
 const log = getLogger("worker");
 
@@ -391,4 +396,81 @@ function startTasks(
       await publisher?.close();
     },
   };
+}
+
+/** Bound on each step that waits for a peer (MySQL pool, HTTP listeners). */
+const CLOSE_TIMEOUT_MS = 5_000;
+
+/** What a worker shuts down, in the order below. */
+interface ShutdownParts {
+  /** The task queue poller and its publisher. */
+  readonly tasks?: { close(): Promise<void> } | undefined;
+  readonly consumer: QueueConsumer;
+  readonly pipeline: Pipeline;
+  /** Graphite, InfluxDB and remote write, when configured. */
+  readonly perfdata?: { close(budgetMs: number): Promise<void> } | undefined;
+  readonly deadLetters: DeadLetterSink;
+  /** Ends the MySQL pool. */
+  readonly database: AsyncDisposable;
+  readonly commands?: Commands | undefined;
+  readonly websocket?: WebSocketServer | undefined;
+  readonly metricsServer?: MetricsServer | undefined;
+  /** `--shutdown-flush-timeout`. */
+  readonly flushTimeoutMs: number;
+}
+
+async function step(name: string, fn: () => PromiseLike<unknown>): Promise<void> {
+  const started = performance.now();
+  try {
+    await fn();
+  } catch (err: unknown) {
+    log.error(`shutdown: ${name} failed`, { error: errorMessage(err) });
+  }
+  log.info(`shutdown: ${name} done`, { duration_ms: Math.round(performance.now() - started) });
+}
+
+/** Run `fn`, but stop waiting for it after {@link CLOSE_TIMEOUT_MS}. */
+async function bounded(fn: () => Promise<unknown>): Promise<void> {
+  using limit = deadline(CLOSE_TIMEOUT_MS);
+  if (!(await settledWithin(fn(), limit.signal))) {
+    throw new Error(`no answer within ${CLOSE_TIMEOUT_MS} ms`);
+  }
+}
+
+/**
+ * The graceful shutdown (docs/shutdown.md#order-and-budgets): every step bounded and logged once
+ * with its duration, a failed step never skips the next; the HTTP listeners go last, so `/metrics`
+ * shows the shutdown until the end.
+ */
+async function shutdown(parts: ShutdownParts): Promise<void> {
+  const started = performance.now();
+  const { tasks, commands, websocket, metricsServer } = parts;
+  // A task being submitted is abandoned and stays in the table for the next start.
+  if (tasks !== undefined) await step("stop task queue", () => tasks.close());
+  // Running jobs get the drain timeout to commit and be acknowledged.
+  await step("drain consumer", () => parts.consumer.stop());
+  // Writers and the perfdata backends flush concurrently under the one budget.
+  await step("flush writers", () =>
+    Promise.all([
+      parts.pipeline.close(parts.flushTimeoutMs),
+      parts.perfdata?.close(parts.flushTimeoutMs),
+    ]));
+  await step("close dead-letter file", () => parts.deadLetters.close());
+  if (websocket !== undefined) {
+    await step("close websocket clients", () => Promise.resolve(websocket.closeClients()));
+  }
+  await step("close MySQL pool", () => parts.database[Symbol.asyncDispose]());
+  // The command listener stops accepting before its publisher closes, so requests already
+  // in flight can still publish.
+  if (commands !== undefined) {
+    await step("stop command server", () => bounded(() => commands.server.shutdown()));
+    await step("close command publisher", () => commands.publisher.close());
+  }
+  if (websocket !== undefined) {
+    await step("stop websocket server", () => bounded(() => websocket.shutdown()));
+  }
+  if (metricsServer !== undefined) {
+    await step("stop metrics server", () => bounded(() => metricsServer.shutdown()));
+  }
+  log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
 }
