@@ -67,28 +67,17 @@ export interface RunningWorker {
   readonly consumer: QueueConsumer;
   /** The task queue poller, or null when `statusengine_tasks` is not read. */
   readonly tasks: TaskManager | null;
-  /**
-   * Reopen the dead-letter file at its configured path (SIGHUP, after logrotate moved it).
-   *
-   * @returns The path, or null when dead letters go to no file.
-   */
+  /** Reopen the dead-letter file at its path (SIGHUP); null when dead letters go to no file. */
   reopenDeadLetters(): Promise<string | null>;
-  /**
-   * Graceful shutdown in the documented order and budgets; each step logged
-   * once with its duration. Idempotent.
-   */
+  /** Graceful shutdown ({@link shutdown}). Idempotent. */
   stop(): Promise<void>;
 }
 
 /**
- * Start the daemon.
+ * Start the daemon; `signal` ends a start that waits for MySQL (SIGTERM during start-up).
  *
- * @param config Validated settings.
- * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up);
- *   `waiting` hears what it waits for.
- * @returns The running worker.
- * @throws {WorkerError} (code `startup`) When MySQL, the schema, a listener, every job server, the RabbitMQ broker
- *   or the task queue's command file is unusable.
+ * @throws {WorkerError} (code `startup`) When MySQL, the schema, a listener, every job server, the
+ *   RabbitMQ broker or the task queue's command file is unusable.
  */
 export async function startWorker(
   config: WorkerConfig,
@@ -308,11 +297,9 @@ function readiness(
 }
 
 /**
- * Open the core's command file once at start when tasks are written to it. A file the worker
- * may not write refuses the start with what to change, instead of a worker that looks ready
- * while every task fails at each poll; a missing one is said once (tasks wait, which is right
- * while the core is stopped but never ends when the path is wrong, as the PHP example's
- * /opt/naemon/var/naemon.cmd on a core that uses another).
+ * Open the core's command file once at start when tasks are written to it: one the worker may not
+ * write refuses the start, instead of a ready-looking worker whose every task fails; a missing
+ * one is said once (tasks wait, right while the core is stopped, endless when the path is wrong).
  *
  * @throws {WorkerError} (code `startup`) When the file exists and cannot be opened for writing.
  */
@@ -401,16 +388,12 @@ function startTasks(
 /** Bound on each step that waits for a peer (MySQL pool, HTTP listeners). */
 const CLOSE_TIMEOUT_MS = 5_000;
 
-/** What a worker shuts down, in the order below. */
 interface ShutdownParts {
-  /** The task queue poller and its publisher. */
   readonly tasks?: { close(): Promise<void> } | undefined;
   readonly consumer: QueueConsumer;
   readonly pipeline: Pipeline;
-  /** Graphite, InfluxDB and remote write, when configured. */
   readonly perfdata?: { close(budgetMs: number): Promise<void> } | undefined;
   readonly deadLetters: DeadLetterSink;
-  /** Ends the MySQL pool. */
   readonly database: AsyncDisposable;
   readonly commands?: Commands | undefined;
   readonly websocket?: WebSocketServer | undefined;
