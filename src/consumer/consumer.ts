@@ -46,8 +46,6 @@ export interface LinkContext {
 export interface WindowOptions {
   /** The pressure on the tables each queue feeds. */
   readonly pressure: PressureSignal;
-  /** Window a queue starts with; default {@link INITIAL_WINDOW}, never above the cap. */
-  readonly initial?: number;
   /** Adjustment interval; default {@link WINDOW_TICK_MS}. */
   readonly tickMs?: number;
 }
@@ -60,8 +58,6 @@ export interface GiveBackPolicy {
   readonly holdingForMs: () => number;
   /** Whether MySQL answered after `at` (`performance.now()`). */
   readonly answeredSince: (at: number) => boolean;
-  /** How often the condition is checked; default {@link GIVE_BACK_CHECK_MS}. */
-  readonly checkIntervalMs?: number;
 }
 
 const GIVE_BACK_CHECK_MS = 2_000;
@@ -176,7 +172,7 @@ export class Consumer {
       const cap = this.capFor(q);
       const budget = new QueueBudget(
         q.name,
-        window === undefined || q.inOrder ? cap : Math.min(cap, window.initial ?? INITIAL_WINDOW),
+        window === undefined || q.inOrder ? cap : Math.min(cap, INITIAL_WINDOW),
         this.#bytes,
       );
       this.#budgets.set(q.name, budget);
@@ -377,7 +373,7 @@ export class Consumer {
             error: errorMessage(err),
           });
         }).finally(() => (this.#giveBackRunning = false));
-      }, giveBack.checkIntervalMs ?? GIVE_BACK_CHECK_MS);
+      }, GIVE_BACK_CHECK_MS);
     }
     const interval = this.#o.statsIntervalMs ?? 30_000;
     if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);

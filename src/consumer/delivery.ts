@@ -31,11 +31,12 @@ export interface DeliveryEngineOptions {
   readonly log: Logger;
   /** Retry schedule after a transient failure; default 100 ms doubling to 5 s, ±20 %. */
   readonly retry?: BackoffOptions;
-  /** Attempts of a job that hits a programming error before it is dead-lettered; default 3. */
-  readonly internalAttempts?: number;
 }
 
 const DEFAULT_RETRY: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0.2 };
+
+/** Attempts of a job that hits a programming error before it is dead-lettered. */
+const INTERNAL_ATTEMPTS = 3;
 
 /** Repeated retry warnings of one queue are summarised at most this often. */
 const RETRY_WARN_INTERVAL_MS = 10_000;
@@ -54,7 +55,6 @@ export class DeliveryEngine {
   readonly #log: Logger;
   readonly #name: string;
   readonly #retry: BackoffOptions;
-  readonly #internalAttempts: number;
   readonly #lastRetryWarn = new Map<string, { at: number; suppressed: number }>();
 
   constructor(options: DeliveryEngineOptions) {
@@ -64,7 +64,6 @@ export class DeliveryEngine {
     this.#log = options.log;
     this.#name = options.name;
     this.#retry = options.retry ?? DEFAULT_RETRY;
-    this.#internalAttempts = Math.max(1, options.internalAttempts ?? 3);
   }
 
   /** The observer every link reports to. */
@@ -128,7 +127,7 @@ export class DeliveryEngine {
     let internalFailures = 0;
     for (;;) {
       if (stopped()) return "abandoned";
-      if (isProgrammingError(err) && ++internalFailures >= this.#internalAttempts) {
+      if (isProgrammingError(err) && ++internalFailures >= INTERNAL_ATTEMPTS) {
         if (await this.#deadLetterInternal(job, err, scope)) return "completed";
         if (stopped()) return "abandoned";
       }
@@ -163,7 +162,7 @@ export class DeliveryEngine {
       queue: job.queue,
       server: job.server,
       handle: job.handle,
-      attempts: this.#internalAttempts,
+      attempts: INTERNAL_ATTEMPTS,
       error: errorMessage(err),
     });
     try {

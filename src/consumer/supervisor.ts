@@ -53,10 +53,6 @@ export class Supervisor {
     return this.#current;
   }
 
-  get up(): boolean {
-    return this.#up;
-  }
-
   /** `performance.now()` of the give-back while its jobs are given back and none taken; else undefined. */
   get parkedSince(): number | undefined {
     return this.#parked?.at;

@@ -171,16 +171,6 @@ export class InOrderGate implements GatedConsumer {
     });
   }
 
-  /** Whether this worker currently consumes the in-order queues. */
-  get active(): boolean {
-    return this.#lease.active;
-  }
-
-  /** Whether it is renewing its lease after a renewal failed. */
-  get reacquiring(): boolean {
-    return this.#lease.reacquiring;
-  }
-
   /** Start competing for the lease; returns at once (consuming starts when elected). */
   start(): Promise<void> {
     this.#lease.start();
