@@ -39,8 +39,15 @@ import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
-import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
-import { type Commands, serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
+import {
+  type Commands,
+  openDeadLetters,
+  perfdataOutputs,
+  serveCommands,
+  serveMetrics,
+  serveWebSocket,
+  webSocketHub,
+} from "./outputs.ts";
 import {
   buildConsumption,
   type QueueBackend,
