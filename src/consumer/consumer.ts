@@ -512,13 +512,7 @@ export class ConsumerStats {
 
   constructor(queues: Iterable<string>) {
     for (const q of queues) {
-      this.#stats.set(q, {
-        processed: 0,
-        abandoned: 0,
-        retried: 0,
-        reconnects: 0,
-        inFlight: 0,
-      });
+      this.#stats.set(q, { processed: 0, abandoned: 0, retried: 0, reconnects: 0, inFlight: 0 });
     }
   }
 
@@ -571,9 +565,7 @@ export class ConsumerStats {
   ): number {
     let lines = 0;
     for (const [queue, s] of this.#stats) {
-      const active = s.processed + s.abandoned + s.retried + s.reconnects +
-          s.inFlight > 0;
-      if (active) {
+      if (s.processed + s.abandoned + s.retried + s.reconnects + s.inFlight > 0) {
         lines++;
         log.info(message, {
           queue,
@@ -585,10 +577,7 @@ export class ConsumerStats {
           ...extra(queue),
         });
       }
-      s.processed = 0;
-      s.abandoned = 0;
-      s.retried = 0;
-      s.reconnects = 0;
+      Object.assign(s, { processed: 0, abandoned: 0, retried: 0, reconnects: 0 });
     }
     if (lines === 0 && options.final === true) {
       lines++;

@@ -129,9 +129,6 @@ function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObser
   metrics.perfdataWriteRetries.inc(labels, 0);
   for (const reason of DROP_REASONS) metrics.perfdataDropped.inc({ backend, reason }, 0);
   metrics.perfdataBackendAvailable.set(labels, 1);
-  const component = backend === "graphite" || backend === "influxdb" || backend === "prometheus"
-    ? backend
-    : undefined;
   return {
     written: (points) => metrics.perfdataPointsWritten.inc(labels, points),
     dropped: (points, reason) => metrics.perfdataDropped.inc({ backend, reason }, points),
@@ -139,8 +136,8 @@ function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObser
     retried: () => metrics.perfdataWriteRetries.inc(labels),
     // Graphite counts its pipeline error itself (kept from before the shared core).
     failed: () => {
-      if (component !== undefined && component !== "graphite") {
-        metrics.pipelineErrors.inc({ component });
+      if (backend === "influxdb" || backend === "prometheus") {
+        metrics.pipelineErrors.inc({ component: backend });
       }
     },
   };

@@ -121,11 +121,7 @@ export class Pipeline {
       nodeName: options.nodeName,
       openItcockpit: options.openItcockpit,
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
-      ...(options.coreRestart?.clock === undefined ? {} : { clock: options.coreRestart.clock }),
-      ...(options.coreRestart?.timing === undefined ? {} : { timing: options.coreRestart.timing }),
-      ...(options.coreRestart?.sweepChunkRows === undefined
-        ? {}
-        : { sweepChunkRows: options.coreRestart.sweepChunkRows }),
+      ...options.coreRestart,
       writers: {
         statusengine_hoststatus: writers.statusengine_hoststatus,
         statusengine_servicestatus: writers.statusengine_servicestatus,
