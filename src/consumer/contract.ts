@@ -39,23 +39,19 @@ export interface Job {
  */
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
 
-/** How one delivery of a job ended, as counted in `statusengine_queue_jobs_total{result}`. */
-export type JobResult =
-  /** Acknowledged (also when dead-lettered). */
-  | "completed"
-  /** Not acknowledged (link lost, drain deadline); the broker redelivers it. */
-  | "abandoned";
+/**
+ * How one delivery ended (`statusengine_queue_jobs_total{result}`): `completed` is acknowledged
+ * (also when dead-lettered); `abandoned` is not (link lost, drain deadline) and is redelivered.
+ */
+export const JOB_RESULTS = ["completed", "abandoned"] as const;
+export type JobResult = (typeof JOB_RESULTS)[number];
 
-/** Every {@link JobResult}, for pre-created metric series. */
-export const JOB_RESULTS: readonly JobResult[] = ["completed", "abandoned"];
-
-/** Why jobs were handed back to the broker, as counted in `statusengine_queue_jobs_given_back_total{reason}`. */
-export type GiveBackReason =
-  /** MySQL could not take writes for `--mysql-give-back-after` and another worker consumes the queue. */
-  "mysql_unavailable";
-
-/** Every {@link GiveBackReason}, for pre-created metric series. */
-export const GIVE_BACK_REASONS: readonly GiveBackReason[] = ["mysql_unavailable"];
+/**
+ * Why jobs went back to the broker (`statusengine_queue_jobs_given_back_total{reason}`): MySQL
+ * could not take writes for `--mysql-give-back-after` and another worker consumes the queue.
+ */
+export const GIVE_BACK_REASONS = ["mysql_unavailable"] as const;
+export type GiveBackReason = (typeof GIVE_BACK_REASONS)[number];
 
 /** Abort reason of a given-back job: unlike at the drain deadline, its rows must not be written (another worker will). */
 export class JobGivenBack extends Error {
@@ -104,13 +100,8 @@ export const NOOP_OBSERVER: ConsumerObserver = {
 };
 
 /** Why the delivery engine wrote a job to the dead-letter file itself. */
-export type ConsumerDeadLetterReason = "too_large" | "internal";
-
-/** Every {@link ConsumerDeadLetterReason}, for pre-created metric series. */
-export const CONSUMER_DEAD_LETTER_REASONS: readonly ConsumerDeadLetterReason[] = [
-  "too_large",
-  "internal",
-];
+export const CONSUMER_DEAD_LETTER_REASONS = ["too_large", "internal"] as const;
+export type ConsumerDeadLetterReason = (typeof CONSUMER_DEAD_LETTER_REASONS)[number];
 
 /** A job the delivery engine could not hand to the pipeline and dead-letters instead. */
 export interface ConsumerDeadLetter {
