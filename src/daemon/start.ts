@@ -15,15 +15,10 @@ import {
   type QueueConsumer,
 } from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
-import {
-  ADJUSTMENT_REASONS,
-  type DeadLetterSink,
-  IdleProbe,
-  type MysqlHosts,
-} from "../mysql/mod.ts";
+import { ADJUSTMENT_REASONS, IdleProbe, type MysqlHosts } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
-import type { ListenerName, MetricsServer, Readiness, WebSocketServer } from "../http/mod.ts";
+import type { ListenerName, Readiness } from "../http/mod.ts";
 import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetters } from "../pipeline/dead_letter.ts";
@@ -40,7 +35,6 @@ import { errorMessage, getLogger } from "../log.ts";
 import { type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
 import {
-  type Commands,
   openDeadLetters,
   perfdataOutputs,
   serveCommands,
@@ -202,6 +196,47 @@ export async function startWorker(
   // After the consumer: a worker that refuses to start must not have run any task.
   const tasks = startTasks(config, backend, database.executor, metrics);
 
+  /**
+   * The graceful shutdown (docs/shutdown.md#order-and-budgets): every step bounded and logged once
+   * with its duration, a failed step never skips the next; the HTTP listeners go last, so
+   * `/metrics` shows the shutdown until the end.
+   */
+  async function shutdown(): Promise<void> {
+    const started = performance.now();
+    const flushMs = config.shutdownFlushTimeoutMs;
+    // A task being submitted is abandoned and stays in the table for the next start.
+    if (tasks !== undefined) await step("stop task queue", () => tasks.close());
+    // Running jobs get the drain timeout to commit and be acknowledged.
+    await step("drain consumer", () => consumer.stop());
+    // Writers and the perfdata backends flush concurrently under the one budget.
+    await step(
+      "flush writers",
+      () => Promise.all([pipeline.close(flushMs), perfdata?.close(flushMs)]),
+    );
+    await step("close dead-letter file", () => deadLetters.close());
+    if (websocket !== undefined) {
+      await step("close websocket clients", () => Promise.resolve(websocket.closeClients()));
+    }
+    // The probe stops before the pool ends.
+    await step("close MySQL pool", async () => {
+      await probe.stop();
+      await database[Symbol.asyncDispose]();
+    });
+    // The command listener stops accepting before its publisher closes, so requests already
+    // in flight can still publish.
+    if (commands !== undefined) {
+      await step("stop command server", () => bounded(() => commands.server.shutdown()));
+      await step("close command publisher", () => commands.publisher.close());
+    }
+    if (websocket !== undefined) {
+      await step("stop websocket server", () => bounded(() => websocket.shutdown()));
+    }
+    if (metricsServer !== undefined) {
+      await step("stop metrics server", () => bounded(() => metricsServer.shutdown()));
+    }
+    log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
+  }
+
   // Started: from here on the running worker owns everything, and stop() releases it in order.
   stack.move();
   let stopping: Promise<void> | undefined;
@@ -215,24 +250,7 @@ export async function startWorker(
     tasks: tasks?.manager ?? null,
     reopenDeadLetters: () => deadLetters.reopen(),
     stop() {
-      stopping ??= shutdown({
-        tasks,
-        consumer,
-        pipeline,
-        perfdata,
-        deadLetters,
-        // The probe stops before the pool ends.
-        database: {
-          async [Symbol.asyncDispose]() {
-            await probe.stop();
-            await database[Symbol.asyncDispose]();
-          },
-        },
-        commands,
-        websocket,
-        metricsServer,
-        flushTimeoutMs: config.shutdownFlushTimeoutMs,
-      });
+      stopping ??= shutdown();
       return stopping;
     },
   };
@@ -395,20 +413,6 @@ function startTasks(
 /** Bound on each step that waits for a peer (MySQL pool, HTTP listeners). */
 const CLOSE_TIMEOUT_MS = 5_000;
 
-interface ShutdownParts {
-  readonly tasks?: { close(): Promise<void> } | undefined;
-  readonly consumer: QueueConsumer;
-  readonly pipeline: Pipeline;
-  readonly perfdata?: { close(budgetMs: number): Promise<void> } | undefined;
-  readonly deadLetters: DeadLetterSink;
-  readonly database: AsyncDisposable;
-  readonly commands?: Commands | undefined;
-  readonly websocket?: WebSocketServer | undefined;
-  readonly metricsServer?: MetricsServer | undefined;
-  /** `--shutdown-flush-timeout`. */
-  readonly flushTimeoutMs: number;
-}
-
 async function step(name: string, fn: () => PromiseLike<unknown>): Promise<void> {
   const started = performance.now();
   try {
@@ -425,42 +429,4 @@ async function bounded(fn: () => Promise<unknown>): Promise<void> {
   if (!(await settledWithin(fn(), limit.signal))) {
     throw new Error(`no answer within ${CLOSE_TIMEOUT_MS} ms`);
   }
-}
-
-/**
- * The graceful shutdown (docs/shutdown.md#order-and-budgets): every step bounded and logged once
- * with its duration, a failed step never skips the next; the HTTP listeners go last, so `/metrics`
- * shows the shutdown until the end.
- */
-async function shutdown(parts: ShutdownParts): Promise<void> {
-  const started = performance.now();
-  const { tasks, commands, websocket, metricsServer } = parts;
-  // A task being submitted is abandoned and stays in the table for the next start.
-  if (tasks !== undefined) await step("stop task queue", () => tasks.close());
-  // Running jobs get the drain timeout to commit and be acknowledged.
-  await step("drain consumer", () => parts.consumer.stop());
-  // Writers and the perfdata backends flush concurrently under the one budget.
-  await step("flush writers", () =>
-    Promise.all([
-      parts.pipeline.close(parts.flushTimeoutMs),
-      parts.perfdata?.close(parts.flushTimeoutMs),
-    ]));
-  await step("close dead-letter file", () => parts.deadLetters.close());
-  if (websocket !== undefined) {
-    await step("close websocket clients", () => Promise.resolve(websocket.closeClients()));
-  }
-  await step("close MySQL pool", () => parts.database[Symbol.asyncDispose]());
-  // The command listener stops accepting before its publisher closes, so requests already
-  // in flight can still publish.
-  if (commands !== undefined) {
-    await step("stop command server", () => bounded(() => commands.server.shutdown()));
-    await step("close command publisher", () => commands.publisher.close());
-  }
-  if (websocket !== undefined) {
-    await step("stop websocket server", () => bounded(() => websocket.shutdown()));
-  }
-  if (metricsServer !== undefined) {
-    await step("stop metrics server", () => bounded(() => metricsServer.shutdown()));
-  }
-  log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
 }
