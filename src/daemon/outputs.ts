@@ -157,16 +157,17 @@ export function perfdataOutputs(
   const stats = config.statsIntervalMs === undefined
     ? {}
     : { statsIntervalMs: config.statsIntervalMs };
+  // What the InfluxDB and remote-write clients take besides their own settings.
+  const common = (backend: PerfdataBackend) => ({
+    quotedLabels: config.perfdataLabelQuotes === "keep",
+    observer: perfdataObserver(metrics, backend),
+    ...stats,
+  });
   const clients: (PerfdataSink & { close(budgetMs: number): Promise<void> })[] = [];
   if (backends.includes("graphite")) {
     clients.push(
       new GraphiteClient({
-        addr: config.graphite.addr,
-        prefix: config.graphite.prefix,
-        batchSize: config.graphite.batchSize,
-        ...(config.graphite.illegalCharacters === undefined
-          ? {}
-          : { illegalCharacters: config.graphite.illegalCharacters }),
+        ...config.graphite,
         metrics,
         observer: perfdataObserver(metrics, "graphite"),
         ...stats,
@@ -183,14 +184,7 @@ export function perfdataOutputs(
           "(perfdata goes to influxdb)",
       );
     }
-    clients.push(
-      new InfluxDbClient({
-        ...c,
-        quotedLabels: config.perfdataLabelQuotes === "keep",
-        observer: perfdataObserver(metrics, "influxdb"),
-        ...stats,
-      }),
-    );
+    clients.push(new InfluxDbClient({ ...c, ...common("influxdb") }));
     log.info("worker: perfdata to InfluxDB", { url: redactUrl(c.url) });
   }
   if (backends.includes("prometheus")) {
@@ -201,14 +195,7 @@ export function perfdataOutputs(
         "Cannot start: no remote-write settings (perfdata goes to prometheus)",
       );
     }
-    clients.push(
-      new RemoteWriteClient({
-        ...c,
-        quotedLabels: config.perfdataLabelQuotes === "keep",
-        observer: perfdataObserver(metrics, "prometheus"),
-        ...stats,
-      }),
-    );
+    clients.push(new RemoteWriteClient({ ...c, ...common("prometheus") }));
     log.info("worker: perfdata to Prometheus remote write", { url: redactUrl(c.url) });
   }
   if (clients.length === 0) return undefined;
