@@ -139,7 +139,8 @@ export class Consumer {
   readonly #bytes: ByteBudget;
   readonly #budgets = new Map<string, QueueBudget>();
   readonly #windows: InFlightWindow[] = [];
-  #windowTimer: ReturnType<typeof setInterval> | undefined;
+  /** The window, give-back and summary timers, cleared on stop. */
+  readonly #timers: ReturnType<typeof setInterval>[] = [];
   readonly #stats: ConsumerStats;
   readonly #engine: DeliveryEngine;
   readonly #supervisors: Supervisor[] = [];
@@ -147,8 +148,6 @@ export class Consumer {
   readonly #serving = new Map<string, number>();
   readonly #stallDetector: StallDetector;
   readonly #backlog: BacklogMonitor | undefined;
-  #statsTimer: ReturnType<typeof setInterval> | undefined;
-  #giveBackTimer: ReturnType<typeof setInterval> | undefined;
   #giveBackRunning = false;
   #started = false;
   #stopping: Promise<void> | undefined;
@@ -344,7 +343,7 @@ export class Consumer {
     }
     if (this.#windows.length > 0) {
       let reported = false;
-      this.#windowTimer = setInterval(() => {
+      this.#timers.push(setInterval(() => {
         for (const w of this.#windows) {
           try {
             w.tick();
@@ -359,13 +358,13 @@ export class Consumer {
             }
           }
         }
-      }, this.#o.window?.tickMs ?? WINDOW_TICK_MS);
+      }, this.#o.window?.tickMs ?? WINDOW_TICK_MS));
     }
     this.#stallDetector.start();
     this.#backlog?.start();
     const giveBack = this.#o.giveBack;
     if (giveBack !== undefined && giveBack.afterMs > 0) {
-      this.#giveBackTimer = setInterval(() => {
+      this.#timers.push(setInterval(() => {
         if (this.#giveBackRunning) return;
         this.#giveBackRunning = true;
         void this.#giveBackTick(giveBack).catch((err: unknown) => {
@@ -373,10 +372,10 @@ export class Consumer {
             error: errorMessage(err),
           });
         }).finally(() => (this.#giveBackRunning = false));
-      }, GIVE_BACK_CHECK_MS);
+      }, GIVE_BACK_CHECK_MS));
     }
     const interval = this.#o.statsIntervalMs ?? 30_000;
-    if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);
+    if (interval > 0) this.#timers.push(setInterval(() => this.#logStats(false), interval));
   }
 
   /** Stop every link in parallel within the drain timeout. Idempotent; safe before start. */
@@ -386,12 +385,7 @@ export class Consumer {
   }
 
   async #doStop(): Promise<void> {
-    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    this.#statsTimer = undefined;
-    if (this.#windowTimer !== undefined) clearInterval(this.#windowTimer);
-    this.#windowTimer = undefined;
-    if (this.#giveBackTimer !== undefined) clearInterval(this.#giveBackTimer);
-    this.#giveBackTimer = undefined;
+    for (const timer of this.#timers.splice(0)) clearInterval(timer);
     this.#stallDetector.stop();
     const backlogStopped = this.#backlog?.stop();
     using drain = deadline(this.#o.drainTimeoutMs);
