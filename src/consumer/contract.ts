@@ -107,7 +107,6 @@ export type ConsumerDeadLetterReason = (typeof CONSUMER_DEAD_LETTER_REASONS)[num
 export interface ConsumerDeadLetter {
   readonly job: Job;
   readonly reason: ConsumerDeadLetterReason;
-  /** Human-readable detail. */
   readonly error: string;
   /** Size of the whole payload in bytes (for `too_large`, larger than `job.payload`). */
   readonly bytes: number;
@@ -128,7 +127,6 @@ export interface QueueConsumer {
 export interface Link {
   /** Settles once, when the link ended: `undefined` after a deliberate close, else why. */
   readonly closed: Promise<Error | undefined>;
-  /** Handlers of this link still running. */
   readonly inFlight: number;
   /** `performance.now()` when this link last received a job, or when it started consuming. */
   readonly lastReceivedAt: number;
@@ -151,7 +149,6 @@ export interface Link {
 
 /** Where a link connects to and how it is built: what a backend gives the core. */
 export interface LinkTarget {
-  /** Queues a link of this target consumes. */
   readonly queues: readonly string[];
   /** Job server `host:port`, or the broker URL without secrets, for logs. */
   readonly server: string;

@@ -34,7 +34,6 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
 
-/** Tables written through a bulk writer. */
 export function batchedTables(): Table[] {
   return BATCHED_TABLE_NAMES.map((name) => TABLES[name]);
 }
