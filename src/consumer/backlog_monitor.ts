@@ -1,50 +1,33 @@
 /**
- * The backlog at the broker, per queue, for `statusengine_queue_backlog`: jobs waiting that no
- * worker has taken yet (gearmand's admin `status`: total − running; RabbitMQ: the ready count of
- * a passive declaration). Only `status` showed it before; as a gauge it shows a core that
- * produces faster than the workers write, long before anything stalls.
- *
- * It is asked on a timer of its own, one round at a time, each question bounded, on connections
- * apart from the consuming ones (gearmand: one short-lived admin connection per job server and
- * round, whose one `status` reply lists every queue; RabbitMQ: the probe channel, one question per
- * queue), so a slow or hung broker can delay the gauge but never a job. A queue whose backlog is
- * not known (a job server down, the RabbitMQ session lost, a question timed out) is reported as
- * unknown, never as 0: an empty queue and a blind worker must not look alike.
+ * Watching the broker's backlog per queue. The backlog gauge (`statusengine_queue_backlog`) shows a
+ * core that produces faster than the workers write, long before anything stalls; it is asked on
+ * its own timer and connections, bounded, so a hung broker delays the gauge but never a job, and
+ * an unknown backlog is reported unknown, never 0. The stall detector tells "idle" from "stuck"
+ * (a link that lost a wake-up looks healthy otherwise; docs/consumption.md#the-consumer-core-srcconsumer),
+ * asking the broker only about a link already suspect.
  *
  * @module
  */
-import type { LinkTarget } from "./contract.ts";
+import type { Link, LinkTarget } from "./contract.ts";
+import type { QueueBudget } from "./budget.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
-/** Default time between two rounds of questions. */
 const BACKLOG_INTERVAL_MS = 10_000;
 /** Longest a round may take; a broker that answers later counts as unknown for that round. */
 const BACKLOG_TIMEOUT_MS = 5_000;
 
-/** One question a round asks: the backlogs of some queues at one job server or broker. */
+/** One question a round asks: the backlogs of some queues at one server. */
 export interface BacklogSource {
-  /** Job server `host:port`, or the broker URL without secrets, for logs. */
+  /** For logs. */
   readonly server: string;
   /** Queues the answer covers. */
   readonly queues: readonly string[];
-  /**
-   * Ask once.
-   *
-   * @param signal Bounds the question.
-   * @returns Jobs waiting per queue of {@link queues}; a queue missing or undefined is unknown.
-   * @throws When the broker cannot tell: every queue of {@link queues} is unknown.
-   */
+  /** Jobs waiting per queue; missing or undefined is unknown, a rejection makes all unknown. */
   read(signal: AbortSignal): Promise<ReadonlyMap<string, number | undefined>>;
 }
 
-/**
- * One question per queue of every link target, through {@link LinkTarget.backlog}: for a backend
- * that has no single question answering several queues.
- *
- * @param targets Every link target.
- * @returns One source per (target, queue).
- */
+/** One source per (target, queue) via {@link LinkTarget.backlog}, for brokers without a bulk question. */
 export function perQueueSources(targets: readonly LinkTarget[]): BacklogSource[] {
   return targets.flatMap((target) =>
     target.queues.map((queue): BacklogSource => ({
@@ -55,7 +38,6 @@ export function perQueueSources(targets: readonly LinkTarget[]): BacklogSource[]
   );
 }
 
-/** Options of {@link BacklogMonitor}. */
 export interface BacklogMonitorOptions {
   /** What a round asks, each in parallel; a queue's backlog is the sum over the sources. */
   readonly sources: readonly BacklogSource[];
@@ -63,12 +45,10 @@ export interface BacklogMonitorOptions {
   readonly intervalMs?: number;
   /** A queue's backlog: jobs waiting, or undefined when not every target could tell. */
   readonly report: (queue: string, jobs: number | undefined) => void;
-  /** Backend name, the prefix of log lines. */
   readonly name: string;
   readonly log: Logger;
 }
 
-/** Asks every source for its queues' backlogs every interval. */
 export class BacklogMonitor {
   readonly #o: BacklogMonitorOptions;
   readonly #stop = new AbortController();
@@ -77,7 +57,6 @@ export class BacklogMonitor {
   /** Queues whose last failure was logged, so an outage logs once, not every round. */
   readonly #failing = new Set<string>();
 
-  /** @param options Targets, interval and where to report. */
   constructor(options: BacklogMonitorOptions) {
     this.#o = options;
   }
@@ -88,11 +67,7 @@ export class BacklogMonitor {
     this.#next(0);
   }
 
-  /**
-   * Stop asking; a round in progress is abandoned (its answers are dropped), and every queue is
-   * reported unknown: a worker that stopped consuming a queue (shutdown, the in-order lock lost)
-   * must not keep showing its last reading.
-   */
+  /** Stop asking, drop a round in progress, and report every queue unknown (no stale reading). */
   async stop(): Promise<void> {
     this.#stop.abort();
     if (this.#timer !== undefined) clearTimeout(this.#timer);
@@ -146,6 +121,147 @@ export class BacklogMonitor {
     for (const [queue, jobs] of totals) {
       if (jobs !== undefined) this.#failing.delete(queue);
       this.#o.report(queue, jobs);
+    }
+  }
+}
+
+export interface WatchedLink {
+  readonly target: LinkTarget;
+  readonly queue: string;
+  current(): Link | undefined;
+  readonly budget: QueueBudget;
+}
+
+export interface StallDetectorOptions {
+  readonly links: readonly WatchedLink[];
+  /** A suspect link this long without a job, with jobs waiting, is stalled. */
+  readonly timeoutMs: number;
+  readonly name: string;
+  readonly log: Logger;
+  /** The stalled state of a queue changed (true while any of its links is stalled). */
+  readonly onQueueStalled: (queue: string, stalled: boolean) => void;
+}
+
+interface LinkState {
+  stalledSince: number | undefined;
+  link: Link | undefined;
+  probing: boolean;
+}
+
+const PROBE_TIMEOUT_MS = 5_000;
+
+export class StallDetector {
+  readonly #o: StallDetectorOptions;
+  readonly #states = new Map<WatchedLink, LinkState>();
+  readonly #stalledQueues = new Map<string, number>();
+  readonly #stop = new AbortController();
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(options: StallDetectorOptions) {
+    this.#o = options;
+    for (const l of options.links) {
+      this.#states.set(l, { stalledSince: undefined, link: undefined, probing: false });
+    }
+  }
+
+  /** Check every so often until {@link stop}; a timeout of 0 disables detection. */
+  start(): void {
+    if (this.#o.timeoutMs <= 0) return;
+    const every = Math.min(10_000, Math.max(250, this.#o.timeoutMs / 4));
+    this.#timer = setInterval(() => this.check(), every);
+  }
+
+  /** Stop checking; stalled queues read as not stalled. */
+  stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#stop.abort();
+    for (const [watched, state] of this.#states) this.#clear(watched, state, false);
+  }
+
+  stalled(queue: string): boolean {
+    return (this.#stalledQueues.get(queue) ?? 0) > 0;
+  }
+
+  /** One round of checks (also called by tests). */
+  check(): void {
+    const now = performance.now();
+    for (const [watched, state] of this.#states) {
+      const link = watched.current();
+      if (link !== state.link) {
+        // A new generation (or none): whatever was stalled belonged to the old one.
+        this.#clear(watched, state, true);
+        state.link = link;
+      }
+      if (link === undefined) continue;
+      if (state.stalledSince !== undefined) {
+        if (link.lastReceivedAt > state.stalledSince) {
+          this.#clear(watched, state, true);
+        } else {
+          link.nudge(watched.queue);
+        }
+        continue;
+      }
+      const budget = watched.budget;
+      if (!budget.hasRoom) continue;
+      const quietSince = Math.max(link.lastReceivedAt, budget.roomSince);
+      if (now - quietSince < this.#o.timeoutMs || state.probing) continue;
+      state.probing = true;
+      void this.#probe(watched, state, link).finally(() => {
+        state.probing = false;
+      });
+    }
+  }
+
+  async #probe(watched: WatchedLink, state: LinkState, link: Link): Promise<void> {
+    let waiting: number | undefined;
+    try {
+      using limit = deadline(PROBE_TIMEOUT_MS, this.#stop.signal);
+      waiting = await watched.target.backlog(watched.queue, limit.signal);
+    } catch (err: unknown) {
+      this.#o.log.debug(`${this.#o.name}: backlog query failed`, {
+        queue: watched.queue,
+        server: watched.target.server,
+        error: errorMessage(err),
+      });
+      return;
+    }
+    if (this.#stop.signal.aborted || waiting === undefined || waiting === 0) return;
+    // Still the same, still quiet, still with room: stalled.
+    const now = performance.now();
+    if (
+      watched.current() !== link || !watched.budget.hasRoom ||
+      now - Math.max(link.lastReceivedAt, watched.budget.roomSince) < this.#o.timeoutMs
+    ) {
+      return;
+    }
+    state.stalledSince = now;
+    const count = (this.#stalledQueues.get(watched.queue) ?? 0) + 1;
+    this.#stalledQueues.set(watched.queue, count);
+    if (count === 1) this.#o.onQueueStalled(watched.queue, true);
+    this.#o.log.error(`${this.#o.name}: queue stalled: jobs are waiting but none is taken`, {
+      queue: watched.queue,
+      server: watched.target.server,
+      waiting,
+      quiet_s: Math.round((now - link.lastReceivedAt) / 1000),
+      free_slots: watched.budget.capacity - watched.budget.inUse,
+    });
+    link.nudge(watched.queue);
+  }
+
+  #clear(watched: WatchedLink, state: LinkState, log: boolean): void {
+    if (state.stalledSince === undefined) return;
+    const since = state.stalledSince;
+    state.stalledSince = undefined;
+    const count = (this.#stalledQueues.get(watched.queue) ?? 1) - 1;
+    this.#stalledQueues.set(watched.queue, count);
+    if (count === 0) this.#o.onQueueStalled(watched.queue, false);
+    if (log) {
+      this.#o.log.info(`${this.#o.name}: queue takes jobs again`, {
+        queue: watched.queue,
+        server: watched.target.server,
+        stalled_s: Math.round((performance.now() - since) / 1000),
+      });
     }
   }
 }

@@ -1,30 +1,14 @@
 /**
- * What a queue may hold in memory: a number of jobs (the per-queue cap,
- * docs/consumption.md#jobs-in-flight) and a share of the process-wide payload bytes
- * (`--max-in-flight-bytes`).
+ * What a queue may hold in memory: a number of jobs (docs/consumption.md#jobs-in-flight) and a
+ * share of the process-wide payload bytes (`--max-in-flight-bytes`). A {@link Grant} is taken
+ * before a job can arrive and released when it was answered or given up. One {@link QueueBudget}
+ * is shared by every link and link generation of a queue, so handlers of a dead connection keep
+ * counting and a one-slot queue stays serial (docs/consumption.md#downtimes-in-order).
  *
- * A {@link Grant} is taken before a job can arrive — before a Gearman grab is
- * sent, before a RabbitMQ delivery is handed to its handler — and released
- * when the job was answered or given up. One {@link QueueBudget} per queue is
- * shared by every link of the queue (all job servers, D9) and every
- * generation of a link, so handlers still running for a dead connection keep
- * counting and `statusngin_downtimes` with one slot stays strictly serial
- * across servers and reconnects (docs/consumption.md#downtimes-in-order).
- *
- * Bytes: Gearman tells a job's size only when the job arrives, after the grab
- * that committed us to take it. A grab therefore reserves an estimate — the
- * largest of the queue's recent jobs, at least {@link MIN_ESTIMATE_BYTES} —
- * and the reservation becomes the real size on arrival. Until a queue has
- * shown one job, it probes with a single grab that reserves an equal share
- * of the limit, so a worker restarted in front of a backlog of 20 MiB jobs
- * takes one per queue before it knows better, not eight, and the first wave
- * overshoots only by what the first jobs exceed their share. What the
- * estimate cannot prevent is a queue whose jobs suddenly grow: then its
- * outstanding grabs may overshoot the limit by their number times the
- * growth, once (bench/memory.ts measures the bound).
- *
- * Grants go to waiters first-come first-served, per queue and across queues
- * for bytes, so a backlog on one server or one queue cannot starve another.
+ * Gearman tells a job's size only on arrival, so a grab reserves an estimate (the largest recent
+ * job, at least {@link MIN_ESTIMATE_BYTES}); a queue that has shown no job probes with one grab
+ * reserving an equal share of the limit. Jobs that suddenly grow can overshoot once
+ * (bench/memory.ts measures the bound). Waiters are served first-come first-served.
  *
  * @module
  */
@@ -32,7 +16,6 @@
 /** Reservation of a grab whose queue has shown no job yet, and the floor of every estimate. */
 export const MIN_ESTIMATE_BYTES = 64 * 1024;
 
-/** Job sizes remembered per queue for the estimate. */
 const SIZE_HISTORY = 16;
 
 /** Cancels a pending {@link QueueBudget.waitFor} registration. */
@@ -40,16 +23,11 @@ export type CancelWait = () => void;
 
 /** The process-wide bound on payload bytes held by jobs in flight. */
 export class ByteBudget {
-  /** The limit in bytes (`--max-in-flight-bytes`). */
   readonly limit: number;
   #used = 0;
   #queues = 0;
   readonly #blocked: QueueBudget[] = [];
 
-  /**
-   * @param limit Bytes, ≥ 1.
-   * @throws {RangeError} When the limit is not a positive integer.
-   */
   constructor(limit: number) {
     if (!Number.isSafeInteger(limit) || limit < 1) {
       throw new RangeError(`Cannot create byte budget: limit must be >= 1 byte, got ${limit}`);
@@ -72,10 +50,7 @@ export class ByteBudget {
     return this.#used;
   }
 
-  /**
-   * Whether `bytes` more fit. With nothing held, anything fits: a single job
-   * larger than the limit must still be taken, or it would wedge its queue.
-   */
+  /** Whether `bytes` more fit; with nothing held anything does, or one huge job would wedge its queue. */
   fits(bytes: number): boolean {
     return this.#used === 0 || this.#used + bytes <= this.limit;
   }
@@ -98,10 +73,8 @@ export class ByteBudget {
   }
 
   #wake(): void {
-    // Oldest first; stop at the first queue that still does not fit, so a
-    // large job is not overtaken forever by a stream of small ones. Entries
-    // are removed by identity: a grant handed out below may run code that
-    // cancels other waits.
+    // Oldest first, stopping at the first that does not fit, so a large job is not overtaken
+    // forever. Removed by identity: a grant handed out may cancel other waits.
     for (;;) {
       const queue = this.#blocked[0];
       if (queue === undefined || !queue.resume()) return;
@@ -122,7 +95,6 @@ export interface Grant {
 
 /** Slots and bytes of one queue. */
 export class QueueBudget {
-  /** Queue name, for logs. */
   readonly queue: string;
   readonly #bytes: ByteBudget;
   #capacity: number;
@@ -134,12 +106,6 @@ export class QueueBudget {
   /** `performance.now()` when the queue last went from full to having a free slot. */
   #roomSince = performance.now();
 
-  /**
-   * @param queue Queue name.
-   * @param capacity Jobs allowed at once, ≥ 1.
-   * @param bytes The process-wide byte budget.
-   * @throws {RangeError} When capacity is not an integer ≥ 1.
-   */
   constructor(queue: string, capacity: number, bytes: ByteBudget) {
     QueueBudget.#checkCapacity(capacity);
     this.queue = queue;
@@ -156,7 +122,6 @@ export class QueueBudget {
     }
   }
 
-  /** Jobs allowed at once. */
   get capacity(): number {
     return this.#capacity;
   }
@@ -184,11 +149,7 @@ export class QueueBudget {
     return max;
   }
 
-  /**
-   * Change the number of slots (the adaptive window); grants already held stay valid.
-   *
-   * @param capacity New capacity, ≥ 1.
-   */
+  /** Change the number of slots (the adaptive window); grants already held stay valid. */
   setCapacity(capacity: number): void {
     QueueBudget.#checkCapacity(capacity);
     const hadRoom = this.hasRoom;
@@ -197,23 +158,13 @@ export class QueueBudget {
     this.resume();
   }
 
-  /**
-   * Take a grant now if a slot and the bytes are free and nobody waits before us.
-   *
-   * @returns The grant, or undefined.
-   */
+  /** Take a grant now if a slot and the bytes are free and nobody waits before us. */
   tryAcquire(): Grant | undefined {
     if (this.#waiters.length > 0 || !this.#canGrant()) return undefined;
     return this.#grant();
   }
 
-  /**
-   * Register for the next grant. The callback runs with the grant already
-   * taken on the caller's behalf; it must use or release it.
-   *
-   * @param onGrant Receives the grant.
-   * @returns Cancels the registration (a no-op once the grant was handed over).
-   */
+  /** Register for the next grant, handed to `onGrant` already taken (use or release it); returns a cancel. */
   waitFor(onGrant: (grant: Grant) => void): CancelWait {
     this.#waiters.push(onGrant);
     if (this.#waiters.length === 1) {
@@ -231,10 +182,7 @@ export class QueueBudget {
     };
   }
 
-  /**
-   * @internal Hand grants to waiters while possible.
-   * @returns False when the head waiter is blocked on bytes (registered with the byte budget).
-   */
+  /** @internal Hand grants to waiters while possible; false when the head waiter is blocked on bytes. */
   resume(): boolean {
     while (this.#waiters.length > 0) {
       if (this.#inUse >= this.#capacity || !this.#probeAllowed()) return true;

@@ -1,25 +1,29 @@
 /**
- * The consumer core shared by every backend: one budget per queue
- * (docs/consumption.md#jobs-in-flight) under one byte budget, one delivery engine, one supervisor
- * per link target (one per queue and job server for Gearman, D9; one per broker for RabbitMQ), the
- * connected and stalled state of every queue, a parallel, bounded drain on stop
- * (docs/consumption.md#orderly-stop), and the periodic per-queue summary line
- * (docs/logging.md#summaries).
- *
- * A backend contributes only its link targets: how to open a link, and how
- * to ask the broker for a queue's backlog.
+ * The consumer core shared by every backend: per-queue budgets under one byte budget
+ * (docs/consumption.md#jobs-in-flight), one delivery engine, one supervisor per link target,
+ * stall and backlog watching, give-back, a bounded parallel drain (docs/consumption.md#orderly-stop)
+ * and the summary line (docs/logging.md#summaries). A backend contributes only its link targets.
  *
  * @module
  */
-import type { ConsumerDeadLetterSink, ConsumerObserver, JobHandler } from "./contract.ts";
+import type {
+  ConsumerDeadLetterSink,
+  ConsumerObserver,
+  JobHandler,
+  JobResult,
+} from "./contract.ts";
 import { ByteBudget, QueueBudget } from "./budget.ts";
 import { DeliveryEngine } from "./delivery.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import type { LinkTarget } from "./contract.ts";
 import { Supervisor } from "./supervisor.ts";
-import { StallDetector, type WatchedLink } from "./stall_detector.ts";
-import { BacklogMonitor, type BacklogSource, perQueueSources } from "./backlog_monitor.ts";
-import { ConsumerStats } from "./consumer_stats.ts";
+import {
+  BacklogMonitor,
+  type BacklogSource,
+  perQueueSources,
+  StallDetector,
+  type WatchedLink,
+} from "./backlog_monitor.ts";
 import { InFlightWindow, INITIAL_WINDOW, type PressureSignal, WINDOW_TICK_MS } from "./window.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
@@ -28,17 +32,13 @@ import { WorkerError } from "../util/errors.ts";
 /** One consumed queue. */
 export interface ConsumedQueue {
   readonly name: string;
-  /**
-   * Messages only make sense in sequence: one job at a time, whatever the cap
-   * (docs/consumption.md#downtimes-in-order).
-   */
+  /** One job at a time, whatever the cap (docs/consumption.md#downtimes-in-order). */
   readonly inOrder: boolean;
 }
 
 /** What a backend's link targets are built from. */
 export interface LinkContext {
   readonly engine: DeliveryEngine;
-  /** The budget of a consumed queue. */
   budget(queue: string): QueueBudget;
 }
 
@@ -46,17 +46,11 @@ export interface LinkContext {
 export interface WindowOptions {
   /** The pressure on the tables each queue feeds. */
   readonly pressure: PressureSignal;
-  /** Window a queue starts with; default {@link INITIAL_WINDOW}, never above the cap. */
-  readonly initial?: number;
   /** Adjustment interval; default {@link WINDOW_TICK_MS}. */
   readonly tickMs?: number;
 }
 
-/**
- * When held jobs go back to the broker (docs/retries.md#give-back): MySQL has not taken writes for
- * `afterMs` (no statement and no probe succeeded meanwhile), a link holds jobs, and another worker
- * consumes one of its queues. The link is then given back and rebuilt only once MySQL answered.
- */
+/** When held jobs go back to the broker (docs/retries.md#give-back). */
 export interface GiveBackPolicy {
   /** `--mysql-give-back-after`, > 0. */
   readonly afterMs: number;
@@ -64,14 +58,9 @@ export interface GiveBackPolicy {
   readonly holdingForMs: () => number;
   /** Whether MySQL answered after `at` (`performance.now()`). */
   readonly answeredSince: (at: number) => boolean;
-  /** How often the condition is checked; default {@link GIVE_BACK_CHECK_MS}. */
-  readonly checkIntervalMs?: number;
 }
 
-/** The give-back condition is checked this often, only doing work while jobs are held. */
 const GIVE_BACK_CHECK_MS = 2_000;
-
-/** Bound on one question to the broker about a queue's consumers. */
 const CONSUMERS_QUERY_TIMEOUT_MS = 5_000;
 
 /** Options of {@link Consumer}. */
@@ -80,10 +69,7 @@ export interface ConsumerOptions {
   readonly name: string;
   readonly log: Logger;
   readonly queues: readonly ConsumedQueue[];
-  /**
-   * Most jobs in flight per queue (≥ 1), the hard cap of the adaptive window
-   * (or the fixed number without one); in-order queues always get 1.
-   */
+  /** Hard cap of jobs in flight per queue (≥ 1; in-order queues get 1). */
   readonly maxJobsPerQueue: number;
   /** Adapt the jobs in flight of every queue that is not in order; absent = fixed at the cap. */
   readonly window?: WindowOptions;
@@ -95,13 +81,9 @@ export interface ConsumerOptions {
   readonly deadLetter?: ConsumerDeadLetterSink;
   /** Retry schedule of failed jobs (default 100 ms doubling to 5 s). */
   readonly retry?: BackoffOptions;
-  /** Build the link targets. */
   readonly targets: (context: LinkContext) => readonly LinkTarget[];
   readonly reconnectIntervalMs: number;
-  /**
-   * Stop waits this long for running handlers before abandoning their jobs
-   * (docs/consumption.md#orderly-stop).
-   */
+  /** Stop waits this long for running handlers before abandoning their jobs. */
   readonly drainTimeoutMs: number;
   /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s (tests shorten it). */
   readonly stallTimeoutMs?: number;
@@ -109,34 +91,21 @@ export interface ConsumerOptions {
   readonly statsIntervalMs?: number;
   /** Time between two readings of every queue's backlog at the broker; default 10 s, 0 disables. */
   readonly backlogIntervalMs?: number;
-  /**
-   * What each backlog reading asks; default one question per queue of every link target
-   * ({@link LinkTarget.backlog}). A backend whose broker answers every queue at once passes one
-   * source per server instead.
-   */
+  /** What each backlog reading asks; default {@link perQueueSources}. */
   readonly backlogSources?: readonly BacklogSource[];
   /** Fields of the start-up line. */
   readonly describe?: Record<string, unknown>;
   /** What a link target is called in messages; default "broker". */
   readonly serverNoun?: string;
-  /**
-   * When no link can be opened at start, wait for them in the reconnect loop (as a running
-   * consumer does after losing them) instead of failing the start. Default false.
-   */
+  /** When no link can be opened at start, keep retrying instead of failing the start. */
   readonly waitAtStart?: boolean;
-  /**
-   * Whether a failed first attempt is worth waiting for; false for what waiting cannot fix
-   * (refused credentials, a refused declaration). Default: every failure is.
-   */
+  /** Whether a failed first attempt is worth waiting for (not refused credentials). Default: yes. */
   readonly waitable?: (err: unknown) => boolean;
   /** Give held jobs back to the broker while MySQL cannot take writes; absent = always hold. */
   readonly giveBack?: GiveBackPolicy;
 }
 
-/**
- * The options every backend passes through to the core unchanged; a backend adds its
- * own (servers, URL, prefetch, …) and supplies name, log, targets and its hard cap.
- */
+/** The options every backend passes through to the core unchanged. */
 export type BackendOptions = Pick<
   ConsumerOptions,
   | "queues"
@@ -158,18 +127,10 @@ export type BackendOptions = Pick<
 /** Default of `--max-in-flight-bytes`. */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
 
-/**
- * A job above this many bytes is dead-lettered unread (`too_large`). The broker module's bulk
- * jobs are a few hundred KiB, so a larger one is a fault; gearmand itself accepts up to 4 GiB
- * and holds it in memory. Not a setting: no installation needs another value.
- */
+/** A larger job is dead-lettered unread (`too_large`): bulk jobs are a few hundred KiB, so it is a fault. */
 export const MAX_JOB_SIZE = 64 * 1024 * 1024;
 
-/**
- * A queue with room and jobs waiting at the broker normally takes one within milliseconds; one
- * that takes none for a minute has a hung link (docs/consumption.md, stall detector). A minute is
- * far above any pause of a healthy link, so the alert never fires on a slow restart.
- */
+/** A healthy link takes a waiting job within ms; a minute is far above any pause of a slow restart. */
 export const STALL_TIMEOUT_MS = 60_000;
 
 /** Consumes every queue through every link target of one backend. */
@@ -178,7 +139,8 @@ export class Consumer {
   readonly #bytes: ByteBudget;
   readonly #budgets = new Map<string, QueueBudget>();
   readonly #windows: InFlightWindow[] = [];
-  #windowTimer: ReturnType<typeof setInterval> | undefined;
+  /** The window, give-back and summary timers, cleared on stop. */
+  readonly #timers: ReturnType<typeof setInterval>[] = [];
   readonly #stats: ConsumerStats;
   readonly #engine: DeliveryEngine;
   readonly #supervisors: Supervisor[] = [];
@@ -186,16 +148,11 @@ export class Consumer {
   readonly #serving = new Map<string, number>();
   readonly #stallDetector: StallDetector;
   readonly #backlog: BacklogMonitor | undefined;
-  #statsTimer: ReturnType<typeof setInterval> | undefined;
-  #giveBackTimer: ReturnType<typeof setInterval> | undefined;
   #giveBackRunning = false;
   #started = false;
   #stopping: Promise<void> | undefined;
 
-  /**
-   * @param options Queues, caps, handler, observer, targets and timings.
-   * @throws {RangeError} On an empty queue list, a cap below 1, or no link target.
-   */
+  /** @throws {RangeError} On an empty queue list, a cap below 1, or no link target. */
   constructor(options: ConsumerOptions) {
     if (options.queues.length === 0) {
       // One link per queue: with none, start would "succeed" consuming nothing
@@ -214,7 +171,7 @@ export class Consumer {
       const cap = this.capFor(q);
       const budget = new QueueBudget(
         q.name,
-        window === undefined || q.inOrder ? cap : Math.min(cap, window.initial ?? INITIAL_WINDOW),
+        window === undefined || q.inOrder ? cap : Math.min(cap, INITIAL_WINDOW),
         this.#bytes,
       );
       this.#budgets.set(q.name, budget);
@@ -298,12 +255,7 @@ export class Consumer {
     return budget;
   }
 
-  /**
-   * The hard cap of a queue: 1 for in-order queues, the configured value otherwise.
-   *
-   * @param queue The queue.
-   * @returns The most jobs the queue may ever hold in flight at once.
-   */
+  /** The most jobs `queue` may ever hold in flight at once. */
   capFor(queue: ConsumedQueue): number {
     return queue.inOrder ? 1 : this.#o.maxJobsPerQueue;
   }
@@ -339,11 +291,9 @@ export class Consumer {
   }
 
   /**
-   * Open every link in parallel and start consuming. Fails only when no link
-   * at all can be opened (unless `waitAtStart`); the others keep trying in the background (one
-   * job server down must not stop the others).
+   * Open every link in parallel and start consuming; links that fail keep trying in the background.
    *
-   * @throws {WorkerError} (code `consumer_start`) When every first attempt failed.
+   * @throws {WorkerError} (code `consumer_start`) When every first attempt failed (and not `waitAtStart`).
    */
   async start(): Promise<void> {
     if (this.#started) throw new Error(`${this.#o.name} consumer: start() called twice`);
@@ -393,7 +343,7 @@ export class Consumer {
     }
     if (this.#windows.length > 0) {
       let reported = false;
-      this.#windowTimer = setInterval(() => {
+      this.#timers.push(setInterval(() => {
         for (const w of this.#windows) {
           try {
             w.tick();
@@ -408,13 +358,13 @@ export class Consumer {
             }
           }
         }
-      }, this.#o.window?.tickMs ?? WINDOW_TICK_MS);
+      }, this.#o.window?.tickMs ?? WINDOW_TICK_MS));
     }
     this.#stallDetector.start();
     this.#backlog?.start();
     const giveBack = this.#o.giveBack;
     if (giveBack !== undefined && giveBack.afterMs > 0) {
-      this.#giveBackTimer = setInterval(() => {
+      this.#timers.push(setInterval(() => {
         if (this.#giveBackRunning) return;
         this.#giveBackRunning = true;
         void this.#giveBackTick(giveBack).catch((err: unknown) => {
@@ -422,28 +372,20 @@ export class Consumer {
             error: errorMessage(err),
           });
         }).finally(() => (this.#giveBackRunning = false));
-      }, giveBack.checkIntervalMs ?? GIVE_BACK_CHECK_MS);
+      }, GIVE_BACK_CHECK_MS));
     }
     const interval = this.#o.statsIntervalMs ?? 30_000;
-    if (interval > 0) this.#statsTimer = setInterval(() => this.#logStats(false), interval);
+    if (interval > 0) this.#timers.push(setInterval(() => this.#logStats(false), interval));
   }
 
-  /**
-   * Stop every link in parallel (docs/consumption.md#orderly-stop): no new jobs, running handlers
-   * get up to the drain timeout, then every connection closes. Idempotent; safe before start.
-   */
+  /** Stop every link in parallel within the drain timeout. Idempotent; safe before start. */
   stop(): Promise<void> {
     this.#stopping ??= this.#doStop();
     return this.#stopping;
   }
 
   async #doStop(): Promise<void> {
-    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    this.#statsTimer = undefined;
-    if (this.#windowTimer !== undefined) clearInterval(this.#windowTimer);
-    this.#windowTimer = undefined;
-    if (this.#giveBackTimer !== undefined) clearInterval(this.#giveBackTimer);
-    this.#giveBackTimer = undefined;
+    for (const timer of this.#timers.splice(0)) clearInterval(timer);
     this.#stallDetector.stop();
     const backlogStopped = this.#backlog?.stop();
     using drain = deadline(this.#o.drainTimeoutMs);
@@ -452,11 +394,7 @@ export class Consumer {
     if (this.#started) this.#logStats(true);
   }
 
-  /**
-   * One check of the give-back (docs/retries.md#give-back): links given back take jobs again once
-   * MySQL answered; while it has not answered for `afterMs` and writers hold rows, every link
-   * holding jobs whose queue another worker consumes hands them back to the broker.
-   */
+  /** Resume given-back links once MySQL answered; give back links whose queue another worker consumes. */
   async #giveBackTick(policy: GiveBackPolicy): Promise<void> {
     const now = performance.now();
     for (const s of this.#supervisors) {
@@ -530,8 +468,7 @@ export class Consumer {
       const set = this.#up.get(queue) as Set<Supervisor>;
       if (up) set.add(supervisor);
       else set.delete(supervisor);
-      // 1 only while every link of the queue is consuming, so a half-served
-      // queue (one of two job servers lost) is visible.
+      // 1 only while every link is consuming, so a half-served queue is visible.
       const after = this.connected(queue);
       if (before !== after) this.#o.observer.queueConnected(queue, after);
     }
@@ -551,7 +488,95 @@ export class Consumer {
   }
 }
 
-/** Without a dead-letter file the record is only counted and logged by the engine's caller. */
 function discardDeadLetter(): Promise<void> {
   return Promise.resolve();
+}
+
+/** Per-queue interval counters behind the summary lines (docs/logging.md#summaries). */
+interface QueueStats {
+  processed: number;
+  abandoned: number;
+  retried: number;
+  reconnects: number;
+  inFlight: number;
+}
+
+export class ConsumerStats {
+  readonly #stats = new Map<string, QueueStats>();
+
+  constructor(queues: Iterable<string>) {
+    for (const q of queues) {
+      this.#stats.set(q, { processed: 0, abandoned: 0, retried: 0, reconnects: 0, inFlight: 0 });
+    }
+  }
+
+  #of(queue: string): QueueStats {
+    return this.#stats.get(queue) as QueueStats;
+  }
+
+  /** An observer that counts and then forwards to `inner`. */
+  wrap(inner: ConsumerObserver): ConsumerObserver {
+    return {
+      jobReceived: (queue) => inner.jobReceived(queue),
+      inFlight: (queue, delta) => {
+        this.#of(queue).inFlight += delta;
+        inner.inFlight(queue, delta);
+      },
+      jobDone: (queue, result: JobResult, seconds) => {
+        const s = this.#of(queue);
+        if (result === "completed") s.processed++;
+        else s.abandoned++;
+        inner.jobDone(queue, result, seconds);
+      },
+      jobRetried: (queue) => {
+        this.#of(queue).retried++;
+        inner.jobRetried(queue);
+      },
+      queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
+      queueReconnected: (queue) => inner.queueReconnected(queue),
+      queueStalled: (queue, stalled) => inner.queueStalled(queue, stalled),
+      queueWindow: (queue, jobs) => inner.queueWindow(queue, jobs),
+      queueBacklog: (queue, jobs) => inner.queueBacklog(queue, jobs),
+      jobsGivenBack: (queue, reason, jobs) => inner.jobsGivenBack(queue, reason, jobs),
+    };
+  }
+
+  /** Count a reconnect of `queue` (the metric is reported separately). */
+  reconnected(queue: string): void {
+    this.#of(queue).reconnects++;
+  }
+
+  /**
+   * Log one line per queue that did something or holds jobs, and start a new interval. An idle
+   * worker logs nothing (twelve all-zero lines every 30 s said nothing); `final`, the shutdown
+   * summary, logs one line for all when all were idle. Returns the lines logged.
+   */
+  log(
+    log: Logger,
+    message: string,
+    extra: (queue: string) => Record<string, unknown>,
+    options: { final?: boolean } = {},
+  ): number {
+    let lines = 0;
+    for (const [queue, s] of this.#stats) {
+      if (s.processed + s.abandoned + s.retried + s.reconnects + s.inFlight > 0) {
+        lines++;
+        log.info(message, {
+          queue,
+          processed: s.processed,
+          abandoned: s.abandoned,
+          retried: s.retried,
+          reconnects: s.reconnects,
+          in_flight: s.inFlight,
+          ...extra(queue),
+        });
+      }
+      Object.assign(s, { processed: 0, abandoned: 0, retried: 0, reconnects: 0 });
+    }
+    if (lines === 0 && options.final === true) {
+      lines++;
+      log.info(message, { queues: this.#stats.size, processed: 0 });
+    }
+    return lines;
+  }
 }

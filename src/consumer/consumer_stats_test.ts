@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ConsumerStats } from "./consumer_stats.ts";
+import { ConsumerStats } from "./consumer.ts";
 import type { ConsumerObserver } from "./contract.ts";
 import type { Logger, LogProperties } from "../log.ts";
 

@@ -1,24 +1,11 @@
 /**
- * The contract between the queue backends (Gearman, RabbitMQ) and the event
- * pipeline, and the transport seam between the backends and the consumer core
- * they share. The backends know nothing of MySQL; the pipeline knows nothing of
- * Gearman; nothing above the seam branches on the backend.
+ * The transport seam between the queue backends (Gearman, RabbitMQ) and the consumer core and
+ * pipeline: nothing above it branches on the backend (docs/consumption.md). A job not
+ * acknowledged is given back by ending its link, never by a WORK_FAIL (it drops a background job).
  *
- * The seam, top to bottom: the daemon holds a {@link QueueConsumer}; the core
- * asks each {@link LinkTarget} to open a {@link Link} (connect), starts it,
- * and drains, aborts or replaces it (close); a link takes jobs within its
- * queue's budget and hands each to the delivery engine as a {@link Delivery}
- * with an {@link Acknowledgement} (ack) and a {@link DeliveryScope}; a job not
- * acknowledged is given back by ending the link, never by a WORK_FAIL (it drops a background job).
- * {@link Link.giveBack} is that verb on purpose: while MySQL cannot take writes and another worker
- * consumes the queue ({@link LinkTarget.consumers}), the core hands the held jobs back to the
- * broker (docs/retries.md#give-back).
- *
- * D1: a job is acknowledged only when the handler's promise resolves, which
- * the pipeline does once every row of the job is committed (or dead-lettered,
- * D7). A rejection means "not done": the delivery engine retries the job
- * while its link lives, and otherwise leaves it unacknowledged for the broker
- * to hand out again.
+ * D1: a job is acknowledged only when the handler's promise resolves, i.e. once every row is
+ * committed (or dead-lettered, D7); a rejection means "not done" and the job is retried or
+ * redelivered.
  *
  * @module
  */
@@ -34,67 +21,40 @@ export interface Job {
   /** Unique id given by the producer (may be empty). */
   readonly unique: string;
   /**
-   * The workload, raw bytes: UTF-8 repair happens in the pipeline (docs/payloads.md#utf8-repair).
-   * Valid until the delivery has ended (answered or given up): the backend then frees the buffer,
-   * and every view of it reads as empty. What must outlive the delivery is copied or written
-   * before.
+   * Raw bytes (UTF-8 repair: docs/payloads.md#utf8-repair). Valid only until the delivery ends:
+   * the backend then frees the buffer, so what must outlive it is copied first.
    */
   readonly payload: Uint8Array;
-  /**
-   * When the backend received the job, epoch milliseconds (worker clock). A job may wait
-   * (prefetch buffer, retries) before the pipeline runs it; times derived from its arrival
-   * (the core-restart cutoff) use this, never the clock at handling time.
-   */
+  /** Epoch ms the backend received it; arrival-based times (core-restart cutoff) use this. */
   readonly receivedAt: number;
-  /**
-   * When the link (connection) that delivered the job was opened, epoch milliseconds (worker
-   * clock). A job received soon after may have waited at the broker while no link was up; the
-   * core-restart sweep then does not take the receive time for the restart's (docs/core-restart.md).
-   * Absent: unknown.
-   */
+  /** Epoch ms its link opened, if known: a job received soon after may have waited at the broker (docs/core-restart.md). */
   readonly linkOpenedAt?: number;
 }
 
 /**
- * Handles one job.
- *
- * - Resolve: the job's rows are committed (or dead-lettered); the backend acknowledges it.
- * - Reject with a `WorkerError` with code `internal` or a built-in programming error (TypeError,
- *   RangeError, ReferenceError, SyntaxError): a bug, not a passing condition. Retried a
- *   few times, then dead-lettered with reason `internal` and completed, so one job that
- *   trips a bug cannot wedge its queue (a one-slot queue would otherwise stall for good).
- * - Reject with anything else: transient, the job is NOT acknowledged; the engine retries
- *   it with back-off while its link is alive and not draining.
- * - `signal` aborts when the job must be given up (drain deadline, D1 shutdown);
- *   a handler must then settle promptly. An abandoned job is redelivered by the broker.
+ * Handles one job. Resolve: committed (or dead-lettered), acknowledge. Reject with a `WorkerError`
+ * code `internal` or a built-in programming error: a bug, retried a few times then dead-lettered
+ * (`internal`) so one job cannot wedge its queue. Any other rejection is transient: retried with
+ * back-off while the link lives. `signal` aborts when the job is given up; settle promptly.
  */
 export type JobHandler = (job: Job, signal: AbortSignal) => Promise<void>;
 
-/** How one delivery of a job ended, as counted in `statusengine_queue_jobs_total{result}`. */
-export type JobResult =
-  /** Acknowledged: the handler resolved, or the job was dead-lettered (too large, internal error). */
-  | "completed"
-  /** Not acknowledged: link lost, drain deadline, or handled after the link died. Redelivered by the broker. */
-  | "abandoned";
-
-/** Every {@link JobResult}, for pre-created metric series. */
-export const JOB_RESULTS: readonly JobResult[] = ["completed", "abandoned"];
-
-/** Why jobs were handed back to the broker, as counted in `statusengine_queue_jobs_given_back_total{reason}`. */
-export type GiveBackReason =
-  /** MySQL could not take writes for `--mysql-give-back-after` and another worker consumes the queue. */
-  "mysql_unavailable";
-
-/** Every {@link GiveBackReason}, for pre-created metric series. */
-export const GIVE_BACK_REASONS: readonly GiveBackReason[] = ["mysql_unavailable"];
+/**
+ * How one delivery ended (`statusengine_queue_jobs_total{result}`): `completed` is acknowledged
+ * (also when dead-lettered); `abandoned` is not (link lost, drain deadline) and is redelivered.
+ */
+export const JOB_RESULTS = ["completed", "abandoned"] as const;
+export type JobResult = (typeof JOB_RESULTS)[number];
 
 /**
- * The abort reason of a handler whose job was given back ({@link Link.giveBack}): what it handed to
- * the writers must not be written any more (another worker writes it), unlike a job given up at the
- * drain deadline.
+ * Why jobs went back to the broker (`statusengine_queue_jobs_given_back_total{reason}`): MySQL
+ * could not take writes for `--mysql-give-back-after` and another worker consumes the queue.
  */
+export const GIVE_BACK_REASONS = ["mysql_unavailable"] as const;
+export type GiveBackReason = (typeof GIVE_BACK_REASONS)[number];
+
+/** Abort reason of a given-back job: unlike at the drain deadline, its rows must not be written (another worker will). */
 export class JobGivenBack extends Error {
-  /** @param reason Why the job went back to the broker. */
   constructor(readonly reason: GiveBackReason) {
     super(`job given back to the broker (${reason})`);
     this.name = "JobGivenBack";
@@ -140,30 +100,19 @@ export const NOOP_OBSERVER: ConsumerObserver = {
 };
 
 /** Why the delivery engine wrote a job to the dead-letter file itself. */
-export type ConsumerDeadLetterReason = "too_large" | "internal";
-
-/** Every {@link ConsumerDeadLetterReason}, for pre-created metric series. */
-export const CONSUMER_DEAD_LETTER_REASONS: readonly ConsumerDeadLetterReason[] = [
-  "too_large",
-  "internal",
-];
+export const CONSUMER_DEAD_LETTER_REASONS = ["too_large", "internal"] as const;
+export type ConsumerDeadLetterReason = (typeof CONSUMER_DEAD_LETTER_REASONS)[number];
 
 /** A job the delivery engine could not hand to the pipeline and dead-letters instead. */
 export interface ConsumerDeadLetter {
   readonly job: Job;
   readonly reason: ConsumerDeadLetterReason;
-  /** Human-readable detail. */
   readonly error: string;
   /** Size of the whole payload in bytes (for `too_large`, larger than `job.payload`). */
   readonly bytes: number;
 }
 
-/**
- * Writes a dead-letter record for the engine (the composition root binds it to
- * the dead-letter file); resolves once written, rejects when it could not be,
- * in which case the job stays unacknowledged and is retried. The record's
- * payload is freed when the delivery ends: a sink copies what it keeps.
- */
+/** Writes a dead-letter record; a rejection leaves the job unacknowledged. The payload is freed when the delivery ends. */
 export type ConsumerDeadLetterSink = (record: ConsumerDeadLetter) => Promise<void>;
 
 /** What the composition root holds of a backend's consumer: the one place that builds it picks it. */
@@ -174,103 +123,55 @@ export interface QueueConsumer {
   stop(): Promise<void>;
 }
 
-/**
- * One connection generation of a transport (a Gearman worker connection for one queue on one job
- * server, an AMQP connection with one channel per queue), built through one code path and never
- * repaired: when it ends, the supervisor builds the next one.
- */
+/** One connection generation of a transport, never repaired: when it ends, the supervisor builds the next. */
 export interface Link {
   /** Settles once, when the link ended: `undefined` after a deliberate close, else why. */
   readonly closed: Promise<Error | undefined>;
-  /** Handlers of this link still running. */
   readonly inFlight: number;
   /** `performance.now()` when this link last received a job, or when it started consuming. */
   readonly lastReceivedAt: number;
   /** Begin consuming; called once, after the link was opened. */
   start(): void;
-  /**
-   * Stop taking jobs, let running handlers finish and acknowledge within
-   * `signal` (then abort them; their jobs are redelivered), close.
-   */
+  /** Stop taking jobs, let running handlers finish within `signal` (then abort them), close. */
   drain(signal: AbortSignal): Promise<void>;
   /** Wait for the handlers of a lost link; when `signal` aborts first, abort them. */
   settled(signal: AbortSignal): Promise<void>;
   /** Close now; running handlers keep running but their acknowledgements are dropped. */
   abort(): Promise<void>;
-  /**
-   * Jobs wait at the broker while this link has room and takes none: ask for
-   * work again (a lost wake-up must not become a silent stall).
-   *
-   * @param queue The stalled queue (a link of one queue may ignore it).
-   */
+  /** Jobs wait while this link has room and takes none: ask for work again (a lost wake-up). */
   nudge(queue: string): void;
   /**
-   * Hand every job of this link back to the broker and close it (docs/retries.md#give-back):
-   * running handlers are aborted with a {@link JobGivenBack}, no acknowledgement goes out any more,
-   * and closing the connection (Gearman) or the channels (RabbitMQ) requeues what was taken. Never
-   * a WORK_FAIL. `closed` then settles with `undefined`.
-   *
-   * @param reason Why.
-   * @returns Jobs that were in flight, per queue (queues with none are left out).
+   * Hand every job back by closing the link (docs/retries.md#give-back): handlers are aborted with
+   * a {@link JobGivenBack}, no acknowledgement goes out. Returns jobs in flight per queue.
    */
   giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>>;
 }
 
 /** Where a link connects to and how it is built: what a backend gives the core. */
 export interface LinkTarget {
-  /** Queues a link of this target consumes. */
   readonly queues: readonly string[];
   /** Job server `host:port`, or the broker URL without secrets, for logs. */
   readonly server: string;
-  /**
-   * Build a link whose peer has answered: a TCP connection that a hung or
-   * stopped server accepted is not "connected".
-   *
-   * @param signal Aborts the attempt (shutdown).
-   * @returns An opened, not yet started link.
-   */
+  /** Build an opened, not yet started link whose peer has answered (an accepted TCP connection is not enough). */
   open(signal: AbortSignal): Promise<Link>;
-  /**
-   * Jobs of `queue` waiting at the broker for this target, for stall
-   * detection; undefined when the broker cannot tell right now.
-   *
-   * @param queue Queue name.
-   * @param signal Bounds the query.
-   */
+  /** Jobs of `queue` waiting at the broker; undefined when it cannot tell now. */
   backlog(queue: string, signal: AbortSignal): Promise<number | undefined>;
-  /**
-   * Workers consuming `queue` at this target's broker now, this one included (Gearman: the
-   * workers column of the admin `status`; RabbitMQ: the consumer count of a passive declare);
-   * undefined when the broker cannot tell right now.
-   *
-   * @param queue Queue name.
-   * @param signal Bounds the query.
-   */
+  /** Workers consuming `queue` at the broker now, this one included; undefined when it cannot tell. */
   consumers(queue: string, signal: AbortSignal): Promise<number | undefined>;
 }
 
 /** One job as a link hands it to the delivery engine. */
 export interface Delivery {
   readonly job: Job;
-  /**
-   * Size of the whole payload when it was larger than the job-size limit; the
-   * transport then kept only its first KiB in `job.payload` and discarded the
-   * rest unread.
-   */
+  /** Whole payload size when over the job-size limit; `job.payload` then holds only its first KiB. */
   readonly tooLarge?: number;
-  /**
-   * The buffer behind `job.payload` belongs to this delivery alone: the engine frees it when the
-   * delivery ends. False when it is shared (a Gearman read buffer holding several packets).
-   */
+  /** The engine frees `job.payload` when the delivery ends; false for a shared read buffer. */
   readonly ownsPayload: boolean;
 }
 
 /** How the link answers a job, on the link that received it. */
 export interface Acknowledgement {
-  /**
-   * WORK_COMPLETE / basic.ack. False when the link is gone (the job is then redelivered). A
-   * transport that only queues the answer returns the boolean itself: no promise per job.
-   */
+  /** WORK_COMPLETE / basic.ack; false when the link is gone. A plain boolean avoids a promise per job. */
   complete(): boolean | Promise<boolean>;
 }
 

@@ -1,14 +1,8 @@
 /**
- * The delivery engine: what happens to one job between its arrival from a
- * broker and its acknowledgement, the same for every backend.
- *
- * deliver → handler → acknowledge (D1), or retry with back-off while the link
- * lives, or dead-letter (too large, internal error) and acknowledge, or leave
- * unacknowledged for the broker to hand out again. The transports (Gearman
- * worker connection, AMQP session) only receive jobs and write the
- * acknowledgement on the link that received them (D12). The engine frees a
- * payload its delivery owns once the delivery ended, and `settleHandlers` is
- * the one rule by which every link waits for its handlers when it drains.
+ * The delivery engine: one job from arrival to acknowledgement (D1), the same for every backend:
+ * handler, retry with back-off while the link lives, dead-letter (too large, internal error), or
+ * leave unacknowledged for redelivery. Transports only receive jobs and acknowledge on the link
+ * that received them (D12). `settleHandlers` is the one rule by which every link drains.
  *
  * @module
  */
@@ -31,30 +25,23 @@ import { hasCode } from "../util/errors.ts";
 export interface DeliveryEngineOptions {
   readonly handler: JobHandler;
   readonly observer: ConsumerObserver;
-  /** Where jobs that cannot be handled are recorded (too large, internal errors). */
   readonly deadLetter: ConsumerDeadLetterSink;
-  /** Backend name, the prefix of its log lines (`gearman`, `rabbitmq`). */
+  /** Backend name, the prefix of log lines. */
   readonly name: string;
-  /** Logger of the backend. */
   readonly log: Logger;
   /** Retry schedule after a transient failure; default 100 ms doubling to 5 s, ±20 %. */
   readonly retry?: BackoffOptions;
-  /** Attempts of a job that hits a programming error before it is dead-lettered; default 3. */
-  readonly internalAttempts?: number;
 }
 
-/** Default retry schedule of a failed job. */
 const DEFAULT_RETRY: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0.2 };
+
+/** Attempts of a job that hits a programming error before it is dead-lettered. */
+const INTERNAL_ATTEMPTS = 3;
 
 /** Repeated retry warnings of one queue are summarised at most this often. */
 const RETRY_WARN_INTERVAL_MS = 10_000;
 
-/**
- * Whether a rejection is a bug in the worker rather than a passing condition.
- *
- * @param err What the handler rejected with.
- * @returns True for `WorkerError` with code `internal` and the built-in programming errors.
- */
+/** Whether a rejection is a bug in the worker rather than a passing condition. */
 function isProgrammingError(err: unknown): boolean {
   return hasCode(err, "internal") || err instanceof TypeError ||
     err instanceof RangeError || err instanceof ReferenceError || err instanceof SyntaxError;
@@ -68,10 +55,8 @@ export class DeliveryEngine {
   readonly #log: Logger;
   readonly #name: string;
   readonly #retry: BackoffOptions;
-  readonly #internalAttempts: number;
   readonly #lastRetryWarn = new Map<string, { at: number; suppressed: number }>();
 
-  /** @param options Handler, observer, dead-letter sink, logger and retry schedule. */
   constructor(options: DeliveryEngineOptions) {
     this.#handler = options.handler;
     this.#observer = options.observer;
@@ -79,7 +64,6 @@ export class DeliveryEngine {
     this.#log = options.log;
     this.#name = options.name;
     this.#retry = options.retry ?? DEFAULT_RETRY;
-    this.#internalAttempts = Math.max(1, options.internalAttempts ?? 3);
   }
 
   /** The observer every link reports to. */
@@ -87,14 +71,7 @@ export class DeliveryEngine {
     return this.#observer;
   }
 
-  /**
-   * Handle one delivery to its end, answer it, and free its payload when the delivery owns it.
-   *
-   * @param delivery The job (and whether it was too large to read, and owns its buffer).
-   * @param ack Answers on the receiving link.
-   * @param scope Abort and stop signals of that link.
-   * @returns How the delivery ended.
-   */
+  /** Handle one delivery to its end, answer it, and free its payload when the delivery owns it. */
   async deliver(
     delivery: Delivery,
     ack: Acknowledgement,
@@ -123,8 +100,7 @@ export class DeliveryEngine {
       this.#observer.jobDone(job.queue, result, (performance.now() - started) / 1000);
       return result;
     } finally {
-      // The job is answered or given up: nothing reads its payload any more (D1: a job not
-      // acknowledged is handed out again by the broker, not re-run from these bytes).
+      // Answered or given up: nothing reads the payload any more (a redelivery brings new bytes).
       if (delivery.ownsPayload) releaseBuffer(job.payload);
     }
   }
@@ -135,8 +111,7 @@ export class DeliveryEngine {
     if (delivery.tooLarge !== undefined) {
       return abortable(this.#deadLetterTooLarge(job, delivery.tooLarge), scope.abort);
     }
-    // A handler that ignores the abort must not hold its slot (and
-    // shutdown) hostage: once aborted, stop waiting for it.
+    // A handler that ignores the abort must not hold its slot (and shutdown) hostage.
     return abortable(this.#handler(job, scope.abort), scope.abort);
   }
 
@@ -152,7 +127,7 @@ export class DeliveryEngine {
     let internalFailures = 0;
     for (;;) {
       if (stopped()) return "abandoned";
-      if (isProgrammingError(err) && ++internalFailures >= this.#internalAttempts) {
+      if (isProgrammingError(err) && ++internalFailures >= INTERNAL_ATTEMPTS) {
         if (await this.#deadLetterInternal(job, err, scope)) return "completed";
         if (stopped()) return "abandoned";
       }
@@ -187,7 +162,7 @@ export class DeliveryEngine {
       queue: job.queue,
       server: job.server,
       handle: job.handle,
-      attempts: this.#internalAttempts,
+      attempts: INTERNAL_ATTEMPTS,
       error: errorMessage(err),
     });
     try {
@@ -230,14 +205,8 @@ export class DeliveryEngine {
 const ABORT_GRACE_MS = 1_000;
 
 /**
- * Wait for a link's handlers within `signal`; when it aborts first, abort them
- * (their jobs stay unacknowledged and are redelivered) and give them a moment
- * to settle. One rule for every transport, so a handler that ignores its
- * abort cannot hold a drain beyond its deadline on one backend only.
- *
- * @param pending The handlers' promises, read again after the abort.
- * @param signal The drain deadline.
- * @param abort Aborts the handlers.
+ * Wait for a link's handlers within `signal`; when it aborts first, abort them (their jobs are
+ * redelivered) and give them a moment to settle. `pending` is read again after the abort.
  */
 export async function settleHandlers(
   pending: () => readonly Promise<unknown>[],
@@ -251,13 +220,9 @@ export async function settleHandlers(
 }
 
 /**
- * Free the memory behind `bytes` now. A job's payload usually lives long enough to be
- * promoted to V8's old generation, where its buffer would wait for the next full collection
- * (a RabbitMQ servicestatus drain at batch 700 peaked 20 MB higher that way); detaching the
- * buffer frees it at once. Every view of the buffer reads as empty afterwards, so this is only
- * for a buffer nothing else uses.
- *
- * @param bytes A view of a buffer its caller owns alone.
+ * Free the buffer behind `bytes` now: a payload promoted to V8's old generation would wait for a
+ * full collection (a RabbitMQ drain at batch 700 peaked 20 MB higher). Only for a buffer its
+ * caller owns alone: every view reads as empty afterwards.
  */
 function releaseBuffer(bytes: Uint8Array): void {
   const buffer = bytes.buffer;

@@ -1,6 +1,6 @@
 /**
- * Reports consumer events into the Prometheus metrics (one helper for
- * every backend, so backends cannot drift into reporting different things).
+ * Reports consumer events into the Prometheus metrics, one helper for every backend so they
+ * cannot drift into reporting different things.
  *
  * @module
  */
@@ -17,12 +17,7 @@ export interface ConnectionState {
   readonly givenBack: ReadonlySet<string>;
 }
 
-/**
- * Build an observer that feeds the metric handles.
- *
- * @param metrics Metric handles.
- * @returns The observer and the live connection state.
- */
+/** An observer that feeds the metric handles, and the live connection state. */
 export function metricsObserver(metrics: Metrics): ConsumerObserver & ConnectionState {
   const connected = new Set<string>();
   const stalled = new Set<string>();

@@ -1,15 +1,9 @@
 /**
- * Owns one link target and is the only code that builds its links (docs/consumption.md#rebuild),
- * for every backend. A lost link is handed to retirement — its running handlers may finish within
- * the drain timeout, their slots keep counting in the queue budget
- * (docs/consumption.md#jobs-in-flight) — and a fresh link is built every reconnect interval (with
- * jitter) through the same code path as start-up, until it succeeds or shutdown begins.
- *
- * Log policy: one WARN when a link is lost, then at most one "still
- * retrying" WARN every 30 s while attempts fail, and one INFO when it is back.
- *
- * A link whose jobs were given back ({@link Supervisor.giveBack}, docs/retries.md#give-back) is not
- * rebuilt until {@link Supervisor.resume}: no taking jobs only to give them back again.
+ * Owns one link target and is the only code that builds its links (docs/consumption.md#rebuild).
+ * A lost link is retired (its handlers may finish within the drain timeout, their slots still
+ * counting) and a fresh one is built every reconnect interval until it succeeds or shutdown begins.
+ * Logs one WARN on loss, at most one "still retrying" WARN per 30 s, one INFO when back. A link
+ * given back (docs/retries.md#give-back) is not rebuilt until {@link Supervisor.resume}.
  *
  * @module
  */
@@ -21,23 +15,20 @@ import { errorMessage, type Logger } from "../log.ts";
 /** Options of a {@link Supervisor}. */
 export interface SupervisorOptions {
   readonly target: LinkTarget;
-  /** Backend name, the prefix of log lines. */
   readonly name: string;
   readonly log: Logger;
   /** Pause before each attempt to rebuild a lost link (±20 % jitter). */
   readonly reconnectIntervalMs: number;
   /** Bound on how long handlers of a lost link may keep running. */
   readonly drainTimeoutMs: number;
-  /** The link is consuming (true) or not (false). */
+  /** Whether the link is consuming. */
   readonly onState: (up: boolean) => void;
   /** A reconnect succeeded (not called for the first link). */
   readonly onReconnected: () => void;
 }
 
-/** How long failed reconnect attempts stay quiet after a warning. */
 const RETRY_LOG_INTERVAL_MS = 30_000;
 
-/** Supervises one link target. */
 export class Supervisor {
   readonly target: LinkTarget;
   readonly #o: SupervisorOptions;
@@ -53,20 +44,13 @@ export class Supervisor {
   /** Set from a give-back until {@link resume}. */
   #parked: { readonly at: number; readonly resume: PromiseWithResolvers<void> } | undefined;
 
-  /** @param options Target, logging, reconnect settings and state callbacks. */
   constructor(options: SupervisorOptions) {
     this.target = options.target;
     this.#o = options;
   }
 
-  /** The current link, while one is installed. */
   get current(): Link | undefined {
     return this.#current;
-  }
-
-  /** Whether a link is installed and consuming. */
-  get up(): boolean {
-    return this.#up;
   }
 
   /** `performance.now()` of the give-back while its jobs are given back and none taken; else undefined. */
@@ -74,13 +58,7 @@ export class Supervisor {
     return this.#parked?.at;
   }
 
-  /**
-   * Hand the current link's jobs back to the broker (docs/retries.md#give-back) and build no link
-   * until {@link resume}.
-   *
-   * @param reason Why.
-   * @returns Jobs given back per queue; undefined when no link is installed or it is given back already.
-   */
+  /** Give the current link's jobs back and build no link until {@link resume}; undefined when there is nothing to give back. */
   giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> | undefined {
     const link = this.#current;
     if (link === undefined || this.#parked !== undefined || this.#stop.signal.aborted) {
@@ -97,12 +75,7 @@ export class Supervisor {
     parked?.resume.resolve();
   }
 
-  /**
-   * Open the first link and start consuming.
-   *
-   * @throws When the first attempt fails; the caller decides whether to keep
-   *   trying in the background ({@link startDisconnected}).
-   */
+  /** Open the first link and start consuming; throws when it fails (see {@link startDisconnected}). */
   async start(): Promise<void> {
     const link = await this.target.open(this.#stop.signal);
     if (this.#stop.signal.aborted) {
@@ -120,12 +93,7 @@ export class Supervisor {
     })();
   }
 
-  /**
-   * End the reconnect loop at once (also mid back-off or mid connect), then
-   * drain the current link within `signal` (docs/consumption.md#orderly-stop). Idempotent.
-   *
-   * @param signal Drain deadline.
-   */
+  /** End the reconnect loop at once, then drain the current link within `signal`. Idempotent. */
   stop(signal: AbortSignal): Promise<void> {
     this.#stopping ??= this.#doStop(signal);
     return this.#stopping;
@@ -185,9 +153,7 @@ export class Supervisor {
       : { server: this.target.server, queues: String(queues.length) };
   }
 
-  /**
-   * Let a lost link's handlers finish, bounded by the drain timeout (docs/consumption.md#rebuild).
-   */
+  /** Let a lost link's handlers finish, bounded by the drain timeout. */
   #retire(link: Link): void {
     const done = (async () => {
       using limit = deadline(this.#o.drainTimeoutMs, this.#stop.signal);
@@ -229,9 +195,8 @@ export class Supervisor {
         }
         continue;
       }
-      // Deno runs this synchronously after the open resolved: either the new
-      // link is installed before stop looks at it, or stop already began and
-      // it is closed without taking a single job (docs/consumption.md#no-resume-during-shutdown).
+      // Synchronous after the open resolved: installed before stop looks, or closed unused
+      // (docs/consumption.md#no-resume-during-shutdown).
       if (this.#stop.signal.aborted) {
         await link.abort();
         return false;

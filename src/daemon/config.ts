@@ -1,7 +1,6 @@
 /**
- * What the daemon is built from: the validated configuration (independent of how settings
- * were obtained, so tests can run a complete worker in-process and the `run` command only
- * maps settings onto it), and the error that refuses a start.
+ * The daemon's validated configuration, independent of how settings were obtained, so tests can
+ * run a complete worker in-process and `run` only maps settings onto it.
  *
  * @module
  */
@@ -41,10 +40,7 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   /** Default `gearman`. */
   readonly consumer?: ConsumerKind;
   readonly gearmanServers: readonly string[];
-  /**
-   * Hard cap of a Gearman queue's adaptive window of jobs in flight
-   * (`--gearman-max-concurrent-jobs-per-queue`); RabbitMQ's is the prefetch.
-   */
+  /** `--gearman-max-concurrent-jobs-per-queue` (RabbitMQ's cap is the prefetch). */
   readonly maxJobsPerQueue: number;
   /** Payload bytes in flight across all queues (`--max-in-flight-bytes`); default 256 MiB. */
   readonly maxInFlightBytes?: number;
@@ -74,9 +70,7 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   readonly deadLetterFile: string | null;
   /** Where perfdata goes; none = nowhere (the queue is still consumed). */
   readonly perfdataBackends: readonly PerfdataBackend[];
-  /**
-   * Carbon plaintext listener, path prefix and metrics per write (docs/perfdata.md#graphite-path).
-   */
+  /** docs/perfdata.md#graphite-path */
   readonly graphite: {
     readonly addr: string;
     readonly prefix: string;
@@ -94,10 +88,8 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   /** Queues to consume; default all twelve. */
   readonly queues?: readonly QueueName[];
   /**
-   * Consume the in-order queues (docs/consumption.md#downtimes-in-order) only while holding the
-   * in-order lease (docs/downtimes.md#galera), so several workers can share a job server or a
-   * Galera cluster. Absent or null = no lease: this worker consumes them whenever it runs (one
-   * worker per node). `run` always sets it.
+   * Consume the in-order queues only while holding the in-order lease (docs/downtimes.md#galera),
+   * so several workers can share a job server. Absent or null: always (one worker per node).
    */
   readonly inOrderLock?: {
     /** Lease renewal and read interval; default `IN_ORDER_LOCK_POLL_MS` (1 s). */
@@ -107,10 +99,7 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   readonly statsIntervalMs?: number;
   /** Time between two readings of the backlog at the broker; default 10 s (tests shorten it). */
   readonly queueBacklogIntervalMs?: number;
-  /**
-   * `POST /commands` (docs/operations.md#commands); absent, null or without keys = not
-   * served. Publishes to the backend of {@link consumer}.
-   */
+  /** `POST /commands` (docs/operations.md#commands); absent, null or without keys = not served. */
   readonly commands?: {
     readonly hostname: string;
     /** 0 picks a free port (tests). */
@@ -122,10 +111,7 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   } | null;
   /** Connection cap and timeouts of every HTTP listener; defaults of `listen` (tests shrink them). */
   readonly http?: HttpLimits;
-  /**
-   * The UI's task queue (`statusengine_tasks`, `--check-for-commands`); absent or null = not
-   * read. `broker` publishes with the backend of {@link consumer}.
-   */
+  /** The UI's task queue (`--check-for-commands`); absent or null = not read. */
   readonly tasks?: {
     readonly intervalMs: number;
     readonly submitMethod: SubmitMethod;
@@ -142,9 +128,6 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
     /** `/ws` keys; at least one (the listener refuses to start without). */
     readonly apiKeys: readonly string[];
   } | null;
-  /**
-   * The settings that differ from their defaults, by flag name, secrets masked, for the
-   * start-up log (docs/logging.md); absent when the worker was not started from settings.
-   */
+  /** Settings that differ from their defaults, by flag name, secrets masked, for the start-up log. */
   readonly changedSettings?: Readonly<Record<string, string>>;
 }

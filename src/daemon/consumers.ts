@@ -1,11 +1,15 @@
 /**
- * The daemon's queue backend and its consumption. {@link queueBackend} is the one place that
- * branches on `--consumer`: it builds the Gearman or the RabbitMQ consumer and command publisher,
- * and everything above it holds a `QueueConsumer` (src/consumer/contract.ts) or a
- * `CommandPublisher` without asking which backend it is. The consumption is the backend's consumer
- * for the queues this worker always consumes, and, when several workers may share a job server,
- * the in-order queues behind a MySQL named lock (one consumer of their own, started while the lock
- * is held).
+ * The queue backend and the consumption. {@link queueBackend} is the one place that branches on
+ * `--consumer`; everything above holds a `QueueConsumer` or a `CommandPublisher`.
+ *
+ * Safe scale-out for the in-order queues: only the worker holding the in-order lease (a row of
+ * `statusengine_worker_leases`, src/mysql/lease.ts) consumes them, through a consumer of their own
+ * ({@link InOrderGate}) started once the lease is taken and stopped when it is lost or runs out.
+ * Why two workers never consume at once, why a failed renewal keeps the in-flight job (gearmand
+ * would re-queue it at the tail) and what it cannot fix: docs/consumption.md#in-order-lock and
+ * docs/downtimes.md#galera. RabbitMQ's single-active-consumer would need
+ * `x-single-active-consumer` at declaration, and the broker module declares its queues without
+ * arguments (a different declaration is refused, 406), so both backends use the lease.
  *
  * @module
  */
@@ -26,36 +30,27 @@ import type {
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import {
   type DeadLetterSink,
+  Lease,
+  leaseTermMs,
+  type MysqlConnection,
   type MysqlHosts,
   type MysqlUrlOptions,
   openLeaseConnection,
 } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { getLogger } from "../log.ts";
+import { errorMessage, getLogger } from "../log.ts";
+import { abortable } from "../util/async.ts";
 import { type WorkerConfig } from "./config.ts";
-import {
-  IN_ORDER_DRAIN_MS,
-  IN_ORDER_LOCK_POLL_MS,
-  InOrderGate,
-  inOrderLeaseName,
-  leaseHolderId,
-} from "./in_order_gate.ts";
 import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
-/** What a backend's consumer is built from besides its queues: the same for every backend. */
 type SharedConsumerOptions = Omit<BackendOptions, "queues"> & { readonly maxJobSize?: number };
 
 /** The configured queue backend: what the daemon builds on it. */
 export interface QueueBackend {
-  /**
-   * A consumer of `queues`, not started.
-   *
-   * @param queues The queues it consumes.
-   * @param options Handler, observer, window, timings: what every backend takes.
-   */
+  /** A consumer of `queues`, not started. */
   consumer(queues: readonly QueueName[], options: SharedConsumerOptions): QueueConsumer;
   /** A publisher to `statusngin_cmd` (it connects on first use); the caller closes it. */
   commandPublisher(): CommandPublisher;
@@ -66,9 +61,6 @@ export interface QueueBackend {
 /**
  * The backend `--consumer` names: the one branch on it.
  *
- * @param config The worker configuration.
- * @param metrics Where the RabbitMQ consumer tells which broker of its URL it uses.
- * @returns Its consumer and command publisher factories.
  * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */
 export function queueBackend(
@@ -132,7 +124,6 @@ export function queueBackend(
   };
 }
 
-/** What consumption is built from. */
 export interface ConsumptionParts {
   readonly config: WorkerConfig;
   readonly backend: QueueBackend;
@@ -153,25 +144,13 @@ export interface QueueSplit {
   readonly gated: readonly QueueName[];
 }
 
-/**
- * Which queues wait for the in-order lock.
- *
- * @param config The worker configuration.
- * @param queues The consumed queues.
- * @returns The split.
- */
+/** Which queues wait for the in-order lock. */
 export function splitQueues(config: WorkerConfig, queues: readonly QueueName[]): QueueSplit {
   const gated = config.inOrderLock ? queues.filter((q) => QUEUES[q].inOrder) : [];
   return { always: queues.filter((q) => !gated.includes(q)), gated };
 }
 
-/**
- * Build the consumption of a worker (not started).
- *
- * @param parts Configuration, pipeline, observer, dead letters, metrics and URL options.
- * @param split Which queues are consumed always and which behind the lock.
- * @returns One consumer to start and stop.
- */
+/** Build the consumption of a worker (not started): one consumer to start and stop. */
 export function buildConsumption(
   parts: ConsumptionParts,
   split: QueueSplit,
@@ -217,10 +196,7 @@ export function buildConsumption(
   };
 }
 
-/**
- * The delivery engine's dead letters (jobs too large to read, jobs that trip an internal
- * error) take the pipeline's one path into the file, which counts them once written.
- */
+/** The delivery engine's dead letters take the pipeline's one path into the file, which counts them. */
 function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDeadLetterSink {
   const decoder = new TextDecoder();
   return async ({ job, reason, error, bytes }) => {
@@ -277,4 +253,163 @@ function buildConsumer(
     },
   };
   return parts.backend.consumer(queues, common);
+}
+
+/** Interval of lease renewals and reads; also the bound of each lease query and connect. */
+const IN_ORDER_LOCK_POLL_MS = 1_000;
+
+/** Drain budget of the in-order consumer: one job in flight, a few statements. */
+const IN_ORDER_DRAIN_MS = 2_000;
+
+/**
+ * Lease name of the in-order queues: one per node, since the workers of one node share its queues
+ * and other nodes' must not wait. Cut to the column's 255 characters (a shared lease only costs
+ * parallelism).
+ */
+function inOrderLeaseName(nodeName: string): string {
+  return [...`in-order:${nodeName}`].slice(0, 255).join("");
+}
+
+/** A holder id unique among workers and restarts: `pid <pid> <8 hex>`. */
+function leaseHolderId(): string {
+  return `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/** Resolves when a new in-order job may start; rejects once the lock is lost or `signal` aborts. */
+type Admit = (signal: AbortSignal) => Promise<void>;
+
+/** Raised to a job waiting for admission once the in-order lease was lost or given up. */
+function lockLost(): WorkerError {
+  return new WorkerError(
+    "in_order_lock_lost",
+    "the in-order lease is no longer this worker's; the job goes back to the broker",
+  );
+}
+
+/** Whether new in-order jobs may start: open, waiting (re-acquiring), closed (lost). One per built consumer. */
+export class Admission {
+  #state: "open" | "waiting" | "closed" = "open";
+  #waiting: PromiseWithResolvers<void> | undefined;
+
+  get state(): "open" | "waiting" | "closed" {
+    return this.#state;
+  }
+
+  /** The lock may no longer be ours: new jobs wait. */
+  hold(): void {
+    if (this.#state !== "open") return;
+    this.#state = "waiting";
+    this.#waiting = Promise.withResolvers<void>();
+    // A waiter may be gone (aborted); the rejection must not be unhandled.
+    this.#waiting.promise.catch(() => {});
+  }
+
+  /** The lock is ours again: waiting jobs go on. */
+  open(): void {
+    if (this.#state !== "waiting") return;
+    this.#state = "open";
+    this.#waiting?.resolve();
+    this.#waiting = undefined;
+  }
+
+  /** The lock went to another worker: waiting and later jobs are refused. */
+  close(): void {
+    if (this.#state === "closed") return;
+    this.#state = "closed";
+    this.#waiting?.reject(lockLost());
+    this.#waiting = undefined;
+  }
+
+  readonly admit: Admit = (signal) => {
+    switch (this.#state) {
+      case "open":
+        return Promise.resolve();
+      case "closed":
+        return Promise.reject(lockLost());
+      case "waiting":
+        return abortable((this.#waiting as PromiseWithResolvers<void>).promise, signal);
+    }
+  };
+}
+
+interface InOrderGateOptions {
+  /** A fresh consumer (a stopped one cannot restart) whose handler awaits `admit` first. */
+  readonly build: (admit: Admit) => QueueConsumer;
+  readonly connect: () => Promise<MysqlConnection>;
+  readonly leaseName: string;
+  readonly holder: string;
+  readonly pollMs: number;
+  /** The in-order consumer's drain budget; the lease term allows for it. */
+  readonly drainMs: number;
+  /** `statusengine_in_order_lock_held`. */
+  readonly heldGauge?: { set(value: number): void };
+  /** `statusengine_in_order_lease_takeovers_total`. */
+  readonly takeovers?: { inc(): void };
+}
+
+/** Consumes the in-order queues only while this worker holds the lease. */
+class InOrderGate implements QueueConsumer {
+  readonly #lease: Lease;
+  #consumer: QueueConsumer | undefined;
+  #admission: Admission | undefined;
+
+  constructor(options: InOrderGateOptions) {
+    this.#lease = new Lease({
+      connect: options.connect,
+      name: options.leaseName,
+      holder: options.holder,
+      pollMs: options.pollMs,
+      termMs: leaseTermMs(options.pollMs, options.drainMs),
+      drainMs: options.drainMs,
+      ...(options.heldGauge === undefined ? {} : { heldGauge: options.heldGauge }),
+      ...(options.takeovers === undefined ? {} : { takeovers: options.takeovers }),
+      onHeld: async () => {
+        const admission = new Admission();
+        // A job starts only while the lease is valid; past that it waits for the next renewal
+        // (or is refused once the lease is given up).
+        const admit: Admit = (signal) => {
+          if (!this.#lease.valid) admission.hold();
+          return admission.admit(signal);
+        };
+        const consumer = options.build(admit);
+        try {
+          await consumer.start();
+        } catch (err: unknown) {
+          admission.close();
+          await consumer.stop();
+          throw err;
+        }
+        this.#consumer = consumer;
+        this.#admission = admission;
+        log.info("worker: consuming the in-order queues (this worker holds the lease)");
+      },
+      onSuspect: () => this.#admission?.hold(),
+      onRegained: () => this.#admission?.open(),
+      onLost: async () => {
+        const consumer = this.#consumer;
+        this.#consumer = undefined;
+        // A job waiting for admission is refused at once, so the drain need not wait for it.
+        this.#admission?.close();
+        this.#admission = undefined;
+        try {
+          await consumer?.stop();
+        } catch (err: unknown) {
+          log.error("worker: stopping the in-order consumer failed", {
+            error: errorMessage(err),
+          });
+        }
+      },
+    });
+  }
+
+  /** Start competing for the lease; returns at once (consuming starts when elected). */
+  start(): Promise<void> {
+    this.#lease.start();
+    return Promise.resolve();
+  }
+
+  /** Stop consuming, then release the lease. Idempotent. */
+  stop(): Promise<void> {
+    return this.#lease.stop();
+  }
 }

@@ -54,29 +54,14 @@ export interface WaitOptions {
 export interface Database extends AsyncDisposable {
   readonly pool: MysqlPool;
   readonly executor: SqlExecutor;
-  /** Connection options from the URL (the database name, the in-order lock's name). */
   readonly urlOptions: MysqlUrlOptions;
-  /**
-   * The hosts of the URL and the one in use: every dedicated connection (the in-order lock)
-   * opens `hosts.inUse`.
-   */
+  /** The hosts of the URL; every dedicated connection (the in-order lock) opens `hosts.inUse`. */
   readonly hosts: MysqlHosts;
-  /**
-   * Connect, ask MySQL who it is and disconnect, on a connection of its own, within
-   * `timeoutMs` (the idle probe; the pool's connections may all be busy).
-   */
+  /** The idle probe, on a connection of its own (the pool's may all be busy), within `timeoutMs`. */
   ping(timeoutMs: number): Promise<void>;
 }
 
-/**
- * The tables a configuration writes: those of its queues, the node row, the task queue when
- * it is read, and no perfdata table when perfdata does not go to MySQL (an installation
- * may not have one).
- *
- * @param config The worker configuration.
- * @param queues The consumed queues.
- * @returns Table names, sorted.
- */
+/** The tables a configuration writes, sorted; no perfdata table unless perfdata goes to MySQL (it may not exist). */
 function neededTables(config: WorkerConfig, queues: readonly QueueName[]): TableName[] {
   const needed = new Set<TableName>();
   for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t as TableName);
@@ -92,11 +77,7 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
 /**
  * Open the pool, check that MySQL answers, that the tables exist, and register the node.
  *
- * @param config The worker configuration.
- * @param queues The consumed queues.
- * @param version The worker version for the node row.
- * @returns The open database.
- * @throws {WorkerError} (code `startup`) When MySQL does not answer or tables are missing.
+ * @throws {WorkerError} (code `startup`) When MySQL refuses, the wait is aborted or tables are missing.
  */
 export async function openDatabase(
   config: WorkerConfig,
@@ -250,10 +231,8 @@ async function check(
 const DRIFT_LISTED = 5;
 
 /**
- * Warn once at start when the tables this worker writes differ from the schema it was built
- * for (a column shortened to varchar(100), a missing index, ...): the worker still starts,
- * since an altered column may be deliberate, but rows may then be cut or refused and the
- * operator must hear of it before the first dead letter.
+ * Warn once at start when the tables differ from the expected schema: an altered column may be
+ * deliberate, so the worker starts, but the operator hears of it before the first dead letter.
  */
 async function warnAboutSchemaDrift(pool: MysqlPool, needed: readonly TableName[]): Promise<void> {
   let differences;

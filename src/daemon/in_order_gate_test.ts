@@ -3,7 +3,7 @@
  * holder takes its lock again, refused once another worker took it.
  */
 import assert from "node:assert/strict";
-import { Admission } from "./in_order_gate.ts";
+import { Admission } from "./consumers.ts";
 import { hasCode } from "../util/errors.ts";
 
 async function settled(p: Promise<void>): Promise<"resolved" | "rejected" | "pending"> {

@@ -13,9 +13,9 @@ export {
 export { type QueueConsumer } from "../consumer/contract.ts";
 export { type RunningWorker, startWorker } from "./start.ts";
 export {
+  type KeepAlive,
   NOTIFY_COMMAND,
   type NotifyEnvironment,
   type ServiceNotifier,
   serviceNotifier,
 } from "./notify.ts";
-export { type KeepAlive } from "./watchdog.ts";

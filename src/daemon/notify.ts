@@ -1,29 +1,16 @@
 /**
  * Readiness notification for systemd's `Type=notify` (sd_notify(3)): `READY=1` once the worker
- * consumes, `STOPPING=1` when the graceful shutdown begins, so `systemctl start` fails when the
- * worker dies during its start instead of reporting success a second before.
+ * consumes, `STOPPING=1` when the shutdown begins, and `WATCHDOG=1` when the unit sets
+ * `WatchdogSec=`. Deno has no stable API for Unix datagrams, so the worker runs `systemd-notify`
+ * (hence `NotifyAccess=all`; it waits with `BARRIER=1`): docs/running.md#notify explains the choice.
  *
- * The message has to travel as a datagram on the Unix socket named by `NOTIFY_SOCKET`. Deno has
- * no stable API for Unix datagrams (`Deno.listenDatagram` with `unixpacket` needs
- * `--unstable-net`; `node:dgram` has no Unix sockets), so the worker runs systemd's own
- * `systemd-notify`, which ships with every systemd. It sends from its own PID, hence
- * `NotifyAccess=all` in the unit, and waits until systemd processed the message (`BARRIER=1`,
- * systemd 246 and later), so the message is not lost when systemd-notify exits first.
- * docs/running.md#notify explains the choice.
- *
- * When the unit sets `WatchdogSec=`, the worker also sends `WATCHDOG=1` at half that interval
- * from its event loop (src/daemon/watchdog.ts says what that proves and what not). One
- * systemd-notify every 30 s (with the unit's `WatchdogSec=60s`) costs about 15 ms of CPU.
+ * A watchdog keep-alive proves only that the event loop turns. It says nothing about MySQL or the
+ * brokers on purpose: the worker rides out their outages, and a watchdog tied to them would
+ * restart a healthy worker in a loop (docs/running.md#watchdog).
  *
  * @module
  */
 import { errorMessage, getLogger } from "../log.ts";
-import {
-  type KeepAlive,
-  startKeepAlive,
-  type WatchdogEnvironment,
-  watchdogRequest,
-} from "./watchdog.ts";
 
 const log = getLogger("worker");
 
@@ -32,34 +19,26 @@ export const NOTIFY_COMMAND = "systemd-notify";
 
 /** Tells the service manager what the worker is doing. */
 export interface ServiceNotifier {
-  /** Whether a service manager listens (`NOTIFY_SOCKET` is set). */
+  /** `NOTIFY_SOCKET` is set. */
   readonly enabled: boolean;
-  /** Start-up complete: the worker consumes. */
   ready(status: string): Promise<void>;
-  /** The graceful shutdown begins. */
   stopping(): Promise<void>;
   /** A free-text status line shown by `systemctl status`. */
   status(status: string): Promise<void>;
-  /**
-   * Start sending `WATCHDOG=1` when systemd asked for it (`WATCHDOG_USEC`, and `WATCHDOG_PID`
-   * unset or ours); does nothing otherwise. Dispose to stop.
-   */
+  /** Send `WATCHDOG=1` when systemd asked this process for it; dispose to stop. */
   watchdog(): KeepAlive;
 }
 
 /** The variables of the notification protocol (sd_notify(3), sd_watchdog_enabled(3)). */
 export interface NotifyEnvironment extends WatchdogEnvironment {
-  /** The socket systemd listens on; unset when not started by systemd with `Type=notify`. */
   readonly NOTIFY_SOCKET?: string | undefined;
 }
 
-/** Watchdog keep-alives that were never started. */
 const NO_KEEP_ALIVE: KeepAlive = {
   [Symbol.dispose]: () => {},
   idle: () => Promise.resolve(),
 };
 
-/** No service manager listens: every call does nothing. */
 const SILENT: ServiceNotifier = {
   enabled: false,
   ready: () => Promise.resolve(),
@@ -68,7 +47,6 @@ const SILENT: ServiceNotifier = {
   watchdog: () => NO_KEEP_ALIVE,
 };
 
-/** The protocol's variables as this process was started with them. */
 function processEnvironment(): NotifyEnvironment {
   return {
     NOTIFY_SOCKET: Deno.env.get("NOTIFY_SOCKET"),
@@ -77,14 +55,7 @@ function processEnvironment(): NotifyEnvironment {
   };
 }
 
-/**
- * The notifier of this process: through `systemd-notify` when `NOTIFY_SOCKET` is set, silent
- * otherwise.
- *
- * @param env `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` (default: this process's).
- * @param pid The PID `WATCHDOG_PID` must name (default: this process's).
- * @returns The notifier.
- */
+/** The notifier of this process: through `systemd-notify` when `NOTIFY_SOCKET` is set, silent otherwise. */
 export function serviceNotifier(
   env: NotifyEnvironment = processEnvironment(),
   pid: number = Deno.pid,
@@ -132,4 +103,68 @@ export function serviceNotifier(
 /** A newline would end the assignment and start a new one. */
 function oneLine(text: string): string {
   return text.replace(/[\r\n]+/g, " ");
+}
+
+/** The environment systemd sets for a unit with `WatchdogSec=` (sd_watchdog_enabled(3)). */
+export interface WatchdogEnvironment {
+  readonly WATCHDOG_USEC?: string | undefined;
+  /** The PID that is to send the keep-alives; unset means "whoever reads this". */
+  readonly WATCHDOG_PID?: string | undefined;
+}
+
+export type WatchdogRequest =
+  /** No watchdog, or one meant for another process (an inherited environment). */
+  | { readonly kind: "none" }
+  /** Send `WATCHDOG=1` every `intervalMs`: half the timeout, as sd_watchdog_enabled(3) advises. */
+  | { readonly kind: "ping"; readonly intervalMs: number }
+  /** A value systemd would not have set; no keep-alives are sent. */
+  | { readonly kind: "invalid"; readonly problem: string };
+
+/** The longest delay `setInterval` honours (2^31 - 1 ms); a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Read the watchdog request the way sd_watchdog_enabled(3) does. */
+export function watchdogRequest(env: WatchdogEnvironment, pid: number): WatchdogRequest {
+  const usec = env.WATCHDOG_USEC;
+  if (usec === undefined || usec === "") return { kind: "none" };
+  const owner = env.WATCHDOG_PID;
+  if (owner !== undefined && owner !== "") {
+    if (!/^[1-9][0-9]*$/.test(owner)) {
+      return { kind: "invalid", problem: `WATCHDOG_PID=${owner} is not a process id` };
+    }
+    // Set for the process systemd started; a child that inherited the environment is not meant.
+    if (Number(owner) !== pid) return { kind: "none" };
+  }
+  const micros = /^[0-9]+$/.test(usec) ? Number(usec) : NaN;
+  if (!Number.isSafeInteger(micros) || micros <= 0) {
+    return { kind: "invalid", problem: `WATCHDOG_USEC=${usec} is not a positive number of µs` };
+  }
+  return { kind: "ping", intervalMs: Math.min(MAX_TIMER_MS, Math.max(1, micros / 2000)) };
+}
+
+/** Keep-alives being sent; dispose to stop them. */
+export interface KeepAlive extends Disposable {
+  /** Resolves once no ping is running (after dispose none starts again): for tests. */
+  idle(): Promise<void>;
+}
+
+/**
+ * Call `ping` (must not reject) now and every `intervalMs` until disposed; a ping still running
+ * is not doubled. The timer does not keep the process alive.
+ */
+export function startKeepAlive(intervalMs: number, ping: () => Promise<void>): KeepAlive {
+  let running: Promise<void> | null = null;
+  const tick = () => {
+    if (running !== null) return;
+    running = ping().finally(() => (running = null));
+  };
+  tick();
+  const timer = setInterval(tick, intervalMs);
+  Deno.unrefTimer(timer);
+  return {
+    [Symbol.dispose]: () => clearInterval(timer),
+    idle: async () => {
+      while (running !== null) await running;
+    },
+  };
 }

@@ -1,7 +1,8 @@
 /**
- * Where the pipeline writes besides MySQL, built before it: the dead-letter file (D7), the perfdata
- * backends (Graphite, InfluxDB, remote write; docs/perfdata.md#no-backend-holds-up-mysql) and the
- * `/ws` hub. None of them opens a listener.
+ * What the daemon opens besides MySQL and the broker. Built before the pipeline, for it to write
+ * into: the dead-letter file (D7), the perfdata backends (docs/perfdata.md#no-backend-holds-up-mysql)
+ * and the `/ws` hub. Then the HTTP surfaces: `/metrics` (with `/healthz`, `/readyz`), `GET /ws` and
+ * `POST /commands`, each refusing the start when its address is taken, naming the setting to change.
  *
  * @module
  */
@@ -17,23 +18,35 @@ import { RemoteWriteClient } from "../perfdata/remote_write.ts";
 import { DROP_REASONS, type SinkObserver } from "../perfdata/sink.ts";
 import type { PerfdataSink } from "../pipeline/handler.ts";
 import { redactUrl } from "../util/redact.ts";
-import { WebSocketHub } from "../http/mod.ts";
+import {
+  type MetricsServer,
+  type Readiness,
+  startMetricsServer,
+  startWebSocketServer,
+  WebSocketHub,
+  type WebSocketServer,
+} from "../http/mod.ts";
+import {
+  COMMAND_QUEUE,
+  type CommandPublisher,
+  type CommandServer,
+  DENIED_RAW_COMMANDS,
+  RawCommandAllowlist,
+  startCommandServer,
+} from "../commands/mod.ts";
+import type { QueueBackend } from "./consumers.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { dirname } from "node:path";
-import { getLogger } from "../log.ts";
+import { errorMessage, getLogger } from "../log.ts";
 import { type PerfdataBackend, type WorkerConfig } from "./config.ts";
 import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
 /**
- * Open the dead-letter file now, so a missing directory or a permission problem refuses the
- * start instead of the first bad payload; with an explicit empty path, dead letters are only
- * counted and logged.
+ * Open the dead-letter file now, so a bad path refuses the start instead of the first bad
+ * payload; with an explicit empty path dead letters are only counted and logged.
  *
- * @param config The worker configuration.
- * @param metrics Counters of written records and failed writes.
- * @returns The one path every dead letter takes; dispose closes the file.
  * @throws {WorkerError} (code `startup`) When the file cannot be opened.
  */
 export async function openDeadLetters(
@@ -72,13 +85,7 @@ export async function openDeadLetters(
   return disposable(new DeadLetters(file, metrics));
 }
 
-/**
- * Create the dead-letter file's directory when it is missing: outside the packaged unit
- * (which has systemd create /var/lib/statusengine-worker) nothing else would, and the
- * default path lies there.
- *
- * @throws {WorkerError} (code `startup`) Saying how to create it when the worker cannot.
- */
+/** Create the dead-letter file's directory when missing: outside the packaged unit nothing else would. */
 async function ensureDirectory(path: string): Promise<void> {
   const directory = dirname(path);
   try {
@@ -122,9 +129,6 @@ function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObser
   metrics.perfdataWriteRetries.inc(labels, 0);
   for (const reason of DROP_REASONS) metrics.perfdataDropped.inc({ backend, reason }, 0);
   metrics.perfdataBackendAvailable.set(labels, 1);
-  const component = backend === "graphite" || backend === "influxdb" || backend === "prometheus"
-    ? backend
-    : undefined;
   return {
     written: (points) => metrics.perfdataPointsWritten.inc(labels, points),
     dropped: (points, reason) => metrics.perfdataDropped.inc({ backend, reason }, points),
@@ -132,20 +136,17 @@ function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObser
     retried: () => metrics.perfdataWriteRetries.inc(labels),
     // Graphite counts its pipeline error itself (kept from before the shared core).
     failed: () => {
-      if (component !== undefined && component !== "graphite") {
-        metrics.pipelineErrors.inc({ component });
+      if (backend === "influxdb" || backend === "prometheus") {
+        metrics.pipelineErrors.inc({ component: backend });
       }
     },
   };
 }
 
 /**
- * The clients of the configured perfdata backends other than MySQL (Graphite, InfluxDB,
- * Prometheus remote write), fed together. None of them connects before perfdata is offered.
+ * The configured perfdata backends other than MySQL, fed together (none connects before perfdata
+ * is offered); undefined when there are none.
  *
- * @param config The worker configuration.
- * @param metrics Their counters and gauges.
- * @returns The sink, or undefined when perfdata goes to MySQL only (or nowhere).
  * @throws {WorkerError} (code `startup`) When a configured backend's URL cannot be used.
  */
 export function perfdataOutputs(
@@ -156,16 +157,17 @@ export function perfdataOutputs(
   const stats = config.statsIntervalMs === undefined
     ? {}
     : { statsIntervalMs: config.statsIntervalMs };
+  // What the InfluxDB and remote-write clients take besides their own settings.
+  const common = (backend: PerfdataBackend) => ({
+    quotedLabels: config.perfdataLabelQuotes === "keep",
+    observer: perfdataObserver(metrics, backend),
+    ...stats,
+  });
   const clients: (PerfdataSink & { close(budgetMs: number): Promise<void> })[] = [];
   if (backends.includes("graphite")) {
     clients.push(
       new GraphiteClient({
-        addr: config.graphite.addr,
-        prefix: config.graphite.prefix,
-        batchSize: config.graphite.batchSize,
-        ...(config.graphite.illegalCharacters === undefined
-          ? {}
-          : { illegalCharacters: config.graphite.illegalCharacters }),
+        ...config.graphite,
         metrics,
         observer: perfdataObserver(metrics, "graphite"),
         ...stats,
@@ -182,14 +184,7 @@ export function perfdataOutputs(
           "(perfdata goes to influxdb)",
       );
     }
-    clients.push(
-      new InfluxDbClient({
-        ...c,
-        quotedLabels: config.perfdataLabelQuotes === "keep",
-        observer: perfdataObserver(metrics, "influxdb"),
-        ...stats,
-      }),
-    );
+    clients.push(new InfluxDbClient({ ...c, ...common("influxdb") }));
     log.info("worker: perfdata to InfluxDB", { url: redactUrl(c.url) });
   }
   if (backends.includes("prometheus")) {
@@ -200,14 +195,7 @@ export function perfdataOutputs(
         "Cannot start: no remote-write settings (perfdata goes to prometheus)",
       );
     }
-    clients.push(
-      new RemoteWriteClient({
-        ...c,
-        quotedLabels: config.perfdataLabelQuotes === "keep",
-        observer: perfdataObserver(metrics, "prometheus"),
-        ...stats,
-      }),
-    );
+    clients.push(new RemoteWriteClient({ ...c, ...common("prometheus") }));
     log.info("worker: perfdata to Prometheus remote write", { url: redactUrl(c.url) });
   }
   if (clients.length === 0) return undefined;
@@ -223,18 +211,134 @@ export function perfdataOutputs(
   };
 }
 
-/**
- * The `/ws` hub when the stream is served: built before the pipeline so the handler can
- * publish into it.
- *
- * @param config The worker configuration.
- * @param metrics Its counters.
- * @returns The hub, or undefined when `/ws` is not served.
- */
+/** The `/ws` hub when the stream is served, built before the pipeline that publishes into it. */
 export function webSocketHub(config: WorkerConfig, metrics: Metrics): WebSocketHub | undefined {
   if (!config.websocket || !config.websocket.apiKeys.some((k) => k !== "")) return undefined;
   return new WebSocketHub({
     metrics,
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
   });
+}
+
+/** `/metrics`, `/healthz` and `/readyz`, when a metrics port is set. */
+export async function serveMetrics(
+  config: WorkerConfig,
+  metrics: Metrics,
+  readiness: () => Readiness,
+): Promise<MetricsServer | undefined> {
+  if (config.metrics === null) return undefined;
+  const { hostname, port } = config.metrics;
+  const server = await startListener(
+    `metrics listener ${hostname}:${port}`,
+    "choose another port for /metrics with --metrics-port (STATUSENGINE_METRICS_PORT, " +
+      "0 disables it) or another address with --metrics-host",
+    () =>
+      startMetricsServer({
+        hostname,
+        port,
+        registry: metrics.registry,
+        listenerMetrics: metrics,
+        readiness,
+        ...(config.http === undefined ? {} : { limits: config.http }),
+      }),
+  );
+  log.info("worker: metrics listening", { addr: `${server.hostname}:${server.port}` });
+  return server;
+}
+
+/** `GET /ws`, when the stream is served. */
+export async function serveWebSocket(
+  config: WorkerConfig,
+  hub: WebSocketHub | undefined,
+  metrics: Metrics,
+): Promise<WebSocketServer | undefined> {
+  const ws = config.websocket;
+  if (hub === undefined || !ws) {
+    log.info("websocket: GET /ws disabled (no /ws API keys configured, or --listen-addr empty)");
+    return undefined;
+  }
+  const server = await startListener(
+    `websocket listener ${ws.hostname}:${ws.port}`,
+    "choose another address for GET /ws with --listen-addr (STATUSENGINE_LISTEN_ADDR)",
+    () =>
+      startWebSocketServer({
+        hostname: ws.hostname,
+        port: ws.port,
+        apiKeys: ws.apiKeys,
+        hub,
+        metrics,
+        ...(config.http === undefined ? {} : { limits: config.http }),
+      }),
+  );
+  log.info("websocket: listening", { addr: `${server.hostname}:${server.port}`, path: "/ws" });
+  return server;
+}
+
+/** The `/commands` listener and the publisher behind it; dispose stops both, listener first. */
+export interface Commands extends AsyncDisposable {
+  readonly server: CommandServer;
+  readonly publisher: CommandPublisher;
+}
+
+/** `POST /commands` with the backend's command publisher, when command keys are configured. */
+export async function serveCommands(
+  config: WorkerConfig,
+  metrics: Metrics,
+  backend: QueueBackend,
+): Promise<Commands | undefined> {
+  const listen = config.commands;
+  if (!listen || !listen.apiKeys.some((k) => k !== "")) {
+    log.info("command: POST /commands disabled (no command API keys configured)");
+    return undefined;
+  }
+  const allow = new RawCommandAllowlist(listen.allow);
+  const publisher = backend.commandPublisher();
+  let server: CommandServer;
+  try {
+    server = await startListener(
+      `command listener ${listen.hostname}:${listen.port}`,
+      "choose another address for POST /commands with --command-listen-addr " +
+        "(STATUSENGINE_COMMAND_LISTEN_ADDR)",
+      () =>
+        startCommandServer({
+          hostname: listen.hostname,
+          port: listen.port,
+          apiKeys: listen.apiKeys,
+          publisher,
+          metrics,
+          allow,
+          ...(config.http === undefined ? {} : { limits: config.http }),
+        }),
+    );
+  } catch (err: unknown) {
+    await publisher.close();
+    throw err;
+  }
+  log.info("command: listening", {
+    addr: `${server.hostname}:${server.port}`,
+    backend: publisher.backend,
+    target: publisher.target,
+    queue: COMMAND_QUEUE,
+    denied: DENIED_RAW_COMMANDS.join(","),
+    allowed: allow.all ? "all but the denied" : `${allow.names.length} raw commands`,
+  });
+  return {
+    server,
+    publisher,
+    async [Symbol.asyncDispose]() {
+      await server.shutdown();
+      await publisher.close();
+    },
+  };
+}
+
+/** Start one listener; a failure refuses the start naming `what` and the `hint` to change. */
+async function startListener<T>(what: string, hint: string, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (err: unknown) {
+    throw new WorkerError("startup", `Cannot start: ${what}: ${errorMessage(err)}; ${hint}`, {
+      cause: err,
+    });
+  }
 }

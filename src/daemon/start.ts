@@ -3,7 +3,7 @@
  * file, perfdata backends, `/ws` hub → pipeline → HTTP surfaces → queue consumption → task queue.
  * What was built is owned by an `AsyncDisposableStack` until the start succeeded, so a start
  * that fails half-way releases exactly what it opened; a running worker shuts down in the
- * documented order instead (shutdown.ts).
+ * documented order instead ({@link shutdown}).
  *
  * @module
  */
@@ -34,8 +34,14 @@ import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { type WorkerConfig } from "./config.ts";
 import { openDatabase } from "./database.ts";
-import { openDeadLetters, perfdataOutputs, webSocketHub } from "./outputs.ts";
-import { serveCommands, serveMetrics, serveWebSocket } from "./surfaces.ts";
+import {
+  openDeadLetters,
+  perfdataOutputs,
+  serveCommands,
+  serveMetrics,
+  serveWebSocket,
+  webSocketHub,
+} from "./outputs.ts";
 import {
   buildConsumption,
   type QueueBackend,
@@ -43,9 +49,9 @@ import {
   type QueueSplit,
   splitQueues,
 } from "./consumers.ts";
-import { shutdown } from "./shutdown.ts";
 import { redactUrl } from "../util/redact.ts";
 import { WorkerError } from "../util/errors.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 
 const log = getLogger("worker");
 
@@ -62,28 +68,17 @@ export interface RunningWorker {
   readonly consumer: QueueConsumer;
   /** The task queue poller, or null when `statusengine_tasks` is not read. */
   readonly tasks: TaskManager | null;
-  /**
-   * Reopen the dead-letter file at its configured path (SIGHUP, after logrotate moved it).
-   *
-   * @returns The path, or null when dead letters go to no file.
-   */
+  /** Reopen the dead-letter file at its path (SIGHUP); null when dead letters go to no file. */
   reopenDeadLetters(): Promise<string | null>;
-  /**
-   * Graceful shutdown in the documented order and budgets; each step logged
-   * once with its duration. Idempotent.
-   */
+  /** Graceful shutdown ({@link shutdown}). Idempotent. */
   stop(): Promise<void>;
 }
 
 /**
- * Start the daemon.
+ * Start the daemon; `signal` ends a start that waits for MySQL (SIGTERM during start-up).
  *
- * @param config Validated settings.
- * @param options `signal` ends a start that waits for MySQL (SIGTERM during start-up);
- *   `waiting` hears what it waits for.
- * @returns The running worker.
- * @throws {WorkerError} (code `startup`) When MySQL, the schema, a listener, every job server, the RabbitMQ broker
- *   or the task queue's command file is unusable.
+ * @throws {WorkerError} (code `startup`) When MySQL, the schema, a listener, every job server, the
+ *   RabbitMQ broker or the task queue's command file is unusable.
  */
 export async function startWorker(
   config: WorkerConfig,
@@ -201,6 +196,47 @@ export async function startWorker(
   // After the consumer: a worker that refuses to start must not have run any task.
   const tasks = startTasks(config, backend, database.executor, metrics);
 
+  /**
+   * The graceful shutdown (docs/shutdown.md#order-and-budgets): every step bounded and logged once
+   * with its duration, a failed step never skips the next; the HTTP listeners go last, so
+   * `/metrics` shows the shutdown until the end.
+   */
+  async function shutdown(): Promise<void> {
+    const started = performance.now();
+    const flushMs = config.shutdownFlushTimeoutMs;
+    // A task being submitted is abandoned and stays in the table for the next start.
+    if (tasks !== undefined) await step("stop task queue", () => tasks.close());
+    // Running jobs get the drain timeout to commit and be acknowledged.
+    await step("drain consumer", () => consumer.stop());
+    // Writers and the perfdata backends flush concurrently under the one budget.
+    await step(
+      "flush writers",
+      () => Promise.all([pipeline.close(flushMs), perfdata?.close(flushMs)]),
+    );
+    await step("close dead-letter file", () => deadLetters.close());
+    if (websocket !== undefined) {
+      await step("close websocket clients", () => Promise.resolve(websocket.closeClients()));
+    }
+    // The probe stops before the pool ends.
+    await step("close MySQL pool", async () => {
+      await probe.stop();
+      await database[Symbol.asyncDispose]();
+    });
+    // The command listener stops accepting before its publisher closes, so requests already
+    // in flight can still publish.
+    if (commands !== undefined) {
+      await step("stop command server", () => bounded(() => commands.server.shutdown()));
+      await step("close command publisher", () => commands.publisher.close());
+    }
+    if (websocket !== undefined) {
+      await step("stop websocket server", () => bounded(() => websocket.shutdown()));
+    }
+    if (metricsServer !== undefined) {
+      await step("stop metrics server", () => bounded(() => metricsServer.shutdown()));
+    }
+    log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
+  }
+
   // Started: from here on the running worker owns everything, and stop() releases it in order.
   stack.move();
   let stopping: Promise<void> | undefined;
@@ -214,24 +250,7 @@ export async function startWorker(
     tasks: tasks?.manager ?? null,
     reopenDeadLetters: () => deadLetters.reopen(),
     stop() {
-      stopping ??= shutdown({
-        tasks,
-        consumer,
-        pipeline,
-        perfdata,
-        deadLetters,
-        // The probe stops before the pool ends.
-        database: {
-          async [Symbol.asyncDispose]() {
-            await probe.stop();
-            await database[Symbol.asyncDispose]();
-          },
-        },
-        commands,
-        websocket,
-        metricsServer,
-        flushTimeoutMs: config.shutdownFlushTimeoutMs,
-      });
+      stopping ??= shutdown();
       return stopping;
     },
   };
@@ -303,11 +322,9 @@ function readiness(
 }
 
 /**
- * Open the core's command file once at start when tasks are written to it. A file the worker
- * may not write refuses the start with what to change, instead of a worker that looks ready
- * while every task fails at each poll; a missing one is said once (tasks wait, which is right
- * while the core is stopped but never ends when the path is wrong, as the PHP example's
- * /opt/naemon/var/naemon.cmd on a core that uses another).
+ * Open the core's command file once at start when tasks are written to it: one the worker may not
+ * write refuses the start, instead of a ready-looking worker whose every task fails; a missing
+ * one is said once (tasks wait, right while the core is stopped, endless when the path is wrong).
  *
  * @throws {WorkerError} (code `startup`) When the file exists and cannot be opened for writing.
  */
@@ -391,4 +408,25 @@ function startTasks(
       await publisher?.close();
     },
   };
+}
+
+/** Bound on each step that waits for a peer (MySQL pool, HTTP listeners). */
+const CLOSE_TIMEOUT_MS = 5_000;
+
+async function step(name: string, fn: () => PromiseLike<unknown>): Promise<void> {
+  const started = performance.now();
+  try {
+    await fn();
+  } catch (err: unknown) {
+    log.error(`shutdown: ${name} failed`, { error: errorMessage(err) });
+  }
+  log.info(`shutdown: ${name} done`, { duration_ms: Math.round(performance.now() - started) });
+}
+
+/** Run `fn`, but stop waiting for it after {@link CLOSE_TIMEOUT_MS}. */
+async function bounded(fn: () => Promise<unknown>): Promise<void> {
+  using limit = deadline(CLOSE_TIMEOUT_MS);
+  if (!(await settledWithin(fn(), limit.signal))) {
+    throw new Error(`no answer within ${CLOSE_TIMEOUT_MS} ms`);
+  }
 }

@@ -3,7 +3,7 @@
  * does, and the timer that sends them. tests/watchdog_test.ts sends them to a real socket.
  */
 import assert from "node:assert/strict";
-import { startKeepAlive, watchdogRequest } from "./watchdog.ts";
+import { startKeepAlive, watchdogRequest } from "./notify.ts";
 
 const PID = 4242;
 

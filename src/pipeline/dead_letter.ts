@@ -1,14 +1,9 @@
 /**
- * The dead-letter file (D7): NDJSON, one record per undecodable payload or
- * per row MySQL rejected deterministically, with queue, time and reason, so
- * nothing is dropped silently and an operator can inspect or replay it.
- *
- * Every dead letter goes through one {@link DeadLetters}: it counts a record
- * in `statusengine_dead_letters_total` only once it is written, counts failed
- * writes in `statusengine_dead_letter_write_errors_total`, and reports
- * {@link DeadLetters.writable} for `/readyz`. A record that cannot be written
- * makes its caller wait and retry (the job is not acknowledged), so a full
- * disk stalls the queues that need the file; readiness says so.
+ * The dead-letter file (D7): NDJSON, one record per undecodable payload or row MySQL rejected
+ * deterministically, so nothing is dropped silently. Every dead letter goes through one
+ * {@link DeadLetters}, which counts it once written. A record that cannot be written makes its
+ * caller retry (the job is not acknowledged): a full disk stalls the queues that need the file,
+ * and `/readyz` says so.
  *
  * @module
  */
@@ -22,12 +17,8 @@ const encoder = new TextEncoder();
 const NEWLINE = 0x0a;
 
 /**
- * Why a path lies outside what this process may write, or undefined when it may: the compiled
- * binary writes only below the state directory it was built for, which no flag changes at run
- * time. Asked before any work, so the advice comes first and alone.
- *
- * @param path A file this process is about to write.
- * @returns The explanation for an error message, or undefined.
+ * Why `path` lies outside what this process may write, or undefined: the compiled binary writes
+ * only below its state directory, which no flag changes. Asked first, so the advice comes alone.
  */
 export function outsideWritablePaths(path: string): string | undefined {
   if (Deno.permissions.querySync({ name: "write", path }).state === "granted") return undefined;
@@ -35,13 +26,7 @@ export function outsideWritablePaths(path: string): string | undefined {
     `(docs/operations.md#compiled-permissions)`;
 }
 
-/**
- * An error's message without Deno's advice to run again with `--allow-write`: a compiled binary
- * cannot be given that flag, so the advice would send the operator the wrong way.
- *
- * @param err A file system error.
- * @returns Its message, for a message of our own.
- */
+/** An error's message without Deno's `--allow-write` advice, which a compiled binary cannot take. */
 export function fileErrorMessage(err: unknown): string {
   return errorMessage(err).replace(
     /, (run again with|specify the required permissions during compilation using) .*$/s,
@@ -50,21 +35,11 @@ export function fileErrorMessage(err: unknown): string {
 }
 
 /**
- * Appends records to an NDJSON file; writes are serialised.
- *
- * Survives log rotation: before each write the path is compared with the
- * open file (device and inode), and a file that was renamed or removed
- * (logrotate `create`) is closed and the path opened again. The file is
- * opened with O_APPEND, so after a `copytruncate` the next record lands at
- * the new end instead of leaving a hole of NUL bytes.
- *
- * A write that fails half-way (disk full, file size limit) is cut back off:
- * the file is truncated to its length before the record, so it holds only
- * whole records, and the caller's retry does not add a second copy next to
- * a torn one (the count of records in the file stays equal to
- * `statusengine_dead_letters_total`). Only if that truncation fails too is
- * the torn line left; the next record then starts on a new line, so only
- * that one line is unreadable.
+ * Appends records to an NDJSON file; writes are serialised. Survives log rotation: a path that no
+ * longer names the open file (device, inode) is opened again, and O_APPEND puts the next record at
+ * the end after a `copytruncate`. A write that fails half-way is truncated back off, so the file
+ * holds only whole records (as many as `statusengine_dead_letters_total`); if that fails too, the
+ * next record starts on a new line.
  */
 export class DeadLetterFile implements DeadLetterSink {
   readonly path: string;
@@ -75,27 +50,16 @@ export class DeadLetterFile implements DeadLetterSink {
   #tail: Promise<void> = Promise.resolve();
   #closed = false;
 
-  /** @param path File to append to (created if missing). */
   constructor(path: string) {
     this.path = path;
   }
 
-  /**
-   * Open (create) the file now, so a missing directory or permission fails at
-   * start-up rather than on the first bad payload.
-   *
-   * @throws When the file cannot be opened for appending.
-   */
+  /** Open (create) the file now, so a bad path fails at start-up rather than on the first bad payload. */
   async open(): Promise<void> {
     await this.#current();
   }
 
-  /**
-   * Append one record (serialised with earlier writes).
-   *
-   * @param record What to record.
-   * @throws When the file cannot be (re)opened or written.
-   */
+  /** Append one record; rejects when the file cannot be (re)opened or written. */
   write(record: DeadLetterRecord): Promise<void> {
     if (this.#closed) return Promise.reject(new Error(`Dead-letter file "${this.path}" is closed`));
     const line = encoder.encode(
@@ -106,12 +70,7 @@ export class DeadLetterFile implements DeadLetterSink {
     return next;
   }
 
-  /**
-   * Close the file after the pending writes and open the path again (SIGHUP, after logrotate
-   * moved it): records from here on go to whatever file the path names now.
-   *
-   * @throws When the path cannot be opened; the next write tries again.
-   */
+  /** After the pending writes, open the path again (SIGHUP); on failure the next write tries again. */
   reopen(): Promise<void> {
     if (this.#closed) return Promise.resolve();
     const next = this.#tail.then(async () => {
@@ -158,10 +117,7 @@ export class DeadLetterFile implements DeadLetterSink {
     }
   }
 
-  /**
-   * Remove the part of a record a failed write left behind; when even that fails, remember
-   * whether the file now ends mid-line so the next record starts on a line of its own.
-   */
+  /** Remove what a failed write left; failing that, remember whether the file ends mid-line. */
   async #cutBack(file: Deno.FsFile, start: number, endsMidLine: boolean): Promise<void> {
     try {
       await file.truncate(start);
@@ -209,19 +165,15 @@ export class DeadLetterFile implements DeadLetterSink {
   }
 }
 
-/**
- * The counters {@link DeadLetters} keeps: `statusengine_dead_letters_total{queue_name, reason}`
- * and `statusengine_dead_letter_write_errors_total`.
- */
+/** The counters {@link DeadLetters} keeps. */
 export type DeadLetterMetrics = Pick<Metrics, "deadLetters" | "deadLetterWriteErrors">;
 
 const STILL_FAILING_LOG_INTERVAL_MS = 60_000;
 
 /**
- * The one path every dead letter takes: written to the file (when one is
- * configured), then counted; a failed write is counted as such, logged once
- * per failing period (and every minute while it lasts), and makes
- * {@link writable} false until a write succeeds again.
+ * The one path every dead letter takes: written (when a file is configured), then counted. A
+ * failed write is counted, logged once per failing period (then every minute), and makes
+ * {@link writable} false until a write succeeds.
  */
 export class DeadLetters implements DeadLetterSink {
   readonly #file: DeadLetterSink | null;
@@ -231,11 +183,7 @@ export class DeadLetters implements DeadLetterSink {
   #failedAttempts = 0;
   #lastLogAt = 0;
 
-  /**
-   * @param file The file, or null when dead letters are only counted and
-   *   logged (disabled by an explicit empty path).
-   * @param metrics Counters (optional in tests).
-   */
+  /** `file` is null when dead letters are only counted and logged. */
   constructor(file: DeadLetterSink | null, metrics?: DeadLetterMetrics) {
     this.#file = file;
     this.#where = file instanceof DeadLetterFile ? file.path : "";
@@ -247,12 +195,7 @@ export class DeadLetters implements DeadLetterSink {
     return this.#failingSince === undefined;
   }
 
-  /**
-   * Write and count one record.
-   *
-   * @param record What to record.
-   * @throws When the file cannot take it; the caller must not acknowledge the job.
-   */
+  /** Write and count one record; a rejection means the caller must not acknowledge the job. */
   async write(record: DeadLetterRecord): Promise<void> {
     try {
       await this.#file?.write(record);
@@ -272,19 +215,13 @@ export class DeadLetters implements DeadLetterSink {
     }
   }
 
-  /**
-   * Reopen the file at its path (SIGHUP).
-   *
-   * @returns The path reopened, or null when dead letters go to no file.
-   * @throws When the path cannot be opened.
-   */
+  /** Reopen the file at its path (SIGHUP); null when dead letters go to no file. */
   async reopen(): Promise<string | null> {
     if (!(this.#file instanceof DeadLetterFile)) return null;
     await this.#file.reopen();
     return this.#file.path;
   }
 
-  /** Close the file. */
   async close(): Promise<void> {
     await this.#file?.close();
   }

@@ -31,29 +31,15 @@ const log = getLogger("pipeline");
 
 /** Where perfdata rows go besides MySQL (`--perfdata-backends`, docs/perfdata.md#routing). */
 export interface PerfdataSink {
-  /**
-   * Accept parsed metrics rows of `statusengine_perfdata`; never blocks MySQL
-   * (docs/perfdata.md#no-backend-holds-up-mysql).
-   */
+  /** Accept parsed `statusengine_perfdata` rows; never blocks (docs/perfdata.md#no-backend-holds-up-mysql). */
   offer(rows: readonly Row[]): void;
 }
 
-/**
- * Where each job's decoded events go besides MySQL: the `/ws` hub (docs/operations.md#ws).
- * Implementations never block and never throw: ingestion is not slowed by stream clients.
- */
+/** The `/ws` hub (docs/operations.md#ws); never blocks or throws, so clients cannot slow ingestion. */
 export interface EventStream {
-  /**
-   * Whether a client listens to `topic`; the job's events are neither collected nor
-   * encoded otherwise.
-   */
+  /** Whether a client listens to `topic`; the job's events are neither collected nor encoded otherwise. */
   wants(topic: string): boolean;
-  /**
-   * Hand over one job's events (non-empty), before its rows go to MySQL.
-   *
-   * @param topic The queue the job came from.
-   * @param events The events after the queue's filters, unchanged.
-   */
+  /** Hand over one job's events (non-empty, after the queue's filters), before its rows go to MySQL. */
   publish(topic: string, events: readonly StreamEvent[]): void;
 }
 
@@ -67,32 +53,24 @@ export interface HandlerSettings {
   readonly openItcockpit: boolean;
   /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
   readonly perfdataLabelQuotes?: PerfdataLabelQuotes;
-  /** Perfdata to MySQL (`--perfdata-backends` holds `mysql`). */
   readonly perfdataToMysql: boolean;
   /** Perfdata to Graphite, InfluxDB and remote write; absent = none of them is configured. */
   readonly perfdataSink?: PerfdataSink;
   /** Worker clock in epoch seconds (tests). */
   readonly now?: () => number;
-  /** The `/ws` hub (docs/operations.md#ws); absent = nothing is streamed. */
+  /** Absent = nothing is streamed. */
   readonly stream?: EventStream;
 }
 
-/**
- * What the handler needs of each table's writers: taking a job's rows. The pipeline's writers;
- * `dead-letters replay` puts a filter in front of them (src/cli/dead_letters.ts).
- */
+/** What the handler needs of each table's writer; `dead-letters replay` puts a filter in front. */
 export type RowWriters = Readonly<Record<BatchedTableName, Pick<ShardedWriter, "add">>>;
 
-/** Collaborators of {@link createJobHandler}. */
 export interface JobHandlerOptions extends HandlerSettings {
   readonly writers: RowWriters;
   readonly downtimes: DowntimeExecutor;
-  /** Records core restarts and sweeps the status rows they left stale (docs/core-restart.md). */
+  /** docs/core-restart.md */
   readonly statusCleaner: StatusCleaner;
-  /**
-   * Where `deadLetters` writes when it is not the worker's dead-letter file: `dead-letters replay`
-   * leaves what fails again in a file of its own, and its log must name that file.
-   */
+  /** Where `deadLetters` writes when not the dead-letter file (`dead-letters replay`), for the log. */
   readonly leftOverFile?: string;
 }
 
@@ -106,20 +84,13 @@ interface RoutedRows {
 const REPAIR_WARN_INTERVAL_MS = 5 * 60_000;
 const PERFDATA_TABLE = "statusengine_perfdata";
 
-/**
- * Build the pipeline's job handler.
- *
- * @param options Writers, executors, sinks, metrics and decode settings.
- * @returns The handler.
- */
 export function createJobHandler(options: JobHandlerOptions): JobHandler {
   const m = options.metrics;
   const now = options.now ?? (() => Date.now() / 1000);
   const lastRepairWarn = new Map<string, number>();
 
   async function deadLetter(job: Job, reason: string, message: string, text: string) {
-    // A failed write rejects: the job stays unacknowledged and is retried (D7:
-    // never silent); the sink counts and reports it.
+    // A failed write rejects: the job stays unacknowledged and is retried (D7: never silent).
     await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
     m?.pipelineErrors.inc({ component: "queue" });
     const where = options.leftOverFile === undefined
@@ -160,8 +131,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       }
       list.push(row);
     }
-    // The perfdata backends never hold up MySQL (docs/perfdata.md#no-backend-holds-up-mysql):
-    // offered, not awaited.
+    // Offered, not awaited: the perfdata backends never hold up MySQL.
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
@@ -185,8 +155,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
    * stay alive until the job's commit, one payload-sized string per job in flight.
    */
   function decode(job: Job): { decoded: DecodedJob; invalidText: string } {
-    // One native strict pass for valid payloads; the per-byte repair only runs when it fails
-    // (docs/payloads.md#utf8-repair).
+    // One native strict pass; the per-byte repair only runs when it fails.
     const { job: decoded, repaired, text } = decodePayload(job.queue, job.payload, {
       nodeName: options.nodeName,
       nowSeconds: now(),
@@ -231,18 +200,13 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
           });
         }
         const { byTable, tracker, newest } = route(job, decoded.rows, signal);
-        // `signal` stops handing over rows of a job given up meanwhile; given back to the broker, the
-        // tracker reads as withdrawn and the writers drop its rows. The wait for the commit
-        // is not raced against it again here: the delivery engine already stops waiting for the
-        // handler when the job is given up (rows given up at shutdown leave a promise nothing
-        // awaits).
+        // `signal` stops handing over rows of a job given up (given back: the writers drop them).
+        // The commit wait is not raced against it: the delivery engine already stops waiting.
         for (const [table, list] of byTable) {
           await options.writers[table].add(list, tracker, signal);
         }
         await tracker.done;
-        // How far MySQL is behind the core, taken when the job's rows are committed: the age of
-        // the newest event they hold. A core clock ahead of the worker's reads as 0, not as
-        // negative.
+        // How far MySQL is behind the core at commit; a core clock ahead reads as 0.
         if (newest > 0) {
           m?.queueEventLag.observe({ queue_name: job.queue }, Math.max(0, now() - newest));
         }

@@ -1,8 +1,7 @@
 /**
- * Assembles the write side: the writers of every batched table (`--mysql-writers-per-table`), the
- * downtime executor, the job handler, the 30 s write summaries (docs/logging.md#summaries), the
- * shutdown flush (docs/writers.md#shutdown-flush), and the pressure signal the consumer's in-flight
- * windows read.
+ * Assembles the write side: the writers of every batched table, the downtime executor, the job
+ * handler, the 30 s write summaries, the shutdown flush and the pressure signal the consumer's
+ * in-flight windows read.
  *
  * @module
  */
@@ -35,12 +34,11 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
 
-/** Tables written through a bulk writer (the fourteen batched tables). */
 export function batchedTables(): Table[] {
   return BATCHED_TABLE_NAMES.map((name) => TABLES[name]);
 }
 
-/** Tables written one statement at a time (the 4 downtime tables and the tombstones). */
+/** Tables written one statement at a time (downtimes and their tombstones). */
 export function downtimeTables(): Table[] {
   return DOWNTIME_TABLE_NAMES.map((name) => TABLES[name]);
 }
@@ -48,16 +46,12 @@ export function downtimeTables(): Table[] {
 /** The writers of every batched table: a row's table always has one. */
 export type Writers = Readonly<Record<BatchedTableName, ShardedWriter>>;
 
-/**
- * A statement is slow once it has run this many times longer than the table's
- * usual statement, and at least {@link SLOW_STATEMENT_MIN_MS}.
- */
+/** A statement is slow once it has run this many times longer than the table's usual one. */
 const SLOW_STATEMENT_FACTOR = 4;
 
 /** No statement counts as slow before it has run this long (a busy machine jitters below it). */
 const SLOW_STATEMENT_MIN_MS = 1_000;
 
-/** Options of {@link Pipeline}. */
 export interface PipelineOptions extends HandlerSettings {
   readonly executor: SqlExecutor;
   readonly batchSize: number;
@@ -76,11 +70,9 @@ export interface PipelineOptions extends HandlerSettings {
   };
 }
 
-/** The write side of the worker. */
 export class Pipeline {
   readonly writers: Writers;
   readonly availability: DbAvailability;
-  /** The writers of the tables each queue feeds. */
   readonly #fed = new Map<string, readonly ShardedWriter[]>();
   readonly handler: JobHandler;
   /** Records core restarts and sweeps the status rows they left stale. */
@@ -90,7 +82,6 @@ export class Pipeline {
   /** Jobs in the handler: handed over and not yet committed, what a write stall holds. */
   #jobsHeld = 0;
 
-  /** @param options Executor, batch size, sinks, metrics and decode settings. */
   constructor(options: PipelineOptions) {
     this.availability = new DbAvailability(options.metrics?.dbAvailable, {
       ...(options.mysql === undefined ? {} : { mysql: options.mysql }),
@@ -129,11 +120,7 @@ export class Pipeline {
       nodeName: options.nodeName,
       openItcockpit: options.openItcockpit,
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
-      ...(options.coreRestart?.clock === undefined ? {} : { clock: options.coreRestart.clock }),
-      ...(options.coreRestart?.timing === undefined ? {} : { timing: options.coreRestart.timing }),
-      ...(options.coreRestart?.sweepChunkRows === undefined
-        ? {}
-        : { sweepChunkRows: options.coreRestart.sweepChunkRows }),
+      ...options.coreRestart,
       writers: {
         statusengine_hoststatus: writers.statusengine_hoststatus,
         statusengine_servicestatus: writers.statusengine_servicestatus,
@@ -161,15 +148,7 @@ export class Pipeline {
       : undefined;
   }
 
-  /**
-   * How full the writers of the tables `queue` feeds are, and whether MySQL is
-   * slow: the input of the queue's in-flight window.
-   *
-   * @param queue A queue name.
-   * @returns How full the statements in flight are, whether rows wait for
-   *   buffer space, and whether MySQL is slow: unreachable, or a statement
-   *   has run {@link SLOW_STATEMENT_FACTOR} × longer than usual.
-   */
+  /** How full the writers `queue` feeds are and whether MySQL is slow: its in-flight window's input. */
   pressure(queue: string): QueuePressure {
     let fill = 0;
     let full = false;
@@ -193,13 +172,7 @@ export class Pipeline {
     return { fill, full, excess, slow, statementMs };
   }
 
-  /**
-   * Shutdown flush (docs/writers.md#shutdown-flush): every writer commits what it holds,
-   * concurrently, within one shared budget; what cannot be committed in time is left unacknowledged
-   * (D1) and redelivered after the restart. Idempotent.
-   *
-   * @param budgetMs `--shutdown-flush-timeout`.
-   */
+  /** Shutdown flush (docs/writers.md#shutdown-flush) within `--shutdown-flush-timeout`. Idempotent. */
   close(budgetMs: number): Promise<void> {
     this.#closing ??= this.#close(budgetMs);
     return this.#closing;
