@@ -1,23 +1,17 @@
 /**
- * The metric catalogue: every metric the worker exports, declared once
- * (docs/operations.md#metrics plus D10). Names, types, label names and label values
- * are an interface that dashboards and alerts depend on; HELP texts are free.
- *
- * Which label values get a pre-created zero series is declared here too, by
- * naming the label *set* (`queues`, `tables`, …); the concrete values are
- * supplied by the layers that own them (queue table, table catalogue), since
- * this module imports nothing else of ours.
+ * Every metric the worker exports, declared once (docs/operations.md#metrics, D10). Names, types,
+ * label names and values are an interface dashboards and alerts depend on; HELP texts are free.
+ * Pre-created zero series are declared by label *set* (`queues`, `tables`, …); the layers that own
+ * the values supply them, since this module imports nothing else of ours.
  *
  * @module
  */
 
-/** Metric kinds used here. */
 export type MetricType = "counter" | "gauge" | "histogram";
 
 /**
- * Named label-value sets a metric can be pre-created over (docs/operations.md#label-sets,
- * docs/operations.md#zero-series).
- * `none` = not pre-created (the series appear on first use).
+ * Label-value sets a metric can be pre-created over (docs/operations.md#label-sets); `none`: the
+ * series appear on first use.
  */
 export type LabelSet =
   | "queues"
@@ -37,22 +31,19 @@ export type LabelSet =
   | "perfdata_backends"
   | "none";
 
-/** One catalogue row. */
 export interface MetricSpec {
   readonly name: string;
   readonly type: MetricType;
   readonly help: string;
-  readonly labels: readonly string[];
-  /** Pre-created series, or `none`. Unlabelled metrics export 0 by themselves. */
-  readonly precreate: LabelSet;
+  /** Default none. */
+  readonly labels?: readonly string[];
+  /** Pre-created series; default `none`. Unlabelled metrics export 0 by themselves. */
+  readonly precreate?: LabelSet;
   /** Histogram buckets (prom-client's defaults when absent). */
   readonly buckets?: readonly number[];
   /** Gauges that start at 1 instead of 0 (availability, docs/operations.md#zero-series). */
   readonly initial?: number;
-  /**
-   * Read from the worker's own process at every scrape (src/metrics/process.ts) instead of
-   * being updated by the code; absent while the value cannot be read.
-   */
+  /** Read from the worker's own process at every scrape (src/metrics/process.ts). */
   readonly process?: ProcessField;
 }
 
@@ -186,8 +177,6 @@ export const METRICS = {
     type: "counter",
     help:
       "Downtime START/STOP events that could not be recorded because a DELETE before the downtime's window had already removed it (docs/downtimes.md); a START/STOP whose ADD is missing or late creates the rows and is not counted.",
-    labels: [],
-    precreate: "none",
   },
   deadLetters: {
     name: "statusengine_dead_letters_total",
@@ -202,8 +191,6 @@ export const METRICS = {
     type: "counter",
     help:
       "Failed appends to the dead-letter file (full, unwritable); the job waits and is retried, /readyz fails until one succeeds.",
-    labels: [],
-    precreate: "none",
   },
   // --- MySQL ---------------------------------------------------------------
   dbEventsWritten: {
@@ -232,16 +219,12 @@ export const METRICS = {
     name: "statusengine_db_batch_size_at_flush",
     type: "histogram",
     help: "Rows in each flush attempt.",
-    labels: [],
-    precreate: "none",
     buckets: [1, 5, 10, 25, 50, 100, 250, 500, 700, 1400],
   },
   dbBatchRetries: {
     name: "statusengine_db_batch_retries_total",
     type: "counter",
     help: "Re-executions after a deadlock (1213) or lock wait timeout (1205).",
-    labels: [],
-    precreate: "none",
   },
   mysqlConflicts: {
     name: "statusengine_mysql_conflicts_total",
@@ -249,23 +232,18 @@ export const METRICS = {
     help:
       "Statements that failed on a lock conflict and were sent again: kind deadlock (1213: a deadlock, or on Galera a certification failure or brute-force abort by another node's commit) or lock_wait_timeout (1205).",
     labels: ["table", "kind"],
-    precreate: "none",
   },
   dbConnectionRetries: {
     name: "statusengine_db_connection_retries_total",
     type: "counter",
     help:
       "Re-attempts while MySQL could not take writes: unreachable, read-only, full, privileges, timeout (measures outage length).",
-    labels: [],
-    precreate: "none",
   },
   dbAvailable: {
     name: "statusengine_db_available",
     type: "gauge",
     help:
       "1 while MySQL takes writes; 0 while the pipeline holds rows because it cannot (unreachable, read-only, full, privileges, statement timeout).",
-    labels: [],
-    precreate: "none",
     initial: 1,
   },
   mysqlHostInUse: {
@@ -274,7 +252,6 @@ export const METRICS = {
     help:
       "1 for the host of --mysql-url the worker's connections go to, 0 for the other hosts of the list (docs/running.md#mysql-hosts).",
     labels: ["host"],
-    precreate: "none",
   },
   rabbitmqHostInUse: {
     name: "statusengine_rabbitmq_host_in_use",
@@ -282,15 +259,12 @@ export const METRICS = {
     help:
       "1 for the broker of --rabbitmq-url the worker consumes from, 0 for the other brokers of the list (docs/running.md#rabbitmq-hosts).",
     labels: ["host"],
-    precreate: "none",
   },
   mysqlHostSwitches: {
     name: "statusengine_mysql_host_switches_total",
     type: "counter",
     help:
       "Moves to another host of --mysql-url: away from a host that stopped answering, and back to an earlier one that answers again.",
-    labels: [],
-    precreate: "none",
   },
   dbValuesAdjusted: {
     name: "statusengine_db_values_adjusted_total",
@@ -304,29 +278,21 @@ export const METRICS = {
     name: "statusengine_graphite_metrics_written_total",
     type: "counter",
     help: "Metrics whose TCP write to Carbon succeeded.",
-    labels: [],
-    precreate: "none",
   },
   graphiteFlushes: {
     name: "statusengine_graphite_flushes_total",
     type: "counter",
     help: "Successful writes to Carbon.",
-    labels: [],
-    precreate: "none",
   },
   graphiteMetricsDropped: {
     name: "statusengine_graphite_metrics_dropped_total",
     type: "counter",
     help: "Metrics lost because a dial or write to Carbon failed.",
-    labels: [],
-    precreate: "none",
   },
   graphiteAvailable: {
     name: "statusengine_graphite_available",
     type: "gauge",
     help: "1 while writes to Carbon succeed, 0 while metrics are being dropped.",
-    labels: [],
-    precreate: "none",
     initial: 1,
   },
   // --- perfdata backends (docs/perfdata.md#metrics) ------------------------------------
@@ -363,10 +329,8 @@ export const METRICS = {
     precreate: "perfdata_backends",
   },
   // --- external commands and WebSocket (docs/operations.md#metrics) -------------------
-  // Part of the metric interface dashboards built for the Go worker rely on.
-  // The labelled command series are pre-created only while /commands is served
-  // (the worker passes the label values only then), so a worker without
-  // command keys does not advertise an endpoint it does not have.
+  // Dashboards built for the Go worker rely on these. The command series are pre-created only
+  // while /commands is served, so a worker without command keys advertises no such endpoint.
   commandsReceived: {
     name: "statusengine_commands_received_total",
     type: "counter",
@@ -385,15 +349,11 @@ export const METRICS = {
     name: "statusengine_commands_published_total",
     type: "counter",
     help: "Broker messages published for POST /commands (one per accepted request).",
-    labels: [],
-    precreate: "none",
   },
   commandsPublishErrors: {
     name: "statusengine_commands_publish_errors_total",
     type: "counter",
     help: "Valid POST /commands requests answered 503 because the broker could not be reached.",
-    labels: [],
-    precreate: "none",
   },
   inOrderLockHeld: {
     name: "statusengine_in_order_lock_held",
@@ -401,60 +361,44 @@ export const METRICS = {
     help: "1 while this worker holds the in-order lease (a row of statusengine_worker_leases) " +
       "and consumes statusngin_downtimes; exactly one worker per node should show 1, " +
       "across every server of a Galera cluster.",
-    labels: [],
-    precreate: "none",
   },
   inOrderLeaseTakeovers: {
     name: "statusengine_in_order_lease_takeovers_total",
     type: "counter",
     help: "In-order leases this worker took over from a holder that had not renewed for the " +
       "whole term (it died, or lost the database); a lease released on stop is not counted.",
-    labels: [],
-    precreate: "none",
   },
   // --- statusengine_tasks (the UI's task queue) --------------------------------
   tasksSubmitted: {
     name: "statusengine_tasks_submitted_total",
     type: "counter",
     help: "Tasks of statusengine_tasks submitted to the core (broker or command file) and deleted.",
-    labels: [],
-    precreate: "none",
   },
   tasksRejected: {
     name: "statusengine_tasks_rejected_total",
     type: "counter",
     help: "Tasks deleted without being run: unknown type, or refused by the /commands validation.",
-    labels: [],
-    precreate: "none",
   },
   tasksSubmitErrors: {
     name: "statusengine_tasks_submit_errors_total",
     type: "counter",
     help: "Failed task submissions; the task stays and is retried on the next poll.",
-    labels: [],
-    precreate: "none",
   },
   websocketClientsActive: {
     name: "statusengine_websocket_clients_active",
     type: "gauge",
     help: "Connected /ws clients.",
-    labels: [],
-    precreate: "none",
   },
   websocketMessagesBroadcasted: {
     name: "statusengine_websocket_messages_broadcasted_total",
     type: "counter",
     help: "Events written to a /ws client's connection (per recipient). Each event offered to a " +
       "client is counted once: here or in statusengine_websocket_messages_dropped_total.",
-    labels: [],
-    precreate: "none",
   },
   websocketFramesSent: {
     name: "statusengine_websocket_frames_sent_total",
     type: "counter",
     help: "Frames (one per job) written to a /ws client's connection.",
-    labels: [],
-    precreate: "none",
   },
   websocketMessagesDropped: {
     name: "statusengine_websocket_messages_dropped_total",
@@ -463,28 +407,21 @@ export const METRICS = {
       "Events one /ws client did not get: its send buffer (256 frames, 16 MiB) was full, or it was " +
       "closed (disconnect, write timeout, shutdown) with frames still unsent, in its buffer or " +
       "handed to its socket and not yet written.",
-    labels: [],
-    precreate: "none",
   },
   websocketSlowClientsClosed: {
     name: "statusengine_websocket_slow_clients_closed_total",
     type: "counter",
     help: "/ws clients the hub closed (1008) for not reading: losing frames while their socket " +
       "took none for 2 s, or no write progress at all for 10 s.",
-    labels: [],
-    precreate: "none",
   },
   websocketPublishDropped: {
     name: "statusengine_websocket_publish_dropped_total",
     type: "counter",
     help:
       "Events dropped because the /ws hub's 1024-frame inbound buffer was full: no client got them. Alert.",
-    labels: [],
-    precreate: "none",
   },
   // --- HTTP listeners ----------------------------------------------------------
-  // One series per served listener (metrics, websocket, commands), pre-created
-  // while it is served.
+  // One series per listener, pre-created while it is served.
   httpConnectionsOpen: {
     name: "statusengine_http_connections_open",
     type: "gauge",
@@ -522,16 +459,12 @@ export const METRICS = {
     name: "process_cpu_seconds_total",
     type: "counter",
     help: "User and system CPU time the worker used, in seconds.",
-    labels: [],
-    precreate: "none",
     process: "cpuSeconds",
   },
   processResidentMemory: {
     name: "process_resident_memory_bytes",
     type: "gauge",
     help: "Resident memory of the worker; a steady climb under a steady load is a leak.",
-    labels: [],
-    precreate: "none",
     process: "residentMemoryBytes",
   },
   processVirtualMemory: {
@@ -539,8 +472,6 @@ export const METRICS = {
     type: "gauge",
     help: "Virtual memory of the worker (from /proc: absent unless the worker may read it, " +
       "which Deno allows only under --allow-all).",
-    labels: [],
-    precreate: "none",
     process: "virtualMemoryBytes",
   },
   processOpenFds: {
@@ -548,8 +479,6 @@ export const METRICS = {
     type: "gauge",
     help: "Open file descriptors (connections, files); from /proc, absent unless the worker " +
       "may read it (--allow-all).",
-    labels: [],
-    precreate: "none",
     process: "openFds",
   },
   processMaxFds: {
@@ -557,16 +486,12 @@ export const METRICS = {
     type: "gauge",
     help: "The limit of open file descriptors; from /proc, absent unless the worker may read " +
       "it (--allow-all).",
-    labels: [],
-    precreate: "none",
     process: "maxFds",
   },
   processStartTime: {
     name: "process_start_time_seconds",
     type: "gauge",
     help: "When the worker started, in Unix seconds; changes() of it counts restarts.",
-    labels: [],
-    precreate: "none",
     process: "startTimeSeconds",
   },
   buildInfo: {
@@ -574,7 +499,6 @@ export const METRICS = {
     type: "gauge",
     help: "Build identity; always 1. revision repeats commit under the Go worker's label name.",
     labels: ["version", "deno_version", "commit", "revision"],
-    precreate: "none",
   },
 } as const satisfies Record<string, MetricSpec>;
 

@@ -1,16 +1,9 @@
 /**
- * The worker's own process as the standard Prometheus `process_*` series (resident memory, CPU
- * seconds, open file descriptors, start time): the first thing a dashboard shows, and the way to
- * see a leak. Read at scrape time.
- *
- * prom-client's `collectDefaultMetrics` yields these under Deno too, but only together with about
- * twenty `nodejs_*` series that describe Node rather than this runtime (a Node version, an empty
- * GC histogram) and an event-loop sampler it starts for every registry; and it reads everything
- * from /proc, which Deno lets a program read only under `--allow-all`, so the packaged worker
- * (narrow permissions, tools/compile.ts) would have exported zeros. Here resident memory, CPU time
- * and start time come from runtime APIs that need no permission; open and maximum file
- * descriptors and virtual memory exist only in /proc, and their series are left out (absent, not
- * 0) when it cannot be read.
+ * The worker's own process as the standard `process_*` series, read at scrape time. Not
+ * prom-client's `collectDefaultMetrics`: it adds twenty `nodejs_*` series that describe Node, not
+ * this runtime, and reads everything from /proc, which Deno allows only under `--allow-all`, so
+ * the packaged worker (tools/compile.ts) would export zeros. Memory, CPU and start time come from
+ * runtime APIs; what only /proc knows is absent (not 0) when it cannot be read.
  *
  * @module
  */
@@ -21,12 +14,8 @@ import type { ProcessField } from "./catalogue.ts";
 export type ProcessSample = { readonly [K in ProcessField]: number | undefined };
 
 /**
- * Parse the virtual memory size (field 23) out of /proc/self/stat. The command name (field 2) is
- * in parentheses and may itself hold spaces or parentheses, so fields are counted from the last
- * `)`.
- *
- * @param stat The file's text.
- * @returns Bytes, or undefined when the line is not a stat line.
+ * The virtual memory size (field 23) of /proc/self/stat. The command name (field 2) may hold
+ * spaces or parentheses, so fields are counted from the last `)`.
  */
 export function virtualMemoryFromStat(stat: string): number | undefined {
   const close = stat.lastIndexOf(")");
@@ -36,30 +25,17 @@ export function virtualMemoryFromStat(stat: string): number | undefined {
   return Number.isFinite(value) ? value : undefined;
 }
 
-/**
- * The soft limit of open files from /proc/self/limits (`unlimited` reads as +Inf).
- *
- * @param limits The file's text.
- * @returns The limit, or undefined when the line is missing.
- */
+/** The soft limit of open files from /proc/self/limits (`unlimited` reads as +Inf). */
 export function maxOpenFiles(limits: string): number | undefined {
   const match = /^Max open files\s+(\S+)/m.exec(limits);
   if (match?.[1] === undefined) return undefined;
   return match[1] === "unlimited" ? Infinity : Number(match[1]);
 }
 
-/**
- * Reads the process at scrape time. Every process metric's collect callback asks for a sample;
- * the calls of one scrape arrive together and share one reading.
- */
+/** The process metrics' collect callbacks of one scrape arrive together and share one reading. */
 export class ProcessReader {
   #pending: Promise<ProcessSample> | undefined;
 
-  /**
-   * The current reading.
-   *
-   * @returns The sample.
-   */
   sample(): Promise<ProcessSample> {
     this.#pending ??= this.#read().finally(() => (this.#pending = undefined));
     return this.#pending;

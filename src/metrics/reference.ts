@@ -1,11 +1,10 @@
 /**
- * The metrics reference of docs/metrics.md, generated from the catalogue so the two
- * cannot drift (tools/gen_config_reference.ts writes and checks it).
+ * The metrics table of docs/metrics.md, generated from the catalogue so the two cannot drift
+ * (tools/gen_config_reference.ts writes and checks it).
  *
  * @module
  */
 import { COMPONENTS, type LabelSet, METRICS, type MetricSpec } from "./catalogue.ts";
-import { replaceGeneratedSection } from "../util/generated_section.ts";
 
 /** Marker lines around the generated section. */
 export const METRICS_BEGIN = "<!-- BEGIN METRICS REFERENCE -->";
@@ -30,11 +29,7 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   none: "—",
 };
 
-/**
- * Render the metrics table.
- *
- * @returns Markdown (wrapped in deno-fmt-ignore so formatting cannot make it stale).
- */
+/** The table as Markdown, wrapped in deno-fmt-ignore so formatting cannot make it stale. */
 export function renderMetricsReference(): string {
   const out = [
     "<!-- deno-fmt-ignore-start -->",
@@ -46,32 +41,14 @@ export function renderMetricsReference(): string {
   for (const raw of Object.values(METRICS)) {
     const m: MetricSpec = raw;
     const start = m.initial === undefined ? "" : ` (starts at ${m.initial})`;
-    const labels = m.labels.length === 0 ? "—" : m.labels.map((l) => `\`${l}\``).join(", ");
+    const labels = m.labels?.map((l) => `\`${l}\``).join(", ") || "—";
     const pre = m.name === "statusengine_queue_connected"
       ? "deliberately none (appears at the first real connection)"
       : m.name === "statusengine_queue_backlog"
       ? "deliberately none (appears at the first reading, absent while unknown)"
-      : PRECREATED[m.precreate] + start;
+      : PRECREATED[m.precreate ?? "none"] + start;
     out.push(`| \`${m.name}\` | ${m.type} | ${labels} | ${pre} | ${m.help} |`);
   }
   out.push("<!-- deno-fmt-ignore-end -->", "");
   return out.join("\n");
-}
-
-/**
- * Replace the text between {@link METRICS_BEGIN} and {@link METRICS_END}.
- *
- * @param document The whole file.
- * @param reference Generated Markdown.
- * @returns The updated document.
- * @throws {Error} When the markers are missing.
- */
-export function replaceMetricsReference(document: string, reference: string): string {
-  return replaceGeneratedSection(
-    document,
-    METRICS_BEGIN,
-    METRICS_END,
-    reference,
-    "metrics reference",
-  );
 }

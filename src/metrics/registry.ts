@@ -1,7 +1,6 @@
 /**
- * Builds the catalogue's metrics on a fresh prom-client `Registry` (one per
- * run, never the global one, so every test can have its own) and pre-creates
- * the documented zero series.
+ * The catalogue's metrics on a fresh prom-client `Registry` (never the global one, so every test
+ * can have its own), and the documented zero series.
  *
  * @module
  */
@@ -16,7 +15,8 @@ import {
 import { ProcessReader } from "./process.ts";
 
 type Spec<K extends MetricKey> = (typeof METRICS)[K];
-type LabelsOf<K extends MetricKey> = Spec<K>["labels"][number];
+type LabelsOf<K extends MetricKey> = Spec<K> extends { labels: readonly (infer L)[] } ? L & string
+  : never;
 type HandleOf<K extends MetricKey> = Spec<K>["type"] extends "counter" ? Counter<LabelsOf<K>>
   : Spec<K>["type"] extends "gauge" ? Gauge<LabelsOf<K>>
   : Histogram<LabelsOf<K>>;
@@ -48,11 +48,7 @@ export interface LabelValues {
   readonly listeners?: readonly string[];
 }
 
-/**
- * Create every metric of the catalogue on a new registry.
- *
- * @returns Typed handles and the registry.
- */
+/** Every metric of the catalogue on a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
   const handles: Record<string, unknown> = { registry };
@@ -62,7 +58,7 @@ export function createMetrics(): Metrics {
     const common = {
       name: spec.name,
       help: spec.help,
-      labelNames: [...spec.labels],
+      labelNames: [...(spec.labels ?? [])],
       registers: [registry],
     };
     const collect = spec.process === undefined
@@ -144,31 +140,21 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
 }
 
 /**
- * Create the documented zero series (docs/operations.md#zero-series). Idempotent and
- * non-destructive: it adds 0 / observes nothing, never resets (a counter that
- * goes backwards corrupts every `rate()`).
- *
- * @param metrics Handles from {@link createMetrics}.
- * @param values The label values of each set.
+ * Create the documented zero series (docs/operations.md#zero-series). Idempotent: it adds 0 and
+ * never resets (a counter that goes backwards corrupts every `rate()`).
  */
 export function precreateSeries(metrics: Metrics, values: LabelValues): void {
   for (const [key, raw] of Object.entries(METRICS)) {
     const spec: MetricSpec = raw;
     const handle = (metrics as unknown as Record<string, Counter | Gauge | Histogram>)[key];
-    for (const labels of labelCombos(spec.precreate, values)) {
-      if (handle instanceof Counter) handle.inc(labels, 0);
-      else if (handle instanceof Gauge) handle.inc(labels, 0);
-      else if (handle instanceof Histogram) handle.zero(labels);
+    for (const labels of labelCombos(spec.precreate ?? "none", values)) {
+      if (handle instanceof Histogram) handle.zero(labels);
+      else handle?.inc(labels, 0);
     }
   }
 }
 
-/**
- * Set `statusengine_build_info` (exactly one series, value 1).
- *
- * @param metrics Handles.
- * @param info Version, Deno version and commit.
- */
+/** Set `statusengine_build_info` (exactly one series, value 1). */
 export function setBuildInfo(
   metrics: Metrics,
   info: { version: string; denoVersion: string; commit: string },
