@@ -1,6 +1,5 @@
 /**
- * The external-command API: `POST /commands` validated and published to
- * `statusngin_cmd`.
+ * The external-command API: `POST /commands` validated and published to `statusngin_cmd`.
  *
  * @module
  */
