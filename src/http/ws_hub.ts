@@ -122,57 +122,6 @@ export function parseTopicsParam(value: string | null): string[] {
   return value.split(",").map((t) => t.trim()).filter((t) => t.length > 0);
 }
 
-/** A fixed-capacity FIFO: what makes every buffer of the hub bounded. */
-class Ring<T> {
-  readonly #items: (T | undefined)[];
-  #head = 0;
-  #size = 0;
-
-  constructor(capacity: number) {
-    this.#items = new Array(capacity);
-  }
-
-  get size(): number {
-    return this.#size;
-  }
-
-  get full(): boolean {
-    return this.#size === this.#items.length;
-  }
-
-  push(item: T): boolean {
-    if (this.full) return false;
-    this.#items[(this.#head + this.#size) % this.#items.length] = item;
-    this.#size++;
-    return true;
-  }
-
-  peek(): T | undefined {
-    return this.#size === 0 ? undefined : this.#items[this.#head];
-  }
-
-  shift(): T | undefined {
-    if (this.#size === 0) return undefined;
-    const item = this.#items[this.#head];
-    this.#items[this.#head] = undefined;
-    this.#head = (this.#head + 1) % this.#items.length;
-    this.#size--;
-    return item;
-  }
-
-  clear(): void {
-    this.#items.fill(undefined);
-    this.#head = 0;
-    this.#size = 0;
-  }
-
-  *[Symbol.iterator](): IterableIterator<T> {
-    for (let i = 0; i < this.#size; i++) {
-      yield this.#items[(this.#head + i) % this.#items.length] as T;
-    }
-  }
-}
-
 interface PendingFrame {
   readonly topic: string;
   readonly events: readonly unknown[];
@@ -219,24 +168,30 @@ class SocketBudget {
   }
 }
 
-/** Why the hub closed a client. */
-export type SlowClientReason = "no write progress" | "losing frames";
+/** What {@link WebSocketHub.register} gives each client. */
+interface ClientOptions {
+  readonly topics: readonly string[];
+  readonly highWater: number;
+  readonly writeTimeoutMs: number;
+  readonly slowCloseMs: number;
+  readonly maxQueuedBytes: number;
+  readonly maxUnread: number;
+  readonly budget: SocketBudget;
+  readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
+  readonly onDiscard: (events: number) => void;
+  readonly onSent: (events: number) => void;
+}
+
+type SlowClientReason = "no write progress" | "losing frames";
 
 /** One connected client: its subscriptions, its send buffer and the pump that drains it. */
 export class HubClient {
   readonly id: number;
   readonly #socket: HubSocket;
   readonly #topics: Set<string>;
-  readonly #queue = new Ring<OutboundFrame>(CLIENT_BUFFER_FRAMES);
-  readonly #highWater: number;
-  readonly #writeTimeoutMs: number;
-  readonly #slowCloseMs: number;
-  readonly #maxQueuedBytes: number;
-  readonly #maxUnread: number;
-  readonly #budget: SocketBudget;
-  readonly #onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
-  readonly #onDiscard: (events: number) => void;
-  readonly #onSent: (events: number) => void;
+  /** The send buffer: at most {@link CLIENT_BUFFER_FRAMES}. */
+  readonly #queue: OutboundFrame[] = [];
+  readonly #o: ClientOptions;
   /** Frames handed to the socket whose write the runtime has not reported yet. */
   #inFlight = 0;
   /** Called once the client is detached and no write is outstanding. */
@@ -266,34 +221,11 @@ export class HubClient {
    * they were queued (still buffered when the client goes, refused by a socket that closed under
    * the pump, or never written); `onSent` those of a frame written. Error frames count in neither.
    */
-  constructor(
-    id: number,
-    socket: HubSocket,
-    options: {
-      readonly topics: readonly string[];
-      readonly highWater: number;
-      readonly writeTimeoutMs: number;
-      readonly slowCloseMs: number;
-      readonly maxQueuedBytes: number;
-      readonly maxUnread: number;
-      readonly budget: SocketBudget;
-      readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
-      readonly onDiscard: (events: number) => void;
-      readonly onSent: (events: number) => void;
-    },
-  ) {
+  constructor(id: number, socket: HubSocket, options: ClientOptions) {
     this.id = id;
     this.#socket = socket;
     this.#topics = new Set(options.topics);
-    this.#highWater = options.highWater;
-    this.#writeTimeoutMs = options.writeTimeoutMs;
-    this.#slowCloseMs = options.slowCloseMs;
-    this.#maxQueuedBytes = options.maxQueuedBytes;
-    this.#maxUnread = options.maxUnread;
-    this.#budget = options.budget;
-    this.#onWriteTimeout = options.onWriteTimeout;
-    this.#onDiscard = options.onDiscard;
-    this.#onSent = options.onSent;
+    this.#o = options;
   }
 
   /** Events lost for this client; final once {@link whenSettled} called back. */
@@ -361,7 +293,8 @@ export class HubClient {
    */
   sendError(message: string): void {
     const data = JSON.stringify({ error: message });
-    if (this.#queue.push({ data, events: 0 })) {
+    if (this.#queue.length < CLIENT_BUFFER_FRAMES) {
+      this.#queue.push({ data, events: 0 });
       this.#queuedBytes += data.length;
       this.#pump();
     }
@@ -369,13 +302,14 @@ export class HubClient {
 
   /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
   offer(frame: OutboundFrame): boolean {
-    const fits = this.#queue.size === 0 ||
-      this.#queuedBytes + frame.data.length <= this.#maxQueuedBytes;
-    if (!fits || !this.#queue.push(frame)) {
+    const fits = this.#queue.length === 0 ||
+      this.#queuedBytes + frame.data.length <= this.#o.maxQueuedBytes;
+    if (!fits || this.#queue.length >= CLIENT_BUFFER_FRAMES) {
       this.#droppedEvents += frame.events;
       if (this.#stalled) this.#losingFrames = true;
       return false;
     }
+    this.#queue.push(frame);
     this.#queuedBytes += frame.data.length;
     this.#pump();
     return true;
@@ -384,7 +318,7 @@ export class HubClient {
   /** The socket's unsent bytes, brought into the hub's budget. */
   observe(): number {
     const now = this.#removed ? 0 : this.#socket.bufferedAmount;
-    this.#budget.add(now - this.#unsent);
+    this.#o.budget.add(now - this.#unsent);
     this.#unsent = now;
     return now;
   }
@@ -411,11 +345,11 @@ export class HubClient {
     if (this.#pollTimer !== undefined) clearTimeout(this.#pollTimer);
     this.#pollTimer = undefined;
     // The hub stops looking at this socket; what it still holds leaves the budget.
-    this.#budget.add(-this.#unsent);
+    this.#o.budget.add(-this.#unsent);
     this.#unsent = 0;
     let discarded = 0;
     for (const frame of this.#queue) discarded += frame.events;
-    this.#queue.clear();
+    this.#queue.length = 0;
     this.#queuedBytes = 0;
     this.#discard(discarded);
     this.#settleIfDone();
@@ -425,7 +359,7 @@ export class HubClient {
   #written(events: number, err: Error | null | undefined): void {
     this.#inFlight--;
     if (err === undefined || err === null) {
-      if (events > 0) this.#onSent(events);
+      if (events > 0) this.#o.onSent(events);
     } else {
       // Never written before the connection failed or closed: lost. The client's total is
       // logged once it is settled, not per frame.
@@ -444,15 +378,15 @@ export class HubClient {
   #discard(events: number): void {
     if (events === 0) return;
     this.#droppedEvents += events;
-    this.#onDiscard(events);
+    this.#o.onDiscard(events);
   }
 
   /** Whether the socket may take `frame` now: within unread bound, high-water mark and budget. */
   #mayTake(unsent: number, frame: OutboundFrame): boolean {
     const unread = this.unreadBytes;
-    if (unread > 0 && unread + frame.data.length > this.#maxUnread) return false;
-    if (unsent > this.#highWater) return false;
-    return unsent === 0 || !this.#budget.over(frame.data.length);
+    if (unread > 0 && unread + frame.data.length > this.#o.maxUnread) return false;
+    if (unsent > this.#o.highWater) return false;
+    return unsent === 0 || !this.#o.budget.over(frame.data.length);
   }
 
   #pump(): void {
@@ -472,7 +406,7 @@ export class HubClient {
   /** Hand frames to the socket while it may take them. */
   #handOver(): void {
     for (;;) {
-      const frame = this.#queue.peek();
+      const frame = this.#queue[0];
       if (frame === undefined) return;
       if (this.#socket.readyState !== OPEN) return;
       const unsent = this.observe();
@@ -532,15 +466,15 @@ export class HubClient {
       this.#stalledSince = performance.now();
       this.#losingFrames = false;
     }
-    const frame = this.#queue.peek();
+    const frame = this.#queue[0];
     if (frame === undefined || this.#mayTake(unsent, frame)) {
       this.#pump();
       return;
     }
     // A client that already loses frames gets less time: it holds memory for nothing.
-    const limit = this.#losingFrames ? this.#slowCloseMs : this.#writeTimeoutMs;
+    const limit = this.#losingFrames ? this.#o.slowCloseMs : this.#o.writeTimeoutMs;
     if (performance.now() - this.#stalledSince >= limit) {
-      this.#onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
+      this.#o.onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
       return;
     }
     this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
@@ -559,7 +493,8 @@ interface HubStats {
 export class WebSocketHub {
   readonly #metrics: Metrics | undefined;
   readonly #clients = new Set<HubClient>();
-  readonly #inbound = new Ring<PendingFrame>(HUB_BUFFER_FRAMES);
+  /** At most {@link HUB_BUFFER_FRAMES}. */
+  readonly #inbound: PendingFrame[] = [];
   readonly #limits: {
     highWater: number;
     writeTimeoutMs: number;
@@ -617,11 +552,12 @@ export class WebSocketHub {
   publish(topic: string, events: readonly unknown[]): void {
     if (this.#clients.size === 0 || events.length === 0) return;
     this.#stats.received += events.length;
-    if (!this.#inbound.push({ topic, events })) {
+    if (this.#inbound.length >= HUB_BUFFER_FRAMES) {
       this.#stats.publishDropped += events.length;
       this.#metrics?.websocketPublishDropped.inc(events.length);
       return;
     }
+    this.#inbound.push({ topic, events });
     this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
   }
 
@@ -692,7 +628,7 @@ export class WebSocketHub {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
     if (this.#drainTimer !== undefined) clearTimeout(this.#drainTimer);
     this.#drainTimer = undefined;
-    this.#inbound.clear();
+    this.#inbound.length = 0;
     for (const client of [...this.#clients]) {
       client.close(1001, "server shutting down");
       this.unregister(client);
@@ -707,7 +643,7 @@ export class WebSocketHub {
       if (frame === undefined) return;
       this.#dispatch(frame);
     }
-    if (this.#inbound.size > 0) this.#drainTimer = setTimeout(() => this.#drain(), 0);
+    if (this.#inbound.length > 0) this.#drainTimer = setTimeout(() => this.#drain(), 0);
   }
 
   #dispatch(frame: PendingFrame): void {
