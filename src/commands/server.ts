@@ -224,13 +224,7 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
   if (tooLarge) return { kind: "too_large" };
   // A cancelled read ends like a complete one; only the deadline tells them apart.
   if (timer.signal.aborted) return timedOut(timeoutMs);
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return { kind: "ok", bytes };
+  return { kind: "ok", bytes: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
 }
 
 function timedOut(timeoutMs: number): BodyRead {

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http";
 import type { Buffer } from "node:buffer";
 import type { Socket } from "node:net";
 import { Readable } from "node:stream";
@@ -313,20 +313,11 @@ async function writeResponse(res: ServerResponse, response: Response): Promise<v
   });
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  500: "Internal Server Error",
-  503: "Service Unavailable",
-};
-
 /** Answer a refused upgrade request on the raw connection (node has no response object there). */
 async function writeRawResponse(socket: Socket, response: Response): Promise<void> {
   const body = new Uint8Array(await response.arrayBuffer());
   const lines = [
-    `HTTP/1.1 ${response.status} ${response.statusText || STATUS_TEXT[response.status] || ""}`,
+    `HTTP/1.1 ${response.status} ${response.statusText || STATUS_CODES[response.status] || ""}`,
   ];
   response.headers.forEach((value, name) => lines.push(`${name}: ${value}`));
   lines.push(`content-length: ${body.byteLength}`, "connection: close", "", "");

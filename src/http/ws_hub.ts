@@ -168,14 +168,18 @@ class SocketBudget {
   }
 }
 
-/** What {@link WebSocketHub.register} gives each client. */
-interface ClientOptions {
-  readonly topics: readonly string[];
+/** The pump's limits, the same for every client of a hub. */
+interface ClientLimits {
   readonly highWater: number;
   readonly writeTimeoutMs: number;
   readonly slowCloseMs: number;
   readonly maxQueuedBytes: number;
   readonly maxUnread: number;
+}
+
+/** What {@link WebSocketHub.register} gives each client. */
+interface ClientOptions extends ClientLimits {
+  readonly topics: readonly string[];
   readonly budget: SocketBudget;
   readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
   readonly onDiscard: (events: number) => void;
@@ -481,31 +485,18 @@ export class HubClient {
   }
 }
 
-/** Per-interval counts of the stats line, in events. */
-interface HubStats {
-  received: number;
-  dispatched: number;
-  dropped: number;
-  publishDropped: number;
-}
-
 /** The hub: registered clients, the inbound buffer and its drain, the stats line. */
 export class WebSocketHub {
   readonly #metrics: Metrics | undefined;
   readonly #clients = new Set<HubClient>();
   /** At most {@link HUB_BUFFER_FRAMES}. */
   readonly #inbound: PendingFrame[] = [];
-  readonly #limits: {
-    highWater: number;
-    writeTimeoutMs: number;
-    slowCloseMs: number;
-    maxQueuedBytes: number;
-    maxUnread: number;
-  };
+  readonly #limits: ClientLimits;
   readonly #budget: SocketBudget;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
-  #stats: HubStats = { received: 0, dispatched: 0, dropped: 0, publishDropped: 0 };
+  /** Per-interval counts of the stats line, in events. */
+  #stats = { received: 0, dispatched: 0, dropped: 0, publishDropped: 0 };
   #nextId = 1;
   #closed = false;
 

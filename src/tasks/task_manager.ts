@@ -103,11 +103,7 @@ export function commandFileSubmitter(path: string): TaskSubmitter {
         });
       }
       if ("late" in opened) {
-        const pending = opened.late.finally(() => {
-          stuck = undefined;
-        });
-        stuck = pending;
-        void pending;
+        stuck = opened.late.finally(() => (stuck = undefined));
         throw new Error(
           `Cannot open external command file ${path} within ${COMMAND_FILE_TIMEOUT_MS} ms ` +
             "(is the monitoring core reading it?)",
