@@ -26,7 +26,7 @@ import {
   renderConfigReference,
   replaceConfigReference,
 } from "../src/config/mod.ts";
-import { METRICS_BEGIN, METRICS_END, renderMetricsReference } from "../src/metrics/reference.ts";
+import { METRICS_BEGIN, METRICS_END, renderMetricsReference } from "../src/metrics/catalogue.ts";
 import { errorMessage } from "../src/util/errors.ts";
 import { replaceGeneratedSection } from "../src/util/generated_section.ts";
 import { LAYERS } from "./lint_plugin.ts";
