@@ -167,8 +167,7 @@ export async function startCommandServer(
     ...options.limits,
     metrics,
   }, (req, info) => handle(req, info.remote));
-  let stopping: Promise<void> | undefined;
-  const shutdown = () => stopping ??= server.shutdown();
+  const shutdown = () => server.shutdown();
   return {
     port: server.addr.port,
     hostname: server.addr.hostname,

@@ -78,8 +78,7 @@ export async function startMetricsServer(
         return new Response("not found\n", { status: 404 });
     }
   });
-  let stopping: Promise<void> | undefined;
-  const shutdown = () => stopping ??= server.shutdown();
+  const shutdown = () => server.shutdown();
   return {
     port: server.addr.port,
     hostname: server.addr.hostname,

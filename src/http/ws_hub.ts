@@ -260,10 +260,8 @@ export class HubClient {
     this.#read = probe.mark;
     this.#stalledSince = performance.now();
     this.#losingFrames = false;
-    if (this.#pollTimer !== undefined) {
-      clearTimeout(this.#pollTimer);
-      this.#pollTimer = undefined;
-    }
+    clearTimeout(this.#pollTimer);
+    this.#pollTimer = undefined;
     this.#pump();
   }
 
@@ -346,13 +344,12 @@ export class HubClient {
   /** Stop the pump and release the buffered frames, counting their events as lost; idempotent. */
   detach(): void {
     this.#removed = true;
-    if (this.#pollTimer !== undefined) clearTimeout(this.#pollTimer);
+    clearTimeout(this.#pollTimer);
     this.#pollTimer = undefined;
     // The hub stops looking at this socket; what it still holds leaves the budget.
     this.#o.budget.add(-this.#unsent);
     this.#unsent = 0;
-    let discarded = 0;
-    for (const frame of this.#queue) discarded += frame.events;
+    const discarded = this.queuedEvents;
     this.#queue.length = 0;
     this.#queuedBytes = 0;
     this.#discard(discarded);
@@ -616,8 +613,8 @@ export class WebSocketHub {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    if (this.#drainTimer !== undefined) clearTimeout(this.#drainTimer);
+    clearInterval(this.#statsTimer);
+    clearTimeout(this.#drainTimer);
     this.#drainTimer = undefined;
     this.#inbound.length = 0;
     for (const client of [...this.#clients]) {

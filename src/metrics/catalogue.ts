@@ -57,6 +57,11 @@ export type ProcessField =
   | "maxFds"
   | "startTimeSeconds";
 
+/** The most common label and pre-creation pairs of the rows below. */
+const PER_QUEUE = { labels: ["queue_name"], precreate: "queues" } as const;
+const PER_LISTENER = { labels: ["listener"], precreate: "listeners" } as const;
+const PER_BACKEND = { labels: ["backend"], precreate: "perfdata_backends" } as const;
+
 /** The catalogue. Keys are the handles' names in code. */
 export const METRICS = {
   // --- ingestion -----------------------------------------------------------
@@ -64,16 +69,14 @@ export const METRICS = {
     name: "statusengine_queue_messages_received_total",
     type: "counter",
     help: "Jobs taken from the broker, counted before decoding.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queuePayloadsRepaired: {
     name: "statusengine_queue_payloads_repaired_total",
     type: "counter",
     help:
       "Jobs whose payload was not valid UTF-8 and was repaired (invalid bytes read as Windows-1252).",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueEventsDiscardedStale: {
     name: "statusengine_queue_events_discarded_stale_total",
@@ -88,23 +91,20 @@ export const METRICS = {
     type: "gauge",
     help:
       "Jobs being handled now; pinned at statusengine_queue_window means the queue is falling behind.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueWindow: {
     name: "statusengine_queue_window",
     type: "gauge",
     help:
       "Jobs the queue may hold in flight now: the adaptive window, which grows while its tables' writers hold less than two batches and shrinks while MySQL is slow (1 for statusngin_downtimes).",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueHandlerDuration: {
     name: "statusengine_queue_handler_duration_seconds",
     type: "histogram",
     help: "Time from receiving a job until its rows were committed (D1) and it was answered.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueEventLag: {
     name: "statusengine_queue_event_lag_seconds",
@@ -139,24 +139,21 @@ export const METRICS = {
     name: "statusengine_queue_reconnects_total",
     type: "counter",
     help: "Broker connections of the queue re-established after a loss.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueJobsRetried: {
     name: "statusengine_queue_jobs_retried_total",
     type: "counter",
     help:
       "Failed attempts of a job that is tried again on the same connection (MySQL held, dead-letter file failing, ...).",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueStalled: {
     name: "statusengine_queue_stalled",
     type: "gauge",
     help:
       "1 while jobs wait at the broker and the queue, with room to take them, has taken none for 60 s.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueJobs: {
     name: "statusengine_queue_jobs_total",
@@ -303,8 +300,7 @@ export const METRICS = {
     name: "statusengine_perfdata_points_written_total",
     type: "counter",
     help: "Perfdata points the backend accepted.",
-    labels: ["backend"],
-    precreate: "perfdata_backends",
+    ...PER_BACKEND,
   },
   perfdataDropped: {
     name: "statusengine_perfdata_dropped_total",
@@ -319,15 +315,13 @@ export const METRICS = {
     type: "gauge",
     help: "1 while writes to the backend succeed (also before the first), 0 while its points " +
       "are being dropped.",
-    labels: ["backend"],
-    precreate: "perfdata_backends",
+    ...PER_BACKEND,
   },
   perfdataWriteRetries: {
     name: "statusengine_perfdata_write_retries_total",
     type: "counter",
     help: "Writes sent again after a network error, a timeout, HTTP 429 or 5xx.",
-    labels: ["backend"],
-    precreate: "perfdata_backends",
+    ...PER_BACKEND,
   },
   // --- external commands and WebSocket (docs/operations.md#metrics) -------------------
   // Dashboards built for the Go worker rely on these. The command series are pre-created only
@@ -428,23 +422,20 @@ export const METRICS = {
     type: "gauge",
     help: "Connections a listener holds now (requests in progress, open /ws streams); " +
       "at most 512 per listener.",
-    labels: ["listener"],
-    precreate: "listeners",
+    ...PER_LISTENER,
   },
   httpConnectionsRefused: {
     name: "statusengine_http_connections_refused_total",
     type: "counter",
     help: "Connections closed right after accepting because the listener already held its " +
       "cap of 512.",
-    labels: ["listener"],
-    precreate: "listeners",
+    ...PER_LISTENER,
   },
   httpHeaderTimeouts: {
     name: "statusengine_http_header_timeouts_total",
     type: "counter",
     help: "Connections closed because their first request head did not arrive within 10 s.",
-    labels: ["listener"],
-    precreate: "listeners",
+    ...PER_LISTENER,
   },
   // --- other -----------------------------------------------------------------
   pipelineErrors: {
