@@ -85,16 +85,14 @@ export async function startWebSocketServer(
       log.debug("websocket: unauthorized handshake", { remote });
       return text(401, "unauthorized");
     }
-    if (req.method !== "GET") {
+    const failed = (status: number, body: string, error: string) => {
       countError();
-      log.error("websocket: upgrade failed", { remote, error: `method ${req.method}` });
-      return text(405, "method not allowed");
-    }
-    if (!info.webSocket) {
-      countError();
-      log.error("websocket: upgrade failed", { remote, error: "not a WebSocket handshake" });
-      return text(400, "bad request: not a WebSocket handshake");
-    }
+      log.error("websocket: upgrade failed", { remote, error });
+      return text(status, body);
+    };
+    if (req.method !== "GET") return failed(405, "method not allowed", `method ${req.method}`);
+    const notWs = "not a WebSocket handshake";
+    if (!info.webSocket) return failed(400, `bad request: ${notWs}`, notWs);
     const topics = parseTopicsParam(url.searchParams.get("topics"));
     return {
       onOpen: (socket) => {
@@ -180,13 +178,7 @@ export async function startWebSocketServer(
     })();
     return closingClients;
   };
-  const shutdown = () => {
-    stopping ??= (async () => {
-      await closeClients();
-      await server.shutdown();
-    })();
-    return stopping;
-  };
+  const shutdown = () => stopping ??= closeClients().then(() => server.shutdown());
   return {
     hostname: server.addr.hostname,
     port: server.addr.port,

@@ -60,11 +60,9 @@ function validateTask(
     ...(allow === undefined ? {} : { allow }),
   });
   if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
-  const data = (JSON.parse(result.body) as { Data?: unknown }).Data;
-  if (typeof data !== "string") {
-    return { ok: false, reason: "malformed", error: "validated command carries no line" };
-  }
-  return { ok: true, task: { body: result.body, line: data } };
+  // A validated `raw` command's Data is always its line.
+  const line = (JSON.parse(result.body) as { Data: string }).Data;
+  return { ok: true, task: { body: result.body, line } };
 }
 
 /** Submit through the publisher `POST /commands` uses (`statusngin_cmd`). */
