@@ -105,44 +105,32 @@ function readProcess(
   };
 }
 
-function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
-  switch (set) {
-    case "queues":
-      return v.queues.map((q) => ({ queue_name: q }));
-    case "status_queues":
-      return v.statusQueues.map((q) => ({ queue_name: q }));
-    case "event_lag_queues":
-      return (v.eventLagQueues ?? []).map((q) => ({ queue_name: q }));
-    case "queues_x_results":
-      return v.queues.flatMap((q) => v.jobResults.map((r) => ({ queue_name: q, result: r })));
-    case "queues_x_dead_letter_reasons":
-      return v.queues.flatMap((q) =>
-        v.deadLetterReasons.map((r) => ({ queue_name: q, reason: r }))
-      );
-    case "queues_x_give_back_reasons":
-      return v.queues.flatMap((q) =>
-        (v.giveBackReasons ?? []).map((r) => ({ queue_name: q, reason: r }))
-      );
-    case "tables":
-      return v.tables.map((t) => ({ table: t }));
-    case "batched_tables":
-      return v.batchedTables.map((t) => ({ table: t }));
-    case "batched_tables_x_adjust_reasons":
-      return v.batchedTables.flatMap((t) => v.adjustReasons.map((r) => ({ table: t, reason: r })));
-    case "components":
-      return v.components.map((c) => ({ component: c }));
-    case "commands":
-      return (v.commands ?? []).map((c) => ({ command: c }));
-    case "command_reject_reasons":
-      return (v.commandRejectReasons ?? []).map((r) => ({ reason: r }));
-    case "listeners":
-      return (v.listeners ?? []).map((l) => ({ listener: l }));
-    case "perfdata_backends":
-      // Created with the backend's client (src/daemon/outputs.ts), which knows the drop reasons.
-      return [];
-    case "none":
-      return [];
-  }
+/** The label combinations of each pre-creation set. */
+function labelCombos(v: LabelValues): Record<LabelSet, Record<string, string>[]> {
+  const each = (label: string, values: readonly string[] = []) =>
+    values.map((x) => ({ [label]: x }));
+  const cross = (rows: Record<string, string>[], label: string, values: readonly string[] = []) =>
+    rows.flatMap((row) => values.map((x) => ({ ...row, [label]: x })));
+  const queues = each("queue_name", v.queues);
+  const batched = each("table", v.batchedTables);
+  return {
+    queues,
+    "status_queues": each("queue_name", v.statusQueues),
+    "event_lag_queues": each("queue_name", v.eventLagQueues),
+    "queues_x_results": cross(queues, "result", v.jobResults),
+    "queues_x_dead_letter_reasons": cross(queues, "reason", v.deadLetterReasons),
+    "queues_x_give_back_reasons": cross(queues, "reason", v.giveBackReasons),
+    tables: each("table", v.tables),
+    "batched_tables": batched,
+    "batched_tables_x_adjust_reasons": cross(batched, "reason", v.adjustReasons),
+    components: each("component", v.components),
+    commands: each("command", v.commands),
+    "command_reject_reasons": each("reason", v.commandRejectReasons),
+    listeners: each("listener", v.listeners),
+    // Created with the backend's client (src/daemon/outputs.ts), which knows the drop reasons.
+    "perfdata_backends": [],
+    none: [],
+  };
 }
 
 /**
@@ -150,10 +138,11 @@ function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
  * never resets (a counter that goes backwards corrupts every `rate()`).
  */
 export function precreateSeries(metrics: Metrics, values: LabelValues): void {
+  const combos = labelCombos(values);
   for (const [key, raw] of Object.entries(METRICS)) {
     const spec: MetricSpec = raw;
     const handle = (metrics as unknown as Record<string, Counter | Gauge | Histogram>)[key];
-    for (const labels of labelCombos(spec.precreate ?? "none", values)) {
+    for (const labels of combos[spec.precreate ?? "none"]) {
       if (handle instanceof Histogram) handle.zero(labels);
       else handle?.inc(labels, 0);
     }
@@ -209,9 +198,14 @@ export class ProcessReader {
   async #read(): Promise<ProcessSample> {
     const cpu = process.cpuUsage();
     const [stat, limits, openFds] = await Promise.all([
-      readProc("/proc/self/stat"),
-      readProc("/proc/self/limits"),
-      countOpenFds(),
+      fromProc(() => Deno.readTextFile("/proc/self/stat")),
+      fromProc(() => Deno.readTextFile("/proc/self/limits")),
+      // The listing itself holds one descriptor open.
+      fromProc(async () => {
+        let n = 0;
+        for await (const _ of Deno.readDir("/proc/self/fd")) n++;
+        return Math.max(0, n - 1);
+      }),
     ]);
     return {
       cpuSeconds: (cpu.user + cpu.system) / 1e6,
@@ -225,23 +219,11 @@ export class ProcessReader {
   }
 }
 
-/** A /proc file, or undefined where it cannot be read (not Linux, or not `--allow-all`). */
-async function readProc(path: string): Promise<string | undefined> {
+/** A /proc reading, or undefined where it cannot be read (not Linux, or not `--allow-all`). */
+async function fromProc<T>(read: () => Promise<T>): Promise<T | undefined> {
   if (Deno.build.os !== "linux") return undefined;
   try {
-    return await Deno.readTextFile(path);
-  } catch {
-    return undefined;
-  }
-}
-
-/** Entries of /proc/self/fd less the one the listing itself held open; undefined if unreadable. */
-async function countOpenFds(): Promise<number | undefined> {
-  if (Deno.build.os !== "linux") return undefined;
-  try {
-    let n = 0;
-    for await (const _ of Deno.readDir("/proc/self/fd")) n++;
-    return Math.max(0, n - 1);
+    return await read();
   } catch {
     return undefined;
   }
