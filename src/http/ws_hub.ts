@@ -99,21 +99,14 @@ export function parseControlFrame(text: string): ControlParse {
   if (!("subscribe" in o) && !("unsubscribe" in o)) {
     return { ok: false, error: 'expected a "subscribe" or "unsubscribe" member' };
   }
-  const subscribe = topicList(o["subscribe"]);
-  if (subscribe === null) {
-    return { ok: false, error: '"subscribe" must be an array of topic names' };
+  for (const key of ["subscribe", "unsubscribe"]) {
+    const v = o[key];
+    if (v !== undefined && (!Array.isArray(v) || !v.every((t) => typeof t === "string"))) {
+      return { ok: false, error: `"${key}" must be an array of topic names` };
+    }
   }
-  const unsubscribe = topicList(o["unsubscribe"]);
-  if (unsubscribe === null) {
-    return { ok: false, error: '"unsubscribe" must be an array of topic names' };
-  }
-  return { ok: true, value: { subscribe, unsubscribe } };
-}
-
-function topicList(v: unknown): string[] | null {
-  if (v === undefined) return [];
-  if (!Array.isArray(v) || !v.every((t) => typeof t === "string")) return null;
-  return v as string[];
+  const value = { subscribe: o["subscribe"] ?? [], unsubscribe: o["unsubscribe"] ?? [] };
+  return { ok: true, value: value as ControlFrame };
 }
 
 /** The initial topics of `?topics=a,b` (trimmed, empty entries ignored); empty means all. */
