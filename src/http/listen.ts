@@ -155,9 +155,8 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
 
   const headReceived = (socket: Socket): void => {
     const tracked = open.get(socket);
-    if (tracked === undefined) return;
-    clearTimeout(tracked.headTimer);
-    tracked.headTimer = undefined;
+    clearTimeout(tracked?.headTimer);
+    if (tracked !== undefined) tracked.headTimer = undefined;
   };
 
   const answer = async (req: Request, remote: string, webSocket: boolean) => {
@@ -211,12 +210,8 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     try {
       const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
       const response = await answer(toRequest(message, false), remote, isWebSocket);
-      if (response instanceof Response) {
-        await writeRawResponse(socket, response);
-        socket.destroy();
-        return;
-      }
-      if (!isWebSocket || stopping) {
+      if (response instanceof Response) await writeRawResponse(socket, response);
+      if (response instanceof Response || !isWebSocket || stopping) {
         socket.destroy();
         return;
       }
