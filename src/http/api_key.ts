@@ -45,9 +45,10 @@ export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
  */
 export function headerKey(headers: Headers): string | null {
   const auth = headers.get("authorization");
-  if (auth !== null) return stripBearer(auth);
-  const x = headers.get("x-api-key");
-  return x === null ? null : x.trim();
+  // A bare "Bearer" is the scheme without a key (an empty variable in a script; HTTP trims the
+  // space after it), not a key called "Bearer".
+  if (auth !== null) return auth.trim().replace(/^bearer(\s+|$)/i, "").trim();
+  return headers.get("x-api-key")?.trim() ?? null;
 }
 
 /** Where `/commands` reads its key, for the answers that refuse a request without one. */
@@ -73,15 +74,5 @@ export function headerKeyRefusal(headers: Headers, url: URL): string {
  * set headers on a WebSocket handshake).
  */
 export function handshakeKey(headers: Headers, url: URL): string | null {
-  const fromHeaders = headerKey(headers);
-  if (fromHeaders !== null) return fromHeaders;
-  const q = url.searchParams.get("api_key");
-  return q === null ? null : q.trim();
-}
-
-// A bare "Bearer" is the scheme without a key (an empty variable in a script; HTTP trims the
-// space after it), not a key called "Bearer".
-function stripBearer(value: string): string {
-  const v = value.trim();
-  return /^bearer(\s+|$)/i.test(v) ? v.replace(/^bearer(\s+|$)/i, "").trim() : v;
+  return headerKey(headers) ?? url.searchParams.get("api_key")?.trim() ?? null;
 }
