@@ -68,7 +68,6 @@ export interface ControlFrame {
   readonly unsubscribe: readonly string[];
 }
 
-/** Result of {@link parseControlFrame}. */
 export type ControlParse =
   | { readonly ok: true; readonly value: ControlFrame }
   | { readonly ok: false; readonly error: string };
@@ -186,7 +185,6 @@ export class HubClient {
   readonly id: number;
   readonly #socket: HubSocket;
   readonly #topics: Set<string>;
-  /** The send buffer: at most {@link CLIENT_BUFFER_FRAMES}. */
   readonly #queue: OutboundFrame[] = [];
   readonly #o: ClientOptions;
   /** Frames handed to the socket whose write the runtime has not reported yet. */
@@ -230,7 +228,6 @@ export class HubClient {
     return this.#droppedEvents;
   }
 
-  /** Events in the frames waiting in this client's send buffer. */
   get queuedEvents(): number {
     let n = 0;
     for (const frame of this.#queue) n += frame.events;
@@ -258,7 +255,6 @@ export class HubClient {
     this.#pump();
   }
 
-  /** Characters of frame text waiting in this client's send buffer. */
   get queuedBytes(): number {
     return this.#queuedBytes;
   }
@@ -397,7 +393,6 @@ export class HubClient {
     }
   }
 
-  /** Hand frames to the socket while it may take them. */
   #handOver(): void {
     for (;;) {
       const frame = this.#queue[0];
@@ -479,7 +474,6 @@ export class HubClient {
 export class WebSocketHub {
   readonly #metrics: Metrics | undefined;
   readonly #clients = new Set<HubClient>();
-  /** At most {@link HUB_BUFFER_FRAMES}. */
   readonly #inbound: PendingFrame[] = [];
   readonly #limits: ClientLimits;
   readonly #budget: SocketBudget;
