@@ -26,11 +26,7 @@ import {
   renderConfigReference,
   replaceConfigReference,
 } from "../src/config/mod.ts";
-import {
-  METRICS_BEGIN,
-  renderMetricsReference,
-  replaceMetricsReference,
-} from "../src/metrics/reference.ts";
+import { METRICS_BEGIN, METRICS_END, renderMetricsReference } from "../src/metrics/catalogue.ts";
 import { errorMessage } from "../src/util/errors.ts";
 import { replaceGeneratedSection } from "../src/util/generated_section.ts";
 import { LAYERS } from "./lint_plugin.ts";
@@ -111,7 +107,15 @@ function regenerate(current: string, settingsReference: string): string {
   }
   let updated = current;
   if (hasSettings) updated = replaceConfigReference(updated, settingsReference);
-  if (hasMetrics) updated = replaceMetricsReference(updated, renderMetricsReference());
+  if (hasMetrics) {
+    updated = replaceGeneratedSection(
+      updated,
+      METRICS_BEGIN,
+      METRICS_END,
+      renderMetricsReference(),
+      "metrics reference",
+    );
+  }
   if (hasLayers) {
     updated = replaceGeneratedSection(
       updated,

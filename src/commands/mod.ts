@@ -1,6 +1,5 @@
 /**
- * The external-command API: `POST /commands` validated and published to
- * `statusngin_cmd`.
+ * The external-command API: `POST /commands` validated and published to `statusngin_cmd`.
  *
  * @module
  */
@@ -15,17 +14,10 @@ export {
   RawCommandAllowlist,
   REJECT_REASONS,
   validateCommandBody,
-  type ValidationResult,
 } from "./validate.ts";
 export {
-  type CommandBackend,
   type CommandPublisher,
   gearmanCommandPublisher,
   rabbitMqCommandPublisher,
 } from "./publisher.ts";
-export {
-  type CommandMetrics,
-  type CommandServer,
-  type CommandServerOptions,
-  startCommandServer,
-} from "./server.ts";
+export { type CommandServer, startCommandServer } from "./server.ts";

@@ -1,13 +1,7 @@
 /**
- * Publishing validated command envelopes to `statusngin_cmd`: one connection,
- * opened on the first request and reused;
- * publishes run one at a time; a failed attempt closes the connection and is
- * retried once on a fresh one (a broker that dropped an idle connection);
- * every request has one publish budget, after which it fails.
- *
- * Two transports behind one interface: a Gearman background job
- * (`SUBMIT_JOB_BG`, normal priority) and a transient AMQP message on the
- * default exchange.
+ * Publishing command envelopes to `statusngin_cmd` as a Gearman background job or a transient
+ * AMQP message. One lazy connection, reused; publishes run one at a time; a failed attempt is
+ * retried once on a fresh connection (a broker that dropped an idle one); one budget per request.
  *
  * @module
  */
@@ -19,22 +13,20 @@ import { errorMessage } from "../log.ts";
 import { COMMAND_QUEUE } from "./validate.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
 
-/** Which broker a {@link CommandPublisher} writes to (the worker's `consumer`). */
+/** The worker's `consumer`. */
 export type CommandBackend = "gearman" | "rabbitmq";
 
 /** Per-request publish budget: both attempts share it. */
 const PUBLISH_BUDGET_MS = 5_000;
 
-/** Publishes command envelopes; what the HTTP server is given. */
 export interface CommandPublisher extends AsyncDisposable {
   readonly backend: CommandBackend;
   /** Where it publishes, for the start-up log line (passwords masked). */
   readonly target: string;
   /**
-   * Publish one envelope as one broker message.
+   * Publish one envelope as one broker message; `signal` aborts the wait (the budget applies
+   * regardless).
    *
-   * @param body The re-serialised envelope.
-   * @param options `signal` aborts the wait (the budget applies regardless).
    * @throws {WorkerError} (code `command_publish`) When both attempts failed or the budget ran out.
    */
   publish(body: string, options?: { signal?: AbortSignal }): Promise<void>;
@@ -52,7 +44,6 @@ export interface PublishLink {
 /** Opens a {@link PublishLink}; must give up when `signal` aborts. */
 export type Dial = (signal: AbortSignal) => Promise<PublishLink>;
 
-/** Options of {@link RetryingPublisher}. */
 export interface RetryingPublisherOptions {
   readonly backend: CommandBackend;
   readonly target: string;
@@ -61,10 +52,7 @@ export interface RetryingPublisherOptions {
   readonly budgetMs?: number;
 }
 
-/**
- * The connection policy shared by both transports: lazy, reused, serialised,
- * one retry on a fresh connection, one budget per request.
- */
+/** The connection policy of the module header, shared by both transports. */
 export class RetryingPublisher implements CommandPublisher {
   readonly backend: CommandBackend;
   readonly target: string;
@@ -77,7 +65,6 @@ export class RetryingPublisher implements CommandPublisher {
   #closing: Promise<void> | undefined;
   readonly #closeAbort = new AbortController();
 
-  /** @param options Backend, display target, dialer and budget. */
   constructor(options: RetryingPublisherOptions) {
     this.backend = options.backend;
     this.target = options.target;
@@ -85,14 +72,7 @@ export class RetryingPublisher implements CommandPublisher {
     this.#budgetMs = options.budgetMs ?? PUBLISH_BUDGET_MS;
   }
 
-  /**
-   * Publish one envelope (see {@link CommandPublisher.publish}). Time spent
-   * waiting behind earlier publishes counts against the budget.
-   *
-   * @param body The envelope.
-   * @param options `signal` aborts the wait.
-   * @throws {WorkerError} (code `command_publish`) When both attempts failed or the budget ran out.
-   */
+  /** See {@link CommandPublisher.publish}; waiting behind earlier publishes uses the budget. */
   async publish(body: string, options: { signal?: AbortSignal } = {}): Promise<void> {
     const parent = options.signal === undefined
       ? this.#closeAbort.signal
@@ -119,7 +99,6 @@ export class RetryingPublisher implements CommandPublisher {
     return this.#closing;
   }
 
-  /** Same as {@link close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
@@ -166,14 +145,7 @@ export class RetryingPublisher implements CommandPublisher {
   }
 }
 
-/**
- * A publisher submitting background jobs to the first job server in `servers`
- * that accepts a connection.
- *
- * @param servers `host:port` list, tried in order (`--gearman-addr`).
- * @param options Budget per request.
- * @returns The publisher (connects on first use).
- */
+/** Background jobs (`SUBMIT_JOB_BG`) to the first of `servers` (`--gearman-addr`) that connects. */
 export function gearmanCommandPublisher(
   servers: readonly string[],
   options: { budgetMs?: number } = {},
@@ -204,14 +176,9 @@ export function gearmanCommandPublisher(
 }
 
 /**
- * A publisher sending transient `application/json` messages to the default
- * exchange with routing key `statusngin_cmd`, after declaring the queue with
- * the consumer's flags; resolved on the broker's confirm.
+ * Transient `application/json` messages to the default exchange, routing key `statusngin_cmd`,
+ * the queue declared with the consumer's flags; resolved on the broker's confirm.
  *
- * @param url AMQP URL (`--rabbitmq-url`).
- * @param options `durableQueues` and `declare` (`--rabbitmq-durable-queues`,
- *   `--rabbitmq-declare`, as the consumer declares) and the budget per request.
- * @returns The publisher (connects on first use).
  * @throws {TypeError} On a malformed URL (password masked).
  */
 export function rabbitMqCommandPublisher(

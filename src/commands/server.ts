@@ -1,8 +1,7 @@
 /**
- * The `POST /commands` listener: authentication, the size limit enforced
- * while reading, validation, one broker message per request, JSON answers,
- * metrics and log lines. Its own port, so a slow request body here never
- * shares a server with the `/ws` stream.
+ * The `POST /commands` listener: authentication, the size limit enforced while reading,
+ * validation, one broker message per request. Its own port, so a slow request body never shares
+ * a server with the `/ws` stream.
  *
  * @module
  */
@@ -21,23 +20,17 @@ import {
 
 const log = getLogger("command");
 
-/** The only path served; anything else is 404 (paths match exactly). */
 const COMMANDS_PATH = "/commands";
 
-/**
- * Bound on receiving the body, so a client trickling bytes cannot hold a
- * request, and the shutdown waiting for it, open indefinitely.
- */
+/** So a client trickling bytes cannot hold a request, and the shutdown, open indefinitely. */
 const BODY_READ_TIMEOUT_MS = 10_000;
 
 /**
- * How much of a refused body (over the 8 MiB limit) is read and thrown away so that the client,
- * still sending, receives its 413: eight times the limit. Only authenticated requests get this
- * far; a body announced or sent beyond it is cut off at once.
+ * How much of a body over the limit is read and thrown away so that the client, still sending,
+ * receives its 413 (see {@link readBody}); a body announced or sent beyond it is cut off at once.
  */
 const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
 
-/** The metric handles the server updates. */
 export type CommandMetrics = Pick<
   Metrics,
   | "commandsReceived"
@@ -50,10 +43,9 @@ export type CommandMetrics = Pick<
   | "httpHeaderTimeouts"
 >;
 
-/** Options of {@link startCommandServer}. */
 export interface CommandServerOptions {
   readonly hostname: string;
-  /** 0 picks a free port (tests); the bound port is returned. */
+  /** 0 picks a free port. */
   readonly port: number;
   /** Command keys (never the `/ws` keys); at least one non-empty key. */
   readonly apiKeys: readonly string[];
@@ -62,17 +54,13 @@ export interface CommandServerOptions {
   readonly metrics: CommandMetrics;
   /** Clock for the `raw` timestamp prefix, in milliseconds; default `Date.now`. */
   readonly now?: () => number;
-  /** Default {@link BODY_READ_TIMEOUT_MS}. */
   readonly bodyReadTimeoutMs?: number;
   /** The `raw` commands that pass (`--command-allow`); default the built-in list. */
   readonly allow?: RawCommandAllowlist;
-  /** Connection cap and timeouts; defaults of {@link listen}. */
   readonly limits?: HttpLimits;
 }
 
-/** A running command server. */
 export interface CommandServer extends AsyncDisposable {
-  /** The bound port. */
   readonly port: number;
   readonly hostname: string;
   /** Stop accepting, let in-flight requests finish, close. Idempotent. */
@@ -87,10 +75,6 @@ type BodyRead =
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * Start the server.
- *
- * @param options Address, keys, publisher and metrics.
- * @returns The running server.
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
@@ -183,11 +167,7 @@ export async function startCommandServer(
     ...options.limits,
     metrics,
   }, (req, info) => handle(req, info.remote));
-  let stopping: Promise<void> | undefined;
-  const shutdown = () => {
-    stopping ??= server.shutdown();
-    return stopping;
-  };
+  const shutdown = () => server.shutdown();
   return {
     port: server.addr.port,
     hostname: server.addr.hostname,
@@ -243,13 +223,7 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
   if (tooLarge) return { kind: "too_large" };
   // A cancelled read ends like a complete one; only the deadline tells them apart.
   if (timer.signal.aborted) return timedOut(timeoutMs);
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return { kind: "ok", bytes };
+  return { kind: "ok", bytes: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
 }
 
 function timedOut(timeoutMs: number): BodyRead {

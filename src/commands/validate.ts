@@ -1,12 +1,8 @@
 /**
- * Validation and re-serialisation of a `POST /commands` body into the
- * envelope the broker module reads from `statusngin_cmd`. Pure: no I/O, the
- * clock is a parameter.
- *
- * The command names and the reject reasons are declared here once; the HTTP
- * server, the metric pre-creation and the docs/http.md consistency test derive from
- * them. The denylist and the default `raw` allowlist live with the settings
- * (src/config/raw_commands.ts), whose default derives from them.
+ * Validation and re-serialisation of a `POST /commands` body into the envelope the broker module
+ * reads from `statusngin_cmd`; pure. The command names and reject reasons are declared here once
+ * (server, metrics and docs derive from them); the denylist and the default `raw` allowlist live
+ * with the settings (src/config/raw_commands.ts).
  *
  * @module
  */
@@ -21,7 +17,6 @@ export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
 
 /** The `Command` values the broker module understands (it has no fallback branch). */
 export const COMMAND_NAMES = ["check_result", "schedule_check", "delete_downtime", "raw"] as const;
-/** One of {@link COMMAND_NAMES}. */
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
 /** `reason` label values of `statusengine_commands_rejected_total`. */
@@ -32,10 +27,8 @@ export const REJECT_REASONS = [
   "unknown_command",
   "denied",
 ] as const;
-/** One of {@link REJECT_REASONS}. */
 export type RejectReason = (typeof REJECT_REASONS)[number];
 
-/** HTTP status of each reject reason. */
 export const REJECT_STATUS: Readonly<Record<RejectReason, 400 | 401 | 403 | 413>> = {
   auth: 401,
   "too_large": 413,
@@ -44,24 +37,17 @@ export const REJECT_STATUS: Readonly<Record<RejectReason, 400 | 401 | 403 | 413>
   denied: 403,
 };
 
-/**
- * Which `raw` command names pass: a list of names or {@link ALLOW_ALL}. The
- * denylist ({@link DENIED_RAW_COMMANDS}) is checked first and always applies.
- */
+/** Which `raw` command names pass; the denylist is checked first and always applies. */
 export class RawCommandAllowlist {
   readonly #all: boolean;
   readonly #names: ReadonlySet<string>;
 
-  /**
-   * @param entries Command names in any letter case, or `*`; an empty list allows no `raw`
-   *   command at all.
-   */
+  /** @param entries Names in any letter case, or `*`; an empty list allows no `raw` command. */
   constructor(entries: readonly string[] = DEFAULT_ALLOWED_RAW_COMMANDS) {
     this.#all = entries.includes(ALLOW_ALL);
     this.#names = new Set(entries.map((e) => e.toUpperCase()));
   }
 
-  /** True when every command outside the denylist passes. */
   get all(): boolean {
     return this.#all;
   }
@@ -71,10 +57,7 @@ export class RawCommandAllowlist {
     return this.#all ? [] : [...this.#names].sort();
   }
 
-  /**
-   * @param name An upper-case command name.
-   * @returns Whether it passes (the denylist aside).
-   */
+  /** @param name An upper-case command name. */
   allows(name: string): boolean {
     return this.#all || this.#names.has(name);
   }
@@ -83,20 +66,15 @@ export class RawCommandAllowlist {
 /** The queue (Gearman function, RabbitMQ queue) the broker module reads commands from. */
 export const COMMAND_QUEUE = "statusngin_cmd";
 
-/** Largest accepted request body: 8 MiB, enforced while reading. */
 export const MAX_BODY_BYTES = 8 * 1024 * 1024;
-
 /** Most commands in one bulk (`messages`). */
 export const MAX_BULK_COMMANDS = 1000;
-
 /**
- * Deepest nesting the broker module's JSON parser (json-c) reads: a value
- * below 32 levels (the envelope's object is level 1, scalars count) makes it
- * drop the whole message without a trace, so the API refuses it.
+ * Deepest nesting the broker module's JSON parser (json-c) reads: a value below 32 levels (the
+ * envelope's object is level 1) makes it drop the whole message without a trace.
  */
 export const MAX_JSON_DEPTH = 32;
 
-/** A body that passed every rule, ready for the broker. */
 export interface AcceptedBody {
   readonly ok: true;
   /** The re-serialised envelope (key order `Command`, `Data`, `messages`). */
@@ -105,7 +83,6 @@ export interface AcceptedBody {
   readonly commands: readonly CommandName[];
 }
 
-/** A refused body. */
 export interface RejectedBody {
   readonly ok: false;
   readonly reason: Exclude<RejectReason, "auth">;
@@ -117,10 +94,8 @@ export interface RejectedBody {
   readonly rule?: "denylist" | "allowlist";
 }
 
-/** Result of {@link validateCommandBody}. */
 export type ValidationResult = AcceptedBody | RejectedBody;
 
-/** Options of {@link validateCommandBody}. */
 export interface ValidateOptions {
   /** Unix seconds used for a missing `raw` timestamp prefix. */
   readonly nowSeconds: number;
@@ -161,12 +136,8 @@ const JSON_SPACE = /^[ \t\n\r]*$/;
 const MAX_ECHO = 64;
 
 /**
- * Validate a request body and re-serialise it. The first failure decides;
- * inside a bulk the entries are checked in order.
- *
- * @param text The body, already decoded as UTF-8 and at most {@link MAX_BODY_BYTES}.
- * @param options The clock for the `raw` timestamp prefix and the `raw` allowlist.
- * @returns The envelope to publish and its commands, or the reason and message of the refusal.
+ * Validate a body (decoded, at most {@link MAX_BODY_BYTES}) and re-serialise it. The first failure
+ * decides; inside a bulk the entries are checked in order.
  *
  * @example Accepting a raw command
  * ```ts
@@ -271,37 +242,26 @@ function validateRaw(
   const parsed = parseRawCommand(data);
   if (!parsed.ok) return malformed(`"Data" of raw ${parsed.error}`);
   const { name, timestamp, args } = parsed.value;
-  if (DENIED.has(name)) {
-    return {
-      ok: false,
-      reason: "denied",
-      error: `external command ${name} is not allowed through this API`,
-      denied: name,
-      rule: "denylist",
-    };
-  }
-  if (!(options.allow ?? DEFAULT_ALLOWLIST).allows(name)) {
-    return {
-      ok: false,
-      reason: "denied",
-      error: `external command ${name} is not in the allowlist of this API (--command-allow)`,
-      denied: name,
-      rule: "allowlist",
-    };
+  const rule = DENIED.has(name)
+    ? "denylist"
+    : (options.allow ?? DEFAULT_ALLOWLIST).allows(name)
+    ? undefined
+    : "allowlist";
+  if (rule !== undefined) {
+    const error = rule === "denylist"
+      ? `external command ${name} is not allowed through this API`
+      : `external command ${name} is not in the allowlist of this API (--command-allow)`;
+    return { ok: false, reason: "denied", error, denied: name, rule };
   }
   // Naemon refuses a line without "[<unix seconds>] ", logging that only to naemon.log.
   return { ok: true, line: `[${timestamp ?? Math.floor(options.nowSeconds)}] ${name}${args}` };
 }
 
 /**
- * Split a `raw` line by the grammar Naemon applies, refusing every line Naemon
- * could read differently: `[<digits>] NAME;args` or `NAME;args`, NAME of ASCII
- * letters and `_` (any case), arguments optional. Spaces and TABs around the
- * line are ignored; control characters other than TAB (CR, LF, NUL, …) are
- * refused anywhere, as a line break would also forge a line in naemon.log.
- *
- * @param line The `Data` of a `raw` command.
- * @returns The parts, or why the line does not follow the grammar.
+ * Split a `raw` line by Naemon's grammar, refusing every line Naemon could read differently:
+ * `[<digits>] NAME;args` or `NAME;args`, NAME of ASCII letters and `_`. Spaces and TABs around it
+ * are ignored; other control characters are refused anywhere (a line break would also forge a
+ * line in naemon.log).
  *
  * @example
  * ```ts
@@ -342,9 +302,8 @@ export function parseRawCommand(
 }
 
 /**
- * The body as one JSON object with nothing but JSON whitespace after it. The
- * broker's parser would ignore trailing text; refusing it keeps a client from
- * believing that a second command it appended was sent.
+ * The body as one JSON object. Trailing text, which the broker's parser would ignore, is refused
+ * so a client does not believe a second command it appended was sent.
  */
 function parseBody(text: string): { readonly ok: true; readonly value: JsonObject } | RejectedBody {
   let value: unknown;
@@ -390,10 +349,7 @@ function endOfValue(text: string, start: number): number {
   return -1;
 }
 
-/**
- * Whether some value inside `value` sits below level `levels` (`value` itself
- * is level 1). Recurses at most `levels + 1` deep, whatever the input.
- */
+/** Whether some value sits below level `levels` (`value` is level 1); recursion is bounded. */
 function deeperThan(value: unknown, levels: number): boolean {
   if (levels < 1) return true;
   if (typeof value !== "object" || value === null) return false;

@@ -6,7 +6,7 @@ import {
   type ToolIo,
 } from "../../tools/gen_config_reference.ts";
 import { LAYERS } from "../../tools/lint_plugin.ts";
-import { METRICS_BEGIN, METRICS_END } from "../metrics/reference.ts";
+import { METRICS_BEGIN, METRICS_END } from "../metrics/catalogue.ts";
 import {
   displayDefault,
   REFERENCE_BEGIN,

@@ -1,7 +1,6 @@
 /**
- * API keys of the two authenticated HTTP surfaces (`/ws` and `/commands`):
- * where a request carries its key, and a comparison whose timing reveals
- * neither the key nor which configured key matched.
+ * API keys of `/ws` and `/commands`: where a request carries its key, and a comparison whose
+ * timing reveals neither the key nor which configured key matched.
  *
  * @module
  */
@@ -17,18 +16,12 @@ export class ApiKeySet {
     this.#keys = keys.filter((k) => k.length > 0).map((k) => ENCODER.encode(k));
   }
 
-  /** Number of usable keys. */
+  /** Usable keys. */
   get size(): number {
     return this.#keys.length;
   }
 
-  /**
-   * Whether `presented` is one of the keys. Compares against every key, whatever
-   * an earlier comparison found, and every byte of each.
-   *
-   * @param presented The key a request carried, or null when it carried none.
-   * @returns True on a match.
-   */
+  /** Whether `presented` is one of the keys; compares every byte of every key, whatever matched. */
   matches(presented: string | null): boolean {
     if (presented === null || presented.length === 0) return false;
     const candidate = ENCODER.encode(presented);
@@ -38,14 +31,7 @@ export class ApiKeySet {
   }
 }
 
-/**
- * Byte-wise comparison whose duration depends only on the lengths. A length
- * difference is folded into the result rather than returned early.
- *
- * @param a First value.
- * @param b Second value.
- * @returns True when both hold the same bytes.
- */
+/** Byte-wise equality whose duration depends only on the lengths (no early return). */
 export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
   let diff = a.length ^ b.length;
   const n = Math.max(a.length, b.length);
@@ -54,32 +40,24 @@ export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /**
- * The key of a `/commands` request: `Authorization: Bearer <key>` or a bare
- * `Authorization: <key>`, else `X-Api-Key`; an `Authorization` header wins when
- * present. Never the query string: a secret in a URL ends up in access logs.
- *
- * @param headers Request headers.
- * @returns The trimmed key, or null when none was sent.
+ * The trimmed key of a `/commands` request, or null: `Authorization: [Bearer] <key>`, else
+ * `X-Api-Key`. Never the query string: a secret in a URL ends up in access logs.
  */
 export function headerKey(headers: Headers): string | null {
   const auth = headers.get("authorization");
-  if (auth !== null) return stripBearer(auth);
-  const x = headers.get("x-api-key");
-  return x === null ? null : x.trim();
+  // A bare "Bearer" is the scheme without a key (an empty variable in a script; HTTP trims the
+  // space after it), not a key called "Bearer".
+  if (auth !== null) return auth.trim().replace(/^bearer(\s+|$)/i, "").trim();
+  return headers.get("x-api-key")?.trim() ?? null;
 }
 
 /** Where `/commands` reads its key, for the answers that refuse a request without one. */
 const HEADER_FORMS = "Authorization: Bearer <key>, or X-Api-Key: <key>";
 
 /**
- * The `error` of a 401 from `/commands`: a client that sent no key in a header is told where
- * the key goes, and one that put it in the query string (`?key=`, `?api_key=`, `?token=`: any
- * parameter, none is read) that it is not looked for there, rather than a bare "unauthorized"
- * that reads like a wrong key. A wrong key in a header stays a bare "unauthorized".
- *
- * @param headers Request headers.
- * @param url Request URL.
- * @returns The text of the refusal; never contains what the request sent.
+ * The `error` of a 401 from `/commands`, never echoing what was sent: a client with no key in a
+ * header is told where it goes (and, with a query string, that none is read there) rather than a
+ * bare "unauthorized" that reads like a wrong key.
  */
 export function headerKeyRefusal(headers: Headers, url: URL): string {
   const key = headerKey(headers);
@@ -92,24 +70,9 @@ export function headerKeyRefusal(headers: Headers, url: URL): string {
 }
 
 /**
- * The key of a `/ws` handshake: the headers of {@link headerKey}, then the
- * `api_key` query parameter, which exists for browsers (they cannot set
- * headers on a WebSocket handshake).
- *
- * @param headers Request headers.
- * @param url Request URL.
- * @returns The trimmed key, or null when none was sent.
+ * The key of a `/ws` handshake: {@link headerKey}, then `?api_key=` for browsers (they cannot
+ * set headers on a WebSocket handshake).
  */
 export function handshakeKey(headers: Headers, url: URL): string | null {
-  const fromHeaders = headerKey(headers);
-  if (fromHeaders !== null) return fromHeaders;
-  const q = url.searchParams.get("api_key");
-  return q === null ? null : q.trim();
-}
-
-// A bare "Bearer" is the scheme without a key (an empty variable in a script; HTTP trims the
-// space after it), not a key called "Bearer".
-function stripBearer(value: string): string {
-  const v = value.trim();
-  return /^bearer(\s+|$)/i.test(v) ? v.replace(/^bearer(\s+|$)/i, "").trim() : v;
+  return headerKey(headers) ?? url.searchParams.get("api_key")?.trim() ?? null;
 }

@@ -1,27 +1,14 @@
 /**
- * The HTTP listener the metrics, `/ws` and `/commands` servers share. It is
- * built on `node:http` because that server hands over each connection before
- * any byte of it is parsed, which `Deno.serve` does not, and so it can:
- *
- * - cap the connections open at once ({@link MAX_CONNECTIONS} per listener);
- *   one more is closed as soon as it is accepted and counted;
- * - close a connection whose request head does not arrive within 10 s
- *   (`Deno.serve` has no header timeout: a client that never finishes its
- *   headers holds its connection forever);
- * - close a connection whose response is not taken within 30 s.
- *
- * A connection carries one request: every response says `Connection: close`,
- * so an idle keep-alive socket never occupies a place under the cap.
- *
- * Handlers see web-standard `Request`s and return `Response`s; a WebSocket
- * handshake (`Upgrade: websocket`) is offered to the same handler, which may
- * accept it (the `ws` library then takes the connection over) or answer it
- * with a plain response. docs/http.md has the measurements that chose this
- * server.
+ * The HTTP listener the metrics, `/ws` and `/commands` servers share. Built on `node:http`
+ * because it hands over each connection before any byte is parsed, which `Deno.serve` does not:
+ * so it can cap open connections, close one whose request head does not arrive in 10 s and one
+ * whose response is not taken in 30 s (docs/http-listeners.md has the measurements). Every
+ * response says `Connection: close`, so an idle keep-alive socket never holds a place under the
+ * cap. A WebSocket handshake goes to the same handler, which may accept it (`ws` takes over).
  *
  * @module
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http";
 import type { Buffer } from "node:buffer";
 import type { Socket } from "node:net";
 import { Readable } from "node:stream";
@@ -38,29 +25,22 @@ export const LISTENERS = ["metrics", "websocket", "commands"] as const;
 export type ListenerName = (typeof LISTENERS)[number];
 
 /**
- * Cap on connections open at once, per listener: far above what Prometheus, the UI's `/ws`
- * clients and `/commands` callers open, and low enough that a flood of connections cannot use
- * up the process's file descriptors. Not a setting; tests pass a smaller cap through `listen()`.
+ * Connections open at once per listener: far above what Prometheus, `/ws` clients and `/commands`
+ * callers open, low enough that a flood cannot use up the file descriptors. Not a setting.
  */
 export const MAX_CONNECTIONS = 512;
-/** Time a connection gets for its complete request head. */
 export const HEADER_TIMEOUT_MS = 10_000;
-/** Time a client gets to take a whole response. */
 const RESPONSE_TIMEOUT_MS = 30_000;
 
-/** The metric handles a listener updates. */
 export type ListenerMetrics = Pick<
   Metrics,
   "httpConnectionsOpen" | "httpConnectionsRefused" | "httpHeaderTimeouts"
 >;
 
-/** Connection limits of a listener; each has a default. */
+/** Connection limits of a listener; defaults are the constants above. */
 export interface HttpLimits {
-  /** Default {@link MAX_CONNECTIONS}. */
   readonly maxConnections?: number;
-  /** Default {@link HEADER_TIMEOUT_MS}. */
   readonly headerTimeoutMs?: number;
-  /** Default {@link RESPONSE_TIMEOUT_MS}. */
   readonly responseTimeoutMs?: number;
 }
 
@@ -71,7 +51,7 @@ export interface ListenOptions extends HttpLimits {
   readonly hostname: string;
   /** 0 picks a free port. */
   readonly port: number;
-  /** The answer to a request whose handler threw (after logging it). */
+  /** The answer to a request whose handler threw. */
   readonly onError: (err: unknown) => Response;
   readonly metrics?: ListenerMetrics;
   /** Largest WebSocket message a client may send; a larger one closes the socket (1009). */
@@ -91,15 +71,10 @@ export interface WebSocketAccept {
 export interface RequestInfo {
   /** The peer as `host:port` (`[v6]:port`). */
   readonly remote: string;
-  /**
-   * True for a WebSocket handshake (`Upgrade: websocket`), which the handler
-   * may accept by returning a {@link WebSocketAccept}. The connection then
-   * counts against the cap until the socket closes.
-   */
+  /** A WebSocket handshake, which the handler may accept (it then counts against the cap). */
   readonly webSocket: boolean;
 }
 
-/** A request handler. */
 export type Handler = (
   req: Request,
   info: RequestInfo,
@@ -108,30 +83,23 @@ export type Handler = (
 /** A listening server and the address it is bound to. */
 export interface Listening {
   readonly addr: Deno.NetAddr;
-  /** Connections open now. */
   readonly connections: number;
   /**
-   * Stop accepting and close connections whose request has not arrived;
-   * requests in progress finish and accepted WebSockets are waited for.
-   * Idempotent.
+   * Stop accepting and close connections whose request has not arrived; requests in progress
+   * finish and accepted WebSockets are waited for. Idempotent.
    */
   shutdown(): Promise<void>;
 }
 
-/** What the listener tracks of one accepted connection. */
 interface Tracked {
   /** Set until the request head arrived: the header timeout. */
   headTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Resolves once the connection closed. */
   readonly closed: Promise<void>;
 }
 
 /**
- * Serve `handler` on `hostname:port`.
+ * Serve `handler` on `hostname:port`; resolves once bound.
  *
- * @param options Address, limits, metrics and the error answer.
- * @param handler The request handler.
- * @returns Once bound: the server and its address.
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
 export async function listen(options: ListenOptions, handler: Handler): Promise<Listening> {
@@ -185,12 +153,10 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     open.set(socket, tracked);
   });
 
-  /** The request head arrived: the header timeout no longer applies. */
   const headReceived = (socket: Socket): void => {
     const tracked = open.get(socket);
-    if (tracked === undefined) return;
-    clearTimeout(tracked.headTimer);
-    tracked.headTimer = undefined;
+    clearTimeout(tracked?.headTimer);
+    if (tracked !== undefined) tracked.headTimer = undefined;
   };
 
   const answer = async (req: Request, remote: string, webSocket: boolean) => {
@@ -244,12 +210,8 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     try {
       const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
       const response = await answer(toRequest(message, false), remote, isWebSocket);
-      if (response instanceof Response) {
-        await writeRawResponse(socket, response);
-        socket.destroy();
-        return;
-      }
-      if (!isWebSocket || stopping) {
+      if (response instanceof Response) await writeRawResponse(socket, response);
+      if (response instanceof Response || !isWebSocket || stopping) {
         socket.destroy();
         return;
       }
@@ -346,20 +308,11 @@ async function writeResponse(res: ServerResponse, response: Response): Promise<v
   });
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  500: "Internal Server Error",
-  503: "Service Unavailable",
-};
-
 /** Answer a refused upgrade request on the raw connection (node has no response object there). */
 async function writeRawResponse(socket: Socket, response: Response): Promise<void> {
   const body = new Uint8Array(await response.arrayBuffer());
   const lines = [
-    `HTTP/1.1 ${response.status} ${response.statusText || STATUS_TEXT[response.status] || ""}`,
+    `HTTP/1.1 ${response.status} ${response.statusText || STATUS_CODES[response.status] || ""}`,
   ];
   response.headers.forEach((value, name) => lines.push(`${name}: ${value}`));
   lines.push(`content-length: ${body.byteLength}`, "connection: close", "", "");

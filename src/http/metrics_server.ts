@@ -1,8 +1,7 @@
 /**
- * The metrics HTTP server: `/metrics` (Prometheus text format), `/healthz`
- * (process alive) and `/readyz` (ready to do its job), on its own listener so
- * a scrape never queues behind other traffic. It lives in http/ (which may import metrics/)
- * rather than in metrics/, so the two directories do not import each other.
+ * `/metrics`, `/healthz` (process alive) and `/readyz` (ready to do its job), on a listener of
+ * their own so a scrape never queues behind other traffic. In http/, not metrics/, so the two
+ * directories do not import each other.
  *
  * @module
  */
@@ -16,10 +15,7 @@ export interface Readiness {
   readonly details?: readonly string[];
 }
 
-/**
- * What the server needs of the metrics registry (src/metrics/registry.ts): the exposition text and
- * its content type. Named here so http/ stays free of the metrics library.
- */
+/** What the server needs of the registry; named here so http/ stays free of prom-client. */
 export interface MetricsSource {
   metrics(): Promise<string>;
   readonly contentType: string;
@@ -28,33 +24,24 @@ export interface MetricsSource {
 /** Options of {@link startMetricsServer}. */
 export interface MetricsServerOptions {
   readonly hostname: string;
-  /** 0 picks a free port (tests); the bound port is returned. */
+  /** 0 picks a free port. */
   readonly port: number;
   readonly registry: MetricsSource;
   /** `/readyz` verdict; default always ready. */
   readonly readiness?: () => Readiness;
-  /** Connection cap and timeouts; defaults of {@link listen}. */
   readonly limits?: HttpLimits;
-  /** Open, refused and timed-out connections of this listener. */
   readonly listenerMetrics?: ListenerMetrics;
 }
 
 /** A running metrics server. */
 export interface MetricsServer extends AsyncDisposable {
-  /** The bound port. */
   readonly port: number;
   readonly hostname: string;
   /** Stop accepting, finish in-flight requests, close. Idempotent. */
   shutdown(): Promise<void>;
 }
 
-/**
- * Start the server.
- *
- * @param options Address, registry and readiness callback.
- * @returns The running server.
- * @throws {Deno.errors.AddrInUse} When the port is taken.
- */
+/** @throws {Deno.errors.AddrInUse} When the port is taken. */
 export async function startMetricsServer(
   options: MetricsServerOptions,
 ): Promise<MetricsServer> {
@@ -91,17 +78,11 @@ export async function startMetricsServer(
         return new Response("not found\n", { status: 404 });
     }
   });
-  let stopping: Promise<void> | undefined;
+  const shutdown = () => server.shutdown();
   return {
     port: server.addr.port,
     hostname: server.addr.hostname,
-    shutdown() {
-      stopping ??= server.shutdown();
-      return stopping;
-    },
-    [Symbol.asyncDispose]() {
-      stopping ??= server.shutdown();
-      return stopping;
-    },
+    shutdown,
+    [Symbol.asyncDispose]: shutdown,
   };
 }

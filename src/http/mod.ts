@@ -4,17 +4,7 @@
  * @module
  */
 export { ApiKeySet, headerKey, headerKeyRefusal } from "./api_key.ts";
-export {
-  type ControlFrame,
-  HubClient,
-  type HubSocket,
-  WebSocketHub,
-  type WebSocketHubOptions,
-} from "./ws_hub.ts";
-export {
-  startWebSocketServer,
-  type WebSocketServer,
-  type WebSocketServerOptions,
-} from "./ws_server.ts";
+export { WebSocketHub } from "./ws_hub.ts";
+export { startWebSocketServer, type WebSocketServer } from "./ws_server.ts";
 export { type HttpLimits, listen, type ListenerName } from "./listen.ts";
 export { type MetricsServer, type Readiness, startMetricsServer } from "./metrics_server.ts";

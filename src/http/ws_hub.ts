@@ -1,47 +1,11 @@
 /**
- * The `/ws` hub: fans each job's events out to the subscribed clients without
- * ever making the pipeline wait for one.
+ * The `/ws` hub: fans each job's events out to the subscribed clients without ever making the
+ * pipeline wait for one. Every buffer is bounded (hub, per client, unsent socket bytes, bytes the
+ * peer has not confirmed reading by its pong); what is lost is counted, and a client that stops
+ * reading is closed. The limits and their reasons are in docs/http.md#ws.
  *
- * - {@link WebSocketHub.publish} is synchronous and O(1): it appends to the
- *   hub's bounded inbound buffer (1024 frames), which a timer drains. When the
- *   buffer is full the frame is lost for everyone and counted in
- *   `statusengine_websocket_publish_dropped_total`.
- * - Each client has a bounded send buffer (256 frames and 16 MiB of frame
- *   text) drained by a pump that hands frames to the socket only while the
- *   socket's own unsent bytes (`bufferedAmount`) are below a high-water mark.
- *   A client that stops reading fills its own buffer and loses frames there,
- *   counted in `statusengine_websocket_messages_dropped_total`; other clients
- *   are not affected and nothing ever awaits a client.
- * - Memory is bounded in total too: the bytes handed to all sockets and not
- *   yet written (each a copy of the frame inside the runtime) may exceed a
- *   hub-wide budget (16 MiB) only by one frame per client: over the budget,
- *   only a socket with nothing unsent gets a frame. A client that loses
- *   frames while its socket makes no progress is closed after 2 s (1008),
- *   one that makes no progress at all after 10 s; both are counted in
- *   `statusengine_websocket_slow_clients_closed_total`. The frames still in a
- *   client's buffer when it goes (disconnect, write timeout, shutdown) are
- *   lost too and counted the same way.
- * - The kernel's buffers are bounded as well: `bufferedAmount` only sees what
- *   the runtime has not written, and a socket that stopped reading takes
- *   megabytes into the kernel's send buffer (and, on the same host, the peer's
- *   receive buffer) before that grows. So the pump pings behind the frames it
- *   hands over; the peer's pong says it read everything before the ping. A
- *   client may hold at most 512 KiB (or one larger frame) handed over and not
- *   yet read; beyond that it waits like a full socket, and is closed the same
- *   way when it does not catch up.
- * - A frame handed to the socket is counted when the runtime reports its write:
- *   as broadcasted once written to the connection, as dropped when the
- *   connection failed or closed before it was written (a peer that vanished
- *   with frames still unsent in the runtime). So every event offered to a
- *   client is counted exactly once, broadcasted or dropped, once its
- *   connection is gone; the client's total is logged then. What "written"
- *   can and cannot tell (the peer's kernel buffers, writes that carry several
- *   frames) is in docs/http.md#ws.
- * - Frames are encoded once per job, and only when a client wants the topic:
- *   with no client connected nothing is collected or encoded at all.
- *
- * No socket is opened here (the server owns them): the hub works on the
- * {@link HubSocket} subset of a WebSocket, so unit tests can drive it with fakes.
+ * No socket is opened here: the hub works on the {@link HubSocket} subset of a WebSocket, so unit
+ * tests can drive it with fakes.
  *
  * @module
  */
@@ -54,41 +18,22 @@ const log = getLogger("websocket");
 export const HUB_BUFFER_FRAMES = 1024;
 /** Frames one client's send buffer holds; beyond it the frame is lost for that client. */
 export const CLIENT_BUFFER_FRAMES = 256;
-/**
- * Characters of frame text one client's send buffer holds (about bytes: frames are JSON,
- * mostly ASCII); beyond it the frame is lost for that client. A single larger frame is
- * still taken into an empty buffer, so no job is too large to be streamed.
- */
+/** Characters of frame text a client's buffer holds; one larger frame still fits an empty one. */
 const CLIENT_BUFFER_BYTES = 16 * 1024 * 1024;
-/**
- * Unsent bytes all sockets together may hold before only sockets with nothing unsent get
- * another frame. Each is a copy inside the runtime, per client, so without this budget 500
- * clients that stopped reading held 500 times the high-water mark.
- */
+/** Unsent bytes of all sockets; beyond it only a socket with nothing unsent gets a frame. */
 const HUB_SOCKET_BUDGET_BYTES = 16 * 1024 * 1024;
 /** A client losing frames whose socket makes no progress for this long is closed. */
 const SLOW_CLIENT_CLOSE_MS = 2_000;
-/**
- * Unsent bytes a socket may hold before the pump stops handing it frames. The socket's
- * `send()` never blocks, so without this a stalled reader would make the runtime buffer
- * without bound instead of filling its 256-frame buffer.
- */
+/** Unsent bytes a socket may hold: `send()` never blocks, so the runtime would buffer unbounded. */
 const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
-/**
- * Bytes handed to a socket and not yet confirmed read by the peer (its pong) before the pump
- * stops handing it frames: what a client that stopped reading can make the kernels hold. Without
- * it, 500 clients that never read held 1.5 GiB of the host's TCP memory, about 3 MiB each (the
- * autotuned send buffer and, on loopback, the peer's receive buffer). 512 KiB per round trip is
- * still 5 MiB/s at a 100 ms round trip, more than any dashboard reads.
- */
+/** Bytes handed over and not confirmed read (pong): what a stalled client makes kernels hold. */
 const UNREAD_BYTES = 512 * 1024;
 /** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
 const WRITE_TIMEOUT_MS = 10_000;
-/** How often a stalled socket is re-checked: the socket interface the hub uses has no "drained" event. */
+/** How often a stalled socket is re-checked: {@link HubSocket} has no "drained" event. */
 const STALL_POLL_MS = 10;
 /** Frames dispatched per timer turn, so a burst does not hold the event loop. */
 const DRAIN_BATCH_FRAMES = 128;
-/** WebSocket `readyState` OPEN. */
 const OPEN = 1;
 
 /** The part of a WebSocket the hub uses. */
@@ -96,37 +41,24 @@ export interface HubSocket {
   readonly readyState: number;
   /** Bytes handed to `send` and not yet written to the connection. */
   readonly bufferedAmount: number;
-  /**
-   * Hand a frame to the connection. `written` is called once: without an error when the
-   * frame was written to the connection, with one when it never will be (the connection
-   * failed or was closed first, also for a frame handed over after that).
-   */
+  /** `written` is called once: with an error when the frame never will be written. */
   send(data: string, written: (err?: Error | null) => void): void;
-  /**
-   * Send a ping frame carrying `data` behind the frames sent so far. The peer's pong carries
-   * the same data, and the owner of the socket hands it to {@link HubClient.pong}.
-   */
+  /** A ping behind the frames sent so far; its pong goes to {@link HubClient.pong}. */
   ping(data: string): void;
   close(code?: number, reason?: string): void;
 }
 
-/** Options of {@link WebSocketHub}. */
+/** Options of {@link WebSocketHub}; limits default to the constants above (tests shorten them). */
 export interface WebSocketHubOptions {
-  /** The five `statusengine_websocket_*` metrics and `pipeline_errors_total`. */
+  /** The `statusengine_websocket_*` metrics and `pipeline_errors_total`. */
   readonly metrics?: Metrics;
   /** Interval of the `websocket: hub stats` line; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
-  /** Default {@link WRITE_TIMEOUT_MS}. */
   readonly writeTimeoutMs?: number;
-  /** Default {@link SOCKET_HIGH_WATER_BYTES}. */
   readonly highWaterBytes?: number;
-  /** Default {@link HUB_SOCKET_BUDGET_BYTES}. */
   readonly socketBudgetBytes?: number;
-  /** Default {@link CLIENT_BUFFER_BYTES}. */
   readonly clientBufferBytes?: number;
-  /** Default {@link SLOW_CLIENT_CLOSE_MS}. */
   readonly slowClientCloseMs?: number;
-  /** Default {@link UNREAD_BYTES}. */
   readonly unreadBytes?: number;
 }
 
@@ -136,17 +68,13 @@ export interface ControlFrame {
   readonly unsubscribe: readonly string[];
 }
 
-/** Result of {@link parseControlFrame}. */
 export type ControlParse =
   | { readonly ok: true; readonly value: ControlFrame }
   | { readonly ok: false; readonly error: string };
 
 /**
- * Parse a client's text frame: `{"subscribe":[…]}`, `{"unsubscribe":[…]}` or both.
- * Topic names are not validated (an unknown one simply never matches, as in Go).
- *
- * @param text The frame's text.
- * @returns The change, or the reason it is not a control frame.
+ * Parse a client's text frame: `{"subscribe":[…]}`, `{"unsubscribe":[…]}` or both. Topic names
+ * are not validated (an unknown one simply never matches, as in Go).
  *
  * @example
  * ```ts
@@ -170,86 +98,20 @@ export function parseControlFrame(text: string): ControlParse {
   if (!("subscribe" in o) && !("unsubscribe" in o)) {
     return { ok: false, error: 'expected a "subscribe" or "unsubscribe" member' };
   }
-  const subscribe = topicList(o["subscribe"]);
-  if (subscribe === null) {
-    return { ok: false, error: '"subscribe" must be an array of topic names' };
+  for (const key of ["subscribe", "unsubscribe"]) {
+    const v = o[key];
+    if (v !== undefined && (!Array.isArray(v) || !v.every((t) => typeof t === "string"))) {
+      return { ok: false, error: `"${key}" must be an array of topic names` };
+    }
   }
-  const unsubscribe = topicList(o["unsubscribe"]);
-  if (unsubscribe === null) {
-    return { ok: false, error: '"unsubscribe" must be an array of topic names' };
-  }
-  return { ok: true, value: { subscribe, unsubscribe } };
+  const value = { subscribe: o["subscribe"] ?? [], unsubscribe: o["unsubscribe"] ?? [] };
+  return { ok: true, value: value as ControlFrame };
 }
 
-function topicList(v: unknown): string[] | null {
-  if (v === undefined) return [];
-  if (!Array.isArray(v) || !v.every((t) => typeof t === "string")) return null;
-  return v as string[];
-}
-
-/**
- * The initial topics of `?topics=a,b`: comma-separated, entries trimmed, empty ones ignored.
- *
- * @param value The parameter, or null when absent.
- * @returns The topics; empty means all.
- */
+/** The initial topics of `?topics=a,b` (trimmed, empty entries ignored); empty means all. */
 export function parseTopicsParam(value: string | null): string[] {
   if (value === null) return [];
   return value.split(",").map((t) => t.trim()).filter((t) => t.length > 0);
-}
-
-/** A fixed-capacity FIFO: what makes every buffer of the hub bounded. */
-class Ring<T> {
-  readonly #items: (T | undefined)[];
-  #head = 0;
-  #size = 0;
-
-  constructor(capacity: number) {
-    this.#items = new Array(capacity);
-  }
-
-  get size(): number {
-    return this.#size;
-  }
-
-  get full(): boolean {
-    return this.#size === this.#items.length;
-  }
-
-  /** False (and nothing stored) when full. */
-  push(item: T): boolean {
-    if (this.full) return false;
-    this.#items[(this.#head + this.#size) % this.#items.length] = item;
-    this.#size++;
-    return true;
-  }
-
-  /** The oldest item, left in place. */
-  peek(): T | undefined {
-    return this.#size === 0 ? undefined : this.#items[this.#head];
-  }
-
-  shift(): T | undefined {
-    if (this.#size === 0) return undefined;
-    const item = this.#items[this.#head];
-    this.#items[this.#head] = undefined;
-    this.#head = (this.#head + 1) % this.#items.length;
-    this.#size--;
-    return item;
-  }
-
-  clear(): void {
-    this.#items.fill(undefined);
-    this.#head = 0;
-    this.#size = 0;
-  }
-
-  /** The items from oldest to newest. */
-  *[Symbol.iterator](): IterableIterator<T> {
-    for (let i = 0; i < this.#size; i++) {
-      yield this.#items[(this.#head + i) % this.#items.length] as T;
-    }
-  }
 }
 
 interface PendingFrame {
@@ -264,10 +126,9 @@ interface OutboundFrame {
 }
 
 /**
- * The hub-wide count of bytes handed to sockets and not yet written. Each client reports
- * what it last saw in its socket's `bufferedAmount`; a client that went idle is not looked
- * at again, so while over the limit the total is refreshed from every socket, at most once
- * per poll interval.
+ * The hub-wide count of bytes handed to sockets and not yet written, as each client last saw its
+ * `bufferedAmount`. An idle client is not looked at again, so while over the limit the total is
+ * refreshed from every socket, at most once per poll interval.
  */
 class SocketBudget {
   readonly limit: number;
@@ -280,7 +141,6 @@ class SocketBudget {
     this.#clients = clients;
   }
 
-  /** Bytes unsent in all sockets, as last seen. */
   get total(): number {
     return this.#total;
   }
@@ -289,7 +149,6 @@ class SocketBudget {
     this.#total += delta;
   }
 
-  /** Whether `bytes` more would go over the limit (refreshing a stale total first). */
   over(bytes: number): boolean {
     if (this.#total + bytes <= this.limit) return false;
     const now = performance.now();
@@ -301,25 +160,33 @@ class SocketBudget {
   }
 }
 
-/** Why the hub closed a client. */
-export type SlowClientReason = "no write progress" | "losing frames";
+/** The pump's limits, the same for every client of a hub. */
+interface ClientLimits {
+  readonly highWater: number;
+  readonly writeTimeoutMs: number;
+  readonly slowCloseMs: number;
+  readonly maxQueuedBytes: number;
+  readonly maxUnread: number;
+}
+
+/** What {@link WebSocketHub.register} gives each client. */
+interface ClientOptions extends ClientLimits {
+  readonly topics: readonly string[];
+  readonly budget: SocketBudget;
+  readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
+  readonly onDiscard: (events: number) => void;
+  readonly onSent: (events: number) => void;
+}
+
+type SlowClientReason = "no write progress" | "losing frames";
 
 /** One connected client: its subscriptions, its send buffer and the pump that drains it. */
 export class HubClient {
-  /** Process-local id, for log lines. */
   readonly id: number;
   readonly #socket: HubSocket;
   readonly #topics: Set<string>;
-  readonly #queue = new Ring<OutboundFrame>(CLIENT_BUFFER_FRAMES);
-  readonly #highWater: number;
-  readonly #writeTimeoutMs: number;
-  readonly #slowCloseMs: number;
-  readonly #maxQueuedBytes: number;
-  readonly #maxUnread: number;
-  readonly #budget: SocketBudget | undefined;
-  readonly #onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
-  readonly #onDiscard: (events: number) => void;
-  readonly #onSent: (events: number) => void;
+  readonly #queue: OutboundFrame[] = [];
+  readonly #o: ClientOptions;
   /** Frames handed to the socket whose write the runtime has not reported yet. */
   #inFlight = 0;
   /** Called once the client is detached and no write is outstanding. */
@@ -344,76 +211,37 @@ export class HubClient {
   #probes = 0;
   #probeScheduled = false;
 
-  /** Built by {@link WebSocketHub.register}. */
-  constructor(
-    id: number,
-    socket: HubSocket,
-    options: {
-      readonly topics: readonly string[];
-      readonly highWater: number;
-      readonly writeTimeoutMs: number;
-      /** Default {@link SLOW_CLIENT_CLOSE_MS}. */
-      readonly slowCloseMs?: number;
-      /** Default {@link CLIENT_BUFFER_BYTES}. */
-      readonly maxQueuedBytes?: number;
-      /** Default {@link UNREAD_BYTES}. */
-      readonly maxUnread?: number;
-      /** The hub-wide budget of unsent bytes; none: only the high-water mark applies. */
-      readonly budget?: SocketBudget;
-      readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
-      /**
-       * Events of the frames lost after they were queued: still buffered when the client
-       * goes, refused by a socket that closed under the pump, or handed to the socket and
-       * never written (none for error frames).
-       */
-      readonly onDiscard?: (events: number) => void;
-      /** Events of a frame written to the connection (not called for error frames). */
-      readonly onSent?: (events: number) => void;
-    },
-  ) {
+  /**
+   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost after
+   * they were queued (still buffered when the client goes, refused by a socket that closed under
+   * the pump, or never written); `onSent` those of a frame written. Error frames count in neither.
+   */
+  constructor(id: number, socket: HubSocket, options: ClientOptions) {
     this.id = id;
     this.#socket = socket;
     this.#topics = new Set(options.topics);
-    this.#highWater = options.highWater;
-    this.#writeTimeoutMs = options.writeTimeoutMs;
-    this.#slowCloseMs = options.slowCloseMs ?? SLOW_CLIENT_CLOSE_MS;
-    this.#maxQueuedBytes = options.maxQueuedBytes ?? CLIENT_BUFFER_BYTES;
-    this.#maxUnread = options.maxUnread ?? UNREAD_BYTES;
-    this.#budget = options.budget;
-    this.#onWriteTimeout = options.onWriteTimeout;
-    this.#onDiscard = options.onDiscard ?? (() => {});
-    this.#onSent = options.onSent ?? (() => {});
+    this.#o = options;
   }
 
-  /**
-   * Events lost for this client: its send buffer was full, still held frames when it went,
-   * or its connection failed before the runtime wrote them. Final once {@link whenSettled}
-   * called back.
-   */
+  /** Events lost for this client; final once {@link whenSettled} called back. */
   get droppedEvents(): number {
     return this.#droppedEvents;
   }
 
-  /** Events in the frames waiting in this client's send buffer. */
   get queuedEvents(): number {
     let n = 0;
     for (const frame of this.#queue) n += frame.events;
     return n;
   }
 
-  /**
-   * Characters of frame text handed to the socket that the peer has not confirmed reading
-   * (the kernels' buffers, the network and the runtime's own hold them).
-   */
+  /** Characters of frame text handed to the socket that the peer has not confirmed reading. */
   get unreadBytes(): number {
     return this.#handedOver - this.#read;
   }
 
   /**
    * The peer answered a ping: when it is the pump's, everything handed over before it was read,
-   * which is progress and makes room for more frames. Other pings (the keep-alive's) are ignored.
-   *
-   * @param data The pong's data.
+   * which is progress. Pongs to the keep-alive's pings are ignored.
    */
   pong(data: string): void {
     const probe = this.#probe;
@@ -422,14 +250,11 @@ export class HubClient {
     this.#read = probe.mark;
     this.#stalledSince = performance.now();
     this.#losingFrames = false;
-    if (this.#pollTimer !== undefined) {
-      clearTimeout(this.#pollTimer);
-      this.#pollTimer = undefined;
-    }
+    clearTimeout(this.#pollTimer);
+    this.#pollTimer = undefined;
     this.#pump();
   }
 
-  /** Characters of frame text waiting in this client's send buffer. */
   get queuedBytes(): number {
     return this.#queuedBytes;
   }
@@ -447,26 +272,20 @@ export class HubClient {
     return this.#topics.size === 0 || this.#topics.has(topic);
   }
 
-  /**
-   * Apply a subscription change: additions first, then removals.
-   *
-   * @param change Topics to add and to remove.
-   */
+  /** Apply a subscription change: additions first, then removals. */
   apply(change: ControlFrame): void {
     for (const t of change.subscribe) this.#topics.add(t);
     for (const t of change.unsubscribe) this.#topics.delete(t);
   }
 
   /**
-   * Answer an invalid control frame with `{"error":"…"}`. Deliberately unlike Go, which
-   * ignores such frames silently (issue 7). Not counted as an event; lost silently when the
-   * send buffer is full, as that client is not reading anyway.
-   *
-   * @param message What was wrong with the frame.
+   * Answer an invalid control frame with `{"error":"…"}` (Go ignores it silently; issue 7). Not
+   * an event; lost silently when the send buffer is full, as that client is not reading anyway.
    */
   sendError(message: string): void {
     const data = JSON.stringify({ error: message });
-    if (this.#queue.push({ data, events: 0 })) {
+    if (this.#queue.length < CLIENT_BUFFER_FRAMES) {
+      this.#queue.push({ data, events: 0 });
       this.#queuedBytes += data.length;
       this.#pump();
     }
@@ -474,26 +293,23 @@ export class HubClient {
 
   /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
   offer(frame: OutboundFrame): boolean {
-    const fits = this.#queue.size === 0 ||
-      this.#queuedBytes + frame.data.length <= this.#maxQueuedBytes;
-    if (!fits || !this.#queue.push(frame)) {
+    const fits = this.#queue.length === 0 ||
+      this.#queuedBytes + frame.data.length <= this.#o.maxQueuedBytes;
+    if (!fits || this.#queue.length >= CLIENT_BUFFER_FRAMES) {
       this.#droppedEvents += frame.events;
       if (this.#stalled) this.#losingFrames = true;
       return false;
     }
+    this.#queue.push(frame);
     this.#queuedBytes += frame.data.length;
     this.#pump();
     return true;
   }
 
-  /**
-   * Look at the socket's unsent bytes and bring the hub's budget up to date.
-   *
-   * @returns The unsent bytes.
-   */
+  /** The socket's unsent bytes, brought into the hub's budget. */
   observe(): number {
     const now = this.#removed ? 0 : this.#socket.bufferedAmount;
-    this.#budget?.add(now - this.#unsent);
+    this.#o.budget.add(now - this.#unsent);
     this.#unsent = now;
     return now;
   }
@@ -508,10 +324,7 @@ export class HubClient {
     }
   }
 
-  /**
-   * Call `callback` once the client is detached and the runtime has reported the write of
-   * every frame handed to its socket, i.e. when its counts are final (at once if so now).
-   */
+  /** Call `callback` once detached and every write was reported, i.e. the counts are final. */
   whenSettled(callback: () => void): void {
     if (this.#removed && this.#inFlight === 0) callback();
     else this.#onSettled.push(callback);
@@ -520,14 +333,13 @@ export class HubClient {
   /** Stop the pump and release the buffered frames, counting their events as lost; idempotent. */
   detach(): void {
     this.#removed = true;
-    if (this.#pollTimer !== undefined) clearTimeout(this.#pollTimer);
+    clearTimeout(this.#pollTimer);
     this.#pollTimer = undefined;
     // The hub stops looking at this socket; what it still holds leaves the budget.
-    this.#budget?.add(-this.#unsent);
+    this.#o.budget.add(-this.#unsent);
     this.#unsent = 0;
-    let discarded = 0;
-    for (const frame of this.#queue) discarded += frame.events;
-    this.#queue.clear();
+    const discarded = this.queuedEvents;
+    this.#queue.length = 0;
     this.#queuedBytes = 0;
     this.#discard(discarded);
     this.#settleIfDone();
@@ -537,11 +349,10 @@ export class HubClient {
   #written(events: number, err: Error | null | undefined): void {
     this.#inFlight--;
     if (err === undefined || err === null) {
-      if (events > 0) this.#onSent(events);
+      if (events > 0) this.#o.onSent(events);
     } else {
-      // Handed to the socket but not written before the connection failed or closed (a peer
-      // that went away, a write timeout, shutdown): lost, and counted so. Not logged per
-      // frame: the client's total is logged once it is settled.
+      // Never written before the connection failed or closed: lost. The client's total is
+      // logged once it is settled, not per frame.
       this.#discard(events);
     }
     this.#settleIfDone();
@@ -557,20 +368,15 @@ export class HubClient {
   #discard(events: number): void {
     if (events === 0) return;
     this.#droppedEvents += events;
-    this.#onDiscard(events);
+    this.#o.onDiscard(events);
   }
 
-  /**
-   * Whether the socket may take `frame` now: the peer has read enough of what it was handed
-   * that `frame` fits within the unread bound (a frame alone always does), its unsent bytes are
-   * within the high-water mark, and either it has nothing unsent or all sockets together stay
-   * within the budget.
-   */
+  /** Whether the socket may take `frame` now: within unread bound, high-water mark and budget. */
   #mayTake(unsent: number, frame: OutboundFrame): boolean {
     const unread = this.unreadBytes;
-    if (unread > 0 && unread + frame.data.length > this.#maxUnread) return false;
-    if (unsent > this.#highWater) return false;
-    return unsent === 0 || this.#budget === undefined || !this.#budget.over(frame.data.length);
+    if (unread > 0 && unread + frame.data.length > this.#o.maxUnread) return false;
+    if (unsent > this.#o.highWater) return false;
+    return unsent === 0 || !this.#o.budget.over(frame.data.length);
   }
 
   #pump(): void {
@@ -587,10 +393,9 @@ export class HubClient {
     }
   }
 
-  /** Hand frames to the socket while it may take them. */
   #handOver(): void {
     for (;;) {
-      const frame = this.#queue.peek();
+      const frame = this.#queue[0];
       if (frame === undefined) return;
       if (this.#socket.readyState !== OPEN) return;
       const unsent = this.observe();
@@ -607,16 +412,13 @@ export class HubClient {
       this.#queuedBytes -= frame.data.length;
       this.#inFlight++;
       try {
-        // Counted when the runtime reports the write, not here: a frame handed over is not
-        // yet sent, and is lost if the connection goes first. So a frame is counted once,
-        // sent or dropped, and per client `sent + dropped` equals the events offered to it.
-        // The callback holds the event count only, not the frame's text: the runtime has its
-        // own copy, and the text is not kept alive for as long as the write takes.
+        // Counted when the runtime reports the write: a frame handed over is lost if the
+        // connection goes first. The callback holds only the event count, so the frame's text
+        // is not kept alive while the write takes.
         const events = frame.events;
         this.#socket.send(frame.data, (err) => this.#written(events, err));
       } catch (err: unknown) {
-        // The socket closed under us; its close event unregisters the client. The frame
-        // left the buffer but never reached the socket: it is lost, and counted so.
+        // The socket closed under us (its close event unregisters the client): the frame is lost.
         this.#inFlight--;
         log.debug("websocket: send failed", { client: this.id, error: errorMessage(err) });
         this.#discard(frame.events);
@@ -653,54 +455,44 @@ export class HubClient {
       this.#stalledSince = performance.now();
       this.#losingFrames = false;
     }
-    const frame = this.#queue.peek();
+    const frame = this.#queue[0];
     if (frame === undefined || this.#mayTake(unsent, frame)) {
       this.#pump();
       return;
     }
     // A client that already loses frames gets less time: it holds memory for nothing.
-    const limit = this.#losingFrames ? this.#slowCloseMs : this.#writeTimeoutMs;
+    const limit = this.#losingFrames ? this.#o.slowCloseMs : this.#o.writeTimeoutMs;
     if (performance.now() - this.#stalledSince >= limit) {
-      this.#onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
+      this.#o.onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
       return;
     }
     this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
   }
 }
 
-/** Per-interval counts of the stats line, in events. */
-interface HubStats {
-  received: number;
-  dispatched: number;
-  dropped: number;
-  publishDropped: number;
-}
-
 /** The hub: registered clients, the inbound buffer and its drain, the stats line. */
 export class WebSocketHub {
   readonly #metrics: Metrics | undefined;
   readonly #clients = new Set<HubClient>();
-  readonly #inbound = new Ring<PendingFrame>(HUB_BUFFER_FRAMES);
-  readonly #highWater: number;
-  readonly #writeTimeoutMs: number;
-  readonly #slowCloseMs: number;
-  readonly #clientBufferBytes: number;
-  readonly #unreadBytes: number;
+  readonly #inbound: PendingFrame[] = [];
+  readonly #limits: ClientLimits;
   readonly #budget: SocketBudget;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
-  #stats: HubStats = { received: 0, dispatched: 0, dropped: 0, publishDropped: 0 };
+  /** Per-interval counts of the stats line, in events. */
+  #stats = { received: 0, dispatched: 0, dropped: 0, publishDropped: 0 };
   #nextId = 1;
   #closed = false;
 
-  /** @param options Metrics, stats interval, and the pump's limits (tests shorten them). */
   constructor(options: WebSocketHubOptions = {}) {
     this.#metrics = options.metrics;
-    this.#highWater = options.highWaterBytes ?? SOCKET_HIGH_WATER_BYTES;
-    this.#writeTimeoutMs = options.writeTimeoutMs ?? WRITE_TIMEOUT_MS;
-    this.#slowCloseMs = options.slowClientCloseMs ?? SLOW_CLIENT_CLOSE_MS;
-    this.#clientBufferBytes = options.clientBufferBytes ?? CLIENT_BUFFER_BYTES;
-    this.#unreadBytes = options.unreadBytes ?? UNREAD_BYTES;
+    this.#limits = {
+      highWater: options.highWaterBytes ?? SOCKET_HIGH_WATER_BYTES,
+      writeTimeoutMs: options.writeTimeoutMs ?? WRITE_TIMEOUT_MS,
+      slowCloseMs: options.slowClientCloseMs ?? SLOW_CLIENT_CLOSE_MS,
+      maxQueuedBytes: options.clientBufferBytes ?? CLIENT_BUFFER_BYTES,
+      maxUnread: options.unreadBytes ?? UNREAD_BYTES,
+    };
     this.#budget = new SocketBudget(
       options.socketBudgetBytes ?? HUB_SOCKET_BUDGET_BYTES,
       this.#clients,
@@ -710,18 +502,14 @@ export class WebSocketHub {
   }
 
   /**
-   * Whether some connected client wants frames of `topic`: the pipeline collects a job's
-   * events only then, so dashboards watching other topics cost the ingestion nothing.
-   *
-   * @param topic A queue name.
-   * @returns True when at least one client would receive the frame.
+   * Whether some client wants frames of `topic`: the pipeline collects a job's events only then,
+   * so dashboards watching other topics cost the ingestion nothing.
    */
   wants(topic: string): boolean {
     for (const client of this.#clients) if (client.wants(topic)) return true;
     return false;
   }
 
-  /** Connected clients. */
   get clients(): number {
     return this.#clients.size;
   }
@@ -731,44 +519,28 @@ export class WebSocketHub {
     return this.#budget.total;
   }
 
-  /** True after {@link close}. */
   get closed(): boolean {
     return this.#closed;
   }
 
-  /**
-   * Hand over one job's events. Never blocks and never throws: when the inbound buffer is
-   * full the frame is dropped for everyone and counted.
-   *
-   * @param topic The queue name.
-   * @param events The job's events after filtering; an empty list publishes nothing.
-   */
+  /** Hand over one job's events; never blocks or throws (a full inbound buffer drops them). */
   publish(topic: string, events: readonly unknown[]): void {
     if (this.#clients.size === 0 || events.length === 0) return;
     this.#stats.received += events.length;
-    if (!this.#inbound.push({ topic, events })) {
+    if (this.#inbound.length >= HUB_BUFFER_FRAMES) {
       this.#stats.publishDropped += events.length;
       this.#metrics?.websocketPublishDropped.inc(events.length);
       return;
     }
+    this.#inbound.push({ topic, events });
     this.#drainTimer ??= setTimeout(() => this.#drain(), 0);
   }
 
-  /**
-   * Register an open socket.
-   *
-   * @param socket The upgraded socket, already open.
-   * @param topics Initial subscriptions; empty means all.
-   * @returns The client, or null after {@link close} (the socket is then closed).
-   */
+  /** Register an open socket; null after {@link close} (the socket is then closed). */
   register(socket: HubSocket, topics: readonly string[]): HubClient | null {
     const client = new HubClient(this.#nextId++, socket, {
       topics,
-      highWater: this.#highWater,
-      writeTimeoutMs: this.#writeTimeoutMs,
-      slowCloseMs: this.#slowCloseMs,
-      maxQueuedBytes: this.#clientBufferBytes,
-      maxUnread: this.#unreadBytes,
+      ...this.#limits,
       budget: this.#budget,
       onWriteTimeout: (c, reason) => {
         const losing = reason === "losing frames";
@@ -778,7 +550,7 @@ export class WebSocketHub {
             : "websocket: client closed, a write made no progress",
           {
             client: c.id,
-            timeout_ms: losing ? this.#slowCloseMs : this.#writeTimeoutMs,
+            timeout_ms: losing ? this.#limits.slowCloseMs : this.#limits.writeTimeoutMs,
             hint: "a dashboard must keep reading its socket; it may reconnect",
           },
         );
@@ -805,11 +577,7 @@ export class WebSocketHub {
     return client;
   }
 
-  /**
-   * Forget a client (its socket closed, or it was closed by the hub). Idempotent.
-   *
-   * @param client The client.
-   */
+  /** Forget a client (its socket closed, or the hub closed it). Idempotent. */
   unregister(client: HubClient): void {
     if (!this.#clients.delete(client)) return;
     client.detach();
@@ -828,17 +596,14 @@ export class WebSocketHub {
     });
   }
 
-  /**
-   * Send every client a close frame (1001) and refuse new ones; pending frames are
-   * discarded. Idempotent.
-   */
+  /** Send every client a close frame (1001), refuse new ones, drop pending frames. Idempotent. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    if (this.#drainTimer !== undefined) clearTimeout(this.#drainTimer);
+    clearInterval(this.#statsTimer);
+    clearTimeout(this.#drainTimer);
     this.#drainTimer = undefined;
-    this.#inbound.clear();
+    this.#inbound.length = 0;
     for (const client of [...this.#clients]) {
       client.close(1001, "server shutting down");
       this.unregister(client);
@@ -853,7 +618,7 @@ export class WebSocketHub {
       if (frame === undefined) return;
       this.#dispatch(frame);
     }
-    if (this.#inbound.size > 0) this.#drainTimer = setTimeout(() => this.#drain(), 0);
+    if (this.#inbound.length > 0) this.#drainTimer = setTimeout(() => this.#drain(), 0);
   }
 
   #dispatch(frame: PendingFrame): void {

@@ -1,19 +1,8 @@
 /**
- * The `GET /ws` listener: authentication before the upgrade, the client's
- * control frames and limits; fan-out is the hub's job.
- *
- * Deviations from the Go worker, each deliberate:
- * - An invalid control frame is answered with `{"error":"…"}` and the connection stays
- *   open (issue 7); Go ignores it silently.
- * - Keep-alive: the server pings after half of {@link IDLE_TIMEOUT_SECONDS} without an
- *   inbound frame and closes when nothing arrives in the other half: 108 pings after 54 s of
- *   silence as Go does, and closes a peer that has not answered 54 s later (Go: 60 s after its
- *   last pong).
- * - The 8192-byte limit on client messages is enforced while reading (the `ws` library's
- *   `maxPayload`): an oversized message closes the connection (1009) as in Go.
- * - Connection attempts during or after shutdown get 503 before the upgrade.
- * - The hub pings behind the frames it sends and counts them as read at the pong: a client
- *   that stops reading holds at most 512 KiB in the kernels' buffers (docs/http.md#ws).
+ * The `GET /ws` listener: authentication before the upgrade, the client's control frames and
+ * limits, keep-alive; fan-out is the hub's job. Deliberate deviations from the Go worker (an
+ * `{"error":"…"}` answer to a bad control frame, 503 during shutdown, the ping timing) are in
+ * docs/http.md#ws.
  *
  * @module
  */
@@ -25,21 +14,16 @@ import {
   type ServerWebSocket,
   type WebSocketAccept,
 } from "./listen.ts";
-import {
-  type HubClient,
-  parseControlFrame,
-  parseTopicsParam,
-  type WebSocketHub,
-} from "./ws_hub.ts";
+import { parseControlFrame, parseTopicsParam, type WebSocketHub } from "./ws_hub.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("websocket");
 
-/** Largest message a client may send. */
+/** Largest message a client may send; enforced while reading (1009, as in Go). */
 const MAX_CLIENT_MESSAGE_BYTES = 8192;
-/** See the module comment: ping after 54 s without an inbound frame. */
+/** Ping after half of it without an inbound frame (54 s, as Go), close after the other half. */
 const IDLE_TIMEOUT_SECONDS = 108;
 /** How long shutdown waits for clients to acknowledge their close frames. */
 const CLOSE_WAIT_MS = 2_000;
@@ -49,28 +33,23 @@ const DECODER = new TextDecoder();
 /** Options of {@link startWebSocketServer}. */
 export interface WebSocketServerOptions {
   readonly hostname: string;
-  /** 0 picks a free port; the bound port is returned. */
+  /** 0 picks a free port. */
   readonly port: number;
-  /** Accepted keys; at least one usable key (the listener refuses to start without). */
+  /** Accepted keys; at least one usable key. */
   readonly apiKeys: readonly string[];
   readonly hub: WebSocketHub;
   /** For `pipeline_errors_total{component="websocket"}`. */
   readonly metrics?: Metrics;
   /** Default {@link IDLE_TIMEOUT_SECONDS} (tests shorten it). */
   readonly idleTimeoutSeconds?: number;
-  /** Connection cap and timeouts; defaults of {@link listen}. */
   readonly limits?: HttpLimits;
 }
 
 /** A running `/ws` listener. */
 export interface WebSocketServer extends AsyncDisposable {
   readonly hostname: string;
-  /** The bound port. */
   readonly port: number;
-  /**
-   * Refuse new connections, send every client a close frame and wait (briefly) for them
-   * to close. Idempotent.
-   */
+  /** Refuse new connections, send every client a close frame, wait briefly. Idempotent. */
   closeClients(): Promise<void>;
   /** {@link closeClients}, then stop the listener. Idempotent. */
   shutdown(): Promise<void>;
@@ -79,8 +58,6 @@ export interface WebSocketServer extends AsyncDisposable {
 /**
  * Start the `/ws` listener.
  *
- * @param options Address, keys, hub and metrics.
- * @returns The running server.
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  * @throws {TypeError} When no usable key is given.
  */
@@ -108,16 +85,14 @@ export async function startWebSocketServer(
       log.debug("websocket: unauthorized handshake", { remote });
       return text(401, "unauthorized");
     }
-    if (req.method !== "GET") {
+    const failed = (status: number, body: string, error: string) => {
       countError();
-      log.error("websocket: upgrade failed", { remote, error: `method ${req.method}` });
-      return text(405, "method not allowed");
-    }
-    if (!info.webSocket) {
-      countError();
-      log.error("websocket: upgrade failed", { remote, error: "not a WebSocket handshake" });
-      return text(400, "bad request: not a WebSocket handshake");
-    }
+      log.error("websocket: upgrade failed", { remote, error });
+      return text(status, body);
+    };
+    if (req.method !== "GET") return failed(405, "method not allowed", `method ${req.method}`);
+    const notWs = "not a WebSocket handshake";
+    if (!info.webSocket) return failed(400, `bad request: ${notWs}`, notWs);
     const topics = parseTopicsParam(url.searchParams.get("topics"));
     return {
       onOpen: (socket) => {
@@ -138,9 +113,12 @@ export async function startWebSocketServer(
       });
     }
     const stopIdleCheck = keepAlive(socket, idleTimeout);
-    socket.on("message", (data: unknown, isBinary: boolean) => {
+    // binaryType "arraybuffer": text and binary messages alike arrive as bytes, and Go reads both.
+    socket.on("message", (data: ArrayBuffer) => {
       if (client === null) return;
-      onClientMessage(client, isBinary ? data : DECODER.decode(data as ArrayBuffer));
+      const parsed = parseControlFrame(DECODER.decode(data));
+      if (parsed.ok) client.apply(parsed.value);
+      else client.sendError(parsed.error);
     });
     // The hub's pings carry a token; their pongs say the client read what came before them.
     socket.on("pong", (data: Uint8Array | ArrayBuffer) => {
@@ -200,13 +178,7 @@ export async function startWebSocketServer(
     })();
     return closingClients;
   };
-  const shutdown = () => {
-    stopping ??= (async () => {
-      await closeClients();
-      await server.shutdown();
-    })();
-    return stopping;
-  };
+  const shutdown = () => stopping ??= closeClients().then(() => server.shutdown());
   return {
     hostname: server.addr.hostname,
     port: server.addr.port,
@@ -216,12 +188,7 @@ export async function startWebSocketServer(
   };
 }
 
-/**
- * Ping after half of `idleTimeoutSeconds` without an inbound frame; close the connection when
- * nothing (not even the pong) arrives in the other half.
- *
- * @returns Stops the checks (call on close).
- */
+/** Ping after half of `idleTimeoutSeconds` of silence, close after the other; returns a stop. */
 function keepAlive(socket: ServerWebSocket, idleTimeoutSeconds: number): () => void {
   const halfMs = (idleTimeoutSeconds * 1000) / 2;
   let pinged = false;
@@ -246,21 +213,6 @@ function keepAlive(socket: ServerWebSocket, idleTimeoutSeconds: number): () => v
   socket.on("pong", heardFrom);
   socket.on("ping", heardFrom);
   return () => clearTimeout(timer);
-}
-
-function onClientMessage(client: HubClient, data: unknown): void {
-  let textData: string;
-  if (typeof data === "string") {
-    textData = data;
-  } else if (data instanceof ArrayBuffer) {
-    // Go reads text and binary messages alike.
-    textData = DECODER.decode(data);
-  } else {
-    return;
-  }
-  const parsed = parseControlFrame(textData);
-  if (parsed.ok) client.apply(parsed.value);
-  else client.sendError(parsed.error);
 }
 
 function text(status: number, body: string): Response {

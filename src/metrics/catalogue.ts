@@ -1,23 +1,18 @@
 /**
- * The metric catalogue: every metric the worker exports, declared once
- * (docs/operations.md#metrics plus D10). Names, types, label names and label values
- * are an interface that dashboards and alerts depend on; HELP texts are free.
- *
- * Which label values get a pre-created zero series is declared here too, by
- * naming the label *set* (`queues`, `tables`, …); the concrete values are
- * supplied by the layers that own them (queue table, table catalogue), since
- * this module imports nothing else of ours.
+ * Every metric the worker exports, declared once (docs/operations.md#metrics, D10). Names, types,
+ * label names and values are an interface dashboards and alerts depend on; HELP texts are free.
+ * Pre-created zero series are declared by label *set* (`queues`, `tables`, …); the layers that own
+ * the values supply them, since this module imports nothing else of ours. The metrics table of
+ * docs/metrics.md is rendered from it here (tools/gen_config_reference.ts writes and checks it).
  *
  * @module
  */
 
-/** Metric kinds used here. */
 export type MetricType = "counter" | "gauge" | "histogram";
 
 /**
- * Named label-value sets a metric can be pre-created over (docs/operations.md#label-sets,
- * docs/operations.md#zero-series).
- * `none` = not pre-created (the series appear on first use).
+ * Label-value sets a metric can be pre-created over (docs/operations.md#label-sets); `none`: the
+ * series appear on first use.
  */
 export type LabelSet =
   | "queues"
@@ -37,26 +32,23 @@ export type LabelSet =
   | "perfdata_backends"
   | "none";
 
-/** One catalogue row. */
 export interface MetricSpec {
   readonly name: string;
   readonly type: MetricType;
   readonly help: string;
-  readonly labels: readonly string[];
-  /** Pre-created series, or `none`. Unlabelled metrics export 0 by themselves. */
-  readonly precreate: LabelSet;
+  /** Default none. */
+  readonly labels?: readonly string[];
+  /** Pre-created series; default `none`. Unlabelled metrics export 0 by themselves. */
+  readonly precreate?: LabelSet;
   /** Histogram buckets (prom-client's defaults when absent). */
   readonly buckets?: readonly number[];
   /** Gauges that start at 1 instead of 0 (availability, docs/operations.md#zero-series). */
   readonly initial?: number;
-  /**
-   * Read from the worker's own process at every scrape (src/metrics/process.ts) instead of
-   * being updated by the code; absent while the value cannot be read.
-   */
+  /** Read from the worker's own process at every scrape (src/metrics/registry.ts). */
   readonly process?: ProcessField;
 }
 
-/** What a `process_*` metric reads of the worker's process (src/metrics/process.ts). */
+/** What a `process_*` metric reads of the worker's process (src/metrics/registry.ts). */
 export type ProcessField =
   | "cpuSeconds"
   | "residentMemoryBytes"
@@ -65,6 +57,11 @@ export type ProcessField =
   | "maxFds"
   | "startTimeSeconds";
 
+/** The most common label and pre-creation pairs of the rows below. */
+const PER_QUEUE = { labels: ["queue_name"], precreate: "queues" } as const;
+const PER_LISTENER = { labels: ["listener"], precreate: "listeners" } as const;
+const PER_BACKEND = { labels: ["backend"], precreate: "perfdata_backends" } as const;
+
 /** The catalogue. Keys are the handles' names in code. */
 export const METRICS = {
   // --- ingestion -----------------------------------------------------------
@@ -72,16 +69,14 @@ export const METRICS = {
     name: "statusengine_queue_messages_received_total",
     type: "counter",
     help: "Jobs taken from the broker, counted before decoding.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queuePayloadsRepaired: {
     name: "statusengine_queue_payloads_repaired_total",
     type: "counter",
     help:
       "Jobs whose payload was not valid UTF-8 and was repaired (invalid bytes read as Windows-1252).",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueEventsDiscardedStale: {
     name: "statusengine_queue_events_discarded_stale_total",
@@ -96,23 +91,20 @@ export const METRICS = {
     type: "gauge",
     help:
       "Jobs being handled now; pinned at statusengine_queue_window means the queue is falling behind.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueWindow: {
     name: "statusengine_queue_window",
     type: "gauge",
     help:
       "Jobs the queue may hold in flight now: the adaptive window, which grows while its tables' writers hold less than two batches and shrinks while MySQL is slow (1 for statusngin_downtimes).",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueHandlerDuration: {
     name: "statusengine_queue_handler_duration_seconds",
     type: "histogram",
     help: "Time from receiving a job until its rows were committed (D1) and it was answered.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueEventLag: {
     name: "statusengine_queue_event_lag_seconds",
@@ -147,24 +139,21 @@ export const METRICS = {
     name: "statusengine_queue_reconnects_total",
     type: "counter",
     help: "Broker connections of the queue re-established after a loss.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueJobsRetried: {
     name: "statusengine_queue_jobs_retried_total",
     type: "counter",
     help:
       "Failed attempts of a job that is tried again on the same connection (MySQL held, dead-letter file failing, ...).",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueStalled: {
     name: "statusengine_queue_stalled",
     type: "gauge",
     help:
       "1 while jobs wait at the broker and the queue, with room to take them, has taken none for 60 s.",
-    labels: ["queue_name"],
-    precreate: "queues",
+    ...PER_QUEUE,
   },
   queueJobs: {
     name: "statusengine_queue_jobs_total",
@@ -186,8 +175,6 @@ export const METRICS = {
     type: "counter",
     help:
       "Downtime START/STOP events that could not be recorded because a DELETE before the downtime's window had already removed it (docs/downtimes.md); a START/STOP whose ADD is missing or late creates the rows and is not counted.",
-    labels: [],
-    precreate: "none",
   },
   deadLetters: {
     name: "statusengine_dead_letters_total",
@@ -202,8 +189,6 @@ export const METRICS = {
     type: "counter",
     help:
       "Failed appends to the dead-letter file (full, unwritable); the job waits and is retried, /readyz fails until one succeeds.",
-    labels: [],
-    precreate: "none",
   },
   // --- MySQL ---------------------------------------------------------------
   dbEventsWritten: {
@@ -232,16 +217,12 @@ export const METRICS = {
     name: "statusengine_db_batch_size_at_flush",
     type: "histogram",
     help: "Rows in each flush attempt.",
-    labels: [],
-    precreate: "none",
     buckets: [1, 5, 10, 25, 50, 100, 250, 500, 700, 1400],
   },
   dbBatchRetries: {
     name: "statusengine_db_batch_retries_total",
     type: "counter",
     help: "Re-executions after a deadlock (1213) or lock wait timeout (1205).",
-    labels: [],
-    precreate: "none",
   },
   mysqlConflicts: {
     name: "statusengine_mysql_conflicts_total",
@@ -249,23 +230,18 @@ export const METRICS = {
     help:
       "Statements that failed on a lock conflict and were sent again: kind deadlock (1213: a deadlock, or on Galera a certification failure or brute-force abort by another node's commit) or lock_wait_timeout (1205).",
     labels: ["table", "kind"],
-    precreate: "none",
   },
   dbConnectionRetries: {
     name: "statusengine_db_connection_retries_total",
     type: "counter",
     help:
       "Re-attempts while MySQL could not take writes: unreachable, read-only, full, privileges, timeout (measures outage length).",
-    labels: [],
-    precreate: "none",
   },
   dbAvailable: {
     name: "statusengine_db_available",
     type: "gauge",
     help:
       "1 while MySQL takes writes; 0 while the pipeline holds rows because it cannot (unreachable, read-only, full, privileges, statement timeout).",
-    labels: [],
-    precreate: "none",
     initial: 1,
   },
   mysqlHostInUse: {
@@ -274,7 +250,6 @@ export const METRICS = {
     help:
       "1 for the host of --mysql-url the worker's connections go to, 0 for the other hosts of the list (docs/running.md#mysql-hosts).",
     labels: ["host"],
-    precreate: "none",
   },
   rabbitmqHostInUse: {
     name: "statusengine_rabbitmq_host_in_use",
@@ -282,15 +257,12 @@ export const METRICS = {
     help:
       "1 for the broker of --rabbitmq-url the worker consumes from, 0 for the other brokers of the list (docs/running.md#rabbitmq-hosts).",
     labels: ["host"],
-    precreate: "none",
   },
   mysqlHostSwitches: {
     name: "statusengine_mysql_host_switches_total",
     type: "counter",
     help:
       "Moves to another host of --mysql-url: away from a host that stopped answering, and back to an earlier one that answers again.",
-    labels: [],
-    precreate: "none",
   },
   dbValuesAdjusted: {
     name: "statusengine_db_values_adjusted_total",
@@ -304,29 +276,21 @@ export const METRICS = {
     name: "statusengine_graphite_metrics_written_total",
     type: "counter",
     help: "Metrics whose TCP write to Carbon succeeded.",
-    labels: [],
-    precreate: "none",
   },
   graphiteFlushes: {
     name: "statusengine_graphite_flushes_total",
     type: "counter",
     help: "Successful writes to Carbon.",
-    labels: [],
-    precreate: "none",
   },
   graphiteMetricsDropped: {
     name: "statusengine_graphite_metrics_dropped_total",
     type: "counter",
     help: "Metrics lost because a dial or write to Carbon failed.",
-    labels: [],
-    precreate: "none",
   },
   graphiteAvailable: {
     name: "statusengine_graphite_available",
     type: "gauge",
     help: "1 while writes to Carbon succeed, 0 while metrics are being dropped.",
-    labels: [],
-    precreate: "none",
     initial: 1,
   },
   // --- perfdata backends (docs/perfdata.md#metrics) ------------------------------------
@@ -336,8 +300,7 @@ export const METRICS = {
     name: "statusengine_perfdata_points_written_total",
     type: "counter",
     help: "Perfdata points the backend accepted.",
-    labels: ["backend"],
-    precreate: "perfdata_backends",
+    ...PER_BACKEND,
   },
   perfdataDropped: {
     name: "statusengine_perfdata_dropped_total",
@@ -352,21 +315,17 @@ export const METRICS = {
     type: "gauge",
     help: "1 while writes to the backend succeed (also before the first), 0 while its points " +
       "are being dropped.",
-    labels: ["backend"],
-    precreate: "perfdata_backends",
+    ...PER_BACKEND,
   },
   perfdataWriteRetries: {
     name: "statusengine_perfdata_write_retries_total",
     type: "counter",
     help: "Writes sent again after a network error, a timeout, HTTP 429 or 5xx.",
-    labels: ["backend"],
-    precreate: "perfdata_backends",
+    ...PER_BACKEND,
   },
   // --- external commands and WebSocket (docs/operations.md#metrics) -------------------
-  // Part of the metric interface dashboards built for the Go worker rely on.
-  // The labelled command series are pre-created only while /commands is served
-  // (the worker passes the label values only then), so a worker without
-  // command keys does not advertise an endpoint it does not have.
+  // Dashboards built for the Go worker rely on these. The command series are pre-created only
+  // while /commands is served, so a worker without command keys advertises no such endpoint.
   commandsReceived: {
     name: "statusengine_commands_received_total",
     type: "counter",
@@ -385,15 +344,11 @@ export const METRICS = {
     name: "statusengine_commands_published_total",
     type: "counter",
     help: "Broker messages published for POST /commands (one per accepted request).",
-    labels: [],
-    precreate: "none",
   },
   commandsPublishErrors: {
     name: "statusengine_commands_publish_errors_total",
     type: "counter",
     help: "Valid POST /commands requests answered 503 because the broker could not be reached.",
-    labels: [],
-    precreate: "none",
   },
   inOrderLockHeld: {
     name: "statusengine_in_order_lock_held",
@@ -401,60 +356,44 @@ export const METRICS = {
     help: "1 while this worker holds the in-order lease (a row of statusengine_worker_leases) " +
       "and consumes statusngin_downtimes; exactly one worker per node should show 1, " +
       "across every server of a Galera cluster.",
-    labels: [],
-    precreate: "none",
   },
   inOrderLeaseTakeovers: {
     name: "statusengine_in_order_lease_takeovers_total",
     type: "counter",
     help: "In-order leases this worker took over from a holder that had not renewed for the " +
       "whole term (it died, or lost the database); a lease released on stop is not counted.",
-    labels: [],
-    precreate: "none",
   },
   // --- statusengine_tasks (the UI's task queue) --------------------------------
   tasksSubmitted: {
     name: "statusengine_tasks_submitted_total",
     type: "counter",
     help: "Tasks of statusengine_tasks submitted to the core (broker or command file) and deleted.",
-    labels: [],
-    precreate: "none",
   },
   tasksRejected: {
     name: "statusengine_tasks_rejected_total",
     type: "counter",
     help: "Tasks deleted without being run: unknown type, or refused by the /commands validation.",
-    labels: [],
-    precreate: "none",
   },
   tasksSubmitErrors: {
     name: "statusengine_tasks_submit_errors_total",
     type: "counter",
     help: "Failed task submissions; the task stays and is retried on the next poll.",
-    labels: [],
-    precreate: "none",
   },
   websocketClientsActive: {
     name: "statusengine_websocket_clients_active",
     type: "gauge",
     help: "Connected /ws clients.",
-    labels: [],
-    precreate: "none",
   },
   websocketMessagesBroadcasted: {
     name: "statusengine_websocket_messages_broadcasted_total",
     type: "counter",
     help: "Events written to a /ws client's connection (per recipient). Each event offered to a " +
       "client is counted once: here or in statusengine_websocket_messages_dropped_total.",
-    labels: [],
-    precreate: "none",
   },
   websocketFramesSent: {
     name: "statusengine_websocket_frames_sent_total",
     type: "counter",
     help: "Frames (one per job) written to a /ws client's connection.",
-    labels: [],
-    precreate: "none",
   },
   websocketMessagesDropped: {
     name: "statusengine_websocket_messages_dropped_total",
@@ -463,50 +402,40 @@ export const METRICS = {
       "Events one /ws client did not get: its send buffer (256 frames, 16 MiB) was full, or it was " +
       "closed (disconnect, write timeout, shutdown) with frames still unsent, in its buffer or " +
       "handed to its socket and not yet written.",
-    labels: [],
-    precreate: "none",
   },
   websocketSlowClientsClosed: {
     name: "statusengine_websocket_slow_clients_closed_total",
     type: "counter",
     help: "/ws clients the hub closed (1008) for not reading: losing frames while their socket " +
       "took none for 2 s, or no write progress at all for 10 s.",
-    labels: [],
-    precreate: "none",
   },
   websocketPublishDropped: {
     name: "statusengine_websocket_publish_dropped_total",
     type: "counter",
     help:
       "Events dropped because the /ws hub's 1024-frame inbound buffer was full: no client got them. Alert.",
-    labels: [],
-    precreate: "none",
   },
   // --- HTTP listeners ----------------------------------------------------------
-  // One series per served listener (metrics, websocket, commands), pre-created
-  // while it is served.
+  // One series per listener, pre-created while it is served.
   httpConnectionsOpen: {
     name: "statusengine_http_connections_open",
     type: "gauge",
     help: "Connections a listener holds now (requests in progress, open /ws streams); " +
       "at most 512 per listener.",
-    labels: ["listener"],
-    precreate: "listeners",
+    ...PER_LISTENER,
   },
   httpConnectionsRefused: {
     name: "statusengine_http_connections_refused_total",
     type: "counter",
     help: "Connections closed right after accepting because the listener already held its " +
       "cap of 512.",
-    labels: ["listener"],
-    precreate: "listeners",
+    ...PER_LISTENER,
   },
   httpHeaderTimeouts: {
     name: "statusengine_http_header_timeouts_total",
     type: "counter",
     help: "Connections closed because their first request head did not arrive within 10 s.",
-    labels: ["listener"],
-    precreate: "listeners",
+    ...PER_LISTENER,
   },
   // --- other -----------------------------------------------------------------
   pipelineErrors: {
@@ -522,16 +451,12 @@ export const METRICS = {
     name: "process_cpu_seconds_total",
     type: "counter",
     help: "User and system CPU time the worker used, in seconds.",
-    labels: [],
-    precreate: "none",
     process: "cpuSeconds",
   },
   processResidentMemory: {
     name: "process_resident_memory_bytes",
     type: "gauge",
     help: "Resident memory of the worker; a steady climb under a steady load is a leak.",
-    labels: [],
-    precreate: "none",
     process: "residentMemoryBytes",
   },
   processVirtualMemory: {
@@ -539,8 +464,6 @@ export const METRICS = {
     type: "gauge",
     help: "Virtual memory of the worker (from /proc: absent unless the worker may read it, " +
       "which Deno allows only under --allow-all).",
-    labels: [],
-    precreate: "none",
     process: "virtualMemoryBytes",
   },
   processOpenFds: {
@@ -548,8 +471,6 @@ export const METRICS = {
     type: "gauge",
     help: "Open file descriptors (connections, files); from /proc, absent unless the worker " +
       "may read it (--allow-all).",
-    labels: [],
-    precreate: "none",
     process: "openFds",
   },
   processMaxFds: {
@@ -557,16 +478,12 @@ export const METRICS = {
     type: "gauge",
     help: "The limit of open file descriptors; from /proc, absent unless the worker may read " +
       "it (--allow-all).",
-    labels: [],
-    precreate: "none",
     process: "maxFds",
   },
   processStartTime: {
     name: "process_start_time_seconds",
     type: "gauge",
     help: "When the worker started, in Unix seconds; changes() of it counts restarts.",
-    labels: [],
-    precreate: "none",
     process: "startTimeSeconds",
   },
   buildInfo: {
@@ -574,7 +491,6 @@ export const METRICS = {
     type: "gauge",
     help: "Build identity; always 1. revision repeats commit under the Go worker's label name.",
     labels: ["version", "deno_version", "commit", "revision"],
-    precreate: "none",
   },
 } as const satisfies Record<string, MetricSpec>;
 
@@ -591,3 +507,50 @@ export const COMPONENTS = [
   "influxdb",
   "prometheus",
 ] as const;
+
+/** Marker lines around the generated section. */
+export const METRICS_BEGIN = "<!-- BEGIN METRICS REFERENCE -->";
+export const METRICS_END = "<!-- END METRICS REFERENCE -->";
+
+const PRECREATED: Readonly<Record<LabelSet, string>> = {
+  queues: "all 12 queues",
+  "status_queues": "the 2 status queues only",
+  "event_lag_queues": "the 2 status and 2 check queues",
+  "queues_x_results": "12 queues × completed/abandoned",
+  "queues_x_dead_letter_reasons": "12 queues × every reason",
+  "queues_x_give_back_reasons": "12 queues × every reason",
+  tables: "all 19 written tables",
+  "batched_tables": "the 14 batched tables",
+  "batched_tables_x_adjust_reasons": "14 tables × every reason",
+  components: COMPONENTS.join(", "),
+  commands: "every command name, while /commands is served",
+  "command_reject_reasons": "every reject reason, while /commands is served",
+  listeners: "metrics, websocket, commands: each while it is served",
+  "perfdata_backends":
+    "graphite, influxdb, prometheus, each while configured (dropped: × every reason)",
+  none: "—",
+};
+
+/** The table as Markdown, wrapped in deno-fmt-ignore so formatting cannot make it stale. */
+export function renderMetricsReference(): string {
+  const out = [
+    "<!-- deno-fmt-ignore-start -->",
+    "<!-- Generated by tools/gen_config_reference.ts from src/metrics/catalogue.ts; do not edit. -->",
+    "",
+    "| Metric | Type | Labels | Pre-created series | Meaning |",
+    "|---|---|---|---|---|",
+  ];
+  for (const raw of Object.values(METRICS)) {
+    const m: MetricSpec = raw;
+    const start = m.initial === undefined ? "" : ` (starts at ${m.initial})`;
+    const labels = m.labels?.map((l) => `\`${l}\``).join(", ") || "—";
+    const pre = m.name === "statusengine_queue_connected"
+      ? "deliberately none (appears at the first real connection)"
+      : m.name === "statusengine_queue_backlog"
+      ? "deliberately none (appears at the first reading, absent while unknown)"
+      : PRECREATED[m.precreate ?? "none"] + start;
+    out.push(`| \`${m.name}\` | ${m.type} | ${labels} | ${pre} | ${m.help} |`);
+  }
+  out.push("<!-- deno-fmt-ignore-end -->", "");
+  return out.join("\n");
+}

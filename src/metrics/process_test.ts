@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { maxOpenFiles, ProcessReader, virtualMemoryFromStat } from "./process.ts";
+import { maxOpenFiles, ProcessReader, virtualMemoryFromStat } from "./registry.ts";
 import { createMetrics } from "./registry.ts";
 
 Deno.test("process: the virtual memory field is counted from the last parenthesis of the command name", () => {

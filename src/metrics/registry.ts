@@ -1,7 +1,12 @@
 /**
- * Builds the catalogue's metrics on a fresh prom-client `Registry` (one per
- * run, never the global one, so every test can have its own) and pre-creates
- * the documented zero series.
+ * The catalogue's metrics on a fresh prom-client `Registry` (never the global one, so every test
+ * can have its own), and the documented zero series.
+ *
+ * The `process_*` series are read at scrape time, not by prom-client's `collectDefaultMetrics`: it
+ * adds twenty `nodejs_*` series that describe Node, not this runtime, and reads everything from
+ * /proc, which Deno allows only under `--allow-all`, so the packaged worker (tools/compile.ts)
+ * would export zeros. Memory, CPU and start time come from runtime APIs; what only /proc knows is
+ * absent (not 0) when it cannot be read.
  *
  * @module
  */
@@ -13,10 +18,11 @@ import {
   type MetricSpec,
   type ProcessField,
 } from "./catalogue.ts";
-import { ProcessReader } from "./process.ts";
+import process from "node:process";
 
 type Spec<K extends MetricKey> = (typeof METRICS)[K];
-type LabelsOf<K extends MetricKey> = Spec<K>["labels"][number];
+type LabelsOf<K extends MetricKey> = Spec<K> extends { labels: readonly (infer L)[] } ? L & string
+  : never;
 type HandleOf<K extends MetricKey> = Spec<K>["type"] extends "counter" ? Counter<LabelsOf<K>>
   : Spec<K>["type"] extends "gauge" ? Gauge<LabelsOf<K>>
   : Histogram<LabelsOf<K>>;
@@ -48,26 +54,22 @@ export interface LabelValues {
   readonly listeners?: readonly string[];
 }
 
-/**
- * Create every metric of the catalogue on a new registry.
- *
- * @returns Typed handles and the registry.
- */
+/** Every metric of the catalogue on a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
   const handles: Record<string, unknown> = { registry };
-  const process = new ProcessReader();
+  const reader = new ProcessReader();
   for (const [key, raw] of Object.entries(METRICS)) {
     const spec: MetricSpec = raw;
     const common = {
       name: spec.name,
       help: spec.help,
-      labelNames: [...spec.labels],
+      labelNames: [...(spec.labels ?? [])],
       registers: [registry],
     };
     const collect = spec.process === undefined
       ? {}
-      : { collect: readProcess(process, spec.process) };
+      : { collect: readProcess(reader, spec.process) };
     if (spec.type === "counter") handles[key] = new Counter({ ...common, ...collect });
     else if (spec.type === "gauge") {
       const gauge = new Gauge({ ...common, ...collect });
@@ -103,72 +105,51 @@ function readProcess(
   };
 }
 
-function labelCombos(set: LabelSet, v: LabelValues): Record<string, string>[] {
-  switch (set) {
-    case "queues":
-      return v.queues.map((q) => ({ queue_name: q }));
-    case "status_queues":
-      return v.statusQueues.map((q) => ({ queue_name: q }));
-    case "event_lag_queues":
-      return (v.eventLagQueues ?? []).map((q) => ({ queue_name: q }));
-    case "queues_x_results":
-      return v.queues.flatMap((q) => v.jobResults.map((r) => ({ queue_name: q, result: r })));
-    case "queues_x_dead_letter_reasons":
-      return v.queues.flatMap((q) =>
-        v.deadLetterReasons.map((r) => ({ queue_name: q, reason: r }))
-      );
-    case "queues_x_give_back_reasons":
-      return v.queues.flatMap((q) =>
-        (v.giveBackReasons ?? []).map((r) => ({ queue_name: q, reason: r }))
-      );
-    case "tables":
-      return v.tables.map((t) => ({ table: t }));
-    case "batched_tables":
-      return v.batchedTables.map((t) => ({ table: t }));
-    case "batched_tables_x_adjust_reasons":
-      return v.batchedTables.flatMap((t) => v.adjustReasons.map((r) => ({ table: t, reason: r })));
-    case "components":
-      return v.components.map((c) => ({ component: c }));
-    case "commands":
-      return (v.commands ?? []).map((c) => ({ command: c }));
-    case "command_reject_reasons":
-      return (v.commandRejectReasons ?? []).map((r) => ({ reason: r }));
-    case "listeners":
-      return (v.listeners ?? []).map((l) => ({ listener: l }));
-    case "perfdata_backends":
-      // Created with the backend's client (src/daemon/outputs.ts), which knows the drop reasons.
-      return [];
-    case "none":
-      return [];
-  }
+/** The label combinations of each pre-creation set. */
+function labelCombos(v: LabelValues): Record<LabelSet, Record<string, string>[]> {
+  const each = (label: string, values: readonly string[] = []) =>
+    values.map((x) => ({ [label]: x }));
+  const cross = (rows: Record<string, string>[], label: string, values: readonly string[] = []) =>
+    rows.flatMap((row) => values.map((x) => ({ ...row, [label]: x })));
+  const queues = each("queue_name", v.queues);
+  const batched = each("table", v.batchedTables);
+  return {
+    queues,
+    "status_queues": each("queue_name", v.statusQueues),
+    "event_lag_queues": each("queue_name", v.eventLagQueues),
+    "queues_x_results": cross(queues, "result", v.jobResults),
+    "queues_x_dead_letter_reasons": cross(queues, "reason", v.deadLetterReasons),
+    "queues_x_give_back_reasons": cross(queues, "reason", v.giveBackReasons),
+    tables: each("table", v.tables),
+    "batched_tables": batched,
+    "batched_tables_x_adjust_reasons": cross(batched, "reason", v.adjustReasons),
+    components: each("component", v.components),
+    commands: each("command", v.commands),
+    "command_reject_reasons": each("reason", v.commandRejectReasons),
+    listeners: each("listener", v.listeners),
+    // Created with the backend's client (src/daemon/outputs.ts), which knows the drop reasons.
+    "perfdata_backends": [],
+    none: [],
+  };
 }
 
 /**
- * Create the documented zero series (docs/operations.md#zero-series). Idempotent and
- * non-destructive: it adds 0 / observes nothing, never resets (a counter that
- * goes backwards corrupts every `rate()`).
- *
- * @param metrics Handles from {@link createMetrics}.
- * @param values The label values of each set.
+ * Create the documented zero series (docs/operations.md#zero-series). Idempotent: it adds 0 and
+ * never resets (a counter that goes backwards corrupts every `rate()`).
  */
 export function precreateSeries(metrics: Metrics, values: LabelValues): void {
+  const combos = labelCombos(values);
   for (const [key, raw] of Object.entries(METRICS)) {
     const spec: MetricSpec = raw;
     const handle = (metrics as unknown as Record<string, Counter | Gauge | Histogram>)[key];
-    for (const labels of labelCombos(spec.precreate, values)) {
-      if (handle instanceof Counter) handle.inc(labels, 0);
-      else if (handle instanceof Gauge) handle.inc(labels, 0);
-      else if (handle instanceof Histogram) handle.zero(labels);
+    for (const labels of combos[spec.precreate ?? "none"]) {
+      if (handle instanceof Histogram) handle.zero(labels);
+      else handle?.inc(labels, 0);
     }
   }
 }
 
-/**
- * Set `statusengine_build_info` (exactly one series, value 1).
- *
- * @param metrics Handles.
- * @param info Version, Deno version and commit.
- */
+/** Set `statusengine_build_info` (exactly one series, value 1). */
 export function setBuildInfo(
   metrics: Metrics,
   info: { version: string; denoVersion: string; commit: string },
@@ -181,4 +162,69 @@ export function setBuildInfo(
     commit: info.commit,
     revision: info.commit,
   }, 1);
+}
+
+/** One reading of the process; a field is undefined when this process cannot know it. */
+export type ProcessSample = { readonly [K in ProcessField]: number | undefined };
+
+/**
+ * The virtual memory size (field 23) of /proc/self/stat. The command name (field 2) may hold
+ * spaces or parentheses, so fields are counted from the last `)`.
+ */
+export function virtualMemoryFromStat(stat: string): number | undefined {
+  const close = stat.lastIndexOf(")");
+  if (close < 0) return undefined;
+  // After ")" field 3 (the state) comes first, so field n is at index n - 3.
+  const value = Number(stat.slice(close + 1).trim().split(/\s+/)[23 - 3]);
+  return Number.isFinite(value) ? value : undefined;
+}
+
+/** The soft limit of open files from /proc/self/limits (`unlimited` reads as +Inf). */
+export function maxOpenFiles(limits: string): number | undefined {
+  const match = /^Max open files\s+(\S+)/m.exec(limits);
+  if (match?.[1] === undefined) return undefined;
+  return match[1] === "unlimited" ? Infinity : Number(match[1]);
+}
+
+/** The process metrics' collect callbacks of one scrape arrive together and share one reading. */
+export class ProcessReader {
+  #pending: Promise<ProcessSample> | undefined;
+
+  sample(): Promise<ProcessSample> {
+    this.#pending ??= this.#read().finally(() => (this.#pending = undefined));
+    return this.#pending;
+  }
+
+  async #read(): Promise<ProcessSample> {
+    const cpu = process.cpuUsage();
+    const [stat, limits, openFds] = await Promise.all([
+      fromProc(() => Deno.readTextFile("/proc/self/stat")),
+      fromProc(() => Deno.readTextFile("/proc/self/limits")),
+      // The listing itself holds one descriptor open.
+      fromProc(async () => {
+        let n = 0;
+        for await (const _ of Deno.readDir("/proc/self/fd")) n++;
+        return Math.max(0, n - 1);
+      }),
+    ]);
+    return {
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      residentMemoryBytes: Deno.memoryUsage().rss,
+      // When the runtime started, which is when the process did.
+      startTimeSeconds: performance.timeOrigin / 1000,
+      virtualMemoryBytes: stat === undefined ? undefined : virtualMemoryFromStat(stat),
+      openFds,
+      maxFds: limits === undefined ? undefined : maxOpenFiles(limits),
+    };
+  }
+}
+
+/** A /proc reading, or undefined where it cannot be read (not Linux, or not `--allow-all`). */
+async function fromProc<T>(read: () => Promise<T>): Promise<T | undefined> {
+  if (Deno.build.os !== "linux") return undefined;
+  try {
+    return await read();
+  } catch {
+    return undefined;
+  }
 }

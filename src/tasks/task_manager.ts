@@ -1,15 +1,10 @@
 /**
- * The task queue of the Statusengine UI: every user action (reschedule, acknowledge,
- * downtime, passive result) is a row of `statusengine_tasks` for the node that must run it,
- * as the PHP worker's TaskManager read them. Every `--command-check-interval` this node's
- * tasks are read in entry order, each one validated exactly like a `POST /commands` `raw`
- * command, submitted (to `statusngin_cmd`, or written to the core's external command file),
- * and deleted only after the submission succeeded.
- *
- * Delivery is at least once: a task whose submission succeeded but whose DELETE failed is
- * submitted again on the next poll, like a redelivered broker message. A task that can never
- * run (unknown type, refused by the validation) is logged, counted and deleted: keeping it
- * would only repeat the same refusal every poll, and the PHP worker deleted every task it read.
+ * The Statusengine UI's task queue: each user action is a row of `statusengine_tasks` for the
+ * node that must run it. Every `--command-check-interval` this node's tasks are read in entry
+ * order, validated exactly like a `POST /commands` `raw` command, submitted (to `statusngin_cmd`
+ * or the core's external command file) and deleted only after the submission succeeded: at least
+ * once, like a redelivered broker message. A task that can never run is logged, counted and
+ * deleted: keeping it would repeat the refusal every poll, and the PHP worker deleted every task.
  *
  * @module
  */
@@ -31,13 +26,10 @@ const EXTERNAL_COMMAND_TASK = "externalcommand";
 /** Tasks read per poll; the rest waits for the next one (bounds memory and one round's time). */
 const TASKS_PER_POLL = 500;
 
-/** Budget of one write to the external command file, the open included (a FIFO without reader blocks). */
+/** Budget of one write to the command file, the open included (a FIFO without reader blocks). */
 const COMMAND_FILE_TIMEOUT_MS = 5_000;
 
-/**
- * How long the start waits for the core to open its FIFO when probing it; a FIFO no core reads
- * yet is no reason to refuse, only to not know more.
- */
+/** How long the start-up probe waits for a reader of the FIFO; without one it just knows less. */
 const COMMAND_FILE_PROBE_MS = 1_000;
 
 /** How a validated command reaches the core (`--submit-method`). */
@@ -45,19 +37,11 @@ export type SubmitMethod = "broker" | "cmd";
 
 /** Hands one validated command to the core. */
 export interface TaskSubmitter {
-  /** `broker` or `cmd`, for logs. */
   readonly method: SubmitMethod;
-  /**
-   * Submit one command.
-   *
-   * @param command The re-serialised envelope and the command line it carries.
-   * @param signal Aborts the wait (shutdown).
-   * @throws When the command was not handed over; the task is kept.
-   */
+  /** @throws When the command was not handed over; the task is kept. */
   submit(command: ValidatedTask, signal: AbortSignal): Promise<void>;
 }
 
-/** A task that passed the `POST /commands` validation. */
 export interface ValidatedTask {
   /** The envelope as `/commands` publishes it: `{"Command":"raw","Data":"[ts] …"}`. */
   readonly body: string;
@@ -65,14 +49,7 @@ export interface ValidatedTask {
   readonly line: string;
 }
 
-/**
- * Validate one task's payload as the `raw` command of a `POST /commands` body. The one call
- * into the command validation, so a change of its rules applies to tasks too.
- *
- * @param payload The task's `payload` column.
- * @param nowSeconds Clock for a missing timestamp prefix.
- * @returns The validated command, or why it is refused.
- */
+/** A task's payload validated as the `raw` command of a `POST /commands` body, the same rules. */
 function validateTask(
   payload: string,
   nowSeconds: number,
@@ -83,19 +60,12 @@ function validateTask(
     ...(allow === undefined ? {} : { allow }),
   });
   if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
-  const data = (JSON.parse(result.body) as { Data?: unknown }).Data;
-  if (typeof data !== "string") {
-    return { ok: false, reason: "malformed", error: "validated command carries no line" };
-  }
-  return { ok: true, task: { body: result.body, line: data } };
+  // A validated `raw` command's Data is always its line.
+  const line = (JSON.parse(result.body) as { Data: string }).Data;
+  return { ok: true, task: { body: result.body, line } };
 }
 
-/**
- * Submit through the broker: the publisher `POST /commands` uses (`statusngin_cmd`).
- *
- * @param publisher A command publisher of the worker's backend.
- * @returns The submitter.
- */
+/** Submit through the publisher `POST /commands` uses (`statusngin_cmd`). */
 export function brokerSubmitter(publisher: CommandPublisher): TaskSubmitter {
   return {
     method: "broker",
@@ -104,13 +74,9 @@ export function brokerSubmitter(publisher: CommandPublisher): TaskSubmitter {
 }
 
 /**
- * Submit by appending the command line to the core's external command file (a FIFO the core
- * reads, or a plain file in tests and spools). The file is never created: a missing one means
- * the core is not running, and the task must wait. Each line is one write, so lines up to the
- * pipe buffer (4 KiB) never interleave with other writers of the FIFO.
- *
- * @param path `--external-command-file`.
- * @returns The submitter.
+ * Submit by appending the line to the core's external command file (a FIFO, or a plain file). The
+ * file is never created: a missing one means the core is not running, and the task must wait.
+ * Each line is one write, so lines up to the pipe buffer (4 KiB) never interleave with others.
  */
 export function commandFileSubmitter(path: string): TaskSubmitter {
   const encoder = new TextEncoder();
@@ -135,11 +101,7 @@ export function commandFileSubmitter(path: string): TaskSubmitter {
         });
       }
       if ("late" in opened) {
-        const pending = opened.late.finally(() => {
-          stuck = undefined;
-        });
-        stuck = pending;
-        void pending;
+        stuck = opened.late.finally(() => (stuck = undefined));
         throw new Error(
           `Cannot open external command file ${path} within ${COMMAND_FILE_TIMEOUT_MS} ms ` +
             "(is the monitoring core reading it?)",
@@ -163,11 +125,8 @@ export function commandFileSubmitter(path: string): TaskSubmitter {
 type Opened = { readonly file: Deno.FsFile } | { readonly late: Promise<void> };
 
 /**
- * Open the command file for appending, never creating it. Opening a FIFO for writing blocks
- * until the core opens it for reading, and Deno cannot cancel an open in progress: when
- * `signal` aborts first, the open is handed back as `late`.
- *
- * @throws The open's error (missing, not permitted, read-only file system).
+ * Open the command file for appending, never creating it. A FIFO's open blocks until the core
+ * reads it, and Deno cannot cancel an open: when `signal` aborts first, it is returned as `late`.
  */
 async function openCommandFile(path: string, signal: AbortSignal): Promise<Opened> {
   const opening = Deno.open(path, { write: true, append: true });
@@ -183,14 +142,10 @@ async function openCommandFile(path: string, signal: AbortSignal): Promise<Opene
 export type CommandFileProbe = "writable" | "missing" | "no-reader";
 
 /**
- * Open the command file for writing once, writing nothing, as each submission will: at start,
- * so that a file the worker may not write (the core's FIFO is writable for the core's group
- * only; a plain file under ProtectSystem=strict is read-only) refuses the start instead of
+ * Open the command file once at start, writing nothing, so that a file the worker may not write
+ * (a FIFO writable for the core's group only; ProtectSystem=strict) refuses the start instead of
  * failing every task while the worker looks ready.
  *
- * @param path `--external-command-file`.
- * @returns `missing` when it does not exist (the core is not running, or the path is wrong),
- *   `no-reader` when it is a FIFO no core reads yet.
  * @throws The open's error when it exists and cannot be opened for writing.
  */
 export async function probeCommandFile(path: string): Promise<CommandFileProbe> {
@@ -209,14 +164,13 @@ export async function probeCommandFile(path: string): Promise<CommandFileProbe> 
   }
 }
 
-/** Options of {@link TaskManager}. */
 export interface TaskManagerOptions {
   readonly executor: SqlExecutor;
   readonly nodeName: string;
   readonly intervalMs: number;
   readonly submitter: TaskSubmitter;
   readonly metrics?: Metrics;
-  /** `raw` commands that pass (`--command-allow`, shared with `POST /commands`); default the built-in list. */
+  /** `raw` commands that pass (`--command-allow`, as `POST /commands`); default built-in. */
   readonly allow?: RawCommandAllowlist;
   /** Clock in epoch seconds (tests). */
   readonly now?: () => number;
@@ -236,7 +190,6 @@ export class TaskManager {
   #loop: Promise<void> | undefined;
   #rounds = 0;
 
-  /** @param options Executor, node, interval, submitter. */
   constructor(options: TaskManagerOptions) {
     this.#o = options;
   }
@@ -281,12 +234,8 @@ export class TaskManager {
   }
 
   /**
-   * One poll: read this node's tasks and run them in entry order. Stops at the first task
-   * that could not be submitted or deleted, so the order is kept.
-   *
-   * @param signal Aborts the round.
-   * @returns Tasks submitted in this round.
-   * @throws When the tasks cannot be read.
+   * One poll: run this node's tasks in entry order, stopping at the first that could not be
+   * submitted or deleted, so the order is kept. Returns the tasks submitted.
    */
   async poll(signal: AbortSignal): Promise<number> {
     const o = this.#o;
@@ -301,32 +250,22 @@ export class TaskManager {
     for (const raw of rows as unknown as readonly TaskRow[]) {
       signal.throwIfAborted();
       const uuid = raw.uuid ?? "";
-      let refusal: { reason: string; error: string } | undefined;
-      let task: ValidatedTask | undefined;
-      if (raw.type !== EXTERNAL_COMMAND_TASK) {
-        refusal = { reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` };
-      } else {
-        const checked = validateTask(
-          raw.payload ?? "",
-          Math.floor(o.now?.() ?? Date.now() / 1000),
-          o.allow,
-        );
-        if (checked.ok) task = checked.task;
-        else refusal = { reason: checked.reason, error: checked.error };
-      }
-      if (task === undefined) {
+      const checked = raw.type !== EXTERNAL_COMMAND_TASK
+        ? { ok: false as const, reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` }
+        : validateTask(raw.payload ?? "", Math.floor(o.now?.() ?? Date.now() / 1000), o.allow);
+      if (!checked.ok) {
         m?.tasksRejected.inc();
         log.warn("tasks: task refused and deleted; it can never run", {
           uuid,
           node_name: o.nodeName,
-          reason: refusal?.reason ?? "",
-          error: refusal?.error ?? "",
+          reason: checked.reason,
+          error: checked.error,
         });
         await this.#delete(raw);
         continue;
       }
       try {
-        await o.submitter.submit(task, signal);
+        await o.submitter.submit(checked.task, signal);
       } catch (err: unknown) {
         if (signal.aborted) throw err;
         m?.tasksSubmitErrors.inc();
