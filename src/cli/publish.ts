@@ -1,11 +1,8 @@
 /**
- * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to one or more
- * job servers, so the whole path gearmand → worker → MySQL runs from outside the process
- * (docs/operations.md#publish, our equivalent of `gearman_publisher`).
- *
- * Memory stays bounded whatever the count: events are generated lazily, a job is encoded only
- * when it is about to be submitted, and at most one pipelining window of submissions per job
- * server is outstanding.
+ * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to the job
+ * servers or RabbitMQ (docs/operations.md#publish, our `gearman_publisher`). Memory stays
+ * bounded whatever the count: events are generated lazily and at most one pipelining window
+ * per job server is outstanding.
  *
  * @module
  */
@@ -26,43 +23,44 @@ import { type Io, positiveIntegerProblem } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { concatBytes } from "../util/bytes.ts";
 
+/**
+ * Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`): declared
+ * like the worker declares (docs/consumption.md#rabbitmq-topology), default exchange,
+ * transient unless `--rabbitmq-durable-queues`, each message confirmed by the broker.
+ */
+export interface BrokerTarget {
+  readonly rabbitmqUrl?: string | undefined;
+  readonly rabbitmqDurableQueues?: boolean | undefined;
+  readonly rabbitmqDeclare?: QueueDeclareMode | undefined;
+}
+
 /** Options of the `publish` command. */
-export interface PublishCommandOptions {
-  /** Queue (Gearman function) to publish to; one of the twelve. */
+export interface PublishCommandOptions extends BrokerTarget {
+  /** One of the twelve queues. */
   readonly queue: string;
   /** Synthetic events to publish (ignored with `fromFile`), ≥ 1. */
   readonly count: number;
   /** Events per bulk job (ignored for the single form and with `fromFile`), ≥ 1. */
   readonly eventsPerJob: number;
-  /** Payload shape; default bulk for the eight batched queues, single for the other four. */
+  /** Default bulk for the eight batched queues, single for the other four. */
   readonly form?: JobForm;
   /** Publish recorded payloads instead: NDJSON, one job per line, blank lines skipped. */
   readonly fromFile?: string;
   /** Job servers (`host:port`); jobs are spread over them round-robin. */
   readonly gearmanAddr: readonly string[];
-  /** Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`). */
-  readonly rabbitmqUrl?: string;
-  /** Declare the RabbitMQ queue durable (`--rabbitmq-durable-queues`); default false. */
-  readonly rabbitmqDurableQueues?: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
-  readonly rabbitmqDeclare?: QueueDeclareMode;
   /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */
   readonly seed?: number;
 }
 
 /** One job to submit and the number of events it carries. */
 export interface PublishItem {
-  /** The job body. */
   readonly payload: string | Uint8Array;
-  /** Events in the job, for progress and rate. */
   readonly events: number;
 }
 
-/** Outcome of {@linkcode publishJobs}. */
+/** Outcome of {@linkcode publishJobs}: what the broker confirmed. */
 export interface PublishResult {
-  /** Jobs the job servers confirmed (JOB_CREATED). */
   readonly jobs: number;
-  /** Events in the confirmed jobs. */
   readonly events: number;
   /** Wall time from the first submission to the last confirmation. */
   readonly durationMs: number;
@@ -71,35 +69,22 @@ export interface PublishResult {
 }
 
 /** Options of {@linkcode publishJobs}. */
-export interface PublishJobsOptions {
-  /** Job servers; job `i` goes to server `i mod n`. Ignored with {@link rabbitmqUrl}. */
+export interface PublishJobsOptions extends BrokerTarget {
+  /** Job servers; job `i` goes to server `i mod n`. Ignored with `rabbitmqUrl`. */
   readonly servers: readonly string[];
-  /**
-   * Publish to this RabbitMQ broker instead: declared like the worker declares
-   * (docs/consumption.md#rabbitmq-topology), default exchange, transient, each message confirmed by
-   * the broker.
-   */
-  readonly rabbitmqUrl?: string;
-  /** Declare the queue durable (`--rabbitmq-durable-queues`); default false. */
-  readonly rabbitmqDurableQueues?: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
-  readonly rabbitmqDeclare?: QueueDeclareMode;
   /** Progress lines go to `io.out`. */
   readonly io: Io;
-  /** Jobs to publish in all, for the progress lines, when known. */
+  /** Totals for the progress lines, when known. */
   readonly totalJobs?: number;
-  /** Events to publish in all, for the progress lines, when known. */
   readonly totalEvents?: number;
   /** Stops submitting; what is in flight is still awaited. */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
   /** Milliseconds between progress lines; default 2000. */
   readonly progressIntervalMs?: number;
 }
 
-/** Exit code of a command-line usage error (unknown queue, bad number). */
 export const USAGE_EXIT_CODE = 2;
-
-/** Exit code when the signal interrupted publishing (128 + SIGINT). */
+/** 128 + SIGINT. */
 export const INTERRUPTED_EXIT_CODE = 130;
 
 /** Submissions awaiting JOB_CREATED per job server (the client's pipelining window). */
@@ -114,36 +99,9 @@ function rate(n: number, ms: number): string {
 /**
  * Submit jobs as normal-priority background jobs with an empty unique id, round-robin over
  * the job servers, pipelined: at most one window of submissions per server waits for its
- * JOB_CREATED. Reads `jobs` lazily, so an unbounded generator is fine.
- *
- * @param queue Gearman function name.
- * @param jobs The jobs, sync or async iterable.
- * @param options Servers, output, totals, signal.
- * @returns What was confirmed, and whether the signal interrupted.
- * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When a server cannot be reached.
- * @throws {Error} When a connection is lost or a server refuses a job (code `submit_refused`); the
- *   message says how many jobs were confirmed, the original error is the `cause`.
+ * JOB_CREATED. Reads `jobs` lazily, so an unbounded generator is fine. Throws when a server
+ * cannot be reached, or (saying how many jobs were confirmed) when a job is refused or lost.
  */
-/**
- * The broker fields of a command's options as {@link publishJobs} takes them (absent stays
- * absent: Gearman).
- *
- * @param options `--rabbitmq-url`, `--rabbitmq-durable-queues` and `--rabbitmq-declare` of the
- *   command.
- * @returns The fields to spread into {@link PublishJobsOptions}.
- */
-export function brokerTarget(
-  options: Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues" | "rabbitmqDeclare">,
-): Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues" | "rabbitmqDeclare"> {
-  return {
-    ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
-    ...(options.rabbitmqDurableQueues === undefined
-      ? {}
-      : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
-    ...(options.rabbitmqDeclare === undefined ? {} : { rabbitmqDeclare: options.rabbitmqDeclare }),
-  };
-}
-
 export async function publishJobs(
   queue: string,
   jobs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
@@ -272,15 +230,39 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
   };
 }
 
+/** Job servers and where a command publishes (`publish`, `losstest publish`). */
+type Target = BrokerTarget & { readonly gearmanAddr: readonly string[] };
+
 /**
- * Where a run publishes, for its messages: the job servers, or the RabbitMQ broker
- * with the password masked.
+ * Publish to a command's target and print the summary line.
  *
- * @param options Job servers and the optional RabbitMQ URL.
- * @returns E.g. `127.0.0.1:4730` or `RabbitMQ amqp://guest:****@127.0.0.1:5672/`.
+ * @returns 0, or 130 when the signal interrupted; throws what {@linkcode publishJobs} throws.
  */
+export async function publishToTarget(
+  queue: string,
+  items: Iterable<PublishItem> | AsyncIterable<PublishItem>,
+  target: Target,
+  totals: { readonly totalJobs: number; readonly totalEvents: number },
+  io: Io,
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  const result = await publishJobs(queue, items, {
+    servers: target.gearmanAddr,
+    rabbitmqUrl: target.rabbitmqUrl,
+    rabbitmqDurableQueues: target.rabbitmqDurableQueues,
+    rabbitmqDeclare: target.rabbitmqDeclare,
+    io,
+    ...totals,
+    signal,
+  });
+  const where = target.rabbitmqUrl === undefined ? target.gearmanAddr.length : targetLabel(target);
+  io.out(summaryLine(queue, result, where));
+  return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
+}
+
+/** The job servers, or `RabbitMQ <url>` with the password masked. */
 export function targetLabel(
-  options: { readonly gearmanAddr: readonly string[]; readonly rabbitmqUrl?: string },
+  options: { readonly gearmanAddr: readonly string[]; readonly rabbitmqUrl?: string | undefined },
 ): string {
   return options.rabbitmqUrl === undefined
     ? options.gearmanAddr.join(", ")
@@ -288,12 +270,8 @@ export function targetLabel(
 }
 
 /**
- * The final summary line of a publishing run.
- *
- * @param queue Queue name.
- * @param result What {@linkcode publishJobs} returned.
- * @param servers Number of job servers, or a description of the target (RabbitMQ).
- * @returns `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`.
+ * The final line of a publishing run, `servers` a number of job servers or a description of
+ * the target: `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`.
  */
 export function summaryLine(
   queue: string,
@@ -437,7 +415,6 @@ export async function runPublishCommand(
     io.err("Cannot publish: no job server given (--gearman-addr host:port[,host:port…])");
     return USAGE_EXIT_CODE;
   }
-  const where = options.rabbitmqUrl === undefined ? gearmanAddr.length : targetLabel(options);
 
   let items: Iterable<PublishItem> | AsyncIterable<PublishItem>;
   let totalJobs: number;
@@ -492,16 +469,8 @@ export async function runPublishCommand(
     );
   }
 
-  let result: PublishResult;
   try {
-    result = await publishJobs(queue, items, {
-      servers: gearmanAddr,
-      ...brokerTarget(options),
-      io,
-      totalJobs,
-      totalEvents,
-      ...(signal === undefined ? {} : { signal }),
-    });
+    return await publishToTarget(queue, items, options, { totalJobs, totalEvents }, io, signal);
   } catch (err: unknown) {
     if (signal?.aborted) {
       io.err(`Publishing to ${queue} was interrupted before it started`);
@@ -510,6 +479,4 @@ export async function runPublishCommand(
     io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${errorMessage(err)}`);
     return 1;
   }
-  io.out(summaryLine(queue, result, where));
-  return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
 }

@@ -1,12 +1,7 @@
 /**
  * The `verify` subcommand: a read-only parity diff of the newest rows of two Statusengine
- * databases, table by table and column by column (docs/operations.md#verify, `db_verifier`), for
- * shadow tests in which two workers consume the same stream into databases A and B.
- *
- * Adapted from the Go tool: rows are matched by each table's primary key from the catalogue
- * (a table whose key holds an AUTO_INCREMENT column, `statusengine_logentries`, is matched by
- * its other columns, because the ids differ between databases); the summary counts rows per
- * outcome and differing rows per column; a few example mismatches are printed per table.
+ * databases, table by table and column by column (docs/operations.md#verify, after the Go
+ * `db_verifier`), for shadow tests in which two workers consume the same stream.
  *
  * @module
  */
@@ -32,13 +27,12 @@ import { redactText } from "../util/redact.ts";
 
 /** Options of the `verify` command. */
 export interface VerifyCommandOptions {
-  /** Database A (e.g. the legacy worker's). */
+  /** Database A (e.g. the legacy worker's) and B (e.g. ours). */
   readonly mysqlUrlA: string;
-  /** Database B (e.g. ours). */
   readonly mysqlUrlB: string;
-  /** Tables to compare; default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
+  /** Default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
   readonly tables?: readonly string[];
-  /** Newest rows per table and database, ≥ 1 (default 5000). */
+  /** Newest rows per table and database, ≥ 1. */
   readonly limit: number;
   /** `column` (every table) or `table.column`; those columns are not compared. */
   readonly ignoreColumns?: readonly string[];
@@ -97,32 +91,17 @@ const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.free
   "statusengine_worker_leases": ["name"],
 });
 
-/** Example mismatches printed per table. */
 const EXAMPLES_PER_TABLE = 5;
-
-/**
- * Significant digits at which DOUBLE values count as equal (PHP's `precision`,
- * docs/tables.md#double-columns).
- */
+/** Significant digits at which DOUBLE values count as equal (PHP's `precision`, docs/tables.md#double-columns). */
 const DOUBLE_DIGITS = 14;
 
-/** How rows of a table are matched and which columns are left out of the comparison. */
-interface RowIdentity {
-  /** Columns whose values identify a row in both databases. */
-  readonly key: readonly string[];
-  /** Columns never compared (AUTO_INCREMENT ids, which differ between databases). */
-  readonly skip: readonly string[];
-}
-
 /**
- * The row identity of a table: its primary key; for a key containing an AUTO_INCREMENT column
- * or no key at all, every other column (a best-effort composite); for `statusengine_perfdata`
- * its metric index plus the time.
- *
- * @param table A catalogue table.
- * @returns Key and skipped columns.
+ * How rows are matched (`key`) and which columns are never compared (`skip`: AUTO_INCREMENT
+ * ids, which differ between databases): the primary key; for a key containing an
+ * AUTO_INCREMENT column or no key, every other column; for `statusengine_perfdata` its metric
+ * index plus the time.
  */
-function rowIdentity(table: Table): RowIdentity {
+function rowIdentity(table: Table): { key: readonly string[]; skip: readonly string[] } {
   const auto = table.columns.filter((c) => c.autoIncrement).map((c) => c.name);
   if (table.name === "statusengine_perfdata") {
     return { key: ["hostname", "service_description", "label", "timestamp"], skip: auto };
@@ -144,14 +123,8 @@ function normalise(value: unknown): string {
 }
 
 /**
- * Compare two column values: NULL equals `''`; DOUBLE/FLOAT values are equal when they agree at
- * {@linkcode DOUBLE_DIGITS} significant digits (rows written by the legacy worker,
- * docs/tables.md#double-columns); everything else must match exactly.
- *
- * @param a Value from database A.
- * @param b Value from database B.
- * @param isDouble True for a DOUBLE or FLOAT column.
- * @returns Whether the values count as equal.
+ * NULL equals `''`; DOUBLE/FLOAT values are equal when they agree at {@linkcode DOUBLE_DIGITS}
+ * significant digits (rows written by the legacy worker); everything else must match exactly.
  */
 function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
   const x = normalise(a);
@@ -169,15 +142,11 @@ type DbRow = Readonly<Record<string, unknown>>;
 
 /** The comparison of one table. */
 interface TableDiff {
-  /** Rows read from A. */
   readonly rowsA: number;
-  /** Rows read from B. */
   readonly rowsB: number;
   /** Rows present in both with every compared column equal. */
   readonly equal: number;
-  /** Rows whose key exists only in A. */
   readonly onlyInA: number;
-  /** Rows whose key exists only in B. */
   readonly onlyInB: number;
   /** Rows present in both with at least one differing column. */
   readonly different: number;
@@ -187,16 +156,12 @@ interface TableDiff {
   readonly examples: readonly string[];
 }
 
-/** Options of {@linkcode diffRows}. */
 interface DiffOptions {
-  /** Columns identifying a row. */
   readonly key: readonly string[];
   /** Columns to compare, in print order. */
   readonly columns: readonly string[];
-  /** Columns compared at 14 significant digits. */
+  /** Columns compared at {@linkcode DOUBLE_DIGITS} significant digits. */
   readonly doubleColumns: ReadonlySet<string>;
-  /** Examples to keep; default {@linkcode EXAMPLES_PER_TABLE}. */
-  readonly maxExamples?: number;
 }
 
 function show(value: unknown): string {
@@ -218,18 +183,12 @@ function describeKey(row: DbRow, key: readonly string[]): string {
 /**
  * Match the rows of A and B by key and compare every column. Rows with the same key on one
  * side (possible only in keyless tables) are matched by occurrence.
- *
- * @param rowsA Rows of database A.
- * @param rowsB Rows of database B.
- * @param options Key, compared columns, DOUBLE columns.
- * @returns Counts per outcome and per column, and examples.
  */
 function diffRows(
   rowsA: readonly DbRow[],
   rowsB: readonly DbRow[],
   options: DiffOptions,
 ): TableDiff {
-  const maxExamples = options.maxExamples ?? EXAMPLES_PER_TABLE;
   const keyOf = (row: DbRow) => JSON.stringify(options.key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
     const map = new Map<string, DbRow>();
@@ -246,7 +205,7 @@ function diffRows(
   const columns = new Map<string, number>(options.columns.map((c) => [c, 0]));
   const examples: string[] = [];
   const example = (text: string) => {
-    if (examples.length < maxExamples) examples.push(text);
+    if (examples.length < EXAMPLES_PER_TABLE) examples.push(text);
   };
   let equal = 0;
   let different = 0;
@@ -292,20 +251,15 @@ function diffRows(
   };
 }
 
-/** Parsed `--ignore-columns`. */
+/** Parsed `--ignore-columns`: columns ignored in every table, and `table.column` entries. */
 interface IgnoredColumns {
-  /** Columns ignored in every table. */
   readonly everywhere: ReadonlySet<string>;
-  /** `table.column` entries. */
   readonly perTable: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
 /**
  * Parse `--ignore-columns` entries (`column` or `table.column`), checked against the
  * catalogue so that a typo cannot silently hide nothing.
- *
- * @param specs Entries as given.
- * @returns The ignored columns, or a message naming the bad entry.
  */
 function parseIgnoreColumns(
   specs: readonly string[],
@@ -338,12 +292,7 @@ function parseIgnoreColumns(
   return { everywhere, perTable };
 }
 
-/**
- * The tables to compare: the default 16, or the given names de-duplicated and sorted.
- *
- * @param tables Names as given, or undefined for the default.
- * @returns The tables, or a message listing the valid names.
- */
+/** The tables to compare: the default 16, or the given names de-duplicated and sorted. */
 function selectTables(
   tables: readonly string[] | undefined,
 ): readonly TableName[] | { readonly error: string } {
@@ -374,11 +323,9 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
   try {
     return await selectNewestRows(side.conn, table.name, order, limit);
   } catch (err: unknown) {
-    const text = errorMessage(err);
-    throw new Error(
-      `${side.name}: ${redactText(text, side.password)}`,
-      { cause: err },
-    );
+    throw new Error(`${side.name}: ${redactText(errorMessage(err), side.password)}`, {
+      cause: err,
+    });
   }
 }
 
@@ -404,10 +351,9 @@ async function open(
   try {
     ({ connection: conn } = await connectMysql(opts, { timeoutMs: 10_000, exactValues: true }));
   } catch (err: unknown) {
-    const text = errorMessage(err);
     io.err(
       `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
-        redactText(text, opts.password)
+        redactText(errorMessage(err), opts.password)
       }`,
     );
     return undefined;
@@ -428,17 +374,10 @@ async function open(
 }
 
 /**
- * Run the `verify` command.
- *
- * Output: a header, then per table either `<table>: identical (<n> rows)` or
- * `<table>: DIFFERENT: <e> equal, <a> only in A, <b> only in B, <d> different (A <na> rows, B <nb> rows)`
- * followed by `  column <c>: <k> rows differ` lines and `  example: …` lines; a table that
- * cannot be read prints `ERROR verifying table <table>: …`. A last line sums up.
- *
- * @param options The two URLs, tables, row limit, ignored columns.
- * @param io Output sinks.
- * @returns 0 when every table is identical; 1 on any difference, table error or connection
- *   failure; 2 on a usage error (unknown table or column, bad limit).
+ * Run the `verify` command. Prints per table `<table>: identical (<n> rows)`, or
+ * `<table>: DIFFERENT: …` with `  column <c>: …` and `  example: …` lines, or
+ * `ERROR verifying table <table>: …`; a last line sums up. Exit 0 when every table is
+ * identical; 1 on any difference, table error or connection failure; 2 on a usage error.
  */
 export async function runVerifyCommand(
   options: VerifyCommandOptions,
