@@ -7,22 +7,18 @@
  * @module
  */
 import {
-  connectMysql,
   countLosstestMarkers,
   deleteLosstestBatch,
   endMysql,
   type MysqlConnection,
-  mysqlOptionsFromUrl,
-  redactUrl,
   selectLosstestRunSizes,
 } from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { deadline } from "../util/async.ts";
-import { redactText } from "../util/redact.ts";
 import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
-import { type Io, positiveIntegerProblem } from "./io.ts";
+import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
 import {
   type BrokerTarget,
   INTERRUPTED_EXIT_CODE,
@@ -417,27 +413,12 @@ async function onDatabase(
     readonly stopped: () => [string, number];
   }) => Promise<number>,
 ): Promise<number> {
-  const url = options.mysqlUrl;
-  let opts: ReturnType<typeof mysqlOptionsFromUrl>;
-  try {
-    opts = mysqlOptionsFromUrl(url);
-  } catch (err: unknown) {
-    io.err(`Cannot run losstest ${mode}: ${errorMessage(err)}`);
-    return 1;
-  }
-  if (opts.database === undefined) {
-    io.err(`Cannot run losstest ${mode}: the MySQL URL "${redactUrl(url)}" names no database`);
-    return 1;
-  }
   using limit = deadline(limitMs, signal);
-  let conn: MysqlConnection;
-  try {
-    conn = (await connectMysql(opts, { timeoutMs: CONNECT_TIMEOUT_MS })).connection;
-  } catch (err: unknown) {
-    const safe = redactText(errorMessage(err), opts.password);
-    io.err(`Cannot run losstest ${mode}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);
-    return 1;
-  }
+  const opened = await openDatabase(options.mysqlUrl, `losstest ${mode}`, io, {
+    timeoutMs: CONNECT_TIMEOUT_MS,
+  });
+  if (opened === undefined) return 1;
+  const { conn } = opened;
   try {
     return await body(conn, {
       signal: limit.signal,

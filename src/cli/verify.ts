@@ -6,13 +6,10 @@
  * @module
  */
 import {
-  connectMysql,
   endMysql,
   isTableName,
   makeSessionReadOnly,
   type MysqlConnection,
-  mysqlOptionsFromUrl,
-  type MysqlUrlOptions,
   type NewestRows,
   redactUrl,
   selectNewestRows,
@@ -21,7 +18,7 @@ import {
   type TableName,
   TABLES,
 } from "../mysql/mod.ts";
-import type { Io } from "./io.ts";
+import { type Io, openDatabase } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { redactText } from "../util/redact.ts";
 
@@ -334,30 +331,12 @@ async function open(
   url: string,
   io: Io,
 ): Promise<Side | undefined> {
-  let opts: MysqlUrlOptions;
-  try {
-    opts = mysqlOptionsFromUrl(url);
-  } catch (err: unknown) {
-    io.err(`Cannot run verify: database ${name}: ${errorMessage(err)}`);
-    return undefined;
-  }
-  if (opts.database === undefined) {
-    io.err(
-      `Cannot run verify: the MySQL URL of database ${name} "${redactUrl(url)}" names no database`,
-    );
-    return undefined;
-  }
-  let conn: MysqlConnection;
-  try {
-    ({ connection: conn } = await connectMysql(opts, { timeoutMs: 10_000, exactValues: true }));
-  } catch (err: unknown) {
-    io.err(
-      `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
-        redactText(errorMessage(err), opts.password)
-      }`,
-    );
-    return undefined;
-  }
+  const opened = await openDatabase(url, `verify: database ${name}`, io, {
+    timeoutMs: 10_000,
+    exactValues: true,
+  });
+  if (opened === undefined) return undefined;
+  const { conn, password } = opened;
   try {
     // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
     await makeSessionReadOnly(conn);
@@ -370,7 +349,7 @@ async function open(
     await endMysql(conn);
     return undefined;
   }
-  return { name, url, conn, password: opts.password };
+  return { name, url, conn, password };
 }
 
 /**
