@@ -1,14 +1,11 @@
 /**
- * The command line: parses argv, picks a command from the command table,
- * loads its settings, configures logging, installs the signal handling, and
- * turns the command's result into an exit code (`main.ts` is the only caller
- * of `Deno.exit`).
+ * The command line: argv → the command table → settings, logging, signal handling → an exit
+ * code (`main.ts` is the only caller of `Deno.exit`).
  *
  * @module
  */
 import {
   type CommandName,
-  ConfigError,
   loadSettings,
   parseCommandLine,
   renderHelp,
@@ -16,7 +13,6 @@ import {
   type SettingsFor,
   type SettingSource,
 } from "../config/mod.ts";
-import { hasCode } from "../util/errors.ts";
 import { configureLogging, errorMessage, getLogger, logReachesStderr } from "../log.ts";
 import { versionLine } from "../version.ts";
 import { type Io, PROCESS_IO } from "./io.ts";
@@ -28,7 +24,7 @@ import { runStatusCommand } from "./status/mod.ts";
 import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";
-import { runConfigCommand } from "./config.ts";
+import { reportConfigError, runConfigCommand } from "./config.ts";
 import { runDeadLettersCommand } from "./dead_letters.ts";
 
 const log = getLogger("cli");
@@ -44,11 +40,9 @@ type Handler<C extends CommandName> = (
 /** Commands run through {@link HANDLERS}: `config` reads another command's line instead. */
 type HandledCommand = Exclude<CommandName, "config">;
 
-/** What a command learns besides its settings. */
+/** What a command learns besides its settings: `run` its hooks, `losstest` the sources. */
 interface HandlerContext {
-  /** `run`: told when the worker runs (SIGHUP). */
   readonly hooks: RunHooks;
-  /** Where each setting came from, by settings key. */
   readonly sources: Readonly<Record<string, SettingSource>>;
 }
 
@@ -173,14 +167,7 @@ export interface CliOptions {
   readonly logWrite?: (line: string) => void;
 }
 
-/**
- * Run one command line.
- *
- * @param argv Arguments after the program name.
- * @param env Environment variables.
- * @param options Output and signal handling.
- * @returns The exit code: 0 success, 1 refused/failed, 2 bad command line.
- */
+/** Run one command line (arguments after the program name); exit 0, 1 refused/failed, 2 usage. */
 export async function runCli(
   argv: readonly string[],
   env: Readonly<Record<string, string>>,
@@ -264,12 +251,7 @@ export async function runCli(
   }
 }
 
-/**
- * Reload on every SIGHUP, one at a time (a second HUP during a reload runs after it).
- *
- * @param onHangup The reload; must not throw.
- * @returns Removes the listener.
- */
+/** Reload on every SIGHUP, one at a time (a second HUP during a reload runs after it). */
 function installHangup(onHangup: () => Promise<void>): () => void {
   let chain = Promise.resolve();
   const listener = () => {
@@ -291,26 +273,6 @@ function localMetricsUrl(host: string, port: number): string {
 }
 
 /**
- * Print a configuration or usage error (never a secret) and return its exit code.
- *
- * @param err What loading the settings threw.
- * @param io Where the message goes (stderr).
- * @returns 2 for a bad command line, 1 for a refused setting.
- * @throws The error itself when it is neither.
- */
-function reportConfigError(err: unknown, io: Io): number {
-  if (hasCode(err, "usage")) {
-    io.err(`statusengine-worker: ${err.message}`);
-    return 2;
-  }
-  if (err instanceof ConfigError) {
-    io.err(`statusengine-worker: ${err.message}`);
-    return err.exitCode;
-  }
-  throw err;
-}
-
-/**
  * A signal this soon after the first is the same one delivered twice: Ctrl-C on `deno task
  * start` reaches the worker once from the terminal and once forwarded by the task runner.
  * Pinned by "cli: a shutdown signal delivered twice at once is one signal; a later one exits".
@@ -322,7 +284,6 @@ export const DUPLICATE_SIGNAL_MS = 250;
  * once (docs/shutdown.md#signals: do not rely on removing the listener to restore the default
  * action), a duplicate within {@link DUPLICATE_SIGNAL_MS} of the first is ignored.
  *
- * @param actions Abort the command, exit the process, read the clock (ms).
  * @returns The listener for every shutdown signal.
  */
 export function shutdownSignalHandler(actions: {
