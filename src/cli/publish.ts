@@ -393,11 +393,6 @@ async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
  * unusable (a line that is not JSON is reported with its number before anything is
  * published); 2 usage error (unknown queue: the message lists the twelve; bad numbers); 130
  * interrupted by the signal.
- *
- * @param options Queue, counts, form, file, job servers, seed.
- * @param io Output sinks.
- * @param signal Stops publishing (SIGINT/SIGTERM).
- * @returns The process exit code.
  */
 export async function runPublishCommand(
   options: PublishCommandOptions,

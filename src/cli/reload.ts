@@ -1,10 +1,7 @@
 /**
- * SIGHUP for a running worker: operators send it by habit (logrotate's `postrotate`), and
- * without a handler it ends the process with nothing logged. Here it reopens the dead-letter
- * file at its configured path, re-reads the settings (command line, environment, file) and
- * applies what can change at run time — the log level and format — and names the settings
- * that changed but only take effect after a restart. Nothing in it stops the worker: every
- * failure is logged and the current settings are kept.
+ * SIGHUP for a running worker (logrotate's `postrotate` sends it; unhandled it would end the
+ * process with nothing logged): reopen the dead-letter file, re-read the settings, apply the
+ * log level and format, name the settings that need a restart. Every failure is only logged.
  *
  * @module
  */
@@ -27,13 +24,11 @@ export type ReloadableSettings = Readonly<Record<string, unknown>> & {
 
 /** What a reload works with; everything injectable so a test can run it in-process. */
 export interface ReloadOptions {
-  /** The settings in force. */
   readonly current: () => ReloadableSettings;
-  /** Read the settings again (same command line and environment; the file is read anew). */
+  /** Same command line and environment; the file is read anew. */
   readonly reread: () => Promise<ReloadableSettings>;
-  /** Make new settings the current ones. */
   readonly adopt: (settings: ReloadableSettings) => void;
-  /** Reopen the dead-letter file: its path, null without a file, undefined before the start. */
+  /** Resolves to the path, null without a file, undefined before the start. */
   readonly reopenDeadLetters: () => Promise<string | null | undefined>;
   /** Receives log lines instead of stdout (tests). */
   readonly logWrite?: (line: string) => void;
@@ -52,11 +47,7 @@ function changedKeys(before: ReloadableSettings, after: ReloadableSettings): str
   return [...keys].filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).sort();
 }
 
-/**
- * Handle one SIGHUP. Never throws.
- *
- * @param options The current settings, how to re-read them and reopen the dead-letter file.
- */
+/** Handle one SIGHUP. Never throws. */
 export async function reload(options: ReloadOptions): Promise<void> {
   log.info("SIGHUP received: reopening the dead-letter file and re-reading the settings");
   try {

@@ -24,12 +24,8 @@ export {
 export { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
 /**
- * Run the `status` command: collect, print as text or as one JSON document (`json`).
- *
- * @param options Job servers, MySQL URL, optional metrics URL, output form.
- * @param io Output sinks; the report goes to `out`, nothing to `err` unless printing fails.
- * @returns 1 when a job server or MySQL is unreachable, or the metrics URL is given and
- *   unreachable; else 0.
+ * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
+ * server, MySQL or a given metrics URL is unreachable.
  */
 export async function runStatusCommand(
   options: StatusCommandOptions,
