@@ -99,11 +99,9 @@ interface TableStats {
   alterDenied: boolean;
 }
 
-/** MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR). */
-const TABLE_ACCESS_DENIED = 1142;
-
+/** MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR, 1142). */
 function isAccessDenied(err: unknown): boolean {
-  return (err as { errno?: unknown } | null)?.errno === TABLE_ACCESS_DENIED;
+  return (err as { errno?: unknown } | null)?.errno === 1142;
 }
 
 /**
@@ -136,11 +134,7 @@ type TableOutcome =
   | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
   | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };
 
-/**
- * Check the options and resolve each table's age.
- *
- * @throws {RangeError} Naming the offending option and its value.
- */
+/** Check the options (a RangeError names the bad one) and resolve each table's age. */
 function plan(options: CleanupCommandOptions): PlannedTable[] {
   if (!Number.isSafeInteger(options.batchSize) || options.batchSize < 1) {
     throw new RangeError(
@@ -210,18 +204,15 @@ interface RunContext {
   readonly session: CleanupSession;
   readonly options: CleanupCommandOptions;
   readonly signal: AbortSignal;
-  /** The reference instant of every cutoff of the run. */
+  /** The reference instant of every cutoff. */
   readonly now: Date;
   readonly today: number;
   readonly io: Io;
 }
 
 /**
- * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary key
- * at a time until the walk is through, with a progress line every `progressIntervalMs` that carries the rows
- * done, the total counted before the first batch and the ETA at the rate so far.
- *
- * @returns False when the signal stopped it.
+ * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary
+ * key at a time, with a progress line every `progressIntervalMs`.
  */
 async function deleteInBatches(
   ctx: RunContext,
@@ -229,7 +220,7 @@ async function deleteInBatches(
   trim: string | "table",
   cutoff: number,
   stats: TableStats,
-): Promise<boolean> {
+): Promise<TableOutcome> {
   const { options, signal } = ctx;
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
   const counted = await ctx.session.countOlder(
@@ -242,7 +233,7 @@ async function deleteInBatches(
   let lastProgress = started;
   let after: readonly unknown[] | undefined;
   for (;;) {
-    if (signal.aborted) return false;
+    if (signal.aborted) return { kind: "interrupted", stats };
     const batchStarted = performance.now();
     const chunk = await ctx.session.deleteOlderChunk(
       table,
@@ -260,7 +251,7 @@ async function deleteInBatches(
       rows: affected,
       "duration_ms": Math.round(performance.now() - batchStarted),
     });
-    if (chunk.next === undefined) return true;
+    if (chunk.next === undefined) return { kind: "finished", stats };
     after = chunk.next;
     const now = performance.now();
     if (now - lastProgress >= interval) {
@@ -328,8 +319,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         await dryRunDelete(ctx, table, { where: "table", from: "table" }, cutoffDate, stats, []);
         return { kind: "finished", stats };
       }
-      const done = await deleteInBatches(ctx, table, "table", cutoff, stats);
-      return { kind: done ? "finished" : "interrupted", stats };
+      return await deleteInBatches(ctx, table, "table", cutoff, stats);
     }
 
     const weekly = layout.layout;
@@ -373,13 +363,11 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         error: errorMessage(err),
       });
       if (cutoff === null) return { kind: "finished", stats };
-      const done = await deleteInBatches(ctx, table, "table", cutoff, stats);
-      return { kind: done ? "finished" : "interrupted", stats };
+      return await deleteInBatches(ctx, table, "table", cutoff, stats);
     }
     if (signal.aborted) return { kind: "interrupted", stats };
     if (maintenance.trim === null || cutoff === null) return { kind: "finished", stats };
-    const done = await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
-    return { kind: done ? "finished" : "interrupted", stats };
+    return await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
     // Whatever broke (missing table, lock timeout, lost connection), the next table starts

@@ -43,7 +43,7 @@ import { INTERRUPTED_EXIT_CODE, isBlank, readLines, USAGE_EXIT_CODE } from "./pu
 export interface DeadLettersOptions {
   readonly action: "summary" | "replay";
   /** The file named on the command line. */
-  readonly file?: string;
+  readonly file?: string | undefined;
   /** What `summary` reads when no file is named; empty when disabled. */
   readonly deadLetterFile: string;
   readonly json: boolean;

@@ -344,7 +344,8 @@ export async function runLosstestCommand(
   signal?: AbortSignal,
 ): Promise<number> {
   const { mode, runId, count } = options;
-  if (mode !== "publish" && mode !== "verify" && mode !== "cleanup") {
+  const run = { publish: publishRun, verify: verifyRun, cleanup: cleanupRun }[mode];
+  if (!["publish", "verify", "cleanup"].includes(mode)) {
     io.err(`Cannot run losstest: unknown mode "${mode}"; expected publish, verify or cleanup`);
     return USAGE_EXIT_CODE;
   }
@@ -354,14 +355,7 @@ export async function runLosstestCommand(
     io.err(`Cannot run losstest ${mode}: ${problem}`);
     return USAGE_EXIT_CODE;
   }
-  switch (mode) {
-    case "publish":
-      return await publishRun(options, io, signal);
-    case "verify":
-      return await verifyRun(options, io, signal);
-    case "cleanup":
-      return await cleanupRun(options, io, signal);
-  }
+  return await run(options, io, signal);
 }
 
 async function publishRun(
@@ -584,15 +578,33 @@ async function printBacklog(
   io: Io,
   signal: AbortSignal,
 ): Promise<number | null> {
+  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   if (options.rabbitmqUrl !== undefined) {
-    return await printRabbitMqBacklog(options.rabbitmqUrl, options, io);
+    const label = `messages still queued at ${targetLabel(options)} for ${LOSSTEST_QUEUE}`;
+    try {
+      // Passive declaration only: the durability flag is not sent.
+      await using publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
+        durableQueues: false,
+      });
+      // Ready messages only: ones delivered to a live worker are not yet committed, but are not
+      // lost either (they return to the queue if that worker dies).
+      const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
+      io.out(
+        `${label}: ${ready} ready (about ${
+          ready * perJob
+        } events; not loss), ${consumers} consumers attached`,
+      );
+      return ready;
+    } catch (err: unknown) {
+      io.out(`${label}: unknown (${errorMessage(err)})`);
+      return null;
+    }
   }
   const label = `jobs still queued at gearmand for ${LOSSTEST_QUEUE}`;
   if (options.gearmanAddr.length === 0) {
     io.out(`${label}: not checked (no job server given)`);
     return null;
   }
-  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   let total = 0;
   const failures: string[] = [];
   for (const server of options.gearmanAddr) {
@@ -609,33 +621,6 @@ async function printBacklog(
     }`,
   );
   return failures.length > 0 ? null : total;
-}
-
-async function printRabbitMqBacklog(
-  url: string,
-  options: LosstestCommandOptions,
-  io: Io,
-): Promise<number | null> {
-  const label = `messages still queued at ${
-    targetLabel({ gearmanAddr: [], rabbitmqUrl: url })
-  } for ${LOSSTEST_QUEUE}`;
-  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
-  try {
-    // Passive declaration only: the durability flag is not sent.
-    await using publisher = await AmqpPublisher.connect(url, { durableQueues: false });
-    // Ready messages only: ones delivered to a live worker are not yet committed, but are not
-    // lost either (they return to the queue if that worker dies).
-    const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
-    io.out(
-      `${label}: ${ready} ready (about ${
-        ready * perJob
-      } events; not loss), ${consumers} consumers attached`,
-    );
-    return ready;
-  } catch (err: unknown) {
-    io.out(`${label}: unknown (${errorMessage(err)})`);
-    return null;
-  }
 }
 
 function cleanupRun(

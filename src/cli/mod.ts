@@ -73,12 +73,12 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
     runStatusCommand(
       {
         gearmanAddr: s.gearmanAddr,
-        ...(s.consumer === "rabbitmq" ? { rabbitmqUrl: s.rabbitmqUrl } : {}),
+        rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined,
         mysqlUrl: s.mysqlUrl,
-        ...(s.metricsUrl === undefined ? {} : { metricsUrl: s.metricsUrl }),
-        ...(s.metricsPort === 0
-          ? {}
-          : { localMetricsUrl: localMetricsUrl(s.metricsHost, s.metricsPort) }),
+        metricsUrl: s.metricsUrl,
+        localMetricsUrl: s.metricsPort === 0
+          ? undefined
+          : localMetricsUrl(s.metricsHost, s.metricsPort),
         json: s.json,
       },
       io,
@@ -91,8 +91,8 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         eventsPerJob: s.eventsPerJob,
         gearmanAddr: s.gearmanAddr,
         ...rabbitmqTarget(s),
-        ...(s.form === undefined ? {} : { form: s.form }),
-        ...(s.fromFile === undefined ? {} : { fromFile: s.fromFile }),
+        form: s.form,
+        fromFile: s.fromFile,
       },
       io,
       signal,
@@ -119,7 +119,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
         mysqlUrlB: s.mysqlUrlB,
         limit: s.limit,
         ignoreColumns: s.ignoreColumns,
-        ...(s.tables === undefined ? {} : { tables: s.tables }),
+        tables: s.tables,
       },
       io,
     ),
@@ -127,7 +127,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
     runDeadLettersCommand(
       {
         action: s.action,
-        ...(s.file === undefined ? {} : { file: s.file }),
+        file: s.file,
         deadLetterFile: s.deadLetterFile,
         json: s.json,
         mysqlUrl: s.mysqlUrl,

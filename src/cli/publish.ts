@@ -43,9 +43,9 @@ export interface PublishCommandOptions extends BrokerTarget {
   /** Events per bulk job (ignored for the single form and with `fromFile`), ≥ 1. */
   readonly eventsPerJob: number;
   /** Default bulk for the eight batched queues, single for the other four. */
-  readonly form?: JobForm;
+  readonly form?: JobForm | undefined;
   /** Publish recorded payloads instead: NDJSON, one job per line, blank lines skipped. */
-  readonly fromFile?: string;
+  readonly fromFile?: string | undefined;
   /** Job servers (`host:port`); jobs are spread over them round-robin. */
   readonly gearmanAddr: readonly string[];
   /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */

@@ -28,7 +28,7 @@ export interface VerifyCommandOptions {
   readonly mysqlUrlA: string;
   readonly mysqlUrlB: string;
   /** Default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
-  readonly tables?: readonly string[];
+  readonly tables?: readonly string[] | undefined;
   /** Newest rows per table and database, ≥ 1. */
   readonly limit: number;
   /** `column` (every table) or `table.column`; those columns are not compared. */
