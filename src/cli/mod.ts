@@ -20,7 +20,7 @@ import { type RunHooks, runWorkerCommand } from "./run.ts";
 import { reload, type ReloadableSettings } from "./reload.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
-import { runStatusCommand } from "./status/mod.ts";
+import { runStatusCommand } from "./status/collect.ts";
 import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";

@@ -1,5 +1,7 @@
 /**
- * Gathers the `status` report, each source bounded in time.
+ * The `status` subcommand: one screen answering "is the pipeline healthy right now?" (queue
+ * depths at every job server or the RabbitMQ broker, MySQL, and a running worker's `/metrics`,
+ * docs/operations.md#metrics), each source bounded in time.
  *
  * @module
  */
@@ -21,6 +23,8 @@ import {
 import { deadline, delay } from "../../util/async.ts";
 import { redactText } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
+import type { Io } from "../io.ts";
+import { formatStatusText } from "./format.ts";
 
 /** Options of the `status` command. */
 export interface StatusCommandOptions {
@@ -343,7 +347,7 @@ async function probeWorker<T>(
  * shows the broker and the worker at the same moment (admin calls 2 s each, MySQL 5 s).
  * Without a worker URL the job servers are asked at once.
  */
-export async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
+async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
   const probeServers = () =>
     options.rabbitmqUrl === undefined
       ? Promise.all(options.gearmanAddr.map(probeJobServer))
@@ -387,4 +391,15 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
     mysql,
     worker: worker?.worker ?? null,
   };
+}
+
+/**
+ * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
+ * server, MySQL or a given metrics URL is unreachable.
+ */
+export async function runStatusCommand(options: StatusCommandOptions, io: Io): Promise<number> {
+  const report = await collectStatus(options);
+  if (options.json) io.out(JSON.stringify(report, null, 2));
+  else for (const line of formatStatusText(report)) io.out(line);
+  return report.ok ? 0 : 1;
 }
