@@ -37,7 +37,7 @@ import { dirname } from "node:path";
 import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
 import { errorMessage } from "../log.ts";
 import type { Io } from "./io.ts";
-import { INTERRUPTED_EXIT_CODE, isBlank, readLines, USAGE_EXIT_CODE } from "./publish.ts";
+import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
 
 /** Options of {@link runDeadLettersCommand}. */
 export interface DeadLettersOptions {
@@ -66,22 +66,12 @@ type ReadLine =
   | { readonly line: number; readonly record: StoredRecord }
   | { readonly line: number; readonly malformed: string };
 
-const LINE_DECODER = new TextDecoder();
-
 /** The records of a dead-letter file in file order; blank lines are skipped, bad ones named. */
 async function* readRecords(path: string): AsyncGenerator<ReadLine> {
-  for await (const { number, bytes } of readLines(path)) {
-    if (isBlank(bytes)) continue;
-    let doc: unknown;
-    try {
-      doc = JSON.parse(LINE_DECODER.decode(bytes));
-    } catch (err: unknown) {
-      yield { line: number, malformed: `not JSON: ${errorMessage(err)}` };
-      continue;
-    }
-    const problem = recordProblem(doc);
-    if (problem === undefined) yield { line: number, record: doc as StoredRecord };
-    else yield { line: number, malformed: problem };
+  for await (const item of readJsonLines(path)) {
+    const problem = "error" in item ? `not JSON: ${item.error}` : recordProblem(item.doc);
+    if (problem !== undefined) yield { line: item.number, malformed: problem };
+    else if ("doc" in item) yield { line: item.number, record: item.doc as StoredRecord };
   }
 }
 
@@ -489,8 +479,8 @@ function printReplay(r: ReplayResult, io: Io): void {
 }
 
 /**
- * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed lines included); `replay` 0 only
- * when every record was replayed, 1 when any failed again, was not replayable or a line was
+ * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed
+ * lines included); `replay` 0 only when every record was replayed, 1 when any failed again, was not replayable or a line was
  * malformed (the output names the file they went to), 130 when interrupted; 1 when the file
  * cannot be read, MySQL not reached or the records left over could not be written beside the
  * file (refused before anything is replayed); 2 for `replay` without a file.

@@ -313,7 +313,7 @@ interface FileLine {
  * The lines of a file as raw bytes, streamed: recorded payloads may hold bytes that are not
  * valid UTF-8 (docs/tables.md#invalid-utf8), which must reach the worker unchanged.
  */
-export async function* readLines(path: string): AsyncGenerator<FileLine> {
+async function* readLines(path: string): AsyncGenerator<FileLine> {
   using file = await Deno.open(path, { read: true });
   let pending: Uint8Array = new Uint8Array(0);
   let number = 0;
@@ -342,9 +342,22 @@ function stripCr(line: Uint8Array): Uint8Array {
 
 const LENIENT_UTF8 = new TextDecoder();
 
-export function isBlank(bytes: Uint8Array): boolean {
-  for (const b of bytes) if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
-  return true;
+/**
+ * The non-blank lines of a JSON-lines file, each with what it parses to or why it does not.
+ * Invalid UTF-8 becomes U+FFFD for the parse, which cannot break JSON syntax; `bytes` keep the
+ * original, which the worker repairs (docs/tables.md#invalid-utf8).
+ */
+export async function* readJsonLines(
+  path: string,
+): AsyncGenerator<FileLine & ({ readonly doc: unknown } | { readonly error: string })> {
+  for await (const line of readLines(path)) {
+    if (line.bytes.every((b) => b === 0x20 || b === 0x09 || b === 0x0d)) continue;
+    try {
+      yield { ...line, doc: JSON.parse(LENIENT_UTF8.decode(line.bytes)) };
+    } catch (err: unknown) {
+      yield { ...line, error: errorMessage(err) };
+    }
+  }
 }
 
 /** Events of one recorded job: the length of `messages` for a bulk job, else 1. */
@@ -362,26 +375,18 @@ async function scanRecording(
 ): Promise<{ jobs: number; events: number } | { error: string }> {
   let jobs = 0;
   let events = 0;
-  for await (const line of readLines(path)) {
-    if (isBlank(line.bytes)) continue;
-    let doc: unknown;
-    try {
-      // Invalid UTF-8 becomes U+FFFD here, which cannot break JSON syntax; the worker repairs
-      // the original bytes (docs/tables.md#invalid-utf8).
-      doc = JSON.parse(LENIENT_UTF8.decode(line.bytes));
-    } catch (err: unknown) {
-      return { error: `line ${line.number} is not valid JSON: ${errorMessage(err)}` };
-    }
+  for await (const line of readJsonLines(path)) {
+    if ("error" in line) return { error: `line ${line.number} is not valid JSON: ${line.error}` };
     jobs++;
-    events += eventsOf(doc);
+    events += eventsOf(line.doc);
   }
   return { jobs, events };
 }
 
 async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
-  for await (const line of readLines(path)) {
-    if (isBlank(line.bytes)) continue;
-    yield { payload: line.bytes, events: eventsOf(JSON.parse(LENIENT_UTF8.decode(line.bytes))) };
+  for await (const line of readJsonLines(path)) {
+    if ("error" in line) throw new SyntaxError(line.error);
+    yield { payload: line.bytes, events: eventsOf(line.doc) };
   }
 }
 
