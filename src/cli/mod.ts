@@ -208,10 +208,7 @@ export async function runCli(
   } catch (err: unknown) {
     return reportConfigError(err, io);
   }
-  const settings = loaded.settings as SettingsFor<CommandName> & {
-    logLevel?: "debug" | "info" | "warn" | "error";
-    logFormat?: "text" | "json";
-  };
+  const settings = loaded.settings as SettingsFor<CommandName> & ReloadableSettings;
   await configureLogging({
     level: settings.logLevel ?? "info",
     format: settings.logFormat ?? "text",
@@ -228,8 +225,7 @@ export async function runCli(
     });
   }
   const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
-  // SIGHUP (logrotate's postrotate) would end the worker with nothing logged; it reloads.
-  let current: ReloadableSettings = settings as ReloadableSettings;
+  let current: ReloadableSettings = settings;
   let reopen: (() => Promise<string | null>) | undefined;
   const rest = line.rest;
   const uninstallHangup = command !== "run" || options.signals === false

@@ -127,9 +127,8 @@ export async function publishJobs(
       const submit = lanes.submit[slot];
       const queueOfSlot = inFlight[slot];
       if (submit === undefined || queueOfSlot === undefined) break;
-      // Backpressure: wait for the oldest answer of this lane before exceeding the window.
-      // Answers arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms), so the oldest is
-      // the next one.
+      // Backpressure: wait for the oldest answer of this lane before exceeding the window; answers
+      // arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms).
       while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
       if (failure !== undefined) break;
       const n = item.events;
@@ -159,8 +158,8 @@ export async function publishJobs(
     }
     for (const q of inFlight) await Promise.all(q);
     if (failure !== undefined) {
-      // Jobs written before a connection loss have an unknown outcome (docs/gearman-protocol.md#submitting); the
-      // confirmed count is what certainly reached the job servers.
+      // Jobs written before a connection loss have an unknown outcome
+      // (docs/gearman-protocol.md#submitting); the confirmed ones certainly arrived.
       throw new Error(
         `${
           errorMessage(failure)
@@ -233,11 +232,7 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
 /** Job servers and where a command publishes (`publish`, `losstest publish`). */
 type Target = BrokerTarget & { readonly gearmanAddr: readonly string[] };
 
-/**
- * Publish to a command's target and print the summary line.
- *
- * @returns 0, or 130 when the signal interrupted; throws what {@linkcode publishJobs} throws.
- */
+/** Publish to a command's target and print the summary line; 0, or 130 when interrupted. */
 export async function publishToTarget(
   queue: string,
   items: Iterable<PublishItem> | AsyncIterable<PublishItem>,
