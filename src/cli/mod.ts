@@ -60,11 +60,8 @@ interface HandlerContext {
 /** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
 const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   run: (s, io, signal, { hooks }) => runWorkerCommand(s, io, signal, hooks),
-  schema: (s, io) =>
-    runSchemaCommand(
-      { mysqlUrl: s.mysqlUrl, check: s.check, createDatabase: s.createDatabase },
-      io,
-    ),
+  // Commands whose options are named like their settings take the settings as they are.
+  schema: (s, io) => runSchemaCommand(s, io),
   cleanup: (s, io, signal) =>
     runCleanupCommand(
       {
@@ -94,46 +91,15 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
       },
       io,
     ),
-  publish: (s, io, signal) =>
-    runPublishCommand(
-      {
-        queue: s.queue,
-        count: s.count,
-        eventsPerJob: s.eventsPerJob,
-        gearmanAddr: s.gearmanAddr,
-        ...rabbitmqTarget(s),
-        form: s.form,
-        fromFile: s.fromFile,
-      },
-      io,
-      signal,
-    ),
+  publish: (s, io, signal) => runPublishCommand({ ...s, ...rabbitmqTarget(s) }, io, signal),
   losstest: (s, io, signal, { sources }) =>
     runLosstestCommand(
-      {
-        mode: s.mode,
-        runId: s.runId,
-        count: s.count,
-        // verify checks what the run published unless --count was really given.
-        countGiven: sources.count?.kind !== "default",
-        gearmanAddr: s.gearmanAddr,
-        ...rabbitmqTarget(s),
-        mysqlUrl: s.mysqlUrl,
-      },
+      // verify checks what the run published unless --count was really given.
+      { ...s, ...rabbitmqTarget(s), countGiven: sources.count?.kind !== "default" },
       io,
       signal,
     ),
-  verify: (s, io) =>
-    runVerifyCommand(
-      {
-        mysqlUrlA: s.mysqlUrlA,
-        mysqlUrlB: s.mysqlUrlB,
-        limit: s.limit,
-        ignoreColumns: s.ignoreColumns,
-        tables: s.tables,
-      },
-      io,
-    ),
+  verify: (s, io) => runVerifyCommand(s, io),
   "dead-letters": (s, io, signal) =>
     runDeadLettersCommand(
       {
@@ -156,15 +122,9 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   },
 };
 
-/** publish and losstest: the RabbitMQ settings when RabbitMQ is the broker, none otherwise. */
-function rabbitmqTarget(s: SettingsFor<"publish"> | SettingsFor<"losstest">) {
-  return s.consumer === "rabbitmq"
-    ? {
-      rabbitmqUrl: s.rabbitmqUrl,
-      rabbitmqDurableQueues: s.rabbitmqDurableQueues,
-      rabbitmqDeclare: s.rabbitmqDeclare,
-    }
-    : {};
+/** publish and losstest: the RabbitMQ URL only when RabbitMQ is the broker. */
+function rabbitmqTarget(s: { readonly consumer: string; readonly rabbitmqUrl: string }) {
+  return { rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined };
 }
 
 /** Options of {@link runCli}. */
