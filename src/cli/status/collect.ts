@@ -20,7 +20,7 @@ import {
   mysqlOptionsFromUrl,
   redactUrl,
 } from "../../mysql/mod.ts";
-import { deadline, delay } from "../../util/async.ts";
+import { abortable, delay } from "../../util/async.ts";
 import { redactText } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 import type { Io } from "../io.ts";
@@ -172,35 +172,27 @@ async function probeRabbitMq(url: string): Promise<Probe> {
   let addr = url;
   try {
     addr = parseAmqpUrl(url).display;
-    using limit = deadline(ADMIN_TIMEOUT_MS);
     // Passive declarations only: the durability flag is not sent.
     const connecting = AmqpPublisher.connect(url, { durableQueues: false });
-    const publisher = await Promise.race([
-      connecting,
-      new Promise<never>((_, reject) =>
-        limit.signal.addEventListener(
-          "abort",
-          () => reject(new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`)),
-        )
-      ),
-    ]).catch((err: unknown) => {
+    const timeout = new AbortController();
+    const timer = setTimeout(
+      () => timeout.abort(new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`)),
+      ADMIN_TIMEOUT_MS,
+    );
+    await using publisher = await abortable(connecting, timeout.signal).catch((err: unknown) => {
       connecting.then((p) => p.close(), () => {});
       throw err;
-    });
-    try {
-      const queues = new Map<string, Omit<QueueAtServer, "addr">>();
-      for (const name of QUEUE_NAMES) {
-        try {
-          const { ready, consumers } = await publisher.depth(name);
-          queues.set(name, { waiting: ready, running: null, workers: consumers });
-        } catch {
-          // Not declared yet: no worker has started and the broker module has published nothing.
-        }
+    }).finally(() => clearTimeout(timer));
+    const queues = new Map<string, Omit<QueueAtServer, "addr">>();
+    for (const name of QUEUE_NAMES) {
+      try {
+        const { ready, consumers } = await publisher.depth(name);
+        queues.set(name, { waiting: ready, running: null, workers: consumers });
+      } catch {
+        // Not declared yet: no worker has started and the broker module has published nothing.
       }
-      return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
-    } finally {
-      await publisher.close();
     }
+    return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
   } catch (err: unknown) {
     return {
       server: { addr, kind: "rabbitmq", ok: false, version: null, error: errorMessage(err) },
