@@ -18,7 +18,7 @@ import {
   type TableName,
   TABLES,
 } from "../mysql/mod.ts";
-import { type Io, openDatabase } from "./io.ts";
+import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { redactText } from "../util/redact.ts";
 
@@ -258,9 +258,7 @@ interface IgnoredColumns {
  * Parse `--ignore-columns` entries (`column` or `table.column`), checked against the
  * catalogue so that a typo cannot silently hide nothing.
  */
-function parseIgnoreColumns(
-  specs: readonly string[],
-): IgnoredColumns | { readonly error: string } {
+function parseIgnoreColumns(specs: readonly string[]): IgnoredColumns {
   const everywhere = new Set<string>();
   const perTable = new Map<string, Set<string>>();
   for (const raw of specs) {
@@ -269,7 +267,7 @@ function parseIgnoreColumns(
     const dot = spec.indexOf(".");
     if (dot < 0) {
       if (!TABLE_NAMES.some((t) => TABLES[t].columns.some((c) => c.name === spec))) {
-        return { error: `ignored column "${spec}" is not a column of any Statusengine table` };
+        throw new RangeError(`ignored column "${spec}" is not a column of any Statusengine table`);
       }
       everywhere.add(spec);
       continue;
@@ -277,10 +275,10 @@ function parseIgnoreColumns(
     const table = spec.slice(0, dot);
     const column = spec.slice(dot + 1);
     if (!isTableName(table)) {
-      return { error: `ignored column "${spec}" names unknown table "${table}"` };
+      throw new RangeError(`ignored column "${spec}" names unknown table "${table}"`);
     }
     if (!TABLES[table].columns.some((c) => c.name === column)) {
-      return { error: `ignored column "${spec}": table ${table} has no column "${column}"` };
+      throw new RangeError(`ignored column "${spec}": table ${table} has no column "${column}"`);
     }
     const set = perTable.get(table) ?? new Set<string>();
     set.add(column);
@@ -290,20 +288,18 @@ function parseIgnoreColumns(
 }
 
 /** The tables to compare: the default 16, or the given names de-duplicated and sorted. */
-function selectTables(
-  tables: readonly string[] | undefined,
-): readonly TableName[] | { readonly error: string } {
+function selectTables(tables: readonly string[] | undefined): readonly TableName[] {
   if (tables === undefined) return DEFAULT_VERIFY_TABLES;
   const names = [...new Set(tables.map((t) => t.trim()).filter((t) => t !== ""))].sort();
   const unknown = names.filter((t) => !isTableName(t));
   if (unknown.length > 0) {
-    return {
-      error: `unknown table${unknown.length === 1 ? "" : "s"} ${
+    throw new RangeError(
+      `unknown table${unknown.length === 1 ? "" : "s"} ${
         unknown.map((t) => `"${t}"`).join(", ")
       }; valid tables: ${TABLE_NAMES.join(", ")}`,
-    };
+    );
   }
-  if (names.length === 0) return { error: "no table given" };
+  if (names.length === 0) throw new RangeError("no table given");
   return names as TableName[];
 }
 
@@ -362,18 +358,15 @@ export async function runVerifyCommand(
   options: VerifyCommandOptions,
   io: Io,
 ): Promise<number> {
-  if (!Number.isSafeInteger(options.limit) || options.limit < 1) {
-    io.err(`Cannot run verify: limit must be a positive integer, got ${options.limit}`);
-    return 2;
-  }
-  const tables = selectTables(options.tables);
-  if ("error" in tables) {
-    io.err(`Cannot run verify: ${tables.error}`);
-    return 2;
-  }
-  const ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
-  if ("error" in ignored) {
-    io.err(`Cannot run verify: ${ignored.error}`);
+  let tables: readonly TableName[];
+  let ignored: IgnoredColumns;
+  try {
+    const limitProblem = positiveIntegerProblem("limit", options.limit);
+    if (limitProblem !== undefined) throw new RangeError(limitProblem);
+    tables = selectTables(options.tables);
+    ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
+  } catch (err: unknown) {
+    io.err(`Cannot run verify: ${errorMessage(err)}`);
     return 2;
   }
 
@@ -456,9 +449,6 @@ export async function runVerifyCommand(
     );
     return differing + errors === 0 ? 0 : 1;
   } finally {
-    await Promise.all([
-      endMysql(a.conn),
-      endMysql(b.conn),
-    ]);
+    await Promise.all([endMysql(a.conn), endMysql(b.conn)]);
   }
 }
