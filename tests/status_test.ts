@@ -5,12 +5,11 @@
  */
 import assert from "node:assert/strict";
 import {
-  parsePrometheusText,
   runStatusCommand,
-  sampleValue,
   type StatusCommandOptions,
   type StatusReport,
-} from "../src/cli/status/mod.ts";
+} from "../src/cli/status/collect.ts";
+import { parsePrometheusText, sampleValue } from "../src/cli/status/parse.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";

@@ -1,12 +1,8 @@
 /**
  * The `cleanup` subcommand: retention, once (docs/operations.md#cleanup, docs/retention.md).
- * For each of the sixteen tables of {@linkcode RETENTION_TABLES}, one after another: a table
- * with the weekly partitions `schema` creates gets its weeks ahead laid out, its expired weeks
- * dropped (one metadata operation) and only the week straddling the cutoff trimmed by batched
- * DELETE; any other table is cleaned by batched DELETE alone. `--dry-run` prints what would be
- * done; `--repair-partitions` splits a `p_max` that already holds rows into weeks, step by
- * step, and does nothing else. Its interface is its log and its exit code; it writes no
- * metrics.
+ * Weekly partitioned tables get their weeks ahead laid out, expired weeks dropped and only the
+ * week straddling the cutoff trimmed by batched DELETE; any other table is cleaned by batched
+ * DELETE alone. Its interface is its log and its exit code; it writes no metrics.
  *
  * @module
  */
@@ -42,21 +38,17 @@ import type { Io } from "./io.ts";
 
 /** Options of the `cleanup` command (already resolved from flags, env and file). */
 export interface CleanupCommandOptions {
-  /** `--mysql-url`; must name a database. */
   readonly mysqlUrl: string;
-  /** `--cleanup-batch-size`: rows per DELETE statement, ≥ 1. */
+  /** Rows per DELETE statement, ≥ 1. */
   readonly batchSize: number;
-  /** `--cleanup-batch-pause` in milliseconds, ≥ 0: sleep between two batches of one table. */
+  /** Sleep between two batches of one table, ≥ 0. */
   readonly batchPauseMs: number;
   /**
-   * Age in days per legacy YAML key (`age_hostchecks` …, see {@linkcode RETENTION_KEYS}).
-   * `0` disables a table; a missing key means the table's default. Any other key refuses
-   * to run (it would otherwise be a silently ignored typo).
+   * Age in days per legacy YAML key (`age_hostchecks` …). `0` disables a table; a missing key
+   * means the default. Any other key refuses to run (else a typo would be silently ignored).
    */
   readonly ages: Readonly<Record<string, number>>;
-  /** `--dry-run`: read the tables and print what would be added, dropped and deleted. */
   readonly dryRun?: boolean;
-  /** `--repair-partitions`: split rows held in `p_max` into weekly partitions, nothing else. */
   readonly repairPartitions?: boolean;
   /** How often a table still deleting logs its progress; default 10 s (0: every batch). */
   readonly progressIntervalMs?: number;
@@ -64,30 +56,25 @@ export interface CleanupCommandOptions {
   readonly now?: Date;
 }
 
-/** Start-up bound: connect plus `SELECT 1`; no answer within 5 s → exit 1. */
+/** Start-up bound: connect plus `SELECT 1`. */
 const PING_TIMEOUT_MS = 5_000;
 /** `setTimeout` fires at once above 2^31 − 1 ms, which would turn a long pause into none. */
 const MAX_PAUSE_MS = 2 ** 31 - 1;
 /** Column width of the table name in printed lines (longest name has 38 characters). */
 const TABLE_COLUMN = 38;
-/** Default interval of the progress lines of a table that is still deleting. */
 const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
 /**
- * Most rows the count before a table's DELETE reads, for the total and the ETA of its progress
- * lines. Counting is some 40 times faster than deleting in batches (docs/retention.md#output),
- * so the count adds a few percent to the DELETE it announces; the bound (some 20 s of counting)
- * keeps a legacy unpartitioned table holding years of old rows from being scanned to the end
- * first: its progress then shows the total as a lower bound and no ETA.
+ * Most rows the count before a table's DELETE reads, for the total and ETA of its progress
+ * lines. Counting is some 40 times faster than deleting (docs/retention.md#output); the bound
+ * (some 20 s) keeps a legacy table with years of old rows from being scanned to the end first.
  */
 const PROGRESS_COUNT_LIMIT = 10_000_000;
 /**
- * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a table's
- * metadata lock (behind a long report query, say) makes every later statement on that table
- * wait behind it, the worker's inserts included; giving up after a few seconds keeps the
- * worker writing, and the table is retried by the next run.
+ * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a metadata
+ * lock makes every later statement on that table wait behind it, the worker's inserts
+ * included; giving up after a few seconds keeps the worker writing.
  */
 const ALTER_LOCK_WAIT_SECONDS = 10;
-/** How to run the repair, for the report of a table whose `p_max` holds rows. */
 const REPAIR_HINT = "run `statusengine-worker cleanup --repair-partitions` in a quiet hour " +
   "(docs/retention.md#repair)";
 
@@ -112,11 +99,9 @@ interface TableStats {
   alterDenied: boolean;
 }
 
-/** MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR). */
-const TABLE_ACCESS_DENIED = 1142;
-
+/** MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR, 1142). */
 function isAccessDenied(err: unknown): boolean {
-  return (err as { errno?: unknown } | null)?.errno === TABLE_ACCESS_DENIED;
+  return (err as { errno?: unknown } | null)?.errno === 1142;
 }
 
 /**
@@ -149,11 +134,7 @@ type TableOutcome =
   | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
   | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };
 
-/**
- * Check the options and resolve each table's age.
- *
- * @throws {RangeError} Naming the offending option and its value.
- */
+/** Check the options (a RangeError names the bad one) and resolve each table's age. */
 function plan(options: CleanupCommandOptions): PlannedTable[] {
   if (!Number.isSafeInteger(options.batchSize) || options.batchSize < 1) {
     throw new RangeError(
@@ -223,18 +204,15 @@ interface RunContext {
   readonly session: CleanupSession;
   readonly options: CleanupCommandOptions;
   readonly signal: AbortSignal;
-  /** The reference instant of every cutoff of the run. */
+  /** The reference instant of every cutoff. */
   readonly now: Date;
   readonly today: number;
   readonly io: Io;
 }
 
 /**
- * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary key
- * at a time until the walk is through, with a progress line every `progressIntervalMs` that carries the rows
- * done, the total counted before the first batch and the ETA at the rate so far.
- *
- * @returns False when the signal stopped it.
+ * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary
+ * key at a time, with a progress line every `progressIntervalMs`.
  */
 async function deleteInBatches(
   ctx: RunContext,
@@ -242,7 +220,7 @@ async function deleteInBatches(
   trim: string | "table",
   cutoff: number,
   stats: TableStats,
-): Promise<boolean> {
+): Promise<TableOutcome> {
   const { options, signal } = ctx;
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
   const counted = await ctx.session.countOlder(
@@ -255,7 +233,7 @@ async function deleteInBatches(
   let lastProgress = started;
   let after: readonly unknown[] | undefined;
   for (;;) {
-    if (signal.aborted) return false;
+    if (signal.aborted) return { kind: "interrupted", stats };
     const batchStarted = performance.now();
     const chunk = await ctx.session.deleteOlderChunk(
       table,
@@ -273,7 +251,7 @@ async function deleteInBatches(
       rows: affected,
       "duration_ms": Math.round(performance.now() - batchStarted),
     });
-    if (chunk.next === undefined) return true;
+    if (chunk.next === undefined) return { kind: "finished", stats };
     after = chunk.next;
     const now = performance.now();
     if (now - lastProgress >= interval) {
@@ -341,8 +319,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         await dryRunDelete(ctx, table, { where: "table", from: "table" }, cutoffDate, stats, []);
         return { kind: "finished", stats };
       }
-      const done = await deleteInBatches(ctx, table, "table", cutoff, stats);
-      return { kind: done ? "finished" : "interrupted", stats };
+      return await deleteInBatches(ctx, table, "table", cutoff, stats);
     }
 
     const weekly = layout.layout;
@@ -386,13 +363,11 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         error: errorMessage(err),
       });
       if (cutoff === null) return { kind: "finished", stats };
-      const done = await deleteInBatches(ctx, table, "table", cutoff, stats);
-      return { kind: done ? "finished" : "interrupted", stats };
+      return await deleteInBatches(ctx, table, "table", cutoff, stats);
     }
     if (signal.aborted) return { kind: "interrupted", stats };
     if (maintenance.trim === null || cutoff === null) return { kind: "finished", stats };
-    const done = await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
-    return { kind: done ? "finished" : "interrupted", stats };
+    return await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
     // Whatever broke (missing table, lock timeout, lost connection), the next table starts
@@ -437,10 +412,9 @@ async function maintainPartitions(
 }
 
 /**
- * Dry run: count what the DELETE would remove and print the table's line.
- *
- * @param trim `where`: the partitions that hold those rows now, before the add and the drop
- *   ({@linkcode partitionsToTrim}); `from`: where the run will DELETE, as the line names it.
+ * Dry run: count what the DELETE would remove and print the table's line. `trim.where`: the
+ * partitions holding those rows now, before the add and the drop; `trim.from`: where the run
+ * will DELETE, as the line names it.
  */
 async function dryRunDelete(
   ctx: RunContext,
@@ -458,30 +432,11 @@ async function dryRunDelete(
 }
 
 /**
- * Run the `cleanup` command (docs/operations.md#cleanup, docs/retention.md).
+ * Run the `cleanup` command over {@linkcode RETENTION_TABLES}, one table after another
+ * (docs/retention.md). A failing table
+ * is logged and the run continues; when `signal` aborts, no new statement starts and the rest
+ * is left for the next run.
  *
- * For each table of {@linkcode RETENTION_TABLES}, in order, with cutoff = `now` minus the age
- * in calendar days of the local time zone:
- * - weekly partitioned as `schema` creates it: lay out the current week and the next four
- *   (split from the empty `p_max`), drop every partition entirely older than the cutoff in one
- *   `ALTER TABLE … DROP PARTITION`, then delete the straddling week's old rows in one walk
- *   along its primary key, a chunk of `n` rows per statement. A `p_max` that holds rows
- *   is reported (warning) and blocks the weeks ahead; such a table is trimmed over its whole
- *   range. An age of 0 only lays out the weeks ahead.
- * - otherwise: the batched DELETE over the whole table (an age of 0 skips it).
- *
- * Batches pause `batchPauseMs` (not after the last); a table still deleting logs its progress
- * every `progressIntervalMs`. A failing table is logged as `cleanup: table failed` and the run
- * continues. When `signal` aborts, no new statement starts, a statement in flight is abandoned
- * by closing its dedicated connection, and the rest is left for the next run.
- *
- * With `dryRun`, nothing is changed: each table's line (partitions it would add and drop, rows
- * it would delete) goes to `io.out`. With `repairPartitions`, only the repair runs
- * ({@linkcode runRepair}).
- *
- * @param options Resolved settings.
- * @param io Output sinks.
- * @param signal SIGTERM/SIGINT of the process.
  * @returns 0 when every table finished or the run was interrupted; 1 when a table failed, an
  *   option is invalid, MySQL cannot be reached before the run, or (not in a dry run) the account
  *   may not ALTER and DROP the tables (after deleting what it could).

@@ -1,11 +1,8 @@
 /**
- * The `config` command: the settings another command would use, each with its value and where
- * it came from (flag, environment variable, file and key, legacy key, default), secrets
- * masked, plus the warnings that command would log. It refuses (exit 1) where the command
- * would refuse to start, so it can check a configuration before a restart.
- *
- * Usage: `config [--json] [command] [flags of that command]`; the command defaults to `run`,
- * and `--json` may also come after the command.
+ * The `config` command, `config [--json] [command] [flags of that command]` (command default
+ * `run`): the settings that command would use, each with its value and source, secrets masked,
+ * plus its warnings. It refuses (exit 1) where the command would refuse to start, so it can
+ * check a configuration before a restart.
  *
  * @module
  */
@@ -31,29 +28,25 @@ import { workerConfigFrom } from "./run.ts";
 
 const PROGRAM = "statusengine-worker";
 
-/** One setting as `config --json` prints it. */
+/** One setting as `config --json` prints it; values in flag syntax (30s, 64MiB, a,b). */
 interface ConfigEntry {
-  /** The value in flag syntax (30s, 64MiB, a,b), secrets masked; null when it has none. */
+  /** Secrets masked; null when it has none. */
   readonly value: string | null;
-  /** Where it came from: `flag --x`, `env NAME`, `file PATH key K`, `default`, `none`. */
+  /** `flag --x`, `env NAME`, `file PATH key K`, `default`, `none`. */
   readonly source: string;
-  /** The kind of that source; `legacy` for a translated PHP config.yml key or SE_* variable. */
+  /** `legacy` for a translated PHP config.yml key or SE_* variable. */
   readonly origin: SourceKind;
-  /** The built-in default in flag syntax, secrets masked; null when there is none. */
   readonly default: string | null;
-  /** Whether the value is masked. */
   readonly secret: boolean;
 }
 
 /** What `config --json` prints. */
 interface ConfigDocument {
-  /** The command whose settings these are. */
   readonly command: CommandName;
   /** By flag name, in help order; absent when the command line or a value was refused. */
   readonly settings?: Record<string, ConfigEntry>;
-  /** The warnings the command would log. */
   readonly warnings: string[];
-  /** Why the command would refuse to start; absent when it would start. */
+  /** Why the command would refuse to start. */
   readonly error?: string;
 }
 
@@ -67,10 +60,6 @@ function ownFlagName(arg: string): string | undefined {
   return name === "json" || name === "no-json" ? name : undefined;
 }
 
-function isOwnFlag(arg: string): boolean {
-  return ownFlagName(arg) !== undefined;
-}
-
 interface Split {
   readonly own: string[];
   readonly command: CommandName;
@@ -79,7 +68,7 @@ interface Split {
 
 function splitArgs(argv: readonly string[]): Split {
   let i = 0;
-  while (i < argv.length && isOwnFlag(argv[i] ?? "")) i++;
+  while (i < argv.length && ownFlagName(argv[i] ?? "") !== undefined) i++;
   const own = argv.slice(0, i);
   const next = argv[i];
   if (next !== undefined && !next.startsWith("-")) {
@@ -147,10 +136,7 @@ function entries(
   return out;
 }
 
-/**
- * What the command itself refuses after its settings were accepted (run: no queue left, a
- * command file it may not write).
- */
+/** What `run` refuses after its settings were accepted (no queue left, an unwritable command file). */
 function refusal(command: CommandName, settings: unknown): string | undefined {
   if (command !== "run") return undefined;
   try {
@@ -183,14 +169,7 @@ function printText(document: ConfigDocument, io: Io): void {
   }
 }
 
-/**
- * Run `config`.
- *
- * @param argv Arguments after `config`.
- * @param env Environment variables (read exactly as the command would).
- * @param io Settings on stdout; warnings and errors on stderr.
- * @returns 0, 1 where the command would refuse to start, 2 for a bad command line.
- */
+/** Run `config`: exit 0, 1 where the command would refuse to start, 2 for a bad command line. */
 export async function runConfigCommand(
   argv: readonly string[],
   env: Readonly<Record<string, string>>,
@@ -202,13 +181,13 @@ export async function runConfigCommand(
     split = splitArgs(argv);
     json = (await loadSettings("config", { argv: split.own, env })).settings.json;
   } catch (err: unknown) {
-    return failure(err, io);
+    return reportConfigError(err, io);
   }
   let loaded: LoadResult<CommandName>;
   try {
     loaded = await loadSettings(split.command, { argv: split.rest, env });
   } catch (err: unknown) {
-    const code = failure(err, io);
+    const code = reportConfigError(err, io);
     if (json) {
       const document: ConfigDocument = {
         command: split.command,
@@ -236,7 +215,11 @@ export async function runConfigCommand(
   return 0;
 }
 
-function failure(err: unknown, io: Io): number {
+/**
+ * Print a configuration or usage error (never a secret); its exit code is 2 for a bad command
+ * line, 1 for a refused setting. Any other error is rethrown.
+ */
+export function reportConfigError(err: unknown, io: Io): number {
   if (hasCode(err, "usage") || err instanceof ConfigError) {
     io.err(`${PROGRAM}: ${err.message}`);
     return err instanceof ConfigError ? err.exitCode : 2;

@@ -1,17 +1,9 @@
 /**
- * The `dead-letters` command: looks into the dead-letter file (D7) and feeds it back once the
- * cause is fixed (docs/running.md#dead-letters).
- *
- * `summary` counts the records by table (or queue) and reason, with the oldest and newest time;
- * a line that is not a record is counted, never fatal. `replay` hands every record to the same
- * pipeline the daemon runs (src/pipeline/pipeline.ts: the same row fitting, the same writers and
- * statements, the same decoder for payloads), so a replayed row lands exactly where a redelivered
- * job would have put it, and what MySQL or the decoder rejects again goes to a new dead-letter
- * file through the same dead-letter path. Replaying a file twice writes nothing twice: the
- * history tables with a key skip a row that is there (their no-op upsert), and the two tables
- * without a key are asked first how many identical rows they hold. What cannot be replayed
- * safely (status snapshots, downtime statements, a core restart, a payload kept only in part)
- * is said so and copied to the new file.
+ * The `dead-letters` command (docs/running.md#dead-letters): `summary` counts the records of
+ * the dead-letter file (D7) by table (or queue) and reason; `replay` hands every record to the
+ * pipeline the daemon runs, so a replayed row lands where a redelivered job would have put it,
+ * and what is rejected again goes to a new dead-letter file. Replaying twice writes nothing
+ * twice; what cannot be replayed safely is said so and copied to the new file.
  *
  * @module
  */
@@ -45,17 +37,17 @@ import { dirname } from "node:path";
 import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
 import { errorMessage } from "../log.ts";
 import type { Io } from "./io.ts";
-import { INTERRUPTED_EXIT_CODE, isBlank, readLines, USAGE_EXIT_CODE } from "./publish.ts";
+import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
 
 /** Options of {@link runDeadLettersCommand}. */
 export interface DeadLettersOptions {
   readonly action: "summary" | "replay";
-  /** The file named on the command line, if any. */
-  readonly file?: string;
-  /** `--dead-letter-file`: what `summary` reads when no file is named; empty when disabled. */
+  /** The file named on the command line. */
+  readonly file?: string | undefined;
+  /** What `summary` reads when no file is named; empty when disabled. */
   readonly deadLetterFile: string;
   readonly json: boolean;
-  /** The worker's settings the replay writes with. */
+  /** The worker's settings the replay writes with: */
   readonly mysqlUrl: string;
   readonly batchSize: number;
   readonly nodeName: string;
@@ -67,7 +59,6 @@ export interface DeadLettersOptions {
   readonly now?: () => Date;
 }
 
-/** A record as read back: what the worker wrote, its time included. */
 type StoredRecord = DeadLetterRecord & { readonly time?: string };
 
 /** One line of the file: a record, or why it is none. */
@@ -75,22 +66,12 @@ type ReadLine =
   | { readonly line: number; readonly record: StoredRecord }
   | { readonly line: number; readonly malformed: string };
 
-const LINE_DECODER = new TextDecoder();
-
-/** The records of a dead-letter file in file order; blank lines are skipped. */
+/** The records of a dead-letter file in file order; blank lines are skipped, bad ones named. */
 async function* readRecords(path: string): AsyncGenerator<ReadLine> {
-  for await (const { number, bytes } of readLines(path)) {
-    if (isBlank(bytes)) continue;
-    let doc: unknown;
-    try {
-      doc = JSON.parse(LINE_DECODER.decode(bytes));
-    } catch (err: unknown) {
-      yield { line: number, malformed: `not JSON: ${errorMessage(err)}` };
-      continue;
-    }
-    const problem = recordProblem(doc);
-    if (problem === undefined) yield { line: number, record: doc as StoredRecord };
-    else yield { line: number, malformed: problem };
+  for await (const item of readJsonLines(path)) {
+    const problem = "error" in item ? `not JSON: ${item.error}` : recordProblem(item.doc);
+    if (problem !== undefined) yield { line: item.number, malformed: problem };
+    else if ("doc" in item) yield { line: item.number, record: item.doc as StoredRecord };
   }
 }
 
@@ -109,9 +90,8 @@ function recordProblem(doc: unknown): string | undefined {
 /** Malformed lines listed by number in the output; the rest are only counted. */
 const MALFORMED_SHOWN = 10;
 
-/** The counts of one table (or queue, for payloads) and reason. */
+/** The counts of one table (null: a payload of the queue) and reason. */
 interface Group {
-  /** The table of a rejected row; null for a payload. */
   readonly table: string | null;
   readonly queue: string;
   readonly reason: string;
@@ -219,7 +199,6 @@ interface ReplayResult {
   submitted: number;
   /** Rows of the two keyless tables found in their table already (replayed before). */
   alreadyPresent: number;
-  /** Records the pipeline dead-lettered again (rows MySQL rejected, payloads still undecodable). */
   failedAgain: number;
   /** Records copied to the left-over file unreplayed, by why. */
   notReplayable: Record<string, number>;
@@ -500,18 +479,11 @@ function printReplay(r: ReplayResult, io: Io): void {
 }
 
 /**
- * Run the `dead-letters` command.
- *
- * Exit codes: `summary` 0 once the file is read (malformed lines included); `replay` 0 only
- * when every record was replayed, 1 when any failed again, was not replayable or a line was
+ * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed
+ * lines included); `replay` 0 only when every record was replayed, 1 when any failed again, was not replayable or a line was
  * malformed (the output names the file they went to), 130 when interrupted; 1 when the file
  * cannot be read, MySQL not reached or the records left over could not be written beside the
  * file (refused before anything is replayed); 2 for `replay` without a file.
- *
- * @param options Action, file, the worker's write settings.
- * @param io Output sinks.
- * @param signal Stops a replay (SIGINT/SIGTERM); what is committed stays.
- * @returns The process exit code.
  */
 export async function runDeadLettersCommand(
   options: DeadLettersOptions,

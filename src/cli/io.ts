@@ -1,9 +1,17 @@
 /**
- * Where commands print: the only module that writes to stdout/stderr
- * directly (everything else logs through src/log.ts or returns text).
+ * Where commands print: the only module that writes to stdout/stderr directly (everything
+ * else logs through src/log.ts or returns text); and the helpers the tools share.
  *
  * @module
  */
+import {
+  connectMysql,
+  type MysqlConnection,
+  mysqlOptionsFromUrl,
+  redactUrl,
+} from "../mysql/mod.ts";
+import { errorMessage } from "../log.ts";
+import { redactText } from "../util/redact.ts";
 
 /** Output of a command: one line per call. */
 export interface Io {
@@ -25,15 +33,39 @@ export const PROCESS_IO: Io = {
   err: (line) => writeAll(Deno.stderr, `${line}\n`),
 };
 
-/**
- * The usage problem with a count given on the command line, if any.
- *
- * @param name What the number counts, for the message.
- * @param value The parsed value.
- * @returns `undefined` for a positive integer, else the message.
- */
+/** The usage problem with a count given on the command line; `undefined` when it is ≥ 1. */
 export function positiveIntegerProblem(name: string, value: number): string | undefined {
   return Number.isSafeInteger(value) && value >= 1
     ? undefined
     : `${name} must be a positive integer, got ${value}`;
+}
+
+/**
+ * Connect to the database a MySQL URL names, or print why not (`Cannot run <command>: …`, the
+ * password masked) and return undefined.
+ */
+export async function openDatabase(
+  url: string,
+  command: string,
+  io: Io,
+  options: { readonly timeoutMs: number; readonly exactValues?: boolean },
+): Promise<{ conn: MysqlConnection; password: string | undefined } | undefined> {
+  let opts: ReturnType<typeof mysqlOptionsFromUrl>;
+  try {
+    opts = mysqlOptionsFromUrl(url);
+  } catch (err: unknown) {
+    io.err(`Cannot run ${command}: ${errorMessage(err)}`);
+    return undefined;
+  }
+  if (opts.database === undefined) {
+    io.err(`Cannot run ${command}: the MySQL URL "${redactUrl(url)}" names no database`);
+    return undefined;
+  }
+  try {
+    return { conn: (await connectMysql(opts, options)).connection, password: opts.password };
+  } catch (err: unknown) {
+    const safe = redactText(errorMessage(err), opts.password);
+    io.err(`Cannot run ${command}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);
+    return undefined;
+  }
 }

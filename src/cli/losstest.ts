@@ -1,38 +1,29 @@
 /**
- * The `losstest` subcommand (docs/operations.md#losstest): proves that stopping the worker under load
- * loses nothing (D1). `publish` leaves a backlog of numbered host-check events at gearmand,
- * the operator stops and restarts the worker while it drains, and `verify` finds every
- * sequence number that never reached `statusengine_hostchecks`; `cleanup` removes the run.
- *
- * The pure pieces (marker format, run-id check, tallying and range compression) are exported
- * for the unit tests and for fault-injection tests that drive a worker themselves.
+ * The `losstest` subcommand (docs/operations.md#losstest): proves that stopping the worker under
+ * load loses nothing (D1). `publish` leaves numbered host-check events at the broker, `verify`
+ * finds every sequence number that never reached `statusengine_hostchecks`, `cleanup` removes
+ * the run. The pure pieces are exported for the fault-injection tests.
  *
  * @module
  */
 import {
-  connectMysql,
   countLosstestMarkers,
   deleteLosstestBatch,
   endMysql,
   type MysqlConnection,
-  mysqlOptionsFromUrl,
-  redactUrl,
   selectLosstestRunSizes,
 } from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
-import type { QueueDeclareMode } from "../amqp/session.ts";
 import { deadline } from "../util/async.ts";
-import { redactText } from "../util/redact.ts";
 import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
-import { type Io, positiveIntegerProblem } from "./io.ts";
+import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
 import {
-  brokerTarget,
+  type BrokerTarget,
   INTERRUPTED_EXIT_CODE,
   type PublishItem,
-  publishJobs,
-  summaryLine,
+  publishToTarget,
   targetLabel,
   USAGE_EXIT_CODE,
 } from "./publish.ts";
@@ -41,40 +32,29 @@ import {
 export type LosstestMode = "publish" | "verify" | "cleanup";
 
 /** Options of the `losstest` command. */
-export interface LosstestCommandOptions {
-  /** What to do. */
+export interface LosstestCommandOptions extends BrokerTarget {
   readonly mode: LosstestMode;
-  /** Run id, the same in all three modes; see {@linkcode runIdProblem}. */
+  /** The same in all three modes; see {@linkcode runIdProblem}. */
   readonly runId: string;
   /** Events published, and expected by `verify` (sequence numbers 0 … count − 1). */
   readonly count: number;
   /**
-   * `count` was chosen by the caller (`--count`), not the default. `verify` then checks
-   * it against the count the run's events carry; without it `verify` uses theirs, and
-   * refuses when no event of the run has arrived. Default true.
+   * `--count` was given, not defaulted: `verify` then checks it against the count the run's
+   * events carry; without it `verify` uses theirs. Default true.
    */
   readonly countGiven?: boolean;
   /** Job servers: `publish` submits to them round-robin, `verify` asks them for the backlog. */
   readonly gearmanAddr: readonly string[];
-  /** Publish to, and report the backlog of, this RabbitMQ broker instead (`--consumer rabbitmq`). */
-  readonly rabbitmqUrl?: string;
-  /** Declare the RabbitMQ queue durable (`--rabbitmq-durable-queues`); default false. */
-  readonly rabbitmqDurableQueues?: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
-  readonly rabbitmqDeclare?: QueueDeclareMode;
-  /** MySQL URL of the worker's database (`verify`, `cleanup`). */
+  /** The worker's database (`verify`, `cleanup`). */
   readonly mysqlUrl: string;
-  /** Events per job; default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */
+  /** Default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */
   readonly eventsPerJob?: number;
 }
 
-/** The queue the test publishes to. */
 export const LOSSTEST_QUEUE = "statusngin_hostchecks";
-/** The table the markers land in (`hostname`, the first primary-key column). */
+/** The markers land in `hostname`, the first primary-key column. */
 export const LOSSTEST_TABLE = "statusengine_hostchecks";
-/** Events per job unless told otherwise (docs/operations.md#losstest). */
 const LOSSTEST_EVENTS_PER_JOB = 100;
-/** At most this many missing ranges are printed. */
 const MAX_PRINTED_RANGES = 20;
 /** Rows deleted per statement by `cleanup`. */
 const CLEANUP_BATCH = 5_000;
@@ -123,9 +103,6 @@ export const HOSTCHECK_TEMPLATE: SyntheticEvent = Object.freeze({
 /**
  * Why a run id cannot be used, or `undefined` when it can. The id becomes part of a `LIKE`
  * pattern, so `%`, `_` and `\` are refused, and `'` too (docs/operations.md#losstest).
- *
- * @param runId Candidate id.
- * @returns A message naming the problem, or `undefined`.
  */
 export function runIdProblem(runId: string): string | undefined {
   if (runId === "") return "run id must not be empty";
@@ -144,23 +121,14 @@ export function runIdProblem(runId: string): string | undefined {
   return undefined;
 }
 
-/**
- * The text every marker of a run starts with.
- *
- * @param runId A valid run id.
- * @returns `lt-<runId>-`.
- */
+/** The text every marker of a run starts with: `lt-<runId>-`. */
 export function markerPrefix(runId: string): string {
   return `lt-${runId}-`;
 }
 
 /**
- * The marker of one event: its `host_name`, hence the first column of the row's key, so no
- * two events of a run can merge and a missing number is a lost event.
- *
- * @param runId A valid run id.
- * @param seq Sequence number, 0 … count − 1.
- * @returns `lt-<runId>-<seq>`.
+ * The marker of one event, `lt-<runId>-<seq>`: its `host_name`, hence the first column of the
+ * row's key, so no two events of a run can merge and a missing number is a lost event.
  *
  * @example
  * ```ts
@@ -175,12 +143,7 @@ export function lossMarker(runId: string, seq: number): string {
 
 /**
  * The sequence number of a marker of this run, or `undefined` for a host name that is not
- * one (another run whose id extends this one, `lt-r1-x-5` for run `r1`, or a non-canonical
- * number such as `007`).
- *
- * @param runId A valid run id.
- * @param hostname A host name.
- * @returns The sequence number, or `undefined`.
+ * one (another run whose id extends this one, `lt-r1-x-5` for run `r1`, or `007`).
  */
 export function parseLossMarker(runId: string, hostname: string): number | undefined {
   const prefix = markerPrefix(runId);
@@ -191,14 +154,9 @@ export function parseLossMarker(runId: string, hostname: string): number | undef
 }
 
 /**
- * The `output` of a run's event: it records how many events the run published, so that
- * `verify` checks them all without being told (a default count once passed a run of
- * 200,000 after looking at 10,000).
- *
- * @param runId Run id.
- * @param seq Sequence number.
- * @param count Events in the run.
- * @returns E.g. `losstest run r1: event 5 of 200000`.
+ * The `output` of a run's event records how many events the run published, so that `verify`
+ * checks them all without being told (a default count once passed a run of 200,000 after
+ * looking at 10,000).
  */
 function runSizeOutput(runId: string, seq: number, count: number): string {
   return `losstest run ${runId}: event ${seq} of ${count}`;
@@ -212,11 +170,7 @@ export type SeqRange = readonly [first: number, last: number];
 
 /**
  * Compress ascending numbers into closed ranges (`0,1,2,5` → `[0,2],[5,5]`). Duplicates are
- * tolerated.
- *
- * @param ascending Numbers in ascending order.
- * @returns The ranges, in order.
- * @throws {RangeError} When the input is not ascending.
+ * tolerated; descending input throws a RangeError.
  */
 export function compressRanges(ascending: Iterable<number>): SeqRange[] {
   const out: SeqRange[] = [];
@@ -243,10 +197,6 @@ export function compressRanges(ascending: Iterable<number>): SeqRange[] {
 /**
  * Print ranges as `0-99, 250, 4000-4099`; after `max` ranges, `... (N more ranges)`.
  *
- * @param ranges Ranges as from {@linkcode compressRanges}.
- * @param max Ranges to print at most; default {@linkcode MAX_PRINTED_RANGES}.
- * @returns The text (empty for no range).
- *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -263,19 +213,16 @@ export function formatRanges(ranges: readonly SeqRange[], max = MAX_PRINTED_RANG
 
 /** What `verify` found. */
 export interface LossReport {
-  /** Events expected (sequence numbers 0 … count − 1). */
   readonly count: number;
   /** Marker rows found, including duplicates and rows outside 0 … count − 1. */
   readonly rows: number;
   /** Distinct sequence numbers in 0 … count − 1 that were found. */
   readonly distinct: number;
-  /** `count − distinct`. */
   readonly missing: number;
   /** Rows beyond the first for a sequence number (should be impossible, D1 with upserts). */
   readonly duplicates: number;
   /** Rows whose sequence number is ≥ count (a larger earlier run with the same id). */
   readonly outOfRange: number;
-  /** Missing sequence numbers as ranges. */
   readonly missingRanges: SeqRange[];
 }
 
@@ -291,10 +238,6 @@ export class LossTally {
   #duplicates = 0;
   #outOfRange = 0;
 
-  /**
-   * @param count Events expected.
-   * @throws {RangeError} When `count` is not a positive integer.
-   */
   constructor(count: number) {
     if (!Number.isSafeInteger(count) || count < 1) {
       throw new RangeError(`Cannot tally a loss test: count must be ≥ 1, got ${count}`);
@@ -303,12 +246,6 @@ export class LossTally {
     this.#seen = new Uint8Array(count);
   }
 
-  /**
-   * Record `rows` rows carrying sequence number `seq`.
-   *
-   * @param seq Sequence number.
-   * @param rows Rows with that number (≥ 1).
-   */
   add(seq: number, rows = 1): void {
     this.#rows += rows;
     if (!Number.isInteger(seq) || seq < 0 || seq >= this.#count) {
@@ -324,11 +261,6 @@ export class LossTally {
     }
   }
 
-  /**
-   * The report so far.
-   *
-   * @returns Counts and missing ranges.
-   */
   report(): LossReport {
     const seen = this.#seen;
     function* missing(): Generator<number> {
@@ -347,12 +279,8 @@ export class LossTally {
 }
 
 /**
- * Tally the sequence numbers of the marker rows found (one element per row) against the
+ * Tally the sequence numbers of the marker rows found (one per row, any order) against the
  * expected count.
- *
- * @param seqs One sequence number per row, in any order.
- * @param count Events expected.
- * @returns Rows, distinct, missing (with ranges), duplicates, out-of-range rows.
  *
  * @example
  * ```ts
@@ -370,13 +298,8 @@ export function verifyRows(seqs: Iterable<number>, count: number): LossReport {
 
 /**
  * The jobs of a run: copies of {@linkcode HOSTCHECK_TEMPLATE} with host name
- * `lt-<run>-<seq>`, each at its own microsecond (`count` µs ending at `now`), `eventsPerJob`
- * per bulk job. Lazy, so memory stays bounded for any count.
- *
- * @param runId A valid run id.
- * @param count Events, ≥ 1.
- * @param options Events per job and "now" (epoch ms; default `Date.now()`).
- * @returns The jobs with their event counts.
+ * `lt-<run>-<seq>`, each at its own microsecond (`count` µs ending at `now`, epoch ms),
+ * `eventsPerJob` per bulk job. Lazy, so memory stays bounded for any count.
  */
 export function* losstestJobs(
   runId: string,
@@ -412,15 +335,8 @@ export function* losstestJobs(
 }
 
 /**
- * Run the `losstest` command.
- *
- * Exit codes: 0 success (`verify`: nothing missing); 1 `verify` found missing events, or a
- * service failed; 2 usage error (bad mode, run id or number); 130 interrupted.
- *
- * @param options Mode, run id, count, job servers, MySQL URL.
- * @param io Output sinks.
- * @param signal Stops the command (SIGINT/SIGTERM).
- * @returns The process exit code.
+ * Run the `losstest` command. Exit codes: 0 success (`verify`: nothing missing); 1 `verify`
+ * found missing events, or a service failed; 2 usage error; 130 interrupted.
  */
 export async function runLosstestCommand(
   options: LosstestCommandOptions,
@@ -428,7 +344,8 @@ export async function runLosstestCommand(
   signal?: AbortSignal,
 ): Promise<number> {
   const { mode, runId, count } = options;
-  if (mode !== "publish" && mode !== "verify" && mode !== "cleanup") {
+  const run = { publish: publishRun, verify: verifyRun, cleanup: cleanupRun }[mode];
+  if (!["publish", "verify", "cleanup"].includes(mode)) {
     io.err(`Cannot run losstest: unknown mode "${mode}"; expected publish, verify or cleanup`);
     return USAGE_EXIT_CODE;
   }
@@ -438,14 +355,7 @@ export async function runLosstestCommand(
     io.err(`Cannot run losstest ${mode}: ${problem}`);
     return USAGE_EXIT_CODE;
   }
-  switch (mode) {
-    case "publish":
-      return await publishRun(options, io, signal);
-    case "verify":
-      return await verifyRun(options, io, signal);
-    case "cleanup":
-      return await cleanupRun(options, io, signal);
-  }
+  return await run(options, io, signal);
 }
 
 async function publishRun(
@@ -466,65 +376,57 @@ async function publishRun(
     } … ${lossMarker(runId, count - 1)})`,
   );
   try {
-    const result = await publishJobs(
+    return await publishToTarget(
       LOSSTEST_QUEUE,
       losstestJobs(runId, count, { eventsPerJob: perJob }),
-      {
-        servers: gearmanAddr,
-        ...brokerTarget(options),
-        io,
-        totalJobs: jobs,
-        totalEvents: count,
-        ...(signal === undefined ? {} : { signal }),
-      },
+      options,
+      { totalJobs: jobs, totalEvents: count },
+      io,
+      signal,
     );
-    io.out(
-      summaryLine(
-        LOSSTEST_QUEUE,
-        result,
-        options.rabbitmqUrl === undefined ? gearmanAddr.length : targetLabel(options),
-      ),
-    );
-    return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
   } catch (err: unknown) {
     io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${errorMessage(err)}`);
     return 1;
   }
 }
 
-/** Open the worker's database, or print why not and return undefined. */
-async function connect(
-  url: string,
+/**
+ * Open the worker's database under the mode's time limit (or print why not: exit 1), run
+ * `body` and close. `remaining()` bounds each statement by what is left of the limit;
+ * `stopped()` is the message and exit code once the limit (1) or the signal (130) struck.
+ */
+async function onDatabase(
+  options: LosstestCommandOptions,
   mode: LosstestMode,
+  limitMs: number,
   io: Io,
-): Promise<MysqlConnection | undefined> {
-  let opts: ReturnType<typeof mysqlOptionsFromUrl>;
+  signal: AbortSignal | undefined,
+  body: (conn: MysqlConnection, limit: {
+    readonly signal: AbortSignal;
+    readonly remaining: () => number;
+    readonly stopped: () => [string, number];
+  }) => Promise<number>,
+): Promise<number> {
+  using limit = deadline(limitMs, signal);
+  const opened = await openDatabase(options.mysqlUrl, `losstest ${mode}`, io, {
+    timeoutMs: CONNECT_TIMEOUT_MS,
+  });
+  if (opened === undefined) return 1;
+  const { conn } = opened;
   try {
-    opts = mysqlOptionsFromUrl(url);
-  } catch (err: unknown) {
-    io.err(`Cannot run losstest ${mode}: ${errorMessage(err)}`);
-    return undefined;
+    return await body(conn, {
+      signal: limit.signal,
+      remaining: () => Math.max(1, Math.floor(limit.remainingMs())),
+      stopped: () => {
+        const reason: unknown = limit.signal.reason;
+        return reason instanceof DOMException && reason.name === "TimeoutError"
+          ? [`${mode} exceeded its ${limitMs / 60_000}-minute limit`, 1]
+          : [`${mode} was interrupted`, INTERRUPTED_EXIT_CODE];
+      },
+    });
+  } finally {
+    await endMysql(conn);
   }
-  if (opts.database === undefined) {
-    io.err(`Cannot run losstest ${mode}: the MySQL URL "${redactUrl(url)}" names no database`);
-    return undefined;
-  }
-  try {
-    return (await connectMysql(opts, { timeoutMs: CONNECT_TIMEOUT_MS })).connection;
-  } catch (err: unknown) {
-    const text = errorMessage(err);
-    const safe = redactText(text, opts.password);
-    io.err(`Cannot run losstest ${mode}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);
-    return undefined;
-  }
-}
-
-/** Message and exit code for a run stopped by its time limit (1) or by the signal (130). */
-function stopped(signal: AbortSignal, what: string, limitMs: number): [string, number] {
-  const reason: unknown = signal.reason;
-  return reason instanceof DOMException && reason.name === "TimeoutError"
-    ? [`${what} exceeded its ${limitMs / 60_000}-minute limit`, 1]
-    : [`${what} was interrupted`, INTERRUPTED_EXIT_CODE];
 }
 
 /**
@@ -563,133 +465,146 @@ export function expectedCount(
   };
 }
 
-async function verifyRun(
+function verifyRun(
   options: LosstestCommandOptions,
   io: Io,
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const { runId } = options;
   const prefix = markerPrefix(runId);
-  using limit = deadline(VERIFY_LIMIT_MS, signal);
-  const conn = await connect(options.mysqlUrl, "verify", io);
-  if (conn === undefined) return 1;
-  let count: number;
-  try {
-    const sizes = await selectLosstestRunSizes(
-      conn,
-      LOSSTEST_TABLE,
-      RUN_SIZE_SEPARATOR,
-      prefix,
-      Math.max(1, Math.floor(limit.remainingMs())),
-    );
-    const recorded = sizes
-      .filter((c) => /^[1-9][0-9]{0,14}$/.test(c))
-      .map(Number)
-      .sort((a, b) => a - b);
-    const expected = expectedCount(
-      runId,
-      recorded,
-      options.countGiven === false ? undefined : options.count,
-    );
-    if ("problem" in expected) {
-      io.err(`Cannot run losstest verify: ${expected.problem}`);
-      await endMysql(conn);
-      return expected.code;
-    }
-    count = expected.count;
-    io.out(
-      `losstest verify: run "${runId}", expecting ${count} events ${expected.note} (${
-        lossMarker(runId, 0)
-      } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
-    );
-  } catch (err: unknown) {
-    await endMysql(conn);
-    io.err(`Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`);
-    return 1;
-  }
-  const tally = new LossTally(count);
-  try {
-    let after = "";
-    for (;;) {
-      if (limit.signal.aborted) {
-        const [why, code] = stopped(limit.signal, "verify", VERIFY_LIMIT_MS);
-        io.err(`Cannot finish losstest verify: ${why}`);
-        return code;
-      }
-      const page = await countLosstestMarkers(
+  return onDatabase(options, "verify", VERIFY_LIMIT_MS, io, signal, async (conn, limit) => {
+    let count: number;
+    try {
+      const sizes = await selectLosstestRunSizes(
         conn,
         LOSSTEST_TABLE,
+        RUN_SIZE_SEPARATOR,
         prefix,
-        after,
-        PAGE_SIZE,
-        Math.max(1, Math.floor(limit.remainingMs())),
+        limit.remaining(),
       );
-      for (const row of page) {
-        const seq = parseLossMarker(runId, row.hostname);
-        // A host name of another run whose id extends ours (`lt-r1-x-5` for `r1`) is skipped.
-        if (seq !== undefined) tally.add(seq, row.n);
+      const recorded = sizes
+        .filter((c) => /^[1-9][0-9]{0,14}$/.test(c))
+        .map(Number)
+        .sort((a, b) => a - b);
+      const expected = expectedCount(
+        runId,
+        recorded,
+        options.countGiven === false ? undefined : options.count,
+      );
+      if ("problem" in expected) {
+        io.err(`Cannot run losstest verify: ${expected.problem}`);
+        return expected.code;
       }
-      const last = page.at(-1);
-      if (last === undefined || page.length < PAGE_SIZE) break;
-      after = last.hostname;
+      count = expected.count;
+      io.out(
+        `losstest verify: run "${runId}", expecting ${count} events ${expected.note} (${
+          lossMarker(runId, 0)
+        } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
+      );
+    } catch (err: unknown) {
+      io.err(
+        `Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
+      );
+      return 1;
     }
-  } catch (err: unknown) {
-    io.err(
-      `Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
-    );
-    return 1;
-  } finally {
-    await endMysql(conn);
-  }
+    const tally = new LossTally(count);
+    try {
+      let after = "";
+      for (;;) {
+        if (limit.signal.aborted) {
+          const [why, code] = limit.stopped();
+          io.err(`Cannot finish losstest verify: ${why}`);
+          return code;
+        }
+        const page = await countLosstestMarkers(
+          conn,
+          LOSSTEST_TABLE,
+          prefix,
+          after,
+          PAGE_SIZE,
+          limit.remaining(),
+        );
+        for (const row of page) {
+          const seq = parseLossMarker(runId, row.hostname);
+          // A host name of another run whose id extends ours (`lt-r1-x-5` for `r1`) is skipped.
+          if (seq !== undefined) tally.add(seq, row.n);
+        }
+        const last = page.at(-1);
+        if (last === undefined || page.length < PAGE_SIZE) break;
+        after = last.hostname;
+      }
+    } catch (err: unknown) {
+      io.err(
+        `Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
+      );
+      return 1;
+    }
 
-  const report = tally.report();
-  io.out(`rows: ${report.rows}`);
-  io.out(`distinct events: ${report.distinct}`);
-  io.out(`missing: ${report.missing}`);
-  if (report.duplicates > 0) io.out(`duplicate rows: ${report.duplicates}`);
-  if (report.outOfRange > 0) {
-    io.out(`rows outside 0-${count - 1}: ${report.outOfRange} (an earlier, larger run?)`);
-  }
-  if (report.missing > 0) io.out(`missing sequence numbers: ${formatRanges(report.missingRanges)}`);
-  const queued = await printBacklog(options, io, limit.signal);
-  if (report.missing > 0 && queued !== 0) {
-    // Jobs still at the broker may hold the missing events: no verdict yet.
-    io.out(
-      `NOT FINISHED: ${report.missing} of ${count} events not in MySQL yet and ${
-        queued ?? "an unknown number of"
-      } job(s) still queued; run verify again once the queue is drained`,
-    );
-    return 1;
-  }
-  if (report.missing > 0) {
-    io.out(`FAIL: ${report.missing} of ${count} events missing`);
-    return 1;
-  }
-  // Every event the run published is in MySQL, so none of its jobs can still be queued
-  // (a redelivered duplicate at most, which the upsert absorbs).
-  io.out(`PASS: all ${count} events present`);
-  return 0;
+    const report = tally.report();
+    io.out(`rows: ${report.rows}`);
+    io.out(`distinct events: ${report.distinct}`);
+    io.out(`missing: ${report.missing}`);
+    if (report.duplicates > 0) io.out(`duplicate rows: ${report.duplicates}`);
+    if (report.outOfRange > 0) {
+      io.out(`rows outside 0-${count - 1}: ${report.outOfRange} (an earlier, larger run?)`);
+    }
+    if (report.missing > 0) {
+      io.out(`missing sequence numbers: ${formatRanges(report.missingRanges)}`);
+    }
+    const queued = await printBacklog(options, io, limit.signal);
+    if (report.missing > 0 && queued !== 0) {
+      // Jobs still at the broker may hold the missing events: no verdict yet.
+      io.out(
+        `NOT FINISHED: ${report.missing} of ${count} events not in MySQL yet and ${
+          queued ?? "an unknown number of"
+        } job(s) still queued; run verify again once the queue is drained`,
+      );
+      return 1;
+    }
+    if (report.missing > 0) {
+      io.out(`FAIL: ${report.missing} of ${count} events missing`);
+      return 1;
+    }
+    // Every event the run published is in MySQL, so none of its jobs can still be queued
+    // (a redelivered duplicate at most, which the upsert absorbs).
+    io.out(`PASS: all ${count} events present`);
+    return 0;
+  });
 }
 
-/**
- * Jobs still at the broker are a backlog, not a loss: print them so nobody mistakes one.
- *
- * @returns Jobs (messages) still queued, or null when not known.
- */
+/** Jobs still at the broker are a backlog, not a loss: print them (null: not known). */
 async function printBacklog(
   options: LosstestCommandOptions,
   io: Io,
   signal: AbortSignal,
 ): Promise<number | null> {
+  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   if (options.rabbitmqUrl !== undefined) {
-    return await printRabbitMqBacklog(options.rabbitmqUrl, options, io);
+    const label = `messages still queued at ${targetLabel(options)} for ${LOSSTEST_QUEUE}`;
+    try {
+      // Passive declaration only: the durability flag is not sent.
+      await using publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
+        durableQueues: false,
+      });
+      // Ready messages only: ones delivered to a live worker are not yet committed, but are not
+      // lost either (they return to the queue if that worker dies).
+      const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
+      io.out(
+        `${label}: ${ready} ready (about ${
+          ready * perJob
+        } events; not loss), ${consumers} consumers attached`,
+      );
+      return ready;
+    } catch (err: unknown) {
+      io.out(`${label}: unknown (${errorMessage(err)})`);
+      return null;
+    }
   }
   const label = `jobs still queued at gearmand for ${LOSSTEST_QUEUE}`;
   if (options.gearmanAddr.length === 0) {
     io.out(`${label}: not checked (no job server given)`);
     return null;
   }
-  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   let total = 0;
   const failures: string[] = [];
   for (const server of options.gearmanAddr) {
@@ -708,83 +623,52 @@ async function printBacklog(
   return failures.length > 0 ? null : total;
 }
 
-async function printRabbitMqBacklog(
-  url: string,
-  options: LosstestCommandOptions,
-  io: Io,
-): Promise<number | null> {
-  const label = `messages still queued at ${
-    targetLabel({ gearmanAddr: [], rabbitmqUrl: url })
-  } for ${LOSSTEST_QUEUE}`;
-  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
-  try {
-    // Passive declaration only: the durability flag is not sent.
-    await using publisher = await AmqpPublisher.connect(url, { durableQueues: false });
-    // Ready messages only: ones delivered to a live worker are not yet committed, but are not
-    // lost either (they return to the queue if that worker dies).
-    const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
-    io.out(
-      `${label}: ${ready} ready (about ${
-        ready * perJob
-      } events; not loss), ${consumers} consumers attached`,
-    );
-    return ready;
-  } catch (err: unknown) {
-    io.out(`${label}: unknown (${errorMessage(err)})`);
-    return null;
-  }
-}
-
-async function cleanupRun(
+function cleanupRun(
   options: LosstestCommandOptions,
   io: Io,
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const { runId } = options;
-  const prefix = markerPrefix(runId);
-  using limit = deadline(CLEANUP_LIMIT_MS, signal);
-  const conn = await connect(options.mysqlUrl, "cleanup", io);
-  if (conn === undefined) return 1;
-  let deleted = 0;
-  const started = performance.now();
-  let nextProgress = started + PROGRESS_MS;
-  try {
-    for (;;) {
-      if (limit.signal.aborted) {
-        const [why, code] = stopped(limit.signal, "cleanup", CLEANUP_LIMIT_MS);
-        io.err(
-          `Cannot finish losstest cleanup: ${why} after deleting ${deleted} rows of run "${runId}"`,
+  return onDatabase(options, "cleanup", CLEANUP_LIMIT_MS, io, signal, async (conn, limit) => {
+    let deleted = 0;
+    const started = performance.now();
+    let nextProgress = started + PROGRESS_MS;
+    try {
+      for (;;) {
+        if (limit.signal.aborted) {
+          const [why, code] = limit.stopped();
+          io.err(
+            `Cannot finish losstest cleanup: ${why} after deleting ${deleted} rows of run "${runId}"`,
+          );
+          return code;
+        }
+        const affected = await deleteLosstestBatch(
+          conn,
+          LOSSTEST_TABLE,
+          markerPrefix(runId),
+          CLEANUP_BATCH,
+          limit.remaining(),
         );
-        return code;
+        deleted += affected;
+        if (affected < CLEANUP_BATCH) break;
+        if (performance.now() >= nextProgress) {
+          nextProgress = performance.now() + PROGRESS_MS;
+          io.out(`progress: deleted ${deleted} rows`);
+        }
       }
-      const affected = await deleteLosstestBatch(
-        conn,
-        LOSSTEST_TABLE,
-        prefix,
-        CLEANUP_BATCH,
-        Math.max(1, Math.floor(limit.remainingMs())),
+    } catch (err: unknown) {
+      io.err(
+        `Cannot delete the rows of run "${runId}" from ${LOSSTEST_TABLE} after ${deleted} rows: ${
+          errorMessage(err)
+        }`,
       );
-      deleted += affected;
-      if (affected < CLEANUP_BATCH) break;
-      if (performance.now() >= nextProgress) {
-        nextProgress = performance.now() + PROGRESS_MS;
-        io.out(`progress: deleted ${deleted} rows`);
-      }
+      return 1;
     }
-  } catch (err: unknown) {
-    io.err(
-      `Cannot delete the rows of run "${runId}" from ${LOSSTEST_TABLE} after ${deleted} rows: ${
-        errorMessage(err)
-      }`,
+    io.out(
+      `losstest cleanup: deleted ${deleted} rows of run "${runId}" from ${LOSSTEST_TABLE} in ${
+        ((performance.now() - started) / 1000).toFixed(2)
+      } s`,
     );
-    return 1;
-  } finally {
-    await endMysql(conn);
-  }
-  io.out(
-    `losstest cleanup: deleted ${deleted} rows of run "${runId}" from ${LOSSTEST_TABLE} in ${
-      ((performance.now() - started) / 1000).toFixed(2)
-    } s`,
-  );
-  return 0;
+    return 0;
+  });
 }

@@ -1,34 +1,41 @@
 /**
- * The command line: parses argv, picks a command from the command table,
- * loads its settings, configures logging, installs the signal handling, and
- * turns the command's result into an exit code (`main.ts` is the only caller
- * of `Deno.exit`).
+ * The command line: argv → the command table → settings, logging, signal handling → an exit
+ * code (`main.ts` is the only caller of `Deno.exit`); and SIGHUP for a running worker
+ * (logrotate's `postrotate` sends it; unhandled it would end the process with nothing logged):
+ * reopen the dead-letter file, re-read the settings, apply the log level and format, name the
+ * settings that need a restart. Every failure of a reload is only logged.
  *
  * @module
  */
 import {
   type CommandName,
-  ConfigError,
   loadSettings,
   parseCommandLine,
   renderHelp,
   RETENTION_RULES,
+  settingKeyOf,
+  SETTINGS,
   type SettingsFor,
   type SettingSource,
 } from "../config/mod.ts";
-import { hasCode } from "../util/errors.ts";
-import { configureLogging, errorMessage, getLogger, logReachesStderr } from "../log.ts";
+import {
+  configureLogging,
+  errorMessage,
+  getLogger,
+  type LogFormat,
+  type LogLevel,
+  logReachesStderr,
+} from "../log.ts";
 import { versionLine } from "../version.ts";
 import { type Io, PROCESS_IO } from "./io.ts";
 import { type RunHooks, runWorkerCommand } from "./run.ts";
-import { reload, type ReloadableSettings } from "./reload.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
-import { runStatusCommand } from "./status/mod.ts";
+import { runStatusCommand } from "./status/collect.ts";
 import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";
-import { runConfigCommand } from "./config.ts";
+import { reportConfigError, runConfigCommand } from "./config.ts";
 import { runDeadLettersCommand } from "./dead_letters.ts";
 
 const log = getLogger("cli");
@@ -44,22 +51,17 @@ type Handler<C extends CommandName> = (
 /** Commands run through {@link HANDLERS}: `config` reads another command's line instead. */
 type HandledCommand = Exclude<CommandName, "config">;
 
-/** What a command learns besides its settings. */
+/** What a command learns besides its settings: `run` its hooks, `losstest` the sources. */
 interface HandlerContext {
-  /** `run`: told when the worker runs (SIGHUP). */
   readonly hooks: RunHooks;
-  /** Where each setting came from, by settings key. */
   readonly sources: Readonly<Record<string, SettingSource>>;
 }
 
 /** The command table: drives dispatch (help comes from the settings table's COMMANDS). */
 const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   run: (s, io, signal, { hooks }) => runWorkerCommand(s, io, signal, hooks),
-  schema: (s, io) =>
-    runSchemaCommand(
-      { mysqlUrl: s.mysqlUrl, check: s.check, createDatabase: s.createDatabase },
-      io,
-    ),
+  // Commands whose options are named like their settings take the settings as they are.
+  schema: (s, io) => runSchemaCommand(s, io),
   cleanup: (s, io, signal) =>
     runCleanupCommand(
       {
@@ -79,61 +81,30 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
     runStatusCommand(
       {
         gearmanAddr: s.gearmanAddr,
-        ...(s.consumer === "rabbitmq" ? { rabbitmqUrl: s.rabbitmqUrl } : {}),
+        rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined,
         mysqlUrl: s.mysqlUrl,
-        ...(s.metricsUrl === undefined ? {} : { metricsUrl: s.metricsUrl }),
-        ...(s.metricsPort === 0
-          ? {}
-          : { localMetricsUrl: localMetricsUrl(s.metricsHost, s.metricsPort) }),
+        metricsUrl: s.metricsUrl,
+        localMetricsUrl: s.metricsPort === 0
+          ? undefined
+          : localMetricsUrl(s.metricsHost, s.metricsPort),
         json: s.json,
       },
       io,
     ),
-  publish: (s, io, signal) =>
-    runPublishCommand(
-      {
-        queue: s.queue,
-        count: s.count,
-        eventsPerJob: s.eventsPerJob,
-        gearmanAddr: s.gearmanAddr,
-        ...rabbitmqTarget(s),
-        ...(s.form === undefined ? {} : { form: s.form }),
-        ...(s.fromFile === undefined ? {} : { fromFile: s.fromFile }),
-      },
-      io,
-      signal,
-    ),
+  publish: (s, io, signal) => runPublishCommand({ ...s, ...rabbitmqTarget(s) }, io, signal),
   losstest: (s, io, signal, { sources }) =>
     runLosstestCommand(
-      {
-        mode: s.mode,
-        runId: s.runId,
-        count: s.count,
-        // verify checks what the run published unless --count was really given.
-        countGiven: sources.count?.kind !== "default",
-        gearmanAddr: s.gearmanAddr,
-        ...rabbitmqTarget(s),
-        mysqlUrl: s.mysqlUrl,
-      },
+      // verify checks what the run published unless --count was really given.
+      { ...s, ...rabbitmqTarget(s), countGiven: sources.count?.kind !== "default" },
       io,
       signal,
     ),
-  verify: (s, io) =>
-    runVerifyCommand(
-      {
-        mysqlUrlA: s.mysqlUrlA,
-        mysqlUrlB: s.mysqlUrlB,
-        limit: s.limit,
-        ignoreColumns: s.ignoreColumns,
-        ...(s.tables === undefined ? {} : { tables: s.tables }),
-      },
-      io,
-    ),
+  verify: (s, io) => runVerifyCommand(s, io),
   "dead-letters": (s, io, signal) =>
     runDeadLettersCommand(
       {
         action: s.action,
-        ...(s.file === undefined ? {} : { file: s.file }),
+        file: s.file,
         deadLetterFile: s.deadLetterFile,
         json: s.json,
         mysqlUrl: s.mysqlUrl,
@@ -151,15 +122,9 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   },
 };
 
-/** publish and losstest: the RabbitMQ settings when RabbitMQ is the broker, none otherwise. */
-function rabbitmqTarget(s: SettingsFor<"publish"> | SettingsFor<"losstest">) {
-  return s.consumer === "rabbitmq"
-    ? {
-      rabbitmqUrl: s.rabbitmqUrl,
-      rabbitmqDurableQueues: s.rabbitmqDurableQueues,
-      rabbitmqDeclare: s.rabbitmqDeclare,
-    }
-    : {};
+/** publish and losstest: the RabbitMQ URL only when RabbitMQ is the broker. */
+function rabbitmqTarget(s: { readonly consumer: string; readonly rabbitmqUrl: string }) {
+  return { rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined };
 }
 
 /** Options of {@link runCli}. */
@@ -173,14 +138,7 @@ export interface CliOptions {
   readonly logWrite?: (line: string) => void;
 }
 
-/**
- * Run one command line.
- *
- * @param argv Arguments after the program name.
- * @param env Environment variables.
- * @param options Output and signal handling.
- * @returns The exit code: 0 success, 1 refused/failed, 2 bad command line.
- */
+/** Run one command line (arguments after the program name); exit 0, 1 refused/failed, 2 usage. */
 export async function runCli(
   argv: readonly string[],
   env: Readonly<Record<string, string>>,
@@ -210,10 +168,7 @@ export async function runCli(
   } catch (err: unknown) {
     return reportConfigError(err, io);
   }
-  const settings = loaded.settings as SettingsFor<CommandName> & {
-    logLevel?: "debug" | "info" | "warn" | "error";
-    logFormat?: "text" | "json";
-  };
+  const settings = loaded.settings as SettingsFor<CommandName> & ReloadableSettings;
   await configureLogging({
     level: settings.logLevel ?? "info",
     format: settings.logFormat ?? "text",
@@ -230,8 +185,7 @@ export async function runCli(
     });
   }
   const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
-  // SIGHUP (logrotate's postrotate) would end the worker with nothing logged; it reloads.
-  let current: ReloadableSettings = settings as ReloadableSettings;
+  let current: ReloadableSettings = settings;
   let reopen: (() => Promise<string | null>) | undefined;
   const rest = line.rest;
   const uninstallHangup = command !== "run" || options.signals === false
@@ -264,12 +218,7 @@ export async function runCli(
   }
 }
 
-/**
- * Reload on every SIGHUP, one at a time (a second HUP during a reload runs after it).
- *
- * @param onHangup The reload; must not throw.
- * @returns Removes the listener.
- */
+/** Reload on every SIGHUP, one at a time (a second HUP during a reload runs after it). */
 function installHangup(onHangup: () => Promise<void>): () => void {
   let chain = Promise.resolve();
   const listener = () => {
@@ -291,26 +240,6 @@ function localMetricsUrl(host: string, port: number): string {
 }
 
 /**
- * Print a configuration or usage error (never a secret) and return its exit code.
- *
- * @param err What loading the settings threw.
- * @param io Where the message goes (stderr).
- * @returns 2 for a bad command line, 1 for a refused setting.
- * @throws The error itself when it is neither.
- */
-function reportConfigError(err: unknown, io: Io): number {
-  if (hasCode(err, "usage")) {
-    io.err(`statusengine-worker: ${err.message}`);
-    return 2;
-  }
-  if (err instanceof ConfigError) {
-    io.err(`statusengine-worker: ${err.message}`);
-    return err.exitCode;
-  }
-  throw err;
-}
-
-/**
  * A signal this soon after the first is the same one delivered twice: Ctrl-C on `deno task
  * start` reaches the worker once from the terminal and once forwarded by the task runner.
  * Pinned by "cli: a shutdown signal delivered twice at once is one signal; a later one exits".
@@ -322,7 +251,6 @@ export const DUPLICATE_SIGNAL_MS = 250;
  * once (docs/shutdown.md#signals: do not rely on removing the listener to restore the default
  * action), a duplicate within {@link DUPLICATE_SIGNAL_MS} of the first is ignored.
  *
- * @param actions Abort the command, exit the process, read the clock (ms).
  * @returns The listener for every shutdown signal.
  */
 export function shutdownSignalHandler(actions: {
@@ -356,4 +284,94 @@ function installSignals(controller: AbortController, io: Io): () => void {
   return () => {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
   };
+}
+
+/** SIGHUP logs as the worker, whose settings it reloads. */
+const workerLog = getLogger("worker");
+
+/** The settings a reload reads: the logging ones, and the rest only to compare. */
+export type ReloadableSettings = Readonly<Record<string, unknown>> & {
+  readonly logLevel?: LogLevel;
+  readonly logFormat?: LogFormat;
+};
+
+/** What a reload works with; everything injectable so a test can run it in-process. */
+export interface ReloadOptions {
+  readonly current: () => ReloadableSettings;
+  /** Same command line and environment; the file is read anew. */
+  readonly reread: () => Promise<ReloadableSettings>;
+  readonly adopt: (settings: ReloadableSettings) => void;
+  /** Resolves to the path, null without a file, undefined before the start. */
+  readonly reopenDeadLetters: () => Promise<string | null | undefined>;
+  /** Receives log lines instead of stdout (tests). */
+  readonly logWrite?: (line: string) => void;
+}
+
+/** Settings applied by a reload; every other change waits for a restart. */
+const APPLIED: ReadonlySet<string> = new Set(["logLevel", "logFormat"]);
+
+/** Flag name by settings key, for naming changed settings without their (maybe secret) values. */
+const FLAG_BY_KEY: ReadonlyMap<string, string> = new Map(
+  SETTINGS.map((row) => [settingKeyOf(row), row.flag]),
+);
+
+function changedKeys(before: ReloadableSettings, after: ReloadableSettings): string[] {
+  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return [...keys].filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).sort();
+}
+
+/** Handle one SIGHUP. Never throws. */
+export async function reload(options: ReloadOptions): Promise<void> {
+  workerLog.info("SIGHUP received: reopening the dead-letter file and re-reading the settings");
+  try {
+    const path = await options.reopenDeadLetters();
+    if (path === undefined) workerLog.info("reload: the worker has not started; no file to reopen");
+    else if (path === null) workerLog.info("reload: no dead-letter file configured");
+    else workerLog.info("reload: dead-letter file reopened", { path });
+  } catch (err: unknown) {
+    workerLog.error(
+      "reload: cannot reopen the dead-letter file; the next dead letter tries again and " +
+        "/readyz fails until one is written",
+      { error: errorMessage(err) },
+    );
+  }
+  const before = options.current();
+  let after: ReloadableSettings;
+  try {
+    after = await options.reread();
+  } catch (err: unknown) {
+    workerLog.error("reload: cannot re-read the settings; keeping the current ones", {
+      error: errorMessage(err),
+    });
+    return;
+  }
+  const changed = changedKeys(before, after);
+  const applied = changed.filter((k) => APPLIED.has(k));
+  const waiting = changed.filter((k) => !APPLIED.has(k));
+  const level = after.logLevel ?? "info";
+  const format = after.logFormat ?? "text";
+  if (applied.length > 0) {
+    // Said before the switch as well, so that a level made quieter still shows the change.
+    workerLog.info("reload: switching logging", { log_level: level, log_format: format });
+    await configureLogging({
+      level,
+      format,
+      ...(options.logWrite === undefined ? {} : { write: options.logWrite }),
+    });
+  }
+  options.adopt({
+    ...before,
+    ...(after.logLevel === undefined ? {} : { logLevel: after.logLevel }),
+    ...(after.logFormat === undefined ? {} : { logFormat: after.logFormat }),
+  });
+  if (waiting.length > 0) {
+    workerLog.warn("reload: these settings changed but take effect only after a restart", {
+      settings: waiting.map((k) => `--${FLAG_BY_KEY.get(k) ?? k}`).join(","),
+    });
+  }
+  workerLog.info("reload: done", {
+    log_level: before.logLevel === after.logLevel ? level : `${before.logLevel}->${level}`,
+    log_format: before.logFormat === after.logFormat ? format : `${before.logFormat}->${format}`,
+    restart_needed_for: waiting.length,
+  });
 }

@@ -1,11 +1,8 @@
 /**
- * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to one or more
- * job servers, so the whole path gearmand → worker → MySQL runs from outside the process
- * (docs/operations.md#publish, our equivalent of `gearman_publisher`).
- *
- * Memory stays bounded whatever the count: events are generated lazily, a job is encoded only
- * when it is about to be submitted, and at most one pipelining window of submissions per job
- * server is outstanding.
+ * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to the job
+ * servers or RabbitMQ (docs/operations.md#publish, our `gearman_publisher`). Memory stays
+ * bounded whatever the count: events are generated lazily and at most one pipelining window
+ * per job server is outstanding.
  *
  * @module
  */
@@ -26,43 +23,44 @@ import { type Io, positiveIntegerProblem } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { concatBytes } from "../util/bytes.ts";
 
+/**
+ * Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`): declared
+ * like the worker declares (docs/consumption.md#rabbitmq-topology), default exchange,
+ * transient unless `--rabbitmq-durable-queues`, each message confirmed by the broker.
+ */
+export interface BrokerTarget {
+  readonly rabbitmqUrl?: string | undefined;
+  readonly rabbitmqDurableQueues?: boolean | undefined;
+  readonly rabbitmqDeclare?: QueueDeclareMode | undefined;
+}
+
 /** Options of the `publish` command. */
-export interface PublishCommandOptions {
-  /** Queue (Gearman function) to publish to; one of the twelve. */
+export interface PublishCommandOptions extends BrokerTarget {
+  /** One of the twelve queues. */
   readonly queue: string;
   /** Synthetic events to publish (ignored with `fromFile`), ≥ 1. */
   readonly count: number;
   /** Events per bulk job (ignored for the single form and with `fromFile`), ≥ 1. */
   readonly eventsPerJob: number;
-  /** Payload shape; default bulk for the eight batched queues, single for the other four. */
-  readonly form?: JobForm;
+  /** Default bulk for the eight batched queues, single for the other four. */
+  readonly form?: JobForm | undefined;
   /** Publish recorded payloads instead: NDJSON, one job per line, blank lines skipped. */
-  readonly fromFile?: string;
+  readonly fromFile?: string | undefined;
   /** Job servers (`host:port`); jobs are spread over them round-robin. */
   readonly gearmanAddr: readonly string[];
-  /** Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`). */
-  readonly rabbitmqUrl?: string;
-  /** Declare the RabbitMQ queue durable (`--rabbitmq-durable-queues`); default false. */
-  readonly rabbitmqDurableQueues?: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
-  readonly rabbitmqDeclare?: QueueDeclareMode;
   /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */
   readonly seed?: number;
 }
 
 /** One job to submit and the number of events it carries. */
 export interface PublishItem {
-  /** The job body. */
   readonly payload: string | Uint8Array;
-  /** Events in the job, for progress and rate. */
   readonly events: number;
 }
 
-/** Outcome of {@linkcode publishJobs}. */
+/** Outcome of {@linkcode publishJobs}: what the broker confirmed. */
 export interface PublishResult {
-  /** Jobs the job servers confirmed (JOB_CREATED). */
   readonly jobs: number;
-  /** Events in the confirmed jobs. */
   readonly events: number;
   /** Wall time from the first submission to the last confirmation. */
   readonly durationMs: number;
@@ -71,35 +69,22 @@ export interface PublishResult {
 }
 
 /** Options of {@linkcode publishJobs}. */
-export interface PublishJobsOptions {
-  /** Job servers; job `i` goes to server `i mod n`. Ignored with {@link rabbitmqUrl}. */
+export interface PublishJobsOptions extends BrokerTarget {
+  /** Job servers; job `i` goes to server `i mod n`. Ignored with `rabbitmqUrl`. */
   readonly servers: readonly string[];
-  /**
-   * Publish to this RabbitMQ broker instead: declared like the worker declares
-   * (docs/consumption.md#rabbitmq-topology), default exchange, transient, each message confirmed by
-   * the broker.
-   */
-  readonly rabbitmqUrl?: string;
-  /** Declare the queue durable (`--rabbitmq-durable-queues`); default false. */
-  readonly rabbitmqDurableQueues?: boolean;
-  /** `--rabbitmq-declare`; default `declare`. */
-  readonly rabbitmqDeclare?: QueueDeclareMode;
   /** Progress lines go to `io.out`. */
   readonly io: Io;
-  /** Jobs to publish in all, for the progress lines, when known. */
+  /** Totals for the progress lines, when known. */
   readonly totalJobs?: number;
-  /** Events to publish in all, for the progress lines, when known. */
   readonly totalEvents?: number;
   /** Stops submitting; what is in flight is still awaited. */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
   /** Milliseconds between progress lines; default 2000. */
   readonly progressIntervalMs?: number;
 }
 
-/** Exit code of a command-line usage error (unknown queue, bad number). */
 export const USAGE_EXIT_CODE = 2;
-
-/** Exit code when the signal interrupted publishing (128 + SIGINT). */
+/** 128 + SIGINT. */
 export const INTERRUPTED_EXIT_CODE = 130;
 
 /** Submissions awaiting JOB_CREATED per job server (the client's pipelining window). */
@@ -114,36 +99,9 @@ function rate(n: number, ms: number): string {
 /**
  * Submit jobs as normal-priority background jobs with an empty unique id, round-robin over
  * the job servers, pipelined: at most one window of submissions per server waits for its
- * JOB_CREATED. Reads `jobs` lazily, so an unbounded generator is fine.
- *
- * @param queue Gearman function name.
- * @param jobs The jobs, sync or async iterable.
- * @param options Servers, output, totals, signal.
- * @returns What was confirmed, and whether the signal interrupted.
- * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When a server cannot be reached.
- * @throws {Error} When a connection is lost or a server refuses a job (code `submit_refused`); the
- *   message says how many jobs were confirmed, the original error is the `cause`.
+ * JOB_CREATED. Reads `jobs` lazily, so an unbounded generator is fine. Throws when a server
+ * cannot be reached, or (saying how many jobs were confirmed) when a job is refused or lost.
  */
-/**
- * The broker fields of a command's options as {@link publishJobs} takes them (absent stays
- * absent: Gearman).
- *
- * @param options `--rabbitmq-url`, `--rabbitmq-durable-queues` and `--rabbitmq-declare` of the
- *   command.
- * @returns The fields to spread into {@link PublishJobsOptions}.
- */
-export function brokerTarget(
-  options: Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues" | "rabbitmqDeclare">,
-): Pick<PublishJobsOptions, "rabbitmqUrl" | "rabbitmqDurableQueues" | "rabbitmqDeclare"> {
-  return {
-    ...(options.rabbitmqUrl === undefined ? {} : { rabbitmqUrl: options.rabbitmqUrl }),
-    ...(options.rabbitmqDurableQueues === undefined
-      ? {}
-      : { rabbitmqDurableQueues: options.rabbitmqDurableQueues }),
-    ...(options.rabbitmqDeclare === undefined ? {} : { rabbitmqDeclare: options.rabbitmqDeclare }),
-  };
-}
-
 export async function publishJobs(
   queue: string,
   jobs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
@@ -169,9 +127,8 @@ export async function publishJobs(
       const submit = lanes.submit[slot];
       const queueOfSlot = inFlight[slot];
       if (submit === undefined || queueOfSlot === undefined) break;
-      // Backpressure: wait for the oldest answer of this lane before exceeding the window.
-      // Answers arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms), so the oldest is
-      // the next one.
+      // Backpressure: wait for the oldest answer of this lane before exceeding the window; answers
+      // arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms).
       while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
       if (failure !== undefined) break;
       const n = item.events;
@@ -201,8 +158,8 @@ export async function publishJobs(
     }
     for (const q of inFlight) await Promise.all(q);
     if (failure !== undefined) {
-      // Jobs written before a connection loss have an unknown outcome (docs/gearman-protocol.md#submitting); the
-      // confirmed count is what certainly reached the job servers.
+      // Jobs written before a connection loss have an unknown outcome
+      // (docs/gearman-protocol.md#submitting); the confirmed ones certainly arrived.
       throw new Error(
         `${
           errorMessage(failure)
@@ -272,15 +229,35 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
   };
 }
 
-/**
- * Where a run publishes, for its messages: the job servers, or the RabbitMQ broker
- * with the password masked.
- *
- * @param options Job servers and the optional RabbitMQ URL.
- * @returns E.g. `127.0.0.1:4730` or `RabbitMQ amqp://guest:****@127.0.0.1:5672/`.
- */
+/** Job servers and where a command publishes (`publish`, `losstest publish`). */
+type Target = BrokerTarget & { readonly gearmanAddr: readonly string[] };
+
+/** Publish to a command's target and print the summary line; 0, or 130 when interrupted. */
+export async function publishToTarget(
+  queue: string,
+  items: Iterable<PublishItem> | AsyncIterable<PublishItem>,
+  target: Target,
+  totals: { readonly totalJobs: number; readonly totalEvents: number },
+  io: Io,
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  const result = await publishJobs(queue, items, {
+    servers: target.gearmanAddr,
+    rabbitmqUrl: target.rabbitmqUrl,
+    rabbitmqDurableQueues: target.rabbitmqDurableQueues,
+    rabbitmqDeclare: target.rabbitmqDeclare,
+    io,
+    ...totals,
+    signal,
+  });
+  const where = target.rabbitmqUrl === undefined ? target.gearmanAddr.length : targetLabel(target);
+  io.out(summaryLine(queue, result, where));
+  return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
+}
+
+/** The job servers, or `RabbitMQ <url>` with the password masked. */
 export function targetLabel(
-  options: { readonly gearmanAddr: readonly string[]; readonly rabbitmqUrl?: string },
+  options: { readonly gearmanAddr: readonly string[]; readonly rabbitmqUrl?: string | undefined },
 ): string {
   return options.rabbitmqUrl === undefined
     ? options.gearmanAddr.join(", ")
@@ -288,12 +265,8 @@ export function targetLabel(
 }
 
 /**
- * The final summary line of a publishing run.
- *
- * @param queue Queue name.
- * @param result What {@linkcode publishJobs} returned.
- * @param servers Number of job servers, or a description of the target (RabbitMQ).
- * @returns `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`.
+ * The final line of a publishing run, `servers` a number of job servers or a description of
+ * the target: `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`.
  */
 export function summaryLine(
   queue: string,
@@ -335,7 +308,7 @@ interface FileLine {
  * The lines of a file as raw bytes, streamed: recorded payloads may hold bytes that are not
  * valid UTF-8 (docs/tables.md#invalid-utf8), which must reach the worker unchanged.
  */
-export async function* readLines(path: string): AsyncGenerator<FileLine> {
+async function* readLines(path: string): AsyncGenerator<FileLine> {
   using file = await Deno.open(path, { read: true });
   let pending: Uint8Array = new Uint8Array(0);
   let number = 0;
@@ -364,9 +337,22 @@ function stripCr(line: Uint8Array): Uint8Array {
 
 const LENIENT_UTF8 = new TextDecoder();
 
-export function isBlank(bytes: Uint8Array): boolean {
-  for (const b of bytes) if (b !== 0x20 && b !== 0x09 && b !== 0x0d) return false;
-  return true;
+/**
+ * The non-blank lines of a JSON-lines file, each with what it parses to or why it does not.
+ * Invalid UTF-8 becomes U+FFFD for the parse, which cannot break JSON syntax; `bytes` keep the
+ * original, which the worker repairs (docs/tables.md#invalid-utf8).
+ */
+export async function* readJsonLines(
+  path: string,
+): AsyncGenerator<FileLine & ({ readonly doc: unknown } | { readonly error: string })> {
+  for await (const line of readLines(path)) {
+    if (line.bytes.every((b) => b === 0x20 || b === 0x09 || b === 0x0d)) continue;
+    try {
+      yield { ...line, doc: JSON.parse(LENIENT_UTF8.decode(line.bytes)) };
+    } catch (err: unknown) {
+      yield { ...line, error: errorMessage(err) };
+    }
+  }
 }
 
 /** Events of one recorded job: the length of `messages` for a bulk job, else 1. */
@@ -384,26 +370,18 @@ async function scanRecording(
 ): Promise<{ jobs: number; events: number } | { error: string }> {
   let jobs = 0;
   let events = 0;
-  for await (const line of readLines(path)) {
-    if (isBlank(line.bytes)) continue;
-    let doc: unknown;
-    try {
-      // Invalid UTF-8 becomes U+FFFD here, which cannot break JSON syntax; the worker repairs
-      // the original bytes (docs/tables.md#invalid-utf8).
-      doc = JSON.parse(LENIENT_UTF8.decode(line.bytes));
-    } catch (err: unknown) {
-      return { error: `line ${line.number} is not valid JSON: ${errorMessage(err)}` };
-    }
+  for await (const line of readJsonLines(path)) {
+    if ("error" in line) return { error: `line ${line.number} is not valid JSON: ${line.error}` };
     jobs++;
-    events += eventsOf(doc);
+    events += eventsOf(line.doc);
   }
   return { jobs, events };
 }
 
 async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
-  for await (const line of readLines(path)) {
-    if (isBlank(line.bytes)) continue;
-    yield { payload: line.bytes, events: eventsOf(JSON.parse(LENIENT_UTF8.decode(line.bytes))) };
+  for await (const line of readJsonLines(path)) {
+    if ("error" in line) throw new SyntaxError(line.error);
+    yield { payload: line.bytes, events: eventsOf(line.doc) };
   }
 }
 
@@ -415,11 +393,6 @@ async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
  * unusable (a line that is not JSON is reported with its number before anything is
  * published); 2 usage error (unknown queue: the message lists the twelve; bad numbers); 130
  * interrupted by the signal.
- *
- * @param options Queue, counts, form, file, job servers, seed.
- * @param io Output sinks.
- * @param signal Stops publishing (SIGINT/SIGTERM).
- * @returns The process exit code.
  */
 export async function runPublishCommand(
   options: PublishCommandOptions,
@@ -437,7 +410,6 @@ export async function runPublishCommand(
     io.err("Cannot publish: no job server given (--gearman-addr host:port[,host:port…])");
     return USAGE_EXIT_CODE;
   }
-  const where = options.rabbitmqUrl === undefined ? gearmanAddr.length : targetLabel(options);
 
   let items: Iterable<PublishItem> | AsyncIterable<PublishItem>;
   let totalJobs: number;
@@ -492,16 +464,8 @@ export async function runPublishCommand(
     );
   }
 
-  let result: PublishResult;
   try {
-    result = await publishJobs(queue, items, {
-      servers: gearmanAddr,
-      ...brokerTarget(options),
-      io,
-      totalJobs,
-      totalEvents,
-      ...(signal === undefined ? {} : { signal }),
-    });
+    return await publishToTarget(queue, items, options, { totalJobs, totalEvents }, io, signal);
   } catch (err: unknown) {
     if (signal?.aborted) {
       io.err(`Publishing to ${queue} was interrupted before it started`);
@@ -510,6 +474,4 @@ export async function runPublishCommand(
     io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${errorMessage(err)}`);
     return 1;
   }
-  io.out(summaryLine(queue, result, where));
-  return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
 }

@@ -3,7 +3,7 @@
  * keeps the settings in force (the process test is tests/reload_test.ts).
  */
 import assert from "node:assert/strict";
-import { reload, type ReloadableSettings } from "./reload.ts";
+import { reload, type ReloadableSettings } from "./mod.ts";
 import { configureLogging, resetLogging } from "../log.ts";
 
 async function reloadWith(

@@ -27,12 +27,8 @@ import { hasCode, WorkerError } from "../util/errors.ts";
 const log = getLogger("worker");
 
 /**
- * Map validated settings onto the worker's configuration.
- *
- * @param s Settings of the `run` command.
- * @returns The worker configuration.
- * @throws {WorkerError} (code `startup`) When no queue is left, or the task queue's command file may not be
- *   written.
+ * Map validated settings onto the worker's configuration; a `startup` WorkerError when no queue
+ * is left or the task queue's command file may not be written.
  */
 export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
   const include = s.queues.length === 0
@@ -100,15 +96,10 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
 }
 
 /**
- * Refuse a task queue that could never deliver. With `--submit-method cmd` every task is
- * appended to the core's command file; when this process may not write it (the compiled
- * binary may write only the paths it was built for, docs/operations.md#compiled-permissions)
- * the worker would look ready while every poll failed and every action clicked in the UI
- * waited in statusengine_tasks until someone read the log. Only Deno's permission is checked
- * here, so that `config` checks it without opening anything; `run` opens the file once at start
- * for what the operating system allows (src/daemon/start.ts).
- *
- * @throws {WorkerError} (code `startup`) Naming the settings, the path and what to change.
+ * Refuse a task queue that could never deliver: with `--submit-method cmd` and a command file
+ * this process may not write (docs/operations.md#compiled-permissions) the worker would look
+ * ready while every task waited in statusengine_tasks. Only Deno's permission is checked, so
+ * that `config` checks it without opening anything; `run` opens the file at start (src/daemon/start.ts).
  */
 function refuseUnwritableCommandFile(s: SettingsFor<"run">): void {
   if (!s.checkForCommands || s.submitMethod !== "cmd") return;
@@ -144,15 +135,7 @@ export interface RunHooks {
   readonly started?: (worker: { reopenDeadLetters(): Promise<string | null> }) => void;
 }
 
-/**
- * Run the daemon until `signal` aborts.
- *
- * @param settings Settings of `run`.
- * @param io Output for the start-up error.
- * @param signal Aborted by the first SIGTERM/SIGINT.
- * @param hooks Told when the worker runs (SIGHUP reopens its dead-letter file).
- * @returns Exit code: 0 after a completed shutdown, 1 when the worker cannot start.
- */
+/** Run the daemon until `signal` aborts: exit 0 after a completed shutdown, 1 when it cannot start. */
 export async function runWorkerCommand(
   settings: SettingsFor<"run">,
   io: Io,

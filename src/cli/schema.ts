@@ -26,17 +26,13 @@ import type { Io } from "./io.ts";
 
 /** Options of the `schema` command. */
 export interface SchemaCommandOptions {
-  /** `--mysql-url`; must name a database. */
   readonly mysqlUrl: string;
-  /** `--check`: change nothing, print every difference, exit 1 if there is any. */
   readonly check: boolean;
-  /** `--create-database`: create the database when it does not exist. */
   readonly createDatabase: boolean;
   /** Clock for the weekly partitions of new tables (tests); defaults to now. */
   readonly now?: Date;
 }
 
-/** Connect timeout when the URL does not set `connectTimeout`. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
@@ -47,10 +43,6 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
  * altered). Exit code 0, or 1 when the server cannot be reached or something cannot be
  * created. With `check`: change nothing, print every difference, exit 1 if there is any (or
  * on failure). The URL is printed only through `redactUrl` (D8).
- *
- * @param options URL and flags.
- * @param io Output sinks.
- * @returns The process exit code.
  */
 export async function runSchemaCommand(
   options: SchemaCommandOptions,

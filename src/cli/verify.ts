@@ -1,23 +1,15 @@
 /**
  * The `verify` subcommand: a read-only parity diff of the newest rows of two Statusengine
- * databases, table by table and column by column (docs/operations.md#verify, `db_verifier`), for
- * shadow tests in which two workers consume the same stream into databases A and B.
- *
- * Adapted from the Go tool: rows are matched by each table's primary key from the catalogue
- * (a table whose key holds an AUTO_INCREMENT column, `statusengine_logentries`, is matched by
- * its other columns, because the ids differ between databases); the summary counts rows per
- * outcome and differing rows per column; a few example mismatches are printed per table.
+ * databases, table by table and column by column (docs/operations.md#verify, after the Go
+ * `db_verifier`), for shadow tests in which two workers consume the same stream.
  *
  * @module
  */
 import {
-  connectMysql,
   endMysql,
   isTableName,
   makeSessionReadOnly,
   type MysqlConnection,
-  mysqlOptionsFromUrl,
-  type MysqlUrlOptions,
   type NewestRows,
   redactUrl,
   selectNewestRows,
@@ -26,19 +18,18 @@ import {
   type TableName,
   TABLES,
 } from "../mysql/mod.ts";
-import type { Io } from "./io.ts";
+import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { redactText } from "../util/redact.ts";
 
 /** Options of the `verify` command. */
 export interface VerifyCommandOptions {
-  /** Database A (e.g. the legacy worker's). */
+  /** Database A (e.g. the legacy worker's) and B (e.g. ours). */
   readonly mysqlUrlA: string;
-  /** Database B (e.g. ours). */
   readonly mysqlUrlB: string;
-  /** Tables to compare; default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
-  readonly tables?: readonly string[];
-  /** Newest rows per table and database, ≥ 1 (default 5000). */
+  /** Default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
+  readonly tables?: readonly string[] | undefined;
+  /** Newest rows per table and database, ≥ 1. */
   readonly limit: number;
   /** `column` (every table) or `table.column`; those columns are not compared. */
   readonly ignoreColumns?: readonly string[];
@@ -97,32 +88,17 @@ const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.free
   "statusengine_worker_leases": ["name"],
 });
 
-/** Example mismatches printed per table. */
 const EXAMPLES_PER_TABLE = 5;
-
-/**
- * Significant digits at which DOUBLE values count as equal (PHP's `precision`,
- * docs/tables.md#double-columns).
- */
+/** Significant digits at which DOUBLE values count as equal (PHP's `precision`, docs/tables.md#double-columns). */
 const DOUBLE_DIGITS = 14;
 
-/** How rows of a table are matched and which columns are left out of the comparison. */
-interface RowIdentity {
-  /** Columns whose values identify a row in both databases. */
-  readonly key: readonly string[];
-  /** Columns never compared (AUTO_INCREMENT ids, which differ between databases). */
-  readonly skip: readonly string[];
-}
-
 /**
- * The row identity of a table: its primary key; for a key containing an AUTO_INCREMENT column
- * or no key at all, every other column (a best-effort composite); for `statusengine_perfdata`
- * its metric index plus the time.
- *
- * @param table A catalogue table.
- * @returns Key and skipped columns.
+ * How rows are matched (`key`) and which columns are never compared (`skip`: AUTO_INCREMENT
+ * ids, which differ between databases): the primary key; for a key containing an
+ * AUTO_INCREMENT column or no key, every other column; for `statusengine_perfdata` its metric
+ * index plus the time.
  */
-function rowIdentity(table: Table): RowIdentity {
+function rowIdentity(table: Table): { key: readonly string[]; skip: readonly string[] } {
   const auto = table.columns.filter((c) => c.autoIncrement).map((c) => c.name);
   if (table.name === "statusengine_perfdata") {
     return { key: ["hostname", "service_description", "label", "timestamp"], skip: auto };
@@ -144,14 +120,8 @@ function normalise(value: unknown): string {
 }
 
 /**
- * Compare two column values: NULL equals `''`; DOUBLE/FLOAT values are equal when they agree at
- * {@linkcode DOUBLE_DIGITS} significant digits (rows written by the legacy worker,
- * docs/tables.md#double-columns); everything else must match exactly.
- *
- * @param a Value from database A.
- * @param b Value from database B.
- * @param isDouble True for a DOUBLE or FLOAT column.
- * @returns Whether the values count as equal.
+ * NULL equals `''`; DOUBLE/FLOAT values are equal when they agree at {@linkcode DOUBLE_DIGITS}
+ * significant digits (rows written by the legacy worker); everything else must match exactly.
  */
 function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
   const x = normalise(a);
@@ -169,15 +139,11 @@ type DbRow = Readonly<Record<string, unknown>>;
 
 /** The comparison of one table. */
 interface TableDiff {
-  /** Rows read from A. */
   readonly rowsA: number;
-  /** Rows read from B. */
   readonly rowsB: number;
   /** Rows present in both with every compared column equal. */
   readonly equal: number;
-  /** Rows whose key exists only in A. */
   readonly onlyInA: number;
-  /** Rows whose key exists only in B. */
   readonly onlyInB: number;
   /** Rows present in both with at least one differing column. */
   readonly different: number;
@@ -187,16 +153,12 @@ interface TableDiff {
   readonly examples: readonly string[];
 }
 
-/** Options of {@linkcode diffRows}. */
 interface DiffOptions {
-  /** Columns identifying a row. */
   readonly key: readonly string[];
   /** Columns to compare, in print order. */
   readonly columns: readonly string[];
-  /** Columns compared at 14 significant digits. */
+  /** Columns compared at {@linkcode DOUBLE_DIGITS} significant digits. */
   readonly doubleColumns: ReadonlySet<string>;
-  /** Examples to keep; default {@linkcode EXAMPLES_PER_TABLE}. */
-  readonly maxExamples?: number;
 }
 
 function show(value: unknown): string {
@@ -218,18 +180,12 @@ function describeKey(row: DbRow, key: readonly string[]): string {
 /**
  * Match the rows of A and B by key and compare every column. Rows with the same key on one
  * side (possible only in keyless tables) are matched by occurrence.
- *
- * @param rowsA Rows of database A.
- * @param rowsB Rows of database B.
- * @param options Key, compared columns, DOUBLE columns.
- * @returns Counts per outcome and per column, and examples.
  */
 function diffRows(
   rowsA: readonly DbRow[],
   rowsB: readonly DbRow[],
   options: DiffOptions,
 ): TableDiff {
-  const maxExamples = options.maxExamples ?? EXAMPLES_PER_TABLE;
   const keyOf = (row: DbRow) => JSON.stringify(options.key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
     const map = new Map<string, DbRow>();
@@ -246,7 +202,7 @@ function diffRows(
   const columns = new Map<string, number>(options.columns.map((c) => [c, 0]));
   const examples: string[] = [];
   const example = (text: string) => {
-    if (examples.length < maxExamples) examples.push(text);
+    if (examples.length < EXAMPLES_PER_TABLE) examples.push(text);
   };
   let equal = 0;
   let different = 0;
@@ -292,24 +248,17 @@ function diffRows(
   };
 }
 
-/** Parsed `--ignore-columns`. */
+/** Parsed `--ignore-columns`: columns ignored in every table, and `table.column` entries. */
 interface IgnoredColumns {
-  /** Columns ignored in every table. */
   readonly everywhere: ReadonlySet<string>;
-  /** `table.column` entries. */
   readonly perTable: ReadonlyMap<string, ReadonlySet<string>>;
 }
 
 /**
  * Parse `--ignore-columns` entries (`column` or `table.column`), checked against the
  * catalogue so that a typo cannot silently hide nothing.
- *
- * @param specs Entries as given.
- * @returns The ignored columns, or a message naming the bad entry.
  */
-function parseIgnoreColumns(
-  specs: readonly string[],
-): IgnoredColumns | { readonly error: string } {
+function parseIgnoreColumns(specs: readonly string[]): IgnoredColumns {
   const everywhere = new Set<string>();
   const perTable = new Map<string, Set<string>>();
   for (const raw of specs) {
@@ -318,7 +267,7 @@ function parseIgnoreColumns(
     const dot = spec.indexOf(".");
     if (dot < 0) {
       if (!TABLE_NAMES.some((t) => TABLES[t].columns.some((c) => c.name === spec))) {
-        return { error: `ignored column "${spec}" is not a column of any Statusengine table` };
+        throw new RangeError(`ignored column "${spec}" is not a column of any Statusengine table`);
       }
       everywhere.add(spec);
       continue;
@@ -326,10 +275,10 @@ function parseIgnoreColumns(
     const table = spec.slice(0, dot);
     const column = spec.slice(dot + 1);
     if (!isTableName(table)) {
-      return { error: `ignored column "${spec}" names unknown table "${table}"` };
+      throw new RangeError(`ignored column "${spec}" names unknown table "${table}"`);
     }
     if (!TABLES[table].columns.some((c) => c.name === column)) {
-      return { error: `ignored column "${spec}": table ${table} has no column "${column}"` };
+      throw new RangeError(`ignored column "${spec}": table ${table} has no column "${column}"`);
     }
     const set = perTable.get(table) ?? new Set<string>();
     set.add(column);
@@ -338,26 +287,19 @@ function parseIgnoreColumns(
   return { everywhere, perTable };
 }
 
-/**
- * The tables to compare: the default 16, or the given names de-duplicated and sorted.
- *
- * @param tables Names as given, or undefined for the default.
- * @returns The tables, or a message listing the valid names.
- */
-function selectTables(
-  tables: readonly string[] | undefined,
-): readonly TableName[] | { readonly error: string } {
+/** The tables to compare: the default 16, or the given names de-duplicated and sorted. */
+function selectTables(tables: readonly string[] | undefined): readonly TableName[] {
   if (tables === undefined) return DEFAULT_VERIFY_TABLES;
   const names = [...new Set(tables.map((t) => t.trim()).filter((t) => t !== ""))].sort();
   const unknown = names.filter((t) => !isTableName(t));
   if (unknown.length > 0) {
-    return {
-      error: `unknown table${unknown.length === 1 ? "" : "s"} ${
+    throw new RangeError(
+      `unknown table${unknown.length === 1 ? "" : "s"} ${
         unknown.map((t) => `"${t}"`).join(", ")
       }; valid tables: ${TABLE_NAMES.join(", ")}`,
-    };
+    );
   }
-  if (names.length === 0) return { error: "no table given" };
+  if (names.length === 0) throw new RangeError("no table given");
   return names as TableName[];
 }
 
@@ -374,11 +316,9 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
   try {
     return await selectNewestRows(side.conn, table.name, order, limit);
   } catch (err: unknown) {
-    const text = errorMessage(err);
-    throw new Error(
-      `${side.name}: ${redactText(text, side.password)}`,
-      { cause: err },
-    );
+    throw new Error(`${side.name}: ${redactText(errorMessage(err), side.password)}`, {
+      cause: err,
+    });
   }
 }
 
@@ -387,31 +327,12 @@ async function open(
   url: string,
   io: Io,
 ): Promise<Side | undefined> {
-  let opts: MysqlUrlOptions;
-  try {
-    opts = mysqlOptionsFromUrl(url);
-  } catch (err: unknown) {
-    io.err(`Cannot run verify: database ${name}: ${errorMessage(err)}`);
-    return undefined;
-  }
-  if (opts.database === undefined) {
-    io.err(
-      `Cannot run verify: the MySQL URL of database ${name} "${redactUrl(url)}" names no database`,
-    );
-    return undefined;
-  }
-  let conn: MysqlConnection;
-  try {
-    ({ connection: conn } = await connectMysql(opts, { timeoutMs: 10_000, exactValues: true }));
-  } catch (err: unknown) {
-    const text = errorMessage(err);
-    io.err(
-      `Cannot run verify: cannot connect to database ${name} at "${redactUrl(url)}": ${
-        redactText(text, opts.password)
-      }`,
-    );
-    return undefined;
-  }
+  const opened = await openDatabase(url, `verify: database ${name}`, io, {
+    timeoutMs: 10_000,
+    exactValues: true,
+  });
+  if (opened === undefined) return undefined;
+  const { conn, password } = opened;
   try {
     // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
     await makeSessionReadOnly(conn);
@@ -424,38 +345,28 @@ async function open(
     await endMysql(conn);
     return undefined;
   }
-  return { name, url, conn, password: opts.password };
+  return { name, url, conn, password };
 }
 
 /**
- * Run the `verify` command.
- *
- * Output: a header, then per table either `<table>: identical (<n> rows)` or
- * `<table>: DIFFERENT: <e> equal, <a> only in A, <b> only in B, <d> different (A <na> rows, B <nb> rows)`
- * followed by `  column <c>: <k> rows differ` lines and `  example: …` lines; a table that
- * cannot be read prints `ERROR verifying table <table>: …`. A last line sums up.
- *
- * @param options The two URLs, tables, row limit, ignored columns.
- * @param io Output sinks.
- * @returns 0 when every table is identical; 1 on any difference, table error or connection
- *   failure; 2 on a usage error (unknown table or column, bad limit).
+ * Run the `verify` command. Prints per table `<table>: identical (<n> rows)`, or
+ * `<table>: DIFFERENT: …` with `  column <c>: …` and `  example: …` lines, or
+ * `ERROR verifying table <table>: …`; a last line sums up. Exit 0 when every table is
+ * identical; 1 on any difference, table error or connection failure; 2 on a usage error.
  */
 export async function runVerifyCommand(
   options: VerifyCommandOptions,
   io: Io,
 ): Promise<number> {
-  if (!Number.isSafeInteger(options.limit) || options.limit < 1) {
-    io.err(`Cannot run verify: limit must be a positive integer, got ${options.limit}`);
-    return 2;
-  }
-  const tables = selectTables(options.tables);
-  if ("error" in tables) {
-    io.err(`Cannot run verify: ${tables.error}`);
-    return 2;
-  }
-  const ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
-  if ("error" in ignored) {
-    io.err(`Cannot run verify: ${ignored.error}`);
+  let tables: readonly TableName[];
+  let ignored: IgnoredColumns;
+  try {
+    const limitProblem = positiveIntegerProblem("limit", options.limit);
+    if (limitProblem !== undefined) throw new RangeError(limitProblem);
+    tables = selectTables(options.tables);
+    ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
+  } catch (err: unknown) {
+    io.err(`Cannot run verify: ${errorMessage(err)}`);
     return 2;
   }
 
@@ -538,9 +449,6 @@ export async function runVerifyCommand(
     );
     return differing + errors === 0 ? 0 : 1;
   } finally {
-    await Promise.all([
-      endMysql(a.conn),
-      endMysql(b.conn),
-    ]);
+    await Promise.all([endMysql(a.conn), endMysql(b.conn)]);
   }
 }

@@ -1,7 +1,7 @@
 /**
- * Gathers the `status` report, each source bounded: the job servers' admin port (or the
- * RabbitMQ broker), MySQL, and two scrapes of a worker's `/metrics`, the job servers asked
- * at the moment of the second scrape.
+ * The `status` subcommand: one screen answering "is the pipeline healthy right now?" (queue
+ * depths at every job server or the RabbitMQ broker, MySQL, and a running worker's `/metrics`,
+ * docs/operations.md#metrics), each source bounded in time.
  *
  * @module
  */
@@ -20,30 +20,27 @@ import {
   mysqlOptionsFromUrl,
   redactUrl,
 } from "../../mysql/mod.ts";
-import { deadline, delay } from "../../util/async.ts";
+import { abortable, delay } from "../../util/async.ts";
 import { redactText } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
+import type { Io } from "../io.ts";
+import { formatStatusText } from "./format.ts";
 
 /** Options of the `status` command. */
 export interface StatusCommandOptions {
-  /** Job servers (`host:port`), each asked in parallel. Ignored with {@link rabbitmqUrl}. */
+  /** Job servers (`host:port`), each asked in parallel. Ignored with `rabbitmqUrl`. */
   readonly gearmanAddr: readonly string[];
   /** Ask this RabbitMQ broker for the queue depths instead (`--consumer rabbitmq`). */
   readonly rabbitmqUrl?: string | undefined;
-  /** `--mysql-url`; shown redacted. */
   readonly mysqlUrl: string;
-  /**
-   * A running worker's metrics endpoint, e.g. `http://127.0.0.1:9105/metrics` (a URL without
-   * a path gets `/metrics`). Absent: the worker section is left out.
-   */
+  /** A running worker's metrics endpoint (a URL without a path gets `/metrics`). */
   readonly metricsUrl?: string | undefined;
   /**
-   * Where a worker on this host serves `/metrics` by the configured `--metrics-host` and
-   * `--metrics-port`, read when {@link metricsUrl} is absent. No worker answering there is
-   * reported, but does not make the exit code 1: `status` may run where no worker runs.
+   * Where a worker on this host serves `/metrics` by `--metrics-host`/`--metrics-port`, read
+   * without `metricsUrl`. No worker there does not make the exit code 1: `status` may run
+   * where no worker runs.
    */
   readonly localMetricsUrl?: string | undefined;
-  /** Print one JSON document instead of the text screen. */
   readonly json: boolean;
   /** Time between the two scrapes the write rates come from; default 1000 ms (tests). */
   readonly rateIntervalMs?: number;
@@ -53,11 +50,9 @@ export interface StatusCommandOptions {
 export interface JobServerStatus {
   /** `host:port`, or the broker URL with the password masked. */
   readonly addr: string;
-  /** What was asked: a gearmand's admin port or the RabbitMQ broker. */
   readonly kind: "gearman" | "rabbitmq";
-  /** Answered within the admin timeout. */
   readonly ok: boolean;
-  /** gearmand's version (`1.1.20`); null for RabbitMQ and when unreachable. */
+  /** gearmand's version; null for RabbitMQ and when unreachable. */
   readonly version: string | null;
   readonly error: string | null;
 }
@@ -69,20 +64,18 @@ export interface QueueAtServer {
   readonly waiting: number | null;
   /** Jobs handed to a worker and not yet completed (RabbitMQ: not reported, null). */
   readonly running: number | null;
-  /** Connected workers that registered the function. */
   readonly workers: number | null;
 }
 
 /** One queue row of the report. */
 export interface QueueStatus {
   readonly name: string;
-  /** One of the twelve `statusngin_*` queues the worker consumes; false for other functions. */
+  /** One of the twelve `statusngin_*` queues the worker consumes. */
   readonly consumed: boolean;
   /** One entry per job server, in `gearmanAddr` order. */
   readonly servers: readonly QueueAtServer[];
-  /** `statusengine_queue_jobs_in_flight` of the worker; null without metrics. */
+  /** The worker's `statusengine_queue_jobs_in_flight` and `…_connected`; null without metrics. */
   readonly inFlight: number | null;
-  /** `statusengine_queue_connected` of the worker; null without metrics or before the first connection. */
   readonly connected: number | null;
 }
 
@@ -91,11 +84,9 @@ export interface MysqlStatus {
   /** The URL with the password masked. */
   readonly url: string;
   readonly ok: boolean;
-  /** What kept the connection from working; null when ok. */
   readonly problem: MysqlConnectProblem | null;
-  /** `SELECT VERSION()`. */
   readonly version: string | null;
-  /** Connect plus first query, in milliseconds. */
+  /** Connect plus first query. */
   readonly latencyMs: number | null;
   readonly error: string | null;
   /** With several hosts in the URL: the first that answered (`host:port`); else null. */
@@ -107,7 +98,7 @@ export interface TableWriteRate {
   readonly table: string;
   /** Counter value at the second scrape. */
   readonly written: number;
-  /** Rows per second between the scrapes; null when the counter went backwards (restart). */
+  /** Null when the counter went backwards (restart). */
   readonly rowsPerSecond: number | null;
 }
 
@@ -118,9 +109,8 @@ export interface WorkerStatus {
   readonly local: boolean;
   readonly ok: boolean;
   readonly error: string | null;
-  /** `statusengine_db_available` (1 = flushes reach MySQL). */
   readonly dbAvailable: number | null;
-  /** The MySQL host the worker writes to (`statusengine_mysql_host_in_use` 1); null for one. */
+  /** The MySQL host the worker writes to (`statusengine_mysql_host_in_use` 1). */
   readonly mysqlHost: string | null;
   /** Seconds between the two scrapes. */
   readonly intervalSeconds: number | null;
@@ -134,7 +124,7 @@ export interface StatusReport {
   readonly jobServers: readonly JobServerStatus[];
   readonly queues: readonly QueueStatus[];
   readonly mysql: MysqlStatus;
-  /** Null when no metrics URL was given. */
+  /** Null without a metrics URL. */
   readonly worker: WorkerStatus | null;
 }
 
@@ -182,35 +172,27 @@ async function probeRabbitMq(url: string): Promise<Probe> {
   let addr = url;
   try {
     addr = parseAmqpUrl(url).display;
-    using limit = deadline(ADMIN_TIMEOUT_MS);
     // Passive declarations only: the durability flag is not sent.
     const connecting = AmqpPublisher.connect(url, { durableQueues: false });
-    const publisher = await Promise.race([
-      connecting,
-      new Promise<never>((_, reject) =>
-        limit.signal.addEventListener(
-          "abort",
-          () => reject(new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`)),
-        )
-      ),
-    ]).catch((err: unknown) => {
+    const timeout = new AbortController();
+    const timer = setTimeout(
+      () => timeout.abort(new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`)),
+      ADMIN_TIMEOUT_MS,
+    );
+    await using publisher = await abortable(connecting, timeout.signal).catch((err: unknown) => {
       connecting.then((p) => p.close(), () => {});
       throw err;
-    });
-    try {
-      const queues = new Map<string, Omit<QueueAtServer, "addr">>();
-      for (const name of QUEUE_NAMES) {
-        try {
-          const { ready, consumers } = await publisher.depth(name);
-          queues.set(name, { waiting: ready, running: null, workers: consumers });
-        } catch {
-          // Not declared yet: no worker has started and the broker module has published nothing.
-        }
+    }).finally(() => clearTimeout(timer));
+    const queues = new Map<string, Omit<QueueAtServer, "addr">>();
+    for (const name of QUEUE_NAMES) {
+      try {
+        const { ready, consumers } = await publisher.depth(name);
+        queues.set(name, { waiting: ready, running: null, workers: consumers });
+      } catch {
+        // Not declared yet: no worker has started and the broker module has published nothing.
       }
-      return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
-    } finally {
-      await publisher.close();
     }
+    return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
   } catch (err: unknown) {
     return {
       server: { addr, kind: "rabbitmq", ok: false, version: null, error: errorMessage(err) },
@@ -263,37 +245,25 @@ function normaliseMetricsUrl(url: string): string {
 }
 
 async function scrape(url: string): Promise<{ samples: PrometheusSample[]; at: number }> {
-  const controller = new AbortController();
-  const timer = setTimeout(
-    () => controller.abort(new Error(`no answer within ${SCRAPE_TIMEOUT_MS} ms`)),
-    SCRAPE_TIMEOUT_MS,
-  );
+  const signal = AbortSignal.timeout(SCRAPE_TIMEOUT_MS);
+  let response: Response;
   try {
-    let response: Response;
-    try {
-      response = await fetch(url, { signal: controller.signal });
-    } catch (err: unknown) {
-      throw new Error(
-        `Cannot scrape ${url}: ${
-          controller.signal.aborted ? errorMessage(controller.signal.reason) : errorMessage(err)
-        }`,
-        { cause: err },
-      );
-    }
-    if (!response.ok) {
-      await response.body?.cancel();
-      throw new Error(`Cannot scrape ${url}: HTTP ${response.status}`);
-    }
-    const text = await response.text();
-    const at = performance.now();
-    const samples = parsePrometheusText(text);
-    if (!samples.some((s) => s.name.startsWith("statusengine_"))) {
-      throw new Error(`Cannot scrape ${url}: no statusengine_* metrics (not a worker?)`);
-    }
-    return { samples, at };
-  } finally {
-    clearTimeout(timer);
+    response = await fetch(url, { signal });
+  } catch (err: unknown) {
+    const why = signal.aborted ? `no answer within ${SCRAPE_TIMEOUT_MS} ms` : errorMessage(err);
+    throw new Error(`Cannot scrape ${url}: ${why}`, { cause: err });
   }
+  if (!response.ok) {
+    await response.body?.cancel();
+    throw new Error(`Cannot scrape ${url}: HTTP ${response.status}`);
+  }
+  const text = await response.text();
+  const at = performance.now();
+  const samples = parsePrometheusText(text);
+  if (!samples.some((s) => s.name.startsWith("statusengine_"))) {
+    throw new Error(`Cannot scrape ${url}: no statusengine_* metrics (not a worker?)`);
+  }
+  return { samples, at };
 }
 
 /**
@@ -368,12 +338,8 @@ async function probeWorker<T>(
  * `rateIntervalMs` apart), and the job servers at the second scrape, so that one queue row
  * shows the broker and the worker at the same moment (admin calls 2 s each, MySQL 5 s).
  * Without a worker URL the job servers are asked at once.
- *
- * @param options Servers, URL and metrics URL.
- * @returns The report; `ok` is false when anything asked for is unreachable (a local
- *   default metrics URL without a worker behind it excepted).
  */
-export async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
+async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
   const probeServers = () =>
     options.rabbitmqUrl === undefined
       ? Promise.all(options.gearmanAddr.map(probeJobServer))
@@ -417,4 +383,15 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
     mysql,
     worker: worker?.worker ?? null,
   };
+}
+
+/**
+ * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
+ * server, MySQL or a given metrics URL is unreachable.
+ */
+export async function runStatusCommand(options: StatusCommandOptions, io: Io): Promise<number> {
+  const report = await collectStatus(options);
+  if (options.json) io.out(JSON.stringify(report, null, 2));
+  else for (const line of formatStatusText(report)) io.out(line);
+  return report.ok ? 0 : 1;
 }

@@ -97,14 +97,6 @@ function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup
  * own lines), then the queue table (split into several tables when the job servers do not
  * fit 100 columns side by side), then the write rates of the tables the worker has written
  * to since it started.
- *
- * @param report A collected report.
- * @returns The lines to print, none wider than 100 columns.
- *
- * @example
- * ```ts ignore
- * for (const line of formatStatusText(await collectStatus(options))) io.out(line);
- * ```
  */
 export function formatStatusText(report: StatusReport): string[] {
   const lines: string[] = [];

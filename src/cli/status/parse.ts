@@ -1,17 +1,14 @@
 /**
  * The Prometheus text exposition format, as much of it as `status` needs to read a worker's
- * `/metrics`: samples with unescaped labels, and a lookup by name and labels.
+ * `/metrics`.
  *
  * @module
  */
 
-/** One sample of the Prometheus text exposition format. */
+/** One sample; `name` includes any `_bucket`/`_sum`/`_count` suffix, labels are unescaped. */
 export interface PrometheusSample {
-  /** Metric name including any `_bucket`/`_sum`/`_count` suffix. */
   readonly name: string;
-  /** Label pairs, unescaped. */
   readonly labels: Readonly<Record<string, string>>;
-  /** Sample value (`+Inf`, `-Inf` and `NaN` included). */
   readonly value: number;
 }
 
@@ -36,11 +33,8 @@ function parseSampleValue(text: string): number {
  * Parse the Prometheus text exposition format (version 0.0.4): `# HELP`/`# TYPE` and other
  * comment lines are skipped; every sample line becomes one {@linkcode PrometheusSample}.
  * Label values may contain escaped `\\`, `\"` and `\n` and any other character, `,` and `}`
- * included; a trailing timestamp is accepted and ignored.
- *
- * @param text The body of a `/metrics` response.
- * @returns The samples in document order.
- * @throws {SyntaxError} For a malformed line, naming its number and text.
+ * included; a trailing timestamp is accepted and ignored. A malformed line throws a
+ * SyntaxError naming its number and text.
  *
  * @example Reading one labelled gauge
  * ```ts
@@ -114,12 +108,7 @@ export function parsePrometheusText(text: string): PrometheusSample[] {
 }
 
 /**
- * The value of the first sample with a name and (a superset of) the given labels.
- *
- * @param samples Parsed samples.
- * @param name Metric name.
- * @param labels Labels that must match exactly.
- * @returns The value, or null when there is no such series.
+ * The value of the first sample with a name and (a superset of) the given labels, or null.
  *
  * @example
  * ```ts
@@ -138,5 +127,3 @@ export function sampleValue(
   );
   return match?.value ?? null;
 }
-
-/** What one probe found: the server, and each queue's numbers there. */
