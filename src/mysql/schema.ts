@@ -68,32 +68,33 @@ export interface SchemaSnapshot {
   readonly partitions: readonly PartitionRow[];
 }
 
-/** mysql2 and MySQL 8 may hand information_schema text back as bytes. */
-function text(value: unknown): string {
-  if (value instanceof Uint8Array) return new TextDecoder().decode(value);
-  return String(value);
-}
-
-function textOrNull(value: unknown): string | null {
-  return value === null || value === undefined ? null : text(value);
-}
-
-function numberOrNull(value: unknown): number | null {
-  return value === null || value === undefined ? null : Number(text(value));
-}
-
+/**
+ * The rows of a query with every value as text or null: mysql2 and MySQL 8 may hand
+ * information_schema text back as bytes.
+ */
 async function rowsOf(
   conn: QueryConnection,
   sql: string,
   params: unknown[],
-): Promise<Record<string, unknown>[]> {
+): Promise<Record<string, string | null>[]> {
   const [rows] = await conn.query(sql, params);
-  return rows as Record<string, unknown>[];
+  return (rows as Record<string, unknown>[]).map((row) =>
+    Object.fromEntries(
+      Object.entries(row).map(([k, v]) => [
+        k,
+        v === null || v === undefined
+          ? null
+          : v instanceof Uint8Array
+          ? new TextDecoder().decode(v)
+          : String(v),
+      ]),
+    )
+  );
 }
 
 async function currentDatabase(conn: QueryConnection): Promise<string> {
   const [row] = await rowsOf(conn, "SELECT DATABASE() AS db", []);
-  const name = textOrNull(row?.db);
+  const name = row?.db ?? null;
   if (name === null) {
     throw new Error("Cannot inspect the schema: the connection has no database selected");
   }
@@ -103,66 +104,56 @@ async function currentDatabase(conn: QueryConnection): Promise<string> {
 /** What `information_schema` of the current database says about the catalogue's tables. */
 async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot> {
   const db = await currentDatabase(conn);
-  const names = [...ALL_TABLES.map((t) => t.name)];
-  const where = "TABLE_SCHEMA = ? AND TABLE_NAME IN (?)";
+  const names = ALL_TABLES.map((t) => t.name);
+  const read = (select: string, from: string, and = "") =>
+    rowsOf(
+      conn,
+      `SELECT ${select} FROM information_schema.${from} ` +
+        `WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?)${and}`,
+      [db, names],
+    );
   const [tables, columns, statistics, partitions] = await Promise.all([
-    rowsOf(
-      conn,
-      `SELECT TABLE_NAME AS t, TABLE_TYPE AS tt, ENGINE AS e, TABLE_COLLATION AS c
-       FROM information_schema.TABLES WHERE ${where}`,
-      [db, names],
+    read(
+      "TABLE_NAME AS `tableName`, TABLE_TYPE AS `tableType`, ENGINE AS `engine`, " +
+        "TABLE_COLLATION AS `collation`",
+      "TABLES",
     ),
-    rowsOf(
-      conn,
-      `SELECT TABLE_NAME AS t, COLUMN_NAME AS n, ORDINAL_POSITION AS p, COLUMN_TYPE AS ct,
-              IS_NULLABLE AS nl, COLUMN_DEFAULT AS d, EXTRA AS x, CHARACTER_SET_NAME AS cs
-       FROM information_schema.COLUMNS WHERE ${where}`,
-      [db, names],
+    read(
+      "TABLE_NAME AS `tableName`, COLUMN_NAME AS `columnName`, ORDINAL_POSITION AS `position`, " +
+        "COLUMN_TYPE AS `columnType`, IS_NULLABLE AS `isNullable`, " +
+        "COLUMN_DEFAULT AS `columnDefault`, EXTRA AS `extra`, CHARACTER_SET_NAME AS `characterSet`",
+      "COLUMNS",
     ),
-    rowsOf(
-      conn,
-      `SELECT TABLE_NAME AS t, INDEX_NAME AS i, SEQ_IN_INDEX AS s, COLUMN_NAME AS n,
-              NON_UNIQUE AS nu, SUB_PART AS sp
-       FROM information_schema.STATISTICS WHERE ${where}`,
-      [db, names],
+    read(
+      "TABLE_NAME AS `tableName`, INDEX_NAME AS `indexName`, SEQ_IN_INDEX AS `seqInIndex`, " +
+        "COLUMN_NAME AS `columnName`, NON_UNIQUE AS `nonUnique`, SUB_PART AS `subPart`",
+      "STATISTICS",
     ),
-    rowsOf(
-      conn,
-      `SELECT DISTINCT TABLE_NAME AS t, PARTITION_METHOD AS m, PARTITION_EXPRESSION AS e
-       FROM information_schema.PARTITIONS WHERE ${where} AND PARTITION_NAME IS NOT NULL`,
-      [db, names],
+    read(
+      "DISTINCT TABLE_NAME AS `tableName`, PARTITION_METHOD AS `method`, " +
+        "PARTITION_EXPRESSION AS `expression`",
+      "PARTITIONS",
+      " AND PARTITION_NAME IS NOT NULL",
     ),
   ]);
   return {
-    tables: tables.map((r) => ({
-      tableName: text(r.t),
-      tableType: text(r.tt),
-      engine: textOrNull(r.e),
-      collation: textOrNull(r.c),
-    })),
+    tables: tables as unknown as TableRow[],
     columns: columns.map((r) => ({
-      tableName: text(r.t),
-      columnName: text(r.n),
-      position: Number(text(r.p)),
-      columnType: text(r.ct),
-      isNullable: text(r.nl),
-      columnDefault: textOrNull(r.d),
-      extra: textOrNull(r.x) ?? "",
-      characterSet: textOrNull(r.cs),
-    })),
+      ...r,
+      position: Number(r.position),
+      extra: r.extra ?? "",
+    })) as unknown as ColumnRow[],
     statistics: statistics.map((r) => ({
-      tableName: text(r.t),
-      indexName: text(r.i),
-      seqInIndex: Number(text(r.s)),
-      columnName: textOrNull(r.n),
-      nonUnique: Number(text(r.nu)),
-      subPart: numberOrNull(r.sp),
-    })),
+      ...r,
+      seqInIndex: Number(r.seqInIndex),
+      nonUnique: Number(r.nonUnique),
+      subPart: r.subPart === null ? null : Number(r.subPart),
+    })) as unknown as StatisticsRow[],
     partitions: partitions.map((r) => ({
-      tableName: text(r.t),
-      method: textOrNull(r.m) ?? "",
-      expression: textOrNull(r.e) ?? "",
-    })),
+      ...r,
+      method: r.method ?? "",
+      expression: r.expression ?? "",
+    })) as unknown as PartitionRow[],
   };
 }
 
@@ -257,6 +248,10 @@ type Diff<K extends string, F = unknown> =
   & { readonly kind: K; readonly table: TableName }
   & Readonly<F>;
 type Both<T> = { expected: T; actual: T };
+
+/** A difference without its table. */
+type DiffBody = SchemaDifference extends infer D ? D extends unknown ? Omit<D, "table"> : never
+  : never;
 
 /** One way an existing database differs from the catalogue. */
 export type SchemaDifference =
@@ -366,41 +361,33 @@ export function compareSchema(
   tables: readonly Table[] = ALL_TABLES,
 ): SchemaDifference[] {
   const differences: SchemaDifference[] = [];
+  let name: TableName;
+  const add = (d: DiffBody) => differences.push({ ...d, table: name } as SchemaDifference);
   const tableRows = new Map(snapshot.tables.map((t) => [t.tableName, t]));
   const columnsByTable = groupBy(snapshot.columns, (c) => c.tableName);
   const statsByTable = groupBy(snapshot.statistics, (s) => s.tableName);
   const partitionsByTable = new Map(snapshot.partitions.map((p) => [p.tableName, p]));
 
   for (const table of tables) {
-    const name = table.name;
+    name = table.name;
     const tableRow = tableRows.get(name);
     if (tableRow === undefined) {
-      differences.push({ kind: "missing_table", table: name });
+      add({ kind: "missing_table" });
       continue;
     }
     if (tableRow.tableType.toUpperCase() !== "BASE TABLE") {
-      differences.push({ kind: "not_a_table", table: name, tableType: tableRow.tableType });
+      add({ kind: "not_a_table", tableType: tableRow.tableType });
       continue;
     }
     if (tableRow.engine?.toLowerCase() !== TABLE_ENGINE.toLowerCase()) {
-      differences.push({
-        kind: "table_engine",
-        table: name,
-        expected: TABLE_ENGINE,
-        actual: tableRow.engine,
-      });
+      add({ kind: "table_engine", expected: TABLE_ENGINE, actual: tableRow.engine });
     }
     // The collation does not matter (docs/tables.md#shared-table-properties), the character set
     // does: a utf8mb3 table fails on every 4-byte character with error 1366
     // (docs/tables.md#utf8mb4).
     const charset = charsetOfCollation(tableRow.collation);
     if (charset !== TABLE_CHARSET) {
-      differences.push({
-        kind: "table_charset",
-        table: name,
-        expected: TABLE_CHARSET,
-        actual: charset,
-      });
+      add({ kind: "table_charset", expected: TABLE_CHARSET, actual: charset });
     }
 
     const actualColumns = [...(columnsByTable.get(name) ?? [])].sort((a, b) =>
@@ -412,23 +399,16 @@ export function compareSchema(
       const row = actualByName.get(column.name);
       const expected = expectedShape(column);
       if (row === undefined) {
-        differences.push({ kind: "missing_column", table: name, column: column.name, expected });
+        add({ kind: "missing_column", column: column.name, expected });
         continue;
       }
       const actual = actualShape(row);
       if (!sameShape(expected, actual)) {
-        differences.push({
-          kind: "column_definition",
-          table: name,
-          column: column.name,
-          expected,
-          actual,
-        });
+        add({ kind: "column_definition", column: column.name, expected, actual });
       }
       if (column.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
-        differences.push({
+        add({
           kind: "column_charset",
-          table: name,
           column: column.name,
           expected: TABLE_CHARSET,
           actual: row.characterSet,
@@ -437,51 +417,30 @@ export function compareSchema(
     }
     for (const row of actualColumns) {
       if (!expectedNames.has(row.columnName)) {
-        differences.push({
-          kind: "extra_column",
-          table: name,
-          column: row.columnName,
-          actual: actualShape(row),
-        });
+        add({ kind: "extra_column", column: row.columnName, actual: actualShape(row) });
       }
     }
     // Order among the columns both sides have; missing and extra ones are reported above.
     const expectedOrder = table.columns.map((c) => c.name).filter((c) => actualByName.has(c));
     const actualOrder = actualColumns.map((c) => c.columnName).filter((c) => expectedNames.has(c));
     if (!sameList(expectedOrder, actualOrder)) {
-      differences.push({
-        kind: "column_order",
-        table: name,
-        expected: expectedOrder,
-        actual: actualOrder,
-      });
+      add({ kind: "column_order", expected: expectedOrder, actual: actualOrder });
     }
 
     const indexes = indexesOf(statsByTable.get(name) ?? []);
     const primary = indexes.get("PRIMARY");
     const actualPrimary = primary?.columns ?? [];
     if (!sameList(table.primaryKey, actualPrimary)) {
-      differences.push({
-        kind: "primary_key",
-        table: name,
-        expected: table.primaryKey,
-        actual: actualPrimary,
-      });
+      add({ kind: "primary_key", expected: table.primaryKey, actual: actualPrimary });
     }
     const expectedIndexes = new Set(table.indexes.map((i) => i.name));
     for (const index of table.indexes) {
       const actual = indexes.get(index.name);
       if (actual === undefined) {
-        differences.push({
-          kind: "missing_index",
-          table: name,
-          index: index.name,
-          expected: index.columns,
-        });
+        add({ kind: "missing_index", index: index.name, expected: index.columns });
       } else if (!sameList(index.columns, actual.columns)) {
-        differences.push({
+        add({
           kind: "index_columns",
-          table: name,
           index: index.name,
           expected: index.columns,
           actual: actual.columns,
@@ -494,37 +453,24 @@ export function compareSchema(
         // ON DUPLICATE KEY UPDATE fires on any unique index, so a secondary one makes
         // upserts skip rows or overwrite unrelated rows silently. Reported even when an
         // expected index merely turned unique.
-        differences.push({
+        add({
           kind: "unexpected_unique_index",
-          table: name,
           index: index.name,
           columns: index.columns,
           upserted: isUpserted(table),
         });
       } else if (!expectedIndexes.has(index.name)) {
-        differences.push({
-          kind: "extra_index",
-          table: name,
-          index: index.name,
-          columns: index.columns,
-        });
+        add({ kind: "extra_index", index: index.name, columns: index.columns });
       }
     }
 
-    const partition = partitionsByTable.get(name);
     const expected = table.partitionColumn === null
       ? null
       : { method: "RANGE", expression: `${table.partitionColumn} DIV 86400` };
-    const actual = partition ?? null;
+    const actual = partitionsByTable.get(name) ?? null;
+    const show = (p: Partitioning | null) => p && describePartitioning(p.method, p.expression);
     if (!samePartitioning(expected, actual)) {
-      differences.push({
-        kind: "partitioning",
-        table: name,
-        expected: expected === null
-          ? null
-          : describePartitioning(expected.method, expected.expression),
-        actual: actual === null ? null : describePartitioning(actual.method, actual.expression),
-      });
+      add({ kind: "partitioning", expected: show(expected), actual: show(actual) });
     }
   }
   return differences;
@@ -610,7 +556,7 @@ export async function missingTables(
     "SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?)",
     [db, [...tableNames]],
   );
-  const present = new Set(rows.map((r) => text(r.t)));
+  const present = new Set(rows.map((r) => r.t));
   return tableNames.filter((t) => !present.has(t));
 }
 
