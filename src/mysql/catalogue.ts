@@ -122,7 +122,6 @@ type ColumnLine =
   | readonly [name: string, type: string, nullability: Nullability, defaultOrAutoIncrement: string];
 
 interface TableDefinition {
-  readonly name: TableName;
   readonly writeMode: WriteMode;
   /**
    * For `full_upsert` tables the leading columns of `snapshotOrder` (NOT NULL, non-key); the
@@ -355,9 +354,8 @@ function statusColumns(object: "host" | "service", states: readonly string[]): C
 
 // The tables in alphabetical order, as docs/tables.md#table-definitions lists them. The no-op
 // column of every `noop_upsert` table is its first primary-key column (docs/tables.md#write-modes).
-const DEFINITIONS = [
-  {
-    name: "statusengine_dbversion",
+const DEFINITIONS = {
+  statusengine_dbversion: {
     writeMode: "none",
     columns: [
       ["id", "int(11)", "NOT NULL"],
@@ -368,8 +366,7 @@ const DEFINITIONS = [
   // Not a Statusengine table: the newest envelope `timestamp` of an ADD, LOAD or START of each
   // downtime (docs/core-restart.md#scheduled-downtimes). The index lets the sweep prune one
   // node's old records without reading the others'.
-  {
-    name: "statusengine_downtime_announcements",
+  statusengine_downtime_announcements: {
     writeMode: "downtime",
     columns: [...DOWNTIME_RECORD_KEY_COLUMNS, ["announced_at", "bigint(20)", "NOT NULL"]],
     primaryKey: SERVICE_DOWNTIME_KEY,
@@ -378,8 +375,7 @@ const DEFINITIONS = [
   // Not a Statusengine table: downtimes that ended (STOP, DELETE), so that a job delivered late
   // or twice cannot re-create their rows (docs/downtimes.md#the-tombstone-table). `cleanup`
   // prunes it by `end_time`.
-  {
-    name: "statusengine_downtime_tombstones",
+  statusengine_downtime_tombstones: {
     writeMode: "downtime",
     columns: [
       ...DOWNTIME_RECORD_KEY_COLUMNS,
@@ -389,8 +385,7 @@ const DEFINITIONS = [
     primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [["end_time", ["end_time"]]],
   },
-  {
-    name: "statusengine_host_acknowledgements",
+  statusengine_host_acknowledgements: {
     writeMode: "noop_upsert",
     columns: ACKNOWLEDGEMENT_COLUMNS.host,
     primaryKey: ["hostname", "entry_time", "entry_time_usec"],
@@ -399,8 +394,7 @@ const DEFINITIONS = [
       ["entry_time", ["entry_time"]],
     ],
   },
-  {
-    name: "statusengine_host_downtimehistory",
+  statusengine_host_downtimehistory: {
     writeMode: "downtime",
     columns: DOWNTIME_HISTORY_COLUMNS.host,
     primaryKey: HOST_DOWNTIME_KEY,
@@ -416,8 +410,7 @@ const DEFINITIONS = [
       ["list", ["hostname", "scheduled_start_time", "scheduled_end_time", "was_cancelled"]],
     ],
   },
-  {
-    name: "statusengine_host_notifications",
+  statusengine_host_notifications: {
     writeMode: "noop_upsert",
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.host,
@@ -428,8 +421,7 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_host_notifications_log",
+  statusengine_host_notifications_log: {
     writeMode: "noop_upsert",
     keepNull: ["ack_author", "ack_data"],
     columns: NOTIFICATION_LOG_COLUMNS.host,
@@ -440,14 +432,12 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_host_scheduleddowntimes",
+  statusengine_host_scheduleddowntimes: {
     writeMode: "downtime",
     columns: scheduledDowntimeColumns(DOWNTIME_HISTORY_COLUMNS.host),
     primaryKey: HOST_DOWNTIME_KEY,
   },
-  {
-    name: "statusengine_host_statehistory",
+  statusengine_host_statehistory: {
     writeMode: "noop_upsert",
     columns: STATE_HISTORY_COLUMNS.host,
     primaryKey: ["hostname", "state_time", "state_time_usec"],
@@ -456,8 +446,7 @@ const DEFINITIONS = [
     ],
     partitionColumn: "state_time",
   },
-  {
-    name: "statusengine_hostchecks",
+  statusengine_hostchecks: {
     writeMode: "noop_upsert",
     columns: CHECK_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
@@ -467,8 +456,7 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_hoststatus",
+  statusengine_hoststatus: {
     writeMode: "full_upsert",
     snapshotOrder: STATUS_SNAPSHOT_ORDER,
     keepNull: ["event_handler"],
@@ -482,8 +470,7 @@ const DEFINITIONS = [
   },
   // Plain INSERT: no natural key (docs/tables.md#write-modes). `id` is AUTO_INCREMENT and therefore
   // no insert column, so no two inserted rows can share a primary key.
-  {
-    name: "statusengine_logentries",
+  statusengine_logentries: {
     writeMode: "insert",
     columns: [
       ["id", "bigint(20) unsigned", "NOT NULL", "AUTO_INCREMENT"],
@@ -500,8 +487,7 @@ const DEFINITIONS = [
   },
   // Written once at start-up by its own upsert (D11), not by one of the 14 batched
   // writers, hence "none".
-  {
-    name: "statusengine_nodes",
+  statusengine_nodes: {
     writeMode: "none",
     columns: [
       ["node_name", "varchar(255)", "NOT NULL"],
@@ -512,8 +498,7 @@ const DEFINITIONS = [
   },
   // Plain INSERT: no primary key and no unique index, so nothing can collide
   // (docs/tables.md#write-modes).
-  {
-    name: "statusengine_perfdata",
+  statusengine_perfdata: {
     writeMode: "insert",
     keepNull: ["unit"],
     columns: [
@@ -531,8 +516,7 @@ const DEFINITIONS = [
       ["timestamp_unix", ["timestamp_unix"]],
     ],
   },
-  {
-    name: "statusengine_service_acknowledgements",
+  statusengine_service_acknowledgements: {
     writeMode: "noop_upsert",
     columns: ACKNOWLEDGEMENT_COLUMNS.service,
     primaryKey: ["service_description", "entry_time", "entry_time_usec"],
@@ -542,8 +526,7 @@ const DEFINITIONS = [
       ["servicedesc_time", ["service_description", "entry_time"]],
     ],
   },
-  {
-    name: "statusengine_service_downtimehistory",
+  statusengine_service_downtimehistory: {
     writeMode: "downtime",
     columns: DOWNTIME_HISTORY_COLUMNS.service,
     primaryKey: SERVICE_DOWNTIME_KEY,
@@ -564,8 +547,7 @@ const DEFINITIONS = [
       ]],
     ],
   },
-  {
-    name: "statusengine_service_notifications",
+  statusengine_service_notifications: {
     writeMode: "noop_upsert",
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.service,
@@ -578,8 +560,7 @@ const DEFINITIONS = [
   },
   // Unlike the other service history tables this key starts with `hostname`
   // (docs/tables.md#write-modes).
-  {
-    name: "statusengine_service_notifications_log",
+  statusengine_service_notifications_log: {
     writeMode: "noop_upsert",
     keepNull: ["ack_author", "ack_data"],
     columns: NOTIFICATION_LOG_COLUMNS.service,
@@ -590,14 +571,12 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_service_scheduleddowntimes",
+  statusengine_service_scheduleddowntimes: {
     writeMode: "downtime",
     columns: scheduledDowntimeColumns(DOWNTIME_HISTORY_COLUMNS.service),
     primaryKey: SERVICE_DOWNTIME_KEY,
   },
-  {
-    name: "statusengine_service_statehistory",
+  statusengine_service_statehistory: {
     writeMode: "noop_upsert",
     columns: STATE_HISTORY_COLUMNS.service,
     primaryKey: ["service_description", "state_time", "state_time_usec"],
@@ -607,8 +586,7 @@ const DEFINITIONS = [
     ],
     partitionColumn: "state_time",
   },
-  {
-    name: "statusengine_servicechecks",
+  statusengine_servicechecks: {
     writeMode: "noop_upsert",
     columns: CHECK_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
@@ -617,8 +595,7 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_servicestatus",
+  statusengine_servicestatus: {
     writeMode: "full_upsert",
     snapshotOrder: STATUS_SNAPSHOT_ORDER,
     keepNull: ["event_handler"],
@@ -635,8 +612,7 @@ const DEFINITIONS = [
       NODE_NAME_INDEX,
     ],
   },
-  {
-    name: "statusengine_tasks",
+  statusengine_tasks: {
     writeMode: "none",
     columns: [
       ["uuid", "varchar(255)", "NULL", "NULL"],
@@ -651,8 +627,7 @@ const DEFINITIONS = [
       ["node_name", ["node_name"]],
     ],
   },
-  {
-    name: "statusengine_users",
+  statusengine_users: {
     writeMode: "none",
     columns: [
       ["username", "varchar(255)", "NULL", "NULL"],
@@ -665,8 +640,7 @@ const DEFINITIONS = [
   },
   // Not a Statusengine table: the worker's leases, one row each (src/mysql/lease.ts,
   // docs/downtimes.md#galera).
-  {
-    name: "statusengine_worker_leases",
+  statusengine_worker_leases: {
     writeMode: "none",
     columns: [
       ["name", "varchar(255)", "NOT NULL"],
@@ -676,7 +650,7 @@ const DEFINITIONS = [
     ],
     primaryKey: ["name"],
   },
-] as const satisfies readonly TableDefinition[];
+} as const satisfies Record<TableName, TableDefinition>;
 
 export type { TableName };
 
@@ -692,10 +666,8 @@ const INTEGER_RANGES: Readonly<Record<string, readonly [number, number, number]>
 };
 
 /**
- * Parse a schema SQL type into what matters for binding values.
+ * What a schema SQL type (`smallint(5) unsigned`) means for binding values.
  *
- * @param type SQL type as the schema dump writes it, e.g. `smallint(5) unsigned`.
- * @returns The parsed kind.
  * @throws {RangeError} For a type the catalogue does not use (a programming error).
  */
 export function parseSqlType(type: string): ColumnKind {
@@ -719,13 +691,13 @@ export function parseSqlType(type: string): ColumnKind {
   throw new RangeError(`Cannot parse SQL type "${type}": not used by the Statusengine schema`);
 }
 
-function defineTable(def: TableDefinition): Table {
+function defineTable(table: TableName, def: TableDefinition): Table {
   // The invariants of the entries (noop and partition columns in the key, snapshot orders, the
   // NULL keepers) are pinned by src/mysql/catalogue_test.ts; only typos are caught here.
   const names = new Set(def.columns.map(([name]) => name));
   const indexes = def.indexes ?? [];
   for (const c of [...(def.keepNull ?? []), ...def.primaryKey, ...indexes.flatMap(([, c]) => c)]) {
-    if (!names.has(c)) throw new Error(`Invalid catalogue entry "${def.name}": no column "${c}"`);
+    if (!names.has(c)) throw new Error(`Invalid catalogue entry "${table}": no column "${c}"`);
   }
   const keepNull = new Set(def.keepNull ?? []);
   const columns: Column[] = def.columns.map(([name, type, nullability, extra], i) => {
@@ -756,7 +728,7 @@ function defineTable(def: TableDefinition): Table {
   const charLimits: Record<string, number> = {};
   for (const c of columns) if (c.sqlType.kind === "string") charLimits[c.name] = c.sqlType.maxChars;
   return Object.freeze({
-    name: def.name as TableName,
+    name: table,
     columns: Object.freeze(columns),
     primaryKey: Object.freeze([...def.primaryKey]),
     indexes: Object.freeze(
@@ -777,24 +749,18 @@ function defineTable(def: TableDefinition): Table {
 }
 
 /** All 25 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
-export const TABLES: { readonly [N in TableName]: Table } = Object.freeze(
-  Object.fromEntries(DEFINITIONS.map((d) => [d.name, defineTable(d)])) as {
-    [N in TableName]: Table;
-  },
-);
+export const TABLES = Object.freeze(
+  Object.fromEntries(
+    Object.entries(DEFINITIONS).map(([n, d]) => [n, defineTable(n as TableName, d)]),
+  ),
+) as { readonly [N in TableName]: Table };
 
 /** The 25 table names in alphabetical order. */
-export const TABLE_NAMES: readonly TableName[] = Object.freeze(DEFINITIONS.map((d) => d.name));
+export const TABLE_NAMES = Object.freeze(Object.keys(DEFINITIONS)) as readonly TableName[];
 
 /** The 25 tables in alphabetical order. */
 export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) => TABLES[n]));
 
-/**
- * Tell whether a string names a catalogue table.
- *
- * @param name Any string.
- * @returns `true` if `name` is one of the 25 table names.
- */
 export function isTableName(name: string): name is TableName {
   return Object.hasOwn(TABLES, name);
 }

@@ -20,6 +20,7 @@ import {
   mondayOf,
   quoteIdentifier,
   SECONDS_PER_DAY,
+  type WeeklyPartition,
   weekName,
 } from "./ddl.ts";
 import { describePartitioning, samePartitioning } from "./schema.ts";
@@ -55,10 +56,7 @@ export interface PartitionInfo {
 }
 
 /** A range partition with a numeric bound: holds day numbers below `lessThan`. */
-export interface BoundedPartition {
-  readonly name: string;
-  /** Day number the partition's range ends before. */
-  readonly lessThan: number;
+export interface BoundedPartition extends WeeklyPartition {
   readonly rowsEstimate: number;
 }
 
@@ -124,12 +122,6 @@ export function aheadTarget(today: number): number {
   return mondayOf(today) + 7 * WEEKS_LAID_OUT;
 }
 
-/** A partition to create: `PARTITION <name> VALUES LESS THAN (<lessThan>)`. */
-export interface NewPartition {
-  readonly name: string;
-  readonly lessThan: number;
-}
-
 /**
  * The weekly partitions that continue a layout from its top bound `from` up to `target`, each
  * named after the ISO week it covers. Without bounded partitions (`from` null) the first new one
@@ -142,8 +134,8 @@ export function weeksUpTo(
   firstDay: number,
   target: number,
   taken: ReadonlySet<string>,
-): NewPartition[] {
-  const partitions: NewPartition[] = [];
+): WeeklyPartition[] {
+  const partitions: WeeklyPartition[] = [];
   let bound = from ?? mondayOf(firstDay);
   if (from === null) {
     // The first partition of a range layout has no lower end; give it a whole week.
@@ -176,7 +168,7 @@ function layoutNames(layout: WeeklyLayout): Set<string> {
 /** What one nightly run does to a weekly-partitioned table. */
 export interface MaintenancePlan {
   /** Weeks to add ahead (split from an empty `p_max`, or added when there is none). */
-  readonly add: readonly NewPartition[];
+  readonly add: readonly WeeklyPartition[];
   /** Partitions whose whole range is older than the cutoff: dropped in one statement. */
   readonly drop: readonly BoundedPartition[];
   /**
@@ -250,7 +242,7 @@ export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): s
 /** One step of the explicit repair of a `p_max` that holds rows. */
 export interface RepairStep {
   /** The weeks split off `p_max` in this step, ascending. */
-  readonly add: readonly NewPartition[];
+  readonly add: readonly WeeklyPartition[];
   /** Weeks still to lay out after this step. */
   readonly weeksLeft: number;
 }
@@ -291,7 +283,7 @@ export function repairStepCount(weeks: number): number {
   return steps;
 }
 
-function partitionDefinition(p: NewPartition): string {
+function partitionDefinition(p: WeeklyPartition): string {
   return `PARTITION ${quoteIdentifier(p.name)} VALUES LESS THAN (${p.lessThan})`;
 }
 
@@ -303,7 +295,7 @@ function partitionDefinition(p: NewPartition): string {
 export function addPartitionsStatement(
   table: string,
   layout: WeeklyLayout,
-  add: readonly NewPartition[],
+  add: readonly WeeklyPartition[],
 ): string {
   const definitions = add.map(partitionDefinition);
   if (layout.max === null) {
@@ -537,7 +529,7 @@ export class CleanupSession {
   async addPartitions(
     table: string,
     layout: WeeklyLayout,
-    add: readonly NewPartition[],
+    add: readonly WeeklyPartition[],
   ): Promise<void> {
     await this.#query(addPartitionsStatement(table, layout, add));
   }
