@@ -309,17 +309,6 @@ function isUpserted(table: Table): boolean {
     table.writeMode === "downtime";
 }
 
-function groupBy<T>(rows: readonly T[], key: (row: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const row of rows) {
-    const k = key(row);
-    const list = groups.get(k);
-    if (list === undefined) groups.set(k, [row]);
-    else list.push(row);
-  }
-  return groups;
-}
-
 interface ActualIndex {
   readonly name: string;
   readonly unique: boolean;
@@ -328,7 +317,7 @@ interface ActualIndex {
 
 function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
   const indexes = new Map<string, ActualIndex>();
-  for (const [name, parts] of groupBy(rows, (r) => r.indexName)) {
+  for (const [name, parts] of Map.groupBy(rows, (r) => r.indexName)) {
     parts.sort((a, b) => a.seqInIndex - b.seqInIndex);
     indexes.set(name, {
       name,
@@ -364,8 +353,8 @@ export function compareSchema(
   let name: TableName;
   const add = (d: DiffBody) => differences.push({ ...d, table: name } as SchemaDifference);
   const tableRows = new Map(snapshot.tables.map((t) => [t.tableName, t]));
-  const columnsByTable = groupBy(snapshot.columns, (c) => c.tableName);
-  const statsByTable = groupBy(snapshot.statistics, (s) => s.tableName);
+  const columnsByTable = Map.groupBy(snapshot.columns, (c) => c.tableName);
+  const statsByTable = Map.groupBy(snapshot.statistics, (s) => s.tableName);
   const partitionsByTable = new Map(snapshot.partitions.map((p) => [p.tableName, p]));
 
   for (const table of tables) {
