@@ -203,18 +203,14 @@ export class Lease {
     const free = row.holder === "" || row.holder === o.holder;
     if (!free && now - since < o.termMs) return;
     const sent = performance.now();
-    if (
-      !(await this.#update("holder = ?", "holder = ? AND renewals = ?", [
-        o.holder,
-        o.name,
-        row.holder,
-        row.renewals,
-      ]))
-    ) {
-      this.#seen = undefined;
-      return;
-    }
+    const won = await this.#update("holder = ?", "holder = ? AND renewals = ?", [
+      o.holder,
+      o.name,
+      row.holder,
+      row.renewals,
+    ]);
     this.#seen = undefined;
+    if (!won) return;
     this.#validUntil = this.#validity(sent);
     if (free) {
       log.info("db: in-order lease taken", { lease: o.name, holder: o.holder });
