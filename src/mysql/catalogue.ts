@@ -282,6 +282,9 @@ const DOWNTIME_RECORD_KEY_COLUMNS: readonly ColumnLine[] = [
   ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
 ];
 
+/** The trailing columns of the downtime history tables' report indexes. */
+const DOWNTIME_WINDOW = ["scheduled_start_time", "scheduled_end_time", "was_cancelled"] as const;
+
 /**
  * A scheduled-downtime table's columns: the history table's without the ADD's envelope
  * microseconds and the end of the downtime (a scheduled row is deleted when it ends).
@@ -399,15 +402,8 @@ const DEFINITIONS = {
     columns: DOWNTIME_HISTORY_COLUMNS.host,
     primaryKey: HOST_DOWNTIME_KEY,
     indexes: [
-      ["reports", [
-        "hostname",
-        "entry_time",
-        "entry_time_usec",
-        "scheduled_start_time",
-        "scheduled_end_time",
-        "was_cancelled",
-      ]],
-      ["list", ["hostname", "scheduled_start_time", "scheduled_end_time", "was_cancelled"]],
+      ["reports", ["hostname", "entry_time", "entry_time_usec", ...DOWNTIME_WINDOW]],
+      ["list", ["hostname", ...DOWNTIME_WINDOW]],
     ],
   },
   statusengine_host_notifications: {
@@ -531,20 +527,8 @@ const DEFINITIONS = {
     columns: DOWNTIME_HISTORY_COLUMNS.service,
     primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [
-      ["reports", [
-        "service_description",
-        "entry_time",
-        "entry_time_usec",
-        "scheduled_start_time",
-        "scheduled_end_time",
-        "was_cancelled",
-      ]],
-      ["report", [
-        "service_description",
-        "scheduled_start_time",
-        "scheduled_end_time",
-        "was_cancelled",
-      ]],
+      ["reports", ["service_description", "entry_time", "entry_time_usec", ...DOWNTIME_WINDOW]],
+      ["report", ["service_description", ...DOWNTIME_WINDOW]],
     ],
   },
   statusengine_service_notifications: {
