@@ -333,8 +333,10 @@ export interface CleanupSessionOptions {
 }
 
 /** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
-function partitionClause(partitions: readonly string[] | "table"): string {
-  return partitions === "table" ? "" : ` PARTITION (${partitions.map(quoteIdentifier).join(", ")})`;
+function partitionClause(partitions: string | readonly string[]): string {
+  return partitions === "table"
+    ? ""
+    : ` PARTITION (${[partitions].flat().map(quoteIdentifier).join(", ")})`;
 }
 
 /**
@@ -461,9 +463,7 @@ export class CleanupSession {
       const deleted = await this.deleteOlder(target, partition, cutoff, batchSize);
       return { deleted, next: deleted < batchSize ? undefined : [] };
     }
-    const table = `${quoteIdentifier(target.table)}${
-      partitionClause(partition === "table" ? "table" : [partition])
-    }`;
+    const table = `${quoteIdentifier(target.table)}${partitionClause(partition)}`;
     const columns = key.map(quoteIdentifier).join(", ");
     const from = after === undefined ? undefined : keyBound(key, "", ">", after);
     const read = await this.#query<mysql.RowDataPacket[]>(
@@ -497,9 +497,8 @@ export class CleanupSession {
     cutoff: number,
     batchSize: number,
   ): Promise<number> {
-    const where = partition === "table" ? "table" : [partition];
     const result = await this.#query<mysql.ResultSetHeader>(
-      `DELETE FROM ${quoteIdentifier(target.table)}${partitionClause(where)} WHERE ${
+      `DELETE FROM ${quoteIdentifier(target.table)}${partitionClause(partition)} WHERE ${
         quoteIdentifier(target.column)
       } < ? LIMIT ${batchSize}`,
       [cutoff],

@@ -226,12 +226,6 @@ function closingParenthesis(text: string): number {
   return -1;
 }
 
-function charsetOfCollation(collation: string | null): string | null {
-  if (collation === null) return null;
-  const cut = collation.indexOf("_");
-  return cut < 0 ? collation : collation.slice(0, cut);
-}
-
 // Differences
 
 /** One column as written (catalogue) or reported (server); compared normalised, shown as is. */
@@ -374,7 +368,7 @@ export function compareSchema(
     // The collation does not matter (docs/tables.md#shared-table-properties), the character set
     // does: a utf8mb3 table fails on every 4-byte character with error 1366
     // (docs/tables.md#utf8mb4).
-    const charset = charsetOfCollation(tableRow.collation);
+    const charset = tableRow.collation?.split("_")[0] ?? null;
     if (charset !== TABLE_CHARSET) {
       add({ kind: "table_charset", expected: TABLE_CHARSET, actual: charset });
     }
