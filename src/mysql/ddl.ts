@@ -1,5 +1,5 @@
 /**
- * `CREATE TABLE` statements derived from the catalogue (D2).
+ * `CREATE TABLE` statements derived from the catalogue (D2), with their weekly partitions.
  *
  * @module
  */
@@ -13,10 +13,7 @@ export type QueryConnection = Pick<Connection, "query">;
  * Collations for the tables, best first (D2): the production schema's `utf8mb4_0900_ai_ci` exists
  * only on MySQL 8 (MariaDB rejects it with error 1273). The worker does not depend on it.
  */
-const PREFERRED_COLLATIONS: readonly string[] = Object.freeze([
-  "utf8mb4_0900_ai_ci",
-  "utf8mb4_general_ci",
-]);
+const PREFERRED_COLLATIONS = ["utf8mb4_0900_ai_ci", "utf8mb4_general_ci"];
 
 export const TABLE_ENGINE = "InnoDB";
 
@@ -41,9 +38,7 @@ export async function chooseCollation(conn: QueryConnection): Promise<string> {
     "SELECT COLLATION_NAME AS name FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN (?)",
     [PREFERRED_COLLATIONS],
   );
-  const available = new Set(
-    (rows as { name: unknown }[]).map((r) => String(r.name)),
-  );
+  const available = new Set((rows as { name: unknown }[]).map((r) => String(r.name)));
   const collation = PREFERRED_COLLATIONS.find((c) => available.has(c));
   if (collation === undefined) {
     throw new Error(
