@@ -4,7 +4,9 @@
  * status rows not refreshed since belong to removed objects. Deleting them at once would empty
  * the tables until the re-published status is written, so the worker records the restart and
  * sweeps once both status tables show it caught up (docs/core-restart.md#the-rules): status
- * services first, then the scheduled downtimes the core did not announce since.
+ * services first, then the scheduled downtimes the core did not announce since. The status
+ * writers report what they committed to {@link StatusProgress}, which the sweep waits on instead
+ * of scanning the tables.
  *
  * @module
  */
@@ -19,9 +21,57 @@ import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
 import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { type CommittedStatus, STATUS_TABLES, type StatusTable } from "./status_progress.ts";
+import type { Row } from "../events/mod.ts";
 
 const log = getLogger("pipeline");
+
+/** The two tables a core restart cleans, in the order they are swept (services first). */
+export const STATUS_TABLES = ["statusengine_servicestatus", "statusengine_hoststatus"] as const;
+
+export type StatusTable = (typeof STATUS_TABLES)[number];
+
+/** Whether `table` is one of the {@link STATUS_TABLES}. */
+export function isStatusTable(table: string): table is StatusTable {
+  return (STATUS_TABLES as readonly string[]).includes(table);
+}
+
+/** What the sweep asks: the newest status time committed for a node, if any. */
+export interface CommittedStatus {
+  newest(table: StatusTable, nodeName: string): number | undefined;
+}
+
+/**
+ * The newest committed `status_update_time` per status table and node, fed by the writers. The
+ * times are the rows' own, so "newest ≥ cutoff" is what the tables would answer; several writers
+ * of a table report here, and keeping the maximum needs no order and, on one event loop, no lock.
+ */
+export class StatusProgress implements CommittedStatus {
+  readonly #newest: Record<StatusTable, Map<string, number>> = {
+    statusengine_servicestatus: new Map(),
+    statusengine_hoststatus: new Map(),
+  };
+
+  /**
+   * Record rows the writer of `table` has committed. Call only once MySQL returned the
+   * statement that wrote them: rows still buffered, in flight, or dead-lettered must not count.
+   */
+  committed(table: StatusTable, rows: readonly Row[]): void {
+    const newest = this.#newest[table];
+    for (const row of rows) {
+      const node = row["node_name"];
+      const time = row["status_update_time"];
+      if (typeof node !== "string" || typeof time !== "number" || !Number.isFinite(time)) {
+        continue;
+      }
+      const known = newest.get(node);
+      if (known === undefined || time > known) newest.set(node, time);
+    }
+  }
+
+  newest(table: StatusTable, nodeName: string): number | undefined {
+    return this.#newest[table].get(nodeName);
+  }
+}
 
 /**
  * How long a restart message may have travelled to the worker. The receive time less this is the
