@@ -94,19 +94,9 @@ export interface Table {
   readonly noopColumn: string | null;
   /** Columns an INSERT supplies, in schema order: every column except AUTO_INCREMENT. */
   readonly insertColumns: readonly string[];
-  /** Insert columns that are not part of the primary key. */
-  readonly nonKeyColumns: readonly string[];
-  /**
-   * Columns assigned by `ON DUPLICATE KEY UPDATE`: every non-key column for `full_upsert` and
-   * `downtime` (their ADD/START upserts, docs/tables.md#downtime-statements), the no-op column for
-   * `noop_upsert`, none otherwise.
-   */
+  /** Columns `ON DUPLICATE KEY UPDATE` assigns: the non-key ones, or the no-op column. */
   readonly updateColumns: readonly string[];
-  /**
-   * For `full_upsert` tables the order that decides which of two snapshots of one key is the newer
-   * (docs/writers.md#newest-snapshot): every non-key column, compared lexicographically, the
-   * snapshot's own time (epoch seconds) first; empty otherwise.
-   */
+  /** For `full_upsert` tables the order that decides the newer snapshot: every non-key column. */
   readonly snapshotOrder: readonly string[];
   /** Character limit (code points) of every string column, by column name. */
   readonly charLimits: Readonly<Record<string, number>>;
@@ -123,10 +113,7 @@ type ColumnLine =
 
 interface TableDefinition {
   readonly writeMode: WriteMode;
-  /**
-   * For `full_upsert` tables the leading columns of `snapshotOrder` (NOT NULL, non-key); the
-   * other non-key columns follow in schema order.
-   */
+  /** The leading columns of `snapshotOrder`; the other non-key ones follow in schema order. */
   readonly snapshotOrder?: readonly string[];
   /** Text columns that keep SQL NULL for a JSON null, as the legacy worker writes them. */
   readonly keepNull?: readonly string[];
@@ -724,7 +711,6 @@ function defineTable(table: TableName, def: TableDefinition): Table {
     writeMode: def.writeMode,
     noopColumn,
     insertColumns: Object.freeze(insertColumns),
-    nonKeyColumns: Object.freeze(nonKeyColumns),
     updateColumns: Object.freeze([...updateColumns]),
     snapshotOrder: Object.freeze(snapshotOrder),
     charLimits: Object.freeze(charLimits),
