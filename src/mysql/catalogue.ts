@@ -96,7 +96,10 @@ export interface Table {
   readonly insertColumns: readonly string[];
   /** Columns `ON DUPLICATE KEY UPDATE` assigns: the non-key ones, or the no-op column. */
   readonly updateColumns: readonly string[];
-  /** For `full_upsert` tables the order that decides the newer snapshot: every non-key column. */
+  /**
+   * For `full_upsert` tables every non-key column, in the order that decides the newer snapshot
+   * (docs/writers.md#newest-snapshot).
+   */
   readonly snapshotOrder: readonly string[];
   /** Character limit (code points) of every string column, by column name. */
   readonly charLimits: Readonly<Record<string, number>>;
