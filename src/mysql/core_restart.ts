@@ -223,10 +223,17 @@ export class StatusCleaner {
         node_name: o.nodeName,
         mode: "openitcockpit",
       });
-      await this.#delete(
-        STATUS_TABLES.map((t) => openItcockpitStatement(t)),
-        signal,
-      );
+      // Both status writers paused, services first (bounded write sets, SWEEP_CHUNK_ROWS).
+      await this.#paused(async () => {
+        for (const s of STATUS_TABLES.map(openItcockpitStatement)) {
+          const rows = await this.#deleteInChunks(s.table, s.sql, s.values, signal);
+          log.info("pipeline: stale status rows deleted", {
+            table: s.table,
+            node_name: o.nodeName,
+            rows,
+          });
+        }
+      }, signal);
       return;
     }
     const nowMs = this.#clock.nowMs();
@@ -516,28 +523,24 @@ export class StatusCleaner {
     return Number(result.rows[0]?.["n"] ?? 0) > 0;
   }
 
-  /**
-   * Run the statements (one per table, services first) with both status writers paused, each
-   * a chunk of rows at a time until it deletes fewer (bounded write sets, {@link SWEEP_CHUNK_ROWS}).
-   */
-  async #delete(statements: readonly SweepStatement[], signal: AbortSignal): Promise<void> {
-    const o = this.#o;
-    const chunk = this.#chunk;
-    await this.#paused(async () => {
-      for (const s of statements) {
-        let rows = 0;
-        for (;;) {
-          const result = await this.#sql(s.table, `${s.sql} LIMIT ${chunk}`, s.values, signal);
-          rows += result.affectedRows;
-          if (result.affectedRows < chunk) break;
-        }
-        log.info("pipeline: stale status rows deleted", {
-          table: s.table,
-          node_name: o.nodeName,
-          rows,
-        });
-      }
-    }, signal);
+  /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
+  async #deleteInChunks(
+    table: string,
+    sql: string,
+    values: readonly unknown[],
+    signal: AbortSignal,
+  ): Promise<number> {
+    let rows = 0;
+    for (;;) {
+      const { affectedRows } = await this.#sql(
+        table,
+        `${sql} LIMIT ${this.#chunk}`,
+        values,
+        signal,
+      );
+      rows += affectedRows;
+      if (affectedRows < this.#chunk) return rows;
+    }
   }
 
   /** Run `fn` with both status writers paused: what they hold is committed first. */
@@ -557,7 +560,6 @@ export class StatusCleaner {
    */
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    const chunk = this.#chunk;
     for (const table of SCHEDULED_DOWNTIME_TABLES) {
       const stale = staleDowntimesStatement(table, o.nodeName, cutoff);
       const rows = await this.#walk(
@@ -580,16 +582,13 @@ export class StatusCleaner {
         rows,
       });
     }
-    for (;;) {
-      const pruned = await this.#sql(
-        ANNOUNCEMENTS,
-        `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
-          `AND \`announced_at\` < ? LIMIT ${chunk}`,
-        [o.nodeName, cutoff],
-        signal,
-      );
-      if (pruned.affectedRows < chunk) break;
-    }
+    await this.#deleteInChunks(
+      ANNOUNCEMENTS,
+      `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
+        "AND `announced_at` < ?",
+      [o.nodeName, cutoff],
+      signal,
+    );
   }
 
   /** One statement, retried while MySQL is unavailable. */
