@@ -606,7 +606,7 @@ export class StatusCleaner {
  * A cleanup statement and the table it deletes from: a single-table DELETE, so that the sweep
  * can add a LIMIT (a multi-table DELETE takes none).
  */
-export interface SweepStatement extends BuiltStatement {
+interface SweepStatement extends BuiltStatement {
   readonly table: StatusTable;
 }
 
