@@ -29,13 +29,6 @@ import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /**
- * Weeks laid out after every run: the current ISO week and the next four, the same layout a
- * new table gets from `schema`, so a table is never less than four weeks ahead of today and
- * no row of the coming weeks has to wait in `p_max`.
- */
-const WEEKS_LAID_OUT = INITIAL_WEEKLY_PARTITIONS;
-
-/**
  * The fewest weeks one repair step splits off `p_max`. A step takes half of the weeks still
  * to lay out but at least this many: every step copies what is left in `p_max`, so halving
  * copies each row about twice in all, while a small floor keeps the number of steps (and
@@ -117,9 +110,12 @@ export function dayNumber(now: Date): number {
   return Math.floor(now.getTime() / 1000 / SECONDS_PER_DAY);
 }
 
-/** The bound the top partition must reach so that {@linkcode WEEKS_LAID_OUT} weeks are laid out. */
+/**
+ * The bound the top partition must reach after every run: the current ISO week and the next four,
+ * as a new table gets them from `schema`, so no row of the coming weeks has to wait in `p_max`.
+ */
 export function aheadTarget(today: number): number {
-  return mondayOf(today) + 7 * WEEKS_LAID_OUT;
+  return mondayOf(today) + 7 * INITIAL_WEEKLY_PARTITIONS;
 }
 
 /**
