@@ -152,7 +152,6 @@ export interface StatusCleanerOptions {
   /** `--status-max-age` in seconds, 0 = off: re-published status older than it is discarded. */
   readonly statusMaxAgeSeconds: number;
   readonly writers: Readonly<Record<StatusTable, PausableWriter>>;
-  /** What those writers committed, reported after each commit. */
   readonly committed: CommittedStatus;
   readonly metrics?: Metrics;
   readonly clock?: RestartClock;
@@ -170,12 +169,10 @@ export interface RestartJob {
   readonly linkOpenedAtMs: number | null;
 }
 
-/** A recorded restart waiting for its sweep. */
+/** A recorded restart waiting for its sweep: rows updated before `cutoff` (epoch s) are stale. */
 interface PendingSweep {
-  /** Rows of this node with `status_update_time` below it are stale. Epoch seconds. */
   readonly cutoff: number;
   readonly source: "message" | "receive_time";
-  /** When the restart was recorded (clock milliseconds). */
   readonly recordedAtMs: number;
 }
 
@@ -184,7 +181,6 @@ class Republished {
   readonly cutoff: number;
   /** Tables known to hold status re-published since the restart (it stays so). */
   readonly confirmed = new Set<StatusTable>();
-  /** When a table may be read next (clock milliseconds). */
   nextTableCheckMs: number;
 
   constructor(pending: PendingSweep, tableCheckMs: number) {

@@ -29,10 +29,9 @@ import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /**
- * The fewest weeks one repair step splits off `p_max`. A step takes half of the weeks still
- * to lay out but at least this many: every step copies what is left in `p_max`, so halving
- * copies each row about twice in all, while a small floor keeps the number of steps (and
- * table locks) low for a short repair.
+ * The fewest weeks one repair step splits off `p_max`, which keeps the steps (and table locks)
+ * few for a short repair; a step takes half of what is left: every step copies what is left in
+ * `p_max`, so halving copies each row about twice in all.
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
@@ -55,9 +54,9 @@ export interface BoundedPartition extends WeeklyPartition {
 
 /** The weekly layout of one table as `schema` creates it. */
 export interface WeeklyLayout {
-  /** Bounded partitions in ascending order (usually one per ISO week). */
+  /** In ascending order (usually one per ISO week). */
   readonly bounded: readonly BoundedPartition[];
-  /** The `MAXVALUE` partition (normally `p_max`), or null when the table has none. */
+  /** The `MAXVALUE` partition (normally `p_max`). */
   readonly max: { readonly name: string; readonly rowsEstimate: number } | null;
 }
 
@@ -235,11 +234,9 @@ export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): s
   return max;
 }
 
-/** One step of the explicit repair of a `p_max` that holds rows. */
+/** One step of the explicit repair of a `p_max` that holds rows: the weeks it splits off. */
 export interface RepairStep {
-  /** The weeks split off `p_max` in this step, ascending. */
   readonly add: readonly WeeklyPartition[];
-  /** Weeks still to lay out after this step. */
   readonly weeksLeft: number;
 }
 
@@ -312,7 +309,7 @@ export function dropPartitionsStatement(table: string, drop: readonly { name: st
 
 // Carrying a plan out
 
-/** A table as retention sees it: its name and the time column (Unix seconds) rows expire by. */
+/** A table and the time column (Unix seconds) its rows expire by. */
 export interface RetentionTarget {
   readonly table: string;
   readonly column: string;
@@ -337,8 +334,7 @@ function partitionClause(partitions: string | readonly string[]): string {
 
 /**
  * The one dedicated connection of a `cleanup` run, opened on first use and reopened after
- * {@linkcode discard}. Table and partition names are constants from the retention table and
- * the server's own partition list, never configuration.
+ * {@linkcode discard}. Table and partition names never come from configuration.
  */
 export class CleanupSession {
   readonly #options: MysqlUrlOptions;
@@ -520,7 +516,7 @@ export class CleanupSession {
     };
   }
 
-  /** Lay out new weeks above the top bound ({@linkcode addPartitionsStatement}). */
+  /** {@linkcode addPartitionsStatement} */
   async addPartitions(
     table: string,
     layout: WeeklyLayout,
@@ -529,7 +525,7 @@ export class CleanupSession {
     await this.#query(addPartitionsStatement(table, layout, add));
   }
 
-  /** Drop expired partitions in one statement ({@linkcode dropPartitionsStatement}). */
+  /** {@linkcode dropPartitionsStatement} */
   async dropPartitions(table: string, drop: readonly { name: string }[]): Promise<void> {
     await this.#query(dropPartitionsStatement(table, drop));
   }
