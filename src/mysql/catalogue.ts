@@ -1,38 +1,24 @@
 /**
- * The table catalogue: the single source of truth for the 22 `statusengine_*` tables of the
- * Statusengine 3 schema (D2, docs/tables.md#shared-table-properties) and the three tables the worker adds
- * for itself, `statusengine_downtime_announcements` and `statusengine_downtime_tombstones`
- * (docs/downtimes.md), and `statusengine_worker_leases` (docs/downtimes.md#galera).
+ * The table catalogue: the single source of truth for the 22 tables of the Statusengine 3 schema
+ * (D2, docs/tables.md) and the three the worker adds for itself (docs/downtimes.md).
  *
- * Every column line below restates one column of the production schema dump as `[name, SQL type, NULL, default]`,
- * written exactly as the dump writes it, so the two can be compared line by line. A service
- * table whose columns are its host twin's plus the service's identity is not written out
- * again: it is derived from the host table's lines by one of the functions before the table
- * list, each stating the schema's layout. Everything else (insert and update column lists,
- * character limits, integer ranges) is derived from these lines; nothing derived is written
- * by hand.
+ * Every column line restates one column of the production schema dump as `[name, SQL type, NULL,
+ * default]`, spelt as the dump spells it, so the two compare line by line. A service table that is
+ * its host twin plus the service's identity is derived from the host's lines. Everything else
+ * (insert and update lists, character limits, integer ranges) is derived, never written by hand.
  *
  * @module
  */
 import type { TableName } from "../events/mod.ts";
 
 /**
- * How the worker writes a table (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert).
- *
- * - `full_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE` of every non-key column, each
- *   assignment guarded so that the newer snapshot in the table's `snapshotOrder` stays.
- * - `noop_upsert`: batched `INSERT … ON DUPLICATE KEY UPDATE <first PK column> = VALUES(…)`.
- * - `insert`: batched plain `INSERT` (no natural key).
- * - `downtime`: per-event statements of the downtime lifecycle
- *   (docs/tables.md#downtime-statements), not batched.
- * - `none`: not written by a batched writer (schema tooling, start-up row, optional tasks).
+ * How the worker writes a table (docs/tables.md#write-modes): `full_upsert` keeps the newer
+ * snapshot, `noop_upsert` assigns its first key column to itself, `insert` has no natural key,
+ * `downtime` is written per event (not batched), `none` by no batched writer.
  */
 export type WriteMode = "full_upsert" | "noop_upsert" | "insert" | "downtime" | "none";
 
-/**
- * The write modes whose rows go through a batched multi-row INSERT
- * (docs/writers.md#writers-per-table).
- */
+/** The write modes whose rows go through a batched multi-row INSERT. */
 export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
   "full_upsert",
   "noop_upsert",
@@ -40,11 +26,9 @@ export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
 ]);
 
 /**
- * Largest allowed `mysql_batch_size`: the Go worker's ceiling, kept so that existing configurations
- * mean the same here. A statement carries at most one batch (docs/writers.md#group-commit), so at
- * the ceiling the widest table (`statusengine_servicestatus`, 43 columns) needs 30,100 of the
- * 65,535 placeholders. Pinned by the catalogue test "catalogue: a full batch of 700 rows fits the
- * 65,535 placeholders for every batched table".
+ * Largest allowed `mysql_batch_size`: the Go worker's ceiling, so existing configurations mean the
+ * same here. At it the widest table (servicestatus, 43 columns) needs 30,100 of the 65,535
+ * placeholders (docs/writers.md#group-commit).
  */
 export const MAX_BATCH_SIZE = 700;
 
@@ -53,9 +37,9 @@ export const MAX_PLACEHOLDERS = 65_535;
 
 /** What a column's SQL type means for the values bound to it. */
 export type ColumnKind =
-  /** `varchar(N)`: `maxChars` Unicode code points (docs/tables.md#shared-table-properties). */
+  /** `varchar(N)`: `maxChars` Unicode code points. */
   | { readonly kind: "string"; readonly maxChars: number }
-  /** Integer types; `flag` marks `tinyint(1)` (a flag, always written as 0/1). */
+  /** `flag` marks `tinyint(1)` (always written as 0/1). */
   | {
     readonly kind: "integer";
     readonly min: number;
@@ -68,24 +52,20 @@ export type ColumnKind =
 
 /** One column of a table, in schema order. */
 export interface Column {
-  /** Column name as in the schema. */
   readonly name: string;
-  /** 1-based position in the table (schema order). */
+  /** 1-based. */
   readonly position: number;
   /** SQL type exactly as the schema dump writes it, e.g. `int(10) unsigned`. */
   readonly type: string;
-  /** `true` for `NULL`, `false` for `NOT NULL`. */
   readonly nullable: boolean;
   /** SQL literal of the DEFAULT clause (`0`, `NULL`, `'3.0.0'`), or `null` for none. */
   readonly default: string | null;
-  /** `true` for the AUTO_INCREMENT column (only `statusengine_logentries.id`). */
   readonly autoIncrement: boolean;
   /**
    * `true` for the two text columns where a JSON null stays SQL NULL (`event_handler`,
    * `command_args`); every other text column stores `''` for null (docs/tables.md#null-or-empty).
    */
   readonly keepsNull: boolean;
-  /** Parsed meaning of `type`. */
   readonly sqlType: ColumnKind;
 }
 
@@ -94,55 +74,36 @@ export interface Column {
  * (docs/tables.md#shared-table-properties), so all are non-unique.
  */
 export interface Index {
-  /** Index name as in the schema. */
   readonly name: string;
-  /** Indexed columns in order. */
   readonly columns: readonly string[];
-  /**
-   * Always `false`: a secondary UNIQUE index would make an upsert overwrite a row its key does not
-   * identify.
-   */
+  /** A secondary UNIQUE index would make an upsert overwrite a row its key does not identify. */
   readonly unique: false;
 }
 
 /** One table of the catalogue with its derived column lists. */
 export interface Table {
-  /** Table name. */
   readonly name: TableName;
-  /** Columns in schema order. */
   readonly columns: readonly Column[];
-  /** Primary-key columns in key order; empty for the three tables without one. */
+  /** Empty for the three tables without one. */
   readonly primaryKey: readonly string[];
-  /** Secondary (non-unique) indexes in schema order. */
   readonly indexes: readonly Index[];
-  /**
-   * Time column of `PARTITION BY RANGE (<col> DIV 86400)` for the nine weekly-partitioned
-   * tables (docs/tables.md#shared-table-properties), else `null`.
-   */
+  /** Time column of `PARTITION BY RANGE (<col> DIV 86400)` for the weekly-partitioned tables. */
   readonly partitionColumn: string | null;
-  /** How the worker writes the table (docs/tables.md#write-modes). */
   readonly writeMode: WriteMode;
-  /** For `noop_upsert` tables the column the no-op update assigns (its first PK column). */
+  /** For `noop_upsert` tables the column the no-op update assigns: the first key column. */
   readonly noopColumn: string | null;
   /** Columns an INSERT supplies, in schema order: every column except AUTO_INCREMENT. */
   readonly insertColumns: readonly string[];
-  /** Insert columns that are not part of the primary key. */
-  readonly nonKeyColumns: readonly string[];
-  /**
-   * Columns assigned by `ON DUPLICATE KEY UPDATE`: every non-key column for `full_upsert` and
-   * `downtime` (their ADD/START upserts, docs/tables.md#downtime-statements), the no-op column for
-   * `noop_upsert`, none otherwise.
-   */
+  /** Columns `ON DUPLICATE KEY UPDATE` assigns: the non-key ones, or the no-op column. */
   readonly updateColumns: readonly string[];
   /**
-   * For `full_upsert` tables the order that decides which of two snapshots of one key is the newer
-   * (docs/writers.md#newest-snapshot): every non-key column, compared lexicographically, the
-   * snapshot's own time (epoch seconds) first; empty otherwise.
+   * For `full_upsert` tables every non-key column, in the order that decides the newer snapshot
+   * (docs/writers.md#newest-snapshot).
    */
   readonly snapshotOrder: readonly string[];
   /** Character limit (code points) of every string column, by column name. */
   readonly charLimits: Readonly<Record<string, number>>;
-  /** `true` when rows go through a batched multi-row INSERT (`BATCHED_WRITE_MODES`). */
+  /** One of `BATCHED_WRITE_MODES`. */
   readonly batched: boolean;
 }
 
@@ -154,40 +115,27 @@ type ColumnLine =
   | readonly [name: string, type: string, nullability: Nullability, defaultOrAutoIncrement: string];
 
 interface TableDefinition {
-  readonly name: TableName;
   readonly writeMode: WriteMode;
-  readonly noopColumn?: string;
-  /**
-   * For `full_upsert` tables the leading columns of `snapshotOrder` (NOT NULL, non-key); the
-   * other non-key columns follow in schema order.
-   */
+  /** The leading columns of `snapshotOrder`; the other non-key ones follow in schema order. */
   readonly snapshotOrder?: readonly string[];
-  /**
-   * Text columns that keep SQL NULL for a JSON null (a missing perfdata unit too),
-   * as the legacy worker writes them.
-   */
+  /** Text columns that keep SQL NULL for a JSON null, as the legacy worker writes them. */
   readonly keepNull?: readonly string[];
   readonly columns: readonly ColumnLine[];
   readonly primaryKey: readonly string[];
-  readonly indexes: readonly (readonly [name: string, columns: readonly string[]])[];
-  readonly partitionColumn: string | null;
+  readonly indexes?: readonly (readonly [name: string, columns: readonly string[]])[];
+  readonly partitionColumn?: string;
 }
 
 /**
  * Not in the Statusengine schema: the index the core-restart sweep walks one node's status rows
- * along, a chunk at a time (docs/core-restart.md#bounded). InnoDB appends the primary key, so it
- * orders a node's rows by their key; `node_name` never changes on an upsert, so the status writers
- * never update it.
+ * along (docs/core-restart.md#bounded). The status writers never change `node_name` on an upsert.
  */
 const NODE_NAME_INDEX = ["node_name", ["node_name"]] as const;
 
 const HOSTNAME_KEY: ColumnLine = ["hostname", "varchar(255)", "NOT NULL"];
 const SERVICE_DESCRIPTION_KEY: ColumnLine = ["service_description", "varchar(255)", "NOT NULL"];
 
-/**
- * The columns of a host table that starts with `hostname`, and of its service twin, where
- * `service_description` follows `hostname`.
- */
+/** A host table's columns, and its service twin's with `service_description` after `hostname`. */
 function hostThenService(
   rest: readonly ColumnLine[],
 ): { readonly host: readonly ColumnLine[]; readonly service: readonly ColumnLine[] } {
@@ -302,7 +250,6 @@ const DOWNTIME_HISTORY_COLUMNS = hostThenService([
   ["was_cancelled", "tinyint(1)", "NULL", "0"],
 ]);
 
-/** The key of a host downtime's rows: its host, the node, its window start and its id. */
 const HOST_DOWNTIME_KEY = ["hostname", "node_name", "scheduled_start_time", "internal_downtime_id"];
 /** The key of a service downtime's rows, and of every downtime's tombstone. */
 const SERVICE_DOWNTIME_KEY = [
@@ -324,6 +271,9 @@ const DOWNTIME_RECORD_KEY_COLUMNS: readonly ColumnLine[] = [
   ["scheduled_start_time", "bigint(20)", "NOT NULL"],
   ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
 ];
+
+/** The trailing columns of the downtime history tables' report indexes. */
+const DOWNTIME_WINDOW = ["scheduled_start_time", "scheduled_end_time", "was_cancelled"] as const;
 
 /**
  * A scheduled-downtime table's columns: the history table's without the ADD's envelope
@@ -395,43 +345,30 @@ function statusColumns(object: "host" | "service", states: readonly string[]): C
   ];
 }
 
-// The tables in alphabetical order, as docs/tables.md#table-definitions lists them. The first no-op
-// column of every `noop_upsert` table is its first primary-key column (docs/tables.md#write-modes,
-// docs/writers.md#upsert-or-insert); `defineTable` checks it and the test "catalogue: the ten no-op
-// tables name exactly their first primary-key column" pins the list against
-// docs/tables.md#write-modes.
-const DEFINITIONS = [
-  {
-    name: "statusengine_dbversion",
+// The tables in alphabetical order, as docs/tables.md#table-definitions lists them. The no-op
+// column of every `noop_upsert` table is its first primary-key column (docs/tables.md#write-modes).
+const DEFINITIONS = {
+  statusengine_dbversion: {
     writeMode: "none",
     columns: [
       ["id", "int(11)", "NOT NULL"],
       ["dbversion", "varchar(255)", "NULL", "'3.0.0'"],
     ],
     primaryKey: ["id"],
-    indexes: [],
-    partitionColumn: null,
   },
-  // Not a Statusengine table: the worker's own record of the newest envelope `timestamp` of an
-  // ADD, LOAD or START of each downtime, the last time the core said it has the downtime. After a
-  // core restart a scheduled row whose downtime was not announced since is one the core dropped
-  // (docs/core-restart.md#scheduled-downtimes). Keyed like the tombstones; the index lets the
-  // sweep prune one node's old records without reading the others'.
-  {
-    name: "statusengine_downtime_announcements",
+  // Not a Statusengine table: the newest envelope `timestamp` of an ADD, LOAD or START of each
+  // downtime (docs/core-restart.md#scheduled-downtimes). The index lets the sweep prune one
+  // node's old records without reading the others'.
+  statusengine_downtime_announcements: {
     writeMode: "downtime",
     columns: [...DOWNTIME_RECORD_KEY_COLUMNS, ["announced_at", "bigint(20)", "NOT NULL"]],
     primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [["node_announced", ["node_name", "announced_at"]]],
-    partitionColumn: null,
   },
-  // Not a Statusengine table: the worker's own record of downtimes that ended (STOP, DELETE),
-  // so that a job delivered late or twice cannot re-create their scheduled row or a history row
-  // that a DELETE before the window removed (docs/downtimes.md). `service_description` is ''
-  // for a host downtime. The key is as long as InnoDB allows (3072 bytes in utf8mb4), exactly
-  // like the service downtime tables'. `cleanup` prunes it by `end_time`.
-  {
-    name: "statusengine_downtime_tombstones",
+  // Not a Statusengine table: downtimes that ended (STOP, DELETE), so that a job delivered late
+  // or twice cannot re-create their rows (docs/downtimes.md#the-tombstone-table). `cleanup`
+  // prunes it by `end_time`.
+  statusengine_downtime_tombstones: {
     writeMode: "downtime",
     columns: [
       ...DOWNTIME_RECORD_KEY_COLUMNS,
@@ -440,42 +377,27 @@ const DEFINITIONS = [
     ],
     primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [["end_time", ["end_time"]]],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_host_acknowledgements",
+  statusengine_host_acknowledgements: {
     writeMode: "noop_upsert",
-    noopColumn: "hostname",
     columns: ACKNOWLEDGEMENT_COLUMNS.host,
     primaryKey: ["hostname", "entry_time", "entry_time_usec"],
     indexes: [
       ["hostname", ["hostname"]],
       ["entry_time", ["entry_time"]],
     ],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_host_downtimehistory",
+  statusengine_host_downtimehistory: {
     writeMode: "downtime",
     columns: DOWNTIME_HISTORY_COLUMNS.host,
     primaryKey: HOST_DOWNTIME_KEY,
     indexes: [
-      ["reports", [
-        "hostname",
-        "entry_time",
-        "entry_time_usec",
-        "scheduled_start_time",
-        "scheduled_end_time",
-        "was_cancelled",
-      ]],
-      ["list", ["hostname", "scheduled_start_time", "scheduled_end_time", "was_cancelled"]],
+      ["reports", ["hostname", "entry_time", "entry_time_usec", ...DOWNTIME_WINDOW]],
+      ["list", ["hostname", ...DOWNTIME_WINDOW]],
     ],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_host_notifications",
+  statusengine_host_notifications: {
     writeMode: "noop_upsert",
-    noopColumn: "hostname",
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
@@ -485,10 +407,8 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_host_notifications_log",
+  statusengine_host_notifications_log: {
     writeMode: "noop_upsert",
-    noopColumn: "hostname",
     keepNull: ["ack_author", "ack_data"],
     columns: NOTIFICATION_LOG_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
@@ -498,18 +418,13 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_host_scheduleddowntimes",
+  statusengine_host_scheduleddowntimes: {
     writeMode: "downtime",
     columns: scheduledDowntimeColumns(DOWNTIME_HISTORY_COLUMNS.host),
     primaryKey: HOST_DOWNTIME_KEY,
-    indexes: [],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_host_statehistory",
+  statusengine_host_statehistory: {
     writeMode: "noop_upsert",
-    noopColumn: "hostname",
     columns: STATE_HISTORY_COLUMNS.host,
     primaryKey: ["hostname", "state_time", "state_time_usec"],
     indexes: [
@@ -517,10 +432,8 @@ const DEFINITIONS = [
     ],
     partitionColumn: "state_time",
   },
-  {
-    name: "statusengine_hostchecks",
+  statusengine_hostchecks: {
     writeMode: "noop_upsert",
-    noopColumn: "hostname",
     columns: CHECK_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
     indexes: [
@@ -529,8 +442,7 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_hoststatus",
+  statusengine_hoststatus: {
     writeMode: "full_upsert",
     snapshotOrder: STATUS_SNAPSHOT_ORDER,
     keepNull: ["event_handler"],
@@ -541,12 +453,10 @@ const DEFINITIONS = [
       ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
       NODE_NAME_INDEX,
     ],
-    partitionColumn: null,
   },
   // Plain INSERT: no natural key (docs/tables.md#write-modes). `id` is AUTO_INCREMENT and therefore
   // no insert column, so no two inserted rows can share a primary key.
-  {
-    name: "statusengine_logentries",
+  statusengine_logentries: {
     writeMode: "insert",
     columns: [
       ["id", "bigint(20) unsigned", "NOT NULL", "AUTO_INCREMENT"],
@@ -563,8 +473,7 @@ const DEFINITIONS = [
   },
   // Written once at start-up by its own upsert (D11), not by one of the 14 batched
   // writers, hence "none".
-  {
-    name: "statusengine_nodes",
+  statusengine_nodes: {
     writeMode: "none",
     columns: [
       ["node_name", "varchar(255)", "NOT NULL"],
@@ -572,13 +481,10 @@ const DEFINITIONS = [
       ["node_start_time", "bigint(20)", "NOT NULL"],
     ],
     primaryKey: ["node_name"],
-    indexes: [],
-    partitionColumn: null,
   },
   // Plain INSERT: no primary key and no unique index, so nothing can collide
   // (docs/tables.md#write-modes).
-  {
-    name: "statusengine_perfdata",
+  statusengine_perfdata: {
     writeMode: "insert",
     keepNull: ["unit"],
     columns: [
@@ -595,12 +501,9 @@ const DEFINITIONS = [
       ["metric", ["hostname", "service_description", "label", "timestamp_unix"]],
       ["timestamp_unix", ["timestamp_unix"]],
     ],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_service_acknowledgements",
+  statusengine_service_acknowledgements: {
     writeMode: "noop_upsert",
-    noopColumn: "service_description",
     columns: ACKNOWLEDGEMENT_COLUMNS.service,
     primaryKey: ["service_description", "entry_time", "entry_time_usec"],
     indexes: [
@@ -608,35 +511,18 @@ const DEFINITIONS = [
       ["entry_time", ["entry_time"]],
       ["servicedesc_time", ["service_description", "entry_time"]],
     ],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_service_downtimehistory",
+  statusengine_service_downtimehistory: {
     writeMode: "downtime",
     columns: DOWNTIME_HISTORY_COLUMNS.service,
     primaryKey: SERVICE_DOWNTIME_KEY,
     indexes: [
-      ["reports", [
-        "service_description",
-        "entry_time",
-        "entry_time_usec",
-        "scheduled_start_time",
-        "scheduled_end_time",
-        "was_cancelled",
-      ]],
-      ["report", [
-        "service_description",
-        "scheduled_start_time",
-        "scheduled_end_time",
-        "was_cancelled",
-      ]],
+      ["reports", ["service_description", "entry_time", "entry_time_usec", ...DOWNTIME_WINDOW]],
+      ["report", ["service_description", ...DOWNTIME_WINDOW]],
     ],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_service_notifications",
+  statusengine_service_notifications: {
     writeMode: "noop_upsert",
-    noopColumn: "service_description",
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
@@ -648,10 +534,8 @@ const DEFINITIONS = [
   },
   // Unlike the other service history tables this key starts with `hostname`
   // (docs/tables.md#write-modes).
-  {
-    name: "statusengine_service_notifications_log",
+  statusengine_service_notifications_log: {
     writeMode: "noop_upsert",
-    noopColumn: "hostname",
     keepNull: ["ack_author", "ack_data"],
     columns: NOTIFICATION_LOG_COLUMNS.service,
     primaryKey: ["hostname", "service_description", "start_time", "start_time_usec"],
@@ -661,18 +545,13 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_service_scheduleddowntimes",
+  statusengine_service_scheduleddowntimes: {
     writeMode: "downtime",
     columns: scheduledDowntimeColumns(DOWNTIME_HISTORY_COLUMNS.service),
     primaryKey: SERVICE_DOWNTIME_KEY,
-    indexes: [],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_service_statehistory",
+  statusengine_service_statehistory: {
     writeMode: "noop_upsert",
-    noopColumn: "service_description",
     columns: STATE_HISTORY_COLUMNS.service,
     primaryKey: ["service_description", "state_time", "state_time_usec"],
     indexes: [
@@ -681,10 +560,8 @@ const DEFINITIONS = [
     ],
     partitionColumn: "state_time",
   },
-  {
-    name: "statusengine_servicechecks",
+  statusengine_servicechecks: {
     writeMode: "noop_upsert",
-    noopColumn: "service_description",
     columns: CHECK_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
     indexes: [
@@ -692,8 +569,7 @@ const DEFINITIONS = [
     ],
     partitionColumn: "start_time",
   },
-  {
-    name: "statusengine_servicestatus",
+  statusengine_servicestatus: {
     writeMode: "full_upsert",
     snapshotOrder: STATUS_SNAPSHOT_ORDER,
     keepNull: ["event_handler"],
@@ -709,10 +585,8 @@ const DEFINITIONS = [
       ["issues", ["problem_has_been_acknowledged", "scheduled_downtime_depth", "current_state"]],
       NODE_NAME_INDEX,
     ],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_tasks",
+  statusengine_tasks: {
     writeMode: "none",
     columns: [
       ["uuid", "varchar(255)", "NULL", "NULL"],
@@ -726,10 +600,8 @@ const DEFINITIONS = [
       ["uuid", ["uuid"]],
       ["node_name", ["node_name"]],
     ],
-    partitionColumn: null,
   },
-  {
-    name: "statusengine_users",
+  statusengine_users: {
     writeMode: "none",
     columns: [
       ["username", "varchar(255)", "NULL", "NULL"],
@@ -739,16 +611,10 @@ const DEFINITIONS = [
     indexes: [
       ["username", ["username", "password"]],
     ],
-    partitionColumn: null,
   },
-  // Not a Statusengine table: the worker's leases (docs/downtimes.md#galera). One row per lease
-  // (`name`: the in-order queues of one node); `holder` is the worker holding it ('' = free),
-  // `renewals` grows with every renewal and take-over, which is how a waiting worker sees that
-  // the holder is alive (it compares no clocks); `renewed_at` (the writing server's UNIX time)
-  // is for the operator only. An InnoDB row, so Galera replicates it and certifies every
-  // UPDATE of it against the others: GET_LOCK is local to one node.
-  {
-    name: "statusengine_worker_leases",
+  // Not a Statusengine table: the worker's leases, one row each (src/mysql/lease.ts,
+  // docs/downtimes.md#galera).
+  statusengine_worker_leases: {
     writeMode: "none",
     columns: [
       ["name", "varchar(255)", "NOT NULL"],
@@ -757,10 +623,8 @@ const DEFINITIONS = [
       ["renewed_at", "bigint(20)", "NOT NULL", "0"],
     ],
     primaryKey: ["name"],
-    indexes: [],
-    partitionColumn: null,
   },
-] as const satisfies readonly TableDefinition[];
+} as const satisfies Record<TableName, TableDefinition>;
 
 export type { TableName };
 
@@ -776,10 +640,8 @@ const INTEGER_RANGES: Readonly<Record<string, readonly [number, number, number]>
 };
 
 /**
- * Parse a schema SQL type into what matters for binding values.
+ * What a schema SQL type (`smallint(5) unsigned`) means for binding values.
  *
- * @param type SQL type as the schema dump writes it, e.g. `smallint(5) unsigned`.
- * @returns The parsed kind.
  * @throws {RangeError} For a type the catalogue does not use (a programming error).
  */
 export function parseSqlType(type: string): ColumnKind {
@@ -803,18 +665,17 @@ export function parseSqlType(type: string): ColumnKind {
   throw new RangeError(`Cannot parse SQL type "${type}": not used by the Statusengine schema`);
 }
 
-function defineTable(def: TableDefinition): Table {
-  const fail = (detail: string): never => {
-    throw new Error(`Invalid catalogue entry for table "${def.name}": ${detail}`);
-  };
+function defineTable(table: TableName, def: TableDefinition): Table {
+  // The invariants of the entries (noop and partition columns in the key, snapshot orders, the
+  // NULL keepers) are pinned by src/mysql/catalogue_test.ts; only typos are caught here.
+  const names = new Set(def.columns.map(([name]) => name));
+  const indexes = def.indexes ?? [];
+  for (const c of [...(def.keepNull ?? []), ...def.primaryKey, ...indexes.flatMap(([, c]) => c)]) {
+    if (!names.has(c)) throw new Error(`Invalid catalogue entry "${table}": no column "${c}"`);
+  }
   const keepNull = new Set(def.keepNull ?? []);
-  const columns: Column[] = def.columns.map((line, i) => {
-    const [name, type, nullability, extra] = line;
+  const columns: Column[] = def.columns.map(([name, type, nullability, extra], i) => {
     const autoIncrement = extra === "AUTO_INCREMENT";
-    const sqlType = parseSqlType(type);
-    if (keepNull.has(name) && (sqlType.kind !== "string" || nullability !== "NULL")) {
-      fail(`keepNull column "${name}" must be a nullable string column`);
-    }
     return Object.freeze({
       name,
       position: i + 1,
@@ -823,99 +684,56 @@ function defineTable(def: TableDefinition): Table {
       default: autoIncrement || extra === undefined ? null : extra,
       autoIncrement,
       keepsNull: keepNull.has(name),
-      sqlType,
+      sqlType: parseSqlType(type),
     });
   });
-  const names = new Set(columns.map((c) => c.name));
-  if (names.size !== columns.length) fail("duplicate column name");
-  for (const k of keepNull) if (!names.has(k)) fail(`unknown keepNull column "${k}"`);
-  for (const k of def.primaryKey) {
-    if (!names.has(k)) fail(`unknown primary-key column "${k}"`);
-  }
-  for (const [index, cols] of def.indexes) {
-    for (const c of cols) if (!names.has(c)) fail(`index "${index}" names unknown column "${c}"`);
-  }
-  if (def.partitionColumn !== null && !def.primaryKey.includes(def.partitionColumn)) {
-    // MySQL requires the partitioning column in every unique key
-    // (docs/tables.md#shared-table-properties).
-    fail(`partition column "${def.partitionColumn}" is not in the primary key`);
-  }
-  const noopColumn = def.noopColumn ?? null;
-  if ((def.writeMode === "noop_upsert") !== (noopColumn !== null)) {
-    // A no-op table wired without its column must fail here, not silently turn into a
-    // plain INSERT that aborts on the first redelivered row.
-    fail(`a noopColumn is required exactly for write mode "noop_upsert"`);
-  }
-  if (noopColumn !== null && !def.primaryKey.includes(noopColumn)) {
-    fail(`noopColumn "${noopColumn}" is not a primary-key column`);
-  }
-  const batched = BATCHED_WRITE_MODES.includes(def.writeMode);
-  if (batched && def.writeMode !== "insert" && def.primaryKey.length === 0) {
-    fail("an upserted table needs a primary key");
-  }
   const insertColumns = columns.filter((c) => !c.autoIncrement).map((c) => c.name);
   const key = new Set<string>(def.primaryKey);
   const nonKeyColumns = insertColumns.filter((c) => !key.has(c));
+  const noopColumn = def.writeMode === "noop_upsert" ? def.primaryKey[0] ?? null : null;
   let updateColumns: readonly string[] = [];
   if (def.writeMode === "full_upsert" || def.writeMode === "downtime") {
     updateColumns = nonKeyColumns;
   } else if (noopColumn !== null) updateColumns = [noopColumn];
   const leading = def.snapshotOrder ?? [];
-  if ((def.writeMode === "full_upsert") !== (leading.length > 0)) {
-    // A full upsert without an order would let an older snapshot overwrite a newer one.
-    fail(`a snapshotOrder is required exactly for write mode "full_upsert"`);
-  }
-  for (const c of leading) {
-    const column = columns.find((col) => col.name === c);
-    if (column === undefined || key.has(c) || column.nullable) {
-      fail(`snapshotOrder column "${c}" must be a NOT NULL non-key column`);
-    }
-  }
   const snapshotOrder = leading.length === 0
     ? []
     : [...leading, ...nonKeyColumns.filter((c) => !leading.includes(c))];
   const charLimits: Record<string, number> = {};
   for (const c of columns) if (c.sqlType.kind === "string") charLimits[c.name] = c.sqlType.maxChars;
   return Object.freeze({
-    name: def.name as TableName,
+    name: table,
     columns: Object.freeze(columns),
     primaryKey: Object.freeze([...def.primaryKey]),
     indexes: Object.freeze(
-      def.indexes.map(([name, cols]) =>
+      indexes.map(([name, cols]) =>
         Object.freeze({ name, columns: Object.freeze([...cols]), unique: false as const })
       ),
     ),
-    partitionColumn: def.partitionColumn,
+    partitionColumn: def.partitionColumn ?? null,
     writeMode: def.writeMode,
     noopColumn,
     insertColumns: Object.freeze(insertColumns),
-    nonKeyColumns: Object.freeze(nonKeyColumns),
     updateColumns: Object.freeze([...updateColumns]),
     snapshotOrder: Object.freeze(snapshotOrder),
     charLimits: Object.freeze(charLimits),
-    batched,
+    batched: BATCHED_WRITE_MODES.includes(def.writeMode),
   });
 }
 
 /** All 25 tables by name, e.g. `TABLES.statusengine_hostchecks`. */
-export const TABLES: { readonly [N in TableName]: Table } = Object.freeze(
-  Object.fromEntries(DEFINITIONS.map((d) => [d.name, defineTable(d)])) as {
-    [N in TableName]: Table;
-  },
-);
+export const TABLES = Object.freeze(
+  Object.fromEntries(
+    Object.entries(DEFINITIONS).map(([n, d]) => [n, defineTable(n as TableName, d)]),
+  ),
+) as { readonly [N in TableName]: Table };
 
 /** The 25 table names in alphabetical order. */
-export const TABLE_NAMES: readonly TableName[] = Object.freeze(DEFINITIONS.map((d) => d.name));
+export const TABLE_NAMES = Object.freeze(Object.keys(DEFINITIONS)) as readonly TableName[];
 
 /** The 25 tables in alphabetical order. */
 export const ALL_TABLES: readonly Table[] = Object.freeze(TABLE_NAMES.map((n) => TABLES[n]));
 
-/**
- * Tell whether a string names a catalogue table.
- *
- * @param name Any string.
- * @returns `true` if `name` is one of the 25 table names.
- */
 export function isTableName(name: string): name is TableName {
   return Object.hasOwn(TABLES, name);
 }

@@ -1,32 +1,12 @@
 /**
- * The status sweep after a monitoring-core restart (docs/core-restart.md).
- *
- * The core forgets objects removed from its configuration on a restart and re-publishes the
- * status of every object it still has within about a second of its start. Status rows that
- * were not refreshed since the restart therefore belong to removed objects. Deleting them
- * at once, when the restart job arrives, would empty the tables until the re-published
- * status is written (the Statusengine UI then shows nearly empty lists, and services whose
- * host row is gone), so the worker records the restart and sweeps later:
- *
- * 1. The restart instant: the message's positive `timestamp`; else the time the job was
- *    received, less {@link RECEIVE_ALLOWANCE_MS} — unless the job arrived so soon after the
- *    worker started, or after its link was (re)opened, that it may have waited in the queue
- *    meanwhile. Then the instant is unknown and nothing is deleted: any guess could delete
- *    status the core sent after the restart.
- * 2. The sweep waits until both status tables have status of this node re-published since the
- *    restart, and that has held for the settle time, so the re-published status is written.
- *    It learns that from what the status writers of this process committed
- *    ({@link CommittedStatus}), not by reading the tables. Only for a table this process has
- *    not seen re-published (the rows came through another worker process, or the table has no
- *    row of this node) are the tables read, rarely ({@link RestartTiming.tableCheckMs}) and with
- *    a bounded statement.
- * 3. Services first, then hosts without any service row left, each walked along its `node_name`
- *    index a chunk at a time, each chunk's DELETE with both status writers paused: what they hold
- *    is committed first (a held row from before the restart is swept too), and no service row
- *    can ever lose its host row.
- * 4. Then, at the same cutoff, the scheduled downtimes the core did not announce (ADD, LOAD,
- *    START) since the restart: a core without retention drops its downtimes silently. The
- *    scheduled tables are walked along their primary key a chunk at a time, never read whole.
+ * The status sweep after a monitoring-core restart (docs/core-restart.md). The core forgets
+ * removed objects on a restart and re-publishes every other object's status within a second, so
+ * status rows not refreshed since belong to removed objects. Deleting them at once would empty
+ * the tables until the re-published status is written, so the worker records the restart and
+ * sweeps once both status tables show it caught up (docs/core-restart.md#the-rules): status
+ * services first, then the scheduled downtimes the core did not announce since. The status
+ * writers report what they committed to {@link StatusProgress}, which the sweep waits on instead
+ * of scanning the tables.
  *
  * @module
  */
@@ -41,34 +21,80 @@ import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
 import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { type CommittedStatus, STATUS_TABLES, type StatusTable } from "./status_progress.ts";
+import type { Row } from "../events/mod.ts";
 
 const log = getLogger("pipeline");
 
+/** The two tables a core restart cleans, in the order they are swept (services first). */
+export const STATUS_TABLES = ["statusengine_servicestatus", "statusengine_hoststatus"] as const;
+
+export type StatusTable = (typeof STATUS_TABLES)[number];
+
+/** Whether `table` is one of the {@link STATUS_TABLES}. */
+export function isStatusTable(table: string): table is StatusTable {
+  return (STATUS_TABLES as readonly string[]).includes(table);
+}
+
+/** What the sweep asks: the newest status time committed for a node, if any. */
+export interface CommittedStatus {
+  newest(table: StatusTable, nodeName: string): number | undefined;
+}
+
 /**
- * How long a restart message may have travelled from the core to the worker while the worker
- * keeps up. The receive time less this is taken as the restart instant, so that status the
- * core re-published in the second of its start is never older than the cutoff.
+ * The newest committed `status_update_time` per status table and node, fed by the writers. The
+ * times are the rows' own, so "newest ≥ cutoff" is what the tables would answer; several writers
+ * of a table report here, and keeping the maximum needs no order and, on one event loop, no lock.
+ */
+export class StatusProgress implements CommittedStatus {
+  readonly #newest: Record<StatusTable, Map<string, number>> = {
+    statusengine_servicestatus: new Map(),
+    statusengine_hoststatus: new Map(),
+  };
+
+  /**
+   * Record rows the writer of `table` has committed. Call only once MySQL returned the
+   * statement that wrote them: rows still buffered, in flight, or dead-lettered must not count.
+   */
+  committed(table: StatusTable, rows: readonly Row[]): void {
+    const newest = this.#newest[table];
+    for (const row of rows) {
+      const node = row["node_name"];
+      const time = row["status_update_time"];
+      if (typeof node !== "string" || typeof time !== "number" || !Number.isFinite(time)) {
+        continue;
+      }
+      const known = newest.get(node);
+      if (known === undefined || time > known) newest.set(node, time);
+    }
+  }
+
+  newest(table: StatusTable, nodeName: string): number | undefined {
+    return this.#newest[table].get(nodeName);
+  }
+}
+
+/**
+ * How long a restart message may have travelled to the worker. The receive time less this is the
+ * restart instant, so status re-published in the second of the core's start is never older.
  */
 const RECEIVE_ALLOWANCE_MS = 500;
 
 /**
- * Rows one statement of a sweep reads or deletes. On Galera one transaction is one write set,
- * replicated and certified as a whole on every node, and a node applies it before the next: a
- * DELETE of a large node's status rows in one statement would stall every node's writes for
- * as long as it takes (docs/core-restart.md#galera).
+ * Rows one statement of a sweep reads or deletes: on Galera one big DELETE is one write set that
+ * stalls every node's writes while it applies (docs/core-restart.md#galera).
  */
 const SWEEP_CHUNK_ROWS = 1_000;
 
-/** The tables the downtime sweep empties of downtimes the core dropped. */
 const SCHEDULED_DOWNTIME_TABLES = [
   "statusengine_host_scheduleddowntimes",
   "statusengine_service_scheduleddowntimes",
 ] as const;
 type ScheduledDowntimeTable = (typeof SCHEDULED_DOWNTIME_TABLES)[number];
 
-/** When the core last announced each downtime (written by the downtime statements). */
 const ANNOUNCEMENTS = "statusengine_downtime_announcements";
+
+/** A WHERE condition and its values. */
+type Condition = { readonly sql: string; readonly values: readonly unknown[] };
 
 /** What the cleaner needs of a status table's writer. */
 export interface PausableWriter {
@@ -76,15 +102,13 @@ export interface PausableWriter {
   withPaused<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T>;
 }
 
-/** The clock of the sweep; tests drive it by hand. */
+/** The clock of the sweep (epoch milliseconds); tests drive it by hand. */
 export interface RestartClock {
-  /** Epoch milliseconds. */
   nowMs(): number;
-  /** Resolve after `ms` (or reject when `signal` aborts). */
+  /** Rejects when `signal` aborts. */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
 }
 
-/** The worker's clock. */
 const SYSTEM_CLOCK: RestartClock = {
   nowMs: () => Date.now(),
   sleep: (ms, signal) => delay(ms, { signal }),
@@ -92,34 +116,24 @@ const SYSTEM_CLOCK: RestartClock = {
 
 /** When the sweep runs; the defaults suit a production core (docs/core-restart.md). */
 export interface RestartTiming {
-  /**
-   * How long the tables must show the worker caught up past the restart before the sweep:
-   * the core re-publishes every object within about a second of its start.
-   */
+  /** How long the tables must show the worker caught up past the restart before the sweep. */
   readonly settleMs: number;
-  /**
-   * Sweep anyway this long after the restart was recorded (a table whose every object was
-   * removed never shows a refreshed row).
-   */
+  /** Sweep anyway this long after (a table whose every object was removed never refreshes). */
   readonly maxWaitMs: number;
   /** How often the sweep looks whether the status was re-published (in memory, no SQL). */
   readonly pollMs: number;
   /**
-   * For a table whose re-published status the writers of this process have not committed: how
-   * long after the restart was recorded, and then how often, the table itself is read. Another
-   * worker process of the node may have written the status, or the table may have no row of
-   * this node (nothing to wait for); a read that cannot rely on an index is kept rare.
+   * For a table whose re-published status this process's writers have not committed (another
+   * process wrote it, or the node has no row there): when, and how often, the table is read.
    */
   readonly tableCheckMs: number;
   /**
-   * A restart job without a timestamp received this soon after the worker started, or after
-   * the link that delivered it was (re)opened, may have waited in the queue while no link was
-   * up: its restart instant is unknown.
+   * A restart job without a timestamp received this soon after the worker or its link started
+   * may have waited in the queue: its restart instant is unknown.
    */
   readonly startupWindowMs: number;
 }
 
-/** The defaults of {@link RestartTiming}. */
 const DEFAULT_RESTART_TIMING: RestartTiming = {
   settleMs: 10_000,
   maxWaitMs: 5 * 60_000,
@@ -133,16 +147,11 @@ export interface StatusCleanerOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
   readonly nodeName: string;
-  /**
-   * openITCOCKPIT mode: delete rows whose object is missing or disabled there
-   * (docs/tables.md#core-restart-queue).
-   */
+  /** Delete rows whose object is missing or disabled in openITCOCKPIT. */
   readonly openItcockpit: boolean;
   /** `--status-max-age` in seconds, 0 = off: re-published status older than it is discarded. */
   readonly statusMaxAgeSeconds: number;
-  /** The writers of the two status tables. */
   readonly writers: Readonly<Record<StatusTable, PausableWriter>>;
-  /** What those writers committed, reported after each commit. */
   readonly committed: CommittedStatus;
   readonly metrics?: Metrics;
   readonly clock?: RestartClock;
@@ -151,22 +160,19 @@ export interface StatusCleanerOptions {
   readonly sweepChunkRows?: number;
 }
 
-/** A restart job as the handler hands it over. */
+/** A restart job as the handler hands it over (epoch seconds and milliseconds). */
 export interface RestartJob {
-  /** The message's positive `timestamp` in epoch seconds, or null when it carried none. */
+  /** The message's positive `timestamp`, or null when it carried none. */
   readonly messageSeconds: number | null;
-  /** When the job was received, epoch milliseconds. */
   readonly receivedAtMs: number;
-  /** When the link that delivered it was opened, epoch milliseconds; null when unknown. */
+  /** When the link that delivered it was opened; null when unknown. */
   readonly linkOpenedAtMs: number | null;
 }
 
-/** A recorded restart waiting for its sweep. */
+/** A recorded restart waiting for its sweep: rows updated before `cutoff` (epoch s) are stale. */
 interface PendingSweep {
-  /** Rows of this node with `status_update_time` below it are stale. Epoch seconds. */
   readonly cutoff: number;
   readonly source: "message" | "receive_time";
-  /** When the restart was recorded (clock milliseconds). */
   readonly recordedAtMs: number;
 }
 
@@ -175,7 +181,6 @@ class Republished {
   readonly cutoff: number;
   /** Tables known to hold status re-published since the restart (it stays so). */
   readonly confirmed = new Set<StatusTable>();
-  /** When a table may be read next (clock milliseconds). */
   nextTableCheckMs: number;
 
   constructor(pending: PendingSweep, tableCheckMs: number) {
@@ -190,24 +195,22 @@ export class StatusCleaner {
   readonly #clock: RestartClock;
   readonly #timing: RestartTiming;
   readonly #startedAtMs: number;
+  readonly #chunk: number;
   readonly #stop = new AbortController();
   #pending: PendingSweep | undefined;
   #running: Promise<void> | undefined;
 
-  /** @param options Executor, availability, node, mode, the status writers and the clock. */
   constructor(options: StatusCleanerOptions) {
     this.#o = options;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
     this.#timing = { ...DEFAULT_RESTART_TIMING, ...options.timing };
     this.#startedAtMs = this.#clock.nowMs();
+    this.#chunk = options.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
   }
 
   /**
-   * Handle a restart job: record it for a later sweep (the job can be acknowledged at once),
-   * or in openITCOCKPIT mode delete the rows of objects missing there.
-   *
-   * @param restart The message's timestamp and the job's receive time.
-   * @param signal Ends holding while MySQL is unavailable (openITCOCKPIT mode only).
+   * Record a restart for a later sweep (the job can be acknowledged at once), or in
+   * openITCOCKPIT mode delete the rows of objects missing there (`signal` ends the wait for MySQL).
    */
   async onRestart(restart: RestartJob, signal: AbortSignal): Promise<void> {
     const o = this.#o;
@@ -216,10 +219,17 @@ export class StatusCleaner {
         node_name: o.nodeName,
         mode: "openitcockpit",
       });
-      await this.#delete(
-        STATUS_TABLES.map((t) => openItcockpitStatement(t)),
-        signal,
-      );
+      // Both status writers paused, services first (bounded write sets, SWEEP_CHUNK_ROWS).
+      await this.#paused(async () => {
+        for (const s of STATUS_TABLES.map(openItcockpitStatement)) {
+          const rows = await this.#deleteInChunks(s.table, s.sql, s.values, signal);
+          log.info("pipeline: stale status rows deleted", {
+            table: s.table,
+            node_name: o.nodeName,
+            rows,
+          });
+        }
+      }, signal);
       return;
     }
     const nowMs = this.#clock.nowMs();
@@ -268,11 +278,7 @@ export class StatusCleaner {
     });
   }
 
-  /**
-   * Settles when no sweep is pending or running (tests).
-   *
-   * @returns Settles after the last recorded restart was swept (or dropped at close).
-   */
+  /** Settles when no sweep is pending or running (tests). */
   async idle(): Promise<void> {
     while (this.#running !== undefined) await this.#running;
   }
@@ -387,43 +393,29 @@ export class StatusCleaner {
   ): Promise<boolean> {
     const o = this.#o;
     const t = quoteIdentifier(table);
-    const result = await runWithRetry(
-      () =>
-        o.executor.run(
-          `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ? ` +
-            `AND \`status_update_time\` >= ?) THEN 1 ` +
-            `WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ?) THEN 0 ELSE 1 END ` +
-            `AS \`republished\``,
-          [o.nodeName, cutoff, o.nodeName],
-        ),
-      this.#retry(table, signal),
+    const result = await this.#sql(
+      table,
+      `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ? ` +
+        `AND \`status_update_time\` >= ?) THEN 1 ` +
+        `WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ?) THEN 0 ELSE 1 END ` +
+        `AS \`republished\``,
+      [o.nodeName, cutoff, o.nodeName],
+      signal,
     );
     return Number(result.rows[0]?.["republished"] ?? 0) === 1;
   }
 
   /**
-   * Delete this node's status rows not refreshed since `cutoff`, services first. Each table is
-   * walked along its `node_name` index (which InnoDB extends by the primary key): one statement
-   * reads the next chunk's keys of this node, one deletes the stale rows of that key range with
-   * both status writers paused. No statement touches more than a chunk of rows whatever the size
-   * of the table or the node, and the writers are paused for one chunk's DELETE at a time, not
-   * for the whole sweep (docs/core-restart.md#bounded).
+   * Delete this node's status rows not refreshed since `cutoff`, services first, each table
+   * walked along its `node_name` index with both status writers paused for one chunk's DELETE at
+   * a time, not for the whole sweep (docs/core-restart.md#bounded).
    */
   async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    const chunk = o.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
-    const run = (table: string, sql: string, values: readonly unknown[]) =>
-      runWithRetry(() => o.executor.run(sql, values), this.#retry(table, signal));
-    const paused = <T>(fn: () => Promise<T>) =>
-      o.writers.statusengine_servicestatus.withPaused(
-        () => o.writers.statusengine_hoststatus.withPaused(fn, signal),
-        signal,
-      );
+    const chunk = this.#chunk;
     // Services first: a host row goes only once none of its services is left.
     for (const table of STATUS_TABLES) {
-      const key = TABLES[table].primaryKey;
       const t = quoteIdentifier(table);
-      const columns = key.map(quoteIdentifier).join(", ");
       // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
       // LIMIT and filter the node on the way: from the start of the table for the first chunk.
       const indexed = await this.#hasNodeIndex(table, signal);
@@ -438,154 +430,171 @@ export class StatusCleaner {
           },
         );
       }
-      let after: readonly unknown[] | undefined;
-      let rows = 0;
-      for (;;) {
-        const from = after === undefined ? undefined : keyBound(key, "", ">", after);
-        const where = [...(indexed ? ["`node_name` = ?"] : []), ...(from ? [from.sql] : [])];
-        const read = await run(
-          table,
-          `SELECT ${columns} FROM ${t}${indexed ? " FORCE INDEX (`node_name`)" : ""}` +
-            `${where.length === 0 ? "" : ` WHERE ${where.join(" AND ")}`} ` +
-            `ORDER BY ${columns} LIMIT ${chunk}`,
-          [...(indexed ? [o.nodeName] : []), ...(from?.values ?? [])],
-        );
-        const last = read.rows.at(-1);
-        if (last === undefined) break;
+      const stale = sweepStatement(table, cutoff, o.nodeName);
+      const rows = await this.#walk(
+        table,
+        "",
+        indexed ? `${t} FORCE INDEX (\`node_name\`)` : t,
+        indexed ? [{ sql: "`node_name` = ?", values: [o.nodeName] }] : [],
         // The chunk's first and last key: a range of either index that holds no other rows of
         // the node, whatever the other nodes' keys in between.
-        const first = read.rows[0] ?? last;
-        const fromFirst = keyBound(key, "", ">=", key.map((c) => first[c]));
-        const upTo = keyBound(key, "", "<=", key.map((c) => last[c]));
-        const stale = sweepStatement(table, cutoff, o.nodeName);
-        const range = {
-          sql: `${fromFirst.sql} AND ${upTo.sql}`,
-          values: [...fromFirst.values, ...upTo.values],
-        };
-        const result = await paused(() =>
-          run(table, `${stale.sql} AND ${range.sql} LIMIT ${chunk}`, [
-            ...stale.values,
-            ...range.values,
-          ])
-        );
-        rows += result.affectedRows;
-        if (read.rows.length < chunk) break;
-        after = key.map((c) => last[c]);
-      }
+        false,
+        async (range) =>
+          (await this.#paused(
+            () =>
+              this.#sql(table, `${stale.sql} AND ${range.sql} LIMIT ${chunk}`, [
+                ...stale.values,
+                ...range.values,
+              ], signal),
+            signal,
+          )).affectedRows,
+        signal,
+      );
       log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
     }
   }
 
+  /**
+   * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
+   * chunk's keys from `source` under `where`, then `remove` the stale rows of the chunk's key
+   * range: from its first key, or `gapless` from after the previous chunk's last, to its last.
+   * No statement touches more than a chunk of rows whatever the table's size.
+   *
+   * @returns The rows removed.
+   */
+  async #walk(
+    table: StatusTable | ScheduledDowntimeTable,
+    alias: string,
+    source: string,
+    where: readonly Condition[],
+    gapless: boolean,
+    remove: (range: Condition) => Promise<number>,
+    signal: AbortSignal,
+  ): Promise<number> {
+    const chunk = this.#chunk;
+    const key = TABLES[table].primaryKey;
+    const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
+    const keyOf = (row: Record<string, unknown>) => key.map((c) => row[c]);
+    let after: readonly unknown[] | undefined;
+    let rows = 0;
+    for (;;) {
+      const from = after === undefined ? undefined : keyBound(key, alias, ">", after);
+      const conditions = from === undefined ? where : [...where, from];
+      const read = await this.#sql(
+        table,
+        `SELECT ${columns} FROM ${source}` +
+          `${
+            conditions.length === 0 ? "" : ` WHERE ${conditions.map((c) => c.sql).join(" AND ")}`
+          } ` +
+          `ORDER BY ${columns} LIMIT ${chunk}`,
+        conditions.flatMap((c) => c.values),
+        signal,
+      );
+      const last = read.rows.at(-1);
+      if (last === undefined) break;
+      const lower = gapless ? from : keyBound(key, alias, ">=", keyOf(read.rows[0] ?? last));
+      const bounds = [lower, keyBound(key, alias, "<=", keyOf(last))].filter((b) =>
+        b !== undefined
+      );
+      rows += await remove({
+        sql: bounds.map((b) => b.sql).join(" AND "),
+        values: bounds.flatMap((b) => b.values),
+      });
+      if (read.rows.length < chunk) break;
+      after = keyOf(last);
+    }
+    return rows;
+  }
+
   /** Whether `table` has the `node_name` index the worker creates (an older database may not). */
   async #hasNodeIndex(table: StatusTable, signal: AbortSignal): Promise<boolean> {
-    const result = await runWithRetry(
-      () =>
-        this.#o.executor.run(
-          "SELECT COUNT(*) AS `n` FROM information_schema.STATISTICS WHERE " +
-            "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = 'node_name' " +
-            "AND SEQ_IN_INDEX = 1 AND COLUMN_NAME = 'node_name'",
-          [table],
-        ),
-      this.#retry(table, signal),
+    const result = await this.#sql(
+      table,
+      "SELECT COUNT(*) AS `n` FROM information_schema.STATISTICS WHERE " +
+        "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = 'node_name' " +
+        "AND SEQ_IN_INDEX = 1 AND COLUMN_NAME = 'node_name'",
+      [table],
+      signal,
     );
     return Number(result.rows[0]?.["n"] ?? 0) > 0;
   }
 
-  /**
-   * Run the statements (one per table, services first) with both status writers paused, each
-   * a chunk of rows at a time until it deletes fewer (bounded write sets, {@link SWEEP_CHUNK_ROWS}).
-   */
-  async #delete(statements: readonly SweepStatement[], signal: AbortSignal): Promise<void> {
-    const o = this.#o;
-    const chunk = o.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
-    const run = async () => {
-      for (const s of statements) {
-        let rows = 0;
-        for (;;) {
-          const result = await runWithRetry(
-            () => o.executor.run(`${s.sql} LIMIT ${chunk}`, s.values),
-            this.#retry(s.table, signal),
-          );
-          rows += result.affectedRows;
-          if (result.affectedRows < chunk) break;
-        }
-        log.info("pipeline: stale status rows deleted", {
-          table: s.table,
-          node_name: o.nodeName,
-          rows,
-        });
-      }
-    };
-    await o.writers.statusengine_servicestatus.withPaused(
-      () => o.writers.statusengine_hoststatus.withPaused(run, signal),
+  /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
+  async #deleteInChunks(
+    table: string,
+    sql: string,
+    values: readonly unknown[],
+    signal: AbortSignal,
+  ): Promise<number> {
+    let rows = 0;
+    for (;;) {
+      const { affectedRows } = await this.#sql(
+        table,
+        `${sql} LIMIT ${this.#chunk}`,
+        values,
+        signal,
+      );
+      rows += affectedRows;
+      if (affectedRows < this.#chunk) return rows;
+    }
+  }
+
+  /** Run `fn` with both status writers paused: what they hold is committed first. */
+  #paused<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    const { writers } = this.#o;
+    return writers.statusengine_servicestatus.withPaused(
+      () => writers.statusengine_hoststatus.withPaused(fn, signal),
       signal,
     );
   }
 
   /**
-   * Delete this node's scheduled downtimes not announced since the restart, then the node's
-   * announcements older than it (they can no longer keep a row). Each table is walked along its
-   * primary key: one statement reads the next chunk's keys, one deletes the stale rows of that
-   * key range, so no statement touches more than a chunk of rows whatever the table's size. Safe
-   * against the downtime statements running meanwhile: they record the announcement before they
-   * write the scheduled row, so a row that an announcement since the restart keeps is either not
-   * deleted or written again right after (docs/core-restart.md#scheduled-downtimes).
+   * Delete this node's scheduled downtimes not announced since the restart, each table walked
+   * along its primary key, then the node's announcements older than it (they can no longer keep a
+   * row). Safe against the downtime statements running meanwhile: they record the announcement
+   * before they write the scheduled row (docs/core-restart.md#scheduled-downtimes).
    */
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    const chunk = o.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
-    const run = (table: string, sql: string, values: readonly unknown[]) =>
-      runWithRetry(() => o.executor.run(sql, values), this.#retry(table, signal));
     for (const table of SCHEDULED_DOWNTIME_TABLES) {
-      const key = TABLES[table].primaryKey;
-      const columns = key.map(quoteIdentifier).join(", ");
-      let after: readonly unknown[] | undefined;
-      let deleted = 0;
-      for (;;) {
-        const from = after === undefined ? undefined : keyBound(key, "s.", ">", after);
-        const read = await run(
-          table,
-          `SELECT ${key.map((c) => `s.${quoteIdentifier(c)}`).join(", ")} FROM ` +
-            `${quoteIdentifier(table)} s${from === undefined ? "" : ` WHERE ${from.sql}`} ` +
-            `ORDER BY ${columns} LIMIT ${chunk}`,
-          from?.values ?? [],
-        );
-        const last = read.rows.at(-1);
-        if (last === undefined) break;
-        const upTo = keyBound(key, "s.", "<=", key.map((c) => last[c]));
-        const stale = staleDowntimesStatement(table, o.nodeName, cutoff);
-        const range = from === undefined ? upTo : {
-          sql: `${from.sql} AND ${upTo.sql}`,
-          values: [...from.values, ...upTo.values],
-        };
-        const result = await run(table, `${stale.sql} AND ${range.sql}`, [
-          ...stale.values,
-          ...range.values,
-        ]);
-        deleted += result.affectedRows;
-        if (read.rows.length < chunk) break;
-        after = key.map((c) => last[c]);
-      }
+      const stale = staleDowntimesStatement(table, o.nodeName, cutoff);
+      const rows = await this.#walk(
+        table,
+        "s.",
+        `${quoteIdentifier(table)} s`,
+        [],
+        true,
+        async (range) =>
+          (await this.#sql(table, `${stale.sql} AND ${range.sql}`, [
+            ...stale.values,
+            ...range.values,
+          ], signal)).affectedRows,
+        signal,
+      );
       log.info("pipeline: scheduled downtimes the core no longer has deleted", {
         table,
         node_name: o.nodeName,
         cutoff,
-        rows: deleted,
+        rows,
       });
     }
-    for (;;) {
-      const pruned = await run(
-        ANNOUNCEMENTS,
-        `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
-          `AND \`announced_at\` < ? LIMIT ${chunk}`,
-        [o.nodeName, cutoff],
-      );
-      if (pruned.affectedRows < chunk) break;
-    }
+    await this.#deleteInChunks(
+      ANNOUNCEMENTS,
+      `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
+        "AND `announced_at` < ?",
+      [o.nodeName, cutoff],
+      signal,
+    );
   }
 
-  #retry(table: string, signal: AbortSignal) {
-    return { table, availability: this.#o.availability, signal, metrics: this.#o.metrics };
+  /** One statement, retried while MySQL is unavailable. */
+  #sql(table: string, sql: string, values: readonly unknown[], signal: AbortSignal) {
+    return runWithRetry(() => this.#o.executor.run(sql, values), {
+      table,
+      availability: this.#o.availability,
+      signal,
+      metrics: this.#o.metrics,
+    });
   }
 }
 
@@ -593,19 +602,13 @@ export class StatusCleaner {
  * A cleanup statement and the table it deletes from: a single-table DELETE, so that the sweep
  * can add a LIMIT (a multi-table DELETE takes none).
  */
-export interface SweepStatement extends BuiltStatement {
+interface SweepStatement extends BuiltStatement {
   readonly table: StatusTable;
 }
 
 /**
- * The sweep of one status table after a core restart: this node's rows not refreshed since
- * the restart. A host row goes only once no service row of that host is left, so a service
- * row never outlives its host row (the UI joins services on their host's status).
- *
- * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
- * @param cutoff Epoch seconds; rows updated before it are stale.
- * @param nodeName The worker's node.
- * @returns The statement.
+ * This node's rows of a status table not refreshed since `cutoff` (epoch seconds). A host row goes
+ * only once no service row of that host is left (the UI joins services on their host's status).
  */
 function sweepStatement(
   table: StatusTable,
@@ -632,11 +635,7 @@ function sweepStatement(
 
 /**
  * The openITCOCKPIT-mode cleanup of one status table (docs/tables.md#core-restart-queue): rows
- * whose object is missing or disabled in openITCOCKPIT's own tables, whatever their node or age; a
- * service row also when its host is.
- *
- * @param table `statusengine_hoststatus` or `statusengine_servicestatus`.
- * @returns The statement.
+ * whose object is missing or disabled in openITCOCKPIT's own tables, whatever their node or age.
  */
 function openItcockpitStatement(table: StatusTable): SweepStatement {
   // NOT EXISTS rather than NOT IN: a NULL uuid in hosts/services would make
@@ -664,13 +663,8 @@ function openItcockpitStatement(table: StatusTable): SweepStatement {
 
 /**
  * The rows of a scheduled-downtime table (alias `s`) of one node whose downtime was not announced
- * at or after `cutoff`: no announcement at all (written before the worker kept them, or announced
- * only before it was pruned), or an older one. Callers add the key range of their chunk.
- *
- * @param table A scheduled-downtime table.
- * @param nodeName The worker's node.
- * @param cutoff The restart instant, epoch seconds.
- * @returns The DELETE up to its trailing `AND` of the key range.
+ * at or after `cutoff`: no announcement at all (written before the worker kept them, or pruned),
+ * or an older one. Callers add `AND` the key range of their chunk.
  */
 function staleDowntimesStatement(
   table: ScheduledDowntimeTable,

@@ -1,37 +1,12 @@
 /**
  * A lease in a row of `statusengine_worker_leases`: the election of the one worker that may
- * consume the in-order queues of a node, cluster-wide (docs/downtimes.md#galera).
- *
- * `GET_LOCK` is local to one server, and a Galera cluster does not replicate it: two workers on
- * two nodes both held the same named lock. A row of an InnoDB table is replicated, and every
- * UPDATE of it is certified against the others: of two workers that change the row at the same
- * time through two nodes, one commits and the other fails (error 1213), as on one server the
- * row lock makes the second UPDATE see the first one's result. Every decision below is such an
- * UPDATE whose WHERE names what its writer last saw, and its affected-row count says whether it
- * won (mysql2 sets CLIENT_FOUND_ROWS: a matched row counts 1).
- *
- * - The holder renews every `pollMs`: `renewals = renewals + 1 WHERE holder = me`. 1 row: still
- *   its own. 0 rows: another worker took it over ({@link LeaseOptions.onLost}).
- * - A waiting worker reads the row every `pollMs`. A free row (`holder = ''`, released by a
- *   holder that stopped) is taken at once; a held one only after its `(holder, renewals)` stayed
- *   the same for `termMs` of the waiting worker's own clock, with an UPDATE conditional on that
- *   pair (a renewal in between makes it match nothing, or fail certification). No clock is
- *   compared across machines.
- * - Why the two never overlap: a holder's renewal sent at its time t commits after t; a waiting
- *   worker that read that renewal's count starts its `termMs` after reading it, so it takes the
- *   lease at the earliest t + `termMs`. The holder therefore counts on the lease only until
- *   t + `termMs` − `drainMs` − 2 × `pollMs` ({@link Lease.valid}): by then it has stopped
- *   admitting jobs and drained the one in flight.
- * - A renewal that fails (connection lost, query timed out, a certification conflict) proves
- *   nothing: the holder admits no new job ({@link LeaseOptions.onSuspect}) and renews on a new
- *   connection at once and then every poll. A renewal that succeeds in time gives the queues back
- *   ({@link LeaseOptions.onRegained}); the job in flight kept its place. When its validity runs
- *   out first, it stops consuming ({@link LeaseOptions.onLost}, the job goes back to the broker)
- *   and waits like any other worker; the row still names it, so once the database answers it
- *   takes its own lease back at once, unless another worker took it meanwhile.
- * - On Galera a take-over also orders the new holder after the old one: a node commits write
- *   sets in the cluster's order, so once the take-over's UPDATE returned, the new holder's node
- *   has applied every write the old holder committed before it.
+ * consume the in-order queues of a node, cluster-wide. `GET_LOCK` is local to one Galera node;
+ * a row is replicated and every UPDATE of it certified, so each decision below is an UPDATE whose
+ * WHERE names what its writer last saw, and its affected-row count says whether it won. The
+ * holder renews every poll; a waiting worker takes a free row at once and a held one only after
+ * its `(holder, renewals)` stayed the same for the term of its own clock; the holder counts on the
+ * lease only until a renewal's send time + term − drain − 2 polls ({@link Lease.valid}). Why the
+ * two never overlap, and what a failed renewal does: docs/downtimes.md#galera.
  *
  * @module
  */
@@ -47,11 +22,7 @@ const TABLE = "statusengine_worker_leases";
 
 /**
  * Open a lease's dedicated connection (never a pooled one: its queries must not wait behind the
- * writers'). No probe: the first query is the probe.
- *
- * @param options Connection options from the URL (the host in use).
- * @param connectTimeoutMs Bound on connecting.
- * @returns The connection; the lease closes it.
+ * writers'). No probe: the first query is the probe. The lease closes it.
  */
 export function openLeaseConnection(
   options: MysqlUrlOptions,
@@ -61,14 +32,9 @@ export function openLeaseConnection(
 }
 
 /**
- * How long a holder that renews every `pollMs` and drains within `drainMs` may stay silent
- * before another worker takes its lease: 13 polls of failed renewals survived (a MySQL restart
- * of several seconds keeps a lone worker's job in flight and its place), plus the drain and
- * the two polls in which the holder notices and stops.
- *
- * @param pollMs Renewal and read interval.
- * @param drainMs Time the holder needs to stop applying (the in-order consumer's drain).
- * @returns Milliseconds.
+ * How long a holder may stay silent before another worker takes its lease: 13 polls of failed
+ * renewals survived (a MySQL restart of several seconds keeps a lone worker's job in flight and
+ * its place), plus the drain and the two polls in which the holder notices and stops.
  */
 export function leaseTermMs(pollMs: number, drainMs: number): number {
   return 15 * pollMs + drainMs;
@@ -76,17 +42,16 @@ export function leaseTermMs(pollMs: number, drainMs: number): number {
 
 /** Options of {@link Lease}. */
 export interface LeaseOptions {
-  /** Opens the dedicated connection (to the MySQL host in use). */
   readonly connect: () => Promise<MysqlConnection>;
-  /** Lease name (the row's key), at most 255 characters. */
+  /** The row's key, at most 255 characters. */
   readonly name: string;
   /** This worker, unique among all workers and their restarts (host, pid, random). */
   readonly holder: string;
   /** Interval of renewals and reads, and the bound of each query. */
   readonly pollMs: number;
-  /** Silence after which a waiting worker takes the lease ({@link leaseTermMs}). */
+  /** {@link leaseTermMs}. */
   readonly termMs: number;
-  /** Time the holder needs to stop applying once it decides to (part of the term). */
+  /** Time the holder needs to stop applying once it decides to. */
   readonly drainMs: number;
   /** The lease is ours. A rejection is logged; it is called again next poll. */
   readonly onHeld: () => Promise<void>;
@@ -125,7 +90,6 @@ export class Lease {
   #active = false;
   #suspect = false;
 
-  /** @param options Connection, name, holder, timing and callbacks. */
   constructor(options: LeaseOptions) {
     if (options.termMs - options.drainMs - 2 * options.pollMs <= options.pollMs) {
       throw new RangeError("lease term too short for its poll interval and drain");
@@ -148,7 +112,6 @@ export class Lease {
     return this.#validUntil !== undefined && performance.now() < this.#validUntil;
   }
 
-  /** Start competing for the lease. */
   start(): void {
     this.#o.heldGauge?.set(0);
     this.#loop ??= this.#run();
@@ -184,7 +147,7 @@ export class Lease {
     }
   }
 
-  /** An UPDATE of the row; true when it matched (the change is ours). */
+  /** An UPDATE of the row; true when it matched (mysql2 sets CLIENT_FOUND_ROWS). */
   async #update(set: string, where: string, values: unknown[]): Promise<boolean> {
     const result = await this.#query(
       `UPDATE ${TABLE} SET ${set}, renewals = renewals + 1, renewed_at = UNIX_TIMESTAMP() ` +
@@ -240,18 +203,14 @@ export class Lease {
     const free = row.holder === "" || row.holder === o.holder;
     if (!free && now - since < o.termMs) return;
     const sent = performance.now();
-    if (
-      !(await this.#update("holder = ?", "holder = ? AND renewals = ?", [
-        o.holder,
-        o.name,
-        row.holder,
-        row.renewals,
-      ]))
-    ) {
-      this.#seen = undefined;
-      return;
-    }
+    const won = await this.#update("holder = ?", "holder = ? AND renewals = ?", [
+      o.holder,
+      o.name,
+      row.holder,
+      row.renewals,
+    ]);
     this.#seen = undefined;
+    if (!won) return;
     this.#validUntil = this.#validity(sent);
     if (free) {
       log.info("db: in-order lease taken", { lease: o.name, holder: o.holder });
@@ -266,11 +225,7 @@ export class Lease {
     }
   }
 
-  /**
-   * One renewal of a holder.
-   *
-   * @returns True to try again at once (the first renewal after one failed).
-   */
+  /** One renewal of a holder; true to try again at once (the first after one failed). */
   async #renew(): Promise<boolean> {
     const o = this.#o;
     if (!this.valid) {

@@ -43,14 +43,16 @@ export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";
 export { MysqlHosts } from "./failover.ts";
-export { type RestartClock, type RestartTiming, StatusCleaner } from "./core_restart.ts";
 export {
   type CommittedStatus,
   isStatusTable,
+  type RestartClock,
+  type RestartTiming,
   STATUS_TABLES,
+  StatusCleaner,
   StatusProgress,
   type StatusTable,
-} from "./status_progress.ts";
+} from "./core_restart.ts";
 export { JobTracker } from "./job_tracker.ts";
 export {
   CleanupSession,

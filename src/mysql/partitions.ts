@@ -1,13 +1,9 @@
 /**
- * Weekly partition maintenance of the partitioned history tables (docs/retention.md), as pure
- * planning: what `cleanup` adds ahead, what it drops, where it still has to DELETE, and how
- * the explicit repair splits a `p_max` that already holds rows, as pure functions that can be
- * tested without a server; then {@linkcode CleanupSession}, the one connection of a `cleanup`
- * run, with the statements that read a table's layout and carry a plan out.
- *
- * The layout is the one `schema` creates (src/mysql/ddl.ts): `PARTITION BY RANGE (<time column>
- * DIV 86400)`, one partition per ISO week named `p_<isoyear>_<isoweek>` whose bound is the day
- * number of the following Monday, then `p_max VALUES LESS THAN MAXVALUE`.
+ * Weekly partition maintenance of the partitioned history tables (docs/retention.md): pure
+ * planning (what `cleanup` adds ahead, drops, still has to DELETE, and how the repair splits a
+ * `p_max` that holds rows), then {@linkcode CleanupSession}, the one connection of a `cleanup`
+ * run, which reads a table's layout and carries a plan out. The layout is the one `schema`
+ * creates (src/mysql/ddl.ts).
  *
  * @module
  */
@@ -19,60 +15,48 @@ import {
   type MysqlConnection,
   unlessAborted,
 } from "./connect.ts";
-import { INITIAL_WEEKLY_PARTITIONS, isoWeekOfDay, quoteIdentifier } from "./ddl.ts";
+import {
+  INITIAL_WEEKLY_PARTITIONS,
+  mondayOf,
+  quoteIdentifier,
+  SECONDS_PER_DAY,
+  type WeeklyPartition,
+  weekName,
+} from "./ddl.ts";
 import { describePartitioning, samePartitioning } from "./schema.ts";
 import { type TableName, TABLES } from "./catalogue.ts";
 import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
-/** Seconds per partitioning day (`<time> DIV 86400`). */
-const SECONDS_PER_DAY = 86_400;
-
 /**
- * Weeks laid out after every run: the current ISO week and the next four, the same layout a
- * new table gets from `schema`, so a table is never less than four weeks ahead of today and
- * no row of the coming weeks has to wait in `p_max`.
- */
-const WEEKS_LAID_OUT = INITIAL_WEEKLY_PARTITIONS;
-
-/**
- * The fewest weeks one repair step splits off `p_max`. A step takes half of the weeks still
- * to lay out but at least this many: every step copies what is left in `p_max`, so halving
- * copies each row about twice in all, while a small floor keeps the number of steps (and
- * table locks) low for a short repair.
+ * The fewest weeks one repair step splits off `p_max`, which keeps the steps (and table locks)
+ * few for a short repair; a step takes half of what is left: every step copies what is left in
+ * `p_max`, so halving copies each row about twice in all.
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
-/** One row of `information_schema.PARTITIONS` of one table. */
+/** One row of `information_schema.PARTITIONS` of one table; `name` null when unpartitioned. */
 export interface PartitionInfo {
-  /** `PARTITION_NAME`; null for an unpartitioned table. */
   readonly name: string | null;
-  /** `PARTITION_METHOD` (`RANGE` …); null for an unpartitioned table. */
   readonly method: string | null;
-  /** `PARTITION_EXPRESSION`. */
   readonly expression: string | null;
-  /** `PARTITION_DESCRIPTION`: the bound, `MAXVALUE` for the last range partition. */
+  /** The bound, `MAXVALUE` for the last range partition. */
   readonly description: string | null;
-  /** `PARTITION_ORDINAL_POSITION`. */
   readonly ordinal: number | null;
   /** `TABLE_ROWS`: the engine's estimate, not a count. */
   readonly rowsEstimate: number;
 }
 
 /** A range partition with a numeric bound: holds day numbers below `lessThan`. */
-export interface BoundedPartition {
-  readonly name: string;
-  /** Day number (days since 1970-01-01 UTC) the partition's range ends before. */
-  readonly lessThan: number;
-  /** Estimated rows (`TABLE_ROWS`). */
+export interface BoundedPartition extends WeeklyPartition {
   readonly rowsEstimate: number;
 }
 
 /** The weekly layout of one table as `schema` creates it. */
 export interface WeeklyLayout {
-  /** Bounded partitions in ascending order (usually one per ISO week). */
+  /** In ascending order (usually one per ISO week). */
   readonly bounded: readonly BoundedPartition[];
-  /** The `MAXVALUE` partition (normally `p_max`), or null when the table has none. */
+  /** The `MAXVALUE` partition (normally `p_max`). */
   readonly max: { readonly name: string; readonly rowsEstimate: number } | null;
 }
 
@@ -84,12 +68,8 @@ export type TableLayout =
   | { readonly kind: "other"; readonly description: string };
 
 /**
- * Classify a table's partitions.
- *
- * @param rows The table's rows of `information_schema.PARTITIONS` (any order).
- * @param column The retention column; the layout must be `RANGE (<column> DIV 86400)`.
- * @returns The layout; `weekly` only for a RANGE on `<column> DIV 86400` with numeric bounds
- *   and at most a final `MAXVALUE` partition.
+ * Classify a table's partitions (rows in any order): `weekly` only for a RANGE on `<column> DIV
+ * 86400` with numeric bounds and at most a final `MAXVALUE` partition.
  */
 export function classifyLayout(rows: readonly PartitionInfo[], column: string): TableLayout {
   const partitions = rows.filter((r) => r.name !== null).sort((a, b) =>
@@ -124,57 +104,24 @@ export function classifyLayout(rows: readonly PartitionInfo[], column: string): 
   return { kind: "weekly", layout: { bounded, max } };
 }
 
-function floorMod(a: number, n: number): number {
-  return ((a % n) + n) % n;
-}
-
-/**
- * The Monday (day number) of the ISO week containing a day.
- *
- * @param day Day number.
- * @returns Day number of that week's Monday.
- */
-export function mondayOf(day: number): number {
-  return day - floorMod(day + 3, 7);
-}
-
-/**
- * Day number of an instant (UTC days, as `<time> DIV 86400` computes them).
- *
- * @param now An instant.
- * @returns Whole days since 1970-01-01 UTC.
- */
+/** Day number of an instant (UTC days, as `<time> DIV 86400` computes them). */
 export function dayNumber(now: Date): number {
   return Math.floor(now.getTime() / 1000 / SECONDS_PER_DAY);
 }
 
 /**
- * The bound the top bounded partition must reach so that the current week and the following
- * ones of {@linkcode WEEKS_LAID_OUT} are laid out.
- *
- * @param today Day number of today.
- * @returns Day number of the Monday after the last week laid out.
+ * The bound the top partition must reach after every run: the current ISO week and the next four,
+ * as a new table gets them from `schema`, so no row of the coming weeks has to wait in `p_max`.
  */
 export function aheadTarget(today: number): number {
-  return mondayOf(today) + 7 * WEEKS_LAID_OUT;
-}
-
-/** A partition to create: `PARTITION <name> VALUES LESS THAN (<lessThan>)`. */
-export interface NewPartition {
-  readonly name: string;
-  readonly lessThan: number;
+  return mondayOf(today) + 7 * INITIAL_WEEKLY_PARTITIONS;
 }
 
 /**
- * The weekly partitions that continue a layout from its top bound up to `target`: each ends
- * on the next Monday and is named after the ISO week it covers (`p_2026_49`).
+ * The weekly partitions that continue a layout from its top bound `from` up to `target`, each
+ * named after the ISO week it covers. Without bounded partitions (`from` null) the first new one
+ * is the week of `firstDay`.
  *
- * @param from The top bound of the layout (day number), or null for a layout without bounded
- *   partitions (then the first new partition starts the week of `firstDay`).
- * @param firstDay Used only when `from` is null: a day the first new week must contain.
- * @param target Day number the last new partition must reach.
- * @param taken Partition names that exist already.
- * @returns The partitions in ascending order; empty when `from` reaches `target`.
  * @throws {Error} When a generated name is taken (a layout that was edited by hand).
  */
 export function weeksUpTo(
@@ -182,20 +129,17 @@ export function weeksUpTo(
   firstDay: number,
   target: number,
   taken: ReadonlySet<string>,
-): NewPartition[] {
-  const partitions: NewPartition[] = [];
+): WeeklyPartition[] {
+  const partitions: WeeklyPartition[] = [];
   let bound = from ?? mondayOf(firstDay);
   if (from === null) {
     // The first partition of a range layout has no lower end; give it a whole week.
-    bound = mondayOf(firstDay);
-    const { year, week } = isoWeekOfDay(bound);
-    partitions.push({ name: weekName(year, week), lessThan: bound + 7 });
+    partitions.push({ name: weekName(bound), lessThan: bound + 7 });
     bound += 7;
   }
   while (bound < target) {
     const next = mondayOf(bound) + 7;
-    const { year, week } = isoWeekOfDay(next - 7);
-    partitions.push({ name: weekName(year, week), lessThan: next });
+    partitions.push({ name: weekName(next - 7), lessThan: next });
     bound = next;
   }
   for (const p of partitions) {
@@ -209,10 +153,6 @@ export function weeksUpTo(
   return partitions;
 }
 
-function weekName(year: number, week: number): string {
-  return `p_${year}_${String(week).padStart(2, "0")}`;
-}
-
 /** Names of a layout, lower-cased (MySQL compares partition names case-insensitively). */
 function layoutNames(layout: WeeklyLayout): Set<string> {
   const names = new Set(layout.bounded.map((p) => p.name.toLowerCase()));
@@ -223,34 +163,24 @@ function layoutNames(layout: WeeklyLayout): Set<string> {
 /** What one nightly run does to a weekly-partitioned table. */
 export interface MaintenancePlan {
   /** Weeks to add ahead (split from an empty `p_max`, or added when there is none). */
-  readonly add: readonly NewPartition[];
+  readonly add: readonly WeeklyPartition[];
   /** Partitions whose whole range is older than the cutoff: dropped in one statement. */
   readonly drop: readonly BoundedPartition[];
   /**
-   * Where rows older than the cutoff can remain: the one partition that straddles the cutoff,
-   * `"table"` for the whole table (when `p_max` holds rows, old rows may sit in it as well), or
-   * null when no row can be older than the cutoff any more.
+   * Where rows older than the cutoff can remain: the partition that straddles it, `"table"`
+   * (when `p_max` holds rows, old rows may sit in it too), or null for nowhere.
    */
   readonly trim: string | "table" | null;
-  /**
-   * Weeks that could not be laid out because `p_max` holds rows (they would have to be
-   * copied; that is the explicit repair's job), else 0.
-   */
+  /** Weeks not laid out because `p_max` holds rows (the explicit repair's job), else 0. */
   readonly blockedWeeks: number;
 }
 
 /**
- * Plan the nightly maintenance of one table.
+ * Plan the nightly maintenance of one table: add ahead first (so the table never runs out of
+ * weeks), then drop, then the batched DELETE inside `trim`.
  *
- * Order of the statements: add ahead first (so the table never runs out of weeks), then drop,
- * then the batched DELETE inside `trim`.
- *
- * @param layout The table's current weekly layout.
- * @param today Day number of today.
  * @param cutoff Unix seconds; rows strictly older go. Null when the table's age is 0 (only
  *   the weeks ahead are laid out).
- * @param maxHasRows Whether the `MAXVALUE` partition holds at least one row.
- * @returns The plan.
  */
 export function planMaintenance(
   layout: WeeklyLayout,
@@ -288,14 +218,9 @@ export function planMaintenance(
 }
 
 /**
- * The partitions that hold, before the plan runs, the rows its DELETE will remove: what a dry
- * run counts to announce the run's figure. The DELETE runs after the add and the drop, so the
- * rows of the partitions dropped are not among them (the drop takes them), and a week the plan
- * adds does not exist yet: its rows are still in the MAXVALUE partition it is split from.
- *
- * @param layout The table's current weekly layout.
- * @param plan The plan {@linkcode planMaintenance} made for it.
- * @returns Names of existing partitions, empty when the DELETE can find nothing.
+ * The existing partitions that hold, before the plan runs, the rows its DELETE will remove (what
+ * a dry run counts). Dropped partitions are not among them, and a week the plan adds does not
+ * exist yet: its rows are still in the MAXVALUE partition.
  */
 export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): string[] {
   const { trim } = plan;
@@ -309,11 +234,9 @@ export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): s
   return max;
 }
 
-/** One step of the explicit repair of a `p_max` that holds rows. */
+/** One step of the explicit repair of a `p_max` that holds rows: the weeks it splits off. */
 export interface RepairStep {
-  /** The weeks split off `p_max` in this step, ascending. */
-  readonly add: readonly NewPartition[];
-  /** Weeks still to lay out after this step. */
+  readonly add: readonly WeeklyPartition[];
   readonly weeksLeft: number;
 }
 
@@ -323,8 +246,6 @@ export interface RepairStep {
  * `p_max` and the weeks ahead. Each step is one `REORGANIZE PARTITION`, atomic on its own, so
  * an interrupted repair continues from the layout the server has.
  *
- * @param layout The table's current weekly layout (with a MAXVALUE partition).
- * @param today Day number of today.
  * @param rowDays Oldest and newest day number of the rows in `p_max`, or null when it is empty.
  * @returns The step, or null when nothing is left to do.
  */
@@ -344,12 +265,7 @@ export function planRepairStep(
   return { add, weeksLeft: weeks.length - add.length };
 }
 
-/**
- * How many steps a repair of `weeks` weeks takes ({@linkcode planRepairStep}'s halving).
- *
- * @param weeks Weeks to lay out.
- * @returns Number of `REORGANIZE PARTITION` statements.
- */
+/** How many `REORGANIZE PARTITION` steps a repair of `weeks` weeks takes. */
 export function repairStepCount(weeks: number): number {
   let steps = 0;
   let left = weeks;
@@ -360,7 +276,7 @@ export function repairStepCount(weeks: number): number {
   return steps;
 }
 
-function partitionDefinition(p: NewPartition): string {
+function partitionDefinition(p: WeeklyPartition): string {
   return `PARTITION ${quoteIdentifier(p.name)} VALUES LESS THAN (${p.lessThan})`;
 }
 
@@ -368,16 +284,11 @@ function partitionDefinition(p: NewPartition): string {
  * The statement that adds weeks above the top bound: a `REORGANIZE` of the MAXVALUE partition
  * into the new weeks and itself (cheap while it is empty; it copies what it holds), or
  * `ADD PARTITION` for a layout without one. Same syntax on MySQL 8 and MariaDB.
- *
- * @param table Table name.
- * @param layout Current layout.
- * @param add New partitions, ascending, all above the top bound.
- * @returns The `ALTER TABLE` statement.
  */
 export function addPartitionsStatement(
   table: string,
   layout: WeeklyLayout,
-  add: readonly NewPartition[],
+  add: readonly WeeklyPartition[],
 ): string {
   const definitions = add.map(partitionDefinition);
   if (layout.max === null) {
@@ -389,23 +300,16 @@ export function addPartitionsStatement(
   })`;
 }
 
-/**
- * The one statement that drops expired partitions (a metadata operation, whatever they hold).
- *
- * @param table Table name.
- * @param drop Partitions to drop.
- * @returns The `ALTER TABLE … DROP PARTITION` statement.
- */
+/** The one statement that drops expired partitions (a metadata operation, whatever they hold). */
 export function dropPartitionsStatement(table: string, drop: readonly { name: string }[]): string {
   return `ALTER TABLE ${quoteIdentifier(table)} DROP PARTITION ${
     drop.map((p) => quoteIdentifier(p.name)).join(", ")
   }`;
 }
 
-// ---------------------------------------------------------------------------------------------
 // Carrying a plan out
 
-/** A table as retention sees it: its name and the time column (Unix seconds) rows expire by. */
+/** A table and the time column (Unix seconds) its rows expire by. */
 export interface RetentionTarget {
   readonly table: string;
   readonly column: string;
@@ -415,31 +319,28 @@ export interface RetentionTarget {
 export interface CleanupSessionOptions {
   /** Bound on connecting plus the first answer. */
   readonly timeoutMs: number;
-  /** `lock_wait_timeout` of the session, seconds: how long an `ALTER TABLE` waits for a lock. */
+  /** `lock_wait_timeout` of the session: how long an `ALTER TABLE` waits for a lock. */
   readonly lockWaitSeconds: number;
   /** Abandons the statement in flight (its connection is closed) when it aborts. */
   readonly signal: AbortSignal;
 }
 
 /** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
-function partitionClause(partitions: readonly string[] | "table"): string {
-  return partitions === "table" ? "" : ` PARTITION (${partitions.map(quoteIdentifier).join(", ")})`;
+function partitionClause(partitions: string | readonly string[]): string {
+  return partitions === "table"
+    ? ""
+    : ` PARTITION (${[partitions].flat().map(quoteIdentifier).join(", ")})`;
 }
 
 /**
  * The one dedicated connection of a `cleanup` run, opened on first use and reopened after
- * {@linkcode discard}. Table and partition names are constants from the retention table and
- * the server's own partition list, never configuration.
+ * {@linkcode discard}. Table and partition names never come from configuration.
  */
 export class CleanupSession {
   readonly #options: MysqlUrlOptions;
   readonly #limits: CleanupSessionOptions;
   #conn: MysqlConnection | undefined;
 
-  /**
-   * @param options Connection options from the URL.
-   * @param limits Connect bound, lock wait and abort signal.
-   */
   constructor(options: MysqlUrlOptions, limits: CleanupSessionOptions) {
     this.#options = options;
     this.#limits = limits;
@@ -461,10 +362,7 @@ export class CleanupSession {
     return connection;
   }
 
-  /**
-   * Run one statement; on abort the connection is closed and the call rejects with
-   * a `WorkerError` coded `interrupted` at once (the server rolls back what the statement did).
-   */
+  /** On abort the connection is closed and the call rejects at once (`interrupted`). */
   async #query<T extends mysql.RowDataPacket[] | mysql.ResultSetHeader>(
     sql: string,
     params: unknown[] = [],
@@ -512,11 +410,7 @@ export class CleanupSession {
     return rows.length > 0;
   }
 
-  /**
-   * How many rows older than the cutoff the partitions hold, counting at most `limit`.
-   *
-   * @returns The count; equal to `limit` when there are at least that many.
-   */
+  /** How many rows older than the cutoff the partitions hold, counting at most `limit`. */
   async countOlder(
     target: RetentionTarget,
     partitions: readonly string[] | "table",
@@ -538,15 +432,11 @@ export class CleanupSession {
 
   /**
    * Delete the rows older than the cutoff of the next chunk of `batchSize` rows along the primary
-   * key, inside one partition or the whole table: one statement reads the chunk's last key (a
-   * range of the primary key that starts after `after`), one deletes the old rows up to it. No
-   * statement examines more than a chunk of rows, and the walk reads the partition or table once,
-   * where a repeated `DELETE … LIMIT` reads it again from its start for every batch (the rows it
-   * passes over that stay, and those deleted but not purged yet): its cost grows with the square
-   * of the table (docs/retention.md#bounded). Tables without a primary key, and tables with an
-   * index that starts with the time column, use {@linkcode deleteOlder}.
+   * key (after `after`), inside one partition or the whole table: one statement reads the chunk's
+   * last key, one deletes the old rows up to it. The walk reads the table once, where a repeated
+   * `DELETE … LIMIT` rereads it from its start every batch (docs/retention.md#bounded). Tables
+   * without a primary key, or with an index led by the time column, use {@linkcode deleteOlder}.
    *
-   * @param after The last key of the previous chunk, `undefined` for the first.
    * @returns Rows deleted, and the key to continue after; `undefined` once the walk is done.
    */
   async deleteOlderChunk(
@@ -565,9 +455,7 @@ export class CleanupSession {
       const deleted = await this.deleteOlder(target, partition, cutoff, batchSize);
       return { deleted, next: deleted < batchSize ? undefined : [] };
     }
-    const table = `${quoteIdentifier(target.table)}${
-      partitionClause(partition === "table" ? "table" : [partition])
-    }`;
+    const table = `${quoteIdentifier(target.table)}${partitionClause(partition)}`;
     const columns = key.map(quoteIdentifier).join(", ");
     const from = after === undefined ? undefined : keyBound(key, "", ">", after);
     const read = await this.#query<mysql.RowDataPacket[]>(
@@ -591,11 +479,9 @@ export class CleanupSession {
   }
 
   /**
-   * Delete one batch of rows older than the cutoff inside one partition or the whole table.
-   * No ORDER BY. The PARTITION clause is what keeps the statement inside the straddling week:
-   * MySQL cannot prune `start_time < ?` through `start_time DIV 86400`.
-   *
-   * @returns Rows deleted; fewer than `batchSize` once none is left.
+   * Delete one batch of rows older than the cutoff inside one partition or the whole table. The
+   * PARTITION clause keeps it inside the straddling week: MySQL cannot prune `start_time < ?`
+   * through `start_time DIV 86400`.
    */
   async deleteOlder(
     target: RetentionTarget,
@@ -603,9 +489,8 @@ export class CleanupSession {
     cutoff: number,
     batchSize: number,
   ): Promise<number> {
-    const where = partition === "table" ? "table" : [partition];
     const result = await this.#query<mysql.ResultSetHeader>(
-      `DELETE FROM ${quoteIdentifier(target.table)}${partitionClause(where)} WHERE ${
+      `DELETE FROM ${quoteIdentifier(target.table)}${partitionClause(partition)} WHERE ${
         quoteIdentifier(target.column)
       } < ? LIMIT ${batchSize}`,
       [cutoff],
@@ -631,27 +516,24 @@ export class CleanupSession {
     };
   }
 
-  /** Lay out new weeks above the top bound ({@linkcode addPartitionsStatement}). */
+  /** {@linkcode addPartitionsStatement} */
   async addPartitions(
     table: string,
     layout: WeeklyLayout,
-    add: readonly NewPartition[],
+    add: readonly WeeklyPartition[],
   ): Promise<void> {
     await this.#query(addPartitionsStatement(table, layout, add));
   }
 
-  /** Drop expired partitions in one statement ({@linkcode dropPartitionsStatement}). */
+  /** {@linkcode dropPartitionsStatement} */
   async dropPartitions(table: string, drop: readonly { name: string }[]): Promise<void> {
     await this.#query(dropPartitionsStatement(table, drop));
   }
 
   /**
-   * Which of `wanted` (upper case, e.g. `ALTER`) the session's account is not granted on every
-   * one of `tables` of the current database, from the privileges `information_schema` lists for
-   * it (global, database and table grants). Privileges that reach the account only through a
-   * role or a database name pattern are not seen, so the caller treats the answer as advice.
-   *
-   * @returns The account as GRANT names it (`'user'@'host'`), the database, what is missing.
+   * Which of `wanted` (upper case, e.g. `ALTER`) the session's account (as GRANT names it) lacks
+   * on one of `tables`, from the global, database and table grants `information_schema` lists.
+   * Grants through a role or a database pattern are not seen: the answer is advice.
    */
   async missingPrivileges(
     tables: readonly string[],
@@ -711,13 +593,7 @@ export class CleanupSession {
  */
 export const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
 
-/**
- * The statement that gives an account what {@link PARTITION_PRIVILEGES} names.
- *
- * @param database The database cleanup maintains.
- * @param account The account as `'user'@'host'`.
- * @returns The GRANT statement to run.
- */
+/** The GRANT of {@link PARTITION_PRIVILEGES} to an account (`'user'@'host'`). */
 export function partitionGrant(database: string, account: string): string {
   return `GRANT ${PARTITION_PRIVILEGES.join(", ")} ON \`${database}\`.* TO ${account}`;
 }

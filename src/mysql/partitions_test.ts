@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
-import { weeklyPartitions } from "./ddl.ts";
+import { mondayOf, weeklyPartitions } from "./ddl.ts";
 import {
   addPartitionsStatement,
   aheadTarget,
   classifyLayout,
   dropPartitionsStatement,
-  mondayOf,
   type PartitionInfo,
   partitionsToTrim,
   planMaintenance,

@@ -15,13 +15,11 @@ import {
 } from "./ddl.ts";
 import { WorkerError } from "../util/errors.ts";
 
-// ---------------------------------------------------------------------------------------------
 // Reading information_schema
 
 /** A row of `information_schema.TABLES`, reduced to what the diff needs. */
 export interface TableRow {
   readonly tableName: string;
-  /** `BASE TABLE`, `VIEW`, … */
   readonly tableType: string;
   readonly engine: string | null;
   readonly collation: string | null;
@@ -34,13 +32,11 @@ export interface ColumnRow {
   readonly position: number;
   /** `COLUMN_TYPE`, e.g. `int(10) unsigned` (MariaDB) or `int unsigned` (MySQL 8). */
   readonly columnType: string;
-  /** `IS_NULLABLE`: `YES` or `NO`. */
+  /** `YES` or `NO`. */
   readonly isNullable: string;
-  /** `COLUMN_DEFAULT` as the server reports it (spelling differs, see `normalizeColumnDefault`). */
+  /** As the server spells it (see `normalizeColumnDefault`). */
   readonly columnDefault: string | null;
-  /** `EXTRA`, e.g. `auto_increment`. */
   readonly extra: string;
-  /** `CHARACTER_SET_NAME`; null for non-text columns. */
   readonly characterSet: string | null;
 }
 
@@ -60,9 +56,7 @@ export interface StatisticsRow {
 /** One partitioned table from `information_schema.PARTITIONS`. */
 export interface PartitionRow {
   readonly tableName: string;
-  /** e.g. `RANGE`. */
   readonly method: string;
-  /** e.g. `` `start_time` DIV 86400 ``. */
   readonly expression: string;
 }
 
@@ -74,131 +68,101 @@ export interface SchemaSnapshot {
   readonly partitions: readonly PartitionRow[];
 }
 
-/** mysql2 and MySQL 8 may hand information_schema text back as bytes. */
-function text(value: unknown): string {
-  if (value instanceof Uint8Array) return new TextDecoder().decode(value);
-  return String(value);
-}
-
-function textOrNull(value: unknown): string | null {
-  return value === null || value === undefined ? null : text(value);
-}
-
-function numberOrNull(value: unknown): number | null {
-  return value === null || value === undefined ? null : Number(text(value));
-}
-
+/**
+ * The rows of a query with every value as text or null: mysql2 and MySQL 8 may hand
+ * information_schema text back as bytes.
+ */
 async function rowsOf(
   conn: QueryConnection,
   sql: string,
   params: unknown[],
-): Promise<Record<string, unknown>[]> {
+): Promise<Record<string, string | null>[]> {
   const [rows] = await conn.query(sql, params);
-  return rows as Record<string, unknown>[];
+  return (rows as Record<string, unknown>[]).map((row) =>
+    Object.fromEntries(
+      Object.entries(row).map(([k, v]) => [
+        k,
+        v === null || v === undefined
+          ? null
+          : v instanceof Uint8Array
+          ? new TextDecoder().decode(v)
+          : String(v),
+      ]),
+    )
+  );
 }
 
-/**
- * The database the connection uses.
- *
- * @param conn Connection or pool.
- * @returns The name of the current database.
- * @throws {Error} If the connection has no current database.
- */
 async function currentDatabase(conn: QueryConnection): Promise<string> {
   const [row] = await rowsOf(conn, "SELECT DATABASE() AS db", []);
-  const name = textOrNull(row?.db);
+  const name = row?.db ?? null;
   if (name === null) {
     throw new Error("Cannot inspect the schema: the connection has no database selected");
   }
   return name;
 }
 
-/**
- * Read the catalogue tables' metadata from `information_schema` (COLUMNS, STATISTICS, TABLES,
- * PARTITIONS) of the connection's current database.
- *
- * @param conn Connection or pool with a database selected.
- * @returns The snapshot `compareSchema` works on.
- */
+/** What `information_schema` of the current database says about the catalogue's tables. */
 async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot> {
   const db = await currentDatabase(conn);
-  const names = [...ALL_TABLES.map((t) => t.name)];
-  const where = "TABLE_SCHEMA = ? AND TABLE_NAME IN (?)";
+  const names = ALL_TABLES.map((t) => t.name);
+  const read = (select: string, from: string, and = "") =>
+    rowsOf(
+      conn,
+      `SELECT ${select} FROM information_schema.${from} ` +
+        `WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?)${and}`,
+      [db, names],
+    );
   const [tables, columns, statistics, partitions] = await Promise.all([
-    rowsOf(
-      conn,
-      `SELECT TABLE_NAME AS t, TABLE_TYPE AS tt, ENGINE AS e, TABLE_COLLATION AS c
-       FROM information_schema.TABLES WHERE ${where}`,
-      [db, names],
+    read(
+      "TABLE_NAME AS `tableName`, TABLE_TYPE AS `tableType`, ENGINE AS `engine`, " +
+        "TABLE_COLLATION AS `collation`",
+      "TABLES",
     ),
-    rowsOf(
-      conn,
-      `SELECT TABLE_NAME AS t, COLUMN_NAME AS n, ORDINAL_POSITION AS p, COLUMN_TYPE AS ct,
-              IS_NULLABLE AS nl, COLUMN_DEFAULT AS d, EXTRA AS x, CHARACTER_SET_NAME AS cs
-       FROM information_schema.COLUMNS WHERE ${where}`,
-      [db, names],
+    read(
+      "TABLE_NAME AS `tableName`, COLUMN_NAME AS `columnName`, ORDINAL_POSITION AS `position`, " +
+        "COLUMN_TYPE AS `columnType`, IS_NULLABLE AS `isNullable`, " +
+        "COLUMN_DEFAULT AS `columnDefault`, EXTRA AS `extra`, CHARACTER_SET_NAME AS `characterSet`",
+      "COLUMNS",
     ),
-    rowsOf(
-      conn,
-      `SELECT TABLE_NAME AS t, INDEX_NAME AS i, SEQ_IN_INDEX AS s, COLUMN_NAME AS n,
-              NON_UNIQUE AS nu, SUB_PART AS sp
-       FROM information_schema.STATISTICS WHERE ${where}`,
-      [db, names],
+    read(
+      "TABLE_NAME AS `tableName`, INDEX_NAME AS `indexName`, SEQ_IN_INDEX AS `seqInIndex`, " +
+        "COLUMN_NAME AS `columnName`, NON_UNIQUE AS `nonUnique`, SUB_PART AS `subPart`",
+      "STATISTICS",
     ),
-    rowsOf(
-      conn,
-      `SELECT DISTINCT TABLE_NAME AS t, PARTITION_METHOD AS m, PARTITION_EXPRESSION AS e
-       FROM information_schema.PARTITIONS WHERE ${where} AND PARTITION_NAME IS NOT NULL`,
-      [db, names],
+    read(
+      "DISTINCT TABLE_NAME AS `tableName`, PARTITION_METHOD AS `method`, " +
+        "PARTITION_EXPRESSION AS `expression`",
+      "PARTITIONS",
+      " AND PARTITION_NAME IS NOT NULL",
     ),
   ]);
   return {
-    tables: tables.map((r) => ({
-      tableName: text(r.t),
-      tableType: text(r.tt),
-      engine: textOrNull(r.e),
-      collation: textOrNull(r.c),
-    })),
+    tables: tables as unknown as TableRow[],
     columns: columns.map((r) => ({
-      tableName: text(r.t),
-      columnName: text(r.n),
-      position: Number(text(r.p)),
-      columnType: text(r.ct),
-      isNullable: text(r.nl),
-      columnDefault: textOrNull(r.d),
-      extra: textOrNull(r.x) ?? "",
-      characterSet: textOrNull(r.cs),
-    })),
+      ...r,
+      position: Number(r.position),
+      extra: r.extra ?? "",
+    })) as unknown as ColumnRow[],
     statistics: statistics.map((r) => ({
-      tableName: text(r.t),
-      indexName: text(r.i),
-      seqInIndex: Number(text(r.s)),
-      columnName: textOrNull(r.n),
-      nonUnique: Number(text(r.nu)),
-      subPart: numberOrNull(r.sp),
-    })),
+      ...r,
+      seqInIndex: Number(r.seqInIndex),
+      nonUnique: Number(r.nonUnique),
+      subPart: r.subPart === null ? null : Number(r.subPart),
+    })) as unknown as StatisticsRow[],
     partitions: partitions.map((r) => ({
-      tableName: text(r.t),
-      method: textOrNull(r.m) ?? "",
-      expression: textOrNull(r.e) ?? "",
-    })),
+      ...r,
+      method: r.method ?? "",
+      expression: r.expression ?? "",
+    })) as unknown as PartitionRow[],
   };
 }
 
-// ---------------------------------------------------------------------------------------------
 // Normalisation: harmless spelling differences between MySQL 8 and MariaDB
 
 /**
- * Canonical spelling of a column type for comparison.
- *
- * MySQL 8.0.17+ no longer reports integer display widths (`int(11)` → `int`,
- * `bigint(20) unsigned` → `bigint unsigned`; only `tinyint(1)` keeps its width), while MariaDB
- * and the catalogue (written as the legacy schema dump) keep them. The width never changes what
- * a column stores, so it is dropped on both sides. `integer`/`bool`/`boolean` are aliases MySQL
- * may echo back.
- *
- * @param type A `COLUMN_TYPE` or a catalogue type.
- * @returns Lower-case type without integer display width.
+ * Canonical spelling of a column type for comparison. MySQL 8.0.17+ no longer reports integer
+ * display widths (`int(11)` → `int`), MariaDB and the catalogue do; the width changes nothing
+ * stored, so it is dropped on both sides. `integer`/`bool`/`boolean` are aliases MySQL may echo.
  */
 export function normalizeColumnType(type: string): string {
   let t = type.trim().toLowerCase().replace(/\s+/g, " ");
@@ -208,21 +172,10 @@ export function normalizeColumnType(type: string): string {
 }
 
 /**
- * Canonical value of a column default for comparison; `null` means "no default" or
- * `DEFAULT NULL`.
- *
- * The servers spell the same default differently in `COLUMN_DEFAULT`:
- * - MariaDB ≥ 10.2.7 quotes string literals (`'3.0.0'`) and reports `DEFAULT NULL` as the
- *   unquoted text `NULL`; MySQL 8 reports the bare string (`3.0.0`) and SQL NULL.
- * - "No default" is SQL NULL on both. For a nullable column it is the same as `DEFAULT NULL`
- *   (the implicit default), and a NOT NULL column cannot default to NULL, so both collapse
- *   to `null`.
- * - Numeric literals may come back as `0` or `0.0` depending on the column type; equal
- *   numbers compare equal.
- * The catalogue writes SQL literals (`0`, `NULL`, `'3.0.0'`) and goes through the same rules.
- *
- * @param value `COLUMN_DEFAULT` or a catalogue default literal.
- * @returns The canonical default.
+ * Canonical value of a column default (`COLUMN_DEFAULT` or a catalogue literal) for comparison;
+ * `null` means "no default" or `DEFAULT NULL`, which mean the same for a nullable column.
+ * MariaDB ≥ 10.2.7 quotes strings (`'3.0.0'`) and reports `DEFAULT NULL` as the text `NULL`;
+ * MySQL 8 reports the bare string and SQL NULL. Numbers may come back as `0` or `0.0`.
  */
 export function normalizeColumnDefault(value: string | null): string | null {
   if (value === null || value === "NULL") return null;
@@ -238,24 +191,15 @@ export function normalizeColumnDefault(value: string | null): string | null {
  * Canonical partition expression: MariaDB reports `` `start_time` DIV 86400 ``, MySQL 8
  * lower-cases the operator and may add parentheses; backticks, parentheses, blanks and case
  * carry no meaning here.
- *
- * @param expression `PARTITION_EXPRESSION` or the catalogue's expression.
- * @returns The canonical text.
  */
 export function normalizePartitionExpression(expression: string): string {
   return expression.replace(/[`()\s]/g, "").toLowerCase();
 }
 
 /**
- * A partitioning as an operator reads it (`RANGE (start_time DIV 86400)`): the server's
- * expression without backticks, blanks as one space, without parentheses around the whole.
- * Only for showing; whether two partitionings are the same is decided on
- * {@linkcode normalizePartitionExpression}, which removes every blank and would make the
- * printed text unreadable (`start_timediv86400`).
- *
- * @param method `PARTITION_METHOD` (`RANGE` …).
- * @param expression `PARTITION_EXPRESSION` or the catalogue's expression.
- * @returns The text shown by `schema --check` and `cleanup`.
+ * A partitioning as an operator reads it (`RANGE (start_time DIV 86400)`), shown by `schema
+ * --check` and `cleanup`. Only for showing: {@linkcode normalizePartitionExpression} removes every
+ * blank and would print `start_timediv86400`.
  *
  * @example MySQL 8's report of the schema's own partitioning
  * ```ts
@@ -282,21 +226,10 @@ function closingParenthesis(text: string): number {
   return -1;
 }
 
-function charsetOfCollation(collation: string | null): string | null {
-  if (collation === null) return null;
-  const cut = collation.indexOf("_");
-  return cut < 0 ? collation : collation.slice(0, cut);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Differences
 
-/**
- * The definition of one column as written (catalogue) or reported (server). Compared through
- * `normalizeColumnType` and `normalizeColumnDefault`; shown as is.
- */
+/** One column as written (catalogue) or reported (server); compared normalised, shown as is. */
 export interface ColumnShape {
-  /** SQL type, e.g. `int(10) unsigned` or `int unsigned`. */
   readonly type: string;
   readonly nullable: boolean;
   /** Default as an SQL literal (catalogue) or `COLUMN_DEFAULT` (server); null for none. */
@@ -304,101 +237,36 @@ export interface ColumnShape {
   readonly autoIncrement: boolean;
 }
 
+/** A difference of kind `K` in table `table`, with the fields `F`. */
+type Diff<K extends string, F = unknown> =
+  & { readonly kind: K; readonly table: TableName }
+  & Readonly<F>;
+type Both<T> = { expected: T; actual: T };
+
+/** A difference without its table. */
+type DiffBody = SchemaDifference extends infer D ? D extends unknown ? Omit<D, "table"> : never
+  : never;
+
 /** One way an existing database differs from the catalogue. */
 export type SchemaDifference =
-  | { readonly kind: "missing_table"; readonly table: TableName }
-  | {
-    readonly kind: "not_a_table";
-    readonly table: TableName;
-    readonly tableType: string;
-  }
-  | {
-    readonly kind: "table_engine";
-    readonly table: TableName;
-    readonly expected: string;
-    readonly actual: string | null;
-  }
-  | {
-    readonly kind: "table_charset";
-    readonly table: TableName;
-    readonly expected: string;
-    readonly actual: string | null;
-  }
-  | {
-    readonly kind: "missing_column";
-    readonly table: TableName;
-    readonly column: string;
-    readonly expected: ColumnShape;
-  }
-  | {
-    readonly kind: "extra_column";
-    readonly table: TableName;
-    readonly column: string;
-    readonly actual: ColumnShape;
-  }
-  | {
-    readonly kind: "column_definition";
-    readonly table: TableName;
-    readonly column: string;
-    readonly expected: ColumnShape;
-    readonly actual: ColumnShape;
-  }
-  | {
-    readonly kind: "column_charset";
-    readonly table: TableName;
-    readonly column: string;
-    readonly expected: string;
-    readonly actual: string | null;
-  }
-  | {
-    readonly kind: "column_order";
-    readonly table: TableName;
-    readonly expected: readonly string[];
-    readonly actual: readonly string[];
-  }
-  | {
-    readonly kind: "primary_key";
-    readonly table: TableName;
-    readonly expected: readonly string[];
-    readonly actual: readonly string[];
-  }
-  | {
-    readonly kind: "missing_index";
-    readonly table: TableName;
-    readonly index: string;
-    readonly expected: readonly string[];
-  }
-  | {
-    readonly kind: "index_columns";
-    readonly table: TableName;
-    readonly index: string;
-    readonly expected: readonly string[];
-    readonly actual: readonly string[];
-  }
-  | {
-    readonly kind: "unexpected_unique_index";
-    readonly table: TableName;
-    readonly index: string;
-    readonly columns: readonly string[];
-    /**
-     * `true` when the table is written with ON DUPLICATE KEY UPDATE (an upsert would then overwrite
-     * a row its key does not identify).
-     */
-    readonly upserted: boolean;
-  }
-  | {
-    readonly kind: "extra_index";
-    readonly table: TableName;
-    readonly index: string;
-    readonly columns: readonly string[];
-  }
-  | {
-    readonly kind: "partitioning";
-    readonly table: TableName;
-    /** e.g. `RANGE (start_time DIV 86400)`; null for "not partitioned". */
-    readonly expected: string | null;
-    readonly actual: string | null;
-  };
+  | Diff<"missing_table">
+  | Diff<"not_a_table", { tableType: string }>
+  | Diff<"table_engine" | "table_charset", { expected: string; actual: string | null }>
+  | Diff<"missing_column", { column: string; expected: ColumnShape }>
+  | Diff<"extra_column", { column: string; actual: ColumnShape }>
+  | Diff<"column_definition", { column: string } & Both<ColumnShape>>
+  | Diff<"column_charset", { column: string; expected: string; actual: string | null }>
+  | Diff<"column_order" | "primary_key", Both<readonly string[]>>
+  | Diff<"missing_index", { index: string; expected: readonly string[] }>
+  | Diff<"index_columns", { index: string } & Both<readonly string[]>>
+  | Diff<"extra_index", { index: string; columns: readonly string[] }>
+  /** `upserted`: the table is written with ON DUPLICATE KEY UPDATE, which the index would misdirect. */
+  | Diff<
+    "unexpected_unique_index",
+    { index: string; columns: readonly string[]; upserted: boolean }
+  >
+  /** e.g. `RANGE (start_time DIV 86400)`; null for "not partitioned". */
+  | Diff<"partitioning", Both<string | null>>;
 
 function expectedShape(column: Column): ColumnShape {
   return {
@@ -435,17 +303,6 @@ function isUpserted(table: Table): boolean {
     table.writeMode === "downtime";
 }
 
-function groupBy<T>(rows: readonly T[], key: (row: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const row of rows) {
-    const k = key(row);
-    const list = groups.get(k);
-    if (list === undefined) groups.set(k, [row]);
-    else list.push(row);
-  }
-  return groups;
-}
-
 interface ActualIndex {
   readonly name: string;
   readonly unique: boolean;
@@ -454,7 +311,7 @@ interface ActualIndex {
 
 function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
   const indexes = new Map<string, ActualIndex>();
-  for (const [name, parts] of groupBy(rows, (r) => r.indexName)) {
+  for (const [name, parts] of Map.groupBy(rows, (r) => r.indexName)) {
     parts.sort((a, b) => a.seqInIndex - b.seqInIndex);
     indexes.set(name, {
       name,
@@ -469,20 +326,9 @@ function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
   return indexes;
 }
 
-/** A partitioning method and expression, as `information_schema.PARTITIONS` reports them. */
-interface Partitioning {
-  readonly method: string;
-  readonly expression: string;
-}
+type Partitioning = Pick<PartitionRow, "method" | "expression">;
 
-/**
- * Whether two partitionings are the same: same method, same canonical expression
- * ({@linkcode normalizePartitionExpression}). Null stands for "not partitioned".
- *
- * @param a One partitioning or null.
- * @param b The other or null.
- * @returns True when both are null or both partition the same way.
- */
+/** Whether two partitionings (null: not partitioned) are the same, expressions normalised. */
 export function samePartitioning(a: Partitioning | null, b: Partitioning | null): boolean {
   if (a === null || b === null) return a === b;
   return a.method.toUpperCase() === b.method.toUpperCase() &&
@@ -490,53 +336,41 @@ export function samePartitioning(a: Partitioning | null, b: Partitioning | null)
 }
 
 /**
- * Compare a snapshot with the catalogue. Pure: unit-testable with literal
- * `information_schema` rows from either server.
- *
- * @param snapshot What `readSchemaSnapshot` read.
- * @param tables Tables to compare (default: all 25).
- * @returns Every difference, table by table in catalogue order.
+ * Every difference of a snapshot from the catalogue, table by table in catalogue order. Pure:
+ * unit-testable with literal `information_schema` rows from either server.
  */
 export function compareSchema(
   snapshot: SchemaSnapshot,
   tables: readonly Table[] = ALL_TABLES,
 ): SchemaDifference[] {
   const differences: SchemaDifference[] = [];
+  let name: TableName;
+  const add = (d: DiffBody) => differences.push({ ...d, table: name } as SchemaDifference);
   const tableRows = new Map(snapshot.tables.map((t) => [t.tableName, t]));
-  const columnsByTable = groupBy(snapshot.columns, (c) => c.tableName);
-  const statsByTable = groupBy(snapshot.statistics, (s) => s.tableName);
+  const columnsByTable = Map.groupBy(snapshot.columns, (c) => c.tableName);
+  const statsByTable = Map.groupBy(snapshot.statistics, (s) => s.tableName);
   const partitionsByTable = new Map(snapshot.partitions.map((p) => [p.tableName, p]));
 
   for (const table of tables) {
-    const name = table.name;
+    name = table.name;
     const tableRow = tableRows.get(name);
     if (tableRow === undefined) {
-      differences.push({ kind: "missing_table", table: name });
+      add({ kind: "missing_table" });
       continue;
     }
     if (tableRow.tableType.toUpperCase() !== "BASE TABLE") {
-      differences.push({ kind: "not_a_table", table: name, tableType: tableRow.tableType });
+      add({ kind: "not_a_table", tableType: tableRow.tableType });
       continue;
     }
     if (tableRow.engine?.toLowerCase() !== TABLE_ENGINE.toLowerCase()) {
-      differences.push({
-        kind: "table_engine",
-        table: name,
-        expected: TABLE_ENGINE,
-        actual: tableRow.engine,
-      });
+      add({ kind: "table_engine", expected: TABLE_ENGINE, actual: tableRow.engine });
     }
     // The collation does not matter (docs/tables.md#shared-table-properties), the character set
     // does: a utf8mb3 table fails on every 4-byte character with error 1366
     // (docs/tables.md#utf8mb4).
-    const charset = charsetOfCollation(tableRow.collation);
+    const charset = tableRow.collation?.split("_")[0] ?? null;
     if (charset !== TABLE_CHARSET) {
-      differences.push({
-        kind: "table_charset",
-        table: name,
-        expected: TABLE_CHARSET,
-        actual: charset,
-      });
+      add({ kind: "table_charset", expected: TABLE_CHARSET, actual: charset });
     }
 
     const actualColumns = [...(columnsByTable.get(name) ?? [])].sort((a, b) =>
@@ -548,23 +382,16 @@ export function compareSchema(
       const row = actualByName.get(column.name);
       const expected = expectedShape(column);
       if (row === undefined) {
-        differences.push({ kind: "missing_column", table: name, column: column.name, expected });
+        add({ kind: "missing_column", column: column.name, expected });
         continue;
       }
       const actual = actualShape(row);
       if (!sameShape(expected, actual)) {
-        differences.push({
-          kind: "column_definition",
-          table: name,
-          column: column.name,
-          expected,
-          actual,
-        });
+        add({ kind: "column_definition", column: column.name, expected, actual });
       }
       if (column.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
-        differences.push({
+        add({
           kind: "column_charset",
-          table: name,
           column: column.name,
           expected: TABLE_CHARSET,
           actual: row.characterSet,
@@ -573,51 +400,30 @@ export function compareSchema(
     }
     for (const row of actualColumns) {
       if (!expectedNames.has(row.columnName)) {
-        differences.push({
-          kind: "extra_column",
-          table: name,
-          column: row.columnName,
-          actual: actualShape(row),
-        });
+        add({ kind: "extra_column", column: row.columnName, actual: actualShape(row) });
       }
     }
     // Order among the columns both sides have; missing and extra ones are reported above.
     const expectedOrder = table.columns.map((c) => c.name).filter((c) => actualByName.has(c));
     const actualOrder = actualColumns.map((c) => c.columnName).filter((c) => expectedNames.has(c));
     if (!sameList(expectedOrder, actualOrder)) {
-      differences.push({
-        kind: "column_order",
-        table: name,
-        expected: expectedOrder,
-        actual: actualOrder,
-      });
+      add({ kind: "column_order", expected: expectedOrder, actual: actualOrder });
     }
 
     const indexes = indexesOf(statsByTable.get(name) ?? []);
     const primary = indexes.get("PRIMARY");
     const actualPrimary = primary?.columns ?? [];
     if (!sameList(table.primaryKey, actualPrimary)) {
-      differences.push({
-        kind: "primary_key",
-        table: name,
-        expected: table.primaryKey,
-        actual: actualPrimary,
-      });
+      add({ kind: "primary_key", expected: table.primaryKey, actual: actualPrimary });
     }
     const expectedIndexes = new Set(table.indexes.map((i) => i.name));
     for (const index of table.indexes) {
       const actual = indexes.get(index.name);
       if (actual === undefined) {
-        differences.push({
-          kind: "missing_index",
-          table: name,
-          index: index.name,
-          expected: index.columns,
-        });
+        add({ kind: "missing_index", index: index.name, expected: index.columns });
       } else if (!sameList(index.columns, actual.columns)) {
-        differences.push({
+        add({
           kind: "index_columns",
-          table: name,
           index: index.name,
           expected: index.columns,
           actual: actual.columns,
@@ -630,37 +436,24 @@ export function compareSchema(
         // ON DUPLICATE KEY UPDATE fires on any unique index, so a secondary one makes
         // upserts skip rows or overwrite unrelated rows silently. Reported even when an
         // expected index merely turned unique.
-        differences.push({
+        add({
           kind: "unexpected_unique_index",
-          table: name,
           index: index.name,
           columns: index.columns,
           upserted: isUpserted(table),
         });
       } else if (!expectedIndexes.has(index.name)) {
-        differences.push({
-          kind: "extra_index",
-          table: name,
-          index: index.name,
-          columns: index.columns,
-        });
+        add({ kind: "extra_index", index: index.name, columns: index.columns });
       }
     }
 
-    const partition = partitionsByTable.get(name);
     const expected = table.partitionColumn === null
       ? null
       : { method: "RANGE", expression: `${table.partitionColumn} DIV 86400` };
-    const actual = partition ?? null;
+    const actual = partitionsByTable.get(name) ?? null;
+    const show = (p: Partitioning | null) => p && describePartitioning(p.method, p.expression);
     if (!samePartitioning(expected, actual)) {
-      differences.push({
-        kind: "partitioning",
-        table: name,
-        expected: expected === null
-          ? null
-          : describePartitioning(expected.method, expected.expression),
-        actual: actual === null ? null : describePartitioning(actual.method, actual.expression),
-      });
+      add({ kind: "partitioning", expected: show(expected), actual: show(actual) });
     }
   }
   return differences;
@@ -677,12 +470,7 @@ function formatList(list: readonly string[]): string {
   return `(${list.join(", ")})`;
 }
 
-/**
- * One line describing a difference, for the `schema` command's output.
- *
- * @param d A difference.
- * @returns Human-readable text naming table, column or index and both sides.
- */
+/** One line describing a difference, for the `schema` command's output. */
 export function describeDifference(d: SchemaDifference): string {
   switch (d.kind) {
     case "missing_table":
@@ -732,26 +520,14 @@ export function describeDifference(d: SchemaDifference): string {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
 // Operations on a live database
 
-/**
- * How the connection's database differs from the catalogue.
- *
- * @param conn Connection or pool with a database selected.
- * @returns Every difference (empty when the schema matches).
- */
+/** How the connection's database differs from the catalogue (empty when it matches). */
 export async function diffSchema(conn: QueryConnection): Promise<SchemaDifference[]> {
   return compareSchema(await readSchemaSnapshot(conn));
 }
 
-/**
- * Which of the given tables do not exist in the connection's database.
- *
- * @param conn Connection or pool with a database selected.
- * @param tableNames Tables to look for.
- * @returns The missing ones, in the order given.
- */
+/** Which of the given tables do not exist in the connection's database, in the order given. */
 export async function missingTables(
   conn: QueryConnection,
   tableNames: readonly TableName[],
@@ -763,7 +539,7 @@ export async function missingTables(
     "SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?)",
     [db, [...tableNames]],
   );
-  const present = new Set(rows.map((r) => text(r.t)));
+  const present = new Set(rows.map((r) => r.t));
   return tableNames.filter((t) => !present.has(t));
 }
 
@@ -773,8 +549,6 @@ const MISSING_TABLES_LISTED = 3;
 /**
  * Refuse to go on when tables the worker writes are missing (the `run` start-up check).
  *
- * @param conn Connection or pool with a database selected.
- * @param tableNames Tables that must exist.
  * @throws {WorkerError} (code `missing_tables`) Naming the tables and the `schema` command.
  */
 export async function assertTablesExist(
@@ -797,12 +571,7 @@ export async function assertTablesExist(
   );
 }
 
-/**
- * Whether a database exists on the server.
- *
- * @param conn Connection or pool (no database needs to be selected).
- * @param database Database name.
- */
+/** Whether a database exists on the server. */
 export async function databaseExists(conn: QueryConnection, database: string): Promise<boolean> {
   const rows = await rowsOf(
     conn,
@@ -814,11 +583,7 @@ export async function databaseExists(conn: QueryConnection, database: string): P
 
 /**
  * Create a database (unless another process did meanwhile) in the tables' character set and
- * the best collation the server has (D2).
- *
- * @param conn Connection or pool.
- * @param database Database name.
- * @returns The collation chosen.
+ * the best collation the server has (D2); returns the collation.
  */
 export async function createDatabase(conn: QueryConnection, database: string): Promise<string> {
   const collation = await chooseCollation(conn);
@@ -830,21 +595,14 @@ export async function createDatabase(conn: QueryConnection, database: string): P
   return collation;
 }
 
-/**
- * Make a database the connection's current one.
- *
- * @param conn A dedicated connection (on a pool it would select the database of one of them).
- * @param database Database name.
- */
+/** Make a database the current one of a dedicated connection (not a pool). */
 export async function useDatabase(conn: QueryConnection, database: string): Promise<void> {
   await conn.query(`USE ${quoteIdentifier(database)}`);
 }
 
-/** Options of `ensureSchema`. */
+/** Options of `ensureSchema`: the clock of new tables' partitions, the collation (else detected). */
 export interface EnsureSchemaOptions {
-  /** Clock for the initial weekly partitions of new tables; defaults to now. */
   readonly now?: Date;
-  /** Table collation; detected from the server when absent (D2). */
   readonly collation?: string;
 }
 
@@ -857,9 +615,8 @@ export const SCHEMA_VERSION = "3.7.4";
 
 /** What `ensureSchema` did. */
 export interface EnsureSchemaResult {
-  /** Tables that were missing and have been created, in catalogue order. */
+  /** In catalogue order. */
   readonly created: readonly TableName[];
-  /** Collation used for new tables. */
   readonly collation: string;
   /**
    * The version row: `written` when it was missing and {@link SCHEMA_VERSION} was recorded;
@@ -871,10 +628,6 @@ export interface EnsureSchemaResult {
 /**
  * Create every catalogue table that is missing. Existing tables are left exactly as they are
  * (no ALTER, no DROP, no data touched, D2); `diffSchema` reports how they differ.
- *
- * @param conn Connection or pool with a database selected.
- * @param options Clock and collation.
- * @returns The tables created and the collation used.
  */
 export async function ensureSchema(
   conn: QueryConnection,

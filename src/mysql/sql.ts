@@ -78,26 +78,16 @@ const FUTURE_SNAPSHOT_SECONDS = 3_600;
 const NEWER_MARK = "-9223372036854775808";
 
 /**
- * The assignments of a full upsert that keep the newer of the row in the table and the row
- * inserted, whatever order they come in (docs/writers.md#newest-snapshot): "newer" is greater in
- * `snapshotOrder`, column by column, so the outcome is the maximum of every snapshot of the key
- * ever written and a tie means identical rows.
+ * The assignments of a full upsert that keep the newer (greater in `snapshotOrder`) of the row in
+ * the table and the row inserted, whatever order they come in (docs/writers.md#newest-snapshot).
  *
- * MySQL runs the assignments left to right, each seeing the columns assigned before it, so the
- * decision is taken once, by the first assignment, while the row is still whole: it compares the
- * two rows as one row comparison (which stops at the first column that differs) and, where the
- * inserted row wins, sets the snapshot's time to {@link NEWER_MARK}. Every other column then takes
- * the inserted value where the time holds the mark, and the last assignment sets the time itself.
- * One comparison per row instead of one per column: comparing a growing prefix in every
- * assignment (no mark needed) cost MariaDB 30 % more CPU per inserted row and 60 % more per
- * updated one (docs/writers.md#newest-snapshot).
- *
- * Strings compare as bytes, not in the column's case-insensitive collation, so rows differing
- * only in case are ordered too. A NULL reached with everything before it tied makes the
- * comparison fail: the row in the table stays whole. A row whose time is more than
- * {@link FUTURE_SNAPSHOT_SECONDS} ahead of MySQL's clock counts as older than any snapshot: it was
- * sent by a core whose clock ran ahead, and would otherwise keep its object's row from updating
- * until that time once the clock is set right.
+ * MySQL runs the assignments left to right, so the first decides once, while the row is whole,
+ * with one row comparison, and marks a win of the inserted row by setting the time to
+ * {@link NEWER_MARK}; the others follow the mark and the last sets the time. Comparing a growing
+ * prefix in every assignment instead cost MariaDB 30 % more CPU per inserted row and 60 % more per
+ * updated one. Strings compare as bytes, so rows differing only in case are ordered too; a tied
+ * NULL keeps the stored row. A row more than {@link FUTURE_SNAPSHOT_SECONDS} ahead of MySQL's
+ * clock (a core whose clock ran ahead) counts as older than any snapshot.
  */
 function newestSnapshotAssignments(table: Table): string {
   const [first, ...rest] = table.snapshotOrder;
@@ -123,18 +113,11 @@ function newestSnapshotAssignments(table: Table): string {
 }
 
 /**
- * The multi-row statement text for `rowCount` rows of a batched table:
- * `INSERT INTO <t> (<cols>) VALUES (?,…),(?,…) [ON DUPLICATE KEY UPDATE …]`.
+ * The multi-row statement text for `rowCount` rows of a batched table, cached per table and row
+ * count: `INSERT INTO <t> (<cols>) VALUES (?,…),(?,…) [ON DUPLICATE KEY UPDATE …]`
+ * (docs/writers.md#upsert-or-insert). `VALUES(col)` rather than a row alias because MariaDB lacks
+ * the alias syntax.
  *
- * Full upserts assign every non-key column `= VALUES(col)` where the inserted snapshot is the
- * newer (see {@link newestSnapshotAssignments}); no-op upserts assign the first
- * primary-key column to itself; plain inserts have no clause (docs/writers.md#upsert-or-insert).
- * `VALUES(col)` rather than a row alias because MariaDB lacks the alias syntax
- * (docs/tables.md#write-modes).
- *
- * @param table Table name or catalogue table.
- * @param rowCount Number of row tuples, at least 1.
- * @returns The statement text (cached per table and row count).
  * @throws {TypeError} If the table is not written by a batched writer.
  * @throws {RangeError} If `rowCount` is not a positive integer or the statement would exceed
  *   65,535 placeholders (docs/writers.md#statement-shape).
@@ -171,11 +154,8 @@ export function insertStatement(table: TableName | Table, rowCount: number): str
 
 /**
  * How many rows of a plain-INSERT table equal one row in every inserted column (`<=>`, so NULL
- * equals NULL): `dead-letters replay` reads it to tell a row it replayed before from a missing
- * one, since these tables have no key an upsert could find it by (docs/running.md#dead-letters).
- *
- * @param table A table whose write mode is `insert`.
- * @returns `SELECT COUNT(*) AS n FROM <t> WHERE <col> <=> ? AND …`, one `?` per insert column.
+ * equals NULL): `dead-letters replay` tells a row it replayed before from a missing one by it,
+ * since these tables have no key (docs/running.md#dead-letters).
  */
 export function identicalRowsStatement(table: Table): string {
   return `SELECT COUNT(*) AS n FROM ${quoteIdentifier(table.name)} WHERE ${
@@ -184,15 +164,9 @@ export function identicalRowsStatement(table: Table): string {
 }
 
 /**
- * A comparison of a composite key with a tuple of values, spelt out column by column
- * (`a > ? OR (a = ? AND b > ?)`): MariaDB reads a row constructor comparison (`(a, b) > (?, ?)`)
- * by scanning the whole index, the spelt-out form as a range of it.
- *
- * @param key The key columns in key order.
- * @param alias Prefix of each column, e.g. `s.`.
- * @param op `>` for keys after the tuple, `>=` from it on, `<=` up to and including it.
- * @param tuple One value per key column.
- * @returns The condition and its values.
+ * A comparison of a composite key (columns prefixed by `alias`, e.g. `s.`) with a tuple, spelt out
+ * column by column (`a > ? OR (a = ? AND b > ?)`): MariaDB reads a row constructor comparison
+ * (`(a, b) > (?, ?)`) by scanning the whole index, the spelt-out form as a range of it.
  */
 export function keyBound(
   key: readonly string[],

@@ -1,9 +1,7 @@
 /**
- * D6: make one row's values fit their columns before they are bound.
- *
- * In strict mode (the default of MySQL ≥ 5.7 and MariaDB ≥ 10.2.4) one over-long string or one NULL
- * for a NOT NULL column rejects the whole multi-row INSERT (docs/tables.md#long-values), so every
- * row is adjusted here deterministically and each adjustment is reported for the per-table counter
+ * D6: make one row's values fit their columns before they are bound. In strict mode one
+ * over-long string or NULL for a NOT NULL column rejects the whole multi-row INSERT
+ * (docs/tables.md#long-values); each adjustment is counted in
  * `statusengine_db_values_adjusted_total{table,reason}`.
  *
  * @module
@@ -12,14 +10,10 @@ import { type Column, type Table, type TableName, TABLES } from "./catalogue.ts"
 import type { Row, SqlValue } from "../events/mod.ts";
 
 /**
- * Why a value was changed. These are the bounded label values of the `reason` label.
- *
- * - `truncated`: string longer than its column, cut to the limit in code points (D6).
- * - `null_to_default`: null or missing for a NOT NULL column: `''` or 0 (D6).
- * - `rounded`: a non-integral number for an integer column, rounded half away from zero
- *   (convert explicitly instead of relying on the server; docs/tables.md#numbers).
- * - `clamped`: integer outside its column's range, clamped into it (docs/tables.md#long-values).
- * - `flag_normalised`: a `tinyint(1)` flag other than 0/1, written as 1 (docs/tables.md#booleans).
+ * Why a value was changed (the `reason` label): a string cut to its column's code points, null
+ * for a NOT NULL column written as `''` or 0, a fraction for an integer column rounded half away
+ * from zero (docs/tables.md#numbers), an integer clamped into its column's range, a `tinyint(1)`
+ * flag other than 0/1 written as 1 (docs/tables.md#booleans).
  */
 export type AdjustmentReason =
   | "truncated"
@@ -28,7 +22,7 @@ export type AdjustmentReason =
   | "clamped"
   | "flag_normalised";
 
-/** Every `AdjustmentReason`, for pre-creating metric series. */
+/** For pre-creating metric series. */
 export const ADJUSTMENT_REASONS: readonly AdjustmentReason[] = Object.freeze([
   "truncated",
   "null_to_default",
@@ -39,15 +33,13 @@ export const ADJUSTMENT_REASONS: readonly AdjustmentReason[] = Object.freeze([
 
 /** One change made to one value. */
 export interface ValueAdjustment {
-  /** Column whose value was changed. */
   readonly column: string;
-  /** What was done. */
   readonly reason: AdjustmentReason;
 }
 
 /** A row ready to bind. */
 export interface AdjustedRow {
-  /** Values in `table.insertColumns` order. */
+  /** In `table.insertColumns` order. */
   readonly values: SqlValue[];
   /** What was changed; empty (and shared) when nothing was. */
   readonly adjustments: readonly ValueAdjustment[];
@@ -105,12 +97,8 @@ function descriptorsOf(table: Table): readonly Descriptor[] {
 }
 
 /**
- * Cut a string to at most `maxChars` Unicode code points, never between the two halves of a
- * surrogate pair (`varchar(N)` counts code points, `string.length` counts UTF-16 units).
- *
- * @param value Any string.
- * @param maxChars Limit in code points.
- * @returns `value` itself when it fits, else its longest prefix that fits.
+ * `value` itself when it has at most `maxChars` code points, else its longest prefix that does,
+ * never cut between a surrogate pair (`varchar(N)` counts code points, `length` UTF-16 units).
  */
 export function truncateToCodePoints(value: string, maxChars: number): string {
   // A string never has more code points than UTF-16 units.
@@ -133,19 +121,11 @@ export function truncateToCodePoints(value: string, maxChars: number): string {
 
 /**
  * Adjust one row and write its values, in insert-column order, into `values` from index `at`
- * on (by default appended).
+ * on (by default appended); each adjustment is pushed to `adjustments`.
  *
- * A plain loop over the table's column descriptors. A function generated per table with
- * `new Function`, reading every column by its literal name, fitted servicestatus rows about 7
- * times faster in `deno bench` (0.12 against 0.97 µs per row), but in a drain that is about 4 %
- * of the worker's CPU per event and side by side the difference stayed inside the noise
- * (docs/performance.md), so the readable loop was kept.
- *
- * @param table Catalogue table.
- * @param row Values by column name.
- * @param values Array the row's values are written to.
- * @param adjustments Array each adjustment is pushed to.
- * @param at Index of the row's first value in `values`.
+ * A plain loop: a function generated per table with `new Function` fitted servicestatus rows 7
+ * times faster in `deno bench`, but side by side in a drain the difference stayed inside the
+ * noise (docs/performance.md), so the readable loop was kept.
  */
 export function appendAdjustedRow(
   table: Table,
@@ -181,13 +161,7 @@ export function appendAdjustedRow(
   }
 }
 
-/**
- * Adjust one row (D6).
- *
- * @param table Catalogue table, or its name.
- * @param row Values by column name; missing keys count as null.
- * @returns The values in `insertColumns` order and what was changed.
- */
+/** Adjust one row (D6); missing keys count as null. */
 export function adjustRow(table: Table | TableName, row: Row): AdjustedRow {
   const t = typeof table === "string" ? TABLES[table] : table;
   const values: SqlValue[] = [];

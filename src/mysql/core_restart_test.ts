@@ -3,7 +3,7 @@
  * core-restart sweep reads it instead of the tables.
  */
 import assert from "node:assert/strict";
-import { isStatusTable, STATUS_TABLES, StatusProgress } from "./status_progress.ts";
+import { isStatusTable, STATUS_TABLES, StatusProgress } from "./core_restart.ts";
 import type { Row } from "../events/types.ts";
 
 const HOSTS = "statusengine_hoststatus";
