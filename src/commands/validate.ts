@@ -6,7 +6,7 @@
  * The command names and the reject reasons are declared here once; the HTTP
  * server, the metric pre-creation and the docs/http.md consistency test derive from
  * them. The denylist and the default `raw` allowlist live with the settings
- * (src/config/raw_commands.ts), whose default derives from them.
+ * (src/config/settings.ts), whose default derives from them.
  *
  * @module
  */

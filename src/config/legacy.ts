@@ -1,22 +1,8 @@
 /**
- * The legacy PHP worker's `config.yml` (docs/operations.md#legacy-config) and the retired keys
- * (docs/operations.md#retired-keys).
- *
- * Three tables:
- * - {@linkcode LEGACY_TRANSLATIONS}: legacy keys or blocks that have a setting, with the code
- *   turning them into that setting's textual value;
- * - {@linkcode LEGACY_IGNORED}: legacy keys for features this worker does not have; when any
- *   key of a group is present, one warning names the group;
- * - {@linkcode RETIRED}: keys that refuse to start because reusing them would silently
- *   change their meaning;
- * - {@linkcode FIXED_SETTINGS}: former settings whose value is now a named constant; given
- *   anyway, they draw one warning and change nothing.
- *
- * From them and the settings table, which top-level keys a config file may hold, and the
- * nearest known name for a misspelled key or flag ({@linkcode unknownKeyWarnings}): a typo such
- * as `mysql_batchsize: 500` must not silently fall back to the default. One file is shared by
- * every command that reads it (the worker and `cleanup` typically use the same file), so a key
- * is known when ANY command has it, not only the one running.
+ * The legacy PHP worker's `config.yml` (docs/operations.md#legacy-config), retired keys
+ * (docs/operations.md#retired-keys) and former settings now fixed, as tables; from them and the
+ * settings table, which keys a config file may hold and the nearest known name for a typo. One
+ * file is shared by every command that reads it, so a key is known when ANY command has it.
  *
  * @module
  */
@@ -27,7 +13,6 @@ import {
   type CommandName,
   derivedEnvName,
   derivedYamlKey,
-  LEGACY_WORKER_COUNT_KEYS,
   PERFDATA_BACKENDS,
   RETENTION_RULES,
   SETTING_ROWS,
@@ -35,43 +20,38 @@ import {
 } from "./settings.ts";
 
 /**
- * The queues each legacy process-count key stood for (the PHP worker's child types). The
- * misc child consumed acknowledgements, contact notification methods and downtimes; the core
- * restart queue was consumed by the parent process, which no count key switches off.
+ * The legacy per-queue-group process counts, with the queues of each (the PHP worker's child
+ * types); 0 meant "do not consume these queues". The misc child consumed acknowledgements,
+ * contact notification methods and downtimes; no count key switches off the core restart queue.
  */
-const LEGACY_WORKER_QUEUES: Readonly<Record<(typeof LEGACY_WORKER_COUNT_KEYS)[number], string[]>> =
-  {
-    "number_servicestatus_worker": ["statusngin_servicestatus"],
-    "number_hoststatus_worker": ["statusngin_hoststatus"],
-    "number_logentry_worker": ["statusngin_logentries"],
-    "number_statechange_worker": ["statusngin_statechanges"],
-    "number_hostcheck_worker": ["statusngin_hostchecks"],
-    "number_servicecheck_worker": ["statusngin_servicechecks"],
-    "number_perfdata_worker": ["statusngin_service_perfdata"],
-    "number_notification_log_worker": ["statusngin_notifications"],
-    "number_misc_worker": [
-      "statusngin_acknowledgements",
-      "statusngin_contactnotificationmethod",
-      "statusngin_downtimes",
-    ],
-  };
+const LEGACY_WORKER_QUEUES: Readonly<Record<string, string[]>> = {
+  "number_servicestatus_worker": ["statusngin_servicestatus"],
+  "number_hoststatus_worker": ["statusngin_hoststatus"],
+  "number_logentry_worker": ["statusngin_logentries"],
+  "number_statechange_worker": ["statusngin_statechanges"],
+  "number_hostcheck_worker": ["statusngin_hostchecks"],
+  "number_servicecheck_worker": ["statusngin_servicechecks"],
+  "number_perfdata_worker": ["statusngin_service_perfdata"],
+  "number_notification_log_worker": ["statusngin_notifications"],
+  "number_misc_worker": [
+    "statusngin_acknowledgements",
+    "statusngin_contactnotificationmethod",
+    "statusngin_downtimes",
+  ],
+};
 
 /** A parsed YAML mapping. */
 export type YamlMapping = Readonly<Record<string, unknown>>;
 
-/** What a translation needs besides the document. */
+/** What a translation needs besides the document: the file's path and a warning sink. */
 export interface LegacyContext {
-  /** Path of the config file, for messages. */
   readonly path: string;
-  /** Collect a warning (secret-free). */
   readonly warn: (message: string) => void;
 }
 
-/** Result of a translation: the target's value in textual (flag) form. */
+/** A translated value in textual (flag) form, with its source label for messages. */
 export interface LegacyValue {
-  /** The value as it would be written on the command line. */
   readonly text: string;
-  /** Source label, e.g. `file /etc/x.yml keys gearman.address, gearman.port`. */
   readonly source: string;
 }
 
@@ -79,26 +59,17 @@ export interface LegacyValue {
 export interface LegacyTranslation {
   /** Flag of the setting it produces. */
   readonly target: string;
-  /**
-   * Legacy keys it reads, top-level or a dotted path into a block; help and the reference list
-   * them under the target ({@linkcode legacyKeysOf}).
-   */
+  /** Keys it reads (top-level or `block.field`), also listed by help and the reference. */
   readonly keys: readonly string[];
-  /**
-   * Build the value; `undefined` when the document says nothing about it.
-   * @throws {ConfigError} when a legacy value cannot be used.
-   */
+  /** The value, or `undefined` when the document says nothing; throws ConfigError if unusable. */
   readonly translate: (doc: YamlMapping, context: LegacyContext) => LegacyValue | undefined;
 }
 
-function present(doc: YamlMapping, key: string): boolean {
+export function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
-/**
- * The "path" of the legacy keys read from `SE_*` environment variables, in place of a file
- * path: labels then name the variables instead of file keys.
- */
+/** The "path" of the `SE_*` variables in place of a file path: labels name the variables. */
 export const LEGACY_ENV_PATH = "the SE_* environment";
 
 /** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
@@ -108,11 +79,9 @@ export function legacyEnvName(key: string): string {
 }
 
 /**
- * The fields of each legacy block: those the translations below read, and those they knowingly
- * ignore with a warning (`gearman.timeout`, `rabbitmq.exchange`) or in silence (`mysql.encoding`:
- * the connection is always utf8mb4). Any other field is a typo and draws a warning, whose
- * suggestion is only ever a field that is read: suggesting an ignored one would lead to a
- * setting that does nothing.
+ * The fields of each legacy block: read, or knowingly ignored (`mysql.encoding`: the connection
+ * is always utf8mb4). Any other field is a typo; only a read field is suggested for it, since an
+ * ignored one would lead to a setting that does nothing.
  */
 const LEGACY_BLOCK_FIELDS: Readonly<
   Record<
@@ -151,11 +120,8 @@ function legacyError(
 }
 
 /**
- * Read a legacy boolean: YAML booleans, `1`/`0`, and the strings `1 0 true false on off`
- * (case-insensitive), as the PHP worker accepted them.
- *
- * @param value The YAML value.
- * @returns The boolean, or `undefined` when the value is none of those.
+ * A legacy boolean as the PHP worker accepted it: YAML booleans, `1`/`0`, and the strings
+ * `1 0 true false on off` (any case); `undefined` for anything else.
  */
 export function legacyBoolean(value: unknown): boolean | undefined {
   if (typeof value === "boolean") return value;
@@ -202,10 +168,7 @@ function blockOf(doc: YamlMapping, key: string, setting: string, path: string): 
   return block as YamlMapping;
 }
 
-/**
- * Read one field of a legacy block as text, falling back to the legacy default.
- * Secret fields never echo their value.
- */
+/** One field of a legacy block as text, or the legacy default; a secret is never echoed. */
 function field(
   block: YamlMapping,
   name: string,
@@ -256,8 +219,25 @@ function hostForAddress(host: string): string {
 }
 
 const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
-/** The batch ceiling (`mysql-batch-size` max, the Go worker's; docs/writers.md#statement-shape). */
+/** `mysql-batch-size` max, the Go worker's (docs/writers.md#statement-shape). */
 const BATCH_CEILING = 700;
+
+/** A legacy boolean key (top-level or `block.field`) that sets a boolean setting. */
+function booleanTranslation(target: string, key: string): LegacyTranslation {
+  const [head, field] = key.split(".") as [string, string | undefined];
+  return {
+    target,
+    keys: [key],
+    translate(doc, { path }) {
+      if (field !== undefined && !present(doc, head)) return undefined;
+      const block = field === undefined ? doc : blockOf(doc, head, target, path);
+      const value = booleanKey(block, field ?? head, target, path);
+      return value === undefined
+        ? undefined
+        : { text: String(value), source: keysLabel(path, [key]) };
+    },
+  };
+}
 
 /** Legacy keys that map onto a setting (docs/operations.md#legacy-config), one entry per target. */
 export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
@@ -353,26 +333,8 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       };
     },
   },
-  {
-    target: "rabbitmq-durable-queues",
-    keys: ["rabbitmq.durable_queues"],
-    translate(doc, { path }) {
-      if (!present(doc, "rabbitmq")) return undefined;
-      const block = blockOf(doc, "rabbitmq", "rabbitmq-durable-queues", path);
-      const value = booleanKey(block, "durable_queues", "rabbitmq-durable-queues", path);
-      if (value === undefined) return undefined;
-      return { text: String(value), source: keysLabel(path, ["rabbitmq.durable_queues"]) };
-    },
-  },
-  {
-    target: "check-for-commands",
-    keys: ["check_for_commands"],
-    translate(doc, { path }) {
-      const value = booleanKey(doc, "check_for_commands", "check-for-commands", path);
-      if (value === undefined) return undefined;
-      return { text: String(value), source: keysLabel(path, ["check_for_commands"]) };
-    },
-  },
+  booleanTranslation("rabbitmq-durable-queues", "rabbitmq.durable_queues"),
+  booleanTranslation("check-for-commands", "check_for_commands"),
   {
     target: "command-check-interval",
     keys: ["command_check_interval"],
@@ -398,12 +360,12 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   },
   {
     target: "exclude-queues",
-    keys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
+    keys: [...Object.keys(LEGACY_WORKER_QUEUES), "process_perfdata"],
     translate(doc, { path, warn }) {
       const excluded: string[] = [];
       const used: string[] = [];
       const counted: string[] = [];
-      for (const key of LEGACY_WORKER_COUNT_KEYS) {
+      for (const [key, queues] of Object.entries(LEGACY_WORKER_QUEUES)) {
         if (!present(doc, key)) continue;
         const text = scalarText(doc[key])?.trim();
         if (text === undefined || !/^[0-9]+$/.test(text)) {
@@ -416,7 +378,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
           );
         }
         if (Number(text) === 0) {
-          excluded.push(...LEGACY_WORKER_QUEUES[key]);
+          excluded.push(...queues);
           used.push(key);
         } else if (Number(text) > 1) {
           counted.push(key);
@@ -546,116 +508,76 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       };
     },
   },
-  {
-    target: "enable-openitcockpit-tweaks",
-    keys: ["is_openitcockpit"],
-    translate(doc, { path }) {
-      const value = booleanKey(doc, "is_openitcockpit", "enable-openitcockpit-tweaks", path);
-      if (value === undefined) return undefined;
-      return { text: String(value), source: keysLabel(path, ["is_openitcockpit"]) };
-    },
-  },
+  booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
 ];
 
 /**
- * The legacy keys translated into a setting, for help, the reference and the known keys: read
- * from the translations themselves, so the docs cannot promise a migration that does not happen.
- *
- * @param flag Flag of the setting.
- * @returns Its legacy keys in translation order; none for most settings.
+ * The legacy keys translated into a setting, read from the translations themselves so that help
+ * and the reference cannot promise a migration that does not happen.
  */
 export function legacyKeysOf(flag: string): string[] {
   return LEGACY_TRANSLATIONS.flatMap((t) => t.target === flag ? t.keys : []);
 }
 
-/** A group of legacy keys for a feature this worker does not have. */
-interface LegacyIgnoredGroup {
-  /** Exact top-level keys of the group. */
-  readonly keys: readonly string[];
-  /** Keys starting with this prefix also belong to the group. */
-  readonly prefix?: string;
-  /** Commands for which the warning is relevant (`run` and `cleanup` share the file). */
-  readonly commands: readonly CommandName[];
-  /** Why nothing happens, and what to use instead. */
-  readonly reason: string;
-}
-
 /**
- * Legacy features without an equivalent (docs/operations.md#legacy-config): one warning per
- * group whose keys appear in the file, whatever their values.
+ * Legacy features without an equivalent (docs/operations.md#legacy-config): `run` warns once
+ * per group whose keys (or keys with `prefix`) appear in the file, whatever their values, and
+ * `reason` says why nothing happens.
  */
-const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
+const LEGACY_IGNORED: readonly { keys: string[]; prefix?: string; reason: string }[] = [
   {
     keys: ["use_redis", "redis"],
-    commands: ["run"],
     reason: "Redis is not supported; live status is kept in MySQL only",
   },
   {
     keys: ["use_crate", "crate"],
-    commands: ["run"],
     reason: "CrateDB is not supported; history is written to MySQL only",
   },
   {
     keys: [],
     prefix: "elasticsearch_",
-    commands: ["run"],
     reason: "Elasticsearch is not supported as a perfdata backend",
   },
   {
     keys: ["max_bulk_delay"],
-    commands: ["run"],
     reason: "there is no flush delay: rows are written as soon as the previous statement " +
       "finished, or after at most 250 ms",
   },
   {
     keys: ["store_live_data_in_archive_backend"],
-    commands: ["run"],
     reason: "the two status tables are always written",
   },
   {
     keys: ["use_mysql"],
-    commands: ["run"],
     reason: "MySQL is the only storage backend and is always written",
   },
   {
     keys: ["dump_mysql_query_parameters"],
-    commands: ["run"],
     reason: "the nearest equivalent is log_level: debug",
   },
   {
     keys: ["query_handler"],
-    commands: ["run"],
     reason: "the query handler is not supported; tasks are submitted with submit_method " +
       "broker or cmd",
   },
   {
     keys: ["syslog_enabled", "syslog_tag"],
-    commands: ["run"],
     reason: "logs go to stdout (the journal under systemd); see log_format",
   },
   {
     keys: ["disable_http_proxy"],
-    commands: ["run"],
     reason: "no HTTP proxy is ever used",
   },
 ];
 
-/**
- * Warnings for the legacy feature groups present in a file.
- *
- * @param doc The parsed file.
- * @param path Its path, for the message.
- * @param command The command reading it.
- * @returns One warning per group with at least one key present.
- */
+/** One warning per legacy feature group present in a file read by `run`. */
 export function legacyIgnoredWarnings(
   doc: YamlMapping,
   path: string,
   command: CommandName,
 ): string[] {
   const warnings: string[] = [];
-  for (const group of LEGACY_IGNORED) {
-    if (!group.commands.includes(command)) continue;
+  for (const group of command === "run" ? LEGACY_IGNORED : []) {
     const prefix = group.prefix;
     const found = Object.keys(doc).filter((key) =>
       group.keys.includes(key) || (prefix !== undefined && key.startsWith(prefix))
@@ -670,23 +592,22 @@ export function legacyIgnoredWarnings(
   return warnings;
 }
 
-/** A retired setting (docs/operations.md#retired-keys). */
+/**
+ * A retired setting (docs/operations.md#retired-keys): its flag is unknown now (with a hint);
+ * its YAML key present with any value, or its env var set at all, refuses `commands`.
+ */
 export interface RetiredSetting {
-  /** The retired name as a flag (an unknown flag now, with a hint). */
   readonly flag: string;
-  /** The retired YAML key: present with any value, `0` and null included, refuses. */
   readonly yaml: string;
-  /** The retired env var: set at all, even empty, refuses. */
   readonly env: string;
   /** Flag of the setting that replaced it. */
   readonly replacement: string;
-  /** Commands that refuse it. */
   readonly commands: readonly CommandName[];
   /** Why it cannot be translated. */
   readonly reason: string;
 }
 
-/** Retired keys (docs/operations.md#retired-keys). */
+/** Retired keys. */
 export const RETIRED: readonly RetiredSetting[] = [
   {
     flag: "gearman-max-concurrent-jobs",
@@ -700,26 +621,13 @@ export const RETIRED: readonly RetiredSetting[] = [
 ];
 
 /**
- * A former setting whose value is now a named constant in the module that uses it
- * (docs/operations.md#fixed-settings). Its flag, `STATUSENGINE_*` variable and YAML key derive
- * from `flag` as they did while it was a row of the settings table.
+ * Former settings of `run`, now named constants in the module that uses them
+ * (docs/operations.md#fixed-settings): `value` as the setting took it, `because` why it serves
+ * every installation. An old file, unit or environment that still sets one must neither refuse
+ * to start nor be ignored silently: one warning each. Flag, env var and YAML key derive from
+ * `flag`; the values are pinned against the constants by `legacy_test.ts`.
  */
-export interface FixedSetting {
-  /** The former flag. */
-  readonly flag: string;
-  /** The value it is fixed at, written as the setting took it. */
-  readonly value: string;
-  /** Why that value serves every installation, for the warning. */
-  readonly because: string;
-}
-
-/**
- * Settings of `run` no operator needed to change: neither the PHP nor the Go worker had them and
- * no page asked to tune them. An old file, unit or environment that still sets one must neither refuse
- * to start nor be ignored silently, so each draws one warning naming the fixed value. The values
- * are pinned against the constants by `legacy_test.ts`.
- */
-export const FIXED_SETTINGS: readonly FixedSetting[] = [
+export const FIXED_SETTINGS: readonly { flag: string; value: string; because: string }[] = [
   {
     flag: "gearman-heartbeat-interval",
     value: "15s",
@@ -769,16 +677,7 @@ export const FIXED_SETTINGS: readonly FixedSetting[] = [
   },
 ];
 
-/**
- * One warning per fixed setting that is given anyway, naming every place it was given.
- *
- * @param command The command being loaded.
- * @param flags The fixed flags found on its command line.
- * @param doc The parsed config file.
- * @param path Its path, or `undefined` when none was read.
- * @param env The environment.
- * @returns Secret-free warnings (names only, never values).
- */
+/** One warning per fixed setting given anyway, naming every place (never the value). */
 export function fixedSettingWarnings(
   command: CommandName,
   flags: readonly string[],
@@ -804,51 +703,28 @@ export function fixedSettingWarnings(
 }
 
 /**
- * Legacy keys the PHP worker also read from `SE_<KEY PATH>` environment variables (its
- * `docs/Env.md`: `node_name` ← `SE_NODE_NAME`, `mysql.host` ← `SE_MYSQL_HOST`, …), limited
- * to the keys that have an effect here. The age keys are the retention settings' YAML keys.
+ * Legacy keys the PHP worker also read from `SE_<KEY PATH>` variables (its `docs/Env.md`:
+ * `mysql.host` ← `SE_MYSQL_HOST`), limited to those that have an effect here: the translated
+ * keys (a block: its read fields) and these settings' YAML keys.
  */
 const LEGACY_ENV_KEYS: readonly string[] = [
-  "node_name",
-  "use_gearman",
-  "use_rabbitmq",
-  "gearman.address",
-  "gearman.port",
-  "rabbitmq.host",
-  "rabbitmq.port",
-  "rabbitmq.user",
-  "rabbitmq.password",
-  "rabbitmq.vhost",
-  "rabbitmq.durable_queues",
-  "mysql.host",
-  "mysql.port",
-  "mysql.username",
-  "mysql.password",
-  "mysql.database",
-  "number_of_bulk_records",
-  "perfdata_backend",
+  ...new Set(
+    LEGACY_TRANSLATIONS.flatMap((t) => t.keys).flatMap((key) => {
+      const block = LEGACY_BLOCK_FIELDS[key as keyof typeof LEGACY_BLOCK_FIELDS];
+      return block === undefined ? [key] : block.read.map((field) => `${key}.${field}`);
+    }),
+  ),
   "graphite_prefix",
-  "graphite_address",
-  "graphite_port",
   "graphite_illegal_characters",
-  "is_openitcockpit",
-  "process_perfdata",
-  ...LEGACY_WORKER_COUNT_KEYS,
-  "check_for_commands",
-  "command_check_interval",
   "submit_method",
   "external_command_file",
   ...RETENTION_RULES.map((r) => r.yamlKey),
 ];
 
 /**
- * The legacy document the `SE_*` variables describe: each set, non-empty variable of
- * {@linkcode LEGACY_ENV_KEYS} at its key path, as a string (`perfdata_backend` split at commas).
- * Read with {@linkcode LEGACY_ENV_PATH} as path, below the config file as in the PHP worker
- * (file > `SE_*`), and below every `STATUSENGINE_*` variable.
- *
- * @param env The environment.
- * @returns The document; empty when no such variable is set.
+ * The legacy document the `SE_*` variables describe: each set, non-empty variable at its key
+ * path, as a string (`perfdata_backend` split at commas). Read below the config file as in the
+ * PHP worker, and below every `STATUSENGINE_*` variable.
  */
 export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMapping {
   const doc: Record<string, unknown> = {};
@@ -867,10 +743,7 @@ export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMa
   return doc;
 }
 
-/**
- * Every top-level key some command reads from the file and acts on: the only names a
- * misspelled key is told it may have meant.
- */
+/** Every top-level key some command acts on: the only names suggested for a misspelled key. */
 const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SETTING_ROWS.flatMap((row) => {
     const key = yamlKeyOf(row);
@@ -885,10 +758,9 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Every top-level key that draws no "unknown key" warning: the supported ones, plus the legacy
- * keys without effect, the retired keys and the former settings now fixed, which have warnings
- * (or refusals) of their own. The latter are never suggested for a typo: `query_hander` is not
- * told to become `query_handler`, a key that does nothing.
+ * Every top-level key that draws no "unknown key" warning: the supported ones, plus those with
+ * warnings or refusals of their own, which are never suggested (`query_hander` is not told to
+ * become `query_handler`, a key that does nothing).
  */
 const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SUPPORTED_YAML_KEYS,
@@ -902,13 +774,7 @@ const KNOWN_PREFIXES: readonly string[] = LEGACY_IGNORED.flatMap((group) =>
   group.prefix === undefined ? [] : [group.prefix]
 );
 
-/**
- * The candidate closest to a misspelled name, when it is close enough to be a likely typo.
- *
- * @param name What was written (`mysql_batchsize`, `gearman-adr`).
- * @param candidates The names that exist.
- * @returns The nearest candidate, or `undefined` when none is plausibly meant.
- */
+/** The candidate closest to a misspelled name, when it is close enough to be a likely typo. */
 export function nearestName(name: string, candidates: Iterable<string>): string | undefined {
   const list = [...candidates];
   if (list.length === 0 || name === "") return undefined;
@@ -919,12 +785,8 @@ export function nearestName(name: string, candidates: Iterable<string>): string 
 }
 
 /**
- * One warning per top-level key of the file that no command knows, with the nearest known
- * key when there is one.
- *
- * @param doc The parsed file.
- * @param path Its path, for the message.
- * @returns Secret-free warnings (only key names are quoted, never values).
+ * One warning per top-level key no command knows, with the nearest known key: a typo such as
+ * `mysql_batchsize: 500` must not silently fall back to the default. Never quotes values.
  */
 export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
   const warnings: string[] = [];

@@ -22,6 +22,7 @@ import {
   legacyEnvName,
   legacyIgnoredWarnings,
   nearestName,
+  present,
   RETIRED,
   unknownKeyWarnings,
   type YamlMapping,
@@ -372,10 +373,6 @@ function parseFed(
 function holdsSecret(value: unknown): boolean {
   if (Array.isArray(value)) return value.length > 0;
   return typeof value === "string" && redactUrl(value) !== value;
-}
-
-function present(doc: YamlMapping, key: string): boolean {
-  return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
 /** `present` for a dotted path into nested blocks (`rabbitmq.durable_queues`). */

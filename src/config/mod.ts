@@ -34,14 +34,15 @@ export {
   settingsDifferingFromDefaults,
 } from "./help.ts";
 export {
+  ALLOW_ALL,
   type Camel,
   COMMAND_NAMES,
   type CommandName,
   COMMANDS,
   type CommandsOf,
+  DEFAULT_ALLOWED_RAW_COMMANDS,
   defaultOf,
-  type Feed,
-  type Kind,
+  DENIED_RAW_COMMANDS,
   type KindValue,
   QUEUE_NAMES,
   RETENTION_RULES,
@@ -58,5 +59,5 @@ export {
   type UnitSuffix,
 } from "./settings.ts";
 export { ConfigError, type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";
-export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";
+
 export { nearestName } from "./legacy.ts";
