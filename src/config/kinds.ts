@@ -1,7 +1,6 @@
 /**
- * Parsing and describing a value according to its row's {@linkcode Kind}: the one place that
- * knows which YAML types each kind accepts, what "accepted form" help shows, and how a raw
- * value is masked in messages.
+ * Parsing and describing a value by its row's kind: which YAML types each kind accepts, what
+ * help shows as the accepted form, and how a value is masked in messages.
  *
  * @module
  */
@@ -32,13 +31,7 @@ function fail<T>(problem: string): Parsed<T> {
   return { ok: false, problem };
 }
 
-/**
- * Describe a YAML value for a type error, without revealing secrets.
- *
- * @param value The YAML value.
- * @param secret Whether the value may be shown.
- * @returns e.g. `the string "100"`, `a list`, `a mapping`.
- */
+/** A YAML value for a type error (`the string "100"`, `a list`), secrets not shown. */
 function describeYaml(value: unknown, secret: boolean): string {
   if (Array.isArray(value)) return "a list";
   if (value === null) return "null";
@@ -81,17 +74,10 @@ function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]>
 }
 
 /**
- * Parse one raw value for a row.
- *
- * Text (flag, env) is parsed with the Go syntaxes (docs/operations.md#values); YAML values must
- * have the matching YAML type (a string for an integer is a type error), except that a
- * duration may be the number `0` and lists may be a sequence or a comma-separated string.
- *
- * @param row The row whose kind decides.
- * @param raw The raw value.
- * @param origin Whether `raw` is text or a YAML value.
- * @returns The resolved value (numbers, booleans, milliseconds, `string[]`, normalized
- *   strings) or a secret-free problem.
+ * Parse one raw value for a row into its resolved value, or a secret-free problem. Text (flag,
+ * env) uses the Go syntaxes (docs/operations.md#values); YAML values must have the matching YAML
+ * type, except that a duration may be the number `0` and lists may be a sequence or a
+ * comma-separated string.
  */
 export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parsed<unknown> {
   const kind = row.kind;
@@ -182,8 +168,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "enum": {
       const text = textOf(row, raw);
       if (!text.ok) return text;
-      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case); the resolved value is the
-      // table's spelling.
+      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case), resolved to the table's.
       const lower = text.value.trim().toLowerCase();
       const match = kind.values.find((v) => v.toLowerCase() === lower);
       return match === undefined
@@ -247,12 +232,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
   }
 }
 
-/**
- * Accepted form of a row's values, for help and error messages.
- *
- * @param row A settings row.
- * @returns e.g. `integer 1..700`, `Go duration (250ms, 30s, 5m, 1h30m), > 0`.
- */
+/** Accepted form of a row's values for help and errors (`integer 1..700`). */
 export function acceptedForm(row: SettingRow): string {
   const kind = row.kind;
   switch (kind.type) {
@@ -299,12 +279,7 @@ export function acceptedForm(row: SettingRow): string {
   }
 }
 
-/**
- * Placeholder for the value in usage lines (`--mysql-batch-size N`).
- *
- * @param row A settings row.
- * @returns The metavariable, or `""` for booleans.
- */
+/** Placeholder for the value in usage lines (`--mysql-batch-size N`); `""` for booleans. */
 export function metavarOf(row: SettingRow): string {
   const kind = row.kind;
   switch (kind.type) {
@@ -340,14 +315,7 @@ function isUrlLike(row: SettingRow): boolean {
   return row.kind.type === "url" || row.kind.type === "mysqlUrl" || row.kind.type === "mysqlDsn";
 }
 
-/**
- * The raw value as it may appear in a message or log line: URLs and DSNs with the password
- * masked, key lists hidden, everything else quoted and shortened.
- *
- * @param row A settings row.
- * @param raw The raw value.
- * @returns Safe text.
- */
+/** A raw value as a message may show it: secrets masked, everything else quoted and shortened. */
 export function maskRaw(row: SettingRow, raw: unknown): string {
   if (row.secret === true) {
     return isUrlLike(row) && typeof raw === "string" ? JSON.stringify(redactUrl(raw)) : "(hidden)";
@@ -356,13 +324,7 @@ export function maskRaw(row: SettingRow, raw: unknown): string {
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
-/**
- * A resolved value as it may appear in a log line or help: secrets masked.
- *
- * @param row A settings row.
- * @param value The resolved (or default) value.
- * @returns Display text.
- */
+/** A resolved value as a log line or help may show it: secrets masked. */
 export function displayValue(row: SettingRow, value: unknown): string {
   if (value === undefined) return "(none)";
   if (row.secret === true) {

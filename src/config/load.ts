@@ -1,9 +1,6 @@
 /**
- * Command line, environment and YAML file → typed settings (docs/operations.md#settings, D8).
- *
- * Order of work (docs/operations.md#startup): parse the command line (usage errors first), read
- * the config file, reject retired keys, translate legacy keys, then resolve every setting of the
- * command. Each setting takes the first of flag > env > file > default that supplies a value, but
+ * Command line, environment and YAML file → typed settings, in the order of
+ * docs/operations.md#startup. Each setting takes the first of flag > env > file > default, but
  * every value given in any source is parsed and validated, so a typo cannot hide behind an
  * override.
  *
@@ -42,54 +39,40 @@ import {
 } from "./settings.ts";
 import { ConfigError, redactUrl } from "./values.ts";
 
-/** Inputs of {@linkcode loadSettings}; all I/O is injectable for tests. */
+/** Inputs of {@linkcode loadSettings}: `rest` of {@linkcode parseCommandLine}, env, file I/O. */
 export interface LoadOptions {
-  /** The command's arguments: `rest` of {@linkcode parseCommandLine}. */
   readonly argv: readonly string[];
-  /** Environment variables (`Deno.env.toObject()`). */
   readonly env: Readonly<Record<string, string>>;
-  /** Reads the config file; default `Deno.readTextFile`. */
+  /** Default `Deno.readTextFile`. */
   readonly readTextFile?: (path: string) => Promise<string>;
 }
 
-/** What {@linkcode loadSettings} returns. */
+/** Settings, secret-free warnings (never printed here) and each setting's source by key. */
 export interface LoadResult<C extends CommandName> {
-  /** The resolved, validated settings. */
   readonly settings: SettingsFor<C>;
-  /** Secret-free warnings (legacy keys ignored or shadowed, DSN parameters dropped). */
   readonly warnings: string[];
-  /** Where each setting came from, by settings key. */
   readonly sources: Record<string, SettingSource>;
 }
 
-/** Where one resolved setting came from. */
+/** Where one resolved setting came from; `text` e.g. `file /etc/x.yml key mysql_batch_size`. */
 export interface SettingSource {
-  /** The kind of source. */
   readonly kind: SourceKind;
-  /**
-   * The source in words: `flag --mysql-batch-size`, `env STATUSENGINE_MYSQL_BATCH_SIZE`,
-   * `file /etc/x.yml key mysql_batch_size`, `default`, `none`.
-   */
   readonly text: string;
 }
 
 /**
- * Kind of source of a resolved setting: `legacy` is a key of the PHP worker's config.yml (or
- * its `SE_*` variable) translated into the setting; `none` means no source and no default.
+ * `legacy`: a key of the PHP worker's config.yml (or its `SE_*` variable) translated into the
+ * setting; `none`: no source and no default.
  */
 export type SourceKind = "flag" | "env" | "file" | "legacy" | "default" | "none";
 
-/** The command line split into command and arguments. */
+/** The command line split: `run` when no command was named (then `commandGiven` is false). */
 export interface CommandLine {
-  /** The command; `run` when none was named. */
   readonly command: CommandName;
-  /** Whether the command was named explicitly (top-level help when it was not). */
   readonly commandGiven: boolean;
-  /** Arguments after the command, for {@linkcode LoadOptions.argv}. */
   readonly rest: string[];
   /** `--help`, `-h` or `help [command]` was given. */
   readonly help: boolean;
-  /** `--version` was given. */
   readonly version: boolean;
 }
 
@@ -97,15 +80,17 @@ function isCommand(name: string): name is CommandName {
   return (COMMAND_NAMES as readonly string[]).includes(name);
 }
 
-function commandHint(name: string): string {
-  const near = nearestName(name, COMMAND_NAMES);
-  return near === undefined ? "" : ` (did you mean ${near}?)`;
+/** A bad command line (exit status 2), pointing at the help of `command` or the top level. */
+function usageError(message: string, command?: CommandName): WorkerError {
+  const help = command === undefined ? "--help" : `${command} --help`;
+  return new WorkerError("usage", `${message}: see "${PROGRAM_NAME} ${help}"`);
 }
 
-function helpHint(command: CommandName | undefined): string {
-  return command === undefined
-    ? `see "${PROGRAM_NAME} --help"`
-    : `see "${PROGRAM_NAME} ${command} --help"`;
+function unknownCommand(name: string): WorkerError {
+  const near = nearestName(name, COMMAND_NAMES);
+  return usageError(
+    `Unknown command "${name}"${near === undefined ? "" : ` (did you mean ${near}?)`}`,
+  );
 }
 
 interface FlagEntry {
@@ -124,7 +109,7 @@ function flagIndex(command: CommandName): Map<string, FlagEntry> {
   return index;
 }
 
-/** ` (did you mean --x?)`, or which commands take the flag, or nothing. */
+/** Which commands take the flag, or ` (did you mean --x?)`, or nothing. */
 function unknownFlagHint(
   command: CommandName,
   name: string,
@@ -142,7 +127,7 @@ function unknownFlagHint(
 
 interface FlagUse {
   readonly row: SettingRow;
-  /** How it was written, for messages: `--mysql-dsn`, `-nodename`, `argument 1`. */
+  /** As written, for messages: `--mysql-dsn`, `-nodename`, `argument 1`. */
   readonly spelling: string;
   readonly value: string;
 }
@@ -207,21 +192,14 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       const why = retired === undefined
         ? unknownFlagHint(command, name, index)
         : ` (retired: use --${retired.replacement}; ${retired.reason})`;
-      problems.push(
-        new WorkerError(
-          "usage",
-          `Unknown flag "${arg}" for command "${command}"${why}: ${helpHint(command)}`,
-        ),
-      );
+      problems.push(usageError(`Unknown flag "${arg}" for command "${command}"${why}`, command));
       continue;
     }
     const spelling = `${arg.startsWith("--") ? "--" : "-"}${name}`;
     let value: string;
     if (entry.row.kind.type === "boolean") {
       if (entry.negated && inline !== undefined) {
-        problems.push(
-          new WorkerError("usage", `Flag "${spelling}" takes no value: ${helpHint(command)}`),
-        );
+        problems.push(usageError(`Flag "${spelling}" takes no value`, command));
         continue;
       }
       value = entry.negated ? "false" : inline ?? "true";
@@ -230,18 +208,11 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     } else if (i + 1 < argv.length && !isHelpToken(argv[i + 1])) {
       value = argv[++i] ?? "";
     } else {
-      problems.push(
-        new WorkerError("usage", `Flag "${spelling}" needs a value: ${helpHint(command)}`),
-      );
+      problems.push(usageError(`Flag "${spelling}" needs a value`, command));
       continue;
     }
     if (uses.some((u) => u.row === entry.row && u.spelling === spelling)) {
-      problems.push(
-        new WorkerError(
-          "usage",
-          `Flag "${spelling}" is given more than once: ${helpHint(command)}`,
-        ),
-      );
+      problems.push(usageError(`Flag "${spelling}" is given more than once`, command));
       continue;
     }
     uses.push({ row: entry.row, spelling, value });
@@ -251,11 +222,9 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     const row = positionalRows[n];
     if (row === undefined) {
       problems.push(
-        new WorkerError(
-          "usage",
-          `Unexpected argument ${JSON.stringify(value)} for command "${command}": ${
-            helpHint(command)
-          }`,
+        usageError(
+          `Unexpected argument ${JSON.stringify(value)} for command "${command}"`,
+          command,
         ),
       );
     } else {
@@ -266,14 +235,11 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
 }
 
 /**
- * Split the command line into command and arguments. The command is the first argument when
- * it names one (`help <command>` too); otherwise `run`, so the Go worker's
- * `statusengine-worker -config x` keeps working. Unknown flags are not reported here but by
- * {@linkcode loadSettings}, so `--help` always works.
- *
- * @param argv Arguments after the program name (`Deno.args`).
- * @returns Command, its arguments, and whether help or the version was asked for.
- * @throws {WorkerError} (code `usage`) when the first argument is a word but no command.
+ * Split the command line (`Deno.args`) into command and arguments. The command is the first
+ * argument when it names one (`help <command>` too), otherwise `run`, so the Go worker's
+ * `statusengine-worker -config x` keeps working. Unknown flags are reported by
+ * {@linkcode loadSettings}, so `--help` always works; a first word that is no command throws
+ * a `usage` WorkerError.
  */
 export function parseCommandLine(argv: readonly string[]): CommandLine {
   let command: CommandName = "run";
@@ -298,10 +264,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       help = true;
       if (second !== undefined) {
         if (!isCommand(second)) {
-          throw new WorkerError(
-            "usage",
-            `Unknown command "${second}"${commandHint(second)}: ${helpHint(undefined)}`,
-          );
+          throw unknownCommand(second);
         }
         command = second;
         commandGiven = true;
@@ -312,10 +275,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       commandGiven = true;
       rest = argv.slice(1);
     } else {
-      throw new WorkerError(
-        "usage",
-        `Unknown command "${first}"${commandHint(first)}: ${helpHint(undefined)}`,
-      );
+      throw unknownCommand(first);
     }
   }
   const tokens = tokenize(command, rest);
@@ -407,20 +367,18 @@ async function readConfig(
   source: string,
   read: (path: string) => Promise<string>,
 ): Promise<YamlMapping> {
+  const fail = (verb: string, detail: string, cause?: unknown) =>
+    new ConfigError(`Cannot ${verb} config file ${JSON.stringify(path)} (${source})${detail}`, {
+      setting: "config",
+      source,
+      rawValue: JSON.stringify(path),
+      cause,
+    });
   let text: string;
   try {
     text = await read(path);
   } catch (err: unknown) {
-    const detail = err instanceof Error ? err.message : String(err);
-    throw new ConfigError(
-      `Cannot read config file ${JSON.stringify(path)} (${source}): ${detail}`,
-      {
-        setting: "config",
-        source,
-        rawValue: JSON.stringify(path),
-        cause: err,
-      },
-    );
+    throw fail("read", `: ${err instanceof Error ? err.message : String(err)}`, err);
   }
   let doc: unknown;
   try {
@@ -430,18 +388,11 @@ async function readConfig(
   } catch (err: unknown) {
     const where = err instanceof YAMLParseError ? ` at ${lineAndColumn(text, err.pos[0])}` : "";
     const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
-    throw new ConfigError(
-      `Cannot parse config file ${JSON.stringify(path)} (${source})${where}: ${detail}`,
-      { setting: "config", source, rawValue: JSON.stringify(path), cause: err },
-    );
+    throw fail("parse", `${where}: ${detail}`, err);
   }
   if (doc === null || doc === undefined) return {};
   if (typeof doc !== "object" || Array.isArray(doc)) {
-    throw new ConfigError(
-      `Cannot use config file ${JSON.stringify(path)} (${source}): the top level must be a ` +
-        "mapping of keys",
-      { setting: "config", source, rawValue: JSON.stringify(path) },
-    );
+    throw fail("use", ": the top level must be a mapping of keys");
   }
   return doc as YamlMapping;
 }
@@ -477,16 +428,10 @@ function checkRetired(
 }
 
 /**
- * Resolve, validate and type the settings of one command.
- *
- * @param command The command whose settings are wanted.
- * @param options Arguments (after the command), environment and file reader.
- * @returns Settings, warnings (never printed here) and the source of each value.
- * @throws {WorkerError} (code `usage`) for an unknown flag, a flag without value, a stray argument or a
- *   missing required flag (exit status 2).
- * @throws {ConfigError} for a value that does not parse or is out of range, conflicting
- *   values within one source, an unreadable or unparseable config file, a retired key
- *   (exit status 1).
+ * Resolve, validate and type the settings of one command. Throws a `usage` WorkerError (exit
+ * status 2) for a bad command line or a missing required flag, a {@linkcode ConfigError} (exit
+ * status 1) for a bad value, conflicting values within one source, an unusable config file or
+ * a retired key.
  */
 export async function loadSettings<C extends CommandName>(
   command: C,
@@ -563,7 +508,7 @@ export async function loadSettings<C extends CommandName>(
         envCandidates(input).map((e) => parseFed(input, row, e.value, "text", `env ${e.name}`))
       ),
     ];
-    /** Candidates of one document: its own keys, then legacy keys, the new key winning. */
+    // Candidates of one document: its own keys, then legacy keys, the new key winning.
     const documentTier = (
       source: YamlMapping,
       sourcePath: string,
@@ -648,10 +593,7 @@ export async function loadSettings<C extends CommandName>(
       const what = row.positional === true
         ? `argument ${metavarOf(row)} (or --${row.flag})`
         : `flag --${row.flag}${envName === undefined ? "" : ` (or env ${envName})`}`;
-      throw new WorkerError(
-        "usage",
-        `Missing required ${what} for command "${command}": ${helpHint(command)}`,
-      );
+      throw usageError(`Missing required ${what} for command "${command}"`, command);
     }
     const fallback = defaultOf(row, command);
     if (fallback === undefined) {
@@ -667,7 +609,6 @@ export async function loadSettings<C extends CommandName>(
     sources[key] = { kind: "default", text: "default" };
   }
 
-  // The record was filled key by key from the same rows SettingsFor<C> is derived from
-  // (settingKeyOf is the runtime twin of SettingKey, pinned by settings_test.ts).
+  // Filled key by key from the rows SettingsFor<C> derives from (pinned by settings_test.ts).
   return { settings: settings as SettingsFor<C>, warnings, sources };
 }

@@ -1,10 +1,7 @@
 /**
- * Parsers for the value formats of docs/operations.md#values: Go durations, Go booleans, integers,
- * `host:port` addresses and lists, key lists, MySQL/AMQP/HTTP URLs and the go-sql-driver DSN.
- *
- * Every parser is pure and returns a {@linkcode Parsed} result instead of throwing, so the
- * loader can wrap a problem into a {@linkcode ConfigError} that names the setting and its
- * source (a bad command line is a `WorkerError` with code `usage`, exit status 2).
+ * Parsers for the value formats of docs/operations.md#values. Each is pure and returns a
+ * {@linkcode Parsed} result instead of throwing, so the loader can wrap a problem into a
+ * {@linkcode ConfigError} that names the setting and its source.
  *
  * @module
  */
@@ -43,11 +40,8 @@ const DURATION_UNITS_NS: Readonly<Record<string, number>> = {
 const MAX_DURATION_NS = 9223372036854775807;
 
 /**
- * Parse a Go duration (`250ms`, `1h30m`, `.5s`, `-2s`, bare `0`) into milliseconds.
- *
- * @param text The duration as written.
- * @returns Milliseconds (may be fractional or negative), or a problem for anything Go rejects,
- *   including a number without a unit such as `300`.
+ * A Go duration (`250ms`, `1h30m`, `.5s`, `-2s`, bare `0`) in milliseconds, possibly fractional
+ * or negative; a problem for anything Go rejects, including a number without a unit (`300`).
  */
 export function parseGoDuration(text: string): Parsed<number> {
   let rest = text;
@@ -85,12 +79,7 @@ export function parseGoDuration(text: string): Parsed<number> {
   return ok(negative ? -ms : ms);
 }
 
-/**
- * Render milliseconds in Go duration syntax (`1h30m`, `250ms`, `0s`), for help and logs.
- *
- * @param ms Milliseconds.
- * @returns The shortest exact Go spelling built from h, m, s and ms (µs/ns for fractions).
- */
+/** Milliseconds in the shortest exact Go duration spelling (`1h30m`, `250ms`, `0s`). */
 export function formatGoDuration(ms: number): string {
   if (ms === 0) return "0s";
   if (ms < 0) return `-${formatGoDuration(-ms)}`;
@@ -112,24 +101,14 @@ export function formatGoDuration(ms: number): string {
 const GO_TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
 const GO_FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
 
-/**
- * Parse a boolean with Go's `strconv.ParseBool` spellings (docs/operations.md#values).
- *
- * @param text `1 t T TRUE true True` or `0 f F FALSE false False`.
- * @returns The boolean, or a problem for anything else (`on`, `yes`, …).
- */
+/** A boolean in Go's `strconv.ParseBool` spellings; `on`, `yes`, … are problems. */
 export function parseGoBoolean(text: string): Parsed<boolean> {
   if (GO_TRUE.has(text)) return ok(true);
   if (GO_FALSE.has(text)) return ok(false);
   return fail(`${JSON.stringify(text)} is not a boolean`);
 }
 
-/**
- * Parse a decimal integer (optional sign, digits only, within the safe integer range).
- *
- * @param text The integer as written.
- * @returns The number, or a problem.
- */
+/** A decimal integer: optional sign, digits only, within the safe integer range. */
 export function parseDecimalInteger(text: string): Parsed<number> {
   if (!/^[+-]?[0-9]+$/.test(text)) return fail(`${JSON.stringify(text)} is not an integer`);
   const value = Number(text);
@@ -146,11 +125,8 @@ const BYTE_UNITS: Readonly<Record<string, number>> = {
 };
 
 /**
- * Parse a size: whole bytes, or a whole number with a binary unit (`512KiB`, `64MiB`, `1GiB`).
- * Decimal units (`MB`) are refused rather than guessed.
- *
- * @param text The size.
- * @returns Bytes, or a problem.
+ * A size in bytes: whole bytes, or a whole number with a binary unit (`512KiB`, `64MiB`,
+ * `1GiB`). Decimal units (`MB`) are refused rather than guessed.
  */
 export function parseByteSize(text: string): Parsed<number> {
   const m = /^([0-9]+)\s*([A-Za-z]*)$/.exec(text);
@@ -163,12 +139,7 @@ export function parseByteSize(text: string): Parsed<number> {
   return ok(value);
 }
 
-/**
- * Write a size the way {@link parseByteSize} reads it, in the largest exact unit.
- *
- * @param bytes A size in bytes.
- * @returns e.g. `64MiB`, `1536KiB`, `100`.
- */
+/** A size the way {@link parseByteSize} reads it, in the largest exact unit (`1536KiB`). */
 export function formatByteSize(bytes: number): string {
   for (const [unit, factor] of [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const) {
     if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`;
@@ -179,32 +150,19 @@ export function formatByteSize(bytes: number): string {
 const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 const IPV6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
 
-/**
- * Check a host name, IPv4 address or bare IPv6 address (no brackets).
- *
- * @param host The host.
- * @returns The host unchanged, or a problem.
- */
+/** A host name, IPv4 address or bare IPv6 address (no brackets), unchanged. */
 export function parseHost(host: string): Parsed<string> {
   if (HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
   return fail(`${JSON.stringify(host)} is not a host name or IP address`);
 }
 
-/** A `host:port` address split into its parts; `host` is `""` for "all interfaces". */
+/** A `host:port` address split; `host` is IPv6 without brackets, `""` for all interfaces. */
 export interface HostPort {
-  /** Host name or IP address, IPv6 without brackets; empty for all interfaces. */
   readonly host: string;
-  /** Port 1..65535. */
   readonly port: number;
 }
 
-/**
- * Split `host:port`, `[v6]:port` or `:port` (docs/operations.md#values).
- *
- * @param addr The address.
- * @param options `emptyHost: true` accepts `:port` (listen addresses).
- * @returns Host and port, or a problem.
- */
+/** Split `host:port`, `[v6]:port`, or with `emptyHost` (listen addresses) `:port`. */
 export function splitHostPort(
   addr: string,
   options: { emptyHost?: boolean } = {},
@@ -244,24 +202,14 @@ export function splitHostPort(
   return ok({ host, port });
 }
 
-/**
- * Join host and port back into the canonical `host:port` form (brackets for IPv6).
- *
- * @param address Host and port.
- * @returns `host:port`, `[v6]:port` or `:port`.
- */
+/** The canonical `host:port`, `[v6]:port` or `:port`. */
 export function joinHostPort(address: HostPort): string {
   return address.host.includes(":")
     ? `[${address.host}]:${address.port}`
     : `${address.host}:${address.port}`;
 }
 
-/**
- * Split a comma-separated list: entries trimmed, empty entries dropped (docs/operations.md#values).
- *
- * @param text The list.
- * @returns The entries.
- */
+/** The entries of a comma-separated list, trimmed, empty ones dropped. */
 export function splitList(text: string): string[] {
   return text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "");
 }
@@ -276,13 +224,8 @@ function decodes(part: string): boolean {
 }
 
 /**
- * Validate a URL of the given schemes, for AMQP and HTTP settings.
- *
- * @param text The URL.
- * @param schemes Accepted schemes without the colon (`amqp`, `amqps`).
- * @param hostList Whether several hosts may be given (`amqp://u:p@h1:5672,h2/vhost`); the list
- *   is checked by splitUrlHosts, the rest with the first host.
- * @returns The URL as given, or a problem; the problem never contains the password.
+ * Validate a URL of the given schemes (`amqp`, `http`), unchanged; with `hostList` several hosts
+ * may be given (`amqp://u:p@h1:5672,h2/vhost`). A problem never contains the password.
  */
 export function parseUrl(
   text: string,
@@ -290,7 +233,7 @@ export function parseUrl(
   hostList = false,
 ): Parsed<string> {
   if (hostList) {
-    // The ports of the list are only checked here: any default does.
+    // The list's ports are checked here (any default port does), the rest with the first host.
     const list = splitUrlHosts(text, 1);
     if (list !== undefined && "problem" in list) return fail(list.problem);
     if (list !== undefined) {
@@ -319,16 +262,10 @@ export function parseUrl(
 }
 
 /**
- * Validate a MySQL URL, the internal form of the MySQL connection (D8):
- * `mysql://user:password@host:port/database[?option=value]`, or with a host list
- * (`@h1:3306,h2:3306/database`). Query options are passed to
- * the MySQL client as they are (`?socketPath=/run/mysqld/mysqld.sock` selects a Unix socket).
- *
- * @param text The URL.
- * @returns The URL as given, or a problem that never contains the password.
+ * Validate a MySQL URL (D8), `mysql://user:password@host:port/database[?option=value]`, or with
+ * a host list (`@h1:3306,h2:3306/database`); query options go to the MySQL client as they are.
  */
 export function parseMysqlUrl(text: string): Parsed<string> {
-  // A multi-host URL is checked with its first host; the list itself by splitUrlHosts.
   const list = splitUrlHosts(text, 3306);
   if (list !== undefined && "problem" in list) return fail(list.problem);
   const single = list?.url ?? text;
@@ -359,18 +296,10 @@ const DSN_PARAMS_IGNORED_QUIETLY = new Set([
 ]);
 
 /**
- * Convert a go-sql-driver DSN into the internal MySQL URL (docs/operations.md#values, D8).
- *
- * Grammar `[user[:password]@][net[(addr)]]/dbname[?param=value&…]`, split exactly as the Go
- * driver does: the last `/` ends the address, the last `@` before it ends the credentials and
- * the first `:` separates user from password, so passwords may contain `@`, `:` and `/`.
- * `tcp`/`tcp6` (default `127.0.0.1:3306`, port 3306 added when missing) and `unix` (default
- * `/tmp/mysql.sock`, mapped to `?socketPath=`) are supported. `timeout` becomes
- * `connectTimeout`, `tls=true|skip-verify` becomes the MySQL client's `ssl` option; `charset` and
- * `collation` are ignored because the connection is always utf8mb4.
- *
- * @param dsn The DSN.
- * @returns The URL plus notes on ignored parameters, or a problem without the password.
+ * Convert a go-sql-driver DSN into the internal MySQL URL, plus notes on ignored parameters
+ * (docs/operations.md#values). Split exactly as the Go driver does: the last `/` ends the
+ * address, the last `@` before it the credentials, the first `:` separates user from password,
+ * so passwords may contain `@`, `:` and `/`.
  */
 export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const slash = dsn.lastIndexOf("/");
@@ -482,34 +411,20 @@ function withDefaultPort(addr: string, port: number): string {
   return colons === 1 ? addr : `[${addr}]:${port}`;
 }
 
-// One masking rule for every URL the worker prints (D8).
 /**
- * A setting could not be accepted: refuse to start (exit status 1).
- *
- * The message names the setting, the source (`flag --mysql-batch-size`,
- * `env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key mysql_batch_size`, …) and the
- * accepted form. Secrets never appear: URLs carry `****` for the password and API keys are
- * replaced by `(hidden)`, both in the message and in {@linkcode ConfigError.rawValue}.
- *
- * A class, not a `WorkerError` code: the commands catch it by class, and tests read the
- * setting, source and masked value it carries.
+ * A setting could not be accepted: refuse to start (exit status 1). The message names the
+ * setting, the source (`env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key …`) and the
+ * accepted form; the caller has masked every secret in it and in `rawValue`. A class, not a
+ * `WorkerError` code: the commands catch it by class, and tests read what it carries.
  */
 export class ConfigError extends Error {
-  /** Canonical flag name of the setting (`mysql-batch-size`), or `config` for the file itself. */
+  /** Flag name of the setting (`mysql-batch-size`), or `config` for the file itself. */
   readonly setting: string;
-  /** Where the value came from, e.g. `env STATUSENGINE_MYSQL_BATCH_SIZE`. */
   readonly source: string;
-  /** The offending value as given, with secrets masked; `undefined` when there is none. */
+  /** The offending value, secrets masked. */
   readonly rawValue: string | undefined;
-  /** Process exit status for this condition: the worker refuses to start. */
   readonly exitCode: 1 = 1;
 
-  /**
-   * Create the error; the caller has already masked every secret.
-   *
-   * @param message Complete, secret-free message.
-   * @param details Setting, source, masked raw value and an optional cause.
-   */
   constructor(
     message: string,
     details: { setting: string; source: string; rawValue?: string; cause?: unknown },
@@ -522,4 +437,5 @@ export class ConfigError extends Error {
   }
 }
 
+// One masking rule for every URL the worker prints (D8).
 export { redactUrl } from "../util/redact.ts";
