@@ -104,19 +104,39 @@ function keysLabel(path: string, keys: readonly string[]): string {
   return `file ${path} ${keys.length === 1 ? "key" : "keys"} ${keys.join(", ")}`;
 }
 
-function legacyError(
-  setting: string,
-  path: string,
+/** What a translation reads with: its file's path, a warning sink, helpers bound to its target. */
+interface Reader {
+  readonly path: string;
+  readonly warn: (message: string) => void;
+  /** The error for an unusable value of these keys; `raw`, when given, is shown JSON-quoted. */
+  readonly fail: (keys: readonly string[], problem: string, raw?: unknown) => ConfigError;
+  /** The translated value, labelled with the keys it came from. */
+  readonly value: (text: string, keys: readonly string[]) => LegacyValue;
+}
+
+function translation(
+  target: string,
   keys: readonly string[],
-  problem: string,
-  rawValue?: string,
-): ConfigError {
-  const source = keysLabel(path, keys);
-  return new ConfigError(`Invalid setting ${setting} from ${source}: ${problem}`, {
-    setting,
-    source,
-    ...(rawValue === undefined ? {} : { rawValue }),
-  });
+  read: (doc: YamlMapping, r: Reader) => LegacyValue | undefined,
+): LegacyTranslation {
+  return {
+    target,
+    keys,
+    translate: (doc, { path, warn }) =>
+      read(doc, {
+        path,
+        warn,
+        fail(keys, problem, raw) {
+          const source = keysLabel(path, keys);
+          return new ConfigError(`Invalid setting ${target} from ${source}: ${problem}`, {
+            setting: target,
+            source,
+            ...(raw === undefined ? {} : { rawValue: JSON.stringify(raw) }),
+          });
+        },
+        value: (text, keys) => ({ text, source: keysLabel(path, keys) }),
+      }),
+  };
 }
 
 /**
@@ -134,24 +154,12 @@ export function legacyBoolean(value: unknown): boolean | undefined {
   return undefined;
 }
 
-function booleanKey(
-  doc: YamlMapping,
-  key: string,
-  setting: string,
-  path: string,
-): boolean | undefined {
+function booleanKey(doc: YamlMapping, key: string, r: Reader): boolean | undefined {
   if (!present(doc, key)) return undefined;
   const value = legacyBoolean(doc[key]);
-  if (value === undefined) {
-    throw legacyError(
-      setting,
-      path,
-      [key],
-      `${JSON.stringify(doc[key])} is not a legacy boolean (accepted: 1, 0, true, false, on, off)`,
-      JSON.stringify(doc[key]),
-    );
-  }
-  return value;
+  if (value !== undefined) return value;
+  const accepted = "(accepted: 1, 0, true, false, on, off)";
+  throw r.fail([key], `${JSON.stringify(doc[key])} is not a legacy boolean ${accepted}`, doc[key]);
 }
 
 function scalarText(value: unknown): string | undefined {
@@ -160,58 +168,45 @@ function scalarText(value: unknown): string | undefined {
   return undefined;
 }
 
-function blockOf(doc: YamlMapping, key: string, setting: string, path: string): YamlMapping {
+function blockOf(doc: YamlMapping, key: string, r: Reader): YamlMapping {
   const block = doc[key];
   if (typeof block !== "object" || block === null || Array.isArray(block)) {
-    throw legacyError(setting, path, [key], "expected a mapping (a nested block of keys)");
+    throw r.fail([key], "expected a mapping (a nested block of keys)");
   }
   return block as YamlMapping;
 }
 
-/** One field of a legacy block as text, or the legacy default; a secret is never echoed. */
+/**
+ * Field `name` of legacy block `prefix` (`""`: top level) as text, or the legacy default; a
+ * secret is never echoed.
+ */
 function field(
   block: YamlMapping,
+  prefix: string,
   name: string,
   fallback: string,
-  where: { setting: string; path: string; block: string; secret?: boolean },
+  r: Reader,
+  secret = false,
 ): string {
   if (!present(block, name)) return fallback;
   const text = scalarText(block[name]);
-  if (text === undefined) {
-    throw legacyError(
-      where.setting,
-      where.path,
-      [fieldLabel(where.block, name)],
-      `expected a string or number${
-        where.secret === true ? "" : `, got ${JSON.stringify(block[name])}`
-      }`,
-    );
-  }
-  return text;
+  if (text !== undefined) return text;
+  const got = secret ? "" : `, got ${JSON.stringify(block[name])}`;
+  throw r.fail([prefix === "" ? name : `${prefix}.${name}`], `expected a string or number${got}`);
 }
 
 function portField(
   block: YamlMapping,
+  prefix: string,
   name: string,
   fallback: number,
-  where: { setting: string; path: string; block: string },
+  r: Reader,
 ): number {
-  const text = field(block, name, String(fallback), where);
+  const text = field(block, prefix, name, String(fallback), r);
   const port = /^[0-9]{1,5}$/.test(text.trim()) ? Number(text.trim()) : NaN;
-  if (!(port >= 1 && port <= 65535)) {
-    throw legacyError(
-      where.setting,
-      where.path,
-      [fieldLabel(where.block, name)],
-      `${JSON.stringify(text)} is not a port (1..65535)`,
-      JSON.stringify(text),
-    );
-  }
-  return port;
-}
-
-function fieldLabel(block: string, name: string): string {
-  return block === "" ? name : `${block}.${name}`;
+  if (port >= 1 && port <= 65535) return port;
+  const label = prefix === "" ? name : `${prefix}.${name}`;
+  throw r.fail([label], `${JSON.stringify(text)} is not a port (1..65535)`, text);
 }
 
 function hostForAddress(host: string): string {
@@ -224,290 +219,183 @@ const BATCH_CEILING = 700;
 
 /** A legacy boolean key (top-level or `block.field`) that sets a boolean setting. */
 function booleanTranslation(target: string, key: string): LegacyTranslation {
-  const [head, field] = key.split(".") as [string, string | undefined];
-  return {
-    target,
-    keys: [key],
-    translate(doc, { path }) {
-      if (field !== undefined && !present(doc, head)) return undefined;
-      const block = field === undefined ? doc : blockOf(doc, head, target, path);
-      const value = booleanKey(block, field ?? head, target, path);
-      return value === undefined
-        ? undefined
-        : { text: String(value), source: keysLabel(path, [key]) };
-    },
-  };
+  const [head, name] = key.split(".") as [string, string | undefined];
+  return translation(target, [key], (doc, r) => {
+    if (name !== undefined && !present(doc, head)) return undefined;
+    const value = booleanKey(name === undefined ? doc : blockOf(doc, head, r), name ?? head, r);
+    return value === undefined ? undefined : r.value(String(value), [key]);
+  });
 }
 
 /** Legacy keys that map onto a setting (docs/operations.md#legacy-config), one entry per target. */
 export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
-  {
-    target: "node-name",
-    keys: ["node_name"],
-    translate(doc, { path }) {
-      if (!present(doc, "node_name")) return undefined;
-      const text = scalarText(doc.node_name);
-      if (text === undefined) {
-        throw legacyError("node-name", path, ["node_name"], "expected a string");
-      }
-      return { text, source: keysLabel(path, ["node_name"]) };
-    },
-  },
-  {
-    target: "consumer",
-    keys: ["use_gearman", "use_rabbitmq"],
-    translate(doc, { path }) {
-      const gearmanKey = booleanKey(doc, "use_gearman", "consumer", path);
-      const rabbitKey = booleanKey(doc, "use_rabbitmq", "consumer", path);
-      if (gearmanKey === undefined && rabbitKey === undefined) return undefined;
-      // The legacy defaults are use_gearman true and use_rabbitmq false, so a file with only
-      // use_rabbitmq: 1 literally asks for both; it obviously means RabbitMQ. Only two
-      // explicit, equal values (or use_gearman: 0 alone) leave the backend open.
-      const rabbit = rabbitKey ?? false;
-      const gearman = gearmanKey ?? !rabbit;
-      const keys = ["use_gearman", "use_rabbitmq"].filter((k) => present(doc, k));
-      if (gearman === rabbit) {
-        throw legacyError(
-          "consumer",
-          path,
-          keys,
-          `${
-            gearman ? "both" : "neither of"
-          } use_gearman and use_rabbitmq enabled; exactly one backend is consumed: set ` +
-            "consumer: gearman or consumer: rabbitmq",
-        );
-      }
-      return { text: rabbit ? "rabbitmq" : "gearman", source: keysLabel(path, keys) };
-    },
-  },
-  {
-    target: "gearman-addr",
-    keys: ["gearman"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "gearman")) return undefined;
-      const block = blockOf(doc, "gearman", "gearman-addr", path);
-      const where = { setting: "gearman-addr", path, block: "gearman" };
-      const host = field(block, "address", "127.0.0.1", where);
-      const port = portField(block, "port", 4730, where);
-      if (present(block, "timeout")) {
-        warn(
-          `Ignoring legacy key gearman.timeout in ${path}: it has no equivalent; dead ` +
-            "connections are detected by a heartbeat (an ECHO_REQ after 15 s of silence, " +
-            "answered within 5 s)",
-        );
-      }
-      return {
-        text: `${hostForAddress(host)}:${port}`,
-        source: keysLabel(path, ["gearman.address", "gearman.port"]),
-      };
-    },
-  },
-  {
-    target: "rabbitmq-url",
-    keys: ["rabbitmq"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "rabbitmq")) return undefined;
-      const block = blockOf(doc, "rabbitmq", "rabbitmq-url", path);
-      const where = { setting: "rabbitmq-url", path, block: "rabbitmq" };
-      const host = field(block, "host", "127.0.0.1", where);
-      const port = portField(block, "port", 5672, where);
-      const user = field(block, "user", "statusengine", where);
-      const password = field(block, "password", "statusengine", { ...where, secret: true });
-      const vhost = field(block, "vhost", "/", where);
-      const extras = LEGACY_BLOCK_FIELDS.rabbitmq.ignored.filter((k) => present(block, k));
-      if (extras.length > 0) {
-        warn(
-          `Ignoring legacy key(s) ${
-            extras.map((k) => `rabbitmq.${k}`).join(", ")
-          } in ${path}: queues are consumed by name from the default exchange`,
-        );
-      }
-      // Vhost "/" is the empty path or a bare "/" (docs/operations.md#values); any other vhost is
-      // the path, with a literal slash encoded as %2F.
-      const path_ = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
-      return {
-        text: `amqp://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${
-          hostForAddress(host)
-        }:${port}${path_}`,
-        source: keysLabel(path, ["rabbitmq"]),
-      };
-    },
-  },
+  translation("node-name", ["node_name"], (doc, r) => {
+    if (!present(doc, "node_name")) return undefined;
+    const text = scalarText(doc.node_name);
+    if (text === undefined) throw r.fail(["node_name"], "expected a string");
+    return r.value(text, ["node_name"]);
+  }),
+  translation("consumer", ["use_gearman", "use_rabbitmq"], (doc, r) => {
+    const gearmanKey = booleanKey(doc, "use_gearman", r);
+    const rabbitKey = booleanKey(doc, "use_rabbitmq", r);
+    if (gearmanKey === undefined && rabbitKey === undefined) return undefined;
+    // The legacy defaults are use_gearman true and use_rabbitmq false, so a file with only
+    // use_rabbitmq: 1 literally asks for both; it obviously means RabbitMQ. Only two
+    // explicit, equal values (or use_gearman: 0 alone) leave the backend open.
+    const rabbit = rabbitKey ?? false;
+    const gearman = gearmanKey ?? !rabbit;
+    const keys = ["use_gearman", "use_rabbitmq"].filter((k) => present(doc, k));
+    if (gearman === rabbit) {
+      throw r.fail(
+        keys,
+        `${gearman ? "both" : "neither of"} use_gearman and use_rabbitmq enabled; exactly one ` +
+          "backend is consumed: set consumer: gearman or consumer: rabbitmq",
+      );
+    }
+    return r.value(rabbit ? "rabbitmq" : "gearman", keys);
+  }),
+  translation("gearman-addr", ["gearman"], (doc, r) => {
+    if (!present(doc, "gearman")) return undefined;
+    const block = blockOf(doc, "gearman", r);
+    const host = field(block, "gearman", "address", "127.0.0.1", r);
+    const port = portField(block, "gearman", "port", 4730, r);
+    if (present(block, "timeout")) {
+      r.warn(
+        `Ignoring legacy key gearman.timeout in ${r.path}: it has no equivalent; dead ` +
+          "connections are detected by a heartbeat (an ECHO_REQ after 15 s of silence, " +
+          "answered within 5 s)",
+      );
+    }
+    return r.value(`${hostForAddress(host)}:${port}`, ["gearman.address", "gearman.port"]);
+  }),
+  translation("rabbitmq-url", ["rabbitmq"], (doc, r) => {
+    if (!present(doc, "rabbitmq")) return undefined;
+    const block = blockOf(doc, "rabbitmq", r);
+    const host = field(block, "rabbitmq", "host", "127.0.0.1", r);
+    const port = portField(block, "rabbitmq", "port", 5672, r);
+    const user = field(block, "rabbitmq", "user", "statusengine", r);
+    const password = field(block, "rabbitmq", "password", "statusengine", r, true);
+    const vhost = field(block, "rabbitmq", "vhost", "/", r);
+    const extras = LEGACY_BLOCK_FIELDS.rabbitmq.ignored.filter((k) => present(block, k));
+    if (extras.length > 0) {
+      r.warn(
+        `Ignoring legacy key(s) ${extras.map((k) => `rabbitmq.${k}`).join(", ")} in ${r.path}: ` +
+          "queues are consumed by name from the default exchange",
+      );
+    }
+    // Vhost "/" is the empty path or a bare "/" (docs/operations.md#values); any other vhost is
+    // the path, with a literal slash encoded as %2F.
+    const vhostPath = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
+    const credentials = `${encodeURIComponent(user)}:${encodeURIComponent(password)}`;
+    return r.value(`amqp://${credentials}@${hostForAddress(host)}:${port}${vhostPath}`, [
+      "rabbitmq",
+    ]);
+  }),
   booleanTranslation("rabbitmq-durable-queues", "rabbitmq.durable_queues"),
   booleanTranslation("check-for-commands", "check_for_commands"),
-  {
-    target: "command-check-interval",
-    keys: ["command_check_interval"],
-    translate(doc, { path }) {
-      if (!present(doc, "command_check_interval")) return undefined;
-      const raw = doc.command_check_interval;
-      const text = scalarText(raw)?.trim();
-      if (text === undefined) {
-        throw legacyError(
-          "command-check-interval",
-          path,
-          ["command_check_interval"],
-          "expected seconds",
-          JSON.stringify(raw),
-        );
+  translation("command-check-interval", ["command_check_interval"], (doc, r) => {
+    if (!present(doc, "command_check_interval")) return undefined;
+    const raw = doc.command_check_interval;
+    const text = scalarText(raw)?.trim();
+    if (text === undefined) throw r.fail(["command_check_interval"], "expected seconds", raw);
+    // The PHP worker's value is whole seconds; a unit, if given, is taken as it is.
+    return r.value(/^[0-9]+$/.test(text) ? `${text}s` : text, ["command_check_interval"]);
+  }),
+  translation("exclude-queues", [...Object.keys(LEGACY_WORKER_QUEUES), "process_perfdata"], (
+    doc,
+    r,
+  ) => {
+    const excluded: string[] = [];
+    const used: string[] = [];
+    const counted: string[] = [];
+    for (const [key, queues] of Object.entries(LEGACY_WORKER_QUEUES)) {
+      if (!present(doc, key)) continue;
+      const text = scalarText(doc[key])?.trim();
+      if (text === undefined || !/^[0-9]+$/.test(text)) {
+        throw r.fail([key], "expected a number of processes", doc[key]);
       }
-      // The PHP worker's value is whole seconds; a unit, if given, is taken as it is.
-      return {
-        text: /^[0-9]+$/.test(text) ? `${text}s` : text,
-        source: keysLabel(path, ["command_check_interval"]),
-      };
-    },
-  },
-  {
-    target: "exclude-queues",
-    keys: [...Object.keys(LEGACY_WORKER_QUEUES), "process_perfdata"],
-    translate(doc, { path, warn }) {
-      const excluded: string[] = [];
-      const used: string[] = [];
-      const counted: string[] = [];
-      for (const [key, queues] of Object.entries(LEGACY_WORKER_QUEUES)) {
-        if (!present(doc, key)) continue;
-        const text = scalarText(doc[key])?.trim();
-        if (text === undefined || !/^[0-9]+$/.test(text)) {
-          throw legacyError(
-            "exclude-queues",
-            path,
-            [key],
-            "expected a number of processes",
-            JSON.stringify(doc[key]),
-          );
-        }
-        if (Number(text) === 0) {
-          excluded.push(...queues);
-          used.push(key);
-        } else if (Number(text) > 1) {
-          counted.push(key);
-        }
+      if (Number(text) === 0) {
+        excluded.push(...queues);
+        used.push(key);
+      } else if (Number(text) > 1) {
+        counted.push(key);
       }
-      if (counted.length > 0) {
-        warn(
-          `Legacy ${counted.join(", ")} in ${path}: there are no processes per queue group; ` +
-            "the nearest knobs are gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch, " +
-            "and several workers may share a job server (docs/running.md: running several workers)",
-        );
-      }
-      // The PHP worker's default is false: only an explicit 0 is taken, as for the counts.
-      if (booleanKey(doc, "process_perfdata", "exclude-queues", path) === false) {
-        excluded.push("statusngin_service_perfdata");
-        used.push("process_perfdata");
-      }
-      if (excluded.length === 0) return undefined;
-      return { text: [...new Set(excluded)].join(","), source: keysLabel(path, used) };
-    },
-  },
-  {
-    target: "mysql-url",
-    keys: ["mysql"],
-    translate(doc, { path }) {
-      if (!present(doc, "mysql")) return undefined;
-      const block = blockOf(doc, "mysql", "mysql-url", path);
-      const where = { setting: "mysql-url", path, block: "mysql" };
-      const host = field(block, "host", "127.0.0.1", where);
-      const port = portField(block, "port", 3306, where);
-      const user = field(block, "username", "statusengine", where);
-      const password = field(block, "password", "password", { ...where, secret: true });
-      const database = field(block, "database", "statusengine_data", where);
-      // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
-      return {
-        text: `mysql://${encodeURIComponent(user)}${
-          password === "" ? "" : `:${encodeURIComponent(password)}`
-        }@${hostForAddress(host)}:${port}/${encodeURIComponent(database)}`,
-        source: keysLabel(path, ["mysql"]),
-      };
-    },
-  },
-  {
-    target: "mysql-batch-size",
-    keys: ["number_of_bulk_records"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "number_of_bulk_records")) return undefined;
-      const raw = doc.number_of_bulk_records;
-      const text = scalarText(raw)?.trim();
-      const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
-      if (!(value >= 1)) {
-        throw legacyError(
-          "mysql-batch-size",
-          path,
-          ["number_of_bulk_records"],
-          `${JSON.stringify(raw)} is not a positive integer: ${LEGACY_BULK_HINT}`,
-          JSON.stringify(raw),
-        );
-      }
-      // The legacy default and example value is 1000: an unchanged legacy file must start.
-      // The new key (mysql_batch_size) still refuses values above the ceiling.
-      if (value > BATCH_CEILING) {
-        warn(
-          `Legacy number_of_bulk_records ${value} in ${path} is above the ceiling of ` +
-            `${BATCH_CEILING} rows per INSERT (the maximum of mysql_batch_size); using ` +
-            `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
-        );
-      }
-      return {
-        text: String(Math.min(value, BATCH_CEILING)),
-        source: keysLabel(path, ["number_of_bulk_records"]),
-      };
-    },
-  },
-  {
-    target: "perfdata-backends",
-    keys: ["perfdata_backend"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "perfdata_backend")) return undefined;
-      const raw = doc.perfdata_backend;
-      const entries = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined;
-      if (entries === undefined || entries.some((e) => typeof e !== "string")) {
-        throw legacyError(
-          "perfdata-backends",
-          path,
-          ["perfdata_backend"],
-          "expected a list of backend names",
-        );
-      }
-      const names = (entries as string[]).map((e) => e.trim().toLowerCase()).filter((e) =>
-        e !== ""
+    }
+    if (counted.length > 0) {
+      r.warn(
+        `Legacy ${counted.join(", ")} in ${r.path}: there are no processes per queue group; ` +
+          "the nearest knobs are gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch, " +
+          "and several workers may share a job server (docs/running.md: running several workers)",
       );
-      const known: readonly string[] = PERFDATA_BACKENDS;
-      const unsupported = names.filter((n) => !known.includes(n));
-      if (unsupported.length > 0) {
-        warn(
-          `Ignoring legacy perfdata_backend entr${unsupported.length === 1 ? "y" : "ies"} ${
-            unsupported.join(", ")
-          } in ${path}: only ${PERFDATA_BACKENDS.join(", ")} are supported ` +
-            "(perfdata_backends)",
-        );
-      }
-      const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
-      if (chosen.length === 0) return undefined;
-      return {
-        text: chosen.join(","),
-        source: keysLabel(path, ["perfdata_backend"]),
-      };
-    },
-  },
-  {
-    target: "graphite-addr",
-    keys: ["graphite_address", "graphite_port"],
-    translate(doc, { path }) {
-      if (!present(doc, "graphite_address") && !present(doc, "graphite_port")) return undefined;
-      const where = { setting: "graphite-addr", path, block: "" };
-      const host = present(doc, "graphite_address")
-        ? field(doc, "graphite_address", "localhost", where)
-        : "localhost";
-      const port = portField(doc, "graphite_port", 2003, where);
-      return {
-        text: `${hostForAddress(host)}:${port}`,
-        source: keysLabel(
-          path,
-          ["graphite_address", "graphite_port"].filter((k) => present(doc, k)),
-        ),
-      };
-    },
-  },
+    }
+    // The PHP worker's default is false: only an explicit 0 is taken, as for the counts.
+    if (booleanKey(doc, "process_perfdata", r) === false) {
+      excluded.push("statusngin_service_perfdata");
+      used.push("process_perfdata");
+    }
+    return excluded.length === 0 ? undefined : r.value([...new Set(excluded)].join(","), used);
+  }),
+  translation("mysql-url", ["mysql"], (doc, r) => {
+    if (!present(doc, "mysql")) return undefined;
+    const block = blockOf(doc, "mysql", r);
+    const host = field(block, "mysql", "host", "127.0.0.1", r);
+    const port = portField(block, "mysql", "port", 3306, r);
+    const user = encodeURIComponent(field(block, "mysql", "username", "statusengine", r));
+    const password = field(block, "mysql", "password", "password", r, true);
+    const database = encodeURIComponent(field(block, "mysql", "database", "statusengine_data", r));
+    // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
+    const credentials = password === "" ? user : `${user}:${encodeURIComponent(password)}`;
+    return r.value(`mysql://${credentials}@${hostForAddress(host)}:${port}/${database}`, [
+      "mysql",
+    ]);
+  }),
+  translation("mysql-batch-size", ["number_of_bulk_records"], (doc, r) => {
+    if (!present(doc, "number_of_bulk_records")) return undefined;
+    const raw = doc.number_of_bulk_records;
+    const text = scalarText(raw)?.trim();
+    const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
+    if (!(value >= 1)) {
+      const problem = `${JSON.stringify(raw)} is not a positive integer: ${LEGACY_BULK_HINT}`;
+      throw r.fail(["number_of_bulk_records"], problem, raw);
+    }
+    // The legacy default and example value is 1000: an unchanged legacy file must start.
+    // The new key (mysql_batch_size) still refuses values above the ceiling.
+    if (value > BATCH_CEILING) {
+      r.warn(
+        `Legacy number_of_bulk_records ${value} in ${r.path} is above the ceiling of ` +
+          `${BATCH_CEILING} rows per INSERT (the maximum of mysql_batch_size); using ` +
+          `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
+      );
+    }
+    return r.value(String(Math.min(value, BATCH_CEILING)), ["number_of_bulk_records"]);
+  }),
+  translation("perfdata-backends", ["perfdata_backend"], (doc, r) => {
+    if (!present(doc, "perfdata_backend")) return undefined;
+    const raw = doc.perfdata_backend;
+    const entries = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined;
+    if (entries === undefined || entries.some((e) => typeof e !== "string")) {
+      throw r.fail(["perfdata_backend"], "expected a list of backend names");
+    }
+    const names = (entries as string[]).map((e) => e.trim().toLowerCase()).filter((e) => e !== "");
+    const known: readonly string[] = PERFDATA_BACKENDS;
+    const unsupported = names.filter((n) => !known.includes(n));
+    if (unsupported.length > 0) {
+      r.warn(
+        `Ignoring legacy perfdata_backend entr${unsupported.length === 1 ? "y" : "ies"} ${
+          unsupported.join(", ")
+        } in ${r.path}: only ${PERFDATA_BACKENDS.join(", ")} are supported (perfdata_backends)`,
+      );
+    }
+    const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
+    return chosen.length === 0 ? undefined : r.value(chosen.join(","), ["perfdata_backend"]);
+  }),
+  translation("graphite-addr", ["graphite_address", "graphite_port"], (doc, r) => {
+    const keys = ["graphite_address", "graphite_port"].filter((k) => present(doc, k));
+    if (keys.length === 0) return undefined;
+    const host = field(doc, "", "graphite_address", "localhost", r);
+    const port = portField(doc, "", "graphite_port", 2003, r);
+    return r.value(`${hostForAddress(host)}:${port}`, keys);
+  }),
   booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
 ];
 
