@@ -223,6 +223,18 @@ export interface Feed {
 // Durations that become timers are capped at a day: setTimeout fires at once for delays above
 // 2^31-1 ms, so "720h" would silently mean "now".
 const TIMER_MAX_MS = 86_400_000;
+const TIMER = { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS } as const;
+const TIMER_OR_ZERO = { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS } as const;
+const BOOLEAN = { type: "boolean" } as const;
+
+/** A row of {@linkcode SETTINGS}, its literal types kept for {@linkcode SettingsFor}. */
+function setting<
+  const F extends string,
+  const K extends Kind,
+  const R extends Omit<SettingInput, "flag" | "kind">,
+>(flag: F, kind: K, rest: R) {
+  return { flag, kind, ...rest };
+}
 
 type Tool = Exclude<CommandName, "config" | "version">;
 const LOG_COMMANDS = COMMAND_NAMES.filter((c) => c !== "config" && c !== "version") as Tool[];
@@ -296,43 +308,33 @@ export const SETTING_GROUPS: readonly { readonly title: string; readonly from: s
 /** The settings table (one row per setting; order is help order). */
 export const SETTINGS = [
   // ---- shared by most commands -------------------------------------------------------------
-  {
-    flag: "config",
-    kind: { type: "string", form: "path of a YAML file" },
+  setting("config", { type: "string", form: "path of a YAML file" }, {
     yaml: false,
     commands: CONFIG_COMMANDS,
     help: "YAML configuration file: the Go worker's flat keys and the legacy PHP config.yml " +
       "are both understood. No default location; a named file that cannot be read or " +
       "parsed refuses to start.",
-  },
-  {
-    flag: "log-level",
-    kind: { type: "enum", values: ["debug", "info", "warn", "error"] },
+  }),
+  setting("log-level", { type: "enum", values: ["debug", "info", "warn", "error"] }, {
     default: "info",
     commands: LOG_COMMANDS,
     help: "Least severe level that is logged.",
-  },
-  {
-    flag: "log-format",
-    kind: { type: "enum", values: ["text", "json"] },
+  }),
+  setting("log-format", { type: "enum", values: ["text", "json"] }, {
     default: "text",
     commands: LOG_COMMANDS,
     help: "Log records as key=value text or as JSON, one per line: on stdout for run, on " +
       "stderr for the other commands (their stdout is their output).",
-  },
+  }),
 
   // ---- broker ------------------------------------------------------------------------------
-  {
-    flag: "consumer",
-    kind: { type: "enum", values: ["gearman", "rabbitmq"] },
+  setting("consumer", { type: "enum", values: ["gearman", "rabbitmq"] }, {
     default: "gearman",
     commands: BROKER_COMMANDS,
     help: "Queue backend to consume from; also the broker /commands, publish and losstest " +
       "publish to and status reads backlogs from.",
-  },
-  {
-    flag: "gearman-addr",
-    kind: { type: "hostPortList" },
+  }),
+  setting("gearman-addr", { type: "hostPortList" }, {
     default: "127.0.0.1:4730",
     commands: BROKER_COMMANDS,
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
@@ -340,30 +342,24 @@ export const SETTINGS = [
       "listing here two servers of one broker processes every event twice: give one " +
       "server per worker, or use the second only for failover (docs/running.md: several " +
       "gearmand servers).",
-  },
-  {
-    flag: "gearman-max-concurrent-jobs-per-queue",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("gearman-max-concurrent-jobs-per-queue", { type: "integer", min: 1 }, {
     default: "64",
     help: "Most jobs of one queue handled at the same time, across all job servers: the hard " +
       "cap of the queue's adaptive window, which starts at 8 (or this, when lower), grows " +
       "while the queue's table writers hold less than two batches and shrinks while MySQL " +
       "is slow. The backlog beyond it waits at gearmand. statusngin_downtimes always uses 1.",
-  },
-  {
-    flag: "gearman-reconnect-interval",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+  }),
+  setting("gearman-reconnect-interval", TIMER, {
     default: "2s",
     help: "Pause before a lost Gearman connection is dialled again.",
-  },
-  {
-    flag: "rabbitmq-url",
-    kind: {
-      type: "url",
-      schemes: ["amqp", "amqps"],
-      form: "amqp://user:password@host:port/vhost (percent-encoded)",
-      hostList: true,
-    },
+  }),
+  setting("rabbitmq-url", {
+    type: "url",
+    schemes: ["amqp", "amqps"],
+    form: "amqp://user:password@host:port/vhost (percent-encoded)",
+    hostList: true,
+  }, {
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,
     commands: BROKER_COMMANDS,
@@ -371,86 +367,66 @@ export const SETTINGS = [
       "Several brokers of one cluster: amqp://user:pw@host1:5672,host2:5672/vhost; the " +
       "worker connects to the first that answers and, when it loses it, to the next one " +
       "(round-robin); the tools use the first that answers.",
-  },
-  {
-    flag: "rabbitmq-durable-queues",
-    kind: { type: "boolean" },
+  }),
+  setting("rabbitmq-durable-queues", BOOLEAN, {
     commands: ["run", "publish", "losstest"],
     help: "Declare the RabbitMQ queues durable. Must match the broker module's DurableQueues " +
       "(default false, as there); a mismatch refuses to start with 406 PRECONDITION_FAILED.",
-  },
-  {
-    flag: "rabbitmq-declare",
-    kind: { type: "enum", values: ["declare", "passive"] },
+  }),
+  setting("rabbitmq-declare", { type: "enum", values: ["declare", "passive"] }, {
     default: "declare",
     commands: ["run", "publish", "losstest"],
     help: "How the queues are declared: declare creates a missing queue as a plain classic " +
       "queue (as the broker module does); passive only checks that it exists, for queues " +
       "the operator declared with other arguments, such as quorum queues " +
       "(docs/running.md#rabbitmq-hosts).",
-  },
-  {
-    flag: "rabbitmq-prefetch",
-    kind: { type: "integer", min: 1, max: 65535 },
+  }),
+  setting("rabbitmq-prefetch", { type: "integer", min: 1, max: 65535 }, {
     default: "100",
     help: "Unacknowledged messages RabbitMQ may push per queue; also the hard cap of the " +
       "queue's adaptive window of messages handled at once (statusngin_downtimes: one at a " +
       "time).",
-  },
-  {
-    flag: "rabbitmq-reconnect-interval",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+  }),
+  setting("rabbitmq-reconnect-interval", TIMER, {
     default: "2s",
     help: "Pause before a lost RabbitMQ connection is dialled again (and between failed " +
       "attempts).",
-  },
+  }),
 
-  {
-    flag: "queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
+  setting("queues", { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM }, {
     default: "",
     help: "Queues to consume, comma-separated; empty = all twelve. Several workers may share " +
       "a job server: statusngin_downtimes is consumed by one of them at a time (docs/running.md: " +
       "running several workers).",
-  },
-  {
-    flag: "exclude-queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
+  }),
+  setting("exclude-queues", { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM }, {
     default: "",
     help: "Queues not to consume, applied after --queues (their jobs wait at the broker). " +
       "Legacy number_*_worker: 0 and process_perfdata: 0 exclude their queues.",
-  },
+  }),
 
   // ---- consumption (both backends) ---------------------------------------------------------
-  {
-    flag: "max-in-flight-bytes",
-    kind: { type: "bytes", min: 1024 * 1024 },
+  setting("max-in-flight-bytes", { type: "bytes", min: 1024 * 1024 }, {
     default: "256MiB",
     help: "Payload bytes of the jobs being handled, across all queues. A Gearman grab waits " +
       "while they (plus the expected size of the grabs already sent) are over it; a RabbitMQ " +
       "delivery waits unhandled in its prefetch buffer. One job is always let through, " +
       "however large.",
-  },
+  }),
 
   // ---- shutdown ----------------------------------------------------------------------------
-  {
-    flag: "drain-timeout",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  setting("drain-timeout", TIMER_OR_ZERO, {
     default: "30s",
     help: "On shutdown, how long jobs in flight may take to commit before their connections " +
       "close; whatever did not commit is redelivered by the broker (D1).",
-  },
-  {
-    flag: "shutdown-flush-timeout",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+  }),
+  setting("shutdown-flush-timeout", TIMER, {
     default: "10s",
     help: "On shutdown, the budget shared by all table writers for their final flush.",
-  },
+  }),
 
   // ---- MySQL -------------------------------------------------------------------------------
-  {
-    flag: "mysql-url",
-    kind: { type: "mysqlUrl" },
+  setting("mysql-url", { type: "mysqlUrl" }, {
     default: "mysql://root@127.0.0.1:3306/statusengine",
     secret: true,
     commands: MYSQL_COMMANDS,
@@ -459,85 +435,67 @@ export const SETTINGS = [
       "mysql://user:pw@host1:3306,host2:3306/db; the worker writes to the first that answers " +
       "and moves to the next when it fails, and the tools (schema, cleanup, status, verify) " +
       "use the first that answers. Mutually exclusive with --mysql-dsn within one source.",
-  },
-  {
-    flag: "mysql-dsn",
-    kind: { type: "mysqlDsn" },
+  }),
+  setting("mysql-dsn", { type: "mysqlDsn" }, {
     secret: true,
     commands: MYSQL_COMMANDS,
     feeds: [{ target: "mysql-url", derive: (url: string) => url }],
     help: "The same database in the Go worker's DSN syntax, e.g. " +
       "user:password@tcp(host:3306)/database?parseTime=true or " +
       "user:password@unix(/run/mysqld/mysqld.sock)/database; converted to --mysql-url.",
-  },
-  {
-    flag: "mysql-max-open-conns",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("mysql-max-open-conns", { type: "integer", min: 1 }, {
     default: "32",
     help: "Size of the MySQL connection pool; keep it above 14 × --mysql-writers-per-table " +
       "so the final flushes of all writers run in parallel.",
-  },
-  {
-    flag: "mysql-writers-per-table",
-    kind: { type: "integer", min: 1, max: 8 },
+  }),
+  setting("mysql-writers-per-table", { type: "integer", min: 1, max: 8 }, {
     default: "2",
     help: "Statements in flight at once per table, each from its own writer; rows are " +
       "shared out by a hash of their primary key, so the rows of one key keep their order.",
-  },
-  {
-    flag: "mysql-batch-size",
-    kind: { type: "integer", min: 1, max: 700 },
+  }),
+  setting("mysql-batch-size", { type: "integer", min: 1, max: 700 }, {
     default: "100",
     commands: ["run", "dead-letters"],
     help: "Most rows in one bulk INSERT (one prepared statement). 700 is the Go worker's " +
       "ceiling, kept so existing configurations mean the same; at 700 rows the widest table " +
       "(43 columns) binds 30,100 of a prepared statement's 65,535 placeholders.",
-  },
-  {
-    flag: "mysql-statement-timeout",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  }),
+  setting("mysql-statement-timeout", TIMER_OR_ZERO, {
     default: "30s",
     help: "A statement (waiting for a pooled connection included) that gets no answer within " +
       "this time is abandoned and its connection closed; MySQL then counts as unavailable " +
       "(statusengine_db_available 0, /readyz fails) and the rows are held and retried, never " +
       "dead-lettered. Keep it above the slowest legitimate statement (the core-restart " +
       "DELETE on the status tables); 0 waits forever.",
-  },
+  }),
   // 60 s: long enough that a server restarting (answering, then busy with crash recovery, then
   // restarted by its supervisor) is not taken back too early and left again; short enough that
   // the preferred host carries the load again within a minute.
-  {
-    flag: "mysql-failback-after",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  setting("mysql-failback-after", TIMER_OR_ZERO, {
     default: "60s",
     help: "With several hosts in --mysql-url, the worker uses another host only while an " +
       "earlier one does not answer: it moves back once the earlier host has answered every " +
       "probe for this long.",
-  },
+  }),
   // 10 s: a restart of MySQL on the same host takes a few seconds and is better waited for than
   // handed to another worker; a dead host or node is given up well within the minute after which a
   // stall is an error.
-  {
-    flag: "mysql-give-back-after",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  setting("mysql-give-back-after", TIMER_OR_ZERO, {
     default: "10s",
     help: "When MySQL has taken no write for this long (no host of --mysql-url answers) and " +
       "another worker consumes the same queue, the jobs this worker holds are given back to " +
       "the broker for the other worker to write (Gearman: the connection is closed; RabbitMQ: " +
       "the channels, which requeues them), and none are taken again until MySQL answers. With " +
       "no other worker the jobs are held until MySQL returns. 0 always holds.",
-  },
-  {
-    flag: "status-max-age",
-    kind: { type: "duration", allowZero: true },
+  }),
+  setting("status-max-age", { type: "duration", allowZero: true }, {
     default: "5m",
     commands: ["run", "dead-letters"],
     help: "Host and service status events older than this are discarded (a newer snapshot " +
       "supersedes them); 0 disables the filter.",
-  },
-  {
-    flag: "node-name",
-    kind: { type: "string", maxLength: 255 },
+  }),
+  setting("node-name", { type: "string", maxLength: 255 }, {
     default: "statusengine",
     yaml: "nodename",
     flagAliases: ["nodename"],
@@ -545,170 +503,130 @@ export const SETTINGS = [
     commands: ["run", "dead-letters"],
     help: "Name of this node, written to node_name (part of the downtime tables' primary " +
       "key): keep the legacy worker's node_name when migrating.",
-  },
-  {
-    flag: "dead-letter-file",
-    kind: { type: "string", allowEmpty: true, form: "path; empty disables" },
+  }),
+  setting("dead-letter-file", { type: "string", allowEmpty: true, form: "path; empty disables" }, {
     default: "/var/lib/statusengine-worker/statusengine-dead-letters.ndjson",
     commands: ["run", "dead-letters"],
     help: "NDJSON file that receives payloads which cannot be decoded or rows MySQL rejects " +
       "(D7); the default is in the packaged state directory. A relative path is relative to " +
       "the working directory. An explicit empty value (flag or file) disables it.",
-  },
-  {
-    flag: "enable-openitcockpit-tweaks",
-    kind: { type: "boolean" },
+  }),
+  setting("enable-openitcockpit-tweaks", BOOLEAN, {
     env: "ENABLE_OPENITCOCKPIT_TWEAKS",
     envAliases: ["STATUSENGINE_ENABLE_OPENITCOCKPIT_TWEAKS"],
     help: "On a core restart, delete status rows of objects missing or disabled in " +
       "openITCOCKPIT instead of rows older than the restart.",
-  },
+  }),
 
   // ---- perfdata ----------------------------------------------------------------------------
-  {
-    flag: "perfdata-backends",
-    kind: {
-      type: "keyList",
-      pattern: PERFDATA_BACKEND_PATTERN,
-      patternForm: `backends (${PERFDATA_BACKENDS.join(", ")})`,
-    },
+  setting("perfdata-backends", {
+    type: "keyList",
+    pattern: PERFDATA_BACKEND_PATTERN,
+    patternForm: `backends (${PERFDATA_BACKENDS.join(", ")})`,
+  }, {
     default: "mysql",
     commands: ["run", "dead-letters"],
     help: "Where metrics parsed from statusngin_service_perfdata go, comma-separated; empty = " +
       "nowhere (the queue is still consumed). Only MySQL holds up a job; the others drop and " +
       "count what they cannot send (docs/perfdata.md).",
-  },
-  {
-    flag: "perfdata-route",
-    kind: { type: "enum", values: ["mysql", "graphite", "both"] },
+  }),
+  setting("perfdata-route", { type: "enum", values: ["mysql", "graphite", "both"] }, {
     commands: ["run", "dead-letters"],
     feeds: [{ target: "perfdata-backends", derive: perfdataRouteBackends }],
     help: "The earlier form of --perfdata-backends: both = mysql,graphite.",
-  },
-  {
-    flag: "perfdata-label-quotes",
-    kind: { type: "enum", values: ["keep", "strip"] },
+  }),
+  setting("perfdata-label-quotes", { type: "enum", values: ["keep", "strip"] }, {
     default: "keep",
     help: "Perfdata labels in MySQL and Graphite with the plugin's quotes ('memory used', as " +
       "the PHP worker wrote them) or without (memory used, as the Go worker). InfluxDB and " +
       "remote write always get them without (docs/perfdata.md#labels).",
-  },
-  {
-    flag: "graphite-addr",
-    kind: { type: "hostPort", emptyHost: false },
+  }),
+  setting("graphite-addr", { type: "hostPort", emptyHost: false }, {
     default: "127.0.0.1:2003",
     help: "Carbon plaintext listener; only dialled when perfdata goes to Graphite.",
-  },
-  {
-    flag: "graphite-prefix",
-    kind: { type: "string" },
+  }),
+  setting("graphite-prefix", { type: "string" }, {
     default: "statusengine",
     help: "First path segment of every Graphite metric; sanitised like the other segments " +
       "(--graphite-illegal-characters).",
-  },
-  {
-    flag: "graphite-illegal-characters",
-    kind: {
-      type: "string",
-      form: "regular expression of one character, bare or /delimited/ as in PHP",
-      check: regexProblem,
-    },
+  }),
+  setting("graphite-illegal-characters", {
+    type: "string",
+    form: "regular expression of one character, bare or /delimited/ as in PHP",
+    check: regexProblem,
+  }, {
     default: DEFAULT_ILLEGAL_CHARACTERS,
     help: "Characters of the Graphite prefix, host, service and label that become _ (the " +
       "legacy graphite_illegal_characters; the Statusengine UI rebuilds keys with the same " +
       "expression).",
-  },
-  {
-    flag: "graphite-batch-size",
-    kind: { type: "integer", min: 1, max: 1000 },
+  }),
+  setting("graphite-batch-size", { type: "integer", min: 1, max: 1000 }, {
     default: "100",
     help: "Most metrics in one Carbon write (a failed write drops its batch).",
-  },
-  {
-    flag: "influxdb-url",
-    kind: {
-      type: "url",
-      schemes: ["http", "https"],
-      form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
-    },
+  }),
+  setting("influxdb-url", {
+    type: "url",
+    schemes: ["http", "https"],
+    form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
+  }, {
     default: "http://127.0.0.1:8086/write?db=statusengine",
     secret: true,
     help: "InfluxDB write endpoint when perfdata goes to influxdb; the path picks the 1.x or " +
       "2.x API.",
-  },
-  {
-    flag: "influxdb-user",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("influxdb-user", { type: "string", allowEmpty: true }, {
     default: "",
     help: "InfluxDB 1.x user (HTTP basic authentication); empty = none.",
-  },
-  {
-    flag: "influxdb-password",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("influxdb-password", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
     help: "Password of --influxdb-user.",
-  },
-  {
-    flag: "influxdb-token",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("influxdb-token", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
     help: "InfluxDB 2.x API token (Authorization: Token); empty = none.",
-  },
-  {
-    flag: "prometheus-remote-write-url",
-    kind: {
-      type: "url",
-      schemes: ["http", "https"],
-      form: "http(s)://host:port/api/v1/write",
-    },
+  }),
+  setting("prometheus-remote-write-url", {
+    type: "url",
+    schemes: ["http", "https"],
+    form: "http(s)://host:port/api/v1/write",
+  }, {
     default: "http://127.0.0.1:9090/api/v1/write",
     secret: true,
     help: "Remote-write receiver when perfdata goes to prometheus (Prometheus with " +
       "--web.enable-remote-write-receiver, VictoriaMetrics, Mimir, Thanos Receive).",
-  },
-  {
-    flag: "prometheus-remote-write-bearer-token",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("prometheus-remote-write-bearer-token", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
     help: "Bearer token sent with remote writes; empty = none.",
-  },
-  {
-    flag: "prometheus-remote-write-user",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("prometheus-remote-write-user", { type: "string", allowEmpty: true }, {
     default: "",
     help: "User of HTTP basic authentication for remote writes; empty = none.",
-  },
-  {
-    flag: "prometheus-remote-write-password",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("prometheus-remote-write-password", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
     help: "Password of --prometheus-remote-write-user.",
-  },
+  }),
 
   // ---- HTTP --------------------------------------------------------------------------------
-  {
-    flag: "metrics-port",
-    kind: { type: "integer", min: 0, max: 65535 },
+  setting("metrics-port", { type: "integer", min: 0, max: 65535 }, {
     default: "9105",
     commands: ["run", "status"],
     help: "Port of GET /metrics (Prometheus, no authentication); 0 disables the endpoint. " +
       "status reads a worker here (with --metrics-host) unless --metrics-url is given.",
-  },
-  {
-    flag: "metrics-host",
-    kind: { type: "host" },
+  }),
+  setting("metrics-host", { type: "host" }, {
     default: "127.0.0.1",
     commands: ["run", "status"],
     help: "Address the /metrics listener binds to; 0.0.0.0 (or :: for IPv6) lets a Prometheus " +
       "on another host scrape it. /metrics has no authentication.",
-  },
-  {
-    flag: "metrics-listen-addr",
-    kind: { type: "hostPort", emptyHost: true },
+  }),
+  setting("metrics-listen-addr", { type: "hostPort", emptyHost: true }, {
     commands: ["run", "status"],
     feeds: [
       { target: "metrics-host", derive: metricsListenHost },
@@ -716,49 +634,39 @@ export const SETTINGS = [
     ],
     help: "The Go worker's form of --metrics-host and --metrics-port together (:9105 = all " +
       "interfaces).",
-  },
-  {
-    flag: "listen-addr",
-    kind: { type: "hostPort", emptyHost: true, emptyDisables: true },
+  }),
+  setting("listen-addr", { type: "hostPort", emptyHost: true, emptyDisables: true }, {
     default: "127.0.0.1:8080",
     help: "Listener of the GET /ws event stream (:port = all interfaces); empty = /ws is not " +
       "served. Only started when /ws keys exist.",
-  },
-  {
-    flag: "api-keys",
-    kind: { type: "keyList" },
+  }),
+  setting("api-keys", { type: "keyList" }, {
     default: "",
     secret: true,
     help: "Keys accepted by /ws; none = the endpoint is not served. Prefer the environment " +
       "over the command line (/proc is world-readable).",
-  },
-  {
-    flag: "command-api-keys",
-    kind: { type: "keyList" },
+  }),
+  setting("command-api-keys", { type: "keyList" }, {
     default: "",
     secret: true,
     env: "STATUSENGINE_API_COMMAND_KEYS",
     envAliases: ["STATUSENGINE_COMMAND_API_KEYS"],
     help: "Keys accepted by POST /commands; none = the endpoint is not served.",
-  },
-  {
-    flag: "command-listen-addr",
-    kind: { type: "hostPort", emptyHost: true },
+  }),
+  setting("command-listen-addr", { type: "hostPort", emptyHost: true }, {
     default: "127.0.0.1:8081",
     help: "Listener of POST /commands (only started when command keys exist).",
-  },
-  {
-    flag: "command-allow",
-    kind: {
-      type: "keyList",
-      // Refused at start-up rather than silently ignored when the request comes in.
-      pattern: new RegExp(
-        `^(?!(?:${DENIED_RAW_COMMANDS.join("|")})$)(?:[A-Za-z_]+|\\${ALLOW_ALL})$`,
-        "i",
-      ),
-      patternForm: `external command names (letters and _, any case) or ${ALLOW_ALL}; ` +
-        `${DENIED_RAW_COMMANDS.join(", ")} are always refused and cannot be allowed`,
-    },
+  }),
+  setting("command-allow", {
+    type: "keyList",
+    // Refused at start-up rather than silently ignored when the request comes in.
+    pattern: new RegExp(
+      `^(?!(?:${DENIED_RAW_COMMANDS.join("|")})$)(?:[A-Za-z_]+|\\${ALLOW_ALL})$`,
+      "i",
+    ),
+    patternForm: `external command names (letters and _, any case) or ${ALLOW_ALL}; ` +
+      `${DENIED_RAW_COMMANDS.join(", ")} are always refused and cannot be allowed`,
+  }, {
     default: DEFAULT_ALLOWED_RAW_COMMANDS.join(","),
     help: "External commands a raw line on POST /commands or a statusengine_tasks row may " +
       `name; any other is refused (403, or the task is deleted). ${ALLOW_ALL} allows every command except ${
@@ -766,72 +674,56 @@ export const SETTINGS = [
       }, ` +
       "which are refused whatever this says. An empty list allows no raw command. The default " +
       "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
-  },
+  }),
 
   // ---- statusengine_tasks ------------------------------------------------------------------
-  {
-    flag: "check-for-commands",
-    kind: { type: "boolean" },
+  setting("check-for-commands", BOOLEAN, {
     // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
     yaml: false,
     help: "Run the tasks the Statusengine UI writes into statusengine_tasks for this node " +
       "(reschedule, acknowledge, downtime, passive result), as the PHP worker did.",
-  },
-  {
-    flag: "command-check-interval",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+  }),
+  setting("command-check-interval", TIMER, {
     default: "10s",
     yaml: false,
     help: "How often statusengine_tasks is read (legacy: whole seconds).",
-  },
-  {
-    flag: "submit-method",
-    kind: { type: "enum", values: ["broker", "cmd"] },
+  }),
+  setting("submit-method", { type: "enum", values: ["broker", "cmd"] }, {
     default: "broker",
     help: "How tasks reach the core: broker = published to statusngin_cmd like POST /commands; " +
       "cmd = appended to --external-command-file. The query handler (qhandler) is not " +
       "supported.",
-  },
-  {
-    flag: "external-command-file",
-    kind: { type: "string", form: "path of the core's command FIFO" },
+  }),
+  setting("external-command-file", { type: "string", form: "path of the core's command FIFO" }, {
     default: "/opt/naemon/var/naemon.cmd",
     help: "The monitoring core's external command file, used with --submit-method cmd; never " +
       "created. The compiled binary may write only the usual cores' command files " +
       "(docs/operations.md#command-files); another one refuses the start.",
-  },
+  }),
 
   // ---- cleanup -----------------------------------------------------------------------------
-  {
-    flag: "cleanup-batch-size",
-    kind: { type: "integer", min: 1 },
+  setting("cleanup-batch-size", { type: "integer", min: 1 }, {
     default: "5000",
     commands: ["cleanup"],
     help: "Rows per DELETE statement.",
-  },
-  {
-    flag: "cleanup-batch-pause",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  }),
+  setting("cleanup-batch-pause", TIMER_OR_ZERO, {
     default: "0s",
     commands: ["cleanup"],
     help: "Pause after a DELETE batch of a table that deleted rows, before the next one.",
-  },
-  {
-    flag: "dry-run",
-    kind: { type: "boolean" },
+  }),
+  setting("dry-run", BOOLEAN, {
     cliOnly: true,
     commands: ["cleanup"],
     help: "Change nothing: print per table the partitions that would be added and dropped and " +
       "the rows that would be deleted (with --repair-partitions: the repair steps).",
-  },
-  {
-    flag: "repair-partitions",
-    kind: { type: "boolean" },
+  }),
+  setting("repair-partitions", BOOLEAN, {
     cliOnly: true,
     commands: ["cleanup"],
     help: "Only repair: split the rows a p_max partition holds into weekly partitions, a few " +
       "weeks per step (resumable; writes to the table wait during each step). Deletes nothing.",
-  },
+  }),
   age("hostchecks", 5, "statusengine_hostchecks", "start_time"),
   age("servicechecks", 5, "statusengine_servicechecks", "start_time"),
   age("host-acknowledgements", 60, "statusengine_host_acknowledgements", "entry_time"),
@@ -852,169 +744,146 @@ export const SETTINGS = [
   age("downtime-tombstones", 60, "statusengine_downtime_tombstones", "end_time"),
 
   // ---- schema ------------------------------------------------------------------------------
-  {
-    flag: "check",
-    kind: { type: "boolean" },
+  setting("check", BOOLEAN, {
     cliOnly: true,
     commands: ["schema"],
     help: "Only compare the database with the schema and report differences; change nothing.",
-  },
-  {
-    flag: "create-database",
-    kind: { type: "boolean" },
+  }),
+  setting("create-database", BOOLEAN, {
     default: "true",
     cliOnly: true,
     commands: ["schema"],
     help: "Create the database named in the URL when it does not exist.",
-  },
+  }),
 
   // ---- status ------------------------------------------------------------------------------
-  {
-    flag: "metrics-url",
-    kind: { type: "url", schemes: ["http", "https"], form: "http://host:port/metrics" },
+  setting("metrics-url", {
+    type: "url",
+    schemes: ["http", "https"],
+    form: "http://host:port/metrics",
+  }, {
     commands: ["status"],
     help: "/metrics of a running worker to include in the report; default the local worker's " +
       "from --metrics-host and --metrics-port (none when the port is 0).",
-  },
-  {
-    flag: "json",
-    kind: { type: "boolean" },
+  }),
+  setting("json", BOOLEAN, {
     cliOnly: true,
     commands: ["status", "config", "dead-letters"],
     help: "Print the output as one JSON document.",
-  },
+  }),
 
   // ---- publish / losstest ------------------------------------------------------------------
-  {
-    flag: "queue",
-    kind: { type: "enum", values: QUEUE_NAMES },
+  setting("queue", { type: "enum", values: QUEUE_NAMES }, {
     required: true,
     cliOnly: true,
     commands: ["publish"],
     help: "Queue to publish to.",
-  },
-  {
-    flag: "mode",
-    kind: { type: "enum", values: ["publish", "verify", "cleanup"] },
+  }),
+  setting("mode", { type: "enum", values: ["publish", "verify", "cleanup"] }, {
     required: true,
     positional: true,
     cliOnly: true,
     commands: ["losstest"],
     help: "publish the marker events, verify that every one arrived, or clean up the run's " +
       "rows; given as the first argument (or --mode).",
-  },
-  {
-    flag: "run-id",
-    kind: { type: "string", forbid: "%_\\'", maxLength: 64, form: "text without % _ \\ '" },
+  }),
+  setting("run-id", {
+    type: "string",
+    forbid: "%_\\'",
+    maxLength: 64,
+    form: "text without % _ \\ '",
+  }, {
     required: true,
     cliOnly: true,
     commands: ["losstest"],
     help: "Identifier shared by the publish, verify and cleanup steps of one run; becomes " +
       "part of a LIKE pattern.",
-  },
-  {
-    flag: "count",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("count", { type: "integer", min: 1 }, {
     default: "1000",
     commandDefaults: { losstest: "10000" },
     cliOnly: true,
     commands: ["publish", "losstest"],
     help: "Number of events to publish.",
-  },
-  {
-    flag: "events-per-job",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("events-per-job", { type: "integer", min: 1 }, {
     default: "100",
     cliOnly: true,
     commands: ["publish"],
     help: "Events in one bulk job.",
-  },
-  {
-    flag: "form",
-    kind: { type: "enum", values: ["bulk", "single"] },
+  }),
+  setting("form", { type: "enum", values: ["bulk", "single"] }, {
     cliOnly: true,
     commands: ["publish"],
     help: "Payload shape; default the queue's own (bulk for the eight bulk queues, single for " +
       "the four single-event queues). Both are accepted by the worker (D3).",
-  },
-  {
-    flag: "from-file",
-    kind: { type: "string", form: "path of an NDJSON file" },
+  }),
+  setting("from-file", { type: "string", form: "path of an NDJSON file" }, {
     cliOnly: true,
     commands: ["publish"],
     help: "Publish the events of this NDJSON file (one event per line) instead of synthetic " +
       "ones.",
-  },
+  }),
 
   // ---- verify ------------------------------------------------------------------------------
-  {
-    flag: "mysql-url-a",
-    kind: { type: "mysqlUrl" },
+  setting("mysql-url-a", { type: "mysqlUrl" }, {
     required: true,
     secret: true,
     yaml: false,
     commands: ["verify"],
     help: "First database (e.g. written by the legacy worker).",
-  },
-  {
-    flag: "mysql-url-b",
-    kind: { type: "mysqlUrl" },
+  }),
+  setting("mysql-url-b", { type: "mysqlUrl" }, {
     required: true,
     secret: true,
     yaml: false,
     commands: ["verify"],
     help: "Second database (e.g. written by this worker).",
-  },
-  {
-    flag: "tables",
-    kind: {
-      type: "keyList",
-      pattern: /^statusengine_[a-z0-9_]+$/,
-      patternForm: "statusengine_* table names",
-    },
+  }),
+  setting("tables", {
+    type: "keyList",
+    pattern: /^statusengine_[a-z0-9_]+$/,
+    patternForm: "statusengine_* table names",
+  }, {
     cliOnly: true,
     commands: ["verify"],
     help: "Tables to compare, comma-separated; default the sixteen status, check, state " +
       "history, notification, acknowledgement and downtime tables.",
-  },
-  {
-    flag: "limit",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("limit", { type: "integer", min: 1 }, {
     default: "5000",
     cliOnly: true,
     commands: ["verify"],
     help: "Newest rows compared per table.",
-  },
-  {
-    flag: "ignore-columns",
-    kind: { type: "keyList", pattern: /^[A-Za-z0-9_]+$/, patternForm: "column names" },
+  }),
+  setting("ignore-columns", {
+    type: "keyList",
+    pattern: /^[A-Za-z0-9_]+$/,
+    patternForm: "column names",
+  }, {
     default: "",
     cliOnly: true,
     commands: ["verify"],
     help: "Columns left out of the comparison, comma-separated.",
-  },
+  }),
 
   // ---- dead-letters ------------------------------------------------------------------------
-  {
-    flag: "action",
-    kind: { type: "enum", values: ["summary", "replay"] },
+  setting("action", { type: "enum", values: ["summary", "replay"] }, {
     required: true,
     positional: true,
     cliOnly: true,
     commands: ["dead-letters"],
     help: "summary counts the records by table and reason; replay writes them into MySQL " +
       "again, the way the worker does; given as the first argument (or --action).",
-  },
-  {
-    flag: "file",
-    kind: { type: "string", form: "path of a dead-letter file" },
+  }),
+  setting("file", { type: "string", form: "path of a dead-letter file" }, {
     positional: true,
     cliOnly: true,
     commands: ["dead-letters"],
     help: "The dead-letter file to read; given as the second argument. summary defaults to " +
       "--dead-letter-file; replay needs it named (move the file aside first: the worker " +
       "keeps appending to its file).",
-  },
+  }),
 ] as const satisfies readonly SettingInput[];
 
 // ---- derivations -----------------------------------------------------------------------------
