@@ -435,14 +435,8 @@ const LEGACY_IGNORED: readonly { keys: string[]; prefix?: string; reason: string
     keys: ["store_live_data_in_archive_backend"],
     reason: "the two status tables are always written",
   },
-  {
-    keys: ["use_mysql"],
-    reason: "MySQL is the only storage backend and is always written",
-  },
-  {
-    keys: ["dump_mysql_query_parameters"],
-    reason: "the nearest equivalent is log_level: debug",
-  },
+  { keys: ["use_mysql"], reason: "MySQL is the only storage backend and is always written" },
+  { keys: ["dump_mysql_query_parameters"], reason: "the nearest equivalent is log_level: debug" },
   {
     keys: ["query_handler"],
     reason: "the query handler is not supported; tasks are submitted with submit_method " +
@@ -452,10 +446,7 @@ const LEGACY_IGNORED: readonly { keys: string[]; prefix?: string; reason: string
     keys: ["syslog_enabled", "syslog_tag"],
     reason: "logs go to stdout (the journal under systemd); see log_format",
   },
-  {
-    keys: ["disable_http_proxy"],
-    reason: "no HTTP proxy is ever used",
-  },
+  { keys: ["disable_http_proxy"], reason: "no HTTP proxy is ever used" },
 ];
 
 /** One warning per legacy feature group present in a file read by `run`. */
@@ -481,28 +472,14 @@ export function legacyIgnoredWarnings(
 }
 
 /**
- * A retired setting (docs/operations.md#retired-keys): its flag is unknown now (with a hint);
- * its YAML key present with any value, or its env var set at all, refuses `commands`.
+ * Retired settings (docs/operations.md#retired-keys): the flag is unknown now (with a hint); for
+ * `run`, the YAML key present with any value, or the env var set at all, refuses to start. Both
+ * names derive from `flag`; `reason` says why the old value cannot be translated.
  */
-export interface RetiredSetting {
-  readonly flag: string;
-  readonly yaml: string;
-  readonly env: string;
-  /** Flag of the setting that replaced it. */
-  readonly replacement: string;
-  readonly commands: readonly CommandName[];
-  /** Why it cannot be translated. */
-  readonly reason: string;
-}
-
-/** Retired keys. */
-export const RETIRED: readonly RetiredSetting[] = [
+export const RETIRED: readonly { flag: string; replacement: string; reason: string }[] = [
   {
     flag: "gearman-max-concurrent-jobs",
-    yaml: "gearman_max_concurrent_jobs",
-    env: "STATUSENGINE_GEARMAN_MAX_CONCURRENT_JOBS",
     replacement: "gearman-max-concurrent-jobs-per-queue",
-    commands: ["run"],
     reason: "the budget is now per queue instead of shared by all twelve queues, so the old " +
       "value would be multiplied by 12",
   },
@@ -653,7 +630,7 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
 const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SUPPORTED_YAML_KEYS,
   ...LEGACY_IGNORED.flatMap((group) => group.keys),
-  ...RETIRED.map((r) => r.yaml),
+  ...RETIRED.map((r) => derivedYamlKey(r.flag)),
   ...FIXED_SETTINGS.map((f) => derivedYamlKey(f.flag)),
 ]);
 

@@ -28,6 +28,8 @@ import {
   COMMAND_NAMES,
   type CommandName,
   defaultOf,
+  derivedEnvName,
+  derivedYamlKey,
   envNameOf,
   PROGRAM_NAME,
   rowsFor,
@@ -403,25 +405,25 @@ function checkRetired(
   path: string | undefined,
   env: Readonly<Record<string, string>>,
 ): void {
-  for (const retired of RETIRED) {
-    if (!retired.commands.includes(command)) continue;
+  for (const retired of command === "run" ? RETIRED : []) {
     const replacement = rowsFor(command).find((row) => row.flag === retired.replacement);
     if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
     const instead = `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`;
-    if (path !== undefined && Object.hasOwn(doc, retired.yaml)) {
-      const source = `file ${path} key ${retired.yaml}`;
+    const yaml = derivedYamlKey(retired.flag);
+    const envName = derivedEnvName(retired.flag);
+    if (path !== undefined && Object.hasOwn(doc, yaml)) {
+      const source = `file ${path} key ${yaml}`;
       throw new ConfigError(
-        `Retired setting ${retired.yaml} in ${source}: ${retired.reason}; set ` +
+        `Retired setting ${yaml} in ${source}: ${retired.reason}; set ` +
           `${yamlKeyOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source, rawValue: JSON.stringify(doc[retired.yaml]) },
+        { setting: retired.flag, source, rawValue: JSON.stringify(doc[yaml]) },
       );
     }
-    if (Object.hasOwn(env, retired.env)) {
-      const source = `env ${retired.env}`;
+    if (Object.hasOwn(env, envName)) {
       throw new ConfigError(
-        `Retired setting ${retired.env} in the environment: ${retired.reason}; set ` +
+        `Retired setting ${envName} in the environment: ${retired.reason}; set ` +
           `${envNameOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source, rawValue: JSON.stringify(env[retired.env]) },
+        { setting: retired.flag, source: `env ${envName}`, rawValue: JSON.stringify(env[envName]) },
       );
     }
   }

@@ -307,7 +307,6 @@ export const SETTING_GROUPS: readonly { readonly title: string; readonly from: s
 
 /** The settings table (one row per setting; order is help order). */
 export const SETTINGS = [
-  // ---- shared by most commands -------------------------------------------------------------
   setting("config", { type: "string", form: "path of a YAML file" }, {
     yaml: false,
     commands: CONFIG_COMMANDS,
@@ -326,8 +325,6 @@ export const SETTINGS = [
     help: "Log records as key=value text or as JSON, one per line: on stdout for run, on " +
       "stderr for the other commands (their stdout is their output).",
   }),
-
-  // ---- broker ------------------------------------------------------------------------------
   setting("consumer", { type: "enum", values: ["gearman", "rabbitmq"] }, {
     default: "gearman",
     commands: BROKER_COMMANDS,
@@ -404,8 +401,6 @@ export const SETTINGS = [
     help: "Queues not to consume, applied after --queues (their jobs wait at the broker). " +
       "Legacy number_*_worker: 0 and process_perfdata: 0 exclude their queues.",
   }),
-
-  // ---- consumption (both backends) ---------------------------------------------------------
   setting("max-in-flight-bytes", { type: "bytes", min: 1024 * 1024 }, {
     default: "256MiB",
     help: "Payload bytes of the jobs being handled, across all queues. A Gearman grab waits " +
@@ -413,8 +408,6 @@ export const SETTINGS = [
       "delivery waits unhandled in its prefetch buffer. One job is always let through, " +
       "however large.",
   }),
-
-  // ---- shutdown ----------------------------------------------------------------------------
   setting("drain-timeout", TIMER_OR_ZERO, {
     default: "30s",
     help: "On shutdown, how long jobs in flight may take to commit before their connections " +
@@ -424,8 +417,6 @@ export const SETTINGS = [
     default: "10s",
     help: "On shutdown, the budget shared by all table writers for their final flush.",
   }),
-
-  // ---- MySQL -------------------------------------------------------------------------------
   setting("mysql-url", { type: "mysqlUrl" }, {
     default: "mysql://root@127.0.0.1:3306/statusengine",
     secret: true,
@@ -517,8 +508,6 @@ export const SETTINGS = [
     help: "On a core restart, delete status rows of objects missing or disabled in " +
       "openITCOCKPIT instead of rows older than the restart.",
   }),
-
-  // ---- perfdata ----------------------------------------------------------------------------
   setting("perfdata-backends", {
     type: "keyList",
     pattern: PERFDATA_BACKEND_PATTERN,
@@ -612,8 +601,6 @@ export const SETTINGS = [
     secret: true,
     help: "Password of --prometheus-remote-write-user.",
   }),
-
-  // ---- HTTP --------------------------------------------------------------------------------
   setting("metrics-port", { type: "integer", min: 0, max: 65535 }, {
     default: "9105",
     commands: ["run", "status"],
@@ -675,8 +662,6 @@ export const SETTINGS = [
       "which are refused whatever this says. An empty list allows no raw command. The default " +
       "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
   }),
-
-  // ---- statusengine_tasks ------------------------------------------------------------------
   setting("check-for-commands", BOOLEAN, {
     // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
     yaml: false,
@@ -700,8 +685,6 @@ export const SETTINGS = [
       "created. The compiled binary may write only the usual cores' command files " +
       "(docs/operations.md#command-files); another one refuses the start.",
   }),
-
-  // ---- cleanup -----------------------------------------------------------------------------
   setting("cleanup-batch-size", { type: "integer", min: 1 }, {
     default: "5000",
     commands: ["cleanup"],
@@ -742,8 +725,6 @@ export const SETTINGS = [
   // The worker's own tombstones of ended downtimes (docs/downtimes.md): needed only while a
   // late or repeated job of that downtime may still arrive.
   age("downtime-tombstones", 60, "statusengine_downtime_tombstones", "end_time"),
-
-  // ---- schema ------------------------------------------------------------------------------
   setting("check", BOOLEAN, {
     cliOnly: true,
     commands: ["schema"],
@@ -755,8 +736,6 @@ export const SETTINGS = [
     commands: ["schema"],
     help: "Create the database named in the URL when it does not exist.",
   }),
-
-  // ---- status ------------------------------------------------------------------------------
   setting("metrics-url", {
     type: "url",
     schemes: ["http", "https"],
@@ -771,8 +750,6 @@ export const SETTINGS = [
     commands: ["status", "config", "dead-letters"],
     help: "Print the output as one JSON document.",
   }),
-
-  // ---- publish / losstest ------------------------------------------------------------------
   setting("queue", { type: "enum", values: QUEUE_NAMES }, {
     required: true,
     cliOnly: true,
@@ -824,8 +801,6 @@ export const SETTINGS = [
     help: "Publish the events of this NDJSON file (one event per line) instead of synthetic " +
       "ones.",
   }),
-
-  // ---- verify ------------------------------------------------------------------------------
   setting("mysql-url-a", { type: "mysqlUrl" }, {
     required: true,
     secret: true,
@@ -866,8 +841,6 @@ export const SETTINGS = [
     commands: ["verify"],
     help: "Columns left out of the comparison, comma-separated.",
   }),
-
-  // ---- dead-letters ------------------------------------------------------------------------
   setting("action", { type: "enum", values: ["summary", "replay"] }, {
     required: true,
     positional: true,
