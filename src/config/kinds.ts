@@ -7,6 +7,7 @@
 
 import type { SettingRow } from "./settings.ts";
 import {
+  fail,
   formatByteSize,
   formatGoDuration,
   joinHostPort,
@@ -26,10 +27,6 @@ import {
 
 /** Where a raw value comes from: command-line/env text, or a YAML value of any type. */
 export type Origin = "text" | "yaml";
-
-function fail<T>(problem: string): Parsed<T> {
-  return { ok: false, problem };
-}
 
 /** A YAML value for a type error (`the string "100"`, `a list`), secrets not shown. */
 function describeYaml(value: unknown, secret: boolean): string {

@@ -134,6 +134,10 @@ interface FlagUse {
   readonly value: string;
 }
 
+function flagSource(use: FlagUse): string {
+  return use.spelling.startsWith("argument") ? use.spelling : `flag ${use.spelling}`;
+}
+
 interface Tokens {
   readonly uses: FlagUse[];
   readonly help: boolean;
@@ -466,7 +470,7 @@ export async function loadSettings<C extends CommandName>(
   const configRow = rows.find((row) => row.flag === "config");
   if (configRow !== undefined) {
     const fromFlag = tokens.uses.filter((u) => u.row === configRow).map((u) =>
-      parseOrThrow(configRow, u.value, "text", `flag ${u.spelling}`)
+      parseOrThrow(configRow, u.value, "text", flagSource(u))
     );
     const fromEnv = envCandidates(configRow).map((e) =>
       parseOrThrow(configRow, e.value, "text", `env ${e.name}`)
@@ -496,20 +500,19 @@ export async function loadSettings<C extends CommandName>(
   const sources: Record<string, SettingSource> = {};
   for (const row of rows) {
     if (row.feeds !== undefined) continue;
-    const inputs = rows.filter((r) => r.feeds?.some((f) => f.target === row.flag) === true);
+    // The row itself, then the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
+    const own = [row, ...rows.filter((r) => r.feeds?.some((f) => f.target === row.flag))];
+    const take = (input: SettingRow, raw: unknown, origin: Origin, source: string) =>
+      input === row
+        ? parseOrThrow(row, raw, origin, source)
+        : parseFed(input, row, raw, origin, source);
 
-    const flagTier: Candidate[] = tokens.uses.flatMap((use) => {
-      const source = use.spelling.startsWith("argument") ? use.spelling : `flag ${use.spelling}`;
-      if (use.row === row) return [parseOrThrow(row, use.value, "text", source)];
-      if (inputs.includes(use.row)) return [parseFed(use.row, row, use.value, "text", source)];
-      return [];
-    });
-    const envTier: Candidate[] = [
-      ...envCandidates(row).map((e) => parseOrThrow(row, e.value, "text", `env ${e.name}`)),
-      ...inputs.flatMap((input) =>
-        envCandidates(input).map((e) => parseFed(input, row, e.value, "text", `env ${e.name}`))
-      ),
-    ];
+    const flagTier = tokens.uses.filter((use) => own.includes(use.row)).map((use) =>
+      take(use.row, use.value, "text", flagSource(use))
+    );
+    const envTier = own.flatMap((input) =>
+      envCandidates(input).map((e) => take(input, e.value, "text", `env ${e.name}`))
+    );
     // Candidates of one document: its own keys, then legacy keys, the new key winning.
     const documentTier = (
       source: YamlMapping,
@@ -519,15 +522,10 @@ export async function loadSettings<C extends CommandName>(
     ): Candidate[] => {
       const tier: Candidate[] = [];
       const keys: string[] = [];
-      for (const key of yamlKeys(row)) {
-        if (!present(source, key)) continue;
-        tier.push(parseOrThrow(row, source[key], origin, keyLabel(key)));
-        keys.push(key);
-      }
-      for (const input of inputs) {
+      for (const input of own) {
         for (const key of yamlKeys(input)) {
           if (!present(source, key)) continue;
-          tier.push(parseFed(input, row, source[key], origin, keyLabel(key)));
+          tier.push(take(input, source[key], origin, keyLabel(key)));
           keys.push(key);
         }
       }
@@ -563,25 +561,21 @@ export async function loadSettings<C extends CommandName>(
       ? []
       : documentTier(legacyEnv, LEGACY_ENV_PATH, "text", (key) => `env ${legacyEnvName(key)}`);
 
-    for (const tier of [flagTier, envTier, fileTier, legacyEnvTier]) {
-      if (tier.length > 1) throw conflict(row, tier);
-    }
+    const tiers = [
+      ["flag", flagTier],
+      ["env", envTier],
+      ["file", fileTier],
+      ["legacy", legacyEnvTier],
+    ] as const;
+    for (const [, tier] of tiers) if (tier.length > 1) throw conflict(row, tier);
     const key = settingKeyOf(row);
-    const chosen = flagTier[0] ?? envTier[0] ?? fileTier[0] ?? legacyEnvTier[0];
-    if (chosen !== undefined) {
+    const found = tiers.find(([, tier]) => tier.length > 0);
+    const chosen = found?.[1][0];
+    if (found !== undefined && chosen !== undefined) {
       settings[key] = chosen.value;
-      sources[key] = {
-        kind: chosen === flagTier[0]
-          ? "flag"
-          : chosen === envTier[0]
-          ? "env"
-          : chosen.legacy === true || chosen === legacyEnvTier[0]
-          ? "legacy"
-          : "file",
-        text: chosen.source,
-      };
+      sources[key] = { kind: chosen.legacy === true ? "legacy" : found[0], text: chosen.source };
       warnings.push(...chosen.notes.map((note) => `${row.flag} (${chosen.source}): ${note}`));
-      if (chosen === flagTier[0] && row.secret === true && holdsSecret(chosen.value)) {
+      if (found[0] === "flag" && row.secret === true && holdsSecret(chosen.value)) {
         const envName = envNameOf(row);
         warnings.push(
           `${row.flag} is given on the command line, which every local user can read through ` +

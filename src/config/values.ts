@@ -19,7 +19,7 @@ function ok<T>(value: T, notes?: readonly string[]): Parsed<T> {
     : { ok: true, value, notes };
 }
 
-function fail<T>(problem: string): Parsed<T> {
+export function fail<T>(problem: string): Parsed<T> {
   return { ok: false, problem };
 }
 
