@@ -17,46 +17,27 @@ import {
 /** Name used in usage lines and hints (the installed binary). */
 export const PROGRAM_NAME = "statusengine-worker";
 
-/** The subcommands, with the one-line summary shown in the top-level help. */
-export const COMMANDS = [
-  {
-    name: "run",
-    summary: "Run the worker: consume the twelve queues and write them to MySQL (default)",
-  },
-  {
-    name: "schema",
-    summary: "Create what is missing of the Statusengine schema; --check only reports differences",
-  },
-  {
-    name: "cleanup",
-    summary: "Retention, once: lay out weekly partitions, drop expired weeks, delete older rows",
-  },
-  {
-    name: "status",
-    summary: "Show Gearman queue backlogs, MySQL reachability and a running worker's metrics",
-  },
-  {
-    name: "publish",
-    summary: "Publish synthetic events for one queue to gearmand or RabbitMQ (testing only)",
-  },
-  {
-    name: "losstest",
-    summary: "Publish, verify or clean up marker events proving nothing is lost on restart",
-  },
-  {
-    name: "verify",
-    summary: "Compare the newest rows of two Statusengine databases column by column",
-  },
-  {
-    name: "dead-letters",
-    summary: "Count the dead-letter file's records, or replay them once their cause is fixed",
-  },
-  {
-    name: "config",
-    summary: "Show every setting of a command with its value and where it came from, and exit",
-  },
-  { name: "version", summary: "Print the build identity and exit" },
-] as const;
+/** The subcommands in help order, with the one-line summary shown in the top-level help. */
+const SUMMARIES = {
+  run: "Run the worker: consume the twelve queues and write them to MySQL (default)",
+  schema: "Create what is missing of the Statusengine schema; --check only reports differences",
+  cleanup: "Retention, once: lay out weekly partitions, drop expired weeks, delete older rows",
+  status: "Show Gearman queue backlogs, MySQL reachability and a running worker's metrics",
+  publish: "Publish synthetic events for one queue to gearmand or RabbitMQ (testing only)",
+  losstest: "Publish, verify or clean up marker events proving nothing is lost on restart",
+  verify: "Compare the newest rows of two Statusengine databases column by column",
+  "dead-letters": "Count the dead-letter file's records, or replay them once their cause is fixed",
+  config: "Show every setting of a command with its value and where it came from, and exit",
+  version: "Print the build identity and exit",
+} as const;
+
+/** Name of a subcommand; `run` is the default when none is given. */
+export type CommandName = keyof typeof SUMMARIES;
+
+export const COMMANDS = Object.entries(SUMMARIES).map(([name, summary]) => ({
+  name: name as CommandName,
+  summary,
+}));
 
 /** `config` takes another command's whole command line, so its usage is not derived from rows. */
 export const CONFIG_COMMAND_USAGE = {
@@ -71,9 +52,6 @@ export const CONFIG_COMMAND_USAGE = {
     "log, on stderr; the exit status is 1 where the command would refuse to start, 2 for a " +
     "bad command line, 0 otherwise.",
 } as const;
-
-/** Name of a subcommand; `run` is the default when none is given. */
-export type CommandName = (typeof COMMANDS)[number]["name"];
 
 /** All command names, in help order. */
 export const COMMAND_NAMES: readonly CommandName[] = COMMANDS.map((c) => c.name);
