@@ -43,26 +43,18 @@ const LEGACY_WORKER_QUEUES: Readonly<Record<string, string[]>> = {
 /** A parsed YAML mapping. */
 export type YamlMapping = Readonly<Record<string, unknown>>;
 
-/** What a translation needs besides the document: the file's path and a warning sink. */
-export interface LegacyContext {
-  readonly path: string;
-  readonly warn: (message: string) => void;
-}
-
 /** A translated value in textual (flag) form, with its source label for messages. */
-export interface LegacyValue {
-  readonly text: string;
-  readonly source: string;
-}
+type LegacyValue = { readonly text: string; readonly source: string };
 
-/** How one setting is read from legacy keys. */
+/** How one setting (`target`) is read from legacy keys. */
 export interface LegacyTranslation {
-  /** Flag of the setting it produces. */
   readonly target: string;
   /** Keys it reads (top-level or `block.field`), also listed by help and the reference. */
   readonly keys: readonly string[];
   /** The value, or `undefined` when the document says nothing; throws ConfigError if unusable. */
-  readonly translate: (doc: YamlMapping, context: LegacyContext) => LegacyValue | undefined;
+  readonly translate: (doc: YamlMapping, path: string, warn: (message: string) => void) =>
+    | LegacyValue
+    | undefined;
 }
 
 export function present(doc: YamlMapping, key: string): boolean {
@@ -83,12 +75,8 @@ export function legacyEnvName(key: string): string {
  * is always utf8mb4). Any other field is a typo; only a read field is suggested for it, since an
  * ignored one would lead to a setting that does nothing.
  */
-const LEGACY_BLOCK_FIELDS: Readonly<
-  Record<
-    "gearman" | "rabbitmq" | "mysql",
-    { readonly read: readonly string[]; readonly ignored: readonly string[] }
-  >
-> = {
+type BlockFields = { readonly read: readonly string[]; readonly ignored: readonly string[] };
+const LEGACY_BLOCK_FIELDS: Readonly<Record<"gearman" | "rabbitmq" | "mysql", BlockFields>> = {
   gearman: { read: ["address", "port"], ignored: ["timeout"] },
   rabbitmq: {
     read: ["host", "port", "user", "password", "vhost", "durable_queues"],
@@ -122,7 +110,7 @@ function translation(
   return {
     target,
     keys,
-    translate: (doc, { path, warn }) =>
+    translate: (doc, path, warn) =>
       read(doc, {
         path,
         warn,

@@ -543,10 +543,7 @@ export async function loadSettings<C extends CommandName>(
           );
           continue;
         }
-        const legacy = translation.translate(source, {
-          path: sourcePath,
-          warn: (message) => warnings.push(message),
-        });
+        const legacy = translation.translate(source, sourcePath, (m) => warnings.push(m));
         if (legacy !== undefined) {
           tier.push({ ...parseOrThrow(row, legacy.text, "text", legacy.source), legacy: true });
         }
