@@ -280,20 +280,11 @@ export function parseMysqlUrl(text: string): Parsed<string> {
 
 // DSN parameters that mean nothing for the MySQL client or describe what it does anyway; accepted and
 // dropped without a word (the Go driver accepts and ignores them, docs/operations.md#values).
-const DSN_PARAMS_IGNORED_QUIETLY = new Set([
-  "parseTime",
-  "loc",
-  "interpolateParams",
-  "allowNativePasswords",
-  "clientFoundRows",
-  "maxAllowedPacket",
-  "checkConnLiveness",
-  "columnsWithAlias",
-  "rejectReadOnly",
-  "multiStatements",
-  "readTimeout",
-  "writeTimeout",
-]);
+const DSN_PARAMS_IGNORED_QUIETLY = new Set(
+  ("parseTime loc interpolateParams allowNativePasswords clientFoundRows maxAllowedPacket " +
+    "checkConnLiveness columnsWithAlias rejectReadOnly multiStatements readTimeout writeTimeout")
+    .split(" "),
+);
 
 /**
  * Convert a go-sql-driver DSN into the internal MySQL URL, plus notes on ignored parameters
