@@ -52,10 +52,6 @@ function wrap(text: string, indent: number, width = 100): string[] {
   return lines.map((l) => `${" ".repeat(indent)}${l}`);
 }
 
-function summaryOf(command: CommandName): string {
-  return COMMANDS.find((c) => c.name === command)?.summary ?? "";
-}
-
 /** The default of a row as shown to people, secrets masked; `(none)` or `(required)`. */
 export function displayDefault(row: SettingRow, command: CommandName): string {
   if (row.required === true) return "(required)";
@@ -176,7 +172,7 @@ export function renderHelp(command?: CommandName): string {
         positional.length > 0 ? ` ${positional.join(" ")}` : ""
       }${rows.length > 0 ? " [flags]" : ""}`,
     "",
-    ...wrap(summaryOf(command), 0),
+    ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? "", 0),
     "",
   );
   if (command === "config") out.push(...wrap(CONFIG_COMMAND_USAGE.details, 0), "");
