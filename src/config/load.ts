@@ -172,8 +172,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       positionals.push(arg);
       continue;
     }
-    // One or two leading dashes mean the same flag: the Go worker's unit files use
-    // -mysql-dsn.
+    // One or two leading dashes mean the same flag: the Go worker's unit files use -mysql-dsn.
     const body = arg.startsWith("--") ? arg.slice(2) : arg.slice(1);
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
@@ -184,10 +183,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       continue;
     }
     const entry = index.get(name);
-    if (
-      entry === undefined &&
-      command === "run" && FIXED_SETTINGS.some((f) => f.flag === name)
-    ) {
+    if (entry === undefined && command === "run" && FIXED_SETTINGS.some((f) => f.flag === name)) {
       // A unit file written for an earlier version still starts; its value is skipped.
       fixed.push(name);
       if (inline === undefined && i + 1 < argv.length && !isHelpToken(argv[i + 1])) i++;
@@ -269,9 +265,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     if (first === "help") {
       help = true;
       if (second !== undefined) {
-        if (!isCommand(second)) {
-          throw unknownCommand(second);
-        }
+        if (!isCommand(second)) throw unknownCommand(second);
         command = second;
         commandGiven = true;
       }
