@@ -5,7 +5,6 @@
  * @module
  */
 
-import { acceptedForm, displayValue, metavarOf, parseValue } from "./kinds.ts";
 import {
   type CommandName,
   COMMANDS,
@@ -19,7 +18,14 @@ import {
   type SettingRow,
   yamlKeyOf,
 } from "./settings.ts";
-import { formatByteSize, formatGoDuration } from "./values.ts";
+import {
+  acceptedForm,
+  displayValue,
+  formatByteSize,
+  formatGoDuration,
+  metavarOf,
+  parseValue,
+} from "./values.ts";
 import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
 

@@ -9,7 +9,6 @@
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { WorkerError } from "../util/errors.ts";
-import { acceptedForm, maskRaw, metavarOf, type Origin, parseValue } from "./kinds.ts";
 import {
   FIXED_SETTINGS,
   fixedSettingWarnings,
@@ -39,7 +38,15 @@ import {
   type SettingsFor,
   yamlKeyOf,
 } from "./settings.ts";
-import { ConfigError, redactUrl } from "./values.ts";
+import {
+  acceptedForm,
+  ConfigError,
+  maskRaw,
+  metavarOf,
+  type Origin,
+  parseValue,
+  redactUrl,
+} from "./values.ts";
 
 /** Inputs of {@linkcode loadSettings}: `rest` of {@linkcode parseCommandLine}, env, file I/O. */
 export interface LoadOptions {
