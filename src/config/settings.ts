@@ -313,10 +313,9 @@ export const SETTINGS = [
     default: "127.0.0.1:4730",
     commands: BROKER_COMMANDS,
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
-      "server (D9). The broker module sends every message to every server it names, so " +
-      "listing here two servers of one broker processes every event twice: give one " +
-      "server per worker, or use the second only for failover (docs/running.md: several " +
-      "gearmand servers).",
+      "server (D9). The broker module sends every message to every server it names, so listing " +
+      "here two servers of one broker processes every event twice: give one server per worker, " +
+      "or use the second only for failover (docs/running.md: several gearmand servers).",
   }),
   setting("gearman-max-concurrent-jobs-per-queue", { type: "integer", min: 1 }, {
     default: "64",
@@ -351,16 +350,14 @@ export const SETTINGS = [
   setting("rabbitmq-declare", { type: "enum", values: ["declare", "passive"] }, {
     default: "declare",
     commands: ["run", "publish", "losstest"],
-    help: "How the queues are declared: declare creates a missing queue as a plain classic " +
-      "queue (as the broker module does); passive only checks that it exists, for queues " +
-      "the operator declared with other arguments, such as quorum queues " +
-      "(docs/running.md#rabbitmq-hosts).",
+    help: "How the queues are declared: declare creates a missing queue as a plain classic queue " +
+      "(as the broker module does); passive only checks that it exists, for queues the operator " +
+      "declared with other arguments, such as quorum queues (docs/running.md#rabbitmq-hosts).",
   }),
   setting("rabbitmq-prefetch", { type: "integer", min: 1, max: 65535 }, {
     default: "100",
-    help: "Unacknowledged messages RabbitMQ may push per queue; also the hard cap of the " +
-      "queue's adaptive window of messages handled at once (statusngin_downtimes: one at a " +
-      "time).",
+    help: "Unacknowledged messages RabbitMQ may push per queue; also the hard cap of the queue's " +
+      "adaptive window of messages handled at once (statusngin_downtimes: one at a time).",
   }),
   setting("rabbitmq-reconnect-interval", TIMER, {
     default: "2s",
@@ -523,9 +520,8 @@ export const SETTINGS = [
     check: regexProblem,
   }, {
     default: DEFAULT_ILLEGAL_CHARACTERS,
-    help: "Characters of the Graphite prefix, host, service and label that become _ (the " +
-      "legacy graphite_illegal_characters; the Statusengine UI rebuilds keys with the same " +
-      "expression).",
+    help: "Characters of the Graphite prefix, host, service and label that become _ (the legacy " +
+      "graphite_illegal_characters; the Statusengine UI rebuilds keys with the same expression).",
   }),
   setting("graphite-batch-size", { type: "integer", min: 1, max: 1000 }, {
     default: "100",
@@ -654,8 +650,7 @@ export const SETTINGS = [
   setting("submit-method", { type: "enum", values: ["broker", "cmd"] }, {
     default: "broker",
     help: "How tasks reach the core: broker = published to statusngin_cmd like POST /commands; " +
-      "cmd = appended to --external-command-file. The query handler (qhandler) is not " +
-      "supported.",
+      "cmd = appended to --external-command-file. The query handler (qhandler) is not supported.",
   }),
   setting("external-command-file", { type: "string", form: "path of the core's command FIFO" }, {
     default: "/opt/naemon/var/naemon.cmd",
@@ -776,8 +771,7 @@ export const SETTINGS = [
   setting("from-file", { type: "string", form: "path of an NDJSON file" }, {
     cliOnly: true,
     commands: ["publish"],
-    help: "Publish the events of this NDJSON file (one event per line) instead of synthetic " +
-      "ones.",
+    help: "Publish the events of this NDJSON file (one event per line) instead of synthetic ones.",
   }),
   setting("mysql-url-a", { type: "mysqlUrl" }, {
     required: true,
