@@ -301,13 +301,8 @@ export function renderConfigReference(): string {
 
 /** Replace the generated section between the reference markers in a document. */
 export function replaceConfigReference(document: string, reference: string): string {
-  return replaceGeneratedSection(
-    document,
-    REFERENCE_BEGIN,
-    REFERENCE_END,
-    reference,
-    "configuration reference",
-  );
+  const what = "configuration reference";
+  return replaceGeneratedSection(document, REFERENCE_BEGIN, REFERENCE_END, reference, what);
 }
 
 /**

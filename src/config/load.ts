@@ -353,12 +353,10 @@ function presentPath(doc: YamlMapping, path: string): boolean {
 }
 
 function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
-  const sources = candidates.map((c) => c.source);
+  const source = candidates.map((c) => c.source).join(" and ");
   return new ConfigError(
-    `Conflicting values for setting ${row.flag}: ${
-      sources.join(" and ")
-    } are given together; give only one`,
-    { setting: row.flag, source: sources.join(" and ") },
+    `Conflicting values for setting ${row.flag}: ${source} are given together; give only one`,
+    { setting: row.flag, source },
   );
 }
 

@@ -439,11 +439,8 @@ function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]>
     const entries: string[] = [];
     for (const entry of raw) {
       if (typeof entry !== "string") {
-        return fail(
-          `list entries must be strings, got ${
-            describeYaml(entry, row.secret === true)
-          } (quote it in YAML)`,
-        );
+        const got = describeYaml(entry, row.secret === true);
+        return fail(`list entries must be strings, got ${got} (quote it in YAML)`);
       }
       entries.push(...splitList(entry));
     }
