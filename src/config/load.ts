@@ -594,9 +594,7 @@ export async function loadSettings<C extends CommandName>(
       continue;
     }
     const parsed = parseValue(row, fallback, "text");
-    if (!parsed.ok) {
-      throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
-    }
+    if (!parsed.ok) throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
     settings[key] = parsed.value;
     sources[key] = { kind: "default", text: "default" };
   }

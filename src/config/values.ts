@@ -66,9 +66,7 @@ export function parseGoDuration(text: string): Parsed<number> {
     }
     rest = rest.slice(number?.[0].length ?? 0);
     const unit = /^[^0-9.]+/.exec(rest)?.[0];
-    if (unit === undefined) {
-      return fail(`${JSON.stringify(text)} has a number without a unit`);
-    }
+    if (unit === undefined) return fail(`${JSON.stringify(text)} has a number without a unit`);
     const unitNs = DURATION_UNITS_NS[unit];
     if (unitNs === undefined) {
       return fail(`${JSON.stringify(text)} has the unknown unit ${JSON.stringify(unit)}`);
@@ -96,9 +94,7 @@ export function formatGoDuration(ms: number): string {
       rest -= count * size;
     }
   }
-  if (rest > 0) {
-    out += Number.isInteger(rest) ? `${rest}ms` : `${Math.round(rest * 1e6)}ns`;
-  }
+  if (rest > 0) out += Number.isInteger(rest) ? `${rest}ms` : `${Math.round(rest * 1e6)}ns`;
   return out;
 }
 
@@ -193,16 +189,10 @@ export function splitHostPort(
       return fail(`${JSON.stringify(addr)} has an invalid host`);
     }
   }
-  if (host === "" && options.emptyHost !== true) {
-    return fail(`${JSON.stringify(addr)} has no host`);
-  }
-  if (!/^[0-9]{1,5}$/.test(portText)) {
-    return fail(`${JSON.stringify(addr)} has an invalid port`);
-  }
+  if (host === "" && options.emptyHost !== true) return fail(`${JSON.stringify(addr)} has no host`);
+  if (!/^[0-9]{1,5}$/.test(portText)) return fail(`${JSON.stringify(addr)} has an invalid port`);
   const port = Number(portText);
-  if (port < 1 || port > 65535) {
-    return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
-  }
+  if (port < 1 || port > 65535) return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
   return ok({ host, port });
 }
 
@@ -231,11 +221,7 @@ function decodes(part: string): boolean {
  * Validate a URL of the given schemes (`amqp`, `http`), unchanged; with `hostList` several hosts
  * may be given (`amqp://u:p@h1:5672,h2/vhost`). A problem never contains the password.
  */
-function parseUrl(
-  text: string,
-  schemes: readonly string[],
-  hostList = false,
-): Parsed<string> {
+function parseUrl(text: string, schemes: readonly string[], hostList = false): Parsed<string> {
   if (hostList) {
     // The list's ports are checked here (any default port does), the rest with the first host.
     const list = splitUrlHosts(text, 1);
@@ -259,9 +245,7 @@ function parseUrl(
   if (!decodes(url.username) || !decodes(url.password) || !decodes(url.pathname)) {
     return fail("has a malformed percent-encoding");
   }
-  if (url.hash !== "") {
-    return fail("has a #fragment (percent-encode # in the password as %23)");
-  }
+  if (url.hash !== "") return fail("has a #fragment (percent-encode # in the password as %23)");
   return ok(text);
 }
 
@@ -298,9 +282,7 @@ const DSN_PARAMS_IGNORED_QUIETLY = new Set(
  */
 export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const slash = dsn.lastIndexOf("/");
-  if (slash < 0) {
-    return fail("has no /database part (user:password@tcp(host:3306)/database)");
-  }
+  if (slash < 0) return fail("has no /database part (user:password@tcp(host:3306)/database)");
   let user = "";
   let password = "";
   let net = "";
@@ -375,9 +357,7 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
       }
     } else if (name === "charset" || name === "collation") {
       if (!value.toLowerCase().startsWith("utf8mb4")) {
-        notes.push(
-          `${name}=${value} is ignored: the connection always uses utf8mb4`,
-        );
+        notes.push(`${name}=${value} is ignored: the connection always uses utf8mb4`);
       }
     } else if (!DSN_PARAMS_IGNORED_QUIETLY.has(name)) {
       ignored.push(name);
