@@ -67,7 +67,7 @@ export const LEGACY_ENV_PATH = "the SE_* environment";
 /** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
 export function legacyEnvName(key: string): string {
   const name = `SE_${key.toUpperCase().replaceAll(".", "_")}`;
-  return LEGACY_BLOCKS.includes(key) ? `${name}_*` : name;
+  return Object.hasOwn(LEGACY_BLOCK_FIELDS, key) ? `${name}_*` : name;
 }
 
 /**
@@ -84,8 +84,6 @@ const LEGACY_BLOCK_FIELDS: Readonly<Record<"gearman" | "rabbitmq" | "mysql", Blo
   },
   mysql: { read: ["host", "port", "username", "password", "database"], ignored: ["encoding"] },
 };
-
-const LEGACY_BLOCKS: readonly string[] = Object.keys(LEGACY_BLOCK_FIELDS);
 
 function keysLabel(path: string, keys: readonly string[]): string {
   if (path === LEGACY_ENV_PATH) return `env ${keys.map(legacyEnvName).join(", ")}`;

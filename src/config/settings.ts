@@ -225,7 +225,6 @@ const QUEUE_FORM = `queue names (${QUEUE_NAMES.join(", ")})`;
 
 /** Where perfdata can go (`--perfdata-backends`). */
 export const PERFDATA_BACKENDS = ["mysql", "graphite", "influxdb", "prometheus"] as const;
-const PERFDATA_BACKEND_PATTERN = new RegExp(`^(${PERFDATA_BACKENDS.join("|")})$`);
 
 function perfdataRouteBackends(route: string): string {
   return route === "both" ? "mysql,graphite" : route;
@@ -485,7 +484,7 @@ export const SETTINGS = [
   }),
   setting("perfdata-backends", {
     type: "keyList",
-    pattern: PERFDATA_BACKEND_PATTERN,
+    pattern: new RegExp(`^(${PERFDATA_BACKENDS.join("|")})$`),
     patternForm: `backends (${PERFDATA_BACKENDS.join(", ")})`,
   }, {
     default: "mysql",
