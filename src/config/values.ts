@@ -10,7 +10,7 @@
 
 import { splitUrlHosts } from "../util/address.ts";
 import { redactUrl } from "../util/redact.ts";
-import type { SettingRow } from "./settings.ts";
+import type { Kind, SettingRow } from "./settings.ts";
 
 /** Outcome of parsing one value: the value (plus notes worth a warning) or a problem text. */
 export type Parsed<T> =
@@ -636,36 +636,26 @@ export function acceptedForm(row: SettingRow): string {
   }
 }
 
+const FIXED_METAVARS: Record<Exclude<Kind["type"], "string" | "integer" | "enum">, string> = {
+  bytes: "SIZE",
+  boolean: "",
+  duration: "DURATION",
+  host: "HOST",
+  hostPort: "HOST:PORT",
+  hostPortList: "HOST:PORT[,...]",
+  url: "URL",
+  mysqlUrl: "URL",
+  mysqlDsn: "DSN",
+  keyList: "LIST",
+};
+
 /** Placeholder for the value in usage lines (`--mysql-batch-size N`); `""` for booleans. */
 export function metavarOf(row: SettingRow): string {
   const kind = row.kind;
-  switch (kind.type) {
-    case "string":
-      return kind.form?.startsWith("path") === true ? "PATH" : "TEXT";
-    case "integer":
-      return row.unit === "days" ? "DAYS" : "N";
-    case "bytes":
-      return "SIZE";
-    case "boolean":
-      return "";
-    case "duration":
-      return "DURATION";
-    case "enum":
-      return kind.values.length <= 4 ? kind.values.join("|") : "NAME";
-    case "host":
-      return "HOST";
-    case "hostPort":
-      return "HOST:PORT";
-    case "hostPortList":
-      return "HOST:PORT[,...]";
-    case "url":
-    case "mysqlUrl":
-      return "URL";
-    case "mysqlDsn":
-      return "DSN";
-    case "keyList":
-      return "LIST";
-  }
+  if (kind.type === "string") return kind.form?.startsWith("path") === true ? "PATH" : "TEXT";
+  if (kind.type === "integer") return row.unit === "days" ? "DAYS" : "N";
+  if (kind.type === "enum") return kind.values.length <= 4 ? kind.values.join("|") : "NAME";
+  return FIXED_METAVARS[kind.type];
 }
 
 function isUrlLike(row: SettingRow): boolean {
