@@ -394,46 +394,36 @@ export function legacyKeysOf(flag: string): string[] {
 }
 
 /**
- * Legacy features without an equivalent (docs/operations.md#legacy-config): `run` warns once
- * per group whose keys (or keys with `prefix`) appear in the file, whatever their values, and
- * `reason` says why nothing happens.
+ * Legacy features without an equivalent (docs/operations.md#legacy-config): `run` warns once per
+ * group whose keys appear in the file, whatever their values, saying why nothing happens. A key
+ * ending in `*` stands for every key with that prefix.
  */
-const LEGACY_IGNORED: readonly { keys: string[]; prefix?: string; reason: string }[] = [
-  {
-    keys: ["use_redis", "redis"],
-    reason: "Redis is not supported; live status is kept in MySQL only",
-  },
-  {
-    keys: ["use_crate", "crate"],
-    reason: "CrateDB is not supported; history is written to MySQL only",
-  },
-  {
-    keys: [],
-    prefix: "elasticsearch_",
-    reason: "Elasticsearch is not supported as a perfdata backend",
-  },
-  {
-    keys: ["max_bulk_delay"],
-    reason: "there is no flush delay: rows are written as soon as the previous statement " +
-      "finished, or after at most 250 ms",
-  },
-  {
-    keys: ["store_live_data_in_archive_backend"],
-    reason: "the two status tables are always written",
-  },
-  { keys: ["use_mysql"], reason: "MySQL is the only storage backend and is always written" },
-  { keys: ["dump_mysql_query_parameters"], reason: "the nearest equivalent is log_level: debug" },
-  {
-    keys: ["query_handler"],
-    reason: "the query handler is not supported; tasks are submitted with submit_method " +
-      "broker or cmd",
-  },
-  {
-    keys: ["syslog_enabled", "syslog_tag"],
-    reason: "logs go to stdout (the journal under systemd); see log_format",
-  },
-  { keys: ["disable_http_proxy"], reason: "no HTTP proxy is ever used" },
+const LEGACY_IGNORED: readonly (readonly [keys: readonly string[], reason: string])[] = [
+  [["use_redis", "redis"], "Redis is not supported; live status is kept in MySQL only"],
+  [["use_crate", "crate"], "CrateDB is not supported; history is written to MySQL only"],
+  [["elasticsearch_*"], "Elasticsearch is not supported as a perfdata backend"],
+  [
+    ["max_bulk_delay"],
+    "there is no flush delay: rows are written as soon as the previous statement finished, or " +
+    "after at most 250 ms",
+  ],
+  [["store_live_data_in_archive_backend"], "the two status tables are always written"],
+  [["use_mysql"], "MySQL is the only storage backend and is always written"],
+  [["dump_mysql_query_parameters"], "the nearest equivalent is log_level: debug"],
+  [
+    ["query_handler"],
+    "the query handler is not supported; tasks are submitted with submit_method broker or cmd",
+  ],
+  [
+    ["syslog_enabled", "syslog_tag"],
+    "logs go to stdout (the journal under systemd); see log_format",
+  ],
+  [["disable_http_proxy"], "no HTTP proxy is ever used"],
 ];
+
+function isIgnoredKey(key: string, keys: readonly string[] = LEGACY_IGNORED.flatMap(([k]) => k)) {
+  return keys.some((k) => k.endsWith("*") ? key.startsWith(k.slice(0, -1)) : key === k);
+}
 
 /** One warning per legacy feature group present in a file read by `run`. */
 export function legacyIgnoredWarnings(
@@ -442,16 +432,13 @@ export function legacyIgnoredWarnings(
   command: CommandName,
 ): string[] {
   const warnings: string[] = [];
-  for (const group of command === "run" ? LEGACY_IGNORED : []) {
-    const prefix = group.prefix;
-    const found = Object.keys(doc).filter((key) =>
-      group.keys.includes(key) || (prefix !== undefined && key.startsWith(prefix))
-    );
+  for (const [keys, reason] of command === "run" ? LEGACY_IGNORED : []) {
+    const found = Object.keys(doc).filter((key) => isIgnoredKey(key, keys));
     if (found.length === 0) continue;
     warnings.push(
       `Ignoring legacy config.yml key${found.length === 1 ? "" : "s"} ${
         found.join(", ")
-      } in ${path}: ${group.reason}`,
+      } in ${path}: ${reason}`,
     );
   }
   return warnings;
@@ -615,15 +602,9 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
  */
 const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SUPPORTED_YAML_KEYS,
-  ...LEGACY_IGNORED.flatMap((group) => group.keys),
   ...RETIRED.map((r) => derivedYamlKey(r.flag)),
   ...FIXED_SETTINGS.map((f) => derivedYamlKey(f.flag)),
 ]);
-
-/** Key prefixes of whole legacy groups (`elasticsearch_*`), also known. */
-const KNOWN_PREFIXES: readonly string[] = LEGACY_IGNORED.flatMap((group) =>
-  group.prefix === undefined ? [] : [group.prefix]
-);
 
 /** The candidate closest to a misspelled name, when it is close enough to be a likely typo. */
 export function nearestName(name: string, candidates: Iterable<string>): string | undefined {
@@ -648,7 +629,7 @@ export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
       }: no setting has this key, so it has no effect`,
     );
   for (const key of Object.keys(doc)) {
-    if (KNOWN_YAML_KEYS.has(key) || KNOWN_PREFIXES.some((p) => key.startsWith(p))) continue;
+    if (KNOWN_YAML_KEYS.has(key) || isIgnoredKey(key)) continue;
     warn(key, nearestName(key, SUPPORTED_YAML_KEYS));
   }
   // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
