@@ -259,14 +259,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   const second = argv[1];
   // "--help run" means "run --help", as "help run" does.
   if (isHelpToken(first) && second !== undefined && isCommand(second)) {
-    const tokens = tokenize(second, argv.slice(2));
-    return {
-      command: second,
-      commandGiven: true,
-      rest: argv.slice(2),
-      help: true,
-      version: tokens.version,
-    };
+    const { version } = tokenize(second, argv.slice(2));
+    return { command: second, commandGiven: true, rest: argv.slice(2), help: true, version };
   }
   if (first !== undefined && !first.startsWith("-")) {
     if (first === "help") {
