@@ -57,6 +57,7 @@ export interface LegacyTranslation {
     | undefined;
 }
 
+/** A key counts as given unless it is absent or null (a bare `key:` in YAML). */
 export function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
@@ -100,6 +101,7 @@ interface Reader {
   readonly value: (text: string, keys: readonly string[]) => LegacyValue;
 }
 
+/** A table entry: `read` gets a Reader bound to `target` and the document's path. */
 function translation(
   target: string,
   keys: readonly string[],
