@@ -1,11 +1,10 @@
 /**
- * Text generated from the settings table: `--help`, the Markdown configuration reference of
- * docs/configuration.md, and the start-up log line. Secrets are masked in all three (D8).
+ * Text generated from the settings table: `--help`, the reference in docs/configuration.md and
+ * the start-up log line, secrets masked in all three (D8).
  *
  * @module
  */
 
-import { acceptedForm, displayValue, metavarOf, parseValue } from "./kinds.ts";
 import {
   type CommandName,
   COMMANDS,
@@ -19,7 +18,14 @@ import {
   type SettingRow,
   yamlKeyOf,
 } from "./settings.ts";
-import { formatByteSize, formatGoDuration } from "./values.ts";
+import {
+  acceptedForm,
+  displayValue,
+  formatByteSize,
+  formatGoDuration,
+  metavarOf,
+  parseValue,
+} from "./values.ts";
 import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
 
@@ -52,17 +58,7 @@ function wrap(text: string, indent: number, width = 100): string[] {
   return lines.map((l) => `${" ".repeat(indent)}${l}`);
 }
 
-function summaryOf(command: CommandName): string {
-  return COMMANDS.find((c) => c.name === command)?.summary ?? "";
-}
-
-/**
- * The default of a row as shown to people: textual form, secrets masked.
- *
- * @param row A settings row.
- * @param command The command (per-command defaults).
- * @returns Display text, `(none)` when there is no default, `(required)` when needed.
- */
+/** The default of a row as shown to people, secrets masked; `(none)` or `(required)`. */
 export function displayDefault(row: SettingRow, command: CommandName): string {
   if (row.required === true) return "(required)";
   const fallback = defaultOf(row, command);
@@ -93,7 +89,7 @@ function envText(row: SettingRow): string | undefined {
   return aliases.length === 0 ? name : `${name} (also ${aliases.join(", ")})`;
 }
 
-/** The YAML keys of a row: its own key and aliases, then the legacy keys translated into it. */
+/** A row's YAML keys and aliases, and the legacy keys translated into it. */
 function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
   const key = yamlKeyOf(row);
   return {
@@ -112,7 +108,6 @@ function yamlText(row: SettingRow, command: CommandName): string | undefined {
     : `${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
 }
 
-/** Longest default `--help` shows in full; a longer list is shortened (the reference has it). */
 const HELP_DEFAULT_MAX = 60;
 
 /**
@@ -141,12 +136,8 @@ function feedsText(row: SettingRow): string | undefined {
 }
 
 /**
- * Usage text. Without a command: the commands and the global flags. With one: every flag of
- * that command with its environment variable, YAML key, default and accepted form; defaults of
- * secret settings are masked and no secret value is ever shown.
- *
- * @param command The command, or `undefined` for the top level.
- * @returns Multi-line text ending with a newline.
+ * Usage text: without a command, the commands and the global flags; with one, every flag of
+ * that command with its environment variable, YAML key, default and accepted form.
  */
 export function renderHelp(command?: CommandName): string {
   const out: string[] = [];
@@ -187,7 +178,7 @@ export function renderHelp(command?: CommandName): string {
         positional.length > 0 ? ` ${positional.join(" ")}` : ""
       }${rows.length > 0 ? " [flags]" : ""}`,
     "",
-    ...wrap(summaryOf(command), 0),
+    ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? "", 0),
     "",
   );
   if (command === "config") out.push(...wrap(CONFIG_COMMAND_USAGE.details, 0), "");
@@ -237,13 +228,7 @@ function code(text: string): string {
   return text.startsWith("(") ? text : `\`${text}\``;
 }
 
-/**
- * The configuration reference in Markdown, generated from the settings table: one section
- * per command, one table row per setting (flag, environment variable, YAML key, default,
- * accepted values, description).
- *
- * @returns Markdown text ending with a newline.
- */
+/** The configuration reference in Markdown: one section per command, one row per setting. */
 export function renderConfigReference(): string {
   const out: string[] = [
     // deno fmt would realign the tables, and the --check of CI would then see a stale section.
@@ -314,32 +299,15 @@ export function renderConfigReference(): string {
   return out.join("\n");
 }
 
-/**
- * Replace the generated section between {@linkcode REFERENCE_BEGIN} and
- * {@linkcode REFERENCE_END} in a document.
- *
- * @param document The whole file, e.g. docs/configuration.md.
- * @param reference The generated Markdown.
- * @returns The document with the section replaced.
- * @throws {Error} when the markers are missing or out of order.
- */
+/** Replace the generated section between the reference markers in a document. */
 export function replaceConfigReference(document: string, reference: string): string {
-  return replaceGeneratedSection(
-    document,
-    REFERENCE_BEGIN,
-    REFERENCE_END,
-    reference,
-    "configuration reference",
-  );
+  const what = "configuration reference";
+  return replaceGeneratedSection(document, REFERENCE_BEGIN, REFERENCE_END, reference, what);
 }
 
 /**
- * A resolved value written the way a flag takes it (durations as 30s, sizes as 64MiB, lists
- * comma-separated), secrets masked: what `config` shows and the start-up log names.
- *
- * @param row A settings row.
- * @param value The resolved value.
- * @returns Display text; `(none)` for no value.
+ * A resolved value written the way a flag takes it (30s, 64MiB, comma-separated lists),
+ * secrets masked: what `config` shows and the start-up log names.
  */
 export function flagText(row: SettingRow, value: unknown): string {
   if (Array.isArray(value) && value.length === 0) return "";
@@ -352,12 +320,8 @@ export function flagText(row: SettingRow, value: unknown): string {
 }
 
 /**
- * The settings of a command whose value is not the built-in default, by flag name, secrets
- * masked: the start-up log names them so an operator sees at a glance what was configured.
- *
- * @param command The command the settings belong to.
- * @param settings Its resolved settings.
- * @returns Flag name → display value, in table order.
+ * The settings of a command whose value is not the built-in default, flag → masked value: the
+ * start-up log names them so an operator sees at a glance what was configured.
  */
 export function settingsDifferingFromDefaults(
   command: CommandName,

@@ -15,7 +15,7 @@ import {
   renderHelp,
   replaceConfigReference,
 } from "./help.ts";
-import { acceptedForm } from "./kinds.ts";
+import { acceptedForm } from "./values.ts";
 import { legacyKeysOf } from "./legacy.ts";
 import {
   COMMAND_NAMES,

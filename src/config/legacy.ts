@@ -1,22 +1,8 @@
 /**
- * The legacy PHP worker's `config.yml` (docs/operations.md#legacy-config) and the retired keys
- * (docs/operations.md#retired-keys).
- *
- * Three tables:
- * - {@linkcode LEGACY_TRANSLATIONS}: legacy keys or blocks that have a setting, with the code
- *   turning them into that setting's textual value;
- * - {@linkcode LEGACY_IGNORED}: legacy keys for features this worker does not have; when any
- *   key of a group is present, one warning names the group;
- * - {@linkcode RETIRED}: keys that refuse to start because reusing them would silently
- *   change their meaning;
- * - {@linkcode FIXED_SETTINGS}: former settings whose value is now a named constant; given
- *   anyway, they draw one warning and change nothing.
- *
- * From them and the settings table, which top-level keys a config file may hold, and the
- * nearest known name for a misspelled key or flag ({@linkcode unknownKeyWarnings}): a typo such
- * as `mysql_batchsize: 500` must not silently fall back to the default. One file is shared by
- * every command that reads it (the worker and `cleanup` typically use the same file), so a key
- * is known when ANY command has it, not only the one running.
+ * The legacy PHP worker's `config.yml` (docs/operations.md#legacy-config), retired keys
+ * (docs/operations.md#retired-keys) and former settings now fixed, as tables; from them and the
+ * settings table, which keys a config file may hold and the nearest known name for a typo. One
+ * file is shared by every command that reads it, so a key is known when ANY command has it.
  *
  * @module
  */
@@ -27,7 +13,6 @@ import {
   type CommandName,
   derivedEnvName,
   derivedYamlKey,
-  LEGACY_WORKER_COUNT_KEYS,
   PERFDATA_BACKENDS,
   RETENTION_RULES,
   SETTING_ROWS,
@@ -35,91 +20,64 @@ import {
 } from "./settings.ts";
 
 /**
- * The queues each legacy process-count key stood for (the PHP worker's child types). The
- * misc child consumed acknowledgements, contact notification methods and downtimes; the core
- * restart queue was consumed by the parent process, which no count key switches off.
+ * The legacy per-queue-group process counts, with the queues of each (the PHP worker's child
+ * types); 0 meant "do not consume these queues". The misc child consumed acknowledgements,
+ * contact notification methods and downtimes; no count key switches off the core restart queue.
  */
-const LEGACY_WORKER_QUEUES: Readonly<Record<(typeof LEGACY_WORKER_COUNT_KEYS)[number], string[]>> =
-  {
-    "number_servicestatus_worker": ["statusngin_servicestatus"],
-    "number_hoststatus_worker": ["statusngin_hoststatus"],
-    "number_logentry_worker": ["statusngin_logentries"],
-    "number_statechange_worker": ["statusngin_statechanges"],
-    "number_hostcheck_worker": ["statusngin_hostchecks"],
-    "number_servicecheck_worker": ["statusngin_servicechecks"],
-    "number_perfdata_worker": ["statusngin_service_perfdata"],
-    "number_notification_log_worker": ["statusngin_notifications"],
-    "number_misc_worker": [
-      "statusngin_acknowledgements",
-      "statusngin_contactnotificationmethod",
-      "statusngin_downtimes",
-    ],
-  };
+const LEGACY_WORKER_QUEUES: Readonly<Record<string, string[]>> = {
+  "number_servicestatus_worker": ["statusngin_servicestatus"],
+  "number_hoststatus_worker": ["statusngin_hoststatus"],
+  "number_logentry_worker": ["statusngin_logentries"],
+  "number_statechange_worker": ["statusngin_statechanges"],
+  "number_hostcheck_worker": ["statusngin_hostchecks"],
+  "number_servicecheck_worker": ["statusngin_servicechecks"],
+  "number_perfdata_worker": ["statusngin_service_perfdata"],
+  "number_notification_log_worker": ["statusngin_notifications"],
+  "number_misc_worker": [
+    "statusngin_acknowledgements",
+    "statusngin_contactnotificationmethod",
+    "statusngin_downtimes",
+  ],
+};
 
 /** A parsed YAML mapping. */
 export type YamlMapping = Readonly<Record<string, unknown>>;
 
-/** What a translation needs besides the document. */
-export interface LegacyContext {
-  /** Path of the config file, for messages. */
-  readonly path: string;
-  /** Collect a warning (secret-free). */
-  readonly warn: (message: string) => void;
-}
+/** A translated value in textual (flag) form, with its source label for messages. */
+type LegacyValue = { readonly text: string; readonly source: string };
 
-/** Result of a translation: the target's value in textual (flag) form. */
-export interface LegacyValue {
-  /** The value as it would be written on the command line. */
-  readonly text: string;
-  /** Source label, e.g. `file /etc/x.yml keys gearman.address, gearman.port`. */
-  readonly source: string;
-}
-
-/** How one setting is read from legacy keys. */
+/** How one setting (`target`) is read from legacy keys. */
 export interface LegacyTranslation {
-  /** Flag of the setting it produces. */
   readonly target: string;
-  /**
-   * Legacy keys it reads, top-level or a dotted path into a block; help and the reference list
-   * them under the target ({@linkcode legacyKeysOf}).
-   */
+  /** Keys it reads (top-level or `block.field`), also listed by help and the reference. */
   readonly keys: readonly string[];
-  /**
-   * Build the value; `undefined` when the document says nothing about it.
-   * @throws {ConfigError} when a legacy value cannot be used.
-   */
-  readonly translate: (doc: YamlMapping, context: LegacyContext) => LegacyValue | undefined;
+  /** The value, or `undefined` when the document says nothing; throws ConfigError if unusable. */
+  readonly translate: (doc: YamlMapping, path: string, warn: (message: string) => void) =>
+    | LegacyValue
+    | undefined;
 }
 
-function present(doc: YamlMapping, key: string): boolean {
+/** A key counts as given unless it is absent or null (a bare `key:` in YAML). */
+export function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
-/**
- * The "path" of the legacy keys read from `SE_*` environment variables, in place of a file
- * path: labels then name the variables instead of file keys.
- */
+/** The "path" of the `SE_*` variables in place of a file path: labels name the variables. */
 export const LEGACY_ENV_PATH = "the SE_* environment";
 
 /** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
 export function legacyEnvName(key: string): string {
   const name = `SE_${key.toUpperCase().replaceAll(".", "_")}`;
-  return LEGACY_BLOCKS.includes(key) ? `${name}_*` : name;
+  return Object.hasOwn(LEGACY_BLOCK_FIELDS, key) ? `${name}_*` : name;
 }
 
 /**
- * The fields of each legacy block: those the translations below read, and those they knowingly
- * ignore with a warning (`gearman.timeout`, `rabbitmq.exchange`) or in silence (`mysql.encoding`:
- * the connection is always utf8mb4). Any other field is a typo and draws a warning, whose
- * suggestion is only ever a field that is read: suggesting an ignored one would lead to a
- * setting that does nothing.
+ * The fields of each legacy block: read, or knowingly ignored (`mysql.encoding`: the connection
+ * is always utf8mb4). Any other field is a typo; only a read field is suggested for it, since an
+ * ignored one would lead to a setting that does nothing.
  */
-const LEGACY_BLOCK_FIELDS: Readonly<
-  Record<
-    "gearman" | "rabbitmq" | "mysql",
-    { readonly read: readonly string[]; readonly ignored: readonly string[] }
-  >
-> = {
+type BlockFields = { readonly read: readonly string[]; readonly ignored: readonly string[] };
+const LEGACY_BLOCK_FIELDS: Readonly<Record<"gearman" | "rabbitmq" | "mysql", BlockFields>> = {
   gearman: { read: ["address", "port"], ignored: ["timeout"] },
   rabbitmq: {
     read: ["host", "port", "user", "password", "vhost", "durable_queues"],
@@ -128,34 +86,50 @@ const LEGACY_BLOCK_FIELDS: Readonly<
   mysql: { read: ["host", "port", "username", "password", "database"], ignored: ["encoding"] },
 };
 
-const LEGACY_BLOCKS: readonly string[] = Object.keys(LEGACY_BLOCK_FIELDS);
-
 function keysLabel(path: string, keys: readonly string[]): string {
   if (path === LEGACY_ENV_PATH) return `env ${keys.map(legacyEnvName).join(", ")}`;
   return `file ${path} ${keys.length === 1 ? "key" : "keys"} ${keys.join(", ")}`;
 }
 
-function legacyError(
-  setting: string,
-  path: string,
+/** What a translation reads with: its file's path, a warning sink, helpers bound to its target. */
+interface Reader {
+  readonly path: string;
+  readonly warn: (message: string) => void;
+  /** The error for an unusable value of these keys; `raw`, when given, is shown JSON-quoted. */
+  readonly fail: (keys: readonly string[], problem: string, raw?: unknown) => ConfigError;
+  /** The translated value, labelled with the keys it came from. */
+  readonly value: (text: string, keys: readonly string[]) => LegacyValue;
+}
+
+/** A table entry: `read` gets a Reader bound to `target` and the document's path. */
+function translation(
+  target: string,
   keys: readonly string[],
-  problem: string,
-  rawValue?: string,
-): ConfigError {
-  const source = keysLabel(path, keys);
-  return new ConfigError(`Invalid setting ${setting} from ${source}: ${problem}`, {
-    setting,
-    source,
-    ...(rawValue === undefined ? {} : { rawValue }),
-  });
+  read: (doc: YamlMapping, r: Reader) => LegacyValue | undefined,
+): LegacyTranslation {
+  return {
+    target,
+    keys,
+    translate: (doc, path, warn) =>
+      read(doc, {
+        path,
+        warn,
+        fail(keys, problem, raw) {
+          const source = keysLabel(path, keys);
+          return new ConfigError(`Invalid setting ${target} from ${source}: ${problem}`, {
+            setting: target,
+            source,
+            ...(raw === undefined ? {} : { rawValue: JSON.stringify(raw) }),
+          });
+        },
+        value: (text, keys) => ({ text, source: keysLabel(path, keys) }),
+      }),
+  };
 }
 
 /**
- * Read a legacy boolean: YAML booleans, `1`/`0`, and the strings `1 0 true false on off`
- * (case-insensitive), as the PHP worker accepted them.
- *
- * @param value The YAML value.
- * @returns The boolean, or `undefined` when the value is none of those.
+ * A legacy boolean as the PHP worker accepted it: YAML booleans, `1`/`0`, and the strings
+ * `1 0 true false on off` (any case); `undefined` for anything else.
  */
 export function legacyBoolean(value: unknown): boolean | undefined {
   if (typeof value === "boolean") return value;
@@ -168,24 +142,12 @@ export function legacyBoolean(value: unknown): boolean | undefined {
   return undefined;
 }
 
-function booleanKey(
-  doc: YamlMapping,
-  key: string,
-  setting: string,
-  path: string,
-): boolean | undefined {
+function booleanKey(doc: YamlMapping, key: string, r: Reader): boolean | undefined {
   if (!present(doc, key)) return undefined;
   const value = legacyBoolean(doc[key]);
-  if (value === undefined) {
-    throw legacyError(
-      setting,
-      path,
-      [key],
-      `${JSON.stringify(doc[key])} is not a legacy boolean (accepted: 1, 0, true, false, on, off)`,
-      JSON.stringify(doc[key]),
-    );
-  }
-  return value;
+  if (value !== undefined) return value;
+  const accepted = "(accepted: 1, 0, true, false, on, off)";
+  throw r.fail([key], `${JSON.stringify(doc[key])} is not a legacy boolean ${accepted}`, doc[key]);
 }
 
 function scalarText(value: unknown): string | undefined {
@@ -194,61 +156,45 @@ function scalarText(value: unknown): string | undefined {
   return undefined;
 }
 
-function blockOf(doc: YamlMapping, key: string, setting: string, path: string): YamlMapping {
+function blockOf(doc: YamlMapping, key: string, r: Reader): YamlMapping {
   const block = doc[key];
   if (typeof block !== "object" || block === null || Array.isArray(block)) {
-    throw legacyError(setting, path, [key], "expected a mapping (a nested block of keys)");
+    throw r.fail([key], "expected a mapping (a nested block of keys)");
   }
   return block as YamlMapping;
 }
 
 /**
- * Read one field of a legacy block as text, falling back to the legacy default.
- * Secret fields never echo their value.
+ * Field `name` of legacy block `prefix` (`""`: top level) as text, or the legacy default; a
+ * secret is never echoed.
  */
 function field(
   block: YamlMapping,
+  prefix: string,
   name: string,
   fallback: string,
-  where: { setting: string; path: string; block: string; secret?: boolean },
+  r: Reader,
+  secret = false,
 ): string {
   if (!present(block, name)) return fallback;
   const text = scalarText(block[name]);
-  if (text === undefined) {
-    throw legacyError(
-      where.setting,
-      where.path,
-      [fieldLabel(where.block, name)],
-      `expected a string or number${
-        where.secret === true ? "" : `, got ${JSON.stringify(block[name])}`
-      }`,
-    );
-  }
-  return text;
+  if (text !== undefined) return text;
+  const got = secret ? "" : `, got ${JSON.stringify(block[name])}`;
+  throw r.fail([prefix === "" ? name : `${prefix}.${name}`], `expected a string or number${got}`);
 }
 
 function portField(
   block: YamlMapping,
+  prefix: string,
   name: string,
   fallback: number,
-  where: { setting: string; path: string; block: string },
+  r: Reader,
 ): number {
-  const text = field(block, name, String(fallback), where);
+  const text = field(block, prefix, name, String(fallback), r);
   const port = /^[0-9]{1,5}$/.test(text.trim()) ? Number(text.trim()) : NaN;
-  if (!(port >= 1 && port <= 65535)) {
-    throw legacyError(
-      where.setting,
-      where.path,
-      [fieldLabel(where.block, name)],
-      `${JSON.stringify(text)} is not a port (1..65535)`,
-      JSON.stringify(text),
-    );
-  }
-  return port;
-}
-
-function fieldLabel(block: string, name: string): string {
-  return block === "" ? name : `${block}.${name}`;
+  if (port >= 1 && port <= 65535) return port;
+  const label = prefix === "" ? name : `${prefix}.${name}`;
+  throw r.fail([label], `${JSON.stringify(text)} is not a port (1..65535)`, text);
 }
 
 function hostForAddress(host: string): string {
@@ -256,470 +202,272 @@ function hostForAddress(host: string): string {
 }
 
 const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
-/** The batch ceiling (`mysql-batch-size` max, the Go worker's; docs/writers.md#statement-shape). */
+/** `mysql-batch-size` max, the Go worker's (docs/writers.md#statement-shape). */
 const BATCH_CEILING = 700;
+
+/** A legacy boolean key (top-level or `block.field`) that sets a boolean setting. */
+function booleanTranslation(target: string, key: string): LegacyTranslation {
+  const [head, name] = key.split(".") as [string, string | undefined];
+  return translation(target, [key], (doc, r) => {
+    if (name !== undefined && !present(doc, head)) return undefined;
+    const value = booleanKey(name === undefined ? doc : blockOf(doc, head, r), name ?? head, r);
+    return value === undefined ? undefined : r.value(String(value), [key]);
+  });
+}
 
 /** Legacy keys that map onto a setting (docs/operations.md#legacy-config), one entry per target. */
 export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
-  {
-    target: "node-name",
-    keys: ["node_name"],
-    translate(doc, { path }) {
-      if (!present(doc, "node_name")) return undefined;
-      const text = scalarText(doc.node_name);
-      if (text === undefined) {
-        throw legacyError("node-name", path, ["node_name"], "expected a string");
-      }
-      return { text, source: keysLabel(path, ["node_name"]) };
-    },
-  },
-  {
-    target: "consumer",
-    keys: ["use_gearman", "use_rabbitmq"],
-    translate(doc, { path }) {
-      const gearmanKey = booleanKey(doc, "use_gearman", "consumer", path);
-      const rabbitKey = booleanKey(doc, "use_rabbitmq", "consumer", path);
-      if (gearmanKey === undefined && rabbitKey === undefined) return undefined;
-      // The legacy defaults are use_gearman true and use_rabbitmq false, so a file with only
-      // use_rabbitmq: 1 literally asks for both; it obviously means RabbitMQ. Only two
-      // explicit, equal values (or use_gearman: 0 alone) leave the backend open.
-      const rabbit = rabbitKey ?? false;
-      const gearman = gearmanKey ?? !rabbit;
-      const keys = ["use_gearman", "use_rabbitmq"].filter((k) => present(doc, k));
-      if (gearman === rabbit) {
-        throw legacyError(
-          "consumer",
-          path,
-          keys,
-          `${
-            gearman ? "both" : "neither of"
-          } use_gearman and use_rabbitmq enabled; exactly one backend is consumed: set ` +
-            "consumer: gearman or consumer: rabbitmq",
-        );
-      }
-      return { text: rabbit ? "rabbitmq" : "gearman", source: keysLabel(path, keys) };
-    },
-  },
-  {
-    target: "gearman-addr",
-    keys: ["gearman"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "gearman")) return undefined;
-      const block = blockOf(doc, "gearman", "gearman-addr", path);
-      const where = { setting: "gearman-addr", path, block: "gearman" };
-      const host = field(block, "address", "127.0.0.1", where);
-      const port = portField(block, "port", 4730, where);
-      if (present(block, "timeout")) {
-        warn(
-          `Ignoring legacy key gearman.timeout in ${path}: it has no equivalent; dead ` +
-            "connections are detected by a heartbeat (an ECHO_REQ after 15 s of silence, " +
-            "answered within 5 s)",
-        );
-      }
-      return {
-        text: `${hostForAddress(host)}:${port}`,
-        source: keysLabel(path, ["gearman.address", "gearman.port"]),
-      };
-    },
-  },
-  {
-    target: "rabbitmq-url",
-    keys: ["rabbitmq"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "rabbitmq")) return undefined;
-      const block = blockOf(doc, "rabbitmq", "rabbitmq-url", path);
-      const where = { setting: "rabbitmq-url", path, block: "rabbitmq" };
-      const host = field(block, "host", "127.0.0.1", where);
-      const port = portField(block, "port", 5672, where);
-      const user = field(block, "user", "statusengine", where);
-      const password = field(block, "password", "statusengine", { ...where, secret: true });
-      const vhost = field(block, "vhost", "/", where);
-      const extras = LEGACY_BLOCK_FIELDS.rabbitmq.ignored.filter((k) => present(block, k));
-      if (extras.length > 0) {
-        warn(
-          `Ignoring legacy key(s) ${
-            extras.map((k) => `rabbitmq.${k}`).join(", ")
-          } in ${path}: queues are consumed by name from the default exchange`,
-        );
-      }
-      // Vhost "/" is the empty path or a bare "/" (docs/operations.md#values); any other vhost is
-      // the path, with a literal slash encoded as %2F.
-      const path_ = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
-      return {
-        text: `amqp://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${
-          hostForAddress(host)
-        }:${port}${path_}`,
-        source: keysLabel(path, ["rabbitmq"]),
-      };
-    },
-  },
-  {
-    target: "rabbitmq-durable-queues",
-    keys: ["rabbitmq.durable_queues"],
-    translate(doc, { path }) {
-      if (!present(doc, "rabbitmq")) return undefined;
-      const block = blockOf(doc, "rabbitmq", "rabbitmq-durable-queues", path);
-      const value = booleanKey(block, "durable_queues", "rabbitmq-durable-queues", path);
-      if (value === undefined) return undefined;
-      return { text: String(value), source: keysLabel(path, ["rabbitmq.durable_queues"]) };
-    },
-  },
-  {
-    target: "check-for-commands",
-    keys: ["check_for_commands"],
-    translate(doc, { path }) {
-      const value = booleanKey(doc, "check_for_commands", "check-for-commands", path);
-      if (value === undefined) return undefined;
-      return { text: String(value), source: keysLabel(path, ["check_for_commands"]) };
-    },
-  },
-  {
-    target: "command-check-interval",
-    keys: ["command_check_interval"],
-    translate(doc, { path }) {
-      if (!present(doc, "command_check_interval")) return undefined;
-      const raw = doc.command_check_interval;
-      const text = scalarText(raw)?.trim();
-      if (text === undefined) {
-        throw legacyError(
-          "command-check-interval",
-          path,
-          ["command_check_interval"],
-          "expected seconds",
-          JSON.stringify(raw),
-        );
-      }
-      // The PHP worker's value is whole seconds; a unit, if given, is taken as it is.
-      return {
-        text: /^[0-9]+$/.test(text) ? `${text}s` : text,
-        source: keysLabel(path, ["command_check_interval"]),
-      };
-    },
-  },
-  {
-    target: "exclude-queues",
-    keys: [...LEGACY_WORKER_COUNT_KEYS, "process_perfdata"],
-    translate(doc, { path, warn }) {
-      const excluded: string[] = [];
-      const used: string[] = [];
-      const counted: string[] = [];
-      for (const key of LEGACY_WORKER_COUNT_KEYS) {
-        if (!present(doc, key)) continue;
-        const text = scalarText(doc[key])?.trim();
-        if (text === undefined || !/^[0-9]+$/.test(text)) {
-          throw legacyError(
-            "exclude-queues",
-            path,
-            [key],
-            "expected a number of processes",
-            JSON.stringify(doc[key]),
-          );
-        }
-        if (Number(text) === 0) {
-          excluded.push(...LEGACY_WORKER_QUEUES[key]);
-          used.push(key);
-        } else if (Number(text) > 1) {
-          counted.push(key);
-        }
-      }
-      if (counted.length > 0) {
-        warn(
-          `Legacy ${counted.join(", ")} in ${path}: there are no processes per queue group; ` +
-            "the nearest knobs are gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch, " +
-            "and several workers may share a job server (docs/running.md: running several workers)",
-        );
-      }
-      // The PHP worker's default is false: only an explicit 0 is taken, as for the counts.
-      if (booleanKey(doc, "process_perfdata", "exclude-queues", path) === false) {
-        excluded.push("statusngin_service_perfdata");
-        used.push("process_perfdata");
-      }
-      if (excluded.length === 0) return undefined;
-      return { text: [...new Set(excluded)].join(","), source: keysLabel(path, used) };
-    },
-  },
-  {
-    target: "mysql-url",
-    keys: ["mysql"],
-    translate(doc, { path }) {
-      if (!present(doc, "mysql")) return undefined;
-      const block = blockOf(doc, "mysql", "mysql-url", path);
-      const where = { setting: "mysql-url", path, block: "mysql" };
-      const host = field(block, "host", "127.0.0.1", where);
-      const port = portField(block, "port", 3306, where);
-      const user = field(block, "username", "statusengine", where);
-      const password = field(block, "password", "password", { ...where, secret: true });
-      const database = field(block, "database", "statusengine_data", where);
-      // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
-      return {
-        text: `mysql://${encodeURIComponent(user)}${
-          password === "" ? "" : `:${encodeURIComponent(password)}`
-        }@${hostForAddress(host)}:${port}/${encodeURIComponent(database)}`,
-        source: keysLabel(path, ["mysql"]),
-      };
-    },
-  },
-  {
-    target: "mysql-batch-size",
-    keys: ["number_of_bulk_records"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "number_of_bulk_records")) return undefined;
-      const raw = doc.number_of_bulk_records;
-      const text = scalarText(raw)?.trim();
-      const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
-      if (!(value >= 1)) {
-        throw legacyError(
-          "mysql-batch-size",
-          path,
-          ["number_of_bulk_records"],
-          `${JSON.stringify(raw)} is not a positive integer: ${LEGACY_BULK_HINT}`,
-          JSON.stringify(raw),
-        );
-      }
-      // The legacy default and example value is 1000: an unchanged legacy file must start.
-      // The new key (mysql_batch_size) still refuses values above the ceiling.
-      if (value > BATCH_CEILING) {
-        warn(
-          `Legacy number_of_bulk_records ${value} in ${path} is above the ceiling of ` +
-            `${BATCH_CEILING} rows per INSERT (the maximum of mysql_batch_size); using ` +
-            `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
-        );
-      }
-      return {
-        text: String(Math.min(value, BATCH_CEILING)),
-        source: keysLabel(path, ["number_of_bulk_records"]),
-      };
-    },
-  },
-  {
-    target: "perfdata-backends",
-    keys: ["perfdata_backend"],
-    translate(doc, { path, warn }) {
-      if (!present(doc, "perfdata_backend")) return undefined;
-      const raw = doc.perfdata_backend;
-      const entries = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined;
-      if (entries === undefined || entries.some((e) => typeof e !== "string")) {
-        throw legacyError(
-          "perfdata-backends",
-          path,
-          ["perfdata_backend"],
-          "expected a list of backend names",
-        );
-      }
-      const names = (entries as string[]).map((e) => e.trim().toLowerCase()).filter((e) =>
-        e !== ""
+  translation("node-name", ["node_name"], (doc, r) => {
+    if (!present(doc, "node_name")) return undefined;
+    const text = scalarText(doc.node_name);
+    if (text === undefined) throw r.fail(["node_name"], "expected a string");
+    return r.value(text, ["node_name"]);
+  }),
+  translation("consumer", ["use_gearman", "use_rabbitmq"], (doc, r) => {
+    const gearmanKey = booleanKey(doc, "use_gearman", r);
+    const rabbitKey = booleanKey(doc, "use_rabbitmq", r);
+    if (gearmanKey === undefined && rabbitKey === undefined) return undefined;
+    // The legacy defaults are use_gearman true and use_rabbitmq false, so a file with only
+    // use_rabbitmq: 1 literally asks for both; it obviously means RabbitMQ. Only two
+    // explicit, equal values (or use_gearman: 0 alone) leave the backend open.
+    const rabbit = rabbitKey ?? false;
+    const gearman = gearmanKey ?? !rabbit;
+    const keys = ["use_gearman", "use_rabbitmq"].filter((k) => present(doc, k));
+    if (gearman === rabbit) {
+      throw r.fail(
+        keys,
+        `${gearman ? "both" : "neither of"} use_gearman and use_rabbitmq enabled; exactly one ` +
+          "backend is consumed: set consumer: gearman or consumer: rabbitmq",
       );
-      const known: readonly string[] = PERFDATA_BACKENDS;
-      const unsupported = names.filter((n) => !known.includes(n));
-      if (unsupported.length > 0) {
-        warn(
-          `Ignoring legacy perfdata_backend entr${unsupported.length === 1 ? "y" : "ies"} ${
-            unsupported.join(", ")
-          } in ${path}: only ${PERFDATA_BACKENDS.join(", ")} are supported ` +
-            "(perfdata_backends)",
-        );
+    }
+    return r.value(rabbit ? "rabbitmq" : "gearman", keys);
+  }),
+  translation("gearman-addr", ["gearman"], (doc, r) => {
+    if (!present(doc, "gearman")) return undefined;
+    const block = blockOf(doc, "gearman", r);
+    const host = field(block, "gearman", "address", "127.0.0.1", r);
+    const port = portField(block, "gearman", "port", 4730, r);
+    if (present(block, "timeout")) {
+      r.warn(
+        `Ignoring legacy key gearman.timeout in ${r.path}: it has no equivalent; dead ` +
+          "connections are detected by a heartbeat (an ECHO_REQ after 15 s of silence, " +
+          "answered within 5 s)",
+      );
+    }
+    return r.value(`${hostForAddress(host)}:${port}`, ["gearman.address", "gearman.port"]);
+  }),
+  translation("rabbitmq-url", ["rabbitmq"], (doc, r) => {
+    if (!present(doc, "rabbitmq")) return undefined;
+    const block = blockOf(doc, "rabbitmq", r);
+    const host = field(block, "rabbitmq", "host", "127.0.0.1", r);
+    const port = portField(block, "rabbitmq", "port", 5672, r);
+    const user = field(block, "rabbitmq", "user", "statusengine", r);
+    const password = field(block, "rabbitmq", "password", "statusengine", r, true);
+    const vhost = field(block, "rabbitmq", "vhost", "/", r);
+    const extras = LEGACY_BLOCK_FIELDS.rabbitmq.ignored.filter((k) => present(block, k));
+    if (extras.length > 0) {
+      r.warn(
+        `Ignoring legacy key(s) ${extras.map((k) => `rabbitmq.${k}`).join(", ")} in ${r.path}: ` +
+          "queues are consumed by name from the default exchange",
+      );
+    }
+    // Vhost "/" is the empty path or a bare "/" (docs/operations.md#values); any other vhost is
+    // the path, with a literal slash encoded as %2F.
+    const vhostPath = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
+    const credentials = `${encodeURIComponent(user)}:${encodeURIComponent(password)}`;
+    return r.value(`amqp://${credentials}@${hostForAddress(host)}:${port}${vhostPath}`, [
+      "rabbitmq",
+    ]);
+  }),
+  booleanTranslation("rabbitmq-durable-queues", "rabbitmq.durable_queues"),
+  booleanTranslation("check-for-commands", "check_for_commands"),
+  translation("command-check-interval", ["command_check_interval"], (doc, r) => {
+    if (!present(doc, "command_check_interval")) return undefined;
+    const raw = doc.command_check_interval;
+    const text = scalarText(raw)?.trim();
+    if (text === undefined) throw r.fail(["command_check_interval"], "expected seconds", raw);
+    // The PHP worker's value is whole seconds; a unit, if given, is taken as it is.
+    return r.value(/^[0-9]+$/.test(text) ? `${text}s` : text, ["command_check_interval"]);
+  }),
+  translation("exclude-queues", [...Object.keys(LEGACY_WORKER_QUEUES), "process_perfdata"], (
+    doc,
+    r,
+  ) => {
+    const excluded: string[] = [];
+    const used: string[] = [];
+    const counted: string[] = [];
+    for (const [key, queues] of Object.entries(LEGACY_WORKER_QUEUES)) {
+      if (!present(doc, key)) continue;
+      const text = scalarText(doc[key])?.trim();
+      if (text === undefined || !/^[0-9]+$/.test(text)) {
+        throw r.fail([key], "expected a number of processes", doc[key]);
       }
-      const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
-      if (chosen.length === 0) return undefined;
-      return {
-        text: chosen.join(","),
-        source: keysLabel(path, ["perfdata_backend"]),
-      };
-    },
-  },
-  {
-    target: "graphite-addr",
-    keys: ["graphite_address", "graphite_port"],
-    translate(doc, { path }) {
-      if (!present(doc, "graphite_address") && !present(doc, "graphite_port")) return undefined;
-      const where = { setting: "graphite-addr", path, block: "" };
-      const host = present(doc, "graphite_address")
-        ? field(doc, "graphite_address", "localhost", where)
-        : "localhost";
-      const port = portField(doc, "graphite_port", 2003, where);
-      return {
-        text: `${hostForAddress(host)}:${port}`,
-        source: keysLabel(
-          path,
-          ["graphite_address", "graphite_port"].filter((k) => present(doc, k)),
-        ),
-      };
-    },
-  },
-  {
-    target: "enable-openitcockpit-tweaks",
-    keys: ["is_openitcockpit"],
-    translate(doc, { path }) {
-      const value = booleanKey(doc, "is_openitcockpit", "enable-openitcockpit-tweaks", path);
-      if (value === undefined) return undefined;
-      return { text: String(value), source: keysLabel(path, ["is_openitcockpit"]) };
-    },
-  },
+      if (Number(text) === 0) {
+        excluded.push(...queues);
+        used.push(key);
+      } else if (Number(text) > 1) {
+        counted.push(key);
+      }
+    }
+    if (counted.length > 0) {
+      r.warn(
+        `Legacy ${counted.join(", ")} in ${r.path}: there are no processes per queue group; ` +
+          "the nearest knobs are gearman_max_concurrent_jobs_per_queue and rabbitmq_prefetch, " +
+          "and several workers may share a job server (docs/running.md: running several workers)",
+      );
+    }
+    // The PHP worker's default is false: only an explicit 0 is taken, as for the counts.
+    if (booleanKey(doc, "process_perfdata", r) === false) {
+      excluded.push("statusngin_service_perfdata");
+      used.push("process_perfdata");
+    }
+    return excluded.length === 0 ? undefined : r.value([...new Set(excluded)].join(","), used);
+  }),
+  translation("mysql-url", ["mysql"], (doc, r) => {
+    if (!present(doc, "mysql")) return undefined;
+    const block = blockOf(doc, "mysql", r);
+    const host = field(block, "mysql", "host", "127.0.0.1", r);
+    const port = portField(block, "mysql", "port", 3306, r);
+    const user = encodeURIComponent(field(block, "mysql", "username", "statusengine", r));
+    const password = field(block, "mysql", "password", "password", r, true);
+    const database = encodeURIComponent(field(block, "mysql", "database", "statusengine_data", r));
+    // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
+    const credentials = password === "" ? user : `${user}:${encodeURIComponent(password)}`;
+    return r.value(`mysql://${credentials}@${hostForAddress(host)}:${port}/${database}`, [
+      "mysql",
+    ]);
+  }),
+  translation("mysql-batch-size", ["number_of_bulk_records"], (doc, r) => {
+    if (!present(doc, "number_of_bulk_records")) return undefined;
+    const raw = doc.number_of_bulk_records;
+    const text = scalarText(raw)?.trim();
+    const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
+    if (!(value >= 1)) {
+      const problem = `${JSON.stringify(raw)} is not a positive integer: ${LEGACY_BULK_HINT}`;
+      throw r.fail(["number_of_bulk_records"], problem, raw);
+    }
+    // The legacy default and example value is 1000: an unchanged legacy file must start.
+    // The new key (mysql_batch_size) still refuses values above the ceiling.
+    if (value > BATCH_CEILING) {
+      r.warn(
+        `Legacy number_of_bulk_records ${value} in ${r.path} is above the ceiling of ` +
+          `${BATCH_CEILING} rows per INSERT (the maximum of mysql_batch_size); using ` +
+          `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
+      );
+    }
+    return r.value(String(Math.min(value, BATCH_CEILING)), ["number_of_bulk_records"]);
+  }),
+  translation("perfdata-backends", ["perfdata_backend"], (doc, r) => {
+    if (!present(doc, "perfdata_backend")) return undefined;
+    const raw = doc.perfdata_backend;
+    const entries = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined;
+    if (entries === undefined || entries.some((e) => typeof e !== "string")) {
+      throw r.fail(["perfdata_backend"], "expected a list of backend names");
+    }
+    const names = (entries as string[]).map((e) => e.trim().toLowerCase()).filter((e) => e !== "");
+    const known: readonly string[] = PERFDATA_BACKENDS;
+    const unsupported = names.filter((n) => !known.includes(n));
+    if (unsupported.length > 0) {
+      r.warn(
+        `Ignoring legacy perfdata_backend entr${unsupported.length === 1 ? "y" : "ies"} ${
+          unsupported.join(", ")
+        } in ${r.path}: only ${PERFDATA_BACKENDS.join(", ")} are supported (perfdata_backends)`,
+      );
+    }
+    const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
+    return chosen.length === 0 ? undefined : r.value(chosen.join(","), ["perfdata_backend"]);
+  }),
+  translation("graphite-addr", ["graphite_address", "graphite_port"], (doc, r) => {
+    const keys = ["graphite_address", "graphite_port"].filter((k) => present(doc, k));
+    if (keys.length === 0) return undefined;
+    const host = field(doc, "", "graphite_address", "localhost", r);
+    const port = portField(doc, "", "graphite_port", 2003, r);
+    return r.value(`${hostForAddress(host)}:${port}`, keys);
+  }),
+  booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
 ];
 
 /**
- * The legacy keys translated into a setting, for help, the reference and the known keys: read
- * from the translations themselves, so the docs cannot promise a migration that does not happen.
- *
- * @param flag Flag of the setting.
- * @returns Its legacy keys in translation order; none for most settings.
+ * The legacy keys translated into a setting, read from the translations themselves so that help
+ * and the reference cannot promise a migration that does not happen.
  */
 export function legacyKeysOf(flag: string): string[] {
   return LEGACY_TRANSLATIONS.flatMap((t) => t.target === flag ? t.keys : []);
 }
 
-/** A group of legacy keys for a feature this worker does not have. */
-interface LegacyIgnoredGroup {
-  /** Exact top-level keys of the group. */
-  readonly keys: readonly string[];
-  /** Keys starting with this prefix also belong to the group. */
-  readonly prefix?: string;
-  /** Commands for which the warning is relevant (`run` and `cleanup` share the file). */
-  readonly commands: readonly CommandName[];
-  /** Why nothing happens, and what to use instead. */
-  readonly reason: string;
-}
-
 /**
- * Legacy features without an equivalent (docs/operations.md#legacy-config): one warning per
- * group whose keys appear in the file, whatever their values.
+ * Legacy features without an equivalent (docs/operations.md#legacy-config): `run` warns once per
+ * group whose keys appear in the file, whatever their values, saying why nothing happens. A key
+ * ending in `*` stands for every key with that prefix.
  */
-const LEGACY_IGNORED: readonly LegacyIgnoredGroup[] = [
-  {
-    keys: ["use_redis", "redis"],
-    commands: ["run"],
-    reason: "Redis is not supported; live status is kept in MySQL only",
-  },
-  {
-    keys: ["use_crate", "crate"],
-    commands: ["run"],
-    reason: "CrateDB is not supported; history is written to MySQL only",
-  },
-  {
-    keys: [],
-    prefix: "elasticsearch_",
-    commands: ["run"],
-    reason: "Elasticsearch is not supported as a perfdata backend",
-  },
-  {
-    keys: ["max_bulk_delay"],
-    commands: ["run"],
-    reason: "there is no flush delay: rows are written as soon as the previous statement " +
-      "finished, or after at most 250 ms",
-  },
-  {
-    keys: ["store_live_data_in_archive_backend"],
-    commands: ["run"],
-    reason: "the two status tables are always written",
-  },
-  {
-    keys: ["use_mysql"],
-    commands: ["run"],
-    reason: "MySQL is the only storage backend and is always written",
-  },
-  {
-    keys: ["dump_mysql_query_parameters"],
-    commands: ["run"],
-    reason: "the nearest equivalent is log_level: debug",
-  },
-  {
-    keys: ["query_handler"],
-    commands: ["run"],
-    reason: "the query handler is not supported; tasks are submitted with submit_method " +
-      "broker or cmd",
-  },
-  {
-    keys: ["syslog_enabled", "syslog_tag"],
-    commands: ["run"],
-    reason: "logs go to stdout (the journal under systemd); see log_format",
-  },
-  {
-    keys: ["disable_http_proxy"],
-    commands: ["run"],
-    reason: "no HTTP proxy is ever used",
-  },
+const LEGACY_IGNORED: readonly (readonly [keys: readonly string[], reason: string])[] = [
+  [["use_redis", "redis"], "Redis is not supported; live status is kept in MySQL only"],
+  [["use_crate", "crate"], "CrateDB is not supported; history is written to MySQL only"],
+  [["elasticsearch_*"], "Elasticsearch is not supported as a perfdata backend"],
+  [
+    ["max_bulk_delay"],
+    "there is no flush delay: rows are written as soon as the previous statement finished, or " +
+    "after at most 250 ms",
+  ],
+  [["store_live_data_in_archive_backend"], "the two status tables are always written"],
+  [["use_mysql"], "MySQL is the only storage backend and is always written"],
+  [["dump_mysql_query_parameters"], "the nearest equivalent is log_level: debug"],
+  [
+    ["query_handler"],
+    "the query handler is not supported; tasks are submitted with submit_method broker or cmd",
+  ],
+  [
+    ["syslog_enabled", "syslog_tag"],
+    "logs go to stdout (the journal under systemd); see log_format",
+  ],
+  [["disable_http_proxy"], "no HTTP proxy is ever used"],
 ];
 
-/**
- * Warnings for the legacy feature groups present in a file.
- *
- * @param doc The parsed file.
- * @param path Its path, for the message.
- * @param command The command reading it.
- * @returns One warning per group with at least one key present.
- */
+function isIgnoredKey(key: string, keys: readonly string[] = LEGACY_IGNORED.flatMap(([k]) => k)) {
+  return keys.some((k) => k.endsWith("*") ? key.startsWith(k.slice(0, -1)) : key === k);
+}
+
+/** One warning per legacy feature group present in a file read by `run`. */
 export function legacyIgnoredWarnings(
   doc: YamlMapping,
   path: string,
   command: CommandName,
 ): string[] {
   const warnings: string[] = [];
-  for (const group of LEGACY_IGNORED) {
-    if (!group.commands.includes(command)) continue;
-    const prefix = group.prefix;
-    const found = Object.keys(doc).filter((key) =>
-      group.keys.includes(key) || (prefix !== undefined && key.startsWith(prefix))
-    );
+  for (const [keys, reason] of command === "run" ? LEGACY_IGNORED : []) {
+    const found = Object.keys(doc).filter((key) => isIgnoredKey(key, keys));
     if (found.length === 0) continue;
     warnings.push(
       `Ignoring legacy config.yml key${found.length === 1 ? "" : "s"} ${
         found.join(", ")
-      } in ${path}: ${group.reason}`,
+      } in ${path}: ${reason}`,
     );
   }
   return warnings;
 }
 
-/** A retired setting (docs/operations.md#retired-keys). */
-export interface RetiredSetting {
-  /** The retired name as a flag (an unknown flag now, with a hint). */
-  readonly flag: string;
-  /** The retired YAML key: present with any value, `0` and null included, refuses. */
-  readonly yaml: string;
-  /** The retired env var: set at all, even empty, refuses. */
-  readonly env: string;
-  /** Flag of the setting that replaced it. */
-  readonly replacement: string;
-  /** Commands that refuse it. */
-  readonly commands: readonly CommandName[];
-  /** Why it cannot be translated. */
-  readonly reason: string;
-}
-
-/** Retired keys (docs/operations.md#retired-keys). */
-export const RETIRED: readonly RetiredSetting[] = [
+/**
+ * Retired settings (docs/operations.md#retired-keys): the flag is unknown now (with a hint); for
+ * `run`, the YAML key present with any value, or the env var set at all, refuses to start. Both
+ * names derive from `flag`; `reason` says why the old value cannot be translated.
+ */
+export const RETIRED: readonly { flag: string; replacement: string; reason: string }[] = [
   {
     flag: "gearman-max-concurrent-jobs",
-    yaml: "gearman_max_concurrent_jobs",
-    env: "STATUSENGINE_GEARMAN_MAX_CONCURRENT_JOBS",
     replacement: "gearman-max-concurrent-jobs-per-queue",
-    commands: ["run"],
     reason: "the budget is now per queue instead of shared by all twelve queues, so the old " +
       "value would be multiplied by 12",
   },
 ];
 
 /**
- * A former setting whose value is now a named constant in the module that uses it
- * (docs/operations.md#fixed-settings). Its flag, `STATUSENGINE_*` variable and YAML key derive
- * from `flag` as they did while it was a row of the settings table.
+ * Former settings of `run`, now named constants in the module that uses them
+ * (docs/operations.md#fixed-settings): `value` as the setting took it, `because` why it serves
+ * every installation. An old file, unit or environment that still sets one must neither refuse
+ * to start nor be ignored silently: one warning each. Flag, env var and YAML key derive from
+ * `flag`; the values are pinned against the constants by `legacy_test.ts`.
  */
-export interface FixedSetting {
-  /** The former flag. */
-  readonly flag: string;
-  /** The value it is fixed at, written as the setting took it. */
-  readonly value: string;
-  /** Why that value serves every installation, for the warning. */
-  readonly because: string;
-}
-
-/**
- * Settings of `run` no operator needed to change: neither the PHP nor the Go worker had them and
- * no page asked to tune them. An old file, unit or environment that still sets one must neither refuse
- * to start nor be ignored silently, so each draws one warning naming the fixed value. The values
- * are pinned against the constants by `legacy_test.ts`.
- */
-export const FIXED_SETTINGS: readonly FixedSetting[] = [
+export const FIXED_SETTINGS: readonly { flag: string; value: string; because: string }[] = [
   {
     flag: "gearman-heartbeat-interval",
     value: "15s",
@@ -769,16 +517,7 @@ export const FIXED_SETTINGS: readonly FixedSetting[] = [
   },
 ];
 
-/**
- * One warning per fixed setting that is given anyway, naming every place it was given.
- *
- * @param command The command being loaded.
- * @param flags The fixed flags found on its command line.
- * @param doc The parsed config file.
- * @param path Its path, or `undefined` when none was read.
- * @param env The environment.
- * @returns Secret-free warnings (names only, never values).
- */
+/** One warning per fixed setting given anyway, naming every place (never the value). */
 export function fixedSettingWarnings(
   command: CommandName,
   flags: readonly string[],
@@ -804,51 +543,28 @@ export function fixedSettingWarnings(
 }
 
 /**
- * Legacy keys the PHP worker also read from `SE_<KEY PATH>` environment variables (its
- * `docs/Env.md`: `node_name` ← `SE_NODE_NAME`, `mysql.host` ← `SE_MYSQL_HOST`, …), limited
- * to the keys that have an effect here. The age keys are the retention settings' YAML keys.
+ * Legacy keys the PHP worker also read from `SE_<KEY PATH>` variables (its `docs/Env.md`:
+ * `mysql.host` ← `SE_MYSQL_HOST`), limited to those that have an effect here: the translated
+ * keys (a block: its read fields) and these settings' YAML keys.
  */
 const LEGACY_ENV_KEYS: readonly string[] = [
-  "node_name",
-  "use_gearman",
-  "use_rabbitmq",
-  "gearman.address",
-  "gearman.port",
-  "rabbitmq.host",
-  "rabbitmq.port",
-  "rabbitmq.user",
-  "rabbitmq.password",
-  "rabbitmq.vhost",
-  "rabbitmq.durable_queues",
-  "mysql.host",
-  "mysql.port",
-  "mysql.username",
-  "mysql.password",
-  "mysql.database",
-  "number_of_bulk_records",
-  "perfdata_backend",
+  ...new Set(
+    LEGACY_TRANSLATIONS.flatMap((t) => t.keys).flatMap((key) => {
+      const block = LEGACY_BLOCK_FIELDS[key as keyof typeof LEGACY_BLOCK_FIELDS];
+      return block === undefined ? [key] : block.read.map((field) => `${key}.${field}`);
+    }),
+  ),
   "graphite_prefix",
-  "graphite_address",
-  "graphite_port",
   "graphite_illegal_characters",
-  "is_openitcockpit",
-  "process_perfdata",
-  ...LEGACY_WORKER_COUNT_KEYS,
-  "check_for_commands",
-  "command_check_interval",
   "submit_method",
   "external_command_file",
   ...RETENTION_RULES.map((r) => r.yamlKey),
 ];
 
 /**
- * The legacy document the `SE_*` variables describe: each set, non-empty variable of
- * {@linkcode LEGACY_ENV_KEYS} at its key path, as a string (`perfdata_backend` split at commas).
- * Read with {@linkcode LEGACY_ENV_PATH} as path, below the config file as in the PHP worker
- * (file > `SE_*`), and below every `STATUSENGINE_*` variable.
- *
- * @param env The environment.
- * @returns The document; empty when no such variable is set.
+ * The legacy document the `SE_*` variables describe: each set, non-empty variable at its key
+ * path, as a string (`perfdata_backend` split at commas). Read below the config file as in the
+ * PHP worker, and below every `STATUSENGINE_*` variable.
  */
 export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMapping {
   const doc: Record<string, unknown> = {};
@@ -867,10 +583,7 @@ export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMa
   return doc;
 }
 
-/**
- * Every top-level key some command reads from the file and acts on: the only names a
- * misspelled key is told it may have meant.
- */
+/** Every top-level key some command acts on: the only names suggested for a misspelled key. */
 const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SETTING_ROWS.flatMap((row) => {
     const key = yamlKeyOf(row);
@@ -885,30 +598,17 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Every top-level key that draws no "unknown key" warning: the supported ones, plus the legacy
- * keys without effect, the retired keys and the former settings now fixed, which have warnings
- * (or refusals) of their own. The latter are never suggested for a typo: `query_hander` is not
- * told to become `query_handler`, a key that does nothing.
+ * Every top-level key that draws no "unknown key" warning: the supported ones, plus those with
+ * warnings or refusals of their own, which are never suggested (`query_hander` is not told to
+ * become `query_handler`, a key that does nothing).
  */
 const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
   ...SUPPORTED_YAML_KEYS,
-  ...LEGACY_IGNORED.flatMap((group) => group.keys),
-  ...RETIRED.map((r) => r.yaml),
+  ...RETIRED.map((r) => derivedYamlKey(r.flag)),
   ...FIXED_SETTINGS.map((f) => derivedYamlKey(f.flag)),
 ]);
 
-/** Key prefixes of whole legacy groups (`elasticsearch_*`), also known. */
-const KNOWN_PREFIXES: readonly string[] = LEGACY_IGNORED.flatMap((group) =>
-  group.prefix === undefined ? [] : [group.prefix]
-);
-
-/**
- * The candidate closest to a misspelled name, when it is close enough to be a likely typo.
- *
- * @param name What was written (`mysql_batchsize`, `gearman-adr`).
- * @param candidates The names that exist.
- * @returns The nearest candidate, or `undefined` when none is plausibly meant.
- */
+/** The candidate closest to a misspelled name, when it is close enough to be a likely typo. */
 export function nearestName(name: string, candidates: Iterable<string>): string | undefined {
   const list = [...candidates];
   if (list.length === 0 || name === "") return undefined;
@@ -919,12 +619,8 @@ export function nearestName(name: string, candidates: Iterable<string>): string 
 }
 
 /**
- * One warning per top-level key of the file that no command knows, with the nearest known
- * key when there is one.
- *
- * @param doc The parsed file.
- * @param path Its path, for the message.
- * @returns Secret-free warnings (only key names are quoted, never values).
+ * One warning per top-level key no command knows, with the nearest known key: a typo such as
+ * `mysql_batchsize: 500` must not silently fall back to the default. Never quotes values.
  */
 export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
   const warnings: string[] = [];
@@ -935,7 +631,7 @@ export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
       }: no setting has this key, so it has no effect`,
     );
   for (const key of Object.keys(doc)) {
-    if (KNOWN_YAML_KEYS.has(key) || KNOWN_PREFIXES.some((p) => key.startsWith(p))) continue;
+    if (KNOWN_YAML_KEYS.has(key) || isIgnoredKey(key)) continue;
     warn(key, nearestName(key, SUPPORTED_YAML_KEYS));
   }
   // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.

@@ -1,9 +1,6 @@
 /**
- * Command line, environment and YAML file → typed settings (docs/operations.md#settings, D8).
- *
- * Order of work (docs/operations.md#startup): parse the command line (usage errors first), read
- * the config file, reject retired keys, translate legacy keys, then resolve every setting of the
- * command. Each setting takes the first of flag > env > file > default that supplies a value, but
+ * Command line, environment and YAML file → typed settings, in the order of
+ * docs/operations.md#startup. Each setting takes the first of flag > env > file > default, but
  * every value given in any source is parsed and validated, so a typo cannot hide behind an
  * override.
  *
@@ -12,7 +9,6 @@
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { WorkerError } from "../util/errors.ts";
-import { acceptedForm, maskRaw, metavarOf, type Origin, parseValue } from "./kinds.ts";
 import {
   FIXED_SETTINGS,
   fixedSettingWarnings,
@@ -22,6 +18,7 @@ import {
   legacyEnvName,
   legacyIgnoredWarnings,
   nearestName,
+  present,
   RETIRED,
   unknownKeyWarnings,
   type YamlMapping,
@@ -30,6 +27,8 @@ import {
   COMMAND_NAMES,
   type CommandName,
   defaultOf,
+  derivedEnvName,
+  derivedYamlKey,
   envNameOf,
   PROGRAM_NAME,
   rowsFor,
@@ -39,56 +38,50 @@ import {
   type SettingsFor,
   yamlKeyOf,
 } from "./settings.ts";
-import { ConfigError, redactUrl } from "./values.ts";
+import {
+  acceptedForm,
+  ConfigError,
+  maskRaw,
+  metavarOf,
+  type Origin,
+  parseValue,
+  redactUrl,
+} from "./values.ts";
 
-/** Inputs of {@linkcode loadSettings}; all I/O is injectable for tests. */
+/** Inputs of {@linkcode loadSettings}: `rest` of {@linkcode parseCommandLine}, env, file I/O. */
 export interface LoadOptions {
-  /** The command's arguments: `rest` of {@linkcode parseCommandLine}. */
   readonly argv: readonly string[];
-  /** Environment variables (`Deno.env.toObject()`). */
   readonly env: Readonly<Record<string, string>>;
-  /** Reads the config file; default `Deno.readTextFile`. */
+  /** Default `Deno.readTextFile`. */
   readonly readTextFile?: (path: string) => Promise<string>;
 }
 
-/** What {@linkcode loadSettings} returns. */
+/** Settings, secret-free warnings (never printed here) and each setting's source by key. */
 export interface LoadResult<C extends CommandName> {
-  /** The resolved, validated settings. */
   readonly settings: SettingsFor<C>;
-  /** Secret-free warnings (legacy keys ignored or shadowed, DSN parameters dropped). */
   readonly warnings: string[];
-  /** Where each setting came from, by settings key. */
   readonly sources: Record<string, SettingSource>;
 }
 
-/** Where one resolved setting came from. */
+/** Where one resolved setting came from; `text` e.g. `file /etc/x.yml key mysql_batch_size`. */
 export interface SettingSource {
-  /** The kind of source. */
   readonly kind: SourceKind;
-  /**
-   * The source in words: `flag --mysql-batch-size`, `env STATUSENGINE_MYSQL_BATCH_SIZE`,
-   * `file /etc/x.yml key mysql_batch_size`, `default`, `none`.
-   */
   readonly text: string;
 }
 
 /**
- * Kind of source of a resolved setting: `legacy` is a key of the PHP worker's config.yml (or
- * its `SE_*` variable) translated into the setting; `none` means no source and no default.
+ * `legacy`: a key of the PHP worker's config.yml (or its `SE_*` variable) translated into the
+ * setting; `none`: no source and no default.
  */
 export type SourceKind = "flag" | "env" | "file" | "legacy" | "default" | "none";
 
-/** The command line split into command and arguments. */
+/** The command line split: `run` when no command was named (then `commandGiven` is false). */
 export interface CommandLine {
-  /** The command; `run` when none was named. */
   readonly command: CommandName;
-  /** Whether the command was named explicitly (top-level help when it was not). */
   readonly commandGiven: boolean;
-  /** Arguments after the command, for {@linkcode LoadOptions.argv}. */
   readonly rest: string[];
   /** `--help`, `-h` or `help [command]` was given. */
   readonly help: boolean;
-  /** `--version` was given. */
   readonly version: boolean;
 }
 
@@ -96,15 +89,17 @@ function isCommand(name: string): name is CommandName {
   return (COMMAND_NAMES as readonly string[]).includes(name);
 }
 
-function commandHint(name: string): string {
-  const near = nearestName(name, COMMAND_NAMES);
-  return near === undefined ? "" : ` (did you mean ${near}?)`;
+/** A bad command line (exit status 2), pointing at the help of `command` or the top level. */
+function usageError(message: string, command?: CommandName): WorkerError {
+  const help = command === undefined ? "--help" : `${command} --help`;
+  return new WorkerError("usage", `${message}: see "${PROGRAM_NAME} ${help}"`);
 }
 
-function helpHint(command: CommandName | undefined): string {
-  return command === undefined
-    ? `see "${PROGRAM_NAME} --help"`
-    : `see "${PROGRAM_NAME} ${command} --help"`;
+function unknownCommand(name: string): WorkerError {
+  const near = nearestName(name, COMMAND_NAMES);
+  return usageError(
+    `Unknown command "${name}"${near === undefined ? "" : ` (did you mean ${near}?)`}`,
+  );
 }
 
 interface FlagEntry {
@@ -123,7 +118,7 @@ function flagIndex(command: CommandName): Map<string, FlagEntry> {
   return index;
 }
 
-/** ` (did you mean --x?)`, or which commands take the flag, or nothing. */
+/** Which commands take the flag, or ` (did you mean --x?)`, or nothing. */
 function unknownFlagHint(
   command: CommandName,
   name: string,
@@ -141,9 +136,13 @@ function unknownFlagHint(
 
 interface FlagUse {
   readonly row: SettingRow;
-  /** How it was written, for messages: `--mysql-dsn`, `-nodename`, `argument 1`. */
+  /** As written, for messages: `--mysql-dsn`, `-nodename`, `argument 1`. */
   readonly spelling: string;
   readonly value: string;
+}
+
+function flagSource(use: FlagUse): string {
+  return use.spelling.startsWith("argument") ? use.spelling : `flag ${use.spelling}`;
 }
 
 interface Tokens {
@@ -180,8 +179,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       positionals.push(arg);
       continue;
     }
-    // One or two leading dashes mean the same flag: the Go worker's unit files use
-    // -mysql-dsn.
+    // One or two leading dashes mean the same flag: the Go worker's unit files use -mysql-dsn.
     const body = arg.startsWith("--") ? arg.slice(2) : arg.slice(1);
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
@@ -192,10 +190,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       continue;
     }
     const entry = index.get(name);
-    if (
-      entry === undefined &&
-      command === "run" && FIXED_SETTINGS.some((f) => f.flag === name)
-    ) {
+    if (entry === undefined && command === "run" && FIXED_SETTINGS.some((f) => f.flag === name)) {
       // A unit file written for an earlier version still starts; its value is skipped.
       fixed.push(name);
       if (inline === undefined && i + 1 < argv.length && !isHelpToken(argv[i + 1])) i++;
@@ -206,21 +201,14 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       const why = retired === undefined
         ? unknownFlagHint(command, name, index)
         : ` (retired: use --${retired.replacement}; ${retired.reason})`;
-      problems.push(
-        new WorkerError(
-          "usage",
-          `Unknown flag "${arg}" for command "${command}"${why}: ${helpHint(command)}`,
-        ),
-      );
+      problems.push(usageError(`Unknown flag "${arg}" for command "${command}"${why}`, command));
       continue;
     }
     const spelling = `${arg.startsWith("--") ? "--" : "-"}${name}`;
     let value: string;
     if (entry.row.kind.type === "boolean") {
       if (entry.negated && inline !== undefined) {
-        problems.push(
-          new WorkerError("usage", `Flag "${spelling}" takes no value: ${helpHint(command)}`),
-        );
+        problems.push(usageError(`Flag "${spelling}" takes no value`, command));
         continue;
       }
       value = entry.negated ? "false" : inline ?? "true";
@@ -229,18 +217,11 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     } else if (i + 1 < argv.length && !isHelpToken(argv[i + 1])) {
       value = argv[++i] ?? "";
     } else {
-      problems.push(
-        new WorkerError("usage", `Flag "${spelling}" needs a value: ${helpHint(command)}`),
-      );
+      problems.push(usageError(`Flag "${spelling}" needs a value`, command));
       continue;
     }
     if (uses.some((u) => u.row === entry.row && u.spelling === spelling)) {
-      problems.push(
-        new WorkerError(
-          "usage",
-          `Flag "${spelling}" is given more than once: ${helpHint(command)}`,
-        ),
-      );
+      problems.push(usageError(`Flag "${spelling}" is given more than once`, command));
       continue;
     }
     uses.push({ row: entry.row, spelling, value });
@@ -250,11 +231,9 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     const row = positionalRows[n];
     if (row === undefined) {
       problems.push(
-        new WorkerError(
-          "usage",
-          `Unexpected argument ${JSON.stringify(value)} for command "${command}": ${
-            helpHint(command)
-          }`,
+        usageError(
+          `Unexpected argument ${JSON.stringify(value)} for command "${command}"`,
+          command,
         ),
       );
     } else {
@@ -265,14 +244,11 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
 }
 
 /**
- * Split the command line into command and arguments. The command is the first argument when
- * it names one (`help <command>` too); otherwise `run`, so the Go worker's
- * `statusengine-worker -config x` keeps working. Unknown flags are not reported here but by
- * {@linkcode loadSettings}, so `--help` always works.
- *
- * @param argv Arguments after the program name (`Deno.args`).
- * @returns Command, its arguments, and whether help or the version was asked for.
- * @throws {WorkerError} (code `usage`) when the first argument is a word but no command.
+ * Split the command line (`Deno.args`) into command and arguments. The command is the first
+ * argument when it names one (`help <command>` too), otherwise `run`, so the Go worker's
+ * `statusengine-worker -config x` keeps working. Unknown flags are reported by
+ * {@linkcode loadSettings}, so `--help` always works; a first word that is no command throws
+ * a `usage` WorkerError.
  */
 export function parseCommandLine(argv: readonly string[]): CommandLine {
   let command: CommandName = "run";
@@ -283,25 +259,14 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   const second = argv[1];
   // "--help run" means "run --help", as "help run" does.
   if (isHelpToken(first) && second !== undefined && isCommand(second)) {
-    const tokens = tokenize(second, argv.slice(2));
-    return {
-      command: second,
-      commandGiven: true,
-      rest: argv.slice(2),
-      help: true,
-      version: tokens.version,
-    };
+    const { version } = tokenize(second, argv.slice(2));
+    return { command: second, commandGiven: true, rest: argv.slice(2), help: true, version };
   }
   if (first !== undefined && !first.startsWith("-")) {
     if (first === "help") {
       help = true;
       if (second !== undefined) {
-        if (!isCommand(second)) {
-          throw new WorkerError(
-            "usage",
-            `Unknown command "${second}"${commandHint(second)}: ${helpHint(undefined)}`,
-          );
-        }
+        if (!isCommand(second)) throw unknownCommand(second);
         command = second;
         commandGiven = true;
       }
@@ -311,10 +276,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
       commandGiven = true;
       rest = argv.slice(1);
     } else {
-      throw new WorkerError(
-        "usage",
-        `Unknown command "${first}"${commandHint(first)}: ${helpHint(undefined)}`,
-      );
+      throw unknownCommand(first);
     }
   }
   const tokens = tokenize(command, rest);
@@ -374,10 +336,6 @@ function holdsSecret(value: unknown): boolean {
   return typeof value === "string" && redactUrl(value) !== value;
 }
 
-function present(doc: YamlMapping, key: string): boolean {
-  return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
-}
-
 /** `present` for a dotted path into nested blocks (`rabbitmq.durable_queues`). */
 function presentPath(doc: YamlMapping, path: string): boolean {
   const [head, ...rest] = path.split(".");
@@ -389,12 +347,10 @@ function presentPath(doc: YamlMapping, path: string): boolean {
 }
 
 function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
-  const sources = candidates.map((c) => c.source);
+  const source = candidates.map((c) => c.source).join(" and ");
   return new ConfigError(
-    `Conflicting values for setting ${row.flag}: ${
-      sources.join(" and ")
-    } are given together; give only one`,
-    { setting: row.flag, source: sources.join(" and ") },
+    `Conflicting values for setting ${row.flag}: ${source} are given together; give only one`,
+    { setting: row.flag, source },
   );
 }
 
@@ -410,20 +366,18 @@ async function readConfig(
   source: string,
   read: (path: string) => Promise<string>,
 ): Promise<YamlMapping> {
+  const fail = (verb: string, detail: string, cause?: unknown) =>
+    new ConfigError(`Cannot ${verb} config file ${JSON.stringify(path)} (${source})${detail}`, {
+      setting: "config",
+      source,
+      rawValue: JSON.stringify(path),
+      cause,
+    });
   let text: string;
   try {
     text = await read(path);
   } catch (err: unknown) {
-    const detail = err instanceof Error ? err.message : String(err);
-    throw new ConfigError(
-      `Cannot read config file ${JSON.stringify(path)} (${source}): ${detail}`,
-      {
-        setting: "config",
-        source,
-        rawValue: JSON.stringify(path),
-        cause: err,
-      },
-    );
+    throw fail("read", `: ${err instanceof Error ? err.message : String(err)}`, err);
   }
   let doc: unknown;
   try {
@@ -433,18 +387,11 @@ async function readConfig(
   } catch (err: unknown) {
     const where = err instanceof YAMLParseError ? ` at ${lineAndColumn(text, err.pos[0])}` : "";
     const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
-    throw new ConfigError(
-      `Cannot parse config file ${JSON.stringify(path)} (${source})${where}: ${detail}`,
-      { setting: "config", source, rawValue: JSON.stringify(path), cause: err },
-    );
+    throw fail("parse", `${where}: ${detail}`, err);
   }
   if (doc === null || doc === undefined) return {};
   if (typeof doc !== "object" || Array.isArray(doc)) {
-    throw new ConfigError(
-      `Cannot use config file ${JSON.stringify(path)} (${source}): the top level must be a ` +
-        "mapping of keys",
-      { setting: "config", source, rawValue: JSON.stringify(path) },
-    );
+    throw fail("use", ": the top level must be a mapping of keys");
   }
   return doc as YamlMapping;
 }
@@ -455,41 +402,35 @@ function checkRetired(
   path: string | undefined,
   env: Readonly<Record<string, string>>,
 ): void {
-  for (const retired of RETIRED) {
-    if (!retired.commands.includes(command)) continue;
+  for (const retired of command === "run" ? RETIRED : []) {
     const replacement = rowsFor(command).find((row) => row.flag === retired.replacement);
     if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
     const instead = `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`;
-    if (path !== undefined && Object.hasOwn(doc, retired.yaml)) {
-      const source = `file ${path} key ${retired.yaml}`;
+    const yaml = derivedYamlKey(retired.flag);
+    const envName = derivedEnvName(retired.flag);
+    if (path !== undefined && Object.hasOwn(doc, yaml)) {
+      const source = `file ${path} key ${yaml}`;
       throw new ConfigError(
-        `Retired setting ${retired.yaml} in ${source}: ${retired.reason}; set ` +
+        `Retired setting ${yaml} in ${source}: ${retired.reason}; set ` +
           `${yamlKeyOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source, rawValue: JSON.stringify(doc[retired.yaml]) },
+        { setting: retired.flag, source, rawValue: JSON.stringify(doc[yaml]) },
       );
     }
-    if (Object.hasOwn(env, retired.env)) {
-      const source = `env ${retired.env}`;
+    if (Object.hasOwn(env, envName)) {
       throw new ConfigError(
-        `Retired setting ${retired.env} in the environment: ${retired.reason}; set ` +
+        `Retired setting ${envName} in the environment: ${retired.reason}; set ` +
           `${envNameOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source, rawValue: JSON.stringify(env[retired.env]) },
+        { setting: retired.flag, source: `env ${envName}`, rawValue: JSON.stringify(env[envName]) },
       );
     }
   }
 }
 
 /**
- * Resolve, validate and type the settings of one command.
- *
- * @param command The command whose settings are wanted.
- * @param options Arguments (after the command), environment and file reader.
- * @returns Settings, warnings (never printed here) and the source of each value.
- * @throws {WorkerError} (code `usage`) for an unknown flag, a flag without value, a stray argument or a
- *   missing required flag (exit status 2).
- * @throws {ConfigError} for a value that does not parse or is out of range, conflicting
- *   values within one source, an unreadable or unparseable config file, a retired key
- *   (exit status 1).
+ * Resolve, validate and type the settings of one command. Throws a `usage` WorkerError (exit
+ * status 2) for a bad command line or a missing required flag, a {@linkcode ConfigError} (exit
+ * status 1) for a bad value, conflicting values within one source, an unusable config file or
+ * a retired key.
  */
 export async function loadSettings<C extends CommandName>(
   command: C,
@@ -522,7 +463,7 @@ export async function loadSettings<C extends CommandName>(
   const configRow = rows.find((row) => row.flag === "config");
   if (configRow !== undefined) {
     const fromFlag = tokens.uses.filter((u) => u.row === configRow).map((u) =>
-      parseOrThrow(configRow, u.value, "text", `flag ${u.spelling}`)
+      parseOrThrow(configRow, u.value, "text", flagSource(u))
     );
     const fromEnv = envCandidates(configRow).map((e) =>
       parseOrThrow(configRow, e.value, "text", `env ${e.name}`)
@@ -552,21 +493,20 @@ export async function loadSettings<C extends CommandName>(
   const sources: Record<string, SettingSource> = {};
   for (const row of rows) {
     if (row.feeds !== undefined) continue;
-    const inputs = rows.filter((r) => r.feeds?.some((f) => f.target === row.flag) === true);
+    // The row itself, then the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
+    const own = [row, ...rows.filter((r) => r.feeds?.some((f) => f.target === row.flag))];
+    const take = (input: SettingRow, raw: unknown, origin: Origin, source: string) =>
+      input === row
+        ? parseOrThrow(row, raw, origin, source)
+        : parseFed(input, row, raw, origin, source);
 
-    const flagTier: Candidate[] = tokens.uses.flatMap((use) => {
-      const source = use.spelling.startsWith("argument") ? use.spelling : `flag ${use.spelling}`;
-      if (use.row === row) return [parseOrThrow(row, use.value, "text", source)];
-      if (inputs.includes(use.row)) return [parseFed(use.row, row, use.value, "text", source)];
-      return [];
-    });
-    const envTier: Candidate[] = [
-      ...envCandidates(row).map((e) => parseOrThrow(row, e.value, "text", `env ${e.name}`)),
-      ...inputs.flatMap((input) =>
-        envCandidates(input).map((e) => parseFed(input, row, e.value, "text", `env ${e.name}`))
-      ),
-    ];
-    /** Candidates of one document: its own keys, then legacy keys, the new key winning. */
+    const flagTier = tokens.uses.filter((use) => own.includes(use.row)).map((use) =>
+      take(use.row, use.value, "text", flagSource(use))
+    );
+    const envTier = own.flatMap((input) =>
+      envCandidates(input).map((e) => take(input, e.value, "text", `env ${e.name}`))
+    );
+    // Candidates of one document: its own keys, then legacy keys, the new key winning.
     const documentTier = (
       source: YamlMapping,
       sourcePath: string,
@@ -575,15 +515,10 @@ export async function loadSettings<C extends CommandName>(
     ): Candidate[] => {
       const tier: Candidate[] = [];
       const keys: string[] = [];
-      for (const key of yamlKeys(row)) {
-        if (!present(source, key)) continue;
-        tier.push(parseOrThrow(row, source[key], origin, keyLabel(key)));
-        keys.push(key);
-      }
-      for (const input of inputs) {
+      for (const input of own) {
         for (const key of yamlKeys(input)) {
           if (!present(source, key)) continue;
-          tier.push(parseFed(input, row, source[key], origin, keyLabel(key)));
+          tier.push(take(input, source[key], origin, keyLabel(key)));
           keys.push(key);
         }
       }
@@ -601,10 +536,7 @@ export async function loadSettings<C extends CommandName>(
           );
           continue;
         }
-        const legacy = translation.translate(source, {
-          path: sourcePath,
-          warn: (message) => warnings.push(message),
-        });
+        const legacy = translation.translate(source, sourcePath, (m) => warnings.push(m));
         if (legacy !== undefined) {
           tier.push({ ...parseOrThrow(row, legacy.text, "text", legacy.source), legacy: true });
         }
@@ -619,25 +551,21 @@ export async function loadSettings<C extends CommandName>(
       ? []
       : documentTier(legacyEnv, LEGACY_ENV_PATH, "text", (key) => `env ${legacyEnvName(key)}`);
 
-    for (const tier of [flagTier, envTier, fileTier, legacyEnvTier]) {
-      if (tier.length > 1) throw conflict(row, tier);
-    }
+    const tiers = [
+      ["flag", flagTier],
+      ["env", envTier],
+      ["file", fileTier],
+      ["legacy", legacyEnvTier],
+    ] as const;
+    for (const [, tier] of tiers) if (tier.length > 1) throw conflict(row, tier);
     const key = settingKeyOf(row);
-    const chosen = flagTier[0] ?? envTier[0] ?? fileTier[0] ?? legacyEnvTier[0];
-    if (chosen !== undefined) {
+    const found = tiers.find(([, tier]) => tier.length > 0);
+    const chosen = found?.[1][0];
+    if (found !== undefined && chosen !== undefined) {
       settings[key] = chosen.value;
-      sources[key] = {
-        kind: chosen === flagTier[0]
-          ? "flag"
-          : chosen === envTier[0]
-          ? "env"
-          : chosen.legacy === true || chosen === legacyEnvTier[0]
-          ? "legacy"
-          : "file",
-        text: chosen.source,
-      };
+      sources[key] = { kind: chosen.legacy === true ? "legacy" : found[0], text: chosen.source };
       warnings.push(...chosen.notes.map((note) => `${row.flag} (${chosen.source}): ${note}`));
-      if (chosen === flagTier[0] && row.secret === true && holdsSecret(chosen.value)) {
+      if (found[0] === "flag" && row.secret === true && holdsSecret(chosen.value)) {
         const envName = envNameOf(row);
         warnings.push(
           `${row.flag} is given on the command line, which every local user can read through ` +
@@ -651,10 +579,7 @@ export async function loadSettings<C extends CommandName>(
       const what = row.positional === true
         ? `argument ${metavarOf(row)} (or --${row.flag})`
         : `flag --${row.flag}${envName === undefined ? "" : ` (or env ${envName})`}`;
-      throw new WorkerError(
-        "usage",
-        `Missing required ${what} for command "${command}": ${helpHint(command)}`,
-      );
+      throw usageError(`Missing required ${what} for command "${command}"`, command);
     }
     const fallback = defaultOf(row, command);
     if (fallback === undefined) {
@@ -663,14 +588,11 @@ export async function loadSettings<C extends CommandName>(
       continue;
     }
     const parsed = parseValue(row, fallback, "text");
-    if (!parsed.ok) {
-      throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
-    }
+    if (!parsed.ok) throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
     settings[key] = parsed.value;
     sources[key] = { kind: "default", text: "default" };
   }
 
-  // The record was filled key by key from the same rows SettingsFor<C> is derived from
-  // (settingKeyOf is the runtime twin of SettingKey, pinned by settings_test.ts).
+  // Filled key by key from the rows SettingsFor<C> derives from (pinned by settings_test.ts).
   return { settings: settings as SettingsFor<C>, warnings, sources };
 }

@@ -16,47 +16,8 @@
  * @module
  */
 
-export {
-  type CommandLine,
-  type LoadOptions,
-  type LoadResult,
-  loadSettings,
-  parseCommandLine,
-  type SettingSource,
-  type SourceKind,
-} from "./load.ts";
-export {
-  flagText,
-  REFERENCE_BEGIN,
-  renderConfigReference,
-  renderHelp,
-  replaceConfigReference,
-  settingsDifferingFromDefaults,
-} from "./help.ts";
-export {
-  type Camel,
-  COMMAND_NAMES,
-  type CommandName,
-  COMMANDS,
-  type CommandsOf,
-  defaultOf,
-  type Feed,
-  type Kind,
-  type KindValue,
-  QUEUE_NAMES,
-  RETENTION_RULES,
-  type RetentionRule,
-  type Rows,
-  rowsFor,
-  type RowValue,
-  type SettingKey,
-  settingKeyOf,
-  type SettingRow,
-  SETTINGS,
-  type SettingsFor,
-  settingsGroup,
-  type UnitSuffix,
-} from "./settings.ts";
+export * from "./load.ts";
+export * from "./help.ts";
+export * from "./settings.ts";
 export { ConfigError, type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";
-export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";
 export { nearestName } from "./legacy.ts";

@@ -1,19 +1,10 @@
 /**
- * The settings table: the single source of every flag, environment variable, YAML key,
- * default, accepted form, help text and secret marker (D8), so that parsing, `--help` and the
- * reference in docs/configuration.md cannot disagree.
- *
- * Everything else is derived from {@linkcode SETTINGS}:
- * - env name `STATUSENGINE_<UPPER_SNAKE of the flag>` ({@linkcode envNameOf}); the exceptions
- *   are written in the row (`env:`) and pinned by `settings_test.ts`;
- * - YAML key = snake_case of the flag ({@linkcode yamlKeyOf}), same exception mechanism;
- * - the typed key of the resolved settings object = camelCase of the flag plus a unit suffix
- *   (`Ms` for durations, which are resolved to milliseconds; `Days` for retention ages), both
- *   at run time ({@linkcode settingKeyOf}) and at type level ({@linkcode SettingsFor});
- * - validation from `kind`, help and the Markdown reference from all of the above.
- *
- * Defaults are written in their textual (flag) form and parsed by the same parser as a flag
- * value, so a default can never be something a user could not type.
+ * The settings table (D8): every flag, environment variable, YAML key, default, accepted form,
+ * help text and secret marker, so that parsing, `--help` and docs/configuration.md cannot
+ * disagree. Env name, YAML key and typed key are derived from the flag (see {@linkcode envNameOf},
+ * {@linkcode yamlKeyOf}, {@linkcode settingKeyOf}); exceptions are written in the row and pinned
+ * by `settings_test.ts`. Defaults are text parsed like a flag value, so a default can never be
+ * something a user could not type.
  *
  * @module
  */
@@ -22,56 +13,33 @@ import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,
 } from "../util/illegal_characters.ts";
-import { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "./raw_commands.ts";
 
-/** Name used in usage lines and hints (the installed binary, docs/operations.md#queues). */
+/** Name used in usage lines and hints (the installed binary). */
 export const PROGRAM_NAME = "statusengine-worker";
 
-/** The subcommands, with the one-line summary shown in the top-level help. */
-export const COMMANDS = [
-  {
-    name: "run",
-    summary: "Run the worker: consume the twelve queues and write them to MySQL (default)",
-  },
-  {
-    name: "schema",
-    summary: "Create what is missing of the Statusengine schema; --check only reports differences",
-  },
-  {
-    name: "cleanup",
-    summary: "Retention, once: lay out weekly partitions, drop expired weeks, delete older rows",
-  },
-  {
-    name: "status",
-    summary: "Show Gearman queue backlogs, MySQL reachability and a running worker's metrics",
-  },
-  {
-    name: "publish",
-    summary: "Publish synthetic events for one queue to gearmand or RabbitMQ (testing only)",
-  },
-  {
-    name: "losstest",
-    summary: "Publish, verify or clean up marker events proving nothing is lost on restart",
-  },
-  {
-    name: "verify",
-    summary: "Compare the newest rows of two Statusengine databases column by column",
-  },
-  {
-    name: "dead-letters",
-    summary: "Count the dead-letter file's records, or replay them once their cause is fixed",
-  },
-  {
-    name: "config",
-    summary: "Show every setting of a command with its value and where it came from, and exit",
-  },
-  { name: "version", summary: "Print the build identity and exit" },
-] as const;
+/** The subcommands in help order, with the one-line summary shown in the top-level help. */
+const SUMMARIES = {
+  run: "Run the worker: consume the twelve queues and write them to MySQL (default)",
+  schema: "Create what is missing of the Statusengine schema; --check only reports differences",
+  cleanup: "Retention, once: lay out weekly partitions, drop expired weeks, delete older rows",
+  status: "Show Gearman queue backlogs, MySQL reachability and a running worker's metrics",
+  publish: "Publish synthetic events for one queue to gearmand or RabbitMQ (testing only)",
+  losstest: "Publish, verify or clean up marker events proving nothing is lost on restart",
+  verify: "Compare the newest rows of two Statusengine databases column by column",
+  "dead-letters": "Count the dead-letter file's records, or replay them once their cause is fixed",
+  config: "Show every setting of a command with its value and where it came from, and exit",
+  version: "Print the build identity and exit",
+} as const;
 
-/**
- * What `config` shows, for its `--help` and the reference: it takes another command's whole
- * command line, so its usage is not derived from rows.
- */
+/** Name of a subcommand; `run` is the default when none is given. */
+export type CommandName = keyof typeof SUMMARIES;
+
+export const COMMANDS = Object.entries(SUMMARIES).map(([name, summary]) => ({
+  name: name as CommandName,
+  summary,
+}));
+
+/** `config` takes another command's whole command line, so its usage is not derived from rows. */
 export const CONFIG_COMMAND_USAGE = {
   usage: "config [--json] [command] [flags of that command]",
   details: "Put config in front of a command line to see what that command would use: " +
@@ -85,18 +53,62 @@ export const CONFIG_COMMAND_USAGE = {
     "bad command line, 0 otherwise.",
 } as const;
 
-/** Name of a subcommand; `run` is the default when none is given. */
-export type CommandName = (typeof COMMANDS)[number]["name"];
-
 /** All command names, in help order. */
 export const COMMAND_NAMES: readonly CommandName[] = COMMANDS.map((c) => c.name);
 
-/**
- * The twelve consumed queues (docs/tables.md#consumed-queues), from their single
- * definition: a leaf module without imports, so config still depends on no
- * other code of ours.
- */
+// Re-exported from its leaf module, so config depends on no other code of ours.
 export { QUEUE_NAMES };
+
+/**
+ * `raw` commands refused with 403 whatever `--command-allow` says. Both spellings of shutdown
+ * and restart, because Naemon maps them to the same handler; `PROCESS_FILE` makes Naemon execute
+ * commands read from a file and would bypass every other rule. Applied by `src/commands/`.
+ */
+export const DENIED_RAW_COMMANDS: readonly string[] = [
+  "SHUTDOWN_PROGRAM",
+  "SHUTDOWN_PROCESS",
+  "RESTART_PROGRAM",
+  "RESTART_PROCESS",
+  "PROCESS_FILE",
+];
+
+/**
+ * The default of `--command-allow`: what the Statusengine UI and openITCOCKPIT send for a host
+ * or service. Program-wide switches (`DISABLE_NOTIFICATIONS`, …) are left out: one request
+ * would silence a whole installation.
+ */
+export const DEFAULT_ALLOWED_RAW_COMMANDS: readonly string[] = [
+  // checks
+  "SCHEDULE_HOST_CHECK SCHEDULE_FORCED_HOST_CHECK SCHEDULE_SVC_CHECK SCHEDULE_FORCED_SVC_CHECK",
+  "SCHEDULE_HOST_SVC_CHECKS SCHEDULE_FORCED_HOST_SVC_CHECKS",
+  "PROCESS_HOST_CHECK_RESULT PROCESS_SERVICE_CHECK_RESULT",
+  // acknowledgements
+  "ACKNOWLEDGE_HOST_PROBLEM ACKNOWLEDGE_SVC_PROBLEM",
+  "REMOVE_HOST_ACKNOWLEDGEMENT REMOVE_SVC_ACKNOWLEDGEMENT",
+  // downtimes
+  "SCHEDULE_HOST_DOWNTIME SCHEDULE_SVC_DOWNTIME SCHEDULE_HOST_SVC_DOWNTIME",
+  "SCHEDULE_AND_PROPAGATE_HOST_DOWNTIME SCHEDULE_AND_PROPAGATE_TRIGGERED_HOST_DOWNTIME",
+  "SCHEDULE_HOSTGROUP_HOST_DOWNTIME SCHEDULE_HOSTGROUP_SVC_DOWNTIME",
+  "SCHEDULE_SERVICEGROUP_HOST_DOWNTIME SCHEDULE_SERVICEGROUP_SVC_DOWNTIME",
+  "DEL_HOST_DOWNTIME DEL_SVC_DOWNTIME DEL_DOWNTIME_BY_HOST_NAME",
+  // comments and custom notifications
+  "ADD_HOST_COMMENT ADD_SVC_COMMENT DEL_HOST_COMMENT DEL_SVC_COMMENT",
+  "SEND_CUSTOM_HOST_NOTIFICATION SEND_CUSTOM_SVC_NOTIFICATION",
+  // per-object switches
+  "ENABLE_HOST_NOTIFICATIONS DISABLE_HOST_NOTIFICATIONS ENABLE_SVC_NOTIFICATIONS",
+  "DISABLE_SVC_NOTIFICATIONS ENABLE_HOST_SVC_NOTIFICATIONS DISABLE_HOST_SVC_NOTIFICATIONS",
+  "ENABLE_HOST_CHECK DISABLE_HOST_CHECK ENABLE_SVC_CHECK DISABLE_SVC_CHECK",
+  "ENABLE_HOST_SVC_CHECKS DISABLE_HOST_SVC_CHECKS",
+  "ENABLE_PASSIVE_HOST_CHECKS DISABLE_PASSIVE_HOST_CHECKS",
+  "ENABLE_PASSIVE_SVC_CHECKS DISABLE_PASSIVE_SVC_CHECKS",
+  "ENABLE_HOST_EVENT_HANDLER DISABLE_HOST_EVENT_HANDLER",
+  "ENABLE_SVC_EVENT_HANDLER DISABLE_SVC_EVENT_HANDLER",
+  "ENABLE_HOST_FLAP_DETECTION DISABLE_HOST_FLAP_DETECTION",
+  "ENABLE_SVC_FLAP_DETECTION DISABLE_SVC_FLAP_DETECTION",
+].join(" ").split(" ");
+
+/** The `--command-allow` entry that allows every command the denylist does not refuse. */
+export const ALLOW_ALL = "*";
 
 /** How a setting's value is written and checked. */
 export type Kind =
@@ -114,73 +126,59 @@ export type Kind =
     readonly check?: (value: string) => string | null;
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
-  /** A size: bytes, or a whole number with KiB/MiB/GiB. */
   | { readonly type: "bytes"; readonly min: number }
   | { readonly type: "boolean" }
-  | {
-    readonly type: "duration";
-    readonly allowZero: boolean;
-    /** Upper bound in milliseconds; timers overflow above 2^31-1 ms (about 24.8 days). */
-    readonly maxMs?: number;
-  }
+  // maxMs: timers overflow above 2^31-1 ms (about 24.8 days).
+  | { readonly type: "duration"; readonly allowZero: boolean; readonly maxMs?: number }
   | { readonly type: "enum"; readonly values: readonly string[] }
   | { readonly type: "host" }
-  | {
-    readonly type: "hostPort";
-    readonly emptyHost: boolean;
-    /** An empty value is accepted and means "no listener". */
-    readonly emptyDisables?: boolean;
-  }
+  // emptyDisables: an empty value is accepted and means "no listener".
+  | { readonly type: "hostPort"; readonly emptyHost: boolean; readonly emptyDisables?: boolean }
   | { readonly type: "hostPortList" }
+  // hostList: several comma-separated hosts are accepted (`amqp://u:p@h1,h2:5673/vhost`).
   | {
     readonly type: "url";
     readonly schemes: readonly string[];
     readonly form: string;
-    /** Several comma-separated hosts are accepted (`amqp://u:p@h1,h2:5673/vhost`). */
     readonly hostList?: boolean;
   }
   | { readonly type: "mysqlUrl" }
   | { readonly type: "mysqlDsn" }
-  | {
-    readonly type: "keyList";
-    readonly pattern?: RegExp;
-    readonly patternForm?: string;
-  };
+  | { readonly type: "keyList"; readonly pattern?: RegExp; readonly patternForm?: string };
 
-/** A row of the settings table. See the module documentation for what is derived. */
-export interface SettingRow {
+/** A row of the settings table as written in {@linkcode SETTINGS}. */
+export interface SettingInput {
   /** Canonical flag name, kebab-case, without dashes. */
   readonly flag: string;
-  /** Value format and validation. */
   readonly kind: Kind;
   /** One or two sentences for `--help` and the reference. */
   readonly help: string;
-  /** Commands that accept this setting. */
-  readonly commands: readonly CommandName[];
-  /** Built-in default in textual form; absent = no default (optional or required). */
+  /** Commands that accept this setting; default `run`. */
+  readonly commands?: readonly CommandName[];
+  /** Built-in default in textual form; absent = none (booleans: false). */
   readonly default?: string;
   /** Per-command defaults overriding `default`. */
   readonly commandDefaults?: Readonly<Partial<Record<CommandName, string>>>;
   /** Refuse to run without a value. */
   readonly required?: true;
-  /** Contains a password or keys: masked in help, errors, warnings and logs (D8). */
+  /** Masked in help, errors, warnings and logs (D8). */
   readonly secret?: true;
-  /** Env var override (documented exception), or `false` for no env var. */
+  /** Env var override, or `false` for none. */
   readonly env?: string | false;
-  /** YAML key override (documented exception), or `false` for no file key. */
+  /** YAML key override, or `false` for none. */
   readonly yaml?: string | false;
+  /** Command line only: neither env var nor YAML key. */
+  readonly cliOnly?: true;
   /** Further flag spellings (the Go worker's). */
   readonly flagAliases?: readonly string[];
-  /** Further env var spellings. */
   readonly envAliases?: readonly string[];
   /** Further YAML keys with the same meaning (not legacy: two of them in one file refuse). */
   readonly yamlAliases?: readonly string[];
   /** Also taken from a positional argument, in table order among the command's positional rows. */
   readonly positional?: true;
   /**
-   * Input-only row: its value is converted and handed to other settings instead of having
-   * a key of its own (`mysql-dsn` → `mysql-url`, `metrics-listen-addr` → host and port).
-   * Both given by the same source refuses.
+   * Input-only row: its value is converted and handed to other settings instead of having a key
+   * of its own (`mysql-dsn` → `mysql-url`). Both given by the same source refuses.
    */
   readonly feeds?: readonly Feed[];
   /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
@@ -189,65 +187,45 @@ export interface SettingRow {
   readonly retention?: { readonly table: string; readonly column: string };
 }
 
-/** How an input-only row sets another setting: the target's textual value. */
+/** A row with its derived fields filled in: what all code but the table itself reads. */
+export interface SettingRow extends Omit<SettingInput, "commands" | "cliOnly"> {
+  readonly commands: readonly CommandName[];
+}
+
+/** How an input-only row sets another setting: `derive` turns its value into the target's text. */
 export interface Feed {
-  /** Flag of the target setting. */
   readonly target: string;
-  /** Convert the input row's parsed value into the target's textual form. */
   readonly derive: (value: string) => string;
 }
 
 // Durations that become timers are capped at a day: setTimeout fires at once for delays above
 // 2^31-1 ms, so "720h" would silently mean "now".
 const TIMER_MAX_MS = 86_400_000;
+const TIMER = { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS } as const;
+const TIMER_OR_ZERO = { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS } as const;
+const BOOLEAN = { type: "boolean" } as const;
 
-const LOG_COMMANDS = [
-  "run",
-  "schema",
-  "cleanup",
-  "status",
-  "publish",
-  "losstest",
-  "verify",
-  "dead-letters",
-] as const;
-const CONFIG_COMMANDS = [
-  "run",
-  "schema",
-  "cleanup",
-  "status",
-  "publish",
-  "losstest",
-  "dead-letters",
-] as const;
+/** A row of {@linkcode SETTINGS}, its literal types kept for {@linkcode SettingsFor}. */
+function setting<
+  const F extends string,
+  const K extends Kind,
+  const R extends Omit<SettingInput, "flag" | "kind">,
+>(flag: F, kind: K, rest: R) {
+  return { flag, kind, ...rest };
+}
+
+type Tool = Exclude<CommandName, "config" | "version">;
+const LOG_COMMANDS = COMMAND_NAMES.filter((c) => c !== "config" && c !== "version") as Tool[];
+const CONFIG_COMMANDS = LOG_COMMANDS.filter((c) => c !== "verify") as Exclude<Tool, "verify">[];
 const MYSQL_COMMANDS = ["run", "schema", "cleanup", "status", "losstest", "dead-letters"] as const;
-const GEARMAN_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 const BROKER_COMMANDS = ["run", "status", "publish", "losstest"] as const;
 
 const QUEUE_PATTERN = new RegExp(`^(${QUEUE_NAMES.join("|")})$`);
 const QUEUE_FORM = `queue names (${QUEUE_NAMES.join(", ")})`;
 
-/**
- * The legacy per-queue-group process counts; 0 meant "do not consume these queues". The
- * queues of each key are in `legacy.ts`.
- */
-export const LEGACY_WORKER_COUNT_KEYS = [
-  "number_servicestatus_worker",
-  "number_hoststatus_worker",
-  "number_logentry_worker",
-  "number_statechange_worker",
-  "number_hostcheck_worker",
-  "number_servicecheck_worker",
-  "number_perfdata_worker",
-  "number_notification_log_worker",
-  "number_misc_worker",
-] as const;
-
 /** Where perfdata can go (`--perfdata-backends`). */
 export const PERFDATA_BACKENDS = ["mysql", "graphite", "influxdb", "prometheus"] as const;
-const PERFDATA_BACKEND_PATTERN = new RegExp(`^(${PERFDATA_BACKENDS.join("|")})$`);
 
-/** `--perfdata-route` onto `--perfdata-backends`. */
 function perfdataRouteBackends(route: string): string {
   return route === "both" ? "mysql,graphite" : route;
 }
@@ -271,12 +249,7 @@ function metricsListenPort(value: string): string {
   return value.slice(value.lastIndexOf(":") + 1);
 }
 
-function age<const N extends string>(
-  name: N,
-  days: number,
-  table: string,
-  column: string,
-) {
+function age<const N extends string>(name: N, days: number, table: string, column: string) {
   return {
     flag: `age-${name}`,
     kind: { type: "integer", min: 0 },
@@ -288,10 +261,7 @@ function age<const N extends string>(
   } as const;
 }
 
-/**
- * Headings of `--help`: each starts at the named flag and runs until the next heading, in
- * table order (the rows are already ordered by topic, so this only names the topics).
- */
+/** Headings of `--help`, each from the named flag to the next heading (rows are in topic order). */
 export const SETTING_GROUPS: readonly { readonly title: string; readonly from: string }[] = [
   { title: "General", from: "config" },
   { title: "Broker", from: "consumer" },
@@ -314,77 +284,55 @@ export const SETTING_GROUPS: readonly { readonly title: string; readonly from: s
 
 /** The settings table (one row per setting; order is help order). */
 export const SETTINGS = [
-  // ---- shared by most commands -------------------------------------------------------------
-  {
-    flag: "config",
-    kind: { type: "string", form: "path of a YAML file" },
+  setting("config", { type: "string", form: "path of a YAML file" }, {
     yaml: false,
     commands: CONFIG_COMMANDS,
     help: "YAML configuration file: the Go worker's flat keys and the legacy PHP config.yml " +
       "are both understood. No default location; a named file that cannot be read or " +
       "parsed refuses to start.",
-  },
-  {
-    flag: "log-level",
-    kind: { type: "enum", values: ["debug", "info", "warn", "error"] },
+  }),
+  setting("log-level", { type: "enum", values: ["debug", "info", "warn", "error"] }, {
     default: "info",
     commands: LOG_COMMANDS,
     help: "Least severe level that is logged.",
-  },
-  {
-    flag: "log-format",
-    kind: { type: "enum", values: ["text", "json"] },
+  }),
+  setting("log-format", { type: "enum", values: ["text", "json"] }, {
     default: "text",
     commands: LOG_COMMANDS,
     help: "Log records as key=value text or as JSON, one per line: on stdout for run, on " +
       "stderr for the other commands (their stdout is their output).",
-  },
-
-  // ---- broker ------------------------------------------------------------------------------
-  {
-    flag: "consumer",
-    kind: { type: "enum", values: ["gearman", "rabbitmq"] },
+  }),
+  setting("consumer", { type: "enum", values: ["gearman", "rabbitmq"] }, {
     default: "gearman",
     commands: BROKER_COMMANDS,
     help: "Queue backend to consume from; also the broker /commands, publish and losstest " +
       "publish to and status reads backlogs from.",
-  },
-  {
-    flag: "gearman-addr",
-    kind: { type: "hostPortList" },
+  }),
+  setting("gearman-addr", { type: "hostPortList" }, {
     default: "127.0.0.1:4730",
-    commands: GEARMAN_COMMANDS,
+    commands: BROKER_COMMANDS,
     help: "Gearman job servers, comma-separated. The worker consumes every queue from every " +
-      "server (D9). The broker module sends every message to every server it names, so " +
-      "listing here two servers of one broker processes every event twice: give one " +
-      "server per worker, or use the second only for failover (docs/running.md: several " +
-      "gearmand servers).",
-  },
-  {
-    flag: "gearman-max-concurrent-jobs-per-queue",
-    kind: { type: "integer", min: 1 },
+      "server (D9). The broker module sends every message to every server it names, so listing " +
+      "here two servers of one broker processes every event twice: give one server per worker, " +
+      "or use the second only for failover (docs/running.md: several gearmand servers).",
+  }),
+  setting("gearman-max-concurrent-jobs-per-queue", { type: "integer", min: 1 }, {
     default: "64",
-    commands: ["run"],
     help: "Most jobs of one queue handled at the same time, across all job servers: the hard " +
       "cap of the queue's adaptive window, which starts at 8 (or this, when lower), grows " +
       "while the queue's table writers hold less than two batches and shrinks while MySQL " +
       "is slow. The backlog beyond it waits at gearmand. statusngin_downtimes always uses 1.",
-  },
-  {
-    flag: "gearman-reconnect-interval",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+  }),
+  setting("gearman-reconnect-interval", TIMER, {
     default: "2s",
-    commands: ["run"],
     help: "Pause before a lost Gearman connection is dialled again.",
-  },
-  {
-    flag: "rabbitmq-url",
-    kind: {
-      type: "url",
-      schemes: ["amqp", "amqps"],
-      form: "amqp://user:password@host:port/vhost (percent-encoded)",
-      hostList: true,
-    },
+  }),
+  setting("rabbitmq-url", {
+    type: "url",
+    schemes: ["amqp", "amqps"],
+    form: "amqp://user:password@host:port/vhost (percent-encoded)",
+    hostList: true,
+  }, {
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,
     commands: BROKER_COMMANDS,
@@ -392,94 +340,58 @@ export const SETTINGS = [
       "Several brokers of one cluster: amqp://user:pw@host1:5672,host2:5672/vhost; the " +
       "worker connects to the first that answers and, when it loses it, to the next one " +
       "(round-robin); the tools use the first that answers.",
-  },
-  {
-    flag: "rabbitmq-durable-queues",
-    kind: { type: "boolean" },
-    default: "false",
+  }),
+  setting("rabbitmq-durable-queues", BOOLEAN, {
     commands: ["run", "publish", "losstest"],
     help: "Declare the RabbitMQ queues durable. Must match the broker module's DurableQueues " +
       "(default false, as there); a mismatch refuses to start with 406 PRECONDITION_FAILED.",
-  },
-  {
-    flag: "rabbitmq-declare",
-    kind: { type: "enum", values: ["declare", "passive"] },
+  }),
+  setting("rabbitmq-declare", { type: "enum", values: ["declare", "passive"] }, {
     default: "declare",
     commands: ["run", "publish", "losstest"],
-    help: "How the queues are declared: declare creates a missing queue as a plain classic " +
-      "queue (as the broker module does); passive only checks that it exists, for queues " +
-      "the operator declared with other arguments, such as quorum queues " +
-      "(docs/running.md#rabbitmq-hosts).",
-  },
-  {
-    flag: "rabbitmq-prefetch",
-    kind: { type: "integer", min: 1, max: 65535 },
+    help: "How the queues are declared: declare creates a missing queue as a plain classic queue " +
+      "(as the broker module does); passive only checks that it exists, for queues the operator " +
+      "declared with other arguments, such as quorum queues (docs/running.md#rabbitmq-hosts).",
+  }),
+  setting("rabbitmq-prefetch", { type: "integer", min: 1, max: 65535 }, {
     default: "100",
-    commands: ["run"],
-    help: "Unacknowledged messages RabbitMQ may push per queue; also the hard cap of the " +
-      "queue's adaptive window of messages handled at once (statusngin_downtimes: one at a " +
-      "time).",
-  },
-  {
-    flag: "rabbitmq-reconnect-interval",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+    help: "Unacknowledged messages RabbitMQ may push per queue; also the hard cap of the queue's " +
+      "adaptive window of messages handled at once (statusngin_downtimes: one at a time).",
+  }),
+  setting("rabbitmq-reconnect-interval", TIMER, {
     default: "2s",
-    commands: ["run"],
     help: "Pause before a lost RabbitMQ connection is dialled again (and between failed " +
       "attempts).",
-  },
+  }),
 
-  {
-    flag: "queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
+  setting("queues", { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM }, {
     default: "",
-    commands: ["run"],
     help: "Queues to consume, comma-separated; empty = all twelve. Several workers may share " +
       "a job server: statusngin_downtimes is consumed by one of them at a time (docs/running.md: " +
       "running several workers).",
-  },
-  {
-    flag: "exclude-queues",
-    kind: { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM },
+  }),
+  setting("exclude-queues", { type: "keyList", pattern: QUEUE_PATTERN, patternForm: QUEUE_FORM }, {
     default: "",
-    commands: ["run"],
     help: "Queues not to consume, applied after --queues (their jobs wait at the broker). " +
       "Legacy number_*_worker: 0 and process_perfdata: 0 exclude their queues.",
-  },
-
-  // ---- consumption (both backends) ---------------------------------------------------------
-  {
-    flag: "max-in-flight-bytes",
-    kind: { type: "bytes", min: 1024 * 1024 },
+  }),
+  setting("max-in-flight-bytes", { type: "bytes", min: 1024 * 1024 }, {
     default: "256MiB",
-    commands: ["run"],
     help: "Payload bytes of the jobs being handled, across all queues. A Gearman grab waits " +
       "while they (plus the expected size of the grabs already sent) are over it; a RabbitMQ " +
       "delivery waits unhandled in its prefetch buffer. One job is always let through, " +
       "however large.",
-  },
-
-  // ---- shutdown ----------------------------------------------------------------------------
-  {
-    flag: "drain-timeout",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  }),
+  setting("drain-timeout", TIMER_OR_ZERO, {
     default: "30s",
-    commands: ["run"],
     help: "On shutdown, how long jobs in flight may take to commit before their connections " +
       "close; whatever did not commit is redelivered by the broker (D1).",
-  },
-  {
-    flag: "shutdown-flush-timeout",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+  }),
+  setting("shutdown-flush-timeout", TIMER, {
     default: "10s",
-    commands: ["run"],
     help: "On shutdown, the budget shared by all table writers for their final flush.",
-  },
-
-  // ---- MySQL -------------------------------------------------------------------------------
-  {
-    flag: "mysql-url",
-    kind: { type: "mysqlUrl" },
+  }),
+  setting("mysql-url", { type: "mysqlUrl" }, {
     default: "mysql://root@127.0.0.1:3306/statusengine",
     secret: true,
     commands: MYSQL_COMMANDS,
@@ -488,90 +400,67 @@ export const SETTINGS = [
       "mysql://user:pw@host1:3306,host2:3306/db; the worker writes to the first that answers " +
       "and moves to the next when it fails, and the tools (schema, cleanup, status, verify) " +
       "use the first that answers. Mutually exclusive with --mysql-dsn within one source.",
-  },
-  {
-    flag: "mysql-dsn",
-    kind: { type: "mysqlDsn" },
+  }),
+  setting("mysql-dsn", { type: "mysqlDsn" }, {
     secret: true,
     commands: MYSQL_COMMANDS,
     feeds: [{ target: "mysql-url", derive: (url: string) => url }],
     help: "The same database in the Go worker's DSN syntax, e.g. " +
       "user:password@tcp(host:3306)/database?parseTime=true or " +
       "user:password@unix(/run/mysqld/mysqld.sock)/database; converted to --mysql-url.",
-  },
-  {
-    flag: "mysql-max-open-conns",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("mysql-max-open-conns", { type: "integer", min: 1 }, {
     default: "32",
-    commands: ["run"],
     help: "Size of the MySQL connection pool; keep it above 14 × --mysql-writers-per-table " +
       "so the final flushes of all writers run in parallel.",
-  },
-  {
-    flag: "mysql-writers-per-table",
-    kind: { type: "integer", min: 1, max: 8 },
+  }),
+  setting("mysql-writers-per-table", { type: "integer", min: 1, max: 8 }, {
     default: "2",
-    commands: ["run"],
     help: "Statements in flight at once per table, each from its own writer; rows are " +
       "shared out by a hash of their primary key, so the rows of one key keep their order.",
-  },
-  {
-    flag: "mysql-batch-size",
-    kind: { type: "integer", min: 1, max: 700 },
+  }),
+  setting("mysql-batch-size", { type: "integer", min: 1, max: 700 }, {
     default: "100",
     commands: ["run", "dead-letters"],
     help: "Most rows in one bulk INSERT (one prepared statement). 700 is the Go worker's " +
       "ceiling, kept so existing configurations mean the same; at 700 rows the widest table " +
       "(43 columns) binds 30,100 of a prepared statement's 65,535 placeholders.",
-  },
-  {
-    flag: "mysql-statement-timeout",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  }),
+  setting("mysql-statement-timeout", TIMER_OR_ZERO, {
     default: "30s",
-    commands: ["run"],
     help: "A statement (waiting for a pooled connection included) that gets no answer within " +
       "this time is abandoned and its connection closed; MySQL then counts as unavailable " +
       "(statusengine_db_available 0, /readyz fails) and the rows are held and retried, never " +
       "dead-lettered. Keep it above the slowest legitimate statement (the core-restart " +
       "DELETE on the status tables); 0 waits forever.",
-  },
+  }),
   // 60 s: long enough that a server restarting (answering, then busy with crash recovery, then
   // restarted by its supervisor) is not taken back too early and left again; short enough that
   // the preferred host carries the load again within a minute.
-  {
-    flag: "mysql-failback-after",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  setting("mysql-failback-after", TIMER_OR_ZERO, {
     default: "60s",
-    commands: ["run"],
     help: "With several hosts in --mysql-url, the worker uses another host only while an " +
       "earlier one does not answer: it moves back once the earlier host has answered every " +
       "probe for this long.",
-  },
+  }),
   // 10 s: a restart of MySQL on the same host takes a few seconds and is better waited for than
   // handed to another worker; a dead host or node is given up well within the minute after which a
   // stall is an error.
-  {
-    flag: "mysql-give-back-after",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  setting("mysql-give-back-after", TIMER_OR_ZERO, {
     default: "10s",
-    commands: ["run"],
     help: "When MySQL has taken no write for this long (no host of --mysql-url answers) and " +
       "another worker consumes the same queue, the jobs this worker holds are given back to " +
       "the broker for the other worker to write (Gearman: the connection is closed; RabbitMQ: " +
       "the channels, which requeues them), and none are taken again until MySQL answers. With " +
       "no other worker the jobs are held until MySQL returns. 0 always holds.",
-  },
-  {
-    flag: "status-max-age",
-    kind: { type: "duration", allowZero: true },
+  }),
+  setting("status-max-age", { type: "duration", allowZero: true }, {
     default: "5m",
     commands: ["run", "dead-letters"],
     help: "Host and service status events older than this are discarded (a newer snapshot " +
       "supersedes them); 0 disables the filter.",
-  },
-  {
-    flag: "node-name",
-    kind: { type: "string", maxLength: 255 },
+  }),
+  setting("node-name", { type: "string", maxLength: 255 }, {
     default: "statusengine",
     yaml: "nodename",
     flagAliases: ["nodename"],
@@ -579,185 +468,125 @@ export const SETTINGS = [
     commands: ["run", "dead-letters"],
     help: "Name of this node, written to node_name (part of the downtime tables' primary " +
       "key): keep the legacy worker's node_name when migrating.",
-  },
-  {
-    flag: "dead-letter-file",
-    kind: { type: "string", allowEmpty: true, form: "path; empty disables" },
+  }),
+  setting("dead-letter-file", { type: "string", allowEmpty: true, form: "path; empty disables" }, {
     default: "/var/lib/statusengine-worker/statusengine-dead-letters.ndjson",
     commands: ["run", "dead-letters"],
     help: "NDJSON file that receives payloads which cannot be decoded or rows MySQL rejects " +
       "(D7); the default is in the packaged state directory. A relative path is relative to " +
       "the working directory. An explicit empty value (flag or file) disables it.",
-  },
-  {
-    flag: "enable-openitcockpit-tweaks",
-    kind: { type: "boolean" },
-    default: "false",
+  }),
+  setting("enable-openitcockpit-tweaks", BOOLEAN, {
     env: "ENABLE_OPENITCOCKPIT_TWEAKS",
     envAliases: ["STATUSENGINE_ENABLE_OPENITCOCKPIT_TWEAKS"],
-    commands: ["run"],
     help: "On a core restart, delete status rows of objects missing or disabled in " +
       "openITCOCKPIT instead of rows older than the restart.",
-  },
-
-  // ---- perfdata ----------------------------------------------------------------------------
-  {
-    flag: "perfdata-backends",
-    kind: {
-      type: "keyList",
-      pattern: PERFDATA_BACKEND_PATTERN,
-      patternForm: `backends (${PERFDATA_BACKENDS.join(", ")})`,
-    },
+  }),
+  setting("perfdata-backends", {
+    type: "keyList",
+    pattern: new RegExp(`^(${PERFDATA_BACKENDS.join("|")})$`),
+    patternForm: `backends (${PERFDATA_BACKENDS.join(", ")})`,
+  }, {
     default: "mysql",
     commands: ["run", "dead-letters"],
     help: "Where metrics parsed from statusngin_service_perfdata go, comma-separated; empty = " +
       "nowhere (the queue is still consumed). Only MySQL holds up a job; the others drop and " +
       "count what they cannot send (docs/perfdata.md).",
-  },
-  {
-    flag: "perfdata-route",
-    kind: { type: "enum", values: ["mysql", "graphite", "both"] },
+  }),
+  setting("perfdata-route", { type: "enum", values: ["mysql", "graphite", "both"] }, {
     commands: ["run", "dead-letters"],
     feeds: [{ target: "perfdata-backends", derive: perfdataRouteBackends }],
     help: "The earlier form of --perfdata-backends: both = mysql,graphite.",
-  },
-  {
-    flag: "perfdata-label-quotes",
-    kind: { type: "enum", values: ["keep", "strip"] },
+  }),
+  setting("perfdata-label-quotes", { type: "enum", values: ["keep", "strip"] }, {
     default: "keep",
-    commands: ["run"],
     help: "Perfdata labels in MySQL and Graphite with the plugin's quotes ('memory used', as " +
       "the PHP worker wrote them) or without (memory used, as the Go worker). InfluxDB and " +
       "remote write always get them without (docs/perfdata.md#labels).",
-  },
-  {
-    flag: "graphite-addr",
-    kind: { type: "hostPort", emptyHost: false },
+  }),
+  setting("graphite-addr", { type: "hostPort", emptyHost: false }, {
     default: "127.0.0.1:2003",
-    commands: ["run"],
     help: "Carbon plaintext listener; only dialled when perfdata goes to Graphite.",
-  },
-  {
-    flag: "graphite-prefix",
-    kind: { type: "string" },
+  }),
+  setting("graphite-prefix", { type: "string" }, {
     default: "statusengine",
-    commands: ["run"],
     help: "First path segment of every Graphite metric; sanitised like the other segments " +
       "(--graphite-illegal-characters).",
-  },
-  {
-    flag: "graphite-illegal-characters",
-    kind: {
-      type: "string",
-      form: "regular expression of one character, bare or /delimited/ as in PHP",
-      check: regexProblem,
-    },
+  }),
+  setting("graphite-illegal-characters", {
+    type: "string",
+    form: "regular expression of one character, bare or /delimited/ as in PHP",
+    check: regexProblem,
+  }, {
     default: DEFAULT_ILLEGAL_CHARACTERS,
-    commands: ["run"],
-    help: "Characters of the Graphite prefix, host, service and label that become _ (the " +
-      "legacy graphite_illegal_characters; the Statusengine UI rebuilds keys with the same " +
-      "expression).",
-  },
-  {
-    flag: "graphite-batch-size",
-    kind: { type: "integer", min: 1, max: 1000 },
+    help: "Characters of the Graphite prefix, host, service and label that become _ (the legacy " +
+      "graphite_illegal_characters; the Statusengine UI rebuilds keys with the same expression).",
+  }),
+  setting("graphite-batch-size", { type: "integer", min: 1, max: 1000 }, {
     default: "100",
-    commands: ["run"],
     help: "Most metrics in one Carbon write (a failed write drops its batch).",
-  },
-  {
-    flag: "influxdb-url",
-    kind: {
-      type: "url",
-      schemes: ["http", "https"],
-      form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
-    },
+  }),
+  setting("influxdb-url", {
+    type: "url",
+    schemes: ["http", "https"],
+    form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
+  }, {
     default: "http://127.0.0.1:8086/write?db=statusengine",
     secret: true,
-    commands: ["run"],
     help: "InfluxDB write endpoint when perfdata goes to influxdb; the path picks the 1.x or " +
       "2.x API.",
-  },
-  {
-    flag: "influxdb-user",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("influxdb-user", { type: "string", allowEmpty: true }, {
     default: "",
-    commands: ["run"],
     help: "InfluxDB 1.x user (HTTP basic authentication); empty = none.",
-  },
-  {
-    flag: "influxdb-password",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("influxdb-password", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
-    commands: ["run"],
     help: "Password of --influxdb-user.",
-  },
-  {
-    flag: "influxdb-token",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("influxdb-token", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
-    commands: ["run"],
     help: "InfluxDB 2.x API token (Authorization: Token); empty = none.",
-  },
-  {
-    flag: "prometheus-remote-write-url",
-    kind: {
-      type: "url",
-      schemes: ["http", "https"],
-      form: "http(s)://host:port/api/v1/write",
-    },
+  }),
+  setting("prometheus-remote-write-url", {
+    type: "url",
+    schemes: ["http", "https"],
+    form: "http(s)://host:port/api/v1/write",
+  }, {
     default: "http://127.0.0.1:9090/api/v1/write",
     secret: true,
-    commands: ["run"],
     help: "Remote-write receiver when perfdata goes to prometheus (Prometheus with " +
       "--web.enable-remote-write-receiver, VictoriaMetrics, Mimir, Thanos Receive).",
-  },
-  {
-    flag: "prometheus-remote-write-bearer-token",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("prometheus-remote-write-bearer-token", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
-    commands: ["run"],
     help: "Bearer token sent with remote writes; empty = none.",
-  },
-  {
-    flag: "prometheus-remote-write-user",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("prometheus-remote-write-user", { type: "string", allowEmpty: true }, {
     default: "",
-    commands: ["run"],
     help: "User of HTTP basic authentication for remote writes; empty = none.",
-  },
-  {
-    flag: "prometheus-remote-write-password",
-    kind: { type: "string", allowEmpty: true },
+  }),
+  setting("prometheus-remote-write-password", { type: "string", allowEmpty: true }, {
     default: "",
     secret: true,
-    commands: ["run"],
     help: "Password of --prometheus-remote-write-user.",
-  },
-
-  // ---- HTTP --------------------------------------------------------------------------------
-  {
-    flag: "metrics-port",
-    kind: { type: "integer", min: 0, max: 65535 },
+  }),
+  setting("metrics-port", { type: "integer", min: 0, max: 65535 }, {
     default: "9105",
     commands: ["run", "status"],
     help: "Port of GET /metrics (Prometheus, no authentication); 0 disables the endpoint. " +
       "status reads a worker here (with --metrics-host) unless --metrics-url is given.",
-  },
-  {
-    flag: "metrics-host",
-    kind: { type: "host" },
+  }),
+  setting("metrics-host", { type: "host" }, {
     default: "127.0.0.1",
     commands: ["run", "status"],
     help: "Address the /metrics listener binds to; 0.0.0.0 (or :: for IPv6) lets a Prometheus " +
       "on another host scrape it. /metrics has no authentication.",
-  },
-  {
-    flag: "metrics-listen-addr",
-    kind: { type: "hostPort", emptyHost: true },
+  }),
+  setting("metrics-listen-addr", { type: "hostPort", emptyHost: true }, {
     commands: ["run", "status"],
     feeds: [
       { target: "metrics-host", derive: metricsListenHost },
@@ -765,136 +594,91 @@ export const SETTINGS = [
     ],
     help: "The Go worker's form of --metrics-host and --metrics-port together (:9105 = all " +
       "interfaces).",
-  },
-  {
-    flag: "listen-addr",
-    kind: { type: "hostPort", emptyHost: true, emptyDisables: true },
+  }),
+  setting("listen-addr", { type: "hostPort", emptyHost: true, emptyDisables: true }, {
     default: "127.0.0.1:8080",
-    commands: ["run"],
     help: "Listener of the GET /ws event stream (:port = all interfaces); empty = /ws is not " +
       "served. Only started when /ws keys exist.",
-  },
-  {
-    flag: "api-keys",
-    kind: { type: "keyList" },
+  }),
+  setting("api-keys", { type: "keyList" }, {
     default: "",
     secret: true,
-    commands: ["run"],
     help: "Keys accepted by /ws; none = the endpoint is not served. Prefer the environment " +
       "over the command line (/proc is world-readable).",
-  },
-  {
-    flag: "command-api-keys",
-    kind: { type: "keyList" },
+  }),
+  setting("command-api-keys", { type: "keyList" }, {
     default: "",
     secret: true,
     env: "STATUSENGINE_API_COMMAND_KEYS",
     envAliases: ["STATUSENGINE_COMMAND_API_KEYS"],
-    commands: ["run"],
     help: "Keys accepted by POST /commands; none = the endpoint is not served.",
-  },
-  {
-    flag: "command-listen-addr",
-    kind: { type: "hostPort", emptyHost: true },
+  }),
+  setting("command-listen-addr", { type: "hostPort", emptyHost: true }, {
     default: "127.0.0.1:8081",
-    commands: ["run"],
     help: "Listener of POST /commands (only started when command keys exist).",
-  },
-  {
-    flag: "command-allow",
-    kind: {
-      type: "keyList",
-      // Refused at start-up rather than silently ignored when the request comes in.
-      pattern: new RegExp(
-        `^(?!(?:${DENIED_RAW_COMMANDS.join("|")})$)(?:[A-Za-z_]+|\\${ALLOW_ALL})$`,
-        "i",
-      ),
-      patternForm: `external command names (letters and _, any case) or ${ALLOW_ALL}; ` +
-        `${DENIED_RAW_COMMANDS.join(", ")} are always refused and cannot be allowed`,
-    },
+  }),
+  setting("command-allow", {
+    type: "keyList",
+    // Refused at start-up rather than silently ignored when the request comes in.
+    pattern: new RegExp(
+      `^(?!(?:${DENIED_RAW_COMMANDS.join("|")})$)(?:[A-Za-z_]+|\\${ALLOW_ALL})$`,
+      "i",
+    ),
+    patternForm: `external command names (letters and _, any case) or ${ALLOW_ALL}; ` +
+      `${DENIED_RAW_COMMANDS.join(", ")} are always refused and cannot be allowed`,
+  }, {
     default: DEFAULT_ALLOWED_RAW_COMMANDS.join(","),
-    commands: ["run"],
     help: "External commands a raw line on POST /commands or a statusengine_tasks row may " +
       `name; any other is refused (403, or the task is deleted). ${ALLOW_ALL} allows every command except ${
         DENIED_RAW_COMMANDS.join(", ")
       }, ` +
       "which are refused whatever this says. An empty list allows no raw command. The default " +
       "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
-  },
-
-  // ---- statusengine_tasks ------------------------------------------------------------------
-  {
-    flag: "check-for-commands",
-    kind: { type: "boolean" },
-    default: "false",
+  }),
+  setting("check-for-commands", BOOLEAN, {
     // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
     yaml: false,
-    commands: ["run"],
     help: "Run the tasks the Statusengine UI writes into statusengine_tasks for this node " +
       "(reschedule, acknowledge, downtime, passive result), as the PHP worker did.",
-  },
-  {
-    flag: "command-check-interval",
-    kind: { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS },
+  }),
+  setting("command-check-interval", TIMER, {
     default: "10s",
     yaml: false,
-    commands: ["run"],
     help: "How often statusengine_tasks is read (legacy: whole seconds).",
-  },
-  {
-    flag: "submit-method",
-    kind: { type: "enum", values: ["broker", "cmd"] },
+  }),
+  setting("submit-method", { type: "enum", values: ["broker", "cmd"] }, {
     default: "broker",
-    commands: ["run"],
     help: "How tasks reach the core: broker = published to statusngin_cmd like POST /commands; " +
-      "cmd = appended to --external-command-file. The query handler (qhandler) is not " +
-      "supported.",
-  },
-  {
-    flag: "external-command-file",
-    kind: { type: "string", form: "path of the core's command FIFO" },
+      "cmd = appended to --external-command-file. The query handler (qhandler) is not supported.",
+  }),
+  setting("external-command-file", { type: "string", form: "path of the core's command FIFO" }, {
     default: "/opt/naemon/var/naemon.cmd",
-    commands: ["run"],
     help: "The monitoring core's external command file, used with --submit-method cmd; never " +
       "created. The compiled binary may write only the usual cores' command files " +
       "(docs/operations.md#command-files); another one refuses the start.",
-  },
-
-  // ---- cleanup -----------------------------------------------------------------------------
-  {
-    flag: "cleanup-batch-size",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("cleanup-batch-size", { type: "integer", min: 1 }, {
     default: "5000",
     commands: ["cleanup"],
     help: "Rows per DELETE statement.",
-  },
-  {
-    flag: "cleanup-batch-pause",
-    kind: { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS },
+  }),
+  setting("cleanup-batch-pause", TIMER_OR_ZERO, {
     default: "0s",
     commands: ["cleanup"],
     help: "Pause after a DELETE batch of a table that deleted rows, before the next one.",
-  },
-  {
-    flag: "dry-run",
-    kind: { type: "boolean" },
-    default: "false",
-    env: false,
-    yaml: false,
+  }),
+  setting("dry-run", BOOLEAN, {
+    cliOnly: true,
     commands: ["cleanup"],
     help: "Change nothing: print per table the partitions that would be added and dropped and " +
       "the rows that would be deleted (with --repair-partitions: the repair steps).",
-  },
-  {
-    flag: "repair-partitions",
-    kind: { type: "boolean" },
-    default: "false",
-    env: false,
-    yaml: false,
+  }),
+  setting("repair-partitions", BOOLEAN, {
+    cliOnly: true,
     commands: ["cleanup"],
     help: "Only repair: split the rows a p_max partition holds into weekly partitions, a few " +
       "weeks per step (resumable; writes to the table wait during each step). Deletes nothing.",
-  },
+  }),
   age("hostchecks", 5, "statusengine_hostchecks", "start_time"),
   age("servicechecks", 5, "statusengine_servicechecks", "start_time"),
   age("host-acknowledgements", 60, "statusengine_host_acknowledgements", "entry_time"),
@@ -913,189 +697,138 @@ export const SETTINGS = [
   // The worker's own tombstones of ended downtimes (docs/downtimes.md): needed only while a
   // late or repeated job of that downtime may still arrive.
   age("downtime-tombstones", 60, "statusengine_downtime_tombstones", "end_time"),
-
-  // ---- schema ------------------------------------------------------------------------------
-  {
-    flag: "check",
-    kind: { type: "boolean" },
-    default: "false",
-    env: false,
-    yaml: false,
+  setting("check", BOOLEAN, {
+    cliOnly: true,
     commands: ["schema"],
     help: "Only compare the database with the schema and report differences; change nothing.",
-  },
-  {
-    flag: "create-database",
-    kind: { type: "boolean" },
+  }),
+  setting("create-database", BOOLEAN, {
     default: "true",
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["schema"],
     help: "Create the database named in the URL when it does not exist.",
-  },
-
-  // ---- status ------------------------------------------------------------------------------
-  {
-    flag: "metrics-url",
-    kind: { type: "url", schemes: ["http", "https"], form: "http://host:port/metrics" },
+  }),
+  setting("metrics-url", {
+    type: "url",
+    schemes: ["http", "https"],
+    form: "http://host:port/metrics",
+  }, {
     commands: ["status"],
     help: "/metrics of a running worker to include in the report; default the local worker's " +
       "from --metrics-host and --metrics-port (none when the port is 0).",
-  },
-  {
-    flag: "json",
-    kind: { type: "boolean" },
-    default: "false",
-    env: false,
-    yaml: false,
+  }),
+  setting("json", BOOLEAN, {
+    cliOnly: true,
     commands: ["status", "config", "dead-letters"],
     help: "Print the output as one JSON document.",
-  },
-
-  // ---- publish / losstest ------------------------------------------------------------------
-  {
-    flag: "queue",
-    kind: { type: "enum", values: QUEUE_NAMES },
+  }),
+  setting("queue", { type: "enum", values: QUEUE_NAMES }, {
     required: true,
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["publish"],
     help: "Queue to publish to.",
-  },
-  {
-    flag: "mode",
-    kind: { type: "enum", values: ["publish", "verify", "cleanup"] },
+  }),
+  setting("mode", { type: "enum", values: ["publish", "verify", "cleanup"] }, {
     required: true,
     positional: true,
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["losstest"],
     help: "publish the marker events, verify that every one arrived, or clean up the run's " +
       "rows; given as the first argument (or --mode).",
-  },
-  {
-    flag: "run-id",
-    kind: { type: "string", forbid: "%_\\'", maxLength: 64, form: "text without % _ \\ '" },
+  }),
+  setting("run-id", {
+    type: "string",
+    forbid: "%_\\'",
+    maxLength: 64,
+    form: "text without % _ \\ '",
+  }, {
     required: true,
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["losstest"],
     help: "Identifier shared by the publish, verify and cleanup steps of one run; becomes " +
       "part of a LIKE pattern.",
-  },
-  {
-    flag: "count",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("count", { type: "integer", min: 1 }, {
     default: "1000",
     commandDefaults: { losstest: "10000" },
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["publish", "losstest"],
     help: "Number of events to publish.",
-  },
-  {
-    flag: "events-per-job",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("events-per-job", { type: "integer", min: 1 }, {
     default: "100",
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["publish"],
     help: "Events in one bulk job.",
-  },
-  {
-    flag: "form",
-    kind: { type: "enum", values: ["bulk", "single"] },
-    env: false,
-    yaml: false,
+  }),
+  setting("form", { type: "enum", values: ["bulk", "single"] }, {
+    cliOnly: true,
     commands: ["publish"],
     help: "Payload shape; default the queue's own (bulk for the eight bulk queues, single for " +
       "the four single-event queues). Both are accepted by the worker (D3).",
-  },
-  {
-    flag: "from-file",
-    kind: { type: "string", form: "path of an NDJSON file" },
-    env: false,
-    yaml: false,
+  }),
+  setting("from-file", { type: "string", form: "path of an NDJSON file" }, {
+    cliOnly: true,
     commands: ["publish"],
-    help: "Publish the events of this NDJSON file (one event per line) instead of synthetic " +
-      "ones.",
-  },
-
-  // ---- verify ------------------------------------------------------------------------------
-  {
-    flag: "mysql-url-a",
-    kind: { type: "mysqlUrl" },
+    help: "Publish the events of this NDJSON file (one event per line) instead of synthetic ones.",
+  }),
+  setting("mysql-url-a", { type: "mysqlUrl" }, {
     required: true,
     secret: true,
     yaml: false,
     commands: ["verify"],
     help: "First database (e.g. written by the legacy worker).",
-  },
-  {
-    flag: "mysql-url-b",
-    kind: { type: "mysqlUrl" },
+  }),
+  setting("mysql-url-b", { type: "mysqlUrl" }, {
     required: true,
     secret: true,
     yaml: false,
     commands: ["verify"],
     help: "Second database (e.g. written by this worker).",
-  },
-  {
-    flag: "tables",
-    kind: {
-      type: "keyList",
-      pattern: /^statusengine_[a-z0-9_]+$/,
-      patternForm: "statusengine_* table names",
-    },
-    env: false,
-    yaml: false,
+  }),
+  setting("tables", {
+    type: "keyList",
+    pattern: /^statusengine_[a-z0-9_]+$/,
+    patternForm: "statusengine_* table names",
+  }, {
+    cliOnly: true,
     commands: ["verify"],
     help: "Tables to compare, comma-separated; default the sixteen status, check, state " +
       "history, notification, acknowledgement and downtime tables.",
-  },
-  {
-    flag: "limit",
-    kind: { type: "integer", min: 1 },
+  }),
+  setting("limit", { type: "integer", min: 1 }, {
     default: "5000",
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["verify"],
     help: "Newest rows compared per table.",
-  },
-  {
-    flag: "ignore-columns",
-    kind: { type: "keyList", pattern: /^[A-Za-z0-9_]+$/, patternForm: "column names" },
+  }),
+  setting("ignore-columns", {
+    type: "keyList",
+    pattern: /^[A-Za-z0-9_]+$/,
+    patternForm: "column names",
+  }, {
     default: "",
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["verify"],
     help: "Columns left out of the comparison, comma-separated.",
-  },
-
-  // ---- dead-letters ------------------------------------------------------------------------
-  {
-    flag: "action",
-    kind: { type: "enum", values: ["summary", "replay"] },
+  }),
+  setting("action", { type: "enum", values: ["summary", "replay"] }, {
     required: true,
     positional: true,
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["dead-letters"],
     help: "summary counts the records by table and reason; replay writes them into MySQL " +
       "again, the way the worker does; given as the first argument (or --action).",
-  },
-  {
-    flag: "file",
-    kind: { type: "string", form: "path of a dead-letter file" },
+  }),
+  setting("file", { type: "string", form: "path of a dead-letter file" }, {
     positional: true,
-    env: false,
-    yaml: false,
+    cliOnly: true,
     commands: ["dead-letters"],
     help: "The dead-letter file to read; given as the second argument. summary defaults to " +
       "--dead-letter-file; replay needs it named (move the file aside first: the worker " +
       "keeps appending to its file).",
-  },
-] as const satisfies readonly SettingRow[];
+  }),
+] as const satisfies readonly SettingInput[];
 
 // ---- derivations -----------------------------------------------------------------------------
 
@@ -1125,19 +858,19 @@ export type KindValue<K> = K extends { readonly type: "integer" | "duration" | "
   : string;
 
 /** Value type of a row: `T`, or `T | undefined` without default and not required. */
-export type RowValue<R> = R extends { readonly kind: infer K }
-  ? R extends { readonly default: string } | { readonly required: true } ? KindValue<K>
+export type RowValue<R> = R extends { readonly kind: infer K } ? R extends
+    | { readonly default: string }
+    | { readonly required: true }
+    | { readonly kind: { readonly type: "boolean" } } ? KindValue<K>
   : KindValue<K> | undefined
   : never;
 
-/** Commands of a row, as a union. */
-export type CommandsOf<R> = R extends { readonly commands: readonly (infer C)[] } ? C : never;
+/** Commands of a row, as a union (`run` when the row names none). */
+export type CommandsOf<R> = R extends { readonly commands: readonly (infer C)[] } ? C : "run";
 
 /**
- * The resolved settings of one command, derived from {@linkcode SETTINGS}: one key per row of
- * that command (input-only rows excluded), camelCase, durations in milliseconds (`…Ms`),
- * retention ages in days (`…Days`), lists as `string[]`, enums as their literal unions,
- * settings without default and not required as `T | undefined`.
+ * The resolved settings of one command: one key per row of that command (input-only rows
+ * excluded), keyed by {@linkcode SettingKey}, valued by {@linkcode RowValue}.
  */
 export type SettingsFor<C extends CommandName> = {
   [
@@ -1147,10 +880,7 @@ export type SettingsFor<C extends CommandName> = {
   ]: RowValue<R>;
 };
 
-/**
- * The settings of one topic without its prefix: every key of `S` that starts with `P` and a
- * capital letter, keyed by the rest (`influxdbUrl` → `url`), at type level.
- */
+/** The keys of `S` that start with `P` and a capital letter, without the prefix. */
 export type SettingsGroup<S, P extends string> = {
   [
     K in keyof S as K extends `${P}${infer Rest}`
@@ -1170,10 +900,6 @@ export type SettingsGroup<S, P extends string> = {
  * const s = { influxdbUrl: "http://i/write?db=x", influxdbUser: "u", nodeName: "n" };
  * assert.deepEqual(settingsGroup(s, "influxdb"), { url: "http://i/write?db=x", user: "u" });
  * ```
- *
- * @param settings Resolved settings (`SettingsFor<"run">`).
- * @param prefix The topic's camelCase prefix (`influxdb`, `prometheusRemoteWrite`).
- * @returns Its settings keyed without the prefix.
  */
 export function settingsGroup<S extends object, P extends string>(
   settings: S,
@@ -1188,91 +914,60 @@ export function settingsGroup<S extends object, P extends string>(
   return group as SettingsGroup<S, P>;
 }
 
-/** The table as plain rows, for code that walks it without the literal types. */
-export const SETTING_ROWS: readonly SettingRow[] = SETTINGS;
+/** The table with the derived fields filled in, for code that walks it without literal types. */
+export const SETTING_ROWS: readonly SettingRow[] = SETTINGS.map((input: SettingInput) => {
+  const { cliOnly, ...row } = input;
+  const fallback = row.default ?? (row.kind.type === "boolean" ? "false" : undefined);
+  return {
+    ...row,
+    commands: row.commands ?? ["run"],
+    ...(fallback === undefined ? {} : { default: fallback }),
+    ...(cliOnly === true ? { env: false, yaml: false } : {}),
+  };
+});
 
-/**
- * Derived environment variable name, or `undefined` when the row has none.
- *
- * @param row A settings row.
- * @returns `STATUSENGINE_<UPPER_SNAKE>` unless the row overrides it.
- */
+/** `STATUSENGINE_<UPPER_SNAKE of the flag>` unless the row overrides it; `undefined`: none. */
 export function envNameOf(row: SettingRow): string | undefined {
-  if (row.env === false) return undefined;
-  return row.env ?? derivedEnvName(row.flag);
+  return row.env === false ? undefined : row.env ?? derivedEnvName(row.flag);
 }
 
-/**
- * The env name the derivation rule gives for a flag.
- *
- * @param flag Flag name (kebab-case).
- * @returns `STATUSENGINE_` plus the flag in UPPER_SNAKE case.
- */
+/** The env name the derivation rule gives for a flag. */
 export function derivedEnvName(flag: string): string {
   return `STATUSENGINE_${flag.toUpperCase().replaceAll("-", "_")}`;
 }
 
-/**
- * Derived YAML key, or `undefined` when the row has none.
- *
- * @param row A settings row.
- * @returns snake_case of the flag unless the row overrides it.
- */
+/** snake_case of the flag unless the row overrides it; `undefined`: no YAML key. */
 export function yamlKeyOf(row: SettingRow): string | undefined {
-  if (row.yaml === false) return undefined;
-  return row.yaml ?? derivedYamlKey(row.flag);
+  return row.yaml === false ? undefined : row.yaml ?? derivedYamlKey(row.flag);
 }
 
-/**
- * The YAML key the derivation rule gives for a flag.
- *
- * @param flag Flag name (kebab-case).
- * @returns The flag in snake_case.
- */
+/** The YAML key the derivation rule gives for a flag. */
 export function derivedYamlKey(flag: string): string {
   return flag.replaceAll("-", "_");
 }
 
 /**
- * Key of the row in the resolved settings object (runtime twin of {@linkcode SettingKey}).
- *
- * @param row A settings row.
- * @returns camelCase flag plus `Ms` for durations or `Days` for day counts.
+ * Key of the row in the resolved settings object (runtime twin of {@linkcode SettingKey}):
+ * camelCase flag plus `Ms` for durations or `Days` for day counts.
  */
-export function settingKeyOf(row: SettingRow): string {
+export function settingKeyOf(row: Pick<SettingInput, "flag" | "kind" | "unit">): string {
   const camel = row.flag.replace(/-([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
   if (row.kind.type === "duration") return `${camel}Ms`;
   if (row.unit === "days") return `${camel}Days`;
   return camel;
 }
 
-/**
- * The rows a command accepts, in table order.
- *
- * @param command A command name.
- * @returns Its rows, input-only rows included.
- */
+/** The rows a command accepts, input-only rows included, in table order. */
 export function rowsFor(command: CommandName): SettingRow[] {
   return SETTING_ROWS.filter((row) => row.commands.includes(command));
 }
 
-/**
- * Default of a row for a command, in textual form.
- *
- * @param row A settings row.
- * @param command The command.
- * @returns The per-command default, else the row default, else `undefined`.
- */
+/** Default of a row for a command, in textual form: per-command, else the row's, else none. */
 export function defaultOf(row: SettingRow, command: CommandName): string | undefined {
   return row.commandDefaults?.[command] ?? row.default;
 }
 
-/**
- * The `--help` heading of a row ({@linkcode SETTING_GROUPS}).
- *
- * @param row A settings row.
- * @returns The title of the group the row falls in.
- */
+/** The `--help` heading of a row ({@linkcode SETTING_GROUPS}). */
 export function groupOf(row: SettingRow): string {
   let title = "General";
   for (const candidate of SETTING_ROWS) {
@@ -1284,17 +979,14 @@ export function groupOf(row: SettingRow): string {
 
 /** One retention rule of `cleanup`, in processing order (docs/operations.md#cleanup-tables). */
 export interface RetentionRule {
-  /** Table cleaned. */
   readonly table: string;
   /** Column the age is measured on (Unix seconds). */
   readonly column: string;
   /** Key in `SettingsFor<"cleanup">` holding the age in days. */
   readonly key: string;
-  /** Flag of the setting. */
   readonly flag: string;
   /** YAML key (`age_hostchecks` …), the legacy worker's name for the setting. */
   readonly yamlKey: string;
-  /** Default age in days. */
   readonly defaultDays: number;
 }
 

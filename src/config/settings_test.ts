@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parseValue } from "./kinds.ts";
+import { parseValue } from "./values.ts";
 import { LEGACY_TRANSLATIONS, legacyKeysOf } from "./legacy.ts";
 import {
   COMMAND_NAMES,

@@ -1,15 +1,16 @@
 /**
- * Parsers for the value formats of docs/operations.md#values: Go durations, Go booleans, integers,
- * `host:port` addresses and lists, key lists, MySQL/AMQP/HTTP URLs and the go-sql-driver DSN.
- *
- * Every parser is pure and returns a {@linkcode Parsed} result instead of throwing, so the
- * loader can wrap a problem into a {@linkcode ConfigError} that names the setting and its
- * source (a bad command line is a `WorkerError` with code `usage`, exit status 2).
+ * Parsers for the value formats of docs/operations.md#values, and parsing and describing a value
+ * by its row's kind (which YAML types each kind accepts, the accepted form help shows, how a
+ * value is masked in messages). Each parser is pure and returns a {@linkcode Parsed} result
+ * instead of throwing, so the loader can wrap a problem into a {@linkcode ConfigError} that
+ * names the setting and its source.
  *
  * @module
  */
 
 import { splitUrlHosts } from "../util/address.ts";
+import { redactUrl } from "../util/redact.ts";
+import type { Kind, SettingRow } from "./settings.ts";
 
 /** Outcome of parsing one value: the value (plus notes worth a warning) or a problem text. */
 export type Parsed<T> =
@@ -43,11 +44,8 @@ const DURATION_UNITS_NS: Readonly<Record<string, number>> = {
 const MAX_DURATION_NS = 9223372036854775807;
 
 /**
- * Parse a Go duration (`250ms`, `1h30m`, `.5s`, `-2s`, bare `0`) into milliseconds.
- *
- * @param text The duration as written.
- * @returns Milliseconds (may be fractional or negative), or a problem for anything Go rejects,
- *   including a number without a unit such as `300`.
+ * A Go duration (`250ms`, `1h30m`, `.5s`, `-2s`, bare `0`) in milliseconds, possibly fractional
+ * or negative; a problem for anything Go rejects, including a number without a unit (`300`).
  */
 export function parseGoDuration(text: string): Parsed<number> {
   let rest = text;
@@ -68,9 +66,7 @@ export function parseGoDuration(text: string): Parsed<number> {
     }
     rest = rest.slice(number?.[0].length ?? 0);
     const unit = /^[^0-9.]+/.exec(rest)?.[0];
-    if (unit === undefined) {
-      return fail(`${JSON.stringify(text)} has a number without a unit`);
-    }
+    if (unit === undefined) return fail(`${JSON.stringify(text)} has a number without a unit`);
     const unitNs = DURATION_UNITS_NS[unit];
     if (unitNs === undefined) {
       return fail(`${JSON.stringify(text)} has the unknown unit ${JSON.stringify(unit)}`);
@@ -85,12 +81,7 @@ export function parseGoDuration(text: string): Parsed<number> {
   return ok(negative ? -ms : ms);
 }
 
-/**
- * Render milliseconds in Go duration syntax (`1h30m`, `250ms`, `0s`), for help and logs.
- *
- * @param ms Milliseconds.
- * @returns The shortest exact Go spelling built from h, m, s and ms (µs/ns for fractions).
- */
+/** Milliseconds in the shortest exact Go duration spelling (`1h30m`, `250ms`, `0s`). */
 export function formatGoDuration(ms: number): string {
   if (ms === 0) return "0s";
   if (ms < 0) return `-${formatGoDuration(-ms)}`;
@@ -103,34 +94,22 @@ export function formatGoDuration(ms: number): string {
       rest -= count * size;
     }
   }
-  if (rest > 0) {
-    out += Number.isInteger(rest) ? `${rest}ms` : `${Math.round(rest * 1e6)}ns`;
-  }
+  if (rest > 0) out += Number.isInteger(rest) ? `${rest}ms` : `${Math.round(rest * 1e6)}ns`;
   return out;
 }
 
 const GO_TRUE = new Set(["1", "t", "T", "TRUE", "true", "True"]);
 const GO_FALSE = new Set(["0", "f", "F", "FALSE", "false", "False"]);
 
-/**
- * Parse a boolean with Go's `strconv.ParseBool` spellings (docs/operations.md#values).
- *
- * @param text `1 t T TRUE true True` or `0 f F FALSE false False`.
- * @returns The boolean, or a problem for anything else (`on`, `yes`, …).
- */
+/** A boolean in Go's `strconv.ParseBool` spellings; `on`, `yes`, … are problems. */
 export function parseGoBoolean(text: string): Parsed<boolean> {
   if (GO_TRUE.has(text)) return ok(true);
   if (GO_FALSE.has(text)) return ok(false);
   return fail(`${JSON.stringify(text)} is not a boolean`);
 }
 
-/**
- * Parse a decimal integer (optional sign, digits only, within the safe integer range).
- *
- * @param text The integer as written.
- * @returns The number, or a problem.
- */
-export function parseDecimalInteger(text: string): Parsed<number> {
+/** A decimal integer: optional sign, digits only, within the safe integer range. */
+function parseDecimalInteger(text: string): Parsed<number> {
   if (!/^[+-]?[0-9]+$/.test(text)) return fail(`${JSON.stringify(text)} is not an integer`);
   const value = Number(text);
   if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(text)} is too large`);
@@ -146,13 +125,10 @@ const BYTE_UNITS: Readonly<Record<string, number>> = {
 };
 
 /**
- * Parse a size: whole bytes, or a whole number with a binary unit (`512KiB`, `64MiB`, `1GiB`).
- * Decimal units (`MB`) are refused rather than guessed.
- *
- * @param text The size.
- * @returns Bytes, or a problem.
+ * A size in bytes: whole bytes, or a whole number with a binary unit (`512KiB`, `64MiB`,
+ * `1GiB`). Decimal units (`MB`) are refused rather than guessed.
  */
-export function parseByteSize(text: string): Parsed<number> {
+function parseByteSize(text: string): Parsed<number> {
   const m = /^([0-9]+)\s*([A-Za-z]*)$/.exec(text);
   const factor = m === null ? undefined : BYTE_UNITS[(m[2] ?? "").toLowerCase()];
   if (m === null || factor === undefined) {
@@ -163,12 +139,7 @@ export function parseByteSize(text: string): Parsed<number> {
   return ok(value);
 }
 
-/**
- * Write a size the way {@link parseByteSize} reads it, in the largest exact unit.
- *
- * @param bytes A size in bytes.
- * @returns e.g. `64MiB`, `1536KiB`, `100`.
- */
+/** A size the way {@link parseByteSize} reads it, in the largest exact unit (`1536KiB`). */
 export function formatByteSize(bytes: number): string {
   for (const [unit, factor] of [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const) {
     if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`;
@@ -179,32 +150,19 @@ export function formatByteSize(bytes: number): string {
 const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 const IPV6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
 
-/**
- * Check a host name, IPv4 address or bare IPv6 address (no brackets).
- *
- * @param host The host.
- * @returns The host unchanged, or a problem.
- */
-export function parseHost(host: string): Parsed<string> {
+/** A host name, IPv4 address or bare IPv6 address (no brackets), unchanged. */
+function parseHost(host: string): Parsed<string> {
   if (HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
   return fail(`${JSON.stringify(host)} is not a host name or IP address`);
 }
 
-/** A `host:port` address split into its parts; `host` is `""` for "all interfaces". */
+/** A `host:port` address split; `host` is IPv6 without brackets, `""` for all interfaces. */
 export interface HostPort {
-  /** Host name or IP address, IPv6 without brackets; empty for all interfaces. */
   readonly host: string;
-  /** Port 1..65535. */
   readonly port: number;
 }
 
-/**
- * Split `host:port`, `[v6]:port` or `:port` (docs/operations.md#values).
- *
- * @param addr The address.
- * @param options `emptyHost: true` accepts `:port` (listen addresses).
- * @returns Host and port, or a problem.
- */
+/** Split `host:port`, `[v6]:port`, or with `emptyHost` (listen addresses) `:port`. */
 export function splitHostPort(
   addr: string,
   options: { emptyHost?: boolean } = {},
@@ -231,38 +189,22 @@ export function splitHostPort(
       return fail(`${JSON.stringify(addr)} has an invalid host`);
     }
   }
-  if (host === "" && options.emptyHost !== true) {
-    return fail(`${JSON.stringify(addr)} has no host`);
-  }
-  if (!/^[0-9]{1,5}$/.test(portText)) {
-    return fail(`${JSON.stringify(addr)} has an invalid port`);
-  }
+  if (host === "" && options.emptyHost !== true) return fail(`${JSON.stringify(addr)} has no host`);
+  if (!/^[0-9]{1,5}$/.test(portText)) return fail(`${JSON.stringify(addr)} has an invalid port`);
   const port = Number(portText);
-  if (port < 1 || port > 65535) {
-    return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
-  }
+  if (port < 1 || port > 65535) return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
   return ok({ host, port });
 }
 
-/**
- * Join host and port back into the canonical `host:port` form (brackets for IPv6).
- *
- * @param address Host and port.
- * @returns `host:port`, `[v6]:port` or `:port`.
- */
-export function joinHostPort(address: HostPort): string {
+/** The canonical `host:port`, `[v6]:port` or `:port`. */
+function joinHostPort(address: HostPort): string {
   return address.host.includes(":")
     ? `[${address.host}]:${address.port}`
     : `${address.host}:${address.port}`;
 }
 
-/**
- * Split a comma-separated list: entries trimmed, empty entries dropped (docs/operations.md#values).
- *
- * @param text The list.
- * @returns The entries.
- */
-export function splitList(text: string): string[] {
+/** The entries of a comma-separated list, trimmed, empty ones dropped. */
+function splitList(text: string): string[] {
   return text.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "");
 }
 
@@ -276,21 +218,12 @@ function decodes(part: string): boolean {
 }
 
 /**
- * Validate a URL of the given schemes, for AMQP and HTTP settings.
- *
- * @param text The URL.
- * @param schemes Accepted schemes without the colon (`amqp`, `amqps`).
- * @param hostList Whether several hosts may be given (`amqp://u:p@h1:5672,h2/vhost`); the list
- *   is checked by splitUrlHosts, the rest with the first host.
- * @returns The URL as given, or a problem; the problem never contains the password.
+ * Validate a URL of the given schemes (`amqp`, `http`), unchanged; with `hostList` several hosts
+ * may be given (`amqp://u:p@h1:5672,h2/vhost`). A problem never contains the password.
  */
-export function parseUrl(
-  text: string,
-  schemes: readonly string[],
-  hostList = false,
-): Parsed<string> {
+function parseUrl(text: string, schemes: readonly string[], hostList = false): Parsed<string> {
   if (hostList) {
-    // The ports of the list are only checked here: any default does.
+    // The list's ports are checked here (any default port does), the rest with the first host.
     const list = splitUrlHosts(text, 1);
     if (list !== undefined && "problem" in list) return fail(list.problem);
     if (list !== undefined) {
@@ -312,23 +245,15 @@ export function parseUrl(
   if (!decodes(url.username) || !decodes(url.password) || !decodes(url.pathname)) {
     return fail("has a malformed percent-encoding");
   }
-  if (url.hash !== "") {
-    return fail("has a #fragment (percent-encode # in the password as %23)");
-  }
+  if (url.hash !== "") return fail("has a #fragment (percent-encode # in the password as %23)");
   return ok(text);
 }
 
 /**
- * Validate a MySQL URL, the internal form of the MySQL connection (D8):
- * `mysql://user:password@host:port/database[?option=value]`, or with a host list
- * (`@h1:3306,h2:3306/database`). Query options are passed to
- * the MySQL client as they are (`?socketPath=/run/mysqld/mysqld.sock` selects a Unix socket).
- *
- * @param text The URL.
- * @returns The URL as given, or a problem that never contains the password.
+ * Validate a MySQL URL (D8), `mysql://user:password@host:port/database[?option=value]`, or with
+ * a host list (`@h1:3306,h2:3306/database`); query options go to the MySQL client as they are.
  */
 export function parseMysqlUrl(text: string): Parsed<string> {
-  // A multi-host URL is checked with its first host; the list itself by splitUrlHosts.
   const list = splitUrlHosts(text, 3306);
   if (list !== undefined && "problem" in list) return fail(list.problem);
   const single = list?.url ?? text;
@@ -343,40 +268,21 @@ export function parseMysqlUrl(text: string): Parsed<string> {
 
 // DSN parameters that mean nothing for the MySQL client or describe what it does anyway; accepted and
 // dropped without a word (the Go driver accepts and ignores them, docs/operations.md#values).
-const DSN_PARAMS_IGNORED_QUIETLY = new Set([
-  "parseTime",
-  "loc",
-  "interpolateParams",
-  "allowNativePasswords",
-  "clientFoundRows",
-  "maxAllowedPacket",
-  "checkConnLiveness",
-  "columnsWithAlias",
-  "rejectReadOnly",
-  "multiStatements",
-  "readTimeout",
-  "writeTimeout",
-]);
+const DSN_PARAMS_IGNORED_QUIETLY = new Set(
+  ("parseTime loc interpolateParams allowNativePasswords clientFoundRows maxAllowedPacket " +
+    "checkConnLiveness columnsWithAlias rejectReadOnly multiStatements readTimeout writeTimeout")
+    .split(" "),
+);
 
 /**
- * Convert a go-sql-driver DSN into the internal MySQL URL (docs/operations.md#values, D8).
- *
- * Grammar `[user[:password]@][net[(addr)]]/dbname[?param=value&…]`, split exactly as the Go
- * driver does: the last `/` ends the address, the last `@` before it ends the credentials and
- * the first `:` separates user from password, so passwords may contain `@`, `:` and `/`.
- * `tcp`/`tcp6` (default `127.0.0.1:3306`, port 3306 added when missing) and `unix` (default
- * `/tmp/mysql.sock`, mapped to `?socketPath=`) are supported. `timeout` becomes
- * `connectTimeout`, `tls=true|skip-verify` becomes the MySQL client's `ssl` option; `charset` and
- * `collation` are ignored because the connection is always utf8mb4.
- *
- * @param dsn The DSN.
- * @returns The URL plus notes on ignored parameters, or a problem without the password.
+ * Convert a go-sql-driver DSN into the internal MySQL URL, plus notes on ignored parameters
+ * (docs/operations.md#values). Split exactly as the Go driver does: the last `/` ends the
+ * address, the last `@` before it the credentials, the first `:` separates user from password,
+ * so passwords may contain `@`, `:` and `/`.
  */
 export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const slash = dsn.lastIndexOf("/");
-  if (slash < 0) {
-    return fail("has no /database part (user:password@tcp(host:3306)/database)");
-  }
+  if (slash < 0) return fail("has no /database part (user:password@tcp(host:3306)/database)");
   let user = "";
   let password = "";
   let net = "";
@@ -451,9 +357,7 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
       }
     } else if (name === "charset" || name === "collation") {
       if (!value.toLowerCase().startsWith("utf8mb4")) {
-        notes.push(
-          `${name}=${value} is ignored: the connection always uses utf8mb4`,
-        );
+        notes.push(`${name}=${value} is ignored: the connection always uses utf8mb4`);
       }
     } else if (!DSN_PARAMS_IGNORED_QUIETLY.has(name)) {
       ignored.push(name);
@@ -482,34 +386,318 @@ function withDefaultPort(addr: string, port: number): string {
   return colons === 1 ? addr : `[${addr}]:${port}`;
 }
 
-// One masking rule for every URL the worker prints (D8).
+// ---- values by the kind of their setting row ----------------------------------------------
+
+/** Where a raw value comes from: command-line/env text, or a YAML value of any type. */
+export type Origin = "text" | "yaml";
+
+/** A YAML value for a type error (`the string "100"`, `a list`), secrets not shown. */
+function describeYaml(value: unknown, secret: boolean): string {
+  if (Array.isArray(value)) return "a list";
+  if (value === null) return "null";
+  if (typeof value === "object") return "a mapping";
+  const shown = secret ? "" : ` ${JSON.stringify(value)}`;
+  if (typeof value === "string") return `the string${shown}`;
+  if (typeof value === "number") return `the number${shown}`;
+  if (typeof value === "boolean") return `the boolean${shown}`;
+  return typeof value;
+}
+
+function wrongType<T>(row: SettingRow, expected: string, value: unknown): Parsed<T> {
+  const hint = typeof value === "number" && expected.includes("string")
+    ? " (quote it in YAML)"
+    : "";
+  return fail(`expected ${expected}, got ${describeYaml(value, row.secret === true)}${hint}`);
+}
+
+function textOf(row: SettingRow, raw: unknown): Parsed<string> {
+  return typeof raw === "string" ? { ok: true, value: raw } : wrongType(row, "a string", raw);
+}
+
+function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]> {
+  if (origin === "yaml" && Array.isArray(raw)) {
+    const entries: string[] = [];
+    for (const entry of raw) {
+      if (typeof entry !== "string") {
+        const got = describeYaml(entry, row.secret === true);
+        return fail(`list entries must be strings, got ${got} (quote it in YAML)`);
+      }
+      entries.push(...splitList(entry));
+    }
+    return { ok: true, value: entries };
+  }
+  if (typeof raw === "string") return { ok: true, value: splitList(raw) };
+  return wrongType(row, "a list of strings or a comma-separated string", raw);
+}
+
 /**
- * A setting could not be accepted: refuse to start (exit status 1).
- *
- * The message names the setting, the source (`flag --mysql-batch-size`,
- * `env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key mysql_batch_size`, …) and the
- * accepted form. Secrets never appear: URLs carry `****` for the password and API keys are
- * replaced by `(hidden)`, both in the message and in {@linkcode ConfigError.rawValue}.
- *
- * A class, not a `WorkerError` code: the commands catch it by class, and tests read the
- * setting, source and masked value it carries.
+ * Parse one raw value for a row into its resolved value, or a secret-free problem. Text (flag,
+ * env) uses the Go syntaxes (docs/operations.md#values); YAML values must have the matching YAML
+ * type, except that a duration may be the number `0` and lists may be a sequence or a
+ * comma-separated string.
+ */
+export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parsed<unknown> {
+  const kind = row.kind;
+  switch (kind.type) {
+    case "string": {
+      const text = textOf(row, raw);
+      if (!text.ok) return text;
+      const value = text.value;
+      if (value === "" && kind.allowEmpty !== true) return fail("must not be empty");
+      const forbidden = [...(kind.forbid ?? "")].find((c) => value.includes(c));
+      if (forbidden !== undefined) {
+        return fail(`${JSON.stringify(value)} contains the character ${JSON.stringify(forbidden)}`);
+      }
+      if (kind.maxLength !== undefined && [...value].length > kind.maxLength) {
+        return fail(`is longer than ${kind.maxLength} characters`);
+      }
+      const problem = kind.check?.(value) ?? null;
+      if (problem !== null) return fail(problem);
+      return { ok: true, value };
+    }
+    case "integer": {
+      let value: number;
+      if (origin === "yaml") {
+        if (typeof raw !== "number" || !Number.isInteger(raw)) {
+          return wrongType(row, "an integer", raw);
+        }
+        if (!Number.isSafeInteger(raw)) return fail(`${raw} is too large`);
+        value = raw;
+      } else {
+        const parsed = parseDecimalInteger(String(raw).trim());
+        if (!parsed.ok) return parsed;
+        value = parsed.value;
+      }
+      if (value < kind.min || (kind.max !== undefined && value > kind.max)) {
+        return fail(
+          kind.max === undefined
+            ? `${value} is below ${kind.min}`
+            : `${value} is outside ${kind.min}..${kind.max}`,
+        );
+      }
+      return { ok: true, value };
+    }
+    case "bytes": {
+      let parsed: Parsed<number>;
+      if (origin === "yaml" && typeof raw === "number") {
+        parsed = Number.isSafeInteger(raw) && raw >= 0
+          ? { ok: true, value: raw }
+          : fail(`${raw} is not a whole number of bytes`);
+      } else {
+        const text = textOf(row, raw);
+        if (!text.ok) return text;
+        parsed = parseByteSize(text.value.trim());
+      }
+      if (!parsed.ok) return parsed;
+      if (parsed.value < kind.min) {
+        return fail(`${formatByteSize(parsed.value)} is below ${formatByteSize(kind.min)}`);
+      }
+      return parsed;
+    }
+    case "boolean": {
+      if (origin === "yaml") {
+        return typeof raw === "boolean"
+          ? { ok: true, value: raw }
+          : wrongType(row, "true or false", raw);
+      }
+      return parseGoBoolean(String(raw).trim());
+    }
+    case "duration": {
+      let parsed: Parsed<number>;
+      if (origin === "yaml" && typeof raw === "number") {
+        if (raw !== 0) {
+          return fail(`the number ${raw} has no unit (write e.g. ${raw}s or ${raw}ms)`);
+        }
+        parsed = { ok: true, value: 0 };
+      } else {
+        const text = textOf(row, raw);
+        if (!text.ok) return text;
+        parsed = parseGoDuration(text.value.trim());
+      }
+      if (!parsed.ok) return parsed;
+      if (parsed.value < 0) return fail(`${JSON.stringify(raw)} is negative`);
+      if (parsed.value === 0 && !kind.allowZero) return fail("must be greater than 0");
+      if (kind.maxMs !== undefined && parsed.value > kind.maxMs) {
+        return fail(`${JSON.stringify(raw)} is longer than ${formatGoDuration(kind.maxMs)}`);
+      }
+      return parsed;
+    }
+    case "enum": {
+      const text = textOf(row, raw);
+      if (!text.ok) return text;
+      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case), resolved to the table's.
+      const lower = text.value.trim().toLowerCase();
+      const match = kind.values.find((v) => v.toLowerCase() === lower);
+      return match === undefined
+        ? fail(`${JSON.stringify(text.value)} is not one of ${kind.values.join(", ")}`)
+        : { ok: true, value: match };
+    }
+    case "host": {
+      const text = textOf(row, raw);
+      return text.ok ? parseHost(text.value.trim()) : text;
+    }
+    case "hostPort": {
+      const text = textOf(row, raw);
+      if (!text.ok) return text;
+      if (kind.emptyDisables === true && text.value.trim() === "") return { ok: true, value: "" };
+      const split = splitHostPort(text.value.trim(), { emptyHost: kind.emptyHost });
+      return split.ok ? { ok: true, value: joinHostPort(split.value) } : split;
+    }
+    case "hostPortList": {
+      const list = listOf(row, raw, origin);
+      if (!list.ok) return list;
+      if (list.value.length === 0) return fail("names no server");
+      const out: string[] = [];
+      for (const entry of list.value) {
+        const split = splitHostPort(entry);
+        if (!split.ok) return split;
+        const joined = joinHostPort(split.value);
+        if (out.includes(joined)) return fail(`names ${JSON.stringify(joined)} twice`);
+        out.push(joined);
+      }
+      return { ok: true, value: out };
+    }
+    case "url": {
+      const text = textOf(row, raw);
+      return text.ok ? parseUrl(text.value.trim(), kind.schemes, kind.hostList === true) : text;
+    }
+    case "mysqlUrl": {
+      const text = textOf(row, raw);
+      if (!text.ok) return text;
+      const parsed = parseMysqlUrl(text.value.trim());
+      if (!parsed.ok && /@(tcp|tcp6|unix)?\(|^[^:/]*(:[^@]*)?@\//.test(text.value)) {
+        return fail(`${parsed.problem}; this looks like a Go DSN, which goes into mysql-dsn`);
+      }
+      return parsed;
+    }
+    case "mysqlDsn": {
+      const text = textOf(row, raw);
+      return text.ok ? mysqlDsnToUrl(text.value.trim()) : text;
+    }
+    case "keyList": {
+      const list = listOf(row, raw, origin);
+      if (!list.ok) return list;
+      const out: string[] = [];
+      for (const entry of list.value) {
+        if (kind.pattern !== undefined && !kind.pattern.test(entry)) {
+          return fail(`${JSON.stringify(entry)} is not one of the ${kind.patternForm ?? "keys"}`);
+        }
+        if (!out.includes(entry)) out.push(entry);
+      }
+      return { ok: true, value: out };
+    }
+  }
+}
+
+/** Accepted form of a row's values for help and errors (`integer 1..700`). */
+export function acceptedForm(row: SettingRow): string {
+  const kind = row.kind;
+  switch (kind.type) {
+    case "string":
+      return `${kind.form ?? "text"}${
+        kind.maxLength === undefined ? "" : `, at most ${kind.maxLength} characters`
+      }`;
+    case "integer": {
+      const range = kind.max === undefined
+        ? `integer >= ${kind.min}`
+        : `integer ${kind.min}..${kind.max}`;
+      return row.unit === undefined ? range : `${range} (${row.unit})`;
+    }
+    case "bytes":
+      return `size in bytes or with a unit (512KiB, 64MiB, 1GiB), at least ${
+        formatByteSize(kind.min)
+      }`;
+    case "boolean":
+      return "true or false (also 1/0, t/f); flag alone = true, --no-<flag> = false";
+    case "duration":
+      return `Go duration such as 250ms, 30s, 5m, 1h30m; ${kind.allowZero ? ">= 0" : "> 0"}${
+        kind.maxMs === undefined ? "" : `, at most ${formatGoDuration(kind.maxMs)}`
+      }`;
+    case "enum":
+      return `one of ${kind.values.join(", ")}`;
+    case "host":
+      return "host name or IP address";
+    case "hostPort":
+      return `${kind.emptyHost ? "host:port (:port = all interfaces)" : "host:port"}${
+        kind.emptyDisables === true ? "; empty = off" : ""
+      }`;
+    case "hostPortList":
+      return "comma-separated host:port list (YAML: a list or a string)";
+    case "url":
+      return kind.form;
+    case "mysqlUrl":
+      return "mysql://user:password@host:port/database";
+    case "mysqlDsn":
+      return "user:password@tcp(host:port)/database?params or user:password@unix(/path)/database";
+    case "keyList":
+      return kind.pattern === undefined
+        ? "comma-separated list (YAML: a list of strings)"
+        : `comma-separated ${kind.patternForm ?? "list"}`;
+  }
+}
+
+const FIXED_METAVARS: Record<Exclude<Kind["type"], "string" | "integer" | "enum">, string> = {
+  bytes: "SIZE",
+  boolean: "",
+  duration: "DURATION",
+  host: "HOST",
+  hostPort: "HOST:PORT",
+  hostPortList: "HOST:PORT[,...]",
+  url: "URL",
+  mysqlUrl: "URL",
+  mysqlDsn: "DSN",
+  keyList: "LIST",
+};
+
+/** Placeholder for the value in usage lines (`--mysql-batch-size N`); `""` for booleans. */
+export function metavarOf(row: SettingRow): string {
+  const kind = row.kind;
+  if (kind.type === "string") return kind.form?.startsWith("path") === true ? "PATH" : "TEXT";
+  if (kind.type === "integer") return row.unit === "days" ? "DAYS" : "N";
+  if (kind.type === "enum") return kind.values.length <= 4 ? kind.values.join("|") : "NAME";
+  return FIXED_METAVARS[kind.type];
+}
+
+function isUrlLike(row: SettingRow): boolean {
+  return row.kind.type === "url" || row.kind.type === "mysqlUrl" || row.kind.type === "mysqlDsn";
+}
+
+/** A raw value as a message may show it: secrets masked, everything else quoted and shortened. */
+export function maskRaw(row: SettingRow, raw: unknown): string {
+  if (row.secret === true) {
+    return isUrlLike(row) && typeof raw === "string" ? JSON.stringify(redactUrl(raw)) : "(hidden)";
+  }
+  const text = typeof raw === "string" ? JSON.stringify(raw) : JSON.stringify(raw) ?? String(raw);
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
+/** A resolved value as a log line or help may show it: secrets masked. */
+export function displayValue(row: SettingRow, value: unknown): string {
+  if (value === undefined) return "(none)";
+  if (row.secret === true) {
+    if (Array.isArray(value)) return value.length === 0 ? "(none)" : `(${value.length} hidden)`;
+    if (value === "") return "(none)";
+    // Only a URL or DSN has a public part worth showing; a password or token is all secret.
+    return typeof value === "string" && isUrlLike(row) ? redactUrl(value) : "(hidden)";
+  }
+  if (Array.isArray(value)) return value.length === 0 ? "(none)" : value.join(",");
+  return String(value);
+}
+
+/**
+ * A setting could not be accepted: refuse to start (exit status 1). The message names the
+ * setting, the source (`env STATUSENGINE_MYSQL_BATCH_SIZE`, `file /etc/x.yml key …`) and the
+ * accepted form; the caller has masked every secret in it and in `rawValue`. A class, not a
+ * `WorkerError` code: the commands catch it by class, and tests read what it carries.
  */
 export class ConfigError extends Error {
-  /** Canonical flag name of the setting (`mysql-batch-size`), or `config` for the file itself. */
+  /** Flag name of the setting (`mysql-batch-size`), or `config` for the file itself. */
   readonly setting: string;
-  /** Where the value came from, e.g. `env STATUSENGINE_MYSQL_BATCH_SIZE`. */
   readonly source: string;
-  /** The offending value as given, with secrets masked; `undefined` when there is none. */
+  /** The offending value, secrets masked. */
   readonly rawValue: string | undefined;
-  /** Process exit status for this condition: the worker refuses to start. */
   readonly exitCode: 1 = 1;
 
-  /**
-   * Create the error; the caller has already masked every secret.
-   *
-   * @param message Complete, secret-free message.
-   * @param details Setting, source, masked raw value and an optional cause.
-   */
   constructor(
     message: string,
     details: { setting: string; source: string; rawValue?: string; cause?: unknown },
@@ -522,4 +710,5 @@ export class ConfigError extends Error {
   }
 }
 
-export { redactUrl } from "../util/redact.ts";
+// One masking rule for every URL the worker prints (D8).
+export { redactUrl };
