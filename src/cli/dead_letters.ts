@@ -160,16 +160,15 @@ function printSummary(s: Summary, io: Io): void {
   io.out(`records: ${s.records}, malformed lines: ${s.malformed}`);
   if (s.records > 0) io.out(`oldest: ${s.oldest ?? "unknown"}, newest: ${s.newest ?? "unknown"}`);
   if (s.groups.length > 0) {
-    const rows = s.groups.map((g) => [g.table ?? `payload of ${g.queue}`, g.reason, `${g.count}`]);
-    const widths = [0, 1].map((i) =>
-      Math.max(i === 0 ? "table".length : "reason".length, ...rows.map((r) => r[i]?.length ?? 0))
-    );
-    const line = (cells: string[]) =>
-      `  ${(cells[0] ?? "").padEnd(widths[0] ?? 0)}  ${(cells[1] ?? "").padEnd(widths[1] ?? 0)}  ${
-        cells[2] ?? ""
-      }`;
-    io.out(line(["table", "reason", "records"]));
-    for (const r of rows) io.out(line(r));
+    const rows = [
+      ["table", "reason", "records"] as const,
+      ...s.groups.map((g) => [g.table ?? `payload of ${g.queue}`, g.reason, `${g.count}`] as const),
+    ];
+    const w1 = Math.max(...rows.map((r) => r[0].length));
+    const w2 = Math.max(...rows.map((r) => r[1].length));
+    for (const [table, reason, n] of rows) {
+      io.out(`  ${table.padEnd(w1)}  ${reason.padEnd(w2)}  ${n}`);
+    }
   }
   for (const m of s.malformedLines) io.out(`malformed ${m}`);
   if (s.malformed > s.malformedLines.length) {

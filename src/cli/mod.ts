@@ -81,7 +81,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
     runStatusCommand(
       {
         gearmanAddr: s.gearmanAddr,
-        rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined,
+        ...rabbitmqTarget(s),
         mysqlUrl: s.mysqlUrl,
         metricsUrl: s.metricsUrl,
         localMetricsUrl: s.metricsPort === 0
@@ -127,14 +127,14 @@ function rabbitmqTarget(s: { readonly consumer: string; readonly rabbitmqUrl: st
   return { rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined };
 }
 
-/** Options of {@link runCli}. */
-export interface CliOptions {
+/**
+ * Options of {@link runCli}, for in-process tests: `signals: false` installs no SIGTERM/SIGINT
+ * handling, `signal` aborts the command like a signal would, `logWrite` receives the log lines.
+ */
+interface CliOptions {
   readonly io?: Io;
-  /** Install SIGTERM/SIGINT handling (off for in-process tests). Default true. */
   readonly signals?: boolean;
-  /** Aborts the command like a signal would (tests). */
   readonly signal?: AbortSignal;
-  /** Receives formatted log lines instead of stdout (tests). */
   readonly logWrite?: (line: string) => void;
 }
 
@@ -295,15 +295,16 @@ export type ReloadableSettings = Readonly<Record<string, unknown>> & {
   readonly logFormat?: LogFormat;
 };
 
-/** What a reload works with; everything injectable so a test can run it in-process. */
-export interface ReloadOptions {
+/**
+ * What a reload works with, injectable so a test can run it in-process: `reread` uses the same
+ * command line and environment and reads the file anew; `reopenDeadLetters` resolves to the
+ * path, null without a file, undefined before the start.
+ */
+interface ReloadOptions {
   readonly current: () => ReloadableSettings;
-  /** Same command line and environment; the file is read anew. */
   readonly reread: () => Promise<ReloadableSettings>;
   readonly adopt: (settings: ReloadableSettings) => void;
-  /** Resolves to the path, null without a file, undefined before the start. */
   readonly reopenDeadLetters: () => Promise<string | null | undefined>;
-  /** Receives log lines instead of stdout (tests). */
   readonly logWrite?: (line: string) => void;
 }
 
