@@ -1,9 +1,7 @@
 /**
  * The `dead-letters` command (docs/running.md#dead-letters): `summary` counts the records of
  * the dead-letter file (D7) by table (or queue) and reason; `replay` hands every record to the
- * pipeline the daemon runs, so a replayed row lands where a redelivered job would have put it,
- * and what is rejected again goes to a new dead-letter file. Replaying twice writes nothing
- * twice; what cannot be replayed safely is said so and copied to the new file.
+ * daemon's pipeline, so a replayed row lands where a redelivered job would have put it.
  *
  * @module
  */

@@ -55,7 +55,6 @@ export const LOSSTEST_QUEUE = "statusngin_hostchecks";
 export const LOSSTEST_TABLE = "statusengine_hostchecks";
 const LOSSTEST_EVENTS_PER_JOB = 100;
 const MAX_PRINTED_RANGES = 20;
-/** Rows deleted per statement by `cleanup`. */
 const CLEANUP_BATCH = 5_000;
 
 const VERIFY_LIMIT_MS = 5 * 60_000;

@@ -1,9 +1,8 @@
 /**
  * The command line: argv → the command table → settings, logging, signal handling → an exit
  * code (`main.ts` is the only caller of `Deno.exit`); and SIGHUP for a running worker
- * (logrotate's `postrotate` sends it; unhandled it would end the process with nothing logged):
- * reopen the dead-letter file, re-read the settings, apply the log level and format, name the
- * settings that need a restart. Every failure of a reload is only logged.
+ * (docs/operations.md, "Reload (SIGHUP)"): unhandled it would end the process with nothing
+ * logged. Every failure of a reload is only logged.
  *
  * @module
  */
@@ -40,7 +39,6 @@ import { runDeadLettersCommand } from "./dead_letters.ts";
 
 const log = getLogger("cli");
 
-/** A command implementation: settings in, exit code out. */
 type Handler<C extends CommandName> = (
   settings: SettingsFor<C>,
   io: Io,
@@ -316,11 +314,6 @@ const FLAG_BY_KEY: ReadonlyMap<string, string> = new Map(
   SETTINGS.map((row) => [settingKeyOf(row), row.flag]),
 );
 
-function changedKeys(before: ReloadableSettings, after: ReloadableSettings): string[] {
-  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
-  return [...keys].filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).sort();
-}
-
 /** Handle one SIGHUP. Never throws. */
 export async function reload(options: ReloadOptions): Promise<void> {
   workerLog.info("SIGHUP received: reopening the dead-letter file and re-reading the settings");
@@ -346,7 +339,8 @@ export async function reload(options: ReloadOptions): Promise<void> {
     });
     return;
   }
-  const changed = changedKeys(before, after);
+  const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+    .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).sort();
   const applied = changed.filter((k) => APPLIED.has(k));
   const waiting = changed.filter((k) => !APPLIED.has(k));
   const level = after.logLevel ?? "info";

@@ -370,10 +370,9 @@ async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
 
 /**
  * Run the `publish` command: prints the seed (synthetic events), progress lines every 2 s, and
- * a final line with jobs, events, duration and rate. Exit codes: 0 published; 1 a job server failed or the file is
- * unusable (a line that is not JSON is reported with its number before anything is
- * published); 2 usage error (unknown queue: the message lists the twelve; bad numbers); 130
- * interrupted by the signal.
+ * a final line with jobs, events, duration and rate. Exit 0 published; 1 a job server failed
+ * or the file is unusable (a line that is not JSON is reported with its number before anything
+ * is published); 2 usage error; 130 interrupted by the signal.
  */
 export async function runPublishCommand(
   options: PublishCommandOptions,

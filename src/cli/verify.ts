@@ -320,11 +320,7 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
   }
 }
 
-async function open(
-  name: "A" | "B",
-  url: string,
-  io: Io,
-): Promise<Side | undefined> {
+async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefined> {
   const opened = await openDatabase(url, `verify: database ${name}`, io, {
     timeoutMs: 10_000,
     exactValues: true,
@@ -352,10 +348,7 @@ async function open(
  * `ERROR verifying table <table>: …`; a last line sums up. Exit 0 when every table is
  * identical; 1 on any difference, table error or connection failure; 2 on a usage error.
  */
-export async function runVerifyCommand(
-  options: VerifyCommandOptions,
-  io: Io,
-): Promise<number> {
+export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): Promise<number> {
   let tables: readonly TableName[];
   let ignored: IgnoredColumns;
   try {

@@ -88,10 +88,8 @@ function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup
 }
 
 /**
- * The text screen: sections for job servers, MySQL and the worker (errors wrapped on their
- * own lines), then the queue table (split into several tables when the job servers do not
- * fit 100 columns side by side), then the write rates of the tables the worker has written
- * to since it started.
+ * The text screen: job servers, MySQL and the worker (errors wrapped on their own lines), the
+ * queue table (split where the job servers do not fit 100 columns), then the write rates.
  */
 export function formatStatusText(report: StatusReport): string[] {
   const lines: string[] = [];

@@ -1,6 +1,5 @@
 /**
- * The Prometheus text exposition format, as much of it as `status` needs to read a worker's
- * `/metrics`.
+ * The Prometheus text exposition format, as much as `status` needs to read a worker's `/metrics`.
  *
  * @module
  */
