@@ -240,7 +240,7 @@ Deno.test("tools: publish stops submitting when its signal aborts and reports wh
   }
   const c = capture();
   const result = await publishJobs("statusngin_logentries", items(), {
-    servers: [gearmand.addr],
+    gearmanAddr: [gearmand.addr],
     io: c.io,
     signal: controller.signal,
   });

@@ -75,14 +75,13 @@ const PROGRESS_COUNT_LIMIT = 10_000_000;
  * included; giving up after a few seconds keeps the worker writing.
  */
 const ALTER_LOCK_WAIT_SECONDS = 10;
-const REPAIR_HINT = "run `statusengine-worker cleanup --repair-partitions` in a quiet hour " +
-  "(docs/retention.md#repair)";
 
 const log = getLogger("cleanup");
 
-/** A table with the age this run applies. */
+/** A table with the age this run applies and its cutoff (null: disabled). */
 interface PlannedTable extends RetentionTable {
   readonly days: number;
+  readonly cutoff: Date | null;
 }
 
 /** What happened to one table so far (also when it was interrupted or failed). */
@@ -97,11 +96,6 @@ interface TableStats {
   needsRepair: boolean;
   /** MySQL refused the ALTER TABLE of its partitions; old rows were deleted row by row instead. */
   alterDenied: boolean;
-}
-
-/** MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR, 1142). */
-function isAccessDenied(err: unknown): boolean {
-  return (err as { errno?: unknown } | null)?.errno === 1142;
 }
 
 /**
@@ -134,8 +128,8 @@ type TableOutcome =
   | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
   | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };
 
-/** Check the options (a RangeError names the bad one) and resolve each table's age. */
-function plan(options: CleanupCommandOptions): PlannedTable[] {
+/** Check the options (a RangeError names the bad one) and resolve each table's age and cutoff. */
+function plan(options: CleanupCommandOptions, now: Date): PlannedTable[] {
   if (!Number.isSafeInteger(options.batchSize) || options.batchSize < 1) {
     throw new RangeError(
       `Cannot run cleanup: the batch size must be an integer ≥ 1, got ${options.batchSize}`,
@@ -165,10 +159,10 @@ function plan(options: CleanupCommandOptions): PlannedTable[] {
       );
     }
   }
-  return RETENTION_TABLES.map((rule) => ({
-    ...rule,
-    days: options.ages[rule.key] ?? rule.defaultDays,
-  }));
+  return RETENTION_TABLES.map((rule) => {
+    const days = options.ages[rule.key] ?? rule.defaultDays;
+    return { ...rule, days, cutoff: days > 0 ? retentionCutoff(now, days) : null };
+  });
 }
 
 function formatRate(rows: number, ms: number): number {
@@ -204,8 +198,6 @@ interface RunContext {
   readonly session: CleanupSession;
   readonly options: CleanupCommandOptions;
   readonly signal: AbortSignal;
-  /** The reference instant of every cutoff. */
-  readonly now: Date;
   readonly today: number;
   readonly io: Io;
 }
@@ -271,18 +263,6 @@ async function deleteInBatches(
   }
 }
 
-/** Log the report of a table whose `p_max` holds rows: what the repair would take. */
-function reportMaxWithRows(table: PlannedTable, layout: WeeklyLayout, plan: MaintenancePlan): void {
-  log.warn("cleanup: p_max holds rows, weeks ahead cannot be laid out", {
-    table: table.table,
-    partition: layout.max?.name ?? "p_max",
-    "rows_estimate": layout.max?.rowsEstimate ?? 0,
-    "weeks_missing": plan.blockedWeeks,
-    "repair_steps_at_least": repairStepCount(plan.blockedWeeks),
-    hint: REPAIR_HINT,
-  });
-}
-
 /** One table of a normal or dry run. */
 async function processTable(ctx: RunContext, table: PlannedTable): Promise<TableOutcome> {
   const { session, signal, options } = ctx;
@@ -296,7 +276,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     needsRepair: false,
     alterDenied: false,
   };
-  const cutoffDate = table.days > 0 ? retentionCutoff(ctx.now, table.days) : null;
+  const cutoffDate = table.cutoff;
   const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
   try {
     const layout = await session.readLayout(table);
@@ -309,7 +289,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       });
     }
     if (layout.kind !== "weekly") {
-      if (cutoffDate === null || cutoff === null) {
+      if (cutoffDate === null) {
         if (options.dryRun === true) {
           ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
         }
@@ -319,7 +299,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         await dryRunDelete(ctx, table, { where: "table", from: "table" }, cutoffDate, stats, []);
         return { kind: "finished", stats };
       }
-      return await deleteInBatches(ctx, table, "table", cutoff, stats);
+      return await deleteInBatches(ctx, table, "table", unixSeconds(cutoffDate), stats);
     }
 
     const weekly = layout.layout;
@@ -327,7 +307,17 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       await session.partitionHasRows(table.table, weekly.max.name);
     const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
     stats.needsRepair = maxHasRows;
-    if (maintenance.blockedWeeks > 0 || maxHasRows) reportMaxWithRows(table, weekly, maintenance);
+    if (maintenance.blockedWeeks > 0 || maxHasRows) {
+      log.warn("cleanup: p_max holds rows, weeks ahead cannot be laid out", {
+        table: table.table,
+        partition: weekly.max?.name ?? "p_max",
+        "rows_estimate": weekly.max?.rowsEstimate ?? 0,
+        "weeks_missing": maintenance.blockedWeeks,
+        "repair_steps_at_least": repairStepCount(maintenance.blockedWeeks),
+        hint: "run `statusengine-worker cleanup --repair-partitions` in a quiet hour " +
+          "(docs/retention.md#repair)",
+      });
+    }
     if (options.dryRun === true) {
       stats.added = maintenance.add.map((p) => p.name);
       stats.dropped = maintenance.drop.map((p) => p.name);
@@ -354,7 +344,8 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     try {
       await maintainPartitions(ctx, table, weekly, maintenance, stats);
     } catch (err: unknown) {
-      if (!isAccessDenied(err)) throw err;
+      // Only MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR).
+      if ((err as { errno?: unknown } | null)?.errno !== 1142) throw err;
       // Without ALTER the old rows can still go: DELETE over the whole table, expired weeks
       // included, as for a table that is not partitioned. The run ends with the advice.
       stats.alterDenied = true;
@@ -433,9 +424,8 @@ async function dryRunDelete(
 
 /**
  * Run the `cleanup` command over {@linkcode RETENTION_TABLES}, one table after another
- * (docs/retention.md). A failing table
- * is logged and the run continues; when `signal` aborts, no new statement starts and the rest
- * is left for the next run.
+ * (docs/retention.md). A failing table is logged and the run continues; when `signal` aborts,
+ * no new statement starts and the rest is left for the next run.
  *
  * @returns 0 when every table finished or the run was interrupted; 1 when a table failed, an
  *   option is invalid, MySQL cannot be reached before the run, or (not in a dry run) the account
@@ -448,10 +438,11 @@ export async function runCleanupCommand(
 ): Promise<number> {
   const runStarted = performance.now();
   const shownUrl = redactUrl(options.mysqlUrl);
+  const now = options.now ?? new Date();
   let tables: PlannedTable[];
   let connectionOptions: MysqlUrlOptions;
   try {
-    tables = plan(options);
+    tables = plan(options, now);
     connectionOptions = mysqlOptionsFromUrl(options.mysqlUrl);
     if (connectionOptions.database === undefined) {
       throw new TypeError(
@@ -465,7 +456,6 @@ export async function runCleanupCommand(
   }
   const password = connectionOptions.password;
   const scrub = (text: string): string => redactText(text, password);
-  const now = options.now ?? new Date();
   const dryRun = options.dryRun === true;
   const enabled = tables.filter((t) => t.days > 0);
   log.info(options.repairPartitions === true ? "cleanup: repair starting" : "cleanup: starting", {
@@ -505,7 +495,7 @@ export async function runCleanupCommand(
       io.err(message);
       return 1;
     }
-    const ctx: RunContext = { session, options, signal, now, today: dayNumber(now), io };
+    const ctx: RunContext = { session, options, signal, today: dayNumber(now), io };
     // Said once, before any table: the dry run as a warning; the run deletes what it can and
     // ends with an error, since the weeks ahead will run out.
     const grantAdvice = await partitionGrantAdvice(session, tables);
@@ -522,7 +512,7 @@ export async function runCleanupCommand(
     const alterDenied: string[] = [];
     for (const [index, table] of tables.entries()) {
       if (signal.aborted) return interrupted(total.rows, tables.length - index);
-      const cutoffDate = table.days > 0 ? retentionCutoff(now, table.days) : null;
+      const cutoffDate = table.cutoff;
       if (cutoffDate === null) {
         log.info("cleanup: table disabled, nothing is deleted", {
           table: table.table,

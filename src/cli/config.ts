@@ -28,25 +28,27 @@ import { workerConfigFrom } from "./run.ts";
 
 const PROGRAM = "statusengine-worker";
 
-/** One setting as `config --json` prints it; values in flag syntax (30s, 64MiB, a,b). */
+/**
+ * One setting as `config --json` prints it: values in flag syntax (30s, 64MiB, a,b), secrets
+ * masked; `source` `flag --x`, `env NAME`, `file PATH key K`, `default` or `none`; `origin`
+ * `legacy` for a translated PHP config.yml key or SE_* variable.
+ */
 interface ConfigEntry {
-  /** Secrets masked; null when it has none. */
   readonly value: string | null;
-  /** `flag --x`, `env NAME`, `file PATH key K`, `default`, `none`. */
   readonly source: string;
-  /** `legacy` for a translated PHP config.yml key or SE_* variable. */
   readonly origin: SourceKind;
   readonly default: string | null;
   readonly secret: boolean;
 }
 
-/** What `config --json` prints. */
+/**
+ * What `config --json` prints: `settings` by flag name in help order (absent when the command
+ * line or a value was refused), `error` why the command would refuse to start.
+ */
 interface ConfigDocument {
   readonly command: CommandName;
-  /** By flag name, in help order; absent when the command line or a value was refused. */
   readonly settings?: Record<string, ConfigEntry>;
   readonly warnings: string[];
-  /** Why the command would refuse to start. */
   readonly error?: string;
 }
 
@@ -60,6 +62,7 @@ function ownFlagName(arg: string): string | undefined {
   return name === "json" || name === "no-json" ? name : undefined;
 }
 
+/** config's own flags, the command whose settings it shows, and that command's line. */
 interface Split {
   readonly own: string[];
   readonly command: CommandName;
@@ -72,10 +75,8 @@ function splitArgs(argv: readonly string[]): Split {
   const own = argv.slice(0, i);
   const next = argv[i];
   if (next !== undefined && !next.startsWith("-")) {
-    if (!isCommand(next)) {
-      // Same message (and suggestion) as for the command line itself.
-      parseCommandLine([next]);
-    }
+    // Same message (and suggestion) as for the command line itself.
+    if (!isCommand(next)) parseCommandLine([next]);
     if (next === "config") {
       throw new WorkerError(
         "usage",

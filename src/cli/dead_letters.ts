@@ -1,9 +1,7 @@
 /**
  * The `dead-letters` command (docs/running.md#dead-letters): `summary` counts the records of
  * the dead-letter file (D7) by table (or queue) and reason; `replay` hands every record to the
- * pipeline the daemon runs, so a replayed row lands where a redelivered job would have put it,
- * and what is rejected again goes to a new dead-letter file. Replaying twice writes nothing
- * twice; what cannot be replayed safely is said so and copied to the new file.
+ * daemon's pipeline, so a replayed row lands where a redelivered job would have put it.
  *
  * @module
  */
@@ -90,6 +88,17 @@ function recordProblem(doc: unknown): string | undefined {
 /** Malformed lines listed by number in the output; the rest are only counted. */
 const MALFORMED_SHOWN = 10;
 
+/** Count a malformed line and keep its `line N: why` among the first {@link MALFORMED_SHOWN}. */
+function noteMalformed(
+  into: { malformed: number; readonly malformedLines: string[] },
+  item: { readonly line: number; readonly malformed: string },
+): void {
+  into.malformed++;
+  if (into.malformedLines.length < MALFORMED_SHOWN) {
+    into.malformedLines.push(`line ${item.line}: ${item.malformed}`);
+  }
+}
+
 /** The counts of one table (null: a payload of the queue) and reason. */
 interface Group {
   readonly table: string | null;
@@ -101,32 +110,32 @@ interface Group {
 /** What `summary` prints (`--json` as is). */
 interface Summary {
   readonly file: string;
-  readonly records: number;
-  readonly oldest: string | null;
-  readonly newest: string | null;
-  readonly groups: Group[];
-  readonly malformed: number;
-  /** `line N: why` of the first {@link MALFORMED_SHOWN}. */
+  records: number;
+  oldest: string | null;
+  newest: string | null;
+  groups: Group[];
+  malformed: number;
   readonly malformedLines: string[];
 }
 
 async function summarise(path: string): Promise<Summary> {
   const groups = new Map<string, Group>();
-  let records = 0;
-  let malformed = 0;
-  const malformedLines: string[] = [];
-  let oldest: string | null = null;
-  let newest: string | null = null;
+  const s: Summary = {
+    file: path,
+    records: 0,
+    oldest: null,
+    newest: null,
+    groups: [],
+    malformed: 0,
+    malformedLines: [],
+  };
   for await (const item of readRecords(path)) {
     if ("malformed" in item) {
-      malformed++;
-      if (malformedLines.length < MALFORMED_SHOWN) {
-        malformedLines.push(`line ${item.line}: ${item.malformed}`);
-      }
+      noteMalformed(s, item);
       continue;
     }
     const r = item.record;
-    records++;
+    s.records++;
     const table = r.row === undefined ? null : r.table ?? null;
     const key = JSON.stringify([table, r.queue, r.reason]);
     const group = groups.get(key);
@@ -134,14 +143,14 @@ async function summarise(path: string): Promise<Summary> {
     else group.count++;
     // ISO-8601 times in UTC, as the worker writes them, order as text.
     if (typeof r.time === "string") {
-      if (oldest === null || r.time < oldest) oldest = r.time;
-      if (newest === null || r.time > newest) newest = r.time;
+      if (s.oldest === null || r.time < s.oldest) s.oldest = r.time;
+      if (s.newest === null || r.time > s.newest) s.newest = r.time;
     }
   }
-  const sorted = [...groups.values()].sort((a, b) =>
+  s.groups = [...groups.values()].sort((a, b) =>
     b.count - a.count || (a.table ?? a.queue).localeCompare(b.table ?? b.queue)
   );
-  return { file: path, records, oldest, newest, groups: sorted, malformed, malformedLines };
+  return s;
 }
 
 function printSummary(s: Summary, io: Io): void {
@@ -149,16 +158,15 @@ function printSummary(s: Summary, io: Io): void {
   io.out(`records: ${s.records}, malformed lines: ${s.malformed}`);
   if (s.records > 0) io.out(`oldest: ${s.oldest ?? "unknown"}, newest: ${s.newest ?? "unknown"}`);
   if (s.groups.length > 0) {
-    const rows = s.groups.map((g) => [g.table ?? `payload of ${g.queue}`, g.reason, `${g.count}`]);
-    const widths = [0, 1].map((i) =>
-      Math.max(i === 0 ? "table".length : "reason".length, ...rows.map((r) => r[i]?.length ?? 0))
-    );
-    const line = (cells: string[]) =>
-      `  ${(cells[0] ?? "").padEnd(widths[0] ?? 0)}  ${(cells[1] ?? "").padEnd(widths[1] ?? 0)}  ${
-        cells[2] ?? ""
-      }`;
-    io.out(line(["table", "reason", "records"]));
-    for (const r of rows) io.out(line(r));
+    const rows = [
+      ["table", "reason", "records"] as const,
+      ...s.groups.map((g) => [g.table ?? `payload of ${g.queue}`, g.reason, `${g.count}`] as const),
+    ];
+    const w1 = Math.max(...rows.map((r) => r[0].length));
+    const w2 = Math.max(...rows.map((r) => r[1].length));
+    for (const [table, reason, n] of rows) {
+      io.out(`  ${table.padEnd(w1)}  ${reason.padEnd(w2)}  ${n}`);
+    }
   }
   for (const m of s.malformedLines) io.out(`malformed ${m}`);
   if (s.malformed > s.malformedLines.length) {
@@ -205,15 +213,6 @@ interface ReplayResult {
   malformed: number;
   malformedLines: string[];
   interrupted: boolean;
-}
-
-/**
- * The new file's name: the replayed file's with the replay's time, so a second replay never
- * appends to the first one's left-overs.
- */
-function leftOverPath(file: string, now: Date): string {
-  const stamp = now.toISOString().replace(/[-:]/g, "");
-  return `${file}.replay-${stamp}`;
 }
 
 /** How many replayed records may wait for their commit at once (a few batches per table). */
@@ -324,7 +323,7 @@ async function replay(
     malformedLines: [],
     interrupted: false,
   };
-  const target = options.target;
+  const { target } = options;
   // Opened on the first record left over: a replay where everything went in leaves no file.
   const leftOver = new DeadLetterFile(target);
   const leave = async (record: DeadLetterRecord) => {
@@ -401,10 +400,7 @@ async function replay(
     for await (const item of readRecords(options.file)) {
       if (signal.aborted) break;
       if ("malformed" in item) {
-        result.malformed++;
-        if (result.malformedLines.length < MALFORMED_SHOWN) {
-          result.malformedLines.push(`line ${item.line}: ${item.malformed}`);
-        }
+        noteMalformed(result, item);
         continue;
       }
       const r = item.record;
@@ -480,10 +476,11 @@ function printReplay(r: ReplayResult, io: Io): void {
 
 /**
  * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed
- * lines included); `replay` 0 only when every record was replayed, 1 when any failed again, was not replayable or a line was
- * malformed (the output names the file they went to), 130 when interrupted; 1 when the file
- * cannot be read, MySQL not reached or the records left over could not be written beside the
- * file (refused before anything is replayed); 2 for `replay` without a file.
+ * lines included); `replay` 0 only when every record was replayed, 1 when any failed again,
+ * was not replayable or a line was malformed (the output names the file they went to), 130
+ * when interrupted; 1 when the file cannot be read, MySQL not reached or the records left over
+ * could not be written beside the file (refused before anything is replayed); 2 for `replay`
+ * without a file.
  */
 export async function runDeadLettersCommand(
   options: DeadLettersOptions,
@@ -511,7 +508,9 @@ export async function runDeadLettersCommand(
     );
     return USAGE_EXIT_CODE;
   }
-  const target = leftOverPath(options.file, (options.now ?? (() => new Date()))());
+  // Stamped with the replay's time, so a second replay never appends to the first one's left-overs.
+  const stamp = (options.now ?? (() => new Date()))().toISOString().replace(/[-:]/g, "");
+  const target = `${options.file}.replay-${stamp}`;
   const problem = await leftOverProblem(options.file, target, options.deadLetterFile);
   if (problem !== undefined) {
     io.err(`statusengine-worker: dead-letters replay: ${problem}`);

@@ -28,8 +28,7 @@ import {
   USAGE_EXIT_CODE,
 } from "./publish.ts";
 
-/** The three modes of the command. */
-export type LosstestMode = "publish" | "verify" | "cleanup";
+type LosstestMode = "publish" | "verify" | "cleanup";
 
 /** Options of the `losstest` command. */
 export interface LosstestCommandOptions extends BrokerTarget {
@@ -56,7 +55,6 @@ export const LOSSTEST_QUEUE = "statusngin_hostchecks";
 export const LOSSTEST_TABLE = "statusengine_hostchecks";
 const LOSSTEST_EVENTS_PER_JOB = 100;
 const MAX_PRINTED_RANGES = 20;
-/** Rows deleted per statement by `cleanup`. */
 const CLEANUP_BATCH = 5_000;
 
 const VERIFY_LIMIT_MS = 5 * 60_000;
@@ -173,24 +171,15 @@ export type SeqRange = readonly [first: number, last: number];
  * tolerated; descending input throws a RangeError.
  */
 export function compressRanges(ascending: Iterable<number>): SeqRange[] {
-  const out: SeqRange[] = [];
-  let first = -1;
-  let last = -1;
-  let open = false;
+  const out: [number, number][] = [];
   for (const n of ascending) {
-    if (open && n < last) {
-      throw new RangeError(`Cannot compress ranges: ${n} follows ${last}; input must ascend`);
+    const range = out.at(-1);
+    if (range !== undefined && n < range[1]) {
+      throw new RangeError(`Cannot compress ranges: ${n} follows ${range[1]}; input must ascend`);
     }
-    if (open && n <= last + 1) {
-      last = Math.max(last, n);
-      continue;
-    }
-    if (open) out.push([first, last]);
-    first = n;
-    last = n;
-    open = true;
+    if (range !== undefined && n <= range[1] + 1) range[1] = n;
+    else out.push([n, n]);
   }
-  if (open) out.push([first, last]);
   return out;
 }
 
@@ -211,17 +200,17 @@ export function formatRanges(ranges: readonly SeqRange[], max = MAX_PRINTED_RANG
   return shown.join(", ");
 }
 
-/** What `verify` found. */
-export interface LossReport {
+/**
+ * What `verify` found: `rows` counts every marker row, `distinct` the sequence numbers in
+ * 0 … count − 1; `duplicates` are rows beyond the first of a number (impossible with upserts,
+ * D1), `outOfRange` rows ≥ count (a larger earlier run with the same id).
+ */
+interface LossReport {
   readonly count: number;
-  /** Marker rows found, including duplicates and rows outside 0 … count − 1. */
   readonly rows: number;
-  /** Distinct sequence numbers in 0 … count − 1 that were found. */
   readonly distinct: number;
   readonly missing: number;
-  /** Rows beyond the first for a sequence number (should be impossible, D1 with upserts). */
   readonly duplicates: number;
-  /** Rows whose sequence number is ≥ count (a larger earlier run with the same id). */
   readonly outOfRange: number;
   readonly missingRanges: SeqRange[];
 }
@@ -393,7 +382,7 @@ async function publishRun(
 /**
  * Open the worker's database under the mode's time limit (or print why not: exit 1), run
  * `body` and close. `remaining()` bounds each statement by what is left of the limit;
- * `stopped()` is the message and exit code once the limit (1) or the signal (130) struck.
+ * `stop(detail)` says why the limit (exit 1) or the signal (130) struck and returns the code.
  */
 async function onDatabase(
   options: LosstestCommandOptions,
@@ -404,7 +393,7 @@ async function onDatabase(
   body: (conn: MysqlConnection, limit: {
     readonly signal: AbortSignal;
     readonly remaining: () => number;
-    readonly stopped: () => [string, number];
+    readonly stop: (detail?: string) => number;
   }) => Promise<number>,
 ): Promise<number> {
   using limit = deadline(limitMs, signal);
@@ -417,11 +406,15 @@ async function onDatabase(
     return await body(conn, {
       signal: limit.signal,
       remaining: () => Math.max(1, Math.floor(limit.remainingMs())),
-      stopped: () => {
+      stop: (detail = "") => {
         const reason: unknown = limit.signal.reason;
-        return reason instanceof DOMException && reason.name === "TimeoutError"
-          ? [`${mode} exceeded its ${limitMs / 60_000}-minute limit`, 1]
-          : [`${mode} was interrupted`, INTERRUPTED_EXIT_CODE];
+        const timedOut = reason instanceof DOMException && reason.name === "TimeoutError";
+        io.err(
+          `Cannot finish losstest ${mode}: ${mode} ${
+            timedOut ? `exceeded its ${limitMs / 60_000}-minute limit` : "was interrupted"
+          }${detail}`,
+        );
+        return timedOut ? 1 : INTERRUPTED_EXIT_CODE;
       },
     });
   } finally {
@@ -511,11 +504,7 @@ function verifyRun(
     try {
       let after = "";
       for (;;) {
-        if (limit.signal.aborted) {
-          const [why, code] = limit.stopped();
-          io.err(`Cannot finish losstest verify: ${why}`);
-          return code;
-        }
+        if (limit.signal.aborted) return limit.stop();
         const page = await countLosstestMarkers(
           conn,
           LOSSTEST_TABLE,
@@ -636,11 +625,7 @@ function cleanupRun(
     try {
       for (;;) {
         if (limit.signal.aborted) {
-          const [why, code] = limit.stopped();
-          io.err(
-            `Cannot finish losstest cleanup: ${why} after deleting ${deleted} rows of run "${runId}"`,
-          );
-          return code;
+          return limit.stop(` after deleting ${deleted} rows of run "${runId}"`);
         }
         const affected = await deleteLosstestBatch(
           conn,

@@ -1,9 +1,8 @@
 /**
  * The command line: argv → the command table → settings, logging, signal handling → an exit
  * code (`main.ts` is the only caller of `Deno.exit`); and SIGHUP for a running worker
- * (logrotate's `postrotate` sends it; unhandled it would end the process with nothing logged):
- * reopen the dead-letter file, re-read the settings, apply the log level and format, name the
- * settings that need a restart. Every failure of a reload is only logged.
+ * (docs/operations.md, "Reload (SIGHUP)"): unhandled it would end the process with nothing
+ * logged. Every failure of a reload is only logged.
  *
  * @module
  */
@@ -40,7 +39,6 @@ import { runDeadLettersCommand } from "./dead_letters.ts";
 
 const log = getLogger("cli");
 
-/** A command implementation: settings in, exit code out. */
 type Handler<C extends CommandName> = (
   settings: SettingsFor<C>,
   io: Io,
@@ -81,7 +79,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
     runStatusCommand(
       {
         gearmanAddr: s.gearmanAddr,
-        rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined,
+        ...rabbitmqTarget(s),
         mysqlUrl: s.mysqlUrl,
         metricsUrl: s.metricsUrl,
         localMetricsUrl: s.metricsPort === 0
@@ -127,14 +125,14 @@ function rabbitmqTarget(s: { readonly consumer: string; readonly rabbitmqUrl: st
   return { rabbitmqUrl: s.consumer === "rabbitmq" ? s.rabbitmqUrl : undefined };
 }
 
-/** Options of {@link runCli}. */
-export interface CliOptions {
+/**
+ * Options of {@link runCli}, for in-process tests: `signals: false` installs no SIGTERM/SIGINT
+ * handling, `signal` aborts the command like a signal would, `logWrite` receives the log lines.
+ */
+interface CliOptions {
   readonly io?: Io;
-  /** Install SIGTERM/SIGINT handling (off for in-process tests). Default true. */
   readonly signals?: boolean;
-  /** Aborts the command like a signal would (tests). */
   readonly signal?: AbortSignal;
-  /** Receives formatted log lines instead of stdout (tests). */
   readonly logWrite?: (line: string) => void;
 }
 
@@ -295,15 +293,16 @@ export type ReloadableSettings = Readonly<Record<string, unknown>> & {
   readonly logFormat?: LogFormat;
 };
 
-/** What a reload works with; everything injectable so a test can run it in-process. */
-export interface ReloadOptions {
+/**
+ * What a reload works with, injectable so a test can run it in-process: `reread` uses the same
+ * command line and environment and reads the file anew; `reopenDeadLetters` resolves to the
+ * path, null without a file, undefined before the start.
+ */
+interface ReloadOptions {
   readonly current: () => ReloadableSettings;
-  /** Same command line and environment; the file is read anew. */
   readonly reread: () => Promise<ReloadableSettings>;
   readonly adopt: (settings: ReloadableSettings) => void;
-  /** Resolves to the path, null without a file, undefined before the start. */
   readonly reopenDeadLetters: () => Promise<string | null | undefined>;
-  /** Receives log lines instead of stdout (tests). */
   readonly logWrite?: (line: string) => void;
 }
 
@@ -314,11 +313,6 @@ const APPLIED: ReadonlySet<string> = new Set(["logLevel", "logFormat"]);
 const FLAG_BY_KEY: ReadonlyMap<string, string> = new Map(
   SETTINGS.map((row) => [settingKeyOf(row), row.flag]),
 );
-
-function changedKeys(before: ReloadableSettings, after: ReloadableSettings): string[] {
-  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
-  return [...keys].filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).sort();
-}
 
 /** Handle one SIGHUP. Never throws. */
 export async function reload(options: ReloadOptions): Promise<void> {
@@ -345,7 +339,8 @@ export async function reload(options: ReloadOptions): Promise<void> {
     });
     return;
   }
-  const changed = changedKeys(before, after);
+  const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+    .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).sort();
   const applied = changed.filter((k) => APPLIED.has(k));
   const waiting = changed.filter((k) => !APPLIED.has(k));
   const level = after.logLevel ?? "info";

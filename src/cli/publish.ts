@@ -34,9 +34,11 @@ export interface BrokerTarget {
   readonly rabbitmqDeclare?: QueueDeclareMode | undefined;
 }
 
-/** Options of the `publish` command. */
-export interface PublishCommandOptions extends BrokerTarget {
-  /** One of the twelve queues. */
+/** Job servers (`host:port`, jobs spread round-robin) and the broker a command publishes to. */
+type Target = BrokerTarget & { readonly gearmanAddr: readonly string[] };
+
+/** Options of the `publish` command (docs/operations.md#publish). */
+export interface PublishCommandOptions extends Target {
   readonly queue: string;
   /** Synthetic events to publish (ignored with `fromFile`), ≥ 1. */
   readonly count: number;
@@ -46,8 +48,6 @@ export interface PublishCommandOptions extends BrokerTarget {
   readonly form?: JobForm | undefined;
   /** Publish recorded payloads instead: NDJSON, one job per line, blank lines skipped. */
   readonly fromFile?: string | undefined;
-  /** Job servers (`host:port`); jobs are spread over them round-robin. */
-  readonly gearmanAddr: readonly string[];
   /** PRNG seed of the synthetic events; default random (printed, so a run can be repeated). */
   readonly seed?: number;
 }
@@ -58,28 +58,25 @@ export interface PublishItem {
   readonly events: number;
 }
 
-/** Outcome of {@linkcode publishJobs}: what the broker confirmed. */
-export interface PublishResult {
+/** What the broker confirmed; `durationMs` from the first submission to the last confirmation. */
+interface PublishResult {
   readonly jobs: number;
   readonly events: number;
-  /** Wall time from the first submission to the last confirmation. */
   readonly durationMs: number;
-  /** True when the signal stopped publishing early. */
+  /** The signal stopped publishing early. */
   readonly interrupted: boolean;
 }
 
-/** Options of {@linkcode publishJobs}. */
-export interface PublishJobsOptions extends BrokerTarget {
-  /** Job servers; job `i` goes to server `i mod n`. Ignored with `rabbitmqUrl`. */
-  readonly servers: readonly string[];
-  /** Progress lines go to `io.out`. */
+/**
+ * Options of {@linkcode publishJobs}: job `i` goes to job server `i mod n` (unless
+ * `rabbitmqUrl`); progress lines (with the totals when known) go to `io.out`; `signal` stops
+ * submitting, what is in flight is still awaited.
+ */
+interface PublishJobsOptions extends Target {
   readonly io: Io;
-  /** Totals for the progress lines, when known. */
   readonly totalJobs?: number;
   readonly totalEvents?: number;
-  /** Stops submitting; what is in flight is still awaited. */
   readonly signal?: AbortSignal | undefined;
-  /** Milliseconds between progress lines; default 2000. */
   readonly progressIntervalMs?: number;
 }
 
@@ -185,7 +182,7 @@ interface Lanes {
 }
 
 async function openLanes(queue: string, options: PublishJobsOptions): Promise<Lanes> {
-  const { servers, signal } = options;
+  const { gearmanAddr: servers, signal } = options;
   if (options.rabbitmqUrl !== undefined) {
     const publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
       durableQueues: options.rabbitmqDurableQueues ?? false,
@@ -229,9 +226,6 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
   };
 }
 
-/** Job servers and where a command publishes (`publish`, `losstest publish`). */
-type Target = BrokerTarget & { readonly gearmanAddr: readonly string[] };
-
 /** Publish to a command's target and print the summary line; 0, or 130 when interrupted. */
 export async function publishToTarget(
   queue: string,
@@ -241,24 +235,14 @@ export async function publishToTarget(
   io: Io,
   signal: AbortSignal | undefined,
 ): Promise<number> {
-  const result = await publishJobs(queue, items, {
-    servers: target.gearmanAddr,
-    rabbitmqUrl: target.rabbitmqUrl,
-    rabbitmqDurableQueues: target.rabbitmqDurableQueues,
-    rabbitmqDeclare: target.rabbitmqDeclare,
-    io,
-    ...totals,
-    signal,
-  });
+  const result = await publishJobs(queue, items, { ...target, io, ...totals, signal });
   const where = target.rabbitmqUrl === undefined ? target.gearmanAddr.length : targetLabel(target);
   io.out(summaryLine(queue, result, where));
   return result.interrupted ? INTERRUPTED_EXIT_CODE : 0;
 }
 
 /** The job servers, or `RabbitMQ <url>` with the password masked. */
-export function targetLabel(
-  options: { readonly gearmanAddr: readonly string[]; readonly rabbitmqUrl?: string | undefined },
-): string {
+export function targetLabel(options: Target): string {
   return options.rabbitmqUrl === undefined
     ? options.gearmanAddr.join(", ")
     : `RabbitMQ ${redactAmqpUrl(options.rabbitmqUrl)}`;
@@ -297,9 +281,8 @@ function* counted(
   }
 }
 
-/** One line of a file, without its line break (and without a trailing CR). */
+/** One line of a file (`number` 1-based), without its line break and a trailing CR. */
 interface FileLine {
-  /** 1-based line number. */
   readonly number: number;
   readonly bytes: Uint8Array;
 }
@@ -386,13 +369,10 @@ async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
 }
 
 /**
- * Run the `publish` command.
- *
- * Prints the seed (synthetic events), progress lines every 2 s, and a final line with jobs,
- * events, duration and rate. Exit codes: 0 published; 1 a job server failed or the file is
- * unusable (a line that is not JSON is reported with its number before anything is
- * published); 2 usage error (unknown queue: the message lists the twelve; bad numbers); 130
- * interrupted by the signal.
+ * Run the `publish` command: prints the seed (synthetic events), progress lines every 2 s, and
+ * a final line with jobs, events, duration and rate. Exit 0 published; 1 a job server failed
+ * or the file is unusable (a line that is not JSON is reported with its number before anything
+ * is published); 2 usage error; 130 interrupted by the signal.
  */
 export async function runPublishCommand(
   options: PublishCommandOptions,

@@ -1,6 +1,6 @@
 /**
- * The `run` command: settings → {@link WorkerConfig}, start, wait for
- * SIGTERM/SIGINT, shut down in order, exit 0 (docs/shutdown.md).
+ * The `run` command: settings → {@link WorkerConfig}, start, wait for SIGTERM/SIGINT, shut
+ * down in order, exit 0 (docs/shutdown.md).
  *
  * @module
  */

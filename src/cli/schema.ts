@@ -36,18 +36,13 @@ export interface SchemaCommandOptions {
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * Run the `schema` command.
- *
- * Without `check`: create the database (if `createDatabase` and it is missing) and every
- * missing table, then print the differences that remain in existing tables (they are never
- * altered). Exit code 0, or 1 when the server cannot be reached or something cannot be
- * created. With `check`: change nothing, print every difference, exit 1 if there is any (or
- * on failure). The URL is printed only through `redactUrl` (D8).
+ * Run the `schema` command. Without `check`: create the database (if `createDatabase` and it
+ * is missing) and every missing table, print the differences left in existing tables (never
+ * altered); exit 0, or 1 when the server cannot be reached or something cannot be created.
+ * With `check`: change nothing, print every difference, exit 1 if there is any (or on failure).
+ * The URL is printed only through `redactUrl` (D8).
  */
-export async function runSchemaCommand(
-  options: SchemaCommandOptions,
-  io: Io,
-): Promise<number> {
+export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): Promise<number> {
   const shownUrl = redactUrl(options.mysqlUrl);
   let connectionOptions: MysqlUrlOptions;
   try {

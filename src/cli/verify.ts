@@ -22,16 +22,16 @@ import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { redactText } from "../util/redact.ts";
 
-/** Options of the `verify` command. */
+/**
+ * Options of the `verify` command: database A (e.g. the legacy worker's) and B (e.g. ours);
+ * `tables` default {@linkcode DEFAULT_VERIFY_TABLES}; `limit` newest rows per table and
+ * database; `ignoreColumns` entries `column` (every table) or `table.column`.
+ */
 export interface VerifyCommandOptions {
-  /** Database A (e.g. the legacy worker's) and B (e.g. ours). */
   readonly mysqlUrlA: string;
   readonly mysqlUrlB: string;
-  /** Default {@linkcode DEFAULT_VERIFY_TABLES}. De-duplicated and sorted. */
   readonly tables?: readonly string[] | undefined;
-  /** Newest rows per table and database, ≥ 1. */
   readonly limit: number;
-  /** `column` (every table) or `table.column`; those columns are not compared. */
   readonly ignoreColumns?: readonly string[];
 }
 
@@ -137,27 +137,25 @@ function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
 /** A row as read: column name → value. */
 type DbRow = Readonly<Record<string, unknown>>;
 
-/** The comparison of one table. */
+/**
+ * The comparison of one table: rows in both `equal` or `different` (in one column at least),
+ * rows differing per column in compare order, up to {@linkcode EXAMPLES_PER_TABLE} examples.
+ */
 interface TableDiff {
   readonly rowsA: number;
   readonly rowsB: number;
-  /** Rows present in both with every compared column equal. */
   readonly equal: number;
   readonly onlyInA: number;
   readonly onlyInB: number;
-  /** Rows present in both with at least one differing column. */
   readonly different: number;
-  /** Rows that differ, per column, in the order columns were compared. */
   readonly columns: ReadonlyMap<string, number>;
-  /** Up to {@linkcode EXAMPLES_PER_TABLE} human-readable mismatches. */
   readonly examples: readonly string[];
 }
 
+/** `columns` in print order; `doubleColumns` compared at {@linkcode DOUBLE_DIGITS} digits. */
 interface DiffOptions {
   readonly key: readonly string[];
-  /** Columns to compare, in print order. */
   readonly columns: readonly string[];
-  /** Columns compared at {@linkcode DOUBLE_DIGITS} significant digits. */
   readonly doubleColumns: ReadonlySet<string>;
 }
 
@@ -322,11 +320,7 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
   }
 }
 
-async function open(
-  name: "A" | "B",
-  url: string,
-  io: Io,
-): Promise<Side | undefined> {
+async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefined> {
   const opened = await openDatabase(url, `verify: database ${name}`, io, {
     timeoutMs: 10_000,
     exactValues: true,
@@ -354,10 +348,7 @@ async function open(
  * `ERROR verifying table <table>: …`; a last line sums up. Exit 0 when every table is
  * identical; 1 on any difference, table error or connection failure; 2 on a usage error.
  */
-export async function runVerifyCommand(
-  options: VerifyCommandOptions,
-  io: Io,
-): Promise<number> {
+export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): Promise<number> {
   let tables: readonly TableName[];
   let ignored: IgnoredColumns;
   try {

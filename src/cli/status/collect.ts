@@ -46,42 +46,40 @@ export interface StatusCommandOptions {
   readonly rateIntervalMs?: number;
 }
 
-/** One job server (or the RabbitMQ broker) as `status` saw it. */
-export interface JobServerStatus {
-  /** `host:port`, or the broker URL with the password masked. */
+/** One job server, or the RabbitMQ broker (`addr` its URL, password masked; no `version`). */
+interface JobServerStatus {
   readonly addr: string;
   readonly kind: "gearman" | "rabbitmq";
   readonly ok: boolean;
-  /** gearmand's version; null for RabbitMQ and when unreachable. */
   readonly version: string | null;
   readonly error: string | null;
 }
 
-/** One queue at one job server; numbers are null when unreachable or the function is unknown there. */
-export interface QueueAtServer {
+/**
+ * One queue at one job server; null when unreachable or unknown there. `waiting` is total −
+ * running (RabbitMQ: messages ready; `running` is not reported there).
+ */
+interface QueueAtServer {
   readonly addr: string;
-  /** Jobs queued and not yet handed out: total − running (RabbitMQ: messages ready). */
   readonly waiting: number | null;
-  /** Jobs handed to a worker and not yet completed (RabbitMQ: not reported, null). */
   readonly running: number | null;
   readonly workers: number | null;
 }
 
-/** One queue row of the report. */
-export interface QueueStatus {
+/**
+ * One queue row: `servers` in `gearmanAddr` order; `inFlight`/`connected` are the worker's
+ * `statusengine_queue_jobs_in_flight` and `…_connected` (null without metrics).
+ */
+interface QueueStatus {
   readonly name: string;
-  /** One of the twelve `statusngin_*` queues the worker consumes. */
   readonly consumed: boolean;
-  /** One entry per job server, in `gearmanAddr` order. */
   readonly servers: readonly QueueAtServer[];
-  /** The worker's `statusengine_queue_jobs_in_flight` and `…_connected`; null without metrics. */
   readonly inFlight: number | null;
   readonly connected: number | null;
 }
 
-/** Whether MySQL answers. */
-export interface MysqlStatus {
-  /** The URL with the password masked. */
+/** Whether MySQL answers; `host` only with several hosts in the URL: the one that answered. */
+interface MysqlStatus {
   readonly url: string;
   readonly ok: boolean;
   readonly problem: MysqlConnectProblem | null;
@@ -89,42 +87,38 @@ export interface MysqlStatus {
   /** Connect plus first query. */
   readonly latencyMs: number | null;
   readonly error: string | null;
-  /** With several hosts in the URL: the first that answered (`host:port`); else null. */
   readonly host: string | null;
 }
 
-/** Writes of one table, from two scrapes of `statusengine_db_events_written_total`. */
-export interface TableWriteRate {
+/** Writes of one table between two scrapes; the rate is null when the counter went backwards. */
+interface TableWriteRate {
   readonly table: string;
-  /** Counter value at the second scrape. */
   readonly written: number;
-  /** Null when the counter went backwards (restart). */
   readonly rowsPerSecond: number | null;
 }
 
-/** The worker, from its `/metrics`. */
-export interface WorkerStatus {
+/** The worker, from its `/metrics`; `local`: the local default rather than `--metrics-url`. */
+interface WorkerStatus {
   readonly url: string;
-  /** True when the URL is the local default rather than `--metrics-url`. */
   readonly local: boolean;
   readonly ok: boolean;
   readonly error: string | null;
   readonly dbAvailable: number | null;
-  /** The MySQL host the worker writes to (`statusengine_mysql_host_in_use` 1). */
+  /** `statusengine_mysql_host_in_use` 1. */
   readonly mysqlHost: string | null;
-  /** Seconds between the two scrapes. */
   readonly intervalSeconds: number | null;
   readonly tables: readonly TableWriteRate[];
 }
 
-/** Everything `status` reports; also the JSON document of `--json`. */
+/**
+ * Everything `status` reports, also the `--json` document; `ok` false (exit 1) when a job
+ * server, MySQL or the given metrics URL is unreachable.
+ */
 export interface StatusReport {
-  /** False when a job server, MySQL or the given metrics URL is unreachable (exit 1). */
   readonly ok: boolean;
   readonly jobServers: readonly JobServerStatus[];
   readonly queues: readonly QueueStatus[];
   readonly mysql: MysqlStatus;
-  /** Null without a metrics URL. */
   readonly worker: WorkerStatus | null;
 }
 
@@ -156,11 +150,15 @@ async function probeJobServer(addr: string): Promise<Probe> {
       }])),
     };
   } catch (err: unknown) {
-    return {
-      server: { addr, kind: "gearman", ok: false, version: null, error: errorMessage(err) },
-      queues: new Map(),
-    };
+    return unreachable(addr, "gearman", err);
   }
+}
+
+function unreachable(addr: string, kind: JobServerStatus["kind"], err: unknown): Probe {
+  return {
+    server: { addr, kind, ok: false, version: null, error: errorMessage(err) },
+    queues: new Map(),
+  };
 }
 
 /**
@@ -194,10 +192,7 @@ async function probeRabbitMq(url: string): Promise<Probe> {
     }
     return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
   } catch (err: unknown) {
-    return {
-      server: { addr, kind: "rabbitmq", ok: false, version: null, error: errorMessage(err) },
-      queues: new Map(),
-    };
+    return unreachable(addr, "rabbitmq", err);
   }
 }
 
@@ -353,12 +348,10 @@ async function collectStatus(options: StatusCommandOptions): Promise<StatusRepor
       : probeWorker(workerUrl, options.metricsUrl === undefined, interval, probeServers)
         .then(({ alongside, ...worker }) => ({ alongside, worker })),
   ]);
-  const servers = probed.alongside;
-  const worker = probed.worker;
+  const { alongside: servers, worker } = probed;
   const consumed: readonly string[] = QUEUE_NAMES;
-  const others = [
-    ...new Set(servers.flatMap((s) => [...s.queues.keys()])),
-  ].filter((name) => !consumed.includes(name)).sort();
+  const others = [...new Set(servers.flatMap((s) => [...s.queues.keys()]))]
+    .filter((name) => !consumed.includes(name)).sort();
   const samples = worker?.samples ?? [];
   const metric = (name: string, queue: string): number | null =>
     worker === undefined ? null : sampleValue(samples, name, { queue_name: queue });
@@ -367,9 +360,7 @@ async function collectStatus(options: StatusCommandOptions): Promise<StatusRepor
     consumed: consumed.includes(name),
     servers: servers.map(({ server, queues }): QueueAtServer => ({
       addr: server.addr,
-      waiting: queues.get(name)?.waiting ?? null,
-      running: queues.get(name)?.running ?? null,
-      workers: queues.get(name)?.workers ?? null,
+      ...(queues.get(name) ?? { waiting: null, running: null, workers: null }),
     })),
     inFlight: metric(METRICS.queueJobsInFlight.name, name),
     connected: metric(METRICS.queueConnected.name, name),

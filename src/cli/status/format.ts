@@ -58,15 +58,15 @@ interface ColumnGroup {
   readonly cells: readonly (readonly string[])[];
 }
 
-function groupWidths(group: ColumnGroup): number[] {
-  return group.headers.map((h, i) =>
+/** The column widths of a group and its total width; a long caption widens the first column. */
+function groupLayout(group: ColumnGroup): { widths: number[]; total: number } {
+  const widths = group.headers.map((h, i) =>
     Math.max(h.length, ...group.cells.map((row) => row[i]?.length ?? 0))
   );
-}
-
-function groupWidth(group: ColumnGroup): number {
-  const widths = groupWidths(group);
-  return Math.max(widths.reduce((a, b) => a + b, 0) + widths.length - 1, group.caption.length);
+  const natural = widths.reduce((a, b) => a + b, 0) + widths.length - 1;
+  const total = Math.max(natural, group.caption.length);
+  widths[0] = (widths[0] ?? 0) + total - natural;
+  return { widths, total };
 }
 
 /** One aligned table: queue names, then the groups side by side. */
@@ -77,12 +77,7 @@ function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup
   const headers = ["QUEUE".padEnd(nameWidth)];
   const rows = names.map((n) => [n.padEnd(nameWidth)]);
   for (const group of groups) {
-    const widths = groupWidths(group);
-    const total = groupWidth(group);
-    // Extra width from a long caption goes to the first column.
-    const first = (widths[0] ?? 0) + total -
-      (widths.reduce((a, b) => a + b, 0) + widths.length - 1);
-    const adjusted = widths.map((w, i) => (i === 0 ? first : w));
+    const { widths: adjusted, total } = groupLayout(group);
     captions.push(fit(group.caption, total).padEnd(total));
     headers.push(group.headers.map((h, i) => h.padStart(adjusted[i] ?? 0)).join(" "));
     group.cells.forEach((cells, r) => {
@@ -93,10 +88,8 @@ function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup
 }
 
 /**
- * The text screen: sections for job servers, MySQL and the worker (errors wrapped on their
- * own lines), then the queue table (split into several tables when the job servers do not
- * fit 100 columns side by side), then the write rates of the tables the worker has written
- * to since it started.
+ * The text screen: job servers, MySQL and the worker (errors wrapped on their own lines), the
+ * queue table (split where the job servers do not fit 100 columns), then the write rates.
  */
 export function formatStatusText(report: StatusReport): string[] {
   const lines: string[] = [];
@@ -161,11 +154,9 @@ export function formatStatusText(report: StatusReport): string[] {
   };
   const serverGroups: ColumnGroup[] = report.jobServers.map((s, i) => ({
     caption: s.addr,
-    headers: s.kind === "rabbitmq" ? ["READY", "UNACKED", "CONSUMERS"] : [
-      "WAITING",
-      "RUNNING",
-      "WORKERS",
-    ],
+    headers: s.kind === "rabbitmq"
+      ? ["READY", "UNACKED", "CONSUMERS"]
+      : ["WAITING", "RUNNING", "WORKERS"],
     cells: report.queues.map((q) => {
       const at = q.servers[i];
       return [count(at?.waiting ?? null), count(at?.running ?? null), count(at?.workers ?? null)];
@@ -175,7 +166,7 @@ export function formatStatusText(report: StatusReport): string[] {
   const tables: ColumnGroup[][] = [[]];
   let used = nameWidth;
   for (const group of workerGroup === undefined ? serverGroups : [workerGroup, ...serverGroups]) {
-    const width = 2 + groupWidth(group);
+    const width = 2 + groupLayout(group).total;
     const current = tables[tables.length - 1] ?? [];
     if (current.length > 0 && used + width > SCREEN_WIDTH) {
       tables.push([group]);
@@ -205,21 +196,17 @@ export function formatStatusText(report: StatusReport): string[] {
     if (written.length === 0) lines.push("No rows written since the worker started");
   }
   if (w !== null && written.length > 0) {
-    const tableWidth = Math.max("TABLE".length, ...written.map((t) => t.table.length));
-    const rates = written.map((t) => rate(t.rowsPerSecond));
-    const totals = written.map((t) => String(t.written));
-    const rateWidth = Math.max("ROWS/S".length, ...rates.map((r) => r.length));
-    const totalWidth = Math.max("WRITTEN".length, ...totals.map((r) => r.length));
-    lines.push(
-      `${"TABLE".padEnd(tableWidth)}  ${"ROWS/S".padStart(rateWidth)}  ${
-        "WRITTEN".padStart(totalWidth)
-      }  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)`,
-    );
-    written.forEach((t, i) => {
+    const rows = [
+      ["TABLE", "ROWS/S", "WRITTEN"],
+      ...written.map((t) => [t.table, rate(t.rowsPerSecond), String(t.written)]),
+    ];
+    const [tw, rw, ww] = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
+    rows.forEach(([table = "", perSecond = "", total = ""], i) => {
+      const over = i === 0 ? `  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)` : "";
       lines.push(
-        `${t.table.padEnd(tableWidth)}  ${(rates[i] ?? "").padStart(rateWidth)}  ${
-          (totals[i] ?? "").padStart(totalWidth)
-        }`,
+        `${table.padEnd(tw ?? 0)}  ${perSecond.padStart(rw ?? 0)}  ${
+          total.padStart(ww ?? 0)
+        }${over}`,
       );
     });
     const idle = w.tables.length - written.length;

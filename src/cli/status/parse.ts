@@ -1,6 +1,5 @@
 /**
- * The Prometheus text exposition format, as much of it as `status` needs to read a worker's
- * `/metrics`.
+ * The Prometheus text exposition format, as much as `status` needs to read a worker's `/metrics`.
  *
  * @module
  */
@@ -15,18 +14,16 @@ export interface PrometheusSample {
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*/;
 
+const SPECIAL_VALUES: Readonly<Record<string, number>> = {
+  "+Inf": Infinity,
+  "Inf": Infinity,
+  "-Inf": -Infinity,
+  "NaN": NaN,
+};
+
 function parseSampleValue(text: string): number {
-  switch (text) {
-    case "+Inf":
-    case "Inf":
-      return Number.POSITIVE_INFINITY;
-    case "-Inf":
-      return Number.NEGATIVE_INFINITY;
-    case "NaN":
-      return Number.NaN;
-  }
-  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) return Number.NaN;
-  return Number(text);
+  if (Object.hasOwn(SPECIAL_VALUES, text)) return SPECIAL_VALUES[text] ?? NaN;
+  return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text) ? Number(text) : NaN;
 }
 
 /**
