@@ -4,11 +4,8 @@
  * gearmand and MySQL; fails (never skips) without them.
  */
 import assert from "node:assert/strict";
-import {
-  runStatusCommand,
-  type StatusCommandOptions,
-  type StatusReport,
-} from "../src/cli/status/collect.ts";
+import type { StatusCommandOptions, StatusReport } from "../src/cli/status/collect.ts";
+import { runStatusCommand } from "../src/cli/status/mod.ts";
 import { parsePrometheusText, sampleValue } from "../src/cli/status/parse.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { adminStatus } from "../src/gearman/admin.ts";

@@ -31,7 +31,8 @@ import type { TableRow } from "../src/events/types.ts";
 import { jobsFor, syntheticEvents } from "../src/synthetic/mod.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { cliRun } from "./helpers/cli_run.ts";
-import { runStatusCommand, type StatusReport } from "../src/cli/status/collect.ts";
+import type { StatusReport } from "../src/cli/status/collect.ts";
+import { runStatusCommand } from "../src/cli/status/mod.ts";
 
 type DbRow = Record<string, unknown>;
 

@@ -23,8 +23,6 @@ import {
 import { abortable, delay } from "../../util/async.ts";
 import { redactText } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
-import type { Io } from "../io.ts";
-import { formatStatusText } from "./format.ts";
 
 /** Options of the `status` command. */
 export interface StatusCommandOptions {
@@ -334,7 +332,7 @@ async function probeWorker<T>(
  * shows the broker and the worker at the same moment (admin calls 2 s each, MySQL 5 s).
  * Without a worker URL the job servers are asked at once.
  */
-async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
+export async function collectStatus(options: StatusCommandOptions): Promise<StatusReport> {
   const probeServers = () =>
     options.rabbitmqUrl === undefined
       ? Promise.all(options.gearmanAddr.map(probeJobServer))
@@ -374,15 +372,4 @@ async function collectStatus(options: StatusCommandOptions): Promise<StatusRepor
     mysql,
     worker: worker?.worker ?? null,
   };
-}
-
-/**
- * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
- * server, MySQL or a given metrics URL is unreachable.
- */
-export async function runStatusCommand(options: StatusCommandOptions, io: Io): Promise<number> {
-  const report = await collectStatus(options);
-  if (options.json) io.out(JSON.stringify(report, null, 2));
-  else for (const line of formatStatusText(report)) io.out(line);
-  return report.ok ? 0 : 1;
 }
