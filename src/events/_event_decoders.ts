@@ -30,9 +30,7 @@ import {
 import {
   appendDowntimeStatements,
   DOWNTIME_ADD,
-  DOWNTIME_DELETE,
-  DOWNTIME_LOAD,
-  DOWNTIME_START,
+  DOWNTIME_EVENT_NAMES,
   DOWNTIME_STOP,
   DOWNTIME_TYPE_HOST,
 } from "./downtime.ts";
@@ -441,13 +439,9 @@ export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonOb
 /** `statusngin_downtimes` → statements for the downtime tables (docs/downtimes.md). */
 export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   const type = reqInt(st, ev, "type");
+  // Unknown types write nothing, so their fields are not inspected.
+  if (DOWNTIME_EVENT_NAMES[type] === undefined) return;
   const isAdd = type === DOWNTIME_ADD;
-  // Unknown types write nothing (docs/tables.md#downtime-statements), so their fields are not
-  // inspected.
-  if (
-    !isAdd && type !== DOWNTIME_LOAD && type !== DOWNTIME_START && type !== DOWNTIME_STOP &&
-    type !== DOWNTIME_DELETE
-  ) return;
   const downtimeType = reqInt(st, p, "downtime_type");
   const isHost = downtimeType === DOWNTIME_TYPE_HOST;
   // Every event reads the whole definition: whichever of them is applied first creates the

@@ -28,16 +28,10 @@ export type DowntimeHistoryTable = `statusengine_${"host" | "service"}_downtimeh
 /** The two tables mirroring the downtimes the core currently knows. */
 export type ScheduledDowntimeTable = `statusengine_${"host" | "service"}_scheduleddowntimes`;
 
-/**
- * The worker's record of downtimes that ended or were deleted (docs/downtimes.md), so a late or
- * repeated job cannot bring their rows back.
- */
+/** The worker's record of ended downtimes (docs/downtimes.md#the-tombstone-table). */
 export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 
-/**
- * The worker's record of when the core last announced each downtime (ADD, LOAD, START), so the
- * sweep after a core restart can tell the scheduled rows the core still has (docs/downtimes.md).
- */
+/** When the core last announced each downtime (docs/downtimes.md#the-announcement-table). */
 export type DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 
 /** The downtime events that produce statements (unknown types produce none). */
@@ -104,8 +98,7 @@ export interface DowntimeTombstone {
 
 /**
  * `DELETE FROM table WHERE <full primary key>`. Deleting zero rows is normal and never reported
- * (docs/tables.md#unmatched-deletes). A conditional delete (history on DELETE) is only emitted
- * when its condition holds: the condition depends on the event alone.
+ * (docs/tables.md#unmatched-deletes).
  */
 export interface DowntimeDelete {
   readonly kind: "delete";
@@ -117,10 +110,8 @@ export interface DowntimeDelete {
 
 /**
  * `INSERT INTO <scheduled> (…) SELECT <the same columns> FROM <history> WHERE <key> AND NOT
- * EXISTS (<guard>) ON DUPLICATE KEY UPDATE <every non-key column>`: the scheduled row as the
- * columns it shares with the history row, which the statement before merged this event into.
- * The history row holds every event seen so far, so a scheduled row written again after the
- * core-restart sweep deleted it (a LOAD drained late) gets the same values as if never deleted.
+ * EXISTS (<guard>) ON DUPLICATE KEY UPDATE <every non-key column>`: the scheduled row as a copy
+ * of the history row the statement before merged this event into (docs/downtimes.md#the-rule).
  */
 export interface DowntimeCopy {
   readonly kind: "copy";
@@ -187,9 +178,8 @@ export type DecodedJob =
     readonly kind: "core_restart";
     readonly cutoff: number;
     /**
-     * `message`: the message's positive `timestamp`, the restart instant. `clock`: the message
-     * had none and `cutoff` is the decode clock; the pipeline uses the job's receive time
-     * instead, or no time at all when the job may have waited while the worker was down.
+     * `message`: the message's positive `timestamp`. `clock`: it had none and `cutoff` is the
+     * decode clock, which the pipeline replaces (docs/core-restart.md#the-rules).
      */
     readonly cutoffSource: "message" | "clock";
     readonly events?: StreamEvent[];
