@@ -6,7 +6,7 @@
  */
 
 import type { QueueName } from "../events/mod.ts";
-import { COMMENTS, CONTACTS, type Instant, type MonitoredObject, type World } from "./world.ts";
+import type { Instant, MonitoredObject, World } from "./world.ts";
 import { HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
 
 /** A JSON value as the generator builds it. */
@@ -22,6 +22,24 @@ export type JsonValue =
 export interface SyntheticEvent {
   readonly [key: string]: JsonValue;
 }
+
+const CONTACTS = [
+  "Daniel Z",
+  "Jürgen Müller",
+  "admin",
+  "Анна Иванова",
+  "山田 太郎",
+  "286a2700-006a-4d7d-a6fe-6df5b3533ad2",
+] as const;
+
+const COMMENTS = [
+  "I will take a look at this",
+  "In maintenance",
+  "Wird untersucht – Ticket #4711, Lüfter getauscht",
+  "Работаем над этим",
+  "調査中です",
+  "Planned reboot after kernel update",
+] as const;
 
 function envelope(
   type: number,
