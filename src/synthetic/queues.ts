@@ -60,22 +60,16 @@ function statusPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEve
   const lastCheck = ts - rng.int(0, 3);
   const problem = sim.state !== 0 && sim.stateType === 1;
   const lastNotification = problem ? sim.lastHardStateChange + rng.int(0, 60) : 0;
-  const times = sim.lastTimeIn;
   const identity: SyntheticEvent = isHost
     ? { name: obj.host.name }
     : { host_name: obj.host.name, description: obj.service ?? "" };
-  const lastTimes: SyntheticEvent = isHost
-    ? {
-      last_time_up: times[0] ?? 0,
-      last_time_down: times[1] ?? 0,
-      last_time_unreachable: times[2] ?? 0,
-    }
-    : {
-      last_time_ok: times[0] ?? 0,
-      last_time_warning: times[1] ?? 0,
-      last_time_critical: times[2] ?? 0,
-      last_time_unknown: times[3] ?? 0,
-    };
+  // last_time_up … last_time_unreachable, or last_time_ok … last_time_unknown.
+  const lastTimes: SyntheticEvent = Object.fromEntries(
+    (isHost ? HOST_STATE_NAMES : SERVICE_STATE_NAMES).map((name, s) => [
+      `last_time_${name.toLowerCase()}`,
+      sim.lastTimeIn[s] ?? 0,
+    ]),
+  );
   return {
     ...identity,
     plugin_output: r.output,
@@ -236,60 +230,52 @@ function* logEntryEvents(w: World): Generator<SyntheticEvent> {
     let data: string;
     const host = w.randomHost();
     const svc = rng.pick(host.services);
-    const r = w.check(kind === 1 || kind === 3 ? host.object : svc, at.sec);
-    const state = kind === 1 || kind === 3 ? host.object.sim : svc.sim;
+    const obj = kind === 1 || kind === 3 ? host.object : svc;
+    const r = w.check(obj, at.sec);
+    const state = obj.sim;
     const stateType = state.stateType === 1 ? "HARD" : "SOFT";
+    const serviceState = SERVICE_STATE_NAMES[state.state];
+    const hostState = HOST_STATE_NAMES[state.state];
     switch (kind) {
-      case 0: {
+      case 0:
         dataType = [8192, 32768, 65536, 16384][state.state] ?? 8192;
-        data = `SERVICE ALERT: ${host.name};${svc.service};${
-          SERVICE_STATE_NAMES[state.state]
-        };${stateType};${state.attempt};${r.output}`;
+        data =
+          `SERVICE ALERT: ${host.name};${svc.service};${serviceState};${stateType};${state.attempt};${r.output}`;
         break;
-      }
-      case 1: {
+      case 1:
         dataType = [1024, 2048, 4096][state.state] ?? 1024;
-        data = `HOST ALERT: ${host.name};${
-          HOST_STATE_NAMES[state.state]
-        };${stateType};${state.attempt};${r.output}`;
+        data = `HOST ALERT: ${host.name};${hostState};${stateType};${state.attempt};${r.output}`;
         break;
-      }
-      case 2: {
+      case 2:
         dataType = 1048576;
-        data = `SERVICE NOTIFICATION: ${rng.pick(CONTACTS)};${host.name};${svc.service};${
-          SERVICE_STATE_NAMES[state.state]
-        };notify-service-by-email;${r.output}`;
+        data = `SERVICE NOTIFICATION: ${
+          rng.pick(CONTACTS)
+        };${host.name};${svc.service};${serviceState};notify-service-by-email;${r.output}`;
         break;
-      }
-      case 3: {
+      case 3:
         dataType = 524288;
-        data = `HOST NOTIFICATION: ${rng.pick(CONTACTS)};${host.name};${
-          HOST_STATE_NAMES[state.state]
-        };notify-host-by-email;${r.output}`;
+        data = `HOST NOTIFICATION: ${
+          rng.pick(CONTACTS)
+        };${host.name};${hostState};notify-host-by-email;${r.output}`;
         break;
-      }
-      case 4: {
+      case 4:
         dataType = 512;
         data = `EXTERNAL COMMAND: SCHEDULE_FORCED_SVC_CHECK;${host.name};${svc.service};${at.sec}`;
         break;
-      }
-      case 5: {
+      case 5:
         dataType = 131072;
         data = `PASSIVE SERVICE CHECK: ${host.name};${svc.service};${state.state};${r.output}`;
         break;
-      }
-      case 6: {
+      case 6:
         dataType = 2;
         data =
           `Warning: The check of service '${svc.service}' on host '${host.name}' looks like it was orphaned (results never came back; last_check=${
             at.sec - 900
           }).  I'm scheduling an immediate check of the service...`;
         break;
-      }
-      default: {
+      default:
         dataType = 262144;
         data = rng.pick(LOG_INFO_LINES);
-      }
     }
     yield envelope(300, at, "logentry", { entry_time: at.sec, data_type: dataType, data });
   }
@@ -417,8 +403,7 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
       start = at0.sec + rng.int(600, 86_400);
       end = start + duration;
     } else {
-      const stopAt = at0.sec;
-      start = stopAt - (variant === 0 ? duration : rng.int(60, duration - 1));
+      start = at0.sec - (variant === 0 ? duration : rng.int(60, duration - 1));
       end = start + duration;
       entryTime = start - lead;
       fixedWindow = rng.chance(0.85) ? 1 : 0;
@@ -446,11 +431,9 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
         [DT_STOP, variant === 0 ? end : at0.sec, variant === 0 ? 1 : 2],
         [DT_DELETE, variant === 0 ? end : at0.sec, 0],
       ];
-    let first = true;
-    for (const [type, sec, attr] of events) {
-      const at = first ? at0 : w.nextInstant();
-      first = false;
-      yield envelope(type, { sec, usec: at.usec }, "downtime", payload, attr);
+    for (const [i, [type, sec, attr]] of events.entries()) {
+      const usec = i === 0 ? at0.usec : w.nextInstant().usec;
+      yield envelope(type, { sec, usec }, "downtime", payload, attr);
     }
   }
 }
