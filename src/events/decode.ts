@@ -122,26 +122,19 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   const events: JsonObject[] | null = ctx.collectEvents === true ? [] : null;
   const everyEvent = spec.stream === "every_event";
 
+  // A bulk job's events, or the single-form document as its only event (`st.index` stays -1).
   const messages = doc["messages"];
-  if (Array.isArray(messages)) {
-    for (let i = 0; i < messages.length; i++) {
-      st.index = i;
-      const ev: unknown = messages[i];
-      if (!isJsonObject(ev)) {
-        return invalid(
-          "bad_shape",
-          `messages[${i}]: expected an event object, got ${describe(ev)}`,
-        );
-      }
-      const before = events === null ? 0 : effectiveCount(st);
-      if (decodeEvent(spec, st, ev, staleBefore)) stale++;
-      else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(ev);
-      if (st.reason !== null) return invalid(st.reason, st.message);
+  const bulk = Array.isArray(messages);
+  const list: readonly unknown[] = bulk ? messages : [doc];
+  for (let i = 0; i < list.length; i++) {
+    const ev: unknown = list[i];
+    if (bulk) st.index = i;
+    if (!isJsonObject(ev)) {
+      return invalid("bad_shape", `messages[${i}]: expected an event object, got ${describe(ev)}`);
     }
-  } else {
     const before = events === null ? 0 : effectiveCount(st);
-    if (decodeEvent(spec, st, doc, staleBefore)) stale++;
-    else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(doc);
+    if (decodeEvent(spec, st, ev, staleBefore)) stale++;
+    else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(ev);
     if (st.reason !== null) return invalid(st.reason, st.message);
   }
 
