@@ -45,10 +45,6 @@ function banded(rng: Rng, state: number, warn: number, crit: number, max: number
   return rng.float(crit, max);
 }
 
-function unknown(text: string): PluginResult {
-  return { output: `UNKNOWN - ${text}`, perfData: "", longOutput: "" };
-}
-
 /** A service of the catalogue as written below: its plugin's text for UNKNOWN, and the rest. */
 interface ServiceDefinition extends
   Omit<
@@ -83,7 +79,7 @@ function service(
     retryInterval,
     maxAttempts,
     result(rng, state) {
-      if (state === 3) return unknown(unknownText);
+      if (state === 3) return { output: `UNKNOWN - ${unknownText}`, perfData: "", longOutput: "" };
       const r = result(rng, state);
       return { output: r.output, perfData: r.perfData, longOutput: r.longOutput ?? "" };
     },
