@@ -22,6 +22,7 @@
  * @module
  */
 
+import type { PerfdataLabelQuotes } from "./perfdata.ts";
 import type { DowntimeStatement, InvalidReason, TableRow } from "./types.ts";
 
 /** A parsed JSON object; members may be absent. */
@@ -65,7 +66,7 @@ export class DecodeState {
   envelope: JsonObject | null = null;
   /** Payload key of the queue, for messages. */
   payloadKey = "";
-  perfdataLabelQuotes: "keep" | "strip" = "keep";
+  perfdataLabelQuotes: PerfdataLabelQuotes = "keep";
 
   constructor(nodeName: string, nowSeconds: number) {
     this.nodeName = nodeName;

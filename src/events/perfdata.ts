@@ -43,17 +43,6 @@ export interface PerfdataMetric {
   readonly thresholds?: PerfdataThresholds;
 }
 
-/**
- * The reduced service check of `statusngin_service_perfdata` (docs/tables.md#perfdata-queue):
- * `host_name`, `service_description`, `start_time` (the metric time, D5) and raw `perf_data`.
- */
-export interface PerfdataCheck {
-  readonly hostname: string;
-  readonly serviceDescription: string;
-  readonly startTime: number;
-  readonly perfData: string;
-}
-
 const SPACE = 0x20;
 const QUOTE = 0x27; // '
 const EQUALS = 0x3d;
@@ -195,9 +184,9 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
 }
 
 /**
- * The `statusengine_perfdata` rows of one reduced service check (docs/perfdata.md#storage), one
- * per gauge with a numeric value: `timestamp` in milliseconds and `timestamp_unix` in seconds, both
- * from the payload `start_time` (D5).
+ * The `statusengine_perfdata` rows of one reduced service check (docs/tables.md#perfdata-queue,
+ * docs/perfdata.md#storage), one per gauge with a numeric value: `timestamp` in milliseconds and
+ * `timestamp_unix` in seconds, both from the payload `start_time` (D5).
  *
  * @example
  * ```ts
@@ -212,23 +201,15 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
  * assert.ok(rows[0]?.row.timestamp === 1785470660000);
  * ```
  */
-export function perfdataRows(check: PerfdataCheck): TableRow[] {
+export function perfdataRows(
+  c: { hostname: string; serviceDescription: string; startTime: number; perfData: string },
+): TableRow[] {
   const out: TableRow[] = [];
-  appendPerfdataRows(
-    check.hostname,
-    check.serviceDescription,
-    check.startTime,
-    parsePerfdata(check.perfData),
-    out,
-  );
+  appendPerfdataRows(c.hostname, c.serviceDescription, c.startTime, parsePerfdata(c.perfData), out);
   return out;
 }
 
-/**
- * Internal (not in mod.ts): {@linkcode perfdataRows} appending to the job's rows, pre-parsed.
- * `quotes` is `--perfdata-label-quotes`: `keep` writes labels with the plugin's quotes, as the PHP
- * worker did; `strip` writes {@linkcode plainLabel}.
- */
+/** {@linkcode perfdataRows} appending to the job's rows, pre-parsed; internal (not in mod.ts). */
 export function appendPerfdataRows(
   hostname: string,
   serviceDescription: string,

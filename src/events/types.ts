@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { PerfdataLabelQuotes } from "./perfdata.ts";
 import type { BatchedTableName } from "./table_names.ts";
 
 /** A value bound to one SQL placeholder. */
@@ -133,8 +134,7 @@ export type DowntimeStatement = DowntimeUpsert | DowntimeCopy | DowntimeTombston
  *
  * - `not_json`: not valid JSON text (after UTF-8 repair).
  * - `not_object`: valid JSON whose top level is not an object.
- * - `bad_shape`: an object that is neither a bulk job nor a single event of the queue (missing
- *   payload key, a bulk element that is not an object).
+ * - `bad_shape`: neither a bulk job nor a single event of the queue.
  * - `bad_type`: a field holds a JSON type that the coercion rules do not accept.
  * - `missing_field`: a required field (row identity, routing or filter input) is absent or null.
  * - `unknown_queue`: the queue name is not one of the twelve consumed queues.
@@ -205,7 +205,7 @@ export interface DecodeContext {
   /** `--status-max-age`; 0 (or less) disables the stale filter (docs/payloads.md#stale-status). */
   readonly statusMaxAgeSeconds: number;
   /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
-  readonly perfdataLabelQuotes?: "keep" | "strip";
+  readonly perfdataLabelQuotes?: PerfdataLabelQuotes;
   /**
    * Also return the events the queue's stream rule keeps, for the `/ws` stream. Set only while a
    * client is connected, so a worker nobody watches pays nothing for it (docs/operations.md#ws).
