@@ -108,10 +108,10 @@ export class World {
     const states = isHost ? HOST_STATE_NAMES.length : SERVICE_STATE_NAMES.length;
     const state = isHost ? (rng.chance(0.05) ? 1 : 0) : rng.weighted([88, 6, 4, 2]);
     const lastStateChange = now - rng.int(3_600, 90 * 86_400);
-    const lastTimeIn: number[] = [];
-    for (let s = 0; s < states; s++) {
-      lastTimeIn.push(s === state ? now - rng.int(1, 300) : rng.chance(0.5) ? 0 : lastStateChange);
-    }
+    const lastTimeIn = Array.from(
+      { length: states },
+      (_, s) => s === state ? now - rng.int(1, 300) : rng.chance(0.5) ? 0 : lastStateChange,
+    );
     return {
       state,
       stateType: 1,
@@ -255,9 +255,7 @@ export class Rng {
 
   /** Index chosen with the given relative weights. */
   weighted(weights: readonly number[]): number {
-    let total = 0;
-    for (const w of weights) total += w;
-    let r = this.next() * total;
+    let r = this.next() * weights.reduce((sum, w) => sum + w, 0);
     for (let i = 0; i < weights.length; i++) {
       r -= weights[i] ?? 0;
       if (r < 0) return i;
@@ -266,8 +264,6 @@ export class Rng {
   }
 
   hex(digits: number): string {
-    let s = "";
-    for (let i = 0; i < digits; i++) s += "0123456789abcdef".charAt(this.int(0, 15));
-    return s;
+    return Array.from({ length: digits }, () => this.int(0, 15).toString(16)).join("");
   }
 }
