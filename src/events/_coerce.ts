@@ -90,20 +90,11 @@ export class DecodeState {
 export function describe(v: unknown): string {
   if (v === null) return "null";
   if (Array.isArray(v)) return "an array";
-  switch (typeof v) {
-    case "string":
-      return v.length > 40
-        ? `string ${JSON.stringify(v.slice(0, 40))}…`
-        : `string ${JSON.stringify(v)}`;
-    case "number":
-      return `number ${v}`;
-    case "boolean":
-      return `boolean ${v}`;
-    case "object":
-      return "an object";
-    default:
-      return typeof v;
+  if (typeof v === "string") {
+    return `string ${JSON.stringify(v.slice(0, 40))}${v.length > 40 ? "…" : ""}`;
   }
+  if (typeof v === "number" || typeof v === "boolean") return `${typeof v} ${v}`;
+  return typeof v === "object" ? "an object" : typeof v;
 }
 
 function badType(st: DecodeState, o: JsonObject, key: string, want: string, v: unknown): 0 {
