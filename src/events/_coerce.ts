@@ -22,8 +22,7 @@
  * @module
  */
 
-import type { PerfdataLabelQuotes } from "./perfdata.ts";
-import type { DowntimeStatement, InvalidReason, TableRow } from "./types.ts";
+import type { DowntimeStatement, InvalidReason, PerfdataLabelQuotes, TableRow } from "./types.ts";
 
 /** A parsed JSON object; members may be absent. */
 export interface JsonObject {

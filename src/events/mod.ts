@@ -8,12 +8,7 @@
  */
 
 export { decodePayload } from "./decode.ts";
-export {
-  type PerfdataLabelQuotes,
-  perfdataThresholds,
-  plainLabel,
-  positionalDecimal,
-} from "./perfdata.ts";
+export { perfdataThresholds, plainLabel, positionalDecimal } from "./perfdata.ts";
 export { isQueueName, QUEUE_NAMES, type QueueName, QUEUES } from "./queues.ts";
 export {
   type DecodeContext,
@@ -22,6 +17,7 @@ export {
   type DowntimeStatement,
   INVALID_REASONS,
   type InvalidReason,
+  type PerfdataLabelQuotes,
   type Row,
   type SqlValue,
   type StreamEvent,

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { Row, TableRow } from "./types.ts";
+import type { PerfdataLabelQuotes, Row, TableRow } from "./types.ts";
 
 /**
  * Warning, critical, min and max of a gauge, each a plain number or null (absent, empty, or a
@@ -25,12 +25,6 @@ export interface PerfdataThresholds {
  * always present (null when the gauge has none) so every row has the same shape.
  */
 export const PERFDATA_THRESHOLDS: unique symbol = Symbol("perfdata thresholds");
-
-/**
- * How labels are written to MySQL and Graphite (`--perfdata-label-quotes`,
- * docs/perfdata.md#labels): with the plugin's quotes (`keep`) or without (`strip`).
- */
-export type PerfdataLabelQuotes = "keep" | "strip";
 
 /** One gauge of a `perf_data` string (docs/perfdata.md#algorithm). */
 export interface PerfdataMetric {

@@ -4,7 +4,6 @@
  *
  * @module
  */
-import type { PerfdataLabelQuotes } from "./perfdata.ts";
 import type { BatchedTableName } from "./table_names.ts";
 
 /** A value bound to one SQL placeholder. */
@@ -195,6 +194,12 @@ export type DecodedJob =
     readonly reason: InvalidReason;
     readonly message: string;
   };
+
+/**
+ * How labels are written to MySQL and Graphite (`--perfdata-label-quotes`,
+ * docs/perfdata.md#labels): with the plugin's quotes (`keep`) or without (`strip`).
+ */
+export type PerfdataLabelQuotes = "keep" | "strip";
 
 /** Settings the decoders need from the worker's configuration and clock. */
 export interface DecodeContext {

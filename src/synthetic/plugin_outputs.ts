@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { Rng } from "./world.ts";
+import type { Rng } from "./rng.ts";
 
 export const SERVICE_STATE_NAMES = ["OK", "WARNING", "CRITICAL", "UNKNOWN"] as const;
 export const HOST_STATE_NAMES = ["UP", "DOWN", "UNREACHABLE"] as const;
