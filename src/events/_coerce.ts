@@ -136,20 +136,14 @@ export function reqInt(st: DecodeState, o: JsonObject, key: string): number {
   return coerceInt(st, o, key, v);
 }
 
-/**
- * Optional integer field whose absence is meaningful: returns null for null/absent. Used
- * where "not provided" differs from 0 (the core-restart `timestamp`).
- */
+/** Optional integer field where "not provided" differs from 0: null/absent → null. */
 export function optInt(st: DecodeState, o: JsonObject, key: string): number | null {
   const v = o[key];
   if (v === undefined || v === null) return null;
   return coerceInt(st, o, key, v);
 }
 
-/**
- * Optional double field: null/absent → 0. Stored exactly as received
- * (docs/tables.md#double-columns).
- */
+/** Optional double field: null/absent → 0; stored as received (docs/tables.md#double-columns). */
 export function float(st: DecodeState, o: JsonObject, key: string): number {
   const v = o[key];
   if (v === undefined || v === null) return 0;
@@ -180,10 +174,7 @@ export function text(st: DecodeState, o: JsonObject, key: string): string {
   return coerceText(st, o, key, v);
 }
 
-/**
- * Text field that keeps SQL NULL for JSON null (`event_handler`, `command_args`;
- * docs/tables.md#null-or-empty).
- */
+/** Text field that keeps SQL NULL for JSON null (docs/tables.md#null-or-empty). */
 export function textOrNull(st: DecodeState, o: JsonObject, key: string): string | null {
   const v = o[key];
   if (v === undefined || v === null) return null;
