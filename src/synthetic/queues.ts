@@ -160,7 +160,7 @@ function checkPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEven
   };
 }
 
-/** One event per object picked: a status or check report of a random host or service. */
+/** One event per object picked, its payload built by `payload`. */
 function* objectEvents(
   w: World,
   type: number,
@@ -176,42 +176,36 @@ function* objectEvents(
 
 const randomHost = (w: World) => w.randomHost().object;
 const randomService = (w: World) => w.randomService();
+/** A host with probability `hostShare`, else a service. */
+const randomObject = (hostShare: number) => (w: World) =>
+  w.rng.chance(hostShare) ? w.randomHost().object : w.randomService();
 
-function* perfdataEvents(w: World): Generator<SyntheticEvent> {
-  for (;;) {
-    const at = w.nextInstant();
-    const obj = w.randomService();
-    const r = w.check(obj, at.sec);
-    yield envelope(701, at, "servicecheck", {
-      host_name: obj.host.name,
-      service_description: obj.service ?? "",
-      perf_data: r.perfData,
-      start_time: at.sec - obj.check.duration,
-    });
-  }
+function perfdataPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service ?? "",
+    perf_data: w.check(obj, ts).perfData,
+    start_time: ts - obj.check.duration,
+  };
 }
 
-function* stateChangeEvents(w: World): Generator<SyntheticEvent> {
-  for (;;) {
-    const at = w.nextInstant();
-    const obj = w.rng.chance(0.25) ? w.randomHost().object : w.randomService();
-    const r = w.check(obj, at.sec, true);
-    const sim = obj.sim;
-    yield envelope(1801, at, "statechange", {
-      host_name: obj.host.name,
-      service_description: obj.service,
-      output: r.output,
-      // The broker copies output into long_output (docs/tables.md#state-changes).
-      long_output: r.output,
-      statechange_type: obj.service === null ? 0 : 1,
-      state: sim.state,
-      state_type: sim.stateType,
-      current_attempt: sim.attempt,
-      max_attempts: obj.check.maxAttempts,
-      last_state: sim.lastState,
-      last_hard_state: sim.lastHardState,
-    });
-  }
+function stateChangePayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
+  const r = w.check(obj, ts, true);
+  const sim = obj.sim;
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service,
+    output: r.output,
+    // The broker copies output into long_output (docs/tables.md#state-changes).
+    long_output: r.output,
+    statechange_type: obj.service === null ? 0 : 1,
+    state: sim.state,
+    state_type: sim.stateType,
+    current_attempt: sim.attempt,
+    max_attempts: obj.check.maxAttempts,
+    last_state: sim.lastState,
+    last_hard_state: sim.lastHardState,
+  };
 }
 
 const LOG_INFO_LINES = [
@@ -281,34 +275,30 @@ function* logEntryEvents(w: World): Generator<SyntheticEvent> {
   }
 }
 
-function* notificationEvents(w: World): Generator<SyntheticEvent> {
+function notificationPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
   const rng = w.rng;
-  for (;;) {
-    const at = w.nextInstant();
-    const obj = rng.chance(0.3) ? w.randomHost().object : w.randomService();
-    const r = w.check(obj, at.sec);
-    // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom
-    // (docs/tables.md#notifications-log).
-    const reason = rng.pick([0, 0, 0, 0, 1, 5, 6, 8]);
-    const withAuthor = reason === 1 || reason === 8;
-    yield envelope(601, at, "notification_data", {
-      host_name: obj.host.name,
-      service_description: obj.service,
-      output: r.output,
-      long_output: r.output,
-      ack_author: withAuthor ? rng.pick(CONTACTS) : null,
-      ack_data: withAuthor ? rng.pick(COMMENTS) : null,
-      notification_type: obj.service === null ? 0 : 1,
-      // start = envelope second: unique (host, start_time, start_time_usec) per event.
-      start_time: at.sec,
-      end_time: at.sec,
-      reason_type: reason,
-      state: obj.sim.state,
-      escalated: rng.chance(0.05) ? 1 : 0,
-      // The broker drops rounds that reached nobody (docs/tables.md#consumed-queues).
-      contacts_notified: rng.int(1, 3),
-    });
-  }
+  const r = w.check(obj, ts);
+  // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom
+  // (docs/tables.md#notifications-log).
+  const reason = rng.pick([0, 0, 0, 0, 1, 5, 6, 8]);
+  const withAuthor = reason === 1 || reason === 8;
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service,
+    output: r.output,
+    long_output: r.output,
+    ack_author: withAuthor ? rng.pick(CONTACTS) : null,
+    ack_data: withAuthor ? rng.pick(COMMENTS) : null,
+    notification_type: obj.service === null ? 0 : 1,
+    // start = envelope second: unique (host, start_time, start_time_usec) per event.
+    start_time: ts,
+    end_time: ts,
+    reason_type: reason,
+    state: obj.sim.state,
+    escalated: rng.chance(0.05) ? 1 : 0,
+    // The broker drops rounds that reached nobody (docs/tables.md#consumed-queues).
+    contacts_notified: rng.int(1, 3),
+  };
 }
 
 function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
@@ -352,26 +342,22 @@ function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
   }
 }
 
-function* acknowledgementEvents(w: World): Generator<SyntheticEvent> {
+function acknowledgementPayload(w: World, obj: MonitoredObject): SyntheticEvent {
   const rng = w.rng;
-  for (;;) {
-    const at = w.nextInstant();
-    const isHost = rng.chance(0.3);
-    const obj = isHost ? w.randomHost().object : w.randomService();
-    const state = isHost ? rng.int(1, 2) : rng.int(1, 3);
-    yield envelope(1700, at, "acknowledgement", {
-      host_name: obj.host.name,
-      service_description: obj.service,
-      author_name: rng.pick(CONTACTS),
-      comment_data: rng.pick(COMMENTS),
-      // Here the object kind: 0 host, 1 service (docs/tables.md#acknowledgements).
-      acknowledgement_type: isHost ? 0 : 1,
-      state,
-      is_sticky: rng.chance(0.3) ? 1 : 0,
-      persistent_comment: rng.chance(0.5) ? 1 : 0,
-      notify_contacts: rng.chance(0.8) ? 1 : 0,
-    });
-  }
+  const isHost = obj.service === null;
+  const state = isHost ? rng.int(1, 2) : rng.int(1, 3);
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service,
+    author_name: rng.pick(CONTACTS),
+    comment_data: rng.pick(COMMENTS),
+    // Here the object kind: 0 host, 1 service (docs/tables.md#acknowledgements).
+    acknowledgement_type: isHost ? 0 : 1,
+    state,
+    is_sticky: rng.chance(0.3) ? 1 : 0,
+    persistent_comment: rng.chance(0.5) ? 1 : 0,
+    notify_contacts: rng.chance(0.8) ? 1 : 0,
+  };
 }
 
 /** Downtime envelope `type` values (docs/tables.md#downtime-events). */
@@ -449,12 +435,16 @@ export const GENERATORS: Readonly<Record<QueueName, (w: World) => Generator<Synt
   "statusngin_hostchecks": (w) => objectEvents(w, 801, "hostcheck", randomHost, checkPayload),
   "statusngin_servicechecks": (w) =>
     objectEvents(w, 701, "servicecheck", randomService, checkPayload),
-  "statusngin_service_perfdata": perfdataEvents,
-  "statusngin_statechanges": stateChangeEvents,
+  "statusngin_service_perfdata": (w) =>
+    objectEvents(w, 701, "servicecheck", randomService, perfdataPayload),
+  "statusngin_statechanges": (w) =>
+    objectEvents(w, 1801, "statechange", randomObject(0.25), stateChangePayload),
   "statusngin_logentries": logEntryEvents,
-  "statusngin_notifications": notificationEvents,
+  "statusngin_notifications": (w) =>
+    objectEvents(w, 601, "notification_data", randomObject(0.3), notificationPayload),
   "statusngin_contactnotificationmethod": contactNotificationEvents,
-  "statusngin_acknowledgements": acknowledgementEvents,
+  "statusngin_acknowledgements": (w) =>
+    objectEvents(w, 1700, "acknowledgement", randomObject(0.3), acknowledgementPayload),
   "statusngin_downtimes": downtimeEvents,
   "statusngin_core_restart": coreRestartEvents,
 };
