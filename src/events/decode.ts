@@ -156,7 +156,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   }
 }
 
-/** What an event can produce; growing across one event means the event counted (StreamRule). */
+/** What an event can produce; growth across one event means it counted (QueueSpec.stream). */
 function effectiveCount(st: DecodeState): number {
   return st.rows.length + st.statements.length + st.restarts;
 }

@@ -48,15 +48,6 @@ export const QUEUE_NAMES = Object.freeze(
 /** One of the twelve consumed queue names. */
 export type QueueName = typeof QUEUE_NAMES[number];
 
-/** What a queue's jobs decode to: see the `DecodedJob` kinds. */
-export type QueueOutput = "rows" | "downtimes" | "core_restart";
-
-/**
- * Which events of a job the `/ws` stream carries (docs/operations.md#ws), stale ones never: every
- * event, or only those that produced rows or a restart cutoff (601, 605, PROCESS_RESTART 102).
- */
-export type StreamRule = "every_event" | "effective_events";
-
 /** Everything the pipeline needs to know about one queue. */
 export interface QueueSpec {
   /** The Gearman function / RabbitMQ queue name. */
@@ -64,14 +55,18 @@ export interface QueueSpec {
   /** Key of the payload object inside each event; null for the envelope-less core restart. */
   readonly payloadKey: string | null;
   /** Kind of `DecodedJob` a valid job of this queue yields (besides `invalid`/`ignored`). */
-  readonly output: QueueOutput;
+  readonly output: "rows" | "downtimes" | "core_restart";
   /** Tables the queue may write (rows, statements, or the D4 cleanup DELETE). */
   readonly tables: readonly TableName[];
   /** Jobs one at a time, in delivery order: downtimes only (docs/consumption.md#downtimes-in-order). */
   readonly inOrder: boolean;
   /** Events older than `--status-max-age` are discarded (docs/payloads.md#stale-status). */
   readonly staleFilter: boolean;
-  readonly stream: StreamRule;
+  /**
+   * Which events of a job the `/ws` stream carries (docs/operations.md#ws), stale ones never: every
+   * event, or only those that produced rows or a restart cutoff (601, 605, PROCESS_RESTART 102).
+   */
+  readonly stream: "every_event" | "effective_events";
   /**
    * The row column holding when the core produced the event, for
    * `statusengine_queue_event_lag_seconds`: status and check queues only, whose newest row is what
