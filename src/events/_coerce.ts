@@ -22,7 +22,7 @@
  * @module
  */
 
-import type { DowntimeStatement, InvalidReason, TableRow } from "./types.ts";
+import type { DowntimeStatement, InvalidReason, PerfdataLabelQuotes, TableRow } from "./types.ts";
 
 /** A parsed JSON object; members may be absent. */
 export interface JsonObject {
@@ -65,7 +65,7 @@ export class DecodeState {
   envelope: JsonObject | null = null;
   /** Payload key of the queue, for messages. */
   payloadKey = "";
-  perfdataLabelQuotes: "keep" | "strip" = "keep";
+  perfdataLabelQuotes: PerfdataLabelQuotes = "keep";
 
   constructor(nodeName: string, nowSeconds: number) {
     this.nodeName = nodeName;
@@ -89,20 +89,11 @@ export class DecodeState {
 export function describe(v: unknown): string {
   if (v === null) return "null";
   if (Array.isArray(v)) return "an array";
-  switch (typeof v) {
-    case "string":
-      return v.length > 40
-        ? `string ${JSON.stringify(v.slice(0, 40))}…`
-        : `string ${JSON.stringify(v)}`;
-    case "number":
-      return `number ${v}`;
-    case "boolean":
-      return `boolean ${v}`;
-    case "object":
-      return "an object";
-    default:
-      return typeof v;
+  if (typeof v === "string") {
+    return `string ${JSON.stringify(v.slice(0, 40))}${v.length > 40 ? "…" : ""}`;
   }
+  if (typeof v === "number" || typeof v === "boolean") return `${typeof v} ${v}`;
+  return typeof v === "object" ? "an object" : typeof v;
 }
 
 function badType(st: DecodeState, o: JsonObject, key: string, want: string, v: unknown): 0 {
@@ -145,20 +136,14 @@ export function reqInt(st: DecodeState, o: JsonObject, key: string): number {
   return coerceInt(st, o, key, v);
 }
 
-/**
- * Optional integer field whose absence is meaningful: returns null for null/absent. Used
- * where "not provided" differs from 0 (the core-restart `timestamp`).
- */
+/** Optional integer field where "not provided" differs from 0: null/absent → null. */
 export function optInt(st: DecodeState, o: JsonObject, key: string): number | null {
   const v = o[key];
   if (v === undefined || v === null) return null;
   return coerceInt(st, o, key, v);
 }
 
-/**
- * Optional double field: null/absent → 0. Stored exactly as received
- * (docs/tables.md#double-columns).
- */
+/** Optional double field: null/absent → 0; stored as received (docs/tables.md#double-columns). */
 export function float(st: DecodeState, o: JsonObject, key: string): number {
   const v = o[key];
   if (v === undefined || v === null) return 0;
@@ -189,10 +174,7 @@ export function text(st: DecodeState, o: JsonObject, key: string): string {
   return coerceText(st, o, key, v);
 }
 
-/**
- * Text field that keeps SQL NULL for JSON null (`event_handler`, `command_args`;
- * docs/tables.md#null-or-empty).
- */
+/** Text field that keeps SQL NULL for JSON null (docs/tables.md#null-or-empty). */
 export function textOrNull(st: DecodeState, o: JsonObject, key: string): string | null {
   const v = o[key];
   if (v === undefined || v === null) return null;

@@ -30,9 +30,7 @@ import {
 import {
   appendDowntimeStatements,
   DOWNTIME_ADD,
-  DOWNTIME_DELETE,
-  DOWNTIME_LOAD,
-  DOWNTIME_START,
+  DOWNTIME_EVENT_NAMES,
   DOWNTIME_STOP,
   DOWNTIME_TYPE_HOST,
 } from "./downtime.ts";
@@ -43,10 +41,8 @@ export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => v
 
 /** NEB NOTIFICATION_END: the only notification event stored (docs/tables.md#notifications-log). */
 const NOTIFICATION_END = 601;
-/**
- * NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored
- * (docs/tables.md#contact-notification-methods).
- */
+// NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored
+// (docs/tables.md#contact-notification-methods).
 const CONTACTNOTIFICATIONMETHOD_END = 605;
 /** The core's PROCESS_RESTART `object_type` (docs/tables.md#core-restart-queue). */
 const PROCESS_RESTART = 102;
@@ -208,10 +204,7 @@ export function decodeServiceCheck(st: DecodeState, ev: JsonObject, p: JsonObjec
   });
 }
 
-/**
- * `statusngin_service_perfdata` → `statusengine_perfdata` (docs/tables.md#perfdata-queue,
- * docs/perfdata.md#parsing).
- */
+/** `statusngin_service_perfdata` (docs/tables.md#perfdata-queue, docs/perfdata.md#parsing). */
 export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonObject): void {
   const perfData = text(st, p, "perf_data");
   if (perfData === "") return;
@@ -228,10 +221,7 @@ export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonO
   appendPerfdataRows(hostname, service, startTime, metrics, st.rows, st.perfdataLabelQuotes);
 }
 
-/**
- * `statusngin_statechanges` → `statusengine_{host,service}_statehistory`
- * (docs/tables.md#state-changes).
- */
+/** `statusngin_statechanges` (docs/tables.md#state-changes). */
 export function decodeStateChange(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // statechange_type 1 → service, anything else → host (the Go worker's rule); it is also what the
   // state_change column stores (docs/tables.md#contract-quirks).
@@ -276,10 +266,7 @@ export function decodeStateChange(st: DecodeState, ev: JsonObject, p: JsonObject
   }
 }
 
-/**
- * `statusngin_logentries` → `statusengine_logentries` (docs/tables.md#log-entries); `id` is
- * AUTO_INCREMENT.
- */
+/** `statusngin_logentries` (docs/tables.md#log-entries); `id` is AUTO_INCREMENT. */
 export function decodeLogEntry(st: DecodeState, _ev: JsonObject, p: JsonObject): void {
   st.rows.push({
     table: "statusengine_logentries",
@@ -293,10 +280,7 @@ export function decodeLogEntry(st: DecodeState, _ev: JsonObject, p: JsonObject):
   });
 }
 
-/**
- * `statusngin_notifications` → `statusengine_{host,service}_notifications_log`
- * (docs/tables.md#notifications-log).
- */
+/** `statusngin_notifications` (docs/tables.md#notifications-log). */
 export function decodeNotification(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // Only completed rounds that reached somebody; the broker filters too, we filter again.
   if (reqInt(st, ev, "type") !== NOTIFICATION_END) return;
@@ -394,10 +378,7 @@ export function decodeContactNotificationMethod(
   }
 }
 
-/**
- * `statusngin_acknowledgements` → `statusengine_{host,service}_acknowledgements`
- * (docs/tables.md#acknowledgements).
- */
+/** `statusngin_acknowledgements` (docs/tables.md#acknowledgements). */
 export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   // In this callback acknowledgement_type is the object kind: 1 → service, else host (Go
   // rule); stored as received (docs/tables.md#contract-quirks).
@@ -441,13 +422,9 @@ export function decodeAcknowledgement(st: DecodeState, ev: JsonObject, p: JsonOb
 /** `statusngin_downtimes` → statements for the downtime tables (docs/downtimes.md). */
 export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): void {
   const type = reqInt(st, ev, "type");
+  // Unknown types write nothing, so their fields are not inspected.
+  if (DOWNTIME_EVENT_NAMES[type] === undefined) return;
   const isAdd = type === DOWNTIME_ADD;
-  // Unknown types write nothing (docs/tables.md#downtime-statements), so their fields are not
-  // inspected.
-  if (
-    !isAdd && type !== DOWNTIME_LOAD && type !== DOWNTIME_START && type !== DOWNTIME_STOP &&
-    type !== DOWNTIME_DELETE
-  ) return;
   const downtimeType = reqInt(st, p, "downtime_type");
   const isHost = downtimeType === DOWNTIME_TYPE_HOST;
   // Every event reads the whole definition: whichever of them is applied first creates the
@@ -476,10 +453,7 @@ export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): 
   );
 }
 
-/**
- * `statusngin_core_restart`: the cleanup cutoff of the core-restart sweep (D4). No envelope, no
- * payload key.
- */
+/** `statusngin_core_restart`: the cutoff of the core-restart sweep (D4); no envelope. */
 export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObject): void {
   const objectType = reqInt(st, ev, "object_type");
   if (st.reason !== null) return;

@@ -14,10 +14,9 @@ import type { DecodeContext } from "./types.ts";
  * (docs/tables.md#appendix) are stated for the unchanged bytes.
  */
 export function fixture(queue: QueueName): string {
-  return Deno.readTextFileSync(new URL(`./testdata/${queue}.job`, import.meta.url));
+  return new TextDecoder().decode(fixtureBytes(queue));
 }
 
-/** The raw bytes of a fixture. */
 export function fixtureBytes(queue: QueueName): Uint8Array {
   return Deno.readFileSync(new URL(`./testdata/${queue}.job`, import.meta.url));
 }

@@ -11,12 +11,9 @@ import type { DecodeContext, DecodedJob, InvalidReason } from "./types.ts";
 import { repairUtf8 } from "./utf8_repair.ts";
 import { errorMessage } from "../util/errors.ts";
 
-// The replacing decoder is about 7 times faster than the fatal one on a 100-event job (Deno's
-// fatal decoder validates in a separate pass), so it decodes every payload; only when its text
-// holds a U+FFFD (a replacement, or a real U+FFFD sent by the core) does the strict decoder
-// decide whether the bytes were ill-formed, and the JS repair run. After repairUtf8 the bytes
-// are valid, so the replacing decoder never replaces anything. Shared instances: no
-// allocation per job.
+// The replacing decoder is about 7 times faster than the fatal one on a 100-event job, so it
+// decodes every payload; only a U+FFFD in its text (replaced, or sent by the core) makes the
+// strict decoder decide whether the bytes were ill-formed and need repairUtf8.
 const UTF8_STRICT = new TextDecoder("utf-8", { fatal: true });
 const UTF8 = new TextDecoder();
 
@@ -74,17 +71,10 @@ function decodeEvent(
 
 /**
  * Decode one job of a queue (text after UTF-8 repair) into rows, downtime statements or a
- * core-restart cutoff; a queue not in {@linkcode QUEUE_NAMES} yields `unknown_queue`.
- *
- * - Both payload shapes are accepted on every queue (D3): an object whose `messages` member is
- *   an array is a bulk job (an empty array is valid and yields nothing); any other object is
- *   one event.
- * - One undecodable event makes the whole job `invalid` (docs/payloads.md#decode-errors), so the
- *   dead-letter file (D7) receives the job exactly as it arrived.
- * - Stale status events (docs/payloads.md#stale-status) are counted in `staleDiscarded`, never
- *   returned.
- * - With `ctx.collectEvents`, `events` holds the source objects the queue's stream rule
- *   (`QueueSpec.stream`) keeps, unchanged, for the `/ws` stream.
+ * core-restart cutoff. Both payload shapes are accepted on every queue
+ * (docs/payloads.md#payload-shapes); one undecodable event makes the whole job `invalid`
+ * (docs/payloads.md#decode-errors); stale status events are only counted in `staleDiscarded`.
+ * With `ctx.collectEvents`, `events` holds the source objects the queue's `stream` rule keeps.
  *
  * @example A single-form acknowledgement
  * ```ts
@@ -123,8 +113,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   const st = new DecodeState(ctx.nodeName, now);
   st.payloadKey = spec.payloadKey ?? "";
   if (ctx.perfdataLabelQuotes !== undefined) st.perfdataLabelQuotes = ctx.perfdataLabelQuotes;
-  // One cutoff per job (docs/payloads.md#stale-status); 0 (or a negative value, refused by the
-  // config) disables it.
+  // One cutoff per job (docs/payloads.md#stale-status); 0 disables it.
   const staleBefore = spec.staleFilter && ctx.statusMaxAgeSeconds > 0
     ? now - ctx.statusMaxAgeSeconds
     : null;
@@ -133,26 +122,19 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   const events: JsonObject[] | null = ctx.collectEvents === true ? [] : null;
   const everyEvent = spec.stream === "every_event";
 
+  // A bulk job's events, or the single-form document as its only event (`st.index` stays -1).
   const messages = doc["messages"];
-  if (Array.isArray(messages)) {
-    for (let i = 0; i < messages.length; i++) {
-      st.index = i;
-      const ev: unknown = messages[i];
-      if (!isJsonObject(ev)) {
-        return invalid(
-          "bad_shape",
-          `messages[${i}]: expected an event object, got ${describe(ev)}`,
-        );
-      }
-      const before = events === null ? 0 : effectiveCount(st);
-      if (decodeEvent(spec, st, ev, staleBefore)) stale++;
-      else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(ev);
-      if (st.reason !== null) return invalid(st.reason, st.message);
+  const bulk = Array.isArray(messages);
+  const list: readonly unknown[] = bulk ? messages : [doc];
+  for (let i = 0; i < list.length; i++) {
+    const ev: unknown = list[i];
+    if (bulk) st.index = i;
+    if (!isJsonObject(ev)) {
+      return invalid("bad_shape", `messages[${i}]: expected an event object, got ${describe(ev)}`);
     }
-  } else {
     const before = events === null ? 0 : effectiveCount(st);
-    if (decodeEvent(spec, st, doc, staleBefore)) stale++;
-    else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(doc);
+    if (decodeEvent(spec, st, ev, staleBefore)) stale++;
+    else if (events !== null && (everyEvent || effectiveCount(st) > before)) events.push(ev);
     if (st.reason !== null) return invalid(st.reason, st.message);
   }
 
@@ -174,7 +156,7 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   }
 }
 
-/** What an event can produce; growing across one event means the event counted (StreamRule). */
+/** What an event can produce; growth across one event means it counted (QueueSpec.stream). */
 function effectiveCount(st: DecodeState): number {
   return st.rows.length + st.statements.length + st.restarts;
 }
@@ -189,9 +171,8 @@ export interface DecodedPayload {
 }
 
 /**
- * Repair (docs/payloads.md#utf8-repair), decode to text and {@linkcode decodeJob} a raw job body:
- * the whole payload path (docs/payloads.md#order-of-operations) between receiving the bytes and
- * handing rows to the writers. Never throws.
+ * Repair (docs/payloads.md#utf8-repair), decode to text and {@linkcode decodeJob} a raw job body.
+ * Never throws.
  *
  * @example A CP1252 byte inside a log line
  * ```ts

@@ -1,12 +1,7 @@
 /**
- * The downtime lifecycle (docs/downtimes.md) as a pure function: one downtime event in, the
- * ordered statements for the downtime tables, announcements and tombstones out. Every rule is
- * decided here; the SQL builder in `src/mysql/` only renders the statements.
- *
- * The rows end the same whatever order the events of one downtime are applied in and however
- * often one repeats: every event can create the rows from the complete definition it carries,
- * every column merges by an order-independent rule, the scheduled row is a copy of the merged
- * history row, and a tombstone keeps an ended downtime from coming back.
+ * The downtime lifecycle as a pure function: one downtime event in, the ordered statements for
+ * the downtime tables, announcements and tombstones out, the same rows whatever order the events
+ * arrive in (docs/downtimes.md#the-rule). `src/mysql/` only renders the statements.
  *
  * @module
  */
@@ -35,16 +30,14 @@ export const DOWNTIME_TYPE_HOST = 2;
 const DOWNTIME_STOP_CANCELLED = 2;
 
 /**
- * One downtime event with its fields already coerced: the envelope's `type`, `attr` (only
- * meaningful for STOP), `timestamp` (`ts` in docs/tables.md#downtime-statements) and
- * `timestamp_usec` (the history `entry_time_usec` of an ADD), and the `downtime` payload's fields.
+ * One downtime event with its fields already coerced: the envelope's `type`, `attr` (STOP only),
+ * `timestamp`, `timestamp_usec` (ADD only), and the `downtime` payload's fields.
  */
 export interface DowntimeEvent {
   readonly type: number;
   readonly attr: number;
   readonly timestamp: number;
   readonly timestampUsec: number;
-  /** 2 host, anything else service. */
   readonly downtimeType: number;
   readonly hostName: string;
   /** Ignored for host downtimes. */
@@ -57,14 +50,12 @@ export interface DowntimeEvent {
   readonly authorName: string;
   readonly commentData: string;
   readonly triggeredBy: number;
-  /** Already 0/1. */
   readonly fixed: number;
-  /** Seconds. */
   readonly duration: number;
 }
 
-/** The envelope types that write rows, by name. */
-const EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
+/** The envelope types that write rows, by name; any other type writes nothing. */
+export const DOWNTIME_EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
   [DOWNTIME_ADD]: "ADD",
   [DOWNTIME_DELETE]: "DELETE",
   [DOWNTIME_LOAD]: "LOAD",
@@ -75,16 +66,13 @@ const EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> = Object.freeze({
 const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 const ANNOUNCEMENTS: DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 
-// Merge lists are shared frozen arrays: built once, never per event. Every rule is
-// order-independent (see DowntimeMerge), so a row ends the same whatever order its events run in.
+// Merge lists are built once, never per event (docs/downtimes.md#the-rule has the rules).
 function merges(...list: DowntimeMerge[]): readonly DowntimeMerge[] {
   return Object.freeze(list.map((m) => Object.freeze(m)));
 }
 const assign = (column: string): DowntimeMerge => ({ column, rule: "assign" });
-// The definition as the ADD announced it. Every event of one downtime carries its definition,
-// meant to be the same each time, so the others only fill a row that does not exist yet; should
-// they ever differ, the ADD's wins whatever the order. entry_time_usec is the ADD's envelope
-// usec by definition, so only an ADD sets it.
+// Only an ADD overwrites the definition: the other events only fill a row that does not exist
+// yet, so should the definitions differ, the ADD's wins whatever the order.
 const HISTORY_ADD = merges(
   ...[
     "entry_time",
@@ -180,8 +168,8 @@ export function appendDowntimeStatements(
   out: DowntimeStatement[],
 ): void {
   const type = ev.type;
-  const name = EVENT_NAMES[type];
-  if (name === undefined) return; // unknown types: nothing (docs/tables.md#downtime-statements).
+  const name = DOWNTIME_EVENT_NAMES[type];
+  if (name === undefined) return;
   // Routing is on downtime_type only, never on service_description
   // (docs/tables.md#downtime-events).
   const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
@@ -277,17 +265,9 @@ export function appendDowntimeStatements(
 }
 
 /**
- * The statements one downtime event requires, in execution order (docs/downtimes.md). Each
- * upsert is suppressed by the downtime's tombstone where one says its row must not exist.
- *
- * | type | statements |
- * |---|---|
- * | ADD 1100 | history upsert (definition + `entry_time_usec`), announcement, scheduled copy |
- * | LOAD 1102 | history upsert (create only, never change a row), announcement, scheduled copy |
- * | START 1103 | history upsert (`was_started` 1, earliest `actual_start_time`), announcement, scheduled copy |
- * | STOP 1104 | history upsert (latest `actual_end_time`, its `was_cancelled`), tombstone, scheduled delete |
- * | DELETE 1101 | tombstone, scheduled delete, then history delete if `start_time` > `timestamp`, else history upsert (create only) |
- * | other | none |
+ * The statements one downtime event requires, in execution order
+ * (docs/downtimes.md#statements-per-event). Each upsert is suppressed by the downtime's tombstone
+ * where one says its row must not exist.
  *
  * @example A cancelled STOP of a host downtime
  * ```ts

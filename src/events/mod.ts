@@ -7,37 +7,18 @@
  * @module
  */
 
-export { type DecodedPayload, decodePayload } from "./decode.ts";
-export {
-  type PerfdataLabelQuotes,
-  perfdataThresholds,
-  plainLabel,
-  positionalDecimal,
-} from "./perfdata.ts";
-export {
-  isQueueName,
-  QUEUE_NAMES,
-  type QueueName,
-  type QueueOutput,
-  QUEUES,
-  type QueueSpec,
-} from "./queues.ts";
+export { decodePayload } from "./decode.ts";
+export { perfdataThresholds, plainLabel, positionalDecimal } from "./perfdata.ts";
+export { isQueueName, QUEUE_NAMES, type QueueName, QUEUES } from "./queues.ts";
 export {
   type DecodeContext,
   type DecodedJob,
-  type DowntimeDelete,
-  type DowntimeEventName,
-  type DowntimeGuard,
-  type DowntimeHistoryTable,
   type DowntimeMerge,
   type DowntimeStatement,
-  type DowntimeTombstone,
-  type DowntimeTombstoneTable,
-  type DowntimeUpsert,
   INVALID_REASONS,
   type InvalidReason,
+  type PerfdataLabelQuotes,
   type Row,
-  type ScheduledDowntimeTable,
   type SqlValue,
   type StreamEvent,
   type TableRow,

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { Row, TableRow } from "./types.ts";
+import type { PerfdataLabelQuotes, Row, TableRow } from "./types.ts";
 
 /**
  * Warning, critical, min and max of a gauge, each a plain number or null (absent, empty, or a
@@ -26,12 +26,6 @@ export interface PerfdataThresholds {
  */
 export const PERFDATA_THRESHOLDS: unique symbol = Symbol("perfdata thresholds");
 
-/**
- * How labels are written to MySQL and Graphite (`--perfdata-label-quotes`,
- * docs/perfdata.md#labels): with the plugin's quotes (`keep`) or without (`strip`).
- */
-export type PerfdataLabelQuotes = "keep" | "strip";
-
 /** One gauge of a `perf_data` string (docs/perfdata.md#algorithm). */
 export interface PerfdataMetric {
   /** Text before the first `=`; quotes are kept and `"` is normalised to `'`. */
@@ -41,17 +35,6 @@ export interface PerfdataMetric {
   readonly unit: string;
   /** Present only when at least one of warn, crit, min, max is a plain number. */
   readonly thresholds?: PerfdataThresholds;
-}
-
-/**
- * The reduced service check of `statusngin_service_perfdata` (docs/tables.md#perfdata-queue):
- * `host_name`, `service_description`, `start_time` (the metric time, D5) and raw `perf_data`.
- */
-export interface PerfdataCheck {
-  readonly hostname: string;
-  readonly serviceDescription: string;
-  readonly startTime: number;
-  readonly perfData: string;
 }
 
 const SPACE = 0x20;
@@ -195,9 +178,9 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
 }
 
 /**
- * The `statusengine_perfdata` rows of one reduced service check (docs/perfdata.md#storage), one
- * per gauge with a numeric value: `timestamp` in milliseconds and `timestamp_unix` in seconds, both
- * from the payload `start_time` (D5).
+ * The `statusengine_perfdata` rows of one reduced service check (docs/tables.md#perfdata-queue,
+ * docs/perfdata.md#storage), one per gauge with a numeric value: `timestamp` in milliseconds and
+ * `timestamp_unix` in seconds, both from the payload `start_time` (D5).
  *
  * @example
  * ```ts
@@ -212,23 +195,15 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
  * assert.ok(rows[0]?.row.timestamp === 1785470660000);
  * ```
  */
-export function perfdataRows(check: PerfdataCheck): TableRow[] {
+export function perfdataRows(
+  c: { hostname: string; serviceDescription: string; startTime: number; perfData: string },
+): TableRow[] {
   const out: TableRow[] = [];
-  appendPerfdataRows(
-    check.hostname,
-    check.serviceDescription,
-    check.startTime,
-    parsePerfdata(check.perfData),
-    out,
-  );
+  appendPerfdataRows(c.hostname, c.serviceDescription, c.startTime, parsePerfdata(c.perfData), out);
   return out;
 }
 
-/**
- * Internal (not in mod.ts): {@linkcode perfdataRows} appending to the job's rows, pre-parsed.
- * `quotes` is `--perfdata-label-quotes`: `keep` writes labels with the plugin's quotes, as the PHP
- * worker did; `strip` writes {@linkcode plainLabel}.
- */
+/** {@linkcode perfdataRows} appending to the job's rows, pre-parsed; internal (not in mod.ts). */
 export function appendPerfdataRows(
   hostname: string,
   serviceDescription: string,

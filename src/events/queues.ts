@@ -48,20 +48,6 @@ export const QUEUE_NAMES = Object.freeze(
 /** One of the twelve consumed queue names. */
 export type QueueName = typeof QUEUE_NAMES[number];
 
-/** What a queue's jobs decode to: see the `DecodedJob` kinds. */
-export type QueueOutput = "rows" | "downtimes" | "core_restart";
-
-/**
- * Which events of a job the `/ws` stream carries, after the same filtering as persistence
- * (docs/operations.md#ws); stale status events (docs/payloads.md#stale-status) are never carried.
- *
- * - `every_event`: every event of the job (status snapshots, checks, perfdata as the
- *   service-check objects, downtimes including LOAD, …).
- * - `effective_events`: only events that produced rows or a restart cutoff: notification ends
- *   (601) that reached a contact, contact-notification-method ends (605), PROCESS_RESTART (102).
- */
-export type StreamRule = "every_event" | "effective_events";
-
 /** Everything the pipeline needs to know about one queue. */
 export interface QueueSpec {
   /** The Gearman function / RabbitMQ queue name. */
@@ -69,29 +55,22 @@ export interface QueueSpec {
   /** Key of the payload object inside each event; null for the envelope-less core restart. */
   readonly payloadKey: string | null;
   /** Kind of `DecodedJob` a valid job of this queue yields (besides `invalid`/`ignored`). */
-  readonly output: QueueOutput;
-  /**
-   * Tables the queue may write (rows, statements, or the D4 cleanup DELETE), in schema
-   * naming. Pinned against the decoders' output by "queues: tables lists what the decoders
-   * emit".
-   */
+  readonly output: "rows" | "downtimes" | "core_restart";
+  /** Tables the queue may write (rows, statements, or the D4 cleanup DELETE). */
   readonly tables: readonly TableName[];
-  /**
-   * Jobs must be processed strictly one at a time, in delivery order: only for downtimes, whose
-   * lifecycle statements corrupt rows when reordered (docs/tables.md#downtime-queue-in-order,
-   * docs/consumption.md#downtimes-in-order).
-   */
+  /** Jobs one at a time, in delivery order: downtimes only (docs/consumption.md#downtimes-in-order). */
   readonly inOrder: boolean;
-  /**
-   * Events older than `--status-max-age` are discarded: the two status queues only
-   * (docs/payloads.md#stale-status).
-   */
+  /** Events older than `--status-max-age` are discarded (docs/payloads.md#stale-status). */
   readonly staleFilter: boolean;
-  readonly stream: StreamRule;
+  /**
+   * Which events of a job the `/ws` stream carries (docs/operations.md#ws), stale ones never: every
+   * event, or only those that produced rows or a restart cutoff (601, 605, PROCESS_RESTART 102).
+   */
+  readonly stream: "every_event" | "effective_events";
   /**
    * The row column holding when the core produced the event, for
-   * `statusengine_queue_event_lag_seconds` (how far MySQL is behind the core): the status and
-   * check queues only, whose newest row is what the UI shows as current; null elsewhere.
+   * `statusengine_queue_event_lag_seconds`: status and check queues only, whose newest row is what
+   * the UI shows as current.
    */
   readonly eventTimeColumn: string | null;
   /** Decodes one event; internal to this directory. */

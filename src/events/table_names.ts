@@ -1,9 +1,7 @@
 /**
- * The names of the 25 tables (Statusengine's 22 and the worker's own announcements, tombstones
- * and leases) grouped by how they are written, with no imports: the decoders, the pipeline and
- * the table catalogue all type their table names with these, so a row can only name a table that
- * has a writer, and the compiler says so. The catalogue is pinned to this list by "catalogue: the
- * table names and write modes match events/table_names.ts".
+ * The names of the 25 tables (Statusengine's 22 and the worker's own) grouped by how they are
+ * written: every layer types its table names with these, so a row can only name a table that has
+ * a writer, and the compiler says so.
  *
  * @module
  */

@@ -28,16 +28,10 @@ export type DowntimeHistoryTable = `statusengine_${"host" | "service"}_downtimeh
 /** The two tables mirroring the downtimes the core currently knows. */
 export type ScheduledDowntimeTable = `statusengine_${"host" | "service"}_scheduleddowntimes`;
 
-/**
- * The worker's record of downtimes that ended or were deleted (docs/downtimes.md), so a late or
- * repeated job cannot bring their rows back.
- */
+/** The worker's record of ended downtimes (docs/downtimes.md#the-tombstone-table). */
 export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
 
-/**
- * The worker's record of when the core last announced each downtime (ADD, LOAD, START), so the
- * sweep after a core restart can tell the scheduled rows the core still has (docs/downtimes.md).
- */
+/** When the core last announced each downtime (docs/downtimes.md#the-announcement-table). */
 export type DowntimeAnnouncementTable = "statusengine_downtime_announcements";
 
 /** The downtime events that produce statements (unknown types produce none). */
@@ -104,8 +98,7 @@ export interface DowntimeTombstone {
 
 /**
  * `DELETE FROM table WHERE <full primary key>`. Deleting zero rows is normal and never reported
- * (docs/tables.md#unmatched-deletes). A conditional delete (history on DELETE) is only emitted
- * when its condition holds: the condition depends on the event alone.
+ * (docs/tables.md#unmatched-deletes).
  */
 export interface DowntimeDelete {
   readonly kind: "delete";
@@ -117,10 +110,8 @@ export interface DowntimeDelete {
 
 /**
  * `INSERT INTO <scheduled> (…) SELECT <the same columns> FROM <history> WHERE <key> AND NOT
- * EXISTS (<guard>) ON DUPLICATE KEY UPDATE <every non-key column>`: the scheduled row as the
- * columns it shares with the history row, which the statement before merged this event into.
- * The history row holds every event seen so far, so a scheduled row written again after the
- * core-restart sweep deleted it (a LOAD drained late) gets the same values as if never deleted.
+ * EXISTS (<guard>) ON DUPLICATE KEY UPDATE <every non-key column>`: the scheduled row as a copy
+ * of the history row the statement before merged this event into (docs/downtimes.md#the-rule).
  */
 export interface DowntimeCopy {
   readonly kind: "copy";
@@ -142,8 +133,7 @@ export type DowntimeStatement = DowntimeUpsert | DowntimeCopy | DowntimeTombston
  *
  * - `not_json`: not valid JSON text (after UTF-8 repair).
  * - `not_object`: valid JSON whose top level is not an object.
- * - `bad_shape`: an object that is neither a bulk job nor a single event of the queue (missing
- *   payload key, a bulk element that is not an object).
+ * - `bad_shape`: neither a bulk job nor a single event of the queue.
  * - `bad_type`: a field holds a JSON type that the coercion rules do not accept.
  * - `missing_field`: a required field (row identity, routing or filter input) is absent or null.
  * - `unknown_queue`: the queue name is not one of the twelve consumed queues.
@@ -187,9 +177,8 @@ export type DecodedJob =
     readonly kind: "core_restart";
     readonly cutoff: number;
     /**
-     * `message`: the message's positive `timestamp`, the restart instant. `clock`: the message
-     * had none and `cutoff` is the decode clock; the pipeline uses the job's receive time
-     * instead, or no time at all when the job may have waited while the worker was down.
+     * `message`: the message's positive `timestamp`. `clock`: it had none and `cutoff` is the
+     * decode clock, which the pipeline replaces (docs/core-restart.md#the-rules).
      */
     readonly cutoffSource: "message" | "clock";
     readonly events?: StreamEvent[];
@@ -206,6 +195,12 @@ export type DecodedJob =
     readonly message: string;
   };
 
+/**
+ * How labels are written to MySQL and Graphite (`--perfdata-label-quotes`,
+ * docs/perfdata.md#labels): with the plugin's quotes (`keep`) or without (`strip`).
+ */
+export type PerfdataLabelQuotes = "keep" | "strip";
+
 /** Settings the decoders need from the worker's configuration and clock. */
 export interface DecodeContext {
   /** Written into `node_name` columns (docs/tables.md#configuration-in-data). */
@@ -215,7 +210,7 @@ export interface DecodeContext {
   /** `--status-max-age`; 0 (or less) disables the stale filter (docs/payloads.md#stale-status). */
   readonly statusMaxAgeSeconds: number;
   /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
-  readonly perfdataLabelQuotes?: "keep" | "strip";
+  readonly perfdataLabelQuotes?: PerfdataLabelQuotes;
   /**
    * Also return the events the queue's stream rule keeps, for the `/ws` stream. Set only while a
    * client is connected, so a worker nobody watches pays nothing for it (docs/operations.md#ws).

@@ -18,18 +18,11 @@ const CP1252_80_9F = "€\x81‚ƒ„…†‡ˆ‰Š‹Œ\x8dŽ\x8f\x90‘’�
 const REPLACEMENT = new Uint8Array(128 * 3);
 const REPLACEMENT_LEN = new Uint8Array(128);
 for (let b = 0x80; b <= 0xff; b++) {
-  const cp = b < 0xa0 ? CP1252_80_9F.charCodeAt(b - 0x80) : b;
-  const o = (b - 0x80) * 3;
-  if (cp < 0x800) {
-    REPLACEMENT[o] = 0xc0 | (cp >> 6);
-    REPLACEMENT[o + 1] = 0x80 | (cp & 0x3f);
-    REPLACEMENT_LEN[b - 0x80] = 2;
-  } else {
-    REPLACEMENT[o] = 0xe0 | (cp >> 12);
-    REPLACEMENT[o + 1] = 0x80 | ((cp >> 6) & 0x3f);
-    REPLACEMENT[o + 2] = 0x80 | (cp & 0x3f);
-    REPLACEMENT_LEN[b - 0x80] = 3;
-  }
+  const utf8 = new TextEncoder().encode(
+    b < 0xa0 ? CP1252_80_9F.charAt(b - 0x80) : String.fromCharCode(b),
+  );
+  REPLACEMENT.set(utf8, (b - 0x80) * 3);
+  REPLACEMENT_LEN[b - 0x80] = utf8.length;
 }
 
 /**

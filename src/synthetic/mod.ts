@@ -1,10 +1,7 @@
 /**
  * Realistic synthetic events for the twelve consumed queues (docs/tables.md#queues), for the
- * `publish` tool, load tests and the decoder tests: every payload field in the broker's key order,
- * a small world of hosts and services (UTF-8 names, openITCOCKPIT-style UUIDs) whose states evolve
- * like a core's, perfdata the parser reads without skipping a gauge, host and service variants,
- * downtimes as consistent lifecycles. Pure: no I/O, no clock of its own, and a seeded PRNG, so the
- * same seed and `now` always give the same events.
+ * `publish` tool, load tests and the decoder tests. Pure: no I/O, no clock of its own, and a
+ * seeded PRNG, so the same seed and `now` always give the same events.
  *
  * Event `i` of a run happens at a distinct microsecond inside the minute before `now` (offset by
  * up to a second derived from the seed), so status events are never stale and every history key
@@ -19,7 +16,6 @@ import { World } from "./world.ts";
 
 export type { JsonValue, SyntheticEvent } from "./queues.ts";
 
-/** Options of {@linkcode syntheticEvents}. */
 export interface SyntheticOptions {
   /** PRNG seed (any safe integer); default: a random one, so runs differ. */
   readonly seed?: number;
@@ -72,13 +68,9 @@ export function* syntheticEvents(
   }
 }
 
-// Job framing: events as the broker writes them, in bulk jobs or one per job
-// (docs/tables.md#bulk-and-single-form).
-
 /** Payload shape of a job (docs/tables.md#bulk-and-single-form). */
 export type JobForm = "bulk" | "single";
 
-/** Options of {@linkcode jobsFor}. */
 export interface JobOptions {
   /** Bulk (`{"messages":[…],"format":"none"}`) or one event per job; default {@linkcode defaultForm}. */
   readonly form?: JobForm;
@@ -101,7 +93,6 @@ export const SINGLE_FORM_QUEUES: readonly QueueName[] = Object.freeze([
   "statusngin_core_restart",
 ]);
 
-/** The default form of a queue's jobs: `"single"` for the four unbatched queues. */
 export function defaultForm(queue: QueueName): JobForm {
   return SINGLE_FORM_QUEUES.includes(queue) ? "single" : "bulk";
 }

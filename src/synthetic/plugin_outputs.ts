@@ -45,10 +45,6 @@ function banded(rng: Rng, state: number, warn: number, crit: number, max: number
   return rng.float(crit, max);
 }
 
-function unknown(text: string): PluginResult {
-  return { output: `UNKNOWN - ${text}`, perfData: "", longOutput: "" };
-}
-
 /** A service of the catalogue as written below: its plugin's text for UNKNOWN, and the rest. */
 interface ServiceDefinition extends
   Omit<
@@ -65,8 +61,8 @@ interface ServiceDefinition extends
   ];
   /** What the plugin prints when it cannot check at all (state 3). */
   readonly unknown: string;
-  /** The result in states 0 to 2; no long output unless it says. */
-  readonly result: (rng: Rng, state: number) => Omit<PluginResult, "longOutput"> & {
+  /** The result in states 0 to 2 (`name`: OK, WARNING, CRITICAL); no long output unless it says. */
+  readonly result: (rng: Rng, state: number, name: string) => Omit<PluginResult, "longOutput"> & {
     readonly longOutput?: string;
   };
 }
@@ -83,8 +79,8 @@ function service(
     retryInterval,
     maxAttempts,
     result(rng, state) {
-      if (state === 3) return unknown(unknownText);
-      const r = result(rng, state);
+      if (state === 3) return { output: `UNKNOWN - ${unknownText}`, perfData: "", longOutput: "" };
+      const r = result(rng, state, SERVICE_STATE_NAMES[state] ?? "UNKNOWN");
       return { output: r.output, perfData: r.perfData, longOutput: r.longOutput ?? "" };
     },
   };
@@ -144,10 +140,9 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_ping -H $HOSTADDRESS$ -w $ARG1$ -c $ARG2$ -p 5",
     schedule: [60, 4, 5, 1, 4],
     unknown: "check_ping: Invalid hostname/address",
-    result(rng, state) {
+    result(rng, state, name) {
       const rta = state === 0 ? rng.float(0.02, 20) : banded(rng, state, 100, 500, 900);
       const pl = state === 0 ? 0 : state === 1 ? rng.int(20, 59) : 100;
-      const name = SERVICE_STATE_NAMES[state] ?? "UNKNOWN";
       return {
         output: pl === 100
           ? `PING CRITICAL - Packet loss = 100%`
@@ -164,11 +159,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_load -w $ARG1$ -c $ARG2$",
     schedule: [60, 0, 1, 1, 4],
     unknown: "Error opening /proc/loadavg",
-    result(rng, state) {
+    result(rng, state, name) {
       const l1 = banded(rng, state, 5, 10, 40);
       const l5 = l1 * rng.float(0.6, 1.1);
       const l15 = l5 * rng.float(0.6, 1.1);
-      const name = SERVICE_STATE_NAMES[state] ?? "UNKNOWN";
       return {
         output: `${name} - load average: ${l1.toFixed(2)}, ${l5.toFixed(2)}, ${l15.toFixed(2)}`,
         perfData: `load1=${l1.toFixed(3)};5.000;10.000;0; load5=${
@@ -183,10 +177,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_users -w $ARG1$ -c $ARG2$",
     schedule: [60, 0, 5, 1, 4],
     unknown: "Could not read utmp",
-    result(rng, state) {
+    result(rng, state, name) {
       const users = Math.floor(banded(rng, state, 20, 50, 80));
       return {
-        output: `USERS ${SERVICE_STATE_NAMES[state]} - ${users} users currently logged in`,
+        output: `USERS ${name} - ${users} users currently logged in`,
         perfData: `users=${users};20;50;0`,
       };
     },
@@ -197,15 +191,15 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_disk -w $ARG1$ -c $ARG2$ -p $ARG3$",
     schedule: [60, 0, 10, 2.5, 3],
     unknown: "DISK UNKNOWN - /var is not accessible: Permission denied",
-    result(rng, state) {
+    result(rng, state, name) {
       const total = 51_200;
       const usedPct = banded(rng, state, 80, 90, 100);
       const used = Math.round(total * usedPct / 100);
       const free = total - used;
       return {
-        output: `DISK ${SERVICE_STATE_NAMES[state]} - free space: /var ${free} MB (${
-          Math.round(100 - usedPct)
-        }% inode=${rng.int(80, 99)}%);`,
+        output: `DISK ${name} - free space: /var ${free} MB (${Math.round(100 - usedPct)}% inode=${
+          rng.int(80, 99)
+        }%);`,
         perfData: `'/var'=${used}MB;40960;46080;0;${total}`,
       };
     },
@@ -216,7 +210,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_swap -w $ARG1$ -c $ARG2$",
     schedule: [60, 0, 5, 1, 4],
     unknown: "SWAP UNKNOWN - no swap configured",
-    result(rng, state) {
+    result(rng, state, name) {
       const total = 2_048;
       const freePct = state === 0
         ? rng.int(25, 100)
@@ -225,9 +219,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
         : rng.int(0, 9);
       const free = Math.round(total * freePct / 100);
       return {
-        output: `SWAP ${
-          SERVICE_STATE_NAMES[state]
-        } - ${freePct}% free (${free} MB out of ${total} MB)`,
+        output: `SWAP ${name} - ${freePct}% free (${free} MB out of ${total} MB)`,
         perfData: `swap=${free}MB;409;204;0;${total}`,
       };
     },
@@ -238,12 +230,12 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_http -I $HOSTADDRESS$ $ARG1$",
     schedule: [30, 1, 1, 0.5, 3],
     unknown: "HTTP UNKNOWN - Invalid HTTP response received from host",
-    result(rng, state) {
+    result(rng, state, name) {
       const time = banded(rng, state, 1, 2, 10);
       const size = rng.int(400, 90_000);
       const status = state === 2 ? "HTTP/1.1 503 Service Unavailable" : "HTTP/1.1 200 OK";
       return {
-        output: `HTTP ${SERVICE_STATE_NAMES[state]}: ${status} - ${size} bytes in ${
+        output: `HTTP ${name}: ${status} - ${size} bytes in ${
           time.toFixed(3)
         } second response time`,
         perfData: `time=${time.toFixed(6)}s;1.000000;2.000000;0.000000 size=${size}B;;;0`,
@@ -256,10 +248,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_mem -w $ARG1$ -c $ARG2$",
     schedule: [60, 0, 5, 1, 4],
     unknown: "cannot read /proc/meminfo",
-    result(rng, state) {
+    result(rng, state, name) {
       const pct = banded(rng, state, 80, 90, 100);
       return {
-        output: `MEMORY ${SERVICE_STATE_NAMES[state]} - ${pct.toFixed(1)}% used`,
+        output: `MEMORY ${name} - ${pct.toFixed(1)}% used`,
         perfData: `'memory used'=${pct.toFixed(1)}%;80;90;0;100 'memory total'=16384MB;;;0;`,
       };
     },
@@ -270,7 +262,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_nrpe -H $HOSTADDRESS$ -c $ARG1$ -a $ARG2$",
     schedule: [60, 2, 10, 2, 3],
     unknown: "Datenträger C: konnte nicht gelesen werden",
-    result(rng, state) {
+    result(rng, state, name) {
       const pct = banded(rng, state, 80, 90, 100);
       const shown = pct.toFixed(1).replace(".", ",");
       const text = state === 0
@@ -279,7 +271,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
         } GB frei)`
         : `Datenträger C: größer als ${state === 1 ? 80 : 90} % belegt (${shown} %)`;
       return {
-        output: `${SERVICE_STATE_NAMES[state]} - ${text}`,
+        output: `${name} - ${text}`,
         // Comma decimal separator, as German Windows agents print it (docs/perfdata.md#format).
         perfData: `'C:\\ Used Space'=${shown}%;80;90;0;100`,
       };
@@ -291,12 +283,12 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_queue --warning $ARG1$ --critical $ARG2$",
     schedule: [60, 0, 5, 1, 4],
     unknown: "Прочее: нет ответа от брокера",
-    result(rng, state) {
+    result(rng, state, name) {
       const n = Math.floor(banded(rng, state, 100, 200, 500));
       return {
         output: state === 0
           ? `OK - Прочее: в очереди ${n} сообщений, всё в порядке`
-          : `${SERVICE_STATE_NAMES[state]} - Прочее: в очереди ${n} сообщений`,
+          : `${name} - Прочее: в очереди ${n} сообщений`,
         perfData: `'очередь'=${n};100;200;0`,
       };
     },
@@ -307,10 +299,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_http -I $HOSTADDRESS$ $ARG1$",
     schedule: [30, 1, 2, 1, 3],
     unknown: "監視: 無効な応答",
-    result(rng, state) {
+    result(rng, state, name) {
       const time = banded(rng, state, 1, 2, 10);
       return {
-        output: `HTTP ${SERVICE_STATE_NAMES[state]}: 監視ページ 応答時間 ${time.toFixed(3)} 秒`,
+        output: `HTTP ${name}: 監視ページ 応答時間 ${time.toFixed(3)} 秒`,
         perfData: `time=${time.toFixed(6)}s;1.000000;2.000000;0.000000`,
       };
     },
@@ -321,8 +313,7 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_snmp_int.pl -H $HOSTADDRESS$ -n $ARG1$ -f -k",
     schedule: [30, 1, 5, 1, 3],
     unknown: "No response from remote host 'eth0'",
-    result(rng, state) {
-      const name = state === 0 ? "OK" : SERVICE_STATE_NAMES[state];
+    result(rng, state, name) {
       return {
         output: `${name} - eth0:${state === 2 ? "DOWN" : "UP"} (in=${rng.int(0, 900)}kB/s, out=${
           rng.int(0, 900)
@@ -339,10 +330,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_procs -w $ARG1$ -c $ARG2$ -s $ARG3$",
     schedule: [60, 0, 5, 1, 4],
     unknown: "Unable to read output",
-    result(rng, state) {
+    result(rng, state, name) {
       const n = Math.floor(banded(rng, state, 250, 400, 900));
       return {
-        output: `PROCS ${SERVICE_STATE_NAMES[state]}: ${n} processes with STATE = RSZDT`,
+        output: `PROCS ${name}: ${n} processes with STATE = RSZDT`,
         perfData: `procs=${n};250;400;0;`,
         // Multi-line long outputs of a few KB, now and then.
         longOutput: rng.chance(0.3) ? processList(rng) : "",
@@ -355,11 +346,11 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_nrpe -H $HOSTADDRESS$ -c $ARG1$",
     schedule: [120, 7, 60, 10, 2],
     unknown: "Windows Update-Dienst antwortet nicht",
-    result(rng, state) {
+    result(rng, state, name) {
       const n = state === 0 ? 0 : state === 1 ? rng.int(1, 9) : rng.int(10, 40);
       const longOutput = n > 0 && rng.chance(0.5) ? updateList(rng, Math.max(n, 25)) : "";
       return {
-        output: `${SERVICE_STATE_NAMES[state]} - ${n} Updates ausstehend`,
+        output: `${name} - ${n} Updates ausstehend`,
         perfData: `'pending updates'=${n};1;10;0`,
         longOutput,
       };
@@ -371,10 +362,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_ntp_time -H pool.ntp.org -w $ARG1$ -c $ARG2$",
     schedule: [30, 0, 15, 5, 3],
     unknown: "NTP UNKNOWN: No response from NTP server",
-    result(rng, state) {
+    result(rng, state, name) {
       const offset = banded(rng, state, 0.5, 1, 30) * (rng.chance(0.5) ? -1 : 1);
       return {
-        output: `NTP ${SERVICE_STATE_NAMES[state]}: Offset ${offset.toPrecision(6)} secs`,
+        output: `NTP ${name}: Offset ${offset.toPrecision(6)} secs`,
         perfData: `offset=${offset.toPrecision(6)}s;0.500000;1.000000;`,
       };
     },
@@ -385,12 +376,10 @@ const SERVICE_DEFINITIONS: readonly ServiceDefinition[] = [
     commandLine: "$USER1$/check_coffee --min-level $ARG1$ --critical $ARG2$",
     schedule: [10, 0, 1, 1, 2],
     unknown: "Kaffeemaschine ☕ antwortet nicht 🤷",
-    result(rng, state) {
+    result(rng, state, name) {
       const level = state === 0 ? rng.int(21, 100) : state === 1 ? rng.int(11, 20) : rng.int(0, 10);
       return {
-        output: `${SERVICE_STATE_NAMES[state]} - Kaffeemaschine ☕ Füllstand ${level} % ${
-          state === 0 ? "🙂" : "🔥"
-        }`,
+        output: `${name} - Kaffeemaschine ☕ Füllstand ${level} % ${state === 0 ? "🙂" : "🔥"}`,
         perfData: `'Füllstand'=${level}%;20;10;0;100`,
       };
     },

@@ -6,7 +6,7 @@
  */
 
 import type { QueueName } from "../events/mod.ts";
-import { COMMENTS, CONTACTS, type Instant, type MonitoredObject, type World } from "./world.ts";
+import type { Instant, MonitoredObject, World } from "./world.ts";
 import { HOST_STATE_NAMES, SERVICE_STATE_NAMES } from "./plugin_outputs.ts";
 
 /** A JSON value as the generator builds it. */
@@ -22,6 +22,24 @@ export type JsonValue =
 export interface SyntheticEvent {
   readonly [key: string]: JsonValue;
 }
+
+const CONTACTS = [
+  "Daniel Z",
+  "Jürgen Müller",
+  "admin",
+  "Анна Иванова",
+  "山田 太郎",
+  "286a2700-006a-4d7d-a6fe-6df5b3533ad2",
+] as const;
+
+const COMMENTS = [
+  "I will take a look at this",
+  "In maintenance",
+  "Wird untersucht – Ticket #4711, Lüfter getauscht",
+  "Работаем над этим",
+  "調査中です",
+  "Planned reboot after kernel update",
+] as const;
 
 function envelope(
   type: number,
@@ -42,22 +60,16 @@ function statusPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEve
   const lastCheck = ts - rng.int(0, 3);
   const problem = sim.state !== 0 && sim.stateType === 1;
   const lastNotification = problem ? sim.lastHardStateChange + rng.int(0, 60) : 0;
-  const times = sim.lastTimeIn;
   const identity: SyntheticEvent = isHost
     ? { name: obj.host.name }
     : { host_name: obj.host.name, description: obj.service ?? "" };
-  const lastTimes: SyntheticEvent = isHost
-    ? {
-      last_time_up: times[0] ?? 0,
-      last_time_down: times[1] ?? 0,
-      last_time_unreachable: times[2] ?? 0,
-    }
-    : {
-      last_time_ok: times[0] ?? 0,
-      last_time_warning: times[1] ?? 0,
-      last_time_critical: times[2] ?? 0,
-      last_time_unknown: times[3] ?? 0,
-    };
+  // last_time_up … last_time_unreachable, or last_time_ok … last_time_unknown.
+  const lastTimes: SyntheticEvent = Object.fromEntries(
+    (isHost ? HOST_STATE_NAMES : SERVICE_STATE_NAMES).map((name, s) => [
+      `last_time_${name.toLowerCase()}`,
+      sim.lastTimeIn[s] ?? 0,
+    ]),
+  );
   return {
     ...identity,
     plugin_output: r.output,
@@ -148,7 +160,7 @@ function checkPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEven
   };
 }
 
-/** One event per object picked: a status or check report of a random host or service. */
+/** One event per object picked, its payload built by `payload`. */
 function* objectEvents(
   w: World,
   type: number,
@@ -164,42 +176,36 @@ function* objectEvents(
 
 const randomHost = (w: World) => w.randomHost().object;
 const randomService = (w: World) => w.randomService();
+/** A host with probability `hostShare`, else a service. */
+const randomObject = (hostShare: number) => (w: World) =>
+  w.rng.chance(hostShare) ? w.randomHost().object : w.randomService();
 
-function* perfdataEvents(w: World): Generator<SyntheticEvent> {
-  for (;;) {
-    const at = w.nextInstant();
-    const obj = w.randomService();
-    const r = w.check(obj, at.sec);
-    yield envelope(701, at, "servicecheck", {
-      host_name: obj.host.name,
-      service_description: obj.service ?? "",
-      perf_data: r.perfData,
-      start_time: at.sec - obj.check.duration,
-    });
-  }
+function perfdataPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service ?? "",
+    perf_data: w.check(obj, ts).perfData,
+    start_time: ts - obj.check.duration,
+  };
 }
 
-function* stateChangeEvents(w: World): Generator<SyntheticEvent> {
-  for (;;) {
-    const at = w.nextInstant();
-    const obj = w.rng.chance(0.25) ? w.randomHost().object : w.randomService();
-    const r = w.check(obj, at.sec, true);
-    const sim = obj.sim;
-    yield envelope(1801, at, "statechange", {
-      host_name: obj.host.name,
-      service_description: obj.service,
-      output: r.output,
-      // The broker copies output into long_output (docs/tables.md#state-changes).
-      long_output: r.output,
-      statechange_type: obj.service === null ? 0 : 1,
-      state: sim.state,
-      state_type: sim.stateType,
-      current_attempt: sim.attempt,
-      max_attempts: obj.check.maxAttempts,
-      last_state: sim.lastState,
-      last_hard_state: sim.lastHardState,
-    });
-  }
+function stateChangePayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
+  const r = w.check(obj, ts, true);
+  const sim = obj.sim;
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service,
+    output: r.output,
+    // The broker copies output into long_output (docs/tables.md#state-changes).
+    long_output: r.output,
+    statechange_type: obj.service === null ? 0 : 1,
+    state: sim.state,
+    state_type: sim.stateType,
+    current_attempt: sim.attempt,
+    max_attempts: obj.check.maxAttempts,
+    last_state: sim.lastState,
+    last_hard_state: sim.lastHardState,
+  };
 }
 
 const LOG_INFO_LINES = [
@@ -218,93 +224,81 @@ function* logEntryEvents(w: World): Generator<SyntheticEvent> {
     let data: string;
     const host = w.randomHost();
     const svc = rng.pick(host.services);
-    const r = w.check(kind === 1 || kind === 3 ? host.object : svc, at.sec);
-    const state = kind === 1 || kind === 3 ? host.object.sim : svc.sim;
+    const obj = kind === 1 || kind === 3 ? host.object : svc;
+    const r = w.check(obj, at.sec);
+    const state = obj.sim;
     const stateType = state.stateType === 1 ? "HARD" : "SOFT";
+    const serviceState = SERVICE_STATE_NAMES[state.state];
+    const hostState = HOST_STATE_NAMES[state.state];
     switch (kind) {
-      case 0: {
+      case 0:
         dataType = [8192, 32768, 65536, 16384][state.state] ?? 8192;
-        data = `SERVICE ALERT: ${host.name};${svc.service};${
-          SERVICE_STATE_NAMES[state.state]
-        };${stateType};${state.attempt};${r.output}`;
+        data =
+          `SERVICE ALERT: ${host.name};${svc.service};${serviceState};${stateType};${state.attempt};${r.output}`;
         break;
-      }
-      case 1: {
+      case 1:
         dataType = [1024, 2048, 4096][state.state] ?? 1024;
-        data = `HOST ALERT: ${host.name};${
-          HOST_STATE_NAMES[state.state]
-        };${stateType};${state.attempt};${r.output}`;
+        data = `HOST ALERT: ${host.name};${hostState};${stateType};${state.attempt};${r.output}`;
         break;
-      }
-      case 2: {
+      case 2:
         dataType = 1048576;
-        data = `SERVICE NOTIFICATION: ${rng.pick(CONTACTS)};${host.name};${svc.service};${
-          SERVICE_STATE_NAMES[state.state]
-        };notify-service-by-email;${r.output}`;
+        data = `SERVICE NOTIFICATION: ${
+          rng.pick(CONTACTS)
+        };${host.name};${svc.service};${serviceState};notify-service-by-email;${r.output}`;
         break;
-      }
-      case 3: {
+      case 3:
         dataType = 524288;
-        data = `HOST NOTIFICATION: ${rng.pick(CONTACTS)};${host.name};${
-          HOST_STATE_NAMES[state.state]
-        };notify-host-by-email;${r.output}`;
+        data = `HOST NOTIFICATION: ${
+          rng.pick(CONTACTS)
+        };${host.name};${hostState};notify-host-by-email;${r.output}`;
         break;
-      }
-      case 4: {
+      case 4:
         dataType = 512;
         data = `EXTERNAL COMMAND: SCHEDULE_FORCED_SVC_CHECK;${host.name};${svc.service};${at.sec}`;
         break;
-      }
-      case 5: {
+      case 5:
         dataType = 131072;
         data = `PASSIVE SERVICE CHECK: ${host.name};${svc.service};${state.state};${r.output}`;
         break;
-      }
-      case 6: {
+      case 6:
         dataType = 2;
         data =
           `Warning: The check of service '${svc.service}' on host '${host.name}' looks like it was orphaned (results never came back; last_check=${
             at.sec - 900
           }).  I'm scheduling an immediate check of the service...`;
         break;
-      }
-      default: {
+      default:
         dataType = 262144;
         data = rng.pick(LOG_INFO_LINES);
-      }
     }
     yield envelope(300, at, "logentry", { entry_time: at.sec, data_type: dataType, data });
   }
 }
 
-function* notificationEvents(w: World): Generator<SyntheticEvent> {
+function notificationPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
   const rng = w.rng;
-  for (;;) {
-    const at = w.nextInstant();
-    const obj = rng.chance(0.3) ? w.randomHost().object : w.randomService();
-    const r = w.check(obj, at.sec);
-    // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom
-    // (docs/tables.md#notifications-log).
-    const reason = rng.pick([0, 0, 0, 0, 1, 5, 6, 8]);
-    const withAuthor = reason === 1 || reason === 8;
-    yield envelope(601, at, "notification_data", {
-      host_name: obj.host.name,
-      service_description: obj.service,
-      output: r.output,
-      long_output: r.output,
-      ack_author: withAuthor ? rng.pick(CONTACTS) : null,
-      ack_data: withAuthor ? rng.pick(COMMENTS) : null,
-      notification_type: obj.service === null ? 0 : 1,
-      // start = envelope second: unique (host, start_time, start_time_usec) per event.
-      start_time: at.sec,
-      end_time: at.sec,
-      reason_type: reason,
-      state: obj.sim.state,
-      escalated: rng.chance(0.05) ? 1 : 0,
-      // The broker drops rounds that reached nobody (docs/tables.md#consumed-queues).
-      contacts_notified: rng.int(1, 3),
-    });
-  }
+  const r = w.check(obj, ts);
+  // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom
+  // (docs/tables.md#notifications-log).
+  const reason = rng.pick([0, 0, 0, 0, 1, 5, 6, 8]);
+  const withAuthor = reason === 1 || reason === 8;
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service,
+    output: r.output,
+    long_output: r.output,
+    ack_author: withAuthor ? rng.pick(CONTACTS) : null,
+    ack_data: withAuthor ? rng.pick(COMMENTS) : null,
+    notification_type: obj.service === null ? 0 : 1,
+    // start = envelope second: unique (host, start_time, start_time_usec) per event.
+    start_time: ts,
+    end_time: ts,
+    reason_type: reason,
+    state: obj.sim.state,
+    escalated: rng.chance(0.05) ? 1 : 0,
+    // The broker drops rounds that reached nobody (docs/tables.md#consumed-queues).
+    contacts_notified: rng.int(1, 3),
+  };
 }
 
 function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
@@ -348,26 +342,22 @@ function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
   }
 }
 
-function* acknowledgementEvents(w: World): Generator<SyntheticEvent> {
+function acknowledgementPayload(w: World, obj: MonitoredObject): SyntheticEvent {
   const rng = w.rng;
-  for (;;) {
-    const at = w.nextInstant();
-    const isHost = rng.chance(0.3);
-    const obj = isHost ? w.randomHost().object : w.randomService();
-    const state = isHost ? rng.int(1, 2) : rng.int(1, 3);
-    yield envelope(1700, at, "acknowledgement", {
-      host_name: obj.host.name,
-      service_description: obj.service,
-      author_name: rng.pick(CONTACTS),
-      comment_data: rng.pick(COMMENTS),
-      // Here the object kind: 0 host, 1 service (docs/tables.md#acknowledgements).
-      acknowledgement_type: isHost ? 0 : 1,
-      state,
-      is_sticky: rng.chance(0.3) ? 1 : 0,
-      persistent_comment: rng.chance(0.5) ? 1 : 0,
-      notify_contacts: rng.chance(0.8) ? 1 : 0,
-    });
-  }
+  const isHost = obj.service === null;
+  const state = isHost ? rng.int(1, 2) : rng.int(1, 3);
+  return {
+    host_name: obj.host.name,
+    service_description: obj.service,
+    author_name: rng.pick(CONTACTS),
+    comment_data: rng.pick(COMMENTS),
+    // Here the object kind: 0 host, 1 service (docs/tables.md#acknowledgements).
+    acknowledgement_type: isHost ? 0 : 1,
+    state,
+    is_sticky: rng.chance(0.3) ? 1 : 0,
+    persistent_comment: rng.chance(0.5) ? 1 : 0,
+    notify_contacts: rng.chance(0.8) ? 1 : 0,
+  };
 }
 
 /** Downtime envelope `type` values (docs/tables.md#downtime-events). */
@@ -399,8 +389,7 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
       start = at0.sec + rng.int(600, 86_400);
       end = start + duration;
     } else {
-      const stopAt = at0.sec;
-      start = stopAt - (variant === 0 ? duration : rng.int(60, duration - 1));
+      start = at0.sec - (variant === 0 ? duration : rng.int(60, duration - 1));
       end = start + duration;
       entryTime = start - lead;
       fixedWindow = rng.chance(0.85) ? 1 : 0;
@@ -428,11 +417,9 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
         [DT_STOP, variant === 0 ? end : at0.sec, variant === 0 ? 1 : 2],
         [DT_DELETE, variant === 0 ? end : at0.sec, 0],
       ];
-    let first = true;
-    for (const [type, sec, attr] of events) {
-      const at = first ? at0 : w.nextInstant();
-      first = false;
-      yield envelope(type, { sec, usec: at.usec }, "downtime", payload, attr);
+    for (const [i, [type, sec, attr]] of events.entries()) {
+      const usec = i === 0 ? at0.usec : w.nextInstant().usec;
+      yield envelope(type, { sec, usec }, "downtime", payload, attr);
     }
   }
 }
@@ -448,12 +435,16 @@ export const GENERATORS: Readonly<Record<QueueName, (w: World) => Generator<Synt
   "statusngin_hostchecks": (w) => objectEvents(w, 801, "hostcheck", randomHost, checkPayload),
   "statusngin_servicechecks": (w) =>
     objectEvents(w, 701, "servicecheck", randomService, checkPayload),
-  "statusngin_service_perfdata": perfdataEvents,
-  "statusngin_statechanges": stateChangeEvents,
+  "statusngin_service_perfdata": (w) =>
+    objectEvents(w, 701, "servicecheck", randomService, perfdataPayload),
+  "statusngin_statechanges": (w) =>
+    objectEvents(w, 1801, "statechange", randomObject(0.25), stateChangePayload),
   "statusngin_logentries": logEntryEvents,
-  "statusngin_notifications": notificationEvents,
+  "statusngin_notifications": (w) =>
+    objectEvents(w, 601, "notification_data", randomObject(0.3), notificationPayload),
   "statusngin_contactnotificationmethod": contactNotificationEvents,
-  "statusngin_acknowledgements": acknowledgementEvents,
+  "statusngin_acknowledgements": (w) =>
+    objectEvents(w, 1700, "acknowledgement", randomObject(0.3), acknowledgementPayload),
   "statusngin_downtimes": downtimeEvents,
   "statusngin_core_restart": coreRestartEvents,
 };

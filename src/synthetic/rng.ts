@@ -47,9 +47,7 @@ export class Rng {
 
   /** Index chosen with the given relative weights. */
   weighted(weights: readonly number[]): number {
-    let total = 0;
-    for (const w of weights) total += w;
-    let r = this.next() * total;
+    let r = this.next() * weights.reduce((sum, w) => sum + w, 0);
     for (let i = 0; i < weights.length; i++) {
       r -= weights[i] ?? 0;
       if (r < 0) return i;
@@ -58,8 +56,6 @@ export class Rng {
   }
 
   hex(digits: number): string {
-    let s = "";
-    for (let i = 0; i < digits; i++) s += "0123456789abcdef".charAt(this.int(0, 15));
-    return s;
+    return Array.from({ length: digits }, () => this.int(0, 15).toString(16)).join("");
   }
 }

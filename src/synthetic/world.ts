@@ -1,6 +1,6 @@
 /**
  * The monitored world of a run: hosts and services with states that evolve like a core's
- * (soft attempts, then hard), contacts and comments, and the run's event clock.
+ * (soft attempts, then hard), and the run's event clock.
  *
  * @module
  */
@@ -17,24 +17,6 @@ import {
 
 /** The time window, before `now`, into which a run's events fall. */
 const WINDOW_US = 60_000_000;
-
-export const CONTACTS = [
-  "Daniel Z",
-  "Jürgen Müller",
-  "admin",
-  "Анна Иванова",
-  "山田 太郎",
-  "286a2700-006a-4d7d-a6fe-6df5b3533ad2",
-] as const;
-
-export const COMMENTS = [
-  "I will take a look at this",
-  "In maintenance",
-  "Wird untersucht – Ticket #4711, Lüfter getauscht",
-  "Работаем над этим",
-  "調査中です",
-  "Planned reboot after kernel update",
-] as const;
 
 /** Simulated check state of one object (host or service), evolving like a core's. */
 export interface ObjectState {
@@ -126,10 +108,10 @@ export class World {
     const states = isHost ? HOST_STATE_NAMES.length : SERVICE_STATE_NAMES.length;
     const state = isHost ? (rng.chance(0.05) ? 1 : 0) : rng.weighted([88, 6, 4, 2]);
     const lastStateChange = now - rng.int(3_600, 90 * 86_400);
-    const lastTimeIn: number[] = [];
-    for (let s = 0; s < states; s++) {
-      lastTimeIn.push(s === state ? now - rng.int(1, 300) : rng.chance(0.5) ? 0 : lastStateChange);
-    }
+    const lastTimeIn = Array.from(
+      { length: states },
+      (_, s) => s === state ? now - rng.int(1, 300) : rng.chance(0.5) ? 0 : lastStateChange,
+    );
     return {
       state,
       stateType: 1,
