@@ -260,34 +260,9 @@ export class Consumer {
     return queue.inOrder ? 1 : this.#o.maxJobsPerQueue;
   }
 
-  /** Jobs `queue` may hold in flight now: its window, or its cap when it has none. */
-  windowOf(queue: string): number {
-    return this.#budget(queue).capacity;
-  }
-
-  /** Grants of `queue` held now (handlers running plus grabs outstanding). */
-  slotsInUse(queue: string): number {
-    return this.#budgets.get(queue)?.inUse ?? 0;
-  }
-
-  /** Payload bytes held by jobs in flight and outstanding grabs, all queues. */
-  get bytesInFlight(): number {
-    return this.#bytes.used;
-  }
-
   /** Whether every link serving `queue` is consuming. */
-  connected(queue: string): boolean {
+  #connected(queue: string): boolean {
     return (this.#up.get(queue)?.size ?? -1) === (this.#serving.get(queue) ?? 0);
-  }
-
-  /** Whether `queue` has jobs waiting that it does not take (see {@link StallDetector}). */
-  stalled(queue: string): boolean {
-    return this.#stallDetector.stalled(queue);
-  }
-
-  /** The supervisors, one per link target (tests). */
-  get supervisors(): readonly Supervisor[] {
-    return this.#supervisors;
   }
 
   /**
@@ -464,12 +439,12 @@ export class Consumer {
 
   #setState(supervisor: Supervisor, up: boolean): void {
     for (const queue of supervisor.target.queues) {
-      const before = this.connected(queue);
+      const before = this.#connected(queue);
       const set = this.#up.get(queue) as Set<Supervisor>;
       if (up) set.add(supervisor);
       else set.delete(supervisor);
       // 1 only while every link is consuming, so a half-served queue is visible.
-      const after = this.connected(queue);
+      const after = this.#connected(queue);
       if (before !== after) this.#o.observer.queueConnected(queue, after);
     }
   }
@@ -480,8 +455,8 @@ export class Consumer {
       `${this.#o.name}: ${final ? "consumer stopped" : "consumer stats"}`,
       (queue) => ({
         links_up: `${this.#up.get(queue)?.size ?? 0}/${this.#serving.get(queue) ?? 0}`,
-        window: this.windowOf(queue),
-        stalled: this.stalled(queue) ? 1 : 0,
+        window: this.#budget(queue).capacity,
+        stalled: this.#stallDetector.stalled(queue) ? 1 : 0,
       }),
       { final },
     );
