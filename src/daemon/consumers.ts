@@ -2,14 +2,9 @@
  * The queue backend and the consumption. {@link queueBackend} is the one place that branches on
  * `--consumer`; everything above holds a `QueueConsumer` or a `CommandPublisher`.
  *
- * Safe scale-out for the in-order queues: only the worker holding the in-order lease (a row of
- * `statusengine_worker_leases`, src/mysql/lease.ts) consumes them, through a consumer of their own
- * ({@link InOrderGate}) started once the lease is taken and stopped when it is lost or runs out.
- * Why two workers never consume at once, why a failed renewal keeps the in-flight job (gearmand
- * would re-queue it at the tail) and what it cannot fix: docs/consumption.md#in-order-lock and
- * docs/downtimes.md#galera. RabbitMQ's single-active-consumer would need
- * `x-single-active-consumer` at declaration, and the broker module declares its queues without
- * arguments (a different declaration is refused, 406), so both backends use the lease.
+ * Only the worker holding the in-order lease (src/mysql/lease.ts) consumes the in-order queues,
+ * with either backend: why, and what it cannot fix, in docs/consumption.md#in-order-lock,
+ * docs/downtimes.md#galera and docs/running.md#running-several-workers.
  *
  * @module
  */
@@ -32,7 +27,6 @@ import {
   type DeadLetterSink,
   Lease,
   leaseTermMs,
-  type MysqlConnection,
   type MysqlHosts,
   type MysqlUrlOptions,
   openLeaseConnection,
@@ -163,35 +157,70 @@ export function buildConsumption(
   if (split.gated.length === 0) return main;
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
-  const gate = new InOrderGate({
-    build: (admit) =>
-      buildConsumer(
+  // Consumes the in-order queues only while this worker holds the lease: a fresh consumer each
+  // time it is taken (a stopped one cannot restart).
+  let gated: QueueConsumer | undefined;
+  let admission: Admission | undefined;
+  const lease: Lease = new Lease({
+    // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
+    connect: () => openLeaseConnection(parts.mysqlHosts.inUse, pollMs),
+    name: inOrderLeaseName(config.nodeName),
+    holder: leaseHolderId(),
+    pollMs,
+    termMs: leaseTermMs(pollMs, drainMs),
+    drainMs,
+    heldGauge: parts.metrics.inOrderLockHeld,
+    takeovers: parts.metrics.inOrderLeaseTakeovers,
+    onHeld: async () => {
+      const fresh = new Admission();
+      const next = buildConsumer(
         { ...config, drainTimeoutMs: drainMs },
         split.gated,
         parts,
         deadLetter,
-        // While the lease is not known to be ours no new in-order job starts writing.
+        // A job starts writing only while the lease is valid; past that it waits for the next
+        // renewal (or is refused once the lease is given up).
         async (job, signal) => {
-          await admit(signal);
+          if (!lease.valid) fresh.hold();
+          await fresh.admit(signal);
           await parts.pipeline.handler(job, signal);
         },
-      ),
-    // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
-    connect: () => openLeaseConnection(parts.mysqlHosts.inUse, pollMs),
-    leaseName: inOrderLeaseName(config.nodeName),
-    holder: leaseHolderId(),
-    pollMs,
-    drainMs,
-    heldGauge: parts.metrics.inOrderLockHeld,
-    takeovers: parts.metrics.inOrderLeaseTakeovers,
+      );
+      try {
+        await next.start();
+      } catch (err: unknown) {
+        fresh.close();
+        await next.stop();
+        throw err;
+      }
+      gated = next;
+      admission = fresh;
+      log.info("worker: consuming the in-order queues (this worker holds the lease)");
+    },
+    onSuspect: () => admission?.hold(),
+    onRegained: () => admission?.open(),
+    onLost: async () => {
+      const stopping = gated;
+      gated = undefined;
+      // A job waiting for admission is refused at once, so the drain need not wait for it.
+      admission?.close();
+      admission = undefined;
+      try {
+        await stopping?.stop();
+      } catch (err: unknown) {
+        log.error("worker: stopping the in-order consumer failed", { error: errorMessage(err) });
+      }
+    },
   });
   return {
     start: async () => {
       await main.start();
-      await gate.start();
+      // Returns at once: the in-order queues are consumed once this worker is elected.
+      lease.start();
     },
+    // Stop consuming, then release the lease.
     stop: async () => {
-      await Promise.all([main.stop(), gate.stop()]);
+      await Promise.all([main.stop(), lease.stop()]);
     },
   };
 }
@@ -275,9 +304,6 @@ function leaseHolderId(): string {
   return `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
 }
 
-/** Resolves when a new in-order job may start; rejects once the lock is lost or `signal` aborts. */
-type Admit = (signal: AbortSignal) => Promise<void>;
-
 /** Raised to a job waiting for admission once the in-order lease was lost or given up. */
 function lockLost(): WorkerError {
   return new WorkerError(
@@ -320,7 +346,8 @@ export class Admission {
     this.#waiting = undefined;
   }
 
-  readonly admit: Admit = (signal) => {
+  /** Resolves when a new in-order job may start; rejects once the lock is lost or `signal` aborts. */
+  readonly admit = (signal: AbortSignal): Promise<void> => {
     switch (this.#state) {
       case "open":
         return Promise.resolve();
@@ -330,86 +357,4 @@ export class Admission {
         return abortable((this.#waiting as PromiseWithResolvers<void>).promise, signal);
     }
   };
-}
-
-interface InOrderGateOptions {
-  /** A fresh consumer (a stopped one cannot restart) whose handler awaits `admit` first. */
-  readonly build: (admit: Admit) => QueueConsumer;
-  readonly connect: () => Promise<MysqlConnection>;
-  readonly leaseName: string;
-  readonly holder: string;
-  readonly pollMs: number;
-  /** The in-order consumer's drain budget; the lease term allows for it. */
-  readonly drainMs: number;
-  /** `statusengine_in_order_lock_held`. */
-  readonly heldGauge?: { set(value: number): void };
-  /** `statusengine_in_order_lease_takeovers_total`. */
-  readonly takeovers?: { inc(): void };
-}
-
-/** Consumes the in-order queues only while this worker holds the lease. */
-class InOrderGate implements QueueConsumer {
-  readonly #lease: Lease;
-  #consumer: QueueConsumer | undefined;
-  #admission: Admission | undefined;
-
-  constructor(options: InOrderGateOptions) {
-    this.#lease = new Lease({
-      connect: options.connect,
-      name: options.leaseName,
-      holder: options.holder,
-      pollMs: options.pollMs,
-      termMs: leaseTermMs(options.pollMs, options.drainMs),
-      drainMs: options.drainMs,
-      ...(options.heldGauge === undefined ? {} : { heldGauge: options.heldGauge }),
-      ...(options.takeovers === undefined ? {} : { takeovers: options.takeovers }),
-      onHeld: async () => {
-        const admission = new Admission();
-        // A job starts only while the lease is valid; past that it waits for the next renewal
-        // (or is refused once the lease is given up).
-        const admit: Admit = (signal) => {
-          if (!this.#lease.valid) admission.hold();
-          return admission.admit(signal);
-        };
-        const consumer = options.build(admit);
-        try {
-          await consumer.start();
-        } catch (err: unknown) {
-          admission.close();
-          await consumer.stop();
-          throw err;
-        }
-        this.#consumer = consumer;
-        this.#admission = admission;
-        log.info("worker: consuming the in-order queues (this worker holds the lease)");
-      },
-      onSuspect: () => this.#admission?.hold(),
-      onRegained: () => this.#admission?.open(),
-      onLost: async () => {
-        const consumer = this.#consumer;
-        this.#consumer = undefined;
-        // A job waiting for admission is refused at once, so the drain need not wait for it.
-        this.#admission?.close();
-        this.#admission = undefined;
-        try {
-          await consumer?.stop();
-        } catch (err: unknown) {
-          log.error("worker: stopping the in-order consumer failed", {
-            error: errorMessage(err),
-          });
-        }
-      },
-    });
-  }
-
-  /** Start competing for the lease; returns at once (consuming starts when elected). */
-  start(): Promise<void> {
-    this.#lease.start();
-    return Promise.resolve();
-  }
-
-  /** Stop consuming, then release the lease. Idempotent. */
-  stop(): Promise<void> {
-    return this.#lease.stop();
-  }
 }
