@@ -28,7 +28,6 @@ import {
   Lease,
   leaseTermMs,
   type MysqlHosts,
-  type MysqlUrlOptions,
   openLeaseConnection,
 } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
@@ -48,12 +47,11 @@ export interface QueueBackend {
   consumer(queues: readonly QueueName[], options: SharedConsumerOptions): QueueConsumer;
   /** A publisher to `statusngin_cmd` (it connects on first use); the caller closes it. */
   commandPublisher(): CommandPublisher;
-  /** Log, once at start, what in this backend's settings is likely a mistake. */
-  warnAboutConfiguration(): void;
 }
 
 /**
- * The backend `--consumer` names: the one branch on it.
+ * The backend `--consumer` names: the one branch on it. Built once at start, so it also logs what
+ * in the backend's settings is likely a mistake.
  *
  * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */
@@ -88,8 +86,18 @@ export function queueBackend(
           durableQueues: rabbitmq.durableQueues,
           ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
         }),
-      warnAboutConfiguration: () => {},
     };
+  }
+  if (config.gearmanServers.length > 1) {
+    // D9 consumes from every server; the broker module publishes each message to every
+    // server it is configured with, so the common "two servers for availability" set-up
+    // writes every event twice (history rows duplicated, downtimes replayed).
+    log.warn(
+      "worker: several Gearman job servers given; if one broker module publishes to all of " +
+        "them every event is processed once per server. Run one worker per server with " +
+        "disjoint brokers, or list only the active server and switch on failover",
+      { servers: config.gearmanServers.join(",") },
+    );
   }
   return {
     consumer: (queues, options) =>
@@ -103,18 +111,6 @@ export function queueBackend(
         clientIdPrefix: `statusengine-${name}`,
       }),
     commandPublisher: () => gearmanCommandPublisher(config.gearmanServers),
-    warnAboutConfiguration: () => {
-      if (config.gearmanServers.length <= 1) return;
-      // D9 consumes from every server; the broker module publishes each message to every
-      // server it is configured with, so the common "two servers for availability" set-up
-      // writes every event twice (history rows duplicated, downtimes replayed).
-      log.warn(
-        "worker: several Gearman job servers given; if one broker module publishes to all of " +
-          "them every event is processed once per server. Run one worker per server with " +
-          "disjoint brokers, or list only the active server and switch on failover",
-        { servers: config.gearmanServers.join(",") },
-      );
-    },
   };
 }
 
@@ -125,7 +121,6 @@ export interface ConsumptionParts {
   readonly observer: ConsumerObserver;
   readonly deadLetters: DeadLetterSink;
   readonly metrics: Metrics;
-  readonly urlOptions: MysqlUrlOptions;
   /** The in-order lock's connection goes to the MySQL host in use. */
   readonly mysqlHosts: MysqlHosts;
 }
@@ -164,8 +159,11 @@ export function buildConsumption(
   const lease: Lease = new Lease({
     // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
     connect: () => openLeaseConnection(parts.mysqlHosts.inUse, pollMs),
-    name: inOrderLeaseName(config.nodeName),
-    holder: leaseHolderId(),
+    // One lease per node: the workers of a node share its queues, other nodes' must not wait. Cut
+    // to the column's 255 characters (a shared lease only costs parallelism).
+    name: [...`in-order:${config.nodeName}`].slice(0, 255).join(""),
+    // Unique among workers and restarts.
+    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
     pollMs,
     termMs: leaseTermMs(pollMs, drainMs),
     drainMs,
@@ -289,20 +287,6 @@ const IN_ORDER_LOCK_POLL_MS = 1_000;
 
 /** Drain budget of the in-order consumer: one job in flight, a few statements. */
 const IN_ORDER_DRAIN_MS = 2_000;
-
-/**
- * Lease name of the in-order queues: one per node, since the workers of one node share its queues
- * and other nodes' must not wait. Cut to the column's 255 characters (a shared lease only costs
- * parallelism).
- */
-function inOrderLeaseName(nodeName: string): string {
-  return [...`in-order:${nodeName}`].slice(0, 255).join("");
-}
-
-/** A holder id unique among workers and restarts: `pid <pid> <8 hex>`. */
-function leaseHolderId(): string {
-  return `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
-}
 
 /** Raised to a job waiting for admission once the in-order lease was lost or given up. */
 function lockLost(): WorkerError {
