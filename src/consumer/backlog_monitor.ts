@@ -1,10 +1,9 @@
 /**
- * Watching the broker's backlog per queue. The backlog gauge (`statusengine_queue_backlog`) shows a
- * core that produces faster than the workers write, long before anything stalls; it is asked on
- * its own timer and connections, bounded, so a hung broker delays the gauge but never a job, and
- * an unknown backlog is reported unknown, never 0. The stall detector tells "idle" from "stuck"
- * (a link that lost a wake-up looks healthy otherwise; docs/consumption.md#the-consumer-core-srcconsumer),
- * asking the broker only about a link already suspect.
+ * Watching the broker's backlog per queue (`statusengine_queue_backlog`), on its own timer and
+ * bounded, so a hung broker delays the gauge but never a job; an unknown backlog is reported
+ * unknown, never 0. The stall detector tells "idle" from "stuck" (a link that lost a wake-up looks
+ * healthy otherwise), asking the broker only about a link already suspect
+ * (docs/consumption.md#the-consumer-core-srcconsumer).
  *
  * @module
  */

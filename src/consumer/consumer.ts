@@ -106,22 +106,16 @@ export interface ConsumerOptions {
 }
 
 /** The options every backend passes through to the core unchanged. */
-export type BackendOptions = Pick<
+export type BackendOptions = Omit<
   ConsumerOptions,
-  | "queues"
-  | "window"
-  | "maxInFlightBytes"
-  | "handler"
-  | "observer"
-  | "deadLetter"
-  | "retry"
-  | "reconnectIntervalMs"
-  | "drainTimeoutMs"
-  | "stallTimeoutMs"
-  | "statsIntervalMs"
-  | "backlogIntervalMs"
-  | "waitAtStart"
-  | "giveBack"
+  | "name"
+  | "log"
+  | "maxJobsPerQueue"
+  | "targets"
+  | "backlogSources"
+  | "describe"
+  | "serverNoun"
+  | "waitable"
 >;
 
 /** Default of `--max-in-flight-bytes`. */
@@ -152,7 +146,7 @@ export class Consumer {
   #started = false;
   #stopping: Promise<void> | undefined;
 
-  /** @throws {RangeError} On an empty queue list, a cap below 1, or no link target. */
+  /** @throws {RangeError} On an empty queue list or a cap below 1. */
   constructor(options: ConsumerOptions) {
     if (options.queues.length === 0) {
       // One link per queue: with none, start would "succeed" consuming nothing
@@ -193,7 +187,7 @@ export class Consumer {
     this.#engine = new DeliveryEngine({
       handler: options.handler,
       observer,
-      deadLetter: options.deadLetter ?? discardDeadLetter,
+      deadLetter: options.deadLetter ?? (() => Promise.resolve()),
       name: options.name,
       log: options.log,
       ...(options.retry === undefined ? {} : { retry: options.retry }),
@@ -202,9 +196,6 @@ export class Consumer {
       engine: this.#engine,
       budget: (queue) => this.#budget(queue),
     });
-    if (targets.length === 0) {
-      throw new RangeError(`Cannot create ${options.name} consumer: no broker to connect to`);
-    }
     const watched: WatchedLink[] = [];
     for (const target of targets) {
       const supervisor: Supervisor = new Supervisor({
@@ -388,8 +379,8 @@ export class Consumer {
     for (const s of this.#supervisors) {
       const link = s.current;
       if (link === undefined || link.inFlight === 0 || s.parkedSince !== undefined) continue;
-      const others = await this.#otherWorkers(s.target);
-      if (others === undefined || s.current !== link || this.#stopping !== undefined) continue;
+      const workers = await this.#otherWorkers(s.target);
+      if (workers === undefined || s.current !== link || this.#stopping !== undefined) continue;
       const given = await s.giveBack("mysql_unavailable");
       if (given === undefined) continue;
       // Every queue of the link stops consuming, also one that held no job just now.
@@ -405,7 +396,7 @@ export class Consumer {
             queue,
             server: s.target.server,
             jobs,
-            workers: others.workers,
+            workers,
             held_for_s: Math.round(policy.holdingForMs() / 1000),
           },
         );
@@ -413,10 +404,8 @@ export class Consumer {
     }
   }
 
-  /** The first queue of `target` that another worker consumes, or undefined (none, or unknown). */
-  async #otherWorkers(
-    target: LinkTarget,
-  ): Promise<{ queue: string; workers: number } | undefined> {
+  /** The workers of the first queue of `target` that another worker consumes too, or undefined (none, or unknown). */
+  async #otherWorkers(target: LinkTarget): Promise<number | undefined> {
     for (const queue of target.queues) {
       using limit = deadline(CONSUMERS_QUERY_TIMEOUT_MS);
       let workers: number | undefined;
@@ -432,7 +421,7 @@ export class Consumer {
         continue;
       }
       // Counting this worker: more than one means another takes the jobs given back.
-      if (workers !== undefined && workers > 1) return { queue, workers };
+      if (workers !== undefined && workers > 1) return workers;
     }
     return undefined;
   }
@@ -461,10 +450,6 @@ export class Consumer {
       { final },
     );
   }
-}
-
-function discardDeadLetter(): Promise<void> {
-  return Promise.resolve();
 }
 
 /** Per-queue interval counters behind the summary lines (docs/logging.md#summaries). */
