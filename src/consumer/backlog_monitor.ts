@@ -201,15 +201,19 @@ export class StallDetector {
         }
         continue;
       }
-      const budget = watched.budget;
-      if (!budget.hasRoom) continue;
-      const quietSince = Math.max(link.lastReceivedAt, budget.roomSince);
-      if (now - quietSince < this.#o.timeoutMs || state.probing) continue;
+      if (state.probing || !this.#quiet(watched, link, now)) continue;
       state.probing = true;
       void this.#probe(watched, state, link).finally(() => {
         state.probing = false;
       });
     }
+  }
+
+  /** A slot has been free and no job taken for the timeout. */
+  #quiet(watched: WatchedLink, link: Link, now: number): boolean {
+    const { budget } = watched;
+    return budget.hasRoom &&
+      now - Math.max(link.lastReceivedAt, budget.roomSince) >= this.#o.timeoutMs;
   }
 
   async #probe(watched: WatchedLink, state: LinkState, link: Link): Promise<void> {
@@ -226,14 +230,9 @@ export class StallDetector {
       return;
     }
     if (this.#stop.signal.aborted || waiting === undefined || waiting === 0) return;
-    // Still the same, still quiet, still with room: stalled.
+    // Still the same link, still quiet: stalled.
     const now = performance.now();
-    if (
-      watched.current() !== link || !watched.budget.hasRoom ||
-      now - Math.max(link.lastReceivedAt, watched.budget.roomSince) < this.#o.timeoutMs
-    ) {
-      return;
-    }
+    if (watched.current() !== link || !this.#quiet(watched, link, now)) return;
     state.stalledSince = now;
     const count = (this.#stalledQueues.get(watched.queue) ?? 0) + 1;
     this.#stalledQueues.set(watched.queue, count);

@@ -66,11 +66,6 @@ export class DeliveryEngine {
     this.#retry = options.retry ?? DEFAULT_RETRY;
   }
 
-  /** The observer every link reports to. */
-  get observer(): ConsumerObserver {
-    return this.#observer;
-  }
-
   /** Handle one delivery to its end, answer it, and free its payload when the delivery owns it. */
   async deliver(
     delivery: Delivery,
