@@ -63,7 +63,6 @@ export interface GiveBackPolicy {
 const GIVE_BACK_CHECK_MS = 2_000;
 const CONSUMERS_QUERY_TIMEOUT_MS = 5_000;
 
-/** Options of {@link Consumer}. */
 export interface ConsumerOptions {
   /** Backend name, the prefix of log lines (`gearman`, `rabbitmq`). */
   readonly name: string;
@@ -509,14 +508,14 @@ export class ConsumerStats {
   /**
    * Log one line per queue that did something or holds jobs, and start a new interval. An idle
    * worker logs nothing (twelve all-zero lines every 30 s said nothing); `final`, the shutdown
-   * summary, logs one line for all when all were idle. Returns the lines logged.
+   * summary, logs one line for all when all were idle.
    */
   log(
     log: Logger,
     message: string,
     extra: (queue: string) => Record<string, unknown>,
     options: { final?: boolean } = {},
-  ): number {
+  ): void {
     let lines = 0;
     for (const [queue, s] of this.#stats) {
       if (s.processed + s.abandoned + s.retried + s.reconnects + s.inFlight > 0) {
@@ -534,9 +533,7 @@ export class ConsumerStats {
       Object.assign(s, { processed: 0, abandoned: 0, retried: 0, reconnects: 0 });
     }
     if (lines === 0 && options.final === true) {
-      lines++;
       log.info(message, { queues: this.#stats.size, processed: 0 });
     }
-    return lines;
   }
 }

@@ -21,7 +21,6 @@ import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/
 import { errorMessage, type Logger } from "../log.ts";
 import { hasCode } from "../util/errors.ts";
 
-/** Options of {@link DeliveryEngine}. */
 export interface DeliveryEngineOptions {
   readonly handler: JobHandler;
   readonly observer: ConsumerObserver;

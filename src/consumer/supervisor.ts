@@ -11,7 +11,6 @@ import { Backoff } from "../util/backoff.ts";
 import { deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
-/** Options of a {@link Supervisor}. */
 export interface SupervisorOptions {
   readonly target: LinkTarget;
   readonly name: string;

@@ -4,7 +4,7 @@
  *
  * Only the worker holding the in-order lease (src/mysql/lease.ts) consumes the in-order queues,
  * with either backend: why, and what it cannot fix, in docs/consumption.md#in-order-lock,
- * docs/downtimes.md#galera and docs/running.md#running-several-workers.
+ * docs/downtimes.md#galera and docs/running.md#several-workers.
  *
  * @module
  */
@@ -148,7 +148,7 @@ export function buildConsumption(
   const deadLetter = consumerDeadLetter(parts.deadLetters, parts.metrics);
   const main: QueueConsumer = split.always.length === 0
     ? { start: () => Promise.resolve(), stop: () => Promise.resolve() }
-    : buildConsumer(config, split.always, parts, deadLetter);
+    : buildConsumer(split.always, parts, deadLetter);
   if (split.gated.length === 0) return main;
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
@@ -172,10 +172,10 @@ export function buildConsumption(
     onHeld: async () => {
       const fresh = new Admission();
       const next = buildConsumer(
-        { ...config, drainTimeoutMs: drainMs },
         split.gated,
         parts,
         deadLetter,
+        drainMs,
         // A job starts writing only while the lease is valid; past that it waits for the next
         // renewal (or is refused once the lease is given up).
         async (job, signal) => {
@@ -246,12 +246,13 @@ function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDea
 }
 
 function buildConsumer(
-  config: WorkerConfig,
   queues: readonly QueueName[],
   parts: ConsumptionParts,
   deadLetter: ConsumerDeadLetterSink,
+  drainTimeoutMs = parts.config.drainTimeoutMs,
   handler: JobHandler = parts.pipeline.handler,
 ): QueueConsumer {
+  const { config } = parts;
   const common = {
     handler,
     observer: parts.observer,
@@ -262,7 +263,7 @@ function buildConsumer(
     // Start like it runs: job servers that are not there yet are waited for in the reconnect
     // loop, with /readyz naming the queues that are not connected.
     waitAtStart: true,
-    drainTimeoutMs: config.drainTimeoutMs,
+    drainTimeoutMs,
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
     ...(config.queueBacklogIntervalMs === undefined
       ? {}

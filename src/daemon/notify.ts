@@ -2,7 +2,7 @@
  * Readiness notification for systemd's `Type=notify` (sd_notify(3)): `READY=1`, `STOPPING=1`, and
  * `WATCHDOG=1` when the unit sets `WatchdogSec=`, sent by running `systemd-notify` (Deno has no
  * stable API for Unix datagrams). A keep-alive proves only that the event loop turns, never that
- * MySQL or a broker answers, on purpose: docs/running.md#readiness-type-notify and #watchdog.
+ * MySQL or a broker answers, on purpose: docs/running.md#notify and #watchdog.
  *
  * @module
  */
