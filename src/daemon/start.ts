@@ -176,7 +176,10 @@ export async function startWorker(
     stack.defer(() => consumer.stop());
     await consumer.start();
   } catch (err: unknown) {
-    throw cannotStart(err);
+    // Said once: errors that already begin with "Cannot start" keep their words.
+    const text = errorMessage(err);
+    const message = /^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`;
+    throw new WorkerError("startup", message, { cause: err });
   }
 
   // After the consumer: a worker that refuses to start must not have run any task.
@@ -240,14 +243,6 @@ export async function startWorker(
       return stopping;
     },
   };
-}
-
-/** A start-up failure, said once: errors that already begin with "Cannot start" keep their words. */
-function cannotStart(err: unknown): WorkerError {
-  const text = errorMessage(err);
-  return new WorkerError("startup", /^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`, {
-    cause: err,
-  });
 }
 
 /** The run's registry with build info and the documented zero series. */
