@@ -1,10 +1,9 @@
 /**
- * Watching the broker's backlog per queue. The backlog gauge (`statusengine_queue_backlog`) shows a
- * core that produces faster than the workers write, long before anything stalls; it is asked on
- * its own timer and connections, bounded, so a hung broker delays the gauge but never a job, and
- * an unknown backlog is reported unknown, never 0. The stall detector tells "idle" from "stuck"
- * (a link that lost a wake-up looks healthy otherwise; docs/consumption.md#the-consumer-core-srcconsumer),
- * asking the broker only about a link already suspect.
+ * Watching the broker's backlog per queue (`statusengine_queue_backlog`), on its own timer and
+ * bounded, so a hung broker delays the gauge but never a job; an unknown backlog is reported
+ * unknown, never 0. The stall detector tells "idle" from "stuck" (a link that lost a wake-up looks
+ * healthy otherwise), asking the broker only about a link already suspect
+ * (docs/consumption.md#the-consumer-core-srcconsumer).
  *
  * @module
  */
@@ -202,15 +201,19 @@ export class StallDetector {
         }
         continue;
       }
-      const budget = watched.budget;
-      if (!budget.hasRoom) continue;
-      const quietSince = Math.max(link.lastReceivedAt, budget.roomSince);
-      if (now - quietSince < this.#o.timeoutMs || state.probing) continue;
+      if (state.probing || !this.#quiet(watched, link, now)) continue;
       state.probing = true;
       void this.#probe(watched, state, link).finally(() => {
         state.probing = false;
       });
     }
+  }
+
+  /** A slot has been free and no job taken for the timeout. */
+  #quiet(watched: WatchedLink, link: Link, now: number): boolean {
+    const { budget } = watched;
+    return budget.hasRoom &&
+      now - Math.max(link.lastReceivedAt, budget.roomSince) >= this.#o.timeoutMs;
   }
 
   async #probe(watched: WatchedLink, state: LinkState, link: Link): Promise<void> {
@@ -227,14 +230,9 @@ export class StallDetector {
       return;
     }
     if (this.#stop.signal.aborted || waiting === undefined || waiting === 0) return;
-    // Still the same, still quiet, still with room: stalled.
+    // Still the same link, still quiet: stalled.
     const now = performance.now();
-    if (
-      watched.current() !== link || !watched.budget.hasRoom ||
-      now - Math.max(link.lastReceivedAt, watched.budget.roomSince) < this.#o.timeoutMs
-    ) {
-      return;
-    }
+    if (watched.current() !== link || !this.#quiet(watched, link, now)) return;
     state.stalledSince = now;
     const count = (this.#stalledQueues.get(watched.queue) ?? 0) + 1;
     this.#stalledQueues.set(watched.queue, count);

@@ -1,13 +1,9 @@
 /**
- * What a queue may hold in memory: a number of jobs (docs/consumption.md#jobs-in-flight) and a
- * share of the process-wide payload bytes (`--max-in-flight-bytes`). A {@link Grant} is taken
- * before a job can arrive and released when it was answered or given up. One {@link QueueBudget}
- * is shared by every link and link generation of a queue, so handlers of a dead connection keep
- * counting and a one-slot queue stays serial (docs/consumption.md#downtimes-in-order).
- *
- * Gearman tells a job's size only on arrival, so a grab reserves an estimate (the largest recent
- * job, at least {@link MIN_ESTIMATE_BYTES}); a queue that has shown no job probes with one grab
- * reserving an equal share of the limit. Jobs that suddenly grow can overshoot once
+ * What a queue may hold in memory: slots and a share of the process-wide payload bytes
+ * (`--max-in-flight-bytes`). A {@link Grant} is taken before a job can arrive and released when it
+ * was answered or given up. One {@link QueueBudget} spans every link and link generation of a queue,
+ * so handlers of a dead connection keep counting and a one-slot queue stays serial. How a grab
+ * reserves bytes before a Gearman job's size is known: docs/consumption.md#the-consumer-core-srcconsumer
  * (bench/memory.ts measures the bound). Waiters are served first-come first-served.
  *
  * @module

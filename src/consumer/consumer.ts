@@ -63,7 +63,6 @@ export interface GiveBackPolicy {
 const GIVE_BACK_CHECK_MS = 2_000;
 const CONSUMERS_QUERY_TIMEOUT_MS = 5_000;
 
-/** Options of {@link Consumer}. */
 export interface ConsumerOptions {
   /** Backend name, the prefix of log lines (`gearman`, `rabbitmq`). */
   readonly name: string;
@@ -106,22 +105,16 @@ export interface ConsumerOptions {
 }
 
 /** The options every backend passes through to the core unchanged. */
-export type BackendOptions = Pick<
+export type BackendOptions = Omit<
   ConsumerOptions,
-  | "queues"
-  | "window"
-  | "maxInFlightBytes"
-  | "handler"
-  | "observer"
-  | "deadLetter"
-  | "retry"
-  | "reconnectIntervalMs"
-  | "drainTimeoutMs"
-  | "stallTimeoutMs"
-  | "statsIntervalMs"
-  | "backlogIntervalMs"
-  | "waitAtStart"
-  | "giveBack"
+  | "name"
+  | "log"
+  | "maxJobsPerQueue"
+  | "targets"
+  | "backlogSources"
+  | "describe"
+  | "serverNoun"
+  | "waitable"
 >;
 
 /** Default of `--max-in-flight-bytes`. */
@@ -152,7 +145,7 @@ export class Consumer {
   #started = false;
   #stopping: Promise<void> | undefined;
 
-  /** @throws {RangeError} On an empty queue list, a cap below 1, or no link target. */
+  /** @throws {RangeError} On an empty queue list or a cap below 1. */
   constructor(options: ConsumerOptions) {
     if (options.queues.length === 0) {
       // One link per queue: with none, start would "succeed" consuming nothing
@@ -193,7 +186,7 @@ export class Consumer {
     this.#engine = new DeliveryEngine({
       handler: options.handler,
       observer,
-      deadLetter: options.deadLetter ?? discardDeadLetter,
+      deadLetter: options.deadLetter ?? (() => Promise.resolve()),
       name: options.name,
       log: options.log,
       ...(options.retry === undefined ? {} : { retry: options.retry }),
@@ -202,9 +195,6 @@ export class Consumer {
       engine: this.#engine,
       budget: (queue) => this.#budget(queue),
     });
-    if (targets.length === 0) {
-      throw new RangeError(`Cannot create ${options.name} consumer: no broker to connect to`);
-    }
     const watched: WatchedLink[] = [];
     for (const target of targets) {
       const supervisor: Supervisor = new Supervisor({
@@ -260,34 +250,9 @@ export class Consumer {
     return queue.inOrder ? 1 : this.#o.maxJobsPerQueue;
   }
 
-  /** Jobs `queue` may hold in flight now: its window, or its cap when it has none. */
-  windowOf(queue: string): number {
-    return this.#budget(queue).capacity;
-  }
-
-  /** Grants of `queue` held now (handlers running plus grabs outstanding). */
-  slotsInUse(queue: string): number {
-    return this.#budgets.get(queue)?.inUse ?? 0;
-  }
-
-  /** Payload bytes held by jobs in flight and outstanding grabs, all queues. */
-  get bytesInFlight(): number {
-    return this.#bytes.used;
-  }
-
   /** Whether every link serving `queue` is consuming. */
-  connected(queue: string): boolean {
+  #connected(queue: string): boolean {
     return (this.#up.get(queue)?.size ?? -1) === (this.#serving.get(queue) ?? 0);
-  }
-
-  /** Whether `queue` has jobs waiting that it does not take (see {@link StallDetector}). */
-  stalled(queue: string): boolean {
-    return this.#stallDetector.stalled(queue);
-  }
-
-  /** The supervisors, one per link target (tests). */
-  get supervisors(): readonly Supervisor[] {
-    return this.#supervisors;
   }
 
   /**
@@ -413,8 +378,8 @@ export class Consumer {
     for (const s of this.#supervisors) {
       const link = s.current;
       if (link === undefined || link.inFlight === 0 || s.parkedSince !== undefined) continue;
-      const others = await this.#otherWorkers(s.target);
-      if (others === undefined || s.current !== link || this.#stopping !== undefined) continue;
+      const workers = await this.#otherWorkers(s.target);
+      if (workers === undefined || s.current !== link || this.#stopping !== undefined) continue;
       const given = await s.giveBack("mysql_unavailable");
       if (given === undefined) continue;
       // Every queue of the link stops consuming, also one that held no job just now.
@@ -430,7 +395,7 @@ export class Consumer {
             queue,
             server: s.target.server,
             jobs,
-            workers: others.workers,
+            workers,
             held_for_s: Math.round(policy.holdingForMs() / 1000),
           },
         );
@@ -438,10 +403,8 @@ export class Consumer {
     }
   }
 
-  /** The first queue of `target` that another worker consumes, or undefined (none, or unknown). */
-  async #otherWorkers(
-    target: LinkTarget,
-  ): Promise<{ queue: string; workers: number } | undefined> {
+  /** The workers of the first queue of `target` that another worker consumes too, or undefined (none, or unknown). */
+  async #otherWorkers(target: LinkTarget): Promise<number | undefined> {
     for (const queue of target.queues) {
       using limit = deadline(CONSUMERS_QUERY_TIMEOUT_MS);
       let workers: number | undefined;
@@ -457,19 +420,19 @@ export class Consumer {
         continue;
       }
       // Counting this worker: more than one means another takes the jobs given back.
-      if (workers !== undefined && workers > 1) return { queue, workers };
+      if (workers !== undefined && workers > 1) return workers;
     }
     return undefined;
   }
 
   #setState(supervisor: Supervisor, up: boolean): void {
     for (const queue of supervisor.target.queues) {
-      const before = this.connected(queue);
+      const before = this.#connected(queue);
       const set = this.#up.get(queue) as Set<Supervisor>;
       if (up) set.add(supervisor);
       else set.delete(supervisor);
       // 1 only while every link is consuming, so a half-served queue is visible.
-      const after = this.connected(queue);
+      const after = this.#connected(queue);
       if (before !== after) this.#o.observer.queueConnected(queue, after);
     }
   }
@@ -480,16 +443,12 @@ export class Consumer {
       `${this.#o.name}: ${final ? "consumer stopped" : "consumer stats"}`,
       (queue) => ({
         links_up: `${this.#up.get(queue)?.size ?? 0}/${this.#serving.get(queue) ?? 0}`,
-        window: this.windowOf(queue),
-        stalled: this.stalled(queue) ? 1 : 0,
+        window: this.#budget(queue).capacity,
+        stalled: this.#stallDetector.stalled(queue) ? 1 : 0,
       }),
       { final },
     );
   }
-}
-
-function discardDeadLetter(): Promise<void> {
-  return Promise.resolve();
 }
 
 /** Per-queue interval counters behind the summary lines (docs/logging.md#summaries). */
@@ -549,14 +508,14 @@ export class ConsumerStats {
   /**
    * Log one line per queue that did something or holds jobs, and start a new interval. An idle
    * worker logs nothing (twelve all-zero lines every 30 s said nothing); `final`, the shutdown
-   * summary, logs one line for all when all were idle. Returns the lines logged.
+   * summary, logs one line for all when all were idle.
    */
   log(
     log: Logger,
     message: string,
     extra: (queue: string) => Record<string, unknown>,
     options: { final?: boolean } = {},
-  ): number {
+  ): void {
     let lines = 0;
     for (const [queue, s] of this.#stats) {
       if (s.processed + s.abandoned + s.retried + s.reconnects + s.inFlight > 0) {
@@ -574,9 +533,7 @@ export class ConsumerStats {
       Object.assign(s, { processed: 0, abandoned: 0, retried: 0, reconnects: 0 });
     }
     if (lines === 0 && options.final === true) {
-      lines++;
       log.info(message, { queues: this.#stats.size, processed: 0 });
     }
-    return lines;
   }
 }

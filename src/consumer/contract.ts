@@ -1,11 +1,8 @@
 /**
  * The transport seam between the queue backends (Gearman, RabbitMQ) and the consumer core and
- * pipeline: nothing above it branches on the backend (docs/consumption.md). A job not
- * acknowledged is given back by ending its link, never by a WORK_FAIL (it drops a background job).
- *
- * D1: a job is acknowledged only when the handler's promise resolves, i.e. once every row is
- * committed (or dead-lettered, D7); a rejection means "not done" and the job is retried or
- * redelivered.
+ * pipeline: nothing above it branches on the backend (docs/consumption.md). D1: a job is
+ * acknowledged only once its handler resolved (see {@link JobHandler}); one not acknowledged is
+ * given back by ending its link, never by a WORK_FAIL (it drops a background job).
  *
  * @module
  */

@@ -21,7 +21,6 @@ import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/
 import { errorMessage, type Logger } from "../log.ts";
 import { hasCode } from "../util/errors.ts";
 
-/** Options of {@link DeliveryEngine}. */
 export interface DeliveryEngineOptions {
   readonly handler: JobHandler;
   readonly observer: ConsumerObserver;
@@ -64,11 +63,6 @@ export class DeliveryEngine {
     this.#log = options.log;
     this.#name = options.name;
     this.#retry = options.retry ?? DEFAULT_RETRY;
-  }
-
-  /** The observer every link reports to. */
-  get observer(): ConsumerObserver {
-    return this.#observer;
   }
 
   /** Handle one delivery to its end, answer it, and free its payload when the delivery owns it. */

@@ -1,9 +1,8 @@
 /**
- * Owns one link target and is the only code that builds its links (docs/consumption.md#rebuild).
- * A lost link is retired (its handlers may finish within the drain timeout, their slots still
- * counting) and a fresh one is built every reconnect interval until it succeeds or shutdown begins.
- * Logs one WARN on loss, at most one "still retrying" WARN per 30 s, one INFO when back. A link
- * given back (docs/retries.md#give-back) is not rebuilt until {@link Supervisor.resume}.
+ * Owns one link target and is the only code that builds its links: a lost link is retired (its
+ * handlers may finish within the drain timeout) and a fresh one built every reconnect interval
+ * (docs/consumption.md#rebuild). A link given back (docs/retries.md#give-back) is not rebuilt until
+ * {@link Supervisor.resume}.
  *
  * @module
  */
@@ -12,7 +11,6 @@ import { Backoff } from "../util/backoff.ts";
 import { deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
-/** Options of a {@link Supervisor}. */
 export interface SupervisorOptions {
   readonly target: LinkTarget;
   readonly name: string;

@@ -1,9 +1,8 @@
 /**
  * The adaptive in-flight window of a queue: how many of its jobs may be in flight, between 1 and
- * the hard cap. It grows while the queue uses all of it and its writers send statements smaller
- * than a batch, shrinks while statements are full and jobs queue for buffer space, and halves
- * while MySQL is slow (docs/consumption.md#the-consumer-core-srcconsumer explains why). The core
- * knows nothing of MySQL: the composition root passes the writers' state as a {@link PressureSignal}.
+ * the hard cap, following the pressure on the writers it feeds (the rules and why:
+ * docs/consumption.md#the-consumer-core-srcconsumer). The core knows nothing of MySQL: the
+ * composition root passes the writers' state as a {@link PressureSignal}.
  *
  * @module
  */

@@ -15,9 +15,6 @@ import type { QueueDeclareMode } from "../amqp/session.ts";
 /** Where perfdata can go (`--perfdata-backends`, docs/perfdata.md#routing). */
 export type PerfdataBackend = "mysql" | "graphite" | "influxdb" | "prometheus";
 
-/** Queue backend (`--consumer`). */
-export type ConsumerKind = "gearman" | "rabbitmq";
-
 /**
  * Settings of `run` the daemon takes as they are, under their own keys: the settings table says
  * what each means (docs/configuration.md), so a new one is its row plus its name here.
@@ -37,8 +34,8 @@ export const SETTINGS_AS_IS = [
 
 /** Everything the daemon needs, already validated. */
 export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_AS_IS)[number]> {
-  /** Default `gearman`. */
-  readonly consumer?: ConsumerKind;
+  /** Queue backend (`--consumer`); default `gearman`. */
+  readonly consumer?: "gearman" | "rabbitmq";
   readonly gearmanServers: readonly string[];
   /** `--gearman-max-concurrent-jobs-per-queue` (RabbitMQ's cap is the prefetch). */
   readonly maxJobsPerQueue: number;

@@ -2,14 +2,9 @@
  * The queue backend and the consumption. {@link queueBackend} is the one place that branches on
  * `--consumer`; everything above holds a `QueueConsumer` or a `CommandPublisher`.
  *
- * Safe scale-out for the in-order queues: only the worker holding the in-order lease (a row of
- * `statusengine_worker_leases`, src/mysql/lease.ts) consumes them, through a consumer of their own
- * ({@link InOrderGate}) started once the lease is taken and stopped when it is lost or runs out.
- * Why two workers never consume at once, why a failed renewal keeps the in-flight job (gearmand
- * would re-queue it at the tail) and what it cannot fix: docs/consumption.md#in-order-lock and
- * docs/downtimes.md#galera. RabbitMQ's single-active-consumer would need
- * `x-single-active-consumer` at declaration, and the broker module declares its queues without
- * arguments (a different declaration is refused, 406), so both backends use the lease.
+ * Only the worker holding the in-order lease (src/mysql/lease.ts) consumes the in-order queues,
+ * with either backend: why, and what it cannot fix, in docs/consumption.md#in-order-lock,
+ * docs/downtimes.md#galera and docs/running.md#several-workers.
  *
  * @module
  */
@@ -32,9 +27,7 @@ import {
   type DeadLetterSink,
   Lease,
   leaseTermMs,
-  type MysqlConnection,
   type MysqlHosts,
-  type MysqlUrlOptions,
   openLeaseConnection,
 } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
@@ -54,12 +47,11 @@ export interface QueueBackend {
   consumer(queues: readonly QueueName[], options: SharedConsumerOptions): QueueConsumer;
   /** A publisher to `statusngin_cmd` (it connects on first use); the caller closes it. */
   commandPublisher(): CommandPublisher;
-  /** Log, once at start, what in this backend's settings is likely a mistake. */
-  warnAboutConfiguration(): void;
 }
 
 /**
- * The backend `--consumer` names: the one branch on it.
+ * The backend `--consumer` names: the one branch on it. Built once at start, so it also logs what
+ * in the backend's settings is likely a mistake.
  *
  * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */
@@ -94,8 +86,18 @@ export function queueBackend(
           durableQueues: rabbitmq.durableQueues,
           ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
         }),
-      warnAboutConfiguration: () => {},
     };
+  }
+  if (config.gearmanServers.length > 1) {
+    // D9 consumes from every server; the broker module publishes each message to every
+    // server it is configured with, so the common "two servers for availability" set-up
+    // writes every event twice (history rows duplicated, downtimes replayed).
+    log.warn(
+      "worker: several Gearman job servers given; if one broker module publishes to all of " +
+        "them every event is processed once per server. Run one worker per server with " +
+        "disjoint brokers, or list only the active server and switch on failover",
+      { servers: config.gearmanServers.join(",") },
+    );
   }
   return {
     consumer: (queues, options) =>
@@ -109,18 +111,6 @@ export function queueBackend(
         clientIdPrefix: `statusengine-${name}`,
       }),
     commandPublisher: () => gearmanCommandPublisher(config.gearmanServers),
-    warnAboutConfiguration: () => {
-      if (config.gearmanServers.length <= 1) return;
-      // D9 consumes from every server; the broker module publishes each message to every
-      // server it is configured with, so the common "two servers for availability" set-up
-      // writes every event twice (history rows duplicated, downtimes replayed).
-      log.warn(
-        "worker: several Gearman job servers given; if one broker module publishes to all of " +
-          "them every event is processed once per server. Run one worker per server with " +
-          "disjoint brokers, or list only the active server and switch on failover",
-        { servers: config.gearmanServers.join(",") },
-      );
-    },
   };
 }
 
@@ -131,7 +121,6 @@ export interface ConsumptionParts {
   readonly observer: ConsumerObserver;
   readonly deadLetters: DeadLetterSink;
   readonly metrics: Metrics;
-  readonly urlOptions: MysqlUrlOptions;
   /** The in-order lock's connection goes to the MySQL host in use. */
   readonly mysqlHosts: MysqlHosts;
 }
@@ -159,39 +148,77 @@ export function buildConsumption(
   const deadLetter = consumerDeadLetter(parts.deadLetters, parts.metrics);
   const main: QueueConsumer = split.always.length === 0
     ? { start: () => Promise.resolve(), stop: () => Promise.resolve() }
-    : buildConsumer(config, split.always, parts, deadLetter);
+    : buildConsumer(split.always, parts, deadLetter);
   if (split.gated.length === 0) return main;
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
-  const gate = new InOrderGate({
-    build: (admit) =>
-      buildConsumer(
-        { ...config, drainTimeoutMs: drainMs },
-        split.gated,
-        parts,
-        deadLetter,
-        // While the lease is not known to be ours no new in-order job starts writing.
-        async (job, signal) => {
-          await admit(signal);
-          await parts.pipeline.handler(job, signal);
-        },
-      ),
+  // Consumes the in-order queues only while this worker holds the lease: a fresh consumer each
+  // time it is taken (a stopped one cannot restart).
+  let gated: QueueConsumer | undefined;
+  let admission: Admission | undefined;
+  const lease: Lease = new Lease({
     // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
     connect: () => openLeaseConnection(parts.mysqlHosts.inUse, pollMs),
-    leaseName: inOrderLeaseName(config.nodeName),
-    holder: leaseHolderId(),
+    // One lease per node: the workers of a node share its queues, other nodes' must not wait. Cut
+    // to the column's 255 characters (a shared lease only costs parallelism).
+    name: [...`in-order:${config.nodeName}`].slice(0, 255).join(""),
+    // Unique among workers and restarts.
+    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
     pollMs,
+    termMs: leaseTermMs(pollMs, drainMs),
     drainMs,
     heldGauge: parts.metrics.inOrderLockHeld,
     takeovers: parts.metrics.inOrderLeaseTakeovers,
+    onHeld: async () => {
+      const fresh = new Admission();
+      const next = buildConsumer(
+        split.gated,
+        parts,
+        deadLetter,
+        drainMs,
+        // A job starts writing only while the lease is valid; past that it waits for the next
+        // renewal (or is refused once the lease is given up).
+        async (job, signal) => {
+          if (!lease.valid) fresh.hold();
+          await fresh.admit(signal);
+          await parts.pipeline.handler(job, signal);
+        },
+      );
+      try {
+        await next.start();
+      } catch (err: unknown) {
+        fresh.close();
+        await next.stop();
+        throw err;
+      }
+      gated = next;
+      admission = fresh;
+      log.info("worker: consuming the in-order queues (this worker holds the lease)");
+    },
+    onSuspect: () => admission?.hold(),
+    onRegained: () => admission?.open(),
+    onLost: async () => {
+      const stopping = gated;
+      gated = undefined;
+      // A job waiting for admission is refused at once, so the drain need not wait for it.
+      admission?.close();
+      admission = undefined;
+      try {
+        await stopping?.stop();
+      } catch (err: unknown) {
+        log.error("worker: stopping the in-order consumer failed", { error: errorMessage(err) });
+      }
+    },
   });
   return {
     start: async () => {
       await main.start();
-      await gate.start();
+      // Returns at once: the in-order queues are consumed once this worker is elected.
+      lease.start();
     },
+    // Stop consuming, then release the lease.
     stop: async () => {
-      await Promise.all([main.stop(), gate.stop()]);
+      await Promise.all([main.stop(), lease.stop()]);
     },
   };
 }
@@ -219,12 +246,13 @@ function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDea
 }
 
 function buildConsumer(
-  config: WorkerConfig,
   queues: readonly QueueName[],
   parts: ConsumptionParts,
   deadLetter: ConsumerDeadLetterSink,
+  drainTimeoutMs = parts.config.drainTimeoutMs,
   handler: JobHandler = parts.pipeline.handler,
 ): QueueConsumer {
+  const { config } = parts;
   const common = {
     handler,
     observer: parts.observer,
@@ -235,7 +263,7 @@ function buildConsumer(
     // Start like it runs: job servers that are not there yet are waited for in the reconnect
     // loop, with /readyz naming the queues that are not connected.
     waitAtStart: true,
-    drainTimeoutMs: config.drainTimeoutMs,
+    drainTimeoutMs,
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
     ...(config.queueBacklogIntervalMs === undefined
       ? {}
@@ -260,23 +288,6 @@ const IN_ORDER_LOCK_POLL_MS = 1_000;
 
 /** Drain budget of the in-order consumer: one job in flight, a few statements. */
 const IN_ORDER_DRAIN_MS = 2_000;
-
-/**
- * Lease name of the in-order queues: one per node, since the workers of one node share its queues
- * and other nodes' must not wait. Cut to the column's 255 characters (a shared lease only costs
- * parallelism).
- */
-function inOrderLeaseName(nodeName: string): string {
-  return [...`in-order:${nodeName}`].slice(0, 255).join("");
-}
-
-/** A holder id unique among workers and restarts: `pid <pid> <8 hex>`. */
-function leaseHolderId(): string {
-  return `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`;
-}
-
-/** Resolves when a new in-order job may start; rejects once the lock is lost or `signal` aborts. */
-type Admit = (signal: AbortSignal) => Promise<void>;
 
 /** Raised to a job waiting for admission once the in-order lease was lost or given up. */
 function lockLost(): WorkerError {
@@ -320,7 +331,8 @@ export class Admission {
     this.#waiting = undefined;
   }
 
-  readonly admit: Admit = (signal) => {
+  /** Resolves when a new in-order job may start; rejects once the lock is lost or `signal` aborts. */
+  readonly admit = (signal: AbortSignal): Promise<void> => {
     switch (this.#state) {
       case "open":
         return Promise.resolve();
@@ -330,86 +342,4 @@ export class Admission {
         return abortable((this.#waiting as PromiseWithResolvers<void>).promise, signal);
     }
   };
-}
-
-interface InOrderGateOptions {
-  /** A fresh consumer (a stopped one cannot restart) whose handler awaits `admit` first. */
-  readonly build: (admit: Admit) => QueueConsumer;
-  readonly connect: () => Promise<MysqlConnection>;
-  readonly leaseName: string;
-  readonly holder: string;
-  readonly pollMs: number;
-  /** The in-order consumer's drain budget; the lease term allows for it. */
-  readonly drainMs: number;
-  /** `statusengine_in_order_lock_held`. */
-  readonly heldGauge?: { set(value: number): void };
-  /** `statusengine_in_order_lease_takeovers_total`. */
-  readonly takeovers?: { inc(): void };
-}
-
-/** Consumes the in-order queues only while this worker holds the lease. */
-class InOrderGate implements QueueConsumer {
-  readonly #lease: Lease;
-  #consumer: QueueConsumer | undefined;
-  #admission: Admission | undefined;
-
-  constructor(options: InOrderGateOptions) {
-    this.#lease = new Lease({
-      connect: options.connect,
-      name: options.leaseName,
-      holder: options.holder,
-      pollMs: options.pollMs,
-      termMs: leaseTermMs(options.pollMs, options.drainMs),
-      drainMs: options.drainMs,
-      ...(options.heldGauge === undefined ? {} : { heldGauge: options.heldGauge }),
-      ...(options.takeovers === undefined ? {} : { takeovers: options.takeovers }),
-      onHeld: async () => {
-        const admission = new Admission();
-        // A job starts only while the lease is valid; past that it waits for the next renewal
-        // (or is refused once the lease is given up).
-        const admit: Admit = (signal) => {
-          if (!this.#lease.valid) admission.hold();
-          return admission.admit(signal);
-        };
-        const consumer = options.build(admit);
-        try {
-          await consumer.start();
-        } catch (err: unknown) {
-          admission.close();
-          await consumer.stop();
-          throw err;
-        }
-        this.#consumer = consumer;
-        this.#admission = admission;
-        log.info("worker: consuming the in-order queues (this worker holds the lease)");
-      },
-      onSuspect: () => this.#admission?.hold(),
-      onRegained: () => this.#admission?.open(),
-      onLost: async () => {
-        const consumer = this.#consumer;
-        this.#consumer = undefined;
-        // A job waiting for admission is refused at once, so the drain need not wait for it.
-        this.#admission?.close();
-        this.#admission = undefined;
-        try {
-          await consumer?.stop();
-        } catch (err: unknown) {
-          log.error("worker: stopping the in-order consumer failed", {
-            error: errorMessage(err),
-          });
-        }
-      },
-    });
-  }
-
-  /** Start competing for the lease; returns at once (consuming starts when elected). */
-  start(): Promise<void> {
-    this.#lease.start();
-    return Promise.resolve();
-  }
-
-  /** Stop consuming, then release the lease. Idempotent. */
-  stop(): Promise<void> {
-    return this.#lease.stop();
-  }
 }

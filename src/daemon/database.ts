@@ -17,7 +17,6 @@ import {
   MysqlHosts,
   mysqlOptionsFromUrl,
   type MysqlPool,
-  type MysqlUrlOptions,
   poolExecutor,
   probeMysql,
   redactUrl,
@@ -54,7 +53,6 @@ export interface WaitOptions {
 export interface Database extends AsyncDisposable {
   readonly pool: MysqlPool;
   readonly executor: SqlExecutor;
-  readonly urlOptions: MysqlUrlOptions;
   /** The hosts of the URL; every dedicated connection (the in-order lock) opens `hosts.inUse`. */
   readonly hosts: MysqlHosts;
   /** The idle probe, on a connection of its own (the pool's may all be busy), within `timeoutMs`. */
@@ -97,7 +95,6 @@ export async function openDatabase(
       statementTimeoutMs: config.mysqlStatementTimeoutMs,
       onUnavailable: () => hosts.suspect(),
     }),
-    urlOptions,
     hosts,
     async ping(timeoutMs) {
       let connection;
@@ -145,12 +142,13 @@ async function check(
     maxMs: config.reconnectIntervalMs,
     jitter: 0,
   });
+  let mysql: Awaited<ReturnType<typeof probeMysql>>;
   for (let attempt = 1;; attempt++) {
     try {
       // The first host of the list that answers (docs/running.md#mysql-hosts).
       const none = await database.hosts.check();
       if (none !== undefined) throw none;
-      await probeMysql(database.pool, PING_TIMEOUT_MS);
+      mysql = await probeMysql(database.pool, PING_TIMEOUT_MS);
       break;
     } catch (err: unknown) {
       if (waitingCannotFix(err)) {
@@ -182,32 +180,26 @@ async function check(
     }
   }
   wait.waiting?.(undefined);
-  try {
-    const { charset, collation } = await probeMysql(database.pool, PING_TIMEOUT_MS);
-    if (charset !== "utf8mb4") {
-      log.warn("worker: MySQL connection character set is not utf8mb4", { charset, collation });
-    }
-    log.info("worker: MySQL connected", {
-      url: shown,
-      ...(database.hosts.several ? { host: database.hosts.label } : {}),
-      pool_size: config.mysqlMaxOpenConns,
-      writers_per_table: config.mysqlWritersPerTable,
-      charset,
-      collation,
-    });
-    const writers = batchedTables().length * config.mysqlWritersPerTable;
-    if (config.mysqlMaxOpenConns <= writers) {
-      // The final flush runs every writer at once; so may a backlog on many queues.
-      log.warn(
-        "worker: the MySQL pool has fewer connections than there are table writers; " +
-          "statements wait for a free connection under load and in the final flush",
-        { pool_size: config.mysqlMaxOpenConns, writers },
-      );
-    }
-  } catch (err: unknown) {
-    throw new WorkerError("startup", `Cannot start: ${describeMysqlConnectFailure(err, shown)}`, {
-      cause: err,
-    });
+  const { charset, collation } = mysql;
+  if (charset !== "utf8mb4") {
+    log.warn("worker: MySQL connection character set is not utf8mb4", { charset, collation });
+  }
+  log.info("worker: MySQL connected", {
+    url: shown,
+    ...(database.hosts.several ? { host: database.hosts.label } : {}),
+    pool_size: config.mysqlMaxOpenConns,
+    writers_per_table: config.mysqlWritersPerTable,
+    charset,
+    collation,
+  });
+  const writers = batchedTables().length * config.mysqlWritersPerTable;
+  if (config.mysqlMaxOpenConns <= writers) {
+    // The final flush runs every writer at once; so may a backlog on many queues.
+    log.warn(
+      "worker: the MySQL pool has fewer connections than there are table writers; " +
+        "statements wait for a free connection under load and in the final flush",
+      { pool_size: config.mysqlMaxOpenConns, writers },
+    );
   }
   const needed = neededTables(config, queues);
   try {

@@ -4,18 +4,6 @@
  *
  * @module
  */
-export {
-  type ConsumerKind,
-  type PerfdataBackend,
-  SETTINGS_AS_IS,
-  type WorkerConfig,
-} from "./config.ts";
-export { type QueueConsumer } from "../consumer/contract.ts";
+export { type PerfdataBackend, SETTINGS_AS_IS, type WorkerConfig } from "./config.ts";
 export { type RunningWorker, startWorker } from "./start.ts";
-export {
-  type KeepAlive,
-  NOTIFY_COMMAND,
-  type NotifyEnvironment,
-  type ServiceNotifier,
-  serviceNotifier,
-} from "./notify.ts";
+export { NOTIFY_COMMAND, serviceNotifier } from "./notify.ts";

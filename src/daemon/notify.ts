@@ -1,12 +1,8 @@
 /**
- * Readiness notification for systemd's `Type=notify` (sd_notify(3)): `READY=1` once the worker
- * consumes, `STOPPING=1` when the shutdown begins, and `WATCHDOG=1` when the unit sets
- * `WatchdogSec=`. Deno has no stable API for Unix datagrams, so the worker runs `systemd-notify`
- * (hence `NotifyAccess=all`; it waits with `BARRIER=1`): docs/running.md#notify explains the choice.
- *
- * A watchdog keep-alive proves only that the event loop turns. It says nothing about MySQL or the
- * brokers on purpose: the worker rides out their outages, and a watchdog tied to them would
- * restart a healthy worker in a loop (docs/running.md#watchdog).
+ * Readiness notification for systemd's `Type=notify` (sd_notify(3)): `READY=1`, `STOPPING=1`, and
+ * `WATCHDOG=1` when the unit sets `WatchdogSec=`, sent by running `systemd-notify` (Deno has no
+ * stable API for Unix datagrams). A keep-alive proves only that the event loop turns, never that
+ * MySQL or a broker answers, on purpose: docs/running.md#notify and #watchdog.
  *
  * @module
  */
@@ -18,9 +14,7 @@ const log = getLogger("worker");
 export const NOTIFY_COMMAND = "systemd-notify";
 
 /** Tells the service manager what the worker is doing. */
-export interface ServiceNotifier {
-  /** `NOTIFY_SOCKET` is set. */
-  readonly enabled: boolean;
+interface ServiceNotifier {
   ready(status: string): Promise<void>;
   stopping(): Promise<void>;
   /** A free-text status line shown by `systemctl status`. */
@@ -30,7 +24,7 @@ export interface ServiceNotifier {
 }
 
 /** The variables of the notification protocol (sd_notify(3), sd_watchdog_enabled(3)). */
-export interface NotifyEnvironment extends WatchdogEnvironment {
+interface NotifyEnvironment extends WatchdogEnvironment {
   readonly NOTIFY_SOCKET?: string | undefined;
 }
 
@@ -40,24 +34,19 @@ const NO_KEEP_ALIVE: KeepAlive = {
 };
 
 const SILENT: ServiceNotifier = {
-  enabled: false,
   ready: () => Promise.resolve(),
   stopping: () => Promise.resolve(),
   status: () => Promise.resolve(),
   watchdog: () => NO_KEEP_ALIVE,
 };
 
-function processEnvironment(): NotifyEnvironment {
-  return {
+/** The notifier of this process: through `systemd-notify` when `NOTIFY_SOCKET` is set, silent otherwise. */
+export function serviceNotifier(
+  env: NotifyEnvironment = {
     NOTIFY_SOCKET: Deno.env.get("NOTIFY_SOCKET"),
     WATCHDOG_USEC: Deno.env.get("WATCHDOG_USEC"),
     WATCHDOG_PID: Deno.env.get("WATCHDOG_PID"),
-  };
-}
-
-/** The notifier of this process: through `systemd-notify` when `NOTIFY_SOCKET` is set, silent otherwise. */
-export function serviceNotifier(
-  env: NotifyEnvironment = processEnvironment(),
+  },
   pid: number = Deno.pid,
 ): ServiceNotifier {
   const notifySocket = env.NOTIFY_SOCKET;
@@ -85,7 +74,6 @@ export function serviceNotifier(
     }
   };
   return {
-    enabled: true,
     ready: (status) => send(["READY=1", `STATUS=${oneLine(status)}`]),
     stopping: () => send(["STOPPING=1", "STATUS=shutting down"]),
     status: (status) => send([`STATUS=${oneLine(status)}`]),

@@ -1,8 +1,7 @@
 /**
- * What the daemon opens besides MySQL and the broker. Built before the pipeline, for it to write
- * into: the dead-letter file (D7), the perfdata backends (docs/perfdata.md#no-backend-holds-up-mysql)
- * and the `/ws` hub. Then the HTTP surfaces: `/metrics` (with `/healthz`, `/readyz`), `GET /ws` and
- * `POST /commands`, each refusing the start when its address is taken, naming the setting to change.
+ * What the daemon opens besides MySQL and the broker: the dead-letter file (D7), the perfdata
+ * backends and the `/ws` hub, for the pipeline to write into; then the HTTP surfaces, each refusing
+ * the start when its address is taken, naming the setting to change.
  *
  * @module
  */

@@ -33,7 +33,7 @@ import {
 import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { type WorkerConfig } from "./config.ts";
-import { openDatabase } from "./database.ts";
+import { openDatabase, type WaitOptions } from "./database.ts";
 import {
   openDeadLetters,
   perfdataOutputs,
@@ -82,11 +82,7 @@ export interface RunningWorker {
  */
 export async function startWorker(
   config: WorkerConfig,
-  options: {
-    readonly signal?: AbortSignal;
-    /** Told what the start waits for (MySQL not answering yet), `undefined` once it does not. */
-    readonly waiting?: (reason: string | undefined) => void;
-  } = {},
+  options: Omit<WaitOptions, "metrics"> = {},
 ): Promise<RunningWorker> {
   const id = identity();
   log.info("statusengine-worker starting", {
@@ -110,7 +106,6 @@ export async function startWorker(
   const queues = config.queues ?? QUEUE_NAMES;
   const metrics = workerMetrics(config, queues, id);
   const backend = queueBackend(config, metrics);
-  backend.warnAboutConfiguration();
   log.info("worker: stale status filter", {
     status_max_age_s: config.statusMaxAgeSeconds,
     enabled: config.statusMaxAgeSeconds > 0,
@@ -123,11 +118,10 @@ export async function startWorker(
   // /metrics and /readyz first: a start that waits for MySQL or its job servers shows what it
   // waits for (503, naming it) instead of being invisible.
   let verdict: () => Readiness = () => ({ ready: false, reasons: ["starting"] });
-  const metricsServer = await serveMetrics(config, metrics, () => verdict());
-  if (metricsServer !== undefined) stack.use(metricsServer);
+  const metricsServer = stack.use(await serveMetrics(config, metrics, () => verdict()));
   const database = stack.use(
     await openDatabase(config, queues, id.version, {
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...options,
       waiting: (reason) => {
         verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
         options.waiting?.(reason);
@@ -136,8 +130,7 @@ export async function startWorker(
     }),
   );
   const deadLetters = stack.use(await openDeadLetters(config, metrics));
-  const perfdata = perfdataOutputs(config, metrics);
-  if (perfdata !== undefined) stack.use(perfdata);
+  const perfdata = stack.use(perfdataOutputs(config, metrics));
   const hub = webSocketHub(config, metrics);
   if (hub !== undefined) stack.defer(() => Promise.resolve(hub.close()));
   const pipeline = new Pipeline({
@@ -166,10 +159,8 @@ export async function startWorker(
   const observer = metricsObserver(metrics);
   const split = splitQueues(config, queues);
   verdict = () => readiness(pipeline, deadLetters, observer, split, database.hosts);
-  const websocket = await serveWebSocket(config, hub, metrics);
-  if (websocket !== undefined) stack.use(websocket);
-  const commands = await serveCommands(config, metrics, backend);
-  if (commands !== undefined) stack.use(commands);
+  const websocket = stack.use(await serveWebSocket(config, hub, metrics));
+  const commands = stack.use(await serveCommands(config, metrics, backend));
 
   let consumer: QueueConsumer;
   try {
@@ -180,17 +171,15 @@ export async function startWorker(
       observer,
       deadLetters,
       metrics,
-      urlOptions: database.urlOptions,
       mysqlHosts: database.hosts,
     }, split);
-  } catch (err: unknown) {
-    throw cannotStart(err);
-  }
-  stack.defer(() => consumer.stop());
-  try {
+    stack.defer(() => consumer.stop());
     await consumer.start();
   } catch (err: unknown) {
-    throw cannotStart(err);
+    // Said once: errors that already begin with "Cannot start" keep their words.
+    const text = errorMessage(err);
+    const message = /^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`;
+    throw new WorkerError("startup", message, { cause: err });
   }
 
   // After the consumer: a worker that refuses to start must not have run any task.
@@ -254,14 +243,6 @@ export async function startWorker(
       return stopping;
     },
   };
-}
-
-/** A start-up failure, said once: errors that already begin with "Cannot start" keep their words. */
-function cannotStart(err: unknown): WorkerError {
-  const text = errorMessage(err);
-  return new WorkerError("startup", /^Cannot start\b/.test(text) ? text : `Cannot start: ${text}`, {
-    cause: err,
-  });
 }
 
 /** The run's registry with build info and the documented zero series. */

@@ -1,9 +1,8 @@
 /**
  * The dead-letter file (D7): NDJSON, one record per undecodable payload or row MySQL rejected
- * deterministically, so nothing is dropped silently. Every dead letter goes through one
- * {@link DeadLetters}, which counts it once written. A record that cannot be written makes its
- * caller retry (the job is not acknowledged): a full disk stalls the queues that need the file,
- * and `/readyz` says so.
+ * deterministically. Every dead letter goes through one {@link DeadLetters}, which counts it once
+ * written; a record that cannot be written leaves its job unacknowledged (a full disk stalls the
+ * queues that need the file, and `/readyz` says so).
  *
  * @module
  */
@@ -35,11 +34,10 @@ export function fileErrorMessage(err: unknown): string {
 }
 
 /**
- * Appends records to an NDJSON file; writes are serialised. Survives log rotation: a path that no
- * longer names the open file (device, inode) is opened again, and O_APPEND puts the next record at
- * the end after a `copytruncate`. A write that fails half-way is truncated back off, so the file
- * holds only whole records (as many as `statusengine_dead_letters_total`); if that fails too, the
- * next record starts on a new line.
+ * Appends records to an NDJSON file, serialised. Survives log rotation: a path that no longer names
+ * the open file (device, inode) is opened again; O_APPEND copes with `copytruncate`. A write that
+ * fails half-way is cut back off, so the file holds only whole records (as many as
+ * `statusengine_dead_letters_total`); failing that, the next record starts on a new line.
  */
 export class DeadLetterFile implements DeadLetterSink {
   readonly path: string;

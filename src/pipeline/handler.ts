@@ -74,13 +74,6 @@ export interface JobHandlerOptions extends HandlerSettings {
   readonly leftOverFile?: string;
 }
 
-/** A job's rows by table, with the tracker of their commits and the newest event time (s). */
-interface RoutedRows {
-  readonly byTable: ReadonlyMap<BatchedTableName, readonly Row[]>;
-  readonly tracker: JobTracker;
-  readonly newest: number;
-}
-
 const REPAIR_WARN_INTERVAL_MS = 5 * 60_000;
 const PERFDATA_TABLE = "statusengine_perfdata";
 
@@ -107,10 +100,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
   }
 
   /**
-   * Group a job's rows by table and offer its perfdata to the other backends. Synchronous: the
-   * handler awaits the writers itself, one async function less per job.
+   * Group a job's rows by table, with the tracker of their commits and the newest event time (s),
+   * and offer its perfdata to the other backends. Synchronous: the handler awaits the writers
+   * itself, one async function less per job.
    */
-  function route(job: Job, rows: readonly TableRow[], signal: AbortSignal): RoutedRows {
+  function route(job: Job, rows: readonly TableRow[], signal: AbortSignal) {
     const byTable = new Map<BatchedTableName, Row[]>();
     const sinkRows: Row[] = [];
     const timeColumn = isQueueName(job.queue) ? QUEUES[job.queue].eventTimeColumn : null;
