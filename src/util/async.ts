@@ -82,15 +82,14 @@ export async function settledWithin(
   signal: AbortSignal,
 ): Promise<boolean> {
   if (signal.aborted) return false;
-  let onAbort: (() => void) | undefined;
-  const abortedFirst = new Promise<boolean>((resolve) => {
-    onAbort = () => resolve(false);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
+  let forget = () => {};
   try {
-    return await Promise.race([promise.then(() => true, () => true), abortedFirst]);
+    return await Promise.race([
+      promise.then(() => true, () => true),
+      new Promise<boolean>((resolve) => (forget = onAbort(signal, () => resolve(false)))),
+    ]);
   } finally {
-    if (onAbort) signal.removeEventListener("abort", onAbort);
+    forget();
   }
 }
 
