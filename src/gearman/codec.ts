@@ -1,10 +1,10 @@
-import { WorkerError } from "../util/errors.ts";
 /**
  * Gearman binary protocol codec, bytes ↔ packets, no I/O (framing: docs/gearman-protocol.md#packets).
  * The last argument may contain NULs, so a body is split on its first n−1 NULs only.
  *
  * @module
  */
+import { WorkerError } from "../util/errors.ts";
 
 /** `REQ`: client/worker → server; `RES`: server → client. */
 export type Magic = "REQ" | "RES";
@@ -68,10 +68,9 @@ export const PACKETS = [
 ] as const satisfies readonly PacketSpec[];
 
 /** Packet codes by name. */
-export const PACKET: { readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"] } = Object
-  .freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
-    readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"];
-  };
+export const PACKET = Object.freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
+  readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"];
+};
 
 const SPEC_BY_CODE: ReadonlyMap<number, PacketSpec> = new Map(
   PACKETS.map((p): [number, PacketSpec] => [p.code, p]),

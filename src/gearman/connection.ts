@@ -11,27 +11,23 @@ import {
   type Packet,
   PacketParser,
 } from "./codec.ts";
-import { deadline, settledWithin } from "../util/async.ts";
+import { abortable, deadline, settledWithin } from "../util/async.ts";
 import { concatBytes } from "../util/bytes.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { errorMessage, hasCode, WorkerError } from "../util/errors.ts";
 
 /** The connection ended for a reason other than a deliberate `close()`. */
 export function connectionLost(server: string, message: string, cause?: unknown): WorkerError {
-  return new WorkerError(
-    "connection_lost",
-    `Connection to job server ${server} lost: ${message}`,
-    cause === undefined ? undefined : { cause },
-  );
+  return new WorkerError("connection_lost", `Connection to job server ${server} lost: ${message}`, {
+    cause,
+  });
 }
 
 /** Never established: "lost" would send the operator looking for a connection that never was. */
 export function connectFailed(server: string, detail: string, cause?: unknown): WorkerError {
-  return new WorkerError(
-    "connect_failed",
-    `Cannot connect to job server ${server}: ${detail}`,
-    cause === undefined ? undefined : { cause },
-  );
+  return new WorkerError("connect_failed", `Cannot connect to job server ${server}: ${detail}`, {
+    cause,
+  });
 }
 
 /** Whether `err` ended or never opened a job server connection. */
@@ -158,36 +154,21 @@ export class GearmanConnection implements AsyncDisposable {
    *
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) If the connection ends first; the signal's reason if it aborts.
    */
-  echo(options: { signal?: AbortSignal } = {}): Promise<void> {
-    if (this.#done) {
-      return Promise.reject(connectionLost(this.server, "connection is closed"));
-    }
+  async echo({ signal }: { signal?: AbortSignal } = {}): Promise<void> {
+    if (this.#done) throw connectionLost(this.server, "connection is closed");
+    signal?.throwIfAborted();
     const token = `${BARRIER_TOKEN_PREFIX}${++this.#echoSeq}`;
-    return new Promise<void>((resolve, reject) => {
-      const cleanup = () => {
-        this.#echoWaiters.delete(token);
-        options.signal?.removeEventListener("abort", onAbort);
-      };
-      const onAbort = () => {
-        cleanup();
-        reject(options.signal?.reason);
-      };
-      if (options.signal?.aborted) {
-        reject(options.signal.reason);
-        return;
-      }
-      options.signal?.addEventListener("abort", onAbort, { once: true });
-      this.#echoWaiters.set(token, () => {
-        cleanup();
-        resolve();
-      });
-      void this.#ended.promise.then((reason) => {
-        if (!this.#echoWaiters.has(token)) return;
-        cleanup();
-        reject(reason ?? connectionLost(this.server, "connection closed"));
-      });
-      this.send(encodePacket("REQ", PACKET.ECHO_REQ, [token]));
-    });
+    const answer = Promise.withResolvers<void>();
+    this.#echoWaiters.set(token, answer.resolve);
+    void this.#ended.promise.then((reason) =>
+      answer.reject(reason ?? connectionLost(this.server, "connection closed"))
+    );
+    this.send(encodePacket("REQ", PACKET.ECHO_REQ, [token]));
+    try {
+      await (signal === undefined ? answer.promise : abortable(answer.promise, signal));
+    } finally {
+      this.#echoWaiters.delete(token);
+    }
   }
 
   /** Close, after writing what is queued (a lost WORK_COMPLETE is a redelivery). Idempotent. */
