@@ -77,15 +77,13 @@ export class RabbitMqConsumer implements QueueConsumer {
       throw new Error("RabbitMqConsumer.start() called after stop()");
     }
     this.#started = true;
+    const fail = (detail: string, cause: unknown) =>
+      new WorkerError("rabbitmq_start", `Cannot start RabbitMQ consumer: ${detail}`, { cause });
     let url: AmqpUrl;
     try {
       url = parseAmqpUrl(this.#options.url);
     } catch (cause: unknown) {
-      throw new WorkerError(
-        "rabbitmq_start",
-        `Cannot start RabbitMQ consumer: ${errorMessage(cause)}`,
-        { cause },
-      );
+      throw fail(errorMessage(cause), cause);
     }
     const core = this.#buildCore(url);
     this.#core = core;
@@ -95,11 +93,7 @@ export class RabbitMqConsumer implements QueueConsumer {
       await core.stop();
       // The core's error names the broker again; keep only what went wrong.
       const cause = err instanceof Error && err.cause !== undefined ? err.cause : err;
-      throw new WorkerError(
-        "rabbitmq_start",
-        `Cannot start RabbitMQ consumer: broker ${url.display}: ${errorMessage(cause)}`,
-        { cause },
-      );
+      throw fail(`broker ${url.display}: ${errorMessage(cause)}`, cause);
     }
   }
 

@@ -16,7 +16,6 @@ import {
   AMQPClient,
   type AMQPConsumer,
   type AMQPMessage,
-  type QueueParams,
 } from "@cloudamqp/amqp-client";
 import {
   type Acknowledgement,
@@ -39,19 +38,14 @@ const log = getLogger("rabbitmq");
 /** AMQP 0-9-1's protocol header. */
 const PROTOCOL_HEADER = new Uint8Array([65, 77, 81, 80, 0, 0, 9, 1]);
 
-/** The library's private members this replaces and uses. */
-interface SocketInternals {
-  connectSocket?: unknown;
-  onRead?: unknown;
-}
-
 /**
  * Let `client` (not yet connected) connect over `Deno.connect`, by replacing amqp-client's untyped
  * `connectSocket` with the same steps over a {@link DenoSocket}; framing, heartbeats and errors
  * stay the library's. Returns false (the library's own socket) for TLS or an unexpected shape.
  */
 export function useDenoSocket(client: AMQPClient): boolean {
-  const internals = client as unknown as SocketInternals;
+  // The library's private members this replaces and uses.
+  const internals = client as unknown as { connectSocket?: unknown; onRead?: unknown };
   if (
     client.tls || typeof internals.connectSocket !== "function" ||
     typeof internals.onRead !== "function"
@@ -84,14 +78,14 @@ export class ProbeChannel {
     this.#client = client;
   }
 
-  /** Declare `queue` passively; throws when it does not exist or the connection is gone. */
-  async declare(
-    queue: string,
-    flags: QueueParams = {},
-  ): Promise<{ messageCount: number; consumerCount: number }> {
+  /**
+   * Declare `queue` passively (the broker ignores every other flag); throws when it does not exist
+   * or the connection is gone.
+   */
+  async declare(queue: string): Promise<{ messageCount: number; consumerCount: number }> {
     const open = this.#channel;
     const channel = open !== undefined && !open.closed ? open : await this.#open();
-    return await channel.queueDeclare(queue, { ...flags, passive: true });
+    return await channel.queueDeclare(queue, { passive: true });
   }
 
   /** Close the channel if it is open; never rejects. */
@@ -111,13 +105,6 @@ export class ProbeChannel {
   }
 }
 
-/**
- * Flags of every queue declaration (docs/consumption.md#rabbitmq-topology). Everything that
- * declares must use exactly these, or RabbitMQ answers 406 PRECONDITION_FAILED.
- */
-const queueDeclareFlags = (durable: boolean) =>
-  ({ passive: false, durable, exclusive: false, autoDelete: false }) as const;
-
 /** `--rabbitmq-declare`: create a missing queue, or only check that the operator declared it. */
 export type QueueDeclareMode = "declare" | "passive";
 
@@ -135,7 +122,10 @@ export async function declareQueue(
   try {
     await channel.queueDeclare(
       queue,
-      mode === "passive" ? { passive: true } : queueDeclareFlags(durable),
+      // Declaring flags must match exactly, or RabbitMQ answers 406 PRECONDITION_FAILED.
+      mode === "passive"
+        ? { passive: true }
+        : { passive: false, durable, exclusive: false, autoDelete: false },
       {},
     );
   } catch (cause: unknown) {
@@ -398,16 +388,12 @@ export class AmqpSession implements Link {
 
   /** Messages ready at the broker (a passive declaration on the {@link ProbeChannel}). */
   async backlog(queue: string): Promise<number> {
-    return (await this.#counts(queue)).messageCount;
+    return (await this.#probe.declare(queue)).messageCount;
   }
 
   /** Consumers registered on `queue`, this session's included. */
   async consumers(queue: string): Promise<number> {
-    return (await this.#counts(queue)).consumerCount;
-  }
-
-  #counts(queue: string) {
-    return this.#probe.declare(queue, queueDeclareFlags(this.#options.durableQueues));
+    return (await this.#probe.declare(queue)).consumerCount;
   }
 
   /**

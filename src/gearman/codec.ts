@@ -84,7 +84,7 @@ export function packetName(code: number): string {
 const HEADER_SIZE = 12;
 
 /** Default ceiling for an announced body size: above it the stream is desynchronised. */
-export const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
+const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
 
 const MAGIC_BYTES: Readonly<Record<Magic, readonly number[]>> = {
   REQ: [0x00, 0x52, 0x45, 0x51],
@@ -198,7 +198,7 @@ export function argText(arg: Uint8Array | undefined): string {
 /** Options of {@link PacketParser}. */
 export interface PacketParserOptions {
   readonly expect: Magic;
-  readonly maxBodySize?: number;
+  readonly maxBodySize?: number | undefined;
   /**
    * Return a job assignment above `maxBodySize` with {@link Packet.truncatedFrom} set instead of
    * failing: a job that can never be taken would be handed out again on every reconnect.

@@ -3,14 +3,7 @@
  *
  * @module
  */
-import {
-  argText,
-  DEFAULT_MAX_BODY_SIZE,
-  encodePacket,
-  PACKET,
-  type Packet,
-  PacketParser,
-} from "./codec.ts";
+import { argText, encodePacket, PACKET, type Packet, PacketParser } from "./codec.ts";
 import { abortable, deadline, settledWithin } from "../util/async.ts";
 import { concatBytes } from "../util/bytes.ts";
 import { parseServerAddress } from "../util/address.ts";
@@ -60,10 +53,9 @@ const BARRIER_TOKEN_PREFIX = "se-echo:";
 const READ_BUFFER_SIZE = 64 * 1024;
 
 /**
- * One socket to one job server. Every write goes through a single pending
- * write, so packets never interleave; packets queued in the same tick are
- * coalesced into one write (the Nagle/delayed-ACK interaction costs three
- * orders of magnitude otherwise, docs/gearman-protocol.md#throughput).
+ * One socket to one job server. Every write goes through a single pending write, so packets never
+ * interleave; packets queued in the same tick are coalesced into one write (the Nagle/delayed-ACK
+ * interaction costs three orders of magnitude otherwise, docs/gearman-protocol.md#throughput).
  */
 export class GearmanConnection implements AsyncDisposable {
   readonly server: string;
@@ -87,11 +79,7 @@ export class GearmanConnection implements AsyncDisposable {
   private constructor(server: string, conn: Deno.TcpConn, options: ConnectOptions) {
     this.server = server;
     this.#conn = conn;
-    this.#parser = new PacketParser({
-      expect: "RES",
-      maxBodySize: options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE,
-      truncateOversizeJobs: options.truncateOversizeJobs ?? false,
-    });
+    this.#parser = new PacketParser({ ...options, expect: "RES" });
     this.#onPacket = options.onPacket;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.#heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? HEARTBEAT_TIMEOUT_MS;
