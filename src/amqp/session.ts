@@ -196,7 +196,6 @@ class Lane {
   readonly #buffer: AMQPMessage[] = [];
   #wake: (() => void) | undefined;
   #onEnd: (() => void) | undefined;
-  #accepting = true;
   #ending: "no" | "after-buffer" | "now" = "no";
   running = 0;
 
@@ -206,7 +205,7 @@ class Lane {
 
   push(msg: AMQPMessage): void {
     // Not started, not answered: closing the channel hands it back to the broker.
-    if (!this.#accepting) return;
+    if (this.#ending !== "no") return;
     this.#buffer.push(msg);
     this.#wakeUp();
   }
@@ -241,14 +240,12 @@ class Lane {
 
   /** Take nothing new; handle what was delivered before the cancel. */
   finishBuffered(): void {
-    this.#accepting = false;
     if (this.#ending === "no") this.#ending = "after-buffer";
     this.#wakeUp();
   }
 
   /** Take nothing more; deliveries not started yet are left to the broker. */
   endNow(): void {
-    this.#accepting = false;
     this.#ending = "now";
     this.#buffer.length = 0;
     this.#wakeUp();

@@ -140,11 +140,6 @@ function onAbort(signal: AbortSignal, fn: (reason: unknown) => void): () => void
 }
 
 /** Sleep for `ms`: true, or false when the signal aborted first (never rejects). */
-export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
-  try {
-    await delay(ms, { signal });
-    return true;
-  } catch {
-    return false;
-  }
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  return delay(ms, { signal }).then(() => true, () => false);
 }

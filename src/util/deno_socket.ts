@@ -240,14 +240,7 @@ export class DenoSocket extends EventEmitter {
       this.#touch();
       if (n === null) {
         this.emit("end");
-        this.destroyed = true;
-        this.#stopIdleTimer();
-        try {
-          conn.close();
-        } catch {
-          // Already closed.
-        }
-        this.#emitClose();
+        this.destroy();
         return;
       }
       try {
