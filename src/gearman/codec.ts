@@ -504,13 +504,6 @@ export class AdminReplyParser {
   }
 }
 
-function parseCount(field: string | undefined, line: string): number {
-  if (field === undefined || !/^\d+$/.test(field)) {
-    throw protocolError(`Malformed admin reply line ${JSON.stringify(line)}`);
-  }
-  return Number(field);
-}
-
 /**
  * Parse the lines of an admin `status` reply.
  *
@@ -525,16 +518,12 @@ function parseCount(field: string | undefined, line: string): number {
  */
 export function parseStatusReply(lines: readonly string[]): FunctionStatus[] {
   return lines.filter((l) => l !== "").map((line) => {
-    const fields = line.split("\t");
-    if (fields.length !== 4) {
+    const [name = "", ...counts] = line.split("\t");
+    const [total, running, workers] = counts.map(Number);
+    if (counts.length !== 3 || !counts.every((c) => /^\d+$/.test(c))) {
       throw protocolError(`Malformed admin status line ${JSON.stringify(line)}`);
     }
-    return {
-      function: fields[0] as string,
-      total: parseCount(fields[1], line),
-      running: parseCount(fields[2], line),
-      workers: parseCount(fields[3], line),
-    };
+    return { function: name, total, running, workers } as FunctionStatus;
   });
 }
 

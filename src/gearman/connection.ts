@@ -278,12 +278,7 @@ export class GearmanConnection implements AsyncDisposable {
     if (reason === undefined && this.#writing) {
       // Let queued acks reach the kernel, but never wait on a peer that stopped reading.
       using limit = deadline(2000);
-      await settledWithin(
-        new Promise<void>((resolve) => {
-          this.#drainedWaiter = resolve;
-        }),
-        limit.signal,
-      );
+      await settledWithin(new Promise<void>((r) => (this.#drainedWaiter = r)), limit.signal);
     }
     this.#done = true;
     if (this.#heartbeatTimer !== undefined) clearTimeout(this.#heartbeatTimer);

@@ -283,19 +283,15 @@ export class QueueWorker implements Link {
     switch (packet.type) {
       case PACKET.JOB_ASSIGN_UNIQ:
       case PACKET.JOB_ASSIGN_ALL:
-        this.#onAssign(packet);
-        return;
+        return this.#onAssign(packet);
       case PACKET.NO_JOB:
-        this.#onNoJob();
-        return;
+        return this.#onNoJob();
       case PACKET.NOOP:
-        this.#onNoop();
-        return;
+        return this.#onNoop();
       case PACKET.ECHO_RES:
         return;
       case PACKET.ERROR:
-        this.#onError(packet);
-        return;
+        return this.#onError(packet);
       default:
         this.#reconnect("unexpected packet on worker connection", {
           packet: packetName(packet.type),
