@@ -350,15 +350,10 @@ export class AmqpSession implements Link {
     );
     lane.consumer = consumer;
     // Rejects when the broker cancelled the consumer or closed its channel or connection.
-    consumer.wait().then(
-      () => {},
-      (err: unknown) =>
-        this.#markLost(
-          new Error(`consumer of queue "${lane.queue}" ended: ${errorMessage(err)}`, {
-            cause: err,
-          }),
-        ),
-    );
+    consumer.wait().catch((cause: unknown) => {
+      const detail = errorMessage(cause);
+      this.#markLost(new Error(`consumer of queue "${lane.queue}" ended: ${detail}`, { cause }));
+    });
   }
 
   get closed(): Promise<Error | undefined> {
