@@ -21,12 +21,7 @@ export type LogFormat = "text" | "json";
 
 export type LogProperties = Record<string, unknown>;
 
-export interface Logger {
-  debug(message: string, properties?: LogProperties): void;
-  info(message: string, properties?: LogProperties): void;
-  warn(message: string, properties?: LogProperties): void;
-  error(message: string, properties?: LogProperties): void;
-}
+export type Logger = Record<LogLevel, (message: string, properties?: LogProperties) => void>;
 
 const encoder = new TextEncoder();
 
