@@ -470,9 +470,9 @@ export function encodeAdminCommand(command: string): Uint8Array {
 
 /** Whether an admin command answers with a multi-line block ending in a `.` line. */
 export function isMultiLineAdminCommand(command: string): boolean {
-  const word = command.trim().split(/\s+/, 2).join(" ");
-  return word === "status" || word === "workers" || word === "prioritystatus" ||
-    word === "show jobs" || word === "show unique" || command.trim() === "show unique jobs";
+  // The first two words: "show unique jobs" is "show unique".
+  const words = command.trim().split(/\s+/, 2).join(" ");
+  return ["status", "workers", "prioritystatus", "show jobs", "show unique"].includes(words);
 }
 
 /** Incremental reader of an admin reply. */
