@@ -21,19 +21,17 @@
  * await assert.rejects(delay(1, { signal: stop.signal }), /shutting down/);
  * ```
  */
-export function delay(ms: number, options: { signal?: AbortSignal } = {}): Promise<void> {
-  const { signal } = options;
+export function delay(ms: number, { signal }: { signal?: AbortSignal } = {}): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
     const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
+      forget?.();
       resolve();
     }, Math.max(0, ms));
-    signal?.addEventListener("abort", onAbort, { once: true });
+    const forget = signal && onAbort(signal, (reason) => {
+      clearTimeout(timer);
+      reject(reason);
+    });
   });
 }
 
