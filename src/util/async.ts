@@ -69,9 +69,7 @@ export function deadline(ms: number, parent?: AbortSignal): Deadline {
 /** Resolve when the signal aborts (never rejects). */
 export function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) =>
-    signal.addEventListener("abort", () => resolve(), { once: true })
-  );
+  return new Promise((resolve) => void onAbort(signal, () => resolve()));
 }
 
 /** Wait for a promise to settle: true, or false when the signal aborted first. */
