@@ -21,12 +21,7 @@ export type LogFormat = "text" | "json";
 
 export type LogProperties = Record<string, unknown>;
 
-export interface Logger {
-  debug(message: string, properties?: LogProperties): void;
-  info(message: string, properties?: LogProperties): void;
-  warn(message: string, properties?: LogProperties): void;
-  error(message: string, properties?: LogProperties): void;
-}
+export type Logger = Record<LogLevel, (message: string, properties?: LogProperties) => void>;
 
 const encoder = new TextEncoder();
 
@@ -67,10 +62,6 @@ function lineFormatter(format: LogFormat, journal: boolean): (record: LogRecord)
   };
 }
 
-function streamOf(stream: LogStream): typeof Deno.stdout | typeof Deno.stderr {
-  return stream === "stderr" ? Deno.stderr : Deno.stdout;
-}
-
 /**
  * Whether the log goes to the systemd journal, by `JOURNAL_STREAM` (systemd.exec(5)). sd-daemon
  * compares its `device:inode` with the stream's, which Deno cannot without every permission, so
@@ -108,20 +99,6 @@ export function logReachesStderr(): boolean {
   return logSharesStderr;
 }
 
-function streamSink(
-  format: LogFormat,
-  stream: LogStream,
-  journal: boolean,
-): (record: LogRecord) => void {
-  const toLine = lineFormatter(format, journal);
-  const target = streamOf(stream);
-  return (record) => {
-    const bytes = encoder.encode(toLine(record));
-    let off = 0;
-    while (off < bytes.length) off += target.writeSync(bytes.subarray(off));
-  };
-}
-
 /** Options of {@link configureLogging}. */
 export interface LoggingOptions {
   readonly level: LogLevel;
@@ -136,21 +113,21 @@ export interface LoggingOptions {
 
 /** Configure the process-wide logging; a second call replaces the first. */
 export async function configureLogging(options: LoggingOptions): Promise<void> {
-  const stream = options.stream ?? "stdout";
-  const write = options.write;
-  let sink: (record: LogRecord) => void;
-  if (write === undefined) {
-    const journal = options.journal ??
-      connectedToJournal(Deno.env.get("JOURNAL_STREAM"), streamOf(stream).isTerminal());
-    sink = streamSink(options.format, stream, journal);
-    // Under systemd both are the journal (StandardError=inherit).
-    logSharesStderr = stream === "stderr" || journal ||
-      (Deno.stdout.isTerminal() && Deno.stderr.isTerminal()) || stdoutIsStderr();
-  } else {
-    const format = lineFormatter(options.format, options.journal ?? false);
-    sink = (record) => write(format(record));
-    logSharesStderr = false;
-  }
+  const { stream = "stdout", write } = options;
+  const target = stream === "stderr" ? Deno.stderr : Deno.stdout;
+  const journal = options.journal ?? (write === undefined &&
+    connectedToJournal(Deno.env.get("JOURNAL_STREAM"), target.isTerminal()));
+  const toLine = lineFormatter(options.format, journal);
+  // Under systemd both are the journal (StandardError=inherit).
+  logSharesStderr = write === undefined && (stream === "stderr" || journal ||
+    (Deno.stdout.isTerminal() && Deno.stderr.isTerminal()) || stdoutIsStderr());
+  const sink = (record: LogRecord): void => {
+    const line = toLine(record);
+    if (write !== undefined) return write(line);
+    const bytes = encoder.encode(line);
+    let off = 0;
+    while (off < bytes.length) off += target.writeSync(bytes.subarray(off));
+  };
   await configure({
     reset: true,
     sinks: { out: sink },

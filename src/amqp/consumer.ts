@@ -6,12 +6,7 @@
  */
 import { AmqpSession, type QueueDeclareMode } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
-import {
-  type BackendOptions,
-  Consumer,
-  type LinkContext,
-  MAX_JOB_SIZE,
-} from "../consumer/consumer.ts";
+import { type BackendOptions, Consumer, MAX_JOB_SIZE } from "../consumer/consumer.ts";
 import type { QueueConsumer } from "../consumer/contract.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
@@ -77,15 +72,13 @@ export class RabbitMqConsumer implements QueueConsumer {
       throw new Error("RabbitMqConsumer.start() called after stop()");
     }
     this.#started = true;
+    const fail = (detail: string, cause: unknown) =>
+      new WorkerError("rabbitmq_start", `Cannot start RabbitMQ consumer: ${detail}`, { cause });
     let url: AmqpUrl;
     try {
       url = parseAmqpUrl(this.#options.url);
     } catch (cause: unknown) {
-      throw new WorkerError(
-        "rabbitmq_start",
-        `Cannot start RabbitMQ consumer: ${errorMessage(cause)}`,
-        { cause },
-      );
+      throw fail(errorMessage(cause), cause);
     }
     const core = this.#buildCore(url);
     this.#core = core;
@@ -95,11 +88,7 @@ export class RabbitMqConsumer implements QueueConsumer {
       await core.stop();
       // The core's error names the broker again; keep only what went wrong.
       const cause = err instanceof Error && err.cause !== undefined ? err.cause : err;
-      throw new WorkerError(
-        "rabbitmq_start",
-        `Cannot start RabbitMQ consumer: broker ${url.display}: ${errorMessage(cause)}`,
-        { cause },
-      );
+      throw fail(`broker ${url.display}: ${errorMessage(cause)}`, cause);
     }
   }
 
@@ -111,19 +100,6 @@ export class RabbitMqConsumer implements QueueConsumer {
     let next = 0;
     let inUse: number | undefined;
     const servers = url.hosts.map((h) => h.server);
-    const openOn = (index: number, context: LinkContext, signal: AbortSignal) =>
-      AmqpSession.open({
-        url: { ...url, ...url.hosts[index] ?? url },
-        queues: names,
-        durableQueues: o.durableQueues,
-        declare: o.declare,
-        prefetch: o.prefetch,
-        engine: context.engine,
-        budget: context.budget,
-        maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
-        connectTimeoutMs: o.connectTimeoutMs,
-        connectionName: o.connectionName,
-      }, signal);
     return new Consumer({
       ...o,
       name: "rabbitmq",
@@ -147,7 +123,14 @@ export class RabbitMqConsumer implements QueueConsumer {
           for (let k = 0; k < servers.length; k++) {
             const index = (next + k) % servers.length;
             try {
-              current = await openOn(index, context, signal);
+              current = await AmqpSession.open({
+                ...o,
+                url: { ...url, ...url.hosts[index] ?? url },
+                queues: names,
+                engine: context.engine,
+                budget: context.budget,
+                maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
+              }, signal);
             } catch (err: unknown) {
               if (signal.aborted || servers.length === 1) throw err;
               // Kept whole, so that start-up can tell a refusal from a broker that is down.

@@ -5,9 +5,8 @@
  * @module
  */
 import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
-import { declareQueue, type QueueDeclareMode } from "./session.ts";
+import { declareQueue, ProbeChannel, type QueueDeclareMode, useDenoSocket } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
-import { ProbeChannel, useDenoSocket } from "./client.ts";
 import { errorMessage } from "../log.ts";
 
 /** Counts of a queue as the broker reports them on a passive declaration. */

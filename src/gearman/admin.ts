@@ -13,10 +13,8 @@ import {
 } from "./codec.ts";
 import { connectFailed, connectionLost, isConnectionError } from "./connection.ts";
 import { parseServerAddress } from "../util/address.ts";
-import { deadline } from "../util/async.ts";
+import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../util/errors.ts";
-
-export type { FunctionStatus };
 
 /** Options of an admin call. */
 export interface AdminOptions {
@@ -43,36 +41,32 @@ export async function adminCommand(
   } catch (err: unknown) {
     throw connectFailed(server, `admin command "${command}": ${errorMessage(err)}`, err);
   }
-  const onAbort = () => {
-    try {
-      conn.close();
-    } catch {
-      // already closed
-    }
-  };
-  limit.signal.addEventListener("abort", onAbort, { once: true });
-  try {
+  // The abort answers at once; closing the connection then ends the pending read.
+  const exchange = async (): Promise<string[]> => {
     await conn.write(encodeAdminCommand(command));
     const parser = new AdminReplyParser(isMultiLineAdminCommand(command));
     for (;;) {
       const buf = new Uint8Array(16 * 1024);
       const n = await conn.read(buf);
       if (n === null) {
-        throw connectionLost(
-          server,
-          `EOF before the reply to "${command}" was complete`,
-        );
+        throw connectionLost(server, `EOF before the reply to "${command}" was complete`);
       }
       const lines = parser.push(buf.subarray(0, n));
       if (lines !== undefined) return lines;
     }
+  };
+  try {
+    return await abortable(exchange(), limit.signal);
   } catch (err: unknown) {
     if (isConnectionError(err)) throw err;
     const detail = limit.signal.aborted ? "timed out" : "failed";
     throw connectionLost(server, `admin command "${command}" ${detail}`, err);
   } finally {
-    limit.signal.removeEventListener("abort", onAbort);
-    onAbort();
+    try {
+      conn.close();
+    } catch {
+      // already closed
+    }
   }
 }
 

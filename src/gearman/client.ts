@@ -26,29 +26,31 @@ export interface ClientOptions extends Omit<ConnectOptions, "onPacket"> {
 export class GearmanClient implements AsyncDisposable {
   readonly server: string;
   readonly #window: number;
-  #conn: GearmanConnection | undefined;
+  readonly #conn: GearmanConnection;
   readonly #pending: Pick<PromiseWithResolvers<string>, "resolve" | "reject">[] = [];
   readonly #roomWaiters: (() => void)[] = [];
 
-  private constructor(server: string, window: number) {
+  private constructor(server: string, conn: GearmanConnection, window: number) {
     this.server = server;
+    this.#conn = conn;
     this.#window = window;
+    void conn.closed.then((reason) => {
+      const err = reason ?? connectionLost(server, "connection closed");
+      // A submission written before the loss has an unknown outcome: reject, never resubmit.
+      for (const p of this.#pending.splice(0)) p.reject(err);
+      for (const w of this.#roomWaiters.splice(0)) w();
+    });
   }
 
   /** @throws {WorkerError} (code `connect_failed`) When the server cannot be reached. */
   static async connect(server: string, options: ClientOptions = {}): Promise<GearmanClient> {
-    const client = new GearmanClient(server, options.window ?? 100);
-    client.#conn = await GearmanConnection.connect(server, {
+    const conn = await GearmanConnection.connect(server, {
       ...options,
       heartbeatIntervalMs: options.heartbeatIntervalMs ?? 0,
+      // Nothing arrives before the first submission, made once `client` exists.
       onPacket: (p) => client.#onPacket(p),
     });
-    void client.#conn.closed.then((reason) => {
-      const err = reason ?? connectionLost(server, "connection closed");
-      // A submission written before the loss has an unknown outcome: reject, never resubmit.
-      for (const p of client.#pending.splice(0)) p.reject(err);
-      for (const w of client.#roomWaiters.splice(0)) w();
-    });
+    const client = new GearmanClient(server, conn, options.window ?? 100);
     return client;
   }
 
@@ -64,7 +66,7 @@ export class GearmanClient implements AsyncDisposable {
     payload: string | Uint8Array,
     options: { unique?: string; priority?: JobPriority } = {},
   ): Promise<string> {
-    const conn = this.#connection;
+    const conn = this.#conn;
     while (this.#pending.length >= this.#window && !conn.isClosed) {
       await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     }
@@ -82,21 +84,16 @@ export class GearmanClient implements AsyncDisposable {
 
   /** Close the connection (idempotent). */
   close(): Promise<void> {
-    return this.#conn?.close() ?? Promise.resolve();
+    return this.#conn.close();
   }
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
 
-  get #connection(): GearmanConnection {
-    if (this.#conn === undefined) throw new Error("GearmanClient used before connect()");
-    return this.#conn;
-  }
-
   #onPacket(packet: Packet): void {
     if (packet.type !== PACKET.JOB_CREATED && packet.type !== PACKET.ERROR) {
-      void this.#connection.close();
+      void this.#conn.close();
       for (const p of this.#pending.splice(0)) {
         p.reject(
           connectionLost(this.server, `unexpected ${packetName(packet.type)} on client`),

@@ -1,10 +1,10 @@
-import { WorkerError } from "../util/errors.ts";
 /**
  * Gearman binary protocol codec, bytes ↔ packets, no I/O (framing: docs/gearman-protocol.md#packets).
  * The last argument may contain NULs, so a body is split on its first n−1 NULs only.
  *
  * @module
  */
+import { WorkerError } from "../util/errors.ts";
 
 /** `REQ`: client/worker → server; `RES`: server → client. */
 export type Magic = "REQ" | "RES";
@@ -68,10 +68,9 @@ export const PACKETS = [
 ] as const satisfies readonly PacketSpec[];
 
 /** Packet codes by name. */
-export const PACKET: { readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"] } = Object
-  .freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
-    readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"];
-  };
+export const PACKET = Object.freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
+  readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"];
+};
 
 const SPEC_BY_CODE: ReadonlyMap<number, PacketSpec> = new Map(
   PACKETS.map((p): [number, PacketSpec] => [p.code, p]),
@@ -85,7 +84,7 @@ export function packetName(code: number): string {
 const HEADER_SIZE = 12;
 
 /** Default ceiling for an announced body size: above it the stream is desynchronised. */
-export const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
+const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
 
 const MAGIC_BYTES: Readonly<Record<Magic, readonly number[]>> = {
   REQ: [0x00, 0x52, 0x45, 0x51],
@@ -199,7 +198,7 @@ export function argText(arg: Uint8Array | undefined): string {
 /** Options of {@link PacketParser}. */
 export interface PacketParserOptions {
   readonly expect: Magic;
-  readonly maxBodySize?: number;
+  readonly maxBodySize?: number | undefined;
   /**
    * Return a job assignment above `maxBodySize` with {@link Packet.truncatedFrom} set instead of
    * failing: a job that can never be taken would be handed out again on every reconnect.
@@ -471,9 +470,9 @@ export function encodeAdminCommand(command: string): Uint8Array {
 
 /** Whether an admin command answers with a multi-line block ending in a `.` line. */
 export function isMultiLineAdminCommand(command: string): boolean {
-  const word = command.trim().split(/\s+/, 2).join(" ");
-  return word === "status" || word === "workers" || word === "prioritystatus" ||
-    word === "show jobs" || word === "show unique" || command.trim() === "show unique jobs";
+  // The first two words: "show unique jobs" is "show unique".
+  const words = command.trim().split(/\s+/, 2).join(" ");
+  return ["status", "workers", "prioritystatus", "show jobs", "show unique"].includes(words);
 }
 
 /** Incremental reader of an admin reply. */
@@ -505,13 +504,6 @@ export class AdminReplyParser {
   }
 }
 
-function parseCount(field: string | undefined, line: string): number {
-  if (field === undefined || !/^\d+$/.test(field)) {
-    throw protocolError(`Malformed admin reply line ${JSON.stringify(line)}`);
-  }
-  return Number(field);
-}
-
 /**
  * Parse the lines of an admin `status` reply.
  *
@@ -526,16 +518,12 @@ function parseCount(field: string | undefined, line: string): number {
  */
 export function parseStatusReply(lines: readonly string[]): FunctionStatus[] {
   return lines.filter((l) => l !== "").map((line) => {
-    const fields = line.split("\t");
-    if (fields.length !== 4) {
+    const [name = "", ...counts] = line.split("\t");
+    const [total, running, workers] = counts.map(Number);
+    if (counts.length !== 3 || !counts.every((c) => /^\d+$/.test(c))) {
       throw protocolError(`Malformed admin status line ${JSON.stringify(line)}`);
     }
-    return {
-      function: fields[0] as string,
-      total: parseCount(fields[1], line),
-      running: parseCount(fields[2], line),
-      workers: parseCount(fields[3], line),
-    };
+    return { function: name, total, running, workers } as FunctionStatus;
   });
 }
 

@@ -3,35 +3,24 @@
  *
  * @module
  */
-import {
-  argText,
-  DEFAULT_MAX_BODY_SIZE,
-  encodePacket,
-  PACKET,
-  type Packet,
-  PacketParser,
-} from "./codec.ts";
-import { deadline, settledWithin } from "../util/async.ts";
+import { argText, encodePacket, PACKET, type Packet, PacketParser } from "./codec.ts";
+import { abortable, deadline, settledWithin } from "../util/async.ts";
 import { concatBytes } from "../util/bytes.ts";
 import { parseServerAddress } from "../util/address.ts";
 import { errorMessage, hasCode, WorkerError } from "../util/errors.ts";
 
 /** The connection ended for a reason other than a deliberate `close()`. */
 export function connectionLost(server: string, message: string, cause?: unknown): WorkerError {
-  return new WorkerError(
-    "connection_lost",
-    `Connection to job server ${server} lost: ${message}`,
-    cause === undefined ? undefined : { cause },
-  );
+  return new WorkerError("connection_lost", `Connection to job server ${server} lost: ${message}`, {
+    cause,
+  });
 }
 
 /** Never established: "lost" would send the operator looking for a connection that never was. */
 export function connectFailed(server: string, detail: string, cause?: unknown): WorkerError {
-  return new WorkerError(
-    "connect_failed",
-    `Cannot connect to job server ${server}: ${detail}`,
-    cause === undefined ? undefined : { cause },
-  );
+  return new WorkerError("connect_failed", `Cannot connect to job server ${server}: ${detail}`, {
+    cause,
+  });
 }
 
 /** Whether `err` ended or never opened a job server connection. */
@@ -64,10 +53,9 @@ const BARRIER_TOKEN_PREFIX = "se-echo:";
 const READ_BUFFER_SIZE = 64 * 1024;
 
 /**
- * One socket to one job server. Every write goes through a single pending
- * write, so packets never interleave; packets queued in the same tick are
- * coalesced into one write (the Nagle/delayed-ACK interaction costs three
- * orders of magnitude otherwise, docs/gearman-protocol.md#throughput).
+ * One socket to one job server. Every write goes through a single pending write, so packets never
+ * interleave; packets queued in the same tick are coalesced into one write (the Nagle/delayed-ACK
+ * interaction costs three orders of magnitude otherwise, docs/gearman-protocol.md#throughput).
  */
 export class GearmanConnection implements AsyncDisposable {
   readonly server: string;
@@ -91,11 +79,7 @@ export class GearmanConnection implements AsyncDisposable {
   private constructor(server: string, conn: Deno.TcpConn, options: ConnectOptions) {
     this.server = server;
     this.#conn = conn;
-    this.#parser = new PacketParser({
-      expect: "RES",
-      maxBodySize: options.maxBodySize ?? DEFAULT_MAX_BODY_SIZE,
-      truncateOversizeJobs: options.truncateOversizeJobs ?? false,
-    });
+    this.#parser = new PacketParser({ ...options, expect: "RES" });
     this.#onPacket = options.onPacket;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
     this.#heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? HEARTBEAT_TIMEOUT_MS;
@@ -158,36 +142,21 @@ export class GearmanConnection implements AsyncDisposable {
    *
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) If the connection ends first; the signal's reason if it aborts.
    */
-  echo(options: { signal?: AbortSignal } = {}): Promise<void> {
-    if (this.#done) {
-      return Promise.reject(connectionLost(this.server, "connection is closed"));
-    }
+  async echo({ signal }: { signal?: AbortSignal } = {}): Promise<void> {
+    if (this.#done) throw connectionLost(this.server, "connection is closed");
+    signal?.throwIfAborted();
     const token = `${BARRIER_TOKEN_PREFIX}${++this.#echoSeq}`;
-    return new Promise<void>((resolve, reject) => {
-      const cleanup = () => {
-        this.#echoWaiters.delete(token);
-        options.signal?.removeEventListener("abort", onAbort);
-      };
-      const onAbort = () => {
-        cleanup();
-        reject(options.signal?.reason);
-      };
-      if (options.signal?.aborted) {
-        reject(options.signal.reason);
-        return;
-      }
-      options.signal?.addEventListener("abort", onAbort, { once: true });
-      this.#echoWaiters.set(token, () => {
-        cleanup();
-        resolve();
-      });
-      void this.#ended.promise.then((reason) => {
-        if (!this.#echoWaiters.has(token)) return;
-        cleanup();
-        reject(reason ?? connectionLost(this.server, "connection closed"));
-      });
-      this.send(encodePacket("REQ", PACKET.ECHO_REQ, [token]));
-    });
+    const answer = Promise.withResolvers<void>();
+    this.#echoWaiters.set(token, answer.resolve);
+    void this.#ended.promise.then((reason) =>
+      answer.reject(reason ?? connectionLost(this.server, "connection closed"))
+    );
+    this.send(encodePacket("REQ", PACKET.ECHO_REQ, [token]));
+    try {
+      await (signal === undefined ? answer.promise : abortable(answer.promise, signal));
+    } finally {
+      this.#echoWaiters.delete(token);
+    }
   }
 
   /** Close, after writing what is queued (a lost WORK_COMPLETE is a redelivery). Idempotent. */
@@ -309,12 +278,7 @@ export class GearmanConnection implements AsyncDisposable {
     if (reason === undefined && this.#writing) {
       // Let queued acks reach the kernel, but never wait on a peer that stopped reading.
       using limit = deadline(2000);
-      await settledWithin(
-        new Promise<void>((resolve) => {
-          this.#drainedWaiter = resolve;
-        }),
-        limit.signal,
-      );
+      await settledWithin(new Promise<void>((r) => (this.#drainedWaiter = r)), limit.signal);
     }
     this.#done = true;
     if (this.#heartbeatTimer !== undefined) clearTimeout(this.#heartbeatTimer);

@@ -82,13 +82,8 @@ function target(
         engine: context.engine,
         clientId,
         idlePollMs: o.idlePollMs,
-        connect: {
-          signal,
-          heartbeatIntervalMs: o.heartbeatIntervalMs,
-          heartbeatTimeoutMs: o.heartbeatTimeoutMs,
-          connectTimeoutMs: o.connectTimeoutMs,
-          maxBodySize: o.maxJobSize,
-        },
+        // The heartbeat and connect timeout settings carry the connection's names.
+        connect: { ...o, signal, maxBodySize: o.maxJobSize },
       }),
     async backlog(name, signal) {
       return (await statusSource(server, [name]).read(signal)).get(name);

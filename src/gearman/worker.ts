@@ -51,7 +51,6 @@ export class QueueWorker implements Link {
   readonly server: string;
   readonly #budget: QueueBudget;
   readonly #engine: DeliveryEngine;
-
   readonly #idlePollMs: number;
   #conn: GearmanConnection | undefined;
   /** Grants of the outstanding grabs, oldest first: replies come in grab order. */
@@ -80,7 +79,6 @@ export class QueueWorker implements Link {
     this.server = options.server;
     this.#budget = options.budget;
     this.#engine = options.engine;
-
     this.#idlePollMs = options.idlePollMs ?? 30_000;
   }
 
@@ -160,9 +158,7 @@ export class QueueWorker implements Link {
    */
   async drain(signal: AbortSignal): Promise<void> {
     this.#draining = true;
-    this.#stopRetries.abort();
-    this.#stopWaiting();
-    this.#stopIdlePoll();
+    this.#halt();
     await this.settled(signal);
     if (!this.#dead) {
       using barrier = deadline(1000, signal);
@@ -187,9 +183,7 @@ export class QueueWorker implements Link {
   /** Close the connection at once (running handlers keep running; their acks are dropped). */
   abort(): Promise<void> {
     this.#draining = true;
-    this.#stopRetries.abort();
-    this.#stopWaiting();
-    this.#stopIdlePoll();
+    this.#halt();
     return this.#connection.close();
   }
 
@@ -222,9 +216,7 @@ export class QueueWorker implements Link {
 
   #onClosed(reason: Error | undefined): void {
     this.#dead = true;
-    this.#stopRetries.abort();
-    this.#stopWaiting();
-    this.#stopIdlePoll();
+    this.#halt();
     // Outstanding grabs will never be answered; their grants come back now.
     for (const grant of this.#grabs.splice(0)) grant.release();
     if (reason !== undefined) {
@@ -270,6 +262,13 @@ export class QueueWorker implements Link {
     }
   }
 
+  /** Grab no more: no budget wait, no idle poll, no retries. */
+  #halt(): void {
+    this.#stopRetries.abort();
+    this.#stopWaiting();
+    this.#stopIdlePoll();
+  }
+
   #stopWaiting(): void {
     this.#cancelWait?.();
     this.#cancelWait = undefined;
@@ -284,19 +283,15 @@ export class QueueWorker implements Link {
     switch (packet.type) {
       case PACKET.JOB_ASSIGN_UNIQ:
       case PACKET.JOB_ASSIGN_ALL:
-        this.#onAssign(packet);
-        return;
+        return this.#onAssign(packet);
       case PACKET.NO_JOB:
-        this.#onNoJob();
-        return;
+        return this.#onNoJob();
       case PACKET.NOOP:
-        this.#onNoop();
-        return;
+        return this.#onNoop();
       case PACKET.ECHO_RES:
         return;
       case PACKET.ERROR:
-        this.#onError(packet);
-        return;
+        return this.#onError(packet);
       default:
         this.#reconnect("unexpected packet on worker connection", {
           packet: packetName(packet.type),

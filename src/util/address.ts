@@ -34,23 +34,18 @@ export function parseServerAddress(addr: string, defaultPort = 4730): ServerAddr
   return { hostname, port };
 }
 
-/** A URL with several hosts, split by {@linkcode splitUrlHosts}. */
-export interface UrlHostList {
-  /** The URL with the first host alone, which WHATWG URL parses. */
-  readonly url: string;
-
-  readonly hosts: readonly ServerAddress[];
-}
-
 /**
  * Split the host list of `mysql://user:pw@h1:3306,h2,[::1]:3307/db` (Connector/J and libpq's form),
  * which WHATWG URL does not parse; it follows the last `@`, so an unencoded `@` in a password
- * still parses. Undefined for one host.
+ * still parses. `url` is the URL with the first host alone; undefined for one host.
  */
 export function splitUrlHosts(
   url: string,
   defaultPort: number,
-): UrlHostList | { readonly problem: string } | undefined {
+):
+  | { readonly url: string; readonly hosts: readonly ServerAddress[] }
+  | { readonly problem: string }
+  | undefined {
   const match = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
   if (match === null) return undefined;
   const [, scheme = "", authority = "", rest = ""] = match;

@@ -21,19 +21,17 @@
  * await assert.rejects(delay(1, { signal: stop.signal }), /shutting down/);
  * ```
  */
-export function delay(ms: number, options: { signal?: AbortSignal } = {}): Promise<void> {
-  const { signal } = options;
+export function delay(ms: number, { signal }: { signal?: AbortSignal } = {}): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
     const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
+      forget?.();
       resolve();
     }, Math.max(0, ms));
-    signal?.addEventListener("abort", onAbort, { once: true });
+    const forget = signal && onAbort(signal, (reason) => {
+      clearTimeout(timer);
+      reject(reason);
+    });
   });
 }
 
@@ -71,9 +69,7 @@ export function deadline(ms: number, parent?: AbortSignal): Deadline {
 /** Resolve when the signal aborts (never rejects). */
 export function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) =>
-    signal.addEventListener("abort", () => resolve(), { once: true })
-  );
+  return new Promise((resolve) => void onAbort(signal, () => resolve()));
 }
 
 /** Wait for a promise to settle: true, or false when the signal aborted first. */
@@ -82,15 +78,14 @@ export async function settledWithin(
   signal: AbortSignal,
 ): Promise<boolean> {
   if (signal.aborted) return false;
-  let onAbort: (() => void) | undefined;
-  const abortedFirst = new Promise<boolean>((resolve) => {
-    onAbort = () => resolve(false);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
+  let forget = () => {};
   try {
-    return await Promise.race([promise.then(() => true, () => true), abortedFirst]);
+    return await Promise.race([
+      promise.then(() => true, () => true),
+      new Promise<boolean>((resolve) => (forget = onAbort(signal, () => resolve(false)))),
+    ]);
   } finally {
-    if (onAbort) signal.removeEventListener("abort", onAbort);
+    forget();
   }
 }
 
@@ -141,11 +136,6 @@ function onAbort(signal: AbortSignal, fn: (reason: unknown) => void): () => void
 }
 
 /** Sleep for `ms`: true, or false when the signal aborted first (never rejects). */
-export async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
-  try {
-    await delay(ms, { signal });
-    return true;
-  } catch {
-    return false;
-  }
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  return delay(ms, { signal }).then(() => true, () => false);
 }

@@ -16,39 +16,36 @@ export interface BackoffOptions {
 
 /** Delays of one retry sequence; {@link reset} starts over. */
 export class Backoff {
-  readonly #initialMs: number;
-  readonly #maxMs: number;
-  readonly #jitter: number;
+  readonly #o: Required<BackoffOptions>;
   readonly #random: () => number;
   #nextMs: number;
 
   /** @throws {RangeError} Unless 0 < initialMs <= maxMs and 0 <= jitter < 1. */
   constructor(options: BackoffOptions, random: () => number = Math.random) {
-    const jitter = options.jitter ?? 0.2;
-    if (!(options.initialMs > 0) || !(options.maxMs >= options.initialMs)) {
+    const o = { jitter: 0.2, ...options };
+    if (!(o.initialMs > 0) || !(o.maxMs >= o.initialMs)) {
       throw new RangeError(
-        `Cannot create back-off: need 0 < initial <= max, got ${options.initialMs} and ${options.maxMs} ms`,
+        `Cannot create back-off: need 0 < initial <= max, got ${o.initialMs} and ${o.maxMs} ms`,
       );
     }
-    if (!(jitter >= 0 && jitter < 1)) {
-      throw new RangeError(`Cannot create back-off: jitter must be in [0, 1), got ${jitter}`);
+    if (!(o.jitter >= 0 && o.jitter < 1)) {
+      throw new RangeError(`Cannot create back-off: jitter must be in [0, 1), got ${o.jitter}`);
     }
-    this.#initialMs = options.initialMs;
-    this.#maxMs = options.maxMs;
-    this.#jitter = jitter;
+    this.#o = o;
     this.#random = random;
-    this.#nextMs = options.initialMs;
+    this.#nextMs = o.initialMs;
   }
 
   /** The next delay, then double the base up to the cap. */
   next(): number {
     const base = this.#nextMs;
-    this.#nextMs = Math.min(this.#nextMs * 2, this.#maxMs);
-    return base * (1 - this.#jitter + 2 * this.#jitter * this.#random());
+    const { maxMs, jitter } = this.#o;
+    this.#nextMs = Math.min(base * 2, maxMs);
+    return base * (1 - jitter + 2 * jitter * this.#random());
   }
 
   /** Start the sequence over (after a success). */
   reset(): void {
-    this.#nextMs = this.#initialMs;
+    this.#nextMs = this.#o.initialMs;
   }
 }

@@ -130,9 +130,7 @@ export class DenoSocket extends EventEmitter {
     if (typeof encoding === "function") cb = encoding;
     const bytes = typeof data === "string" ? ENCODER.encode(data) : data;
     if (this.destroyed || this.#endAfterWrites) {
-      const err = withNodeCode(Object.assign(new Error("This socket has been ended"), {
-        code: "EPIPE",
-      }));
+      const err = Object.assign(new Error("This socket has been ended"), { code: "EPIPE" });
       queueMicrotask(() => cb?.(err));
       return false;
     }
@@ -164,11 +162,9 @@ export class DenoSocket extends EventEmitter {
     const callbacks = this.#callbacks;
     this.#pending = [];
     this.#callbacks = [];
-    const failure = withNodeCode(
-      err ?? Object.assign(new Error("socket destroyed"), {
-        code: "ERR_STREAM_DESTROYED",
-      }),
-    );
+    const failure = err === undefined
+      ? Object.assign(new Error("socket destroyed"), { code: "ERR_STREAM_DESTROYED" })
+      : withNodeCode(err);
     for (const cb of callbacks) cb?.(failure);
     this.#resume?.();
     // As Node's sockets: 'error' and 'close' after the caller's turn, never inside destroy().
@@ -244,14 +240,7 @@ export class DenoSocket extends EventEmitter {
       this.#touch();
       if (n === null) {
         this.emit("end");
-        this.destroyed = true;
-        this.#stopIdleTimer();
-        try {
-          conn.close();
-        } catch {
-          // Already closed.
-        }
-        this.#emitClose();
+        this.destroy();
         return;
       }
       try {
