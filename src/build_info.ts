@@ -4,8 +4,14 @@
  *
  * @module
  */
-export const BUILD_INFO = Object.freeze({
+// Typed as strings, not inferred: once tools/compile.ts stamps a date, an inferred literal type
+// would make `date === ""` a type error in the compile's own check.
+export const BUILD_INFO: {
+  readonly version: string;
+  readonly commit: string;
+  readonly date: string;
+} = {
   version: "dev",
   commit: "unknown",
   date: "",
-});
+};
