@@ -5,7 +5,14 @@
  *
  * @module
  */
-import { ApiKeySet, headerKey, headerKeyRefusal, type HttpLimits, listen } from "../http/mod.ts";
+import {
+  ApiKeySet,
+  headerKey,
+  headerKeyRefusal,
+  type HttpLimits,
+  type HttpServer,
+  listen,
+} from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
@@ -60,12 +67,7 @@ export interface CommandServerOptions {
   readonly limits?: HttpLimits;
 }
 
-export interface CommandServer extends AsyncDisposable {
-  readonly port: number;
-  readonly hostname: string;
-  /** Stop accepting, let in-flight requests finish, close. Idempotent. */
-  shutdown(): Promise<void>;
-}
+export type CommandServer = HttpServer;
 
 type BodyRead =
   | { readonly kind: "ok"; readonly bytes: Uint8Array }
@@ -156,7 +158,7 @@ export async function startCommandServer(
     return json(202, { accepted: result.commands.length });
   };
 
-  const server = await listen({
+  return await listen({
     name: "commands",
     hostname: options.hostname,
     port: options.port,
@@ -167,13 +169,6 @@ export async function startCommandServer(
     ...options.limits,
     metrics,
   }, (req, info) => handle(req, info.remote));
-  const shutdown = () => server.shutdown();
-  return {
-    port: server.addr.port,
-    hostname: server.addr.hostname,
-    shutdown,
-    [Symbol.asyncDispose]: shutdown,
-  };
 }
 
 /**

@@ -80,10 +80,11 @@ export type Handler = (
   info: RequestInfo,
 ) => Response | WebSocketAccept | Promise<Response | WebSocketAccept>;
 
-/** A listening server and the address it is bound to. */
-export interface Listening {
-  readonly addr: Deno.NetAddr;
-  readonly connections: number;
+/** A listening server, as the metrics, `/ws` and `/commands` servers hand it to the daemon. */
+export interface HttpServer extends AsyncDisposable {
+  readonly hostname: string;
+  /** The bound port (the one picked for port 0). */
+  readonly port: number;
   /**
    * Stop accepting and close connections whose request has not arrived; requests in progress
    * finish and accepted WebSockets are waited for. Idempotent.
@@ -102,7 +103,7 @@ interface Tracked {
  *
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
-export async function listen(options: ListenOptions, handler: Handler): Promise<Listening> {
+export async function listen(options: ListenOptions, handler: Handler): Promise<HttpServer> {
   const max = options.maxConnections ?? MAX_CONNECTIONS;
   const headerTimeoutMs = options.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
   const responseTimeoutMs = options.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
@@ -251,24 +252,22 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   }
 
   let stopped: Promise<void> | undefined;
+  const shutdown = () =>
+    stopped ??= (async () => {
+      stopping = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const [socket, tracked] of open) {
+        if (tracked.headTimer !== undefined) socket.destroy();
+      }
+      await Promise.all([...open.values()].map((t) => t.closed));
+      await closed;
+      webSockets.close();
+    })();
   return {
-    addr: { transport: "tcp", hostname: bound.address, port: bound.port },
-    get connections() {
-      return open.size;
-    },
-    shutdown() {
-      stopped ??= (async () => {
-        stopping = true;
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        for (const [socket, tracked] of open) {
-          if (tracked.headTimer !== undefined) socket.destroy();
-        }
-        await Promise.all([...open.values()].map((t) => t.closed));
-        await closed;
-        webSockets.close();
-      })();
-      return stopped;
-    },
+    hostname: bound.address,
+    port: bound.port,
+    shutdown,
+    [Symbol.asyncDispose]: shutdown,
   };
 }
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type HttpLimits, listen, type ListenerMetrics } from "./listen.ts";
+import { type HttpLimits, type HttpServer, listen, type ListenerMetrics } from "./listen.ts";
 
 /** Readiness verdict with the reasons it is not ready. */
 export interface Readiness {
@@ -34,18 +34,11 @@ export interface MetricsServerOptions {
 }
 
 /** A running metrics server. */
-export interface MetricsServer extends AsyncDisposable {
-  readonly port: number;
-  readonly hostname: string;
-  /** Stop accepting, finish in-flight requests, close. Idempotent. */
-  shutdown(): Promise<void>;
-}
+export type MetricsServer = HttpServer;
 
 /** @throws {Deno.errors.AddrInUse} When the port is taken. */
-export async function startMetricsServer(
-  options: MetricsServerOptions,
-): Promise<MetricsServer> {
-  const server = await listen({
+export function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
+  return listen({
     name: "metrics",
     hostname: options.hostname,
     port: options.port,
@@ -78,11 +71,4 @@ export async function startMetricsServer(
         return new Response("not found\n", { status: 404 });
     }
   });
-  const shutdown = () => server.shutdown();
-  return {
-    port: server.addr.port,
-    hostname: server.addr.hostname,
-    shutdown,
-    [Symbol.asyncDispose]: shutdown,
-  };
 }

@@ -9,6 +9,7 @@
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
 import {
   type HttpLimits,
+  type HttpServer,
   listen,
   type RequestInfo,
   type ServerWebSocket,
@@ -45,14 +46,10 @@ export interface WebSocketServerOptions {
   readonly limits?: HttpLimits;
 }
 
-/** A running `/ws` listener. */
-export interface WebSocketServer extends AsyncDisposable {
-  readonly hostname: string;
-  readonly port: number;
+/** A running `/ws` listener; `shutdown` runs {@link closeClients} first. */
+export interface WebSocketServer extends HttpServer {
   /** Refuse new connections, send every client a close frame, wait briefly. Idempotent. */
   closeClients(): Promise<void>;
-  /** {@link closeClients}, then stop the listener. Idempotent. */
-  shutdown(): Promise<void>;
 }
 
 /**
@@ -180,8 +177,8 @@ export async function startWebSocketServer(
   };
   const shutdown = () => stopping ??= closeClients().then(() => server.shutdown());
   return {
-    hostname: server.addr.hostname,
-    port: server.addr.port,
+    hostname: server.hostname,
+    port: server.port,
     closeClients,
     shutdown,
     [Symbol.asyncDispose]: shutdown,
