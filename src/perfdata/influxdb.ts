@@ -27,7 +27,7 @@ export interface InfluxDbSettings {
 }
 
 /** Options of {@link InfluxDbClient}. */
-export interface InfluxDbOptions extends InfluxDbSettings, Omit<HttpClientOptions, "batchSize"> {}
+export interface InfluxDbOptions extends InfluxDbSettings, HttpClientOptions {}
 
 /**
  * Measurement of every point: all of them are perfdata, and the database or bucket named in the

@@ -253,7 +253,7 @@ function utf8Length(text: string): number {
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const bySeries = groupBySeries(batch);
+  const bySeries = Map.groupBy(batch, (p) => p.series);
   // First the size of every series and sample, then one array written front to back.
   let duplicates = 0;
   let size = 0;
@@ -351,8 +351,7 @@ export interface RemoteWriteSettings {
 }
 
 /** Options of {@link RemoteWriteClient}. */
-export interface RemoteWriteOptions
-  extends RemoteWriteSettings, Omit<HttpClientOptions, "batchSize"> {}
+export interface RemoteWriteOptions extends RemoteWriteSettings, HttpClientOptions {}
 
 /** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */
 export const REMOTE_WRITE_BATCH_SIZE = 2000;
@@ -474,21 +473,10 @@ function splitBudget(points: number): number {
  */
 function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
   const out: RemotePoint[] = [];
-  for (const points of groupBySeries(batch).values()) {
+  for (const points of Map.groupBy(batch, (p) => p.series).values()) {
     out.push(...(points.length === 1 ? points : inTimeOrder(points, false)));
   }
   return out;
-}
-
-/** The points of each series, series in order of first appearance. */
-function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemotePoint[]> {
-  const bySeries = new Map<RemoteSeries, RemotePoint[]>();
-  for (const p of batch) {
-    const points = bySeries.get(p.series);
-    if (points === undefined) bySeries.set(p.series, [p]);
-    else points.push(p);
-  }
-  return bySeries;
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
