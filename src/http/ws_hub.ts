@@ -18,18 +18,22 @@ const log = getLogger("websocket");
 export const HUB_BUFFER_FRAMES = 1024;
 /** Frames one client's send buffer holds; beyond it the frame is lost for that client. */
 export const CLIENT_BUFFER_FRAMES = 256;
-/** Characters of frame text a client's buffer holds; one larger frame still fits an empty one. */
-const CLIENT_BUFFER_BYTES = 16 * 1024 * 1024;
-/** Unsent bytes of all sockets; beyond it only a socket with nothing unsent gets a frame. */
-const HUB_SOCKET_BUDGET_BYTES = 16 * 1024 * 1024;
-/** A client losing frames whose socket makes no progress for this long is closed. */
-const SLOW_CLIENT_CLOSE_MS = 2_000;
-/** Unsent bytes a socket may hold: `send()` never blocks, so the runtime would buffer unbounded. */
-const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
-/** Bytes handed over and not confirmed read (pong): what a stalled client makes kernels hold. */
-const UNREAD_BYTES = 512 * 1024;
-/** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
-const WRITE_TIMEOUT_MS = 10_000;
+/** The hub's limits; {@link WebSocketHubOptions} may override each (tests shorten them). */
+const DEFAULT_LIMITS = {
+  /** Characters of frame text a client's buffer holds; one larger frame still fits an empty one. */
+  clientBufferBytes: 16 * 1024 * 1024,
+  /** Unsent bytes of all sockets; beyond it only a socket with nothing unsent gets a frame. */
+  socketBudgetBytes: 16 * 1024 * 1024,
+  /** A client losing frames whose socket makes no progress for this long is closed. */
+  slowClientCloseMs: 2_000,
+  /** Unsent bytes a socket may hold: `send()` never blocks, so the runtime would buffer unbounded. */
+  highWaterBytes: 256 * 1024,
+  /** Bytes handed over and not confirmed read (pong): what a stalled client makes kernels hold. */
+  unreadBytes: 512 * 1024,
+  /** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
+  writeTimeoutMs: 10_000,
+};
+type HubLimits = typeof DEFAULT_LIMITS;
 /** How often a stalled socket is re-checked: {@link HubSocket} has no "drained" event. */
 const STALL_POLL_MS = 10;
 /** Frames dispatched per timer turn, so a burst does not hold the event loop. */
@@ -48,18 +52,12 @@ export interface HubSocket {
   close(code?: number, reason?: string): void;
 }
 
-/** Options of {@link WebSocketHub}; limits default to the constants above (tests shorten them). */
-export interface WebSocketHubOptions {
+/** Options of {@link WebSocketHub}. */
+export interface WebSocketHubOptions extends Partial<Readonly<HubLimits>> {
   /** The `statusengine_websocket_*` metrics and `pipeline_errors_total`. */
   readonly metrics?: Metrics;
   /** Interval of the `websocket: hub stats` line; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
-  readonly writeTimeoutMs?: number;
-  readonly highWaterBytes?: number;
-  readonly socketBudgetBytes?: number;
-  readonly clientBufferBytes?: number;
-  readonly slowClientCloseMs?: number;
-  readonly unreadBytes?: number;
 }
 
 /** A subscription change sent by a client: additions are applied before removals. */
@@ -160,17 +158,8 @@ class SocketBudget {
   }
 }
 
-/** The pump's limits, the same for every client of a hub. */
-interface ClientLimits {
-  readonly highWater: number;
-  readonly writeTimeoutMs: number;
-  readonly slowCloseMs: number;
-  readonly maxQueuedBytes: number;
-  readonly maxUnread: number;
-}
-
 /** What {@link WebSocketHub.register} gives each client. */
-interface ClientOptions extends ClientLimits {
+interface ClientOptions extends Readonly<HubLimits> {
   readonly topics: readonly string[];
   readonly budget: SocketBudget;
   readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
@@ -294,7 +283,7 @@ export class HubClient {
   /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
   offer(frame: OutboundFrame): boolean {
     const fits = this.#queue.length === 0 ||
-      this.#queuedBytes + frame.data.length <= this.#o.maxQueuedBytes;
+      this.#queuedBytes + frame.data.length <= this.#o.clientBufferBytes;
     if (!fits || this.#queue.length >= CLIENT_BUFFER_FRAMES) {
       this.#droppedEvents += frame.events;
       if (this.#stalled) this.#losingFrames = true;
@@ -374,8 +363,8 @@ export class HubClient {
   /** Whether the socket may take `frame` now: within unread bound, high-water mark and budget. */
   #mayTake(unsent: number, frame: OutboundFrame): boolean {
     const unread = this.unreadBytes;
-    if (unread > 0 && unread + frame.data.length > this.#o.maxUnread) return false;
-    if (unsent > this.#o.highWater) return false;
+    if (unread > 0 && unread + frame.data.length > this.#o.unreadBytes) return false;
+    if (unsent > this.#o.highWaterBytes) return false;
     return unsent === 0 || !this.#o.budget.over(frame.data.length);
   }
 
@@ -461,7 +450,7 @@ export class HubClient {
       return;
     }
     // A client that already loses frames gets less time: it holds memory for nothing.
-    const limit = this.#losingFrames ? this.#o.slowCloseMs : this.#o.writeTimeoutMs;
+    const limit = this.#losingFrames ? this.#o.slowClientCloseMs : this.#o.writeTimeoutMs;
     if (performance.now() - this.#stalledSince >= limit) {
       this.#o.onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
       return;
@@ -475,7 +464,7 @@ export class WebSocketHub {
   readonly #metrics: Metrics | undefined;
   readonly #clients = new Set<HubClient>();
   readonly #inbound: PendingFrame[] = [];
-  readonly #limits: ClientLimits;
+  readonly #limits: HubLimits;
   readonly #budget: SocketBudget;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
@@ -485,20 +474,13 @@ export class WebSocketHub {
   #closed = false;
 
   constructor(options: WebSocketHubOptions = {}) {
-    this.#metrics = options.metrics;
-    this.#limits = {
-      highWater: options.highWaterBytes ?? SOCKET_HIGH_WATER_BYTES,
-      writeTimeoutMs: options.writeTimeoutMs ?? WRITE_TIMEOUT_MS,
-      slowCloseMs: options.slowClientCloseMs ?? SLOW_CLIENT_CLOSE_MS,
-      maxQueuedBytes: options.clientBufferBytes ?? CLIENT_BUFFER_BYTES,
-      maxUnread: options.unreadBytes ?? UNREAD_BYTES,
-    };
-    this.#budget = new SocketBudget(
-      options.socketBudgetBytes ?? HUB_SOCKET_BUDGET_BYTES,
-      this.#clients,
-    );
-    const interval = options.statsIntervalMs ?? 30_000;
-    this.#statsTimer = interval > 0 ? setInterval(() => this.#logStats(), interval) : undefined;
+    const { metrics, statsIntervalMs = 30_000, ...limits } = options;
+    this.#metrics = metrics;
+    this.#limits = { ...DEFAULT_LIMITS, ...limits };
+    this.#budget = new SocketBudget(this.#limits.socketBudgetBytes, this.#clients);
+    this.#statsTimer = statsIntervalMs > 0
+      ? setInterval(() => this.#logStats(), statsIntervalMs)
+      : undefined;
   }
 
   /**
@@ -550,7 +532,7 @@ export class WebSocketHub {
             : "websocket: client closed, a write made no progress",
           {
             client: c.id,
-            timeout_ms: losing ? this.#limits.slowCloseMs : this.#limits.writeTimeoutMs,
+            timeout_ms: losing ? this.#limits.slowClientCloseMs : this.#limits.writeTimeoutMs,
             hint: "a dashboard must keep reading its socket; it may reconnect",
           },
         );
