@@ -100,7 +100,7 @@ export interface ValidateOptions {
   /** Unix seconds used for a missing `raw` timestamp prefix. */
   readonly nowSeconds: number;
   /** `raw` commands that pass; default {@link DEFAULT_ALLOWED_RAW_COMMANDS}. */
-  readonly allow?: RawCommandAllowlist;
+  readonly allow?: RawCommandAllowlist | undefined;
 }
 
 /** A `raw` line split the way Naemon reads it. */

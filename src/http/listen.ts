@@ -53,7 +53,7 @@ export interface ListenOptions extends HttpLimits {
   readonly port: number;
   /** The answer to a request whose handler threw. */
   readonly onError: (err: unknown) => Response;
-  readonly metrics?: ListenerMetrics;
+  readonly metrics?: ListenerMetrics | undefined;
   /** Largest WebSocket message a client may send; a larger one closes the socket (1009). */
   readonly maxWebSocketMessageBytes?: number;
 }

@@ -44,7 +44,7 @@ export function startMetricsServer(options: MetricsServerOptions): Promise<Metri
     port: options.port,
     onError: () => new Response("internal error\n", { status: 500 }),
     ...options.limits,
-    ...(options.listenerMetrics === undefined ? {} : { metrics: options.listenerMetrics }),
+    metrics: options.listenerMetrics,
   }, async (req) => {
     const { pathname } = new URL(req.url);
     if (req.method !== "GET" && req.method !== "HEAD") {

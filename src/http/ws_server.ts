@@ -149,7 +149,7 @@ export async function startWebSocketServer(
     },
     maxWebSocketMessageBytes: MAX_CLIENT_MESSAGE_BYTES,
     ...options.limits,
-    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+    metrics: options.metrics,
   }, accept);
 
   let closingClients: Promise<void> | undefined;

@@ -141,9 +141,7 @@ export class GraphiteClient extends PerfdataClient<string> {
             o?.failed();
           },
         },
-        ...(options.statsIntervalMs === undefined
-          ? {}
-          : { statsIntervalMs: options.statsIntervalMs }),
+        statsIntervalMs: options.statsIntervalMs,
       },
     );
   }

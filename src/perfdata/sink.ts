@@ -88,7 +88,7 @@ export interface SinkOptions<T> {
   readonly retry?: RetryPolicy;
   readonly observer?: SinkObserver;
   /** Interval of the write summary; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
 }
 
 /** A bounded, batching, never-blocking sender of points of type `T` to one backend. */

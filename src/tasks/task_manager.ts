@@ -55,10 +55,10 @@ function validateTask(
   nowSeconds: number,
   allow?: RawCommandAllowlist,
 ): { ok: true; task: ValidatedTask } | { ok: false; reason: string; error: string } {
-  const result = validateCommandBody(JSON.stringify({ Command: "raw", Data: payload }), {
-    nowSeconds,
-    ...(allow === undefined ? {} : { allow }),
-  });
+  const result = validateCommandBody(
+    JSON.stringify({ Command: "raw", Data: payload }),
+    { nowSeconds, allow },
+  );
   if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
   // A validated `raw` command's Data is always its line.
   const line = (JSON.parse(result.body) as { Data: string }).Data;
