@@ -1,10 +1,8 @@
 /**
- * The HTTP listener the metrics, `/ws` and `/commands` servers share. Built on `node:http`
- * because it hands over each connection before any byte is parsed, which `Deno.serve` does not:
- * so it can cap open connections, close one whose request head does not arrive in 10 s and one
- * whose response is not taken in 30 s (docs/http-listeners.md has the measurements). Every
- * response says `Connection: close`, so an idle keep-alive socket never holds a place under the
- * cap. A WebSocket handshake goes to the same handler, which may accept it (`ws` takes over).
+ * The HTTP listener the metrics, `/ws` and `/commands` servers share, on `node:http` because it
+ * hands over each connection before any byte is parsed, which `Deno.serve` does not: so it can cap
+ * connections and time out heads and responses (docs/http-listeners.md). Every response says
+ * `Connection: close`, so an idle keep-alive socket never holds a place under the cap.
  *
  * @module
  */

@@ -1,12 +1,9 @@
 /**
  * The catalogue's metrics on a fresh prom-client `Registry` (never the global one, so every test
- * can have its own), and the documented zero series.
- *
- * The `process_*` series are read at scrape time, not by prom-client's `collectDefaultMetrics`: it
- * adds twenty `nodejs_*` series that describe Node, not this runtime, and reads everything from
- * /proc, which Deno allows only under `--allow-all`, so the packaged worker (tools/compile.ts)
- * would export zeros. Memory, CPU and start time come from runtime APIs; what only /proc knows is
- * absent (not 0) when it cannot be read.
+ * can have its own), and the documented zero series. The `process_*` series are read at scrape
+ * time, not by `collectDefaultMetrics`: that adds `nodejs_*` series and reads everything from
+ * /proc, which Deno allows only under `--allow-all`. What only /proc knows is absent (not 0) when
+ * it cannot be read.
  *
  * @module
  */

@@ -1,9 +1,7 @@
 /**
- * The Graphite (Carbon plaintext) sink for perfdata (docs/perfdata.md#no-backend-holds-up-mysql,
- * docs/decisions.md#graphite-stalls): on the shared sink core (sink.ts), and a failed dial or
- * write drops the whole batch and dials again on the next flush (no retry: a partly written batch
- * sent again would duplicate its first lines). Lines are `<path> <value> <unix seconds>\n`
- * (docs/perfdata.md#graphite-path).
+ * Perfdata to Graphite (Carbon plaintext, docs/perfdata.md#graphite-path) on the shared sink core.
+ * A failed dial or write drops the whole batch and dials again on the next flush, without retry: a
+ * partly written batch sent again would duplicate its first lines.
  *
  * @module
  */

@@ -1,9 +1,6 @@
 /**
- * Perfdata to Prometheus-compatible stores through remote write 1.0 (docs/perfdata.md#prometheus):
- * a snappy-compressed protobuf `WriteRequest` per batch, POSTed with
- * `X-Prometheus-Remote-Write-Version: 0.1.0`. One series per gauge, named
- * {@link REMOTE_WRITE_METRIC}, with the labels `hostname`, `service_description`, `label` and
- * `unit` (when not empty); each sample carries the check's time.
+ * Perfdata to Prometheus-compatible stores through remote write 1.0: a snappy-compressed protobuf
+ * `WriteRequest` per batch, one series per gauge (docs/perfdata.md#prometheus).
  *
  * @module
  */
@@ -14,10 +11,8 @@ import { PerfdataClient, SinkWriteError, type Transport } from "./sink.ts";
 import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /**
- * The metric name of every perfdata series. One name, with the gauge's label as a label value,
- * rather than one metric per perfdata label: labels such as `/var used` or `'C:\ used %'` keep
- * their exact text (metric names allow only `[a-zA-Z0-9_:]`, so names derived from labels
- * would collide), and a dashboard selects a gauge with `{label="rta"}`.
+ * The metric name of every perfdata series, the gauge's label a label value: a label's text does
+ * not fit a metric name (docs/perfdata.md#prometheus, "Metric name rule").
  */
 const REMOTE_WRITE_METRIC = "statusengine_perfdata_value";
 
@@ -49,12 +44,10 @@ const TIME_SERIES = ROOT.lookupType("prometheus.TimeSeries");
 const LABEL = ROOT.lookupType("prometheus.Label");
 const SAMPLE = ROOT.lookupType("prometheus.Sample");
 
-// A batch is written straight into one byte array rather than through protobufjs' encode of
-// an object per series, label and sample: with perfdata nearly every series has one sample per
-// request, and building those objects and encoding the same label strings again for every
-// sample cost several times more than the rest of a sample (docs/perfdata.md#performance). The
-// labels of a series are encoded once, when the series is first seen. The field numbers and
-// wire types written here are read from the schema above, so it stays the only definition.
+// A batch is written straight into one byte array, each series' labels encoded once, rather than
+// through protobufjs' encode of an object per series, label and sample, which cost several times
+// more (docs/perfdata.md#performance). Field numbers and wire types are read from the schema
+// above, so it stays the only definition.
 function fieldTag(type: protobuf.Type, name: string): number {
   const field = type.fields[name];
   if (field === undefined) throw new Error(`remote write schema: no field ${type.name}.${name}`);
@@ -384,10 +377,8 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       return await this.#post(batch, signal);
     } catch (err: unknown) {
       if (!isSampleRefusal(err)) throw err;
-      // Prometheus appends nothing of a request with one sample it cannot take, so the refused
-      // samples are isolated (docs/perfdata.md#refused-samples): first those this worker knows the
-      // server cannot take go without a request (halving for each cost hundreds of requests per
-      // batch), then the rest is halved, each series' samples kept together in time order.
+      // Prometheus appends nothing of a request with one sample it cannot take: the refused
+      // samples are isolated as docs/perfdata.md#refused-samples describes.
       const acceptable = batch.filter((p) =>
         p.timestampMs > p.series.newestMs ||
         (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
@@ -459,9 +450,8 @@ function isSampleRefusal(err: unknown): boolean {
 }
 
 /**
- * Splits allowed for one refused batch: enough to isolate eight samples scattered through it
- * (docs/perfdata.md#refused-samples). Without a bound a batch of stale samples would cost two
- * requests per sample while the buffer behind it fills.
+ * Splits allowed for one refused batch: enough to isolate eight samples scattered through it;
+ * unbounded, a batch of stale samples would cost two requests per sample.
  */
 function splitBudget(points: number): number {
   return 8 * Math.ceil(Math.log2(Math.max(2, points)));

@@ -23,8 +23,6 @@ export type DropReason = (typeof DROP_REASONS)[number];
 /**
  * A failed write, as the transport judged it: `retryable` for a failure that may pass (network
  * error, timeout, HTTP 5xx or 429), not for an answer that will not change (HTTP 4xx).
- * A class, not a `WorkerError` code: the sink and the remote-write backend branch on it and
- * on its `retryable` and `reason`.
  */
 export class SinkWriteError extends Error {
   readonly retryable: boolean;
@@ -77,10 +75,7 @@ export interface SinkOptions<T> {
   readonly transport: Transport<T>;
   /** Points per write. */
   readonly batchSize: number;
-  /**
-   * Points buffered at most, in batches (default 10, and never fewer than 10,000 points); beyond
-   * it new points are dropped.
-   */
+  /** Points buffered at most, in batches (default 10, at least 10,000 points); beyond, dropped. */
   readonly bufferBatches?: number;
   /** A batch that is not full is sent this long after its first point; default 250 ms. */
   readonly flushIntervalMs?: number;
@@ -136,10 +131,7 @@ export class BatchingSink<T> {
     this.#schedule();
   }
 
-  /**
-   * Send what is buffered within `budgetMs`, then stop; the rest is dropped and counted.
-   * Idempotent.
-   */
+  /** Send what is buffered within `budgetMs`, then stop; the rest is dropped and counted. */
   async close(budgetMs: number): Promise<void> {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
     this.#statsTimer = undefined;
@@ -260,10 +252,7 @@ export class BatchingSink<T> {
     }
   }
 
-  /**
-   * One line per reason and minute at most: a dead endpoint or wrong credentials must show in
-   * the log without flooding it at four batches a second.
-   */
+  /** Rate-limited by {@link #logDue}: a dead endpoint must show in the log without flooding it. */
   #logFailure(e: SinkWriteError, points: number): void {
     if (!this.#logDue(e.reason)) return;
     log.error(`${this.#t.backend}: write failed, points dropped`, {
@@ -306,8 +295,7 @@ export class BatchingSink<T> {
 
 /**
  * Sends perfdata to one backend through a {@link BatchingSink}; structurally the pipeline's
- * `PerfdataSink` (not declared with `implements`: a sink must not import the pipeline that feeds
- * it). The backends differ only in their transport, their retries and how a row becomes a point.
+ * `PerfdataSink` (a sink must not import the pipeline that feeds it).
  */
 export class PerfdataClient<T> {
   readonly #sink: BatchingSink<T>;
