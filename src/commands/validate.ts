@@ -19,23 +19,16 @@ export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
 export const COMMAND_NAMES = ["check_result", "schedule_check", "delete_downtime", "raw"] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
-/** `reason` label values of `statusengine_commands_rejected_total`. */
-export const REJECT_REASONS = [
-  "auth",
-  "too_large",
-  "malformed",
-  "unknown_command",
-  "denied",
-] as const;
-export type RejectReason = (typeof REJECT_REASONS)[number];
-
-export const REJECT_STATUS: Readonly<Record<RejectReason, 400 | 401 | 403 | 413>> = {
+/** Each `reason` label value of `statusengine_commands_rejected_total` and its HTTP status. */
+export const REJECT_STATUS = {
   auth: 401,
   "too_large": 413,
   malformed: 400,
   "unknown_command": 400,
   denied: 403,
-};
+} as const;
+export type RejectReason = keyof typeof REJECT_STATUS;
+export const REJECT_REASONS = Object.keys(REJECT_STATUS) as RejectReason[];
 
 /** Which `raw` command names pass; the denylist is checked first and always applies. */
 export class RawCommandAllowlist {

@@ -19,14 +19,10 @@ const encoder = new TextEncoder();
 const DIAL_TIMEOUT_MS = 5_000;
 const WRITE_TIMEOUT_MS = 5_000;
 
-/** Metric handles the client reports to (`statusengine_graphite_*`, and its pipeline errors). */
+/** Metric handles the client reports to (`statusengine_graphite_*`). */
 export type GraphiteMetrics = Pick<
   Metrics,
-  | "graphiteMetricsWritten"
-  | "graphiteFlushes"
-  | "graphiteMetricsDropped"
-  | "graphiteAvailable"
-  | "pipelineErrors"
+  "graphiteMetricsWritten" | "graphiteFlushes" | "graphiteMetricsDropped" | "graphiteAvailable"
 >;
 
 /** Options of {@link GraphiteClient}. */
@@ -131,13 +127,8 @@ export class GraphiteClient extends PerfdataClient<string> {
             m?.graphiteAvailable.set(up ? 1 : 0);
             o?.available(up);
           },
-          retried() {
-            o?.retried();
-          },
-          failed() {
-            m?.pipelineErrors.inc({ component: "graphite" });
-            o?.failed();
-          },
+          retried: () => o?.retried(),
+          failed: () => o?.failed(),
         },
         statsIntervalMs: options.statsIntervalMs,
       },
