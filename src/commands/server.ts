@@ -32,10 +32,7 @@ const COMMANDS_PATH = "/commands";
 /** So a client trickling bytes cannot hold a request, and the shutdown, open indefinitely. */
 const BODY_READ_TIMEOUT_MS = 10_000;
 
-/**
- * How much of a body over the limit is read and thrown away so that the client, still sending,
- * receives its 413 (see {@link readBody}); a body announced or sent beyond it is cut off at once.
- */
+/** How much of a body over the limit is read and thrown away (see {@link readBody}). */
 const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
 
 export type CommandMetrics = Pick<
@@ -173,9 +170,8 @@ export async function startCommandServer(
 
 /**
  * Read the whole body, refusing more than `limit` bytes. What a refused body still sends is read
- * and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the 413 goes
- * out: a server that closes on a client still sending makes its kernel reset the connection, and
- * the client then sees a broken pipe instead of the answer.
+ * and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the 413 goes out:
+ * closing on a client still sending makes the kernel reset the connection before it reads the 413.
  */
 async function readBody(req: Request, limit: number, timeoutMs: number): Promise<BodyRead> {
   const declared = req.headers.get("content-length");

@@ -1,8 +1,7 @@
 /**
  * Validation and re-serialisation of a `POST /commands` body into the envelope the broker module
- * reads from `statusngin_cmd`; pure. The command names and reject reasons are declared here once
- * (server, metrics and docs derive from them); the denylist and the default `raw` allowlist live
- * with the settings (src/config/raw_commands.ts).
+ * reads from `statusngin_cmd`; pure. The denylist and the default `raw` allowlist live with the
+ * settings (src/config/raw_commands.ts).
  *
  * @module
  */

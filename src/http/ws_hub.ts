@@ -1,11 +1,8 @@
 /**
  * The `/ws` hub: fans each job's events out to the subscribed clients without ever making the
- * pipeline wait for one. Every buffer is bounded (hub, per client, unsent socket bytes, bytes the
- * peer has not confirmed reading by its pong); what is lost is counted, and a client that stops
- * reading is closed. The limits and their reasons are in docs/http.md#ws.
- *
- * No socket is opened here: the hub works on the {@link HubSocket} subset of a WebSocket, so unit
- * tests can drive it with fakes.
+ * pipeline wait for one. Every buffer is bounded, what is lost is counted, and a client that stops
+ * reading is closed (limits and reasons: docs/http.md#ws). It works on the {@link HubSocket}
+ * subset of a WebSocket, so unit tests can drive it with fakes.
  *
  * @module
  */
@@ -201,9 +198,8 @@ export class HubClient {
   #probeScheduled = false;
 
   /**
-   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost after
-   * they were queued (still buffered when the client goes, refused by a socket that closed under
-   * the pump, or never written); `onSent` those of a frame written. Error frames count in neither.
+   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost after they
+   * were queued, `onSent` those of a frame written; error frames count in neither.
    */
   constructor(id: number, socket: HubSocket, options: ClientOptions) {
     this.id = id;
@@ -228,10 +224,7 @@ export class HubClient {
     return this.#handedOver - this.#read;
   }
 
-  /**
-   * The peer answered a ping: when it is the pump's, everything handed over before it was read,
-   * which is progress. Pongs to the keep-alive's pings are ignored.
-   */
+  /** The peer answered a ping; when it is the pump's, all handed over before it was read. */
   pong(data: string): void {
     const probe = this.#probe;
     if (probe === undefined || data !== probe.data || this.#removed) return;
@@ -268,8 +261,8 @@ export class HubClient {
   }
 
   /**
-   * Answer an invalid control frame with `{"error":"…"}` (Go ignores it silently; issue 7). Not
-   * an event; lost silently when the send buffer is full, as that client is not reading anyway.
+   * Answer an invalid control frame with `{"error":"…"}` (Go ignores it); lost silently when the
+   * send buffer is full, as that client is not reading anyway.
    */
   sendError(message: string): void {
     const data = JSON.stringify({ error: message });
@@ -401,9 +394,8 @@ export class HubClient {
       this.#queuedBytes -= frame.data.length;
       this.#inFlight++;
       try {
-        // Counted when the runtime reports the write: a frame handed over is lost if the
-        // connection goes first. The callback holds only the event count, so the frame's text
-        // is not kept alive while the write takes.
+        // Counted when the runtime reports the write (a frame handed over is lost if the
+        // connection goes first); the callback holds only the count, not the frame's text.
         const events = frame.events;
         this.#socket.send(frame.data, (err) => this.#written(events, err));
       } catch (err: unknown) {

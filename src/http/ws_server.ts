@@ -1,8 +1,6 @@
 /**
  * The `GET /ws` listener: authentication before the upgrade, the client's control frames and
- * limits, keep-alive; fan-out is the hub's job. Deliberate deviations from the Go worker (an
- * `{"error":"…"}` answer to a bad control frame, 503 during shutdown, the ping timing) are in
- * docs/http.md#ws.
+ * limits, keep-alive; fan-out is the hub's job. Deviations from the Go worker: docs/http.md#ws.
  *
  * @module
  */
@@ -53,8 +51,6 @@ export interface WebSocketServer extends HttpServer {
 }
 
 /**
- * Start the `/ws` listener.
- *
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  * @throws {TypeError} When no usable key is given.
  */
