@@ -174,8 +174,8 @@ export async function startCommandServer(
  * closing on a client still sending makes the kernel reset the connection before it reads the 413.
  */
 async function readBody(req: Request, limit: number, timeoutMs: number): Promise<BodyRead> {
-  const declared = req.headers.get("content-length");
-  const declaredBytes = declared === null ? undefined : Number(declared);
+  // NaN (no or a bad Content-Length) compares false.
+  const declared = Number(req.headers.get("content-length") ?? NaN);
   if (req.body === null) return { kind: "ok", bytes: new Uint8Array(0) };
   const reader = req.body.getReader();
   using timer = deadline(timeoutMs);
@@ -183,9 +183,9 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
   timer.signal.addEventListener("abort", onTimeout, { once: true });
   const chunks: Uint8Array[] = [];
   let total = 0;
-  let tooLarge = declaredBytes !== undefined && declaredBytes > limit;
+  let tooLarge = declared > limit;
   try {
-    if (tooLarge && (declaredBytes as number) > DRAIN_MAX_BYTES) {
+    if (declared > DRAIN_MAX_BYTES) {
       await reader.cancel().catch(() => {});
       return { kind: "too_large" };
     }

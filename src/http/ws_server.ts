@@ -15,7 +15,7 @@ import {
 } from "./listen.ts";
 import { parseControlFrame, parseTopicsParam, type WebSocketHub } from "./ws_hub.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { deadline } from "../util/async.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("websocket");
@@ -162,10 +162,7 @@ export async function startWebSocketServer(
       hub.close();
       // A client that stopped reading never answers its close frame: bounded wait.
       using limit = deadline(CLOSE_WAIT_MS);
-      await Promise.race([
-        Promise.all(closed),
-        new Promise<void>((r) => limit.signal.addEventListener("abort", () => r())),
-      ]);
+      await settledWithin(Promise.all(closed), limit.signal);
       // Whoever has not answered by now loses the connection without the handshake.
       for (const s of open) s.terminate();
     })();

@@ -95,7 +95,7 @@ export class BatchingSink<T> {
   #items: T[] = [];
   #flushing: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #statsTimer: ReturnType<typeof setInterval> | undefined;
+  readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
   /** Aborted when the close budget is spent: backoff pauses and writes in flight end. */
   readonly #stop = new AbortController();
@@ -113,7 +113,7 @@ export class BatchingSink<T> {
     this.#capacity = Math.max(options.batchSize * (options.bufferBatches ?? 10), MIN_BUFFER);
     this.#retry = options.retry;
     const every = options.statsIntervalMs ?? 30_000;
-    if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
+    this.#statsTimer = every > 0 ? setInterval(() => this.#logStats(false), every) : undefined;
   }
 
   /** Whether the last write succeeded (or none failed yet). */
@@ -133,9 +133,8 @@ export class BatchingSink<T> {
 
   /** Send what is buffered within `budgetMs`, then stop; the rest is dropped and counted. */
   async close(budgetMs: number): Promise<void> {
-    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    this.#statsTimer = undefined;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    clearInterval(this.#statsTimer);
+    clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#closed) return;
     this.#closed = true;
