@@ -35,18 +35,6 @@ const BODY_READ_TIMEOUT_MS = 10_000;
 /** How much of a body over the limit is read and thrown away (see {@link readBody}). */
 const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
 
-export type CommandMetrics = Pick<
-  Metrics,
-  | "commandsReceived"
-  | "commandsRejected"
-  | "commandsPublished"
-  | "commandsPublishErrors"
-  | "pipelineErrors"
-  | "httpConnectionsOpen"
-  | "httpConnectionsRefused"
-  | "httpHeaderTimeouts"
->;
-
 export interface CommandServerOptions {
   readonly hostname: string;
   /** 0 picks a free port. */
@@ -55,7 +43,7 @@ export interface CommandServerOptions {
   readonly apiKeys: readonly string[];
   /** Where accepted envelopes go; owned by the caller, who closes it after the server. */
   readonly publisher: CommandPublisher;
-  readonly metrics: CommandMetrics;
+  readonly metrics: Metrics;
   /** Clock for the `raw` timestamp prefix, in milliseconds; default `Date.now`. */
   readonly now?: () => number;
   readonly bodyReadTimeoutMs?: number;

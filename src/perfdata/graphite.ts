@@ -19,12 +19,6 @@ const encoder = new TextEncoder();
 const DIAL_TIMEOUT_MS = 5_000;
 const WRITE_TIMEOUT_MS = 5_000;
 
-/** Metric handles the client reports to (`statusengine_graphite_*`). */
-export type GraphiteMetrics = Pick<
-  Metrics,
-  "graphiteMetricsWritten" | "graphiteFlushes" | "graphiteMetricsDropped" | "graphiteAvailable"
->;
-
 /** Options of {@link GraphiteClient}. */
 export interface GraphiteOptions {
   /** `host:port` of Carbon's plaintext listener. */
@@ -35,7 +29,8 @@ export interface GraphiteOptions {
   readonly illegalCharacters?: RegExp;
   /** Metrics per write, 1..1000. */
   readonly batchSize: number;
-  readonly metrics?: GraphiteMetrics;
+  /** For the `statusengine_graphite_*` series. */
+  readonly metrics?: Metrics;
   /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
   readonly observer?: SinkObserver;
   readonly statsIntervalMs?: number;
