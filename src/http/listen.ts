@@ -19,7 +19,6 @@ const log = getLogger("http");
 
 /** The `listener` label values, one per HTTP server. */
 export const LISTENERS = ["metrics", "websocket", "commands"] as const;
-/** One of {@link LISTENERS}. */
 export type ListenerName = (typeof LISTENERS)[number];
 
 /**
@@ -42,7 +41,6 @@ export interface HttpLimits {
   readonly responseTimeoutMs?: number;
 }
 
-/** Options of {@link listen}. */
 export interface ListenOptions extends HttpLimits {
   /** Which server this is: the `listener` label and log lines. */
   readonly name: ListenerName;

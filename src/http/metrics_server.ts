@@ -21,7 +21,6 @@ export interface MetricsSource {
   readonly contentType: string;
 }
 
-/** Options of {@link startMetricsServer}. */
 export interface MetricsServerOptions {
   readonly hostname: string;
   /** 0 picks a free port. */
@@ -33,7 +32,6 @@ export interface MetricsServerOptions {
   readonly listenerMetrics?: ListenerMetrics;
 }
 
-/** A running metrics server. */
 export type MetricsServer = HttpServer;
 
 /** @throws {Deno.errors.AddrInUse} When the port is taken. */

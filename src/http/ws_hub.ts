@@ -49,7 +49,6 @@ export interface HubSocket {
   close(code?: number, reason?: string): void;
 }
 
-/** Options of {@link WebSocketHub}. */
 export interface WebSocketHubOptions extends Partial<Readonly<HubLimits>> {
   /** The `statusengine_websocket_*` metrics and `pipeline_errors_total`. */
   readonly metrics?: Metrics;
@@ -254,7 +253,6 @@ export class HubClient {
     return this.#topics.size === 0 || this.#topics.has(topic);
   }
 
-  /** Apply a subscription change: additions first, then removals. */
   apply(change: ControlFrame): void {
     for (const t of change.subscribe) this.#topics.add(t);
     for (const t of change.unsubscribe) this.#topics.delete(t);

@@ -29,7 +29,6 @@ const CLOSE_WAIT_MS = 2_000;
 
 const DECODER = new TextDecoder();
 
-/** Options of {@link startWebSocketServer}. */
 export interface WebSocketServerOptions {
   readonly hostname: string;
   /** 0 picks a free port. */

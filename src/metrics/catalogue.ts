@@ -478,7 +478,6 @@ export const METRICS = {
   },
 } as const satisfies Record<string, MetricSpec>;
 
-/** Handle names of the catalogue. */
 export type MetricKey = keyof typeof METRICS;
 
 /** `pipeline_errors_total` components (docs/operations.md#label-sets). */
@@ -492,7 +491,6 @@ export const COMPONENTS = [
   "prometheus",
 ] as const;
 
-/** Marker lines around the generated section. */
 export const METRICS_BEGIN = "<!-- BEGIN METRICS REFERENCE -->";
 export const METRICS_END = "<!-- END METRICS REFERENCE -->";
 

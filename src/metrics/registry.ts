@@ -51,7 +51,6 @@ export interface LabelValues {
   readonly listeners?: readonly string[];
 }
 
-/** Every metric of the catalogue on a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
   const handles: Record<string, unknown> = { registry };
@@ -102,7 +101,6 @@ function readProcess(
   };
 }
 
-/** The label combinations of each pre-creation set. */
 function labelCombos(v: LabelValues): Record<LabelSet, Record<string, string>[]> {
   const each = (label: string, values: readonly string[] = []) =>
     values.map((x) => ({ [label]: x }));

@@ -19,7 +19,6 @@ const encoder = new TextEncoder();
 const DIAL_TIMEOUT_MS = 5_000;
 const WRITE_TIMEOUT_MS = 5_000;
 
-/** Options of {@link GraphiteClient}. */
 export interface GraphiteOptions {
   /** `host:port` of Carbon's plaintext listener. */
   readonly addr: string;

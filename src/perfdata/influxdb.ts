@@ -23,7 +23,6 @@ export interface InfluxDbSettings {
   readonly batchSize?: number;
 }
 
-/** Options of {@link InfluxDbClient}. */
 export interface InfluxDbOptions extends InfluxDbSettings, HttpClientOptions {}
 
 /** Measurement of every point: the database or bucket in the URL keeps the points apart. */

@@ -343,7 +343,6 @@ export interface RemoteWriteSettings {
   readonly batchSize?: number;
 }
 
-/** Options of {@link RemoteWriteClient}. */
 export interface RemoteWriteOptions extends RemoteWriteSettings, HttpClientOptions {}
 
 /** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */

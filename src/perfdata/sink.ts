@@ -70,10 +70,8 @@ export interface RetryPolicy {
   readonly backoff: BackoffOptions;
 }
 
-/** Options of {@link BatchingSink}. */
 export interface SinkOptions<T> {
   readonly transport: Transport<T>;
-  /** Points per write. */
   readonly batchSize: number;
   /** Points buffered at most, in batches (default 10, at least 10,000 points); beyond, dropped. */
   readonly bufferBatches?: number;
