@@ -4,7 +4,6 @@
  *
  * @module
  */
-import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import { plainLabel, type Row } from "../events/mod.ts";
 import { PerfdataClient, SinkWriteError, type Transport } from "./sink.ts";
@@ -16,58 +15,18 @@ import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
  */
 const REMOTE_WRITE_METRIC = "statusengine_perfdata_value";
 
-// The remote write 1.0 messages (prometheus/prompb types.proto and remote.proto), reduced to the
-// fields written here.
-const ROOT = protobuf.Root.fromJSON({
-  nested: {
-    prometheus: {
-      nested: {
-        WriteRequest: {
-          fields: { timeseries: { rule: "repeated", type: "TimeSeries", id: 1 } },
-        },
-        TimeSeries: {
-          fields: {
-            labels: { rule: "repeated", type: "Label", id: 1 },
-            samples: { rule: "repeated", type: "Sample", id: 2 },
-          },
-        },
-        Label: { fields: { name: { type: "string", id: 1 }, value: { type: "string", id: 2 } } },
-        Sample: {
-          fields: { value: { type: "double", id: 1 }, timestamp: { type: "int64", id: 2 } },
-        },
-      },
-    },
-  },
-});
-const WRITE_REQUEST = ROOT.lookupType("prometheus.WriteRequest");
-const TIME_SERIES = ROOT.lookupType("prometheus.TimeSeries");
-const LABEL = ROOT.lookupType("prometheus.Label");
-const SAMPLE = ROOT.lookupType("prometheus.Sample");
-
 // A batch is written straight into one byte array, each series' labels encoded once, rather than
 // through protobufjs' encode of an object per series, label and sample, which cost several times
-// more (docs/perfdata.md#performance). Field numbers and wire types are read from the schema
-// above, so it stays the only definition.
-function fieldTag(type: protobuf.Type, name: string): number {
-  const field = type.fields[name];
-  if (field === undefined) throw new Error(`remote write schema: no field ${type.name}.${name}`);
-  // Message fields are length-delimited (wire type 2); the rest have their basic type's.
-  const wire = (protobuf.types.basic as Record<string, number | undefined>)[field.type] ?? 2;
-  return field.id * 8 + wire;
-}
-const TIMESERIES_TAG = fieldTag(WRITE_REQUEST, "timeseries");
-const LABELS_TAG = fieldTag(TIME_SERIES, "labels");
-const SAMPLES_TAG = fieldTag(TIME_SERIES, "samples");
-const LABEL_NAME_TAG = fieldTag(LABEL, "name");
-const LABEL_VALUE_TAG = fieldTag(LABEL, "value");
-const VALUE_TAG = fieldTag(SAMPLE, "value");
-const TIMESTAMP_TAG = fieldTag(SAMPLE, "timestamp");
-if (
-  SAMPLE.fields["value"]?.type !== "double" || SAMPLE.fields["timestamp"]?.type !== "int64" ||
-  LABEL.fields["name"]?.type !== "string" || LABEL.fields["value"]?.type !== "string"
-) {
-  throw new Error("remote write schema: written as a double, an int64 and strings");
-}
+// more (docs/perfdata.md#performance). The field tags (number × 8 + wire type) of the remote write
+// 1.0 messages (prometheus/prompb types.proto and remote.proto); format_test.ts decodes the result
+// with protobufjs from that schema.
+const TIMESERIES_TAG = 1 * 8 + 2; // WriteRequest.timeseries: repeated TimeSeries
+const LABELS_TAG = 1 * 8 + 2; // TimeSeries.labels: repeated Label
+const SAMPLES_TAG = 2 * 8 + 2; // TimeSeries.samples: repeated Sample
+const LABEL_NAME_TAG = 1 * 8 + 2; // Label.name: string
+const LABEL_VALUE_TAG = 2 * 8 + 2; // Label.value: string
+const VALUE_TAG = 1 * 8 + 1; // Sample.value: double (64-bit)
+const TIMESTAMP_TAG = 2 * 8 + 0; // Sample.timestamp: int64 (varint)
 
 /** One series: its labels, encoded once. */
 export interface RemoteSeries {
