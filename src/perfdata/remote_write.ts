@@ -341,10 +341,16 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
         p.timestampMs > p.series.newestMs ||
         (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
       );
+      // Enough splits to isolate eight samples scattered through the batch; unbounded, a batch of
+      // stale samples would cost two requests per sample.
+      const splits = 8 * Math.ceil(Math.log2(Math.max(2, batch.length)));
       return batch.length - acceptable.length +
-        await this.#isolate(inSeriesOrder(acceptable), signal, {
-          splits: splitBudget(batch.length),
-        }, acceptable.length < batch.length);
+        await this.#isolate(
+          inSeriesOrder(acceptable),
+          signal,
+          { splits },
+          acceptable.length < batch.length,
+        );
     }
   }
 
@@ -405,14 +411,6 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
 
 function isSampleRefusal(err: unknown): boolean {
   return err instanceof SinkWriteError && err.reason === "out_of_order";
-}
-
-/**
- * Splits allowed for one refused batch: enough to isolate eight samples scattered through it;
- * unbounded, a batch of stale samples would cost two requests per sample.
- */
-function splitBudget(points: number): number {
-  return 8 * Math.ceil(Math.log2(Math.max(2, points)));
 }
 
 /**
