@@ -213,9 +213,7 @@ export class HubClient {
   }
 
   get queuedEvents(): number {
-    let n = 0;
-    for (const frame of this.#queue) n += frame.events;
-    return n;
+    return this.#queue.reduce((n, frame) => n + frame.events, 0);
   }
 
   /** Characters of frame text handed to the socket that the peer has not confirmed reading. */
