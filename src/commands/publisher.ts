@@ -49,7 +49,7 @@ export interface RetryingPublisherOptions {
   readonly target: string;
   readonly dial: Dial;
   /** Default {@link PUBLISH_BUDGET_MS}. */
-  readonly budgetMs?: number;
+  readonly budgetMs?: number | undefined;
 }
 
 /** The connection policy of the module header, shared by both transports. */
@@ -153,7 +153,7 @@ export function gearmanCommandPublisher(
   return new RetryingPublisher({
     backend: "gearman",
     target: servers.join(","),
-    ...(options.budgetMs === undefined ? {} : { budgetMs: options.budgetMs }),
+    budgetMs: options.budgetMs,
     dial: async (signal) => {
       let last: unknown = new Error("no job server configured");
       for (const server of servers) {
@@ -189,7 +189,7 @@ export function rabbitMqCommandPublisher(
   return new RetryingPublisher({
     backend: "rabbitmq",
     target: display,
-    ...(options.budgetMs === undefined ? {} : { budgetMs: options.budgetMs }),
+    budgetMs: options.budgetMs,
     dial: async (signal) => {
       const connecting = AmqpPublisher.connect(url, options);
       let publisher: AmqpPublisher;

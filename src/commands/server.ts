@@ -5,7 +5,14 @@
  *
  * @module
  */
-import { ApiKeySet, headerKey, headerKeyRefusal, type HttpLimits, listen } from "../http/mod.ts";
+import {
+  ApiKeySet,
+  headerKey,
+  headerKeyRefusal,
+  type HttpLimits,
+  type HttpServer,
+  listen,
+} from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
@@ -25,23 +32,8 @@ const COMMANDS_PATH = "/commands";
 /** So a client trickling bytes cannot hold a request, and the shutdown, open indefinitely. */
 const BODY_READ_TIMEOUT_MS = 10_000;
 
-/**
- * How much of a body over the limit is read and thrown away so that the client, still sending,
- * receives its 413 (see {@link readBody}); a body announced or sent beyond it is cut off at once.
- */
+/** How much of a body over the limit is read and thrown away (see {@link readBody}). */
 const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
-
-export type CommandMetrics = Pick<
-  Metrics,
-  | "commandsReceived"
-  | "commandsRejected"
-  | "commandsPublished"
-  | "commandsPublishErrors"
-  | "pipelineErrors"
-  | "httpConnectionsOpen"
-  | "httpConnectionsRefused"
-  | "httpHeaderTimeouts"
->;
 
 export interface CommandServerOptions {
   readonly hostname: string;
@@ -51,7 +43,7 @@ export interface CommandServerOptions {
   readonly apiKeys: readonly string[];
   /** Where accepted envelopes go; owned by the caller, who closes it after the server. */
   readonly publisher: CommandPublisher;
-  readonly metrics: CommandMetrics;
+  readonly metrics: Metrics;
   /** Clock for the `raw` timestamp prefix, in milliseconds; default `Date.now`. */
   readonly now?: () => number;
   readonly bodyReadTimeoutMs?: number;
@@ -60,12 +52,7 @@ export interface CommandServerOptions {
   readonly limits?: HttpLimits;
 }
 
-export interface CommandServer extends AsyncDisposable {
-  readonly port: number;
-  readonly hostname: string;
-  /** Stop accepting, let in-flight requests finish, close. Idempotent. */
-  shutdown(): Promise<void>;
-}
+export type CommandServer = HttpServer;
 
 type BodyRead =
   | { readonly kind: "ok"; readonly bytes: Uint8Array }
@@ -156,7 +143,7 @@ export async function startCommandServer(
     return json(202, { accepted: result.commands.length });
   };
 
-  const server = await listen({
+  return await listen({
     name: "commands",
     hostname: options.hostname,
     port: options.port,
@@ -167,24 +154,16 @@ export async function startCommandServer(
     ...options.limits,
     metrics,
   }, (req, info) => handle(req, info.remote));
-  const shutdown = () => server.shutdown();
-  return {
-    port: server.addr.port,
-    hostname: server.addr.hostname,
-    shutdown,
-    [Symbol.asyncDispose]: shutdown,
-  };
 }
 
 /**
  * Read the whole body, refusing more than `limit` bytes. What a refused body still sends is read
- * and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the 413 goes
- * out: a server that closes on a client still sending makes its kernel reset the connection, and
- * the client then sees a broken pipe instead of the answer.
+ * and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the 413 goes out:
+ * closing on a client still sending makes the kernel reset the connection before it reads the 413.
  */
 async function readBody(req: Request, limit: number, timeoutMs: number): Promise<BodyRead> {
-  const declared = req.headers.get("content-length");
-  const declaredBytes = declared === null ? undefined : Number(declared);
+  // NaN (no or a bad Content-Length) compares false.
+  const declared = Number(req.headers.get("content-length") ?? NaN);
   if (req.body === null) return { kind: "ok", bytes: new Uint8Array(0) };
   const reader = req.body.getReader();
   using timer = deadline(timeoutMs);
@@ -192,9 +171,9 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
   timer.signal.addEventListener("abort", onTimeout, { once: true });
   const chunks: Uint8Array[] = [];
   let total = 0;
-  let tooLarge = declaredBytes !== undefined && declaredBytes > limit;
+  let tooLarge = declared > limit;
   try {
-    if (tooLarge && (declaredBytes as number) > DRAIN_MAX_BYTES) {
+    if (declared > DRAIN_MAX_BYTES) {
       await reader.cancel().catch(() => {});
       return { kind: "too_large" };
     }

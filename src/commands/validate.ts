@@ -1,8 +1,7 @@
 /**
  * Validation and re-serialisation of a `POST /commands` body into the envelope the broker module
- * reads from `statusngin_cmd`; pure. The command names and reject reasons are declared here once
- * (server, metrics and docs derive from them); the denylist and the default `raw` allowlist live
- * with the settings (src/config/settings.ts).
+ * reads from `statusngin_cmd`; pure. The denylist and the default `raw` allowlist live with the
+ * settings (src/config/settings.ts).
  *
  * @module
  */
@@ -19,23 +18,16 @@ export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
 export const COMMAND_NAMES = ["check_result", "schedule_check", "delete_downtime", "raw"] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];
 
-/** `reason` label values of `statusengine_commands_rejected_total`. */
-export const REJECT_REASONS = [
-  "auth",
-  "too_large",
-  "malformed",
-  "unknown_command",
-  "denied",
-] as const;
-export type RejectReason = (typeof REJECT_REASONS)[number];
-
-export const REJECT_STATUS: Readonly<Record<RejectReason, 400 | 401 | 403 | 413>> = {
+/** Each `reason` label value of `statusengine_commands_rejected_total` and its HTTP status. */
+export const REJECT_STATUS = {
   auth: 401,
   "too_large": 413,
   malformed: 400,
   "unknown_command": 400,
   denied: 403,
-};
+} as const;
+export type RejectReason = keyof typeof REJECT_STATUS;
+export const REJECT_REASONS = Object.keys(REJECT_STATUS) as RejectReason[];
 
 /** Which `raw` command names pass; the denylist is checked first and always applies. */
 export class RawCommandAllowlist {
@@ -100,7 +92,7 @@ export interface ValidateOptions {
   /** Unix seconds used for a missing `raw` timestamp prefix. */
   readonly nowSeconds: number;
   /** `raw` commands that pass; default {@link DEFAULT_ALLOWED_RAW_COMMANDS}. */
-  readonly allow?: RawCommandAllowlist;
+  readonly allow?: RawCommandAllowlist | undefined;
 }
 
 /** A `raw` line split the way Naemon reads it. */

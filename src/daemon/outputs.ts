@@ -133,12 +133,7 @@ function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObser
     dropped: (points, reason) => metrics.perfdataDropped.inc({ backend, reason }, points),
     available: (up) => metrics.perfdataBackendAvailable.set(labels, up ? 1 : 0),
     retried: () => metrics.perfdataWriteRetries.inc(labels),
-    // Graphite counts its pipeline error itself (kept from before the shared core).
-    failed: () => {
-      if (backend === "influxdb" || backend === "prometheus") {
-        metrics.pipelineErrors.inc({ component: backend });
-      }
-    },
+    failed: () => metrics.pipelineErrors.inc({ component: backend }),
   };
 }
 

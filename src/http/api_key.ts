@@ -16,7 +16,6 @@ export class ApiKeySet {
     this.#keys = keys.filter((k) => k.length > 0).map((k) => ENCODER.encode(k));
   }
 
-  /** Usable keys. */
   get size(): number {
     return this.#keys.length;
   }

@@ -1,10 +1,8 @@
 /**
- * The HTTP listener the metrics, `/ws` and `/commands` servers share. Built on `node:http`
- * because it hands over each connection before any byte is parsed, which `Deno.serve` does not:
- * so it can cap open connections, close one whose request head does not arrive in 10 s and one
- * whose response is not taken in 30 s (docs/http-listeners.md has the measurements). Every
- * response says `Connection: close`, so an idle keep-alive socket never holds a place under the
- * cap. A WebSocket handshake goes to the same handler, which may accept it (`ws` takes over).
+ * The HTTP listener the metrics, `/ws` and `/commands` servers share, on `node:http` because it
+ * hands over each connection before any byte is parsed, which `Deno.serve` does not: so it can cap
+ * connections and time out heads and responses (docs/http-listeners.md). Every response says
+ * `Connection: close`, so an idle keep-alive socket never holds a place under the cap.
  *
  * @module
  */
@@ -21,7 +19,6 @@ const log = getLogger("http");
 
 /** The `listener` label values, one per HTTP server. */
 export const LISTENERS = ["metrics", "websocket", "commands"] as const;
-/** One of {@link LISTENERS}. */
 export type ListenerName = (typeof LISTENERS)[number];
 
 /**
@@ -44,7 +41,6 @@ export interface HttpLimits {
   readonly responseTimeoutMs?: number;
 }
 
-/** Options of {@link listen}. */
 export interface ListenOptions extends HttpLimits {
   /** Which server this is: the `listener` label and log lines. */
   readonly name: ListenerName;
@@ -53,7 +49,7 @@ export interface ListenOptions extends HttpLimits {
   readonly port: number;
   /** The answer to a request whose handler threw. */
   readonly onError: (err: unknown) => Response;
-  readonly metrics?: ListenerMetrics;
+  readonly metrics?: ListenerMetrics | undefined;
   /** Largest WebSocket message a client may send; a larger one closes the socket (1009). */
   readonly maxWebSocketMessageBytes?: number;
 }
@@ -80,10 +76,11 @@ export type Handler = (
   info: RequestInfo,
 ) => Response | WebSocketAccept | Promise<Response | WebSocketAccept>;
 
-/** A listening server and the address it is bound to. */
-export interface Listening {
-  readonly addr: Deno.NetAddr;
-  readonly connections: number;
+/** A listening server, as the metrics, `/ws` and `/commands` servers hand it to the daemon. */
+export interface HttpServer extends AsyncDisposable {
+  readonly hostname: string;
+  /** The bound port (the one picked for port 0). */
+  readonly port: number;
   /**
    * Stop accepting and close connections whose request has not arrived; requests in progress
    * finish and accepted WebSockets are waited for. Idempotent.
@@ -102,7 +99,7 @@ interface Tracked {
  *
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
-export async function listen(options: ListenOptions, handler: Handler): Promise<Listening> {
+export async function listen(options: ListenOptions, handler: Handler): Promise<HttpServer> {
   const max = options.maxConnections ?? MAX_CONNECTIONS;
   const headerTimeoutMs = options.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
   const responseTimeoutMs = options.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
@@ -251,24 +248,22 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   }
 
   let stopped: Promise<void> | undefined;
+  const shutdown = () =>
+    stopped ??= (async () => {
+      stopping = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const [socket, tracked] of open) {
+        if (tracked.headTimer !== undefined) socket.destroy();
+      }
+      await Promise.all([...open.values()].map((t) => t.closed));
+      await closed;
+      webSockets.close();
+    })();
   return {
-    addr: { transport: "tcp", hostname: bound.address, port: bound.port },
-    get connections() {
-      return open.size;
-    },
-    shutdown() {
-      stopped ??= (async () => {
-        stopping = true;
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        for (const [socket, tracked] of open) {
-          if (tracked.headTimer !== undefined) socket.destroy();
-        }
-        await Promise.all([...open.values()].map((t) => t.closed));
-        await closed;
-        webSockets.close();
-      })();
-      return stopped;
-    },
+    hostname: bound.address,
+    port: bound.port,
+    shutdown,
+    [Symbol.asyncDispose]: shutdown,
   };
 }
 

@@ -28,7 +28,7 @@ Deno.test("listen: a Host the web Request refuses closes that connection, on a p
     onError: () => new Response("internal error", { status: 500 }),
   }, () => new Response("ok"));
   try {
-    const port = server.addr.port;
+    const port = server.port;
     assert.equal(
       await send(
         port,

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type HttpLimits, listen, type ListenerMetrics } from "./listen.ts";
+import { type HttpLimits, type HttpServer, listen, type ListenerMetrics } from "./listen.ts";
 
 /** Readiness verdict with the reasons it is not ready. */
 export interface Readiness {
@@ -21,7 +21,6 @@ export interface MetricsSource {
   readonly contentType: string;
 }
 
-/** Options of {@link startMetricsServer}. */
 export interface MetricsServerOptions {
   readonly hostname: string;
   /** 0 picks a free port. */
@@ -33,25 +32,17 @@ export interface MetricsServerOptions {
   readonly listenerMetrics?: ListenerMetrics;
 }
 
-/** A running metrics server. */
-export interface MetricsServer extends AsyncDisposable {
-  readonly port: number;
-  readonly hostname: string;
-  /** Stop accepting, finish in-flight requests, close. Idempotent. */
-  shutdown(): Promise<void>;
-}
+export type MetricsServer = HttpServer;
 
 /** @throws {Deno.errors.AddrInUse} When the port is taken. */
-export async function startMetricsServer(
-  options: MetricsServerOptions,
-): Promise<MetricsServer> {
-  const server = await listen({
+export function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
+  return listen({
     name: "metrics",
     hostname: options.hostname,
     port: options.port,
     onError: () => new Response("internal error\n", { status: 500 }),
     ...options.limits,
-    ...(options.listenerMetrics === undefined ? {} : { metrics: options.listenerMetrics }),
+    metrics: options.listenerMetrics,
   }, async (req) => {
     const { pathname } = new URL(req.url);
     if (req.method !== "GET" && req.method !== "HEAD") {
@@ -78,11 +69,4 @@ export async function startMetricsServer(
         return new Response("not found\n", { status: 404 });
     }
   });
-  const shutdown = () => server.shutdown();
-  return {
-    port: server.addr.port,
-    hostname: server.addr.hostname,
-    shutdown,
-    [Symbol.asyncDispose]: shutdown,
-  };
 }

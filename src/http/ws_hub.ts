@@ -1,11 +1,8 @@
 /**
  * The `/ws` hub: fans each job's events out to the subscribed clients without ever making the
- * pipeline wait for one. Every buffer is bounded (hub, per client, unsent socket bytes, bytes the
- * peer has not confirmed reading by its pong); what is lost is counted, and a client that stops
- * reading is closed. The limits and their reasons are in docs/http.md#ws.
- *
- * No socket is opened here: the hub works on the {@link HubSocket} subset of a WebSocket, so unit
- * tests can drive it with fakes.
+ * pipeline wait for one. Every buffer is bounded, what is lost is counted, and a client that stops
+ * reading is closed (limits and reasons: docs/http.md#ws). It works on the {@link HubSocket}
+ * subset of a WebSocket, so unit tests can drive it with fakes.
  *
  * @module
  */
@@ -18,18 +15,22 @@ const log = getLogger("websocket");
 export const HUB_BUFFER_FRAMES = 1024;
 /** Frames one client's send buffer holds; beyond it the frame is lost for that client. */
 export const CLIENT_BUFFER_FRAMES = 256;
-/** Characters of frame text a client's buffer holds; one larger frame still fits an empty one. */
-const CLIENT_BUFFER_BYTES = 16 * 1024 * 1024;
-/** Unsent bytes of all sockets; beyond it only a socket with nothing unsent gets a frame. */
-const HUB_SOCKET_BUDGET_BYTES = 16 * 1024 * 1024;
-/** A client losing frames whose socket makes no progress for this long is closed. */
-const SLOW_CLIENT_CLOSE_MS = 2_000;
-/** Unsent bytes a socket may hold: `send()` never blocks, so the runtime would buffer unbounded. */
-const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
-/** Bytes handed over and not confirmed read (pong): what a stalled client makes kernels hold. */
-const UNREAD_BYTES = 512 * 1024;
-/** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
-const WRITE_TIMEOUT_MS = 10_000;
+/** The hub's limits; {@link WebSocketHubOptions} may override each (tests shorten them). */
+const DEFAULT_LIMITS = {
+  /** Characters of frame text a client's buffer holds; one larger frame still fits an empty one. */
+  clientBufferBytes: 16 * 1024 * 1024,
+  /** Unsent bytes of all sockets; beyond it only a socket with nothing unsent gets a frame. */
+  socketBudgetBytes: 16 * 1024 * 1024,
+  /** A client losing frames whose socket makes no progress for this long is closed. */
+  slowClientCloseMs: 2_000,
+  /** Unsent bytes a socket may hold: `send()` never blocks, so the runtime would buffer unbounded. */
+  highWaterBytes: 256 * 1024,
+  /** Bytes handed over and not confirmed read (pong): what a stalled client makes kernels hold. */
+  unreadBytes: 512 * 1024,
+  /** A socket whose unsent bytes make no progress for this long is closed (Go: write deadline). */
+  writeTimeoutMs: 10_000,
+};
+type HubLimits = typeof DEFAULT_LIMITS;
 /** How often a stalled socket is re-checked: {@link HubSocket} has no "drained" event. */
 const STALL_POLL_MS = 10;
 /** Frames dispatched per timer turn, so a burst does not hold the event loop. */
@@ -48,18 +49,11 @@ export interface HubSocket {
   close(code?: number, reason?: string): void;
 }
 
-/** Options of {@link WebSocketHub}; limits default to the constants above (tests shorten them). */
-export interface WebSocketHubOptions {
+export interface WebSocketHubOptions extends Partial<Readonly<HubLimits>> {
   /** The `statusengine_websocket_*` metrics and `pipeline_errors_total`. */
   readonly metrics?: Metrics;
   /** Interval of the `websocket: hub stats` line; default 30 s, 0 disables. */
   readonly statsIntervalMs?: number;
-  readonly writeTimeoutMs?: number;
-  readonly highWaterBytes?: number;
-  readonly socketBudgetBytes?: number;
-  readonly clientBufferBytes?: number;
-  readonly slowClientCloseMs?: number;
-  readonly unreadBytes?: number;
 }
 
 /** A subscription change sent by a client: additions are applied before removals. */
@@ -160,17 +154,8 @@ class SocketBudget {
   }
 }
 
-/** The pump's limits, the same for every client of a hub. */
-interface ClientLimits {
-  readonly highWater: number;
-  readonly writeTimeoutMs: number;
-  readonly slowCloseMs: number;
-  readonly maxQueuedBytes: number;
-  readonly maxUnread: number;
-}
-
 /** What {@link WebSocketHub.register} gives each client. */
-interface ClientOptions extends ClientLimits {
+interface ClientOptions extends Readonly<HubLimits> {
   readonly topics: readonly string[];
   readonly budget: SocketBudget;
   readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
@@ -212,9 +197,8 @@ export class HubClient {
   #probeScheduled = false;
 
   /**
-   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost after
-   * they were queued (still buffered when the client goes, refused by a socket that closed under
-   * the pump, or never written); `onSent` those of a frame written. Error frames count in neither.
+   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost after they
+   * were queued, `onSent` those of a frame written; error frames count in neither.
    */
   constructor(id: number, socket: HubSocket, options: ClientOptions) {
     this.id = id;
@@ -229,9 +213,7 @@ export class HubClient {
   }
 
   get queuedEvents(): number {
-    let n = 0;
-    for (const frame of this.#queue) n += frame.events;
-    return n;
+    return this.#queue.reduce((n, frame) => n + frame.events, 0);
   }
 
   /** Characters of frame text handed to the socket that the peer has not confirmed reading. */
@@ -239,10 +221,7 @@ export class HubClient {
     return this.#handedOver - this.#read;
   }
 
-  /**
-   * The peer answered a ping: when it is the pump's, everything handed over before it was read,
-   * which is progress. Pongs to the keep-alive's pings are ignored.
-   */
+  /** The peer answered a ping; when it is the pump's, all handed over before it was read. */
   pong(data: string): void {
     const probe = this.#probe;
     if (probe === undefined || data !== probe.data || this.#removed) return;
@@ -272,15 +251,14 @@ export class HubClient {
     return this.#topics.size === 0 || this.#topics.has(topic);
   }
 
-  /** Apply a subscription change: additions first, then removals. */
   apply(change: ControlFrame): void {
     for (const t of change.subscribe) this.#topics.add(t);
     for (const t of change.unsubscribe) this.#topics.delete(t);
   }
 
   /**
-   * Answer an invalid control frame with `{"error":"…"}` (Go ignores it silently; issue 7). Not
-   * an event; lost silently when the send buffer is full, as that client is not reading anyway.
+   * Answer an invalid control frame with `{"error":"…"}` (Go ignores it); lost silently when the
+   * send buffer is full, as that client is not reading anyway.
    */
   sendError(message: string): void {
     const data = JSON.stringify({ error: message });
@@ -294,7 +272,7 @@ export class HubClient {
   /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
   offer(frame: OutboundFrame): boolean {
     const fits = this.#queue.length === 0 ||
-      this.#queuedBytes + frame.data.length <= this.#o.maxQueuedBytes;
+      this.#queuedBytes + frame.data.length <= this.#o.clientBufferBytes;
     if (!fits || this.#queue.length >= CLIENT_BUFFER_FRAMES) {
       this.#droppedEvents += frame.events;
       if (this.#stalled) this.#losingFrames = true;
@@ -374,8 +352,8 @@ export class HubClient {
   /** Whether the socket may take `frame` now: within unread bound, high-water mark and budget. */
   #mayTake(unsent: number, frame: OutboundFrame): boolean {
     const unread = this.unreadBytes;
-    if (unread > 0 && unread + frame.data.length > this.#o.maxUnread) return false;
-    if (unsent > this.#o.highWater) return false;
+    if (unread > 0 && unread + frame.data.length > this.#o.unreadBytes) return false;
+    if (unsent > this.#o.highWaterBytes) return false;
     return unsent === 0 || !this.#o.budget.over(frame.data.length);
   }
 
@@ -412,9 +390,8 @@ export class HubClient {
       this.#queuedBytes -= frame.data.length;
       this.#inFlight++;
       try {
-        // Counted when the runtime reports the write: a frame handed over is lost if the
-        // connection goes first. The callback holds only the event count, so the frame's text
-        // is not kept alive while the write takes.
+        // Counted when the runtime reports the write (a frame handed over is lost if the
+        // connection goes first); the callback holds only the count, not the frame's text.
         const events = frame.events;
         this.#socket.send(frame.data, (err) => this.#written(events, err));
       } catch (err: unknown) {
@@ -461,7 +438,7 @@ export class HubClient {
       return;
     }
     // A client that already loses frames gets less time: it holds memory for nothing.
-    const limit = this.#losingFrames ? this.#o.slowCloseMs : this.#o.writeTimeoutMs;
+    const limit = this.#losingFrames ? this.#o.slowClientCloseMs : this.#o.writeTimeoutMs;
     if (performance.now() - this.#stalledSince >= limit) {
       this.#o.onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
       return;
@@ -475,7 +452,7 @@ export class WebSocketHub {
   readonly #metrics: Metrics | undefined;
   readonly #clients = new Set<HubClient>();
   readonly #inbound: PendingFrame[] = [];
-  readonly #limits: ClientLimits;
+  readonly #limits: HubLimits;
   readonly #budget: SocketBudget;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
@@ -485,20 +462,13 @@ export class WebSocketHub {
   #closed = false;
 
   constructor(options: WebSocketHubOptions = {}) {
-    this.#metrics = options.metrics;
-    this.#limits = {
-      highWater: options.highWaterBytes ?? SOCKET_HIGH_WATER_BYTES,
-      writeTimeoutMs: options.writeTimeoutMs ?? WRITE_TIMEOUT_MS,
-      slowCloseMs: options.slowClientCloseMs ?? SLOW_CLIENT_CLOSE_MS,
-      maxQueuedBytes: options.clientBufferBytes ?? CLIENT_BUFFER_BYTES,
-      maxUnread: options.unreadBytes ?? UNREAD_BYTES,
-    };
-    this.#budget = new SocketBudget(
-      options.socketBudgetBytes ?? HUB_SOCKET_BUDGET_BYTES,
-      this.#clients,
-    );
-    const interval = options.statsIntervalMs ?? 30_000;
-    this.#statsTimer = interval > 0 ? setInterval(() => this.#logStats(), interval) : undefined;
+    const { metrics, statsIntervalMs = 30_000, ...limits } = options;
+    this.#metrics = metrics;
+    this.#limits = { ...DEFAULT_LIMITS, ...limits };
+    this.#budget = new SocketBudget(this.#limits.socketBudgetBytes, this.#clients);
+    this.#statsTimer = statsIntervalMs > 0
+      ? setInterval(() => this.#logStats(), statsIntervalMs)
+      : undefined;
   }
 
   /**
@@ -550,7 +520,7 @@ export class WebSocketHub {
             : "websocket: client closed, a write made no progress",
           {
             client: c.id,
-            timeout_ms: losing ? this.#limits.slowCloseMs : this.#limits.writeTimeoutMs,
+            timeout_ms: losing ? this.#limits.slowClientCloseMs : this.#limits.writeTimeoutMs,
             hint: "a dashboard must keep reading its socket; it may reconnect",
           },
         );

@@ -1,14 +1,13 @@
 /**
  * The `GET /ws` listener: authentication before the upgrade, the client's control frames and
- * limits, keep-alive; fan-out is the hub's job. Deliberate deviations from the Go worker (an
- * `{"error":"…"}` answer to a bad control frame, 503 during shutdown, the ping timing) are in
- * docs/http.md#ws.
+ * limits, keep-alive; fan-out is the hub's job. Deviations from the Go worker: docs/http.md#ws.
  *
  * @module
  */
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
 import {
   type HttpLimits,
+  type HttpServer,
   listen,
   type RequestInfo,
   type ServerWebSocket,
@@ -16,7 +15,7 @@ import {
 } from "./listen.ts";
 import { parseControlFrame, parseTopicsParam, type WebSocketHub } from "./ws_hub.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { deadline } from "../util/async.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("websocket");
@@ -30,7 +29,6 @@ const CLOSE_WAIT_MS = 2_000;
 
 const DECODER = new TextDecoder();
 
-/** Options of {@link startWebSocketServer}. */
 export interface WebSocketServerOptions {
   readonly hostname: string;
   /** 0 picks a free port. */
@@ -45,19 +43,13 @@ export interface WebSocketServerOptions {
   readonly limits?: HttpLimits;
 }
 
-/** A running `/ws` listener. */
-export interface WebSocketServer extends AsyncDisposable {
-  readonly hostname: string;
-  readonly port: number;
+/** A running `/ws` listener; `shutdown` runs {@link closeClients} first. */
+export interface WebSocketServer extends HttpServer {
   /** Refuse new connections, send every client a close frame, wait briefly. Idempotent. */
   closeClients(): Promise<void>;
-  /** {@link closeClients}, then stop the listener. Idempotent. */
-  shutdown(): Promise<void>;
 }
 
 /**
- * Start the `/ws` listener.
- *
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  * @throws {TypeError} When no usable key is given.
  */
@@ -152,7 +144,7 @@ export async function startWebSocketServer(
     },
     maxWebSocketMessageBytes: MAX_CLIENT_MESSAGE_BYTES,
     ...options.limits,
-    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+    metrics: options.metrics,
   }, accept);
 
   let closingClients: Promise<void> | undefined;
@@ -169,10 +161,7 @@ export async function startWebSocketServer(
       hub.close();
       // A client that stopped reading never answers its close frame: bounded wait.
       using limit = deadline(CLOSE_WAIT_MS);
-      await Promise.race([
-        Promise.all(closed),
-        new Promise<void>((r) => limit.signal.addEventListener("abort", () => r())),
-      ]);
+      await settledWithin(Promise.all(closed), limit.signal);
       // Whoever has not answered by now loses the connection without the handshake.
       for (const s of open) s.terminate();
     })();
@@ -180,8 +169,8 @@ export async function startWebSocketServer(
   };
   const shutdown = () => stopping ??= closeClients().then(() => server.shutdown());
   return {
-    hostname: server.addr.hostname,
-    port: server.addr.port,
+    hostname: server.hostname,
+    port: server.port,
     closeClients,
     shutdown,
     [Symbol.asyncDispose]: shutdown,

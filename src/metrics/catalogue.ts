@@ -11,26 +11,10 @@
 export type MetricType = "counter" | "gauge" | "histogram";
 
 /**
- * Label-value sets a metric can be pre-created over (docs/operations.md#label-sets); `none`: the
- * series appear on first use.
+ * Label-value sets a metric can be pre-created over (docs/operations.md#label-sets), the keys of
+ * {@link PRECREATED}; `none`: the series appear on first use.
  */
-export type LabelSet =
-  | "queues"
-  | "status_queues"
-  | "event_lag_queues"
-  | "queues_x_results"
-  | "queues_x_dead_letter_reasons"
-  | "queues_x_give_back_reasons"
-  | "tables"
-  | "batched_tables"
-  | "batched_tables_x_adjust_reasons"
-  | "components"
-  | "commands"
-  | "command_reject_reasons"
-  | "listeners"
-  /** Created by the daemon for each configured perfdata backend (with every drop reason). */
-  | "perfdata_backends"
-  | "none";
+export type LabelSet = keyof typeof PRECREATED;
 
 export interface MetricSpec {
   readonly name: string;
@@ -494,7 +478,6 @@ export const METRICS = {
   },
 } as const satisfies Record<string, MetricSpec>;
 
-/** Handle names of the catalogue. */
 export type MetricKey = keyof typeof METRICS;
 
 /** `pipeline_errors_total` components (docs/operations.md#label-sets). */
@@ -508,11 +491,11 @@ export const COMPONENTS = [
   "prometheus",
 ] as const;
 
-/** Marker lines around the generated section. */
 export const METRICS_BEGIN = "<!-- BEGIN METRICS REFERENCE -->";
 export const METRICS_END = "<!-- END METRICS REFERENCE -->";
 
-const PRECREATED: Readonly<Record<LabelSet, string>> = {
+/** Each label set and how docs/metrics.md describes its pre-created series. */
+const PRECREATED = {
   queues: "all 12 queues",
   "status_queues": "the 2 status queues only",
   "event_lag_queues": "the 2 status and 2 check queues",
@@ -526,10 +509,11 @@ const PRECREATED: Readonly<Record<LabelSet, string>> = {
   commands: "every command name, while /commands is served",
   "command_reject_reasons": "every reject reason, while /commands is served",
   listeners: "metrics, websocket, commands: each while it is served",
+  // Created by the daemon for each configured perfdata backend (with every drop reason).
   "perfdata_backends":
     "graphite, influxdb, prometheus, each while configured (dropped: × every reason)",
   none: "—",
-};
+} as const;
 
 /** The table as Markdown, wrapped in deno-fmt-ignore so formatting cannot make it stale. */
 export function renderMetricsReference(): string {

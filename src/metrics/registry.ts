@@ -1,12 +1,9 @@
 /**
  * The catalogue's metrics on a fresh prom-client `Registry` (never the global one, so every test
- * can have its own), and the documented zero series.
- *
- * The `process_*` series are read at scrape time, not by prom-client's `collectDefaultMetrics`: it
- * adds twenty `nodejs_*` series that describe Node, not this runtime, and reads everything from
- * /proc, which Deno allows only under `--allow-all`, so the packaged worker (tools/compile.ts)
- * would export zeros. Memory, CPU and start time come from runtime APIs; what only /proc knows is
- * absent (not 0) when it cannot be read.
+ * can have its own), and the documented zero series. The `process_*` series are read at scrape
+ * time, not by `collectDefaultMetrics`: that adds `nodejs_*` series and reads everything from
+ * /proc, which Deno allows only under `--allow-all`. What only /proc knows is absent (not 0) when
+ * it cannot be read.
  *
  * @module
  */
@@ -54,7 +51,6 @@ export interface LabelValues {
   readonly listeners?: readonly string[];
 }
 
-/** Every metric of the catalogue on a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
   const handles: Record<string, unknown> = { registry };
@@ -105,7 +101,6 @@ function readProcess(
   };
 }
 
-/** The label combinations of each pre-creation set. */
 function labelCombos(v: LabelValues): Record<LabelSet, Record<string, string>[]> {
   const each = (label: string, values: readonly string[] = []) =>
     values.map((x) => ({ [label]: x }));

@@ -63,12 +63,12 @@ Deno.test("influxdb: the URL picks the 1.x or 2.x API and must name a database o
 });
 
 Deno.test("http: a token wins over a user, basic authentication is base64 of user:password (UTF-8)", () => {
-  assert.equal(authorization({ token: { scheme: "Token", value: "t" } }), "Token t");
+  assert.equal(authorization("Token", { token: "t", user: "u" }), "Token t");
   assert.equal(
-    authorization({ token: { scheme: "Bearer", value: "" }, basic: { user: "ü", password: "p" } }),
+    authorization("Bearer", { token: "", user: "ü", password: "p" }),
     `Basic ${btoa(String.fromCharCode(...new TextEncoder().encode("ü:p")))}`,
   );
-  assert.equal(authorization({ basic: { user: "", password: "" } }), undefined);
+  assert.equal(authorization("Bearer", { user: "", password: "" }), undefined);
 });
 
 Deno.test("remote write: a batch decodes back to series with sorted labels, samples in time order, duplicates left out", () => {

@@ -1,9 +1,7 @@
 /**
- * The Graphite (Carbon plaintext) sink for perfdata (docs/perfdata.md#no-backend-holds-up-mysql,
- * docs/decisions.md#graphite-stalls): on the shared sink core (sink.ts), and a failed dial or
- * write drops the whole batch and dials again on the next flush (no retry: a partly written batch
- * sent again would duplicate its first lines). Lines are `<path> <value> <unix seconds>\n`
- * (docs/perfdata.md#graphite-path).
+ * Perfdata to Graphite (Carbon plaintext, docs/perfdata.md#graphite-path) on the shared sink core.
+ * A failed dial or write drops the whole batch and dials again on the next flush, without retry: a
+ * partly written batch sent again would duplicate its first lines.
  *
  * @module
  */
@@ -21,17 +19,6 @@ const encoder = new TextEncoder();
 const DIAL_TIMEOUT_MS = 5_000;
 const WRITE_TIMEOUT_MS = 5_000;
 
-/** Metric handles the client reports to (`statusengine_graphite_*`, and its pipeline errors). */
-export type GraphiteMetrics = Pick<
-  Metrics,
-  | "graphiteMetricsWritten"
-  | "graphiteFlushes"
-  | "graphiteMetricsDropped"
-  | "graphiteAvailable"
-  | "pipelineErrors"
->;
-
-/** Options of {@link GraphiteClient}. */
 export interface GraphiteOptions {
   /** `host:port` of Carbon's plaintext listener. */
   readonly addr: string;
@@ -41,7 +28,8 @@ export interface GraphiteOptions {
   readonly illegalCharacters?: RegExp;
   /** Metrics per write, 1..1000. */
   readonly batchSize: number;
-  readonly metrics?: GraphiteMetrics;
+  /** For the `statusengine_graphite_*` series. */
+  readonly metrics?: Metrics;
   /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
   readonly observer?: SinkObserver;
   readonly statsIntervalMs?: number;
@@ -133,17 +121,10 @@ export class GraphiteClient extends PerfdataClient<string> {
             m?.graphiteAvailable.set(up ? 1 : 0);
             o?.available(up);
           },
-          retried() {
-            o?.retried();
-          },
-          failed() {
-            m?.pipelineErrors.inc({ component: "graphite" });
-            o?.failed();
-          },
+          retried: () => o?.retried(),
+          failed: () => o?.failed(),
         },
-        ...(options.statsIntervalMs === undefined
-          ? {}
-          : { statsIntervalMs: options.statsIntervalMs }),
+        statsIntervalMs: options.statsIntervalMs,
       },
     );
   }

@@ -12,25 +12,7 @@ const REQUEST_TIMEOUT_MS = 10_000;
 /** Bytes of an error answer kept for the log line. */
 const ANSWER_BYTES = 300;
 
-/**
- * The `Authorization` header of a token (`<scheme> <token>`, e.g. `Bearer` or `Token`) or else
- * of a user and password; undefined without credentials.
- */
-export function authorization(auth: {
-  readonly token?: { readonly scheme: string; readonly value: string };
-  readonly basic?: { readonly user: string; readonly password: string };
-}): string | undefined {
-  if (auth.token !== undefined && auth.token.value !== "") {
-    return `${auth.token.scheme} ${auth.token.value}`;
-  }
-  if (auth.basic !== undefined && (auth.basic.user !== "" || auth.basic.password !== "")) {
-    const bytes = new TextEncoder().encode(`${auth.basic.user}:${auth.basic.password}`);
-    return `Basic ${btoa(String.fromCharCode(...bytes))}`;
-  }
-  return undefined;
-}
-
-/** The credentials a backend's settings carry: a token (sent with the backend's scheme) or basic auth. */
+/** The credentials a backend's settings carry: a token, or a user and password. */
 export interface EndpointCredentials {
   readonly token?: string | undefined;
   readonly user?: string | undefined;
@@ -38,9 +20,19 @@ export interface EndpointCredentials {
 }
 
 /**
- * Where a backend POSTs its batches, with the `Authorization` of its credentials: the base of
- * each HTTP backend's transport.
+ * The `Authorization` header: `<scheme> <token>` (e.g. `Bearer` or `Token`) when there is a token,
+ * else basic authentication of the user and password; undefined without credentials.
  */
+export function authorization(scheme: string, c: EndpointCredentials): string | undefined {
+  if (c.token) return `${scheme} ${c.token}`;
+  const user = c.user ?? "";
+  const password = c.password ?? "";
+  if (user === "" && password === "") return undefined;
+  const bytes = new TextEncoder().encode(`${user}:${password}`);
+  return `Basic ${btoa(String.fromCharCode(...bytes))}`;
+}
+
+/** Where a backend POSTs its batches: the base of each HTTP backend's transport. */
 export class HttpEndpoint {
   /** The configured URL as logs and metrics may show it (password redacted). */
   readonly target: string;
@@ -52,7 +44,6 @@ export class HttpEndpoint {
    * @param url The URL requests go to.
    * @param headers Content type and the backend's own headers.
    * @param tokenScheme `Authorization: <scheme> <token>`, e.g. `Bearer` or `Token`.
-   * @param credentials The token, or the user and password.
    */
   constructor(
     configuredUrl: string,
@@ -63,12 +54,7 @@ export class HttpEndpoint {
   ) {
     this.#url = url;
     this.target = redactUrl(configuredUrl);
-    const value = authorization({
-      ...(credentials.token === undefined
-        ? {}
-        : { token: { scheme: tokenScheme, value: credentials.token } }),
-      basic: { user: credentials.user ?? "", password: credentials.password ?? "" },
-    });
+    const value = authorization(tokenScheme, credentials);
     this.#headers = value === undefined ? headers : { ...headers, Authorization: value };
   }
 
@@ -125,10 +111,8 @@ export const HTTP_RETRY: RetryPolicy = {
   backoff: { initialMs: 500, maxMs: 5_000, jitter: 0 },
 };
 
-/** The options of an HTTP backend's client besides its URL and credentials. */
+/** The options of an HTTP backend's client besides its settings. */
 export interface HttpClientOptions {
-  /** Points per request. */
-  readonly batchSize: number;
   /**
    * The rows' labels still carry the plugin's quotes (`--perfdata-label-quotes keep`, for MySQL
    * and Graphite); the point gets them without (docs/perfdata.md#labels).

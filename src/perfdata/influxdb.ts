@@ -1,9 +1,6 @@
 /**
- * Perfdata to InfluxDB in line protocol over HTTP (docs/perfdata.md#influxdb): the 1.x
- * `/write?db=…` API (optional user and password) and the 2.x `/api/v2/write?org=…&bucket=…` API
- * (token). One point per gauge: the measurement, tags `hostname`, `service_description`, `label`
- * (without the plugin's quotes) and `unit` (when not empty), fields `value` and `warn`, `crit`,
- * `min`, `max` where the check gave them, at the check's time in seconds.
+ * Perfdata to InfluxDB in line protocol over HTTP, the 1.x `/write?db=…` or the 2.x
+ * `/api/v2/write?org=…&bucket=…` API; the point format is in docs/perfdata.md#influxdb.
  *
  * @module
  */
@@ -26,19 +23,12 @@ export interface InfluxDbSettings {
   readonly batchSize?: number;
 }
 
-/** Options of {@link InfluxDbClient}. */
-export interface InfluxDbOptions extends InfluxDbSettings, Omit<HttpClientOptions, "batchSize"> {}
+export interface InfluxDbOptions extends InfluxDbSettings, HttpClientOptions {}
 
-/**
- * Measurement of every point: all of them are perfdata, and the database or bucket named in the
- * URL already keeps this worker's points apart from others'.
- */
+/** Measurement of every point: the database or bucket in the URL keeps the points apart. */
 export const INFLUXDB_MEASUREMENT = "perfdata";
 
-/**
- * Points per write: InfluxDB's own advice. Each write costs InfluxDB 1.x a WAL sync, and batches
- * of 500 held the bench to a few thousand points a second (docs/perfdata.md#influxdb).
- */
+/** Points per write: InfluxDB's own advice (each write costs 1.x a WAL sync). */
 export const INFLUXDB_BATCH_SIZE = 5000;
 
 // Line protocol cannot carry a line break inside a name: it ends the point. CR and LF become a
@@ -46,9 +36,8 @@ export const INFLUXDB_BATCH_SIZE = 5000;
 const LINE_BREAK = /[\r\n]/g;
 const MEASUREMENT_SPECIAL = /[, ]/g;
 const TAG_SPECIAL = /[,= ]/g;
-// InfluxDB 1.x reads a backslash literally (`\\` stays two backslashes), except before a comma,
-// `=` or space, where it is an escape, and it refuses one at the end of a name: such a backslash
-// cannot be written at all and becomes `/` (NSClient++'s `C:\ used` arrives as `C:/ used`).
+// InfluxDB 1.x cannot take a backslash before a comma, `=` or space, or at the end of a name: it
+// becomes `/` (docs/perfdata.md#influxdb).
 const STUCK_BACKSLASH = /\\(?=[,= ]|$)/g;
 const NEEDS_ESCAPE = /[,= \\\r\n]/;
 

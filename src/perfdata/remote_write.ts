@@ -1,80 +1,32 @@
 /**
- * Perfdata to Prometheus-compatible stores through remote write 1.0 (docs/perfdata.md#prometheus):
- * a snappy-compressed protobuf `WriteRequest` per batch, POSTed with
- * `X-Prometheus-Remote-Write-Version: 0.1.0`. One series per gauge, named
- * {@link REMOTE_WRITE_METRIC}, with the labels `hostname`, `service_description`, `label` and
- * `unit` (when not empty); each sample carries the check's time.
+ * Perfdata to Prometheus-compatible stores through remote write 1.0: a snappy-compressed protobuf
+ * `WriteRequest` per batch, one series per gauge (docs/perfdata.md#prometheus).
  *
  * @module
  */
-import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import { plainLabel, type Row } from "../events/mod.ts";
 import { PerfdataClient, SinkWriteError, type Transport } from "./sink.ts";
 import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /**
- * The metric name of every perfdata series. One name, with the gauge's label as a label value,
- * rather than one metric per perfdata label: labels such as `/var used` or `'C:\ used %'` keep
- * their exact text (metric names allow only `[a-zA-Z0-9_:]`, so names derived from labels
- * would collide), and a dashboard selects a gauge with `{label="rta"}`.
+ * The metric name of every perfdata series, the gauge's label a label value: a label's text does
+ * not fit a metric name (docs/perfdata.md#prometheus, "Metric name rule").
  */
 const REMOTE_WRITE_METRIC = "statusengine_perfdata_value";
 
-// The remote write 1.0 messages (prometheus/prompb types.proto and remote.proto), reduced to the
-// fields written here.
-const ROOT = protobuf.Root.fromJSON({
-  nested: {
-    prometheus: {
-      nested: {
-        WriteRequest: {
-          fields: { timeseries: { rule: "repeated", type: "TimeSeries", id: 1 } },
-        },
-        TimeSeries: {
-          fields: {
-            labels: { rule: "repeated", type: "Label", id: 1 },
-            samples: { rule: "repeated", type: "Sample", id: 2 },
-          },
-        },
-        Label: { fields: { name: { type: "string", id: 1 }, value: { type: "string", id: 2 } } },
-        Sample: {
-          fields: { value: { type: "double", id: 1 }, timestamp: { type: "int64", id: 2 } },
-        },
-      },
-    },
-  },
-});
-const WRITE_REQUEST = ROOT.lookupType("prometheus.WriteRequest");
-const TIME_SERIES = ROOT.lookupType("prometheus.TimeSeries");
-const LABEL = ROOT.lookupType("prometheus.Label");
-const SAMPLE = ROOT.lookupType("prometheus.Sample");
-
-// A batch is written straight into one byte array rather than through protobufjs' encode of
-// an object per series, label and sample: with perfdata nearly every series has one sample per
-// request, and building those objects and encoding the same label strings again for every
-// sample cost several times more than the rest of a sample (docs/perfdata.md#performance). The
-// labels of a series are encoded once, when the series is first seen. The field numbers and
-// wire types written here are read from the schema above, so it stays the only definition.
-function fieldTag(type: protobuf.Type, name: string): number {
-  const field = type.fields[name];
-  if (field === undefined) throw new Error(`remote write schema: no field ${type.name}.${name}`);
-  // Message fields are length-delimited (wire type 2); the rest have their basic type's.
-  const wire = (protobuf.types.basic as Record<string, number | undefined>)[field.type] ?? 2;
-  return field.id * 8 + wire;
-}
-const TIMESERIES_TAG = fieldTag(WRITE_REQUEST, "timeseries");
-const LABELS_TAG = fieldTag(TIME_SERIES, "labels");
-const SAMPLES_TAG = fieldTag(TIME_SERIES, "samples");
-const LABEL_NAME_TAG = fieldTag(LABEL, "name");
-const LABEL_VALUE_TAG = fieldTag(LABEL, "value");
-const VALUE_TAG = fieldTag(SAMPLE, "value");
-const TIMESTAMP_TAG = fieldTag(SAMPLE, "timestamp");
-if (
-  SAMPLE.fields["value"]?.type !== "double" || SAMPLE.fields["timestamp"]?.type !== "int64" ||
-  LABEL.fields["name"]?.type !== "string" || LABEL.fields["value"]?.type !== "string"
-) {
-  throw new Error("remote write schema: written as a double, an int64 and strings");
-}
+// A batch is written straight into one byte array, each series' labels encoded once, rather than
+// through protobufjs' encode of an object per series, label and sample, which cost several times
+// more (docs/perfdata.md#performance). The field tags (number × 8 + wire type) of the remote write
+// 1.0 messages (prometheus/prompb types.proto and remote.proto); format_test.ts decodes the result
+// with protobufjs from that schema.
+const TIMESERIES_TAG = 1 * 8 + 2; // WriteRequest.timeseries: repeated TimeSeries
+const LABELS_TAG = 1 * 8 + 2; // TimeSeries.labels: repeated Label
+const SAMPLES_TAG = 2 * 8 + 2; // TimeSeries.samples: repeated Sample
+const LABEL_NAME_TAG = 1 * 8 + 2; // Label.name: string
+const LABEL_VALUE_TAG = 2 * 8 + 2; // Label.value: string
+const VALUE_TAG = 1 * 8 + 1; // Sample.value: double (64-bit)
+const TIMESTAMP_TAG = 2 * 8 + 0; // Sample.timestamp: int64 (varint)
 
 /** One series: its labels, encoded once. */
 export interface RemoteSeries {
@@ -253,7 +205,7 @@ function utf8Length(text: string): number {
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const bySeries = groupBySeries(batch);
+  const bySeries = Map.groupBy(batch, (p) => p.series);
   // First the size of every series and sample, then one array written front to back.
   let duplicates = 0;
   let size = 0;
@@ -350,9 +302,7 @@ export interface RemoteWriteSettings {
   readonly batchSize?: number;
 }
 
-/** Options of {@link RemoteWriteClient}. */
-export interface RemoteWriteOptions
-  extends RemoteWriteSettings, Omit<HttpClientOptions, "batchSize"> {}
+export interface RemoteWriteOptions extends RemoteWriteSettings, HttpClientOptions {}
 
 /** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */
 export const REMOTE_WRITE_BATCH_SIZE = 2000;
@@ -385,18 +335,22 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       return await this.#post(batch, signal);
     } catch (err: unknown) {
       if (!isSampleRefusal(err)) throw err;
-      // Prometheus appends nothing of a request with one sample it cannot take, so the refused
-      // samples are isolated (docs/perfdata.md#refused-samples): first those this worker knows the
-      // server cannot take go without a request (halving for each cost hundreds of requests per
-      // batch), then the rest is halved, each series' samples kept together in time order.
+      // Prometheus appends nothing of a request with one sample it cannot take: the refused
+      // samples are isolated as docs/perfdata.md#refused-samples describes.
       const acceptable = batch.filter((p) =>
         p.timestampMs > p.series.newestMs ||
         (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
       );
+      // Enough splits to isolate eight samples scattered through the batch; unbounded, a batch of
+      // stale samples would cost two requests per sample.
+      const splits = 8 * Math.ceil(Math.log2(Math.max(2, batch.length)));
       return batch.length - acceptable.length +
-        await this.#isolate(inSeriesOrder(acceptable), signal, {
-          splits: splitBudget(batch.length),
-        }, acceptable.length < batch.length);
+        await this.#isolate(
+          inSeriesOrder(acceptable),
+          signal,
+          { splits },
+          acceptable.length < batch.length,
+        );
     }
   }
 
@@ -460,35 +414,15 @@ function isSampleRefusal(err: unknown): boolean {
 }
 
 /**
- * Splits allowed for one refused batch: enough to isolate eight samples scattered through it
- * (docs/perfdata.md#refused-samples). Without a bound a batch of stale samples would cost two
- * requests per sample while the buffer behind it fills.
- */
-function splitBudget(points: number): number {
-  return 8 * Math.ceil(Math.log2(Math.max(2, points)));
-}
-
-/**
  * The points grouped by series in order of first appearance, each series' points in time order
  * (stable: a repeated timestamp keeps its arrival order, so the encoder still keeps the last).
  */
 function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
   const out: RemotePoint[] = [];
-  for (const points of groupBySeries(batch).values()) {
+  for (const points of Map.groupBy(batch, (p) => p.series).values()) {
     out.push(...(points.length === 1 ? points : inTimeOrder(points, false)));
   }
   return out;
-}
-
-/** The points of each series, series in order of first appearance. */
-function groupBySeries(batch: readonly RemotePoint[]): Map<RemoteSeries, RemotePoint[]> {
-  const bySeries = new Map<RemoteSeries, RemotePoint[]>();
-  for (const p of batch) {
-    const points = bySeries.get(p.series);
-    if (points === undefined) bySeries.set(p.series, [p]);
-    else points.push(p);
-  }
-  return bySeries;
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */

@@ -23,8 +23,6 @@ export type DropReason = (typeof DROP_REASONS)[number];
 /**
  * A failed write, as the transport judged it: `retryable` for a failure that may pass (network
  * error, timeout, HTTP 5xx or 429), not for an answer that will not change (HTTP 4xx).
- * A class, not a `WorkerError` code: the sink and the remote-write backend branch on it and
- * on its `retryable` and `reason`.
  */
 export class SinkWriteError extends Error {
   readonly retryable: boolean;
@@ -72,15 +70,10 @@ export interface RetryPolicy {
   readonly backoff: BackoffOptions;
 }
 
-/** Options of {@link BatchingSink}. */
 export interface SinkOptions<T> {
   readonly transport: Transport<T>;
-  /** Points per write. */
   readonly batchSize: number;
-  /**
-   * Points buffered at most, in batches (default 10, and never fewer than 10,000 points); beyond
-   * it new points are dropped.
-   */
+  /** Points buffered at most, in batches (default 10, at least 10,000 points); beyond, dropped. */
   readonly bufferBatches?: number;
   /** A batch that is not full is sent this long after its first point; default 250 ms. */
   readonly flushIntervalMs?: number;
@@ -88,7 +81,7 @@ export interface SinkOptions<T> {
   readonly retry?: RetryPolicy;
   readonly observer?: SinkObserver;
   /** Interval of the write summary; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
 }
 
 /** A bounded, batching, never-blocking sender of points of type `T` to one backend. */
@@ -100,7 +93,7 @@ export class BatchingSink<T> {
   #items: T[] = [];
   #flushing: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #statsTimer: ReturnType<typeof setInterval> | undefined;
+  readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #closed = false;
   /** Aborted when the close budget is spent: backoff pauses and writes in flight end. */
   readonly #stop = new AbortController();
@@ -118,7 +111,7 @@ export class BatchingSink<T> {
     this.#capacity = Math.max(options.batchSize * (options.bufferBatches ?? 10), MIN_BUFFER);
     this.#retry = options.retry;
     const every = options.statsIntervalMs ?? 30_000;
-    if (every > 0) this.#statsTimer = setInterval(() => this.#logStats(false), every);
+    this.#statsTimer = every > 0 ? setInterval(() => this.#logStats(false), every) : undefined;
   }
 
   /** Whether the last write succeeded (or none failed yet). */
@@ -136,14 +129,10 @@ export class BatchingSink<T> {
     this.#schedule();
   }
 
-  /**
-   * Send what is buffered within `budgetMs`, then stop; the rest is dropped and counted.
-   * Idempotent.
-   */
+  /** Send what is buffered within `budgetMs`, then stop; the rest is dropped and counted. */
   async close(budgetMs: number): Promise<void> {
-    if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    this.#statsTimer = undefined;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    clearInterval(this.#statsTimer);
+    clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#closed) return;
     this.#closed = true;
@@ -260,10 +249,7 @@ export class BatchingSink<T> {
     }
   }
 
-  /**
-   * One line per reason and minute at most: a dead endpoint or wrong credentials must show in
-   * the log without flooding it at four batches a second.
-   */
+  /** Rate-limited by {@link #logDue}: a dead endpoint must show in the log without flooding it. */
   #logFailure(e: SinkWriteError, points: number): void {
     if (!this.#logDue(e.reason)) return;
     log.error(`${this.#t.backend}: write failed, points dropped`, {
@@ -306,8 +292,7 @@ export class BatchingSink<T> {
 
 /**
  * Sends perfdata to one backend through a {@link BatchingSink}; structurally the pipeline's
- * `PerfdataSink` (not declared with `implements`: a sink must not import the pipeline that feeds
- * it). The backends differ only in their transport, their retries and how a row becomes a point.
+ * `PerfdataSink` (a sink must not import the pipeline that feeds it).
  */
 export class PerfdataClient<T> {
   readonly #sink: BatchingSink<T>;

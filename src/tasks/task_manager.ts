@@ -1,10 +1,8 @@
 /**
- * The Statusengine UI's task queue: each user action is a row of `statusengine_tasks` for the
- * node that must run it. Every `--command-check-interval` this node's tasks are read in entry
- * order, validated exactly like a `POST /commands` `raw` command, submitted (to `statusngin_cmd`
- * or the core's external command file) and deleted only after the submission succeeded: at least
- * once, like a redelivered broker message. A task that can never run is logged, counted and
- * deleted: keeping it would repeat the refusal every poll, and the PHP worker deleted every task.
+ * The Statusengine UI's task queue (docs/running.md#tasks): this node's rows of
+ * `statusengine_tasks`, validated like a `POST /commands` `raw` command, submitted, and deleted
+ * only after the submission succeeded (at least once). A task that can never run is deleted too:
+ * keeping it would repeat the refusal every poll, and the PHP worker deleted every task.
  *
  * @module
  */
@@ -55,10 +53,10 @@ function validateTask(
   nowSeconds: number,
   allow?: RawCommandAllowlist,
 ): { ok: true; task: ValidatedTask } | { ok: false; reason: string; error: string } {
-  const result = validateCommandBody(JSON.stringify({ Command: "raw", Data: payload }), {
-    nowSeconds,
-    ...(allow === undefined ? {} : { allow }),
-  });
+  const result = validateCommandBody(
+    JSON.stringify({ Command: "raw", Data: payload }),
+    { nowSeconds, allow },
+  );
   if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
   // A validated `raw` command's Data is always its line.
   const line = (JSON.parse(result.body) as { Data: string }).Data;
@@ -143,8 +141,7 @@ export type CommandFileProbe = "writable" | "missing" | "no-reader";
 
 /**
  * Open the command file once at start, writing nothing, so that a file the worker may not write
- * (a FIFO writable for the core's group only; ProtectSystem=strict) refuses the start instead of
- * failing every task while the worker looks ready.
+ * refuses the start instead of failing every task while the worker looks ready.
  *
  * @throws The open's error when it exists and cannot be opened for writing.
  */
