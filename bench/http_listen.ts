@@ -25,7 +25,7 @@ import { batchedTables, downtimeTables } from "../src/pipeline/pipeline.ts";
 import { LISTENERS } from "../src/http/listen.ts";
 import { COMMAND_NAMES, REJECT_REASONS } from "../src/commands/mod.ts";
 import { arg, fmt, median, report } from "./_util.ts";
-import type { Handler, Listening, ListenOptions } from "../src/http/listen.ts";
+import type { Handler, HttpServer, ListenOptions } from "../src/http/listen.ts";
 
 const REQUESTS = arg("--requests", 3000);
 const CONCURRENCY = arg("--concurrency", 4);
@@ -65,7 +65,7 @@ async function scrape(port: number, newConnection: boolean): Promise<number> {
 
 /** A listener module to compare, given with `--listener`. */
 interface ListenerModule {
-  listen(options: ListenOptions, handler: Handler): Promise<Listening>;
+  listen(options: ListenOptions, handler: Handler): Promise<HttpServer>;
 }
 
 const plain = Deno.serve(
@@ -110,12 +110,12 @@ const results = {
 await scrape(plain.addr.port, false);
 await scrape(plain.addr.port, true);
 await scrape(hardened.port, false);
-if (other !== undefined) await scrape(other.addr.port, false);
+if (other !== undefined) await scrape(other.port, false);
 for (let run = 0; run < RUNS; run++) {
   results.keepAlive.push(await scrape(plain.addr.port, false));
   results.perRequest.push(await scrape(plain.addr.port, true));
   results.hardened.push(await scrape(hardened.port, false));
-  if (other !== undefined) results.other.push(await scrape(other.addr.port, false));
+  if (other !== undefined) results.other.push(await scrape(other.port, false));
 }
 const keepAlive = median(results.keepAlive);
 const perRequest = median(results.perRequest);
