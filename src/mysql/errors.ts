@@ -1,9 +1,7 @@
 /**
- * The one place that sorts MySQL failures into what the writers do about them (D7; the kinds
- * are described in docs/writers.md#retry-policy). Both wrong directions are harmful: a row error
- * taken for `unavailable` is retried forever and stalls its table; an outage taken for `row`
- * dead-letters good rows (a 15 s read-only window once dead-lettered thousands). The tables below
- * are pinned errno by errno in tests/mysql/errors_test.ts.
+ * The one place that sorts MySQL failures into what the writers do about them (D7,
+ * docs/writers.md#retry-policy): a row error taken for `unavailable` stalls its table forever; an
+ * outage taken for `row` dead-letters good rows. Pinned errno by errno in tests/mysql/errors_test.ts.
  *
  * @module
  */
@@ -89,14 +87,12 @@ export function classifyMysqlError(err: unknown): MysqlErrorKind {
   if (errno !== undefined && ROW_ERRNOS.has(errno)) return "row";
   if (sqlState !== undefined && /^2[23]/.test(sqlState)) return "row";
   if (code !== undefined && UNAVAILABLE_CODES.has(code)) return "unavailable";
-  // Any other server errno with a SQL state is the server's verdict on the
-  // statement: deterministic, but not necessarily about its rows.
+  // Any other server errno with a SQL state: deterministic, but not necessarily about its rows.
   if (errno !== undefined && errno > 0 && sqlState !== undefined) return "statement";
   // Errors the driver flags fatal leave the connection unusable (socket-level).
   if (e.fatal === true) return "unavailable";
-  // Raised before the statement reached the server (a value the driver
-  // cannot bind, a bug in building the rows): about the rows sent. Never
-  // held, so such a bug cannot stall a table.
+  // Raised before the statement reached the server (an unbindable value, a bug building the
+  // rows): about the rows sent, never held, so such a bug cannot stall a table.
   return "row";
 }
 

@@ -1,10 +1,8 @@
 /**
  * Several bulk writers for one table (docs/writers.md#writers-per-table): two connections into
  * one table wrote 1.4–1.5 × the rows of one. A row goes to the writer of a hash of its primary
- * key as MySQL compares it (cut to the column, case-folded), so the rows of one key keep their
- * hand-off order; a table without a natural key hands each job to the writer holding the fewest
- * rows. Jobs are handed to a writer one after another, because a job woken for buffer space that
- * finds it taken again queues behind jobs never woken, which reordered a key.
+ * key as MySQL compares it, so the rows of one key keep their hand-off order; a table without a
+ * natural key hands each job to the writer holding the fewest rows.
  *
  * @module
  */
@@ -149,7 +147,8 @@ export class ShardedWriter {
   }
 
   /**
-   * Hand rows to writer `i` once the jobs handed to it before are buffered.
+   * Hand rows to writer `i` once the jobs handed to it before are buffered: a job woken for
+   * buffer space that found it taken again would queue behind jobs never woken, reordering a key.
    * The caller stops waiting when `signal` aborts; the queue behind it does not.
    */
   #handOff(
