@@ -1,7 +1,6 @@
 /**
- * Whether MySQL can take writes: `statusengine_db_available` and the outage log lines (which
- * lines, and when, is docs/logging.md#mysql-outage): a blip stays a warning, a minute without a
- * commit is an ERROR so that `journalctl -p err` shows a stall.
+ * Whether MySQL can take writes: `statusengine_db_available` and the outage log lines
+ * (docs/logging.md#mysql-outage): a blip stays a warning, a minute without a commit is an ERROR.
  *
  * @module
  */

@@ -1,9 +1,7 @@
 /**
  * Weekly partition maintenance of the partitioned history tables (docs/retention.md): pure
- * planning (what `cleanup` adds ahead, drops, still has to DELETE, and how the repair splits a
- * `p_max` that holds rows), then {@linkcode CleanupSession}, the one connection of a `cleanup`
- * run, which reads a table's layout and carries a plan out. The layout is the one `schema`
- * creates (src/mysql/ddl.ts).
+ * planning, then {@linkcode CleanupSession}, the one connection of a `cleanup` run, which reads a
+ * table's layout and carries a plan out.
  *
  * @module
  */
@@ -195,9 +193,8 @@ export function planMaintenance(
   const blockedWeeks = maxHasRows ? needed.length : 0;
   if (cutoff === null) return { add, drop: [], trim: null, blockedWeeks };
 
-  // Decide on the layout as it is after the weeks ahead were added. A partition holds days
-  // below its bound, i.e. times below bound × 86400; when that is at or before the cutoff,
-  // every row it can hold is older than the cutoff.
+  // On the layout after the weeks ahead were added: a partition holds times below its bound ×
+  // 86400, so at or before the cutoff every row it can hold is older.
   const after = [...layout.bounded, ...add.map((p) => ({ ...p, rowsEstimate: 0 }))];
   let drop = after.filter((p) => p.lessThan * SECONDS_PER_DAY <= cutoff);
   // A table keeps at least one partition: without a MAXVALUE partition the newest bounded one
@@ -207,9 +204,8 @@ export function planMaintenance(
   if (maxHasRows) {
     trim = "table";
   } else {
-    // The lowest partition left is the only one that can hold rows older than the cutoff.
-    // Its range starts at the bound of the last dropped partition (nothing dropped: the first
-    // partition of a range layout has no lower end).
+    // Only the lowest partition left can hold older rows; its range starts at the last dropped
+    // bound (nothing dropped: the first partition has no lower end).
     const first = after[drop.length]?.name ?? layout.max?.name ?? null;
     const lower = drop.at(-1)?.lessThan ?? null;
     trim = first === null || (lower !== null && lower * SECONDS_PER_DAY >= cutoff) ? null : first;
@@ -386,16 +382,16 @@ export class CleanupSession {
       WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
       [target.table],
     );
+    // No row: the table is missing; this fails with the error naming it.
     if (rows.length === 0) {
-      // information_schema lists every existing table; nothing means the table is missing.
-      // The statement names it in its error like any other statement on it would.
       await this.#query(`SELECT 1 FROM ${quoteIdentifier(target.table)} LIMIT 0`);
     }
+    const text = (v: unknown) => v === null ? null : String(v);
     const info: PartitionInfo[] = rows.map((r) => ({
-      name: r.name === null ? null : String(r.name),
-      method: r.method === null ? null : String(r.method),
-      expression: r.expression === null ? null : String(r.expression),
-      description: r.description === null ? null : String(r.description),
+      name: text(r.name),
+      method: text(r.method),
+      expression: text(r.expression),
+      description: text(r.description),
       ordinal: r.ordinal === null ? null : Number(r.ordinal),
       rowsEstimate: Number(r.est ?? 0),
     }));

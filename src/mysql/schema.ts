@@ -365,9 +365,7 @@ export function compareSchema(
     if (tableRow.engine?.toLowerCase() !== TABLE_ENGINE.toLowerCase()) {
       add({ kind: "table_engine", expected: TABLE_ENGINE, actual: tableRow.engine });
     }
-    // The collation does not matter (docs/tables.md#shared-table-properties), the character set
-    // does: a utf8mb3 table fails on every 4-byte character with error 1366
-    // (docs/tables.md#utf8mb4).
+    // The character set matters, the collation does not (docs/tables.md#utf8mb4).
     const charset = tableRow.collation?.split("_")[0] ?? null;
     if (charset !== TABLE_CHARSET) {
       add({ kind: "table_charset", expected: TABLE_CHARSET, actual: charset });
@@ -433,9 +431,7 @@ export function compareSchema(
     for (const index of indexes.values()) {
       if (index.name === "PRIMARY") continue;
       if (index.unique) {
-        // ON DUPLICATE KEY UPDATE fires on any unique index, so a secondary one makes
-        // upserts skip rows or overwrite unrelated rows silently. Reported even when an
-        // expected index merely turned unique.
+        // ON DUPLICATE KEY UPDATE fires on any unique index (reported even for an expected one).
         add({
           kind: "unexpected_unique_index",
           index: index.name,
