@@ -27,9 +27,8 @@ import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /**
- * The fewest weeks one repair step splits off `p_max`, which keeps the steps (and table locks)
- * few for a short repair; a step takes half of what is left: every step copies what is left in
- * `p_max`, so halving copies each row about twice in all.
+ * The fewest weeks one repair step splits off `p_max`; a step takes half of what is left, so each
+ * row is copied about twice in all (docs/retention.md#repair).
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
@@ -108,8 +107,8 @@ export function dayNumber(now: Date): number {
 }
 
 /**
- * The bound the top partition must reach after every run: the current ISO week and the next four,
- * as a new table gets them from `schema`, so no row of the coming weeks has to wait in `p_max`.
+ * The bound the top partition must reach after every run, as `schema` lays out a new table: no
+ * row of the coming weeks waits in `p_max`.
  */
 export function aheadTarget(today: number): number {
   return mondayOf(today) + 7 * INITIAL_WEEKLY_PARTITIONS;
@@ -237,10 +236,9 @@ export interface RepairStep {
 }
 
 /**
- * The next step of the repair: split the oldest weeks off `p_max`, half of what is left but
- * at least {@linkcode REPAIR_MIN_WEEKS_PER_STEP}, until the layout covers the newest row in
- * `p_max` and the weeks ahead. Each step is one `REORGANIZE PARTITION`, atomic on its own, so
- * an interrupted repair continues from the layout the server has.
+ * The next step of the repair: split the oldest weeks off `p_max` until the layout covers its
+ * newest row and the weeks ahead. Each step is one atomic `REORGANIZE PARTITION`, so an
+ * interrupted repair continues from the layout the server has.
  *
  * @param rowDays Oldest and newest day number of the rows in `p_max`, or null when it is empty.
  * @returns The step, or null when nothing is left to do.
@@ -429,9 +427,9 @@ export class CleanupSession {
   /**
    * Delete the rows older than the cutoff of the next chunk of `batchSize` rows along the primary
    * key (after `after`), inside one partition or the whole table: one statement reads the chunk's
-   * last key, one deletes the old rows up to it. The walk reads the table once, where a repeated
-   * `DELETE … LIMIT` rereads it from its start every batch (docs/retention.md#bounded). Tables
-   * without a primary key, or with an index led by the time column, use {@linkcode deleteOlder}.
+   * last key, one deletes the old rows up to it (docs/retention.md#bounded). The PARTITION clause
+   * keeps it inside the straddling week: MySQL cannot prune `start_time < ?` through
+   * `start_time DIV 86400`.
    *
    * @returns Rows deleted, and the key to continue after; `undefined` once the walk is done.
    */
@@ -444,14 +442,16 @@ export class CleanupSession {
   ): Promise<{ deleted: number; next: readonly unknown[] | undefined }> {
     const def = (TABLES as Partial<Record<string, (typeof TABLES)[TableName]>>)[target.table];
     const key = def?.primaryKey ?? [];
-    // An index that starts with the time column (logentries, the tombstones) already takes the
-    // old rows as a range: `DELETE … LIMIT n` examines only them, no walk of the rest is needed.
-    const timeIndexed = def?.indexes.some((i) => i.columns[0] === target.column) ?? false;
-    if (key.length === 0 || timeIndexed) {
-      const deleted = await this.deleteOlder(target, partition, cutoff, batchSize);
+    const table = `${quoteIdentifier(target.table)}${partitionClause(partition)}`;
+    // Without a key, or with an index led by the time column (logentries, the tombstones), which
+    // takes the old rows as a range, a plain `DELETE … LIMIT n` examines only them.
+    if (key.length === 0 || def?.indexes.some((i) => i.columns[0] === target.column)) {
+      const { affectedRows: deleted } = await this.#query<mysql.ResultSetHeader>(
+        `DELETE FROM ${table} WHERE ${quoteIdentifier(target.column)} < ? LIMIT ${batchSize}`,
+        [cutoff],
+      );
       return { deleted, next: deleted < batchSize ? undefined : [] };
     }
-    const table = `${quoteIdentifier(target.table)}${partitionClause(partition)}`;
     const columns = key.map(quoteIdentifier).join(", ");
     const from = after === undefined ? undefined : keyBound(key, "", ">", after);
     const read = await this.#query<mysql.RowDataPacket[]>(
@@ -472,26 +472,6 @@ export class CleanupSession {
       deleted: result.affectedRows,
       next: last === undefined ? undefined : key.map((c) => last[c]),
     };
-  }
-
-  /**
-   * Delete one batch of rows older than the cutoff inside one partition or the whole table. The
-   * PARTITION clause keeps it inside the straddling week: MySQL cannot prune `start_time < ?`
-   * through `start_time DIV 86400`.
-   */
-  async deleteOlder(
-    target: RetentionTarget,
-    partition: string | "table",
-    cutoff: number,
-    batchSize: number,
-  ): Promise<number> {
-    const result = await this.#query<mysql.ResultSetHeader>(
-      `DELETE FROM ${quoteIdentifier(target.table)}${partitionClause(partition)} WHERE ${
-        quoteIdentifier(target.column)
-      } < ? LIMIT ${batchSize}`,
-      [cutoff],
-    );
-    return result.affectedRows;
   }
 
   /** The oldest and newest day number held in a partition, or null when it is empty. */

@@ -228,14 +228,11 @@ function closingParenthesis(text: string): number {
 
 // Differences
 
-/** One column as written (catalogue) or reported (server); compared normalised, shown as is. */
-export interface ColumnShape {
-  readonly type: string;
-  readonly nullable: boolean;
-  /** Default as an SQL literal (catalogue) or `COLUMN_DEFAULT` (server); null for none. */
-  readonly default: string | null;
-  readonly autoIncrement: boolean;
-}
+/**
+ * One column as written (catalogue) or reported (server, `default` as `COLUMN_DEFAULT`); compared
+ * normalised, shown as is.
+ */
+export type ColumnShape = Pick<Column, "type" | "nullable" | "default" | "autoIncrement">;
 
 /** A difference of kind `K` in table `table`, with the fields `F`. */
 type Diff<K extends string, F = unknown> =
@@ -268,13 +265,8 @@ export type SchemaDifference =
   /** e.g. `RANGE (start_time DIV 86400)`; null for "not partitioned". */
   | Diff<"partitioning", Both<string | null>>;
 
-function expectedShape(column: Column): ColumnShape {
-  return {
-    type: column.type,
-    nullable: column.nullable,
-    default: column.default,
-    autoIncrement: column.autoIncrement,
-  };
+function expectedShape({ type, nullable, default: d, autoIncrement }: Column): ColumnShape {
+  return { type, nullable, default: d, autoIncrement };
 }
 
 function actualShape(row: ColumnRow): ColumnShape {
@@ -577,10 +569,7 @@ export async function databaseExists(conn: QueryConnection, database: string): P
   return rows.length > 0;
 }
 
-/**
- * Create a database (unless another process did meanwhile) in the tables' character set and
- * the best collation the server has (D2); returns the collation.
- */
+/** Create a database (if still missing) in the tables' character set and best collation (D2). */
 export async function createDatabase(conn: QueryConnection, database: string): Promise<string> {
   const collation = await chooseCollation(conn);
   await conn.query(
