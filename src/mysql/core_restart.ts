@@ -403,7 +403,6 @@ export class StatusCleaner {
    */
   async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    const chunk = this.#chunk;
     // Services first: a host row goes only once none of its services is left.
     for (const table of STATUS_TABLES) {
       const t = quoteIdentifier(table);
@@ -421,24 +420,12 @@ export class StatusCleaner {
           },
         );
       }
-      const stale = sweepStatement(table, cutoff, o.nodeName);
       const rows = await this.#walk(
         table,
         "",
         indexed ? `${t} FORCE INDEX (\`node_name\`)` : t,
         indexed ? [{ sql: "`node_name` = ?", values: [o.nodeName] }] : [],
-        // The chunk's first and last key: a range of either index that holds no other rows of
-        // the node, whatever the other nodes' keys in between.
-        false,
-        async (range) =>
-          (await this.#paused(
-            () =>
-              this.#sql(table, `${stale.sql} AND ${range.sql} LIMIT ${chunk}`, [
-                ...stale.values,
-                ...range.values,
-              ], signal),
-            signal,
-          )).affectedRows,
+        sweepStatement(table, cutoff, o.nodeName),
         signal,
       );
       log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
@@ -447,21 +434,25 @@ export class StatusCleaner {
 
   /**
    * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
-   * chunk's keys from `source` under `where`, then `remove` the stale rows of the chunk's key
-   * range: from its first key, or `gapless` from after the previous chunk's last, to its last.
-   * No statement touches more than a chunk of rows whatever the table's size.
+   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range. No
+   * statement touches more than a chunk of rows whatever the table's size.
    *
-   * @returns The rows removed.
+   * A status table's range runs from the chunk's first key (a range of either index that holds no
+   * other rows of the node, whatever the other nodes' keys in between), its DELETE is LIMITed and
+   * runs with both status writers paused; a scheduled-downtime table's range starts after the
+   * previous chunk's last key (a multi-table DELETE takes no LIMIT).
+   *
+   * @returns The rows deleted.
    */
   async #walk(
     table: StatusTable | ScheduledDowntimeTable,
     alias: string,
     source: string,
     where: readonly Condition[],
-    gapless: boolean,
-    remove: (range: Condition) => Promise<number>,
+    stale: BuiltStatement,
     signal: AbortSignal,
   ): Promise<number> {
+    const status = isStatusTable(table);
     const chunk = this.#chunk;
     const key = TABLES[table].primaryKey;
     const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
@@ -483,14 +474,19 @@ export class StatusCleaner {
       );
       const last = read.rows.at(-1);
       if (last === undefined) break;
-      const lower = gapless ? from : keyBound(key, alias, ">=", keyOf(read.rows[0] ?? last));
+      const lower = status ? keyBound(key, alias, ">=", keyOf(read.rows[0] ?? last)) : from;
       const bounds = [lower, keyBound(key, alias, "<=", keyOf(last))].filter((b) =>
         b !== undefined
       );
-      rows += await remove({
-        sql: bounds.map((b) => b.sql).join(" AND "),
-        values: bounds.flatMap((b) => b.values),
-      });
+      const remove = () =>
+        this.#sql(
+          table,
+          `${stale.sql} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
+            (status ? ` LIMIT ${chunk}` : ""),
+          [...stale.values, ...bounds.flatMap((b) => b.values)],
+          signal,
+        );
+      rows += (await (status ? this.#paused(remove, signal) : remove())).affectedRows;
       if (read.rows.length < chunk) break;
       after = keyOf(last);
     }
@@ -548,18 +544,12 @@ export class StatusCleaner {
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
     for (const table of SCHEDULED_DOWNTIME_TABLES) {
-      const stale = staleDowntimesStatement(table, o.nodeName, cutoff);
       const rows = await this.#walk(
         table,
         "s.",
         `${quoteIdentifier(table)} s`,
         [],
-        true,
-        async (range) =>
-          (await this.#sql(table, `${stale.sql} AND ${range.sql}`, [
-            ...stale.values,
-            ...range.values,
-          ], signal)).affectedRows,
+        staleDowntimesStatement(table, o.nodeName, cutoff),
         signal,
       );
       log.info("pipeline: scheduled downtimes the core no longer has deleted", {

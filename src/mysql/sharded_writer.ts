@@ -76,15 +76,11 @@ export class ShardedWriter {
 
   /** Rows waiting in the buffers (not counting statements in flight). */
   get buffered(): number {
-    let n = 0;
-    for (const s of this.#shards) n += s.buffered;
-    return n;
+    return this.#shards.reduce((n, s) => n + s.buffered, 0);
   }
 
   get totalRows(): number {
-    let n = 0;
-    for (const s of this.#shards) n += s.totalRows;
-    return n;
+    return this.#shards.reduce((n, s) => n + s.totalRows, 0);
   }
 
   get load(): WriterLoad {
