@@ -37,9 +37,8 @@ export interface CommittedStatus {
 }
 
 /**
- * The newest committed `status_update_time` per status table and node, fed by the writers. The
- * times are the rows' own, so "newest ≥ cutoff" is what the tables would answer; several writers
- * of a table report here, and keeping the maximum needs no order and, on one event loop, no lock.
+ * The newest committed `status_update_time` per status table and node, fed by the writers: the
+ * rows' own times, so "newest ≥ cutoff" is what the tables would answer.
  */
 export class StatusProgress implements CommittedStatus {
   readonly #newest: Record<StatusTable, Map<string, number>> = {
@@ -374,8 +373,7 @@ export class StatusCleaner {
 
   /**
    * Read one table: a row of this node refreshed since `cutoff`, or no row of this node at all
-   * (nothing to wait for). Each EXISTS stops at its first match, so the read is short once the
-   * status was re-published; it scans the table only while it was not.
+   * (nothing to wait for). Each EXISTS stops at its first match.
    */
   async #tableRepublished(
     table: StatusTable,
@@ -397,9 +395,8 @@ export class StatusCleaner {
   }
 
   /**
-   * Delete this node's status rows not refreshed since `cutoff`, services first, each table
-   * walked along its `node_name` index with both status writers paused for one chunk's DELETE at
-   * a time, not for the whole sweep (docs/core-restart.md#bounded).
+   * Delete this node's status rows not refreshed since `cutoff`, each table walked along its
+   * `node_name` index a chunk at a time (docs/core-restart.md#bounded).
    */
   async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;

@@ -44,12 +44,15 @@ const ROW_ERRNOS = numbers("1364 1265 1300 1411 3819 1526 1118", "1153 1197 1390
 
 const STATEMENT_TIMEOUT_CODE = "STATEMENT_TIMEOUT";
 
+/** Codes of a connection that failed or got no answer (Node-style and Deno-style names). */
+const SOCKET_CODES = "ECONNREFUSED ECONNRESET ETIMEDOUT EPIPE EHOSTUNREACH ENETUNREACH ENOTFOUND " +
+  "EAI_AGAIN PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ConnectionRefused ConnectionReset " +
+  "BrokenPipe NotConnected TimedOut";
+
 /** Driver/socket codes meaning the connection failed or did not answer in time. */
 const UNAVAILABLE_CODES = words(
-  "ECONNREFUSED ECONNRESET ETIMEDOUT EPIPE EHOSTUNREACH ENETUNREACH ENOTFOUND EAI_AGAIN " +
-    "PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ER_CON_COUNT_ERROR ER_SERVER_SHUTDOWN " +
-    "ER_CONNECTION_KILLED POOL_CLOSED POOL_ENQUEUELIMIT ConnectionRefused ConnectionReset " +
-    `BrokenPipe NotConnected TimedOut ${STATEMENT_TIMEOUT_CODE}`,
+  `${SOCKET_CODES} ER_CON_COUNT_ERROR ER_SERVER_SHUTDOWN ER_CONNECTION_KILLED POOL_CLOSED ` +
+    `POOL_ENQUEUELIMIT ${STATEMENT_TIMEOUT_CODE}`,
 );
 
 interface MysqlLikeError {
@@ -144,12 +147,8 @@ const UNKNOWN_DATABASE_ERRNO = 1049;
 /** Wrong password, no access to the database or host, unix_socket plugin, expired, locked. */
 const ACCESS_DENIED_ERRNOS = numbers("1044 1045 1698 1130 1820 1862 4151");
 
-/** Codes of a connection that never got an answer (Node-style and Deno-style names). */
-const UNREACHABLE_CODES = words(
-  "ECONNREFUSED ECONNRESET ETIMEDOUT EHOSTUNREACH ENETUNREACH ENOTFOUND EAI_AGAIN EPIPE " +
-    "PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ConnectionRefused ConnectionReset " +
-    "ConnectionAborted BrokenPipe NotConnected TimedOut AddrNotAvailable",
-);
+/** Codes of a connection that never got an answer. */
+const UNREACHABLE_CODES = words(`${SOCKET_CODES} ConnectionAborted AddrNotAvailable`);
 
 /** The first error in the cause chain that carries an errno or a code. */
 function driverError(err: unknown): MysqlLikeError | undefined {

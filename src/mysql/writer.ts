@@ -39,9 +39,8 @@ export interface TableWriterOptions {
 }
 
 /**
- * Hears the rows of a statement after MySQL committed it; never rows still buffered or in
- * flight, nor rows dead-lettered. Runs synchronously in the writer, so it must be quick and
- * must not throw.
+ * Hears the rows of a statement after MySQL committed it (never rows dead-lettered). Runs
+ * synchronously in the writer, so it must be quick and must not throw.
  */
 export type CommitListener = (rows: readonly Row[]) => void;
 
