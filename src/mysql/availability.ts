@@ -148,10 +148,7 @@ export class DbAvailability {
     return this.#now() - this.#lastSuccessAt;
   }
 
-  /**
-   * The result of the idle probe (`err` undefined when MySQL answered): a failure counts as an
-   * outage of its own, logged once, until a probe or any statement succeeds again.
-   */
+  /** The idle probe's result (`err` undefined: answered); a failure is an outage of its own. */
   probed(err: unknown): void {
     const now = this.#now();
     if (err === undefined) {

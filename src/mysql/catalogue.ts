@@ -24,8 +24,7 @@ export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
 
 /**
  * Largest allowed `mysql_batch_size`: the Go worker's ceiling, so existing configurations mean the
- * same here. At it the widest table (servicestatus, 43 columns) needs 30,100 of the 65,535
- * placeholders (docs/writers.md#group-commit).
+ * same here (docs/writers.md#statement-shape).
  */
 export const MAX_BATCH_SIZE = 700;
 
@@ -66,10 +65,7 @@ export interface Column {
   readonly sqlType: ColumnKind;
 }
 
-/**
- * A secondary index. The schema has no secondary UNIQUE index
- * (docs/tables.md#shared-table-properties), so all are non-unique.
- */
+/** A secondary index (docs/tables.md#shared-table-properties). */
 export interface Index {
   readonly name: string;
   readonly columns: readonly string[];

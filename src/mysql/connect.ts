@@ -47,9 +47,9 @@ export async function endMysql(conn: MysqlConnection): Promise<void> {
 }
 
 /**
- * Close at once, abandoning the statement in flight (docs/operations.md#cleanup-exit): mysql2's
- * `destroy()` only half-closes the socket and would still wait for the statement; the server
- * completes or rolls back that single autocommit statement on its own. Idempotent.
+ * Close at once, abandoning the statement in flight (the server completes or rolls back that
+ * autocommit statement): mysql2's `destroy()` only half-closes the socket and would still wait
+ * for it (docs/operations.md#cleanup-exit). Idempotent.
  */
 export function closeMysqlNow(conn: mysql.Connection): void {
   for (const close of [() => destroySocket(conn), () => conn.destroy()]) {

@@ -214,8 +214,7 @@ export function planMaintenance(
 
 /**
  * The existing partitions that hold, before the plan runs, the rows its DELETE will remove (what
- * a dry run counts). Dropped partitions are not among them, and a week the plan adds does not
- * exist yet: its rows are still in the MAXVALUE partition.
+ * a dry run counts): not the dropped ones, and the rows of a week to add are still in `p_max`.
  */
 export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): string[] {
   const { trim } = plan;
@@ -276,8 +275,7 @@ function partitionDefinition(p: WeeklyPartition): string {
 
 /**
  * The statement that adds weeks above the top bound: a `REORGANIZE` of the MAXVALUE partition
- * into the new weeks and itself (cheap while it is empty; it copies what it holds), or
- * `ADD PARTITION` for a layout without one. Same syntax on MySQL 8 and MariaDB.
+ * into the new weeks and itself (cheap while it is empty), or `ADD PARTITION` without one.
  */
 export function addPartitionsStatement(
   table: string,
@@ -563,10 +561,7 @@ export class CleanupSession {
   }
 }
 
-/**
- * What adding and dropping weekly partitions takes besides the worker's SELECT, INSERT, UPDATE
- * and DELETE; deleting old rows needs neither.
- */
+/** What adding and dropping weekly partitions takes besides the worker's own privileges. */
 export const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
 
 /** The GRANT of {@link PARTITION_PRIVILEGES} to an account (`'user'@'host'`). */

@@ -189,8 +189,7 @@ export function normalizeColumnDefault(value: string | null): string | null {
 
 /**
  * Canonical partition expression: MariaDB reports `` `start_time` DIV 86400 ``, MySQL 8
- * lower-cases the operator and may add parentheses; backticks, parentheses, blanks and case
- * carry no meaning here.
+ * lower-cases the operator and may add parentheses, none of which means anything here.
  */
 export function normalizePartitionExpression(expression: string): string {
   return expression.replace(/[`()\s]/g, "").toLowerCase();
@@ -592,9 +591,8 @@ export interface EnsureSchemaOptions {
 }
 
 /**
- * The schema version the created tables correspond to, recorded in `statusengine_dbversion`
- * (row `id` 1): the version the legacy `database --update` writes for this schema, which the
- * Statusengine UI reads.
+ * The schema version recorded in `statusengine_dbversion` (row `id` 1): what the legacy
+ * `database --update` writes for this schema, which the Statusengine UI reads.
  */
 export const SCHEMA_VERSION = "3.7.4";
 
