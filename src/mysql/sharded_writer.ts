@@ -14,7 +14,7 @@ import type { JobTracker } from "./job_tracker.ts";
 import { abortable } from "../util/async.ts";
 
 export interface ShardedWriterOptions extends TableWriterOptions {
-  /** Writers (statements in flight at once) for the table, ≥ 1. */
+  /** Writers (statements in flight at once) for the table, 1..8 (validated by the settings table). */
   readonly writers: number;
 }
 
@@ -53,11 +53,6 @@ export class ShardedWriter {
   #rotate = 0;
 
   constructor(options: ShardedWriterOptions) {
-    if (!Number.isInteger(options.writers) || options.writers < 1) {
-      throw new RangeError(
-        `Cannot create the writers of "${options.table.name}": writers must be an integer >= 1, got ${options.writers}`,
-      );
-    }
     this.table = options.table;
     this.#batchSize = options.batchSize;
     const { writers, ...one } = options;
