@@ -38,7 +38,8 @@ export interface CommittedStatus {
 
 /**
  * The newest committed `status_update_time` per status table and node, fed by the writers: the
- * rows' own times, so "newest ≥ cutoff" is what the tables would answer.
+ * rows' own times, so "newest ≥ cutoff" is what the tables would answer. Keeping the maximum needs
+ * no order among a table's writers and, on one event loop, no lock.
  */
 export class StatusProgress implements CommittedStatus {
   readonly #newest: Record<StatusTable, Map<string, number>> = {
@@ -587,7 +588,8 @@ function sweepStatement(table: StatusTable, cutoff: number, nodeName: string): B
   return {
     sql: `DELETE FROM \`${table}\` WHERE \`node_name\` = ? AND \`status_update_time\` < ?` +
       (table === "statusengine_servicestatus" ? "" : " AND NOT EXISTS (SELECT 1 FROM " +
-        "`statusengine_servicestatus` s WHERE s.`node_name` = `statusengine_hoststatus`.`node_name` " +
+        "`statusengine_servicestatus` s WHERE " +
+        "s.`node_name` = `statusengine_hoststatus`.`node_name` " +
         "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)"),
     values: [nodeName, cutoff],
   };

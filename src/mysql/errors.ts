@@ -1,7 +1,8 @@
 /**
  * The one place that sorts MySQL failures into what the writers do about them (D7,
  * docs/writers.md#retry-policy): a row error taken for `unavailable` stalls its table forever; an
- * outage taken for `row` dead-letters good rows. Pinned errno by errno in tests/mysql/errors_test.ts.
+ * outage taken for `row` dead-letters good rows. Pinned errno by errno in
+ * tests/mysql/errors_test.ts.
  *
  * @module
  */
@@ -46,8 +47,8 @@ const STATEMENT_TIMEOUT_CODE = "STATEMENT_TIMEOUT";
 
 /** Codes of a connection that failed or got no answer (Node-style and Deno-style names). */
 const SOCKET_CODES = "ECONNREFUSED ECONNRESET ETIMEDOUT EPIPE EHOSTUNREACH ENETUNREACH ENOTFOUND " +
-  "EAI_AGAIN PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ConnectionRefused ConnectionReset " +
-  "BrokenPipe NotConnected TimedOut";
+  "EAI_AGAIN PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ConnectionRefused " +
+  "ConnectionReset BrokenPipe NotConnected TimedOut";
 
 /** Driver/socket codes meaning the connection failed or did not answer in time. */
 const UNAVAILABLE_CODES = words(

@@ -14,7 +14,7 @@ import type { JobTracker } from "./job_tracker.ts";
 import { abortable } from "../util/async.ts";
 
 export interface ShardedWriterOptions extends TableWriterOptions {
-  /** Writers (statements in flight at once) for the table, 1..8 (validated by the settings table). */
+  /** Writers (statements in flight at once) for the table, 1..8 (validated by the settings). */
   readonly writers: number;
 }
 

@@ -61,7 +61,7 @@ interface Held {
   readonly error: MysqlWriteError;
 }
 
-/** Retried here, not by the delivery engine: the statement already committed the rest of the batch. */
+/** Retried here, not by the delivery engine: the statement committed the rest of the batch. */
 const DEAD_LETTER_RETRY: BackoffOptions = { initialMs: 1_000, maxMs: 1_000, jitter: 0 };
 
 function writerClosed(table: string, action: string): WorkerError {
@@ -84,7 +84,7 @@ export class TableWriter {
   #paused = 0;
   #closed = false;
   #closing: Promise<void> | undefined;
-  /** Counted so that `flush` waits for exactly the rows buffered before it, never for an empty buffer (D4). */
+  /** Counted so `flush` waits for the rows buffered before it, not for an empty buffer (D4). */
   #rowsAdded = 0;
   #rowsSettled = 0;
   #spaceWaiters: (() => void)[] = [];
