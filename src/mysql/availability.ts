@@ -1,7 +1,6 @@
 /**
- * Whether MySQL can take writes: `statusengine_db_available` and the outage log lines (which
- * lines, and when, is docs/logging.md#mysql-outage): a blip stays a warning, a minute without a
- * commit is an ERROR so that `journalctl -p err` shows a stall.
+ * Whether MySQL can take writes: `statusengine_db_available` and the outage log lines
+ * (docs/logging.md#mysql-outage): a blip stays a warning, a minute without a commit is an ERROR.
  *
  * @module
  */
@@ -149,10 +148,7 @@ export class DbAvailability {
     return this.#now() - this.#lastSuccessAt;
   }
 
-  /**
-   * The result of the idle probe (`err` undefined when MySQL answered): a failure counts as an
-   * outage of its own, logged once, until a probe or any statement succeeds again.
-   */
+  /** The idle probe's result (`err` undefined: answered); a failure is an outage of its own. */
   probed(err: unknown): void {
     const now = this.#now();
     if (err === undefined) {

@@ -1,11 +1,8 @@
 /**
  * The table catalogue: the single source of truth for the 22 tables of the Statusengine 3 schema
- * (D2, docs/tables.md) and the three the worker adds for itself (docs/downtimes.md).
- *
- * Every column line restates one column of the production schema dump as `[name, SQL type, NULL,
- * default]`, spelt as the dump spells it, so the two compare line by line. A service table that is
- * its host twin plus the service's identity is derived from the host's lines. Everything else
- * (insert and update lists, character limits, integer ranges) is derived, never written by hand.
+ * (D2, docs/tables.md) and the three the worker adds for itself (docs/downtimes.md). Column lines
+ * are spelt as the production schema dump spells them; everything else (service twins, insert and
+ * update lists, character limits, integer ranges) is derived, never written by hand.
  *
  * @module
  */
@@ -27,8 +24,7 @@ export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
 
 /**
  * Largest allowed `mysql_batch_size`: the Go worker's ceiling, so existing configurations mean the
- * same here. At it the widest table (servicestatus, 43 columns) needs 30,100 of the 65,535
- * placeholders (docs/writers.md#group-commit).
+ * same here (docs/writers.md#statement-shape).
  */
 export const MAX_BATCH_SIZE = 700;
 
@@ -69,10 +65,7 @@ export interface Column {
   readonly sqlType: ColumnKind;
 }
 
-/**
- * A secondary index. The schema has no secondary UNIQUE index
- * (docs/tables.md#shared-table-properties), so all are non-unique.
- */
+/** A secondary index (docs/tables.md#shared-table-properties). */
 export interface Index {
   readonly name: string;
   readonly columns: readonly string[];
@@ -286,9 +279,7 @@ function scheduledDowntimeColumns(historyColumns: readonly ColumnLine[]): readon
 
 /**
  * What leads the order of two status snapshots of one object (docs/writers.md#newest-snapshot):
- * the envelope `timestamp`, which rises with every snapshot the core sends, then times the core
- * only moves forward, which tell apart two snapshots of one second in the common cases (a check
- * result, a state change, a notification). The other columns follow as a fixed tie-break.
+ * the envelope `timestamp`, then times the core only moves forward; the other columns follow.
  */
 const STATUS_SNAPSHOT_ORDER = [
   "status_update_time",
@@ -471,8 +462,7 @@ const DEFINITIONS = {
     ],
     partitionColumn: "entry_time",
   },
-  // Written once at start-up by its own upsert (D11), not by one of the 14 batched
-  // writers, hence "none".
+  // Written once at start-up by its own upsert (D11).
   statusengine_nodes: {
     writeMode: "none",
     columns: [

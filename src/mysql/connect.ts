@@ -1,7 +1,7 @@
 /**
- * Reaching MySQL, one way everywhere: a dedicated connection that must answer within a deadline
- * (the tools), the same probe for the daemon's pool, a polite and a hard close; and the
- * statements `verify` and `losstest` run on their dedicated connection.
+ * Reaching MySQL, one way everywhere: a dedicated connection that must answer within a deadline,
+ * the same probe for the daemon's pool, a polite and a hard close; and the statements `verify`
+ * and `losstest` run on their dedicated connection.
  *
  * @module
  */
@@ -9,7 +9,7 @@ import mysql from "mysql2/promise";
 import { errorMessage } from "../log.ts";
 import { waitingCannotFix } from "./errors.ts";
 import type { TableName } from "./catalogue.ts";
-import { quoteIdentifier } from "./ddl.ts";
+import { type QueryConnection, quoteIdentifier } from "./ddl.ts";
 import { destroyPoolSockets, destroySocket } from "./mysql2_internals.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { driverOptions, hostLabel, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
@@ -47,9 +47,9 @@ export async function endMysql(conn: MysqlConnection): Promise<void> {
 }
 
 /**
- * Close at once, abandoning the statement in flight (docs/operations.md#cleanup-exit): mysql2's
- * `destroy()` only half-closes the socket and would still wait for the statement; the server
- * completes or rolls back that single autocommit statement on its own. Idempotent.
+ * Close at once, abandoning the statement in flight (the server completes or rolls back that
+ * autocommit statement): mysql2's `destroy()` only half-closes the socket and would still wait
+ * for it (docs/operations.md#cleanup-exit). Idempotent.
  */
 export function closeMysqlNow(conn: mysql.Connection): void {
   for (const close of [() => destroySocket(conn), () => conn.destroy()]) {
@@ -98,11 +98,6 @@ export interface ConnectedMysql extends MysqlIdentity {
   readonly host: string;
 }
 
-/** A connection or a pool. */
-export interface Queryable {
-  query: mysql.Connection["query"];
-}
-
 const PROBE_SQL = "SELECT VERSION() AS version, @@character_set_client AS cs, " +
   "@@collation_connection AS co";
 
@@ -118,7 +113,10 @@ function identity(rows: mysql.RowDataPacket[]): MysqlIdentity {
  * Ask a connection or a pool who it is within `timeoutMs` (for a pool, getting a connection
  * included): the one "does MySQL answer" probe of the daemon and the tools.
  */
-export async function probeMysql(target: Queryable, timeoutMs: number): Promise<MysqlIdentity> {
+export async function probeMysql(
+  target: QueryConnection,
+  timeoutMs: number,
+): Promise<MysqlIdentity> {
   using limit = deadline(timeoutMs);
   try {
     const query = target.query<mysql.RowDataPacket[]>(PROBE_SQL);
@@ -151,7 +149,7 @@ export function galeraNotReady(ready: string, state: string): WorkerError {
  * On a Galera node (`wsrep_on` ON), throw unless it is `Synced` with `wsrep_ready` ON
  * (docs/running.md#galera); elsewhere one cheap query. Asked once per new connection.
  */
-async function checkGaleraReady(conn: Queryable): Promise<void> {
+async function checkGaleraReady(conn: QueryConnection): Promise<void> {
   // SHOW, not @@wsrep_on: MySQL has no such variable and would fail the SELECT.
   const [on] = await conn.query<mysql.RowDataPacket[]>("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'");
   if (String(on[0]?.Value ?? "OFF").toUpperCase() !== "ON") return;
@@ -164,9 +162,8 @@ async function checkGaleraReady(conn: Queryable): Promise<void> {
 }
 
 /**
- * Open a dedicated connection that answers the probe within a deadline (the tools); one that
- * completes after the deadline or an abort is closed as soon as it exists. Several hosts are
- * tried in the list's order, each within the deadline; the first that answers is used, else
+ * Open a dedicated connection that answers the probe within a deadline (the tools). Several hosts
+ * are tried in the list's order, each within the deadline; the first that answers is used, else
  * {@link noHostAnswers}. On abort, the caller recognises the error by `signal.aborted`.
  */
 export async function connectMysql(
@@ -289,10 +286,9 @@ export async function selectNewestRows(
   };
 }
 
-// The losstest markers are host names `<prefix><sequence number>` in the host check table.
-// The table's collation (utf8mb4_general_ci on MariaDB) compares case- and accent-
-// insensitively, so run ids that differ only in that way address the same rows; LIKE is
-// evaluated the same way, which keeps `losstest verify` and `cleanup` consistent with each other.
+// The losstest markers are host names `<prefix><sequence number>` in the host check table. LIKE
+// compares in the table's collation (case- and accent-insensitive on MariaDB): run ids differing
+// only so address the same rows, in `losstest verify` and `cleanup` alike.
 
 /** The run sizes a losstest run's events record: the distinct texts after `separator`. */
 export async function selectLosstestRunSizes(

@@ -1,12 +1,8 @@
 /**
- * The status sweep after a monitoring-core restart (docs/core-restart.md). The core forgets
- * removed objects on a restart and re-publishes every other object's status within a second, so
- * status rows not refreshed since belong to removed objects. Deleting them at once would empty
- * the tables until the re-published status is written, so the worker records the restart and
- * sweeps once both status tables show it caught up (docs/core-restart.md#the-rules): status
- * services first, then the scheduled downtimes the core did not announce since. The status
- * writers report what they committed to {@link StatusProgress}, which the sweep waits on instead
- * of scanning the tables.
+ * The status sweep after a monitoring-core restart (docs/core-restart.md): status rows not
+ * refreshed since the restart belong to removed objects. They are deleted only once both status
+ * tables show the re-published status (docs/core-restart.md#the-rules), which the writers report
+ * to {@link StatusProgress}; then the scheduled downtimes the core did not announce since.
  *
  * @module
  */
@@ -41,9 +37,9 @@ export interface CommittedStatus {
 }
 
 /**
- * The newest committed `status_update_time` per status table and node, fed by the writers. The
- * times are the rows' own, so "newest ≥ cutoff" is what the tables would answer; several writers
- * of a table report here, and keeping the maximum needs no order and, on one event loop, no lock.
+ * The newest committed `status_update_time` per status table and node, fed by the writers: the
+ * rows' own times, so "newest ≥ cutoff" is what the tables would answer. Keeping the maximum needs
+ * no order among a table's writers and, on one event loop, no lock.
  */
 export class StatusProgress implements CommittedStatus {
   readonly #newest: Record<StatusTable, Map<string, number>> = {
@@ -176,17 +172,11 @@ interface PendingSweep {
   readonly recordedAtMs: number;
 }
 
-/** What the sweep of one pending restart has learnt while waiting. */
-class Republished {
+/** What the sweep of one pending restart has learnt while waiting (`confirmed` stays so). */
+interface Republished {
   readonly cutoff: number;
-  /** Tables known to hold status re-published since the restart (it stays so). */
-  readonly confirmed = new Set<StatusTable>();
+  readonly confirmed: Set<StatusTable>;
   nextTableCheckMs: number;
-
-  constructor(pending: PendingSweep, tableCheckMs: number) {
-    this.cutoff = pending.cutoff;
-    this.nextTableCheckMs = pending.recordedAtMs + tableCheckMs;
-  }
 }
 
 /** Records core restarts and sweeps the status rows they left stale. */
@@ -221,13 +211,9 @@ export class StatusCleaner {
       });
       // Both status writers paused, services first (bounded write sets, SWEEP_CHUNK_ROWS).
       await this.#paused(async () => {
-        for (const s of STATUS_TABLES.map(openItcockpitStatement)) {
-          const rows = await this.#deleteInChunks(s.table, s.sql, s.values, signal);
-          log.info("pipeline: stale status rows deleted", {
-            table: s.table,
-            node_name: o.nodeName,
-            rows,
-          });
+        for (const table of STATUS_TABLES) {
+          const rows = await this.#deleteInChunks(table, openItcockpitDelete(table), [], signal);
+          log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
         }
       }, signal);
       return;
@@ -332,13 +318,18 @@ export class StatusCleaner {
   async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
     const t = this.#timing;
     let target = first;
-    let look = new Republished(first, t.tableCheckMs);
+    const lookAt = (p: PendingSweep): Republished => ({
+      cutoff: p.cutoff,
+      confirmed: new Set(),
+      nextTableCheckMs: p.recordedAtMs + t.tableCheckMs,
+    });
+    let look = lookAt(first);
     let caughtUpSince: number | undefined;
     for (;;) {
       const latest = this.#pending;
       if (latest !== undefined && latest !== target) {
         target = latest;
-        look = new Republished(latest, t.tableCheckMs);
+        look = lookAt(latest);
         caughtUpSince = undefined;
       }
       const now = this.#clock.nowMs();
@@ -383,8 +374,7 @@ export class StatusCleaner {
 
   /**
    * Read one table: a row of this node refreshed since `cutoff`, or no row of this node at all
-   * (nothing to wait for). Each EXISTS stops at its first match, so the read is short once the
-   * status was re-published; it scans the table only while it was not.
+   * (nothing to wait for). Each EXISTS stops at its first match.
    */
   async #tableRepublished(
     table: StatusTable,
@@ -406,13 +396,11 @@ export class StatusCleaner {
   }
 
   /**
-   * Delete this node's status rows not refreshed since `cutoff`, services first, each table
-   * walked along its `node_name` index with both status writers paused for one chunk's DELETE at
-   * a time, not for the whole sweep (docs/core-restart.md#bounded).
+   * Delete this node's status rows not refreshed since `cutoff`, each table walked along its
+   * `node_name` index a chunk at a time (docs/core-restart.md#bounded).
    */
   async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    const chunk = this.#chunk;
     // Services first: a host row goes only once none of its services is left.
     for (const table of STATUS_TABLES) {
       const t = quoteIdentifier(table);
@@ -430,24 +418,12 @@ export class StatusCleaner {
           },
         );
       }
-      const stale = sweepStatement(table, cutoff, o.nodeName);
       const rows = await this.#walk(
         table,
         "",
         indexed ? `${t} FORCE INDEX (\`node_name\`)` : t,
         indexed ? [{ sql: "`node_name` = ?", values: [o.nodeName] }] : [],
-        // The chunk's first and last key: a range of either index that holds no other rows of
-        // the node, whatever the other nodes' keys in between.
-        false,
-        async (range) =>
-          (await this.#paused(
-            () =>
-              this.#sql(table, `${stale.sql} AND ${range.sql} LIMIT ${chunk}`, [
-                ...stale.values,
-                ...range.values,
-              ], signal),
-            signal,
-          )).affectedRows,
+        sweepStatement(table, cutoff, o.nodeName),
         signal,
       );
       log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
@@ -456,21 +432,25 @@ export class StatusCleaner {
 
   /**
    * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
-   * chunk's keys from `source` under `where`, then `remove` the stale rows of the chunk's key
-   * range: from its first key, or `gapless` from after the previous chunk's last, to its last.
-   * No statement touches more than a chunk of rows whatever the table's size.
+   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range. No
+   * statement touches more than a chunk of rows whatever the table's size.
    *
-   * @returns The rows removed.
+   * A status table's range runs from the chunk's first key (a range of either index that holds no
+   * other rows of the node, whatever the other nodes' keys in between), its DELETE is LIMITed and
+   * runs with both status writers paused; a scheduled-downtime table's range starts after the
+   * previous chunk's last key (a multi-table DELETE takes no LIMIT).
+   *
+   * @returns The rows deleted.
    */
   async #walk(
     table: StatusTable | ScheduledDowntimeTable,
     alias: string,
     source: string,
     where: readonly Condition[],
-    gapless: boolean,
-    remove: (range: Condition) => Promise<number>,
+    stale: BuiltStatement,
     signal: AbortSignal,
   ): Promise<number> {
+    const status = isStatusTable(table);
     const chunk = this.#chunk;
     const key = TABLES[table].primaryKey;
     const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
@@ -492,14 +472,19 @@ export class StatusCleaner {
       );
       const last = read.rows.at(-1);
       if (last === undefined) break;
-      const lower = gapless ? from : keyBound(key, alias, ">=", keyOf(read.rows[0] ?? last));
+      const lower = status ? keyBound(key, alias, ">=", keyOf(read.rows[0] ?? last)) : from;
       const bounds = [lower, keyBound(key, alias, "<=", keyOf(last))].filter((b) =>
         b !== undefined
       );
-      rows += await remove({
-        sql: bounds.map((b) => b.sql).join(" AND "),
-        values: bounds.flatMap((b) => b.values),
-      });
+      const remove = () =>
+        this.#sql(
+          table,
+          `${stale.sql} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
+            (status ? ` LIMIT ${chunk}` : ""),
+          [...stale.values, ...bounds.flatMap((b) => b.values)],
+          signal,
+        );
+      rows += (await (status ? this.#paused(remove, signal) : remove())).affectedRows;
       if (read.rows.length < chunk) break;
       after = keyOf(last);
     }
@@ -557,18 +542,12 @@ export class StatusCleaner {
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
     for (const table of SCHEDULED_DOWNTIME_TABLES) {
-      const stale = staleDowntimesStatement(table, o.nodeName, cutoff);
       const rows = await this.#walk(
         table,
         "s.",
         `${quoteIdentifier(table)} s`,
         [],
-        true,
-        async (range) =>
-          (await this.#sql(table, `${stale.sql} AND ${range.sql}`, [
-            ...stale.values,
-            ...range.values,
-          ], signal)).affectedRows,
+        staleDowntimesStatement(table, o.nodeName, cutoff),
         signal,
       );
       log.info("pipeline: scheduled downtimes the core no longer has deleted", {
@@ -598,37 +577,20 @@ export class StatusCleaner {
   }
 }
 
-/**
- * A cleanup statement and the table it deletes from: a single-table DELETE, so that the sweep
- * can add a LIMIT (a multi-table DELETE takes none).
- */
-interface SweepStatement extends BuiltStatement {
-  readonly table: StatusTable;
-}
+// The cleanup statements are single-table DELETEs, so that the sweep can add a LIMIT (a
+// multi-table DELETE takes none).
 
 /**
  * This node's rows of a status table not refreshed since `cutoff` (epoch seconds). A host row goes
  * only once no service row of that host is left (the UI joins services on their host's status).
  */
-function sweepStatement(
-  table: StatusTable,
-  cutoff: number,
-  nodeName: string,
-): SweepStatement {
-  if (table === "statusengine_servicestatus") {
-    return {
-      table,
-      sql: "DELETE FROM `statusengine_servicestatus` WHERE `node_name` = ? " +
-        "AND `status_update_time` < ?",
-      values: [nodeName, cutoff],
-    };
-  }
+function sweepStatement(table: StatusTable, cutoff: number, nodeName: string): BuiltStatement {
   return {
-    table,
-    sql: "DELETE FROM `statusengine_hoststatus` WHERE `node_name` = ? " +
-      "AND `status_update_time` < ? AND NOT EXISTS (SELECT 1 FROM " +
-      "`statusengine_servicestatus` s WHERE s.`node_name` = `statusengine_hoststatus`.`node_name` " +
-      "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)",
+    sql: `DELETE FROM \`${table}\` WHERE \`node_name\` = ? AND \`status_update_time\` < ?` +
+      (table === "statusengine_servicestatus" ? "" : " AND NOT EXISTS (SELECT 1 FROM " +
+        "`statusengine_servicestatus` s WHERE " +
+        "s.`node_name` = `statusengine_hoststatus`.`node_name` " +
+        "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)"),
     values: [nodeName, cutoff],
   };
 }
@@ -636,29 +598,16 @@ function sweepStatement(
 /**
  * The openITCOCKPIT-mode cleanup of one status table (docs/tables.md#core-restart-queue): rows
  * whose object is missing or disabled in openITCOCKPIT's own tables, whatever their node or age.
+ * NOT EXISTS rather than NOT IN: a NULL uuid in hosts/services would make NOT IN match nothing.
  */
-function openItcockpitStatement(table: StatusTable): SweepStatement {
-  // NOT EXISTS rather than NOT IN: a NULL uuid in hosts/services would make
-  // NOT IN match nothing and silently keep every row.
+function openItcockpitDelete(table: StatusTable): string {
+  const noHost = "NOT EXISTS (SELECT 1 FROM `hosts` h WHERE h.`uuid` = " +
+    `\`${table}\`.\`hostname\` AND h.\`disabled\` = 0)`;
+  // A service whose host goes goes too: no service row is left without its host row.
   return table === "statusengine_hoststatus"
-    ? {
-      table,
-      sql: "DELETE FROM `statusengine_hoststatus` WHERE NOT EXISTS " +
-        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = `statusengine_hoststatus`.`hostname` " +
-        "AND h.`disabled` = 0)",
-      values: [],
-    }
-    : {
-      table,
-      // A service whose host goes goes too: no service row is left without its host row.
-      sql: "DELETE FROM `statusengine_servicestatus` WHERE NOT EXISTS " +
-        "(SELECT 1 FROM `services` v WHERE " +
-        "v.`uuid` = `statusengine_servicestatus`.`service_description` AND v.`disabled` = 0) " +
-        "OR NOT EXISTS " +
-        "(SELECT 1 FROM `hosts` h WHERE h.`uuid` = `statusengine_servicestatus`.`hostname` " +
-        "AND h.`disabled` = 0)",
-      values: [],
-    };
+    ? `DELETE FROM \`${table}\` WHERE ${noHost}`
+    : `DELETE FROM \`${table}\` WHERE NOT EXISTS (SELECT 1 FROM \`services\` v WHERE ` +
+      `v.\`uuid\` = \`${table}\`.\`service_description\` AND v.\`disabled\` = 0) OR ${noHost}`;
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
- * What the writers need of the dead-letter file (D7), declared here, below the writers, and
- * implemented by the pipeline's dead-letter file, so that the writers depend on nothing above.
+ * What the writers need of the dead-letter file (D7), declared below them so that they depend on
+ * nothing above; the pipeline's dead-letter file implements it.
  *
  * @module
  */

@@ -61,12 +61,12 @@ function mergeAssignment(m: DowntimeMerge): string {
 /** Build the SQL of one downtime statement from the decoder (docs/downtimes.md). */
 export function buildDowntimeStatement(statement: DowntimeStatement): BuiltStatement {
   const table = statement.table;
+  const t = TABLES[table];
+  const cols = t.insertColumns.map(quote).join(", ");
+  const placeholders = t.insertColumns.map(() => "?").join(", ");
   switch (statement.kind) {
     case "upsert": {
-      const t = TABLES[table];
       const { values } = adjustRow(t, statement.row);
-      const cols = t.insertColumns.map(quote).join(", ");
-      const placeholders = t.insertColumns.map(() => "?").join(", ");
       const guard = statement.guard;
       const where = equalities(guard.table, guard.key);
       const removed = guard.historyRemoved ? " AND `history_removed` = 1" : "";
@@ -83,7 +83,6 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
       };
     }
     case "copy": {
-      const t = TABLES[table];
       const guard = statement.guard;
       const where = equalities(statement.from, statement.key);
       const tombstone = equalities(guard.table, guard.key);
@@ -93,7 +92,7 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
         .join(", ");
       return {
         sql:
-          `INSERT INTO ${quote(table)} (${t.insertColumns.map(quote).join(", ")}) SELECT ${
+          `INSERT INTO ${quote(table)} (${cols}) SELECT ${
             t.insertColumns.map((c) => `h.${quote(c)}`).join(", ")
           } FROM ${quote(statement.from)} h WHERE ${where.sql} ` +
           `AND NOT EXISTS (SELECT 1 FROM ${quote(guard.table)} WHERE ${tombstone.sql}) ` +
@@ -102,14 +101,10 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
       };
     }
     case "tombstone": {
-      const t = TABLES[table];
       const { values } = adjustRow(t, statement.row);
       return {
-        sql:
-          `INSERT INTO ${quote(table)} (${t.insertColumns.map(quote).join(", ")}) VALUES (${
-            t.insertColumns.map(() => "?").join(", ")
-          }) ON DUPLICATE KEY UPDATE ` +
-          "`history_removed` = GREATEST(`history_removed`, VALUES(`history_removed`)), " +
+        sql: `INSERT INTO ${quote(table)} (${cols}) VALUES (${placeholders}) ON DUPLICATE KEY ` +
+          "UPDATE `history_removed` = GREATEST(`history_removed`, VALUES(`history_removed`)), " +
           "`end_time` = GREATEST(`end_time`, VALUES(`end_time`))",
         values,
       };

@@ -1,9 +1,8 @@
 /**
- * The one place that sorts MySQL failures into what the writers do about them (D7; the kinds
- * are described in docs/writers.md#retry-policy). Both wrong directions are harmful: a row error
- * taken for `unavailable` is retried forever and stalls its table; an outage taken for `row`
- * dead-letters good rows (a 15 s read-only window once dead-lettered thousands). The tables below
- * are pinned errno by errno in tests/mysql/errors_test.ts.
+ * The one place that sorts MySQL failures into what the writers do about them (D7,
+ * docs/writers.md#retry-policy): a row error taken for `unavailable` stalls its table forever; an
+ * outage taken for `row` dead-letters good rows. Pinned errno by errno in
+ * tests/mysql/errors_test.ts.
  *
  * @module
  */
@@ -46,12 +45,15 @@ const ROW_ERRNOS = numbers("1364 1265 1300 1411 3819 1526 1118", "1153 1197 1390
 
 const STATEMENT_TIMEOUT_CODE = "STATEMENT_TIMEOUT";
 
+/** Codes of a connection that failed or got no answer (Node-style and Deno-style names). */
+const SOCKET_CODES = "ECONNREFUSED ECONNRESET ETIMEDOUT EPIPE EHOSTUNREACH ENETUNREACH ENOTFOUND " +
+  "EAI_AGAIN PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ConnectionRefused " +
+  "ConnectionReset BrokenPipe NotConnected TimedOut";
+
 /** Driver/socket codes meaning the connection failed or did not answer in time. */
 const UNAVAILABLE_CODES = words(
-  "ECONNREFUSED ECONNRESET ETIMEDOUT EPIPE EHOSTUNREACH ENETUNREACH ENOTFOUND EAI_AGAIN " +
-    "PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ER_CON_COUNT_ERROR ER_SERVER_SHUTDOWN " +
-    "ER_CONNECTION_KILLED POOL_CLOSED POOL_ENQUEUELIMIT ConnectionRefused ConnectionReset " +
-    `BrokenPipe NotConnected TimedOut ${STATEMENT_TIMEOUT_CODE}`,
+  `${SOCKET_CODES} ER_CON_COUNT_ERROR ER_SERVER_SHUTDOWN ER_CONNECTION_KILLED POOL_CLOSED ` +
+    `POOL_ENQUEUELIMIT ${STATEMENT_TIMEOUT_CODE}`,
 );
 
 interface MysqlLikeError {
@@ -89,14 +91,12 @@ export function classifyMysqlError(err: unknown): MysqlErrorKind {
   if (errno !== undefined && ROW_ERRNOS.has(errno)) return "row";
   if (sqlState !== undefined && /^2[23]/.test(sqlState)) return "row";
   if (code !== undefined && UNAVAILABLE_CODES.has(code)) return "unavailable";
-  // Any other server errno with a SQL state is the server's verdict on the
-  // statement: deterministic, but not necessarily about its rows.
+  // Any other server errno with a SQL state: deterministic, but not necessarily about its rows.
   if (errno !== undefined && errno > 0 && sqlState !== undefined) return "statement";
   // Errors the driver flags fatal leave the connection unusable (socket-level).
   if (e.fatal === true) return "unavailable";
-  // Raised before the statement reached the server (a value the driver
-  // cannot bind, a bug in building the rows): about the rows sent. Never
-  // held, so such a bug cannot stall a table.
+  // Raised before the statement reached the server (an unbindable value, a bug building the
+  // rows): about the rows sent, never held, so such a bug cannot stall a table.
   return "row";
 }
 
@@ -148,12 +148,8 @@ const UNKNOWN_DATABASE_ERRNO = 1049;
 /** Wrong password, no access to the database or host, unix_socket plugin, expired, locked. */
 const ACCESS_DENIED_ERRNOS = numbers("1044 1045 1698 1130 1820 1862 4151");
 
-/** Codes of a connection that never got an answer (Node-style and Deno-style names). */
-const UNREACHABLE_CODES = words(
-  "ECONNREFUSED ECONNRESET ETIMEDOUT EHOSTUNREACH ENETUNREACH ENOTFOUND EAI_AGAIN EPIPE " +
-    "PROTOCOL_CONNECTION_LOST PROTOCOL_SEQUENCE_TIMEOUT ConnectionRefused ConnectionReset " +
-    "ConnectionAborted BrokenPipe NotConnected TimedOut AddrNotAvailable",
-);
+/** Codes of a connection that never got an answer. */
+const UNREACHABLE_CODES = words(`${SOCKET_CODES} ConnectionAborted AddrNotAvailable`);
 
 /** The first error in the cause chain that carries an errno or a code. */
 function driverError(err: unknown): MysqlLikeError | undefined {

@@ -1,13 +1,8 @@
 /**
  * The narrow interface the writers need from MySQL, and the writers' pool. Bulk INSERTs run as
  * server-side prepared statements (`pool.execute`: measured 10–40 % more events/s than
- * client-side interpolation, bench/pipeline.ts), their packets encoded by execute_packet.ts
- * (docs/writers.md#statement-shape); everything else uses `pool.query`.
- *
- * With a statement timeout, each statement takes its own connection from the pool so that one
- * which does not answer in time can be destroyed: mysql2's own `timeout` leaves the connection
- * busy with the unanswered command, and its clock does not include waiting for a connection,
- * which is where a frozen server keeps every later statement.
+ * client-side interpolation, bench/pipeline.ts; docs/writers.md#statement-shape); everything
+ * else uses `pool.query`.
  *
  * @module
  */
@@ -130,6 +125,8 @@ export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): Sql
 /**
  * One statement on its own pooled connection, given up after `timeoutMs`: its connection is then
  * destroyed (never returned with an unanswered command on it); one acquired later goes back.
+ * Not mysql2's `timeout`: it leaves the connection busy, and its clock does not include waiting
+ * for a connection, which is where a frozen server keeps every later statement.
  */
 async function runBounded(
   pool: Pool,

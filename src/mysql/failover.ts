@@ -1,8 +1,7 @@
 /**
  * Several MySQL hosts in `--mysql-url`: which one the daemon's connections go to, and when they
  * move (docs/running.md#mysql-hosts). Every connection the daemon opens asks this class where to
- * go (the writers' pool through its socket factory, the idle probe, the in-order lock), so a
- * switch moves everything at once and no caller knows there is more than one host.
+ * go, so a switch moves everything at once and no caller knows there is more than one host.
  *
  * @module
  */

@@ -1,9 +1,7 @@
 /**
- * Counts the rows of one job still waiting for their commit (D1): rows of many jobs share one
- * bulk INSERT, and every commit settles the rows it carried. The job's promise resolves when its
- * last row is committed or dead-lettered (D7). A job given back to the broker
- * (docs/retries.md#give-back) is withdrawn: its rows not yet committed are dropped from the
- * writers' batches, since another worker writes them.
+ * Counts the rows of one job still waiting for their commit or dead-letter (D1, D7;
+ * docs/architecture.md, "Job tracker"). A job given back to the broker is withdrawn: another
+ * worker writes its rows, so the writers drop them (docs/retries.md#give-back).
  *
  * @module
  */

@@ -1,12 +1,8 @@
 /**
  * A lease in a row of `statusengine_worker_leases`: the election of the one worker that may
- * consume the in-order queues of a node, cluster-wide. `GET_LOCK` is local to one Galera node;
- * a row is replicated and every UPDATE of it certified, so each decision below is an UPDATE whose
- * WHERE names what its writer last saw, and its affected-row count says whether it won. The
- * holder renews every poll; a waiting worker takes a free row at once and a held one only after
- * its `(holder, renewals)` stayed the same for the term of its own clock; the holder counts on the
- * lease only until a renewal's send time + term − drain − 2 polls ({@link Lease.valid}). Why the
- * two never overlap, and what a failed renewal does: docs/downtimes.md#galera.
+ * consume the in-order queues of a node, cluster-wide (`GET_LOCK` is local to one Galera node).
+ * Each decision is an UPDATE whose WHERE names what its writer last saw; its affected-row count
+ * says whether it won. The rules and why two holders never overlap: docs/downtimes.md#galera.
  *
  * @module
  */
@@ -33,8 +29,7 @@ export function openLeaseConnection(
 
 /**
  * How long a holder may stay silent before another worker takes its lease: 13 polls of failed
- * renewals survived (a MySQL restart of several seconds keeps a lone worker's job in flight and
- * its place), plus the drain and the two polls in which the holder notices and stops.
+ * renewals survived, plus the drain and the two polls in which the holder notices and stops.
  */
 export function leaseTermMs(pollMs: number, drainMs: number): number {
   return 15 * pollMs + drainMs;
@@ -59,10 +54,7 @@ export interface LeaseOptions {
   readonly onLost: () => Promise<void>;
   /** After {@link onHeld}: a renewal failed; admit no new job until {@link onRegained}. */
   readonly onSuspect?: () => void;
-  /**
-   * A renewal succeeded within the validity: jobs held since {@link onSuspect} (or since the
-   * validity ran low) may go on.
-   */
+  /** A renewal succeeded within the validity: jobs held since {@link onSuspect} may go on. */
   readonly onRegained?: () => void;
   /** `statusengine_in_order_lock_held`: 1 from {@link onHeld} until {@link onLost}. */
   readonly heldGauge?: { set(value: number): void };

@@ -225,13 +225,10 @@ export function mysql2ExecutePacket(
 // ---------------------------------------------------------------------------------------------
 // The prepared-statement cache of a connection
 //
-// mysql2 keeps, for every statement it prepared on a connection (up to 64 per connection,
-// executor.ts), the server's description of every placeholder: 30,100 objects (about 6 MB) for
-// one 700-row servicestatus INSERT, per connection. Their one use is a type hint, and MariaDB
-// describes every INSERT placeholder as type NULL, which hints nothing. A heap snapshot halfway
-// through a drain at batch 700 found 20 of 51 MB live in them, and V8 lets the heap grow to twice
-// the live size: dropping them took peak RSS 232 → 201 MB (bench/pipeline.ts, servicestatus,
-// batch 700, two writers). A server that does describe them (MySQL 8) keeps them.
+// mysql2 keeps the server's description of every placeholder of each prepared statement (30,100
+// objects, about 6 MB, per 700-row servicestatus INSERT and connection) only as a type hint, and
+// MariaDB describes them all as type NULL. Dropping those took peak RSS 232 → 201 MB
+// (bench/pipeline.ts, servicestatus, batch 700, two writers); MySQL 8's real hints are kept.
 
 interface CachedStatement {
   parameters?: unknown;

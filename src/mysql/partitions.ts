@@ -1,9 +1,7 @@
 /**
  * Weekly partition maintenance of the partitioned history tables (docs/retention.md): pure
- * planning (what `cleanup` adds ahead, drops, still has to DELETE, and how the repair splits a
- * `p_max` that holds rows), then {@linkcode CleanupSession}, the one connection of a `cleanup`
- * run, which reads a table's layout and carries a plan out. The layout is the one `schema`
- * creates (src/mysql/ddl.ts).
+ * planning, then {@linkcode CleanupSession}, the one connection of a `cleanup` run, which reads a
+ * table's layout and carries a plan out.
  *
  * @module
  */
@@ -29,9 +27,8 @@ import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "./url.ts";
 
 /**
- * The fewest weeks one repair step splits off `p_max`, which keeps the steps (and table locks)
- * few for a short repair; a step takes half of what is left: every step copies what is left in
- * `p_max`, so halving copies each row about twice in all.
+ * The fewest weeks one repair step splits off `p_max`; a step takes half of what is left, so each
+ * row is copied about twice in all (docs/retention.md#repair).
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
@@ -110,8 +107,8 @@ export function dayNumber(now: Date): number {
 }
 
 /**
- * The bound the top partition must reach after every run: the current ISO week and the next four,
- * as a new table gets them from `schema`, so no row of the coming weeks has to wait in `p_max`.
+ * The bound the top partition must reach after every run, as `schema` lays out a new table: no
+ * row of the coming weeks waits in `p_max`.
  */
 export function aheadTarget(today: number): number {
   return mondayOf(today) + 7 * INITIAL_WEEKLY_PARTITIONS;
@@ -195,9 +192,8 @@ export function planMaintenance(
   const blockedWeeks = maxHasRows ? needed.length : 0;
   if (cutoff === null) return { add, drop: [], trim: null, blockedWeeks };
 
-  // Decide on the layout as it is after the weeks ahead were added. A partition holds days
-  // below its bound, i.e. times below bound × 86400; when that is at or before the cutoff,
-  // every row it can hold is older than the cutoff.
+  // On the layout after the weeks ahead were added: a partition holds times below its bound ×
+  // 86400, so at or before the cutoff every row it can hold is older.
   const after = [...layout.bounded, ...add.map((p) => ({ ...p, rowsEstimate: 0 }))];
   let drop = after.filter((p) => p.lessThan * SECONDS_PER_DAY <= cutoff);
   // A table keeps at least one partition: without a MAXVALUE partition the newest bounded one
@@ -207,9 +203,8 @@ export function planMaintenance(
   if (maxHasRows) {
     trim = "table";
   } else {
-    // The lowest partition left is the only one that can hold rows older than the cutoff.
-    // Its range starts at the bound of the last dropped partition (nothing dropped: the first
-    // partition of a range layout has no lower end).
+    // Only the lowest partition left can hold older rows; its range starts at the last dropped
+    // bound (nothing dropped: the first partition has no lower end).
     const first = after[drop.length]?.name ?? layout.max?.name ?? null;
     const lower = drop.at(-1)?.lessThan ?? null;
     trim = first === null || (lower !== null && lower * SECONDS_PER_DAY >= cutoff) ? null : first;
@@ -219,8 +214,7 @@ export function planMaintenance(
 
 /**
  * The existing partitions that hold, before the plan runs, the rows its DELETE will remove (what
- * a dry run counts). Dropped partitions are not among them, and a week the plan adds does not
- * exist yet: its rows are still in the MAXVALUE partition.
+ * a dry run counts): not the dropped ones, and the rows of a week to add are still in `p_max`.
  */
 export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): string[] {
   const { trim } = plan;
@@ -241,10 +235,9 @@ export interface RepairStep {
 }
 
 /**
- * The next step of the repair: split the oldest weeks off `p_max`, half of what is left but
- * at least {@linkcode REPAIR_MIN_WEEKS_PER_STEP}, until the layout covers the newest row in
- * `p_max` and the weeks ahead. Each step is one `REORGANIZE PARTITION`, atomic on its own, so
- * an interrupted repair continues from the layout the server has.
+ * The next step of the repair: split the oldest weeks off `p_max` until the layout covers its
+ * newest row and the weeks ahead. Each step is one atomic `REORGANIZE PARTITION`, so an
+ * interrupted repair continues from the layout the server has.
  *
  * @param rowDays Oldest and newest day number of the rows in `p_max`, or null when it is empty.
  * @returns The step, or null when nothing is left to do.
@@ -282,8 +275,7 @@ function partitionDefinition(p: WeeklyPartition): string {
 
 /**
  * The statement that adds weeks above the top bound: a `REORGANIZE` of the MAXVALUE partition
- * into the new weeks and itself (cheap while it is empty; it copies what it holds), or
- * `ADD PARTITION` for a layout without one. Same syntax on MySQL 8 and MariaDB.
+ * into the new weeks and itself (cheap while it is empty), or `ADD PARTITION` without one.
  */
 export function addPartitionsStatement(
   table: string,
@@ -386,16 +378,16 @@ export class CleanupSession {
       WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
       [target.table],
     );
+    // No row: the table is missing; this fails with the error naming it.
     if (rows.length === 0) {
-      // information_schema lists every existing table; nothing means the table is missing.
-      // The statement names it in its error like any other statement on it would.
       await this.#query(`SELECT 1 FROM ${quoteIdentifier(target.table)} LIMIT 0`);
     }
+    const text = (v: unknown) => v === null ? null : String(v);
     const info: PartitionInfo[] = rows.map((r) => ({
-      name: r.name === null ? null : String(r.name),
-      method: r.method === null ? null : String(r.method),
-      expression: r.expression === null ? null : String(r.expression),
-      description: r.description === null ? null : String(r.description),
+      name: text(r.name),
+      method: text(r.method),
+      expression: text(r.expression),
+      description: text(r.description),
       ordinal: r.ordinal === null ? null : Number(r.ordinal),
       rowsEstimate: Number(r.est ?? 0),
     }));
@@ -433,9 +425,9 @@ export class CleanupSession {
   /**
    * Delete the rows older than the cutoff of the next chunk of `batchSize` rows along the primary
    * key (after `after`), inside one partition or the whole table: one statement reads the chunk's
-   * last key, one deletes the old rows up to it. The walk reads the table once, where a repeated
-   * `DELETE … LIMIT` rereads it from its start every batch (docs/retention.md#bounded). Tables
-   * without a primary key, or with an index led by the time column, use {@linkcode deleteOlder}.
+   * last key, one deletes the old rows up to it (docs/retention.md#bounded). The PARTITION clause
+   * keeps it inside the straddling week: MySQL cannot prune `start_time < ?` through
+   * `start_time DIV 86400`.
    *
    * @returns Rows deleted, and the key to continue after; `undefined` once the walk is done.
    */
@@ -448,14 +440,16 @@ export class CleanupSession {
   ): Promise<{ deleted: number; next: readonly unknown[] | undefined }> {
     const def = (TABLES as Partial<Record<string, (typeof TABLES)[TableName]>>)[target.table];
     const key = def?.primaryKey ?? [];
-    // An index that starts with the time column (logentries, the tombstones) already takes the
-    // old rows as a range: `DELETE … LIMIT n` examines only them, no walk of the rest is needed.
-    const timeIndexed = def?.indexes.some((i) => i.columns[0] === target.column) ?? false;
-    if (key.length === 0 || timeIndexed) {
-      const deleted = await this.deleteOlder(target, partition, cutoff, batchSize);
+    const table = `${quoteIdentifier(target.table)}${partitionClause(partition)}`;
+    // Without a key, or with an index led by the time column (logentries, the tombstones), which
+    // takes the old rows as a range, a plain `DELETE … LIMIT n` examines only them.
+    if (key.length === 0 || def?.indexes.some((i) => i.columns[0] === target.column)) {
+      const { affectedRows: deleted } = await this.#query<mysql.ResultSetHeader>(
+        `DELETE FROM ${table} WHERE ${quoteIdentifier(target.column)} < ? LIMIT ${batchSize}`,
+        [cutoff],
+      );
       return { deleted, next: deleted < batchSize ? undefined : [] };
     }
-    const table = `${quoteIdentifier(target.table)}${partitionClause(partition)}`;
     const columns = key.map(quoteIdentifier).join(", ");
     const from = after === undefined ? undefined : keyBound(key, "", ">", after);
     const read = await this.#query<mysql.RowDataPacket[]>(
@@ -476,26 +470,6 @@ export class CleanupSession {
       deleted: result.affectedRows,
       next: last === undefined ? undefined : key.map((c) => last[c]),
     };
-  }
-
-  /**
-   * Delete one batch of rows older than the cutoff inside one partition or the whole table. The
-   * PARTITION clause keeps it inside the straddling week: MySQL cannot prune `start_time < ?`
-   * through `start_time DIV 86400`.
-   */
-  async deleteOlder(
-    target: RetentionTarget,
-    partition: string | "table",
-    cutoff: number,
-    batchSize: number,
-  ): Promise<number> {
-    const result = await this.#query<mysql.ResultSetHeader>(
-      `DELETE FROM ${quoteIdentifier(target.table)}${partitionClause(partition)} WHERE ${
-        quoteIdentifier(target.column)
-      } < ? LIMIT ${batchSize}`,
-      [cutoff],
-    );
-    return result.affectedRows;
   }
 
   /** The oldest and newest day number held in a partition, or null when it is empty. */
@@ -587,10 +561,7 @@ export class CleanupSession {
   }
 }
 
-/**
- * What adding and dropping weekly partitions takes besides the worker's SELECT, INSERT, UPDATE
- * and DELETE; deleting old rows needs neither.
- */
+/** What adding and dropping weekly partitions takes besides the worker's own privileges. */
 export const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
 
 /** The GRANT of {@link PARTITION_PRIVILEGES} to an account (`'user'@'host'`). */

@@ -1,13 +1,8 @@
 /**
- * The MySQL hold: how a statement waits while MySQL cannot take it (docs/writers.md#retry-policy,
- * docs/retries.md). `unavailable` and `lock` errors are sent again after a pause of
- * {@link MYSQL_HOLD} until MySQL takes them or `signal` aborts; the first lock conflict of a
- * statement is sent again at once (on Galera mostly a certification failure, which the next
- * attempt passes). `row` and `statement` errors are thrown at once for writer.ts to judge.
- *
- * The only layer that retries a statement, so the job above it is not failed (and retried by the
- * delivery engine) while it is held. Safe only because every write is idempotent or accepted as
- * duplicable.
+ * The MySQL hold (docs/writers.md#retry-policy, docs/retries.md): `unavailable` and `lock` errors
+ * are sent again after a pause until MySQL takes them or `signal` aborts; `row` and `statement`
+ * errors are thrown at once for writer.ts to judge. The only layer that retries a statement; safe
+ * because every write is idempotent or accepted as duplicable.
  *
  * @module
  */

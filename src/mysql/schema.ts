@@ -189,8 +189,7 @@ export function normalizeColumnDefault(value: string | null): string | null {
 
 /**
  * Canonical partition expression: MariaDB reports `` `start_time` DIV 86400 ``, MySQL 8
- * lower-cases the operator and may add parentheses; backticks, parentheses, blanks and case
- * carry no meaning here.
+ * lower-cases the operator and may add parentheses, none of which means anything here.
  */
 export function normalizePartitionExpression(expression: string): string {
   return expression.replace(/[`()\s]/g, "").toLowerCase();
@@ -228,14 +227,11 @@ function closingParenthesis(text: string): number {
 
 // Differences
 
-/** One column as written (catalogue) or reported (server); compared normalised, shown as is. */
-export interface ColumnShape {
-  readonly type: string;
-  readonly nullable: boolean;
-  /** Default as an SQL literal (catalogue) or `COLUMN_DEFAULT` (server); null for none. */
-  readonly default: string | null;
-  readonly autoIncrement: boolean;
-}
+/**
+ * One column as written (catalogue) or reported (server, `default` as `COLUMN_DEFAULT`); compared
+ * normalised, shown as is.
+ */
+export type ColumnShape = Pick<Column, "type" | "nullable" | "default" | "autoIncrement">;
 
 /** A difference of kind `K` in table `table`, with the fields `F`. */
 type Diff<K extends string, F = unknown> =
@@ -268,13 +264,8 @@ export type SchemaDifference =
   /** e.g. `RANGE (start_time DIV 86400)`; null for "not partitioned". */
   | Diff<"partitioning", Both<string | null>>;
 
-function expectedShape(column: Column): ColumnShape {
-  return {
-    type: column.type,
-    nullable: column.nullable,
-    default: column.default,
-    autoIncrement: column.autoIncrement,
-  };
+function expectedShape({ type, nullable, default: d, autoIncrement }: Column): ColumnShape {
+  return { type, nullable, default: d, autoIncrement };
 }
 
 function actualShape(row: ColumnRow): ColumnShape {
@@ -365,9 +356,7 @@ export function compareSchema(
     if (tableRow.engine?.toLowerCase() !== TABLE_ENGINE.toLowerCase()) {
       add({ kind: "table_engine", expected: TABLE_ENGINE, actual: tableRow.engine });
     }
-    // The collation does not matter (docs/tables.md#shared-table-properties), the character set
-    // does: a utf8mb3 table fails on every 4-byte character with error 1366
-    // (docs/tables.md#utf8mb4).
+    // The character set matters, the collation does not (docs/tables.md#utf8mb4).
     const charset = tableRow.collation?.split("_")[0] ?? null;
     if (charset !== TABLE_CHARSET) {
       add({ kind: "table_charset", expected: TABLE_CHARSET, actual: charset });
@@ -433,9 +422,7 @@ export function compareSchema(
     for (const index of indexes.values()) {
       if (index.name === "PRIMARY") continue;
       if (index.unique) {
-        // ON DUPLICATE KEY UPDATE fires on any unique index, so a secondary one makes
-        // upserts skip rows or overwrite unrelated rows silently. Reported even when an
-        // expected index merely turned unique.
+        // ON DUPLICATE KEY UPDATE fires on any unique index (reported even for an expected one).
         add({
           kind: "unexpected_unique_index",
           index: index.name,
@@ -581,10 +568,7 @@ export async function databaseExists(conn: QueryConnection, database: string): P
   return rows.length > 0;
 }
 
-/**
- * Create a database (unless another process did meanwhile) in the tables' character set and
- * the best collation the server has (D2); returns the collation.
- */
+/** Create a database (if still missing) in the tables' character set and best collation (D2). */
 export async function createDatabase(conn: QueryConnection, database: string): Promise<string> {
   const collation = await chooseCollation(conn);
   await conn.query(
@@ -607,9 +591,8 @@ export interface EnsureSchemaOptions {
 }
 
 /**
- * The schema version the created tables correspond to, recorded in `statusengine_dbversion`
- * (row `id` 1): the version the legacy `database --update` writes for this schema, which the
- * Statusengine UI reads.
+ * The schema version recorded in `statusengine_dbversion` (row `id` 1): what the legacy
+ * `database --update` writes for this schema, which the Statusengine UI reads.
  */
 export const SCHEMA_VERSION = "3.7.4";
 

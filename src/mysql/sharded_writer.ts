@@ -1,10 +1,8 @@
 /**
  * Several bulk writers for one table (docs/writers.md#writers-per-table): two connections into
  * one table wrote 1.4–1.5 × the rows of one. A row goes to the writer of a hash of its primary
- * key as MySQL compares it (cut to the column, case-folded), so the rows of one key keep their
- * hand-off order; a table without a natural key hands each job to the writer holding the fewest
- * rows. Jobs are handed to a writer one after another, because a job woken for buffer space that
- * finds it taken again queues behind jobs never woken, which reordered a key.
+ * key as MySQL compares it, so the rows of one key keep their hand-off order; a table without a
+ * natural key hands each job to the writer holding the fewest rows.
  *
  * @module
  */
@@ -16,7 +14,7 @@ import type { JobTracker } from "./job_tracker.ts";
 import { abortable } from "../util/async.ts";
 
 export interface ShardedWriterOptions extends TableWriterOptions {
-  /** Writers (statements in flight at once) for the table, ≥ 1. */
+  /** Writers (statements in flight at once) for the table, 1..8 (validated by the settings). */
   readonly writers: number;
 }
 
@@ -55,11 +53,6 @@ export class ShardedWriter {
   #rotate = 0;
 
   constructor(options: ShardedWriterOptions) {
-    if (!Number.isInteger(options.writers) || options.writers < 1) {
-      throw new RangeError(
-        `Cannot create the writers of "${options.table.name}": writers must be an integer >= 1, got ${options.writers}`,
-      );
-    }
     this.table = options.table;
     this.#batchSize = options.batchSize;
     const { writers, ...one } = options;
@@ -78,15 +71,11 @@ export class ShardedWriter {
 
   /** Rows waiting in the buffers (not counting statements in flight). */
   get buffered(): number {
-    let n = 0;
-    for (const s of this.#shards) n += s.buffered;
-    return n;
+    return this.#shards.reduce((n, s) => n + s.buffered, 0);
   }
 
   get totalRows(): number {
-    let n = 0;
-    for (const s of this.#shards) n += s.totalRows;
-    return n;
+    return this.#shards.reduce((n, s) => n + s.totalRows, 0);
   }
 
   get load(): WriterLoad {
@@ -149,7 +138,8 @@ export class ShardedWriter {
   }
 
   /**
-   * Hand rows to writer `i` once the jobs handed to it before are buffered.
+   * Hand rows to writer `i` once the jobs handed to it before are buffered: a job woken for
+   * buffer space that found it taken again would queue behind jobs never woken, reordering a key.
    * The caller stops waiting when `signal` aborts; the queue behind it does not.
    */
   #handOff(

@@ -16,9 +16,8 @@ interface StatementParts {
 }
 
 /**
- * Statement texts kept per table. A writer mostly repeats a few row counts (its batch size and
- * small timer flushes), but every count from 1 to 2N − 1 can occur, and a 1,399-row
- * servicestatus text is ~120 kB, so the cache is a small LRU instead of unbounded.
+ * Statement texts kept per table: a small LRU, since a writer mostly repeats a few row counts but
+ * any can occur, and a 1,399-row servicestatus text is ~120 kB.
  */
 export const STATEMENT_CACHE_SIZE = 16;
 
@@ -78,16 +77,10 @@ const FUTURE_SNAPSHOT_SECONDS = 3_600;
 const NEWER_MARK = "-9223372036854775808";
 
 /**
- * The assignments of a full upsert that keep the newer (greater in `snapshotOrder`) of the row in
- * the table and the row inserted, whatever order they come in (docs/writers.md#newest-snapshot).
- *
- * MySQL runs the assignments left to right, so the first decides once, while the row is whole,
- * with one row comparison, and marks a win of the inserted row by setting the time to
- * {@link NEWER_MARK}; the others follow the mark and the last sets the time. Comparing a growing
- * prefix in every assignment instead cost MariaDB 30 % more CPU per inserted row and 60 % more per
- * updated one. Strings compare as bytes, so rows differing only in case are ordered too; a tied
- * NULL keeps the stored row. A row more than {@link FUTURE_SNAPSHOT_SECONDS} ahead of MySQL's
- * clock (a core whose clock ran ahead) counts as older than any snapshot.
+ * The assignments of a full upsert that keep the newer (greater in `snapshotOrder`) of the stored
+ * and the inserted row, whatever order they come in (docs/writers.md#newest-snapshot). The first
+ * assignment decides once and marks a win with {@link NEWER_MARK}, the others follow the mark:
+ * comparing a growing prefix in every assignment cost MariaDB 30–60 % more CPU per row.
  */
 function newestSnapshotAssignments(table: Table): string {
   const [first, ...rest] = table.snapshotOrder;

@@ -152,16 +152,14 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
 
   const sslText = parsed.searchParams.get("ssl");
   let ssl: Record<string, unknown> | undefined;
-  if (sslText !== null) {
-    if (sslText === "true") ssl = {};
-    else {
-      try {
-        const value: unknown = JSON.parse(sslText);
-        if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error();
-        ssl = value as Record<string, unknown>;
-      } catch {
-        fail(`query parameter "ssl" must be "true" or a JSON object of mysql2 TLS options`);
-      }
+  if (sslText === "true") ssl = {};
+  else if (sslText !== null) {
+    try {
+      const value: unknown = JSON.parse(sslText);
+      if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error();
+      ssl = value as Record<string, unknown>;
+    } catch {
+      fail(`query parameter "ssl" must be "true" or a JSON object of mysql2 TLS options`);
     }
   }
 

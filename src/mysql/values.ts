@@ -10,26 +10,16 @@ import { type Column, type Table, type TableName, TABLES } from "./catalogue.ts"
 import type { Row, SqlValue } from "../events/mod.ts";
 
 /**
- * Why a value was changed (the `reason` label): a string cut to its column's code points, null
- * for a NOT NULL column written as `''` or 0, a fraction for an integer column rounded half away
- * from zero (docs/tables.md#numbers), an integer clamped into its column's range, a `tinyint(1)`
- * flag other than 0/1 written as 1 (docs/tables.md#booleans).
+ * Why a value was changed (the `reason` label; listed to pre-create the metric series): a string
+ * cut to its column's code points, null for a NOT NULL column written as `''` or 0, a fraction
+ * for an integer column rounded half away from zero (docs/tables.md#numbers), an integer clamped
+ * into its column's range, a `tinyint(1)` flag other than 0/1 written as 1
+ * (docs/tables.md#booleans).
  */
-export type AdjustmentReason =
-  | "truncated"
-  | "null_to_default"
-  | "rounded"
-  | "clamped"
-  | "flag_normalised";
-
-/** For pre-creating metric series. */
-export const ADJUSTMENT_REASONS: readonly AdjustmentReason[] = Object.freeze([
-  "truncated",
-  "null_to_default",
-  "rounded",
-  "clamped",
-  "flag_normalised",
-]);
+export const ADJUSTMENT_REASONS = Object.freeze(
+  ["truncated", "null_to_default", "rounded", "clamped", "flag_normalised"] as const,
+);
+export type AdjustmentReason = (typeof ADJUSTMENT_REASONS)[number];
 
 /** One change made to one value. */
 export interface ValueAdjustment {
@@ -83,14 +73,8 @@ function describe(column: Column): Descriptor {
 function descriptorsOf(table: Table): readonly Descriptor[] {
   let descriptors = descriptorCache.get(table.name);
   if (descriptors === undefined) {
-    const byName = new Map(table.columns.map((c) => [c.name, c]));
-    descriptors = table.insertColumns.map((name) => {
-      const column = byName.get(name);
-      if (column === undefined) {
-        throw new Error(`Catalogue of "${table.name}" has no column "${name}"`);
-      }
-      return describe(column);
-    });
+    // The insert columns: every column but the AUTO_INCREMENT one, in schema order.
+    descriptors = table.columns.filter((c) => !c.autoIncrement).map(describe);
     descriptorCache.set(table.name, descriptors);
   }
   return descriptors;
@@ -172,9 +156,7 @@ export function adjustRow(table: Table | TableName, row: Row): AdjustedRow {
 
 function nullFor(d: Descriptor, adjustments: ValueAdjustment[]): SqlValue {
   if (d.kind === TEXT) {
-    // Every text column stores '' for a JSON null, except the two that keep NULL.
-    // Only the NOT NULL case is an adjustment in the D6 sense; for a nullable column '' is
-    // the storage convention.
+    // '' for a JSON null (docs/tables.md#null-or-empty); an adjustment only for NOT NULL.
     if (d.keepsNull) return null;
     if (!d.nullable) adjustments.push({ column: d.name, reason: "null_to_default" });
     return "";
@@ -185,8 +167,7 @@ function nullFor(d: Descriptor, adjustments: ValueAdjustment[]): SqlValue {
 }
 
 function integerFor(d: Descriptor, value: number, adjustments: ValueAdjustment[]): number {
-  // NaN cannot come from JSON; let the server reject it rather than invent a value (D7
-  // isolates and dead-letters the row).
+  // NaN cannot come from JSON; the server rejects it rather than we invent a value (D7).
   if (Number.isNaN(value)) return value;
   let n = value;
   if (!Number.isInteger(n) && Number.isFinite(n)) {

@@ -1,13 +1,7 @@
 /**
  * The bulk writer of one table (docs/writers.md): a bounded buffer, at most one statement in
- * flight, commit notification per job (D1), and group commit (docs/writers.md#group-commit): a
- * busy writer sends the next statement as soon as the previous one returned, an idle one on the
- * next turn of the event loop. A timed flush ("every 250 ms or at N rows") would cap a queue,
- * since no further rows arrive while every job of the queue waits for its commit.
- *
- * Failures (D7, docs/retries.md): transient ones hold the batch; rejections split it by halves
- * until the rejected rows are isolated and dead-lettered; a rejection that hits both halves alike
- * and does not name the rows holds the batch like an outage.
+ * flight, commit notification per job (D1), group commit (docs/writers.md#group-commit). Transient
+ * failures hold the batch; rejections are split by halves down to the rows to dead-letter (D7).
  *
  * @module
  */
@@ -45,9 +39,8 @@ export interface TableWriterOptions {
 }
 
 /**
- * Hears the rows of a statement after MySQL committed it; never rows still buffered or in
- * flight, nor rows dead-lettered. Runs synchronously in the writer, so it must be quick and
- * must not throw.
+ * Hears the rows of a statement after MySQL committed it (never rows dead-lettered). Runs
+ * synchronously in the writer, so it must be quick and must not throw.
  */
 export type CommitListener = (rows: readonly Row[]) => void;
 
@@ -68,10 +61,7 @@ interface Held {
   readonly error: MysqlWriteError;
 }
 
-/**
- * Pauses between attempts to dead-letter a rejected row: every second. Retried here, not by the
- * delivery engine: the row's statement already committed the rest of its batch.
- */
+/** Retried here, not by the delivery engine: the statement committed the rest of the batch. */
 const DEAD_LETTER_RETRY: BackoffOptions = { initialMs: 1_000, maxMs: 1_000, jitter: 0 };
 
 function writerClosed(table: string, action: string): WorkerError {
@@ -94,11 +84,7 @@ export class TableWriter {
   #paused = 0;
   #closed = false;
   #closing: Promise<void> | undefined;
-  /**
-   * Rows ever buffered, and rows whose statement has ended. Rows leave the buffer in order, so
-   * `flush` can wait for exactly the rows buffered before it: waiting for an empty buffer never
-   * ends while producers keep refilling it (a core restart under load, D4).
-   */
+  /** Counted so `flush` waits for the rows buffered before it, not for an empty buffer (D4). */
   #rowsAdded = 0;
   #rowsSettled = 0;
   #spaceWaiters: (() => void)[] = [];
@@ -369,9 +355,7 @@ export class TableWriter {
 
   /**
    * Commit `batch`; rows MySQL refuses are isolated by halves and dead-lettered (D7). When both
-   * halves fail with the same `statement` error, MySQL is at fault, not the rows: they are held
-   * like for an unreachable server instead of dead-lettering good rows while, say, a table is
-   * being rebuilt.
+   * halves fail with the same `statement` error, MySQL is at fault, not the rows: they are held.
    */
   async #commitOrIsolate(batch: Pending[]): Promise<void> {
     let failure = await this.#send(batch, true);
@@ -538,10 +522,7 @@ export class TableWriter {
     return { sql, values };
   }
 
-  /**
-   * Dead-letter one rejected row. Losing it silently is worse than stalling the table (D7): a
-   * failed write is retried every second until the file takes it or shutdown.
-   */
+  /** Dead-letter one rejected row; a failed write is retried until the file takes it (D7). */
   async #deadLetter(p: Pending, err: MysqlWriteError): Promise<void> {
     log.error("db: row rejected by MySQL, written to the dead-letter file", {
       table: this.table.name,
