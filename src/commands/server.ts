@@ -65,9 +65,7 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
-export async function startCommandServer(
-  options: CommandServerOptions,
-): Promise<CommandServer> {
+export async function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
   const keys = new ApiKeySet(options.apiKeys);
   if (keys.size === 0) {
     throw new RangeError("Cannot start the command server: no command API key");

@@ -140,10 +140,7 @@ export function splitQueues(config: WorkerConfig, queues: readonly QueueName[]):
 }
 
 /** Build the consumption of a worker (not started): one consumer to start and stop. */
-export function buildConsumption(
-  parts: ConsumptionParts,
-  split: QueueSplit,
-): QueueConsumer {
+export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): QueueConsumer {
   const { config } = parts;
   const deadLetter = consumerDeadLetter(parts.deadLetters, parts.metrics);
   const main: QueueConsumer = split.always.length === 0

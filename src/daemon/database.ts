@@ -172,9 +172,7 @@ async function check(
         throw new WorkerError(
           "startup",
           `Cannot start: stopped while waiting for MySQL at ${shown}`,
-          {
-            cause: err,
-          },
+          { cause: err },
         );
       }
     }

@@ -32,7 +32,7 @@ import {
 } from "../tasks/task_manager.ts";
 import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { type WorkerConfig } from "./config.ts";
+import { served, type WorkerConfig } from "./config.ts";
 import { openDatabase, type WaitOptions } from "./database.ts";
 import {
   openDeadLetters,
@@ -251,7 +251,7 @@ function workerMetrics(
   queues: readonly QueueName[],
   id: ReturnType<typeof identity>,
 ): Metrics {
-  const commandsEnabled = config.commands?.apiKeys.some((k) => k !== "") ?? false;
+  const commandsEnabled = served(config.commands);
   const metrics = createMetrics();
   setBuildInfo(metrics, id);
   precreateSeries(metrics, {
@@ -268,7 +268,7 @@ function workerMetrics(
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
     listeners: ([
       config.metrics === null ? null : "metrics",
-      config.websocket?.apiKeys.some((k) => k !== "") ? "websocket" : null,
+      served(config.websocket) ? "websocket" : null,
       commandsEnabled ? "commands" : null,
     ] as const).filter((l): l is ListenerName => l !== null),
   });
