@@ -67,9 +67,7 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  */
 export async function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
   const keys = new ApiKeySet(options.apiKeys);
-  if (keys.size === 0) {
-    throw new RangeError("Cannot start the command server: no command API key");
-  }
+  if (keys.size === 0) throw new RangeError("Cannot start the command server: no command API key");
   const now = options.now ?? Date.now;
   const readTimeoutMs = options.bodyReadTimeoutMs ?? BODY_READ_TIMEOUT_MS;
   const { metrics, publisher } = options;

@@ -276,9 +276,7 @@ export class TaskManager {
       // Only now: a task deleted before its submission succeeded would be lost.
       await this.#delete(raw);
     }
-    if (submitted > 0) {
-      log.debug("tasks: submitted", { tasks: submitted, node_name: o.nodeName });
-    }
+    if (submitted > 0) log.debug("tasks: submitted", { tasks: submitted, node_name: o.nodeName });
     return submitted;
   }
 
