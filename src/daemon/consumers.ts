@@ -50,8 +50,8 @@ export interface QueueBackend {
 }
 
 /**
- * The backend `--consumer` names: the one branch on it. Built once at start, so it also logs what
- * in the backend's settings is likely a mistake.
+ * The backend `--consumer` names, built once at start, so it also logs what in its settings is
+ * likely a mistake.
  *
  * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */

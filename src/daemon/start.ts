@@ -303,9 +303,8 @@ function readiness(
 }
 
 /**
- * Open the core's command file once at start when tasks are written to it: one the worker may not
- * write refuses the start, instead of a ready-looking worker whose every task fails; a missing
- * one is said once (tasks wait, right while the core is stopped, endless when the path is wrong).
+ * {@link probeCommandFile} when tasks are written to the command file; a missing one is said once
+ * (tasks wait: right while the core is stopped, endless when the path is wrong).
  *
  * @throws {WorkerError} (code `startup`) When the file exists and cannot be opened for writing.
  */
