@@ -156,14 +156,8 @@ export function perfdataOutputs(
   });
   const clients: (PerfdataSink & { close(budgetMs: number): Promise<void> })[] = [];
   if (backends.includes("graphite")) {
-    clients.push(
-      new GraphiteClient({
-        ...config.graphite,
-        metrics,
-        observer: perfdataObserver(metrics, "graphite"),
-        ...stats,
-      }),
-    );
+    const observer = perfdataObserver(metrics, "graphite");
+    clients.push(new GraphiteClient({ ...config.graphite, metrics, observer, ...stats }));
   }
   if (backends.includes("influxdb")) {
     const c = config.influxdb;
