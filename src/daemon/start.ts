@@ -96,12 +96,8 @@ export async function startWorker(
     const changed = Object.keys(config.changedSettings).length;
     // One line naming what was configured (secrets masked), so a wrong file or a forgotten
     // override shows in the journal; everything not named is at its default.
-    log.info(
-      changed === 0
-        ? "settings: all at their defaults"
-        : `settings: ${changed} differ from the defaults`,
-      config.changedSettings,
-    );
+    const summary = changed === 0 ? "all at their defaults" : `${changed} differ from the defaults`;
+    log.info(`settings: ${summary}`, config.changedSettings);
   }
   const queues = config.queues ?? QUEUE_NAMES;
   const metrics = workerMetrics(config, queues, id);
