@@ -44,9 +44,7 @@ export interface PublishLink {
 /** Opens a {@link PublishLink}; must give up when `signal` aborts. */
 export type Dial = (signal: AbortSignal) => Promise<PublishLink>;
 
-export interface RetryingPublisherOptions {
-  readonly backend: CommandBackend;
-  readonly target: string;
+export interface RetryingPublisherOptions extends Pick<CommandPublisher, "backend" | "target"> {
   readonly dial: Dial;
   /** Default {@link PUBLISH_BUDGET_MS}. */
   readonly budgetMs?: number | undefined;
@@ -185,10 +183,9 @@ export function rabbitMqCommandPublisher(
   url: string,
   options: AmqpPublisherOptions & { readonly budgetMs?: number },
 ): RetryingPublisher {
-  const display = parseAmqpUrl(url).display;
   return new RetryingPublisher({
     backend: "rabbitmq",
-    target: display,
+    target: parseAmqpUrl(url).display,
     budgetMs: options.budgetMs,
     dial: async (signal) => {
       const connecting = AmqpPublisher.connect(url, options);

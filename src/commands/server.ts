@@ -65,13 +65,9 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
-export async function startCommandServer(
-  options: CommandServerOptions,
-): Promise<CommandServer> {
+export async function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
   const keys = new ApiKeySet(options.apiKeys);
-  if (keys.size === 0) {
-    throw new RangeError("Cannot start the command server: no command API key");
-  }
+  if (keys.size === 0) throw new RangeError("Cannot start the command server: no command API key");
   const now = options.now ?? Date.now;
   const readTimeoutMs = options.bodyReadTimeoutMs ?? BODY_READ_TIMEOUT_MS;
   const { metrics, publisher } = options;

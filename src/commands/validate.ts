@@ -262,9 +262,7 @@ function validateRaw(
  * // r.ok && r.value.name === "SCHEDULE_FORCED_SVC_CHECK" && r.value.timestamp === "1700000000"
  * ```
  */
-export function parseRawCommand(
-  line: string,
-): { readonly ok: true; readonly value: RawCommand } | {
+export function parseRawCommand(line: string): { readonly ok: true; readonly value: RawCommand } | {
   readonly ok: false;
   readonly error: string;
 } {

@@ -32,6 +32,18 @@ export const SETTINGS_AS_IS = [
   "perfdataLabelQuotes",
 ] as const satisfies readonly (keyof SettingsFor<"run">)[];
 
+/** An HTTP listener that needs an API key; port 0 picks a free port (tests). */
+interface KeyedListener {
+  readonly hostname: string;
+  readonly port: number;
+  readonly apiKeys: readonly string[];
+}
+
+/** Whether `listener` is served: configured, with at least one non-empty key. */
+export function served(listener: KeyedListener | null | undefined): listener is KeyedListener {
+  return listener?.apiKeys.some((k) => k !== "") ?? false;
+}
+
 /** Everything the daemon needs, already validated. */
 export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_AS_IS)[number]> {
   /** Queue backend (`--consumer`); default `gearman`. */
@@ -96,16 +108,16 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   readonly statsIntervalMs?: number;
   /** Time between two readings of the backlog at the broker; default 10 s (tests shorten it). */
   readonly queueBacklogIntervalMs?: number;
-  /** `POST /commands` (docs/operations.md#commands); absent, null or without keys = not served. */
-  readonly commands?: {
-    readonly hostname: string;
-    /** 0 picks a free port (tests). */
-    readonly port: number;
-    /** Command keys, separate from the /ws keys. */
-    readonly apiKeys: readonly string[];
-    /** `raw` commands that pass (`--command-allow`); default the built-in list. */
-    readonly allow?: readonly string[];
-  } | null;
+  /**
+   * `POST /commands` (docs/operations.md#commands), with keys separate from the /ws keys; absent,
+   * null or without keys = not served.
+   */
+  readonly commands?:
+    | KeyedListener & {
+      /** `raw` commands that pass (`--command-allow`); default the built-in list. */
+      readonly allow?: readonly string[];
+    }
+    | null;
   /** Connection cap and timeouts of every HTTP listener; defaults of `listen` (tests shrink them). */
   readonly http?: HttpLimits;
   /** The UI's task queue (`--check-for-commands`); absent or null = not read. */
@@ -117,14 +129,8 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
     /** `raw` commands that pass (`--command-allow`, as for `/commands`); default the built-in list. */
     readonly allow?: readonly string[];
   } | null;
-  /** `GET /ws` (docs/operations.md#ws); absent or null = not served. */
-  readonly websocket?: {
-    readonly hostname: string;
-    /** 0 picks a free port (tests). */
-    readonly port: number;
-    /** `/ws` keys; at least one (the listener refuses to start without). */
-    readonly apiKeys: readonly string[];
-  } | null;
+  /** `GET /ws` (docs/operations.md#ws); absent, null or without keys = not served. */
+  readonly websocket?: KeyedListener | null;
   /** Settings that differ from their defaults, by flag name, secrets masked, for the start-up log. */
   readonly changedSettings?: Readonly<Record<string, string>>;
 }

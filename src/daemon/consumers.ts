@@ -50,8 +50,8 @@ export interface QueueBackend {
 }
 
 /**
- * The backend `--consumer` names: the one branch on it. Built once at start, so it also logs what
- * in the backend's settings is likely a mistake.
+ * The backend `--consumer` names, built once at start, so it also logs what in its settings is
+ * likely a mistake.
  *
  * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */
@@ -140,10 +140,7 @@ export function splitQueues(config: WorkerConfig, queues: readonly QueueName[]):
 }
 
 /** Build the consumption of a worker (not started): one consumer to start and stop. */
-export function buildConsumption(
-  parts: ConsumptionParts,
-  split: QueueSplit,
-): QueueConsumer {
+export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): QueueConsumer {
   const { config } = parts;
   const deadLetter = consumerDeadLetter(parts.deadLetters, parts.metrics);
   const main: QueueConsumer = split.always.length === 0

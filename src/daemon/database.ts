@@ -137,11 +137,8 @@ async function check(
   // Start like it runs: a MySQL that is not there yet is waited for (serving /readyz 503), one
   // that refuses the credentials ends the start. Every reconnect interval, without jitter: one
   // probe per worker, not a crowd that would come back in lock-step.
-  const interval = new Backoff({
-    initialMs: config.reconnectIntervalMs,
-    maxMs: config.reconnectIntervalMs,
-    jitter: 0,
-  });
+  const every = config.reconnectIntervalMs;
+  const interval = new Backoff({ initialMs: every, maxMs: every, jitter: 0 });
   let mysql: Awaited<ReturnType<typeof probeMysql>>;
   for (let attempt = 1;; attempt++) {
     try {
@@ -172,9 +169,7 @@ async function check(
         throw new WorkerError(
           "startup",
           `Cannot start: stopped while waiting for MySQL at ${shown}`,
-          {
-            cause: err,
-          },
+          { cause: err },
         );
       }
     }

@@ -28,10 +28,7 @@ interface NotifyEnvironment extends WatchdogEnvironment {
   readonly NOTIFY_SOCKET?: string | undefined;
 }
 
-const NO_KEEP_ALIVE: KeepAlive = {
-  [Symbol.dispose]: () => {},
-  idle: () => Promise.resolve(),
-};
+const NO_KEEP_ALIVE: KeepAlive = { [Symbol.dispose]: () => {}, idle: () => Promise.resolve() };
 
 const SILENT: ServiceNotifier = {
   ready: () => Promise.resolve(),

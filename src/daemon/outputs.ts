@@ -37,7 +37,7 @@ import type { QueueBackend } from "./consumers.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { dirname } from "node:path";
 import { errorMessage, getLogger } from "../log.ts";
-import { type PerfdataBackend, type WorkerConfig } from "./config.ts";
+import { type PerfdataBackend, served, type WorkerConfig } from "./config.ts";
 import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
@@ -53,9 +53,7 @@ export async function openDeadLetters(
   metrics: Metrics,
 ): Promise<DeadLetters & AsyncDisposable> {
   if (config.deadLetterFile === null) {
-    log.warn(
-      "worker: dead-letter file disabled; undecodable payloads are only counted and logged",
-    );
+    log.warn("worker: dead-letter file disabled; undecodable payloads are only counted and logged");
     return disposable(new DeadLetters(null, metrics));
   }
   // Before the directory: creating it would not help a path the binary may never write.
@@ -92,8 +90,7 @@ async function ensureDirectory(path: string): Promise<void> {
     return;
   } catch (err: unknown) {
     // Anything but "missing" (a permission problem) shows when the file is opened.
-    const missing = err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory;
-    if (!missing) return;
+    if (!(err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory)) return;
   }
   try {
     // Group-readable like the unit's UMask=0027 leaves it; the worker's own user owns it.
@@ -159,14 +156,8 @@ export function perfdataOutputs(
   });
   const clients: (PerfdataSink & { close(budgetMs: number): Promise<void> })[] = [];
   if (backends.includes("graphite")) {
-    clients.push(
-      new GraphiteClient({
-        ...config.graphite,
-        metrics,
-        observer: perfdataObserver(metrics, "graphite"),
-        ...stats,
-      }),
-    );
+    const observer = perfdataObserver(metrics, "graphite");
+    clients.push(new GraphiteClient({ ...config.graphite, metrics, observer, ...stats }));
   }
   if (backends.includes("influxdb")) {
     const c = config.influxdb;
@@ -207,7 +198,7 @@ export function perfdataOutputs(
 
 /** The `/ws` hub when the stream is served, built before the pipeline that publishes into it. */
 export function webSocketHub(config: WorkerConfig, metrics: Metrics): WebSocketHub | undefined {
-  if (!config.websocket || !config.websocket.apiKeys.some((k) => k !== "")) return undefined;
+  if (!served(config.websocket)) return undefined;
   return new WebSocketHub({
     metrics,
     ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
@@ -281,7 +272,7 @@ export async function serveCommands(
   backend: QueueBackend,
 ): Promise<Commands | undefined> {
   const listen = config.commands;
-  if (!listen || !listen.apiKeys.some((k) => k !== "")) {
+  if (!served(listen)) {
     log.info("command: POST /commands disabled (no command API keys configured)");
     return undefined;
   }

@@ -32,7 +32,7 @@ import {
 } from "../tasks/task_manager.ts";
 import { identity, versionLine } from "../version.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { type WorkerConfig } from "./config.ts";
+import { served, type WorkerConfig } from "./config.ts";
 import { openDatabase, type WaitOptions } from "./database.ts";
 import {
   openDeadLetters,
@@ -96,12 +96,8 @@ export async function startWorker(
     const changed = Object.keys(config.changedSettings).length;
     // One line naming what was configured (secrets masked), so a wrong file or a forgotten
     // override shows in the journal; everything not named is at its default.
-    log.info(
-      changed === 0
-        ? "settings: all at their defaults"
-        : `settings: ${changed} differ from the defaults`,
-      config.changedSettings,
-    );
+    const summary = changed === 0 ? "all at their defaults" : `${changed} differ from the defaults`;
+    log.info(`settings: ${summary}`, config.changedSettings);
   }
   const queues = config.queues ?? QUEUE_NAMES;
   const metrics = workerMetrics(config, queues, id);
@@ -251,7 +247,7 @@ function workerMetrics(
   queues: readonly QueueName[],
   id: ReturnType<typeof identity>,
 ): Metrics {
-  const commandsEnabled = config.commands?.apiKeys.some((k) => k !== "") ?? false;
+  const commandsEnabled = served(config.commands);
   const metrics = createMetrics();
   setBuildInfo(metrics, id);
   precreateSeries(metrics, {
@@ -268,7 +264,7 @@ function workerMetrics(
     ...(commandsEnabled ? { commands: COMMAND_NAMES, commandRejectReasons: REJECT_REASONS } : {}),
     listeners: ([
       config.metrics === null ? null : "metrics",
-      config.websocket?.apiKeys.some((k) => k !== "") ? "websocket" : null,
+      served(config.websocket) ? "websocket" : null,
       commandsEnabled ? "commands" : null,
     ] as const).filter((l): l is ListenerName => l !== null),
   });
@@ -303,9 +299,8 @@ function readiness(
 }
 
 /**
- * Open the core's command file once at start when tasks are written to it: one the worker may not
- * write refuses the start, instead of a ready-looking worker whose every task fails; a missing
- * one is said once (tasks wait, right while the core is stopped, endless when the path is wrong).
+ * {@link probeCommandFile} when tasks are written to the command file; a missing one is said once
+ * (tasks wait: right while the core is stopped, endless when the path is wrong).
  *
  * @throws {WorkerError} (code `startup`) When the file exists and cannot be opened for writing.
  */

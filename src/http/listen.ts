@@ -8,7 +8,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http";
 import type { Buffer } from "node:buffer";
-import type { Socket } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { Readable } from "node:stream";
 // @ts-types="@types/ws"
 import { type WebSocket as WsSocket, WebSocketServer } from "ws";
@@ -242,10 +242,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       error: errorMessage(err),
     });
   });
-  const bound = server.address();
-  if (bound === null || typeof bound === "string") {
-    throw new Error(`${options.name}: the HTTP server has no TCP address`);
-  }
+  const bound = server.address() as AddressInfo;
 
   let stopped: Promise<void> | undefined;
   const shutdown = () =>
@@ -259,12 +256,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       await closed;
       webSockets.close();
     })();
-  return {
-    hostname: bound.address,
-    port: bound.port,
-    shutdown,
-    [Symbol.asyncDispose]: shutdown,
-  };
+  return { hostname: bound.address, port: bound.port, shutdown, [Symbol.asyncDispose]: shutdown };
 }
 
 /** The web `Request` for a node request; the body streams from the connection. */

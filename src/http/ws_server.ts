@@ -113,9 +113,7 @@ export async function startWebSocketServer(
       else client.sendError(parsed.error);
     });
     // The hub's pings carry a token; their pongs say the client read what came before them.
-    socket.on("pong", (data: Uint8Array | ArrayBuffer) => {
-      client?.pong(DECODER.decode(data));
-    });
+    socket.on("pong", (data: Uint8Array | ArrayBuffer) => client?.pong(DECODER.decode(data)));
     socket.on("close", () => {
       stopIdleCheck();
       open.delete(socket);

@@ -149,10 +149,7 @@ export async function probeCommandFile(path: string): Promise<CommandFileProbe> 
   using limit = deadline(COMMAND_FILE_PROBE_MS);
   try {
     const opened = await openCommandFile(path, limit.signal);
-    if ("late" in opened) {
-      void opened.late;
-      return "no-reader";
-    }
+    if ("late" in opened) return "no-reader";
     opened.file.close();
     return "writable";
   } catch (err: unknown) {
@@ -279,9 +276,7 @@ export class TaskManager {
       // Only now: a task deleted before its submission succeeded would be lost.
       await this.#delete(raw);
     }
-    if (submitted > 0) {
-      log.debug("tasks: submitted", { tasks: submitted, node_name: o.nodeName });
-    }
+    if (submitted > 0) log.debug("tasks: submitted", { tasks: submitted, node_name: o.nodeName });
     return submitted;
   }
 
