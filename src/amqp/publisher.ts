@@ -93,10 +93,8 @@ export class AmqpPublisher implements AsyncDisposable {
     options: { contentType?: string } = {},
   ): Promise<void> {
     await this.declare(queue);
-    const properties = options.contentType === undefined
-      ? {}
-      : { contentType: options.contentType };
-    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p, properties)));
+    // amqp-client sends no content-type property when it is undefined.
+    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p, options)));
   }
 
   /** Ready messages and consumers of a queue ({@link ProbeChannel}); throws when it is missing. */

@@ -77,10 +77,7 @@ export class ProbeChannel {
     this.#client = client;
   }
 
-  /**
-   * Declare `queue` passively (the broker ignores every other flag); throws when it does not exist
-   * or the connection is gone.
-   */
+  /** Declare `queue` passively; throws when it does not exist or the connection is gone. */
   async declare(queue: string): Promise<{ messageCount: number; consumerCount: number }> {
     const open = this.#channel;
     const channel = open !== undefined && !open.closed ? open : await this.#open();

@@ -39,12 +39,7 @@ export class HttpEndpoint {
   readonly #url: string;
   readonly #headers: Record<string, string>;
 
-  /**
-   * @param configuredUrl The URL as configured (redacted into `target`).
-   * @param url The URL requests go to.
-   * @param headers Content type and the backend's own headers.
-   * @param tokenScheme `Authorization: <scheme> <token>`, e.g. `Bearer` or `Token`.
-   */
+  /** Requests go to `url`; `configuredUrl`, redacted, is the `target`. See {@link authorization}. */
   constructor(
     configuredUrl: string,
     url: string,

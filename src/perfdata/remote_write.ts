@@ -30,10 +30,7 @@ const TIMESTAMP_TAG = 2 * 8 + 0; // Sample.timestamp: int64 (varint)
 
 /** One series: its labels, encoded once. */
 export interface RemoteSeries {
-  /**
-   * The series' labels, sorted by name (the protocol requires it), as the encoded label
-   * fields of a `TimeSeries`.
-   */
+  /** The encoded label fields of a `TimeSeries`, sorted by name (the protocol requires it). */
   readonly labels: Uint8Array;
   /** The `unit` label's value ('' = none). */
   readonly unit: string;
@@ -241,10 +238,7 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/**
- * The points of one series in time order; with `lastOnly`, only the last of several at one
- * timestamp.
- */
+/** Points in time order; with `lastOnly`, only the last of several at one timestamp. */
 function inTimeOrder(points: RemotePoint[], lastOnly = true): RemotePoint[] {
   // A stable sort keeps the arrival order within one timestamp.
   const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
