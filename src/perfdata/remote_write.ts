@@ -337,14 +337,10 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       );
       // Enough splits to isolate eight samples scattered through the batch; unbounded, a batch of
       // stale samples would cost two requests per sample.
-      const splits = 8 * Math.ceil(Math.log2(Math.max(2, batch.length)));
+      const budget = { splits: 8 * Math.ceil(Math.log2(Math.max(2, batch.length))) };
+      const sendWhole = acceptable.length < batch.length;
       return batch.length - acceptable.length +
-        await this.#isolate(
-          inSeriesOrder(acceptable),
-          signal,
-          { splits },
-          acceptable.length < batch.length,
-        );
+        await this.#isolate(inSeriesOrder(acceptable), signal, budget, sendWhole);
     }
   }
 
@@ -371,16 +367,8 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
     if (points.length === 1 || budget.splits === 0) return points.length;
     budget.splits--;
     const half = Math.ceil(points.length / 2);
-    let leftOut = 0;
-    for (const part of [points.slice(0, half), points.slice(half)]) {
-      try {
-        leftOut += await this.#post(part, signal);
-      } catch (err: unknown) {
-        if (!isSampleRefusal(err)) throw err;
-        leftOut += await this.#isolate(part, signal, budget);
-      }
-    }
-    return leftOut;
+    return await this.#isolate(points.slice(0, half), signal, budget, true) +
+      await this.#isolate(points.slice(half), signal, budget, true);
   }
 
   /** One request; resolves with the duplicates left out of it. */
