@@ -35,10 +35,6 @@ export class AmqpPublisher implements AsyncDisposable {
     this.#declaration = options;
   }
 
-  get server(): string {
-    return `${this.#client.host}:${this.#client.port}`;
-  }
-
   /**
    * Connect to the first broker of the URL that answers (docs/running.md#rabbitmq-hosts), in
    * confirm mode.

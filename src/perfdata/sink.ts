@@ -112,11 +112,6 @@ export class BatchingSink<T> {
     this.#statsTimer = every > 0 ? setInterval(() => this.#logStats(false), every) : undefined;
   }
 
-  /** Whether the last write succeeded (or none failed yet). */
-  get available(): boolean {
-    return this.#up;
-  }
-
   /** Accept points, in sending order. Never waits: what does not fit is dropped and counted. */
   push(points: readonly T[]): void {
     if (this.#closed || points.length === 0) return;
