@@ -25,10 +25,8 @@ export interface EndpointCredentials {
  */
 export function authorization(scheme: string, c: EndpointCredentials): string | undefined {
   if (c.token) return `${scheme} ${c.token}`;
-  const user = c.user ?? "";
-  const password = c.password ?? "";
-  if (user === "" && password === "") return undefined;
-  const bytes = new TextEncoder().encode(`${user}:${password}`);
+  if (!c.user && !c.password) return undefined;
+  const bytes = new TextEncoder().encode(`${c.user ?? ""}:${c.password ?? ""}`);
   return `Basic ${btoa(String.fromCharCode(...bytes))}`;
 }
 
