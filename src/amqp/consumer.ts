@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { AmqpSession, type QueueDeclareMode } from "./session.ts";
+import { AmqpSession, type AmqpSessionOptions, type QueueDeclaration } from "./session.ts";
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
 import { type BackendOptions, Consumer, MAX_JOB_SIZE } from "../consumer/consumer.ts";
 import type { QueueConsumer } from "../consumer/contract.ts";
@@ -13,22 +13,17 @@ import { hasCode, WorkerError } from "../util/errors.ts";
 
 const log = getLogger("rabbitmq");
 
-/** Options of {@link RabbitMqConsumer}. */
-export interface RabbitMqConsumerOptions extends BackendOptions {
+/** Options of {@link RabbitMqConsumer}; the prefetch is also the most handled at once per queue. */
+export interface RabbitMqConsumerOptions
+  extends
+    BackendOptions,
+    QueueDeclaration,
+    Pick<AmqpSessionOptions, "prefetch" | "connectTimeoutMs" | "connectionName"> {
   readonly url: string;
-  readonly durableQueues: boolean;
-  readonly declare?: QueueDeclareMode;
   /** Told the broker each new session connected to (`statusengine_rabbitmq_host_in_use`). */
   readonly onHostInUse?: (host: string, hosts: readonly string[]) => void;
-  /**
-   * Unacked deliveries per queue (docs/consumption.md#rabbitmq-channels), 1..65535; also the most
-   * handled at once (an in-order queue: one).
-   */
-  readonly prefetch: number;
   /** A message above this many bytes is dead-lettered (`too_large`); default 64 MiB. */
   readonly maxJobSize?: number;
-  readonly connectTimeoutMs?: number;
-  readonly connectionName?: string;
 }
 
 /** Refused credentials or vhost and a refused queue declaration are not cured by waiting. */

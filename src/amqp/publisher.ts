@@ -5,7 +5,7 @@
  * @module
  */
 import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
-import { declareQueue, ProbeChannel, type QueueDeclareMode, useDenoSocket } from "./session.ts";
+import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
 import { errorMessage } from "../log.ts";
 
@@ -17,10 +17,7 @@ export interface QueueDepth {
 }
 
 /** How {@link AmqpPublisher} declares its queues: as the consumer does. */
-export interface AmqpPublisherOptions {
-  readonly durableQueues: boolean;
-  readonly declare?: QueueDeclareMode;
-}
+export type AmqpPublisherOptions = QueueDeclaration;
 
 /** One connection with one confirming channel. */
 export class AmqpPublisher implements AsyncDisposable {
@@ -36,10 +33,6 @@ export class AmqpPublisher implements AsyncDisposable {
     this.#probe = new ProbeChannel(client);
     this.#channel = channel;
     this.#declaration = options;
-  }
-
-  get server(): string {
-    return `${this.#client.host}:${this.#client.port}`;
   }
 
   /**
@@ -82,10 +75,7 @@ export class AmqpPublisher implements AsyncDisposable {
   /** Declare a queue as the consumer does (idempotent); see {@link declareQueue}. */
   async declare(queue: string): Promise<void> {
     if (this.#declared.has(queue)) return;
-    await declareQueue(this.#channel, queue, {
-      durable: this.#declaration.durableQueues,
-      mode: this.#declaration.declare ?? "declare",
-    });
+    await declareQueue(this.#channel, queue, this.#declaration);
     this.#declared.add(queue);
   }
 
@@ -99,10 +89,8 @@ export class AmqpPublisher implements AsyncDisposable {
     options: { contentType?: string } = {},
   ): Promise<void> {
     await this.declare(queue);
-    const properties = options.contentType === undefined
-      ? {}
-      : { contentType: options.contentType };
-    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p, properties)));
+    // amqp-client sends no content-type property when it is undefined.
+    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p, options)));
   }
 
   /** Ready messages and consumers of a queue ({@link ProbeChannel}); throws when it is missing. */

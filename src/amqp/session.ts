@@ -77,10 +77,7 @@ export class ProbeChannel {
     this.#client = client;
   }
 
-  /**
-   * Declare `queue` passively (the broker ignores every other flag); throws when it does not exist
-   * or the connection is gone.
-   */
+  /** Declare `queue` passively; throws when it does not exist or the connection is gone. */
   async declare(queue: string): Promise<{ messageCount: number; consumerCount: number }> {
     const open = this.#channel;
     const channel = open !== undefined && !open.closed ? open : await this.#open();
@@ -116,7 +113,7 @@ export type QueueDeclareMode = "declare" | "passive";
 export async function declareQueue(
   channel: AMQPChannel,
   queue: string,
-  { durable, mode }: { readonly durable: boolean; readonly mode: QueueDeclareMode },
+  { durableQueues: durable, declare: mode = "declare" }: QueueDeclaration,
 ): Promise<void> {
   try {
     await channel.queueDeclare(
@@ -159,12 +156,16 @@ export function consumerTag(queue: string): string {
   return `statusengine-worker.${queue}`;
 }
 
-/** Options of {@link AmqpSession.open}. */
-export interface AmqpSessionOptions {
-  readonly url: AmqpUrl;
-  readonly queues: readonly string[];
+/** How queues are declared: `--rabbitmq-durable-queues` and `--rabbitmq-declare`. */
+export interface QueueDeclaration {
   readonly durableQueues: boolean;
   readonly declare?: QueueDeclareMode | undefined;
+}
+
+/** Options of {@link AmqpSession.open}. */
+export interface AmqpSessionOptions extends QueueDeclaration {
+  readonly url: AmqpUrl;
+  readonly queues: readonly string[];
   /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
   readonly engine: DeliveryEngine;
@@ -333,10 +334,7 @@ export class AmqpSession implements Link {
     const o = this.#options;
     const channel = await this.#client.channel();
     lane.channel = channel;
-    await declareQueue(channel, lane.queue, {
-      durable: o.durableQueues,
-      mode: o.declare ?? "declare",
-    });
+    await declareQueue(channel, lane.queue, o);
     // global=false: the limit applies to the one consumer of this channel.
     await channel.basicQos(o.prefetch, 0, false);
     const consumer = await channel.basicConsume(

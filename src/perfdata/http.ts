@@ -25,10 +25,8 @@ export interface EndpointCredentials {
  */
 export function authorization(scheme: string, c: EndpointCredentials): string | undefined {
   if (c.token) return `${scheme} ${c.token}`;
-  const user = c.user ?? "";
-  const password = c.password ?? "";
-  if (user === "" && password === "") return undefined;
-  const bytes = new TextEncoder().encode(`${user}:${password}`);
+  if (!c.user && !c.password) return undefined;
+  const bytes = new TextEncoder().encode(`${c.user ?? ""}:${c.password ?? ""}`);
   return `Basic ${btoa(String.fromCharCode(...bytes))}`;
 }
 
@@ -39,12 +37,7 @@ export class HttpEndpoint {
   readonly #url: string;
   readonly #headers: Record<string, string>;
 
-  /**
-   * @param configuredUrl The URL as configured (redacted into `target`).
-   * @param url The URL requests go to.
-   * @param headers Content type and the backend's own headers.
-   * @param tokenScheme `Authorization: <scheme> <token>`, e.g. `Bearer` or `Token`.
-   */
+  /** Requests go to `url`; `configuredUrl`, redacted, is the `target`. See {@link authorization}. */
   constructor(
     configuredUrl: string,
     url: string,

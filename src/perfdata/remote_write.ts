@@ -30,10 +30,7 @@ const TIMESTAMP_TAG = 2 * 8 + 0; // Sample.timestamp: int64 (varint)
 
 /** One series: its labels, encoded once. */
 export interface RemoteSeries {
-  /**
-   * The series' labels, sorted by name (the protocol requires it), as the encoded label
-   * fields of a `TimeSeries`.
-   */
+  /** The encoded label fields of a `TimeSeries`, sorted by name (the protocol requires it). */
   readonly labels: Uint8Array;
   /** The `unit` label's value ('' = none). */
   readonly unit: string;
@@ -241,10 +238,7 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/**
- * The points of one series in time order; with `lastOnly`, only the last of several at one
- * timestamp.
- */
+/** Points in time order; with `lastOnly`, only the last of several at one timestamp. */
 function inTimeOrder(points: RemotePoint[], lastOnly = true): RemotePoint[] {
   // A stable sort keeps the arrival order within one timestamp.
   const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
@@ -343,14 +337,10 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       );
       // Enough splits to isolate eight samples scattered through the batch; unbounded, a batch of
       // stale samples would cost two requests per sample.
-      const splits = 8 * Math.ceil(Math.log2(Math.max(2, batch.length)));
+      const budget = { splits: 8 * Math.ceil(Math.log2(Math.max(2, batch.length))) };
+      const sendWhole = acceptable.length < batch.length;
       return batch.length - acceptable.length +
-        await this.#isolate(
-          inSeriesOrder(acceptable),
-          signal,
-          { splits },
-          acceptable.length < batch.length,
-        );
+        await this.#isolate(inSeriesOrder(acceptable), signal, budget, sendWhole);
     }
   }
 
@@ -377,16 +367,8 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
     if (points.length === 1 || budget.splits === 0) return points.length;
     budget.splits--;
     const half = Math.ceil(points.length / 2);
-    let leftOut = 0;
-    for (const part of [points.slice(0, half), points.slice(half)]) {
-      try {
-        leftOut += await this.#post(part, signal);
-      } catch (err: unknown) {
-        if (!isSampleRefusal(err)) throw err;
-        leftOut += await this.#isolate(part, signal, budget);
-      }
-    }
-    return leftOut;
+    return await this.#isolate(points.slice(0, half), signal, budget, true) +
+      await this.#isolate(points.slice(half), signal, budget, true);
   }
 
   /** One request; resolves with the duplicates left out of it. */

@@ -89,7 +89,6 @@ export class BatchingSink<T> {
   readonly #o: SinkOptions<T>;
   readonly #t: Transport<T>;
   readonly #capacity: number;
-  readonly #retry: RetryPolicy | undefined;
   #items: T[] = [];
   #flushing: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -109,14 +108,8 @@ export class BatchingSink<T> {
     // At least MIN_BUFFER points: while the worker decodes a burst of jobs the event loop runs
     // no write callbacks, and ten small Graphite batches overflowed with Carbon on this machine.
     this.#capacity = Math.max(options.batchSize * (options.bufferBatches ?? 10), MIN_BUFFER);
-    this.#retry = options.retry;
     const every = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = every > 0 ? setInterval(() => this.#logStats(false), every) : undefined;
-  }
-
-  /** Whether the last write succeeded (or none failed yet). */
-  get available(): boolean {
-    return this.#up;
   }
 
   /** Accept points, in sending order. Never waits: what does not fit is dropped and counted. */
@@ -225,7 +218,7 @@ export class BatchingSink<T> {
         // Once a batch has used up its retries the endpoint counts as down, and the batches
         // behind it get one attempt each until a write succeeds: otherwise a dead endpoint would
         // drain the buffer at one batch per backoff cycle while newer points are dropped.
-        const policy = this.#retry;
+        const policy = this.#o.retry;
         const retry = policy !== undefined && e.retryable && !this.#down &&
           attempt < policy.retries && !this.#stop.signal.aborted;
         if (retry) {

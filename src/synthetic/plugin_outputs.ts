@@ -399,19 +399,15 @@ export const HOST_CHECK: CheckKind = {
   retryInterval: 1,
   maxAttempts: 10,
   result(rng, state, address) {
-    if (state === 0) {
-      const rta = rng.float(0.02, 30);
-      return {
-        output: `PING OK - Packet loss = 0%, RTA = ${rta.toFixed(2)} ms`,
-        perfData: `rta=${rta.toFixed(6)}ms;3000.000000;5000.000000;0.000000 pl=0%;80;100;0`,
-        longOutput: "",
-      };
-    }
+    // A host that does not answer: 100 % loss at the critical round-trip time.
+    const rta = state === 0 ? rng.float(0.02, 30) : 5000;
     return {
-      output: state === 1
-        ? `CRITICAL - Host Unreachable (${address})`
-        : `CRITICAL - Network Unreachable (${address})`,
-      perfData: `rta=5000.000000ms;3000.000000;5000.000000;0.000000 pl=100%;80;100;0`,
+      output: state === 0
+        ? `PING OK - Packet loss = 0%, RTA = ${rta.toFixed(2)} ms`
+        : `CRITICAL - ${state === 1 ? "Host" : "Network"} Unreachable (${address})`,
+      perfData: `rta=${rta.toFixed(6)}ms;3000.000000;5000.000000;0.000000 pl=${
+        state === 0 ? 0 : 100
+      }%;80;100;0`,
       longOutput: "",
     };
   },

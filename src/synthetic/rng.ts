@@ -27,10 +27,7 @@ export class Rng {
     return min + Math.floor(this.next() * (max - min + 1));
   }
 
-  /**
-   * Double in [min, max), with full precision (the broker's JSON carries up to 17 significant
-   * digits).
-   */
+  /** Double in [min, max), full precision: the broker's JSON carries up to 17 digits. */
   float(min: number, max: number): number {
     return min + this.next() * (max - min);
   }
