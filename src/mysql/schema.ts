@@ -290,8 +290,7 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
 
 /** Tables written with `ON DUPLICATE KEY UPDATE` (12 batched tables + 4 downtime tables). */
 function isUpserted(table: Table): boolean {
-  return table.writeMode === "full_upsert" || table.writeMode === "noop_upsert" ||
-    table.writeMode === "downtime";
+  return ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode);
 }
 
 interface ActualIndex {
@@ -457,6 +456,11 @@ function formatList(list: readonly string[]): string {
   return `(${list.join(", ")})`;
 }
 
+/** `is <actual>, expected <expected>`, a missing side shown as `none`. */
+function isNot(actual: string | null, expected: string | null): string {
+  return `is ${actual ?? "none"}, expected ${expected ?? "none"}`;
+}
+
 /** One line describing a difference, for the `schema` command's output. */
 export function describeDifference(d: SchemaDifference): string {
   switch (d.kind) {
@@ -465,35 +469,32 @@ export function describeDifference(d: SchemaDifference): string {
     case "not_a_table":
       return `${d.table}: is a ${d.tableType}, expected a base table`;
     case "table_engine":
-      return `${d.table}: engine is ${d.actual ?? "none"}, expected ${d.expected}`;
+      return `${d.table}: engine ${isNot(d.actual, d.expected)}`;
     case "table_charset":
-      return `${d.table}: default character set is ${d.actual ?? "none"}, expected ${d.expected}`;
+      return `${d.table}: default character set ${isNot(d.actual, d.expected)}`;
     case "missing_column":
       return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})`;
     case "extra_column":
       return `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
     case "column_definition":
-      return `${d.table}.${d.column}: column is ${formatShape(d.actual)}, expected ${
-        formatShape(d.expected)
+      return `${d.table}.${d.column}: column ${
+        isNot(formatShape(d.actual), formatShape(d.expected))
       }`;
     case "column_charset":
-      return `${d.table}.${d.column}: character set is ${
-        d.actual ?? "none"
-      }, expected ${d.expected}`;
+      return `${d.table}.${d.column}: character set ${isNot(d.actual, d.expected)}`;
     case "column_order":
-      return `${d.table}: column order is ${formatList(d.actual)}, expected ${
-        formatList(d.expected)
-      }`;
+      return `${d.table}: column order ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "primary_key":
-      return `${d.table}: primary key is ${
-        d.actual.length === 0 ? "missing" : formatList(d.actual)
-      }, expected ${d.expected.length === 0 ? "none" : formatList(d.expected)}`;
+      return `${d.table}: primary key ${
+        isNot(
+          d.actual.length === 0 ? "missing" : formatList(d.actual),
+          d.expected.length === 0 ? null : formatList(d.expected),
+        )
+      }`;
     case "missing_index":
       return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing`;
     case "index_columns":
-      return `${d.table}: index ${d.index} is ${formatList(d.actual)}, expected ${
-        formatList(d.expected)
-      }`;
+      return `${d.table}: index ${d.index} ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "unexpected_unique_index":
       return `${d.table}: secondary UNIQUE index ${d.index} ${formatList(d.columns)}${
         d.upserted
@@ -503,7 +504,7 @@ export function describeDifference(d: SchemaDifference): string {
     case "extra_index":
       return `${d.table}: index ${d.index} ${formatList(d.columns)} is not in the schema`;
     case "partitioning":
-      return `${d.table}: partitioning is ${d.actual ?? "none"}, expected ${d.expected ?? "none"}`;
+      return `${d.table}: partitioning ${isNot(d.actual, d.expected)}`;
   }
 }
 
