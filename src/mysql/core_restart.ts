@@ -376,11 +376,7 @@ export class StatusCleaner {
    * Read one table: a row of this node refreshed since `cutoff`, or no row of this node at all
    * (nothing to wait for). Each EXISTS stops at its first match.
    */
-  async #tableRepublished(
-    table: StatusTable,
-    cutoff: number,
-    signal: AbortSignal,
-  ): Promise<boolean> {
+  async #tableRepublished(table: StatusTable, cutoff: number, signal: AbortSignal) {
     const o = this.#o;
     const t = quoteIdentifier(table);
     const result = await this.#sql(
@@ -505,20 +501,11 @@ export class StatusCleaner {
   }
 
   /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
-  async #deleteInChunks(
-    table: string,
-    sql: string,
-    values: readonly unknown[],
-    signal: AbortSignal,
-  ): Promise<number> {
+  async #deleteInChunks(table: string, sql: string, values: unknown[], signal: AbortSignal) {
+    const limited = `${sql} LIMIT ${this.#chunk}`;
     let rows = 0;
     for (;;) {
-      const { affectedRows } = await this.#sql(
-        table,
-        `${sql} LIMIT ${this.#chunk}`,
-        values,
-        signal,
-      );
+      const { affectedRows } = await this.#sql(table, limited, values, signal);
       rows += affectedRows;
       if (affectedRows < this.#chunk) return rows;
     }
