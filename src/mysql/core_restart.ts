@@ -428,15 +428,13 @@ export class StatusCleaner {
 
   /**
    * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
-   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range. No
-   * statement touches more than a chunk of rows whatever the table's size.
+   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range; returns
+   * the rows deleted. No statement touches more than a chunk of rows whatever the table's size.
    *
    * A status table's range runs from the chunk's first key (a range of either index that holds no
    * other rows of the node, whatever the other nodes' keys in between), its DELETE is LIMITed and
    * runs with both status writers paused; a scheduled-downtime table's range starts after the
    * previous chunk's last key (a multi-table DELETE takes no LIMIT).
-   *
-   * @returns The rows deleted.
    */
   async #walk(
     table: StatusTable | ScheduledDowntimeTable,
