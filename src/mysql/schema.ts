@@ -121,7 +121,8 @@ async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot
     read(
       "TABLE_NAME AS `tableName`, COLUMN_NAME AS `columnName`, ORDINAL_POSITION AS `position`, " +
         "COLUMN_TYPE AS `columnType`, IS_NULLABLE AS `isNullable`, " +
-        "COLUMN_DEFAULT AS `columnDefault`, EXTRA AS `extra`, CHARACTER_SET_NAME AS `characterSet`",
+        "COLUMN_DEFAULT AS `columnDefault`, COALESCE(EXTRA, '') AS `extra`, " +
+        "CHARACTER_SET_NAME AS `characterSet`",
       "COLUMNS",
     ),
     read(
@@ -130,30 +131,22 @@ async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot
       "STATISTICS",
     ),
     read(
-      "DISTINCT TABLE_NAME AS `tableName`, PARTITION_METHOD AS `method`, " +
-        "PARTITION_EXPRESSION AS `expression`",
+      "DISTINCT TABLE_NAME AS `tableName`, COALESCE(PARTITION_METHOD, '') AS `method`, " +
+        "COALESCE(PARTITION_EXPRESSION, '') AS `expression`",
       "PARTITIONS",
       " AND PARTITION_NAME IS NOT NULL",
     ),
   ]);
   return {
     tables: tables as unknown as TableRow[],
-    columns: columns.map((r) => ({
-      ...r,
-      position: Number(r.position),
-      extra: r.extra ?? "",
-    })) as unknown as ColumnRow[],
+    columns: columns.map((r) => ({ ...r, position: Number(r.position) })) as unknown as ColumnRow[],
     statistics: statistics.map((r) => ({
       ...r,
       seqInIndex: Number(r.seqInIndex),
       nonUnique: Number(r.nonUnique),
       subPart: r.subPart === null ? null : Number(r.subPart),
     })) as unknown as StatisticsRow[],
-    partitions: partitions.map((r) => ({
-      ...r,
-      method: r.method ?? "",
-      expression: r.expression ?? "",
-    })) as unknown as PartitionRow[],
+    partitions: partitions as unknown as PartitionRow[],
   };
 }
 
