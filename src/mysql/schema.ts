@@ -540,11 +540,9 @@ export async function assertTablesExist(
   if (missing.length === 0) return;
   const database = await currentDatabase(conn);
   // The list is cut: nineteen table names on one line hide the sentence that says what to do.
-  const shown = missing.length <= MISSING_TABLES_LISTED
-    ? missing.join(", ")
-    : `${missing.slice(0, MISSING_TABLES_LISTED).join(", ")} and ${
-      missing.length - MISSING_TABLES_LISTED
-    } more`;
+  const more = missing.length - MISSING_TABLES_LISTED;
+  const shown = missing.slice(0, MISSING_TABLES_LISTED).join(", ") +
+    (more > 0 ? ` and ${more} more` : "");
   throw new WorkerError(
     "missing_tables",
     `${missing.length} table(s) missing in database "${database}" (${shown}): run the ` +
