@@ -282,9 +282,8 @@ export class Lease {
 
   /** Poll, but wake in time to give the lease up before its validity ends. */
   #nextDelay(): number {
-    const until = this.#validUntil;
-    if (until === undefined) return this.#o.pollMs;
-    return Math.max(0, Math.min(this.#o.pollMs, until - performance.now()));
+    const left = (this.#validUntil ?? Infinity) - performance.now();
+    return Math.max(0, Math.min(this.#o.pollMs, left));
   }
 
   #dropConnection(): void {
