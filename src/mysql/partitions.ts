@@ -77,14 +77,8 @@ export function classifyLayout(rows: readonly PartitionInfo[], column: string): 
   const method = (first.method ?? "").toUpperCase();
   const expression = first.expression ?? "";
   const description = describePartitioning(method, expression);
-  if (
-    !samePartitioning({ method, expression }, {
-      method: "RANGE",
-      expression: `${column} DIV ${SECONDS_PER_DAY}`,
-    })
-  ) {
-    return { kind: "other", description };
-  }
+  const weekly = { method: "RANGE", expression: `${column} DIV ${SECONDS_PER_DAY}` };
+  if (!samePartitioning({ method, expression }, weekly)) return { kind: "other", description };
   const bounded: BoundedPartition[] = [];
   let max: WeeklyLayout["max"] = null;
   for (const [index, p] of partitions.entries()) {
