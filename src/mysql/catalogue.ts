@@ -128,10 +128,10 @@ const NODE_NAME_INDEX = ["node_name", ["node_name"]] as const;
 const HOSTNAME_KEY: ColumnLine = ["hostname", "varchar(255)", "NOT NULL"];
 const SERVICE_DESCRIPTION_KEY: ColumnLine = ["service_description", "varchar(255)", "NOT NULL"];
 
+type Twins = { readonly [T in "host" | "service"]: readonly ColumnLine[] };
+
 /** A host table's columns, and its service twin's with `service_description` after `hostname`. */
-function hostThenService(
-  rest: readonly ColumnLine[],
-): { readonly host: readonly ColumnLine[]; readonly service: readonly ColumnLine[] } {
+function hostThenService(rest: readonly ColumnLine[]): Twins {
   return {
     host: [HOSTNAME_KEY, ...rest],
     service: [HOSTNAME_KEY, SERVICE_DESCRIPTION_KEY, ...rest],
@@ -143,10 +143,7 @@ function hostThenService(
  * microseconds, and of its service twin: there `service_description` leads the key, and
  * `hostname`, no longer a key column, is nullable and follows the two time columns.
  */
-function hostAndServiceHistory(
-  time: string,
-  rest: readonly ColumnLine[],
-): { readonly host: readonly ColumnLine[]; readonly service: readonly ColumnLine[] } {
+function hostAndServiceHistory(time: string, rest: readonly ColumnLine[]): Twins {
   const timeColumns: readonly ColumnLine[] = [
     [time, "bigint(20)", "NOT NULL"],
     [`${time}_usec`, "int(10) unsigned", "NOT NULL", "0"],

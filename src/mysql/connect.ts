@@ -178,10 +178,7 @@ export async function connectMysql(
   const failures: HostFailure[] = [];
   for (const h of hosts) {
     try {
-      return {
-        ...(await connectOne(driverOptions(onHost(options, h)), limits)),
-        host: hostLabel(h),
-      };
+      return { ...(await connectOne(onHost(options, h), limits)), host: hostLabel(h) };
     } catch (err: unknown) {
       if (limits.signal?.aborted ?? false) throw err;
       failures.push({ host: hostLabel(h), err });

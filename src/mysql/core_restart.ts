@@ -376,11 +376,7 @@ export class StatusCleaner {
    * Read one table: a row of this node refreshed since `cutoff`, or no row of this node at all
    * (nothing to wait for). Each EXISTS stops at its first match.
    */
-  async #tableRepublished(
-    table: StatusTable,
-    cutoff: number,
-    signal: AbortSignal,
-  ): Promise<boolean> {
+  async #tableRepublished(table: StatusTable, cutoff: number, signal: AbortSignal) {
     const o = this.#o;
     const t = quoteIdentifier(table);
     const result = await this.#sql(
@@ -432,15 +428,13 @@ export class StatusCleaner {
 
   /**
    * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
-   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range. No
-   * statement touches more than a chunk of rows whatever the table's size.
+   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range; returns
+   * the rows deleted. No statement touches more than a chunk of rows whatever the table's size.
    *
    * A status table's range runs from the chunk's first key (a range of either index that holds no
    * other rows of the node, whatever the other nodes' keys in between), its DELETE is LIMITed and
    * runs with both status writers paused; a scheduled-downtime table's range starts after the
    * previous chunk's last key (a multi-table DELETE takes no LIMIT).
-   *
-   * @returns The rows deleted.
    */
   async #walk(
     table: StatusTable | ScheduledDowntimeTable,
@@ -505,20 +499,11 @@ export class StatusCleaner {
   }
 
   /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
-  async #deleteInChunks(
-    table: string,
-    sql: string,
-    values: readonly unknown[],
-    signal: AbortSignal,
-  ): Promise<number> {
+  async #deleteInChunks(table: string, sql: string, values: unknown[], signal: AbortSignal) {
+    const limited = `${sql} LIMIT ${this.#chunk}`;
     let rows = 0;
     for (;;) {
-      const { affectedRows } = await this.#sql(
-        table,
-        `${sql} LIMIT ${this.#chunk}`,
-        values,
-        signal,
-      );
+      const { affectedRows } = await this.#sql(table, limited, values, signal);
       rows += affectedRows;
       if (affectedRows < this.#chunk) return rows;
     }

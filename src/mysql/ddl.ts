@@ -94,12 +94,6 @@ export function weeklyPartitions(
   }));
 }
 
-/** Options of `createTableStatement`: the collation (`chooseCollation`) and the clock. */
-export interface CreateTableOptions {
-  readonly collation: string;
-  readonly now?: Date;
-}
-
 export function quoteIdentifier(name: string): string {
   return `\`${name.replaceAll("`", "``")}\``;
 }
@@ -118,11 +112,15 @@ function columnList(columns: readonly string[]): string {
 }
 
 /**
- * The `CREATE TABLE IF NOT EXISTS` statement of one table.
+ * The `CREATE TABLE IF NOT EXISTS` statement of one table, with the collation `chooseCollation`
+ * picked and the weekly partitions of the week of `now`.
  *
  * @throws {TypeError} If the collation is not a `utf8mb4` collation.
  */
-export function createTableStatement(table: Table, options: CreateTableOptions): string {
+export function createTableStatement(
+  table: Table,
+  options: { readonly collation: string; readonly now?: Date },
+): string {
   if (!/^utf8mb4_[a-z0-9_]+$/.test(options.collation)) {
     throw new TypeError(
       `Cannot build CREATE TABLE for "${table.name}": collation "${options.collation}" is not a utf8mb4 collation`,

@@ -116,15 +116,14 @@ export class Lease {
   }
 
   async #connection(): Promise<MysqlConnection> {
-    let conn = this.#conn;
-    if (conn === undefined) {
-      conn = await this.#o.connect();
+    if (this.#conn === undefined) {
+      const conn = await this.#o.connect();
       // A connection the server closes while idle reports an 'error' event; without a
       // listener it would end the process. The next query fails and says so.
       conn.on("error", () => {});
       this.#conn = conn;
     }
-    return conn;
+    return this.#conn;
   }
 
   /** Run one statement on the lease connection; a failure drops the connection. */
@@ -283,9 +282,8 @@ export class Lease {
 
   /** Poll, but wake in time to give the lease up before its validity ends. */
   #nextDelay(): number {
-    const until = this.#validUntil;
-    if (until === undefined) return this.#o.pollMs;
-    return Math.max(0, Math.min(this.#o.pollMs, until - performance.now()));
+    const left = (this.#validUntil ?? Infinity) - performance.now();
+    return Math.max(0, Math.min(this.#o.pollMs, left));
   }
 
   #dropConnection(): void {

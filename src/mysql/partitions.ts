@@ -77,14 +77,8 @@ export function classifyLayout(rows: readonly PartitionInfo[], column: string): 
   const method = (first.method ?? "").toUpperCase();
   const expression = first.expression ?? "";
   const description = describePartitioning(method, expression);
-  if (
-    !samePartitioning({ method, expression }, {
-      method: "RANGE",
-      expression: `${column} DIV ${SECONDS_PER_DAY}`,
-    })
-  ) {
-    return { kind: "other", description };
-  }
+  const weekly = { method: "RANGE", expression: `${column} DIV ${SECONDS_PER_DAY}` };
+  if (!samePartitioning({ method, expression }, weekly)) return { kind: "other", description };
   const bounded: BoundedPartition[] = [];
   let max: WeeklyLayout["max"] = null;
   for (const [index, p] of partitions.entries()) {
@@ -128,24 +122,20 @@ export function weeksUpTo(
   taken: ReadonlySet<string>,
 ): WeeklyPartition[] {
   const partitions: WeeklyPartition[] = [];
+  // Without bounded partitions one is laid out whatever the target: a whole week, as the first
+  // partition of a range layout has no lower end.
   let bound = from ?? mondayOf(firstDay);
-  if (from === null) {
-    // The first partition of a range layout has no lower end; give it a whole week.
-    partitions.push({ name: weekName(bound), lessThan: bound + 7 });
-    bound += 7;
-  }
-  while (bound < target) {
+  while (bound < target || (from === null && partitions.length === 0)) {
     const next = mondayOf(bound) + 7;
     partitions.push({ name: weekName(next - 7), lessThan: next });
     bound = next;
   }
-  for (const p of partitions) {
-    if (taken.has(p.name.toLowerCase())) {
-      throw new Error(
-        `Cannot lay out partition ${p.name}: a partition of that name exists with another range ` +
-          "(the layout was changed by hand; compare it with `schema --check`)",
-      );
-    }
+  const clash = partitions.find((p) => taken.has(p.name.toLowerCase()));
+  if (clash !== undefined) {
+    throw new Error(
+      `Cannot lay out partition ${clash.name}: a partition of that name exists with another range ` +
+        "(the layout was changed by hand; compare it with `schema --check`)",
+    );
   }
   return partitions;
 }
@@ -253,19 +243,18 @@ export function planRepairStep(
   const firstDay = Math.min(today, rowDays?.min ?? today);
   const weeks = weeksUpTo(top, firstDay, target, layoutNames(layout));
   if (weeks.length === 0) return null;
-  const take = Math.max(REPAIR_MIN_WEEKS_PER_STEP, Math.ceil(weeks.length / 2));
-  const add = weeks.slice(0, take);
+  const add = weeks.slice(0, repairStepWeeks(weeks.length));
   return { add, weeksLeft: weeks.length - add.length };
+}
+
+function repairStepWeeks(left: number): number {
+  return Math.max(REPAIR_MIN_WEEKS_PER_STEP, Math.ceil(left / 2));
 }
 
 /** How many `REORGANIZE PARTITION` steps a repair of `weeks` weeks takes. */
 export function repairStepCount(weeks: number): number {
   let steps = 0;
-  let left = weeks;
-  while (left > 0) {
-    left -= Math.max(REPAIR_MIN_WEEKS_PER_STEP, Math.ceil(left / 2));
-    steps++;
-  }
+  for (let left = weeks; left > 0; steps++) left -= repairStepWeeks(left);
   return steps;
 }
 
@@ -556,8 +545,7 @@ export class CleanupSession {
   async close(): Promise<void> {
     const conn = this.#conn;
     this.#conn = undefined;
-    if (conn === undefined) return;
-    await endMysql(conn);
+    if (conn !== undefined) await endMysql(conn);
   }
 }
 

@@ -121,7 +121,8 @@ async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot
     read(
       "TABLE_NAME AS `tableName`, COLUMN_NAME AS `columnName`, ORDINAL_POSITION AS `position`, " +
         "COLUMN_TYPE AS `columnType`, IS_NULLABLE AS `isNullable`, " +
-        "COLUMN_DEFAULT AS `columnDefault`, EXTRA AS `extra`, CHARACTER_SET_NAME AS `characterSet`",
+        "COLUMN_DEFAULT AS `columnDefault`, COALESCE(EXTRA, '') AS `extra`, " +
+        "CHARACTER_SET_NAME AS `characterSet`",
       "COLUMNS",
     ),
     read(
@@ -130,30 +131,22 @@ async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot
       "STATISTICS",
     ),
     read(
-      "DISTINCT TABLE_NAME AS `tableName`, PARTITION_METHOD AS `method`, " +
-        "PARTITION_EXPRESSION AS `expression`",
+      "DISTINCT TABLE_NAME AS `tableName`, COALESCE(PARTITION_METHOD, '') AS `method`, " +
+        "COALESCE(PARTITION_EXPRESSION, '') AS `expression`",
       "PARTITIONS",
       " AND PARTITION_NAME IS NOT NULL",
     ),
   ]);
   return {
     tables: tables as unknown as TableRow[],
-    columns: columns.map((r) => ({
-      ...r,
-      position: Number(r.position),
-      extra: r.extra ?? "",
-    })) as unknown as ColumnRow[],
+    columns: columns.map((r) => ({ ...r, position: Number(r.position) })) as unknown as ColumnRow[],
     statistics: statistics.map((r) => ({
       ...r,
       seqInIndex: Number(r.seqInIndex),
       nonUnique: Number(r.nonUnique),
       subPart: r.subPart === null ? null : Number(r.subPart),
     })) as unknown as StatisticsRow[],
-    partitions: partitions.map((r) => ({
-      ...r,
-      method: r.method ?? "",
-      expression: r.expression ?? "",
-    })) as unknown as PartitionRow[],
+    partitions: partitions as unknown as PartitionRow[],
   };
 }
 
@@ -290,8 +283,7 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
 
 /** Tables written with `ON DUPLICATE KEY UPDATE` (12 batched tables + 4 downtime tables). */
 function isUpserted(table: Table): boolean {
-  return table.writeMode === "full_upsert" || table.writeMode === "noop_upsert" ||
-    table.writeMode === "downtime";
+  return ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode);
 }
 
 interface ActualIndex {
@@ -457,6 +449,11 @@ function formatList(list: readonly string[]): string {
   return `(${list.join(", ")})`;
 }
 
+/** `is <actual>, expected <expected>`, a missing side shown as `none`. */
+function isNot(actual: string | null, expected: string | null): string {
+  return `is ${actual ?? "none"}, expected ${expected ?? "none"}`;
+}
+
 /** One line describing a difference, for the `schema` command's output. */
 export function describeDifference(d: SchemaDifference): string {
   switch (d.kind) {
@@ -465,35 +462,32 @@ export function describeDifference(d: SchemaDifference): string {
     case "not_a_table":
       return `${d.table}: is a ${d.tableType}, expected a base table`;
     case "table_engine":
-      return `${d.table}: engine is ${d.actual ?? "none"}, expected ${d.expected}`;
+      return `${d.table}: engine ${isNot(d.actual, d.expected)}`;
     case "table_charset":
-      return `${d.table}: default character set is ${d.actual ?? "none"}, expected ${d.expected}`;
+      return `${d.table}: default character set ${isNot(d.actual, d.expected)}`;
     case "missing_column":
       return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})`;
     case "extra_column":
       return `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
     case "column_definition":
-      return `${d.table}.${d.column}: column is ${formatShape(d.actual)}, expected ${
-        formatShape(d.expected)
+      return `${d.table}.${d.column}: column ${
+        isNot(formatShape(d.actual), formatShape(d.expected))
       }`;
     case "column_charset":
-      return `${d.table}.${d.column}: character set is ${
-        d.actual ?? "none"
-      }, expected ${d.expected}`;
+      return `${d.table}.${d.column}: character set ${isNot(d.actual, d.expected)}`;
     case "column_order":
-      return `${d.table}: column order is ${formatList(d.actual)}, expected ${
-        formatList(d.expected)
-      }`;
+      return `${d.table}: column order ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "primary_key":
-      return `${d.table}: primary key is ${
-        d.actual.length === 0 ? "missing" : formatList(d.actual)
-      }, expected ${d.expected.length === 0 ? "none" : formatList(d.expected)}`;
+      return `${d.table}: primary key ${
+        isNot(
+          d.actual.length === 0 ? "missing" : formatList(d.actual),
+          d.expected.length === 0 ? null : formatList(d.expected),
+        )
+      }`;
     case "missing_index":
       return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing`;
     case "index_columns":
-      return `${d.table}: index ${d.index} is ${formatList(d.actual)}, expected ${
-        formatList(d.expected)
-      }`;
+      return `${d.table}: index ${d.index} ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "unexpected_unique_index":
       return `${d.table}: secondary UNIQUE index ${d.index} ${formatList(d.columns)}${
         d.upserted
@@ -503,7 +497,7 @@ export function describeDifference(d: SchemaDifference): string {
     case "extra_index":
       return `${d.table}: index ${d.index} ${formatList(d.columns)} is not in the schema`;
     case "partitioning":
-      return `${d.table}: partitioning is ${d.actual ?? "none"}, expected ${d.expected ?? "none"}`;
+      return `${d.table}: partitioning ${isNot(d.actual, d.expected)}`;
   }
 }
 
@@ -546,11 +540,9 @@ export async function assertTablesExist(
   if (missing.length === 0) return;
   const database = await currentDatabase(conn);
   // The list is cut: nineteen table names on one line hide the sentence that says what to do.
-  const shown = missing.length <= MISSING_TABLES_LISTED
-    ? missing.join(", ")
-    : `${missing.slice(0, MISSING_TABLES_LISTED).join(", ")} and ${
-      missing.length - MISSING_TABLES_LISTED
-    } more`;
+  const more = missing.length - MISSING_TABLES_LISTED;
+  const shown = missing.slice(0, MISSING_TABLES_LISTED).join(", ") +
+    (more > 0 ? ` and ${more} more` : "");
   throw new WorkerError(
     "missing_tables",
     `${missing.length} table(s) missing in database "${database}" (${shown}): run the ` +

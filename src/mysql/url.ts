@@ -134,11 +134,8 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   const host = loose.emptyHost ? "" : parsed.hostname.replace(/^\[(.*)\]$/, "$1");
   if (socket === null && host === "") fail("missing host");
   if (socket !== null && list !== undefined) fail("a host list cannot be combined with a socket");
-  let port = 3306;
-  if (parsed.port !== "") {
-    port = Number(parsed.port);
-    if (port < 1) fail(`port must be 1–65535, got "${parsed.port}"`);
-  }
+  const port = parsed.port === "" ? 3306 : Number(parsed.port);
+  if (port < 1) fail(`port must be 1–65535, got "${parsed.port}"`);
   const timeoutText = parsed.searchParams.get("connectTimeout");
   let connectTimeout: number | undefined;
   if (timeoutText !== null) {
