@@ -157,12 +157,10 @@ export async function publishJobs(
     if (failure !== undefined) {
       // Jobs written before a connection loss have an unknown outcome
       // (docs/gearman-protocol.md#submitting); the confirmed ones certainly arrived.
-      throw new Error(
-        `${
-          errorMessage(failure)
-        } (${confirmedJobs} jobs with ${confirmedEvents} events confirmed before the failure)`,
-        { cause: failure },
-      );
+      const confirmed = `${confirmedJobs} jobs with ${confirmedEvents} events confirmed`;
+      throw new Error(`${errorMessage(failure)} (${confirmed} before the failure)`, {
+        cause: failure,
+      });
     }
     return {
       jobs: confirmedJobs,
@@ -381,9 +379,7 @@ export async function runPublishCommand(
 ): Promise<number> {
   const { queue, gearmanAddr } = options;
   if (!isQueueName(queue)) {
-    io.err(
-      `Cannot publish: unknown queue "${queue}"; expected one of: ${QUEUE_NAMES.join(", ")}`,
-    );
+    io.err(`Cannot publish: unknown queue "${queue}"; expected one of: ${QUEUE_NAMES.join(", ")}`);
     return USAGE_EXIT_CODE;
   }
   if (gearmanAddr.length === 0 && options.rabbitmqUrl === undefined) {
@@ -434,14 +430,8 @@ export async function runPublishCommand(
     io.out(
       `publishing ${totalEvents} synthetic events to ${queue} as ${totalJobs} ${form} jobs (seed ${seed})`,
     );
-    items = counted(
-      jobsFor(queue, syntheticEvents(queue, totalEvents, { seed }), {
-        form,
-        eventsPerJob: perJob,
-      }),
-      totalEvents,
-      perJob,
-    );
+    const events = syntheticEvents(queue, totalEvents, { seed });
+    items = counted(jobsFor(queue, events, { form, eventsPerJob: perJob }), totalEvents, perJob);
   }
 
   try {
