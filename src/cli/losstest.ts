@@ -479,11 +479,8 @@ function verifyRun(
         .filter((c) => /^[1-9][0-9]{0,14}$/.test(c))
         .map(Number)
         .sort((a, b) => a - b);
-      const expected = expectedCount(
-        runId,
-        recorded,
-        options.countGiven === false ? undefined : options.count,
-      );
+      const given = options.countGiven === false ? undefined : options.count;
+      const expected = expectedCount(runId, recorded, given);
       if ("problem" in expected) {
         io.err(`Cannot run losstest verify: ${expected.problem}`);
         return expected.code;
@@ -495,9 +492,7 @@ function verifyRun(
         } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
       );
     } catch (err: unknown) {
-      io.err(
-        `Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
-      );
+      io.err(`Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`);
       return 1;
     }
     const tally = new LossTally(count);
@@ -523,9 +518,8 @@ function verifyRun(
         after = last.hostname;
       }
     } catch (err: unknown) {
-      io.err(
-        `Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
-      );
+      const why = errorMessage(err);
+      io.err(`Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${why}`);
       return 1;
     }
 
