@@ -227,13 +227,7 @@ async function deleteInBatches(
   for (;;) {
     if (signal.aborted) return { kind: "interrupted", stats };
     const batchStarted = performance.now();
-    const chunk = await ctx.session.deleteOlderChunk(
-      table,
-      trim,
-      cutoff,
-      options.batchSize,
-      after,
-    );
+    const chunk = await ctx.session.deleteOlderChunk(table, trim, cutoff, options.batchSize, after);
     const affected = chunk.deleted;
     stats.rows += affected;
     stats.batches++;
