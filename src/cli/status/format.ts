@@ -200,14 +200,12 @@ export function formatStatusText(report: StatusReport): string[] {
       ["TABLE", "ROWS/S", "WRITTEN"],
       ...written.map((t) => [t.table, rate(t.rowsPerSecond), String(t.written)]),
     ];
-    const [tw, rw, ww] = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
+    const [tw = 0, rw = 0, ww = 0] = [0, 1, 2].map((i) =>
+      Math.max(...rows.map((r) => r[i]?.length ?? 0))
+    );
     rows.forEach(([table = "", perSecond = "", total = ""], i) => {
       const over = i === 0 ? `  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)` : "";
-      lines.push(
-        `${table.padEnd(tw ?? 0)}  ${perSecond.padStart(rw ?? 0)}  ${
-          total.padStart(ww ?? 0)
-        }${over}`,
-      );
+      lines.push(`${table.padEnd(tw)}  ${perSecond.padStart(rw)}  ${total.padStart(ww)}${over}`);
     });
     const idle = w.tables.length - written.length;
     if (idle > 0) {
