@@ -278,9 +278,7 @@ function parseIgnoreColumns(specs: readonly string[]): IgnoredColumns {
     if (!TABLES[table].columns.some((c) => c.name === column)) {
       throw new RangeError(`ignored column "${spec}": table ${table} has no column "${column}"`);
     }
-    const set = perTable.get(table) ?? new Set<string>();
-    set.add(column);
-    perTable.set(table, set);
+    perTable.set(table, (perTable.get(table) ?? new Set<string>()).add(column));
   }
   return { everywhere, perTable };
 }
@@ -314,9 +312,8 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
   try {
     return await selectNewestRows(side.conn, table.name, order, limit);
   } catch (err: unknown) {
-    throw new Error(`${side.name}: ${redactText(errorMessage(err), side.password)}`, {
-      cause: err,
-    });
+    const why = redactText(errorMessage(err), side.password);
+    throw new Error(`${side.name}: ${why}`, { cause: err });
   }
 }
 
@@ -331,11 +328,8 @@ async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefi
     // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
     await makeSessionReadOnly(conn);
   } catch (err: unknown) {
-    io.err(
-      `Cannot run verify: cannot make the session of database ${name} read-only: ${
-        errorMessage(err)
-      }`,
-    );
+    const why = errorMessage(err);
+    io.err(`Cannot run verify: cannot make the session of database ${name} read-only: ${why}`);
     await endMysql(conn);
     return undefined;
   }
@@ -427,9 +421,8 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
         `${name}: DIFFERENT: ${diff.equal} equal, ${diff.onlyInA} only in A, ${diff.onlyInB} only in B, ${diff.different} different (A ${diff.rowsA} rows, B ${diff.rowsB} rows)`,
       );
       for (const [column, n] of diff.columns) {
-        if (n > 0) {
-          io.out(`  column ${column}: ${n} row${n === 1 ? "" : "s"} differ${n === 1 ? "s" : ""}`);
-        }
+        if (n === 1) io.out(`  column ${column}: 1 row differs`);
+        else if (n > 1) io.out(`  column ${column}: ${n} rows differ`);
       }
       for (const text of diff.examples) io.out(`  example: ${text}`);
     }
