@@ -106,9 +106,8 @@ export function runIdProblem(runId: string): string | undefined {
   if (runId === "") return "run id must not be empty";
   const bad = /[%_\\']/.exec(runId);
   if (bad !== null) {
-    return `run id "${runId}" contains "${
-      bad[0]
-    }"; %, _, \\ and ' are refused because the id becomes part of a LIKE pattern`;
+    const why = "%, _, \\ and ' are refused because the id becomes part of a LIKE pattern";
+    return `run id "${runId}" contains "${bad[0]}"; ${why}`;
   }
   if ([...runId].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f)) {
     return `run id ${JSON.stringify(runId)} contains a control character`;
