@@ -63,11 +63,9 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   cleanup: (s, io, signal) =>
     runCleanupCommand(
       {
-        mysqlUrl: s.mysqlUrl,
+        ...s,
         batchSize: s.cleanupBatchSize,
         batchPauseMs: s.cleanupBatchPauseMs,
-        dryRun: s.dryRun,
-        repairPartitions: s.repairPartitions,
         ages: Object.fromEntries(
           RETENTION_RULES.map((r) => [r.yamlKey, (s as Record<string, unknown>)[r.key] as number]),
         ),
@@ -78,14 +76,11 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   status: (s, io) =>
     runStatusCommand(
       {
-        gearmanAddr: s.gearmanAddr,
+        ...s,
         ...rabbitmqTarget(s),
-        mysqlUrl: s.mysqlUrl,
-        metricsUrl: s.metricsUrl,
         localMetricsUrl: s.metricsPort === 0
           ? undefined
           : localMetricsUrl(s.metricsHost, s.metricsPort),
-        json: s.json,
       },
       io,
     ),
@@ -101,13 +96,8 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   "dead-letters": (s, io, signal) =>
     runDeadLettersCommand(
       {
-        action: s.action,
-        file: s.file,
-        deadLetterFile: s.deadLetterFile,
-        json: s.json,
-        mysqlUrl: s.mysqlUrl,
+        ...s,
         batchSize: s.mysqlBatchSize,
-        nodeName: s.nodeName,
         statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
         perfdataToMysql: s.perfdataBackends.includes("mysql"),
       },
