@@ -52,10 +52,6 @@ interface ConfigDocument {
   readonly error?: string;
 }
 
-function isCommand(name: string): name is CommandName {
-  return (COMMAND_NAMES as readonly string[]).includes(name);
-}
-
 /** The name of `--json`, `-json=false`, `--no-json`: the flags of config itself; else undefined. */
 function ownFlagName(arg: string): string | undefined {
   const name = /^--?([a-z-]+)(?:=.*)?$/.exec(arg)?.[1];
@@ -76,7 +72,7 @@ function splitArgs(argv: readonly string[]): Split {
   const next = argv[i];
   if (next !== undefined && !next.startsWith("-")) {
     // Same message (and suggestion) as for the command line itself.
-    if (!isCommand(next)) parseCommandLine([next]);
+    if (!(COMMAND_NAMES as readonly string[]).includes(next)) parseCommandLine([next]);
     if (next === "config") {
       const hint = `config shows the settings of another command: see "${PROGRAM} config --help"`;
       throw new WorkerError("usage", hint);
