@@ -199,9 +199,7 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
   }
   if (servers.length === 0) throw new RangeError("Cannot publish: no job server given");
   const clients: GearmanClient[] = [];
-  const close = async () => {
-    await Promise.all(clients.map((c) => c.close()));
-  };
+  const close = () => Promise.all(clients.map((c) => c.close())).then(() => {});
   try {
     for (const server of servers) {
       clients.push(
