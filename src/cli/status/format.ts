@@ -115,22 +115,15 @@ export function formatStatusText(report: StatusReport): string[] {
   }
   lines.push("MySQL");
   const m = report.mysql;
-  entry(
-    m.url,
-    m.ok,
-    m.ok
-      ? `${m.version}${m.host === null ? "" : ` at ${m.host}`} (${m.latencyMs} ms)`
-      : m.error ?? "",
-    MYSQL_VERDICTS[m.problem ?? "failed"],
-  );
+  const mysqlAt = m.host === null ? "" : ` at ${m.host}`;
+  const mysqlDetail = m.ok ? `${m.version}${mysqlAt} (${m.latencyMs} ms)` : m.error ?? "";
+  entry(m.url, m.ok, mysqlDetail, MYSQL_VERDICTS[m.problem ?? "failed"]);
   const w = report.worker;
   if (w !== null) {
     lines.push("Worker");
-    const detail = w.ok
-      ? `db_available ${count(w.dbAvailable)}${
-        w.dbAvailable === 0 ? " (MySQL writes stalled)" : ""
-      }${w.mysqlHost === null ? "" : `, MySQL host ${w.mysqlHost}`}`
-      : w.error ?? "";
+    const stalled = w.dbAvailable === 0 ? " (MySQL writes stalled)" : "";
+    const host = w.mysqlHost === null ? "" : `, MySQL host ${w.mysqlHost}`;
+    const detail = w.ok ? `db_available ${count(w.dbAvailable)}${stalled}${host}` : w.error ?? "";
     // The local default may simply have no worker behind it: said, but not as a failure.
     if (!w.ok && w.local) {
       entry(
