@@ -571,11 +571,8 @@ async function printBacklog(
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
       // lost either (they return to the queue if that worker dies).
       const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
-      io.out(
-        `${label}: ${ready} ready (about ${
-          ready * perJob
-        } events; not loss), ${consumers} consumers attached`,
-      );
+      const events = `about ${ready * perJob} events; not loss`;
+      io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       return ready;
     } catch (err: unknown) {
       io.out(`${label}: unknown (${errorMessage(err)})`);
@@ -597,11 +594,8 @@ async function printBacklog(
       failures.push(`${server}: ${errorMessage(err)}`);
     }
   }
-  io.out(
-    `${label}: ${total} (about ${total * perJob} events; not loss)${
-      failures.length > 0 ? `; unknown for ${failures.join("; ")}` : ""
-    }`,
-  );
+  const unknown = failures.length > 0 ? `; unknown for ${failures.join("; ")}` : "";
+  io.out(`${label}: ${total} (about ${total * perJob} events; not loss)${unknown}`);
   return failures.length > 0 ? null : total;
 }
 
