@@ -363,11 +363,9 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
     return 1;
   }
   try {
-    io.out(
-      `verify: A=${redactUrl(a.url)} B=${
-        redactUrl(b.url)
-      }, newest ${options.limit} rows of ${tables.length} table${tables.length === 1 ? "" : "s"}`,
-    );
+    const plural = tables.length === 1 ? "" : "s";
+    const urls = `A=${redactUrl(a.url)} B=${redactUrl(b.url)}`;
+    io.out(`verify: ${urls}, newest ${options.limit} rows of ${tables.length} table${plural}`);
     const shownIgnored = [
       ...ignored.everywhere,
       ...[...ignored.perTable].flatMap(([t, cols]) => [...cols].map((c) => `${t}.${c}`)),
@@ -426,11 +424,10 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
       }
       for (const text of diff.examples) io.out(`  example: ${text}`);
     }
-    io.out(
-      `verify: ${tables.length} table${
-        tables.length === 1 ? "" : "s"
-      }: ${identical} identical, ${differing} different, ${errors} error${errors === 1 ? "" : "s"}`,
-    );
+    const tally = `${identical} identical, ${differing} different, ${errors} error${
+      errors === 1 ? "" : "s"
+    }`;
+    io.out(`verify: ${tables.length} table${plural}: ${tally}`);
     return differing + errors === 0 ? 0 : 1;
   } finally {
     await Promise.all([endMysql(a.conn), endMysql(b.conn)]);
