@@ -30,7 +30,7 @@ import { type Io, PROCESS_IO } from "./io.ts";
 import { type RunHooks, runWorkerCommand } from "./run.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
-import { runStatusCommand } from "./status/mod.ts";
+import { runStatusCommand } from "./status/format.ts";
 import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";

@@ -1,11 +1,24 @@
 /**
- * The text screen of `status`: job servers, one queue table with a column group per job
- * server and the worker, MySQL, and the worker's write rates, fitted to 100 columns.
+ * The `status` command: collect.ts gathers the report; this module prints it as JSON or as
+ * the text screen (job servers, one queue table with a column group per job server and the
+ * worker, MySQL, and the worker's write rates, fitted to 100 columns).
  *
  * @module
  */
-import type { StatusReport } from "./collect.ts";
+import type { Io } from "../io.ts";
+import { collectStatus, type StatusCommandOptions, type StatusReport } from "./collect.ts";
 import type { MysqlConnectProblem } from "../../mysql/mod.ts";
+
+/**
+ * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
+ * server, MySQL or a given metrics URL is unreachable.
+ */
+export async function runStatusCommand(options: StatusCommandOptions, io: Io): Promise<number> {
+  const report = await collectStatus(options);
+  if (options.json) io.out(JSON.stringify(report, null, 2));
+  else for (const line of formatStatusText(report)) io.out(line);
+  return report.ok ? 0 : 1;
+}
 
 const SCREEN_WIDTH = 100;
 
@@ -91,7 +104,7 @@ function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup
  * The text screen: job servers, MySQL and the worker (errors wrapped on their own lines), the
  * queue table (split where the job servers do not fit 100 columns), then the write rates.
  */
-export function formatStatusText(report: StatusReport): string[] {
+function formatStatusText(report: StatusReport): string[] {
   const lines: string[] = [];
   const labelWidth = Math.max(
     ...report.jobServers.map((s) => s.addr.length),
