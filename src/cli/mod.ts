@@ -167,11 +167,8 @@ export async function runCli(
   for (const warning of loaded.warnings) log.warn(`config: ${warning}`);
 
   const controller = new AbortController();
-  if (options.signal !== undefined) {
-    options.signal.addEventListener("abort", () => controller.abort(options.signal?.reason), {
-      once: true,
-    });
-  }
+  const outer = options.signal;
+  outer?.addEventListener("abort", () => controller.abort(outer.reason), { once: true });
   const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
   let current: ReloadableSettings = settings;
   let reopen: (() => Promise<string | null>) | undefined;
@@ -269,9 +266,7 @@ function installSignals(controller: AbortController, io: Io): () => void {
     now: () => performance.now(),
   });
   for (const s of signals) Deno.addSignalListener(s, onSignal);
-  return () => {
-    for (const s of signals) Deno.removeSignalListener(s, onSignal);
-  };
+  return () => signals.forEach((s) => Deno.removeSignalListener(s, onSignal));
 }
 
 /** SIGHUP logs as the worker, whose settings it reloads. */
