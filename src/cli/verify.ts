@@ -137,21 +137,6 @@ function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
 /** A row as read: column name → value. */
 type DbRow = Readonly<Record<string, unknown>>;
 
-/**
- * The comparison of one table: rows in both `equal` or `different` (in one column at least),
- * rows differing per column in compare order, up to {@linkcode EXAMPLES_PER_TABLE} examples.
- */
-interface TableDiff {
-  readonly rowsA: number;
-  readonly rowsB: number;
-  readonly equal: number;
-  readonly onlyInA: number;
-  readonly onlyInB: number;
-  readonly different: number;
-  readonly columns: ReadonlyMap<string, number>;
-  readonly examples: readonly string[];
-}
-
 /** `columns` in print order; `doubleColumns` compared at {@linkcode DOUBLE_DIGITS} digits. */
 interface DiffOptions {
   readonly key: readonly string[];
@@ -177,13 +162,15 @@ function describeKey(row: DbRow, key: readonly string[]): string {
 
 /**
  * Match the rows of A and B by key and compare every column. Rows with the same key on one
- * side (possible only in keyless tables) are matched by occurrence.
+ * side (possible only in keyless tables) are matched by occurrence. Rows in both are `equal`
+ * or `different` (in one column at least); `columns` counts the rows differing per column, in
+ * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`.
  */
 function diffRows(
   rowsA: readonly DbRow[],
   rowsB: readonly DbRow[],
   options: DiffOptions,
-): TableDiff {
+) {
   const keyOf = (row: DbRow) => JSON.stringify(options.key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
     const map = new Map<string, DbRow>();
