@@ -186,12 +186,10 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
       durableQueues: options.rabbitmqDurableQueues ?? false,
       ...(options.rabbitmqDeclare === undefined ? {} : { declare: options.rabbitmqDeclare }),
     });
-    try {
-      await publisher.declare(queue);
-    } catch (err: unknown) {
+    await publisher.declare(queue).catch(async (err: unknown) => {
       await publisher.close();
       throw err;
-    }
+    });
     return {
       submit: [(payload) => publisher.publish(queue, [payload])],
       close: () => publisher.close(),
