@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import type { StatusCommandOptions, StatusReport } from "../src/cli/status/collect.ts";
-import { runStatusCommand } from "../src/cli/status/mod.ts";
+import { runStatusCommand } from "../src/cli/status/format.ts";
 import { parsePrometheusText, sampleValue } from "../src/cli/status/parse.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
 import { adminStatus } from "../src/gearman/admin.ts";

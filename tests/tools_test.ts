@@ -32,7 +32,7 @@ import { jobsFor, syntheticEvents } from "../src/synthetic/mod.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { cliRun } from "./helpers/cli_run.ts";
 import type { StatusReport } from "../src/cli/status/collect.ts";
-import { runStatusCommand } from "../src/cli/status/mod.ts";
+import { runStatusCommand } from "../src/cli/status/format.ts";
 
 type DbRow = Record<string, unknown>;
 

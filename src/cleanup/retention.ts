@@ -33,9 +33,7 @@ export const RETENTION_TABLES: readonly RetentionTable[] = Object.freeze(
 );
 
 /** The keys alone, in processing order. */
-export const RETENTION_KEYS: readonly string[] = Object.freeze(
-  RETENTION_TABLES.map((t) => t.key),
-);
+export const RETENTION_KEYS: readonly string[] = Object.freeze(RETENTION_TABLES.map((t) => t.key));
 
 /**
  * Whether a string is one of the sixteen retention keys.
@@ -47,7 +45,7 @@ export const RETENTION_KEYS: readonly string[] = Object.freeze(
  * ```
  */
 export function isRetentionKey(key: string): boolean {
-  return (RETENTION_KEYS as readonly string[]).includes(key);
+  return RETENTION_KEYS.includes(key);
 }
 
 /**

@@ -227,13 +227,7 @@ async function deleteInBatches(
   for (;;) {
     if (signal.aborted) return { kind: "interrupted", stats };
     const batchStarted = performance.now();
-    const chunk = await ctx.session.deleteOlderChunk(
-      table,
-      trim,
-      cutoff,
-      options.batchSize,
-      after,
-    );
+    const chunk = await ctx.session.deleteOlderChunk(table, trim, cutoff, options.batchSize, after);
     const affected = chunk.deleted;
     stats.rows += affected;
     stats.batches++;
@@ -550,21 +544,14 @@ export async function runCleanupCommand(
         "duration_ms": Math.round(ms),
         "rows_per_s": formatRate(stats.rows, ms),
       };
-      if (dryRun && outcome.kind === "finished") continue;
-      switch (outcome.kind) {
-        case "finished":
-          log.info("cleanup: table finished", properties);
-          break;
-        case "interrupted":
-          log.info("cleanup: table interrupted", properties);
-          return interrupted(total.rows, tables.length - index - 1);
-        case "failed": {
-          const error = scrub(errorMessage(outcome.error));
-          log.error("cleanup: table failed", { ...properties, error });
-          failed.push(table.table);
-          break;
-        }
-      }
+      if (outcome.kind === "failed") {
+        const error = scrub(errorMessage(outcome.error));
+        log.error("cleanup: table failed", { ...properties, error });
+        failed.push(table.table);
+      } else if (outcome.kind === "interrupted") {
+        log.info("cleanup: table interrupted", properties);
+        return interrupted(total.rows, tables.length - index - 1);
+      } else if (!dryRun) log.info("cleanup: table finished", properties);
     }
 
     const summary = {

@@ -52,10 +52,6 @@ interface ConfigDocument {
   readonly error?: string;
 }
 
-function isCommand(name: string): name is CommandName {
-  return (COMMAND_NAMES as readonly string[]).includes(name);
-}
-
 /** The name of `--json`, `-json=false`, `--no-json`: the flags of config itself; else undefined. */
 function ownFlagName(arg: string): string | undefined {
   const name = /^--?([a-z-]+)(?:=.*)?$/.exec(arg)?.[1];
@@ -76,12 +72,10 @@ function splitArgs(argv: readonly string[]): Split {
   const next = argv[i];
   if (next !== undefined && !next.startsWith("-")) {
     // Same message (and suggestion) as for the command line itself.
-    if (!isCommand(next)) parseCommandLine([next]);
+    if (!(COMMAND_NAMES as readonly string[]).includes(next)) parseCommandLine([next]);
     if (next === "config") {
-      throw new WorkerError(
-        "usage",
-        `config shows the settings of another command: see "${PROGRAM} config --help"`,
-      );
+      const hint = `config shows the settings of another command: see "${PROGRAM} config --help"`;
+      throw new WorkerError("usage", hint);
     }
     return withOwnFlagsAfter(own, next as CommandName, argv.slice(i + 1));
   }
@@ -162,11 +156,8 @@ function printText(document: ConfigDocument, io: Io): void {
   }
   const width = Math.max(...names.map((n) => n.length));
   for (const [name, entry] of Object.entries(settings)) {
-    io.out(
-      `${name.padEnd(width)}  ${
-        entry.value === null ? "(none)" : quoted(entry.value)
-      }  (${entry.source})`,
-    );
+    const value = entry.value === null ? "(none)" : quoted(entry.value);
+    io.out(`${name.padEnd(width)}  ${value}  (${entry.source})`);
   }
 }
 
@@ -190,11 +181,8 @@ export async function runConfigCommand(
   } catch (err: unknown) {
     const code = reportConfigError(err, io);
     if (json) {
-      const document: ConfigDocument = {
-        command: split.command,
-        warnings: [],
-        error: errorMessage(err),
-      };
+      const error = errorMessage(err);
+      const document: ConfigDocument = { command: split.command, warnings: [], error };
       io.out(JSON.stringify(document, null, 2));
     }
     return code;

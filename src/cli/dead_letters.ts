@@ -34,6 +34,7 @@ import { DeadLetterFile, outsideWritablePaths } from "../pipeline/dead_letter.ts
 import { dirname } from "node:path";
 import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
 import { errorMessage } from "../log.ts";
+import { aborted } from "../util/async.ts";
 import type { Io } from "./io.ts";
 import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
 
@@ -367,10 +368,7 @@ async function replay(
     leftOverFile: target,
   });
   const pending = new Set<Promise<void>>();
-  const stopped = new Promise<void>((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
+  const stopped = aborted(signal);
   /** Waits until at most `room` records wait for their commit; false when interrupted. */
   const settle = async (room: number): Promise<boolean> => {
     while (pending.size > room) {

@@ -106,9 +106,8 @@ export function runIdProblem(runId: string): string | undefined {
   if (runId === "") return "run id must not be empty";
   const bad = /[%_\\']/.exec(runId);
   if (bad !== null) {
-    return `run id "${runId}" contains "${
-      bad[0]
-    }"; %, _, \\ and ' are refused because the id becomes part of a LIKE pattern`;
+    const why = "%, _, \\ and ' are refused because the id becomes part of a LIKE pattern";
+    return `run id "${runId}" contains "${bad[0]}"; ${why}`;
   }
   if ([...runId].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f)) {
     return `run id ${JSON.stringify(runId)} contains a control character`;
@@ -479,11 +478,8 @@ function verifyRun(
         .filter((c) => /^[1-9][0-9]{0,14}$/.test(c))
         .map(Number)
         .sort((a, b) => a - b);
-      const expected = expectedCount(
-        runId,
-        recorded,
-        options.countGiven === false ? undefined : options.count,
-      );
+      const given = options.countGiven === false ? undefined : options.count;
+      const expected = expectedCount(runId, recorded, given);
       if ("problem" in expected) {
         io.err(`Cannot run losstest verify: ${expected.problem}`);
         return expected.code;
@@ -495,9 +491,7 @@ function verifyRun(
         } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
       );
     } catch (err: unknown) {
-      io.err(
-        `Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
-      );
+      io.err(`Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`);
       return 1;
     }
     const tally = new LossTally(count);
@@ -523,9 +517,8 @@ function verifyRun(
         after = last.hostname;
       }
     } catch (err: unknown) {
-      io.err(
-        `Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`,
-      );
+      const why = errorMessage(err);
+      io.err(`Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${why}`);
       return 1;
     }
 
@@ -578,11 +571,8 @@ async function printBacklog(
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
       // lost either (they return to the queue if that worker dies).
       const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
-      io.out(
-        `${label}: ${ready} ready (about ${
-          ready * perJob
-        } events; not loss), ${consumers} consumers attached`,
-      );
+      const events = `about ${ready * perJob} events; not loss`;
+      io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       return ready;
     } catch (err: unknown) {
       io.out(`${label}: unknown (${errorMessage(err)})`);
@@ -604,11 +594,8 @@ async function printBacklog(
       failures.push(`${server}: ${errorMessage(err)}`);
     }
   }
-  io.out(
-    `${label}: ${total} (about ${total * perJob} events; not loss)${
-      failures.length > 0 ? `; unknown for ${failures.join("; ")}` : ""
-    }`,
-  );
+  const unknown = failures.length > 0 ? `; unknown for ${failures.join("; ")}` : "";
+  io.out(`${label}: ${total} (about ${total * perJob} events; not loss)${unknown}`);
   return failures.length > 0 ? null : total;
 }
 

@@ -30,7 +30,7 @@ import { type Io, PROCESS_IO } from "./io.ts";
 import { type RunHooks, runWorkerCommand } from "./run.ts";
 import { runSchemaCommand } from "./schema.ts";
 import { runCleanupCommand } from "./cleanup.ts";
-import { runStatusCommand } from "./status/mod.ts";
+import { runStatusCommand } from "./status/format.ts";
 import { runPublishCommand } from "./publish.ts";
 import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";
@@ -63,11 +63,9 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   cleanup: (s, io, signal) =>
     runCleanupCommand(
       {
-        mysqlUrl: s.mysqlUrl,
+        ...s,
         batchSize: s.cleanupBatchSize,
         batchPauseMs: s.cleanupBatchPauseMs,
-        dryRun: s.dryRun,
-        repairPartitions: s.repairPartitions,
         ages: Object.fromEntries(
           RETENTION_RULES.map((r) => [r.yamlKey, (s as Record<string, unknown>)[r.key] as number]),
         ),
@@ -78,14 +76,11 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   status: (s, io) =>
     runStatusCommand(
       {
-        gearmanAddr: s.gearmanAddr,
+        ...s,
         ...rabbitmqTarget(s),
-        mysqlUrl: s.mysqlUrl,
-        metricsUrl: s.metricsUrl,
         localMetricsUrl: s.metricsPort === 0
           ? undefined
           : localMetricsUrl(s.metricsHost, s.metricsPort),
-        json: s.json,
       },
       io,
     ),
@@ -101,13 +96,8 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
   "dead-letters": (s, io, signal) =>
     runDeadLettersCommand(
       {
-        action: s.action,
-        file: s.file,
-        deadLetterFile: s.deadLetterFile,
-        json: s.json,
-        mysqlUrl: s.mysqlUrl,
+        ...s,
         batchSize: s.mysqlBatchSize,
-        nodeName: s.nodeName,
         statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
         perfdataToMysql: s.perfdataBackends.includes("mysql"),
       },
@@ -177,11 +167,8 @@ export async function runCli(
   for (const warning of loaded.warnings) log.warn(`config: ${warning}`);
 
   const controller = new AbortController();
-  if (options.signal !== undefined) {
-    options.signal.addEventListener("abort", () => controller.abort(options.signal?.reason), {
-      once: true,
-    });
-  }
+  const outer = options.signal;
+  outer?.addEventListener("abort", () => controller.abort(outer.reason), { once: true });
   const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
   let current: ReloadableSettings = settings;
   let reopen: (() => Promise<string | null>) | undefined;
@@ -279,9 +266,7 @@ function installSignals(controller: AbortController, io: Io): () => void {
     now: () => performance.now(),
   });
   for (const s of signals) Deno.addSignalListener(s, onSignal);
-  return () => {
-    for (const s of signals) Deno.removeSignalListener(s, onSignal);
-  };
+  return () => signals.forEach((s) => Deno.removeSignalListener(s, onSignal));
 }
 
 /** SIGHUP logs as the worker, whose settings it reloads. */

@@ -157,12 +157,10 @@ export async function publishJobs(
     if (failure !== undefined) {
       // Jobs written before a connection loss have an unknown outcome
       // (docs/gearman-protocol.md#submitting); the confirmed ones certainly arrived.
-      throw new Error(
-        `${
-          errorMessage(failure)
-        } (${confirmedJobs} jobs with ${confirmedEvents} events confirmed before the failure)`,
-        { cause: failure },
-      );
+      const confirmed = `${confirmedJobs} jobs with ${confirmedEvents} events confirmed`;
+      throw new Error(`${errorMessage(failure)} (${confirmed} before the failure)`, {
+        cause: failure,
+      });
     }
     return {
       jobs: confirmedJobs,
@@ -188,12 +186,10 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
       durableQueues: options.rabbitmqDurableQueues ?? false,
       ...(options.rabbitmqDeclare === undefined ? {} : { declare: options.rabbitmqDeclare }),
     });
-    try {
-      await publisher.declare(queue);
-    } catch (err: unknown) {
+    await publisher.declare(queue).catch(async (err: unknown) => {
       await publisher.close();
       throw err;
-    }
+    });
     return {
       submit: [(payload) => publisher.publish(queue, [payload])],
       close: () => publisher.close(),
@@ -201,9 +197,7 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
   }
   if (servers.length === 0) throw new RangeError("Cannot publish: no job server given");
   const clients: GearmanClient[] = [];
-  const close = async () => {
-    await Promise.all(clients.map((c) => c.close()));
-  };
+  const close = () => Promise.all(clients.map((c) => c.close())).then(() => {});
   try {
     for (const server of servers) {
       clients.push(
@@ -381,9 +375,7 @@ export async function runPublishCommand(
 ): Promise<number> {
   const { queue, gearmanAddr } = options;
   if (!isQueueName(queue)) {
-    io.err(
-      `Cannot publish: unknown queue "${queue}"; expected one of: ${QUEUE_NAMES.join(", ")}`,
-    );
+    io.err(`Cannot publish: unknown queue "${queue}"; expected one of: ${QUEUE_NAMES.join(", ")}`);
     return USAGE_EXIT_CODE;
   }
   if (gearmanAddr.length === 0 && options.rabbitmqUrl === undefined) {
@@ -434,14 +426,8 @@ export async function runPublishCommand(
     io.out(
       `publishing ${totalEvents} synthetic events to ${queue} as ${totalJobs} ${form} jobs (seed ${seed})`,
     );
-    items = counted(
-      jobsFor(queue, syntheticEvents(queue, totalEvents, { seed }), {
-        form,
-        eventsPerJob: perJob,
-      }),
-      totalEvents,
-      perJob,
-    );
+    const events = syntheticEvents(queue, totalEvents, { seed });
+    items = counted(jobsFor(queue, events, { form, eventsPerJob: perJob }), totalEvents, perJob);
   }
 
   try {

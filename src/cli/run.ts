@@ -31,10 +31,8 @@ const log = getLogger("worker");
  * is left or the task queue's command file may not be written.
  */
 export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
-  const include = s.queues.length === 0
-    ? QUEUE_NAMES
-    : QUEUE_NAMES.filter((q) => s.queues.includes(q));
-  const queues = include.filter((q) => !s.excludeQueues.includes(q));
+  const wanted = (q: string) => s.queues.length === 0 || s.queues.includes(q);
+  const queues = QUEUE_NAMES.filter((q) => wanted(q) && !s.excludeQueues.includes(q));
   if (queues.length === 0) {
     throw new WorkerError(
       "startup",
@@ -123,10 +121,8 @@ function listenAddress(addr: string): { hostname: string; port: number } {
   const split = splitHostPort(addr, { emptyHost: true });
   // Already validated when the settings were loaded; a failure here is a bug.
   if (!split.ok) throw new TypeError(`Cannot use listen address "${addr}": ${split.problem}`);
-  return {
-    hostname: split.value.host === "" ? "0.0.0.0" : split.value.host,
-    port: split.value.port,
-  };
+  const { host, port } = split.value;
+  return { hostname: host === "" ? "0.0.0.0" : host, port };
 }
 
 /** What the command line learns of the running worker (for SIGHUP). */

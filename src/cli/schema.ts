@@ -97,13 +97,9 @@ export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): P
       );
       for (const table of result.created) io.out(`Created table ${table}`);
       if (result.created.length === 0) io.out(`No table was missing in ${database}`);
-      io.out(
-        result.dbversion.written
-          ? `Recorded schema version ${result.dbversion.version} in statusengine_dbversion`
-          : `statusengine_dbversion already holds version ${
-            result.dbversion.version ?? "(none)"
-          }; left as it is`,
-      );
+      const { written, version: v } = result.dbversion;
+      if (written) io.out(`Recorded schema version ${v} in statusengine_dbversion`);
+      else io.out(`statusengine_dbversion already holds version ${v ?? "(none)"}; left as it is`);
     }
 
     step = `compare the schema of "${database}"`;

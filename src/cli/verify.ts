@@ -137,21 +137,6 @@ function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
 /** A row as read: column name → value. */
 type DbRow = Readonly<Record<string, unknown>>;
 
-/**
- * The comparison of one table: rows in both `equal` or `different` (in one column at least),
- * rows differing per column in compare order, up to {@linkcode EXAMPLES_PER_TABLE} examples.
- */
-interface TableDiff {
-  readonly rowsA: number;
-  readonly rowsB: number;
-  readonly equal: number;
-  readonly onlyInA: number;
-  readonly onlyInB: number;
-  readonly different: number;
-  readonly columns: ReadonlyMap<string, number>;
-  readonly examples: readonly string[];
-}
-
 /** `columns` in print order; `doubleColumns` compared at {@linkcode DOUBLE_DIGITS} digits. */
 interface DiffOptions {
   readonly key: readonly string[];
@@ -177,13 +162,15 @@ function describeKey(row: DbRow, key: readonly string[]): string {
 
 /**
  * Match the rows of A and B by key and compare every column. Rows with the same key on one
- * side (possible only in keyless tables) are matched by occurrence.
+ * side (possible only in keyless tables) are matched by occurrence. Rows in both are `equal`
+ * or `different` (in one column at least); `columns` counts the rows differing per column, in
+ * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`.
  */
 function diffRows(
   rowsA: readonly DbRow[],
   rowsB: readonly DbRow[],
   options: DiffOptions,
-): TableDiff {
+) {
   const keyOf = (row: DbRow) => JSON.stringify(options.key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
     const map = new Map<string, DbRow>();
@@ -278,9 +265,7 @@ function parseIgnoreColumns(specs: readonly string[]): IgnoredColumns {
     if (!TABLES[table].columns.some((c) => c.name === column)) {
       throw new RangeError(`ignored column "${spec}": table ${table} has no column "${column}"`);
     }
-    const set = perTable.get(table) ?? new Set<string>();
-    set.add(column);
-    perTable.set(table, set);
+    perTable.set(table, (perTable.get(table) ?? new Set<string>()).add(column));
   }
   return { everywhere, perTable };
 }
@@ -314,9 +299,8 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
   try {
     return await selectNewestRows(side.conn, table.name, order, limit);
   } catch (err: unknown) {
-    throw new Error(`${side.name}: ${redactText(errorMessage(err), side.password)}`, {
-      cause: err,
-    });
+    const why = redactText(errorMessage(err), side.password);
+    throw new Error(`${side.name}: ${why}`, { cause: err });
   }
 }
 
@@ -331,11 +315,8 @@ async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefi
     // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
     await makeSessionReadOnly(conn);
   } catch (err: unknown) {
-    io.err(
-      `Cannot run verify: cannot make the session of database ${name} read-only: ${
-        errorMessage(err)
-      }`,
-    );
+    const why = errorMessage(err);
+    io.err(`Cannot run verify: cannot make the session of database ${name} read-only: ${why}`);
     await endMysql(conn);
     return undefined;
   }
@@ -369,11 +350,9 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
     return 1;
   }
   try {
-    io.out(
-      `verify: A=${redactUrl(a.url)} B=${
-        redactUrl(b.url)
-      }, newest ${options.limit} rows of ${tables.length} table${tables.length === 1 ? "" : "s"}`,
-    );
+    const plural = tables.length === 1 ? "" : "s";
+    const urls = `A=${redactUrl(a.url)} B=${redactUrl(b.url)}`;
+    io.out(`verify: ${urls}, newest ${options.limit} rows of ${tables.length} table${plural}`);
     const shownIgnored = [
       ...ignored.everywhere,
       ...[...ignored.perTable].flatMap(([t, cols]) => [...cols].map((c) => `${t}.${c}`)),
@@ -427,17 +406,15 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
         `${name}: DIFFERENT: ${diff.equal} equal, ${diff.onlyInA} only in A, ${diff.onlyInB} only in B, ${diff.different} different (A ${diff.rowsA} rows, B ${diff.rowsB} rows)`,
       );
       for (const [column, n] of diff.columns) {
-        if (n > 0) {
-          io.out(`  column ${column}: ${n} row${n === 1 ? "" : "s"} differ${n === 1 ? "s" : ""}`);
-        }
+        if (n === 1) io.out(`  column ${column}: 1 row differs`);
+        else if (n > 1) io.out(`  column ${column}: ${n} rows differ`);
       }
       for (const text of diff.examples) io.out(`  example: ${text}`);
     }
-    io.out(
-      `verify: ${tables.length} table${
-        tables.length === 1 ? "" : "s"
-      }: ${identical} identical, ${differing} different, ${errors} error${errors === 1 ? "" : "s"}`,
-    );
+    const tally = `${identical} identical, ${differing} different, ${errors} error${
+      errors === 1 ? "" : "s"
+    }`;
+    io.out(`verify: ${tables.length} table${plural}: ${tally}`);
     return differing + errors === 0 ? 0 : 1;
   } finally {
     await Promise.all([endMysql(a.conn), endMysql(b.conn)]);

@@ -1,11 +1,24 @@
 /**
- * The text screen of `status`: job servers, one queue table with a column group per job
- * server and the worker, MySQL, and the worker's write rates, fitted to 100 columns.
+ * The `status` command: collect.ts gathers the report; this module prints it as JSON or as
+ * the text screen (job servers, one queue table with a column group per job server and the
+ * worker, MySQL, and the worker's write rates, fitted to 100 columns).
  *
  * @module
  */
-import type { StatusReport } from "./collect.ts";
+import type { Io } from "../io.ts";
+import { collectStatus, type StatusCommandOptions, type StatusReport } from "./collect.ts";
 import type { MysqlConnectProblem } from "../../mysql/mod.ts";
+
+/**
+ * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
+ * server, MySQL or a given metrics URL is unreachable.
+ */
+export async function runStatusCommand(options: StatusCommandOptions, io: Io): Promise<number> {
+  const report = await collectStatus(options);
+  if (options.json) io.out(JSON.stringify(report, null, 2));
+  else for (const line of formatStatusText(report)) io.out(line);
+  return report.ok ? 0 : 1;
+}
 
 const SCREEN_WIDTH = 100;
 
@@ -91,7 +104,7 @@ function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup
  * The text screen: job servers, MySQL and the worker (errors wrapped on their own lines), the
  * queue table (split where the job servers do not fit 100 columns), then the write rates.
  */
-export function formatStatusText(report: StatusReport): string[] {
+function formatStatusText(report: StatusReport): string[] {
   const lines: string[] = [];
   const labelWidth = Math.max(
     ...report.jobServers.map((s) => s.addr.length),
@@ -115,22 +128,15 @@ export function formatStatusText(report: StatusReport): string[] {
   }
   lines.push("MySQL");
   const m = report.mysql;
-  entry(
-    m.url,
-    m.ok,
-    m.ok
-      ? `${m.version}${m.host === null ? "" : ` at ${m.host}`} (${m.latencyMs} ms)`
-      : m.error ?? "",
-    MYSQL_VERDICTS[m.problem ?? "failed"],
-  );
+  const mysqlAt = m.host === null ? "" : ` at ${m.host}`;
+  const mysqlDetail = m.ok ? `${m.version}${mysqlAt} (${m.latencyMs} ms)` : m.error ?? "";
+  entry(m.url, m.ok, mysqlDetail, MYSQL_VERDICTS[m.problem ?? "failed"]);
   const w = report.worker;
   if (w !== null) {
     lines.push("Worker");
-    const detail = w.ok
-      ? `db_available ${count(w.dbAvailable)}${
-        w.dbAvailable === 0 ? " (MySQL writes stalled)" : ""
-      }${w.mysqlHost === null ? "" : `, MySQL host ${w.mysqlHost}`}`
-      : w.error ?? "";
+    const stalled = w.dbAvailable === 0 ? " (MySQL writes stalled)" : "";
+    const host = w.mysqlHost === null ? "" : `, MySQL host ${w.mysqlHost}`;
+    const detail = w.ok ? `db_available ${count(w.dbAvailable)}${stalled}${host}` : w.error ?? "";
     // The local default may simply have no worker behind it: said, but not as a failure.
     if (!w.ok && w.local) {
       entry(
@@ -200,14 +206,12 @@ export function formatStatusText(report: StatusReport): string[] {
       ["TABLE", "ROWS/S", "WRITTEN"],
       ...written.map((t) => [t.table, rate(t.rowsPerSecond), String(t.written)]),
     ];
-    const [tw, rw, ww] = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i]?.length ?? 0)));
+    const [tw = 0, rw = 0, ww = 0] = [0, 1, 2].map((i) =>
+      Math.max(...rows.map((r) => r[i]?.length ?? 0))
+    );
     rows.forEach(([table = "", perSecond = "", total = ""], i) => {
       const over = i === 0 ? `  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)` : "";
-      lines.push(
-        `${table.padEnd(tw ?? 0)}  ${perSecond.padStart(rw ?? 0)}  ${
-          total.padStart(ww ?? 0)
-        }${over}`,
-      );
+      lines.push(`${table.padEnd(tw)}  ${perSecond.padStart(rw)}  ${total.padStart(ww)}${over}`);
     });
     const idle = w.tables.length - written.length;
     if (idle > 0) {

@@ -96,9 +96,7 @@ export function parsePrometheusText(text: string): PrometheusSample[] {
     const [valueText = "", timestamp] = fields;
     const value = parseSampleValue(valueText);
     if (Number.isNaN(value) && valueText !== "NaN") fail(`invalid value "${valueText}"`);
-    if (timestamp !== undefined && !/^-?\d+$/.test(timestamp)) {
-      fail(`invalid timestamp "${timestamp}"`);
-    }
+    if (!/^-?\d+$/.test(timestamp ?? "0")) fail(`invalid timestamp "${timestamp}"`);
     samples.push({ name, labels, value });
   }
   return samples;
