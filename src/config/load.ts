@@ -251,36 +251,22 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
  * a `usage` WorkerError.
  */
 export function parseCommandLine(argv: readonly string[]): CommandLine {
-  let command: CommandName = "run";
-  let commandGiven = false;
-  let rest = [...argv];
-  let help = false;
-  const first = argv[0];
-  const second = argv[1];
+  const [first, second] = argv;
   // "--help run" means "run --help", as "help run" does.
-  if (isHelpToken(first) && second !== undefined && isCommand(second)) {
-    const { version } = tokenize(second, argv.slice(2));
-    return { command: second, commandGiven: true, rest: argv.slice(2), help: true, version };
-  }
-  if (first !== undefined && !first.startsWith("-")) {
-    if (first === "help") {
-      help = true;
-      if (second !== undefined) {
-        if (!isCommand(second)) throw unknownCommand(second);
-        command = second;
-        commandGiven = true;
-      }
-      rest = argv.slice(commandGiven ? 2 : 1);
-    } else if (isCommand(first)) {
-      command = first;
-      commandGiven = true;
-      rest = argv.slice(1);
-    } else {
-      throw unknownCommand(first);
-    }
-  }
+  const helpWord = first === "help" ||
+    (isHelpToken(first) && second !== undefined && isCommand(second));
+  const named = helpWord ? second : first?.startsWith("-") === false ? first : undefined;
+  if (named !== undefined && !isCommand(named)) throw unknownCommand(named);
+  const command = named ?? "run";
+  const rest = argv.slice(Number(helpWord) + Number(named !== undefined));
   const tokens = tokenize(command, rest);
-  return { command, commandGiven, rest, help: help || tokens.help, version: tokens.version };
+  return {
+    command,
+    commandGiven: named !== undefined,
+    rest,
+    help: helpWord || tokens.help,
+    version: tokens.version,
+  };
 }
 
 /** Whether a problem already lists what is accepted (the names of an enum or a key list). */
@@ -405,24 +391,23 @@ function checkRetired(
   for (const retired of command === "run" ? RETIRED : []) {
     const replacement = rowsFor(command).find((row) => row.flag === retired.replacement);
     if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
-    const instead = `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`;
     const yaml = derivedYamlKey(retired.flag);
     const envName = derivedEnvName(retired.flag);
-    if (path !== undefined && Object.hasOwn(doc, yaml)) {
-      const source = `file ${path} key ${yaml}`;
-      throw new ConfigError(
-        `Retired setting ${yaml} in ${source}: ${retired.reason}; set ` +
-          `${yamlKeyOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source, rawValue: JSON.stringify(doc[yaml]) },
-      );
-    }
-    if (Object.hasOwn(env, envName)) {
-      throw new ConfigError(
-        `Retired setting ${envName} in the environment: ${retired.reason}; set ` +
-          `${envNameOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source: `env ${envName}`, rawValue: JSON.stringify(env[envName]) },
-      );
-    }
+    const inFile = `file ${path} key ${yaml}`;
+    // The name given, where, its source label, its value and the replacement's name there.
+    const hit: [string, string, string, unknown, string | undefined] | undefined =
+      path !== undefined && Object.hasOwn(doc, yaml)
+        ? [yaml, inFile, inFile, doc[yaml], yamlKeyOf(replacement)]
+        : Object.hasOwn(env, envName)
+        ? [envName, "the environment", `env ${envName}`, env[envName], envNameOf(replacement)]
+        : undefined;
+    if (hit === undefined) continue;
+    const [name, where, source, raw, instead] = hit;
+    throw new ConfigError(
+      `Retired setting ${name} in ${where}: ${retired.reason}; set ${instead} instead ` +
+        `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`,
+      { setting: retired.flag, source, rawValue: JSON.stringify(raw) },
+    );
   }
 }
 

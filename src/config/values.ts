@@ -1,9 +1,7 @@
 /**
- * Parsers for the value formats of docs/operations.md#values, and parsing and describing a value
- * by its row's kind (which YAML types each kind accepts, the accepted form help shows, how a
- * value is masked in messages). Each parser is pure and returns a {@linkcode Parsed} result
- * instead of throwing, so the loader can wrap a problem into a {@linkcode ConfigError} that
- * names the setting and its source.
+ * Parsers for the value formats of docs/operations.md#values, and parsing, describing and masking
+ * a value by its row's kind. Parsers return a {@linkcode Parsed} result instead of throwing, so
+ * the loader can name the setting and its source in the {@linkcode ConfigError}.
  *
  * @module
  */
