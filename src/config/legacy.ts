@@ -57,8 +57,19 @@ export interface LegacyTranslation {
     | undefined;
 }
 
-/** A key counts as given unless it is absent or null (a bare `key:` in YAML). */
+/** A YAML value that is a mapping (a nested block of keys). */
+export function isMapping(value: unknown): value is YamlMapping {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A key or `block.field` path counts as given unless it is absent or null (a bare `key:`). */
 export function present(doc: YamlMapping, key: string): boolean {
+  const dot = key.indexOf(".");
+  if (dot >= 0) {
+    const block = doc[key.slice(0, dot)];
+    return Object.hasOwn(doc, key.slice(0, dot)) && isMapping(block) &&
+      present(block, key.slice(dot + 1));
+  }
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
@@ -158,10 +169,8 @@ function scalarText(value: unknown): string | undefined {
 
 function blockOf(doc: YamlMapping, key: string, r: Reader): YamlMapping {
   const block = doc[key];
-  if (typeof block !== "object" || block === null || Array.isArray(block)) {
-    throw r.fail([key], "expected a mapping (a nested block of keys)");
-  }
-  return block as YamlMapping;
+  if (!isMapping(block)) throw r.fail([key], "expected a mapping (a nested block of keys)");
+  return block;
 }
 
 /**
@@ -637,7 +646,7 @@ export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
   // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
   for (const [block, fields] of Object.entries(LEGACY_BLOCK_FIELDS)) {
     const value = doc[block];
-    if (typeof value !== "object" || value === null || Array.isArray(value)) continue;
+    if (!isMapping(value)) continue;
     for (const field of Object.keys(value)) {
       if (fields.read.includes(field) || fields.ignored.includes(field)) continue;
       const near = nearestName(field, fields.read);

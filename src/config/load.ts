@@ -12,6 +12,7 @@ import { WorkerError } from "../util/errors.ts";
 import {
   FIXED_SETTINGS,
   fixedSettingWarnings,
+  isMapping,
   LEGACY_ENV_PATH,
   LEGACY_TRANSLATIONS,
   legacyEnvDocument,
@@ -322,16 +323,6 @@ function holdsSecret(value: unknown): boolean {
   return typeof value === "string" && redactUrl(value) !== value;
 }
 
-/** `present` for a dotted path into nested blocks (`rabbitmq.durable_queues`). */
-function presentPath(doc: YamlMapping, path: string): boolean {
-  const [head, ...rest] = path.split(".");
-  if (head === undefined || !present(doc, head)) return false;
-  if (rest.length === 0) return true;
-  const block = doc[head];
-  return typeof block === "object" && block !== null && !Array.isArray(block) &&
-    presentPath(block as YamlMapping, rest.join("."));
-}
-
 function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
   const source = candidates.map((c) => c.source).join(" and ");
   return new ConfigError(
@@ -376,10 +367,8 @@ async function readConfig(
     throw fail("parse", `${where}: ${detail}`, err);
   }
   if (doc === null || doc === undefined) return {};
-  if (typeof doc !== "object" || Array.isArray(doc)) {
-    throw fail("use", ": the top level must be a mapping of keys");
-  }
-  return doc as YamlMapping;
+  if (!isMapping(doc)) throw fail("use", ": the top level must be a mapping of keys");
+  return doc;
 }
 
 function checkRetired(
@@ -509,7 +498,7 @@ export async function loadSettings<C extends CommandName>(
       }
       for (const translation of LEGACY_TRANSLATIONS) {
         if (translation.target !== row.flag) continue;
-        const legacyPresent = translation.keys.filter((k) => presentPath(source, k));
+        const legacyPresent = translation.keys.filter((k) => present(source, k));
         if (legacyPresent.length === 0) continue;
         if (tier.length > 0) {
           // The new key wins over its legacy counterpart (no translation, so a legacy value

@@ -183,7 +183,7 @@ export interface SettingInput {
   readonly feeds?: readonly Feed[];
   /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
   readonly unit?: "days";
-  /** Retention target of an `age-*` row (docs/operations.md#cleanup-tables). */
+  /** Retention target of an `age-*` row; the age is measured on `column` (Unix seconds). */
   readonly retention?: { readonly table: string; readonly column: string };
 }
 
@@ -978,17 +978,14 @@ export function groupOf(row: SettingRow): string {
 }
 
 /** One retention rule of `cleanup`, in processing order (docs/operations.md#cleanup-tables). */
-export interface RetentionRule {
-  readonly table: string;
-  /** Column the age is measured on (Unix seconds). */
-  readonly column: string;
+export type RetentionRule = NonNullable<SettingInput["retention"]> & {
   /** Key in `SettingsFor<"cleanup">` holding the age in days. */
   readonly key: string;
   readonly flag: string;
   /** YAML key (`age_hostchecks` …), the legacy worker's name for the setting. */
   readonly yamlKey: string;
   readonly defaultDays: number;
-}
+};
 
 /** The sixteen retention rules, derived from the `age-*` rows, in processing order. */
 export const RETENTION_RULES: readonly RetentionRule[] = SETTING_ROWS.flatMap((row) =>
