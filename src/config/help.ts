@@ -118,13 +118,8 @@ function helpDefault(row: SettingRow, command: CommandName): string {
   const text = displayDefault(row, command);
   if (text.length <= HELP_DEFAULT_MAX || !text.includes(",")) return text;
   const entries = text.split(",");
-  const shown = [];
-  let length = 0;
-  for (const entry of entries) {
-    if (length + entry.length + 1 > HELP_DEFAULT_MAX) break;
-    shown.push(entry);
-    length += entry.length + 1;
-  }
+  let length = 0; // only grows, so the entries kept are a prefix
+  const shown = entries.filter((entry) => (length += entry.length + 1) <= HELP_DEFAULT_MAX);
   return `${shown.join(",")},… (${entries.length} in all; "${PROGRAM_NAME} config ${command}" ` +
     "lists them)";
 }

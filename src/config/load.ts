@@ -230,15 +230,10 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
   const positionalRows = rowsFor(command).filter((row) => row.positional === true);
   positionals.forEach((value, n) => {
     const row = positionalRows[n];
-    if (row === undefined) {
-      problems.push(
-        usageError(
-          `Unexpected argument ${JSON.stringify(value)} for command "${command}"`,
-          command,
-        ),
-      );
-    } else {
-      uses.push({ row, spelling: `argument ${n + 1}`, value });
+    if (row !== undefined) uses.push({ row, spelling: `argument ${n + 1}`, value });
+    else {
+      const message = `Unexpected argument ${JSON.stringify(value)} for command "${command}"`;
+      problems.push(usageError(message, command));
     }
   });
   return { uses, help, version, problems, fixed };
