@@ -174,36 +174,23 @@ function blockOf(doc: YamlMapping, key: string, r: Reader): YamlMapping {
 }
 
 /**
- * Field `name` of legacy block `prefix` (`""`: top level) as text, or the legacy default; a
- * secret is never echoed.
+ * `key` (`block.field`, or a top-level key) of `block` as text, or the legacy default; a secret
+ * is never echoed.
  */
-function field(
-  block: YamlMapping,
-  prefix: string,
-  name: string,
-  fallback: string,
-  r: Reader,
-  secret = false,
-): string {
+function field(block: YamlMapping, key: string, fallback: string, r: Reader, secret = false) {
+  const name = key.slice(key.indexOf(".") + 1);
   if (!present(block, name)) return fallback;
   const text = scalarText(block[name]);
   if (text !== undefined) return text;
   const got = secret ? "" : `, got ${JSON.stringify(block[name])}`;
-  throw r.fail([prefix === "" ? name : `${prefix}.${name}`], `expected a string or number${got}`);
+  throw r.fail([key], `expected a string or number${got}`);
 }
 
-function portField(
-  block: YamlMapping,
-  prefix: string,
-  name: string,
-  fallback: number,
-  r: Reader,
-): number {
-  const text = field(block, prefix, name, String(fallback), r);
+function portField(block: YamlMapping, key: string, fallback: number, r: Reader): number {
+  const text = field(block, key, String(fallback), r);
   const port = /^[0-9]{1,5}$/.test(text.trim()) ? Number(text.trim()) : NaN;
   if (port >= 1 && port <= 65535) return port;
-  const label = prefix === "" ? name : `${prefix}.${name}`;
-  throw r.fail([label], `${JSON.stringify(text)} is not a port (1..65535)`, text);
+  throw r.fail([key], `${JSON.stringify(text)} is not a port (1..65535)`, text);
 }
 
 function hostForAddress(host: string): string {
@@ -254,8 +241,8 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("gearman-addr", ["gearman"], (doc, r) => {
     if (!present(doc, "gearman")) return undefined;
     const block = blockOf(doc, "gearman", r);
-    const host = field(block, "gearman", "address", "127.0.0.1", r);
-    const port = portField(block, "gearman", "port", 4730, r);
+    const host = field(block, "gearman.address", "127.0.0.1", r);
+    const port = portField(block, "gearman.port", 4730, r);
     if (present(block, "timeout")) {
       r.warn(
         `Ignoring legacy key gearman.timeout in ${r.path}: it has no equivalent; dead ` +
@@ -268,11 +255,11 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("rabbitmq-url", ["rabbitmq"], (doc, r) => {
     if (!present(doc, "rabbitmq")) return undefined;
     const block = blockOf(doc, "rabbitmq", r);
-    const host = field(block, "rabbitmq", "host", "127.0.0.1", r);
-    const port = portField(block, "rabbitmq", "port", 5672, r);
-    const user = field(block, "rabbitmq", "user", "statusengine", r);
-    const password = field(block, "rabbitmq", "password", "statusengine", r, true);
-    const vhost = field(block, "rabbitmq", "vhost", "/", r);
+    const host = field(block, "rabbitmq.host", "127.0.0.1", r);
+    const port = portField(block, "rabbitmq.port", 5672, r);
+    const user = field(block, "rabbitmq.user", "statusengine", r);
+    const password = field(block, "rabbitmq.password", "statusengine", r, true);
+    const vhost = field(block, "rabbitmq.vhost", "/", r);
     const extras = LEGACY_BLOCK_FIELDS.rabbitmq.ignored.filter((k) => present(block, k));
     if (extras.length > 0) {
       r.warn(
@@ -335,11 +322,11 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("mysql-url", ["mysql"], (doc, r) => {
     if (!present(doc, "mysql")) return undefined;
     const block = blockOf(doc, "mysql", r);
-    const host = field(block, "mysql", "host", "127.0.0.1", r);
-    const port = portField(block, "mysql", "port", 3306, r);
-    const user = encodeURIComponent(field(block, "mysql", "username", "statusengine", r));
-    const password = field(block, "mysql", "password", "password", r, true);
-    const database = encodeURIComponent(field(block, "mysql", "database", "statusengine_data", r));
+    const host = field(block, "mysql.host", "127.0.0.1", r);
+    const port = portField(block, "mysql.port", 3306, r);
+    const user = encodeURIComponent(field(block, "mysql.username", "statusengine", r));
+    const password = field(block, "mysql.password", "password", r, true);
+    const database = encodeURIComponent(field(block, "mysql.database", "statusengine_data", r));
     // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
     const credentials = password === "" ? user : `${user}:${encodeURIComponent(password)}`;
     return r.value(`mysql://${credentials}@${hostForAddress(host)}:${port}/${database}`, [
@@ -389,8 +376,8 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("graphite-addr", ["graphite_address", "graphite_port"], (doc, r) => {
     const keys = ["graphite_address", "graphite_port"].filter((k) => present(doc, k));
     if (keys.length === 0) return undefined;
-    const host = field(doc, "", "graphite_address", "localhost", r);
-    const port = portField(doc, "", "graphite_port", 2003, r);
+    const host = field(doc, "graphite_address", "localhost", r);
+    const port = portField(doc, "graphite_port", 2003, r);
     return r.value(`${hostForAddress(host)}:${port}`, keys);
   }),
   booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
