@@ -70,10 +70,7 @@ export interface SettingSource {
   readonly text: string;
 }
 
-/**
- * `legacy`: a key of the PHP worker's config.yml (or its `SE_*` variable) translated into the
- * setting; `none`: no source and no default.
- */
+/** `legacy`: translated from the PHP worker's config.yml or `SE_*`; `none`: no value at all. */
 export type SourceKind = "flag" | "env" | "file" | "legacy" | "default" | "none";
 
 /** The command line split: `run` when no command was named (then `commandGiven` is false). */

@@ -116,7 +116,6 @@ export type Kind =
     readonly type: "string";
     /** An explicit empty value (flag or file) is a real value, e.g. "disabled". */
     readonly allowEmpty?: boolean;
-    /** Characters refused anywhere in the value. */
     readonly forbid?: string;
     /** Longest accepted value in code points. */
     readonly maxLength?: number;
@@ -159,7 +158,6 @@ export interface SettingInput {
   readonly default?: string;
   /** Per-command defaults overriding `default`. */
   readonly commandDefaults?: Readonly<Partial<Record<CommandName, string>>>;
-  /** Refuse to run without a value. */
   readonly required?: true;
   /** Masked in help, errors, warnings and logs (D8). */
   readonly secret?: true;
@@ -177,10 +175,13 @@ export interface SettingInput {
   /** Also taken from a positional argument, in table order among the command's positional rows. */
   readonly positional?: true;
   /**
-   * Input-only row: its value is converted and handed to other settings instead of having a key
+   * Input-only row: `derive` turns its value into the text of setting `target`, and it has no key
    * of its own (`mysql-dsn` → `mysql-url`). Both given by the same source refuses.
    */
-  readonly feeds?: readonly Feed[];
+  readonly feeds?: readonly {
+    readonly target: string;
+    readonly derive: (value: string) => string;
+  }[];
   /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
   readonly unit?: "days";
   /** Retention target of an `age-*` row; the age is measured on `column` (Unix seconds). */
@@ -190,12 +191,6 @@ export interface SettingInput {
 /** A row with its derived fields filled in: what all code but the table itself reads. */
 export interface SettingRow extends Omit<SettingInput, "commands" | "cliOnly"> {
   readonly commands: readonly CommandName[];
-}
-
-/** How an input-only row sets another setting: `derive` turns its value into the target's text. */
-export interface Feed {
-  readonly target: string;
-  readonly derive: (value: string) => string;
 }
 
 // Durations that become timers are capped at a day: setTimeout fires at once for delays above
