@@ -10,7 +10,7 @@ import {
   COMMANDS,
   CONFIG_COMMAND_USAGE,
   defaultOf,
-  envNameOf,
+  envNamesOf,
   groupOf,
   PROGRAM_NAME,
   rowsFor,
@@ -83,19 +83,15 @@ function flagSpellings(row: SettingRow): string {
 }
 
 function envText(row: SettingRow): string | undefined {
-  const name = envNameOf(row);
+  const [name, ...aliases] = envNamesOf(row);
   if (name === undefined) return undefined;
-  const aliases = row.envAliases ?? [];
   return aliases.length === 0 ? name : `${name} (also ${aliases.join(", ")})`;
 }
 
-/** A row's YAML keys and aliases, and the legacy keys translated into it. */
+/** A row's YAML key and the legacy keys translated into it. */
 function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
   const key = yamlKeyOf(row);
-  return {
-    keys: key === undefined ? [] : [key, ...(row.yamlAliases ?? [])],
-    legacy: legacyKeysOf(row.flag),
-  };
+  return { keys: key === undefined ? [] : [key], legacy: legacyKeysOf(row.flag) };
 }
 
 function yamlText(row: SettingRow, command: CommandName): string | undefined {
@@ -262,10 +258,8 @@ export function renderConfigReference(): string {
         const ordinal = ORDINALS[n];
         flags.unshift(ordinal === undefined ? `argument ${n + 1}` : `${ordinal} argument`);
       }
-      const envName = envNameOf(row);
-      const env = envName === undefined
-        ? "—"
-        : [envName, ...(row.envAliases ?? [])].map((e) => `\`${e}\``).join(", ");
+      const envs = envNamesOf(row);
+      const env = envs.length === 0 ? "—" : envs.map((e) => `\`${e}\``).join(", ");
       const { keys, legacy } = yamlKeysOf(row);
       const yaml = keys.length + legacy.length === 0 || !rows.some((r) => r.flag === "config")
         ? "—"

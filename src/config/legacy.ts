@@ -585,7 +585,6 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
     const key = yamlKeyOf(row);
     return [
       ...(key === undefined ? [] : [key]),
-      ...(row.yamlAliases ?? []),
       // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
       ...legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k),
     ];

@@ -31,6 +31,7 @@ import {
   derivedEnvName,
   derivedYamlKey,
   envNameOf,
+  envNamesOf,
   PROGRAM_NAME,
   rowsFor,
   SETTING_ROWS,
@@ -409,19 +410,12 @@ export async function loadSettings<C extends CommandName>(
   const env = options.env;
   const warnings: string[] = [];
 
-  const envCandidates = (row: SettingRow): { name: string; value: string }[] => {
-    const primary = envNameOf(row);
-    const names = primary === undefined ? [] : [primary, ...(row.envAliases ?? [])];
-    // An empty variable falls through to the next source, as in the Go worker.
-    return names.flatMap((name) => {
+  // An empty variable falls through to the next source, as in the Go worker.
+  const envCandidates = (row: SettingRow): { name: string; value: string }[] =>
+    envNamesOf(row).flatMap((name) => {
       const value = env[name];
       return value === undefined || value === "" ? [] : [{ name, value }];
     });
-  };
-  const yamlKeys = (row: SettingRow): string[] => {
-    const primary = yamlKeyOf(row);
-    return primary === undefined ? [] : [primary, ...(row.yamlAliases ?? [])];
-  };
 
   // 1. The config file: flag, then env, then none (no default location).
   let doc: YamlMapping = {};
@@ -482,11 +476,10 @@ export async function loadSettings<C extends CommandName>(
       const tier: Candidate[] = [];
       const keys: string[] = [];
       for (const input of own) {
-        for (const key of yamlKeys(input)) {
-          if (!present(source, key)) continue;
-          tier.push(take(input, source[key], origin, keyLabel(key)));
-          keys.push(key);
-        }
+        const key = yamlKeyOf(input);
+        if (key === undefined || !present(source, key)) continue;
+        tier.push(take(input, source[key], origin, keyLabel(key)));
+        keys.push(key);
       }
       for (const translation of LEGACY_TRANSLATIONS) {
         if (translation.target !== row.flag) continue;

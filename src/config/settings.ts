@@ -170,8 +170,6 @@ export interface SettingInput {
   /** Further flag spellings (the Go worker's). */
   readonly flagAliases?: readonly string[];
   readonly envAliases?: readonly string[];
-  /** Further YAML keys with the same meaning (not legacy: two of them in one file refuse). */
-  readonly yamlAliases?: readonly string[];
   /** Also taken from a positional argument, in table order among the command's positional rows. */
   readonly positional?: true;
   /**
@@ -924,6 +922,12 @@ export const SETTING_ROWS: readonly SettingRow[] = SETTINGS.map((input: SettingI
 /** `STATUSENGINE_<UPPER_SNAKE of the flag>` unless the row overrides it; `undefined`: none. */
 export function envNameOf(row: SettingRow): string | undefined {
   return row.env === false ? undefined : row.env ?? derivedEnvName(row.flag);
+}
+
+/** The env var and its aliases; none without an env var. */
+export function envNamesOf(row: SettingRow): string[] {
+  const name = envNameOf(row);
+  return name === undefined ? [] : [name, ...(row.envAliases ?? [])];
 }
 
 /** The env name the derivation rule gives for a flag. */
