@@ -106,14 +106,6 @@ export function parseGoBoolean(text: string): Parsed<boolean> {
   return fail(`${JSON.stringify(text)} is not a boolean`);
 }
 
-/** A decimal integer: optional sign, digits only, within the safe integer range. */
-function parseDecimalInteger(text: string): Parsed<number> {
-  if (!/^[+-]?[0-9]+$/.test(text)) return fail(`${JSON.stringify(text)} is not an integer`);
-  const value = Number(text);
-  if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(text)} is too large`);
-  return ok(value);
-}
-
 const BYTE_UNITS: Readonly<Record<string, number>> = {
   "": 1,
   b: 1,
@@ -454,18 +446,16 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       return { ok: true, value };
     }
     case "integer": {
-      let value: number;
-      if (origin === "yaml") {
-        if (typeof raw !== "number" || !Number.isInteger(raw)) {
-          return wrongType(row, "an integer", raw);
-        }
-        if (!Number.isSafeInteger(raw)) return fail(`${raw} is too large`);
-        value = raw;
-      } else {
-        const parsed = parseDecimalInteger(String(raw).trim());
-        if (!parsed.ok) return parsed;
-        value = parsed.value;
+      if (origin === "yaml" && (typeof raw !== "number" || !Number.isInteger(raw))) {
+        return wrongType(row, "an integer", raw);
       }
+      // Text: optional sign and digits only. A YAML number shows as itself, a text quoted.
+      const given = origin === "yaml" ? raw : String(raw).trim();
+      if (typeof given === "string" && !/^[+-]?[0-9]+$/.test(given)) {
+        return fail(`${JSON.stringify(given)} is not an integer`);
+      }
+      const value = Number(given);
+      if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(given)} is too large`);
       if (value < kind.min || (kind.max !== undefined && value > kind.max)) {
         return fail(
           kind.max === undefined
