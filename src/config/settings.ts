@@ -126,14 +126,11 @@ export type Kind =
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
   | { readonly type: "bytes"; readonly min: number }
-  | { readonly type: "boolean" }
   // maxMs: timers overflow above 2^31-1 ms (about 24.8 days).
   | { readonly type: "duration"; readonly allowZero: boolean; readonly maxMs?: number }
   | { readonly type: "enum"; readonly values: readonly string[] }
-  | { readonly type: "host" }
   // emptyDisables: an empty value is accepted and means "no listener".
   | { readonly type: "hostPort"; readonly emptyHost: boolean; readonly emptyDisables?: boolean }
-  | { readonly type: "hostPortList" }
   // hostList: several comma-separated hosts are accepted (`amqp://u:p@h1,h2:5673/vhost`).
   | {
     readonly type: "url";
@@ -141,8 +138,7 @@ export type Kind =
     readonly form: string;
     readonly hostList?: boolean;
   }
-  | { readonly type: "mysqlUrl" }
-  | { readonly type: "mysqlDsn" }
+  | { readonly type: "boolean" | "host" | "hostPortList" | "mysqlUrl" | "mysqlDsn" }
   | { readonly type: "keyList"; readonly pattern?: RegExp; readonly patternForm?: string };
 
 /** A row of the settings table as written in {@linkcode SETTINGS}. */
