@@ -70,9 +70,6 @@ export function displayDefault(row: SettingRow, command: CommandName): string {
   return fallback;
 }
 
-/** How the reference names a positional argument by its place. */
-const ORDINALS = ["first", "second"];
-
 function flagSpellings(row: SettingRow): string {
   const names = [row.flag, ...(row.flagAliases ?? [])];
   const metavar = metavarOf(row);
@@ -255,7 +252,7 @@ export function renderConfigReference(): string {
       if (row.kind.type === "boolean") flags.push(`\`--no-${row.flag}\``);
       if (row.positional === true) {
         const n = rows.filter((r) => r.positional === true).indexOf(row);
-        const ordinal = ORDINALS[n];
+        const ordinal = ["first", "second"][n];
         flags.unshift(ordinal === undefined ? `argument ${n + 1}` : `${ordinal} argument`);
       }
       const envs = envNamesOf(row);

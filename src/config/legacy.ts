@@ -8,7 +8,7 @@
  */
 
 import { closest, distance } from "fastest-levenshtein";
-import { ConfigError } from "./values.ts";
+import { ConfigError, joinHostPort } from "./values.ts";
 import {
   type CommandName,
   derivedEnvName,
@@ -193,10 +193,6 @@ function portField(block: YamlMapping, key: string, fallback: number, r: Reader)
   throw r.fail([key], `${JSON.stringify(text)} is not a port (1..65535)`, text);
 }
 
-function hostForAddress(host: string): string {
-  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
-}
-
 const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
 /** `mysql-batch-size` max, the Go worker's (docs/writers.md#statement-shape). */
 const BATCH_CEILING = 700;
@@ -250,7 +246,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
           "answered within 5 s)",
       );
     }
-    return r.value(`${hostForAddress(host)}:${port}`, ["gearman.address", "gearman.port"]);
+    return r.value(joinHostPort({ host, port }), ["gearman.address", "gearman.port"]);
   }),
   translation("rabbitmq-url", ["rabbitmq"], (doc, r) => {
     if (!present(doc, "rabbitmq")) return undefined;
@@ -271,7 +267,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     // the path, with a literal slash encoded as %2F.
     const vhostPath = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
     const credentials = `${encodeURIComponent(user)}:${encodeURIComponent(password)}`;
-    return r.value(`amqp://${credentials}@${hostForAddress(host)}:${port}${vhostPath}`, [
+    return r.value(`amqp://${credentials}@${joinHostPort({ host, port })}${vhostPath}`, [
       "rabbitmq",
     ]);
   }),
@@ -329,7 +325,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     const database = encodeURIComponent(field(block, "mysql.database", "statusengine_data", r));
     // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
     const credentials = password === "" ? user : `${user}:${encodeURIComponent(password)}`;
-    return r.value(`mysql://${credentials}@${hostForAddress(host)}:${port}/${database}`, [
+    return r.value(`mysql://${credentials}@${joinHostPort({ host, port })}/${database}`, [
       "mysql",
     ]);
   }),
@@ -378,7 +374,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     if (keys.length === 0) return undefined;
     const host = field(doc, "graphite_address", "localhost", r);
     const port = portField(doc, "graphite_port", 2003, r);
-    return r.value(`${hostForAddress(host)}:${port}`, keys);
+    return r.value(joinHostPort({ host, port }), keys);
   }),
   booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
 ];

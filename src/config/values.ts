@@ -186,11 +186,9 @@ export function splitHostPort(
   return ok({ host, port });
 }
 
-/** The canonical `host:port`, `[v6]:port` or `:port`. */
-function joinHostPort(address: HostPort): string {
-  return address.host.includes(":")
-    ? `[${address.host}]:${address.port}`
-    : `${address.host}:${address.port}`;
+/** The canonical `host:port`, `[v6]:port` or `:port`; a host already in brackets stays. */
+export function joinHostPort({ host, port }: HostPort): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 /** The entries of a comma-separated list, trimmed, empty ones dropped. */
