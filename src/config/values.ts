@@ -399,7 +399,7 @@ function wrongType<T>(row: SettingRow, expected: string, value: unknown): Parsed
 }
 
 function textOf(row: SettingRow, raw: unknown): Parsed<string> {
-  return typeof raw === "string" ? { ok: true, value: raw } : wrongType(row, "a string", raw);
+  return typeof raw === "string" ? ok(raw) : wrongType(row, "a string", raw);
 }
 
 function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]> {
@@ -412,9 +412,9 @@ function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]>
       }
       entries.push(...splitList(entry));
     }
-    return { ok: true, value: entries };
+    return ok(entries);
   }
-  if (typeof raw === "string") return { ok: true, value: splitList(raw) };
+  if (typeof raw === "string") return ok(splitList(raw));
   return wrongType(row, "a list of strings or a comma-separated string", raw);
 }
 
@@ -441,7 +441,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       const problem = kind.check?.(value) ?? null;
       if (problem !== null) return fail(problem);
-      return { ok: true, value };
+      return ok(value);
     }
     case "integer": {
       if (origin === "yaml" && (typeof raw !== "number" || !Number.isInteger(raw))) {
@@ -461,13 +461,13 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
             : `${value} is outside ${kind.min}..${kind.max}`,
         );
       }
-      return { ok: true, value };
+      return ok(value);
     }
     case "bytes": {
       let parsed: Parsed<number>;
       if (origin === "yaml" && typeof raw === "number") {
         parsed = Number.isSafeInteger(raw) && raw >= 0
-          ? { ok: true, value: raw }
+          ? ok(raw)
           : fail(`${raw} is not a whole number of bytes`);
       } else {
         const text = textOf(row, raw);
@@ -482,9 +482,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     }
     case "boolean": {
       if (origin === "yaml") {
-        return typeof raw === "boolean"
-          ? { ok: true, value: raw }
-          : wrongType(row, "true or false", raw);
+        return typeof raw === "boolean" ? ok(raw) : wrongType(row, "true or false", raw);
       }
       return parseGoBoolean(String(raw).trim());
     }
@@ -494,7 +492,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         if (raw !== 0) {
           return fail(`the number ${raw} has no unit (write e.g. ${raw}s or ${raw}ms)`);
         }
-        parsed = { ok: true, value: 0 };
+        parsed = ok(0);
       } else {
         const text = textOf(row, raw);
         if (!text.ok) return text;
@@ -516,7 +514,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       const match = kind.values.find((v) => v.toLowerCase() === lower);
       return match === undefined
         ? fail(`${JSON.stringify(text.value)} is not one of ${kind.values.join(", ")}`)
-        : { ok: true, value: match };
+        : ok(match);
     }
     case "host": {
       const text = textOf(row, raw);
@@ -525,9 +523,9 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "hostPort": {
       const text = textOf(row, raw);
       if (!text.ok) return text;
-      if (kind.emptyDisables === true && text.value.trim() === "") return { ok: true, value: "" };
+      if (kind.emptyDisables === true && text.value.trim() === "") return ok("");
       const split = splitHostPort(text.value.trim(), { emptyHost: kind.emptyHost });
-      return split.ok ? { ok: true, value: joinHostPort(split.value) } : split;
+      return split.ok ? ok(joinHostPort(split.value)) : split;
     }
     case "hostPortList": {
       const list = listOf(row, raw, origin);
@@ -541,7 +539,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         if (out.includes(joined)) return fail(`names ${JSON.stringify(joined)} twice`);
         out.push(joined);
       }
-      return { ok: true, value: out };
+      return ok(out);
     }
     case "url": {
       const text = textOf(row, raw);
@@ -570,7 +568,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         }
         if (!out.includes(entry)) out.push(entry);
       }
-      return { ok: true, value: out };
+      return ok(out);
     }
   }
 }
