@@ -82,7 +82,7 @@ function flagSpellings(row: SettingRow): string {
 function envText(row: SettingRow): string | undefined {
   const [name, ...aliases] = envNamesOf(row);
   if (name === undefined) return undefined;
-  return aliases.length === 0 ? name : `${name} (also ${aliases.join(", ")})`;
+  return `env ${name}${aliases.length === 0 ? "" : ` (also ${aliases.join(", ")})`}`;
 }
 
 /** A row's YAML key and the legacy keys translated into it. */
@@ -94,11 +94,11 @@ function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
 function yamlText(row: SettingRow, command: CommandName): string | undefined {
   const { keys, legacy } = yamlKeysOf(row);
   if (!rowsFor(command).some((r) => r.flag === "config")) return undefined;
-  if (legacy.length === 0) return keys.length === 0 ? undefined : keys.join(", ");
+  if (legacy.length === 0) return keys.length === 0 ? undefined : `yaml ${keys.join(", ")}`;
   // A setting read only from its legacy key (check_for_commands) still has a YAML key to show.
   return keys.length === 0
-    ? `${legacy.join(", ")} (legacy)`
-    : `${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
+    ? `yaml ${legacy.join(", ")} (legacy)`
+    : `yaml ${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
 }
 
 const HELP_DEFAULT_MAX = 60;
@@ -191,15 +191,9 @@ export function renderHelp(command?: CommandName): string {
       const inline = usage.length <= 100;
       out.push(inline ? usage : `  ${flagSpellings(row)}`);
       out.push(...wrap(row.help, 6));
-      const where: string[] = [];
-      const env = envText(row);
-      if (env !== undefined) where.push(`env ${env}`);
-      const yaml = yamlText(row, command);
-      if (yaml !== undefined) where.push(`yaml ${yaml}`);
-      const feeds = feedsText(row);
-      const fallback = helpDefault(row, command);
-      where.push(feeds ?? (row.required === true ? "required" : `default ${fallback}`));
-      out.push(...wrap(where.join(" | "), 6));
+      const fallback = row.required === true ? "required" : `default ${helpDefault(row, command)}`;
+      const where = [envText(row), yamlText(row, command), feedsText(row) ?? fallback];
+      out.push(...wrap(where.filter((w) => w !== undefined).join(" | "), 6));
       if (!inline) out.push(...wrap(`accepted: ${accepted}`, 6));
     }
     out.push("");
