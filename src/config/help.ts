@@ -250,28 +250,18 @@ export function renderConfigReference(): string {
         flags.unshift(ordinal === undefined ? `argument ${n + 1}` : `${ordinal} argument`);
       }
       const envs = envNamesOf(row);
-      const env = envs.length === 0 ? "—" : envs.map((e) => `\`${e}\``).join(", ");
       const { keys, legacy } = yamlKeysOf(row);
-      const yaml = keys.length + legacy.length === 0 || !rows.some((r) => r.flag === "config")
-        ? "—"
-        : [
-          ...keys.map((k) => `\`${k}\``),
-          ...legacy.map((k) => `\`${k}\` (legacy)`),
-        ].join(", ");
-      const feeds = feedsText(row);
-      const fallback = feeds === undefined ? code(displayDefault(row, command.name)) : feeds;
-      out.push(
-        `| ${
-          [
-            flags.join(", "),
-            env,
-            yaml,
-            fallback,
-            acceptedForm(row),
-            `${row.help}${row.secret === true ? " Secret: masked in logs and help." : ""}`,
-          ].map(cell).join(" | ")
-        } |`,
-      );
+      const yamls = [...keys.map((k) => `\`${k}\``), ...legacy.map((k) => `\`${k}\` (legacy)`)];
+      const readsFile = rows.some((r) => r.flag === "config");
+      const cells = [
+        flags.join(", "),
+        envs.length === 0 ? "—" : envs.map((e) => `\`${e}\``).join(", "),
+        yamls.length === 0 || !readsFile ? "—" : yamls.join(", "),
+        feedsText(row) ?? code(displayDefault(row, command.name)),
+        acceptedForm(row),
+        `${row.help}${row.secret === true ? " Secret: masked in logs and help." : ""}`,
+      ];
+      out.push(`| ${cells.map(cell).join(" | ")} |`);
     }
     out.push("");
   }
