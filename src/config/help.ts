@@ -118,9 +118,7 @@ function helpDefault(row: SettingRow, command: CommandName): string {
 }
 
 function feedsText(row: SettingRow): string | undefined {
-  return row.feeds === undefined
-    ? undefined
-    : `sets ${row.feeds.map((f) => `--${f.target}`).join(" and ")}`;
+  return row.feeds && `sets ${row.feeds.map((f) => `--${f.target}`).join(" and ")}`;
 }
 
 /**
@@ -159,12 +157,11 @@ export function renderHelp(command?: CommandName): string {
   const positional = rows.filter((r) => r.positional === true).map((r) =>
     r.required === true ? metavarOf(r) : `[${metavarOf(r)}]`
   );
+  const usage = command === "config"
+    ? CONFIG_COMMAND_USAGE.usage
+    : [command, ...positional, ...(rows.length > 0 ? ["[flags]"] : [])].join(" ");
   out.push(
-    command === "config"
-      ? `Usage: ${PROGRAM_NAME} ${CONFIG_COMMAND_USAGE.usage}`
-      : `Usage: ${PROGRAM_NAME} ${command}${
-        positional.length > 0 ? ` ${positional.join(" ")}` : ""
-      }${rows.length > 0 ? " [flags]" : ""}`,
+    `Usage: ${PROGRAM_NAME} ${usage}`,
     "",
     ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? "", 0),
     "",
