@@ -425,17 +425,13 @@ export function legacyIgnoredWarnings(
   path: string,
   command: CommandName,
 ): string[] {
-  const warnings: string[] = [];
-  for (const [keys, reason] of command === "run" ? LEGACY_IGNORED : []) {
+  return (command === "run" ? LEGACY_IGNORED : []).flatMap(([keys, reason]) => {
     const found = Object.keys(doc).filter((key) => isIgnoredKey(key, keys));
-    if (found.length === 0) continue;
-    warnings.push(
-      `Ignoring legacy config.yml key${found.length === 1 ? "" : "s"} ${
-        found.join(", ")
-      } in ${path}: ${reason}`,
-    );
-  }
-  return warnings;
+    const s = found.length === 1 ? "" : "s";
+    return found.length === 0
+      ? []
+      : [`Ignoring legacy config.yml key${s} ${found.join(", ")} in ${path}: ${reason}`];
+  });
 }
 
 /**
