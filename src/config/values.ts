@@ -385,10 +385,10 @@ function describeYaml(value: unknown, secret: boolean): string {
   if (value === null) return "null";
   if (typeof value === "object") return "a mapping";
   const shown = secret ? "" : ` ${JSON.stringify(value)}`;
-  if (typeof value === "string") return `the string${shown}`;
-  if (typeof value === "number") return `the number${shown}`;
-  if (typeof value === "boolean") return `the boolean${shown}`;
-  return typeof value;
+  const type = typeof value;
+  return type === "string" || type === "number" || type === "boolean"
+    ? `the ${type}${shown}`
+    : type;
 }
 
 function wrongType<T>(row: SettingRow, expected: string, value: unknown): Parsed<T> {
