@@ -10,7 +10,7 @@ import {
   COMMANDS,
   CONFIG_COMMAND_USAGE,
   defaultOf,
-  envNameOf,
+  envNamesOf,
   groupOf,
   PROGRAM_NAME,
   rowsFor,
@@ -70,9 +70,6 @@ export function displayDefault(row: SettingRow, command: CommandName): string {
   return fallback;
 }
 
-/** How the reference names a positional argument by its place. */
-const ORDINALS = ["first", "second"];
-
 function flagSpellings(row: SettingRow): string {
   const names = [row.flag, ...(row.flagAliases ?? [])];
   const metavar = metavarOf(row);
@@ -83,29 +80,25 @@ function flagSpellings(row: SettingRow): string {
 }
 
 function envText(row: SettingRow): string | undefined {
-  const name = envNameOf(row);
+  const [name, ...aliases] = envNamesOf(row);
   if (name === undefined) return undefined;
-  const aliases = row.envAliases ?? [];
-  return aliases.length === 0 ? name : `${name} (also ${aliases.join(", ")})`;
+  return `env ${name}${aliases.length === 0 ? "" : ` (also ${aliases.join(", ")})`}`;
 }
 
-/** A row's YAML keys and aliases, and the legacy keys translated into it. */
+/** A row's YAML key and the legacy keys translated into it. */
 function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
   const key = yamlKeyOf(row);
-  return {
-    keys: key === undefined ? [] : [key, ...(row.yamlAliases ?? [])],
-    legacy: legacyKeysOf(row.flag),
-  };
+  return { keys: key === undefined ? [] : [key], legacy: legacyKeysOf(row.flag) };
 }
 
 function yamlText(row: SettingRow, command: CommandName): string | undefined {
   const { keys, legacy } = yamlKeysOf(row);
   if (!rowsFor(command).some((r) => r.flag === "config")) return undefined;
-  if (legacy.length === 0) return keys.length === 0 ? undefined : keys.join(", ");
+  if (legacy.length === 0) return keys.length === 0 ? undefined : `yaml ${keys.join(", ")}`;
   // A setting read only from its legacy key (check_for_commands) still has a YAML key to show.
   return keys.length === 0
-    ? `${legacy.join(", ")} (legacy)`
-    : `${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
+    ? `yaml ${legacy.join(", ")} (legacy)`
+    : `yaml ${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
 }
 
 const HELP_DEFAULT_MAX = 60;
@@ -118,21 +111,14 @@ function helpDefault(row: SettingRow, command: CommandName): string {
   const text = displayDefault(row, command);
   if (text.length <= HELP_DEFAULT_MAX || !text.includes(",")) return text;
   const entries = text.split(",");
-  const shown = [];
-  let length = 0;
-  for (const entry of entries) {
-    if (length + entry.length + 1 > HELP_DEFAULT_MAX) break;
-    shown.push(entry);
-    length += entry.length + 1;
-  }
+  let length = 0; // only grows, so the entries kept are a prefix
+  const shown = entries.filter((entry) => (length += entry.length + 1) <= HELP_DEFAULT_MAX);
   return `${shown.join(",")},… (${entries.length} in all; "${PROGRAM_NAME} config ${command}" ` +
     "lists them)";
 }
 
 function feedsText(row: SettingRow): string | undefined {
-  return row.feeds === undefined
-    ? undefined
-    : `sets ${row.feeds.map((f) => `--${f.target}`).join(" and ")}`;
+  return row.feeds && `sets ${row.feeds.map((f) => `--${f.target}`).join(" and ")}`;
 }
 
 /**
@@ -171,12 +157,11 @@ export function renderHelp(command?: CommandName): string {
   const positional = rows.filter((r) => r.positional === true).map((r) =>
     r.required === true ? metavarOf(r) : `[${metavarOf(r)}]`
   );
+  const usage = command === "config"
+    ? CONFIG_COMMAND_USAGE.usage
+    : [command, ...positional, ...(rows.length > 0 ? ["[flags]"] : [])].join(" ");
   out.push(
-    command === "config"
-      ? `Usage: ${PROGRAM_NAME} ${CONFIG_COMMAND_USAGE.usage}`
-      : `Usage: ${PROGRAM_NAME} ${command}${
-        positional.length > 0 ? ` ${positional.join(" ")}` : ""
-      }${rows.length > 0 ? " [flags]" : ""}`,
+    `Usage: ${PROGRAM_NAME} ${usage}`,
     "",
     ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? "", 0),
     "",
@@ -203,15 +188,9 @@ export function renderHelp(command?: CommandName): string {
       const inline = usage.length <= 100;
       out.push(inline ? usage : `  ${flagSpellings(row)}`);
       out.push(...wrap(row.help, 6));
-      const where: string[] = [];
-      const env = envText(row);
-      if (env !== undefined) where.push(`env ${env}`);
-      const yaml = yamlText(row, command);
-      if (yaml !== undefined) where.push(`yaml ${yaml}`);
-      const feeds = feedsText(row);
-      const fallback = helpDefault(row, command);
-      where.push(feeds ?? (row.required === true ? "required" : `default ${fallback}`));
-      out.push(...wrap(where.join(" | "), 6));
+      const fallback = row.required === true ? "required" : `default ${helpDefault(row, command)}`;
+      const where = [envText(row), yamlText(row, command), feedsText(row) ?? fallback];
+      out.push(...wrap(where.filter((w) => w !== undefined).join(" | "), 6));
       if (!inline) out.push(...wrap(`accepted: ${accepted}`, 6));
     }
     out.push("");
@@ -264,34 +243,22 @@ export function renderConfigReference(): string {
       if (row.kind.type === "boolean") flags.push(`\`--no-${row.flag}\``);
       if (row.positional === true) {
         const n = rows.filter((r) => r.positional === true).indexOf(row);
-        const ordinal = ORDINALS[n];
+        const ordinal = ["first", "second"][n];
         flags.unshift(ordinal === undefined ? `argument ${n + 1}` : `${ordinal} argument`);
       }
-      const envName = envNameOf(row);
-      const env = envName === undefined
-        ? "—"
-        : [envName, ...(row.envAliases ?? [])].map((e) => `\`${e}\``).join(", ");
+      const envs = envNamesOf(row);
       const { keys, legacy } = yamlKeysOf(row);
-      const yaml = keys.length + legacy.length === 0 || !rows.some((r) => r.flag === "config")
-        ? "—"
-        : [
-          ...keys.map((k) => `\`${k}\``),
-          ...legacy.map((k) => `\`${k}\` (legacy)`),
-        ].join(", ");
-      const feeds = feedsText(row);
-      const fallback = feeds === undefined ? code(displayDefault(row, command.name)) : feeds;
-      out.push(
-        `| ${
-          [
-            flags.join(", "),
-            env,
-            yaml,
-            fallback,
-            acceptedForm(row),
-            `${row.help}${row.secret === true ? " Secret: masked in logs and help." : ""}`,
-          ].map(cell).join(" | ")
-        } |`,
-      );
+      const yamls = [...keys.map((k) => `\`${k}\``), ...legacy.map((k) => `\`${k}\` (legacy)`)];
+      const readsFile = rows.some((r) => r.flag === "config");
+      const cells = [
+        flags.join(", "),
+        envs.length === 0 ? "—" : envs.map((e) => `\`${e}\``).join(", "),
+        yamls.length === 0 || !readsFile ? "—" : yamls.join(", "),
+        feedsText(row) ?? code(displayDefault(row, command.name)),
+        acceptedForm(row),
+        `${row.help}${row.secret === true ? " Secret: masked in logs and help." : ""}`,
+      ];
+      out.push(`| ${cells.map(cell).join(" | ")} |`);
     }
     out.push("");
   }

@@ -8,7 +8,7 @@
  */
 
 import { closest, distance } from "fastest-levenshtein";
-import { ConfigError } from "./values.ts";
+import { ConfigError, joinHostPort } from "./values.ts";
 import {
   type CommandName,
   derivedEnvName,
@@ -57,8 +57,19 @@ export interface LegacyTranslation {
     | undefined;
 }
 
-/** A key counts as given unless it is absent or null (a bare `key:` in YAML). */
+/** A YAML value that is a mapping (a nested block of keys). */
+export function isMapping(value: unknown): value is YamlMapping {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A key or `block.field` path counts as given unless it is absent or null (a bare `key:`). */
 export function present(doc: YamlMapping, key: string): boolean {
+  const dot = key.indexOf(".");
+  if (dot >= 0) {
+    const block = doc[key.slice(0, dot)];
+    return Object.hasOwn(doc, key.slice(0, dot)) && isMapping(block) &&
+      present(block, key.slice(dot + 1));
+  }
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
@@ -158,47 +169,28 @@ function scalarText(value: unknown): string | undefined {
 
 function blockOf(doc: YamlMapping, key: string, r: Reader): YamlMapping {
   const block = doc[key];
-  if (typeof block !== "object" || block === null || Array.isArray(block)) {
-    throw r.fail([key], "expected a mapping (a nested block of keys)");
-  }
-  return block as YamlMapping;
+  if (!isMapping(block)) throw r.fail([key], "expected a mapping (a nested block of keys)");
+  return block;
 }
 
 /**
- * Field `name` of legacy block `prefix` (`""`: top level) as text, or the legacy default; a
- * secret is never echoed.
+ * `key` (`block.field`, or a top-level key) of `block` as text, or the legacy default; a secret
+ * is never echoed.
  */
-function field(
-  block: YamlMapping,
-  prefix: string,
-  name: string,
-  fallback: string,
-  r: Reader,
-  secret = false,
-): string {
+function field(block: YamlMapping, key: string, fallback: string, r: Reader, secret = false) {
+  const name = key.slice(key.indexOf(".") + 1);
   if (!present(block, name)) return fallback;
   const text = scalarText(block[name]);
   if (text !== undefined) return text;
   const got = secret ? "" : `, got ${JSON.stringify(block[name])}`;
-  throw r.fail([prefix === "" ? name : `${prefix}.${name}`], `expected a string or number${got}`);
+  throw r.fail([key], `expected a string or number${got}`);
 }
 
-function portField(
-  block: YamlMapping,
-  prefix: string,
-  name: string,
-  fallback: number,
-  r: Reader,
-): number {
-  const text = field(block, prefix, name, String(fallback), r);
+function portField(block: YamlMapping, key: string, fallback: number, r: Reader): number {
+  const text = field(block, key, String(fallback), r);
   const port = /^[0-9]{1,5}$/.test(text.trim()) ? Number(text.trim()) : NaN;
   if (port >= 1 && port <= 65535) return port;
-  const label = prefix === "" ? name : `${prefix}.${name}`;
-  throw r.fail([label], `${JSON.stringify(text)} is not a port (1..65535)`, text);
-}
-
-function hostForAddress(host: string): string {
-  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+  throw r.fail([key], `${JSON.stringify(text)} is not a port (1..65535)`, text);
 }
 
 const LEGACY_BULK_HINT = "set mysql_batch_size (1..700) to choose another value";
@@ -245,8 +237,8 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("gearman-addr", ["gearman"], (doc, r) => {
     if (!present(doc, "gearman")) return undefined;
     const block = blockOf(doc, "gearman", r);
-    const host = field(block, "gearman", "address", "127.0.0.1", r);
-    const port = portField(block, "gearman", "port", 4730, r);
+    const host = field(block, "gearman.address", "127.0.0.1", r);
+    const port = portField(block, "gearman.port", 4730, r);
     if (present(block, "timeout")) {
       r.warn(
         `Ignoring legacy key gearman.timeout in ${r.path}: it has no equivalent; dead ` +
@@ -254,16 +246,16 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
           "answered within 5 s)",
       );
     }
-    return r.value(`${hostForAddress(host)}:${port}`, ["gearman.address", "gearman.port"]);
+    return r.value(joinHostPort({ host, port }), ["gearman.address", "gearman.port"]);
   }),
   translation("rabbitmq-url", ["rabbitmq"], (doc, r) => {
     if (!present(doc, "rabbitmq")) return undefined;
     const block = blockOf(doc, "rabbitmq", r);
-    const host = field(block, "rabbitmq", "host", "127.0.0.1", r);
-    const port = portField(block, "rabbitmq", "port", 5672, r);
-    const user = field(block, "rabbitmq", "user", "statusengine", r);
-    const password = field(block, "rabbitmq", "password", "statusengine", r, true);
-    const vhost = field(block, "rabbitmq", "vhost", "/", r);
+    const host = field(block, "rabbitmq.host", "127.0.0.1", r);
+    const port = portField(block, "rabbitmq.port", 5672, r);
+    const user = field(block, "rabbitmq.user", "statusengine", r);
+    const password = field(block, "rabbitmq.password", "statusengine", r, true);
+    const vhost = field(block, "rabbitmq.vhost", "/", r);
     const extras = LEGACY_BLOCK_FIELDS.rabbitmq.ignored.filter((k) => present(block, k));
     if (extras.length > 0) {
       r.warn(
@@ -275,7 +267,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     // the path, with a literal slash encoded as %2F.
     const vhostPath = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
     const credentials = `${encodeURIComponent(user)}:${encodeURIComponent(password)}`;
-    return r.value(`amqp://${credentials}@${hostForAddress(host)}:${port}${vhostPath}`, [
+    return r.value(`amqp://${credentials}@${joinHostPort({ host, port })}${vhostPath}`, [
       "rabbitmq",
     ]);
   }),
@@ -326,14 +318,14 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("mysql-url", ["mysql"], (doc, r) => {
     if (!present(doc, "mysql")) return undefined;
     const block = blockOf(doc, "mysql", r);
-    const host = field(block, "mysql", "host", "127.0.0.1", r);
-    const port = portField(block, "mysql", "port", 3306, r);
-    const user = encodeURIComponent(field(block, "mysql", "username", "statusengine", r));
-    const password = field(block, "mysql", "password", "password", r, true);
-    const database = encodeURIComponent(field(block, "mysql", "database", "statusengine_data", r));
+    const host = field(block, "mysql.host", "127.0.0.1", r);
+    const port = portField(block, "mysql.port", 3306, r);
+    const user = encodeURIComponent(field(block, "mysql.username", "statusengine", r));
+    const password = field(block, "mysql.password", "password", r, true);
+    const database = encodeURIComponent(field(block, "mysql.database", "statusengine_data", r));
     // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
     const credentials = password === "" ? user : `${user}:${encodeURIComponent(password)}`;
-    return r.value(`mysql://${credentials}@${hostForAddress(host)}:${port}/${database}`, [
+    return r.value(`mysql://${credentials}@${joinHostPort({ host, port })}/${database}`, [
       "mysql",
     ]);
   }),
@@ -380,9 +372,9 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("graphite-addr", ["graphite_address", "graphite_port"], (doc, r) => {
     const keys = ["graphite_address", "graphite_port"].filter((k) => present(doc, k));
     if (keys.length === 0) return undefined;
-    const host = field(doc, "", "graphite_address", "localhost", r);
-    const port = portField(doc, "", "graphite_port", 2003, r);
-    return r.value(`${hostForAddress(host)}:${port}`, keys);
+    const host = field(doc, "graphite_address", "localhost", r);
+    const port = portField(doc, "graphite_port", 2003, r);
+    return r.value(joinHostPort({ host, port }), keys);
   }),
   booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
 ];
@@ -433,17 +425,13 @@ export function legacyIgnoredWarnings(
   path: string,
   command: CommandName,
 ): string[] {
-  const warnings: string[] = [];
-  for (const [keys, reason] of command === "run" ? LEGACY_IGNORED : []) {
+  return (command === "run" ? LEGACY_IGNORED : []).flatMap(([keys, reason]) => {
     const found = Object.keys(doc).filter((key) => isIgnoredKey(key, keys));
-    if (found.length === 0) continue;
-    warnings.push(
-      `Ignoring legacy config.yml key${found.length === 1 ? "" : "s"} ${
-        found.join(", ")
-      } in ${path}: ${reason}`,
-    );
-  }
-  return warnings;
+    const s = found.length === 1 ? "" : "s";
+    return found.length === 0
+      ? []
+      : [`Ignoring legacy config.yml key${s} ${found.join(", ")} in ${path}: ${reason}`];
+  });
 }
 
 /**
@@ -589,7 +577,6 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
     const key = yamlKeyOf(row);
     return [
       ...(key === undefined ? [] : [key]),
-      ...(row.yamlAliases ?? []),
       // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
       ...legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k),
     ];
@@ -637,7 +624,7 @@ export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
   // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
   for (const [block, fields] of Object.entries(LEGACY_BLOCK_FIELDS)) {
     const value = doc[block];
-    if (typeof value !== "object" || value === null || Array.isArray(value)) continue;
+    if (!isMapping(value)) continue;
     for (const field of Object.keys(value)) {
       if (fields.read.includes(field) || fields.ignored.includes(field)) continue;
       const near = nearestName(field, fields.read);

@@ -12,6 +12,7 @@ import { WorkerError } from "../util/errors.ts";
 import {
   FIXED_SETTINGS,
   fixedSettingWarnings,
+  isMapping,
   LEGACY_ENV_PATH,
   LEGACY_TRANSLATIONS,
   legacyEnvDocument,
@@ -30,6 +31,7 @@ import {
   derivedEnvName,
   derivedYamlKey,
   envNameOf,
+  envNamesOf,
   PROGRAM_NAME,
   rowsFor,
   SETTING_ROWS,
@@ -69,10 +71,7 @@ export interface SettingSource {
   readonly text: string;
 }
 
-/**
- * `legacy`: a key of the PHP worker's config.yml (or its `SE_*` variable) translated into the
- * setting; `none`: no source and no default.
- */
+/** `legacy`: translated from the PHP worker's config.yml or `SE_*`; `none`: no value at all. */
 export type SourceKind = "flag" | "env" | "file" | "legacy" | "default" | "none";
 
 /** The command line split: `run` when no command was named (then `commandGiven` is false). */
@@ -229,15 +228,10 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
   const positionalRows = rowsFor(command).filter((row) => row.positional === true);
   positionals.forEach((value, n) => {
     const row = positionalRows[n];
-    if (row === undefined) {
-      problems.push(
-        usageError(
-          `Unexpected argument ${JSON.stringify(value)} for command "${command}"`,
-          command,
-        ),
-      );
-    } else {
-      uses.push({ row, spelling: `argument ${n + 1}`, value });
+    if (row !== undefined) uses.push({ row, spelling: `argument ${n + 1}`, value });
+    else {
+      const message = `Unexpected argument ${JSON.stringify(value)} for command "${command}"`;
+      problems.push(usageError(message, command));
     }
   });
   return { uses, help, version, problems, fixed };
@@ -251,36 +245,22 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
  * a `usage` WorkerError.
  */
 export function parseCommandLine(argv: readonly string[]): CommandLine {
-  let command: CommandName = "run";
-  let commandGiven = false;
-  let rest = [...argv];
-  let help = false;
-  const first = argv[0];
-  const second = argv[1];
+  const [first, second] = argv;
   // "--help run" means "run --help", as "help run" does.
-  if (isHelpToken(first) && second !== undefined && isCommand(second)) {
-    const { version } = tokenize(second, argv.slice(2));
-    return { command: second, commandGiven: true, rest: argv.slice(2), help: true, version };
-  }
-  if (first !== undefined && !first.startsWith("-")) {
-    if (first === "help") {
-      help = true;
-      if (second !== undefined) {
-        if (!isCommand(second)) throw unknownCommand(second);
-        command = second;
-        commandGiven = true;
-      }
-      rest = argv.slice(commandGiven ? 2 : 1);
-    } else if (isCommand(first)) {
-      command = first;
-      commandGiven = true;
-      rest = argv.slice(1);
-    } else {
-      throw unknownCommand(first);
-    }
-  }
+  const helpWord = first === "help" ||
+    (isHelpToken(first) && second !== undefined && isCommand(second));
+  const named = helpWord ? second : first?.startsWith("-") === false ? first : undefined;
+  if (named !== undefined && !isCommand(named)) throw unknownCommand(named);
+  const command = named ?? "run";
+  const rest = argv.slice(Number(helpWord) + Number(named !== undefined));
   const tokens = tokenize(command, rest);
-  return { command, commandGiven, rest, help: help || tokens.help, version: tokens.version };
+  return {
+    command,
+    commandGiven: named !== undefined,
+    rest,
+    help: helpWord || tokens.help,
+    version: tokens.version,
+  };
 }
 
 /** Whether a problem already lists what is accepted (the names of an enum or a key list). */
@@ -336,16 +316,6 @@ function holdsSecret(value: unknown): boolean {
   return typeof value === "string" && redactUrl(value) !== value;
 }
 
-/** `present` for a dotted path into nested blocks (`rabbitmq.durable_queues`). */
-function presentPath(doc: YamlMapping, path: string): boolean {
-  const [head, ...rest] = path.split(".");
-  if (head === undefined || !present(doc, head)) return false;
-  if (rest.length === 0) return true;
-  const block = doc[head];
-  return typeof block === "object" && block !== null && !Array.isArray(block) &&
-    presentPath(block as YamlMapping, rest.join("."));
-}
-
 function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
   const source = candidates.map((c) => c.source).join(" and ");
   return new ConfigError(
@@ -390,10 +360,8 @@ async function readConfig(
     throw fail("parse", `${where}: ${detail}`, err);
   }
   if (doc === null || doc === undefined) return {};
-  if (typeof doc !== "object" || Array.isArray(doc)) {
-    throw fail("use", ": the top level must be a mapping of keys");
-  }
-  return doc as YamlMapping;
+  if (!isMapping(doc)) throw fail("use", ": the top level must be a mapping of keys");
+  return doc;
 }
 
 function checkRetired(
@@ -405,24 +373,23 @@ function checkRetired(
   for (const retired of command === "run" ? RETIRED : []) {
     const replacement = rowsFor(command).find((row) => row.flag === retired.replacement);
     if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
-    const instead = `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`;
     const yaml = derivedYamlKey(retired.flag);
     const envName = derivedEnvName(retired.flag);
-    if (path !== undefined && Object.hasOwn(doc, yaml)) {
-      const source = `file ${path} key ${yaml}`;
-      throw new ConfigError(
-        `Retired setting ${yaml} in ${source}: ${retired.reason}; set ` +
-          `${yamlKeyOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source, rawValue: JSON.stringify(doc[yaml]) },
-      );
-    }
-    if (Object.hasOwn(env, envName)) {
-      throw new ConfigError(
-        `Retired setting ${envName} in the environment: ${retired.reason}; set ` +
-          `${envNameOf(replacement)} instead ${instead}`,
-        { setting: retired.flag, source: `env ${envName}`, rawValue: JSON.stringify(env[envName]) },
-      );
-    }
+    const inFile = `file ${path} key ${yaml}`;
+    // The name given, where, its source label, its value and the replacement's name there.
+    const hit: [string, string, string, unknown, string | undefined] | undefined =
+      path !== undefined && Object.hasOwn(doc, yaml)
+        ? [yaml, inFile, inFile, doc[yaml], yamlKeyOf(replacement)]
+        : Object.hasOwn(env, envName)
+        ? [envName, "the environment", `env ${envName}`, env[envName], envNameOf(replacement)]
+        : undefined;
+    if (hit === undefined) continue;
+    const [name, where, source, raw, instead] = hit;
+    throw new ConfigError(
+      `Retired setting ${name} in ${where}: ${retired.reason}; set ${instead} instead ` +
+        `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`,
+      { setting: retired.flag, source, rawValue: JSON.stringify(raw) },
+    );
   }
 }
 
@@ -443,19 +410,12 @@ export async function loadSettings<C extends CommandName>(
   const env = options.env;
   const warnings: string[] = [];
 
-  const envCandidates = (row: SettingRow): { name: string; value: string }[] => {
-    const primary = envNameOf(row);
-    const names = primary === undefined ? [] : [primary, ...(row.envAliases ?? [])];
-    // An empty variable falls through to the next source, as in the Go worker.
-    return names.flatMap((name) => {
+  // An empty variable falls through to the next source, as in the Go worker.
+  const envCandidates = (row: SettingRow): { name: string; value: string }[] =>
+    envNamesOf(row).flatMap((name) => {
       const value = env[name];
       return value === undefined || value === "" ? [] : [{ name, value }];
     });
-  };
-  const yamlKeys = (row: SettingRow): string[] => {
-    const primary = yamlKeyOf(row);
-    return primary === undefined ? [] : [primary, ...(row.yamlAliases ?? [])];
-  };
 
   // 1. The config file: flag, then env, then none (no default location).
   let doc: YamlMapping = {};
@@ -516,15 +476,14 @@ export async function loadSettings<C extends CommandName>(
       const tier: Candidate[] = [];
       const keys: string[] = [];
       for (const input of own) {
-        for (const key of yamlKeys(input)) {
-          if (!present(source, key)) continue;
-          tier.push(take(input, source[key], origin, keyLabel(key)));
-          keys.push(key);
-        }
+        const key = yamlKeyOf(input);
+        if (key === undefined || !present(source, key)) continue;
+        tier.push(take(input, source[key], origin, keyLabel(key)));
+        keys.push(key);
       }
       for (const translation of LEGACY_TRANSLATIONS) {
         if (translation.target !== row.flag) continue;
-        const legacyPresent = translation.keys.filter((k) => presentPath(source, k));
+        const legacyPresent = translation.keys.filter((k) => present(source, k));
         if (legacyPresent.length === 0) continue;
         if (tier.length > 0) {
           // The new key wins over its legacy counterpart (no translation, so a legacy value

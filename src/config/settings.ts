@@ -116,7 +116,6 @@ export type Kind =
     readonly type: "string";
     /** An explicit empty value (flag or file) is a real value, e.g. "disabled". */
     readonly allowEmpty?: boolean;
-    /** Characters refused anywhere in the value. */
     readonly forbid?: string;
     /** Longest accepted value in code points. */
     readonly maxLength?: number;
@@ -127,14 +126,11 @@ export type Kind =
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
   | { readonly type: "bytes"; readonly min: number }
-  | { readonly type: "boolean" }
   // maxMs: timers overflow above 2^31-1 ms (about 24.8 days).
   | { readonly type: "duration"; readonly allowZero: boolean; readonly maxMs?: number }
   | { readonly type: "enum"; readonly values: readonly string[] }
-  | { readonly type: "host" }
   // emptyDisables: an empty value is accepted and means "no listener".
   | { readonly type: "hostPort"; readonly emptyHost: boolean; readonly emptyDisables?: boolean }
-  | { readonly type: "hostPortList" }
   // hostList: several comma-separated hosts are accepted (`amqp://u:p@h1,h2:5673/vhost`).
   | {
     readonly type: "url";
@@ -142,8 +138,7 @@ export type Kind =
     readonly form: string;
     readonly hostList?: boolean;
   }
-  | { readonly type: "mysqlUrl" }
-  | { readonly type: "mysqlDsn" }
+  | { readonly type: "boolean" | "host" | "hostPortList" | "mysqlUrl" | "mysqlDsn" }
   | { readonly type: "keyList"; readonly pattern?: RegExp; readonly patternForm?: string };
 
 /** A row of the settings table as written in {@linkcode SETTINGS}. */
@@ -159,7 +154,6 @@ export interface SettingInput {
   readonly default?: string;
   /** Per-command defaults overriding `default`. */
   readonly commandDefaults?: Readonly<Partial<Record<CommandName, string>>>;
-  /** Refuse to run without a value. */
   readonly required?: true;
   /** Masked in help, errors, warnings and logs (D8). */
   readonly secret?: true;
@@ -172,30 +166,25 @@ export interface SettingInput {
   /** Further flag spellings (the Go worker's). */
   readonly flagAliases?: readonly string[];
   readonly envAliases?: readonly string[];
-  /** Further YAML keys with the same meaning (not legacy: two of them in one file refuse). */
-  readonly yamlAliases?: readonly string[];
   /** Also taken from a positional argument, in table order among the command's positional rows. */
   readonly positional?: true;
   /**
-   * Input-only row: its value is converted and handed to other settings instead of having a key
+   * Input-only row: `derive` turns its value into the text of setting `target`, and it has no key
    * of its own (`mysql-dsn` → `mysql-url`). Both given by the same source refuses.
    */
-  readonly feeds?: readonly Feed[];
+  readonly feeds?: readonly {
+    readonly target: string;
+    readonly derive: (value: string) => string;
+  }[];
   /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
   readonly unit?: "days";
-  /** Retention target of an `age-*` row (docs/operations.md#cleanup-tables). */
+  /** Retention target of an `age-*` row; the age is measured on `column` (Unix seconds). */
   readonly retention?: { readonly table: string; readonly column: string };
 }
 
 /** A row with its derived fields filled in: what all code but the table itself reads. */
 export interface SettingRow extends Omit<SettingInput, "commands" | "cliOnly"> {
   readonly commands: readonly CommandName[];
-}
-
-/** How an input-only row sets another setting: `derive` turns its value into the target's text. */
-export interface Feed {
-  readonly target: string;
-  readonly derive: (value: string) => string;
 }
 
 // Durations that become timers are capped at a day: setTimeout fires at once for delays above
@@ -931,6 +920,12 @@ export function envNameOf(row: SettingRow): string | undefined {
   return row.env === false ? undefined : row.env ?? derivedEnvName(row.flag);
 }
 
+/** The env var and its aliases; none without an env var. */
+export function envNamesOf(row: SettingRow): string[] {
+  const name = envNameOf(row);
+  return name === undefined ? [] : [name, ...(row.envAliases ?? [])];
+}
+
 /** The env name the derivation rule gives for a flag. */
 export function derivedEnvName(flag: string): string {
   return `STATUSENGINE_${flag.toUpperCase().replaceAll("-", "_")}`;
@@ -978,17 +973,14 @@ export function groupOf(row: SettingRow): string {
 }
 
 /** One retention rule of `cleanup`, in processing order (docs/operations.md#cleanup-tables). */
-export interface RetentionRule {
-  readonly table: string;
-  /** Column the age is measured on (Unix seconds). */
-  readonly column: string;
+export type RetentionRule = NonNullable<SettingInput["retention"]> & {
   /** Key in `SettingsFor<"cleanup">` holding the age in days. */
   readonly key: string;
   readonly flag: string;
   /** YAML key (`age_hostchecks` …), the legacy worker's name for the setting. */
   readonly yamlKey: string;
   readonly defaultDays: number;
-}
+};
 
 /** The sixteen retention rules, derived from the `age-*` rows, in processing order. */
 export const RETENTION_RULES: readonly RetentionRule[] = SETTING_ROWS.flatMap((row) =>

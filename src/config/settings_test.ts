@@ -63,9 +63,7 @@ Deno.test("settings: flags are kebab-case and every spelling is unique per comma
         envs.add(name);
       }
       const yaml = yamlKeyOf(row);
-      const allYaml = yaml === undefined
-        ? []
-        : [yaml, ...(row.yamlAliases ?? []), ...legacyKeysOf(row.flag)];
+      const allYaml = yaml === undefined ? [] : [yaml, ...legacyKeysOf(row.flag)];
       for (const key of allYaml) {
         assert.ok(!yamls.has(key), `${command}: YAML key ${key} twice`);
         yamls.add(key);

@@ -1,9 +1,7 @@
 /**
- * Parsers for the value formats of docs/operations.md#values, and parsing and describing a value
- * by its row's kind (which YAML types each kind accepts, the accepted form help shows, how a
- * value is masked in messages). Each parser is pure and returns a {@linkcode Parsed} result
- * instead of throwing, so the loader can wrap a problem into a {@linkcode ConfigError} that
- * names the setting and its source.
+ * Parsers for the value formats of docs/operations.md#values, and parsing, describing and masking
+ * a value by its row's kind. Parsers return a {@linkcode Parsed} result instead of throwing, so
+ * the loader can name the setting and its source in the {@linkcode ConfigError}.
  *
  * @module
  */
@@ -108,14 +106,6 @@ export function parseGoBoolean(text: string): Parsed<boolean> {
   return fail(`${JSON.stringify(text)} is not a boolean`);
 }
 
-/** A decimal integer: optional sign, digits only, within the safe integer range. */
-function parseDecimalInteger(text: string): Parsed<number> {
-  if (!/^[+-]?[0-9]+$/.test(text)) return fail(`${JSON.stringify(text)} is not an integer`);
-  const value = Number(text);
-  if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(text)} is too large`);
-  return ok(value);
-}
-
 const BYTE_UNITS: Readonly<Record<string, number>> = {
   "": 1,
   b: 1,
@@ -196,11 +186,9 @@ export function splitHostPort(
   return ok({ host, port });
 }
 
-/** The canonical `host:port`, `[v6]:port` or `:port`. */
-function joinHostPort(address: HostPort): string {
-  return address.host.includes(":")
-    ? `[${address.host}]:${address.port}`
-    : `${address.host}:${address.port}`;
+/** The canonical `host:port`, `[v6]:port` or `:port`; a host already in brackets stays. */
+export function joinHostPort({ host, port }: HostPort): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 /** The entries of a comma-separated list, trimmed, empty ones dropped. */
@@ -397,10 +385,10 @@ function describeYaml(value: unknown, secret: boolean): string {
   if (value === null) return "null";
   if (typeof value === "object") return "a mapping";
   const shown = secret ? "" : ` ${JSON.stringify(value)}`;
-  if (typeof value === "string") return `the string${shown}`;
-  if (typeof value === "number") return `the number${shown}`;
-  if (typeof value === "boolean") return `the boolean${shown}`;
-  return typeof value;
+  const type = typeof value;
+  return type === "string" || type === "number" || type === "boolean"
+    ? `the ${type}${shown}`
+    : type;
 }
 
 function wrongType<T>(row: SettingRow, expected: string, value: unknown): Parsed<T> {
@@ -411,7 +399,7 @@ function wrongType<T>(row: SettingRow, expected: string, value: unknown): Parsed
 }
 
 function textOf(row: SettingRow, raw: unknown): Parsed<string> {
-  return typeof raw === "string" ? { ok: true, value: raw } : wrongType(row, "a string", raw);
+  return typeof raw === "string" ? ok(raw) : wrongType(row, "a string", raw);
 }
 
 function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]> {
@@ -424,9 +412,9 @@ function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]>
       }
       entries.push(...splitList(entry));
     }
-    return { ok: true, value: entries };
+    return ok(entries);
   }
-  if (typeof raw === "string") return { ok: true, value: splitList(raw) };
+  if (typeof raw === "string") return ok(splitList(raw));
   return wrongType(row, "a list of strings or a comma-separated string", raw);
 }
 
@@ -453,21 +441,19 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       const problem = kind.check?.(value) ?? null;
       if (problem !== null) return fail(problem);
-      return { ok: true, value };
+      return ok(value);
     }
     case "integer": {
-      let value: number;
-      if (origin === "yaml") {
-        if (typeof raw !== "number" || !Number.isInteger(raw)) {
-          return wrongType(row, "an integer", raw);
-        }
-        if (!Number.isSafeInteger(raw)) return fail(`${raw} is too large`);
-        value = raw;
-      } else {
-        const parsed = parseDecimalInteger(String(raw).trim());
-        if (!parsed.ok) return parsed;
-        value = parsed.value;
+      if (origin === "yaml" && (typeof raw !== "number" || !Number.isInteger(raw))) {
+        return wrongType(row, "an integer", raw);
       }
+      // Text: optional sign and digits only. A YAML number shows as itself, a text quoted.
+      const given = origin === "yaml" ? raw : String(raw).trim();
+      if (typeof given === "string" && !/^[+-]?[0-9]+$/.test(given)) {
+        return fail(`${JSON.stringify(given)} is not an integer`);
+      }
+      const value = Number(given);
+      if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(given)} is too large`);
       if (value < kind.min || (kind.max !== undefined && value > kind.max)) {
         return fail(
           kind.max === undefined
@@ -475,13 +461,13 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
             : `${value} is outside ${kind.min}..${kind.max}`,
         );
       }
-      return { ok: true, value };
+      return ok(value);
     }
     case "bytes": {
       let parsed: Parsed<number>;
       if (origin === "yaml" && typeof raw === "number") {
         parsed = Number.isSafeInteger(raw) && raw >= 0
-          ? { ok: true, value: raw }
+          ? ok(raw)
           : fail(`${raw} is not a whole number of bytes`);
       } else {
         const text = textOf(row, raw);
@@ -496,9 +482,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     }
     case "boolean": {
       if (origin === "yaml") {
-        return typeof raw === "boolean"
-          ? { ok: true, value: raw }
-          : wrongType(row, "true or false", raw);
+        return typeof raw === "boolean" ? ok(raw) : wrongType(row, "true or false", raw);
       }
       return parseGoBoolean(String(raw).trim());
     }
@@ -508,7 +492,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         if (raw !== 0) {
           return fail(`the number ${raw} has no unit (write e.g. ${raw}s or ${raw}ms)`);
         }
-        parsed = { ok: true, value: 0 };
+        parsed = ok(0);
       } else {
         const text = textOf(row, raw);
         if (!text.ok) return text;
@@ -530,7 +514,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       const match = kind.values.find((v) => v.toLowerCase() === lower);
       return match === undefined
         ? fail(`${JSON.stringify(text.value)} is not one of ${kind.values.join(", ")}`)
-        : { ok: true, value: match };
+        : ok(match);
     }
     case "host": {
       const text = textOf(row, raw);
@@ -539,9 +523,9 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "hostPort": {
       const text = textOf(row, raw);
       if (!text.ok) return text;
-      if (kind.emptyDisables === true && text.value.trim() === "") return { ok: true, value: "" };
+      if (kind.emptyDisables === true && text.value.trim() === "") return ok("");
       const split = splitHostPort(text.value.trim(), { emptyHost: kind.emptyHost });
-      return split.ok ? { ok: true, value: joinHostPort(split.value) } : split;
+      return split.ok ? ok(joinHostPort(split.value)) : split;
     }
     case "hostPortList": {
       const list = listOf(row, raw, origin);
@@ -555,7 +539,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         if (out.includes(joined)) return fail(`names ${JSON.stringify(joined)} twice`);
         out.push(joined);
       }
-      return { ok: true, value: out };
+      return ok(out);
     }
     case "url": {
       const text = textOf(row, raw);
@@ -584,7 +568,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         }
         if (!out.includes(entry)) out.push(entry);
       }
-      return { ok: true, value: out };
+      return ok(out);
     }
   }
 }
