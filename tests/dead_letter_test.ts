@@ -28,12 +28,21 @@ function deadLettersCounted(worker: RunningWorker): Promise<number> {
   return registrySum(worker.metrics, "statusengine_dead_letters_total");
 }
 
-async function records(path: string): Promise<{ payload: string; queue: string }[]> {
+/**
+ * The records of the file: the lines its newline ends. What follows the last newline is a record
+ * the worker is writing right now (a failing write leaves it there until it is cut back off): a
+ * read while jobs are still being `retried` skips it; any other read asserts there is none.
+ */
+async function records(
+  path: string,
+  retried = false,
+): Promise<{ payload: string; queue: string }[]> {
   const bytes = await Deno.readFile(path);
   assert.equal(bytes.indexOf(0), -1, "no NUL bytes in the file");
-  return new TextDecoder().decode(bytes).split("\n").filter((l) => l !== "").map((l) =>
-    JSON.parse(l)
-  );
+  const lines = new TextDecoder().decode(bytes).split("\n");
+  const writing = lines.pop();
+  if (!retried) assert.equal(writing, "", "the file ends with a whole record");
+  return lines.filter((l) => l !== "").map((l) => JSON.parse(l));
 }
 
 function goodJob(host: string): string {
@@ -162,7 +171,7 @@ Deno.test("dead letters: a real file system that fills up in the middle of a rec
     { timeoutMs: 30_000, message: "the disk to fill and writes to fail" },
   );
   assert.equal(await deadLettersCounted(worker), 1, "one record fitted");
-  assert.deepEqual((await records(path)).map((r) => r.payload), [bad[0]], "no torn record");
+  assert.deepEqual((await records(path, true)).map((r) => r.payload), [bad[0]], "no torn record");
   // Space is back.
   await Deno.remove(`${fs}/filler`);
   await waitFor(async () => (await jobsAtGearmand(gearmand.addr, Q)) === 0, {
