@@ -427,22 +427,6 @@ function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]>
 export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parsed<unknown> {
   const kind = row.kind;
   switch (kind.type) {
-    case "string": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      const value = text.value;
-      if (value === "" && kind.allowEmpty !== true) return fail("must not be empty");
-      const forbidden = [...(kind.forbid ?? "")].find((c) => value.includes(c));
-      if (forbidden !== undefined) {
-        return fail(`${JSON.stringify(value)} contains the character ${JSON.stringify(forbidden)}`);
-      }
-      if (kind.maxLength !== undefined && [...value].length > kind.maxLength) {
-        return fail(`is longer than ${kind.maxLength} characters`);
-      }
-      const problem = kind.check?.(value) ?? null;
-      if (problem !== null) return fail(problem);
-      return ok(value);
-    }
     case "integer": {
       if (origin === "yaml" && (typeof raw !== "number" || !Number.isInteger(raw))) {
         return wrongType(row, "an integer", raw);
@@ -506,27 +490,6 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       return parsed;
     }
-    case "enum": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case), resolved to the table's.
-      const lower = text.value.trim().toLowerCase();
-      const match = kind.values.find((v) => v.toLowerCase() === lower);
-      return match === undefined
-        ? fail(`${JSON.stringify(text.value)} is not one of ${kind.values.join(", ")}`)
-        : ok(match);
-    }
-    case "host": {
-      const text = textOf(row, raw);
-      return text.ok ? parseHost(text.value.trim()) : text;
-    }
-    case "hostPort": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      if (kind.emptyDisables === true && text.value.trim() === "") return ok("");
-      const split = splitHostPort(text.value.trim(), { emptyHost: kind.emptyHost });
-      return split.ok ? ok(joinHostPort(split.value)) : split;
-    }
     case "hostPortList": {
       const list = listOf(row, raw, origin);
       if (!list.ok) return list;
@@ -541,23 +504,6 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       return ok(out);
     }
-    case "url": {
-      const text = textOf(row, raw);
-      return text.ok ? parseUrl(text.value.trim(), kind.schemes, kind.hostList === true) : text;
-    }
-    case "mysqlUrl": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      const parsed = parseMysqlUrl(text.value.trim());
-      if (!parsed.ok && /@(tcp|tcp6|unix)?\(|^[^:/]*(:[^@]*)?@\//.test(text.value)) {
-        return fail(`${parsed.problem}; this looks like a Go DSN, which goes into mysql-dsn`);
-      }
-      return parsed;
-    }
-    case "mysqlDsn": {
-      const text = textOf(row, raw);
-      return text.ok ? mysqlDsnToUrl(text.value.trim()) : text;
-    }
     case "keyList": {
       const list = listOf(row, raw, origin);
       if (!list.ok) return list;
@@ -570,6 +516,50 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       return ok(out);
     }
+  }
+  // Every other kind is a string in every source.
+  const text = textOf(row, raw);
+  if (!text.ok) return text;
+  const value = text.value;
+  switch (kind.type) {
+    case "string": {
+      if (value === "" && kind.allowEmpty !== true) return fail("must not be empty");
+      const forbidden = [...(kind.forbid ?? "")].find((c) => value.includes(c));
+      if (forbidden !== undefined) {
+        return fail(`${JSON.stringify(value)} contains the character ${JSON.stringify(forbidden)}`);
+      }
+      if (kind.maxLength !== undefined && [...value].length > kind.maxLength) {
+        return fail(`is longer than ${kind.maxLength} characters`);
+      }
+      const problem = kind.check?.(value) ?? null;
+      return problem === null ? ok(value) : fail(problem);
+    }
+    case "enum": {
+      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case), resolved to the table's.
+      const lower = value.trim().toLowerCase();
+      const match = kind.values.find((v) => v.toLowerCase() === lower);
+      return match === undefined
+        ? fail(`${JSON.stringify(value)} is not one of ${kind.values.join(", ")}`)
+        : ok(match);
+    }
+    case "host":
+      return parseHost(value.trim());
+    case "hostPort": {
+      if (kind.emptyDisables === true && value.trim() === "") return ok("");
+      const split = splitHostPort(value.trim(), { emptyHost: kind.emptyHost });
+      return split.ok ? ok(joinHostPort(split.value)) : split;
+    }
+    case "url":
+      return parseUrl(value.trim(), kind.schemes, kind.hostList === true);
+    case "mysqlUrl": {
+      const parsed = parseMysqlUrl(value.trim());
+      if (!parsed.ok && /@(tcp|tcp6|unix)?\(|^[^:/]*(:[^@]*)?@\//.test(value)) {
+        return fail(`${parsed.problem}; this looks like a Go DSN, which goes into mysql-dsn`);
+      }
+      return parsed;
+    }
+    case "mysqlDsn":
+      return mysqlDsnToUrl(value.trim());
   }
 }
 
