@@ -64,13 +64,8 @@ export { QUEUE_NAMES };
  * and restart, because Naemon maps them to the same handler; `PROCESS_FILE` makes Naemon execute
  * commands read from a file and would bypass every other rule. Applied by `src/commands/`.
  */
-export const DENIED_RAW_COMMANDS: readonly string[] = [
-  "SHUTDOWN_PROGRAM",
-  "SHUTDOWN_PROCESS",
-  "RESTART_PROGRAM",
-  "RESTART_PROCESS",
-  "PROCESS_FILE",
-];
+export const DENIED_RAW_COMMANDS: readonly string[] =
+  "SHUTDOWN_PROGRAM SHUTDOWN_PROCESS RESTART_PROGRAM RESTART_PROCESS PROCESS_FILE".split(" ");
 
 /**
  * The default of `--command-allow`: what the Statusengine UI and openITCOCKPIT send for a host
