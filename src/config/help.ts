@@ -70,13 +70,16 @@ export function displayDefault(row: SettingRow, command: CommandName): string {
   return fallback;
 }
 
+/** The flag and its aliases, each with `metavar`, and `--no-<flag>` for a boolean. */
+function flagNames(row: SettingRow, metavar = ""): string[] {
+  const value = metavar === "" ? "" : ` ${metavar}`;
+  const names = [row.flag, ...(row.flagAliases ?? [])].map((name) => `--${name}${value}`);
+  return row.kind.type === "boolean" ? [...names, `--no-${row.flag}`] : names;
+}
+
 function flagSpellings(row: SettingRow): string {
-  const names = [row.flag, ...(row.flagAliases ?? [])];
   const metavar = metavarOf(row);
-  const main = names.map((n) => `--${n}${metavar === "" ? "" : ` ${metavar}`}`);
-  if (row.kind.type === "boolean") main.push(`--no-${row.flag}`);
-  if (row.positional === true) main.unshift(metavar);
-  return main.join(", ");
+  return [...(row.positional === true ? [metavar] : []), ...flagNames(row, metavar)].join(", ");
 }
 
 function envText(row: SettingRow): string | undefined {
@@ -85,20 +88,13 @@ function envText(row: SettingRow): string | undefined {
   return `env ${name}${aliases.length === 0 ? "" : ` (also ${aliases.join(", ")})`}`;
 }
 
-/** A row's YAML key and the legacy keys translated into it. */
-function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
+function yamlText(row: SettingRow, readsFile: boolean): string | undefined {
+  if (!readsFile) return undefined;
   const key = yamlKeyOf(row);
-  return { keys: key === undefined ? [] : [key], legacy: legacyKeysOf(row.flag) };
-}
-
-function yamlText(row: SettingRow, command: CommandName): string | undefined {
-  const { keys, legacy } = yamlKeysOf(row);
-  if (!rowsFor(command).some((r) => r.flag === "config")) return undefined;
-  if (legacy.length === 0) return keys.length === 0 ? undefined : `yaml ${keys.join(", ")}`;
+  const legacy = legacyKeysOf(row.flag).join(", ");
   // A setting read only from its legacy key (check_for_commands) still has a YAML key to show.
-  return keys.length === 0
-    ? `yaml ${legacy.join(", ")} (legacy)`
-    : `yaml ${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
+  if (key === undefined) return legacy === "" ? undefined : `yaml ${legacy} (legacy)`;
+  return legacy === "" ? `yaml ${key}` : `yaml ${key} (legacy: ${legacy})`;
 }
 
 const HELP_DEFAULT_MAX = 60;
@@ -170,9 +166,8 @@ export function renderHelp(command?: CommandName): string {
   if (rows.length === 0) {
     out.push("This command has no settings.", "");
   } else {
-    if (command !== "config") {
-      out.push(...wrap(precedence(rows.some((r) => r.flag === "config")), 0), "");
-    }
+    const readsFile = rows.some((r) => r.flag === "config");
+    if (command !== "config") out.push(...wrap(precedence(readsFile), 0), "");
     let group: string | undefined;
     for (const row of rows) {
       if (groupOf(row) !== group) {
@@ -189,7 +184,7 @@ export function renderHelp(command?: CommandName): string {
       out.push(inline ? usage : `  ${flagSpellings(row)}`);
       out.push(...wrap(row.help, 6));
       const fallback = row.required === true ? "required" : `default ${helpDefault(row, command)}`;
-      const where = [envText(row), yamlText(row, command), feedsText(row) ?? fallback];
+      const where = [envText(row), yamlText(row, readsFile), feedsText(row) ?? fallback];
       out.push(...wrap(where.filter((w) => w !== undefined).join(" | "), 6));
       if (!inline) out.push(...wrap(`accepted: ${accepted}`, 6));
     }
@@ -234,22 +229,22 @@ export function renderConfigReference(): string {
       out.push("No settings.", "");
       continue;
     }
+    const readsFile = rows.some((r) => r.flag === "config");
     out.push(
       "| Flag | Environment | YAML key | Default | Accepted | Description |",
       "|---|---|---|---|---|---|",
     );
     for (const row of rows) {
-      const flags = [row.flag, ...(row.flagAliases ?? [])].map((f) => `\`--${f}\``);
-      if (row.kind.type === "boolean") flags.push(`\`--no-${row.flag}\``);
+      const flags = flagNames(row).map((f) => `\`${f}\``);
       if (row.positional === true) {
         const n = rows.filter((r) => r.positional === true).indexOf(row);
         const ordinal = ["first", "second"][n];
         flags.unshift(ordinal === undefined ? `argument ${n + 1}` : `${ordinal} argument`);
       }
       const envs = envNamesOf(row);
-      const { keys, legacy } = yamlKeysOf(row);
-      const yamls = [...keys.map((k) => `\`${k}\``), ...legacy.map((k) => `\`${k}\` (legacy)`)];
-      const readsFile = rows.some((r) => r.flag === "config");
+      const key = yamlKeyOf(row);
+      const legacy = legacyKeysOf(row.flag).map((k) => `\`${k}\` (legacy)`);
+      const yamls = [...(key === undefined ? [] : [`\`${key}\``]), ...legacy];
       const cells = [
         flags.join(", "),
         envs.length === 0 ? "—" : envs.map((e) => `\`${e}\``).join(", "),
