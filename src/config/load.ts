@@ -409,51 +409,13 @@ export async function loadSettings<C extends CommandName>(
   if (firstProblem !== undefined) throw firstProblem;
   const env = options.env;
   const warnings: string[] = [];
-
-  // An empty variable falls through to the next source, as in the Go worker.
-  const envCandidates = (row: SettingRow): { name: string; value: string }[] =>
-    envNamesOf(row).flatMap((name) => {
-      const value = env[name];
-      return value === undefined || value === "" ? [] : [{ name, value }];
-    });
-
-  // 1. The config file: flag, then env, then none (no default location).
   let doc: YamlMapping = {};
   let path: string | undefined;
-  const configRow = rows.find((row) => row.flag === "config");
-  if (configRow !== undefined) {
-    const fromFlag = tokens.uses.filter((u) => u.row === configRow).map((u) =>
-      parseOrThrow(configRow, u.value, "text", flagSource(u))
-    );
-    const fromEnv = envCandidates(configRow).map((e) =>
-      parseOrThrow(configRow, e.value, "text", `env ${e.name}`)
-    );
-    const chosen = fromFlag[0] ?? fromEnv[0];
-    if (chosen !== undefined) {
-      path = String(chosen.value);
-      doc = await readConfig(path, chosen.source, options.readTextFile ?? Deno.readTextFile);
-    }
-  }
-
-  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
-  checkRetired(command, doc, path, env);
-
-  // 3. Former settings that are constants now, keys no command knows (typos), and legacy
-  // feature groups that have no equivalent.
-  warnings.push(...fixedSettingWarnings(command, tokens.fixed, doc, path, env));
-  if (path !== undefined) {
-    warnings.push(...unknownKeyWarnings(doc, path));
-    warnings.push(...legacyIgnoredWarnings(doc, path, command));
-  }
-
   const legacyEnv = legacyEnvDocument(env);
 
-  // 4. Resolve every setting.
-  const settings: Record<string, unknown> = {};
-  const sources: Record<string, SettingSource> = {};
-  for (const row of rows) {
-    if (row.feeds !== undefined) continue;
-    // The row itself, then the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
+  // Every value given for a row, by source from the first to the last in precedence: the row's
+  // own, then those of the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
+  const tiersOf = (row: SettingRow) => {
     const own = [row, ...rows.filter((r) => r.feeds?.some((f) => f.target === row.flag))];
     const take = (input: SettingRow, raw: unknown, origin: Origin, source: string) =>
       input === row
@@ -464,7 +426,13 @@ export async function loadSettings<C extends CommandName>(
       take(use.row, use.value, "text", flagSource(use))
     );
     const envTier = own.flatMap((input) =>
-      envCandidates(input).map((e) => take(input, e.value, "text", `env ${e.name}`))
+      envNamesOf(input).flatMap((name) => {
+        const value = env[name];
+        // An empty variable falls through to the next source, as in the Go worker.
+        return value === undefined || value === ""
+          ? []
+          : [take(input, value, "text", `env ${name}`)];
+      })
     );
     // Candidates of one document: its own keys, then legacy keys, the new key winning.
     const documentTier = (
@@ -509,13 +477,39 @@ export async function loadSettings<C extends CommandName>(
     const legacyEnvTier = fileTier.length > 0
       ? []
       : documentTier(legacyEnv, LEGACY_ENV_PATH, "text", (key) => `env ${legacyEnvName(key)}`);
-
-    const tiers = [
+    return [
       ["flag", flagTier],
       ["env", envTier],
       ["file", fileTier],
       ["legacy", legacyEnvTier],
     ] as const;
+  };
+
+  // 1. The config file: flag, then env, then none (no default location).
+  const configRow = rows.find((row) => row.flag === "config");
+  const chosenConfig = configRow && tiersOf(configRow).flatMap(([, tier]) => tier)[0];
+  if (chosenConfig !== undefined) {
+    path = String(chosenConfig.value);
+    doc = await readConfig(path, chosenConfig.source, options.readTextFile ?? Deno.readTextFile);
+  }
+
+  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
+  checkRetired(command, doc, path, env);
+
+  // 3. Former settings that are constants now, keys no command knows (typos), and legacy
+  // feature groups that have no equivalent.
+  warnings.push(...fixedSettingWarnings(command, tokens.fixed, doc, path, env));
+  if (path !== undefined) {
+    warnings.push(...unknownKeyWarnings(doc, path));
+    warnings.push(...legacyIgnoredWarnings(doc, path, command));
+  }
+
+  // 4. Resolve every setting.
+  const settings: Record<string, unknown> = {};
+  const sources: Record<string, SettingSource> = {};
+  for (const row of rows) {
+    if (row.feeds !== undefined) continue;
+    const tiers = tiersOf(row);
     for (const [, tier] of tiers) if (tier.length > 1) throw conflict(row, tier);
     const key = settingKeyOf(row);
     const found = tiers.find(([, tier]) => tier.length > 0);
