@@ -295,15 +295,16 @@ function parseOrThrow(row: SettingRow, raw: unknown, origin: Origin, source: str
   return { value: parsed.value, source, notes: parsed.notes ?? [] };
 }
 
-/** Parse a value of `input`, then hand it to `target` through the input's feed. */
-function parseFed(
-  input: SettingRow,
+/** Parse a value of `input`: `target`'s own, or handed to `target` through the input's feed. */
+function parseFor(
   target: SettingRow,
+  input: SettingRow,
   raw: unknown,
   origin: Origin,
   source: string,
 ): Candidate {
   const first = parseOrThrow(input, raw, origin, source);
+  if (input === target) return first;
   const feed = input.feeds?.find((f) => f.target === target.flag);
   if (feed === undefined) throw new Error(`Setting ${input.flag} does not feed ${target.flag}`);
   const second = parseOrThrow(target, feed.derive(String(first.value)), "text", source);
@@ -418,9 +419,7 @@ export async function loadSettings<C extends CommandName>(
   const tiersOf = (row: SettingRow) => {
     const own = [row, ...rows.filter((r) => r.feeds?.some((f) => f.target === row.flag))];
     const take = (input: SettingRow, raw: unknown, origin: Origin, source: string) =>
-      input === row
-        ? parseOrThrow(row, raw, origin, source)
-        : parseFed(input, row, raw, origin, source);
+      parseFor(row, input, raw, origin, source);
 
     const flagTier = tokens.uses.filter((use) => own.includes(use.row)).map((use) =>
       take(use.row, use.value, "text", flagSource(use))
