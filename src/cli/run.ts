@@ -5,10 +5,10 @@
  * @module
  */
 import {
+  listenAddress,
   settingsDifferingFromDefaults,
   type SettingsFor,
   settingsGroup,
-  splitHostPort,
 } from "../config/mod.ts";
 import {
   type PerfdataBackend,
@@ -114,15 +114,6 @@ function refuseUnwritableCommandFile(s: SettingsFor<"run">): void {
       `(STATUSENGINE_COMMAND_FILES=${path} deno task compile); from a checkout, name it in ` +
       `--allow-write (docs/operations.md#compiled-permissions)`,
   );
-}
-
-/** `host:port` as validated by the settings (`:port` = all interfaces) → listen options. */
-function listenAddress(addr: string): { hostname: string; port: number } {
-  const split = splitHostPort(addr, { emptyHost: true });
-  // Already validated when the settings were loaded; a failure here is a bug.
-  if (!split.ok) throw new TypeError(`Cannot use listen address "${addr}": ${split.problem}`);
-  const { host, port } = split.value;
-  return { hostname: host === "" ? "0.0.0.0" : host, port };
 }
 
 /** What the command line learns of the running worker (for SIGHUP). */
