@@ -20,11 +20,11 @@ import {
 } from "./settings.ts";
 import {
   acceptedForm,
+  defaultValue,
   displayValue,
   formatByteSize,
   formatGoDuration,
   metavarOf,
-  parseValue,
 } from "./values.ts";
 import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
@@ -63,11 +63,7 @@ export function displayDefault(row: SettingRow, command: CommandName): string {
   if (row.required === true) return "(required)";
   const fallback = defaultOf(row, command);
   if (fallback === undefined || fallback === "") return "(none)";
-  if (row.secret === true) {
-    const parsed = parseValue(row, fallback, "text");
-    return parsed.ok ? displayValue(row, parsed.value) : "(hidden)";
-  }
-  return fallback;
+  return row.secret === true ? displayValue(row, defaultValue(row, command)) : fallback;
 }
 
 /** The flag and its aliases, each with `metavar`, and `--no-<flag>` for a boolean. */
@@ -294,11 +290,8 @@ export function settingsDifferingFromDefaults(
   for (const row of rowsFor(command)) {
     if (row.feeds !== undefined) continue;
     const value = values[settingKeyOf(row)];
-    const fallback = defaultOf(row, command);
-    const parsed = fallback === undefined ? undefined : parseValue(row, fallback, "text");
-    const defaultValue = parsed?.ok === true ? parsed.value : undefined;
     // Compare unmasked, so a changed password counts as a change; show masked.
-    if (JSON.stringify(value) !== JSON.stringify(defaultValue)) {
+    if (JSON.stringify(value) !== JSON.stringify(defaultValue(row, command))) {
       out[row.flag] = flagText(row, value);
     }
   }

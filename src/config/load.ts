@@ -43,6 +43,7 @@ import {
 import {
   acceptedForm,
   ConfigError,
+  defaultValue,
   maskRaw,
   metavarOf,
   type Origin,
@@ -533,16 +534,9 @@ export async function loadSettings<C extends CommandName>(
         : `flag --${row.flag}${envName === undefined ? "" : ` (or env ${envName})`}`;
       throw usageError(`Missing required ${what} for command "${command}"`, command);
     }
-    const fallback = defaultOf(row, command);
-    if (fallback === undefined) {
-      settings[key] = undefined;
-      sources[key] = { kind: "none", text: "none" };
-      continue;
-    }
-    const parsed = parseValue(row, fallback, "text");
-    if (!parsed.ok) throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
-    settings[key] = parsed.value;
-    sources[key] = { kind: "default", text: "default" };
+    settings[key] = defaultValue(row, command);
+    const kind = settings[key] === undefined ? "none" : "default";
+    sources[key] = { kind, text: kind };
   }
 
   // Filled key by key from the rows SettingsFor<C> derives from (pinned by settings_test.ts).

@@ -8,7 +8,7 @@
 
 import { splitUrlHosts } from "../util/address.ts";
 import { redactUrl } from "../util/redact.ts";
-import type { Kind, SettingRow } from "./settings.ts";
+import { type CommandName, defaultOf, type Kind, type SettingRow } from "./settings.ts";
 
 /** Outcome of parsing one value: the value (plus notes worth a warning) or a problem text. */
 export type Parsed<T> =
@@ -561,6 +561,15 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "mysqlDsn":
       return mysqlDsnToUrl(value.trim());
   }
+}
+
+/** The built-in default of a row for a command, parsed; `undefined` when it has none. */
+export function defaultValue(row: SettingRow, command: CommandName): unknown {
+  const fallback = defaultOf(row, command);
+  if (fallback === undefined) return undefined;
+  const parsed = parseValue(row, fallback, "text");
+  if (!parsed.ok) throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
+  return parsed.value;
 }
 
 /** Accepted form of a row's values for help and errors (`integer 1..700`). */
