@@ -455,8 +455,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
           : fail(`${raw} is not a whole number of bytes`);
       } else {
         const text = textOf(row, raw);
-        if (!text.ok) return text;
-        parsed = parseByteSize(text.value.trim());
+        parsed = text.ok ? parseByteSize(text.value.trim()) : text;
       }
       if (!parsed.ok) return parsed;
       if (parsed.value < kind.min) {
@@ -479,8 +478,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         parsed = ok(0);
       } else {
         const text = textOf(row, raw);
-        if (!text.ok) return text;
-        parsed = parseGoDuration(text.value.trim());
+        parsed = text.ok ? parseGoDuration(text.value.trim()) : text;
       }
       if (!parsed.ok) return parsed;
       if (parsed.value < 0) return fail(`${JSON.stringify(raw)} is negative`);
