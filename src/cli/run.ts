@@ -147,8 +147,7 @@ export async function runWorkerCommand(
         void notifier.status(reason ?? "starting");
       },
     });
-    const started = worker;
-    hooks.started?.({ reopenDeadLetters: () => started.reopenDeadLetters() });
+    hooks.started?.(worker);
   } catch (err: unknown) {
     if (hasCode(err, "startup") && signal.aborted) {
       // Told to stop while waiting for MySQL: a requested stop, not a failure.
