@@ -95,13 +95,6 @@ function usageError(message: string, command?: CommandName): WorkerError {
   return new WorkerError("usage", `${message}: see "${PROGRAM_NAME} ${help}"`);
 }
 
-function unknownCommand(name: string): WorkerError {
-  const near = nearestName(name, COMMAND_NAMES);
-  return usageError(
-    `Unknown command "${name}"${near === undefined ? "" : ` (did you mean ${near}?)`}`,
-  );
-}
-
 interface FlagEntry {
   readonly row: SettingRow;
   readonly negated: boolean;
@@ -136,13 +129,9 @@ function unknownFlagHint(
 
 interface FlagUse {
   readonly row: SettingRow;
-  /** As written, for messages: `--mysql-dsn`, `-nodename`, `argument 1`. */
-  readonly spelling: string;
+  /** As written, for messages: `flag --mysql-dsn`, `flag -nodename`, `argument 1`. */
+  readonly source: string;
   readonly value: string;
-}
-
-function flagSource(use: FlagUse): string {
-  return use.spelling.startsWith("argument") ? use.spelling : `flag ${use.spelling}`;
 }
 
 interface Tokens {
@@ -220,16 +209,16 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       problems.push(usageError(`Flag "${spelling}" needs a value`, command));
       continue;
     }
-    if (uses.some((u) => u.row === entry.row && u.spelling === spelling)) {
+    if (uses.some((u) => u.row === entry.row && u.source === `flag ${spelling}`)) {
       problems.push(usageError(`Flag "${spelling}" is given more than once`, command));
       continue;
     }
-    uses.push({ row: entry.row, spelling, value });
+    uses.push({ row: entry.row, source: `flag ${spelling}`, value });
   }
   const positionalRows = rowsFor(command).filter((row) => row.positional === true);
   positionals.forEach((value, n) => {
     const row = positionalRows[n];
-    if (row !== undefined) uses.push({ row, spelling: `argument ${n + 1}`, value });
+    if (row !== undefined) uses.push({ row, source: `argument ${n + 1}`, value });
     else {
       const message = `Unexpected argument ${JSON.stringify(value)} for command "${command}"`;
       problems.push(usageError(message, command));
@@ -251,7 +240,11 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   const helpWord = first === "help" ||
     (isHelpToken(first) && second !== undefined && isCommand(second));
   const named = helpWord ? second : first?.startsWith("-") === false ? first : undefined;
-  if (named !== undefined && !isCommand(named)) throw unknownCommand(named);
+  if (named !== undefined && !isCommand(named)) {
+    const near = nearestName(named, COMMAND_NAMES);
+    const hint = near === undefined ? "" : ` (did you mean ${near}?)`;
+    throw usageError(`Unknown command "${named}"${hint}`);
+  }
   const command = named ?? "run";
   const rest = argv.slice(Number(helpWord) + Number(named !== undefined));
   const tokens = tokenize(command, rest);
@@ -423,7 +416,7 @@ export async function loadSettings<C extends CommandName>(
       parseFor(row, input, raw, origin, source);
 
     const flagTier = tokens.uses.filter((use) => own.includes(use.row)).map((use) =>
-      take(use.row, use.value, "text", flagSource(use))
+      take(use.row, use.value, "text", use.source)
     );
     const envTier = own.flatMap((input) =>
       envNamesOf(input).flatMap((name) => {
