@@ -77,7 +77,7 @@ export function present(doc: YamlMapping, key: string): boolean {
 export const LEGACY_ENV_PATH = "the SE_* environment";
 
 /** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
-export function legacyEnvName(key: string): string {
+function legacyEnvName(key: string): string {
   const name = `SE_${key.toUpperCase().replaceAll(".", "_")}`;
   return Object.hasOwn(LEGACY_BLOCK_FIELDS, key) ? `${name}_*` : name;
 }
@@ -97,7 +97,8 @@ const LEGACY_BLOCK_FIELDS: Readonly<Record<"gearman" | "rabbitmq" | "mysql", Blo
   mysql: { read: ["host", "port", "username", "password", "database"], ignored: ["encoding"] },
 };
 
-function keysLabel(path: string, keys: readonly string[]): string {
+/** The source label of keys of a file (`file PATH key K`) or of the `SE_*` environment. */
+export function keysLabel(path: string, keys: readonly string[]): string {
   if (path === LEGACY_ENV_PATH) return `env ${keys.map(legacyEnvName).join(", ")}`;
   return `file ${path} ${keys.length === 1 ? "key" : "keys"} ${keys.join(", ")}`;
 }

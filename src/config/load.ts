@@ -13,10 +13,10 @@ import {
   FIXED_SETTINGS,
   fixedSettingWarnings,
   isMapping,
+  keysLabel,
   LEGACY_ENV_PATH,
   LEGACY_TRANSLATIONS,
   legacyEnvDocument,
-  legacyEnvName,
   legacyIgnoredWarnings,
   nearestName,
   present,
@@ -428,18 +428,13 @@ export async function loadSettings<C extends CommandName>(
       })
     );
     // Candidates of one document: its own keys, then legacy keys, the new key winning.
-    const documentTier = (
-      source: YamlMapping,
-      sourcePath: string,
-      origin: Origin,
-      keyLabel: (key: string) => string,
-    ): Candidate[] => {
+    const documentTier = (source: YamlMapping, sourcePath: string, origin: Origin): Candidate[] => {
       const tier: Candidate[] = [];
       const keys: string[] = [];
       for (const input of own) {
         const key = yamlKeyOf(input);
         if (key === undefined || !present(source, key)) continue;
-        tier.push(take(input, source[key], origin, keyLabel(key)));
+        tier.push(take(input, source[key], origin, keysLabel(sourcePath, [key])));
         keys.push(key);
       }
       for (const translation of LEGACY_TRANSLATIONS) {
@@ -463,13 +458,11 @@ export async function loadSettings<C extends CommandName>(
       }
       return tier;
     };
-    const fileTier = path === undefined
-      ? []
-      : documentTier(doc, path, "yaml", (key) => `file ${path} key ${key}`);
+    const fileTier = path === undefined ? [] : documentTier(doc, path, "yaml");
     // The PHP worker's SE_* variables, below its config file as there (file > SE_*).
     const legacyEnvTier = fileTier.length > 0
       ? []
-      : documentTier(legacyEnv, LEGACY_ENV_PATH, "text", (key) => `env ${legacyEnvName(key)}`);
+      : documentTier(legacyEnv, LEGACY_ENV_PATH, "text");
     return [
       ["flag", flagTier],
       ["env", envTier],
