@@ -555,12 +555,8 @@ export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMa
     if (value === undefined || value === "") continue;
     const [head, field] = key.split(".") as [string, string | undefined];
     const parsed = key === "perfdata_backend" ? value.split(",").map((v) => v.trim()) : value;
-    if (field === undefined) {
-      doc[head] = parsed;
-    } else {
-      const block = (doc[head] ??= {}) as Record<string, unknown>;
-      block[field] = parsed;
-    }
+    const block = field === undefined ? doc : (doc[head] ??= {}) as Record<string, unknown>;
+    block[field ?? head] = parsed;
   }
   return doc;
 }
