@@ -223,10 +223,8 @@ function parseUrl(text: string, schemes: readonly string[], hostList = false): P
   if (scheme === undefined || !schemes.includes(scheme)) {
     return fail(`must start with ${schemes.map((s) => `${s}://`).join(" or ")}`);
   }
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
+  const url = URL.parse(text);
+  if (url === null) {
     return fail("is not a valid URL (percent-encode special characters in user and password)");
   }
   if (url.hostname === "") return fail("names no host");
