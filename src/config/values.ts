@@ -269,29 +269,17 @@ const DSN_PARAMS_IGNORED_QUIETLY = new Set(
 export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const slash = dsn.lastIndexOf("/");
   if (slash < 0) return fail("has no /database part (user:password@tcp(host:3306)/database)");
-  let user = "";
-  let password = "";
-  let net = "";
-  let addr = "";
-  if (slash > 0) {
-    const left = dsn.slice(0, slash);
-    const at = left.lastIndexOf("@");
-    if (at >= 0) {
-      const credentials = left.slice(0, at);
-      const colon = credentials.indexOf(":");
-      user = colon < 0 ? credentials : credentials.slice(0, colon);
-      password = colon < 0 ? "" : credentials.slice(colon + 1);
-    }
-    const protocol = left.slice(at + 1);
-    const open = protocol.indexOf("(");
-    if (open >= 0) {
-      if (!protocol.endsWith(")")) return fail("has an unterminated (address)");
-      net = protocol.slice(0, open);
-      addr = protocol.slice(open + 1, -1);
-    } else {
-      net = protocol;
-    }
-  }
+  const left = dsn.slice(0, slash);
+  const at = left.lastIndexOf("@");
+  const login = at < 0 ? "" : left.slice(0, at);
+  const colon = login.indexOf(":");
+  const user = colon < 0 ? login : login.slice(0, colon);
+  const password = colon < 0 ? "" : login.slice(colon + 1);
+  const protocol = left.slice(at + 1);
+  const open = protocol.indexOf("(");
+  if (open >= 0 && !protocol.endsWith(")")) return fail("has an unterminated (address)");
+  const net = open < 0 ? protocol : protocol.slice(0, open);
+  const addr = open < 0 ? "" : protocol.slice(open + 1, -1);
   const rest = dsn.slice(slash + 1);
   const question = rest.indexOf("?");
   const rawDatabase = question < 0 ? rest : rest.slice(0, question);
