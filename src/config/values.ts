@@ -46,12 +46,8 @@ const MAX_DURATION_NS = 9223372036854775807;
  * or negative; a problem for anything Go rejects, including a number without a unit (`300`).
  */
 export function parseGoDuration(text: string): Parsed<number> {
-  let rest = text;
-  let negative = false;
-  if (rest.startsWith("-") || rest.startsWith("+")) {
-    negative = rest.startsWith("-");
-    rest = rest.slice(1);
-  }
+  const negative = text.startsWith("-");
+  let rest = negative || text.startsWith("+") ? text.slice(1) : text;
   if (rest === "0") return ok(0);
   if (rest === "") return fail(`${JSON.stringify(text)} is not a duration`);
   let totalNs = 0;
