@@ -43,11 +43,11 @@ function precedence(readsFile: boolean): string {
     "and where it came from.";
 }
 
-function wrap(text: string, indent: number, width = 100): string[] {
+function wrap(text: string, indent = 0): string[] {
   const lines: string[] = [];
   let line = "";
   for (const word of text.split(/\s+/).filter((w) => w !== "")) {
-    if (line !== "" && indent + line.length + 1 + word.length > width) {
+    if (line !== "" && indent + line.length + 1 + word.length > 100) {
       lines.push(line);
       line = word;
     } else {
@@ -124,7 +124,6 @@ export function renderHelp(command?: CommandName): string {
       ...wrap(
         `${PROGRAM_NAME}: consumes Statusengine monitoring events from gearmand or RabbitMQ ` +
           "and writes them to MySQL.",
-        0,
       ),
       "",
       "Usage:",
@@ -141,7 +140,7 @@ export function renderHelp(command?: CommandName): string {
       "  -h, --help   Show help; with a command, that command's flags",
       "  --version    Print the build identity and exit",
       "",
-      ...wrap(precedence(true), 0),
+      ...wrap(precedence(true)),
     );
     return `${out.join("\n")}\n`;
   }
@@ -155,15 +154,15 @@ export function renderHelp(command?: CommandName): string {
   out.push(
     `Usage: ${PROGRAM_NAME} ${usage}`,
     "",
-    ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? "", 0),
+    ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? ""),
     "",
   );
-  if (command === "config") out.push(...wrap(CONFIG_COMMAND_USAGE.details, 0), "");
+  if (command === "config") out.push(...wrap(CONFIG_COMMAND_USAGE.details), "");
   if (rows.length === 0) {
     out.push("This command has no settings.", "");
   } else {
     const readsFile = rows.some((r) => r.flag === "config");
-    if (command !== "config") out.push(...wrap(precedence(readsFile), 0), "");
+    if (command !== "config") out.push(...wrap(precedence(readsFile)), "");
     let group: string | undefined;
     for (const row of rows) {
       if (groupOf(row) !== group) {
