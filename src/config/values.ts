@@ -15,10 +15,8 @@ export type Parsed<T> =
   | { readonly ok: true; readonly value: T; readonly notes?: readonly string[] }
   | { readonly ok: false; readonly problem: string };
 
-function ok<T>(value: T, notes?: readonly string[]): Parsed<T> {
-  return notes === undefined || notes.length === 0
-    ? { ok: true, value }
-    : { ok: true, value, notes };
+function ok<T>(value: T): Parsed<T> {
+  return { ok: true, value };
 }
 
 function fail<T>(problem: string): Parsed<T> {
@@ -344,7 +342,7 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const url = `mysql://${credentials}${host}/${encodeURIComponent(database)}${search}`;
   const checked = parseMysqlUrl(url);
   if (!checked.ok) return checked;
-  return ok(url, notes);
+  return notes.length === 0 ? ok(url) : { ok: true, value: url, notes };
 }
 
 // Go's normalizeAddr: add the default port when the address has none; a bare IPv6 address
