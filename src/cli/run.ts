@@ -5,10 +5,10 @@
  * @module
  */
 import {
+  listenAddress,
   settingsDifferingFromDefaults,
   type SettingsFor,
   settingsGroup,
-  splitHostPort,
 } from "../config/mod.ts";
 import {
   type PerfdataBackend,
@@ -116,15 +116,6 @@ function refuseUnwritableCommandFile(s: SettingsFor<"run">): void {
   );
 }
 
-/** `host:port` as validated by the settings (`:port` = all interfaces) → listen options. */
-function listenAddress(addr: string): { hostname: string; port: number } {
-  const split = splitHostPort(addr, { emptyHost: true });
-  // Already validated when the settings were loaded; a failure here is a bug.
-  if (!split.ok) throw new TypeError(`Cannot use listen address "${addr}": ${split.problem}`);
-  const { host, port } = split.value;
-  return { hostname: host === "" ? "0.0.0.0" : host, port };
-}
-
 /** What the command line learns of the running worker (for SIGHUP). */
 export interface RunHooks {
   /** Called once the worker runs, with what a reload may do to it. */
@@ -156,8 +147,7 @@ export async function runWorkerCommand(
         void notifier.status(reason ?? "starting");
       },
     });
-    const started = worker;
-    hooks.started?.({ reopenDeadLetters: () => started.reopenDeadLetters() });
+    hooks.started?.(worker);
   } catch (err: unknown) {
     if (hasCode(err, "startup") && signal.aborted) {
       // Told to stop while waiting for MySQL: a requested stop, not a failure.

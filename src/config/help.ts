@@ -20,11 +20,11 @@ import {
 } from "./settings.ts";
 import {
   acceptedForm,
+  defaultValue,
   displayValue,
   formatByteSize,
   formatGoDuration,
   metavarOf,
-  parseValue,
 } from "./values.ts";
 import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
@@ -43,11 +43,11 @@ function precedence(readsFile: boolean): string {
     "and where it came from.";
 }
 
-function wrap(text: string, indent: number, width = 100): string[] {
+function wrap(text: string, indent = 0): string[] {
   const lines: string[] = [];
   let line = "";
   for (const word of text.split(/\s+/).filter((w) => w !== "")) {
-    if (line !== "" && indent + line.length + 1 + word.length > width) {
+    if (line !== "" && indent + line.length + 1 + word.length > 100) {
       lines.push(line);
       line = word;
     } else {
@@ -63,20 +63,19 @@ export function displayDefault(row: SettingRow, command: CommandName): string {
   if (row.required === true) return "(required)";
   const fallback = defaultOf(row, command);
   if (fallback === undefined || fallback === "") return "(none)";
-  if (row.secret === true) {
-    const parsed = parseValue(row, fallback, "text");
-    return parsed.ok ? displayValue(row, parsed.value) : "(hidden)";
-  }
-  return fallback;
+  return row.secret === true ? displayValue(row, defaultValue(row, command)) : fallback;
+}
+
+/** The flag and its aliases, each with `metavar`, and `--no-<flag>` for a boolean. */
+function flagNames(row: SettingRow, metavar = ""): string[] {
+  const value = metavar === "" ? "" : ` ${metavar}`;
+  const names = [row.flag, ...(row.flagAliases ?? [])].map((name) => `--${name}${value}`);
+  return row.kind.type === "boolean" ? [...names, `--no-${row.flag}`] : names;
 }
 
 function flagSpellings(row: SettingRow): string {
-  const names = [row.flag, ...(row.flagAliases ?? [])];
   const metavar = metavarOf(row);
-  const main = names.map((n) => `--${n}${metavar === "" ? "" : ` ${metavar}`}`);
-  if (row.kind.type === "boolean") main.push(`--no-${row.flag}`);
-  if (row.positional === true) main.unshift(metavar);
-  return main.join(", ");
+  return [...(row.positional === true ? [metavar] : []), ...flagNames(row, metavar)].join(", ");
 }
 
 function envText(row: SettingRow): string | undefined {
@@ -85,20 +84,13 @@ function envText(row: SettingRow): string | undefined {
   return `env ${name}${aliases.length === 0 ? "" : ` (also ${aliases.join(", ")})`}`;
 }
 
-/** A row's YAML key and the legacy keys translated into it. */
-function yamlKeysOf(row: SettingRow): { keys: string[]; legacy: string[] } {
+function yamlText(row: SettingRow, readsFile: boolean): string | undefined {
+  if (!readsFile) return undefined;
   const key = yamlKeyOf(row);
-  return { keys: key === undefined ? [] : [key], legacy: legacyKeysOf(row.flag) };
-}
-
-function yamlText(row: SettingRow, command: CommandName): string | undefined {
-  const { keys, legacy } = yamlKeysOf(row);
-  if (!rowsFor(command).some((r) => r.flag === "config")) return undefined;
-  if (legacy.length === 0) return keys.length === 0 ? undefined : `yaml ${keys.join(", ")}`;
+  const legacy = legacyKeysOf(row.flag).join(", ");
   // A setting read only from its legacy key (check_for_commands) still has a YAML key to show.
-  return keys.length === 0
-    ? `yaml ${legacy.join(", ")} (legacy)`
-    : `yaml ${keys.join(", ")} (legacy: ${legacy.join(", ")})`;
+  if (key === undefined) return legacy === "" ? undefined : `yaml ${legacy} (legacy)`;
+  return legacy === "" ? `yaml ${key}` : `yaml ${key} (legacy: ${legacy})`;
 }
 
 const HELP_DEFAULT_MAX = 60;
@@ -132,7 +124,6 @@ export function renderHelp(command?: CommandName): string {
       ...wrap(
         `${PROGRAM_NAME}: consumes Statusengine monitoring events from gearmand or RabbitMQ ` +
           "and writes them to MySQL.",
-        0,
       ),
       "",
       "Usage:",
@@ -149,7 +140,7 @@ export function renderHelp(command?: CommandName): string {
       "  -h, --help   Show help; with a command, that command's flags",
       "  --version    Print the build identity and exit",
       "",
-      ...wrap(precedence(true), 0),
+      ...wrap(precedence(true)),
     );
     return `${out.join("\n")}\n`;
   }
@@ -163,16 +154,15 @@ export function renderHelp(command?: CommandName): string {
   out.push(
     `Usage: ${PROGRAM_NAME} ${usage}`,
     "",
-    ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? "", 0),
+    ...wrap(COMMANDS.find((c) => c.name === command)?.summary ?? ""),
     "",
   );
-  if (command === "config") out.push(...wrap(CONFIG_COMMAND_USAGE.details, 0), "");
+  if (command === "config") out.push(...wrap(CONFIG_COMMAND_USAGE.details), "");
   if (rows.length === 0) {
     out.push("This command has no settings.", "");
   } else {
-    if (command !== "config") {
-      out.push(...wrap(precedence(rows.some((r) => r.flag === "config")), 0), "");
-    }
+    const readsFile = rows.some((r) => r.flag === "config");
+    if (command !== "config") out.push(...wrap(precedence(readsFile)), "");
     let group: string | undefined;
     for (const row of rows) {
       if (groupOf(row) !== group) {
@@ -189,7 +179,7 @@ export function renderHelp(command?: CommandName): string {
       out.push(inline ? usage : `  ${flagSpellings(row)}`);
       out.push(...wrap(row.help, 6));
       const fallback = row.required === true ? "required" : `default ${helpDefault(row, command)}`;
-      const where = [envText(row), yamlText(row, command), feedsText(row) ?? fallback];
+      const where = [envText(row), yamlText(row, readsFile), feedsText(row) ?? fallback];
       out.push(...wrap(where.filter((w) => w !== undefined).join(" | "), 6));
       if (!inline) out.push(...wrap(`accepted: ${accepted}`, 6));
     }
@@ -234,22 +224,22 @@ export function renderConfigReference(): string {
       out.push("No settings.", "");
       continue;
     }
+    const readsFile = rows.some((r) => r.flag === "config");
     out.push(
       "| Flag | Environment | YAML key | Default | Accepted | Description |",
       "|---|---|---|---|---|---|",
     );
     for (const row of rows) {
-      const flags = [row.flag, ...(row.flagAliases ?? [])].map((f) => `\`--${f}\``);
-      if (row.kind.type === "boolean") flags.push(`\`--no-${row.flag}\``);
+      const flags = flagNames(row).map((f) => `\`${f}\``);
       if (row.positional === true) {
         const n = rows.filter((r) => r.positional === true).indexOf(row);
         const ordinal = ["first", "second"][n];
         flags.unshift(ordinal === undefined ? `argument ${n + 1}` : `${ordinal} argument`);
       }
       const envs = envNamesOf(row);
-      const { keys, legacy } = yamlKeysOf(row);
-      const yamls = [...keys.map((k) => `\`${k}\``), ...legacy.map((k) => `\`${k}\` (legacy)`)];
-      const readsFile = rows.some((r) => r.flag === "config");
+      const key = yamlKeyOf(row);
+      const legacy = legacyKeysOf(row.flag).map((k) => `\`${k}\` (legacy)`);
+      const yamls = [...(key === undefined ? [] : [`\`${key}\``]), ...legacy];
       const cells = [
         flags.join(", "),
         envs.length === 0 ? "—" : envs.map((e) => `\`${e}\``).join(", "),
@@ -299,11 +289,8 @@ export function settingsDifferingFromDefaults(
   for (const row of rowsFor(command)) {
     if (row.feeds !== undefined) continue;
     const value = values[settingKeyOf(row)];
-    const fallback = defaultOf(row, command);
-    const parsed = fallback === undefined ? undefined : parseValue(row, fallback, "text");
-    const defaultValue = parsed?.ok === true ? parsed.value : undefined;
     // Compare unmasked, so a changed password counts as a change; show masked.
-    if (JSON.stringify(value) !== JSON.stringify(defaultValue)) {
+    if (JSON.stringify(value) !== JSON.stringify(defaultValue(row, command))) {
       out[row.flag] = flagText(row, value);
     }
   }

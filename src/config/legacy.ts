@@ -77,7 +77,7 @@ export function present(doc: YamlMapping, key: string): boolean {
 export const LEGACY_ENV_PATH = "the SE_* environment";
 
 /** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
-export function legacyEnvName(key: string): string {
+function legacyEnvName(key: string): string {
   const name = `SE_${key.toUpperCase().replaceAll(".", "_")}`;
   return Object.hasOwn(LEGACY_BLOCK_FIELDS, key) ? `${name}_*` : name;
 }
@@ -97,7 +97,8 @@ const LEGACY_BLOCK_FIELDS: Readonly<Record<"gearman" | "rabbitmq" | "mysql", Blo
   mysql: { read: ["host", "port", "username", "password", "database"], ignored: ["encoding"] },
 };
 
-function keysLabel(path: string, keys: readonly string[]): string {
+/** The source label of keys of a file (`file PATH key K`) or of the `SE_*` environment. */
+export function keysLabel(path: string, keys: readonly string[]): string {
   if (path === LEGACY_ENV_PATH) return `env ${keys.map(legacyEnvName).join(", ")}`;
   return `file ${path} ${keys.length === 1 ? "key" : "keys"} ${keys.join(", ")}`;
 }
@@ -112,17 +113,22 @@ interface Reader {
   readonly value: (text: string, keys: readonly string[]) => LegacyValue;
 }
 
-/** A table entry: `read` gets a Reader bound to `target` and the document's path. */
+/**
+ * A table entry: `read` gets a Reader bound to `target` and the document's path, only when one
+ * of `keys` is given (for `block.field`, the block, so that a block that is no mapping is
+ * refused); a bare text it returns is labelled with the keys given.
+ */
 function translation(
   target: string,
   keys: readonly string[],
-  read: (doc: YamlMapping, r: Reader) => LegacyValue | undefined,
+  read: (doc: YamlMapping, r: Reader) => LegacyValue | string | undefined,
 ): LegacyTranslation {
   return {
     target,
     keys,
-    translate: (doc, path, warn) =>
-      read(doc, {
+    translate(doc, path, warn) {
+      if (!keys.some((key) => present(doc, key.split(".")[0] ?? key))) return undefined;
+      const value = read(doc, {
         path,
         warn,
         fail(keys, problem, raw) {
@@ -134,7 +140,10 @@ function translation(
           });
         },
         value: (text, keys) => ({ text, source: keysLabel(path, keys) }),
-      }),
+      });
+      if (typeof value !== "string") return value;
+      return { text: value, source: keysLabel(path, keys.filter((key) => present(doc, key))) };
+    },
   };
 }
 
@@ -201,24 +210,21 @@ const BATCH_CEILING = 700;
 function booleanTranslation(target: string, key: string): LegacyTranslation {
   const [head, name] = key.split(".") as [string, string | undefined];
   return translation(target, [key], (doc, r) => {
-    if (name !== undefined && !present(doc, head)) return undefined;
     const value = booleanKey(name === undefined ? doc : blockOf(doc, head, r), name ?? head, r);
-    return value === undefined ? undefined : r.value(String(value), [key]);
+    return value === undefined ? undefined : String(value);
   });
 }
 
 /** Legacy keys that map onto a setting (docs/operations.md#legacy-config), one entry per target. */
 export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("node-name", ["node_name"], (doc, r) => {
-    if (!present(doc, "node_name")) return undefined;
     const text = scalarText(doc.node_name);
     if (text === undefined) throw r.fail(["node_name"], "expected a string");
-    return r.value(text, ["node_name"]);
+    return text;
   }),
   translation("consumer", ["use_gearman", "use_rabbitmq"], (doc, r) => {
     const gearmanKey = booleanKey(doc, "use_gearman", r);
     const rabbitKey = booleanKey(doc, "use_rabbitmq", r);
-    if (gearmanKey === undefined && rabbitKey === undefined) return undefined;
     // The legacy defaults are use_gearman true and use_rabbitmq false, so a file with only
     // use_rabbitmq: 1 literally asks for both; it obviously means RabbitMQ. Only two
     // explicit, equal values (or use_gearman: 0 alone) leave the backend open.
@@ -232,10 +238,9 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
           "backend is consumed: set consumer: gearman or consumer: rabbitmq",
       );
     }
-    return r.value(rabbit ? "rabbitmq" : "gearman", keys);
+    return rabbit ? "rabbitmq" : "gearman";
   }),
   translation("gearman-addr", ["gearman"], (doc, r) => {
-    if (!present(doc, "gearman")) return undefined;
     const block = blockOf(doc, "gearman", r);
     const host = field(block, "gearman.address", "127.0.0.1", r);
     const port = portField(block, "gearman.port", 4730, r);
@@ -249,7 +254,6 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     return r.value(joinHostPort({ host, port }), ["gearman.address", "gearman.port"]);
   }),
   translation("rabbitmq-url", ["rabbitmq"], (doc, r) => {
-    if (!present(doc, "rabbitmq")) return undefined;
     const block = blockOf(doc, "rabbitmq", r);
     const host = field(block, "rabbitmq.host", "127.0.0.1", r);
     const port = portField(block, "rabbitmq.port", 5672, r);
@@ -267,19 +271,16 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     // the path, with a literal slash encoded as %2F.
     const vhostPath = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
     const credentials = `${encodeURIComponent(user)}:${encodeURIComponent(password)}`;
-    return r.value(`amqp://${credentials}@${joinHostPort({ host, port })}${vhostPath}`, [
-      "rabbitmq",
-    ]);
+    return `amqp://${credentials}@${joinHostPort({ host, port })}${vhostPath}`;
   }),
   booleanTranslation("rabbitmq-durable-queues", "rabbitmq.durable_queues"),
   booleanTranslation("check-for-commands", "check_for_commands"),
   translation("command-check-interval", ["command_check_interval"], (doc, r) => {
-    if (!present(doc, "command_check_interval")) return undefined;
     const raw = doc.command_check_interval;
     const text = scalarText(raw)?.trim();
     if (text === undefined) throw r.fail(["command_check_interval"], "expected seconds", raw);
     // The PHP worker's value is whole seconds; a unit, if given, is taken as it is.
-    return r.value(/^[0-9]+$/.test(text) ? `${text}s` : text, ["command_check_interval"]);
+    return /^[0-9]+$/.test(text) ? `${text}s` : text;
   }),
   translation("exclude-queues", [...Object.keys(LEGACY_WORKER_QUEUES), "process_perfdata"], (
     doc,
@@ -316,7 +317,6 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     return excluded.length === 0 ? undefined : r.value([...new Set(excluded)].join(","), used);
   }),
   translation("mysql-url", ["mysql"], (doc, r) => {
-    if (!present(doc, "mysql")) return undefined;
     const block = blockOf(doc, "mysql", r);
     const host = field(block, "mysql.host", "127.0.0.1", r);
     const port = portField(block, "mysql.port", 3306, r);
@@ -325,12 +325,9 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     const database = encodeURIComponent(field(block, "mysql.database", "statusengine_data", r));
     // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
     const credentials = password === "" ? user : `${user}:${encodeURIComponent(password)}`;
-    return r.value(`mysql://${credentials}@${joinHostPort({ host, port })}/${database}`, [
-      "mysql",
-    ]);
+    return `mysql://${credentials}@${joinHostPort({ host, port })}/${database}`;
   }),
   translation("mysql-batch-size", ["number_of_bulk_records"], (doc, r) => {
-    if (!present(doc, "number_of_bulk_records")) return undefined;
     const raw = doc.number_of_bulk_records;
     const text = scalarText(raw)?.trim();
     const value = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
@@ -347,10 +344,9 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
           `${BATCH_CEILING}: ${LEGACY_BULK_HINT}`,
       );
     }
-    return r.value(String(Math.min(value, BATCH_CEILING)), ["number_of_bulk_records"]);
+    return String(Math.min(value, BATCH_CEILING));
   }),
   translation("perfdata-backends", ["perfdata_backend"], (doc, r) => {
-    if (!present(doc, "perfdata_backend")) return undefined;
     const raw = doc.perfdata_backend;
     const entries = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined;
     if (entries === undefined || entries.some((e) => typeof e !== "string")) {
@@ -367,14 +363,12 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
       );
     }
     const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
-    return chosen.length === 0 ? undefined : r.value(chosen.join(","), ["perfdata_backend"]);
+    return chosen.length === 0 ? undefined : chosen.join(",");
   }),
   translation("graphite-addr", ["graphite_address", "graphite_port"], (doc, r) => {
-    const keys = ["graphite_address", "graphite_port"].filter((k) => present(doc, k));
-    if (keys.length === 0) return undefined;
     const host = field(doc, "graphite_address", "localhost", r);
     const port = portField(doc, "graphite_port", 2003, r);
-    return r.value(joinHostPort({ host, port }), keys);
+    return joinHostPort({ host, port });
   }),
   booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
 ];
@@ -561,12 +555,8 @@ export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMa
     if (value === undefined || value === "") continue;
     const [head, field] = key.split(".") as [string, string | undefined];
     const parsed = key === "perfdata_backend" ? value.split(",").map((v) => v.trim()) : value;
-    if (field === undefined) {
-      doc[head] = parsed;
-    } else {
-      const block = (doc[head] ??= {}) as Record<string, unknown>;
-      block[field] = parsed;
-    }
+    const block = field === undefined ? doc : (doc[head] ??= {}) as Record<string, unknown>;
+    block[field ?? head] = parsed;
   }
   return doc;
 }

@@ -13,10 +13,10 @@ import {
   FIXED_SETTINGS,
   fixedSettingWarnings,
   isMapping,
+  keysLabel,
   LEGACY_ENV_PATH,
   LEGACY_TRANSLATIONS,
   legacyEnvDocument,
-  legacyEnvName,
   legacyIgnoredWarnings,
   nearestName,
   present,
@@ -43,6 +43,7 @@ import {
 import {
   acceptedForm,
   ConfigError,
+  defaultValue,
   maskRaw,
   metavarOf,
   type Origin,
@@ -94,13 +95,6 @@ function usageError(message: string, command?: CommandName): WorkerError {
   return new WorkerError("usage", `${message}: see "${PROGRAM_NAME} ${help}"`);
 }
 
-function unknownCommand(name: string): WorkerError {
-  const near = nearestName(name, COMMAND_NAMES);
-  return usageError(
-    `Unknown command "${name}"${near === undefined ? "" : ` (did you mean ${near}?)`}`,
-  );
-}
-
 interface FlagEntry {
   readonly row: SettingRow;
   readonly negated: boolean;
@@ -135,13 +129,9 @@ function unknownFlagHint(
 
 interface FlagUse {
   readonly row: SettingRow;
-  /** As written, for messages: `--mysql-dsn`, `-nodename`, `argument 1`. */
-  readonly spelling: string;
+  /** As written, for messages: `flag --mysql-dsn`, `flag -nodename`, `argument 1`. */
+  readonly source: string;
   readonly value: string;
-}
-
-function flagSource(use: FlagUse): string {
-  return use.spelling.startsWith("argument") ? use.spelling : `flag ${use.spelling}`;
 }
 
 interface Tokens {
@@ -219,16 +209,16 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
       problems.push(usageError(`Flag "${spelling}" needs a value`, command));
       continue;
     }
-    if (uses.some((u) => u.row === entry.row && u.spelling === spelling)) {
+    if (uses.some((u) => u.row === entry.row && u.source === `flag ${spelling}`)) {
       problems.push(usageError(`Flag "${spelling}" is given more than once`, command));
       continue;
     }
-    uses.push({ row: entry.row, spelling, value });
+    uses.push({ row: entry.row, source: `flag ${spelling}`, value });
   }
   const positionalRows = rowsFor(command).filter((row) => row.positional === true);
   positionals.forEach((value, n) => {
     const row = positionalRows[n];
-    if (row !== undefined) uses.push({ row, spelling: `argument ${n + 1}`, value });
+    if (row !== undefined) uses.push({ row, source: `argument ${n + 1}`, value });
     else {
       const message = `Unexpected argument ${JSON.stringify(value)} for command "${command}"`;
       problems.push(usageError(message, command));
@@ -250,7 +240,11 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   const helpWord = first === "help" ||
     (isHelpToken(first) && second !== undefined && isCommand(second));
   const named = helpWord ? second : first?.startsWith("-") === false ? first : undefined;
-  if (named !== undefined && !isCommand(named)) throw unknownCommand(named);
+  if (named !== undefined && !isCommand(named)) {
+    const near = nearestName(named, COMMAND_NAMES);
+    const hint = near === undefined ? "" : ` (did you mean ${near}?)`;
+    throw usageError(`Unknown command "${named}"${hint}`);
+  }
   const command = named ?? "run";
   const rest = argv.slice(Number(helpWord) + Number(named !== undefined));
   const tokens = tokenize(command, rest);
@@ -295,15 +289,16 @@ function parseOrThrow(row: SettingRow, raw: unknown, origin: Origin, source: str
   return { value: parsed.value, source, notes: parsed.notes ?? [] };
 }
 
-/** Parse a value of `input`, then hand it to `target` through the input's feed. */
-function parseFed(
-  input: SettingRow,
+/** Parse a value of `input`: `target`'s own, or handed to `target` through the input's feed. */
+function parseFor(
   target: SettingRow,
+  input: SettingRow,
   raw: unknown,
   origin: Origin,
   source: string,
 ): Candidate {
   const first = parseOrThrow(input, raw, origin, source);
+  if (input === target) return first;
   const feed = input.feeds?.find((f) => f.target === target.flag);
   if (feed === undefined) throw new Error(`Setting ${input.flag} does not feed ${target.flag}`);
   const second = parseOrThrow(target, feed.derive(String(first.value)), "text", source);
@@ -409,76 +404,37 @@ export async function loadSettings<C extends CommandName>(
   if (firstProblem !== undefined) throw firstProblem;
   const env = options.env;
   const warnings: string[] = [];
-
-  // An empty variable falls through to the next source, as in the Go worker.
-  const envCandidates = (row: SettingRow): { name: string; value: string }[] =>
-    envNamesOf(row).flatMap((name) => {
-      const value = env[name];
-      return value === undefined || value === "" ? [] : [{ name, value }];
-    });
-
-  // 1. The config file: flag, then env, then none (no default location).
   let doc: YamlMapping = {};
   let path: string | undefined;
-  const configRow = rows.find((row) => row.flag === "config");
-  if (configRow !== undefined) {
-    const fromFlag = tokens.uses.filter((u) => u.row === configRow).map((u) =>
-      parseOrThrow(configRow, u.value, "text", flagSource(u))
-    );
-    const fromEnv = envCandidates(configRow).map((e) =>
-      parseOrThrow(configRow, e.value, "text", `env ${e.name}`)
-    );
-    const chosen = fromFlag[0] ?? fromEnv[0];
-    if (chosen !== undefined) {
-      path = String(chosen.value);
-      doc = await readConfig(path, chosen.source, options.readTextFile ?? Deno.readTextFile);
-    }
-  }
-
-  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
-  checkRetired(command, doc, path, env);
-
-  // 3. Former settings that are constants now, keys no command knows (typos), and legacy
-  // feature groups that have no equivalent.
-  warnings.push(...fixedSettingWarnings(command, tokens.fixed, doc, path, env));
-  if (path !== undefined) {
-    warnings.push(...unknownKeyWarnings(doc, path));
-    warnings.push(...legacyIgnoredWarnings(doc, path, command));
-  }
-
   const legacyEnv = legacyEnvDocument(env);
 
-  // 4. Resolve every setting.
-  const settings: Record<string, unknown> = {};
-  const sources: Record<string, SettingSource> = {};
-  for (const row of rows) {
-    if (row.feeds !== undefined) continue;
-    // The row itself, then the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
+  // Every value given for a row, by source from the first to the last in precedence: the row's
+  // own, then those of the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
+  const tiersOf = (row: SettingRow) => {
     const own = [row, ...rows.filter((r) => r.feeds?.some((f) => f.target === row.flag))];
     const take = (input: SettingRow, raw: unknown, origin: Origin, source: string) =>
-      input === row
-        ? parseOrThrow(row, raw, origin, source)
-        : parseFed(input, row, raw, origin, source);
+      parseFor(row, input, raw, origin, source);
 
     const flagTier = tokens.uses.filter((use) => own.includes(use.row)).map((use) =>
-      take(use.row, use.value, "text", flagSource(use))
+      take(use.row, use.value, "text", use.source)
     );
     const envTier = own.flatMap((input) =>
-      envCandidates(input).map((e) => take(input, e.value, "text", `env ${e.name}`))
+      envNamesOf(input).flatMap((name) => {
+        const value = env[name];
+        // An empty variable falls through to the next source, as in the Go worker.
+        return value === undefined || value === ""
+          ? []
+          : [take(input, value, "text", `env ${name}`)];
+      })
     );
     // Candidates of one document: its own keys, then legacy keys, the new key winning.
-    const documentTier = (
-      source: YamlMapping,
-      sourcePath: string,
-      origin: Origin,
-      keyLabel: (key: string) => string,
-    ): Candidate[] => {
+    const documentTier = (source: YamlMapping, sourcePath: string, origin: Origin): Candidate[] => {
       const tier: Candidate[] = [];
       const keys: string[] = [];
       for (const input of own) {
         const key = yamlKeyOf(input);
         if (key === undefined || !present(source, key)) continue;
-        tier.push(take(input, source[key], origin, keyLabel(key)));
+        tier.push(take(input, source[key], origin, keysLabel(sourcePath, [key])));
         keys.push(key);
       }
       for (const translation of LEGACY_TRANSLATIONS) {
@@ -502,20 +458,44 @@ export async function loadSettings<C extends CommandName>(
       }
       return tier;
     };
-    const fileTier = path === undefined
-      ? []
-      : documentTier(doc, path, "yaml", (key) => `file ${path} key ${key}`);
+    const fileTier = path === undefined ? [] : documentTier(doc, path, "yaml");
     // The PHP worker's SE_* variables, below its config file as there (file > SE_*).
     const legacyEnvTier = fileTier.length > 0
       ? []
-      : documentTier(legacyEnv, LEGACY_ENV_PATH, "text", (key) => `env ${legacyEnvName(key)}`);
-
-    const tiers = [
+      : documentTier(legacyEnv, LEGACY_ENV_PATH, "text");
+    return [
       ["flag", flagTier],
       ["env", envTier],
       ["file", fileTier],
       ["legacy", legacyEnvTier],
     ] as const;
+  };
+
+  // 1. The config file: flag, then env, then none (no default location).
+  const configRow = rows.find((row) => row.flag === "config");
+  const chosenConfig = configRow && tiersOf(configRow).flatMap(([, tier]) => tier)[0];
+  if (chosenConfig !== undefined) {
+    path = String(chosenConfig.value);
+    doc = await readConfig(path, chosenConfig.source, options.readTextFile ?? Deno.readTextFile);
+  }
+
+  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
+  checkRetired(command, doc, path, env);
+
+  // 3. Former settings that are constants now, keys no command knows (typos), and legacy
+  // feature groups that have no equivalent.
+  warnings.push(...fixedSettingWarnings(command, tokens.fixed, doc, path, env));
+  if (path !== undefined) {
+    warnings.push(...unknownKeyWarnings(doc, path));
+    warnings.push(...legacyIgnoredWarnings(doc, path, command));
+  }
+
+  // 4. Resolve every setting.
+  const settings: Record<string, unknown> = {};
+  const sources: Record<string, SettingSource> = {};
+  for (const row of rows) {
+    if (row.feeds !== undefined) continue;
+    const tiers = tiersOf(row);
     for (const [, tier] of tiers) if (tier.length > 1) throw conflict(row, tier);
     const key = settingKeyOf(row);
     const found = tiers.find(([, tier]) => tier.length > 0);
@@ -540,16 +520,9 @@ export async function loadSettings<C extends CommandName>(
         : `flag --${row.flag}${envName === undefined ? "" : ` (or env ${envName})`}`;
       throw usageError(`Missing required ${what} for command "${command}"`, command);
     }
-    const fallback = defaultOf(row, command);
-    if (fallback === undefined) {
-      settings[key] = undefined;
-      sources[key] = { kind: "none", text: "none" };
-      continue;
-    }
-    const parsed = parseValue(row, fallback, "text");
-    if (!parsed.ok) throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
-    settings[key] = parsed.value;
-    sources[key] = { kind: "default", text: "default" };
+    settings[key] = defaultValue(row, command);
+    const kind = settings[key] === undefined ? "none" : "default";
+    sources[key] = { kind, text: kind };
   }
 
   // Filled key by key from the rows SettingsFor<C> derives from (pinned by settings_test.ts).

@@ -19,5 +19,5 @@
 export * from "./load.ts";
 export * from "./help.ts";
 export * from "./settings.ts";
-export { ConfigError, type HostPort, type Parsed, redactUrl, splitHostPort } from "./values.ts";
+export { ConfigError, redactUrl } from "./values.ts";
 export { nearestName } from "./legacy.ts";

@@ -64,13 +64,8 @@ export { QUEUE_NAMES };
  * and restart, because Naemon maps them to the same handler; `PROCESS_FILE` makes Naemon execute
  * commands read from a file and would bypass every other rule. Applied by `src/commands/`.
  */
-export const DENIED_RAW_COMMANDS: readonly string[] = [
-  "SHUTDOWN_PROGRAM",
-  "SHUTDOWN_PROCESS",
-  "RESTART_PROGRAM",
-  "RESTART_PROCESS",
-  "PROCESS_FILE",
-];
+export const DENIED_RAW_COMMANDS: readonly string[] =
+  "SHUTDOWN_PROGRAM SHUTDOWN_PROCESS RESTART_PROGRAM RESTART_PROCESS PROCESS_FILE".split(" ");
 
 /**
  * The default of `--command-allow`: what the Statusengine UI and openITCOCKPIT send for a host
@@ -228,14 +223,11 @@ function regexProblem(value: string): string | null {
   }
 }
 
-function metricsListenHost(value: string): string {
-  const colon = value.lastIndexOf(":");
-  const host = value.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
-  return host === "" ? "0.0.0.0" : host;
-}
-
-function metricsListenPort(value: string): string {
-  return value.slice(value.lastIndexOf(":") + 1);
+/** A validated listen address (`host:port`, `[v6]:port`, `:port` = all interfaces) → listen options. */
+export function listenAddress(addr: string): { hostname: string; port: number } {
+  const colon = addr.lastIndexOf(":");
+  const host = addr.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
+  return { hostname: host === "" ? "0.0.0.0" : host, port: Number(addr.slice(colon + 1)) };
 }
 
 function age<const N extends string>(name: N, days: number, table: string, column: string) {
@@ -578,8 +570,8 @@ export const SETTINGS = [
   setting("metrics-listen-addr", { type: "hostPort", emptyHost: true }, {
     commands: ["run", "status"],
     feeds: [
-      { target: "metrics-host", derive: metricsListenHost },
-      { target: "metrics-port", derive: metricsListenPort },
+      { target: "metrics-host", derive: (addr: string) => listenAddress(addr).hostname },
+      { target: "metrics-port", derive: (addr: string) => String(listenAddress(addr).port) },
     ],
     help: "The Go worker's form of --metrics-host and --metrics-port together (:9105 = all " +
       "interfaces).",

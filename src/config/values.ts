@@ -8,17 +8,15 @@
 
 import { splitUrlHosts } from "../util/address.ts";
 import { redactUrl } from "../util/redact.ts";
-import type { Kind, SettingRow } from "./settings.ts";
+import { type CommandName, defaultOf, type Kind, type SettingRow } from "./settings.ts";
 
 /** Outcome of parsing one value: the value (plus notes worth a warning) or a problem text. */
 export type Parsed<T> =
   | { readonly ok: true; readonly value: T; readonly notes?: readonly string[] }
   | { readonly ok: false; readonly problem: string };
 
-function ok<T>(value: T, notes?: readonly string[]): Parsed<T> {
-  return notes === undefined || notes.length === 0
-    ? { ok: true, value }
-    : { ok: true, value, notes };
+function ok<T>(value: T): Parsed<T> {
+  return { ok: true, value };
 }
 
 function fail<T>(problem: string): Parsed<T> {
@@ -46,12 +44,8 @@ const MAX_DURATION_NS = 9223372036854775807;
  * or negative; a problem for anything Go rejects, including a number without a unit (`300`).
  */
 export function parseGoDuration(text: string): Parsed<number> {
-  let rest = text;
-  let negative = false;
-  if (rest.startsWith("-") || rest.startsWith("+")) {
-    negative = rest.startsWith("-");
-    rest = rest.slice(1);
-  }
+  const negative = text.startsWith("-");
+  let rest = negative || text.startsWith("+") ? text.slice(1) : text;
   if (rest === "0") return ok(0);
   if (rest === "") return fail(`${JSON.stringify(text)} is not a duration`);
   let totalNs = 0;
@@ -223,10 +217,8 @@ function parseUrl(text: string, schemes: readonly string[], hostList = false): P
   if (scheme === undefined || !schemes.includes(scheme)) {
     return fail(`must start with ${schemes.map((s) => `${s}://`).join(" or ")}`);
   }
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
+  const url = URL.parse(text);
+  if (url === null) {
     return fail("is not a valid URL (percent-encode special characters in user and password)");
   }
   if (url.hostname === "") return fail("names no host");
@@ -271,29 +263,17 @@ const DSN_PARAMS_IGNORED_QUIETLY = new Set(
 export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const slash = dsn.lastIndexOf("/");
   if (slash < 0) return fail("has no /database part (user:password@tcp(host:3306)/database)");
-  let user = "";
-  let password = "";
-  let net = "";
-  let addr = "";
-  if (slash > 0) {
-    const left = dsn.slice(0, slash);
-    const at = left.lastIndexOf("@");
-    if (at >= 0) {
-      const credentials = left.slice(0, at);
-      const colon = credentials.indexOf(":");
-      user = colon < 0 ? credentials : credentials.slice(0, colon);
-      password = colon < 0 ? "" : credentials.slice(colon + 1);
-    }
-    const protocol = left.slice(at + 1);
-    const open = protocol.indexOf("(");
-    if (open >= 0) {
-      if (!protocol.endsWith(")")) return fail("has an unterminated (address)");
-      net = protocol.slice(0, open);
-      addr = protocol.slice(open + 1, -1);
-    } else {
-      net = protocol;
-    }
-  }
+  const left = dsn.slice(0, slash);
+  const at = left.lastIndexOf("@");
+  const login = at < 0 ? "" : left.slice(0, at);
+  const colon = login.indexOf(":");
+  const user = colon < 0 ? login : login.slice(0, colon);
+  const password = colon < 0 ? "" : login.slice(colon + 1);
+  const protocol = left.slice(at + 1);
+  const open = protocol.indexOf("(");
+  if (open >= 0 && !protocol.endsWith(")")) return fail("has an unterminated (address)");
+  const net = open < 0 ? protocol : protocol.slice(0, open);
+  const addr = open < 0 ? "" : protocol.slice(open + 1, -1);
   const rest = dsn.slice(slash + 1);
   const question = rest.indexOf("?");
   const rawDatabase = question < 0 ? rest : rest.slice(0, question);
@@ -362,7 +342,7 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const url = `mysql://${credentials}${host}/${encodeURIComponent(database)}${search}`;
   const checked = parseMysqlUrl(url);
   if (!checked.ok) return checked;
-  return ok(url, notes);
+  return notes.length === 0 ? ok(url) : { ok: true, value: url, notes };
 }
 
 // Go's normalizeAddr: add the default port when the address has none; a bare IPv6 address
@@ -427,22 +407,6 @@ function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]>
 export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parsed<unknown> {
   const kind = row.kind;
   switch (kind.type) {
-    case "string": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      const value = text.value;
-      if (value === "" && kind.allowEmpty !== true) return fail("must not be empty");
-      const forbidden = [...(kind.forbid ?? "")].find((c) => value.includes(c));
-      if (forbidden !== undefined) {
-        return fail(`${JSON.stringify(value)} contains the character ${JSON.stringify(forbidden)}`);
-      }
-      if (kind.maxLength !== undefined && [...value].length > kind.maxLength) {
-        return fail(`is longer than ${kind.maxLength} characters`);
-      }
-      const problem = kind.check?.(value) ?? null;
-      if (problem !== null) return fail(problem);
-      return ok(value);
-    }
     case "integer": {
       if (origin === "yaml" && (typeof raw !== "number" || !Number.isInteger(raw))) {
         return wrongType(row, "an integer", raw);
@@ -471,8 +435,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
           : fail(`${raw} is not a whole number of bytes`);
       } else {
         const text = textOf(row, raw);
-        if (!text.ok) return text;
-        parsed = parseByteSize(text.value.trim());
+        parsed = text.ok ? parseByteSize(text.value.trim()) : text;
       }
       if (!parsed.ok) return parsed;
       if (parsed.value < kind.min) {
@@ -495,8 +458,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         parsed = ok(0);
       } else {
         const text = textOf(row, raw);
-        if (!text.ok) return text;
-        parsed = parseGoDuration(text.value.trim());
+        parsed = text.ok ? parseGoDuration(text.value.trim()) : text;
       }
       if (!parsed.ok) return parsed;
       if (parsed.value < 0) return fail(`${JSON.stringify(raw)} is negative`);
@@ -505,27 +467,6 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         return fail(`${JSON.stringify(raw)} is longer than ${formatGoDuration(kind.maxMs)}`);
       }
       return parsed;
-    }
-    case "enum": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case), resolved to the table's.
-      const lower = text.value.trim().toLowerCase();
-      const match = kind.values.find((v) => v.toLowerCase() === lower);
-      return match === undefined
-        ? fail(`${JSON.stringify(text.value)} is not one of ${kind.values.join(", ")}`)
-        : ok(match);
-    }
-    case "host": {
-      const text = textOf(row, raw);
-      return text.ok ? parseHost(text.value.trim()) : text;
-    }
-    case "hostPort": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      if (kind.emptyDisables === true && text.value.trim() === "") return ok("");
-      const split = splitHostPort(text.value.trim(), { emptyHost: kind.emptyHost });
-      return split.ok ? ok(joinHostPort(split.value)) : split;
     }
     case "hostPortList": {
       const list = listOf(row, raw, origin);
@@ -541,23 +482,6 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       return ok(out);
     }
-    case "url": {
-      const text = textOf(row, raw);
-      return text.ok ? parseUrl(text.value.trim(), kind.schemes, kind.hostList === true) : text;
-    }
-    case "mysqlUrl": {
-      const text = textOf(row, raw);
-      if (!text.ok) return text;
-      const parsed = parseMysqlUrl(text.value.trim());
-      if (!parsed.ok && /@(tcp|tcp6|unix)?\(|^[^:/]*(:[^@]*)?@\//.test(text.value)) {
-        return fail(`${parsed.problem}; this looks like a Go DSN, which goes into mysql-dsn`);
-      }
-      return parsed;
-    }
-    case "mysqlDsn": {
-      const text = textOf(row, raw);
-      return text.ok ? mysqlDsnToUrl(text.value.trim()) : text;
-    }
     case "keyList": {
       const list = listOf(row, raw, origin);
       if (!list.ok) return list;
@@ -571,6 +495,59 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       return ok(out);
     }
   }
+  // Every other kind is a string in every source.
+  const text = textOf(row, raw);
+  if (!text.ok) return text;
+  const value = text.value;
+  switch (kind.type) {
+    case "string": {
+      if (value === "" && kind.allowEmpty !== true) return fail("must not be empty");
+      const forbidden = [...(kind.forbid ?? "")].find((c) => value.includes(c));
+      if (forbidden !== undefined) {
+        return fail(`${JSON.stringify(value)} contains the character ${JSON.stringify(forbidden)}`);
+      }
+      if (kind.maxLength !== undefined && [...value].length > kind.maxLength) {
+        return fail(`is longer than ${kind.maxLength} characters`);
+      }
+      const problem = kind.check?.(value) ?? null;
+      return problem === null ? ok(value) : fail(problem);
+    }
+    case "enum": {
+      // Case-insensitive everywhere (docs/operations.md#quirk-enum-case), resolved to the table's.
+      const lower = value.trim().toLowerCase();
+      const match = kind.values.find((v) => v.toLowerCase() === lower);
+      return match === undefined
+        ? fail(`${JSON.stringify(value)} is not one of ${kind.values.join(", ")}`)
+        : ok(match);
+    }
+    case "host":
+      return parseHost(value.trim());
+    case "hostPort": {
+      if (kind.emptyDisables === true && value.trim() === "") return ok("");
+      const split = splitHostPort(value.trim(), { emptyHost: kind.emptyHost });
+      return split.ok ? ok(joinHostPort(split.value)) : split;
+    }
+    case "url":
+      return parseUrl(value.trim(), kind.schemes, kind.hostList === true);
+    case "mysqlUrl": {
+      const parsed = parseMysqlUrl(value.trim());
+      if (!parsed.ok && /@(tcp|tcp6|unix)?\(|^[^:/]*(:[^@]*)?@\//.test(value)) {
+        return fail(`${parsed.problem}; this looks like a Go DSN, which goes into mysql-dsn`);
+      }
+      return parsed;
+    }
+    case "mysqlDsn":
+      return mysqlDsnToUrl(value.trim());
+  }
+}
+
+/** The built-in default of a row for a command, parsed; `undefined` when it has none. */
+export function defaultValue(row: SettingRow, command: CommandName): unknown {
+  const fallback = defaultOf(row, command);
+  if (fallback === undefined) return undefined;
+  const parsed = parseValue(row, fallback, "text");
+  if (!parsed.ok) throw new Error(`Default of ${row.flag} does not parse: ${parsed.problem}`);
+  return parsed.value;
 }
 
 /** Accepted form of a row's values for help and errors (`integer 1..700`). */

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { SettingsFor } from "../config/mod.ts";
+import type { PERFDATA_BACKENDS, SettingsFor } from "../config/mod.ts";
 import type { QueueName } from "../events/mod.ts";
 import type { HttpLimits } from "../http/mod.ts";
 import type { SubmitMethod } from "../tasks/task_manager.ts";
@@ -13,7 +13,7 @@ import type { RemoteWriteSettings } from "../perfdata/remote_write.ts";
 import type { QueueDeclareMode } from "../amqp/session.ts";
 
 /** Where perfdata can go (`--perfdata-backends`, docs/perfdata.md#routing). */
-export type PerfdataBackend = "mysql" | "graphite" | "influxdb" | "prometheus";
+export type PerfdataBackend = (typeof PERFDATA_BACKENDS)[number];
 
 /**
  * Settings of `run` the daemon takes as they are, under their own keys: the settings table says
