@@ -125,32 +125,25 @@ interface OutboundFrame {
  * refreshed from every socket, at most once per poll interval.
  */
 class SocketBudget {
-  readonly limit: number;
+  /** Kept up to date by each client's {@link HubClient.observe}. */
+  total = 0;
+  readonly #limit: number;
   readonly #clients: ReadonlySet<HubClient>;
-  #total = 0;
   #refreshedAt = -Infinity;
 
   constructor(limit: number, clients: ReadonlySet<HubClient>) {
-    this.limit = limit;
+    this.#limit = limit;
     this.#clients = clients;
   }
 
-  get total(): number {
-    return this.#total;
-  }
-
-  add(delta: number): void {
-    this.#total += delta;
-  }
-
   over(bytes: number): boolean {
-    if (this.#total + bytes <= this.limit) return false;
+    if (this.total + bytes <= this.#limit) return false;
     const now = performance.now();
     if (now - this.#refreshedAt >= STALL_POLL_MS) {
       this.#refreshedAt = now;
       for (const client of this.#clients) client.observe();
     }
-    return this.#total + bytes > this.limit;
+    return this.total + bytes > this.#limit;
   }
 }
 
@@ -287,7 +280,7 @@ export class HubClient {
   /** The socket's unsent bytes, brought into the hub's budget. */
   observe(): number {
     const now = this.#removed ? 0 : this.#socket.bufferedAmount;
-    this.#o.budget.add(now - this.#unsent);
+    this.#o.budget.total += now - this.#unsent;
     this.#unsent = now;
     return now;
   }
@@ -314,7 +307,7 @@ export class HubClient {
     clearTimeout(this.#pollTimer);
     this.#pollTimer = undefined;
     // The hub stops looking at this socket; what it still holds leaves the budget.
-    this.#o.budget.add(-this.#unsent);
+    this.#o.budget.total -= this.#unsent;
     this.#unsent = 0;
     const discarded = this.queuedEvents;
     this.#queue.length = 0;
