@@ -284,11 +284,10 @@ export class BatchingSink<T> {
 }
 
 /**
- * Sends perfdata to one backend through a {@link BatchingSink}; structurally the pipeline's
+ * A {@link BatchingSink} fed with `statusengine_perfdata` rows; structurally the pipeline's
  * `PerfdataSink` (a sink must not import the pipeline that feeds it).
  */
-export class PerfdataClient<T> {
-  readonly #sink: BatchingSink<T>;
+export class PerfdataClient<T> extends BatchingSink<T> {
   readonly #point: (row: Row) => T | undefined;
 
   /** `point` is undefined for a row without a finite value. */
@@ -297,8 +296,8 @@ export class PerfdataClient<T> {
     point: (row: Row) => T | undefined,
     options: Pick<SinkOptions<T>, "batchSize" | "retry" | "observer" | "statsIntervalMs">,
   ) {
+    super({ ...options, transport });
     this.#point = point;
-    this.#sink = new BatchingSink({ ...options, transport });
   }
 
   /** Accept rows of `statusengine_perfdata`; never waits. */
@@ -308,11 +307,6 @@ export class PerfdataClient<T> {
       const p = this.#point(row);
       if (p !== undefined) points.push(p);
     }
-    this.#sink.push(points);
-  }
-
-  /** Send what is buffered within `budgetMs`, then stop. Idempotent. */
-  close(budgetMs: number): Promise<void> {
-    return this.#sink.close(budgetMs);
+    this.push(points);
   }
 }
