@@ -31,27 +31,23 @@ export const REJECT_REASONS = Object.keys(REJECT_STATUS) as RejectReason[];
 
 /** Which `raw` command names pass; the denylist is checked first and always applies. */
 export class RawCommandAllowlist {
-  readonly #all: boolean;
+  readonly all: boolean;
   readonly #names: ReadonlySet<string>;
 
   /** @param entries Names in any letter case, or `*`; an empty list allows no `raw` command. */
   constructor(entries: readonly string[] = DEFAULT_ALLOWED_RAW_COMMANDS) {
-    this.#all = entries.includes(ALLOW_ALL);
+    this.all = entries.includes(ALLOW_ALL);
     this.#names = new Set(entries.map((e) => e.toUpperCase()));
-  }
-
-  get all(): boolean {
-    return this.#all;
   }
 
   /** The allowed names, sorted (empty when {@link all}). */
   get names(): string[] {
-    return this.#all ? [] : [...this.#names].sort();
+    return this.all ? [] : [...this.#names].sort();
   }
 
   /** @param name An upper-case command name. */
   allows(name: string): boolean {
-    return this.#all || this.#names.has(name);
+    return this.all || this.#names.has(name);
   }
 }
 
