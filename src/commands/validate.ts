@@ -141,9 +141,6 @@ export function validateCommandBody(text: string, options: ValidateOptions): Val
   if (!parsed.ok) return parsed;
   const doc = parsed.value;
   const messages = doc.messages;
-  if (messages !== undefined && messages !== null && !Array.isArray(messages)) {
-    return malformed('"messages" must be an array');
-  }
   let envelope: JsonObject;
   let commands: CommandName[];
   if (Array.isArray(messages) && messages.length > 0) {
@@ -186,12 +183,13 @@ export function validateCommandBody(text: string, options: ValidateOptions): Val
 
 function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean): EntryResult {
   if (!isObject(entry)) return malformed("a command must be a JSON object");
-  if (nested && entry.messages !== undefined && entry.messages !== null) {
-    if (!Array.isArray(entry.messages)) return malformed('"messages" must be an array');
-    // The module would recurse without limit; producers use one level only.
-    if (entry.messages.length > 0) {
-      return malformed('a bulk cannot contain another bulk ("messages" inside "messages")');
-    }
+  const messages = entry.messages;
+  if (messages !== undefined && messages !== null && !Array.isArray(messages)) {
+    return malformed('"messages" must be an array');
+  }
+  // The module would recurse without limit; producers use one level only.
+  if (nested && Array.isArray(messages) && messages.length > 0) {
+    return malformed('a bulk cannot contain another bulk ("messages" inside "messages")');
   }
   const command = entry.Command;
   if (command === undefined || command === null || command === "") {
