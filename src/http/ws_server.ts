@@ -166,13 +166,7 @@ export async function startWebSocketServer(
     return closingClients;
   };
   const shutdown = () => stopping ??= closeClients().then(() => server.shutdown());
-  return {
-    hostname: server.hostname,
-    port: server.port,
-    closeClients,
-    shutdown,
-    [Symbol.asyncDispose]: shutdown,
-  };
+  return { ...server, closeClients, shutdown, [Symbol.asyncDispose]: shutdown };
 }
 
 /** Ping after half of `idleTimeoutSeconds` of silence, close after the other; returns a stop. */
