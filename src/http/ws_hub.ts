@@ -190,8 +190,8 @@ export class HubClient {
   #probeScheduled = false;
 
   /**
-   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost after they
-   * were queued, `onSent` those of a frame written; error frames count in neither.
+   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost for this
+   * client, `onSent` those of a frame written; error frames count in neither.
    */
   constructor(id: number, socket: HubSocket, options: ClientOptions) {
     this.id = id;
@@ -262,19 +262,18 @@ export class HubClient {
     }
   }
 
-  /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
-  offer(frame: OutboundFrame): boolean {
+  /** Queue a frame; when the send buffer is full it is lost for this client (and counted). */
+  offer(frame: OutboundFrame): void {
     const fits = this.#queue.length === 0 ||
       this.#queuedBytes + frame.data.length <= this.#o.clientBufferBytes;
     if (!fits || this.#queue.length >= CLIENT_BUFFER_FRAMES) {
-      this.#droppedEvents += frame.events;
+      this.#discard(frame.events);
       if (this.#stalled) this.#losingFrames = true;
-      return false;
+      return;
     }
     this.#queue.push(frame);
     this.#queuedBytes += frame.data.length;
     this.#pump();
-    return true;
   }
 
   /** The socket's unsent bytes, brought into the hub's budget. */
@@ -586,16 +585,12 @@ export class WebSocketHub {
 
   #dispatch(frame: PendingFrame): void {
     let out: OutboundFrame | null | undefined;
-    const n = frame.events.length;
     for (const client of this.#clients) {
       if (!client.wants(frame.topic)) continue;
       // Encoded once per job, and only when somebody wants it.
       out ??= this.#encode(frame);
       if (out === null) return;
-      if (!client.offer(out)) {
-        this.#stats.dropped += n;
-        this.#metrics?.websocketMessagesDropped.inc(n);
-      }
+      client.offer(out);
     }
   }
 
