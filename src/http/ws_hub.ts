@@ -151,12 +151,11 @@ class SocketBudget {
 interface ClientOptions extends Readonly<HubLimits> {
   readonly topics: readonly string[];
   readonly budget: SocketBudget;
-  readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
+  /** `losing`: the client lost frames while stalled (else its socket made no progress at all). */
+  readonly onWriteTimeout: (client: HubClient, losing: boolean) => void;
   readonly onDiscard: (events: number) => void;
   readonly onSent: (events: number) => void;
 }
-
-type SlowClientReason = "no write progress" | "losing frames";
 
 /** One connected client: its subscriptions, its send buffer and the pump that drains it. */
 export class HubClient {
@@ -432,7 +431,7 @@ export class HubClient {
     // A client that already loses frames gets less time: it holds memory for nothing.
     const limit = this.#losingFrames ? this.#o.slowClientCloseMs : this.#o.writeTimeoutMs;
     if (performance.now() - this.#stalledSince >= limit) {
-      this.#o.onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
+      this.#o.onWriteTimeout(this, this.#losingFrames);
       return;
     }
     this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
@@ -504,8 +503,7 @@ export class WebSocketHub {
       topics,
       ...this.#limits,
       budget: this.#budget,
-      onWriteTimeout: (c, reason) => {
-        const losing = reason === "losing frames";
+      onWriteTimeout: (c, losing) => {
         log.warn(
           losing
             ? "websocket: client closed, it loses frames and its socket takes none"
