@@ -215,15 +215,10 @@ function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean
     if (!isObject(data)) return malformed(`"Data" of ${name} must be a JSON object`);
     return { ok: true, command: name, out: { Command: name, Data: data } };
   }
-  const raw = validateRaw(data, options);
-  if (!raw.ok) return raw;
-  return { ok: true, command: name, out: { Command: name, Data: raw.line } };
+  return validateRaw(data, options);
 }
 
-function validateRaw(
-  data: unknown,
-  options: ValidateOptions,
-): { readonly ok: true; readonly line: string } | RejectedBody {
+function validateRaw(data: unknown, options: ValidateOptions): EntryResult {
   if (typeof data !== "string") return malformed('"Data" of raw must be a JSON string');
   const parsed = parseRawCommand(data);
   if (!parsed.ok) return malformed(`"Data" of raw ${parsed.error}`);
@@ -240,7 +235,8 @@ function validateRaw(
     return { ok: false, reason: "denied", error, denied: name, rule };
   }
   // Naemon refuses a line without "[<unix seconds>] ", logging that only to naemon.log.
-  return { ok: true, line: `[${timestamp ?? Math.floor(options.nowSeconds)}] ${name}${args}` };
+  const line = `[${timestamp ?? Math.floor(options.nowSeconds)}] ${name}${args}`;
+  return { ok: true, command: "raw", out: { Command: "raw", Data: line } };
 }
 
 /**
