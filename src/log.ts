@@ -25,23 +25,21 @@ export type Logger = Record<LogLevel, (message: string, properties?: LogProperti
 
 const encoder = new TextEncoder();
 
-export type LogStream = "stdout" | "stderr";
-
 /**
  * Syslog priority per level (sd-daemon(3)): journald stores a line starting with `<3>` at err, so
  * `journalctl -p err` finds it; without the prefix every line is stored at info.
  */
 const JOURNAL_PRIORITY: Record<LogLevel, number> = { debug: 7, info: 6, warn: 4, error: 3 };
 
-function levelName(level: LogtapeLevel): LogLevel {
-  return level === "warning"
-    ? "warn"
-    : level === "trace"
-    ? "debug"
-    : level === "fatal"
-    ? "error"
-    : level;
-}
+/** The `--log-level` spelling of each logtape level. */
+const LEVEL_NAME: Record<LogtapeLevel, LogLevel> = {
+  trace: "debug",
+  debug: "debug",
+  info: "info",
+  warning: "warn",
+  error: "error",
+  fatal: "error",
+};
 
 /**
  * logtape spells the level `warning` in logfmt and `WARN` in JSON; both are rewritten to the
@@ -56,7 +54,7 @@ function lineFormatter(format: LogFormat, journal: boolean): (record: LogRecord)
   const formatter = format === "json" ? jsonLinesFormatter : logfmtFormatter;
   const field = LEVEL_FIELD[format];
   return (record) => {
-    const level = levelName(record.level);
+    const level = LEVEL_NAME[record.level];
     const line = formatter(record).replace(field, `$1${level}`);
     return journal ? `<${JOURNAL_PRIORITY[level]}>${line}` : line;
   };
@@ -104,7 +102,7 @@ export interface LoggingOptions {
   readonly level: LogLevel;
   readonly format: LogFormat;
   /** Default stdout; a command that prints data logs to stderr, so its stdout stays parseable. */
-  readonly stream?: LogStream;
+  readonly stream?: "stdout" | "stderr";
   /** Receives every formatted line instead of the stream (tests). */
   readonly write?: (line: string) => void;
   /** Prefix lines with their syslog priority; default: {@link connectedToJournal}. */
@@ -143,9 +141,7 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
 }
 
 /** Drop the logging configuration (tests). */
-export async function resetLogging(): Promise<void> {
-  await reset();
-}
+export { reset as resetLogging };
 
 /** A logger for one component, e.g. `getLogger("gearman")`. */
 export function getLogger(component: string): Logger {

@@ -59,7 +59,6 @@ export class RetryingPublisher implements CommandPublisher {
   #link: PublishLink | undefined;
   // Tail of the publish chain: each publish starts after the previous settled.
   #tail: Promise<void> = Promise.resolve();
-  #closed = false;
   #closing: Promise<void> | undefined;
   readonly #closeAbort = new AbortController();
 
@@ -89,7 +88,6 @@ export class RetryingPublisher implements CommandPublisher {
   /** Close the connection (idempotent); publishes waiting in line fail. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      this.#closed = true;
       this.#closeAbort.abort(new Error("command publisher closed"));
       await this.#tail;
       await this.#drop();
@@ -104,7 +102,7 @@ export class RetryingPublisher implements CommandPublisher {
   async #attempts(body: string, signal: AbortSignal): Promise<void> {
     let last: unknown;
     for (let attempt = 1; attempt <= 2; attempt++) {
-      if (signal.aborted || this.#closed) break;
+      if (signal.aborted || this.#closeAbort.signal.aborted) break;
       try {
         this.#link ??= await this.#dial(signal);
         await abortable(this.#link.send(body, signal), signal);
@@ -123,7 +121,7 @@ export class RetryingPublisher implements CommandPublisher {
     const lastError = cause === undefined || cause === signal.reason
       ? ""
       : `; last error: ${errorMessage(cause)}`;
-    const detail = this.#closed
+    const detail = this.#closeAbort.signal.aborted
       ? "the publisher is closed"
       : signal.aborted
       ? `gave up after the ${this.#budgetMs} ms budget${lastError}`

@@ -46,7 +46,6 @@ export interface CommandServerOptions {
   readonly metrics: Metrics;
   /** Clock for the `raw` timestamp prefix, in milliseconds; default `Date.now`. */
   readonly now?: () => number;
-  readonly bodyReadTimeoutMs?: number;
   /** The `raw` commands that pass (`--command-allow`); default the built-in list. */
   readonly allow?: RawCommandAllowlist;
   readonly limits?: HttpLimits;
@@ -69,7 +68,6 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   const keys = new ApiKeySet(options.apiKeys);
   if (keys.size === 0) throw new RangeError("Cannot start the command server: no command API key");
   const now = options.now ?? Date.now;
-  const readTimeoutMs = options.bodyReadTimeoutMs ?? BODY_READ_TIMEOUT_MS;
   const { metrics, publisher } = options;
   const allow = options.allow ?? new RawCommandAllowlist();
 
@@ -89,7 +87,7 @@ export async function startCommandServer(options: CommandServerOptions): Promise
       log.warn("command: rejected unauthorized request", { remote, error: refusal });
       return reject("auth", refusal);
     }
-    const read = await readBody(req, MAX_BODY_BYTES, readTimeoutMs);
+    const read = await readBody(req);
     if (read.kind === "too_large") {
       return reject("too_large", `request body exceeds ${MAX_BODY_BYTES} bytes`);
     }
@@ -153,21 +151,21 @@ export async function startCommandServer(options: CommandServerOptions): Promise
 }
 
 /**
- * Read the whole body, refusing more than `limit` bytes. What a refused body still sends is read
+ * Read the whole body, refusing more than MAX_BODY_BYTES. What a refused body still sends is read
  * and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the 413 goes out:
  * closing on a client still sending makes the kernel reset the connection before it reads the 413.
  */
-async function readBody(req: Request, limit: number, timeoutMs: number): Promise<BodyRead> {
+async function readBody(req: Request): Promise<BodyRead> {
   // NaN (no or a bad Content-Length) compares false.
   const declared = Number(req.headers.get("content-length") ?? NaN);
   if (req.body === null) return { kind: "ok", bytes: new Uint8Array(0) };
   const reader = req.body.getReader();
-  using timer = deadline(timeoutMs);
+  using timer = deadline(BODY_READ_TIMEOUT_MS);
   const onTimeout = () => void reader.cancel().catch(() => {});
   timer.signal.addEventListener("abort", onTimeout, { once: true });
   const chunks: Uint8Array[] = [];
   let total = 0;
-  let tooLarge = declared > limit;
+  let tooLarge = declared > MAX_BODY_BYTES;
   try {
     if (declared > DRAIN_MAX_BYTES) {
       await reader.cancel().catch(() => {});
@@ -177,7 +175,7 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
       const { done, value } = await reader.read();
       if (done) break;
       total += value.length;
-      if (!tooLarge && total > limit) {
+      if (!tooLarge && total > MAX_BODY_BYTES) {
         tooLarge = true;
         chunks.length = 0;
       }
@@ -190,19 +188,22 @@ async function readBody(req: Request, limit: number, timeoutMs: number): Promise
     }
   } catch (err: unknown) {
     if (tooLarge) return { kind: "too_large" };
-    if (timer.signal.aborted) return timedOut(timeoutMs);
+    if (timer.signal.aborted) return timedOut();
     return { kind: "unreadable", error: `cannot read the request body: ${errorMessage(err)}` };
   } finally {
     timer.signal.removeEventListener("abort", onTimeout);
   }
   if (tooLarge) return { kind: "too_large" };
   // A cancelled read ends like a complete one; only the deadline tells them apart.
-  if (timer.signal.aborted) return timedOut(timeoutMs);
+  if (timer.signal.aborted) return timedOut();
   return { kind: "ok", bytes: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
 }
 
-function timedOut(timeoutMs: number): BodyRead {
-  return { kind: "unreadable", error: `request body not received within ${timeoutMs} ms` };
+function timedOut(): BodyRead {
+  return {
+    kind: "unreadable",
+    error: `request body not received within ${BODY_READ_TIMEOUT_MS} ms`,
+  };
 }
 
 function json(status: number, body: object, headers: Record<string, string> = {}): Response {

@@ -31,27 +31,23 @@ export const REJECT_REASONS = Object.keys(REJECT_STATUS) as RejectReason[];
 
 /** Which `raw` command names pass; the denylist is checked first and always applies. */
 export class RawCommandAllowlist {
-  readonly #all: boolean;
+  readonly all: boolean;
   readonly #names: ReadonlySet<string>;
 
   /** @param entries Names in any letter case, or `*`; an empty list allows no `raw` command. */
   constructor(entries: readonly string[] = DEFAULT_ALLOWED_RAW_COMMANDS) {
-    this.#all = entries.includes(ALLOW_ALL);
+    this.all = entries.includes(ALLOW_ALL);
     this.#names = new Set(entries.map((e) => e.toUpperCase()));
-  }
-
-  get all(): boolean {
-    return this.#all;
   }
 
   /** The allowed names, sorted (empty when {@link all}). */
   get names(): string[] {
-    return this.#all ? [] : [...this.#names].sort();
+    return this.all ? [] : [...this.#names].sort();
   }
 
   /** @param name An upper-case command name. */
   allows(name: string): boolean {
-    return this.#all || this.#names.has(name);
+    return this.all || this.#names.has(name);
   }
 }
 
@@ -145,9 +141,6 @@ export function validateCommandBody(text: string, options: ValidateOptions): Val
   if (!parsed.ok) return parsed;
   const doc = parsed.value;
   const messages = doc.messages;
-  if (messages !== undefined && messages !== null && !Array.isArray(messages)) {
-    return malformed('"messages" must be an array');
-  }
   let envelope: JsonObject;
   let commands: CommandName[];
   if (Array.isArray(messages) && messages.length > 0) {
@@ -190,12 +183,13 @@ export function validateCommandBody(text: string, options: ValidateOptions): Val
 
 function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean): EntryResult {
   if (!isObject(entry)) return malformed("a command must be a JSON object");
-  if (nested && entry.messages !== undefined && entry.messages !== null) {
-    if (!Array.isArray(entry.messages)) return malformed('"messages" must be an array');
-    // The module would recurse without limit; producers use one level only.
-    if (entry.messages.length > 0) {
-      return malformed('a bulk cannot contain another bulk ("messages" inside "messages")');
-    }
+  const messages = entry.messages;
+  if (messages !== undefined && messages !== null && !Array.isArray(messages)) {
+    return malformed('"messages" must be an array');
+  }
+  // The module would recurse without limit; producers use one level only.
+  if (nested && Array.isArray(messages) && messages.length > 0) {
+    return malformed('a bulk cannot contain another bulk ("messages" inside "messages")');
   }
   const command = entry.Command;
   if (command === undefined || command === null || command === "") {
@@ -221,15 +215,10 @@ function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean
     if (!isObject(data)) return malformed(`"Data" of ${name} must be a JSON object`);
     return { ok: true, command: name, out: { Command: name, Data: data } };
   }
-  const raw = validateRaw(data, options);
-  if (!raw.ok) return raw;
-  return { ok: true, command: name, out: { Command: name, Data: raw.line } };
+  return validateRaw(data, options);
 }
 
-function validateRaw(
-  data: unknown,
-  options: ValidateOptions,
-): { readonly ok: true; readonly line: string } | RejectedBody {
+function validateRaw(data: unknown, options: ValidateOptions): EntryResult {
   if (typeof data !== "string") return malformed('"Data" of raw must be a JSON string');
   const parsed = parseRawCommand(data);
   if (!parsed.ok) return malformed(`"Data" of raw ${parsed.error}`);
@@ -246,7 +235,8 @@ function validateRaw(
     return { ok: false, reason: "denied", error, denied: name, rule };
   }
   // Naemon refuses a line without "[<unix seconds>] ", logging that only to naemon.log.
-  return { ok: true, line: `[${timestamp ?? Math.floor(options.nowSeconds)}] ${name}${args}` };
+  const line = `[${timestamp ?? Math.floor(options.nowSeconds)}] ${name}${args}`;
+  return { ok: true, command: "raw", out: { Command: "raw", Data: line } };
 }
 
 /**

@@ -10,14 +10,12 @@ const ENCODER = new TextEncoder();
 /** A set of accepted keys, compared in constant time. */
 export class ApiKeySet {
   readonly #keys: readonly Uint8Array[];
+  readonly size: number;
 
   /** @param keys Accepted keys; empty strings are ignored (an empty key never matches). */
   constructor(keys: readonly string[]) {
     this.#keys = keys.filter((k) => k.length > 0).map((k) => ENCODER.encode(k));
-  }
-
-  get size(): number {
-    return this.#keys.length;
+    this.size = this.#keys.length;
   }
 
   /** Whether `presented` is one of the keys; compares every byte of every key, whatever matched. */

@@ -125,32 +125,25 @@ interface OutboundFrame {
  * refreshed from every socket, at most once per poll interval.
  */
 class SocketBudget {
-  readonly limit: number;
+  /** Kept up to date by each client's {@link HubClient.observe}. */
+  total = 0;
+  readonly #limit: number;
   readonly #clients: ReadonlySet<HubClient>;
-  #total = 0;
   #refreshedAt = -Infinity;
 
   constructor(limit: number, clients: ReadonlySet<HubClient>) {
-    this.limit = limit;
+    this.#limit = limit;
     this.#clients = clients;
   }
 
-  get total(): number {
-    return this.#total;
-  }
-
-  add(delta: number): void {
-    this.#total += delta;
-  }
-
   over(bytes: number): boolean {
-    if (this.#total + bytes <= this.limit) return false;
+    if (this.total + bytes <= this.#limit) return false;
     const now = performance.now();
     if (now - this.#refreshedAt >= STALL_POLL_MS) {
       this.#refreshedAt = now;
       for (const client of this.#clients) client.observe();
     }
-    return this.#total + bytes > this.limit;
+    return this.total + bytes > this.#limit;
   }
 }
 
@@ -158,12 +151,11 @@ class SocketBudget {
 interface ClientOptions extends Readonly<HubLimits> {
   readonly topics: readonly string[];
   readonly budget: SocketBudget;
-  readonly onWriteTimeout: (client: HubClient, reason: SlowClientReason) => void;
+  /** `losing`: the client lost frames while stalled (else its socket made no progress at all). */
+  readonly onWriteTimeout: (client: HubClient, losing: boolean) => void;
   readonly onDiscard: (events: number) => void;
   readonly onSent: (events: number) => void;
 }
-
-type SlowClientReason = "no write progress" | "losing frames";
 
 /** One connected client: its subscriptions, its send buffer and the pump that drains it. */
 export class HubClient {
@@ -197,8 +189,8 @@ export class HubClient {
   #probeScheduled = false;
 
   /**
-   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost after they
-   * were queued, `onSent` those of a frame written; error frames count in neither.
+   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost for this
+   * client, `onSent` those of a frame written; error frames count in neither.
    */
   constructor(id: number, socket: HubSocket, options: ClientOptions) {
     this.id = id;
@@ -269,25 +261,24 @@ export class HubClient {
     }
   }
 
-  /** Queue a frame; false when the send buffer is full (the caller counts the drop). */
-  offer(frame: OutboundFrame): boolean {
+  /** Queue a frame; when the send buffer is full it is lost for this client (and counted). */
+  offer(frame: OutboundFrame): void {
     const fits = this.#queue.length === 0 ||
       this.#queuedBytes + frame.data.length <= this.#o.clientBufferBytes;
     if (!fits || this.#queue.length >= CLIENT_BUFFER_FRAMES) {
-      this.#droppedEvents += frame.events;
+      this.#discard(frame.events);
       if (this.#stalled) this.#losingFrames = true;
-      return false;
+      return;
     }
     this.#queue.push(frame);
     this.#queuedBytes += frame.data.length;
     this.#pump();
-    return true;
   }
 
   /** The socket's unsent bytes, brought into the hub's budget. */
   observe(): number {
     const now = this.#removed ? 0 : this.#socket.bufferedAmount;
-    this.#o.budget.add(now - this.#unsent);
+    this.#o.budget.total += now - this.#unsent;
     this.#unsent = now;
     return now;
   }
@@ -314,7 +305,7 @@ export class HubClient {
     clearTimeout(this.#pollTimer);
     this.#pollTimer = undefined;
     // The hub stops looking at this socket; what it still holds leaves the budget.
-    this.#o.budget.add(-this.#unsent);
+    this.#o.budget.total -= this.#unsent;
     this.#unsent = 0;
     const discarded = this.queuedEvents;
     this.#queue.length = 0;
@@ -440,7 +431,7 @@ export class HubClient {
     // A client that already loses frames gets less time: it holds memory for nothing.
     const limit = this.#losingFrames ? this.#o.slowClientCloseMs : this.#o.writeTimeoutMs;
     if (performance.now() - this.#stalledSince >= limit) {
-      this.#o.onWriteTimeout(this, this.#losingFrames ? "losing frames" : "no write progress");
+      this.#o.onWriteTimeout(this, this.#losingFrames);
       return;
     }
     this.#pollTimer = setTimeout(() => this.#poll(), STALL_POLL_MS);
@@ -512,8 +503,7 @@ export class WebSocketHub {
       topics,
       ...this.#limits,
       budget: this.#budget,
-      onWriteTimeout: (c, reason) => {
-        const losing = reason === "losing frames";
+      onWriteTimeout: (c, losing) => {
         log.warn(
           losing
             ? "websocket: client closed, it loses frames and its socket takes none"
@@ -593,16 +583,12 @@ export class WebSocketHub {
 
   #dispatch(frame: PendingFrame): void {
     let out: OutboundFrame | null | undefined;
-    const n = frame.events.length;
     for (const client of this.#clients) {
       if (!client.wants(frame.topic)) continue;
       // Encoded once per job, and only when somebody wants it.
       out ??= this.#encode(frame);
       if (out === null) return;
-      if (!client.offer(out)) {
-        this.#stats.dropped += n;
-        this.#metrics?.websocketMessagesDropped.inc(n);
-      }
+      client.offer(out);
     }
   }
 

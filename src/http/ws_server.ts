@@ -63,7 +63,6 @@ export async function startWebSocketServer(
   const hub = options.hub;
   const idleTimeout = options.idleTimeoutSeconds ?? IDLE_TIMEOUT_SECONDS;
   const open = new Set<ServerWebSocket>();
-  let refusing = false;
 
   const countError = () => options.metrics?.pipelineErrors.inc({ component: "websocket" });
 
@@ -71,7 +70,7 @@ export async function startWebSocketServer(
     const remote = info.remote;
     const url = new URL(req.url);
     if (url.pathname !== "/ws") return text(404, "not found");
-    if (refusing || hub.closed) return text(503, "shutting down");
+    if (hub.closed) return text(503, "shutting down");
     if (!keys.matches(handshakeKey(req.headers, url))) {
       countError();
       log.debug("websocket: unauthorized handshake", { remote });
@@ -149,7 +148,6 @@ export async function startWebSocketServer(
   let stopping: Promise<void> | undefined;
   const closeClients = () => {
     closingClients ??= (async () => {
-      refusing = true;
       const closed = [...open].map((s) =>
         new Promise<void>((r) => {
           if (s.readyState === s.CLOSED) r();
@@ -166,13 +164,7 @@ export async function startWebSocketServer(
     return closingClients;
   };
   const shutdown = () => stopping ??= closeClients().then(() => server.shutdown());
-  return {
-    hostname: server.hostname,
-    port: server.port,
-    closeClients,
-    shutdown,
-    [Symbol.asyncDispose]: shutdown,
-  };
+  return { ...server, closeClients, shutdown, [Symbol.asyncDispose]: shutdown };
 }
 
 /** Ping after half of `idleTimeoutSeconds` of silence, close after the other; returns a stop. */

@@ -48,25 +48,20 @@ class CarbonTransport implements Transport<string> {
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
     if (this.#conn === undefined) {
       const { hostname, port } = parseServerAddress(this.target);
-      using dial = deadline(DIAL_TIMEOUT_MS);
-      this.#conn = await Deno.connect({
-        hostname,
-        port,
-        signal: AbortSignal.any([dial.signal, signal]),
-      });
+      using dial = deadline(DIAL_TIMEOUT_MS, signal);
+      this.#conn = await Deno.connect({ hostname, port, signal: dial.signal });
       this.#conn.setNoDelay(true);
     }
     const bytes = encoder.encode(batch.join(""));
     const conn = this.#conn;
-    using limit = deadline(WRITE_TIMEOUT_MS);
+    using limit = deadline(WRITE_TIMEOUT_MS, signal);
     const onTimeout = () => this.reset();
-    const stop = AbortSignal.any([limit.signal, signal]);
-    stop.addEventListener("abort", onTimeout, { once: true });
+    limit.signal.addEventListener("abort", onTimeout, { once: true });
     try {
       let off = 0;
       while (off < bytes.length) off += await conn.write(bytes.subarray(off));
     } finally {
-      stop.removeEventListener("abort", onTimeout);
+      limit.signal.removeEventListener("abort", onTimeout);
     }
     return 0;
   }

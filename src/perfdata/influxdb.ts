@@ -23,8 +23,6 @@ export interface InfluxDbSettings {
   readonly batchSize?: number;
 }
 
-export interface InfluxDbOptions extends InfluxDbSettings, HttpClientOptions {}
-
 /** Measurement of every point: the database or bucket in the URL keeps the points apart. */
 export const INFLUXDB_MEASUREMENT = "perfdata";
 
@@ -117,7 +115,7 @@ export function influxUrlProblem(url: string): string | null {
 class InfluxTransport extends HttpEndpoint implements Transport<string> {
   readonly backend = "influxdb";
 
-  constructor(o: InfluxDbOptions) {
+  constructor(o: InfluxDbSettings) {
     super(
       o.url,
       influxWriteUrl(o.url),
@@ -135,7 +133,7 @@ class InfluxTransport extends HttpEndpoint implements Transport<string> {
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */
 export class InfluxDbClient extends PerfdataClient<string> {
-  constructor(options: InfluxDbOptions) {
+  constructor(options: InfluxDbSettings & HttpClientOptions) {
     const measurement = escapeMeasurement(INFLUXDB_MEASUREMENT);
     const quoted = options.quotedLabels === true;
     super(new InfluxTransport(options), (row) => influxLine(measurement, row, quoted), {

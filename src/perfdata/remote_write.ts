@@ -296,8 +296,6 @@ export interface RemoteWriteSettings {
   readonly batchSize?: number;
 }
 
-export interface RemoteWriteOptions extends RemoteWriteSettings, HttpClientOptions {}
-
 /** Samples per write: Prometheus' own `max_samples_per_send` for remote write. */
 export const REMOTE_WRITE_BATCH_SIZE = 2000;
 
@@ -309,7 +307,7 @@ const SAMPLE_REFUSED =
 class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint> {
   readonly backend = "prometheus";
 
-  constructor(o: RemoteWriteOptions) {
+  constructor(o: RemoteWriteSettings) {
     super(
       o.url,
       o.url,
@@ -409,7 +407,7 @@ function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
 export class RemoteWriteClient extends PerfdataClient<RemotePoint> {
-  constructor(options: RemoteWriteOptions) {
+  constructor(options: RemoteWriteSettings & HttpClientOptions) {
     const quoted = options.quotedLabels === true;
     super(new RemoteWriteTransport(options), (row) => remotePoint(row, quoted), {
       ...options,

@@ -15,6 +15,10 @@ const log = getLogger("perfdata");
 const FAILURE_LOG_INTERVAL_MS = 60_000;
 /** Points buffered at least, whatever the batch size. */
 const MIN_BUFFER = 10_000;
+/** Batches buffered at most; beyond, points are dropped. */
+const BUFFER_BATCHES = 10;
+/** A batch that is not full is sent this long after its first point. */
+const FLUSH_INTERVAL_MS = 250;
 
 /** Why points were dropped (the `reason` label of `statusengine_perfdata_dropped_total`). */
 export const DROP_REASONS = ["buffer_full", "write_failed", "rejected", "out_of_order"] as const;
@@ -73,10 +77,6 @@ export interface RetryPolicy {
 export interface SinkOptions<T> {
   readonly transport: Transport<T>;
   readonly batchSize: number;
-  /** Points buffered at most, in batches (default 10, at least 10,000 points); beyond, dropped. */
-  readonly bufferBatches?: number;
-  /** A batch that is not full is sent this long after its first point; default 250 ms. */
-  readonly flushIntervalMs?: number;
   /** Default: no retry. */
   readonly retry?: RetryPolicy;
   readonly observer?: SinkObserver;
@@ -107,7 +107,7 @@ export class BatchingSink<T> {
     this.#t = options.transport;
     // At least MIN_BUFFER points: while the worker decodes a burst of jobs the event loop runs
     // no write callbacks, and ten small Graphite batches overflowed with Carbon on this machine.
-    this.#capacity = Math.max(options.batchSize * (options.bufferBatches ?? 10), MIN_BUFFER);
+    this.#capacity = Math.max(options.batchSize * BUFFER_BATCHES, MIN_BUFFER);
     const every = options.statsIntervalMs ?? 30_000;
     this.#statsTimer = every > 0 ? setInterval(() => this.#logStats(false), every) : undefined;
   }
@@ -170,7 +170,7 @@ export class BatchingSink<T> {
     this.#timer ??= setTimeout(() => {
       this.#timer = undefined;
       if (this.#flushing === undefined && this.#items.length > 0) void this.#flush();
-    }, this.#o.flushIntervalMs ?? 250);
+    }, FLUSH_INTERVAL_MS);
   }
 
   #flush(): Promise<void> {
@@ -284,11 +284,10 @@ export class BatchingSink<T> {
 }
 
 /**
- * Sends perfdata to one backend through a {@link BatchingSink}; structurally the pipeline's
+ * A {@link BatchingSink} fed with `statusengine_perfdata` rows; structurally the pipeline's
  * `PerfdataSink` (a sink must not import the pipeline that feeds it).
  */
-export class PerfdataClient<T> {
-  readonly #sink: BatchingSink<T>;
+export class PerfdataClient<T> extends BatchingSink<T> {
   readonly #point: (row: Row) => T | undefined;
 
   /** `point` is undefined for a row without a finite value. */
@@ -297,8 +296,8 @@ export class PerfdataClient<T> {
     point: (row: Row) => T | undefined,
     options: Pick<SinkOptions<T>, "batchSize" | "retry" | "observer" | "statsIntervalMs">,
   ) {
+    super({ ...options, transport });
     this.#point = point;
-    this.#sink = new BatchingSink({ ...options, transport });
   }
 
   /** Accept rows of `statusengine_perfdata`; never waits. */
@@ -308,11 +307,6 @@ export class PerfdataClient<T> {
       const p = this.#point(row);
       if (p !== undefined) points.push(p);
     }
-    this.#sink.push(points);
-  }
-
-  /** Send what is buffered within `budgetMs`, then stop. Idempotent. */
-  close(budgetMs: number): Promise<void> {
-    return this.#sink.close(budgetMs);
+    this.push(points);
   }
 }
