@@ -73,23 +73,23 @@ export interface ConsumerOptions {
   /** Adapt the jobs in flight of every queue that is not in order; absent = fixed at the cap. */
   readonly window?: WindowOptions;
   /** Payload bytes in flight across all queues; default 256 MiB. */
-  readonly maxInFlightBytes?: number;
+  readonly maxInFlightBytes?: number | undefined;
   readonly handler: JobHandler;
   readonly observer: ConsumerObserver;
   /** Records jobs that are too large or trip an internal error; default: nothing is kept. */
   readonly deadLetter?: ConsumerDeadLetterSink;
   /** Retry schedule of failed jobs (default 100 ms doubling to 5 s). */
-  readonly retry?: BackoffOptions;
+  readonly retry?: BackoffOptions | undefined;
   readonly targets: (context: LinkContext) => readonly LinkTarget[];
   readonly reconnectIntervalMs: number;
   /** Stop waits this long for running handlers before abandoning their jobs. */
   readonly drainTimeoutMs: number;
   /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s (tests shorten it). */
-  readonly stallTimeoutMs?: number;
+  readonly stallTimeoutMs?: number | undefined;
   /** Interval of the per-queue summary line; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
   /** Time between two readings of every queue's backlog at the broker; default 10 s, 0 disables. */
-  readonly backlogIntervalMs?: number;
+  readonly backlogIntervalMs?: number | undefined;
   /** What each backlog reading asks; default {@link perQueueSources}. */
   readonly backlogSources?: readonly BacklogSource[];
   /** Fields of the start-up line. */
@@ -189,7 +189,7 @@ export class Consumer {
       deadLetter: options.deadLetter ?? (() => Promise.resolve()),
       name: options.name,
       log: options.log,
-      ...(options.retry === undefined ? {} : { retry: options.retry }),
+      retry: options.retry,
     });
     const targets = options.targets({
       engine: this.#engine,
@@ -229,10 +229,9 @@ export class Consumer {
       log: options.log,
       onQueueStalled: (queue, stalled) => options.observer.queueStalled(queue, stalled),
     });
-    const backlogIntervalMs = options.backlogIntervalMs;
-    this.#backlog = backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
+    this.#backlog = options.backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
       sources: options.backlogSources ?? perQueueSources(targets),
-      ...(backlogIntervalMs === undefined ? {} : { intervalMs: backlogIntervalMs }),
+      intervalMs: options.backlogIntervalMs,
       report: (queue, jobs) => options.observer.queueBacklog(queue, jobs),
       name: options.name,
       log: options.log,

@@ -29,7 +29,7 @@ export interface DeliveryEngineOptions {
   readonly name: string;
   readonly log: Logger;
   /** Retry schedule after a transient failure; default 100 ms doubling to 5 s, ±20 %. */
-  readonly retry?: BackoffOptions;
+  readonly retry?: BackoffOptions | undefined;
 }
 
 const DEFAULT_RETRY: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0.2 };

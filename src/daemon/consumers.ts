@@ -39,7 +39,9 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
-type SharedConsumerOptions = Omit<BackendOptions, "queues"> & { readonly maxJobSize?: number };
+type SharedConsumerOptions = Omit<BackendOptions, "queues"> & {
+  readonly maxJobSize?: number | undefined;
+};
 
 /** The configured queue backend: what the daemon builds on it. */
 export interface QueueBackend {
@@ -74,7 +76,7 @@ export function queueBackend(
           url: rabbitmq.url,
           prefetch: rabbitmq.prefetch,
           durableQueues: rabbitmq.durableQueues,
-          ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
+          declare: rabbitmq.declare,
           onHostInUse: (host, hosts) => {
             for (const h of hosts) metrics?.rabbitmqHostInUse.set({ host: h }, h === host ? 1 : 0);
           },
@@ -84,7 +86,7 @@ export function queueBackend(
       commandPublisher: () =>
         rabbitMqCommandPublisher(rabbitmq.url, {
           durableQueues: rabbitmq.durableQueues,
-          ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
+          declare: rabbitmq.declare,
         }),
     };
   }
@@ -261,15 +263,11 @@ function buildConsumer(
     // loop, with /readyz naming the queues that are not connected.
     waitAtStart: true,
     drainTimeoutMs,
-    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
-    ...(config.queueBacklogIntervalMs === undefined
-      ? {}
-      : { backlogIntervalMs: config.queueBacklogIntervalMs }),
-    ...(config.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: config.maxInFlightBytes }),
-    ...(config.maxJobSize === undefined ? {} : { maxJobSize: config.maxJobSize }),
-    ...(config.queueStallTimeoutMs === undefined
-      ? {}
-      : { stallTimeoutMs: config.queueStallTimeoutMs }),
+    statsIntervalMs: config.statsIntervalMs,
+    backlogIntervalMs: config.queueBacklogIntervalMs,
+    maxInFlightBytes: config.maxInFlightBytes,
+    maxJobSize: config.maxJobSize,
+    stallTimeoutMs: config.queueStallTimeoutMs,
     // Held jobs go to another worker while MySQL cannot take them (docs/retries.md#give-back).
     giveBack: {
       afterMs: config.mysqlGiveBackAfterMs,
