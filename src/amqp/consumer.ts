@@ -146,8 +146,10 @@ export class RabbitMqConsumer implements QueueConsumer {
           }
           throw refused ?? new Error(`no broker of the URL answered: ${failures.join("; ")}`);
         },
-        backlog: (queue) => current?.backlog(queue) ?? Promise.resolve(undefined),
-        consumers: (queue) => current?.consumers(queue) ?? Promise.resolve(undefined),
+        backlog: async (queue) =>
+          current === undefined ? undefined : (await current.probe.declare(queue)).messageCount,
+        consumers: async (queue) =>
+          current === undefined ? undefined : (await current.probe.declare(queue)).consumerCount,
       }],
     });
   }

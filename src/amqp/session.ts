@@ -281,14 +281,15 @@ export class AmqpSession implements Link {
   #lastReceivedAt = performance.now();
   /** Epoch ms this session was built, just before it connects (Job.linkOpenedAt). */
   readonly #openedAt = Date.now();
-  readonly #probe: ProbeChannel;
+  /** Asks the broker for a queue's ready messages and consumers (this session's included). */
+  readonly probe: ProbeChannel;
 
   private constructor(options: AmqpSessionOptions) {
     this.#options = options;
     // Null logger: the library's own lines would bypass our format and policy.
     this.#client = new AMQPClient(options.url.href, undefined, null);
     useDenoSocket(this.#client);
-    this.#probe = new ProbeChannel(this.#client);
+    this.probe = new ProbeChannel(this.#client);
     if (options.connectionName !== undefined) this.#client.name = options.connectionName;
     this.#client.onerror = (err) => log.debug("rabbitmq: connection error", { error: err.message });
     this.#lanes = options.queues.map((q) => new Lane(q));
@@ -375,16 +376,6 @@ export class AmqpSession implements Link {
     this.#markLost(new Error(`queue "${queue}" stalled: messages wait but none are delivered`));
   }
 
-  /** Messages ready at the broker (a passive declaration on the {@link ProbeChannel}). */
-  async backlog(queue: string): Promise<number> {
-    return (await this.#probe.declare(queue)).messageCount;
-  }
-
-  /** Consumers registered on `queue`, this session's included. */
-  async consumers(queue: string): Promise<number> {
-    return (await this.#probe.declare(queue)).consumerCount;
-  }
-
   /**
    * Hand the messages back (docs/retries.md#give-back): abort the handlers, ack none, and close,
    * which requeues every unacknowledged message. Returns the messages being handled, per queue.
@@ -456,7 +447,7 @@ export class AmqpSession implements Link {
       const channels = this.#lanes.flatMap(({ channel }) =>
         channel !== undefined && !channel.closed ? [channel.close().catch(() => {})] : []
       );
-      channels.push(this.#probe.close());
+      channels.push(this.probe.close());
       await settledWithin(Promise.allSettled(channels), limit.signal);
       if (!client.closed) {
         const closed = await settledWithin(client.close(), limit.signal);
