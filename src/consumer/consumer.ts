@@ -13,7 +13,7 @@ import type {
   JobResult,
 } from "./contract.ts";
 import { ByteBudget, QueueBudget } from "./budget.ts";
-import { DeliveryEngine } from "./delivery.ts";
+import { DeliveryEngine, type JobObserver } from "./delivery.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import type { LinkTarget } from "./contract.ts";
 import { Supervisor } from "./supervisor.ts";
@@ -473,7 +473,7 @@ export class ConsumerStats {
   }
 
   /** An observer that counts and then forwards to `inner`. */
-  wrap(inner: ConsumerObserver): ConsumerObserver {
+  wrap(inner: JobObserver): JobObserver {
     return {
       jobReceived: (queue) => inner.jobReceived(queue),
       inFlight: (queue, delta) => {
@@ -490,12 +490,6 @@ export class ConsumerStats {
         this.#of(queue).retried++;
         inner.jobRetried(queue);
       },
-      queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
-      queueReconnected: (queue) => inner.queueReconnected(queue),
-      queueStalled: (queue, stalled) => inner.queueStalled(queue, stalled),
-      queueWindow: (queue, jobs) => inner.queueWindow(queue, jobs),
-      queueBacklog: (queue, jobs) => inner.queueBacklog(queue, jobs),
-      jobsGivenBack: (queue, reason, jobs) => inner.jobsGivenBack(queue, reason, jobs),
     };
   }
 

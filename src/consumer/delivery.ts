@@ -21,9 +21,15 @@ import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/
 import { errorMessage, type Logger } from "../log.ts";
 import { hasCode } from "../util/errors.ts";
 
+/** What the delivery engine reports: the per-job part of a {@link ConsumerObserver}. */
+export type JobObserver = Pick<
+  ConsumerObserver,
+  "jobReceived" | "inFlight" | "jobDone" | "jobRetried"
+>;
+
 export interface DeliveryEngineOptions {
   readonly handler: JobHandler;
-  readonly observer: ConsumerObserver;
+  readonly observer: JobObserver;
   readonly deadLetter: ConsumerDeadLetterSink;
   /** Backend name, the prefix of log lines. */
   readonly name: string;
@@ -49,7 +55,7 @@ function isProgrammingError(err: unknown): boolean {
 /** Runs deliveries for every link of one consumer. */
 export class DeliveryEngine {
   readonly #handler: JobHandler;
-  readonly #observer: ConsumerObserver;
+  readonly #observer: JobObserver;
   readonly #deadLetter: ConsumerDeadLetterSink;
   readonly #log: Logger;
   readonly #name: string;
