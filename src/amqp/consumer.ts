@@ -22,8 +22,6 @@ export interface RabbitMqConsumerOptions
   readonly url: string;
   /** Told the broker each new session connected to (`statusengine_rabbitmq_host_in_use`). */
   readonly onHostInUse?: (host: string, hosts: readonly string[]) => void;
-  /** A message above this many bytes is dead-lettered (`too_large`); default 64 MiB. */
-  readonly maxJobSize?: number | undefined;
 }
 
 /** Refused credentials or vhost and a refused queue declaration are not cured by waiting. */

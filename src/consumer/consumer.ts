@@ -105,17 +105,22 @@ export interface ConsumerOptions {
 }
 
 /** The options every backend passes through to the core unchanged. */
-export type BackendOptions = Omit<
-  ConsumerOptions,
-  | "name"
-  | "log"
-  | "maxJobsPerQueue"
-  | "targets"
-  | "backlogSources"
-  | "describe"
-  | "serverNoun"
-  | "waitable"
->;
+export type BackendOptions =
+  & Omit<
+    ConsumerOptions,
+    | "name"
+    | "log"
+    | "maxJobsPerQueue"
+    | "targets"
+    | "backlogSources"
+    | "describe"
+    | "serverNoun"
+    | "waitable"
+  >
+  & {
+    /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
+    readonly maxJobSize?: number | undefined;
+  };
 
 /** Default of `--max-in-flight-bytes`. */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;

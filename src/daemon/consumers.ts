@@ -39,14 +39,10 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
-type SharedConsumerOptions = Omit<BackendOptions, "queues"> & {
-  readonly maxJobSize?: number | undefined;
-};
-
 /** The configured queue backend: what the daemon builds on it. */
 export interface QueueBackend {
   /** A consumer of `queues`, not started. */
-  consumer(queues: readonly QueueName[], options: SharedConsumerOptions): QueueConsumer;
+  consumer(queues: readonly QueueName[], options: Omit<BackendOptions, "queues">): QueueConsumer;
   /** A publisher to `statusngin_cmd` (it connects on first use); the caller closes it. */
   commandPublisher(): CommandPublisher;
 }
