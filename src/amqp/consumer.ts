@@ -119,9 +119,8 @@ export class RabbitMqConsumer implements QueueConsumer {
               current = await AmqpSession.open({
                 ...o,
                 url: { ...url, ...url.hosts[index] ?? url },
+                ...context,
                 queues: names,
-                engine: context.engine,
-                budget: context.budget,
                 maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
               }, signal);
             } catch (err: unknown) {

@@ -24,7 +24,8 @@ import {
   JobGivenBack,
   type Link,
 } from "../consumer/contract.ts";
-import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
+import { settleHandlers } from "../consumer/delivery.ts";
+import type { LinkContext } from "../consumer/consumer.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
 import type { AmqpUrl } from "./url.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
@@ -163,13 +164,11 @@ export interface QueueDeclaration {
 }
 
 /** Options of {@link AmqpSession.open}. */
-export interface AmqpSessionOptions extends QueueDeclaration {
+export interface AmqpSessionOptions extends QueueDeclaration, LinkContext {
   readonly url: AmqpUrl;
   readonly queues: readonly string[];
   /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
-  readonly engine: DeliveryEngine;
-  readonly budget: (queue: string) => QueueBudget;
   /** A message above this many bytes is dead-lettered (`too_large`) instead of handled. */
   readonly maxJobSize: number;
   /** Bound on dial, handshake, channels, declarations, qos and consume together. Default 10 s. */
