@@ -248,7 +248,7 @@ function buildConsumer(
   handler: JobHandler = parts.pipeline.handler,
 ): QueueConsumer {
   const { config } = parts;
-  const common = {
+  return parts.backend.consumer(queues, {
     handler,
     observer: parts.observer,
     // The windows of the queues that are not in order follow their tables' writers.
@@ -270,8 +270,7 @@ function buildConsumer(
       holdingForMs: () => parts.pipeline.availability.holdingForMs,
       answeredSince: (at: number) => parts.pipeline.availability.answeredSince(at),
     },
-  };
-  return parts.backend.consumer(queues, common);
+  });
 }
 
 /** Interval of lease renewals and reads; also the bound of each lease query and connect. */
