@@ -135,11 +135,10 @@ export class Supervisor {
         });
       }
       this.#retire(link);
-      // Given back on purpose: the consumer logged it; wait for MySQL before taking jobs again.
-      if (
-        parked !== undefined &&
-        (await Promise.race([parked.resume.promise, this.#stopped])) === "stop"
-      ) return;
+      if (parked !== undefined) {
+        // Given back on purpose: the consumer logged it; wait for MySQL before taking jobs again.
+        if ((await Promise.race([parked.resume.promise, this.#stopped])) === "stop") return;
+      }
       if (!(await this.#reconnect(true))) return;
     }
   }
