@@ -22,8 +22,6 @@ export interface RabbitMqConsumerOptions
   readonly url: string;
   /** Told the broker each new session connected to (`statusengine_rabbitmq_host_in_use`). */
   readonly onHostInUse?: (host: string, hosts: readonly string[]) => void;
-  /** A message above this many bytes is dead-lettered (`too_large`); default 64 MiB. */
-  readonly maxJobSize?: number;
 }
 
 /** Refused credentials or vhost and a refused queue declaration are not cured by waiting. */
@@ -121,9 +119,8 @@ export class RabbitMqConsumer implements QueueConsumer {
               current = await AmqpSession.open({
                 ...o,
                 url: { ...url, ...url.hosts[index] ?? url },
+                ...context,
                 queues: names,
-                engine: context.engine,
-                budget: context.budget,
                 maxJobSize: o.maxJobSize ?? MAX_JOB_SIZE,
               }, signal);
             } catch (err: unknown) {
@@ -146,8 +143,10 @@ export class RabbitMqConsumer implements QueueConsumer {
           }
           throw refused ?? new Error(`no broker of the URL answered: ${failures.join("; ")}`);
         },
-        backlog: (queue) => current?.backlog(queue) ?? Promise.resolve(undefined),
-        consumers: (queue) => current?.consumers(queue) ?? Promise.resolve(undefined),
+        backlog: async (queue) =>
+          current === undefined ? undefined : (await current.probe.declare(queue)).messageCount,
+        consumers: async (queue) =>
+          current === undefined ? undefined : (await current.probe.declare(queue)).consumerCount,
       }],
     });
   }

@@ -24,7 +24,8 @@ import {
   JobGivenBack,
   type Link,
 } from "../consumer/contract.ts";
-import { type DeliveryEngine, settleHandlers } from "../consumer/delivery.ts";
+import { settleHandlers } from "../consumer/delivery.ts";
+import type { LinkContext } from "../consumer/consumer.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
 import type { AmqpUrl } from "./url.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
@@ -163,13 +164,11 @@ export interface QueueDeclaration {
 }
 
 /** Options of {@link AmqpSession.open}. */
-export interface AmqpSessionOptions extends QueueDeclaration {
+export interface AmqpSessionOptions extends QueueDeclaration, LinkContext {
   readonly url: AmqpUrl;
   readonly queues: readonly string[];
   /** `basic.qos` prefetch count per consumer (docs/consumption.md#rabbitmq-channels), 1..65535. */
   readonly prefetch: number;
-  readonly engine: DeliveryEngine;
-  readonly budget: (queue: string) => QueueBudget;
   /** A message above this many bytes is dead-lettered (`too_large`) instead of handled. */
   readonly maxJobSize: number;
   /** Bound on dial, handshake, channels, declarations, qos and consume together. Default 10 s. */
@@ -281,14 +280,15 @@ export class AmqpSession implements Link {
   #lastReceivedAt = performance.now();
   /** Epoch ms this session was built, just before it connects (Job.linkOpenedAt). */
   readonly #openedAt = Date.now();
-  readonly #probe: ProbeChannel;
+  /** Asks the broker for a queue's ready messages and consumers (this session's included). */
+  readonly probe: ProbeChannel;
 
   private constructor(options: AmqpSessionOptions) {
     this.#options = options;
     // Null logger: the library's own lines would bypass our format and policy.
     this.#client = new AMQPClient(options.url.href, undefined, null);
     useDenoSocket(this.#client);
-    this.#probe = new ProbeChannel(this.#client);
+    this.probe = new ProbeChannel(this.#client);
     if (options.connectionName !== undefined) this.#client.name = options.connectionName;
     this.#client.onerror = (err) => log.debug("rabbitmq: connection error", { error: err.message });
     this.#lanes = options.queues.map((q) => new Lane(q));
@@ -375,16 +375,6 @@ export class AmqpSession implements Link {
     this.#markLost(new Error(`queue "${queue}" stalled: messages wait but none are delivered`));
   }
 
-  /** Messages ready at the broker (a passive declaration on the {@link ProbeChannel}). */
-  async backlog(queue: string): Promise<number> {
-    return (await this.#probe.declare(queue)).messageCount;
-  }
-
-  /** Consumers registered on `queue`, this session's included. */
-  async consumers(queue: string): Promise<number> {
-    return (await this.#probe.declare(queue)).consumerCount;
-  }
-
   /**
    * Hand the messages back (docs/retries.md#give-back): abort the handlers, ack none, and close,
    * which requeues every unacknowledged message. Returns the messages being handled, per queue.
@@ -456,7 +446,7 @@ export class AmqpSession implements Link {
       const channels = this.#lanes.flatMap(({ channel }) =>
         channel !== undefined && !channel.closed ? [channel.close().catch(() => {})] : []
       );
-      channels.push(this.#probe.close());
+      channels.push(this.probe.close());
       await settledWithin(Promise.allSettled(channels), limit.signal);
       if (!client.closed) {
         const closed = await settledWithin(client.close(), limit.signal);

@@ -41,7 +41,7 @@ export interface BacklogMonitorOptions {
   /** What a round asks, each in parallel; a queue's backlog is the sum over the sources. */
   readonly sources: readonly BacklogSource[];
   /** Time between rounds; default {@link BACKLOG_INTERVAL_MS}. */
-  readonly intervalMs?: number;
+  readonly intervalMs?: number | undefined;
   /** A queue's backlog: jobs waiting, or undefined when not every target could tell. */
   readonly report: (queue: string, jobs: number | undefined) => void;
   readonly name: string;

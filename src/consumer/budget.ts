@@ -156,19 +156,19 @@ export class QueueBudget {
 
   /** Take a grant now if a slot and the bytes are free and nobody waits before us. */
   tryAcquire(): Grant | undefined {
-    if (this.#waiters.length > 0 || !this.#canGrant()) return undefined;
+    if (this.#waiters.length > 0 || !this.#slotFree() || !this.#bytes.fits(this.estimate)) {
+      return undefined;
+    }
     return this.#grant();
   }
 
   /** Register for the next grant, handed to `onGrant` already taken (use or release it); returns a cancel. */
   waitFor(onGrant: (grant: Grant) => void): CancelWait {
     this.#waiters.push(onGrant);
-    if (this.#waiters.length === 1) {
-      if (this.#inUse < this.#capacity && this.#probeAllowed()) {
-        if (!this.#bytes.fits(this.estimate)) this.#bytes.block(this);
-        // Never call back before the caller has stored its cancel function.
-        else queueMicrotask(() => this.resume());
-      }
+    if (this.#waiters.length === 1 && this.#slotFree()) {
+      if (!this.#bytes.fits(this.estimate)) this.#bytes.block(this);
+      // Never call back before the caller has stored its cancel function.
+      else queueMicrotask(() => this.resume());
     }
     return () => {
       const i = this.#waiters.indexOf(onGrant);
@@ -181,7 +181,7 @@ export class QueueBudget {
   /** @internal Hand grants to waiters while possible; false when the head waiter is blocked on bytes. */
   resume(): boolean {
     while (this.#waiters.length > 0) {
-      if (this.#inUse >= this.#capacity || !this.#probeAllowed()) return true;
+      if (!this.#slotFree()) return true;
       if (!this.#bytes.fits(this.estimate)) {
         this.#bytes.block(this);
         return false;
@@ -192,14 +192,9 @@ export class QueueBudget {
     return true;
   }
 
-  #probeAllowed(): boolean {
-    // A queue that has shown no job yet learns its size from one grab first.
-    return this.#sizes.length > 0 || this.#unsettled === 0;
-  }
-
-  #canGrant(): boolean {
-    return this.#inUse < this.#capacity && this.#probeAllowed() &&
-      this.#bytes.fits(this.estimate);
+  /** A slot is free, and a queue that has shown no job yet learns its size from one grab first. */
+  #slotFree(): boolean {
+    return this.#inUse < this.#capacity && (this.#sizes.length > 0 || this.#unsettled === 0);
   }
 
   #grant(): Grant {

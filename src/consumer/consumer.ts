@@ -13,7 +13,7 @@ import type {
   JobResult,
 } from "./contract.ts";
 import { ByteBudget, QueueBudget } from "./budget.ts";
-import { DeliveryEngine } from "./delivery.ts";
+import { DeliveryEngine, type JobObserver } from "./delivery.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import type { LinkTarget } from "./contract.ts";
 import { Supervisor } from "./supervisor.ts";
@@ -73,23 +73,23 @@ export interface ConsumerOptions {
   /** Adapt the jobs in flight of every queue that is not in order; absent = fixed at the cap. */
   readonly window?: WindowOptions;
   /** Payload bytes in flight across all queues; default 256 MiB. */
-  readonly maxInFlightBytes?: number;
+  readonly maxInFlightBytes?: number | undefined;
   readonly handler: JobHandler;
   readonly observer: ConsumerObserver;
   /** Records jobs that are too large or trip an internal error; default: nothing is kept. */
   readonly deadLetter?: ConsumerDeadLetterSink;
   /** Retry schedule of failed jobs (default 100 ms doubling to 5 s). */
-  readonly retry?: BackoffOptions;
+  readonly retry?: BackoffOptions | undefined;
   readonly targets: (context: LinkContext) => readonly LinkTarget[];
   readonly reconnectIntervalMs: number;
   /** Stop waits this long for running handlers before abandoning their jobs. */
   readonly drainTimeoutMs: number;
   /** A queue with jobs waiting that takes none for this long is stalled; 0 disables. Default 60 s (tests shorten it). */
-  readonly stallTimeoutMs?: number;
+  readonly stallTimeoutMs?: number | undefined;
   /** Interval of the per-queue summary line; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
   /** Time between two readings of every queue's backlog at the broker; default 10 s, 0 disables. */
-  readonly backlogIntervalMs?: number;
+  readonly backlogIntervalMs?: number | undefined;
   /** What each backlog reading asks; default {@link perQueueSources}. */
   readonly backlogSources?: readonly BacklogSource[];
   /** Fields of the start-up line. */
@@ -105,17 +105,22 @@ export interface ConsumerOptions {
 }
 
 /** The options every backend passes through to the core unchanged. */
-export type BackendOptions = Omit<
-  ConsumerOptions,
-  | "name"
-  | "log"
-  | "maxJobsPerQueue"
-  | "targets"
-  | "backlogSources"
-  | "describe"
-  | "serverNoun"
-  | "waitable"
->;
+export type BackendOptions =
+  & Omit<
+    ConsumerOptions,
+    | "name"
+    | "log"
+    | "maxJobsPerQueue"
+    | "targets"
+    | "backlogSources"
+    | "describe"
+    | "serverNoun"
+    | "waitable"
+  >
+  & {
+    /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
+    readonly maxJobSize?: number | undefined;
+  };
 
 /** Default of `--max-in-flight-bytes`. */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
@@ -189,7 +194,7 @@ export class Consumer {
       deadLetter: options.deadLetter ?? (() => Promise.resolve()),
       name: options.name,
       log: options.log,
-      ...(options.retry === undefined ? {} : { retry: options.retry }),
+      retry: options.retry,
     });
     const targets = options.targets({
       engine: this.#engine,
@@ -229,10 +234,9 @@ export class Consumer {
       log: options.log,
       onQueueStalled: (queue, stalled) => options.observer.queueStalled(queue, stalled),
     });
-    const backlogIntervalMs = options.backlogIntervalMs;
-    this.#backlog = backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
+    this.#backlog = options.backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
       sources: options.backlogSources ?? perQueueSources(targets),
-      ...(backlogIntervalMs === undefined ? {} : { intervalMs: backlogIntervalMs }),
+      intervalMs: options.backlogIntervalMs,
       report: (queue, jobs) => options.observer.queueBacklog(queue, jobs),
       name: options.name,
       log: options.log,
@@ -474,7 +478,7 @@ export class ConsumerStats {
   }
 
   /** An observer that counts and then forwards to `inner`. */
-  wrap(inner: ConsumerObserver): ConsumerObserver {
+  wrap(inner: JobObserver): JobObserver {
     return {
       jobReceived: (queue) => inner.jobReceived(queue),
       inFlight: (queue, delta) => {
@@ -491,12 +495,6 @@ export class ConsumerStats {
         this.#of(queue).retried++;
         inner.jobRetried(queue);
       },
-      queueConnected: (queue, connected) => inner.queueConnected(queue, connected),
-      queueReconnected: (queue) => inner.queueReconnected(queue),
-      queueStalled: (queue, stalled) => inner.queueStalled(queue, stalled),
-      queueWindow: (queue, jobs) => inner.queueWindow(queue, jobs),
-      queueBacklog: (queue, jobs) => inner.queueBacklog(queue, jobs),
-      jobsGivenBack: (queue, reason, jobs) => inner.jobsGivenBack(queue, reason, jobs),
     };
   }
 

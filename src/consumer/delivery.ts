@@ -21,15 +21,21 @@ import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/
 import { errorMessage, type Logger } from "../log.ts";
 import { hasCode } from "../util/errors.ts";
 
+/** What the delivery engine reports: the per-job part of a {@link ConsumerObserver}. */
+export type JobObserver = Pick<
+  ConsumerObserver,
+  "jobReceived" | "inFlight" | "jobDone" | "jobRetried"
+>;
+
 export interface DeliveryEngineOptions {
   readonly handler: JobHandler;
-  readonly observer: ConsumerObserver;
+  readonly observer: JobObserver;
   readonly deadLetter: ConsumerDeadLetterSink;
   /** Backend name, the prefix of log lines. */
   readonly name: string;
   readonly log: Logger;
   /** Retry schedule after a transient failure; default 100 ms doubling to 5 s, ±20 %. */
-  readonly retry?: BackoffOptions;
+  readonly retry?: BackoffOptions | undefined;
 }
 
 const DEFAULT_RETRY: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0.2 };
@@ -49,7 +55,7 @@ function isProgrammingError(err: unknown): boolean {
 /** Runs deliveries for every link of one consumer. */
 export class DeliveryEngine {
   readonly #handler: JobHandler;
-  readonly #observer: ConsumerObserver;
+  readonly #observer: JobObserver;
   readonly #deadLetter: ConsumerDeadLetterSink;
   readonly #log: Logger;
   readonly #name: string;

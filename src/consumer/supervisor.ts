@@ -126,20 +126,19 @@ export class Supervisor {
       this.#current = undefined;
       this.#setUp(false);
       const parked = this.#parked;
+      if (parked === undefined) {
+        this.#o.log.warn(`${this.#o.name}: connection lost, reconnecting`, {
+          ...this.#labels(),
+          error: reason === undefined ? "closed" : errorMessage(reason),
+          retry_interval_ms: this.#o.reconnectIntervalMs,
+          in_flight: link.inFlight,
+        });
+      }
+      this.#retire(link);
       if (parked !== undefined) {
         // Given back on purpose: the consumer logged it; wait for MySQL before taking jobs again.
-        this.#retire(link);
         if ((await Promise.race([parked.resume.promise, this.#stopped])) === "stop") return;
-        if (!(await this.#reconnect(true))) return;
-        continue;
       }
-      this.#o.log.warn(`${this.#o.name}: connection lost, reconnecting`, {
-        ...this.#labels(),
-        error: reason === undefined ? "closed" : errorMessage(reason),
-        retry_interval_ms: this.#o.reconnectIntervalMs,
-        in_flight: link.inFlight,
-      });
-      this.#retire(link);
       if (!(await this.#reconnect(true))) return;
     }
   }

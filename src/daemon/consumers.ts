@@ -39,12 +39,10 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
 
-type SharedConsumerOptions = Omit<BackendOptions, "queues"> & { readonly maxJobSize?: number };
-
 /** The configured queue backend: what the daemon builds on it. */
 export interface QueueBackend {
   /** A consumer of `queues`, not started. */
-  consumer(queues: readonly QueueName[], options: SharedConsumerOptions): QueueConsumer;
+  consumer(queues: readonly QueueName[], options: Omit<BackendOptions, "queues">): QueueConsumer;
   /** A publisher to `statusngin_cmd` (it connects on first use); the caller closes it. */
   commandPublisher(): CommandPublisher;
 }
@@ -74,7 +72,7 @@ export function queueBackend(
           url: rabbitmq.url,
           prefetch: rabbitmq.prefetch,
           durableQueues: rabbitmq.durableQueues,
-          ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
+          declare: rabbitmq.declare,
           onHostInUse: (host, hosts) => {
             for (const h of hosts) metrics?.rabbitmqHostInUse.set({ host: h }, h === host ? 1 : 0);
           },
@@ -84,7 +82,7 @@ export function queueBackend(
       commandPublisher: () =>
         rabbitMqCommandPublisher(rabbitmq.url, {
           durableQueues: rabbitmq.durableQueues,
-          ...(rabbitmq.declare === undefined ? {} : { declare: rabbitmq.declare }),
+          declare: rabbitmq.declare,
         }),
     };
   }
@@ -250,7 +248,7 @@ function buildConsumer(
   handler: JobHandler = parts.pipeline.handler,
 ): QueueConsumer {
   const { config } = parts;
-  const common = {
+  return parts.backend.consumer(queues, {
     handler,
     observer: parts.observer,
     // The windows of the queues that are not in order follow their tables' writers.
@@ -261,23 +259,18 @@ function buildConsumer(
     // loop, with /readyz naming the queues that are not connected.
     waitAtStart: true,
     drainTimeoutMs,
-    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
-    ...(config.queueBacklogIntervalMs === undefined
-      ? {}
-      : { backlogIntervalMs: config.queueBacklogIntervalMs }),
-    ...(config.maxInFlightBytes === undefined ? {} : { maxInFlightBytes: config.maxInFlightBytes }),
-    ...(config.maxJobSize === undefined ? {} : { maxJobSize: config.maxJobSize }),
-    ...(config.queueStallTimeoutMs === undefined
-      ? {}
-      : { stallTimeoutMs: config.queueStallTimeoutMs }),
+    statsIntervalMs: config.statsIntervalMs,
+    backlogIntervalMs: config.queueBacklogIntervalMs,
+    maxInFlightBytes: config.maxInFlightBytes,
+    maxJobSize: config.maxJobSize,
+    stallTimeoutMs: config.queueStallTimeoutMs,
     // Held jobs go to another worker while MySQL cannot take them (docs/retries.md#give-back).
     giveBack: {
       afterMs: config.mysqlGiveBackAfterMs,
       holdingForMs: () => parts.pipeline.availability.holdingForMs,
       answeredSince: (at: number) => parts.pipeline.availability.answeredSince(at),
     },
-  };
-  return parts.backend.consumer(queues, common);
+  });
 }
 
 /** Interval of lease renewals and reads; also the bound of each lease query and connect. */

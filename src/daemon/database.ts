@@ -97,13 +97,12 @@ export async function openDatabase(
     }),
     hosts,
     async ping(timeoutMs) {
-      let connection;
-      try {
-        ({ connection } = await connectMysql(hosts.inUse, { timeoutMs }));
-      } catch (err: unknown) {
-        hosts.suspect();
-        throw err;
-      }
+      const { connection } = await connectMysql(hosts.inUse, { timeoutMs }).catch(
+        (err: unknown) => {
+          hosts.suspect();
+          throw err;
+        },
+      );
       using limit = deadline(timeoutMs);
       // A polite COM_QUIT, so the server logs no aborted connection every few seconds.
       if (!(await settledWithin(endMysql(connection), limit.signal))) closeMysqlNow(connection);

@@ -24,8 +24,12 @@ interface ServiceNotifier {
 }
 
 /** The variables of the notification protocol (sd_notify(3), sd_watchdog_enabled(3)). */
-interface NotifyEnvironment extends WatchdogEnvironment {
+interface NotifyEnvironment {
   readonly NOTIFY_SOCKET?: string | undefined;
+  /** Set for a unit with `WatchdogSec=`. */
+  readonly WATCHDOG_USEC?: string | undefined;
+  /** The PID that is to send the keep-alives; unset means "whoever reads this". */
+  readonly WATCHDOG_PID?: string | undefined;
 }
 
 const NO_KEEP_ALIVE: KeepAlive = { [Symbol.dispose]: () => {}, idle: () => Promise.resolve() };
@@ -90,13 +94,6 @@ function oneLine(text: string): string {
   return text.replace(/[\r\n]+/g, " ");
 }
 
-/** The environment systemd sets for a unit with `WatchdogSec=` (sd_watchdog_enabled(3)). */
-export interface WatchdogEnvironment {
-  readonly WATCHDOG_USEC?: string | undefined;
-  /** The PID that is to send the keep-alives; unset means "whoever reads this". */
-  readonly WATCHDOG_PID?: string | undefined;
-}
-
 export type WatchdogRequest =
   /** No watchdog, or one meant for another process (an inherited environment). */
   | { readonly kind: "none" }
@@ -109,7 +106,7 @@ export type WatchdogRequest =
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Read the watchdog request the way sd_watchdog_enabled(3) does. */
-export function watchdogRequest(env: WatchdogEnvironment, pid: number): WatchdogRequest {
+export function watchdogRequest(env: NotifyEnvironment, pid: number): WatchdogRequest {
   const usec = env.WATCHDOG_USEC;
   if (usec === undefined || usec === "") return { kind: "none" };
   const owner = env.WATCHDOG_PID;

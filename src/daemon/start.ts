@@ -141,9 +141,9 @@ export async function startWorker(
     openItcockpit: config.openItcockpit,
     perfdataLabelQuotes: config.perfdataLabelQuotes,
     perfdataToMysql: config.perfdataBackends.includes("mysql"),
-    ...(perfdata === undefined ? {} : { perfdataSink: perfdata }),
-    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
-    ...(hub === undefined ? {} : { stream: hub }),
+    perfdataSink: perfdata,
+    statsIntervalMs: config.statsIntervalMs,
+    stream: hub,
   });
   stack.defer(() => pipeline.close(0));
   // While nothing is written, a bounded round trip keeps statusengine_db_available true to what

@@ -210,7 +210,7 @@ export interface DecodeContext {
   /** `--status-max-age`; 0 (or less) disables the stale filter (docs/payloads.md#stale-status). */
   readonly statusMaxAgeSeconds: number;
   /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
-  readonly perfdataLabelQuotes?: PerfdataLabelQuotes;
+  readonly perfdataLabelQuotes?: PerfdataLabelQuotes | undefined;
   /**
    * Also return the events the queue's stream rule keeps, for the `/ws` stream. Set only while a
    * client is connected, so a worker nobody watches pays nothing for it (docs/operations.md#ws).

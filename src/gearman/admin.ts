@@ -35,12 +35,12 @@ export async function adminCommand(
 ): Promise<string[]> {
   const { hostname, port } = parseServerAddress(server);
   using limit = deadline(options.timeoutMs ?? 2000, options.signal);
-  let conn: Deno.TcpConn;
-  try {
-    conn = await Deno.connect({ hostname, port, signal: limit.signal });
-  } catch (err: unknown) {
-    throw connectFailed(server, `admin command "${command}": ${errorMessage(err)}`, err);
-  }
+  // Disposing closes the connection, also one the peer already closed.
+  using conn = await Deno.connect({ hostname, port, signal: limit.signal }).catch(
+    (err: unknown) => {
+      throw connectFailed(server, `admin command "${command}": ${errorMessage(err)}`, err);
+    },
+  );
   // The abort answers at once; closing the connection then ends the pending read.
   const exchange = async (): Promise<string[]> => {
     await conn.write(encodeAdminCommand(command));
@@ -61,12 +61,6 @@ export async function adminCommand(
     if (isConnectionError(err)) throw err;
     const detail = limit.signal.aborted ? "timed out" : "failed";
     throw connectionLost(server, `admin command "${command}" ${detail}`, err);
-  } finally {
-    try {
-      conn.close();
-    } catch {
-      // already closed
-    }
   }
 }
 

@@ -95,14 +95,12 @@ export class GearmanConnection implements AsyncDisposable {
     const { hostname, port } = parseServerAddress(server);
     const timeout = AbortSignal.timeout(options.connectTimeoutMs ?? 5000);
     const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
-    let conn: Deno.TcpConn;
-    try {
-      conn = await Deno.connect({ hostname, port, transport: "tcp", signal });
-    } catch (err: unknown) {
-      if (options.signal?.aborted) throw options.signal.reason;
-      const detail = timeout.aborted ? "connect timed out" : errorMessage(err);
-      throw connectFailed(server, detail, err);
-    }
+    const conn = await Deno.connect({ hostname, port, transport: "tcp", signal }).catch(
+      (err: unknown) => {
+        if (options.signal?.aborted) throw options.signal.reason;
+        throw connectFailed(server, timeout.aborted ? "connect timed out" : errorMessage(err), err);
+      },
+    );
     if (options.signal?.aborted) {
       // docs/consumption.md#no-resume-during-shutdown
       conn.close();

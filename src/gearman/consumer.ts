@@ -26,8 +26,6 @@ export interface GearmanConsumerOptions extends BackendOptions {
   readonly servers: readonly string[];
   /** Most jobs in flight per queue (≥ 1), the hard cap of its window; in-order queues always get 1. */
   readonly maxJobsPerQueue: number;
-  /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
-  readonly maxJobSize?: number;
   /** ECHO_REQ after this much silence; absent or undefined: the connection's 15 s. */
   readonly heartbeatIntervalMs?: number | undefined;
   /** A probe unanswered this long means dead; absent or undefined: the connection's 5 s. */

@@ -52,7 +52,7 @@ export class QueueWorker implements Link {
   readonly #budget: QueueBudget;
   readonly #engine: DeliveryEngine;
   readonly #idlePollMs: number;
-  #conn: GearmanConnection | undefined;
+  readonly #conn: GearmanConnection;
   /** Grants of the outstanding grabs, oldest first: replies come in grab order. */
   readonly #grabs: Grant[] = [];
   /** A NO_JOB arrived while other grabs were outstanding: grab no more until they are answered. */
@@ -74,7 +74,8 @@ export class QueueWorker implements Link {
   readonly #stopRetries = new AbortController();
   readonly #running = new Set<Promise<unknown>>();
 
-  constructor(options: QueueWorkerOptions) {
+  private constructor(options: QueueWorkerOptions, conn: GearmanConnection) {
+    this.#conn = conn;
     this.queue = options.queue;
     this.server = options.server;
     this.#budget = options.budget;
@@ -89,14 +90,14 @@ export class QueueWorker implements Link {
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the server cannot be reached or does not answer in time.
    */
   static async open(options: QueueWorkerOptions): Promise<QueueWorker> {
-    const worker = new QueueWorker(options);
     const connect = options.connect ?? {};
     const conn = await GearmanConnection.connect(options.server, {
       ...connect,
       truncateOversizeJobs: true,
+      // Nothing arrives before CAN_DO, sent once `worker` exists.
       onPacket: (packet) => worker.#onPacket(packet),
     });
-    worker.#conn = conn;
+    const worker = new QueueWorker(options, conn);
     void conn.closed.then((reason) => worker.#onClosed(reason));
     // One write; registrations live and die with the connection.
     if (options.clientId !== undefined) {
@@ -119,7 +120,7 @@ export class QueueWorker implements Link {
   }
 
   get closed(): Promise<Error | undefined> {
-    return this.#connection.closed;
+    return this.#conn.closed;
   }
 
   get inFlight(): number {
@@ -141,11 +142,6 @@ export class QueueWorker implements Link {
     };
   }
 
-  get #connection(): GearmanConnection {
-    if (this.#conn === undefined) throw new Error("QueueWorker used before open()");
-    return this.#conn;
-  }
-
   start(): void {
     this.#started = true;
     this.#lastReceivedAt = performance.now();
@@ -163,12 +159,12 @@ export class QueueWorker implements Link {
     if (!this.#dead) {
       using barrier = deadline(1000, signal);
       try {
-        await this.#connection.echo({ signal: barrier.signal });
+        await this.#conn.echo({ signal: barrier.signal });
       } catch {
         // Belt and braces (acks already left in order): never hold up shutdown.
       }
     }
-    await this.#connection.close();
+    await this.#conn.close();
   }
 
   async settled(signal: AbortSignal): Promise<void> {
@@ -184,7 +180,7 @@ export class QueueWorker implements Link {
   abort(): Promise<void> {
     this.#draining = true;
     this.#halt();
-    return this.#connection.close();
+    return this.#conn.close();
   }
 
   /**
@@ -258,7 +254,7 @@ export class QueueWorker implements Link {
     const grab = encodePacket("REQ", PACKET.GRAB_JOB_UNIQ, []);
     for (const grant of grants) {
       this.#grabs.push(grant);
-      this.#connection.send(grab);
+      this.#conn.send(grab);
     }
   }
 
@@ -306,7 +302,7 @@ export class QueueWorker implements Link {
       server: this.server,
       ...properties,
     });
-    void this.#connection.close();
+    void this.#conn.close();
   }
 
   #onAssign(packet: Packet): void {
@@ -351,7 +347,7 @@ export class QueueWorker implements Link {
     this.#emptyReplySeen = false;
     this.#sleeping = true;
     this.#sleepingSince = performance.now();
-    this.#connection.send(encodePacket("REQ", PACKET.PRE_SLEEP, []));
+    this.#conn.send(encodePacket("REQ", PACKET.PRE_SLEEP, []));
     this.#armIdlePoll();
   }
 
@@ -400,7 +396,7 @@ export class QueueWorker implements Link {
       // Only the receiving connection may answer (D12); queued with this turn's packets.
       complete: () =>
         !this.#dead && !this.#givenBack &&
-        this.#connection.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
+        this.#conn.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,

@@ -52,14 +52,14 @@ export interface HandlerSettings {
   readonly statusMaxAgeSeconds: number;
   readonly openItcockpit: boolean;
   /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
-  readonly perfdataLabelQuotes?: PerfdataLabelQuotes;
+  readonly perfdataLabelQuotes?: PerfdataLabelQuotes | undefined;
   readonly perfdataToMysql: boolean;
   /** Perfdata to Graphite, InfluxDB and remote write; absent = none of them is configured. */
-  readonly perfdataSink?: PerfdataSink;
+  readonly perfdataSink?: PerfdataSink | undefined;
   /** Worker clock in epoch seconds (tests). */
   readonly now?: () => number;
   /** Absent = nothing is streamed. */
-  readonly stream?: EventStream;
+  readonly stream?: EventStream | undefined;
 }
 
 /** What the handler needs of each table's writer; `dead-letters replay` puts a filter in front. */
@@ -154,9 +154,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       nodeName: options.nodeName,
       nowSeconds: now(),
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
-      ...(options.perfdataLabelQuotes === undefined
-        ? {}
-        : { perfdataLabelQuotes: options.perfdataLabelQuotes }),
+      perfdataLabelQuotes: options.perfdataLabelQuotes,
       // Checked per job: a client that connects mid-run sees the next job, not this one.
       collectEvents: stream?.wants(job.queue) === true,
     });

@@ -58,7 +58,7 @@ export interface PipelineOptions extends HandlerSettings {
   /** Writers per batched table (`--mysql-writers-per-table`); default 1. */
   readonly writersPerTable?: number;
   /** Interval of the write summaries; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
   /** The MySQL URL as logs show it (password masked), named by the write stall's error lines. */
   readonly mysql?: string;
   /** When the core-restart sweep runs, and its clock (tests); defaults suit production. */

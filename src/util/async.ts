@@ -73,20 +73,8 @@ export function aborted(signal: AbortSignal): Promise<void> {
 }
 
 /** Wait for a promise to settle: true, or false when the signal aborted first. */
-export async function settledWithin(
-  promise: Promise<unknown>,
-  signal: AbortSignal,
-): Promise<boolean> {
-  if (signal.aborted) return false;
-  let forget = () => {};
-  try {
-    return await Promise.race([
-      promise.then(() => true, () => true),
-      new Promise<boolean>((resolve) => (forget = onAbort(signal, () => resolve(false)))),
-    ]);
-  } finally {
-    forget();
-  }
+export function settledWithin(promise: Promise<unknown>, signal: AbortSignal): Promise<boolean> {
+  return abortable(promise.then(() => true, () => true), signal).catch(() => false);
 }
 
 /** The promise's outcome, or the signal's reason if it aborts first (the promise runs on). */

@@ -57,8 +57,6 @@ export class DenoSocket extends EventEmitter {
   #endAfterWrites = false;
   #paused = false;
   #resume: (() => void) | undefined;
-  #closeEmitted = false;
-  #hadError = false;
   #idleMs = 0;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #lastActivity = 0;
@@ -152,7 +150,6 @@ export class DenoSocket extends EventEmitter {
   destroy(err?: Error): this {
     if (this.destroyed) return this;
     this.destroyed = true;
-    this.#hadError = err !== undefined;
     this.#stopIdleTimer();
     try {
       this.#conn?.close();
@@ -169,7 +166,7 @@ export class DenoSocket extends EventEmitter {
     this.#resume?.();
     // As Node's sockets: 'error' and 'close' after the caller's turn, never inside destroy().
     if (err !== undefined) queueMicrotask(() => this.emit("error", err));
-    this.#emitClose();
+    queueMicrotask(() => this.emit("close", err !== undefined));
     return this;
   }
 
@@ -258,13 +255,6 @@ export class DenoSocket extends EventEmitter {
     this.destroy(withNodeCode(err));
   }
 
-  #emitClose(): void {
-    if (this.#closeEmitted) return;
-    this.#closeEmitted = true;
-    const hadError = this.#hadError;
-    queueMicrotask(() => this.emit("close", hadError));
-  }
-
   /**
    * Restart the idle clock after activity (or a new timeout). The timer is not re-armed on
    * every read and write (an AMQP connection has several per message): when it fires early,
@@ -292,7 +282,6 @@ export class DenoSocket extends EventEmitter {
   }
 
   #stopIdleTimer(): void {
-    if (this.#idleTimer === undefined) return;
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
   }
