@@ -219,8 +219,6 @@ export interface IdleProbeOptions {
   readonly availability: DbAvailability;
   /** A bounded round trip on a connection of its own: the pool's may all be busy. */
   readonly ping: (timeoutMs: number) => Promise<void>;
-  readonly intervalMs?: number;
-  readonly timeoutMs?: number;
 }
 
 /** A probe runs when no statement succeeded for this long. */
@@ -241,20 +239,19 @@ export class IdleProbe {
   }
 
   start(): void {
-    const interval = this.#o.intervalMs ?? IDLE_PROBE_INTERVAL_MS;
-    this.#timer = setInterval(() => this.#tick(interval), Math.max(100, interval / 2));
+    this.#timer = setInterval(() => this.#tick(), IDLE_PROBE_INTERVAL_MS / 2);
   }
 
-  #tick(interval: number): void {
+  #tick(): void {
     if (this.#running !== undefined) return;
-    if (this.#o.availability.msSinceSuccess < interval) return;
+    if (this.#o.availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
     this.#running = this.probeOnce().finally(() => (this.#running = undefined));
   }
 
   /** One probe now; its result goes to the availability tracker. */
   async probeOnce(): Promise<void> {
     try {
-      await this.#o.ping(this.#o.timeoutMs ?? IDLE_PROBE_TIMEOUT_MS);
+      await this.#o.ping(IDLE_PROBE_TIMEOUT_MS);
       this.#o.availability.probed(undefined);
     } catch (err: unknown) {
       this.#o.availability.probed(err ?? new Error("failed"));
