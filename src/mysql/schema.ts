@@ -576,12 +576,6 @@ export async function useDatabase(conn: QueryConnection, database: string): Prom
   await conn.query(`USE ${quoteIdentifier(database)}`);
 }
 
-/** Options of `ensureSchema`: the clock of new tables' partitions, the collation (else detected). */
-export interface EnsureSchemaOptions {
-  readonly now?: Date;
-  readonly collation?: string;
-}
-
 /**
  * The schema version recorded in `statusengine_dbversion` (row `id` 1): what the legacy
  * `database --update` writes for this schema, which the Statusengine UI reads.
@@ -601,14 +595,15 @@ export interface EnsureSchemaResult {
 }
 
 /**
- * Create every catalogue table that is missing. Existing tables are left exactly as they are
- * (no ALTER, no DROP, no data touched, D2); `diffSchema` reports how they differ.
+ * Create every catalogue table that is missing, its partitions laid out from the week of `now`.
+ * Existing tables are left exactly as they are (no ALTER, no DROP, no data touched, D2);
+ * `diffSchema` reports how they differ.
  */
 export async function ensureSchema(
   conn: QueryConnection,
-  options: EnsureSchemaOptions = {},
+  options: { readonly now?: Date } = {},
 ): Promise<EnsureSchemaResult> {
-  const collation = options.collation ?? await chooseCollation(conn);
+  const collation = await chooseCollation(conn);
   const missing = await missingTables(conn, ALL_TABLES.map((t) => t.name));
   const now = options.now ?? new Date();
   for (const name of missing) {
