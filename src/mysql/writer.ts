@@ -101,11 +101,6 @@ export class TableWriter {
   #typicalStatementMs = 0;
 
   constructor(options: TableWriterOptions) {
-    if (!options.table.batched) {
-      throw new TypeError(
-        `Cannot create a bulk writer for "${options.table.name}": write mode "${options.table.writeMode}" is not batched`,
-      );
-    }
     this.table = options.table;
     this.#batchSize = options.batchSize;
     this.#executor = options.executor;
