@@ -328,11 +328,7 @@ export class CleanupSession {
   }
 
   /** Connect and answer within the bound (the connection is reused afterwards). */
-  async open(): Promise<void> {
-    await this.#connection();
-  }
-
-  async #connection(): Promise<MysqlConnection> {
+  async open(): Promise<MysqlConnection> {
     if (this.#conn !== undefined) return this.#conn;
     const { connection } = await connectMysql(this.#options, {
       timeoutMs: this.#limits.timeoutMs,
@@ -348,7 +344,7 @@ export class CleanupSession {
     sql: string,
     params: unknown[] = [],
   ): Promise<T> {
-    const conn = await this.#connection();
+    const conn = await this.open();
     const [result] = await unlessAborted(
       conn.query<T>(sql, params),
       this.#limits.signal,
