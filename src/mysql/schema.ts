@@ -392,8 +392,7 @@ export function compareSchema(
     }
 
     const indexes = indexesOf(statsByTable.get(name) ?? []);
-    const primary = indexes.get("PRIMARY");
-    const actualPrimary = primary?.columns ?? [];
+    const actualPrimary = indexes.get("PRIMARY")?.columns ?? [];
     if (!sameList(table.primaryKey, actualPrimary)) {
       add({ kind: "primary_key", expected: table.primaryKey, actual: actualPrimary });
     }
