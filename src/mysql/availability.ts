@@ -164,11 +164,7 @@ export class DbAvailability {
     }
     // The writers retry with back-off; the probe's ticks keep the stall's summaries on time.
     this.#escalate(now);
-    const outage = this.#outages.get(PROBE);
-    if (outage !== undefined) {
-      outage.attempts++;
-      return;
-    }
+    if (this.#outages.has(PROBE)) return;
     this.#outages.set(PROBE, { since: now, attempts: 1, lastLogAt: now });
     this.#gauge?.set(0);
     log.warn("db: MySQL does not answer the idle probe; treated as unavailable", {
