@@ -218,12 +218,6 @@ export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): s
   return max;
 }
 
-/** One step of the explicit repair of a `p_max` that holds rows: the weeks it splits off. */
-export interface RepairStep {
-  readonly add: readonly WeeklyPartition[];
-  readonly weeksLeft: number;
-}
-
 /**
  * The next step of the repair: split the oldest weeks off `p_max` until the layout covers its
  * newest row and the weeks ahead. Each step is one atomic `REORGANIZE PARTITION`, so an
@@ -236,7 +230,7 @@ export function planRepairStep(
   layout: WeeklyLayout,
   today: number,
   rowDays: { readonly min: number; readonly max: number } | null,
-): RepairStep | null {
+): { readonly add: readonly WeeklyPartition[]; readonly weeksLeft: number } | null {
   const top = layout.bounded.at(-1)?.lessThan ?? null;
   let target = aheadTarget(today);
   if (rowDays !== null) target = Math.max(target, mondayOf(rowDays.max) + 7);
