@@ -103,9 +103,7 @@ export interface Table {
 type Nullability = "NOT NULL" | "NULL";
 
 /** `[name, type, NULL/NOT NULL]` or with a fourth element: default literal or `AUTO_INCREMENT`. */
-type ColumnLine =
-  | readonly [name: string, type: string, nullability: Nullability]
-  | readonly [name: string, type: string, nullability: Nullability, defaultOrAutoIncrement: string];
+type ColumnLine = readonly [name: string, type: string, nullability: Nullability, extra?: string];
 
 interface TableDefinition {
   readonly writeMode: WriteMode;
