@@ -437,7 +437,8 @@ export class CleanupSession {
       from?.values ?? [],
     );
     const last = read[0];
-    const upTo = last === undefined ? undefined : keyBound(key, "", "<=", key.map((c) => last[c]));
+    const lastKey = last === undefined ? undefined : key.map((c) => last[c]);
+    const upTo = lastKey === undefined ? undefined : keyBound(key, "", "<=", lastKey);
     const range = [from, upTo].filter((b) => b !== undefined);
     const result = await this.#query<mysql.ResultSetHeader>(
       `DELETE FROM ${table} WHERE ${quoteIdentifier(target.column)} < ?${
@@ -445,10 +446,7 @@ export class CleanupSession {
       }`,
       [cutoff, ...range.flatMap((b) => b.values)],
     );
-    return {
-      deleted: result.affectedRows,
-      next: last === undefined ? undefined : key.map((c) => last[c]),
-    };
+    return { deleted: result.affectedRows, next: lastKey };
   }
 
   /** The oldest and newest day number held in a partition, or null when it is empty. */
