@@ -235,17 +235,15 @@ export class IdleProbe {
   }
 
   start(): void {
-    this.#timer = setInterval(() => this.#tick(), IDLE_PROBE_INTERVAL_MS / 2);
-  }
-
-  #tick(): void {
-    if (this.#running !== undefined) return;
-    if (this.#o.availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
-    this.#running = this.probeOnce().finally(() => (this.#running = undefined));
+    this.#timer = setInterval(() => {
+      if (this.#running !== undefined) return;
+      if (this.#o.availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
+      this.#running = this.#probe().finally(() => (this.#running = undefined));
+    }, IDLE_PROBE_INTERVAL_MS / 2);
   }
 
   /** One probe now; its result goes to the availability tracker. */
-  async probeOnce(): Promise<void> {
+  async #probe(): Promise<void> {
     try {
       await this.#o.ping(IDLE_PROBE_TIMEOUT_MS);
       this.#o.availability.probed(undefined);
