@@ -231,8 +231,7 @@ export class TableWriter {
   /** Log and reset the interval summary; `final` (shutdown) logs it even with nothing written. */
   logStats(final = false): void {
     const s = this.#interval;
-    if (s.flushes === 0 && !final) return;
-    if (s.flushes === 0 && this.#totalRows === 0) return;
+    if (s.flushes === 0 && (!final || this.#totalRows === 0)) return;
     log.info("db: write stats", {
       ...this.#logFields,
       flushes: s.flushes,
