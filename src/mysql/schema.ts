@@ -281,11 +281,6 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-/** Tables written with `ON DUPLICATE KEY UPDATE` (12 batched tables + 4 downtime tables). */
-function isUpserted(table: Table): boolean {
-  return ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode);
-}
-
 interface ActualIndex {
   readonly name: string;
   readonly unique: boolean;
@@ -418,7 +413,7 @@ export function compareSchema(
           kind: "unexpected_unique_index",
           index: index.name,
           columns: index.columns,
-          upserted: isUpserted(table),
+          upserted: ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode),
         });
       } else if (!expectedIndexes.has(index.name)) {
         add({ kind: "extra_index", index: index.name, columns: index.columns });
