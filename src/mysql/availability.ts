@@ -164,11 +164,7 @@ export class DbAvailability {
     }
     // The writers retry with back-off; the probe's ticks keep the stall's summaries on time.
     this.#escalate(now);
-    const outage = this.#outages.get(PROBE);
-    if (outage !== undefined) {
-      outage.attempts++;
-      return;
-    }
+    if (this.#outages.has(PROBE)) return;
     this.#outages.set(PROBE, { since: now, attempts: 1, lastLogAt: now });
     this.#gauge?.set(0);
     log.warn("db: MySQL does not answer the idle probe; treated as unavailable", {
@@ -219,8 +215,6 @@ export interface IdleProbeOptions {
   readonly availability: DbAvailability;
   /** A bounded round trip on a connection of its own: the pool's may all be busy. */
   readonly ping: (timeoutMs: number) => Promise<void>;
-  readonly intervalMs?: number;
-  readonly timeoutMs?: number;
 }
 
 /** A probe runs when no statement succeeded for this long. */
@@ -241,20 +235,17 @@ export class IdleProbe {
   }
 
   start(): void {
-    const interval = this.#o.intervalMs ?? IDLE_PROBE_INTERVAL_MS;
-    this.#timer = setInterval(() => this.#tick(interval), Math.max(100, interval / 2));
-  }
-
-  #tick(interval: number): void {
-    if (this.#running !== undefined) return;
-    if (this.#o.availability.msSinceSuccess < interval) return;
-    this.#running = this.probeOnce().finally(() => (this.#running = undefined));
+    this.#timer = setInterval(() => {
+      if (this.#running !== undefined) return;
+      if (this.#o.availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
+      this.#running = this.#probe().finally(() => (this.#running = undefined));
+    }, IDLE_PROBE_INTERVAL_MS / 2);
   }
 
   /** One probe now; its result goes to the availability tracker. */
-  async probeOnce(): Promise<void> {
+  async #probe(): Promise<void> {
     try {
-      await this.#o.ping(this.#o.timeoutMs ?? IDLE_PROBE_TIMEOUT_MS);
+      await this.#o.ping(IDLE_PROBE_TIMEOUT_MS);
       this.#o.availability.probed(undefined);
     } catch (err: unknown) {
       this.#o.availability.probed(err ?? new Error("failed"));

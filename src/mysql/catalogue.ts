@@ -103,9 +103,7 @@ export interface Table {
 type Nullability = "NOT NULL" | "NULL";
 
 /** `[name, type, NULL/NOT NULL]` or with a fourth element: default literal or `AUTO_INCREMENT`. */
-type ColumnLine =
-  | readonly [name: string, type: string, nullability: Nullability]
-  | readonly [name: string, type: string, nullability: Nullability, defaultOrAutoIncrement: string];
+type ColumnLine = readonly [name: string, type: string, nullability: Nullability, extra?: string];
 
 interface TableDefinition {
   readonly writeMode: WriteMode;
@@ -415,9 +413,7 @@ const DEFINITIONS = {
     writeMode: "noop_upsert",
     columns: STATE_HISTORY_COLUMNS.host,
     primaryKey: ["hostname", "state_time", "state_time_usec"],
-    indexes: [
-      ["hostname_time", ["hostname", "state_time"]],
-    ],
+    indexes: [["hostname_time", ["hostname", "state_time"]]],
     partitionColumn: "state_time",
   },
   statusengine_hostchecks: {
@@ -454,9 +450,7 @@ const DEFINITIONS = {
       ["node_name", "varchar(255)", "NULL", "NULL"],
     ],
     primaryKey: ["id", "entry_time"],
-    indexes: [
-      ["logentries_se", ["entry_time", "node_name"]],
-    ],
+    indexes: [["logentries_se", ["entry_time", "node_name"]]],
     partitionColumn: "entry_time",
   },
   // Written once at start-up by its own upsert (D11).
@@ -551,9 +545,7 @@ const DEFINITIONS = {
     writeMode: "noop_upsert",
     columns: CHECK_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
-    indexes: [
-      ["servicename", ["hostname", "service_description", "start_time"]],
-    ],
+    indexes: [["servicename", ["hostname", "service_description", "start_time"]]],
     partitionColumn: "start_time",
   },
   statusengine_servicestatus: {
@@ -595,9 +587,7 @@ const DEFINITIONS = {
       ["password", "varchar(255)", "NULL", "NULL"],
     ],
     primaryKey: [],
-    indexes: [
-      ["username", ["username", "password"]],
-    ],
+    indexes: [["username", ["username", "password"]]],
   },
   // Not a Statusengine table: the worker's leases, one row each (src/mysql/lease.ts,
   // docs/downtimes.md#galera).

@@ -304,11 +304,6 @@ export async function selectLosstestRunSizes(
   return rows.map((r) => String(r.c));
 }
 
-export interface MarkerCount {
-  readonly hostname: string;
-  readonly n: number;
-}
-
 /** One page of the rows per marker of a losstest run after host name `after`, in order. */
 export async function countLosstestMarkers(
   conn: MysqlConnection,
@@ -317,7 +312,7 @@ export async function countLosstestMarkers(
   after: string,
   pageSize: number,
   timeoutMs: number,
-): Promise<MarkerCount[]> {
+): Promise<{ hostname: string; n: number }[]> {
   const [rows] = await conn.query<mysql.RowDataPacket[]>({
     sql: `SELECT hostname, COUNT(*) AS n FROM ${table}
   WHERE hostname LIKE ? AND hostname > ? GROUP BY hostname ORDER BY hostname LIMIT ?`,

@@ -31,17 +31,12 @@ export function isStatusTable(table: string): table is StatusTable {
   return (STATUS_TABLES as readonly string[]).includes(table);
 }
 
-/** What the sweep asks: the newest status time committed for a node, if any. */
-export interface CommittedStatus {
-  newest(table: StatusTable, nodeName: string): number | undefined;
-}
-
 /**
  * The newest committed `status_update_time` per status table and node, fed by the writers: the
  * rows' own times, so "newest ≥ cutoff" is what the tables would answer. Keeping the maximum needs
  * no order among a table's writers and, on one event loop, no lock.
  */
-export class StatusProgress implements CommittedStatus {
+export class StatusProgress {
   readonly #newest: Record<StatusTable, Map<string, number>> = {
     statusengine_servicestatus: new Map(),
     statusengine_hoststatus: new Map(),
@@ -148,7 +143,8 @@ export interface StatusCleanerOptions {
   /** `--status-max-age` in seconds, 0 = off: re-published status older than it is discarded. */
   readonly statusMaxAgeSeconds: number;
   readonly writers: Readonly<Record<StatusTable, PausableWriter>>;
-  readonly committed: CommittedStatus;
+  /** What the sweep asks: the newest status time committed for a node, if any. */
+  readonly committed: Pick<StatusProgress, "newest">;
   readonly metrics?: Metrics;
   readonly clock?: RestartClock;
   readonly timing?: Partial<RestartTiming>;

@@ -115,22 +115,17 @@ export class Lease {
     await this.#loop;
   }
 
-  async #connection(): Promise<MysqlConnection> {
-    if (this.#conn === undefined) {
-      const conn = await this.#o.connect();
-      // A connection the server closes while idle reports an 'error' event; without a
-      // listener it would end the process. The next query fails and says so.
-      conn.on("error", () => {});
-      this.#conn = conn;
-    }
-    return this.#conn;
-  }
-
-  /** Run one statement on the lease connection; a failure drops the connection. */
+  /** Run one statement on the lease connection, opened when needed; a failure drops it. */
   async #query(sql: string, values: unknown[]): Promise<unknown> {
     try {
-      const conn = await this.#connection();
-      const [result] = await conn.query({ sql, timeout: this.#o.pollMs }, values);
+      if (this.#conn === undefined) {
+        const conn = await this.#o.connect();
+        // A connection the server closes while idle reports an 'error' event; without a
+        // listener it would end the process. The next query fails and says so.
+        conn.on("error", () => {});
+        this.#conn = conn;
+      }
+      const [result] = await this.#conn.query({ sql, timeout: this.#o.pollMs }, values);
       return result;
     } catch (err: unknown) {
       this.#dropConnection();

@@ -44,7 +44,6 @@ export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";
 export { MysqlHosts } from "./failover.ts";
 export {
-  type CommittedStatus,
   isStatusTable,
   type RestartClock,
   type RestartTiming,

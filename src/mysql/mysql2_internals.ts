@@ -289,16 +289,15 @@ export function destroySocket(conn: unknown): void {
  * back early (it counts ended ones while removing them), and a connection whose statement a frozen
  * MySQL never answers queues its COM_QUIT behind it, holding the event loop after shutdown.
  */
-export function destroyPoolSockets(pool: unknown): number {
+export function destroyPoolSockets(pool: unknown): void {
   const all = (pool as {
     pool?: { _allConnections?: { length: number; get(i: number): unknown } };
   } | null)?.pool?._allConnections;
-  if (all === undefined) return 0;
+  if (all === undefined) return;
   const left = Array.from({ length: all.length }, (_, i) => all.get(i));
   for (const conn of left) {
     (conn as { stream?: { destroy?: () => void } } | null)?.stream?.destroy?.();
   }
-  return left.length;
 }
 
 interface CorePool {

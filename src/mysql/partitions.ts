@@ -218,12 +218,6 @@ export function partitionsToTrim(layout: WeeklyLayout, plan: MaintenancePlan): s
   return max;
 }
 
-/** One step of the explicit repair of a `p_max` that holds rows: the weeks it splits off. */
-export interface RepairStep {
-  readonly add: readonly WeeklyPartition[];
-  readonly weeksLeft: number;
-}
-
 /**
  * The next step of the repair: split the oldest weeks off `p_max` until the layout covers its
  * newest row and the weeks ahead. Each step is one atomic `REORGANIZE PARTITION`, so an
@@ -236,7 +230,7 @@ export function planRepairStep(
   layout: WeeklyLayout,
   today: number,
   rowDays: { readonly min: number; readonly max: number } | null,
-): RepairStep | null {
+): { readonly add: readonly WeeklyPartition[]; readonly weeksLeft: number } | null {
   const top = layout.bounded.at(-1)?.lessThan ?? null;
   let target = aheadTarget(today);
   if (rowDays !== null) target = Math.max(target, mondayOf(rowDays.max) + 7);
@@ -328,11 +322,7 @@ export class CleanupSession {
   }
 
   /** Connect and answer within the bound (the connection is reused afterwards). */
-  async open(): Promise<void> {
-    await this.#connection();
-  }
-
-  async #connection(): Promise<MysqlConnection> {
+  async open(): Promise<MysqlConnection> {
     if (this.#conn !== undefined) return this.#conn;
     const { connection } = await connectMysql(this.#options, {
       timeoutMs: this.#limits.timeoutMs,
@@ -348,7 +338,7 @@ export class CleanupSession {
     sql: string,
     params: unknown[] = [],
   ): Promise<T> {
-    const conn = await this.#connection();
+    const conn = await this.open();
     const [result] = await unlessAborted(
       conn.query<T>(sql, params),
       this.#limits.signal,
@@ -447,7 +437,8 @@ export class CleanupSession {
       from?.values ?? [],
     );
     const last = read[0];
-    const upTo = last === undefined ? undefined : keyBound(key, "", "<=", key.map((c) => last[c]));
+    const lastKey = last === undefined ? undefined : key.map((c) => last[c]);
+    const upTo = lastKey === undefined ? undefined : keyBound(key, "", "<=", lastKey);
     const range = [from, upTo].filter((b) => b !== undefined);
     const result = await this.#query<mysql.ResultSetHeader>(
       `DELETE FROM ${table} WHERE ${quoteIdentifier(target.column)} < ?${
@@ -455,10 +446,7 @@ export class CleanupSession {
       }`,
       [cutoff, ...range.flatMap((b) => b.values)],
     );
-    return {
-      deleted: result.affectedRows,
-      next: last === undefined ? undefined : key.map((c) => last[c]),
-    };
+    return { deleted: result.affectedRows, next: lastKey };
   }
 
   /** The oldest and newest day number held in a partition, or null when it is empty. */

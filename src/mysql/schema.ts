@@ -281,11 +281,6 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-/** Tables written with `ON DUPLICATE KEY UPDATE` (12 batched tables + 4 downtime tables). */
-function isUpserted(table: Table): boolean {
-  return ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode);
-}
-
 interface ActualIndex {
   readonly name: string;
   readonly unique: boolean;
@@ -392,8 +387,7 @@ export function compareSchema(
     }
 
     const indexes = indexesOf(statsByTable.get(name) ?? []);
-    const primary = indexes.get("PRIMARY");
-    const actualPrimary = primary?.columns ?? [];
+    const actualPrimary = indexes.get("PRIMARY")?.columns ?? [];
     if (!sameList(table.primaryKey, actualPrimary)) {
       add({ kind: "primary_key", expected: table.primaryKey, actual: actualPrimary });
     }
@@ -419,7 +413,7 @@ export function compareSchema(
           kind: "unexpected_unique_index",
           index: index.name,
           columns: index.columns,
-          upserted: isUpserted(table),
+          upserted: ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode),
         });
       } else if (!expectedIndexes.has(index.name)) {
         add({ kind: "extra_index", index: index.name, columns: index.columns });
@@ -576,12 +570,6 @@ export async function useDatabase(conn: QueryConnection, database: string): Prom
   await conn.query(`USE ${quoteIdentifier(database)}`);
 }
 
-/** Options of `ensureSchema`: the clock of new tables' partitions, the collation (else detected). */
-export interface EnsureSchemaOptions {
-  readonly now?: Date;
-  readonly collation?: string;
-}
-
 /**
  * The schema version recorded in `statusengine_dbversion` (row `id` 1): what the legacy
  * `database --update` writes for this schema, which the Statusengine UI reads.
@@ -601,14 +589,15 @@ export interface EnsureSchemaResult {
 }
 
 /**
- * Create every catalogue table that is missing. Existing tables are left exactly as they are
- * (no ALTER, no DROP, no data touched, D2); `diffSchema` reports how they differ.
+ * Create every catalogue table that is missing, its partitions laid out from the week of `now`.
+ * Existing tables are left exactly as they are (no ALTER, no DROP, no data touched, D2);
+ * `diffSchema` reports how they differ.
  */
 export async function ensureSchema(
   conn: QueryConnection,
-  options: EnsureSchemaOptions = {},
+  options: { readonly now?: Date } = {},
 ): Promise<EnsureSchemaResult> {
-  const collation = options.collation ?? await chooseCollation(conn);
+  const collation = await chooseCollation(conn);
   const missing = await missingTables(conn, ALL_TABLES.map((t) => t.name));
   const now = options.now ?? new Date();
   for (const name of missing) {

@@ -101,11 +101,6 @@ export class TableWriter {
   #typicalStatementMs = 0;
 
   constructor(options: TableWriterOptions) {
-    if (!options.table.batched) {
-      throw new TypeError(
-        `Cannot create a bulk writer for "${options.table.name}": write mode "${options.table.writeMode}" is not batched`,
-      );
-    }
     this.table = options.table;
     this.#batchSize = options.batchSize;
     this.#executor = options.executor;
@@ -236,8 +231,7 @@ export class TableWriter {
   /** Log and reset the interval summary; `final` (shutdown) logs it even with nothing written. */
   logStats(final = false): void {
     const s = this.#interval;
-    if (s.flushes === 0 && !final) return;
-    if (s.flushes === 0 && this.#totalRows === 0) return;
+    if (s.flushes === 0 && (!final || this.#totalRows === 0)) return;
     log.info("db: write stats", {
       ...this.#logFields,
       flushes: s.flushes,
