@@ -19,7 +19,7 @@ import {
 const WINDOW_US = 60_000_000;
 
 /** Simulated check state of one object (host or service), evolving like a core's. */
-export interface ObjectState {
+interface ObjectState {
   state: number;
   /** 0 SOFT, 1 HARD. */
   stateType: number;
@@ -47,12 +47,12 @@ export interface MonitoredObject {
   readonly sim: ObjectState;
 }
 
-export interface HostIdentity {
+interface HostIdentity {
   readonly name: string;
   readonly address: string;
 }
 
-export interface Host extends HostIdentity {
+interface Host extends HostIdentity {
   /** The host itself as a checked object (host checks, host status). */
   readonly object: MonitoredObject;
   readonly services: MonitoredObject[];
@@ -92,14 +92,6 @@ export class World {
     const us = this.#nextUs + this.rng.int(0, this.#stepUs - 1);
     this.#nextUs += this.#stepUs;
     return { sec: Math.floor(us / 1_000_000), usec: us % 1_000_000 };
-  }
-
-  randomHost(): Host {
-    return this.rng.pick(this.hosts);
-  }
-
-  randomService(): MonitoredObject {
-    return this.rng.pick(this.services);
   }
 
   #newSim(isHost: boolean): ObjectState {
