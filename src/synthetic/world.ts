@@ -94,9 +94,13 @@ export class World {
     return { sec: Math.floor(us / 1_000_000), usec: us % 1_000_000 };
   }
 
-  #newSim(isHost: boolean): ObjectState {
+  #newObject(host: HostIdentity, check: CheckKind): MonitoredObject {
     const rng = this.rng;
     const now = this.nowSec;
+    const isHost = check.description === "";
+    const passive = !isHost && rng.chance(0.08);
+    const eventHandler = rng.chance(0.1) ? "restart_service" : null;
+    const checkPeriod = rng.pick(["24x7", "24x7", "24x7", "workhours", "Werktage 07:00–19:00"]);
     const states = isHost ? HOST_STATE_NAMES.length : SERVICE_STATE_NAMES.length;
     const state = isHost ? (rng.chance(0.05) ? 1 : 0) : rng.weighted([88, 6, 4, 2]);
     const lastStateChange = now - rng.int(3_600, 90 * 86_400);
@@ -104,7 +108,7 @@ export class World {
       { length: states },
       (_, s) => s === state ? now - rng.int(1, 300) : rng.chance(0.5) ? 0 : lastStateChange,
     );
-    return {
+    const sim: ObjectState = {
       state,
       stateType: 1,
       attempt: 1,
@@ -116,20 +120,8 @@ export class World {
       acknowledged: 0,
       notificationNumber: state === 0 ? 0 : rng.int(1, 40),
     };
-  }
-
-  #newObject(host: HostIdentity, check: CheckKind): MonitoredObject {
-    const rng = this.rng;
-    const isHost = check.description === "";
-    return {
-      host,
-      service: isHost ? null : check.description,
-      check,
-      passive: !isHost && rng.chance(0.08),
-      eventHandler: rng.chance(0.1) ? "restart_service" : null,
-      checkPeriod: rng.pick(["24x7", "24x7", "24x7", "workhours", "Werktage 07:00–19:00"]),
-      sim: this.#newSim(isHost),
-    };
+    const service = isHost ? null : check.description;
+    return { host, service, check, passive, eventHandler, checkPeriod, sim };
   }
 
   #buildHosts(): void {
