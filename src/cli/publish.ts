@@ -77,7 +77,6 @@ interface PublishJobsOptions extends Target {
   readonly totalJobs?: number;
   readonly totalEvents?: number;
   readonly signal?: AbortSignal | undefined;
-  readonly progressIntervalMs?: number;
 }
 
 export const USAGE_EXIT_CODE = 2;
@@ -87,7 +86,7 @@ export const INTERRUPTED_EXIT_CODE = 130;
 /** Submissions awaiting JOB_CREATED per job server (the client's pipelining window). */
 const WINDOW = 256;
 const CONNECT_TIMEOUT_MS = 5_000;
-const DEFAULT_PROGRESS_MS = 2_000;
+const PROGRESS_MS = 2_000;
 
 function rate(n: number, ms: number): string {
   return ms <= 0 ? "-" : String(Math.round(n / (ms / 1000)));
@@ -113,8 +112,7 @@ export async function publishJobs(
     let confirmedEvents = 0;
     let submitted = 0;
     const started = performance.now();
-    const progressMs = options.progressIntervalMs ?? DEFAULT_PROGRESS_MS;
-    let nextProgress = started + progressMs;
+    let nextProgress = started + PROGRESS_MS;
     const of = (n: number, total: number | undefined) =>
       total === undefined ? String(n) : `${n}/${total}`;
 
@@ -145,7 +143,7 @@ export async function publishJobs(
       submitted++;
       const t = performance.now();
       if (t >= nextProgress) {
-        nextProgress = t + progressMs;
+        nextProgress = t + PROGRESS_MS;
         io.out(
           `progress: ${of(confirmedJobs, options.totalJobs)} jobs, ${
             of(confirmedEvents, options.totalEvents)
@@ -295,13 +293,12 @@ async function* readLines(path: string): AsyncGenerator<FileLine> {
     if (n === null) break;
     const chunk = buffer.subarray(0, n);
     let start = 0;
-    for (let i = 0; i < chunk.length; i++) {
-      if (chunk[i] !== 0x0a) continue;
-      const part = chunk.subarray(start, i);
+    for (let end = chunk.indexOf(0x0a); end >= 0; end = chunk.indexOf(0x0a, start)) {
+      const part = chunk.subarray(start, end);
       const line = pending.length === 0 ? part.slice() : concatBytes([pending, part]);
       pending = new Uint8Array(0);
       yield { number: ++number, bytes: stripCr(line) };
-      start = i + 1;
+      start = end + 1;
     }
     if (start < chunk.length) pending = concatBytes([pending, chunk.subarray(start)]);
   }
