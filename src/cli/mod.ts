@@ -46,8 +46,8 @@ type Handler<C extends CommandName> = (
   context: HandlerContext,
 ) => Promise<number>;
 
-/** Commands run through {@link HANDLERS}: `config` reads another command's line instead. */
-type HandledCommand = Exclude<CommandName, "config">;
+/** Commands run through {@link HANDLERS}: runCli answers `config` and `version` itself. */
+type HandledCommand = Exclude<CommandName, "config" | "version">;
 
 /** What a command learns besides its settings: `run` its hooks, `losstest` the sources. */
 interface HandlerContext {
@@ -104,10 +104,6 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
       io,
       signal,
     ),
-  version: (_s, io) => {
-    io.out(versionLine());
-    return Promise.resolve(0);
-  },
 };
 
 /** publish and losstest: the RabbitMQ URL only when RabbitMQ is the broker. */
