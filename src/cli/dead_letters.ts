@@ -387,13 +387,6 @@ async function replay(
   };
   const progressMs = options.progressIntervalMs ?? DEFAULT_PROGRESS_MS;
   let nextProgress = performance.now() + progressMs;
-  const progress = () => {
-    // stdout stays one JSON document with --json.
-    (options.json ? io.err : io.out)(
-      `progress: ${result.records} records read, ${result.submitted} submitted, ` +
-        `${result.failedAgain} failed again, ${notReplayableCount(result)} not replayable`,
-    );
-  };
   try {
     for await (const item of readRecords(options.file)) {
       if (signal.aborted) break;
@@ -438,7 +431,11 @@ async function replay(
       const t = performance.now();
       if (t >= nextProgress) {
         nextProgress = t + progressMs;
-        progress();
+        // stdout stays one JSON document with --json.
+        (options.json ? io.err : io.out)(
+          `progress: ${result.records} records read, ${result.submitted} submitted, ` +
+            `${result.failedAgain} failed again, ${notReplayableCount(result)} not replayable`,
+        );
       }
     }
     await settle(0);
