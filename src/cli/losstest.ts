@@ -332,11 +332,8 @@ export async function runLosstestCommand(
   signal?: AbortSignal,
 ): Promise<number> {
   const { mode, runId, count } = options;
+  // The settings accept only these three modes.
   const run = { publish: publishRun, verify: verifyRun, cleanup: cleanupRun }[mode];
-  if (!["publish", "verify", "cleanup"].includes(mode)) {
-    io.err(`Cannot run losstest: unknown mode "${mode}"; expected publish, verify or cleanup`);
-    return USAGE_EXIT_CODE;
-  }
   const problem = runIdProblem(runId) ?? positiveIntegerProblem("count", count) ??
     positiveIntegerProblem("events per job", options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB);
   if (problem !== undefined) {
