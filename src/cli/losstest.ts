@@ -18,7 +18,7 @@ import { AmqpPublisher } from "../amqp/publisher.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
-import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
+import { type Io, openDatabase } from "./io.ts";
 import {
   type BrokerTarget,
   INTERRUPTED_EXIT_CODE,
@@ -331,15 +331,14 @@ export async function runLosstestCommand(
   io: Io,
   signal?: AbortSignal,
 ): Promise<number> {
-  const { mode, runId, count } = options;
-  // The settings accept only these three modes.
-  const run = { publish: publishRun, verify: verifyRun, cleanup: cleanupRun }[mode];
-  const problem = runIdProblem(runId) ?? positiveIntegerProblem("count", count) ??
-    positiveIntegerProblem("events per job", options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB);
+  const { mode, runId } = options;
+  const problem = runIdProblem(runId);
   if (problem !== undefined) {
     io.err(`Cannot run losstest ${mode}: ${problem}`);
     return USAGE_EXIT_CODE;
   }
+  // The settings accept only these three modes.
+  const run = { publish: publishRun, verify: verifyRun, cleanup: cleanupRun }[mode];
   return await run(options, io, signal);
 }
 

@@ -19,7 +19,7 @@ import {
   randomSeed,
   syntheticEvents,
 } from "../synthetic/mod.ts";
-import { type Io, positiveIntegerProblem } from "./io.ts";
+import type { Io } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { concatBytes } from "../util/bytes.ts";
 
@@ -405,12 +405,6 @@ export async function runPublishCommand(
     totalJobs = scan.jobs;
     totalEvents = scan.events;
   } else {
-    const problem = positiveIntegerProblem("count", options.count) ??
-      positiveIntegerProblem("events per job", options.eventsPerJob);
-    if (problem !== undefined) {
-      io.err(`Cannot publish: ${problem}`);
-      return USAGE_EXIT_CODE;
-    }
     if (options.seed !== undefined && !Number.isSafeInteger(options.seed)) {
       io.err(`Cannot publish: seed must be an integer, got ${options.seed}`);
       return USAGE_EXIT_CODE;

@@ -18,7 +18,7 @@ import {
   type TableName,
   TABLES,
 } from "../mysql/mod.ts";
-import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
+import { type Io, openDatabase } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { redactText } from "../util/redact.ts";
 
@@ -330,8 +330,6 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
   let tables: readonly TableName[];
   let ignored: IgnoredColumns;
   try {
-    const limitProblem = positiveIntegerProblem("limit", options.limit);
-    if (limitProblem !== undefined) throw new RangeError(limitProblem);
     tables = selectTables(options.tables);
     ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
   } catch (err: unknown) {
