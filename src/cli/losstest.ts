@@ -20,18 +20,18 @@ import { errorMessage } from "../log.ts";
 import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import { type Io, openDatabase } from "./io.ts";
 import {
-  type BrokerTarget,
   INTERRUPTED_EXIT_CODE,
   type PublishItem,
   publishToTarget,
+  type Target,
   targetLabel,
   USAGE_EXIT_CODE,
 } from "./publish.ts";
 
 type LosstestMode = "publish" | "verify" | "cleanup";
 
-/** Options of the `losstest` command. */
-export interface LosstestCommandOptions extends BrokerTarget {
+/** Options of the `losstest` command; `verify` asks the target for the backlog too. */
+export interface LosstestCommandOptions extends Target {
   readonly mode: LosstestMode;
   /** The same in all three modes; see {@linkcode runIdProblem}. */
   readonly runId: string;
@@ -42,8 +42,6 @@ export interface LosstestCommandOptions extends BrokerTarget {
    * events carry; without it `verify` uses theirs. Default true.
    */
   readonly countGiven?: boolean;
-  /** Job servers: `publish` submits to them round-robin, `verify` asks them for the backlog. */
-  readonly gearmanAddr: readonly string[];
   /** The worker's database (`verify`, `cleanup`). */
   readonly mysqlUrl: string;
   /** Default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */

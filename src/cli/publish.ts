@@ -24,18 +24,17 @@ import { errorMessage } from "../log.ts";
 import { concatBytes } from "../util/bytes.ts";
 
 /**
- * Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`): declared
- * like the worker declares (docs/consumption.md#rabbitmq-topology), default exchange,
- * transient unless `--rabbitmq-durable-queues`, each message confirmed by the broker.
+ * Where a command publishes: the job servers (`host:port`, jobs spread round-robin), or with
+ * `rabbitmqUrl` this RabbitMQ broker instead (`--consumer rabbitmq`): declared like the worker
+ * declares (docs/consumption.md#rabbitmq-topology), default exchange, transient unless
+ * `--rabbitmq-durable-queues`, each message confirmed by the broker.
  */
-export interface BrokerTarget {
+export interface Target {
+  readonly gearmanAddr: readonly string[];
   readonly rabbitmqUrl?: string | undefined;
   readonly rabbitmqDurableQueues?: boolean | undefined;
   readonly rabbitmqDeclare?: QueueDeclareMode | undefined;
 }
-
-/** Job servers (`host:port`, jobs spread round-robin) and the broker a command publishes to. */
-type Target = BrokerTarget & { readonly gearmanAddr: readonly string[] };
 
 /** Options of the `publish` command (docs/operations.md#publish). */
 export interface PublishCommandOptions extends Target {
