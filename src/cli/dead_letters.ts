@@ -39,7 +39,7 @@ import type { Io } from "./io.ts";
 import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
 
 /** Options of {@link runDeadLettersCommand}. */
-export interface DeadLettersOptions {
+interface DeadLettersOptions {
   readonly action: "summary" | "replay";
   /** The file named on the command line. */
   readonly file?: string | undefined;

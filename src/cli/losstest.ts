@@ -31,7 +31,7 @@ import {
 type LosstestMode = "publish" | "verify" | "cleanup";
 
 /** Options of the `losstest` command; `verify` asks the target for the backlog too. */
-export interface LosstestCommandOptions extends Target {
+interface LosstestCommandOptions extends Target {
   readonly mode: LosstestMode;
   /** The same in all three modes; see {@linkcode runIdProblem}. */
   readonly runId: string;
@@ -161,7 +161,7 @@ function runSizeOutput(runId: string, seq: number, count: number): string {
 const RUN_SIZE_SEPARATOR = " of ";
 
 /** A closed range of sequence numbers, `[first, last]`. */
-export type SeqRange = readonly [first: number, last: number];
+type SeqRange = readonly [first: number, last: number];
 
 /**
  * Compress ascending numbers into closed ranges (`0,1,2,5` → `[0,2],[5,5]`). Duplicates are

@@ -37,7 +37,7 @@ export interface Target {
 }
 
 /** Options of the `publish` command (docs/operations.md#publish). */
-export interface PublishCommandOptions extends Target {
+interface PublishCommandOptions extends Target {
   readonly queue: string;
   /** Synthetic events to publish (ignored with `fromFile`), ≥ 1. */
   readonly count: number;

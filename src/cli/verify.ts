@@ -27,7 +27,7 @@ import { redactText } from "../util/redact.ts";
  * `tables` default {@linkcode DEFAULT_VERIFY_TABLES}; `limit` newest rows per table and
  * database; `ignoreColumns` entries `column` (every table) or `table.column`.
  */
-export interface VerifyCommandOptions {
+interface VerifyCommandOptions {
   readonly mysqlUrlA: string;
   readonly mysqlUrlB: string;
   readonly tables?: readonly string[] | undefined;
