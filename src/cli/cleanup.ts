@@ -444,8 +444,7 @@ export async function runCleanupCommand(
     io.err(errorMessage(err));
     return 1;
   }
-  const password = connectionOptions.password;
-  const scrub = (text: string): string => redactText(text, password);
+  const scrub = (text: string): string => redactText(text, connectionOptions.password);
   const dryRun = options.dryRun === true;
   const enabled = tables.filter((t) => t.days > 0);
   log.info(options.repairPartitions === true ? "cleanup: repair starting" : "cleanup: starting", {
