@@ -12,7 +12,6 @@ import type { QueueDeclareMode } from "../amqp/session.ts";
 import { redactUrl as redactAmqpUrl } from "../config/mod.ts";
 import { isQueueName, QUEUE_NAMES, type QueueName } from "../events/mod.ts";
 import {
-  DEFAULT_EVENTS_PER_JOB,
   defaultForm,
   type JobForm,
   jobsFor,
@@ -409,7 +408,7 @@ export async function runPublishCommand(
       return USAGE_EXIT_CODE;
     }
     const form = options.form ?? defaultForm(queue as QueueName);
-    const perJob = form === "single" ? 1 : options.eventsPerJob ?? DEFAULT_EVENTS_PER_JOB;
+    const perJob = form === "single" ? 1 : options.eventsPerJob;
     const seed = options.seed ?? randomSeed();
     totalEvents = options.count;
     totalJobs = Math.ceil(totalEvents / perJob);

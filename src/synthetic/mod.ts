@@ -79,7 +79,7 @@ interface JobOptions {
 }
 
 /** Events per bulk job when nothing else is said: the Go publishers' value (docs/operations.md#publish). */
-export const DEFAULT_EVENTS_PER_JOB = 100;
+const DEFAULT_EVENTS_PER_JOB = 100;
 
 /**
  * The four queues the broker's sample configuration leaves unbatched
