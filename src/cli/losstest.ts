@@ -460,6 +460,8 @@ function verifyRun(
   const prefix = markerPrefix(runId);
   return onDatabase(options, "verify", VERIFY_LIMIT_MS, io, signal, async (conn, limit) => {
     let count: number;
+    let tally: LossTally;
+    let reading = "size";
     try {
       const sizes = await selectLosstestRunSizes(
         conn,
@@ -484,12 +486,8 @@ function verifyRun(
           lossMarker(runId, 0)
         } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
       );
-    } catch (err: unknown) {
-      io.err(`Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`);
-      return 1;
-    }
-    const tally = new LossTally(count);
-    try {
+      tally = new LossTally(count);
+      reading = "markers";
       let after = "";
       for (;;) {
         if (limit.signal.aborted) return limit.stop();
@@ -512,7 +510,7 @@ function verifyRun(
       }
     } catch (err: unknown) {
       const why = errorMessage(err);
-      io.err(`Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${why}`);
+      io.err(`Cannot read the ${reading} of run "${runId}" from ${LOSSTEST_TABLE}: ${why}`);
       return 1;
     }
 
