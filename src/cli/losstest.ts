@@ -17,7 +17,7 @@ import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
-import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
+import { bulkJob, encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import { type Io, openDatabase } from "./io.ts";
 import {
   INTERRUPTED_EXIT_CODE,
@@ -314,7 +314,7 @@ export function* losstestJobs(
       },
     }));
     if (parts.length >= perJob || seq === count - 1) {
-      yield { payload: `{"messages":[${parts.join(",")}],"format":"none"}`, events: parts.length };
+      yield { payload: bulkJob(parts), events: parts.length };
       parts = [];
     }
   }

@@ -151,6 +151,6 @@ export function* jobsFor(
 }
 
 /** `{"messages":[…],"format":"none"}` around already encoded events. */
-function bulkJob(encodedEvents: readonly string[]): string {
+export function bulkJob(encodedEvents: readonly string[]): string {
   return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
 }
