@@ -283,16 +283,14 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       });
     }
     if (layout.kind !== "weekly") {
-      if (cutoffDate === null) {
-        if (options.dryRun === true) {
-          ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
-        }
-        return { kind: "finished", stats };
-      }
       if (options.dryRun === true) {
-        await dryRunDelete(ctx, table, { where: "table", from: "table" }, cutoffDate, stats, []);
+        const part = cutoffDate === null
+          ? `disabled (${table.key}: 0)`
+          : await dryRunDelete(ctx, table, "table", "table", cutoffDate, stats);
+        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${part}`);
         return { kind: "finished", stats };
       }
+      if (cutoffDate === null) return { kind: "finished", stats };
       return await deleteInBatches(ctx, table, "table", unixSeconds(cutoffDate), stats);
     }
 
@@ -327,11 +325,10 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         );
       }
       if (maintenance.trim !== null && cutoffDate !== null) {
-        const trim = { where: partitionsToTrim(weekly, maintenance), from: maintenance.trim };
-        await dryRunDelete(ctx, table, trim, cutoffDate, stats, parts);
-      } else {
-        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ") || "nothing to do"}`);
+        const where = partitionsToTrim(weekly, maintenance);
+        parts.push(await dryRunDelete(ctx, table, where, maintenance.trim, cutoffDate, stats));
       }
+      ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ") || "nothing to do"}`);
       return { kind: "finished", stats };
     }
 
@@ -397,23 +394,22 @@ async function maintainPartitions(
 }
 
 /**
- * Dry run: count what the DELETE would remove and print the table's line. `trim.where`: the
- * partitions holding those rows now, before the add and the drop; `trim.from`: where the run
- * will DELETE, as the line names it.
+ * Dry run: count what the DELETE would remove, and say so as a part of the table's line.
+ * `where`: the partitions holding those rows now, before the add and the drop; `from`: where
+ * the run will DELETE, as the line names it.
  */
 async function dryRunDelete(
   ctx: RunContext,
   table: PlannedTable,
-  trim: { readonly where: readonly string[] | "table"; readonly from: string | "table" },
+  where: readonly string[] | "table",
+  from: string | "table",
   cutoffDate: Date,
   stats: TableStats,
-  parts: string[],
-): Promise<void> {
+): Promise<string> {
   const { cutoff, "cutoff_unix": cutoffUnix } = cutoffProperties(cutoffDate);
-  stats.rows = await ctx.session.countOlder(table, trim.where, cutoffUnix);
-  const from = trim.from === "table" ? "" : ` from ${trim.from}`;
-  parts.push(`delete ${stats.rows} rows${from} (${table.column} < ${cutoff}, unix ${cutoffUnix})`);
-  ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ")}`);
+  stats.rows = await ctx.session.countOlder(table, where, cutoffUnix);
+  const source = from === "table" ? "" : ` from ${from}`;
+  return `delete ${stats.rows} rows${source} (${table.column} < ${cutoff}, unix ${cutoffUnix})`;
 }
 
 /**
@@ -448,8 +444,7 @@ export async function runCleanupCommand(
     io.err(errorMessage(err));
     return 1;
   }
-  const password = connectionOptions.password;
-  const scrub = (text: string): string => redactText(text, password);
+  const scrub = (text: string): string => redactText(text, connectionOptions.password);
   const dryRun = options.dryRun === true;
   const enabled = tables.filter((t) => t.days > 0);
   log.info(options.repairPartitions === true ? "cleanup: repair starting" : "cleanup: starting", {

@@ -39,7 +39,7 @@ import type { Io } from "./io.ts";
 import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
 
 /** Options of {@link runDeadLettersCommand}. */
-export interface DeadLettersOptions {
+interface DeadLettersOptions {
   readonly action: "summary" | "replay";
   /** The file named on the command line. */
   readonly file?: string | undefined;
@@ -224,60 +224,55 @@ const DEFAULT_PROGRESS_MS = 2_000;
 /**
  * The pipeline's writers with one filter in front: a row of a keyless table (`insert` write
  * mode, no key an upsert could find it by) that the table holds already is settled as
- * committed instead of written again. The k-th copy of a row replayed is written only when the
- * table held fewer than k before this replay wrote any: a row the original job produced twice
- * is written twice, and a second replay of the file writes neither.
+ * committed instead of written again, and counted in `found`. The k-th copy of a row replayed
+ * is written only when the table held fewer than k before this replay wrote any: a row the
+ * original job produced twice is written twice, and a second replay of the file writes neither.
  */
-class ReplayWriters {
-  readonly writers: RowWriters;
-  /** Rows found in their keyless table already. */
-  alreadyPresent = 0;
-  readonly #executor: SqlExecutor;
-  readonly #seen = new Map<string, { inTable: number; inFile: number }>();
-  /** Lookups one at a time, so two jobs holding the same row count it once. */
-  #tail: Promise<unknown> = Promise.resolve();
-
-  constructor(pipeline: Pipeline, executor: SqlExecutor) {
-    this.#executor = executor;
-    this.writers = Object.fromEntries(
-      BATCHED_TABLE_NAMES.map((table) => {
-        const writer = pipeline.writers[table];
-        if (TABLES[table].writeMode !== "insert") return [table, writer];
-        return [table, {
-          add: async (rows: readonly Row[], owner: JobTracker, signal?: AbortSignal) => {
-            const missing: Row[] = [];
-            for (const row of rows) {
-              if (await this.#present(table, row)) {
-                this.alreadyPresent++;
-                owner.committed();
-              } else {
-                missing.push(row);
-              }
-            }
-            if (missing.length > 0) await writer.add(missing, owner, signal);
-          },
-        }];
-      }),
-    ) as unknown as RowWriters;
-  }
-
-  #present(table: BatchedTableName, row: Row): Promise<boolean> {
-    const next = this.#tail.then(async () => {
+function replayWriters(
+  pipeline: Pipeline,
+  executor: SqlExecutor,
+  found: { alreadyPresent: number },
+): RowWriters {
+  const seen = new Map<string, { inTable: number; inFile: number }>();
+  // Lookups one at a time, so two jobs holding the same row count it once.
+  let tail: Promise<unknown> = Promise.resolve();
+  const present = (table: BatchedTableName, row: Row): Promise<boolean> => {
+    const next = tail.then(async () => {
       const t = TABLES[table];
       const { values } = adjustRow(t, row);
       const key = `${table}\u0000${JSON.stringify(values)}`;
-      let entry = this.#seen.get(key);
+      let entry = seen.get(key);
       if (entry === undefined) {
-        const result = await this.#executor.run(identicalRowsStatement(t), values);
+        const result = await executor.run(identicalRowsStatement(t), values);
         entry = { inTable: Number(result.rows[0]?.["n"] ?? 0), inFile: 0 };
-        this.#seen.set(key, entry);
+        seen.set(key, entry);
       }
       entry.inFile++;
       return entry.inFile <= entry.inTable;
     });
-    this.#tail = next.catch(() => {});
+    tail = next.catch(() => {});
     return next;
-  }
+  };
+  return Object.fromEntries(
+    BATCHED_TABLE_NAMES.map((table) => {
+      const writer = pipeline.writers[table];
+      if (TABLES[table].writeMode !== "insert") return [table, writer];
+      return [table, {
+        add: async (rows: readonly Row[], owner: JobTracker, signal?: AbortSignal) => {
+          const missing: Row[] = [];
+          for (const row of rows) {
+            if (await present(table, row)) {
+              found.alreadyPresent++;
+              owner.committed();
+            } else {
+              missing.push(row);
+            }
+          }
+          if (missing.length > 0) await writer.add(missing, owner, signal);
+        },
+      }];
+    }),
+  ) as unknown as RowWriters;
 }
 
 /**
@@ -354,11 +349,11 @@ async function replay(
     batchSize: options.batchSize,
     statsIntervalMs: 0,
   });
-  const writers = new ReplayWriters(pipeline, executor);
+  const writers = replayWriters(pipeline, executor, result);
   // The daemon's handler over the filtered writers: payloads are decoded as a redelivered job.
   const handler = createJobHandler({
     ...shared,
-    writers: writers.writers,
+    writers,
     downtimes: new DowntimeExecutor({
       executor,
       availability: pipeline.availability,
@@ -387,13 +382,6 @@ async function replay(
   };
   const progressMs = options.progressIntervalMs ?? DEFAULT_PROGRESS_MS;
   let nextProgress = performance.now() + progressMs;
-  const progress = () => {
-    // stdout stays one JSON document with --json.
-    (options.json ? io.err : io.out)(
-      `progress: ${result.records} records read, ${result.submitted} submitted, ` +
-        `${result.failedAgain} failed again, ${notReplayableCount(result)} not replayable`,
-    );
-  };
   try {
     for await (const item of readRecords(options.file)) {
       if (signal.aborted) break;
@@ -410,7 +398,7 @@ async function replay(
       } else if (r.row !== undefined) {
         const tracker = new JobTracker(r.queue, 1);
         try {
-          await writers.writers[r.table as BatchedTableName].add([r.row as Row], tracker, signal);
+          await writers[r.table as BatchedTableName].add([r.row as Row], tracker, signal);
         } catch (err: unknown) {
           if (signal.aborted) break;
           throw err;
@@ -438,14 +426,17 @@ async function replay(
       const t = performance.now();
       if (t >= nextProgress) {
         nextProgress = t + progressMs;
-        progress();
+        // stdout stays one JSON document with --json.
+        (options.json ? io.err : io.out)(
+          `progress: ${result.records} records read, ${result.submitted} submitted, ` +
+            `${result.failedAgain} failed again, ${notReplayableCount(result)} not replayable`,
+        );
       }
     }
     await settle(0);
     if (failure !== undefined) throw failure.error;
     result.interrupted = signal.aborted;
   } finally {
-    result.alreadyPresent = writers.alreadyPresent;
     // Everything replayed is committed (or the replay was interrupted: what is held is given up).
     await pipeline.close(signal.aborted ? 0 : 10_000);
     await leftOver.close();

@@ -33,13 +33,6 @@ export const PROCESS_IO: Io = {
   err: (line) => writeAll(Deno.stderr, `${line}\n`),
 };
 
-/** The usage problem with a count given on the command line; `undefined` when it is ≥ 1. */
-export function positiveIntegerProblem(name: string, value: number): string | undefined {
-  return Number.isSafeInteger(value) && value >= 1
-    ? undefined
-    : `${name} must be a positive integer, got ${value}`;
-}
-
 /**
  * Connect to the database a MySQL URL names, or print why not (`Cannot run <command>: …`, the
  * password masked) and return undefined.

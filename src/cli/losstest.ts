@@ -17,21 +17,21 @@ import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
-import { encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
-import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
+import { bulkJob, encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
+import { type Io, openDatabase } from "./io.ts";
 import {
-  type BrokerTarget,
   INTERRUPTED_EXIT_CODE,
   type PublishItem,
   publishToTarget,
+  type Target,
   targetLabel,
   USAGE_EXIT_CODE,
 } from "./publish.ts";
 
 type LosstestMode = "publish" | "verify" | "cleanup";
 
-/** Options of the `losstest` command. */
-export interface LosstestCommandOptions extends BrokerTarget {
+/** Options of the `losstest` command; `verify` asks the target for the backlog too. */
+interface LosstestCommandOptions extends Target {
   readonly mode: LosstestMode;
   /** The same in all three modes; see {@linkcode runIdProblem}. */
   readonly runId: string;
@@ -42,8 +42,6 @@ export interface LosstestCommandOptions extends BrokerTarget {
    * events carry; without it `verify` uses theirs. Default true.
    */
   readonly countGiven?: boolean;
-  /** Job servers: `publish` submits to them round-robin, `verify` asks them for the backlog. */
-  readonly gearmanAddr: readonly string[];
   /** The worker's database (`verify`, `cleanup`). */
   readonly mysqlUrl: string;
   /** Default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */
@@ -163,7 +161,7 @@ function runSizeOutput(runId: string, seq: number, count: number): string {
 const RUN_SIZE_SEPARATOR = " of ";
 
 /** A closed range of sequence numbers, `[first, last]`. */
-export type SeqRange = readonly [first: number, last: number];
+type SeqRange = readonly [first: number, last: number];
 
 /**
  * Compress ascending numbers into closed ranges (`0,1,2,5` → `[0,2],[5,5]`). Duplicates are
@@ -316,7 +314,7 @@ export function* losstestJobs(
       },
     }));
     if (parts.length >= perJob || seq === count - 1) {
-      yield { payload: `{"messages":[${parts.join(",")}],"format":"none"}`, events: parts.length };
+      yield { payload: bulkJob(parts), events: parts.length };
       parts = [];
     }
   }
@@ -331,18 +329,14 @@ export async function runLosstestCommand(
   io: Io,
   signal?: AbortSignal,
 ): Promise<number> {
-  const { mode, runId, count } = options;
-  const run = { publish: publishRun, verify: verifyRun, cleanup: cleanupRun }[mode];
-  if (!["publish", "verify", "cleanup"].includes(mode)) {
-    io.err(`Cannot run losstest: unknown mode "${mode}"; expected publish, verify or cleanup`);
-    return USAGE_EXIT_CODE;
-  }
-  const problem = runIdProblem(runId) ?? positiveIntegerProblem("count", count) ??
-    positiveIntegerProblem("events per job", options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB);
+  const { mode, runId } = options;
+  const problem = runIdProblem(runId);
   if (problem !== undefined) {
     io.err(`Cannot run losstest ${mode}: ${problem}`);
     return USAGE_EXIT_CODE;
   }
+  // The settings accept only these three modes.
+  const run = { publish: publishRun, verify: verifyRun, cleanup: cleanupRun }[mode];
   return await run(options, io, signal);
 }
 
@@ -466,6 +460,8 @@ function verifyRun(
   const prefix = markerPrefix(runId);
   return onDatabase(options, "verify", VERIFY_LIMIT_MS, io, signal, async (conn, limit) => {
     let count: number;
+    let tally: LossTally;
+    let reading = "size";
     try {
       const sizes = await selectLosstestRunSizes(
         conn,
@@ -490,12 +486,8 @@ function verifyRun(
           lossMarker(runId, 0)
         } … ${lossMarker(runId, count - 1)}) in ${LOSSTEST_TABLE}`,
       );
-    } catch (err: unknown) {
-      io.err(`Cannot read the size of run "${runId}" from ${LOSSTEST_TABLE}: ${errorMessage(err)}`);
-      return 1;
-    }
-    const tally = new LossTally(count);
-    try {
+      tally = new LossTally(count);
+      reading = "markers";
       let after = "";
       for (;;) {
         if (limit.signal.aborted) return limit.stop();
@@ -518,7 +510,7 @@ function verifyRun(
       }
     } catch (err: unknown) {
       const why = errorMessage(err);
-      io.err(`Cannot read the markers of run "${runId}" from ${LOSSTEST_TABLE}: ${why}`);
+      io.err(`Cannot read the ${reading} of run "${runId}" from ${LOSSTEST_TABLE}: ${why}`);
       return 1;
     }
 

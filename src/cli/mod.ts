@@ -46,8 +46,8 @@ type Handler<C extends CommandName> = (
   context: HandlerContext,
 ) => Promise<number>;
 
-/** Commands run through {@link HANDLERS}: `config` reads another command's line instead. */
-type HandledCommand = Exclude<CommandName, "config">;
+/** Commands run through {@link HANDLERS}: runCli answers `config` and `version` itself. */
+type HandledCommand = Exclude<CommandName, "config" | "version">;
 
 /** What a command learns besides its settings: `run` its hooks, `losstest` the sources. */
 interface HandlerContext {
@@ -74,16 +74,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
       signal,
     ),
   status: (s, io) =>
-    runStatusCommand(
-      {
-        ...s,
-        ...rabbitmqTarget(s),
-        localMetricsUrl: s.metricsPort === 0
-          ? undefined
-          : localMetricsUrl(s.metricsHost, s.metricsPort),
-      },
-      io,
-    ),
+    runStatusCommand({ ...s, ...rabbitmqTarget(s), localMetricsUrl: localMetricsUrl(s) }, io),
   publish: (s, io, signal) => runPublishCommand({ ...s, ...rabbitmqTarget(s) }, io, signal),
   losstest: (s, io, signal, { sources }) =>
     runLosstestCommand(
@@ -104,10 +95,6 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
       io,
       signal,
     ),
-  version: (_s, io) => {
-    io.out(versionLine());
-    return Promise.resolve(0);
-  },
 };
 
 /** publish and losstest: the RabbitMQ URL only when RabbitMQ is the broker. */
@@ -217,9 +204,12 @@ function installHangup(onHangup: () => Promise<void>): () => void {
 
 /**
  * The `/metrics` URL of a worker on this host: its listen address, with an address that
- * listens on every interface (0.0.0.0, ::) asked on loopback.
+ * listens on every interface (0.0.0.0, ::) asked on loopback; none with metrics off (port 0).
  */
-function localMetricsUrl(host: string, port: number): string {
+function localMetricsUrl(
+  { metricsHost: host, metricsPort: port }: { metricsHost: string; metricsPort: number },
+): string | undefined {
+  if (port === 0) return undefined;
   const target = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
   return `http://${target.includes(":") ? `[${target}]` : target}:${port}/metrics`;
 }

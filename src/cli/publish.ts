@@ -12,33 +12,31 @@ import type { QueueDeclareMode } from "../amqp/session.ts";
 import { redactUrl as redactAmqpUrl } from "../config/mod.ts";
 import { isQueueName, QUEUE_NAMES, type QueueName } from "../events/mod.ts";
 import {
-  DEFAULT_EVENTS_PER_JOB,
   defaultForm,
   type JobForm,
   jobsFor,
   randomSeed,
   syntheticEvents,
 } from "../synthetic/mod.ts";
-import { type Io, positiveIntegerProblem } from "./io.ts";
+import type { Io } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { concatBytes } from "../util/bytes.ts";
 
 /**
- * Publish to this RabbitMQ broker instead of the job servers (`--consumer rabbitmq`): declared
- * like the worker declares (docs/consumption.md#rabbitmq-topology), default exchange,
- * transient unless `--rabbitmq-durable-queues`, each message confirmed by the broker.
+ * Where a command publishes: the job servers (`host:port`, jobs spread round-robin), or with
+ * `rabbitmqUrl` this RabbitMQ broker instead (`--consumer rabbitmq`): declared like the worker
+ * declares (docs/consumption.md#rabbitmq-topology), default exchange, transient unless
+ * `--rabbitmq-durable-queues`, each message confirmed by the broker.
  */
-export interface BrokerTarget {
+export interface Target {
+  readonly gearmanAddr: readonly string[];
   readonly rabbitmqUrl?: string | undefined;
   readonly rabbitmqDurableQueues?: boolean | undefined;
   readonly rabbitmqDeclare?: QueueDeclareMode | undefined;
 }
 
-/** Job servers (`host:port`, jobs spread round-robin) and the broker a command publishes to. */
-type Target = BrokerTarget & { readonly gearmanAddr: readonly string[] };
-
 /** Options of the `publish` command (docs/operations.md#publish). */
-export interface PublishCommandOptions extends Target {
+interface PublishCommandOptions extends Target {
   readonly queue: string;
   /** Synthetic events to publish (ignored with `fromFile`), ≥ 1. */
   readonly count: number;
@@ -77,7 +75,6 @@ interface PublishJobsOptions extends Target {
   readonly totalJobs?: number;
   readonly totalEvents?: number;
   readonly signal?: AbortSignal | undefined;
-  readonly progressIntervalMs?: number;
 }
 
 export const USAGE_EXIT_CODE = 2;
@@ -87,7 +84,7 @@ export const INTERRUPTED_EXIT_CODE = 130;
 /** Submissions awaiting JOB_CREATED per job server (the client's pipelining window). */
 const WINDOW = 256;
 const CONNECT_TIMEOUT_MS = 5_000;
-const DEFAULT_PROGRESS_MS = 2_000;
+const PROGRESS_MS = 2_000;
 
 function rate(n: number, ms: number): string {
   return ms <= 0 ? "-" : String(Math.round(n / (ms / 1000)));
@@ -113,8 +110,7 @@ export async function publishJobs(
     let confirmedEvents = 0;
     let submitted = 0;
     const started = performance.now();
-    const progressMs = options.progressIntervalMs ?? DEFAULT_PROGRESS_MS;
-    let nextProgress = started + progressMs;
+    let nextProgress = started + PROGRESS_MS;
     const of = (n: number, total: number | undefined) =>
       total === undefined ? String(n) : `${n}/${total}`;
 
@@ -145,7 +141,7 @@ export async function publishJobs(
       submitted++;
       const t = performance.now();
       if (t >= nextProgress) {
-        nextProgress = t + progressMs;
+        nextProgress = t + PROGRESS_MS;
         io.out(
           `progress: ${of(confirmedJobs, options.totalJobs)} jobs, ${
             of(confirmedEvents, options.totalEvents)
@@ -295,13 +291,12 @@ async function* readLines(path: string): AsyncGenerator<FileLine> {
     if (n === null) break;
     const chunk = buffer.subarray(0, n);
     let start = 0;
-    for (let i = 0; i < chunk.length; i++) {
-      if (chunk[i] !== 0x0a) continue;
-      const part = chunk.subarray(start, i);
+    for (let end = chunk.indexOf(0x0a); end >= 0; end = chunk.indexOf(0x0a, start)) {
+      const part = chunk.subarray(start, end);
       const line = pending.length === 0 ? part.slice() : concatBytes([pending, part]);
       pending = new Uint8Array(0);
       yield { number: ++number, bytes: stripCr(line) };
-      start = i + 1;
+      start = end + 1;
     }
     if (start < chunk.length) pending = concatBytes([pending, chunk.subarray(start)]);
   }
@@ -408,18 +403,12 @@ export async function runPublishCommand(
     totalJobs = scan.jobs;
     totalEvents = scan.events;
   } else {
-    const problem = positiveIntegerProblem("count", options.count) ??
-      positiveIntegerProblem("events per job", options.eventsPerJob);
-    if (problem !== undefined) {
-      io.err(`Cannot publish: ${problem}`);
-      return USAGE_EXIT_CODE;
-    }
     if (options.seed !== undefined && !Number.isSafeInteger(options.seed)) {
       io.err(`Cannot publish: seed must be an integer, got ${options.seed}`);
       return USAGE_EXIT_CODE;
     }
     const form = options.form ?? defaultForm(queue as QueueName);
-    const perJob = form === "single" ? 1 : options.eventsPerJob ?? DEFAULT_EVENTS_PER_JOB;
+    const perJob = form === "single" ? 1 : options.eventsPerJob;
     const seed = options.seed ?? randomSeed();
     totalEvents = options.count;
     totalJobs = Math.ceil(totalEvents / perJob);

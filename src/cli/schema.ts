@@ -53,10 +53,9 @@ export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): P
     return 1;
   }
   const { database, ...server } = connectionOptions;
-  const password = connectionOptions.password;
   // A driver error should never echo the password, but the output must not depend on that; a
   // short one is masked only where it stands (redactText), not inside the words of the message.
-  const scrub = (text: string): string => redactText(text, password);
+  const scrub = (text: string): string => redactText(text, server.password);
   if (database === undefined) {
     io.err(`Cannot run schema: the MySQL URL "${shownUrl}" names no database (…/<database>)`);
     return 1;

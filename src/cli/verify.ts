@@ -18,7 +18,7 @@ import {
   type TableName,
   TABLES,
 } from "../mysql/mod.ts";
-import { type Io, openDatabase, positiveIntegerProblem } from "./io.ts";
+import { type Io, openDatabase } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { redactText } from "../util/redact.ts";
 
@@ -27,7 +27,7 @@ import { redactText } from "../util/redact.ts";
  * `tables` default {@linkcode DEFAULT_VERIFY_TABLES}; `limit` newest rows per table and
  * database; `ignoreColumns` entries `column` (every table) or `table.column`.
  */
-export interface VerifyCommandOptions {
+interface VerifyCommandOptions {
   readonly mysqlUrlA: string;
   readonly mysqlUrlB: string;
   readonly tables?: readonly string[] | undefined;
@@ -113,9 +113,7 @@ function rowIdentity(table: Table): { key: readonly string[]; skip: readonly str
 function normalise(value: unknown): string {
   if (value === null || value === undefined) return "";
   if (typeof value === "string") return value;
-  if (value instanceof Uint8Array) {
-    return Array.from(value, (b) => b.toString(16).padStart(2, "0")).join("");
-  }
+  if (value instanceof Uint8Array) return value.toHex();
   return String(value);
 }
 
@@ -288,7 +286,6 @@ function selectTables(tables: readonly string[] | undefined): readonly TableName
 
 interface Side {
   readonly name: "A" | "B";
-  readonly url: string;
   readonly conn: MysqlConnection;
   readonly password: string | undefined;
 }
@@ -320,7 +317,7 @@ async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefi
     await endMysql(conn);
     return undefined;
   }
-  return { name, url, conn, password };
+  return { name, conn, password };
 }
 
 /**
@@ -333,8 +330,6 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
   let tables: readonly TableName[];
   let ignored: IgnoredColumns;
   try {
-    const limitProblem = positiveIntegerProblem("limit", options.limit);
-    if (limitProblem !== undefined) throw new RangeError(limitProblem);
     tables = selectTables(options.tables);
     ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
   } catch (err: unknown) {
@@ -351,7 +346,7 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
   }
   try {
     const plural = tables.length === 1 ? "" : "s";
-    const urls = `A=${redactUrl(a.url)} B=${redactUrl(b.url)}`;
+    const urls = `A=${redactUrl(options.mysqlUrlA)} B=${redactUrl(options.mysqlUrlB)}`;
     io.out(`verify: ${urls}, newest ${options.limit} rows of ${tables.length} table${plural}`);
     const shownIgnored = [
       ...ignored.everywhere,

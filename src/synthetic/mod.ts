@@ -16,7 +16,7 @@ import { World } from "./world.ts";
 
 export type { JsonValue, SyntheticEvent } from "./queues.ts";
 
-export interface SyntheticOptions {
+interface SyntheticOptions {
   /** PRNG seed (any safe integer); default: a random one, so runs differ. */
   readonly seed?: number;
   /** "Now" in epoch milliseconds; events fall into the minute before it. Default `Date.now()`. */
@@ -71,7 +71,7 @@ export function* syntheticEvents(
 /** Payload shape of a job (docs/tables.md#bulk-and-single-form). */
 export type JobForm = "bulk" | "single";
 
-export interface JobOptions {
+interface JobOptions {
   /** Bulk (`{"messages":[…],"format":"none"}`) or one event per job; default {@linkcode defaultForm}. */
   readonly form?: JobForm;
   /** Events per bulk job (ignored for the single form); default {@linkcode DEFAULT_EVENTS_PER_JOB}. */
@@ -79,7 +79,7 @@ export interface JobOptions {
 }
 
 /** Events per bulk job when nothing else is said: the Go publishers' value (docs/operations.md#publish). */
-export const DEFAULT_EVENTS_PER_JOB = 100;
+const DEFAULT_EVENTS_PER_JOB = 100;
 
 /**
  * The four queues the broker's sample configuration leaves unbatched
@@ -151,6 +151,6 @@ export function* jobsFor(
 }
 
 /** `{"messages":[…],"format":"none"}` around already encoded events. */
-function bulkJob(encodedEvents: readonly string[]): string {
+export function bulkJob(encodedEvents: readonly string[]): string {
   return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
 }

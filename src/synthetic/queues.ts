@@ -174,11 +174,11 @@ function* objectEvents(
   }
 }
 
-const randomHost = (w: World) => w.randomHost().object;
-const randomService = (w: World) => w.randomService();
+const randomHost = (w: World) => w.rng.pick(w.hosts).object;
+const randomService = (w: World) => w.rng.pick(w.services);
 /** A host with probability `hostShare`, else a service. */
 const randomObject = (hostShare: number) => (w: World) =>
-  w.rng.chance(hostShare) ? w.randomHost().object : w.randomService();
+  w.rng.chance(hostShare) ? randomHost(w) : randomService(w);
 
 function perfdataPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
   return {
@@ -222,7 +222,7 @@ function* logEntryEvents(w: World): Generator<SyntheticEvent> {
     const kind = rng.weighted([30, 10, 8, 4, 8, 6, 6, 4]);
     let dataType: number;
     let data: string;
-    const host = w.randomHost();
+    const host = rng.pick(w.hosts);
     const svc = rng.pick(host.services);
     const obj = kind === 1 || kind === 3 ? host.object : svc;
     const r = w.check(obj, at.sec);
@@ -304,7 +304,7 @@ function notificationPayload(w: World, obj: MonitoredObject, ts: number): Synthe
 function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
   const rng = w.rng;
   for (;;) {
-    const obj = rng.chance(0.3) ? w.randomHost().object : w.randomService();
+    const obj = randomObject(0.3)(w);
     const contact = rng.pick(CONTACTS);
     const command = obj.service === null ? "host-notify-by-email" : rng.pick([
       "service-notify-by-email",
@@ -370,8 +370,8 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
   const rng = w.rng;
   let n = 0;
   for (;;) {
-    const isHost = rng.chance(0.3);
-    const obj = isHost ? w.randomHost().object : w.randomService();
+    const obj = randomObject(0.3)(w);
+    const isHost = obj.service === null;
     const id = w.downtimeIdBase + n++;
     const duration = rng.pick([120, 600, 1_800, 3_600, 7_200]);
     const lead = rng.int(0, 900);

@@ -19,7 +19,7 @@ import {
 const WINDOW_US = 60_000_000;
 
 /** Simulated check state of one object (host or service), evolving like a core's. */
-export interface ObjectState {
+interface ObjectState {
   state: number;
   /** 0 SOFT, 1 HARD. */
   stateType: number;
@@ -47,12 +47,12 @@ export interface MonitoredObject {
   readonly sim: ObjectState;
 }
 
-export interface HostIdentity {
+interface HostIdentity {
   readonly name: string;
   readonly address: string;
 }
 
-export interface Host extends HostIdentity {
+interface Host extends HostIdentity {
   /** The host itself as a checked object (host checks, host status). */
   readonly object: MonitoredObject;
   readonly services: MonitoredObject[];
@@ -94,17 +94,13 @@ export class World {
     return { sec: Math.floor(us / 1_000_000), usec: us % 1_000_000 };
   }
 
-  randomHost(): Host {
-    return this.rng.pick(this.hosts);
-  }
-
-  randomService(): MonitoredObject {
-    return this.rng.pick(this.services);
-  }
-
-  #newSim(isHost: boolean): ObjectState {
+  #newObject(host: HostIdentity, check: CheckKind): MonitoredObject {
     const rng = this.rng;
     const now = this.nowSec;
+    const isHost = check.description === "";
+    const passive = !isHost && rng.chance(0.08);
+    const eventHandler = rng.chance(0.1) ? "restart_service" : null;
+    const checkPeriod = rng.pick(["24x7", "24x7", "24x7", "workhours", "Werktage 07:00–19:00"]);
     const states = isHost ? HOST_STATE_NAMES.length : SERVICE_STATE_NAMES.length;
     const state = isHost ? (rng.chance(0.05) ? 1 : 0) : rng.weighted([88, 6, 4, 2]);
     const lastStateChange = now - rng.int(3_600, 90 * 86_400);
@@ -112,7 +108,7 @@ export class World {
       { length: states },
       (_, s) => s === state ? now - rng.int(1, 300) : rng.chance(0.5) ? 0 : lastStateChange,
     );
-    return {
+    const sim: ObjectState = {
       state,
       stateType: 1,
       attempt: 1,
@@ -124,20 +120,8 @@ export class World {
       acknowledged: 0,
       notificationNumber: state === 0 ? 0 : rng.int(1, 40),
     };
-  }
-
-  #newObject(host: HostIdentity, check: CheckKind): MonitoredObject {
-    const rng = this.rng;
-    const isHost = check.description === "";
-    return {
-      host,
-      service: isHost ? null : check.description,
-      check,
-      passive: !isHost && rng.chance(0.08),
-      eventHandler: rng.chance(0.1) ? "restart_service" : null,
-      checkPeriod: rng.pick(["24x7", "24x7", "24x7", "workhours", "Werktage 07:00–19:00"]),
-      sim: this.#newSim(isHost),
-    };
+    const service = isHost ? null : check.description;
+    return { host, service, check, passive, eventHandler, checkPeriod, sim };
   }
 
   #buildHosts(): void {

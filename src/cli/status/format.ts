@@ -138,15 +138,10 @@ function formatStatusText(report: StatusReport): string[] {
     const host = w.mysqlHost === null ? "" : `, MySQL host ${w.mysqlHost}`;
     const detail = w.ok ? `db_available ${count(w.dbAvailable)}${stalled}${host}` : w.error ?? "";
     // The local default may simply have no worker behind it: said, but not as a failure.
-    if (!w.ok && w.local) {
-      entry(
-        w.url,
-        false,
-        `${detail} (the local default from --metrics-host/--metrics-port; pass --metrics-url ` +
-          "for a worker elsewhere)",
-        "NO WORKER",
-      );
-    } else entry(w.url, w.ok, detail);
+    const local = w.ok || !w.local
+      ? ""
+      : " (the local default from --metrics-host/--metrics-port; pass --metrics-url for a worker elsewhere)";
+    entry(w.url, w.ok, `${detail}${local}`, w.local ? "NO WORKER" : undefined);
   }
 
   const names = report.queues.map((q) =>
@@ -197,10 +192,8 @@ function formatStatusText(report: StatusReport): string[] {
 
   // Tables the worker has not written to since it started would fill the screen with zeros.
   const written = w?.ok ? w.tables.filter((t) => t.written > 0) : [];
-  if (w !== null && w.ok) {
-    lines.push("");
-    if (written.length === 0) lines.push("No rows written since the worker started");
-  }
+  if (w?.ok) lines.push("");
+  if (w?.ok && written.length === 0) lines.push("No rows written since the worker started");
   if (w !== null && written.length > 0) {
     const rows = [
       ["TABLE", "ROWS/S", "WRITTEN"],

@@ -13,6 +13,8 @@ export interface PrometheusSample {
 
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*/;
+/** An opening quote and the characters and escapes (`\\`, `\"`, `\n`) of a label value after it. */
+const QUOTED_VALUE = /^"(?:[^"\\]|\\[n\\"])*/;
 
 const SPECIAL_VALUES: Readonly<Record<string, number>> = {
   "+Inf": Infinity,
@@ -63,27 +65,15 @@ export function parsePrometheusText(text: string): PrometheusSample[] {
         rest = rest.slice(label.length).trimStart();
         if (!rest.startsWith("=")) fail(`expected "=" after label ${label}`);
         rest = rest.slice(1).trimStart();
-        if (!rest.startsWith('"')) fail(`expected a quoted value for label ${label}`);
-        let value = "";
-        let i = 1;
-        for (;;) {
-          const c = rest[i];
-          if (c === undefined) fail(`unterminated value of label ${label}`);
-          if (c === '"') break;
-          if (c === "\\") {
-            const next = rest[i + 1];
-            if (next === "n") value += "\n";
-            else if (next === "\\" || next === '"') value += next;
-            else fail(`invalid escape in the value of label ${label}`);
-            i += 2;
-          } else {
-            value += c;
-            i++;
-          }
-        }
+        // The value up to its closing quote, or to the first bad escape or the end of the line.
+        const quoted = QUOTED_VALUE.exec(rest)?.[0] ??
+          fail(`expected a quoted value for label ${label}`);
+        const stop = rest[quoted.length];
+        if (stop === undefined) fail(`unterminated value of label ${label}`);
+        if (stop === "\\") fail(`invalid escape in the value of label ${label}`);
         if (Object.hasOwn(labels, label)) fail(`label ${label} given twice`);
-        labels[label] = value;
-        rest = rest.slice(i + 1).trimStart();
+        labels[label] = quoted.slice(1).replace(/\\(.)/g, (_, c: string) => c === "n" ? "\n" : c);
+        rest = rest.slice(quoted.length + 1).trimStart();
         if (rest.startsWith(",")) rest = rest.slice(1).trimStart();
         else if (!rest.startsWith("}")) fail(`expected "," or "}" after label ${label}`);
       }
