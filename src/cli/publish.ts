@@ -209,9 +209,7 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
     throw err;
   }
   return {
-    submit: clients.map((client) => (payload) =>
-      client.submitBackground(queue, payload, { priority: "normal", unique: "" })
-    ),
+    submit: clients.map((client) => (payload) => client.submitBackground(queue, payload)),
     close,
   };
 }

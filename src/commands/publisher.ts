@@ -157,7 +157,7 @@ export function gearmanCommandPublisher(
           const client = await GearmanClient.connect(server, { signal, window: 1 });
           return {
             send: async (body) => {
-              await client.submitBackground(COMMAND_QUEUE, body, { priority: "normal" });
+              await client.submitBackground(COMMAND_QUEUE, body);
             },
             close: () => client.close(),
           };
