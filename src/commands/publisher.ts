@@ -6,7 +6,8 @@
  * @module
  */
 import { GearmanClient } from "../gearman/client.ts";
-import { AmqpPublisher, type AmqpPublisherOptions } from "../amqp/publisher.ts";
+import { AmqpPublisher } from "../amqp/publisher.ts";
+import type { QueueDeclaration } from "../amqp/session.ts";
 import { parseAmqpUrl } from "../amqp/url.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
@@ -179,7 +180,7 @@ export function gearmanCommandPublisher(
  */
 export function rabbitMqCommandPublisher(
   url: string,
-  options: AmqpPublisherOptions & { readonly budgetMs?: number },
+  options: QueueDeclaration & { readonly budgetMs?: number },
 ): RetryingPublisher {
   return new RetryingPublisher({
     backend: "rabbitmq",
