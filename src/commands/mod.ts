@@ -20,4 +20,4 @@ export {
   gearmanCommandPublisher,
   rabbitMqCommandPublisher,
 } from "./publisher.ts";
-export { type CommandServer, startCommandServer } from "./server.ts";
+export { startCommandServer } from "./server.ts";

@@ -18,7 +18,7 @@ import { DROP_REASONS, type SinkObserver } from "../perfdata/sink.ts";
 import type { PerfdataSink } from "../pipeline/handler.ts";
 import { redactUrl } from "../util/redact.ts";
 import {
-  type MetricsServer,
+  type HttpServer,
   type Readiness,
   startMetricsServer,
   startWebSocketServer,
@@ -28,7 +28,6 @@ import {
 import {
   COMMAND_QUEUE,
   type CommandPublisher,
-  type CommandServer,
   DENIED_RAW_COMMANDS,
   RawCommandAllowlist,
   startCommandServer,
@@ -210,7 +209,7 @@ export async function serveMetrics(
   config: WorkerConfig,
   metrics: Metrics,
   readiness: () => Readiness,
-): Promise<MetricsServer | undefined> {
+): Promise<HttpServer | undefined> {
   if (config.metrics === null) return undefined;
   const { hostname, port } = config.metrics;
   const server = await startListener(
@@ -261,7 +260,7 @@ export async function serveWebSocket(
 
 /** The `/commands` listener and the publisher behind it; dispose stops both, listener first. */
 export interface Commands extends AsyncDisposable {
-  readonly server: CommandServer;
+  readonly server: HttpServer;
   readonly publisher: CommandPublisher;
 }
 
@@ -278,7 +277,7 @@ export async function serveCommands(
   }
   const allow = new RawCommandAllowlist(listen.allow);
   const publisher = backend.commandPublisher();
-  let server: CommandServer;
+  let server: HttpServer;
   try {
     server = await startListener(
       `command listener ${listen.hostname}:${listen.port}`,

@@ -32,10 +32,8 @@ export interface MetricsServerOptions {
   readonly listenerMetrics?: ListenerMetrics;
 }
 
-export type MetricsServer = HttpServer;
-
 /** @throws {Deno.errors.AddrInUse} When the port is taken. */
-export function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
+export function startMetricsServer(options: MetricsServerOptions): Promise<HttpServer> {
   return listen({
     name: "metrics",
     hostname: options.hostname,
