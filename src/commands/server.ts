@@ -48,7 +48,7 @@ export interface CommandServerOptions {
   readonly now?: () => number;
   /** The `raw` commands that pass (`--command-allow`); default the built-in list. */
   readonly allow?: RawCommandAllowlist;
-  readonly limits?: HttpLimits;
+  readonly limits?: HttpLimits | undefined;
 }
 
 type BodyRead =

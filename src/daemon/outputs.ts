@@ -198,10 +198,7 @@ export function perfdataOutputs(
 /** The `/ws` hub when the stream is served, built before the pipeline that publishes into it. */
 export function webSocketHub(config: WorkerConfig, metrics: Metrics): WebSocketHub | undefined {
   if (!served(config.websocket)) return undefined;
-  return new WebSocketHub({
-    metrics,
-    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
-  });
+  return new WebSocketHub({ metrics, statsIntervalMs: config.statsIntervalMs });
 }
 
 /** `/metrics`, `/healthz` and `/readyz`, when a metrics port is set. */
@@ -223,7 +220,7 @@ export async function serveMetrics(
         registry: metrics.registry,
         listenerMetrics: metrics,
         readiness,
-        ...(config.http === undefined ? {} : { limits: config.http }),
+        limits: config.http,
       }),
   );
   log.info("worker: metrics listening", { addr: `${server.hostname}:${server.port}` });
@@ -251,7 +248,7 @@ export async function serveWebSocket(
         apiKeys: ws.apiKeys,
         hub,
         metrics,
-        ...(config.http === undefined ? {} : { limits: config.http }),
+        limits: config.http,
       }),
   );
   log.info("websocket: listening", { addr: `${server.hostname}:${server.port}`, path: "/ws" });
@@ -291,7 +288,7 @@ export async function serveCommands(
           publisher,
           metrics,
           allow,
-          ...(config.http === undefined ? {} : { limits: config.http }),
+          limits: config.http,
         }),
     );
   } catch (err: unknown) {

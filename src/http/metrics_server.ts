@@ -28,7 +28,7 @@ export interface MetricsServerOptions {
   readonly registry: MetricsSource;
   /** `/readyz` verdict; default always ready. */
   readonly readiness?: () => Readiness;
-  readonly limits?: HttpLimits;
+  readonly limits?: HttpLimits | undefined;
   readonly listenerMetrics?: ListenerMetrics;
 }
 

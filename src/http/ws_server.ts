@@ -40,7 +40,7 @@ export interface WebSocketServerOptions {
   readonly metrics?: Metrics;
   /** Default {@link IDLE_TIMEOUT_SECONDS} (tests shorten it). */
   readonly idleTimeoutSeconds?: number;
-  readonly limits?: HttpLimits;
+  readonly limits?: HttpLimits | undefined;
 }
 
 /** A running `/ws` listener; `shutdown` runs {@link closeClients} first. */
