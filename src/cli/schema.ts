@@ -90,10 +90,7 @@ export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): P
 
     if (!options.check) {
       step = `create missing tables in "${database}"`;
-      const result = await ensureSchema(
-        conn,
-        options.now === undefined ? {} : { now: options.now },
-      );
+      const result = await ensureSchema(conn, { now: options.now });
       for (const table of result.created) io.out(`Created table ${table}`);
       if (result.created.length === 0) io.out(`No table was missing in ${database}`);
       const { written, version: v } = result.dbversion;
