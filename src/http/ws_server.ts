@@ -4,13 +4,13 @@
  *
  * @module
  */
+import type { WebSocket as ServerWebSocket } from "ws";
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
 import {
   type HttpLimits,
   type HttpServer,
   listen,
   type RequestInfo,
-  type ServerWebSocket,
   type WebSocketAccept,
 } from "./listen.ts";
 import { parseControlFrame, parseTopicsParam, type WebSocketHub } from "./ws_hub.ts";
