@@ -180,12 +180,11 @@ export function gearmanCommandPublisher(
  */
 export function rabbitMqCommandPublisher(
   url: string,
-  options: QueueDeclaration & { readonly budgetMs?: number },
+  options: QueueDeclaration,
 ): RetryingPublisher {
   return new RetryingPublisher({
     backend: "rabbitmq",
     target: parseAmqpUrl(url).display,
-    budgetMs: options.budgetMs,
     dial: async (signal) => {
       const connecting = AmqpPublisher.connect(url, options);
       let publisher: AmqpPublisher;
