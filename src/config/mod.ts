@@ -20,4 +20,4 @@ export * from "./load.ts";
 export * from "./help.ts";
 export * from "./settings.ts";
 export { ConfigError, redactUrl } from "./values.ts";
-export { nearestName } from "./legacy.ts";
+export { didYouMean } from "./legacy.ts";
