@@ -16,12 +16,11 @@ import {
   type MysqlConnection,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  redactUrl,
   TABLE_CHARSET,
   useDatabase,
 } from "../mysql/mod.ts";
 import { errorMessage } from "../util/errors.ts";
-import { redactText } from "../util/redact.ts";
+import { redactText, redactUrl } from "../util/redact.ts";
 import type { Io } from "./io.ts";
 
 /** Options of the `schema` command. */

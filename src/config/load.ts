@@ -9,6 +9,7 @@
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { WorkerError } from "../util/errors.ts";
+import { redactUrl } from "../util/redact.ts";
 import {
   didYouMean,
   FIXED_SETTINGS,
@@ -48,7 +49,6 @@ import {
   metavarOf,
   type Origin,
   parseValue,
-  redactUrl,
 } from "./values.ts";
 
 /** Inputs of {@linkcode loadSettings}: `rest` of {@linkcode parseCommandLine}, env, file I/O. */
