@@ -4,11 +4,8 @@
  * @module
  */
 export {
-  ALLOW_ALL,
   COMMAND_NAMES,
   COMMAND_QUEUE,
-  DEFAULT_ALLOWED_RAW_COMMANDS,
-  DENIED_RAW_COMMANDS,
   MAX_BODY_BYTES,
   MAX_JSON_DEPTH,
   RawCommandAllowlist,

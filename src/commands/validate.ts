@@ -12,8 +12,6 @@ import {
   didYouMean,
 } from "../config/mod.ts";
 
-export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
-
 /** The `Command` values the broker module understands (it has no fallback branch). */
 export const COMMAND_NAMES = ["check_result", "schedule_check", "delete_downtime", "raw"] as const;
 export type CommandName = (typeof COMMAND_NAMES)[number];

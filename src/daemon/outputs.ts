@@ -28,10 +28,10 @@ import {
 import {
   COMMAND_QUEUE,
   type CommandPublisher,
-  DENIED_RAW_COMMANDS,
   RawCommandAllowlist,
   startCommandServer,
 } from "../commands/mod.ts";
+import { DENIED_RAW_COMMANDS } from "../config/mod.ts";
 import type { QueueBackend } from "./consumers.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { dirname } from "node:path";
