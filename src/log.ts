@@ -104,7 +104,7 @@ export interface LoggingOptions {
   /** Default stdout; a command that prints data logs to stderr, so its stdout stays parseable. */
   readonly stream?: "stdout" | "stderr";
   /** Receives every formatted line instead of the stream (tests). */
-  readonly write?: (line: string) => void;
+  readonly write?: ((line: string) => void) | undefined;
   /** Prefix lines with their syslog priority; default: {@link connectedToJournal}. */
   readonly journal?: boolean;
 }

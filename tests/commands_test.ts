@@ -22,16 +22,19 @@ import {
 import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import {
-  ALLOW_ALL,
   COMMAND_NAMES,
   COMMAND_QUEUE,
-  DEFAULT_ALLOWED_RAW_COMMANDS,
-  DENIED_RAW_COMMANDS,
   MAX_BODY_BYTES,
   MAX_JSON_DEPTH,
   REJECT_REASONS,
 } from "../src/commands/mod.ts";
-import { ConfigError, loadSettings } from "../src/config/mod.ts";
+import {
+  ALLOW_ALL,
+  ConfigError,
+  DEFAULT_ALLOWED_RAW_COMMANDS,
+  DENIED_RAW_COMMANDS,
+  loadSettings,
+} from "../src/config/mod.ts";
 
 const KEY = "command-key-0123456789";
 const OTHER_KEY = "second-command-key";

@@ -16,19 +16,16 @@ export interface QueueDepth {
   readonly consumers: number;
 }
 
-/** How {@link AmqpPublisher} declares its queues: as the consumer does. */
-export type AmqpPublisherOptions = QueueDeclaration;
-
 /** One connection with one confirming channel. */
 export class AmqpPublisher implements AsyncDisposable {
   readonly #client: AMQPClient;
   readonly #channel: AMQPChannel;
   readonly #declared = new Set<string>();
-  readonly #declaration: AmqpPublisherOptions;
+  readonly #declaration: QueueDeclaration;
   readonly #probe: ProbeChannel;
   #closing: Promise<void> | undefined;
 
-  private constructor(client: AMQPClient, channel: AMQPChannel, options: AmqpPublisherOptions) {
+  private constructor(client: AMQPClient, channel: AMQPChannel, options: QueueDeclaration) {
     this.#client = client;
     this.#probe = new ProbeChannel(client);
     this.#channel = channel;
@@ -42,7 +39,7 @@ export class AmqpPublisher implements AsyncDisposable {
    * @throws {TypeError} On a malformed URL (password masked).
    * @throws {Error} When no broker can be reached or one refuses the login.
    */
-  static async connect(url: string, options: AmqpPublisherOptions): Promise<AmqpPublisher> {
+  static async connect(url: string, options: QueueDeclaration): Promise<AmqpPublisher> {
     const failures: string[] = [];
     const { hosts } = parseAmqpUrl(url);
     for (const host of hosts) {
@@ -57,7 +54,7 @@ export class AmqpPublisher implements AsyncDisposable {
     throw new Error(`No broker of the URL answered: ${failures.join("; ")}`);
   }
 
-  static async #connectTo(href: string, options: AmqpPublisherOptions): Promise<AmqpPublisher> {
+  static async #connectTo(href: string, options: QueueDeclaration): Promise<AmqpPublisher> {
     const client = new AMQPClient(href, undefined, null);
     useDenoSocket(client);
     client.onerror = () => {};

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { redactUrl } from "../config/mod.ts";
+import { redactUrl } from "../util/redact.ts";
 import { splitUrlHosts } from "../util/address.ts";
 
 /** One broker of the URL. */

@@ -17,7 +17,6 @@ import {
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
-  redactUrl,
   repairStepCount,
   type TableLayout,
   type WeeklyLayout,
@@ -33,7 +32,7 @@ import {
 } from "../cleanup/retention.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { delay } from "../util/async.ts";
-import { redactText } from "../util/redact.ts";
+import { redactText, redactUrl } from "../util/redact.ts";
 import type { Io } from "./io.ts";
 
 /** Options of the `cleanup` command (already resolved from flags, env and file). */

@@ -4,14 +4,9 @@
  *
  * @module
  */
-import {
-  connectMysql,
-  type MysqlConnection,
-  mysqlOptionsFromUrl,
-  redactUrl,
-} from "../mysql/mod.ts";
+import { connectMysql, type MysqlConnection, mysqlOptionsFromUrl } from "../mysql/mod.ts";
 import { errorMessage } from "../log.ts";
-import { redactText } from "../util/redact.ts";
+import { redactText, redactUrl } from "../util/redact.ts";
 
 /** Output of a command: one line per call. */
 export interface Io {

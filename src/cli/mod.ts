@@ -149,7 +149,7 @@ export async function runCli(
     format: settings.logFormat ?? "text",
     // Only the daemon logs to stdout; every other command keeps stdout for what it prints.
     stream: command === "run" ? "stdout" : "stderr",
-    ...(options.logWrite === undefined ? {} : { write: options.logWrite }),
+    write: options.logWrite,
   });
   for (const warning of loaded.warnings) log.warn(`config: ${warning}`);
 
@@ -169,7 +169,7 @@ export async function runCli(
           (await loadSettings(command, { argv: rest, env })).settings as ReloadableSettings,
         adopt: (s) => (current = s),
         reopenDeadLetters: () => reopen?.() ?? Promise.resolve(undefined),
-        ...(options.logWrite === undefined ? {} : { logWrite: options.logWrite }),
+        logWrite: options.logWrite,
       })
     );
   const hooks: RunHooks = { started: (worker) => (reopen = () => worker.reopenDeadLetters()) };
@@ -278,7 +278,7 @@ interface ReloadOptions {
   readonly reread: () => Promise<ReloadableSettings>;
   readonly adopt: (settings: ReloadableSettings) => void;
   readonly reopenDeadLetters: () => Promise<string | null | undefined>;
-  readonly logWrite?: (line: string) => void;
+  readonly logWrite?: ((line: string) => void) | undefined;
 }
 
 /** Settings applied by a reload; every other change waits for a restart. */
@@ -323,11 +323,7 @@ export async function reload(options: ReloadOptions): Promise<void> {
   if (applied.length > 0) {
     // Said before the switch as well, so that a level made quieter still shows the change.
     workerLog.info("reload: switching logging", { log_level: level, log_format: format });
-    await configureLogging({
-      level,
-      format,
-      ...(options.logWrite === undefined ? {} : { write: options.logWrite }),
-    });
+    await configureLogging({ level, format, write: options.logWrite });
   }
   options.adopt({
     ...before,

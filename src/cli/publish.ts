@@ -9,7 +9,7 @@
 import { GearmanClient } from "../gearman/client.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import type { QueueDeclareMode } from "../amqp/session.ts";
-import { redactUrl as redactAmqpUrl } from "../config/mod.ts";
+import { redactUrl as redactAmqpUrl } from "../util/redact.ts";
 import { isQueueName, QUEUE_NAMES, type QueueName } from "../events/mod.ts";
 import {
   defaultForm,
@@ -209,9 +209,7 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
     throw err;
   }
   return {
-    submit: clients.map((client) => (payload) =>
-      client.submitBackground(queue, payload, { priority: "normal", unique: "" })
-    ),
+    submit: clients.map((client) => (payload) => client.submitBackground(queue, payload)),
     close,
   };
 }

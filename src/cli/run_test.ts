@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { loadSettings } from "../config/load.ts";
 import { workerConfigFrom } from "./run.ts";
-import { DEFAULT_ALLOWED_RAW_COMMANDS } from "../commands/validate.ts";
+import { DEFAULT_ALLOWED_RAW_COMMANDS } from "../config/mod.ts";
 import { DUPLICATE_SIGNAL_MS, shutdownSignalHandler } from "./mod.ts";
 import { hasCode } from "../util/errors.ts";
 

@@ -16,12 +16,11 @@ import {
   type MysqlConnection,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  redactUrl,
   TABLE_CHARSET,
   useDatabase,
 } from "../mysql/mod.ts";
 import { errorMessage } from "../util/errors.ts";
-import { redactText } from "../util/redact.ts";
+import { redactText, redactUrl } from "../util/redact.ts";
 import type { Io } from "./io.ts";
 
 /** Options of the `schema` command. */
@@ -90,10 +89,7 @@ export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): P
 
     if (!options.check) {
       step = `create missing tables in "${database}"`;
-      const result = await ensureSchema(
-        conn,
-        options.now === undefined ? {} : { now: options.now },
-      );
+      const result = await ensureSchema(conn, { now: options.now });
       for (const table of result.created) io.out(`Created table ${table}`);
       if (result.created.length === 0) io.out(`No table was missing in ${database}`);
       const { written, version: v } = result.dbversion;

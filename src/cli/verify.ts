@@ -11,7 +11,6 @@ import {
   makeSessionReadOnly,
   type MysqlConnection,
   type NewestRows,
-  redactUrl,
   selectNewestRows,
   type Table,
   TABLE_NAMES,
@@ -20,7 +19,7 @@ import {
 } from "../mysql/mod.ts";
 import { type Io, openDatabase } from "./io.ts";
 import { errorMessage } from "../log.ts";
-import { redactText } from "../util/redact.ts";
+import { redactText, redactUrl } from "../util/redact.ts";
 
 /**
  * Options of the `verify` command: database A (e.g. the legacy worker's) and B (e.g. ours);

@@ -4,11 +4,8 @@
  * @module
  */
 export {
-  ALLOW_ALL,
   COMMAND_NAMES,
   COMMAND_QUEUE,
-  DEFAULT_ALLOWED_RAW_COMMANDS,
-  DENIED_RAW_COMMANDS,
   MAX_BODY_BYTES,
   MAX_JSON_DEPTH,
   RawCommandAllowlist,
@@ -20,4 +17,4 @@ export {
   gearmanCommandPublisher,
   rabbitMqCommandPublisher,
 } from "./publisher.ts";
-export { type CommandServer, startCommandServer } from "./server.ts";
+export { startCommandServer } from "./server.ts";

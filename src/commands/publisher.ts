@@ -6,7 +6,8 @@
  * @module
  */
 import { GearmanClient } from "../gearman/client.ts";
-import { AmqpPublisher, type AmqpPublisherOptions } from "../amqp/publisher.ts";
+import { AmqpPublisher } from "../amqp/publisher.ts";
+import type { QueueDeclaration } from "../amqp/session.ts";
 import { parseAmqpUrl } from "../amqp/url.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
@@ -157,7 +158,7 @@ export function gearmanCommandPublisher(
           const client = await GearmanClient.connect(server, { signal, window: 1 });
           return {
             send: async (body) => {
-              await client.submitBackground(COMMAND_QUEUE, body, { priority: "normal" });
+              await client.submitBackground(COMMAND_QUEUE, body);
             },
             close: () => client.close(),
           };
@@ -179,12 +180,11 @@ export function gearmanCommandPublisher(
  */
 export function rabbitMqCommandPublisher(
   url: string,
-  options: AmqpPublisherOptions & { readonly budgetMs?: number },
+  options: QueueDeclaration,
 ): RetryingPublisher {
   return new RetryingPublisher({
     backend: "rabbitmq",
     target: parseAmqpUrl(url).display,
-    budgetMs: options.budgetMs,
     dial: async (signal) => {
       const connecting = AmqpPublisher.connect(url, options);
       let publisher: AmqpPublisher;

@@ -48,10 +48,8 @@ export interface CommandServerOptions {
   readonly now?: () => number;
   /** The `raw` commands that pass (`--command-allow`); default the built-in list. */
   readonly allow?: RawCommandAllowlist;
-  readonly limits?: HttpLimits;
+  readonly limits?: HttpLimits | undefined;
 }
-
-export type CommandServer = HttpServer;
 
 type BodyRead =
   | { readonly kind: "ok"; readonly bytes: Uint8Array }
@@ -64,7 +62,7 @@ const UTF8 = new TextDecoder("utf-8", { fatal: true });
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
-export async function startCommandServer(options: CommandServerOptions): Promise<CommandServer> {
+export async function startCommandServer(options: CommandServerOptions): Promise<HttpServer> {
   const keys = new ApiKeySet(options.apiKeys);
   if (keys.size === 0) throw new RangeError("Cannot start the command server: no command API key");
   const now = options.now ?? Date.now;

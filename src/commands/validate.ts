@@ -9,10 +9,8 @@ import {
   ALLOW_ALL,
   DEFAULT_ALLOWED_RAW_COMMANDS,
   DENIED_RAW_COMMANDS,
-  nearestName,
+  didYouMean,
 } from "../config/mod.ts";
-
-export { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS };
 
 /** The `Command` values the broker module understands (it has no fallback branch). */
 export const COMMAND_NAMES = ["check_result", "schedule_check", "delete_downtime", "raw"] as const;
@@ -199,12 +197,11 @@ function validateEntry(entry: unknown, options: ValidateOptions, nested: boolean
   // The name first: an unknown command is reported as such whatever its Data, so a typo in
   // "Command" is not mistaken for a missing "Data".
   if (!KNOWN.has(command)) {
-    const near = nearestName(command, COMMAND_NAMES);
     return {
       ok: false,
       reason: "unknown_command",
       error: `unknown command ${JSON.stringify(echo(command))}${
-        near === undefined ? "" : ` (did you mean ${near}?)`
+        didYouMean(command, COMMAND_NAMES)
       }; expected one of ${COMMAND_NAMES.join(", ")}`,
     };
   }

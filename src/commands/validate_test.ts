@@ -1,9 +1,7 @@
 import assert from "node:assert/strict";
+import { ALLOW_ALL, DEFAULT_ALLOWED_RAW_COMMANDS, DENIED_RAW_COMMANDS } from "../config/mod.ts";
 import {
-  ALLOW_ALL,
   COMMAND_NAMES,
-  DEFAULT_ALLOWED_RAW_COMMANDS,
-  DENIED_RAW_COMMANDS,
   MAX_BULK_COMMANDS,
   MAX_JSON_DEPTH,
   parseRawCommand,

@@ -43,11 +43,12 @@ function precedence(readsFile: boolean): string {
     "and where it came from.";
 }
 
-function wrap(text: string, indent = 0): string[] {
+/** Break text at spaces into lines of at most `width` characters; a longer word stays whole. */
+export function wrapWords(text: string, width: number): string[] {
   const lines: string[] = [];
   let line = "";
   for (const word of text.split(/\s+/).filter((w) => w !== "")) {
-    if (line !== "" && indent + line.length + 1 + word.length > 100) {
+    if (line !== "" && line.length + 1 + word.length > width) {
       lines.push(line);
       line = word;
     } else {
@@ -55,7 +56,11 @@ function wrap(text: string, indent = 0): string[] {
     }
   }
   if (line !== "") lines.push(line);
-  return lines.map((l) => `${" ".repeat(indent)}${l}`);
+  return lines;
+}
+
+function wrap(text: string, indent = 0): string[] {
+  return wrapWords(text, 100 - indent).map((l) => `${" ".repeat(indent)}${l}`);
 }
 
 /** The default of a row as shown to people, secrets masked; `(none)` or `(required)`. */

@@ -585,14 +585,18 @@ const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([
   ...FIXED_SETTINGS.map((f) => derivedYamlKey(f.flag)),
 ]);
 
-/** The candidate closest to a misspelled name, when it is close enough to be a likely typo. */
-export function nearestName(name: string, candidates: Iterable<string>): string | undefined {
+/**
+ * ` (did you mean <prefix><candidate>?)` for the candidate closest to a misspelled name, when it
+ * is close enough to be a likely typo; else "".
+ */
+export function didYouMean(name: string, candidates: Iterable<string>, prefix = ""): string {
   const list = [...candidates];
-  if (list.length === 0 || name === "") return undefined;
+  if (list.length === 0 || name === "") return "";
   const best = closest(name, list);
   // Up to a third of the name may differ (at least two edits: a swapped pair of letters
   // counts twice), so "metrics_prot" finds metrics_port but "foo" finds nothing.
-  return distance(name, best) <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+  const near = distance(name, best) <= Math.max(2, Math.floor(name.length / 3));
+  return near ? ` (did you mean ${prefix}${best}?)` : "";
 }
 
 /**
@@ -601,15 +605,14 @@ export function nearestName(name: string, candidates: Iterable<string>): string 
  */
 export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
   const warnings: string[] = [];
-  const warn = (key: string, near: string | undefined) =>
+  const warn = (key: string, hint: string) =>
     warnings.push(
-      `Ignoring unknown key ${JSON.stringify(key)} in ${path}${
-        near === undefined ? "" : ` (did you mean ${near}?)`
-      }: no setting has this key, so it has no effect`,
+      `Ignoring unknown key ${JSON.stringify(key)} in ${path}${hint}: no setting has this key, ` +
+        "so it has no effect",
     );
   for (const key of Object.keys(doc)) {
     if (KNOWN_YAML_KEYS.has(key) || isIgnoredKey(key)) continue;
-    warn(key, nearestName(key, SUPPORTED_YAML_KEYS));
+    warn(key, didYouMean(key, SUPPORTED_YAML_KEYS));
   }
   // A misspelled field of a legacy block (mysql.usrname) would leave the legacy default.
   for (const [block, fields] of Object.entries(LEGACY_BLOCK_FIELDS)) {
@@ -617,8 +620,7 @@ export function unknownKeyWarnings(doc: YamlMapping, path: string): string[] {
     if (!isMapping(value)) continue;
     for (const field of Object.keys(value)) {
       if (fields.read.includes(field) || fields.ignored.includes(field)) continue;
-      const near = nearestName(field, fields.read);
-      warn(`${block}.${field}`, near === undefined ? undefined : `${block}.${near}`);
+      warn(`${block}.${field}`, didYouMean(field, fields.read, `${block}.`));
     }
   }
   return warnings;

@@ -9,7 +9,9 @@
 
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { WorkerError } from "../util/errors.ts";
+import { redactUrl } from "../util/redact.ts";
 import {
+  didYouMean,
   FIXED_SETTINGS,
   fixedSettingWarnings,
   isMapping,
@@ -18,7 +20,6 @@ import {
   LEGACY_TRANSLATIONS,
   legacyEnvDocument,
   legacyIgnoredWarnings,
-  nearestName,
   present,
   RETIRED,
   unknownKeyWarnings,
@@ -48,7 +49,6 @@ import {
   metavarOf,
   type Origin,
   parseValue,
-  redactUrl,
 } from "./values.ts";
 
 /** Inputs of {@linkcode loadSettings}: `rest` of {@linkcode parseCommandLine}, env, file I/O. */
@@ -123,8 +123,7 @@ function unknownFlagHint(
   if (owners.length > 0) {
     return ` (a flag of ${[...new Set(owners)].join(", ")}, not of ${command})`;
   }
-  const near = nearestName(name, index.keys());
-  return near === undefined ? "" : ` (did you mean --${near}?)`;
+  return didYouMean(name, index.keys(), "--");
 }
 
 interface FlagUse {
@@ -241,9 +240,7 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
     (isHelpToken(first) && second !== undefined && isCommand(second));
   const named = helpWord ? second : first?.startsWith("-") === false ? first : undefined;
   if (named !== undefined && !isCommand(named)) {
-    const near = nearestName(named, COMMAND_NAMES);
-    const hint = near === undefined ? "" : ` (did you mean ${near}?)`;
-    throw usageError(`Unknown command "${named}"${hint}`);
+    throw usageError(`Unknown command "${named}"${didYouMean(named, COMMAND_NAMES)}`);
   }
   const command = named ?? "run";
   const rest = argv.slice(Number(helpWord) + Number(named !== undefined));

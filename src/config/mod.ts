@@ -19,5 +19,5 @@
 export * from "./load.ts";
 export * from "./help.ts";
 export * from "./settings.ts";
-export { ConfigError, redactUrl } from "./values.ts";
-export { nearestName } from "./legacy.ts";
+export { ConfigError } from "./values.ts";
+export { didYouMean } from "./legacy.ts";

@@ -670,6 +670,3 @@ export class ConfigError extends Error {
     this.rawValue = details.rawValue;
   }
 }
-
-// One masking rule for every URL the worker prints (D8).
-export { redactUrl };

@@ -19,7 +19,6 @@ import {
   type MysqlPool,
   poolExecutor,
   probeMysql,
-  redactUrl,
   registerNode,
   type SqlExecutor,
   type TableName,
@@ -29,6 +28,7 @@ import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
 import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { Backoff } from "../util/backoff.ts";
+import { redactUrl } from "../util/redact.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { type WorkerConfig } from "./config.ts";

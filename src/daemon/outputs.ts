@@ -18,7 +18,7 @@ import { DROP_REASONS, type SinkObserver } from "../perfdata/sink.ts";
 import type { PerfdataSink } from "../pipeline/handler.ts";
 import { redactUrl } from "../util/redact.ts";
 import {
-  type MetricsServer,
+  type HttpServer,
   type Readiness,
   startMetricsServer,
   startWebSocketServer,
@@ -28,11 +28,10 @@ import {
 import {
   COMMAND_QUEUE,
   type CommandPublisher,
-  type CommandServer,
-  DENIED_RAW_COMMANDS,
   RawCommandAllowlist,
   startCommandServer,
 } from "../commands/mod.ts";
+import { DENIED_RAW_COMMANDS } from "../config/mod.ts";
 import type { QueueBackend } from "./consumers.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { dirname } from "node:path";
@@ -199,10 +198,7 @@ export function perfdataOutputs(
 /** The `/ws` hub when the stream is served, built before the pipeline that publishes into it. */
 export function webSocketHub(config: WorkerConfig, metrics: Metrics): WebSocketHub | undefined {
   if (!served(config.websocket)) return undefined;
-  return new WebSocketHub({
-    metrics,
-    ...(config.statsIntervalMs === undefined ? {} : { statsIntervalMs: config.statsIntervalMs }),
-  });
+  return new WebSocketHub({ metrics, statsIntervalMs: config.statsIntervalMs });
 }
 
 /** `/metrics`, `/healthz` and `/readyz`, when a metrics port is set. */
@@ -210,7 +206,7 @@ export async function serveMetrics(
   config: WorkerConfig,
   metrics: Metrics,
   readiness: () => Readiness,
-): Promise<MetricsServer | undefined> {
+): Promise<HttpServer | undefined> {
   if (config.metrics === null) return undefined;
   const { hostname, port } = config.metrics;
   const server = await startListener(
@@ -224,7 +220,7 @@ export async function serveMetrics(
         registry: metrics.registry,
         listenerMetrics: metrics,
         readiness,
-        ...(config.http === undefined ? {} : { limits: config.http }),
+        limits: config.http,
       }),
   );
   log.info("worker: metrics listening", { addr: `${server.hostname}:${server.port}` });
@@ -252,7 +248,7 @@ export async function serveWebSocket(
         apiKeys: ws.apiKeys,
         hub,
         metrics,
-        ...(config.http === undefined ? {} : { limits: config.http }),
+        limits: config.http,
       }),
   );
   log.info("websocket: listening", { addr: `${server.hostname}:${server.port}`, path: "/ws" });
@@ -261,7 +257,7 @@ export async function serveWebSocket(
 
 /** The `/commands` listener and the publisher behind it; dispose stops both, listener first. */
 export interface Commands extends AsyncDisposable {
-  readonly server: CommandServer;
+  readonly server: HttpServer;
   readonly publisher: CommandPublisher;
 }
 
@@ -278,7 +274,7 @@ export async function serveCommands(
   }
   const allow = new RawCommandAllowlist(listen.allow);
   const publisher = backend.commandPublisher();
-  let server: CommandServer;
+  let server: HttpServer;
   try {
     server = await startListener(
       `command listener ${listen.hostname}:${listen.port}`,
@@ -292,7 +288,7 @@ export async function serveCommands(
           publisher,
           metrics,
           allow,
-          ...(config.http === undefined ? {} : { limits: config.http }),
+          limits: config.http,
         }),
     );
   } catch (err: unknown) {

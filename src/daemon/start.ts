@@ -16,7 +16,7 @@ import {
 } from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
 import { ADJUSTMENT_REASONS, IdleProbe, type MysqlHosts } from "../mysql/mod.ts";
-import { createMetrics, type Metrics, precreateSeries, setBuildInfo } from "../metrics/registry.ts";
+import { createMetrics, type Metrics, precreateSeries } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
 import type { ListenerName, Readiness } from "../http/mod.ts";
 import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/mod.ts";
@@ -249,7 +249,12 @@ function workerMetrics(
 ): Metrics {
   const commandsEnabled = served(config.commands);
   const metrics = createMetrics();
-  setBuildInfo(metrics, id);
+  // `statusengine_build_info`, value 1. `revision` is the Go worker's name for the commit;
+  // dashboards built for it select on it.
+  metrics.buildInfo.set(
+    { version: id.version, deno_version: id.denoVersion, commit: id.commit, revision: id.commit },
+    1,
+  );
   precreateSeries(metrics, {
     queues,
     statusQueues: queues.filter((q) => QUEUES[q].staleFilter),

@@ -8,14 +8,6 @@ import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.
 import { connectionLost, type ConnectOptions, GearmanConnection } from "./connection.ts";
 import { WorkerError } from "../util/errors.ts";
 
-export type JobPriority = "low" | "normal" | "high";
-
-const SUBMIT_BG: Record<JobPriority, number> = {
-  low: PACKET.SUBMIT_JOB_LOW_BG,
-  normal: PACKET.SUBMIT_JOB_BG,
-  high: PACKET.SUBMIT_JOB_HIGH_BG,
-};
-
 /** Options of {@link GearmanClient.connect}. */
 export interface ClientOptions extends Omit<ConnectOptions, "onPacket"> {
   /** Submissions awaiting JOB_CREATED at once (pipelining window); default 100. */
@@ -55,7 +47,7 @@ export class GearmanClient implements AsyncDisposable {
   }
 
   /**
-   * Submit one background job; resolves with its handle. Waits while the window is full. The
+   * Submit one normal-priority background job; resolves with its handle. Waits while the window is full. The
    * default unique id is empty: it never coalesces on the builtin queue.
    *
    * @throws {WorkerError} (code `submit_refused`) When the server answers ERROR.
@@ -64,14 +56,14 @@ export class GearmanClient implements AsyncDisposable {
   async submitBackground(
     fn: string,
     payload: string | Uint8Array,
-    options: { unique?: string; priority?: JobPriority } = {},
+    options: { unique?: string } = {},
   ): Promise<string> {
     const conn = this.#conn;
     while (this.#pending.length >= this.#window && !conn.isClosed) {
       await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     }
     if (conn.isClosed) throw connectionLost(this.server, "connection is closed");
-    const packet = encodePacket("REQ", SUBMIT_BG[options.priority ?? "normal"], [
+    const packet = encodePacket("REQ", PACKET.SUBMIT_JOB_BG, [
       fn,
       options.unique ?? "",
       payload,

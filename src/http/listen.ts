@@ -11,7 +11,7 @@ import type { Buffer } from "node:buffer";
 import type { AddressInfo, Socket } from "node:net";
 import { Readable } from "node:stream";
 // @ts-types="@types/ws"
-import { type WebSocket as WsSocket, WebSocketServer } from "ws";
+import { type WebSocket as ServerWebSocket, WebSocketServer } from "ws";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 
@@ -53,9 +53,6 @@ export interface ListenOptions extends HttpLimits {
   /** Largest WebSocket message a client may send; a larger one closes the socket (1009). */
   readonly maxWebSocketMessageBytes?: number;
 }
-
-/** The server side of an accepted WebSocket (the `ws` library's socket). */
-export type ServerWebSocket = WsSocket;
 
 /** What a handler returns to accept a WebSocket handshake. */
 export interface WebSocketAccept {

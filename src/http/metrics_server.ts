@@ -28,14 +28,12 @@ export interface MetricsServerOptions {
   readonly registry: MetricsSource;
   /** `/readyz` verdict; default always ready. */
   readonly readiness?: () => Readiness;
-  readonly limits?: HttpLimits;
+  readonly limits?: HttpLimits | undefined;
   readonly listenerMetrics?: ListenerMetrics;
 }
 
-export type MetricsServer = HttpServer;
-
 /** @throws {Deno.errors.AddrInUse} When the port is taken. */
-export function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
+export function startMetricsServer(options: MetricsServerOptions): Promise<HttpServer> {
   return listen({
     name: "metrics",
     hostname: options.hostname,

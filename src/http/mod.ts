@@ -7,4 +7,4 @@ export { ApiKeySet, headerKey, headerKeyRefusal } from "./api_key.ts";
 export { WebSocketHub } from "./ws_hub.ts";
 export { startWebSocketServer, type WebSocketServer } from "./ws_server.ts";
 export { type HttpLimits, type HttpServer, listen, type ListenerName } from "./listen.ts";
-export { type MetricsServer, type Readiness, startMetricsServer } from "./metrics_server.ts";
+export { type Readiness, startMetricsServer } from "./metrics_server.ts";

@@ -53,7 +53,7 @@ export interface WebSocketHubOptions extends Partial<Readonly<HubLimits>> {
   /** The `statusengine_websocket_*` metrics and `pipeline_errors_total`. */
   readonly metrics?: Metrics;
   /** Interval of the `websocket: hub stats` line; default 30 s, 0 disables. */
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
 }
 
 /** A subscription change sent by a client: additions are applied before removals. */

@@ -4,13 +4,13 @@
  *
  * @module
  */
+import type { WebSocket as ServerWebSocket } from "ws";
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
 import {
   type HttpLimits,
   type HttpServer,
   listen,
   type RequestInfo,
-  type ServerWebSocket,
   type WebSocketAccept,
 } from "./listen.ts";
 import { parseControlFrame, parseTopicsParam, type WebSocketHub } from "./ws_hub.ts";
@@ -40,7 +40,7 @@ export interface WebSocketServerOptions {
   readonly metrics?: Metrics;
   /** Default {@link IDLE_TIMEOUT_SECONDS} (tests shorten it). */
   readonly idleTimeoutSeconds?: number;
-  readonly limits?: HttpLimits;
+  readonly limits?: HttpLimits | undefined;
 }
 
 /** A running `/ws` listener; `shutdown` runs {@link closeClients} first. */

@@ -144,21 +144,6 @@ export function precreateSeries(metrics: Metrics, values: LabelValues): void {
   }
 }
 
-/** Set `statusengine_build_info` (exactly one series, value 1). */
-export function setBuildInfo(
-  metrics: Metrics,
-  info: { version: string; denoVersion: string; commit: string },
-): void {
-  metrics.buildInfo.reset();
-  // `revision` is the Go worker's name for the commit; dashboards built for it select on it.
-  metrics.buildInfo.set({
-    version: info.version,
-    deno_version: info.denoVersion,
-    commit: info.commit,
-    revision: info.commit,
-  }, 1);
-}
-
 /** One reading of the process; a field is undefined when this process cannot know it. */
 export type ProcessSample = { readonly [K in ProcessField]: number | undefined };
 

@@ -30,7 +30,7 @@ interface Stall {
 
 interface DbAvailabilityOptions {
   /** The MySQL URL as logs show it (password masked). */
-  readonly mysql?: string;
+  readonly mysql?: string | undefined;
   /** Jobs not yet acknowledged and rows the writers hold, for the stall's error lines. */
   readonly held?: () => { readonly jobs: number; readonly rows: number };
   /** Monotonic clock in milliseconds; default `performance.now` (tests pass a fake one). */

@@ -145,7 +145,7 @@ export interface StatusCleanerOptions {
   readonly writers: Readonly<Record<StatusTable, PausableWriter>>;
   /** What the sweep asks: the newest status time committed for a node, if any. */
   readonly committed: Pick<StatusProgress, "newest">;
-  readonly metrics?: Metrics;
+  readonly metrics?: Metrics | undefined;
   readonly clock?: RestartClock;
   readonly timing?: Partial<RestartTiming>;
   /** Rows per statement of the sweeps; tests make it small to walk chunks. */

@@ -120,7 +120,7 @@ export interface DowntimeExecutorOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
   readonly deadLetters: DeadLetterSink;
-  readonly metrics?: Metrics;
+  readonly metrics?: Metrics | undefined;
 }
 
 /** Runs the statements of the serialized downtime queue (docs/consumption.md#downtimes-in-order). */

@@ -595,7 +595,7 @@ export interface EnsureSchemaResult {
  */
 export async function ensureSchema(
   conn: QueryConnection,
-  options: { readonly now?: Date } = {},
+  options: { readonly now?: Date | undefined } = {},
 ): Promise<EnsureSchemaResult> {
   const collation = await chooseCollation(conn);
   const missing = await missingTables(conn, ALL_TABLES.map((t) => t.name));

@@ -7,9 +7,6 @@
 import { splitUrlHosts } from "../util/address.ts";
 import { redactUrl } from "../util/redact.ts";
 
-// One masking rule for every URL the worker prints (D8).
-export { redactUrl };
-
 /** mysql2 connection options derived from a `mysql://` URL (assignable to `ConnectionOptions`). */
 export interface MysqlUrlOptions {
   /** Absent (as is `port`) when `socketPath` is used. */

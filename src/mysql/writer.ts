@@ -31,7 +31,7 @@ export interface TableWriterOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
   readonly deadLetters: DeadLetterSink;
-  readonly metrics?: Metrics;
+  readonly metrics?: Metrics | undefined;
   /** Which of the table's writers this is (`2/4`), for log lines; absent when it is the only one. */
   readonly shard?: string;
   /** Told of the rows of each statement once MySQL committed it (the core-restart sweep). */

@@ -84,7 +84,7 @@ export class Pipeline {
 
   constructor(options: PipelineOptions) {
     this.availability = new DbAvailability(options.metrics?.dbAvailable, {
-      ...(options.mysql === undefined ? {} : { mysql: options.mysql }),
+      mysql: options.mysql,
       held: () => ({
         jobs: this.#jobsHeld,
         rows: Object.values(this.writers).reduce((n, w) => n + w.buffered, 0),
@@ -103,7 +103,7 @@ export class Pipeline {
           executor: options.executor,
           availability: this.availability,
           deadLetters: options.deadLetters,
-          ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+          metrics: options.metrics,
           ...(isStatusTable(name)
             ? { onCommitted: (rows: readonly Row[]) => progress.committed(name, rows) }
             : {}),
@@ -126,13 +126,13 @@ export class Pipeline {
         statusengine_servicestatus: writers.statusengine_servicestatus,
       },
       committed: progress,
-      ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+      metrics: options.metrics,
     });
     const downtimes = new DowntimeExecutor({
       executor: options.executor,
       availability: this.availability,
       deadLetters: options.deadLetters,
-      ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+      metrics: options.metrics,
     });
     this.statusCleaner = statusCleaner;
     const handle = createJobHandler({ ...options, writers, downtimes, statusCleaner });

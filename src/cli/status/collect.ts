@@ -18,10 +18,9 @@ import {
   type MysqlConnectProblem,
   mysqlConnectProblem,
   mysqlOptionsFromUrl,
-  redactUrl,
 } from "../../mysql/mod.ts";
 import { abortable, delay } from "../../util/async.ts";
-import { redactText } from "../../util/redact.ts";
+import { redactText, redactUrl } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
 /** Options of the `status` command. */

@@ -8,6 +8,7 @@
 import type { Io } from "../io.ts";
 import { collectStatus, type StatusCommandOptions, type StatusReport } from "./collect.ts";
 import type { MysqlConnectProblem } from "../../mysql/mod.ts";
+import { wrapWords } from "../../config/mod.ts";
 
 /**
  * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
@@ -38,20 +39,10 @@ function fit(text: string, width: number): string {
   return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;
 }
 
-/** Break text at spaces into lines of at most `width` characters (longer words are cut). */
+/** {@link wrapWords}, longer words cut; empty text is one empty line. */
 function wrap(text: string, width: number): string[] {
-  const lines: string[] = [];
-  let current = "";
-  for (const word of text.split(/\s+/).filter((w) => w !== "")) {
-    if (current === "") current = word;
-    else if (current.length + 1 + word.length <= width) current += ` ${word}`;
-    else {
-      lines.push(current);
-      current = word;
-    }
-  }
-  if (current !== "" || lines.length === 0) lines.push(current);
-  return lines.map((l) => fit(l, width));
+  const lines = wrapWords(text, width);
+  return (lines.length === 0 ? [""] : lines).map((l) => fit(l, width));
 }
 
 function count(n: number | null): string {
