@@ -94,6 +94,22 @@ async function runScript(path: string, args: readonly string[]): Promise<string>
   return stdout;
 }
 
+/**
+ * Remove a stopped cluster's directory. Something of a node that has just exited can still add a
+ * file there while the directory is being removed (seen once in CI: "Directory not empty" right
+ * after `stop`), so a removal that finds the directory not empty is tried again for up to 10 s.
+ */
+async function removeWhenSettled(dir: string): Promise<void> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await Deno.remove(dir, { recursive: true });
+    } catch (err: unknown) {
+      if (attempt >= 50 || !(err instanceof Error && /not empty/i.test(err.message))) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
 async function startCluster(
   scriptName: string,
   url: (port: number) => string,
@@ -132,7 +148,7 @@ async function startCluster(
     stopping ??= (async () => {
       for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
       await runScript(path, ["stop", dir]);
-      await Deno.remove(dir, { recursive: true });
+      await removeWhenSettled(dir);
     })();
     return stopping;
   };
