@@ -785,13 +785,14 @@ export const SETTINGS = [
   }),
   setting("ignore-columns", {
     type: "keyList",
-    pattern: /^[A-Za-z0-9_]+$/,
-    patternForm: "column names",
+    pattern: /^([A-Za-z0-9_]+\.)?[A-Za-z0-9_]+$/,
+    patternForm: "column names or table.column",
   }, {
     default: "",
     cliOnly: true,
     commands: ["verify"],
-    help: "Columns left out of the comparison, comma-separated.",
+    help: "Columns left out of the comparison, comma-separated: a column name leaves it out of " +
+      "every table, table.column out of that table only.",
   }),
   setting("action", { type: "enum", values: ["summary", "replay"] }, {
     required: true,

@@ -706,6 +706,20 @@ const REFUSALS: Refusal[] = [
     source: "flag --tables",
   },
   {
+    what: "verify ignored column of three parts",
+    command: "verify",
+    argv: [
+      "--mysql-url-a",
+      "mysql://a@h/a",
+      "--mysql-url-b",
+      "mysql://b@h/b",
+      "--ignore-columns",
+      "db.statusengine_hoststatus.output",
+    ],
+    setting: "ignore-columns",
+    source: "flag --ignore-columns",
+  },
+  {
     what: "status metrics URL",
     command: "status",
     argv: ["--metrics-url", "ftp://h/metrics"],
@@ -1087,6 +1101,15 @@ Deno.test("loadSettings: tool commands resolve their flags and defaults", async 
   assert.deepEqual(verify.settings.tables, ["statusengine_hoststatus"]);
   assert.equal(verify.settings.limit, 10);
   assert.deepEqual(verify.settings.ignoreColumns, []);
+  // A column of every table, and one of one table, as verify reads them.
+  const ignoring = await load("verify", {
+    argv: ["--ignore-columns", "output,statusengine_servicechecks.perfdata"],
+    env: { STATUSENGINE_MYSQL_URL_A: "mysql://a@h/a", STATUSENGINE_MYSQL_URL_B: "mysql://b@h/b" },
+  });
+  assert.deepEqual(ignoring.settings.ignoreColumns, [
+    "output",
+    "statusengine_servicechecks.perfdata",
+  ]);
   const version = await load("version");
   assert.deepEqual(version.settings, {});
 });
