@@ -284,14 +284,8 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-interface ActualIndex {
-  readonly name: string;
-  readonly unique: boolean;
-  readonly columns: string[];
-}
-
-function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
-  const indexes = new Map<string, ActualIndex>();
+function indexesOf(rows: readonly StatisticsRow[]) {
+  const indexes = new Map<string, { name: string; unique: boolean; columns: string[] }>();
   for (const [name, parts] of Map.groupBy(rows, (r) => r.indexName)) {
     parts.sort((a, b) => a.seqInIndex - b.seqInIndex);
     indexes.set(name, {
