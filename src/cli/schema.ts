@@ -32,8 +32,6 @@ export interface SchemaCommandOptions {
   readonly now?: Date;
 }
 
-const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-
 /**
  * Run the `schema` command. Without `check`: create the database (if `createDatabase` and it
  * is missing) and every missing table, print the differences left in existing tables (never
@@ -62,7 +60,7 @@ export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): P
 
   let conn: MysqlConnection;
   try {
-    ({ connection: conn } = await connectMysql(server, { timeoutMs: DEFAULT_CONNECT_TIMEOUT_MS }));
+    ({ connection: conn } = await connectMysql(server, { timeoutMs: 10_000 }));
   } catch (err: unknown) {
     io.err(scrub(`Cannot run schema: ${describeMysqlConnectFailure(err, shownUrl)}`));
     return 1;

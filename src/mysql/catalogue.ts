@@ -238,19 +238,9 @@ const DOWNTIME_HISTORY_COLUMNS = hostThenService([
   ["was_cancelled", "tinyint(1)", "NULL", "0"],
 ]);
 
-const HOST_DOWNTIME_KEY = ["hostname", "node_name", "scheduled_start_time", "internal_downtime_id"];
-/** The key of a service downtime's rows, and of every downtime's tombstone. */
-const SERVICE_DOWNTIME_KEY = [
-  "hostname",
-  "service_description",
-  "node_name",
-  "scheduled_start_time",
-  "internal_downtime_id",
-];
-
 /**
- * The key columns of the worker's own downtime records (announcements, tombstones), in
- * {@link SERVICE_DOWNTIME_KEY} order; `service_description` is '' for a host downtime.
+ * The key columns of the worker's own downtime records (announcements, tombstones);
+ * `service_description` is '' for a host downtime.
  */
 const DOWNTIME_RECORD_KEY_COLUMNS: readonly ColumnLine[] = [
   HOSTNAME_KEY,
@@ -259,6 +249,10 @@ const DOWNTIME_RECORD_KEY_COLUMNS: readonly ColumnLine[] = [
   ["scheduled_start_time", "bigint(20)", "NOT NULL"],
   ["internal_downtime_id", "int(10) unsigned", "NOT NULL"],
 ];
+
+/** The key of a service downtime's rows, and of every downtime's record (the columns above). */
+const SERVICE_DOWNTIME_KEY = DOWNTIME_RECORD_KEY_COLUMNS.map(([name]) => name);
+const HOST_DOWNTIME_KEY = SERVICE_DOWNTIME_KEY.filter((name) => name !== "service_description");
 
 /** The trailing columns of the downtime history tables' report indexes. */
 const DOWNTIME_WINDOW = ["scheduled_start_time", "scheduled_end_time", "was_cancelled"] as const;
@@ -368,10 +362,7 @@ const DEFINITIONS = {
     writeMode: "noop_upsert",
     columns: ACKNOWLEDGEMENT_COLUMNS.host,
     primaryKey: ["hostname", "entry_time", "entry_time_usec"],
-    indexes: [
-      ["hostname", ["hostname"]],
-      ["entry_time", ["entry_time"]],
-    ],
+    indexes: [["hostname", ["hostname"]], ["entry_time", ["entry_time"]]],
   },
   statusengine_host_downtimehistory: {
     writeMode: "downtime",
@@ -387,10 +378,7 @@ const DEFINITIONS = {
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
-    indexes: [
-      ["hostname", ["hostname"]],
-      ["start_time", ["start_time"]],
-    ],
+    indexes: [["hostname", ["hostname"]], ["start_time", ["start_time"]]],
     partitionColumn: "start_time",
   },
   statusengine_host_notifications_log: {
@@ -420,10 +408,7 @@ const DEFINITIONS = {
     writeMode: "noop_upsert",
     columns: CHECK_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
-    indexes: [
-      ["hostname", ["hostname", "start_time"]],
-      ["times", ["start_time", "end_time"]],
-    ],
+    indexes: [["hostname", ["hostname", "start_time"]], ["times", ["start_time", "end_time"]]],
     partitionColumn: "start_time",
   },
   statusengine_hoststatus: {
@@ -507,10 +492,7 @@ const DEFINITIONS = {
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
-    indexes: [
-      ["start_time", ["start_time"]],
-      ["servicename", ["hostname", "service_description"]],
-    ],
+    indexes: [["start_time", ["start_time"]], ["servicename", ["hostname", "service_description"]]],
     partitionColumn: "start_time",
   },
   // Unlike the other service history tables this key starts with `hostname`
@@ -575,10 +557,7 @@ const DEFINITIONS = {
       ["payload", "varchar(8192)", "NULL", "NULL"],
     ],
     primaryKey: [],
-    indexes: [
-      ["uuid", ["uuid"]],
-      ["node_name", ["node_name"]],
-    ],
+    indexes: [["uuid", ["uuid"]], ["node_name", ["node_name"]]],
   },
   statusengine_users: {
     writeMode: "none",

@@ -101,8 +101,11 @@ async function currentDatabase(conn: QueryConnection): Promise<string> {
   return name;
 }
 
-/** What `information_schema` of the current database says about the catalogue's tables. */
-async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot> {
+/**
+ * How the connection's database differs from the catalogue (empty when it matches), from what
+ * its `information_schema` says about the catalogue's tables.
+ */
+export async function diffSchema(conn: QueryConnection): Promise<SchemaDifference[]> {
   const db = await currentDatabase(conn);
   const names = ALL_TABLES.map((t) => t.name);
   const read = (select: string, from: string, and = "") =>
@@ -137,7 +140,7 @@ async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot
       " AND PARTITION_NAME IS NOT NULL",
     ),
   ]);
-  return {
+  return compareSchema({
     tables: tables as unknown as TableRow[],
     columns: columns.map((r) => ({ ...r, position: Number(r.position) })) as unknown as ColumnRow[],
     statistics: statistics.map((r) => ({
@@ -147,7 +150,7 @@ async function readSchemaSnapshot(conn: QueryConnection): Promise<SchemaSnapshot
       subPart: r.subPart === null ? null : Number(r.subPart),
     })) as unknown as StatisticsRow[],
     partitions: partitions as unknown as PartitionRow[],
-  };
+  });
 }
 
 // Normalisation: harmless spelling differences between MySQL 8 and MariaDB
@@ -281,14 +284,8 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-interface ActualIndex {
-  readonly name: string;
-  readonly unique: boolean;
-  readonly columns: string[];
-}
-
-function indexesOf(rows: readonly StatisticsRow[]): Map<string, ActualIndex> {
-  const indexes = new Map<string, ActualIndex>();
+function indexesOf(rows: readonly StatisticsRow[]) {
+  const indexes = new Map<string, { name: string; unique: boolean; columns: string[] }>();
   for (const [name, parts] of Map.groupBy(rows, (r) => r.indexName)) {
     parts.sort((a, b) => a.seqInIndex - b.seqInIndex);
     indexes.set(name, {
@@ -496,11 +493,6 @@ export function describeDifference(d: SchemaDifference): string {
 }
 
 // Operations on a live database
-
-/** How the connection's database differs from the catalogue (empty when it matches). */
-export async function diffSchema(conn: QueryConnection): Promise<SchemaDifference[]> {
-  return compareSchema(await readSchemaSnapshot(conn));
-}
 
 /** Which of the given tables do not exist in the connection's database, in the order given. */
 export async function missingTables(
