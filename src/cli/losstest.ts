@@ -10,6 +10,7 @@ import {
   countLosstestMarkers,
   deleteLosstestBatch,
   endMysql,
+  LOSSTEST_TABLE,
   type MysqlConnection,
   selectLosstestRunSizes,
 } from "../mysql/mod.ts";
@@ -45,8 +46,6 @@ interface LosstestCommandOptions extends Target {
 }
 
 export const LOSSTEST_QUEUE = "statusngin_hostchecks";
-/** The markers land in `hostname`, the first primary-key column. */
-export const LOSSTEST_TABLE = "statusengine_hostchecks";
 const EVENTS_PER_JOB = 100;
 const MAX_PRINTED_RANGES = 20;
 const CLEANUP_BATCH = 5_000;
@@ -459,7 +458,6 @@ function verifyRun(
     try {
       const sizes = await selectLosstestRunSizes(
         conn,
-        LOSSTEST_TABLE,
         RUN_SIZE_SEPARATOR,
         prefix,
         limit.remaining(),
@@ -487,7 +485,6 @@ function verifyRun(
         if (limit.signal.aborted) return limit.stop();
         const page = await countLosstestMarkers(
           conn,
-          LOSSTEST_TABLE,
           prefix,
           after,
           PAGE_SIZE,
@@ -601,7 +598,6 @@ function cleanupRun(
         }
         const affected = await deleteLosstestBatch(
           conn,
-          LOSSTEST_TABLE,
           markerPrefix(runId),
           CLEANUP_BATCH,
           limit.remaining(),
