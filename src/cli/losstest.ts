@@ -53,7 +53,6 @@ const CLEANUP_BATCH = 5_000;
 const VERIFY_LIMIT_MS = 5 * 60_000;
 const CLEANUP_LIMIT_MS = 10 * 60_000;
 const PAGE_SIZE = 10_000;
-const CONNECT_TIMEOUT_MS = 10_000;
 const PROGRESS_MS = 2_000;
 /** Markers must fit `hostname` varchar(255) with room for the sequence number. */
 const MAX_RUN_ID_CHARS = 200;
@@ -383,9 +382,7 @@ async function onDatabase(
 ): Promise<number> {
   const { mode } = options;
   using limit = deadline(limitMs, signal);
-  const opened = await openDatabase(options.mysqlUrl, `losstest ${mode}`, io, {
-    timeoutMs: CONNECT_TIMEOUT_MS,
-  });
+  const opened = await openDatabase(options.mysqlUrl, `losstest ${mode}`, io);
   if (opened === undefined) return 1;
   const { conn } = opened;
   try {

@@ -291,10 +291,7 @@ async function fetchNewest(
 }
 
 async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefined> {
-  const opened = await openDatabase(url, `verify: database ${name}`, io, {
-    timeoutMs: 10_000,
-    exactValues: true,
-  });
+  const opened = await openDatabase(url, `verify: database ${name}`, io, { exactValues: true });
   if (opened === undefined) return undefined;
   const { conn, password } = opened;
   try {
