@@ -262,7 +262,7 @@ export interface NewestRows {
   readonly doubles: ReadonlySet<string>;
 }
 
-/** Up to `limit` rows, sorted by `order` descending (none: the table's order). */
+/** Up to `limit` rows, sorted by `order` (not empty) descending. */
 export async function selectNewestRows(
   conn: MysqlConnection,
   table: TableName,
@@ -270,9 +270,7 @@ export async function selectNewestRows(
   limit: number,
 ): Promise<NewestRows> {
   const orderBy = order.map((c) => `${quoteIdentifier(c)} DESC`).join(", ");
-  const sql = `SELECT * FROM ${quoteIdentifier(table)}${
-    orderBy === "" ? "" : ` ORDER BY ${orderBy}`
-  } LIMIT ?`;
+  const sql = `SELECT * FROM ${quoteIdentifier(table)} ORDER BY ${orderBy} LIMIT ?`;
   const [rows, fields] = await conn.query<mysql.RowDataPacket[]>(sql, [limit]);
   return {
     rows,
