@@ -28,6 +28,9 @@ export const PROCESS_IO: Io = {
   err: (line) => writeAll(Deno.stderr, `${line}\n`),
 };
 
+/** The connect bound of the tools that read the worker's database (`verify`, `losstest`). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 /**
  * Connect to the database a MySQL URL names, or print why not (`Cannot run <command>: …`, the
  * password masked) and return undefined.
@@ -36,7 +39,7 @@ export async function openDatabase(
   url: string,
   command: string,
   io: Io,
-  options: { readonly timeoutMs: number; readonly exactValues?: boolean },
+  options: { readonly exactValues?: boolean } = {},
 ): Promise<{ conn: MysqlConnection; password: string | undefined } | undefined> {
   let opts: ReturnType<typeof mysqlOptionsFromUrl>;
   try {
@@ -50,7 +53,8 @@ export async function openDatabase(
     return undefined;
   }
   try {
-    return { conn: (await connectMysql(opts, options)).connection, password: opts.password };
+    const { connection } = await connectMysql(opts, { ...options, timeoutMs: CONNECT_TIMEOUT_MS });
+    return { conn: connection, password: opts.password };
   } catch (err: unknown) {
     const safe = redactText(errorMessage(err), opts.password);
     io.err(`Cannot run ${command}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);

@@ -10,6 +10,7 @@ import {
   countLosstestMarkers,
   deleteLosstestBatch,
   endMysql,
+  LOSSTEST_TABLE,
   type MysqlConnection,
   selectLosstestRunSizes,
 } from "../mysql/mod.ts";
@@ -28,11 +29,9 @@ import {
   USAGE_EXIT_CODE,
 } from "./publish.ts";
 
-type LosstestMode = "publish" | "verify" | "cleanup";
-
 /** Options of the `losstest` command; `verify` asks the target for the backlog too. */
 interface LosstestCommandOptions extends Target {
-  readonly mode: LosstestMode;
+  readonly mode: "publish" | "verify" | "cleanup";
   /** The same in all three modes; see {@linkcode runIdProblem}. */
   readonly runId: string;
   /** Events published, and expected by `verify` (sequence numbers 0 … count − 1). */
@@ -44,21 +43,16 @@ interface LosstestCommandOptions extends Target {
   readonly countGiven?: boolean;
   /** The worker's database (`verify`, `cleanup`). */
   readonly mysqlUrl: string;
-  /** Default {@linkcode LOSSTEST_EVENTS_PER_JOB}. */
-  readonly eventsPerJob?: number;
 }
 
 export const LOSSTEST_QUEUE = "statusngin_hostchecks";
-/** The markers land in `hostname`, the first primary-key column. */
-export const LOSSTEST_TABLE = "statusengine_hostchecks";
-const LOSSTEST_EVENTS_PER_JOB = 100;
+const EVENTS_PER_JOB = 100;
 const MAX_PRINTED_RANGES = 20;
 const CLEANUP_BATCH = 5_000;
 
 const VERIFY_LIMIT_MS = 5 * 60_000;
 const CLEANUP_LIMIT_MS = 10 * 60_000;
 const PAGE_SIZE = 10_000;
-const CONNECT_TIMEOUT_MS = 10_000;
 const PROGRESS_MS = 2_000;
 /** Markers must fit `hostname` varchar(255) with room for the sequence number. */
 const MAX_RUN_ID_CHARS = 200;
@@ -285,14 +279,13 @@ export function verifyRows(seqs: Iterable<number>, count: number): LossReport {
 /**
  * The jobs of a run: copies of {@linkcode HOSTCHECK_TEMPLATE} with host name
  * `lt-<run>-<seq>`, each at its own microsecond (`count` µs ending at `now`, epoch ms),
- * `eventsPerJob` per bulk job. Lazy, so memory stays bounded for any count.
+ * {@linkcode EVENTS_PER_JOB} per bulk job. Lazy, so memory stays bounded for any count.
  */
 export function* losstestJobs(
   runId: string,
   count: number,
-  options: { readonly eventsPerJob?: number; readonly now?: number } = {},
+  options: { readonly now?: number } = {},
 ): Generator<PublishItem> {
-  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   const baseUs = Math.floor(options.now ?? Date.now()) * 1000 - count;
   const check = HOSTCHECK_TEMPLATE["hostcheck"] as SyntheticEvent;
   const checkSeconds = Number(check["end_time"]) - Number(check["start_time"]);
@@ -313,7 +306,7 @@ export function* losstestJobs(
         "end_time": ts,
       },
     }));
-    if (parts.length >= perJob || seq === count - 1) {
+    if (parts.length >= EVENTS_PER_JOB || seq === count - 1) {
       yield { payload: bulkJob(parts), events: parts.length };
       parts = [];
     }
@@ -350,8 +343,7 @@ async function publishRun(
     io.err("Cannot run losstest publish: no job server given");
     return USAGE_EXIT_CODE;
   }
-  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
-  const jobs = Math.ceil(count / perJob);
+  const jobs = Math.ceil(count / EVENTS_PER_JOB);
   io.out(
     `losstest publish: run "${runId}", ${count} events in ${jobs} jobs to ${LOSSTEST_QUEUE} (markers ${
       lossMarker(runId, 0)
@@ -360,7 +352,7 @@ async function publishRun(
   try {
     return await publishToTarget(
       LOSSTEST_QUEUE,
-      losstestJobs(runId, count, { eventsPerJob: perJob }),
+      losstestJobs(runId, count),
       options,
       { totalJobs: jobs, totalEvents: count },
       io,
@@ -379,7 +371,6 @@ async function publishRun(
  */
 async function onDatabase(
   options: LosstestCommandOptions,
-  mode: LosstestMode,
   limitMs: number,
   io: Io,
   signal: AbortSignal | undefined,
@@ -389,10 +380,9 @@ async function onDatabase(
     readonly stop: (detail?: string) => number;
   }) => Promise<number>,
 ): Promise<number> {
+  const { mode } = options;
   using limit = deadline(limitMs, signal);
-  const opened = await openDatabase(options.mysqlUrl, `losstest ${mode}`, io, {
-    timeoutMs: CONNECT_TIMEOUT_MS,
-  });
+  const opened = await openDatabase(options.mysqlUrl, `losstest ${mode}`, io);
   if (opened === undefined) return 1;
   const { conn } = opened;
   try {
@@ -458,14 +448,13 @@ function verifyRun(
 ): Promise<number> {
   const { runId } = options;
   const prefix = markerPrefix(runId);
-  return onDatabase(options, "verify", VERIFY_LIMIT_MS, io, signal, async (conn, limit) => {
+  return onDatabase(options, VERIFY_LIMIT_MS, io, signal, async (conn, limit) => {
     let count: number;
     let tally: LossTally;
     let reading = "size";
     try {
       const sizes = await selectLosstestRunSizes(
         conn,
-        LOSSTEST_TABLE,
         RUN_SIZE_SEPARATOR,
         prefix,
         limit.remaining(),
@@ -493,7 +482,6 @@ function verifyRun(
         if (limit.signal.aborted) return limit.stop();
         const page = await countLosstestMarkers(
           conn,
-          LOSSTEST_TABLE,
           prefix,
           after,
           PAGE_SIZE,
@@ -552,7 +540,6 @@ async function printBacklog(
   io: Io,
   signal: AbortSignal,
 ): Promise<number | null> {
-  const perJob = options.eventsPerJob ?? LOSSTEST_EVENTS_PER_JOB;
   if (options.rabbitmqUrl !== undefined) {
     const label = `messages still queued at ${targetLabel(options)} for ${LOSSTEST_QUEUE}`;
     try {
@@ -563,7 +550,7 @@ async function printBacklog(
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
       // lost either (they return to the queue if that worker dies).
       const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
-      const events = `about ${ready * perJob} events; not loss`;
+      const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       return ready;
     } catch (err: unknown) {
@@ -587,7 +574,7 @@ async function printBacklog(
     }
   }
   const unknown = failures.length > 0 ? `; unknown for ${failures.join("; ")}` : "";
-  io.out(`${label}: ${total} (about ${total * perJob} events; not loss)${unknown}`);
+  io.out(`${label}: ${total} (about ${total * EVENTS_PER_JOB} events; not loss)${unknown}`);
   return failures.length > 0 ? null : total;
 }
 
@@ -597,7 +584,7 @@ function cleanupRun(
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const { runId } = options;
-  return onDatabase(options, "cleanup", CLEANUP_LIMIT_MS, io, signal, async (conn, limit) => {
+  return onDatabase(options, CLEANUP_LIMIT_MS, io, signal, async (conn, limit) => {
     let deleted = 0;
     const started = performance.now();
     let nextProgress = started + PROGRESS_MS;
@@ -608,7 +595,6 @@ function cleanupRun(
         }
         const affected = await deleteLosstestBatch(
           conn,
-          LOSSTEST_TABLE,
           markerPrefix(runId),
           CLEANUP_BATCH,
           limit.remaining(),

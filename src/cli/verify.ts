@@ -134,13 +134,6 @@ function valuesEqual(a: unknown, b: unknown, isDouble: boolean): boolean {
 /** A row as read: column name → value. */
 type DbRow = Readonly<Record<string, unknown>>;
 
-/** `columns` in print order; `doubleColumns` compared at {@linkcode DOUBLE_DIGITS} digits. */
-interface DiffOptions {
-  readonly key: readonly string[];
-  readonly columns: readonly string[];
-  readonly doubleColumns: ReadonlySet<string>;
-}
-
 function show(value: unknown): string {
   if (value === null || value === undefined) return "NULL";
   const text = normalise(value);
@@ -161,14 +154,17 @@ function describeKey(row: DbRow, key: readonly string[]): string {
  * Match the rows of A and B by key and compare every column. Rows with the same key on one
  * side (possible only in keyless tables) are matched by occurrence. Rows in both are `equal`
  * or `different` (in one column at least); `columns` counts the rows differing per column, in
- * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`.
+ * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`. `compared` are the columns
+ * in print order; `doubleColumns` are compared at {@linkcode DOUBLE_DIGITS} digits.
  */
 function diffRows(
   rowsA: readonly DbRow[],
   rowsB: readonly DbRow[],
-  options: DiffOptions,
+  key: readonly string[],
+  compared: readonly string[],
+  doubleColumns: ReadonlySet<string>,
 ) {
-  const keyOf = (row: DbRow) => JSON.stringify(options.key.map((c) => normalise(row[c])));
+  const keyOf = (row: DbRow) => JSON.stringify(key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
     const map = new Map<string, DbRow>();
     for (const row of rows) {
@@ -181,7 +177,7 @@ function diffRows(
   };
   const a = index(rowsA);
   const b = index(rowsB);
-  const columns = new Map<string, number>(options.columns.map((c) => [c, 0]));
+  const columns = new Map<string, number>(compared.map((c) => [c, 0]));
   const examples: string[] = [];
   const example = (text: string) => {
     if (examples.length < EXAMPLES_PER_TABLE) examples.push(text);
@@ -193,17 +189,17 @@ function diffRows(
     const rowB = b.get(k);
     if (rowB === undefined) {
       onlyInA++;
-      example(`${describeKey(rowA, options.key)} only in A`);
+      example(`${describeKey(rowA, key)} only in A`);
       continue;
     }
     let same = true;
-    for (const c of options.columns) {
+    for (const c of compared) {
       const missing = !(c in rowA) || !(c in rowB);
-      if (missing || !valuesEqual(rowA[c], rowB[c], options.doubleColumns.has(c))) {
+      if (missing || !valuesEqual(rowA[c], rowB[c], doubleColumns.has(c))) {
         same = false;
         columns.set(c, (columns.get(c) ?? 0) + 1);
         example(
-          `${describeKey(rowA, options.key)} column ${c}: A=${
+          `${describeKey(rowA, key)} column ${c}: A=${
             c in rowA ? show(rowA[c]) : "(no such column)"
           } B=${c in rowB ? show(rowB[c]) : "(no such column)"}`,
         );
@@ -216,18 +212,9 @@ function diffRows(
   for (const [k, rowB] of b) {
     if (a.has(k)) continue;
     onlyInB++;
-    example(`${describeKey(rowB, options.key)} only in B`);
+    example(`${describeKey(rowB, key)} only in B`);
   }
-  return {
-    rowsA: rowsA.length,
-    rowsB: rowsB.length,
-    equal,
-    onlyInA,
-    onlyInB,
-    different,
-    columns,
-    examples,
-  };
+  return { equal, onlyInA, onlyInB, different, columns, examples };
 }
 
 /** Parsed `--ignore-columns`: columns ignored in every table, and `table.column` entries. */
@@ -289,11 +276,14 @@ interface Side {
   readonly password: string | undefined;
 }
 
-async function fetchNewest(side: Side, table: Table, limit: number): Promise<NewestRows> {
-  const identity = rowIdentity(table);
-  const order = [...new Set([...VERIFY_ORDER[table.name], ...identity.key])];
+async function fetchNewest(
+  side: Side,
+  table: TableName,
+  order: readonly string[],
+  limit: number,
+): Promise<NewestRows> {
   try {
-    return await selectNewestRows(side.conn, table.name, order, limit);
+    return await selectNewestRows(side.conn, table, order, limit);
   } catch (err: unknown) {
     const why = redactText(errorMessage(err), side.password);
     throw new Error(`${side.name}: ${why}`, { cause: err });
@@ -301,10 +291,7 @@ async function fetchNewest(side: Side, table: Table, limit: number): Promise<New
 }
 
 async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefined> {
-  const opened = await openDatabase(url, `verify: database ${name}`, io, {
-    timeoutMs: 10_000,
-    exactValues: true,
-  });
+  const opened = await openDatabase(url, `verify: database ${name}`, io, { exactValues: true });
   if (opened === undefined) return undefined;
   const { conn, password } = opened;
   try {
@@ -357,20 +344,20 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
     let differing = 0;
     let errors = 0;
     for (const name of tables) {
-      const table = TABLES[name];
+      const identity = rowIdentity(TABLES[name]);
+      const order = [...new Set([...VERIFY_ORDER[name], ...identity.key])];
       let fa: NewestRows;
       let fb: NewestRows;
       try {
         [fa, fb] = await Promise.all([
-          fetchNewest(a, table, options.limit),
-          fetchNewest(b, table, options.limit),
+          fetchNewest(a, name, order, options.limit),
+          fetchNewest(b, name, order, options.limit),
         ]);
       } catch (err: unknown) {
         errors++;
         io.out(`ERROR verifying table ${name}: ${errorMessage(err)}`);
         continue;
       }
-      const identity = rowIdentity(table);
       const missingKey = identity.key.filter((c) =>
         !fa.columns.includes(c) || !fb.columns.includes(c)
       );
@@ -385,11 +372,8 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
         ...(ignored.perTable.get(name) ?? []),
       ]);
       const columns = [...new Set([...fa.columns, ...fb.columns])].filter((c) => !skip.has(c));
-      const diff = diffRows(fa.rows, fb.rows, {
-        key: identity.key,
-        columns,
-        doubleColumns: new Set([...fa.doubles, ...fb.doubles]),
-      });
+      const doubles = new Set([...fa.doubles, ...fb.doubles]);
+      const diff = diffRows(fa.rows, fb.rows, identity.key, columns, doubles);
       if (diff.onlyInA + diff.onlyInB + diff.different === 0) {
         identical++;
         io.out(`${name}: identical (${diff.equal} rows)`);
@@ -397,7 +381,7 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
       }
       differing++;
       io.out(
-        `${name}: DIFFERENT: ${diff.equal} equal, ${diff.onlyInA} only in A, ${diff.onlyInB} only in B, ${diff.different} different (A ${diff.rowsA} rows, B ${diff.rowsB} rows)`,
+        `${name}: DIFFERENT: ${diff.equal} equal, ${diff.onlyInA} only in A, ${diff.onlyInB} only in B, ${diff.different} different (A ${fa.rows.length} rows, B ${fb.rows.length} rows)`,
       );
       for (const [column, n] of diff.columns) {
         if (n === 1) io.out(`  column ${column}: 1 row differs`);

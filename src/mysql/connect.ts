@@ -262,7 +262,7 @@ export interface NewestRows {
   readonly doubles: ReadonlySet<string>;
 }
 
-/** Up to `limit` rows, sorted by `order` descending (none: the table's order). */
+/** Up to `limit` rows, sorted by `order` (not empty) descending. */
 export async function selectNewestRows(
   conn: MysqlConnection,
   table: TableName,
@@ -270,9 +270,7 @@ export async function selectNewestRows(
   limit: number,
 ): Promise<NewestRows> {
   const orderBy = order.map((c) => `${quoteIdentifier(c)} DESC`).join(", ");
-  const sql = `SELECT * FROM ${quoteIdentifier(table)}${
-    orderBy === "" ? "" : ` ORDER BY ${orderBy}`
-  } LIMIT ?`;
+  const sql = `SELECT * FROM ${quoteIdentifier(table)} ORDER BY ${orderBy} LIMIT ?`;
   const [rows, fields] = await conn.query<mysql.RowDataPacket[]>(sql, [limit]);
   return {
     rows,
@@ -283,6 +281,9 @@ export async function selectNewestRows(
   };
 }
 
+/** The losstest markers land in `hostname`, the first primary-key column. */
+export const LOSSTEST_TABLE = "statusengine_hostchecks";
+
 // The losstest markers are host names `<prefix><sequence number>` in the host check table. LIKE
 // compares in the table's collation (case- and accent-insensitive on MariaDB): run ids differing
 // only so address the same rows, in `losstest verify` and `cleanup` alike.
@@ -290,13 +291,12 @@ export async function selectNewestRows(
 /** The run sizes a losstest run's events record: the distinct texts after `separator`. */
 export async function selectLosstestRunSizes(
   conn: MysqlConnection,
-  table: TableName,
   separator: string,
   prefix: string,
   timeoutMs: number,
 ): Promise<string[]> {
   const [rows] = await conn.query<mysql.RowDataPacket[]>({
-    sql: `SELECT DISTINCT SUBSTRING_INDEX(output, ?, -1) AS c FROM ${table}
+    sql: `SELECT DISTINCT SUBSTRING_INDEX(output, ?, -1) AS c FROM ${LOSSTEST_TABLE}
   WHERE hostname LIKE ? AND output LIKE 'losstest run %'`,
     values: [separator, `${prefix}%`],
     timeout: timeoutMs,
@@ -307,14 +307,13 @@ export async function selectLosstestRunSizes(
 /** One page of the rows per marker of a losstest run after host name `after`, in order. */
 export async function countLosstestMarkers(
   conn: MysqlConnection,
-  table: TableName,
   prefix: string,
   after: string,
   pageSize: number,
   timeoutMs: number,
 ): Promise<{ hostname: string; n: number }[]> {
   const [rows] = await conn.query<mysql.RowDataPacket[]>({
-    sql: `SELECT hostname, COUNT(*) AS n FROM ${table}
+    sql: `SELECT hostname, COUNT(*) AS n FROM ${LOSSTEST_TABLE}
   WHERE hostname LIKE ? AND hostname > ? GROUP BY hostname ORDER BY hostname LIMIT ?`,
     values: [`${prefix}%`, after, pageSize],
     timeout: timeoutMs,
@@ -328,13 +327,12 @@ export async function countLosstestMarkers(
  */
 export async function deleteLosstestBatch(
   conn: MysqlConnection,
-  table: TableName,
   prefix: string,
   batch: number,
   timeoutMs: number,
 ): Promise<number> {
   const [result] = await conn.query<mysql.ResultSetHeader>({
-    sql: `DELETE FROM ${table}
+    sql: `DELETE FROM ${LOSSTEST_TABLE}
   WHERE hostname LIKE ? AND SUBSTRING(hostname, CHAR_LENGTH(?) + 1) REGEXP '^[0-9]+$'
   LIMIT ${batch}`,
     values: [`${prefix}%`, prefix],

@@ -31,6 +31,7 @@ export {
   deleteLosstestBatch,
   endMysql,
   endPool,
+  LOSSTEST_TABLE,
   makeSessionReadOnly,
   type MysqlConnection,
   type NewestRows,

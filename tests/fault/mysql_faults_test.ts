@@ -34,7 +34,8 @@ import {
   publishBacklog,
   type Queryable,
 } from "../helpers/backlog.ts";
-import { LOSSTEST_QUEUE, LOSSTEST_TABLE } from "../../src/cli/losstest.ts";
+import { LOSSTEST_QUEUE } from "../../src/cli/losstest.ts";
+import { LOSSTEST_TABLE } from "../../src/mysql/mod.ts";
 import { ALL_TABLES } from "../../src/mysql/catalogue.ts";
 
 const EVENTS = 50_000;

@@ -341,17 +341,15 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
   const [mysql, probed] = await Promise.all([
     probeMysql(options.mysqlUrl),
     workerUrl === undefined
-      ? probeServers().then((alongside) => ({ alongside, worker: undefined }))
-      : probeWorker(workerUrl, options.metricsUrl === undefined, interval, probeServers)
-        .then(({ alongside, ...worker }) => ({ alongside, worker })),
+      ? probeServers().then((alongside) => ({ alongside, worker: undefined, samples: [] }))
+      : probeWorker(workerUrl, options.metricsUrl === undefined, interval, probeServers),
   ]);
-  const { alongside: servers, worker } = probed;
+  const { alongside: servers, worker, samples } = probed;
   const consumed: readonly string[] = QUEUE_NAMES;
   const others = [...new Set(servers.flatMap((s) => [...s.queues.keys()]))]
     .filter((name) => !consumed.includes(name)).sort();
-  const samples = worker?.samples ?? [];
-  const metric = (name: string, queue: string): number | null =>
-    worker === undefined ? null : sampleValue(samples, name, { queue_name: queue });
+  // No worker, or one that did not answer: no samples, so every metric is null.
+  const metric = (name: string, queue: string) => sampleValue(samples, name, { queue_name: queue });
   const queues = [...consumed, ...others].map((name): QueueStatus => ({
     name,
     consumed: consumed.includes(name),
@@ -365,10 +363,10 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
   const jobServers = servers.map((s) => s.server);
   return {
     ok: jobServers.every((s) => s.ok) && mysql.ok &&
-      (worker === undefined || worker.worker.ok || worker.worker.local),
+      (worker === undefined || worker.ok || worker.local),
     jobServers,
     queues,
     mysql,
-    worker: worker?.worker ?? null,
+    worker: worker ?? null,
   };
 }
