@@ -238,18 +238,13 @@ export class IdleProbe {
     this.#timer = setInterval(() => {
       if (this.#running !== undefined) return;
       if (this.#o.availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
-      this.#running = this.#probe().finally(() => (this.#running = undefined));
+      const { availability } = this.#o;
+      this.#running = this.#o.ping(IDLE_PROBE_TIMEOUT_MS)
+        .then(() => availability.probed(undefined), (err: unknown) => {
+          availability.probed(err ?? new Error("failed"));
+        })
+        .finally(() => (this.#running = undefined));
     }, IDLE_PROBE_INTERVAL_MS / 2);
-  }
-
-  /** One probe now; its result goes to the availability tracker. */
-  async #probe(): Promise<void> {
-    try {
-      await this.#o.ping(IDLE_PROBE_TIMEOUT_MS);
-      this.#o.availability.probed(undefined);
-    } catch (err: unknown) {
-      this.#o.availability.probed(err ?? new Error("failed"));
-    }
   }
 
   /** Stop probing; waits for a probe in flight (bounded by its timeout). */
