@@ -86,7 +86,7 @@ export async function openDatabase(
   const urlOptions = mysqlOptionsFromUrl(config.mysqlUrl);
   const hosts = new MysqlHosts(urlOptions, {
     failbackAfterMs: config.mysqlFailbackAfterMs,
-    ...(wait.metrics === undefined ? {} : { metrics: wait.metrics }),
+    metrics: wait.metrics,
   });
   const pool = createWriterPool(urlOptions, config.mysqlMaxOpenConns, hosts);
   const database: Database = {
