@@ -164,7 +164,6 @@ export interface RestartJob {
 /** A recorded restart waiting for its sweep: rows updated before `cutoff` (epoch s) are stale. */
 interface PendingSweep {
   readonly cutoff: number;
-  readonly source: "message" | "receive_time";
   readonly recordedAtMs: number;
 }
 
@@ -216,7 +215,7 @@ export class StatusCleaner {
     }
     const nowMs = this.#clock.nowMs();
     let cutoff: number;
-    let source: PendingSweep["source"];
+    let source: "message" | "receive_time";
     if (restart.messageSeconds !== null && restart.messageSeconds > 0) {
       cutoff = restart.messageSeconds;
       source = "message";
@@ -248,7 +247,7 @@ export class StatusCleaner {
     }
     // A later restart covers an earlier one that was not swept yet.
     if (this.#pending === undefined || cutoff > this.#pending.cutoff) {
-      this.#pending = { cutoff, source, recordedAtMs: nowMs };
+      this.#pending = { cutoff, recordedAtMs: nowMs };
     }
     log.info(
       "pipeline: monitoring core restarted, stale status rows are swept once the core " +
@@ -450,13 +449,12 @@ export class StatusCleaner {
     for (;;) {
       const from = after === undefined ? undefined : keyBound(key, alias, ">", after);
       const conditions = from === undefined ? where : [...where, from];
+      const filter = conditions.length === 0
+        ? ""
+        : ` WHERE ${conditions.map((c) => c.sql).join(" AND ")}`;
       const read = await this.#sql(
         table,
-        `SELECT ${columns} FROM ${source}` +
-          `${
-            conditions.length === 0 ? "" : ` WHERE ${conditions.map((c) => c.sql).join(" AND ")}`
-          } ` +
-          `ORDER BY ${columns} LIMIT ${chunk}`,
+        `SELECT ${columns} FROM ${source}${filter} ORDER BY ${columns} LIMIT ${chunk}`,
         conditions.flatMap((c) => c.values),
         signal,
       );
