@@ -83,20 +83,18 @@ export class DbAvailability {
         table,
         error: errorMessage(err),
       });
-      this.#escalate(now);
-      return;
+    } else {
+      outage.attempts++;
     }
-    outage.attempts++;
     this.#escalate(now);
-    if (now - outage.lastLogAt >= STILL_DOWN_LOG_INTERVAL_MS) {
-      outage.lastLogAt = now;
-      log.warn("db: MySQL still cannot take writes, pipeline is stalled", {
-        table,
-        down_for_s: Math.round((now - outage.since) / 1000),
-        attempts: outage.attempts,
-        error: errorMessage(err),
-      });
-    }
+    if (outage === undefined || now - outage.lastLogAt < STILL_DOWN_LOG_INTERVAL_MS) return;
+    outage.lastLogAt = now;
+    log.warn("db: MySQL still cannot take writes, pipeline is stalled", {
+      table,
+      down_for_s: Math.round((now - outage.since) / 1000),
+      attempts: outage.attempts,
+      error: errorMessage(err),
+    });
   }
 
   reachable(table: string): void {
