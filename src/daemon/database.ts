@@ -221,15 +221,12 @@ const DRIFT_LISTED = 5;
  * deliberate, so the worker starts, but the operator hears of it before the first dead letter.
  */
 async function warnAboutSchemaDrift(pool: MysqlPool, needed: readonly TableName[]): Promise<void> {
-  let differences;
-  try {
-    differences = await diffSchema(pool);
-  } catch (err: unknown) {
+  const differences = await diffSchema(pool).catch((err: unknown) => {
     log.warn("worker: cannot compare the schema with the expected one", {
       error: errorMessage(err),
     });
-    return;
-  }
+    return [];
+  });
   const tables = new Set<string>(needed);
   const relevant = differences.filter((d) => tables.has(d.table));
   if (relevant.length === 0) return;
