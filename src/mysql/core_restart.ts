@@ -461,9 +461,8 @@ export class StatusCleaner {
       const last = read.rows.at(-1);
       if (last === undefined) break;
       const lower = status ? keyBound(key, alias, ">=", keyOf(read.rows[0] ?? last)) : from;
-      const bounds = [lower, keyBound(key, alias, "<=", keyOf(last))].filter((b) =>
-        b !== undefined
-      );
+      const upper = keyBound(key, alias, "<=", keyOf(last));
+      const bounds = lower === undefined ? [upper] : [lower, upper];
       const remove = () =>
         this.#sql(
           table,
