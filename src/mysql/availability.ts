@@ -204,7 +204,7 @@ export class DbAvailability {
   }
 }
 
-export interface IdleProbeOptions {
+interface IdleProbeOptions {
   readonly availability: DbAvailability;
   /** A bounded round trip on a connection of its own: the pool's may all be busy. */
   readonly ping: (timeoutMs: number) => Promise<void>;

@@ -134,7 +134,7 @@ const DEFAULT_RESTART_TIMING: RestartTiming = {
 };
 
 /** Options of {@link StatusCleaner}. */
-export interface StatusCleanerOptions {
+interface StatusCleanerOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
   readonly nodeName: string;
@@ -153,7 +153,7 @@ export interface StatusCleanerOptions {
 }
 
 /** A restart job as the handler hands it over (epoch seconds and milliseconds). */
-export interface RestartJob {
+interface RestartJob {
   /** The message's positive `timestamp`, or null when it carried none. */
   readonly messageSeconds: number | null;
   readonly receivedAtMs: number;

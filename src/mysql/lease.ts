@@ -36,7 +36,7 @@ export function leaseTermMs(pollMs: number, drainMs: number): number {
 }
 
 /** Options of {@link Lease}. */
-export interface LeaseOptions {
+interface LeaseOptions {
   readonly connect: () => Promise<MysqlConnection>;
   /** The row's key, at most 255 characters. */
   readonly name: string;
