@@ -214,16 +214,9 @@ export class StatusCleaner {
       return;
     }
     const nowMs = this.#clock.nowMs();
-    let cutoff: number;
-    let source: "message" | "receive_time";
-    if (restart.messageSeconds !== null && restart.messageSeconds > 0) {
-      cutoff = restart.messageSeconds;
-      source = "message";
-    } else if (
-      restart.receivedAtMs -
-          Math.max(this.#startedAtMs, restart.linkOpenedAtMs ?? this.#startedAtMs) <
-        this.#timing.startupWindowMs
-    ) {
+    const fromMessage = restart.messageSeconds !== null && restart.messageSeconds > 0;
+    const upSinceMs = Math.max(this.#startedAtMs, restart.linkOpenedAtMs ?? this.#startedAtMs);
+    if (!fromMessage && restart.receivedAtMs - upSinceMs < this.#timing.startupWindowMs) {
       log.info(
         "pipeline: monitoring core restarted at an unknown time (the restart job may have " +
           "waited in the queue while the worker or its link was down); status rows are kept, " +
@@ -231,10 +224,11 @@ export class StatusCleaner {
         { node_name: o.nodeName },
       );
       return;
-    } else {
-      cutoff = Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS) / 1000);
-      source = "receive_time";
     }
+    const cutoff = fromMessage
+      ? restart.messageSeconds
+      : Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS) / 1000);
+    const source = fromMessage ? "message" : "receive_time";
     const maxAge = o.statusMaxAgeSeconds;
     if (maxAge > 0 && nowMs / 1000 - cutoff > maxAge) {
       log.warn(
