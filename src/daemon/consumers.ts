@@ -112,7 +112,7 @@ export function queueBackend(
   };
 }
 
-export interface ConsumptionParts {
+interface ConsumptionParts {
   readonly config: WorkerConfig;
   readonly backend: QueueBackend;
   readonly pipeline: Pipeline;

@@ -32,6 +32,7 @@ import { redactUrl } from "../util/redact.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { type WorkerConfig } from "./config.ts";
+import { splitQueues } from "./consumers.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
@@ -65,9 +66,7 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
   for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t as TableName);
   needed.add("statusengine_nodes");
   if (config.tasks) needed.add("statusengine_tasks");
-  if (config.inOrderLock && queues.some((q) => QUEUES[q].inOrder)) {
-    needed.add("statusengine_worker_leases");
-  }
+  if (splitQueues(config, queues).gated.length > 0) needed.add("statusengine_worker_leases");
   if (!config.perfdataBackends.includes("mysql")) needed.delete("statusengine_perfdata");
   return [...needed].sort();
 }
@@ -86,7 +85,7 @@ export async function openDatabase(
   const urlOptions = mysqlOptionsFromUrl(config.mysqlUrl);
   const hosts = new MysqlHosts(urlOptions, {
     failbackAfterMs: config.mysqlFailbackAfterMs,
-    ...(wait.metrics === undefined ? {} : { metrics: wait.metrics }),
+    metrics: wait.metrics,
   });
   const pool = createWriterPool(urlOptions, config.mysqlMaxOpenConns, hosts);
   const database: Database = {
@@ -221,15 +220,12 @@ const DRIFT_LISTED = 5;
  * deliberate, so the worker starts, but the operator hears of it before the first dead letter.
  */
 async function warnAboutSchemaDrift(pool: MysqlPool, needed: readonly TableName[]): Promise<void> {
-  let differences;
-  try {
-    differences = await diffSchema(pool);
-  } catch (err: unknown) {
+  const differences = await diffSchema(pool).catch((err: unknown) => {
     log.warn("worker: cannot compare the schema with the expected one", {
       error: errorMessage(err),
     });
-    return;
-  }
+    return [];
+  });
   const tables = new Set<string>(needed);
   const relevant = differences.filter((d) => tables.has(d.table));
   if (relevant.length === 0) return;

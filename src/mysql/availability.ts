@@ -37,13 +37,13 @@ interface DbAvailabilityOptions {
   readonly now?: () => number;
 }
 
-/** The outage key of the idle probe; no table is called so. */
-const PROBE = "(idle probe)";
-
 /** Shared by every writer and statement runner of one process. */
 export class DbAvailability {
   readonly #gauge: Metrics["dbAvailable"] | undefined;
+  /** The tables whose writers hold rows because MySQL cannot take them. */
   readonly #outages = new Map<string, Outage>();
+  /** When the idle probe started failing, while it fails; it holds no rows. */
+  #probeDownSince: number | undefined;
   readonly #options: DbAvailabilityOptions;
   readonly #now: () => number;
   #stall: Stall | undefined;
@@ -59,7 +59,7 @@ export class DbAvailability {
 
   /** False while any writer is holding rows because MySQL cannot take them. */
   get available(): boolean {
-    return this.#outages.size === 0;
+    return this.#outages.size === 0 && this.#probeDownSince === undefined;
   }
 
   /** A statement for `table` failed because MySQL cannot take writes now. */
@@ -83,27 +83,25 @@ export class DbAvailability {
         table,
         error: errorMessage(err),
       });
-      this.#escalate(now);
-      return;
+    } else {
+      outage.attempts++;
     }
-    outage.attempts++;
     this.#escalate(now);
-    if (now - outage.lastLogAt >= STILL_DOWN_LOG_INTERVAL_MS) {
-      outage.lastLogAt = now;
-      log.warn("db: MySQL still cannot take writes, pipeline is stalled", {
-        table,
-        down_for_s: Math.round((now - outage.since) / 1000),
-        attempts: outage.attempts,
-        error: errorMessage(err),
-      });
-    }
+    if (outage === undefined || now - outage.lastLogAt < STILL_DOWN_LOG_INTERVAL_MS) return;
+    outage.lastLogAt = now;
+    log.warn("db: MySQL still cannot take writes, pipeline is stalled", {
+      table,
+      down_for_s: Math.round((now - outage.since) / 1000),
+      attempts: outage.attempts,
+      error: errorMessage(err),
+    });
   }
 
   reachable(table: string): void {
     const now = this.#now();
     this.#lastSuccessAt = now;
     // A statement went through: whatever the idle probe last saw is over too.
-    if (this.#outages.has(PROBE)) this.probed(undefined);
+    if (this.#probeDownSince !== undefined) this.probed(undefined);
     const outage = this.#outages.get(table);
     if (outage === undefined) return;
     this.#outages.delete(table);
@@ -113,7 +111,7 @@ export class DbAvailability {
       attempts: outage.attempts,
     });
     const stall = this.#stall;
-    if (stall?.errorAt !== undefined && !this.#holding()) {
+    if (stall?.errorAt !== undefined && this.#outages.size === 0) {
       // The end of what was logged as an error, so `journalctl -p warning` shows both ends.
       log.warn("db: MySQL takes writes again, the write stall is over", {
         mysql: this.#options.mysql,
@@ -135,7 +133,7 @@ export class DbAvailability {
    */
   get holdingForMs(): number {
     const stall = this.#stall;
-    return stall === undefined || !this.#holding() ? 0 : this.#now() - stall.since;
+    return stall === undefined || this.#outages.size === 0 ? 0 : this.#now() - stall.since;
   }
 
   /** Whether a statement or the idle probe succeeded after `at` (this tracker's clock). */
@@ -153,19 +151,19 @@ export class DbAvailability {
     const now = this.#now();
     if (err === undefined) {
       this.#lastSuccessAt = now;
-      const outage = this.#outages.get(PROBE);
-      if (outage === undefined) return;
-      this.#outages.delete(PROBE);
+      const since = this.#probeDownSince;
+      if (since === undefined) return;
+      this.#probeDownSince = undefined;
       log.info("db: MySQL answers the idle probe again", {
-        down_for_s: Math.round((now - outage.since) / 100) / 10,
+        down_for_s: Math.round((now - since) / 100) / 10,
       });
       this.#ended();
       return;
     }
     // The writers retry with back-off; the probe's ticks keep the stall's summaries on time.
     this.#escalate(now);
-    if (this.#outages.has(PROBE)) return;
-    this.#outages.set(PROBE, { since: now, attempts: 1, lastLogAt: now });
+    if (this.#probeDownSince !== undefined) return;
+    this.#probeDownSince = now;
     this.#gauge?.set(0);
     log.warn("db: MySQL does not answer the idle probe; treated as unavailable", {
       error: errorMessage(err),
@@ -173,15 +171,10 @@ export class DbAvailability {
   }
 
   #ended(): void {
-    if (!this.#holding()) this.#stall = undefined;
-    if (this.#outages.size > 0) return;
+    if (this.#outages.size === 0) this.#stall = undefined;
+    if (!this.available) return;
     this.#gauge?.set(1);
     this.#timeoutWarned = false;
-  }
-
-  /** Whether a writer holds rows because MySQL cannot take them (the idle probe holds none). */
-  #holding(): boolean {
-    return this.#outages.size > (this.#outages.has(PROBE) ? 1 : 0);
   }
 
   #escalate(now: number): void {
@@ -199,7 +192,7 @@ export class DbAvailability {
         mysql: this.#options.mysql,
         since: this.#wallTime(stall.since, now),
         down_for_s: Math.round((now - stall.since) / 1000),
-        tables: [...this.#outages.keys()].filter((t) => t !== PROBE).length,
+        tables: this.#outages.size,
         ...(held === undefined ? {} : { jobs_held: held.jobs, rows_held: held.rows }),
         error: stall.lastError,
       },
@@ -211,7 +204,7 @@ export class DbAvailability {
   }
 }
 
-export interface IdleProbeOptions {
+interface IdleProbeOptions {
   readonly availability: DbAvailability;
   /** A bounded round trip on a connection of its own: the pool's may all be busy. */
   readonly ping: (timeoutMs: number) => Promise<void>;
@@ -238,18 +231,13 @@ export class IdleProbe {
     this.#timer = setInterval(() => {
       if (this.#running !== undefined) return;
       if (this.#o.availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
-      this.#running = this.#probe().finally(() => (this.#running = undefined));
+      const { availability } = this.#o;
+      this.#running = this.#o.ping(IDLE_PROBE_TIMEOUT_MS)
+        .then(() => availability.probed(undefined), (err: unknown) => {
+          availability.probed(err ?? new Error("failed"));
+        })
+        .finally(() => (this.#running = undefined));
     }, IDLE_PROBE_INTERVAL_MS / 2);
-  }
-
-  /** One probe now; its result goes to the availability tracker. */
-  async #probe(): Promise<void> {
-    try {
-      await this.#o.ping(IDLE_PROBE_TIMEOUT_MS);
-      this.#o.availability.probed(undefined);
-    } catch (err: unknown) {
-      this.#o.availability.probed(err ?? new Error("failed"));
-    }
   }
 
   /** Stop probing; waits for a probe in flight (bounded by its timeout). */

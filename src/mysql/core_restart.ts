@@ -134,7 +134,7 @@ const DEFAULT_RESTART_TIMING: RestartTiming = {
 };
 
 /** Options of {@link StatusCleaner}. */
-export interface StatusCleanerOptions {
+interface StatusCleanerOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
   readonly nodeName: string;
@@ -153,7 +153,7 @@ export interface StatusCleanerOptions {
 }
 
 /** A restart job as the handler hands it over (epoch seconds and milliseconds). */
-export interface RestartJob {
+interface RestartJob {
   /** The message's positive `timestamp`, or null when it carried none. */
   readonly messageSeconds: number | null;
   readonly receivedAtMs: number;
@@ -164,7 +164,6 @@ export interface RestartJob {
 /** A recorded restart waiting for its sweep: rows updated before `cutoff` (epoch s) are stale. */
 interface PendingSweep {
   readonly cutoff: number;
-  readonly source: "message" | "receive_time";
   readonly recordedAtMs: number;
 }
 
@@ -215,16 +214,9 @@ export class StatusCleaner {
       return;
     }
     const nowMs = this.#clock.nowMs();
-    let cutoff: number;
-    let source: PendingSweep["source"];
-    if (restart.messageSeconds !== null && restart.messageSeconds > 0) {
-      cutoff = restart.messageSeconds;
-      source = "message";
-    } else if (
-      restart.receivedAtMs -
-          Math.max(this.#startedAtMs, restart.linkOpenedAtMs ?? this.#startedAtMs) <
-        this.#timing.startupWindowMs
-    ) {
+    const fromMessage = restart.messageSeconds !== null && restart.messageSeconds > 0;
+    const upSinceMs = Math.max(this.#startedAtMs, restart.linkOpenedAtMs ?? this.#startedAtMs);
+    if (!fromMessage && restart.receivedAtMs - upSinceMs < this.#timing.startupWindowMs) {
       log.info(
         "pipeline: monitoring core restarted at an unknown time (the restart job may have " +
           "waited in the queue while the worker or its link was down); status rows are kept, " +
@@ -232,10 +224,11 @@ export class StatusCleaner {
         { node_name: o.nodeName },
       );
       return;
-    } else {
-      cutoff = Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS) / 1000);
-      source = "receive_time";
     }
+    const cutoff = fromMessage
+      ? restart.messageSeconds
+      : Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS) / 1000);
+    const source = fromMessage ? "message" : "receive_time";
     const maxAge = o.statusMaxAgeSeconds;
     if (maxAge > 0 && nowMs / 1000 - cutoff > maxAge) {
       log.warn(
@@ -248,7 +241,7 @@ export class StatusCleaner {
     }
     // A later restart covers an earlier one that was not swept yet.
     if (this.#pending === undefined || cutoff > this.#pending.cutoff) {
-      this.#pending = { cutoff, source, recordedAtMs: nowMs };
+      this.#pending = { cutoff, recordedAtMs: nowMs };
     }
     log.info(
       "pipeline: monitoring core restarted, stale status rows are swept once the core " +
@@ -450,22 +443,20 @@ export class StatusCleaner {
     for (;;) {
       const from = after === undefined ? undefined : keyBound(key, alias, ">", after);
       const conditions = from === undefined ? where : [...where, from];
+      const filter = conditions.length === 0
+        ? ""
+        : ` WHERE ${conditions.map((c) => c.sql).join(" AND ")}`;
       const read = await this.#sql(
         table,
-        `SELECT ${columns} FROM ${source}` +
-          `${
-            conditions.length === 0 ? "" : ` WHERE ${conditions.map((c) => c.sql).join(" AND ")}`
-          } ` +
-          `ORDER BY ${columns} LIMIT ${chunk}`,
+        `SELECT ${columns} FROM ${source}${filter} ORDER BY ${columns} LIMIT ${chunk}`,
         conditions.flatMap((c) => c.values),
         signal,
       );
       const last = read.rows.at(-1);
       if (last === undefined) break;
       const lower = status ? keyBound(key, alias, ">=", keyOf(read.rows[0] ?? last)) : from;
-      const bounds = [lower, keyBound(key, alias, "<=", keyOf(last))].filter((b) =>
-        b !== undefined
-      );
+      const upper = keyBound(key, alias, "<=", keyOf(last));
+      const bounds = lower === undefined ? [upper] : [lower, upper];
       const remove = () =>
         this.#sql(
           table,

@@ -28,7 +28,7 @@ const RECHECK_AFTER_MS = 1_000;
 export interface MysqlHostsOptions {
   /** `--mysql-failback-after`: how long an earlier host must answer before it is used again. */
   readonly failbackAfterMs: number;
-  readonly metrics?: Pick<Metrics, "mysqlHostInUse" | "mysqlHostSwitches">;
+  readonly metrics?: Pick<Metrics, "mysqlHostInUse" | "mysqlHostSwitches"> | undefined;
   /** Default `performance.now` (tests pass a fake one). */
   readonly now?: () => number;
   /** Does this host answer within `timeoutMs`; default: connect, probe and close. */

@@ -36,7 +36,7 @@ export function leaseTermMs(pollMs: number, drainMs: number): number {
 }
 
 /** Options of {@link Lease}. */
-export interface LeaseOptions {
+interface LeaseOptions {
   readonly connect: () => Promise<MysqlConnection>;
   /** The row's key, at most 255 characters. */
   readonly name: string;
@@ -159,7 +159,9 @@ export class Lease {
       }
       if (this.#validUntil !== undefined && !this.#active && !signal.aborted) await this.#start();
       if (again) continue;
-      if (!(await sleepUnlessAborted(this.#nextDelay(), signal))) break;
+      // Poll, but wake in time to give the lease up before its validity ends.
+      const left = (this.#validUntil ?? Infinity) - performance.now();
+      if (!(await sleepUnlessAborted(Math.max(0, Math.min(this.#o.pollMs, left)), signal))) break;
     }
     await this.#lose(true);
   }
@@ -181,13 +183,13 @@ export class Lease {
       this.#rowEnsured = false;
       return;
     }
-    const seen = this.#seen;
-    if (seen === undefined || seen.holder !== row.holder || seen.renewals !== row.renewals) {
-      this.#seen = { holder: row.holder, renewals: row.renewals, since: now };
+    let seen = this.#seen;
+    if (seen?.holder !== row.holder || seen.renewals !== row.renewals) {
+      seen = { holder: row.holder, renewals: row.renewals, since: now };
+      this.#seen = seen;
     }
-    const since = (this.#seen as Seen).since;
     const free = row.holder === "" || row.holder === o.holder;
-    if (!free && now - since < o.termMs) return;
+    if (!free && now - seen.since < o.termMs) return;
     const sent = performance.now();
     const won = await this.#update("holder = ?", "holder = ? AND renewals = ?", [
       o.holder,
@@ -273,12 +275,6 @@ export class Lease {
         error: errorMessage(err),
       });
     }
-  }
-
-  /** Poll, but wake in time to give the lease up before its validity ends. */
-  #nextDelay(): number {
-    const left = (this.#validUntil ?? Infinity) - performance.now();
-    return Math.max(0, Math.min(this.#o.pollMs, left));
   }
 
   #dropConnection(): void {
