@@ -55,8 +55,6 @@ export interface CleanupCommandOptions {
   readonly now?: Date;
 }
 
-/** Start-up bound: connect plus `SELECT 1`. */
-const PING_TIMEOUT_MS = 5_000;
 /** `setTimeout` fires at once above 2^31 − 1 ms, which would turn a long pause into none. */
 const MAX_PAUSE_MS = 2 ** 31 - 1;
 /** Column width of the table name in printed lines (longest name has 38 characters). */
@@ -68,12 +66,6 @@ const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
  * (some 20 s) keeps a legacy table with years of old rows from being scanned to the end first.
  */
 const PROGRESS_COUNT_LIMIT = 10_000_000;
-/**
- * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a metadata
- * lock makes every later statement on that table wait behind it, the worker's inserts
- * included; giving up after a few seconds keeps the worker writing.
- */
-const ALTER_LOCK_WAIT_SECONDS = 10;
 
 const log = getLogger("cleanup");
 
@@ -465,11 +457,7 @@ export async function runCleanupCommand(
   };
   if (signal.aborted) return interrupted(0, tables.length);
 
-  const session = new CleanupSession(connectionOptions, {
-    timeoutMs: PING_TIMEOUT_MS,
-    lockWaitSeconds: ALTER_LOCK_WAIT_SECONDS,
-    signal,
-  });
+  const session = new CleanupSession(connectionOptions, signal);
   try {
     try {
       await session.open();

@@ -290,15 +290,14 @@ export interface RetentionTarget {
   readonly column: string;
 }
 
-/** Options of a {@linkcode CleanupSession}. */
-export interface CleanupSessionOptions {
-  /** Bound on connecting plus the first answer. */
-  readonly timeoutMs: number;
-  /** `lock_wait_timeout` of the session: how long an `ALTER TABLE` waits for a lock. */
-  readonly lockWaitSeconds: number;
-  /** Abandons the statement in flight (its connection is closed) when it aborts. */
-  readonly signal: AbortSignal;
-}
+/** Start-up bound: connect plus `SELECT 1`. */
+const PING_TIMEOUT_MS = 5_000;
+/**
+ * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a metadata
+ * lock makes every later statement on that table wait behind it, the worker's inserts
+ * included; giving up after a few seconds keeps the worker writing.
+ */
+const ALTER_LOCK_WAIT_SECONDS = 10;
 
 /** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
 function partitionClause(partitions: string | readonly string[]): string {
@@ -309,27 +308,28 @@ function partitionClause(partitions: string | readonly string[]): string {
 
 /**
  * The one dedicated connection of a `cleanup` run, opened on first use and reopened after
- * {@linkcode discard}. Table and partition names never come from configuration.
+ * {@linkcode discard}; `signal` abandons the statement in flight (its connection is closed).
+ * Table and partition names never come from configuration.
  */
 export class CleanupSession {
   readonly #options: MysqlUrlOptions;
-  readonly #limits: CleanupSessionOptions;
+  readonly #signal: AbortSignal;
   #conn: MysqlConnection | undefined;
 
-  constructor(options: MysqlUrlOptions, limits: CleanupSessionOptions) {
+  constructor(options: MysqlUrlOptions, signal: AbortSignal) {
     this.#options = options;
-    this.#limits = limits;
+    this.#signal = signal;
   }
 
   /** Connect and answer within the bound (the connection is reused afterwards). */
   async open(): Promise<MysqlConnection> {
     if (this.#conn !== undefined) return this.#conn;
     const { connection } = await connectMysql(this.#options, {
-      timeoutMs: this.#limits.timeoutMs,
-      signal: this.#limits.signal,
+      timeoutMs: PING_TIMEOUT_MS,
+      signal: this.#signal,
     });
     this.#conn = connection;
-    await connection.query(`SET SESSION lock_wait_timeout = ${this.#limits.lockWaitSeconds}`);
+    await connection.query(`SET SESSION lock_wait_timeout = ${ALTER_LOCK_WAIT_SECONDS}`);
     return connection;
   }
 
@@ -341,7 +341,7 @@ export class CleanupSession {
     const conn = await this.open();
     const [result] = await unlessAborted(
       conn.query<T>(sql, params),
-      this.#limits.signal,
+      this.#signal,
       () => this.discard(),
     );
     return result;
