@@ -206,12 +206,7 @@ async function deleteInBatches(
 ): Promise<TableOutcome> {
   const { options, signal } = ctx;
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
-  const counted = await ctx.session.countOlder(
-    table,
-    trim === "table" ? "table" : [trim],
-    cutoff,
-    PROGRESS_COUNT_LIMIT,
-  );
+  const counted = await ctx.session.countOlder(table, trim, cutoff, PROGRESS_COUNT_LIMIT);
   const started = performance.now();
   let lastProgress = started;
   let after: readonly unknown[] | undefined;

@@ -384,7 +384,7 @@ export class CleanupSession {
   /** How many rows older than the cutoff the partitions hold, counting at most `limit`. */
   async countOlder(
     target: RetentionTarget,
-    partitions: readonly string[] | "table",
+    partitions: string | "table" | readonly string[],
     cutoff: number,
     limit?: number,
   ): Promise<number> {
