@@ -195,16 +195,18 @@ interface RunContext {
 
 /**
  * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary
- * key at a time, with a progress line every `progressIntervalMs`.
+ * key at a time, with a progress line every `progressIntervalMs`. Nothing to trim (`trim` null)
+ * or a disabled table deletes nothing.
  */
 async function deleteInBatches(
   ctx: RunContext,
   table: PlannedTable,
-  trim: string | "table",
-  cutoff: number,
+  trim: string | "table" | null,
   stats: TableStats,
 ): Promise<TableOutcome> {
+  if (trim === null || table.cutoff === null) return { kind: "finished", stats };
   const { options, signal } = ctx;
+  const cutoff = unixSeconds(table.cutoff);
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
   const counted = await ctx.session.countOlder(table, trim, cutoff, PROGRESS_COUNT_LIMIT);
   const started = performance.now();
@@ -257,7 +259,6 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     alterDenied: false,
   };
   const cutoffDate = table.cutoff;
-  const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
   try {
     const layout = await session.readLayout(table);
     stats.layout = layout.kind;
@@ -276,13 +277,13 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${part}`);
         return { kind: "finished", stats };
       }
-      if (cutoffDate === null) return { kind: "finished", stats };
-      return await deleteInBatches(ctx, table, "table", unixSeconds(cutoffDate), stats);
+      return await deleteInBatches(ctx, table, "table", stats);
     }
 
     const weekly = layout.layout;
     const maxHasRows = weekly.max !== null &&
       await session.partitionHasRows(table.table, weekly.max.name);
+    const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
     const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
     stats.needsRepair = maxHasRows;
     if (maintenance.blockedWeeks > 0 || maxHasRows) {
@@ -330,12 +331,10 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         table: table.table,
         error: errorMessage(err),
       });
-      if (cutoff === null) return { kind: "finished", stats };
-      return await deleteInBatches(ctx, table, "table", cutoff, stats);
+      return await deleteInBatches(ctx, table, "table", stats);
     }
     if (signal.aborted) return { kind: "interrupted", stats };
-    if (maintenance.trim === null || cutoff === null) return { kind: "finished", stats };
-    return await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
+    return await deleteInBatches(ctx, table, maintenance.trim, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
     // Whatever broke (missing table, lock timeout, lost connection), the next table starts
