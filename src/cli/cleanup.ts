@@ -281,16 +281,16 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     }
 
     const weekly = layout.layout;
-    const maxHasRows = weekly.max !== null &&
-      await session.partitionHasRows(table.table, weekly.max.name);
+    const max = weekly.max;
+    const maxHasRows = max !== null && await session.partitionHasRows(table.table, max.name);
     const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
     const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
     stats.needsRepair = maxHasRows;
-    if (maintenance.blockedWeeks > 0 || maxHasRows) {
+    if (maxHasRows) {
       log.warn("cleanup: p_max holds rows, weeks ahead cannot be laid out", {
         table: table.table,
-        partition: weekly.max?.name ?? "p_max",
-        "rows_estimate": weekly.max?.rowsEstimate ?? 0,
+        partition: max.name,
+        "rows_estimate": max.rowsEstimate,
         "weeks_missing": maintenance.blockedWeeks,
         "repair_steps_at_least": repairStepCount(maintenance.blockedWeeks),
         hint: "run `statusengine-worker cleanup --repair-partitions` in a quiet hour " +
@@ -308,7 +308,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       }
       if (maxHasRows) {
         parts.push(
-          `${weekly.max?.name} holds ~${weekly.max?.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
+          `${max.name} holds ~${max.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
         );
       }
       if (maintenance.trim !== null && cutoffDate !== null) {
