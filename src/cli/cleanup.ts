@@ -12,8 +12,6 @@ import {
   type MaintenancePlan,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  PARTITION_PRIVILEGES,
-  partitionGrant,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
@@ -96,18 +94,17 @@ interface TableStats {
  */
 async function partitionGrantAdvice(
   session: CleanupSession,
-  tables: readonly PlannedTable[],
+  enabled: readonly PlannedTable[],
 ): Promise<string | undefined> {
   try {
-    const { account, database, missing } = await session.missingPrivileges(
-      tables.filter((t) => t.days > 0).map((t) => t.table),
-      PARTITION_PRIVILEGES,
+    const { account, database, missing, grant } = await session.missingPartitionPrivileges(
+      enabled.map((t) => t.table),
     );
     if (missing.length === 0) return undefined;
     return `the MySQL account ${account} may not ${missing.join(" or ")} the tables of ` +
       `"${database}": cleanup cannot add or drop weekly partitions once the weeks laid out ahead ` +
       `run out, and then deletes old rows one batch at a time instead. Grant it: ` +
-      `${partitionGrant(database, account)} (docs/retention.md#grants)`;
+      `${grant} (docs/retention.md#grants)`;
   } catch (err: unknown) {
     log.debug("cleanup: could not read the account's privileges", { error: errorMessage(err) });
     return undefined;
@@ -468,7 +465,7 @@ export async function runCleanupCommand(
     const ctx: RunContext = { session, options, signal, today: dayNumber(now), io };
     // Said once, before any table: the dry run as a warning; the run deletes what it can and
     // ends with an error, since the weeks ahead will run out.
-    const grantAdvice = await partitionGrantAdvice(session, tables);
+    const grantAdvice = await partitionGrantAdvice(session, enabled);
     if (grantAdvice !== undefined) {
       (dryRun ? log.warn : log.error)("cleanup: the account may not maintain partitions", {
         hint: grantAdvice,

@@ -57,8 +57,6 @@ export {
   CleanupSession,
   dayNumber,
   type MaintenancePlan,
-  PARTITION_PRIVILEGES,
-  partitionGrant,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,

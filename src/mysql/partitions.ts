@@ -32,6 +32,9 @@ import type { MysqlUrlOptions } from "./url.ts";
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
+/** What adding and dropping weekly partitions takes besides the worker's own privileges. */
+const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
+
 /** One row of `information_schema.PARTITIONS` of one table; `name` null when unpartitioned. */
 export interface PartitionInfo {
   readonly name: string | null;
@@ -482,14 +485,14 @@ export class CleanupSession {
   }
 
   /**
-   * Which of `wanted` (upper case, e.g. `ALTER`) the session's account (as GRANT names it) lacks
-   * on one of `tables`, from the global, database and table grants `information_schema` lists.
-   * Grants through a role or a database pattern are not seen: the answer is advice.
+   * Which of {@link PARTITION_PRIVILEGES} the session's account (as GRANT names it) lacks on one
+   * of `tables`, from the global, database and table grants `information_schema` lists, and the
+   * GRANT that adds them. Grants through a role or a database pattern are not seen: the answer
+   * is advice.
    */
-  async missingPrivileges(
+  async missingPartitionPrivileges(
     tables: readonly string[],
-    wanted: readonly string[],
-  ): Promise<{ account: string; database: string; missing: string[] }> {
+  ): Promise<{ account: string; database: string; missing: string[]; grant: string }> {
     const rows = await this.#query<mysql.RowDataPacket[]>(
       `SELECT g.account, DATABASE() AS db, p.priv, p.tbl FROM
          (SELECT CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''',
@@ -513,14 +516,13 @@ export class CleanupSession {
       if (r.tbl === null) everywhere.add(priv);
       else perTable.set(priv, (perTable.get(priv) ?? new Set()).add(String(r.tbl)));
     }
-    const missing = wanted.filter((priv) =>
+    const missing = PARTITION_PRIVILEGES.filter((priv) =>
       !everywhere.has(priv) && !tables.every((t) => perTable.get(priv)?.has(t) === true)
     );
-    return {
-      account: String(rows[0]?.account ?? ""),
-      database: String(rows[0]?.db ?? ""),
-      missing,
-    };
+    const account = String(rows[0]?.account ?? "");
+    const database = String(rows[0]?.db ?? "");
+    const grant = `GRANT ${PARTITION_PRIVILEGES.join(", ")} ON \`${database}\`.* TO ${account}`;
+    return { account, database, missing, grant };
   }
 
   /** Drop the connection so the next table starts on a fresh one. */
@@ -535,12 +537,4 @@ export class CleanupSession {
     this.#conn = undefined;
     if (conn !== undefined) await endMysql(conn);
   }
-}
-
-/** What adding and dropping weekly partitions takes besides the worker's own privileges. */
-export const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
-
-/** The GRANT of {@link PARTITION_PRIVILEGES} to an account (`'user'@'host'`). */
-export function partitionGrant(database: string, account: string): string {
-  return `GRANT ${PARTITION_PRIVILEGES.join(", ")} ON \`${database}\`.* TO ${account}`;
 }
