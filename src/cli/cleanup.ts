@@ -9,7 +9,6 @@
 import {
   CleanupSession,
   dayNumber,
-  type MaintenancePlan,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
   partitionsToTrim,
@@ -316,8 +315,30 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       return { kind: "finished", stats };
     }
 
+    // Add the weeks ahead, then drop the expired ones (each one ALTER TABLE).
     try {
-      await maintainPartitions(ctx, table, weekly, maintenance, stats);
+      if (maintenance.add.length > 0) {
+        const started = performance.now();
+        await session.addPartitions(table.table, weekly, maintenance.add);
+        stats.added = maintenance.add.map((p) => p.name);
+        log.info("cleanup: partitions added", {
+          table: table.table,
+          partitions: stats.added.join(","),
+          "duration_ms": Math.round(performance.now() - started),
+        });
+      }
+      if (!signal.aborted && maintenance.drop.length > 0) {
+        const started = performance.now();
+        await session.dropPartitions(table.table, maintenance.drop);
+        stats.dropped = maintenance.drop.map((p) => p.name);
+        stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
+        log.info("cleanup: partitions dropped", {
+          table: table.table,
+          partitions: stats.dropped.join(","),
+          "rows_estimate": stats.droppedRowsEstimate,
+          "duration_ms": Math.round(performance.now() - started),
+        });
+      }
     } catch (err: unknown) {
       // Only MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR).
       if ((err as { errno?: unknown } | null)?.errno !== 1142) throw err;
@@ -338,40 +359,6 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     // on a fresh connection.
     session.discard();
     return { kind: "failed", stats, error: err };
-  }
-}
-
-/** Add the weeks ahead, then drop the expired ones (each one ALTER TABLE). */
-async function maintainPartitions(
-  ctx: RunContext,
-  table: PlannedTable,
-  weekly: WeeklyLayout,
-  maintenance: MaintenancePlan,
-  stats: TableStats,
-): Promise<void> {
-  const { session, signal } = ctx;
-  if (maintenance.add.length > 0) {
-    const started = performance.now();
-    await session.addPartitions(table.table, weekly, maintenance.add);
-    stats.added = maintenance.add.map((p) => p.name);
-    log.info("cleanup: partitions added", {
-      table: table.table,
-      partitions: stats.added.join(","),
-      "duration_ms": Math.round(performance.now() - started),
-    });
-  }
-  if (signal.aborted) return;
-  if (maintenance.drop.length > 0) {
-    const started = performance.now();
-    await session.dropPartitions(table.table, maintenance.drop);
-    stats.dropped = maintenance.drop.map((p) => p.name);
-    stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
-    log.info("cleanup: partitions dropped", {
-      table: table.table,
-      partitions: stats.dropped.join(","),
-      "rows_estimate": stats.droppedRowsEstimate,
-      "duration_ms": Math.round(performance.now() - started),
-    });
   }
 }
 

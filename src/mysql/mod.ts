@@ -56,7 +56,6 @@ export { JobTracker } from "./job_tracker.ts";
 export {
   CleanupSession,
   dayNumber,
-  type MaintenancePlan,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
