@@ -115,35 +115,28 @@ type TableOutcome =
   | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
   | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };
 
-/** Check the options (a RangeError names the bad one) and resolve each table's age and cutoff. */
+/** The error of an option that keeps the run from starting. */
+function refusal(reason: string): RangeError {
+  return new RangeError(`Cannot run cleanup: ${reason}`);
+}
+
+/** Check the options ({@linkcode refusal} names the bad one) and resolve each table's age and cutoff. */
 function plan(options: CleanupCommandOptions, now: Date): PlannedTable[] {
-  if (!Number.isSafeInteger(options.batchSize) || options.batchSize < 1) {
-    throw new RangeError(
-      `Cannot run cleanup: the batch size must be an integer ≥ 1, got ${options.batchSize}`,
-    );
+  const { batchSize, batchPauseMs } = options;
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+    throw refusal(`the batch size must be an integer ≥ 1, got ${batchSize}`);
   }
-  if (
-    !Number.isFinite(options.batchPauseMs) || options.batchPauseMs < 0 ||
-    options.batchPauseMs > MAX_PAUSE_MS
-  ) {
-    throw new RangeError(
-      `Cannot run cleanup: the batch pause must be 0–${MAX_PAUSE_MS} ms, got ${options.batchPauseMs}`,
-    );
+  if (!Number.isFinite(batchPauseMs) || batchPauseMs < 0 || batchPauseMs > MAX_PAUSE_MS) {
+    throw refusal(`the batch pause must be 0–${MAX_PAUSE_MS} ms, got ${batchPauseMs}`);
   }
   for (const [key, days] of Object.entries(options.ages)) {
     if (!isRetentionKey(key)) {
-      throw new RangeError(
-        `Cannot run cleanup: unknown retention setting "${key}" (known: ${
-          RETENTION_KEYS.join(", ")
-        })`,
-      );
+      throw refusal(`unknown retention setting "${key}" (known: ${RETENTION_KEYS.join(", ")})`);
     }
     // A negative age would put the cutoff in the future and empty the table. An
     // undefined value (a Partial record at run time) means "not given": the default.
     if (days !== undefined && (!Number.isSafeInteger(days) || days < 0)) {
-      throw new RangeError(
-        `Cannot run cleanup: "${key}" must be a whole number of days ≥ 0 (0 disables), got ${days}`,
-      );
+      throw refusal(`"${key}" must be a whole number of days ≥ 0 (0 disables), got ${days}`);
     }
   }
   return RETENTION_TABLES.map((rule) => {
@@ -404,9 +397,7 @@ export async function runCleanupCommand(
     tables = plan(options, now);
     connectionOptions = mysqlOptionsFromUrl(options.mysqlUrl);
     if (connectionOptions.database === undefined) {
-      throw new TypeError(
-        `Cannot run cleanup: the MySQL URL "${shownUrl}" names no database (…/<database>)`,
-      );
+      throw refusal(`the MySQL URL "${shownUrl}" names no database (…/<database>)`);
     }
   } catch (err: unknown) {
     log.error("cleanup: cannot start", { error: errorMessage(err) });
