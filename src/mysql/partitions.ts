@@ -143,11 +143,12 @@ export function weeksUpTo(
   return partitions;
 }
 
-/** Names of a layout, lower-cased (MySQL compares partition names case-insensitively). */
-function layoutNames(layout: WeeklyLayout): Set<string> {
+/** {@linkcode weeksUpTo} from the top bound of a layout, its names taken. */
+function weeksAfter(layout: WeeklyLayout, firstDay: number, target: number): WeeklyPartition[] {
+  // Lower-cased: MySQL compares partition names case-insensitively.
   const names = new Set(layout.bounded.map((p) => p.name.toLowerCase()));
   if (layout.max !== null) names.add(layout.max.name.toLowerCase());
-  return names;
+  return weeksUpTo(layout.bounded.at(-1)?.lessThan ?? null, firstDay, target, names);
 }
 
 /** What one nightly run does to a weekly-partitioned table. */
@@ -178,9 +179,7 @@ export function planMaintenance(
   cutoff: number | null,
   maxHasRows: boolean,
 ): MaintenancePlan {
-  const top = layout.bounded.at(-1)?.lessThan ?? null;
-  const target = aheadTarget(today);
-  const needed = weeksUpTo(top, today, target, layoutNames(layout));
+  const needed = weeksAfter(layout, today, aheadTarget(today));
   const add = maxHasRows ? [] : needed;
   const blockedWeeks = maxHasRows ? needed.length : 0;
   if (cutoff === null) return { add, drop: [], trim: null, blockedWeeks };
@@ -234,11 +233,10 @@ export function planRepairStep(
   today: number,
   rowDays: { readonly min: number; readonly max: number } | null,
 ): { readonly add: readonly WeeklyPartition[]; readonly weeksLeft: number } | null {
-  const top = layout.bounded.at(-1)?.lessThan ?? null;
   let target = aheadTarget(today);
   if (rowDays !== null) target = Math.max(target, mondayOf(rowDays.max) + 7);
   const firstDay = Math.min(today, rowDays?.min ?? today);
-  const weeks = weeksUpTo(top, firstDay, target, layoutNames(layout));
+  const weeks = weeksAfter(layout, firstDay, target);
   if (weeks.length === 0) return null;
   const add = weeks.slice(0, repairStepWeeks(weeks.length));
   return { add, weeksLeft: weeks.length - add.length };
@@ -255,10 +253,6 @@ export function repairStepCount(weeks: number): number {
   return steps;
 }
 
-function partitionDefinition(p: WeeklyPartition): string {
-  return `PARTITION ${quoteIdentifier(p.name)} VALUES LESS THAN (${p.lessThan})`;
-}
-
 /**
  * The statement that adds weeks above the top bound: a `REORGANIZE` of the MAXVALUE partition
  * into the new weeks and itself (cheap while it is empty), or `ADD PARTITION` without one.
@@ -268,7 +262,9 @@ export function addPartitionsStatement(
   layout: WeeklyLayout,
   add: readonly WeeklyPartition[],
 ): string {
-  const definitions = add.map(partitionDefinition);
+  const definitions = add.map((p) =>
+    `PARTITION ${quoteIdentifier(p.name)} VALUES LESS THAN (${p.lessThan})`
+  );
   if (layout.max === null) {
     return `ALTER TABLE ${quoteIdentifier(table)} ADD PARTITION (${definitions.join(", ")})`;
   }
