@@ -120,7 +120,7 @@ function refusal(reason: string): RangeError {
   return new RangeError(`Cannot run cleanup: ${reason}`);
 }
 
-/** Check the options ({@linkcode refusal} names the bad one) and resolve each table's age and cutoff. */
+/** Check the options (a RangeError names the bad one) and resolve each table's age and cutoff. */
 function plan(options: CleanupCommandOptions, now: Date): PlannedTable[] {
   const { batchSize, batchPauseMs } = options;
   if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
@@ -247,7 +247,6 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     needsRepair: false,
     alterDenied: false,
   };
-  const cutoffDate = table.cutoff;
   try {
     const layout = await session.readLayout(table);
     stats.layout = layout.kind;
@@ -260,9 +259,9 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     }
     if (layout.kind !== "weekly") {
       if (options.dryRun === true) {
-        const part = cutoffDate === null
+        const part = table.cutoff === null
           ? `disabled (${table.key}: 0)`
-          : await dryRunDelete(ctx, table, "table", "table", cutoffDate, stats);
+          : await dryRunDelete(ctx, table, "table", "table", table.cutoff, stats);
         ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${part}`);
         return { kind: "finished", stats };
       }
@@ -272,7 +271,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     const weekly = layout.layout;
     const max = weekly.max;
     const maxHasRows = max !== null && await session.partitionHasRows(table.table, max.name);
-    const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
+    const cutoff = table.cutoff === null ? null : unixSeconds(table.cutoff);
     const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
     stats.needsRepair = maxHasRows;
     if (maxHasRows) {
@@ -300,9 +299,9 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
           `${max.name} holds ~${max.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
         );
       }
-      if (maintenance.trim !== null && cutoffDate !== null) {
+      if (maintenance.trim !== null && table.cutoff !== null) {
         const where = partitionsToTrim(weekly, maintenance);
-        parts.push(await dryRunDelete(ctx, table, where, maintenance.trim, cutoffDate, stats));
+        parts.push(await dryRunDelete(ctx, table, where, maintenance.trim, table.cutoff, stats));
       }
       ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ") || "nothing to do"}`);
       return { kind: "finished", stats };
@@ -432,12 +431,11 @@ export async function runCleanupCommand(
       await session.open();
     } catch (err: unknown) {
       if (signal.aborted) return interrupted(0, tables.length);
-      const message = scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`);
       log.error("cleanup: cannot connect to MySQL", {
         "mysql_url": shownUrl,
         error: scrub(errorMessage(err)),
       });
-      io.err(message);
+      io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`));
       return 1;
     }
     const ctx: RunContext = { session, options, signal, today: dayNumber(now), io };
@@ -457,8 +455,7 @@ export async function runCleanupCommand(
     const alterDenied: string[] = [];
     for (const [index, table] of tables.entries()) {
       if (signal.aborted) return interrupted(total.rows, tables.length - index);
-      const cutoffDate = table.cutoff;
-      if (cutoffDate === null) {
+      if (table.cutoff === null) {
         log.info("cleanup: table disabled, nothing is deleted", {
           table: table.table,
           setting: table.key,
@@ -468,7 +465,7 @@ export async function runCleanupCommand(
           table: table.table,
           column: table.column,
           "age_days": table.days,
-          ...cutoffProperties(cutoffDate),
+          ...cutoffProperties(table.cutoff),
         });
       }
       const started = performance.now();
@@ -486,7 +483,7 @@ export async function runCleanupCommand(
         table: table.table,
         layout: stats.layout,
         "age_days": table.days,
-        ...(cutoffDate === null ? {} : cutoffProperties(cutoffDate)),
+        ...(table.cutoff === null ? {} : cutoffProperties(table.cutoff)),
         "partitions_added": stats.added.length,
         "partitions_dropped": stats.dropped.length,
         "rows_dropped_estimate": stats.droppedRowsEstimate,
