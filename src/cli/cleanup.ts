@@ -16,7 +16,6 @@ import {
   planRepairStep,
   repairStepCount,
   type TableLayout,
-  type WeeklyLayout,
 } from "../mysql/mod.ts";
 import {
   formatLocalRfc3339,
@@ -565,7 +564,7 @@ async function runRepair(
       if (layout.kind !== "weekly" || layout.layout.max === null) continue;
       const max = layout.layout.max;
       const rowDays = await session.rowDaysIn(table, max.name);
-      let weekly: WeeklyLayout = layout.layout;
+      let weekly = layout.layout;
       for (;;) {
         const step = planRepairStep(weekly, ctx.today, rowDays);
         if (step === null) break;

@@ -61,5 +61,4 @@ export {
   planRepairStep,
   repairStepCount,
   type TableLayout,
-  type WeeklyLayout,
 } from "./partitions.ts";
