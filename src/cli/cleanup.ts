@@ -9,17 +9,13 @@
 import {
   CleanupSession,
   dayNumber,
-  type MaintenancePlan,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  PARTITION_PRIVILEGES,
-  partitionGrant,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
   repairStepCount,
   type TableLayout,
-  type WeeklyLayout,
 } from "../mysql/mod.ts";
 import {
   formatLocalRfc3339,
@@ -55,8 +51,6 @@ export interface CleanupCommandOptions {
   readonly now?: Date;
 }
 
-/** Start-up bound: connect plus `SELECT 1`. */
-const PING_TIMEOUT_MS = 5_000;
 /** `setTimeout` fires at once above 2^31 − 1 ms, which would turn a long pause into none. */
 const MAX_PAUSE_MS = 2 ** 31 - 1;
 /** Column width of the table name in printed lines (longest name has 38 characters). */
@@ -68,12 +62,6 @@ const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
  * (some 20 s) keeps a legacy table with years of old rows from being scanned to the end first.
  */
 const PROGRESS_COUNT_LIMIT = 10_000_000;
-/**
- * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a metadata
- * lock makes every later statement on that table wait behind it, the worker's inserts
- * included; giving up after a few seconds keeps the worker writing.
- */
-const ALTER_LOCK_WAIT_SECONDS = 10;
 
 const log = getLogger("cleanup");
 
@@ -104,18 +92,17 @@ interface TableStats {
  */
 async function partitionGrantAdvice(
   session: CleanupSession,
-  tables: readonly PlannedTable[],
+  enabled: readonly PlannedTable[],
 ): Promise<string | undefined> {
   try {
-    const { account, database, missing } = await session.missingPrivileges(
-      tables.filter((t) => t.days > 0).map((t) => t.table),
-      PARTITION_PRIVILEGES,
+    const { account, database, missing, grant } = await session.missingPartitionPrivileges(
+      enabled.map((t) => t.table),
     );
     if (missing.length === 0) return undefined;
     return `the MySQL account ${account} may not ${missing.join(" or ")} the tables of ` +
       `"${database}": cleanup cannot add or drop weekly partitions once the weeks laid out ahead ` +
       `run out, and then deletes old rows one batch at a time instead. Grant it: ` +
-      `${partitionGrant(database, account)} (docs/retention.md#grants)`;
+      `${grant} (docs/retention.md#grants)`;
   } catch (err: unknown) {
     log.debug("cleanup: could not read the account's privileges", { error: errorMessage(err) });
     return undefined;
@@ -127,35 +114,28 @@ type TableOutcome =
   | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
   | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };
 
+/** The error of an option that keeps the run from starting. */
+function refusal(reason: string): RangeError {
+  return new RangeError(`Cannot run cleanup: ${reason}`);
+}
+
 /** Check the options (a RangeError names the bad one) and resolve each table's age and cutoff. */
 function plan(options: CleanupCommandOptions, now: Date): PlannedTable[] {
-  if (!Number.isSafeInteger(options.batchSize) || options.batchSize < 1) {
-    throw new RangeError(
-      `Cannot run cleanup: the batch size must be an integer ≥ 1, got ${options.batchSize}`,
-    );
+  const { batchSize, batchPauseMs } = options;
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+    throw refusal(`the batch size must be an integer ≥ 1, got ${batchSize}`);
   }
-  if (
-    !Number.isFinite(options.batchPauseMs) || options.batchPauseMs < 0 ||
-    options.batchPauseMs > MAX_PAUSE_MS
-  ) {
-    throw new RangeError(
-      `Cannot run cleanup: the batch pause must be 0–${MAX_PAUSE_MS} ms, got ${options.batchPauseMs}`,
-    );
+  if (!Number.isFinite(batchPauseMs) || batchPauseMs < 0 || batchPauseMs > MAX_PAUSE_MS) {
+    throw refusal(`the batch pause must be 0–${MAX_PAUSE_MS} ms, got ${batchPauseMs}`);
   }
   for (const [key, days] of Object.entries(options.ages)) {
     if (!isRetentionKey(key)) {
-      throw new RangeError(
-        `Cannot run cleanup: unknown retention setting "${key}" (known: ${
-          RETENTION_KEYS.join(", ")
-        })`,
-      );
+      throw refusal(`unknown retention setting "${key}" (known: ${RETENTION_KEYS.join(", ")})`);
     }
     // A negative age would put the cutoff in the future and empty the table. An
     // undefined value (a Partial record at run time) means "not given": the default.
     if (days !== undefined && (!Number.isSafeInteger(days) || days < 0)) {
-      throw new RangeError(
-        `Cannot run cleanup: "${key}" must be a whole number of days ≥ 0 (0 disables), got ${days}`,
-      );
+      throw refusal(`"${key}" must be a whole number of days ≥ 0 (0 disables), got ${days}`);
     }
   }
   return RETENTION_TABLES.map((rule) => {
@@ -203,23 +183,20 @@ interface RunContext {
 
 /**
  * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary
- * key at a time, with a progress line every `progressIntervalMs`.
+ * key at a time, with a progress line every `progressIntervalMs`. Nothing to trim (`trim` null)
+ * or a disabled table deletes nothing.
  */
 async function deleteInBatches(
   ctx: RunContext,
   table: PlannedTable,
-  trim: string | "table",
-  cutoff: number,
+  trim: string | "table" | null,
   stats: TableStats,
 ): Promise<TableOutcome> {
+  if (trim === null || table.cutoff === null) return { kind: "finished", stats };
   const { options, signal } = ctx;
+  const cutoff = unixSeconds(table.cutoff);
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
-  const counted = await ctx.session.countOlder(
-    table,
-    trim === "table" ? "table" : [trim],
-    cutoff,
-    PROGRESS_COUNT_LIMIT,
-  );
+  const counted = await ctx.session.countOlder(table, trim, cutoff, PROGRESS_COUNT_LIMIT);
   const started = performance.now();
   let lastProgress = started;
   let after: readonly unknown[] | undefined;
@@ -269,8 +246,6 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     needsRepair: false,
     alterDenied: false,
   };
-  const cutoffDate = table.cutoff;
-  const cutoff = cutoffDate === null ? null : unixSeconds(cutoffDate);
   try {
     const layout = await session.readLayout(table);
     stats.layout = layout.kind;
@@ -283,26 +258,26 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     }
     if (layout.kind !== "weekly") {
       if (options.dryRun === true) {
-        const part = cutoffDate === null
+        const part = table.cutoff === null
           ? `disabled (${table.key}: 0)`
-          : await dryRunDelete(ctx, table, "table", "table", cutoffDate, stats);
+          : await dryRunDelete(ctx, table, "table", "table", table.cutoff, stats);
         ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${part}`);
         return { kind: "finished", stats };
       }
-      if (cutoffDate === null) return { kind: "finished", stats };
-      return await deleteInBatches(ctx, table, "table", unixSeconds(cutoffDate), stats);
+      return await deleteInBatches(ctx, table, "table", stats);
     }
 
     const weekly = layout.layout;
-    const maxHasRows = weekly.max !== null &&
-      await session.partitionHasRows(table.table, weekly.max.name);
+    const max = weekly.max;
+    const maxHasRows = max !== null && await session.partitionHasRows(table.table, max.name);
+    const cutoff = table.cutoff === null ? null : unixSeconds(table.cutoff);
     const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
     stats.needsRepair = maxHasRows;
-    if (maintenance.blockedWeeks > 0 || maxHasRows) {
+    if (maxHasRows) {
       log.warn("cleanup: p_max holds rows, weeks ahead cannot be laid out", {
         table: table.table,
-        partition: weekly.max?.name ?? "p_max",
-        "rows_estimate": weekly.max?.rowsEstimate ?? 0,
+        partition: max.name,
+        "rows_estimate": max.rowsEstimate,
         "weeks_missing": maintenance.blockedWeeks,
         "repair_steps_at_least": repairStepCount(maintenance.blockedWeeks),
         hint: "run `statusengine-worker cleanup --repair-partitions` in a quiet hour " +
@@ -320,19 +295,41 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       }
       if (maxHasRows) {
         parts.push(
-          `${weekly.max?.name} holds ~${weekly.max?.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
+          `${max.name} holds ~${max.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
         );
       }
-      if (maintenance.trim !== null && cutoffDate !== null) {
+      if (maintenance.trim !== null && table.cutoff !== null) {
         const where = partitionsToTrim(weekly, maintenance);
-        parts.push(await dryRunDelete(ctx, table, where, maintenance.trim, cutoffDate, stats));
+        parts.push(await dryRunDelete(ctx, table, where, maintenance.trim, table.cutoff, stats));
       }
       ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ") || "nothing to do"}`);
       return { kind: "finished", stats };
     }
 
+    // Add the weeks ahead, then drop the expired ones (each one ALTER TABLE).
     try {
-      await maintainPartitions(ctx, table, weekly, maintenance, stats);
+      if (maintenance.add.length > 0) {
+        const started = performance.now();
+        await session.addPartitions(table.table, weekly, maintenance.add);
+        stats.added = maintenance.add.map((p) => p.name);
+        log.info("cleanup: partitions added", {
+          table: table.table,
+          partitions: stats.added.join(","),
+          "duration_ms": Math.round(performance.now() - started),
+        });
+      }
+      if (!signal.aborted && maintenance.drop.length > 0) {
+        const started = performance.now();
+        await session.dropPartitions(table.table, maintenance.drop);
+        stats.dropped = maintenance.drop.map((p) => p.name);
+        stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
+        log.info("cleanup: partitions dropped", {
+          table: table.table,
+          partitions: stats.dropped.join(","),
+          "rows_estimate": stats.droppedRowsEstimate,
+          "duration_ms": Math.round(performance.now() - started),
+        });
+      }
     } catch (err: unknown) {
       // Only MySQL's "ALTER command denied to user …" (ER_TABLEACCESS_DENIED_ERROR).
       if ((err as { errno?: unknown } | null)?.errno !== 1142) throw err;
@@ -343,52 +340,16 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         table: table.table,
         error: errorMessage(err),
       });
-      if (cutoff === null) return { kind: "finished", stats };
-      return await deleteInBatches(ctx, table, "table", cutoff, stats);
+      return await deleteInBatches(ctx, table, "table", stats);
     }
     if (signal.aborted) return { kind: "interrupted", stats };
-    if (maintenance.trim === null || cutoff === null) return { kind: "finished", stats };
-    return await deleteInBatches(ctx, table, maintenance.trim, cutoff, stats);
+    return await deleteInBatches(ctx, table, maintenance.trim, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
     // Whatever broke (missing table, lock timeout, lost connection), the next table starts
     // on a fresh connection.
     session.discard();
     return { kind: "failed", stats, error: err };
-  }
-}
-
-/** Add the weeks ahead, then drop the expired ones (each one ALTER TABLE). */
-async function maintainPartitions(
-  ctx: RunContext,
-  table: PlannedTable,
-  weekly: WeeklyLayout,
-  maintenance: MaintenancePlan,
-  stats: TableStats,
-): Promise<void> {
-  const { session, signal } = ctx;
-  if (maintenance.add.length > 0) {
-    const started = performance.now();
-    await session.addPartitions(table.table, weekly, maintenance.add);
-    stats.added = maintenance.add.map((p) => p.name);
-    log.info("cleanup: partitions added", {
-      table: table.table,
-      partitions: stats.added.join(","),
-      "duration_ms": Math.round(performance.now() - started),
-    });
-  }
-  if (signal.aborted) return;
-  if (maintenance.drop.length > 0) {
-    const started = performance.now();
-    await session.dropPartitions(table.table, maintenance.drop);
-    stats.dropped = maintenance.drop.map((p) => p.name);
-    stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
-    log.info("cleanup: partitions dropped", {
-      table: table.table,
-      partitions: stats.dropped.join(","),
-      "rows_estimate": stats.droppedRowsEstimate,
-      "duration_ms": Math.round(performance.now() - started),
-    });
   }
 }
 
@@ -434,9 +395,7 @@ export async function runCleanupCommand(
     tables = plan(options, now);
     connectionOptions = mysqlOptionsFromUrl(options.mysqlUrl);
     if (connectionOptions.database === undefined) {
-      throw new TypeError(
-        `Cannot run cleanup: the MySQL URL "${shownUrl}" names no database (…/<database>)`,
-      );
+      throw refusal(`the MySQL URL "${shownUrl}" names no database (…/<database>)`);
     }
   } catch (err: unknown) {
     log.error("cleanup: cannot start", { error: errorMessage(err) });
@@ -465,28 +424,23 @@ export async function runCleanupCommand(
   };
   if (signal.aborted) return interrupted(0, tables.length);
 
-  const session = new CleanupSession(connectionOptions, {
-    timeoutMs: PING_TIMEOUT_MS,
-    lockWaitSeconds: ALTER_LOCK_WAIT_SECONDS,
-    signal,
-  });
+  const session = new CleanupSession(connectionOptions, signal);
   try {
     try {
       await session.open();
     } catch (err: unknown) {
       if (signal.aborted) return interrupted(0, tables.length);
-      const message = scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`);
       log.error("cleanup: cannot connect to MySQL", {
         "mysql_url": shownUrl,
         error: scrub(errorMessage(err)),
       });
-      io.err(message);
+      io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`));
       return 1;
     }
     const ctx: RunContext = { session, options, signal, today: dayNumber(now), io };
     // Said once, before any table: the dry run as a warning; the run deletes what it can and
     // ends with an error, since the weeks ahead will run out.
-    const grantAdvice = await partitionGrantAdvice(session, tables);
+    const grantAdvice = await partitionGrantAdvice(session, enabled);
     if (grantAdvice !== undefined) {
       (dryRun ? log.warn : log.error)("cleanup: the account may not maintain partitions", {
         hint: grantAdvice,
@@ -500,8 +454,7 @@ export async function runCleanupCommand(
     const alterDenied: string[] = [];
     for (const [index, table] of tables.entries()) {
       if (signal.aborted) return interrupted(total.rows, tables.length - index);
-      const cutoffDate = table.cutoff;
-      if (cutoffDate === null) {
+      if (table.cutoff === null) {
         log.info("cleanup: table disabled, nothing is deleted", {
           table: table.table,
           setting: table.key,
@@ -511,7 +464,7 @@ export async function runCleanupCommand(
           table: table.table,
           column: table.column,
           "age_days": table.days,
-          ...cutoffProperties(cutoffDate),
+          ...cutoffProperties(table.cutoff),
         });
       }
       const started = performance.now();
@@ -529,7 +482,7 @@ export async function runCleanupCommand(
         table: table.table,
         layout: stats.layout,
         "age_days": table.days,
-        ...(cutoffDate === null ? {} : cutoffProperties(cutoffDate)),
+        ...(table.cutoff === null ? {} : cutoffProperties(table.cutoff)),
         "partitions_added": stats.added.length,
         "partitions_dropped": stats.dropped.length,
         "rows_dropped_estimate": stats.droppedRowsEstimate,
@@ -611,7 +564,7 @@ async function runRepair(
       if (layout.kind !== "weekly" || layout.layout.max === null) continue;
       const max = layout.layout.max;
       const rowDays = await session.rowDaysIn(table, max.name);
-      let weekly: WeeklyLayout = layout.layout;
+      let weekly = layout.layout;
       for (;;) {
         const step = planRepairStep(weekly, ctx.today, rowDays);
         if (step === null) break;

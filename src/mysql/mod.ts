@@ -57,13 +57,9 @@ export { JobTracker } from "./job_tracker.ts";
 export {
   CleanupSession,
   dayNumber,
-  type MaintenancePlan,
-  PARTITION_PRIVILEGES,
-  partitionGrant,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
   repairStepCount,
   type TableLayout,
-  type WeeklyLayout,
 } from "./partitions.ts";

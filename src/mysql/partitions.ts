@@ -32,6 +32,9 @@ import type { MysqlUrlOptions } from "./url.ts";
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
+/** What adding and dropping weekly partitions takes besides the worker's own privileges. */
+const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
+
 /** One row of `information_schema.PARTITIONS` of one table; `name` null when unpartitioned. */
 export interface PartitionInfo {
   readonly name: string | null;
@@ -140,11 +143,12 @@ export function weeksUpTo(
   return partitions;
 }
 
-/** Names of a layout, lower-cased (MySQL compares partition names case-insensitively). */
-function layoutNames(layout: WeeklyLayout): Set<string> {
+/** {@linkcode weeksUpTo} from the top bound of a layout, its names taken. */
+function weeksAfter(layout: WeeklyLayout, firstDay: number, target: number): WeeklyPartition[] {
+  // Lower-cased: MySQL compares partition names case-insensitively.
   const names = new Set(layout.bounded.map((p) => p.name.toLowerCase()));
   if (layout.max !== null) names.add(layout.max.name.toLowerCase());
-  return names;
+  return weeksUpTo(layout.bounded.at(-1)?.lessThan ?? null, firstDay, target, names);
 }
 
 /** What one nightly run does to a weekly-partitioned table. */
@@ -175,9 +179,7 @@ export function planMaintenance(
   cutoff: number | null,
   maxHasRows: boolean,
 ): MaintenancePlan {
-  const top = layout.bounded.at(-1)?.lessThan ?? null;
-  const target = aheadTarget(today);
-  const needed = weeksUpTo(top, today, target, layoutNames(layout));
+  const needed = weeksAfter(layout, today, aheadTarget(today));
   const add = maxHasRows ? [] : needed;
   const blockedWeeks = maxHasRows ? needed.length : 0;
   if (cutoff === null) return { add, drop: [], trim: null, blockedWeeks };
@@ -231,11 +233,10 @@ export function planRepairStep(
   today: number,
   rowDays: { readonly min: number; readonly max: number } | null,
 ): { readonly add: readonly WeeklyPartition[]; readonly weeksLeft: number } | null {
-  const top = layout.bounded.at(-1)?.lessThan ?? null;
   let target = aheadTarget(today);
   if (rowDays !== null) target = Math.max(target, mondayOf(rowDays.max) + 7);
   const firstDay = Math.min(today, rowDays?.min ?? today);
-  const weeks = weeksUpTo(top, firstDay, target, layoutNames(layout));
+  const weeks = weeksAfter(layout, firstDay, target);
   if (weeks.length === 0) return null;
   const add = weeks.slice(0, repairStepWeeks(weeks.length));
   return { add, weeksLeft: weeks.length - add.length };
@@ -252,10 +253,6 @@ export function repairStepCount(weeks: number): number {
   return steps;
 }
 
-function partitionDefinition(p: WeeklyPartition): string {
-  return `PARTITION ${quoteIdentifier(p.name)} VALUES LESS THAN (${p.lessThan})`;
-}
-
 /**
  * The statement that adds weeks above the top bound: a `REORGANIZE` of the MAXVALUE partition
  * into the new weeks and itself (cheap while it is empty), or `ADD PARTITION` without one.
@@ -265,7 +262,9 @@ export function addPartitionsStatement(
   layout: WeeklyLayout,
   add: readonly WeeklyPartition[],
 ): string {
-  const definitions = add.map(partitionDefinition);
+  const definitions = add.map((p) =>
+    `PARTITION ${quoteIdentifier(p.name)} VALUES LESS THAN (${p.lessThan})`
+  );
   if (layout.max === null) {
     return `ALTER TABLE ${quoteIdentifier(table)} ADD PARTITION (${definitions.join(", ")})`;
   }
@@ -290,15 +289,14 @@ export interface RetentionTarget {
   readonly column: string;
 }
 
-/** Options of a {@linkcode CleanupSession}. */
-export interface CleanupSessionOptions {
-  /** Bound on connecting plus the first answer. */
-  readonly timeoutMs: number;
-  /** `lock_wait_timeout` of the session: how long an `ALTER TABLE` waits for a lock. */
-  readonly lockWaitSeconds: number;
-  /** Abandons the statement in flight (its connection is closed) when it aborts. */
-  readonly signal: AbortSignal;
-}
+/** Start-up bound: connect plus `SELECT 1`. */
+const PING_TIMEOUT_MS = 5_000;
+/**
+ * `lock_wait_timeout` (seconds) of the cleanup session. An `ALTER TABLE` waiting for a metadata
+ * lock makes every later statement on that table wait behind it, the worker's inserts
+ * included; giving up after a few seconds keeps the worker writing.
+ */
+const ALTER_LOCK_WAIT_SECONDS = 10;
 
 /** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
 function partitionClause(partitions: string | readonly string[]): string {
@@ -309,27 +307,28 @@ function partitionClause(partitions: string | readonly string[]): string {
 
 /**
  * The one dedicated connection of a `cleanup` run, opened on first use and reopened after
- * {@linkcode discard}. Table and partition names never come from configuration.
+ * {@linkcode discard}; `signal` abandons the statement in flight (its connection is closed).
+ * Table and partition names never come from configuration.
  */
 export class CleanupSession {
   readonly #options: MysqlUrlOptions;
-  readonly #limits: CleanupSessionOptions;
+  readonly #signal: AbortSignal;
   #conn: MysqlConnection | undefined;
 
-  constructor(options: MysqlUrlOptions, limits: CleanupSessionOptions) {
+  constructor(options: MysqlUrlOptions, signal: AbortSignal) {
     this.#options = options;
-    this.#limits = limits;
+    this.#signal = signal;
   }
 
   /** Connect and answer within the bound (the connection is reused afterwards). */
   async open(): Promise<MysqlConnection> {
     if (this.#conn !== undefined) return this.#conn;
     const { connection } = await connectMysql(this.#options, {
-      timeoutMs: this.#limits.timeoutMs,
-      signal: this.#limits.signal,
+      timeoutMs: PING_TIMEOUT_MS,
+      signal: this.#signal,
     });
     this.#conn = connection;
-    await connection.query(`SET SESSION lock_wait_timeout = ${this.#limits.lockWaitSeconds}`);
+    await connection.query(`SET SESSION lock_wait_timeout = ${ALTER_LOCK_WAIT_SECONDS}`);
     return connection;
   }
 
@@ -341,7 +340,7 @@ export class CleanupSession {
     const conn = await this.open();
     const [result] = await unlessAborted(
       conn.query<T>(sql, params),
-      this.#limits.signal,
+      this.#signal,
       () => this.discard(),
     );
     return result;
@@ -384,7 +383,7 @@ export class CleanupSession {
   /** How many rows older than the cutoff the partitions hold, counting at most `limit`. */
   async countOlder(
     target: RetentionTarget,
-    partitions: readonly string[] | "table",
+    partitions: string | "table" | readonly string[],
     cutoff: number,
     limit?: number,
   ): Promise<number> {
@@ -482,14 +481,14 @@ export class CleanupSession {
   }
 
   /**
-   * Which of `wanted` (upper case, e.g. `ALTER`) the session's account (as GRANT names it) lacks
-   * on one of `tables`, from the global, database and table grants `information_schema` lists.
-   * Grants through a role or a database pattern are not seen: the answer is advice.
+   * Which of {@link PARTITION_PRIVILEGES} the session's account (as GRANT names it) lacks on one
+   * of `tables`, from the global, database and table grants `information_schema` lists, and the
+   * GRANT that adds them. Grants through a role or a database pattern are not seen: the answer
+   * is advice.
    */
-  async missingPrivileges(
+  async missingPartitionPrivileges(
     tables: readonly string[],
-    wanted: readonly string[],
-  ): Promise<{ account: string; database: string; missing: string[] }> {
+  ): Promise<{ account: string; database: string; missing: string[]; grant: string }> {
     const rows = await this.#query<mysql.RowDataPacket[]>(
       `SELECT g.account, DATABASE() AS db, p.priv, p.tbl FROM
          (SELECT CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''',
@@ -513,14 +512,13 @@ export class CleanupSession {
       if (r.tbl === null) everywhere.add(priv);
       else perTable.set(priv, (perTable.get(priv) ?? new Set()).add(String(r.tbl)));
     }
-    const missing = wanted.filter((priv) =>
+    const missing = PARTITION_PRIVILEGES.filter((priv) =>
       !everywhere.has(priv) && !tables.every((t) => perTable.get(priv)?.has(t) === true)
     );
-    return {
-      account: String(rows[0]?.account ?? ""),
-      database: String(rows[0]?.db ?? ""),
-      missing,
-    };
+    const account = String(rows[0]?.account ?? "");
+    const database = String(rows[0]?.db ?? "");
+    const grant = `GRANT ${PARTITION_PRIVILEGES.join(", ")} ON \`${database}\`.* TO ${account}`;
+    return { account, database, missing, grant };
   }
 
   /** Drop the connection so the next table starts on a fresh one. */
@@ -535,12 +533,4 @@ export class CleanupSession {
     this.#conn = undefined;
     if (conn !== undefined) await endMysql(conn);
   }
-}
-
-/** What adding and dropping weekly partitions takes besides the worker's own privileges. */
-export const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
-
-/** The GRANT of {@link PARTITION_PRIVILEGES} to an account (`'user'@'host'`). */
-export function partitionGrant(database: string, account: string): string {
-  return `GRANT ${PARTITION_PRIVILEGES.join(", ")} ON \`${database}\`.* TO ${account}`;
 }
