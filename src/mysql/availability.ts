@@ -97,13 +97,23 @@ export class DbAvailability {
     });
   }
 
-  reachable(table: string): void {
+  /** This tracker's clock, read before a statement is sent (see {@link reachable}). */
+  now(): number {
+    return this.#now();
+  }
+
+  /**
+   * A statement for `table`, sent at `sentAt` ({@link now}; default: now), went through. One sent
+   * before the table's outage began ends nothing: the table's other writer may have had it
+   * committed just before MySQL stopped taking writes, and its answer can arrive after the failure.
+   */
+  reachable(table: string, sentAt?: number): void {
     const now = this.#now();
     this.#lastSuccessAt = now;
     // A statement went through: whatever the idle probe last saw is over too.
     if (this.#probeDownSince !== undefined) this.probed(undefined);
     const outage = this.#outages.get(table);
-    if (outage === undefined) return;
+    if (outage === undefined || (sentAt ?? now) < outage.since) return;
     this.#outages.delete(table);
     log.info("db: MySQL takes writes again, held batch written", {
       table,

@@ -67,8 +67,9 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
       throw new StatementWithdrawnError(ctx.table);
     }
     try {
+      const sentAt = ctx.availability.now();
       const result = await op();
-      ctx.availability.reachable(ctx.table);
+      ctx.availability.reachable(ctx.table, sentAt);
       return result;
     } catch (err: unknown) {
       const failure = new MysqlWriteError(ctx.table, err);

@@ -95,3 +95,21 @@ Deno.test("availability: an outage shorter than a minute, or of the idle probe a
     return Promise.resolve();
   });
 });
+
+Deno.test("availability: a statement sent before the table's outage began, answered after it, does not end the outage", () => {
+  let clock = 0;
+  const availability = new DbAvailability(undefined, { now: () => clock });
+  // The table's two writers send a statement each; MySQL stops taking writes between them on the
+  // server, and the failure of one is handled before the success of the other.
+  const firstSent = availability.now();
+  clock = 10;
+  availability.unreachable("statusengine_hostchecks", DOWN);
+  clock = 12;
+  availability.reachable("statusengine_hostchecks", firstSent);
+  assert.equal(availability.available, false, "still held: that statement predates the outage");
+  clock = 20;
+  const retrySent = availability.now();
+  clock = 25;
+  availability.reachable("statusengine_hostchecks", retrySent);
+  assert.equal(availability.available, true, "a statement sent during the outage ends it");
+});
