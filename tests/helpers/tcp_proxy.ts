@@ -2,7 +2,6 @@
  * A TCP proxy the test controls, to cut a link without killing the server
  * behind it (killing gearmand would lose its in-memory queue, docs/gearman-protocol.md#restart).
  */
-import { freePort } from "./gearmand.ts";
 import { concatBytes } from "../../src/util/bytes.ts";
 
 /** A running proxy. */
@@ -25,6 +24,24 @@ export interface TcpProxy extends AsyncDisposable {
 }
 
 /**
+ * A listener on a free port below the ephemeral range (32768 and up), where the kernel picks the
+ * local ports of client sockets: block() gives the proxy's port up and unblock() takes it again,
+ * and a port of that range can meanwhile be taken by any connection of the machine (seen in CI:
+ * AddrInUse on unblock). Cluster tests take their fixed layouts from 20000 up.
+ */
+function listenBelowEphemeral(): Deno.Listener {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = 10_000 + Math.floor(Math.random() * 10_000);
+    try {
+      return Deno.listen({ hostname: "127.0.0.1", port });
+    } catch (err: unknown) {
+      if (!(err instanceof Deno.errors.AddrInUse)) throw err;
+    }
+  }
+  throw new Error("No free port between 10000 and 20000 for the test proxy");
+}
+
+/**
  * Start a proxy in front of `target` (`host:port`).
  *
  * @example
@@ -36,8 +53,8 @@ export interface TcpProxy extends AsyncDisposable {
 export function startTcpProxy(target: string): Promise<TcpProxy> {
   const [host, portText] = target.split(":");
   const targetPort = Number(portText);
-  const port = freePort();
-  let listener: Deno.Listener | undefined = Deno.listen({ hostname: "127.0.0.1", port });
+  let listener: Deno.Listener | undefined = listenBelowEphemeral();
+  const port = (listener.addr as Deno.NetAddr).port;
   const pairs = new Set<{ a: Deno.Conn; b: Deno.Conn }>();
   const tasks = new Set<Promise<void>>();
   let blocked = false;
