@@ -16,6 +16,8 @@ const STALL_SUMMARY_INTERVAL_MS = 60_000;
 
 interface Outage {
   readonly since: number;
+  /** When the latest failure was handled: only a statement sent after it ends the outage. */
+  failedAt: number;
   attempts: number;
   lastLogAt: number;
 }
@@ -42,8 +44,8 @@ export class DbAvailability {
   readonly #gauge: Metrics["dbAvailable"] | undefined;
   /** The tables whose writers hold rows because MySQL cannot take them. */
   readonly #outages = new Map<string, Outage>();
-  /** When the idle probe started failing, while it fails; it holds no rows. */
-  #probeDownSince: number | undefined;
+  /** While the idle probe fails: since when, and its latest failure. It holds no rows. */
+  #probeDown: { readonly since: number; failedAt: number } | undefined;
   readonly #options: DbAvailabilityOptions;
   readonly #now: () => number;
   #stall: Stall | undefined;
@@ -59,7 +61,7 @@ export class DbAvailability {
 
   /** False while any writer is holding rows because MySQL cannot take them. */
   get available(): boolean {
-    return this.#outages.size === 0 && this.#probeDownSince === undefined;
+    return this.#outages.size === 0 && this.#probeDown === undefined;
   }
 
   /** A statement for `table` failed because MySQL cannot take writes now. */
@@ -77,7 +79,7 @@ export class DbAvailability {
     this.#stall ??= { since: now, errorAt: undefined, lastError: "" };
     this.#stall.lastError = errorMessage(err);
     if (outage === undefined) {
-      this.#outages.set(table, { since: now, attempts: 1, lastLogAt: now });
+      this.#outages.set(table, { since: now, failedAt: now, attempts: 1, lastLogAt: now });
       this.#gauge?.set(0);
       log.warn("db: MySQL cannot take writes, holding the batch", {
         table,
@@ -85,6 +87,7 @@ export class DbAvailability {
       });
     } else {
       outage.attempts++;
+      outage.failedAt = now;
     }
     this.#escalate(now);
     if (outage === undefined || now - outage.lastLogAt < STILL_DOWN_LOG_INTERVAL_MS) return;
@@ -103,17 +106,17 @@ export class DbAvailability {
   }
 
   /**
-   * A statement for `table`, sent at `sentAt` ({@link now}; default: now), went through. One sent
-   * before the table's outage began ends nothing: the table's other writer may have had it
-   * committed just before MySQL stopped taking writes, and its answer can arrive after the failure.
+   * A statement for `table`, sent at `sentAt` ({@link now}), went through. It ends an outage only
+   * if it was sent after the outage's latest failure was handled: the table's other writer may
+   * have had a statement committed just before MySQL stopped taking writes, and its answer can
+   * arrive after the failure. The same holds for the idle probe's outage.
    */
-  reachable(table: string, sentAt?: number): void {
+  reachable(table: string, sentAt: number): void {
     const now = this.#now();
     this.#lastSuccessAt = now;
-    // A statement went through: whatever the idle probe last saw is over too.
-    if (this.#probeDownSince !== undefined) this.probed(undefined);
+    if (this.#probeDown !== undefined && sentAt >= this.#probeDown.failedAt) this.probed(undefined);
     const outage = this.#outages.get(table);
-    if (outage === undefined || (sentAt ?? now) < outage.since) return;
+    if (outage === undefined || sentAt < outage.failedAt) return;
     this.#outages.delete(table);
     log.info("db: MySQL takes writes again, held batch written", {
       table,
@@ -161,19 +164,22 @@ export class DbAvailability {
     const now = this.#now();
     if (err === undefined) {
       this.#lastSuccessAt = now;
-      const since = this.#probeDownSince;
-      if (since === undefined) return;
-      this.#probeDownSince = undefined;
+      const down = this.#probeDown;
+      if (down === undefined) return;
+      this.#probeDown = undefined;
       log.info("db: MySQL answers the idle probe again", {
-        down_for_s: Math.round((now - since) / 100) / 10,
+        down_for_s: Math.round((now - down.since) / 100) / 10,
       });
       this.#ended();
       return;
     }
     // The writers retry with back-off; the probe's ticks keep the stall's summaries on time.
     this.#escalate(now);
-    if (this.#probeDownSince !== undefined) return;
-    this.#probeDownSince = now;
+    if (this.#probeDown !== undefined) {
+      this.#probeDown.failedAt = now;
+      return;
+    }
+    this.#probeDown = { since: now, failedAt: now };
     this.#gauge?.set(0);
     log.warn("db: MySQL does not answer the idle probe; treated as unavailable", {
       error: errorMessage(err),

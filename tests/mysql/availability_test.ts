@@ -60,9 +60,9 @@ Deno.test("availability: writes held for a minute are an error with context, the
     ]);
 
     clock += 1_000;
-    availability.reachable("statusengine_servicechecks");
+    availability.reachable("statusengine_servicechecks", availability.now());
     assert.equal(at("warn", logs).filter((m) => m.includes("stall is over")).length, 0);
-    availability.reachable("statusengine_hostchecks");
+    availability.reachable("statusengine_hostchecks", availability.now());
     const over = logs.filter((l) => l.message.includes("the write stall is over"));
     assert.equal(over.length, 1);
     assert.equal(over[0]?.level, "warn");
@@ -79,11 +79,11 @@ Deno.test("availability: an outage shorter than a minute, or of the idle probe a
     availability.unreachable("statusengine_servicechecks", DOWN);
     clock = 59_000;
     availability.unreachable("statusengine_servicechecks", DOWN);
-    availability.reachable("statusengine_servicechecks");
+    availability.reachable("statusengine_servicechecks", availability.now());
     // A new outage starts its own minute.
     clock = 100_000;
     availability.unreachable("statusengine_servicechecks", DOWN);
-    availability.reachable("statusengine_servicechecks");
+    availability.reachable("statusengine_servicechecks", availability.now());
     // Nothing held: an idle worker whose probe fails for long is unavailable, not stalled.
     for (; clock < 400_000; clock += 5_000) availability.probed(DOWN);
     availability.probed(undefined);
