@@ -185,7 +185,11 @@ export function installBulkExecuteEncoder(): boolean {
   return true;
 }
 
-/** The packet mysql2's own encoder writes for these values, header included (tests compare). */
+/**
+ * The packet mysql2's own encoder writes for these values, header included (tests compare). A
+ * payload of 16 MiB − 1 or more has no header of its own: the connection splits it into packets
+ * with headers of theirs, so its first four bytes are left as mysql2 allocated them.
+ */
 export function mysql2ExecutePacket(
   statementId: number,
   values: readonly SqlValue[],
@@ -203,7 +207,7 @@ export function mysql2ExecutePacket(
     serverCapabilityFlags: queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0,
     writePacket(packet: unknown) {
       const p = packet as { buffer: Uint8Array; writeHeader(seq: number): void };
-      p.writeHeader(0);
+      if (p.buffer.length - 4 < 0xffffff) p.writeHeader(0);
       written = new Uint8Array(p.buffer);
     },
   };

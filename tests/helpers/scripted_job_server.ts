@@ -13,6 +13,7 @@
  */
 import { encodePacket, PACKET, type Packet, PacketParser } from "../../src/gearman/codec.ts";
 import { concatBytes } from "../../src/util/bytes.ts";
+import { Rng } from "../../src/synthetic/rng.ts";
 
 /** Options of {@link startScriptedJobServer}. */
 export interface ScriptOptions {
@@ -294,18 +295,13 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
 }
 
 /**
- * A small seeded generator (mulberry32), so a failing run can be replayed from its seed.
+ * A seeded generator (the synthetic events' mulberry32), so a failing run can be replayed from
+ * its seed.
  *
  * @param seed Any 32-bit integer.
  * @returns Uniform numbers in [0, 1).
  */
 export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rng = new Rng(seed >>> 0);
+  return () => rng.next();
 }

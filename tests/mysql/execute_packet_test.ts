@@ -11,6 +11,17 @@ import {
 import type { SqlValue } from "../../src/events/types.ts";
 import { seededRandom } from "../helpers/seeded_random.ts";
 
+/**
+ * From 16 MiB − 1 on, the connection splits the payload and writes the headers itself, so only
+ * the payload is compared. Byte by byte first: deepEqual on 16 MiB takes most of a minute.
+ */
+function assertSamePacket(actual: Uint8Array, expected: Uint8Array, message: string): void {
+  const from = actual.length - 4 >= 0xffffff ? 4 : 0;
+  const [a, e] = [actual.subarray(from), expected.subarray(from)];
+  if (a.length === e.length && a.every((byte, i) => byte === e[i])) return;
+  assert.deepEqual(a, e, message);
+}
+
 Deno.test("execute packet: the hook finds mysql2's execute command", () => {
   assert.equal(installBulkExecuteEncoder(), true);
 });
@@ -53,10 +64,10 @@ Deno.test("execute packet: the same bytes as mysql2's encoder for random paramet
     for (const attributes of [false, true]) {
       const packet = encodeExecutePacket(id, values, attributes);
       const expected = mysql2ExecutePacket(id, values, attributes);
-      assert.deepEqual(packet, expected, `round ${round}, attributes ${attributes}`);
+      assertSamePacket(packet, expected, `round ${round}, attributes ${attributes}`);
       // A packet is the caller's: the next one, written through the same scratch, leaves it be.
       if (previous !== undefined) {
-        assert.deepEqual(previous.packet, previous.expected, `round ${round}: previous packet`);
+        assertSamePacket(previous.packet, previous.expected, `round ${round}: previous packet`);
       }
       previous = { packet, expected };
     }
