@@ -18,6 +18,8 @@ interface Outage {
   readonly since: number;
   /** When the latest failure was handled: only a statement sent after it ends the outage. */
   failedAt: number;
+  /** The held statements, each known by its retry scope; with the last one the outage ends. */
+  readonly holders: Set<object>;
   attempts: number;
   lastLogAt: number;
 }
@@ -64,8 +66,8 @@ export class DbAvailability {
     return this.#outages.size === 0 && this.#probeDown === undefined;
   }
 
-  /** A statement for `table` failed because MySQL cannot take writes now. */
-  unreachable(table: string, err: unknown): void {
+  /** A statement for `table`, held by `holder` from now on, failed: MySQL cannot take writes now. */
+  unreachable(table: string, err: unknown, holder: object): void {
     const now = this.#now();
     if (err instanceof StatementTimeoutError && !this.#timeoutWarned) {
       this.#timeoutWarned = true;
@@ -79,7 +81,8 @@ export class DbAvailability {
     this.#stall ??= { since: now, errorAt: undefined, lastError: "" };
     this.#stall.lastError = errorMessage(err);
     if (outage === undefined) {
-      this.#outages.set(table, { since: now, failedAt: now, attempts: 1, lastLogAt: now });
+      const holders = new Set([holder]);
+      this.#outages.set(table, { since: now, failedAt: now, holders, attempts: 1, lastLogAt: now });
       this.#gauge?.set(0);
       log.warn("db: MySQL cannot take writes, holding the batch", {
         table,
@@ -88,6 +91,7 @@ export class DbAvailability {
     } else {
       outage.attempts++;
       outage.failedAt = now;
+      outage.holders.add(holder);
     }
     this.#escalate(now);
     if (outage === undefined || now - outage.lastLogAt < STILL_DOWN_LOG_INTERVAL_MS) return;
@@ -106,17 +110,20 @@ export class DbAvailability {
   }
 
   /**
-   * A statement for `table`, sent at `sentAt` ({@link now}), went through. It ends an outage only
-   * if it was sent after the outage's latest failure was handled: the table's other writer may
-   * have had a statement committed just before MySQL stopped taking writes, and its answer can
-   * arrive after the failure. The same holds for the idle probe's outage.
+   * A statement for `table` of `holder`, sent at `sentAt` ({@link now}), went through. It ends the
+   * outage if it was sent after the outage's latest failure was handled: the table's other writer
+   * may have had a statement committed just before MySQL stopped taking writes, and its answer can
+   * arrive after the failure. The same holds for the idle probe's outage. It also ends the outage
+   * when it was the last one held: then no statement is left to notice that MySQL is back.
    */
-  reachable(table: string, sentAt: number): void {
+  reachable(table: string, sentAt: number, holder: object): void {
     const now = this.#now();
     this.#lastSuccessAt = now;
     if (this.#probeDown !== undefined && sentAt >= this.#probeDown.failedAt) this.probed(undefined);
     const outage = this.#outages.get(table);
-    if (outage === undefined || sentAt < outage.failedAt) return;
+    if (outage === undefined) return;
+    outage.holders.delete(holder);
+    if (sentAt < outage.failedAt && outage.holders.size > 0) return;
     this.#outages.delete(table);
     log.info("db: MySQL takes writes again, held batch written", {
       table,
@@ -135,9 +142,15 @@ export class DbAvailability {
     this.#ended();
   }
 
-  /** Forget an outage without a success (a writer gave up); the gauge follows `available`. */
-  abandon(table: string): void {
-    if (this.#outages.delete(table)) this.#ended();
+  /**
+   * `holder` gave its statement up without a success (shutdown, or its jobs were given back). The
+   * outage is forgotten once no statement of the table is held; the gauge follows `available`.
+   */
+  abandon(table: string, holder: object): void {
+    const outage = this.#outages.get(table);
+    if (outage === undefined || !outage.holders.delete(holder) || outage.holders.size > 0) return;
+    this.#outages.delete(table);
+    this.#ended();
   }
 
   /**

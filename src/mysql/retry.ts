@@ -18,7 +18,10 @@ const log = getLogger("db");
 /** Without jitter: at most one statement per writer is held, a few dozen in all. */
 export const MYSQL_HOLD: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0 };
 
-/** Where a statement is held; `signal` ends holding (shutdown, drain deadline, flush budget). */
+/**
+ * Where a statement is held; `signal` ends holding (shutdown, drain deadline, flush budget). The
+ * object itself names the held statement to {@link DbAvailability}: one per statement.
+ */
 export interface HoldScope {
   readonly table: string;
   readonly availability: DbAvailability;
@@ -34,6 +37,8 @@ export class StatementWithdrawnError extends Error {
 }
 
 export interface RetryContext extends HoldScope {
+  /** The held statement this attempt continues, when its hold began elsewhere; default `this`. */
+  readonly holder?: HoldScope | undefined;
   /** Whether every row's job was given back; asked before each attempt after the first. */
   readonly withdrawn?: () => boolean;
   readonly metrics?:
@@ -46,7 +51,7 @@ export async function pauseHeld(hold: Backoff, scope: HoldScope): Promise<void> 
   try {
     await delay(hold.next(), { signal: scope.signal });
   } catch (abort: unknown) {
-    scope.availability.abandon(scope.table);
+    scope.availability.abandon(scope.table, scope);
     throw abort;
   }
 }
@@ -60,16 +65,17 @@ export async function pauseHeld(hold: Backoff, scope: HoldScope): Promise<void> 
 export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): Promise<T> {
   let hold: Backoff | undefined;
   let lockAttempts = 0;
+  const holder = ctx.holder ?? ctx;
   for (let attempt = 0;; attempt++) {
     ctx.signal.throwIfAborted();
     if (attempt > 0 && ctx.withdrawn?.() === true) {
-      ctx.availability.abandon(ctx.table);
+      ctx.availability.abandon(ctx.table, holder);
       throw new StatementWithdrawnError(ctx.table);
     }
     try {
       const sentAt = ctx.availability.now();
       const result = await op();
-      ctx.availability.reachable(ctx.table, sentAt);
+      ctx.availability.reachable(ctx.table, sentAt, holder);
       return result;
     } catch (err: unknown) {
       const failure = new MysqlWriteError(ctx.table, err);
@@ -91,10 +97,10 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
         });
       } else {
         ctx.metrics?.dbConnectionRetries.inc();
-        ctx.availability.unreachable(ctx.table, err);
+        ctx.availability.unreachable(ctx.table, err, holder);
       }
       hold ??= new Backoff(MYSQL_HOLD);
-      await pauseHeld(hold, ctx);
+      await pauseHeld(hold, holder);
     }
   }
 }

@@ -10,7 +10,13 @@ import type { Table } from "./catalogue.ts";
 import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError, sameMysqlError } from "./errors.ts";
-import { MYSQL_HOLD, pauseHeld, runWithRetry, StatementWithdrawnError } from "./retry.ts";
+import {
+  type HoldScope,
+  MYSQL_HOLD,
+  pauseHeld,
+  runWithRetry,
+  StatementWithdrawnError,
+} from "./retry.ts";
 import { insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
 import type { Row, SqlValue } from "../events/mod.ts";
@@ -365,11 +371,16 @@ export class TableWriter {
     }
     let rows = batch;
     let hold: Backoff | undefined;
+    const scope = {
+      table: this.table.name,
+      availability: this.#availability,
+      signal: this.#abort.signal,
+    };
     for (;;) {
       const held = await this.#isolate(rows, failure);
       if (held === undefined) {
         // Held rows turned out to be rejected after all: the outage is over without a commit.
-        if (hold !== undefined) this.#availability.abandon(this.table.name);
+        if (hold !== undefined) this.#availability.abandon(this.table.name, scope);
         return;
       }
       if (hold === undefined) {
@@ -384,14 +395,10 @@ export class TableWriter {
         );
       }
       rows = held.rows;
-      this.#availability.unreachable(this.table.name, held.error);
+      this.#availability.unreachable(this.table.name, held.error, scope);
       this.#metrics?.dbConnectionRetries.inc();
-      await pauseHeld(hold, {
-        table: this.table.name,
-        availability: this.#availability,
-        signal: this.#abort.signal,
-      });
-      failure = await this.#send(rows, false);
+      await pauseHeld(hold, scope);
+      failure = await this.#send(rows, false, scope);
       if (failure === undefined) return;
     }
   }
@@ -431,11 +438,18 @@ export class TableWriter {
    * Send `batch` as one statement under the retry policy. Returns undefined once committed, or
    * MySQL's rejection (`row` or `statement`); throws the abort reason at shutdown.
    */
-  async #send(batch: Pending[], top: boolean): Promise<MysqlWriteError | undefined> {
+  async #send(
+    batch: Pending[],
+    top: boolean,
+    holder?: HoldScope,
+  ): Promise<MysqlWriteError | undefined> {
     // Rows of jobs given back to the broker are dropped, before the first attempt and whenever a
     // held statement is sent again (docs/retries.md#give-back): another worker writes them.
     let live = this.#dropWithdrawn(batch);
-    if (live.length === 0) return undefined;
+    if (live.length === 0) {
+      if (holder !== undefined) this.#availability.abandon(this.table.name, holder);
+      return undefined;
+    }
     let statement = this.#statement(live, top);
     let attempts = 0;
     try {
@@ -451,6 +465,7 @@ export class TableWriter {
         signal: this.#abort.signal,
         withdrawn: () => live.every((p) => p.owner.withdrawn),
         metrics: this.#metrics,
+        holder,
       });
     } catch (err: unknown) {
       if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {

@@ -2,9 +2,10 @@
  * {@link DbAvailability} must not depend on the order in which answers arrive. A table has two
  * writers by default, the idle probe runs beside them, and each answer is handled whenever its
  * round trip ends, so a success can be handled after a failure that MySQL produced later. The
- * model here states the rule without the tracker's bookkeeping: MySQL counts as taking writes for
- * a table again only once a statement sent after the table's last failure was seen succeeds (or
- * the writer gives up); the idle probe's outage ends the same way, or with a probe that answers.
+ * model here states the rule without the tracker's bookkeeping: a table is out while a writer
+ * holds a statement that failed, until a statement sent after the table's latest failure was seen
+ * succeeds; a writer holds from its failure until its own success or give-up. The idle probe's
+ * outage ends the same way, or with a probe that answers.
  * Random interleavings of sends, answers, give-ups and probes are checked against it after every
  * step, together with the gauge, the stall clock behind `--mysql-give-back-after` and the outage
  * log lines.
@@ -19,16 +20,18 @@ const TABLES = ["statusengine_hostchecks", "statusengine_servicechecks"] as cons
 const WRITERS_PER_TABLE = 2;
 const DOWN = new Error("connect ECONNREFUSED 127.0.0.1:3306");
 
-/** What is known of one table: the last failure seen, and the newest proof that writes go through since. */
+/** What is known of one table: its latest failure, and whether a success sent after it was seen. */
 interface TableModel {
   lastFailureAt: number | undefined;
-  /** A success sent at or after the last failure, or a give-up, seen after it. */
   recovered: boolean;
 }
 
 interface Writer {
   readonly table: string;
+  /** While a statement is in flight. */
   sentAt: number | undefined;
+  /** From a failure until its own success or give-up (or the table's recovery). */
+  holding: boolean;
 }
 
 /** A gauge that only remembers its value: `set` is all the tracker calls. */
@@ -48,7 +51,10 @@ async function runCase(seed: number, steps: number): Promise<void> {
       TABLES.map((t) => [t, { lastFailureAt: undefined, recovered: true }]),
     );
     const writers: Writer[] = TABLES.flatMap((table) =>
-      Array.from({ length: WRITERS_PER_TABLE }, () => ({ table, sentAt: undefined }))
+      Array.from(
+        { length: WRITERS_PER_TABLE },
+        () => ({ table, sentAt: undefined, holding: false }),
+      )
     );
     let probeFailedAt: number | undefined;
     let probeRecovered = true;
@@ -57,14 +63,15 @@ async function runCase(seed: number, steps: number): Promise<void> {
     const outagesBegun = new Map<string, number>(TABLES.map((t) => [t, 0]));
     const trace: string[] = [];
 
-    const down = (m: TableModel) => m.lastFailureAt !== undefined && !m.recovered;
+    const down = (table: string) =>
+      !tables.get(table)?.recovered && writers.some((w) => w.table === table && w.holding);
     for (let step = 0; step < steps; step++) {
       clock += 1 + rnd(3);
       const writer = writers[rnd(writers.length)];
       assert.ok(writer !== undefined);
       const model = tables.get(writer.table);
       assert.ok(model !== undefined);
-      const wasHolding = [...tables.values()].some(down);
+      const wasHolding = TABLES.some(down);
       const roll = rnd(100);
       if (roll < 8) {
         // The idle probe: serial, so its answer is always newer than its last failure.
@@ -79,33 +86,38 @@ async function runCase(seed: number, steps: number): Promise<void> {
           probeRecovered = true;
           lastAnswerAt = clock;
         }
-      } else if (roll < 11) {
-        // A writer gives up its held rows (withdrawn, or stopped): the table's outage is forgotten.
-        trace.push(`${writer.table} abandoned`);
-        availability.abandon(writer.table);
-        if (down(model)) model.recovered = true;
+      } else if (roll < 14 && writer.sentAt === undefined) {
+        // A writer gives its statement up between attempts (its jobs given back, or shutdown).
+        trace.push(`${writer.table} gives up (holding: ${writer.holding})`);
+        availability.abandon(writer.table, writer);
+        writer.holding = false;
       } else if (writer.sentAt === undefined) {
         trace.push(`${writer.table} sends at ${clock}`);
         writer.sentAt = availability.now();
       } else if (rnd(2) === 0) {
         trace.push(`${writer.table} fails (sent ${writer.sentAt})`);
-        availability.unreachable(writer.table, DOWN);
-        if (!down(model)) outagesBegun.set(writer.table, (outagesBegun.get(writer.table) ?? 0) + 1);
+        availability.unreachable(writer.table, DOWN, writer);
+        if (!down(writer.table)) {
+          outagesBegun.set(writer.table, (outagesBegun.get(writer.table) ?? 0) + 1);
+        }
         model.lastFailureAt = clock;
         model.recovered = false;
+        writer.holding = true;
         writer.sentAt = undefined;
       } else {
         trace.push(`${writer.table} succeeds (sent ${writer.sentAt})`);
-        availability.reachable(writer.table, writer.sentAt);
+        availability.reachable(writer.table, writer.sentAt, writer);
+        writer.holding = false;
         if (model.lastFailureAt === undefined || writer.sentAt >= model.lastFailureAt) {
           model.recovered = true;
+          for (const w of writers) if (w.table === writer.table) w.holding = false;
         }
         if (probeFailedAt !== undefined && writer.sentAt >= probeFailedAt) probeRecovered = true;
         lastAnswerAt = clock;
         writer.sentAt = undefined;
       }
 
-      const holding = [...tables.values()].some(down);
+      const holding = TABLES.some(down);
       if (holding && !wasHolding) stallSince = clock;
       if (!holding) stallSince = undefined;
       const expected: boolean = !holding && (probeFailedAt === undefined || probeRecovered);

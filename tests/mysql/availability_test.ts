@@ -7,6 +7,8 @@ import { DbAvailability } from "../../src/mysql/availability.ts";
 import { type LogLine, withLogs } from "../helpers/logs.ts";
 
 const DOWN = new Error("connect ECONNREFUSED 127.0.0.1:3306");
+/** Names the held statement; a table's outage ends at the latest when it holds none. */
+const WRITER = {};
 
 function at(level: string, logs: readonly LogLine[]): string[] {
   return logs.filter((l) => l.level === level).map((l) => l.message);
@@ -22,13 +24,13 @@ Deno.test("availability: writes held for a minute are an error with context, the
     });
     // The writers retry every 5 s; the first minute stays at warn.
     for (; clock < 60_000; clock += 5_000) {
-      availability.unreachable("statusengine_servicechecks", DOWN);
-      availability.unreachable("statusengine_hostchecks", DOWN);
+      availability.unreachable("statusengine_servicechecks", DOWN, WRITER);
+      availability.unreachable("statusengine_hostchecks", DOWN, WRITER);
     }
     assert.deepEqual(at("error", logs), [], "no error within the first minute");
     assert.ok(at("warn", logs).length > 0, "the first minute is logged as warnings");
 
-    availability.unreachable("statusengine_servicechecks", DOWN);
+    availability.unreachable("statusengine_servicechecks", DOWN, WRITER);
     const errors = logs.filter((l) => l.level === "error");
     assert.equal(errors.length, 1, "one error once the minute is over");
     assert.equal(
@@ -51,7 +53,7 @@ Deno.test("availability: writes held for a minute are an error with context, the
 
     // Retries within the next minute add no error; the idle probe's ticks keep the summary on time.
     for (clock += 5_000; clock < 120_000; clock += 5_000) {
-      availability.unreachable("statusengine_hostchecks", DOWN);
+      availability.unreachable("statusengine_hostchecks", DOWN, WRITER);
     }
     assert.equal(at("error", logs).length, 1, "one error per minute");
     availability.probed(DOWN);
@@ -60,9 +62,9 @@ Deno.test("availability: writes held for a minute are an error with context, the
     ]);
 
     clock += 1_000;
-    availability.reachable("statusengine_servicechecks", availability.now());
+    availability.reachable("statusengine_servicechecks", availability.now(), WRITER);
     assert.equal(at("warn", logs).filter((m) => m.includes("stall is over")).length, 0);
-    availability.reachable("statusengine_hostchecks", availability.now());
+    availability.reachable("statusengine_hostchecks", availability.now(), WRITER);
     const over = logs.filter((l) => l.message.includes("the write stall is over"));
     assert.equal(over.length, 1);
     assert.equal(over[0]?.level, "warn");
@@ -76,14 +78,14 @@ Deno.test("availability: an outage shorter than a minute, or of the idle probe a
   await withLogs((logs) => {
     let clock = 0;
     const availability = new DbAvailability(undefined, { now: () => clock });
-    availability.unreachable("statusengine_servicechecks", DOWN);
+    availability.unreachable("statusengine_servicechecks", DOWN, WRITER);
     clock = 59_000;
-    availability.unreachable("statusengine_servicechecks", DOWN);
-    availability.reachable("statusengine_servicechecks", availability.now());
+    availability.unreachable("statusengine_servicechecks", DOWN, WRITER);
+    availability.reachable("statusengine_servicechecks", availability.now(), WRITER);
     // A new outage starts its own minute.
     clock = 100_000;
-    availability.unreachable("statusengine_servicechecks", DOWN);
-    availability.reachable("statusengine_servicechecks", availability.now());
+    availability.unreachable("statusengine_servicechecks", DOWN, WRITER);
+    availability.reachable("statusengine_servicechecks", availability.now(), WRITER);
     // Nothing held: an idle worker whose probe fails for long is unavailable, not stalled.
     for (; clock < 400_000; clock += 5_000) availability.probed(DOWN);
     availability.probed(undefined);
@@ -101,15 +103,32 @@ Deno.test("availability: a statement sent before the table's outage began, answe
   const availability = new DbAvailability(undefined, { now: () => clock });
   // The table's two writers send a statement each; MySQL stops taking writes between them on the
   // server, and the failure of one is handled before the success of the other.
+  const [held, other] = [{}, {}];
   const firstSent = availability.now();
   clock = 10;
-  availability.unreachable("statusengine_hostchecks", DOWN);
+  availability.unreachable("statusengine_hostchecks", DOWN, held);
   clock = 12;
-  availability.reachable("statusengine_hostchecks", firstSent);
+  availability.reachable("statusengine_hostchecks", firstSent, other);
   assert.equal(availability.available, false, "still held: that statement predates the outage");
   clock = 20;
   const retrySent = availability.now();
   clock = 25;
-  availability.reachable("statusengine_hostchecks", retrySent);
+  availability.reachable("statusengine_hostchecks", retrySent, held);
   assert.equal(availability.available, true, "a statement sent during the outage ends it");
+});
+
+Deno.test("availability: one writer giving up does not end the outage while the table's other writer still holds", () => {
+  let clock = 0;
+  const availability = new DbAvailability(undefined, { now: () => clock });
+  // Both writers hold; the jobs of one are given back to the broker (another worker takes them).
+  const [givenBack, holding] = [{}, {}];
+  availability.unreachable("statusengine_hostchecks", DOWN, givenBack);
+  clock = 5;
+  availability.unreachable("statusengine_hostchecks", DOWN, holding);
+  clock = 8;
+  availability.abandon("statusengine_hostchecks", givenBack);
+  assert.equal(availability.available, false, "the other writer still holds its rows");
+  assert.equal(availability.holdingForMs, 8, "the stall clock did not start over");
+  availability.abandon("statusengine_hostchecks", holding);
+  assert.equal(availability.available, true, "nothing is held any more");
 });
