@@ -23,6 +23,7 @@ export class ByteBudget {
   #used = 0;
   #queues = 0;
   readonly #blocked: QueueBudget[] = [];
+  #waking = false;
 
   constructor(limit: number) {
     if (!Number.isSafeInteger(limit) || limit < 1) {
@@ -62,19 +63,30 @@ export class ByteBudget {
     if (!this.#blocked.includes(queue)) this.#blocked.push(queue);
   }
 
-  /** @internal Forget a queue that no longer waits. */
+  /**
+   * @internal Forget a queue that no longer waits for bytes (served, cancelled, or without a free
+   * slot). The queues behind the first one waited only for their turn: they get it now.
+   */
   unblock(queue: QueueBudget): void {
     const i = this.#blocked.indexOf(queue);
-    if (i !== -1) this.#blocked.splice(i, 1);
+    if (i === -1) return;
+    this.#blocked.splice(i, 1);
+    if (i === 0) this.#wake();
   }
 
   #wake(): void {
     // Oldest first, stopping at the first that does not fit, so a large job is not overtaken
-    // forever. Removed by identity: a grant handed out may cancel other waits.
-    for (;;) {
-      const queue = this.#blocked[0];
-      if (queue === undefined || !queue.resume()) return;
-      this.unblock(queue);
+    // forever. A queue that no longer waits leaves the list itself (unblock), which, inside this
+    // loop, only moves on to the next.
+    if (this.#waking) return;
+    this.#waking = true;
+    try {
+      for (let queue = this.#blocked[0]; queue?.resume() === true; queue = this.#blocked[0]) {
+        const i = this.#blocked.indexOf(queue);
+        if (i !== -1) this.#blocked.splice(i, 1);
+      }
+    } finally {
+      this.#waking = false;
     }
   }
 }
@@ -180,8 +192,7 @@ export class QueueBudget {
 
   /** @internal Hand grants to waiters while possible; false when the head waiter is blocked on bytes. */
   resume(): boolean {
-    while (this.#waiters.length > 0) {
-      if (!this.#slotFree()) return true;
+    while (this.#waiters.length > 0 && this.#slotFree()) {
       if (!this.#bytes.fits(this.estimate)) {
         this.#bytes.block(this);
         return false;
@@ -189,6 +200,7 @@ export class QueueBudget {
       const next = this.#waiters.shift() as (grant: Grant) => void;
       next(this.#grant());
     }
+    this.#bytes.unblock(this);
     return true;
   }
 
