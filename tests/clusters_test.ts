@@ -276,7 +276,11 @@ Deno.test("galera cluster: replicates, keeps named locks per node, fails a cross
           }, { timeoutMs: 60_000, message: "a Synced cluster of 2 after node 2 died" });
         }
         await node3.query("INSERT INTO se_cluster_test.t VALUES (2, 20)");
-        await node1.query("UPDATE se_cluster_test.t SET v = 21 WHERE id = 2");
+        // Node 1 may not have applied node 3's INSERT yet: an UPDATE waits for it only with
+        // bit 2 (UPDATE and DELETE) of wsrep_sync_wait, else it can match no row (seen in CI).
+        await node1.query("SET SESSION wsrep_sync_wait = 3");
+        const [updated] = await node1.query("UPDATE se_cluster_test.t SET v = 21 WHERE id = 2");
+        assert.equal((updated as mysql.ResultSetHeader).affectedRows, 1);
         assert.equal(await causalRead(node3, 2), 21);
       },
     );
