@@ -376,14 +376,18 @@ export class Consumer {
         given_back_for_s: Math.round((now - since) / 1000),
       });
     }
-    if (policy.holdingForMs() < policy.afterMs || policy.answeredSince(now - policy.afterMs)) {
-      return;
-    }
+    // Read again after every await: MySQL may answer while the broker is asked, and jobs whose
+    // rows it now takes must be acknowledged, not given back.
+    const gone = () =>
+      policy.holdingForMs() >= policy.afterMs &&
+      !policy.answeredSince(performance.now() - policy.afterMs);
+    if (!gone()) return;
     for (const s of this.#supervisors) {
       const link = s.current;
       if (link === undefined || link.inFlight === 0 || s.parkedSince !== undefined) continue;
       const workers = await this.#otherWorkers(s.target);
       if (workers === undefined || s.current !== link || this.#stopping !== undefined) continue;
+      if (!gone()) return;
       const given = await s.giveBack("mysql_unavailable");
       if (given === undefined) continue;
       // Every queue of the link stops consuming, also one that held no job just now.

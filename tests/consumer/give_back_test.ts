@@ -1,0 +1,204 @@
+/**
+ * Give-back in the consumer core (docs/retries.md#give-back), on links the test builds: when a
+ * link's jobs go back to the broker, when it is rebuilt, and what is counted. The core's clock
+ * (the 2 s give-back check, the reconnect pause, `performance.now`) is faked, so every step happens
+ * when the test says, however slowly the machine runs.
+ */
+import assert from "node:assert/strict";
+import FakeTimers from "@sinonjs/fake-timers";
+import { Consumer } from "../../src/consumer/consumer.ts";
+import type { GiveBackReason, Link, LinkTarget } from "../../src/consumer/contract.ts";
+import { getLogger } from "../../src/log.ts";
+import { RecordingObserver } from "../helpers/recording_observer.ts";
+
+const QUEUE = "q_give_back";
+const AFTER_MS = 10_000;
+const CHECK_MS = 2_000;
+const RECONNECT_MS = 100;
+
+/** A link that holds `inFlight` jobs until it is given back, drained or aborted. */
+class FakeLink implements Link {
+  readonly #closed = Promise.withResolvers<Error | undefined>();
+  inFlight: number;
+  lastReceivedAt = 0;
+  started = false;
+  readonly givenBack: GiveBackReason[] = [];
+
+  constructor(inFlight: number) {
+    this.inFlight = inFlight;
+  }
+  get closed(): Promise<Error | undefined> {
+    return this.#closed.promise;
+  }
+  start(): void {
+    this.started = true;
+  }
+  drain(): Promise<void> {
+    this.#closed.resolve(undefined);
+    return Promise.resolve();
+  }
+  settled(): Promise<void> {
+    return Promise.resolve();
+  }
+  abort(): Promise<void> {
+    this.#closed.resolve(undefined);
+    return Promise.resolve();
+  }
+  nudge(): void {}
+  giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
+    this.givenBack.push(reason);
+    const jobs = this.inFlight;
+    this.#closed.resolve(undefined);
+    return Promise.resolve(new Map(jobs === 0 ? [] : [[QUEUE, jobs]]));
+  }
+  /** The broker ended the link. */
+  lose(): void {
+    this.#closed.resolve(new Error("connection reset"));
+  }
+}
+
+/** MySQL as the give-back policy sees it, on the faked clock. */
+class FakeMysql {
+  /** `performance.now()` when writers began holding rows; undefined while none holds. */
+  holdingSince: number | undefined;
+  lastAnswerAt = performance.now();
+
+  answer(): void {
+    this.lastAnswerAt = performance.now();
+    this.holdingSince = undefined;
+  }
+}
+
+interface Harness extends AsyncDisposable {
+  readonly clock: ReturnType<typeof FakeTimers.install>;
+  readonly consumer: Consumer;
+  readonly observer: RecordingObserver;
+  readonly mysql: FakeMysql;
+  /** Every link the target opened, in order. */
+  readonly links: FakeLink[];
+  /** The broker's answer to "how many workers consume the queue" (this one included). */
+  consumers: () => Promise<number | undefined>;
+  /** Let timers due within `ms` and the promise callbacks they start run. */
+  advance(ms: number): Promise<void>;
+}
+
+function harness(): Harness {
+  const clock = FakeTimers.install({
+    toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"],
+  });
+  const observer = new RecordingObserver();
+  const mysql = new FakeMysql();
+  const links: FakeLink[] = [];
+  let consumers = (): Promise<number | undefined> => Promise.resolve(2);
+  const target: LinkTarget = {
+    queues: [QUEUE],
+    server: "broker:1",
+    open: () => {
+      const link = new FakeLink(3);
+      links.push(link);
+      return Promise.resolve(link);
+    },
+    backlog: () => Promise.resolve(undefined),
+    consumers: () => consumers(),
+  };
+  const consumer = new Consumer({
+    name: "test",
+    log: getLogger("test"),
+    queues: [{ name: QUEUE, inOrder: false }],
+    maxJobsPerQueue: 4,
+    handler: () => Promise.resolve(),
+    observer,
+    targets: () => [target],
+    reconnectIntervalMs: RECONNECT_MS,
+    drainTimeoutMs: 1_000,
+    stallTimeoutMs: 0,
+    statsIntervalMs: 0,
+    backlogIntervalMs: 0,
+    giveBack: {
+      afterMs: AFTER_MS,
+      holdingForMs: () =>
+        mysql.holdingSince === undefined ? 0 : performance.now() - mysql.holdingSince,
+      answeredSince: (at) => mysql.lastAnswerAt > at,
+    },
+  });
+  return {
+    clock,
+    consumer,
+    observer,
+    mysql,
+    links,
+    get consumers() {
+      return consumers;
+    },
+    set consumers(answer) {
+      consumers = answer;
+    },
+    async advance(ms: number) {
+      await clock.tickAsync(ms);
+      // Promise callbacks started by the last timer.
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+    },
+    async [Symbol.asyncDispose]() {
+      const stopped = consumer.stop();
+      await clock.runAllAsync();
+      await stopped;
+      clock.uninstall();
+    },
+  };
+}
+
+/** MySQL stops answering now; returns once the writers have held rows for longer than give-back-after. */
+async function mysqlGone(h: Harness): Promise<void> {
+  h.mysql.holdingSince = performance.now();
+  // The checks before give-back-after elapsed find nothing to give back.
+  await h.advance(AFTER_MS - CHECK_MS / 2);
+}
+
+Deno.test("give-back: MySQL answering while the broker is asked for the queue's workers cancels the give-back", async () => {
+  await using h = harness();
+  await h.consumer.start();
+  const link = h.links[0] as FakeLink;
+  assert.equal(link.started, true);
+  await mysqlGone(h);
+  assert.deepEqual(link.givenBack, [], "nothing given back before give-back-after");
+  // The broker's answer is held while MySQL comes back.
+  const asked = Promise.withResolvers<number | undefined>();
+  let questions = 0;
+  h.consumers = () => {
+    questions++;
+    return asked.promise;
+  };
+  await h.advance(CHECK_MS);
+  assert.equal(questions, 1, "the check asked the broker for the queue's workers");
+  h.mysql.answer();
+  asked.resolve(2);
+  await h.advance(0);
+  assert.deepEqual(
+    link.givenBack,
+    [],
+    "jobs given back although MySQL answered before they went: they would have been acknowledged",
+  );
+  assert.equal(h.observer.givenBack.size, 0, "no give-back counted");
+  assert.equal(h.observer.connected(QUEUE), true, "the link still consumes");
+});
+
+Deno.test("give-back: a link holding jobs goes back while MySQL stays away and is rebuilt only once MySQL answers", async () => {
+  await using h = harness();
+  await h.consumer.start();
+  const first = h.links[0] as FakeLink;
+  await mysqlGone(h);
+  await h.advance(CHECK_MS);
+  assert.deepEqual(first.givenBack, ["mysql_unavailable"]);
+  assert.equal(h.observer.givenBack.get(QUEUE), 3, "the link's three jobs counted as given back");
+  assert.equal(h.observer.connected(QUEUE), false, "the queue does not consume");
+  // Checks and reconnect pauses pass: no link while MySQL is away.
+  await h.advance(10 * CHECK_MS);
+  assert.equal(h.links.length, 1, "a link was built while MySQL is away");
+  h.mysql.answer();
+  await h.advance(CHECK_MS);
+  await h.advance(2 * RECONNECT_MS);
+  assert.equal(h.links.length, 2, "no link rebuilt after MySQL answered");
+  assert.equal((h.links[1] as FakeLink).started, true);
+  assert.equal(h.observer.connected(QUEUE), true);
+  assert.deepEqual(h.observer.connectedHistory.get(QUEUE), [true, false, true]);
+});
