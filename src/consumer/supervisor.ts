@@ -21,7 +21,7 @@ export interface SupervisorOptions {
   readonly drainTimeoutMs: number;
   /** Whether the link is consuming. */
   readonly onState: (up: boolean) => void;
-  /** A reconnect succeeded (not called for the first link). */
+  /** A link lost was rebuilt (not called for the first link, nor after a give-back). */
   readonly onReconnected: () => void;
 }
 
@@ -139,7 +139,8 @@ export class Supervisor {
         // Given back on purpose: the consumer logged it; wait for MySQL before taking jobs again.
         if ((await Promise.race([parked.resume.promise, this.#stopped])) === "stop") return;
       }
-      if (!(await this.#reconnect(true))) return;
+      // A link given back was not lost either: no reconnect counted (jobs_given_back_total is).
+      if (!(await this.#reconnect(parked === undefined))) return;
     }
   }
 
@@ -181,7 +182,7 @@ export class Supervisor {
         const now = performance.now();
         if (now - lastWarnAt >= RETRY_LOG_INTERVAL_MS) {
           lastWarnAt = now;
-          // A link that never came up was not lost: "connect", not "reconnect".
+          // A link that never came up, or was given back, was not lost: "connect", not "reconnect".
           const what = countAsReconnect ? "reconnect" : "connect";
           this.#o.log.warn(`${this.#o.name}: ${what} failed, still retrying`, {
             ...this.#labels(),

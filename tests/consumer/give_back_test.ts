@@ -202,3 +202,22 @@ Deno.test("give-back: a link holding jobs goes back while MySQL stays away and i
   assert.equal(h.observer.connected(QUEUE), true);
   assert.deepEqual(h.observer.connectedHistory.get(QUEUE), [true, false, true]);
 });
+
+Deno.test("give-back: the link rebuilt after MySQL answers is not counted as a reconnect; a link the broker ended is", async () => {
+  await using h = harness();
+  await h.consumer.start();
+  await mysqlGone(h);
+  await h.advance(CHECK_MS);
+  assert.deepEqual((h.links[0] as FakeLink).givenBack, ["mysql_unavailable"]);
+  h.mysql.answer();
+  await h.advance(CHECK_MS);
+  await h.advance(2 * RECONNECT_MS);
+  assert.equal(h.links.length, 2, "no link rebuilt after MySQL answered");
+  // statusengine_queue_reconnects_total: connections re-established after a loss. Nothing was
+  // lost: the worker gave the jobs back itself (jobs_given_back_total counts that).
+  assert.equal(h.observer.reconnects.get(QUEUE) ?? 0, 0, "a give-back counted as a reconnect");
+  (h.links[1] as FakeLink).lose();
+  await h.advance(2 * RECONNECT_MS);
+  assert.equal(h.links.length, 3, "no link rebuilt after the broker ended one");
+  assert.equal(h.observer.reconnects.get(QUEUE), 1, "a lost link's rebuild is a reconnect");
+});
