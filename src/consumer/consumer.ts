@@ -366,15 +366,24 @@ export class Consumer {
   /** Resume given-back links once MySQL answered; give back links whose queue another worker consumes. */
   async #giveBackTick(policy: GiveBackPolicy): Promise<void> {
     const now = performance.now();
+    const resumed = new Set<string>();
     for (const s of this.#supervisors) {
       const since = s.parkedSince;
       if (since === undefined || !policy.answeredSince(since)) continue;
       s.resume();
+      for (const queue of s.target.queues) resumed.add(queue);
       this.#o.log.info(`${this.#o.name}: MySQL answers again, taking jobs again`, {
         server: s.target.server,
         queues: s.target.queues.join(","),
         given_back_for_s: Math.round((now - since) / 1000),
       });
+    }
+    for (const queue of resumed) {
+      // Until a link is rebuilt the queue is "not connected", no longer waiting for MySQL.
+      const parked = this.#supervisors.some((s) =>
+        s.parkedSince !== undefined && s.target.queues.includes(queue)
+      );
+      if (!parked) this.#o.observer.givenBackEnded(queue);
     }
     // Read again after every await: MySQL may answer while the broker is asked, and jobs whose
     // rows it now takes must be acknowledged, not given back.

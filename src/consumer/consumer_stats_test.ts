@@ -22,6 +22,7 @@ const IGNORE: ConsumerObserver = {
   queueWindow: () => {},
   queueBacklog: () => {},
   jobsGivenBack: () => {},
+  givenBackEnded: () => {},
 };
 
 // An idle worker used to write twelve all-zero lines every 30 s: 35,000 lines a day.

@@ -80,6 +80,8 @@ export interface ConsumerObserver {
   queueBacklog(queue: string, jobs: number | undefined): void;
   /** Jobs of the queue in flight were handed back to the broker ({@link Link.giveBack}). */
   jobsGivenBack(queue: string, reason: GiveBackReason, jobs: number): void;
+  /** MySQL answered: no link of the queue is given back any more; it is not connected until rebuilt. */
+  givenBackEnded(queue: string): void;
 }
 
 /** An observer that records nothing (tools, tests). */
@@ -94,6 +96,7 @@ export const NOOP_OBSERVER: ConsumerObserver = {
   queueWindow() {},
   queueBacklog() {},
   jobsGivenBack() {},
+  givenBackEnded() {},
 };
 
 /** Why the delivery engine wrote a job to the dead-letter file itself. */

@@ -64,6 +64,10 @@ export function metricsObserver(metrics: Metrics): ConsumerObserver & Connection
       metrics.queueJobsGivenBack.inc({ queue_name: queue, reason }, jobs);
       givenBack.add(queue);
     },
+    givenBackEnded(queue: string) {
+      // A link that cannot be rebuilt now is "not connected", not waiting for MySQL.
+      givenBack.delete(queue);
+    },
     queueStalled(queue: string, isStalled: boolean) {
       if (isStalled) stalled.add(queue);
       else stalled.delete(queue);

@@ -7,7 +7,15 @@
 import assert from "node:assert/strict";
 import FakeTimers from "@sinonjs/fake-timers";
 import { Consumer } from "../../src/consumer/consumer.ts";
-import type { GiveBackReason, Link, LinkTarget } from "../../src/consumer/contract.ts";
+import {
+  type ConsumerObserver,
+  type GiveBackReason,
+  type Link,
+  type LinkTarget,
+  NOOP_OBSERVER,
+} from "../../src/consumer/contract.ts";
+import { type ConnectionState, metricsObserver } from "../../src/consumer/metrics_observer.ts";
+import { createMetrics } from "../../src/metrics/registry.ts";
 import { getLogger } from "../../src/log.ts";
 import { RecordingObserver } from "../helpers/recording_observer.ts";
 
@@ -73,7 +81,11 @@ interface Harness extends AsyncDisposable {
   readonly clock: ReturnType<typeof FakeTimers.install>;
   readonly consumer: Consumer;
   readonly observer: RecordingObserver;
+  /** What `/readyz` reads (docs/retries.md#give-back). */
+  readonly state: ConnectionState;
   readonly mysql: FakeMysql;
+  /** The broker refuses new connections. */
+  refuse: boolean;
   /** Every link the target opened, in order. */
   readonly links: FakeLink[];
   /** The broker's answer to "how many workers consume the queue" (this one included). */
@@ -87,6 +99,16 @@ function harness(): Harness {
     toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"],
   });
   const observer = new RecordingObserver();
+  const state = metricsObserver(createMetrics());
+  // Both hear every event.
+  const both = Object.fromEntries(
+    Object.keys(NOOP_OBSERVER).map((name) => [name, (...args: unknown[]) => {
+      for (const o of [observer, state]) {
+        (o as unknown as Record<string, (...args: unknown[]) => void>)[name]?.(...args);
+      }
+    }]),
+  ) as unknown as ConsumerObserver;
+  let refuse = false;
   const mysql = new FakeMysql();
   const links: FakeLink[] = [];
   let consumers = (): Promise<number | undefined> => Promise.resolve(2);
@@ -94,6 +116,7 @@ function harness(): Harness {
     queues: [QUEUE],
     server: "broker:1",
     open: () => {
+      if (refuse) return Promise.reject(new Error("connection refused"));
       const link = new FakeLink(3);
       links.push(link);
       return Promise.resolve(link);
@@ -107,7 +130,7 @@ function harness(): Harness {
     queues: [{ name: QUEUE, inOrder: false }],
     maxJobsPerQueue: 4,
     handler: () => Promise.resolve(),
-    observer,
+    observer: both,
     targets: () => [target],
     reconnectIntervalMs: RECONNECT_MS,
     drainTimeoutMs: 1_000,
@@ -125,8 +148,15 @@ function harness(): Harness {
     clock,
     consumer,
     observer,
+    state,
     mysql,
     links,
+    get refuse() {
+      return refuse;
+    },
+    set refuse(value) {
+      refuse = value;
+    },
     get consumers() {
       return consumers;
     },
@@ -220,4 +250,30 @@ Deno.test("give-back: the link rebuilt after MySQL answers is not counted as a r
   await h.advance(2 * RECONNECT_MS);
   assert.equal(h.links.length, 3, "no link rebuilt after the broker ended one");
   assert.equal(h.observer.reconnects.get(QUEUE), 1, "a lost link's rebuild is a reconnect");
+});
+
+Deno.test("give-back: once MySQL answers, /readyz no longer blames it while the link cannot be rebuilt", async () => {
+  await using h = harness();
+  await h.consumer.start();
+  await mysqlGone(h);
+  await h.advance(CHECK_MS);
+  assert.deepEqual((h.links[0] as FakeLink).givenBack, ["mysql_unavailable"]);
+  assert.ok(h.state.givenBack.has(QUEUE), "/readyz: jobs given back until MySQL answers");
+  assert.ok(!h.state.connected.has(QUEUE));
+  // MySQL answers and the worker takes jobs again, but the broker refuses the new link.
+  h.refuse = true;
+  h.mysql.answer();
+  await h.advance(CHECK_MS);
+  await h.advance(10 * RECONNECT_MS);
+  assert.equal(h.links.length, 1, "no link could be built");
+  assert.ok(!h.state.connected.has(QUEUE), "the queue is not connected");
+  assert.ok(
+    !h.state.givenBack.has(QUEUE),
+    "/readyz says the jobs are given back until MySQL answers, yet MySQL answers: the queue is " +
+      "not connected",
+  );
+  h.refuse = false;
+  await h.advance(2 * RECONNECT_MS);
+  assert.equal(h.links.length, 2);
+  assert.ok(h.state.connected.has(QUEUE));
 });

@@ -41,6 +41,11 @@ export class RecordingObserver implements ConsumerObserver {
   jobsGivenBack(queue: string, _reason: GiveBackReason, jobs: number): void {
     this.givenBack.set(queue, (this.givenBack.get(queue) ?? 0) + jobs);
   }
+  /** Queues told that no link is given back any more, in order. */
+  readonly givenBackEnds: string[] = [];
+  givenBackEnded(queue: string): void {
+    this.givenBackEnds.push(queue);
+  }
   queueStalled(queue: string, stalled: boolean): void {
     const h = this.stalledHistory.get(queue) ?? [];
     h.push(stalled);
