@@ -147,6 +147,8 @@ export class Consumer {
   readonly #stallDetector: StallDetector;
   readonly #backlog: BacklogMonitor | undefined;
   #giveBackRunning = false;
+  /** Aborted by stop: ends a question to the broker that the give-back check has under way. */
+  readonly #stopSignal = new AbortController();
   #started = false;
   #stopping: Promise<void> | undefined;
 
@@ -355,6 +357,7 @@ export class Consumer {
 
   async #doStop(): Promise<void> {
     for (const timer of this.#timers.splice(0)) clearInterval(timer);
+    this.#stopSignal.abort();
     this.#stallDetector.stop();
     const backlogStopped = this.#backlog?.stop();
     using drain = deadline(this.#o.drainTimeoutMs);
@@ -392,6 +395,8 @@ export class Consumer {
       !policy.answeredSince(performance.now() - policy.afterMs);
     if (!gone()) return;
     for (const s of this.#supervisors) {
+      // A check under way when stop began asks the broker nothing more.
+      if (this.#stopping !== undefined) return;
       const link = s.current;
       if (link === undefined || link.inFlight === 0 || s.parkedSince !== undefined) continue;
       const workers = await this.#otherWorkers(s.target);
@@ -423,7 +428,8 @@ export class Consumer {
   /** The workers of the first queue of `target` that another worker consumes too, or undefined (none, or unknown). */
   async #otherWorkers(target: LinkTarget): Promise<number | undefined> {
     for (const queue of target.queues) {
-      using limit = deadline(CONSUMERS_QUERY_TIMEOUT_MS);
+      if (this.#stopSignal.signal.aborted) return undefined;
+      using limit = deadline(CONSUMERS_QUERY_TIMEOUT_MS, this.#stopSignal.signal);
       let workers: number | undefined;
       try {
         workers = await target.consumers(queue, limit.signal);

@@ -89,12 +89,13 @@ interface Harness extends AsyncDisposable {
   /** Every link the target opened, in order. */
   readonly links: FakeLink[];
   /** The broker's answer to "how many workers consume the queue" (this one included). */
-  consumers: () => Promise<number | undefined>;
+  consumers: (signal: AbortSignal) => Promise<number | undefined>;
   /** Let timers due within `ms` and the promise callbacks they start run. */
   advance(ms: number): Promise<void>;
 }
 
-function harness(): Harness {
+/** One link target per server, all for the one queue (like Gearman's job servers, D9). */
+function harness(servers = 1): Harness {
   const clock = FakeTimers.install({
     toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"],
   });
@@ -111,10 +112,10 @@ function harness(): Harness {
   let refuse = false;
   const mysql = new FakeMysql();
   const links: FakeLink[] = [];
-  let consumers = (): Promise<number | undefined> => Promise.resolve(2);
-  const target: LinkTarget = {
+  let consumers = (_signal: AbortSignal): Promise<number | undefined> => Promise.resolve(2);
+  const targets = Array.from({ length: servers }, (_, i): LinkTarget => ({
     queues: [QUEUE],
-    server: "broker:1",
+    server: `broker:${i + 1}`,
     open: () => {
       if (refuse) return Promise.reject(new Error("connection refused"));
       const link = new FakeLink(3);
@@ -122,8 +123,8 @@ function harness(): Harness {
       return Promise.resolve(link);
     },
     backlog: () => Promise.resolve(undefined),
-    consumers: () => consumers(),
-  };
+    consumers: (_queue, signal) => consumers(signal),
+  }));
   const consumer = new Consumer({
     name: "test",
     log: getLogger("test"),
@@ -131,7 +132,7 @@ function harness(): Harness {
     maxJobsPerQueue: 4,
     handler: () => Promise.resolve(),
     observer: both,
-    targets: () => [target],
+    targets: () => targets,
     reconnectIntervalMs: RECONNECT_MS,
     drainTimeoutMs: 1_000,
     stallTimeoutMs: 0,
@@ -276,4 +277,29 @@ Deno.test("give-back: once MySQL answers, /readyz no longer blames it while the 
   await h.advance(2 * RECONNECT_MS);
   assert.equal(h.links.length, 2);
   assert.ok(h.state.connected.has(QUEUE));
+});
+
+Deno.test("give-back: a check under way when stop begins asks the broker nothing more", async () => {
+  await using h = harness(2);
+  await h.consumer.start();
+  assert.equal(h.links.length, 2);
+  await mysqlGone(h);
+  const answers: PromiseWithResolvers<number | undefined>[] = [];
+  const signals: AbortSignal[] = [];
+  h.consumers = (signal) => {
+    const answer = Promise.withResolvers<number | undefined>();
+    answers.push(answer);
+    signals.push(signal);
+    return answer.promise;
+  };
+  await h.advance(CHECK_MS);
+  assert.equal(answers.length, 1, "the check asks about the first link");
+  const stopped = h.consumer.stop();
+  await h.advance(0);
+  await stopped;
+  assert.equal(signals[0]?.aborted, true, "the question under way is ended by stop");
+  (answers[0] as PromiseWithResolvers<number | undefined>).resolve(2);
+  await h.advance(0);
+  assert.equal(answers.length, 1, "the check went on asking the broker after stop returned");
+  assert.deepEqual(h.links.map((l) => l.givenBack), [[], []]);
 });
