@@ -264,7 +264,7 @@ export class Consumer {
   /**
    * Open every link in parallel and start consuming; links that fail keep trying in the background.
    *
-   * @throws {WorkerError} (code `consumer_start`) When every first attempt failed (and not `waitAtStart`).
+   * @throws {WorkerError} (code `consumer_start`) When every first attempt failed (and not `waitAtStart`), or stop was called meanwhile.
    */
   async start(): Promise<void> {
     if (this.#started) throw new Error(`${this.#o.name} consumer: start() called twice`);
@@ -273,6 +273,13 @@ export class Consumer {
     }
     this.#started = true;
     const results = await Promise.allSettled(this.#supervisors.map((s) => s.start()));
+    if (this.#stopping !== undefined) {
+      // Stopped meanwhile: stop drained or closed every link; no timer may start after it.
+      throw new WorkerError(
+        "consumer_start",
+        `Cannot start ${this.#o.name} consumer: stopped during start-up`,
+      );
+    }
     const failed = results.flatMap((r, i) =>
       r.status === "rejected" ? [{ s: this.#supervisors[i] as Supervisor, err: r.reason }] : []
     );

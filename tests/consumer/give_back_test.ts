@@ -1,6 +1,6 @@
 /**
  * Give-back in the consumer core (docs/retries.md#give-back), on links the test builds: when a
- * link's jobs go back to the broker, when it is rebuilt, and what is counted. The core's clock
+ * link's jobs go back to the broker, when it is rebuilt, what is counted, and what a stop ends. The core's clock
  * (the 2 s give-back check, the reconnect pause, `performance.now`) is faked, so every step happens
  * when the test says, however slowly the machine runs.
  */
@@ -95,7 +95,7 @@ interface Harness extends AsyncDisposable {
 }
 
 /** One link target per server, all for the one queue (like Gearman's job servers, D9). */
-function harness(servers = 1): Harness {
+function harness(servers = 1, handshake?: Promise<void>): Harness {
   const clock = FakeTimers.install({
     toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance"],
   });
@@ -116,11 +116,13 @@ function harness(servers = 1): Harness {
   const targets = Array.from({ length: servers }, (_, i): LinkTarget => ({
     queues: [QUEUE],
     server: `broker:${i + 1}`,
-    open: () => {
-      if (refuse) return Promise.reject(new Error("connection refused"));
+    // `handshake`, when given, holds every open until it resolves.
+    open: async () => {
+      await handshake;
+      if (refuse) throw new Error("connection refused");
       const link = new FakeLink(3);
       links.push(link);
-      return Promise.resolve(link);
+      return link;
     },
     backlog: () => Promise.resolve(undefined),
     consumers: (_queue, signal) => consumers(signal),
@@ -138,6 +140,8 @@ function harness(servers = 1): Harness {
     stallTimeoutMs: 0,
     statsIntervalMs: 0,
     backlogIntervalMs: 0,
+    // As the daemon starts it: job servers not there yet are waited for.
+    waitAtStart: true,
     giveBack: {
       afterMs: AFTER_MS,
       holdingForMs: () =>
@@ -171,7 +175,7 @@ function harness(servers = 1): Harness {
     },
     async [Symbol.asyncDispose]() {
       const stopped = consumer.stop();
-      await clock.runAllAsync();
+      await clock.runToLastAsync();
       await stopped;
       clock.uninstall();
     },
@@ -302,4 +306,32 @@ Deno.test("give-back: a check under way when stop begins asks the broker nothing
   await h.advance(0);
   assert.equal(answers.length, 1, "the check went on asking the broker after stop returned");
   assert.deepEqual(h.links.map((l) => l.givenBack), [[], []]);
+});
+
+Deno.test("consumer: a stop during start-up leaves no check, window or summary timer behind, and start says so", async () => {
+  const handshake = Promise.withResolvers<void>();
+  await using h = harness(1, handshake.promise);
+  let questions = 0;
+  h.consumers = () => {
+    questions++;
+    return Promise.resolve(2);
+  };
+  const starting = h.consumer.start();
+  starting.catch(() => {});
+  await h.advance(0);
+  const stopped = h.consumer.stop();
+  await h.advance(0);
+  await stopped;
+  handshake.resolve();
+  await h.advance(0);
+  const outcome = await starting.then(() => "started", (err: unknown) => err);
+  assert.equal(h.links.length, 1, "the handshake under way completed");
+  assert.equal((h.links[0] as FakeLink).started, false, "a link opened after stop consumes");
+  // Give-back checks after stop would ask the broker every 2 s.
+  await mysqlGone(h);
+  await h.advance(5 * CHECK_MS);
+  assert.equal(questions, 0, "the give-back check runs after stop");
+  assert.equal(h.clock.countTimers(), 0, "timers left running after stop");
+  // The caller learns that nothing consumes (RabbitMqConsumer.start documents it).
+  assert.match(String(outcome), /stopped during start-up/);
 });
