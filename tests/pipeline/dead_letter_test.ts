@@ -188,3 +188,26 @@ console.log(failed ? "torn" : "not torn");
   assert.equal(stdout, "torn", "the second write failed half-way");
   assert.deepEqual(await payloads(path), ["first", "x".repeat(500), "third"]);
 });
+
+// A worker killed in the middle of a record (SIGKILL, OOM, power loss) leaves its part as a last
+// line without a newline. The next worker, or the same one reopening the path on SIGHUP, once
+// appended its first record to that line: a record counted as written but unreadable, its job
+// acknowledged. The file is looked at when opened; a record never shares a line with a torn one.
+Deno.test("dead-letter file: a file that ends in the middle of a line (a worker killed mid-record) gets the next record on a line of its own, after a restart and after a reopen", async () => {
+  await using dir = await tempDir();
+  const path = `${dir}/dead.ndjson`;
+  const torn = JSON.stringify({ queue: QUEUE, reason: "not_json", payload: "bad-0" }).slice(0, 30);
+  await Deno.writeTextFile(path, JSON.stringify(record(-1)) + "\n" + torn);
+  const file = new DeadLetterFile(path);
+  try {
+    await file.open();
+    await file.write(record(1));
+    // Torn again (a second worker killed mid-record), then SIGHUP: the reopened file is looked at too.
+    await Deno.writeTextFile(path, torn, { append: true });
+    await file.reopen();
+    await file.write(record(2));
+  } finally {
+    await file.close();
+  }
+  assert.deepEqual(await payloads(path), ["bad--1", "<torn>", "bad-1", "<torn>", "bad-2"]);
+});
