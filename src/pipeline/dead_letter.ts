@@ -123,11 +123,14 @@ export class DeadLetterFile implements DeadLetterSink {
     }
   }
 
-  /** Remove what a failed write left; failing that, remember whether the file ends mid-line. */
+  /**
+   * Remove what a failed write left; failing that, remember whether the file ends mid-line. Cut
+   * back, the file ends as before the write: `#torn` stays what it was (a torn part an earlier
+   * cut could not remove is still there).
+   */
   async #cutBack(file: Deno.FsFile, start: number, endsMidLine: boolean): Promise<void> {
     try {
       await file.truncate(start);
-      this.#torn = false;
     } catch (err: unknown) {
       this.#torn = endsMidLine;
       log.warn("pipeline: a dead-letter record was written only in part and cannot be removed", {
