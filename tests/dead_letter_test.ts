@@ -19,6 +19,7 @@ import type { RunningWorker } from "../src/daemon/mod.ts";
 import { expectedRows, fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
 import { bufferIo, cliRun } from "./helpers/cli_run.ts";
+import { withLogs } from "./helpers/logs.ts";
 import { runDeadLettersCommand } from "../src/cli/dead_letters.ts";
 import type { QueueName } from "../src/events/mod.ts";
 
@@ -478,6 +479,56 @@ Deno.test("dead letters: replaying an older status snapshot leaves the newer row
     await replay("newer", snapshot(10, "newer"));
     await replay("older", snapshot(60, "older"));
     assert.deepEqual(await row(), [{ status_update_time: now - 10, output: "newer" }]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// A downtime payload is replayed alone, and its statements give up at once when the replay is
+// interrupted (the hold ends with the signal). That rejection once counted as the replay failing:
+// "dead-letters failed: signal received", exit 1 and no counts, instead of the interrupted
+// replay's final line and exit 130.
+Deno.test("dead letters: a replay interrupted while a downtime payload waits for MySQL says it was interrupted (exit 130) and prints its counts", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const payload = fixture("statusngin_downtimes");
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({ queue: "statusngin_downtimes", reason: "bad_type", error: "e", payload }) +
+        "\n",
+    );
+    // A port nothing listens on: every statement is refused and held.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = listener.addr.port;
+    listener.close();
+    const controller = new AbortController();
+    const io = bufferIo();
+    const code = await withLogs(async (logs) => {
+      const run = runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine`,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+        },
+        io,
+        controller.signal,
+      );
+      await waitFor(() => logs.some((l) => l.message.includes("MySQL cannot take writes")), {
+        timeoutMs: 30_000,
+        message: "the downtime statement to be held",
+      });
+      controller.abort(new Error("signal received"));
+      return await run;
+    });
+    assert.equal(code, 130, [...io.outLines, ...io.errLines].join("\n"));
+    assert.match(io.outLines.join("\n"), /1 records, 1 submitted, .*\(interrupted: run it again/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -373,10 +373,11 @@ async function replay(
     return true;
   };
   // A rejection (a bug, the pool gone) ends the replay once the loop sees it; never unobserved.
+  // One after an interrupt is the interrupt (a held downtime statement gives up at once).
   let failure: { readonly error: unknown } | undefined;
   const track = (p: Promise<void>) => {
     const tracked: Promise<void> = p.then(() => {}, (error: unknown) => {
-      failure ??= { error };
+      if (!signal.aborted) failure ??= { error };
     }).finally(() => pending.delete(tracked));
     pending.add(tracked);
   };
@@ -418,8 +419,8 @@ async function replay(
         const inOrder = QUEUES[r.queue as keyof typeof QUEUES].output === "downtimes";
         if (inOrder && !(await settle(0))) break;
         track(handler(job, signal));
-        if (inOrder && !(await settle(0))) break;
         result.submitted++;
+        if (inOrder && !(await settle(0))) break;
       }
       if (!(await settle(IN_FLIGHT))) break;
       if (failure !== undefined) throw failure.error;
