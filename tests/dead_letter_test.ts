@@ -20,6 +20,7 @@ import { expectedRows, fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
 import { bufferIo, cliRun } from "./helpers/cli_run.ts";
 import { withLogs } from "./helpers/logs.ts";
+import { blockedStatements, lockTables } from "./helpers/mysql_lock.ts";
 import { runDeadLettersCommand } from "../src/cli/dead_letters.ts";
 import type { QueueName } from "../src/events/mod.ts";
 
@@ -529,6 +530,65 @@ Deno.test("dead letters: a replay interrupted while a downtime payload waits for
     });
     assert.equal(code, 130, [...io.outLines, ...io.errLines].join("\n"));
     assert.match(io.outLines.join("\n"), /1 records, 1 submitted, .*\(interrupted: run it again/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// Two replays of one file at once (a second terminal while the first waits for MySQL) each
+// counted the keyless table's identical rows before either wrote, found none, and both wrote
+// the log entries: every one twice. A replay now holds a lock on its file; the second refuses.
+Deno.test("dead letters: two replays of one file at once write the keyless log rows once: the second is refused while the first runs", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const LOGS = "statusngin_logentries";
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({ queue: LOGS, reason: "bad_type", error: "e", payload: fixture(LOGS) }) +
+        "\n",
+    );
+    const logRows = expectedRows(LOGS).length;
+    const replay = async () => {
+      const io = bufferIo();
+      const code = await runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: db.url,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+        },
+        io,
+        new AbortController().signal,
+      );
+      return { code, text: [...io.outLines, ...io.errLines].join("\n") };
+    };
+    // The log table locked: a replay waits in its count of identical rows, or its INSERT.
+    const lock = await lockTables(db, ["statusengine_logentries"]);
+    let settled = 0;
+    const runs = [replay(), replay()].map((p) => p.finally(() => settled++));
+    await waitFor(
+      async () => settled > 0 || (await blockedStatements(db, "%statusengine_logentries%")) >= 2,
+      { timeoutMs: 30_000, message: "one replay refused, or both waiting for the table" },
+    );
+    await lock.unlock();
+    const done = await Promise.all(runs);
+    const count = (await db.query<{ n: number }[]>(
+      "SELECT COUNT(*) AS n FROM statusengine_logentries",
+    ))[0]?.n;
+    assert.equal(count, logRows, "each log entry once");
+    const [ran, refused] = done[0]!.code === 0 ? [done[0]!, done[1]!] : [done[1]!, done[0]!];
+    assert.equal(ran.code, 0, ran.text);
+    assert.match(ran.text, /1 records, 1 submitted/);
+    assert.equal(refused.code, 1, refused.text);
+    assert.match(refused.text, /another replay of .* is running; nothing was replayed/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

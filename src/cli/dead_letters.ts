@@ -468,9 +468,9 @@ function printReplay(r: ReplayResult, io: Io): void {
  * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed
  * lines included); `replay` 0 only when every record was replayed, 1 when any failed again,
  * was not replayable or a line was malformed (the output names the file they went to), 130
- * when interrupted; 1 when the file cannot be read, MySQL not reached or the records left over
- * could not be written beside the file (refused before anything is replayed); 2 for `replay`
- * without a file.
+ * when interrupted; 1 when the file cannot be read, MySQL not reached, the records left over
+ * could not be written beside the file or another replay of the file is running (refused before
+ * anything is replayed); 2 for `replay` without a file.
  */
 export async function runDeadLettersCommand(
   options: DeadLettersOptions,
@@ -504,6 +504,15 @@ export async function runDeadLettersCommand(
   const problem = await leftOverProblem(options.file, target, options.deadLetterFile);
   if (problem !== undefined) {
     io.err(`statusengine-worker: dead-letters replay: ${problem}`);
+    return 1;
+  }
+  // Two replays of one file at once would both find a keyless row missing and both write it.
+  using lock = await Deno.open(options.file, { read: true });
+  if (!(await lock.tryLock(true))) {
+    io.err(
+      `statusengine-worker: dead-letters replay: another replay of "${options.file}" is ` +
+        "running; nothing was replayed",
+    );
     return 1;
   }
   const result = await replay({ ...options, file: options.file, target }, io, signal);
