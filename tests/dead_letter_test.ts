@@ -593,3 +593,67 @@ Deno.test("dead letters: two replays of one file at once write the keyless log r
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+// A row MySQL rejects again goes to the replay's left-over file through its table's writer, which
+// retries a failed write every second until the file takes it. The left-over file had no
+// DeadLetters in front to say so: with it unwritable (a full disk) the replay waited for ever,
+// with no line of output. Now the first failure is logged, naming the file; the replay still
+// waits (nothing is lost), and an interrupt ends it.
+Deno.test("dead letters: a replay whose left-over file cannot be written says so while it waits for it", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(20) NULL");
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const { table, row } = expectedRows(Q)[0]!;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({
+        queue: Q,
+        reason: "sql_rejected",
+        error: "e",
+        table,
+        row: { ...row, output: "o".repeat(100) },
+      }) + "\n",
+    );
+    // The left-over file is on a full disk.
+    const at = "2026-01-01T00:00:00Z";
+    const leftOver = `${path}.replay-20260101T000000.000Z`;
+    await Deno.symlink("/dev/full", leftOver);
+    const controller = new AbortController();
+    const io = bufferIo();
+    const code = await withLogs(async (logs) => {
+      const run = runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: db.url,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+          now: () => new Date(at),
+        },
+        io,
+        controller.signal,
+      );
+      await waitFor(
+        () =>
+          logs.some((l) =>
+            l.level === "error" &&
+            l.message.includes("cannot write the file of records left over") &&
+            l.properties["file"] === leftOver
+          ),
+        { timeoutMs: 20_000, message: "the replay to report its unwritable left-over file" },
+      );
+      controller.abort(new Error("signal received"));
+      return await run;
+    });
+    assert.equal(code, 130, [...io.outLines, ...io.errLines].join("\n"));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -33,10 +33,12 @@ import { Pipeline } from "../pipeline/pipeline.ts";
 import { DeadLetterFile, outsideWritablePaths } from "../pipeline/dead_letter.ts";
 import { dirname } from "node:path";
 import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
-import { errorMessage } from "../log.ts";
+import { errorMessage, getLogger } from "../log.ts";
 import { aborted } from "../util/async.ts";
 import type { Io } from "./io.ts";
 import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
+
+const log = getLogger("cli");
 
 /** Options of {@link runDeadLettersCommand}. */
 interface DeadLettersOptions {
@@ -322,8 +324,28 @@ async function replay(
   const { target } = options;
   // Opened on the first record left over: a replay where everything went in leaves no file.
   const leftOver = new DeadLetterFile(target);
+  // A row that fails again waits in its writer until the file takes it: said once, not silent.
+  let leftOverFailing = false;
   const leave = async (record: DeadLetterRecord) => {
-    await leftOver.write(record);
+    try {
+      await leftOver.write(record);
+    } catch (err: unknown) {
+      if (!leftOverFailing) {
+        leftOverFailing = true;
+        log.error(
+          "dead-letters replay: cannot write the file of records left over; a row that failed " +
+            "again waits until it can be written (interrupt the replay to stop it)",
+          { file: target, error: errorMessage(err) },
+        );
+      }
+      throw err;
+    }
+    if (leftOverFailing) {
+      leftOverFailing = false;
+      log.info("dead-letters replay: the file of records left over can be written again", {
+        file: target,
+      });
+    }
     result.leftOver = target;
   };
   const again: DeadLetterSink = {
