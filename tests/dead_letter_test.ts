@@ -657,3 +657,55 @@ Deno.test("dead letters: a replay whose left-over file cannot be written says so
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+// The rows of the keyless log table are looked up before they are written (replayed before?).
+// That lookup ran once, outside the writers' hold: MySQL unreachable for a moment (a restart
+// mid-replay) ended the whole replay with "dead-letters failed: Connection refused", no counts and
+// the left-over file unnamed, while the rows of every other table waited for MySQL. The lookup
+// now waits under the same hold, logged the same way.
+Deno.test("dead letters: a replay of log entries waits for an unreachable MySQL like every other table, and an interrupt ends it with exit 130", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const LOGS = "statusngin_logentries";
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({ queue: LOGS, reason: "bad_type", error: "e", payload: fixture(LOGS) }) +
+        "\n",
+    );
+    // A port nothing listens on: every statement is refused.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = listener.addr.port;
+    listener.close();
+    const controller = new AbortController();
+    const io = bufferIo();
+    const code = await withLogs(async (logs) => {
+      let settled = false;
+      const run = runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine`,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+        },
+        io,
+        controller.signal,
+      ).finally(() => (settled = true));
+      await waitFor(
+        () => settled || logs.some((l) => l.message.includes("MySQL cannot take writes")),
+        { timeoutMs: 30_000, message: "the replay to end or to hold for MySQL" },
+      );
+      controller.abort(new Error("signal received"));
+      return await run;
+    });
+    assert.equal(code, 130, [...io.outLines, ...io.errLines].join("\n"));
+    assert.match(io.outLines.join("\n"), /1 records, 1 submitted, .*\(interrupted: run it again/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -26,6 +26,7 @@ import {
   JobTracker,
   mysqlOptionsFromUrl,
   poolExecutor,
+  runWithRetry,
   type SqlExecutor,
   TABLES,
 } from "../mysql/mod.ts";
@@ -229,11 +230,13 @@ const DEFAULT_PROGRESS_MS = 2_000;
  * committed instead of written again, and counted in `found`. The k-th copy of a row replayed
  * is written only when the table held fewer than k before this replay wrote any: a row the
  * original job produced twice is written twice, and a second replay of the file writes neither.
+ * The lookup waits for MySQL as the writers do, until `signal` interrupts the replay.
  */
 function replayWriters(
   pipeline: Pipeline,
   executor: SqlExecutor,
   found: { alreadyPresent: number },
+  signal: AbortSignal,
 ): RowWriters {
   const seen = new Map<string, { inTable: number; inFile: number }>();
   // Lookups one at a time, so two jobs holding the same row count it once.
@@ -245,7 +248,10 @@ function replayWriters(
       const key = `${table}\u0000${JSON.stringify(values)}`;
       let entry = seen.get(key);
       if (entry === undefined) {
-        const result = await executor.run(identicalRowsStatement(t), values);
+        const result = await runWithRetry(
+          () => executor.run(identicalRowsStatement(t), values),
+          { table, availability: pipeline.availability, signal },
+        );
         entry = { inTable: Number(result.rows[0]?.["n"] ?? 0), inFile: 0 };
         seen.set(key, entry);
       }
@@ -371,7 +377,7 @@ async function replay(
     batchSize: options.batchSize,
     statsIntervalMs: 0,
   });
-  const writers = replayWriters(pipeline, executor, result);
+  const writers = replayWriters(pipeline, executor, result, signal);
   // The daemon's handler over the filtered writers: payloads are decoded as a redelivered job.
   const handler = createJobHandler({
     ...shared,
@@ -490,9 +496,10 @@ function printReplay(r: ReplayResult, io: Io): void {
  * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed
  * lines included); `replay` 0 only when every record was replayed, 1 when any failed again,
  * was not replayable or a line was malformed (the output names the file they went to), 130
- * when interrupted; 1 when the file cannot be read, MySQL not reached, the records left over
- * could not be written beside the file or another replay of the file is running (refused before
- * anything is replayed); 2 for `replay` without a file.
+ * when interrupted; 1 when the file cannot be read, the records left over could not be written
+ * beside the file or another replay of the file is running (refused before anything is
+ * replayed); 2 for `replay` without a file. While MySQL cannot take writes the replay waits for
+ * it, logged, as the worker does.
  */
 export async function runDeadLettersCommand(
   options: DeadLettersOptions,
