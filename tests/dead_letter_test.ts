@@ -19,6 +19,8 @@ import type { RunningWorker } from "../src/daemon/mod.ts";
 import { expectedRows, fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
 import { bufferIo, cliRun } from "./helpers/cli_run.ts";
+import { withLogs } from "./helpers/logs.ts";
+import { blockedStatements, lockTables } from "./helpers/mysql_lock.ts";
 import { runDeadLettersCommand } from "../src/cli/dead_letters.ts";
 import type { QueueName } from "../src/events/mod.ts";
 
@@ -478,6 +480,231 @@ Deno.test("dead letters: replaying an older status snapshot leaves the newer row
     await replay("newer", snapshot(10, "newer"));
     await replay("older", snapshot(60, "older"));
     assert.deepEqual(await row(), [{ status_update_time: now - 10, output: "newer" }]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// A downtime payload is replayed alone, and its statements give up at once when the replay is
+// interrupted (the hold ends with the signal). That rejection once counted as the replay failing:
+// "dead-letters failed: signal received", exit 1 and no counts, instead of the interrupted
+// replay's final line and exit 130.
+Deno.test("dead letters: a replay interrupted while a downtime payload waits for MySQL says it was interrupted (exit 130) and prints its counts", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const payload = fixture("statusngin_downtimes");
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({ queue: "statusngin_downtimes", reason: "bad_type", error: "e", payload }) +
+        "\n",
+    );
+    // A port nothing listens on: every statement is refused and held.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = listener.addr.port;
+    listener.close();
+    const controller = new AbortController();
+    const io = bufferIo();
+    const code = await withLogs(async (logs) => {
+      const run = runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine`,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+        },
+        io,
+        controller.signal,
+      );
+      await waitFor(() => logs.some((l) => l.message.includes("MySQL cannot take writes")), {
+        timeoutMs: 30_000,
+        message: "the downtime statement to be held",
+      });
+      controller.abort(new Error("signal received"));
+      return await run;
+    });
+    assert.equal(code, 130, [...io.outLines, ...io.errLines].join("\n"));
+    assert.match(io.outLines.join("\n"), /1 records, 1 submitted, .*\(interrupted: run it again/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// Two replays of one file at once (a second terminal while the first waits for MySQL) each
+// counted the keyless table's identical rows before either wrote, found none, and both wrote
+// the log entries: every one twice. A replay now holds a lock on its file; the second refuses.
+Deno.test("dead letters: two replays of one file at once write the keyless log rows once: the second is refused while the first runs", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const LOGS = "statusngin_logentries";
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({ queue: LOGS, reason: "bad_type", error: "e", payload: fixture(LOGS) }) +
+        "\n",
+    );
+    const logRows = expectedRows(LOGS).length;
+    const replay = async () => {
+      const io = bufferIo();
+      const code = await runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: db.url,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+        },
+        io,
+        new AbortController().signal,
+      );
+      return { code, text: [...io.outLines, ...io.errLines].join("\n") };
+    };
+    // The log table locked: a replay waits in its count of identical rows, or its INSERT.
+    const lock = await lockTables(db, ["statusengine_logentries"]);
+    let settled = 0;
+    const runs = [replay(), replay()].map((p) => p.finally(() => settled++));
+    await waitFor(
+      async () => settled > 0 || (await blockedStatements(db, "%statusengine_logentries%")) >= 2,
+      { timeoutMs: 30_000, message: "one replay refused, or both waiting for the table" },
+    );
+    await lock.unlock();
+    const done = await Promise.all(runs);
+    const count = (await db.query<{ n: number }[]>(
+      "SELECT COUNT(*) AS n FROM statusengine_logentries",
+    ))[0]?.n;
+    assert.equal(count, logRows, "each log entry once");
+    const [ran, refused] = done[0]!.code === 0 ? [done[0]!, done[1]!] : [done[1]!, done[0]!];
+    assert.equal(ran.code, 0, ran.text);
+    assert.match(ran.text, /1 records, 1 submitted/);
+    assert.equal(refused.code, 1, refused.text);
+    assert.match(refused.text, /another replay of .* is running; nothing was replayed/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// A row MySQL rejects again goes to the replay's left-over file through its table's writer, which
+// retries a failed write every second until the file takes it. The left-over file had no
+// DeadLetters in front to say so: with it unwritable (a full disk) the replay waited for ever,
+// with no line of output. Now the first failure is logged, naming the file; the replay still
+// waits (nothing is lost), and an interrupt ends it.
+Deno.test("dead letters: a replay whose left-over file cannot be written says so while it waits for it", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await db.query("ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(20) NULL");
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const { table, row } = expectedRows(Q)[0]!;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({
+        queue: Q,
+        reason: "sql_rejected",
+        error: "e",
+        table,
+        row: { ...row, output: "o".repeat(100) },
+      }) + "\n",
+    );
+    // The left-over file is on a full disk.
+    const at = "2026-01-01T00:00:00Z";
+    const leftOver = `${path}.replay-20260101T000000.000Z`;
+    await Deno.symlink("/dev/full", leftOver);
+    const controller = new AbortController();
+    const io = bufferIo();
+    const code = await withLogs(async (logs) => {
+      const run = runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: db.url,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+          now: () => new Date(at),
+        },
+        io,
+        controller.signal,
+      );
+      await waitFor(
+        () =>
+          logs.some((l) =>
+            l.level === "error" &&
+            l.message.includes("cannot write the file of records left over") &&
+            l.properties["file"] === leftOver
+          ),
+        { timeoutMs: 20_000, message: "the replay to report its unwritable left-over file" },
+      );
+      controller.abort(new Error("signal received"));
+      return await run;
+    });
+    assert.equal(code, 130, [...io.outLines, ...io.errLines].join("\n"));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+// The rows of the keyless log table are looked up before they are written (replayed before?).
+// That lookup ran once, outside the writers' hold: MySQL unreachable for a moment (a restart
+// mid-replay) ended the whole replay with "dead-letters failed: Connection refused", no counts and
+// the left-over file unnamed, while the rows of every other table waited for MySQL. The lookup
+// now waits under the same hold, logged the same way.
+Deno.test("dead letters: a replay of log entries waits for an unreachable MySQL like every other table, and an interrupt ends it with exit 130", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const LOGS = "statusngin_logentries";
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({ queue: LOGS, reason: "bad_type", error: "e", payload: fixture(LOGS) }) +
+        "\n",
+    );
+    // A port nothing listens on: every statement is refused.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = listener.addr.port;
+    listener.close();
+    const controller = new AbortController();
+    const io = bufferIo();
+    const code = await withLogs(async (logs) => {
+      let settled = false;
+      const run = runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine`,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+        },
+        io,
+        controller.signal,
+      ).finally(() => (settled = true));
+      await waitFor(
+        () => settled || logs.some((l) => l.message.includes("MySQL cannot take writes")),
+        { timeoutMs: 30_000, message: "the replay to end or to hold for MySQL" },
+      );
+      controller.abort(new Error("signal received"));
+      return await run;
+    });
+    assert.equal(code, 130, [...io.outLines, ...io.errLines].join("\n"));
+    assert.match(io.outLines.join("\n"), /1 records, 1 submitted, .*\(interrupted: run it again/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -26,6 +26,7 @@ import {
   JobTracker,
   mysqlOptionsFromUrl,
   poolExecutor,
+  runWithRetry,
   type SqlExecutor,
   TABLES,
 } from "../mysql/mod.ts";
@@ -33,10 +34,12 @@ import { Pipeline } from "../pipeline/pipeline.ts";
 import { DeadLetterFile, outsideWritablePaths } from "../pipeline/dead_letter.ts";
 import { dirname } from "node:path";
 import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
-import { errorMessage } from "../log.ts";
+import { errorMessage, getLogger } from "../log.ts";
 import { aborted } from "../util/async.ts";
 import type { Io } from "./io.ts";
 import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
+
+const log = getLogger("cli");
 
 /** Options of {@link runDeadLettersCommand}. */
 interface DeadLettersOptions {
@@ -227,11 +230,13 @@ const DEFAULT_PROGRESS_MS = 2_000;
  * committed instead of written again, and counted in `found`. The k-th copy of a row replayed
  * is written only when the table held fewer than k before this replay wrote any: a row the
  * original job produced twice is written twice, and a second replay of the file writes neither.
+ * The lookup waits for MySQL as the writers do, until `signal` interrupts the replay.
  */
 function replayWriters(
   pipeline: Pipeline,
   executor: SqlExecutor,
   found: { alreadyPresent: number },
+  signal: AbortSignal,
 ): RowWriters {
   const seen = new Map<string, { inTable: number; inFile: number }>();
   // Lookups one at a time, so two jobs holding the same row count it once.
@@ -243,7 +248,10 @@ function replayWriters(
       const key = `${table}\u0000${JSON.stringify(values)}`;
       let entry = seen.get(key);
       if (entry === undefined) {
-        const result = await executor.run(identicalRowsStatement(t), values);
+        const result = await runWithRetry(
+          () => executor.run(identicalRowsStatement(t), values),
+          { table, availability: pipeline.availability, signal },
+        );
         entry = { inTable: Number(result.rows[0]?.["n"] ?? 0), inFile: 0 };
         seen.set(key, entry);
       }
@@ -322,8 +330,28 @@ async function replay(
   const { target } = options;
   // Opened on the first record left over: a replay where everything went in leaves no file.
   const leftOver = new DeadLetterFile(target);
+  // A row that fails again waits in its writer until the file takes it: said once, not silent.
+  let leftOverFailing = false;
   const leave = async (record: DeadLetterRecord) => {
-    await leftOver.write(record);
+    try {
+      await leftOver.write(record);
+    } catch (err: unknown) {
+      if (!leftOverFailing) {
+        leftOverFailing = true;
+        log.error(
+          "dead-letters replay: cannot write the file of records left over; a row that failed " +
+            "again waits until it can be written (interrupt the replay to stop it)",
+          { file: target, error: errorMessage(err) },
+        );
+      }
+      throw err;
+    }
+    if (leftOverFailing) {
+      leftOverFailing = false;
+      log.info("dead-letters replay: the file of records left over can be written again", {
+        file: target,
+      });
+    }
     result.leftOver = target;
   };
   const again: DeadLetterSink = {
@@ -349,7 +377,7 @@ async function replay(
     batchSize: options.batchSize,
     statsIntervalMs: 0,
   });
-  const writers = replayWriters(pipeline, executor, result);
+  const writers = replayWriters(pipeline, executor, result, signal);
   // The daemon's handler over the filtered writers: payloads are decoded as a redelivered job.
   const handler = createJobHandler({
     ...shared,
@@ -373,10 +401,11 @@ async function replay(
     return true;
   };
   // A rejection (a bug, the pool gone) ends the replay once the loop sees it; never unobserved.
+  // One after an interrupt is the interrupt (a held downtime statement gives up at once).
   let failure: { readonly error: unknown } | undefined;
   const track = (p: Promise<void>) => {
     const tracked: Promise<void> = p.then(() => {}, (error: unknown) => {
-      failure ??= { error };
+      if (!signal.aborted) failure ??= { error };
     }).finally(() => pending.delete(tracked));
     pending.add(tracked);
   };
@@ -418,8 +447,8 @@ async function replay(
         const inOrder = QUEUES[r.queue as keyof typeof QUEUES].output === "downtimes";
         if (inOrder && !(await settle(0))) break;
         track(handler(job, signal));
-        if (inOrder && !(await settle(0))) break;
         result.submitted++;
+        if (inOrder && !(await settle(0))) break;
       }
       if (!(await settle(IN_FLIGHT))) break;
       if (failure !== undefined) throw failure.error;
@@ -467,9 +496,10 @@ function printReplay(r: ReplayResult, io: Io): void {
  * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed
  * lines included); `replay` 0 only when every record was replayed, 1 when any failed again,
  * was not replayable or a line was malformed (the output names the file they went to), 130
- * when interrupted; 1 when the file cannot be read, MySQL not reached or the records left over
- * could not be written beside the file (refused before anything is replayed); 2 for `replay`
- * without a file.
+ * when interrupted; 1 when the file cannot be read, the records left over could not be written
+ * beside the file or another replay of the file is running (refused before anything is
+ * replayed); 2 for `replay` without a file. While MySQL cannot take writes the replay waits for
+ * it, logged, as the worker does.
  */
 export async function runDeadLettersCommand(
   options: DeadLettersOptions,
@@ -503,6 +533,15 @@ export async function runDeadLettersCommand(
   const problem = await leftOverProblem(options.file, target, options.deadLetterFile);
   if (problem !== undefined) {
     io.err(`statusengine-worker: dead-letters replay: ${problem}`);
+    return 1;
+  }
+  // Two replays of one file at once would both find a keyless row missing and both write it.
+  using lock = await Deno.open(options.file, { read: true });
+  if (!(await lock.tryLock(true))) {
+    io.err(
+      `statusengine-worker: dead-letters replay: another replay of "${options.file}" is ` +
+        "running; nothing was replayed",
+    );
     return 1;
   }
   const result = await replay({ ...options, file: options.file, target }, io, signal);

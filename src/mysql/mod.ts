@@ -43,6 +43,7 @@ export { Lease, leaseTermMs, openLeaseConnection } from "./lease.ts";
 export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";
+export { runWithRetry } from "./retry.ts";
 export { MysqlHosts } from "./failover.ts";
 export {
   isStatusTable,

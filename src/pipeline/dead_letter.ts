@@ -33,11 +33,19 @@ export function fileErrorMessage(err: unknown): string {
   );
 }
 
+/** Whether the file of `size` bytes ends with a newline. */
+async function endsWithNewline(file: Deno.FsFile, size: number): Promise<boolean> {
+  await file.seek(size - 1, Deno.SeekMode.Start);
+  const last = new Uint8Array(1);
+  return (await file.read(last)) !== 1 || last[0] === NEWLINE;
+}
+
 /**
  * Appends records to an NDJSON file, serialised. Survives log rotation: a path that no longer names
  * the open file (device, inode) is opened again; O_APPEND copes with `copytruncate`. A write that
  * fails half-way is cut back off, so the file holds only whole records (as many as
- * `statusengine_dead_letters_total`); failing that, the next record starts on a new line.
+ * `statusengine_dead_letters_total`); failing that, the next record starts on a new line, as it
+ * does in a file opened with a torn last line (a worker killed mid-record).
  */
 export class DeadLetterFile implements DeadLetterSink {
   readonly path: string;
@@ -115,11 +123,14 @@ export class DeadLetterFile implements DeadLetterSink {
     }
   }
 
-  /** Remove what a failed write left; failing that, remember whether the file ends mid-line. */
+  /**
+   * Remove what a failed write left; failing that, remember whether the file ends mid-line. Cut
+   * back, the file ends as before the write: `#torn` stays what it was (a torn part an earlier
+   * cut could not remove is still there).
+   */
   async #cutBack(file: Deno.FsFile, start: number, endsMidLine: boolean): Promise<void> {
     try {
       await file.truncate(start);
-      this.#torn = false;
     } catch (err: unknown) {
       this.#torn = endsMidLine;
       log.warn("pipeline: a dead-letter record was written only in part and cannot be removed", {
@@ -149,16 +160,20 @@ export class DeadLetterFile implements DeadLetterSink {
         path: this.path,
       });
     }
-    const file = await Deno.open(this.path, { append: true, create: true });
+    // Readable too, to look at its last byte: writes still go to the end (O_APPEND).
+    const file = await Deno.open(this.path, { read: true, append: true, create: true });
+    let torn: boolean;
     try {
       const info = await file.stat();
+      // A worker killed mid-record, or a part that could not be cut back, left a torn last line.
+      torn = info.isFile && info.size > 0 && !(await endsWithNewline(file, info.size));
       this.#identity = { dev: info.dev, ino: info.ino };
     } catch (err: unknown) {
       file.close();
       throw err;
     }
     this.#file = file;
-    this.#torn = false;
+    this.#torn = torn;
     return file;
   }
 }

@@ -188,3 +188,82 @@ console.log(failed ? "torn" : "not torn");
   assert.equal(stdout, "torn", "the second write failed half-way");
   assert.deepEqual(await payloads(path), ["first", "x".repeat(500), "third"]);
 });
+
+// A worker killed in the middle of a record (SIGKILL, OOM, power loss) leaves its part as a last
+// line without a newline. The next worker, or the same one reopening the path on SIGHUP, once
+// appended its first record to that line: a record counted as written but unreadable, its job
+// acknowledged. The file is looked at when opened; a record never shares a line with a torn one.
+Deno.test("dead-letter file: a file that ends in the middle of a line (a worker killed mid-record) gets the next record on a line of its own, after a restart and after a reopen", async () => {
+  await using dir = await tempDir();
+  const path = `${dir}/dead.ndjson`;
+  const torn = JSON.stringify({ queue: QUEUE, reason: "not_json", payload: "bad-0" }).slice(0, 30);
+  await Deno.writeTextFile(path, JSON.stringify(record(-1)) + "\n" + torn);
+  const file = new DeadLetterFile(path);
+  try {
+    await file.open();
+    await file.write(record(1));
+    // Torn again (a second worker killed mid-record), then SIGHUP: the reopened file is looked at too.
+    await Deno.writeTextFile(path, torn, { append: true });
+    await file.reopen();
+    await file.write(record(2));
+  } finally {
+    await file.close();
+  }
+  assert.deepEqual(await payloads(path), ["bad--1", "<torn>", "bad-1", "<torn>", "bad-2"]);
+});
+
+// A torn part that cannot be cut back (the file is append-only, `chattr +a`, so ftruncate fails)
+// stays as a torn last line. The next record starts with a newline; if that one is torn too and
+// cut back off, the file is back to ending on the first torn part. It once counted as ending on
+// a whole line after that cut, and the next record was glued to the torn part, unreadable.
+Deno.test("dead-letter file: after a torn part that could not be cut back, a second torn write cut back off still leaves the next record on a line of its own", async () => {
+  await using dir = await tempDir();
+  const path = `${dir}/dead.ndjson`;
+  const script = `${dir}/child.ts`;
+  const module = new URL("../../src/pipeline/dead_letter.ts", import.meta.url).href;
+  await Deno.writeTextFile(
+    script,
+    `import { DeadLetterFile } from ${JSON.stringify(module)};
+Deno.addSignalListener("SIGXFSZ", () => {});
+const run = async (cmd: string, args: string[]) => {
+  const out = await new Deno.Command(cmd, { args }).output();
+  if (!out.success) throw new Error(cmd + " failed: " + new TextDecoder().decode(out.stderr));
+};
+const prlimit = (v: string) => run("prlimit", ["--pid", String(Deno.pid), "--fsize=" + v + ":"]);
+const path = Deno.args[0];
+const file = new DeadLetterFile(path);
+const rec = (payload: string) => ({ queue: "q", reason: "not_json", error: "e", payload });
+const size = () => Deno.stat(path).then((s) => s.size);
+await file.write(rec("first"));
+const first = await size();
+await run("chattr", ["+a", path]);
+await prlimit(String(first + 40));
+await file.write(rec("x".repeat(500))).then(() => { throw new Error("not torn"); }, () => {});
+if ((await size()) !== first + 40) throw new Error("the torn part was cut back despite chattr +a");
+await run("chattr", ["-a", path]);
+await prlimit(String(first + 80));
+await file.write(rec("y".repeat(500))).then(() => { throw new Error("not torn"); }, () => {});
+if ((await size()) !== first + 40) throw new Error("the second torn part was not cut back");
+await prlimit("unlimited");
+await file.write(rec("y".repeat(500)));
+await file.write(rec("third"));
+await file.close();
+console.log("done");
+`,
+  );
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      `--config=${new URL("../../deno.json", import.meta.url).pathname}`,
+      script,
+      path,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  await new Deno.Command("chattr", { args: ["-a", path] }).output(); // lets the directory go
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  assert.equal(new TextDecoder().decode(out.stdout).trim(), "done");
+  assert.deepEqual(await payloads(path), ["first", "<torn>", "y".repeat(500), "third"]);
+});
