@@ -248,8 +248,16 @@ export class StatusCleaner {
         "has re-published its objects",
       { node_name: o.nodeName, cutoff, cutoff_source: source },
     );
+    this.#schedule();
+  }
+
+  /** Start the sweep loop unless it runs. */
+  #schedule(): void {
     this.#running ??= this.#run().finally(() => {
       this.#running = undefined;
+      // A restart recorded after the loop's last look at #pending, before this callback, found
+      // the loop still running and did not start one: it would never be swept.
+      if (this.#pending !== undefined && !this.#stop.signal.aborted) this.#schedule();
     });
   }
 
