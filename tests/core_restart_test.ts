@@ -377,6 +377,27 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   assert.equal(after.get("O:x"), T - 1000);
 });
 
+Deno.test("core restart: status from before the restart handled after the sweep (a redelivered job) does not bring back a removed object", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await h.runSweep();
+  const swept = await snapshot(db);
+  assert.equal(swept.has("N:gone/1"), false);
+  await using w = watch(db, KEPT, T);
+
+  // A servicestatus job from the second before the restart, taken before it on a link that
+  // died before its commit, is redelivered once the link is back, after the sweep: the service
+  // of the removed host gone.
+  await h.handle("statusngin_servicestatus", serviceJob([["gone/1", T - 1]]), receivedAt + 60_000);
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual(await snapshot(db), swept, "the tables are as the sweep left them");
+});
+
 /**
  * `rows` status rows of node `node` copied from the row of host `from`, made in MySQL (hosts
  * `<prefix>1` … `<prefix><rows>`, each with service `1`).

@@ -114,8 +114,14 @@ export function decodeJob(queue: string, text: string, ctx: DecodeContext): Deco
   st.payloadKey = spec.payloadKey ?? "";
   if (ctx.perfdataLabelQuotes !== undefined) st.perfdataLabelQuotes = ctx.perfdataLabelQuotes;
   // One cutoff per job (docs/payloads.md#stale-status); 0 disables it.
-  const staleBefore = spec.staleFilter && ctx.statusMaxAgeSeconds > 0
-    ? now - ctx.statusMaxAgeSeconds
+  // The later of the age cutoff and the last core-restart sweep's (docs/core-restart.md).
+  const swept = ctx.statusSweptBeforeSeconds ?? 0;
+  const staleBefore = !spec.staleFilter
+    ? null
+    : ctx.statusMaxAgeSeconds > 0
+    ? Math.max(now - ctx.statusMaxAgeSeconds, swept)
+    : swept > 0
+    ? swept
     : null;
   let stale = 0;
   // The /ws stream's copy of the events (docs/operations.md#ws); null unless a client listens.

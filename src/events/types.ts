@@ -209,6 +209,11 @@ export interface DecodeContext {
   readonly nowSeconds: number;
   /** `--status-max-age`; 0 (or less) disables the stale filter (docs/payloads.md#stale-status). */
   readonly statusMaxAgeSeconds: number;
+  /**
+   * Status events older than this (epoch seconds) are discarded as stale too: the cutoff of the
+   * last core-restart sweep (docs/core-restart.md#after-the-sweep); 0 or absent: none.
+   */
+  readonly statusSweptBeforeSeconds?: number | undefined;
   /** `--perfdata-label-quotes` (docs/perfdata.md#labels); default `keep`. */
   readonly perfdataLabelQuotes?: PerfdataLabelQuotes | undefined;
   /**

@@ -77,7 +77,8 @@ export const METRICS = {
   ),
   queueEventsDiscardedStale: counter(
     "statusengine_queue_events_discarded_stale_total",
-    "Status events dropped for being older than --status-max-age (clock skew if it climbs steadily).",
+    "Status events dropped for being older than --status-max-age (clock skew if it climbs steadily) " +
+      "or than the cutoff of the last core-restart sweep.",
     { labels: ["queue_name"], precreate: "status_queues" },
   ),
   queueJobsInFlight: gauge(

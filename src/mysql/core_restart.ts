@@ -184,6 +184,7 @@ export class StatusCleaner {
   readonly #stop = new AbortController();
   #pending: PendingSweep | undefined;
   #running: Promise<void> | undefined;
+  #sweptBefore = 0;
 
   constructor(options: StatusCleanerOptions) {
     this.#o = options;
@@ -248,9 +249,26 @@ export class StatusCleaner {
         "has re-published its objects",
       { node_name: o.nodeName, cutoff, cutoff_source: source },
     );
+    this.#schedule();
+  }
+
+  /** Start the sweep loop unless it runs. */
+  #schedule(): void {
     this.#running ??= this.#run().finally(() => {
       this.#running = undefined;
+      // A restart recorded after the loop's last look at #pending, before this callback, found
+      // the loop still running and did not start one: it would never be swept.
+      if (this.#pending !== undefined && !this.#stop.signal.aborted) this.#schedule();
     });
+  }
+
+  /**
+   * The cutoff of the latest status sweep begun (epoch seconds), 0 before any: this node's status
+   * older than it is a snapshot from before that restart, discarded on arrival
+   * (docs/core-restart.md#after-the-sweep).
+   */
+  get sweptBefore(): number {
+    return this.#sweptBefore;
   }
 
   /** Settles when no sweep is pending or running (tests). */
@@ -272,6 +290,10 @@ export class StatusCleaner {
     for (let next = this.#pending; next !== undefined; next = this.#pending) {
       try {
         const target = await this.#waitForResend(next, signal);
+        // From here on a snapshot from before the restart would write the row of a removed
+        // object again (a redelivered job): the core re-published a newer one of every object
+        // it still has. Set before the first DELETE, so status handed over meanwhile is caught.
+        this.#sweptBefore = Math.max(this.#sweptBefore, target.cutoff);
         await this.#sweepStatus(target.cutoff, signal);
         await this.#sweepDowntimes(target.cutoff, signal);
         if (this.#pending === target) this.#pending = undefined;

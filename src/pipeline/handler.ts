@@ -154,6 +154,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       nodeName: options.nodeName,
       nowSeconds: now(),
       statusMaxAgeSeconds: options.statusMaxAgeSeconds,
+      statusSweptBeforeSeconds: options.statusCleaner.sweptBefore,
       perfdataLabelQuotes: options.perfdataLabelQuotes,
       // Checked per job: a client that connects mid-run sees the next job, not this one.
       collectEvents: stream?.wants(job.queue) === true,

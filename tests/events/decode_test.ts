@@ -172,6 +172,31 @@ Deno.test("decodeJob: an event exactly at now − max age is kept, one second ol
   assert.deepEqual(job.rows.map((r) => r.row.status_update_time), [now - 300, now + 3600]);
 });
 
+Deno.test("decodeJob: status older than the last core-restart sweep's cutoff is discarded, with or without a max age, on the status queues only (docs/core-restart.md#after-the-sweep)", () => {
+  const now = 1_800_000_000;
+  const [ev] = events("statusngin_hoststatus");
+  const job = (statusMaxAgeSeconds: number, statusSweptBeforeSeconds: number) =>
+    decodeJob(
+      "statusngin_hoststatus",
+      bulk([now - 400, now - 200, now - 101, now - 100, now].map((t) => ({ ...ev, timestamp: t }))),
+      { nodeName: "N", nowSeconds: now, statusMaxAgeSeconds, statusSweptBeforeSeconds },
+    );
+  const kept = (j: ReturnType<typeof job>) =>
+    j.kind === "rows" ? j.rows.map((r) => now - Number(r.row.status_update_time)) : [];
+  assert.deepEqual(kept(job(0, now - 100)), [100, 0], "the sweep's cutoff alone");
+  assert.deepEqual(kept(job(300, now - 100)), [100, 0], "the later of the two: the sweep's");
+  assert.deepEqual(kept(job(150, now - 300)), [101, 100, 0], "the later of the two: max age");
+  assert.deepEqual(kept(job(0, 0)), [400, 200, 101, 100, 0], "no sweep, no max age");
+  // History is never filtered: a check from before the restart is still a check that happened.
+  const [check] = events("statusngin_hostchecks");
+  const checks = decodeJob(
+    "statusngin_hostchecks",
+    bulk([{ ...check, timestamp: now - 400 }]),
+    { nodeName: "N", nowSeconds: now, statusMaxAgeSeconds: 0, statusSweptBeforeSeconds: now },
+  );
+  assert.equal(rows(checks).length, 1);
+});
+
 Deno.test("decodeJob: status_max_age 0 disables the stale filter", () => {
   const ctx = { nodeName: "N", nowSeconds: 4_000_000_000, statusMaxAgeSeconds: 0 };
   const job = decodeJob("statusngin_servicestatus", fixture("statusngin_servicestatus"), ctx);
