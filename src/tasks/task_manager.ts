@@ -168,6 +168,11 @@ export interface TaskManagerOptions {
   readonly allow?: RawCommandAllowlist;
   /** Clock in epoch seconds (tests). */
   readonly now?: () => number;
+  /**
+   * Whether this worker may run the node's tasks now (it holds the tasks lease, when several
+   * workers share the node); asked before each poll and each submission. Default: always.
+   */
+  readonly mayRun?: () => boolean;
 }
 
 interface TaskRow {
@@ -229,11 +234,13 @@ export class TaskManager {
 
   /**
    * One poll: run this node's tasks in entry order, stopping at the first that could not be
-   * submitted or deleted, so the order is kept. Returns the tasks submitted.
+   * submitted or deleted, so the order is kept, or once {@link TaskManagerOptions.mayRun} says
+   * no. Returns the tasks submitted.
    */
   async poll(signal: AbortSignal): Promise<number> {
     const o = this.#o;
     const m = o.metrics;
+    if (o.mayRun?.() === false) return 0;
     const { rows } = await o.executor.run(
       "SELECT `uuid`, `entry_time`, `type`, `payload` FROM `statusengine_tasks` " +
         "WHERE `node_name` = ? " +
@@ -258,6 +265,8 @@ export class TaskManager {
         await this.#delete(raw);
         continue;
       }
+      // The lease may have ended while earlier tasks ran: the next holder reads this one.
+      if (o.mayRun?.() === false) return submitted;
       try {
         await o.submitter.submit(checked.task, signal);
       } catch (err: unknown) {
