@@ -45,11 +45,14 @@ export interface ValidatedTask {
   readonly body: string;
   /** The command line with its `[timestamp] ` prefix, as the command file takes it. */
   readonly line: string;
+  /** The task's row (every column), the same at every poll while the row stays. */
+  readonly key: string;
 }
 
 /** A task's payload validated as the `raw` command of a `POST /commands` body, the same rules. */
 function validateTask(
   payload: string,
+  key: string,
   nowSeconds: number,
   allow?: RawCommandAllowlist,
 ): { ok: true; task: ValidatedTask } | { ok: false; reason: string; error: string } {
@@ -60,7 +63,7 @@ function validateTask(
   if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
   // A validated `raw` command's Data is always its line.
   const line = (JSON.parse(result.body) as { Data: string }).Data;
-  return { ok: true, task: { body: result.body, line } };
+  return { ok: true, task: { body: result.body, line, key } };
 }
 
 /** Submit through the publisher `POST /commands` uses (`statusngin_cmd`). */
@@ -75,21 +78,35 @@ export function brokerSubmitter(publisher: CommandPublisher): TaskSubmitter {
  * Submit by appending the line to the core's external command file (a FIFO, or a plain file). The
  * file is never created: a missing one means the core is not running, and the task must wait.
  * Each line is one write, so lines up to the pipe buffer (4 KiB) never interleave with others.
+ *
+ * A write cannot be cancelled: one that outlasts the budget (a core that does not read, its pipe
+ * full) is reported as failed but goes on, to the end of its line, and reaches the core once it
+ * reads again. Its task is then taken as submitted when it comes again (the manager keeps the
+ * order, so it is the next submission): written twice, it would run twice.
  */
-export function commandFileSubmitter(path: string): TaskSubmitter {
+export function commandFileSubmitter(
+  path: string,
+  options: { readonly timeoutMs?: number } = {},
+): TaskSubmitter {
+  const timeoutMs = options.timeoutMs ?? COMMAND_FILE_TIMEOUT_MS;
   const encoder = new TextEncoder();
-  // At most one open that waits for a reader is left behind; while it waits, every write fails
-  // at once instead of stacking up blocked opens.
-  let stuck: Promise<unknown> | undefined;
+  // At most one open or write given up on is left behind; while it waits, every submission fails
+  // at once instead of stacking up blocked opens and writes.
+  let stuck: { readonly what: string; readonly done: Promise<unknown> } | undefined;
+  // The key of the task whose write ended after its submission had been given up.
+  let landed: string | undefined;
   return {
     method: "cmd",
     async submit(command, signal) {
       if (stuck !== undefined) {
         throw new Error(
-          `External command file ${path} has no reader (an earlier open still waits)`,
+          `External command file ${path} has no reader (an earlier ${stuck.what} still waits)`,
         );
       }
-      using limit = deadline(COMMAND_FILE_TIMEOUT_MS, signal);
+      const late = landed;
+      landed = undefined;
+      if (late === command.key) return;
+      using limit = deadline(timeoutMs, signal);
       let opened: Opened;
       try {
         opened = await openCommandFile(path, limit.signal);
@@ -99,24 +116,40 @@ export function commandFileSubmitter(path: string): TaskSubmitter {
         });
       }
       if ("late" in opened) {
-        stuck = opened.late.finally(() => (stuck = undefined));
+        stuck = { what: "open", done: opened.late.finally(() => (stuck = undefined)) };
         throw new Error(
-          `Cannot open external command file ${path} within ${COMMAND_FILE_TIMEOUT_MS} ms ` +
+          `Cannot open external command file ${path} within ${timeoutMs} ms ` +
             "(is the monitoring core reading it?)",
         );
       }
-      const file = opened.file;
+      const writing = writeLine(opened.file, encoder.encode(`${command.line}\n`));
       try {
-        const bytes = encoder.encode(`${command.line}\n`);
-        let written = 0;
-        while (written < bytes.length) {
-          written += await abortable(file.write(bytes.subarray(written)), limit.signal);
-        }
-      } finally {
-        file.close();
+        await abortable(writing, limit.signal);
+      } catch (err: unknown) {
+        if (!limit.signal.aborted) throw err;
+        stuck = {
+          what: "write",
+          done: writing.then(() => (landed = command.key), () => {})
+            .finally(() => (stuck = undefined)),
+        };
+        throw new Error(
+          `Cannot write to external command file ${path} within ${timeoutMs} ms (is the ` +
+            "monitoring core reading it?); the line goes in once it reads, and not again",
+          { cause: err },
+        );
       }
     },
   };
+}
+
+/** Write all of `bytes` (one line), then close the file, whatever the caller stopped waiting for. */
+async function writeLine(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  try {
+    let written = 0;
+    while (written < bytes.length) written += await file.write(bytes.subarray(written));
+  } finally {
+    file.close();
+  }
 }
 
 /** An open command file, or an open given up on that closes its file once it completes. */
@@ -253,7 +286,12 @@ export class TaskManager {
       const uuid = raw.uuid ?? "";
       const checked = raw.type !== EXTERNAL_COMMAND_TASK
         ? { ok: false as const, reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` }
-        : validateTask(raw.payload ?? "", Math.floor(o.now?.() ?? Date.now() / 1000), o.allow);
+        : validateTask(
+          raw.payload ?? "",
+          JSON.stringify([raw.uuid, String(raw["entry_time"]), raw.type, raw.payload]),
+          Math.floor(o.now?.() ?? Date.now() / 1000),
+          o.allow,
+        );
       if (!checked.ok) {
         m?.tasksRejected.inc();
         log.warn("tasks: task refused and deleted; it can never run", {
