@@ -221,6 +221,12 @@ export class TaskManager {
   readonly #stop = new AbortController();
   #loop: Promise<void> | undefined;
   #rounds = 0;
+  /**
+   * The key of the task submitted last whose DELETE failed (MySQL went away, or its answer was
+   * lost): the next poll deletes its row without submitting it again. At most one: a failed
+   * DELETE ends the poll.
+   */
+  #undeleted: string | undefined;
 
   constructor(options: TaskManagerOptions) {
     this.#o = options;
@@ -284,11 +290,21 @@ export class TaskManager {
     for (const raw of rows as unknown as readonly TaskRow[]) {
       signal.throwIfAborted();
       const uuid = raw.uuid ?? "";
+      const key = JSON.stringify([raw.uuid, String(raw["entry_time"]), raw.type, raw.payload]);
+      if (key === this.#undeleted) {
+        log.info("tasks: deleting a task submitted before; it is not submitted again", {
+          uuid,
+          node_name: o.nodeName,
+        });
+        await this.#delete(raw);
+        this.#undeleted = undefined;
+        continue;
+      }
       const checked = raw.type !== EXTERNAL_COMMAND_TASK
         ? { ok: false as const, reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` }
         : validateTask(
           raw.payload ?? "",
-          JSON.stringify([raw.uuid, String(raw["entry_time"]), raw.type, raw.payload]),
+          key,
           Math.floor(o.now?.() ?? Date.now() / 1000),
           o.allow,
         );
@@ -321,8 +337,13 @@ export class TaskManager {
       m?.tasksSubmitted.inc();
       submitted++;
       // Only now: a task deleted before its submission succeeded would be lost.
+      this.#undeleted = key;
       await this.#delete(raw);
+      this.#undeleted = undefined;
     }
+    // Every row was read and the one left undeleted was not among them: gone meanwhile (its
+    // DELETE committed, only the answer was lost).
+    if (rows.length < TASKS_PER_POLL) this.#undeleted = undefined;
     if (submitted > 0) log.debug("tasks: submitted", { tasks: submitted, node_name: o.nodeName });
     return submitted;
   }
