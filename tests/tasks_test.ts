@@ -363,3 +363,29 @@ Deno.test("tasks: two workers of one node submit each task once, not once each",
   await waitFor(async () => (await remaining(db)).length === 0, { message: "t1 deleted" });
   assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 1);
 });
+
+// The UI writes `entry_time` in whole seconds and a random uuid: tasks of one second were run in
+// uuid order, so "disable notifications" then "enable notifications" clicked within a second
+// could end with notifications disabled. The PHP worker read them in the order they were written.
+Deno.test("tasks: tasks of the same second run in the order the UI wrote them", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // Written in this order; their uuids sort the other way round.
+  const uuids = ["f", "e", "d", "c", "b", "a"];
+  await insertTasks(
+    db,
+    uuids.map((uuid, i) => ({
+      uuid,
+      node: NODE,
+      entry: 1000,
+      type: "externalcommand",
+      payload: `[${i}] ${i % 2 === 0 ? "DISABLE" : "ENABLE"}_HOST_NOTIFICATIONS;web01`,
+    })),
+  );
+  await using _worker = await startTestWorker(taskConfig(db, { gearmanServers: [gearmand.addr] }));
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "tasks run" });
+  const bodies = (await takeJobs(gearmand.addr, CMD, uuids.length))
+    .map((b) => JSON.parse(text(b)).Data as string);
+  assert.deepEqual(bodies.map((d) => d.slice(0, 3)), ["[0]", "[1]", "[2]", "[3]", "[4]", "[5]"]);
+});

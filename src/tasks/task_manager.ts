@@ -280,14 +280,20 @@ export class TaskManager {
     const o = this.#o;
     const m = o.metrics;
     if (o.mayRun?.() === false) return 0;
+    // No ORDER BY: the table has no key, so InnoDB keeps its rows (and their node_name index
+    // entries) in the order they were written, which is how the PHP worker read them. The UI's
+    // entry_time has whole seconds; sorting on it here, stably, keeps the written order of the
+    // tasks of one second (a tie broken by the random uuid could run "enable" before "disable").
     const { rows } = await o.executor.run(
       "SELECT `uuid`, `entry_time`, `type`, `payload` FROM `statusengine_tasks` " +
-        "WHERE `node_name` = ? " +
-        `ORDER BY \`entry_time\`, \`uuid\` LIMIT ${TASKS_PER_POLL}`,
+        `WHERE \`node_name\` = ? LIMIT ${TASKS_PER_POLL}`,
       [o.nodeName],
     );
+    const tasks = (rows as unknown as readonly TaskRow[]).toSorted((a, b) =>
+      Number(a["entry_time"]) - Number(b["entry_time"])
+    );
     let submitted = 0;
-    for (const raw of rows as unknown as readonly TaskRow[]) {
+    for (const raw of tasks) {
       signal.throwIfAborted();
       const uuid = raw.uuid ?? "";
       const key = JSON.stringify([raw.uuid, String(raw["entry_time"]), raw.type, raw.payload]);
