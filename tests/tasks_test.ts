@@ -7,7 +7,12 @@
  * worker that never reads the table loses every one of them without a trace.
  */
 import assert from "node:assert/strict";
-import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+import mysql from "mysql2/promise";
+import {
+  connectionOptionsOf,
+  createScratchDatabase,
+  type ScratchDatabase,
+} from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { takeJobs } from "./helpers/gearman_jobs.ts";
@@ -313,4 +318,74 @@ Deno.test("tasks: docs/tables.md says the task queue reads statusengine_tasks, n
   assert.ok(flag !== undefined, "the task queue's setting exists");
   assert.ok(row.includes(`\`--${flag}\``), row);
   assert.doesNotMatch(row, /not used/);
+});
+
+// Several workers of one node share its database (docs/running.md#several-workers). Each read the
+// same rows and ran them all: every acknowledgement, downtime and custom notification twice.
+Deno.test("tasks: two workers of one node submit each task once, not once each", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertTasks(db, [
+    {
+      uuid: "t1",
+      node: NODE,
+      entry: 1,
+      type: "externalcommand",
+      payload: "[1] ENABLE_HOST_CHECK;a",
+    },
+  ]);
+  // The test holds the row's lock: a worker that submitted t1 waits in its DELETE, so a second
+  // worker reading t1 meanwhile (a plain read does not wait) shows whether it submits it too.
+  const lock = await mysql.createConnection(connectionOptionsOf(db));
+  await using _lock = { [Symbol.asyncDispose]: () => lock.end() };
+  await lock.query("BEGIN");
+  await lock.query("DELETE FROM statusengine_tasks WHERE uuid = 't1'");
+  const config = taskConfig(db, { gearmanServers: [gearmand.addr], inOrderLock: {} });
+  await using a = await startTestWorker(config);
+  await using b = await startTestWorker(config);
+  // Released before the workers stop, so their stop never waits for the lock.
+  await using _unlock = { [Symbol.asyncDispose]: () => lock.query("ROLLBACK").then(() => {}) };
+  const rounds = (w: typeof a) => w.tasks?.rounds ?? 0;
+  await waitFor(async () => (await jobsAtGearmand(gearmand.addr, CMD)) >= 1, {
+    message: "t1 submitted",
+  });
+  const [ra, rb] = [rounds(a), rounds(b)];
+  // Either a second submission, or a worker that polled twice more without submitting.
+  await waitFor(
+    async () =>
+      (await jobsAtGearmand(gearmand.addr, CMD)) >= 2 || rounds(a) >= ra + 2 ||
+      rounds(b) >= rb + 2,
+    { message: "a second submission or two more polls" },
+  );
+  assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 1, "t1 submitted by one worker only");
+  await lock.query("ROLLBACK");
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "t1 deleted" });
+  assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 1);
+});
+
+// The UI writes `entry_time` in whole seconds and a random uuid: tasks of one second were run in
+// uuid order, so "disable notifications" then "enable notifications" clicked within a second
+// could end with notifications disabled. The PHP worker read them in the order they were written.
+Deno.test("tasks: tasks of the same second run in the order the UI wrote them", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // Written in this order; their uuids sort the other way round.
+  const uuids = ["f", "e", "d", "c", "b", "a"];
+  await insertTasks(
+    db,
+    uuids.map((uuid, i) => ({
+      uuid,
+      node: NODE,
+      entry: 1000,
+      type: "externalcommand",
+      payload: `[${i}] ${i % 2 === 0 ? "DISABLE" : "ENABLE"}_HOST_NOTIFICATIONS;web01`,
+    })),
+  );
+  await using _worker = await startTestWorker(taskConfig(db, { gearmanServers: [gearmand.addr] }));
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "tasks run" });
+  const bodies = (await takeJobs(gearmand.addr, CMD, uuids.length))
+    .map((b) => JSON.parse(text(b)).Data as string);
+  assert.deepEqual(bodies.map((d) => d.slice(0, 3)), ["[0]", "[1]", "[2]", "[3]", "[4]", "[5]"]);
 });

@@ -274,7 +274,7 @@ function buildConsumer(
 }
 
 /** Interval of lease renewals and reads; also the bound of each lease query and connect. */
-const IN_ORDER_LOCK_POLL_MS = 1_000;
+export const IN_ORDER_LOCK_POLL_MS = 1_000;
 
 /** Drain budget of the in-order consumer: one job in flight, a few statements. */
 const IN_ORDER_DRAIN_MS = 2_000;

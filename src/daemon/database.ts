@@ -67,6 +67,8 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
   needed.add("statusengine_nodes");
   if (config.tasks) needed.add("statusengine_tasks");
   if (splitQueues(config, queues).gated.length > 0) needed.add("statusengine_worker_leases");
+  // The task queue's lease (src/daemon/start.ts).
+  if (config.tasks && config.inOrderLock) needed.add("statusengine_worker_leases");
   if (!config.perfdataBackends.includes("mysql")) needed.delete("statusengine_perfdata");
   return [...needed].sort();
 }

@@ -15,7 +15,14 @@ import {
   type QueueConsumer,
 } from "../consumer/contract.ts";
 import { INVALID_REASONS, QUEUE_NAMES, type QueueName, QUEUES } from "../events/mod.ts";
-import { ADJUSTMENT_REASONS, IdleProbe, type MysqlHosts } from "../mysql/mod.ts";
+import {
+  ADJUSTMENT_REASONS,
+  IdleProbe,
+  Lease,
+  leaseTermMs,
+  type MysqlHosts,
+  openLeaseConnection,
+} from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
 import type { ListenerName, Readiness } from "../http/mod.ts";
@@ -44,6 +51,7 @@ import {
 } from "./outputs.ts";
 import {
   buildConsumption,
+  IN_ORDER_LOCK_POLL_MS,
   type QueueBackend,
   queueBackend,
   type QueueSplit,
@@ -179,7 +187,7 @@ export async function startWorker(
   }
 
   // After the consumer: a worker that refuses to start must not have run any task.
-  const tasks = startTasks(config, backend, database.executor, metrics);
+  const tasks = startTasks(config, backend, database.executor, database.hosts, metrics);
 
   /**
    * The graceful shutdown (docs/shutdown.md#order-and-budgets): every step bounded and logged once
@@ -361,16 +369,28 @@ async function groupOf(path: string): Promise<string | undefined> {
   }
 }
 
-/** The `statusengine_tasks` poller, when configured; its publisher is its own. */
+/**
+ * Time a tasks lease holder needs to stop once its lease is no longer valid: the submission in
+ * flight (its budget is 5 s, broker or command file) and its DELETE.
+ */
+const TASKS_LEASE_DRAIN_MS = 7_000;
+
+/**
+ * The `statusengine_tasks` poller, when configured; its publisher is its own. With the in-order
+ * lock (several workers may share the node), only the holder of the node's tasks lease runs them:
+ * each worker would otherwise read the same rows and submit every task once per worker.
+ */
 function startTasks(
   config: WorkerConfig,
   backend: QueueBackend,
   executor: ConstructorParameters<typeof TaskManager>[0]["executor"],
+  hosts: MysqlHosts,
   metrics: Metrics,
 ): { manager: TaskManager; close(): Promise<void> } | undefined {
   if (!config.tasks) return undefined;
   const t = config.tasks;
   const publisher = t.submitMethod === "broker" ? backend.commandPublisher() : undefined;
+  const lease = config.inOrderLock ? tasksLease(config, hosts) : undefined;
   const manager = new TaskManager({
     executor,
     nodeName: config.nodeName,
@@ -380,15 +400,41 @@ function startTasks(
       : brokerSubmitter(publisher),
     metrics,
     ...(t.allow === undefined ? {} : { allow: new RawCommandAllowlist(t.allow) }),
+    ...(lease === undefined ? {} : { mayRun: () => lease.valid }),
   });
+  lease?.start();
   manager.start();
   return {
     manager,
     close: async () => {
+      // The lease is released only once no task is being submitted.
       await manager.stop();
+      await lease?.stop();
       await publisher?.close();
     },
   };
+}
+
+/** The lease of the node's task queue: one row of `statusengine_worker_leases` per node name. */
+function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
+  const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
+  return new Lease({
+    connect: () => openLeaseConnection(hosts.inUse, pollMs),
+    // Cut to the column's 255 characters, as the in-order lease's name.
+    name: [...`tasks:${config.nodeName}`].slice(0, 255).join(""),
+    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
+    pollMs,
+    termMs: leaseTermMs(pollMs, TASKS_LEASE_DRAIN_MS),
+    drainMs: TASKS_LEASE_DRAIN_MS,
+    // The manager asks `valid` before each poll and each submission: nothing to start or stop.
+    onHeld: () => {
+      log.info("tasks: this worker runs the node's tasks (it holds the tasks lease)", {
+        node_name: config.nodeName,
+      });
+      return Promise.resolve();
+    },
+    onLost: () => Promise.resolve(),
+  });
 }
 
 /** Bound on each step that waits for a peer (MySQL pool, HTTP listeners). */

@@ -45,11 +45,14 @@ export interface ValidatedTask {
   readonly body: string;
   /** The command line with its `[timestamp] ` prefix, as the command file takes it. */
   readonly line: string;
+  /** The task's row (every column), the same at every poll while the row stays. */
+  readonly key: string;
 }
 
 /** A task's payload validated as the `raw` command of a `POST /commands` body, the same rules. */
 function validateTask(
   payload: string,
+  key: string,
   nowSeconds: number,
   allow?: RawCommandAllowlist,
 ): { ok: true; task: ValidatedTask } | { ok: false; reason: string; error: string } {
@@ -60,7 +63,7 @@ function validateTask(
   if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
   // A validated `raw` command's Data is always its line.
   const line = (JSON.parse(result.body) as { Data: string }).Data;
-  return { ok: true, task: { body: result.body, line } };
+  return { ok: true, task: { body: result.body, line, key } };
 }
 
 /** Submit through the publisher `POST /commands` uses (`statusngin_cmd`). */
@@ -75,21 +78,35 @@ export function brokerSubmitter(publisher: CommandPublisher): TaskSubmitter {
  * Submit by appending the line to the core's external command file (a FIFO, or a plain file). The
  * file is never created: a missing one means the core is not running, and the task must wait.
  * Each line is one write, so lines up to the pipe buffer (4 KiB) never interleave with others.
+ *
+ * A write cannot be cancelled: one that outlasts the budget (a core that does not read, its pipe
+ * full) is reported as failed but goes on, to the end of its line, and reaches the core once it
+ * reads again. Its task is then taken as submitted when it comes again (the manager keeps the
+ * order, so it is the next submission): written twice, it would run twice.
  */
-export function commandFileSubmitter(path: string): TaskSubmitter {
+export function commandFileSubmitter(
+  path: string,
+  options: { readonly timeoutMs?: number } = {},
+): TaskSubmitter {
+  const timeoutMs = options.timeoutMs ?? COMMAND_FILE_TIMEOUT_MS;
   const encoder = new TextEncoder();
-  // At most one open that waits for a reader is left behind; while it waits, every write fails
-  // at once instead of stacking up blocked opens.
-  let stuck: Promise<unknown> | undefined;
+  // At most one open or write given up on is left behind; while it waits, every submission fails
+  // at once instead of stacking up blocked opens and writes.
+  let stuck: { readonly what: string; readonly done: Promise<unknown> } | undefined;
+  // The key of the task whose write ended after its submission had been given up.
+  let landed: string | undefined;
   return {
     method: "cmd",
     async submit(command, signal) {
       if (stuck !== undefined) {
         throw new Error(
-          `External command file ${path} has no reader (an earlier open still waits)`,
+          `External command file ${path} has no reader (an earlier ${stuck.what} still waits)`,
         );
       }
-      using limit = deadline(COMMAND_FILE_TIMEOUT_MS, signal);
+      const late = landed;
+      landed = undefined;
+      if (late === command.key) return;
+      using limit = deadline(timeoutMs, signal);
       let opened: Opened;
       try {
         opened = await openCommandFile(path, limit.signal);
@@ -99,24 +116,40 @@ export function commandFileSubmitter(path: string): TaskSubmitter {
         });
       }
       if ("late" in opened) {
-        stuck = opened.late.finally(() => (stuck = undefined));
+        stuck = { what: "open", done: opened.late.finally(() => (stuck = undefined)) };
         throw new Error(
-          `Cannot open external command file ${path} within ${COMMAND_FILE_TIMEOUT_MS} ms ` +
+          `Cannot open external command file ${path} within ${timeoutMs} ms ` +
             "(is the monitoring core reading it?)",
         );
       }
-      const file = opened.file;
+      const writing = writeLine(opened.file, encoder.encode(`${command.line}\n`));
       try {
-        const bytes = encoder.encode(`${command.line}\n`);
-        let written = 0;
-        while (written < bytes.length) {
-          written += await abortable(file.write(bytes.subarray(written)), limit.signal);
-        }
-      } finally {
-        file.close();
+        await abortable(writing, limit.signal);
+      } catch (err: unknown) {
+        if (!limit.signal.aborted) throw err;
+        stuck = {
+          what: "write",
+          done: writing.then(() => (landed = command.key), () => {})
+            .finally(() => (stuck = undefined)),
+        };
+        throw new Error(
+          `Cannot write to external command file ${path} within ${timeoutMs} ms (is the ` +
+            "monitoring core reading it?); the line goes in once it reads, and not again",
+          { cause: err },
+        );
       }
     },
   };
+}
+
+/** Write all of `bytes` (one line), then close the file, whatever the caller stopped waiting for. */
+async function writeLine(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  try {
+    let written = 0;
+    while (written < bytes.length) written += await file.write(bytes.subarray(written));
+  } finally {
+    file.close();
+  }
 }
 
 /** An open command file, or an open given up on that closes its file once it completes. */
@@ -168,6 +201,11 @@ export interface TaskManagerOptions {
   readonly allow?: RawCommandAllowlist;
   /** Clock in epoch seconds (tests). */
   readonly now?: () => number;
+  /**
+   * Whether this worker may run the node's tasks now (it holds the tasks lease, when several
+   * workers share the node); asked before each poll and each submission. Default: always.
+   */
+  readonly mayRun?: () => boolean;
 }
 
 interface TaskRow {
@@ -183,6 +221,12 @@ export class TaskManager {
   readonly #stop = new AbortController();
   #loop: Promise<void> | undefined;
   #rounds = 0;
+  /**
+   * The key of the task submitted last whose DELETE failed (MySQL went away, or its answer was
+   * lost): the next poll deletes its row without submitting it again. At most one: a failed
+   * DELETE ends the poll.
+   */
+  #undeleted: string | undefined;
 
   constructor(options: TaskManagerOptions) {
     this.#o = options;
@@ -229,24 +273,47 @@ export class TaskManager {
 
   /**
    * One poll: run this node's tasks in entry order, stopping at the first that could not be
-   * submitted or deleted, so the order is kept. Returns the tasks submitted.
+   * submitted or deleted, so the order is kept, or once {@link TaskManagerOptions.mayRun} says
+   * no. Returns the tasks submitted.
    */
   async poll(signal: AbortSignal): Promise<number> {
     const o = this.#o;
     const m = o.metrics;
+    if (o.mayRun?.() === false) return 0;
+    // No ORDER BY: the table has no key, so InnoDB keeps its rows (and their node_name index
+    // entries) in the order they were written, which is how the PHP worker read them. The UI's
+    // entry_time has whole seconds; sorting on it here, stably, keeps the written order of the
+    // tasks of one second (a tie broken by the random uuid could run "enable" before "disable").
     const { rows } = await o.executor.run(
       "SELECT `uuid`, `entry_time`, `type`, `payload` FROM `statusengine_tasks` " +
-        "WHERE `node_name` = ? " +
-        `ORDER BY \`entry_time\`, \`uuid\` LIMIT ${TASKS_PER_POLL}`,
+        `WHERE \`node_name\` = ? LIMIT ${TASKS_PER_POLL}`,
       [o.nodeName],
     );
+    const tasks = (rows as unknown as readonly TaskRow[]).toSorted((a, b) =>
+      Number(a["entry_time"]) - Number(b["entry_time"])
+    );
     let submitted = 0;
-    for (const raw of rows as unknown as readonly TaskRow[]) {
+    for (const raw of tasks) {
       signal.throwIfAborted();
       const uuid = raw.uuid ?? "";
+      const key = JSON.stringify([raw.uuid, String(raw["entry_time"]), raw.type, raw.payload]);
+      if (key === this.#undeleted) {
+        log.info("tasks: deleting a task submitted before; it is not submitted again", {
+          uuid,
+          node_name: o.nodeName,
+        });
+        await this.#delete(raw);
+        this.#undeleted = undefined;
+        continue;
+      }
       const checked = raw.type !== EXTERNAL_COMMAND_TASK
         ? { ok: false as const, reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` }
-        : validateTask(raw.payload ?? "", Math.floor(o.now?.() ?? Date.now() / 1000), o.allow);
+        : validateTask(
+          raw.payload ?? "",
+          key,
+          Math.floor(o.now?.() ?? Date.now() / 1000),
+          o.allow,
+        );
       if (!checked.ok) {
         m?.tasksRejected.inc();
         log.warn("tasks: task refused and deleted; it can never run", {
@@ -258,6 +325,8 @@ export class TaskManager {
         await this.#delete(raw);
         continue;
       }
+      // The lease may have ended while earlier tasks ran: the next holder reads this one.
+      if (o.mayRun?.() === false) return submitted;
       try {
         await o.submitter.submit(checked.task, signal);
       } catch (err: unknown) {
@@ -274,8 +343,13 @@ export class TaskManager {
       m?.tasksSubmitted.inc();
       submitted++;
       // Only now: a task deleted before its submission succeeded would be lost.
+      this.#undeleted = key;
       await this.#delete(raw);
+      this.#undeleted = undefined;
     }
+    // Every row was read and the one left undeleted was not among them: gone meanwhile (its
+    // DELETE committed, only the answer was lost).
+    if (rows.length < TASKS_PER_POLL) this.#undeleted = undefined;
     if (submitted > 0) log.debug("tasks: submitted", { tasks: submitted, node_name: o.nodeName });
     return submitted;
   }
