@@ -584,7 +584,8 @@ Deno.test("dead letters: two replays of one file at once write the keyless log r
       "SELECT COUNT(*) AS n FROM statusengine_logentries",
     ))[0]?.n;
     assert.equal(count, logRows, "each log entry once");
-    const [ran, refused] = done[0]!.code === 0 ? [done[0]!, done[1]!] : [done[1]!, done[0]!];
+    const [first, second] = done as [(typeof done)[0], (typeof done)[0]];
+    const [ran, refused] = first.code === 0 ? [first, second] : [second, first];
     assert.equal(ran.code, 0, ran.text);
     assert.match(ran.text, /1 records, 1 submitted/);
     assert.equal(refused.code, 1, refused.text);
@@ -606,7 +607,7 @@ Deno.test("dead letters: a replay whose left-over file cannot be written says so
   const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
   try {
     const path = `${dir}/dead.ndjson`;
-    const { table, row } = expectedRows(Q)[0]!;
+    const [{ table, row }] = expectedRows(Q) as [ReturnType<typeof expectedRows>[0]];
     await Deno.writeTextFile(
       path,
       JSON.stringify({

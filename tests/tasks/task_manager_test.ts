@@ -72,7 +72,8 @@ Deno.test("task manager: with MySQL and the submission failing at random points,
     };
     for (let i = 0, n = 1 + rnd(6); i < n; i++) insert();
     const fates = ["ok", "ok", "before", "after"] as const;
-    const executor = fakeTable(rows, (kind) => kind === "select" ? fates[rnd(3)]! : fates[rnd(4)]!);
+    const fate = (n: number) => fates[rnd(n)] ?? "ok";
+    const executor = fakeTable(rows, (kind) => kind === "select" ? fate(3) : fate(4));
     const submitted: string[] = [];
     const submitter: TaskSubmitter = {
       method: "broker",
