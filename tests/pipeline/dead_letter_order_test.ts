@@ -45,7 +45,13 @@ async function run(seed: number, dir: string): Promise<void> {
         await Deno.rename(path, `${path}.${++rotations}`).catch((err: unknown) => {
           if (!(err instanceof Deno.errors.NotFound)) throw err;
         });
-        if (rnd(2) === 0) await Deno.writeTextFile(path, "");
+        // `create` makes the new file only if the worker has not made it yet: writes in flight may
+        // already have reopened the path, and truncating that file would lose their records.
+        if (rnd(2) === 0) {
+          await Deno.writeTextFile(path, "", { createNew: true }).catch((err: unknown) => {
+            if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+          });
+        }
         break;
       }
       case 3: // SIGHUP
