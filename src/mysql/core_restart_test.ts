@@ -3,16 +3,7 @@
  * core-restart sweep reads it instead of the tables.
  */
 import assert from "node:assert/strict";
-import {
-  isStatusTable,
-  type PausableWriter,
-  type RestartClock,
-  STATUS_TABLES,
-  StatusCleaner,
-  StatusProgress,
-} from "./core_restart.ts";
-import { DbAvailability } from "./availability.ts";
-import type { SqlExecutor } from "./executor.ts";
+import { isStatusTable, STATUS_TABLES, StatusProgress } from "./core_restart.ts";
 import type { Row } from "../events/types.ts";
 
 const HOSTS = "statusengine_hoststatus";
@@ -67,72 +58,4 @@ Deno.test("status progress: only the two status tables are status tables", () =>
   assert.ok(isStatusTable(SERVICES));
   assert.ok(!isStatusTable("statusengine_hostchecks"));
   assert.ok(!isStatusTable("statusengine_logentries"));
-});
-
-/** The status DELETEs a cleaner sent, by cutoff; every statement answers at once. */
-function instantCleaner() {
-  const cutoffs: number[] = [];
-  const executor: SqlExecutor = {
-    run(sql, values) {
-      if (/^DELETE FROM `statusengine_(host|service)status` WHERE `node_name` = \?/.test(sql)) {
-        cutoffs.push(Number(values?.[1]));
-      }
-      // The node_name index exists, each status table holds one row of the node (its key read
-      // finds it), the other reads find none, and every DELETE deletes nothing.
-      const rows = /information_schema/.test(sql)
-        ? [{ n: 1 }]
-        : /^SELECT `hostname`/.test(sql)
-        ? [{ hostname: "h", service_description: "s", node_name: "N" }]
-        : [];
-      return Promise.resolve({ affectedRows: 0, rows });
-    },
-  };
-  const writer: PausableWriter = { withPaused: (fn) => fn() };
-  const clock: RestartClock = {
-    nowMs: () => T * 1000,
-    // Nothing here waits for time: the tables show the restart at once and the settle time is 0.
-    sleep: (_ms, signal) =>
-      new Promise((_resolve, reject) =>
-        signal.addEventListener("abort", () => reject(signal.reason), { once: true })
-      ),
-  };
-  const cleaner = new StatusCleaner({
-    executor,
-    availability: new DbAvailability(),
-    nodeName: "N",
-    openItcockpit: false,
-    statusMaxAgeSeconds: 0,
-    writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
-    committed: { newest: () => T + 3600 },
-    clock,
-    timing: { settleMs: 0, pollMs: 1, startupWindowMs: 0 },
-  });
-  return { cleaner, cutoffs };
-}
-
-const T = 1_800_000_000;
-
-Deno.test("status cleaner: a restart recorded at any point of a running sweep is swept, also just as the sweep ends", async () => {
-  // The restart job is handled concurrently with the sweep's statements: its handler may run in
-  // any microtask of the sweep, the one after the sweep's last look at what is pending included.
-  const signal = new AbortController().signal;
-  for (let hops = 0; hops < 300; hops++) {
-    const { cleaner, cutoffs } = instantCleaner();
-    await cleaner.onRestart(
-      { messageSeconds: T, receivedAtMs: T * 1000, linkOpenedAtMs: null },
-      signal,
-    );
-    for (let i = 0; i < hops; i++) await null;
-    await cleaner.onRestart(
-      { messageSeconds: T + 30, receivedAtMs: T * 1000 + 30_000, linkOpenedAtMs: null },
-      signal,
-    );
-    await cleaner.idle();
-    await cleaner.close();
-    assert.ok(
-      cutoffs.includes(T + 30),
-      `the second restart, recorded ${hops} microtasks into the first one's sweep, was never ` +
-        `swept (status DELETEs at cutoffs ${JSON.stringify([...new Set(cutoffs)])})`,
-    );
-  }
 });

@@ -9,8 +9,6 @@ import FakeTimers from "@sinonjs/fake-timers";
 import { Consumer } from "../../src/consumer/consumer.ts";
 import {
   type ConsumerObserver,
-  type GiveBackReason,
-  type Link,
   type LinkTarget,
   NOOP_OBSERVER,
 } from "../../src/consumer/contract.ts";
@@ -18,52 +16,12 @@ import { type ConnectionState, metricsObserver } from "../../src/consumer/metric
 import { createMetrics } from "../../src/metrics/registry.ts";
 import { getLogger } from "../../src/log.ts";
 import { RecordingObserver } from "../helpers/recording_observer.ts";
+import { FakeLink } from "../helpers/fake_link.ts";
 
 const QUEUE = "q_give_back";
 const AFTER_MS = 10_000;
 const CHECK_MS = 2_000;
 const RECONNECT_MS = 100;
-
-/** A link that holds `inFlight` jobs until it is given back, drained or aborted. */
-class FakeLink implements Link {
-  readonly #closed = Promise.withResolvers<Error | undefined>();
-  inFlight: number;
-  lastReceivedAt = 0;
-  started = false;
-  readonly givenBack: GiveBackReason[] = [];
-
-  constructor(inFlight: number) {
-    this.inFlight = inFlight;
-  }
-  get closed(): Promise<Error | undefined> {
-    return this.#closed.promise;
-  }
-  start(): void {
-    this.started = true;
-  }
-  drain(): Promise<void> {
-    this.#closed.resolve(undefined);
-    return Promise.resolve();
-  }
-  settled(): Promise<void> {
-    return Promise.resolve();
-  }
-  abort(): Promise<void> {
-    this.#closed.resolve(undefined);
-    return Promise.resolve();
-  }
-  nudge(): void {}
-  giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
-    this.givenBack.push(reason);
-    const jobs = this.inFlight;
-    this.#closed.resolve(undefined);
-    return Promise.resolve(new Map(jobs === 0 ? [] : [[QUEUE, jobs]]));
-  }
-  /** The broker ended the link. */
-  lose(): void {
-    this.#closed.resolve(new Error("connection reset"));
-  }
-}
 
 /** MySQL as the give-back policy sees it, on the faked clock. */
 class FakeMysql {
@@ -120,7 +78,7 @@ function harness(servers = 1, handshake?: Promise<void>): Harness {
     open: async () => {
       await handshake;
       if (refuse) throw new Error("connection refused");
-      const link = new FakeLink(3);
+      const link = new FakeLink(QUEUE, 3);
       links.push(link);
       return link;
     },

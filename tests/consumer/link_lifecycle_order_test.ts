@@ -18,7 +18,8 @@
 import assert from "node:assert/strict";
 import FakeTimers from "@sinonjs/fake-timers";
 import { Consumer } from "../../src/consumer/consumer.ts";
-import type { GiveBackReason, Link, LinkTarget } from "../../src/consumer/contract.ts";
+import type { LinkTarget } from "../../src/consumer/contract.ts";
+import { FakeLink } from "../helpers/fake_link.ts";
 import { getLogger } from "../../src/log.ts";
 import { RecordingObserver } from "../helpers/recording_observer.ts";
 import { seededRandom } from "../helpers/seeded_random.ts";
@@ -31,60 +32,6 @@ const RECONNECT_MS = 100;
 const RECOVERY_MS = CHECK_MS + 2 * RECONNECT_MS + 600;
 const SEEDS = Array.from({ length: 40 }, (_, i) => i + 1);
 const STEPS = 200;
-
-class FakeLink implements Link {
-  readonly #closed = Promise.withResolvers<Error | undefined>();
-  inFlight: number;
-  lastReceivedAt = 0;
-  started = false;
-  isClosed = false;
-
-  constructor(
-    inFlight: number,
-    readonly onGiveBack: (link: FakeLink) => void,
-    /** Opened after stop began: it must be closed unused. */
-    readonly afterStop: boolean,
-    readonly violation: (what: string) => void,
-  ) {
-    this.inFlight = inFlight;
-  }
-  get closed(): Promise<Error | undefined> {
-    return this.#closed.promise;
-  }
-  get consuming(): boolean {
-    return this.started && !this.isClosed;
-  }
-  start(): void {
-    if (this.started) this.violation("a link started twice");
-    if (this.afterStop) this.violation("a link opened after stop began was started");
-    this.started = true;
-  }
-  drain(): Promise<void> {
-    this.#end(undefined);
-    return Promise.resolve();
-  }
-  settled(): Promise<void> {
-    return Promise.resolve();
-  }
-  abort(): Promise<void> {
-    this.#end(undefined);
-    return Promise.resolve();
-  }
-  nudge(): void {}
-  giveBack(_reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
-    this.onGiveBack(this);
-    const jobs = this.inFlight;
-    this.#end(undefined);
-    return Promise.resolve(new Map(jobs === 0 ? [] : [[QUEUE, jobs]]));
-  }
-  lose(): void {
-    this.#end(new Error("connection reset"));
-  }
-  #end(reason: Error | undefined): void {
-    this.isClosed = true;
-    this.#closed.resolve(reason);
-  }
-}
 
 async function runCase(seed: number): Promise<void> {
   const rnd = seededRandom(seed);
@@ -138,8 +85,10 @@ async function runCase(seed: number): Promise<void> {
           trace.push(`t=${now} open refused`);
           throw new Error("connection refused");
         }
-        const link = new FakeLink(rnd(4), onGiveBack, stopped !== undefined, (what) => {
-          violations.push(`t=${performance.now()} ${what}`);
+        const link = new FakeLink(QUEUE, rnd(4), {
+          onGiveBack,
+          afterStop: stopped !== undefined,
+          violation: (what) => violations.push(`t=${performance.now()} ${what}`),
         });
         links.push(link);
         trace.push(`t=${now} link ${links.length - 1} opened (${link.inFlight} jobs)`);
