@@ -14,7 +14,7 @@ import type {
   Job,
   JobHandler,
 } from "../src/consumer/contract.ts";
-import type { WindowOptions } from "../src/consumer/consumer.ts";
+import type { ConsumedQueue, WindowOptions } from "../src/consumer/consumer.ts";
 import { INITIAL_WINDOW, type QueuePressure } from "../src/consumer/window.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { type Gearmand, startGearmand } from "./helpers/gearmand.ts";
@@ -39,7 +39,7 @@ interface Consumer {
 }
 
 interface ConsumerSpec {
-  readonly queues: readonly { name: string; inOrder: boolean }[];
+  readonly queues: readonly ConsumedQueue[];
   readonly handler: JobHandler;
   readonly observer: ConsumerObserver;
   readonly deadLetter?: (record: ConsumerDeadLetter) => Promise<void>;
@@ -427,6 +427,52 @@ for (const backend of [GEARMAN, RABBITMQ]) {
       gate.resolve();
       await waitFor(() => handled === 20, { message: "every job handled after release" });
       assert.ok(maxHeld <= limit + size, `held ${maxHeld} bytes at once, limit ${limit}`);
+    } finally {
+      gate.resolve();
+      await c.stop();
+    }
+  });
+
+  // The core restart's cutoff is its job's receive time (docs/core-restart.md rule 1). Its grab
+  // used to wait for the process-wide byte budget like any other: in a burst of status jobs the
+  // restart job stayed at the broker, was received seconds late, and the late cutoff swept rows of
+  // live objects.
+  Deno.test(`contract (${name}): a receive-at-once queue is served while other queues hold the whole byte budget`, async () => {
+    await using env = await backend.env();
+    const big = await declared(env, env.queue("rao_big"));
+    const restart = await declared(env, env.queue("rao_restart"));
+    const size = 256 * 1024;
+    const limit = 1024 * 1024;
+    let held = 0;
+    const gate = Promise.withResolvers<void>();
+    let restartHandled = false;
+    const c = env.consumer({
+      queues: [{ name: big, inOrder: false }, {
+        name: restart,
+        inOrder: false,
+        receiveAtOnce: true,
+      }],
+      handler: async (job) => {
+        if (job.queue === restart) {
+          restartHandled = true;
+          return;
+        }
+        held += job.payload.length;
+        await gate.promise;
+        held -= job.payload.length;
+      },
+      observer: new RecordingObserver(),
+      maxInFlightBytes: limit,
+    });
+    await env.publish(big, Array.from({ length: 8 }, () => new Uint8Array(size).fill(0x61)));
+    await c.start();
+    try {
+      await waitFor(() => held >= limit, { message: "the big queue fills the byte budget" });
+      await env.publish(restart, ['{"object_type":102}']);
+      await waitFor(() => restartHandled, {
+        message: "the restart job handled while the byte budget is full",
+      });
+      assert.ok(held >= limit, "the big queue still held the whole budget");
     } finally {
       gate.resolve();
       await c.stop();

@@ -361,7 +361,8 @@ export const SETTINGS = [
     help: "Payload bytes of the jobs being handled, across all queues. A Gearman grab waits " +
       "while they (plus the expected size of the grabs already sent) are over it; a RabbitMQ " +
       "delivery waits unhandled in its prefetch buffer. One job is always let through, " +
-      "however large.",
+      "however large. The core-restart queue's jobs (a few bytes) never wait: their receive " +
+      "time dates the restart.",
   }),
   setting("drain-timeout", TIMER_OR_ZERO, {
     default: "30s",

@@ -34,7 +34,15 @@ export interface ConsumedQueue {
   readonly name: string;
   /** One job at a time, whatever the cap (docs/consumption.md#downtimes-in-order). */
   readonly inOrder: boolean;
+  /**
+   * Its jobs (a few bytes each) never wait for `--max-in-flight-bytes`: they hold bytes of a budget
+   * of their own ({@link RECEIVE_AT_ONCE_BYTES}), so a burst of other queues cannot delay them.
+   */
+  readonly receiveAtOnce?: boolean;
 }
+
+/** The byte budget of a queue whose jobs are taken at once: far above what its jobs take. */
+const RECEIVE_AT_ONCE_BYTES = 1024 * 1024;
 
 /** What a backend's link targets are built from. */
 export interface LinkContext {
@@ -172,7 +180,7 @@ export class Consumer {
       const budget = new QueueBudget(
         q.name,
         window === undefined || q.inOrder ? cap : Math.min(cap, INITIAL_WINDOW),
-        this.#bytes,
+        q.receiveAtOnce === true ? new ByteBudget(RECEIVE_AT_ONCE_BYTES) : this.#bytes,
       );
       this.#budgets.set(q.name, budget);
       this.#up.set(q.name, new Set());

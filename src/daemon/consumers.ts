@@ -59,7 +59,11 @@ export function queueBackend(
 ): QueueBackend {
   const name = config.nodeName.replace(/\s+/g, "_");
   const consumed = (queues: readonly QueueName[]) =>
-    queues.map((q) => ({ name: q, inOrder: QUEUES[q].inOrder }));
+    queues.map((q) => ({
+      name: q,
+      inOrder: QUEUES[q].inOrder,
+      receiveAtOnce: QUEUES[q].receiveAtOnce,
+    }));
   if ((config.consumer ?? "gearman") === "rabbitmq") {
     const rabbitmq = config.rabbitmq;
     if (rabbitmq === undefined) {

@@ -60,6 +60,11 @@ export interface QueueSpec {
   readonly tables: readonly TableName[];
   /** Jobs one at a time, in delivery order: downtimes only (docs/consumption.md#downtimes-in-order). */
   readonly inOrder: boolean;
+  /**
+   * Its jobs are taken the moment the broker offers them, never after waiting for the byte budget:
+   * their receive time is data (the core restart's cutoff, docs/core-restart.md rule 1).
+   */
+  readonly receiveAtOnce: boolean;
   /** Events older than `--status-max-age` are discarded (docs/payloads.md#stale-status). */
   readonly staleFilter: boolean;
   /**
@@ -142,6 +147,7 @@ export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze(
           : "rows",
         tables: Object.freeze([...tables]),
         inOrder: name === "statusngin_downtimes",
+        receiveAtOnce: name === "statusngin_core_restart",
         staleFilter: STATUS.includes(name),
         eventTimeColumn: STATUS.includes(name)
           ? "status_update_time"
