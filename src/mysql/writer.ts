@@ -24,7 +24,7 @@ import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
-import { delay } from "../util/async.ts";
+import { abortable, delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { WorkerError } from "../util/errors.ts";
 
@@ -200,8 +200,9 @@ export class TableWriter {
   }
 
   /**
-   * Commit what is buffered within `signal`, then refuse new rows. A statement still held when
-   * `signal` aborts is given up: its jobs are redelivered (D1). Later calls share the first.
+   * Commit what is buffered within `signal`, then refuse new rows. A statement still held, or still
+   * waiting for MySQL's answer, when `signal` aborts is given up: its jobs are redelivered (D1).
+   * Later calls share the first.
    */
   close(signal: AbortSignal): Promise<void> {
     this.#closing ??= this.#close(signal);
@@ -452,22 +453,33 @@ export class TableWriter {
     }
     let statement = this.#statement(live, top);
     let attempts = 0;
+    const retry = {
+      table: this.table.name,
+      availability: this.#availability,
+      signal: this.#abort.signal,
+      withdrawn: () => live.every((p) => p.owner.withdrawn),
+      metrics: this.#metrics,
+      holder,
+    };
     try {
       await runWithRetry(() => {
         if (attempts++ > 0 && live.some((p) => p.owner.withdrawn)) {
           live = this.#dropWithdrawn(live);
           statement = this.#statement(live, false);
         }
-        return this.#executor.run(statement.sql, statement.values, { prepared: true });
-      }, {
-        table: this.table.name,
-        availability: this.#availability,
-        signal: this.#abort.signal,
-        withdrawn: () => live.every((p) => p.owner.withdrawn),
-        metrics: this.#metrics,
-        holder,
-      });
+        // close() keeps its budget when MySQL does not answer (frozen, no statement timeout or a
+        // longer one): the statement is given up, its jobs redelivered (D1).
+        return abortable(
+          this.#executor.run(statement.sql, statement.values, { prepared: true }),
+          this.#abort.signal,
+        );
+      }, retry);
     } catch (err: unknown) {
+      if (this.#abort.signal.aborted) {
+        // Given up at shutdown, answered or not: not a rejection, never isolated (#write logs it).
+        this.#availability.abandon(this.table.name, holder ?? retry);
+        throw this.#abort.signal.reason;
+      }
       if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {
         return err;
       }

@@ -704,6 +704,40 @@ Deno.test("writer: close(budget) while MySQL is unreachable returns within the b
   assert.equal(await fx.count(LOG), 1);
 });
 
+Deno.test("writer: close(budget) returns within the budget while MySQL never answers the statement in flight; its job stays unacknowledged (D1, docs/shutdown.md)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 5);
+  // The statement gets no answer while the table is locked: a frozen MySQL with no
+  // --mysql-statement-timeout (0), or one whose timeout is longer than the flush budget.
+  const lock = await lockTables(fx.db, [LOG]);
+  try {
+    const job = new JobTracker(LOG_QUEUE, 2);
+    const done = track(job.done);
+    await writer.add(rows(2, "unanswered"), job);
+    await waitForBlocked(fx.db, "INSERT INTO `statusengine_logentries`%");
+
+    const budget = new AbortController();
+    const closed = track(writer.close(budget.signal));
+    await turns();
+    assert.equal(closed.settled, false, "close returned before its budget ended");
+    budget.abort(new DOMException("shutdown budget spent", "TimeoutError"));
+    // The lock is still held: the statement has no answer yet.
+    await waitFor(() => closed.settled, { message: "close to return once its budget ended" });
+    assert.equal(done.settled, false, "a job whose rows got no answer must not be acknowledged");
+    assert.equal(job.pending, 2);
+    assert.equal((await fx.deadLetters()).length, 0, "unanswered rows are redelivered");
+    assert.equal(
+      await registryValue(fx.metrics, "statusengine_pipeline_errors_total", {
+        component: "mysql",
+      }),
+      0,
+      "a statement given up at shutdown is no rejection",
+    );
+  } finally {
+    await lock.unlock();
+  }
+});
+
 Deno.test("writer: close keeps its budget while a rejected row cannot be dead-lettered, and its job stays unacknowledged (D7, D1)", async () => {
   await using fx = await setup([LOG]);
   let attempts = 0;
