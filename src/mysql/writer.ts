@@ -410,7 +410,11 @@ export class TableWriter {
    */
   async #isolate(batch: Pending[], failure: MysqlWriteError): Promise<Held | undefined> {
     if (batch.length === 1) {
-      await this.#deadLetter(batch[0] as Pending, failure);
+      // Its job may have been given back while the other parts of the split were sent (held
+      // through an outage): the worker that takes the job handles the row, not this one.
+      if (this.#dropWithdrawn(batch).length === 1) {
+        await this.#deadLetter(batch[0] as Pending, failure);
+      }
       return undefined;
     }
     const half = Math.ceil(batch.length / 2);

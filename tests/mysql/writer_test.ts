@@ -521,6 +521,34 @@ Deno.test("writer: an error that names no row but hits one row only is still iso
   assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
 });
 
+Deno.test("writer: a rejected row whose job was given back while its batch was being split is not dead-lettered: the worker that takes the job handles it (docs/writers.md#give-back)", async () => {
+  await using fx = await setup([LOG], { proxy: true });
+  const proxy = fx.proxy as TcpProxy;
+  const writer = fx.writer(LOG, 2);
+  let givenBack = false;
+  const rejected = new JobTracker(LOG_QUEUE, 1, () => givenBack);
+  const good = new JobTracker(LOG_QUEUE, 1);
+  // Call 1 is the batch (rejected for the bad row), 2 the bad row alone (rejected), 3 the good
+  // row alone: MySQL goes away under it, and the bad row's job is given back meanwhile.
+  fx.executor.inject = (n) => {
+    if (n === 3) proxy.block();
+    return undefined;
+  };
+  await writer.add([logRow("bad", { logentry_type: "x" })], rejected);
+  await writer.add([logRow("good")], good);
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0 while the good row is held",
+  });
+  givenBack = true;
+  proxy.unblock();
+  await good.done;
+  await writer.flush();
+  assert.deepEqual(fx.executor.rowsPerStatement(LOG).slice(0, 3), [2, 1, 1]);
+  assert.equal(await fx.count(LOG, "logentry_data = 'good'"), 1);
+  assert.equal(rejected.deadLettered, 0, "a row of a job given back was dead-lettered");
+  assert.equal((await fx.deadLetters()).length, 0, "another worker dead-letters it as well");
+});
+
 // --- retry policy (docs/writers.md#retry-policy) -----------------------------
 
 Deno.test("writer: lock errors are sent again at once, then held with the MySQL hold's back-off until they clear, never dropped, counted by table and kind (D7)", async () => {
