@@ -48,3 +48,18 @@ Deno.test("publisher: depth calls made at once while the probe channel opens sha
   for (const d of all) assert.deepEqual(d, { ready: 1, consumers: 0 });
   assert.equal(await channelsOf(vhost.name), 2, "the publishing channel and one probe");
 });
+
+Deno.test("publisher: a publish to a queue deleted since it was declared fails, it does not resolve for a dropped message", async () => {
+  await using vhost = await createScratchVhost("se_pub");
+  await using publisher = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  await using other = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  await publisher.publish("q_gone", ["a"]);
+  // Deleted behind the publisher's back (an operator, a lost node of a non-durable queue).
+  await other.deleteQueue("q_gone");
+  // The default exchange drops a message for a missing queue and still confirms it.
+  await assert.rejects(publisher.publish("q_gone", ["b"]), /q_gone/);
+  await assert.rejects(other.depth("q_gone"), /NOT_FOUND|404/);
+  // Not a dead channel: the next publish declares the queue again and lands.
+  await publisher.publish("q_gone", ["c"]);
+  assert.deepEqual(await other.depth("q_gone"), { ready: 1, consumers: 0 });
+});

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type AMQPChannel, AMQPClient } from "@cloudamqp/amqp-client";
+import { type AMQPChannel, AMQPClient, type AMQPMessage } from "@cloudamqp/amqp-client";
 import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
 import { errorMessage } from "../log.ts";
@@ -23,6 +23,8 @@ export class AmqpPublisher implements AsyncDisposable {
   readonly #declared = new Set<string>();
   readonly #declaration: QueueDeclaration;
   readonly #probe: ProbeChannel;
+  /** Messages the broker returned (`basic.return`, no queue to route to), not yet matched. */
+  readonly #returned: AMQPMessage[] = [];
   #closing: Promise<void> | undefined;
 
   private constructor(client: AMQPClient, channel: AMQPChannel, options: QueueDeclaration) {
@@ -30,6 +32,7 @@ export class AmqpPublisher implements AsyncDisposable {
     this.#probe = new ProbeChannel(client);
     this.#channel = channel;
     this.#declaration = options;
+    channel.onReturn = (msg) => void this.#returned.push(msg);
   }
 
   /**
@@ -79,6 +82,10 @@ export class AmqpPublisher implements AsyncDisposable {
   /**
    * Declare the queue and publish every payload, transient as the broker module does, waiting for
    * the confirms. No `contentType` by default, as the broker module sends.
+   *
+   * @throws {Error} When the broker dropped a message because the queue no longer exists (deleted
+   *   since it was declared): the default exchange confirms such a message all the same, so each
+   *   is published mandatory and a returned one fails the call; the next call declares again.
    */
   async publish(
     queue: string,
@@ -86,8 +93,28 @@ export class AmqpPublisher implements AsyncDisposable {
     options: { contentType?: string } = {},
   ): Promise<void> {
     await this.declare(queue);
-    // amqp-client sends no content-type property when it is undefined.
-    await Promise.all(payloads.map((p) => this.#channel.basicPublish("", queue, p, options)));
+    const encoder = new TextEncoder();
+    await Promise.all(payloads.map(async (p) => {
+      const body = typeof p === "string" ? encoder.encode(p) : p;
+      // amqp-client sends no content-type property when it is undefined.
+      await this.#channel.basicPublish("", queue, body, options, true);
+      // The broker sends basic.return before the confirm of the same message.
+      if (this.#takeReturned(queue, body)) {
+        this.#declared.delete(queue);
+        throw new Error(
+          `The broker dropped a message for queue "${queue}": the queue no longer exists`,
+        );
+      }
+    }));
+  }
+
+  #takeReturned(queue: string, body: Uint8Array): boolean {
+    const i = this.#returned.findIndex((m) =>
+      m.routingKey === queue && m.body !== null && sameBytes(m.body, body)
+    );
+    if (i === -1) return false;
+    this.#returned.splice(i, 1);
+    return true;
   }
 
   /** Ready messages and consumers of a queue ({@link ProbeChannel}); throws when it is missing. */
@@ -114,4 +141,10 @@ export class AmqpPublisher implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

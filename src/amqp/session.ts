@@ -54,7 +54,10 @@ export function useDenoSocket(client: AMQPClient): boolean {
   }
   const onRead = (internals.onRead as (buf: Buffer) => unknown).bind(client);
   internals.connectSocket = () => {
-    const socket = new DenoSocket({ host: client.host, port: client.port });
+    // The library's heartbeat check is the socket's idle timeout: only frames from the broker
+    // count, or the worker's own writes (backlog questions every 10 s) would keep a silent
+    // broker looking alive past every heartbeat.
+    const socket = new DenoSocket({ host: client.host, port: client.port, idleOnReadsOnly: true });
     // A failed write destroys the socket, which the library hears as error and close.
     socket.once("connect", () => void client.send(PROTOCOL_HEADER).catch(() => {}));
     socket.on("data", onRead);

@@ -15,6 +15,11 @@ export interface DenoSocketTarget {
   readonly host?: string;
   readonly port?: number;
   readonly socketPath?: string;
+  /**
+   * Count only reads as activity for `setTimeout` (Node counts writes too): a heartbeat's
+   * "nothing heard from the peer", which the connection's own writes must not keep alive.
+   */
+  readonly idleOnReadsOnly?: boolean;
 }
 
 /** Node's error code for Deno's error classes. */
@@ -60,9 +65,11 @@ export class DenoSocket extends EventEmitter {
   #idleMs = 0;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #lastActivity = 0;
+  readonly #idleOnReadsOnly: boolean;
 
   constructor(target: DenoSocketTarget) {
     super();
+    this.#idleOnReadsOnly = target.idleOnReadsOnly === true;
     const connecting = target.socketPath !== undefined && target.socketPath !== ""
       ? Deno.connect({ transport: "unix", path: target.socketPath })
       : target.port === undefined
@@ -108,7 +115,10 @@ export class DenoSocket extends EventEmitter {
     return this;
   }
 
-  /** Emit `timeout` after each `ms` without a read or a write, as Node does; 0 turns it off. */
+  /**
+   * Emit `timeout` after each `ms` without a read or a write, as Node does (without a read with
+   * `idleOnReadsOnly`); 0 turns it off.
+   */
   setTimeout(ms: number): this {
     this.#idleMs = ms;
     this.#stopIdleTimer();
@@ -197,7 +207,7 @@ export class DenoSocket extends EventEmitter {
         try {
           let offset = 0;
           while (offset < data.length) offset += await conn.write(data.subarray(offset));
-          this.#touch();
+          if (!this.#idleOnReadsOnly) this.#touch();
         } catch (err: unknown) {
           const e = withNodeCode(err);
           for (const cb of callbacks) cb?.(e);

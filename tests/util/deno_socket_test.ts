@@ -73,6 +73,27 @@ Deno.test("util deno socket: setTimeout emits timeout after idle time only, agai
   }
 });
 
+Deno.test("util deno socket: with idleOnReadsOnly its own writes do not hold off the timeout (a heartbeat check)", async () => {
+  await using server = startTcpPeer();
+  const socket = new DenoSocket({ host: "127.0.0.1", port: server.port, idleOnReadsOnly: true });
+  await opened(socket);
+  const clock = FakeTimers.install({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+  try {
+    let timeouts = 0;
+    socket.on("timeout", () => timeouts++);
+    socket.setTimeout(150);
+    // A write every 50 ms, and the peer says nothing.
+    for (let i = 0; i < 4; i++) {
+      await new Promise<void>((resolve) => socket.write(new Uint8Array([i]), () => resolve()));
+      clock.tick(50);
+    }
+    assert.equal(timeouts, 1, "150 ms without a read: one timeout, however often it wrote");
+  } finally {
+    clock.uninstall();
+    socket.destroy();
+  }
+});
+
 Deno.test("util deno socket: destroyed with an error it emits error, then close with hadError true; a peer's close is end, then close(false)", async () => {
   {
     await using server = startTcpPeer();
