@@ -161,9 +161,9 @@ export class Lease {
       } catch (err: unknown) {
         if (signal.aborted) break;
         // Waiting: a failed read or take-over is tried again next poll. Failures of a holder
-        // are handled in #renew.
+        // are handled in #renew. What was seen, and since when, stays: every UPDATE of the row
+        // raises `renewals`, so the next read tells whether the holder renewed meanwhile.
         log.debug("db: lease attempt failed", { lease: this.#o.name, error: errorMessage(err) });
-        this.#seen = undefined;
       }
       // Not awaited: starting a consumer may take longer than the validity (a RabbitMQ URL whose
       // first brokers do not answer), and the lease must be renewed meanwhile.

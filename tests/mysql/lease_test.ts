@@ -282,3 +282,58 @@ Deno.test("lease: a holder keeps renewing while its consumer starts, however lon
     await lease.stop();
   }
 });
+
+// Only an UPDATE between two reads changes the row's `renewals`, and the take-over names the
+// value first seen: a read that failed in between proves nothing about the holder. A waiting
+// worker that started its count again after each failed read never took over the lease of a
+// dead holder while one read in every term failed (a lossy link, a busy server): the downtime
+// queue stalled, with only debug lines.
+Deno.test("lease: the lease of a dead holder is taken over although some reads of the waiting worker fail", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  await db.query(
+    "INSERT INTO statusengine_worker_leases (name, holder, renewals) VALUES (?, 'dead 1', 7)",
+    ["in-order:n"],
+  );
+  const events: string[] = [];
+  const takeovers = { n: 0 };
+  let queries = 0;
+  const b = new Lease({
+    connect: async () => {
+      const conn = await mysql.createConnection({ ...options, connectTimeout: 1_000 });
+      // Every fourth statement fails, as one timed out: fewer polls apart than the term.
+      const query = (o: unknown, v: unknown) =>
+        ++queries % 4 === 0
+          ? Promise.reject(new Error("no answer within the poll"))
+          : conn.query(o as mysql.QueryOptions, v as unknown[]);
+      return new Proxy(conn, {
+        get: (target, key) => key === "query" ? query : Reflect.get(target, key, target),
+      });
+    },
+    name: "in-order:n",
+    holder: `B ${crypto.randomUUID().slice(0, 8)}`,
+    pollMs: POLL_MS,
+    termMs: leaseTermMs(POLL_MS, DRAIN_MS),
+    drainMs: DRAIN_MS,
+    onHeld: () => {
+      events.push("B held");
+      return Promise.resolve();
+    },
+    onLost: () => {
+      events.push("B lost");
+      return Promise.resolve();
+    },
+    takeovers: { inc: () => takeovers.n++ },
+  });
+  try {
+    b.start();
+    await waitFor(() => b.active, {
+      timeoutMs: 6 * leaseTermMs(POLL_MS, DRAIN_MS),
+      message: "B took over the dead holder's lease",
+    });
+    assert.equal(takeovers.n, 1);
+    assert.match((await holderOf(db, "in-order:n")) ?? "", /^B /);
+  } finally {
+    await b.stop();
+  }
+});
