@@ -183,15 +183,18 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
           await parts.pipeline.handler(job, signal);
         },
       );
+      // Set before the start: the lease is renewed while the consumer starts, and a job that
+      // waits for a renewal meanwhile is let on by it.
+      admission = fresh;
       try {
         await next.start();
       } catch (err: unknown) {
         fresh.close();
+        admission = undefined;
         await next.stop();
         throw err;
       }
       gated = next;
-      admission = fresh;
       log.info("worker: consuming the in-order queues (this worker holds the lease)");
     },
     onSuspect: () => admission?.hold(),

@@ -48,9 +48,15 @@ interface LeaseOptions {
   readonly termMs: number;
   /** Time the holder needs to stop applying once it decides to. */
   readonly drainMs: number;
-  /** The lease is ours. A rejection is logged; it is called again next poll. */
+  /**
+   * The lease is ours. The lease is renewed while it runs, however long; a rejection is logged,
+   * and it is called again next poll.
+   */
   readonly onHeld: () => Promise<void>;
-  /** After {@link onHeld}: stop consuming (lost, expired or released). Must not reject. */
+  /**
+   * After {@link onHeld} resolved (one under way is waited for): stop consuming (lost, expired or
+   * released). Must not reject.
+   */
   readonly onLost: () => Promise<void>;
   /** After {@link onHeld}: a renewal failed; admit no new job until {@link onRegained}. */
   readonly onSuspect?: () => void;
@@ -81,6 +87,8 @@ export class Lease {
   #validUntil: number | undefined;
   #active = false;
   #suspect = false;
+  /** {@link LeaseOptions.onHeld} under way: the renewals go on beside it. */
+  #starting: Promise<void> | undefined;
 
   constructor(options: LeaseOptions) {
     if (options.termMs - options.drainMs - 2 * options.pollMs <= options.pollMs) {
@@ -153,11 +161,18 @@ export class Lease {
       } catch (err: unknown) {
         if (signal.aborted) break;
         // Waiting: a failed read or take-over is tried again next poll. Failures of a holder
-        // are handled in #renew.
+        // are handled in #renew. What was seen, and since when, stays: every UPDATE of the row
+        // raises `renewals`, so the next read tells whether the holder renewed meanwhile.
         log.debug("db: lease attempt failed", { lease: this.#o.name, error: errorMessage(err) });
-        this.#seen = undefined;
       }
-      if (this.#validUntil !== undefined && !this.#active && !signal.aborted) await this.#start();
+      // Not awaited: starting a consumer may take longer than the validity (a RabbitMQ URL whose
+      // first brokers do not answer), and the lease must be renewed meanwhile.
+      if (
+        this.#validUntil !== undefined && !this.#active && this.#starting === undefined &&
+        !signal.aborted
+      ) {
+        this.#starting = this.#start().finally(() => (this.#starting = undefined));
+      }
       if (again) continue;
       // Poll, but wake in time to give the lease up before its validity ends.
       const left = (this.#validUntil ?? Infinity) - performance.now();
@@ -287,6 +302,9 @@ export class Lease {
   async #lose(release = false): Promise<void> {
     this.#suspect = false;
     this.#validUntil = undefined;
+    // A consumer being started is stopped once it is up (it admits no job meanwhile: the lease
+    // is no longer valid).
+    await this.#starting;
     if (this.#active) {
       this.#active = false;
       this.#o.heldGauge?.set(0);

@@ -224,3 +224,116 @@ Deno.test("lease: a lone holder whose validity ran out while cut off takes its o
     await a.lease.stop();
   }
 });
+
+// Starting the in-order consumer may take longer than the validity (a RabbitMQ URL whose first
+// brokers do not answer: 10 s each). A lease loop that waited for it renewed nothing meanwhile:
+// the validity ran out during the start, the holder gave the lease up right after it, took it
+// back, and started again, so the downtime queue was never consumed.
+Deno.test("lease: a holder keeps renewing while its consumer starts, however long that takes", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const renewals = async () =>
+    Number(
+      (await db.query<{ renewals: string }[]>(
+        "SELECT CAST(renewals AS CHAR) AS renewals FROM statusengine_worker_leases WHERE name = ?",
+        ["in-order:n"],
+      ))[0]?.renewals ?? 0,
+    );
+  const events: string[] = [];
+  const started: string[] = [];
+  const term = leaseTermMs(POLL_MS, DRAIN_MS);
+  const lease = new Lease({
+    connect: () => mysql.createConnection({ ...options, connectTimeout: 1_000 }),
+    name: "in-order:n",
+    holder: `A ${crypto.randomUUID().slice(0, 8)}`,
+    pollMs: POLL_MS,
+    termMs: term,
+    drainMs: DRAIN_MS,
+    onHeld: async () => {
+      events.push("A held");
+      if (started.length > 0) return;
+      // A start that lasts more renewals than the whole term: over only once the holder renewed
+      // that often meanwhile.
+      const before = await renewals();
+      try {
+        await waitFor(async () => (await renewals()) >= before + term / POLL_MS + 2, {
+          timeoutMs: 3 * term,
+          message: "renewals while the consumer starts",
+        });
+        started.push("started");
+      } catch (err: unknown) {
+        started.push(`failed: ${err instanceof Error ? err.message : String(err)}`);
+        throw err;
+      }
+    },
+    onLost: () => {
+      events.push("A lost");
+      return Promise.resolve();
+    },
+  });
+  try {
+    lease.start();
+    await waitFor(() => started.length > 0, { timeoutMs: 10 * term, message: "the start ended" });
+    assert.deepEqual(started, ["started"], "the lease was renewed while its consumer started");
+    await waitFor(() => lease.active, { message: "A active" });
+    assert.equal(lease.valid, true);
+    assert.deepEqual(events, ["A held"], "not given up after a long start");
+  } finally {
+    await lease.stop();
+  }
+});
+
+// Only an UPDATE between two reads changes the row's `renewals`, and the take-over names the
+// value first seen: a read that failed in between proves nothing about the holder. A waiting
+// worker that started its count again after each failed read never took over the lease of a
+// dead holder while one read in every term failed (a lossy link, a busy server): the downtime
+// queue stalled, with only debug lines.
+Deno.test("lease: the lease of a dead holder is taken over although some reads of the waiting worker fail", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  await db.query(
+    "INSERT INTO statusengine_worker_leases (name, holder, renewals) VALUES (?, 'dead 1', 7)",
+    ["in-order:n"],
+  );
+  const events: string[] = [];
+  const takeovers = { n: 0 };
+  let queries = 0;
+  const b = new Lease({
+    connect: async () => {
+      const conn = await mysql.createConnection({ ...options, connectTimeout: 1_000 });
+      // Every fourth statement fails, as one timed out: fewer polls apart than the term.
+      const query = (o: unknown, v: unknown) =>
+        ++queries % 4 === 0
+          ? Promise.reject(new Error("no answer within the poll"))
+          : conn.query(o as mysql.QueryOptions, v as unknown[]);
+      return new Proxy(conn, {
+        get: (target, key) => key === "query" ? query : Reflect.get(target, key, target),
+      });
+    },
+    name: "in-order:n",
+    holder: `B ${crypto.randomUUID().slice(0, 8)}`,
+    pollMs: POLL_MS,
+    termMs: leaseTermMs(POLL_MS, DRAIN_MS),
+    drainMs: DRAIN_MS,
+    onHeld: () => {
+      events.push("B held");
+      return Promise.resolve();
+    },
+    onLost: () => {
+      events.push("B lost");
+      return Promise.resolve();
+    },
+    takeovers: { inc: () => takeovers.n++ },
+  });
+  try {
+    b.start();
+    await waitFor(() => b.active, {
+      timeoutMs: 6 * leaseTermMs(POLL_MS, DRAIN_MS),
+      message: "B took over the dead holder's lease",
+    });
+    assert.equal(takeovers.n, 1);
+    assert.match((await holderOf(db, "in-order:n")) ?? "", /^B /);
+  } finally {
+    await b.stop();
+  }
+});
