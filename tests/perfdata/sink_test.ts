@@ -6,6 +6,7 @@ import {
   type Transport,
 } from "../../src/perfdata/sink.ts";
 import { recordTimers, waitFor } from "../helpers/wait.ts";
+import { withLogs } from "../helpers/logs.ts";
 
 /** A transport that answers from a script (one entry per write), then succeeds. */
 function scripted(answers: (SinkWriteError | number)[]) {
@@ -160,4 +161,39 @@ Deno.test("sink: a transport's refused points are counted as out_of_order, the r
   await waitFor(() => o.written === 2);
   assert.equal(o.dropped.get("out_of_order"), 1);
   await sink.close(1000);
+});
+
+Deno.test("sink: a backend slower than the points arrive: buffer_full is logged once a minute, not a recovery line per batch", async () => {
+  // Writes that succeed when the test lets them: a healthy but slow backend.
+  const held: (() => void)[] = [];
+  const transport: Transport<number> = {
+    backend: "test",
+    target: "test",
+    write: (_batch, signal) =>
+      new Promise((resolve, reject) => {
+        held.push(() => resolve(0));
+        signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });
+      }),
+  };
+  const { o, observer: obs } = observer();
+  await withLogs(async (logs) => {
+    const sink = new BatchingSink({ transport, batchSize: 1, observer: obs, statsIntervalMs: 0 });
+    const overflow = Array.from({ length: 10_001 }, (_, i) => i);
+    for (let cycle = 1; cycle <= 5; cycle++) {
+      sink.push(overflow);
+      await waitFor(() => held.length === 1, { message: `write ${cycle} in flight` });
+      held.shift()?.();
+      await waitFor(() => o.written === cycle, { message: `write ${cycle} done` });
+    }
+    assert.ok((o.dropped.get("buffer_full") ?? 0) > 0);
+    const lines = logs.filter((l) => l.properties["target"] === "test");
+    const drops = lines.filter((l) =>
+      l.level.startsWith("warn") && l.properties["reason"] === "buffer_full"
+    );
+    const recoveries = lines.filter((l) => l.message.includes("succeed again"));
+    assert.equal(drops.length, 1, "the drops are logged, once: " + JSON.stringify(lines));
+    assert.ok(recoveries.length <= 1, `${recoveries.length} recovery lines for 5 batches`);
+    // The rest is dropped at close; the write in flight ends with the budget.
+    await sink.close(0);
+  });
 });
