@@ -214,8 +214,9 @@ export class BatchingSink<T> {
               points: refused,
               batch: batch.length,
               reason: "out_of_order",
-              hint: "older than their series' newest point or a second value for one time, " +
-                "e.g. a redelivered job (repeats at most once a minute)",
+              hint: "older than the server keeps (retention) or than their series' newest " +
+                "point, or a second value for one time, e.g. a redelivered job or a drained " +
+                "backlog (repeats at most once a minute)",
             });
           }
         }
