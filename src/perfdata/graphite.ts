@@ -49,8 +49,10 @@ class CarbonTransport implements Transport<string> {
     if (this.#conn === undefined) {
       const { hostname, port } = parseServerAddress(this.target);
       using dial = deadline(DIAL_TIMEOUT_MS, signal);
-      this.#conn = await Deno.connect({ hostname, port, signal: dial.signal });
-      this.#conn.setNoDelay(true);
+      const conn = await Deno.connect({ hostname, port, signal: dial.signal });
+      conn.setNoDelay(true);
+      this.#conn = conn;
+      this.#watch(conn);
     }
     const bytes = encoder.encode(batch.join(""));
     const conn = this.#conn;
@@ -64,6 +66,25 @@ class CarbonTransport implements Transport<string> {
       limit.signal.removeEventListener("abort", onTimeout);
     }
     return 0;
+  }
+
+  /**
+   * Carbon never sends anything: a read that ends means it closed the connection (a restart, an
+   * idle timeout). The next write then dials again; written into, the closed socket would take
+   * the batch and lose it when Carbon's reset comes back, with the points counted as written.
+   */
+  #watch(conn: Deno.TcpConn): void {
+    void (async () => {
+      const buffer = new Uint8Array(64);
+      try {
+        while ((await conn.read(buffer)) !== null) {
+          // Nothing is expected; whatever comes is ignored.
+        }
+      } catch {
+        // Closed here (reset) or reset by Carbon.
+      }
+      if (this.#conn === conn) this.reset();
+    })();
   }
 
   reset(): void {

@@ -126,9 +126,30 @@ class InfluxTransport extends HttpEndpoint implements Transport<string> {
   }
 
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
-    await this.post(batch.join("\n"), signal);
+    let dropped: number | undefined;
+    try {
+      await this.post(batch.join("\n"), signal, (status, text) => {
+        dropped = status === 400 ? partialWriteDropped(text) : undefined;
+        return dropped === undefined ? "rejected" : "out_of_order";
+      });
+    } catch (err: unknown) {
+      if (dropped === undefined) throw err;
+      return Math.min(dropped, batch.length);
+    }
     return 0;
   }
+}
+
+/**
+ * The points InfluxDB 1.x dropped of a write it answered `partial write: <reason> dropped=<n>`
+ * (400), having stored the rest: points beyond the retention policy, a field type conflict.
+ * Undefined for any other answer, and for lines it could not parse, which it does not count.
+ */
+export function partialWriteDropped(text: string): number | undefined {
+  const m = /partial write: (.*) dropped=(\d+)/.exec(text);
+  if (m === null || (m[1] ?? "").includes("unable to parse")) return undefined;
+  const dropped = Number(m[2]);
+  return dropped > 0 ? dropped : undefined;
 }
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */

@@ -238,11 +238,11 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/** Points in time order; with `lastOnly`, only the last of several at one timestamp. */
-function inTimeOrder(points: RemotePoint[], lastOnly = true): RemotePoint[] {
+/** Points in time order, of several at one timestamp only the last. */
+function inTimeOrder(points: RemotePoint[]): RemotePoint[] {
   // A stable sort keeps the arrival order within one timestamp.
   const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
-  return lastOnly ? sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs) : sorted;
+  return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
 }
 
 /** Bytes of an encoded `Sample`: a double and an int64. */
@@ -337,8 +337,9 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       // stale samples would cost two requests per sample.
       const budget = { splits: 8 * Math.ceil(Math.log2(Math.max(2, batch.length))) };
       const sendWhole = acceptable.length < batch.length;
-      return batch.length - acceptable.length +
-        await this.#isolate(inSeriesOrder(acceptable), signal, budget, sendWhole);
+      const ordered = inSeriesOrder(acceptable);
+      return batch.length - ordered.length +
+        await this.#isolate(ordered, signal, budget, sendWhole);
     }
   }
 
@@ -394,13 +395,14 @@ function isSampleRefusal(err: unknown): boolean {
 }
 
 /**
- * The points grouped by series in order of first appearance, each series' points in time order
- * (stable: a repeated timestamp keeps its arrival order, so the encoder still keeps the last).
+ * The points grouped by series in order of first appearance, each series' points in time order,
+ * of several at one timestamp only the last (as the encoder keeps it): a halving may cut a series
+ * between two of them, and the first would be appended and the last refused.
  */
 function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
   const out: RemotePoint[] = [];
   for (const points of Map.groupBy(batch, (p) => p.series).values()) {
-    out.push(...(points.length === 1 ? points : inTimeOrder(points, false)));
+    out.push(...(points.length === 1 ? points : inTimeOrder(points)));
   }
   return out;
 }

@@ -99,6 +99,8 @@ export class BatchingSink<T> {
   #up = true;
   /** The last batch failed after all its retries (see #send). */
   #down = false;
+  /** A line said points were dropped for a slow or dead endpoint; its return is logged. */
+  #downLogged = false;
   readonly #interval = { flushes: 0, points: 0, dropped: 0 };
   #total = 0;
 
@@ -147,6 +149,17 @@ export class BatchingSink<T> {
   #drop(points: number, reason: DropReason): void {
     this.#o.observer?.dropped(points, reason);
     this.#interval.dropped += points;
+    if (reason === "buffer_full" && this.#logDue(reason)) {
+      this.#downLogged = true;
+      log.warn(`${this.#t.backend}: buffer full, points dropped`, {
+        target: this.#t.target,
+        points,
+        buffered: this.#items.length,
+        reason,
+        hint: "the backend takes points slower than they arrive, or is down; " +
+          "statusengine_perfdata_dropped_total counts them (repeats at most once a minute)",
+      });
+    }
     if (reason === "buffer_full" || reason === "write_failed") this.#setUp(false);
   }
 
@@ -154,10 +167,11 @@ export class BatchingSink<T> {
     this.#o.observer?.available(up);
     if (up === this.#up) return;
     this.#up = up;
-    // Logged on the change only: a dead endpoint is one line, not one per batch.
-    if (up) {
+    // Logged on the change only, and only after a line said points were dropped: a slow backend
+    // whose buffer overflows between successful writes flips at every batch.
+    if (up && this.#downLogged) {
+      this.#downLogged = false;
       log.info(`${this.#t.backend}: writes succeed again`, { target: this.#t.target });
-      this.#lastLogged.clear();
     }
   }
 
@@ -200,8 +214,9 @@ export class BatchingSink<T> {
               points: refused,
               batch: batch.length,
               reason: "out_of_order",
-              hint: "older than their series' newest point or a second value for one time, " +
-                "e.g. a redelivered job (repeats at most once a minute)",
+              hint: "older than the server keeps (retention) or than their series' newest " +
+                "point, or a second value for one time, e.g. a redelivered job or a drained " +
+                "backlog (repeats at most once a minute)",
             });
           }
         }
@@ -245,6 +260,7 @@ export class BatchingSink<T> {
   /** Rate-limited by {@link #logDue}: a dead endpoint must show in the log without flooding it. */
   #logFailure(e: SinkWriteError, points: number): void {
     if (!this.#logDue(e.reason)) return;
+    if (e.reason === "write_failed") this.#downLogged = true;
     log.error(`${this.#t.backend}: write failed, points dropped`, {
       target: this.#t.target,
       points,

@@ -65,3 +65,33 @@ Deno.test("graphite: offer never blocks; beyond the buffer metrics are dropped a
   await client.close(2000);
   assert.equal(await value(m.graphiteMetricsDropped), 10_025);
 });
+
+Deno.test("graphite: a connection Carbon closed (a restart) is not written into: the next batch goes out on a new connection", async () => {
+  const server = startTcpPeer();
+  const m = createMetrics();
+  // Batches of 10 and three rows: each offer is sent by the 250 ms flush, as in production.
+  const client = clientOf(m, server.addr, 10);
+  const line = (label: string) => `se.host.example.com.Disk_Usage__var.${label} 1 1785470664\n`;
+  client.offer([row("before", 1)]);
+  await waitFor(() => server.received() === line("before"), { message: "the first line" });
+  // Carbon goes away cleanly (it read everything): the worker's socket gets a FIN. Writing into
+  // it succeeds locally and the bytes are lost when Carbon's RST comes back.
+  (await server.accepted).close();
+  client.offer([row("after", 1)]);
+  await waitFor(
+    async () => await value(m.graphiteMetricsWritten) + await value(m.graphiteMetricsDropped) === 2,
+    {
+      message: "the second batch written or dropped",
+    },
+  );
+  await client.close(2000);
+  if (await value(m.graphiteMetricsWritten) === 2) {
+    await waitFor(() => server.received().includes(line("after")), {
+      timeoutMs: 3_000,
+      message: "the line counted as written at Carbon",
+    });
+  }
+  assert.equal(server.received(), line("before") + line("after"));
+  assert.equal(await value(m.graphiteMetricsDropped), 0);
+  await server.close();
+});

@@ -5,7 +5,9 @@ import {
   SinkWriteError,
   type Transport,
 } from "../../src/perfdata/sink.ts";
-import { recordTimers, waitFor } from "../helpers/wait.ts";
+import { recordTimers, turns, waitFor } from "../helpers/wait.ts";
+import { seededRandom } from "../helpers/seeded_random.ts";
+import { withLogs } from "../helpers/logs.ts";
 
 /** A transport that answers from a script (one entry per write), then succeeds. */
 function scripted(answers: (SinkWriteError | number)[]) {
@@ -160,4 +162,86 @@ Deno.test("sink: a transport's refused points are counted as out_of_order, the r
   await waitFor(() => o.written === 2);
   assert.equal(o.dropped.get("out_of_order"), 1);
   await sink.close(1000);
+});
+
+Deno.test("sink: a backend slower than the points arrive: buffer_full is logged once a minute, not a recovery line per batch", async () => {
+  // Writes that succeed when the test lets them: a healthy but slow backend.
+  const held: (() => void)[] = [];
+  const transport: Transport<number> = {
+    backend: "test",
+    target: "test",
+    write: (_batch, signal) =>
+      new Promise((resolve, reject) => {
+        held.push(() => resolve(0));
+        signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });
+      }),
+  };
+  const { o, observer: obs } = observer();
+  await withLogs(async (logs) => {
+    const sink = new BatchingSink({ transport, batchSize: 1, observer: obs, statsIntervalMs: 0 });
+    const overflow = Array.from({ length: 10_001 }, (_, i) => i);
+    for (let cycle = 1; cycle <= 5; cycle++) {
+      sink.push(overflow);
+      await waitFor(() => held.length === 1, { message: `write ${cycle} in flight` });
+      held.shift()?.();
+      await waitFor(() => o.written === cycle, { message: `write ${cycle} done` });
+    }
+    assert.ok((o.dropped.get("buffer_full") ?? 0) > 0);
+    const lines = logs.filter((l) => l.properties["target"] === "test");
+    const drops = lines.filter((l) =>
+      l.level.startsWith("warn") && l.properties["reason"] === "buffer_full"
+    );
+    const recoveries = lines.filter((l) => l.message.includes("succeed again"));
+    assert.equal(drops.length, 1, "the drops are logged, once: " + JSON.stringify(lines));
+    assert.ok(recoveries.length <= 1, `${recoveries.length} recovery lines for 5 batches`);
+    // The rest is dropped at close; the write in flight ends with the budget.
+    await sink.close(0);
+  });
+});
+
+Deno.test("sink: property: whatever the answers, their order and the moment of close, every pushed point is counted once, written or dropped", async () => {
+  const seed = 7_2026;
+  const rnd = seededRandom(seed);
+  for (let round = 0; round < 25; round++) {
+    // Each write answers at random: taken, some points refused, a temporary or a final failure.
+    let taken = 0;
+    const transport: Transport<number> = {
+      backend: "test",
+      target: "test",
+      write(batch) {
+        switch (rnd(4)) {
+          case 0:
+            return Promise.reject(temporary());
+          case 1:
+            return Promise.reject(new SinkWriteError("HTTP 400", { retryable: false }));
+          default: {
+            const refused = rnd(2) === 0 ? 0 : rnd(batch.length + 1);
+            taken += batch.length - refused;
+            return Promise.resolve(refused);
+          }
+        }
+      },
+    };
+    const { o, observer: obs } = observer();
+    const sink = new BatchingSink({
+      transport,
+      batchSize: 1 + rnd(500),
+      retry: rnd(2) === 0 ? retry : { ...retry, retries: 0 },
+      observer: obs,
+      statsIntervalMs: 0,
+    });
+    let pushed = 0;
+    for (let i = rnd(8); i > 0; i--) {
+      const n = rnd(2) === 0 ? rnd(50) : rnd(12_000);
+      sink.push(Array.from({ length: n }, (_, k) => k));
+      pushed += n;
+      await turns(rnd(3));
+    }
+    await sink.close(rnd(2) === 0 ? 0 : 1000);
+    let dropped = 0;
+    for (const n of o.dropped.values()) dropped += n;
+    const what = `seed ${seed}, round ${round}`;
+    assert.equal(o.written, taken, `${what}: written is what the transport took`);
+    assert.equal(o.written + dropped, pushed, `${what}: every point counted once`);
+  }
 });
