@@ -498,8 +498,9 @@ export class AdminReplyParser {
     if ((lines[0] ?? "").startsWith("ERR ")) {
       throw protocolError(`Admin command failed: ${lines[0]}`);
     }
+    // Only complete lines: a read may end right after the dot of a function name like ".x".
     const end = lines.indexOf(".");
-    if (end === -1) return undefined;
+    if (end === -1 || end === lines.length - 1) return undefined;
     return lines.slice(0, end);
   }
 }

@@ -428,3 +428,17 @@ Deno.test("codec: malformed admin status lines are rejected instead of misread",
     (err: unknown) => hasCode(err, "gearman_protocol"),
   );
 });
+
+Deno.test("codec: an admin status reply split at any byte gives the lines of the whole reply", () => {
+  // Function names are any bytes but NUL: one may begin with a dot. A read that ends right
+  // after that dot must not pass for the reply's final "." line.
+  const reply = ascii("fn\t0\t0\t0\n.hidden\t4\t0\t1\nstatusngin_hoststatus\t7\t2\t1\r\n.\n");
+  const whole = new AdminReplyParser(true).push(reply);
+  assert.deepEqual(whole, ["fn\t0\t0\t0", ".hidden\t4\t0\t1", "statusngin_hoststatus\t7\t2\t1"]);
+  for (let split = 1; split < reply.length; split++) {
+    const parser = new AdminReplyParser(true);
+    const first = parser.push(reply.subarray(0, split));
+    const lines = first ?? parser.push(reply.subarray(split));
+    assert.deepEqual(lines, whole, `reply split after byte ${split}`);
+  }
+});

@@ -48,6 +48,12 @@ export const HEARTBEAT_INTERVAL_MS = 15_000;
 /** gearmand answers ECHO_REQ at once: 5 s without any packet after a probe means dead. */
 export const HEARTBEAT_TIMEOUT_MS = 5_000;
 
+/**
+ * A heartbeat tick this late means the whole process stood still (a long GC pause, a suspended
+ * VM), not the timer's usual jitter: a reply that arrived meanwhile may still be unread.
+ */
+const STALLED_TICK_MS = 1_000;
+
 const HEARTBEAT_TOKEN_PREFIX = "se-hb:";
 const BARRIER_TOKEN_PREFIX = "se-echo:";
 const READ_BUFFER_SIZE = 64 * 1024;
@@ -66,6 +72,9 @@ export class GearmanConnection implements AsyncDisposable {
   readonly #heartbeatTimeoutMs: number;
   #lastRxAt = performance.now();
   #probeSentAt = -1;
+  /** The outstanding probe already got a second timeout after a stalled tick. */
+  #probeExtended = false;
+  #heartbeatDueAt = 0;
   #heartbeatTimer: ReturnType<typeof setTimeout> | undefined;
   #outbox: Uint8Array[] = [];
   #writing = false;
@@ -232,6 +241,7 @@ export class GearmanConnection implements AsyncDisposable {
 
   #armHeartbeat(delayMs: number): void {
     if (this.#heartbeatIntervalMs <= 0 || this.#done) return;
+    this.#heartbeatDueAt = performance.now() + Math.max(0, delayMs);
     this.#heartbeatTimer = setTimeout(() => this.#heartbeatTick(), Math.max(0, delayMs));
   }
 
@@ -242,6 +252,17 @@ export class GearmanConnection implements AsyncDisposable {
     const silentMs = now - this.#lastRxAt;
     if (this.#probeSentAt >= 0) {
       const waitedMs = now - this.#probeSentAt;
+      if (
+        waitedMs >= this.#heartbeatTimeoutMs && !this.#probeExtended &&
+        now - this.#heartbeatDueAt >= STALLED_TICK_MS
+      ) {
+        // No verdict from a tick the process held up: the answer may be waiting in the socket.
+        // Once per probe, so a process that keeps stalling still notices a dead peer.
+        this.#probeExtended = true;
+        this.#probeSentAt = now;
+        this.#armHeartbeat(this.#heartbeatTimeoutMs);
+        return;
+      }
       if (waitedMs >= this.#heartbeatTimeoutMs) {
         // The peer stopped answering: no byte within the heartbeat timeout after a probe.
         this.#fail(
@@ -262,6 +283,7 @@ export class GearmanConnection implements AsyncDisposable {
       return;
     }
     this.#probeSentAt = now;
+    this.#probeExtended = false;
     this.send(
       encodePacket("REQ", PACKET.ECHO_REQ, [`${HEARTBEAT_TOKEN_PREFIX}${++this.#echoSeq}`]),
     );
