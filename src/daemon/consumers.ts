@@ -23,13 +23,7 @@ import type {
   QueueConsumer,
 } from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
-import {
-  type DeadLetterSink,
-  Lease,
-  leaseTermMs,
-  type MysqlHosts,
-  openLeaseConnection,
-} from "../mysql/mod.ts";
+import { type DeadLetterSink, Lease, type MysqlHosts, nodeLeaseOptions } from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -156,16 +150,8 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
   let gated: QueueConsumer | undefined;
   let admission: Admission | undefined;
   const lease: Lease = new Lease({
-    // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
-    connect: () => openLeaseConnection(parts.mysqlHosts.inUse, pollMs),
-    // One lease per node: the workers of a node share its queues, other nodes' must not wait. Cut
-    // to the column's 255 characters (a shared lease only costs parallelism).
-    name: [...`in-order:${config.nodeName}`].slice(0, 255).join(""),
-    // Unique among workers and restarts.
-    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
-    pollMs,
-    termMs: leaseTermMs(pollMs, drainMs),
-    drainMs,
+    // One lease per node: the workers of a node share its queues, other nodes' must not wait.
+    ...nodeLeaseOptions("in-order", config.nodeName, () => parts.mysqlHosts.inUse, pollMs, drainMs),
     heldGauge: parts.metrics.inOrderLockHeld,
     takeovers: parts.metrics.inOrderLeaseTakeovers,
     onHeld: async () => {

@@ -19,9 +19,8 @@ import {
   ADJUSTMENT_REASONS,
   IdleProbe,
   Lease,
-  leaseTermMs,
   type MysqlHosts,
-  openLeaseConnection,
+  nodeLeaseOptions,
 } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
@@ -419,13 +418,7 @@ function startTasks(
 function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   return new Lease({
-    connect: () => openLeaseConnection(hosts.inUse, pollMs),
-    // Cut to the column's 255 characters, as the in-order lease's name.
-    name: [...`tasks:${config.nodeName}`].slice(0, 255).join(""),
-    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
-    pollMs,
-    termMs: leaseTermMs(pollMs, TASKS_LEASE_DRAIN_MS),
-    drainMs: TASKS_LEASE_DRAIN_MS,
+    ...nodeLeaseOptions("tasks", config.nodeName, () => hosts.inUse, pollMs, TASKS_LEASE_DRAIN_MS),
     // The manager asks `valid` before each poll and each submission: nothing to start or stop.
     onHeld: () => {
       log.info("tasks: this worker runs the node's tasks (it holds the tasks lease)", {

@@ -20,7 +20,7 @@ const TABLE = "statusengine_worker_leases";
  * Open a lease's dedicated connection (never a pooled one: its queries must not wait behind the
  * writers'). No probe: the first query is the probe. The lease closes it.
  */
-export function openLeaseConnection(
+function openLeaseConnection(
   options: MysqlUrlOptions,
   connectTimeoutMs: number,
 ): Promise<MysqlConnection> {
@@ -33,6 +33,29 @@ export function openLeaseConnection(
  */
 export function leaseTermMs(pollMs: number, drainMs: number): number {
   return 15 * pollMs + drainMs;
+}
+
+/**
+ * What every lease of a node shares: its row (`<kind>:<node>`, cut to the column's 255
+ * characters; a shared lease only costs parallelism), a holder unique among workers and restarts,
+ * a dedicated connection to the host in use, and the term from the poll and the drain.
+ */
+export function nodeLeaseOptions(
+  kind: string,
+  nodeName: string,
+  host: () => MysqlUrlOptions,
+  pollMs: number,
+  drainMs: number,
+): Pick<LeaseOptions, "connect" | "name" | "holder" | "pollMs" | "termMs" | "drainMs"> {
+  return {
+    // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
+    connect: () => openLeaseConnection(host(), pollMs),
+    name: [...`${kind}:${nodeName}`].slice(0, 255).join(""),
+    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
+    pollMs,
+    termMs: leaseTermMs(pollMs, drainMs),
+    drainMs,
+  };
 }
 
 /** Options of {@link Lease}. */
