@@ -182,7 +182,12 @@ Deno.test("tools: publish --from-file sends recorded NDJSON payloads; a bad line
         ),
       ),
     );
-    await Deno.writeTextFile(good, `${host}\n\n  \r\n${host}\r\n{"messages":[],"format":"none"}`);
+    // A line of 200 KiB spans four of readLines' 64 KiB chunks.
+    const long = JSON.stringify({ ...JSON.parse(host), pad: "x".repeat(200 * 1024) });
+    await Deno.writeTextFile(
+      good,
+      `${host}\n\n  \r\n${host}\r\n${long}\r\n{"messages":[],"format":"none"}`,
+    );
     const ok = capture();
     assert.equal(
       await runPublishCommand({
@@ -195,8 +200,8 @@ Deno.test("tools: publish --from-file sends recorded NDJSON payloads; a bad line
       0,
       ok.err.join("\n"),
     );
-    assert.match(ok.out.at(-1) ?? "", /^published 3 jobs \(2 events\)/);
-    assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks"), 3);
+    assert.match(ok.out.at(-1) ?? "", /^published 4 jobs \(3 events\)/);
+    assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks"), 4);
 
     const bad = `${dir}/bad.ndjson`;
     await Deno.writeTextFile(bad, `${host}\n\n{"messages":[\n${host}\n`);
