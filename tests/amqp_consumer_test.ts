@@ -16,7 +16,7 @@ import { type Job } from "../src/consumer/contract.ts";
 import type { ConsumedQueue } from "../src/consumer/consumer.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { freePort } from "./helpers/gearmand.ts";
-import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { selfSignedIdentity, startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
 import { track, waitFor } from "./helpers/wait.ts";
 import { withLogs } from "./helpers/logs.ts";
@@ -455,6 +455,39 @@ Deno.test("rabbitmq consumer: a silent link is detected by the heartbeat while t
     });
     proxy.unblock();
     await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
+  } finally {
+    await c.stop();
+  }
+});
+
+Deno.test("rabbitmq consumer: over TLS too, a silent link is detected by the heartbeat while the worker keeps writing to it", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.declare(q);
+  await using proxy = await startTcpProxy(brokerAddr(), { tls: await selfSignedIdentity() });
+  const url = new URL(urlVia(proxy.addr));
+  url.protocol = "amqps:";
+  url.searchParams.set("heartbeat", "1");
+  // The test's certificate is self-signed.
+  url.searchParams.set("insecure", "");
+  const { consumer: c, observer } = consumer({
+    url: url.href,
+    queues: [q],
+    backlogIntervalMs: 100,
+    handler: () => Promise.resolve(),
+  });
+  await c.start();
+  try {
+    await waitFor(() => observer.backlogHistory.get(q)?.includes(0) === true, {
+      message: "a backlog read over TLS",
+    });
+    proxy.freeze();
+    await waitFor(() => observer.connected(q) === false, {
+      timeoutMs: 5000,
+      message: "the frozen TLS link declared lost although the worker kept writing to it",
+    });
+    proxy.unblock();
+    await waitFor(() => observer.connected(q) === true, { message: "reconnected over TLS" });
   } finally {
     await c.stop();
   }

@@ -10,6 +10,7 @@
  * @module
  */
 import type { Buffer } from "node:buffer";
+import type { Socket } from "node:net";
 import {
   type AMQPChannel,
   AMQPClient,
@@ -42,21 +43,25 @@ const PROTOCOL_HEADER = new Uint8Array([65, 77, 81, 80, 0, 0, 9, 1]);
  * Let `client` (not yet connected) connect over `Deno.connect`, by replacing amqp-client's untyped
  * `connectSocket` with the same steps over a {@link DenoSocket}; framing, heartbeats and errors
  * stay the library's. Returns false (the library's own socket) for TLS or an unexpected shape.
+ *
+ * The library's heartbeat check is the socket's idle timeout: only frames from the broker may
+ * count, or the worker's own writes (backlog questions every 10 s) would keep a silent broker
+ * looking alive past every heartbeat. Both sockets are made to count reads only.
  */
 export function useDenoSocket(client: AMQPClient): boolean {
   // The library's private members this replaces and uses.
   const internals = client as unknown as { connectSocket?: unknown; onRead?: unknown };
-  if (
-    client.tls || typeof internals.connectSocket !== "function" ||
-    typeof internals.onRead !== "function"
-  ) {
+  if (typeof internals.connectSocket !== "function" || typeof internals.onRead !== "function") {
+    return false;
+  }
+  if (client.tls) {
+    // Deno.connectTls cannot skip certificate checks (`?insecure`): node:tls stays.
+    const connectTls = (internals.connectSocket as () => Socket).bind(client);
+    internals.connectSocket = () => idleOnReadsOnly(connectTls());
     return false;
   }
   const onRead = (internals.onRead as (buf: Buffer) => unknown).bind(client);
   internals.connectSocket = () => {
-    // The library's heartbeat check is the socket's idle timeout: only frames from the broker
-    // count, or the worker's own writes (backlog questions every 10 s) would keep a silent
-    // broker looking alive past every heartbeat.
     const socket = new DenoSocket({ host: client.host, port: client.port, idleOnReadsOnly: true });
     // A failed write destroys the socket, which the library hears as error and close.
     socket.once("connect", () => void client.send(PROTOCOL_HEADER).catch(() => {}));
@@ -64,6 +69,28 @@ export function useDenoSocket(client: AMQPClient): boolean {
     return socket;
   };
   return true;
+}
+
+/** Make a Node socket's `setTimeout` (idle timeout) count what it reads, not what it writes. */
+function idleOnReadsOnly(socket: Socket): Socket {
+  let idleMs = 0;
+  let lastRead = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const check = () => {
+    const left = lastRead + idleMs - performance.now();
+    timer = left > 0 ? setTimeout(check, left) : undefined;
+    if (timer === undefined) socket.emit("timeout");
+  };
+  socket.setTimeout = ((ms: number) => {
+    clearTimeout(timer);
+    idleMs = ms;
+    lastRead = performance.now();
+    timer = ms > 0 ? setTimeout(check, ms) : undefined;
+    return socket;
+  }) as Socket["setTimeout"];
+  socket.on("data", () => (lastRead = performance.now()));
+  socket.once("close", () => clearTimeout(timer));
+  return socket;
 }
 
 /**

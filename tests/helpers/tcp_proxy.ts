@@ -29,11 +29,11 @@ export interface TcpProxy extends AsyncDisposable {
  * and a port of that range can meanwhile be taken by any connection of the machine (seen in CI:
  * AddrInUse on unblock). Cluster tests take their fixed layouts from 20000 up.
  */
-function listenBelowEphemeral(): Deno.Listener {
+function listenBelowEphemeral(tls?: TlsIdentity): Deno.Listener {
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = 10_000 + Math.floor(Math.random() * 10_000);
     try {
-      return Deno.listen({ hostname: "127.0.0.1", port });
+      return listenOn(port, tls);
     } catch (err: unknown) {
       if (!(err instanceof Deno.errors.AddrInUse)) throw err;
     }
@@ -41,8 +41,51 @@ function listenBelowEphemeral(): Deno.Listener {
   throw new Error("No free port between 10000 and 20000 for the test proxy");
 }
 
+/** A certificate and its key, PEM. */
+export interface TlsIdentity {
+  readonly cert: string;
+  readonly key: string;
+}
+
+function listenOn(port: number, tls?: TlsIdentity): Deno.Listener {
+  return tls === undefined
+    ? Deno.listen({ hostname: "127.0.0.1", port })
+    : Deno.listenTls({ hostname: "127.0.0.1", port, ...tls });
+}
+
+/** A throw-away self-signed certificate for `localhost` (openssl), for a TLS proxy. */
+export async function selfSignedIdentity(): Promise<TlsIdentity> {
+  const dir = await Deno.makeTempDir({ prefix: "se-tls-" });
+  try {
+    const { success, stderr } = await new Deno.Command("openssl", {
+      args: [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=localhost",
+      ]
+        .concat(["-keyout", `${dir}/key.pem`, "-out", `${dir}/cert.pem`]),
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    if (!success) throw new Error(`openssl: ${new TextDecoder().decode(stderr)}`);
+    return {
+      cert: await Deno.readTextFile(`${dir}/cert.pem`),
+      key: await Deno.readTextFile(`${dir}/key.pem`),
+    };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 /**
- * Start a proxy in front of `target` (`host:port`).
+ * Start a proxy in front of `target` (`host:port`). With `tls`, clients connect over TLS and the
+ * proxy forwards the plain bytes (the target speaks plain TCP).
  *
  * @example
  * ```ts ignore
@@ -50,10 +93,13 @@ function listenBelowEphemeral(): Deno.Listener {
  * proxy.sever();
  * ```
  */
-export function startTcpProxy(target: string): Promise<TcpProxy> {
+export function startTcpProxy(
+  target: string,
+  options: { readonly tls?: TlsIdentity } = {},
+): Promise<TcpProxy> {
   const [host, portText] = target.split(":");
   const targetPort = Number(portText);
-  let listener: Deno.Listener | undefined = listenBelowEphemeral();
+  let listener: Deno.Listener | undefined = listenBelowEphemeral(options.tls);
   const port = (listener.addr as Deno.NetAddr).port;
   const pairs = new Set<{ a: Deno.Conn; b: Deno.Conn }>();
   const tasks = new Set<Promise<void>>();
@@ -166,7 +212,7 @@ export function startTcpProxy(target: string): Promise<TcpProxy> {
       frozen = false;
       wake();
       if (listener === undefined) {
-        listener = Deno.listen({ hostname: "127.0.0.1", port });
+        listener = listenOn(port, options.tls);
         track(acceptLoop(listener));
       }
     },
