@@ -9,12 +9,20 @@ import assert from "node:assert/strict";
 import { AMQPClient } from "@cloudamqp/amqp-client";
 import { RabbitMqConsumer, type RabbitMqConsumerOptions } from "../src/amqp/consumer.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
-import { consumerTag, useDenoSocket } from "../src/amqp/session.ts";
+import { AmqpSession, consumerTag, useDenoSocket } from "../src/amqp/session.ts";
 import { parseAmqpUrl } from "../src/amqp/url.ts";
 import { DenoSocket } from "../src/util/deno_socket.ts";
-import { type Job } from "../src/consumer/contract.ts";
+import {
+  type Acknowledgement,
+  type Delivery,
+  type DeliveryScope,
+  type Job,
+  NOOP_OBSERVER,
+} from "../src/consumer/contract.ts";
+import { DeliveryEngine } from "../src/consumer/delivery.ts";
+import { ByteBudget, QueueBudget } from "../src/consumer/budget.ts";
 import type { ConsumedQueue } from "../src/consumer/consumer.ts";
-import { configureLogging, resetLogging } from "../src/log.ts";
+import { configureLogging, getLogger, resetLogging } from "../src/log.ts";
 import { freePort } from "./helpers/gearmand.ts";
 import { selfSignedIdentity, startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
@@ -740,4 +748,60 @@ Deno.test("rabbitmq client: connects over Deno.connect (a DenoSocket) and carrie
     useDenoSocket(new AMQPClient("amqps://guest:guest@127.0.0.1/", undefined, null)),
     false,
   );
+});
+
+Deno.test("rabbitmq session: a message whose ack is already on the wire at give-back is not counted as given back", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.publish(q, ["one"]);
+  let given: Promise<ReadonlyMap<string, number>> | undefined;
+  let session: AmqpSession | undefined;
+  // The give-back comes right after the acknowledgement was sent: the ack frame goes out before
+  // the channel close, so the broker takes it and the message is not handed back.
+  class GiveBackAfterAck extends DeliveryEngine {
+    override deliver(delivery: Delivery, ack: Acknowledgement, scope: DeliveryScope) {
+      return super.deliver(delivery, {
+        complete: () => {
+          const answered = ack.complete();
+          given = session?.giveBack("mysql_unavailable");
+          return answered;
+        },
+      }, scope);
+    }
+  }
+  const engine = new GiveBackAfterAck({
+    handler: () => Promise.resolve(),
+    observer: NOOP_OBSERVER,
+    deadLetter: () => Promise.resolve(),
+    name: "test",
+    log: getLogger("test"),
+  });
+  const bytes = new ByteBudget(1 << 20);
+  session = await AmqpSession.open({
+    url: parseAmqpUrl(BROKER_URL),
+    queues: [q],
+    prefetch: 1,
+    maxJobSize: 1 << 20,
+    ...TEST_QUEUE_DURABILITY,
+    engine,
+    budget: (queue) => new QueueBudget(queue, 1, bytes),
+  }, AbortSignal.timeout(10_000));
+  session.start();
+  await session.closed;
+  await waitFor(() => given !== undefined, { message: "the give-back" });
+  const counted = await given;
+  const client = new AMQPClient(parseAmqpUrl(BROKER_URL).href, undefined, null);
+  await client.connect();
+  try {
+    const channel = await client.channel();
+    const back = (await channel.queueDeclare(q, { passive: true })).messageCount;
+    assert.equal(back, 0, "the broker took the acknowledgement");
+    assert.deepEqual(
+      [...(counted ?? new Map())],
+      [],
+      `given back: ${JSON.stringify([...(counted ?? new Map())])}, at the broker again: ${back}`,
+    );
+  } finally {
+    await client.close();
+  }
 });

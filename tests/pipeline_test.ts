@@ -7,6 +7,7 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { withLogs } from "./helpers/logs.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -309,4 +310,37 @@ Deno.test("pipeline: stale status snapshots are discarded and counted; history q
     "SELECT COUNT(*) AS n FROM statusengine_hostchecks",
   );
   assert.equal(Number(checks?.n), 1, "the equally old host check is history and is kept");
+});
+
+Deno.test("pipeline: a too_large job whose dead-letter record cannot be written is neither logged nor counted as written while it is retried", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await withLogs(async (logs) => {
+    await using worker = await startTestWorker(
+      testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        // Every write fails with ENOSPC: the job is retried and never acknowledged.
+        deadLetterFile: "/dev/full",
+        maxJobSize: 256 * 1024,
+      }),
+    );
+    const q = "statusngin_logentries";
+    await publish(gearmand.addr, q, [`{"messages":[${"x".repeat(512 * 1024)}]}`]);
+    await waitFor(
+      async () =>
+        (await metricValue(worker, "statusengine_dead_letter_write_errors_total", {})) >= 2,
+      { message: "two failed dead-letter writes" },
+    );
+    const claimed = logs.filter((l) => l.message.includes("job written to the dead-letter file"));
+    const counted = await metricValue(worker, "statusengine_pipeline_errors_total", {
+      component: "queue",
+    });
+    assert.deepEqual(
+      [claimed.length, counted],
+      [0, 0],
+      `"written" log lines: ${claimed.length}, pipeline errors counted: ${counted}, records written: 0`,
+    );
+  });
 });

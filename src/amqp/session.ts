@@ -226,7 +226,8 @@ class Lane {
   #wake: (() => void) | undefined;
   #onEnd: (() => void) | undefined;
   #ending: "no" | "after-buffer" | "now" = "no";
-  running = 0;
+  /** Deliveries started and not yet acknowledged: what a give-back hands back. */
+  unanswered = 0;
 
   constructor(queue: string) {
     this.queue = queue;
@@ -411,7 +412,7 @@ export class AmqpSession implements Link {
    */
   async giveBack(reason: GiveBackReason): Promise<ReadonlyMap<string, number>> {
     const given = new Map(
-      this.#lanes.filter((l) => l.running > 0).map((l) => [l.queue, l.running] as const),
+      this.#lanes.filter((l) => l.unanswered > 0).map((l) => [l.queue, l.unanswered] as const),
     );
     this.#givenBack = true;
     this.#handlerAbort.abort(new JobGivenBack(reason));
@@ -532,7 +533,8 @@ export class AmqpSession implements Link {
     const o = this.#options;
     const body = msg.body ?? new Uint8Array(0);
     grant.settle(body.length);
-    lane.running++;
+    lane.unanswered++;
+    let acked = false;
     const tooLarge = body.length > o.maxJobSize;
     const job: Job = {
       queue: lane.queue,
@@ -546,15 +548,20 @@ export class AmqpSession implements Link {
     };
     const ack: Acknowledgement = {
       // On the channel that received it, the only one where the tag is valid.
-      complete: () =>
-        !this.#givenBack && msg.ack().then(() => true, (err: unknown) => {
+      complete: () => {
+        if (this.#givenBack) return false;
+        // The ack goes out before any channel close: the broker takes it, nothing to hand back.
+        acked = true;
+        lane.unanswered--;
+        return msg.ack().then(() => true, (err: unknown) => {
           log.warn("rabbitmq: acknowledgement failed, the message will be redelivered", {
             queue: lane.queue,
             delivery_tag: job.handle,
             error: errorMessage(err),
           });
           return false;
-        }),
+        });
+      },
     };
     const scope: DeliveryScope = {
       abort: this.#handlerAbort.signal,
@@ -572,7 +579,7 @@ export class AmqpSession implements Link {
         lane.endNow();
       }
     } finally {
-      lane.running--;
+      if (!acked) lane.unanswered--;
       grant.release();
     }
   }

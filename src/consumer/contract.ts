@@ -66,7 +66,7 @@ export interface ConsumerObserver {
   inFlight(queue: string, delta: 1 | -1): void;
   /** One delivery ended. `seconds` is the time from receipt to the end of the handler. */
   jobDone(queue: string, result: JobResult, seconds: number): void;
-  /** A failed attempt of a job that will be tried again on the same link. */
+  /** A failed attempt of a job is tried again on the same link, reported as the new attempt starts. */
   jobRetried(queue: string): void;
   /** Connection state of one queue changed (1 = every link of the queue consuming, 0 = not). */
   queueConnected(queue: string, connected: boolean): void;

@@ -131,12 +131,13 @@ export class DeliveryEngine {
         if (await this.#deadLetterInternal(job, err, scope)) return "completed";
         if (stopped()) return "abandoned";
       }
-      this.#observer.jobRetried(job.queue);
       backoff ??= new Backoff(this.#retry);
       stop ??= AbortSignal.any([scope.abort, scope.stopRetries]);
       const waitMs = backoff.next();
       this.#warnRetry(job, err, waitMs);
       if (!(await sleepUnlessAborted(waitMs, stop))) return "abandoned";
+      // Counted once the attempt really starts: a link that ended during the back-off retried nothing.
+      this.#observer.jobRetried(job.queue);
       try {
         await this.#attempt(delivery, scope);
         return "completed";

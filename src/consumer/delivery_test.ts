@@ -150,3 +150,31 @@ Deno.test("delivery: a job is answered within two microtask turns of its handler
   assert.ok(turns <= 2, `answered after ${turns} turns`);
   await delivered;
 });
+
+Deno.test("delivery: a retry the link ended during its back-off is not counted as retried", async () => {
+  const stopRetries = new AbortController();
+  const retried: string[] = [];
+  let calls = 0;
+  const engine = new DeliveryEngine({
+    handler: () => {
+      calls++;
+      return Promise.reject(new Error("MySQL away"));
+    },
+    observer: { ...NOOP_OBSERVER, jobRetried: (queue) => retried.push(queue) },
+    deadLetter: () => Promise.resolve(),
+    name: "test",
+    log: getLogger("test"),
+    // Far longer than the test: the link ends while the job waits for its second attempt.
+    retry: { initialMs: 60_000, maxMs: 60_000, jitter: 0 },
+  });
+  const delivered = engine.deliver(
+    { job: job(), ownsPayload: false },
+    recordingAck(),
+    { abort: new AbortController().signal, stopRetries: stopRetries.signal },
+  );
+  // The failed first attempt settles in microtasks; a timer turn later the job sleeps.
+  setTimeout(() => stopRetries.abort(), 0);
+  assert.equal(await delivered, "abandoned");
+  assert.equal(calls, 1, "no second attempt ran");
+  assert.deepEqual(retried, [], `retries counted: ${retried.length}, attempts after the first: 0`);
+});

@@ -215,6 +215,14 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
 function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDeadLetterSink {
   const decoder = new TextDecoder();
   return async ({ job, reason, error, bytes }) => {
+    await sink.write({
+      queue: job.queue,
+      reason,
+      error,
+      payload: decoder.decode(job.payload),
+      ...(reason === "too_large" ? { bytes } : {}),
+    });
+    // Only once written: a failed write is logged and counted by the sink, and the job retried.
     log.error("worker: job written to the dead-letter file", {
       queue: job.queue,
       server: job.server,
@@ -223,13 +231,6 @@ function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDea
       error,
     });
     metrics.pipelineErrors.inc({ component: "queue" });
-    await sink.write({
-      queue: job.queue,
-      reason,
-      error,
-      payload: decoder.decode(job.payload),
-      ...(reason === "too_large" ? { bytes } : {}),
-    });
   };
 }
 

@@ -83,6 +83,8 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
   const lastRepairWarn = new Map<string, number>();
 
   async function deadLetter(job: Job, reason: string, message: string, text: string) {
+    // Read before the write is awaited: a job given up meanwhile has its payload freed (Job.payload).
+    const bytes = job.payload.length;
     // A failed write rejects: the job stays unacknowledged and is retried (D7: never silent).
     await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
     m?.pipelineErrors.inc({ component: "queue" });
@@ -95,7 +97,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       server: job.server,
       reason,
       error: message,
-      bytes: job.payload.length,
+      bytes,
     });
   }
 
