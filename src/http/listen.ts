@@ -201,6 +201,10 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   server.on("upgrade", async (message: IncomingMessage, socket: Socket, head: Buffer) => {
     headReceived(socket);
     const remote = remoteOf(socket);
+    // node hands an upgrade's socket over without its own error listener: a reset while the
+    // handler awaits would be an uncaught error that ends the process.
+    const failed = (err: unknown) => dropConnection(socket, remote, err);
+    socket.on("error", failed);
     try {
       const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
       const response = await answer(toRequest(message, false), remote, isWebSocket);
@@ -209,7 +213,9 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
         socket.destroy();
         return;
       }
-      // On a handshake it rejects (no key, wrong version), ws answers 400 and closes.
+      // On a handshake it rejects (no key, wrong version), ws answers 400 and closes. It listens
+      // for errors itself, and the open socket's are the WebSocket's.
+      socket.off("error", failed);
       webSockets.handleUpgrade(message, socket, head, (ws) => response.onOpen(ws));
     } catch (err: unknown) {
       // A head the web Request refuses, or the peer went away mid-answer.

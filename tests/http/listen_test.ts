@@ -1,0 +1,47 @@
+/**
+ * The listener under peers that go away at the wrong moment: the process stays up and the
+ * listener serves on.
+ */
+import assert from "node:assert/strict";
+import { connect, type Socket } from "node:net";
+import { listen } from "../../src/http/listen.ts";
+import { createMetrics } from "../../src/metrics/registry.ts";
+import { registrySum } from "../helpers/metric_registry.ts";
+import { waitFor } from "../helpers/wait.ts";
+
+Deno.test("listen: a peer that resets its connection while the handler of its upgrade request runs does not take the process down", async () => {
+  const metrics = createMetrics();
+  let entered = 0;
+  let release: () => void = () => {};
+  const gate = new Promise<void>((r) => release = r);
+  // Like /metrics: the handler awaits I/O (the /proc reads of a scrape) before it answers, and
+  // any listener may get an upgrade request (`Upgrade: h2c`, or a WebSocket handshake).
+  await using server = await listen({
+    name: "metrics",
+    hostname: "127.0.0.1",
+    port: 0,
+    onError: () => new Response("internal error", { status: 500 }),
+    metrics,
+  }, async () => {
+    entered++;
+    await gate;
+    return new Response("ok");
+  });
+  const open = () =>
+    registrySum(metrics, "statusengine_http_connections_open").then((n) => n === 1);
+  const socket = await new Promise<Socket>((resolve, reject) => {
+    const s = connect(server.port, "127.0.0.1", () => resolve(s));
+    s.once("error", reject);
+  });
+  socket.on("error", () => {});
+  socket.write("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n");
+  await waitFor(() => entered === 1, { message: "the handler runs" });
+  assert.ok(await open());
+  // A reset, not a FIN: the server's socket reports ECONNRESET while the handler still waits.
+  socket.resetAndDestroy();
+  await waitFor(async () => !(await open()), { message: "the server saw the reset" });
+  release();
+  const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), "ok");
+});
