@@ -19,6 +19,7 @@ import { type CommitListener, TableWriter } from "../../src/mysql/writer.ts";
 import { hasCode } from "../../src/util/errors.ts";
 import { type TableName, TABLES } from "../../src/mysql/catalogue.ts";
 import { createTableStatement } from "../../src/mysql/ddl.ts";
+import { emptyInsertStatement } from "../../src/mysql/sql.ts";
 import {
   type ExecResult,
   poolExecutor,
@@ -473,6 +474,44 @@ Deno.test("writer: an error that names no row and fails both halves of a split h
     1,
     "one rejected flush",
   );
+});
+
+Deno.test("writer: a single row whose statement fails whatever its rows (1054 after a column rename) is held like a larger batch, then committed; nothing is dead-lettered (D7)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 8);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("warm")], warm);
+  await warm.done;
+  // A quiet table: each statement carries one row, so no split can show that both halves fail.
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
+  const job = new JobTracker(LOG_QUEUE, 1);
+  const done = track(job.done);
+  await writer.add([logRow("alone")], job);
+  await waitFor(
+    async () =>
+      done.settled ||
+      (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { message: "the row held and retried, or settled" },
+  );
+  assert.equal(job.deadLettered, 0, "a row dead-lettered for its statement's fault");
+  assert.equal(done.settled, false, "a job resolved while its row was held");
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 0);
+
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data_moved TO logentry_data`);
+  await job.done;
+  assert.equal(await fx.count(LOG, "logentry_data = 'alone'"), 1);
+  assert.equal(job.deadLettered, 0);
+  assert.equal((await fx.deadLetters()).length, 0);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
+});
+
+Deno.test("writer: MariaDB takes the row-less statement a lone rejected row is checked with, for every batched table (an error in it would hold every such row)", async () => {
+  const batched = (Object.keys(TABLES) as TableName[]).filter((t) => TABLES[t].batched);
+  await using fx = await setup(batched);
+  for (const t of batched) {
+    const result = await fx.executor.run(emptyInsertStatement(TABLES[t]), []);
+    assert.equal(result.affectedRows, 0, t);
+  }
 });
 
 Deno.test("writer: held rows that MySQL then rejects for their values are dead-lettered and db_available returns to 1 (D7)", async () => {
