@@ -110,7 +110,6 @@ const ROW: readonly (readonly [number, string, string])[] = [
   [1690, "22003", "value out of range in an expression"],
   [1365, "22012", "division by zero"],
   [1367, "22007", "illegal value during parsing"],
-  [1364, "HY000", "a field without a default got no value"],
   [1265, "01000", "data truncated (strict mode)"],
   [1300, "HY000", "invalid character string for the column's charset"],
   [1411, "HY000", "incorrect value for a function of a type"],
@@ -144,6 +143,7 @@ Deno.test("mysql errors: other server errors are statement errors (split, held w
     const [errno, sqlState, why] of [
       [1054, "42S22", "unknown column: a schema older than the worker"],
       [1146, "42S02", "table does not exist: dropped or renamed while running"],
+      [1364, "HY000", "a NOT NULL column without a default the worker does not know was added"],
       [1064, "42000", "syntax error: a bug in a statement text"],
       [1030, "HY000", "got an error from the storage engine (e.g. 28: no space)"],
       [1180, "HY000", "error during COMMIT"],

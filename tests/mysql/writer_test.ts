@@ -505,6 +505,34 @@ Deno.test("writer: a single row whose statement fails whatever its rows (1054 af
   assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
 });
 
+Deno.test("writer: a NOT NULL column without a default added under the worker (1364) holds the rows, alone or in a batch, until it gets one; nothing is dead-lettered (D7)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 8);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("warm")], warm);
+  await warm.done;
+  // The worker names every column it knows, so no row can fail this way: only the schema can.
+  await fx.db.query(`ALTER TABLE ${LOG} ADD COLUMN site int NOT NULL`);
+  const batch = new JobTracker(LOG_QUEUE, 8);
+  const alone = new JobTracker(LOG_QUEUE, 1);
+  const settled = [track(batch.done), track(alone.done)];
+  await writer.add(rows(8, "batch"), batch);
+  await writer.add([logRow("alone")], alone);
+  await waitFor(
+    async () =>
+      settled.some((s) => s.settled) ||
+      (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { message: "the rows held and retried, or settled" },
+  );
+  assert.equal(batch.deadLettered + alone.deadLettered, 0, "rows dead-lettered for the schema");
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 0);
+
+  await fx.db.query(`ALTER TABLE ${LOG} ALTER COLUMN site SET DEFAULT 0`);
+  await Promise.all([batch.done, alone.done]);
+  assert.equal(await fx.count(LOG, "logentry_data LIKE 'batch-%' OR logentry_data = 'alone'"), 9);
+  assert.equal((await fx.deadLetters()).length, 0);
+});
+
 Deno.test("writer: MariaDB takes the row-less statement a lone rejected row is checked with, for every batched table (an error in it would hold every such row)", async () => {
   const batched = (Object.keys(TABLES) as TableName[]).filter((t) => TABLES[t].batched);
   await using fx = await setup(batched);
