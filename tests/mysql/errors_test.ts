@@ -114,6 +114,7 @@ const ROW: readonly (readonly [number, string, string])[] = [
   [1300, "HY000", "invalid character string for the column's charset"],
   [1411, "HY000", "incorrect value for a function of a type"],
   [3819, "HY000", "CHECK constraint violated (MySQL)"],
+  [1644, "45000", "SIGNAL in a trigger, which runs for one row: a check of that row"],
   [1526, "HY000", "no partition for the value (a row outside every partition)"],
   [1118, "42000", "row size too large for the page"],
   [1153, "08S01", "statement larger than max_allowed_packet: halving cures it"],

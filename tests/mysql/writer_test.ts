@@ -565,27 +565,40 @@ Deno.test("writer: held rows that MySQL then rejects for their values are dead-l
   });
 });
 
-Deno.test("writer: an error that names no row but hits one row only is still isolated and dead-lettered; the good rows commit (D7)", async () => {
+Deno.test("writer: a trigger's SIGNAL (1644, SQL state 45000) refuses rows like a CHECK constraint: two refused rows, one in each half, are dead-lettered and never hold the batch; the good rows commit (D7)", async () => {
   await using fx = await setup([LOG]);
-  // SIGNAL raises 1644 (SQL state 45000): a statement error, like the one
-  // above, but only for this row, so only one half of each split fails.
+  // The trigger runs for each row, so its SIGNAL is about the row it runs for.
   await fx.db.query(
-    `CREATE TRIGGER refuse_one BEFORE INSERT ON ${LOG} FOR EACH ROW ` +
-      "IF NEW.logentry_data = 'refused' THEN " +
+    `CREATE TRIGGER refuse_some BEFORE INSERT ON ${LOG} FOR EACH ROW ` +
+      "IF NEW.logentry_data LIKE 'refused-%' THEN " +
       "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by a trigger'; END IF",
   );
   const writer = fx.writer(LOG, 8);
   const job = new JobTracker(LOG_QUEUE, 8);
-  await writer.add([...rows(5, "ok"), logRow("refused"), ...rows(2, "ok2")], job);
+  const done = track(job.done);
+  // Split 4 + 4: each half carries one refused row, so both halves fail with 1644.
+  await writer.add(
+    [...rows(3, "ok"), logRow("refused-a"), logRow("ok-3"), logRow("refused-b"), ...rows(2, "ok2")],
+    job,
+  );
+  await waitFor(
+    async () =>
+      done.settled ||
+      (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 1,
+    { message: "the job settled, or the batch held" },
+  );
+  assert.equal(
+    await registryValue(fx.metrics, "statusengine_db_connection_retries_total"),
+    0,
+    "the batch was held for two rows a trigger refuses",
+  );
   await job.done;
-  assert.equal(job.deadLettered, 1);
-  assert.equal(await fx.count(LOG), 7);
+  assert.equal(job.deadLettered, 2);
+  assert.equal(await fx.count(LOG), 6);
   const letters = await fx.deadLetters();
-  assert.equal(letters.length, 1);
-  assert.equal(letters[0]?.row?.["logentry_data"], "refused");
+  assert.deepEqual(letters.map((l) => l.row?.["logentry_data"]).sort(), ["refused-a", "refused-b"]);
   assert.match(letters[0]?.error ?? "", /1644/);
   assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1, "never held");
-  assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
 });
 
 Deno.test("writer: a rejected row whose job was given back while its batch was being split is not dead-lettered: the worker that takes the job handles it (docs/writers.md#give-back)", async () => {
