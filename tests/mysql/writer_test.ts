@@ -629,6 +629,32 @@ Deno.test("writer: a rejected row whose job was given back while its batch was b
   assert.equal((await fx.deadLetters()).length, 0, "another worker dead-letters it as well");
 });
 
+Deno.test("writer: a lone row held through an outage and then rejected for its value is dead-lettered and ends the outage: db_available returns to 1 (D7)", async () => {
+  await using fx = await setup([LOG], { proxy: true });
+  const proxy = fx.proxy as TcpProxy;
+  const writer = fx.writer(LOG, 8);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("warm")], warm);
+  await warm.done;
+  proxy.block();
+  const job = new JobTracker(LOG_QUEUE, 1);
+  // Strict mode: a string in an int(11) column is error 1366, once MySQL answers again.
+  await writer.add([logRow("bad", { logentry_type: "x" })], job);
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0 while the row is held",
+  });
+  proxy.unblock();
+  await job.done;
+  assert.equal(job.deadLettered, 1);
+  // Nothing else is written to this table: no later statement would end the outage.
+  assert.equal(
+    await registryValue(fx.metrics, "statusengine_db_available"),
+    1,
+    "MySQL answered, yet db_available stays 0",
+  );
+  assert.equal(fx.availability.available, true);
+});
+
 // --- retry policy (docs/writers.md#retry-policy) -----------------------------
 
 Deno.test("writer: lock errors are sent again at once, then held with the MySQL hold's back-off until they clear, never dropped, counted by table and kind (D7)", async () => {
