@@ -409,7 +409,8 @@ export class TableWriter {
    * Returns the rows to hold: both halves of a split failed alike with a `statement` error, or one
    * row did and MySQL refuses the same statement without a row as well.
    */
-  async #isolate(batch: Pending[], failure: MysqlWriteError): Promise<Held | undefined> {
+  async #isolate(batch: Pending[], rejection: MysqlWriteError): Promise<Held | undefined> {
+    let failure: MysqlWriteError | undefined = rejection;
     if (batch.length === 1) {
       // One row has no other half to compare with, so the same statement is sent with no row: if
       // MySQL refuses that too (a renamed column, a missing table), the row is not at fault and is
@@ -417,6 +418,10 @@ export class TableWriter {
       if (failure.kind === "statement") {
         const empty = await this.#rejectsEmpty(batch);
         if (empty !== undefined) return { rows: batch, error: empty };
+        // MySQL takes the statement now: the fault may have been mended since the row was
+        // refused, so the row is sent once more before it counts as the one at fault.
+        failure = await this.#send(batch, false);
+        if (failure === undefined) return undefined;
       }
       // Its job may have been given back while the other parts of the split were sent (held
       // through an outage): the worker that takes the job handles the row, not this one.
