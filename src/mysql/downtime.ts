@@ -8,7 +8,8 @@ import { type TableName, TABLES } from "./catalogue.ts";
 import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError } from "./errors.ts";
-import { runWithRetry } from "./retry.ts";
+import { type HoldScope, MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
+import { Backoff } from "../util/backoff.ts";
 import { adjustRow, truncateToCodePoints } from "./values.ts";
 import { quoteIdentifier as quote } from "./ddl.ts";
 import type { DowntimeMerge, DowntimeStatement, Row, SqlValue } from "../events/mod.ts";
@@ -143,16 +144,12 @@ export class DowntimeExecutor {
     const m = this.#o.metrics;
     for (const statement of statements) {
       const built = buildDowntimeStatement(statement);
+      const scope = { table: statement.table, availability: this.#o.availability, signal };
       let affected: number;
       try {
-        const result = await runWithRetry(() => this.#o.executor.run(built.sql, built.values), {
-          table: statement.table,
-          availability: this.#o.availability,
-          signal,
-          metrics: m,
-        });
-        affected = result.affectedRows;
+        affected = await this.#runHeld(built, scope);
       } catch (err: unknown) {
+        this.#o.availability.abandon(statement.table, scope);
         if (!(err instanceof MysqlWriteError)) throw err;
         m?.pipelineErrors.inc({ component: "mysql" });
         log.error("db: downtime statement rejected, written to the dead-letter file", {
@@ -195,6 +192,39 @@ export class DowntimeExecutor {
             scheduled_start_time: statement.row["scheduled_start_time"],
           },
         );
+      }
+    }
+  }
+
+  /**
+   * Run one statement under the retry policy; a `statement` error is held as well: a downtime
+   * statement's text is fixed per kind and carries one event's values, bound, so an error that
+   * names no row (a renamed column, a missing table) is MySQL's, not the event's: dead-lettering
+   * it would dead-letter every downtime event until the schema is repaired. Returns the affected
+   * rows.
+   */
+  async #runHeld(built: BuiltStatement, scope: HoldScope): Promise<number> {
+    let hold: Backoff | undefined;
+    for (;;) {
+      try {
+        const result = await runWithRetry(() => this.#o.executor.run(built.sql, built.values), {
+          ...scope,
+          holder: scope,
+          metrics: this.#o.metrics,
+        });
+        return result.affectedRows;
+      } catch (err: unknown) {
+        if (!(err instanceof MysqlWriteError) || err.kind !== "statement") throw err;
+        if (hold === undefined) {
+          hold = new Backoff(MYSQL_HOLD);
+          log.warn("db: MySQL refuses the downtime statement whatever its values, holding it", {
+            table: scope.table,
+            error: err.message,
+          });
+        }
+        scope.availability.unreachable(scope.table, err, scope);
+        this.#o.metrics?.dbConnectionRetries.inc();
+        await pauseHeld(hold, scope);
       }
     }
   }

@@ -79,7 +79,13 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
       return result;
     } catch (err: unknown) {
       const failure = new MysqlWriteError(ctx.table, err);
-      if (failure.kind === "row" || failure.kind === "statement") throw failure;
+      if (failure.kind === "row" || failure.kind === "statement") {
+        // Answered, but not taken: a statement held on its own gives its hold up here, else the
+        // table's outage outlives it (a lone row rejected after an outage kept db_available 0).
+        // A hold that began elsewhere (`ctx.holder`) is ended by whoever began it.
+        if (ctx.holder === undefined) ctx.availability.abandon(ctx.table, ctx);
+        throw failure;
+      }
       if (failure.kind === "lock") {
         lockAttempts++;
         ctx.metrics?.dbBatchRetries.inc();

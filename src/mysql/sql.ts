@@ -146,6 +146,17 @@ export function insertStatement(table: TableName | Table, rowCount: number): str
 }
 
 /**
+ * The INSERT of {@link insertStatement} (same table, columns and update clause) carrying no row:
+ * MySQL refusing it refuses the statement, not a row, so the writer holds a lone row it rejected
+ * that way instead of dead-lettering it (docs/writers.md#retry-policy).
+ */
+export function emptyInsertStatement(table: Table): string {
+  const parts = partsOf(table);
+  const nulls = new Array(parts.columns).fill("NULL").join(",");
+  return `${parts.prefix.replace(/VALUES $/, "")}SELECT ${nulls} FROM DUAL WHERE 0${parts.suffix}`;
+}
+
+/**
  * How many rows of a plain-INSERT table equal one row in every inserted column (`<=>`, so NULL
  * equals NULL): `dead-letters replay` tells a row it replayed before from a missing one by it,
  * since these tables have no key (docs/running.md#dead-letters).

@@ -17,7 +17,7 @@ import {
   runWithRetry,
   StatementWithdrawnError,
 } from "./retry.ts";
-import { insertStatement } from "./sql.ts";
+import { emptyInsertStatement, insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
 import type { Row, SqlValue } from "../events/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -387,7 +387,7 @@ export class TableWriter {
       if (hold === undefined) {
         hold = new Backoff(MYSQL_HOLD);
         log.warn(
-          "db: every part of the batch fails with the same error, holding it instead of dead-lettering",
+          "db: MySQL refuses the statement whatever rows it carries, holding them instead of dead-lettering",
           {
             table: this.table.name,
             rows: held.rows.length,
@@ -406,10 +406,23 @@ export class TableWriter {
 
   /**
    * `batch` was rejected with `failure`: dead-letter it if it is one row, else try its halves.
-   * Returns the rows to hold (both halves of a split failed alike with a `statement` error).
+   * Returns the rows to hold: both halves of a split failed alike with a `statement` error, or one
+   * row did and MySQL refuses the same statement without a row as well.
    */
-  async #isolate(batch: Pending[], failure: MysqlWriteError): Promise<Held | undefined> {
+  async #isolate(batch: Pending[], rejection: MysqlWriteError): Promise<Held | undefined> {
+    let failure: MysqlWriteError | undefined = rejection;
     if (batch.length === 1) {
+      // One row has no other half to compare with, so the same statement is sent with no row: if
+      // MySQL refuses that too (a renamed column, a missing table), the row is not at fault and is
+      // held like a larger batch, whatever the batching on a quiet table.
+      if (failure.kind === "statement") {
+        const empty = await this.#rejectsEmpty(batch);
+        if (empty !== undefined) return { rows: batch, error: empty };
+        // MySQL takes the statement now: the fault may have been mended since the row was
+        // refused, so the row is sent once more before it counts as the one at fault.
+        failure = await this.#send(batch, false);
+        if (failure === undefined) return undefined;
+      }
       // Its job may have been given back while the other parts of the split were sent (held
       // through an outage): the worker that takes the job handles the row, not this one.
       if (this.#dropWithdrawn(batch).length === 1) {
@@ -506,6 +519,36 @@ export class TableWriter {
       p.owner.committed();
     }
     return undefined;
+  }
+
+  /**
+   * Send this table's statement with no row under the retry policy (`batch`: the row it stands
+   * for, whose job may be given back meanwhile). Returns MySQL's rejection, or undefined.
+   */
+  async #rejectsEmpty(batch: Pending[]): Promise<MysqlWriteError | undefined> {
+    const sql = emptyInsertStatement(this.table);
+    const retry = {
+      table: this.table.name,
+      availability: this.#availability,
+      signal: this.#abort.signal,
+      withdrawn: () => batch.every((p) => p.owner.withdrawn),
+      metrics: this.#metrics,
+    };
+    try {
+      await runWithRetry(
+        () => abortable(this.#executor.run(sql, []), this.#abort.signal),
+        retry,
+      );
+      return undefined;
+    } catch (err: unknown) {
+      if (this.#abort.signal.aborted) {
+        this.#availability.abandon(this.table.name, retry);
+        throw this.#abort.signal.reason;
+      }
+      if (err instanceof MysqlWriteError) return err;
+      if (err instanceof StatementWithdrawnError) return undefined;
+      throw err;
+    }
   }
 
   /** The rows of `batch` whose job was not given back; the others are settled without a commit. */

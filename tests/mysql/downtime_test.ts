@@ -17,6 +17,7 @@ import { DeadLetterFile, DeadLetters } from "../../src/pipeline/dead_letter.ts";
 import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtime.ts";
 import type { DowntimeStatement } from "../../src/events/types.ts";
 import { deadline } from "../../src/util/async.ts";
+import { track, waitFor } from "../helpers/wait.ts";
 
 const QUEUE = "statusngin_downtimes";
 const DOWNTIME_TABLES = [
@@ -468,4 +469,36 @@ Deno.test("downtimes: a statement MySQL rejects is dead-lettered and the executo
     1,
   );
   assert.equal(await fx.unmatched(), 0, "a rejected upsert is not an unmatched one");
+});
+
+Deno.test("downtimes: a statement MySQL refuses whatever its values (1054 after a column rename) is held until MySQL takes it, never dead-lettered (D7)", async () => {
+  await using fx = await setup();
+  await fx.db.query(
+    "ALTER TABLE statusengine_host_downtimehistory RENAME COLUMN author_name TO author_moved",
+  );
+  const statements = downtimeStatements(event(), "N");
+  const stop = new AbortController();
+  const running = fx.executor.run(QUEUE, statements, stop.signal);
+  const done = track(running);
+  const available = async () => (await fx.metrics.dbAvailable.get()).values[0]?.value;
+  try {
+    await waitFor(async () => done.settled || (await available()) === 0, {
+      message: "the statement held, or the job settled",
+    });
+    const letters = (await Deno.readTextFile(fx.deadLetterPath)).trim();
+    assert.equal(letters, "", "a downtime statement dead-lettered for a renamed column");
+    assert.equal(done.settled, false);
+    await fx.db.query(
+      "ALTER TABLE statusengine_host_downtimehistory RENAME COLUMN author_moved TO author_name",
+    );
+    await running;
+  } finally {
+    stop.abort();
+    await running.catch(() => {});
+  }
+  const history = await fx.db.query<DbRow[]>(
+    "SELECT hostname, author_name FROM statusengine_host_downtimehistory",
+  );
+  assert.deepEqual(history.map((r) => [r["hostname"], r["author_name"]]), [["web01", "admin"]]);
+  assert.equal(await available(), 1);
 });

@@ -19,6 +19,7 @@ import { type CommitListener, TableWriter } from "../../src/mysql/writer.ts";
 import { hasCode } from "../../src/util/errors.ts";
 import { type TableName, TABLES } from "../../src/mysql/catalogue.ts";
 import { createTableStatement } from "../../src/mysql/ddl.ts";
+import { emptyInsertStatement } from "../../src/mysql/sql.ts";
 import {
   type ExecResult,
   poolExecutor,
@@ -475,6 +476,72 @@ Deno.test("writer: an error that names no row and fails both halves of a split h
   );
 });
 
+Deno.test("writer: a single row whose statement fails whatever its rows (1054 after a column rename) is held like a larger batch, then committed; nothing is dead-lettered (D7)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 8);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("warm")], warm);
+  await warm.done;
+  // A quiet table: each statement carries one row, so no split can show that both halves fail.
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
+  const job = new JobTracker(LOG_QUEUE, 1);
+  const done = track(job.done);
+  await writer.add([logRow("alone")], job);
+  await waitFor(
+    async () =>
+      done.settled ||
+      (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { message: "the row held and retried, or settled" },
+  );
+  assert.equal(job.deadLettered, 0, "a row dead-lettered for its statement's fault");
+  assert.equal(done.settled, false, "a job resolved while its row was held");
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 0);
+
+  await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data_moved TO logentry_data`);
+  await job.done;
+  assert.equal(await fx.count(LOG, "logentry_data = 'alone'"), 1);
+  assert.equal(job.deadLettered, 0);
+  assert.equal((await fx.deadLetters()).length, 0);
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
+});
+
+Deno.test("writer: a NOT NULL column without a default added under the worker (1364) holds the rows, alone or in a batch, until it gets one; nothing is dead-lettered (D7)", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 8);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("warm")], warm);
+  await warm.done;
+  // The worker names every column it knows, so no row can fail this way: only the schema can.
+  await fx.db.query(`ALTER TABLE ${LOG} ADD COLUMN site int NOT NULL`);
+  const batch = new JobTracker(LOG_QUEUE, 8);
+  const alone = new JobTracker(LOG_QUEUE, 1);
+  const settled = [track(batch.done), track(alone.done)];
+  await writer.add(rows(8, "batch"), batch);
+  await writer.add([logRow("alone")], alone);
+  await waitFor(
+    async () =>
+      settled.some((s) => s.settled) ||
+      (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { message: "the rows held and retried, or settled" },
+  );
+  assert.equal(batch.deadLettered + alone.deadLettered, 0, "rows dead-lettered for the schema");
+  assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 0);
+
+  await fx.db.query(`ALTER TABLE ${LOG} ALTER COLUMN site SET DEFAULT 0`);
+  await Promise.all([batch.done, alone.done]);
+  assert.equal(await fx.count(LOG, "logentry_data LIKE 'batch-%' OR logentry_data = 'alone'"), 9);
+  assert.equal((await fx.deadLetters()).length, 0);
+});
+
+Deno.test("writer: MariaDB takes the row-less statement a lone rejected row is checked with, for every batched table (an error in it would hold every such row)", async () => {
+  const batched = (Object.keys(TABLES) as TableName[]).filter((t) => TABLES[t].batched);
+  await using fx = await setup(batched);
+  for (const t of batched) {
+    const result = await fx.executor.run(emptyInsertStatement(TABLES[t]), []);
+    assert.equal(result.affectedRows, 0, t);
+  }
+});
+
 Deno.test("writer: held rows that MySQL then rejects for their values are dead-lettered and db_available returns to 1 (D7)", async () => {
   await using fx = await setup([LOG]);
   const writer = fx.writer(LOG, 4);
@@ -498,27 +565,40 @@ Deno.test("writer: held rows that MySQL then rejects for their values are dead-l
   });
 });
 
-Deno.test("writer: an error that names no row but hits one row only is still isolated and dead-lettered; the good rows commit (D7)", async () => {
+Deno.test("writer: a trigger's SIGNAL (1644, SQL state 45000) refuses rows like a CHECK constraint: two refused rows, one in each half, are dead-lettered and never hold the batch; the good rows commit (D7)", async () => {
   await using fx = await setup([LOG]);
-  // SIGNAL raises 1644 (SQL state 45000): a statement error, like the one
-  // above, but only for this row, so only one half of each split fails.
+  // The trigger runs for each row, so its SIGNAL is about the row it runs for.
   await fx.db.query(
-    `CREATE TRIGGER refuse_one BEFORE INSERT ON ${LOG} FOR EACH ROW ` +
-      "IF NEW.logentry_data = 'refused' THEN " +
+    `CREATE TRIGGER refuse_some BEFORE INSERT ON ${LOG} FOR EACH ROW ` +
+      "IF NEW.logentry_data LIKE 'refused-%' THEN " +
       "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by a trigger'; END IF",
   );
   const writer = fx.writer(LOG, 8);
   const job = new JobTracker(LOG_QUEUE, 8);
-  await writer.add([...rows(5, "ok"), logRow("refused"), ...rows(2, "ok2")], job);
+  const done = track(job.done);
+  // Split 4 + 4: each half carries one refused row, so both halves fail with 1644.
+  await writer.add(
+    [...rows(3, "ok"), logRow("refused-a"), logRow("ok-3"), logRow("refused-b"), ...rows(2, "ok2")],
+    job,
+  );
+  await waitFor(
+    async () =>
+      done.settled ||
+      (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 1,
+    { message: "the job settled, or the batch held" },
+  );
+  assert.equal(
+    await registryValue(fx.metrics, "statusengine_db_connection_retries_total"),
+    0,
+    "the batch was held for two rows a trigger refuses",
+  );
   await job.done;
-  assert.equal(job.deadLettered, 1);
-  assert.equal(await fx.count(LOG), 7);
+  assert.equal(job.deadLettered, 2);
+  assert.equal(await fx.count(LOG), 6);
   const letters = await fx.deadLetters();
-  assert.equal(letters.length, 1);
-  assert.equal(letters[0]?.row?.["logentry_data"], "refused");
+  assert.deepEqual(letters.map((l) => l.row?.["logentry_data"]).sort(), ["refused-a", "refused-b"]);
   assert.match(letters[0]?.error ?? "", /1644/);
   assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1, "never held");
-  assert.equal(await registryValue(fx.metrics, "statusengine_db_connection_retries_total"), 0);
 });
 
 Deno.test("writer: a rejected row whose job was given back while its batch was being split is not dead-lettered: the worker that takes the job handles it (docs/writers.md#give-back)", async () => {
@@ -547,6 +627,32 @@ Deno.test("writer: a rejected row whose job was given back while its batch was b
   assert.equal(await fx.count(LOG, "logentry_data = 'good'"), 1);
   assert.equal(rejected.deadLettered, 0, "a row of a job given back was dead-lettered");
   assert.equal((await fx.deadLetters()).length, 0, "another worker dead-letters it as well");
+});
+
+Deno.test("writer: a lone row held through an outage and then rejected for its value is dead-lettered and ends the outage: db_available returns to 1 (D7)", async () => {
+  await using fx = await setup([LOG], { proxy: true });
+  const proxy = fx.proxy as TcpProxy;
+  const writer = fx.writer(LOG, 8);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("warm")], warm);
+  await warm.done;
+  proxy.block();
+  const job = new JobTracker(LOG_QUEUE, 1);
+  // Strict mode: a string in an int(11) column is error 1366, once MySQL answers again.
+  await writer.add([logRow("bad", { logentry_type: "x" })], job);
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0 while the row is held",
+  });
+  proxy.unblock();
+  await job.done;
+  assert.equal(job.deadLettered, 1);
+  // Nothing else is written to this table: no later statement would end the outage.
+  assert.equal(
+    await registryValue(fx.metrics, "statusengine_db_available"),
+    1,
+    "MySQL answered, yet db_available stays 0",
+  );
+  assert.equal(fx.availability.available, true);
 });
 
 // --- retry policy (docs/writers.md#retry-policy) -----------------------------
