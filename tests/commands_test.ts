@@ -359,6 +359,30 @@ Deno.test("commands: a rabbitmq connection lost before the publisher confirm is 
   });
 });
 
+Deno.test("commands: rabbitmq publishes that queued nothing are retried: a connection the broker closed, a queue deleted since its declaration", async () => {
+  await using vhost = await createScratchVhost();
+  await withWorker({
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 100, ...TEST_QUEUE_DURABILITY },
+    queues: ["statusngin_core_restart"],
+  }, async (worker, url) => {
+    const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
+    assert.equal((await postJson(url, ok)).status, 202);
+    // The broker closes every connection of the vhost: the publisher's is seen closed.
+    await vhost.closeConnections();
+    await using admin = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+    let a = await postJson(url, ok);
+    assert.equal(a.status, 202, JSON.stringify(a.body));
+    assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 2);
+    // Deleted: the broker returns the message, and the retry declares the queue again.
+    await admin.deleteQueue(COMMAND_QUEUE);
+    a = await postJson(url, ok);
+    assert.equal(a.status, 202, JSON.stringify(a.body));
+    assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "queued once, on the new queue");
+    assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 0);
+  });
+});
+
 Deno.test("commands: with consumer rabbitmq the envelope is a transient application/json message in statusngin_cmd", async () => {
   // A vhost of its own: the real queue names on the shared "/" may have been declared with
   // other flags by another run.
