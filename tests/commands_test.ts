@@ -10,6 +10,7 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { takeJobs } from "./helpers/gearman_jobs.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { track, waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
@@ -298,6 +299,87 @@ Deno.test("commands: gearmand down answers 503 within the publish budget, not a 
       1,
       "a 503 is not counted as received",
     );
+  });
+});
+
+/**
+ * The answer to a command whose message reached the broker but whose confirm was lost with the
+ * connection: `sever` cuts the link once the broker holds the message and its answer is held back.
+ */
+async function lostConfirm(
+  url: string,
+  proxy: { holdReplies(): void; sever(): void },
+  queued: () => Promise<number>,
+): Promise<Answer> {
+  proxy.holdReplies();
+  const answer = postJson(url, { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web02" });
+  await waitFor(async () => (await queued()) === 2, { message: "the second command queued" });
+  proxy.sever();
+  return await answer;
+}
+
+Deno.test("commands: a gearman connection lost before JOB_CREATED is not retried: 504 says the command may be queued, and it is queued once", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  // The consumer's link is cut too, and reconnects; it reads no statusngin_cmd.
+  await withWorker(
+    { gearmanServers: [proxy.addr], queues: ["statusngin_core_restart"] },
+    async (worker, url) => {
+      const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
+      assert.equal((await postJson(url, ok)).status, 202);
+      const queued = () => jobsAtGearmand(gearmand.addr, COMMAND_QUEUE);
+      const a = await lostConfirm(url, proxy, queued);
+      assert.equal(await queued(), 2, "the command is queued once, not retried");
+      assert.equal(a.status, 504, JSON.stringify(a.body));
+      assert.match(String(a.body.error), /may have been queued/);
+      assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 1);
+    },
+  );
+});
+
+Deno.test("commands: a rabbitmq connection lost before the publisher confirm is not retried: 504 says the command may be queued, and it is queued once", async () => {
+  await using vhost = await createScratchVhost();
+  await using admin = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  const rabbit = new URL(vhost.url);
+  await using proxy = await startTcpProxy(rabbit.host);
+  rabbit.host = proxy.addr;
+  await withWorker({
+    consumer: "rabbitmq",
+    rabbitmq: { url: rabbit.href, prefetch: 100, ...TEST_QUEUE_DURABILITY },
+    queues: ["statusngin_core_restart"],
+  }, async (worker, url) => {
+    const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
+    assert.equal((await postJson(url, ok)).status, 202);
+    const queued = async () => (await admin.depth(COMMAND_QUEUE)).ready;
+    const a = await lostConfirm(url, proxy, queued);
+    assert.equal(await queued(), 2, "the command is queued once, not retried");
+    assert.equal(a.status, 504, JSON.stringify(a.body));
+    assert.match(String(a.body.error), /may have been queued/);
+    assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 1);
+  });
+});
+
+Deno.test("commands: rabbitmq publishes that queued nothing are retried: a connection the broker closed, a queue deleted since its declaration", async () => {
+  await using vhost = await createScratchVhost();
+  await withWorker({
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 100, ...TEST_QUEUE_DURABILITY },
+    queues: ["statusngin_core_restart"],
+  }, async (worker, url) => {
+    const ok = { Command: "raw", Data: "ENABLE_HOST_NOTIFICATIONS;web01" };
+    assert.equal((await postJson(url, ok)).status, 202);
+    // The broker closes every connection of the vhost: the publisher's is seen closed.
+    await vhost.closeConnections();
+    await using admin = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+    let a = await postJson(url, ok);
+    assert.equal(a.status, 202, JSON.stringify(a.body));
+    assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 2);
+    // Deleted: the broker returns the message, and the retry declares the queue again.
+    await admin.deleteQueue(COMMAND_QUEUE);
+    a = await postJson(url, ok);
+    assert.equal(a.status, 202, JSON.stringify(a.body));
+    assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "queued once, on the new queue");
+    assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 0);
   });
 });
 

@@ -16,6 +16,9 @@ export interface QueueDepth {
   readonly consumers: number;
 }
 
+/** The broker returned a mandatory message: no queue to route it to, so nothing was queued. */
+export class ReturnedError extends Error {}
+
 /** One connection with one confirming channel. */
 export class AmqpPublisher implements AsyncDisposable {
   readonly #client: AMQPClient;
@@ -72,6 +75,11 @@ export class AmqpPublisher implements AsyncDisposable {
     }
   }
 
+  /** Whether the connection or the channel is known to be closed (a publish would be refused). */
+  get closed(): boolean {
+    return this.#client.closed || this.#channel.closed;
+  }
+
   /** Declare a queue as the consumer does (idempotent); see {@link declareQueue}. */
   async declare(queue: string): Promise<void> {
     if (this.#declared.has(queue)) return;
@@ -101,7 +109,7 @@ export class AmqpPublisher implements AsyncDisposable {
       // The broker sends basic.return before the confirm of the same message.
       if (this.#takeReturned(queue, body)) {
         this.#declared.delete(queue);
-        throw new Error(
+        throw new ReturnedError(
           `The broker dropped a message for queue "${queue}": the queue no longer exists`,
         );
       }

@@ -1,12 +1,14 @@
 /**
  * Publishing command envelopes to `statusngin_cmd` as a Gearman background job or a transient
- * AMQP message. One lazy connection, reused; publishes run one at a time; a failed attempt is
- * retried once on a fresh connection (a broker that dropped an idle one); one budget per request.
+ * AMQP message. One lazy connection, reused; publishes run one at a time; an attempt that queued
+ * nothing is retried once on a fresh connection (a broker that dropped an idle one); one budget
+ * per request. A message once written is never sent again: its confirm may be lost with the
+ * connection after the broker queued it, and a retry would queue the command twice.
  *
  * @module
  */
 import { GearmanClient } from "../gearman/client.ts";
-import { AmqpPublisher } from "../amqp/publisher.ts";
+import { AmqpPublisher, ReturnedError } from "../amqp/publisher.ts";
 import type { QueueDeclaration } from "../amqp/session.ts";
 import { parseAmqpUrl } from "../amqp/url.ts";
 import { abortable, deadline } from "../util/async.ts";
@@ -28,7 +30,10 @@ export interface CommandPublisher extends AsyncDisposable {
    * Publish one envelope as one broker message; `signal` aborts the wait (the budget applies
    * regardless).
    *
-   * @throws {WorkerError} (code `command_publish`) When both attempts failed or the budget ran out.
+   * @throws {WorkerError} (code `command_publish`) When nothing was queued: both attempts failed
+   *   before the message was written or were refused, or the budget ran out before it was written.
+   * @throws {WorkerError} (code `command_unconfirmed`) When the message was written but its confirm
+   *   never came (connection lost, budget ran out): it may have been queued.
    */
   publish(body: string, options?: { signal?: AbortSignal }): Promise<void>;
   /** Close the connection; later publishes fail. Idempotent. */
@@ -37,10 +42,17 @@ export interface CommandPublisher extends AsyncDisposable {
 
 /** One open connection of a transport. */
 export interface PublishLink {
-  /** Resolves once the broker took the message (JOB_CREATED, publisher confirm). */
+  /**
+   * Resolves once the broker took the message (JOB_CREATED, publisher confirm). Rejects with
+   * {@link NotQueuedError} when the message is known not to be queued; any other rejection leaves
+   * its fate unknown.
+   */
   send(body: string, signal: AbortSignal): Promise<void>;
   close(): Promise<void>;
 }
+
+/** A failure of {@link PublishLink.send} that queued nothing: the only kind worth a retry. */
+export class NotQueuedError extends Error {}
 
 /** Opens a {@link PublishLink}; must give up when `signal` aborts. */
 export type Dial = (signal: AbortSignal) => Promise<PublishLink>;
@@ -76,13 +88,15 @@ export class RetryingPublisher implements CommandPublisher {
       ? this.#closeAbort.signal
       : AbortSignal.any([options.signal, this.#closeAbort.signal]);
     using limit = deadline(this.#budgetMs, parent);
-    const run = this.#tail.then(() => this.#attempts(body, limit.signal));
+    const state = { written: false };
+    const run = this.#tail.then(() => this.#attempts(body, limit.signal, state));
     this.#tail = run.catch(() => {});
     try {
       await abortable(run, limit.signal);
     } catch (err: unknown) {
-      if (hasCode(err, "command_publish")) throw err;
-      throw this.#failure(limit.signal, err);
+      if (hasCode(err, "command_publish", "command_unconfirmed")) throw err;
+      // The budget ran out: while the message was on its way, the broker may still take it.
+      throw state.written ? this.#unconfirmed(limit.signal, err) : this.#failure(limit.signal, err);
     }
   }
 
@@ -100,12 +114,15 @@ export class RetryingPublisher implements CommandPublisher {
     return this.close();
   }
 
-  async #attempts(body: string, signal: AbortSignal): Promise<void> {
+  async #attempts(body: string, signal: AbortSignal, state: { written: boolean }): Promise<void> {
     let last: unknown;
     for (let attempt = 1; attempt <= 2; attempt++) {
       if (signal.aborted || this.#closeAbort.signal.aborted) break;
       try {
         this.#link ??= await this.#dial(signal);
+        // A dial that finished as the budget ran out: the request is answered already.
+        signal.throwIfAborted();
+        state.written = true;
         await abortable(this.#link.send(body, signal), signal);
         return;
       } catch (err: unknown) {
@@ -113,9 +130,26 @@ export class RetryingPublisher implements CommandPublisher {
         // A link that failed once is not trusted again: the retry, and the
         // next request, get a fresh connection.
         await this.#drop();
+        if (err instanceof NotQueuedError) state.written = false;
+        // Sent again, a message the broker took before the connection broke would run twice.
+        if (state.written) throw this.#unconfirmed(signal, err);
       }
     }
     throw this.#failure(signal, last);
+  }
+
+  #unconfirmed(signal: AbortSignal, cause: unknown): WorkerError {
+    const why = this.#closeAbort.signal.aborted
+      ? "the publisher was closed"
+      : signal.aborted && cause === signal.reason
+      ? `the ${this.#budgetMs} ms budget ran out`
+      : errorMessage(cause);
+    return new WorkerError(
+      "command_unconfirmed",
+      `No confirm from ${COMMAND_QUEUE} via ${this.backend} ${this.target} for a command ` +
+        `already sent (${why}); it may have been queued, so it is not sent again`,
+      { cause },
+    );
   }
 
   #failure(signal: AbortSignal, cause: unknown): WorkerError {
@@ -158,7 +192,14 @@ export function gearmanCommandPublisher(
           const client = await GearmanClient.connect(server, { signal, window: 1 });
           return {
             send: async (body) => {
-              await client.submitBackground(COMMAND_QUEUE, body);
+              // Seen closed (a job server that dropped the idle connection): nothing written.
+              if (client.isClosed) throw new NotQueuedError(`${server}: connection is closed`);
+              try {
+                await client.submitBackground(COMMAND_QUEUE, body);
+              } catch (err: unknown) {
+                if (hasCode(err, "submit_refused")) throw new NotQueuedError(errorMessage(err));
+                throw err;
+              }
             },
             close: () => client.close(),
           };
@@ -196,8 +237,22 @@ export function rabbitMqCommandPublisher(
         throw err;
       }
       return {
-        send: (body) =>
-          publisher.publish(COMMAND_QUEUE, [body], { contentType: "application/json" }),
+        send: async (body) => {
+          // Before the message is written: a connection seen closed, the queue declaration.
+          if (publisher.closed) throw new NotQueuedError("the broker closed the connection");
+          try {
+            await publisher.declare(COMMAND_QUEUE);
+          } catch (err: unknown) {
+            throw new NotQueuedError(errorMessage(err), { cause: err });
+          }
+          try {
+            await publisher.publish(COMMAND_QUEUE, [body], { contentType: "application/json" });
+          } catch (err: unknown) {
+            // Returned: the broker dropped it (the queue was deleted); the retry declares it.
+            if (err instanceof ReturnedError) throw new NotQueuedError(err.message);
+            throw err;
+          }
+        },
         close: () => publisher.close(),
       };
     },

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   type Dial,
   gearmanCommandPublisher,
+  NotQueuedError,
   type PublishLink,
   RetryingPublisher,
 } from "./publisher.ts";
@@ -11,9 +12,13 @@ import { hasCode } from "../util/errors.ts";
 class FakeBroker {
   dials = 0;
   closes = 0;
+  /** What the broker queued. */
   readonly sent: string[] = [];
-  /** Outcome of each successive send: "ok", "fail" or "hang". */
-  readonly sends: ("ok" | "fail" | "hang")[] = [];
+  /**
+   * Outcome of each successive send: "ok"; "refused" (known not queued); "lost" (queued, the
+   * connection lost before the confirm); "hang" (written, never confirmed).
+   */
+  readonly sends: ("ok" | "refused" | "lost" | "hang")[] = [];
   /** Outcome of each successive dial. */
   readonly dialOutcomes: ("ok" | "fail" | "hang")[] = [];
   inFlight = 0;
@@ -31,9 +36,10 @@ class FakeBroker {
         try {
           const what = this.sends.shift() ?? "ok";
           await Promise.resolve();
-          if (what === "fail") throw new Error("broker closed the connection");
+          if (what === "refused") throw new NotQueuedError("broker closed the connection");
           if (what === "hang") await hang(sendSignal);
           this.sent.push(body);
+          if (what === "lost") throw new Error("connection lost before the confirm");
         } finally {
           this.inFlight--;
         }
@@ -68,21 +74,37 @@ Deno.test("publisher: connects on the first publish and reuses the connection", 
   assert.deepEqual(broker.sent, ["a", "b"]);
 });
 
-Deno.test("publisher: a failed send closes the connection and is retried once on a fresh one", async () => {
+Deno.test("publisher: a send that queued nothing closes the connection and is retried once on a fresh one", async () => {
   const broker = new FakeBroker();
   await using publisher = publisherFor(broker);
   await publisher.publish("a");
-  broker.sends.push("fail");
+  broker.sends.push("refused");
   await publisher.publish("b");
   assert.equal(broker.dials, 2);
   assert.equal(broker.closes, 1);
   assert.deepEqual(broker.sent, ["a", "b"]);
 });
 
+Deno.test("publisher: a send whose confirm was lost is not retried: command_unconfirmed, queued once", async () => {
+  const broker = new FakeBroker();
+  await using publisher = publisherFor(broker);
+  broker.sends.push("lost");
+  await assert.rejects(publisher.publish("a"), (err: unknown) => {
+    assert.ok(hasCode(err, "command_unconfirmed"), String(err));
+    assert.match(err.message, /connection lost before the confirm.*may have been queued/);
+    return true;
+  });
+  assert.deepEqual(broker.sent, ["a"]);
+  assert.equal(broker.dials, 1);
+  assert.equal(broker.closes, 1, "the link is not trusted again");
+  await publisher.publish("b");
+  assert.deepEqual(broker.sent, ["a", "b"]);
+});
+
 Deno.test("publisher: a second failure is a command_publish error and leaves no connection behind", async () => {
   const broker = new FakeBroker();
   await using publisher = publisherFor(broker);
-  broker.sends.push("fail", "fail");
+  broker.sends.push("refused", "refused");
   await assert.rejects(publisher.publish("a"), (err: unknown) => {
     assert.ok(hasCode(err, "command_publish"), String(err));
     assert.match(err.message, /statusngin_cmd.*broker closed the connection/);
@@ -111,9 +133,19 @@ Deno.test("publisher: a broker that never answers fails within the budget, not a
   const broker = new FakeBroker();
   await using publisher = publisherFor(broker, 50);
   broker.sends.push("hang", "hang");
-  await assert.rejects(publisher.publish("a"), /gave up after the 50 ms budget/);
+  // Written: the broker may still take it, and it is not sent a second time.
+  await assert.rejects(publisher.publish("a"), (err: unknown) => {
+    assert.ok(hasCode(err, "command_unconfirmed"), String(err));
+    assert.match(err.message, /the 50 ms budget ran out.*may have been queued/);
+    return true;
+  });
+  assert.equal(broker.dials, 1);
   broker.dialOutcomes.push("hang");
-  await assert.rejects(publisher.publish("b"), /gave up after the 50 ms budget/);
+  await assert.rejects(publisher.publish("b"), (err: unknown) => {
+    assert.ok(hasCode(err, "command_publish"), String(err));
+    assert.match(err.message, /gave up after the 50 ms budget/);
+    return true;
+  });
 });
 
 Deno.test("publisher: publishes run one at a time, in order", async () => {
@@ -131,8 +163,12 @@ Deno.test("publisher: time waiting behind a stuck publish counts against the bud
   broker.sends.push("hang", "hang");
   const first = publisher.publish("stuck");
   const second = publisher.publish("queued");
-  await assert.rejects(first, (err: unknown) => hasCode(err, "command_publish"));
-  await assert.rejects(second, (err: unknown) => hasCode(err, "command_publish"));
+  await assert.rejects(first, (err: unknown) => hasCode(err, "command_unconfirmed"));
+  // Written or not depends on whether its turn came in the last moments of its budget.
+  await assert.rejects(
+    second,
+    (err: unknown) => hasCode(err, "command_publish", "command_unconfirmed"),
+  );
   assert.deepEqual(broker.sent, []);
 });
 
@@ -159,8 +195,9 @@ Deno.test("gearman publisher: a job server that accepts but never answers fails 
   );
   try {
     await assert.rejects(publisher.publish("{}"), (err: unknown) => {
-      assert.ok(hasCode(err, "command_publish"), String(err));
-      assert.match(err.message, /via gearman 127\.0\.0\.1:\d+: gave up after the 200 ms budget/);
+      // The job was written: it may be queued once the server answers, so no "nothing queued".
+      assert.ok(hasCode(err, "command_unconfirmed"), String(err));
+      assert.match(err.message, /via gearman 127\.0\.0\.1:\d+ .*\(the 200 ms budget ran out\)/);
       return true;
     });
   } finally {
@@ -182,7 +219,7 @@ Deno.test("gearman publisher: servers are tried in order and the first that acce
   try {
     await assert.rejects(
       publisher.publish("{}"),
-      (err: unknown) => hasCode(err, "command_publish"),
+      (err: unknown) => hasCode(err, "command_unconfirmed"),
     );
     using conn = await accepted;
     assert.ok(conn.remoteAddr !== undefined);

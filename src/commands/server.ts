@@ -16,6 +16,7 @@ import {
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { deadline } from "../util/async.ts";
+import { hasCode } from "../util/errors.ts";
 import type { CommandPublisher } from "./publisher.ts";
 import {
   MAX_BODY_BYTES,
@@ -116,12 +117,19 @@ export async function startCommandServer(options: CommandServerOptions): Promise
     } catch (err: unknown) {
       metrics.commandsPublishErrors.inc();
       metrics.pipelineErrors.inc({ component: "command" });
-      log.error("command: publishing failed", {
+      const unconfirmed = hasCode(err, "command_unconfirmed");
+      log.error(unconfirmed ? "command: publish not confirmed" : "command: publishing failed", {
         backend: publisher.backend,
         commands: result.commands.length,
         error: errorMessage(err),
       });
-      return json(503, { error: "the broker could not be reached; nothing was queued" });
+      // Only a 503 is safe to retry blindly: after a 504 the command may run, and a retry twice.
+      return unconfirmed
+        ? json(504, {
+          error: "the broker did not confirm the command; it may have been queued, so check " +
+            "before sending it again",
+        })
+        : json(503, { error: "the broker could not be reached; nothing was queued" });
     }
     metrics.commandsPublished.inc();
     for (const command of result.commands) metrics.commandsReceived.inc({ command });

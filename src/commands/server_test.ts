@@ -162,3 +162,27 @@ Deno.test("server: a client still sending a body over 8 MiB gets its 413, not a 
   );
   assert.match(answer, /^HTTP\/1\.1 413 /);
 });
+
+Deno.test("server: a key that is not ASCII matches when a client sends it as UTF-8 (as curl does)", async () => {
+  const gate = gatedPublisher();
+  gate.release();
+  await using server = await startCommandServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: ["schlüssel-€"],
+    publisher: gate.publisher,
+    metrics: createMetrics(),
+  });
+  const body = '{"Command":"raw","Data":"ENABLE_HOST_NOTIFICATIONS;web01"}';
+  // fetch refuses a header that is not a ByteString: the bytes go over a raw connection.
+  const answers: string[] = [];
+  for (const header of ["X-Api-Key: schlüssel-€", "Authorization: Bearer schlüssel-€"]) {
+    const { answer } = await rawExchange(
+      server.port,
+      `POST /commands HTTP/1.1\r\nHost: x\r\n${header}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      undefined,
+    );
+    answers.push(answer.split("\r\n")[0] ?? "");
+  }
+  assert.deepEqual(answers, ["HTTP/1.1 202 Accepted", "HTTP/1.1 202 Accepted"]);
+});

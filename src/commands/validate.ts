@@ -226,10 +226,12 @@ function validateRaw(data: unknown, options: ValidateOptions): EntryResult {
     ? undefined
     : "allowlist";
   if (rule !== undefined) {
+    // Shortened: a name has no length limit, and it goes into the answer and a WARN line.
+    const shown = echo(name);
     const error = rule === "denylist"
-      ? `external command ${name} is not allowed through this API`
-      : `external command ${name} is not in the allowlist of this API (--command-allow)`;
-    return { ok: false, reason: "denied", error, denied: name, rule };
+      ? `external command ${shown} is not allowed through this API`
+      : `external command ${shown} is not in the allowlist of this API (--command-allow)`;
+    return { ok: false, reason: "denied", error, denied: shown, rule };
   }
   // Naemon refuses a line without "[<unix seconds>] ", logging that only to naemon.log.
   const line = `[${timestamp ?? Math.floor(options.nowSeconds)}] ${name}${args}`;

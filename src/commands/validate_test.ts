@@ -243,6 +243,14 @@ Deno.test("validate: the default allowlist passes what the UIs send and refuses 
   }
 });
 
+Deno.test("validate: a long name outside the allowlist is not echoed whole into the answer and the log", () => {
+  const name = "A".repeat(1024 * 1024);
+  const r = check({ Command: "raw", Data: `${name};h` });
+  assert.ok(!r.ok && r.reason === "denied");
+  assert.ok(r.error.length < 200, `error of ${r.error.length} characters`);
+  assert.ok((r.denied ?? "").length < 100, `denied of ${r.denied?.length} characters`);
+});
+
 Deno.test("validate: --command-allow replaces the list; * allows all but the denylist; empty allows no raw command", () => {
   const own = new RawCommandAllowlist(["disable_notifications"]);
   assert.ok(check({ Command: "raw", Data: "DISABLE_NOTIFICATIONS" }, own).ok);

@@ -74,6 +74,11 @@ export class GearmanClient implements AsyncDisposable {
     });
   }
 
+  /** Whether the connection is known to be closed (nothing submitted now is written). */
+  get isClosed(): boolean {
+    return this.#conn.isClosed;
+  }
+
   /** Close the connection (idempotent). */
   close(): Promise<void> {
     return this.#conn.close();

@@ -44,8 +44,19 @@ export function headerKey(headers: Headers): string | null {
   const auth = headers.get("authorization");
   // A bare "Bearer" is the scheme without a key (an empty variable in a script; HTTP trims the
   // space after it), not a key called "Bearer".
-  if (auth !== null) return auth.trim().replace(/^bearer(\s+|$)/i, "").trim();
-  return headers.get("x-api-key")?.trim() ?? null;
+  if (auth !== null) return utf8(auth.trim().replace(/^bearer(\s+|$)/i, "").trim());
+  const key = headers.get("x-api-key");
+  return key === null ? null : utf8(key.trim());
+}
+
+/**
+ * A header value read back as UTF-8: the listener hands a header over one character per byte
+ * (latin1), so a key that is not ASCII, sent as UTF-8, would otherwise never match.
+ */
+function utf8(value: string): string {
+  // deno-lint-ignore no-control-regex -- ASCII is the common case, left as it is
+  if (/^[\x00-\x7f]*$/.test(value)) return value;
+  return new TextDecoder().decode(Uint8Array.from(value, (c) => c.charCodeAt(0) & 0xff));
 }
 
 /** Where `/commands` reads its key, for the answers that refuse a request without one. */

@@ -283,7 +283,7 @@ export const METRICS = {
   ),
   commandsPublishErrors: counter(
     "statusengine_commands_publish_errors_total",
-    "Valid POST /commands requests answered 503 because the broker could not be reached.",
+    "Valid POST /commands requests the broker did not confirm: 503 (not reached) or 504 (sent, unconfirmed).",
   ),
   inOrderLockHeld: gauge(
     "statusengine_in_order_lock_held",

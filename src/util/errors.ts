@@ -49,7 +49,8 @@ export type ErrorCode =
   | "heartbeat_timeout"
   | "submit_refused" // a job server answered a submission with ERROR
   | "gearman_protocol" // fatal for the connection
-  | "command_publish"; // the broker could not take a command; nothing is known to be queued
+  | "command_publish" // the broker could not take a command; nothing was queued
+  | "command_unconfirmed"; // a command was sent but never confirmed: it may have been queued
 
 /** The worker's one error type: a message for people and an {@link ErrorCode} for code. */
 export class WorkerError extends Error {

@@ -17,6 +17,11 @@ export interface TcpProxy extends AsyncDisposable {
   block(): void;
   /** Stop forwarding bytes on open connections without closing them (a silent peer). */
   freeze(): void;
+  /**
+   * On the connections open now, keep forwarding what the client sends but hold what the server
+   * answers (a request that arrived, its answer lost with the connection); new ones are untouched.
+   */
+  holdReplies(): void;
   /** Accept and forward again after block()/freeze(). */
   unblock(): void;
   /** Stop listening and close everything. */
@@ -119,13 +124,18 @@ export function startTcpProxy(
     }
   };
 
+  // Pairs whose server-to-client direction holdReplies() stopped.
+  const held = new WeakSet<{ a: Deno.Conn; b: Deno.Conn }>();
+
   const pipe = async (from: Deno.Conn, to: Deno.Conn, pair: { a: Deno.Conn; b: Deno.Conn }) => {
     const buf = new Uint8Array(64 * 1024);
     try {
       for (;;) {
         const n = await from.read(buf);
         if (n === null) break;
-        while (frozen) await new Promise<void>((r) => frozenWaiters.push(r));
+        while (frozen || (from === pair.b && held.has(pair) && pairs.has(pair))) {
+          await new Promise<void>((r) => frozenWaiters.push(r));
+        }
         if (!pairs.has(pair)) break;
         let off = 0;
         while (off < n) off += await to.write(buf.subarray(off, n));
@@ -206,6 +216,9 @@ export function startTcpProxy(
     },
     freeze() {
       frozen = true;
+    },
+    holdReplies() {
+      for (const pair of pairs) held.add(pair);
     },
     unblock() {
       blocked = false;
