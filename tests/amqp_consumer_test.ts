@@ -755,7 +755,6 @@ Deno.test("rabbitmq session: a message whose ack is already on the wire at give-
   await using publisher = await publisherFor([q]);
   await publisher.publish(q, ["one"]);
   let given: Promise<ReadonlyMap<string, number>> | undefined;
-  let session: AmqpSession | undefined;
   // The give-back comes right after the acknowledgement was sent: the ack frame goes out before
   // the channel close, so the broker takes it and the message is not handed back.
   class GiveBackAfterAck extends DeliveryEngine {
@@ -763,7 +762,7 @@ Deno.test("rabbitmq session: a message whose ack is already on the wire at give-
       return super.deliver(delivery, {
         complete: () => {
           const answered = ack.complete();
-          given = session?.giveBack("mysql_unavailable");
+          given = session.giveBack("mysql_unavailable");
           return answered;
         },
       }, scope);
@@ -777,7 +776,7 @@ Deno.test("rabbitmq session: a message whose ack is already on the wire at give-
     log: getLogger("test"),
   });
   const bytes = new ByteBudget(1 << 20);
-  session = await AmqpSession.open({
+  const session = await AmqpSession.open({
     url: parseAmqpUrl(BROKER_URL),
     queues: [q],
     prefetch: 1,
