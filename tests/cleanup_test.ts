@@ -983,3 +983,41 @@ Deno.test("cleanup: an account without ALTER and DROP is named with the GRANT to
     await db.query(`DROP USER '${user}'@'%'`);
   }
 });
+
+Deno.test("cleanup: a progress line before any row was deleted gives the total but no ETA", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  await db.query(`ALTER TABLE \`${CHECKS}\` REMOVE PARTITIONING`);
+  const cutoff = cutoffOf(CHECKS, 14);
+  // Along the key (service_description, …) the first service has only rows to keep, so the
+  // first chunks delete nothing; the old rows come with the second service.
+  const columns = "service_description, start_time, start_time_usec, hostname, state, " +
+    "is_hardstate, end_time, output, latency, execution_time, perfdata, command, " +
+    "current_check_attempt, max_check_attempts";
+  const row = (
+    service: string,
+    time: number,
+  ) => [service, time, 0, "h", 0, 1, 0, "OK", 0, 0, "", "c", 1, 3];
+  await db.query(`INSERT INTO \`${CHECKS}\` (${columns}) VALUES ?`, [[
+    ...[0, 1, 2, 3].map((i) => row("a", cutoff + i)),
+    ...[1, 2].map((i) => row("b", cutoff - i)),
+  ]]);
+
+  const r = await run({
+    mysqlUrl: db.url,
+    ages: { age_servicechecks: 14 },
+    batchSize: 2,
+    progressIntervalMs: 0,
+  });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  const progress = logsOf(r, "cleanup: table progress", CHECKS).map((l) => l.properties);
+  const before = progress.filter((p) => p.rows === 0);
+  assert.ok(before.length > 0, JSON.stringify(progress));
+  for (const p of before) {
+    assert.equal(p.rows_total, 2, JSON.stringify(p));
+    // Nothing done yet says nothing of the time left: no ETA rather than an infinite one.
+    assert.ok(!("eta_s" in p), `eta_s ${JSON.stringify(p.eta_s)} while no row was deleted`);
+  }
+  const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+  assert.equal(finished?.properties.rows, 2);
+});

@@ -159,11 +159,13 @@ function progressEstimate(
   done: number,
   counted: number,
   elapsedMs: number,
-): { "rows_total": number; "eta_s": number } | { "rows_total_at_least": number } {
+): { "rows_total": number; "eta_s"?: number } | { "rows_total_at_least": number } {
   if (counted >= PROGRESS_COUNT_LIMIT) return { "rows_total_at_least": counted };
   // Rows older than the cutoff that arrived after the count make the run longer than the
   // count said; the total then follows the rows done.
   const total = Math.max(counted, done);
+  // No rate before the first deleted row: the ETA would be Infinity or NaN (null in JSON).
+  if (done === 0) return { "rows_total": total };
   return { "rows_total": total, "eta_s": Math.round((total - done) * elapsedMs / done / 1000) };
 }
 
