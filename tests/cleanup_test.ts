@@ -1051,3 +1051,20 @@ Deno.test("cleanup: a hand-made layout whose names the weeks ahead would take st
   // `schema --check` compares only the partitioning expression: it cannot show this.
   assert.doesNotMatch(String(failed?.properties.error), /schema --check/);
 });
+
+Deno.test("cleanup: a table disabled with age 0 that does not exist is skipped, not a failure", async () => {
+  await using db = await schemaDatabase();
+  await db.query("DROP TABLE `statusengine_tasks`");
+  const checks = around(cutoffOf("statusengine_hostchecks"));
+  await insertRows(db, "statusengine_hostchecks", [...checks.old, ...checks.kept]);
+
+  const dry = await run({ mysqlUrl: db.url, ages: { age_tasks: 0 }, dryRun: true });
+  assert.equal(dry.code, 0, JSON.stringify(logsOf(dry, "cleanup: table failed")));
+  assert.ok(dry.out.some((l) => /^statusengine_tasks +disabled \(age_tasks: 0\)$/.test(l)));
+
+  const r = await run({ mysqlUrl: db.url, ages: { age_tasks: 0 } });
+
+  assert.equal(r.code, 0, JSON.stringify(logsOf(r, "cleanup: table failed")));
+  assert.equal(logsOf(r, "cleanup: table failed").length, 0);
+  assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), checks.kept);
+});

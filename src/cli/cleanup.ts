@@ -358,6 +358,14 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     return await deleteInBatches(ctx, table, maintenance.trim, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
+    // A disabled table is read only for its weeks ahead; one that does not exist
+    // (ER_NO_SUCH_TABLE) has none and nothing to keep: age 0 skips it.
+    if (table.cutoff === null && (err as { errno?: unknown } | null)?.errno === 1146) {
+      if (options.dryRun === true) {
+        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
+      }
+      return { kind: "finished", stats };
+    }
     // Whatever broke (missing table, lock timeout, lost connection), the next table starts
     // on a fresh connection.
     session.discard();
