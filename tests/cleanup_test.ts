@@ -1068,3 +1068,35 @@ Deno.test("cleanup: a table disabled with age 0 that does not exist is skipped, 
   assert.equal(logsOf(r, "cleanup: table failed").length, 0);
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), checks.kept);
 });
+
+Deno.test("cleanup: a run interrupted after a table failed still exits 1 and names the table", async () => {
+  await using db = await schemaDatabase();
+  await db.query("DROP TABLE `statusengine_hostchecks`");
+  const controller = new AbortController();
+
+  // The first table fails; the signal comes while the second is being cleaned.
+  const r = await run({ mysqlUrl: db.url }, {
+    signal: controller.signal,
+    onLog: (record) => {
+      if (record.message === "cleanup: table failed") controller.abort();
+    },
+  });
+
+  // The interruption is no failure, the table before it was one.
+  assert.equal(r.code, 1, "exit code");
+  assert.equal(logsOf(r, "cleanup: table failed", "statusengine_hostchecks").length, 1);
+  const [interrupted] = logsOf(r, "cleanup: interrupted, remaining tables left for the next run");
+  assert.equal(interrupted?.properties.failed_tables, "statusengine_hostchecks");
+
+  // The same for the repair.
+  const again = new AbortController();
+  const repair = await run({ mysqlUrl: db.url, repairPartitions: true }, {
+    signal: again.signal,
+    onLog: (record) => {
+      if (record.message === "cleanup: repair failed") again.abort();
+    },
+  });
+  assert.equal(repair.code, 1, "exit code of the repair");
+  const [stopped] = logsOf(repair, "cleanup: repair interrupted, run it again to continue");
+  assert.equal(stopped?.properties.failed_tables, "statusengine_hostchecks");
+});

@@ -397,9 +397,10 @@ async function dryRunDelete(
  * (docs/retention.md). A failing table is logged and the run continues; when `signal` aborts,
  * no new statement starts and the rest is left for the next run.
  *
- * @returns 0 when every table finished or the run was interrupted; 1 when a table failed, an
- *   option is invalid, MySQL cannot be reached before the run, or (not in a dry run) the account
- *   may not ALTER and DROP the tables (after deleting what it could).
+ * @returns 0 when every table finished or the run was interrupted; 1 when a table failed (also
+ *   before an interruption), an option is invalid, MySQL cannot be reached before the run, or
+ *   (not in a dry run) the account may not ALTER and DROP the tables (after deleting what it
+ *   could).
  */
 export async function runCleanupCommand(
   options: CleanupCommandOptions,
@@ -434,13 +435,16 @@ export async function runCleanupCommand(
     "mysql_url": shownUrl,
   });
 
+  const failed: string[] = [];
+  // An interruption is no failure, but a table that failed before it still is one.
   const interrupted = (rows: number, remaining: number): number => {
     log.warn("cleanup: interrupted, remaining tables left for the next run", {
       rows,
       "remaining_tables": remaining,
+      ...(failed.length > 0 ? { "failed_tables": failed.join(",") } : {}),
       "duration_ms": Math.round(performance.now() - runStarted),
     });
-    return 0;
+    return failed.length > 0 ? 1 : 0;
   };
   if (signal.aborted) return interrupted(0, tables.length);
 
@@ -469,7 +473,6 @@ export async function runCleanupCommand(
     if (options.repairPartitions === true) return await runRepair(ctx, tables, scrub, runStarted);
 
     const total = { rows: 0, added: 0, dropped: 0, droppedRowsEstimate: 0 };
-    const failed: string[] = [];
     const needRepair: string[] = [];
     const alterDenied: string[] = [];
     for (const [index, table] of tables.entries()) {
@@ -576,7 +579,7 @@ async function runRepair(
   let repaired = 0;
   const failed: string[] = [];
   for (const [index, table] of tables.entries()) {
-    if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+    if (signal.aborted) return repairInterrupted(tables.length - index, steps, failed);
     const tableStarted = performance.now();
     let tableSteps = 0;
     try {
@@ -604,7 +607,7 @@ async function runRepair(
           };
           continue;
         }
-        if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+        if (signal.aborted) return repairInterrupted(tables.length - index, steps, failed);
         const started = performance.now();
         await session.addPartitions(table.table, weekly, step.add);
         steps++;
@@ -629,7 +632,7 @@ async function runRepair(
         });
       }
     } catch (err: unknown) {
-      if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+      if (signal.aborted) return repairInterrupted(tables.length - index, steps, failed);
       session.discard();
       log.error("cleanup: repair failed", {
         table: table.table,
@@ -661,10 +664,11 @@ async function runRepair(
   return 0;
 }
 
-function repairInterrupted(remaining: number, steps: number): number {
+function repairInterrupted(remaining: number, steps: number, failed: readonly string[]): number {
   log.warn("cleanup: repair interrupted, run it again to continue", {
     steps,
     "remaining_tables": remaining,
+    ...(failed.length > 0 ? { "failed_tables": failed.join(",") } : {}),
   });
-  return 0;
+  return failed.length > 0 ? 1 : 0;
 }
