@@ -1067,6 +1067,10 @@ Deno.test("cleanup: a table disabled with age 0 that does not exist is skipped, 
   assert.equal(r.code, 0, JSON.stringify(logsOf(r, "cleanup: table failed")));
   assert.equal(logsOf(r, "cleanup: table failed").length, 0);
   assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), checks.kept);
+
+  // Nor is it a failure of the repair.
+  const repair = await run({ mysqlUrl: db.url, ages: { age_tasks: 0 }, repairPartitions: true });
+  assert.equal(repair.code, 0, JSON.stringify(logsOf(repair, "cleanup: repair failed")));
 });
 
 Deno.test("cleanup: a run interrupted after a table failed still exits 1 and names the table", async () => {

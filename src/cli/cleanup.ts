@@ -235,6 +235,14 @@ async function deleteInBatches(
   }
 }
 
+/**
+ * A disabled table is read only for its weeks ahead; one that does not exist (ER_NO_SUCH_TABLE)
+ * has none and nothing to keep: age 0 skips it, in the run and in the repair.
+ */
+function missingAndDisabled(table: PlannedTable, err: unknown): boolean {
+  return table.cutoff === null && (err as { errno?: unknown } | null)?.errno === 1146;
+}
+
 /** One table of a normal or dry run. */
 async function processTable(ctx: RunContext, table: PlannedTable): Promise<TableOutcome> {
   const { session, signal, options } = ctx;
@@ -358,9 +366,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     return await deleteInBatches(ctx, table, maintenance.trim, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
-    // A disabled table is read only for its weeks ahead; one that does not exist
-    // (ER_NO_SUCH_TABLE) has none and nothing to keep: age 0 skips it.
-    if (table.cutoff === null && (err as { errno?: unknown } | null)?.errno === 1146) {
+    if (missingAndDisabled(table, err)) {
       if (options.dryRun === true) {
         ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
       }
@@ -633,6 +639,7 @@ async function runRepair(
       }
     } catch (err: unknown) {
       if (signal.aborted) return repairInterrupted(tables.length - index, steps, failed);
+      if (missingAndDisabled(table, err)) continue;
       session.discard();
       log.error("cleanup: repair failed", {
         table: table.table,
