@@ -983,3 +983,124 @@ Deno.test("cleanup: an account without ALTER and DROP is named with the GRANT to
     await db.query(`DROP USER '${user}'@'%'`);
   }
 });
+
+Deno.test("cleanup: a progress line before any row was deleted gives the total but no ETA", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  await db.query(`ALTER TABLE \`${CHECKS}\` REMOVE PARTITIONING`);
+  const cutoff = cutoffOf(CHECKS, 14);
+  // Along the key (service_description, …) the first service has only rows to keep, so the
+  // first chunks delete nothing; the old rows come with the second service.
+  const columns = "service_description, start_time, start_time_usec, hostname, state, " +
+    "is_hardstate, end_time, output, latency, execution_time, perfdata, command, " +
+    "current_check_attempt, max_check_attempts";
+  const row = (
+    service: string,
+    time: number,
+  ) => [service, time, 0, "h", 0, 1, 0, "OK", 0, 0, "", "c", 1, 3];
+  await db.query(`INSERT INTO \`${CHECKS}\` (${columns}) VALUES ?`, [[
+    ...[0, 1, 2, 3].map((i) => row("a", cutoff + i)),
+    ...[1, 2].map((i) => row("b", cutoff - i)),
+  ]]);
+
+  const r = await run({
+    mysqlUrl: db.url,
+    ages: { age_servicechecks: 14 },
+    batchSize: 2,
+    progressIntervalMs: 0,
+  });
+
+  assert.equal(r.code, 0, r.err.join("\n"));
+  const progress = logsOf(r, "cleanup: table progress", CHECKS).map((l) => l.properties);
+  const before = progress.filter((p) => p.rows === 0);
+  assert.ok(before.length > 0, JSON.stringify(progress));
+  for (const p of before) {
+    assert.equal(p.rows_total, 2, JSON.stringify(p));
+    // Nothing done yet says nothing of the time left: no ETA rather than an infinite one.
+    assert.ok(!("eta_s" in p), `eta_s ${JSON.stringify(p.eta_s)} while no row was deleted`);
+  }
+  const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+  assert.equal(finished?.properties.rows, 2);
+});
+
+Deno.test("cleanup: a hand-made layout whose names the weeks ahead would take still has its old rows deleted, and fails naming the partition", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  // Weeks named by ISO week but ending on Sunday, not Monday: the week after p_2026_27 starts
+  // on Sunday 2026-07-05 and would be named p_2026_27 again.
+  const sundays = [7, 14, 21, 28].map((d) => ["p_2026_" + (d / 7 + 22), utc(2026, 6, d) / DAY_S])
+    .concat([["p_2026_27", utc(2026, 7, 5) / DAY_S]]);
+  await db.query(
+    `ALTER TABLE \`${CHECKS}\` PARTITION BY RANGE (start_time DIV 86400) (${
+      sundays.map(([name, day]) => `PARTITION ${name} VALUES LESS THAN (${day})`).join(", ")
+    }, PARTITION p_max VALUES LESS THAN MAXVALUE)`,
+  );
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  const all = [...times(utc(2026, 6, 1), utc(2026, 7, 5), 1), cutoff - 1, cutoff].sort((a, b) =>
+    a - b
+  );
+  await insertRows(db, CHECKS, all);
+
+  const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 14 } });
+
+  assert.equal(r.code, 1, "the layout needs the operator");
+  const [failed] = logsOf(r, "cleanup: table failed", CHECKS);
+  // The age is still a promise: the old rows went, by DELETE as from a table laid out otherwise.
+  assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+  assert.equal(failed?.properties.rows, all.filter((t) => t < cutoff).length);
+  assert.match(String(failed?.properties.error), /p_2026_27/);
+  // `schema --check` compares only the partitioning expression: it cannot show this.
+  assert.doesNotMatch(String(failed?.properties.error), /schema --check/);
+});
+
+Deno.test("cleanup: a table disabled with age 0 that does not exist is skipped, not a failure", async () => {
+  await using db = await schemaDatabase();
+  await db.query("DROP TABLE `statusengine_tasks`");
+  const checks = around(cutoffOf("statusengine_hostchecks"));
+  await insertRows(db, "statusengine_hostchecks", [...checks.old, ...checks.kept]);
+
+  const dry = await run({ mysqlUrl: db.url, ages: { age_tasks: 0 }, dryRun: true });
+  assert.equal(dry.code, 0, JSON.stringify(logsOf(dry, "cleanup: table failed")));
+  assert.ok(dry.out.some((l) => /^statusengine_tasks +disabled \(age_tasks: 0\)$/.test(l)));
+
+  const r = await run({ mysqlUrl: db.url, ages: { age_tasks: 0 } });
+
+  assert.equal(r.code, 0, JSON.stringify(logsOf(r, "cleanup: table failed")));
+  assert.equal(logsOf(r, "cleanup: table failed").length, 0);
+  assert.deepEqual(await timesIn(db, "statusengine_hostchecks"), checks.kept);
+
+  // Nor is it a failure of the repair.
+  const repair = await run({ mysqlUrl: db.url, ages: { age_tasks: 0 }, repairPartitions: true });
+  assert.equal(repair.code, 0, JSON.stringify(logsOf(repair, "cleanup: repair failed")));
+});
+
+Deno.test("cleanup: a run interrupted after a table failed still exits 1 and names the table", async () => {
+  await using db = await schemaDatabase();
+  await db.query("DROP TABLE `statusengine_hostchecks`");
+  const controller = new AbortController();
+
+  // The first table fails; the signal comes while the second is being cleaned.
+  const r = await run({ mysqlUrl: db.url }, {
+    signal: controller.signal,
+    onLog: (record) => {
+      if (record.message === "cleanup: table failed") controller.abort();
+    },
+  });
+
+  // The interruption is no failure, the table before it was one.
+  assert.equal(r.code, 1, "exit code");
+  assert.equal(logsOf(r, "cleanup: table failed", "statusengine_hostchecks").length, 1);
+  const [interrupted] = logsOf(r, "cleanup: interrupted, remaining tables left for the next run");
+  assert.equal(interrupted?.properties.failed_tables, "statusengine_hostchecks");
+
+  // The same for the repair.
+  const again = new AbortController();
+  const repair = await run({ mysqlUrl: db.url, repairPartitions: true }, {
+    signal: again.signal,
+    onLog: (record) => {
+      if (record.message === "cleanup: repair failed") again.abort();
+    },
+  });
+  assert.equal(repair.code, 1, "exit code of the repair");
+  const [stopped] = logsOf(repair, "cleanup: repair interrupted, run it again to continue");
+  assert.equal(stopped?.properties.failed_tables, "statusengine_hostchecks");
+});

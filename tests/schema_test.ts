@@ -21,6 +21,7 @@ import {
 } from "../src/mysql/mod.ts";
 import type { Row, SqlValue } from "../src/events/types.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
+import { startMariadbd } from "./helpers/mariadbd.ts";
 import { hasCode } from "../src/util/errors.ts";
 
 async function connect(db: ScratchDatabase): Promise<mysql.Connection & AsyncDisposable> {
@@ -375,4 +376,23 @@ Deno.test("insertStatement: redelivered rows are absorbed by the upserts and sna
     "SELECT output AS o, last_check AS c FROM statusengine_hoststatus",
   );
   assert.deepEqual(status.map((r) => [r.o, Number(r.c)]), [["new", 2]]);
+});
+
+Deno.test("schema: a table the server refuses to create is named in the error", async () => {
+  // COMPACT rows allow index keys of 767 bytes: a utf8mb4 varchar(255) key (1020 bytes) is
+  // refused with an error that names no table.
+  await using server = await startMariadbd({ extraArgs: ["--innodb-default-row-format=compact"] });
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runSchemaCommand(
+    { mysqlUrl: server.url({ database: "se" }), check: false, createDatabase: true, now: WEEK_29 },
+    { out: (l) => out.push(l), err: (l) => err.push(l) },
+  );
+  assert.equal(code, 1, out.join("\n"));
+  const created = await server.query<{ t: string }[]>(
+    "SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'se'",
+  );
+  const refused = ALL_TABLES.map((t) => t.name).find((t) => !created.some((r) => r.t === t));
+  assert.ok(refused !== undefined, "some table was refused");
+  assert.match(err.join("\n"), new RegExp(`\\b${refused}\\b: .*too (large|long)`), err.join("\n"));
 });

@@ -159,11 +159,13 @@ function progressEstimate(
   done: number,
   counted: number,
   elapsedMs: number,
-): { "rows_total": number; "eta_s": number } | { "rows_total_at_least": number } {
+): { "rows_total": number; "eta_s"?: number } | { "rows_total_at_least": number } {
   if (counted >= PROGRESS_COUNT_LIMIT) return { "rows_total_at_least": counted };
   // Rows older than the cutoff that arrived after the count make the run longer than the
   // count said; the total then follows the rows done.
   const total = Math.max(counted, done);
+  // No rate before the first deleted row: the ETA would be Infinity or NaN (null in JSON).
+  if (done === 0) return { "rows_total": total };
   return { "rows_total": total, "eta_s": Math.round((total - done) * elapsedMs / done / 1000) };
 }
 
@@ -233,6 +235,14 @@ async function deleteInBatches(
   }
 }
 
+/**
+ * A disabled table is read only for its weeks ahead; one that does not exist (ER_NO_SUCH_TABLE)
+ * has none and nothing to keep: age 0 skips it, in the run and in the repair.
+ */
+function missingAndDisabled(table: PlannedTable, err: unknown): boolean {
+  return table.cutoff === null && (err as { errno?: unknown } | null)?.errno === 1146;
+}
+
 /** One table of a normal or dry run. */
 async function processTable(ctx: RunContext, table: PlannedTable): Promise<TableOutcome> {
   const { session, signal, options } = ctx;
@@ -271,7 +281,17 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     const max = weekly.max;
     const maxHasRows = max !== null && await session.partitionHasRows(table.table, max.name);
     const cutoff = table.cutoff === null ? null : unixSeconds(table.cutoff);
-    const maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
+    let maintenance: ReturnType<typeof planMaintenance>;
+    try {
+      maintenance = planMaintenance(weekly, ctx.today, cutoff, maxHasRows);
+    } catch (err: unknown) {
+      // A layout made by hand that gives a name of the weeks ahead to another range: nothing
+      // can be laid out until the operator renames it, but the age still holds. The old rows
+      // go by DELETE, as from a table partitioned another way, and the table is reported failed.
+      if (options.dryRun === true) return { kind: "failed", stats, error: err };
+      const outcome = await deleteInBatches(ctx, table, "table", stats);
+      return outcome.kind === "finished" ? { kind: "failed", stats, error: err } : outcome;
+    }
     stats.needsRepair = maxHasRows;
     if (maxHasRows) {
       log.warn("cleanup: p_max holds rows, weeks ahead cannot be laid out", {
@@ -346,6 +366,12 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     return await deleteInBatches(ctx, table, maintenance.trim, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
+    if (missingAndDisabled(table, err)) {
+      if (options.dryRun === true) {
+        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
+      }
+      return { kind: "finished", stats };
+    }
     // Whatever broke (missing table, lock timeout, lost connection), the next table starts
     // on a fresh connection.
     session.discard();
@@ -377,9 +403,10 @@ async function dryRunDelete(
  * (docs/retention.md). A failing table is logged and the run continues; when `signal` aborts,
  * no new statement starts and the rest is left for the next run.
  *
- * @returns 0 when every table finished or the run was interrupted; 1 when a table failed, an
- *   option is invalid, MySQL cannot be reached before the run, or (not in a dry run) the account
- *   may not ALTER and DROP the tables (after deleting what it could).
+ * @returns 0 when every table finished or the run was interrupted; 1 when a table failed (also
+ *   before an interruption), an option is invalid, MySQL cannot be reached before the run, or
+ *   (not in a dry run) the account may not ALTER and DROP the tables (after deleting what it
+ *   could).
  */
 export async function runCleanupCommand(
   options: CleanupCommandOptions,
@@ -414,13 +441,16 @@ export async function runCleanupCommand(
     "mysql_url": shownUrl,
   });
 
+  const failed: string[] = [];
+  // An interruption is no failure, but a table that failed before it still is one.
   const interrupted = (rows: number, remaining: number): number => {
     log.warn("cleanup: interrupted, remaining tables left for the next run", {
       rows,
       "remaining_tables": remaining,
+      ...(failed.length > 0 ? { "failed_tables": failed.join(",") } : {}),
       "duration_ms": Math.round(performance.now() - runStarted),
     });
-    return 0;
+    return failed.length > 0 ? 1 : 0;
   };
   if (signal.aborted) return interrupted(0, tables.length);
 
@@ -449,7 +479,6 @@ export async function runCleanupCommand(
     if (options.repairPartitions === true) return await runRepair(ctx, tables, scrub, runStarted);
 
     const total = { rows: 0, added: 0, dropped: 0, droppedRowsEstimate: 0 };
-    const failed: string[] = [];
     const needRepair: string[] = [];
     const alterDenied: string[] = [];
     for (const [index, table] of tables.entries()) {
@@ -556,7 +585,7 @@ async function runRepair(
   let repaired = 0;
   const failed: string[] = [];
   for (const [index, table] of tables.entries()) {
-    if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+    if (signal.aborted) return repairInterrupted(tables.length - index, steps, failed);
     const tableStarted = performance.now();
     let tableSteps = 0;
     try {
@@ -584,7 +613,7 @@ async function runRepair(
           };
           continue;
         }
-        if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+        if (signal.aborted) return repairInterrupted(tables.length - index, steps, failed);
         const started = performance.now();
         await session.addPartitions(table.table, weekly, step.add);
         steps++;
@@ -609,7 +638,8 @@ async function runRepair(
         });
       }
     } catch (err: unknown) {
-      if (signal.aborted) return repairInterrupted(tables.length - index, steps);
+      if (signal.aborted) return repairInterrupted(tables.length - index, steps, failed);
+      if (missingAndDisabled(table, err)) continue;
       session.discard();
       log.error("cleanup: repair failed", {
         table: table.table,
@@ -641,10 +671,11 @@ async function runRepair(
   return 0;
 }
 
-function repairInterrupted(remaining: number, steps: number): number {
+function repairInterrupted(remaining: number, steps: number, failed: readonly string[]): number {
   log.warn("cleanup: repair interrupted, run it again to continue", {
     steps,
     "remaining_tables": remaining,
+    ...(failed.length > 0 ? { "failed_tables": failed.join(",") } : {}),
   });
-  return 0;
+  return failed.length > 0 ? 1 : 0;
 }

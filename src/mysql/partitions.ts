@@ -137,7 +137,8 @@ export function weeksUpTo(
   if (clash !== undefined) {
     throw new Error(
       `Cannot lay out partition ${clash.name}: a partition of that name exists with another range ` +
-        "(the layout was changed by hand; compare it with `schema --check`)",
+        "(a layout made by hand): rename it, or lay the table out in ISO weeks, Monday to Monday " +
+        "(docs/retention.md#layout); until then old rows are deleted row by row",
     );
   }
   return partitions;

@@ -13,7 +13,7 @@ import {
   TABLE_CHARSET,
   TABLE_ENGINE,
 } from "./ddl.ts";
-import { WorkerError } from "../util/errors.ts";
+import { errorMessage, WorkerError } from "../util/errors.ts";
 
 // Reading information_schema
 
@@ -594,7 +594,12 @@ export async function ensureSchema(
   const now = options.now ?? new Date();
   for (const name of missing) {
     // IF NOT EXISTS: another process (a second worker, the operator) may create it meanwhile.
-    await conn.query(createTableStatement(TABLES[name], { collation, now }));
+    await conn.query(createTableStatement(TABLES[name], { collation, now })).catch(
+      (err: unknown) => {
+        // The server's reason (an index key too long for the row format, …) often names no table.
+        throw new Error(`table ${name}: ${errorMessage(err)}`, { cause: err });
+      },
+    );
   }
   // IGNORE: an existing row (another version, or one written meanwhile) is left as it is.
   const [inserted] = await conn.query(
