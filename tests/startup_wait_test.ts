@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { connectionOptionsOf, createScratchDatabase } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
-import { startMysqlProxy, startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy, startTcpPeer, startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
@@ -202,4 +202,37 @@ Deno.test("start-up: SIGTERM while MySQL holds up the start's node registration 
     await holder.query("ROLLBACK").catch(() => {});
     await holder.end();
   }
+});
+
+// The consumer's first connection attempts were not ended by SIGTERM: a broker that accepts the
+// connection and never answers held the start until its connect timeout, after which the worker
+// went on starting (consumer started, READY=1) only to shut down again.
+Deno.test("start-up: SIGTERM while the first connection to the broker waits for its answer ends the start with exit 0", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using silent = startTcpPeer();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: "",
+    mysqlUrl: db.url,
+    args: [
+      "--consumer",
+      "rabbitmq",
+      "--rabbitmq-url",
+      `amqp://guest:guest@${silent.addr}/`,
+      "--rabbitmq-durable-queues=false",
+      "--queues",
+      "statusngin_hostchecks",
+    ],
+    waitUntil: "listening",
+  });
+  await silent.accepted;
+  worker.kill("SIGTERM");
+  const status = await worker.status;
+  const lines = worker.lines();
+  assert.equal(status.code, 0, worker.stderr());
+  assert.ok(
+    lines.some((l) => l.includes("shutdown signal received during start-up")),
+    lines.filter((l) => /signal|consumer|rabbitmq/.test(l)).join("\n"),
+  );
+  assert.ok(!lines.some((l) => l.includes("consumer started")), lines.slice(-5).join("\n"));
 });

@@ -177,7 +177,17 @@ export async function startWorker(
       mysqlHosts: database.hosts,
     }, split);
     stack.defer(() => consumer.stop());
-    await consumer.start();
+    // A stop ends the first connection attempts, which may wait for a broker's answer up to
+    // their connect timeout; the start then fails as stopped instead of going on to consume.
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    const stopStarting = () => void consumer.stop();
+    signal?.addEventListener("abort", stopStarting, { once: true });
+    try {
+      await consumer.start();
+    } finally {
+      signal?.removeEventListener("abort", stopStarting);
+    }
   } catch (err: unknown) {
     // Said once: errors that already begin with "Cannot start" keep their words.
     const text = errorMessage(err);
