@@ -3,7 +3,8 @@
  * the documented shutdown order and exits 0, a second signal exits at once.
  */
 import assert from "node:assert/strict";
-import { createScratchDatabase } from "./helpers/mysql.ts";
+import mysql from "mysql2/promise";
+import { connectionOptionsOf, createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { track, waitFor } from "./helpers/wait.ts";
@@ -223,5 +224,50 @@ Deno.test("lifecycle: an ended pool leaves nothing open on a frozen MySQL, so th
     await child.status;
     await reading;
     await child.stderr.cancel();
+  }
+});
+
+// "stop task queue" waited for the poll's statement without a bound: a statement MySQL holds up
+// (a table lock here, a frozen server alike) kept the worker from stopping until the statement
+// timeout, and for ever with --mysql-statement-timeout 0. No timed assertion: the wait below
+// only bounds a hang, which without the fix is endless.
+Deno.test("lifecycle: SIGTERM while the task queue's poll waits on MySQL still shuts down and exits 0", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const holder = await mysql.createConnection(connectionOptionsOf(db));
+  try {
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      args: [
+        "--queues",
+        QUEUE,
+        "--check-for-commands",
+        "--submit-method",
+        "broker",
+        "--command-check-interval",
+        "100ms",
+        "--mysql-statement-timeout",
+        "0",
+      ],
+    });
+    await holder.query("LOCK TABLES statusengine_tasks WRITE");
+    await waitFor(async () => {
+      const [rows] = await holder.query(
+        "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
+          "WHERE DB = ? AND INFO LIKE 'SELECT `uuid`%statusengine_tasks%'",
+        [db.name],
+      );
+      return Number((rows as { n: number }[])[0]?.n) > 0;
+    }, { message: "the task queue's poll waiting for the table lock" });
+    worker.kill("SIGTERM");
+    const exited = track(worker.status);
+    await waitFor(() => exited.settled, { timeoutMs: 60_000, message: "the worker to exit" });
+    assert.equal((await worker.status).code, 0, worker.stderr());
+    assert.ok(worker.lines().some((l) => l.includes('msg="shutdown complete"')));
+  } finally {
+    await holder.query("UNLOCK TABLES").catch(() => {});
+    await holder.end();
   }
 });

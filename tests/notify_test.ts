@@ -111,3 +111,65 @@ Deno.test("notify: while the start waits for MySQL there is a STATUS= and no REA
   worker.kill("SIGTERM");
   assert.equal((await worker.status).code, 0, worker.stderr());
 });
+
+// The STATUS= sent when MySQL first answers ("starting") was not awaited, so it raced READY=1
+// (STATUS=consuming): arriving last, it left `systemctl status` saying "starting" for as long as
+// the worker ran. Here systemd-notify delivers "starting" only after READY=1 was delivered (or
+// after 3 s, when READY=1 waits for it); the last STATUS= must be "consuming".
+Deno.test("notify: the last STATUS= before READY=1 arrives before it, so systemctl status says consuming", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  proxy.block();
+  await using socket = await startNotifySocket();
+  const bin = await Deno.makeTempDir({ prefix: "se-notify-" });
+  try {
+    const real = new TextDecoder().decode(
+      (await new Deno.Command("sh", { args: ["-c", `command -v ${NOTIFY_COMMAND}`] }).output())
+        .stdout,
+    ).trim();
+    await Deno.writeTextFile(
+      `${bin}/${NOTIFY_COMMAND}`,
+      `#!/bin/sh
+case " $* " in
+  *" STATUS=starting "*) i=0; while [ ! -e "${bin}/ready" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done ;;
+esac
+"${real}" "$@"; rc=$?
+case " $* " in *" READY=1 "*) touch "${bin}/ready" ;; esac
+exit $rc
+`,
+      { mode: 0o755 },
+    );
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: proxy.url,
+      args: ["--queues", "statusngin_hostchecks"],
+      env: {
+        NOTIFY_SOCKET: socket.path,
+        PATH: `${bin}:${Deno.env.get("PATH") ?? "/usr/bin:/bin"}`,
+      },
+      waitUntil: "listening",
+    });
+    await waitFor(
+      () => socket.messages().some((m) => m.some((a) => /^STATUS=MySQL .* not reachable/.test(a))),
+      { message: "a STATUS= naming MySQL" },
+    );
+    proxy.unblock();
+    await waitFor(
+      () =>
+        socket.messages().some((m) => m.includes("READY=1")) &&
+        socket.messages().some((m) => m.includes("STATUS=starting")),
+      { message: "READY=1 and STATUS=starting", timeoutMs: 30_000 },
+    );
+    await flushed(socket);
+    const statuses = withoutMarkers(socket.messages()).flatMap((m) =>
+      m.filter((a) => a.startsWith("STATUS="))
+    );
+    assert.equal(statuses.at(-1), "STATUS=consuming", JSON.stringify(statuses));
+    worker.kill("SIGTERM");
+    assert.equal((await worker.status).code, 0, worker.stderr());
+  } finally {
+    await Deno.remove(bin, { recursive: true });
+  }
+});

@@ -6,9 +6,10 @@
  * come; it exits at start only for what waiting cannot fix, saying so.
  */
 import assert from "node:assert/strict";
-import { createScratchDatabase } from "./helpers/mysql.ts";
+import mysql from "mysql2/promise";
+import { connectionOptionsOf, createScratchDatabase } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
-import { startMysqlProxy, startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy, startTcpPeer, startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { createSchema, jobsAtGearmand, publish } from "./helpers/worker.ts";
@@ -161,4 +162,77 @@ Deno.test("start-up: with several hosts, one refusing the login ends the start w
         `[\\s\\S]*${dead}: [\\s\\S]*waiting cannot fix this`,
     ),
   );
+});
+
+// The steps after MySQL answered (schema check, drift check, node row) went on after SIGTERM:
+// a MySQL that holds them up (a lock, a server frozen after the probe) kept the worker from
+// stopping until the statement timed out (then exit 1, "run failed"), or for ever.
+Deno.test("start-up: SIGTERM while MySQL holds up the start's node registration stops at once with exit 0", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // An uncommitted row of the worker's node (--node-name N): its registration waits for the lock.
+  const holder = await mysql.createConnection(connectionOptionsOf(db));
+  try {
+    await holder.query("BEGIN");
+    await holder.query(
+      "INSERT INTO statusengine_nodes (node_name, node_version, node_start_time) VALUES ('N', 'x', 0)",
+    );
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      waitUntil: "listening",
+    });
+    await waitFor(async () => {
+      const [rows] = await holder.query(
+        "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
+          "WHERE DB = ? AND INFO LIKE 'INSERT INTO `statusengine_nodes`%'",
+        [db.name],
+      );
+      return Number((rows as { n: number }[])[0]?.n) > 0;
+    }, { message: "the worker's node registration waiting for the lock" });
+    worker.kill("SIGTERM");
+    const status = await worker.status;
+    assert.equal(status.code, 0, `${worker.lines().slice(-5).join("\n")}\n${worker.stderr()}`);
+    assert.ok(
+      worker.lines().some((l) => l.includes("shutdown signal received during start-up")),
+      worker.lines().slice(-5).join("\n"),
+    );
+  } finally {
+    await holder.query("ROLLBACK").catch(() => {});
+    await holder.end();
+  }
+});
+
+// The consumer's first connection attempts were not ended by SIGTERM: a broker that accepts the
+// connection and never answers held the start until its connect timeout, after which the worker
+// went on starting (consumer started, READY=1) only to shut down again.
+Deno.test("start-up: SIGTERM while the first connection to the broker waits for its answer ends the start with exit 0", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using silent = startTcpPeer();
+  await using worker = await startWorkerProcess({
+    gearmanAddr: "",
+    mysqlUrl: db.url,
+    args: [
+      "--consumer",
+      "rabbitmq",
+      "--rabbitmq-url",
+      `amqp://guest:guest@${silent.addr}/`,
+      "--rabbitmq-durable-queues=false",
+      "--queues",
+      "statusngin_hostchecks",
+    ],
+    waitUntil: "listening",
+  });
+  await silent.accepted;
+  worker.kill("SIGTERM");
+  const status = await worker.status;
+  const lines = worker.lines();
+  assert.equal(status.code, 0, worker.stderr());
+  assert.ok(
+    lines.some((l) => l.includes("shutdown signal received during start-up")),
+    lines.filter((l) => /signal|consumer|rabbitmq/.test(l)).join("\n"),
+  );
+  assert.ok(!lines.some((l) => l.includes("consumer started")), lines.slice(-5).join("\n"));
 });

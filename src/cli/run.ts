@@ -137,6 +137,9 @@ export async function runWorkerCommand(
   // turns, not that MySQL or the job servers answer (docs/running.md#watchdog).
   using _keepAlive = notifier.watchdog();
   let shown: string | undefined;
+  // One status at a time, each after the one before, and READY=1 after them all: each is a child
+  // process of its own, and a STATUS= that arrived after READY=1 would stay on `systemctl status`.
+  let statusSent = Promise.resolve();
   let worker;
   try {
     worker = await startWorker(workerConfigFrom(settings), {
@@ -144,7 +147,7 @@ export async function runWorkerCommand(
       waiting: (reason) => {
         if (reason === shown) return;
         shown = reason;
-        void notifier.status(reason ?? "starting");
+        statusSent = statusSent.then(() => notifier.status(reason ?? "starting"));
       },
     });
     hooks.started?.(worker);
@@ -163,6 +166,7 @@ export async function runWorkerCommand(
     }
     throw err;
   }
+  await statusSent;
   await notifier.ready("consuming");
   await aborted(signal);
   log.info("shutdown signal received, starting graceful shutdown");

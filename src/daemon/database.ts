@@ -26,7 +26,7 @@ import {
 } from "../mysql/mod.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
-import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
+import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { Backoff } from "../util/backoff.ts";
 import { redactUrl } from "../util/redact.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -139,6 +139,7 @@ async function check(
   // probe per worker, not a crowd that would come back in lock-step.
   const every = config.reconnectIntervalMs;
   const interval = new Backoff({ initialMs: every, maxMs: every, jitter: 0 });
+  const signal = wait.signal ?? new AbortController().signal;
   let mysql: Awaited<ReturnType<typeof probeMysql>>;
   for (let attempt = 1;; attempt++) {
     try {
@@ -164,7 +165,6 @@ async function check(
           retry_interval_ms: config.reconnectIntervalMs,
         });
       }
-      const signal = wait.signal ?? new AbortController().signal;
       if (!(await sleepUnlessAborted(interval.next(), signal))) {
         throw new WorkerError(
           "startup",
@@ -196,22 +196,31 @@ async function check(
       { pool_size: config.mysqlMaxOpenConns, writers },
     );
   }
+  // MySQL answered, but each step below may wait on it again (a row lock, a server frozen after
+  // the probe): a stop must end the start there too, and nothing after it may run.
+  const step = <T>(promise: Promise<T>): Promise<T> =>
+    abortable(promise, signal).catch((err: unknown) => {
+      if (!signal.aborted) throw err;
+      throw new WorkerError("startup", `Cannot start: stopped while checking MySQL at ${shown}`, {
+        cause: err,
+      });
+    });
   const needed = neededTables(config, queues);
-  try {
-    await assertTablesExist(database.pool, needed);
-  } catch (err: unknown) {
-    const why = hasCode(err, "missing_tables")
-      ? err.message
-      : `cannot look up the tables at ${shown}: ${errorMessage(err)}`;
-    throw new WorkerError("startup", `Cannot start: ${why}`, { cause: err });
-  }
-  await warnAboutSchemaDrift(database.pool, needed);
+  await step(
+    assertTablesExist(database.pool, needed).catch((err: unknown) => {
+      const why = hasCode(err, "missing_tables")
+        ? err.message
+        : `cannot look up the tables at ${shown}: ${errorMessage(err)}`;
+      throw new WorkerError("startup", `Cannot start: ${why}`, { cause: err });
+    }),
+  );
+  await step(warnAboutSchemaDrift(database.pool, needed));
   database.hosts.start();
-  await registerNode(database.executor, {
+  await step(registerNode(database.executor, {
     nodeName: config.nodeName,
     version,
     startTime: Math.floor(Date.now() / 1000),
-  });
+  }));
 }
 
 /** How many differences the drift warning quotes; `schema --check` lists them all. */

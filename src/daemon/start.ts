@@ -177,7 +177,17 @@ export async function startWorker(
       mysqlHosts: database.hosts,
     }, split);
     stack.defer(() => consumer.stop());
-    await consumer.start();
+    // A stop ends the first connection attempts, which may wait for a broker's answer up to
+    // their connect timeout; the start then fails as stopped instead of going on to consume.
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    const stopStarting = () => void consumer.stop();
+    signal?.addEventListener("abort", stopStarting, { once: true });
+    try {
+      await consumer.start();
+    } finally {
+      signal?.removeEventListener("abort", stopStarting);
+    }
   } catch (err: unknown) {
     // Said once: errors that already begin with "Cannot start" keep their words.
     const text = errorMessage(err);
@@ -196,8 +206,10 @@ export async function startWorker(
   async function shutdown(): Promise<void> {
     const started = performance.now();
     const flushMs = config.shutdownFlushTimeoutMs;
-    // A task being submitted is abandoned and stays in the table for the next start.
-    if (tasks !== undefined) await step("stop task queue", () => tasks.close());
+    // A task being submitted is abandoned and stays in the table for the next start. Bounded: the
+    // poll's statement may wait on MySQL (a lock, a frozen server) for as long as the statement
+    // timeout allows, for ever with 0; it fails once the pool is closed below.
+    if (tasks !== undefined) await step("stop task queue", () => bounded(() => tasks.close()));
     // Running jobs get the drain timeout to commit and be acknowledged.
     await step("drain consumer", () => consumer.stop());
     // Writers and the perfdata backends flush concurrently under the one budget.
@@ -430,7 +442,7 @@ function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
   });
 }
 
-/** Bound on each step that waits for a peer (MySQL pool, HTTP listeners). */
+/** Bound on each step that waits for a peer (task queue, MySQL pool, HTTP listeners). */
 const CLOSE_TIMEOUT_MS = 5_000;
 
 async function step(name: string, fn: () => PromiseLike<unknown>): Promise<void> {
