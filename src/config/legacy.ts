@@ -78,6 +78,8 @@ export const LEGACY_ENV_PATH = "the SE_* environment";
 
 /** `mysql.host` → `SE_MYSQL_HOST`; a bare block name (`mysql`) → `SE_MYSQL_*`. */
 function legacyEnvName(key: string): string {
+  // The PHP worker's one name off the key path (its docs/Env.md): the MySQL user.
+  if (key === "mysql.username") return "SE_MYSQL_USER";
   const name = `SE_${key.toUpperCase().replaceAll(".", "_")}`;
   return Object.hasOwn(LEGACY_BLOCK_FIELDS, key) ? `${name}_*` : name;
 }

@@ -460,6 +460,16 @@ Deno.test("legacy SE_* environment: read below STATUSENGINE_* and below the conf
   );
 });
 
+// The PHP worker reads the MySQL user from SE_MYSQL_USER (its docs/Env.md and examples), not from
+// SE_MYSQL_USERNAME as the key path mysql.username would give: an environment-only installation
+// kept its user and silently fell back to the default one.
+Deno.test("legacy SE_* environment: the MySQL user is SE_MYSQL_USER, as in the PHP worker", async () => {
+  const env = { SE_MYSQL_USER: "monitor", SE_MYSQL_PASSWORD: "pw", SE_MYSQL_DATABASE: "se" };
+  const { settings, sources } = await loadSettings("run", { argv: [], env });
+  assert.equal(settings.mysqlUrl, "mysql://monitor:pw@127.0.0.1:3306/se");
+  assert.equal(sources.mysqlUrl?.text, "env SE_MYSQL_*");
+});
+
 // Ignoring number_*_worker: 0 and process_perfdata: 0 made a migrated worker consume queues
 // the PHP worker left alone (perfdata suddenly filled MySQL).
 Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude their queues; the new key wins", async () => {
