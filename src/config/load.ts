@@ -302,10 +302,12 @@ function parseFor(
   return { ...second, notes: [...first.notes, ...second.notes] };
 }
 
-// A URL with a password, or a non-empty key list.
-function holdsSecret(value: unknown): boolean {
+// A non-empty key list, password or token, or a URL with a password (a URL without one is not
+// secret).
+function holdsSecret(row: SettingRow, value: unknown): boolean {
   if (Array.isArray(value)) return value.length > 0;
-  return typeof value === "string" && redactUrl(value) !== value;
+  if (typeof value !== "string") return false;
+  return row.kind.type === "string" ? value !== "" : redactUrl(value) !== value;
 }
 
 function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigError {
@@ -501,7 +503,7 @@ export async function loadSettings<C extends CommandName>(
       settings[key] = chosen.value;
       sources[key] = { kind: chosen.legacy === true ? "legacy" : found[0], text: chosen.source };
       warnings.push(...chosen.notes.map((note) => `${row.flag} (${chosen.source}): ${note}`));
-      if (found[0] === "flag" && row.secret === true && holdsSecret(chosen.value)) {
+      if (found[0] === "flag" && row.secret === true && holdsSecret(row, chosen.value)) {
         const envName = envNameOf(row);
         warnings.push(
           `${row.flag} is given on the command line, which every local user can read through ` +

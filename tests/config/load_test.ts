@@ -1254,6 +1254,25 @@ Deno.test("loadSettings: secrets on the command line draw a warning pointing at 
   assert.deepEqual(quiet.warnings, []);
 });
 
+// Only URLs with a password and key lists counted: a token or password given on its own as a
+// flag (influxdb-token, prometheus-remote-write-password, …) sat in /proc without a word.
+Deno.test("loadSettings: a password or token given as a flag draws the /proc warning too", async () => {
+  const flags: [string, string][] = [
+    ["influxdb-password", "STATUSENGINE_INFLUXDB_PASSWORD"],
+    ["influxdb-token", "STATUSENGINE_INFLUXDB_TOKEN"],
+    ["prometheus-remote-write-bearer-token", "STATUSENGINE_PROMETHEUS_REMOTE_WRITE_BEARER_TOKEN"],
+    ["prometheus-remote-write-password", "STATUSENGINE_PROMETHEUS_REMOTE_WRITE_PASSWORD"],
+  ];
+  for (const [flag, envName] of flags) {
+    const { warnings } = await load("run", { argv: [`--${flag}`, "t0ps3cret"] });
+    assert.equal(warnings.length, 1, `--${flag}: ${warnings.join("\n")}`);
+    assert.match(warnings[0] ?? "", new RegExp(`^${flag} .*/proc; prefer env ${envName}$`));
+    assert.ok(!warnings[0]?.includes("t0ps3cret"));
+    // An explicit empty value (none) holds no secret.
+    assert.deepEqual((await load("run", { argv: [`--${flag}=`] })).warnings, [], flag);
+  }
+});
+
 Deno.test("loadSettings: --rabbitmq-url takes a host list from flag, env and YAML; a bad host of it refuses naming it, the password masked", async () => {
   const url = "amqp://u:Sup3rS3cret@h1:5672,h2:5673,[::1],h3/vh";
   const flag = await load("run", { argv: ["--rabbitmq-url", url] });
