@@ -296,6 +296,20 @@ Deno.test("cli: config --json prints one JSON document naming each setting's val
   assert.ok(!(r.out + r.err).includes("topsecret"));
 });
 
+// InfluxDB 1.x also takes its credentials as the query parameters u and p (…/write?db=x&u=U&p=P),
+// and the URL is sent as it is; `config` printed that p, and as a flag it drew no /proc warning.
+Deno.test("cli: config masks the password of an InfluxDB 1.x URL given as its p parameter", async () => {
+  const url = "http://influx:8086/write?db=se&u=writer&p=Infl0xS3cret&precision=s";
+  const r = await cli(["config", "--influxdb-url", url]);
+  assert.equal(r.code, 0, r.err);
+  assert.match(
+    r.out,
+    /influxdb-url +http:\/\/influx:8086\/write\?db=se&u=writer&p=\*\*\*\*&precision=s/,
+  );
+  assert.ok(!(r.out + r.err).includes("Infl0xS3cret"), r.out + r.err);
+  assert.match(r.err, /influxdb-url is given on the command line/);
+});
+
 Deno.test("cli: config shows another command's settings, and refuses where the command would", async () => {
   const cleanup = await cli(["config", "cleanup", "--age-hostchecks", "3"]);
   assert.equal(cleanup.code, 0, cleanup.err);

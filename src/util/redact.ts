@@ -13,8 +13,10 @@ const URL_IN_TEXT = /[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'`<>]+/g;
  * of ordinary words: the password `se` turned "refused" into "refu****d" and "user" into "u****r".
  */
 const MIN_FREE_TEXT_SECRET_LENGTH = 8;
-// Query parameters whose value is a credential, by name (password, passwd, pwd, api_key, …).
-const SECRET_PARAMETER = /([?&][^=&#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&#]*=)[^&#]*/gi;
+// Query parameters whose value is a credential, by name (password, passwd, pwd, api_key, …, and
+// InfluxDB 1.x's p, which --influxdb-url may carry).
+const SECRET_PARAMETER =
+  /([?&](?:p|[^=&#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&#]*)=)[^&#]*/gi;
 
 /**
  * A URL or Go DSN, valid or not, with its password and password-like query parameters masked.
