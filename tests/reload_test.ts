@@ -87,3 +87,38 @@ Deno.test("reload: SIGHUP reopens the dead-letter file, re-reads the log level, 
     await Deno.remove(configDir, { recursive: true });
   }
 });
+
+// The warnings of the file read again were dropped: a key misspelt while editing the file
+// (log_levle) was ignored on SIGHUP without a word, where a start names it.
+Deno.test("reload: SIGHUP logs the warnings of the file read again, such as a misspelt key", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const configDir = await Deno.makeTempDir({ prefix: "se-reload-" });
+  try {
+    const config = `${configDir}/config.yml`;
+    await Deno.writeTextFile(config, "log_level: info\n");
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      args: ["--config", config],
+    });
+    await Deno.writeTextFile(config, "log_levle: debug\n");
+    worker.kill("SIGHUP");
+    await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
+      message: "the reload is logged",
+    });
+    const lines = worker.lines();
+    const received = lines.findIndex((l) => l.includes("SIGHUP received"));
+    assert.ok(
+      lines.slice(received).some((l) =>
+        /level=warn/.test(l) && /log_levle.*did you mean log_level\?/.test(l)
+      ),
+      lines.join("\n"),
+    );
+    worker.kill("SIGTERM");
+    assert.equal((await worker.status).code, 0, worker.stderr());
+  } finally {
+    await Deno.remove(configDir, { recursive: true });
+  }
+});

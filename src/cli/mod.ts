@@ -165,8 +165,12 @@ export async function runCli(
     : installHangup(() =>
       reload({
         current: () => current,
-        reread: async () =>
-          (await loadSettings(command, { argv: rest, env })).settings as ReloadableSettings,
+        reread: async () => {
+          const again = await loadSettings(command, { argv: rest, env });
+          // As at the start: a key misspelt while editing the file must not pass unnoticed.
+          for (const warning of again.warnings) log.warn(`config: ${warning}`);
+          return again.settings as ReloadableSettings;
+        },
         adopt: (s) => (current = s),
         reopenDeadLetters: () => reopen?.() ?? Promise.resolve(undefined),
         logWrite: options.logWrite,
