@@ -51,10 +51,16 @@ export interface LegacyTranslation {
   readonly target: string;
   /** Keys it reads (top-level or `block.field`), also listed by help and the reference. */
   readonly keys: readonly string[];
-  /** The value, or `undefined` when the document says nothing; throws ConfigError if unusable. */
-  readonly translate: (doc: YamlMapping, path: string, warn: (message: string) => void) =>
-    | LegacyValue
-    | undefined;
+  /**
+   * The value, or `undefined` when the document says nothing; throws ConfigError if unusable.
+   * `below` (the `SE_*` document under a file) fills the keys and block fields `doc` lacks.
+   */
+  readonly translate: (
+    doc: YamlMapping,
+    path: string,
+    warn: (message: string) => void,
+    below?: YamlMapping,
+  ) => LegacyValue | undefined;
 }
 
 /** A YAML value that is a mapping (a nested block of keys). */
@@ -128,25 +134,45 @@ function translation(
   return {
     target,
     keys,
-    translate(doc, path, warn) {
+    translate(doc, path, warn, below = {}) {
       if (!keys.some((key) => present(doc, key.split(".")[0] ?? key))) return undefined;
-      const value = read(doc, {
+      // Each key from the file, else from its SE_* variable, as the PHP worker read them.
+      const label = (given: readonly string[]) => {
+        const inDoc = given.filter((key) => present(doc, key));
+        const fromBelow = given.filter((key) => !present(doc, key));
+        const parts = inDoc.length === 0 ? [] : [keysLabel(path, inDoc)];
+        if (fromBelow.length > 0) parts.push(keysLabel(LEGACY_ENV_PATH, fromBelow));
+        return parts.join(" and ");
+      };
+      const merged = underlay(doc, below);
+      const value = read(merged, {
         path,
         warn,
         fail(keys, problem, raw) {
-          const source = keysLabel(path, keys);
+          const source = label(keys);
           return new ConfigError(`Invalid setting ${target} from ${source}: ${problem}`, {
             setting: target,
             source,
             ...(raw === undefined ? {} : { rawValue: JSON.stringify(raw) }),
           });
         },
-        value: (text, keys) => ({ text, source: keysLabel(path, keys) }),
+        value: (text, keys) => ({ text, source: label(keys) }),
       });
       if (typeof value !== "string") return value;
-      return { text: value, source: keysLabel(path, keys.filter((key) => present(doc, key))) };
+      return { text: value, source: label(keys.filter((key) => present(merged, key))) };
     },
   };
+}
+
+/** `doc` over `below`, key by key and, within a block, field by field. */
+function underlay(doc: YamlMapping, below: YamlMapping): YamlMapping {
+  const out: Record<string, unknown> = { ...below };
+  for (const [key, value] of Object.entries(doc)) {
+    const under = below[key];
+    if (isMapping(value) && isMapping(under)) out[key] = underlay(value, under);
+    else if (present(doc, key) || !present(below, key)) out[key] = value;
+  }
+  return out;
 }
 
 /**

@@ -450,7 +450,8 @@ export async function loadSettings<C extends CommandName>(
           );
           continue;
         }
-        const legacy = translation.translate(source, sourcePath, (m) => warnings.push(m));
+        const below = sourcePath === LEGACY_ENV_PATH ? undefined : legacyEnv;
+        const legacy = translation.translate(source, sourcePath, (m) => warnings.push(m), below);
         if (legacy !== undefined) {
           tier.push({ ...parseOrThrow(row, legacy.text, "text", legacy.source), legacy: true });
         }

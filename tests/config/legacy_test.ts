@@ -470,6 +470,24 @@ Deno.test("legacy SE_* environment: the MySQL user is SE_MYSQL_USER, as in the P
   assert.equal(sources.mysqlUrl?.text, "env SE_MYSQL_*");
 });
 
+// The PHP worker took every key the file lacks from its SE_* variable, the fields of a block one
+// by one; a file's mysql: block hid SE_MYSQL_PASSWORD, and the legacy default password was used.
+Deno.test("legacy SE_* environment: fills the keys a file's legacy block or key pair lacks, field by field", async () => {
+  const file = "mysql:\n  host: db.example\n  username: monitor\ngraphite_address: carbon\n";
+  const env = { SE_MYSQL_PASSWORD: "s3cret", SE_MYSQL_HOST: "ignored", SE_GRAPHITE_PORT: "2013" };
+  const { settings, sources } = await load("run", file, env);
+  assert.equal(settings.mysqlUrl, "mysql://monitor:s3cret@db.example:3306/statusengine_data");
+  assert.equal(settings.graphiteAddr, "carbon:2013");
+  assert.equal(
+    sources.graphiteAddr?.text,
+    `file ${PATH} key graphite_address and env SE_GRAPHITE_PORT`,
+  );
+  // A bad value names the variable it came from, not the file.
+  const bad = await rejection(load("run", file, { SE_MYSQL_PORT: "x" }));
+  assert.ok(bad instanceof ConfigError);
+  assert.match(bad.message, /from env SE_MYSQL_PORT: "x" is not a port/);
+});
+
 // Ignoring number_*_worker: 0 and process_perfdata: 0 made a migrated worker consume queues
 // the PHP worker left alone (perfdata suddenly filled MySQL).
 Deno.test("legacy config.yml: number_*_worker 0 and process_perfdata 0 exclude their queues; the new key wins", async () => {
