@@ -89,7 +89,7 @@ const HANDLERS: { readonly [C in HandledCommand]: Handler<C> } = {
       {
         ...s,
         batchSize: s.mysqlBatchSize,
-        statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
+        statusMaxAgeSeconds: Math.ceil(s.statusMaxAgeMs / 1000),
         perfdataToMysql: s.perfdataBackends.includes("mysql"),
       },
       io,

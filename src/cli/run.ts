@@ -59,7 +59,9 @@ export function workerConfigFrom(s: SettingsFor<"run">): WorkerConfig {
       ? s.rabbitmqReconnectIntervalMs
       : s.gearmanReconnectIntervalMs,
     batchSize: s.mysqlBatchSize,
-    statusMaxAgeSeconds: Math.floor(s.statusMaxAgeMs / 1000),
+    // Rounded up: never discards an event younger than asked, and never turns 500ms into the
+    // 0 that disables the filter.
+    statusMaxAgeSeconds: Math.ceil(s.statusMaxAgeMs / 1000),
     deadLetterFile: s.deadLetterFile === "" ? null : s.deadLetterFile,
     // The setting's pattern admits only these names.
     perfdataBackends: s.perfdataBackends as PerfdataBackend[],

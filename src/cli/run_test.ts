@@ -90,6 +90,16 @@ Deno.test("run: --queues and --exclude-queues select the consumed queues; nothin
 // Ctrl-C on `deno task start` reaches the worker twice at once: from the terminal and
 // forwarded by the task runner. Treating that as a second signal skipped the graceful
 // shutdown (held jobs redelivered, no shutdown steps logged).
+// Events carry whole seconds, so the age is counted in seconds; rounding down made 500ms the 0
+// that turns the filter off, and 1500ms discard events only 1 s old.
+Deno.test("run: --status-max-age below or between whole seconds rounds up, never to the 0 that disables", async () => {
+  const cases: [string, number][] = [["500ms", 1], ["1500ms", 2], ["5m", 300], ["0s", 0]];
+  for (const [given, seconds] of cases) {
+    const config = await configFor(["--status-max-age", given]);
+    assert.equal(config.statusMaxAgeSeconds, seconds, given);
+  }
+});
+
 Deno.test("cli: a shutdown signal delivered twice at once is one signal; a later one exits", () => {
   let now = 0;
   const calls: string[] = [];
