@@ -278,6 +278,8 @@ interface Candidate {
   readonly notes: readonly string[];
   /** Translated from a legacy key. */
   readonly legacy?: boolean;
+  /** The input-only row the value was given for (`mysql-dsn`), when not the setting's own. */
+  readonly input?: SettingRow;
 }
 
 function parseOrThrow(row: SettingRow, raw: unknown, origin: Origin, source: string): Candidate {
@@ -299,7 +301,7 @@ function parseFor(
   const feed = input.feeds?.find((f) => f.target === target.flag);
   if (feed === undefined) throw new Error(`Setting ${input.flag} does not feed ${target.flag}`);
   const second = parseOrThrow(target, feed.derive(String(first.value)), "text", source);
-  return { ...second, notes: [...first.notes, ...second.notes] };
+  return { ...second, notes: [...first.notes, ...second.notes], input };
 }
 
 // A non-empty key list, password or token, or a URL with a password (a URL without one is not
@@ -505,9 +507,11 @@ export async function loadSettings<C extends CommandName>(
       sources[key] = { kind: chosen.legacy === true ? "legacy" : found[0], text: chosen.source };
       warnings.push(...chosen.notes.map((note) => `${row.flag} (${chosen.source}): ${note}`));
       if (found[0] === "flag" && row.secret === true && holdsSecret(row, chosen.value)) {
-        const envName = envNameOf(row);
+        // Named as given: a DSN goes into STATUSENGINE_MYSQL_DSN, not STATUSENGINE_MYSQL_URL.
+        const given = chosen.input ?? row;
+        const envName = envNameOf(given);
         warnings.push(
-          `${row.flag} is given on the command line, which every local user can read through ` +
+          `${given.flag} is given on the command line, which every local user can read through ` +
             `/proc; prefer ${envName === undefined ? "the environment" : `env ${envName}`}`,
         );
       }

@@ -1273,6 +1273,17 @@ Deno.test("loadSettings: a password or token given as a flag draws the /proc war
   }
 });
 
+// -mysql-dsn (the Go worker's unit files) was told to move to STATUSENGINE_MYSQL_URL, which
+// refuses a DSN; the variable of the flag given takes it as it is.
+Deno.test("loadSettings: the /proc warning for --mysql-dsn points at STATUSENGINE_MYSQL_DSN", async () => {
+  const { warnings } = await load("run", { argv: ["-mysql-dsn", "u:pw@tcp(db:3306)/se"] });
+  assert.equal(warnings.length, 1, warnings.join("\n"));
+  assert.match(
+    warnings[0] ?? "",
+    /^mysql-dsn is given on the command line.*prefer env STATUSENGINE_MYSQL_DSN$/,
+  );
+});
+
 Deno.test("loadSettings: --rabbitmq-url takes a host list from flag, env and YAML; a bad host of it refuses naming it, the password masked", async () => {
   const url = "amqp://u:Sup3rS3cret@h1:5672,h2:5673,[::1],h3/vh";
   const flag = await load("run", { argv: ["--rabbitmq-url", url] });
