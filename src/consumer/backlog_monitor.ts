@@ -175,7 +175,7 @@ export class StallDetector {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#stop.abort();
-    for (const [watched, state] of this.#states) this.#clear(watched, state, false);
+    for (const [watched, state] of this.#states) this.#clear(watched, state, undefined);
   }
 
   stalled(queue: string): boolean {
@@ -189,19 +189,19 @@ export class StallDetector {
       const link = watched.current();
       if (link !== state.link) {
         // A new generation (or none): whatever was stalled belonged to the old one.
-        this.#clear(watched, state, true);
+        this.#clear(watched, state, "queue takes jobs again");
         state.link = link;
       }
       if (link === undefined) continue;
       if (state.stalledSince !== undefined) {
         if (link.lastReceivedAt > state.stalledSince) {
-          this.#clear(watched, state, true);
-        } else {
-          link.nudge(watched.queue);
+          this.#clear(watched, state, "queue takes jobs again");
+          continue;
         }
-        continue;
-      }
-      if (state.probing || !this.#quiet(watched, link, now)) continue;
+        link.nudge(watched.queue);
+        // Asked again: another worker may have taken the jobs, and then nothing waits any more.
+      } else if (!this.#quiet(watched, link, now)) continue;
+      if (state.probing) continue;
       state.probing = true;
       void this.#probe(watched, state, link).finally(() => {
         state.probing = false;
@@ -229,10 +229,14 @@ export class StallDetector {
       });
       return;
     }
-    if (this.#stop.signal.aborted || waiting === undefined || waiting === 0) return;
-    // Still the same link, still quiet: stalled.
+    if (this.#stop.signal.aborted || waiting === undefined || watched.current() !== link) return;
+    if (state.stalledSince !== undefined) {
+      if (waiting === 0) this.#clear(watched, state, "queue no longer stalled: no job waits");
+      return;
+    }
+    // Still the same link, still quiet, and jobs wait: stalled.
     const now = performance.now();
-    if (watched.current() !== link || !this.#quiet(watched, link, now)) return;
+    if (waiting === 0 || !this.#quiet(watched, link, now)) return;
     state.stalledSince = now;
     const count = (this.#stalledQueues.get(watched.queue) ?? 0) + 1;
     this.#stalledQueues.set(watched.queue, count);
@@ -247,15 +251,16 @@ export class StallDetector {
     link.nudge(watched.queue);
   }
 
-  #clear(watched: WatchedLink, state: LinkState, log: boolean): void {
+  /** Not stalled any more; `message` is logged, unless undefined (a stop). */
+  #clear(watched: WatchedLink, state: LinkState, message: string | undefined): void {
     if (state.stalledSince === undefined) return;
     const since = state.stalledSince;
     state.stalledSince = undefined;
     const count = (this.#stalledQueues.get(watched.queue) ?? 1) - 1;
     this.#stalledQueues.set(watched.queue, count);
     if (count === 0) this.#o.onQueueStalled(watched.queue, false);
-    if (log) {
-      this.#o.log.info(`${this.#o.name}: queue takes jobs again`, {
+    if (message !== undefined) {
+      this.#o.log.info(`${this.#o.name}: ${message}`, {
         queue: watched.queue,
         server: watched.target.server,
         stalled_s: Math.round((performance.now() - since) / 1000),
