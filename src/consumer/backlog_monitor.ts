@@ -143,6 +143,8 @@ export interface StallDetectorOptions {
 
 interface LinkState {
   stalledSince: number | undefined;
+  /** While stalled: a job received after this `lastReceivedAt` ends the stall. */
+  takenAfter: number;
   link: Link | undefined;
   probing: boolean;
 }
@@ -159,7 +161,12 @@ export class StallDetector {
   constructor(options: StallDetectorOptions) {
     this.#o = options;
     for (const l of options.links) {
-      this.#states.set(l, { stalledSince: undefined, link: undefined, probing: false });
+      this.#states.set(l, {
+        stalledSince: undefined,
+        takenAfter: 0,
+        link: undefined,
+        probing: false,
+      });
     }
   }
 
@@ -188,17 +195,19 @@ export class StallDetector {
     for (const [watched, state] of this.#states) {
       const link = watched.current();
       if (link !== state.link) {
-        // A new generation (or none): whatever was stalled belonged to the old one.
-        this.#clear(watched, state, "queue takes jobs again");
         state.link = link;
+        // A new link (RabbitMQ's nudge rebuilds the session) has taken nothing yet: the queue
+        // stays stalled until it takes a job, or the alert on the gauge could never fire.
+        if (link !== undefined) state.takenAfter = link.lastReceivedAt;
       }
       if (link === undefined) continue;
       if (state.stalledSince !== undefined) {
-        if (link.lastReceivedAt > state.stalledSince) {
+        if (link.lastReceivedAt > state.takenAfter) {
           this.#clear(watched, state, "queue takes jobs again");
           continue;
         }
-        link.nudge(watched.queue);
+        // A link rebuilt meanwhile gets the whole timeout before the next nudge rebuilds it.
+        if (now - link.lastReceivedAt >= this.#o.timeoutMs) link.nudge(watched.queue);
         // Asked again: another worker may have taken the jobs, and then nothing waits any more.
       } else if (!this.#quiet(watched, link, now)) continue;
       if (state.probing) continue;
@@ -238,6 +247,7 @@ export class StallDetector {
     const now = performance.now();
     if (waiting === 0 || !this.#quiet(watched, link, now)) return;
     state.stalledSince = now;
+    state.takenAfter = now;
     const count = (this.#stalledQueues.get(watched.queue) ?? 0) + 1;
     this.#stalledQueues.set(watched.queue, count);
     if (count === 1) this.#o.onQueueStalled(watched.queue, true);

@@ -182,3 +182,42 @@ Deno.test("stall detector: a stalled queue stays stalled while jobs still wait a
     d.stop();
   }
 });
+
+// RabbitMQ's nudge rebuilds the session, and the new link cleared the stall at the next check
+// although it took nothing: statusengine_queue_stalled read 1 for one check in every 75 s, so the
+// shipped alert (== 1 for 1 min) never fired on a broker that never delivered again.
+Deno.test("stall detector: a link rebuilt by the nudge keeps the queue stalled until it takes a job", async () => {
+  let asked = 0;
+  let link = new FakeLink("q", 0);
+  const budget = new QueueBudget("q", 4, new ByteBudget(1024 * 1024));
+  const transitions: boolean[] = [];
+  const d = new StallDetector({
+    links: [{
+      target: target("a", ["q"], () => (asked++, Promise.resolve(3))),
+      queue: "q",
+      current: () => link,
+      budget,
+    }],
+    timeoutMs: 20,
+    name: "test",
+    log: getLogger("test"),
+    onQueueStalled: (_, stalled) => transitions.push(stalled),
+  });
+  try {
+    await waitFor(() => (d.check(), d.stalled("q")), { message: "stalled with 3 jobs waiting" });
+    // The rebuilt session: started now, and the broker delivers nothing to it either.
+    link = new FakeLink("q", 0);
+    link.lastReceivedAt = performance.now();
+    const before = asked;
+    await waitFor(() => (d.check(), asked >= before + 3), { message: "three more answers" });
+    assert.equal(d.stalled("q"), true, "still stalled: the new link took no job");
+    assert.deepEqual(transitions, [true]);
+    // Its first job ends the stall.
+    link.lastReceivedAt = performance.now() + 1;
+    d.check();
+    assert.equal(d.stalled("q"), false);
+    assert.deepEqual(transitions, [true, false]);
+  } finally {
+    d.stop();
+  }
+});
