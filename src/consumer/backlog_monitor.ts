@@ -143,7 +143,7 @@ export interface StallDetectorOptions {
 
 interface LinkState {
   stalledSince: number | undefined;
-  /** While stalled: a job received after this `lastReceivedAt` ends the stall. */
+  /** While stalled: a job received after this `receivedAt` ends the stall. */
   takenAfter: number;
   link: Link | undefined;
   probing: boolean;
@@ -198,16 +198,17 @@ export class StallDetector {
         state.link = link;
         // A new link (RabbitMQ's nudge rebuilds the session) has taken nothing yet: the queue
         // stays stalled until it takes a job, or the alert on the gauge could never fire.
-        if (link !== undefined) state.takenAfter = link.lastReceivedAt;
+        if (link !== undefined) state.takenAfter = link.receivedAt(watched.queue);
       }
       if (link === undefined) continue;
       if (state.stalledSince !== undefined) {
-        if (link.lastReceivedAt > state.takenAfter) {
+        const received = link.receivedAt(watched.queue);
+        if (received > state.takenAfter) {
           this.#clear(watched, state, "queue takes jobs again");
           continue;
         }
         // A link rebuilt meanwhile gets the whole timeout before the next nudge rebuilds it.
-        if (now - link.lastReceivedAt >= this.#o.timeoutMs) link.nudge(watched.queue);
+        if (now - received >= this.#o.timeoutMs) link.nudge(watched.queue);
         // Asked again: another worker may have taken the jobs, and then nothing waits any more.
       } else if (!this.#quiet(watched, link, now)) continue;
       if (state.probing) continue;
@@ -222,7 +223,7 @@ export class StallDetector {
   #quiet(watched: WatchedLink, link: Link, now: number): boolean {
     const { budget } = watched;
     return budget.hasRoom &&
-      now - Math.max(link.lastReceivedAt, budget.roomSince) >= this.#o.timeoutMs;
+      now - Math.max(link.receivedAt(watched.queue), budget.roomSince) >= this.#o.timeoutMs;
   }
 
   async #probe(watched: WatchedLink, state: LinkState, link: Link): Promise<void> {
@@ -255,7 +256,7 @@ export class StallDetector {
       queue: watched.queue,
       server: watched.target.server,
       waiting,
-      quiet_s: Math.round((now - link.lastReceivedAt) / 1000),
+      quiet_s: Math.round((now - link.receivedAt(watched.queue)) / 1000),
       free_slots: watched.budget.capacity - watched.budget.inUse,
     });
     link.nudge(watched.queue);
