@@ -14,7 +14,13 @@ import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { startScriptedJobServer } from "./helpers/scripted_job_server.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { createSchema, publish, startTestWorker, testConfig } from "./helpers/worker.ts";
+import {
+  createSchema,
+  metricValue,
+  publish,
+  startTestWorker,
+  testConfig,
+} from "./helpers/worker.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startMariadbd } from "./helpers/mariadbd.ts";
 import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
@@ -193,3 +199,52 @@ Deno.test("readiness: a frozen MySQL shows on an idle worker (db_available 0, /r
     worker.lines().join("\n"),
   );
 });
+
+// A worker whose in-order lease went to another worker stops consuming statusngin_downtimes on
+// purpose; its queue_connected series stayed at 0 for good, so the shipped
+// StatusengineQueueDisconnected alert (== 0 for 2 min) fired on a healthy standby worker.
+Deno.test("readiness: a worker that lost the in-order lease drops queue_connected of the in-order queue instead of reporting it disconnected", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: db.url,
+    queues: ["statusngin_downtimes", "statusngin_hostchecks"],
+    inOrderLock: {},
+  }));
+  const connected = () => seriesOf(worker, "statusengine_queue_connected", "statusngin_downtimes");
+  await waitFor(async () => (await connected()) === "1", { message: "downtimes consumed" });
+  // Another worker's name in the row: the next renewal finds the lease is no longer ours.
+  await db.query("UPDATE statusengine_worker_leases SET holder = 'another worker'");
+  await waitFor(async () => (await metricValue(worker, "statusengine_in_order_lock_held")) === 0, {
+    message: "the lease given up",
+  });
+  await waitFor(async () => (await connected()) !== "1", {
+    message: "downtimes no longer consumed",
+  });
+  // Set to 0 as the in-order consumer stops; removed once it stopped.
+  await waitFor(async () => (await connected()) === "absent", {
+    timeoutMs: 3_000,
+    message: "queue_connected of statusngin_downtimes removed, not left at 0",
+  }).catch(async (err: unknown) => {
+    throw new Error(`${err} (it reads ${await connected()})`);
+  });
+  assert.equal(await connected(), "absent");
+  // The queues it still consumes keep their series.
+  assert.equal(
+    await seriesOf(worker, "statusengine_queue_connected", "statusngin_hostchecks"),
+    "1",
+  );
+});
+
+/** The value of a series of one queue as text, or "absent". */
+async function seriesOf(
+  worker: { metrics: { registry: { metrics(): Promise<string> } } },
+  name: string,
+  queue: string,
+): Promise<string> {
+  const text = await worker.metrics.registry.metrics();
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{queue_name="${queue}"}`));
+  return line === undefined ? "absent" : (line.split(" ").at(-1) ?? "absent");
+}

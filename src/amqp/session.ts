@@ -228,6 +228,8 @@ class Lane {
   #ending: "no" | "after-buffer" | "now" = "no";
   /** Deliveries started and not yet acknowledged: what a give-back hands back. */
   unanswered = 0;
+  /** `performance.now()` of the last delivery, or of the session's start (stall detection). */
+  receivedAt = performance.now();
 
   constructor(queue: string) {
     this.queue = queue;
@@ -308,7 +310,6 @@ export class AmqpSession implements Link {
   readonly #handlerAbort = new AbortController();
   // Ends retries when the session drains, is lost or closes.
   readonly #stopRetries = new AbortController();
-  #lastReceivedAt = performance.now();
   /** Epoch ms this session was built, just before it connects (Job.linkOpenedAt). */
   readonly #openedAt = Date.now();
   /** Asks the broker for a queue's ready messages and consumers (this session's included). */
@@ -372,7 +373,7 @@ export class AmqpSession implements Link {
       lane.queue,
       { tag: consumerTag(lane.queue), noAck: false, exclusive: false },
       (msg) => {
-        this.#lastReceivedAt = performance.now();
+        lane.receivedAt = performance.now();
         lane.push(msg);
       },
     );
@@ -392,13 +393,16 @@ export class AmqpSession implements Link {
     return this.#running.size;
   }
 
-  get lastReceivedAt(): number {
-    return this.#lastReceivedAt;
+  receivedAt(queue: string): number {
+    // Per lane: another queue's deliveries say nothing about this one's.
+    return this.#lanes.find((l) => l.queue === queue)?.receivedAt ?? 0;
   }
 
   start(): void {
-    this.#lastReceivedAt = performance.now();
-    for (const lane of this.#lanes) this.#loops.push(this.#runLane(lane));
+    for (const lane of this.#lanes) {
+      lane.receivedAt = performance.now();
+      this.#loops.push(this.#runLane(lane));
+    }
   }
 
   /** Messages wait but a lane with room receives none: the broker stopped delivering. Rebuild. */

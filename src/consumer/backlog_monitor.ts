@@ -143,6 +143,8 @@ export interface StallDetectorOptions {
 
 interface LinkState {
   stalledSince: number | undefined;
+  /** While stalled: a job received after this `receivedAt` ends the stall. */
+  takenAfter: number;
   link: Link | undefined;
   probing: boolean;
 }
@@ -159,7 +161,12 @@ export class StallDetector {
   constructor(options: StallDetectorOptions) {
     this.#o = options;
     for (const l of options.links) {
-      this.#states.set(l, { stalledSince: undefined, link: undefined, probing: false });
+      this.#states.set(l, {
+        stalledSince: undefined,
+        takenAfter: 0,
+        link: undefined,
+        probing: false,
+      });
     }
   }
 
@@ -175,7 +182,7 @@ export class StallDetector {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#stop.abort();
-    for (const [watched, state] of this.#states) this.#clear(watched, state, false);
+    for (const [watched, state] of this.#states) this.#clear(watched, state, undefined);
   }
 
   stalled(queue: string): boolean {
@@ -188,20 +195,23 @@ export class StallDetector {
     for (const [watched, state] of this.#states) {
       const link = watched.current();
       if (link !== state.link) {
-        // A new generation (or none): whatever was stalled belonged to the old one.
-        this.#clear(watched, state, true);
         state.link = link;
+        // A new link (RabbitMQ's nudge rebuilds the session) has taken nothing yet: the queue
+        // stays stalled until it takes a job, or the alert on the gauge could never fire.
+        if (link !== undefined) state.takenAfter = link.receivedAt(watched.queue);
       }
       if (link === undefined) continue;
       if (state.stalledSince !== undefined) {
-        if (link.lastReceivedAt > state.stalledSince) {
-          this.#clear(watched, state, true);
-        } else {
-          link.nudge(watched.queue);
+        const received = link.receivedAt(watched.queue);
+        if (received > state.takenAfter) {
+          this.#clear(watched, state, "queue takes jobs again");
+          continue;
         }
-        continue;
-      }
-      if (state.probing || !this.#quiet(watched, link, now)) continue;
+        // A link rebuilt meanwhile gets the whole timeout before the next nudge rebuilds it.
+        if (now - received >= this.#o.timeoutMs) link.nudge(watched.queue);
+        // Asked again: another worker may have taken the jobs, and then nothing waits any more.
+      } else if (!this.#quiet(watched, link, now)) continue;
+      if (state.probing) continue;
       state.probing = true;
       void this.#probe(watched, state, link).finally(() => {
         state.probing = false;
@@ -213,7 +223,7 @@ export class StallDetector {
   #quiet(watched: WatchedLink, link: Link, now: number): boolean {
     const { budget } = watched;
     return budget.hasRoom &&
-      now - Math.max(link.lastReceivedAt, budget.roomSince) >= this.#o.timeoutMs;
+      now - Math.max(link.receivedAt(watched.queue), budget.roomSince) >= this.#o.timeoutMs;
   }
 
   async #probe(watched: WatchedLink, state: LinkState, link: Link): Promise<void> {
@@ -229,11 +239,16 @@ export class StallDetector {
       });
       return;
     }
-    if (this.#stop.signal.aborted || waiting === undefined || waiting === 0) return;
-    // Still the same link, still quiet: stalled.
+    if (this.#stop.signal.aborted || waiting === undefined || watched.current() !== link) return;
+    if (state.stalledSince !== undefined) {
+      if (waiting === 0) this.#clear(watched, state, "queue no longer stalled: no job waits");
+      return;
+    }
+    // Still the same link, still quiet, and jobs wait: stalled.
     const now = performance.now();
-    if (watched.current() !== link || !this.#quiet(watched, link, now)) return;
+    if (waiting === 0 || !this.#quiet(watched, link, now)) return;
     state.stalledSince = now;
+    state.takenAfter = now;
     const count = (this.#stalledQueues.get(watched.queue) ?? 0) + 1;
     this.#stalledQueues.set(watched.queue, count);
     if (count === 1) this.#o.onQueueStalled(watched.queue, true);
@@ -241,21 +256,22 @@ export class StallDetector {
       queue: watched.queue,
       server: watched.target.server,
       waiting,
-      quiet_s: Math.round((now - link.lastReceivedAt) / 1000),
+      quiet_s: Math.round((now - link.receivedAt(watched.queue)) / 1000),
       free_slots: watched.budget.capacity - watched.budget.inUse,
     });
     link.nudge(watched.queue);
   }
 
-  #clear(watched: WatchedLink, state: LinkState, log: boolean): void {
+  /** Not stalled any more; `message` is logged, unless undefined (a stop). */
+  #clear(watched: WatchedLink, state: LinkState, message: string | undefined): void {
     if (state.stalledSince === undefined) return;
     const since = state.stalledSince;
     state.stalledSince = undefined;
     const count = (this.#stalledQueues.get(watched.queue) ?? 1) - 1;
     this.#stalledQueues.set(watched.queue, count);
     if (count === 0) this.#o.onQueueStalled(watched.queue, false);
-    if (log) {
-      this.#o.log.info(`${this.#o.name}: queue takes jobs again`, {
+    if (message !== undefined) {
+      this.#o.log.info(`${this.#o.name}: ${message}`, {
         queue: watched.queue,
         server: watched.target.server,
         stalled_s: Math.round((performance.now() - since) / 1000),

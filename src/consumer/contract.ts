@@ -128,8 +128,11 @@ export interface Link {
   /** Settles once, when the link ended: `undefined` after a deliberate close, else why. */
   readonly closed: Promise<Error | undefined>;
   readonly inFlight: number;
-  /** `performance.now()` when this link last received a job, or when it started consuming. */
-  readonly lastReceivedAt: number;
+  /**
+   * `performance.now()` when this link last received a job of `queue`, or when it started
+   * consuming: per queue, as one RabbitMQ session serves them all.
+   */
+  receivedAt(queue: string): number;
   /** Begin consuming; called once, after the link was opened. */
   start(): void;
   /** Stop taking jobs, let running handlers finish within `signal` (then abort them), close. */

@@ -196,6 +196,9 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
       } catch (err: unknown) {
         log.error("worker: stopping the in-order consumer failed", { error: errorMessage(err) });
       }
+      // Another worker consumes them now: no series, as before the lease was first held, and
+      // not the 0 of a lost connection that StatusengineQueueDisconnected alerts on.
+      for (const queue of split.gated) parts.metrics.queueConnected.remove({ queue_name: queue });
     },
   });
   return {

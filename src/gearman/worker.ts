@@ -127,7 +127,7 @@ export class QueueWorker implements Link {
     return this.#running.size;
   }
 
-  get lastReceivedAt(): number {
+  receivedAt(): number {
     return this.#lastReceivedAt;
   }
 

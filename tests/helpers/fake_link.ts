@@ -33,6 +33,9 @@ export class FakeLink implements Link {
   get closed(): Promise<Error | undefined> {
     return this.#closed.promise;
   }
+  receivedAt(): number {
+    return this.lastReceivedAt;
+  }
   /** Started and not closed. */
   get consuming(): boolean {
     return this.started && !this.isClosed;
