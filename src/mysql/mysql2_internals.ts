@@ -327,12 +327,16 @@ export function retireConnections(
   const release = core?.releaseConnection;
   if (core === undefined || typeof release !== "function") return undefined;
   if (typeof core._freeConnections?.toArray !== "function") return undefined;
+  // For TLS mysql2 replaces `stream` with the TLS socket it wraps the first in; `_parent` (of
+  // node:tls) leads back to the socket the pool's `stream` option made.
+  const staleConnection = (c: CorePoolConnection) =>
+    stale(c.stream) || stale((c.stream as { _parent?: unknown } | undefined)?._parent);
   core.releaseConnection = function (this: CorePool, connection: CorePoolConnection) {
     // destroy() takes it out of the pool and hands a waiting caller a new connection.
-    if (connection._pool && stale(connection.stream)) connection.destroy();
+    if (connection._pool && staleConnection(connection)) connection.destroy();
     else release.call(this, connection);
   };
   return () => {
-    for (const c of core._freeConnections?.toArray() ?? []) if (stale(c.stream)) c.destroy();
+    for (const c of core._freeConnections?.toArray() ?? []) if (staleConnection(c)) c.destroy();
   };
 }

@@ -1,0 +1,61 @@
+/**
+ * The writers' pool with several hosts (src/mysql/failover.ts): after a move, no statement takes
+ * a connection to the host left. Two TCP proxies in front of one private MariaDB stand in for two
+ * hosts; a connection's id tells whether a statement took a new connection or an old one.
+ */
+import assert from "node:assert/strict";
+import { startMariadbd } from "../helpers/mariadbd.ts";
+import { selfSignedIdentity, startTcpProxy } from "../helpers/tcp_proxy.ts";
+import { MysqlHosts } from "../../src/mysql/failover.ts";
+import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
+import { endPool } from "../../src/mysql/connect.ts";
+import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+
+for (const tls of [false, true]) {
+  Deno.test(`failover pool${tls ? " (TLS)" : ""}: after the move back to the first host, the idle connections to the second are closed and no statement runs on them`, async () => {
+    const certDir = await Deno.makeTempDir({ prefix: "se-failover-tls-" });
+    const identity = await selfSignedIdentity();
+    await Deno.writeTextFile(`${certDir}/cert.pem`, identity.cert);
+    await Deno.writeTextFile(`${certDir}/key.pem`, identity.key);
+    await Deno.chmod(certDir, 0o755);
+    await using server = await startMariadbd({
+      extraArgs: tls ? [`--ssl-cert=${certDir}/cert.pem`, `--ssl-key=${certDir}/key.pem`] : [],
+    });
+    await using first = await startTcpProxy(`${server.host}:${server.port}`);
+    await using second = await startTcpProxy(`${server.host}:${server.port}`);
+    const ssl = tls ? `?ssl=${encodeURIComponent('{"rejectUnauthorized":false}')}` : "";
+    const options = mysqlOptionsFromUrl(`mysql://root@${first.addr},${second.addr}/mysql${ssl}`);
+    const hosts = new MysqlHosts(options, { failbackAfterMs: 0 });
+    const pool = createWriterPool(options, 2, hosts);
+    try {
+      const run = poolExecutor(pool);
+      const connectionId = async () =>
+        Number((await run.run("SELECT CONNECTION_ID() AS id")).rows[0]?.id);
+      const encrypted = async () =>
+        String((await run.run("SHOW SESSION STATUS LIKE 'Ssl_cipher'")).rows[0]?.Value ?? "");
+
+      first.block();
+      assert.equal(await hosts.check(), undefined);
+      assert.equal(hosts.label, second.addr);
+      const onSecond = await connectionId();
+      assert.equal(await encrypted() !== "", tls, "the connection is encrypted as the URL says");
+
+      first.unblock();
+      await hosts.failBack();
+      assert.equal(hosts.label, first.addr, "moved back to the first host");
+      const accepted = first.accepted;
+      const after = await connectionId();
+      assert.notEqual(
+        after,
+        onSecond,
+        `the statement after the move back ran on connection ${after}, the idle one to the ` +
+          "second host",
+      );
+      assert.ok(first.accepted > accepted, "a new connection to the first host was opened");
+    } finally {
+      await hosts.stop();
+      await endPool(pool, 5_000);
+      await Deno.remove(certDir, { recursive: true });
+    }
+  });
+}
