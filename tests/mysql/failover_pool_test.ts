@@ -2,6 +2,7 @@
  * The writers' pool with several hosts (src/mysql/failover.ts): after a move, no statement takes
  * a connection to the host left. Two TCP proxies in front of one private MariaDB stand in for two
  * hosts; a connection's id tells whether a statement took a new connection or an old one.
+ * Every user of the writers' pool goes to the first host that answers, not the first listed.
  */
 import assert from "node:assert/strict";
 import { startMariadbd } from "../helpers/mariadbd.ts";
@@ -10,6 +11,12 @@ import { MysqlHosts } from "../../src/mysql/failover.ts";
 import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
 import { endPool } from "../../src/mysql/connect.ts";
 import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { createScratchDatabase } from "../helpers/mysql.ts";
+import { createSchema } from "../helpers/worker.ts";
+import { fixture } from "../helpers/fixture_rows.ts";
+import { bufferIo } from "../helpers/cli_run.ts";
+import { withLogs } from "../helpers/logs.ts";
+import { runDeadLettersCommand } from "../../src/cli/dead_letters.ts";
 
 for (const tls of [false, true]) {
   Deno.test(`failover pool${tls ? " (TLS)" : ""}: after the move back to the first host, the idle connections to the second are closed and no statement runs on them`, async () => {
@@ -59,3 +66,63 @@ for (const tls of [false, true]) {
     }
   });
 }
+
+Deno.test("failover pool: dead-letters replay with the first host of the URL down writes through the second", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const url = new URL(db.url);
+  await using dead = await startTcpProxy(`${url.hostname}:${url.port || 3306}`);
+  dead.block();
+  const dir = await Deno.makeTempDir({ prefix: "se-failover-replay-" });
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const doc = JSON.parse(fixture("statusngin_hostchecks"));
+    doc.messages[0].hostcheck.host_name = "replayed-through-the-second";
+    const record = {
+      time: "2026-03-01T12:00:00.000Z",
+      queue: "statusngin_hostchecks",
+      reason: "bad_type",
+      error: "e",
+      payload: JSON.stringify(doc),
+    };
+    await Deno.writeTextFile(path, `${JSON.stringify(record)}\n`);
+    const twoHosts = db.url.replace(`@${url.host}/`, `@${dead.addr},${url.host}/`);
+    assert.notEqual(twoHosts, db.url);
+    const stop = new AbortController();
+    const io = bufferIo();
+    const held = await withLogs(async (logs) => {
+      const holding = () => logs.some((l) => l.message.includes("cannot take writes"));
+      const running = runDeadLettersCommand(
+        {
+          action: "replay",
+          file: path,
+          deadLetterFile: "",
+          json: false,
+          mysqlUrl: twoHosts,
+          batchSize: 100,
+          nodeName: "N",
+          statusMaxAgeSeconds: 0,
+          perfdataToMysql: true,
+          progressIntervalMs: 0,
+        },
+        io,
+        stop.signal,
+      );
+      // Held on the dead first host: stop it there (the replay would wait for that host for ever).
+      let done = false;
+      void running.finally(() => (done = true));
+      while (!done && !holding()) await new Promise((r) => setTimeout(r, 10));
+      if (holding()) stop.abort();
+      await running;
+      return holding();
+    });
+    assert.equal(held, false, `the replay held its rows for the dead first host: ${io.outLines}`);
+    const rows = await db.query<{ n: number }[]>(
+      "SELECT COUNT(*) AS n FROM statusengine_hostchecks WHERE hostname = ?",
+      ["replayed-through-the-second"],
+    );
+    assert.equal(rows[0]?.n, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
