@@ -12,7 +12,9 @@
  *   statement in flight; a stopped `cleanup` drops the link at once;
  * - the pool's `releaseConnection` and `_freeConnections`: after a move to another MySQL host
  *   (failover.ts) the connections to the one left are closed; else they end when their host
- *   drops them.
+ *   drops them;
+ * - the config a pool hands each new connection (a copy per connection): a TLS connection to
+ *   another host of the list checks that host's certificate; else the first host's name.
  *
  * @module
  */
@@ -339,4 +341,17 @@ export function retireConnections(
   return () => {
     for (const c of core._freeConnections?.toArray() ?? []) if (staleConnection(c)) c.destroy();
   };
+}
+
+/**
+ * Make a new pool connection's config (mysql2's `stream` option gets it; the pool gives each
+ * connection a copy) name the host its socket goes to: mysql2's TLS upgrade sends that name, checks
+ * the certificate against it (`verifyIdentity`) and keys its session cache by it.
+ */
+export function aimConnectionConfig(
+  opts: { readonly config: object },
+  host: string,
+  port: number,
+): void {
+  Object.assign(opts.config, { host, port });
 }

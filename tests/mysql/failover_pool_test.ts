@@ -11,6 +11,8 @@ import { MysqlHosts } from "../../src/mysql/failover.ts";
 import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
 import { endPool } from "../../src/mysql/connect.ts";
 import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { classifyMysqlError } from "../../src/mysql/errors.ts";
+import { errorMessage } from "../../src/log.ts";
 import { createScratchDatabase } from "../helpers/mysql.ts";
 import { createSchema } from "../helpers/worker.ts";
 import { fixture } from "../helpers/fixture_rows.ts";
@@ -124,5 +126,38 @@ Deno.test("failover pool: dead-letters replay with the first host of the URL dow
     assert.equal(rows[0]?.n, 1);
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("failover pool (TLS, verifyIdentity): after a move the writers' connections check the certificate of the host they reach", async () => {
+  const certDir = await Deno.makeTempDir({ prefix: "se-failover-tls-" });
+  const identity = await selfSignedIdentity();
+  await Deno.writeTextFile(`${certDir}/cert.pem`, identity.cert);
+  await Deno.writeTextFile(`${certDir}/key.pem`, identity.key);
+  await Deno.chmod(certDir, 0o755);
+  await using server = await startMariadbd({
+    extraArgs: [`--ssl-cert=${certDir}/cert.pem`, `--ssl-key=${certDir}/key.pem`],
+  });
+  await using proxy = await startTcpProxy(`${server.host}:${server.port}`);
+  // The first host is gone (its name resolves no more); the second's certificate names it
+  // `localhost`, which is how the URL names it.
+  const ssl = encodeURIComponent(JSON.stringify({ ca: identity.cert, verifyIdentity: true }));
+  const options = mysqlOptionsFromUrl(
+    `mysql://root@db-gone.invalid:3306,localhost:${proxy.port}/mysql?ssl=${ssl}`,
+  );
+  const hosts = new MysqlHosts(options, { failbackAfterMs: 0 });
+  const pool = createWriterPool(options, 2, hosts);
+  try {
+    assert.equal(await hosts.check(), undefined, "the probe of the second host passes");
+    assert.equal(hosts.label, `localhost:${proxy.port}`);
+    const encrypted = await poolExecutor(pool).run("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+      .catch((err: unknown) => {
+        throw new Error(`as ${classifyMysqlError(err)}: ${errorMessage(err)}`, { cause: err });
+      });
+    assert.notEqual(String(encrypted.rows[0]?.Value ?? ""), "", "the connection is encrypted");
+  } finally {
+    await hosts.stop();
+    await endPool(pool, 5_000);
+    await Deno.remove(certDir, { recursive: true });
   }
 });
