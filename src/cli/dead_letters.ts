@@ -24,6 +24,7 @@ import {
   isStatusTable,
   isTableName,
   JobTracker,
+  MysqlHosts,
   mysqlOptionsFromUrl,
   poolExecutor,
   runWithRetry,
@@ -361,8 +362,13 @@ async function replay(
     },
     close: () => Promise.resolve(),
   };
-  const pool = createWriterPool(mysqlOptionsFromUrl(options.mysqlUrl), 4);
-  const executor = poolExecutor(pool);
+  // Several hosts in the URL: the first that answers, as the daemon (docs/running.md#mysql-hosts),
+  // not the first listed, which may be the dead one the daemon left.
+  const urlOptions = mysqlOptionsFromUrl(options.mysqlUrl);
+  const hosts = new MysqlHosts(urlOptions, { failbackAfterMs: 0 });
+  await hosts.check();
+  const pool = createWriterPool(urlOptions, 4, hosts);
+  const executor = poolExecutor(pool, { onUnavailable: () => hosts.suspect() });
   // What the writers and the handler are told alike, as the daemon tells them.
   const shared = {
     deadLetters: again,
@@ -469,6 +475,7 @@ async function replay(
     // Everything replayed is committed (or the replay was interrupted: what is held is given up).
     await pipeline.close(signal.aborted ? 0 : 10_000);
     await leftOver.close();
+    await hosts.stop();
     await pool.end().catch(() => {});
   }
   return result;

@@ -11,7 +11,7 @@ import type { Metrics } from "../metrics/registry.ts";
 import type { DenoSocketTarget } from "../util/deno_socket.ts";
 import { connectMysql, endMysql, noHostAnswers } from "./connect.ts";
 import { denoSocketStream } from "./deno_socket.ts";
-import { retireConnections } from "./mysql2_internals.ts";
+import { aimConnectionConfig, retireConnections } from "./mysql2_internals.ts";
 import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
 
 const log = getLogger("db");
@@ -92,9 +92,14 @@ export class MysqlHosts {
     const index = this.#index;
     const h = this.#hosts[index];
     if (h === undefined) return denoSocketStream(opts);
-    const socket = this.#options.ssl === undefined
-      ? denoSocketStream({ config: { ...opts.config, host: h.host, port: h.port } })
-      : net.connect(h.port, h.host);
+    let socket: object;
+    if (this.#options.ssl === undefined) {
+      socket = denoSocketStream({ config: { ...opts.config, host: h.host, port: h.port } });
+    } else {
+      // Else mysql2 checks the certificate of this host against the first host's name.
+      aimConnectionConfig(opts, h.host, h.port);
+      socket = net.connect(h.port, h.host);
+    }
     this.#sockets.set(socket, index);
     return socket;
   };

@@ -12,7 +12,9 @@
  *   statement in flight; a stopped `cleanup` drops the link at once;
  * - the pool's `releaseConnection` and `_freeConnections`: after a move to another MySQL host
  *   (failover.ts) the connections to the one left are closed; else they end when their host
- *   drops them.
+ *   drops them;
+ * - the config a pool hands each new connection (a copy per connection): a TLS connection to
+ *   another host of the list checks that host's certificate; else the first host's name.
  *
  * @module
  */
@@ -327,12 +329,29 @@ export function retireConnections(
   const release = core?.releaseConnection;
   if (core === undefined || typeof release !== "function") return undefined;
   if (typeof core._freeConnections?.toArray !== "function") return undefined;
+  // For TLS mysql2 replaces `stream` with the TLS socket it wraps the first in; `_parent` (of
+  // node:tls) leads back to the socket the pool's `stream` option made.
+  const staleConnection = (c: CorePoolConnection) =>
+    stale(c.stream) || stale((c.stream as { _parent?: unknown } | undefined)?._parent);
   core.releaseConnection = function (this: CorePool, connection: CorePoolConnection) {
     // destroy() takes it out of the pool and hands a waiting caller a new connection.
-    if (connection._pool && stale(connection.stream)) connection.destroy();
+    if (connection._pool && staleConnection(connection)) connection.destroy();
     else release.call(this, connection);
   };
   return () => {
-    for (const c of core._freeConnections?.toArray() ?? []) if (stale(c.stream)) c.destroy();
+    for (const c of core._freeConnections?.toArray() ?? []) if (staleConnection(c)) c.destroy();
   };
+}
+
+/**
+ * Make a new pool connection's config (mysql2's `stream` option gets it; the pool gives each
+ * connection a copy) name the host its socket goes to: mysql2's TLS upgrade sends that name, checks
+ * the certificate against it (`verifyIdentity`) and keys its session cache by it.
+ */
+export function aimConnectionConfig(
+  opts: { readonly config: object },
+  host: string,
+  port: number,
+): void {
+  Object.assign(opts.config, { host, port });
 }
