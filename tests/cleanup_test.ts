@@ -1104,3 +1104,43 @@ Deno.test("cleanup: a run interrupted after a table failed still exits 1 and nam
   const [stopped] = logsOf(repair, "cleanup: repair interrupted, run it again to continue");
   assert.equal(stopped?.properties.failed_tables, "statusengine_hostchecks");
 });
+
+// One row from a wrong clock or a bad payload (times are not bounded on decode) sits in p_max:
+// the repair laid out every week up to it, hundreds of partitions; beyond MariaDB's 8192 per
+// table every run failed, its hint saying to run it again.
+Deno.test("cleanup: --repair-partitions refuses a p_max row more than a year ahead, naming its time and table, and changes nothing", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const farFuture = utc(2029, 3, 1, 6);
+  await insertRows(db, CHECKS, [utc(2026, 6, 30), farFuture]);
+  const before = await partitionsOf(db, CHECKS);
+
+  for (const dryRun of [true, false]) {
+    const r = await run({ mysqlUrl: db.url, now, repairPartitions: true, dryRun });
+
+    assert.equal(r.code, 1, `dry run ${dryRun}: ${r.out.join("\n")}`);
+    // The other tables still get their weeks ahead.
+    assert.deepEqual(r.out.filter((l) => l.startsWith(`${CHECKS} `)), []);
+    const [refused] = logsOf(
+      r,
+      "cleanup: repair refused: p_max holds rows far in the future",
+      CHECKS,
+    );
+    assert.equal(
+      refused?.level,
+      "error",
+      JSON.stringify(r.logs.filter((l) => l.level !== "debug")),
+    );
+    assert.equal(refused?.properties.newest, farFuture);
+    assert.equal(refused?.properties.newest_utc, "2029-03-01T06:00:00.000Z");
+    assert.match(
+      String(refused?.properties.hint),
+      new RegExp(
+        `DELETE FROM \`${CHECKS}\` PARTITION \\(\`p_max\`\\) WHERE \`start_time\` >= \\d+`,
+      ),
+    );
+    assert.doesNotMatch(String(refused?.properties.hint), /run the repair again: it continues/);
+  }
+  assert.deepEqual(await partitionsOf(db, CHECKS), before);
+  assert.equal((await timesIn(db, CHECKS)).length, 2, "the repair deletes nothing");
+});

@@ -14,6 +14,7 @@ import {
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
+  repairHorizon,
   repairStepCount,
   type TableLayout,
 } from "../mysql/mod.ts";
@@ -593,6 +594,24 @@ async function runRepair(
       if (layout.kind !== "weekly" || layout.layout.max === null) continue;
       const max = layout.layout.max;
       const rowDays = await session.rowDaysIn(table, max.name);
+      const horizon = repairHorizon(ctx.today);
+      if (rowDays !== null && rowDays.newest >= horizon) {
+        // Rerunning cannot help: the rows have to go (or be corrected) first.
+        const where = `FROM \`${table.table}\` PARTITION (\`${max.name}\`) ` +
+          `WHERE \`${table.column}\` >= ${horizon}`;
+        log.error("cleanup: repair refused: p_max holds rows far in the future", {
+          table: table.table,
+          partition: max.name,
+          newest: rowDays.newest,
+          "newest_utc": new Date(rowDays.newest * 1000).toISOString(),
+          hint: "rows more than a year ahead come from a wrong clock or a " +
+            "bad payload; the repair would lay out a partition for every week up to them. " +
+            `Look at them (SELECT * ${where}), delete them (DELETE ${where}), then run the ` +
+            "repair again (docs/retention.md#far-future)",
+        });
+        failed.push(table.table);
+        continue;
+      }
       let weekly = layout.layout;
       for (;;) {
         const step = planRepairStep(weekly, ctx.today, rowDays);

@@ -61,6 +61,7 @@ export {
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
+  repairHorizon,
   repairStepCount,
   type TableLayout,
 } from "./partitions.ts";

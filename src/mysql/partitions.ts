@@ -32,6 +32,19 @@ import type { MysqlUrlOptions } from "./url.ts";
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
+/**
+ * How far ahead of today the newest row of `p_max` may lie for the repair to lay out weeks up to
+ * it. Times are not bounded on decode, so one row from a wrong clock or a bad payload would
+ * otherwise mean a partition per week up to it: hundreds, and past the 8192 partitions MariaDB
+ * and MySQL allow per table, a repair that fails every time (docs/retention.md#far-future).
+ */
+const REPAIR_HORIZON_DAYS = 366;
+
+/** Unix seconds from which a row of `p_max` is too far ahead for the repair to lay out weeks to. */
+export function repairHorizon(today: number): number {
+  return (today + REPAIR_HORIZON_DAYS + 1) * SECONDS_PER_DAY;
+}
+
 /** What adding and dropping weekly partitions takes besides the worker's own privileges. */
 const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
 
@@ -449,11 +462,14 @@ export class CleanupSession {
     return { deleted: result.affectedRows, next: lastKey };
   }
 
-  /** The oldest and newest day number held in a partition, or null when it is empty. */
+  /**
+   * The oldest and newest day number held in a partition, and its newest time (Unix seconds),
+   * or null when it is empty.
+   */
   async rowDaysIn(
     target: RetentionTarget,
     partition: string,
-  ): Promise<{ min: number; max: number } | null> {
+  ): Promise<{ min: number; max: number; newest: number } | null> {
     const column = quoteIdentifier(target.column);
     const rows = await this.#query<mysql.RowDataPacket[]>(
       `SELECT MIN(${column}) AS lo, MAX(${column}) AS hi FROM ${quoteIdentifier(target.table)}
@@ -464,6 +480,7 @@ export class CleanupSession {
     return {
       min: Math.floor(Number(row.lo) / SECONDS_PER_DAY),
       max: Math.floor(Number(row.hi) / SECONDS_PER_DAY),
+      newest: Number(row.hi),
     };
   }
 
