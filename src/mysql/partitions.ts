@@ -48,7 +48,10 @@ export function repairHorizon(today: number): number {
 /** What adding and dropping weekly partitions takes besides the worker's own privileges. */
 const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
 
-/** One row of `information_schema.PARTITIONS` of one table; `name` null when unpartitioned. */
+/**
+ * One row of `information_schema.PARTITIONS` of one table (one per subpartition); `name` null
+ * when unpartitioned.
+ */
 export interface PartitionInfo {
   readonly name: string | null;
   readonly method: string | null;
@@ -85,9 +88,15 @@ export type TableLayout =
  * 86400` with numeric bounds and at most a final `MAXVALUE` partition.
  */
 export function classifyLayout(rows: readonly PartitionInfo[], column: string): TableLayout {
-  const partitions = rows.filter((r) => r.name !== null).sort((a, b) =>
-    (a.ordinal ?? 0) - (b.ordinal ?? 0)
-  );
+  // A subpartitioned table has a row per subpartition: each partition is taken once, with the
+  // estimates of its subpartitions added up (a name twice in DROP PARTITION is refused).
+  const byName = new Map<string, PartitionInfo>();
+  for (const r of rows) {
+    if (r.name === null) continue;
+    const seen = byName.get(r.name);
+    byName.set(r.name, { ...r, rowsEstimate: (seen?.rowsEstimate ?? 0) + r.rowsEstimate });
+  }
+  const partitions = [...byName.values()].sort((a, b) => (a.ordinal ?? 0) - (b.ordinal ?? 0));
   const first = partitions[0];
   if (first === undefined) return { kind: "unpartitioned" };
   const method = (first.method ?? "").toUpperCase();
