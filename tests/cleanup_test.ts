@@ -1186,3 +1186,56 @@ Deno.test("cleanup: a weekly layout split into subpartitions is maintained like 
     assert.equal((await partitionsOf(db, CHECKS))[0], "p_2026_25");
   }
 });
+
+// Two runs at once (cron overlap, a manual run during the timer's) planned the same weeks: the
+// second one's REORGANIZE failed with "Duplicate partition name", which does not say why.
+Deno.test("cleanup: a second run while one is running on the same database stops at once, naming the other run's connection, exit 75", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const first = RETENTION_TABLES[0]?.table ?? "";
+  // A reader's open transaction holds the first table's metadata lock: the first run's ALTER
+  // waits for it, in the middle of the run.
+  const reader = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  // The statements of the runs waiting for a metadata lock, oldest first.
+  const waiting = async () =>
+    (await db.query<{ id: number }[]>(
+      `SELECT ID AS id FROM information_schema.PROCESSLIST
+        WHERE DB = ? AND STATE = 'Waiting for table metadata lock' ORDER BY TIME DESC, ID`,
+      [db.name],
+    )).map((r) => Number(r.id));
+  const lines: string[] = [];
+  await configureLogging({ level: "info", format: "json", write: (l) => void lines.push(l) });
+  try {
+    await reader.query("START TRANSACTION");
+    await reader.query(`SELECT COUNT(*) FROM \`${first}\``);
+    const start = () => {
+      const io = { out: [] as string[], err: [] as string[] };
+      const code = runCleanupCommand(
+        { mysqlUrl: db.url, batchSize: 5000, batchPauseMs: 0, ages: {}, now },
+        { out: (l) => io.out.push(l), err: (l) => io.err.push(l) },
+        new AbortController().signal,
+      );
+      return { io, code, settled: track(code) };
+    };
+    const a = start();
+    await waitFor(async () => (await waiting()).length === 1, { message: "the first run's ALTER" });
+    const [running] = await waiting();
+    const b = start();
+    // Without a lock between the runs, the second reads the layout the first is about to change
+    // and waits behind its ALTER.
+    await waitFor(async () => b.settled.settled || (await waiting()).length === 2, {
+      message: "the second run to end or to wait as well",
+    });
+    await reader.query("COMMIT");
+
+    assert.equal(await a.code, 0, lines.filter((l) => l.includes('"error"')).join("\n"));
+    assert.equal(await b.code, 75, b.io.err.join("\n"));
+    assert.deepEqual(b.io.err, [
+      `Another cleanup is running on "${db.name}" (MySQL connection id ${running}): ` +
+      "not starting a second one",
+    ]);
+  } finally {
+    await reader.end();
+    await resetLogging();
+  }
+});

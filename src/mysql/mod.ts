@@ -56,6 +56,7 @@ export {
 } from "./core_restart.ts";
 export { JobTracker } from "./job_tracker.ts";
 export {
+  CleanupRunningError,
   CleanupSession,
   dayNumber,
   partitionsToTrim,

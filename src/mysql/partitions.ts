@@ -329,6 +329,23 @@ function partitionClause(partitions: string | readonly string[]): string {
 }
 
 /**
+ * The named lock one `cleanup` run holds on a database (MySQL 8 refuses names over 64
+ * characters).
+ */
+const RUN_LOCK = "LEFT(CONCAT('statusengine_cleanup.', DATABASE()), 64)";
+
+/** Another `cleanup` run holds the database's lock (docs/operations.md#cleanup-exit). */
+export class CleanupRunningError extends Error {
+  constructor(database: string, holder: number | null) {
+    super(
+      `Another cleanup is running on "${database}" (MySQL connection id ${
+        holder ?? "unknown"
+      }): not starting a second one`,
+    );
+  }
+}
+
+/**
  * The one dedicated connection of a `cleanup` run, opened on first use and reopened after
  * {@linkcode discard}; `signal` abandons the statement in flight (its connection is closed).
  * Table and partition names never come from configuration.
@@ -352,7 +369,32 @@ export class CleanupSession {
     });
     this.#conn = connection;
     await connection.query(`SET SESSION lock_wait_timeout = ${ALTER_LOCK_WAIT_SECONDS}`);
+    await this.#lockRun(connection);
     return connection;
+  }
+
+  /**
+   * One run per database at a time: a second one would plan from a layout the first is changing
+   * and fail on its ALTERs. The lock is the connection's, so it also outlives an abandoned ALTER
+   * the server is still running. Galera refuses named locks (1235): there it runs unguarded.
+   */
+  async #lockRun(connection: MysqlConnection): Promise<void> {
+    let row: mysql.RowDataPacket | undefined;
+    try {
+      [[row]] = await connection.query<mysql.RowDataPacket[]>(
+        `SELECT GET_LOCK(${RUN_LOCK}, 0) AS got, IS_USED_LOCK(${RUN_LOCK}) AS holder, ` +
+          "DATABASE() AS db",
+      );
+    } catch (err: unknown) {
+      if ((err as { errno?: unknown } | null)?.errno === 1235) return;
+      throw err;
+    }
+    if (Number(row?.got) === 1) return;
+    this.discard();
+    throw new CleanupRunningError(
+      String(row?.db),
+      row?.holder === null || row?.holder === undefined ? null : Number(row.holder),
+    );
   }
 
   /** On abort the connection is closed and the call rejects at once (`interrupted`). */
