@@ -337,10 +337,13 @@ const RUN_LOCK = "LEFT(CONCAT('statusengine_cleanup.', DATABASE()), 64)";
 /** Another `cleanup` run holds the database's lock (docs/operations.md#cleanup-exit). */
 export class CleanupRunningError extends Error {
   constructor(database: string, holder: number | null) {
+    // The server finishes a statement whose client went away: after a SIGTERM the lock stays
+    // with that statement, which is what a rerun then meets.
     super(
       `Another cleanup is running on "${database}" (MySQL connection id ${
         holder ?? "unknown"
-      }): not starting a second one`,
+      }; a run stopped during an ALTER TABLE holds it until the server has finished that ` +
+        "statement): not starting a second one",
     );
   }
 }
