@@ -1143,6 +1143,21 @@ Deno.test("cleanup: --repair-partitions refuses a p_max row more than a year ahe
   }
   assert.deepEqual(await partitionsOf(db, CHECKS), before);
   assert.equal((await timesIn(db, CHECKS)).length, 2, "the repair deletes nothing");
+
+  // The largest time decoding accepts (15 digits) lies beyond what a Date can show.
+  await insertRows(db, CHECKS, [999_999_999_999_999]);
+  const r = await run({ mysqlUrl: db.url, now, repairPartitions: true });
+  const [refused] = logsOf(
+    r,
+    "cleanup: repair refused: p_max holds rows far in the future",
+    CHECKS,
+  );
+  assert.equal(
+    refused?.properties.newest,
+    999_999_999_999_999,
+    JSON.stringify(r.logs.filter((l) => l.level === "error")),
+  );
+  assert.equal(refused?.properties.newest_utc, null);
 });
 
 /** Re-lay a table out with its weekly ranges, each split into two HASH subpartitions. */

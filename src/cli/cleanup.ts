@@ -606,13 +606,15 @@ async function runRepair(
       const horizon = repairHorizon(ctx.today);
       if (rowDays !== null && rowDays.newest >= horizon) {
         // Rerunning cannot help: the rows have to go (or be corrected) first.
+        const newest = new Date(rowDays.newest * 1000);
         const where = `FROM \`${table.table}\` PARTITION (\`${max.name}\`) ` +
           `WHERE \`${table.column}\` >= ${horizon}`;
         log.error("cleanup: repair refused: p_max holds rows far in the future", {
           table: table.table,
           partition: max.name,
           newest: rowDays.newest,
-          "newest_utc": new Date(rowDays.newest * 1000).toISOString(),
+          // Null past what a Date holds (year 275760; decoding accepts 15-digit times).
+          "newest_utc": Number.isNaN(newest.getTime()) ? null : newest.toISOString(),
           hint: "rows more than a year ahead come from a wrong clock or a " +
             "bad payload; the repair would lay out a partition for every week up to them. " +
             `Look at them (SELECT * ${where}), delete them (DELETE ${where}), then run the ` +
