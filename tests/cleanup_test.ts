@@ -18,6 +18,7 @@ import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startMariadbd } from "./helpers/mariadbd.ts";
 import { createSchema } from "./helpers/worker.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { recordTimers, track, waitFor } from "./helpers/wait.ts";
 
 /** A fixed reference instant (local time), so cutoffs are reproducible. */
@@ -1291,6 +1292,45 @@ Deno.test("cleanup: a rerun while the server still runs the ALTER an interrupted
       again.err.join("\n"),
       new RegExp(`connection id ${left}; a run stopped during an ALTER TABLE holds it until`),
     );
+  } finally {
+    await reader.query("ROLLBACK").catch(() => {});
+    await reader.end();
+  }
+});
+
+// A table whose connection broke is retried on a new one, but the server may still run the
+// statement the old one left (here an ALTER waiting for a metadata lock), holding the run's own
+// lock: every later table then failed with "Another cleanup is running".
+Deno.test("cleanup: after its connection broke mid-ALTER the run goes on with the next tables, not stopped by its own lock", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  await using proxy = await startMysqlProxy(db);
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const first = RETENTION_TABLES[0]?.table ?? "";
+  const logs = around(unixSeconds(retentionCutoff(now, 5)));
+  await insertRows(db, "statusengine_logentries", [...logs.old, ...logs.kept]);
+  const reader = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    await reader.query("START TRANSACTION");
+    await reader.query(`SELECT COUNT(*) FROM \`${first}\``);
+    const r = await run({ mysqlUrl: proxy.url, now }, {
+      onLog: (record) => {
+        if (record.message === "cleanup: starting table" && record.properties.table === first) {
+          // The first table's ALTER will wait for the reader; cut the run's connection then.
+          void waitFor(async () =>
+            (await db.query<{ n: number }[]>(
+              `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST
+                WHERE DB = ? AND INFO LIKE 'ALTER TABLE%'`,
+              [db.name],
+            ))[0]?.n === 1
+          ).then(() => proxy.sever());
+        }
+      },
+    });
+
+    const failed = logsOf(r, "cleanup: table failed").map((l) => l.properties.table);
+    assert.deepEqual(failed, [first], JSON.stringify(logsOf(r, "cleanup: table failed")));
+    assert.equal(r.code, 1);
+    assert.deepEqual(await timesIn(db, "statusengine_logentries"), logs.kept);
   } finally {
     await reader.query("ROLLBACK").catch(() => {});
     await reader.end();

@@ -357,6 +357,8 @@ export class CleanupSession {
   readonly #options: MysqlUrlOptions;
   readonly #signal: AbortSignal;
   #conn: MysqlConnection | undefined;
+  /** Server ids of this run's connections, the open one and those it gave up. */
+  readonly #ownIds = new Set<number>();
 
   constructor(options: MysqlUrlOptions, signal: AbortSignal) {
     this.#options = options;
@@ -386,13 +388,17 @@ export class CleanupSession {
     try {
       [[row]] = await connection.query<mysql.RowDataPacket[]>(
         `SELECT GET_LOCK(${RUN_LOCK}, 0) AS got, IS_USED_LOCK(${RUN_LOCK}) AS holder, ` +
-          "DATABASE() AS db",
+          "DATABASE() AS db, CONNECTION_ID() AS id",
       );
     } catch (err: unknown) {
       if ((err as { errno?: unknown } | null)?.errno === 1235) return;
       throw err;
     }
+    this.#ownIds.add(Number(row?.id));
     if (Number(row?.got) === 1) return;
+    // Held by a connection this run gave up (the server still runs what it left): the run goes
+    // on unguarded, as it would without the lock.
+    if (this.#ownIds.has(Number(row?.holder))) return;
     this.discard();
     throw new CleanupRunningError(
       String(row?.db),
