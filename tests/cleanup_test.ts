@@ -18,6 +18,7 @@ import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startMariadbd } from "./helpers/mariadbd.ts";
 import { createSchema } from "./helpers/worker.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
 import { recordTimers, track, waitFor } from "./helpers/wait.ts";
 
 /** A fixed reference instant (local time), so cutoffs are reproducible. */
@@ -1103,4 +1104,235 @@ Deno.test("cleanup: a run interrupted after a table failed still exits 1 and nam
   assert.equal(repair.code, 1, "exit code of the repair");
   const [stopped] = logsOf(repair, "cleanup: repair interrupted, run it again to continue");
   assert.equal(stopped?.properties.failed_tables, "statusengine_hostchecks");
+});
+
+// One row from a wrong clock or a bad payload (times are not bounded on decode) sits in p_max:
+// the repair laid out every week up to it, hundreds of partitions; beyond MariaDB's 8192 per
+// table every run failed, its hint saying to run it again.
+Deno.test("cleanup: --repair-partitions refuses a p_max row more than a year ahead, naming its time and table, and changes nothing", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const farFuture = utc(2029, 3, 1, 6);
+  await insertRows(db, CHECKS, [utc(2026, 6, 30), farFuture]);
+  const before = await partitionsOf(db, CHECKS);
+
+  for (const dryRun of [true, false]) {
+    const r = await run({ mysqlUrl: db.url, now, repairPartitions: true, dryRun });
+
+    assert.equal(r.code, 1, `dry run ${dryRun}: ${r.out.join("\n")}`);
+    // The other tables still get their weeks ahead.
+    assert.deepEqual(r.out.filter((l) => l.startsWith(`${CHECKS} `)), []);
+    const [refused] = logsOf(
+      r,
+      "cleanup: repair refused: p_max holds rows far in the future",
+      CHECKS,
+    );
+    assert.equal(
+      refused?.level,
+      "error",
+      JSON.stringify(r.logs.filter((l) => l.level !== "debug")),
+    );
+    assert.equal(refused?.properties.newest, farFuture);
+    assert.equal(refused?.properties.newest_utc, "2029-03-01T06:00:00.000Z");
+    assert.match(
+      String(refused?.properties.hint),
+      new RegExp(
+        `DELETE FROM \`${CHECKS}\` PARTITION \\(\`p_max\`\\) WHERE \`start_time\` >= \\d+`,
+      ),
+    );
+    assert.doesNotMatch(String(refused?.properties.hint), /run the repair again: it continues/);
+  }
+  assert.deepEqual(await partitionsOf(db, CHECKS), before);
+  assert.equal((await timesIn(db, CHECKS)).length, 2, "the repair deletes nothing");
+
+  // The largest time decoding accepts (15 digits) lies beyond what a Date can show.
+  await insertRows(db, CHECKS, [999_999_999_999_999]);
+  const r = await run({ mysqlUrl: db.url, now, repairPartitions: true });
+  const [refused] = logsOf(
+    r,
+    "cleanup: repair refused: p_max holds rows far in the future",
+    CHECKS,
+  );
+  assert.equal(
+    refused?.properties.newest,
+    999_999_999_999_999,
+    JSON.stringify(r.logs.filter((l) => l.level === "error")),
+  );
+  assert.equal(refused?.properties.newest_utc, null);
+});
+
+/** Re-lay a table out with its weekly ranges, each split into two HASH subpartitions. */
+async function subpartition(db: ScratchDatabase, table: TableName, withMax: boolean) {
+  const rows = await db.query<{ p: string; d: string }[]>(
+    `SELECT PARTITION_NAME AS p, PARTITION_DESCRIPTION AS d FROM information_schema.PARTITIONS
+      WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY PARTITION_ORDINAL_POSITION`,
+    [db.name, table],
+  );
+  const ranges = rows.filter((r) => withMax || r.d !== "MAXVALUE").map((r) =>
+    `PARTITION \`${r.p}\` VALUES LESS THAN (${r.d})`
+  );
+  const column = columnOf(table);
+  await db.query(
+    `ALTER TABLE \`${table}\` PARTITION BY RANGE (\`${column}\` DIV 86400)
+       SUBPARTITION BY HASH (\`${column}\`) SUBPARTITIONS 2 (${ranges.join(", ")})`,
+  );
+}
+
+// information_schema.PARTITIONS has a row per subpartition: the plan named each week twice,
+// `DROP PARTITION p, p` was refused (1507), and with p_max the table was called "partitioned
+// another way" although `schema --check` finds no difference.
+Deno.test("cleanup: a weekly layout split into subpartitions is maintained like any weekly layout", async () => {
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const cutoff = unixSeconds(retentionCutoff(now, 14));
+  const all = [...times(utc(2026, 5, 20), utc(2026, 7, 5), 1), cutoff - 1, cutoff].sort((a, b) =>
+    a - b
+  );
+  for (const withMax of [false, true]) {
+    await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+    await subpartition(db, CHECKS, withMax);
+    await insertRows(db, CHECKS, all);
+
+    const r = await run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 14 } });
+
+    const [finished] = logsOf(r, "cleanup: table finished", CHECKS);
+    assert.equal(r.code, 0, JSON.stringify(r.logs.filter((l) => l.level === "error")));
+    assert.equal(finished?.properties.layout, "weekly", `with p_max ${withMax}`);
+    assert.equal(finished?.properties.partitions_dropped, 2);
+    assert.deepEqual(await timesIn(db, CHECKS), all.filter((t) => t >= cutoff));
+    assert.equal((await partitionsOf(db, CHECKS))[0], "p_2026_25");
+  }
+});
+
+// Two runs at once (cron overlap, a manual run during the timer's) planned the same weeks: the
+// second one's REORGANIZE failed with "Duplicate partition name", which does not say why.
+Deno.test("cleanup: a second run while one is running on the same database stops at once, naming the other run's connection, exit 75", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const first = RETENTION_TABLES[0]?.table ?? "";
+  // A reader's open transaction holds the first table's metadata lock: the first run's ALTER
+  // waits for it, in the middle of the run.
+  const reader = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  // The statements of the runs waiting for a metadata lock, oldest first.
+  const waiting = async () =>
+    (await db.query<{ id: number }[]>(
+      `SELECT ID AS id FROM information_schema.PROCESSLIST
+        WHERE DB = ? AND STATE = 'Waiting for table metadata lock' ORDER BY TIME DESC, ID`,
+      [db.name],
+    )).map((r) => Number(r.id));
+  const lines: string[] = [];
+  await configureLogging({ level: "info", format: "json", write: (l) => void lines.push(l) });
+  try {
+    await reader.query("START TRANSACTION");
+    await reader.query(`SELECT COUNT(*) FROM \`${first}\``);
+    const start = () => {
+      const io = { out: [] as string[], err: [] as string[] };
+      const code = runCleanupCommand(
+        { mysqlUrl: db.url, batchSize: 5000, batchPauseMs: 0, ages: {}, now },
+        { out: (l) => io.out.push(l), err: (l) => io.err.push(l) },
+        new AbortController().signal,
+      );
+      return { io, code, settled: track(code) };
+    };
+    const a = start();
+    await waitFor(async () => (await waiting()).length === 1, { message: "the first run's ALTER" });
+    const [running] = await waiting();
+    const b = start();
+    // Without a lock between the runs, the second reads the layout the first is about to change
+    // and waits behind its ALTER.
+    await waitFor(async () => b.settled.settled || (await waiting()).length === 2, {
+      message: "the second run to end or to wait as well",
+    });
+    await reader.query("COMMIT");
+
+    assert.equal(await a.code, 0, lines.filter((l) => l.includes('"error"')).join("\n"));
+    assert.equal(await b.code, 75, b.io.err.join("\n"));
+    assert.equal(b.io.err.length, 1);
+    assert.match(
+      b.io.err[0] ?? "",
+      new RegExp(`^Another cleanup is running on "${db.name}" \\(MySQL connection id ${running}; `),
+    );
+  } finally {
+    await reader.end();
+    await resetLogging();
+  }
+});
+
+// On SIGTERM the run closes its connection, but the server goes on with the ALTER it left (or
+// with its wait for the metadata lock). A rerun queued behind it and failed with "Lock wait
+// timeout exceeded; try restarting transaction", its hint saying to run the repair again.
+Deno.test("cleanup: a rerun while the server still runs the ALTER an interrupted repair left says so, exit 75", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const first = RETENTION_TABLES[0]?.table ?? "";
+  const alters = async () =>
+    (await db.query<{ id: number }[]>(
+      `SELECT ID AS id FROM information_schema.PROCESSLIST
+        WHERE DB = ? AND INFO LIKE 'ALTER TABLE%'`,
+      [db.name],
+    )).map((r) => Number(r.id));
+  // A reader's open transaction keeps the repair's first ALTER waiting on the server.
+  const reader = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    await reader.query("START TRANSACTION");
+    await reader.query(`SELECT COUNT(*) FROM \`${first}\``);
+    const controller = new AbortController();
+    const stopping = run({ mysqlUrl: db.url, now, repairPartitions: true }, {
+      signal: controller.signal,
+    });
+    await waitFor(async () => (await alters()).length === 1, { message: "the repair's ALTER" });
+    const [left] = await alters();
+    controller.abort();
+    assert.equal((await stopping).code, 0);
+    assert.deepEqual(await alters(), [left], "the server still has the abandoned ALTER");
+
+    const again = await run({ mysqlUrl: db.url, now, repairPartitions: true });
+
+    assert.equal(again.code, 75, JSON.stringify(again.logs.filter((l) => l.level === "error")));
+    assert.match(
+      again.err.join("\n"),
+      new RegExp(`connection id ${left}; a run stopped during an ALTER TABLE holds it until`),
+    );
+  } finally {
+    await reader.query("ROLLBACK").catch(() => {});
+    await reader.end();
+  }
+});
+
+// A table whose connection broke is retried on a new one, but the server may still run the
+// statement the old one left (here an ALTER waiting for a metadata lock), holding the run's own
+// lock: every later table then failed with "Another cleanup is running".
+Deno.test("cleanup: after its connection broke mid-ALTER the run goes on with the next tables, not stopped by its own lock", async () => {
+  await using db = await schemaDatabaseAt(new Date(Date.UTC(2026, 5, 3, 12)));
+  await using proxy = await startMysqlProxy(db);
+  const now = new Date(Date.UTC(2026, 6, 1, 12));
+  const first = RETENTION_TABLES[0]?.table ?? "";
+  const logs = around(unixSeconds(retentionCutoff(now, 5)));
+  await insertRows(db, "statusengine_logentries", [...logs.old, ...logs.kept]);
+  const reader = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    await reader.query("START TRANSACTION");
+    await reader.query(`SELECT COUNT(*) FROM \`${first}\``);
+    const r = await run({ mysqlUrl: proxy.url, now }, {
+      onLog: (record) => {
+        if (record.message === "cleanup: starting table" && record.properties.table === first) {
+          // The first table's ALTER will wait for the reader; cut the run's connection then.
+          void waitFor(async () =>
+            (await db.query<{ n: number }[]>(
+              `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST
+                WHERE DB = ? AND INFO LIKE 'ALTER TABLE%'`,
+              [db.name],
+            ))[0]?.n === 1
+          ).then(() => proxy.sever());
+        }
+      },
+    });
+
+    const failed = logsOf(r, "cleanup: table failed").map((l) => l.properties.table);
+    assert.deepEqual(failed, [first], JSON.stringify(logsOf(r, "cleanup: table failed")));
+    assert.equal(r.code, 1);
+    assert.deepEqual(await timesIn(db, "statusengine_logentries"), logs.kept);
+  } finally {
+    await reader.query("ROLLBACK").catch(() => {});
+    await reader.end();
+  }
 });

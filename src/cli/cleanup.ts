@@ -7,6 +7,7 @@
  * @module
  */
 import {
+  CleanupRunningError,
   CleanupSession,
   dayNumber,
   mysqlOptionsFromUrl,
@@ -14,6 +15,7 @@ import {
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
+  repairHorizon,
   repairStepCount,
   type TableLayout,
 } from "../mysql/mod.ts";
@@ -56,6 +58,8 @@ const MAX_PAUSE_MS = 2 ** 31 - 1;
 /** Column width of the table name in printed lines (longest name has 38 characters). */
 const TABLE_COLUMN = 38;
 const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
+/** Exit code when another run holds the database (EX_TEMPFAIL: try again later). */
+const CLEANUP_RUNNING_EXIT = 75;
 /**
  * Most rows the count before a table's DELETE reads, for the total and ETA of its progress
  * lines. Counting is some 40 times faster than deleting (docs/retention.md#output); the bound
@@ -403,7 +407,8 @@ async function dryRunDelete(
  * (docs/retention.md). A failing table is logged and the run continues; when `signal` aborts,
  * no new statement starts and the rest is left for the next run.
  *
- * @returns 0 when every table finished or the run was interrupted; 1 when a table failed (also
+ * @returns 75 when another run holds the database's lock (nothing was done);
+ *   0 when every table finished or the run was interrupted; 1 when a table failed (also
  *   before an interruption), an option is invalid, MySQL cannot be reached before the run, or
  *   (not in a dry run) the account may not ALTER and DROP the tables (after deleting what it
  *   could).
@@ -460,6 +465,11 @@ export async function runCleanupCommand(
       await session.open();
     } catch (err: unknown) {
       if (signal.aborted) return interrupted(0, tables.length);
+      if (err instanceof CleanupRunningError) {
+        log.error("cleanup: another cleanup is running", { error: err.message });
+        io.err(err.message);
+        return CLEANUP_RUNNING_EXIT;
+      }
       log.error("cleanup: cannot connect to MySQL", {
         "mysql_url": shownUrl,
         error: scrub(errorMessage(err)),
@@ -593,6 +603,26 @@ async function runRepair(
       if (layout.kind !== "weekly" || layout.layout.max === null) continue;
       const max = layout.layout.max;
       const rowDays = await session.rowDaysIn(table, max.name);
+      const horizon = repairHorizon(ctx.today);
+      if (rowDays !== null && rowDays.newest >= horizon) {
+        // Rerunning cannot help: the rows have to go (or be corrected) first.
+        const newest = new Date(rowDays.newest * 1000);
+        const where = `FROM \`${table.table}\` PARTITION (\`${max.name}\`) ` +
+          `WHERE \`${table.column}\` >= ${horizon}`;
+        log.error("cleanup: repair refused: p_max holds rows far in the future", {
+          table: table.table,
+          partition: max.name,
+          newest: rowDays.newest,
+          // Null past what a Date holds (year 275760; decoding accepts 15-digit times).
+          "newest_utc": Number.isNaN(newest.getTime()) ? null : newest.toISOString(),
+          hint: "rows more than a year ahead come from a wrong clock or a " +
+            "bad payload; the repair would lay out a partition for every week up to them. " +
+            `Look at them (SELECT * ${where}), delete them (DELETE ${where}), then run the ` +
+            "repair again (docs/retention.md#far-future)",
+        });
+        failed.push(table.table);
+        continue;
+      }
       let weekly = layout.layout;
       for (;;) {
         const step = planRepairStep(weekly, ctx.today, rowDays);

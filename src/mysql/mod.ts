@@ -56,11 +56,13 @@ export {
 } from "./core_restart.ts";
 export { JobTracker } from "./job_tracker.ts";
 export {
+  CleanupRunningError,
   CleanupSession,
   dayNumber,
   partitionsToTrim,
   planMaintenance,
   planRepairStep,
+  repairHorizon,
   repairStepCount,
   type TableLayout,
 } from "./partitions.ts";

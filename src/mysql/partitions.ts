@@ -32,10 +32,26 @@ import type { MysqlUrlOptions } from "./url.ts";
  */
 const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
+/**
+ * How far ahead of today the newest row of `p_max` may lie for the repair to lay out weeks up to
+ * it. Times are not bounded on decode, so one row from a wrong clock or a bad payload would
+ * otherwise mean a partition per week up to it: hundreds, and past the 8192 partitions MariaDB
+ * and MySQL allow per table, a repair that fails every time (docs/retention.md#far-future).
+ */
+const REPAIR_HORIZON_DAYS = 366;
+
+/** Unix seconds from which a row of `p_max` is too far ahead for the repair to lay out weeks to. */
+export function repairHorizon(today: number): number {
+  return (today + REPAIR_HORIZON_DAYS + 1) * SECONDS_PER_DAY;
+}
+
 /** What adding and dropping weekly partitions takes besides the worker's own privileges. */
 const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
 
-/** One row of `information_schema.PARTITIONS` of one table; `name` null when unpartitioned. */
+/**
+ * One row of `information_schema.PARTITIONS` of one table (one per subpartition); `name` null
+ * when unpartitioned.
+ */
 export interface PartitionInfo {
   readonly name: string | null;
   readonly method: string | null;
@@ -72,9 +88,15 @@ export type TableLayout =
  * 86400` with numeric bounds and at most a final `MAXVALUE` partition.
  */
 export function classifyLayout(rows: readonly PartitionInfo[], column: string): TableLayout {
-  const partitions = rows.filter((r) => r.name !== null).sort((a, b) =>
-    (a.ordinal ?? 0) - (b.ordinal ?? 0)
-  );
+  // A subpartitioned table has a row per subpartition: each partition is taken once, with the
+  // estimates of its subpartitions added up (a name twice in DROP PARTITION is refused).
+  const byName = new Map<string, PartitionInfo>();
+  for (const r of rows) {
+    if (r.name === null) continue;
+    const seen = byName.get(r.name);
+    byName.set(r.name, { ...r, rowsEstimate: (seen?.rowsEstimate ?? 0) + r.rowsEstimate });
+  }
+  const partitions = [...byName.values()].sort((a, b) => (a.ordinal ?? 0) - (b.ordinal ?? 0));
   const first = partitions[0];
   if (first === undefined) return { kind: "unpartitioned" };
   const method = (first.method ?? "").toUpperCase();
@@ -307,6 +329,26 @@ function partitionClause(partitions: string | readonly string[]): string {
 }
 
 /**
+ * The named lock one `cleanup` run holds on a database (MySQL 8 refuses names over 64
+ * characters).
+ */
+const RUN_LOCK = "LEFT(CONCAT('statusengine_cleanup.', DATABASE()), 64)";
+
+/** Another `cleanup` run holds the database's lock (docs/operations.md#cleanup-exit). */
+export class CleanupRunningError extends Error {
+  constructor(database: string, holder: number | null) {
+    // The server finishes a statement whose client went away: after a SIGTERM the lock stays
+    // with that statement, which is what a rerun then meets.
+    super(
+      `Another cleanup is running on "${database}" (MySQL connection id ${
+        holder ?? "unknown"
+      }; a run stopped during an ALTER TABLE holds it until the server has finished that ` +
+        "statement): not starting a second one",
+    );
+  }
+}
+
+/**
  * The one dedicated connection of a `cleanup` run, opened on first use and reopened after
  * {@linkcode discard}; `signal` abandons the statement in flight (its connection is closed).
  * Table and partition names never come from configuration.
@@ -315,6 +357,8 @@ export class CleanupSession {
   readonly #options: MysqlUrlOptions;
   readonly #signal: AbortSignal;
   #conn: MysqlConnection | undefined;
+  /** Server ids of this run's connections, the open one and those it gave up. */
+  readonly #ownIds = new Set<number>();
 
   constructor(options: MysqlUrlOptions, signal: AbortSignal) {
     this.#options = options;
@@ -330,7 +374,36 @@ export class CleanupSession {
     });
     this.#conn = connection;
     await connection.query(`SET SESSION lock_wait_timeout = ${ALTER_LOCK_WAIT_SECONDS}`);
+    await this.#lockRun(connection);
     return connection;
+  }
+
+  /**
+   * One run per database at a time: a second one would plan from a layout the first is changing
+   * and fail on its ALTERs. The lock is the connection's, so it also outlives an abandoned ALTER
+   * the server is still running. Galera refuses named locks (1235): there it runs unguarded.
+   */
+  async #lockRun(connection: MysqlConnection): Promise<void> {
+    let row: mysql.RowDataPacket | undefined;
+    try {
+      [[row]] = await connection.query<mysql.RowDataPacket[]>(
+        `SELECT GET_LOCK(${RUN_LOCK}, 0) AS got, IS_USED_LOCK(${RUN_LOCK}) AS holder, ` +
+          "DATABASE() AS db, CONNECTION_ID() AS id",
+      );
+    } catch (err: unknown) {
+      if ((err as { errno?: unknown } | null)?.errno === 1235) return;
+      throw err;
+    }
+    this.#ownIds.add(Number(row?.id));
+    if (Number(row?.got) === 1) return;
+    // Held by a connection this run gave up (the server still runs what it left): the run goes
+    // on unguarded, as it would without the lock.
+    if (this.#ownIds.has(Number(row?.holder))) return;
+    this.discard();
+    throw new CleanupRunningError(
+      String(row?.db),
+      row?.holder === null || row?.holder === undefined ? null : Number(row.holder),
+    );
   }
 
   /** On abort the connection is closed and the call rejects at once (`interrupted`). */
@@ -449,11 +522,14 @@ export class CleanupSession {
     return { deleted: result.affectedRows, next: lastKey };
   }
 
-  /** The oldest and newest day number held in a partition, or null when it is empty. */
+  /**
+   * The oldest and newest day number held in a partition, and its newest time (Unix seconds),
+   * or null when it is empty.
+   */
   async rowDaysIn(
     target: RetentionTarget,
     partition: string,
-  ): Promise<{ min: number; max: number } | null> {
+  ): Promise<{ min: number; max: number; newest: number } | null> {
     const column = quoteIdentifier(target.column);
     const rows = await this.#query<mysql.RowDataPacket[]>(
       `SELECT MIN(${column}) AS lo, MAX(${column}) AS hi FROM ${quoteIdentifier(target.table)}
@@ -464,6 +540,7 @@ export class CleanupSession {
     return {
       min: Math.floor(Number(row.lo) / SECONDS_PER_DAY),
       max: Math.floor(Number(row.hi) / SECONDS_PER_DAY),
+      newest: Number(row.hi),
     };
   }
 
