@@ -763,3 +763,44 @@ Deno.test("tools: with a host list whose first host is dead, schema, cleanup, st
   }, c.io);
   assert.equal(verified, 0, c.out.join("\n"));
 });
+
+// Run "r8-x" extends run "r8" ("lt-r8-x-5" starts with "lt-r8-"): its events used to be taken
+// for r8's when verify read the run's recorded size, so r8 was refused as published twice.
+Deno.test("tools: losstest verify of a run ignores the recorded size of a run whose id extends it", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const target = ["--gearman-addr", gearmand.addr];
+  for (const [runId, count] of [["r8", "100"], ["r8-x", "200"]] as const) {
+    const published = await losstestCli([
+      "publish",
+      "--run-id",
+      runId,
+      "--count",
+      count,
+      ...target,
+    ]);
+    assert.equal(published.code, 0, published.err);
+  }
+  {
+    await using _worker = await startTestWorker(
+      testConfig({ gearmanServers: [gearmand.addr], mysqlUrl: db.url }),
+    );
+    await waitFor(async () => (await countRows(db, "statusengine_hostchecks")) === 300, {
+      timeoutMs: 60_000,
+      message: "both runs stored",
+    });
+  }
+  for (const [runId, count] of [["r8", 100], ["r8-x", 200]] as const) {
+    const verify = await losstestCli([
+      "verify",
+      "--run-id",
+      runId,
+      ...target,
+      "--mysql-url",
+      db.url,
+    ]);
+    assert.equal(verify.code, 0, `${runId}: ${verify.out}\n${verify.err}`);
+    assert.match(verify.out, new RegExp(`PASS: all ${count} events present`));
+  }
+});

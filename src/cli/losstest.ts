@@ -148,7 +148,12 @@ export function parseLossMarker(runId: string, hostname: string): number | undef
  * looking at 10,000).
  */
 function runSizeOutput(runId: string, seq: number, count: number): string {
-  return `losstest run ${runId}: event ${seq} of ${count}`;
+  return `${runOutputPrefix(runId)}event ${seq} of ${count}`;
+}
+
+/** The text every `output` of a run starts with; the run id cannot contain LIKE wildcards. */
+function runOutputPrefix(runId: string): string {
+  return `losstest run ${runId}: `;
 }
 
 /** Text after which {@link runSizeOutput} puts the count. */
@@ -457,6 +462,7 @@ function verifyRun(
         conn,
         RUN_SIZE_SEPARATOR,
         prefix,
+        runOutputPrefix(runId),
         limit.remaining(),
       );
       const recorded = sizes
