@@ -95,10 +95,13 @@ const DOUBLE_DIGITS = 14;
 /**
  * How rows are matched (`key`) and which columns are never compared (`skip`: AUTO_INCREMENT
  * ids, which differ between databases): the primary key; for a key containing an
- * AUTO_INCREMENT column or no key, every other column; for `statusengine_perfdata` its metric
- * index plus the time.
+ * AUTO_INCREMENT column or no key, every other column not `ignored`; for
+ * `statusengine_perfdata` its metric index plus the time.
  */
-function rowIdentity(table: Table): { key: readonly string[]; skip: readonly string[] } {
+function rowIdentity(
+  table: Table,
+  ignored: ReadonlySet<string>,
+): { key: readonly string[]; skip: readonly string[] } {
   const auto = table.columns.filter((c) => c.autoIncrement).map((c) => c.name);
   if (table.name === "statusengine_perfdata") {
     return { key: ["hostname", "service_description", "label", "timestamp"], skip: auto };
@@ -106,7 +109,9 @@ function rowIdentity(table: Table): { key: readonly string[]; skip: readonly str
   if (table.primaryKey.length > 0 && !table.primaryKey.some((c) => auto.includes(c))) {
     return { key: table.primaryKey, skip: auto };
   }
-  return { key: table.columns.map((c) => c.name).filter((c) => !auto.includes(c)), skip: auto };
+  // An ignored column kept in this key would still tell the rows apart.
+  const key = table.columns.map((c) => c.name).filter((c) => !auto.includes(c) && !ignored.has(c));
+  return { key, skip: auto };
 }
 
 /** A database value as compared: SQL NULL and `''` both become `''` (docs/operations.md#verify). */
@@ -345,7 +350,8 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
     let differing = 0;
     let errors = 0;
     for (const name of tables) {
-      const identity = rowIdentity(TABLES[name]);
+      const ignoredHere = new Set([...ignored.everywhere, ...(ignored.perTable.get(name) ?? [])]);
+      const identity = rowIdentity(TABLES[name], ignoredHere);
       const order = [...new Set([...VERIFY_ORDER[name], ...identity.key])];
       let fa: NewestRows;
       let fb: NewestRows;
@@ -367,11 +373,7 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
         io.out(`ERROR verifying table ${name}: key column(s) ${missingKey.join(", ")} missing`);
         continue;
       }
-      const skip = new Set([
-        ...identity.skip,
-        ...ignored.everywhere,
-        ...(ignored.perTable.get(name) ?? []),
-      ]);
+      const skip = new Set([...identity.skip, ...ignoredHere]);
       const columns = [...new Set([...fa.columns, ...fb.columns])].filter((c) => !skip.has(c));
       const doubles = new Set([...fa.doubles, ...fb.doubles]);
       const diff = diffRows(fa.rows, fb.rows, identity.key, columns, doubles);
