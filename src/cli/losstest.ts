@@ -132,11 +132,13 @@ export function lossMarker(runId: string, seq: number): string {
 
 /**
  * The sequence number of a marker of this run, or `undefined` for a host name that is not
- * one (another run whose id extends this one, `lt-r1-x-5` for run `r1`, or `007`).
+ * one (another run whose id extends this one, `lt-r1-x-5` for run `r1`, or `007`). The prefix
+ * is matched ignoring case and accents, as MySQL's LIKE found the rows (`lt-R1-5` for `r1`).
  */
 export function parseLossMarker(runId: string, hostname: string): number | undefined {
   const prefix = markerPrefix(runId);
-  if (!hostname.startsWith(prefix)) return undefined;
+  const head = hostname.slice(0, prefix.length);
+  if (head.localeCompare(prefix, "en", { sensitivity: "base" }) !== 0) return undefined;
   const rest = hostname.slice(prefix.length);
   if (!/^(?:0|[1-9][0-9]{0,14})$/.test(rest)) return undefined;
   return Number(rest);
