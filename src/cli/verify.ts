@@ -161,7 +161,8 @@ function describeKey(row: DbRow, key: readonly string[]): string {
  * side (possible only in keyless tables) are matched by occurrence. Rows in both are `equal`
  * or `different` (in one column at least); `columns` counts the rows differing per column, in
  * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`. `compared` are the columns
- * in print order; `doubleColumns` are compared at {@linkcode DOUBLE_DIGITS} digits.
+ * in print order; `doubleColumns` are compared at {@linkcode DOUBLE_DIGITS} digits. A row
+ * missing on the other side is not counted when it is `beyondA`/`beyondB` that side's window.
  */
 function diffRows(
   rowsA: readonly DbRow[],
@@ -169,6 +170,8 @@ function diffRows(
   key: readonly string[],
   compared: readonly string[],
   doubleColumns: ReadonlySet<string>,
+  beyondA: (row: DbRow) => boolean,
+  beyondB: (row: DbRow) => boolean,
 ) {
   const keyOf = (row: DbRow) => JSON.stringify(key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
@@ -194,6 +197,7 @@ function diffRows(
   for (const [k, rowA] of a) {
     const rowB = b.get(k);
     if (rowB === undefined) {
+      if (beyondB(rowA)) continue;
       onlyInA++;
       example(`${describeKey(rowA, key)} only in A`);
       continue;
@@ -216,11 +220,26 @@ function diffRows(
   }
   let onlyInB = 0;
   for (const [k, rowB] of b) {
-    if (a.has(k)) continue;
+    if (a.has(k) || beyondA(rowB)) continue;
     onlyInB++;
     example(`${describeKey(rowB, key)} only in B`);
   }
   return { equal, onlyInA, onlyInB, different, columns, examples };
+}
+
+/**
+ * Whether a row is older, by the time column, than every row of a window that `limit` filled:
+ * that database may hold it just past its window, so its absence there shows nothing.
+ */
+function beyondWindow(
+  window: NewestRows,
+  limit: number,
+  time: string | undefined,
+): (row: DbRow) => boolean {
+  const oldest = window.rows.at(-1);
+  if (time === undefined || oldest === undefined || window.rows.length < limit) return () => false;
+  const edge = Number(oldest[time]);
+  return (row) => Number(row[time]) < edge;
 }
 
 /** Parsed `--ignore-columns`: columns ignored in every table, and `table.column` entries. */
@@ -376,7 +395,16 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
       const skip = new Set([...identity.skip, ...ignoredHere]);
       const columns = [...new Set([...fa.columns, ...fb.columns])].filter((c) => !skip.has(c));
       const doubles = new Set([...fa.doubles, ...fb.doubles]);
-      const diff = diffRows(fa.rows, fb.rows, identity.key, columns, doubles);
+      const time = VERIFY_ORDER[name][0];
+      const diff = diffRows(
+        fa.rows,
+        fb.rows,
+        identity.key,
+        columns,
+        doubles,
+        beyondWindow(fa, options.limit, time),
+        beyondWindow(fb, options.limit, time),
+      );
       if (diff.onlyInA + diff.onlyInB + diff.different === 0) {
         identical++;
         io.out(`${name}: identical (${diff.equal} rows)`);
