@@ -6,12 +6,16 @@
 import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
+import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
+import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
 import { adminCommand } from "../src/gearman/admin.ts";
 import {
   createSchema,
   jobsAtGearmand,
+  metricValue,
   publish,
   startTestWorker,
   testConfig,
@@ -899,4 +903,47 @@ Deno.test("tools: verify does not report a row outside the other database's wind
   const verify = await verifyCaptured(a, b, { tables: ["statusengine_logentries"], limit: 5 });
   assert.equal(verify.code, 1, verify.out);
   assert.match(verify.out, /DIFFERENT: 4 equal, 0 only in A, 1 only in B, 0 different/);
+});
+
+// AMQP reports ready messages only: the deliveries a worker holds unacknowledged (here while its
+// MySQL is unreachable) are not counted, and verify used to call the run a FAIL with every
+// one of its events still on its way.
+Deno.test("tools: losstest verify through RabbitMQ gives no FAIL while a consumer may hold the missing events", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using proxy = await startMysqlProxy(db);
+  await using worker = await startTestWorker(testConfig({
+    consumer: "rabbitmq",
+    rabbitmq: { url: vhost.url, prefetch: 10, durableQueues: false },
+    mysqlUrl: proxy.url,
+    queues: ["statusngin_hostchecks"],
+  }));
+  proxy.block();
+  const base = { runId: "r10", count: 300, gearmanAddr: [], rabbitmqUrl: vhost.url };
+  const published = capture();
+  assert.equal(
+    await runLosstestCommand({ ...base, mode: "publish", mysqlUrl: db.url }, published.io),
+    0,
+  );
+  await using probe = await AmqpPublisher.connect(vhost.url, { durableQueues: false });
+  await waitFor(async () => (await probe.depth("statusngin_hostchecks")).ready === 0, {
+    message: "every message delivered to the worker",
+  });
+  const held = await metricValue(worker, "statusengine_queue_jobs_in_flight", {
+    queue_name: "statusngin_hostchecks",
+  });
+  assert.ok(held > 0, `jobs held: ${held}`);
+  const verify = capture();
+  const code = await runLosstestCommand({ ...base, mode: "verify", mysqlUrl: db.url }, verify.io);
+  const out = verify.out.join("\n");
+  assert.equal(code, 1, out);
+  assert.match(out, /NOT FINISHED: 300 of 300 events not in MySQL yet/);
+  assert.doesNotMatch(out, /FAIL/);
+
+  proxy.unblock();
+  await waitFor(async () => (await countRows(db, "statusengine_hostchecks")) === 300, {
+    timeoutMs: 60_000,
+    message: "the held events written once MySQL returned",
+  });
 });
