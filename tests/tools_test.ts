@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
-import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
+import { startMysqlProxy, startTcpPeer } from "./helpers/tcp_proxy.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
@@ -946,4 +946,43 @@ Deno.test("tools: losstest verify through RabbitMQ gives no FAIL while a consume
     timeoutMs: 60_000,
     message: "the held events written once MySQL returned",
   });
+});
+
+// A broker that accepts the connection and never answers: the backlog read had no bound, so
+// verify waited for it forever, deaf to its own limit and to the first Ctrl-C.
+Deno.test("tools: losstest verify stops on its signal while the broker does not answer", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using peer = startTcpPeer();
+  const controller = new AbortController();
+  const out: string[] = [];
+  const err: string[] = [];
+  const io = {
+    out: (line: string) => {
+      out.push(line);
+      // Abort once verify has read MySQL and turns to the broker.
+      if (line.startsWith("missing:")) controller.abort();
+    },
+    err: (line: string) => void err.push(line),
+  };
+  const verify = runLosstestCommand(
+    {
+      mode: "verify",
+      runId: "r11",
+      count: 10,
+      gearmanAddr: [],
+      rabbitmqUrl: `amqp://guest:guest@${peer.addr}/`,
+      mysqlUrl: db.url,
+    },
+    io,
+    controller.signal,
+  );
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<"stuck">((resolve) =>
+    timer = setTimeout(() => resolve("stuck"), 30_000)
+  );
+  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  assert.equal(code, 130, `verify did not return after its signal aborted: ${out.join("\n")}`);
+  assert.match(err.join("\n"), /Cannot finish losstest verify: verify was interrupted/);
+  assert.doesNotMatch(out.join("\n"), /FAIL|PASS/);
 });

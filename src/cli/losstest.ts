@@ -16,7 +16,7 @@ import {
 } from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
-import { deadline } from "../util/async.ts";
+import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { bulkJob, encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import { type Io, openDatabase } from "./io.ts";
@@ -522,6 +522,7 @@ function verifyRun(
       io.out(`missing sequence numbers: ${formatRanges(report.missingRanges)}`);
     }
     const queued = await printBacklog(options, io, limit.signal);
+    if (limit.signal.aborted) return limit.stop();
     if (report.missing > 0 && queued !== 0) {
       // Jobs still at the broker may hold the missing events: no verdict yet.
       io.out(
@@ -551,13 +552,16 @@ async function printBacklog(
   if (options.rabbitmqUrl !== undefined) {
     const label = `messages still queued at ${targetLabel(options)} for ${LOSSTEST_QUEUE}`;
     try {
-      // Passive declaration only: the durability flag is not sent.
-      await using publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
-        durableQueues: false,
+      // Passive declaration only: the durability flag is not sent. Bounded by the limit and the
+      // signal, as a broker that accepts and never answers would otherwise hold verify forever.
+      const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false });
+      await using publisher = await abortable(connecting, signal).catch((err: unknown) => {
+        connecting.then((p) => p.close(), () => {});
+        throw err;
       });
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
       // lost either (they return to the queue if that worker dies).
-      const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
+      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal);
       const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       if (ready > 0 || consumers === 0) return ready;
