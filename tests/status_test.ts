@@ -15,6 +15,7 @@ import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { startTcpPeer } from "./helpers/tcp_proxy.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -521,4 +522,24 @@ Deno.test("status: the job servers are read at the second scrape of the worker, 
   assert.equal(code, 0, JSON.stringify(report, null, 2));
   assert.equal(scrapes, 2);
   assert.equal(report.queues.find((q) => q.name === queue)?.servers[0]?.waiting, jobs);
+});
+
+// Something accepts at the local metrics port and never answers: a worker that hangs (or is
+// stopped). It used to be shown as NO WORKER with exit 0, the verdict for an empty port.
+Deno.test("status: a local metrics port that accepts but does not answer is a failure, not NO WORKER", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await using peer = startTcpPeer();
+  const options = {
+    gearmanAddr: [gearmand.addr],
+    mysqlUrl: db.url,
+    localMetricsUrl: `http://${peer.addr}/metrics`,
+    rateIntervalMs: 10,
+  };
+  const { code, report } = await statusJson(options);
+  assert.equal(report.worker?.ok, false);
+  assert.match(report.worker?.error ?? "", /no answer within/);
+  assert.equal(code, 1, JSON.stringify(report.worker));
+  const text = await status({ ...options, json: false });
+  assert.ok(!text.out.some((l) => l.includes("NO WORKER")), text.out.join("\n"));
 });

@@ -16,7 +16,7 @@ import {
 } from "../mysql/mod.ts";
 import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
-import { deadline } from "../util/async.ts";
+import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { bulkJob, encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
 import { type Io, openDatabase } from "./io.ts";
@@ -132,11 +132,13 @@ export function lossMarker(runId: string, seq: number): string {
 
 /**
  * The sequence number of a marker of this run, or `undefined` for a host name that is not
- * one (another run whose id extends this one, `lt-r1-x-5` for run `r1`, or `007`).
+ * one (another run whose id extends this one, `lt-r1-x-5` for run `r1`, or `007`). The prefix
+ * is matched ignoring case and accents, as MySQL's LIKE found the rows (`lt-R1-5` for `r1`).
  */
 export function parseLossMarker(runId: string, hostname: string): number | undefined {
   const prefix = markerPrefix(runId);
-  if (!hostname.startsWith(prefix)) return undefined;
+  const head = hostname.slice(0, prefix.length);
+  if (head.localeCompare(prefix, "en", { sensitivity: "base" }) !== 0) return undefined;
   const rest = hostname.slice(prefix.length);
   if (!/^(?:0|[1-9][0-9]{0,14})$/.test(rest)) return undefined;
   return Number(rest);
@@ -148,7 +150,12 @@ export function parseLossMarker(runId: string, hostname: string): number | undef
  * looking at 10,000).
  */
 function runSizeOutput(runId: string, seq: number, count: number): string {
-  return `losstest run ${runId}: event ${seq} of ${count}`;
+  return `${runOutputPrefix(runId)}event ${seq} of ${count}`;
+}
+
+/** The text every `output` of a run starts with; the run id cannot contain LIKE wildcards. */
+function runOutputPrefix(runId: string): string {
+  return `losstest run ${runId}: `;
 }
 
 /** Text after which {@link runSizeOutput} puts the count. */
@@ -457,6 +464,7 @@ function verifyRun(
         conn,
         RUN_SIZE_SEPARATOR,
         prefix,
+        runOutputPrefix(runId),
         limit.remaining(),
       );
       const recorded = sizes
@@ -514,6 +522,7 @@ function verifyRun(
       io.out(`missing sequence numbers: ${formatRanges(report.missingRanges)}`);
     }
     const queued = await printBacklog(options, io, limit.signal);
+    if (limit.signal.aborted) return limit.stop();
     if (report.missing > 0 && queued !== 0) {
       // Jobs still at the broker may hold the missing events: no verdict yet.
       io.out(
@@ -543,16 +552,23 @@ async function printBacklog(
   if (options.rabbitmqUrl !== undefined) {
     const label = `messages still queued at ${targetLabel(options)} for ${LOSSTEST_QUEUE}`;
     try {
-      // Passive declaration only: the durability flag is not sent.
-      await using publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
-        durableQueues: false,
+      // Passive declaration only: the durability flag is not sent. Bounded by the limit and the
+      // signal, as a broker that accepts and never answers would otherwise hold verify forever.
+      const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false });
+      await using publisher = await abortable(connecting, signal).catch((err: unknown) => {
+        connecting.then((p) => p.close(), () => {});
+        throw err;
       });
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
       // lost either (they return to the queue if that worker dies).
-      const { ready, consumers } = await publisher.depth(LOSSTEST_QUEUE);
+      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal);
       const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
-      return ready;
+      if (ready > 0 || consumers === 0) return ready;
+      // AMQP does not tell how many messages the consumers hold unacknowledged: they may hold
+      // every missing event, so nothing queued is not known (gearmand counts its running jobs).
+      io.out("messages held unacknowledged by the consumers: unknown over AMQP");
+      return null;
     } catch (err: unknown) {
       io.out(`${label}: unknown (${errorMessage(err)})`);
       return null;

@@ -71,7 +71,8 @@ const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.free
   "statusengine_host_statehistory": ["state_time", "state_time_usec"],
   "statusengine_hostchecks": ["start_time", "start_time_usec"],
   "statusengine_hoststatus": ["status_update_time"],
-  "statusengine_logentries": ["entry_time", "id"],
+  // Not `id`: the two databases number the same rows differently.
+  "statusengine_logentries": ["entry_time"],
   "statusengine_nodes": ["node_start_time"],
   "statusengine_perfdata": ["timestamp"],
   "statusengine_service_acknowledgements": ["entry_time", "entry_time_usec"],
@@ -94,10 +95,13 @@ const DOUBLE_DIGITS = 14;
 /**
  * How rows are matched (`key`) and which columns are never compared (`skip`: AUTO_INCREMENT
  * ids, which differ between databases): the primary key; for a key containing an
- * AUTO_INCREMENT column or no key, every other column; for `statusengine_perfdata` its metric
- * index plus the time.
+ * AUTO_INCREMENT column or no key, every other column not `ignored`; for
+ * `statusengine_perfdata` its metric index plus the time.
  */
-function rowIdentity(table: Table): { key: readonly string[]; skip: readonly string[] } {
+function rowIdentity(
+  table: Table,
+  ignored: ReadonlySet<string>,
+): { key: readonly string[]; skip: readonly string[] } {
   const auto = table.columns.filter((c) => c.autoIncrement).map((c) => c.name);
   if (table.name === "statusengine_perfdata") {
     return { key: ["hostname", "service_description", "label", "timestamp"], skip: auto };
@@ -105,7 +109,9 @@ function rowIdentity(table: Table): { key: readonly string[]; skip: readonly str
   if (table.primaryKey.length > 0 && !table.primaryKey.some((c) => auto.includes(c))) {
     return { key: table.primaryKey, skip: auto };
   }
-  return { key: table.columns.map((c) => c.name).filter((c) => !auto.includes(c)), skip: auto };
+  // An ignored column kept in this key would still tell the rows apart.
+  const key = table.columns.map((c) => c.name).filter((c) => !auto.includes(c) && !ignored.has(c));
+  return { key, skip: auto };
 }
 
 /** A database value as compared: SQL NULL and `''` both become `''` (docs/operations.md#verify). */
@@ -155,7 +161,8 @@ function describeKey(row: DbRow, key: readonly string[]): string {
  * side (possible only in keyless tables) are matched by occurrence. Rows in both are `equal`
  * or `different` (in one column at least); `columns` counts the rows differing per column, in
  * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`. `compared` are the columns
- * in print order; `doubleColumns` are compared at {@linkcode DOUBLE_DIGITS} digits.
+ * in print order; `doubleColumns` are compared at {@linkcode DOUBLE_DIGITS} digits. A row
+ * missing on the other side is not counted when it is `beyondA`/`beyondB` that side's window.
  */
 function diffRows(
   rowsA: readonly DbRow[],
@@ -163,6 +170,8 @@ function diffRows(
   key: readonly string[],
   compared: readonly string[],
   doubleColumns: ReadonlySet<string>,
+  beyondA: (row: DbRow) => boolean,
+  beyondB: (row: DbRow) => boolean,
 ) {
   const keyOf = (row: DbRow) => JSON.stringify(key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
@@ -188,6 +197,7 @@ function diffRows(
   for (const [k, rowA] of a) {
     const rowB = b.get(k);
     if (rowB === undefined) {
+      if (beyondB(rowA)) continue;
       onlyInA++;
       example(`${describeKey(rowA, key)} only in A`);
       continue;
@@ -210,11 +220,26 @@ function diffRows(
   }
   let onlyInB = 0;
   for (const [k, rowB] of b) {
-    if (a.has(k)) continue;
+    if (a.has(k) || beyondA(rowB)) continue;
     onlyInB++;
     example(`${describeKey(rowB, key)} only in B`);
   }
   return { equal, onlyInA, onlyInB, different, columns, examples };
+}
+
+/**
+ * Whether a row is older, by the time column, than every row of a window that `limit` filled:
+ * that database may hold it just past its window, so its absence there shows nothing.
+ */
+function beyondWindow(
+  window: NewestRows,
+  limit: number,
+  time: string | undefined,
+): (row: DbRow) => boolean {
+  const oldest = window.rows.at(-1);
+  if (time === undefined || oldest === undefined || window.rows.length < limit) return () => false;
+  const edge = Number(oldest[time]);
+  return (row) => Number(row[time]) < edge;
 }
 
 /** Parsed `--ignore-columns`: columns ignored in every table, and `table.column` entries. */
@@ -344,7 +369,8 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
     let differing = 0;
     let errors = 0;
     for (const name of tables) {
-      const identity = rowIdentity(TABLES[name]);
+      const ignoredHere = new Set([...ignored.everywhere, ...(ignored.perTable.get(name) ?? [])]);
+      const identity = rowIdentity(TABLES[name], ignoredHere);
       const order = [...new Set([...VERIFY_ORDER[name], ...identity.key])];
       let fa: NewestRows;
       let fb: NewestRows;
@@ -366,14 +392,19 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
         io.out(`ERROR verifying table ${name}: key column(s) ${missingKey.join(", ")} missing`);
         continue;
       }
-      const skip = new Set([
-        ...identity.skip,
-        ...ignored.everywhere,
-        ...(ignored.perTable.get(name) ?? []),
-      ]);
+      const skip = new Set([...identity.skip, ...ignoredHere]);
       const columns = [...new Set([...fa.columns, ...fb.columns])].filter((c) => !skip.has(c));
       const doubles = new Set([...fa.doubles, ...fb.doubles]);
-      const diff = diffRows(fa.rows, fb.rows, identity.key, columns, doubles);
+      const time = VERIFY_ORDER[name][0];
+      const diff = diffRows(
+        fa.rows,
+        fb.rows,
+        identity.key,
+        columns,
+        doubles,
+        beyondWindow(fa, options.limit, time),
+        beyondWindow(fb, options.limit, time),
+      );
       if (diff.onlyInA + diff.onlyInB + diff.different === 0) {
         identical++;
         io.out(`${name}: identical (${diff.equal} rows)`);

@@ -288,17 +288,22 @@ export const LOSSTEST_TABLE = "statusengine_hostchecks";
 // compares in the table's collation (case- and accent-insensitive on MariaDB): run ids differing
 // only so address the same rows, in `losstest verify` and `cleanup` alike.
 
-/** The run sizes a losstest run's events record: the distinct texts after `separator`. */
+/**
+ * The run sizes a losstest run's events record: the distinct texts after `separator` in the
+ * outputs starting with `outputPrefix`, which names the run (a run whose id extends this one's
+ * has markers of this prefix too, but outputs of its own).
+ */
 export async function selectLosstestRunSizes(
   conn: MysqlConnection,
   separator: string,
   prefix: string,
+  outputPrefix: string,
   timeoutMs: number,
 ): Promise<string[]> {
   const [rows] = await conn.query<mysql.RowDataPacket[]>({
     sql: `SELECT DISTINCT SUBSTRING_INDEX(output, ?, -1) AS c FROM ${LOSSTEST_TABLE}
-  WHERE hostname LIKE ? AND output LIKE 'losstest run %'`,
-    values: [separator, `${prefix}%`],
+  WHERE hostname LIKE ? AND output LIKE ?`,
+    values: [separator, `${prefix}%`, `${outputPrefix}%`],
     timeout: timeoutMs,
   });
   return rows.map((r) => String(r.c));

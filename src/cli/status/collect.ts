@@ -100,6 +100,8 @@ interface WorkerStatus {
   readonly local: boolean;
   readonly ok: boolean;
   readonly error: string | null;
+  /** The connection was refused: no worker listens there (a hung one accepts). */
+  readonly refused: boolean;
   readonly dbAvailable: number | null;
   /** `statusengine_mysql_host_in_use` 1. */
   readonly mysqlHost: string | null;
@@ -109,7 +111,7 @@ interface WorkerStatus {
 
 /**
  * Everything `status` reports, also the `--json` document; `ok` false (exit 1) when a job
- * server, MySQL or the given metrics URL is unreachable.
+ * server, MySQL, the given metrics URL or a worker at the local one is unreachable.
  */
 export interface StatusReport {
   readonly ok: boolean;
@@ -258,6 +260,13 @@ async function scrape(url: string): Promise<{ samples: PrometheusSample[]; at: n
   return { samples, at };
 }
 
+function wasRefused(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    if (/connection refused/i.test(e.message)) return true;
+  }
+  return false;
+}
+
 /**
  * Two scrapes of the worker `intervalMs` apart; `atSecond` runs alongside the second scrape,
  * so what it reads (the job servers' queues) is from the same moment as the worker's
@@ -297,6 +306,7 @@ async function probeWorker<T>(
         local,
         ok: true,
         error: null,
+        refused: false,
         dbAvailable: sampleValue(second.samples, METRICS.dbAvailable.name),
         mysqlHost: second.samples.find((s) =>
           s.name === METRICS.mysqlHostInUse.name && s.value === 1
@@ -315,6 +325,7 @@ async function probeWorker<T>(
         local,
         ok: false,
         error: errorMessage(err),
+        refused: wasRefused(err),
         dbAvailable: null,
         mysqlHost: null,
         intervalSeconds: null,
@@ -363,7 +374,8 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
   const jobServers = servers.map((s) => s.server);
   return {
     ok: jobServers.every((s) => s.ok) && mysql.ok &&
-      (worker === undefined || worker.ok || worker.local),
+      // Only an empty local port means "no worker here"; one that fails otherwise is a worker.
+      (worker === undefined || worker.ok || (worker.local && worker.refused)),
     jobServers,
     queues,
     mysql,

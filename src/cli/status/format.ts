@@ -129,10 +129,11 @@ function formatStatusText(report: StatusReport): string[] {
     const host = w.mysqlHost === null ? "" : `, MySQL host ${w.mysqlHost}`;
     const detail = w.ok ? `db_available ${count(w.dbAvailable)}${stalled}${host}` : w.error ?? "";
     // The local default may simply have no worker behind it: said, but not as a failure.
-    const local = w.ok || !w.local
-      ? ""
-      : " (the local default from --metrics-host/--metrics-port; pass --metrics-url for a worker elsewhere)";
-    entry(w.url, w.ok, `${detail}${local}`, w.local ? "NO WORKER" : undefined);
+    const none = !w.ok && w.local && w.refused;
+    const local = none
+      ? " (the local default from --metrics-host/--metrics-port; pass --metrics-url for a worker elsewhere)"
+      : "";
+    entry(w.url, w.ok, `${detail}${local}`, none ? "NO WORKER" : undefined);
   }
 
   const names = report.queues.map((q) =>
