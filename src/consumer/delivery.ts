@@ -120,9 +120,6 @@ export class DeliveryEngine {
     const { job } = delivery;
     let err = failure;
     let backoff: Backoff | undefined;
-    // Built on the first retry only: most jobs never need it, and a dependent signal per job
-    // costs two listeners on signals every job in flight shares.
-    let stop: AbortSignal | undefined;
     const stopped = () => scope.abort.aborted || scope.stopRetries.aborted;
     let internalFailures = 0;
     for (;;) {
@@ -132,10 +129,11 @@ export class DeliveryEngine {
         if (stopped()) return "abandoned";
       }
       backoff ??= new Backoff(this.#retry);
-      stop ??= AbortSignal.any([scope.abort, scope.stopRetries]);
       const waitMs = backoff.next();
       this.#warnRetry(job, err, waitMs);
-      if (!(await sleepUnlessAborted(waitMs, stop))) return "abandoned";
+      // Both link signals, no AbortSignal.any: a dependent signal per job stayed reachable from
+      // them, listener and all, for as long as the link lived.
+      if (!(await sleepUnlessAborted(waitMs, scope.abort, scope.stopRetries))) return "abandoned";
       // Counted once the attempt really starts: a link that ended during the back-off retried nothing.
       this.#observer.jobRetried(job.queue);
       try {

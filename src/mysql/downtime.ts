@@ -152,11 +152,7 @@ export class DowntimeExecutor {
         this.#o.availability.abandon(statement.table, scope);
         if (!(err instanceof MysqlWriteError)) throw err;
         m?.pipelineErrors.inc({ component: "mysql" });
-        log.error("db: downtime statement rejected, written to the dead-letter file", {
-          table: statement.table,
-          event: statement.event,
-          error: err.message,
-        });
+        // A failed write rejects (the job is tried again): logged only once the file took it.
         await this.#o.deadLetters.write({
           queue,
           reason: "sql_rejected",
@@ -165,6 +161,11 @@ export class DowntimeExecutor {
           row: statement.kind === "delete" || statement.kind === "copy"
             ? statement.key
             : statement.row,
+        });
+        log.error("db: downtime statement rejected, written to the dead-letter file", {
+          table: statement.table,
+          event: statement.event,
+          error: err.message,
         });
         continue;
       }

@@ -592,11 +592,6 @@ export class TableWriter {
 
   /** Dead-letter one rejected row; a failed write is retried until the file takes it (D7). */
   async #deadLetter(p: Pending, err: MysqlWriteError): Promise<void> {
-    log.error("db: row rejected by MySQL, written to the dead-letter file", {
-      table: this.table.name,
-      queue: p.owner.queue,
-      error: err.message,
-    });
     let retry: Backoff | undefined;
     for (;;) {
       try {
@@ -614,6 +609,12 @@ export class TableWriter {
         await delay(retry.next(), { signal: this.#abort.signal });
       }
     }
+    // Logged once the file took the record: a line before it would be untrue while writes fail.
+    log.error("db: row rejected by MySQL, written to the dead-letter file", {
+      table: this.table.name,
+      queue: p.owner.queue,
+      error: err.message,
+    });
     p.settled = true;
     p.owner.deadLetter();
   }

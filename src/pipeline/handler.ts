@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type Job, JobGivenBack, type JobHandler } from "../consumer/contract.ts";
+import type { Job, JobHandler } from "../consumer/contract.ts";
 import {
   type BatchedTableName,
   type DecodedJob,
@@ -131,7 +131,9 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
-    const withdrawn = () => signal.aborted && signal.reason instanceof JobGivenBack;
+    // Aborted for any reason (given back, or given up at the drain deadline), the job is never
+    // acknowledged and comes back from the broker: its rows must not be committed here as well.
+    const withdrawn = () => signal.aborted;
     return { byTable, tracker: new JobTracker(job.queue, total, withdrawn), newest };
   }
 
@@ -195,7 +197,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
           });
         }
         const { byTable, tracker, newest } = route(job, decoded.rows, signal);
-        // `signal` stops handing over rows of a job given up (given back: the writers drop them).
+        // `signal` stops handing over rows of a job given up (the writers drop those they hold).
         // The commit wait is not raced against it: the delivery engine already stops waiting.
         for (const [table, list] of byTable) {
           await options.writers[table].add(list, tracker, signal);

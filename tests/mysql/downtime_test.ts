@@ -18,6 +18,7 @@ import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtim
 import type { DowntimeStatement } from "../../src/events/types.ts";
 import { deadline } from "../../src/util/async.ts";
 import { track, waitFor } from "../helpers/wait.ts";
+import { withLogs } from "../helpers/logs.ts";
 
 const QUEUE = "statusngin_downtimes";
 const DOWNTIME_TABLES = [
@@ -469,6 +470,34 @@ Deno.test("downtimes: a statement MySQL rejects is dead-lettered and the executo
     1,
   );
   assert.equal(await fx.unmatched(), 0, "a rejected upsert is not an unmatched one");
+});
+
+Deno.test("downtimes: a rejected statement whose dead-letter record cannot be written is not logged as written; the job fails and is tried again (D7)", async () => {
+  await using fx = await setup();
+  const [startUpsert] = downtimeStatements(event({ type: 1103 }), "N");
+  assert.ok(startUpsert?.kind === "upsert");
+  const rejected: DowntimeStatement = {
+    ...startUpsert,
+    row: { ...startUpsert.row, actual_start_time: "soon" },
+  };
+  const executor = new DowntimeExecutor({
+    executor: poolExecutor(fx.pool),
+    availability: new DbAvailability(fx.metrics.dbAvailable),
+    deadLetters: {
+      write: () => Promise.reject(new Error("disk full")),
+      close: () => Promise.resolve(),
+    },
+  });
+  await withLogs(async (logs) => {
+    using limit = deadline(5_000);
+    await assert.rejects(executor.run(QUEUE, [rejected], limit.signal), /disk full/);
+    const claims = logs.filter((l) => l.message.includes("written to the dead-letter file"));
+    assert.equal(
+      claims.length,
+      0,
+      `logged as written while the file refused it: ${JSON.stringify(claims)}`,
+    );
+  });
 });
 
 Deno.test("downtimes: a statement MySQL refuses whatever its values (1054 after a column rename) is held until MySQL takes it, never dead-lettered (D7)", async () => {

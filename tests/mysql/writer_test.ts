@@ -15,6 +15,7 @@ import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts
 import { lockTables, waitForBlocked } from "../helpers/mysql_lock.ts";
 import { startTcpProxy, type TcpProxy } from "../helpers/tcp_proxy.ts";
 import { waitFor } from "../helpers/wait.ts";
+import { withLogs } from "../helpers/logs.ts";
 import { type CommitListener, TableWriter } from "../../src/mysql/writer.ts";
 import { hasCode } from "../../src/util/errors.ts";
 import { type TableName, TABLES } from "../../src/mysql/catalogue.ts";
@@ -904,6 +905,35 @@ Deno.test("writer: close keeps its budget while a rejected row cannot be dead-le
   assert.equal(job.pending, 1, "the good row was committed, the rejected one is unsettled");
   assert.equal(job.deadLettered, 0);
   assert.equal(await fx.count(LOG), 1);
+});
+
+Deno.test("writer: a rejected row is logged as written to the dead-letter file only once the file took it, not while its writes fail (D7)", async () => {
+  await using fx = await setup([LOG]);
+  await withLogs(async (logs) => {
+    let attempts = 0;
+    let writable = false;
+    const sink: DeadLetterSink = {
+      write() {
+        attempts++;
+        return writable ? Promise.resolve() : Promise.reject(new Error("disk full"));
+      },
+      close: () => Promise.resolve(),
+    };
+    const writer = fx.writer(LOG, 100, sink);
+    const job = new JobTracker(LOG_QUEUE, 1);
+    await writer.add([logRow("rejected", { logentry_type: "x" })], job);
+    await waitFor(() => attempts >= 1, { message: "dead-letter write attempted" });
+    const claims = () => logs.filter((l) => l.message.includes("written to the dead-letter file"));
+    assert.equal(
+      claims().length,
+      0,
+      `logged as written while the file refused it: ${JSON.stringify(claims())}`,
+    );
+    writable = true;
+    await job.done;
+    assert.equal(job.deadLettered, 1);
+    assert.equal(claims().length, 1, "one line once the record is written");
+  });
 });
 
 // --- withPaused / backpressure ----------------------------------------------
