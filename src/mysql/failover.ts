@@ -9,7 +9,10 @@ import net from "node:net";
 import { getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { DenoSocketTarget } from "../util/deno_socket.ts";
-import { connectMysql, endMysql, noHostAnswers } from "./connect.ts";
+import type { RowDataPacket } from "mysql2/promise";
+import { deadline } from "../util/async.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
+import { closeMysqlNow, connectMysql, endMysql, noHostAnswers, unlessAborted } from "./connect.ts";
 import { denoSocketStream } from "./deno_socket.ts";
 import { aimConnectionConfig, retireConnections } from "./mysql2_internals.ts";
 import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
@@ -35,9 +38,35 @@ export interface MysqlHostsOptions {
   readonly probe?: (options: MysqlUrlOptions, timeoutMs: number) => Promise<void>;
 }
 
+/** Errno of a write refused by a read-only server; classified like a lost connection (errors.ts). */
+const READ_ONLY_ERRNO = 1290;
+
+/**
+ * A host answers when it connects, passes the probe and takes writes: a read-only server (a
+ * replica, an old primary come back as one) answers every SELECT but refuses each write with
+ * 1290, so the worker must neither keep it nor move back to it while another host takes writes.
+ */
 async function answersProbe(options: MysqlUrlOptions, timeoutMs: number): Promise<void> {
-  const { connection } = await connectMysql(options, { timeoutMs });
-  await endMysql(connection);
+  using limit = deadline(timeoutMs);
+  try {
+    const { connection } = await connectMysql(options, { timeoutMs, signal: limit.signal });
+    try {
+      const query = connection.query<RowDataPacket[]>("SELECT @@read_only AS ro");
+      const [rows] = await unlessAborted(query, limit.signal, () => closeMysqlNow(connection));
+      if (Number(rows[0]?.ro ?? 0) !== 0) {
+        const err = new Error("the server is read-only (read_only=ON): it refuses the writes");
+        throw Object.assign(err, { errno: READ_ONLY_ERRNO });
+      }
+    } finally {
+      // A connection closed at the deadline gets no polite COM_QUIT: nothing would answer it.
+      if (limit.signal.aborted) closeMysqlNow(connection);
+      else await endMysql(connection);
+    }
+  } catch (err: unknown) {
+    throw hasCode(err, "interrupted")
+      ? new WorkerError("TimedOut", `no answer within ${timeoutMs} ms`)
+      : err;
+  }
 }
 
 /** The hosts of `--mysql-url` and the one in use. */

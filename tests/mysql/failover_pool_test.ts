@@ -5,7 +5,8 @@
  * Every user of the writers' pool goes to the first host that answers, not the first listed.
  */
 import assert from "node:assert/strict";
-import { startMariadbd } from "../helpers/mariadbd.ts";
+import { startMariadbd, WORKER_USER } from "../helpers/mariadbd.ts";
+import { startWorkerServer } from "../helpers/backlog.ts";
 import { selfSignedIdentity, startTcpProxy } from "../helpers/tcp_proxy.ts";
 import { MysqlHosts } from "../../src/mysql/failover.ts";
 import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
@@ -160,4 +161,89 @@ Deno.test("failover pool (TLS, verifyIdentity): after a move the writers' connec
     await endPool(pool, 5_000);
     await Deno.remove(certDir, { recursive: true });
   }
+});
+
+/**
+ * Two private servers with the worker's own account (no SUPER, no READ ONLY ADMIN, so
+ * `read_only` refuses its writes), the first behind a proxy that can make it silent.
+ */
+async function twoWriterServers() {
+  const first = await startWorkerServer(READ_ONLY_DB);
+  const second = await startWorkerServer(READ_ONLY_DB).catch(async (err: unknown) => {
+    await first.stop();
+    throw err;
+  });
+  const proxy = await startTcpProxy(`${first.host}:${first.port}`);
+  const { user, password } = WORKER_USER;
+  const h2 = `${second.host}:${second.port}`;
+  const options = mysqlOptionsFromUrl(
+    `mysql://${user}:${password}@${proxy.addr},${h2}/${READ_ONLY_DB}`,
+  );
+  const hosts = new MysqlHosts(options, { failbackAfterMs: 0 });
+  const pool = createWriterPool(options, 2, hosts);
+  const run = poolExecutor(pool, { onUnavailable: () => hosts.suspect() });
+  const write = (name: string) =>
+    run.run(
+      "INSERT INTO statusengine_nodes (node_name, node_version, node_start_time) VALUES (?, ?, ?)",
+      [name, "test", 0],
+    );
+  return {
+    first,
+    second,
+    proxy,
+    h1: proxy.addr,
+    h2,
+    hosts,
+    write,
+    async [Symbol.asyncDispose]() {
+      await hosts.stop();
+      await endPool(pool, 5_000);
+      await proxy[Symbol.asyncDispose]();
+      await first.stop();
+      await second.stop();
+    },
+  };
+}
+
+const READ_ONLY_DB = "statusengine";
+
+Deno.test("failover pool: a read-only earlier host (an old primary back as a replica) is not taken back", async () => {
+  await using s = await twoWriterServers();
+  s.proxy.block();
+  assert.equal(await s.hosts.check(), undefined);
+  assert.equal(s.hosts.label, s.h2);
+  await s.write("on-the-second");
+
+  await s.first.query("SET GLOBAL read_only = 1");
+  s.proxy.unblock();
+  await s.hosts.failBack();
+  assert.equal(
+    s.hosts.label,
+    s.h2,
+    `moved back to the read-only first host ${s.h1}: every write there fails with 1290`,
+  );
+  await s.write("still-on-the-second");
+
+  await s.first.query("SET GLOBAL read_only = 0");
+  await s.hosts.failBack();
+  assert.equal(s.hosts.label, s.h1, "moved back once the first host takes writes again");
+  await s.write("back-on-the-first");
+});
+
+Deno.test("failover pool: a write refused as read-only (1290) moves the pool to a host that takes writes", async () => {
+  await using s = await twoWriterServers();
+  assert.equal(await s.hosts.check(), undefined);
+  assert.equal(s.hosts.label, s.h1);
+  await s.write("on-the-first");
+
+  await s.first.query("SET GLOBAL read_only = 1");
+  const refused = await s.write("refused").then(() => undefined, (err: unknown) => err);
+  assert.equal(classifyMysqlError(refused), "unavailable", errorMessage(refused));
+  assert.equal(await s.hosts.check(), undefined);
+  assert.equal(
+    s.hosts.label,
+    s.h2,
+    `stayed on the read-only host ${s.h1} while ${s.h2} takes writes: the writes are held`,
+  );
+  await s.write("on-the-second");
 });
