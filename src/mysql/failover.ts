@@ -78,7 +78,7 @@ export class MysqlHosts {
   readonly #probe: (options: MysqlUrlOptions, timeoutMs: number) => Promise<void>;
   /** Which host each socket of the pool leads to. */
   readonly #sockets = new WeakMap<object, number>();
-  readonly #sweeps: (() => void)[] = [];
+  readonly #sweeps: ((busyToo: boolean) => void)[] = [];
   #index = 0;
   #checking: Promise<Error | undefined> | undefined;
   #checkedAt = Number.NEGATIVE_INFINITY;
@@ -135,7 +135,8 @@ export class MysqlHosts {
 
   /**
    * Close the connections of `pool` (made with {@link stream}) to a host left: idle ones at a
-   * switch, busy ones when their statement returns (mysql2_internals.ts).
+   * switch; busy ones at once when that host stopped answering, else when their statement returns
+   * (mysql2_internals.ts).
    */
   attach(pool: unknown): void {
     if (!this.several) return;
@@ -183,7 +184,10 @@ export class MysqlHosts {
       );
     }
     if (first === current || this.#index !== current) return undefined;
-    this.#switchTo(first, "the host in use does not answer");
+    // Its busy connections are closed now: without --mysql-statement-timeout, a statement a
+    // frozen host never answers would hold its writer for ever. Each is sent again to the new
+    // host, as after any lost connection.
+    this.#switchTo(first, "the host in use does not answer", true);
     return undefined;
   }
 
@@ -239,7 +243,7 @@ export class MysqlHosts {
     }
   }
 
-  #switchTo(index: number, reason: string): void {
+  #switchTo(index: number, reason: string, busyToo = false): void {
     const from = this.label;
     const back = index < this.#index;
     this.#index = index;
@@ -249,7 +253,7 @@ export class MysqlHosts {
     const fields = { from, to: this.label, reason };
     if (back) log.info("db: MySQL connections move back to an earlier host", fields);
     else log.warn("db: MySQL connections move to another host", fields);
-    for (const sweep of this.#sweeps) sweep();
+    for (const sweep of this.#sweeps) sweep(busyToo);
   }
 
   #publish(): void {

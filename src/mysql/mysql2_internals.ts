@@ -309,6 +309,7 @@ export function destroyPoolSockets(pool: unknown): void {
 interface CorePool {
   releaseConnection(connection: CorePoolConnection): void;
   _freeConnections?: { toArray(): CorePoolConnection[] };
+  _allConnections?: { length: number; get(i: number): CorePoolConnection };
 }
 
 interface CorePoolConnection {
@@ -319,12 +320,14 @@ interface CorePoolConnection {
 
 /**
  * Close the pool's connections whose socket `stale` picks: each busy one when it is released, the
- * idle ones whenever the returned sweep runs (undefined when the pool's internals moved).
+ * idle ones whenever the returned sweep runs, and with `busyToo` the busy ones then as well (their
+ * socket destroyed: the statement fails as a lost connection). Undefined when the pool's internals
+ * moved.
  */
 export function retireConnections(
   pool: unknown,
   stale: (socket: unknown) => boolean,
-): (() => void) | undefined {
+): ((busyToo: boolean) => void) | undefined {
   const core = (pool as { pool?: Partial<CorePool> } | null)?.pool;
   const release = core?.releaseConnection;
   if (core === undefined || typeof release !== "function") return undefined;
@@ -338,8 +341,17 @@ export function retireConnections(
     if (connection._pool && staleConnection(connection)) connection.destroy();
     else release.call(this, connection);
   };
-  return () => {
-    for (const c of core._freeConnections?.toArray() ?? []) if (staleConnection(c)) c.destroy();
+  return (busyToo) => {
+    const free = core._freeConnections?.toArray() ?? [];
+    for (const c of free) if (staleConnection(c)) c.destroy();
+    const all = core._allConnections;
+    if (!busyToo || all === undefined) return;
+    for (const c of Array.from({ length: all.length }, (_, i) => all.get(i))) {
+      // mysql2's destroy() only half-closes and would still wait for the answer.
+      if (!free.includes(c) && staleConnection(c)) {
+        (c.stream as { destroy?: () => void } | undefined)?.destroy?.();
+      }
+    }
   };
 }
 

@@ -247,3 +247,61 @@ Deno.test("failover pool: a write refused as read-only (1290) moves the pool to 
   );
   await s.write("on-the-second");
 });
+
+for (const tls of [false, true]) {
+  Deno.test(`failover pool (--mysql-statement-timeout 0${tls ? ", TLS" : ""}): a statement stuck on a frozen host left is given up at the move, not waited for`, async () => {
+    const certDir = await Deno.makeTempDir({ prefix: "se-failover-tls-" });
+    const identity = await selfSignedIdentity();
+    await Deno.writeTextFile(`${certDir}/cert.pem`, identity.cert);
+    await Deno.writeTextFile(`${certDir}/key.pem`, identity.key);
+    await Deno.chmod(certDir, 0o755);
+    await using server = await startMariadbd({
+      extraArgs: tls ? [`--ssl-cert=${certDir}/cert.pem`, `--ssl-key=${certDir}/key.pem`] : [],
+    });
+    await using first = await startTcpProxy(`${server.host}:${server.port}`);
+    await using second = await startTcpProxy(`${server.host}:${server.port}`);
+    const ssl = tls ? `?ssl=${encodeURIComponent('{"rejectUnauthorized":false}')}` : "";
+    const options = mysqlOptionsFromUrl(`mysql://root@${first.addr},${second.addr}/mysql${ssl}`);
+    const hosts = new MysqlHosts(options, { failbackAfterMs: 0 });
+    const pool = createWriterPool(options, 2, hosts);
+    try {
+      // No statement timeout: nothing but the move can end a statement a frozen host never answers.
+      const run = poolExecutor(pool, { onUnavailable: () => hosts.suspect() });
+      assert.equal(await hosts.check(), undefined);
+      assert.equal(hosts.label, first.addr);
+      await run.run("SELECT 1");
+      const stuck = run.run("SELECT 2 AS x").then(() => undefined, (err: unknown) => err);
+      first.freeze();
+      assert.equal(await hosts.check(), undefined);
+      assert.equal(hosts.label, second.addr, "moved off the frozen host");
+      // Bounded only so that the fault fails the test instead of hanging it.
+      const bound = 10_000;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waited = new Promise<"waiting">((r) => (timer = setTimeout(() => r("waiting"), bound)));
+      const settled = await Promise.race([stuck.then((err) => ({ err })), waited]);
+      clearTimeout(timer);
+      assert.notEqual(
+        settled,
+        "waiting",
+        `the statement on the frozen host left was still waiting ${bound / 1000} s after the ` +
+          "move: its writer stalls while the next host takes writes",
+      );
+      const { err } = settled as { err: unknown };
+      assert.equal(
+        classifyMysqlError(err),
+        "unavailable",
+        `held and sent again: ${errorMessage(err)}`,
+      );
+      assert.equal(
+        (await run.run("SELECT 3 AS x")).rows[0]?.x,
+        3,
+        "the next host takes statements",
+      );
+    } finally {
+      first.unblock();
+      await hosts.stop();
+      await endPool(pool, 5_000);
+      await Deno.remove(certDir, { recursive: true });
+    }
+  });
+}
