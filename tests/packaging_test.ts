@@ -718,6 +718,38 @@ Deno.test("packaging: the cleanup timer starts the cleanup service, which runs c
   assert.equal(exec?.split(" ").at(-1), workerExec?.split(" ").at(-1), "the same config file");
 });
 
+// Exit 75 is "another cleanup holds the database's lock, this run did nothing": no failure of the
+// unit. A oneshot has no start timeout by default, so a run that hangs (a stuck statement holding
+// the lock) would keep the unit activating for ever, and the timer, finding it active, would never
+// start another: retention stops and nothing fails. A bounded run fails the unit instead.
+Deno.test("packaging: the cleanup unit counts exit 75 (another run holds the lock) as success, and fails a run stuck for most of a day instead of waiting for ever", async () => {
+  const service = parseUnit(read("packaging/systemd/statusengine-db-cleanup.service"));
+  const success = value(service, "Service", "SuccessExitStatus").flatMap((v) => v.split(/\s+/));
+  assert.ok(success.includes("75"), `SuccessExitStatus=${success.join(" ")} lacks 75`);
+  assert.match(read("src/cli/cleanup.ts"), /const CLEANUP_RUNNING_EXIT = 75;/);
+  const [timeout] = value(service, "Service", "TimeoutStartSec");
+  assert.ok(timeout !== undefined, "TimeoutStartSec is unset: systemd never fails a hung oneshot");
+  // systemd's own parser, as it will read the value.
+  const r = await tool("systemd-analyze", ["timespan", timeout]);
+  assert.equal(r.code, 0, r.output);
+  const usec = Number(/μs: (\d+)/.exec(r.output)?.[1]);
+  const hours = usec / 3_600_000_000;
+  // Failed before the next daily run is due, yet long enough for a first run on an old database.
+  assert.ok(hours >= 6 && hours < 24, `TimeoutStartSec=${timeout} (${hours} h)`);
+  assert.deepEqual(
+    value(
+      parseUnit(read("packaging/systemd/statusengine-db-cleanup.timer")),
+      "Timer",
+      "OnCalendar",
+    ),
+    ["daily"],
+  );
+  for (const page of ["docs/operations.md", "docs/running.md"]) {
+    assert.match(read(page), /SuccessExitStatus=75/, page);
+    assert.match(read(page), new RegExp(`TimeoutStartSec=${timeout}`), page);
+  }
+});
+
 async function tool(name: string, args: string[]): Promise<{ code: number; output: string }> {
   const out = await new Deno.Command(name, { args, stdout: "piped", stderr: "piped" }).output();
   const decoder = new TextDecoder();
