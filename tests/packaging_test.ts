@@ -49,6 +49,38 @@ Deno.test("packaging: worker.env.example names real variables, and says what an 
   }
 });
 
+// An operator who trims TimeoutStopSec goes by the figure the unit's comment gives: a figure below
+// the real worst case of the stop lets systemd SIGKILL it mid-flush (redeliveries, duplicates).
+Deno.test("packaging: the worker unit and running.md quote the worst-case stop that docs/shutdown.md's budgets add up to", () => {
+  const shutdown = read("docs/shutdown.md");
+  const table = shutdown.slice(
+    shutdown.indexOf("| #  |"),
+    shutdown.indexOf("Then `shutdown complete`"),
+  );
+  let worst = 0;
+  for (const row of table.split("\n").slice(2)) {
+    const budget = row.split("|").at(-2) ?? "";
+    worst += Number(/(\d+) s\b/.exec(budget)?.[1] ?? 0);
+  }
+  assert.ok(worst > 0, "the budgets table was found");
+  assert.match(shutdown, new RegExp(`= ${worst} s`), "shutdown.md's own sum");
+  const unit = read("packaging/systemd/statusengine-worker.service");
+  const above = unit.slice(0, unit.indexOf("\nTimeoutStopSec=")).split("\n");
+  // The comment lines right above the setting.
+  const comment = above.slice(above.findLastIndex((l) => !l.startsWith("#")) + 1).join("\n");
+  const stop = Number(/^TimeoutStopSec=(\d+)s$/m.exec(unit)?.[1]);
+  assert.ok(stop > worst, `TimeoutStopSec=${stop}s leaves no room above ${worst} s`);
+  const quoted = (text: string) => [...text.matchAll(/(\d+) s\b/g)].map((m) => Number(m[1]));
+  assert.ok(quoted(comment).includes(worst), `the unit's comment quotes ${worst} s: ${comment}`);
+  assert.ok(quoted(comment).every((n) => n <= worst), `no bigger figure: ${comment}`);
+  const running = read("docs/running.md");
+  const units = running.slice(
+    running.indexOf('<a id="units"></a>'),
+    running.indexOf('<a id="notify"></a>'),
+  );
+  assert.ok(quoted(units).includes(worst), `running.md#units quotes ${worst} s`);
+});
+
 Deno.test("packaging: the worker unit stops within 90 s, reads secrets from an EnvironmentFile and allows V8's JIT", () => {
   const unit = read("packaging/systemd/statusengine-worker.service");
   assert.match(unit, /^TimeoutStopSec=90s$/m);
