@@ -22,7 +22,7 @@ const SUMMARIES = {
   run: "Run the worker: consume the twelve queues and write them to MySQL (default)",
   schema: "Create what is missing of the Statusengine schema; --check only reports differences",
   cleanup: "Retention, once: lay out weekly partitions, drop expired weeks, delete older rows",
-  status: "Show Gearman queue backlogs, MySQL reachability and a running worker's metrics",
+  status: "Show gearmand or RabbitMQ queue backlogs, MySQL reachability and a worker's metrics",
   publish: "Publish synthetic events for one queue to gearmand or RabbitMQ (testing only)",
   losstest: "Publish, verify or clean up marker events proving nothing is lost on restart",
   verify: "Compare the newest rows of two Statusengine databases column by column",
