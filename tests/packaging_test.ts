@@ -5,7 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { loadSettings, settingKeyOf, SETTINGS } from "../src/config/mod.ts";
-import { DEFAULT_COMMAND_FILES, permissionFlags, V8_FLAGS } from "../tools/compile.ts";
+import {
+  DEFAULT_COMMAND_FILES,
+  DEFAULT_MYSQL_SOCKETS,
+  permissionFlags,
+  V8_FLAGS,
+} from "../tools/compile.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const root = new URL("../", import.meta.url);
@@ -114,14 +119,16 @@ Deno.test("packaging: the default dead-letter file lies in the unit's state dire
   assert.ok(settings.deadLetterFile.startsWith(`${stateDir}/`));
 });
 
-Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory and the cores' command files, systemd-notify, never -A", () => {
+Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory, the cores' command files and the MySQL sockets, systemd-notify, never -A", () => {
   const flags = permissionFlags();
   assert.deepEqual(flags, [
     "--allow-net",
     "--allow-env",
     // Unrestricted: --config may name a file anywhere, and a binary cannot take --allow-read.
     "--allow-read",
-    `--allow-write=/var/lib/statusengine-worker,${DEFAULT_COMMAND_FILES.join(",")}`,
+    `--allow-write=/var/lib/statusengine-worker,${DEFAULT_COMMAND_FILES.join(",")},` +
+    // Deno connects to a Unix socket only with write permission on it.
+    DEFAULT_MYSQL_SOCKETS.join(","),
     "--allow-run=systemd-notify",
   ]);
   const task = JSON.parse(read("deno.json")).tasks.compile as string;
@@ -653,6 +660,66 @@ Deno.test("packaging: a dead-letter directory that cannot be created refuses the
     assert.match(err, /--dead-letter-file/);
   } finally {
     await Deno.remove(blocker);
+  }
+});
+
+// --help offers ?socketPath= and the Go DSN's unix(...) becomes one; Deno.connect to a Unix socket
+// needs write permission on its path, which the compiled binary gets only for the paths it was
+// built with.
+const MYSQL_SOCKET = "/run/mysqld/mysqld.sock";
+
+Deno.test("packaging: under exactly the compiled permissions, a MySQL URL with the distribution's Unix socket connects", async () => {
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  await using db = await createScratchDatabase();
+  assert.ok((await Deno.stat(MYSQL_SOCKET)).isSocket, `MariaDB's socket is ${MYSQL_SOCKET}`);
+  const url = new URL(db.url);
+  url.host = "localhost";
+  url.search = `?socketPath=${MYSQL_SOCKET}`;
+  const child = spawnMain(permissionFlags(), ["schema", "--check", "--mysql-url", url.href]);
+  const [status, out, err] = await Promise.all([
+    child.status,
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
+  const output = out + err;
+  assert.doesNotMatch(output, /Requires write access|NotCapable/, output);
+  // Reached the (empty) scratch database over the socket: every table is reported missing.
+  assert.match(output, /statusengine_dbversion: table is missing/, output);
+  assert.equal(status.code, 1, output);
+});
+
+Deno.test("packaging: under exactly the compiled permissions, a Unix socket the binary may not use refuses the start instead of waiting for MySQL for ever", async () => {
+  const { freePort } = await import("./helpers/gearmand.ts");
+  const socket = "/nonexistent-se-socket-dir/mysqld.sock";
+  const child = spawnMain(permissionFlags(), [
+    "run",
+    "--mysql-url",
+    `mysql://root@localhost/statusengine?socketPath=${socket}`,
+    "--gearman-addr",
+    `127.0.0.1:${freePort()}`,
+    "--metrics-port",
+    "0",
+    "--listen-addr",
+    `127.0.0.1:${freePort()}`,
+    "--dead-letter-file",
+    "",
+  ]);
+  // A worker that waits instead never exits by itself: stopped here, it exits 0, not 1.
+  const guard = setTimeout(() => child.kill("SIGTERM"), 30_000);
+  try {
+    const [status, out, err] = await Promise.all([
+      child.status,
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+    ]);
+    const output = out + err;
+    assert.equal(status.code, 1, output);
+    assert.match(output, /waiting cannot fix this/, output);
+    assert.match(output, new RegExp(socket), output);
+    assert.match(output, /STATUSENGINE_MYSQL_SOCKETS/, output);
+    assert.doesNotMatch(output, /run again with the --allow-write flag/, output);
+  } finally {
+    clearTimeout(guard);
   }
 });
 

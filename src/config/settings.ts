@@ -378,7 +378,8 @@ export const SETTINGS = [
     secret: true,
     commands: MYSQL_COMMANDS,
     help: "MySQL/MariaDB database. Percent-encode special characters in user and password; " +
-      "add ?socketPath=/path for a Unix socket. Several servers: " +
+      "add ?socketPath=/path for a Unix socket (the compiled binary: the distributions' usual " +
+      "ones, docs/operations.md#mysql-sockets). Several servers: " +
       "mysql://user:pw@host1:3306,host2:3306/db; the worker writes to the first that answers " +
       "and moves to the next when it fails, and the tools (schema, cleanup, status, verify) " +
       "use the first that answers. Mutually exclusive with --mysql-dsn within one source.",
