@@ -786,6 +786,20 @@ function value(sections: Map<string, [string, string][]>, section: string, key: 
   return sections.get(section)?.filter(([k]) => k === key).map(([, v]) => v) ?? [];
 }
 
+// At a host's shutdown systemd stops units in the reverse order of After=: a broker the worker is
+// not ordered after stops while the worker still drains, its acknowledgements fail and what it
+// committed is redelivered (duplicates in the keyless tables).
+Deno.test("packaging: the worker unit is ordered after MySQL and both brokers' units as the distributions name them", () => {
+  const unit = parseUnit(read("packaging/systemd/statusengine-worker.service"));
+  const after = value(unit, "Unit", "After").flatMap((v) => v.split(/\s+/));
+  for (const name of ["mariadb.service", "gearman-job-server.service", "rabbitmq-server.service"]) {
+    assert.ok(after.includes(name), `After= lacks ${name}: ${after.join(" ")}`);
+    // tools/dev_env.sh installs the three from Debian's packages: the names are theirs.
+    assert.ok(Deno.statSync(`/lib/systemd/system/${name}`).isFile, name);
+  }
+  assert.deepEqual(value(unit, "Unit", "Requires"), [], "their restarts must not stop the worker");
+});
+
 // The timer keeps running `cleanup` daily (partition maintenance joins the same command), and the
 // service it starts must exist under that name, run as the worker's user and read the same files.
 Deno.test("packaging: the cleanup timer starts the cleanup service, which runs cleanup as the worker's user", () => {
