@@ -723,6 +723,30 @@ Deno.test("packaging: under exactly the compiled permissions, a Unix socket the 
   }
 });
 
+Deno.test("packaging: the README's quick start counts the tables schema creates", async () => {
+  const { runCli } = await import("../src/cli/mod.ts");
+  const { bufferIo } = await import("./helpers/cli_run.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  await using db = await createScratchDatabase();
+  const io = bufferIo();
+  await runCli(["schema", "--check", "--mysql-url", db.url], {}, {
+    io,
+    signals: false,
+    logWrite: () => {},
+  });
+  const output = [...io.outLines, ...io.errLines].join("\n");
+  const missing = output.match(/: table is missing/g)?.length ?? 0;
+  assert.ok(missing > 0, output);
+  const readme = read("README.md");
+  const comment =
+    /^# the (\d+) tables \(?and the worker's own (\w+)\b.*\nstatusengine-worker schema$/m
+      .exec(readme);
+  assert.ok(comment !== null, "README: the comment above `statusengine-worker schema` counts them");
+  const words: Record<string, number> = { two: 2, three: 3, four: 4 };
+  const own = words[comment[2] ?? ""] ?? Number(comment[2]);
+  assert.equal(Number(comment[1]) + own, missing, comment[0]);
+});
+
 const UNITS = [
   "statusengine-worker.service",
   "statusengine-db-cleanup.service",
