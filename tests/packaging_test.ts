@@ -5,7 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { loadSettings, settingKeyOf, SETTINGS } from "../src/config/mod.ts";
-import { DEFAULT_COMMAND_FILES, permissionFlags, V8_FLAGS } from "../tools/compile.ts";
+import {
+  DEFAULT_COMMAND_FILES,
+  DEFAULT_MYSQL_SOCKETS,
+  permissionFlags,
+  V8_FLAGS,
+} from "../tools/compile.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const root = new URL("../", import.meta.url);
@@ -49,6 +54,38 @@ Deno.test("packaging: worker.env.example names real variables, and says what an 
   }
 });
 
+// An operator who trims TimeoutStopSec goes by the figure the unit's comment gives: a figure below
+// the real worst case of the stop lets systemd SIGKILL it mid-flush (redeliveries, duplicates).
+Deno.test("packaging: the worker unit and running.md quote the worst-case stop that docs/shutdown.md's budgets add up to", () => {
+  const shutdown = read("docs/shutdown.md");
+  const table = shutdown.slice(
+    shutdown.indexOf("| #  |"),
+    shutdown.indexOf("Then `shutdown complete`"),
+  );
+  let worst = 0;
+  for (const row of table.split("\n").slice(2)) {
+    const budget = row.split("|").at(-2) ?? "";
+    worst += Number(/(\d+) s\b/.exec(budget)?.[1] ?? 0);
+  }
+  assert.ok(worst > 0, "the budgets table was found");
+  assert.match(shutdown, new RegExp(`= ${worst} s`), "shutdown.md's own sum");
+  const unit = read("packaging/systemd/statusengine-worker.service");
+  const above = unit.slice(0, unit.indexOf("\nTimeoutStopSec=")).split("\n");
+  // The comment lines right above the setting.
+  const comment = above.slice(above.findLastIndex((l) => !l.startsWith("#")) + 1).join("\n");
+  const stop = Number(/^TimeoutStopSec=(\d+)s$/m.exec(unit)?.[1]);
+  assert.ok(stop > worst, `TimeoutStopSec=${stop}s leaves no room above ${worst} s`);
+  const quoted = (text: string) => [...text.matchAll(/(\d+) s\b/g)].map((m) => Number(m[1]));
+  assert.ok(quoted(comment).includes(worst), `the unit's comment quotes ${worst} s: ${comment}`);
+  assert.ok(quoted(comment).every((n) => n <= worst), `no bigger figure: ${comment}`);
+  const running = read("docs/running.md");
+  const units = running.slice(
+    running.indexOf('<a id="units"></a>'),
+    running.indexOf('<a id="notify"></a>'),
+  );
+  assert.ok(quoted(units).includes(worst), `running.md#units quotes ${worst} s`);
+});
+
 Deno.test("packaging: the worker unit stops within 90 s, reads secrets from an EnvironmentFile and allows V8's JIT", () => {
   const unit = read("packaging/systemd/statusengine-worker.service");
   assert.match(unit, /^TimeoutStopSec=90s$/m);
@@ -82,14 +119,16 @@ Deno.test("packaging: the default dead-letter file lies in the unit's state dire
   assert.ok(settings.deadLetterFile.startsWith(`${stateDir}/`));
 });
 
-Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory and the cores' command files, systemd-notify, never -A", () => {
+Deno.test("packaging: the compiled binary gets net, env, read, write of the state directory, the cores' command files and the MySQL sockets, systemd-notify, never -A", () => {
   const flags = permissionFlags();
   assert.deepEqual(flags, [
     "--allow-net",
     "--allow-env",
     // Unrestricted: --config may name a file anywhere, and a binary cannot take --allow-read.
     "--allow-read",
-    `--allow-write=/var/lib/statusengine-worker,${DEFAULT_COMMAND_FILES.join(",")}`,
+    `--allow-write=/var/lib/statusengine-worker,${DEFAULT_COMMAND_FILES.join(",")},` +
+    // Deno connects to a Unix socket only with write permission on it.
+    DEFAULT_MYSQL_SOCKETS.join(","),
     "--allow-run=systemd-notify",
   ]);
   const task = JSON.parse(read("deno.json")).tasks.compile as string;
@@ -624,6 +663,90 @@ Deno.test("packaging: a dead-letter directory that cannot be created refuses the
   }
 });
 
+// --help offers ?socketPath= and the Go DSN's unix(...) becomes one; Deno.connect to a Unix socket
+// needs write permission on its path, which the compiled binary gets only for the paths it was
+// built with.
+const MYSQL_SOCKET = "/run/mysqld/mysqld.sock";
+
+Deno.test("packaging: under exactly the compiled permissions, a MySQL URL with the distribution's Unix socket connects", async () => {
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  await using db = await createScratchDatabase();
+  assert.ok((await Deno.stat(MYSQL_SOCKET)).isSocket, `MariaDB's socket is ${MYSQL_SOCKET}`);
+  const url = new URL(db.url);
+  url.host = "localhost";
+  url.search = `?socketPath=${MYSQL_SOCKET}`;
+  const child = spawnMain(permissionFlags(), ["schema", "--check", "--mysql-url", url.href]);
+  const [status, out, err] = await Promise.all([
+    child.status,
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+  ]);
+  const output = out + err;
+  assert.doesNotMatch(output, /Requires write access|NotCapable/, output);
+  // Reached the (empty) scratch database over the socket: every table is reported missing.
+  assert.match(output, /statusengine_dbversion: table is missing/, output);
+  assert.equal(status.code, 1, output);
+});
+
+Deno.test("packaging: under exactly the compiled permissions, a Unix socket the binary may not use refuses the start instead of waiting for MySQL for ever", async () => {
+  const { freePort } = await import("./helpers/gearmand.ts");
+  const socket = "/nonexistent-se-socket-dir/mysqld.sock";
+  const child = spawnMain(permissionFlags(), [
+    "run",
+    "--mysql-url",
+    `mysql://root@localhost/statusengine?socketPath=${socket}`,
+    "--gearman-addr",
+    `127.0.0.1:${freePort()}`,
+    "--metrics-port",
+    "0",
+    "--listen-addr",
+    `127.0.0.1:${freePort()}`,
+    "--dead-letter-file",
+    "",
+  ]);
+  // A worker that waits instead never exits by itself: stopped here, it exits 0, not 1.
+  const guard = setTimeout(() => child.kill("SIGTERM"), 30_000);
+  try {
+    const [status, out, err] = await Promise.all([
+      child.status,
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+    ]);
+    const output = out + err;
+    assert.equal(status.code, 1, output);
+    assert.match(output, /waiting cannot fix this/, output);
+    assert.match(output, new RegExp(socket), output);
+    assert.match(output, /STATUSENGINE_MYSQL_SOCKETS/, output);
+    assert.doesNotMatch(output, /run again with the --allow-write flag/, output);
+  } finally {
+    clearTimeout(guard);
+  }
+});
+
+Deno.test("packaging: the README's quick start counts the tables schema creates", async () => {
+  const { runCli } = await import("../src/cli/mod.ts");
+  const { bufferIo } = await import("./helpers/cli_run.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  await using db = await createScratchDatabase();
+  const io = bufferIo();
+  await runCli(["schema", "--check", "--mysql-url", db.url], {}, {
+    io,
+    signals: false,
+    logWrite: () => {},
+  });
+  const output = [...io.outLines, ...io.errLines].join("\n");
+  const missing = output.match(/: table is missing/g)?.length ?? 0;
+  assert.ok(missing > 0, output);
+  const readme = read("README.md");
+  const comment =
+    /^# the (\d+) tables \(?and the worker's own (\w+)\b.*\nstatusengine-worker schema$/m
+      .exec(readme);
+  assert.ok(comment !== null, "README: the comment above `statusengine-worker schema` counts them");
+  const words: Record<string, number> = { two: 2, three: 3, four: 4 };
+  const own = words[comment[2] ?? ""] ?? Number(comment[2]);
+  assert.equal(Number(comment[1]) + own, missing, comment[0]);
+});
+
 const UNITS = [
   "statusengine-worker.service",
   "statusengine-db-cleanup.service",
@@ -687,6 +810,20 @@ function value(sections: Map<string, [string, string][]>, section: string, key: 
   return sections.get(section)?.filter(([k]) => k === key).map(([, v]) => v) ?? [];
 }
 
+// At a host's shutdown systemd stops units in the reverse order of After=: a broker the worker is
+// not ordered after stops while the worker still drains, its acknowledgements fail and what it
+// committed is redelivered (duplicates in the keyless tables).
+Deno.test("packaging: the worker unit is ordered after MySQL and both brokers' units as the distributions name them", () => {
+  const unit = parseUnit(read("packaging/systemd/statusengine-worker.service"));
+  const after = value(unit, "Unit", "After").flatMap((v) => v.split(/\s+/));
+  for (const name of ["mariadb.service", "gearman-job-server.service", "rabbitmq-server.service"]) {
+    assert.ok(after.includes(name), `After= lacks ${name}: ${after.join(" ")}`);
+    // tools/dev_env.sh installs the three from Debian's packages: the names are theirs.
+    assert.ok(Deno.statSync(`/lib/systemd/system/${name}`).isFile, name);
+  }
+  assert.deepEqual(value(unit, "Unit", "Requires"), [], "their restarts must not stop the worker");
+});
+
 // The timer keeps running `cleanup` daily (partition maintenance joins the same command), and the
 // service it starts must exist under that name, run as the worker's user and read the same files.
 Deno.test("packaging: the cleanup timer starts the cleanup service, which runs cleanup as the worker's user", () => {
@@ -716,6 +853,38 @@ Deno.test("packaging: the cleanup timer starts the cleanup service, which runs c
   assert.match(exec ?? "", /^(\S+) cleanup --config (\S+)$/);
   assert.equal(exec?.split(" ")[0], workerExec?.split(" ")[0], "the same binary");
   assert.equal(exec?.split(" ").at(-1), workerExec?.split(" ").at(-1), "the same config file");
+});
+
+// Exit 75 is "another cleanup holds the database's lock, this run did nothing": no failure of the
+// unit. A oneshot has no start timeout by default, so a run that hangs (a stuck statement holding
+// the lock) would keep the unit activating for ever, and the timer, finding it active, would never
+// start another: retention stops and nothing fails. A bounded run fails the unit instead.
+Deno.test("packaging: the cleanup unit counts exit 75 (another run holds the lock) as success, and fails a run stuck for most of a day instead of waiting for ever", async () => {
+  const service = parseUnit(read("packaging/systemd/statusengine-db-cleanup.service"));
+  const success = value(service, "Service", "SuccessExitStatus").flatMap((v) => v.split(/\s+/));
+  assert.ok(success.includes("75"), `SuccessExitStatus=${success.join(" ")} lacks 75`);
+  assert.match(read("src/cli/cleanup.ts"), /const CLEANUP_RUNNING_EXIT = 75;/);
+  const [timeout] = value(service, "Service", "TimeoutStartSec");
+  assert.ok(timeout !== undefined, "TimeoutStartSec is unset: systemd never fails a hung oneshot");
+  // systemd's own parser, as it will read the value.
+  const r = await tool("systemd-analyze", ["timespan", timeout]);
+  assert.equal(r.code, 0, r.output);
+  const usec = Number(/μs: (\d+)/.exec(r.output)?.[1]);
+  const hours = usec / 3_600_000_000;
+  // Failed before the next daily run is due, yet long enough for a first run on an old database.
+  assert.ok(hours >= 6 && hours < 24, `TimeoutStartSec=${timeout} (${hours} h)`);
+  assert.deepEqual(
+    value(
+      parseUnit(read("packaging/systemd/statusengine-db-cleanup.timer")),
+      "Timer",
+      "OnCalendar",
+    ),
+    ["daily"],
+  );
+  for (const page of ["docs/operations.md", "docs/running.md"]) {
+    assert.match(read(page), /SuccessExitStatus=75/, page);
+    assert.match(read(page), new RegExp(`TimeoutStartSec=${timeout}`), page);
+  }
 });
 
 async function tool(name: string, args: string[]): Promise<{ code: number; output: string }> {

@@ -16,13 +16,15 @@
  *   directory; and exactly the monitoring cores' usual external command files, so the task
  *   queue's `submit_method: cmd` (the PHP worker's example config) works with the binary as
  *   built. A file (not a directory) grants that one path only.
+ *   The distributions' MySQL/MariaDB Unix sockets too: Deno connects to a Unix socket only with
+ *   write permission on its path (`?socketPath=` in `--mysql-url`, the Go DSN's `unix(...)`).
  * - `--allow-run=systemd-notify`: readiness for the unit's `Type=notify` and its watchdog
  *   keep-alives (src/daemon/notify.ts).
  *
  * The state directory defaults to the packaging layout (/var/lib/statusengine-worker, the
  * unit's StateDirectory and WorkingDirectory) and can be changed with STATUSENGINE_STATE_DIR
  * at build time; STATUSENGINE_COMMAND_FILES (comma-separated paths) replaces the list of
- * command files.
+ * command files, STATUSENGINE_MYSQL_SOCKETS that of the MySQL sockets.
  * `deno compile` downloads its runtime the first time, so it needs network
  * access to dl.deno.land.
  *
@@ -95,23 +97,39 @@ export const DEFAULT_COMMAND_FILES: readonly string[] = [
 ];
 
 /**
+ * The Unix sockets of the usual MySQL/MariaDB packages, which the binary may connect to
+ * (docs/operations.md#mysql-sockets): without write permission on its path Deno refuses to connect
+ * to a socket, and a compiled binary cannot be given more at run time.
+ */
+export const DEFAULT_MYSQL_SOCKETS: readonly string[] = [
+  // Debian and Ubuntu (MariaDB and MySQL); /var/run is a link to /run there.
+  "/run/mysqld/mysqld.sock",
+  "/var/run/mysqld/mysqld.sock",
+  // RHEL, Fedora, SUSE.
+  "/var/lib/mysql/mysql.sock",
+];
+
+/**
  * The permission flags embedded in the binary: the one list `deno compile` gets and the
  * tests run `main.ts` under, so the two cannot drift.
  *
  * @param stateDir The only directory the worker may write (default {@link DEFAULT_STATE_DIR}).
  * @param commandFiles The external command files it may write besides (default
  *   {@link DEFAULT_COMMAND_FILES}).
+ * @param mysqlSockets The MySQL Unix sockets it may connect to (default
+ *   {@link DEFAULT_MYSQL_SOCKETS}).
  * @returns Flags for `deno compile` or `deno run`.
  */
 export function permissionFlags(
   stateDir: string = DEFAULT_STATE_DIR,
   commandFiles: readonly string[] = DEFAULT_COMMAND_FILES,
+  mysqlSockets: readonly string[] = DEFAULT_MYSQL_SOCKETS,
 ): string[] {
   return [
     "--allow-net",
     "--allow-env",
     "--allow-read",
-    `--allow-write=${[stateDir, ...commandFiles].join(",")}`,
+    `--allow-write=${[stateDir, ...commandFiles, ...mysqlSockets].join(",")}`,
     `--allow-run=${NOTIFY_COMMAND}`,
   ];
 }
@@ -150,17 +168,18 @@ function runtimeDownloadFailure(
 }
 
 /**
- * The command files the binary may write: STATUSENGINE_COMMAND_FILES (comma-separated) at
- * build time, else {@link DEFAULT_COMMAND_FILES}.
+ * The paths of a comma-separated build-time list (STATUSENGINE_COMMAND_FILES,
+ * STATUSENGINE_MYSQL_SOCKETS), else the defaults.
  */
-function commandFilesOf(value: string | undefined): readonly string[] {
-  if (value === undefined) return DEFAULT_COMMAND_FILES;
+function pathsOf(value: string | undefined, defaults: readonly string[]): readonly string[] {
+  if (value === undefined) return defaults;
   return value.split(",").map((p) => p.trim()).filter((p) => p !== "");
 }
 
 if (import.meta.main) {
   const stateDir = Deno.env.get("STATUSENGINE_STATE_DIR") ?? DEFAULT_STATE_DIR;
-  const commandFiles = commandFilesOf(Deno.env.get("STATUSENGINE_COMMAND_FILES"));
+  const commandFiles = pathsOf(Deno.env.get("STATUSENGINE_COMMAND_FILES"), DEFAULT_COMMAND_FILES);
+  const mysqlSockets = pathsOf(Deno.env.get("STATUSENGINE_MYSQL_SOCKETS"), DEFAULT_MYSQL_SOCKETS);
   const dirty = (await git(["status", "--porcelain"]))?.length ? "-dirty" : "";
   const version = (await git(["describe", "--tags", "--always", "--dirty"])) ?? "dev";
   const commit = ((await git(["rev-parse", "--short=12", "HEAD"])) ?? "unknown") + dirty;
@@ -181,7 +200,7 @@ if (import.meta.main) {
         // writable cache at run time (docs/operations.md#compiled-binary).
         "--no-code-cache",
         `--v8-flags=${V8_FLAGS.join(",")}`,
-        ...permissionFlags(stateDir, commandFiles),
+        ...permissionFlags(stateDir, commandFiles, mysqlSockets),
         "--output",
         "dist/statusengine-worker",
         "main.ts",

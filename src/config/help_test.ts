@@ -281,3 +281,14 @@ Deno.test("gen_config_reference: the generated reference section survives deno f
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+// An operator on RabbitMQ reads the top-level help to find the tool for a backlog: a command that
+// takes --consumer must not be summed up as serving gearmand only (status reads both).
+Deno.test("renderHelp: a command that takes --consumer names both brokers or neither in its summary", () => {
+  for (const { name, summary } of COMMANDS) {
+    if (!rowsFor(name).some((row) => row.flag === "consumer")) continue;
+    const gearman = /gearman/i.test(summary);
+    const rabbitmq = /rabbitmq/i.test(summary);
+    assert.equal(gearman, rabbitmq, `${name}: "${summary}"`);
+  }
+});

@@ -22,7 +22,7 @@ const SUMMARIES = {
   run: "Run the worker: consume the twelve queues and write them to MySQL (default)",
   schema: "Create what is missing of the Statusengine schema; --check only reports differences",
   cleanup: "Retention, once: lay out weekly partitions, drop expired weeks, delete older rows",
-  status: "Show Gearman queue backlogs, MySQL reachability and a running worker's metrics",
+  status: "Show gearmand or RabbitMQ queue backlogs, MySQL reachability and a worker's metrics",
   publish: "Publish synthetic events for one queue to gearmand or RabbitMQ (testing only)",
   losstest: "Publish, verify or clean up marker events proving nothing is lost on restart",
   verify: "Compare the newest rows of two Statusengine databases column by column",
@@ -378,7 +378,8 @@ export const SETTINGS = [
     secret: true,
     commands: MYSQL_COMMANDS,
     help: "MySQL/MariaDB database. Percent-encode special characters in user and password; " +
-      "add ?socketPath=/path for a Unix socket. Several servers: " +
+      "add ?socketPath=/path for a Unix socket (the compiled binary: the distributions' usual " +
+      "ones, docs/operations.md#mysql-sockets). Several servers: " +
       "mysql://user:pw@host1:3306,host2:3306/db; the worker writes to the first that answers " +
       "and moves to the next when it fails, and the tools (schema, cleanup, status, verify) " +
       "use the first that answers. Mutually exclusive with --mysql-dsn within one source.",

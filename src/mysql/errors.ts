@@ -183,8 +183,24 @@ const WAITING_CANNOT_FIX_ERRNOS = numbers(
  * counts when a host refused the login.
  */
 export function waitingCannotFix(err: unknown): boolean {
+  if (deniedSocket(err) !== undefined) return true;
   const errno = driverError(err)?.errno;
   return typeof errno === "number" && WAITING_CANNOT_FIX_ERRNOS.has(errno);
+}
+
+/**
+ * The Unix socket this process may not connect to, when Deno refused the connection itself: a
+ * compiled binary gets no more permissions at run time, so this never passes by waiting.
+ */
+function deniedSocket(err: unknown): string | undefined {
+  let current: unknown = err;
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    if (current instanceof Deno.errors.NotCapable) {
+      return /access to "([^"]+)"/.exec(current.message)?.[1] ?? "";
+    }
+    current = current.cause;
+  }
+  return undefined;
 }
 
 /** Sort a failure to connect (or of the first query) into what the operator has to fix. */
@@ -202,6 +218,13 @@ export function mysqlConnectProblem(err: unknown): MysqlConnectProblem {
 /** One sentence for an operator: what happened at which server (URL masked), and what to do. */
 export function describeMysqlConnectFailure(err: unknown, shownUrl: string): string {
   const detail = err instanceof Error ? err.message : String(err);
+  const socket = deniedSocket(err);
+  if (socket !== undefined) {
+    return `this binary may not connect to the MySQL Unix socket "${socket}" of ${shownUrl}: ` +
+      `it may use the usual distributions' sockets and those it was built for ` +
+      `(STATUSENGINE_MYSQL_SOCKETS=${socket} deno task compile); or give host:port in ` +
+      `--mysql-url instead (docs/operations.md#mysql-sockets)`;
+  }
   switch (mysqlConnectProblem(err)) {
     case "unknown_database": {
       const name = /Unknown database '([^']*)'/.exec(detail)?.[1];
