@@ -986,3 +986,28 @@ Deno.test("tools: losstest verify stops on its signal while the broker does not 
   assert.match(err.join("\n"), /Cannot finish losstest verify: verify was interrupted/);
   assert.doesNotMatch(out.join("\n"), /FAIL|PASS/);
 });
+
+// The worker writes the markers of jobs still queued after the cleanup: the run came back with
+// no word of it.
+Deno.test("tools: losstest cleanup warns while jobs are still queued for statusngin_hostchecks", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const target = ["--gearman-addr", gearmand.addr];
+  const published = await losstestCli(["publish", "--run-id", "q1", "--count", "100", ...target]);
+  assert.equal(published.code, 0, published.err);
+  const cleanup = await losstestCli([
+    "cleanup",
+    "--run-id",
+    "q1",
+    ...target,
+    "--mysql-url",
+    db.url,
+  ]);
+  assert.equal(cleanup.code, 0, cleanup.err);
+  assert.match(cleanup.out, /deleted 0 rows/);
+  assert.match(
+    cleanup.err,
+    /^warning: 1 job\(s\) still queued for statusngin_hostchecks: the worker may write rows of run "q1" after this cleanup; run cleanup again once the queue is drained$/m,
+  );
+});

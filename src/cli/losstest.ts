@@ -601,6 +601,8 @@ function cleanupRun(
 ): Promise<number> {
   const { runId } = options;
   return onDatabase(options, CLEANUP_LIMIT_MS, io, signal, async (conn, limit) => {
+    // A job still queued may hold events of the run: the worker would write them back.
+    const queued = await printBacklog(options, io, limit.signal);
     let deleted = 0;
     const started = performance.now();
     let nextProgress = started + PROGRESS_MS;
@@ -635,6 +637,13 @@ function cleanupRun(
         ((performance.now() - started) / 1000).toFixed(2)
       } s`,
     );
+    if (queued !== 0) {
+      io.err(
+        `warning: ${queued ?? "an unknown number of"} job(s) still queued for ${LOSSTEST_QUEUE}: ` +
+          `the worker may write rows of run "${runId}" after this cleanup; run cleanup again ` +
+          "once the queue is drained",
+      );
+    }
     return 0;
   });
 }
