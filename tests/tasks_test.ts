@@ -419,3 +419,38 @@ Deno.test("tasks: a task the broker took but never confirmed is deleted, not pub
   assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 0, "task b was queued twice");
   assert.deepEqual(warned, ["warn"], "one warning that task b may not have reached the core");
 });
+
+Deno.test("tasks: after a broker connection fell silent, the next task is published on a fresh connection", async () => {
+  await using vhost = await createScratchVhost();
+  await using proxy = await startTcpProxy("127.0.0.1:5672");
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const url = new URL(vhost.url);
+  url.host = proxy.addr;
+  await using _worker = await startTestWorker(taskConfig(db, {
+    gearmanServers: [],
+    consumer: "rabbitmq",
+    rabbitmq: { url: url.href, prefetch: 10, ...TEST_QUEUE_DURABILITY },
+  }));
+  const task = (uuid: string, entry: number): Task => ({
+    uuid,
+    node: NODE,
+    entry,
+    type: "externalcommand",
+    payload: `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`,
+  });
+  await insertTasks(db, [task("a", 1)]);
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "task a published" });
+  // The publisher's connection answers nothing more, not even the close it is given up with.
+  proxy.holdReplies();
+  await insertTasks(db, [task("b", 2)]);
+  await waitFor(async () => (await remaining(db)).length === 0, {
+    timeoutMs: 30_000,
+    message: "task b given up unconfirmed",
+  });
+  await insertTasks(db, [task("c", 3)]);
+  await waitFor(async () => (await remaining(db)).length === 0, {
+    timeoutMs: 30_000,
+    message: "task c published on a fresh connection",
+  });
+});
