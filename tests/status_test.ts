@@ -15,7 +15,7 @@ import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { startTcpPeer } from "./helpers/tcp_proxy.ts";
+import { cutAmqpAtFirstDeclare, startTcpPeer } from "./helpers/tcp_proxy.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -544,73 +544,11 @@ Deno.test("status: a local metrics port that accepts but does not answer is a fa
   assert.ok(!text.out.some((l) => l.includes("NO WORKER")), text.out.join("\n"));
 });
 
-/**
- * A proxy to the real RabbitMQ that lets the connection come up, then, at the client's first
- * `queue.declare` (the first depth check), severs the connection or stops forwarding.
- */
-function cutAtFirstDeclare(how: "sever" | "freeze") {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns: Deno.Conn[] = [];
-  let cut = false;
-  const forward = async (from: Deno.Conn, to: Deno.Conn, watch: boolean) => {
-    // The client's bytes: the 8-byte protocol header, then frames (type, channel, size, payload,
-    // end); a method frame's payload starts with its class and method id, queue.declare 50/10.
-    let seen = new Uint8Array(0);
-    let skip = watch ? 8 : 0;
-    const buf = new Uint8Array(64 * 1024);
-    try {
-      for (let n; (n = await from.read(buf)) !== null;) {
-        if (watch) {
-          seen = new Uint8Array([...seen, ...buf.subarray(0, n)]);
-          while (seen.length >= skip + 11) {
-            const view = new DataView(seen.buffer, skip);
-            if (view.getUint8(0) === 1 && view.getUint16(7) === 50 && view.getUint16(9) === 10) {
-              cut = true;
-            }
-            skip += 8 + view.getUint32(3);
-          }
-        }
-        if (cut) {
-          if (how === "sever") { for (const c of conns) c.close(); }
-          return;
-        }
-        await to.write(buf.subarray(0, n));
-      }
-    } catch {
-      // closed
-    }
-  };
-  void (async () => {
-    for await (const client of listener) {
-      const server = await Deno.connect({ hostname: "127.0.0.1", port: 5672 });
-      conns.push(client, server);
-      void forward(client, server, true);
-      void forward(server, client, false);
-    }
-  })().catch(() => {});
-  return {
-    port: (listener.addr as Deno.NetAddr).port,
-    get cut() {
-      return cut;
-    },
-    [Symbol.dispose]() {
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch {
-          // closed
-        }
-      }
-    },
-  };
-}
-
 for (const how of ["sever", "freeze"] as const) {
   Deno.test(`status --consumer rabbitmq: a broker connection that is ${how === "sever" ? "lost" : "silent"} during the depth checks is a failure, not an ok broker`, async () => {
     await using vhost = await createScratchVhost();
     await using db = await createScratchDatabase();
-    using proxy = cutAtFirstDeclare(how);
+    using proxy = cutAmqpAtFirstDeclare(how);
     const url = new URL(vhost.url);
     url.host = `127.0.0.1:${proxy.port}`;
     const answered = statusJson({ gearmanAddr: [], rabbitmqUrl: url.href, mysqlUrl: db.url });

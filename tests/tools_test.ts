@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
-import { startMysqlProxy, startTcpPeer } from "./helpers/tcp_proxy.ts";
+import { cutAmqpAtFirstDeclare, startMysqlProxy, startTcpPeer } from "./helpers/tcp_proxy.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
@@ -1010,4 +1010,36 @@ Deno.test("tools: losstest cleanup warns while jobs are still queued for statusn
     cleanup.err,
     /^warning: 1 job\(s\) still queued for statusngin_hostchecks: the worker may write rows of run "q1" after this cleanup; run cleanup again once the queue is drained$/m,
   );
+});
+
+// The depth check gave up on its signal, then the close of the connection waited for the broker's
+// close-ok, which a silent broker never sends: verify could not be stopped.
+Deno.test("tools: losstest verify stops on its signal while the broker falls silent after connecting", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const controller = new AbortController();
+  using proxy = cutAmqpAtFirstDeclare("freeze", () => controller.abort());
+  const url = new URL(vhost.url);
+  url.host = `127.0.0.1:${proxy.port}`;
+  const c = capture();
+  const verify = runLosstestCommand(
+    {
+      mode: "verify",
+      runId: "r12",
+      count: 10,
+      gearmanAddr: [],
+      rabbitmqUrl: url.href,
+      mysqlUrl: db.url,
+    },
+    c.io,
+    controller.signal,
+  );
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<"stuck">((resolve) =>
+    timer = setTimeout(() => resolve("stuck"), 30_000)
+  );
+  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  assert.ok(proxy.cut, "the broker fell silent at the depth check");
+  assert.equal(code, 130, `verify did not return after its signal aborted: ${c.out.join("\n")}`);
 });

@@ -555,13 +555,15 @@ async function printBacklog(
       // Passive declaration only: the durability flag is not sent. Bounded by the limit and the
       // signal, as a broker that accepts and never answers would otherwise hold verify forever.
       const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false });
-      await using publisher = await abortable(connecting, signal).catch((err: unknown) => {
+      const publisher = await abortable(connecting, signal).catch((err: unknown) => {
         connecting.then((p) => p.close(), () => {});
         throw err;
       });
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
-      // lost either (they return to the queue if that worker dies).
-      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal);
+      // lost either (they return to the queue if that worker dies). The close is not awaited: a
+      // silent broker never answers it.
+      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal)
+        .finally(() => void publisher.close());
       const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       if (ready > 0 || consumers === 0) return ready;
