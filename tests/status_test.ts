@@ -15,7 +15,7 @@ import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { waitFor } from "./helpers/wait.ts";
-import { startTcpPeer } from "./helpers/tcp_proxy.ts";
+import { cutAmqpAtFirstDeclare, startTcpPeer } from "./helpers/tcp_proxy.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -543,3 +543,26 @@ Deno.test("status: a local metrics port that accepts but does not answer is a fa
   const text = await status({ ...options, json: false });
   assert.ok(!text.out.some((l) => l.includes("NO WORKER")), text.out.join("\n"));
 });
+
+for (const how of ["sever", "freeze"] as const) {
+  Deno.test(`status --consumer rabbitmq: a broker connection that is ${how === "sever" ? "lost" : "silent"} during the depth checks is a failure, not an ok broker`, async () => {
+    await using vhost = await createScratchVhost();
+    await using db = await createScratchDatabase();
+    using proxy = cutAmqpAtFirstDeclare(how);
+    const url = new URL(vhost.url);
+    url.host = `127.0.0.1:${proxy.port}`;
+    const answered = statusJson({ gearmanAddr: [], rabbitmqUrl: url.href, mysqlUrl: db.url });
+    // A hang is the fault: bounded here only so that the test ends.
+    let hung: ReturnType<typeof setTimeout> | undefined;
+    const { code, report } = await Promise.race([
+      answered,
+      new Promise<never>((_, reject) => {
+        hung = setTimeout(() => reject(new Error("status hung on a silent broker")), 30_000);
+      }),
+    ]).finally(() => clearTimeout(hung));
+    assert.ok(proxy.cut, "the connection was cut at a depth check");
+    assert.equal(code, 1, JSON.stringify(report.jobServers));
+    assert.equal(report.jobServers[0]?.ok, false);
+    if (how === "freeze") assert.equal(report.jobServers[0]?.error, "no answer within 2000 ms");
+  });
+}

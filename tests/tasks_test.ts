@@ -389,3 +389,68 @@ Deno.test("tasks: tasks of the same second run in the order the UI wrote them", 
     .map((b) => JSON.parse(text(b)).Data as string);
   assert.deepEqual(bodies.map((d) => d.slice(0, 3)), ["[0]", "[1]", "[2]", "[3]", "[4]", "[5]"]);
 });
+
+Deno.test("tasks: a task the broker took but never confirmed is deleted, not published a second time", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using _worker = await startTestWorker(taskConfig(db, { gearmanServers: [proxy.addr] }));
+  const task = (uuid: string, entry: number): Task => ({
+    uuid,
+    node: NODE,
+    entry,
+    type: "externalcommand",
+    payload: `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`,
+  });
+  // The first task opens the publisher's connection.
+  await insertTasks(db, [task("a", 1)]);
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "task a published" });
+  // gearmand queues the next job, but its JOB_CREATED never comes back: the publish is
+  // unconfirmed after the budget, and the next connection is untouched.
+  proxy.holdReplies();
+  const warned = await withLogs(async (logs) => {
+    await insertTasks(db, [task("b", 2)]);
+    await waitFor(async () => (await remaining(db)).length === 0, { message: "task b deleted" });
+    return logs.filter((l) => l.message.includes("not confirmed")).map((l) => l.level);
+  });
+  const bodies = (await takeJobs(gearmand.addr, CMD, 2)).map((b) => JSON.parse(text(b)).Data);
+  assert.deepEqual(bodies, ["[1] SCHEDULE_HOST_CHECK;a;1", "[2] SCHEDULE_HOST_CHECK;b;2"]);
+  assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 0, "task b was queued twice");
+  assert.deepEqual(warned, ["warn"], "one warning that task b may not have reached the core");
+});
+
+Deno.test("tasks: after a broker connection fell silent, the next task is published on a fresh connection", async () => {
+  await using vhost = await createScratchVhost();
+  await using proxy = await startTcpProxy("127.0.0.1:5672");
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const url = new URL(vhost.url);
+  url.host = proxy.addr;
+  await using _worker = await startTestWorker(taskConfig(db, {
+    gearmanServers: [],
+    consumer: "rabbitmq",
+    rabbitmq: { url: url.href, prefetch: 10, ...TEST_QUEUE_DURABILITY },
+  }));
+  const task = (uuid: string, entry: number): Task => ({
+    uuid,
+    node: NODE,
+    entry,
+    type: "externalcommand",
+    payload: `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`,
+  });
+  await insertTasks(db, [task("a", 1)]);
+  await waitFor(async () => (await remaining(db)).length === 0, { message: "task a published" });
+  // The publisher's connection answers nothing more, not even the close it is given up with.
+  proxy.holdReplies();
+  await insertTasks(db, [task("b", 2)]);
+  await waitFor(async () => (await remaining(db)).length === 0, {
+    timeoutMs: 30_000,
+    message: "task b given up unconfirmed",
+  });
+  await insertTasks(db, [task("c", 3)]);
+  await waitFor(async () => (await remaining(db)).length === 0, {
+    timeoutMs: 30_000,
+    message: "task c published on a fresh connection",
+  });
+});

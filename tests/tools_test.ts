@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
-import { startMysqlProxy, startTcpPeer } from "./helpers/tcp_proxy.ts";
+import { cutAmqpAtFirstDeclare, startMysqlProxy, startTcpPeer } from "./helpers/tcp_proxy.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
@@ -985,4 +985,61 @@ Deno.test("tools: losstest verify stops on its signal while the broker does not 
   assert.equal(code, 130, `verify did not return after its signal aborted: ${out.join("\n")}`);
   assert.match(err.join("\n"), /Cannot finish losstest verify: verify was interrupted/);
   assert.doesNotMatch(out.join("\n"), /FAIL|PASS/);
+});
+
+// The worker writes the markers of jobs still queued after the cleanup: the run came back with
+// no word of it.
+Deno.test("tools: losstest cleanup warns while jobs are still queued for statusngin_hostchecks", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const target = ["--gearman-addr", gearmand.addr];
+  const published = await losstestCli(["publish", "--run-id", "q1", "--count", "100", ...target]);
+  assert.equal(published.code, 0, published.err);
+  const cleanup = await losstestCli([
+    "cleanup",
+    "--run-id",
+    "q1",
+    ...target,
+    "--mysql-url",
+    db.url,
+  ]);
+  assert.equal(cleanup.code, 0, cleanup.err);
+  assert.match(cleanup.out, /deleted 0 rows/);
+  assert.match(
+    cleanup.err,
+    /^warning: 1 job\(s\) still queued for statusngin_hostchecks: the worker may write rows of run "q1" after this cleanup; run cleanup again once the queue is drained$/m,
+  );
+});
+
+// The depth check gave up on its signal, then the close of the connection waited for the broker's
+// close-ok, which a silent broker never sends: verify could not be stopped.
+Deno.test("tools: losstest verify stops on its signal while the broker falls silent after connecting", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const controller = new AbortController();
+  using proxy = cutAmqpAtFirstDeclare("freeze", () => controller.abort());
+  const url = new URL(vhost.url);
+  url.host = `127.0.0.1:${proxy.port}`;
+  const c = capture();
+  const verify = runLosstestCommand(
+    {
+      mode: "verify",
+      runId: "r12",
+      count: 10,
+      gearmanAddr: [],
+      rabbitmqUrl: url.href,
+      mysqlUrl: db.url,
+    },
+    c.io,
+    controller.signal,
+  );
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<"stuck">((resolve) =>
+    timer = setTimeout(() => resolve("stuck"), 30_000)
+  );
+  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  assert.ok(proxy.cut, "the broker fell silent at the depth check");
+  assert.equal(code, 130, `verify did not return after its signal aborted: ${c.out.join("\n")}`);
 });

@@ -555,13 +555,15 @@ async function printBacklog(
       // Passive declaration only: the durability flag is not sent. Bounded by the limit and the
       // signal, as a broker that accepts and never answers would otherwise hold verify forever.
       const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false });
-      await using publisher = await abortable(connecting, signal).catch((err: unknown) => {
+      const publisher = await abortable(connecting, signal).catch((err: unknown) => {
         connecting.then((p) => p.close(), () => {});
         throw err;
       });
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
-      // lost either (they return to the queue if that worker dies).
-      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal);
+      // lost either (they return to the queue if that worker dies). The close is not awaited: a
+      // silent broker never answers it.
+      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal)
+        .finally(() => void publisher.close());
       const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       if (ready > 0 || consumers === 0) return ready;
@@ -601,6 +603,8 @@ function cleanupRun(
 ): Promise<number> {
   const { runId } = options;
   return onDatabase(options, CLEANUP_LIMIT_MS, io, signal, async (conn, limit) => {
+    // A job still queued may hold events of the run: the worker would write them back.
+    const queued = await printBacklog(options, io, limit.signal);
     let deleted = 0;
     const started = performance.now();
     let nextProgress = started + PROGRESS_MS;
@@ -635,6 +639,13 @@ function cleanupRun(
         ((performance.now() - started) / 1000).toFixed(2)
       } s`,
     );
+    if (queued !== 0) {
+      io.err(
+        `warning: ${queued ?? "an unknown number of"} job(s) still queued for ${LOSSTEST_QUEUE}: ` +
+          `the worker may write rows of run "${runId}" after this cleanup; run cleanup again ` +
+          "once the queue is drained",
+      );
+    }
     return 0;
   });
 }

@@ -128,8 +128,9 @@ export class RetryingPublisher implements CommandPublisher {
       } catch (err: unknown) {
         last = err;
         // A link that failed once is not trusted again: the retry, and the
-        // next request, get a fresh connection.
-        await this.#drop();
+        // next request, get a fresh connection. Its close is not awaited: a silent broker never
+        // answers it, and every later publish waits behind this one.
+        void this.#drop();
         if (err instanceof NotQueuedError) state.written = false;
         // Sent again, a message the broker took before the connection broke would run twice.
         if (state.written) throw this.#unconfirmed(signal, err);

@@ -1,8 +1,9 @@
 /**
  * The Statusengine UI's task queue (docs/running.md#tasks): this node's rows of
  * `statusengine_tasks`, validated like a `POST /commands` `raw` command, submitted, and deleted
- * only after the submission succeeded (at least once). A task that can never run is deleted too:
- * keeping it would repeat the refusal every poll, and the PHP worker deleted every task.
+ * only after the submission succeeded or was written to the broker unconfirmed (never twice). A
+ * task that can never run is deleted too: keeping it would repeat the refusal every poll, and the
+ * PHP worker deleted every task.
  *
  * @module
  */
@@ -15,6 +16,7 @@ import type { SqlExecutor } from "../mysql/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { abortable, deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { hasCode } from "../util/errors.ts";
 
 const log = getLogger("tasks");
 
@@ -331,14 +333,23 @@ export class TaskManager {
         await o.submitter.submit(checked.task, signal);
       } catch (err: unknown) {
         if (signal.aborted) throw err;
-        m?.tasksSubmitErrors.inc();
-        log.error("tasks: submitting a task failed; it stays for the next poll", {
-          uuid,
-          node_name: o.nodeName,
-          submit_method: o.submitter.method,
-          error: errorMessage(err),
-        });
-        return submitted;
+        // Written to the broker, its confirm lost: it may be queued, and submitted again it would
+        // run twice (two downtimes, two notifications), as the publisher never sends it twice.
+        if (!hasCode(err, "command_unconfirmed")) {
+          m?.tasksSubmitErrors.inc();
+          log.error("tasks: submitting a task failed; it stays for the next poll", {
+            uuid,
+            node_name: o.nodeName,
+            submit_method: o.submitter.method,
+            error: errorMessage(err),
+          });
+          return submitted;
+        }
+        log.warn(
+          "tasks: submission not confirmed; the task is deleted, not sent twice, and may " +
+            "not have reached the core",
+          { uuid, node_name: o.nodeName, error: errorMessage(err) },
+        );
       }
       m?.tasksSubmitted.inc();
       submitted++;

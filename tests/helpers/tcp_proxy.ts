@@ -333,3 +333,67 @@ export function startTcpPeer(
     [Symbol.asyncDispose]: close,
   };
 }
+
+/**
+ * A proxy to the real RabbitMQ that lets the connection come up, then, at the client's first
+ * `queue.declare` (the first depth check), severs the connection or stops forwarding; `onCut`
+ * is called then.
+ */
+export function cutAmqpAtFirstDeclare(how: "sever" | "freeze", onCut: () => void = () => {}) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  let cut = false;
+  const forward = async (from: Deno.Conn, to: Deno.Conn, watch: boolean) => {
+    // The client's bytes: the 8-byte protocol header, then frames (type, channel, size, payload,
+    // end); a method frame's payload starts with its class and method id, queue.declare 50/10.
+    let seen = new Uint8Array(0);
+    let skip = watch ? 8 : 0;
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      for (let n; (n = await from.read(buf)) !== null;) {
+        if (watch) {
+          seen = new Uint8Array([...seen, ...buf.subarray(0, n)]);
+          while (seen.length >= skip + 11) {
+            const view = new DataView(seen.buffer, skip);
+            if (view.getUint8(0) === 1 && view.getUint16(7) === 50 && view.getUint16(9) === 10) {
+              cut = true;
+              onCut();
+            }
+            skip += 8 + view.getUint32(3);
+          }
+        }
+        if (cut) {
+          if (how === "sever") { for (const c of conns) c.close(); }
+          return;
+        }
+        await to.write(buf.subarray(0, n));
+      }
+    } catch {
+      // closed
+    }
+  };
+  void (async () => {
+    for await (const client of listener) {
+      const server = await Deno.connect({ hostname: "127.0.0.1", port: 5672 });
+      conns.push(client, server);
+      void forward(client, server, true);
+      void forward(server, client, false);
+    }
+  })().catch(() => {});
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    get cut() {
+      return cut;
+    },
+    [Symbol.dispose]() {
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch {
+          // closed
+        }
+      }
+    },
+  };
+}

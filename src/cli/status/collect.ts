@@ -19,7 +19,7 @@ import {
   mysqlConnectProblem,
   mysqlOptionsFromUrl,
 } from "../../mysql/mod.ts";
-import { abortable, delay } from "../../util/async.ts";
+import { abortable, deadline, delay } from "../../util/async.ts";
 import { redactText, redactUrl } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
@@ -163,7 +163,8 @@ function unreachable(addr: string, kind: JobServerStatus["kind"], err: unknown):
 /**
  * The consumed queues at the RabbitMQ broker, by passive declaration: ready messages and
  * consumers. Unacknowledged deliveries are not part of the answer (the management API
- * has them); a queue that does not exist yet is left empty.
+ * has them); a queue that does not exist yet is left empty. Connecting and each depth check are
+ * bounded in time; a connection lost or silent meanwhile makes the broker a failure.
  */
 async function probeRabbitMq(url: string): Promise<Probe> {
   let addr = url;
@@ -171,27 +172,39 @@ async function probeRabbitMq(url: string): Promise<Probe> {
     addr = parseAmqpUrl(url).display;
     // Passive declarations only: the durability flag is not sent.
     const connecting = AmqpPublisher.connect(url, { durableQueues: false });
-    const timeout = new AbortController();
-    const timer = setTimeout(
-      () => timeout.abort(new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`)),
-      ADMIN_TIMEOUT_MS,
-    );
-    await using publisher = await abortable(connecting, timeout.signal).catch((err: unknown) => {
+    const publisher = await bounded(connecting).catch((err: unknown) => {
       connecting.then((p) => p.close(), () => {});
       throw err;
-    }).finally(() => clearTimeout(timer));
+    });
     const queues = new Map<string, Omit<QueueAtServer, "addr">>();
-    for (const name of QUEUE_NAMES) {
-      try {
-        const { ready, consumers } = await publisher.depth(name);
-        queues.set(name, { waiting: ready, running: null, workers: consumers });
-      } catch {
-        // Not declared yet: no worker has started and the broker module has published nothing.
+    try {
+      for (const name of QUEUE_NAMES) {
+        try {
+          const { ready, consumers } = await bounded(publisher.depth(name));
+          queues.set(name, { waiting: ready, running: null, workers: consumers });
+        } catch (err: unknown) {
+          // Not declared yet: no worker has started and the broker module has published nothing.
+          if (!/NOT_FOUND|\(404\)/.test(errorMessage(err))) throw err;
+        }
       }
+    } finally {
+      // Not awaited: a silent broker never answers the close either.
+      void publisher.close();
     }
     return { server: { addr, kind: "rabbitmq", ok: true, version: null, error: null }, queues };
   } catch (err: unknown) {
     return unreachable(addr, "rabbitmq", err);
+  }
+}
+
+/** `promise`, or a failure once {@link ADMIN_TIMEOUT_MS} passed without its answer. */
+async function bounded<T>(promise: Promise<T>): Promise<T> {
+  using limit = deadline(ADMIN_TIMEOUT_MS);
+  try {
+    return await abortable(promise, limit.signal);
+  } catch (err: unknown) {
+    if (limit.signal.aborted) throw new Error(`no answer within ${ADMIN_TIMEOUT_MS} ms`);
+    throw err;
   }
 }
 
