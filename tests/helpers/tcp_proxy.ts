@@ -339,7 +339,10 @@ export function startTcpPeer(
  * `queue.declare` (the first depth check), severs the connection or stops forwarding; `onCut`
  * is called then.
  */
-export function cutAmqpAtFirstDeclare(how: "sever" | "freeze", onCut: () => void = () => {}) {
+export function cutAmqpAtFirstDeclare(
+  how: "sever" | "freeze",
+  onCut: () => void = () => {},
+): Disposable & { readonly port: number; readonly cut: boolean } {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const conns: Deno.Conn[] = [];
   let cut = false;
