@@ -5,6 +5,8 @@
 import assert from "node:assert/strict";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { track, waitFor } from "./helpers/wait.ts";
 import { TEST_QUEUE_DURABILITY } from "./helpers/worker.ts";
 
 /** Channels the broker counts on the connections of a vhost. */
@@ -62,4 +64,22 @@ Deno.test("publisher: a publish to a queue deleted since it was declared fails, 
   // Not a dead channel: the next publish declares the queue again and lands.
   await publisher.publish("q_gone", ["c"]);
   assert.deepEqual(await other.depth("q_gone"), { ready: 1, consumers: 0 });
+});
+
+// close() waited for the broker's close-ok without a bound: a broker that went silent (frozen,
+// partitioned) held it until the heartbeat gave up, 60 s by default, which made the shutdown's
+// "close command publisher" step outlast systemd's stop timeout. No timed assertion: the wait below
+// only bounds a hang, which without the fix lasts the whole heartbeat.
+Deno.test("publisher: close on a broker that went silent does not wait for the heartbeat", async () => {
+  await using vhost = await createScratchVhost("se_pub");
+  const broker = new URL(vhost.url);
+  await using proxy = await startTcpProxy(`${broker.hostname}:${broker.port || "5672"}`);
+  const url = new URL(vhost.url);
+  url.host = proxy.addr;
+  url.searchParams.set("heartbeat", "120");
+  const publisher = await AmqpPublisher.connect(url.href, TEST_QUEUE_DURABILITY);
+  await publisher.publish("q_close", ["a"]);
+  proxy.freeze();
+  const closed = track(publisher.close());
+  await waitFor(() => closed.settled, { timeoutMs: 30_000, message: "close() to return" });
 });

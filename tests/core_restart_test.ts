@@ -25,7 +25,7 @@ import {
   type ScratchDatabase,
 } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
-import { waitFor } from "./helpers/wait.ts";
+import { track, waitFor } from "./helpers/wait.ts";
 import type { Pipeline } from "../src/pipeline/pipeline.ts";
 import { testPipeline } from "./helpers/pipeline.ts";
 import {
@@ -1039,5 +1039,44 @@ Deno.test("core restart: scheduled downtimes end the same whatever order the res
     assert.deepEqual([...got.keys()].sort(), KEPT_DOWNTIMES, order.name);
     if (want === undefined) want = got;
     else assert.deepEqual(got, want, order.name);
+  }
+});
+
+// The shutdown flush waited for a sweep's statement in flight before its budget began: a sweep
+// MySQL holds up (a table lock here, a frozen server alike) kept "flush writers" from ending
+// until the statement timeout, and for ever without one. No timed assertion: the wait below only
+// bounds a hang, which without the fix lasts as long as the lock.
+Deno.test("core restart: the shutdown flush does not wait beyond its budget for a sweep MySQL holds up", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "a", node_name: "N", status_update_time: T - 300 },
+    { hostname: "gone", node_name: "N", status_update_time: T - 300 },
+  ]);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
+  const holder = await mysql.createConnection(connectionOptionsOf(db));
+  try {
+    await holder.query(`LOCK TABLES ${HOSTSTATUS} WRITE, ${SERVICESTATUS} WRITE`);
+    const blocked = async () => {
+      const [rows] = await holder.query(
+        "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND " +
+          "ID <> CONNECTION_ID() AND (INFO LIKE '%statusengine_hoststatus%' OR INFO LIKE '%statusengine_servicestatus%')",
+        [db.name],
+      );
+      return Number((rows as { n: number }[])[0]?.n) > 0;
+    };
+    await waitFor(async () => {
+      if (await blocked()) return true;
+      h.clock.advance(TIMING.pollMs);
+      return false;
+    }, { timeoutMs: 30_000, message: "a sweep statement waiting for the table lock" });
+    const closed = track(h.pipeline.close(500));
+    await waitFor(() => closed.settled, { timeoutMs: 20_000, message: "the flush to end" });
+  } finally {
+    await holder.query("UNLOCK TABLES").catch(() => {});
+    await holder.end();
   }
 });

@@ -8,6 +8,13 @@ import { type AMQPChannel, AMQPClient, type AMQPMessage } from "@cloudamqp/amqp-
 import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
 import { errorMessage } from "../log.ts";
+import { deadline, settledWithin } from "../util/async.ts";
+
+/**
+ * How long close() waits for the broker's close-ok before dropping the socket: a silent broker
+ * would otherwise hold it until the heartbeat gives up (60 s), past systemd's stop timeout.
+ */
+const CLOSE_TIMEOUT_MS = 2_000;
 
 /** Counts of a queue as the broker reports them on a passive declaration. */
 export interface QueueDepth {
@@ -140,7 +147,10 @@ export class AmqpPublisher implements AsyncDisposable {
   /** Close the connection. Idempotent. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
-      if (!this.#client.closed) await this.#client.close().catch(() => {});
+      if (!this.#client.closed) {
+        using limit = deadline(CLOSE_TIMEOUT_MS);
+        await settledWithin(this.#client.close(), limit.signal);
+      }
       this.#client.socket?.destroy();
     })();
     return this.#closing;

@@ -29,7 +29,7 @@ import {
   type Row,
 } from "../events/mod.ts";
 import { createJobHandler, type HandlerSettings } from "./handler.ts";
-import { deadline } from "../util/async.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("pipeline");
@@ -180,9 +180,11 @@ export class Pipeline {
 
   async #close(budgetMs: number): Promise<void> {
     if (this.#statsTimer !== undefined) clearInterval(this.#statsTimer);
-    await this.statusCleaner.close();
     const started = performance.now();
     using budget = deadline(budgetMs);
+    // Within the budget: a sweep statement MySQL holds up (a lock, a frozen server) would
+    // otherwise hold the stop until the statement timeout, for ever with none.
+    await settledWithin(this.statusCleaner.close(), budget.signal);
     const writers = Object.values(this.writers);
     await Promise.all(writers.map((w) => w.close(budget.signal)));
     const left = writers.reduce((n, w) => n + w.buffered, 0);
