@@ -24,6 +24,12 @@ async function readyz(port: number): Promise<{ status: number; body: string }> {
   return { status: res.status, body: await res.text() };
 }
 
+/** The worker's `statusengine_db_available`, read from its /metrics. */
+async function dbAvailable(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return Number(/^statusengine_db_available (\S+)$/m.exec(text)?.[1]);
+}
+
 Deno.test("start-up: no job server yet: /readyz 503 names the queues, and the worker consumes once gearmand comes", async () => {
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -51,7 +57,7 @@ Deno.test("start-up: no job server yet: /readyz 503 names the queues, and the wo
   assert.equal((await worker.status).code, 0, worker.stderr());
 });
 
-Deno.test("start-up: MySQL not reachable yet: /readyz 503 names MySQL, and the worker starts once it answers", async () => {
+Deno.test("start-up: MySQL not reachable yet: /readyz 503 names MySQL, statusengine_db_available is 0, and the worker starts once it answers", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
@@ -70,11 +76,13 @@ Deno.test("start-up: MySQL not reachable yet: /readyz 503 names MySQL, and the w
     },
   );
   assert.equal((await readyz(worker.metricsPort)).status, 503);
+  assert.equal(await dbAvailable(worker.metricsPort), 0, "statusengine_db_available while waiting");
   proxy.unblock();
   await waitFor(async () => (await readyz(worker.metricsPort)).status === 200, {
     message: "ready once MySQL answers",
     timeoutMs: 30_000,
   });
+  assert.equal(await dbAvailable(worker.metricsPort), 1, "statusengine_db_available once started");
   worker.kill("SIGTERM");
   assert.equal((await worker.status).code, 0, worker.stderr());
 });

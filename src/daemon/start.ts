@@ -127,6 +127,9 @@ export async function startWorker(
       ...options,
       waiting: (reason) => {
         verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
+        // A worker waiting for MySQL at start takes no writes: the gauge says so, as it does
+        // for an outage later, so the MySQL alert fires for a worker stuck at boot too.
+        metrics.dbAvailable.set(reason === undefined ? 1 : 0);
         options.waiting?.(reason);
       },
       metrics,

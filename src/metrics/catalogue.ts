@@ -202,7 +202,7 @@ export const METRICS = {
   ),
   dbAvailable: gauge(
     "statusengine_db_available",
-    "1 while MySQL takes writes; 0 while the pipeline holds rows because it cannot (unreachable, read-only, full, privileges, statement timeout).",
+    "1 while MySQL takes writes; 0 while the pipeline holds rows because it cannot (unreachable, read-only, full, privileges, statement timeout), and while the start waits for MySQL.",
     { initial: 1 },
   ),
   mysqlHostInUse: gauge(
