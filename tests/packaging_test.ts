@@ -65,7 +65,8 @@ Deno.test("packaging: the worker unit and running.md quote the worst-case stop t
   let worst = 0;
   for (const row of table.split("\n").slice(2)) {
     const budget = row.split("|").at(-2) ?? "";
-    worst += Number(/(\d+) s\b/.exec(budget)?.[1] ?? 0);
+    // Every figure of the cell: the drain's "30 s, then ≤ 4 s" is 34 s.
+    for (const m of budget.matchAll(/(\d+) s\b/g)) worst += Number(m[1]);
   }
   assert.ok(worst > 0, "the budgets table was found");
   assert.match(shutdown, new RegExp(`= ${worst} s`), "shutdown.md's own sum");
