@@ -435,71 +435,49 @@ Deno.test("rabbitmq consumer: a silent link (no FIN, no RST) is detected by the 
   }
 });
 
-Deno.test("rabbitmq consumer: a silent link is detected by the heartbeat while the worker keeps writing to it (backlog probes)", async () => {
-  const [q] = queueNames(1) as [string];
-  await using publisher = await publisherFor([q]);
-  await publisher.declare(q);
-  await using proxy = await startTcpProxy(brokerAddr());
-  const url = new URL(urlVia(proxy.addr));
-  url.searchParams.set("heartbeat", "1");
-  const { consumer: c, observer } = consumer({
-    url: url.href,
-    queues: [q],
-    // A backlog question far more often than the heartbeat: the worker writes, the broker is silent.
-    backlogIntervalMs: 100,
-    handler: () => Promise.resolve(),
+for (const tls of [false, true]) {
+  Deno.test(`rabbitmq consumer: ${tls ? "over TLS too, " : ""}a silent link is detected by the heartbeat while the worker keeps writing to it (backlog probes)`, async () => {
+    const [q] = queueNames(1) as [string];
+    await using publisher = await publisherFor([q]);
+    await publisher.declare(q);
+    await using proxy = await startTcpProxy(
+      brokerAddr(),
+      tls ? { tls: await selfSignedIdentity() } : {},
+    );
+    const url = new URL(urlVia(proxy.addr));
+    url.searchParams.set("heartbeat", "1");
+    if (tls) {
+      url.protocol = "amqps:";
+      // The test's certificate is self-signed.
+      url.searchParams.set("insecure", "");
+    }
+    const { consumer: c, observer } = consumer({
+      url: url.href,
+      queues: [q],
+      // A backlog question far more often than the heartbeat: the worker writes, the broker is
+      // silent.
+      backlogIntervalMs: 100,
+      handler: () => Promise.resolve(),
+    });
+    await c.start();
+    try {
+      // The probe channel is open: every later backlog question is one more write.
+      await waitFor(() => observer.backlogHistory.get(q)?.includes(0) === true, {
+        message: "a backlog read",
+      });
+      proxy.freeze();
+      // Our own writes are no sign of life from the broker: only frames read from it are.
+      await waitFor(() => observer.connected(q) === false, {
+        timeoutMs: 5000,
+        message: "the frozen link declared lost although the worker kept writing to it",
+      });
+      proxy.unblock();
+      await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
+    } finally {
+      await c.stop();
+    }
   });
-  await c.start();
-  try {
-    // The probe channel is open: every later backlog question is one more write.
-    await waitFor(() => observer.backlogHistory.get(q)?.includes(0) === true, {
-      message: "a backlog read",
-    });
-    proxy.freeze();
-    // Our own writes are no sign of life from the broker: only frames read from it are.
-    await waitFor(() => observer.connected(q) === false, {
-      timeoutMs: 5000,
-      message: "the frozen link declared lost although the worker kept writing to it",
-    });
-    proxy.unblock();
-    await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
-  } finally {
-    await c.stop();
-  }
-});
-
-Deno.test("rabbitmq consumer: over TLS too, a silent link is detected by the heartbeat while the worker keeps writing to it", async () => {
-  const [q] = queueNames(1) as [string];
-  await using publisher = await publisherFor([q]);
-  await publisher.declare(q);
-  await using proxy = await startTcpProxy(brokerAddr(), { tls: await selfSignedIdentity() });
-  const url = new URL(urlVia(proxy.addr));
-  url.protocol = "amqps:";
-  url.searchParams.set("heartbeat", "1");
-  // The test's certificate is self-signed.
-  url.searchParams.set("insecure", "");
-  const { consumer: c, observer } = consumer({
-    url: url.href,
-    queues: [q],
-    backlogIntervalMs: 100,
-    handler: () => Promise.resolve(),
-  });
-  await c.start();
-  try {
-    await waitFor(() => observer.backlogHistory.get(q)?.includes(0) === true, {
-      message: "a backlog read over TLS",
-    });
-    proxy.freeze();
-    await waitFor(() => observer.connected(q) === false, {
-      timeoutMs: 5000,
-      message: "the frozen TLS link declared lost although the worker kept writing to it",
-    });
-    proxy.unblock();
-    await waitFor(() => observer.connected(q) === true, { message: "reconnected over TLS" });
-  } finally {
-    await c.stop();
-  }
-});
+}
 
 Deno.test("rabbitmq consumer: a consumer cancelled by the broker (queue deleted) rebuilds the session and declares the queue again", async () => {
   const [a, b] = queueNames(2) as [string, string];
