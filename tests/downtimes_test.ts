@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { blockedStatements, lockTables, waitForBlocked } from "./helpers/mysql_lock.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -463,4 +464,39 @@ Deno.test("downtimes: a burst of interleaved lifecycles ends correct in history 
     await metricValue(worker, "statusengine_pipeline_errors_total", { component: "mysql" }),
     0,
   );
+});
+
+// The drain deadline abandons the job, not its statement: it still runs in MySQL. Released then,
+// the lease went to the next worker within a poll, which applied downtime jobs beside it: two
+// appliers at once, what the lease exists to rule out (docs/downtimes.md#galera).
+Deno.test("downtimes: a stopping holder whose downtime statement still runs does not release the in-order lease", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using lock = await lockTables(db, ["statusengine_host_downtimehistory"]);
+  await using worker = await startTestWorker(
+    testConfig({
+      gearmanServers: [gearmand.addr],
+      mysqlUrl: db.url,
+      inOrderLock: {},
+      drainTimeoutMs: 500,
+    }),
+  );
+  const l = LIFECYCLES[0];
+  assert.ok(l !== undefined && l.events[0] !== undefined);
+  await GearmanClient.connect(gearmand.addr).then(async (client) => {
+    await using c = client;
+    await c.submitBackground(QUEUE, payload(l, l.events[0] as Event));
+  });
+  const statement = "%statusengine_host_downtimehistory%";
+  await waitForBlocked(db, statement);
+  // Past the drain deadline: the job is abandoned while its statement waits for the table.
+  await worker.consumer.stop();
+  const still = await blockedStatements(db, statement);
+  const rows = await db.query<{ holder: string }[]>(
+    "SELECT holder FROM statusengine_worker_leases WHERE name = 'in-order:N'",
+  );
+  await lock.unlock();
+  assert.equal(still, 1, "the abandoned downtime statement still runs");
+  assert.notEqual(rows[0]?.holder, "", "lease released while the holder's statement still runs");
 });

@@ -149,11 +149,14 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
   // time it is taken (a stopped one cannot restart).
   let gated: QueueConsumer | undefined;
   let admission: Admission | undefined;
+  // Handlers still running: one abandoned at the drain deadline goes on writing.
+  let applying = 0;
   const lease: Lease = new Lease({
     // One lease per node: the workers of a node share its queues, other nodes' must not wait.
     ...nodeLeaseOptions("in-order", config.nodeName, () => parts.mysqlHosts.inUse, pollMs, drainMs),
     heldGauge: parts.metrics.inOrderLockHeld,
     takeovers: parts.metrics.inOrderLeaseTakeovers,
+    releasable: () => applying === 0,
     onHeld: async () => {
       const fresh = new Admission();
       const next = buildConsumer(
@@ -166,7 +169,12 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
         async (job, signal) => {
           if (!lease.valid) fresh.hold();
           await fresh.admit(signal);
-          await parts.pipeline.handler(job, signal);
+          applying++;
+          try {
+            await parts.pipeline.handler(job, signal);
+          } finally {
+            applying--;
+          }
         },
       );
       // Set before the start: the lease is renewed while the consumer starts, and a job that
@@ -207,7 +215,7 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
       // Returns at once: the in-order queues are consumed once this worker is elected.
       lease.start();
     },
-    // Stop consuming, then release the lease.
+    // Both at once: the lease stops the in-order consumer before it releases the lease.
     stop: async () => {
       await Promise.all([main.stop(), lease.stop()]);
     },

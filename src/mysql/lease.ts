@@ -81,6 +81,11 @@ interface LeaseOptions {
    * released). Must not reject.
    */
   readonly onLost: () => Promise<void>;
+  /**
+   * False while a write the holder started still runs (a job abandoned at the drain deadline):
+   * the stop then leaves the lease to expire after its term instead of releasing it.
+   */
+  readonly releasable?: () => boolean;
   /** After {@link onHeld}: a renewal failed; admit no new job until {@link onRegained}. */
   readonly onSuspect?: () => void;
   /** A renewal succeeded within the validity: jobs held since {@link onSuspect} may go on. */
@@ -334,7 +339,13 @@ export class Lease {
       // First stop consuming: only then may anyone else take the lease (see the caller).
       await this.#o.onLost();
     }
-    if (release && this.#rowEnsured) {
+    if (release && this.#o.releasable?.() === false) {
+      log.warn(
+        "db: in-order lease not released: a downtime statement of this worker still runs; " +
+          "another worker takes the lease after its term",
+        { lease: this.#o.name, term_ms: this.#o.termMs },
+      );
+    } else if (release && this.#rowEnsured) {
       try {
         // Harmless when another worker holds it: the row must still name this one.
         if (await this.#update("holder = ''", "holder = ?", [this.#o.name, this.#o.holder])) {
