@@ -102,6 +102,11 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
           error: errorMessage(err),
         });
       } else {
+        // Given up meanwhile (a shutdown closing the pool under it): not an outage to report.
+        if (ctx.signal.aborted) {
+          ctx.availability.abandon(ctx.table, holder);
+          throw ctx.signal.reason;
+        }
         ctx.metrics?.dbConnectionRetries.inc();
         ctx.availability.unreachable(ctx.table, err, holder);
       }
