@@ -157,7 +157,7 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
     heldGauge: parts.metrics.inOrderLockHeld,
     takeovers: parts.metrics.inOrderLeaseTakeovers,
     releasable: () => applying === 0,
-    onHeld: async () => {
+    onHeld: async (leaseStopped) => {
       const fresh = new Admission();
       const next = buildConsumer(
         split.gated,
@@ -180,6 +180,9 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
       // Set before the start: the lease is renewed while the consumer starts, and a job that
       // waits for a renewal meanwhile is let on by it.
       admission = fresh;
+      // A stop ends a start that waits for silent brokers (10 s each) instead of waiting for it.
+      const stop = () => void next.stop();
+      leaseStopped.addEventListener("abort", stop, { once: true });
       try {
         await next.start();
       } catch (err: unknown) {
@@ -187,6 +190,8 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
         admission = undefined;
         await next.stop();
         throw err;
+      } finally {
+        leaseStopped.removeEventListener("abort", stop);
       }
       gated = next;
       log.info("worker: consuming the in-order queues (this worker holds the lease)");

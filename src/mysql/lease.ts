@@ -73,9 +73,9 @@ interface LeaseOptions {
   readonly drainMs: number;
   /**
    * The lease is ours. The lease is renewed while it runs, however long; a rejection is logged,
-   * and it is called again next poll.
+   * and it is called again next poll. `signal` aborts on {@link Lease.stop}: end the start then.
    */
-  readonly onHeld: () => Promise<void>;
+  readonly onHeld: (signal: AbortSignal) => Promise<void>;
   /**
    * After {@link onHeld} resolved (one under way is waited for): stop consuming (lost, expired or
    * released). Must not reject.
@@ -309,10 +309,12 @@ export class Lease {
 
   async #start(): Promise<void> {
     try {
-      await this.#o.onHeld();
+      await this.#o.onHeld(this.#stop.signal);
       this.#active = true;
       this.#o.heldGauge?.set(1);
     } catch (err: unknown) {
+      // Ended by the stop: nothing to retry.
+      if (this.#stop.signal.aborted) return;
       log.error("db: in-order lease held, but consuming could not start; retrying", {
         lease: this.#o.name,
         error: errorMessage(err),

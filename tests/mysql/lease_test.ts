@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { track, waitFor } from "../helpers/wait.ts";
 import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
 import { Lease, leaseTermMs } from "../../src/mysql/lease.ts";
@@ -335,5 +335,45 @@ Deno.test("lease: the lease of a dead holder is taken over although some reads o
     assert.match((await holderOf(db, "in-order:n")) ?? "", /^B /);
   } finally {
     await b.stop();
+  }
+});
+
+// A RabbitMQ URL whose first brokers do not answer keeps the in-order consumer starting 10 s per
+// broker. A stop waited for that start to end before stopping it: the drain step of a shutdown
+// took as long as the silent brokers, beyond its budget.
+Deno.test("lease: a stop ends a consumer start under way instead of waiting for it", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const events: string[] = [];
+  const starting = Promise.withResolvers<void>();
+  const lease = new Lease({
+    connect: () => mysql.createConnection({ ...options, connectTimeout: 1_000 }),
+    name: "in-order:n",
+    holder: `A ${crypto.randomUUID().slice(0, 8)}`,
+    pollMs: POLL_MS,
+    termMs: leaseTermMs(POLL_MS, DRAIN_MS),
+    drainMs: DRAIN_MS,
+    // A start that ends only when the stop ends it (as a consumer's stop ends its start).
+    onHeld: (signal) =>
+      new Promise<void>((_, reject) => {
+        events.push("A starting");
+        starting.resolve();
+        signal?.addEventListener("abort", () => reject(new Error("stopped during start-up")));
+      }),
+    onLost: () => {
+      events.push("A lost");
+      return Promise.resolve();
+    },
+  });
+  let stopped: { readonly settled: boolean } | undefined;
+  try {
+    lease.start();
+    await starting.promise;
+    stopped = track(lease.stop());
+    await waitFor(() => stopped?.settled === true, { message: "the stop to end the start" });
+    assert.deepEqual(events, ["A starting"]);
+    assert.equal(await holderOf(db, "in-order:n"), "", "released");
+  } finally {
+    if (stopped?.settled !== true) void lease.stop();
   }
 });
