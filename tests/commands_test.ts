@@ -10,7 +10,7 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { takeJobs } from "./helpers/gearman_jobs.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
-import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { startTcpPeer, startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { track, waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
@@ -27,6 +27,7 @@ import {
   COMMAND_QUEUE,
   MAX_BODY_BYTES,
   MAX_JSON_DEPTH,
+  rabbitMqCommandPublisher,
   REJECT_REASONS,
 } from "../src/commands/mod.ts";
 import {
@@ -381,6 +382,22 @@ Deno.test("commands: rabbitmq publishes that queued nothing are retried: a conne
     assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "queued once, on the new queue");
     assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 0);
   });
+});
+
+// The brokers of the URL were tried in order with no limit per broker: a first one that accepts
+// the TCP connection and never answers the handshake used up the whole publish budget, so the
+// second, healthy one was never tried and every command was refused with 503.
+Deno.test("commands: a silent first broker of the URL does not use up the budget: the command is queued at the second", async () => {
+  await using vhost = await createScratchVhost();
+  await using silent = startTcpPeer();
+  const real = new URL(vhost.url);
+  const url =
+    `amqp://${real.username}:${real.password}@${silent.addr},${real.host}${real.pathname}`;
+  await using publisher = rabbitMqCommandPublisher(url, TEST_QUEUE_DURABILITY);
+  await publisher.publish('{"messages":[]}');
+  await using admin = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "queued once, at the second broker");
+  await silent.accepted;
 });
 
 Deno.test("commands: with consumer rabbitmq the envelope is a transient application/json message in statusngin_cmd", async () => {

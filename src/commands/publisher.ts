@@ -228,15 +228,9 @@ export function rabbitMqCommandPublisher(
     backend: "rabbitmq",
     target: parseAmqpUrl(url).display,
     dial: async (signal) => {
-      const connecting = AmqpPublisher.connect(url, options);
-      let publisher: AmqpPublisher;
-      try {
-        publisher = await abortable(connecting, signal);
-      } catch (err: unknown) {
-        // The client has no abort of its own: close whatever still arrives.
-        void connecting.then((late) => late.close(), () => {});
-        throw err;
-      }
+      // A share of the budget per broker: a silent first one leaves time for the next.
+      const bound = { timeoutMs: PUBLISH_BUDGET_MS, signal };
+      const publisher = await AmqpPublisher.connect(url, options, bound);
       return {
         send: async (body) => {
           // Before the message is written: a connection seen closed, the queue declaration.
