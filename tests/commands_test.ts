@@ -10,7 +10,7 @@ import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { takeJobs } from "./helpers/gearman_jobs.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
-import { startTcpProxy } from "./helpers/tcp_proxy.ts";
+import { cutAmqpAtFirstDeclare, startTcpPeer, startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { track, waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
@@ -22,11 +22,13 @@ import {
 } from "./helpers/worker.ts";
 import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
+import { hasCode } from "../src/util/errors.ts";
 import {
   COMMAND_NAMES,
   COMMAND_QUEUE,
   MAX_BODY_BYTES,
   MAX_JSON_DEPTH,
+  rabbitMqCommandPublisher,
   REJECT_REASONS,
 } from "../src/commands/mod.ts";
 import {
@@ -381,6 +383,37 @@ Deno.test("commands: rabbitmq publishes that queued nothing are retried: a conne
     assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "queued once, on the new queue");
     assert.equal(await metricValue(worker, "statusengine_commands_publish_errors_total"), 0);
   });
+});
+
+// The brokers of the URL were tried in order with no limit per broker: a first one that accepts
+// the TCP connection and never answers the handshake used up the whole publish budget, so the
+// second, healthy one was never tried and every command was refused with 503.
+Deno.test("commands: a silent first broker of the URL does not use up the budget: the command is queued at the second", async () => {
+  await using vhost = await createScratchVhost();
+  await using silent = startTcpPeer();
+  const real = new URL(vhost.url);
+  const url =
+    `amqp://${real.username}:${real.password}@${silent.addr},${real.host}${real.pathname}`;
+  await using publisher = rabbitMqCommandPublisher(url, TEST_QUEUE_DURABILITY);
+  await publisher.publish('{"messages":[]}');
+  await using admin = await AmqpPublisher.connect(vhost.url, TEST_QUEUE_DURABILITY);
+  assert.equal((await admin.depth(COMMAND_QUEUE)).ready, 1, "queued once, at the second broker");
+  await silent.accepted;
+});
+
+// A broker that fell silent at the queue declaration, before the command was written: the budget
+// ran out there, and the answer said the command may have been queued (504) though nothing was.
+Deno.test("commands: a broker silent at the queue declaration queued nothing: command_publish, not unconfirmed", async () => {
+  await using vhost = await createScratchVhost();
+  using proxy = cutAmqpAtFirstDeclare("freeze");
+  const url = new URL(vhost.url);
+  url.host = `127.0.0.1:${proxy.port}`;
+  await using publisher = rabbitMqCommandPublisher(url.href, TEST_QUEUE_DURABILITY);
+  await assert.rejects(publisher.publish('{"messages":[]}'), (err: unknown) => {
+    assert.ok(hasCode(err, "command_publish"), String(err));
+    return true;
+  });
+  assert.ok(proxy.cut, "the connection fell silent at the declaration");
 });
 
 Deno.test("commands: with consumer rabbitmq the envelope is a transient application/json message in statusngin_cmd", async () => {

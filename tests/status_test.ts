@@ -566,3 +566,18 @@ for (const how of ["sever", "freeze"] as const) {
     if (how === "freeze") assert.equal(report.jobServers[0]?.error, "no answer within 2000 ms");
   });
 }
+
+// The brokers of the URL were tried with one 2 s bound for them all: a first one that accepts and
+// never answers the handshake used it up, and status called the cluster unreachable while the
+// second broker was fine.
+Deno.test("status --consumer rabbitmq: a silent first broker of the URL leaves time for the second", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await using silent = startTcpPeer();
+  const real = new URL(vhost.url);
+  const url =
+    `amqp://${real.username}:${real.password}@${silent.addr},${real.host}${real.pathname}`;
+  const { report } = await statusJson({ gearmanAddr: [], rabbitmqUrl: url, mysqlUrl: db.url });
+  assert.equal(report.jobServers[0]?.ok, true, JSON.stringify(report.jobServers));
+  await silent.accepted;
+});

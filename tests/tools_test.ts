@@ -306,6 +306,32 @@ Deno.test("tools: publish to an unreachable job server fails with exit 1 naming 
   assert.match(c.err.join("\n"), /^Cannot publish to statusngin_hoststatus on 127\.0\.0\.1:1: /);
 });
 
+// The RabbitMQ connect of publish had neither a time limit nor the signal (the job servers have
+// both): a broker that accepts and never answers the handshake held publish forever, Ctrl-C too.
+Deno.test("tools: publish to a RabbitMQ broker that never answers stops on its signal, and fails on its own without one", async () => {
+  await using peer = startTcpPeer();
+  const run = {
+    queue: "statusngin_hoststatus",
+    count: 10,
+    eventsPerJob: 5,
+    gearmanAddr: [],
+    rabbitmqUrl: `amqp://guest:guest@${peer.addr}/`,
+  };
+  const controller = new AbortController();
+  void peer.accepted.then(() => controller.abort());
+  for (const [signal, expected] of [[controller.signal, 130], [undefined, 1]] as const) {
+    const c = capture();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // A hang is the fault: bounded here only so that the test ends.
+    const stuck = new Promise<"stuck">((resolve) =>
+      timer = setTimeout(() => resolve("stuck"), 30_000)
+    );
+    const code = await Promise.race([runPublishCommand(run, c.io, signal), stuck])
+      .finally(() => clearTimeout(timer));
+    assert.equal(code, expected, `signal ${signal === undefined ? "none" : "aborted"}`);
+  }
+});
+
 Deno.test("tools: losstest publish → worker drains → verify passes; deleted markers are reported as exact ranges; cleanup removes the run", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();

@@ -8,7 +8,7 @@ import { type AMQPChannel, AMQPClient, type AMQPMessage } from "@cloudamqp/amqp-
 import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
 import { errorMessage } from "../log.ts";
-import { deadline, settledWithin } from "../util/async.ts";
+import { abortable, deadline, settledWithin } from "../util/async.ts";
 
 /**
  * How long close() waits for the broker's close-ok before dropping the socket: a silent broker
@@ -47,37 +47,62 @@ export class AmqpPublisher implements AsyncDisposable {
 
   /**
    * Connect to the first broker of the URL that answers (docs/running.md#rabbitmq-hosts), in
-   * confirm mode.
+   * confirm mode. With `timeoutMs`, each broker gets an equal share of the time left, so a silent
+   * one (accepts, never answers the handshake) leaves time to try the next.
    *
    * @throws {TypeError} On a malformed URL (password masked).
    * @throws {Error} When no broker can be reached or one refuses the login.
    */
-  static async connect(url: string, options: QueueDeclaration): Promise<AmqpPublisher> {
+  static async connect(
+    url: string,
+    options: QueueDeclaration,
+    bound: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
+  ): Promise<AmqpPublisher> {
     const failures: string[] = [];
     const { hosts } = parseAmqpUrl(url);
-    for (const host of hosts) {
+    const end = performance.now() + (bound.timeoutMs ?? 0);
+    for (const [i, host] of hosts.entries()) {
+      using limit = bound.timeoutMs === undefined
+        ? undefined
+        : deadline((end - performance.now()) / (hosts.length - i), bound.signal);
       try {
-        return await AmqpPublisher.#connectTo(host.href, options);
+        return await AmqpPublisher.#connectTo(host.href, options, limit?.signal ?? bound.signal);
       } catch (err: unknown) {
         // A refused login is the same on every broker of a cluster.
         if (hosts.length === 1 || /ACCESS_REFUSED|NOT_ALLOWED/.test(errorMessage(err))) throw err;
+        if (bound.signal?.aborted) throw bound.signal.reason;
         failures.push(`${host.server}: ${errorMessage(err)}`);
       }
     }
     throw new Error(`No broker of the URL answered: ${failures.join("; ")}`);
   }
 
-  static async #connectTo(href: string, options: QueueDeclaration): Promise<AmqpPublisher> {
+  static async #connectTo(
+    href: string,
+    options: QueueDeclaration,
+    signal: AbortSignal | undefined,
+  ): Promise<AmqpPublisher> {
     const client = new AMQPClient(href, undefined, null);
     useDenoSocket(client);
     client.onerror = () => {};
-    await client.connect();
+    const opening = (async () => {
+      await client.connect();
+      try {
+        const channel = await client.channel();
+        await channel.confirmSelect();
+        return new AmqpPublisher(client, channel, options);
+      } catch (err: unknown) {
+        await client.close().catch(() => {});
+        throw err;
+      }
+    })();
+    if (signal === undefined) return await opening;
     try {
-      const channel = await client.channel();
-      await channel.confirmSelect();
-      return new AmqpPublisher(client, channel, options);
+      return await abortable(opening, signal);
     } catch (err: unknown) {
-      await client.close().catch(() => {});
+      // The client has no abort of its own: drop the socket, close whatever still arrives.
+      client.socket?.destroy();
+      void opening.then((late) => late.close(), () => {});
       throw err;
     }
   }

@@ -178,10 +178,11 @@ interface Lanes {
 async function openLanes(queue: string, options: PublishJobsOptions): Promise<Lanes> {
   const { gearmanAddr: servers, signal } = options;
   if (options.rabbitmqUrl !== undefined) {
+    // Bounded as the job servers are: a broker that never answers the handshake would hold on.
     const publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
       durableQueues: options.rabbitmqDurableQueues ?? false,
       ...(options.rabbitmqDeclare === undefined ? {} : { declare: options.rabbitmqDeclare }),
-    });
+    }, { timeoutMs: CONNECT_TIMEOUT_MS, ...(signal === undefined ? {} : { signal }) });
     await publisher.declare(queue).catch(async (err: unknown) => {
       await publisher.close();
       throw err;

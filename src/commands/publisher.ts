@@ -228,24 +228,22 @@ export function rabbitMqCommandPublisher(
     backend: "rabbitmq",
     target: parseAmqpUrl(url).display,
     dial: async (signal) => {
-      const connecting = AmqpPublisher.connect(url, options);
-      let publisher: AmqpPublisher;
+      // A share of the budget per broker: a silent first one leaves time for the next.
+      const bound = { timeoutMs: PUBLISH_BUDGET_MS, signal };
+      const publisher = await AmqpPublisher.connect(url, options, bound);
       try {
-        publisher = await abortable(connecting, signal);
+        // Part of the dial, so that a broker silent or refusing here is known to hold nothing;
+        // a failed link is never reused, so every link has declared the queue.
+        await abortable(publisher.declare(COMMAND_QUEUE), signal);
       } catch (err: unknown) {
-        // The client has no abort of its own: close whatever still arrives.
-        void connecting.then((late) => late.close(), () => {});
+        // Not awaited: a silent broker never answers the close.
+        void publisher.close();
         throw err;
       }
       return {
         send: async (body) => {
-          // Before the message is written: a connection seen closed, the queue declaration.
+          // Before the message is written: a connection seen closed.
           if (publisher.closed) throw new NotQueuedError("the broker closed the connection");
-          try {
-            await publisher.declare(COMMAND_QUEUE);
-          } catch (err: unknown) {
-            throw new NotQueuedError(errorMessage(err), { cause: err });
-          }
           try {
             await publisher.publish(COMMAND_QUEUE, [body], { contentType: "application/json" });
           } catch (err: unknown) {

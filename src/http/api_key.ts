@@ -41,10 +41,14 @@ export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
  * `X-Api-Key`. Never the query string: a secret in a URL ends up in access logs.
  */
 export function headerKey(headers: Headers): string | null {
-  const auth = headers.get("authorization");
+  const auth = headers.get("authorization")?.trim();
+  // `Basic` is a reverse proxy's login, which a browser resends on every request (the /ws
+  // handshake too): not a key, so it must not hide the key sent another way.
   // A bare "Bearer" is the scheme without a key (an empty variable in a script; HTTP trims the
   // space after it), not a key called "Bearer".
-  if (auth !== null) return utf8(auth.trim().replace(/^bearer(\s+|$)/i, "").trim());
+  if (auth !== undefined && !/^basic(\s|$)/i.test(auth)) {
+    return utf8(auth.replace(/^bearer(\s+|$)/i, "").trim());
+  }
   const key = headers.get("x-api-key");
   return key === null ? null : utf8(key.trim());
 }

@@ -53,3 +53,17 @@ Deno.test("handshakeKey: headers first, then ?api_key= for browsers", () => {
   assert.equal(handshakeKey(new Headers(), url), "q1");
   assert.equal(handshakeKey(new Headers(), new URL("http://h/ws")), null);
 });
+
+// A reverse proxy's basic auth in front of a dashboard: the browser resends `Authorization: Basic`
+// on every request, the /ws handshake too. It was read as the key (a bare `Authorization: <key>`),
+// so the right ?api_key= (or X-Api-Key) behind it was never looked at: 401 on every handshake.
+Deno.test("headerKey, handshakeKey: a Basic Authorization is a proxy's login, not a key, and hides no other source", () => {
+  const basic = { authorization: "Basic dXNlcjpwYXNz" };
+  assert.equal(handshakeKey(new Headers(basic), new URL("http://h/ws?api_key=q1")), "q1");
+  assert.equal(headerKey(new Headers({ ...basic, "x-api-key": "k3" })), "k3");
+  assert.equal(headerKey(new Headers(basic)), null);
+  assert.match(headerKeyRefusal(new Headers(basic), new URL("http://h/commands")), /no API key/);
+  // Bearer still wins over the query string.
+  const bearer = new Headers({ authorization: "Bearer nope" });
+  assert.equal(handshakeKey(bearer, new URL("http://h/ws?api_key=q1")), "nope");
+});

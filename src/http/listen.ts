@@ -172,12 +172,21 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     socket.destroy();
   };
 
+  // The peer went while the handler ran: nobody takes the answer, so its body is not read (a
+  // scrape's can be a megabyte) and no response timer is armed that the past close never clears.
+  const gone = (socket: Socket, response: Response | WebSocketAccept): boolean => {
+    if (!socket.destroyed) return false;
+    if (response instanceof Response) void response.body?.cancel().catch(() => {});
+    return true;
+  };
+
   server.on("request", async (message: IncomingMessage, res: ServerResponse) => {
     const socket = message.socket;
     headReceived(socket);
     const remote = remoteOf(socket);
     try {
       let response = await answer(toRequest(message, true), remote, false);
+      if (gone(socket, response)) return;
       if (!(response instanceof Response)) {
         // Only a handshake can be accepted; a handler that does so otherwise is a bug.
         response = options.onError(new Error("WebSocket accepted on a plain request"));
@@ -208,6 +217,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     try {
       const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
       const response = await answer(toRequest(message, false), remote, isWebSocket);
+      if (gone(socket, response)) return;
       if (response instanceof Response) await writeRawResponse(socket, response);
       if (response instanceof Response || !isWebSocket || stopping) {
         socket.destroy();

@@ -45,3 +45,54 @@ Deno.test("listen: a peer that resets its connection while the handler of its up
   assert.equal(res.status, 200);
   assert.equal(await res.text(), "ok");
 });
+
+// The answer of a handler that finished after its peer had gone was still read whole (a 1 MB
+// /metrics body) and written to the dead socket, and on a plain request a 30 s response timer was
+// armed that nothing cleared: aborted scrapes held their bodies for 30 s. The body's pull is the
+// witness: it is called only when the listener reads the answer.
+Deno.test("listen: the answer of a handler whose peer has gone is not read, on a plain request and on an upgrade", async () => {
+  for (const upgrade of [false, true]) {
+    const metrics = createMetrics();
+    let entered = 0;
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => release = r);
+    let pulled = false;
+    let cancelled = false;
+    await using server = await listen({
+      name: "metrics",
+      hostname: "127.0.0.1",
+      port: 0,
+      onError: () => new Response("internal error", { status: 500 }),
+      metrics,
+    }, async () => {
+      entered++;
+      await gate;
+      const body = new ReadableStream<Uint8Array>({
+        pull: (controller) => {
+          pulled = true;
+          controller.enqueue(new Uint8Array(1024));
+          controller.close();
+        },
+        cancel: () => void (cancelled = true),
+      }, { highWaterMark: 0 });
+      return new Response(body);
+    });
+    const open = () => registrySum(metrics, "statusengine_http_connections_open");
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      const s = connect(server.port, "127.0.0.1", () => resolve(s));
+      s.once("error", reject);
+    });
+    socket.on("error", () => {});
+    socket.write(
+      upgrade
+        ? "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
+        : "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    await waitFor(() => entered === 1, { message: "the handler runs" });
+    socket.resetAndDestroy();
+    await waitFor(async () => (await open()) === 0, { message: "the server saw the reset" });
+    release();
+    await waitFor(() => pulled || cancelled, { message: "the answer is read or dropped" });
+    assert.equal(pulled, false, `upgrade=${upgrade}: the answer for a gone peer was read`);
+  }
+});

@@ -170,8 +170,10 @@ async function probeRabbitMq(url: string): Promise<Probe> {
   let addr = url;
   try {
     addr = parseAmqpUrl(url).display;
-    // Passive declarations only: the durability flag is not sent.
-    const connecting = AmqpPublisher.connect(url, { durableQueues: false });
+    // Passive declarations only: the durability flag is not sent. The bound is shared by the
+    // brokers of the URL, so a silent first one leaves time for the next.
+    const bound = { timeoutMs: ADMIN_TIMEOUT_MS };
+    const connecting = AmqpPublisher.connect(url, { durableQueues: false }, bound);
     const publisher = await bounded(connecting).catch((err: unknown) => {
       connecting.then((p) => p.close(), () => {});
       throw err;
