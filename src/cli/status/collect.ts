@@ -32,11 +32,7 @@ export interface StatusCommandOptions {
   readonly mysqlUrl: string;
   /** A running worker's metrics endpoint (a URL without a path gets `/metrics`). */
   readonly metricsUrl?: string | undefined;
-  /**
-   * Where a worker on this host serves `/metrics` by `--metrics-host`/`--metrics-port`, read
-   * without `metricsUrl`. No worker there does not make the exit code 1: `status` may run
-   * where no worker runs.
-   */
+  /** A worker on this host's `/metrics`, read without `metricsUrl`; none there is no failure. */
   readonly localMetricsUrl?: string | undefined;
   readonly json: boolean;
   /** Time between the two scrapes the write rates come from; default 1000 ms (tests). */
@@ -52,10 +48,7 @@ interface JobServerStatus {
   readonly error: string | null;
 }
 
-/**
- * One queue at one job server; null when unreachable or unknown there. `waiting` is total −
- * running (RabbitMQ: messages ready; `running` is not reported there).
- */
+/** A queue at a server (null: unknown, as `running` at RabbitMQ); `waiting`: total − running. */
 interface QueueAtServer {
   readonly addr: string;
   readonly waiting: number | null;
@@ -87,13 +80,6 @@ interface MysqlStatus {
   readonly host: string | null;
 }
 
-/** Writes of one table between two scrapes; the rate is null when the counter went backwards. */
-interface TableWriteRate {
-  readonly table: string;
-  readonly written: number;
-  readonly rowsPerSecond: number | null;
-}
-
 /** The worker, from its `/metrics`; `local`: the local default rather than `--metrics-url`. */
 interface WorkerStatus {
   readonly url: string;
@@ -106,7 +92,8 @@ interface WorkerStatus {
   /** `statusengine_mysql_host_in_use` 1. */
   readonly mysqlHost: string | null;
   readonly intervalSeconds: number | null;
-  readonly tables: readonly TableWriteRate[];
+  /** Writes of each table between the scrapes; the rate is null when the counter went backwards. */
+  readonly tables: readonly { table: string; written: number; rowsPerSecond: number | null }[];
 }
 
 /**
@@ -123,7 +110,7 @@ export interface StatusReport {
 
 /** docs/gearman-protocol.md#admin: cap the admin read time. */
 const ADMIN_TIMEOUT_MS = 2_000;
-/** Same bound as the worker's start-up ping. */
+/** The worker's start-up ping's bound. */
 const MYSQL_TIMEOUT_MS = 5_000;
 const SCRAPE_TIMEOUT_MS = 2_000;
 const DEFAULT_RATE_INTERVAL_MS = 1_000;
@@ -212,6 +199,7 @@ async function bounded<T>(promise: Promise<T>): Promise<T> {
 
 async function probeMysql(url: string): Promise<MysqlStatus> {
   const shown = redactUrl(url);
+  const failed = { url: shown, ok: false, problem: null, version: null, latencyMs: null };
   let password: string | undefined;
   const started = performance.now();
   try {
@@ -222,26 +210,11 @@ async function probeMysql(url: string): Promise<MysqlStatus> {
     });
     const latencyMs = Math.round(performance.now() - started);
     await endMysql(connection);
-    return {
-      url: shown,
-      ok: true,
-      problem: null,
-      version: serverVersion,
-      latencyMs,
-      error: null,
-      host: options.hosts === undefined ? null : host,
-    };
+    const hostShown = options.hosts === undefined ? null : host;
+    return { ...failed, ok: true, version: serverVersion, latencyMs, error: null, host: hostShown };
   } catch (err: unknown) {
     const error = redactText(describeMysqlConnectFailure(err, shown), password);
-    return {
-      url: shown,
-      ok: false,
-      problem: mysqlConnectProblem(err),
-      version: null,
-      latencyMs: null,
-      error,
-      host: null,
-    };
+    return { ...failed, problem: mysqlConnectProblem(err), error, host: null };
   }
 }
 
@@ -294,6 +267,17 @@ async function probeWorker<T>(
   atSecond: () => Promise<T>,
 ): Promise<{ worker: WorkerStatus; samples: readonly PrometheusSample[]; alongside: T }> {
   const target = normaliseMetricsUrl(url);
+  const base = {
+    url: target,
+    local,
+    ok: false,
+    error: null,
+    refused: false,
+    dbAvailable: null,
+    mysqlHost: null,
+    intervalSeconds: null,
+    tables: [],
+  };
   let alongside: Promise<T> | undefined;
   try {
     const first = await scrape(target);
@@ -304,7 +288,7 @@ async function probeWorker<T>(
     const written = METRICS.dbEventsWritten.name;
     const tables = second.samples
       .filter((s) => s.name === written && s.labels.table !== undefined)
-      .map((s): TableWriteRate => {
+      .map((s) => {
         const table = s.labels.table ?? "";
         const before = sampleValue(first.samples, written, { table });
         const delta = before === null ? null : s.value - before;
@@ -317,11 +301,8 @@ async function probeWorker<T>(
     return {
       alongside: await alongside,
       worker: {
-        url: target,
-        local,
+        ...base,
         ok: true,
-        error: null,
-        refused: false,
         dbAvailable: sampleValue(second.samples, METRICS.dbAvailable.name),
         mysqlHost: second.samples.find((s) =>
           s.name === METRICS.mysqlHostInUse.name && s.value === 1
@@ -335,17 +316,7 @@ async function probeWorker<T>(
     return {
       // The job servers are asked even when the worker does not answer.
       alongside: await (alongside ?? atSecond()),
-      worker: {
-        url: target,
-        local,
-        ok: false,
-        error: errorMessage(err),
-        refused: wasRefused(err),
-        dbAvailable: null,
-        mysqlHost: null,
-        intervalSeconds: null,
-        tables: [],
-      },
+      worker: { ...base, error: errorMessage(err), refused: wasRefused(err) },
       samples: [],
     };
   }
