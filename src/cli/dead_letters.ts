@@ -42,7 +42,6 @@ import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish
 
 const log = getLogger("cli");
 
-/** Options of {@link runDeadLettersCommand}. */
 interface DeadLettersOptions {
   readonly action: "summary" | "replay";
   /** The file named on the command line. */
@@ -64,17 +63,26 @@ interface DeadLettersOptions {
 
 type StoredRecord = DeadLetterRecord & { readonly time?: string };
 
-/** One line of the file: a record, or why it is none. */
-type ReadLine =
-  | { readonly line: number; readonly record: StoredRecord }
-  | { readonly line: number; readonly malformed: string };
+/** Malformed lines listed by number in the output; the rest are only counted. */
+const MALFORMED_SHOWN = 10;
 
-/** The records of a dead-letter file in file order; blank lines are skipped, bad ones named. */
-async function* readRecords(path: string): AsyncGenerator<ReadLine> {
+/**
+ * The records of a dead-letter file in file order, until `signal` aborts; blank lines are
+ * skipped, malformed ones counted in `into` and the first {@link MALFORMED_SHOWN} named.
+ */
+async function* readRecords(
+  path: string,
+  into: { malformed: number; readonly malformedLines: string[] },
+  signal?: AbortSignal,
+): AsyncGenerator<{ readonly line: number; readonly record: StoredRecord }> {
   for await (const item of readJsonLines(path)) {
+    if (signal?.aborted) return;
     const problem = "error" in item ? `not JSON: ${item.error}` : recordProblem(item.doc);
-    if (problem !== undefined) yield { line: item.number, malformed: problem };
-    else if ("doc" in item) yield { line: item.number, record: item.doc as StoredRecord };
+    if (problem === undefined && "doc" in item) {
+      yield { line: item.number, record: item.doc as StoredRecord };
+    } else if (into.malformed++ < MALFORMED_SHOWN) {
+      into.malformedLines.push(`line ${item.number}: ${problem}`);
+    }
   }
 }
 
@@ -90,21 +98,7 @@ function recordProblem(doc: unknown): string | undefined {
   return undefined;
 }
 
-/** Malformed lines listed by number in the output; the rest are only counted. */
-const MALFORMED_SHOWN = 10;
-
-/** Count a malformed line and keep its `line N: why` among the first {@link MALFORMED_SHOWN}. */
-function noteMalformed(
-  into: { malformed: number; readonly malformedLines: string[] },
-  item: { readonly line: number; readonly malformed: string },
-): void {
-  into.malformed++;
-  if (into.malformedLines.length < MALFORMED_SHOWN) {
-    into.malformedLines.push(`line ${item.line}: ${item.malformed}`);
-  }
-}
-
-/** The counts of one table (null: a payload of the queue) and reason. */
+/** The records of one table (null: payloads of the queue) and reason. */
 interface Group {
   readonly table: string | null;
   readonly queue: string;
@@ -134,12 +128,7 @@ async function summarise(path: string): Promise<Summary> {
     malformed: 0,
     malformedLines: [],
   };
-  for await (const item of readRecords(path)) {
-    if ("malformed" in item) {
-      noteMalformed(s, item);
-      continue;
-    }
-    const r = item.record;
+  for await (const { record: r } of readRecords(path, s)) {
     s.records++;
     const table = r.row === undefined ? null : r.table ?? null;
     const key = JSON.stringify([table, r.queue, r.reason]);
@@ -223,15 +212,12 @@ interface ReplayResult {
 /** How many replayed records may wait for their commit at once (a few batches per table). */
 const IN_FLIGHT = 2_000;
 
-const DEFAULT_PROGRESS_MS = 2_000;
-
 /**
  * The pipeline's writers with one filter in front: a row of a keyless table (`insert` write
- * mode, no key an upsert could find it by) that the table holds already is settled as
- * committed instead of written again, and counted in `found`. The k-th copy of a row replayed
- * is written only when the table held fewer than k before this replay wrote any: a row the
- * original job produced twice is written twice, and a second replay of the file writes neither.
- * The lookup waits for MySQL as the writers do, until `signal` interrupts the replay.
+ * mode) that the table holds already is settled as committed, not written again, and counted in
+ * `found`. The k-th copy of a row is written only when the table held fewer than k before this
+ * replay: a row the original job produced twice is written twice, and a second replay of the
+ * file writes neither. The lookup waits for MySQL as the writers do, until `signal` aborts.
  */
 function replayWriters(
   pipeline: Pipeline,
@@ -398,7 +384,7 @@ async function replay(
   });
   const pending = new Set<Promise<void>>();
   const stopped = aborted(signal);
-  /** Waits until at most `room` records wait for their commit; false when interrupted. */
+  /** Until at most `room` records wait for their commit; false when interrupted. */
   const settle = async (room: number): Promise<boolean> => {
     while (pending.size > room) {
       await Promise.race([...pending, stopped]);
@@ -415,16 +401,10 @@ async function replay(
     }).finally(() => pending.delete(tracked));
     pending.add(tracked);
   };
-  const progressMs = options.progressIntervalMs ?? DEFAULT_PROGRESS_MS;
+  const progressMs = options.progressIntervalMs ?? 2_000;
   let nextProgress = performance.now() + progressMs;
   try {
-    for await (const item of readRecords(options.file)) {
-      if (signal.aborted) break;
-      if ("malformed" in item) {
-        noteMalformed(result, item);
-        continue;
-      }
-      const r = item.record;
+    for await (const { line, record: r } of readRecords(options.file, result, signal)) {
       result.records++;
       const why = notReplayable(r);
       if (why !== undefined) {
@@ -444,7 +424,7 @@ async function replay(
         const job: Job = {
           queue: r.queue,
           server: "replay",
-          handle: `line ${item.line}`,
+          handle: `line ${line}`,
           unique: "",
           payload: new TextEncoder().encode(r.payload ?? ""),
           receivedAt: Date.now(),
