@@ -1,8 +1,7 @@
 /**
  * The `publish` subcommand: submit synthetic (or recorded) jobs for one queue to the job
- * servers or RabbitMQ (docs/operations.md#publish, our `gearman_publisher`). Memory stays
- * bounded whatever the count: events are generated lazily and at most one pipelining window
- * per job server is outstanding.
+ * servers or RabbitMQ (docs/operations.md#publish, our `gearman_publisher`), in bounded memory
+ * whatever the count.
  *
  * @module
  */
@@ -65,11 +64,7 @@ interface PublishResult {
   readonly interrupted: boolean;
 }
 
-/**
- * Options of {@linkcode publishJobs}: job `i` goes to job server `i mod n` (unless
- * `rabbitmqUrl`); progress lines (with the totals when known) go to `io.out`; `signal` stops
- * submitting, what is in flight is still awaited.
- */
+/** Progress lines (with the totals when known) go to `io.out`. */
 interface PublishJobsOptions extends Target {
   readonly io: Io;
   readonly totalJobs?: number;
@@ -91,10 +86,11 @@ function rate(n: number, ms: number): string {
 }
 
 /**
- * Submit jobs as normal-priority background jobs with an empty unique id, round-robin over
- * the job servers, pipelined: at most one window of submissions per server waits for its
- * JOB_CREATED. Reads `jobs` lazily, so an unbounded generator is fine. Throws when a server
- * cannot be reached, or (saying how many jobs were confirmed) when a job is refused or lost.
+ * Submit jobs as normal-priority background jobs with an empty unique id, job `i` to job server
+ * `i mod n`, pipelined: at most one window of submissions per server waits for its JOB_CREATED.
+ * Reads `jobs` lazily, so an unbounded generator is fine; `signal` stops submitting, what is in
+ * flight is still awaited. Throws when a server cannot be reached, or (saying how many jobs were
+ * confirmed) when a job is refused or lost.
  */
 export async function publishJobs(
   queue: string,
@@ -125,8 +121,7 @@ export async function publishJobs(
       while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
       if (failure !== undefined) break;
       const n = item.events;
-      // Every submission gets a rejection handler at once: an unobserved rejection would crash
-      // the process before the loop reaches it.
+      // A rejection handler at once: an unobserved rejection would crash the process.
       queueOfSlot.push(
         submit(item.payload).then(
           () => {
@@ -169,7 +164,7 @@ export async function publishJobs(
   }
 }
 
-/** Submission lanes of one publishing run: one per job server, or one RabbitMQ channel. */
+/** One lane per job server, or one RabbitMQ channel. */
 interface Lanes {
   readonly submit: readonly ((payload: string | Uint8Array) => Promise<unknown>)[];
   close(): Promise<void>;
@@ -178,7 +173,7 @@ interface Lanes {
 async function openLanes(queue: string, options: PublishJobsOptions): Promise<Lanes> {
   const { gearmanAddr: servers, signal } = options;
   if (options.rabbitmqUrl !== undefined) {
-    // Bounded as the job servers are: a broker that never answers the handshake would hold on.
+    // A broker that never answers the handshake would hold on.
     const publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
       durableQueues: options.rabbitmqDurableQueues ?? false,
       ...(options.rabbitmqDeclare === undefined ? {} : { declare: options.rabbitmqDeclare }),
@@ -237,10 +232,7 @@ export function targetLabel(options: Target): string {
     : `RabbitMQ ${redactAmqpUrl(options.rabbitmqUrl)}`;
 }
 
-/**
- * The final line of a publishing run, `servers` a number of job servers or a description of
- * the target: `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`.
- */
+/** `published 3 jobs (250 events) to statusngin_x on 1 job server in 0.12 s: …`. */
 export function summaryLine(
   queue: string,
   result: PublishResult,
@@ -256,7 +248,7 @@ export function summaryLine(
   } jobs/s`;
 }
 
-/** Attach the number of events of each job: full bulk jobs, then the remainder. */
+/** Full bulk jobs, then the remainder. */
 function* counted(
   payloads: Iterable<string>,
   total: number,
@@ -282,8 +274,8 @@ interface FileLine {
  */
 async function* readLines(path: string): AsyncGenerator<FileLine> {
   using file = await Deno.open(path, { read: true });
-  // The start of a line longer than a chunk, in copies (the buffer is reused): joined once when
-  // the line ends, so a record of many MiB is copied twice, not once per chunk.
+  // Copies of a line's chunks (the buffer is reused), joined once at its end: a record of many
+  // MiB is copied twice, not once per chunk.
   let pending: Uint8Array[] = [];
   let number = 0;
   const buffer = new Uint8Array(64 * 1024);
@@ -337,7 +329,7 @@ function eventsOf(doc: unknown): number {
   return 1;
 }
 
-/** Checked in a first pass so that a bad line stops the run before anything is published. */
+/** A first pass, so that a bad line (or no line) stops the run before anything is published. */
 async function scanRecording(
   path: string,
 ): Promise<{ jobs: number; events: number } | { error: string }> {
@@ -348,7 +340,7 @@ async function scanRecording(
     jobs++;
     events += eventsOf(line.doc);
   }
-  return { jobs, events };
+  return jobs === 0 ? { error: "the file holds no payload" } : { jobs, events };
 }
 
 async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
@@ -361,8 +353,7 @@ async function* recordedJobs(path: string): AsyncGenerator<PublishItem> {
 /**
  * Run the `publish` command: prints the seed (synthetic events), progress lines every 2 s, and
  * a final line with jobs, events, duration and rate. Exit 0 published; 1 a job server failed
- * or the file is unusable (a line that is not JSON is reported with its number before anything
- * is published); 2 usage error; 130 interrupted by the signal.
+ * or the file is unusable; 2 usage error; 130 interrupted by the signal.
  */
 export async function runPublishCommand(
   options: PublishCommandOptions,
@@ -384,19 +375,9 @@ export async function runPublishCommand(
   let totalEvents: number;
   if (options.fromFile !== undefined) {
     const path = options.fromFile;
-    let scan: Awaited<ReturnType<typeof scanRecording>>;
-    try {
-      scan = await scanRecording(path);
-    } catch (err: unknown) {
-      io.err(`Cannot publish from "${path}": ${errorMessage(err)}`);
-      return 1;
-    }
+    const scan = await scanRecording(path).catch((err: unknown) => ({ error: errorMessage(err) }));
     if ("error" in scan) {
       io.err(`Cannot publish from "${path}": ${scan.error}; nothing was published`);
-      return 1;
-    }
-    if (scan.jobs === 0) {
-      io.err(`Cannot publish from "${path}": the file holds no payload`);
       return 1;
     }
     io.out(`publishing ${scan.jobs} recorded jobs (${scan.events} events) from ${path}`);
