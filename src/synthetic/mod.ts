@@ -1,11 +1,8 @@
 /**
  * Realistic synthetic events for the twelve consumed queues (docs/tables.md#queues), for the
- * `publish` tool, load tests and the decoder tests. Pure: no I/O, no clock of its own, and a
- * seeded PRNG, so the same seed and `now` always give the same events.
- *
- * Event `i` of a run happens at a distinct microsecond inside the minute before `now` (offset by
- * up to a second derived from the seed), so status events are never stale and every history key
- * (object, time, `*_usec`) is unique within a run. Downtime ids start at a seed-derived base.
+ * `publish` tool, load tests and the decoder tests. Pure: the same seed and `now` always give
+ * the same events. Each event has its own microsecond in the minute before `now` (world.ts), so
+ * status events are never stale and every history key (object, time, `*_usec`) is unique.
  *
  * @module
  */
@@ -23,15 +20,14 @@ interface SyntheticOptions {
   readonly now?: number;
 }
 
-/** A fresh random seed in [0, 2^32), for runs that differ and print the seed to be repeated. */
+/** A random seed in [0, 2^32), printed by runs so that they can be repeated. */
 export function randomSeed(): number {
   return crypto.getRandomValues(new Uint32Array(1))[0] ?? 0;
 }
 
 /**
- * Lazily generate `count` (≥ 1) realistic events for a queue; downtime lifecycles and 604/605
- * pairs are cut at `count`. Nothing is buffered: a caller can stream a million events through
- * {@linkcode jobsFor} in constant memory.
+ * Lazily generate `count` (≥ 1) events for a queue (downtime lifecycles and 604/605 pairs are cut
+ * at `count`): a million events stream through {@linkcode jobsFor} in constant memory.
  *
  * @throws {RangeError} For an unknown queue, a bad count or a seed that is not a safe integer.
  *
@@ -72,19 +68,15 @@ export function* syntheticEvents(
 export type JobForm = "bulk" | "single";
 
 interface JobOptions {
-  /** Bulk (`{"messages":[…],"format":"none"}`) or one event per job; default {@linkcode defaultForm}. */
+  /** Default {@linkcode defaultForm}. */
   readonly form?: JobForm;
-  /** Events per bulk job (ignored for the single form); default {@linkcode DEFAULT_EVENTS_PER_JOB}. */
+  /** Ignored for the single form; default 100, the Go publishers' (docs/operations.md#publish). */
   readonly eventsPerJob?: number;
 }
 
-/** Events per bulk job when nothing else is said: the Go publishers' value (docs/operations.md#publish). */
-const DEFAULT_EVENTS_PER_JOB = 100;
-
 /**
- * The four queues the broker's sample configuration leaves unbatched
- * (docs/tables.md#bulk-and-single-form); the other eight are published in the bulk form by default.
- * Notifications are bulk here because the fixture, captured from a real broker, is.
+ * The four queues the broker's sample configuration leaves unbatched; the other eight are bulk,
+ * notifications as in the fixture captured from a broker (docs/tables.md#bulk-and-single-form).
  */
 export const SINGLE_FORM_QUEUES: readonly QueueName[] = Object.freeze([
   "statusngin_acknowledgements",
@@ -97,11 +89,7 @@ export function defaultForm(queue: QueueName): JobForm {
   return SINGLE_FORM_QUEUES.includes(queue) ? "single" : "bulk";
 }
 
-/**
- * One event as job text, written the way the broker writes it: `/` escaped as `\/`
- * (docs/tables.md#envelope). `/` only ever occurs inside JSON strings, so the replacement cannot
- * touch the structure.
- */
+/** An event as the broker writes it: `/` (only in strings) as `\/`; docs/tables.md#envelope. */
 export function encodeEvent(event: SyntheticEvent): string {
   return JSON.stringify(event).replaceAll("/", "\\/");
 }
@@ -114,7 +102,7 @@ function checkCount(what: string, value: number): void {
 
 /**
  * Turn events into job payloads, lazily: bulk jobs of `eventsPerJob` events (the last one may
- * be smaller) or one job per event; the queue decides the default form.
+ * be smaller) or one job per event.
  *
  * @throws {RangeError} When `eventsPerJob` is not a positive integer.
  *
@@ -133,7 +121,7 @@ export function* jobsFor(
   options: JobOptions = {},
 ): Generator<string> {
   const form = options.form ?? defaultForm(queue);
-  const perJob = options.eventsPerJob ?? DEFAULT_EVENTS_PER_JOB;
+  const perJob = options.eventsPerJob ?? 100;
   checkCount("eventsPerJob", perJob);
   if (form === "single") {
     for (const event of events) yield encodeEvent(event);

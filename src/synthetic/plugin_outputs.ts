@@ -46,11 +46,7 @@ function banded(rng: Rng, state: number, warn: number, crit: number, max: number
 }
 
 /** A service of the catalogue as written below: its plugin's text for UNKNOWN, and the rest. */
-interface ServiceDefinition extends
-  Omit<
-    CheckKind,
-    "result" | "timeout" | "duration" | "checkInterval" | "retryInterval" | "maxAttempts"
-  > {
+interface ServiceDefinition extends Pick<CheckKind, "description" | "commandName" | "commandLine"> {
   /** The numbers of {@linkcode CheckKind}, one service per line. */
   readonly schedule: readonly [
     timeout: number,
@@ -71,13 +67,10 @@ function service(
   { unknown: unknownText, result, schedule, ...kind }: ServiceDefinition,
 ): CheckKind {
   const [timeout, duration, checkInterval, retryInterval, maxAttempts] = schedule;
+  const times = { timeout, duration, checkInterval, retryInterval, maxAttempts };
   return {
     ...kind,
-    timeout,
-    duration,
-    checkInterval,
-    retryInterval,
-    maxAttempts,
+    ...times,
     result(rng, state) {
       if (state === 3) return { output: `UNKNOWN - ${unknownText}`, perfData: "", longOutput: "" };
       const r = result(rng, state, SERVICE_STATE_NAMES[state] ?? "UNKNOWN");
