@@ -1,8 +1,7 @@
 /**
  * The command line: argv → the command table → settings, logging, signal handling → an exit
- * code (`main.ts` is the only caller of `Deno.exit`); and SIGHUP for a running worker
- * (docs/operations.md, "Reload (SIGHUP)"): unhandled it would end the process with nothing
- * logged. Every failure of a reload is only logged.
+ * code; and SIGHUP for a running worker (docs/operations.md, "Reload (SIGHUP)"), which unhandled
+ * would end the process with nothing logged. A reload's failures are only logged.
  *
  * @module
  */
@@ -46,7 +45,7 @@ type Handler<C extends CommandName> = (
   context: HandlerContext,
 ) => Promise<number>;
 
-/** Commands run through {@link HANDLERS}: runCli answers `config` and `version` itself. */
+/** runCli answers `config` and `version` itself. */
 type HandledCommand = Exclude<CommandName, "config" | "version">;
 
 /** What a command learns besides its settings: `run` its hooks, `losstest` the sources. */
@@ -103,8 +102,8 @@ function rabbitmqTarget(s: { readonly consumer: string; readonly rabbitmqUrl: st
 }
 
 /**
- * Options of {@link runCli}, for in-process tests: `signals: false` installs no SIGTERM/SIGINT
- * handling, `signal` aborts the command like a signal would, `logWrite` receives the log lines.
+ * For in-process tests: `signals: false` installs no SIGTERM/SIGINT handling, `signal` aborts
+ * the command like a signal would, `logWrite` receives the log lines.
  */
 interface CliOptions {
   readonly io?: Io;
@@ -221,16 +220,13 @@ function localMetricsUrl(
 /**
  * A signal this soon after the first is the same one delivered twice: Ctrl-C on `deno task
  * start` reaches the worker once from the terminal and once forwarded by the task runner.
- * Pinned by "cli: a shutdown signal delivered twice at once is one signal; a later one exits".
  */
 export const DUPLICATE_SIGNAL_MS = 250;
 
 /**
- * What to do with each shutdown signal: the first aborts (graceful shutdown), a later one exits at
- * once (docs/shutdown.md#signals: do not rely on removing the listener to restore the default
+ * The listener for every shutdown signal: the first aborts (graceful shutdown), a later one exits
+ * at once (docs/shutdown.md#signals: do not rely on removing the listener to restore the default
  * action), a duplicate within {@link DUPLICATE_SIGNAL_MS} of the first is ignored.
- *
- * @returns The listener for every shutdown signal.
  */
 export function shutdownSignalHandler(actions: {
   readonly abort: () => void;
@@ -273,9 +269,9 @@ export type ReloadableSettings = Readonly<Record<string, unknown>> & {
 };
 
 /**
- * What a reload works with, injectable so a test can run it in-process: `reread` uses the same
- * command line and environment and reads the file anew; `reopenDeadLetters` resolves to the
- * path, null without a file, undefined before the start.
+ * What a reload works with (injected by tests): `reread` reads the file anew with the same
+ * command line and environment; `reopenDeadLetters` resolves to the path, null without a file,
+ * undefined before the start.
  */
 interface ReloadOptions {
   readonly current: () => ReloadableSettings;
