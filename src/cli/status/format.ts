@@ -1,7 +1,6 @@
 /**
  * The `status` command: collect.ts gathers the report; this module prints it as JSON or as
- * the text screen (job servers, one queue table with a column group per job server and the
- * worker, MySQL, and the worker's write rates, fitted to 100 columns).
+ * the text screen.
  *
  * @module
  */
@@ -10,10 +9,7 @@ import { collectStatus, type StatusCommandOptions, type StatusReport } from "./c
 import type { MysqlConnectProblem } from "../../mysql/mod.ts";
 import { wrapWords } from "../../config/mod.ts";
 
-/**
- * Run the `status` command: collect, print as text or as one JSON document. Exit 1 when a job
- * server, MySQL or a given metrics URL is unreachable.
- */
+/** Run `status`; exit 1 when a job server, MySQL or a given metrics URL is unreachable. */
 export async function runStatusCommand(options: StatusCommandOptions, io: Io): Promise<number> {
   const report = await collectStatus(options);
   if (options.json) io.out(JSON.stringify(report, null, 2));
@@ -102,15 +98,11 @@ function formatStatusText(report: StatusReport): string[] {
     report.mysql.url.length,
     report.worker?.url.length ?? 0,
   );
-  // An error goes on its own lines below the entry, wrapped rather than cut: it is the one
-  // thing the operator needs to read in full.
+  // An error is wrapped on its own lines, not cut: the one thing the operator must read in full.
   const entry = (label: string, ok: boolean, detail: string, verdict = "UNREACHABLE") => {
-    if (ok) {
-      lines.push(fit(`  ${label.padEnd(labelWidth)}  ok  ${detail}`, SCREEN_WIDTH));
-      return;
-    }
-    lines.push(`  ${label.padEnd(labelWidth)}  ${verdict}`.trimEnd());
-    lines.push(...wrap(detail, SCREEN_WIDTH - 4).map((l) => `    ${l}`));
+    const head = `  ${label.padEnd(labelWidth)}  `;
+    const wrapped = ok ? [] : wrap(detail, SCREEN_WIDTH - 4).map((l) => `    ${l}`);
+    lines.push(ok ? `${head}ok  ${detail}` : `${head}${verdict}`.trimEnd(), ...wrapped);
   };
   lines.push(report.jobServers.some((s) => s.kind === "rabbitmq") ? "Broker" : "Job servers");
   for (const s of report.jobServers) {
@@ -140,11 +132,11 @@ function formatStatusText(report: StatusReport): string[] {
     q.consumed ? q.name : `${fit(q.name, MAX_NAME_WIDTH - OTHER_MARK.length)}${OTHER_MARK}`
   );
   const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
-  const workerGroup: ColumnGroup | undefined = w === null ? undefined : {
+  const workerGroups: ColumnGroup[] = w === null ? [] : [{
     caption: "worker",
     headers: ["IN-FLIGHT", "CONNECTED"],
     cells: report.queues.map((q) => [count(q.inFlight), count(q.connected)]),
-  };
+  }];
   const serverGroups: ColumnGroup[] = report.jobServers.map((s, i) => ({
     caption: s.addr,
     headers: s.kind === "rabbitmq"
@@ -158,7 +150,7 @@ function formatStatusText(report: StatusReport): string[] {
   // Pack groups left to right; a group that would pass 100 columns starts the next table.
   const tables: ColumnGroup[][] = [[]];
   let used = nameWidth;
-  for (const group of workerGroup === undefined ? serverGroups : [workerGroup, ...serverGroups]) {
+  for (const group of [...workerGroups, ...serverGroups]) {
     const width = 2 + groupLayout(group).total;
     const current = tables[tables.length - 1] ?? [];
     if (current.length > 0 && used + width > SCREEN_WIDTH) {
@@ -169,10 +161,7 @@ function formatStatusText(report: StatusReport): string[] {
       used += width;
     }
   }
-  for (const groups of tables) {
-    lines.push("");
-    lines.push(...renderQueueTable(names, groups));
-  }
+  for (const groups of tables) lines.push("", ...renderQueueTable(names, groups));
   if (report.queues.some((q) => !q.consumed)) {
     lines.push(`${OTHER_MARK.trim()} known to a job server, not consumed by statusengine-worker`);
   }
