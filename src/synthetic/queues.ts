@@ -278,8 +278,7 @@ function* logEntryEvents(w: World): Generator<SyntheticEvent> {
 function notificationPayload(w: World, obj: MonitoredObject, ts: number): SyntheticEvent {
   const rng = w.rng;
   const r = w.check(obj, ts);
-  // 0 normal, 1 acknowledgement, 5/6 downtime start/end, 8 custom
-  // (docs/tables.md#notifications-log).
+  // 0 normal, 1 ack, 5/6 downtime start/end, 8 custom (docs/tables.md#notifications-log).
   const reason = rng.pick([0, 0, 0, 0, 1, 5, 6, 8]);
   const withAuthor = reason === 1 || reason === 8;
   return {
@@ -318,8 +317,7 @@ function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
     const args = rng.chance(0.1) ? "--priority=high" : null;
     const first = w.nextInstant();
     const r = w.check(obj, first.sec);
-    // Every delivery is reported twice: 604 when the command starts, 605 when it ends
-    // (docs/tables.md#contact-notification-methods).
+    // 604 when the command starts, 605 when it ends (docs/tables.md#contact-notification-methods).
     for (const type of [604, 605]) {
       const at = type === 604 ? first : w.nextInstant();
       yield envelope(type, at, "contactnotificationmethod", {
@@ -333,8 +331,7 @@ function* contactNotificationEvents(w: World): Generator<SyntheticEvent> {
         command_args: args,
         reason_type: reason,
         state: obj.sim.state,
-        // The 605 row's key (object, start_time, start_time_usec) is unique per event when
-        // start_time is the event's own second.
+        // Its own second keeps the 605 row's key (object, start_time, start_time_usec) unique.
         start_time: at.sec,
         end_time: at.sec,
       });
@@ -377,9 +374,8 @@ function* downtimeEvents(w: World): Generator<SyntheticEvent> {
     const lead = rng.int(0, 900);
     const variant = rng.weighted([6, 2, 2]); // runs out, cancelled early, deleted before start
     const at0 = w.nextInstant();
-    // The lifecycle is laid out backwards from the instant of its ADD so that every event of it
-    // lies in the past; its envelope times are consistent with the window
-    // (docs/tables.md#downtime-statements).
+    // Laid out backwards from the ADD's instant so that every event lies in the past; envelope
+    // times are consistent with the window (docs/tables.md#downtime-statements).
     let entryTime: number;
     let start: number;
     let end: number;
