@@ -16,24 +16,17 @@ const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*/;
 /** An opening quote and the characters and escapes (`\\`, `\"`, `\n`) of a label value after it. */
 const QUOTED_VALUE = /^"(?:[^"\\]|\\[n\\"])*/;
 
-const SPECIAL_VALUES: Readonly<Record<string, number>> = {
-  "+Inf": Infinity,
-  "Inf": Infinity,
-  "-Inf": -Infinity,
-  "NaN": NaN,
-};
-
+/** A float, `+Inf`, `Inf`, `-Inf` or `NaN`; anything else is NaN too. */
 function parseSampleValue(text: string): number {
-  if (Object.hasOwn(SPECIAL_VALUES, text)) return SPECIAL_VALUES[text] ?? NaN;
-  return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text) ? Number(text) : NaN;
+  return /^([+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?Inf|NaN)$/.test(text)
+    ? Number(text.replace("Inf", "Infinity"))
+    : NaN;
 }
 
 /**
- * Parse the Prometheus text exposition format (version 0.0.4): `# HELP`/`# TYPE` and other
- * comment lines are skipped; every sample line becomes one {@linkcode PrometheusSample}.
- * Label values may contain escaped `\\`, `\"` and `\n` and any other character, `,` and `}`
- * included; a trailing timestamp is accepted and ignored. A malformed line throws a
- * SyntaxError naming its number and text.
+ * Parse the Prometheus text exposition format (version 0.0.4): comment lines (`# HELP`, `# TYPE`)
+ * are skipped; label values may hold any character, `\\`, `\"` and `\n` escaped; a trailing
+ * timestamp is ignored. A malformed line throws a SyntaxError naming its number and text.
  *
  * @example Reading one labelled gauge
  * ```ts
@@ -44,8 +37,7 @@ function parseSampleValue(text: string): number {
  */
 export function parsePrometheusText(text: string): PrometheusSample[] {
   const samples: PrometheusSample[] = [];
-  const lines = text.split("\n");
-  for (const [index, raw] of lines.entries()) {
+  for (const [index, raw] of text.split("\n").entries()) {
     const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
     const fail = (detail: string): never => {
       throw new SyntaxError(
