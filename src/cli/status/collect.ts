@@ -23,7 +23,6 @@ import { abortable, deadline, delay } from "../../util/async.ts";
 import { redactText, redactUrl } from "../../util/redact.ts";
 import { parsePrometheusText, type PrometheusSample, sampleValue } from "./parse.ts";
 
-/** Options of the `status` command. */
 export interface StatusCommandOptions {
   /** Job servers (`host:port`), each asked in parallel. Ignored with `rabbitmqUrl`. */
   readonly gearmanAddr: readonly string[];
@@ -113,7 +112,6 @@ const ADMIN_TIMEOUT_MS = 2_000;
 /** The worker's start-up ping's bound. */
 const MYSQL_TIMEOUT_MS = 5_000;
 const SCRAPE_TIMEOUT_MS = 2_000;
-const DEFAULT_RATE_INTERVAL_MS = 1_000;
 
 interface Probe {
   readonly server: JobServerStatus;
@@ -148,10 +146,9 @@ function unreachable(addr: string, kind: JobServerStatus["kind"], err: unknown):
 }
 
 /**
- * The consumed queues at the RabbitMQ broker, by passive declaration: ready messages and
- * consumers. Unacknowledged deliveries are not part of the answer (the management API
- * has them); a queue that does not exist yet is left empty. Connecting and each depth check are
- * bounded in time; a connection lost or silent meanwhile makes the broker a failure.
+ * Ready messages and consumers of the consumed queues at the RabbitMQ broker, by passive
+ * declaration (unacknowledged ones only the management API has); a queue not declared yet is
+ * left empty. A connection lost or silent meanwhile makes the broker a failure.
  */
 async function probeRabbitMq(url: string): Promise<Probe> {
   let addr = url;
@@ -334,7 +331,7 @@ export async function collectStatus(options: StatusCommandOptions): Promise<Stat
       ? Promise.all(options.gearmanAddr.map(probeJobServer))
       : Promise.all([probeRabbitMq(options.rabbitmqUrl)]);
   const workerUrl = options.metricsUrl ?? options.localMetricsUrl;
-  const interval = options.rateIntervalMs ?? DEFAULT_RATE_INTERVAL_MS;
+  const interval = options.rateIntervalMs ?? 1_000;
   const [mysql, probed] = await Promise.all([
     probeMysql(options.mysqlUrl),
     workerUrl === undefined
