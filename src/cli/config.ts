@@ -52,23 +52,29 @@ interface ConfigDocument {
   readonly error?: string;
 }
 
-/** The name of `--json`, `-json=false`, `--no-json`: the flags of config itself; else undefined. */
+/** `json` or `no-json` for config's own flags (`--json`, `-json=false`, `--no-json`). */
 function ownFlagName(arg: string): string | undefined {
   const name = /^--?([a-z-]+)(?:=.*)?$/.exec(arg)?.[1];
   return name === "json" || name === "no-json" ? name : undefined;
 }
 
-/** config's own flags, the command whose settings it shows, and that command's line. */
 interface Split {
   readonly own: string[];
   readonly command: CommandName;
   readonly rest: string[];
 }
 
+/**
+ * Split off config's own flags, also those after the command (`config run --json` is
+ * `config --json run`): left in the command's line they would be refused by a command without
+ * such a flag. A command that takes the flag itself (`status --json`) keeps it too, so the
+ * settings shown stay those of the line as written. Nothing after `--` is a flag.
+ */
 function splitArgs(argv: readonly string[]): Split {
   let i = 0;
   while (i < argv.length && ownFlagName(argv[i] ?? "") !== undefined) i++;
   const own = argv.slice(0, i);
+  let command: CommandName = "run";
   const next = argv[i];
   if (next !== undefined && !next.startsWith("-")) {
     // Same message (and suggestion) as for the command line itself.
@@ -77,28 +83,19 @@ function splitArgs(argv: readonly string[]): Split {
       const hint = `config shows the settings of another command: see "${PROGRAM} config --help"`;
       throw new WorkerError("usage", hint);
     }
-    return withOwnFlagsAfter(own, next as CommandName, argv.slice(i + 1));
+    command = next as CommandName;
+    i++;
   }
-  return withOwnFlagsAfter(own, "run", argv.slice(i));
-}
-
-/**
- * Take config's own flags from after the command as well (`config run --json` is
- * `config --json run`): left in the command's line they would be refused by a command without
- * such a flag. A command that takes the flag itself (`status --json`) keeps it too, so the
- * settings shown stay those of the line as written. Nothing after `--` is a flag.
- */
-function withOwnFlagsAfter(own: readonly string[], command: CommandName, rest: string[]): Split {
+  const rest = argv.slice(i);
   const end = rest.includes("--") ? rest.indexOf("--") : rest.length;
   const taken = new Set(rowsFor(command).map((row) => row.flag));
-  const mine = [...own];
   const theirs: string[] = [];
   rest.forEach((arg, n) => {
     const name = n < end ? ownFlagName(arg) : undefined;
-    if (name !== undefined) mine.push(arg);
+    if (name !== undefined) own.push(arg);
     if (name === undefined || taken.has(name.replace(/^no-/, ""))) theirs.push(arg);
   });
-  return { own: mine, command, rest: theirs };
+  return { own, command, rest: theirs };
 }
 
 function defaultText(row: SettingRow, command: CommandName): string | null {
@@ -169,6 +166,7 @@ export async function runConfigCommand(
 ): Promise<number> {
   let split: Split;
   let json: boolean;
+  const print = (document: ConfigDocument) => io.out(JSON.stringify(document, null, 2));
   try {
     split = splitArgs(argv);
     json = (await loadSettings("config", { argv: split.own, env })).settings.json;
@@ -180,11 +178,7 @@ export async function runConfigCommand(
     loaded = await loadSettings(split.command, { argv: split.rest, env });
   } catch (err: unknown) {
     const code = reportConfigError(err, io);
-    if (json) {
-      const error = errorMessage(err);
-      const document: ConfigDocument = { command: split.command, warnings: [], error };
-      io.out(JSON.stringify(document, null, 2));
-    }
+    if (json) print({ command: split.command, warnings: [], error: errorMessage(err) });
     return code;
   }
   const refused = refusal(split.command, loaded.settings);
@@ -195,7 +189,7 @@ export async function runConfigCommand(
     ...(refused === undefined ? {} : { error: refused }),
   };
   for (const warning of loaded.warnings) io.err(`${PROGRAM}: warning: ${warning}`);
-  if (json) io.out(JSON.stringify(document, null, 2));
+  if (json) print(document);
   else printText(document, io);
   if (refused !== undefined) {
     io.err(`${PROGRAM}: ${refused}`);
