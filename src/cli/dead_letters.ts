@@ -480,13 +480,9 @@ function printReplay(r: ReplayResult, io: Io): void {
 }
 
 /**
- * Run the `dead-letters` command. Exit codes: `summary` 0 once the file is read (malformed
- * lines included); `replay` 0 only when every record was replayed, 1 when any failed again,
- * was not replayable or a line was malformed (the output names the file they went to), 130
- * when interrupted; 1 when the file cannot be read, the records left over could not be written
- * beside the file or another replay of the file is running (refused before anything is
- * replayed); 2 for `replay` without a file. While MySQL cannot take writes the replay waits for
- * it, logged, as the worker does.
+ * Run the `dead-letters` command; exit codes as docs/running.md#dead-letters says: `summary` 0
+ * once the file is read, malformed lines included; a replay refused before it starts (the file
+ * unreadable, no room for the records left over, another replay of it running) 1.
  */
 export async function runDeadLettersCommand(
   options: DeadLettersOptions,
