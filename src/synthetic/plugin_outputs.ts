@@ -114,15 +114,13 @@ function updateList(rng: Rng, count: number): string {
     "Накопительное обновление для Windows Server 2019",
     "Windows Server 2022 向けの累積的な更新プログラム",
   ];
-  const lines: string[] = [];
-  for (let i = 0; i < count; i++) {
-    lines.push(
+  return Array.from(
+    { length: count },
+    () =>
       `KB${rng.int(5_000_000, 5_049_999)} – ${rng.pick(titles)} – ${
         rng.float(0.5, 900).toFixed(1).replace(".", ",")
       } MB`,
-    );
-  }
-  return lines.join("\n");
+  ).join("\n");
 }
 
 /** The services, as their plugins print them. */
