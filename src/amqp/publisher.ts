@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { Buffer } from "node:buffer";
 import { type AMQPChannel, AMQPClient, type AMQPMessage } from "@cloudamqp/amqp-client";
 import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
@@ -150,7 +151,7 @@ export class AmqpPublisher implements AsyncDisposable {
 
   #takeReturned(queue: string, body: Uint8Array): boolean {
     const i = this.#returned.findIndex((m) =>
-      m.routingKey === queue && m.body !== null && sameBytes(m.body, body)
+      m.routingKey === queue && m.body !== null && Buffer.compare(m.body, body) === 0
     );
     if (i === -1) return false;
     this.#returned.splice(i, 1);
@@ -184,10 +185,4 @@ export class AmqpPublisher implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }

@@ -36,20 +36,16 @@ import { DenoSocket } from "../util/deno_socket.ts";
 
 const log = getLogger("rabbitmq");
 
-/** AMQP 0-9-1's protocol header. */
 const PROTOCOL_HEADER = new Uint8Array([65, 77, 81, 80, 0, 0, 9, 1]);
 
 /**
- * Let `client` (not yet connected) connect over `Deno.connect`, by replacing amqp-client's untyped
+ * Let `client` (not yet connected) connect over `Deno.connect` by replacing amqp-client's private
  * `connectSocket` with the same steps over a {@link DenoSocket}; framing, heartbeats and errors
  * stay the library's. Returns false (the library's own socket) for TLS or an unexpected shape.
- *
- * The library's heartbeat check is the socket's idle timeout: only frames from the broker may
- * count, or the worker's own writes (backlog questions every 10 s) would keep a silent broker
- * looking alive past every heartbeat. Both sockets are made to count reads only.
+ * The library's heartbeat check is the socket's idle timeout, so both sockets count reads only:
+ * the worker's own writes (backlog questions every 10 s) would keep a silent broker looking alive.
  */
 export function useDenoSocket(client: AMQPClient): boolean {
-  // The library's private members this replaces and uses.
   const internals = client as unknown as { connectSocket?: unknown; onRead?: unknown };
   if (typeof internals.connectSocket !== "function" || typeof internals.onRead !== "function") {
     return false;
@@ -116,12 +112,10 @@ export class ProbeChannel {
   }
 
   /** Close the channel if it is open; never rejects. */
-  close(): Promise<void> {
+  async close(): Promise<void> {
     const channel = this.#channel;
     this.#channel = undefined;
-    return channel === undefined || channel.closed
-      ? Promise.resolve()
-      : channel.close().catch(() => {});
+    if (channel !== undefined && !channel.closed) await channel.close().catch(() => {});
   }
 
   #open(): Promise<AMQPChannel> {
@@ -147,14 +141,9 @@ export async function declareQueue(
   { durableQueues: durable, declare: mode = "declare" }: QueueDeclaration,
 ): Promise<void> {
   try {
-    await channel.queueDeclare(
-      queue,
-      // Declaring flags must match exactly, or RabbitMQ answers 406 PRECONDITION_FAILED.
-      mode === "passive"
-        ? { passive: true }
-        : { passive: false, durable, exclusive: false, autoDelete: false },
-      {},
-    );
+    // Declaring flags must match exactly, or RabbitMQ answers 406 PRECONDITION_FAILED.
+    const flags = { passive: false, durable, exclusive: false, autoDelete: false };
+    await channel.queueDeclare(queue, mode === "passive" ? { passive: true } : flags);
   } catch (cause: unknown) {
     // Name the likely cause and the setting to change.
     const detail = errorMessage(cause);
@@ -173,9 +162,8 @@ export async function declareQueue(
         "DurableQueues, or delete the queue once with core and worker stopped; a queue " +
         "declared by the operator with arguments (a quorum queue) needs --rabbitmq-declare passive"
       : "";
-    throw new WorkerError("queue_declare", `Cannot declare queue "${queue}": ${detail}${hint}`, {
-      cause,
-    });
+    const message = `Cannot declare queue "${queue}": ${detail}${hint}`;
+    throw new WorkerError("queue_declare", message, { cause });
   }
 }
 
@@ -193,7 +181,6 @@ export interface QueueDeclaration {
   readonly declare?: QueueDeclareMode | undefined;
 }
 
-/** Options of {@link AmqpSession.open}. */
 export interface AmqpSessionOptions extends QueueDeclaration, LinkContext {
   readonly url: AmqpUrl;
   readonly queues: readonly string[];
@@ -209,7 +196,7 @@ export interface AmqpSessionOptions extends QueueDeclaration, LinkContext {
 
 /** Workload bytes kept of a message above the size limit (for the dead-letter record). */
 const TOO_LARGE_KEPT_BYTES = 1024;
-
+const CANCEL_TIMEOUT_MS = 2_000;
 const CLOSE_TIMEOUT_MS = 2_000;
 const SOCKET_CLOSE_GRACE_MS = 1_000;
 
@@ -218,7 +205,6 @@ const SOCKET_CLOSE_GRACE_MS = 1_000;
  * (docs/consumption.md#rabbitmq-window).
  */
 class Lane {
-  readonly queue: string;
   channel: AMQPChannel | undefined;
   consumer: AMQPConsumer | undefined;
   // Bounded by the prefetch count: the broker pushes no more unacked deliveries.
@@ -228,14 +214,15 @@ class Lane {
   #ending: "no" | "after-buffer" | "now" = "no";
   /** Deliveries started and not yet acknowledged: what a give-back hands back. */
   unanswered = 0;
+  /** Deliveries being handled; the lane's loop ends only after its last one was answered. */
+  readonly running = new Set<Promise<void>>();
   /** `performance.now()` of the last delivery, or of the session's start (stall detection). */
   receivedAt = performance.now();
 
-  constructor(queue: string) {
-    this.queue = queue;
-  }
+  constructor(readonly queue: string) {}
 
   push(msg: AMQPMessage): void {
+    this.receivedAt = performance.now();
     // Not started, not answered: closing the channel hands it back to the broker.
     if (this.#ending !== "no") return;
     this.#buffer.push(msg);
@@ -281,19 +268,17 @@ class Lane {
     this.#ending = "now";
     this.#buffer.length = 0;
     this.#wakeUp();
-    const onEnd = this.#onEnd;
+    // Neither callback re-enters this lane.
+    this.#onEnd?.();
     this.#onEnd = undefined;
-    onEnd?.();
   }
 
   #wakeUp(): void {
-    const wake = this.#wake;
+    this.#wake?.();
     this.#wake = undefined;
-    wake?.();
   }
 }
 
-/** One connection with one consuming channel per queue. */
 export class AmqpSession implements Link {
   readonly #options: AmqpSessionOptions;
   readonly #client: AMQPClient;
@@ -306,10 +291,12 @@ export class AmqpSession implements Link {
   #closing: Promise<void> | undefined;
   #socketClosed: Promise<void> | undefined;
   readonly #loops: Promise<void>[] = [];
-  readonly #running = new Set<Promise<void>>();
   readonly #handlerAbort = new AbortController();
-  // Ends retries when the session drains, is lost or closes.
   readonly #stopRetries = new AbortController();
+  readonly #scope: DeliveryScope = {
+    abort: this.#handlerAbort.signal,
+    stopRetries: this.#stopRetries.signal,
+  };
   /** Epoch ms this session was built, just before it connects (Job.linkOpenedAt). */
   readonly #openedAt = Date.now();
   /** Asks the broker for a queue's ready messages and consumers (this session's included). */
@@ -372,10 +359,7 @@ export class AmqpSession implements Link {
     const consumer = await channel.basicConsume(
       lane.queue,
       { tag: consumerTag(lane.queue), noAck: false, exclusive: false },
-      (msg) => {
-        lane.receivedAt = performance.now();
-        lane.push(msg);
-      },
+      (msg) => lane.push(msg),
     );
     lane.consumer = consumer;
     // Rejects when the broker cancelled the consumer or closed its channel or connection.
@@ -390,7 +374,7 @@ export class AmqpSession implements Link {
   }
 
   get inFlight(): number {
-    return this.#running.size;
+    return this.#lanes.reduce((jobs, lane) => jobs + lane.running.size, 0);
   }
 
   receivedAt(queue: string): number {
@@ -431,24 +415,21 @@ export class AmqpSession implements Link {
   async drain(signal: AbortSignal): Promise<void> {
     this.#draining = true;
     this.#stopRetries.abort();
-    const timeoutMs = 2_000;
-    {
-      using limit = deadline(timeoutMs);
-      await Promise.all(this.#lanes.map(async (lane) => {
-        const consumer = lane.consumer;
-        if (consumer !== undefined && this.#lostReason === undefined) {
-          const outcome = await Promise.race([
-            consumer.cancel().then(() => "ok", (err: unknown) => errorMessage(err)),
-            aborted(limit.signal).then(() => `no cancel-ok within ${timeoutMs} ms`),
-          ]);
-          if (outcome !== "ok") {
-            log.debug("rabbitmq: basic.cancel failed", { queue: lane.queue, error: outcome });
-          }
+    using limit = deadline(CANCEL_TIMEOUT_MS);
+    await Promise.all(this.#lanes.map(async (lane) => {
+      const consumer = lane.consumer;
+      if (consumer !== undefined && this.#lostReason === undefined) {
+        const outcome = await Promise.race([
+          consumer.cancel().then(() => "ok", (err: unknown) => errorMessage(err)),
+          aborted(limit.signal).then(() => `no cancel-ok within ${CANCEL_TIMEOUT_MS} ms`),
+        ]);
+        if (outcome !== "ok") {
+          log.debug("rabbitmq: basic.cancel failed", { queue: lane.queue, error: outcome });
         }
-        // Also after a failed cancel: later deliveries go back with the channel close.
-        lane.finishBuffered();
-      }));
-    }
+      }
+      // Also after a failed cancel: later deliveries go back with the channel close.
+      lane.finishBuffered();
+    }));
     await this.settled(signal);
     await this.close();
   }
@@ -508,8 +489,6 @@ export class AmqpSession implements Link {
 
   async #runLane(lane: Lane): Promise<void> {
     const budget = this.#options.budget(lane.queue);
-    // The loop ends only after its last delivery was answered: loops cover every handler.
-    const mine = new Set<Promise<void>>();
     try {
       for (;;) {
         const msg = await lane.next();
@@ -517,14 +496,11 @@ export class AmqpSession implements Link {
         const grant = await lane.grant(budget);
         if (grant === undefined) break;
         const run = this.#deliver(lane, msg, grant);
-        mine.add(run);
-        this.#running.add(run);
-        void run.finally(() => {
-          mine.delete(run);
-          this.#running.delete(run);
-        });
+        lane.running.add(run);
+        void run.finally(() => lane.running.delete(run));
       }
-      await Promise.allSettled([...mine]);
+      // Loops cover every handler: settled() waits for the loops alone.
+      await Promise.allSettled([...lane.running]);
     } finally {
       if (!this.#draining && this.#closing === undefined && this.#lostReason === undefined) {
         // A queue that stopped consuming while the link looks healthy: rebuild.
@@ -567,21 +543,15 @@ export class AmqpSession implements Link {
         });
       },
     };
-    const scope: DeliveryScope = {
-      abort: this.#handlerAbort.signal,
-      stopRetries: this.#stopRetries.signal,
-    };
     try {
       // The body is the library's own buffer, untouched after delivery: the engine may free it.
       const result = await o.engine.deliver(
         tooLarge ? { job, tooLarge: body.length, ownsPayload: true } : { job, ownsPayload: true },
         ack,
-        scope,
+        this.#scope,
       );
-      if (result === "abandoned") {
-        // The message goes back; handling its successors first would reorder the queue.
-        lane.endNow();
-      }
+      // The message goes back; handling its successors first would reorder the queue.
+      if (result === "abandoned") lane.endNow();
     } finally {
       if (!acked) lane.unanswered--;
       grant.release();

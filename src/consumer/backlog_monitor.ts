@@ -69,7 +69,7 @@ export class BacklogMonitor {
   /** Stop asking, drop a round in progress, and report every queue unknown (no stale reading). */
   async stop(): Promise<void> {
     this.#stop.abort();
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#round;
     for (const queue of new Set(this.#o.sources.flatMap((s) => s.queues))) {
@@ -142,10 +142,10 @@ export interface StallDetectorOptions {
 }
 
 interface LinkState {
-  stalledSince: number | undefined;
+  stalledSince?: number | undefined;
   /** While stalled: a job received after this `receivedAt` ends the stall. */
   takenAfter: number;
-  link: Link | undefined;
+  link?: Link | undefined;
   probing: boolean;
 }
 
@@ -160,14 +160,7 @@ export class StallDetector {
 
   constructor(options: StallDetectorOptions) {
     this.#o = options;
-    for (const l of options.links) {
-      this.#states.set(l, {
-        stalledSince: undefined,
-        takenAfter: 0,
-        link: undefined,
-        probing: false,
-      });
-    }
+    for (const l of options.links) this.#states.set(l, { takenAfter: 0, probing: false });
   }
 
   /** Check every so often until {@link stop}; a timeout of 0 disables detection. */
@@ -179,7 +172,7 @@ export class StallDetector {
 
   /** Stop checking; stalled queues read as not stalled. */
   stop(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
+    clearInterval(this.#timer);
     this.#timer = undefined;
     this.#stop.abort();
     for (const [watched, state] of this.#states) this.#clear(watched, state, undefined);
@@ -213,9 +206,7 @@ export class StallDetector {
       } else if (!this.#quiet(watched, link, now)) continue;
       if (state.probing) continue;
       state.probing = true;
-      void this.#probe(watched, state, link).finally(() => {
-        state.probing = false;
-      });
+      void this.#probe(watched, state, link).finally(() => (state.probing = false));
     }
   }
 

@@ -76,8 +76,7 @@ export class ByteBudget {
 
   #wake(): void {
     // Oldest first, stopping at the first that does not fit, so a large job is not overtaken
-    // forever. A queue that no longer waits leaves the list itself (unblock), which, inside this
-    // loop, only moves on to the next.
+    // forever. A queue that no longer waits leaves the list itself (unblock).
     if (this.#waking) return;
     this.#waking = true;
     try {
@@ -123,11 +122,10 @@ export class QueueBudget {
   }
 
   static #checkCapacity(capacity: number): void {
-    if (!Number.isInteger(capacity) || capacity < 1) {
-      throw new RangeError(
-        `Cannot size queue budget: capacity must be an integer >= 1, got ${capacity}`,
-      );
-    }
+    if (Number.isInteger(capacity) && capacity >= 1) return;
+    throw new RangeError(
+      `Cannot size queue budget: capacity must be an integer >= 1, got ${capacity}`,
+    );
   }
 
   get capacity(): number {
@@ -139,7 +137,6 @@ export class QueueBudget {
     return this.#inUse;
   }
 
-  /** A slot is free (bytes aside). */
   get hasRoom(): boolean {
     return this.#inUse < this.#capacity;
   }
@@ -225,7 +222,8 @@ export class QueueBudget {
         if (settled || released) return;
         settled = true;
         this.#unsettled--;
-        this.#remember(size);
+        this.#sizes.push(size);
+        if (this.#sizes.length > SIZE_HISTORY) this.#sizes.shift();
         bytes.add(size - held);
         held = size;
         // The first size of a queue ends its probe: waiters may now be served.
@@ -242,10 +240,5 @@ export class QueueBudget {
         this.resume();
       },
     };
-  }
-
-  #remember(size: number): void {
-    this.#sizes.push(size);
-    if (this.#sizes.length > SIZE_HISTORY) this.#sizes.shift();
   }
 }

@@ -9,13 +9,11 @@
 import type {
   ConsumerDeadLetterSink,
   ConsumerObserver,
-  JobHandler,
   JobResult,
+  LinkTarget,
 } from "./contract.ts";
 import { ByteBudget, QueueBudget } from "./budget.ts";
-import { DeliveryEngine, type JobObserver } from "./delivery.ts";
-import type { BackoffOptions } from "../util/backoff.ts";
-import type { LinkTarget } from "./contract.ts";
+import { DeliveryEngine, type DeliveryEngineOptions, type JobObserver } from "./delivery.ts";
 import { Supervisor } from "./supervisor.ts";
 import {
   BacklogMonitor,
@@ -71,24 +69,16 @@ export interface GiveBackPolicy {
 const GIVE_BACK_CHECK_MS = 2_000;
 const CONSUMERS_QUERY_TIMEOUT_MS = 5_000;
 
-export interface ConsumerOptions {
-  /** Backend name, the prefix of log lines (`gearman`, `rabbitmq`). */
-  readonly name: string;
-  readonly log: Logger;
+/** The options every backend passes through to the core unchanged (the core ignores `maxJobSize`). */
+export interface BackendOptions extends Pick<DeliveryEngineOptions, "handler" | "retry"> {
   readonly queues: readonly ConsumedQueue[];
-  /** Hard cap of jobs in flight per queue (≥ 1; in-order queues get 1). */
-  readonly maxJobsPerQueue: number;
   /** Adapt the jobs in flight of every queue that is not in order; absent = fixed at the cap. */
   readonly window?: WindowOptions;
   /** Payload bytes in flight across all queues; default 256 MiB. */
   readonly maxInFlightBytes?: number | undefined;
-  readonly handler: JobHandler;
   readonly observer: ConsumerObserver;
   /** Records jobs that are too large or trip an internal error; default: nothing is kept. */
   readonly deadLetter?: ConsumerDeadLetterSink;
-  /** Retry schedule of failed jobs (default 100 ms doubling to 5 s). */
-  readonly retry?: BackoffOptions | undefined;
-  readonly targets: (context: LinkContext) => readonly LinkTarget[];
   readonly reconnectIntervalMs: number;
   /** Stop waits this long for running handlers before abandoning their jobs. */
   readonly drainTimeoutMs: number;
@@ -98,37 +88,28 @@ export interface ConsumerOptions {
   readonly statsIntervalMs?: number | undefined;
   /** Time between two readings of every queue's backlog at the broker; default 10 s, 0 disables. */
   readonly backlogIntervalMs?: number | undefined;
+  /** When no link can be opened at start, keep retrying instead of failing the start. */
+  readonly waitAtStart?: boolean;
+  /** Give held jobs back to the broker while MySQL cannot take writes; absent = always hold. */
+  readonly giveBack?: GiveBackPolicy;
+  /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
+  readonly maxJobSize?: number | undefined;
+}
+
+export interface ConsumerOptions
+  extends BackendOptions, Pick<DeliveryEngineOptions, "name" | "log"> {
+  /** Hard cap of jobs in flight per queue (≥ 1; in-order queues get 1). */
+  readonly maxJobsPerQueue: number;
+  readonly targets: (context: LinkContext) => readonly LinkTarget[];
   /** What each backlog reading asks; default {@link perQueueSources}. */
   readonly backlogSources?: readonly BacklogSource[];
   /** Fields of the start-up line. */
   readonly describe?: Record<string, unknown>;
   /** What a link target is called in messages; default "broker". */
   readonly serverNoun?: string;
-  /** When no link can be opened at start, keep retrying instead of failing the start. */
-  readonly waitAtStart?: boolean;
   /** Whether a failed first attempt is worth waiting for (not refused credentials). Default: yes. */
   readonly waitable?: (err: unknown) => boolean;
-  /** Give held jobs back to the broker while MySQL cannot take writes; absent = always hold. */
-  readonly giveBack?: GiveBackPolicy;
 }
-
-/** The options every backend passes through to the core unchanged. */
-export type BackendOptions =
-  & Omit<
-    ConsumerOptions,
-    | "name"
-    | "log"
-    | "maxJobsPerQueue"
-    | "targets"
-    | "backlogSources"
-    | "describe"
-    | "serverNoun"
-    | "waitable"
-  >
-  & {
-    /** A job above this many bytes is dead-lettered unread (`too_large`); default 64 MiB. */
-    readonly maxJobSize?: number | undefined;
-  };
 
 /** Default of `--max-in-flight-bytes`. */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024;
@@ -148,7 +129,6 @@ export class Consumer {
   /** The window, give-back and summary timers, cleared on stop. */
   readonly #timers: ReturnType<typeof setInterval>[] = [];
   readonly #stats: ConsumerStats;
-  readonly #engine: DeliveryEngine;
   readonly #supervisors: Supervisor[] = [];
   readonly #up = new Map<string, Set<Supervisor>>();
   readonly #serving = new Map<string, number>();
@@ -198,26 +178,14 @@ export class Consumer {
     }
     this.#stats = new ConsumerStats(options.queues.map((q) => q.name));
     const observer = this.#stats.wrap(options.observer);
-    this.#engine = new DeliveryEngine({
-      handler: options.handler,
-      observer,
-      deadLetter: options.deadLetter ?? (() => Promise.resolve()),
-      name: options.name,
-      log: options.log,
-      retry: options.retry,
-    });
-    const targets = options.targets({
-      engine: this.#engine,
-      budget: (queue) => this.#budget(queue),
-    });
+    const deadLetter = options.deadLetter ?? (() => Promise.resolve());
+    const engine = new DeliveryEngine({ ...options, observer, deadLetter });
+    const targets = options.targets({ engine, budget: (queue) => this.#budget(queue) });
     const watched: WatchedLink[] = [];
     for (const target of targets) {
       const supervisor: Supervisor = new Supervisor({
+        ...options,
         target,
-        name: options.name,
-        log: options.log,
-        reconnectIntervalMs: options.reconnectIntervalMs,
-        drainTimeoutMs: options.drainTimeoutMs,
         onState: (up) => this.#setState(supervisor, up),
         onReconnected: () => {
           for (const q of target.queues) {
@@ -238,18 +206,16 @@ export class Consumer {
       }
     }
     this.#stallDetector = new StallDetector({
+      ...options,
       links: watched,
       timeoutMs: options.stallTimeoutMs ?? STALL_TIMEOUT_MS,
-      name: options.name,
-      log: options.log,
       onQueueStalled: (queue, stalled) => options.observer.queueStalled(queue, stalled),
     });
     this.#backlog = options.backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
+      ...options,
       sources: options.backlogSources ?? perQueueSources(targets),
       intervalMs: options.backlogIntervalMs,
       report: (queue, jobs) => options.observer.queueBacklog(queue, jobs),
-      name: options.name,
-      log: options.log,
     });
   }
 
@@ -275,9 +241,10 @@ export class Consumer {
    * @throws {WorkerError} (code `consumer_start`) When every first attempt failed (and not `waitAtStart`), or stop was called meanwhile.
    */
   async start(): Promise<void> {
-    if (this.#started) throw new Error(`${this.#o.name} consumer: start() called twice`);
+    const { name, log } = this.#o;
+    if (this.#started) throw new Error(`${name} consumer: start() called twice`);
     if (this.#stopping !== undefined) {
-      throw new Error(`${this.#o.name} consumer: start() called after stop()`);
+      throw new Error(`${name} consumer: start() called after stop()`);
     }
     this.#started = true;
     const results = await Promise.allSettled(this.#supervisors.map((s) => s.start()));
@@ -285,7 +252,7 @@ export class Consumer {
       // Stopped meanwhile: stop drained or closed every link; no timer may start after it.
       throw new WorkerError(
         "consumer_start",
-        `Cannot start ${this.#o.name} consumer: stopped during start-up`,
+        `Cannot start ${name} consumer: stopped during start-up`,
       );
     }
     const failed = results.flatMap((r, i) =>
@@ -295,16 +262,13 @@ export class Consumer {
     const wait = this.#o.waitAtStart === true && failed.every((f) => waitable(f.err));
     if (failed.length === results.length && !wait) {
       const servers = [...new Set(failed.map((f) => f.s.target.server))].join(", ");
-      throw new WorkerError(
-        "consumer_start",
-        `Cannot start ${this.#o.name} consumer: no ${
-          this.#o.serverNoun ?? "broker"
-        } reachable (${servers}): ${errorMessage(failed[0]?.err)}`,
-        { cause: failed[0]?.err },
-      );
+      const cause = failed[0]?.err;
+      const detail = `no ${this.#o.serverNoun ?? "broker"} reachable (${servers})`;
+      const message = `Cannot start ${name} consumer: ${detail}: ${errorMessage(cause)}`;
+      throw new WorkerError("consumer_start", message, { cause });
     }
     for (const { s, err } of failed) {
-      this.#o.log.warn(`${this.#o.name}: unreachable at start-up, retrying in the background`, {
+      log.warn(`${name}: unreachable at start-up, retrying in the background`, {
         // Every link down: the worker serves /metrics and /readyz (503) and consumes once one
         // comes, as after losing them at run time.
         waiting_for_all: failed.length === results.length,
@@ -315,7 +279,7 @@ export class Consumer {
       s.startDisconnected();
     }
     const caps = this.#o.queues.map((q) => this.capFor(q));
-    this.#o.log.info(`${this.#o.name}: consumer started`, {
+    log.info(`${name}: consumer started`, {
       ...this.#o.describe,
       queues: this.#o.queues.length,
       max_jobs_per_queue: this.#o.maxJobsPerQueue,
@@ -337,7 +301,7 @@ export class Consumer {
             // A bug in the pressure signal must not stop consumption: the window stays as it is.
             if (!reported) {
               reported = true;
-              this.#o.log.error(`${this.#o.name}: cannot adjust the in-flight window`, {
+              log.error(`${name}: cannot adjust the in-flight window`, {
                 queue: w.queue,
                 error: errorMessage(err),
               });
@@ -354,9 +318,7 @@ export class Consumer {
         if (this.#giveBackRunning) return;
         this.#giveBackRunning = true;
         void this.#giveBackTick(giveBack).catch((err: unknown) => {
-          this.#o.log.error(`${this.#o.name}: cannot give held jobs back`, {
-            error: errorMessage(err),
-          });
+          log.error(`${name}: cannot give held jobs back`, { error: errorMessage(err) });
         }).finally(() => (this.#giveBackRunning = false));
       }, GIVE_BACK_CHECK_MS));
     }
@@ -425,16 +387,11 @@ export class Consumer {
       }
       for (const [queue, jobs] of given) {
         this.#o.observer.jobsGivenBack(queue, "mysql_unavailable", jobs);
+        const held = Math.round(policy.holdingForMs() / 1000);
         this.#o.log.info(
           `${this.#o.name}: MySQL cannot take writes and another worker consumes the queue: ` +
             "jobs given back to the broker, none taken until MySQL answers",
-          {
-            queue,
-            server: s.target.server,
-            jobs,
-            workers,
-            held_for_s: Math.round(policy.holdingForMs() / 1000),
-          },
+          { queue, server: s.target.server, jobs, workers, held_for_s: held },
         );
       }
     }
@@ -484,7 +441,7 @@ export class Consumer {
         window: this.#budget(queue).capacity,
         stalled: this.#stallDetector.stalled(queue) ? 1 : 0,
       }),
-      { final },
+      final,
     );
   }
 }
@@ -546,7 +503,7 @@ export class ConsumerStats {
     log: Logger,
     message: string,
     extra: (queue: string) => Record<string, unknown>,
-    options: { final?: boolean } = {},
+    final = false,
   ): void {
     let lines = 0;
     for (const [queue, s] of this.#stats) {
@@ -564,8 +521,6 @@ export class ConsumerStats {
       }
       Object.assign(s, { processed: 0, abandoned: 0, retried: 0, reconnects: 0 });
     }
-    if (lines === 0 && options.final === true) {
-      log.info(message, { queues: this.#stats.size, processed: 0 });
-    }
+    if (lines === 0 && final) log.info(message, { queues: this.#stats.size, processed: 0 });
   }
 }

@@ -62,6 +62,6 @@ Deno.test("consumer stats: jobs still in flight keep their queue's line", () => 
 Deno.test("consumer stats: the shutdown summary of an idle worker is one line for all queues", () => {
   const stats = new ConsumerStats(QUEUES);
   const log = recordingLogger();
-  stats.log(log, "consumer stopped", () => ({}), { final: true });
+  stats.log(log, "consumer stopped", () => ({}), true);
   assert.deepEqual(log.lines, [{ queues: 12, processed: 0 }]);
 });

@@ -13,9 +13,9 @@ export interface Job {
   readonly queue: string;
   /** `host:port` of the job server (or the broker) that handed it out. */
   readonly server: string;
-  /** Broker handle (Gearman job handle, AMQP delivery tag); valid on its link only. */
+  /** Gearman job handle or AMQP delivery tag; valid on its link only. */
   readonly handle: string;
-  /** Unique id given by the producer (may be empty). */
+  /** Given by the producer (may be empty). */
   readonly unique: string;
   /**
    * Raw bytes (UTF-8 repair: docs/payloads.md#utf8-repair). Valid only until the delivery ends:
@@ -62,15 +62,13 @@ export class JobGivenBack extends Error {
 export interface ConsumerObserver {
   /** A job was taken from the broker (before any decoding). */
   jobReceived(queue: string): void;
-  /** A handler started (+1) or settled (−1). */
   inFlight(queue: string, delta: 1 | -1): void;
-  /** One delivery ended. `seconds` is the time from receipt to the end of the handler. */
+  /** `seconds`: from receipt to the end of the handler. */
   jobDone(queue: string, result: JobResult, seconds: number): void;
   /** A failed attempt of a job is tried again on the same link, reported as the new attempt starts. */
   jobRetried(queue: string): void;
   /** Connection state of one queue changed (1 = every link of the queue consuming, 0 = not). */
   queueConnected(queue: string, connected: boolean): void;
-  /** A connection of the queue was re-established after a loss. */
   queueReconnected(queue: string): void;
   /** Jobs wait at the broker while the queue has room and takes none (true), or it took one again (false). */
   queueStalled(queue: string, stalled: boolean): void;
@@ -117,9 +115,9 @@ export type ConsumerDeadLetterSink = (record: ConsumerDeadLetter) => Promise<voi
 
 /** What the composition root holds of a backend's consumer: the one place that builds it picks it. */
 export interface QueueConsumer {
-  /** Connect and start consuming; throws when the broker cannot be used. */
+  /** Throws when the broker cannot be used. */
   start(): Promise<void>;
-  /** Stop consuming, drain within the drain timeout (D1), close. Idempotent, safe before start. */
+  /** Drain within the drain timeout (D1), close. Idempotent, safe before start. */
   stop(): Promise<void>;
 }
 
@@ -133,7 +131,7 @@ export interface Link {
    * consuming: per queue, as one RabbitMQ session serves them all.
    */
   receivedAt(queue: string): number;
-  /** Begin consuming; called once, after the link was opened. */
+  /** Called once, after the link was opened. */
   start(): void;
   /** Stop taking jobs, let running handlers finish within `signal` (then abort them), close. */
   drain(signal: AbortSignal): Promise<void>;

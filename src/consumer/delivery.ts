@@ -31,10 +31,10 @@ export interface DeliveryEngineOptions {
   readonly handler: JobHandler;
   readonly observer: JobObserver;
   readonly deadLetter: ConsumerDeadLetterSink;
-  /** Backend name, the prefix of log lines. */
+  /** Backend name, the prefix of log lines (`gearman`, `rabbitmq`). */
   readonly name: string;
   readonly log: Logger;
-  /** Retry schedule after a transient failure; default 100 ms doubling to 5 s, ±20 %. */
+  /** Retry schedule of failed jobs; default 100 ms doubling to 5 s, ±20 %. */
   readonly retry?: BackoffOptions | undefined;
 }
 
@@ -107,9 +107,11 @@ export class DeliveryEngine {
 
   /** One attempt: the handler, or the dead-letter record of a job too large to read. */
   #attempt(delivery: Delivery, scope: DeliveryScope): Promise<void> {
-    const { job } = delivery;
-    if (delivery.tooLarge !== undefined) {
-      return abortable(this.#deadLetterTooLarge(job, delivery.tooLarge), scope.abort);
+    const { job, tooLarge: bytes } = delivery;
+    if (bytes !== undefined) {
+      const kept = `first ${job.payload.length} bytes kept`;
+      const error = `payload of ${bytes} bytes is larger than the job size limit; ${kept}`;
+      return abortable(this.#deadLetter({ job, reason: "too_large", error, bytes }), scope.abort);
     }
     // A handler that ignores the abort must not hold its slot (and shutdown) hostage.
     return abortable(this.#handler(job, scope.abort), scope.abort);
@@ -145,16 +147,6 @@ export class DeliveryEngine {
     }
   }
 
-  #deadLetterTooLarge(job: Job, bytes: number): Promise<void> {
-    return this.#deadLetter({
-      job,
-      reason: "too_large",
-      error:
-        `payload of ${bytes} bytes is larger than the job size limit; first ${job.payload.length} bytes kept`,
-      bytes,
-    });
-  }
-
   /** Returns true once the job is recorded; false when the record could not be written. */
   async #deadLetterInternal(job: Job, err: unknown, scope: DeliveryScope): Promise<boolean> {
     this.#log.error(`${this.#name}: internal error handling a job, dead-lettering it`, {
@@ -164,16 +156,10 @@ export class DeliveryEngine {
       attempts: INTERNAL_ATTEMPTS,
       error: errorMessage(err),
     });
+    const bytes = job.payload.length;
+    const record = { job, reason: "internal" as const, error: errorMessage(err), bytes };
     try {
-      await abortable(
-        this.#deadLetter({
-          job,
-          reason: "internal",
-          error: errorMessage(err),
-          bytes: job.payload.length,
-        }),
-        scope.abort,
-      );
+      await abortable(this.#deadLetter(record), scope.abort);
       return true;
     } catch {
       // The sink logged why; the job stays unacknowledged and is tried again.

@@ -8,7 +8,7 @@
  */
 import type { GiveBackReason, Link, LinkTarget } from "./contract.ts";
 import { Backoff } from "../util/backoff.ts";
-import { deadline, sleepUnlessAborted } from "../util/async.ts";
+import { aborted, deadline, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
 export interface SupervisorOptions {
@@ -31,9 +31,7 @@ export class Supervisor {
   readonly target: LinkTarget;
   readonly #o: SupervisorOptions;
   readonly #stop = new AbortController();
-  readonly #stopped: Promise<"stop"> = new Promise((resolve) =>
-    this.#stop.signal.addEventListener("abort", () => resolve("stop"), { once: true })
-  );
+  readonly #stopped = aborted(this.#stop.signal).then(() => "stop" as const);
   #current: Link | undefined;
   #up = false;
   #loop: Promise<void> | undefined;
@@ -164,10 +162,8 @@ export class Supervisor {
 
   /** Returns true once a new link is installed, false when shutdown began. */
   async #reconnect(countAsReconnect: boolean): Promise<boolean> {
-    const interval = new Backoff({
-      initialMs: this.#o.reconnectIntervalMs,
-      maxMs: this.#o.reconnectIntervalMs,
-    });
+    const every = this.#o.reconnectIntervalMs;
+    const interval = new Backoff({ initialMs: every, maxMs: every });
     let attempts = 0;
     let lastWarnAt = -Infinity;
     const since = performance.now();

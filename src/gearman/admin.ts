@@ -16,7 +16,6 @@ import { parseServerAddress } from "../util/address.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../util/errors.ts";
 
-/** Options of an admin call. */
 export interface AdminOptions {
   /** Bound on connect + reply; default 2 s. */
   readonly timeoutMs?: number;

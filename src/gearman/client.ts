@@ -8,7 +8,6 @@ import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.
 import { connectionLost, type ConnectOptions, GearmanConnection } from "./connection.ts";
 import { WorkerError } from "../util/errors.ts";
 
-/** Options of {@link GearmanClient.connect}. */
 export interface ClientOptions extends Omit<ConnectOptions, "onPacket"> {
   /** Submissions awaiting JOB_CREATED at once (pipelining window); default 100. */
   readonly window?: number;
@@ -63,11 +62,7 @@ export class GearmanClient implements AsyncDisposable {
       await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
     }
     if (conn.isClosed) throw connectionLost(this.server, "connection is closed");
-    const packet = encodePacket("REQ", PACKET.SUBMIT_JOB_BG, [
-      fn,
-      options.unique ?? "",
-      payload,
-    ]);
+    const packet = encodePacket("REQ", PACKET.SUBMIT_JOB_BG, [fn, options.unique ?? "", payload]);
     return await new Promise<string>((resolve, reject) => {
       this.#pending.push({ resolve, reject });
       conn.send(packet);
@@ -91,23 +86,16 @@ export class GearmanClient implements AsyncDisposable {
   #onPacket(packet: Packet): void {
     if (packet.type !== PACKET.JOB_CREATED && packet.type !== PACKET.ERROR) {
       void this.#conn.close();
-      for (const p of this.#pending.splice(0)) {
-        p.reject(
-          connectionLost(this.server, `unexpected ${packetName(packet.type)} on client`),
-        );
-      }
+      const err = connectionLost(this.server, `unexpected ${packetName(packet.type)} on client`);
+      for (const p of this.#pending.splice(0)) p.reject(err);
       return;
     }
     const pending = this.#pending.shift();
     this.#roomWaiters.shift()?.();
     if (pending === undefined) return;
-    if (packet.type === PACKET.JOB_CREATED) pending.resolve(argText(packet.args[0]));
-    else {
-      // The server answered ERROR, e.g. `QUEUE_ERROR` after maxqueue.
-      const [code, text] = [argText(packet.args[0]), argText(packet.args[1])];
-      pending.reject(
-        new WorkerError("submit_refused", `Job server refused submission: ${code} ${text}`),
-      );
-    }
+    if (packet.type === PACKET.JOB_CREATED) return pending.resolve(argText(packet.args[0]));
+    // The server answered ERROR, e.g. `QUEUE_ERROR` after maxqueue.
+    const error = `${argText(packet.args[0])} ${argText(packet.args[1])}`;
+    pending.reject(new WorkerError("submit_refused", `Job server refused submission: ${error}`));
   }
 }

@@ -67,7 +67,6 @@ export const PACKETS = [
   { code: 42, name: "STATUS_RES_UNIQUE", args: 6, magic: RES },
 ] as const satisfies readonly PacketSpec[];
 
-/** Packet codes by name. */
 export const PACKET = Object.freeze(Object.fromEntries(PACKETS.map((p) => [p.name, p.code]))) as {
   readonly [P in (typeof PACKETS)[number] as P["name"]]: P["code"];
 };
@@ -82,7 +81,6 @@ export function packetName(code: number): string {
 }
 
 const HEADER_SIZE = 12;
-
 /** Default ceiling for an announced body size: above it the stream is desynchronised. */
 const DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024;
 
@@ -91,7 +89,6 @@ const MAGIC_BYTES: Readonly<Record<Magic, readonly number[]>> = {
   RES: [0x00, 0x52, 0x45, 0x53],
 };
 
-/** Fatal for the connection. */
 function protocolError(message: string): WorkerError {
   return new WorkerError("gearman_protocol", message);
 }
@@ -117,10 +114,9 @@ export interface Packet {
 }
 
 /**
- * Bodies from this size on that have not fully arrived are read straight into one buffer of
- * their size instead of being joined from reads: one copy of every byte instead of two (the
- * read copied out of the connection's buffer, then the join), and no garbage per read. A
- * 126 KB job arriving in 64 KiB reads took 66 µs to parse the joining way, 18 µs this way.
+ * Bodies from this size on that have not fully arrived are read straight into one buffer of their
+ * size, not joined from reads: one copy of every byte instead of two, no garbage per read (a 126 KB
+ * job in 64 KiB reads: 66 µs to parse the joining way, 18 µs this way).
  */
 const DIRECT_BODY_BYTES = 1024;
 
@@ -137,7 +133,7 @@ const JOB_ASSIGN_TYPES: ReadonlySet<number> = new Set([
   PACKET.JOB_ASSIGN_ALL,
 ]);
 
-/** A packet argument: text is encoded as UTF-8, bytes are sent unchanged. */
+/** Text is encoded as UTF-8, bytes are sent unchanged. */
 export type PacketArg = string | Uint8Array;
 
 /**
@@ -178,24 +174,19 @@ export function encodePacket(magic: Magic, type: number, args: readonly PacketAr
   view.setUint32(4, type);
   view.setUint32(8, size);
   let offset = HEADER_SIZE;
-  for (let i = 0; i < parts.length; i++) {
-    const part = parts[i] as Uint8Array;
+  for (const part of parts) {
     out.set(part, offset);
     offset += part.length;
-    if (i < parts.length - 1) {
-      out[offset] = 0;
-      offset += 1;
-    }
+    // Only the last argument ends at the end of the packet.
+    if (offset < out.length) out[offset++] = 0;
   }
   return out;
 }
 
-/** An argument as UTF-8 text. */
 export function argText(arg: Uint8Array | undefined): string {
   return arg === undefined ? "" : decoder.decode(arg);
 }
 
-/** Options of {@link PacketParser}. */
 export interface PacketParserOptions {
   readonly expect: Magic;
   readonly maxBodySize?: number | undefined;
@@ -363,8 +354,9 @@ export class PacketParser {
       this.#prefix = this.#take(want).slice();
       this.#skip = this.#size - want;
     }
+    // About one read at most: a copy, when the bytes span chunks, is small (oversize jobs are rare).
     const n = Math.min(this.#skip, this.#buffered);
-    if (n > 0) this.#discard(n);
+    this.#take(n);
     this.#skip -= n;
     if (this.#skip > 0) return undefined;
     const parsed = this.#parseBody(this.#prefix);
@@ -379,21 +371,6 @@ export class PacketParser {
     this.#truncating = false;
     this.#prefix = undefined;
     return packet;
-  }
-
-  /** Drop exactly n buffered bytes. */
-  #discard(n: number): void {
-    this.#buffered -= n;
-    while (n > 0) {
-      const chunk = this.#chunks[0] as Uint8Array;
-      if (chunk.length <= n) {
-        n -= chunk.length;
-        this.#chunks.shift();
-      } else {
-        this.#chunks[0] = chunk.subarray(n);
-        n = 0;
-      }
-    }
   }
 
   #parseBody(body: Uint8Array, exclusive = false): Packet {
@@ -460,7 +437,6 @@ export interface FunctionStatus {
   readonly workers: number;
 }
 
-/** Encode an admin command line. */
 export function encodeAdminCommand(command: string): Uint8Array {
   if (/[\r\n]/.test(command)) {
     throw protocolError(`Cannot encode admin command: newline in ${JSON.stringify(command)}`);

@@ -11,16 +11,14 @@ import { errorMessage, hasCode, WorkerError } from "../util/errors.ts";
 
 /** The connection ended for a reason other than a deliberate `close()`. */
 export function connectionLost(server: string, message: string, cause?: unknown): WorkerError {
-  return new WorkerError("connection_lost", `Connection to job server ${server} lost: ${message}`, {
-    cause,
-  });
+  const text = `Connection to job server ${server} lost: ${message}`;
+  return new WorkerError("connection_lost", text, { cause });
 }
 
 /** Never established: "lost" would send the operator looking for a connection that never was. */
 export function connectFailed(server: string, detail: string, cause?: unknown): WorkerError {
-  return new WorkerError("connect_failed", `Cannot connect to job server ${server}: ${detail}`, {
-    cause,
-  });
+  const text = `Cannot connect to job server ${server}: ${detail}`;
+  return new WorkerError("connect_failed", text, { cause });
 }
 
 /** Whether `err` ended or never opened a job server connection. */
@@ -28,7 +26,6 @@ export function isConnectionError(err: unknown): err is WorkerError {
   return hasCode(err, "connection_lost", "connect_failed", "heartbeat_timeout");
 }
 
-/** Connect and liveness options of {@link GearmanConnection.connect}. */
 export interface ConnectOptions {
   readonly signal?: AbortSignal;
   /** Default 5000 ms. */
@@ -78,6 +75,7 @@ export class GearmanConnection implements AsyncDisposable {
   #heartbeatTimer: ReturnType<typeof setTimeout> | undefined;
   #outbox: Uint8Array[] = [];
   #writing = false;
+  #drainedWaiter: (() => void) | undefined;
   #done = false;
   #closing: Promise<void> | undefined;
   #readLoop: Promise<void> = Promise.resolve();
@@ -227,17 +225,13 @@ export class GearmanConnection implements AsyncDisposable {
       }
     } catch (err: unknown) {
       if (!this.#done) {
-        this.#fail(
-          connectionLost(this.server, `write failed: ${errorMessage(err)}`, err),
-        );
+        this.#fail(connectionLost(this.server, `write failed: ${errorMessage(err)}`, err));
       }
     } finally {
       this.#writing = false;
       this.#drainedWaiter?.();
     }
   }
-
-  #drainedWaiter: (() => void) | undefined;
 
   #armHeartbeat(delayMs: number): void {
     if (this.#heartbeatIntervalMs <= 0 || this.#done) return;
@@ -264,15 +258,9 @@ export class GearmanConnection implements AsyncDisposable {
         return;
       }
       if (waitedMs >= this.#heartbeatTimeoutMs) {
-        // The peer stopped answering: no byte within the heartbeat timeout after a probe.
-        this.#fail(
-          new WorkerError(
-            "heartbeat_timeout",
-            `Connection to job server ${this.server} lost: no data for ${
-              Math.round(silentMs)
-            } ms, ECHO probe unanswered`,
-          ),
-        );
+        const silent = `no data for ${Math.round(silentMs)} ms, ECHO probe unanswered`;
+        const text = `Connection to job server ${this.server} lost: ${silent}`;
+        this.#fail(new WorkerError("heartbeat_timeout", text));
         return;
       }
       this.#armHeartbeat(this.#heartbeatTimeoutMs - waitedMs);
@@ -284,9 +272,8 @@ export class GearmanConnection implements AsyncDisposable {
     }
     this.#probeSentAt = now;
     this.#probeExtended = false;
-    this.send(
-      encodePacket("REQ", PACKET.ECHO_REQ, [`${HEARTBEAT_TOKEN_PREFIX}${++this.#echoSeq}`]),
-    );
+    const token = `${HEARTBEAT_TOKEN_PREFIX}${++this.#echoSeq}`;
+    this.send(encodePacket("REQ", PACKET.ECHO_REQ, [token]));
     this.#armHeartbeat(this.#heartbeatTimeoutMs);
   }
 

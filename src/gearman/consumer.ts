@@ -20,7 +20,6 @@ import { getLogger } from "../log.ts";
 
 const log = getLogger("gearman");
 
-/** Options of {@link GearmanConsumer}. */
 export interface GearmanConsumerOptions extends BackendOptions {
   /** `host:port` of every job server (D9). */
   readonly servers: readonly string[];

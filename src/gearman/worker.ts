@@ -21,8 +21,9 @@ import { errorMessage, getLogger, type LogProperties } from "../log.ts";
 import { deadline } from "../util/async.ts";
 
 const log = getLogger("gearman");
+/** One packet for every grab: a queued packet is only read, never changed. */
+const GRAB = encodePacket("REQ", PACKET.GRAB_JOB_UNIQ, []);
 
-/** Options of a {@link QueueWorker}. */
 export interface QueueWorkerOptions {
   readonly queue: string;
   readonly server: string;
@@ -65,13 +66,15 @@ export class QueueWorker implements Link {
   #givenBack = false;
   #started = false;
   #lastReceivedAt = performance.now();
-  /** Job.linkOpenedAt. */
-  readonly #openedAt = Date.now();
+  readonly #openedAt = Date.now(); // Job.linkOpenedAt
   #cancelWait: CancelWait | undefined;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #handlerAbort = new AbortController();
-  // Ends retries when the worker drains or its connection dies.
   readonly #stopRetries = new AbortController();
+  readonly #scope: DeliveryScope = {
+    abort: this.#handlerAbort.signal,
+    stopRetries: this.#stopRetries.signal,
+  };
   readonly #running = new Set<Promise<unknown>>();
 
   private constructor(options: QueueWorkerOptions, conn: GearmanConnection) {
@@ -100,9 +103,8 @@ export class QueueWorker implements Link {
     const worker = new QueueWorker(options, conn);
     void conn.closed.then((reason) => worker.#onClosed(reason));
     // One write; registrations live and die with the connection.
-    if (options.clientId !== undefined) {
-      conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [options.clientId]));
-    }
+    const clientId = options.clientId;
+    if (clientId !== undefined) conn.send(encodePacket("REQ", PACKET.SET_CLIENT_ID, [clientId]));
     conn.send(encodePacket("REQ", PACKET.CAN_DO, [worker.queue]));
     const timeoutMs = connect.connectTimeoutMs ?? 5_000;
     using answer = deadline(timeoutMs, connect.signal);
@@ -111,10 +113,8 @@ export class QueueWorker implements Link {
     } catch (err: unknown) {
       await conn.close();
       if (connect.signal?.aborted) throw connect.signal.reason;
-      throw new Error(
-        `Job server ${options.server} accepted the connection but did not answer within ${timeoutMs} ms`,
-        { cause: err },
-      );
+      const silent = `accepted the connection but did not answer within ${timeoutMs} ms`;
+      throw new Error(`Job server ${options.server} ${silent}`, { cause: err });
     }
     return worker;
   }
@@ -232,11 +232,9 @@ export class QueueWorker implements Link {
   /** Grab for every grant the budget gives (D12); otherwise wait for one. */
   #pump(): void {
     if (!this.#wantsGrabs() || this.#sleeping || this.#emptyReplySeen) return;
-    const grants: Grant[] = [];
     for (let g = this.#budget.tryAcquire(); g !== undefined; g = this.#budget.tryAcquire()) {
-      grants.push(g);
+      this.#sendGrab(g);
     }
-    if (grants.length > 0) this.#sendGrabs(grants);
     if (this.#cancelWait === undefined) {
       this.#cancelWait = this.#budget.waitFor((grant) => {
         this.#cancelWait = undefined;
@@ -244,18 +242,15 @@ export class QueueWorker implements Link {
           grant.release();
           return;
         }
-        this.#sendGrabs([grant]);
+        this.#sendGrab(grant);
         this.#pump();
       });
     }
   }
 
-  #sendGrabs(grants: readonly Grant[]): void {
-    const grab = encodePacket("REQ", PACKET.GRAB_JOB_UNIQ, []);
-    for (const grant of grants) {
-      this.#grabs.push(grant);
-      this.#conn.send(grab);
-    }
+  #sendGrab(grant: Grant): void {
+    this.#grabs.push(grant);
+    this.#conn.send(GRAB);
   }
 
   /** Grab no more: no budget wait, no idle poll, no retries. */
@@ -375,19 +370,13 @@ export class QueueWorker implements Link {
   }
 
   #onError(packet: Packet): void {
-    const code = argText(packet.args[0]);
-    const text = argText(packet.args[1]);
-    if (code === "JOB_NOT_FOUND") {
-      // The server no longer considers us the owner (re-queued): warn, carry on.
-      log.warn("gearman: server did not accept an acknowledgement", {
-        queue: this.queue,
-        server: this.server,
-        code,
-        text,
-      });
-      return;
+    const error = { code: argText(packet.args[0]), text: argText(packet.args[1]) };
+    if (error.code !== "JOB_NOT_FOUND") {
+      return this.#reconnect("error packet on worker connection", error);
     }
-    this.#reconnect("error packet on worker connection", { code, text });
+    // The server no longer considers us the owner (re-queued): warn, carry on.
+    const where = { queue: this.queue, server: this.server };
+    log.warn("gearman: server did not accept an acknowledgement", { ...where, ...error });
   }
 
   /** Hand the job to the engine; one continuation per job frees its slot and grabs again. */
@@ -398,14 +387,10 @@ export class QueueWorker implements Link {
         !this.#dead && !this.#givenBack &&
         this.#conn.send(encodePacket("REQ", PACKET.WORK_COMPLETE, [job.handle, ""])),
     };
-    const scope: DeliveryScope = {
-      abort: this.#handlerAbort.signal,
-      stopRetries: this.#stopRetries.signal,
-    };
     const run: Promise<unknown> = this.#engine.deliver(
       tooLarge === undefined ? { job, ownsPayload } : { job, tooLarge, ownsPayload },
       ack,
-      scope,
+      this.#scope,
     ).finally(() => {
       this.#running.delete(run);
       grant.release();
