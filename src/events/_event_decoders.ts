@@ -28,11 +28,11 @@ import {
   textOrNull,
 } from "./_coerce.ts";
 import {
-  appendDowntimeStatements,
   DOWNTIME_ADD,
   DOWNTIME_EVENT_NAMES,
   DOWNTIME_STOP,
   DOWNTIME_TYPE_HOST,
+  downtimeStatements,
 } from "./downtime.ts";
 import { appendPerfdataRows, parsePerfdata } from "./perfdata.ts";
 
@@ -429,7 +429,7 @@ export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): 
   const isHost = downtimeType === DOWNTIME_TYPE_HOST;
   // Every event reads the whole definition: whichever of them is applied first creates the
   // rows (docs/downtimes.md).
-  appendDowntimeStatements(
+  downtimeStatements(
     {
       type,
       attr: type === DOWNTIME_STOP ? int(st, ev, "attr") : 0,

@@ -159,17 +159,33 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
 }
 
 /**
- * {@linkcode downtimeStatements} appending to `out`, so a bulk job fills one list without
- * intermediate arrays. `nodeName` is part of every downtime primary key.
+ * The statements one downtime event requires, in execution order
+ * (docs/downtimes.md#statements-per-event). Each upsert is suppressed by the downtime's tombstone
+ * where one says its row must not exist. `nodeName` is part of every downtime primary key; a bulk
+ * job passes its list as `out`, so it fills one list without intermediate arrays.
+ *
+ * @example A cancelled STOP of a host downtime
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { downtimeStatements } from "./downtime.ts";
+ * const [history, tombstone, del] = downtimeStatements({
+ *   type: 1104, attr: 2, timestamp: 1000, timestampUsec: 0, downtimeType: 2,
+ *   hostName: "web01", serviceDescription: "", downtimeId: 7, startTime: 900, endTime: 2000,
+ *   entryTime: 800, authorName: "me", commentData: "", triggeredBy: 0, fixed: 1, duration: 0,
+ * }, "N");
+ * assert.ok(history?.kind === "upsert" && history.row.was_cancelled === 1);
+ * assert.ok(tombstone?.kind === "tombstone" && tombstone.row.end_time === 1000);
+ * assert.ok(del?.kind === "delete" && del.table === "statusengine_host_scheduleddowntimes");
+ * ```
  */
-export function appendDowntimeStatements(
+export function downtimeStatements(
   ev: DowntimeEvent,
   nodeName: string,
-  out: DowntimeStatement[],
-): void {
+  out: DowntimeStatement[] = [],
+): DowntimeStatement[] {
   const type = ev.type;
   const name = DOWNTIME_EVENT_NAMES[type];
-  if (name === undefined) return;
+  if (name === undefined) return out;
   // Routing is on downtime_type only, never on service_description
   // (docs/tables.md#downtime-events).
   const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
@@ -262,29 +278,5 @@ export function appendDowntimeStatements(
       history(NO_DYNAMICS, NOTHING, false);
     }
   }
-}
-
-/**
- * The statements one downtime event requires, in execution order
- * (docs/downtimes.md#statements-per-event). Each upsert is suppressed by the downtime's tombstone
- * where one says its row must not exist.
- *
- * @example A cancelled STOP of a host downtime
- * ```ts
- * import assert from "node:assert/strict";
- * import { downtimeStatements } from "./downtime.ts";
- * const [history, tombstone, del] = downtimeStatements({
- *   type: 1104, attr: 2, timestamp: 1000, timestampUsec: 0, downtimeType: 2,
- *   hostName: "web01", serviceDescription: "", downtimeId: 7, startTime: 900, endTime: 2000,
- *   entryTime: 800, authorName: "me", commentData: "", triggeredBy: 0, fixed: 1, duration: 0,
- * }, "N");
- * assert.ok(history?.kind === "upsert" && history.row.was_cancelled === 1);
- * assert.ok(tombstone?.kind === "tombstone" && tombstone.row.end_time === 1000);
- * assert.ok(del?.kind === "delete" && del.table === "statusengine_host_scheduleddowntimes");
- * ```
- */
-export function downtimeStatements(ev: DowntimeEvent, nodeName: string): DowntimeStatement[] {
-  const out: DowntimeStatement[] = [];
-  appendDowntimeStatements(ev, nodeName, out);
   return out;
 }
