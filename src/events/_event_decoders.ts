@@ -34,7 +34,7 @@ import {
   DOWNTIME_TYPE_HOST,
   downtimeStatements,
 } from "./downtime.ts";
-import { appendPerfdataRows, parsePerfdata } from "./perfdata.ts";
+import { parsePerfdata, perfdataRows } from "./perfdata.ts";
 
 /** `p` is the payload object (`ev` for core restart). */
 export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => void;
@@ -218,7 +218,7 @@ export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonO
   // Metric time is the payload start_time, not the envelope timestamp (D5).
   const startTime = reqInt(st, p, "start_time");
   if (st.reason !== null) return;
-  appendPerfdataRows(hostname, service, startTime, metrics, st.rows, st.perfdataLabelQuotes);
+  perfdataRows(hostname, service, startTime, metrics, st.rows, st.perfdataLabelQuotes);
 }
 
 /** `statusngin_statechanges` (docs/tables.md#state-changes). */
