@@ -136,13 +136,6 @@ export function reqInt(st: DecodeState, o: JsonObject, key: string): number {
   return coerceInt(st, o, key, v);
 }
 
-/** Optional integer field where "not provided" differs from 0: null/absent → null. */
-export function optInt(st: DecodeState, o: JsonObject, key: string): number | null {
-  const v = o[key];
-  if (v === undefined || v === null) return null;
-  return coerceInt(st, o, key, v);
-}
-
 /** Optional double field: null/absent → 0; stored as received (docs/tables.md#double-columns). */
 export function float(st: DecodeState, o: JsonObject, key: string): number {
   const v = o[key];

@@ -20,7 +20,6 @@ import {
   float,
   int,
   type JsonObject,
-  optInt,
   reqInt,
   reqText,
   roundInterval,
@@ -463,8 +462,8 @@ export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObjec
   }
   // A missing, zero or negative timestamp means "not provided": the decode clock stands in,
   // and the pipeline replaces it by the job's receive time (capped, see `cutoffSource`).
-  const ts = optInt(st, ev, "timestamp");
-  const fromMessage = ts !== null && ts > 0;
+  const ts = int(st, ev, "timestamp");
+  const fromMessage = ts > 0;
   const cutoff = fromMessage ? ts : st.nowSeconds;
   st.restarts++;
   // Several restarts in one bulk job: the latest cutoff covers the earlier ones.
