@@ -7,13 +7,11 @@
  */
 
 import type {
-  DowntimeAnnouncementTable,
   DowntimeEventName,
   DowntimeGuard,
   DowntimeHistoryTable,
   DowntimeMerge,
   DowntimeStatement,
-  DowntimeTombstoneTable,
   Row,
   ScheduledDowntimeTable,
 } from "./types.ts";
@@ -63,8 +61,8 @@ export const DOWNTIME_EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> =
   [DOWNTIME_STOP]: "STOP",
 });
 
-const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
-const ANNOUNCEMENTS: DowntimeAnnouncementTable = "statusengine_downtime_announcements";
+const TOMBSTONES = "statusengine_downtime_tombstones";
+const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 
 // Merge lists are built once, never per event (docs/downtimes.md#the-rule has the rules).
 function merges(...list: DowntimeMerge[]): readonly DowntimeMerge[] {
