@@ -181,8 +181,7 @@ export function downtimeStatements(
   nodeName: string,
   out: DowntimeStatement[] = [],
 ): DowntimeStatement[] {
-  const type = ev.type;
-  const name = DOWNTIME_EVENT_NAMES[type];
+  const name = DOWNTIME_EVENT_NAMES[ev.type];
   if (name === undefined) return out;
   // Routing is on downtime_type only, never on service_description
   // (docs/tables.md#downtime-events).
@@ -205,31 +204,6 @@ export function downtimeStatements(
       guard: historyGuard,
       detectUnmatched: lossIsReported,
     });
-  // The scheduled row is the part of the history row (just merged) that it shares: the history
-  // row holds every event of the downtime seen so far, so the scheduled row ends the same whether
-  // or not the core-restart sweep deleted it in between (docs/downtimes.md).
-  const scheduled = (event: "ADD" | "LOAD" | "START") =>
-    out.push({
-      kind: "copy",
-      event,
-      table: scheduledTable,
-      from: historyTable,
-      key: key(tKey, isHost),
-      guard: scheduledGuard,
-    });
-  // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
-  // its record is older than the restart, so a row this event creates or keeps is never swept after
-  // it (docs/core-restart.md#scheduled-downtimes). An ended downtime gets no record.
-  const announce = () =>
-    out.push({
-      kind: "upsert",
-      event: name,
-      table: ANNOUNCEMENTS,
-      row: { ...tKey, announced_at: ev.timestamp },
-      merge: ANNOUNCE_MERGE,
-      guard: scheduledGuard,
-      detectUnmatched: false,
-    });
   const end = (event: "STOP" | "DELETE", historyRemoved: boolean) => {
     // The tombstone first, then the delete: an upsert that runs in between (another
     // connection, a redelivery) already sees the tombstone and writes nothing.
@@ -242,22 +216,36 @@ export function downtimeStatements(
     out.push({ kind: "delete", event, table: scheduledTable, key: key(tKey, isHost) });
   };
 
-  if (type === DOWNTIME_ADD) {
-    history(NO_DYNAMICS, HISTORY_ADD, false);
-    announce();
-    scheduled("ADD");
-  } else if (type === DOWNTIME_LOAD) {
-    // Restored from the core's retention file: the downtime exists, whether or not its ADD
-    // (from before the restart) reached the database.
-    history(NO_DYNAMICS, NOTHING, false);
-    announce();
-    scheduled("LOAD");
-  } else if (type === DOWNTIME_START) {
-    const started: Dynamics = { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp };
-    history(started, START_MERGE, true);
-    announce();
-    scheduled("START");
-  } else if (type === DOWNTIME_STOP) {
+  if (name === "ADD" || name === "LOAD" || name === "START") {
+    // A LOAD is restored from the core's retention file: the downtime exists, whether or not its
+    // ADD (from before the restart) reached the database.
+    const started = name === "START";
+    const d = started ? { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp } : NO_DYNAMICS;
+    history(d, name === "ADD" ? HISTORY_ADD : started ? START_MERGE : NOTHING, started);
+    // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
+    // its record is older than the restart, so a row this event creates or keeps is never swept
+    // after it (docs/core-restart.md#scheduled-downtimes). An ended downtime gets no record.
+    out.push({
+      kind: "upsert",
+      event: name,
+      table: ANNOUNCEMENTS,
+      row: { ...tKey, announced_at: ev.timestamp },
+      merge: ANNOUNCE_MERGE,
+      guard: scheduledGuard,
+      detectUnmatched: false,
+    });
+    // The scheduled row is the part of the history row (just merged) that it shares: the history
+    // row holds every event of the downtime seen so far, so the scheduled row ends the same
+    // whether or not the core-restart sweep deleted it in between (docs/downtimes.md).
+    out.push({
+      kind: "copy",
+      event: name,
+      table: scheduledTable,
+      from: historyTable,
+      key: key(tKey, isHost),
+      guard: scheduledGuard,
+    });
+  } else if (name === "STOP") {
     const cancelled = ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0;
     history({ ...NO_DYNAMICS, actualEnd: ev.timestamp, wasCancelled: cancelled }, STOP_MERGE, true);
     end("STOP", false);
