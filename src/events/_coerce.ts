@@ -44,9 +44,6 @@ const FLOAT_STRING = /^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$/;
  * the hot path free of exceptions and closures.
  */
 export class DecodeState {
-  readonly nodeName: string;
-  /** Floored, epoch seconds. */
-  readonly nowSeconds: number;
   readonly rows: TableRow[] = [];
   readonly statements: DowntimeStatement[] = [];
   /** Largest core-restart cutoff seen in this job, null while none was seen. */
@@ -67,10 +64,8 @@ export class DecodeState {
   payloadKey = "";
   perfdataLabelQuotes: PerfdataLabelQuotes = "keep";
 
-  constructor(nodeName: string, nowSeconds: number) {
-    this.nodeName = nodeName;
-    this.nowSeconds = nowSeconds;
-  }
+  /** `nowSeconds`: floored, epoch seconds. */
+  constructor(readonly nodeName: string, readonly nowSeconds: number) {}
 
   /** Records the first problem; later ones are consequences and are dropped. */
   fail(reason: InvalidReason, o: JsonObject | null, key: string, detail: string): void {
