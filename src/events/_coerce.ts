@@ -96,8 +96,9 @@ function badType(st: DecodeState, o: JsonObject, key: string, want: string, v: u
   return 0;
 }
 
-function missing(st: DecodeState, o: JsonObject, key: string, want: string): void {
+function missing<T>(st: DecodeState, o: JsonObject, key: string, want: string, fallback: T): T {
   st.fail("missing_field", o, key, `required ${want} is missing or null`);
+  return fallback;
 }
 
 function coerceInt(st: DecodeState, o: JsonObject, key: string, v: unknown): number {
@@ -124,10 +125,7 @@ export function int(st: DecodeState, o: JsonObject, key: string): number {
 /** Required integer field: null/absent → `missing_field`. */
 export function reqInt(st: DecodeState, o: JsonObject, key: string): number {
   const v = o[key];
-  if (v === undefined || v === null) {
-    missing(st, o, key, "integer");
-    return 0;
-  }
+  if (v === undefined || v === null) return missing(st, o, key, "integer", 0);
   return coerceInt(st, o, key, v);
 }
 
@@ -172,10 +170,7 @@ export function textOrNull(st: DecodeState, o: JsonObject, key: string): string 
 /** Required text field: null/absent → `missing_field`; `''` is accepted. */
 export function reqText(st: DecodeState, o: JsonObject, key: string): string {
   const v = o[key];
-  if (v === undefined || v === null) {
-    missing(st, o, key, "string");
-    return "";
-  }
+  if (v === undefined || v === null) return missing(st, o, key, "string", "");
   return coerceText(st, o, key, v);
 }
 
