@@ -120,17 +120,6 @@ function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row
   };
 }
 
-/**
- * The primary key of the four downtime tables, in their order
- * (docs/tables.md#statusengine_host_downtimehistory): the tombstone's, without
- * `service_description` for a host downtime.
- */
-function key(tombstone: Row, isHost: boolean): Row {
-  if (!isHost) return { ...tombstone };
-  const { service_description: _, ...hostKey } = tombstone;
-  return hostKey;
-}
-
 function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
   // Schema column order of the downtime history tables.
   const identity: Row = isHost
@@ -190,6 +179,10 @@ export function downtimeStatements(
   const historyTable: DowntimeHistoryTable = `statusengine_${kind}_downtimehistory`;
   const scheduledTable: ScheduledDowntimeTable = `statusengine_${kind}_scheduleddowntimes`;
   const tKey = tombstoneKey(ev, isHost, nodeName);
+  // The four downtime tables' primary key, in their order: the tombstone's, without
+  // `service_description` for a host (docs/tables.md#statusengine_host_downtimehistory).
+  const { service_description: _, ...hostKey } = tKey;
+  const rowKey = isHost ? hostKey : tKey;
   // A history row exists unless a DELETE before the window removed it; a scheduled row exists
   // only until the downtime ended (STOP) or was removed (DELETE).
   const historyGuard: DowntimeGuard = { table: TOMBSTONES, key: tKey, historyRemoved: true };
@@ -213,7 +206,7 @@ export function downtimeStatements(
       table: TOMBSTONES,
       row: { ...tKey, history_removed: historyRemoved ? 1 : 0, end_time: ev.timestamp },
     });
-    out.push({ kind: "delete", event, table: scheduledTable, key: key(tKey, isHost) });
+    out.push({ kind: "delete", event, table: scheduledTable, key: rowKey });
   };
 
   if (name === "ADD" || name === "LOAD" || name === "START") {
@@ -242,7 +235,7 @@ export function downtimeStatements(
       event: name,
       table: scheduledTable,
       from: historyTable,
-      key: key(tKey, isHost),
+      key: rowKey,
       guard: scheduledGuard,
     });
   } else if (name === "STOP") {
@@ -257,7 +250,7 @@ export function downtimeStatements(
     const removed = ev.startTime > ev.timestamp;
     end("DELETE", removed);
     if (removed) {
-      out.push({ kind: "delete", event: "DELETE", table: historyTable, key: key(tKey, isHost) });
+      out.push({ kind: "delete", event: "DELETE", table: historyTable, key: rowKey });
     } else {
       // The downtime reached its window: it belongs in the history even if no other event of it was
       // ever written. DELETE never sets actual_end_time (docs/tables.md#downtime-statements).
