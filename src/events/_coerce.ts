@@ -33,7 +33,6 @@ export function isJsonObject(v: unknown): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-// Module-level literals: compiled once, not per event.
 // At most 15 digits so every accepted string is an exact double (ids, epoch seconds).
 const INT_STRING = /^-?[0-9]{1,15}$/;
 const FLOAT_STRING = /^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$/;

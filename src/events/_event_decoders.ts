@@ -40,8 +40,8 @@ export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => v
 
 /** NEB NOTIFICATION_END: the only notification event stored (docs/tables.md#notifications-log). */
 const NOTIFICATION_END = 601;
-// NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored
-// (docs/tables.md#contact-notification-methods).
+// NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored; 604 (start) has
+// no meaningful end time (docs/tables.md#contact-notification-methods).
 const CONTACTNOTIFICATIONMETHOD_END = 605;
 /** The core's PROCESS_RESTART `object_type` (docs/tables.md#core-restart-queue). */
 const PROCESS_RESTART = 102;
@@ -157,8 +157,7 @@ export function decodeHostCheck(st: DecodeState, ev: JsonObject, p: JsonObject):
     row: {
       hostname: reqText(st, p, "host_name"),
       start_time: reqInt(st, p, "start_time"),
-      // The event's microseconds, a key tie-breaker, not the check start's
-      // (docs/tables.md#check-queues).
+      // The event's µs (a key tie-breaker), not the check start's (docs/tables.md#check-queues).
       start_time_usec: int(st, ev, "timestamp_usec"),
       state: int(st, p, "state"),
       is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
@@ -332,8 +331,7 @@ export function decodeContactNotificationMethod(
   ev: JsonObject,
   p: JsonObject,
 ): void {
-  // 604 (start) has no meaningful end time; both workers store only 605
-  // (docs/tables.md#contact-notification-methods).
+  // Both existing workers store only 605, too.
   if (reqInt(st, ev, "type") !== CONTACTNOTIFICATIONMETHOD_END) return;
   const service = textOrNull(st, p, "service_description");
   if (service === null || service === "") {

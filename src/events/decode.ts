@@ -35,8 +35,7 @@ function decodeEvent(
   if (staleBefore !== null) {
     const ts = reqInt(st, ev, "timestamp");
     if (st.reason !== null) return false;
-    // Strictly older than the cutoff: an event exactly at the cutoff is kept
-    // (docs/tables.md#stale-status).
+    // Strictly older: an event exactly at the cutoff is kept (docs/tables.md#stale-status).
     if (ts < staleBefore) return true;
   }
   let payload = ev;
