@@ -139,10 +139,7 @@ export const INVALID_REASONS = Object.freeze(
 /** Why a payload could not be decoded: one of {@linkcode INVALID_REASONS}. */
 export type InvalidReason = (typeof INVALID_REASONS)[number];
 
-/**
- * One event of a job exactly as it arrived (a bulk job's `messages[i]`, or the whole
- * single-form document), as the `/ws` stream carries it.
- */
+/** One event as it arrived (a bulk job's `messages[i]` or a single-form document), for `/ws`. */
 export type StreamEvent = Readonly<Record<string, unknown>>;
 
 /**

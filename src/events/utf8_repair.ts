@@ -46,10 +46,7 @@ function sequenceLength(b: Uint8Array, i: number, end: number): number {
   return n;
 }
 
-/**
- * Index of the next byte at or after `from` that is not part of a well-formed sequence, or
- * `b.length` when there is none.
- */
+/** Index of the next byte at or after `from` not in a well-formed sequence, else `b.length`. */
 function nextInvalid(b: Uint8Array, from: number): number {
   const end = b.length;
   let i = from;
