@@ -33,7 +33,6 @@ export function isJsonObject(v: unknown): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-// Module-level literals: compiled once, not per event.
 // At most 15 digits so every accepted string is an exact double (ids, epoch seconds).
 const INT_STRING = /^-?[0-9]{1,15}$/;
 const FLOAT_STRING = /^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$/;
@@ -44,9 +43,6 @@ const FLOAT_STRING = /^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$/;
  * the hot path free of exceptions and closures.
  */
 export class DecodeState {
-  readonly nodeName: string;
-  /** Floored, epoch seconds. */
-  readonly nowSeconds: number;
   readonly rows: TableRow[] = [];
   readonly statements: DowntimeStatement[] = [];
   /** Largest core-restart cutoff seen in this job, null while none was seen. */
@@ -67,10 +63,8 @@ export class DecodeState {
   payloadKey = "";
   perfdataLabelQuotes: PerfdataLabelQuotes = "keep";
 
-  constructor(nodeName: string, nowSeconds: number) {
-    this.nodeName = nodeName;
-    this.nowSeconds = nowSeconds;
-  }
+  /** `nowSeconds`: floored, epoch seconds. */
+  constructor(readonly nodeName: string, readonly nowSeconds: number) {}
 
   /** Records the first problem; later ones are consequences and are dropped. */
   fail(reason: InvalidReason, o: JsonObject | null, key: string, detail: string): void {
@@ -101,8 +95,9 @@ function badType(st: DecodeState, o: JsonObject, key: string, want: string, v: u
   return 0;
 }
 
-function missing(st: DecodeState, o: JsonObject, key: string, want: string): void {
+function missing<T>(st: DecodeState, o: JsonObject, key: string, want: string, fallback: T): T {
   st.fail("missing_field", o, key, `required ${want} is missing or null`);
+  return fallback;
 }
 
 function coerceInt(st: DecodeState, o: JsonObject, key: string, v: unknown): number {
@@ -129,17 +124,7 @@ export function int(st: DecodeState, o: JsonObject, key: string): number {
 /** Required integer field: null/absent → `missing_field`. */
 export function reqInt(st: DecodeState, o: JsonObject, key: string): number {
   const v = o[key];
-  if (v === undefined || v === null) {
-    missing(st, o, key, "integer");
-    return 0;
-  }
-  return coerceInt(st, o, key, v);
-}
-
-/** Optional integer field where "not provided" differs from 0: null/absent → null. */
-export function optInt(st: DecodeState, o: JsonObject, key: string): number | null {
-  const v = o[key];
-  if (v === undefined || v === null) return null;
+  if (v === undefined || v === null) return missing(st, o, key, "integer", 0);
   return coerceInt(st, o, key, v);
 }
 
@@ -184,10 +169,7 @@ export function textOrNull(st: DecodeState, o: JsonObject, key: string): string 
 /** Required text field: null/absent → `missing_field`; `''` is accepted. */
 export function reqText(st: DecodeState, o: JsonObject, key: string): string {
   const v = o[key];
-  if (v === undefined || v === null) {
-    missing(st, o, key, "string");
-    return "";
-  }
+  if (v === undefined || v === null) return missing(st, o, key, "string", "");
   return coerceText(st, o, key, v);
 }
 

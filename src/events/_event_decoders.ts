@@ -20,7 +20,6 @@ import {
   float,
   int,
   type JsonObject,
-  optInt,
   reqInt,
   reqText,
   roundInterval,
@@ -28,21 +27,21 @@ import {
   textOrNull,
 } from "./_coerce.ts";
 import {
-  appendDowntimeStatements,
   DOWNTIME_ADD,
   DOWNTIME_EVENT_NAMES,
   DOWNTIME_STOP,
   DOWNTIME_TYPE_HOST,
+  downtimeStatements,
 } from "./downtime.ts";
-import { appendPerfdataRows, parsePerfdata } from "./perfdata.ts";
+import { parsePerfdata, perfdataRows } from "./perfdata.ts";
 
 /** `p` is the payload object (`ev` for core restart). */
 export type EventDecoder = (st: DecodeState, ev: JsonObject, p: JsonObject) => void;
 
 /** NEB NOTIFICATION_END: the only notification event stored (docs/tables.md#notifications-log). */
 const NOTIFICATION_END = 601;
-// NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored
-// (docs/tables.md#contact-notification-methods).
+// NEB CONTACTNOTIFICATIONMETHOD_END: the only contact notification event stored; 604 (start) has
+// no meaningful end time (docs/tables.md#contact-notification-methods).
 const CONTACTNOTIFICATIONMETHOD_END = 605;
 /** The core's PROCESS_RESTART `object_type` (docs/tables.md#core-restart-queue). */
 const PROCESS_RESTART = 102;
@@ -158,8 +157,7 @@ export function decodeHostCheck(st: DecodeState, ev: JsonObject, p: JsonObject):
     row: {
       hostname: reqText(st, p, "host_name"),
       start_time: reqInt(st, p, "start_time"),
-      // The event's microseconds, a key tie-breaker, not the check start's
-      // (docs/tables.md#check-queues).
+      // The event's µs (a key tie-breaker), not the check start's (docs/tables.md#check-queues).
       start_time_usec: int(st, ev, "timestamp_usec"),
       state: int(st, p, "state"),
       is_hardstate: int(st, p, "state_type") === 1 ? 1 : 0,
@@ -218,7 +216,7 @@ export function decodeServicePerfdata(st: DecodeState, _ev: JsonObject, p: JsonO
   // Metric time is the payload start_time, not the envelope timestamp (D5).
   const startTime = reqInt(st, p, "start_time");
   if (st.reason !== null) return;
-  appendPerfdataRows(hostname, service, startTime, metrics, st.rows, st.perfdataLabelQuotes);
+  perfdataRows(hostname, service, startTime, metrics, st.rows, st.perfdataLabelQuotes);
 }
 
 /** `statusngin_statechanges` (docs/tables.md#state-changes). */
@@ -333,8 +331,7 @@ export function decodeContactNotificationMethod(
   ev: JsonObject,
   p: JsonObject,
 ): void {
-  // 604 (start) has no meaningful end time; both workers store only 605
-  // (docs/tables.md#contact-notification-methods).
+  // Both existing workers store only 605, too.
   if (reqInt(st, ev, "type") !== CONTACTNOTIFICATIONMETHOD_END) return;
   const service = textOrNull(st, p, "service_description");
   if (service === null || service === "") {
@@ -429,7 +426,7 @@ export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): 
   const isHost = downtimeType === DOWNTIME_TYPE_HOST;
   // Every event reads the whole definition: whichever of them is applied first creates the
   // rows (docs/downtimes.md).
-  appendDowntimeStatements(
+  downtimeStatements(
     {
       type,
       attr: type === DOWNTIME_STOP ? int(st, ev, "attr") : 0,
@@ -463,8 +460,8 @@ export function decodeCoreRestart(st: DecodeState, ev: JsonObject, _p: JsonObjec
   }
   // A missing, zero or negative timestamp means "not provided": the decode clock stands in,
   // and the pipeline replaces it by the job's receive time (capped, see `cutoffSource`).
-  const ts = optInt(st, ev, "timestamp");
-  const fromMessage = ts !== null && ts > 0;
+  const ts = int(st, ev, "timestamp");
+  const fromMessage = ts > 0;
   const cutoff = fromMessage ? ts : st.nowSeconds;
   st.restarts++;
   // Several restarts in one bulk job: the latest cutoff covers the earlier ones.

@@ -35,8 +35,7 @@ function decodeEvent(
   if (staleBefore !== null) {
     const ts = reqInt(st, ev, "timestamp");
     if (st.reason !== null) return false;
-    // Strictly older than the cutoff: an event exactly at the cutoff is kept
-    // (docs/tables.md#stale-status).
+    // Strictly older: an event exactly at the cutoff is kept (docs/tables.md#stale-status).
     if (ts < staleBefore) return true;
   }
   let payload = ev;
@@ -167,18 +166,10 @@ function effectiveCount(st: DecodeState): number {
   return st.rows.length + st.statements.length + st.restarts;
 }
 
-/** Result of {@linkcode decodePayload}. */
-export interface DecodedPayload {
-  readonly job: DecodedJob;
-  /** True when invalid UTF-8 was repaired (counted, and warned about at a limited rate). */
-  readonly repaired: boolean;
-  /** The (repaired) payload text, e.g. for the dead-letter file. */
-  readonly text: string;
-}
-
 /**
  * Repair (docs/payloads.md#utf8-repair), decode to text and {@linkcode decodeJob} a raw job body.
- * Never throws.
+ * Never throws. Also returns whether invalid UTF-8 was repaired (counted, and warned about at a
+ * limited rate) and the (repaired) text, e.g. for the dead-letter file.
  *
  * @example A CP1252 byte inside a log line
  * ```ts
@@ -200,7 +191,7 @@ export function decodePayload(
   queue: string,
   bytes: Uint8Array,
   ctx: DecodeContext,
-): DecodedPayload {
+): { readonly job: DecodedJob; readonly repaired: boolean; readonly text: string } {
   let text = UTF8.decode(bytes);
   let repaired = false;
   if (text.includes("\uFFFD")) {

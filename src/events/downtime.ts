@@ -7,13 +7,11 @@
  */
 
 import type {
-  DowntimeAnnouncementTable,
   DowntimeEventName,
   DowntimeGuard,
   DowntimeHistoryTable,
   DowntimeMerge,
   DowntimeStatement,
-  DowntimeTombstoneTable,
   Row,
   ScheduledDowntimeTable,
 } from "./types.ts";
@@ -63,8 +61,8 @@ export const DOWNTIME_EVENT_NAMES: Readonly<Record<number, DowntimeEventName>> =
   [DOWNTIME_STOP]: "STOP",
 });
 
-const TOMBSTONES: DowntimeTombstoneTable = "statusengine_downtime_tombstones";
-const ANNOUNCEMENTS: DowntimeAnnouncementTable = "statusengine_downtime_announcements";
+const TOMBSTONES = "statusengine_downtime_tombstones";
+const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 
 // Merge lists are built once, never per event (docs/downtimes.md#the-rule has the rules).
 function merges(...list: DowntimeMerge[]): readonly DowntimeMerge[] {
@@ -122,17 +120,6 @@ function tombstoneKey(ev: DowntimeEvent, isHost: boolean, nodeName: string): Row
   };
 }
 
-/**
- * The primary key of the four downtime tables, in their order
- * (docs/tables.md#statusengine_host_downtimehistory): the tombstone's, without
- * `service_description` for a host downtime.
- */
-function key(tombstone: Row, isHost: boolean): Row {
-  if (!isHost) return { ...tombstone };
-  const { service_description: _, ...hostKey } = tombstone;
-  return hostKey;
-}
-
 function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dynamics): Row {
   // Schema column order of the downtime history tables.
   const identity: Row = isHost
@@ -159,115 +146,10 @@ function historyRow(ev: DowntimeEvent, isHost: boolean, nodeName: string, d: Dyn
 }
 
 /**
- * {@linkcode downtimeStatements} appending to `out`, so a bulk job fills one list without
- * intermediate arrays. `nodeName` is part of every downtime primary key.
- */
-export function appendDowntimeStatements(
-  ev: DowntimeEvent,
-  nodeName: string,
-  out: DowntimeStatement[],
-): void {
-  const type = ev.type;
-  const name = DOWNTIME_EVENT_NAMES[type];
-  if (name === undefined) return;
-  // Routing is on downtime_type only, never on service_description
-  // (docs/tables.md#downtime-events).
-  const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
-  const kind = isHost ? "host" : "service";
-  const historyTable: DowntimeHistoryTable = `statusengine_${kind}_downtimehistory`;
-  const scheduledTable: ScheduledDowntimeTable = `statusengine_${kind}_scheduleddowntimes`;
-  const tKey = tombstoneKey(ev, isHost, nodeName);
-  // A history row exists unless a DELETE before the window removed it; a scheduled row exists
-  // only until the downtime ended (STOP) or was removed (DELETE).
-  const historyGuard: DowntimeGuard = { table: TOMBSTONES, key: tKey, historyRemoved: true };
-  const scheduledGuard: DowntimeGuard = { table: TOMBSTONES, key: tKey, historyRemoved: false };
-  const history = (d: Dynamics, merge: readonly DowntimeMerge[], lossIsReported: boolean) =>
-    out.push({
-      kind: "upsert",
-      event: name,
-      table: historyTable,
-      row: historyRow(ev, isHost, nodeName, d),
-      merge,
-      guard: historyGuard,
-      detectUnmatched: lossIsReported,
-    });
-  // The scheduled row is the part of the history row (just merged) that it shares: the history
-  // row holds every event of the downtime seen so far, so the scheduled row ends the same whether
-  // or not the core-restart sweep deleted it in between (docs/downtimes.md).
-  const scheduled = (event: "ADD" | "LOAD" | "START") =>
-    out.push({
-      kind: "copy",
-      event,
-      table: scheduledTable,
-      from: historyTable,
-      key: key(tKey, isHost),
-      guard: scheduledGuard,
-    });
-  // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
-  // its record is older than the restart, so a row this event creates or keeps is never swept after
-  // it (docs/core-restart.md#scheduled-downtimes). An ended downtime gets no record.
-  const announce = () =>
-    out.push({
-      kind: "upsert",
-      event: name,
-      table: ANNOUNCEMENTS,
-      row: { ...tKey, announced_at: ev.timestamp },
-      merge: ANNOUNCE_MERGE,
-      guard: scheduledGuard,
-      detectUnmatched: false,
-    });
-  const end = (event: "STOP" | "DELETE", historyRemoved: boolean) => {
-    // The tombstone first, then the delete: an upsert that runs in between (another
-    // connection, a redelivery) already sees the tombstone and writes nothing.
-    out.push({
-      kind: "tombstone",
-      event,
-      table: TOMBSTONES,
-      row: { ...tKey, history_removed: historyRemoved ? 1 : 0, end_time: ev.timestamp },
-    });
-    out.push({ kind: "delete", event, table: scheduledTable, key: key(tKey, isHost) });
-  };
-
-  if (type === DOWNTIME_ADD) {
-    history(NO_DYNAMICS, HISTORY_ADD, false);
-    announce();
-    scheduled("ADD");
-  } else if (type === DOWNTIME_LOAD) {
-    // Restored from the core's retention file: the downtime exists, whether or not its ADD
-    // (from before the restart) reached the database.
-    history(NO_DYNAMICS, NOTHING, false);
-    announce();
-    scheduled("LOAD");
-  } else if (type === DOWNTIME_START) {
-    const started: Dynamics = { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp };
-    history(started, START_MERGE, true);
-    announce();
-    scheduled("START");
-  } else if (type === DOWNTIME_STOP) {
-    const cancelled = ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0;
-    history({ ...NO_DYNAMICS, actualEnd: ev.timestamp, wasCancelled: cancelled }, STOP_MERGE, true);
-    end("STOP", false);
-  } else {
-    // Strictly greater: deleted before its window began, so it never took effect and leaves no
-    // history. At start_time <= ts the preceding STOP (or a flexible downtime that never triggered)
-    // keeps its history row (docs/tables.md#downtime-statements). scheduled_start_time is in the
-    // key, so the condition depends on the event alone and needs no SQL.
-    const removed = ev.startTime > ev.timestamp;
-    end("DELETE", removed);
-    if (removed) {
-      out.push({ kind: "delete", event: "DELETE", table: historyTable, key: key(tKey, isHost) });
-    } else {
-      // The downtime reached its window: it belongs in the history even if no other event of it was
-      // ever written. DELETE never sets actual_end_time (docs/tables.md#downtime-statements).
-      history(NO_DYNAMICS, NOTHING, false);
-    }
-  }
-}
-
-/**
  * The statements one downtime event requires, in execution order
  * (docs/downtimes.md#statements-per-event). Each upsert is suppressed by the downtime's tombstone
- * where one says its row must not exist.
+ * where one says its row must not exist. `nodeName` is part of every downtime primary key; a bulk
+ * job passes its list as `out`, so it fills one list without intermediate arrays.
  *
  * @example A cancelled STOP of a host downtime
  * ```ts
@@ -283,8 +165,97 @@ export function appendDowntimeStatements(
  * assert.ok(del?.kind === "delete" && del.table === "statusengine_host_scheduleddowntimes");
  * ```
  */
-export function downtimeStatements(ev: DowntimeEvent, nodeName: string): DowntimeStatement[] {
-  const out: DowntimeStatement[] = [];
-  appendDowntimeStatements(ev, nodeName, out);
+export function downtimeStatements(
+  ev: DowntimeEvent,
+  nodeName: string,
+  out: DowntimeStatement[] = [],
+): DowntimeStatement[] {
+  const name = DOWNTIME_EVENT_NAMES[ev.type];
+  if (name === undefined) return out;
+  // Routing is on downtime_type only, never on service_description
+  // (docs/tables.md#downtime-events).
+  const isHost = ev.downtimeType === DOWNTIME_TYPE_HOST;
+  const kind = isHost ? "host" : "service";
+  const historyTable: DowntimeHistoryTable = `statusengine_${kind}_downtimehistory`;
+  const scheduledTable: ScheduledDowntimeTable = `statusengine_${kind}_scheduleddowntimes`;
+  const tKey = tombstoneKey(ev, isHost, nodeName);
+  // The four downtime tables' primary key, in their order: the tombstone's, without
+  // `service_description` for a host (docs/tables.md#statusengine_host_downtimehistory).
+  const { service_description: _, ...hostKey } = tKey;
+  const rowKey = isHost ? hostKey : tKey;
+  // A history row exists unless a DELETE before the window removed it; a scheduled row exists
+  // only until the downtime ended (STOP) or was removed (DELETE).
+  const historyGuard: DowntimeGuard = { table: TOMBSTONES, key: tKey, historyRemoved: true };
+  const scheduledGuard: DowntimeGuard = { table: TOMBSTONES, key: tKey, historyRemoved: false };
+  const history = (d: Dynamics, merge: readonly DowntimeMerge[], lossIsReported: boolean) =>
+    out.push({
+      kind: "upsert",
+      event: name,
+      table: historyTable,
+      row: historyRow(ev, isHost, nodeName, d),
+      merge,
+      guard: historyGuard,
+      detectUnmatched: lossIsReported,
+    });
+  const end = (event: "STOP" | "DELETE", historyRemoved: boolean) => {
+    // The tombstone first, then the delete: an upsert that runs in between (another
+    // connection, a redelivery) already sees the tombstone and writes nothing.
+    out.push({
+      kind: "tombstone",
+      event,
+      table: TOMBSTONES,
+      row: { ...tKey, history_removed: historyRemoved ? 1 : 0, end_time: ev.timestamp },
+    });
+    out.push({ kind: "delete", event, table: scheduledTable, key: rowKey });
+  };
+
+  if (name === "ADD" || name === "LOAD" || name === "START") {
+    // A LOAD is restored from the core's retention file: the downtime exists, whether or not its
+    // ADD (from before the restart) reached the database.
+    const started = name === "START";
+    const d = started ? { ...NO_DYNAMICS, wasStarted: 1, actualStart: ev.timestamp } : NO_DYNAMICS;
+    history(d, name === "ADD" ? HISTORY_ADD : started ? START_MERGE : NOTHING, started);
+    // Written before the scheduled copy: the core-restart sweep deletes a scheduled row only while
+    // its record is older than the restart, so a row this event creates or keeps is never swept
+    // after it (docs/core-restart.md#scheduled-downtimes). An ended downtime gets no record.
+    out.push({
+      kind: "upsert",
+      event: name,
+      table: ANNOUNCEMENTS,
+      row: { ...tKey, announced_at: ev.timestamp },
+      merge: ANNOUNCE_MERGE,
+      guard: scheduledGuard,
+      detectUnmatched: false,
+    });
+    // The scheduled row is the part of the history row (just merged) that it shares: the history
+    // row holds every event of the downtime seen so far, so the scheduled row ends the same
+    // whether or not the core-restart sweep deleted it in between (docs/downtimes.md).
+    out.push({
+      kind: "copy",
+      event: name,
+      table: scheduledTable,
+      from: historyTable,
+      key: rowKey,
+      guard: scheduledGuard,
+    });
+  } else if (name === "STOP") {
+    const cancelled = ev.attr === DOWNTIME_STOP_CANCELLED ? 1 : 0;
+    history({ ...NO_DYNAMICS, actualEnd: ev.timestamp, wasCancelled: cancelled }, STOP_MERGE, true);
+    end("STOP", false);
+  } else {
+    // Strictly greater: deleted before its window began, so it never took effect and leaves no
+    // history. At start_time <= ts the preceding STOP (or a flexible downtime that never triggered)
+    // keeps its history row (docs/tables.md#downtime-statements). scheduled_start_time is in the
+    // key, so the condition depends on the event alone and needs no SQL.
+    const removed = ev.startTime > ev.timestamp;
+    end("DELETE", removed);
+    if (removed) {
+      out.push({ kind: "delete", event: "DELETE", table: historyTable, key: rowKey });
+    } else {
+      // The downtime reached its window: it belongs in the history even if no other event of it was
+      // ever written. DELETE never sets actual_end_time (docs/tables.md#downtime-statements).
+      history(NO_DYNAMICS, NOTHING, false);
+    }
+  }
   return out;
 }

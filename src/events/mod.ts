@@ -11,12 +11,10 @@ export { decodePayload } from "./decode.ts";
 export { perfdataThresholds, plainLabel, positionalDecimal } from "./perfdata.ts";
 export { isQueueName, QUEUE_NAMES, type QueueName, QUEUES } from "./queues.ts";
 export {
-  type DecodeContext,
   type DecodedJob,
   type DowntimeMerge,
   type DowntimeStatement,
   INVALID_REASONS,
-  type InvalidReason,
   type PerfdataLabelQuotes,
   type Row,
   type SqlValue,

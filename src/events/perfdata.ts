@@ -180,38 +180,25 @@ export function parsePerfdata(perfData: string): PerfdataMetric[] {
 /**
  * The `statusengine_perfdata` rows of one reduced service check (docs/tables.md#perfdata-queue,
  * docs/perfdata.md#storage), one per gauge with a numeric value: `timestamp` in milliseconds and
- * `timestamp_unix` in seconds, both from the payload `start_time` (D5).
+ * `timestamp_unix` in seconds, both from the payload `start_time` (D5). Appended to `out`, the
+ * job's rows when decoding.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { perfdataRows } from "./perfdata.ts";
- * const rows = perfdataRows({
- *   hostname: "localhost",
- *   serviceDescription: "Current Users",
- *   startTime: 1785470660,
- *   perfData: "users=0;20;50;0",
- * });
+ * import { parsePerfdata, perfdataRows } from "./perfdata.ts";
+ * const rows = perfdataRows("localhost", "Current Users", 1785470660, parsePerfdata("users=0;20"));
  * assert.ok(rows[0]?.row.timestamp === 1785470660000);
  * ```
  */
 export function perfdataRows(
-  c: { hostname: string; serviceDescription: string; startTime: number; perfData: string },
-): TableRow[] {
-  const out: TableRow[] = [];
-  appendPerfdataRows(c.hostname, c.serviceDescription, c.startTime, parsePerfdata(c.perfData), out);
-  return out;
-}
-
-/** {@linkcode perfdataRows} appending to the job's rows, pre-parsed; internal (not in mod.ts). */
-export function appendPerfdataRows(
   hostname: string,
   serviceDescription: string,
   startTime: number,
   metrics: readonly PerfdataMetric[],
-  out: TableRow[],
+  out: TableRow[] = [],
   quotes: PerfdataLabelQuotes = "keep",
-): void {
+): TableRow[] {
   const ms = startTime * 1000;
   for (const m of metrics) {
     out.push({
@@ -229,6 +216,7 @@ export function appendPerfdataRows(
       },
     });
   }
+  return out;
 }
 
 /** The thresholds a `statusengine_perfdata` row carries for the time-series backends, or null. */

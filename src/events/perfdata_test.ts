@@ -104,12 +104,12 @@ Deno.test("parsePerfdata: a string of 200,000 unit-less gauges yields every gaug
 
 Deno.test("perfdataRows: timestamp is milliseconds and timestamp_unix seconds of start_time (D5)", () => {
   assert.deepEqual(
-    perfdataRows({
-      hostname: "demo.statusengine.org",
-      serviceDescription: "PING",
-      startTime: 1785470664,
-      perfData: "rta=0.084000ms;100.000000;500.000000;0.000000 pl=0%;20;60;0",
-    }),
+    perfdataRows(
+      "demo.statusengine.org",
+      "PING",
+      1785470664,
+      parseWithThresholds("rta=0.084000ms;100.000000;500.000000;0.000000 pl=0%;20;60;0"),
+    ),
     [
       {
         table: "statusengine_perfdata",
@@ -149,12 +149,7 @@ Deno.test("parsePerfdata: warn, crit, min and max are kept when they are plain n
   assert.equal(b?.thresholds, undefined, "ranges and empty fields are not numbers");
   assert.equal(c?.thresholds, undefined);
   assert.deepEqual(d?.thresholds, { warn: 2.5, crit: null, min: -1, max: null });
-  const rows = perfdataRows({
-    hostname: "h",
-    serviceDescription: "s",
-    startTime: 1,
-    perfData: "a=1;2 c=7",
-  });
+  const rows = perfdataRows("h", "s", 1, parseWithThresholds("a=1;2 c=7"));
   assert.deepEqual(rows.map((r) => perfdataThresholds(r.row)), [
     { warn: 2, crit: null, min: null, max: null },
     null,

@@ -24,29 +24,57 @@ import {
 import { DOWNTIME_TABLE_NAMES, type TableName } from "./table_names.ts";
 
 /**
- * The twelve consumed queues, spelled as the broker's sample configuration names them
- * (docs/tables.md#consumed-queues). Operators may rename queues on the broker; the configuration
- * maps a configured name to one of these.
+ * Payload key, tables and decoder of the twelve consumed queues, spelled as the broker's sample
+ * configuration names them (docs/tables.md#consumed-queues); the other settings follow from the
+ * name. Operators may rename queues on the broker; the configuration maps a configured name to one
+ * of these.
  */
-export const QUEUE_NAMES = Object.freeze(
-  [
-    "statusngin_hoststatus",
-    "statusngin_servicestatus",
-    "statusngin_hostchecks",
-    "statusngin_servicechecks",
-    "statusngin_service_perfdata",
-    "statusngin_statechanges",
-    "statusngin_logentries",
-    "statusngin_notifications",
-    "statusngin_contactnotificationmethod",
-    "statusngin_acknowledgements",
-    "statusngin_downtimes",
-    "statusngin_core_restart",
-  ] as const,
-);
+const DEFINITIONS = {
+  "statusngin_hoststatus": ["hoststatus", ["statusengine_hoststatus"], decodeHostStatus],
+  "statusngin_servicestatus": [
+    "servicestatus",
+    ["statusengine_servicestatus"],
+    decodeServiceStatus,
+  ],
+  "statusngin_hostchecks": ["hostcheck", ["statusengine_hostchecks"], decodeHostCheck],
+  "statusngin_servicechecks": ["servicecheck", ["statusengine_servicechecks"], decodeServiceCheck],
+  "statusngin_service_perfdata": ["servicecheck", ["statusengine_perfdata"], decodeServicePerfdata],
+  "statusngin_statechanges": [
+    "statechange",
+    ["statusengine_host_statehistory", "statusengine_service_statehistory"],
+    decodeStateChange,
+  ],
+  "statusngin_logentries": ["logentry", ["statusengine_logentries"], decodeLogEntry],
+  "statusngin_notifications": [
+    "notification_data",
+    ["statusengine_host_notifications_log", "statusengine_service_notifications_log"],
+    decodeNotification,
+  ],
+  "statusngin_contactnotificationmethod": [
+    "contactnotificationmethod",
+    ["statusengine_host_notifications", "statusengine_service_notifications"],
+    decodeContactNotificationMethod,
+  ],
+  "statusngin_acknowledgements": [
+    "acknowledgement",
+    ["statusengine_host_acknowledgements", "statusengine_service_acknowledgements"],
+    decodeAcknowledgement,
+  ],
+  "statusngin_downtimes": ["downtime", DOWNTIME_TABLE_NAMES, decodeDowntime],
+  "statusngin_core_restart": [
+    null,
+    ["statusengine_hoststatus", "statusengine_servicestatus"],
+    decodeCoreRestart,
+  ],
+} as const satisfies Record<string, readonly [string | null, readonly TableName[], EventDecoder]>;
 
 /** One of the twelve consumed queue names. */
-export type QueueName = typeof QUEUE_NAMES[number];
+export type QueueName = keyof typeof DEFINITIONS;
+
+/** The twelve consumed queues, in the order of docs/tables.md#consumed-queues. */
+export const QUEUE_NAMES: readonly QueueName[] = Object.freeze(
+  Object.keys(DEFINITIONS) as QueueName[],
+);
 
 /** Everything the pipeline needs to know about one queue. */
 export interface QueueSpec {
@@ -89,48 +117,6 @@ const EFFECTIVE = [
   "statusngin_contactnotificationmethod",
   "statusngin_core_restart",
 ];
-
-/** Payload key, tables and decoder per queue; the other settings follow from the name. */
-const DEFINITIONS: Readonly<
-  Record<QueueName, readonly [string | null, readonly TableName[], EventDecoder]>
-> = {
-  "statusngin_hoststatus": ["hoststatus", ["statusengine_hoststatus"], decodeHostStatus],
-  "statusngin_servicestatus": [
-    "servicestatus",
-    ["statusengine_servicestatus"],
-    decodeServiceStatus,
-  ],
-  "statusngin_hostchecks": ["hostcheck", ["statusengine_hostchecks"], decodeHostCheck],
-  "statusngin_servicechecks": ["servicecheck", ["statusengine_servicechecks"], decodeServiceCheck],
-  "statusngin_service_perfdata": ["servicecheck", ["statusengine_perfdata"], decodeServicePerfdata],
-  "statusngin_statechanges": [
-    "statechange",
-    ["statusengine_host_statehistory", "statusengine_service_statehistory"],
-    decodeStateChange,
-  ],
-  "statusngin_logentries": ["logentry", ["statusengine_logentries"], decodeLogEntry],
-  "statusngin_notifications": [
-    "notification_data",
-    ["statusengine_host_notifications_log", "statusengine_service_notifications_log"],
-    decodeNotification,
-  ],
-  "statusngin_contactnotificationmethod": [
-    "contactnotificationmethod",
-    ["statusengine_host_notifications", "statusengine_service_notifications"],
-    decodeContactNotificationMethod,
-  ],
-  "statusngin_acknowledgements": [
-    "acknowledgement",
-    ["statusengine_host_acknowledgements", "statusengine_service_acknowledgements"],
-    decodeAcknowledgement,
-  ],
-  "statusngin_downtimes": ["downtime", DOWNTIME_TABLE_NAMES, decodeDowntime],
-  "statusngin_core_restart": [
-    null,
-    ["statusengine_hoststatus", "statusengine_servicestatus"],
-    decodeCoreRestart,
-  ],
-};
 
 /** The queue table, keyed by queue name. */
 export const QUEUES: Readonly<Record<QueueName, QueueSpec>> = Object.freeze(

@@ -61,9 +61,7 @@ export const TABLE_NAMES = [
 
 export type TableName = (typeof TABLE_NAMES)[number];
 
-const BATCHED: ReadonlySet<string> = new Set(BATCHED_TABLE_NAMES);
-
 /** Narrow a table name to one of the fourteen written through a bulk writer. */
 export function isBatchedTableName(name: string): name is BatchedTableName {
-  return BATCHED.has(name);
+  return (BATCHED_TABLE_NAMES as readonly string[]).includes(name);
 }

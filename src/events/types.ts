@@ -28,12 +28,6 @@ export type DowntimeHistoryTable = `statusengine_${"host" | "service"}_downtimeh
 /** The two tables mirroring the downtimes the core currently knows. */
 export type ScheduledDowntimeTable = `statusengine_${"host" | "service"}_scheduleddowntimes`;
 
-/** The worker's record of ended downtimes (docs/downtimes.md#the-tombstone-table). */
-export type DowntimeTombstoneTable = "statusengine_downtime_tombstones";
-
-/** When the core last announced each downtime (docs/downtimes.md#the-announcement-table). */
-export type DowntimeAnnouncementTable = "statusengine_downtime_announcements";
-
 /** The downtime events that produce statements (unknown types produce none). */
 export type DowntimeEventName = "ADD" | "LOAD" | "START" | "STOP" | "DELETE";
 
@@ -52,9 +46,9 @@ export type DowntimeMerge =
   | { readonly column: string; readonly rule: "assign" | "max" | "earliest" }
   | { readonly column: string; readonly rule: "follows"; readonly of: string };
 
-/** The tombstone that suppresses an upsert. */
+/** The tombstone that suppresses an upsert (docs/downtimes.md#the-tombstone-table). */
 export interface DowntimeGuard {
-  readonly table: DowntimeTombstoneTable;
+  readonly table: "statusengine_downtime_tombstones";
   /** Equality on exactly the tombstone's primary-key columns, in primary-key order. */
   readonly key: Row;
   /** Suppress only when the tombstone says the history row was removed (DELETE before the window). */
@@ -71,7 +65,8 @@ export interface DowntimeGuard {
 export interface DowntimeUpsert {
   readonly kind: "upsert";
   readonly event: DowntimeEventName;
-  readonly table: DowntimeHistoryTable | DowntimeAnnouncementTable;
+  /** A history table, or the announcement record (docs/downtimes.md#the-announcement-table). */
+  readonly table: DowntimeHistoryTable | "statusengine_downtime_announcements";
   /** Every column to insert, in schema order, primary-key columns included. */
   readonly row: Row;
   /** How the existing row takes this event, in assignment order; empty = leave it as it is. */
@@ -91,7 +86,7 @@ export interface DowntimeUpsert {
 export interface DowntimeTombstone {
   readonly kind: "tombstone";
   readonly event: "STOP" | "DELETE";
-  readonly table: DowntimeTombstoneTable;
+  readonly table: "statusengine_downtime_tombstones";
   /** Every column, in schema order. */
   readonly row: Row;
 }
@@ -144,10 +139,7 @@ export const INVALID_REASONS = Object.freeze(
 /** Why a payload could not be decoded: one of {@linkcode INVALID_REASONS}. */
 export type InvalidReason = (typeof INVALID_REASONS)[number];
 
-/**
- * One event of a job exactly as it arrived (a bulk job's `messages[i]`, or the whole
- * single-form document), as the `/ws` stream carries it.
- */
+/** One event as it arrived (a bulk job's `messages[i]` or a single-form document), for `/ws`. */
 export type StreamEvent = Readonly<Record<string, unknown>>;
 
 /**

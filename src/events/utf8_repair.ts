@@ -34,33 +34,19 @@ for (let b = 0x80; b <= 0xff; b++) {
 function sequenceLength(b: Uint8Array, i: number, end: number): number {
   const b0 = b[i] ?? 0;
   if (b0 < 0x80) return 1;
-  if (b0 < 0xc2) return 0;
-  if (b0 < 0xe0) {
-    return i + 1 < end && ((b[i + 1] ?? 0) & 0xc0) === 0x80 ? 2 : 0;
-  }
-  if (b0 < 0xf0) {
-    if (i + 2 >= end) return 0;
-    const b1 = b[i + 1] ?? 0;
-    const lo = b0 === 0xe0 ? 0xa0 : 0x80;
-    const hi = b0 === 0xed ? 0x9f : 0xbf;
-    if (b1 < lo || b1 > hi) return 0;
-    return ((b[i + 2] ?? 0) & 0xc0) === 0x80 ? 3 : 0;
-  }
-  if (b0 < 0xf5) {
-    if (i + 3 >= end) return 0;
-    const b1 = b[i + 1] ?? 0;
-    const lo = b0 === 0xf0 ? 0x90 : 0x80;
-    const hi = b0 === 0xf4 ? 0x8f : 0xbf;
-    if (b1 < lo || b1 > hi) return 0;
-    return ((b[i + 2] ?? 0) & 0xc0) === 0x80 && ((b[i + 3] ?? 0) & 0xc0) === 0x80 ? 4 : 0;
-  }
-  return 0;
+  if (b0 < 0xc2 || b0 > 0xf4) return 0;
+  const n = b0 < 0xe0 ? 2 : b0 < 0xf0 ? 3 : 4;
+  if (i + n > end) return 0;
+  // Only the second byte has a narrower range than 80–BF, for E0, ED, F0 and F4.
+  const b1 = b[i + 1] ?? 0;
+  const lo = b0 === 0xe0 ? 0xa0 : b0 === 0xf0 ? 0x90 : 0x80;
+  const hi = b0 === 0xed ? 0x9f : b0 === 0xf4 ? 0x8f : 0xbf;
+  if (b1 < lo || b1 > hi) return 0;
+  for (let k = 2; k < n; k++) if (((b[i + k] ?? 0) & 0xc0) !== 0x80) return 0;
+  return n;
 }
 
-/**
- * Index of the next byte at or after `from` that is not part of a well-formed sequence, or
- * `b.length` when there is none.
- */
+/** Index of the next byte at or after `from` not in a well-formed sequence, else `b.length`. */
 function nextInvalid(b: Uint8Array, from: number): number {
   const end = b.length;
   let i = from;

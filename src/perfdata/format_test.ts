@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
-import { perfdataRows } from "../events/perfdata.ts";
+import { parsePerfdata, perfdataRows } from "../events/perfdata.ts";
 import {
   escapeMeasurement,
   escapeTag,
@@ -13,9 +13,7 @@ import { encodeWriteRequest, type RemotePoint, remotePoint } from "./remote_writ
 import { authorization } from "./http.ts";
 
 function rows(perfData: string, host = "h", service = "s", startTime = 1700000000) {
-  return perfdataRows({ hostname: host, serviceDescription: service, startTime, perfData }).map(
-    (r) => r.row,
-  );
+  return perfdataRows(host, service, startTime, parsePerfdata(perfData)).map((r) => r.row);
 }
 
 Deno.test("influxdb: line protocol escapes every reserved character and keeps the rest", () => {
