@@ -60,19 +60,11 @@ function utf8Length(s: string): number {
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
     if (c < 0x80) continue;
-    if (c < 0x800) {
-      bytes += 1;
-    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < n) {
+    bytes += c < 0x800 ? 1 : 2;
+    // A pair: 2 UTF-16 units, 4 bytes.
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < n) {
       const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        // A pair: 2 UTF-16 units, 4 bytes.
-        bytes += 2;
-        i++;
-      } else {
-        bytes += 2;
-      }
-    } else {
-      bytes += 2;
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
     }
   }
   return bytes;
