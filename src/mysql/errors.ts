@@ -155,13 +155,18 @@ const ACCESS_DENIED_ERRNOS = numbers("1044 1045 1698 1130 1820 1862 4151");
 /** Codes of a connection that never got an answer. */
 const UNREACHABLE_CODES = words(`${SOCKET_CODES} ConnectionAborted AddrNotAvailable`);
 
+/** `err` and its causes, four deep at most. */
+function* causes(err: unknown): Generator<object> {
+  for (let depth = 0; depth < 4 && typeof err === "object" && err !== null; depth++) {
+    yield err;
+    err = (err as { cause?: unknown }).cause;
+  }
+}
+
 /** The first error in the cause chain that carries an errno or a code. */
 function driverError(err: unknown): MysqlLikeError | undefined {
-  let current: unknown = err;
-  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
-    const e = current as MysqlLikeError & { cause?: unknown };
+  for (const e of causes(err) as Iterable<MysqlLikeError>) {
     if (typeof e.errno === "number" || typeof e.code === "string") return e;
-    current = e.cause;
   }
   return undefined;
 }
@@ -193,12 +198,10 @@ export function waitingCannotFix(err: unknown): boolean {
  * compiled binary gets no more permissions at run time, so this never passes by waiting.
  */
 function deniedSocket(err: unknown): string | undefined {
-  let current: unknown = err;
-  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
-    if (current instanceof Deno.errors.NotCapable) {
-      return /access to "([^"]+)"/.exec(current.message)?.[1] ?? "";
+  for (const e of causes(err)) {
+    if (e instanceof Deno.errors.NotCapable) {
+      return /access to "([^"]+)"/.exec(e.message)?.[1] ?? "";
     }
-    current = current.cause;
   }
   return undefined;
 }
@@ -228,9 +231,8 @@ export function describeMysqlConnectFailure(err: unknown, shownUrl: string): str
   switch (mysqlConnectProblem(err)) {
     case "unknown_database": {
       const name = /Unknown database '([^']*)'/.exec(detail)?.[1];
-      return `database ${
-        name === undefined ? "" : `"${name}" `
-      }does not exist at ${shownUrl}: create it with ` +
+      const quoted = name === undefined ? "" : `"${name}" `;
+      return `database ${quoted}does not exist at ${shownUrl}: create it with ` +
         `"statusengine-worker schema --create-database" (same --mysql-url), or correct the ` +
         `database name in --mysql-url`;
     }
