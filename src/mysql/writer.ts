@@ -220,7 +220,7 @@ export class TableWriter {
     } finally {
       signal.removeEventListener("abort", onAbort);
       this.#closed = true;
-      if (this.#timer !== undefined) clearImmediate(this.#timer);
+      clearImmediate(this.#timer);
       this.#timer = undefined;
       this.#abort.abort(new DOMException("writer closed", "AbortError"));
       for (const w of this.#spaceWaiters.splice(0)) w();
@@ -271,12 +271,12 @@ export class TableWriter {
     return waitIn(this.#idleWaiters, signal);
   }
 
-  /** Decide whether to send a statement now, soon, or not at all. */
-  #kick(): void {
+  /** Send a statement now (a full batch, or `partial` ones), soon, or not at all. */
+  #kick(partial = false): void {
     // Closed: what is still buffered stays, reported by close() and redelivered (D1).
     if (this.#closed) return;
     if (this.#inFlight !== undefined || this.#paused > 0 || this.#buffer.length === 0) return;
-    if (this.#buffer.length >= this.#batchSize) {
+    if (partial || this.#buffer.length >= this.#batchSize) {
       this.#startStatement();
       return;
     }
@@ -285,20 +285,13 @@ export class TableWriter {
     // queue handled one job at a time (RabbitMQ's downtime queue) at about 250 statements/s.
     this.#timer ??= setImmediate(() => {
       this.#timer = undefined;
-      if (
-        !this.#closed && this.#inFlight === undefined && this.#paused === 0 &&
-        this.#buffer.length > 0
-      ) {
-        this.#startStatement();
-      }
+      this.#kick(true);
     });
   }
 
   #startStatement(): void {
-    if (this.#timer !== undefined) {
-      clearImmediate(this.#timer);
-      this.#timer = undefined;
-    }
+    clearImmediate(this.#timer);
+    this.#timer = undefined;
     const batch = this.#buffer.splice(0, this.#batchSize);
     for (let n = batch.length; n > 0 && this.#spaceWaiters.length > 0; n--) {
       this.#spaceWaiters.shift()?.();
