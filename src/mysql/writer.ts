@@ -485,19 +485,9 @@ export class TableWriter {
         );
       }, retry);
     } catch (err: unknown) {
-      if (this.#abort.signal.aborted) {
-        // Given up at shutdown, answered or not: not a rejection, never isolated (#write logs it).
-        this.#availability.abandon(this.table.name, holder ?? retry);
-        throw this.#abort.signal.reason;
-      }
-      if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {
-        return err;
-      }
-      if (err instanceof StatementWithdrawnError) {
-        this.#dropWithdrawn(live);
-        return undefined;
-      }
-      throw err;
+      const rejection = this.#rejection(err, holder ?? retry);
+      if (rejection === undefined) this.#dropWithdrawn(live);
+      return rejection;
     }
     this.#interval.flushes++;
     this.#interval.rows += live.length;
@@ -534,14 +524,23 @@ export class TableWriter {
       );
       return undefined;
     } catch (err: unknown) {
-      if (this.#abort.signal.aborted) {
-        this.#availability.abandon(this.table.name, retry);
-        throw this.#abort.signal.reason;
-      }
-      if (err instanceof MysqlWriteError) return err;
-      if (err instanceof StatementWithdrawnError) return undefined;
-      throw err;
+      return this.#rejection(err, retry);
     }
+  }
+
+  /**
+   * What `runWithRetry` failing with `err` means: MySQL's rejection (`row` or `statement`), or
+   * undefined when every row's job was given back. Throws the abort reason at shutdown: given up,
+   * answered or not, is not a rejection and is never isolated (#write logs it).
+   */
+  #rejection(err: unknown, holder: HoldScope): MysqlWriteError | undefined {
+    if (this.#abort.signal.aborted) {
+      this.#availability.abandon(this.table.name, holder);
+      throw this.#abort.signal.reason;
+    }
+    if (err instanceof MysqlWriteError) return err;
+    if (err instanceof StatementWithdrawnError) return undefined;
+    throw err;
   }
 
   /** The rows of `batch` whose job was not given back; the others are settled without a commit. */
