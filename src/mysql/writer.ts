@@ -157,7 +157,8 @@ export class TableWriter {
       // Capacity: one batch waiting plus the statement in flight (2 × batch per table).
       let room = this.#batchSize - this.#buffer.length;
       if (room <= 0) {
-        await this.#waitForSpace(signal);
+        signal?.throwIfAborted();
+        await waitIn(this.#spaceWaiters, signal);
         continue;
       }
       for (; room > 0 && i < rows.length; room--, i++) {
@@ -248,19 +249,6 @@ export class TableWriter {
     });
     s.flushes = 0;
     s.rows = 0;
-  }
-
-  #countAdjustments(adjustments: readonly ValueAdjustment[]): void {
-    const counter = this.#metrics?.dbValuesAdjusted;
-    if (counter === undefined) return;
-    const byReason = new Map<string, number>();
-    for (const a of adjustments) byReason.set(a.reason, (byReason.get(a.reason) ?? 0) + 1);
-    for (const [reason, n] of byReason) counter.inc({ table: this.table.name, reason }, n);
-  }
-
-  #waitForSpace(signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
-    return waitIn(this.#spaceWaiters, signal);
   }
 
   #waitIdle(signal?: AbortSignal): Promise<void> {
@@ -574,10 +562,14 @@ export class TableWriter {
     for (let r = 0; r < batch.length; r++) {
       appendAdjustedRow(this.table, (batch[r] as Pending).row, values, adjustments, r * width);
     }
-    if (top) {
-      // Counted once per row: the sends that isolate or hold rows fit them again.
-      if (adjustments.length > 0) this.#countAdjustments(adjustments);
-      this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
+    // Counted once per row: the sends that isolate or hold rows fit them again.
+    if (top) this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
+    if (top && adjustments.length > 0 && this.#metrics !== undefined) {
+      const byReason = new Map<string, number>();
+      for (const a of adjustments) byReason.set(a.reason, (byReason.get(a.reason) ?? 0) + 1);
+      for (const [reason, n] of byReason) {
+        this.#metrics.dbValuesAdjusted.inc({ table: this.table.name, reason }, n);
+      }
     }
     return { sql, values };
   }
