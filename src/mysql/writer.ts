@@ -74,16 +74,11 @@ function writerClosed(table: string, action: string): WorkerError {
   return new WorkerError("writer_closed", `Cannot ${action}: the writer of "${table}" is closed`);
 }
 
-/** The bulk writer of one table. */
 export class TableWriter {
   readonly table: Table;
+  readonly #o: TableWriterOptions;
   readonly #batchSize: number;
-  readonly #executor: SqlExecutor;
-  readonly #availability: DbAvailability;
-  readonly #deadLetters: DeadLetterSink;
-  readonly #metrics: Metrics | undefined;
   readonly #logFields: Readonly<Record<string, string>>;
-  readonly #onCommitted: CommitListener | undefined;
   #buffer: Pending[] = [];
   #inFlight: Promise<void> | undefined;
   #timer: ReturnType<typeof setImmediate> | undefined;
@@ -100,20 +95,15 @@ export class TableWriter {
   /** For the 30 s summary line (docs/logging.md#summaries). */
   readonly #interval = { flushes: 0, rows: 0 };
   #totalRows = 0;
-  // Read by the consumer's in-flight window (through ShardedWriter.load): what the writer
-  // holds and how long its statements take.
+  // Read by the consumer's in-flight window, through ShardedWriter.load.
   #statementRows = 0;
   #statementSince: number | undefined;
   #typicalStatementMs = 0;
 
   constructor(options: TableWriterOptions) {
     this.table = options.table;
+    this.#o = options;
     this.#batchSize = options.batchSize;
-    this.#executor = options.executor;
-    this.#availability = options.availability;
-    this.#deadLetters = options.deadLetters;
-    this.#metrics = options.metrics;
-    this.#onCommitted = options.onCommitted;
     this.#logFields = options.shard === undefined
       ? { table: options.table.name }
       : { table: options.table.name, writer: options.shard };
@@ -322,13 +312,13 @@ export class TableWriter {
         rows: batch.length,
         error: errorMessage(err),
       });
-      this.#metrics?.pipelineErrors.inc({ component: "mysql" });
+      this.#o.metrics?.pipelineErrors.inc({ component: "mysql" });
       const failure = new MysqlWriteError(this.table.name, err);
       for (const p of batch) {
         if (!p.settled) await this.#deadLetter(p, failure).catch(() => {});
       }
     } finally {
-      this.#metrics?.dbBatchFlushDuration.observe(
+      this.#o.metrics?.dbBatchFlushDuration.observe(
         { table: this.table.name },
         (performance.now() - started) / 1000,
       );
@@ -343,7 +333,7 @@ export class TableWriter {
     let failure = await this.#send(batch, true);
     if (failure === undefined) return;
     // One error per rejected flush, not one per halving step.
-    this.#metrics?.pipelineErrors.inc({ component: "mysql" });
+    this.#o.metrics?.pipelineErrors.inc({ component: "mysql" });
     if (batch.length > 1) {
       log.error("db: bulk insert rejected, isolating the offending rows", {
         table: this.table.name,
@@ -355,14 +345,14 @@ export class TableWriter {
     let hold: Backoff | undefined;
     const scope = {
       table: this.table.name,
-      availability: this.#availability,
+      availability: this.#o.availability,
       signal: this.#abort.signal,
     };
     for (;;) {
       const held = await this.#isolate(rows, failure);
       if (held === undefined) {
         // Held rows turned out to be rejected after all: the outage is over without a commit.
-        if (hold !== undefined) this.#availability.abandon(this.table.name, scope);
+        if (hold !== undefined) this.#o.availability.abandon(this.table.name, scope);
         return;
       }
       if (hold === undefined) {
@@ -377,8 +367,8 @@ export class TableWriter {
         );
       }
       rows = held.rows;
-      this.#availability.unreachable(this.table.name, held.error, scope);
-      this.#metrics?.dbConnectionRetries.inc();
+      this.#o.availability.unreachable(this.table.name, held.error, scope);
+      this.#o.metrics?.dbConnectionRetries.inc();
       await pauseHeld(hold, scope);
       failure = await this.#send(rows, false, scope);
       if (failure === undefined) return;
@@ -446,17 +436,17 @@ export class TableWriter {
     // held statement is sent again (docs/retries.md#give-back): another worker writes them.
     let live = this.#dropWithdrawn(batch);
     if (live.length === 0) {
-      if (holder !== undefined) this.#availability.abandon(this.table.name, holder);
+      if (holder !== undefined) this.#o.availability.abandon(this.table.name, holder);
       return undefined;
     }
     let statement = this.#statement(live, top);
     let attempts = 0;
     const retry = {
       table: this.table.name,
-      availability: this.#availability,
+      availability: this.#o.availability,
       signal: this.#abort.signal,
       withdrawn: () => live.every((p) => p.owner.withdrawn),
-      metrics: this.#metrics,
+      metrics: this.#o.metrics,
       holder,
     };
     try {
@@ -468,7 +458,7 @@ export class TableWriter {
         // close() keeps its budget when MySQL does not answer (frozen, no statement timeout or a
         // longer one): the statement is given up, its jobs redelivered (D1).
         return abortable(
-          this.#executor.run(statement.sql, statement.values, { prepared: true }),
+          this.#o.executor.run(statement.sql, statement.values, { prepared: true }),
           this.#abort.signal,
         );
       }, retry);
@@ -480,11 +470,11 @@ export class TableWriter {
     this.#interval.flushes++;
     this.#interval.rows += live.length;
     this.#totalRows += live.length;
-    this.#metrics?.dbEventsWritten.inc({ table: this.table.name }, live.length);
-    this.#metrics?.dbFlushes.inc({ table: this.table.name });
+    this.#o.metrics?.dbEventsWritten.inc({ table: this.table.name }, live.length);
+    this.#o.metrics?.dbFlushes.inc({ table: this.table.name });
     log.debug("db: bulk insert flushed", { table: this.table.name, rows: live.length });
     // Before the jobs learn of the commit: whoever they tell then finds it recorded.
-    this.#onCommitted?.(live.map((p) => p.row));
+    this.#o.onCommitted?.(live.map((p) => p.row));
     for (const p of live) {
       p.settled = true;
       p.owner.committed();
@@ -500,14 +490,14 @@ export class TableWriter {
     const sql = emptyInsertStatement(this.table);
     const retry = {
       table: this.table.name,
-      availability: this.#availability,
+      availability: this.#o.availability,
       signal: this.#abort.signal,
       withdrawn: () => batch.every((p) => p.owner.withdrawn),
-      metrics: this.#metrics,
+      metrics: this.#o.metrics,
     };
     try {
       await runWithRetry(
-        () => abortable(this.#executor.run(sql, []), this.#abort.signal),
+        () => abortable(this.#o.executor.run(sql, []), this.#abort.signal),
         retry,
       );
       return undefined;
@@ -523,7 +513,7 @@ export class TableWriter {
    */
   #rejection(err: unknown, holder: HoldScope): MysqlWriteError | undefined {
     if (this.#abort.signal.aborted) {
-      this.#availability.abandon(this.table.name, holder);
+      this.#o.availability.abandon(this.table.name, holder);
       throw this.#abort.signal.reason;
     }
     if (err instanceof MysqlWriteError) return err;
@@ -563,12 +553,12 @@ export class TableWriter {
       appendAdjustedRow(this.table, (batch[r] as Pending).row, values, adjustments, r * width);
     }
     // Counted once per row: the sends that isolate or hold rows fit them again.
-    if (top) this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
-    if (top && adjustments.length > 0 && this.#metrics !== undefined) {
+    if (top) this.#o.metrics?.dbBatchSizeAtFlush.observe(batch.length);
+    if (top && adjustments.length > 0 && this.#o.metrics !== undefined) {
       const byReason = new Map<string, number>();
       for (const a of adjustments) byReason.set(a.reason, (byReason.get(a.reason) ?? 0) + 1);
       for (const [reason, n] of byReason) {
-        this.#metrics.dbValuesAdjusted.inc({ table: this.table.name, reason }, n);
+        this.#o.metrics.dbValuesAdjusted.inc({ table: this.table.name, reason }, n);
       }
     }
     return { sql, values };
@@ -579,7 +569,7 @@ export class TableWriter {
     let retry: Backoff | undefined;
     for (;;) {
       try {
-        await this.#deadLetters.write({
+        await this.#o.deadLetters.write({
           queue: p.owner.queue,
           reason: "sql_rejected",
           error: err.message,
