@@ -279,6 +279,7 @@ export class TableWriter {
     this.#statementSince = since;
     this.#inFlight = this.#write(batch).finally(() => {
       const ms = performance.now() - since;
+      this.#o.metrics?.dbBatchFlushDuration.observe({ table: this.table.name }, ms / 1000);
       this.#typicalStatementMs = this.#typicalStatementMs === 0
         ? ms
         : this.#typicalStatementMs * 0.8 + ms * 0.2;
@@ -293,7 +294,6 @@ export class TableWriter {
 
   /** Write one batch: commit, or isolate and dead-letter the rows MySQL rejects (D7). */
   async #write(batch: Pending[]): Promise<void> {
-    const started = performance.now();
     try {
       await this.#commitOrIsolate(batch);
     } catch (err: unknown) {
@@ -317,11 +317,6 @@ export class TableWriter {
       for (const p of batch) {
         if (!p.settled) await this.#deadLetter(p, failure).catch(() => {});
       }
-    } finally {
-      this.#o.metrics?.dbBatchFlushDuration.observe(
-        { table: this.table.name },
-        (performance.now() - started) / 1000,
-      );
     }
   }
 
