@@ -5,16 +5,13 @@
  * @module
  */
 import { type TableName, TABLES } from "./catalogue.ts";
-import type { SqlExecutor } from "./executor.ts";
-import type { DbAvailability } from "./availability.ts";
+import type { TableWriterOptions } from "./writer.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { type HoldScope, MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
 import { Backoff } from "../util/backoff.ts";
 import { adjustRow, truncateToCodePoints } from "./values.ts";
 import { quoteIdentifier as quote } from "./ddl.ts";
 import type { DowntimeMerge, DowntimeStatement, Row, SqlValue } from "../events/mod.ts";
-import type { Metrics } from "../metrics/registry.ts";
-import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("db");
@@ -117,12 +114,10 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
   }
 }
 
-export interface DowntimeExecutorOptions {
-  readonly executor: SqlExecutor;
-  readonly availability: DbAvailability;
-  readonly deadLetters: DeadLetterSink;
-  readonly metrics?: Metrics | undefined;
-}
+type DowntimeExecutorOptions = Pick<
+  TableWriterOptions,
+  "executor" | "availability" | "deadLetters" | "metrics"
+>;
 
 /** Runs the statements of the serialized downtime queue (docs/consumption.md#downtimes-in-order). */
 export class DowntimeExecutor {
