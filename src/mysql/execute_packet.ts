@@ -28,29 +28,15 @@ function lengthCodedSize(n: number): number {
 }
 
 function writeLengthCoded(out: Uint8Array, at: number, n: number): number {
-  if (n < 0xfb) {
+  const size = lengthCodedSize(n);
+  if (size === 1) {
     out[at] = n;
     return at + 1;
   }
-  if (n < 0xffff) {
-    out[at] = 0xfc;
-    out[at + 1] = n & 0xff;
-    out[at + 2] = n >>> 8;
-    return at + 3;
-  }
-  if (n < 0xffffff) {
-    out[at] = 0xfd;
-    out[at + 1] = n & 0xff;
-    out[at + 2] = (n >>> 8) & 0xff;
-    out[at + 3] = n >>> 16;
-    return at + 4;
-  }
-  out[at] = 0xfe;
-  const low = n >>> 0;
-  const high = Math.floor(n / 0x100000000);
-  for (let i = 0; i < 4; i++) out[at + 1 + i] = (low >>> (8 * i)) & 0xff;
-  for (let i = 0; i < 4; i++) out[at + 5 + i] = (high >>> (8 * i)) & 0xff;
-  return at + 9;
+  // A marker (0xfc: 2 bytes follow, 0xfd: 3, 0xfe: 8), then n little-endian.
+  out[at] = size === 3 ? 0xfc : size === 4 ? 0xfd : 0xfe;
+  for (let i = 1, rest = n; i < size; i++, rest = Math.floor(rest / 256)) out[at + i] = rest % 256;
+  return at + size;
 }
 
 /** UTF-8 length of a string (unpaired surrogates count 3, as U+FFFD, as TextEncoder writes them). */
