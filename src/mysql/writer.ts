@@ -50,10 +50,7 @@ export interface TableWriterOptions {
  */
 export type CommitListener = (rows: readonly Row[]) => void;
 
-/**
- * A buffered row and its job. The row is fitted (D6) when it is sent, not when it is buffered: a
- * copy of its values would survive young-generation collections and be copied by each of them.
- */
+/** A buffered row and its job; fitted (D6) when sent, not when buffered (docs/writers.md). */
 interface Pending {
   readonly owner: JobTracker;
   readonly row: Row;
@@ -258,9 +255,8 @@ export class TableWriter {
       this.#startStatement();
       return;
     }
-    // Idle with a partial batch: send after every handler woken in this turn handed over its
-    // rows. setImmediate, not setTimeout(0): nested timeouts are clamped to 4 ms, which capped a
-    // queue handled one job at a time (RabbitMQ's downtime queue) at about 250 statements/s.
+    // A partial batch: send once every handler woken in this turn handed its rows over; not
+    // setTimeout(0), which nesting clamps to 4 ms (docs/writers.md#group-commit).
     this.#timer ??= setImmediate(() => {
       this.#timer = undefined;
       this.#kick(true);
@@ -298,7 +294,6 @@ export class TableWriter {
       await this.#commitOrIsolate(batch);
     } catch (err: unknown) {
       if (this.#abort.signal.aborted) {
-        // Shutdown budget exhausted while holding: the jobs are redelivered (D1).
         log.warn("db: batch given up at shutdown, its jobs will be redelivered", {
           table: this.table.name,
           rows: batch.length,
@@ -378,14 +373,12 @@ export class TableWriter {
   async #isolate(batch: Pending[], rejection: MysqlWriteError): Promise<Held | undefined> {
     let failure: MysqlWriteError | undefined = rejection;
     if (batch.length === 1) {
-      // One row has no other half to compare with, so the same statement is sent with no row: if
-      // MySQL refuses that too (a renamed column, a missing table), the row is not at fault and is
-      // held like a larger batch, whatever the batching on a quiet table.
+      // No other half to compare with: the statement without a row tells whether MySQL refuses
+      // the statement itself (docs/writers.md#retry-policy).
       if (failure.kind === "statement") {
         const empty = await this.#rejectsEmpty(batch);
         if (empty !== undefined) return { rows: batch, error: empty };
-        // MySQL takes the statement now: the fault may have been mended since the row was
-        // refused, so the row is sent once more before it counts as the one at fault.
+        // Taken: the fault may have been mended since, so the row is sent once more.
         failure = await this.#send(batch, false);
         if (failure === undefined) return undefined;
       }
@@ -538,9 +531,8 @@ export class TableWriter {
 
   #statement(batch: Pending[], top: boolean): { sql: string; values: SqlValue[] } {
     const sql = insertStatement(this.table, batch.length);
-    // One array of the statement's final length (pushing 30,000 values grows it in steps), each row
-    // fitted at its own offset, so a row cannot shift the placeholders of the next
-    // (docs/writers.md#statement-shape).
+    // One array of the final length (pushing 30,000 values grows it in steps); each row fitted at
+    // its own offset cannot shift the next one's placeholders (docs/writers.md#statement-shape).
     const width = this.table.insertColumns.length;
     const values = new Array<SqlValue>(batch.length * width);
     const adjustments: ValueAdjustment[] = [];
