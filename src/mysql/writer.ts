@@ -400,12 +400,8 @@ export class TableWriter {
     ) {
       return { rows: batch, error: secondFailure };
     }
-    const heldFirst = firstFailure === undefined
-      ? undefined
-      : await this.#isolate(first, firstFailure);
-    const heldSecond = secondFailure === undefined
-      ? undefined
-      : await this.#isolate(second, secondFailure);
+    const heldFirst = firstFailure && (await this.#isolate(first, firstFailure));
+    const heldSecond = secondFailure && (await this.#isolate(second, secondFailure));
     if (heldFirst === undefined) return heldSecond;
     if (heldSecond === undefined) return heldFirst;
     return { rows: [...heldFirst.rows, ...heldSecond.rows], error: heldSecond.error };
