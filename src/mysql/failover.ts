@@ -121,14 +121,11 @@ export class MysqlHosts {
     const index = this.#index;
     const h = this.#hosts[index];
     if (h === undefined) return denoSocketStream(opts);
-    let socket: object;
-    if (this.#options.ssl === undefined) {
-      socket = denoSocketStream({ config: { ...opts.config, host: h.host, port: h.port } });
-    } else {
-      // Else mysql2 checks the certificate of this host against the first host's name.
-      aimConnectionConfig(opts, h.host, h.port);
-      socket = net.connect(h.port, h.host);
-    }
+    // Else a TLS upgrade checks the certificate of this host against the first host's name.
+    aimConnectionConfig(opts, h.host, h.port);
+    const socket = this.#options.ssl === undefined
+      ? denoSocketStream(opts)
+      : net.connect(h.port, h.host);
     this.#sockets.set(socket, index);
     return socket;
   };
