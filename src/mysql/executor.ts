@@ -113,11 +113,9 @@ export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): Sql
         if (classifyMysqlError(err) === "unavailable") options.onUnavailable?.();
         throw err;
       }
-      if (Array.isArray(result)) {
-        return { affectedRows: 0, rows: result as Record<string, unknown>[] };
-      }
-      const header = result as { affectedRows?: number };
-      return { affectedRows: header.affectedRows ?? 0, rows: [] };
+      return Array.isArray(result)
+        ? { affectedRows: 0, rows: result as Record<string, unknown>[] }
+        : { affectedRows: (result as { affectedRows?: number }).affectedRows ?? 0, rows: [] };
     },
   };
 }
