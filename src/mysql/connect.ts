@@ -244,8 +244,6 @@ async function connectOne(
   }
 }
 
-// What the tools read and delete on their dedicated connection.
-
 /** Make the session refuse every write from here on (a tool that must never write). */
 export async function makeSessionReadOnly(conn: MysqlConnection): Promise<void> {
   await conn.query("SET SESSION TRANSACTION READ ONLY");

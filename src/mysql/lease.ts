@@ -48,7 +48,6 @@ export function nodeLeaseOptions(
   };
 }
 
-/** Options of {@link Lease}. */
 interface LeaseOptions {
   readonly connect: () => Promise<MysqlConnection>;
   /** The row's key, at most 255 characters. */
@@ -86,7 +85,6 @@ interface LeaseOptions {
   readonly takeovers?: { inc(): void };
 }
 
-/** Elects one holder among the workers using the same lease name; see the module comment. */
 export class Lease {
   readonly #o: LeaseOptions;
   readonly #stop = new AbortController();
@@ -316,8 +314,7 @@ export class Lease {
   async #lose(release = false): Promise<void> {
     this.#suspect = false;
     this.#validUntil = undefined;
-    // A consumer being started is stopped once it is up (it admits no job meanwhile: the lease
-    // is no longer valid).
+    // A consumer being started is stopped once it is up (the lease, invalid now, admits no job).
     await this.#starting;
     if (this.#active) {
       this.#active = false;
