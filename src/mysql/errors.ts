@@ -126,12 +126,8 @@ export class MysqlWriteError extends Error {
       : typeof e.code === "string"
       ? e.code
       : "unknown";
-    super(
-      `Cannot write to "${table}" (${kind}, ${code}): ${
-        cause instanceof Error ? cause.message : String(cause)
-      }`,
-      { cause },
-    );
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    super(`Cannot write to "${table}" (${kind}, ${code}): ${detail}`, { cause });
     this.name = "MysqlWriteError";
     this.table = table;
     this.kind = kind;
