@@ -119,8 +119,7 @@ function findExecutePrototype(): ExecutePrototype | undefined {
     return undefined;
   }
   const command = commands.find((c) =>
-    typeof c === "object" && c !== null && (c as { constructor?: { name?: string } })
-        .constructor?.name === "Execute"
+    (c as { constructor?: { name?: string } } | null)?.constructor?.name === "Execute"
   );
   if (command === undefined) return undefined;
   const proto = Object.getPrototypeOf(command) as Partial<ExecutePrototype>;
