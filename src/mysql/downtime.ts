@@ -193,11 +193,10 @@ export class DowntimeExecutor {
   }
 
   /**
-   * Run one statement under the retry policy; a `statement` error is held as well: a downtime
-   * statement's text is fixed per kind and carries one event's values, bound, so an error that
-   * names no row (a renamed column, a missing table) is MySQL's, not the event's: dead-lettering
-   * it would dead-letter every downtime event until the schema is repaired. Returns the affected
-   * rows.
+   * Run one statement under the retry policy; returns the affected rows. A `statement` error is
+   * held too: the text is fixed per kind and binds one event's values, so an error that names no
+   * row (a renamed column, a missing table) is MySQL's, and dead-lettering it would dead-letter
+   * every downtime event until the schema is repaired.
    */
   async #runHeld(built: BuiltStatement, scope: HoldScope): Promise<number> {
     let hold: Backoff | undefined;

@@ -69,7 +69,6 @@ async function answersProbe(options: MysqlUrlOptions, timeoutMs: number): Promis
   }
 }
 
-/** The hosts of `--mysql-url` and the one in use. */
 export class MysqlHosts {
   readonly #options: MysqlUrlOptions;
   readonly #hosts: readonly MysqlHost[];
