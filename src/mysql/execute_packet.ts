@@ -124,14 +124,11 @@ export function encodeExecutePacket(
       throw new TypeError(`Bind parameter ${i} is ${typeof v}, not a string, number or null`);
     }
   }
-  let out: Uint8Array;
-  if (most <= SCRATCH_MAX_BYTES) {
-    if (scratch.length < most) scratch = new Uint8Array(Math.min(SCRATCH_MAX_BYTES, most * 2));
-    out = scratch;
-  } else {
-    // A rare statement of long outputs: a buffer of its own, not a scratch kept at its size.
-    out = new Uint8Array(most);
+  if (most <= SCRATCH_MAX_BYTES && scratch.length < most) {
+    scratch = new Uint8Array(Math.min(SCRATCH_MAX_BYTES, most * 2));
   }
+  // A rare statement of long outputs gets a buffer of its own, not a scratch kept at its size.
+  const out = most <= SCRATCH_MAX_BYTES ? scratch : new Uint8Array(most);
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   out.fill(0, 0, fixed);
   out[4] = COM_STMT_EXECUTE;
