@@ -216,8 +216,6 @@ export function mysql2ExecutePacket(
     parameters: values,
     statement: { id: statementId },
     _executeOptions: {},
-    _connection: undefined,
-    options: undefined,
     queryTimeout: null,
     emit: () => false,
     _setTimeout() {},
