@@ -213,14 +213,13 @@ export class MysqlHosts {
     const earlier = this.#hosts.slice(0, current);
     const answers = await Promise.all(earlier.map((_, i) => this.#answers(i)));
     const now = this.#now();
-    const delay = this.#o.failbackAfterMs;
     for (const [i, answered] of answers.entries()) {
       if (!answered) this.#answeringSince.delete(i);
       else if (!this.#answeringSince.has(i)) this.#answeringSince.set(i, now);
     }
     if (this.#index !== current) return;
     for (const [i, since] of this.#answeringSince) {
-      if (i < current && now - since >= delay) {
+      if (i < current && now - since >= this.#o.failbackAfterMs) {
         this.#switchTo(i, "an earlier host of the list answers again");
         return;
       }
