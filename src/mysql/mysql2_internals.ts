@@ -123,13 +123,9 @@ function findExecutePrototype(): ExecutePrototype | undefined {
   );
   if (command === undefined) return undefined;
   const proto = Object.getPrototypeOf(command) as Partial<ExecutePrototype>;
-  if (
-    typeof proto.start !== "function" || proto.resultsetHeader === undefined ||
-    typeof proto._setTimeout !== "function"
-  ) {
-    return undefined;
-  }
-  return proto as ExecutePrototype;
+  const complete = typeof proto.start === "function" && proto.resultsetHeader !== undefined &&
+    typeof proto._setTimeout === "function";
+  return complete ? proto as ExecutePrototype : undefined;
 }
 
 /** Let this encoder write the marked bulk INSERTs of every mysql2 connection. Idempotent. */
