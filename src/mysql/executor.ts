@@ -159,16 +159,14 @@ async function runBounded(
       }
     }
   })();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      expired = true;
-      conn?.destroy();
-      reject(new StatementTimeoutError(timeoutMs));
-    }, timeoutMs);
-  });
+  const timeout = Promise.withResolvers<never>();
+  const timer = setTimeout(() => {
+    expired = true;
+    conn?.destroy();
+    timeout.reject(new StatementTimeoutError(timeoutMs));
+  }, timeoutMs);
   try {
-    return await Promise.race([statement, timeout]);
+    return await Promise.race([statement, timeout.promise]);
   } finally {
     clearTimeout(timer);
     // Settles (or never does) after the deadline; nobody waits for it then.
