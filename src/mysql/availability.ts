@@ -49,7 +49,8 @@ export class DbAvailability {
   /** While the idle probe fails: since when, and its latest failure. It holds no rows. */
   #probeDown: { readonly since: number; failedAt: number } | undefined;
   readonly #options: DbAvailabilityOptions;
-  readonly #now: () => number;
+  /** This tracker's clock, read before a statement is sent (see {@link reachable}). */
+  readonly now: () => number;
   #stall: Stall | undefined;
   #timeoutWarned = false;
   #lastSuccessAt: number;
@@ -57,8 +58,8 @@ export class DbAvailability {
   constructor(gauge?: Metrics["dbAvailable"], options: DbAvailabilityOptions = {}) {
     this.#gauge = gauge;
     this.#options = options;
-    this.#now = options.now ?? (() => performance.now());
-    this.#lastSuccessAt = this.#now();
+    this.now = options.now ?? (() => performance.now());
+    this.#lastSuccessAt = this.now();
   }
 
   /** False while any writer is holding rows because MySQL cannot take them. */
@@ -68,7 +69,7 @@ export class DbAvailability {
 
   /** A statement for `table`, held by `holder` from now on, failed: MySQL cannot take writes now. */
   unreachable(table: string, err: unknown, holder: object): void {
-    const now = this.#now();
+    const now = this.now();
     if (err instanceof StatementTimeoutError && !this.#timeoutWarned) {
       this.#timeoutWarned = true;
       log.warn(
@@ -104,11 +105,6 @@ export class DbAvailability {
     });
   }
 
-  /** This tracker's clock, read before a statement is sent (see {@link reachable}). */
-  now(): number {
-    return this.#now();
-  }
-
   /**
    * A statement for `table` of `holder`, sent at `sentAt` ({@link now}), went through. It ends the
    * outage if it was sent after the outage's latest failure was handled: the table's other writer
@@ -117,7 +113,7 @@ export class DbAvailability {
    * when it was the last one held: then no statement is left to notice that MySQL is back.
    */
   reachable(table: string, sentAt: number, holder: object): void {
-    const now = this.#now();
+    const now = this.now();
     this.#lastSuccessAt = now;
     if (this.#probeDown !== undefined && sentAt >= this.#probeDown.failedAt) this.probed(undefined);
     const outage = this.#outages.get(table);
@@ -159,7 +155,7 @@ export class DbAvailability {
    */
   get holdingForMs(): number {
     const stall = this.#stall;
-    return stall === undefined || this.#outages.size === 0 ? 0 : this.#now() - stall.since;
+    return stall === undefined || this.#outages.size === 0 ? 0 : this.now() - stall.since;
   }
 
   /** Whether a statement or the idle probe succeeded after `at` (this tracker's clock). */
@@ -169,12 +165,12 @@ export class DbAvailability {
 
   /** Milliseconds since a statement last succeeded (or since this tracker exists). */
   get msSinceSuccess(): number {
-    return this.#now() - this.#lastSuccessAt;
+    return this.now() - this.#lastSuccessAt;
   }
 
   /** The idle probe's result (`err` undefined: answered); a failure is an outage of its own. */
   probed(err: unknown): void {
-    const now = this.#now();
+    const now = this.now();
     if (err === undefined) {
       this.#lastSuccessAt = now;
       const down = this.#probeDown;

@@ -204,9 +204,8 @@ export function noHostAnswers(failures: readonly HostFailure[]): Error {
     .map((f) => `${f.host}: ${errorMessage(f.err)}`)
     .join("; ");
   const cause = (refused[0] ?? failures[0])?.err;
-  return refused.length > 0
-    ? new Error(listed, { cause })
-    : new Error(`no host of the list answers (${listed})`, { cause });
+  const text = refused.length > 0 ? listed : `no host of the list answers (${listed})`;
+  return new Error(text, { cause });
 }
 
 async function connectOne(
@@ -243,8 +242,6 @@ async function connectOne(
     throw err;
   }
 }
-
-// What the tools read and delete on their dedicated connection.
 
 /** Make the session refuse every write from here on (a tool that must never write). */
 export async function makeSessionReadOnly(conn: MysqlConnection): Promise<void> {

@@ -5,16 +5,13 @@
  * @module
  */
 import { type TableName, TABLES } from "./catalogue.ts";
-import type { SqlExecutor } from "./executor.ts";
-import type { DbAvailability } from "./availability.ts";
+import type { TableWriterOptions } from "./writer.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { type HoldScope, MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
 import { Backoff } from "../util/backoff.ts";
 import { adjustRow, truncateToCodePoints } from "./values.ts";
 import { quoteIdentifier as quote } from "./ddl.ts";
 import type { DowntimeMerge, DowntimeStatement, Row, SqlValue } from "../events/mod.ts";
-import type { Metrics } from "../metrics/registry.ts";
-import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import { getLogger } from "../log.ts";
 
 const log = getLogger("db");
@@ -117,12 +114,10 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
   }
 }
 
-export interface DowntimeExecutorOptions {
-  readonly executor: SqlExecutor;
-  readonly availability: DbAvailability;
-  readonly deadLetters: DeadLetterSink;
-  readonly metrics?: Metrics | undefined;
-}
+type DowntimeExecutorOptions = Pick<
+  TableWriterOptions,
+  "executor" | "availability" | "deadLetters" | "metrics"
+>;
 
 /** Runs the statements of the serialized downtime queue (docs/consumption.md#downtimes-in-order). */
 export class DowntimeExecutor {
@@ -198,11 +193,10 @@ export class DowntimeExecutor {
   }
 
   /**
-   * Run one statement under the retry policy; a `statement` error is held as well: a downtime
-   * statement's text is fixed per kind and carries one event's values, bound, so an error that
-   * names no row (a renamed column, a missing table) is MySQL's, not the event's: dead-lettering
-   * it would dead-letter every downtime event until the schema is repaired. Returns the affected
-   * rows.
+   * Run one statement under the retry policy; returns the affected rows. A `statement` error is
+   * held too: the text is fixed per kind and binds one event's values, so an error that names no
+   * row (a renamed column, a missing table) is MySQL's, and dead-lettering it would dead-letter
+   * every downtime event until the schema is repaired.
    */
   async #runHeld(built: BuiltStatement, scope: HoldScope): Promise<number> {
     let hold: Backoff | undefined;

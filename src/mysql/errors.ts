@@ -37,13 +37,12 @@ const UNAVAILABLE_ERRNOS = numbers(
 
 /**
  * Row errors whose SQL state is not of class 22 or 23 (row errors by definition): truncated,
- * invalid string, wrong value, check constraint, no partition, row too large, a `SIGNAL` (a
- * trigger runs for each row, so its SIGNAL is a check of that row, the older spelling of a CHECK
- * constraint; as a statement error two refused rows, one in each half, held the batch for ever);
- * and errors of the statement's size that smaller statements cure (halving ends at the one row too
- * big on its own): packet too large, binlog cache too small, too many placeholders. Not 1364 (a
- * column without a default got no value): the writers name every column they know, so only a
- * column added to the schema can be missing, whatever the rows.
+ * invalid string, wrong value, check constraint, no partition, row too large, a trigger's `SIGNAL`
+ * (a check of its row, docs/writers.md#retry-policy: as a statement error two refused rows, one in
+ * each half, held the batch for ever); and errors of the statement's size that smaller statements
+ * cure (halving ends at the one row too big on its own): packet too large, binlog cache too small,
+ * too many placeholders. Not 1364 (a column without a default got no value): the writers name
+ * every column they know, so only a column added to the schema can be missing, whatever the rows.
  */
 const ROW_ERRNOS = numbers("1265 1300 1411 3819 1526 1118 1644", "1153 1197 1390");
 
@@ -127,12 +126,8 @@ export class MysqlWriteError extends Error {
       : typeof e.code === "string"
       ? e.code
       : "unknown";
-    super(
-      `Cannot write to "${table}" (${kind}, ${code}): ${
-        cause instanceof Error ? cause.message : String(cause)
-      }`,
-      { cause },
-    );
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    super(`Cannot write to "${table}" (${kind}, ${code}): ${detail}`, { cause });
     this.name = "MysqlWriteError";
     this.table = table;
     this.kind = kind;
@@ -155,13 +150,18 @@ const ACCESS_DENIED_ERRNOS = numbers("1044 1045 1698 1130 1820 1862 4151");
 /** Codes of a connection that never got an answer. */
 const UNREACHABLE_CODES = words(`${SOCKET_CODES} ConnectionAborted AddrNotAvailable`);
 
+/** `err` and its causes, four deep at most. */
+function* causes(err: unknown): Generator<object> {
+  for (let depth = 0; depth < 4 && typeof err === "object" && err !== null; depth++) {
+    yield err;
+    err = (err as { cause?: unknown }).cause;
+  }
+}
+
 /** The first error in the cause chain that carries an errno or a code. */
 function driverError(err: unknown): MysqlLikeError | undefined {
-  let current: unknown = err;
-  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
-    const e = current as MysqlLikeError & { cause?: unknown };
+  for (const e of causes(err) as Iterable<MysqlLikeError>) {
     if (typeof e.errno === "number" || typeof e.code === "string") return e;
-    current = e.cause;
   }
   return undefined;
 }
@@ -193,12 +193,10 @@ export function waitingCannotFix(err: unknown): boolean {
  * compiled binary gets no more permissions at run time, so this never passes by waiting.
  */
 function deniedSocket(err: unknown): string | undefined {
-  let current: unknown = err;
-  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
-    if (current instanceof Deno.errors.NotCapable) {
-      return /access to "([^"]+)"/.exec(current.message)?.[1] ?? "";
+  for (const e of causes(err)) {
+    if (e instanceof Deno.errors.NotCapable) {
+      return /access to "([^"]+)"/.exec(e.message)?.[1] ?? "";
     }
-    current = current.cause;
   }
   return undefined;
 }
@@ -228,9 +226,8 @@ export function describeMysqlConnectFailure(err: unknown, shownUrl: string): str
   switch (mysqlConnectProblem(err)) {
     case "unknown_database": {
       const name = /Unknown database '([^']*)'/.exec(detail)?.[1];
-      return `database ${
-        name === undefined ? "" : `"${name}" `
-      }does not exist at ${shownUrl}: create it with ` +
+      const quoted = name === undefined ? "" : `"${name}" `;
+      return `database ${quoted}does not exist at ${shownUrl}: create it with ` +
         `"statusengine-worker schema --create-database" (same --mysql-url), or correct the ` +
         `database name in --mysql-url`;
     }

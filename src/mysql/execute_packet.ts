@@ -28,29 +28,15 @@ function lengthCodedSize(n: number): number {
 }
 
 function writeLengthCoded(out: Uint8Array, at: number, n: number): number {
-  if (n < 0xfb) {
+  const size = lengthCodedSize(n);
+  if (size === 1) {
     out[at] = n;
     return at + 1;
   }
-  if (n < 0xffff) {
-    out[at] = 0xfc;
-    out[at + 1] = n & 0xff;
-    out[at + 2] = n >>> 8;
-    return at + 3;
-  }
-  if (n < 0xffffff) {
-    out[at] = 0xfd;
-    out[at + 1] = n & 0xff;
-    out[at + 2] = (n >>> 8) & 0xff;
-    out[at + 3] = n >>> 16;
-    return at + 4;
-  }
-  out[at] = 0xfe;
-  const low = n >>> 0;
-  const high = Math.floor(n / 0x100000000);
-  for (let i = 0; i < 4; i++) out[at + 1 + i] = (low >>> (8 * i)) & 0xff;
-  for (let i = 0; i < 4; i++) out[at + 5 + i] = (high >>> (8 * i)) & 0xff;
-  return at + 9;
+  // A marker (0xfc: 2 bytes follow, 0xfd: 3, 0xfe: 8), then n little-endian.
+  out[at] = size === 3 ? 0xfc : size === 4 ? 0xfd : 0xfe;
+  for (let i = 1, rest = n; i < size; i++, rest = Math.floor(rest / 256)) out[at + i] = rest % 256;
+  return at + size;
 }
 
 /** UTF-8 length of a string (unpaired surrogates count 3, as U+FFFD, as TextEncoder writes them). */
@@ -60,19 +46,11 @@ function utf8Length(s: string): number {
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
     if (c < 0x80) continue;
-    if (c < 0x800) {
-      bytes += 1;
-    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < n) {
+    bytes += c < 0x800 ? 1 : 2;
+    // A pair: 2 UTF-16 units, 4 bytes.
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < n) {
       const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) {
-        // A pair: 2 UTF-16 units, 4 bytes.
-        bytes += 2;
-        i++;
-      } else {
-        bytes += 2;
-      }
-    } else {
-      bytes += 2;
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
     }
   }
   return bytes;
@@ -146,14 +124,11 @@ export function encodeExecutePacket(
       throw new TypeError(`Bind parameter ${i} is ${typeof v}, not a string, number or null`);
     }
   }
-  let out: Uint8Array;
-  if (most <= SCRATCH_MAX_BYTES) {
-    if (scratch.length < most) scratch = new Uint8Array(Math.min(SCRATCH_MAX_BYTES, most * 2));
-    out = scratch;
-  } else {
-    // A rare statement of long outputs: a buffer of its own, not a scratch kept at its size.
-    out = new Uint8Array(most);
+  if (most <= SCRATCH_MAX_BYTES && scratch.length < most) {
+    scratch = new Uint8Array(Math.min(SCRATCH_MAX_BYTES, most * 2));
   }
+  // A rare statement of long outputs gets a buffer of its own, not a scratch kept at its size.
+  const out = most <= SCRATCH_MAX_BYTES ? scratch : new Uint8Array(most);
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   out.fill(0, 0, fixed);
   out[4] = COM_STMT_EXECUTE;

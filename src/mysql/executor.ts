@@ -113,11 +113,9 @@ export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): Sql
         if (classifyMysqlError(err) === "unavailable") options.onUnavailable?.();
         throw err;
       }
-      if (Array.isArray(result)) {
-        return { affectedRows: 0, rows: result as Record<string, unknown>[] };
-      }
-      const header = result as { affectedRows?: number };
-      return { affectedRows: header.affectedRows ?? 0, rows: [] };
+      return Array.isArray(result)
+        ? { affectedRows: 0, rows: result as Record<string, unknown>[] }
+        : { affectedRows: (result as { affectedRows?: number }).affectedRows ?? 0, rows: [] };
     },
   };
 }
@@ -161,16 +159,14 @@ async function runBounded(
       }
     }
   })();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      expired = true;
-      conn?.destroy();
-      reject(new StatementTimeoutError(timeoutMs));
-    }, timeoutMs);
-  });
+  const timeout = Promise.withResolvers<never>();
+  const timer = setTimeout(() => {
+    expired = true;
+    conn?.destroy();
+    timeout.reject(new StatementTimeoutError(timeoutMs));
+  }, timeoutMs);
   try {
-    return await Promise.race([statement, timeout]);
+    return await Promise.race([statement, timeout.promise]);
   } finally {
     clearTimeout(timer);
     // Settles (or never does) after the deadline; nobody waits for it then.

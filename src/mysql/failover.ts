@@ -69,7 +69,6 @@ async function answersProbe(options: MysqlUrlOptions, timeoutMs: number): Promis
   }
 }
 
-/** The hosts of `--mysql-url` and the one in use. */
 export class MysqlHosts {
   readonly #options: MysqlUrlOptions;
   readonly #hosts: readonly MysqlHost[];
@@ -121,14 +120,11 @@ export class MysqlHosts {
     const index = this.#index;
     const h = this.#hosts[index];
     if (h === undefined) return denoSocketStream(opts);
-    let socket: object;
-    if (this.#options.ssl === undefined) {
-      socket = denoSocketStream({ config: { ...opts.config, host: h.host, port: h.port } });
-    } else {
-      // Else mysql2 checks the certificate of this host against the first host's name.
-      aimConnectionConfig(opts, h.host, h.port);
-      socket = net.connect(h.port, h.host);
-    }
+    // Else a TLS upgrade checks the certificate of this host against the first host's name.
+    aimConnectionConfig(opts, h.host, h.port);
+    const socket = this.#options.ssl === undefined
+      ? denoSocketStream(opts)
+      : net.connect(h.port, h.host);
     this.#sockets.set(socket, index);
     return socket;
   };
@@ -217,14 +213,13 @@ export class MysqlHosts {
     const earlier = this.#hosts.slice(0, current);
     const answers = await Promise.all(earlier.map((_, i) => this.#answers(i)));
     const now = this.#now();
-    const delay = this.#o.failbackAfterMs;
     for (const [i, answered] of answers.entries()) {
       if (!answered) this.#answeringSince.delete(i);
       else if (!this.#answeringSince.has(i)) this.#answeringSince.set(i, now);
     }
     if (this.#index !== current) return;
     for (const [i, since] of this.#answeringSince) {
-      if (i < current && now - since >= delay) {
+      if (i < current && now - since >= this.#o.failbackAfterMs) {
         this.#switchTo(i, "an earlier host of the list answers again");
         return;
       }

@@ -6,7 +6,6 @@
  * @module
  */
 
-/** Pending-row counter of one job. */
 export class JobTracker {
   /** Queue the job came from (dead-letter records and logs). */
   readonly queue: string;
@@ -31,7 +30,7 @@ export class JobTracker {
     return this.#withdrawn?.() === true;
   }
 
-  /** Resolves when every row settled. */
+  /** Resolves when every row settled (committed or dead-lettered). */
   get done(): Promise<void> {
     return this.#done.promise;
   }

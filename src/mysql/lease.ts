@@ -17,17 +17,6 @@ const log = getLogger("db");
 const TABLE = "statusengine_worker_leases";
 
 /**
- * Open a lease's dedicated connection (never a pooled one: its queries must not wait behind the
- * writers'). No probe: the first query is the probe. The lease closes it.
- */
-function openLeaseConnection(
-  options: MysqlUrlOptions,
-  connectTimeoutMs: number,
-): Promise<MysqlConnection> {
-  return mysql.createConnection({ ...driverOptions(options), connectTimeout: connectTimeoutMs });
-}
-
-/**
  * How long a holder may stay silent before another worker takes its lease: 13 polls of failed
  * renewals survived, plus the drain and the two polls in which the holder notices and stops.
  */
@@ -48,8 +37,9 @@ export function nodeLeaseOptions(
   drainMs: number,
 ): Pick<LeaseOptions, "connect" | "name" | "holder" | "pollMs" | "termMs" | "drainMs"> {
   return {
-    // Bounded by the poll: the lease's validity allows two polls for a renewal to end.
-    connect: () => openLeaseConnection(host(), pollMs),
+    // Never a pooled connection: its queries must not wait behind the writers'. No probe: the
+    // first query is one. Bounded by the poll: the validity allows two polls for a renewal.
+    connect: () => mysql.createConnection({ ...driverOptions(host()), connectTimeout: pollMs }),
     name: [...`${kind}:${nodeName}`].slice(0, 255).join(""),
     holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
     pollMs,
@@ -58,7 +48,6 @@ export function nodeLeaseOptions(
   };
 }
 
-/** Options of {@link Lease}. */
 interface LeaseOptions {
   readonly connect: () => Promise<MysqlConnection>;
   /** The row's key, at most 255 characters. */
@@ -72,8 +61,8 @@ interface LeaseOptions {
   /** Time the holder needs to stop applying once it decides to. */
   readonly drainMs: number;
   /**
-   * The lease is ours. The lease is renewed while it runs, however long; a rejection is logged,
-   * and it is called again next poll. `signal` aborts on {@link Lease.stop}: end the start then.
+   * The lease is ours; renewed while this runs, however long. A rejection is logged and it is
+   * called again next poll. `signal` aborts on {@link Lease.stop}: end the start then.
    */
   readonly onHeld: (signal: AbortSignal) => Promise<void>;
   /**
@@ -96,21 +85,14 @@ interface LeaseOptions {
   readonly takeovers?: { inc(): void };
 }
 
-/** What a waiting worker last saw of the row, and since when (its own clock). */
-interface Seen {
-  readonly holder: string;
-  readonly renewals: string;
-  readonly since: number;
-}
-
-/** Elects one holder among the workers using the same lease name; see the module comment. */
 export class Lease {
   readonly #o: LeaseOptions;
   readonly #stop = new AbortController();
   #loop: Promise<void> | undefined;
   #conn: MysqlConnection | undefined;
   #rowEnsured = false;
-  #seen: Seen | undefined;
+  /** What a waiting worker last saw of the row, and since when (its own clock). */
+  #seen: { readonly holder: string; readonly renewals: string; readonly since: number } | undefined;
   /** performance.now() until which the lease is ours; undefined while not held. */
   #validUntil: number | undefined;
   #active = false;
@@ -125,7 +107,7 @@ export class Lease {
     this.#o = options;
   }
 
-  /** Whether {@link LeaseOptions.onHeld} has run and the lease was not given up since. */
+  /** {@link LeaseOptions.onHeld} has run and the lease was not given up since. */
   get active(): boolean {
     return this.#active;
   }
@@ -332,8 +314,7 @@ export class Lease {
   async #lose(release = false): Promise<void> {
     this.#suspect = false;
     this.#validUntil = undefined;
-    // A consumer being started is stopped once it is up (it admits no job meanwhile: the lease
-    // is no longer valid).
+    // A consumer being started is stopped once it is up (the lease, invalid now, admits no job).
     await this.#starting;
     if (this.#active) {
       this.#active = false;

@@ -119,18 +119,13 @@ function findExecutePrototype(): ExecutePrototype | undefined {
     return undefined;
   }
   const command = commands.find((c) =>
-    typeof c === "object" && c !== null && (c as { constructor?: { name?: string } })
-        .constructor?.name === "Execute"
+    (c as { constructor?: { name?: string } } | null)?.constructor?.name === "Execute"
   );
   if (command === undefined) return undefined;
   const proto = Object.getPrototypeOf(command) as Partial<ExecutePrototype>;
-  if (
-    typeof proto.start !== "function" || proto.resultsetHeader === undefined ||
-    typeof proto._setTimeout !== "function"
-  ) {
-    return undefined;
-  }
-  return proto as ExecutePrototype;
+  const complete = typeof proto.start === "function" && proto.resultsetHeader !== undefined &&
+    typeof proto._setTimeout === "function";
+  return complete ? proto as ExecutePrototype : undefined;
 }
 
 /** Let this encoder write the marked bulk INSERTs of every mysql2 connection. Idempotent. */
@@ -217,8 +212,6 @@ export function mysql2ExecutePacket(
     parameters: values,
     statement: { id: statementId },
     _executeOptions: {},
-    _connection: undefined,
-    options: undefined,
     queryTimeout: null,
     emit: () => false,
     _setTimeout() {},
@@ -283,29 +276,6 @@ export function cachedStatements(connection: unknown): CachedStatement[] {
 // ---------------------------------------------------------------------------------------------
 // The socket of a connection
 
-/** Destroy the socket under a promise-API connection, abandoning whatever is in flight. */
-export function destroySocket(conn: unknown): void {
-  const core = (conn as { connection?: { stream?: { destroy?: () => void } } } | null)
-    ?.connection;
-  core?.stream?.destroy?.();
-}
-
-/**
- * Destroy the socket of every connection an ended pool still has: mysql2's `pool.end()` calls
- * back early (it counts ended ones while removing them), and a connection whose statement a frozen
- * MySQL never answers queues its COM_QUIT behind it, holding the event loop after shutdown.
- */
-export function destroyPoolSockets(pool: unknown): void {
-  const all = (pool as {
-    pool?: { _allConnections?: { length: number; get(i: number): unknown } };
-  } | null)?.pool?._allConnections;
-  if (all === undefined) return;
-  const left = Array.from({ length: all.length }, (_, i) => all.get(i));
-  for (const conn of left) {
-    (conn as { stream?: { destroy?: () => void } } | null)?.stream?.destroy?.();
-  }
-}
-
 interface CorePool {
   releaseConnection(connection: CorePoolConnection): void;
   _freeConnections?: { toArray(): CorePoolConnection[] };
@@ -314,8 +284,32 @@ interface CorePool {
 
 interface CorePoolConnection {
   _pool?: unknown;
-  stream?: unknown;
+  /** With TLS, `_parent` (of node:tls) is the socket the TLS socket wraps. */
+  stream?: { destroy?: () => void; _parent?: unknown };
   destroy(): void;
+}
+
+function corePool(pool: unknown): Partial<CorePool> | undefined {
+  return (pool as { pool?: Partial<CorePool> } | null)?.pool;
+}
+
+function allConnections(core: Partial<CorePool> | undefined): CorePoolConnection[] {
+  const all = core?._allConnections;
+  return all === undefined ? [] : Array.from({ length: all.length }, (_, i) => all.get(i));
+}
+
+/** Destroy the socket under a promise-API connection, abandoning whatever is in flight. */
+export function destroySocket(conn: unknown): void {
+  (conn as { connection?: CorePoolConnection } | null)?.connection?.stream?.destroy?.();
+}
+
+/**
+ * Destroy the socket of every connection an ended pool still has: mysql2's `pool.end()` calls
+ * back early (it counts ended ones while removing them), and a connection whose statement a frozen
+ * MySQL never answers queues its COM_QUIT behind it, holding the event loop after shutdown.
+ */
+export function destroyPoolSockets(pool: unknown): void {
+  for (const conn of allConnections(corePool(pool))) conn?.stream?.destroy?.();
 }
 
 /**
@@ -328,14 +322,13 @@ export function retireConnections(
   pool: unknown,
   stale: (socket: unknown) => boolean,
 ): ((busyToo: boolean) => void) | undefined {
-  const core = (pool as { pool?: Partial<CorePool> } | null)?.pool;
+  const core = corePool(pool);
   const release = core?.releaseConnection;
   if (core === undefined || typeof release !== "function") return undefined;
   if (typeof core._freeConnections?.toArray !== "function") return undefined;
-  // For TLS mysql2 replaces `stream` with the TLS socket it wraps the first in; `_parent` (of
-  // node:tls) leads back to the socket the pool's `stream` option made.
-  const staleConnection = (c: CorePoolConnection) =>
-    stale(c.stream) || stale((c.stream as { _parent?: unknown } | undefined)?._parent);
+  // For TLS mysql2 replaces `stream` with the TLS socket it wraps the one the pool's `stream`
+  // option made in.
+  const staleConnection = (c: CorePoolConnection) => stale(c.stream) || stale(c.stream?._parent);
   core.releaseConnection = function (this: CorePool, connection: CorePoolConnection) {
     // destroy() takes it out of the pool and hands a waiting caller a new connection.
     if (connection._pool && staleConnection(connection)) connection.destroy();
@@ -344,13 +337,10 @@ export function retireConnections(
   return (busyToo) => {
     const free = core._freeConnections?.toArray() ?? [];
     for (const c of free) if (staleConnection(c)) c.destroy();
-    const all = core._allConnections;
-    if (!busyToo || all === undefined) return;
-    for (const c of Array.from({ length: all.length }, (_, i) => all.get(i))) {
+    if (!busyToo) return;
+    for (const c of allConnections(core)) {
       // mysql2's destroy() only half-closes and would still wait for the answer.
-      if (!free.includes(c) && staleConnection(c)) {
-        (c.stream as { destroy?: () => void } | undefined)?.destroy?.();
-      }
+      if (!free.includes(c) && staleConnection(c)) c.stream?.destroy?.();
     }
   };
 }

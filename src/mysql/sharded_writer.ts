@@ -40,7 +40,6 @@ interface KeyColumn {
   readonly limit: number | undefined;
 }
 
-/** The writers of one batched table. */
 export class ShardedWriter {
   readonly table: Table;
   readonly #batchSize: number;
@@ -69,7 +68,7 @@ export class ShardedWriter {
     return this.#shards;
   }
 
-  /** Rows waiting in the buffers (not counting statements in flight). */
+  /** {@link TableWriter.buffered} of every writer. */
   get buffered(): number {
     return this.#shards.reduce((n, s) => n + s.buffered, 0);
   }

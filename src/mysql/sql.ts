@@ -35,9 +35,8 @@ function partsOf(table: Table): StatementParts {
   let suffix = "";
   if (table.writeMode === "full_upsert" || table.writeMode === "noop_upsert") {
     if (table.updateColumns.length === 0) {
-      // An empty update list is a syntax error, and silently dropping the clause would turn an
-      // upsert into a plain INSERT that aborts on the first duplicate
-      // (docs/writers.md#upsert-or-insert).
+      // An empty list is a syntax error; dropping the clause would make the upsert a plain INSERT
+      // that aborts on the first duplicate (docs/writers.md#upsert-or-insert).
       throw new TypeError(`Cannot build an upsert for "${table.name}": no update columns`);
     }
     suffix = ` ON DUPLICATE KEY UPDATE ${

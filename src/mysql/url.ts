@@ -72,17 +72,6 @@ function parseLoosely(url: string): { url: URL; emptyHost: boolean } | undefined
   return undefined;
 }
 
-function decodeComponent(value: string, what: string, url: string): string {
-  try {
-    return decodeURIComponent(value);
-  } catch (err: unknown) {
-    throw new TypeError(
-      `Cannot parse MySQL URL "${redactUrl(url)}": malformed percent-encoding in the ${what}`,
-      { cause: err },
-    );
-  }
-}
-
 /**
  * mysql2 connection options from `mysql://user:pass@host:3306/db` or `…@h1:3306,h2,h3/db`
  * (docs/running.md#mysql-hosts). An unknown query parameter is refused rather than ignored (D8).
@@ -90,8 +79,15 @@ function decodeComponent(value: string, what: string, url: string): string {
  * @throws {TypeError} If the URL is malformed; the message masks the password.
  */
 export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
-  const fail = (detail: string): never => {
-    throw new TypeError(`Cannot parse MySQL URL "${redactUrl(url)}": ${detail}`);
+  const fail = (detail: string, cause?: unknown): never => {
+    throw new TypeError(`Cannot parse MySQL URL "${redactUrl(url)}": ${detail}`, { cause });
+  };
+  const decode = (value: string, what: string): string => {
+    try {
+      return decodeURIComponent(value);
+    } catch (err: unknown) {
+      return fail(`malformed percent-encoding in the ${what}`, err);
+    }
   };
   const expectedForm = "mysql://user[:password]@host[:port]/database";
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) fail(`not a valid URL (expected ${expectedForm})`);
@@ -116,12 +112,12 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
     if (seen.has(name)) fail(`query parameter "${name}" is given more than once`);
     seen.add(name);
   }
-  const user = decodeComponent(parsed.username, "user name", url);
+  const user = decode(parsed.username, "user name");
   if (user === "") fail(`missing user name (expected ${expectedForm})`);
-  const password = decodeComponent(parsed.password, "password", url);
+  const password = decode(parsed.password, "password");
   const path = parsed.pathname.replace(/^\//, "");
   if (path.includes("/")) fail(`the path must name one database, got "/${path}"`);
-  const database = decodeComponent(path, "database name", url);
+  const database = decode(path, "database name");
 
   if (parsed.searchParams.has("socket") && parsed.searchParams.has("socketPath")) {
     fail(`give either "socket" or "socketPath", not both`);

@@ -175,19 +175,11 @@ function integerFor(d: Descriptor, value: number, adjustments: ValueAdjustment[]
     adjustments.push({ column: d.name, reason: "rounded" });
   }
   if (d.kind === FLAG) {
-    if (n !== 0 && n !== 1) {
-      adjustments.push({ column: d.name, reason: "flag_normalised" });
-      return 1;
-    }
-    return n;
+    if (n === 0 || n === 1) return n;
+    adjustments.push({ column: d.name, reason: "flag_normalised" });
+    return 1;
   }
-  if (n < d.min) {
-    adjustments.push({ column: d.name, reason: "clamped" });
-    return d.min;
-  }
-  if (n > d.max) {
-    adjustments.push({ column: d.name, reason: "clamped" });
-    return d.max;
-  }
-  return n;
+  if (n >= d.min && n <= d.max) return n;
+  adjustments.push({ column: d.name, reason: "clamped" });
+  return n < d.min ? d.min : d.max;
 }

@@ -23,7 +23,7 @@ import type { Row, SqlValue } from "../events/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
-import { Backoff, type BackoffOptions } from "../util/backoff.ts";
+import { Backoff } from "../util/backoff.ts";
 import { abortable, delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { WorkerError } from "../util/errors.ts";
@@ -50,10 +50,7 @@ export interface TableWriterOptions {
  */
 export type CommitListener = (rows: readonly Row[]) => void;
 
-/**
- * A buffered row and its job. The row is fitted (D6) when it is sent, not when it is buffered: a
- * copy of its values would survive young-generation collections and be copied by each of them.
- */
+/** A buffered row and its job; fitted (D6) when sent, not when buffered (docs/writers.md). */
 interface Pending {
   readonly owner: JobTracker;
   readonly row: Row;
@@ -68,22 +65,17 @@ interface Held {
 }
 
 /** Retried here, not by the delivery engine: the statement committed the rest of the batch. */
-const DEAD_LETTER_RETRY: BackoffOptions = { initialMs: 1_000, maxMs: 1_000, jitter: 0 };
+const DEAD_LETTER_RETRY_MS = 1_000;
 
 function writerClosed(table: string, action: string): WorkerError {
   return new WorkerError("writer_closed", `Cannot ${action}: the writer of "${table}" is closed`);
 }
 
-/** The bulk writer of one table. */
 export class TableWriter {
   readonly table: Table;
+  readonly #o: TableWriterOptions;
   readonly #batchSize: number;
-  readonly #executor: SqlExecutor;
-  readonly #availability: DbAvailability;
-  readonly #deadLetters: DeadLetterSink;
-  readonly #metrics: Metrics | undefined;
   readonly #logFields: Readonly<Record<string, string>>;
-  readonly #onCommitted: CommitListener | undefined;
   #buffer: Pending[] = [];
   #inFlight: Promise<void> | undefined;
   #timer: ReturnType<typeof setImmediate> | undefined;
@@ -100,20 +92,15 @@ export class TableWriter {
   /** For the 30 s summary line (docs/logging.md#summaries). */
   readonly #interval = { flushes: 0, rows: 0 };
   #totalRows = 0;
-  // Read by the consumer's in-flight window (through ShardedWriter.load): what the writer
-  // holds and how long its statements take.
+  // Read by the consumer's in-flight window, through ShardedWriter.load.
   #statementRows = 0;
   #statementSince: number | undefined;
   #typicalStatementMs = 0;
 
   constructor(options: TableWriterOptions) {
     this.table = options.table;
+    this.#o = options;
     this.#batchSize = options.batchSize;
-    this.#executor = options.executor;
-    this.#availability = options.availability;
-    this.#deadLetters = options.deadLetters;
-    this.#metrics = options.metrics;
-    this.#onCommitted = options.onCommitted;
     this.#logFields = options.shard === undefined
       ? { table: options.table.name }
       : { table: options.table.name, writer: options.shard };
@@ -157,7 +144,8 @@ export class TableWriter {
       // Capacity: one batch waiting plus the statement in flight (2 × batch per table).
       let room = this.#batchSize - this.#buffer.length;
       if (room <= 0) {
-        await this.#waitForSpace(signal);
+        signal?.throwIfAborted();
+        await waitIn(this.#spaceWaiters, signal);
         continue;
       }
       for (; room > 0 && i < rows.length; room--, i++) {
@@ -220,7 +208,7 @@ export class TableWriter {
     } finally {
       signal.removeEventListener("abort", onAbort);
       this.#closed = true;
-      if (this.#timer !== undefined) clearImmediate(this.#timer);
+      clearImmediate(this.#timer);
       this.#timer = undefined;
       this.#abort.abort(new DOMException("writer closed", "AbortError"));
       for (const w of this.#spaceWaiters.splice(0)) w();
@@ -250,19 +238,6 @@ export class TableWriter {
     s.rows = 0;
   }
 
-  #countAdjustments(adjustments: readonly ValueAdjustment[]): void {
-    const counter = this.#metrics?.dbValuesAdjusted;
-    if (counter === undefined) return;
-    const byReason = new Map<string, number>();
-    for (const a of adjustments) byReason.set(a.reason, (byReason.get(a.reason) ?? 0) + 1);
-    for (const [reason, n] of byReason) counter.inc({ table: this.table.name, reason }, n);
-  }
-
-  #waitForSpace(signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
-    return waitIn(this.#spaceWaiters, signal);
-  }
-
   #waitIdle(signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
     if (this.#inFlight === undefined && (this.#buffer.length === 0 || this.#paused > 0)) {
@@ -271,34 +246,26 @@ export class TableWriter {
     return waitIn(this.#idleWaiters, signal);
   }
 
-  /** Decide whether to send a statement now, soon, or not at all. */
-  #kick(): void {
+  /** Send a statement now (a full batch, or `partial` ones), soon, or not at all. */
+  #kick(partial = false): void {
     // Closed: what is still buffered stays, reported by close() and redelivered (D1).
     if (this.#closed) return;
     if (this.#inFlight !== undefined || this.#paused > 0 || this.#buffer.length === 0) return;
-    if (this.#buffer.length >= this.#batchSize) {
+    if (partial || this.#buffer.length >= this.#batchSize) {
       this.#startStatement();
       return;
     }
-    // Idle with a partial batch: send after every handler woken in this turn handed over its
-    // rows. setImmediate, not setTimeout(0): nested timeouts are clamped to 4 ms, which capped a
-    // queue handled one job at a time (RabbitMQ's downtime queue) at about 250 statements/s.
+    // A partial batch: send once every handler woken in this turn handed its rows over; not
+    // setTimeout(0), which nesting clamps to 4 ms (docs/writers.md#group-commit).
     this.#timer ??= setImmediate(() => {
       this.#timer = undefined;
-      if (
-        !this.#closed && this.#inFlight === undefined && this.#paused === 0 &&
-        this.#buffer.length > 0
-      ) {
-        this.#startStatement();
-      }
+      this.#kick(true);
     });
   }
 
   #startStatement(): void {
-    if (this.#timer !== undefined) {
-      clearImmediate(this.#timer);
-      this.#timer = undefined;
-    }
+    clearImmediate(this.#timer);
+    this.#timer = undefined;
     const batch = this.#buffer.splice(0, this.#batchSize);
     for (let n = batch.length; n > 0 && this.#spaceWaiters.length > 0; n--) {
       this.#spaceWaiters.shift()?.();
@@ -308,6 +275,7 @@ export class TableWriter {
     this.#statementSince = since;
     this.#inFlight = this.#write(batch).finally(() => {
       const ms = performance.now() - since;
+      this.#o.metrics?.dbBatchFlushDuration.observe({ table: this.table.name }, ms / 1000);
       this.#typicalStatementMs = this.#typicalStatementMs === 0
         ? ms
         : this.#typicalStatementMs * 0.8 + ms * 0.2;
@@ -322,12 +290,10 @@ export class TableWriter {
 
   /** Write one batch: commit, or isolate and dead-letter the rows MySQL rejects (D7). */
   async #write(batch: Pending[]): Promise<void> {
-    const started = performance.now();
     try {
       await this.#commitOrIsolate(batch);
     } catch (err: unknown) {
       if (this.#abort.signal.aborted) {
-        // Shutdown budget exhausted while holding: the jobs are redelivered (D1).
         log.warn("db: batch given up at shutdown, its jobs will be redelivered", {
           table: this.table.name,
           rows: batch.length,
@@ -341,16 +307,11 @@ export class TableWriter {
         rows: batch.length,
         error: errorMessage(err),
       });
-      this.#metrics?.pipelineErrors.inc({ component: "mysql" });
+      this.#o.metrics?.pipelineErrors.inc({ component: "mysql" });
       const failure = new MysqlWriteError(this.table.name, err);
       for (const p of batch) {
         if (!p.settled) await this.#deadLetter(p, failure).catch(() => {});
       }
-    } finally {
-      this.#metrics?.dbBatchFlushDuration.observe(
-        { table: this.table.name },
-        (performance.now() - started) / 1000,
-      );
     }
   }
 
@@ -362,7 +323,7 @@ export class TableWriter {
     let failure = await this.#send(batch, true);
     if (failure === undefined) return;
     // One error per rejected flush, not one per halving step.
-    this.#metrics?.pipelineErrors.inc({ component: "mysql" });
+    this.#o.metrics?.pipelineErrors.inc({ component: "mysql" });
     if (batch.length > 1) {
       log.error("db: bulk insert rejected, isolating the offending rows", {
         table: this.table.name,
@@ -374,14 +335,14 @@ export class TableWriter {
     let hold: Backoff | undefined;
     const scope = {
       table: this.table.name,
-      availability: this.#availability,
+      availability: this.#o.availability,
       signal: this.#abort.signal,
     };
     for (;;) {
       const held = await this.#isolate(rows, failure);
       if (held === undefined) {
         // Held rows turned out to be rejected after all: the outage is over without a commit.
-        if (hold !== undefined) this.#availability.abandon(this.table.name, scope);
+        if (hold !== undefined) this.#o.availability.abandon(this.table.name, scope);
         return;
       }
       if (hold === undefined) {
@@ -396,8 +357,8 @@ export class TableWriter {
         );
       }
       rows = held.rows;
-      this.#availability.unreachable(this.table.name, held.error, scope);
-      this.#metrics?.dbConnectionRetries.inc();
+      this.#o.availability.unreachable(this.table.name, held.error, scope);
+      this.#o.metrics?.dbConnectionRetries.inc();
       await pauseHeld(hold, scope);
       failure = await this.#send(rows, false, scope);
       if (failure === undefined) return;
@@ -412,14 +373,12 @@ export class TableWriter {
   async #isolate(batch: Pending[], rejection: MysqlWriteError): Promise<Held | undefined> {
     let failure: MysqlWriteError | undefined = rejection;
     if (batch.length === 1) {
-      // One row has no other half to compare with, so the same statement is sent with no row: if
-      // MySQL refuses that too (a renamed column, a missing table), the row is not at fault and is
-      // held like a larger batch, whatever the batching on a quiet table.
+      // No other half to compare with: the statement without a row tells whether MySQL refuses
+      // the statement itself (docs/writers.md#retry-policy).
       if (failure.kind === "statement") {
         const empty = await this.#rejectsEmpty(batch);
         if (empty !== undefined) return { rows: batch, error: empty };
-        // MySQL takes the statement now: the fault may have been mended since the row was
-        // refused, so the row is sent once more before it counts as the one at fault.
+        // Taken: the fault may have been mended since, so the row is sent once more.
         failure = await this.#send(batch, false);
         if (failure === undefined) return undefined;
       }
@@ -441,12 +400,8 @@ export class TableWriter {
     ) {
       return { rows: batch, error: secondFailure };
     }
-    const heldFirst = firstFailure === undefined
-      ? undefined
-      : await this.#isolate(first, firstFailure);
-    const heldSecond = secondFailure === undefined
-      ? undefined
-      : await this.#isolate(second, secondFailure);
+    const heldFirst = firstFailure && (await this.#isolate(first, firstFailure));
+    const heldSecond = secondFailure && (await this.#isolate(second, secondFailure));
     if (heldFirst === undefined) return heldSecond;
     if (heldSecond === undefined) return heldFirst;
     return { rows: [...heldFirst.rows, ...heldSecond.rows], error: heldSecond.error };
@@ -465,17 +420,17 @@ export class TableWriter {
     // held statement is sent again (docs/retries.md#give-back): another worker writes them.
     let live = this.#dropWithdrawn(batch);
     if (live.length === 0) {
-      if (holder !== undefined) this.#availability.abandon(this.table.name, holder);
+      if (holder !== undefined) this.#o.availability.abandon(this.table.name, holder);
       return undefined;
     }
     let statement = this.#statement(live, top);
     let attempts = 0;
     const retry = {
       table: this.table.name,
-      availability: this.#availability,
+      availability: this.#o.availability,
       signal: this.#abort.signal,
       withdrawn: () => live.every((p) => p.owner.withdrawn),
-      metrics: this.#metrics,
+      metrics: this.#o.metrics,
       holder,
     };
     try {
@@ -487,33 +442,23 @@ export class TableWriter {
         // close() keeps its budget when MySQL does not answer (frozen, no statement timeout or a
         // longer one): the statement is given up, its jobs redelivered (D1).
         return abortable(
-          this.#executor.run(statement.sql, statement.values, { prepared: true }),
+          this.#o.executor.run(statement.sql, statement.values, { prepared: true }),
           this.#abort.signal,
         );
       }, retry);
     } catch (err: unknown) {
-      if (this.#abort.signal.aborted) {
-        // Given up at shutdown, answered or not: not a rejection, never isolated (#write logs it).
-        this.#availability.abandon(this.table.name, holder ?? retry);
-        throw this.#abort.signal.reason;
-      }
-      if (err instanceof MysqlWriteError && (err.kind === "row" || err.kind === "statement")) {
-        return err;
-      }
-      if (err instanceof StatementWithdrawnError) {
-        this.#dropWithdrawn(live);
-        return undefined;
-      }
-      throw err;
+      const rejection = this.#rejection(err, holder ?? retry);
+      if (rejection === undefined) this.#dropWithdrawn(live);
+      return rejection;
     }
     this.#interval.flushes++;
     this.#interval.rows += live.length;
     this.#totalRows += live.length;
-    this.#metrics?.dbEventsWritten.inc({ table: this.table.name }, live.length);
-    this.#metrics?.dbFlushes.inc({ table: this.table.name });
+    this.#o.metrics?.dbEventsWritten.inc({ table: this.table.name }, live.length);
+    this.#o.metrics?.dbFlushes.inc({ table: this.table.name });
     log.debug("db: bulk insert flushed", { table: this.table.name, rows: live.length });
     // Before the jobs learn of the commit: whoever they tell then finds it recorded.
-    this.#onCommitted?.(live.map((p) => p.row));
+    this.#o.onCommitted?.(live.map((p) => p.row));
     for (const p of live) {
       p.settled = true;
       p.owner.committed();
@@ -529,26 +474,35 @@ export class TableWriter {
     const sql = emptyInsertStatement(this.table);
     const retry = {
       table: this.table.name,
-      availability: this.#availability,
+      availability: this.#o.availability,
       signal: this.#abort.signal,
       withdrawn: () => batch.every((p) => p.owner.withdrawn),
-      metrics: this.#metrics,
+      metrics: this.#o.metrics,
     };
     try {
       await runWithRetry(
-        () => abortable(this.#executor.run(sql, []), this.#abort.signal),
+        () => abortable(this.#o.executor.run(sql, []), this.#abort.signal),
         retry,
       );
       return undefined;
     } catch (err: unknown) {
-      if (this.#abort.signal.aborted) {
-        this.#availability.abandon(this.table.name, retry);
-        throw this.#abort.signal.reason;
-      }
-      if (err instanceof MysqlWriteError) return err;
-      if (err instanceof StatementWithdrawnError) return undefined;
-      throw err;
+      return this.#rejection(err, retry);
     }
+  }
+
+  /**
+   * What `runWithRetry` failing with `err` means: MySQL's rejection (`row` or `statement`), or
+   * undefined when every row's job was given back. Throws the abort reason at shutdown: given up,
+   * answered or not, is not a rejection and is never isolated (#write logs it).
+   */
+  #rejection(err: unknown, holder: HoldScope): MysqlWriteError | undefined {
+    if (this.#abort.signal.aborted) {
+      this.#o.availability.abandon(this.table.name, holder);
+      throw this.#abort.signal.reason;
+    }
+    if (err instanceof MysqlWriteError) return err;
+    if (err instanceof StatementWithdrawnError) return undefined;
+    throw err;
   }
 
   /** The rows of `batch` whose job was not given back; the others are settled without a commit. */
@@ -573,29 +527,31 @@ export class TableWriter {
 
   #statement(batch: Pending[], top: boolean): { sql: string; values: SqlValue[] } {
     const sql = insertStatement(this.table, batch.length);
-    // One array of the statement's final length (pushing 30,000 values grows it in steps), each row
-    // fitted at its own offset, so a row cannot shift the placeholders of the next
-    // (docs/writers.md#statement-shape).
+    // One array of the final length (pushing 30,000 values grows it in steps); each row fitted at
+    // its own offset cannot shift the next one's placeholders (docs/writers.md#statement-shape).
     const width = this.table.insertColumns.length;
     const values = new Array<SqlValue>(batch.length * width);
     const adjustments: ValueAdjustment[] = [];
     for (let r = 0; r < batch.length; r++) {
       appendAdjustedRow(this.table, (batch[r] as Pending).row, values, adjustments, r * width);
     }
-    if (top) {
-      // Counted once per row: the sends that isolate or hold rows fit them again.
-      if (adjustments.length > 0) this.#countAdjustments(adjustments);
-      this.#metrics?.dbBatchSizeAtFlush.observe(batch.length);
+    // Counted once per row: the sends that isolate or hold rows fit them again.
+    if (top) this.#o.metrics?.dbBatchSizeAtFlush.observe(batch.length);
+    if (top && adjustments.length > 0 && this.#o.metrics !== undefined) {
+      const byReason = new Map<string, number>();
+      for (const a of adjustments) byReason.set(a.reason, (byReason.get(a.reason) ?? 0) + 1);
+      for (const [reason, n] of byReason) {
+        this.#o.metrics.dbValuesAdjusted.inc({ table: this.table.name, reason }, n);
+      }
     }
     return { sql, values };
   }
 
   /** Dead-letter one rejected row; a failed write is retried until the file takes it (D7). */
   async #deadLetter(p: Pending, err: MysqlWriteError): Promise<void> {
-    let retry: Backoff | undefined;
     for (;;) {
       try {
-        await this.#deadLetters.write({
+        await this.#o.deadLetters.write({
           queue: p.owner.queue,
           reason: "sql_rejected",
           error: err.message,
@@ -605,8 +561,7 @@ export class TableWriter {
         break;
       } catch {
         // Abortable, so close() keeps its budget; the job then stays unacknowledged.
-        retry ??= new Backoff(DEAD_LETTER_RETRY);
-        await delay(retry.next(), { signal: this.#abort.signal });
+        await delay(DEAD_LETTER_RETRY_MS, { signal: this.#abort.signal });
       }
     }
     // Logged once the file took the record: a line before it would be untrue while writes fail.
