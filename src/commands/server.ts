@@ -58,6 +58,10 @@ type BodyRead =
   | { readonly kind: "unreadable"; readonly error: string };
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
+const TIMED_OUT: BodyRead = {
+  kind: "unreadable",
+  error: `request body not received within ${BODY_READ_TIMEOUT_MS} ms`,
+};
 
 /**
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
@@ -173,11 +177,11 @@ async function readBody(req: Request): Promise<BodyRead> {
   let total = 0;
   let tooLarge = declared > MAX_BODY_BYTES;
   try {
-    if (declared > DRAIN_MAX_BYTES) {
-      await reader.cancel().catch(() => {});
-      return { kind: "too_large" };
-    }
     for (;;) {
+      if (declared > DRAIN_MAX_BYTES || total > DRAIN_MAX_BYTES) {
+        await reader.cancel().catch(() => {});
+        break;
+      }
       const { done, value } = await reader.read();
       if (done) break;
       total += value.length;
@@ -185,31 +189,19 @@ async function readBody(req: Request): Promise<BodyRead> {
         tooLarge = true;
         chunks.length = 0;
       }
-      if (!tooLarge) {
-        chunks.push(value);
-      } else if (total > DRAIN_MAX_BYTES) {
-        await reader.cancel().catch(() => {});
-        break;
-      }
+      if (!tooLarge) chunks.push(value);
     }
   } catch (err: unknown) {
     if (tooLarge) return { kind: "too_large" };
-    if (timer.signal.aborted) return timedOut();
+    if (timer.signal.aborted) return TIMED_OUT;
     return { kind: "unreadable", error: `cannot read the request body: ${errorMessage(err)}` };
   } finally {
     timer.signal.removeEventListener("abort", onTimeout);
   }
   if (tooLarge) return { kind: "too_large" };
   // A cancelled read ends like a complete one; only the deadline tells them apart.
-  if (timer.signal.aborted) return timedOut();
+  if (timer.signal.aborted) return TIMED_OUT;
   return { kind: "ok", bytes: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
-}
-
-function timedOut(): BodyRead {
-  return {
-    kind: "unreadable",
-    error: `request body not received within ${BODY_READ_TIMEOUT_MS} ms`,
-  };
 }
 
 function json(status: number, body: object, headers: Record<string, string> = {}): Response {
