@@ -9,9 +9,9 @@ import {
   ApiKeySet,
   headerKey,
   headerKeyRefusal,
-  type HttpLimits,
   type HttpServer,
   listen,
+  type ListenAddress,
 } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -36,10 +36,7 @@ const BODY_READ_TIMEOUT_MS = 10_000;
 /** How much of a body over the limit is read and thrown away (see {@link readBody}). */
 const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
 
-export interface CommandServerOptions {
-  readonly hostname: string;
-  /** 0 picks a free port. */
-  readonly port: number;
+export interface CommandServerOptions extends ListenAddress {
   /** Command keys (never the `/ws` keys); at least one non-empty key. */
   readonly apiKeys: readonly string[];
   /** Where accepted envelopes go; owned by the caller, who closes it after the server. */
@@ -49,7 +46,6 @@ export interface CommandServerOptions {
   readonly now?: () => number;
   /** The `raw` commands that pass (`--command-allow`); default the built-in list. */
   readonly allow?: RawCommandAllowlist;
-  readonly limits?: HttpLimits | undefined;
 }
 
 type BodyRead =
@@ -148,14 +144,12 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   };
 
   return await listen({
+    ...options,
     name: "commands",
-    hostname: options.hostname,
-    port: options.port,
     onError: (err: unknown) => {
       log.error("command: request failed", { error: errorMessage(err) });
       return json(500, { error: "internal error" });
     },
-    ...options.limits,
     metrics,
   }, (req, info) => handle(req, info.remote));
 }

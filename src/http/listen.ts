@@ -41,12 +41,17 @@ export interface HttpLimits {
   readonly responseTimeoutMs?: number;
 }
 
-export interface ListenOptions extends HttpLimits {
-  /** Which server this is: the `listener` label and log lines. */
-  readonly name: ListenerName;
+/** Where a server listens: what the metrics, `/ws` and `/commands` servers' options share. */
+export interface ListenAddress {
   readonly hostname: string;
   /** 0 picks a free port. */
   readonly port: number;
+  readonly limits?: HttpLimits | undefined;
+}
+
+export interface ListenOptions extends ListenAddress {
+  /** Which server this is: the `listener` label and log lines. */
+  readonly name: ListenerName;
   /** The answer to a request whose handler threw. */
   readonly onError: (err: unknown) => Response;
   readonly metrics?: ListenerMetrics | undefined;
@@ -97,9 +102,9 @@ interface Tracked {
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
 export async function listen(options: ListenOptions, handler: Handler): Promise<HttpServer> {
-  const max = options.maxConnections ?? MAX_CONNECTIONS;
-  const headerTimeoutMs = options.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
-  const responseTimeoutMs = options.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
+  const max = options.limits?.maxConnections ?? MAX_CONNECTIONS;
+  const headerTimeoutMs = options.limits?.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
+  const responseTimeoutMs = options.limits?.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
   const labels = { listener: options.name };
   const metrics = options.metrics;
   const open = new Map<Socket, Tracked>();

@@ -7,9 +7,9 @@
 import type { WebSocket as ServerWebSocket } from "ws";
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
 import {
-  type HttpLimits,
   type HttpServer,
   listen,
+  type ListenAddress,
   type RequestInfo,
   type WebSocketAccept,
 } from "./listen.ts";
@@ -29,10 +29,7 @@ const CLOSE_WAIT_MS = 2_000;
 
 const DECODER = new TextDecoder();
 
-export interface WebSocketServerOptions {
-  readonly hostname: string;
-  /** 0 picks a free port. */
-  readonly port: number;
+export interface WebSocketServerOptions extends ListenAddress {
   /** Accepted keys; at least one usable key. */
   readonly apiKeys: readonly string[];
   readonly hub: WebSocketHub;
@@ -40,7 +37,6 @@ export interface WebSocketServerOptions {
   readonly metrics?: Metrics;
   /** Default {@link IDLE_TIMEOUT_SECONDS} (tests shorten it). */
   readonly idleTimeoutSeconds?: number;
-  readonly limits?: HttpLimits | undefined;
 }
 
 /** A running `/ws` listener; `shutdown` runs {@link closeClients} first. */
@@ -132,15 +128,13 @@ export async function startWebSocketServer(
   }
 
   const server = await listen({
+    ...options,
     name: "websocket",
-    hostname: options.hostname,
-    port: options.port,
     onError: (err: unknown) => {
       log.error("websocket: request failed", { error: errorMessage(err) });
       return text(500, "internal error");
     },
     maxWebSocketMessageBytes: MAX_CLIENT_MESSAGE_BYTES,
-    ...options.limits,
     metrics: options.metrics,
   }, accept);
 
