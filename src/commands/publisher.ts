@@ -36,7 +36,7 @@ export interface CommandPublisher extends AsyncDisposable {
    *   never came (connection lost, budget ran out): it may have been queued.
    */
   publish(body: string, options?: { signal?: AbortSignal }): Promise<void>;
-  /** Close the connection; later publishes fail. Idempotent. */
+  /** Close the connection; publishes waiting in line and later ones fail. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -100,7 +100,6 @@ export class RetryingPublisher implements CommandPublisher {
     }
   }
 
-  /** Close the connection (idempotent); publishes waiting in line fail. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#closeAbort.abort(new Error("command publisher closed"));
@@ -127,9 +126,8 @@ export class RetryingPublisher implements CommandPublisher {
         return;
       } catch (err: unknown) {
         last = err;
-        // A link that failed once is not trusted again: the retry, and the
-        // next request, get a fresh connection. Its close is not awaited: a silent broker never
-        // answers it, and every later publish waits behind this one.
+        // A failed link is not reused (the retry and the next request dial afresh); its close is
+        // not awaited: a silent broker never answers it, and later publishes wait behind this one.
         void this.#drop();
         if (err instanceof NotQueuedError) state.written = false;
         // Sent again, a message the broker took before the connection broke would run twice.
@@ -162,7 +160,6 @@ export class RetryingPublisher implements CommandPublisher {
       : signal.aborted
       ? `gave up after the ${this.#budgetMs} ms budget${lastError}`
       : errorMessage(cause);
-    // The broker could not take the message; nothing is known to be queued.
     return new WorkerError(
       "command_publish",
       `Cannot publish to ${COMMAND_QUEUE} via ${this.backend} ${this.target}: ${detail}`,
