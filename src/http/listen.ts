@@ -28,6 +28,8 @@ export type ListenerName = (typeof LISTENERS)[number];
 export const MAX_CONNECTIONS = 512;
 export const HEADER_TIMEOUT_MS = 10_000;
 const RESPONSE_TIMEOUT_MS = 30_000;
+/** Largest message a `/ws` client may send; enforced while reading (1009, as in Go). */
+export const MAX_WEBSOCKET_MESSAGE_BYTES = 8192;
 
 export type ListenerMetrics = Pick<
   Metrics,
@@ -55,8 +57,6 @@ export interface ListenOptions extends ListenAddress {
   /** The answer to a request whose handler threw. */
   readonly onError: (err: unknown) => Response;
   readonly metrics?: ListenerMetrics | undefined;
-  /** Largest WebSocket message a client may send; a larger one closes the socket (1009). */
-  readonly maxWebSocketMessageBytes?: number;
 }
 
 /** What a handler returns to accept a WebSocket handshake. */
@@ -115,9 +115,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   const server = createServer({ requestTimeout: 0, headersTimeout: 0, keepAlive: false });
   const webSockets = new WebSocketServer({
     noServer: true,
-    ...(options.maxWebSocketMessageBytes === undefined
-      ? {}
-      : { maxPayload: options.maxWebSocketMessageBytes }),
+    maxPayload: MAX_WEBSOCKET_MESSAGE_BYTES,
   });
 
   server.on("connection", (socket: Socket) => {

@@ -10,6 +10,7 @@ import {
   type HttpServer,
   listen,
   type ListenAddress,
+  MAX_WEBSOCKET_MESSAGE_BYTES,
   type RequestInfo,
   type WebSocketAccept,
 } from "./listen.ts";
@@ -20,8 +21,6 @@ import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("websocket");
 
-/** Largest message a client may send; enforced while reading (1009, as in Go). */
-const MAX_CLIENT_MESSAGE_BYTES = 8192;
 /** Ping after half of it without an inbound frame (54 s, as Go), close after the other half. */
 const IDLE_TIMEOUT_SECONDS = 108;
 /** How long shutdown waits for clients to acknowledge their close frames. */
@@ -119,7 +118,7 @@ export async function startWebSocketServer(
       if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") {
         log.warn("websocket: client message too large, closing", {
           ...(client === null ? {} : { client: client.id }),
-          limit_bytes: MAX_CLIENT_MESSAGE_BYTES,
+          limit_bytes: MAX_WEBSOCKET_MESSAGE_BYTES,
         });
       } else {
         log.debug("websocket: connection failed", { remote, error: errorMessage(err) });
@@ -134,7 +133,6 @@ export async function startWebSocketServer(
       log.error("websocket: request failed", { error: errorMessage(err) });
       return text(500, "internal error");
     },
-    maxWebSocketMessageBytes: MAX_CLIENT_MESSAGE_BYTES,
     metrics: options.metrics,
   }, accept);
 
