@@ -192,12 +192,9 @@ export function gearmanCommandPublisher(
             send: async (body) => {
               // Seen closed (a job server that dropped the idle connection): nothing written.
               if (client.isClosed) throw new NotQueuedError(`${server}: connection is closed`);
-              try {
-                await client.submitBackground(COMMAND_QUEUE, body);
-              } catch (err: unknown) {
-                if (hasCode(err, "submit_refused")) throw new NotQueuedError(errorMessage(err));
-                throw err;
-              }
+              await client.submitBackground(COMMAND_QUEUE, body).catch((err: unknown) => {
+                throw hasCode(err, "submit_refused") ? new NotQueuedError(errorMessage(err)) : err;
+              });
             },
             close: () => client.close(),
           };
@@ -241,13 +238,11 @@ export function rabbitMqCommandPublisher(
         send: async (body) => {
           // Before the message is written: a connection seen closed.
           if (publisher.closed) throw new NotQueuedError("the broker closed the connection");
-          try {
-            await publisher.publish(COMMAND_QUEUE, [body], { contentType: "application/json" });
-          } catch (err: unknown) {
+          const properties = { contentType: "application/json" };
+          await publisher.publish(COMMAND_QUEUE, [body], properties).catch((err: unknown) => {
             // Returned: the broker dropped it (the queue was deleted); the retry declares it.
-            if (err instanceof ReturnedError) throw new NotQueuedError(err.message);
-            throw err;
-          }
+            throw err instanceof ReturnedError ? new NotQueuedError(err.message) : err;
+          });
         },
         close: () => publisher.close(),
       };
