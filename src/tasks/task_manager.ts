@@ -92,14 +92,11 @@ export function commandFileSubmitter(
       landed = undefined;
       if (late === command.key) return;
       using limit = deadline(timeoutMs, signal);
-      let opened: Opened;
-      try {
-        opened = await openCommandFile(path, limit.signal);
-      } catch (err: unknown) {
+      const opened = await openCommandFile(path, limit.signal).catch((err: unknown) => {
         throw new Error(`Cannot open external command file ${path}: ${errorMessage(err)}`, {
           cause: err,
         });
-      }
+      });
       if ("late" in opened) {
         stuck = { what: "open", done: opened.late.finally(() => (stuck = undefined)) };
         throw new Error(
