@@ -156,13 +156,8 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     if (tracked !== undefined) tracked.headTimer = undefined;
   };
 
-  const answer = async (req: Request, remote: string, webSocket: boolean) => {
-    try {
-      return await handler(req, { remote, webSocket });
-    } catch (err: unknown) {
-      return options.onError(err);
-    }
-  };
+  const answer = (req: Request, remote: string, webSocket: boolean) =>
+    Promise.try(() => handler(req, { remote, webSocket })).catch(options.onError);
 
   // A connection that failed has nobody left to answer: noted at debug level (it is the peer's
   // doing, not the worker's) and closed.
