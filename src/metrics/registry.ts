@@ -196,11 +196,7 @@ export class ProcessReader {
 }
 
 /** A /proc reading, or undefined where it cannot be read (not Linux, or not `--allow-all`). */
-async function fromProc<T>(read: () => Promise<T>): Promise<T | undefined> {
-  if (Deno.build.os !== "linux") return undefined;
-  try {
-    return await read();
-  } catch {
-    return undefined;
-  }
+function fromProc<T>(read: () => Promise<T>): Promise<T | undefined> {
+  if (Deno.build.os !== "linux") return Promise.resolve(undefined);
+  return Promise.try(read).catch(() => undefined);
 }
