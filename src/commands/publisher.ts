@@ -225,15 +225,13 @@ export function rabbitMqCommandPublisher(
       // A share of the budget per broker: a silent first one leaves time for the next.
       const bound = { timeoutMs: PUBLISH_BUDGET_MS, signal };
       const publisher = await AmqpPublisher.connect(url, options, bound);
-      try {
-        // Part of the dial, so that a broker silent or refusing here is known to hold nothing;
-        // a failed link is never reused, so every link has declared the queue.
-        await abortable(publisher.declare(COMMAND_QUEUE), signal);
-      } catch (err: unknown) {
+      // Part of the dial, so that a broker silent or refusing here is known to hold nothing;
+      // a failed link is never reused, so every link has declared the queue.
+      await abortable(publisher.declare(COMMAND_QUEUE), signal).catch((err: unknown) => {
         // Not awaited: a silent broker never answers the close.
         void publisher.close();
         throw err;
-      }
+      });
       return {
         send: async (body) => {
           // Before the message is written: a connection seen closed.
