@@ -105,7 +105,8 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   const max = options.limits?.maxConnections ?? MAX_CONNECTIONS;
   const headerTimeoutMs = options.limits?.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
   const responseTimeoutMs = options.limits?.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
-  const labels = { listener: options.name };
+  const listener = options.name;
+  const labels = { listener };
   const metrics = options.metrics;
   const open = new Map<Socket, Tracked>();
   let stopping = false;
@@ -132,7 +133,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
         tracked.headTimer = undefined;
         metrics?.httpHeaderTimeouts.inc(labels);
         log.debug("http: request head not received in time, closing", {
-          listener: options.name,
+          listener,
           remote: remoteOf(socket),
           timeout_ms: headerTimeoutMs,
         });
@@ -162,11 +163,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   // A connection that failed has nobody left to answer: noted at debug level (it is the peer's
   // doing, not the worker's) and closed.
   const dropConnection = (socket: Socket, remote: string, err: unknown): void => {
-    log.debug("http: connection failed", {
-      listener: options.name,
-      remote,
-      error: errorMessage(err),
-    });
+    log.debug("http: connection failed", { listener, remote, error: errorMessage(err) });
     socket.destroy();
   };
 
@@ -191,7 +188,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       }
       const timer = setTimeout(() => {
         log.debug("http: response not taken in time, closing", {
-          listener: options.name,
+          listener,
           remote,
           timeout_ms: responseTimeoutMs,
         });
@@ -248,10 +245,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       : err;
   });
   server.on("error", (err: Error) => {
-    log.warn("http: accepting a connection failed", {
-      listener: options.name,
-      error: errorMessage(err),
-    });
+    log.warn("http: accepting a connection failed", { listener, error: errorMessage(err) });
   });
   const bound = server.address() as AddressInfo;
 
