@@ -28,8 +28,6 @@ import {
 
 const log = getLogger("command");
 
-const COMMANDS_PATH = "/commands";
-
 /** So a client trickling bytes cannot hold a request, and the shutdown, open indefinitely. */
 const BODY_READ_TIMEOUT_MS = 10_000;
 
@@ -76,7 +74,7 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   };
 
   const handle = async (req: Request, remote: string): Promise<Response> => {
-    if (new URL(req.url).pathname !== COMMANDS_PATH) return json(404, { error: "not found" });
+    if (new URL(req.url).pathname !== "/commands") return json(404, { error: "not found" });
     // Before authentication and not counted: a wrong method is not an attempt to command.
     if (req.method !== "POST") {
       return json(405, { error: "method not allowed; use POST" }, { allow: "POST" });
