@@ -36,7 +36,7 @@ export interface CommandPublisher extends AsyncDisposable {
    *   never came (connection lost, budget ran out): it may have been queued.
    */
   publish(body: string, options?: { signal?: AbortSignal }): Promise<void>;
-  /** Close the connection; later publishes fail. Idempotent. */
+  /** Close the connection; publishes waiting in line and later ones fail. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -100,7 +100,6 @@ export class RetryingPublisher implements CommandPublisher {
     }
   }
 
-  /** Close the connection (idempotent); publishes waiting in line fail. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#closeAbort.abort(new Error("command publisher closed"));
@@ -127,9 +126,8 @@ export class RetryingPublisher implements CommandPublisher {
         return;
       } catch (err: unknown) {
         last = err;
-        // A link that failed once is not trusted again: the retry, and the
-        // next request, get a fresh connection. Its close is not awaited: a silent broker never
-        // answers it, and every later publish waits behind this one.
+        // A failed link is not reused (the retry and the next request dial afresh); its close is
+        // not awaited: a silent broker never answers it, and later publishes wait behind this one.
         void this.#drop();
         if (err instanceof NotQueuedError) state.written = false;
         // Sent again, a message the broker took before the connection broke would run twice.
@@ -162,7 +160,6 @@ export class RetryingPublisher implements CommandPublisher {
       : signal.aborted
       ? `gave up after the ${this.#budgetMs} ms budget${lastError}`
       : errorMessage(cause);
-    // The broker could not take the message; nothing is known to be queued.
     return new WorkerError(
       "command_publish",
       `Cannot publish to ${COMMAND_QUEUE} via ${this.backend} ${this.target}: ${detail}`,
@@ -195,12 +192,9 @@ export function gearmanCommandPublisher(
             send: async (body) => {
               // Seen closed (a job server that dropped the idle connection): nothing written.
               if (client.isClosed) throw new NotQueuedError(`${server}: connection is closed`);
-              try {
-                await client.submitBackground(COMMAND_QUEUE, body);
-              } catch (err: unknown) {
-                if (hasCode(err, "submit_refused")) throw new NotQueuedError(errorMessage(err));
-                throw err;
-              }
+              await client.submitBackground(COMMAND_QUEUE, body).catch((err: unknown) => {
+                throw hasCode(err, "submit_refused") ? new NotQueuedError(errorMessage(err)) : err;
+              });
             },
             close: () => client.close(),
           };
@@ -231,26 +225,22 @@ export function rabbitMqCommandPublisher(
       // A share of the budget per broker: a silent first one leaves time for the next.
       const bound = { timeoutMs: PUBLISH_BUDGET_MS, signal };
       const publisher = await AmqpPublisher.connect(url, options, bound);
-      try {
-        // Part of the dial, so that a broker silent or refusing here is known to hold nothing;
-        // a failed link is never reused, so every link has declared the queue.
-        await abortable(publisher.declare(COMMAND_QUEUE), signal);
-      } catch (err: unknown) {
+      // Part of the dial, so that a broker silent or refusing here is known to hold nothing;
+      // a failed link is never reused, so every link has declared the queue.
+      await abortable(publisher.declare(COMMAND_QUEUE), signal).catch((err: unknown) => {
         // Not awaited: a silent broker never answers the close.
         void publisher.close();
         throw err;
-      }
+      });
       return {
         send: async (body) => {
           // Before the message is written: a connection seen closed.
           if (publisher.closed) throw new NotQueuedError("the broker closed the connection");
-          try {
-            await publisher.publish(COMMAND_QUEUE, [body], { contentType: "application/json" });
-          } catch (err: unknown) {
+          const properties = { contentType: "application/json" };
+          await publisher.publish(COMMAND_QUEUE, [body], properties).catch((err: unknown) => {
             // Returned: the broker dropped it (the queue was deleted); the retry declares it.
-            if (err instanceof ReturnedError) throw new NotQueuedError(err.message);
-            throw err;
-          }
+            throw err instanceof ReturnedError ? new NotQueuedError(err.message) : err;
+          });
         },
         close: () => publisher.close(),
       };

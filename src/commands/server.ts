@@ -9,9 +9,9 @@ import {
   ApiKeySet,
   headerKey,
   headerKeyRefusal,
-  type HttpLimits,
   type HttpServer,
   listen,
+  type ListenAddress,
 } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -28,18 +28,13 @@ import {
 
 const log = getLogger("command");
 
-const COMMANDS_PATH = "/commands";
-
 /** So a client trickling bytes cannot hold a request, and the shutdown, open indefinitely. */
 const BODY_READ_TIMEOUT_MS = 10_000;
 
 /** How much of a body over the limit is read and thrown away (see {@link readBody}). */
 const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
 
-export interface CommandServerOptions {
-  readonly hostname: string;
-  /** 0 picks a free port. */
-  readonly port: number;
+export interface CommandServerOptions extends ListenAddress {
   /** Command keys (never the `/ws` keys); at least one non-empty key. */
   readonly apiKeys: readonly string[];
   /** Where accepted envelopes go; owned by the caller, who closes it after the server. */
@@ -49,7 +44,6 @@ export interface CommandServerOptions {
   readonly now?: () => number;
   /** The `raw` commands that pass (`--command-allow`); default the built-in list. */
   readonly allow?: RawCommandAllowlist;
-  readonly limits?: HttpLimits | undefined;
 }
 
 type BodyRead =
@@ -58,6 +52,10 @@ type BodyRead =
   | { readonly kind: "unreadable"; readonly error: string };
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
+const TIMED_OUT: BodyRead = {
+  kind: "unreadable",
+  error: `request body not received within ${BODY_READ_TIMEOUT_MS} ms`,
+};
 
 /**
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
@@ -76,7 +74,7 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   };
 
   const handle = async (req: Request, remote: string): Promise<Response> => {
-    if (new URL(req.url).pathname !== COMMANDS_PATH) return json(404, { error: "not found" });
+    if (new URL(req.url).pathname !== "/commands") return json(404, { error: "not found" });
     // Before authentication and not counted: a wrong method is not an attempt to command.
     if (req.method !== "POST") {
       return json(405, { error: "method not allowed; use POST" }, { allow: "POST" });
@@ -144,14 +142,12 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   };
 
   return await listen({
+    ...options,
     name: "commands",
-    hostname: options.hostname,
-    port: options.port,
     onError: (err: unknown) => {
       log.error("command: request failed", { error: errorMessage(err) });
       return json(500, { error: "internal error" });
     },
-    ...options.limits,
     metrics,
   }, (req, info) => handle(req, info.remote));
 }
@@ -173,11 +169,11 @@ async function readBody(req: Request): Promise<BodyRead> {
   let total = 0;
   let tooLarge = declared > MAX_BODY_BYTES;
   try {
-    if (declared > DRAIN_MAX_BYTES) {
-      await reader.cancel().catch(() => {});
-      return { kind: "too_large" };
-    }
     for (;;) {
+      if (declared > DRAIN_MAX_BYTES || total > DRAIN_MAX_BYTES) {
+        await reader.cancel().catch(() => {});
+        break;
+      }
       const { done, value } = await reader.read();
       if (done) break;
       total += value.length;
@@ -185,31 +181,19 @@ async function readBody(req: Request): Promise<BodyRead> {
         tooLarge = true;
         chunks.length = 0;
       }
-      if (!tooLarge) {
-        chunks.push(value);
-      } else if (total > DRAIN_MAX_BYTES) {
-        await reader.cancel().catch(() => {});
-        break;
-      }
+      if (!tooLarge) chunks.push(value);
     }
   } catch (err: unknown) {
     if (tooLarge) return { kind: "too_large" };
-    if (timer.signal.aborted) return timedOut();
+    if (timer.signal.aborted) return TIMED_OUT;
     return { kind: "unreadable", error: `cannot read the request body: ${errorMessage(err)}` };
   } finally {
     timer.signal.removeEventListener("abort", onTimeout);
   }
   if (tooLarge) return { kind: "too_large" };
   // A cancelled read ends like a complete one; only the deadline tells them apart.
-  if (timer.signal.aborted) return timedOut();
+  if (timer.signal.aborted) return TIMED_OUT;
   return { kind: "ok", bytes: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
-}
-
-function timedOut(): BodyRead {
-  return {
-    kind: "unreadable",
-    error: `request body not received within ${BODY_READ_TIMEOUT_MS} ms`,
-  };
 }
 
 function json(status: number, body: object, headers: Record<string, string> = {}): Response {

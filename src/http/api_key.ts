@@ -58,8 +58,6 @@ export function headerKey(headers: Headers): string | null {
  * (latin1), so a key that is not ASCII, sent as UTF-8, would otherwise never match.
  */
 function utf8(value: string): string {
-  // deno-lint-ignore no-control-regex -- ASCII is the common case, left as it is
-  if (/^[\x00-\x7f]*$/.test(value)) return value;
   return new TextDecoder().decode(Uint8Array.from(value, (c) => c.charCodeAt(0) & 0xff));
 }
 

@@ -28,6 +28,8 @@ export type ListenerName = (typeof LISTENERS)[number];
 export const MAX_CONNECTIONS = 512;
 export const HEADER_TIMEOUT_MS = 10_000;
 const RESPONSE_TIMEOUT_MS = 30_000;
+/** Largest message a `/ws` client may send; enforced while reading (1009, as in Go). */
+export const MAX_WEBSOCKET_MESSAGE_BYTES = 8192;
 
 export type ListenerMetrics = Pick<
   Metrics,
@@ -41,17 +43,20 @@ export interface HttpLimits {
   readonly responseTimeoutMs?: number;
 }
 
-export interface ListenOptions extends HttpLimits {
-  /** Which server this is: the `listener` label and log lines. */
-  readonly name: ListenerName;
+/** Where a server listens: what the metrics, `/ws` and `/commands` servers' options share. */
+export interface ListenAddress {
   readonly hostname: string;
   /** 0 picks a free port. */
   readonly port: number;
+  readonly limits?: HttpLimits | undefined;
+}
+
+export interface ListenOptions extends ListenAddress {
+  /** Which server this is: the `listener` label and log lines. */
+  readonly name: ListenerName;
   /** The answer to a request whose handler threw. */
   readonly onError: (err: unknown) => Response;
   readonly metrics?: ListenerMetrics | undefined;
-  /** Largest WebSocket message a client may send; a larger one closes the socket (1009). */
-  readonly maxWebSocketMessageBytes?: number;
 }
 
 /** What a handler returns to accept a WebSocket handshake. */
@@ -97,10 +102,11 @@ interface Tracked {
  * @throws {Deno.errors.AddrInUse} When the port is taken.
  */
 export async function listen(options: ListenOptions, handler: Handler): Promise<HttpServer> {
-  const max = options.maxConnections ?? MAX_CONNECTIONS;
-  const headerTimeoutMs = options.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
-  const responseTimeoutMs = options.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
-  const labels = { listener: options.name };
+  const max = options.limits?.maxConnections ?? MAX_CONNECTIONS;
+  const headerTimeoutMs = options.limits?.headerTimeoutMs ?? HEADER_TIMEOUT_MS;
+  const responseTimeoutMs = options.limits?.responseTimeoutMs ?? RESPONSE_TIMEOUT_MS;
+  const listener = options.name;
+  const labels = { listener };
   const metrics = options.metrics;
   const open = new Map<Socket, Tracked>();
   let stopping = false;
@@ -110,9 +116,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   const server = createServer({ requestTimeout: 0, headersTimeout: 0, keepAlive: false });
   const webSockets = new WebSocketServer({
     noServer: true,
-    ...(options.maxWebSocketMessageBytes === undefined
-      ? {}
-      : { maxPayload: options.maxWebSocketMessageBytes }),
+    maxPayload: MAX_WEBSOCKET_MESSAGE_BYTES,
   });
 
   server.on("connection", (socket: Socket) => {
@@ -129,7 +133,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
         tracked.headTimer = undefined;
         metrics?.httpHeaderTimeouts.inc(labels);
         log.debug("http: request head not received in time, closing", {
-          listener: options.name,
+          listener,
           remote: remoteOf(socket),
           timeout_ms: headerTimeoutMs,
         });
@@ -153,22 +157,13 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     if (tracked !== undefined) tracked.headTimer = undefined;
   };
 
-  const answer = async (req: Request, remote: string, webSocket: boolean) => {
-    try {
-      return await handler(req, { remote, webSocket });
-    } catch (err: unknown) {
-      return options.onError(err);
-    }
-  };
+  const answer = (req: Request, remote: string, webSocket: boolean) =>
+    Promise.try(() => handler(req, { remote, webSocket })).catch(options.onError);
 
   // A connection that failed has nobody left to answer: noted at debug level (it is the peer's
   // doing, not the worker's) and closed.
   const dropConnection = (socket: Socket, remote: string, err: unknown): void => {
-    log.debug("http: connection failed", {
-      listener: options.name,
-      remote,
-      error: errorMessage(err),
-    });
+    log.debug("http: connection failed", { listener, remote, error: errorMessage(err) });
     socket.destroy();
   };
 
@@ -193,7 +188,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       }
       const timer = setTimeout(() => {
         log.debug("http: response not taken in time, closing", {
-          listener: options.name,
+          listener,
           remote,
           timeout_ms: responseTimeoutMs,
         });
@@ -250,10 +245,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       : err;
   });
   server.on("error", (err: Error) => {
-    log.warn("http: accepting a connection failed", {
-      listener: options.name,
-      error: errorMessage(err),
-    });
+    log.warn("http: accepting a connection failed", { listener, error: errorMessage(err) });
   });
   const bound = server.address() as AddressInfo;
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type HttpLimits, type HttpServer, listen, type ListenerMetrics } from "./listen.ts";
+import { type HttpServer, listen, type ListenAddress, type ListenerMetrics } from "./listen.ts";
 
 /** Readiness verdict with the reasons it is not ready. */
 export interface Readiness {
@@ -21,25 +21,19 @@ export interface MetricsSource {
   readonly contentType: string;
 }
 
-export interface MetricsServerOptions {
-  readonly hostname: string;
-  /** 0 picks a free port. */
-  readonly port: number;
+export interface MetricsServerOptions extends ListenAddress {
   readonly registry: MetricsSource;
   /** `/readyz` verdict; default always ready. */
   readonly readiness?: () => Readiness;
-  readonly limits?: HttpLimits | undefined;
   readonly listenerMetrics?: ListenerMetrics;
 }
 
 /** @throws {Deno.errors.AddrInUse} When the port is taken. */
 export function startMetricsServer(options: MetricsServerOptions): Promise<HttpServer> {
   return listen({
+    ...options,
     name: "metrics",
-    hostname: options.hostname,
-    port: options.port,
     onError: () => new Response("internal error\n", { status: 500 }),
-    ...options.limits,
     metrics: options.listenerMetrics,
   }, async (req) => {
     const { pathname } = new URL(req.url);

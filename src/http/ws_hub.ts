@@ -147,7 +147,10 @@ class SocketBudget {
   }
 }
 
-/** What {@link WebSocketHub.register} gives each client. */
+/**
+ * What {@link WebSocketHub.register} gives each client. `onDiscard` gets the events of frames lost
+ * for the client, `onSent` those of a frame written; error frames count in neither.
+ */
 interface ClientOptions extends Readonly<HubLimits> {
   readonly topics: readonly string[];
   readonly budget: SocketBudget;
@@ -188,10 +191,6 @@ export class HubClient {
   #probes = 0;
   #probeScheduled = false;
 
-  /**
-   * Built by {@link WebSocketHub.register}. `onDiscard` gets the events of frames lost for this
-   * client, `onSent` those of a frame written; error frames count in neither.
-   */
   constructor(id: number, socket: HubSocket, options: ClientOptions) {
     this.id = id;
     this.#socket = socket;
@@ -320,8 +319,7 @@ export class HubClient {
     if (err === undefined || err === null) {
       if (events > 0) this.#o.onSent(events);
     } else {
-      // Never written before the connection failed or closed: lost. The client's total is
-      // logged once it is settled, not per frame.
+      // Lost with the connection; the client's total is logged once it is settled, not per frame.
       this.#discard(events);
     }
     this.#settleIfDone();

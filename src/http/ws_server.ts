@@ -7,9 +7,10 @@
 import type { WebSocket as ServerWebSocket } from "ws";
 import { ApiKeySet, handshakeKey } from "./api_key.ts";
 import {
-  type HttpLimits,
   type HttpServer,
   listen,
+  type ListenAddress,
+  MAX_WEBSOCKET_MESSAGE_BYTES,
   type RequestInfo,
   type WebSocketAccept,
 } from "./listen.ts";
@@ -20,8 +21,6 @@ import { errorMessage, getLogger } from "../log.ts";
 
 const log = getLogger("websocket");
 
-/** Largest message a client may send; enforced while reading (1009, as in Go). */
-const MAX_CLIENT_MESSAGE_BYTES = 8192;
 /** Ping after half of it without an inbound frame (54 s, as Go), close after the other half. */
 const IDLE_TIMEOUT_SECONDS = 108;
 /** How long shutdown waits for clients to acknowledge their close frames. */
@@ -29,10 +28,7 @@ const CLOSE_WAIT_MS = 2_000;
 
 const DECODER = new TextDecoder();
 
-export interface WebSocketServerOptions {
-  readonly hostname: string;
-  /** 0 picks a free port. */
-  readonly port: number;
+export interface WebSocketServerOptions extends ListenAddress {
   /** Accepted keys; at least one usable key. */
   readonly apiKeys: readonly string[];
   readonly hub: WebSocketHub;
@@ -40,7 +36,6 @@ export interface WebSocketServerOptions {
   readonly metrics?: Metrics;
   /** Default {@link IDLE_TIMEOUT_SECONDS} (tests shorten it). */
   readonly idleTimeoutSeconds?: number;
-  readonly limits?: HttpLimits | undefined;
 }
 
 /** A running `/ws` listener; `shutdown` runs {@link closeClients} first. */
@@ -123,7 +118,7 @@ export async function startWebSocketServer(
       if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") {
         log.warn("websocket: client message too large, closing", {
           ...(client === null ? {} : { client: client.id }),
-          limit_bytes: MAX_CLIENT_MESSAGE_BYTES,
+          limit_bytes: MAX_WEBSOCKET_MESSAGE_BYTES,
         });
       } else {
         log.debug("websocket: connection failed", { remote, error: errorMessage(err) });
@@ -132,15 +127,12 @@ export async function startWebSocketServer(
   }
 
   const server = await listen({
+    ...options,
     name: "websocket",
-    hostname: options.hostname,
-    port: options.port,
     onError: (err: unknown) => {
       log.error("websocket: request failed", { error: errorMessage(err) });
       return text(500, "internal error");
     },
-    maxWebSocketMessageBytes: MAX_CLIENT_MESSAGE_BYTES,
-    ...options.limits,
     metrics: options.metrics,
   }, accept);
 

@@ -24,6 +24,8 @@ export interface MetricSpec {
   readonly labels?: readonly string[];
   /** Pre-created series; default `none`. Unlabelled metrics export 0 by themselves. */
   readonly precreate?: LabelSet;
+  /** Instead of `precreate`: the series deliberately appear later, as docs/metrics.md tells. */
+  readonly notPrecreated?: string;
   /** Histogram buckets (prom-client's defaults when absent). */
   readonly buckets?: readonly number[];
   /** Gauges that start at 1 instead of 0 (availability, docs/operations.md#zero-series). */
@@ -45,6 +47,7 @@ export type ProcessField =
 const PER_QUEUE = { labels: ["queue_name"], precreate: "queues" } as const;
 const PER_LISTENER = { labels: ["listener"], precreate: "listeners" } as const;
 const PER_BACKEND = { labels: ["backend"], precreate: "perfdata_backends" } as const;
+const PER_BATCHED_TABLE = { labels: ["table"], precreate: "batched_tables" } as const;
 
 /** The fields of a {@link MetricSpec} besides its name, type and help. */
 type Extra = Omit<MetricSpec, "name" | "type" | "help">;
@@ -77,8 +80,7 @@ export const METRICS = {
   ),
   queueEventsDiscardedStale: counter(
     "statusengine_queue_events_discarded_stale_total",
-    "Status events dropped for being older than --status-max-age (clock skew if it climbs steadily) " +
-      "or than the cutoff of the last core-restart sweep.",
+    "Status events dropped for being older than --status-max-age (clock skew if it climbs steadily) or than the cutoff of the last core-restart sweep.",
     { labels: ["queue_name"], precreate: "status_queues" },
   ),
   queueJobsInFlight: gauge(
@@ -98,8 +100,7 @@ export const METRICS = {
   ),
   queueEventLag: histogram(
     "statusengine_queue_event_lag_seconds",
-    "How far MySQL is behind the core: when a status or check job's rows are committed, " +
-      "the age of the newest event in them (worker clock minus the event's time).",
+    "How far MySQL is behind the core: when a status or check job's rows are committed, the age of the newest event in them (worker clock minus the event's time).",
     {
       labels: ["queue_name"],
       precreate: "event_lag_queues",
@@ -109,24 +110,14 @@ export const METRICS = {
   queueConnected: gauge(
     "statusengine_queue_connected",
     "1 while every job server connection of the queue is up and registered, 0 after a loss.",
-    {
-      labels: ["queue_name"],
-      // Deliberately not pre-created: a 0 would report every starting worker as
-      // disconnected (docs/operations.md#connection-metrics).
-      precreate: "none",
-    },
+    // A 0 would report every starting worker as disconnected (docs/operations.md#connection-metrics).
+    { labels: ["queue_name"], notPrecreated: "appears at the first real connection" },
   ),
   queueBacklog: gauge(
     "statusengine_queue_backlog",
-    "Jobs waiting at the broker that no worker has taken yet (gearmand: queued minus " +
-      "running, summed over the job servers; RabbitMQ: ready messages), read every 10 s " +
-      "apart from consumption; absent while not known (a job server or the broker cannot be " +
-      "asked, or this worker does not consume the queue now).",
-    {
-      labels: ["queue_name"],
-      // Not pre-created: before the first reading the backlog is unknown, not 0.
-      precreate: "none",
-    },
+    "Jobs waiting at the broker that no worker has taken yet (gearmand: queued minus running, summed over the job servers; RabbitMQ: ready messages), read every 10 s apart from consumption; absent while not known (a job server or the broker cannot be asked, or this worker does not consume the queue now).",
+    // Before the first reading the backlog is unknown, not 0.
+    { labels: ["queue_name"], notPrecreated: "appears at the first reading, absent while unknown" },
   ),
   queueReconnects: counter(
     "statusengine_queue_reconnects_total",
@@ -175,12 +166,12 @@ export const METRICS = {
   dbFlushes: counter(
     "statusengine_db_flushes_total",
     "Successful bulk statements; events_written / flushes is the average batch size.",
-    { labels: ["table"], precreate: "batched_tables" },
+    PER_BATCHED_TABLE,
   ),
   dbBatchFlushDuration: histogram(
     "statusengine_db_batch_flush_duration_seconds",
     "Duration of each flush attempt including its retries, per table.",
-    { labels: ["table"], precreate: "batched_tables" },
+    PER_BATCHED_TABLE,
   ),
   dbBatchSizeAtFlush: histogram(
     "statusengine_db_batch_size_at_flush",
@@ -249,14 +240,12 @@ export const METRICS = {
   ),
   perfdataDropped: counter(
     "statusengine_perfdata_dropped_total",
-    "Perfdata points that never reached the backend, by reason (buffer_full, " +
-      "write_failed, rejected, out_of_order). MySQL is not affected by any of them.",
+    "Perfdata points that never reached the backend, by reason (buffer_full, write_failed, rejected, out_of_order). MySQL is not affected by any of them.",
     { labels: ["backend", "reason"], precreate: "perfdata_backends" },
   ),
   perfdataBackendAvailable: gauge(
     "statusengine_perfdata_backend_available",
-    "1 while writes to the backend succeed (also before the first), 0 while its points " +
-      "are being dropped.",
+    "1 while writes to the backend succeed (also before the first), 0 while its points are being dropped.",
     PER_BACKEND,
   ),
   perfdataWriteRetries: counter(
@@ -287,14 +276,11 @@ export const METRICS = {
   ),
   inOrderLockHeld: gauge(
     "statusengine_in_order_lock_held",
-    "1 while this worker holds the in-order lease (a row of statusengine_worker_leases) " +
-      "and consumes statusngin_downtimes; exactly one worker per node should show 1, " +
-      "across every server of a Galera cluster.",
+    "1 while this worker holds the in-order lease (a row of statusengine_worker_leases) and consumes statusngin_downtimes; exactly one worker per node should show 1, across every server of a Galera cluster.",
   ),
   inOrderLeaseTakeovers: counter(
     "statusengine_in_order_lease_takeovers_total",
-    "In-order leases this worker took over from a holder that had not renewed for the " +
-      "whole term (it died, or lost the database); a lease released on stop is not counted.",
+    "In-order leases this worker took over from a holder that had not renewed for the whole term (it died, or lost the database); a lease released on stop is not counted.",
   ),
   // --- statusengine_tasks (the UI's task queue) --------------------------------
   tasksSubmitted: counter(
@@ -312,8 +298,7 @@ export const METRICS = {
   websocketClientsActive: gauge("statusengine_websocket_clients_active", "Connected /ws clients."),
   websocketMessagesBroadcasted: counter(
     "statusengine_websocket_messages_broadcasted_total",
-    "Events written to a /ws client's connection (per recipient). Each event offered to a " +
-      "client is counted once: here or in statusengine_websocket_messages_dropped_total.",
+    "Events written to a /ws client's connection (per recipient). Each event offered to a client is counted once: here or in statusengine_websocket_messages_dropped_total.",
   ),
   websocketFramesSent: counter(
     "statusengine_websocket_frames_sent_total",
@@ -321,14 +306,11 @@ export const METRICS = {
   ),
   websocketMessagesDropped: counter(
     "statusengine_websocket_messages_dropped_total",
-    "Events one /ws client did not get: its send buffer (256 frames, 16 MiB) was full, or it was " +
-      "closed (disconnect, write timeout, shutdown) with frames still unsent, in its buffer or " +
-      "handed to its socket and not yet written.",
+    "Events one /ws client did not get: its send buffer (256 frames, 16 MiB) was full, or it was closed (disconnect, write timeout, shutdown) with frames still unsent, in its buffer or handed to its socket and not yet written.",
   ),
   websocketSlowClientsClosed: counter(
     "statusengine_websocket_slow_clients_closed_total",
-    "/ws clients the hub closed (1008) for not reading: losing frames while their socket " +
-      "took none for 2 s, or no write progress at all for 10 s.",
+    "/ws clients the hub closed (1008) for not reading: losing frames while their socket took none for 2 s, or no write progress at all for 10 s.",
   ),
   websocketPublishDropped: counter(
     "statusengine_websocket_publish_dropped_total",
@@ -338,14 +320,12 @@ export const METRICS = {
   // One series per listener, pre-created while it is served.
   httpConnectionsOpen: gauge(
     "statusengine_http_connections_open",
-    "Connections a listener holds now (requests in progress, open /ws streams); " +
-      "at most 512 per listener.",
+    "Connections a listener holds now (requests in progress, open /ws streams); at most 512 per listener.",
     PER_LISTENER,
   ),
   httpConnectionsRefused: counter(
     "statusengine_http_connections_refused_total",
-    "Connections closed right after accepting because the listener already held its " +
-      "cap of 512.",
+    "Connections closed right after accepting because the listener already held its cap of 512.",
     PER_LISTENER,
   ),
   httpHeaderTimeouts: counter(
@@ -373,20 +353,17 @@ export const METRICS = {
   ),
   processVirtualMemory: gauge(
     "process_virtual_memory_bytes",
-    "Virtual memory of the worker (from /proc: absent unless the worker may read it, " +
-      "which Deno allows only under --allow-all).",
+    "Virtual memory of the worker (from /proc: absent unless the worker may read it, which Deno allows only under --allow-all).",
     { process: "virtualMemoryBytes" },
   ),
   processOpenFds: gauge(
     "process_open_fds",
-    "Open file descriptors (connections, files); from /proc, absent unless the worker " +
-      "may read it (--allow-all).",
+    "Open file descriptors (connections, files); from /proc, absent unless the worker may read it (--allow-all).",
     { process: "openFds" },
   ),
   processMaxFds: gauge(
     "process_max_fds",
-    "The limit of open file descriptors; from /proc, absent unless the worker may read " +
-      "it (--allow-all).",
+    "The limit of open file descriptors; from /proc, absent unless the worker may read it (--allow-all).",
     { process: "maxFds" },
   ),
   processStartTime: gauge(
@@ -451,11 +428,9 @@ export function renderMetricsReference(): string {
     const m: MetricSpec = raw;
     const start = m.initial === undefined ? "" : ` (starts at ${m.initial})`;
     const labels = m.labels?.map((l) => `\`${l}\``).join(", ") || "—";
-    const pre = m.name === "statusengine_queue_connected"
-      ? "deliberately none (appears at the first real connection)"
-      : m.name === "statusengine_queue_backlog"
-      ? "deliberately none (appears at the first reading, absent while unknown)"
-      : PRECREATED[m.precreate ?? "none"] + start;
+    const pre = m.notPrecreated === undefined
+      ? PRECREATED[m.precreate ?? "none"] + start
+      : `deliberately none (${m.notPrecreated})`;
     out.push(`| \`${m.name}\` | ${m.type} | ${labels} | ${pre} | ${m.help} |`);
   }
   out.push("<!-- deno-fmt-ignore-end -->", "");

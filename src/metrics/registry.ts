@@ -27,7 +27,7 @@ type HandleOf<K extends MetricKey> = Spec<K>["type"] extends "counter" ? Counter
 /** Typed handles of every catalogue metric, plus the registry they live in. */
 export type Metrics = { readonly [K in MetricKey]: HandleOf<K> } & { readonly registry: Registry };
 
-/** The concrete label values of each pre-creation set. */
+/** The concrete label values of each pre-creation set (catalogue.ts's PRECREATED tells which). */
 export interface LabelValues {
   readonly queues: readonly string[];
   readonly statusQueues: readonly string[];
@@ -39,15 +39,11 @@ export interface LabelValues {
   readonly giveBackReasons?: readonly string[];
   /** All 19 written tables (batched, downtime and the downtime tombstones). */
   readonly tables: readonly string[];
-  /** The 14 batched tables. */
   readonly batchedTables: readonly string[];
   readonly adjustReasons: readonly string[];
   readonly components: readonly string[];
-  /** Command names; given only while /commands is served. */
   readonly commands?: readonly string[];
-  /** Reject reasons of /commands; given only while it is served. */
   readonly commandRejectReasons?: readonly string[];
-  /** The HTTP listeners being served (`metrics`, `websocket`, `commands`). */
   readonly listeners?: readonly string[];
 }
 
@@ -200,11 +196,7 @@ export class ProcessReader {
 }
 
 /** A /proc reading, or undefined where it cannot be read (not Linux, or not `--allow-all`). */
-async function fromProc<T>(read: () => Promise<T>): Promise<T | undefined> {
-  if (Deno.build.os !== "linux") return undefined;
-  try {
-    return await read();
-  } catch {
-    return undefined;
-  }
+function fromProc<T>(read: () => Promise<T>): Promise<T | undefined> {
+  if (Deno.build.os !== "linux") return Promise.resolve(undefined);
+  return Promise.try(read).catch(() => undefined);
 }

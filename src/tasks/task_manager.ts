@@ -51,23 +51,6 @@ export interface ValidatedTask {
   readonly key: string;
 }
 
-/** A task's payload validated as the `raw` command of a `POST /commands` body, the same rules. */
-function validateTask(
-  payload: string,
-  key: string,
-  nowSeconds: number,
-  allow?: RawCommandAllowlist,
-): { ok: true; task: ValidatedTask } | { ok: false; reason: string; error: string } {
-  const result = validateCommandBody(
-    JSON.stringify({ Command: "raw", Data: payload }),
-    { nowSeconds, allow },
-  );
-  if (!result.ok) return { ok: false, reason: result.reason, error: result.error };
-  // A validated `raw` command's Data is always its line.
-  const line = (JSON.parse(result.body) as { Data: string }).Data;
-  return { ok: true, task: { body: result.body, line, key } };
-}
-
 /** Submit through the publisher `POST /commands` uses (`statusngin_cmd`). */
 export function brokerSubmitter(publisher: CommandPublisher): TaskSubmitter {
   return {
@@ -109,14 +92,11 @@ export function commandFileSubmitter(
       landed = undefined;
       if (late === command.key) return;
       using limit = deadline(timeoutMs, signal);
-      let opened: Opened;
-      try {
-        opened = await openCommandFile(path, limit.signal);
-      } catch (err: unknown) {
+      const opened = await openCommandFile(path, limit.signal).catch((err: unknown) => {
         throw new Error(`Cannot open external command file ${path}: ${errorMessage(err)}`, {
           cause: err,
         });
-      }
+      });
       if ("late" in opened) {
         stuck = { what: "open", done: opened.late.finally(() => (stuck = undefined)) };
         throw new Error(
@@ -308,14 +288,13 @@ export class TaskManager {
         this.#undeleted = undefined;
         continue;
       }
-      const checked = raw.type !== EXTERNAL_COMMAND_TASK
-        ? { ok: false as const, reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` }
-        : validateTask(
-          raw.payload ?? "",
-          key,
-          Math.floor(o.now?.() ?? Date.now() / 1000),
-          o.allow,
-        );
+      // Validated as the `raw` command of a `POST /commands` body, by the same rules.
+      const checked = raw.type === EXTERNAL_COMMAND_TASK
+        ? validateCommandBody(JSON.stringify({ Command: "raw", Data: raw.payload ?? "" }), {
+          nowSeconds: Math.floor(o.now?.() ?? Date.now() / 1000),
+          allow: o.allow,
+        })
+        : { ok: false as const, reason: "unknown_type", error: `type ${JSON.stringify(raw.type)}` };
       if (!checked.ok) {
         m?.tasksRejected.inc();
         log.warn("tasks: task refused and deleted; it can never run", {
@@ -330,7 +309,9 @@ export class TaskManager {
       // The lease may have ended while earlier tasks ran: the next holder reads this one.
       if (o.mayRun?.() === false) return submitted;
       try {
-        await o.submitter.submit(checked.task, signal);
+        // A validated `raw` command's Data is always its line.
+        const line = (JSON.parse(checked.body) as { Data: string }).Data;
+        await o.submitter.submit({ body: checked.body, line, key }, signal);
       } catch (err: unknown) {
         if (signal.aborted) throw err;
         // Written to the broker, its confirm lost: it may be queued, and submitted again it would
