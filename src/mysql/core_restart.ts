@@ -15,7 +15,6 @@ import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
-import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Row } from "../events/mod.ts";
 
@@ -252,7 +251,6 @@ export class StatusCleaner {
     this.#schedule();
   }
 
-  /** Start the sweep loop unless it runs. */
   #schedule(): void {
     this.#running ??= this.#run().finally(() => {
       this.#running = undefined;
@@ -284,9 +282,6 @@ export class StatusCleaner {
 
   async #run(): Promise<void> {
     const signal = this.#stop.signal;
-    // A sweep that failed for a reason the MySQL hold does not cover is tried again every poll
-    // interval, without growth or jitter: one sweep per worker, and such failures are rare.
-    let again: Backoff | undefined;
     for (let next = this.#pending; next !== undefined; next = this.#pending) {
       try {
         const target = await this.#waitForResend(next, signal);
@@ -312,12 +307,9 @@ export class StatusCleaner {
           node_name: this.#o.nodeName,
           error: errorMessage(err),
         });
-        again ??= new Backoff({
-          initialMs: this.#timing.pollMs,
-          maxMs: this.#timing.pollMs,
-          jitter: 0,
-        });
-        await this.#clock.sleep(again.next(), signal).catch(() => {});
+        // A failure the MySQL hold does not cover is retried every poll interval, without growth
+        // or jitter: one sweep per worker, and such failures are rare.
+        await this.#clock.sleep(this.#timing.pollMs, signal).catch(() => {});
       }
     }
   }
@@ -440,12 +432,10 @@ export class StatusCleaner {
   /**
    * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
    * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range; returns
-   * the rows deleted. No statement touches more than a chunk of rows whatever the table's size.
-   *
-   * A status table's range runs from the chunk's first key (a range of either index that holds no
-   * other rows of the node, whatever the other nodes' keys in between), its DELETE is LIMITed and
-   * runs with both status writers paused; a scheduled-downtime table's range starts after the
-   * previous chunk's last key (a multi-table DELETE takes no LIMIT).
+   * the rows deleted. A status table's range runs from the chunk's first key (no other rows of
+   * the node lie in it, whatever the other nodes' keys), its DELETE is LIMITed and runs with both
+   * status writers paused; a scheduled-downtime table's range starts after the previous chunk's
+   * last key (a multi-table DELETE takes no LIMIT).
    */
   async #walk(
     table: StatusTable | ScheduledDowntimeTable,
@@ -518,7 +508,7 @@ export class StatusCleaner {
     }
   }
 
-  /** Run `fn` with both status writers paused: what they hold is committed first. */
+  /** Run `fn` with both status writers paused (what they hold is committed first). */
   #paused<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
     const { writers } = this.#o;
     return writers.statusengine_servicestatus.withPaused(
@@ -570,9 +560,6 @@ export class StatusCleaner {
     });
   }
 }
-
-// The cleanup statements are single-table DELETEs, so that the sweep can add a LIMIT (a
-// multi-table DELETE takes none).
 
 /**
  * This node's rows of a status table not refreshed since `cutoff` (epoch seconds). A host row goes
