@@ -1,21 +1,11 @@
 /**
  * What `cleanup` deletes (docs/operations.md#cleanup-tables) and the calendar-day cutoff it
  * deletes before (docs/operations.md#cleanup-algorithm). The rows are the `age-*` settings of
- * src/config, which owns names, defaults and validation; this module gives them cleanup's shape.
+ * src/config, which owns names, defaults and validation.
  *
  * @module
  */
-import { RETENTION_RULES } from "../config/mod.ts";
-
-/** One retention rule: which table, which time column, which setting, which default. */
-export interface RetentionTable {
-  readonly table: string;
-  /** Column (Unix seconds) the age is measured on; rows strictly older than the cutoff go. */
-  readonly column: string;
-  /** The legacy YAML key (`age_hostchecks` …), shared with the PHP worker and Go `db_cleanup`. */
-  readonly key: string;
-  readonly defaultDays: number;
-}
+import { RETENTION_RULES, type RetentionRule } from "../config/mod.ts";
 
 /**
  * The sixteen tables `cleanup` processes, in order, one at a time: the disk and not the number
@@ -23,17 +13,12 @@ export interface RetentionTable {
  * would cancel running downtimes), the status tables (not a log), and the tables the worker
  * does not write. `age_host_downtimes`/`age_service_downtimes` clean the *history* tables.
  */
-export const RETENTION_TABLES: readonly RetentionTable[] = Object.freeze(
-  RETENTION_RULES.map((rule) => ({
-    table: rule.table,
-    column: rule.column,
-    key: rule.yamlKey,
-    defaultDays: rule.defaultDays,
-  })),
-);
+export const RETENTION_TABLES: readonly RetentionRule[] = RETENTION_RULES;
 
-/** The keys alone, in processing order. */
-export const RETENTION_KEYS: readonly string[] = Object.freeze(RETENTION_TABLES.map((t) => t.key));
+/** The legacy YAML keys (`age_hostchecks` …, as the PHP and Go workers name them), in order. */
+export const RETENTION_KEYS: readonly string[] = Object.freeze(
+  RETENTION_TABLES.map((t) => t.yamlKey),
+);
 
 /**
  * Whether a string is one of the sixteen retention keys.
