@@ -25,7 +25,6 @@ export const STATUS_TABLES = ["statusengine_servicestatus", "statusengine_hostst
 
 export type StatusTable = (typeof STATUS_TABLES)[number];
 
-/** Whether `table` is one of the {@link STATUS_TABLES}. */
 export function isStatusTable(table: string): table is StatusTable {
   return (STATUS_TABLES as readonly string[]).includes(table);
 }
@@ -83,9 +82,6 @@ type ScheduledDowntimeTable = (typeof SCHEDULED_DOWNTIME_TABLES)[number];
 
 const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 
-/** A WHERE condition and its values. */
-type Condition = { readonly sql: string; readonly values: readonly unknown[] };
-
 /** What the cleaner needs of a status table's writer. */
 export interface PausableWriter {
   /** Commit what is buffered, hold the table while `fn` runs, then resume. */
@@ -132,7 +128,6 @@ const DEFAULT_RESTART_TIMING: RestartTiming = {
   startupWindowMs: 60_000,
 };
 
-/** Options of {@link StatusCleaner}. */
 interface StatusCleanerOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
@@ -441,7 +436,7 @@ export class StatusCleaner {
     table: StatusTable | ScheduledDowntimeTable,
     alias: string,
     source: string,
-    where: readonly Condition[],
+    where: readonly ReturnType<typeof keyBound>[],
     stale: BuiltStatement,
     signal: AbortSignal,
   ): Promise<number> {
