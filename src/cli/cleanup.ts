@@ -330,7 +330,6 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       return { kind: "finished", stats };
     }
 
-    // Add the weeks ahead, then drop the expired ones (each one ALTER TABLE).
     try {
       if (maintenance.add.length > 0) {
         const started = performance.now();
@@ -516,7 +515,6 @@ export async function runCleanupCommand(
       total.droppedRowsEstimate += stats.droppedRowsEstimate;
       if (stats.needsRepair) needRepair.push(table.table);
       if (stats.alterDenied) alterDenied.push(table.table);
-      // One line per table: what it is, what was done, how fast.
       const properties = {
         table: table.table,
         layout: stats.layout,
