@@ -69,10 +69,6 @@ export function unixSeconds(instant: Date): number {
   return Math.floor(instant.getTime() / 1000);
 }
 
-function pad(n: number, width = 2): string {
-  return String(n).padStart(width, "0");
-}
-
 /**
  * An instant as RFC 3339 in the local time zone with its offset (`2026-03-28T12:00:00+01:00`,
  * never `Z`), the form `cleanup` logs its cutoff in: an operator reads the wall-clock time the
@@ -86,12 +82,6 @@ function pad(n: number, width = 2): string {
  * ```
  */
 export function formatLocalRfc3339(instant: Date): string {
-  const offsetMinutes = -instant.getTimezoneOffset();
-  const sign = offsetMinutes < 0 ? "-" : "+";
-  const abs = Math.abs(offsetMinutes);
-  return `${pad(instant.getFullYear(), 4)}-${pad(instant.getMonth() + 1)}-${
-    pad(instant.getDate())
-  }T${pad(instant.getHours())}:${pad(instant.getMinutes())}:${pad(instant.getSeconds())}${sign}${
-    pad(Math.floor(abs / 60))
-  }:${pad(abs % 60)}`;
+  const timeZone = Temporal.Now.timeZoneId();
+  return instant.toTemporalInstant().toString({ timeZone, smallestUnit: "second" });
 }
