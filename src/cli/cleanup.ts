@@ -113,7 +113,6 @@ async function partitionGrantAdvice(
   }
 }
 
-/** How one table ended. */
 type TableOutcome =
   | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
   | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };

@@ -152,7 +152,6 @@ function runOutputPrefix(runId: string): string {
 /** Text after which an event's `output` gives the run's size. */
 const RUN_SIZE_SEPARATOR = " of ";
 
-/** A closed range of sequence numbers, `[first, last]`. */
 type SeqRange = readonly [first: number, last: number];
 
 /**
@@ -257,8 +256,7 @@ export class LossTally {
 }
 
 /**
- * Tally the sequence numbers of the marker rows found (one per row, any order) against the
- * expected count.
+ * Tally the sequence numbers of marker rows (one per row, any order) against the expected count.
  *
  * @example
  * ```ts

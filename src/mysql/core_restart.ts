@@ -395,7 +395,6 @@ export class StatusCleaner {
    */
   async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    // Services first: a host row goes only once none of its services is left.
     for (const table of STATUS_TABLES) {
       const t = quoteIdentifier(table);
       // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …

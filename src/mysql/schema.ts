@@ -531,7 +531,6 @@ export async function assertTablesExist(
   );
 }
 
-/** Whether a database exists on the server. */
 export async function databaseExists(conn: QueryConnection, database: string): Promise<boolean> {
   const rows = await rowsOf(
     conn,
