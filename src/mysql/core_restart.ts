@@ -15,6 +15,7 @@ import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
+import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Row } from "../events/mod.ts";
 
@@ -277,6 +278,9 @@ export class StatusCleaner {
 
   async #run(): Promise<void> {
     const signal = this.#stop.signal;
+    // A sweep that failed for a reason the MySQL hold does not cover is tried again every poll
+    // interval, without growth or jitter: one sweep per worker, and such failures are rare.
+    let again: Backoff | undefined;
     for (let next = this.#pending; next !== undefined; next = this.#pending) {
       try {
         const target = await this.#waitForResend(next, signal);
@@ -302,9 +306,12 @@ export class StatusCleaner {
           node_name: this.#o.nodeName,
           error: errorMessage(err),
         });
-        // A failure the MySQL hold does not cover is retried every poll interval, without growth
-        // or jitter: one sweep per worker, and such failures are rare.
-        await this.#clock.sleep(this.#timing.pollMs, signal).catch(() => {});
+        again ??= new Backoff({
+          initialMs: this.#timing.pollMs,
+          maxMs: this.#timing.pollMs,
+          jitter: 0,
+        });
+        await this.#clock.sleep(again.next(), signal).catch(() => {});
       }
     }
   }
