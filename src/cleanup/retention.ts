@@ -1,21 +1,11 @@
 /**
  * What `cleanup` deletes (docs/operations.md#cleanup-tables) and the calendar-day cutoff it
  * deletes before (docs/operations.md#cleanup-algorithm). The rows are the `age-*` settings of
- * src/config, which owns names, defaults and validation; this module gives them cleanup's shape.
+ * src/config, which owns names, defaults and validation.
  *
  * @module
  */
-import { RETENTION_RULES } from "../config/mod.ts";
-
-/** One retention rule: which table, which time column, which setting, which default. */
-export interface RetentionTable {
-  readonly table: string;
-  /** Column (Unix seconds) the age is measured on; rows strictly older than the cutoff go. */
-  readonly column: string;
-  /** The legacy YAML key (`age_hostchecks` …), shared with the PHP worker and Go `db_cleanup`. */
-  readonly key: string;
-  readonly defaultDays: number;
-}
+import { RETENTION_RULES, type RetentionRule } from "../config/mod.ts";
 
 /**
  * The sixteen tables `cleanup` processes, in order, one at a time: the disk and not the number
@@ -23,17 +13,12 @@ export interface RetentionTable {
  * would cancel running downtimes), the status tables (not a log), and the tables the worker
  * does not write. `age_host_downtimes`/`age_service_downtimes` clean the *history* tables.
  */
-export const RETENTION_TABLES: readonly RetentionTable[] = Object.freeze(
-  RETENTION_RULES.map((rule) => ({
-    table: rule.table,
-    column: rule.column,
-    key: rule.yamlKey,
-    defaultDays: rule.defaultDays,
-  })),
-);
+export const RETENTION_TABLES: readonly RetentionRule[] = RETENTION_RULES;
 
-/** The keys alone, in processing order. */
-export const RETENTION_KEYS: readonly string[] = Object.freeze(RETENTION_TABLES.map((t) => t.key));
+/** The legacy YAML keys (`age_hostchecks` …, as the PHP and Go workers name them), in order. */
+export const RETENTION_KEYS: readonly string[] = Object.freeze(
+  RETENTION_TABLES.map((t) => t.yamlKey),
+);
 
 /**
  * Whether a string is one of the sixteen retention keys.
@@ -84,10 +69,6 @@ export function unixSeconds(instant: Date): number {
   return Math.floor(instant.getTime() / 1000);
 }
 
-function pad(n: number, width = 2): string {
-  return String(n).padStart(width, "0");
-}
-
 /**
  * An instant as RFC 3339 in the local time zone with its offset (`2026-03-28T12:00:00+01:00`,
  * never `Z`), the form `cleanup` logs its cutoff in: an operator reads the wall-clock time the
@@ -101,12 +82,6 @@ function pad(n: number, width = 2): string {
  * ```
  */
 export function formatLocalRfc3339(instant: Date): string {
-  const offsetMinutes = -instant.getTimezoneOffset();
-  const sign = offsetMinutes < 0 ? "-" : "+";
-  const abs = Math.abs(offsetMinutes);
-  return `${pad(instant.getFullYear(), 4)}-${pad(instant.getMonth() + 1)}-${
-    pad(instant.getDate())
-  }T${pad(instant.getHours())}:${pad(instant.getMinutes())}:${pad(instant.getSeconds())}${sign}${
-    pad(Math.floor(abs / 60))
-  }:${pad(abs % 60)}`;
+  const timeZone = Temporal.Now.timeZoneId();
+  return instant.toTemporalInstant().toString({ timeZone, smallestUnit: "second" });
 }

@@ -44,14 +44,14 @@ Deno.test("retention: every table and column exists in the catalogue, partitione
 // that list (the legacy keys and defaults carry an old config.yml over value for value).
 Deno.test("retention: the tables are the settings' retention rules in their order, the history tables first, then the task queue (age_tasks), then the downtime tombstones", () => {
   assert.deepEqual(
-    RETENTION_TABLES.map((r) => [r.table, r.column, r.key, r.defaultDays]),
+    RETENTION_TABLES.map((r) => [r.table, r.column, r.yamlKey, r.defaultDays]),
     RETENTION_RULES.map((r) => [r.table, r.column, r.yamlKey, r.defaultDays]),
   );
-  assert.deepEqual(RETENTION_TABLES.slice(-2).map((r) => r.key), [
+  assert.deepEqual(RETENTION_TABLES.slice(-2).map((r) => r.yamlKey), [
     "age_tasks",
     "age_downtime_tombstones",
   ]);
-  assert.deepEqual(RETENTION_KEYS, RETENTION_TABLES.map((r) => r.key));
+  assert.deepEqual(RETENTION_KEYS, RETENTION_TABLES.map((r) => r.yamlKey));
   assert.equal(CLEANED.size, 16);
 });
 

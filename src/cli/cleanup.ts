@@ -25,9 +25,9 @@ import {
   RETENTION_KEYS,
   RETENTION_TABLES,
   retentionCutoff,
-  type RetentionTable,
   unixSeconds,
 } from "../cleanup/retention.ts";
+import type { RetentionRule } from "../config/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { delay } from "../util/async.ts";
 import { redactText, redactUrl } from "../util/redact.ts";
@@ -70,7 +70,7 @@ const PROGRESS_COUNT_LIMIT = 10_000_000;
 const log = getLogger("cleanup");
 
 /** A table with the age this run applies and its cutoff (null: disabled). */
-interface PlannedTable extends RetentionTable {
+interface PlannedTable extends RetentionRule {
   readonly days: number;
   readonly cutoff: Date | null;
 }
@@ -113,7 +113,6 @@ async function partitionGrantAdvice(
   }
 }
 
-/** How one table ended. */
 type TableOutcome =
   | { readonly kind: "finished" | "interrupted"; readonly stats: TableStats }
   | { readonly kind: "failed"; readonly stats: TableStats; readonly error: unknown };
@@ -143,7 +142,7 @@ function plan(options: CleanupCommandOptions, now: Date): PlannedTable[] {
     }
   }
   return RETENTION_TABLES.map((rule) => {
-    const days = options.ages[rule.key] ?? rule.defaultDays;
+    const days = options.ages[rule.yamlKey] ?? rule.defaultDays;
     return { ...rule, days, cutoff: days > 0 ? retentionCutoff(now, days) : null };
   });
 }
@@ -273,7 +272,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     if (layout.kind !== "weekly") {
       if (options.dryRun === true) {
         const part = table.cutoff === null
-          ? `disabled (${table.key}: 0)`
+          ? `disabled (${table.yamlKey}: 0)`
           : await dryRunDelete(ctx, table, "table", "table", table.cutoff, stats);
         ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${part}`);
         return { kind: "finished", stats };
@@ -330,7 +329,6 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       return { kind: "finished", stats };
     }
 
-    // Add the weeks ahead, then drop the expired ones (each one ALTER TABLE).
     try {
       if (maintenance.add.length > 0) {
         const started = performance.now();
@@ -372,7 +370,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     if (signal.aborted) return { kind: "interrupted", stats };
     if (missingAndDisabled(table, err)) {
       if (options.dryRun === true) {
-        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.key}: 0)`);
+        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.yamlKey}: 0)`);
       }
       return { kind: "finished", stats };
     }
@@ -496,7 +494,7 @@ export async function runCleanupCommand(
       if (table.cutoff === null) {
         log.info("cleanup: table disabled, nothing is deleted", {
           table: table.table,
-          setting: table.key,
+          setting: table.yamlKey,
         });
       } else {
         log.debug("cleanup: starting table", {
@@ -516,7 +514,6 @@ export async function runCleanupCommand(
       total.droppedRowsEstimate += stats.droppedRowsEstimate;
       if (stats.needsRepair) needRepair.push(table.table);
       if (stats.alterDenied) alterDenied.push(table.table);
-      // One line per table: what it is, what was done, how fast.
       const properties = {
         table: table.table,
         layout: stats.layout,

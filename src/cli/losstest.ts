@@ -144,24 +144,14 @@ export function parseLossMarker(runId: string, hostname: string): number | undef
   return Number(rest);
 }
 
-/**
- * The `output` of a run's event records how many events the run published, so that `verify`
- * checks them all without being told (a default count once passed a run of 200,000 after
- * looking at 10,000).
- */
-function runSizeOutput(runId: string, seq: number, count: number): string {
-  return `${runOutputPrefix(runId)}event ${seq} of ${count}`;
-}
-
 /** The text every `output` of a run starts with; the run id cannot contain LIKE wildcards. */
 function runOutputPrefix(runId: string): string {
   return `losstest run ${runId}: `;
 }
 
-/** Text after which {@link runSizeOutput} puts the count. */
+/** Text after which an event's `output` gives the run's size. */
 const RUN_SIZE_SEPARATOR = " of ";
 
-/** A closed range of sequence numbers, `[first, last]`. */
 type SeqRange = readonly [first: number, last: number];
 
 /**
@@ -266,8 +256,7 @@ export class LossTally {
 }
 
 /**
- * Tally the sequence numbers of the marker rows found (one per row, any order) against the
- * expected count.
+ * Tally the sequence numbers of marker rows (one per row, any order) against the expected count.
  *
  * @example
  * ```ts
@@ -307,8 +296,8 @@ export function* losstestJobs(
       "hostcheck": {
         ...check,
         "host_name": lossMarker(runId, seq),
-        // Every event carries the run's size, so `verify` knows what was published.
-        "output": runSizeOutput(runId, seq, count),
+        // The run's size, so that `verify` checks every event published without being told.
+        "output": `${runOutputPrefix(runId)}event ${seq}${RUN_SIZE_SEPARATOR}${count}`,
         "start_time": ts - checkSeconds,
         "end_time": ts,
       },

@@ -93,25 +93,23 @@ const EXAMPLES_PER_TABLE = 5;
 const DOUBLE_DIGITS = 14;
 
 /**
- * How rows are matched (`key`) and which columns are never compared (`skip`: AUTO_INCREMENT
- * ids, which differ between databases): the primary key; for a key containing an
- * AUTO_INCREMENT column or no key, every other column not `ignored`; for
+ * How rows are matched: the primary key; for a key containing an AUTO_INCREMENT column (`auto`:
+ * ids differ between databases, never compared) or no key, every other column not `ignored`; for
  * `statusengine_perfdata` its metric index plus the time.
  */
-function rowIdentity(
+function rowKey(
   table: Table,
+  auto: readonly string[],
   ignored: ReadonlySet<string>,
-): { key: readonly string[]; skip: readonly string[] } {
-  const auto = table.columns.filter((c) => c.autoIncrement).map((c) => c.name);
+): readonly string[] {
   if (table.name === "statusengine_perfdata") {
-    return { key: ["hostname", "service_description", "label", "timestamp"], skip: auto };
+    return ["hostname", "service_description", "label", "timestamp"];
   }
   if (table.primaryKey.length > 0 && !table.primaryKey.some((c) => auto.includes(c))) {
-    return { key: table.primaryKey, skip: auto };
+    return table.primaryKey;
   }
   // An ignored column kept in this key would still tell the rows apart.
-  const key = table.columns.map((c) => c.name).filter((c) => !auto.includes(c) && !ignored.has(c));
-  return { key, skip: auto };
+  return table.columns.map((c) => c.name).filter((c) => !auto.includes(c) && !ignored.has(c));
 }
 
 /** A database value as compared: SQL NULL and `''` both become `''` (docs/operations.md#verify). */
@@ -242,17 +240,11 @@ function beyondWindow(
   return (row) => Number(row[time]) < edge;
 }
 
-/** Parsed `--ignore-columns`: columns ignored in every table, and `table.column` entries. */
-interface IgnoredColumns {
-  readonly everywhere: ReadonlySet<string>;
-  readonly perTable: ReadonlyMap<string, ReadonlySet<string>>;
-}
-
 /**
- * Parse `--ignore-columns` entries (`column` or `table.column`), checked against the
- * catalogue so that a typo cannot silently hide nothing.
+ * Parse `--ignore-columns` entries (`column`: in every table, or `table.column`), checked against
+ * the catalogue so that a typo cannot silently hide nothing.
  */
-function parseIgnoreColumns(specs: readonly string[]): IgnoredColumns {
+function parseIgnoreColumns(specs: readonly string[]) {
   const everywhere = new Set<string>();
   const perTable = new Map<string, Set<string>>();
   for (const raw of specs) {
@@ -339,7 +331,7 @@ async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefi
  */
 export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): Promise<number> {
   let tables: readonly TableName[];
-  let ignored: IgnoredColumns;
+  let ignored: ReturnType<typeof parseIgnoreColumns>;
   try {
     tables = selectTables(options.tables);
     ignored = parseIgnoreColumns(options.ignoreColumns ?? []);
@@ -370,8 +362,9 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
     let errors = 0;
     for (const name of tables) {
       const ignoredHere = new Set([...ignored.everywhere, ...(ignored.perTable.get(name) ?? [])]);
-      const identity = rowIdentity(TABLES[name], ignoredHere);
-      const order = [...new Set([...VERIFY_ORDER[name], ...identity.key])];
+      const auto = TABLES[name].columns.filter((c) => c.autoIncrement).map((c) => c.name);
+      const key = rowKey(TABLES[name], auto, ignoredHere);
+      const order = [...new Set([...VERIFY_ORDER[name], ...key])];
       let fa: NewestRows;
       let fb: NewestRows;
       try {
@@ -384,22 +377,20 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
         io.out(`ERROR verifying table ${name}: ${errorMessage(err)}`);
         continue;
       }
-      const missingKey = identity.key.filter((c) =>
-        !fa.columns.includes(c) || !fb.columns.includes(c)
-      );
+      const missingKey = key.filter((c) => !fa.columns.includes(c) || !fb.columns.includes(c));
       if (missingKey.length > 0) {
         errors++;
         io.out(`ERROR verifying table ${name}: key column(s) ${missingKey.join(", ")} missing`);
         continue;
       }
-      const skip = new Set([...identity.skip, ...ignoredHere]);
+      const skip = new Set([...auto, ...ignoredHere]);
       const columns = [...new Set([...fa.columns, ...fb.columns])].filter((c) => !skip.has(c));
       const doubles = new Set([...fa.doubles, ...fb.doubles]);
       const time = VERIFY_ORDER[name][0];
       const diff = diffRows(
         fa.rows,
         fb.rows,
-        identity.key,
+        key,
         columns,
         doubles,
         beyondWindow(fa, options.limit, time),

@@ -100,10 +100,8 @@ export interface Table {
   readonly batched: boolean;
 }
 
-type Nullability = "NOT NULL" | "NULL";
-
 /** `[name, type, NULL/NOT NULL]` or with a fourth element: default literal or `AUTO_INCREMENT`. */
-type ColumnLine = readonly [name: string, type: string, nullability: Nullability, extra?: string];
+type ColumnLine = readonly [name: string, type: string, null: "NOT NULL" | "NULL", extra?: string];
 
 interface TableDefinition {
   readonly writeMode: WriteMode;
@@ -325,8 +323,7 @@ function statusColumns(object: "host" | "service", states: readonly string[]): C
   ];
 }
 
-// The tables in alphabetical order, as docs/tables.md#table-definitions lists them. The no-op
-// column of every `noop_upsert` table is its first primary-key column (docs/tables.md#write-modes).
+// The tables in alphabetical order, as docs/tables.md#table-definitions lists them.
 const DEFINITIONS = {
   statusengine_dbversion: {
     writeMode: "none",
@@ -448,8 +445,7 @@ const DEFINITIONS = {
     ],
     primaryKey: ["node_name"],
   },
-  // Plain INSERT: no primary key and no unique index, so nothing can collide
-  // (docs/tables.md#write-modes).
+  // Plain INSERT: no key nor unique index, so nothing can collide (docs/tables.md#write-modes).
   statusengine_perfdata: {
     writeMode: "insert",
     keepNull: ["unit"],
@@ -614,7 +610,6 @@ export function parseSqlType(type: string): ColumnKind {
       min: unsigned ? 0 : range[0],
       max: unsigned ? range[2] : range[1],
       unsigned,
-      // Every tinyint(1) column of the schema is a flag written as 0/1.
       flag: base === "tinyint" && integer[2] === "1",
     };
   }

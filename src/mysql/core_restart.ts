@@ -26,7 +26,6 @@ export const STATUS_TABLES = ["statusengine_servicestatus", "statusengine_hostst
 
 export type StatusTable = (typeof STATUS_TABLES)[number];
 
-/** Whether `table` is one of the {@link STATUS_TABLES}. */
 export function isStatusTable(table: string): table is StatusTable {
   return (STATUS_TABLES as readonly string[]).includes(table);
 }
@@ -84,9 +83,6 @@ type ScheduledDowntimeTable = (typeof SCHEDULED_DOWNTIME_TABLES)[number];
 
 const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 
-/** A WHERE condition and its values. */
-type Condition = { readonly sql: string; readonly values: readonly unknown[] };
-
 /** What the cleaner needs of a status table's writer. */
 export interface PausableWriter {
   /** Commit what is buffered, hold the table while `fn` runs, then resume. */
@@ -133,7 +129,6 @@ const DEFAULT_RESTART_TIMING: RestartTiming = {
   startupWindowMs: 60_000,
 };
 
-/** Options of {@link StatusCleaner}. */
 interface StatusCleanerOptions {
   readonly executor: SqlExecutor;
   readonly availability: DbAvailability;
@@ -252,7 +247,6 @@ export class StatusCleaner {
     this.#schedule();
   }
 
-  /** Start the sweep loop unless it runs. */
   #schedule(): void {
     this.#running ??= this.#run().finally(() => {
       this.#running = undefined;
@@ -408,7 +402,6 @@ export class StatusCleaner {
    */
   async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    // Services first: a host row goes only once none of its services is left.
     for (const table of STATUS_TABLES) {
       const t = quoteIdentifier(table);
       // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
@@ -440,18 +433,16 @@ export class StatusCleaner {
   /**
    * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
    * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range; returns
-   * the rows deleted. No statement touches more than a chunk of rows whatever the table's size.
-   *
-   * A status table's range runs from the chunk's first key (a range of either index that holds no
-   * other rows of the node, whatever the other nodes' keys in between), its DELETE is LIMITed and
-   * runs with both status writers paused; a scheduled-downtime table's range starts after the
-   * previous chunk's last key (a multi-table DELETE takes no LIMIT).
+   * the rows deleted. A status table's range runs from the chunk's first key (no other rows of
+   * the node lie in it, whatever the other nodes' keys), its DELETE is LIMITed and runs with both
+   * status writers paused; a scheduled-downtime table's range starts after the previous chunk's
+   * last key (a multi-table DELETE takes no LIMIT).
    */
   async #walk(
     table: StatusTable | ScheduledDowntimeTable,
     alias: string,
     source: string,
-    where: readonly Condition[],
+    where: readonly ReturnType<typeof keyBound>[],
     stale: BuiltStatement,
     signal: AbortSignal,
   ): Promise<number> {
@@ -518,7 +509,7 @@ export class StatusCleaner {
     }
   }
 
-  /** Run `fn` with both status writers paused: what they hold is committed first. */
+  /** Run `fn` with both status writers paused (what they hold is committed first). */
   #paused<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
     const { writers } = this.#o;
     return writers.statusengine_servicestatus.withPaused(
@@ -570,9 +561,6 @@ export class StatusCleaner {
     });
   }
 }
-
-// The cleanup statements are single-table DELETEs, so that the sweep can add a LIMIT (a
-// multi-table DELETE takes none).
 
 /**
  * This node's rows of a status table not refreshed since `cutoff` (epoch seconds). A host row goes

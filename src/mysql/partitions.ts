@@ -64,9 +64,7 @@ export interface PartitionInfo {
 }
 
 /** A range partition with a numeric bound: holds day numbers below `lessThan`. */
-export interface BoundedPartition extends WeeklyPartition {
-  readonly rowsEstimate: number;
-}
+type BoundedPartition = WeeklyPartition & { readonly rowsEstimate: number };
 
 /** The weekly layout of one table as `schema` creates it. */
 export interface WeeklyLayout {
@@ -166,9 +164,8 @@ export function weeksUpTo(
   return partitions;
 }
 
-/** {@linkcode weeksUpTo} from the top bound of a layout, its names taken. */
+/** {@linkcode weeksUpTo} from a layout's top bound; names compared lower-cased, as MySQL does. */
 function weeksAfter(layout: WeeklyLayout, firstDay: number, target: number): WeeklyPartition[] {
-  // Lower-cased: MySQL compares partition names case-insensitively.
   const names = new Set(layout.bounded.map((p) => p.name.toLowerCase()));
   if (layout.max !== null) names.add(layout.max.name.toLowerCase());
   return weeksUpTo(layout.bounded.at(-1)?.lessThan ?? null, firstDay, target, names);
@@ -462,13 +459,12 @@ export class CleanupSession {
     limit?: number,
   ): Promise<number> {
     if (partitions !== "table" && partitions.length === 0) return 0;
-    const select = `SELECT 1 FROM ${quoteIdentifier(target.table)}${
-      partitionClause(partitions)
-    } WHERE ${quoteIdentifier(target.column)} < ?`;
     const rows = await this.#query<mysql.RowDataPacket[]>(
-      limit === undefined
-        ? `SELECT COUNT(*) AS n FROM (${select}) AS old_rows`
-        : `SELECT COUNT(*) AS n FROM (${select} LIMIT ${limit}) AS old_rows`,
+      `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${quoteIdentifier(target.table)}${
+        partitionClause(partitions)
+      } WHERE ${quoteIdentifier(target.column)} < ?${
+        limit === undefined ? "" : ` LIMIT ${limit}`
+      }) AS old_rows`,
       [cutoff],
     );
     return Number(rows[0]?.n ?? 0);
@@ -599,7 +595,7 @@ export class CleanupSession {
     return { account, database, missing, grant };
   }
 
-  /** Drop the connection so the next table starts on a fresh one. */
+  /** Drop the connection: the next statement starts on a fresh one. */
   discard(): void {
     if (this.#conn !== undefined) closeMysqlNow(this.#conn);
     this.#conn = undefined;

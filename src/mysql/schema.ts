@@ -260,10 +260,6 @@ export type SchemaDifference =
   /** e.g. `RANGE (start_time DIV 86400)`; null for "not partitioned". */
   | Diff<"partitioning", Both<string | null>>;
 
-function expectedShape({ type, nullable, default: d, autoIncrement }: Column): ColumnShape {
-  return { type, nullable, default: d, autoIncrement };
-}
-
 function actualShape(row: ColumnRow): ColumnShape {
   return {
     type: row.columnType,
@@ -353,14 +349,13 @@ export function compareSchema(
     const expectedNames = new Set(table.columns.map((c) => c.name));
     for (const column of table.columns) {
       const row = actualByName.get(column.name);
-      const expected = expectedShape(column);
       if (row === undefined) {
-        add({ kind: "missing_column", column: column.name, expected });
+        add({ kind: "missing_column", column: column.name, expected: column });
         continue;
       }
       const actual = actualShape(row);
-      if (!sameShape(expected, actual)) {
-        add({ kind: "column_definition", column: column.name, expected, actual });
+      if (!sameShape(column, actual)) {
+        add({ kind: "column_definition", column: column.name, expected: column, actual });
       }
       if (column.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
         add({
@@ -536,7 +531,6 @@ export async function assertTablesExist(
   );
 }
 
-/** Whether a database exists on the server. */
 export async function databaseExists(conn: QueryConnection, database: string): Promise<boolean> {
   const rows = await rowsOf(
     conn,
