@@ -97,7 +97,6 @@ export function logReachesStderr(): boolean {
   return logSharesStderr;
 }
 
-/** Options of {@link configureLogging}. */
 export interface LoggingOptions {
   readonly level: LogLevel;
   readonly format: LogFormat;
@@ -145,13 +144,7 @@ export { reset as resetLogging };
 
 /** A logger for one component, e.g. `getLogger("gearman")`. */
 export function getLogger(component: string): Logger {
-  const logger = getLogtapeLogger(["statusengine", component]);
-  return {
-    debug: (message, properties) => logger.debug(message, properties ?? {}),
-    info: (message, properties) => logger.info(message, properties ?? {}),
-    warn: (message, properties) => logger.warn(message, properties ?? {}),
-    error: (message, properties) => logger.error(message, properties ?? {}),
-  };
+  return getLogtapeLogger(["statusengine", component]);
 }
 
 export { errorMessage } from "./util/errors.ts";
