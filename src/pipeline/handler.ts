@@ -88,11 +88,10 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     // A failed write rejects: the job stays unacknowledged and is retried (D7: never silent).
     await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
     m?.pipelineErrors.inc({ component: "queue" });
-    const where = options.leftOverFile === undefined
-      ? ["the dead-letter file", {}] as const
-      : ["the replay's left-over file", { file: options.leftOverFile }] as const;
-    log.warn(`pipeline: undecodable payload written to ${where[0]}`, {
-      ...where[1],
+    const file = options.leftOverFile;
+    const where = file === undefined ? "the dead-letter file" : "the replay's left-over file";
+    log.warn(`pipeline: undecodable payload written to ${where}`, {
+      ...(file === undefined ? {} : { file }),
       queue: job.queue,
       server: job.server,
       reason,
@@ -139,14 +138,6 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
 
   const stream = options.stream;
 
-  /** One frame per job, published before its rows go to MySQL (docs/operations.md#ws). */
-  function streamEvents(job: Job, decoded: DecodedJob): void {
-    if (stream === undefined) return;
-    if (decoded.kind === "invalid" || decoded.kind === "ignored") return;
-    const events = decoded.events;
-    if (events !== undefined && events.length > 0) stream.publish(job.queue, events);
-  }
-
   /**
    * Decode a job's payload, count a repair, offer the events to `/ws`. The payload text is
    * kept only for a job that goes to the dead-letter file: a local of the async handler would
@@ -175,7 +166,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         );
       }
     }
-    streamEvents(job, decoded);
+    // One frame per job, published before its rows go to MySQL (docs/operations.md#ws).
+    if (stream !== undefined && decoded.kind !== "invalid" && decoded.kind !== "ignored") {
+      const events = decoded.events;
+      if (events !== undefined && events.length > 0) stream.publish(job.queue, events);
+    }
     return { decoded, invalidText: decoded.kind === "invalid" ? text : "" };
   }
 
