@@ -180,8 +180,8 @@ export async function startWorker(
       mysqlHosts: database.hosts,
     }, split);
     stack.defer(() => consumer.stop());
-    // A stop ends the first connection attempts, which may wait for a broker's answer up to
-    // their connect timeout; the start then fails as stopped instead of going on to consume.
+    // A stop ends the first connection attempts (each may wait up to its connect timeout); the
+    // start then fails as stopped instead of going on to consume.
     const signal = options.signal;
     signal?.throwIfAborted();
     const stopStarting = () => void consumer.stop();
@@ -213,9 +213,7 @@ export async function startWorker(
     // poll's statement may wait on MySQL (a lock, a frozen server) for as long as the statement
     // timeout allows, for ever with 0; it fails once the pool is closed below.
     if (tasks !== undefined) await step("stop task queue", () => bounded(() => tasks.close()));
-    // Running jobs get the drain timeout to commit and be acknowledged.
     await step("drain consumer", () => consumer.stop());
-    // Writers and the perfdata backends flush concurrently under the one budget.
     await step(
       "flush writers",
       () => Promise.all([pipeline.close(flushMs), perfdata?.close(flushMs)]),
@@ -224,7 +222,6 @@ export async function startWorker(
     if (websocket !== undefined) {
       await step("close websocket clients", () => Promise.resolve(websocket.closeClients()));
     }
-    // The probe stops before the pool ends.
     await step("close MySQL pool", async () => {
       await probe.stop();
       await database[Symbol.asyncDispose]();
@@ -244,7 +241,7 @@ export async function startWorker(
     log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
   }
 
-  // Started: from here on the running worker owns everything, and stop() releases it in order.
+  // Started: from here on stop() releases everything, in order.
   stack.move();
   let stopping: Promise<void> | undefined;
   return {
@@ -370,7 +367,7 @@ async function commandFileAdvice(path: string, err: unknown): Promise<string> {
   return "Set external_command_file (--external-command-file) to the core's command file";
 }
 
-/** The name of a file's group from /etc/group, if it can be found. */
+/** The name of a file's group from /etc/group, if it can be found (else only a better message is lost). */
 async function groupOf(path: string): Promise<string | undefined> {
   try {
     const gid = (await Deno.stat(path)).gid;
@@ -378,7 +375,6 @@ async function groupOf(path: string): Promise<string | undefined> {
     return groups.split("\n").map((line) => line.split(":"))
       .find((fields) => fields[2] === String(gid))?.[0];
   } catch {
-    // Only a better message is lost.
     return undefined;
   }
 }
@@ -401,8 +397,8 @@ function startTasks(
   hosts: MysqlHosts,
   metrics: Metrics,
 ): { manager: TaskManager; close(): Promise<void> } | undefined {
-  if (!config.tasks) return undefined;
   const t = config.tasks;
+  if (!t) return undefined;
   const publisher = t.submitMethod === "broker" ? backend.commandPublisher() : undefined;
   const lease = config.inOrderLock ? tasksLease(config, hosts) : undefined;
   const manager = new TaskManager({
@@ -445,7 +441,7 @@ function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
   });
 }
 
-/** Bound on each step that waits for a peer (task queue, MySQL pool, HTTP listeners). */
+/** Bound on each step that waits for a peer (task queue, HTTP listeners). */
 const CLOSE_TIMEOUT_MS = 5_000;
 
 async function step(name: string, fn: () => PromiseLike<unknown>): Promise<void> {

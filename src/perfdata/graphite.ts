@@ -38,12 +38,9 @@ export interface GraphiteOptions {
 /** One lazily dialled TCP connection to Carbon's plaintext listener. */
 class CarbonTransport implements Transport<string> {
   readonly backend = "graphite";
-  readonly target: string;
   #conn: Deno.TcpConn | undefined;
 
-  constructor(addr: string) {
-    this.target = addr;
-  }
+  constructor(readonly target: string) {}
 
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
     if (this.#conn === undefined) {
@@ -78,7 +75,7 @@ class CarbonTransport implements Transport<string> {
       const buffer = new Uint8Array(64);
       try {
         while ((await conn.read(buffer)) !== null) {
-          // Nothing is expected; whatever comes is ignored.
+          // Whatever comes is ignored.
         }
       } catch {
         // Closed here (reset) or reset by Carbon.
@@ -91,7 +88,7 @@ class CarbonTransport implements Transport<string> {
     try {
       this.#conn?.close();
     } catch {
-      // already closed
+      // Already closed.
     }
     this.#conn = undefined;
   }
@@ -109,17 +106,14 @@ export class GraphiteClient extends PerfdataClient<string> {
       (r) => {
         const value = r["value"];
         if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
-        return carbonLine(
-          metricPath(
-            prefix,
-            String(r["hostname"] ?? ""),
-            String(r["service_description"] ?? ""),
-            String(r["label"] ?? ""),
-            illegal,
-          ),
-          value,
-          Number(r["timestamp_unix"] ?? 0),
+        const path = metricPath(
+          prefix,
+          String(r["hostname"] ?? ""),
+          String(r["service_description"] ?? ""),
+          String(r["label"] ?? ""),
+          illegal,
         );
+        return carbonLine(path, value, Number(r["timestamp_unix"] ?? 0));
       },
       {
         batchSize: options.batchSize,

@@ -8,7 +8,7 @@ import { perfdataThresholds, plainLabel, positionalDecimal, type Row } from "../
 import { PerfdataClient, type Transport } from "./sink.ts";
 import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
-/** Where and how to write to InfluxDB: the `--influxdb-*` settings. */
+/** The `--influxdb-*` settings. */
 export interface InfluxDbSettings {
   /**
    * `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`; may
