@@ -12,7 +12,6 @@ import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,
 } from "../util/illegal_characters.ts";
-import type { Metrics } from "../metrics/registry.ts";
 import { PerfdataClient, type SinkObserver, type Transport } from "./sink.ts";
 
 const encoder = new TextEncoder();
@@ -28,11 +27,8 @@ export interface GraphiteOptions {
   readonly illegalCharacters?: RegExp;
   /** Metrics per write, 1..1000. */
   readonly batchSize: number;
-  /** For the `statusengine_graphite_*` series. */
-  readonly metrics?: Metrics;
-  /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
   readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
 }
 
 /** One lazily dialled TCP connection to Carbon's plaintext listener. */
@@ -99,8 +95,6 @@ export class GraphiteClient extends PerfdataClient<string> {
   constructor(options: GraphiteOptions) {
     const illegal = options.illegalCharacters;
     const prefix = sanitizeSegment(options.prefix, illegal);
-    const m = options.metrics;
-    const o = options.observer;
     super(
       new CarbonTransport(options.addr),
       (r) => {
@@ -115,27 +109,7 @@ export class GraphiteClient extends PerfdataClient<string> {
         );
         return carbonLine(path, value, Number(r["timestamp_unix"] ?? 0));
       },
-      {
-        batchSize: options.batchSize,
-        observer: {
-          written(points) {
-            m?.graphiteMetricsWritten.inc(points);
-            m?.graphiteFlushes.inc();
-            o?.written(points);
-          },
-          dropped(points, reason) {
-            m?.graphiteMetricsDropped.inc(points);
-            o?.dropped(points, reason);
-          },
-          available(up) {
-            m?.graphiteAvailable.set(up ? 1 : 0);
-            o?.available(up);
-          },
-          retried: () => o?.retried(),
-          failed: () => o?.failed(),
-        },
-        statsIntervalMs: options.statsIntervalMs,
-      },
+      options,
     );
   }
 }

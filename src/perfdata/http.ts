@@ -112,5 +112,5 @@ export interface HttpClientOptions {
    */
   readonly quotedLabels?: boolean;
   readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
 }
