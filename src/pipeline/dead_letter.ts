@@ -71,30 +71,36 @@ export class DeadLetterFile implements DeadLetterSink {
     const line = encoder.encode(
       JSON.stringify({ time: new Date().toISOString(), ...record }) + "\n",
     );
-    const next = this.#tail.then(() => this.#append(line));
-    this.#tail = next.catch(() => {});
-    return next;
+    return this.#after(() => this.#append(line));
   }
 
   /** After the pending writes, open the path again (SIGHUP); on failure the next write tries again. */
   reopen(): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    const next = this.#tail.then(async () => {
-      this.#file?.close();
-      this.#file = undefined;
-      this.#identity = undefined;
+    return this.#after(async () => {
+      this.#forget();
       await this.#current();
     });
+  }
+
+  /** Run `step` once the pending writes are done: the file's operations are serialised. */
+  #after(step: () => Promise<void>): Promise<void> {
+    const next = this.#tail.then(step);
     this.#tail = next.catch(() => {});
     return next;
+  }
+
+  #forget(): void {
+    this.#file?.close();
+    this.#file = undefined;
+    this.#identity = undefined;
   }
 
   /** Finish pending writes and close the file. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
     await this.#tail;
-    this.#file?.close();
-    this.#file = undefined;
+    this.#forget();
   }
 
   async #append(line: Uint8Array): Promise<void> {
@@ -153,9 +159,7 @@ export class DeadLetterFile implements DeadLetterSink {
         moved = true;
       }
       if (!moved) return this.#file;
-      this.#file.close();
-      this.#file = undefined;
-      this.#identity = undefined;
+      this.#forget();
       log.info("pipeline: dead-letter file was moved or removed, opening the path again", {
         path: this.path,
       });
