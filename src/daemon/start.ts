@@ -31,7 +31,6 @@ import type { DeadLetters } from "../pipeline/dead_letter.ts";
 import type { ConnectionState } from "../consumer/metrics_observer.ts";
 import {
   brokerSubmitter,
-  type CommandFileProbe,
   commandFileSubmitter,
   probeCommandFile,
   TaskManager,
@@ -329,10 +328,7 @@ function readiness(
  * @throws {WorkerError} (code `startup`) When the file exists and cannot be opened for writing.
  */
 async function checkCommandFile(path: string): Promise<void> {
-  let probe: CommandFileProbe;
-  try {
-    probe = await probeCommandFile(path);
-  } catch (err: unknown) {
+  const probe = await probeCommandFile(path).catch(async (err: unknown) => {
     throw new WorkerError(
       "startup",
       `Cannot start: check_for_commands submits the UI's tasks with submit_method cmd, and the ` +
@@ -342,7 +338,7 @@ async function checkCommandFile(path: string): Promise<void> {
         `(docs/operations.md#command-files)`,
       { cause: err },
     );
-  }
+  });
   if (probe === "missing") {
     log.warn(
       "tasks: the external command file does not exist; tasks wait until the core creates it " +
