@@ -71,36 +71,30 @@ export class DeadLetterFile implements DeadLetterSink {
     const line = encoder.encode(
       JSON.stringify({ time: new Date().toISOString(), ...record }) + "\n",
     );
-    return this.#after(() => this.#append(line));
+    const next = this.#tail.then(() => this.#append(line));
+    this.#tail = next.catch(() => {});
+    return next;
   }
 
   /** After the pending writes, open the path again (SIGHUP); on failure the next write tries again. */
   reopen(): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    return this.#after(async () => {
-      this.#forget();
+    const next = this.#tail.then(async () => {
+      this.#file?.close();
+      this.#file = undefined;
+      this.#identity = undefined;
       await this.#current();
     });
-  }
-
-  /** Run `step` once the pending writes are done: the file's operations are serialised. */
-  #after(step: () => Promise<void>): Promise<void> {
-    const next = this.#tail.then(step);
     this.#tail = next.catch(() => {});
     return next;
-  }
-
-  #forget(): void {
-    this.#file?.close();
-    this.#file = undefined;
-    this.#identity = undefined;
   }
 
   /** Finish pending writes and close the file. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
     await this.#tail;
-    this.#forget();
+    this.#file?.close();
+    this.#file = undefined;
   }
 
   async #append(line: Uint8Array): Promise<void> {
@@ -159,7 +153,9 @@ export class DeadLetterFile implements DeadLetterSink {
         moved = true;
       }
       if (!moved) return this.#file;
-      this.#forget();
+      this.#file.close();
+      this.#file = undefined;
+      this.#identity = undefined;
       log.info("pipeline: dead-letter file was moved or removed, opening the path again", {
         path: this.path,
       });
