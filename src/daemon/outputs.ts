@@ -50,10 +50,10 @@ const log = getLogger("worker");
 export async function openDeadLetters(
   config: WorkerConfig,
   metrics: Metrics,
-): Promise<DeadLetters & AsyncDisposable> {
+): Promise<DeadLetters> {
   if (config.deadLetterFile === null) {
     log.warn("worker: dead-letter file disabled; undecodable payloads are only counted and logged");
-    return disposable(new DeadLetters(null, metrics));
+    return new DeadLetters(null, metrics);
   }
   // Before the directory: creating it would not help a path the binary may never write.
   const outside = outsideWritablePaths(config.deadLetterFile);
@@ -78,7 +78,7 @@ export async function openDeadLetters(
     );
   }
   log.info("worker: dead-letter file", { path: config.deadLetterFile });
-  return disposable(new DeadLetters(file, metrics));
+  return new DeadLetters(file, metrics);
 }
 
 /** Create the dead-letter file's directory when missing: outside the packaged unit nothing else would. */
@@ -105,10 +105,6 @@ async function ensureDirectory(path: string): Promise<void> {
     );
   }
   log.info("worker: created the dead-letter file's directory", { path: directory });
-}
-
-function disposable(deadLetters: DeadLetters): DeadLetters & AsyncDisposable {
-  return Object.assign(deadLetters, { [Symbol.asyncDispose]: () => deadLetters.close() });
 }
 
 /** The perfdata backends besides MySQL, as one sink; dispose drops what they still hold. */
