@@ -161,8 +161,7 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
         parts,
         deadLetter,
         drainMs,
-        // A job starts writing only while the lease is valid; past that it waits for the next
-        // renewal (or is refused once the lease is given up).
+        // Jobs start only while the lease is valid, else wait for a renewal (refused once lost).
         async (job, signal) => {
           if (!lease.valid) fresh.hold();
           await fresh.admit(signal);
@@ -261,8 +260,7 @@ function buildConsumer(
     window: { pressure: (queue: string) => parts.pipeline.pressure(queue) },
     deadLetter,
     reconnectIntervalMs: config.reconnectIntervalMs,
-    // Start like it runs: job servers that are not there yet are waited for in the reconnect
-    // loop, with /readyz naming the queues that are not connected.
+    // Start like it runs: absent job servers are waited for, /readyz naming their queues.
     waitAtStart: true,
     drainTimeoutMs,
     statsIntervalMs: config.statsIntervalMs,

@@ -100,8 +100,7 @@ export async function startWorker(
   });
   if (config.changedSettings !== undefined) {
     const changed = Object.keys(config.changedSettings).length;
-    // One line naming what was configured (secrets masked), so a wrong file or a forgotten
-    // override shows in the journal; everything not named is at its default.
+    // What was configured (secrets masked): a wrong file or a forgotten override shows.
     const summary = changed === 0 ? "all at their defaults" : `${changed} differ from the defaults`;
     log.info(`settings: ${summary}`, config.changedSettings);
   }
@@ -117,8 +116,7 @@ export async function startWorker(
   }
 
   await using stack = new AsyncDisposableStack();
-  // /metrics and /readyz first: a start that waits for MySQL or its job servers shows what it
-  // waits for (503, naming it) instead of being invisible.
+  // /metrics and /readyz first: a start waiting for MySQL or job servers shows what (503).
   let verdict: () => Readiness = () => ({ ready: false, reasons: ["starting"] });
   const metricsServer = stack.use(await serveMetrics(config, metrics, () => verdict()));
   const database = stack.use(
@@ -126,8 +124,7 @@ export async function startWorker(
       ...options,
       waiting: (reason) => {
         verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
-        // A worker waiting for MySQL at start takes no writes: the gauge says so, as it does
-        // for an outage later, so the MySQL alert fires for a worker stuck at boot too.
+        // No writes while waiting: the gauge says 0, so the MySQL alert fires at boot too.
         metrics.dbAvailable.set(reason === undefined ? 1 : 0);
         options.waiting?.(reason);
       },
@@ -225,8 +222,7 @@ export async function startWorker(
       await probe.stop();
       await database[Symbol.asyncDispose]();
     });
-    // The command listener stops accepting before its publisher closes, so requests already
-    // in flight can still publish.
+    // The listener stops accepting first, so requests in flight can still publish.
     if (commands !== undefined) {
       await step("stop command server", () => bounded(() => commands.server.shutdown()));
       await step("close command publisher", () => commands.publisher.close());
@@ -267,8 +263,7 @@ function workerMetrics(
 ): Metrics {
   const commandsEnabled = served(config.commands);
   const metrics = createMetrics();
-  // `statusengine_build_info`, value 1. `revision` is the Go worker's name for the commit;
-  // dashboards built for it select on it.
+  // `revision`: the Go worker's name for the commit, which its dashboards select on.
   metrics.buildInfo.set(
     { version: id.version, deno_version: id.denoVersion, commit: id.commit, revision: id.commit },
     1,

@@ -86,8 +86,7 @@ export class HttpEndpoint {
     const answer = `POST ${redactUrl(url)}: HTTP ${res.status} ${
       text.slice(0, ANSWER_BYTES).trim()
     }`;
-    // 429 and 5xx may pass; any other answer will be the same next time (the remote write
-    // specification and InfluxDB's write API agree on this).
+    // 429 and 5xx may pass, any other answer would repeat (remote write spec, InfluxDB's API).
     if (res.status === 429 || res.status >= 500) {
       throw new SinkWriteError(answer, { retryable: true });
     }

@@ -29,8 +29,7 @@ export const INFLUXDB_MEASUREMENT = "perfdata";
 /** Points per write: InfluxDB's own advice (each write costs 1.x a WAL sync). */
 export const INFLUXDB_BATCH_SIZE = 5000;
 
-// Line protocol cannot carry a line break inside a name: it ends the point. CR and LF become a
-// space, which keeps the name readable and the rest of the batch intact.
+// A line break ends a point: CR and LF in a name become a space (readable, the batch intact).
 const LINE_BREAK = /[\r\n]/g;
 const MEASUREMENT_SPECIAL = /[, ]/g;
 const TAG_SPECIAL = /[,= ]/g;

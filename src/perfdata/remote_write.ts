@@ -327,8 +327,7 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
         p.timestampMs > p.series.newestMs ||
         (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
       );
-      // Enough splits to isolate eight samples scattered through the batch; unbounded, a batch of
-      // stale samples would cost two requests per sample.
+      // Enough to isolate 8 scattered samples; unbounded, stale samples cost 2 requests each.
       const budget = { splits: 8 * Math.ceil(Math.log2(Math.max(2, batch.length))) };
       const sendWhole = acceptable.length < batch.length;
       const ordered = inSeriesOrder(acceptable);

@@ -130,8 +130,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
-    // Aborted for any reason (given back, or given up at the drain deadline), the job is never
-    // acknowledged and comes back from the broker: its rows must not be committed here as well.
+    // An aborted job is never acknowledged and comes back: its rows must not be committed too.
     const withdrawn = () => signal.aborted;
     return { byTable, tracker: new JobTracker(job.queue, total, withdrawn), newest };
   }
