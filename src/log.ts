@@ -72,10 +72,7 @@ export function connectedToJournal(
   return journalStream !== undefined && journalStream !== "" && !isTerminal;
 }
 
-/**
- * Whether stdout and stderr are the same open file (`2>&1`). fstat of the descriptors needs no
- * permission, unlike a stat of /proc/self/fd.
- */
+/** Whether stdout and stderr are one open file (`2>&1`); fstat needs no permission, /proc does. */
 function stdoutIsStderr(): boolean {
   try {
     const out = fstatSync(1);

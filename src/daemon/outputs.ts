@@ -113,10 +113,7 @@ export interface PerfdataOutputs extends PerfdataSink, AsyncDisposable {
   close(budgetMs: number): Promise<void>;
 }
 
-/**
- * The backend-labelled perfdata metrics of one backend, its series created at 0 (gauge 1), and
- * for Graphite its `statusengine_graphite_*` series.
- */
+/** One backend's perfdata series, created at 0 (gauge 1), and Graphite's own `graphite_*` ones. */
 export function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObserver {
   const labels = { backend };
   const graphite = backend === "graphite";

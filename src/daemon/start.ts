@@ -370,10 +370,7 @@ async function groupOf(path: string): Promise<string | undefined> {
   }
 }
 
-/**
- * Time a tasks lease holder needs to stop once its lease is no longer valid: the submission in
- * flight (its budget is 5 s, broker or command file) and its DELETE.
- */
+/** A tasks lease holder's time to stop: the submission in flight (a 5 s budget) and its DELETE. */
 const TASKS_LEASE_DRAIN_MS = 7_000;
 
 /**

@@ -10,10 +10,7 @@ import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /** The `--influxdb-*` settings. */
 export interface InfluxDbSettings {
-  /**
-   * `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`; may
-   * hold a secret, only printed through `redactUrl`.
-   */
+  /** `…/write?db=…` or `…/api/v2/write?org=…&bucket=…`; may hold a secret: print `redactUrl`ed. */
   readonly url: string;
   readonly user?: string;
   readonly password?: string;

@@ -47,10 +47,7 @@ export interface RemotePoint {
   readonly timestampMs: number;
 }
 
-/**
- * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value;
- * with `quotedLabels` the plugin's quotes are stripped from the label.
- */
+/** A perfdata row's point, undefined without a finite value; `quotedLabels`: strip the quotes. */
 export function remotePoint(row: Row, quotedLabels = false): RemotePoint | undefined {
   const value = row["value"];
   if (typeof value !== "number" || !Number.isFinite(value)) return undefined;

@@ -115,10 +115,7 @@ export class DenoSocket extends EventEmitter {
     return this;
   }
 
-  /**
-   * Emit `timeout` after each `ms` without a read or a write, as Node does (without a read with
-   * `idleOnReadsOnly`); 0 turns it off.
-   */
+  /** Emit `timeout` after each `ms` idle, as Node does (see `idleOnReadsOnly`); 0 turns it off. */
   setTimeout(ms: number): this {
     this.#idleMs = ms;
     this.#stopIdleTimer();
