@@ -94,10 +94,7 @@ export class HttpEndpoint {
   }
 }
 
-/**
- * Retries of a batch an HTTP backend did not take for a reason that may pass: three more
- * attempts, 0.5 s, 1 s and 2 s apart. No jitter: one batch in flight per backend.
- */
+/** Retries of a batch lost to a failure that may pass; no jitter: one batch in flight at a time. */
 export const HTTP_RETRY: RetryPolicy = {
   retries: 3,
   backoff: { initialMs: 500, maxMs: 5_000, jitter: 0 },
@@ -105,10 +102,7 @@ export const HTTP_RETRY: RetryPolicy = {
 
 /** The options of an HTTP backend's client besides its settings. */
 export interface HttpClientOptions {
-  /**
-   * The rows' labels still carry the plugin's quotes (`--perfdata-label-quotes keep`, for MySQL
-   * and Graphite); the point gets them without (docs/perfdata.md#labels).
-   */
+  /** Labels still quoted (`--perfdata-label-quotes keep`): strip them (docs/perfdata.md#labels). */
   readonly quotedLabels?: boolean;
   readonly observer?: SinkObserver;
   readonly statsIntervalMs?: number | undefined;

@@ -32,10 +32,7 @@ export interface RemoteSeries {
   readonly labels: Uint8Array;
   /** The `unit` label's value ('' = none). */
   readonly unit: string;
-  /**
-   * The newest sample the server accepted from this worker (-Infinity: none yet) and its value:
-   * what a refused request is checked against before it is halved.
-   */
+  /** The newest sample the server took (-Infinity: none) and its value, to sift a refusal. */
   newestMs: number;
   newestValue: number;
 }

@@ -15,10 +15,7 @@ export interface DenoSocketTarget {
   readonly host?: string;
   readonly port?: number;
   readonly socketPath?: string;
-  /**
-   * Count only reads as activity for `setTimeout` (Node counts writes too): a heartbeat's
-   * "nothing heard from the peer", which the connection's own writes must not keep alive.
-   */
+  /** `setTimeout` counts only reads (Node: writes too): a heartbeat must hear from the peer. */
   readonly idleOnReadsOnly?: boolean;
 }
 
