@@ -86,10 +86,7 @@ function stdoutIsStderr(): boolean {
 
 let logSharesStderr = false;
 
-/**
- * Whether stderr already shows the log (same file, terminal, journal): the daemon's fatal error
- * is printed on stderr only where the log is not seen.
- */
+/** Whether stderr shows the log (same file, terminal, journal); else fatal errors go there too. */
 export function logReachesStderr(): boolean {
   return logSharesStderr;
 }

@@ -216,7 +216,7 @@ export async function startWorker(
     );
     await step("close dead-letter file", () => deadLetters.close());
     if (websocket !== undefined) {
-      await step("close websocket clients", () => Promise.resolve(websocket.closeClients()));
+      await step("close websocket clients", () => websocket.closeClients());
     }
     await step("close MySQL pool", async () => {
       await probe.stop();
@@ -432,7 +432,7 @@ function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
 /** Bound on each step that waits for a peer (task queue, HTTP listeners). */
 const CLOSE_TIMEOUT_MS = 5_000;
 
-async function step(name: string, fn: () => PromiseLike<unknown>): Promise<void> {
+async function step(name: string, fn: () => unknown): Promise<void> {
   const started = performance.now();
   try {
     await fn();
