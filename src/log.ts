@@ -72,10 +72,7 @@ export function connectedToJournal(
   return journalStream !== undefined && journalStream !== "" && !isTerminal;
 }
 
-/**
- * Whether stdout and stderr are the same open file (`2>&1`). fstat of the descriptors needs no
- * permission, unlike a stat of /proc/self/fd.
- */
+/** Whether stdout and stderr are one open file (`2>&1`); fstat needs no permission, /proc does. */
 function stdoutIsStderr(): boolean {
   try {
     const out = fstatSync(1);
@@ -89,15 +86,11 @@ function stdoutIsStderr(): boolean {
 
 let logSharesStderr = false;
 
-/**
- * Whether stderr already shows the log (same file, terminal, journal): the daemon's fatal error
- * is printed on stderr only where the log is not seen.
- */
+/** Whether stderr shows the log (same file, terminal, journal); else fatal errors go there too. */
 export function logReachesStderr(): boolean {
   return logSharesStderr;
 }
 
-/** Options of {@link configureLogging}. */
 export interface LoggingOptions {
   readonly level: LogLevel;
   readonly format: LogFormat;
@@ -145,13 +138,7 @@ export { reset as resetLogging };
 
 /** A logger for one component, e.g. `getLogger("gearman")`. */
 export function getLogger(component: string): Logger {
-  const logger = getLogtapeLogger(["statusengine", component]);
-  return {
-    debug: (message, properties) => logger.debug(message, properties ?? {}),
-    info: (message, properties) => logger.info(message, properties ?? {}),
-    warn: (message, properties) => logger.warn(message, properties ?? {}),
-    error: (message, properties) => logger.error(message, properties ?? {}),
-  };
+  return getLogtapeLogger(["statusengine", component]);
 }
 
 export { errorMessage } from "./util/errors.ts";

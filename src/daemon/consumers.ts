@@ -85,9 +85,7 @@ export function queueBackend(
     };
   }
   if (config.gearmanServers.length > 1) {
-    // D9 consumes from every server; the broker module publishes each message to every
-    // server it is configured with, so the common "two servers for availability" set-up
-    // writes every event twice (history rows duplicated, downtimes replayed).
+    // D9; an event processed twice duplicates history rows and replays downtimes.
     log.warn(
       "worker: several Gearman job servers given; if one broker module publishes to all of " +
         "them every event is processed once per server. Run one worker per server with " +
@@ -135,7 +133,7 @@ export function splitQueues(config: WorkerConfig, queues: readonly QueueName[]):
   return { always: queues.filter((q) => !gated.includes(q)), gated };
 }
 
-/** Build the consumption of a worker (not started): one consumer to start and stop. */
+/** The consumption of a worker (not started): one consumer to start and stop. */
 export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): QueueConsumer {
   const { config } = parts;
   const deadLetter = consumerDeadLetter(parts.deadLetters, parts.metrics);
@@ -145,8 +143,7 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
   if (split.gated.length === 0) return main;
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
-  // Consumes the in-order queues only while this worker holds the lease: a fresh consumer each
-  // time it is taken (a stopped one cannot restart).
+  // A fresh consumer each time the lease is taken: a stopped one cannot restart.
   let gated: QueueConsumer | undefined;
   let admission: Admission | undefined;
   // Handlers still running: one abandoned at the drain deadline goes on writing.
@@ -164,8 +161,7 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
         parts,
         deadLetter,
         drainMs,
-        // A job starts writing only while the lease is valid; past that it waits for the next
-        // renewal (or is refused once the lease is given up).
+        // Jobs start only while the lease is valid, else wait for a renewal (refused once lost).
         async (job, signal) => {
           if (!lease.valid) fresh.hold();
           await fresh.admit(signal);
@@ -217,8 +213,7 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
   return {
     start: async () => {
       await main.start();
-      // Returns at once: the in-order queues are consumed once this worker is elected.
-      lease.start();
+      lease.start(); // returns at once; the in-order queues wait for the election
     },
     // Both at once: the lease stops the in-order consumer before it releases the lease.
     stop: async () => {
@@ -238,7 +233,7 @@ function consumerDeadLetter(sink: DeadLetterSink, metrics: Metrics): ConsumerDea
       payload: decoder.decode(job.payload),
       ...(reason === "too_large" ? { bytes } : {}),
     });
-    // Only once written: a failed write is logged and counted by the sink, and the job retried.
+    // Only once written: a failed write is the sink's to log and count, and the job is retried.
     log.error("worker: job written to the dead-letter file", {
       queue: job.queue,
       server: job.server,
@@ -265,8 +260,7 @@ function buildConsumer(
     window: { pressure: (queue: string) => parts.pipeline.pressure(queue) },
     deadLetter,
     reconnectIntervalMs: config.reconnectIntervalMs,
-    // Start like it runs: job servers that are not there yet are waited for in the reconnect
-    // loop, with /readyz naming the queues that are not connected.
+    // Start like it runs: absent job servers are waited for, /readyz naming their queues.
     waitAtStart: true,
     drainTimeoutMs,
     statsIntervalMs: config.statsIntervalMs,
@@ -332,14 +326,10 @@ export class Admission {
   }
 
   /** Resolves when a new in-order job may start; rejects once the lock is lost or `signal` aborts. */
-  readonly admit = (signal: AbortSignal): Promise<void> => {
-    switch (this.#state) {
-      case "open":
-        return Promise.resolve();
-      case "closed":
-        return Promise.reject(lockLost());
-      case "waiting":
-        return abortable((this.#waiting as PromiseWithResolvers<void>).promise, signal);
-    }
-  };
+  readonly admit = (signal: AbortSignal): Promise<void> =>
+    this.#waiting !== undefined
+      ? abortable(this.#waiting.promise, signal)
+      : this.#state === "open"
+      ? Promise.resolve()
+      : Promise.reject(lockLost());
 }

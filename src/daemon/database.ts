@@ -32,7 +32,6 @@ import { redactUrl } from "../util/redact.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { type WorkerConfig } from "./config.ts";
-import { splitQueues } from "./consumers.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
 
 const log = getLogger("worker");
@@ -66,9 +65,10 @@ function neededTables(config: WorkerConfig, queues: readonly QueueName[]): Table
   for (const q of queues) for (const t of QUEUES[q].tables) needed.add(t as TableName);
   needed.add("statusengine_nodes");
   if (config.tasks) needed.add("statusengine_tasks");
-  if (splitQueues(config, queues).gated.length > 0) needed.add("statusengine_worker_leases");
-  // The task queue's lease (src/daemon/start.ts).
-  if (config.tasks && config.inOrderLock) needed.add("statusengine_worker_leases");
+  // The in-order lease, and the task queue's (src/daemon/start.ts).
+  if (config.inOrderLock && (config.tasks || queues.some((q) => QUEUES[q].inOrder))) {
+    needed.add("statusengine_worker_leases");
+  }
   if (!config.perfdataBackends.includes("mysql")) needed.delete("statusengine_perfdata");
   return [...needed].sort();
 }

@@ -24,13 +24,9 @@ interface ServiceNotifier {
 }
 
 /** The variables of the notification protocol (sd_notify(3), sd_watchdog_enabled(3)). */
-interface NotifyEnvironment {
-  readonly NOTIFY_SOCKET?: string | undefined;
-  /** Set for a unit with `WatchdogSec=`. */
-  readonly WATCHDOG_USEC?: string | undefined;
-  /** The PID that is to send the keep-alives; unset means "whoever reads this". */
-  readonly WATCHDOG_PID?: string | undefined;
-}
+type NotifyEnvironment = Readonly<
+  Partial<Record<"NOTIFY_SOCKET" | "WATCHDOG_USEC" | "WATCHDOG_PID", string | undefined>>
+>;
 
 const NO_KEEP_ALIVE: KeepAlive = { [Symbol.dispose]: () => {}, idle: () => Promise.resolve() };
 
@@ -109,6 +105,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export function watchdogRequest(env: NotifyEnvironment, pid: number): WatchdogRequest {
   const usec = env.WATCHDOG_USEC;
   if (usec === undefined || usec === "") return { kind: "none" };
+  // The PID that is to send the keep-alives; unset means "whoever reads this".
   const owner = env.WATCHDOG_PID;
   if (owner !== undefined && owner !== "") {
     if (!/^[1-9][0-9]*$/.test(owner)) {

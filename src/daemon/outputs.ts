@@ -50,10 +50,10 @@ const log = getLogger("worker");
 export async function openDeadLetters(
   config: WorkerConfig,
   metrics: Metrics,
-): Promise<DeadLetters & AsyncDisposable> {
+): Promise<DeadLetters> {
   if (config.deadLetterFile === null) {
     log.warn("worker: dead-letter file disabled; undecodable payloads are only counted and logged");
-    return disposable(new DeadLetters(null, metrics));
+    return new DeadLetters(null, metrics);
   }
   // Before the directory: creating it would not help a path the binary may never write.
   const outside = outsideWritablePaths(config.deadLetterFile);
@@ -78,7 +78,7 @@ export async function openDeadLetters(
     );
   }
   log.info("worker: dead-letter file", { path: config.deadLetterFile });
-  return disposable(new DeadLetters(file, metrics));
+  return new DeadLetters(file, metrics);
 }
 
 /** Create the dead-letter file's directory when missing: outside the packaged unit nothing else would. */
@@ -107,27 +107,36 @@ async function ensureDirectory(path: string): Promise<void> {
   log.info("worker: created the dead-letter file's directory", { path: directory });
 }
 
-function disposable(deadLetters: DeadLetters): DeadLetters & AsyncDisposable {
-  return Object.assign(deadLetters, { [Symbol.asyncDispose]: () => deadLetters.close() });
-}
-
 /** The perfdata backends besides MySQL, as one sink; dispose drops what they still hold. */
 export interface PerfdataOutputs extends PerfdataSink, AsyncDisposable {
   /** Send what is buffered within `budgetMs`, then stop. */
   close(budgetMs: number): Promise<void>;
 }
 
-/** The backend-labelled perfdata metrics of one backend, its series created at 0 (gauge 1). */
-function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObserver {
+/** One backend's perfdata series, created at 0 (gauge 1), and Graphite's own `graphite_*` ones. */
+export function perfdataObserver(metrics: Metrics, backend: PerfdataBackend): SinkObserver {
   const labels = { backend };
+  const graphite = backend === "graphite";
   metrics.perfdataPointsWritten.inc(labels, 0);
   metrics.perfdataWriteRetries.inc(labels, 0);
   for (const reason of DROP_REASONS) metrics.perfdataDropped.inc({ backend, reason }, 0);
   metrics.perfdataBackendAvailable.set(labels, 1);
   return {
-    written: (points) => metrics.perfdataPointsWritten.inc(labels, points),
-    dropped: (points, reason) => metrics.perfdataDropped.inc({ backend, reason }, points),
-    available: (up) => metrics.perfdataBackendAvailable.set(labels, up ? 1 : 0),
+    written: (points) => {
+      metrics.perfdataPointsWritten.inc(labels, points);
+      if (graphite) {
+        metrics.graphiteMetricsWritten.inc(points);
+        metrics.graphiteFlushes.inc();
+      }
+    },
+    dropped: (points, reason) => {
+      metrics.perfdataDropped.inc({ backend, reason }, points);
+      if (graphite) metrics.graphiteMetricsDropped.inc(points);
+    },
+    available: (up) => {
+      metrics.perfdataBackendAvailable.set(labels, up ? 1 : 0);
+      if (graphite) metrics.graphiteAvailable.set(up ? 1 : 0);
+    },
     retried: () => metrics.perfdataWriteRetries.inc(labels),
     failed: () => metrics.pipelineErrors.inc({ component: backend }),
   };
@@ -144,19 +153,15 @@ export function perfdataOutputs(
   metrics: Metrics,
 ): PerfdataOutputs | undefined {
   const backends = config.perfdataBackends;
-  const stats = config.statsIntervalMs === undefined
-    ? {}
-    : { statsIntervalMs: config.statsIntervalMs };
-  // What the InfluxDB and remote-write clients take besides their own settings.
+  const quotedLabels = config.perfdataLabelQuotes === "keep";
+  // What every client takes besides its own settings.
   const common = (backend: PerfdataBackend) => ({
-    quotedLabels: config.perfdataLabelQuotes === "keep",
     observer: perfdataObserver(metrics, backend),
-    ...stats,
+    statsIntervalMs: config.statsIntervalMs,
   });
   const clients: (PerfdataSink & { close(budgetMs: number): Promise<void> })[] = [];
   if (backends.includes("graphite")) {
-    const observer = perfdataObserver(metrics, "graphite");
-    clients.push(new GraphiteClient({ ...config.graphite, metrics, observer, ...stats }));
+    clients.push(new GraphiteClient({ ...config.graphite, ...common("graphite") }));
   }
   if (backends.includes("influxdb")) {
     const c = config.influxdb;
@@ -168,7 +173,7 @@ export function perfdataOutputs(
           "(perfdata goes to influxdb)",
       );
     }
-    clients.push(new InfluxDbClient({ ...c, ...common("influxdb") }));
+    clients.push(new InfluxDbClient({ ...c, quotedLabels, ...common("influxdb") }));
     log.info("worker: perfdata to InfluxDB", { url: redactUrl(c.url) });
   }
   if (backends.includes("prometheus")) {
@@ -179,7 +184,7 @@ export function perfdataOutputs(
         "Cannot start: no remote-write settings (perfdata goes to prometheus)",
       );
     }
-    clients.push(new RemoteWriteClient({ ...c, ...common("prometheus") }));
+    clients.push(new RemoteWriteClient({ ...c, quotedLabels, ...common("prometheus") }));
     log.info("worker: perfdata to Prometheus remote write", { url: redactUrl(c.url) });
   }
   if (clients.length === 0) return undefined;

@@ -31,7 +31,6 @@ import type { DeadLetters } from "../pipeline/dead_letter.ts";
 import type { ConnectionState } from "../consumer/metrics_observer.ts";
 import {
   brokerSubmitter,
-  type CommandFileProbe,
   commandFileSubmitter,
   probeCommandFile,
   TaskManager,
@@ -101,8 +100,7 @@ export async function startWorker(
   });
   if (config.changedSettings !== undefined) {
     const changed = Object.keys(config.changedSettings).length;
-    // One line naming what was configured (secrets masked), so a wrong file or a forgotten
-    // override shows in the journal; everything not named is at its default.
+    // What was configured (secrets masked): a wrong file or a forgotten override shows.
     const summary = changed === 0 ? "all at their defaults" : `${changed} differ from the defaults`;
     log.info(`settings: ${summary}`, config.changedSettings);
   }
@@ -118,8 +116,7 @@ export async function startWorker(
   }
 
   await using stack = new AsyncDisposableStack();
-  // /metrics and /readyz first: a start that waits for MySQL or its job servers shows what it
-  // waits for (503, naming it) instead of being invisible.
+  // /metrics and /readyz first: a start waiting for MySQL or job servers shows what (503).
   let verdict: () => Readiness = () => ({ ready: false, reasons: ["starting"] });
   const metricsServer = stack.use(await serveMetrics(config, metrics, () => verdict()));
   const database = stack.use(
@@ -127,8 +124,7 @@ export async function startWorker(
       ...options,
       waiting: (reason) => {
         verdict = () => ({ ready: false, reasons: [reason ?? "starting"] });
-        // A worker waiting for MySQL at start takes no writes: the gauge says so, as it does
-        // for an outage later, so the MySQL alert fires for a worker stuck at boot too.
+        // No writes while waiting: the gauge says 0, so the MySQL alert fires at boot too.
         metrics.dbAvailable.set(reason === undefined ? 1 : 0);
         options.waiting?.(reason);
       },
@@ -180,8 +176,8 @@ export async function startWorker(
       mysqlHosts: database.hosts,
     }, split);
     stack.defer(() => consumer.stop());
-    // A stop ends the first connection attempts, which may wait for a broker's answer up to
-    // their connect timeout; the start then fails as stopped instead of going on to consume.
+    // A stop ends the first connection attempts (each may wait up to its connect timeout); the
+    // start then fails as stopped instead of going on to consume.
     const signal = options.signal;
     signal?.throwIfAborted();
     const stopStarting = () => void consumer.stop();
@@ -213,24 +209,20 @@ export async function startWorker(
     // poll's statement may wait on MySQL (a lock, a frozen server) for as long as the statement
     // timeout allows, for ever with 0; it fails once the pool is closed below.
     if (tasks !== undefined) await step("stop task queue", () => bounded(() => tasks.close()));
-    // Running jobs get the drain timeout to commit and be acknowledged.
     await step("drain consumer", () => consumer.stop());
-    // Writers and the perfdata backends flush concurrently under the one budget.
     await step(
       "flush writers",
       () => Promise.all([pipeline.close(flushMs), perfdata?.close(flushMs)]),
     );
     await step("close dead-letter file", () => deadLetters.close());
     if (websocket !== undefined) {
-      await step("close websocket clients", () => Promise.resolve(websocket.closeClients()));
+      await step("close websocket clients", () => websocket.closeClients());
     }
-    // The probe stops before the pool ends.
     await step("close MySQL pool", async () => {
       await probe.stop();
       await database[Symbol.asyncDispose]();
     });
-    // The command listener stops accepting before its publisher closes, so requests already
-    // in flight can still publish.
+    // The listener stops accepting first, so requests in flight can still publish.
     if (commands !== undefined) {
       await step("stop command server", () => bounded(() => commands.server.shutdown()));
       await step("close command publisher", () => commands.publisher.close());
@@ -244,7 +236,7 @@ export async function startWorker(
     log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
   }
 
-  // Started: from here on the running worker owns everything, and stop() releases it in order.
+  // Started: from here on stop() releases everything, in order.
   stack.move();
   let stopping: Promise<void> | undefined;
   return {
@@ -271,8 +263,7 @@ function workerMetrics(
 ): Metrics {
   const commandsEnabled = served(config.commands);
   const metrics = createMetrics();
-  // `statusengine_build_info`, value 1. `revision` is the Go worker's name for the commit;
-  // dashboards built for it select on it.
+  // `revision`: the Go worker's name for the commit, which its dashboards select on.
   metrics.buildInfo.set(
     { version: id.version, deno_version: id.denoVersion, commit: id.commit, revision: id.commit },
     1,
@@ -332,10 +323,7 @@ function readiness(
  * @throws {WorkerError} (code `startup`) When the file exists and cannot be opened for writing.
  */
 async function checkCommandFile(path: string): Promise<void> {
-  let probe: CommandFileProbe;
-  try {
-    probe = await probeCommandFile(path);
-  } catch (err: unknown) {
+  const probe = await probeCommandFile(path).catch(async (err: unknown) => {
     throw new WorkerError(
       "startup",
       `Cannot start: check_for_commands submits the UI's tasks with submit_method cmd, and the ` +
@@ -345,7 +333,7 @@ async function checkCommandFile(path: string): Promise<void> {
         `(docs/operations.md#command-files)`,
       { cause: err },
     );
-  }
+  });
   if (probe === "missing") {
     log.warn(
       "tasks: the external command file does not exist; tasks wait until the core creates it " +
@@ -370,7 +358,7 @@ async function commandFileAdvice(path: string, err: unknown): Promise<string> {
   return "Set external_command_file (--external-command-file) to the core's command file";
 }
 
-/** The name of a file's group from /etc/group, if it can be found. */
+/** The name of a file's group from /etc/group, if it can be found (else only a better message is lost). */
 async function groupOf(path: string): Promise<string | undefined> {
   try {
     const gid = (await Deno.stat(path)).gid;
@@ -378,15 +366,11 @@ async function groupOf(path: string): Promise<string | undefined> {
     return groups.split("\n").map((line) => line.split(":"))
       .find((fields) => fields[2] === String(gid))?.[0];
   } catch {
-    // Only a better message is lost.
     return undefined;
   }
 }
 
-/**
- * Time a tasks lease holder needs to stop once its lease is no longer valid: the submission in
- * flight (its budget is 5 s, broker or command file) and its DELETE.
- */
+/** A tasks lease holder's time to stop: the submission in flight (a 5 s budget) and its DELETE. */
 const TASKS_LEASE_DRAIN_MS = 7_000;
 
 /**
@@ -401,8 +385,8 @@ function startTasks(
   hosts: MysqlHosts,
   metrics: Metrics,
 ): { manager: TaskManager; close(): Promise<void> } | undefined {
-  if (!config.tasks) return undefined;
   const t = config.tasks;
+  if (!t) return undefined;
   const publisher = t.submitMethod === "broker" ? backend.commandPublisher() : undefined;
   const lease = config.inOrderLock ? tasksLease(config, hosts) : undefined;
   const manager = new TaskManager({
@@ -445,10 +429,10 @@ function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
   });
 }
 
-/** Bound on each step that waits for a peer (task queue, MySQL pool, HTTP listeners). */
+/** Bound on each step that waits for a peer (task queue, HTTP listeners). */
 const CLOSE_TIMEOUT_MS = 5_000;
 
-async function step(name: string, fn: () => PromiseLike<unknown>): Promise<void> {
+async function step(name: string, fn: () => unknown): Promise<void> {
   const started = performance.now();
   try {
     await fn();

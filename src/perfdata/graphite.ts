@@ -12,7 +12,6 @@ import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,
 } from "../util/illegal_characters.ts";
-import type { Metrics } from "../metrics/registry.ts";
 import { PerfdataClient, type SinkObserver, type Transport } from "./sink.ts";
 
 const encoder = new TextEncoder();
@@ -28,22 +27,16 @@ export interface GraphiteOptions {
   readonly illegalCharacters?: RegExp;
   /** Metrics per write, 1..1000. */
   readonly batchSize: number;
-  /** For the `statusengine_graphite_*` series. */
-  readonly metrics?: Metrics;
-  /** The backend-labelled perfdata metrics (`statusengine_perfdata_*{backend="graphite"}`). */
   readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
 }
 
 /** One lazily dialled TCP connection to Carbon's plaintext listener. */
 class CarbonTransport implements Transport<string> {
   readonly backend = "graphite";
-  readonly target: string;
   #conn: Deno.TcpConn | undefined;
 
-  constructor(addr: string) {
-    this.target = addr;
-  }
+  constructor(readonly target: string) {}
 
   async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
     if (this.#conn === undefined) {
@@ -78,7 +71,7 @@ class CarbonTransport implements Transport<string> {
       const buffer = new Uint8Array(64);
       try {
         while ((await conn.read(buffer)) !== null) {
-          // Nothing is expected; whatever comes is ignored.
+          // Whatever comes is ignored.
         }
       } catch {
         // Closed here (reset) or reset by Carbon.
@@ -91,7 +84,7 @@ class CarbonTransport implements Transport<string> {
     try {
       this.#conn?.close();
     } catch {
-      // already closed
+      // Already closed.
     }
     this.#conn = undefined;
   }
@@ -102,46 +95,21 @@ export class GraphiteClient extends PerfdataClient<string> {
   constructor(options: GraphiteOptions) {
     const illegal = options.illegalCharacters;
     const prefix = sanitizeSegment(options.prefix, illegal);
-    const m = options.metrics;
-    const o = options.observer;
     super(
       new CarbonTransport(options.addr),
       (r) => {
         const value = r["value"];
         if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
-        return carbonLine(
-          metricPath(
-            prefix,
-            String(r["hostname"] ?? ""),
-            String(r["service_description"] ?? ""),
-            String(r["label"] ?? ""),
-            illegal,
-          ),
-          value,
-          Number(r["timestamp_unix"] ?? 0),
+        const path = metricPath(
+          prefix,
+          String(r["hostname"] ?? ""),
+          String(r["service_description"] ?? ""),
+          String(r["label"] ?? ""),
+          illegal,
         );
+        return carbonLine(path, value, Number(r["timestamp_unix"] ?? 0));
       },
-      {
-        batchSize: options.batchSize,
-        observer: {
-          written(points) {
-            m?.graphiteMetricsWritten.inc(points);
-            m?.graphiteFlushes.inc();
-            o?.written(points);
-          },
-          dropped(points, reason) {
-            m?.graphiteMetricsDropped.inc(points);
-            o?.dropped(points, reason);
-          },
-          available(up) {
-            m?.graphiteAvailable.set(up ? 1 : 0);
-            o?.available(up);
-          },
-          retried: () => o?.retried(),
-          failed: () => o?.failed(),
-        },
-        statsIntervalMs: options.statsIntervalMs,
-      },
+      options,
     );
   }
 }

@@ -86,8 +86,7 @@ export class HttpEndpoint {
     const answer = `POST ${redactUrl(url)}: HTTP ${res.status} ${
       text.slice(0, ANSWER_BYTES).trim()
     }`;
-    // 429 and 5xx may pass; any other answer will be the same next time (the remote write
-    // specification and InfluxDB's write API agree on this).
+    // 429 and 5xx may pass, any other answer would repeat (remote write spec, InfluxDB's API).
     if (res.status === 429 || res.status >= 500) {
       throw new SinkWriteError(answer, { retryable: true });
     }
@@ -95,10 +94,7 @@ export class HttpEndpoint {
   }
 }
 
-/**
- * Retries of a batch an HTTP backend did not take for a reason that may pass: three more
- * attempts, 0.5 s, 1 s and 2 s apart. No jitter: one batch in flight per backend.
- */
+/** Retries of a batch lost to a failure that may pass; no jitter: one batch in flight at a time. */
 export const HTTP_RETRY: RetryPolicy = {
   retries: 3,
   backoff: { initialMs: 500, maxMs: 5_000, jitter: 0 },
@@ -106,11 +102,8 @@ export const HTTP_RETRY: RetryPolicy = {
 
 /** The options of an HTTP backend's client besides its settings. */
 export interface HttpClientOptions {
-  /**
-   * The rows' labels still carry the plugin's quotes (`--perfdata-label-quotes keep`, for MySQL
-   * and Graphite); the point gets them without (docs/perfdata.md#labels).
-   */
+  /** Labels still quoted (`--perfdata-label-quotes keep`): strip them (docs/perfdata.md#labels). */
   readonly quotedLabels?: boolean;
   readonly observer?: SinkObserver;
-  readonly statsIntervalMs?: number;
+  readonly statsIntervalMs?: number | undefined;
 }

@@ -8,12 +8,9 @@ import { perfdataThresholds, plainLabel, positionalDecimal, type Row } from "../
 import { PerfdataClient, type Transport } from "./sink.ts";
 import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
-/** Where and how to write to InfluxDB: the `--influxdb-*` settings. */
+/** The `--influxdb-*` settings. */
 export interface InfluxDbSettings {
-  /**
-   * `http(s)://host:8086/write?db=…` or `http(s)://host:8086/api/v2/write?org=…&bucket=…`; may
-   * hold a secret, only printed through `redactUrl`.
-   */
+  /** `…/write?db=…` or `…/api/v2/write?org=…&bucket=…`; may hold a secret: print `redactUrl`ed. */
   readonly url: string;
   readonly user?: string;
   readonly password?: string;
@@ -29,8 +26,7 @@ export const INFLUXDB_MEASUREMENT = "perfdata";
 /** Points per write: InfluxDB's own advice (each write costs 1.x a WAL sync). */
 export const INFLUXDB_BATCH_SIZE = 5000;
 
-// Line protocol cannot carry a line break inside a name: it ends the point. CR and LF become a
-// space, which keeps the name readable and the rest of the batch intact.
+// A line break ends a point: CR and LF in a name become a space (readable, the batch intact).
 const LINE_BREAK = /[\r\n]/g;
 const MEASUREMENT_SPECIAL = /[, ]/g;
 const TAG_SPECIAL = /[,= ]/g;

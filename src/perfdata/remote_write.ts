@@ -15,11 +15,10 @@ import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
  */
 const REMOTE_WRITE_METRIC = "statusengine_perfdata_value";
 
-// A batch is written straight into one byte array, each series' labels encoded once, rather than
-// through protobufjs' encode of an object per series, label and sample, which cost several times
-// more (docs/perfdata.md#performance). The field tags (number × 8 + wire type) of the remote write
-// 1.0 messages (prometheus/prompb types.proto and remote.proto); format_test.ts decodes the result
-// with protobufjs from that schema.
+// Encoded by hand into one byte array, each series' labels once: protobufjs' encode of an object
+// per series, label and sample cost several times more (docs/perfdata.md#performance). The field
+// tags (number × 8 + wire type) of prometheus/prompb types.proto and remote.proto; format_test.ts
+// decodes the result with protobufjs from that schema.
 const TIMESERIES_TAG = 1 * 8 + 2; // WriteRequest.timeseries: repeated TimeSeries
 const LABELS_TAG = 1 * 8 + 2; // TimeSeries.labels: repeated Label
 const SAMPLES_TAG = 2 * 8 + 2; // TimeSeries.samples: repeated Sample
@@ -28,16 +27,12 @@ const LABEL_VALUE_TAG = 2 * 8 + 2; // Label.value: string
 const VALUE_TAG = 1 * 8 + 1; // Sample.value: double (64-bit)
 const TIMESTAMP_TAG = 2 * 8 + 0; // Sample.timestamp: int64 (varint)
 
-/** One series: its labels, encoded once. */
 export interface RemoteSeries {
   /** The encoded label fields of a `TimeSeries`, sorted by name (the protocol requires it). */
   readonly labels: Uint8Array;
   /** The `unit` label's value ('' = none). */
   readonly unit: string;
-  /**
-   * The newest sample the server accepted from this worker (-Infinity: none yet) and its value:
-   * what a refused request is checked against before it is halved.
-   */
+  /** The newest sample the server took (-Infinity: none) and its value, to sift a refusal. */
   newestMs: number;
   newestValue: number;
 }
@@ -49,10 +44,7 @@ export interface RemotePoint {
   readonly timestampMs: number;
 }
 
-/**
- * The remote-write point of a `statusengine_perfdata` row, or undefined without a finite value;
- * with `quotedLabels` the plugin's quotes are stripped from the label.
- */
+/** A perfdata row's point, undefined without a finite value; `quotedLabels`: strip the quotes. */
 export function remotePoint(row: Row, quotedLabels = false): RemotePoint | undefined {
   const value = row["value"];
   if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
@@ -64,9 +56,8 @@ export function remotePoint(row: Row, quotedLabels = false): RemotePoint | undef
 }
 
 // The same services report every few minutes: their labels are built once, not per sample, and
-// looked up by host, service and label in turn (building one key string per sample was the
-// largest single cost of a sample in a profile). The cache is emptied when it holds
-// SERIES_CACHE_MAX series, which bounds its memory whatever the number of series.
+// looked up by host, service and label in turn (one key string per sample was a sample's largest
+// cost in a profile). Emptied at SERIES_CACHE_MAX series, which bounds its memory.
 const seriesCache = new Map<string, Map<string, Map<string, RemoteSeries>>>();
 const SERIES_CACHE_MAX = 100_000;
 let cachedSeries = 0;
@@ -116,8 +107,7 @@ function seriesLabels(host: string, service: string, label: string, unit: string
   if (label !== "") labels.push(["label", label]);
   if (service !== "") labels.push(["service_description", service]);
   if (unit !== "") labels.push(["unit", unit]);
-  // Each label: its field tag, the length of the Label message, then the name and the value,
-  // each a tag, a length and the UTF-8 bytes.
+  // Each label: its tag, the Label message's length, then name and value (tag, length, UTF-8).
   let size = 0;
   const lengths: number[] = [];
   for (const [name, value] of labels) {
@@ -173,9 +163,7 @@ function writeUtf8(bytes: Uint8Array, at: number, text: string, length: number):
   return at + length;
 }
 
-/**
- * Bytes of `text` in UTF-8 as TextEncoder writes it: a lone surrogate becomes U+FFFD (3 bytes).
- */
+/** Bytes of `text` in UTF-8 as TextEncoder writes it: a lone surrogate becomes U+FFFD (3 bytes). */
 function utf8Length(text: string): number {
   let length = 0;
   for (let i = 0; i < text.length; i++) {
@@ -203,7 +191,7 @@ export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
   const bySeries = Map.groupBy(batch, (p) => p.series);
-  // First the size of every series and sample, then one array written front to back.
+  // First every size, then one array written front to back.
   let duplicates = 0;
   let size = 0;
   const groups: { labels: Uint8Array; points: RemotePoint[]; length: number }[] = [];
@@ -285,7 +273,7 @@ function writeInt64(bytes: Uint8Array, at: number, n: number): number {
   return at;
 }
 
-/** Where and how to send remote writes: the `--prometheus-remote-write-*` settings. */
+/** The `--prometheus-remote-write-*` settings. */
 export interface RemoteWriteSettings {
   /** The receiver, e.g. `http://prometheus:9090/api/v1/write`. */
   readonly url: string;
@@ -328,13 +316,12 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
     } catch (err: unknown) {
       if (!isSampleRefusal(err)) throw err;
       // Prometheus appends nothing of a request with one sample it cannot take: the refused
-      // samples are isolated as docs/perfdata.md#refused-samples describes.
+      // ones are isolated (docs/perfdata.md#refused-samples).
       const acceptable = batch.filter((p) =>
         p.timestampMs > p.series.newestMs ||
         (p.timestampMs === p.series.newestMs && p.value === p.series.newestValue)
       );
-      // Enough splits to isolate eight samples scattered through the batch; unbounded, a batch of
-      // stale samples would cost two requests per sample.
+      // Enough to isolate 8 scattered samples; unbounded, stale samples cost 2 requests each.
       const budget = { splits: 8 * Math.ceil(Math.log2(Math.max(2, batch.length))) };
       const sendWhole = acceptable.length < batch.length;
       const ordered = inSeriesOrder(acceptable);

@@ -24,10 +24,7 @@ const FLUSH_INTERVAL_MS = 250;
 export const DROP_REASONS = ["buffer_full", "write_failed", "rejected", "out_of_order"] as const;
 export type DropReason = (typeof DROP_REASONS)[number];
 
-/**
- * A failed write, as the transport judged it: `retryable` for a failure that may pass (network
- * error, timeout, HTTP 5xx or 429), not for an answer that will not change (HTTP 4xx).
- */
+/** A failed write; `retryable` when it may pass (e.g. HTTP 5xx or 429), not for e.g. HTTP 4xx. */
 export class SinkWriteError extends Error {
   readonly retryable: boolean;
   /** How the batch's points are counted when it is dropped. */

@@ -188,7 +188,7 @@ const STILL_FAILING_LOG_INTERVAL_MS = 60_000;
  * failed write is counted, logged once per failing period (then every minute), and makes
  * {@link writable} false until a write succeeds.
  */
-export class DeadLetters implements DeadLetterSink {
+export class DeadLetters implements DeadLetterSink, AsyncDisposable {
   readonly #file: DeadLetterSink | null;
   readonly #where: string;
   readonly #metrics: DeadLetterMetrics | undefined;
@@ -237,6 +237,10 @@ export class DeadLetters implements DeadLetterSink {
 
   async close(): Promise<void> {
     await this.#file?.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   #failed(record: DeadLetterRecord, err: unknown): void {

@@ -88,11 +88,10 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     // A failed write rejects: the job stays unacknowledged and is retried (D7: never silent).
     await options.deadLetters.write({ queue: job.queue, reason, error: message, payload: text });
     m?.pipelineErrors.inc({ component: "queue" });
-    const where = options.leftOverFile === undefined
-      ? ["the dead-letter file", {}] as const
-      : ["the replay's left-over file", { file: options.leftOverFile }] as const;
-    log.warn(`pipeline: undecodable payload written to ${where[0]}`, {
-      ...where[1],
+    const file = options.leftOverFile;
+    const where = file === undefined ? "the dead-letter file" : "the replay's left-over file";
+    log.warn(`pipeline: undecodable payload written to ${where}`, {
+      ...(file === undefined ? {} : { file }),
       queue: job.queue,
       server: job.server,
       reason,
@@ -131,21 +130,12 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
     for (const list of byTable.values()) total += list.length;
-    // Aborted for any reason (given back, or given up at the drain deadline), the job is never
-    // acknowledged and comes back from the broker: its rows must not be committed here as well.
+    // An aborted job is never acknowledged and comes back: its rows must not be committed too.
     const withdrawn = () => signal.aborted;
     return { byTable, tracker: new JobTracker(job.queue, total, withdrawn), newest };
   }
 
   const stream = options.stream;
-
-  /** One frame per job, published before its rows go to MySQL (docs/operations.md#ws). */
-  function streamEvents(job: Job, decoded: DecodedJob): void {
-    if (stream === undefined) return;
-    if (decoded.kind === "invalid" || decoded.kind === "ignored") return;
-    const events = decoded.events;
-    if (events !== undefined && events.length > 0) stream.publish(job.queue, events);
-  }
 
   /**
    * Decode a job's payload, count a repair, offer the events to `/ws`. The payload text is
@@ -175,7 +165,11 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
         );
       }
     }
-    streamEvents(job, decoded);
+    // One frame per job, published before its rows go to MySQL (docs/operations.md#ws).
+    if (stream !== undefined && decoded.kind !== "invalid" && decoded.kind !== "ignored") {
+      const events = decoded.events;
+      if (events !== undefined && events.length > 0) stream.publish(job.queue, events);
+    }
     return { decoded, invalidText: decoded.kind === "invalid" ? text : "" };
   }
 

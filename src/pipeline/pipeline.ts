@@ -90,8 +90,7 @@ export class Pipeline {
         rows: Object.values(this.writers).reduce((n, w) => n + w.buffered, 0),
       }),
     });
-    // The status writers report what they committed, so the core-restart sweep need not read
-    // the tables to learn that the core has re-published its objects.
+    // Status writers report their commits: the core-restart sweep need not read the tables back.
     const progress = new StatusProgress();
     const writers = Object.fromEntries(
       BATCHED_TABLE_NAMES.map((name) => [

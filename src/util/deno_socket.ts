@@ -15,10 +15,7 @@ export interface DenoSocketTarget {
   readonly host?: string;
   readonly port?: number;
   readonly socketPath?: string;
-  /**
-   * Count only reads as activity for `setTimeout` (Node counts writes too): a heartbeat's
-   * "nothing heard from the peer", which the connection's own writes must not keep alive.
-   */
+  /** `setTimeout` counts only reads (Node: writes too): a heartbeat must hear from the peer. */
   readonly idleOnReadsOnly?: boolean;
 }
 
@@ -115,10 +112,7 @@ export class DenoSocket extends EventEmitter {
     return this;
   }
 
-  /**
-   * Emit `timeout` after each `ms` without a read or a write, as Node does (without a read with
-   * `idleOnReadsOnly`); 0 turns it off.
-   */
+  /** Emit `timeout` after each `ms` idle, as Node does (see `idleOnReadsOnly`); 0 turns it off. */
   setTimeout(ms: number): this {
     this.#idleMs = ms;
     this.#stopIdleTimer();

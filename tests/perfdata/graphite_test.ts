@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { GraphiteClient } from "../../src/perfdata/graphite.ts";
 import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
+import { perfdataObserver } from "../../src/daemon/outputs.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { startTcpPeer } from "../helpers/tcp_proxy.ts";
 
@@ -13,7 +14,8 @@ async function value(
 
 /** A client with prefix `se` and no periodic stats, counting into `m`. */
 function clientOf(m: Metrics, addr: string, batchSize: number): GraphiteClient {
-  return new GraphiteClient({ addr, prefix: "se", batchSize, metrics: m, statsIntervalMs: 0 });
+  const observer = perfdataObserver(m, "graphite");
+  return new GraphiteClient({ addr, prefix: "se", batchSize, observer, statsIntervalMs: 0 });
 }
 
 const row = (label: string, value: number) => ({
