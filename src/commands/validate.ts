@@ -80,6 +80,8 @@ export interface RejectedBody {
   readonly rule?: "denylist" | "allowlist";
 }
 
+export type ValidationResult = AcceptedBody | RejectedBody;
+
 export interface ValidateOptions {
   /** Unix seconds used for a missing `raw` timestamp prefix. */
   readonly nowSeconds: number;
@@ -132,10 +134,7 @@ const MAX_ECHO = 64;
  * // r.ok === true; r.body === '{"Command":"raw","Data":"[1700000000] DISABLE_HOST_CHECK;web01"}'
  * ```
  */
-export function validateCommandBody(
-  text: string,
-  options: ValidateOptions,
-): AcceptedBody | RejectedBody {
+export function validateCommandBody(text: string, options: ValidateOptions): ValidationResult {
   const parsed = parseBody(text);
   if (!parsed.ok) return parsed;
   const doc = parsed.value;
