@@ -9,6 +9,7 @@ import { type AMQPChannel, AMQPClient, type AMQPMessage } from "@cloudamqp/amqp-
 import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
 import { parseAmqpUrl } from "./url.ts";
 import { errorMessage } from "../log.ts";
+import { WorkerError } from "../util/errors.ts";
 import { abortable, deadline, settledWithin } from "../util/async.ts";
 
 /**
@@ -23,9 +24,6 @@ export interface QueueDepth {
   readonly ready: number;
   readonly consumers: number;
 }
-
-/** The broker returned a mandatory message: no queue to route it to, so nothing was queued. */
-export class ReturnedError extends Error {}
 
 /** One connection with one confirming channel. */
 export class AmqpPublisher implements AsyncDisposable {
@@ -142,7 +140,8 @@ export class AmqpPublisher implements AsyncDisposable {
       // The broker sends basic.return before the confirm of the same message.
       if (this.#takeReturned(queue, body)) {
         this.#declared.delete(queue);
-        throw new ReturnedError(
+        throw new WorkerError(
+          "returned",
           `The broker dropped a message for queue "${queue}": the queue no longer exists`,
         );
       }

@@ -7,7 +7,6 @@
  * @module
  */
 import {
-  CleanupRunningError,
   CleanupSession,
   dayNumber,
   mysqlOptionsFromUrl,
@@ -29,6 +28,7 @@ import {
 } from "../cleanup/retention.ts";
 import type { RetentionRule } from "../config/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { hasCode } from "../util/errors.ts";
 import { delay } from "../util/async.ts";
 import { redactText, redactUrl } from "../util/redact.ts";
 import type { Io } from "./io.ts";
@@ -463,7 +463,7 @@ export async function runCleanupCommand(
       await session.open();
     } catch (err: unknown) {
       if (signal.aborted) return interrupted(0, tables.length);
-      if (err instanceof CleanupRunningError) {
+      if (hasCode(err, "cleanup_running")) {
         log.error("cleanup: another cleanup is running", { error: err.message });
         io.err(err.message);
         return CLEANUP_RUNNING_EXIT;

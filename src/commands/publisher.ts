@@ -8,7 +8,7 @@
  * @module
  */
 import { GearmanClient } from "../gearman/client.ts";
-import { AmqpPublisher, ReturnedError } from "../amqp/publisher.ts";
+import { AmqpPublisher } from "../amqp/publisher.ts";
 import type { QueueDeclaration } from "../amqp/session.ts";
 import { parseAmqpUrl } from "../amqp/url.ts";
 import { abortable, deadline } from "../util/async.ts";
@@ -21,6 +21,11 @@ export type CommandBackend = "gearman" | "rabbitmq";
 
 /** Per-request publish budget: both attempts share it. */
 const PUBLISH_BUDGET_MS = 5_000;
+
+/** A failure of {@link PublishLink.send} that queued nothing: the only kind worth a retry. */
+function notQueued(message: string): WorkerError {
+  return new WorkerError("not_queued", message);
+}
 
 export interface CommandPublisher extends AsyncDisposable {
   readonly backend: CommandBackend;
@@ -44,15 +49,12 @@ export interface CommandPublisher extends AsyncDisposable {
 export interface PublishLink {
   /**
    * Resolves once the broker took the message (JOB_CREATED, publisher confirm). Rejects with
-   * {@link NotQueuedError} when the message is known not to be queued; any other rejection leaves
-   * its fate unknown.
+   * a `not_queued` {@link WorkerError} when the message is known not to be queued (the only kind
+   * worth a retry); any other rejection leaves its fate unknown.
    */
   send(body: string, signal: AbortSignal): Promise<void>;
   close(): Promise<void>;
 }
-
-/** A failure of {@link PublishLink.send} that queued nothing: the only kind worth a retry. */
-export class NotQueuedError extends Error {}
 
 /** Opens a {@link PublishLink}; must give up when `signal` aborts. */
 export type Dial = (signal: AbortSignal) => Promise<PublishLink>;
@@ -129,7 +131,7 @@ export class RetryingPublisher implements CommandPublisher {
         // A failed link is not reused (the retry and the next request dial afresh); its close is
         // not awaited: a silent broker never answers it, and later publishes wait behind this one.
         void this.#drop();
-        if (err instanceof NotQueuedError) state.written = false;
+        if (hasCode(err, "not_queued")) state.written = false;
         // Sent again, a message the broker took before the connection broke would run twice.
         if (state.written) throw this.#unconfirmed(signal, err);
       }
@@ -191,9 +193,9 @@ export function gearmanCommandPublisher(
           return {
             send: async (body) => {
               // Seen closed (a job server that dropped the idle connection): nothing written.
-              if (client.isClosed) throw new NotQueuedError(`${server}: connection is closed`);
+              if (client.isClosed) throw notQueued(`${server}: connection is closed`);
               await client.submitBackground(COMMAND_QUEUE, body).catch((err: unknown) => {
-                throw hasCode(err, "submit_refused") ? new NotQueuedError(errorMessage(err)) : err;
+                throw hasCode(err, "submit_refused") ? notQueued(errorMessage(err)) : err;
               });
             },
             close: () => client.close(),
@@ -235,11 +237,11 @@ export function rabbitMqCommandPublisher(
       return {
         send: async (body) => {
           // Before the message is written: a connection seen closed.
-          if (publisher.closed) throw new NotQueuedError("the broker closed the connection");
+          if (publisher.closed) throw notQueued("the broker closed the connection");
           const properties = { contentType: "application/json" };
           await publisher.publish(COMMAND_QUEUE, [body], properties).catch((err: unknown) => {
             // Returned: the broker dropped it (the queue was deleted); the retry declares it.
-            throw err instanceof ReturnedError ? new NotQueuedError(err.message) : err;
+            throw hasCode(err, "returned") ? notQueued(err.message) : err;
           });
         },
         close: () => publisher.close(),

@@ -2,11 +2,10 @@ import assert from "node:assert/strict";
 import {
   type Dial,
   gearmanCommandPublisher,
-  NotQueuedError,
   type PublishLink,
   RetryingPublisher,
 } from "./publisher.ts";
-import { hasCode } from "../util/errors.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
 
 /** A scripted transport: each dial and each send consumes the next outcome. */
 class FakeBroker {
@@ -36,7 +35,9 @@ class FakeBroker {
         try {
           const what = this.sends.shift() ?? "ok";
           await Promise.resolve();
-          if (what === "refused") throw new NotQueuedError("broker closed the connection");
+          if (what === "refused") {
+            throw new WorkerError("not_queued", "broker closed the connection");
+          }
           if (what === "hang") await hang(sendSignal);
           this.sent.push(body);
           if (what === "lost") throw new Error("connection lost before the confirm");

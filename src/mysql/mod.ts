@@ -56,7 +56,6 @@ export {
 } from "./core_restart.ts";
 export { JobTracker } from "./job_tracker.ts";
 export {
-  CleanupRunningError,
   CleanupSession,
   dayNumber,
   partitionsToTrim,

@@ -25,6 +25,7 @@ import { describePartitioning, samePartitioning } from "./schema.ts";
 import { type TableName, TABLES } from "./catalogue.ts";
 import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "./url.ts";
+import { WorkerError } from "../util/errors.ts";
 
 /**
  * The fewest weeks one repair step splits off `p_max`; a step takes half of what is left, so each
@@ -331,18 +332,19 @@ function partitionClause(partitions: string | readonly string[]): string {
  */
 const RUN_LOCK = "LEFT(CONCAT('statusengine_cleanup.', DATABASE()), 64)";
 
-/** Another `cleanup` run holds the database's lock (docs/operations.md#cleanup-exit). */
-export class CleanupRunningError extends Error {
-  constructor(database: string, holder: number | null) {
-    // The server finishes a statement whose client went away: after a SIGTERM the lock stays
-    // with that statement, which is what a rerun then meets.
-    super(
-      `Another cleanup is running on "${database}" (MySQL connection id ${
-        holder ?? "unknown"
-      }; a run stopped during an ALTER TABLE holds it until the server has finished that ` +
-        "statement): not starting a second one",
-    );
-  }
+/**
+ * Another `cleanup` run holds the database's lock (docs/operations.md#cleanup-exit). The server
+ * finishes a statement whose client went away: after a SIGTERM the lock stays with that
+ * statement, which is what a rerun then meets.
+ */
+function cleanupRunning(database: string, holder: number | null): WorkerError {
+  return new WorkerError(
+    "cleanup_running",
+    `Another cleanup is running on "${database}" (MySQL connection id ${
+      holder ?? "unknown"
+    }; a run stopped during an ALTER TABLE holds it until the server has finished that ` +
+      "statement): not starting a second one",
+  );
 }
 
 /**
@@ -397,7 +399,7 @@ export class CleanupSession {
     // on unguarded, as it would without the lock.
     if (this.#ownIds.has(Number(row?.holder))) return;
     this.discard();
-    throw new CleanupRunningError(
+    throw cleanupRunning(
       String(row?.db),
       row?.holder === null || row?.holder === undefined ? null : Number(row.holder),
     );

@@ -12,6 +12,7 @@ import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { delay } from "../util/async.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("db");
 
@@ -26,14 +27,6 @@ export interface HoldScope {
   readonly table: string;
   readonly availability: DbAvailability;
   readonly signal: AbortSignal;
-}
-
-/** Every row of a held statement belongs to jobs given back (docs/retries.md#give-back). */
-export class StatementWithdrawnError extends Error {
-  constructor(table: string) {
-    super(`the held statement for ${table} has no rows left: their jobs were given back`);
-    this.name = "StatementWithdrawnError";
-  }
 }
 
 export interface RetryContext extends HoldScope {
@@ -60,7 +53,8 @@ export async function pauseHeld(hold: Backoff, scope: HoldScope): Promise<void> 
  * Run `op` until it succeeds, fails permanently, or `ctx.signal` aborts.
  *
  * @throws {MysqlWriteError} With `kind` `row` or `statement` for a deterministic failure.
- * @throws {StatementWithdrawnError} When `ctx.withdrawn` says nothing is left to write.
+ * @throws {WorkerError} `statement_withdrawn` when `ctx.withdrawn` says nothing is left to write:
+ * every row belongs to jobs given back (docs/retries.md#give-back).
  */
 export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): Promise<T> {
   let hold: Backoff | undefined;
@@ -70,7 +64,10 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
     ctx.signal.throwIfAborted();
     if (attempt > 0 && ctx.withdrawn?.() === true) {
       ctx.availability.abandon(ctx.table, holder);
-      throw new StatementWithdrawnError(ctx.table);
+      throw new WorkerError(
+        "statement_withdrawn",
+        `the held statement for ${ctx.table} has no rows left: their jobs were given back`,
+      );
     }
     try {
       const sentAt = ctx.availability.now();

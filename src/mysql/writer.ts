@@ -10,13 +10,7 @@ import type { Table } from "./catalogue.ts";
 import type { SqlExecutor } from "./executor.ts";
 import type { DbAvailability } from "./availability.ts";
 import { MysqlWriteError, sameMysqlError } from "./errors.ts";
-import {
-  type HoldScope,
-  MYSQL_HOLD,
-  pauseHeld,
-  runWithRetry,
-  StatementWithdrawnError,
-} from "./retry.ts";
+import { type HoldScope, MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
 import { emptyInsertStatement, insertStatement } from "./sql.ts";
 import { appendAdjustedRow, type ValueAdjustment } from "./values.ts";
 import type { Row, SqlValue } from "../events/mod.ts";
@@ -26,7 +20,7 @@ import type { DeadLetterSink } from "./dead_letter_sink.ts";
 import { Backoff } from "../util/backoff.ts";
 import { abortable, delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
-import { WorkerError } from "../util/errors.ts";
+import { hasCode, WorkerError } from "../util/errors.ts";
 
 const log = getLogger("db");
 
@@ -501,7 +495,7 @@ export class TableWriter {
       throw this.#abort.signal.reason;
     }
     if (err instanceof MysqlWriteError) return err;
-    if (err instanceof StatementWithdrawnError) return undefined;
+    if (hasCode(err, "statement_withdrawn")) return undefined;
     throw err;
   }
 

@@ -50,7 +50,11 @@ export type ErrorCode =
   | "submit_refused" // a job server answered a submission with ERROR
   | "gearman_protocol" // fatal for the connection
   | "command_publish" // the broker could not take a command; nothing was queued
-  | "command_unconfirmed"; // a command was sent but never confirmed: it may have been queued
+  | "command_unconfirmed" // a command was sent but never confirmed: it may have been queued
+  | "not_queued" // a publish known not to have been queued: the only kind worth a retry
+  | "returned" // RabbitMQ returned a mandatory message: no queue to route it to
+  | "statement_withdrawn" // every row of a held statement belongs to jobs given back
+  | "cleanup_running"; // another `cleanup` run holds the database's named lock
 
 /** The worker's one error type: a message for people and an {@link ErrorCode} for code. */
 export class WorkerError extends Error {
