@@ -73,33 +73,25 @@ export const DENIED_RAW_COMMANDS: readonly string[] =
  * would silence a whole installation.
  */
 export const DEFAULT_ALLOWED_RAW_COMMANDS: readonly string[] = [
-  // checks
+  // checks, acknowledgements, downtimes, comments, custom notifications, per-object switches
   "SCHEDULE_HOST_CHECK SCHEDULE_FORCED_HOST_CHECK SCHEDULE_SVC_CHECK SCHEDULE_FORCED_SVC_CHECK",
-  "SCHEDULE_HOST_SVC_CHECKS SCHEDULE_FORCED_HOST_SVC_CHECKS",
-  "PROCESS_HOST_CHECK_RESULT PROCESS_SERVICE_CHECK_RESULT",
-  // acknowledgements
-  "ACKNOWLEDGE_HOST_PROBLEM ACKNOWLEDGE_SVC_PROBLEM",
-  "REMOVE_HOST_ACKNOWLEDGEMENT REMOVE_SVC_ACKNOWLEDGEMENT",
-  // downtimes
-  "SCHEDULE_HOST_DOWNTIME SCHEDULE_SVC_DOWNTIME SCHEDULE_HOST_SVC_DOWNTIME",
-  "SCHEDULE_AND_PROPAGATE_HOST_DOWNTIME SCHEDULE_AND_PROPAGATE_TRIGGERED_HOST_DOWNTIME",
-  "SCHEDULE_HOSTGROUP_HOST_DOWNTIME SCHEDULE_HOSTGROUP_SVC_DOWNTIME",
-  "SCHEDULE_SERVICEGROUP_HOST_DOWNTIME SCHEDULE_SERVICEGROUP_SVC_DOWNTIME",
-  "DEL_HOST_DOWNTIME DEL_SVC_DOWNTIME DEL_DOWNTIME_BY_HOST_NAME",
-  // comments and custom notifications
-  "ADD_HOST_COMMENT ADD_SVC_COMMENT DEL_HOST_COMMENT DEL_SVC_COMMENT",
-  "SEND_CUSTOM_HOST_NOTIFICATION SEND_CUSTOM_SVC_NOTIFICATION",
-  // per-object switches
-  "ENABLE_HOST_NOTIFICATIONS DISABLE_HOST_NOTIFICATIONS ENABLE_SVC_NOTIFICATIONS",
-  "DISABLE_SVC_NOTIFICATIONS ENABLE_HOST_SVC_NOTIFICATIONS DISABLE_HOST_SVC_NOTIFICATIONS",
-  "ENABLE_HOST_CHECK DISABLE_HOST_CHECK ENABLE_SVC_CHECK DISABLE_SVC_CHECK",
-  "ENABLE_HOST_SVC_CHECKS DISABLE_HOST_SVC_CHECKS",
-  "ENABLE_PASSIVE_HOST_CHECKS DISABLE_PASSIVE_HOST_CHECKS",
-  "ENABLE_PASSIVE_SVC_CHECKS DISABLE_PASSIVE_SVC_CHECKS",
-  "ENABLE_HOST_EVENT_HANDLER DISABLE_HOST_EVENT_HANDLER",
-  "ENABLE_SVC_EVENT_HANDLER DISABLE_SVC_EVENT_HANDLER",
-  "ENABLE_HOST_FLAP_DETECTION DISABLE_HOST_FLAP_DETECTION",
-  "ENABLE_SVC_FLAP_DETECTION DISABLE_SVC_FLAP_DETECTION",
+  "SCHEDULE_HOST_SVC_CHECKS SCHEDULE_FORCED_HOST_SVC_CHECKS PROCESS_HOST_CHECK_RESULT",
+  "PROCESS_SERVICE_CHECK_RESULT ACKNOWLEDGE_HOST_PROBLEM ACKNOWLEDGE_SVC_PROBLEM",
+  "REMOVE_HOST_ACKNOWLEDGEMENT REMOVE_SVC_ACKNOWLEDGEMENT SCHEDULE_HOST_DOWNTIME",
+  "SCHEDULE_SVC_DOWNTIME SCHEDULE_HOST_SVC_DOWNTIME SCHEDULE_AND_PROPAGATE_HOST_DOWNTIME",
+  "SCHEDULE_AND_PROPAGATE_TRIGGERED_HOST_DOWNTIME SCHEDULE_HOSTGROUP_HOST_DOWNTIME",
+  "SCHEDULE_HOSTGROUP_SVC_DOWNTIME SCHEDULE_SERVICEGROUP_HOST_DOWNTIME",
+  "SCHEDULE_SERVICEGROUP_SVC_DOWNTIME DEL_HOST_DOWNTIME DEL_SVC_DOWNTIME",
+  "DEL_DOWNTIME_BY_HOST_NAME ADD_HOST_COMMENT ADD_SVC_COMMENT DEL_HOST_COMMENT DEL_SVC_COMMENT",
+  "SEND_CUSTOM_HOST_NOTIFICATION SEND_CUSTOM_SVC_NOTIFICATION ENABLE_HOST_NOTIFICATIONS",
+  "DISABLE_HOST_NOTIFICATIONS ENABLE_SVC_NOTIFICATIONS DISABLE_SVC_NOTIFICATIONS",
+  "ENABLE_HOST_SVC_NOTIFICATIONS DISABLE_HOST_SVC_NOTIFICATIONS ENABLE_HOST_CHECK",
+  "DISABLE_HOST_CHECK ENABLE_SVC_CHECK DISABLE_SVC_CHECK ENABLE_HOST_SVC_CHECKS",
+  "DISABLE_HOST_SVC_CHECKS ENABLE_PASSIVE_HOST_CHECKS DISABLE_PASSIVE_HOST_CHECKS",
+  "ENABLE_PASSIVE_SVC_CHECKS DISABLE_PASSIVE_SVC_CHECKS ENABLE_HOST_EVENT_HANDLER",
+  "DISABLE_HOST_EVENT_HANDLER ENABLE_SVC_EVENT_HANDLER DISABLE_SVC_EVENT_HANDLER",
+  "ENABLE_HOST_FLAP_DETECTION DISABLE_HOST_FLAP_DETECTION ENABLE_SVC_FLAP_DETECTION",
+  "DISABLE_SVC_FLAP_DETECTION",
 ].join(" ").split(" ");
 
 /** The `--command-allow` entry that allows every command the denylist does not refuse. */
@@ -121,12 +113,10 @@ export type Kind =
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
   | { readonly type: "bytes"; readonly min: number }
-  // maxMs: timers overflow above 2^31-1 ms (about 24.8 days).
   | { readonly type: "duration"; readonly allowZero: boolean; readonly maxMs?: number }
   | { readonly type: "enum"; readonly values: readonly string[] }
-  // emptyDisables: an empty value is accepted and means "no listener".
+  // emptyDisables: empty means "no listener"; hostList: `amqp://u:p@h1,h2:5673/vhost`.
   | { readonly type: "hostPort"; readonly emptyHost: boolean; readonly emptyDisables?: boolean }
-  // hostList: several comma-separated hosts are accepted (`amqp://u:p@h1,h2:5673/vhost`).
   | {
     readonly type: "url";
     readonly schemes: readonly string[];
@@ -209,10 +199,6 @@ const QUEUE_FORM = `queue names (${QUEUE_NAMES.join(", ")})`;
 
 /** Where perfdata can go (`--perfdata-backends`). */
 export const PERFDATA_BACKENDS = ["mysql", "graphite", "influxdb", "prometheus"] as const;
-
-function perfdataRouteBackends(route: string): string {
-  return route === "both" ? "mysql,graphite" : route;
-}
 
 function regexProblem(value: string): string | null {
   try {
@@ -478,7 +464,10 @@ export const SETTINGS = [
   }),
   setting("perfdata-route", { type: "enum", values: ["mysql", "graphite", "both"] }, {
     commands: ["run", "dead-letters"],
-    feeds: [{ target: "perfdata-backends", derive: perfdataRouteBackends }],
+    feeds: [{
+      target: "perfdata-backends",
+      derive: (r: string) => r === "both" ? "mysql,graphite" : r,
+    }],
     help: "The earlier form of --perfdata-backends: both = mysql,graphite.",
   }),
   setting("perfdata-label-quotes", { type: "enum", values: ["keep", "strip"] }, {
