@@ -147,10 +147,7 @@ export interface HostPort {
 }
 
 /** Split `host:port`, `[v6]:port`, or with `emptyHost` (listen addresses) `:port`. */
-export function splitHostPort(
-  addr: string,
-  options: { emptyHost?: boolean } = {},
-): Parsed<HostPort> {
+export function splitHostPort(addr: string, emptyHost = false): Parsed<HostPort> {
   let host: string;
   let portText: string;
   if (addr.startsWith("[")) {
@@ -173,7 +170,7 @@ export function splitHostPort(
       return fail(`${JSON.stringify(addr)} has an invalid host`);
     }
   }
-  if (host === "" && options.emptyHost !== true) return fail(`${JSON.stringify(addr)} has no host`);
+  if (host === "" && !emptyHost) return fail(`${JSON.stringify(addr)} has no host`);
   if (!/^[0-9]{1,5}$/.test(portText)) return fail(`${JSON.stringify(addr)} has an invalid port`);
   const port = Number(portText);
   if (port < 1 || port > 65535) return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
@@ -382,6 +379,12 @@ function textOf(row: SettingRow, raw: unknown): Parsed<string> {
   return typeof raw === "string" ? ok(raw) : wrongType(row, "a string", raw);
 }
 
+/** `parse` applied to a text value, trimmed. */
+function parseText<T>(row: SettingRow, raw: unknown, parse: (text: string) => Parsed<T>) {
+  const text = textOf(row, raw);
+  return text.ok ? parse(text.value.trim()) : fail<T>(text.problem);
+}
+
 function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]> {
   if (origin === "yaml" && Array.isArray(raw)) {
     const entries: string[] = [];
@@ -428,17 +431,12 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       return ok(value);
     }
     case "bytes": {
-      let parsed: Parsed<number>;
-      if (origin === "yaml" && typeof raw === "number") {
-        parsed = Number.isSafeInteger(raw) && raw >= 0
-          ? ok(raw)
-          : fail(`${raw} is not a whole number of bytes`);
-      } else {
-        const text = textOf(row, raw);
-        parsed = text.ok ? parseByteSize(text.value.trim()) : text;
-      }
-      if (!parsed.ok) return parsed;
-      if (parsed.value < kind.min) {
+      const parsed = origin !== "yaml" || typeof raw !== "number"
+        ? parseText(row, raw, parseByteSize)
+        : Number.isSafeInteger(raw) && raw >= 0
+        ? ok(raw)
+        : fail<number>(`${raw} is not a whole number of bytes`);
+      if (parsed.ok && parsed.value < kind.min) {
         return fail(`${formatByteSize(parsed.value)} is below ${formatByteSize(kind.min)}`);
       }
       return parsed;
@@ -450,16 +448,11 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       return parseGoBoolean(String(raw).trim());
     }
     case "duration": {
-      let parsed: Parsed<number>;
-      if (origin === "yaml" && typeof raw === "number") {
-        if (raw !== 0) {
-          return fail(`the number ${raw} has no unit (write e.g. ${raw}s or ${raw}ms)`);
-        }
-        parsed = ok(0);
-      } else {
-        const text = textOf(row, raw);
-        parsed = text.ok ? parseGoDuration(text.value.trim()) : text;
+      const yamlNumber = origin === "yaml" && typeof raw === "number";
+      if (yamlNumber && raw !== 0) {
+        return fail(`the number ${raw} has no unit (write e.g. ${raw}s or ${raw}ms)`);
       }
+      const parsed = yamlNumber ? ok(0) : parseText(row, raw, parseGoDuration);
       if (!parsed.ok) return parsed;
       if (parsed.value < 0) return fail(`${JSON.stringify(raw)} is negative`);
       if (parsed.value === 0 && !kind.allowZero) return fail("must be greater than 0");
@@ -524,7 +517,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       return parseHost(value.trim());
     case "hostPort": {
       if (kind.emptyDisables === true && value.trim() === "") return ok("");
-      const split = splitHostPort(value.trim(), { emptyHost: kind.emptyHost });
+      const split = splitHostPort(value.trim(), kind.emptyHost);
       return split.ok ? ok(joinHostPort(split.value)) : split;
     }
     case "url":
