@@ -47,21 +47,7 @@ export type YamlMapping = Readonly<Record<string, unknown>>;
 type LegacyValue = { readonly text: string; readonly source: string };
 
 /** How one setting (`target`) is read from legacy keys. */
-export interface LegacyTranslation {
-  readonly target: string;
-  /** Keys it reads (top-level or `block.field`), also listed by help and the reference. */
-  readonly keys: readonly string[];
-  /**
-   * The value, or `undefined` when the document says nothing; throws ConfigError if unusable.
-   * `below` (the `SE_*` document under a file) fills the keys and block fields `doc` lacks.
-   */
-  readonly translate: (
-    doc: YamlMapping,
-    path: string,
-    warn: (message: string) => void,
-    below?: YamlMapping,
-  ) => LegacyValue | undefined;
-}
+export type LegacyTranslation = ReturnType<typeof translation>;
 
 /** A YAML value that is a mapping (a nested block of keys). */
 export function isMapping(value: unknown): value is YamlMapping {
@@ -122,19 +108,27 @@ interface Reader {
 }
 
 /**
- * A table entry: `read` gets a Reader bound to `target` and the document's path, only when one
- * of `keys` is given (for `block.field`, the block, so that a block that is no mapping is
- * refused); a bare text it returns is labelled with the keys given.
+ * A table entry reading `keys` (top-level or `block.field`; help and the reference list them).
+ * `translate` gives the value, or `undefined` when the document says nothing, and throws a
+ * ConfigError if it is unusable; `below` (the `SE_*` document under a file) fills the keys and
+ * block fields `doc` lacks. `read` gets a Reader bound to `target` and the document's path, only
+ * when one of `keys` is given (for `block.field`, the block, so that a block that is no mapping
+ * is refused); a bare text it returns is labelled with the keys given.
  */
 function translation(
   target: string,
   keys: readonly string[],
   read: (doc: YamlMapping, r: Reader) => LegacyValue | string | undefined,
-): LegacyTranslation {
+) {
   return {
     target,
     keys,
-    translate(doc, path, warn, below = {}) {
+    translate(
+      doc: YamlMapping,
+      path: string,
+      warn: (message: string) => void,
+      below: YamlMapping = {},
+    ): LegacyValue | undefined {
       if (!keys.some((key) => present(doc, key.split(".")[0] ?? key))) return undefined;
       // Each key from the file, else from its SE_* variable, as the PHP worker read them.
       const label = (given: readonly string[]) => {
