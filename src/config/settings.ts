@@ -178,6 +178,7 @@ const TIMER_MAX_MS = 86_400_000;
 const TIMER = { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS } as const;
 const TIMER_OR_ZERO = { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS } as const;
 const BOOLEAN = { type: "boolean" } as const;
+const HTTP_URL = { type: "url", schemes: ["http", "https"] } as const;
 
 /** A row of {@linkcode SETTINGS}, its literal types kept for {@linkcode SettingsFor}. */
 function setting<
@@ -499,8 +500,7 @@ export const SETTINGS = [
     help: "Most metrics in one Carbon write (a failed write drops its batch).",
   }),
   setting("influxdb-url", {
-    type: "url",
-    schemes: ["http", "https"],
+    ...HTTP_URL,
     form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
   }, {
     default: "http://127.0.0.1:8086/write?db=statusengine",
@@ -523,8 +523,7 @@ export const SETTINGS = [
     help: "InfluxDB 2.x API token (Authorization: Token); empty = none.",
   }),
   setting("prometheus-remote-write-url", {
-    type: "url",
-    schemes: ["http", "https"],
+    ...HTTP_URL,
     form: "http(s)://host:port/api/v1/write",
   }, {
     default: "http://127.0.0.1:9090/api/v1/write",
@@ -680,11 +679,7 @@ export const SETTINGS = [
     commands: ["schema"],
     help: "Create the database named in the URL when it does not exist.",
   }),
-  setting("metrics-url", {
-    type: "url",
-    schemes: ["http", "https"],
-    form: "http://host:port/metrics",
-  }, {
+  setting("metrics-url", { ...HTTP_URL, form: "http://host:port/metrics" }, {
     commands: ["status"],
     help: "/metrics of a running worker to include in the report; default the local worker's " +
       "from --metrics-host and --metrics-port (none when the port is 0).",
