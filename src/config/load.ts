@@ -142,11 +142,9 @@ interface Tokens {
   readonly fixed: string[];
 }
 
-const HELP_NAMES = new Set(["help", "h"]);
-
 // "--count --help" asks for help rather than for a count called "--help".
 function isHelpToken(arg: string | undefined): boolean {
-  return arg === "--help" || arg === "-help" || arg === "-h" || arg === "--h";
+  return /^--?h(elp)?$/.test(arg ?? "");
 }
 
 function tokenize(command: CommandName, argv: readonly string[]): Tokens {
@@ -172,7 +170,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
     const inline = eq < 0 ? undefined : body.slice(eq + 1);
-    if (HELP_NAMES.has(name) || name === "version") {
+    if (name === "version" || name === "help" || name === "h") {
       if (name === "version") version = true;
       else help = true;
       continue;
@@ -371,16 +369,12 @@ function checkRetired(
     if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
     const yaml = derivedYamlKey(retired.flag);
     const envName = derivedEnvName(retired.flag);
-    const inFile = `file ${path} key ${yaml}`;
-    // The name given, where, its source label, its value and the replacement's name there.
-    const hit: [string, string, string, unknown, string | undefined] | undefined =
-      path !== undefined && Object.hasOwn(doc, yaml)
-        ? [yaml, inFile, inFile, doc[yaml], yamlKeyOf(replacement)]
-        : Object.hasOwn(env, envName)
-        ? [envName, "the environment", `env ${envName}`, env[envName], envNameOf(replacement)]
-        : undefined;
-    if (hit === undefined) continue;
-    const [name, where, source, raw, instead] = hit;
+    const inFile = path !== undefined && Object.hasOwn(doc, yaml);
+    if (!inFile && !Object.hasOwn(env, envName)) continue;
+    const source = inFile ? `file ${path} key ${yaml}` : `env ${envName}`;
+    const [name, where, raw, instead] = inFile
+      ? [yaml, source, doc[yaml], yamlKeyOf(replacement)]
+      : [envName, "the environment", env[envName], envNameOf(replacement)];
     throw new ConfigError(
       `Retired setting ${name} in ${where}: ${retired.reason}; set ${instead} instead ` +
         `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`,
