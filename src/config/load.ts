@@ -95,13 +95,8 @@ function usageError(message: string, command?: CommandName): WorkerError {
   return new WorkerError("usage", `${message}: see "${PROGRAM_NAME} ${help}"`);
 }
 
-interface FlagEntry {
-  readonly row: SettingRow;
-  readonly negated: boolean;
-}
-
-function flagIndex(command: CommandName): Map<string, FlagEntry> {
-  const index = new Map<string, FlagEntry>();
+function flagIndex(command: CommandName) {
+  const index = new Map<string, { readonly row: SettingRow; readonly negated: boolean }>();
   for (const row of rowsFor(command)) {
     for (const name of [row.flag, ...(row.flagAliases ?? [])]) {
       index.set(name, { row, negated: false });
@@ -115,7 +110,7 @@ function flagIndex(command: CommandName): Map<string, FlagEntry> {
 function unknownFlagHint(
   command: CommandName,
   name: string,
-  index: ReadonlyMap<string, FlagEntry>,
+  index: ReadonlyMap<string, unknown>,
 ): string {
   const owners = SETTING_ROWS.filter((row) =>
     row.flag === name || (row.flagAliases ?? []).includes(name)
@@ -133,25 +128,17 @@ interface FlagUse {
   readonly value: string;
 }
 
-interface Tokens {
-  readonly uses: FlagUse[];
-  readonly help: boolean;
-  readonly version: boolean;
-  readonly problems: WorkerError[];
-  /** Former settings given as flags, now constants: warned about, not refused. */
-  readonly fixed: string[];
-}
-
 // "--count --help" asks for help rather than for a count called "--help".
 function isHelpToken(arg: string | undefined): boolean {
   return /^--?h(elp)?$/.test(arg ?? "");
 }
 
-function tokenize(command: CommandName, argv: readonly string[]): Tokens {
+function tokenize(command: CommandName, argv: readonly string[]) {
   const index = flagIndex(command);
   const uses: FlagUse[] = [];
   const problems: WorkerError[] = [];
   const positionals: string[] = [];
+  // Former settings given as flags, now constants: warned about, not refused.
   const fixed: string[] = [];
   let help = false;
   let version = false;
