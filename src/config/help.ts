@@ -29,9 +29,8 @@ import {
 import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
 
-/** Marker opening the generated section of docs/configuration.md. */
+/** Markers around the generated section of docs/configuration.md. */
 export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
-/** Marker closing the generated section of docs/configuration.md. */
 export const REFERENCE_END = "<!-- END CONFIG REFERENCE -->";
 
 function precedence(readsFile: boolean): string {
@@ -287,13 +286,12 @@ export function flagText(row: SettingRow, value: unknown): string {
  */
 export function settingsDifferingFromDefaults(
   command: CommandName,
-  settings: object,
+  settings: Readonly<Record<string, unknown>>,
 ): Record<string, string> {
-  const values = settings as Record<string, unknown>;
   const out: Record<string, string> = {};
   for (const row of rowsFor(command)) {
     if (row.feeds !== undefined) continue;
-    const value = values[settingKeyOf(row)];
+    const value = settings[settingKeyOf(row)];
     // Compare unmasked, so a changed password counts as a change; show masked.
     if (JSON.stringify(value) !== JSON.stringify(defaultValue(row, command))) {
       out[row.flag] = flagText(row, value);
