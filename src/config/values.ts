@@ -50,13 +50,9 @@ export function parseGoDuration(text: string): Parsed<number> {
   if (rest === "") return fail(`${JSON.stringify(text)} is not a duration`);
   let totalNs = 0;
   while (rest !== "") {
-    const number = /^([0-9]*)(?:\.([0-9]*))?/.exec(rest);
-    const whole = number?.[1] ?? "";
-    const fraction = number?.[2];
-    if (whole === "" && (fraction === undefined || fraction === "")) {
-      return fail(`${JSON.stringify(text)} is not a duration`);
-    }
-    rest = rest.slice(number?.[0].length ?? 0);
+    const [number = "", whole = "", fraction = ""] = /^([0-9]*)(?:\.([0-9]*))?/.exec(rest) ?? [];
+    if (whole === "" && fraction === "") return fail(`${JSON.stringify(text)} is not a duration`);
+    rest = rest.slice(number.length);
     const unit = /^[^0-9.]+/.exec(rest)?.[0];
     if (unit === undefined) return fail(`${JSON.stringify(text)} has a number without a unit`);
     const unitNs = DURATION_UNITS_NS[unit];
@@ -64,9 +60,8 @@ export function parseGoDuration(text: string): Parsed<number> {
       return fail(`${JSON.stringify(text)} has the unknown unit ${JSON.stringify(unit)}`);
     }
     rest = rest.slice(unit.length);
-    const value = Number(whole === "" ? "0" : whole) +
-      (fraction === undefined || fraction === "" ? 0 : Number(`0.${fraction}`));
-    totalNs += value * unitNs;
+    // Number("") and Number("0.") are 0.
+    totalNs += (Number(whole) + Number(`0.${fraction}`)) * unitNs;
   }
   if (totalNs > MAX_DURATION_NS) return fail(`${JSON.stringify(text)} is too long a duration`);
   const ms = totalNs / 1e6;
