@@ -376,15 +376,10 @@ function parseText<T>(row: SettingRow, raw: unknown, parse: (text: string) => Pa
 
 function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]> {
   if (origin === "yaml" && Array.isArray(raw)) {
-    const entries: string[] = [];
-    for (const entry of raw) {
-      if (typeof entry !== "string") {
-        const got = describeYaml(entry, row.secret === true);
-        return fail(`list entries must be strings, got ${got} (quote it in YAML)`);
-      }
-      entries.push(...splitList(entry));
-    }
-    return ok(entries);
+    const bad = raw.findIndex((entry) => typeof entry !== "string");
+    if (bad < 0) return ok(raw.flatMap((entry: string) => splitList(entry)));
+    const got = describeYaml(raw[bad], row.secret === true);
+    return fail(`list entries must be strings, got ${got} (quote it in YAML)`);
   }
   if (typeof raw === "string") return ok(splitList(raw));
   return wrongType(row, "a list of strings or a comma-separated string", raw);
