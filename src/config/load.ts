@@ -267,12 +267,6 @@ interface Candidate {
   readonly input?: SettingRow;
 }
 
-function parseOrThrow(row: SettingRow, raw: unknown, origin: Origin, source: string): Candidate {
-  const parsed = parseValue(row, raw, origin);
-  if (!parsed.ok) throw invalid(row, source, raw, parsed.problem);
-  return { value: parsed.value, source, notes: parsed.notes ?? [] };
-}
-
 /** Parse a value of `input`: `target`'s own, or handed to `target` through the input's feed. */
 function parseFor(
   target: SettingRow,
@@ -281,11 +275,13 @@ function parseFor(
   origin: Origin,
   source: string,
 ): Candidate {
-  const first = parseOrThrow(input, raw, origin, source);
+  const parsed = parseValue(input, raw, origin);
+  if (!parsed.ok) throw invalid(input, source, raw, parsed.problem);
+  const first = { value: parsed.value, source, notes: parsed.notes ?? [] };
   if (input === target) return first;
   const feed = input.feeds?.find((f) => f.target === target.flag);
   if (feed === undefined) throw new Error(`Setting ${input.flag} does not feed ${target.flag}`);
-  const second = parseOrThrow(target, feed.derive(String(first.value)), "text", source);
+  const second = parseFor(target, target, feed.derive(String(first.value)), "text", source);
   return { ...second, notes: [...first.notes, ...second.notes], input };
 }
 
@@ -394,11 +390,9 @@ export async function loadSettings<C extends CommandName>(
   // own, then those of the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
   const tiersOf = (row: SettingRow) => {
     const own = [row, ...rows.filter((r) => r.feeds?.some((f) => f.target === row.flag))];
-    const take = (input: SettingRow, raw: unknown, origin: Origin, source: string) =>
-      parseFor(row, input, raw, origin, source);
 
     const flagTier = tokens.uses.filter((use) => own.includes(use.row)).map((use) =>
-      take(use.row, use.value, "text", use.source)
+      parseFor(row, use.row, use.value, "text", use.source)
     );
     const envTier = own.flatMap((input) =>
       envNamesOf(input).flatMap((name) => {
@@ -406,7 +400,7 @@ export async function loadSettings<C extends CommandName>(
         // An empty variable falls through to the next source, as in the Go worker.
         return value === undefined || value === ""
           ? []
-          : [take(input, value, "text", `env ${name}`)];
+          : [parseFor(row, input, value, "text", `env ${name}`)];
       })
     );
     // Candidates of one document: its own keys, then legacy keys, the new key winning.
@@ -416,7 +410,7 @@ export async function loadSettings<C extends CommandName>(
       for (const input of own) {
         const key = yamlKeyOf(input);
         if (key === undefined || !present(source, key)) continue;
-        tier.push(take(input, source[key], origin, keysLabel(sourcePath, [key])));
+        tier.push(parseFor(row, input, source[key], origin, keysLabel(sourcePath, [key])));
         keys.push(key);
       }
       for (const translation of LEGACY_TRANSLATIONS) {
@@ -436,7 +430,7 @@ export async function loadSettings<C extends CommandName>(
         const below = sourcePath === LEGACY_ENV_PATH ? undefined : legacyEnv;
         const legacy = translation.translate(source, sourcePath, (m) => warnings.push(m), below);
         if (legacy !== undefined) {
-          tier.push({ ...parseOrThrow(row, legacy.text, "text", legacy.source), legacy: true });
+          tier.push({ ...parseFor(row, row, legacy.text, "text", legacy.source), legacy: true });
         }
       }
       return tier;
