@@ -405,34 +405,26 @@ export function legacyKeysOf(flag: string): string[] {
 
 /**
  * Legacy features without an equivalent (docs/operations.md#legacy-config): `run` warns once per
- * group whose keys appear in the file, whatever their values, saying why nothing happens. A key
- * ending in `*` stands for every key with that prefix.
+ * group (the keys of an entry, space-separated) found in the file, whatever their values, saying
+ * why nothing happens. A key ending in `*` stands for every key with that prefix.
  */
-const LEGACY_IGNORED: readonly (readonly [keys: readonly string[], reason: string])[] = [
-  [["use_redis", "redis"], "Redis is not supported; live status is kept in MySQL only"],
-  [["use_crate", "crate"], "CrateDB is not supported; history is written to MySQL only"],
-  [["elasticsearch_*"], "Elasticsearch is not supported as a perfdata backend"],
-  [
-    ["max_bulk_delay"],
-    "there is no flush delay: rows are written as soon as the previous statement finished, or " +
-    "after at most 250 ms",
-  ],
-  [["store_live_data_in_archive_backend"], "the two status tables are always written"],
-  [["use_mysql"], "MySQL is the only storage backend and is always written"],
-  [["dump_mysql_query_parameters"], "the nearest equivalent is log_level: debug"],
-  [
-    ["query_handler"],
+const LEGACY_IGNORED: Readonly<Record<string, string>> = {
+  "use_redis redis": "Redis is not supported; live status is kept in MySQL only",
+  "use_crate crate": "CrateDB is not supported; history is written to MySQL only",
+  "elasticsearch_*": "Elasticsearch is not supported as a perfdata backend",
+  "max_bulk_delay": "there is no flush delay: rows are written as soon as the previous statement " +
+    "finished, or after at most 250 ms",
+  "store_live_data_in_archive_backend": "the two status tables are always written",
+  "use_mysql": "MySQL is the only storage backend and is always written",
+  "dump_mysql_query_parameters": "the nearest equivalent is log_level: debug",
+  "query_handler":
     "the query handler is not supported; tasks are submitted with submit_method broker or cmd",
-  ],
-  [
-    ["syslog_enabled", "syslog_tag"],
-    "logs go to stdout (the journal under systemd); see log_format",
-  ],
-  [["disable_http_proxy"], "no HTTP proxy is ever used"],
-];
+  "syslog_enabled syslog_tag": "logs go to stdout (the journal under systemd); see log_format",
+  "disable_http_proxy": "no HTTP proxy is ever used",
+};
 
-function isIgnoredKey(key: string, keys: readonly string[] = LEGACY_IGNORED.flatMap(([k]) => k)) {
-  return keys.some((k) => k.endsWith("*") ? key.startsWith(k.slice(0, -1)) : key === k);
+function isIgnoredKey(key: string, keys = Object.keys(LEGACY_IGNORED).join(" ")): boolean {
+  return keys.split(" ").some((k) => k.endsWith("*") ? key.startsWith(k.slice(0, -1)) : key === k);
 }
 
 /** One warning per legacy feature group present in a file read by `run`. */
@@ -441,7 +433,7 @@ export function legacyIgnoredWarnings(
   path: string,
   command: CommandName,
 ): string[] {
-  return (command === "run" ? LEGACY_IGNORED : []).flatMap(([keys, reason]) => {
+  return Object.entries(command === "run" ? LEGACY_IGNORED : {}).flatMap(([keys, reason]) => {
     const found = Object.keys(doc).filter((key) => isIgnoredKey(key, keys));
     const s = found.length === 1 ? "" : "s";
     return found.length === 0
