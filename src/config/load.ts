@@ -302,10 +302,8 @@ function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigErro
 }
 
 function lineAndColumn(text: string, offset: number): string {
-  const before = text.slice(0, offset);
-  const line = before.split("\n").length;
-  const column = offset - before.lastIndexOf("\n");
-  return `line ${line}, column ${column}`;
+  const lines = text.slice(0, offset).split("\n");
+  return `line ${lines.length}, column ${(lines.at(-1)?.length ?? 0) + 1}`;
 }
 
 async function readConfig(
