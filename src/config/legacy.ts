@@ -204,10 +204,7 @@ function blockOf(doc: YamlMapping, key: string, r: Reader): YamlMapping {
   return block;
 }
 
-/**
- * `key` (`block.field`, or a top-level key) of `block` as text, or the legacy default; a secret
- * is never echoed.
- */
+/** `block.field` or a top-level `key` as text, else the legacy default; never echoes a secret. */
 function field(block: YamlMapping, key: string, fallback: string, r: Reader, secret = false) {
   const name = key.slice(key.indexOf(".") + 1);
   if (!present(block, name)) return fallback;
@@ -577,14 +574,10 @@ export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMa
 
 /** Every top-level key some command acts on: the only names suggested for a misspelled key. */
 const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
-  ...SETTING_ROWS.flatMap((row) => {
-    const key = yamlKeyOf(row);
-    return [
-      ...(key === undefined ? [] : [key]),
-      // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
-      ...legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k),
-    ];
-  }),
+  // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
+  ...SETTING_ROWS.flatMap((row) =>
+    [yamlKeyOf(row) ?? [], legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k)].flat()
+  ),
   ...LEGACY_ENV_KEYS.map((k) => k.split(".")[0] ?? k),
 ]);
 
