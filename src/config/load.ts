@@ -376,8 +376,7 @@ export async function loadSettings<C extends CommandName>(
 ): Promise<LoadResult<C>> {
   const rows = rowsFor(command);
   const tokens = tokenize(command, options.argv);
-  const firstProblem = tokens.problems[0];
-  if (firstProblem !== undefined) throw firstProblem;
+  if (tokens.problems[0] !== undefined) throw tokens.problems[0];
   const env = options.env;
   const warnings: string[] = [];
   let doc: YamlMapping = {};
@@ -435,15 +434,11 @@ export async function loadSettings<C extends CommandName>(
     };
     const fileTier = path === undefined ? [] : documentTier(doc, path, "yaml");
     // The PHP worker's SE_* variables, below its config file as there (file > SE_*).
-    const legacyEnvTier = fileTier.length > 0
-      ? []
-      : documentTier(legacyEnv, LEGACY_ENV_PATH, "text");
-    return [
-      ["flag", flagTier],
-      ["env", envTier],
-      ["file", fileTier],
-      ["legacy", legacyEnvTier],
-    ] as const;
+    const legacyTier = fileTier.length > 0 ? [] : documentTier(legacyEnv, LEGACY_ENV_PATH, "text");
+    return [["flag", flagTier], ["env", envTier], ["file", fileTier], [
+      "legacy",
+      legacyTier,
+    ]] as const;
   };
 
   // 1. The config file: flag, then env, then none (no default location).
