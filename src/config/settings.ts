@@ -600,11 +600,10 @@ export const SETTINGS = [
   }, {
     default: DEFAULT_ALLOWED_RAW_COMMANDS.join(","),
     help: "External commands a raw line on POST /commands or a statusengine_tasks row may " +
-      `name; any other is refused (403, or the task is deleted). ${ALLOW_ALL} allows every command except ${
-        DENIED_RAW_COMMANDS.join(", ")
-      }, ` +
-      "which are refused whatever this says. An empty list allows no raw command. The default " +
-      "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
+      `name; any other is refused (403, or the task is deleted). ${ALLOW_ALL} allows every ` +
+      `command except ${DENIED_RAW_COMMANDS.join(", ")}, which are refused whatever this says. ` +
+      "An empty list allows no raw command. The default is what the Statusengine UI and " +
+      "openITCOCKPIT send for hosts and services.",
   }),
   setting("check-for-commands", BOOLEAN, {
     // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
