@@ -95,13 +95,7 @@ export function parseGoBoolean(text: string): Parsed<boolean> {
   return fail(`${JSON.stringify(text)} is not a boolean`);
 }
 
-const BYTE_UNITS: Readonly<Record<string, number>> = {
-  "": 1,
-  b: 1,
-  kib: 1024,
-  mib: 1024 ** 2,
-  gib: 1024 ** 3,
-};
+const BINARY_UNITS = [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const;
 
 /**
  * A size in bytes: whole bytes, or a whole number with a binary unit (`512KiB`, `64MiB`,
@@ -109,7 +103,10 @@ const BYTE_UNITS: Readonly<Record<string, number>> = {
  */
 function parseByteSize(text: string): Parsed<number> {
   const m = /^([0-9]+)\s*([A-Za-z]*)$/.exec(text);
-  const factor = m === null ? undefined : BYTE_UNITS[(m[2] ?? "").toLowerCase()];
+  const unit = m?.[2]?.toLowerCase();
+  const factor = unit === "" || unit === "b"
+    ? 1
+    : BINARY_UNITS.find(([name]) => name.toLowerCase() === unit)?.[1];
   if (m === null || factor === undefined) {
     return fail(`${JSON.stringify(text)} is not a size (bytes, or e.g. 512KiB, 64MiB, 1GiB)`);
   }
@@ -120,7 +117,7 @@ function parseByteSize(text: string): Parsed<number> {
 
 /** A size the way {@link parseByteSize} reads it, in the largest exact unit (`1536KiB`). */
 export function formatByteSize(bytes: number): string {
-  for (const [unit, factor] of [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const) {
+  for (const [unit, factor] of BINARY_UNITS) {
     if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`;
   }
   return String(bytes);
@@ -196,14 +193,12 @@ function decodes(part: string): boolean {
  * may be given (`amqp://u:p@h1:5672,h2/vhost`). A problem never contains the password.
  */
 function parseUrl(text: string, schemes: readonly string[], hostList = false): Parsed<string> {
-  if (hostList) {
-    // The list's ports are checked here (any default port does), the rest with the first host.
-    const list = splitUrlHosts(text, 1);
-    if (list !== undefined && "problem" in list) return fail(list.problem);
-    if (list !== undefined) {
-      const first = parseUrl(list.url, schemes);
-      return first.ok ? ok(text) : first;
-    }
+  // The list's ports are checked here (any default port does), the rest with the first host.
+  const list = hostList ? splitUrlHosts(text, 1) : undefined;
+  if (list !== undefined && "problem" in list) return fail(list.problem);
+  if (list !== undefined) {
+    const first = parseUrl(list.url, schemes);
+    return first.ok ? ok(text) : first;
   }
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1]?.toLowerCase();
   if (scheme === undefined || !schemes.includes(scheme)) {
