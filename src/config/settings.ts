@@ -157,10 +157,7 @@ export interface SettingInput {
    * Input-only row: `derive` turns its value into the text of setting `target`, and it has no key
    * of its own (`mysql-dsn` → `mysql-url`). Both given by the same source refuses.
    */
-  readonly feeds?: readonly {
-    readonly target: string;
-    readonly derive: (value: string) => string;
-  }[];
+  readonly feeds?: readonly { target: string; derive: (value: string) => string }[];
   /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
   readonly unit?: "days";
   /** Retention target of an `age-*` row; the age is measured on `column` (Unix seconds). */
