@@ -531,15 +531,12 @@ export function acceptedForm(row: SettingRow): string {
         kind.maxLength === undefined ? "" : `, at most ${kind.maxLength} characters`
       }`;
     case "integer": {
-      const range = kind.max === undefined
-        ? `integer >= ${kind.min}`
-        : `integer ${kind.min}..${kind.max}`;
-      return row.unit === undefined ? range : `${range} (${row.unit})`;
+      const range = kind.max === undefined ? `>= ${kind.min}` : `${kind.min}..${kind.max}`;
+      return row.unit === undefined ? `integer ${range}` : `integer ${range} (${row.unit})`;
     }
     case "bytes":
-      return `size in bytes or with a unit (512KiB, 64MiB, 1GiB), at least ${
-        formatByteSize(kind.min)
-      }`;
+      return "size in bytes or with a unit (512KiB, 64MiB, 1GiB), at least " +
+        formatByteSize(kind.min);
     case "boolean":
       return "true or false (also 1/0, t/f); flag alone = true, --no-<flag> = false";
     case "duration":
