@@ -266,13 +266,9 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const query = new URLSearchParams();
   let host: string;
   if (net === "" || net === "tcp" || net === "tcp4" || net === "tcp6") {
-    if (addr === "") {
-      host = "127.0.0.1:3306";
-    } else {
-      const split = splitHostPort(withDefaultPort(addr, 3306));
-      if (!split.ok) return fail(`has an invalid tcp address: ${split.problem}`);
-      host = joinHostPort(split.value);
-    }
+    const split = splitHostPort(withDefaultPort(addr === "" ? "127.0.0.1" : addr, 3306));
+    if (!split.ok) return fail(`has an invalid tcp address: ${split.problem}`);
+    host = joinHostPort(split.value);
   } else if (net === "unix") {
     host = "localhost";
     query.set("socketPath", addr === "" ? "/tmp/mysql.sock" : addr);
