@@ -453,14 +453,9 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "keyList": {
       const list = listOf(row, raw, origin);
       if (!list.ok) return list;
-      const out: string[] = [];
-      for (const entry of list.value) {
-        if (kind.pattern !== undefined && !kind.pattern.test(entry)) {
-          return fail(`${JSON.stringify(entry)} is not one of the ${kind.patternForm ?? "keys"}`);
-        }
-        if (!out.includes(entry)) out.push(entry);
-      }
-      return ok(out);
+      const bad = list.value.find((entry) => kind.pattern?.test(entry) === false);
+      if (bad === undefined) return ok([...new Set(list.value)]);
+      return fail(`${JSON.stringify(bad)} is not one of the ${kind.patternForm ?? "keys"}`);
     }
   }
   // Every other kind is a string in every source.
@@ -593,7 +588,7 @@ export function maskRaw(row: SettingRow, raw: unknown): string {
   if (row.secret === true) {
     return isUrlLike(row) && typeof raw === "string" ? JSON.stringify(redactUrl(raw)) : "(hidden)";
   }
-  const text = typeof raw === "string" ? JSON.stringify(raw) : JSON.stringify(raw) ?? String(raw);
+  const text = JSON.stringify(raw) ?? String(raw);
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
