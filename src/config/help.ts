@@ -45,16 +45,11 @@ function precedence(readsFile: boolean): string {
 /** Break text at spaces into lines of at most `width` characters; a longer word stays whole. */
 export function wrapWords(text: string, width: number): string[] {
   const lines: string[] = [];
-  let line = "";
   for (const word of text.split(/\s+/).filter((w) => w !== "")) {
-    if (line !== "" && line.length + 1 + word.length > width) {
-      lines.push(line);
-      line = word;
-    } else {
-      line = line === "" ? word : `${line} ${word}`;
-    }
+    const last = lines.at(-1);
+    if (last === undefined || last.length + 1 + word.length > width) lines.push(word);
+    else lines[lines.length - 1] = `${last} ${word}`;
   }
-  if (line !== "") lines.push(line);
   return lines;
 }
 
