@@ -175,12 +175,9 @@ function underlay(doc: YamlMapping, below: YamlMapping): YamlMapping {
  */
 export function legacyBoolean(value: unknown): boolean | undefined {
   if (typeof value === "boolean") return value;
-  if (value === 1 || value === 0) return value === 1;
-  if (typeof value === "string") {
-    const lower = value.trim().toLowerCase();
-    if (lower === "1" || lower === "true" || lower === "on") return true;
-    if (lower === "0" || lower === "false" || lower === "off") return false;
-  }
+  const text = typeof value === "string" ? value.trim().toLowerCase() : value;
+  if (text === 1 || text === "1" || text === "true" || text === "on") return true;
+  if (text === 0 || text === "0" || text === "false" || text === "off") return false;
   return undefined;
 }
 
