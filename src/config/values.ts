@@ -44,26 +44,25 @@ const MAX_DURATION_NS = 9223372036854775807;
  * or negative; a problem for anything Go rejects, including a number without a unit (`300`).
  */
 export function parseGoDuration(text: string): Parsed<number> {
+  const quoted = JSON.stringify(text);
   const negative = text.startsWith("-");
   let rest = negative || text.startsWith("+") ? text.slice(1) : text;
   if (rest === "0") return ok(0);
-  if (rest === "") return fail(`${JSON.stringify(text)} is not a duration`);
+  if (rest === "") return fail(`${quoted} is not a duration`);
   let totalNs = 0;
   while (rest !== "") {
     const [number = "", whole = "", fraction = ""] = /^([0-9]*)(?:\.([0-9]*))?/.exec(rest) ?? [];
-    if (whole === "" && fraction === "") return fail(`${JSON.stringify(text)} is not a duration`);
+    if (whole === "" && fraction === "") return fail(`${quoted} is not a duration`);
     rest = rest.slice(number.length);
     const unit = /^[^0-9.]+/.exec(rest)?.[0];
-    if (unit === undefined) return fail(`${JSON.stringify(text)} has a number without a unit`);
+    if (unit === undefined) return fail(`${quoted} has a number without a unit`);
     const unitNs = DURATION_UNITS_NS[unit];
-    if (unitNs === undefined) {
-      return fail(`${JSON.stringify(text)} has the unknown unit ${JSON.stringify(unit)}`);
-    }
+    if (unitNs === undefined) return fail(`${quoted} has the unknown unit ${JSON.stringify(unit)}`);
     rest = rest.slice(unit.length);
     // Number("") and Number("0.") are 0.
     totalNs += (Number(whole) + Number(`0.${fraction}`)) * unitNs;
   }
-  if (totalNs > MAX_DURATION_NS) return fail(`${JSON.stringify(text)} is too long a duration`);
+  if (totalNs > MAX_DURATION_NS) return fail(`${quoted} is too long a duration`);
   const ms = totalNs / 1e6;
   return ok(negative ? -ms : ms);
 }
@@ -140,32 +139,29 @@ export interface HostPort {
 
 /** Split `host:port`, `[v6]:port`, or with `emptyHost` (listen addresses) `:port`. */
 export function splitHostPort(addr: string, emptyHost = false): Parsed<HostPort> {
+  const quoted = JSON.stringify(addr);
   let host: string;
   let portText: string;
   if (addr.startsWith("[")) {
     const close = addr.indexOf("]");
-    if (close < 0 || addr[close + 1] !== ":") {
-      return fail(`${JSON.stringify(addr)} is not host:port`);
-    }
+    if (close < 0 || addr[close + 1] !== ":") return fail(`${quoted} is not host:port`);
     host = addr.slice(1, close);
     portText = addr.slice(close + 2);
-    if (!IPV6.test(host)) return fail(`${JSON.stringify(addr)} has an invalid IPv6 address`);
+    if (!IPV6.test(host)) return fail(`${quoted} has an invalid IPv6 address`);
   } else {
     const colon = addr.lastIndexOf(":");
-    if (colon < 0) return fail(`${JSON.stringify(addr)} has no port (write host:port)`);
+    if (colon < 0) return fail(`${quoted} has no port (write host:port)`);
     host = addr.slice(0, colon);
     portText = addr.slice(colon + 1);
     if (host.includes(":")) {
-      return fail(`${JSON.stringify(addr)} needs brackets around the IPv6 address ([::1]:port)`);
+      return fail(`${quoted} needs brackets around the IPv6 address ([::1]:port)`);
     }
-    if (host !== "" && !HOST_NAME.test(host)) {
-      return fail(`${JSON.stringify(addr)} has an invalid host`);
-    }
+    if (host !== "" && !HOST_NAME.test(host)) return fail(`${quoted} has an invalid host`);
   }
-  if (host === "" && !emptyHost) return fail(`${JSON.stringify(addr)} has no host`);
-  if (!/^[0-9]{1,5}$/.test(portText)) return fail(`${JSON.stringify(addr)} has an invalid port`);
+  if (host === "" && !emptyHost) return fail(`${quoted} has no host`);
+  if (!/^[0-9]{1,5}$/.test(portText)) return fail(`${quoted} has an invalid port`);
   const port = Number(portText);
-  if (port < 1 || port > 65535) return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
+  if (port < 1 || port > 65535) return fail(`${quoted} has a port outside 1..65535`);
   return ok({ host, port });
 }
 
