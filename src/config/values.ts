@@ -392,12 +392,9 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       const value = Number(given);
       if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(given)} is too large`);
-      if (value < kind.min || (kind.max !== undefined && value > kind.max)) {
-        return fail(
-          kind.max === undefined
-            ? `${value} is below ${kind.min}`
-            : `${value} is outside ${kind.min}..${kind.max}`,
-        );
+      if (value < kind.min && kind.max === undefined) return fail(`${value} is below ${kind.min}`);
+      if (value < kind.min || value > (kind.max ?? Infinity)) {
+        return fail(`${value} is outside ${kind.min}..${kind.max}`);
       }
       return ok(value);
     }
