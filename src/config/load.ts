@@ -107,18 +107,13 @@ function flagIndex(command: CommandName) {
 }
 
 /** Which commands take the flag, or ` (did you mean --x?)`, or nothing. */
-function unknownFlagHint(
-  command: CommandName,
-  name: string,
-  index: ReadonlyMap<string, unknown>,
-): string {
-  const owners = SETTING_ROWS.filter((row) =>
-    row.flag === name || (row.flagAliases ?? []).includes(name)
-  ).flatMap((row) => row.commands);
-  if (owners.length > 0) {
-    return ` (a flag of ${[...new Set(owners)].join(", ")}, not of ${command})`;
-  }
-  return didYouMean(name, index.keys(), "--");
+function unknownFlagHint(command: CommandName, name: string, known: Iterable<string>): string {
+  const owners = new Set(
+    SETTING_ROWS.filter((row) => row.flag === name || (row.flagAliases ?? []).includes(name))
+      .flatMap((row) => row.commands),
+  );
+  if (owners.size === 0) return didYouMean(name, known, "--");
+  return ` (a flag of ${[...owners].join(", ")}, not of ${command})`;
 }
 
 interface FlagUse {
@@ -172,7 +167,7 @@ function tokenize(command: CommandName, argv: readonly string[]) {
     if (entry === undefined) {
       const retired = RETIRED.find((r) => r.flag === name);
       const why = retired === undefined
-        ? unknownFlagHint(command, name, index)
+        ? unknownFlagHint(command, name, index.keys())
         : ` (retired: use --${retired.replacement}; ${retired.reason})`;
       problems.push(usageError(`Unknown flag "${arg}" for command "${command}"${why}`, command));
       continue;
