@@ -10,7 +10,6 @@
 import { closest, distance } from "fastest-levenshtein";
 import { ConfigError, joinHostPort } from "./values.ts";
 import {
-  type CommandName,
   derivedEnvName,
   derivedYamlKey,
   PERFDATA_BACKENDS,
@@ -422,12 +421,8 @@ function isIgnoredKey(key: string, keys = Object.keys(LEGACY_IGNORED).join(" "))
 }
 
 /** One warning per legacy feature group present in a file read by `run`. */
-export function legacyIgnoredWarnings(
-  doc: YamlMapping,
-  path: string,
-  command: CommandName,
-): string[] {
-  return Object.entries(command === "run" ? LEGACY_IGNORED : {}).flatMap(([keys, reason]) => {
+export function legacyIgnoredWarnings(doc: YamlMapping, path: string): string[] {
+  return Object.entries(LEGACY_IGNORED).flatMap(([keys, reason]) => {
     const found = Object.keys(doc).filter((key) => isIgnoredKey(key, keys));
     const s = found.length === 1 ? "" : "s";
     return found.length === 0
@@ -507,15 +502,13 @@ export const FIXED_SETTINGS: readonly { flag: string; value: string; because: st
   },
 ];
 
-/** One warning per fixed setting given anyway, naming every place (never the value). */
+/** For `run`: one warning per fixed setting given anyway, naming every place (never the value). */
 export function fixedSettingWarnings(
-  command: CommandName,
   flags: readonly string[],
   doc: YamlMapping,
   path: string | undefined,
   env: Readonly<Record<string, string>>,
 ): string[] {
-  if (command !== "run") return [];
   return FIXED_SETTINGS.flatMap((fixed) => {
     const yaml = derivedYamlKey(fixed.flag);
     const envName = derivedEnvName(fixed.flag);

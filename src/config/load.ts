@@ -335,13 +335,12 @@ async function readConfig(
 }
 
 function checkRetired(
-  command: CommandName,
   doc: YamlMapping,
   path: string | undefined,
   env: Readonly<Record<string, string>>,
 ): void {
-  for (const retired of command === "run" ? RETIRED : []) {
-    const replacement = rowsFor(command).find((row) => row.flag === retired.replacement);
+  for (const retired of RETIRED) {
+    const replacement = rowsFor("run").find((row) => row.flag === retired.replacement);
     if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
     const yaml = derivedYamlKey(retired.flag);
     const envName = derivedEnvName(retired.flag);
@@ -353,7 +352,7 @@ function checkRetired(
       : [envName, "the environment", env[envName], envNameOf(replacement)];
     throw new ConfigError(
       `Retired setting ${name} in ${where}: ${retired.reason}; set ${instead} instead ` +
-        `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`,
+        `(default ${defaultOf(replacement, "run") ?? "none"}, counted per queue)`,
       { setting: retired.flag, source, rawValue: JSON.stringify(raw) },
     );
   }
@@ -444,15 +443,16 @@ export async function loadSettings<C extends CommandName>(
     doc = await readConfig(path, chosenConfig.source, options.readTextFile ?? Deno.readTextFile);
   }
 
-  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
-  checkRetired(command, doc, path, env);
+  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys). Retired and
+  // former settings and the legacy feature groups are a matter of `run` only.
+  if (command === "run") checkRetired(doc, path, env);
 
   // 3. Former settings that are constants now, keys no command knows (typos), and legacy
   // feature groups that have no equivalent.
-  warnings.push(...fixedSettingWarnings(command, tokens.fixed, doc, path, env));
+  if (command === "run") warnings.push(...fixedSettingWarnings(tokens.fixed, doc, path, env));
   if (path !== undefined) {
     warnings.push(...unknownKeyWarnings(doc, path));
-    warnings.push(...legacyIgnoredWarnings(doc, path, command));
+    if (command === "run") warnings.push(...legacyIgnoredWarnings(doc, path));
   }
 
   // 4. Resolve every setting.
