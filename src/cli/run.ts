@@ -154,19 +154,17 @@ export async function runWorkerCommand(
     });
     hooks.started?.(worker);
   } catch (err: unknown) {
-    if (hasCode(err, "startup") && signal.aborted) {
+    if (!hasCode(err, "startup")) throw err;
+    if (signal.aborted) {
       // Told to stop while waiting for MySQL: a requested stop, not a failure.
       log.info("shutdown signal received during start-up, stopped", { reason: err.message });
       return 0;
     }
-    if (hasCode(err, "startup")) {
-      // Once per place it is seen: the log line (priority err in the journal), and stderr only
-      // when stderr does not show the log already (a terminal or the journal would show it twice).
-      log.error(err.message);
-      if (!logReachesStderr()) io.err(`statusengine-worker: ${err.message}`);
-      return 1;
-    }
-    throw err;
+    // Once per place it is seen: the log line (priority err in the journal), and stderr only
+    // when stderr does not show the log already (a terminal or the journal would show it twice).
+    log.error(err.message);
+    if (!logReachesStderr()) io.err(`statusengine-worker: ${err.message}`);
+    return 1;
   }
   await statusSent;
   await notifier.ready("consuming");

@@ -29,9 +29,8 @@ import {
 import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
 
-/** Marker opening the generated section of docs/configuration.md. */
+/** Markers around the generated section of docs/configuration.md. */
 export const REFERENCE_BEGIN = "<!-- BEGIN CONFIG REFERENCE -->";
-/** Marker closing the generated section of docs/configuration.md. */
 export const REFERENCE_END = "<!-- END CONFIG REFERENCE -->";
 
 function precedence(readsFile: boolean): string {
@@ -46,16 +45,11 @@ function precedence(readsFile: boolean): string {
 /** Break text at spaces into lines of at most `width` characters; a longer word stays whole. */
 export function wrapWords(text: string, width: number): string[] {
   const lines: string[] = [];
-  let line = "";
   for (const word of text.split(/\s+/).filter((w) => w !== "")) {
-    if (line !== "" && line.length + 1 + word.length > width) {
-      lines.push(line);
-      line = word;
-    } else {
-      line = line === "" ? word : `${line} ${word}`;
-    }
+    const last = lines.at(-1);
+    if (last === undefined || last.length + 1 + word.length > width) lines.push(word);
+    else lines[lines.length - 1] = `${last} ${word}`;
   }
-  if (line !== "") lines.push(line);
   return lines;
 }
 
@@ -287,13 +281,12 @@ export function flagText(row: SettingRow, value: unknown): string {
  */
 export function settingsDifferingFromDefaults(
   command: CommandName,
-  settings: object,
+  settings: Readonly<Record<string, unknown>>,
 ): Record<string, string> {
-  const values = settings as Record<string, unknown>;
   const out: Record<string, string> = {};
   for (const row of rowsFor(command)) {
     if (row.feeds !== undefined) continue;
-    const value = values[settingKeyOf(row)];
+    const value = settings[settingKeyOf(row)];
     // Compare unmasked, so a changed password counts as a change; show masked.
     if (JSON.stringify(value) !== JSON.stringify(defaultValue(row, command))) {
       out[row.flag] = flagText(row, value);

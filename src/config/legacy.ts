@@ -10,7 +10,6 @@
 import { closest, distance } from "fastest-levenshtein";
 import { ConfigError, joinHostPort } from "./values.ts";
 import {
-  type CommandName,
   derivedEnvName,
   derivedYamlKey,
   PERFDATA_BACKENDS,
@@ -47,21 +46,7 @@ export type YamlMapping = Readonly<Record<string, unknown>>;
 type LegacyValue = { readonly text: string; readonly source: string };
 
 /** How one setting (`target`) is read from legacy keys. */
-export interface LegacyTranslation {
-  readonly target: string;
-  /** Keys it reads (top-level or `block.field`), also listed by help and the reference. */
-  readonly keys: readonly string[];
-  /**
-   * The value, or `undefined` when the document says nothing; throws ConfigError if unusable.
-   * `below` (the `SE_*` document under a file) fills the keys and block fields `doc` lacks.
-   */
-  readonly translate: (
-    doc: YamlMapping,
-    path: string,
-    warn: (message: string) => void,
-    below?: YamlMapping,
-  ) => LegacyValue | undefined;
-}
+export type LegacyTranslation = ReturnType<typeof translation>;
 
 /** A YAML value that is a mapping (a nested block of keys). */
 export function isMapping(value: unknown): value is YamlMapping {
@@ -122,19 +107,27 @@ interface Reader {
 }
 
 /**
- * A table entry: `read` gets a Reader bound to `target` and the document's path, only when one
- * of `keys` is given (for `block.field`, the block, so that a block that is no mapping is
- * refused); a bare text it returns is labelled with the keys given.
+ * A table entry reading `keys` (top-level or `block.field`; help and the reference list them).
+ * `translate` gives the value, or `undefined` when the document says nothing, and throws a
+ * ConfigError if it is unusable; `below` (the `SE_*` document under a file) fills the keys and
+ * block fields `doc` lacks. `read` gets a Reader bound to `target` and the document's path, only
+ * when one of `keys` is given (for `block.field`, the block, so that a block that is no mapping
+ * is refused); a bare text it returns is labelled with the keys given.
  */
 function translation(
   target: string,
   keys: readonly string[],
   read: (doc: YamlMapping, r: Reader) => LegacyValue | string | undefined,
-): LegacyTranslation {
+) {
   return {
     target,
     keys,
-    translate(doc, path, warn, below = {}) {
+    translate(
+      doc: YamlMapping,
+      path: string,
+      warn: (message: string) => void,
+      below: YamlMapping = {},
+    ): LegacyValue | undefined {
       if (!keys.some((key) => present(doc, key.split(".")[0] ?? key))) return undefined;
       // Each key from the file, else from its SE_* variable, as the PHP worker read them.
       const label = (given: readonly string[]) => {
@@ -181,12 +174,9 @@ function underlay(doc: YamlMapping, below: YamlMapping): YamlMapping {
  */
 export function legacyBoolean(value: unknown): boolean | undefined {
   if (typeof value === "boolean") return value;
-  if (value === 1 || value === 0) return value === 1;
-  if (typeof value === "string") {
-    const lower = value.trim().toLowerCase();
-    if (lower === "1" || lower === "true" || lower === "on") return true;
-    if (lower === "0" || lower === "false" || lower === "off") return false;
-  }
+  const text = typeof value === "string" ? value.trim().toLowerCase() : value;
+  if (text === 1 || text === "1" || text === "true" || text === "on") return true;
+  if (text === 0 || text === "0" || text === "false" || text === "off") return false;
   return undefined;
 }
 
@@ -210,10 +200,7 @@ function blockOf(doc: YamlMapping, key: string, r: Reader): YamlMapping {
   return block;
 }
 
-/**
- * `key` (`block.field`, or a top-level key) of `block` as text, or the legacy default; a secret
- * is never echoed.
- */
+/** `block.field` or a top-level `key` as text, else the legacy default; never echoes a secret. */
 function field(block: YamlMapping, key: string, fallback: string, r: Reader, secret = false) {
   const name = key.slice(key.indexOf(".") + 1);
   if (!present(block, name)) return fallback;
@@ -411,43 +398,31 @@ export function legacyKeysOf(flag: string): string[] {
 
 /**
  * Legacy features without an equivalent (docs/operations.md#legacy-config): `run` warns once per
- * group whose keys appear in the file, whatever their values, saying why nothing happens. A key
- * ending in `*` stands for every key with that prefix.
+ * group (the keys of an entry, space-separated) found in the file, whatever their values, saying
+ * why nothing happens. A key ending in `*` stands for every key with that prefix.
  */
-const LEGACY_IGNORED: readonly (readonly [keys: readonly string[], reason: string])[] = [
-  [["use_redis", "redis"], "Redis is not supported; live status is kept in MySQL only"],
-  [["use_crate", "crate"], "CrateDB is not supported; history is written to MySQL only"],
-  [["elasticsearch_*"], "Elasticsearch is not supported as a perfdata backend"],
-  [
-    ["max_bulk_delay"],
-    "there is no flush delay: rows are written as soon as the previous statement finished, or " +
-    "after at most 250 ms",
-  ],
-  [["store_live_data_in_archive_backend"], "the two status tables are always written"],
-  [["use_mysql"], "MySQL is the only storage backend and is always written"],
-  [["dump_mysql_query_parameters"], "the nearest equivalent is log_level: debug"],
-  [
-    ["query_handler"],
+const LEGACY_IGNORED: Readonly<Record<string, string>> = {
+  "use_redis redis": "Redis is not supported; live status is kept in MySQL only",
+  "use_crate crate": "CrateDB is not supported; history is written to MySQL only",
+  "elasticsearch_*": "Elasticsearch is not supported as a perfdata backend",
+  "max_bulk_delay": "there is no flush delay: rows are written as soon as the previous statement " +
+    "finished, or after at most 250 ms",
+  "store_live_data_in_archive_backend": "the two status tables are always written",
+  "use_mysql": "MySQL is the only storage backend and is always written",
+  "dump_mysql_query_parameters": "the nearest equivalent is log_level: debug",
+  "query_handler":
     "the query handler is not supported; tasks are submitted with submit_method broker or cmd",
-  ],
-  [
-    ["syslog_enabled", "syslog_tag"],
-    "logs go to stdout (the journal under systemd); see log_format",
-  ],
-  [["disable_http_proxy"], "no HTTP proxy is ever used"],
-];
+  "syslog_enabled syslog_tag": "logs go to stdout (the journal under systemd); see log_format",
+  "disable_http_proxy": "no HTTP proxy is ever used",
+};
 
-function isIgnoredKey(key: string, keys: readonly string[] = LEGACY_IGNORED.flatMap(([k]) => k)) {
-  return keys.some((k) => k.endsWith("*") ? key.startsWith(k.slice(0, -1)) : key === k);
+function isIgnoredKey(key: string, keys = Object.keys(LEGACY_IGNORED).join(" ")): boolean {
+  return keys.split(" ").some((k) => k.endsWith("*") ? key.startsWith(k.slice(0, -1)) : key === k);
 }
 
 /** One warning per legacy feature group present in a file read by `run`. */
-export function legacyIgnoredWarnings(
-  doc: YamlMapping,
-  path: string,
-  command: CommandName,
-): string[] {
-  return (command === "run" ? LEGACY_IGNORED : []).flatMap(([keys, reason]) => {
+export function legacyIgnoredWarnings(doc: YamlMapping, path: string): string[] {
+  return Object.entries(LEGACY_IGNORED).flatMap(([keys, reason]) => {
     const found = Object.keys(doc).filter((key) => isIgnoredKey(key, keys));
     const s = found.length === 1 ? "" : "s";
     return found.length === 0
@@ -527,15 +502,13 @@ export const FIXED_SETTINGS: readonly { flag: string; value: string; because: st
   },
 ];
 
-/** One warning per fixed setting given anyway, naming every place (never the value). */
+/** For `run`: one warning per fixed setting given anyway, naming every place (never the value). */
 export function fixedSettingWarnings(
-  command: CommandName,
   flags: readonly string[],
   doc: YamlMapping,
   path: string | undefined,
   env: Readonly<Record<string, string>>,
 ): string[] {
-  if (command !== "run") return [];
   return FIXED_SETTINGS.flatMap((fixed) => {
     const yaml = derivedYamlKey(fixed.flag);
     const envName = derivedEnvName(fixed.flag);
@@ -591,14 +564,10 @@ export function legacyEnvDocument(env: Readonly<Record<string, string>>): YamlMa
 
 /** Every top-level key some command acts on: the only names suggested for a misspelled key. */
 const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
-  ...SETTING_ROWS.flatMap((row) => {
-    const key = yamlKeyOf(row);
-    return [
-      ...(key === undefined ? [] : [key]),
-      // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
-      ...legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k),
-    ];
-  }),
+  // A legacy path into a block (`rabbitmq.durable_queues`) makes the block's name known.
+  ...SETTING_ROWS.flatMap((row) =>
+    [yamlKeyOf(row) ?? [], legacyKeysOf(row.flag).map((k) => k.split(".")[0] ?? k)].flat()
+  ),
   ...LEGACY_ENV_KEYS.map((k) => k.split(".")[0] ?? k),
 ]);
 

@@ -95,13 +95,8 @@ function usageError(message: string, command?: CommandName): WorkerError {
   return new WorkerError("usage", `${message}: see "${PROGRAM_NAME} ${help}"`);
 }
 
-interface FlagEntry {
-  readonly row: SettingRow;
-  readonly negated: boolean;
-}
-
-function flagIndex(command: CommandName): Map<string, FlagEntry> {
-  const index = new Map<string, FlagEntry>();
+function flagIndex(command: CommandName) {
+  const index = new Map<string, { readonly row: SettingRow; readonly negated: boolean }>();
   for (const row of rowsFor(command)) {
     for (const name of [row.flag, ...(row.flagAliases ?? [])]) {
       index.set(name, { row, negated: false });
@@ -112,18 +107,13 @@ function flagIndex(command: CommandName): Map<string, FlagEntry> {
 }
 
 /** Which commands take the flag, or ` (did you mean --x?)`, or nothing. */
-function unknownFlagHint(
-  command: CommandName,
-  name: string,
-  index: ReadonlyMap<string, FlagEntry>,
-): string {
-  const owners = SETTING_ROWS.filter((row) =>
-    row.flag === name || (row.flagAliases ?? []).includes(name)
-  ).flatMap((row) => row.commands);
-  if (owners.length > 0) {
-    return ` (a flag of ${[...new Set(owners)].join(", ")}, not of ${command})`;
-  }
-  return didYouMean(name, index.keys(), "--");
+function unknownFlagHint(command: CommandName, name: string, known: Iterable<string>): string {
+  const owners = new Set(
+    SETTING_ROWS.filter((row) => row.flag === name || (row.flagAliases ?? []).includes(name))
+      .flatMap((row) => row.commands),
+  );
+  if (owners.size === 0) return didYouMean(name, known, "--");
+  return ` (a flag of ${[...owners].join(", ")}, not of ${command})`;
 }
 
 interface FlagUse {
@@ -133,27 +123,17 @@ interface FlagUse {
   readonly value: string;
 }
 
-interface Tokens {
-  readonly uses: FlagUse[];
-  readonly help: boolean;
-  readonly version: boolean;
-  readonly problems: WorkerError[];
-  /** Former settings given as flags, now constants: warned about, not refused. */
-  readonly fixed: string[];
-}
-
-const HELP_NAMES = new Set(["help", "h"]);
-
 // "--count --help" asks for help rather than for a count called "--help".
 function isHelpToken(arg: string | undefined): boolean {
-  return arg === "--help" || arg === "-help" || arg === "-h" || arg === "--h";
+  return /^--?h(elp)?$/.test(arg ?? "");
 }
 
-function tokenize(command: CommandName, argv: readonly string[]): Tokens {
+function tokenize(command: CommandName, argv: readonly string[]) {
   const index = flagIndex(command);
   const uses: FlagUse[] = [];
   const problems: WorkerError[] = [];
   const positionals: string[] = [];
+  // Former settings given as flags, now constants: warned about, not refused.
   const fixed: string[] = [];
   let help = false;
   let version = false;
@@ -172,7 +152,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     const eq = body.indexOf("=");
     const name = eq < 0 ? body : body.slice(0, eq);
     const inline = eq < 0 ? undefined : body.slice(eq + 1);
-    if (HELP_NAMES.has(name) || name === "version") {
+    if (name === "version" || name === "help" || name === "h") {
       if (name === "version") version = true;
       else help = true;
       continue;
@@ -187,7 +167,7 @@ function tokenize(command: CommandName, argv: readonly string[]): Tokens {
     if (entry === undefined) {
       const retired = RETIRED.find((r) => r.flag === name);
       const why = retired === undefined
-        ? unknownFlagHint(command, name, index)
+        ? unknownFlagHint(command, name, index.keys())
         : ` (retired: use --${retired.replacement}; ${retired.reason})`;
       problems.push(usageError(`Unknown flag "${arg}" for command "${command}"${why}`, command));
       continue;
@@ -282,12 +262,6 @@ interface Candidate {
   readonly input?: SettingRow;
 }
 
-function parseOrThrow(row: SettingRow, raw: unknown, origin: Origin, source: string): Candidate {
-  const parsed = parseValue(row, raw, origin);
-  if (!parsed.ok) throw invalid(row, source, raw, parsed.problem);
-  return { value: parsed.value, source, notes: parsed.notes ?? [] };
-}
-
 /** Parse a value of `input`: `target`'s own, or handed to `target` through the input's feed. */
 function parseFor(
   target: SettingRow,
@@ -296,11 +270,13 @@ function parseFor(
   origin: Origin,
   source: string,
 ): Candidate {
-  const first = parseOrThrow(input, raw, origin, source);
+  const parsed = parseValue(input, raw, origin);
+  if (!parsed.ok) throw invalid(input, source, raw, parsed.problem);
+  const first = { value: parsed.value, source, notes: parsed.notes ?? [] };
   if (input === target) return first;
   const feed = input.feeds?.find((f) => f.target === target.flag);
   if (feed === undefined) throw new Error(`Setting ${input.flag} does not feed ${target.flag}`);
-  const second = parseOrThrow(target, feed.derive(String(first.value)), "text", source);
+  const second = parseFor(target, target, feed.derive(String(first.value)), "text", source);
   return { ...second, notes: [...first.notes, ...second.notes], input };
 }
 
@@ -321,10 +297,8 @@ function conflict(row: SettingRow, candidates: readonly Candidate[]): ConfigErro
 }
 
 function lineAndColumn(text: string, offset: number): string {
-  const before = text.slice(0, offset);
-  const line = before.split("\n").length;
-  const column = offset - before.lastIndexOf("\n");
-  return `line ${line}, column ${column}`;
+  const lines = text.slice(0, offset).split("\n");
+  return `line ${lines.length}, column ${(lines.at(-1)?.length ?? 0) + 1}`;
 }
 
 async function readConfig(
@@ -361,29 +335,24 @@ async function readConfig(
 }
 
 function checkRetired(
-  command: CommandName,
   doc: YamlMapping,
   path: string | undefined,
   env: Readonly<Record<string, string>>,
 ): void {
-  for (const retired of command === "run" ? RETIRED : []) {
-    const replacement = rowsFor(command).find((row) => row.flag === retired.replacement);
+  for (const retired of RETIRED) {
+    const replacement = rowsFor("run").find((row) => row.flag === retired.replacement);
     if (replacement === undefined) throw new Error(`No setting ${retired.replacement}`);
     const yaml = derivedYamlKey(retired.flag);
     const envName = derivedEnvName(retired.flag);
-    const inFile = `file ${path} key ${yaml}`;
-    // The name given, where, its source label, its value and the replacement's name there.
-    const hit: [string, string, string, unknown, string | undefined] | undefined =
-      path !== undefined && Object.hasOwn(doc, yaml)
-        ? [yaml, inFile, inFile, doc[yaml], yamlKeyOf(replacement)]
-        : Object.hasOwn(env, envName)
-        ? [envName, "the environment", `env ${envName}`, env[envName], envNameOf(replacement)]
-        : undefined;
-    if (hit === undefined) continue;
-    const [name, where, source, raw, instead] = hit;
+    const inFile = path !== undefined && Object.hasOwn(doc, yaml);
+    if (!inFile && !Object.hasOwn(env, envName)) continue;
+    const source = inFile ? `file ${path} key ${yaml}` : `env ${envName}`;
+    const [name, where, raw, instead] = inFile
+      ? [yaml, source, doc[yaml], yamlKeyOf(replacement)]
+      : [envName, "the environment", env[envName], envNameOf(replacement)];
     throw new ConfigError(
       `Retired setting ${name} in ${where}: ${retired.reason}; set ${instead} instead ` +
-        `(default ${defaultOf(replacement, command) ?? "none"}, counted per queue)`,
+        `(default ${defaultOf(replacement, "run") ?? "none"}, counted per queue)`,
       { setting: retired.flag, source, rawValue: JSON.stringify(raw) },
     );
   }
@@ -401,8 +370,7 @@ export async function loadSettings<C extends CommandName>(
 ): Promise<LoadResult<C>> {
   const rows = rowsFor(command);
   const tokens = tokenize(command, options.argv);
-  const firstProblem = tokens.problems[0];
-  if (firstProblem !== undefined) throw firstProblem;
+  if (tokens.problems[0] !== undefined) throw tokens.problems[0];
   const env = options.env;
   const warnings: string[] = [];
   let doc: YamlMapping = {};
@@ -413,11 +381,9 @@ export async function loadSettings<C extends CommandName>(
   // own, then those of the input-only rows that feed it (`mysql-dsn` → `mysql-url`).
   const tiersOf = (row: SettingRow) => {
     const own = [row, ...rows.filter((r) => r.feeds?.some((f) => f.target === row.flag))];
-    const take = (input: SettingRow, raw: unknown, origin: Origin, source: string) =>
-      parseFor(row, input, raw, origin, source);
 
     const flagTier = tokens.uses.filter((use) => own.includes(use.row)).map((use) =>
-      take(use.row, use.value, "text", use.source)
+      parseFor(row, use.row, use.value, "text", use.source)
     );
     const envTier = own.flatMap((input) =>
       envNamesOf(input).flatMap((name) => {
@@ -425,7 +391,7 @@ export async function loadSettings<C extends CommandName>(
         // An empty variable falls through to the next source, as in the Go worker.
         return value === undefined || value === ""
           ? []
-          : [take(input, value, "text", `env ${name}`)];
+          : [parseFor(row, input, value, "text", `env ${name}`)];
       })
     );
     // Candidates of one document: its own keys, then legacy keys, the new key winning.
@@ -435,7 +401,7 @@ export async function loadSettings<C extends CommandName>(
       for (const input of own) {
         const key = yamlKeyOf(input);
         if (key === undefined || !present(source, key)) continue;
-        tier.push(take(input, source[key], origin, keysLabel(sourcePath, [key])));
+        tier.push(parseFor(row, input, source[key], origin, keysLabel(sourcePath, [key])));
         keys.push(key);
       }
       for (const translation of LEGACY_TRANSLATIONS) {
@@ -455,22 +421,18 @@ export async function loadSettings<C extends CommandName>(
         const below = sourcePath === LEGACY_ENV_PATH ? undefined : legacyEnv;
         const legacy = translation.translate(source, sourcePath, (m) => warnings.push(m), below);
         if (legacy !== undefined) {
-          tier.push({ ...parseOrThrow(row, legacy.text, "text", legacy.source), legacy: true });
+          tier.push({ ...parseFor(row, row, legacy.text, "text", legacy.source), legacy: true });
         }
       }
       return tier;
     };
     const fileTier = path === undefined ? [] : documentTier(doc, path, "yaml");
     // The PHP worker's SE_* variables, below its config file as there (file > SE_*).
-    const legacyEnvTier = fileTier.length > 0
-      ? []
-      : documentTier(legacyEnv, LEGACY_ENV_PATH, "text");
-    return [
-      ["flag", flagTier],
-      ["env", envTier],
-      ["file", fileTier],
-      ["legacy", legacyEnvTier],
-    ] as const;
+    const legacyTier = fileTier.length > 0 ? [] : documentTier(legacyEnv, LEGACY_ENV_PATH, "text");
+    return [["flag", flagTier], ["env", envTier], ["file", fileTier], [
+      "legacy",
+      legacyTier,
+    ]] as const;
   };
 
   // 1. The config file: flag, then env, then none (no default location).
@@ -481,15 +443,16 @@ export async function loadSettings<C extends CommandName>(
     doc = await readConfig(path, chosenConfig.source, options.readTextFile ?? Deno.readTextFile);
   }
 
-  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys).
-  checkRetired(command, doc, path, env);
+  // 2. Retired keys, before any other validation (docs/operations.md#retired-keys). Retired and
+  // former settings and the legacy feature groups are a matter of `run` only.
+  if (command === "run") checkRetired(doc, path, env);
 
   // 3. Former settings that are constants now, keys no command knows (typos), and legacy
   // feature groups that have no equivalent.
-  warnings.push(...fixedSettingWarnings(command, tokens.fixed, doc, path, env));
+  if (command === "run") warnings.push(...fixedSettingWarnings(tokens.fixed, doc, path, env));
   if (path !== undefined) {
     warnings.push(...unknownKeyWarnings(doc, path));
-    warnings.push(...legacyIgnoredWarnings(doc, path, command));
+    if (command === "run") warnings.push(...legacyIgnoredWarnings(doc, path));
   }
 
   // 4. Resolve every setting.

@@ -73,33 +73,25 @@ export const DENIED_RAW_COMMANDS: readonly string[] =
  * would silence a whole installation.
  */
 export const DEFAULT_ALLOWED_RAW_COMMANDS: readonly string[] = [
-  // checks
+  // checks, acknowledgements, downtimes, comments, custom notifications, per-object switches
   "SCHEDULE_HOST_CHECK SCHEDULE_FORCED_HOST_CHECK SCHEDULE_SVC_CHECK SCHEDULE_FORCED_SVC_CHECK",
-  "SCHEDULE_HOST_SVC_CHECKS SCHEDULE_FORCED_HOST_SVC_CHECKS",
-  "PROCESS_HOST_CHECK_RESULT PROCESS_SERVICE_CHECK_RESULT",
-  // acknowledgements
-  "ACKNOWLEDGE_HOST_PROBLEM ACKNOWLEDGE_SVC_PROBLEM",
-  "REMOVE_HOST_ACKNOWLEDGEMENT REMOVE_SVC_ACKNOWLEDGEMENT",
-  // downtimes
-  "SCHEDULE_HOST_DOWNTIME SCHEDULE_SVC_DOWNTIME SCHEDULE_HOST_SVC_DOWNTIME",
-  "SCHEDULE_AND_PROPAGATE_HOST_DOWNTIME SCHEDULE_AND_PROPAGATE_TRIGGERED_HOST_DOWNTIME",
-  "SCHEDULE_HOSTGROUP_HOST_DOWNTIME SCHEDULE_HOSTGROUP_SVC_DOWNTIME",
-  "SCHEDULE_SERVICEGROUP_HOST_DOWNTIME SCHEDULE_SERVICEGROUP_SVC_DOWNTIME",
-  "DEL_HOST_DOWNTIME DEL_SVC_DOWNTIME DEL_DOWNTIME_BY_HOST_NAME",
-  // comments and custom notifications
-  "ADD_HOST_COMMENT ADD_SVC_COMMENT DEL_HOST_COMMENT DEL_SVC_COMMENT",
-  "SEND_CUSTOM_HOST_NOTIFICATION SEND_CUSTOM_SVC_NOTIFICATION",
-  // per-object switches
-  "ENABLE_HOST_NOTIFICATIONS DISABLE_HOST_NOTIFICATIONS ENABLE_SVC_NOTIFICATIONS",
-  "DISABLE_SVC_NOTIFICATIONS ENABLE_HOST_SVC_NOTIFICATIONS DISABLE_HOST_SVC_NOTIFICATIONS",
-  "ENABLE_HOST_CHECK DISABLE_HOST_CHECK ENABLE_SVC_CHECK DISABLE_SVC_CHECK",
-  "ENABLE_HOST_SVC_CHECKS DISABLE_HOST_SVC_CHECKS",
-  "ENABLE_PASSIVE_HOST_CHECKS DISABLE_PASSIVE_HOST_CHECKS",
-  "ENABLE_PASSIVE_SVC_CHECKS DISABLE_PASSIVE_SVC_CHECKS",
-  "ENABLE_HOST_EVENT_HANDLER DISABLE_HOST_EVENT_HANDLER",
-  "ENABLE_SVC_EVENT_HANDLER DISABLE_SVC_EVENT_HANDLER",
-  "ENABLE_HOST_FLAP_DETECTION DISABLE_HOST_FLAP_DETECTION",
-  "ENABLE_SVC_FLAP_DETECTION DISABLE_SVC_FLAP_DETECTION",
+  "SCHEDULE_HOST_SVC_CHECKS SCHEDULE_FORCED_HOST_SVC_CHECKS PROCESS_HOST_CHECK_RESULT",
+  "PROCESS_SERVICE_CHECK_RESULT ACKNOWLEDGE_HOST_PROBLEM ACKNOWLEDGE_SVC_PROBLEM",
+  "REMOVE_HOST_ACKNOWLEDGEMENT REMOVE_SVC_ACKNOWLEDGEMENT SCHEDULE_HOST_DOWNTIME",
+  "SCHEDULE_SVC_DOWNTIME SCHEDULE_HOST_SVC_DOWNTIME SCHEDULE_AND_PROPAGATE_HOST_DOWNTIME",
+  "SCHEDULE_AND_PROPAGATE_TRIGGERED_HOST_DOWNTIME SCHEDULE_HOSTGROUP_HOST_DOWNTIME",
+  "SCHEDULE_HOSTGROUP_SVC_DOWNTIME SCHEDULE_SERVICEGROUP_HOST_DOWNTIME",
+  "SCHEDULE_SERVICEGROUP_SVC_DOWNTIME DEL_HOST_DOWNTIME DEL_SVC_DOWNTIME",
+  "DEL_DOWNTIME_BY_HOST_NAME ADD_HOST_COMMENT ADD_SVC_COMMENT DEL_HOST_COMMENT DEL_SVC_COMMENT",
+  "SEND_CUSTOM_HOST_NOTIFICATION SEND_CUSTOM_SVC_NOTIFICATION ENABLE_HOST_NOTIFICATIONS",
+  "DISABLE_HOST_NOTIFICATIONS ENABLE_SVC_NOTIFICATIONS DISABLE_SVC_NOTIFICATIONS",
+  "ENABLE_HOST_SVC_NOTIFICATIONS DISABLE_HOST_SVC_NOTIFICATIONS ENABLE_HOST_CHECK",
+  "DISABLE_HOST_CHECK ENABLE_SVC_CHECK DISABLE_SVC_CHECK ENABLE_HOST_SVC_CHECKS",
+  "DISABLE_HOST_SVC_CHECKS ENABLE_PASSIVE_HOST_CHECKS DISABLE_PASSIVE_HOST_CHECKS",
+  "ENABLE_PASSIVE_SVC_CHECKS DISABLE_PASSIVE_SVC_CHECKS ENABLE_HOST_EVENT_HANDLER",
+  "DISABLE_HOST_EVENT_HANDLER ENABLE_SVC_EVENT_HANDLER DISABLE_SVC_EVENT_HANDLER",
+  "ENABLE_HOST_FLAP_DETECTION DISABLE_HOST_FLAP_DETECTION ENABLE_SVC_FLAP_DETECTION",
+  "DISABLE_SVC_FLAP_DETECTION",
 ].join(" ").split(" ");
 
 /** The `--command-allow` entry that allows every command the denylist does not refuse. */
@@ -121,12 +113,10 @@ export type Kind =
   }
   | { readonly type: "integer"; readonly min: number; readonly max?: number }
   | { readonly type: "bytes"; readonly min: number }
-  // maxMs: timers overflow above 2^31-1 ms (about 24.8 days).
   | { readonly type: "duration"; readonly allowZero: boolean; readonly maxMs?: number }
   | { readonly type: "enum"; readonly values: readonly string[] }
-  // emptyDisables: an empty value is accepted and means "no listener".
+  // emptyDisables: empty means "no listener"; hostList: `amqp://u:p@h1,h2:5673/vhost`.
   | { readonly type: "hostPort"; readonly emptyHost: boolean; readonly emptyDisables?: boolean }
-  // hostList: several comma-separated hosts are accepted (`amqp://u:p@h1,h2:5673/vhost`).
   | {
     readonly type: "url";
     readonly schemes: readonly string[];
@@ -167,10 +157,7 @@ export interface SettingInput {
    * Input-only row: `derive` turns its value into the text of setting `target`, and it has no key
    * of its own (`mysql-dsn` → `mysql-url`). Both given by the same source refuses.
    */
-  readonly feeds?: readonly {
-    readonly target: string;
-    readonly derive: (value: string) => string;
-  }[];
+  readonly feeds?: readonly { target: string; derive: (value: string) => string }[];
   /** Unit of an integer, appended to the typed key (`ageHostchecksDays`). */
   readonly unit?: "days";
   /** Retention target of an `age-*` row; the age is measured on `column` (Unix seconds). */
@@ -188,6 +175,7 @@ const TIMER_MAX_MS = 86_400_000;
 const TIMER = { type: "duration", allowZero: false, maxMs: TIMER_MAX_MS } as const;
 const TIMER_OR_ZERO = { type: "duration", allowZero: true, maxMs: TIMER_MAX_MS } as const;
 const BOOLEAN = { type: "boolean" } as const;
+const HTTP_URL = { type: "url", schemes: ["http", "https"] } as const;
 
 /** A row of {@linkcode SETTINGS}, its literal types kept for {@linkcode SettingsFor}. */
 function setting<
@@ -209,10 +197,6 @@ const QUEUE_FORM = `queue names (${QUEUE_NAMES.join(", ")})`;
 
 /** Where perfdata can go (`--perfdata-backends`). */
 export const PERFDATA_BACKENDS = ["mysql", "graphite", "influxdb", "prometheus"] as const;
-
-function perfdataRouteBackends(route: string): string {
-  return route === "both" ? "mysql,graphite" : route;
-}
 
 function regexProblem(value: string): string | null {
   try {
@@ -478,7 +462,10 @@ export const SETTINGS = [
   }),
   setting("perfdata-route", { type: "enum", values: ["mysql", "graphite", "both"] }, {
     commands: ["run", "dead-letters"],
-    feeds: [{ target: "perfdata-backends", derive: perfdataRouteBackends }],
+    feeds: [{
+      target: "perfdata-backends",
+      derive: (r: string) => r === "both" ? "mysql,graphite" : r,
+    }],
     help: "The earlier form of --perfdata-backends: both = mysql,graphite.",
   }),
   setting("perfdata-label-quotes", { type: "enum", values: ["keep", "strip"] }, {
@@ -510,8 +497,7 @@ export const SETTINGS = [
     help: "Most metrics in one Carbon write (a failed write drops its batch).",
   }),
   setting("influxdb-url", {
-    type: "url",
-    schemes: ["http", "https"],
+    ...HTTP_URL,
     form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
   }, {
     default: "http://127.0.0.1:8086/write?db=statusengine",
@@ -534,8 +520,7 @@ export const SETTINGS = [
     help: "InfluxDB 2.x API token (Authorization: Token); empty = none.",
   }),
   setting("prometheus-remote-write-url", {
-    type: "url",
-    schemes: ["http", "https"],
+    ...HTTP_URL,
     form: "http(s)://host:port/api/v1/write",
   }, {
     default: "http://127.0.0.1:9090/api/v1/write",
@@ -612,11 +597,10 @@ export const SETTINGS = [
   }, {
     default: DEFAULT_ALLOWED_RAW_COMMANDS.join(","),
     help: "External commands a raw line on POST /commands or a statusengine_tasks row may " +
-      `name; any other is refused (403, or the task is deleted). ${ALLOW_ALL} allows every command except ${
-        DENIED_RAW_COMMANDS.join(", ")
-      }, ` +
-      "which are refused whatever this says. An empty list allows no raw command. The default " +
-      "is what the Statusengine UI and openITCOCKPIT send for hosts and services.",
+      `name; any other is refused (403, or the task is deleted). ${ALLOW_ALL} allows every ` +
+      `command except ${DENIED_RAW_COMMANDS.join(", ")}, which are refused whatever this says. ` +
+      "An empty list allows no raw command. The default is what the Statusengine UI and " +
+      "openITCOCKPIT send for hosts and services.",
   }),
   setting("check-for-commands", BOOLEAN, {
     // Only the legacy key: its PHP file spells the value 0/1, which the YAML boolean refuses.
@@ -691,11 +675,7 @@ export const SETTINGS = [
     commands: ["schema"],
     help: "Create the database named in the URL when it does not exist.",
   }),
-  setting("metrics-url", {
-    type: "url",
-    schemes: ["http", "https"],
-    form: "http://host:port/metrics",
-  }, {
+  setting("metrics-url", { ...HTTP_URL, form: "http://host:port/metrics" }, {
     commands: ["status"],
     help: "/metrics of a running worker to include in the report; default the local worker's " +
       "from --metrics-host and --metrics-port (none when the port is 0).",

@@ -44,31 +44,25 @@ const MAX_DURATION_NS = 9223372036854775807;
  * or negative; a problem for anything Go rejects, including a number without a unit (`300`).
  */
 export function parseGoDuration(text: string): Parsed<number> {
+  const quoted = JSON.stringify(text);
   const negative = text.startsWith("-");
   let rest = negative || text.startsWith("+") ? text.slice(1) : text;
   if (rest === "0") return ok(0);
-  if (rest === "") return fail(`${JSON.stringify(text)} is not a duration`);
+  if (rest === "") return fail(`${quoted} is not a duration`);
   let totalNs = 0;
   while (rest !== "") {
-    const number = /^([0-9]*)(?:\.([0-9]*))?/.exec(rest);
-    const whole = number?.[1] ?? "";
-    const fraction = number?.[2];
-    if (whole === "" && (fraction === undefined || fraction === "")) {
-      return fail(`${JSON.stringify(text)} is not a duration`);
-    }
-    rest = rest.slice(number?.[0].length ?? 0);
+    const [number = "", whole = "", fraction = ""] = /^([0-9]*)(?:\.([0-9]*))?/.exec(rest) ?? [];
+    if (whole === "" && fraction === "") return fail(`${quoted} is not a duration`);
+    rest = rest.slice(number.length);
     const unit = /^[^0-9.]+/.exec(rest)?.[0];
-    if (unit === undefined) return fail(`${JSON.stringify(text)} has a number without a unit`);
+    if (unit === undefined) return fail(`${quoted} has a number without a unit`);
     const unitNs = DURATION_UNITS_NS[unit];
-    if (unitNs === undefined) {
-      return fail(`${JSON.stringify(text)} has the unknown unit ${JSON.stringify(unit)}`);
-    }
+    if (unitNs === undefined) return fail(`${quoted} has the unknown unit ${JSON.stringify(unit)}`);
     rest = rest.slice(unit.length);
-    const value = Number(whole === "" ? "0" : whole) +
-      (fraction === undefined || fraction === "" ? 0 : Number(`0.${fraction}`));
-    totalNs += value * unitNs;
+    // Number("") and Number("0.") are 0.
+    totalNs += (Number(whole) + Number(`0.${fraction}`)) * unitNs;
   }
-  if (totalNs > MAX_DURATION_NS) return fail(`${JSON.stringify(text)} is too long a duration`);
+  if (totalNs > MAX_DURATION_NS) return fail(`${quoted} is too long a duration`);
   const ms = totalNs / 1e6;
   return ok(negative ? -ms : ms);
 }
@@ -100,13 +94,7 @@ export function parseGoBoolean(text: string): Parsed<boolean> {
   return fail(`${JSON.stringify(text)} is not a boolean`);
 }
 
-const BYTE_UNITS: Readonly<Record<string, number>> = {
-  "": 1,
-  b: 1,
-  kib: 1024,
-  mib: 1024 ** 2,
-  gib: 1024 ** 3,
-};
+const BINARY_UNITS = [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const;
 
 /**
  * A size in bytes: whole bytes, or a whole number with a binary unit (`512KiB`, `64MiB`,
@@ -114,7 +102,10 @@ const BYTE_UNITS: Readonly<Record<string, number>> = {
  */
 function parseByteSize(text: string): Parsed<number> {
   const m = /^([0-9]+)\s*([A-Za-z]*)$/.exec(text);
-  const factor = m === null ? undefined : BYTE_UNITS[(m[2] ?? "").toLowerCase()];
+  const unit = m?.[2]?.toLowerCase();
+  const factor = unit === "" || unit === "b"
+    ? 1
+    : BINARY_UNITS.find(([name]) => name.toLowerCase() === unit)?.[1];
   if (m === null || factor === undefined) {
     return fail(`${JSON.stringify(text)} is not a size (bytes, or e.g. 512KiB, 64MiB, 1GiB)`);
   }
@@ -125,7 +116,7 @@ function parseByteSize(text: string): Parsed<number> {
 
 /** A size the way {@link parseByteSize} reads it, in the largest exact unit (`1536KiB`). */
 export function formatByteSize(bytes: number): string {
-  for (const [unit, factor] of [["GiB", 1024 ** 3], ["MiB", 1024 ** 2], ["KiB", 1024]] as const) {
+  for (const [unit, factor] of BINARY_UNITS) {
     if (bytes >= factor && bytes % factor === 0) return `${bytes / factor}${unit}`;
   }
   return String(bytes);
@@ -147,36 +138,30 @@ export interface HostPort {
 }
 
 /** Split `host:port`, `[v6]:port`, or with `emptyHost` (listen addresses) `:port`. */
-export function splitHostPort(
-  addr: string,
-  options: { emptyHost?: boolean } = {},
-): Parsed<HostPort> {
+export function splitHostPort(addr: string, emptyHost = false): Parsed<HostPort> {
+  const quoted = JSON.stringify(addr);
   let host: string;
   let portText: string;
   if (addr.startsWith("[")) {
     const close = addr.indexOf("]");
-    if (close < 0 || addr[close + 1] !== ":") {
-      return fail(`${JSON.stringify(addr)} is not host:port`);
-    }
+    if (close < 0 || addr[close + 1] !== ":") return fail(`${quoted} is not host:port`);
     host = addr.slice(1, close);
     portText = addr.slice(close + 2);
-    if (!IPV6.test(host)) return fail(`${JSON.stringify(addr)} has an invalid IPv6 address`);
+    if (!IPV6.test(host)) return fail(`${quoted} has an invalid IPv6 address`);
   } else {
     const colon = addr.lastIndexOf(":");
-    if (colon < 0) return fail(`${JSON.stringify(addr)} has no port (write host:port)`);
+    if (colon < 0) return fail(`${quoted} has no port (write host:port)`);
     host = addr.slice(0, colon);
     portText = addr.slice(colon + 1);
     if (host.includes(":")) {
-      return fail(`${JSON.stringify(addr)} needs brackets around the IPv6 address ([::1]:port)`);
+      return fail(`${quoted} needs brackets around the IPv6 address ([::1]:port)`);
     }
-    if (host !== "" && !HOST_NAME.test(host)) {
-      return fail(`${JSON.stringify(addr)} has an invalid host`);
-    }
+    if (host !== "" && !HOST_NAME.test(host)) return fail(`${quoted} has an invalid host`);
   }
-  if (host === "" && options.emptyHost !== true) return fail(`${JSON.stringify(addr)} has no host`);
-  if (!/^[0-9]{1,5}$/.test(portText)) return fail(`${JSON.stringify(addr)} has an invalid port`);
+  if (host === "" && !emptyHost) return fail(`${quoted} has no host`);
+  if (!/^[0-9]{1,5}$/.test(portText)) return fail(`${quoted} has an invalid port`);
   const port = Number(portText);
-  if (port < 1 || port > 65535) return fail(`${JSON.stringify(addr)} has a port outside 1..65535`);
+  if (port < 1 || port > 65535) return fail(`${quoted} has a port outside 1..65535`);
   return ok({ host, port });
 }
 
@@ -204,14 +189,12 @@ function decodes(part: string): boolean {
  * may be given (`amqp://u:p@h1:5672,h2/vhost`). A problem never contains the password.
  */
 function parseUrl(text: string, schemes: readonly string[], hostList = false): Parsed<string> {
-  if (hostList) {
-    // The list's ports are checked here (any default port does), the rest with the first host.
-    const list = splitUrlHosts(text, 1);
-    if (list !== undefined && "problem" in list) return fail(list.problem);
-    if (list !== undefined) {
-      const first = parseUrl(list.url, schemes);
-      return first.ok ? ok(text) : first;
-    }
+  // The list's ports are checked here (any default port does), the rest with the first host.
+  const list = hostList ? splitUrlHosts(text, 1) : undefined;
+  if (list !== undefined && "problem" in list) return fail(list.problem);
+  if (list !== undefined) {
+    const first = parseUrl(list.url, schemes);
+    return first.ok ? ok(text) : first;
   }
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1]?.toLowerCase();
   if (scheme === undefined || !schemes.includes(scheme)) {
@@ -265,19 +248,13 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   if (slash < 0) return fail("has no /database part (user:password@tcp(host:3306)/database)");
   const left = dsn.slice(0, slash);
   const at = left.lastIndexOf("@");
-  const login = at < 0 ? "" : left.slice(0, at);
-  const colon = login.indexOf(":");
-  const user = colon < 0 ? login : login.slice(0, colon);
-  const password = colon < 0 ? "" : login.slice(colon + 1);
-  const protocol = left.slice(at + 1);
-  const open = protocol.indexOf("(");
-  if (open >= 0 && !protocol.endsWith(")")) return fail("has an unterminated (address)");
-  const net = open < 0 ? protocol : protocol.slice(0, open);
-  const addr = open < 0 ? "" : protocol.slice(open + 1, -1);
-  const rest = dsn.slice(slash + 1);
-  const question = rest.indexOf("?");
-  const rawDatabase = question < 0 ? rest : rest.slice(0, question);
-  const rawParams = question < 0 ? "" : rest.slice(question + 1);
+  const [user = "", ...passwordParts] = at < 0 ? [] : left.slice(0, at).split(":");
+  const password = passwordParts.join(":");
+  const address = /^([^(]*)(?:\((.*)\))?$/.exec(left.slice(at + 1));
+  if (address === null) return fail("has an unterminated (address)");
+  const [, net = "", addr = ""] = address;
+  const [rawDatabase = "", ...paramParts] = dsn.slice(slash + 1).split("?");
+  const rawParams = paramParts.join("?");
   if (!decodes(rawDatabase)) return fail("has a malformed percent-encoding in the database name");
   const database = decodeURIComponent(rawDatabase);
   if (database === "") return fail("names no database (user:password@tcp(host:3306)/database)");
@@ -285,13 +262,9 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   const query = new URLSearchParams();
   let host: string;
   if (net === "" || net === "tcp" || net === "tcp4" || net === "tcp6") {
-    if (addr === "") {
-      host = "127.0.0.1:3306";
-    } else {
-      const split = splitHostPort(withDefaultPort(addr, 3306));
-      if (!split.ok) return fail(`has an invalid tcp address: ${split.problem}`);
-      host = joinHostPort(split.value);
-    }
+    const split = splitHostPort(withDefaultPort(addr === "" ? "127.0.0.1" : addr, 3306));
+    if (!split.ok) return fail(`has an invalid tcp address: ${split.problem}`);
+    host = joinHostPort(split.value);
   } else if (net === "unix") {
     host = "localhost";
     query.set("socketPath", addr === "" ? "/tmp/mysql.sock" : addr);
@@ -382,17 +355,18 @@ function textOf(row: SettingRow, raw: unknown): Parsed<string> {
   return typeof raw === "string" ? ok(raw) : wrongType(row, "a string", raw);
 }
 
+/** `parse` applied to a text value, trimmed. */
+function parseText<T>(row: SettingRow, raw: unknown, parse: (text: string) => Parsed<T>) {
+  const text = textOf(row, raw);
+  return text.ok ? parse(text.value.trim()) : fail<T>(text.problem);
+}
+
 function listOf(row: SettingRow, raw: unknown, origin: Origin): Parsed<string[]> {
   if (origin === "yaml" && Array.isArray(raw)) {
-    const entries: string[] = [];
-    for (const entry of raw) {
-      if (typeof entry !== "string") {
-        const got = describeYaml(entry, row.secret === true);
-        return fail(`list entries must be strings, got ${got} (quote it in YAML)`);
-      }
-      entries.push(...splitList(entry));
-    }
-    return ok(entries);
+    const bad = raw.findIndex((entry) => typeof entry !== "string");
+    if (bad < 0) return ok(raw.flatMap((entry: string) => splitList(entry)));
+    const got = describeYaml(raw[bad], row.secret === true);
+    return fail(`list entries must be strings, got ${got} (quote it in YAML)`);
   }
   if (typeof raw === "string") return ok(splitList(raw));
   return wrongType(row, "a list of strings or a comma-separated string", raw);
@@ -418,27 +392,19 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       }
       const value = Number(given);
       if (!Number.isSafeInteger(value)) return fail(`${JSON.stringify(given)} is too large`);
-      if (value < kind.min || (kind.max !== undefined && value > kind.max)) {
-        return fail(
-          kind.max === undefined
-            ? `${value} is below ${kind.min}`
-            : `${value} is outside ${kind.min}..${kind.max}`,
-        );
+      if (value < kind.min && kind.max === undefined) return fail(`${value} is below ${kind.min}`);
+      if (value < kind.min || value > (kind.max ?? Infinity)) {
+        return fail(`${value} is outside ${kind.min}..${kind.max}`);
       }
       return ok(value);
     }
     case "bytes": {
-      let parsed: Parsed<number>;
-      if (origin === "yaml" && typeof raw === "number") {
-        parsed = Number.isSafeInteger(raw) && raw >= 0
-          ? ok(raw)
-          : fail(`${raw} is not a whole number of bytes`);
-      } else {
-        const text = textOf(row, raw);
-        parsed = text.ok ? parseByteSize(text.value.trim()) : text;
-      }
-      if (!parsed.ok) return parsed;
-      if (parsed.value < kind.min) {
+      const parsed = origin !== "yaml" || typeof raw !== "number"
+        ? parseText(row, raw, parseByteSize)
+        : Number.isSafeInteger(raw) && raw >= 0
+        ? ok(raw)
+        : fail<number>(`${raw} is not a whole number of bytes`);
+      if (parsed.ok && parsed.value < kind.min) {
         return fail(`${formatByteSize(parsed.value)} is below ${formatByteSize(kind.min)}`);
       }
       return parsed;
@@ -450,16 +416,11 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       return parseGoBoolean(String(raw).trim());
     }
     case "duration": {
-      let parsed: Parsed<number>;
-      if (origin === "yaml" && typeof raw === "number") {
-        if (raw !== 0) {
-          return fail(`the number ${raw} has no unit (write e.g. ${raw}s or ${raw}ms)`);
-        }
-        parsed = ok(0);
-      } else {
-        const text = textOf(row, raw);
-        parsed = text.ok ? parseGoDuration(text.value.trim()) : text;
+      const yamlNumber = origin === "yaml" && typeof raw === "number";
+      if (yamlNumber && raw !== 0) {
+        return fail(`the number ${raw} has no unit (write e.g. ${raw}s or ${raw}ms)`);
       }
+      const parsed = yamlNumber ? ok(0) : parseText(row, raw, parseGoDuration);
       if (!parsed.ok) return parsed;
       if (parsed.value < 0) return fail(`${JSON.stringify(raw)} is negative`);
       if (parsed.value === 0 && !kind.allowZero) return fail("must be greater than 0");
@@ -485,14 +446,9 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "keyList": {
       const list = listOf(row, raw, origin);
       if (!list.ok) return list;
-      const out: string[] = [];
-      for (const entry of list.value) {
-        if (kind.pattern !== undefined && !kind.pattern.test(entry)) {
-          return fail(`${JSON.stringify(entry)} is not one of the ${kind.patternForm ?? "keys"}`);
-        }
-        if (!out.includes(entry)) out.push(entry);
-      }
-      return ok(out);
+      const bad = list.value.find((entry) => kind.pattern?.test(entry) === false);
+      if (bad === undefined) return ok([...new Set(list.value)]);
+      return fail(`${JSON.stringify(bad)} is not one of the ${kind.patternForm ?? "keys"}`);
     }
   }
   // Every other kind is a string in every source.
@@ -524,7 +480,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       return parseHost(value.trim());
     case "hostPort": {
       if (kind.emptyDisables === true && value.trim() === "") return ok("");
-      const split = splitHostPort(value.trim(), { emptyHost: kind.emptyHost });
+      const split = splitHostPort(value.trim(), kind.emptyHost);
       return split.ok ? ok(joinHostPort(split.value)) : split;
     }
     case "url":
@@ -559,15 +515,12 @@ export function acceptedForm(row: SettingRow): string {
         kind.maxLength === undefined ? "" : `, at most ${kind.maxLength} characters`
       }`;
     case "integer": {
-      const range = kind.max === undefined
-        ? `integer >= ${kind.min}`
-        : `integer ${kind.min}..${kind.max}`;
-      return row.unit === undefined ? range : `${range} (${row.unit})`;
+      const range = kind.max === undefined ? `>= ${kind.min}` : `${kind.min}..${kind.max}`;
+      return row.unit === undefined ? `integer ${range}` : `integer ${range} (${row.unit})`;
     }
     case "bytes":
-      return `size in bytes or with a unit (512KiB, 64MiB, 1GiB), at least ${
-        formatByteSize(kind.min)
-      }`;
+      return "size in bytes or with a unit (512KiB, 64MiB, 1GiB), at least " +
+        formatByteSize(kind.min);
     case "boolean":
       return "true or false (also 1/0, t/f); flag alone = true, --no-<flag> = false";
     case "duration":
@@ -628,7 +581,7 @@ export function maskRaw(row: SettingRow, raw: unknown): string {
   if (row.secret === true) {
     return isUrlLike(row) && typeof raw === "string" ? JSON.stringify(redactUrl(raw)) : "(hidden)";
   }
-  const text = typeof raw === "string" ? JSON.stringify(raw) : JSON.stringify(raw) ?? String(raw);
+  const text = JSON.stringify(raw) ?? String(raw);
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 

@@ -68,7 +68,7 @@ Deno.test("splitHostPort: host:port, [v6]:port and :port only where allowed", ()
     port: 4730,
   });
   assert.deepEqual(value(splitHostPort("[::1]:4730")), { host: "::1", port: 4730 });
-  assert.deepEqual(value(splitHostPort(":9105", { emptyHost: true })), { host: "", port: 9105 });
+  assert.deepEqual(value(splitHostPort(":9105", true)), { host: "", port: 9105 });
   for (
     const bad of [":9105", "host", "host:", "host:0", "host:65536", "::1:4730", "ho st:1", "h:x"]
   ) {
