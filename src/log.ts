@@ -91,6 +91,7 @@ export function logReachesStderr(): boolean {
   return logSharesStderr;
 }
 
+/** Options of {@link configureLogging}. */
 export interface LoggingOptions {
   readonly level: LogLevel;
   readonly format: LogFormat;
@@ -136,9 +137,19 @@ export async function configureLogging(options: LoggingOptions): Promise<void> {
 /** Drop the logging configuration (tests). */
 export { reset as resetLogging };
 
-/** A logger for one component, e.g. `getLogger("gearman")`. */
+/**
+ * A logger for one component, e.g. `getLogger("gearman")`. Its methods are arrow functions, so a
+ * caller may pick one and call it alone (`(dryRun ? log.warn : log.error)(…)`); logtape's need
+ * their logger as `this`.
+ */
 export function getLogger(component: string): Logger {
-  return getLogtapeLogger(["statusengine", component]);
+  const logger = getLogtapeLogger(["statusengine", component]);
+  return {
+    debug: (message, properties) => logger.debug(message, properties ?? {}),
+    info: (message, properties) => logger.info(message, properties ?? {}),
+    warn: (message, properties) => logger.warn(message, properties ?? {}),
+    error: (message, properties) => logger.error(message, properties ?? {}),
+  };
 }
 
 export { errorMessage } from "./util/errors.ts";
