@@ -17,7 +17,7 @@ import type { Row, SqlValue } from "../events/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import type { JobTracker } from "./job_tracker.ts";
 import type { DeadLetterSink } from "./dead_letter_sink.ts";
-import { Backoff } from "../util/backoff.ts";
+import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { abortable, delay } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
@@ -59,7 +59,7 @@ interface Held {
 }
 
 /** Retried here, not by the delivery engine: the statement committed the rest of the batch. */
-const DEAD_LETTER_RETRY_MS = 1_000;
+const DEAD_LETTER_RETRY: BackoffOptions = { initialMs: 1_000, maxMs: 1_000, jitter: 0 };
 
 function writerClosed(table: string, action: string): WorkerError {
   return new WorkerError("writer_closed", `Cannot ${action}: the writer of "${table}" is closed`);
@@ -543,6 +543,7 @@ export class TableWriter {
 
   /** Dead-letter one rejected row; a failed write is retried until the file takes it (D7). */
   async #deadLetter(p: Pending, err: MysqlWriteError): Promise<void> {
+    let retry: Backoff | undefined;
     for (;;) {
       try {
         await this.#o.deadLetters.write({
@@ -555,7 +556,8 @@ export class TableWriter {
         break;
       } catch {
         // Abortable, so close() keeps its budget; the job then stays unacknowledged.
-        await delay(DEAD_LETTER_RETRY_MS, { signal: this.#abort.signal });
+        retry ??= new Backoff(DEAD_LETTER_RETRY);
+        await delay(retry.next(), { signal: this.#abort.signal });
       }
     }
     // Logged once the file took the record: a line before it would be untrue while writes fail.
