@@ -9,7 +9,7 @@ import type { TableWriterOptions } from "./writer.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { type HoldScope, MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
 import { Backoff } from "../util/backoff.ts";
-import { adjustRow, truncateToCodePoints } from "./values.ts";
+import { adjustRow, fitKeyValue } from "./values.ts";
 import { quoteIdentifier as quote } from "./ddl.ts";
 import type { DowntimeMerge, DowntimeStatement, Row, SqlValue } from "../events/mod.ts";
 import { getLogger } from "../log.ts";
@@ -21,19 +21,11 @@ export interface BuiltStatement {
   readonly values: SqlValue[];
 }
 
-/** Fit one key/set value to its column (D6) without building a whole row. */
-function fit(table: TableName, column: string, value: SqlValue): SqlValue {
-  const limit = TABLES[table].charLimits[column];
-  return typeof value === "string" && limit !== undefined
-    ? truncateToCodePoints(value, limit)
-    : value;
-}
-
 function equalities(table: TableName, key: Row): { sql: string; values: SqlValue[] } {
   const cols = Object.keys(key);
   return {
     sql: cols.map((c) => `${quote(c)} = ?`).join(" AND "),
-    values: cols.map((c) => fit(table, c, key[c] ?? null)),
+    values: cols.map((c) => fitKeyValue(table, c, key[c] ?? null)),
   };
 }
 

@@ -121,28 +121,36 @@ export function appendAdjustedRow(
   const descriptors = descriptorsOf(table);
   for (let i = 0; i < descriptors.length; i++) {
     const d = descriptors[i] as Descriptor;
-    const raw = row[d.name];
-    if (raw === null || raw === undefined) {
-      values[at + i] = nullFor(d, adjustments);
-      continue;
-    }
-    switch (d.kind) {
-      case TEXT: {
-        const text = typeof raw === "string" ? raw : String(raw);
-        const cut = truncateToCodePoints(text, d.maxChars);
-        if (cut !== text) adjustments.push({ column: d.name, reason: "truncated" });
-        values[at + i] = cut;
-        break;
-      }
-      case INTEGER:
-      case FLAG:
-        values[at + i] = typeof raw === "number" ? integerFor(d, raw, adjustments) : raw;
-        break;
-      default:
-        // D6: doubles are bound exactly as received, never rounded.
-        values[at + i] = raw;
-    }
+    values[at + i] = adjustValue(d, row[d.name], adjustments);
   }
+}
+
+function adjustValue(d: Descriptor, raw: SqlValue | undefined, adjustments: ValueAdjustment[]) {
+  if (raw === null || raw === undefined) return nullFor(d, adjustments);
+  switch (d.kind) {
+    case TEXT: {
+      const text = typeof raw === "string" ? raw : String(raw);
+      const cut = truncateToCodePoints(text, d.maxChars);
+      if (cut !== text) adjustments.push({ column: d.name, reason: "truncated" });
+      return cut;
+    }
+    case INTEGER:
+    case FLAG:
+      return typeof raw === "number" ? integerFor(d, raw, adjustments) : raw;
+    default:
+      // D6: doubles are bound exactly as received, never rounded.
+      return raw;
+  }
+}
+
+/**
+ * One value of `column` fitted exactly as {@link appendAdjustedRow} fits it in a row, for the key
+ * of a single-row statement: a key compared with a row must hold the value the row was written
+ * with (a clamped id, a cut name), or it never finds that row.
+ */
+export function fitKeyValue(table: TableName, column: string, value: SqlValue): SqlValue {
+  const d = descriptorsOf(TABLES[table]).find((c) => c.name === column);
+  return d === undefined ? value : adjustValue(d, value, []);
 }
 
 /** Adjust one row (D6); missing keys count as null. */

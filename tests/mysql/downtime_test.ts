@@ -425,6 +425,23 @@ Deno.test("downtimes: a START re-announced after a core restart keeps the record
   assert.equal(Number(fresh?.["actual_start_time"]), 1_700_000_300);
 });
 
+Deno.test("downtimes: an id outside its column's range is clamped in every key as in the row, so the scheduled row appears and its STOP removes it (D6)", async () => {
+  await using fx = await setup();
+  // int(10) unsigned: above 2^32 - 1 and below 0 both clamp (docs/tables.md#long-values).
+  for (const downtimeId of [2 ** 32, -1]) {
+    await fx.run(downtimeStatements(event({ downtimeId }), "N"));
+    const scheduled = () =>
+      fx.db.query<DbRow[]>("SELECT internal_downtime_id FROM statusengine_host_scheduleddowntimes");
+    assert.equal((await scheduled()).length, 1, `ADD of id ${downtimeId}: no scheduled row`);
+    await fx.run(
+      downtimeStatements(event({ downtimeId, type: 1104, timestamp: 1_700_003_800 }), "N"),
+    );
+    assert.deepEqual(await scheduled(), [], `STOP of id ${downtimeId} left the scheduled row`);
+    await fx.db.query("DELETE FROM statusengine_downtime_tombstones");
+    await fx.db.query("DELETE FROM statusengine_host_downtimehistory");
+  }
+});
+
 Deno.test("downtimes: a statement MySQL rejects is dead-lettered and the executor goes on with the next (D7)", async () => {
   await using fx = await setup();
   const first = downtimeStatements(event(), "N");
