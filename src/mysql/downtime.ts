@@ -9,7 +9,7 @@ import type { TableWriterOptions } from "./writer.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { type HoldScope, MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
 import { Backoff } from "../util/backoff.ts";
-import { adjustRow, fitKeyValue } from "./values.ts";
+import { adjustRow, fitKeyValue, type ValueAdjustment } from "./values.ts";
 import { quoteIdentifier as quote } from "./ddl.ts";
 import type { DowntimeMerge, DowntimeStatement, Row, SqlValue } from "../events/mod.ts";
 import { getLogger } from "../log.ts";
@@ -19,6 +19,8 @@ const log = getLogger("db");
 export interface BuiltStatement {
   readonly sql: string;
   readonly values: SqlValue[];
+  /** The row's values changed to fit their columns (D6), counted like the writers' rows. */
+  readonly adjustments?: readonly ValueAdjustment[];
 }
 
 function equalities(table: TableName, key: Row): { sql: string; values: SqlValue[] } {
@@ -56,7 +58,7 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
   const placeholders = t.insertColumns.map(() => "?").join(", ");
   switch (statement.kind) {
     case "upsert": {
-      const { values } = adjustRow(t, statement.row);
+      const { values, adjustments } = adjustRow(t, statement.row);
       const guard = statement.guard;
       const where = equalities(guard.table, guard.key);
       const removed = guard.historyRemoved ? " AND `history_removed` = 1" : "";
@@ -70,6 +72,7 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
           `WHERE NOT EXISTS (SELECT 1 FROM ${quote(guard.table)} WHERE ${where.sql}${removed}) ` +
           `ON DUPLICATE KEY UPDATE ${update}`,
         values: [...values, ...where.values],
+        adjustments,
       };
     }
     case "copy": {
@@ -91,12 +94,13 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
       };
     }
     case "tombstone": {
-      const { values } = adjustRow(t, statement.row);
+      const { values, adjustments } = adjustRow(t, statement.row);
       return {
         sql: `INSERT INTO ${quote(table)} (${cols}) VALUES (${placeholders}) ON DUPLICATE KEY ` +
           "UPDATE `history_removed` = GREATEST(`history_removed`, VALUES(`history_removed`)), " +
           "`end_time` = GREATEST(`end_time`, VALUES(`end_time`))",
         values,
+        adjustments,
       };
     }
     case "delete": {
@@ -131,6 +135,9 @@ export class DowntimeExecutor {
     const m = this.#o.metrics;
     for (const statement of statements) {
       const built = buildDowntimeStatement(statement);
+      for (const a of built.adjustments ?? []) {
+        m?.dbValuesAdjusted.inc({ table: statement.table, reason: a.reason });
+      }
       const scope = { table: statement.table, availability: this.#o.availability, signal };
       let affected: number;
       try {

@@ -442,6 +442,19 @@ Deno.test("downtimes: an id outside its column's range is clamped in every key a
   }
 });
 
+Deno.test("downtimes: a value cut to fit its column is counted in statusengine_db_values_adjusted_total, like the writers' (D6)", async () => {
+  await using fx = await setup();
+  await fx.run(downtimeStatements(event({ commentData: "c".repeat(2000) }), "N"));
+  const [row] = await fx.db.query<DbRow[]>(
+    "SELECT CHAR_LENGTH(comment_data) AS n FROM statusengine_host_scheduleddowntimes",
+  );
+  assert.equal(Number(row?.["n"]), 1024);
+  const adjusted = (await fx.metrics.dbValuesAdjusted.get()).values
+    .filter((v) => v.value > 0)
+    .map((v) => [v.labels["table"], v.labels["reason"], v.value]);
+  assert.deepEqual(adjusted, [["statusengine_host_downtimehistory", "truncated", 1]]);
+});
+
 Deno.test("downtimes: a statement MySQL rejects is dead-lettered and the executor goes on with the next (D7)", async () => {
   await using fx = await setup();
   const first = downtimeStatements(event(), "N");
