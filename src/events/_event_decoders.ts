@@ -430,7 +430,9 @@ export function decodeDowntime(st: DecodeState, ev: JsonObject, p: JsonObject): 
     {
       type,
       attr: type === DOWNTIME_STOP ? int(st, ev, "attr") : 0,
-      timestamp: isAdd ? int(st, ev, "timestamp") : reqInt(st, ev, "timestamp"),
+      // Every event's time is needed: the announcement's (ADD, LOAD, START), the start, the end,
+      // or whether a DELETE came before the window.
+      timestamp: reqInt(st, ev, "timestamp"),
       timestampUsec: isAdd ? int(st, ev, "timestamp_usec") : 0,
       downtimeType,
       hostName: reqText(st, p, "host_name"),

@@ -690,6 +690,9 @@ Deno.test("decodeJob: required fields that are absent or null are missing_field"
       "downtime.start_time",
     ],
     ["statusngin_downtimes", "downtime", {}, { type: 1104, timestamp: null }, "timestamp"],
+    // An ADD's time is its announcement's: 0 would let the next core-restart sweep delete the
+    // scheduled row of a downtime added after the restart (docs/downtimes.md#the-announcement-table).
+    ["statusngin_downtimes", "downtime", {}, { type: 1100, timestamp: null }, "timestamp"],
   ];
   for (const [queue, key, patch, envelope, path] of cases) {
     assertInvalid(
