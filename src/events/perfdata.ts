@@ -98,9 +98,10 @@ function parseToken(s: string, start: number, end: number, out: PerfdataMetric[]
   let valueText = s.slice(eq + 1, i);
   if (valueText.includes(",")) valueText = valueText.replaceAll(",", ".");
   // Number() accepts exactly the shapes the value grammar can still produce that are doubles
-  // (`.5`, `5.`, `-1`) and yields NaN for `1.2.3`, `-`, `--1`, `1-2` (docs/perfdata.md#algorithm).
+  // (`.5`, `5.`, `-1`) and yields NaN for `1.2.3`, `-`, `--1`, `1-2` (docs/perfdata.md#algorithm);
+  // more than 309 digits yield ±Infinity, which no column or backend takes.
   const value = Number(valueText);
-  if (Number.isNaN(value)) return;
+  if (!Number.isFinite(value)) return;
   let unitEnd = i;
   while (unitEnd < end && s.charCodeAt(unitEnd) !== SEMICOLON) unitEnd++;
   let unit = s.slice(i, unitEnd);
