@@ -506,6 +506,8 @@ Deno.test("core restart: the status writers are paused for each chunk's DELETE a
       statusMaxAgeSeconds: 0,
       writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
       committed: { newest: () => T },
+      // The restart's time: T lies ahead of the machine's clock.
+      clock: { nowMs: () => T * 1000, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
       timing: { settleMs: 0, pollMs: 1 },
       sweepChunkRows: CHUNK_ROWS,
     });
@@ -719,6 +721,39 @@ Deno.test("core restart, backlog with the restart's time: swept once the backlog
 
   assert.deepEqual(await w.stop(), []);
   assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
+});
+
+// A restart time far ahead of the worker's clock (a producer that sends milliseconds, a core whose
+// clock ran hours ahead until NTP set it right) was taken as the cutoff: no status ever reached
+// it, so after the longest wait the sweep deleted every row of the node, and every status after
+// it was discarded as older than the sweep's cutoff, until the worker restarted.
+Deno.test("core restart: a restart time far ahead of the worker's clock deletes nothing and discards no later status", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await using w = watch(db, KEPT, T);
+  await withLogs(async (logs) => {
+    await h.handle(
+      "statusngin_core_restart",
+      JSON.stringify({ object_type: 102, timestamp: T * 1000 }),
+      receivedAt,
+    );
+    assert.ok(
+      logs.some((l) => l.level === "warn" && /ahead of the worker's clock/.test(l.message)),
+      logs.map((l) => l.message).join("\n"),
+    );
+  });
+  await republishStatus(h, receivedAt + 100);
+  await h.runSweep();
+  await h.advance(TIMING.maxWaitMs + TIMING.pollMs);
+  await h.runSweep();
+  await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 20]]), receivedAt + 20_000);
+  assert.deepEqual(await w.stop(), []);
+  const after = await snapshot(db);
+  assert.ok(after.has("N:gone"), "nothing swept for a restart time that cannot be right");
+  assert.equal(after.get("N:a/1"), T + 20, "status after the restart is written");
 });
 
 Deno.test("core restart: a later restart before the sweep moves the cutoff, one sweep covers both", async () => {

@@ -420,6 +420,44 @@ Deno.test("tasks: a task the broker took but never confirmed is deleted, not pub
   assert.deepEqual(warned, ["warn"], "one warning that task b may not have reached the core");
 });
 
+// A stop (SIGTERM) while a task's publish waited for its confirm kept the task, although the
+// message was written and the broker may have queued it: the next start published it again, and
+// the core ran it twice (two downtimes, two custom notifications).
+Deno.test("tasks: a task written to the broker when the worker stops, before its confirm came, is deleted, not published again at the next start", async () => {
+  await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const task = (uuid: string, entry: number): Task => ({
+    uuid,
+    node: NODE,
+    entry,
+    type: "externalcommand",
+    payload: `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`,
+  });
+  const first = await startTestWorker(taskConfig(db, { gearmanServers: [proxy.addr] }));
+  try {
+    // The first task opens the publisher's connection.
+    await insertTasks(db, [task("a", 1)]);
+    await waitFor(async () => (await remaining(db)).length === 0, { message: "task a published" });
+    // gearmand queues task b, but its JOB_CREATED never comes back: the worker stops while it
+    // waits for it.
+    proxy.holdReplies();
+    await insertTasks(db, [task("b", 2)]);
+    await waitFor(async () => (await jobsAtGearmand(gearmand.addr, CMD)) === 2, {
+      message: "task b queued at gearmand",
+    });
+  } finally {
+    await first.stop();
+  }
+  assert.deepEqual(await remaining(db), [], "task b kept for the next start");
+  await using second = await startTestWorker(taskConfig(db, { gearmanServers: [gearmand.addr] }));
+  await waitFor(() => (second.tasks?.rounds ?? 0) >= 2, { message: "two polls of the next start" });
+  const bodies = (await takeJobs(gearmand.addr, CMD, 2)).map((b) => JSON.parse(text(b)).Data);
+  assert.deepEqual(bodies, ["[1] SCHEDULE_HOST_CHECK;a;1", "[2] SCHEDULE_HOST_CHECK;b;2"]);
+  assert.equal(await jobsAtGearmand(gearmand.addr, CMD), 0, "task b was queued twice");
+});
+
 Deno.test("tasks: after a broker connection fell silent, the next task is published on a fresh connection", async () => {
   await using vhost = await createScratchVhost();
   await using proxy = await startTcpProxy("127.0.0.1:5672");

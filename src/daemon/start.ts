@@ -205,7 +205,8 @@ export async function startWorker(
   async function shutdown(): Promise<void> {
     const started = performance.now();
     const flushMs = config.shutdownFlushTimeoutMs;
-    // A task being submitted is abandoned and stays in the table for the next start. Bounded: the
+    // A task being submitted is abandoned and stays in the table for the next start (unless its
+    // message was written to the broker unconfirmed: deleted, not sent twice). Bounded: the
     // poll's statement may wait on MySQL (a lock, a frozen server) for as long as the statement
     // timeout allows, for ever with 0; it fails once the pool is closed below.
     if (tasks !== undefined) await step("stop task queue", () => bounded(() => tasks.close()));

@@ -8,7 +8,7 @@
  */
 import type { SqlExecutor } from "./executor.ts";
 import { quoteIdentifier } from "./ddl.ts";
-import { keyBound } from "./sql.ts";
+import { FUTURE_SNAPSHOT_SECONDS, keyBound } from "./sql.ts";
 import { TABLES } from "./catalogue.ts";
 import type { BuiltStatement } from "./downtime.ts";
 import type { DbAvailability } from "./availability.ts";
@@ -232,6 +232,17 @@ export class StatusCleaner {
           "core re-published after it was discarded as stale, so no rows are swept (objects " +
           "removed from the configuration stay until the next restart)",
         { node_name: o.nodeName, cutoff, status_max_age_seconds: maxAge },
+      );
+      return;
+    }
+    // No status reaches such a cutoff until the core's clock does: the sweep would run after the
+    // longest wait and delete every row of the node, and the status after it would be discarded.
+    if (fromMessage && cutoff - nowMs / 1000 > FUTURE_SNAPSHOT_SECONDS) {
+      log.warn(
+        "pipeline: monitoring core restart time is more than an hour ahead of the worker's " +
+          "clock (a clock set wrong, or a time not in seconds); no rows are swept (objects " +
+          "removed from the configuration stay until the next restart)",
+        { node_name: o.nodeName, cutoff, now: Math.floor(nowMs / 1000) },
       );
       return;
     }

@@ -66,7 +66,7 @@ function partsOf(table: Table): StatementParts {
  * any snapshot (docs/writers.md#newest-snapshot): an hour, far beyond the clock skew
  * `--status-max-age` tolerates (5 min by default).
  */
-const FUTURE_SNAPSHOT_SECONDS = 3_600;
+export const FUTURE_SNAPSHOT_SECONDS = 3_600;
 
 /**
  * What the snapshot's time column holds while one row is being updated and the inserted snapshot

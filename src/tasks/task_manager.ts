@@ -230,7 +230,10 @@ export class TaskManager {
     this.#loop = this.#run();
   }
 
-  /** Stop polling; a submission in progress is abandoned (its task stays). Idempotent. */
+  /**
+   * Stop polling; a submission in progress is abandoned (its task stays, unless its message was
+   * written to the broker: that task is deleted, not sent twice). Idempotent.
+   */
   async stop(): Promise<void> {
     this.#stop.abort(new Error("task manager stopped"));
     await this.#loop;
@@ -313,10 +316,11 @@ export class TaskManager {
         const line = (JSON.parse(checked.body) as { Data: string }).Data;
         await o.submitter.submit({ body: checked.body, line, key }, signal);
       } catch (err: unknown) {
-        if (signal.aborted) throw err;
-        // Written to the broker, its confirm lost: it may be queued, and submitted again it would
-        // run twice (two downtimes, two notifications), as the publisher never sends it twice.
+        // Written to the broker, its confirm lost (or no longer waited for: the worker stops): it
+        // may be queued, and submitted again, here or at the next start, it would run twice (two
+        // downtimes, two notifications), as the publisher never sends it twice.
         if (!hasCode(err, "command_unconfirmed")) {
+          if (signal.aborted) throw err;
           m?.tasksSubmitErrors.inc();
           log.error("tasks: submitting a task failed; it stays for the next poll", {
             uuid,
@@ -329,7 +333,14 @@ export class TaskManager {
         log.warn(
           "tasks: submission not confirmed; the task is deleted, not sent twice, and may " +
             "not have reached the core",
-          { uuid, node_name: o.nodeName, error: errorMessage(err) },
+          {
+            uuid,
+            node_name: o.nodeName,
+            // The publisher's text would name its budget, which a stop does not exhaust.
+            error: signal.aborted
+              ? "the worker stopped before the confirm came"
+              : errorMessage(err),
+          },
         );
       }
       m?.tasksSubmitted.inc();
