@@ -6,7 +6,7 @@
  * @module
  */
 import { argText, encodePacket, PACKET, type Packet, packetName } from "./codec.ts";
-import { type ConnectOptions, GearmanConnection } from "./connection.ts";
+import { connectFailed, type ConnectOptions, GearmanConnection } from "./connection.ts";
 import {
   type Acknowledgement,
   type DeliveryScope,
@@ -113,6 +113,11 @@ export class QueueWorker implements Link {
     } catch (err: unknown) {
       await conn.close();
       if (connect.signal?.aborted) throw connect.signal.reason;
+      if (!answer.signal.aborted) {
+        // Ended before the deadline: a wrong port answering, a hang-up or a failed heartbeat.
+        const what = `the registration was not answered by a job server: ${errorMessage(err)}`;
+        throw connectFailed(options.server, what, err);
+      }
       const silent = `accepted the connection but did not answer within ${timeoutMs} ms`;
       throw new Error(`Job server ${options.server} ${silent}`, { cause: err });
     }
