@@ -868,13 +868,13 @@ async function resetWithFramesUnsent(lines: readonly LogLine[]): Promise<void> {
   );
 }
 
-/** The status line of a raw `/ws` handshake with `query` appended to the key. */
-async function handshakeStatus(port: number, query: string): Promise<string> {
+/** The status line of a raw `/ws` handshake with `query` appended to the key, and `headers`. */
+async function handshakeStatus(port: number, query: string, headers = ""): Promise<string> {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
   try {
     await conn.write(
       new TextEncoder().encode(
-        `GET /ws?api_key=key-one${query} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+        `GET /ws?api_key=key-one${query} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${headers}` +
           "Upgrade: websocket\r\nConnection: Upgrade\r\n" +
           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
       ),
@@ -927,4 +927,26 @@ Deno.test("ws server: a client's topic set is bounded: a subscribe beyond it is 
   assert.match(await handshakeStatus(server.port, `&topics=${tooMany}`), /^HTTP\/1\.1 400 /);
   const atBound = `${names(0, MAX_CLIENT_TOPICS).join(",")},topic-0`;
   assert.match(await handshakeStatus(server.port, `&topics=${atBound}`), /^HTTP\/1\.1 101 /);
+});
+
+// A header that carries no key (an empty X-Api-Key a proxy sets from an unset variable, a bare
+// "Authorization: Bearer") is no key, as /commands reads it, but on /ws it hid the browser's
+// ?api_key= behind it: every handshake of that dashboard got 401 with the right key in its URL.
+Deno.test("ws server: an empty key header does not hide the ?api_key= behind it; a key in a header still wins", async () => {
+  const hub = new WebSocketHub({ statsIntervalMs: 0 });
+  await using server = await startWebSocketServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: KEYS,
+    hub,
+  });
+  for (const header of ["X-Api-Key: \r\n", "X-Api-Key:   \r\n", "Authorization: Bearer\r\n"]) {
+    const status = await handshakeStatus(server.port, "", header);
+    assert.match(status, /^HTTP\/1\.1 101 /, `${JSON.stringify(header)}: ${status}`);
+  }
+  // A wrong key in a header is a key: the query string behind it is not read.
+  assert.match(
+    await handshakeStatus(server.port, "", "X-Api-Key: wrong\r\n"),
+    /^HTTP\/1\.1 401 /,
+  );
 });
