@@ -20,7 +20,9 @@ import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
 import {
   MAX_CLIENT_TOPICS,
+  MAX_TOPIC_CHARS,
   TOO_MANY_TOPICS,
+  TOPIC_TOO_LONG,
   WebSocketHub,
   type WebSocketHubOptions,
 } from "../src/http/ws_hub.ts";
@@ -887,7 +889,7 @@ async function handshakeStatus(port: number, query: string, headers = ""): Promi
   }
 }
 
-Deno.test("ws server: a client's topic set is bounded: a subscribe beyond it is refused with an error frame and changes nothing, as is a handshake naming more", async () => {
+Deno.test("ws server: a client's topic set is bounded in names and in their length: a subscribe beyond it is refused with an error frame and changes nothing, as is a handshake naming more", async () => {
   const hub = new WebSocketHub({ statsIntervalMs: 0 });
   await using server = await startWebSocketServer({
     hostname: "127.0.0.1",
@@ -922,6 +924,21 @@ Deno.test("ws server: a client's topic set is bounded: a subscribe beyond it is 
   assert.deepEqual(client.frames.map((f) => f.topic), ["topic-0"]);
   // Unsubscribing makes room again.
   await client.control({ unsubscribe: ["topic-1"], subscribe: [`topic-${MAX_CLIENT_TOPICS}`] });
+  // So is a name longer than any queue's: 64 names of 8 KiB would hold half a megabyte each.
+  const long = "t".repeat(MAX_TOPIC_CHARS + 1);
+  const before = client.errors.length;
+  client.ws.send(JSON.stringify({ unsubscribe: ["topic-2"], subscribe: [long] }));
+  client.ws.send("sync");
+  await waitFor(() => client.errors.length > before, { message: "an answer to the long name" });
+  assert.equal(
+    client.errors[before]?.["error"],
+    `${TOPIC_TOO_LONG}; the subscription is unchanged`,
+  );
+  assert.match(await handshakeStatus(server.port, `&topics=${long}`), /^HTTP\/1\.1 400 /);
+  assert.match(
+    await handshakeStatus(server.port, `&topics=${long.slice(1)}`),
+    /^HTTP\/1\.1 101 /,
+  );
   // A handshake naming more distinct topics than the bound is refused before the upgrade.
   const tooMany = names(0, MAX_CLIENT_TOPICS + 1).join(",");
   assert.match(await handshakeStatus(server.port, `&topics=${tooMany}`), /^HTTP\/1\.1 400 /);

@@ -20,9 +20,20 @@ export const CLIENT_BUFFER_FRAMES = 256;
  * is memory any key holder (or a dashboard subscribing in a loop) could fill.
  */
 export const MAX_CLIENT_TOPICS = 64;
-/** The error frame's (and the refused handshake's) text when a client would exceed it. */
+/** Characters of one topic name (the longest queue name has 36), so 64 names stay small too. */
+export const MAX_TOPIC_CHARS = 128;
+/** The error frame's (and the refused handshake's) text when a client would exceed them. */
 export const TOO_MANY_TOPICS =
   `too many topics: a client subscribes to at most ${MAX_CLIENT_TOPICS}`;
+export const TOPIC_TOO_LONG = `topic name over ${MAX_TOPIC_CHARS} characters`;
+
+/** Why a client may not hold `topics` (too many, or a name too long), or null. */
+export function topicSetProblem(topics: ReadonlySet<string>): string | null {
+  if (topics.size > MAX_CLIENT_TOPICS) return TOO_MANY_TOPICS;
+  for (const t of topics) if (t.length > MAX_TOPIC_CHARS) return TOPIC_TOO_LONG;
+  return null;
+}
+
 /** The hub's limits; {@link WebSocketHubOptions} may override each (tests shorten them). */
 const DEFAULT_LIMITS = {
   /** Characters of frame text a client's buffer holds; one larger frame still fits an empty one. */
@@ -251,14 +262,15 @@ export class HubClient {
   }
 
   /**
-   * Apply a subscription change; one that would leave more than {@link MAX_CLIENT_TOPICS} topics
+   * Apply a subscription change; one that would leave a set {@link topicSetProblem} refuses
    * changes nothing and returns the error to answer.
    */
   apply(change: ControlFrame): string | null {
     const next = new Set(this.#topics);
     for (const t of change.subscribe) next.add(t);
     for (const t of change.unsubscribe) next.delete(t);
-    if (next.size > MAX_CLIENT_TOPICS) return `${TOO_MANY_TOPICS}; the subscription is unchanged`;
+    const problem = topicSetProblem(next);
+    if (problem !== null) return `${problem}; the subscription is unchanged`;
     this.#topics = next;
     return null;
   }

@@ -15,10 +15,9 @@ import {
   type WebSocketAccept,
 } from "./listen.ts";
 import {
-  MAX_CLIENT_TOPICS,
   parseControlFrame,
   parseTopicsParam,
-  TOO_MANY_TOPICS,
+  topicSetProblem,
   type WebSocketHub,
 } from "./ws_hub.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -86,9 +85,8 @@ export async function startWebSocketServer(
     const notWs = "not a WebSocket handshake";
     if (!info.webSocket) return failed(400, `bad request: ${notWs}`, notWs);
     const topics = parseTopicsParam(url.searchParams.get("topics"));
-    if (new Set(topics).size > MAX_CLIENT_TOPICS) {
-      return failed(400, `bad request: ${TOO_MANY_TOPICS}`, TOO_MANY_TOPICS);
-    }
+    const problem = topicSetProblem(new Set(topics));
+    if (problem !== null) return failed(400, `bad request: ${problem}`, problem);
     return {
       onOpen: (socket) => {
         open.add(socket);
