@@ -18,7 +18,14 @@ import {
 } from "./helpers/worker.ts";
 import type { RunningWorker, WorkerConfig } from "../src/daemon/mod.ts";
 import { QUEUE_NAMES, type QueueName } from "../src/events/queues.ts";
-import { WebSocketHub, type WebSocketHubOptions } from "../src/http/ws_hub.ts";
+import {
+  MAX_CLIENT_TOPICS,
+  MAX_TOPIC_CHARS,
+  TOO_MANY_TOPICS,
+  TOPIC_TOO_LONG,
+  WebSocketHub,
+  type WebSocketHubOptions,
+} from "../src/http/ws_hub.ts";
 import { startWebSocketServer } from "../src/http/ws_server.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { createMetrics } from "../src/metrics/registry.ts";
@@ -862,3 +869,101 @@ async function resetWithFramesUnsent(lines: readonly LogLine[]): Promise<void> {
     sent / PER_JOB + 1,
   );
 }
+
+/** The status line of a raw `/ws` handshake with `query` appended to the key, and `headers`. */
+async function handshakeStatus(port: number, query: string, headers = ""): Promise<string> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  try {
+    await conn.write(
+      new TextEncoder().encode(
+        `GET /ws?api_key=key-one${query} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${headers}` +
+          "Upgrade: websocket\r\nConnection: Upgrade\r\n" +
+          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+      ),
+    );
+    const buf = new Uint8Array(512);
+    const n = await conn.read(buf);
+    return new TextDecoder().decode(buf.subarray(0, n ?? 0)).split("\r\n")[0] ?? "";
+  } finally {
+    conn.close();
+  }
+}
+
+Deno.test("ws server: a client's topic set is bounded in names and in their length: a subscribe beyond it is refused with an error frame and changes nothing, as is a handshake naming more", async () => {
+  const hub = new WebSocketHub({ statsIntervalMs: 0 });
+  await using server = await startWebSocketServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: KEYS,
+    hub,
+  });
+  const names = (from: number, n: number) =>
+    Array.from({ length: n }, (_, i) => `topic-${from + i}`);
+  await using client = await openClient(server.port, { query: "?api_key=key-one&topics=topic-0" });
+  await waitFor(() => hub.clients === 1);
+  // Up to the bound: accepted, no error (control() fails on any error frame but its own).
+  await client.control({ subscribe: names(1, MAX_CLIENT_TOPICS - 1) });
+  assert.deepEqual(client.errors, []);
+  // One more distinct topic, in a frame that also repeats a known one: refused whole.
+  client.ws.send(JSON.stringify({ subscribe: ["topic-0", `topic-${MAX_CLIENT_TOPICS}`] }));
+  client.ws.send("sync");
+  await waitFor(() => client.errors.length >= 1, { message: "an answer to the subscribe" });
+  assert.equal(client.errors[0]?.["error"], `${TOO_MANY_TOPICS}; the subscription is unchanged`);
+  // Thousands of frames of new names: the set does not grow (an unbounded set is memory a
+  // key holder or a buggy dashboard could fill).
+  for (let f = 0; f < 50; f++) {
+    client.ws.send(JSON.stringify({ subscribe: names(1000 + 500 * f, 500) }));
+  }
+  client.ws.send("sync");
+  await waitFor(() => client.errors.length >= 53, { message: "every frame answered" });
+  assert.equal(client.ws.readyState, WebSocket.OPEN, "the client stays connected");
+  hub.publish(`topic-${MAX_CLIENT_TOPICS}`, [{ refused: true }]);
+  hub.publish("topic-1000", [{ refused: true }]);
+  hub.publish("topic-0", [{ marker: true }]);
+  await waitFor(() => client.frames.length >= 1, { message: "the marker frame" });
+  assert.deepEqual(client.frames.map((f) => f.topic), ["topic-0"]);
+  // Unsubscribing makes room again.
+  await client.control({ unsubscribe: ["topic-1"], subscribe: [`topic-${MAX_CLIENT_TOPICS}`] });
+  // So is a name longer than any queue's: 64 names of 8 KiB would hold half a megabyte each.
+  const long = "t".repeat(MAX_TOPIC_CHARS + 1);
+  const before = client.errors.length;
+  client.ws.send(JSON.stringify({ unsubscribe: ["topic-2"], subscribe: [long] }));
+  client.ws.send("sync");
+  await waitFor(() => client.errors.length > before, { message: "an answer to the long name" });
+  assert.equal(
+    client.errors[before]?.["error"],
+    `${TOPIC_TOO_LONG}; the subscription is unchanged`,
+  );
+  assert.match(await handshakeStatus(server.port, `&topics=${long}`), /^HTTP\/1\.1 400 /);
+  assert.match(
+    await handshakeStatus(server.port, `&topics=${long.slice(1)}`),
+    /^HTTP\/1\.1 101 /,
+  );
+  // A handshake naming more distinct topics than the bound is refused before the upgrade.
+  const tooMany = names(0, MAX_CLIENT_TOPICS + 1).join(",");
+  assert.match(await handshakeStatus(server.port, `&topics=${tooMany}`), /^HTTP\/1\.1 400 /);
+  const atBound = `${names(0, MAX_CLIENT_TOPICS).join(",")},topic-0`;
+  assert.match(await handshakeStatus(server.port, `&topics=${atBound}`), /^HTTP\/1\.1 101 /);
+});
+
+// A header that carries no key (an empty X-Api-Key a proxy sets from an unset variable, a bare
+// "Authorization: Bearer") is no key, as /commands reads it, but on /ws it hid the browser's
+// ?api_key= behind it: every handshake of that dashboard got 401 with the right key in its URL.
+Deno.test("ws server: an empty key header does not hide the ?api_key= behind it; a key in a header still wins", async () => {
+  const hub = new WebSocketHub({ statsIntervalMs: 0 });
+  await using server = await startWebSocketServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    apiKeys: KEYS,
+    hub,
+  });
+  for (const header of ["X-Api-Key: \r\n", "X-Api-Key:   \r\n", "Authorization: Bearer\r\n"]) {
+    const status = await handshakeStatus(server.port, "", header);
+    assert.match(status, /^HTTP\/1\.1 101 /, `${JSON.stringify(header)}: ${status}`);
+  }
+  // A wrong key in a header is a key: the query string behind it is not read.
+  assert.match(
+    await handshakeStatus(server.port, "", "X-Api-Key: wrong\r\n"),
+    /^HTTP\/1\.1 401 /,
+  );
+});

@@ -81,8 +81,11 @@ export function headerKeyRefusal(headers: Headers, url: URL): string {
 
 /**
  * The key of a `/ws` handshake: {@link headerKey}, then `?api_key=` for browsers (they cannot
- * set headers on a WebSocket handshake).
+ * set headers on a WebSocket handshake). A header without a key (empty, a bare `Bearer`) is no
+ * key, as for `/commands`, so it does not hide the query string's.
  */
 export function handshakeKey(headers: Headers, url: URL): string | null {
-  return headerKey(headers) ?? url.searchParams.get("api_key")?.trim() ?? null;
+  const key = headerKey(headers);
+  if (key !== null && key !== "") return key;
+  return url.searchParams.get("api_key")?.trim() ?? key;
 }

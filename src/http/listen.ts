@@ -175,6 +175,19 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     return true;
   };
 
+  // A peer that does not take its answer is closed: it would hold its place under the cap.
+  const closeUntaken = (socket: Socket, remote: string): void => {
+    const timer = setTimeout(() => {
+      log.debug("http: response not taken in time, closing", {
+        listener,
+        remote,
+        timeout_ms: responseTimeoutMs,
+      });
+      socket.destroy();
+    }, responseTimeoutMs);
+    socket.once("close", () => clearTimeout(timer));
+  };
+
   server.on("request", async (message: IncomingMessage, res: ServerResponse) => {
     const socket = message.socket;
     headReceived(socket);
@@ -186,15 +199,7 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
         // Only a handshake can be accepted; a handler that does so otherwise is a bug.
         response = options.onError(new Error("WebSocket accepted on a plain request"));
       }
-      const timer = setTimeout(() => {
-        log.debug("http: response not taken in time, closing", {
-          listener,
-          remote,
-          timeout_ms: responseTimeoutMs,
-        });
-        socket.destroy();
-      }, responseTimeoutMs);
-      socket.once("close", () => clearTimeout(timer));
+      closeUntaken(socket, remote);
       await writeResponse(res, response);
     } catch (err: unknown) {
       // The peer went away mid-request.
@@ -213,7 +218,10 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
       const isWebSocket = message.headers.upgrade?.toLowerCase() === "websocket";
       const response = await answer(toRequest(message, false), remote, isWebSocket);
       if (gone(socket, response)) return;
-      if (response instanceof Response) await writeRawResponse(socket, response);
+      if (response instanceof Response) {
+        closeUntaken(socket, remote);
+        await writeRawResponse(socket, response);
+      }
       if (response instanceof Response || !isWebSocket || stopping) {
         socket.destroy();
         return;

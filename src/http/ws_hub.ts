@@ -15,6 +15,25 @@ const log = getLogger("websocket");
 export const HUB_BUFFER_FRAMES = 1024;
 /** Frames one client's send buffer holds; beyond it the frame is lost for that client. */
 export const CLIENT_BUFFER_FRAMES = 256;
+/**
+ * Distinct topics one client may subscribe to: the queues are a dozen, and a set without a bound
+ * is memory any key holder (or a dashboard subscribing in a loop) could fill.
+ */
+export const MAX_CLIENT_TOPICS = 64;
+/** Characters of one topic name (the longest queue name has 36), so 64 names stay small too. */
+export const MAX_TOPIC_CHARS = 128;
+/** The error frame's (and the refused handshake's) text when a client would exceed them. */
+export const TOO_MANY_TOPICS =
+  `too many topics: a client subscribes to at most ${MAX_CLIENT_TOPICS}`;
+export const TOPIC_TOO_LONG = `topic name over ${MAX_TOPIC_CHARS} characters`;
+
+/** Why a client may not hold `topics` (too many, or a name too long), or null. */
+export function topicSetProblem(topics: ReadonlySet<string>): string | null {
+  if (topics.size > MAX_CLIENT_TOPICS) return TOO_MANY_TOPICS;
+  for (const t of topics) if (t.length > MAX_TOPIC_CHARS) return TOPIC_TOO_LONG;
+  return null;
+}
+
 /** The hub's limits; {@link WebSocketHubOptions} may override each (tests shorten them). */
 const DEFAULT_LIMITS = {
   /** Characters of frame text a client's buffer holds; one larger frame still fits an empty one. */
@@ -164,7 +183,7 @@ interface ClientOptions extends Readonly<HubLimits> {
 export class HubClient {
   readonly id: number;
   readonly #socket: HubSocket;
-  readonly #topics: Set<string>;
+  #topics: Set<string>;
   readonly #queue: OutboundFrame[] = [];
   readonly #o: ClientOptions;
   /** Frames handed to the socket whose write the runtime has not reported yet. */
@@ -242,9 +261,18 @@ export class HubClient {
     return this.#topics.size === 0 || this.#topics.has(topic);
   }
 
-  apply(change: ControlFrame): void {
-    for (const t of change.subscribe) this.#topics.add(t);
-    for (const t of change.unsubscribe) this.#topics.delete(t);
+  /**
+   * Apply a subscription change; one that would leave a set {@link topicSetProblem} refuses
+   * changes nothing and returns the error to answer.
+   */
+  apply(change: ControlFrame): string | null {
+    const next = new Set(this.#topics);
+    for (const t of change.subscribe) next.add(t);
+    for (const t of change.unsubscribe) next.delete(t);
+    const problem = topicSetProblem(next);
+    if (problem !== null) return `${problem}; the subscription is unchanged`;
+    this.#topics = next;
+    return null;
   }
 
   /**

@@ -14,7 +14,12 @@ import {
   type RequestInfo,
   type WebSocketAccept,
 } from "./listen.ts";
-import { parseControlFrame, parseTopicsParam, type WebSocketHub } from "./ws_hub.ts";
+import {
+  parseControlFrame,
+  parseTopicsParam,
+  topicSetProblem,
+  type WebSocketHub,
+} from "./ws_hub.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -80,6 +85,8 @@ export async function startWebSocketServer(
     const notWs = "not a WebSocket handshake";
     if (!info.webSocket) return failed(400, `bad request: ${notWs}`, notWs);
     const topics = parseTopicsParam(url.searchParams.get("topics"));
+    const problem = topicSetProblem(new Set(topics));
+    if (problem !== null) return failed(400, `bad request: ${problem}`, problem);
     return {
       onOpen: (socket) => {
         open.add(socket);
@@ -103,8 +110,8 @@ export async function startWebSocketServer(
     socket.on("message", (data: ArrayBuffer) => {
       if (client === null) return;
       const parsed = parseControlFrame(DECODER.decode(data));
-      if (parsed.ok) client.apply(parsed.value);
-      else client.sendError(parsed.error);
+      const error = parsed.ok ? client.apply(parsed.value) : parsed.error;
+      if (error !== null) client.sendError(error);
     });
     // The hub's pings carry a token; their pongs say the client read what came before them.
     socket.on("pong", (data: Uint8Array | ArrayBuffer) => client?.pong(DECODER.decode(data)));

@@ -96,3 +96,40 @@ Deno.test("listen: the answer of a handler whose peer has gone is not read, on a
     assert.equal(pulled, false, `upgrade=${upgrade}: the answer for a gone peer was read`);
   }
 });
+
+// The response timeout (a peer that does not take its answer is closed) was armed only on a plain
+// request: an answer to a request with an Upgrade header (`Upgrade: h2c` or `websocket` sent to
+// /metrics, which anyone who reaches the port can send) that the peer never read held its
+// connection, and a place under the cap, for as long as the peer liked.
+Deno.test("listen: a peer that does not take its answer is closed after the response timeout, on a plain request and on an upgrade", async () => {
+  for (const upgrade of [false, true]) {
+    const metrics = createMetrics();
+    let answered = 0;
+    await using server = await listen({
+      name: "metrics",
+      hostname: "127.0.0.1",
+      port: 0,
+      onError: () => new Response("internal error", { status: 500 }),
+      metrics,
+      limits: { responseTimeoutMs: 200 },
+    }, () => {
+      answered++;
+      // Far more than the kernels' buffers on both ends of a loopback connection take.
+      return new Response(new Uint8Array(32 * 1024 * 1024));
+    });
+    const open = () => registrySum(metrics, "statusengine_http_connections_open");
+    using conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+    await conn.write(
+      new TextEncoder().encode(
+        upgrade
+          ? "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
+          : "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+      ),
+    );
+    await waitFor(() => answered === 1, { message: "the handler answers" });
+    // The peer never reads: the listener gives up on it.
+    await waitFor(async () => (await open()) === 0, {
+      message: `upgrade=${upgrade}: the connection whose answer is not taken closed`,
+    });
+  }
+});
