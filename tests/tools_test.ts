@@ -1069,3 +1069,46 @@ Deno.test("tools: losstest verify stops on its signal while the broker falls sil
   assert.ok(proxy.cut, "the broker fell silent at the depth check");
   assert.equal(code, 130, `verify did not return after its signal aborted: ${c.out.join("\n")}`);
 });
+
+// The backlog read connected to the brokers of amqp://h1,h2/ with no bound of its own: a first
+// broker that accepts and never answers the handshake held verify (and cleanup) until their 5- and
+// 10-minute limits, and the healthy second broker was never asked.
+Deno.test("tools: losstest verify with a silent first broker of the URL reads the backlog at the second", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await using silent = startTcpPeer();
+  const base = { runId: "r13", count: 300, gearmanAddr: [], mysqlUrl: db.url };
+  const published = capture();
+  assert.equal(
+    await runLosstestCommand({ ...base, mode: "publish", rabbitmqUrl: vhost.url }, published.io),
+    0,
+    published.err.join("\n"),
+  );
+  const real = new URL(vhost.url);
+  const url =
+    `amqp://${real.username}:${real.password}@${silent.addr},${real.host}${real.pathname}`;
+  const controller = new AbortController();
+  const c = capture();
+  const verify = runLosstestCommand(
+    { ...base, mode: "verify", rabbitmqUrl: url },
+    c.io,
+    controller.signal,
+  );
+  // A hang is the fault: bounded here only so that the test ends.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<"stuck">((resolve) =>
+    timer = setTimeout(() => resolve("stuck"), 30_000)
+  );
+  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  controller.abort();
+  await verify;
+  const out = c.out.join("\n");
+  assert.equal(code, 1, `verify did not read the second broker: ${out}`);
+  assert.match(
+    out,
+    /for statusngin_hostchecks: 3 ready \(about 300 events; not loss\), 0 consumers/,
+  );
+  assert.match(out, /NOT FINISHED: 300 of 300 events not in MySQL yet and 3 job\(s\) still queued/);
+  await silent.accepted;
+});

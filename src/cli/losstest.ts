@@ -54,6 +54,8 @@ const VERIFY_LIMIT_MS = 5 * 60_000;
 const CLEANUP_LIMIT_MS = 10 * 60_000;
 const PAGE_SIZE = 10_000;
 const PROGRESS_MS = 2_000;
+/** The RabbitMQ backlog read's connect bound, shared by the brokers of the URL (as `publish`). */
+const BROKER_CONNECT_TIMEOUT_MS = 5_000;
 /** Markers must fit `hostname` varchar(255) with room for the sequence number. */
 const MAX_RUN_ID_CHARS = 200;
 
@@ -542,8 +544,13 @@ async function printBacklog(
     const label = `messages still queued at ${targetLabel(options)} for ${LOSSTEST_QUEUE}`;
     try {
       // Passive declaration only: the durability flag is not sent. Bounded by the limit and the
-      // signal, as a broker that accepts and never answers would otherwise hold verify forever.
-      const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false });
+      // signal, as a broker that accepts and never answers would otherwise hold verify forever;
+      // the brokers of the URL share a bound of their own, so a silent first one leaves time for
+      // the next.
+      const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false }, {
+        timeoutMs: BROKER_CONNECT_TIMEOUT_MS,
+        signal,
+      });
       const publisher = await abortable(connecting, signal).catch((err: unknown) => {
         connecting.then((p) => p.close(), () => {});
         throw err;
