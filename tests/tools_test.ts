@@ -1112,3 +1112,42 @@ Deno.test("tools: losstest verify with a silent first broker of the URL reads th
   assert.match(out, /NOT FINISHED: 300 of 300 events not in MySQL yet and 3 job\(s\) still queued/);
   await silent.accepted;
 });
+
+// The depth check after the connect was bounded only by the command's limit: a broker that falls
+// silent after the handshake held verify for 5 minutes (cleanup 10) and then ended it "exceeded its
+// 5-minute limit" without a verdict, where a silent job server costs 2 s and "unknown".
+Deno.test("tools: losstest verify through a broker that falls silent after connecting reports the backlog unknown", async () => {
+  await using vhost = await createScratchVhost();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  using proxy = cutAmqpAtFirstDeclare("freeze");
+  const url = new URL(vhost.url);
+  url.host = `127.0.0.1:${proxy.port}`;
+  const controller = new AbortController();
+  const c = capture();
+  const verify = runLosstestCommand(
+    {
+      mode: "verify",
+      runId: "r14",
+      count: 10,
+      gearmanAddr: [],
+      rabbitmqUrl: url.href,
+      mysqlUrl: db.url,
+    },
+    c.io,
+    controller.signal,
+  );
+  // A hang is the fault: bounded here only so that the test ends.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<"stuck">((resolve) =>
+    timer = setTimeout(() => resolve("stuck"), 30_000)
+  );
+  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  controller.abort();
+  await verify;
+  const out = c.out.join("\n");
+  assert.ok(proxy.cut, "the broker fell silent at the depth check");
+  assert.equal(code, 1, `verify did not give up on the silent broker: ${out}`);
+  assert.match(out, /for statusngin_hostchecks: unknown \(no answer within \d+ ms\)/);
+  assert.match(out, /NOT FINISHED: 10 of 10 events not in MySQL yet and an unknown number of/);
+});

@@ -56,6 +56,8 @@ const PAGE_SIZE = 10_000;
 const PROGRESS_MS = 2_000;
 /** The RabbitMQ backlog read's connect bound, shared by the brokers of the URL (as `publish`). */
 const BROKER_CONNECT_TIMEOUT_MS = 5_000;
+/** The bound on the broker's answer to the depth check once connected (status's 2 s). */
+const BROKER_ANSWER_TIMEOUT_MS = 2_000;
 /** Markers must fit `hostname` varchar(255) with room for the sequence number. */
 const MAX_RUN_ID_CHARS = 200;
 
@@ -557,8 +559,13 @@ async function printBacklog(
       });
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
       // lost either (they return to the queue if that worker dies). The close is not awaited: a
-      // silent broker never answers it.
-      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal)
+      // silent broker never answers it, nor perhaps the depth check, which has a bound of its own.
+      using answer = deadline(BROKER_ANSWER_TIMEOUT_MS, signal);
+      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), answer.signal)
+        .catch((err: unknown) => {
+          if (signal.aborted || !answer.signal.aborted) throw err;
+          throw new Error(`no answer within ${BROKER_ANSWER_TIMEOUT_MS} ms`);
+        })
         .finally(() => void publisher.close());
       const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
