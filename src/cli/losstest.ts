@@ -561,12 +561,20 @@ async function printBacklog(
       // lost either (they return to the queue if that worker dies). The close is not awaited: a
       // silent broker never answers it, nor perhaps the depth check, which has a bound of its own.
       using answer = deadline(BROKER_ANSWER_TIMEOUT_MS, signal);
-      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), answer.signal)
+      const depth = await abortable(publisher.depth(LOSSTEST_QUEUE), answer.signal)
         .catch((err: unknown) => {
+          // No queue holds nothing: a transient one is gone after a broker restart, with its
+          // messages, and a queue's deletion cancels its consumers.
+          if (/NOT_FOUND|\(404\)/.test(errorMessage(err))) return undefined;
           if (signal.aborted || !answer.signal.aborted) throw err;
           throw new Error(`no answer within ${BROKER_ANSWER_TIMEOUT_MS} ms`);
         })
         .finally(() => void publisher.close());
+      if (depth === undefined) {
+        io.out(`${label}: 0 (the queue does not exist: no message can be queued or held)`);
+        return 0;
+      }
+      const { ready, consumers } = depth;
       const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       if (ready > 0 || consumers === 0) return ready;
