@@ -1182,3 +1182,86 @@ Deno.test("tools: losstest verify through RabbitMQ calls the events of a queue t
   assert.equal(await runLosstestCommand({ ...base, mode: "cleanup" }, cleanup.io), 0);
   assert.deepEqual(cleanup.err, []);
 });
+
+/** Run tools/dev_env.sh with `args` and extra environment: its exit code and stderr. */
+async function devEnv(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; err: string }> {
+  const script = new URL("../tools/dev_env.sh", import.meta.url).pathname;
+  const { code, stderr } = await new Deno.Command("bash", {
+    args: [script, ...args],
+    env,
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  return { code, err: new TextDecoder().decode(stderr) };
+}
+
+/** Remove the temporary directory of the gearmand log the script named. */
+async function removeLogDir(err: string): Promise<void> {
+  const log = /(\/\S+)\/gearmand\.log/.exec(err)?.[1];
+  if (log !== undefined) await Deno.remove(log, { recursive: true });
+}
+
+// gearmand that cannot bind its port does not exit: it retries the bind and never answers. The
+// script waited 5 s for it, said "ready" and exited 0, so `tools/dev_env.sh --gearmand && deno task
+// start` started a worker that waited for a job server that would never come, its cause in a log
+// under a temporary directory nobody was told of.
+Deno.test("tools: dev_env.sh --gearmand fails with gearmand's log when the job server does not come up", async () => {
+  // A port bound without listening: nothing answers there, and gearmand cannot bind it.
+  const holder = new Deno.Command("python3", {
+    args: [
+      "-c",
+      "import socket,sys\ns=socket.socket()\ns.bind(('127.0.0.1',0))\nprint(s.getsockname()[1],flush=True)\nsys.stdin.read()",
+    ],
+    stdin: "piped",
+    stdout: "piped",
+  }).spawn();
+  try {
+    const reader = holder.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    const { value = "" } = await reader.read();
+    await reader.cancel();
+    const port = value.trim();
+    assert.match(port, /^\d+$/);
+    const run = await devEnv(["--gearmand"], { DEV_ENV_GEARMAND_PORT: port });
+    assert.equal(run.code, 1, run.err);
+    assert.match(
+      run.err,
+      new RegExp(`gearmand \\(pid \\d+\\) does not answer on 127\\.0\\.0\\.1:${port}`),
+    );
+    assert.match(run.err, /is the port taken\?\); its log, \S+gearmand\.log:/);
+    assert.doesNotMatch(run.err, /dev_env: ready/);
+    // The gearmand it started is gone, not left to take the port once it is free.
+    const pid = /gearmand \(pid (\d+)\) does not answer/.exec(run.err)?.[1];
+    assert.ok(pid !== undefined, run.err);
+    await waitFor(async () => {
+      const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
+      return !/^\d+ \(gearmand\) [^Z]/.test(stat);
+    }, { message: `gearmand ${pid} stopped` });
+    await removeLogDir(run.err);
+  } finally {
+    await holder.stdin.close();
+    await holder.status;
+  }
+});
+
+// The job server the script starts answers as soon as the script has exited 0.
+Deno.test("tools: dev_env.sh --gearmand exits 0 once its gearmand answers, and names its pid", async () => {
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const run = await devEnv(["--gearmand"], { DEV_ENV_GEARMAND_PORT: String(port) });
+  const pid = Number(/gearmand \(pid (\d+)\)/.exec(run.err)?.[1]);
+  try {
+    assert.equal(run.code, 0, run.err);
+    assert.ok(Number.isSafeInteger(pid), run.err);
+    assert.match(
+      await adminCommand(`127.0.0.1:${port}`, "version").then((l) => l[0] ?? ""),
+      /^OK /,
+    );
+  } finally {
+    if (Number.isSafeInteger(pid)) Deno.kill(pid, "SIGTERM");
+    await removeLogDir(run.err);
+  }
+});
