@@ -1265,3 +1265,44 @@ Deno.test("tools: dev_env.sh --gearmand exits 0 once its gearmand answers, and n
     await removeLogDir(run.err);
   }
 });
+
+// A job server frozen mid-run (SIGSTOP, a paused VM, a partition without RST) answers nothing:
+// publish waited for the oldest answer of a full window, and after the signal for every answer in
+// flight, without end, so Ctrl-C did nothing and only a second one ended it, without a summary.
+Deno.test("tools: publish interrupted while its job server is frozen returns, counting the jobs with no answer", async () => {
+  await using gearmand = await startGearmand();
+  const controller = new AbortController();
+  function* items(): Generator<PublishItem> {
+    for (let i = 0; i < 1_000; i++) {
+      if (i === 5) Deno.kill(gearmand.pid, "SIGSTOP");
+      // The window (256 jobs) is full from here on: publish waits for an answer that never comes.
+      if (i === 256) controller.abort();
+      yield { payload: '{"messages":[],"format":"none"}', events: 0 };
+    }
+  }
+  try {
+    const c = capture();
+    const publishing = publishJobs("statusngin_logentries", items(), {
+      gearmanAddr: [gearmand.addr],
+      io: c.io,
+      signal: controller.signal,
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // Only the first 5 jobs can be answered; a hang is the fault, bounded here so the test ends.
+    const stuck = new Promise<"stuck">((resolve) =>
+      timer = setTimeout(() => resolve("stuck"), 30_000)
+    );
+    const result = await Promise.race([publishing, stuck]).finally(() => clearTimeout(timer));
+    assert.notEqual(result, "stuck", "publish did not return after its signal aborted");
+    if (result === "stuck") return;
+    assert.equal(result.interrupted, true);
+    assert.ok(result.jobs <= 5, `confirmed: ${result.jobs}`);
+    assert.ok(result.unconfirmed >= 251, `unconfirmed: ${result.unconfirmed}`);
+    assert.match(
+      summaryLine("statusngin_logentries", result, 1),
+      /^interrupted after publishing \d jobs \(0 events\) and \d+ more with no answer \(outcome unknown\) to /,
+    );
+  } finally {
+    Deno.kill(gearmand.pid, "SIGCONT");
+  }
+});
