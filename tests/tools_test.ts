@@ -1306,3 +1306,41 @@ Deno.test("tools: publish interrupted while its job server is frozen returns, co
     Deno.kill(gearmand.pid, "SIGCONT");
   }
 });
+
+// Interrupted while the job server was lost mid-run, publish said it "was interrupted before it
+// started": the jobs it had confirmed went unreported, as if nothing had been published.
+Deno.test("tools: publish interrupted as its job server dies reports what it confirmed, not that it never started", async () => {
+  await using gearmand = await startGearmand();
+  const controller = new AbortController();
+  const out: string[] = [];
+  const err: string[] = [];
+  const io = {
+    out: (line: string) => {
+      out.push(line);
+      // Jobs are confirmed by now: the job server dies, and Ctrl-C follows.
+      if (line.startsWith("progress:") && !controller.signal.aborted) {
+        Deno.kill(gearmand.pid, "SIGKILL");
+        controller.abort();
+      }
+    },
+    err: (line: string) => void err.push(line),
+  };
+  const code = await runPublishCommand(
+    {
+      queue: "statusngin_logentries",
+      count: 100_000_000,
+      eventsPerJob: 100,
+      gearmanAddr: [gearmand.addr],
+    },
+    io,
+    controller.signal,
+  );
+  const text = [...out, ...err].join("\n");
+  assert.ok(controller.signal.aborted, text);
+  assert.doesNotMatch(text, /before it started/);
+  assert.match(
+    err.join("\n"),
+    /\([1-9]\d* jobs with [1-9]\d* events confirmed before the failure\)/,
+  );
+  assert.equal(code, 130, text);
+});

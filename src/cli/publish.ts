@@ -429,11 +429,13 @@ export async function runPublishCommand(
   try {
     return await publishToTarget(queue, items, options, { totalJobs, totalEvents }, io, signal);
   } catch (err: unknown) {
-    if (signal?.aborted) {
+    // The connect stopped by the signal throws its reason; a failure after the start says how
+    // many jobs were confirmed before it, interrupted or not.
+    if (signal?.aborted && err === signal.reason) {
       io.err(`Publishing to ${queue} was interrupted before it started`);
       return INTERRUPTED_EXIT_CODE;
     }
     io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${errorMessage(err)}`);
-    return 1;
+    return signal?.aborted ? INTERRUPTED_EXIT_CODE : 1;
   }
 }
