@@ -1344,3 +1344,18 @@ Deno.test("tools: publish interrupted as its job server dies reports what it con
   );
   assert.equal(code, 130, text);
 });
+
+// Stopped by its signal (Ctrl-C) while connecting, losstest publish exited 1 with "Cannot run
+// losstest publish …: signal received", the code of a failed job server, not 130, as publish does.
+Deno.test("tools: losstest publish stopped by its signal before it starts exits 130", async () => {
+  await using gearmand = await startGearmand();
+  const c = capture();
+  const code = await runLosstestCommand(
+    { mode: "publish", runId: "r16", count: 10, gearmanAddr: [gearmand.addr], mysqlUrl: "" },
+    c.io,
+    AbortSignal.abort(new DOMException("signal received", "AbortError")),
+  );
+  assert.equal(code, 130, c.err.join("\n"));
+  assert.match(c.err.join("\n"), /^Cannot run losstest publish: interrupted before it started$/m);
+  assert.equal(await jobsAtGearmand(gearmand.addr, "statusngin_hostchecks"), 0);
+});

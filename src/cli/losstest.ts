@@ -359,8 +359,13 @@ async function publishRun(
       signal,
     );
   } catch (err: unknown) {
+    // As publish: the signal's own reason is the connect it stopped.
+    if (signal?.aborted && err === signal.reason) {
+      io.err("Cannot run losstest publish: interrupted before it started");
+      return INTERRUPTED_EXIT_CODE;
+    }
     io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${errorMessage(err)}`);
-    return 1;
+    return signal?.aborted ? INTERRUPTED_EXIT_CODE : 1;
   }
 }
 
