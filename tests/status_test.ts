@@ -581,3 +581,42 @@ Deno.test("status --consumer rabbitmq: a silent first broker of the URL leaves t
   assert.equal(report.jobServers[0]?.ok, true, JSON.stringify(report.jobServers));
   await silent.accepted;
 });
+
+// A worker that sends its headers and then its body slowly (swapping, or a /metrics of many MB on
+// a slow link): the scrape's limit ended the body read with "The operation was aborted due to
+// timeout", which names neither the URL nor the limit, unlike a scrape with no answer at all.
+Deno.test("status: a metrics body that does not arrive within the limit says so, naming the URL", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  const encoder = new TextEncoder();
+  let timer: ReturnType<typeof setInterval> | undefined;
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () =>
+      new Response(
+        new ReadableStream({
+          start(c) {
+            c.enqueue(encoder.encode("statusengine_db_available 1\n"));
+            timer = setInterval(() => c.enqueue(encoder.encode("# more\n")), 100);
+          },
+          cancel: () => clearInterval(timer),
+        }),
+      ),
+  );
+  const url = `http://127.0.0.1:${server.addr.port}/metrics`;
+  try {
+    const { code, report } = await statusJson({
+      gearmanAddr: [gearmand.addr],
+      mysqlUrl: db.url,
+      metricsUrl: url,
+      rateIntervalMs: 10,
+    });
+    assert.equal(code, 1);
+    assert.ok(
+      report.worker?.error?.startsWith(`Cannot scrape ${url}: no answer within 2000 ms`),
+      report.worker?.error ?? "",
+    );
+  } finally {
+    clearInterval(timer);
+  }
+});

@@ -6,7 +6,7 @@
 # mariadb-backup, socat: tools/galera_cluster.sh) when missing, starts MariaDB
 # when it does not answer on 127.0.0.1:3306 and RabbitMQ when it does not
 # answer on 127.0.0.1:5672, and with --gearmand also starts a job server on
-# 127.0.0.1:4730 (the tests start their own on free ports).
+# 127.0.0.1:4730 (the tests start their own on free ports) and fails when it does not answer.
 set -euo pipefail
 
 with_gearmand=0
@@ -137,14 +137,34 @@ if ! rabbitmq_answers; then
   rabbitmq_answers || { log "RabbitMQ does not answer on 127.0.0.1:5672"; exit 1; }
 fi
 
+# DEV_ENV_GEARMAND_PORT: another port for the job server (the tests of this script use free ones).
+gearmand_port=${DEV_ENV_GEARMAND_PORT:-4730}
+gearmand_answers() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$gearmand_port") 2>/dev/null
+}
+
 if [ "$with_gearmand" -eq 1 ]; then
-  if ! (exec 3<>/dev/tcp/127.0.0.1/4730) 2>/dev/null; then
-    log "starting gearmand on 127.0.0.1:4730"
+  if ! gearmand_answers; then
+    log "starting gearmand on 127.0.0.1:$gearmand_port"
     piddir=$(mktemp -d)
     # Foreground process in the background: `gearmand -d` exits 0 even when the port is taken.
-    nohup /usr/sbin/gearmand --listen=127.0.0.1 --port=4730 --threads=1 \
+    nohup /usr/sbin/gearmand --listen=127.0.0.1 --port="$gearmand_port" --threads=1 \
       --log-file=stderr --pid-file="$piddir/gearmand.pid" >/dev/null 2>"$piddir/gearmand.log" &
-    for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/4730) 2>/dev/null && break; sleep 0.05; done
+    gearmand_pid=$!
+    # One that cannot bind its port neither exits nor answers: it retries the bind.
+    for _ in $(seq 1 200); do
+      gearmand_answers && break
+      kill -0 "$gearmand_pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    if ! gearmand_answers; then
+      log "gearmand (pid $gearmand_pid) does not answer on 127.0.0.1:$gearmand_port (is the port taken?); its log, $piddir/gearmand.log:"
+      cat "$piddir/gearmand.log" >&2 || true
+      # Retrying its bind, gearmand ignores SIGTERM; left alone it would take the port once free.
+      kill -KILL "$gearmand_pid" 2>/dev/null || true
+      exit 1
+    fi
+    log "gearmand (pid $gearmand_pid) answers on 127.0.0.1:$gearmand_port; log $piddir/gearmand.log"
   fi
 fi
 log "ready"

@@ -54,6 +54,10 @@ const VERIFY_LIMIT_MS = 5 * 60_000;
 const CLEANUP_LIMIT_MS = 10 * 60_000;
 const PAGE_SIZE = 10_000;
 const PROGRESS_MS = 2_000;
+/** The RabbitMQ backlog read's connect bound, shared by the brokers of the URL (as `publish`). */
+const BROKER_CONNECT_TIMEOUT_MS = 5_000;
+/** The bound on the broker's answer to the depth check once connected (status's 2 s). */
+const BROKER_ANSWER_TIMEOUT_MS = 2_000;
 /** Markers must fit `hostname` varchar(255) with room for the sequence number. */
 const MAX_RUN_ID_CHARS = 200;
 
@@ -355,8 +359,13 @@ async function publishRun(
       signal,
     );
   } catch (err: unknown) {
+    // As publish: the signal's own reason is the connect it stopped.
+    if (signal?.aborted && err === signal.reason) {
+      io.err("Cannot run losstest publish: interrupted before it started");
+      return INTERRUPTED_EXIT_CODE;
+    }
     io.err(`Cannot run losstest publish on ${targetLabel(options)}: ${errorMessage(err)}`);
-    return 1;
+    return signal?.aborted ? INTERRUPTED_EXIT_CODE : 1;
   }
 }
 
@@ -542,17 +551,35 @@ async function printBacklog(
     const label = `messages still queued at ${targetLabel(options)} for ${LOSSTEST_QUEUE}`;
     try {
       // Passive declaration only: the durability flag is not sent. Bounded by the limit and the
-      // signal, as a broker that accepts and never answers would otherwise hold verify forever.
-      const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false });
+      // signal, as a broker that accepts and never answers would otherwise hold verify forever;
+      // the brokers of the URL share a bound of their own, so a silent first one leaves time for
+      // the next.
+      const connecting = AmqpPublisher.connect(options.rabbitmqUrl, { durableQueues: false }, {
+        timeoutMs: BROKER_CONNECT_TIMEOUT_MS,
+        signal,
+      });
       const publisher = await abortable(connecting, signal).catch((err: unknown) => {
         connecting.then((p) => p.close(), () => {});
         throw err;
       });
       // Ready messages only: ones delivered to a live worker are not yet committed, but are not
       // lost either (they return to the queue if that worker dies). The close is not awaited: a
-      // silent broker never answers it.
-      const { ready, consumers } = await abortable(publisher.depth(LOSSTEST_QUEUE), signal)
+      // silent broker never answers it, nor perhaps the depth check, which has a bound of its own.
+      using answer = deadline(BROKER_ANSWER_TIMEOUT_MS, signal);
+      const depth = await abortable(publisher.depth(LOSSTEST_QUEUE), answer.signal)
+        .catch((err: unknown) => {
+          // No queue holds nothing: a transient one is gone after a broker restart, with its
+          // messages, and a queue's deletion cancels its consumers.
+          if (/NOT_FOUND|\(404\)/.test(errorMessage(err))) return undefined;
+          if (signal.aborted || !answer.signal.aborted) throw err;
+          throw new Error(`no answer within ${BROKER_ANSWER_TIMEOUT_MS} ms`);
+        })
         .finally(() => void publisher.close());
+      if (depth === undefined) {
+        io.out(`${label}: 0 (the queue does not exist: no message can be queued or held)`);
+        return 0;
+      }
+      const { ready, consumers } = depth;
       const events = `about ${ready * EVENTS_PER_JOB} events; not loss`;
       io.out(`${label}: ${ready} ready (${events}), ${consumers} consumers attached`);
       if (ready > 0 || consumers === 0) return ready;

@@ -20,6 +20,7 @@ import {
 import type { Io } from "./io.ts";
 import { errorMessage } from "../log.ts";
 import { concatBytes } from "../util/bytes.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 
 /**
  * Where a command publishes: the job servers (`host:port`, jobs spread round-robin), or with
@@ -62,6 +63,8 @@ interface PublishResult {
   readonly durationMs: number;
   /** The signal stopped publishing early. */
   readonly interrupted: boolean;
+  /** Jobs written with no answer within {@link ANSWER_GRACE_MS} of the signal: outcome unknown. */
+  readonly unconfirmed: number;
 }
 
 /** Progress lines (with the totals when known) go to `io.out`. */
@@ -80,6 +83,8 @@ export const INTERRUPTED_EXIT_CODE = 130;
 const WINDOW = 256;
 const CONNECT_TIMEOUT_MS = 5_000;
 const PROGRESS_MS = 2_000;
+/** How long answers in flight are awaited once the signal aborted (a frozen server sends none). */
+const ANSWER_GRACE_MS = 5_000;
 
 function rate(n: number, ms: number): string {
   return ms <= 0 ? "-" : String(Math.round(n / (ms / 1000)));
@@ -105,6 +110,7 @@ export async function publishJobs(
     let confirmedJobs = 0;
     let confirmedEvents = 0;
     let submitted = 0;
+    let answered = 0;
     const started = performance.now();
     let nextProgress = started + PROGRESS_MS;
     const of = (n: number, total: number | undefined) =>
@@ -117,18 +123,26 @@ export async function publishJobs(
       const queueOfSlot = inFlight[slot];
       if (submit === undefined || queueOfSlot === undefined) break;
       // Backpressure: wait for the oldest answer of this lane before exceeding the window; answers
-      // arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms).
-      while (queueOfSlot.length >= WINDOW) await queueOfSlot.shift();
-      if (failure !== undefined) break;
+      // arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms). The
+      // signal ends the wait: a frozen server never answers.
+      while (queueOfSlot.length >= WINDOW && !signal?.aborted) {
+        const oldest = queueOfSlot[0] ?? Promise.resolve();
+        if (signal === undefined) await oldest;
+        else await settledWithin(oldest, signal);
+        if (!signal?.aborted) queueOfSlot.shift();
+      }
+      if (signal?.aborted || failure !== undefined) break;
       const n = item.events;
       // A rejection handler at once: an unobserved rejection would crash the process.
       queueOfSlot.push(
         submit(item.payload).then(
           () => {
+            answered++;
             confirmedJobs++;
             confirmedEvents += n;
           },
           (err: unknown) => {
+            answered++;
             failure ??= err;
           },
         ),
@@ -144,7 +158,14 @@ export async function publishJobs(
         );
       }
     }
-    for (const q of inFlight) await Promise.all(q);
+    // Every answer in flight, or after the signal those within the grace.
+    const answers = Promise.all(inFlight.flat());
+    if (signal === undefined) await answers;
+    else if (!(await settledWithin(answers, signal))) {
+      using grace = deadline(ANSWER_GRACE_MS);
+      await settledWithin(answers, grace.signal);
+    }
+    const unconfirmed = submitted - answered;
     if (failure !== undefined) {
       // Jobs written before a connection loss have an unknown outcome
       // (docs/gearman-protocol.md#submitting); the confirmed ones certainly arrived.
@@ -158,6 +179,7 @@ export async function publishJobs(
       events: confirmedEvents,
       durationMs: performance.now() - started,
       interrupted: signal?.aborted ?? false,
+      unconfirmed,
     };
   } finally {
     await lanes.close();
@@ -239,9 +261,12 @@ export function summaryLine(
   servers: number | string,
 ): string {
   const s = result.durationMs / 1000;
+  const unknown = result.unconfirmed > 0
+    ? ` and ${result.unconfirmed} more with no answer (outcome unknown)`
+    : "";
   return `${
     result.interrupted ? "interrupted after publishing" : "published"
-  } ${result.jobs} jobs (${result.events} events) to ${queue} on ${
+  } ${result.jobs} jobs (${result.events} events)${unknown} to ${queue} on ${
     typeof servers === "string" ? servers : `${servers} job server${servers === 1 ? "" : "s"}`
   } in ${s.toFixed(2)} s: ${rate(result.events, result.durationMs)} events/s, ${
     rate(result.jobs, result.durationMs)
@@ -404,11 +429,13 @@ export async function runPublishCommand(
   try {
     return await publishToTarget(queue, items, options, { totalJobs, totalEvents }, io, signal);
   } catch (err: unknown) {
-    if (signal?.aborted) {
+    // The connect stopped by the signal throws its reason; a failure after the start says how
+    // many jobs were confirmed before it, interrupted or not.
+    if (signal?.aborted && err === signal.reason) {
       io.err(`Publishing to ${queue} was interrupted before it started`);
       return INTERRUPTED_EXIT_CODE;
     }
     io.err(`Cannot publish to ${queue} on ${targetLabel(options)}: ${errorMessage(err)}`);
-    return 1;
+    return signal?.aborted ? INTERRUPTED_EXIT_CODE : 1;
   }
 }

@@ -225,18 +225,24 @@ function normaliseMetricsUrl(url: string): string {
 
 async function scrape(url: string): Promise<{ samples: PrometheusSample[]; at: number }> {
   const signal = AbortSignal.timeout(SCRAPE_TIMEOUT_MS);
+  const failed = (err: unknown): Error => {
+    const why = signal.aborted ? `no answer within ${SCRAPE_TIMEOUT_MS} ms` : errorMessage(err);
+    return new Error(`Cannot scrape ${url}: ${why}`, { cause: err });
+  };
   let response: Response;
   try {
     response = await fetch(url, { signal });
   } catch (err: unknown) {
-    const why = signal.aborted ? `no answer within ${SCRAPE_TIMEOUT_MS} ms` : errorMessage(err);
-    throw new Error(`Cannot scrape ${url}: ${why}`, { cause: err });
+    throw failed(err);
   }
   if (!response.ok) {
     await response.body?.cancel();
     throw new Error(`Cannot scrape ${url}: HTTP ${response.status}`);
   }
-  const text = await response.text();
+  // The limit covers the body too: a worker may send its headers and then stall.
+  const text = await response.text().catch((err: unknown) => {
+    throw failed(err);
+  });
   const at = performance.now();
   const samples = parsePrometheusText(text);
   if (!samples.some((s) => s.name.startsWith("statusengine_"))) {
