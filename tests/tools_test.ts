@@ -9,7 +9,7 @@ import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { cutAmqpAtFirstDeclare, startMysqlProxy, startTcpPeer } from "./helpers/tcp_proxy.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
-import { waitFor } from "./helpers/wait.ts";
+import { orStuck, waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
 import { adminCommand } from "../src/gearman/admin.ts";
 import {
@@ -321,13 +321,7 @@ Deno.test("tools: publish to a RabbitMQ broker that never answers stops on its s
   void peer.accepted.then(() => controller.abort());
   for (const [signal, expected] of [[controller.signal, 130], [undefined, 1]] as const) {
     const c = capture();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    // A hang is the fault: bounded here only so that the test ends.
-    const stuck = new Promise<"stuck">((resolve) =>
-      timer = setTimeout(() => resolve("stuck"), 30_000)
-    );
-    const code = await Promise.race([runPublishCommand(run, c.io, signal), stuck])
-      .finally(() => clearTimeout(timer));
+    const code = await orStuck(runPublishCommand(run, c.io, signal));
     assert.equal(code, expected, `signal ${signal === undefined ? "none" : "aborted"}`);
   }
 });
@@ -1003,11 +997,7 @@ Deno.test("tools: losstest verify stops on its signal while the broker does not 
     io,
     controller.signal,
   );
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const stuck = new Promise<"stuck">((resolve) =>
-    timer = setTimeout(() => resolve("stuck"), 30_000)
-  );
-  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  const code = await orStuck(verify);
   assert.equal(code, 130, `verify did not return after its signal aborted: ${out.join("\n")}`);
   assert.match(err.join("\n"), /Cannot finish losstest verify: verify was interrupted/);
   assert.doesNotMatch(out.join("\n"), /FAIL|PASS/);
@@ -1061,11 +1051,7 @@ Deno.test("tools: losstest verify stops on its signal while the broker falls sil
     c.io,
     controller.signal,
   );
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const stuck = new Promise<"stuck">((resolve) =>
-    timer = setTimeout(() => resolve("stuck"), 30_000)
-  );
-  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  const code = await orStuck(verify);
   assert.ok(proxy.cut, "the broker fell silent at the depth check");
   assert.equal(code, 130, `verify did not return after its signal aborted: ${c.out.join("\n")}`);
 });
@@ -1095,12 +1081,7 @@ Deno.test("tools: losstest verify with a silent first broker of the URL reads th
     c.io,
     controller.signal,
   );
-  // A hang is the fault: bounded here only so that the test ends.
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const stuck = new Promise<"stuck">((resolve) =>
-    timer = setTimeout(() => resolve("stuck"), 30_000)
-  );
-  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  const code = await orStuck(verify);
   controller.abort();
   await verify;
   const out = c.out.join("\n");
@@ -1137,12 +1118,7 @@ Deno.test("tools: losstest verify through a broker that falls silent after conne
     c.io,
     controller.signal,
   );
-  // A hang is the fault: bounded here only so that the test ends.
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const stuck = new Promise<"stuck">((resolve) =>
-    timer = setTimeout(() => resolve("stuck"), 30_000)
-  );
-  const code = await Promise.race([verify, stuck]).finally(() => clearTimeout(timer));
+  const code = await orStuck(verify);
   controller.abort();
   await verify;
   const out = c.out.join("\n");
@@ -1287,12 +1263,8 @@ Deno.test("tools: publish interrupted while its job server is frozen returns, co
       io: c.io,
       signal: controller.signal,
     });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    // Only the first 5 jobs can be answered; a hang is the fault, bounded here so the test ends.
-    const stuck = new Promise<"stuck">((resolve) =>
-      timer = setTimeout(() => resolve("stuck"), 30_000)
-    );
-    const result = await Promise.race([publishing, stuck]).finally(() => clearTimeout(timer));
+    // Only the first 5 jobs can be answered.
+    const result = await orStuck(publishing);
     assert.notEqual(result, "stuck", "publish did not return after its signal aborted");
     if (result === "stuck") return;
     assert.equal(result.interrupted, true);

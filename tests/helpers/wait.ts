@@ -37,6 +37,19 @@ export function track(p: Promise<unknown>): { readonly settled: boolean } {
 }
 
 /**
+ * `p`'s value, or "stuck" once `ms` passed first: for tests whose fault is a hang, bounded only
+ * so that the test ends (the caller asserts the value is not "stuck").
+ *
+ * @param p The promise that must settle.
+ * @param ms How long to wait for it (default 30 s).
+ */
+export async function orStuck<T>(p: Promise<T>, ms = 30_000): Promise<T | "stuck"> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stuck = new Promise<"stuck">((resolve) => timer = setTimeout(() => resolve("stuck"), ms));
+  return await Promise.race([p, stuck]).finally(() => clearTimeout(timer));
+}
+
+/**
  * Let pending 0 ms timers, promise callbacks and ready I/O callbacks run `n` times. Only for
  * showing that something does NOT happen while the test holds what would allow it.
  *
