@@ -5,7 +5,8 @@
  * @module
  */
 import { perfdataThresholds, plainLabel, positionalDecimal, type Row } from "../events/mod.ts";
-import { PerfdataClient, type Transport } from "./sink.ts";
+import { PerfdataClient, type Refusal, type Transport } from "./sink.ts";
+import { errorMessage } from "../log.ts";
 import { HTTP_RETRY, type HttpClientOptions, HttpEndpoint } from "./http.ts";
 
 /** The `--influxdb-*` settings. */
@@ -121,16 +122,20 @@ class InfluxTransport extends HttpEndpoint implements Transport<string> {
     );
   }
 
-  async write(batch: readonly string[], signal: AbortSignal): Promise<number> {
-    let dropped: number | undefined;
+  async write(batch: readonly string[], signal: AbortSignal): Promise<number | Refusal> {
+    let refused: Refusal | undefined;
     try {
       await this.post(batch.join("\n"), signal, (status, text) => {
-        dropped = status === 400 ? partialWriteDropped(text) : undefined;
-        return dropped === undefined ? "rejected" : "out_of_order";
+        refused = status === 400 ? partialWriteDropped(text) : undefined;
+        return refused?.reason === "out_of_order" ? "out_of_order" : "rejected";
       });
     } catch (err: unknown) {
-      if (dropped === undefined) throw err;
-      return Math.min(dropped, batch.length);
+      if (refused === undefined) throw err;
+      return {
+        ...refused,
+        points: Math.min(refused.points, batch.length),
+        error: errorMessage(err),
+      };
     }
     return 0;
   }
@@ -138,14 +143,28 @@ class InfluxTransport extends HttpEndpoint implements Transport<string> {
 
 /**
  * The points InfluxDB 1.x dropped of a write it answered `partial write: <reason> dropped=<n>`
- * (400), having stored the rest: points beyond the retention policy, a field type conflict.
- * Undefined for any other answer, and for lines it could not parse, which it does not count.
+ * (400), having stored the rest: points beyond the retention policy or a field type conflict
+ * (`out_of_order`), or lines it could not parse (`rejected`), which it does not count in
+ * `dropped=` but names one per line. Undefined for any other answer.
  */
-export function partialWriteDropped(text: string): number | undefined {
-  const m = /partial write: (.*) dropped=(\d+)/.exec(text);
-  if (m === null || (m[1] ?? "").includes("unable to parse")) return undefined;
+export function partialWriteDropped(text: string): Refusal | undefined {
+  let error = text;
+  try {
+    const answer: unknown = JSON.parse(text);
+    if (typeof answer === "object" && answer !== null && "error" in answer) {
+      error = String(answer.error);
+    }
+  } catch {
+    // Not JSON: the text as it is.
+  }
+  const m = /partial write: ([^]*) dropped=(\d+)/.exec(error);
+  if (m === null) return undefined;
   const dropped = Number(m[2]);
-  return dropped > 0 ? dropped : undefined;
+  if (dropped > 0) return { points: dropped, reason: "out_of_order" };
+  // One `unable to parse '<line>': <why>` per refused line, each on a line of its own (a line
+  // break in a name is written as a space, so a quoted line holds none).
+  const unparsed = (m[1] ?? "").match(/(?:^|\n)unable to parse '/g)?.length ?? 0;
+  return unparsed > 0 ? { points: unparsed, reason: "rejected" } : undefined;
 }
 
 /** Sends perfdata to InfluxDB; structurally the pipeline's `PerfdataSink`. */

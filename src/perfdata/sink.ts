@@ -38,6 +38,14 @@ export class SinkWriteError extends Error {
   }
 }
 
+/** Points of a batch the backend refused while it stored the others. */
+export interface Refusal {
+  readonly points: number;
+  readonly reason: DropReason;
+  /** The server's answer, for the log. */
+  readonly error?: string;
+}
+
 /** Sends one batch; what differs between backends. */
 export interface Transport<T> {
   /** Backend name for logs and metric labels (`graphite`, `influxdb`, `prometheus`). */
@@ -45,10 +53,11 @@ export interface Transport<T> {
   /** Where it writes, secrets masked, for logs. */
   readonly target: string;
   /**
-   * Send a batch. Resolves with the number of points the backend refused (0 normally); throws
-   * a {@link SinkWriteError} (or any error, read as retryable) when the batch did not arrive.
+   * Send a batch. Resolves with the number of points the backend refused (0 normally; a number
+   * is `out_of_order`, a {@link Refusal} names its reason); throws a {@link SinkWriteError} (or
+   * any error, read as retryable) when the batch did not arrive.
    */
-  write(batch: readonly T[], signal: AbortSignal): Promise<number>;
+  write(batch: readonly T[], signal: AbortSignal): Promise<number | Refusal>;
   /** Forget connection state after a failure (the next write dials again). */
   reset?(): void;
 }
@@ -199,11 +208,27 @@ export class BatchingSink<T> {
     let backoff: Backoff | undefined;
     for (let attempt = 0;; attempt++) {
       try {
-        const refused = await this.#t.write(batch, this.#stop.signal);
+        const answer = await this.#t.write(batch, this.#stop.signal);
         this.#down = false;
+        const { points: refused, reason, error } = typeof answer === "number"
+          ? { points: answer, reason: "out_of_order" as const, error: undefined }
+          : answer;
         const written = batch.length - refused;
         this.#o.observer?.written(written);
-        if (refused > 0) {
+        if (refused > 0 && reason !== "out_of_order") {
+          this.#drop(refused, reason);
+          if (this.#logDue(reason)) {
+            log.warn(`${this.#t.backend}: points the server refused dropped`, {
+              target: this.#t.target,
+              points: refused,
+              batch: batch.length,
+              reason,
+              error,
+              hint: "the server stored the rest of the batch; the error names the points it " +
+                "refused (repeats at most once a minute)",
+            });
+          }
+        } else if (refused > 0) {
           this.#drop(refused, "out_of_order");
           if (this.#logDue("out_of_order")) {
             log.warn(`${this.#t.backend}: points the server cannot take dropped`, {

@@ -51,24 +51,48 @@ Deno.test("influxdb: a partial write (points beyond the retention policy) counts
 
 Deno.test("influxdb: only a partial write that counts its dropped points is one (as InfluxDB 1.6 answers)", () => {
   const answer = (error: string) => JSON.stringify({ error });
-  assert.equal(
+  assert.deepEqual(
     partialWriteDropped(answer("partial write: points beyond retention policy dropped=7")),
-    7,
+    { points: 7, reason: "out_of_order" },
   );
-  assert.equal(
+  assert.deepEqual(
     partialWriteDropped(
       answer(
         'partial write: field type conflict: input field "value" on measurement "perfdata" is type integer, already exists as type float dropped=2',
       ),
     ),
-    2,
+    { points: 2, reason: "out_of_order" },
   );
-  // Unparsable lines are not counted (dropped=0): the batch stays rejected.
-  assert.equal(
+  // Unparsable lines are not in dropped=0 but named one per line; the others were stored.
+  assert.deepEqual(
     partialWriteDropped(
-      answer("partial write: unable to parse 'm,t=e value= 1': missing field value dropped=0"),
+      answer(
+        "partial write: unable to parse 'm,t=e value= 1': missing field value\n" +
+          "unable to parse 'm,t=f value=1 1796655268000': time outside range dropped=0",
+      ),
     ),
-    undefined,
+    { points: 2, reason: "rejected" },
   );
+  assert.equal(partialWriteDropped(answer("partial write: something else dropped=0")), undefined);
   assert.equal(partialWriteDropped(answer('database not found: "x"')), undefined);
+});
+
+Deno.test("influxdb: a partial write of lines InfluxDB could not parse counts the points it stored as written", async () => {
+  await using influx = await startInfluxd("unparsed");
+  const { o, observer } = counting();
+  const client = new InfluxDbClient({
+    url: `${influx.url}/write?db=unparsed`,
+    batchSize: 4,
+    observer,
+    statsIntervalMs: 0,
+  });
+  const now = Math.floor(Date.now() / 1000);
+  // A check time in milliseconds (a broken clock or broker) is outside the nanosecond range
+  // InfluxDB can store: it refuses that line and stores the others of the request.
+  client.offer([row("a", now), row("ms", now * 1000), row("b", now), row("c", now)]);
+  await client.close(10_000);
+  const stored = await influx.query(`SELECT "label", "value" FROM "perfdata"`);
+  assert.deepEqual(stored.map((r) => r["label"]).sort(), ["a", "b", "c"]);
+  assert.equal(o.written, 3, "the points InfluxDB took are written");
+  assert.deepEqual([...o.dropped], [["rejected", 1]]);
 });
