@@ -502,6 +502,41 @@ Deno.test("rabbitmq consumer: a consumer cancelled by the broker (queue deleted)
   }
 });
 
+Deno.test("rabbitmq consumer: a session lost while its connection lives (another queue deleted) hands its prefetched messages back at once, so an in-order queue keeps its order (docs/consumption.md#rabbitmq-reconnect)", async () => {
+  const [a, b] = queueNames(2) as [string, string];
+  await using publisher = await publisherFor([a, b]);
+  const gate = Promise.withResolvers<void>();
+  const handled: string[] = [];
+  const { consumer: c, observer } = consumer({
+    queues: [a, b],
+    handler: async (job) => {
+      const text = decoder.decode(job.payload);
+      if (job.queue === a && text === "a1" && !handled.includes("a1")) await gate.promise;
+      if (job.queue === a) handled.push(text);
+    },
+  });
+  await c.start();
+  try {
+    await publisher.publish(a, ["a1", "a2", "a3", "a4"]);
+    await waitFor(() => observer.inFlightNow.get(a) === 1, { message: "a1 running" });
+    // The broker cancels b's consumer: the session is rebuilt, its connection was never lost.
+    await publisher.deleteQueue(b);
+    await waitFor(() => (observer.reconnects.get(a) ?? 0) === 1, { message: "a rebuild" });
+    await waitFor(() => observer.connected(a) === true, { message: "new session" });
+    // Two, so that the broker's round robin hands one to the new consumer if the old one remains.
+    await publisher.publish(a, ["a5", "a6"]);
+    gate.resolve();
+    const all = ["a1", "a2", "a3", "a4", "a5", "a6"];
+    await waitFor(() => all.every((t) => handled.includes(t)), {
+      message: "every message handled",
+    });
+    const firsts = handled.filter((t, i) => handled.indexOf(t) === i);
+    assert.deepEqual(firsts, all, `handled: ${handled.join(",")}`);
+  } finally {
+    await c.stop();
+  }
+});
+
 Deno.test("rabbitmq consumer: stop while reconnect attempts keep failing returns promptly and dials no more", async () => {
   const [q] = queueNames(1) as [string];
   await using publisher = await publisherFor([q]);

@@ -3,6 +3,11 @@
  * drain benchmark and `status` rely on when they watch a queue's depth.
  */
 import assert from "node:assert/strict";
+import { AMQPClient } from "@cloudamqp/amqp-client";
+import { rabbitMqCommandPublisher } from "../src/commands/publisher.ts";
+import { COMMAND_QUEUE } from "../src/commands/validate.ts";
+import { errorMessage } from "../src/log.ts";
+import { hasCode } from "../src/util/errors.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
 import { startTcpProxy } from "./helpers/tcp_proxy.ts";
@@ -82,4 +87,32 @@ Deno.test("publisher: close on a broker that went silent does not wait for the h
   proxy.freeze();
   const closed = track(publisher.close());
   await waitFor(() => closed.settled, { timeoutMs: 30_000, message: "close() to return" });
+});
+
+// A broker nack (a queue bounded with overflow reject-publish, an operator's guard against a
+// command flood while the core is down) says the message was not queued. It was reported as a lost
+// confirm, "it may have been queued": /commands answered 504 and a task was deleted, not retried.
+Deno.test("publisher: a message the broker nacks (queue full, reject-publish) is known not to be queued: 503 for /commands, a task stays", async () => {
+  await using vhost = await createScratchVhost("se_pub");
+  const client = new AMQPClient(vhost.url, undefined, null);
+  await client.connect();
+  try {
+    const channel = await client.channel();
+    await channel.queueDeclare(COMMAND_QUEUE, { durable: false }, {
+      "x-max-length": 0,
+      "x-overflow": "reject-publish",
+    });
+  } finally {
+    await client.close();
+  }
+  await using publisher = rabbitMqCommandPublisher(vhost.url, {
+    ...TEST_QUEUE_DURABILITY,
+    declare: "passive",
+  });
+  const err = await publisher.publish('{"Command":"raw","Data":"x"}').then(
+    () => undefined,
+    (e) => e,
+  );
+  assert.ok(hasCode(err, "command_publish"), String(err));
+  assert.match(errorMessage(err), /rejected|nack/i);
 });

@@ -125,6 +125,7 @@ export class AmqpPublisher implements AsyncDisposable {
    * @throws {Error} When the broker dropped a message because the queue no longer exists (deleted
    *   since it was declared): the default exchange confirms such a message all the same, so each
    *   is published mandatory and a returned one fails the call; the next call declares again.
+   * @throws {WorkerError} (code `not_queued`) When the broker nacked a message (not queued).
    */
   async publish(
     queue: string,
@@ -136,7 +137,17 @@ export class AmqpPublisher implements AsyncDisposable {
     await Promise.all(payloads.map(async (p) => {
       const body = typeof p === "string" ? encoder.encode(p) : p;
       // amqp-client sends no content-type property when it is undefined.
-      await this.#channel.basicPublish("", queue, body, options, true);
+      await this.#channel.basicPublish("", queue, body, options, true).catch((err: unknown) => {
+        // amqp-client's word for a basic.nack: the broker did not queue it (a full queue whose
+        // overflow is reject-publish), unlike a lost confirm, which leaves it unknown.
+        if (!(err instanceof Error) || err.message !== "Message rejected") throw err;
+        throw new WorkerError(
+          "not_queued",
+          `The broker refused a message for queue "${queue}" (basic.nack): it was not queued; ` +
+            "the likely cause is a length limit with overflow reject-publish",
+          { cause: err },
+        );
+      });
       // The broker sends basic.return before the confirm of the same message.
       if (this.#takeReturned(queue, body)) {
         this.#declared.delete(queue);

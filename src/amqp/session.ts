@@ -200,6 +200,11 @@ const CANCEL_TIMEOUT_MS = 2_000;
 const CLOSE_TIMEOUT_MS = 2_000;
 const SOCKET_CLOSE_GRACE_MS = 1_000;
 
+/** Hand a delivery never started back to the broker, in its place (a closed channel did already). */
+function requeue(msg: AMQPMessage): void {
+  msg.nack(true).catch(() => {});
+}
+
 /**
  * The deliveries of one queue, started in delivery order as the queue's budget grants slots
  * (docs/consumption.md#rabbitmq-window).
@@ -212,6 +217,7 @@ class Lane {
   #wake: (() => void) | undefined;
   #onEnd: (() => void) | undefined;
   #ending: "no" | "after-buffer" | "now" = "no";
+  #handingBack = false;
   /** Deliveries started and not yet acknowledged: what a give-back hands back. */
   unanswered = 0;
   /** Deliveries being handled; the lane's loop ends only after its last one was answered. */
@@ -223,21 +229,27 @@ class Lane {
 
   push(msg: AMQPMessage): void {
     this.receivedAt = performance.now();
+    if (this.#handingBack) return void requeue(msg);
     // Not started, not answered: closing the channel hands it back to the broker.
     if (this.#ending !== "no") return;
     this.#buffer.push(msg);
     this.#wakeUp();
   }
 
-  /** The next delivery, or undefined once the lane has ended. */
+  /** The next delivery, left in the buffer until {@link take}; undefined once the lane has ended. */
   async next(): Promise<AMQPMessage | undefined> {
     for (;;) {
       if (this.#ending === "now") return undefined;
-      const msg = this.#buffer.shift();
+      const msg = this.#buffer[0];
       if (msg !== undefined) return msg;
       if (this.#ending === "after-buffer") return undefined;
       await new Promise<void>((resolve) => (this.#wake = resolve));
     }
+  }
+
+  /** Remove the delivery {@link next} returned to start it; false once the lane has ended. */
+  take(): boolean {
+    return this.#ending !== "now" && this.#buffer.shift() !== undefined;
   }
 
   /** A slot of the queue's budget for the next delivery; undefined once the lane has ended. */
@@ -263,10 +275,21 @@ class Lane {
     this.#wakeUp();
   }
 
+  /**
+   * The session is lost but its channel may live on while older handlers finish: stop consuming
+   * and requeue what was not started, at once (the new session would get later messages first).
+   */
+  handBack(): void {
+    this.#handingBack = true;
+    this.endNow();
+    void this.consumer?.cancel().catch(() => {});
+    for (const msg of this.#buffer.splice(0)) requeue(msg);
+  }
+
   /** Take nothing more; deliveries not started yet are left to the broker. */
   endNow(): void {
     this.#ending = "now";
-    this.#buffer.length = 0;
+    // Kept until the channel closes, for handBack.
     this.#wakeUp();
     // Neither callback re-enters this lane.
     this.#onEnd?.();
@@ -483,7 +506,7 @@ export class AmqpSession implements Link {
     if (this.#lostReason !== undefined || this.#closing !== undefined) return;
     this.#lostReason = reason;
     this.#stopRetries.abort();
-    for (const lane of this.#lanes) lane.endNow();
+    for (const lane of this.#lanes) lane.handBack();
     this.#lost.resolve(reason);
   }
 
@@ -495,6 +518,10 @@ export class AmqpSession implements Link {
         if (msg === undefined) break;
         const grant = await lane.grant(budget);
         if (grant === undefined) break;
+        if (!lane.take()) {
+          grant.release();
+          break;
+        }
         const run = this.#deliver(lane, msg, grant);
         lane.running.add(run);
         void run.finally(() => lane.running.delete(run));
