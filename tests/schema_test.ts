@@ -396,3 +396,47 @@ Deno.test("schema: a table the server refuses to create is named in the error", 
   assert.ok(refused !== undefined, "some table was refused");
   assert.match(err.join("\n"), new RegExp(`\\b${refused}\\b: .*too (large|long)`), err.join("\n"));
 });
+
+// A database of the legacy workers may hold 3-byte utf8 (utf8mb3) tables or latin1 columns: every
+// emoji in a check output is refused there (1366), so the report says which ALTER converts them.
+Deno.test("schema --check: a utf8mb3 table or latin1 column names the ALTER that converts it, and after it an emoji is stored", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await db.query(
+    "ALTER TABLE `statusengine_servicestatus` CONVERT TO CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci",
+  );
+  await db.query(
+    "ALTER TABLE `statusengine_hostchecks` MODIFY `output` varchar(1024) CHARACTER SET latin1 DEFAULT NULL",
+  );
+  await conn.query("SET SESSION sql_mode = 'STRICT_ALL_TABLES'");
+  await assert.rejects(
+    () => insertRows(conn, "statusengine_hostchecks", [hostcheckRow({ output: "OK 😀" })]),
+    (e: unknown) => (e as { errno?: number }).errno === 1366,
+  );
+  const check = async () => {
+    const out: string[] = [];
+    const code = await runSchemaCommand(
+      { mysqlUrl: db.url, check: true, createDatabase: false },
+      { out: (l) => out.push(l), err: (l) => out.push(l) },
+    );
+    return { code, out };
+  };
+  const before = await check();
+  assert.equal(before.code, 1);
+  const alters = new Set(
+    before.out.flatMap((l) => [...l.matchAll(/ALTER TABLE [^;)]*utf8mb4/g)].map((m) => m[0])),
+  );
+  assert.deepEqual([...alters].sort(), [
+    "ALTER TABLE `statusengine_hostchecks` CONVERT TO CHARACTER SET utf8mb4",
+    "ALTER TABLE `statusengine_servicestatus` CONVERT TO CHARACTER SET utf8mb4",
+  ], before.out.join("\n"));
+  for (const alter of alters) await db.query(alter);
+  assert.deepEqual(await check(), {
+    code: 0,
+    out: [`Schema of ${db.name} matches the 25 tables the worker needs`],
+  });
+  await insertRows(conn, "statusengine_hostchecks", [hostcheckRow({ output: "OK 😀" })]);
+  const rows = await db.query<{ o: string }[]>("SELECT output AS o FROM statusengine_hostchecks");
+  assert.equal(rows[0]?.o, "OK 😀");
+});

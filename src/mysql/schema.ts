@@ -440,6 +440,11 @@ function isNot(actual: string | null, expected: string | null): string {
   return `is ${actual ?? "none"}, expected ${expected ?? "none"}`;
 }
 
+/** The statement that converts a table and every text column of it to `charset`. */
+function convertCharset(table: string, charset: string): string {
+  return `ALTER TABLE ${quoteIdentifier(table)} CONVERT TO CHARACTER SET ${charset}`;
+}
+
 /** One line describing a difference, for the `schema` command's output. */
 export function describeDifference(d: SchemaDifference): string {
   switch (d.kind) {
@@ -450,7 +455,9 @@ export function describeDifference(d: SchemaDifference): string {
     case "table_engine":
       return `${d.table}: engine ${isNot(d.actual, d.expected)}`;
     case "table_charset":
-      return `${d.table}: default character set ${isNot(d.actual, d.expected)}`;
+      return `${d.table}: default character set ${isNot(d.actual, d.expected)} (${
+        convertCharset(d.table, d.expected)
+      })`;
     case "missing_column":
       return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})`;
     case "extra_column":
@@ -460,7 +467,11 @@ export function describeDifference(d: SchemaDifference): string {
         isNot(formatShape(d.actual), formatShape(d.expected))
       }`;
     case "column_charset":
-      return `${d.table}.${d.column}: character set ${isNot(d.actual, d.expected)}`;
+      return `${d.table}.${d.column}: character set ${
+        isNot(d.actual, d.expected)
+      }; values with characters it lacks (emoji) are refused (${
+        convertCharset(d.table, d.expected)
+      })`;
     case "column_order":
       return `${d.table}: column order ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "primary_key":
