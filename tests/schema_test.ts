@@ -440,3 +440,26 @@ Deno.test("schema --check: a utf8mb3 table or latin1 column names the ALTER that
   const rows = await db.query<{ o: string }[]>("SELECT output AS o FROM statusengine_hostchecks");
   assert.equal(rows[0]?.o, "OK 😀");
 });
+
+// Two `schema` runs at once (two hosts of a deployment): each finds the tables missing, both send
+// CREATE TABLE IF NOT EXISTS, and only one of them creates each table.
+Deno.test("ensureSchema: a table another process created between the lookup and the CREATE is not reported as created", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  let raced: string | undefined;
+  const racing = {
+    query: async (sql: string, params?: unknown[]) => {
+      if (raced === undefined && sql.startsWith("CREATE TABLE IF NOT EXISTS")) {
+        // The other `schema` run wins this table's CREATE.
+        raced = /`([^`]+)`/.exec(sql)?.[1];
+        await db.query(sql);
+      }
+      return await conn.query(sql, params);
+    },
+  } as unknown as mysql.Connection;
+  const result = await ensureSchema(racing, { now: WEEK_29 });
+  assert.equal(raced, "statusengine_dbversion");
+  assert.equal(result.created.length, 24);
+  assert.ok(!result.created.includes("statusengine_dbversion"), result.created.join(", "));
+  assert.deepEqual(await diffSchema(conn), []);
+});

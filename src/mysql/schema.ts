@@ -575,7 +575,7 @@ export const SCHEMA_VERSION = "3.7.4";
 
 /** What `ensureSchema` did. */
 export interface EnsureSchemaResult {
-  /** In catalogue order. */
+  /** In catalogue order; not a table another process created after the lookup. */
   readonly created: readonly TableName[];
   readonly collation: string;
   /**
@@ -583,6 +583,13 @@ export interface EnsureSchemaResult {
    * otherwise `version` is what the row already holds (never rewritten, D2).
    */
   readonly dbversion: { readonly written: boolean; readonly version: string | null };
+}
+
+/** Whether a `CREATE TABLE IF NOT EXISTS` found its table there (note 1050 "already exists"). */
+async function existedAlready(conn: QueryConnection, result: unknown): Promise<boolean> {
+  if (((result as { warningStatus?: number }).warningStatus ?? 0) === 0) return false;
+  const warnings = await rowsOf(conn, "SHOW WARNINGS", []);
+  return warnings.some((w) => w.Code === "1050");
 }
 
 /**
@@ -597,14 +604,18 @@ export async function ensureSchema(
   const collation = await chooseCollation(conn);
   const missing = await missingTables(conn, ALL_TABLES.map((t) => t.name));
   const now = options.now ?? new Date();
+  const created: TableName[] = [];
   for (const name of missing) {
     // IF NOT EXISTS: another process (a second worker, the operator) may create it meanwhile.
-    await conn.query(createTableStatement(TABLES[name], { collation, now })).catch(
+    const [result] = await conn.query(createTableStatement(TABLES[name], { collation, now })).catch(
       (err: unknown) => {
         // The server's reason (an index key too long for the row format, …) often names no table.
         throw new Error(`table ${name}: ${errorMessage(err)}`, { cause: err });
       },
     );
+    // A table that exists by now answers with note 1050 and was not created here. Only that
+    // note counts: MySQL 8 also warns of the integer display widths of a table it did create.
+    if (!(await existedAlready(conn, result))) created.push(name);
   }
   // IGNORE: an existing row (another version, or one written meanwhile) is left as it is.
   const [inserted] = await conn.query(
@@ -620,5 +631,5 @@ export async function ensureSchema(
     const value = (rows as { dbversion?: unknown }[])[0]?.dbversion;
     version = typeof value === "string" ? value : null;
   }
-  return { created: missing, collation, dbversion: { written, version } };
+  return { created, collation, dbversion: { written, version } };
 }
