@@ -7,6 +7,7 @@
 import { ALL_TABLES, type Column, type Table, type TableName, TABLES } from "./catalogue.ts";
 import {
   chooseCollation,
+  columnDefinition,
   createTableStatement,
   type QueryConnection,
   quoteIdentifier,
@@ -440,9 +441,25 @@ function isNot(actual: string | null, expected: string | null): string {
   return `is ${actual ?? "none"}, expected ${expected ?? "none"}`;
 }
 
+function alter(table: string, change: string): string {
+  return `ALTER TABLE ${quoteIdentifier(table)} ${change}`;
+}
+
 /** The statement that converts a table and every text column of it to `charset`. */
 function convertCharset(table: string, charset: string): string {
-  return `ALTER TABLE ${quoteIdentifier(table)} CONVERT TO CHARACTER SET ${charset}`;
+  return alter(table, `CONVERT TO CHARACTER SET ${charset}`);
+}
+
+/** ` (ALTER TABLE … <change>)` for a catalogue column, or nothing for a column it does not know. */
+function mend(d: { table: TableName; column: string }, change: (c: Column) => string): string {
+  const column = TABLES[d.table]?.columns.find((c) => c.name === d.column);
+  return column === undefined ? "" : ` (${alter(d.table, change(column))})`;
+}
+
+/** Where a missing column goes: after the catalogue column before it (added first if missing). */
+function placeOf(table: TableName, column: Column): string {
+  const before = TABLES[table].columns[column.position - 2];
+  return before === undefined ? "FIRST" : `AFTER ${quoteIdentifier(before.name)}`;
 }
 
 /** One line describing a difference, for the `schema` command's output. */
@@ -459,13 +476,15 @@ export function describeDifference(d: SchemaDifference): string {
         convertCharset(d.table, d.expected)
       })`;
     case "missing_column":
-      return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})`;
+      return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})${
+        mend(d, (c) => `ADD COLUMN ${columnDefinition(c)} ${placeOf(d.table, c)}`)
+      }`;
     case "extra_column":
       return `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
     case "column_definition":
       return `${d.table}.${d.column}: column ${
         isNot(formatShape(d.actual), formatShape(d.expected))
-      }`;
+      }${mend(d, (c) => `MODIFY ${columnDefinition(c)}`)}`;
     case "column_charset":
       return `${d.table}.${d.column}: character set ${
         isNot(d.actual, d.expected)
@@ -482,7 +501,12 @@ export function describeDifference(d: SchemaDifference): string {
         )
       }`;
     case "missing_index":
-      return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing`;
+      return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing (${
+        alter(
+          d.table,
+          `ADD INDEX ${quoteIdentifier(d.index)} (${d.expected.map(quoteIdentifier).join(", ")})`,
+        )
+      })`;
     case "index_columns":
       return `${d.table}: index ${d.index} ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "unexpected_unique_index":
