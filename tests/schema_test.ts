@@ -499,3 +499,29 @@ Deno.test("schema --check: a missing index, a missing column and a narrower colu
     out: [`Schema of ${db.name} matches the 25 tables the worker needs`],
   });
 });
+
+// A MyISAM table takes no transaction: a value that does not fit in a later row of a multi-row INSERT
+// is cut silently under STRICT_TRANS_TABLES. The report says the ALTER that makes it InnoDB.
+Deno.test("schema --check: a MyISAM table names the ALTER that makes it InnoDB", async () => {
+  await using db = await createScratchDatabase();
+  {
+    await using conn = await connect(db);
+    await ensureSchema(conn, { now: WEEK_29 });
+  }
+  await db.query("ALTER TABLE `statusengine_dbversion` ENGINE=MyISAM");
+  const out: string[] = [];
+  const check = () =>
+    runSchemaCommand(
+      { mysqlUrl: db.url, check: true, createDatabase: false },
+      { out: (l) => out.push(l), err: (l) => out.push(l) },
+    );
+  assert.equal(await check(), 1);
+  assert.deepEqual(out, [
+    "statusengine_dbversion: engine is MyISAM, expected InnoDB " +
+    "(ALTER TABLE `statusengine_dbversion` ENGINE=InnoDB)",
+    `1 difference(s) in ${db.name}`,
+  ]);
+  await db.query("ALTER TABLE `statusengine_dbversion` ENGINE=InnoDB");
+  out.length = 0;
+  assert.equal(await check(), 0, out.join("\n"));
+});

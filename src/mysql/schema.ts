@@ -470,7 +470,9 @@ export function describeDifference(d: SchemaDifference): string {
     case "not_a_table":
       return `${d.table}: is a ${d.tableType}, expected a base table`;
     case "table_engine":
-      return `${d.table}: engine ${isNot(d.actual, d.expected)}`;
+      return `${d.table}: engine ${isNot(d.actual, d.expected)} (${
+        alter(d.table, `ENGINE=${d.expected}`)
+      })`;
     case "table_charset":
       return `${d.table}: default character set ${isNot(d.actual, d.expected)} (${
         convertCharset(d.table, d.expected)
