@@ -525,3 +525,29 @@ Deno.test("schema --check: a MyISAM table names the ALTER that makes it InnoDB",
   out.length = 0;
   assert.equal(await check(), 0, out.join("\n"));
 });
+
+// A column added to a legacy table by other tooling, NOT NULL without a default, gets no value
+// from the worker's INSERT: strict mode refuses every row (1364). The report says so and how.
+Deno.test("schema --check: an extra NOT NULL column without a default says every INSERT is refused and names the ALTER", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await db.query("ALTER TABLE `statusengine_hostchecks` ADD COLUMN `site_id` int(11) NOT NULL");
+  await conn.query("SET SESSION sql_mode = 'STRICT_TRANS_TABLES'");
+  await assert.rejects(
+    () => insertRows(conn, "statusengine_hostchecks", [hostcheckRow({})]),
+    (e: unknown) => (e as { errno?: number }).errno === 1364,
+  );
+  const out: string[] = [];
+  const code = await runSchemaCommand(
+    { mysqlUrl: db.url, check: true, createDatabase: false },
+    { out: (l) => out.push(l), err: (l) => out.push(l) },
+  );
+  assert.equal(code, 1);
+  const line = out.find((l) => l.startsWith("statusengine_hostchecks.site_id:")) ?? "";
+  assert.match(line, /every INSERT .* refused/, out.join("\n"));
+  const alter = /\((ALTER TABLE .*)\)$/.exec(line)?.[1];
+  assert.equal(alter, "ALTER TABLE `statusengine_hostchecks` MODIFY `site_id` int(11) NULL");
+  await db.query(alter);
+  await insertRows(conn, "statusengine_hostchecks", [hostcheckRow({})]);
+});

@@ -481,8 +481,17 @@ export function describeDifference(d: SchemaDifference): string {
       return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})${
         mend(d, (c) => `ADD COLUMN ${columnDefinition(c)} ${placeOf(d.table, c)}`)
       }`;
-    case "extra_column":
-      return `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
+    case "extra_column": {
+      const line = `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
+      const { type, nullable, autoIncrement } = d.actual;
+      // The worker's INSERT names only catalogue columns: strict mode refuses it (1364).
+      if (nullable || autoIncrement || normalizeColumnDefault(d.actual.default) !== null) {
+        return line;
+      }
+      return `${line}; without a default every INSERT of the worker is refused (${
+        alter(d.table, `MODIFY ${quoteIdentifier(d.column)} ${type} NULL`)
+      })`;
+    }
     case "column_definition":
       return `${d.table}.${d.column}: column ${
         isNot(formatShape(d.actual), formatShape(d.expected))
