@@ -441,6 +441,23 @@ function isNot(actual: string | null, expected: string | null): string {
   return `is ${actual ?? "none"}, expected ${expected ?? "none"}`;
 }
 
+const INTEGER_WIDTHS = ["tinyint", "smallint", "mediumint", "int", "bigint"];
+
+/**
+ * Whether an actual column type holds more than the expected one (a longer varchar, a larger
+ * integer of the same signedness): the worker fits its values to the expected one anyway, and a
+ * MODIFY back would cut what the column holds, so none is offered.
+ */
+function wider(actual: string, expected: string): boolean {
+  const [a, e] = [normalizeColumnType(actual), normalizeColumnType(expected)];
+  const length = (t: string) => Number(/^varchar\((\d+)\)$/.exec(t)?.[1] ?? NaN);
+  if (length(a) > length(e)) return true;
+  const [aBase, ...aRest] = a.split(" ");
+  const [eBase, ...eRest] = e.split(" ");
+  const rank = (t: string | undefined) => INTEGER_WIDTHS.indexOf(t ?? "");
+  return rank(eBase) >= 0 && rank(aBase) > rank(eBase) && aRest.join(" ") === eRest.join(" ");
+}
+
 function alter(table: string, change: string): string {
   return `ALTER TABLE ${quoteIdentifier(table)} ${change}`;
 }
@@ -495,7 +512,9 @@ export function describeDifference(d: SchemaDifference): string {
     case "column_definition":
       return `${d.table}.${d.column}: column ${
         isNot(formatShape(d.actual), formatShape(d.expected))
-      }${mend(d, (c) => `MODIFY ${columnDefinition(c)}`)}`;
+      }${
+        wider(d.actual.type, d.expected.type) ? "" : mend(d, (c) => `MODIFY ${columnDefinition(c)}`)
+      }`;
     case "column_charset":
       return `${d.table}.${d.column}: character set ${
         isNot(d.actual, d.expected)
