@@ -173,10 +173,13 @@ Deno.test("diffSchema: a dropped column, a dropped index and an altered type are
   assert.deepEqual(
     differences.map((d) => describeDifference(d)),
     [
-      "statusengine_hostchecks.long_output: column is missing (expected varchar(8192) NULL)",
-      "statusengine_logentries.logentry_data: column is varchar(512) NULL, expected varchar(2048) NULL",
+      "statusengine_hostchecks.long_output: column is missing (expected varchar(8192) NULL) " +
+      "(ALTER TABLE `statusengine_hostchecks` ADD COLUMN `long_output` varchar(8192) NULL DEFAULT NULL AFTER `max_check_attempts`)",
+      "statusengine_logentries.logentry_data: column is varchar(512) NULL, expected varchar(2048) NULL " +
+      "(ALTER TABLE `statusengine_logentries` MODIFY `logentry_data` varchar(2048) NULL DEFAULT NULL)",
       "statusengine_nodes: secondary UNIQUE index by_version (node_version) is not in the schema",
-      "statusengine_servicestatus: index issues (problem_has_been_acknowledged, scheduled_downtime_depth, current_state) is missing",
+      "statusengine_servicestatus: index issues (problem_has_been_acknowledged, scheduled_downtime_depth, current_state) is missing " +
+      "(ALTER TABLE `statusengine_servicestatus` ADD INDEX `issues` (`problem_has_been_acknowledged`, `scheduled_downtime_depth`, `current_state`))",
     ],
   );
   // ensureSchema never repairs (D2: no ALTER): the differences stay.
@@ -395,4 +398,156 @@ Deno.test("schema: a table the server refuses to create is named in the error", 
   const refused = ALL_TABLES.map((t) => t.name).find((t) => !created.some((r) => r.t === t));
   assert.ok(refused !== undefined, "some table was refused");
   assert.match(err.join("\n"), new RegExp(`\\b${refused}\\b: .*too (large|long)`), err.join("\n"));
+});
+
+// A database of the legacy workers may hold 3-byte utf8 (utf8mb3) tables or latin1 columns: every
+// emoji in a check output is refused there (1366), so the report says which ALTER converts them.
+Deno.test("schema --check: a utf8mb3 table or latin1 column names the ALTER that converts it, and after it an emoji is stored", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await db.query(
+    "ALTER TABLE `statusengine_servicestatus` CONVERT TO CHARACTER SET utf8mb3 COLLATE utf8mb3_general_ci",
+  );
+  await db.query(
+    "ALTER TABLE `statusengine_hostchecks` MODIFY `output` varchar(1024) CHARACTER SET latin1 DEFAULT NULL",
+  );
+  await conn.query("SET SESSION sql_mode = 'STRICT_ALL_TABLES'");
+  await assert.rejects(
+    () => insertRows(conn, "statusengine_hostchecks", [hostcheckRow({ output: "OK 😀" })]),
+    (e: unknown) => (e as { errno?: number }).errno === 1366,
+  );
+  const check = async () => {
+    const out: string[] = [];
+    const code = await runSchemaCommand(
+      { mysqlUrl: db.url, check: true, createDatabase: false },
+      { out: (l) => out.push(l), err: (l) => out.push(l) },
+    );
+    return { code, out };
+  };
+  const before = await check();
+  assert.equal(before.code, 1);
+  const alters = new Set(
+    before.out.flatMap((l) => [...l.matchAll(/ALTER TABLE [^;)]*utf8mb4/g)].map((m) => m[0])),
+  );
+  assert.deepEqual([...alters].sort(), [
+    "ALTER TABLE `statusengine_hostchecks` CONVERT TO CHARACTER SET utf8mb4",
+    "ALTER TABLE `statusengine_servicestatus` CONVERT TO CHARACTER SET utf8mb4",
+  ], before.out.join("\n"));
+  for (const alter of alters) await db.query(alter);
+  assert.deepEqual(await check(), {
+    code: 0,
+    out: [`Schema of ${db.name} matches the 25 tables the worker needs`],
+  });
+  await insertRows(conn, "statusengine_hostchecks", [hostcheckRow({ output: "OK 😀" })]);
+  const rows = await db.query<{ o: string }[]>("SELECT output AS o FROM statusengine_hostchecks");
+  assert.equal(rows[0]?.o, "OK 😀");
+});
+
+// Two `schema` runs at once (two hosts of a deployment): each finds the tables missing, both send
+// CREATE TABLE IF NOT EXISTS, and only one of them creates each table.
+Deno.test("ensureSchema: a table another process created between the lookup and the CREATE is not reported as created", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  let raced: string | undefined;
+  const racing = {
+    query: async (sql: string, params?: unknown[]) => {
+      if (raced === undefined && sql.startsWith("CREATE TABLE IF NOT EXISTS")) {
+        // The other `schema` run wins this table's CREATE.
+        raced = /`([^`]+)`/.exec(sql)?.[1];
+        await db.query(sql);
+      }
+      return await conn.query(sql, params);
+    },
+  } as unknown as mysql.Connection;
+  const result = await ensureSchema(racing, { now: WEEK_29 });
+  assert.equal(raced, "statusengine_dbversion");
+  assert.equal(result.created.length, 24);
+  assert.ok(!result.created.includes("statusengine_dbversion"), result.created.join(", "));
+  assert.deepEqual(await diffSchema(conn), []);
+});
+
+// A database of the legacy workers has neither status table's node_name index
+// (docs/tables.md#schema-differences), and may have narrower or missing columns: the report says
+// the statement that mends each, and running exactly those leaves no difference.
+Deno.test("schema --check: a missing index, a missing column and a narrower column each name the ALTER that mends it", async () => {
+  await using db = await createScratchDatabase();
+  {
+    await using conn = await connect(db);
+    await ensureSchema(conn, { now: WEEK_29 });
+  }
+  await db.query("ALTER TABLE `statusengine_hoststatus` DROP INDEX `node_name`");
+  await db.query("ALTER TABLE `statusengine_servicestatus` DROP INDEX `node_name`");
+  await db.query("ALTER TABLE `statusengine_hostchecks` MODIFY `output` varchar(255) NOT NULL");
+  await db.query("ALTER TABLE `statusengine_servicechecks` DROP COLUMN `long_output`");
+  const check = async () => {
+    const out: string[] = [];
+    const code = await runSchemaCommand(
+      { mysqlUrl: db.url, check: true, createDatabase: false },
+      { out: (l) => out.push(l), err: (l) => out.push(l) },
+    );
+    return { code, out };
+  };
+  const before = await check();
+  assert.equal(before.code, 1);
+  const differences = before.out.slice(0, -1);
+  const alters = differences.flatMap((l) => /\((ALTER TABLE .*)\)$/.exec(l)?.[1] ?? []);
+  assert.equal(alters.length, 4, before.out.join("\n"));
+  for (const alter of alters) await db.query(alter);
+  assert.deepEqual(await check(), {
+    code: 0,
+    out: [`Schema of ${db.name} matches the 25 tables the worker needs`],
+  });
+});
+
+// A MyISAM table takes no transaction: a value that does not fit in a later row of a multi-row INSERT
+// is cut silently under STRICT_TRANS_TABLES. The report says the ALTER that makes it InnoDB.
+Deno.test("schema --check: a MyISAM table names the ALTER that makes it InnoDB", async () => {
+  await using db = await createScratchDatabase();
+  {
+    await using conn = await connect(db);
+    await ensureSchema(conn, { now: WEEK_29 });
+  }
+  await db.query("ALTER TABLE `statusengine_dbversion` ENGINE=MyISAM");
+  const out: string[] = [];
+  const check = () =>
+    runSchemaCommand(
+      { mysqlUrl: db.url, check: true, createDatabase: false },
+      { out: (l) => out.push(l), err: (l) => out.push(l) },
+    );
+  assert.equal(await check(), 1);
+  assert.deepEqual(out, [
+    "statusengine_dbversion: engine is MyISAM, expected InnoDB " +
+    "(ALTER TABLE `statusengine_dbversion` ENGINE=InnoDB)",
+    `1 difference(s) in ${db.name}`,
+  ]);
+  await db.query("ALTER TABLE `statusengine_dbversion` ENGINE=InnoDB");
+  out.length = 0;
+  assert.equal(await check(), 0, out.join("\n"));
+});
+
+// A column added to a legacy table by other tooling, NOT NULL without a default, gets no value
+// from the worker's INSERT: strict mode refuses every row (1364). The report says so and how.
+Deno.test("schema --check: an extra NOT NULL column without a default says every INSERT is refused and names the ALTER", async () => {
+  await using db = await createScratchDatabase();
+  await using conn = await connect(db);
+  await ensureSchema(conn, { now: WEEK_29 });
+  await db.query("ALTER TABLE `statusengine_hostchecks` ADD COLUMN `site_id` int(11) NOT NULL");
+  await conn.query("SET SESSION sql_mode = 'STRICT_TRANS_TABLES'");
+  await assert.rejects(
+    () => insertRows(conn, "statusengine_hostchecks", [hostcheckRow({})]),
+    (e: unknown) => (e as { errno?: number }).errno === 1364,
+  );
+  const out: string[] = [];
+  const code = await runSchemaCommand(
+    { mysqlUrl: db.url, check: true, createDatabase: false },
+    { out: (l) => out.push(l), err: (l) => out.push(l) },
+  );
+  assert.equal(code, 1);
+  const line = out.find((l) => l.startsWith("statusengine_hostchecks.site_id:")) ?? "";
+  assert.match(line, /every INSERT .* refused/, out.join("\n"));
+  const alter = /\((ALTER TABLE .*)\)$/.exec(line)?.[1];
+  assert.equal(alter, "ALTER TABLE `statusengine_hostchecks` MODIFY `site_id` int(11) NULL");
+  await db.query(alter);
+  await insertRows(conn, "statusengine_hostchecks", [hostcheckRow({})]);
 });

@@ -98,7 +98,8 @@ export function quoteIdentifier(name: string): string {
   return `\`${name.replaceAll("`", "``")}\``;
 }
 
-function columnDefinition(column: Column): string {
+/** A column as `CREATE TABLE` and `ALTER TABLE … MODIFY` spell it, its name quoted. */
+export function columnDefinition(column: Column): string {
   let sql = `${quoteIdentifier(column.name)} ${column.type} ${
     column.nullable ? "NULL" : "NOT NULL"
   }`;

@@ -7,6 +7,7 @@
 import { ALL_TABLES, type Column, type Table, type TableName, TABLES } from "./catalogue.ts";
 import {
   chooseCollation,
+  columnDefinition,
   createTableStatement,
   type QueryConnection,
   quoteIdentifier,
@@ -440,6 +441,44 @@ function isNot(actual: string | null, expected: string | null): string {
   return `is ${actual ?? "none"}, expected ${expected ?? "none"}`;
 }
 
+const INTEGER_WIDTHS = ["tinyint", "smallint", "mediumint", "int", "bigint"];
+
+/**
+ * Whether an actual column type holds more than the expected one (a longer varchar, a larger
+ * integer of the same signedness): the worker fits its values to the expected one anyway, and a
+ * MODIFY back would cut what the column holds, so none is offered.
+ */
+function wider(actual: string, expected: string): boolean {
+  const [a, e] = [normalizeColumnType(actual), normalizeColumnType(expected)];
+  const length = (t: string) => Number(/^varchar\((\d+)\)$/.exec(t)?.[1] ?? NaN);
+  if (length(a) > length(e)) return true;
+  const [aBase, ...aRest] = a.split(" ");
+  const [eBase, ...eRest] = e.split(" ");
+  const rank = (t: string | undefined) => INTEGER_WIDTHS.indexOf(t ?? "");
+  return rank(eBase) >= 0 && rank(aBase) > rank(eBase) && aRest.join(" ") === eRest.join(" ");
+}
+
+function alter(table: string, change: string): string {
+  return `ALTER TABLE ${quoteIdentifier(table)} ${change}`;
+}
+
+/** The statement that converts a table and every text column of it to `charset`. */
+function convertCharset(table: string, charset: string): string {
+  return alter(table, `CONVERT TO CHARACTER SET ${charset}`);
+}
+
+/** ` (ALTER TABLE … <change>)` for a catalogue column, or nothing for a column it does not know. */
+function mend(d: { table: TableName; column: string }, change: (c: Column) => string): string {
+  const column = TABLES[d.table]?.columns.find((c) => c.name === d.column);
+  return column === undefined ? "" : ` (${alter(d.table, change(column))})`;
+}
+
+/** Where a missing column goes: after the catalogue column before it (added first if missing). */
+function placeOf(table: TableName, column: Column): string {
+  const before = TABLES[table].columns[column.position - 2];
+  return before === undefined ? "FIRST" : `AFTER ${quoteIdentifier(before.name)}`;
+}
+
 /** One line describing a difference, for the `schema` command's output. */
 export function describeDifference(d: SchemaDifference): string {
   switch (d.kind) {
@@ -448,19 +487,40 @@ export function describeDifference(d: SchemaDifference): string {
     case "not_a_table":
       return `${d.table}: is a ${d.tableType}, expected a base table`;
     case "table_engine":
-      return `${d.table}: engine ${isNot(d.actual, d.expected)}`;
+      return `${d.table}: engine ${isNot(d.actual, d.expected)} (${
+        alter(d.table, `ENGINE=${d.expected}`)
+      })`;
     case "table_charset":
-      return `${d.table}: default character set ${isNot(d.actual, d.expected)}`;
+      return `${d.table}: default character set ${isNot(d.actual, d.expected)} (${
+        convertCharset(d.table, d.expected)
+      })`;
     case "missing_column":
-      return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})`;
-    case "extra_column":
-      return `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
+      return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})${
+        mend(d, (c) => `ADD COLUMN ${columnDefinition(c)} ${placeOf(d.table, c)}`)
+      }`;
+    case "extra_column": {
+      const line = `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
+      const { type, nullable, autoIncrement } = d.actual;
+      // The worker's INSERT names only catalogue columns: strict mode refuses it (1364).
+      if (nullable || autoIncrement || normalizeColumnDefault(d.actual.default) !== null) {
+        return line;
+      }
+      return `${line}; without a default every INSERT of the worker is refused (${
+        alter(d.table, `MODIFY ${quoteIdentifier(d.column)} ${type} NULL`)
+      })`;
+    }
     case "column_definition":
       return `${d.table}.${d.column}: column ${
         isNot(formatShape(d.actual), formatShape(d.expected))
+      }${
+        wider(d.actual.type, d.expected.type) ? "" : mend(d, (c) => `MODIFY ${columnDefinition(c)}`)
       }`;
     case "column_charset":
-      return `${d.table}.${d.column}: character set ${isNot(d.actual, d.expected)}`;
+      return `${d.table}.${d.column}: character set ${
+        isNot(d.actual, d.expected)
+      }; values with characters it lacks (emoji) are refused (${
+        convertCharset(d.table, d.expected)
+      })`;
     case "column_order":
       return `${d.table}: column order ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "primary_key":
@@ -471,7 +531,12 @@ export function describeDifference(d: SchemaDifference): string {
         )
       }`;
     case "missing_index":
-      return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing`;
+      return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing (${
+        alter(
+          d.table,
+          `ADD INDEX ${quoteIdentifier(d.index)} (${d.expected.map(quoteIdentifier).join(", ")})`,
+        )
+      })`;
     case "index_columns":
       return `${d.table}: index ${d.index} ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "unexpected_unique_index":
@@ -564,7 +629,7 @@ export const SCHEMA_VERSION = "3.7.4";
 
 /** What `ensureSchema` did. */
 export interface EnsureSchemaResult {
-  /** In catalogue order. */
+  /** In catalogue order; not a table another process created after the lookup. */
   readonly created: readonly TableName[];
   readonly collation: string;
   /**
@@ -572,6 +637,13 @@ export interface EnsureSchemaResult {
    * otherwise `version` is what the row already holds (never rewritten, D2).
    */
   readonly dbversion: { readonly written: boolean; readonly version: string | null };
+}
+
+/** Whether a `CREATE TABLE IF NOT EXISTS` found its table there (note 1050 "already exists"). */
+async function existedAlready(conn: QueryConnection, result: unknown): Promise<boolean> {
+  if (((result as { warningStatus?: number }).warningStatus ?? 0) === 0) return false;
+  const warnings = await rowsOf(conn, "SHOW WARNINGS", []);
+  return warnings.some((w) => w.Code === "1050");
 }
 
 /**
@@ -586,14 +658,18 @@ export async function ensureSchema(
   const collation = await chooseCollation(conn);
   const missing = await missingTables(conn, ALL_TABLES.map((t) => t.name));
   const now = options.now ?? new Date();
+  const created: TableName[] = [];
   for (const name of missing) {
     // IF NOT EXISTS: another process (a second worker, the operator) may create it meanwhile.
-    await conn.query(createTableStatement(TABLES[name], { collation, now })).catch(
+    const [result] = await conn.query(createTableStatement(TABLES[name], { collation, now })).catch(
       (err: unknown) => {
         // The server's reason (an index key too long for the row format, …) often names no table.
         throw new Error(`table ${name}: ${errorMessage(err)}`, { cause: err });
       },
     );
+    // A table that exists by now answers with note 1050 and was not created here. Only that
+    // note counts: MySQL 8 also warns of the integer display widths of a table it did create.
+    if (!(await existedAlready(conn, result))) created.push(name);
   }
   // IGNORE: an existing row (another version, or one written meanwhile) is left as it is.
   const [inserted] = await conn.query(
@@ -609,5 +685,5 @@ export async function ensureSchema(
     const value = (rows as { dbversion?: unknown }[])[0]?.dbversion;
     version = typeof value === "string" ? value : null;
   }
-  return { created: missing, collation, dbversion: { written, version } };
+  return { created, collation, dbversion: { written, version } };
 }

@@ -449,3 +449,23 @@ Deno.test("describeDifference: every kind names its table and reads as one line"
     assert.ok(!line.includes("\n"), line);
   }
 });
+
+Deno.test("describeDifference: a column wider than the schema's is not offered a MODIFY that would cut its values", () => {
+  const s = mariaDbSnapshot([TABLES.statusengine_hostchecks]);
+  s.columns = s.columns.map((c) =>
+    c.columnName === "output"
+      ? { ...c, columnType: "varchar(4096)" }
+      : c.columnName === "timeout"
+      ? { ...c, columnType: "int(11)" }
+      : c.columnName === "command"
+      ? { ...c, columnType: "varchar(255)" }
+      : c
+  );
+  const lines = compareSchema(s, [TABLES.statusengine_hostchecks]).map(describeDifference);
+  assert.deepEqual(lines, [
+    "statusengine_hostchecks.output: column is varchar(4096) NULL, expected varchar(1024) NULL",
+    "statusengine_hostchecks.timeout: column is int(11) NULL DEFAULT 0, expected smallint(3) NULL DEFAULT 0",
+    "statusengine_hostchecks.command: column is varchar(255) NULL, expected varchar(1024) NULL " +
+    "(ALTER TABLE `statusengine_hostchecks` MODIFY `command` varchar(1024) NULL DEFAULT NULL)",
+  ]);
+});

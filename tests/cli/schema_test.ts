@@ -101,7 +101,8 @@ Deno.test("schema --check: prints every difference and creates nothing", async (
   assert.equal(result.code, 1);
   assert.ok(
     result.out.includes(
-      "statusengine_nodes.node_version: column is missing (expected varchar(255) NULL)",
+      "statusengine_nodes.node_version: column is missing (expected varchar(255) NULL) " +
+        "(ALTER TABLE `statusengine_nodes` ADD COLUMN `node_version` varchar(255) NULL DEFAULT NULL AFTER `node_name`)",
     ),
     result.out.join("\n"),
   );
