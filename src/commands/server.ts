@@ -127,7 +127,9 @@ export async function startCommandServer(options: CommandServerOptions): Promise
           error: "the broker did not confirm the command; it may have been queued, so check " +
             "before sending it again",
         })
-        : json(503, { error: "the broker could not be reached; nothing was queued" });
+        : json(503, {
+          error: "the broker could not be reached or refused the command; nothing was queued",
+        });
     }
     metrics.commandsPublished.inc();
     for (const command of result.commands) metrics.commandsReceived.inc({ command });
