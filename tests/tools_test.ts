@@ -7,7 +7,12 @@ import assert from "node:assert/strict";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchVhost } from "./helpers/rabbitmq.ts";
-import { cutAmqpAtFirstDeclare, startMysqlProxy, startTcpPeer } from "./helpers/tcp_proxy.ts";
+import {
+  cutAmqpAtFirstDeclare,
+  startMysqlProxy,
+  startTcpPeer,
+  startTcpProxy,
+} from "./helpers/tcp_proxy.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { orStuck, waitFor } from "./helpers/wait.ts";
 import { capture } from "./helpers/capture.ts";
@@ -1245,38 +1250,37 @@ Deno.test("tools: dev_env.sh --gearmand exits 0 once its gearmand answers, and n
 // A job server frozen mid-run (SIGSTOP, a paused VM, a partition without RST) answers nothing:
 // publish waited for the oldest answer of a full window, and after the signal for every answer in
 // flight, without end, so Ctrl-C did nothing and only a second one ended it, without a summary.
+// The freeze is a proxy that stops forwarding: a SIGSTOP sent from the job generator let gearmand
+// answer up to 99 more jobs on a loaded machine.
 Deno.test("tools: publish interrupted while its job server is frozen returns, counting the jobs with no answer", async () => {
   await using gearmand = await startGearmand();
+  await using proxy = await startTcpProxy(gearmand.addr);
   const controller = new AbortController();
   function* items(): Generator<PublishItem> {
     for (let i = 0; i < 1_000; i++) {
-      if (i === 5) Deno.kill(gearmand.pid, "SIGSTOP");
+      if (i === 5) proxy.freeze();
       // The window (256 jobs) is full from here on: publish waits for an answer that never comes.
       if (i === 256) controller.abort();
       yield { payload: '{"messages":[],"format":"none"}', events: 0 };
     }
   }
-  try {
-    const c = capture();
-    const publishing = publishJobs("statusngin_logentries", items(), {
-      gearmanAddr: [gearmand.addr],
-      io: c.io,
-      signal: controller.signal,
-    });
-    // Only the first 5 jobs can be answered.
-    const result = await orStuck(publishing);
-    assert.notEqual(result, "stuck", "publish did not return after its signal aborted");
-    if (result === "stuck") return;
-    assert.equal(result.interrupted, true);
-    assert.ok(result.jobs <= 5, `confirmed: ${result.jobs}`);
-    assert.ok(result.unconfirmed >= 251, `unconfirmed: ${result.unconfirmed}`);
-    assert.match(
-      summaryLine("statusngin_logentries", result, 1),
-      /^interrupted after publishing \d jobs \(0 events\) and \d+ more with no answer \(outcome unknown\) to /,
-    );
-  } finally {
-    Deno.kill(gearmand.pid, "SIGCONT");
-  }
+  const c = capture();
+  const publishing = publishJobs("statusngin_logentries", items(), {
+    gearmanAddr: [proxy.addr],
+    io: c.io,
+    signal: controller.signal,
+  });
+  // Only the first 5 jobs can be answered.
+  const result = await orStuck(publishing);
+  assert.notEqual(result, "stuck", "publish did not return after its signal aborted");
+  if (result === "stuck") return;
+  assert.equal(result.interrupted, true);
+  assert.ok(result.jobs <= 5, `confirmed: ${result.jobs}`);
+  assert.ok(result.unconfirmed >= 251, `unconfirmed: ${result.unconfirmed}`);
+  assert.match(
+    summaryLine("statusngin_logentries", result, 1),
+    /^interrupted after publishing \d jobs \(0 events\) and \d+ more with no answer \(outcome unknown\) to /,
+  );
 });
 
 // Interrupted while the job server was lost mid-run, publish said it "was interrupted before it
