@@ -62,7 +62,7 @@ function isValueChar(c: number): boolean {
 
 /**
  * A label without the plugin's quotes (docs/perfdata.md#labels): plugins quote a label that holds
- * spaces or `=` (`'memory used'`) and write a quote inside one as `''`. A label that starts and
+ * spaces (`'memory used'`) and write a quote inside one as `''`. A label that starts and
  * ends with a quote loses them and has `''` read as `'`; any other label is returned as it is.
  *
  * @example
