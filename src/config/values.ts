@@ -125,9 +125,9 @@ export function formatByteSize(bytes: number): string {
 const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 const IPV6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
 
-/** A host name, IPv4 address or bare IPv6 address (no brackets), unchanged. */
+/** A host name, IPv4 address or bare IPv6 address (no brackets), unchanged; "" = every interface. */
 function parseHost(host: string): Parsed<string> {
-  if (HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
+  if (host === "" || HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
   return fail(`${JSON.stringify(host)} is not a host name or IP address`);
 }
 
@@ -530,11 +530,11 @@ export function acceptedForm(row: SettingRow): string {
     case "enum":
       return `one of ${kind.values.join(", ")}`;
     case "host":
-      return "host name or IP address";
+      return "host name or IP address; empty = every interface, IPv4 and IPv6";
     case "hostPort":
-      return `${kind.emptyHost ? "host:port (:port = all interfaces)" : "host:port"}${
-        kind.emptyDisables === true ? "; empty = off" : ""
-      }`;
+      return `${
+        kind.emptyHost ? "host:port (:port = every interface, IPv4 and IPv6)" : "host:port"
+      }${kind.emptyDisables === true ? "; empty = off" : ""}`;
     case "hostPortList":
       return "comma-separated host:port list (YAML: a list or a string)";
     case "url":

@@ -45,6 +45,7 @@ export interface HttpLimits {
 
 /** Where a server listens: what the metrics, `/ws` and `/commands` servers' options share. */
 export interface ListenAddress {
+  /** "" = every interface, IPv4 and IPv6 (what Go's `:port` binds). */
   readonly hostname: string;
   /** 0 picks a free port. */
   readonly port: number;
@@ -243,7 +244,9 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen({ host: options.hostname, port: options.port }, () => {
+    // Without a host node binds `::` dual-stack, or 0.0.0.0 where the host has no IPv6.
+    const at = options.hostname === "" ? {} : { host: options.hostname };
+    server.listen({ ...at, port: options.port }, () => {
       server.off("error", reject);
       resolve();
     });
