@@ -14,6 +14,7 @@ import type { HttpLimits, ListenerName } from "../src/http/listen.ts";
 import { HEADER_TIMEOUT_MS, LISTENERS, MAX_CONNECTIONS } from "../src/http/listen.ts";
 import { loadSettings } from "../src/config/mod.ts";
 import { workerConfigFrom } from "../src/cli/run.ts";
+import { withLogs } from "./helpers/logs.ts";
 
 const WS_KEY = "ws-key";
 const COMMAND_KEY = "command-key";
@@ -301,5 +302,48 @@ Deno.test({
         assert.equal(await request(listener, ports[listener], host), OK[listener], host);
       }
     }
+  },
+});
+
+// `::1:9105` reads as host ::1:9105 without a port as well as ::1 port 9105: it was what the
+// listening lines and the port-taken error printed.
+Deno.test({
+  name: "http: IPv6 listen addresses are bracketed in the listening lines and the port-taken error",
+  ignore: !hasIpv6Loopback(),
+  fn: async () => {
+    await using gearmand = await startGearmand();
+    await using db = await createScratchDatabase();
+    await createSchema(db.url);
+    const v6 = { hostname: "::1", port: 0 };
+    const listening = await withLogs(async (logs) => {
+      await using worker = await startTestWorker(testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        metrics: v6,
+        websocket: { ...v6, apiKeys: [WS_KEY] },
+        commands: { ...v6, apiKeys: [COMMAND_KEY] },
+      }));
+      assert.ok(worker.metricsPort !== null);
+      return logs.filter((l) => / listening$/.test(l.message)).map((l) => l.properties["addr"]);
+    });
+    assert.equal(listening.length, 3, JSON.stringify(listening));
+    for (const addr of listening) assert.match(String(addr), /^\[::1\]:[0-9]+$/);
+
+    using taken = Deno.listen({ hostname: "::1", port: 0 });
+    const port = (taken.addr as Deno.NetAddr).port;
+    await assert.rejects(
+      startTestWorker(testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        metrics: { hostname: "::1", port },
+      })),
+      (err: Error) => {
+        assert.match(
+          err.message,
+          new RegExp(`metrics listener \\[::1\\]:${port}: \\[::1\\]:${port}: `),
+        );
+        return true;
+      },
+    );
   },
 });

@@ -14,6 +14,7 @@ import { Readable } from "node:stream";
 import { type WebSocket as ServerWebSocket, WebSocketServer } from "ws";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { joinHostPort } from "../util/address.ts";
 
 const log = getLogger("http");
 
@@ -252,7 +253,9 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     });
   }).catch((err: unknown) => {
     throw (err as { code?: unknown }).code === "EADDRINUSE"
-      ? new Deno.errors.AddrInUse(`${options.hostname}:${options.port}: ${errorMessage(err)}`)
+      ? new Deno.errors.AddrInUse(
+        `${joinHostPort(options.hostname, options.port)}: ${errorMessage(err)}`,
+      )
       : err;
   });
   server.on("error", (err: Error) => {
@@ -328,7 +331,5 @@ async function writeRawResponse(socket: Socket, response: Response): Promise<voi
 
 /** The peer of a connection for log lines: `host:port` or `[v6]:port`. */
 function remoteOf(socket: Socket): string {
-  const host = socket.remoteAddress ?? "unknown";
-  const port = socket.remotePort ?? 0;
-  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+  return joinHostPort(socket.remoteAddress ?? "unknown", socket.remotePort ?? 0);
 }
