@@ -14,6 +14,7 @@ import type { HttpLimits, ListenerName } from "../src/http/listen.ts";
 import { HEADER_TIMEOUT_MS, LISTENERS, MAX_CONNECTIONS } from "../src/http/listen.ts";
 import { loadSettings } from "../src/config/mod.ts";
 import { workerConfigFrom } from "../src/cli/run.ts";
+import { withLogs } from "./helpers/logs.ts";
 
 const WS_KEY = "ws-key";
 const COMMAND_KEY = "command-key";
@@ -43,8 +44,8 @@ async function withWorker(
 }
 
 /** A request that works on each listener. */
-async function request(listener: ListenerName, port: number): Promise<number> {
-  const base = `http://127.0.0.1:${port}`;
+async function request(listener: ListenerName, port: number, host = "127.0.0.1"): Promise<number> {
+  const base = `http://${host}:${port}`;
   const res = listener === "metrics"
     ? await fetch(`${base}/metrics`)
     : listener === "commands"
@@ -243,10 +244,106 @@ Deno.test("http: the defaults are 10 s for the head and 512 connections; /metric
   });
   // The Go worker's form still opens every interface when asked to.
   const goForm = await loadSettings("run", { argv: ["--metrics-listen-addr", ":9105"], env: {} });
-  assert.equal(goForm.settings.metricsHost, "0.0.0.0");
+  assert.equal(goForm.settings.metricsHost, "");
   const exposed = await loadSettings("run", {
     argv: [],
     env: { STATUSENGINE_METRICS_HOST: "0.0.0.0" },
   });
   assert.equal(exposed.settings.metricsHost, "0.0.0.0");
+});
+
+/** A port free on every interface, IPv4 and IPv6 (small race, as gearmand's freePort). */
+function freeDualStackPort(): number {
+  const listener = Deno.listen({ hostname: "::", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+function hasIpv6Loopback(): boolean {
+  try {
+    Deno.listen({ hostname: "::1", port: 0 }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// `:port` is the Go worker's "every interface", which Go binds on IPv4 and IPv6; it used to bind
+// 0.0.0.0 only, so a Prometheus or UI reaching the worker over IPv6 got "connection refused".
+Deno.test({
+  name: "http: a :port listen address is reachable over IPv4 and IPv6 on every listener",
+  ignore: !hasIpv6Loopback(),
+  fn: async () => {
+    const ports = { metrics: 0, websocket: 0, commands: 0 };
+    for (const name of LISTENERS) ports[name] = freeDualStackPort();
+    const { settings } = await loadSettings("run", {
+      argv: [
+        ...["--metrics-listen-addr", `:${ports.metrics}`],
+        ...["--listen-addr", `:${ports.websocket}`],
+        ...["--command-listen-addr", `:${ports.commands}`],
+      ],
+      env: { STATUSENGINE_API_KEYS: WS_KEY, STATUSENGINE_API_COMMAND_KEYS: COMMAND_KEY },
+    });
+    const { metrics, websocket, commands } = workerConfigFrom(settings);
+    assert.ok(metrics && websocket && commands, "all three listeners are configured");
+    await using gearmand = await startGearmand();
+    await using db = await createScratchDatabase();
+    await createSchema(db.url);
+    await using _worker = await startTestWorker(testConfig({
+      gearmanServers: [gearmand.addr],
+      mysqlUrl: db.url,
+      metrics,
+      websocket,
+      commands,
+    }));
+    for (const listener of LISTENERS) {
+      for (const host of ["127.0.0.1", "[::1]"]) {
+        assert.equal(await request(listener, ports[listener], host), OK[listener], host);
+      }
+    }
+  },
+});
+
+// `::1:9105` reads as host ::1:9105 without a port as well as ::1 port 9105: it was what the
+// listening lines and the port-taken error printed.
+Deno.test({
+  name: "http: IPv6 listen addresses are bracketed in the listening lines and the port-taken error",
+  ignore: !hasIpv6Loopback(),
+  fn: async () => {
+    await using gearmand = await startGearmand();
+    await using db = await createScratchDatabase();
+    await createSchema(db.url);
+    const v6 = { hostname: "::1", port: 0 };
+    const listening = await withLogs(async (logs) => {
+      await using worker = await startTestWorker(testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        metrics: v6,
+        websocket: { ...v6, apiKeys: [WS_KEY] },
+        commands: { ...v6, apiKeys: [COMMAND_KEY] },
+      }));
+      assert.ok(worker.metricsPort !== null);
+      return logs.filter((l) => / listening$/.test(l.message)).map((l) => l.properties["addr"]);
+    });
+    assert.equal(listening.length, 3, JSON.stringify(listening));
+    for (const addr of listening) assert.match(String(addr), /^\[::1\]:[0-9]+$/);
+
+    using taken = Deno.listen({ hostname: "::1", port: 0 });
+    const port = (taken.addr as Deno.NetAddr).port;
+    await assert.rejects(
+      startTestWorker(testConfig({
+        gearmanServers: [gearmand.addr],
+        mysqlUrl: db.url,
+        metrics: { hostname: "::1", port },
+      })),
+      (err: Error) => {
+        assert.match(
+          err.message,
+          new RegExp(`metrics listener \\[::1\\]:${port}: \\[::1\\]:${port}: `),
+        );
+        return true;
+      },
+    );
+  },
 });

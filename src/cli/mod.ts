@@ -35,6 +35,7 @@ import { runLosstestCommand } from "./losstest.ts";
 import { runVerifyCommand } from "./verify.ts";
 import { reportConfigError, runConfigCommand } from "./config.ts";
 import { runDeadLettersCommand } from "./dead_letters.ts";
+import { joinHostPort } from "../util/address.ts";
 
 const log = getLogger("cli");
 
@@ -214,7 +215,7 @@ function localMetricsUrl(
 ): string | undefined {
   if (port === 0) return undefined;
   const target = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
-  return `http://${target.includes(":") ? `[${target}]` : target}:${port}/metrics`;
+  return `http://${joinHostPort(target, port)}/metrics`;
 }
 
 /**

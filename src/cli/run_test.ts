@@ -52,10 +52,10 @@ Deno.test("run: /commands is configured only when command keys exist (docs/opera
   assert.deepEqual(own.commands?.allow, ["del_host_downtime", "*"]);
 });
 
-Deno.test("run: --command-listen-addr maps :port to all interfaces and keeps IPv6 hosts", async () => {
+Deno.test("run: --command-listen-addr maps :port to every interface (no host) and keeps IPv6 hosts", async () => {
   const all = await configFor(["--command-api-keys", "k", "--command-listen-addr", ":9000"]);
   assert.deepEqual(all.commands, {
-    hostname: "0.0.0.0",
+    hostname: "",
     port: 9000,
     apiKeys: ["k"],
     allow: ALLOW,

@@ -8,7 +8,8 @@
  */
 
 import { closest, distance } from "fastest-levenshtein";
-import { ConfigError, joinHostPort } from "./values.ts";
+import { ConfigError } from "./values.ts";
+import { joinHostPort } from "../util/address.ts";
 import {
   derivedEnvName,
   derivedYamlKey,
@@ -266,7 +267,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
           "answered within 5 s)",
       );
     }
-    return r.value(joinHostPort({ host, port }), ["gearman.address", "gearman.port"]);
+    return r.value(joinHostPort(host, port), ["gearman.address", "gearman.port"]);
   }),
   translation("rabbitmq-url", ["rabbitmq"], (doc, r) => {
     const block = blockOf(doc, "rabbitmq", r);
@@ -286,7 +287,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     // the path, with a literal slash encoded as %2F.
     const vhostPath = vhost === "/" ? "/" : `/${encodeURIComponent(vhost)}`;
     const credentials = `${encodeURIComponent(user)}:${encodeURIComponent(password)}`;
-    return `amqp://${credentials}@${joinHostPort({ host, port })}${vhostPath}`;
+    return `amqp://${credentials}@${joinHostPort(host, port)}${vhostPath}`;
   }),
   booleanTranslation("rabbitmq-durable-queues", "rabbitmq.durable_queues"),
   booleanTranslation("check-for-commands", "check_for_commands"),
@@ -340,7 +341,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     const database = encodeURIComponent(field(block, "mysql.database", "statusengine_data", r));
     // mysql.encoding is deliberately not carried over: the connection is always utf8mb4.
     const credentials = password === "" ? user : `${user}:${encodeURIComponent(password)}`;
-    return `mysql://${credentials}@${joinHostPort({ host, port })}/${database}`;
+    return `mysql://${credentials}@${joinHostPort(host, port)}/${database}`;
   }),
   translation("mysql-batch-size", ["number_of_bulk_records"], (doc, r) => {
     const raw = doc.number_of_bulk_records;
@@ -383,7 +384,7 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
   translation("graphite-addr", ["graphite_address", "graphite_port"], (doc, r) => {
     const host = field(doc, "graphite_address", "localhost", r);
     const port = portField(doc, "graphite_port", 2003, r);
-    return joinHostPort({ host, port });
+    return joinHostPort(host, port);
   }),
   booleanTranslation("enable-openitcockpit-tweaks", "is_openitcockpit"),
 ];

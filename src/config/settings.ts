@@ -207,11 +207,14 @@ function regexProblem(value: string): string | null {
   }
 }
 
-/** A validated listen address (`host:port`, `[v6]:port`, `:port` = all interfaces) → listen options. */
+/**
+ * A validated listen address (`host:port`, `[v6]:port`) → listen options; `:port` gives the
+ * hostname "", every interface of IPv4 and IPv6 (src/http/listen.ts).
+ */
 export function listenAddress(addr: string): { hostname: string; port: number } {
   const colon = addr.lastIndexOf(":");
   const host = addr.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
-  return { hostname: host === "" ? "0.0.0.0" : host, port: Number(addr.slice(colon + 1)) };
+  return { hostname: host, port: Number(addr.slice(colon + 1)) };
 }
 
 function age<const N extends string>(name: N, days: number, table: string, column: string) {
@@ -551,8 +554,8 @@ export const SETTINGS = [
   setting("metrics-host", { type: "host" }, {
     default: "127.0.0.1",
     commands: ["run", "status"],
-    help: "Address the /metrics listener binds to; 0.0.0.0 (or :: for IPv6) lets a Prometheus " +
-      "on another host scrape it. /metrics has no authentication.",
+    help: "Address the /metrics listener binds to; empty lets a Prometheus on another host " +
+      "scrape it over IPv4 and IPv6 (0.0.0.0: IPv4 only). /metrics has no authentication.",
   }),
   setting("metrics-listen-addr", { type: "hostPort", emptyHost: true }, {
     commands: ["run", "status"],

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { splitUrlHosts } from "../util/address.ts";
+import { joinHostPort, splitUrlHosts } from "../util/address.ts";
 import { redactUrl } from "../util/redact.ts";
 import { type CommandName, defaultOf, type Kind, type SettingRow } from "./settings.ts";
 
@@ -125,9 +125,9 @@ export function formatByteSize(bytes: number): string {
 const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 const IPV6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
 
-/** A host name, IPv4 address or bare IPv6 address (no brackets), unchanged. */
+/** A host name, IPv4 address or bare IPv6 address (no brackets), unchanged; "" = every interface. */
 function parseHost(host: string): Parsed<string> {
-  if (HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
+  if (host === "" || HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
   return fail(`${JSON.stringify(host)} is not a host name or IP address`);
 }
 
@@ -163,11 +163,6 @@ export function splitHostPort(addr: string, emptyHost = false): Parsed<HostPort>
   const port = Number(portText);
   if (port < 1 || port > 65535) return fail(`${quoted} has a port outside 1..65535`);
   return ok({ host, port });
-}
-
-/** The canonical `host:port`, `[v6]:port` or `:port`; a host already in brackets stays. */
-export function joinHostPort({ host, port }: HostPort): string {
-  return host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 /** The entries of a comma-separated list, trimmed, empty ones dropped. */
@@ -264,7 +259,7 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   if (net === "" || net === "tcp" || net === "tcp4" || net === "tcp6") {
     const split = splitHostPort(withDefaultPort(addr === "" ? "127.0.0.1" : addr, 3306));
     if (!split.ok) return fail(`has an invalid tcp address: ${split.problem}`);
-    host = joinHostPort(split.value);
+    host = joinHostPort(split.value.host, split.value.port);
   } else if (net === "unix") {
     host = "localhost";
     query.set("socketPath", addr === "" ? "/tmp/mysql.sock" : addr);
@@ -437,7 +432,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       for (const entry of list.value) {
         const split = splitHostPort(entry);
         if (!split.ok) return split;
-        const joined = joinHostPort(split.value);
+        const joined = joinHostPort(split.value.host, split.value.port);
         if (out.includes(joined)) return fail(`names ${JSON.stringify(joined)} twice`);
         out.push(joined);
       }
@@ -481,7 +476,7 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
     case "hostPort": {
       if (kind.emptyDisables === true && value.trim() === "") return ok("");
       const split = splitHostPort(value.trim(), kind.emptyHost);
-      return split.ok ? ok(joinHostPort(split.value)) : split;
+      return split.ok ? ok(joinHostPort(split.value.host, split.value.port)) : split;
     }
     case "url":
       return parseUrl(value.trim(), kind.schemes, kind.hostList === true);
@@ -530,11 +525,11 @@ export function acceptedForm(row: SettingRow): string {
     case "enum":
       return `one of ${kind.values.join(", ")}`;
     case "host":
-      return "host name or IP address";
+      return "host name or IP address; empty = every interface, IPv4 and IPv6";
     case "hostPort":
-      return `${kind.emptyHost ? "host:port (:port = all interfaces)" : "host:port"}${
-        kind.emptyDisables === true ? "; empty = off" : ""
-      }`;
+      return `${
+        kind.emptyHost ? "host:port (:port = every interface, IPv4 and IPv6)" : "host:port"
+      }${kind.emptyDisables === true ? "; empty = off" : ""}`;
     case "hostPortList":
       return "comma-separated host:port list (YAML: a list or a string)";
     case "url":

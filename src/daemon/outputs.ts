@@ -38,6 +38,7 @@ import { dirname } from "node:path";
 import { errorMessage, getLogger } from "../log.ts";
 import { type PerfdataBackend, served, type WorkerConfig } from "./config.ts";
 import { WorkerError } from "../util/errors.ts";
+import { joinHostPort } from "../util/address.ts";
 
 const log = getLogger("worker");
 
@@ -215,7 +216,7 @@ export async function serveMetrics(
   if (config.metrics === null) return undefined;
   const { hostname, port } = config.metrics;
   const server = await startListener(
-    `metrics listener ${hostname}:${port}`,
+    `metrics listener ${joinHostPort(hostname, port)}`,
     "choose another port for /metrics with --metrics-port (STATUSENGINE_METRICS_PORT, " +
       "0 disables it) or another address with --metrics-host",
     () =>
@@ -228,7 +229,7 @@ export async function serveMetrics(
         limits: config.http,
       }),
   );
-  log.info("worker: metrics listening", { addr: `${server.hostname}:${server.port}` });
+  log.info("worker: metrics listening", { addr: joinHostPort(server.hostname, server.port) });
   return server;
 }
 
@@ -244,7 +245,7 @@ export async function serveWebSocket(
     return undefined;
   }
   const server = await startListener(
-    `websocket listener ${ws.hostname}:${ws.port}`,
+    `websocket listener ${joinHostPort(ws.hostname, ws.port)}`,
     "choose another address for GET /ws with --listen-addr (STATUSENGINE_LISTEN_ADDR)",
     () =>
       startWebSocketServer({
@@ -256,7 +257,10 @@ export async function serveWebSocket(
         limits: config.http,
       }),
   );
-  log.info("websocket: listening", { addr: `${server.hostname}:${server.port}`, path: "/ws" });
+  log.info("websocket: listening", {
+    addr: joinHostPort(server.hostname, server.port),
+    path: "/ws",
+  });
   return server;
 }
 
@@ -282,7 +286,7 @@ export async function serveCommands(
   let server: HttpServer;
   try {
     server = await startListener(
-      `command listener ${listen.hostname}:${listen.port}`,
+      `command listener ${joinHostPort(listen.hostname, listen.port)}`,
       "choose another address for POST /commands with --command-listen-addr " +
         "(STATUSENGINE_COMMAND_LISTEN_ADDR)",
       () =>
@@ -301,7 +305,7 @@ export async function serveCommands(
     throw err;
   }
   log.info("command: listening", {
-    addr: `${server.hostname}:${server.port}`,
+    addr: joinHostPort(server.hostname, server.port),
     backend: publisher.backend,
     target: publisher.target,
     queue: COMMAND_QUEUE,

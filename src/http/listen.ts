@@ -14,6 +14,7 @@ import { Readable } from "node:stream";
 import { type WebSocket as ServerWebSocket, WebSocketServer } from "ws";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
+import { joinHostPort } from "../util/address.ts";
 
 const log = getLogger("http");
 
@@ -45,6 +46,7 @@ export interface HttpLimits {
 
 /** Where a server listens: what the metrics, `/ws` and `/commands` servers' options share. */
 export interface ListenAddress {
+  /** "" = every interface, IPv4 and IPv6 (what Go's `:port` binds). */
   readonly hostname: string;
   /** 0 picks a free port. */
   readonly port: number;
@@ -243,13 +245,17 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen({ host: options.hostname, port: options.port }, () => {
+    // Without a host node binds `::` dual-stack, or 0.0.0.0 where the host has no IPv6.
+    const at = options.hostname === "" ? {} : { host: options.hostname };
+    server.listen({ ...at, port: options.port }, () => {
       server.off("error", reject);
       resolve();
     });
   }).catch((err: unknown) => {
     throw (err as { code?: unknown }).code === "EADDRINUSE"
-      ? new Deno.errors.AddrInUse(`${options.hostname}:${options.port}: ${errorMessage(err)}`)
+      ? new Deno.errors.AddrInUse(
+        `${joinHostPort(options.hostname, options.port)}: ${errorMessage(err)}`,
+      )
       : err;
   });
   server.on("error", (err: Error) => {
@@ -325,7 +331,5 @@ async function writeRawResponse(socket: Socket, response: Response): Promise<voi
 
 /** The peer of a connection for log lines: `host:port` or `[v6]:port`. */
 function remoteOf(socket: Socket): string {
-  const host = socket.remoteAddress ?? "unknown";
-  const port = socket.remotePort ?? 0;
-  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+  return joinHostPort(socket.remoteAddress ?? "unknown", socket.remotePort ?? 0);
 }

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { splitUrlHosts } from "../util/address.ts";
+import { joinHostPort, splitUrlHosts } from "../util/address.ts";
 import { redactUrl } from "../util/redact.ts";
 
 /** mysql2 connection options derived from a `mysql://` URL (assignable to `ConnectionOptions`). */
@@ -32,7 +32,7 @@ export interface MysqlHost {
 
 /** `host:port` as a URL writes it (`[::1]:3306`), for logs, `/readyz` and metric labels. */
 export function hostLabel(h: MysqlHost): string {
-  return `${h.host.includes(":") ? `[${h.host}]` : h.host}:${h.port}`;
+  return joinHostPort(h.host, h.port);
 }
 
 /** The list of a multi-host URL, else the one host; none for a unix socket. */

@@ -11,6 +11,22 @@ export interface ServerAddress {
 }
 
 /**
+ * `host:port` for logs, messages and URLs: an IPv6 host in brackets (`[::1]:9105`), since
+ * `::1:9105` could also be the address ::1:9105 without a port. A host already in brackets stays.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { joinHostPort } from "./address.ts";
+ * assert.equal(joinHostPort("::1", 9105), "[::1]:9105");
+ * assert.equal(joinHostPort("127.0.0.1", 9105), "127.0.0.1:9105");
+ * ```
+ */
+export function joinHostPort(host: string, port: number): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
  * Parse `host:port` (IPv6 as `[::1]:4730`); the port defaults to 4730, gearmand's.
  *
  * @throws {TypeError} When the port is not an integer in 1..65535 or the host is empty.

@@ -1025,7 +1025,7 @@ Deno.test("loadSettings: enums are case-insensitive and resolve to the table's s
 
 Deno.test("loadSettings: --metrics-listen-addr sets metrics host and port", async () => {
   const all = await load("run", { argv: ["--metrics-listen-addr", ":9200"] });
-  assert.equal(all.settings.metricsHost, "0.0.0.0");
+  assert.equal(all.settings.metricsHost, "", "every interface, IPv4 and IPv6");
   assert.equal(all.settings.metricsPort, 9200);
   const v6 = await load("run", { file: "metrics_listen_addr: '[::1]:9300'\n" });
   assert.equal(v6.settings.metricsHost, "::1");
@@ -1037,6 +1037,13 @@ Deno.test("loadSettings: --metrics-listen-addr sets metrics host and port", asyn
   });
   assert.equal(mixed.settings.metricsHost, "10.0.0.1");
   assert.equal(mixed.settings.metricsPort, 0);
+  const wildcard = await load("run", { argv: ["--metrics-listen-addr", "[::]:9400"] });
+  assert.equal(wildcard.settings.metricsHost, "::");
+  // `::1:9600` could be host ::1 port 9600 or host ::1:9600 with no port.
+  await refuses(load("run", { argv: ["--metrics-listen-addr", "::1:9600"] }), {
+    setting: "metrics-listen-addr",
+    message: /brackets around the IPv6 address \(\[::1\]:port\)/,
+  });
 });
 
 Deno.test("loadSettings: the dead-letter file is disabled only by an explicit empty value", async () => {
