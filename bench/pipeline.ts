@@ -65,7 +65,7 @@ import { insertStatement } from "../src/mysql/sql.ts";
 import type { SqlValue } from "../src/events/types.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
-import { denoSocketStream } from "../src/mysql/deno_socket.ts";
+import { denoSocketStream } from "../src/mysql/failover.ts";
 import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/mysql2_internals.ts";
 import {
   ALL_CASES,

@@ -187,9 +187,7 @@ Deno.test("lifecycle: an ended pool leaves nothing open on a frozen MySQL, so th
   const code = `
     import mysql from "mysql2/promise";
     import { endPool } from "${new URL("../src/mysql/mod.ts", import.meta.url).href}";
-    import { denoSocketStream } from "${
-    new URL("../src/mysql/deno_socket.ts", import.meta.url).href
-  }";
+    import { denoSocketStream } from "${new URL("../src/mysql/failover.ts", import.meta.url).href}";
     const pool = mysql.createPool({ uri: Deno.args[0], connectionLimit: 3, stream: denoSocketStream });
     await Promise.all([pool.query("SELECT 1"), pool.query("SELECT SLEEP(0.1)"), pool.query("SELECT 2")]);
     console.log("connected");

@@ -21,11 +21,7 @@
  * @module
  */
 
-import {
-  REFERENCE_BEGIN,
-  renderConfigReference,
-  replaceConfigReference,
-} from "../src/config/mod.ts";
+import { REFERENCE_BEGIN, REFERENCE_END, renderConfigReference } from "../src/config/mod.ts";
 import { METRICS_BEGIN, METRICS_END, renderMetricsReference } from "../src/metrics/catalogue.ts";
 import { errorMessage } from "../src/util/errors.ts";
 import { replaceGeneratedSection } from "../src/util/generated_section.ts";
@@ -96,36 +92,22 @@ const USAGE = "Usage: gen_config_reference.ts [--write FILE... | --check FILE...
  * @throws {Error} when the document has no generated section at all, or broken markers.
  */
 function regenerate(current: string, settingsReference: string): string {
-  const hasSettings = current.includes(REFERENCE_BEGIN);
-  const hasMetrics = current.includes(METRICS_BEGIN);
-  const hasLayers = current.includes(LAYERS_BEGIN);
-  if (!hasSettings && !hasMetrics && !hasLayers) {
+  const sections = [
+    [REFERENCE_BEGIN, REFERENCE_END, "configuration reference", () => settingsReference],
+    [METRICS_BEGIN, METRICS_END, "metrics reference", renderMetricsReference],
+    [LAYERS_BEGIN, LAYERS_END, "layer table", () => renderLayerTable(LAYERS)],
+  ] as const;
+  const present = sections.filter(([begin]) => current.includes(begin));
+  if (present.length === 0) {
     throw new Error(
       `no generated section: the file needs ${REFERENCE_BEGIN}, ${METRICS_BEGIN} or ` +
         `${LAYERS_BEGIN} (each followed by its END marker)`,
     );
   }
-  let updated = current;
-  if (hasSettings) updated = replaceConfigReference(updated, settingsReference);
-  if (hasMetrics) {
-    updated = replaceGeneratedSection(
-      updated,
-      METRICS_BEGIN,
-      METRICS_END,
-      renderMetricsReference(),
-      "metrics reference",
-    );
-  }
-  if (hasLayers) {
-    updated = replaceGeneratedSection(
-      updated,
-      LAYERS_BEGIN,
-      LAYERS_END,
-      renderLayerTable(LAYERS),
-      "layer table",
-    );
-  }
-  return updated;
+  return present.reduce(
+    (doc, [begin, end, what, render]) => replaceGeneratedSection(doc, begin, end, render(), what),
+    current,
+  );
 }
 
 /**

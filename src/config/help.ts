@@ -26,7 +26,6 @@ import {
   formatGoDuration,
   metavarOf,
 } from "./values.ts";
-import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
 
 /** Markers around the generated section of docs/configuration.md. */
@@ -253,12 +252,6 @@ export function renderConfigReference(): string {
   }
   out.push("<!-- deno-fmt-ignore-end -->", "");
   return out.join("\n");
-}
-
-/** Replace the generated section between the reference markers in a document. */
-export function replaceConfigReference(document: string, reference: string): string {
-  const what = "configuration reference";
-  return replaceGeneratedSection(document, REFERENCE_BEGIN, REFERENCE_END, reference, what);
 }
 
 /**

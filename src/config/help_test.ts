@@ -13,9 +13,9 @@ import {
   REFERENCE_END,
   renderConfigReference,
   renderHelp,
-  replaceConfigReference,
 } from "./help.ts";
 import { acceptedForm } from "./values.ts";
+import { replaceGeneratedSection } from "../util/generated_section.ts";
 import { legacyKeysOf } from "./legacy.ts";
 import {
   COMMAND_NAMES,
@@ -146,13 +146,15 @@ Deno.test("renderConfigReference: one section per command and one row per settin
   assert.ok(reference.endsWith("<!-- deno-fmt-ignore-end -->\n"));
 });
 
-Deno.test("replaceConfigReference: replaces only the text between the markers", () => {
+Deno.test("replaceGeneratedSection: replaces only the text between the reference markers", () => {
+  const replace = (doc: string, reference: string) =>
+    replaceGeneratedSection(doc, REFERENCE_BEGIN, REFERENCE_END, reference, "reference");
   const doc = `# Title\n\nIntro\n\n${REFERENCE_BEGIN}\nold text\n${REFERENCE_END}\n\nOutro\n`;
-  const updated = replaceConfigReference(doc, "NEW\n");
+  const updated = replace(doc, "NEW\n");
   assert.equal(updated, `# Title\n\nIntro\n\n${REFERENCE_BEGIN}\nNEW\n${REFERENCE_END}\n\nOutro\n`);
-  assert.equal(replaceConfigReference(updated, "NEW\n"), updated);
-  assert.throws(() => replaceConfigReference("no markers", "x"), /needs/);
-  assert.throws(() => replaceConfigReference(`${REFERENCE_END}\n${REFERENCE_BEGIN}`, "x"));
+  assert.equal(replace(updated, "NEW\n"), updated);
+  assert.throws(() => replace("no markers", "x"), /needs/);
+  assert.throws(() => replace(`${REFERENCE_END}\n${REFERENCE_BEGIN}`, "x"));
 });
 
 function memoryIo(files: Map<string, string>) {

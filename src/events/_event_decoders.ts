@@ -287,42 +287,26 @@ export function decodeNotification(st: DecodeState, ev: JsonObject, p: JsonObjec
   // Routing on service_description: null or '' → host (docs/tables.md#host-or-service);
   // notification_type is unused.
   const service = textOrNull(st, p, "service_description");
-  if (service === null || service === "") {
-    st.rows.push({
-      table: "statusengine_host_notifications_log",
-      row: {
-        hostname: reqText(st, p, "host_name"),
-        start_time: reqInt(st, p, "start_time"),
-        start_time_usec: int(st, ev, "timestamp_usec"),
-        end_time: int(st, p, "end_time"),
-        state: int(st, p, "state"),
-        reason_type: int(st, p, "reason_type"),
-        is_escalated: flag(st, p, "escalated"),
-        contacts_notified_count: contacts,
-        output: text(st, p, "output"),
-        ack_author: textOrNull(st, p, "ack_author"),
-        ack_data: textOrNull(st, p, "ack_data"),
-      },
-    });
-  } else {
-    st.rows.push({
-      table: "statusengine_service_notifications_log",
-      row: {
-        hostname: reqText(st, p, "host_name"),
-        service_description: service,
-        start_time: reqInt(st, p, "start_time"),
-        start_time_usec: int(st, ev, "timestamp_usec"),
-        end_time: int(st, p, "end_time"),
-        state: int(st, p, "state"),
-        reason_type: int(st, p, "reason_type"),
-        is_escalated: flag(st, p, "escalated"),
-        contacts_notified_count: contacts,
-        output: text(st, p, "output"),
-        ack_author: textOrNull(st, p, "ack_author"),
-        ack_data: textOrNull(st, p, "ack_data"),
-      },
-    });
-  }
+  const onHost = service === null || service === "";
+  st.rows.push({
+    table: onHost
+      ? "statusengine_host_notifications_log"
+      : "statusengine_service_notifications_log",
+    row: {
+      hostname: reqText(st, p, "host_name"),
+      ...(onHost ? {} : { service_description: service }),
+      start_time: reqInt(st, p, "start_time"),
+      start_time_usec: int(st, ev, "timestamp_usec"),
+      end_time: int(st, p, "end_time"),
+      state: int(st, p, "state"),
+      reason_type: int(st, p, "reason_type"),
+      is_escalated: flag(st, p, "escalated"),
+      contacts_notified_count: contacts,
+      output: text(st, p, "output"),
+      ack_author: textOrNull(st, p, "ack_author"),
+      ack_data: textOrNull(st, p, "ack_data"),
+    },
+  });
 }
 
 /** `statusngin_contactnotificationmethod` → `statusengine_{host,service}_notifications`. */

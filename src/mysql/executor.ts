@@ -7,14 +7,13 @@
  * @module
  */
 import mysql, { type ExecuteValues, type Pool, type PoolConnection } from "mysql2/promise";
-import { denoSocketStream } from "./deno_socket.ts";
 import { classifyMysqlError, StatementTimeoutError } from "./errors.ts";
 import {
   bulkParameters,
   dropEmptyParameterMetadata,
   installBulkExecuteEncoder,
 } from "./mysql2_internals.ts";
-import type { MysqlHosts } from "./failover.ts";
+import { denoSocketStream, type MysqlHosts } from "./failover.ts";
 import { driverOptions, type MysqlUrlOptions } from "./url.ts";
 
 export interface ExecResult {
@@ -63,7 +62,7 @@ export function createWriterPool(
     // mysql2 captures a stack trace on every call so that its errors can show the caller's;
     // ours carry their table or queue instead, and the capture cost ~1 % of a drain's CPU.
     trace: false,
-    // Deno.connect instead of Node's net.Socket (src/mysql/deno_socket.ts); TLS needs Node's.
+    // Deno.connect instead of Node's net.Socket ({@link denoSocketStream}); TLS needs Node's.
     ...stream,
   });
   dropEmptyParameterMetadata(pool);

@@ -8,12 +8,11 @@
 import net from "node:net";
 import { getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import type { DenoSocketTarget } from "../util/deno_socket.ts";
+import { DenoSocket, type DenoSocketTarget } from "../util/deno_socket.ts";
 import type { RowDataPacket } from "mysql2/promise";
 import { deadline } from "../util/async.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
 import { closeMysqlNow, connectMysql, endMysql, noHostAnswers, unlessAborted } from "./connect.ts";
-import { denoSocketStream } from "./deno_socket.ts";
 import { aimConnectionConfig, retireConnections } from "./mysql2_internals.ts";
 import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
 
@@ -36,6 +35,17 @@ export interface MysqlHostsOptions {
   readonly now?: () => number;
   /** Does this host answer within `timeoutMs`; default: connect, probe and close. */
   readonly probe?: (options: MysqlUrlOptions, timeoutMs: number) => Promise<void>;
+}
+
+/**
+ * mysql2's `stream` option: each new connection over `Deno.connect` ({@link DenoSocket}) instead
+ * of Node's `net.Socket`, as a bulk INSERT is one write and one read and a write through Deno's
+ * `net.Socket` cost several times the CPU (docs/writers.md). mysql2's config always holds the
+ * host and the port (3306 when the URL names none). TLS stays with `net.Socket`, which mysql2
+ * upgrades.
+ */
+export function denoSocketStream(opts: { readonly config: DenoSocketTarget }): DenoSocket {
+  return new DenoSocket(opts.config);
 }
 
 /** Errno of a write refused by a read-only server; classified like a lost connection (errors.ts). */

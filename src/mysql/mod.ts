@@ -32,7 +32,6 @@ export {
   endMysql,
   endPool,
   LOSSTEST_TABLE,
-  makeSessionReadOnly,
   type MysqlConnection,
   type NewestRows,
   probeMysql,

@@ -1,6 +1,6 @@
 /**
  * A client connection over `Deno.connect` offering the part of Node's `net.Socket` that the MySQL
- * client (src/mysql/deno_socket.ts) and amqp-client use. Measured: a write through Deno's
+ * client (src/mysql/failover.ts) and amqp-client use. Measured: a write through Deno's
  * `net.Socket` cost 26–40 µs of CPU, through `Deno.Conn.write` 3–10 µs (21-byte and 30 KB writes
  * on loopback). Errors carry Node's `code` (`ECONNREFUSED`, …). TLS stays with `net.Socket`.
  *

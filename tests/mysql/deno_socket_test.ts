@@ -12,7 +12,7 @@ import {
 import { freePort } from "../helpers/gearmand.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { classifyMysqlError } from "../../src/mysql/errors.ts";
-import { denoSocketStream } from "../../src/mysql/deno_socket.ts";
+import { denoSocketStream } from "../../src/mysql/failover.ts";
 
 function pool(db: ScratchDatabase, extra: mysql.PoolOptions = {}): mysql.Pool {
   return mysql.createPool({
