@@ -299,17 +299,20 @@ Deno.test("packaging: the compiled binary may write the setting's default comman
   for (const path of DEFAULT_COMMAND_FILES) assert.ok(operations.includes(`\`${path}\``), path);
 });
 
-/** A PHP worker's task queue keys as its example config ships them, with this run's services. */
+/**
+ * A PHP worker's task queue keys as its example config ships them, with the services of
+ * {@link commandFileEnv}, written to its directory.
+ */
 async function phpTaskConfig(
-  dir: string,
+  env: { dir: string; gearmand: { addr: string }; db: { url: string }; port: number },
   commandFile: string,
-  services: { gearmand: string; mysql: string; metricsPort: number },
 ): Promise<string> {
+  const dir = env.dir;
   const path = `${dir}/config.yml`;
   await Deno.writeTextFile(
     path,
-    `gearman_addr: ${services.gearmand}\nmysql_url: ${services.mysql}\n` +
-      `metrics_host: 127.0.0.1\nmetrics_port: ${services.metricsPort}\nnode_name: perm-cmd\n` +
+    `gearman_addr: ${env.gearmand.addr}\nmysql_url: ${env.db.url}\n` +
+      `metrics_host: 127.0.0.1\nmetrics_port: ${env.port}\nnode_name: perm-cmd\n` +
       `listen_addr: ""\ndead_letter_file: ${dir}/state/dead.ndjson\n` +
       `check_for_commands: 1\ncommand_check_interval: 1\nsubmit_method: cmd\n` +
       `external_command_file: ${commandFile}\n`,
@@ -355,15 +358,11 @@ async function mkfifo(path: string): Promise<void> {
 
 Deno.test("packaging: under exactly the compiled permissions, submit_method cmd to a command file the binary may not write refuses run and config, saying what to change", async () => {
   await using env = await commandFileEnv();
-  const { gearmand, db, dir, port } = env;
+  const { dir, port } = env;
   // A core's FIFO where the build did not expect one.
   const fifo = `${dir}/naemon.cmd`;
   await mkfifo(fifo);
-  const config = await phpTaskConfig(dir, fifo, {
-    gearmand: gearmand.addr,
-    mysql: db.url,
-    metricsPort: port,
-  });
+  const config = await phpTaskConfig(env, fifo);
   const flags = permissionFlags(`${dir}/state`);
   const expectRefusal = (err: string) => {
     assert.match(err, /check_for_commands submits the UI's tasks with submit_method cmd/);
@@ -389,7 +388,7 @@ Deno.test("packaging: under exactly the compiled permissions, submit_method cmd 
 
 Deno.test("packaging: under exactly the compiled permissions, built for the core's command file, submit_method cmd delivers the UI's task to the FIFO", async () => {
   await using env = await commandFileEnv();
-  const { gearmand, db, dir, port } = env;
+  const { db, dir } = env;
   const fifo = `${dir}/naemon.cmd`;
   await mkfifo(fifo);
   // The test is the core: it keeps the FIFO open read-write, so a writer closing it is no
@@ -399,11 +398,7 @@ Deno.test("packaging: under exactly the compiled permissions, built for the core
     "INSERT INTO statusengine_tasks (uuid, node_name, entry_time, type, payload) " +
       "VALUES ('t1', 'perm-cmd', 1, 'externalcommand', '[10] ENABLE_HOST_CHECK;web01')",
   );
-  const config = await phpTaskConfig(dir, fifo, {
-    gearmand: gearmand.addr,
-    mysql: db.url,
-    metricsPort: port,
-  });
+  const config = await phpTaskConfig(env, fifo);
   // What `STATUSENGINE_COMMAND_FILES=<fifo> deno task compile` embeds.
   const worker = spawnMain(permissionFlags(`${dir}/state`, [fifo]), [
     "run",
@@ -469,7 +464,7 @@ async function exitOrReady(worker: Deno.ChildProcess, port: number) {
 // a service user outside that group failed every task at each poll while the worker was ready.
 Deno.test("packaging: a service user outside the command FIFO's group refuses the start, naming the group to add", async () => {
   await using env = await commandFileEnv();
-  const { gearmand, db, dir, port } = env;
+  const { dir, port } = env;
   await Deno.chmod(dir, 0o755);
   // The core's FIFO as the core creates it: owner and group write only, group root here.
   const fifo = `${dir}/naemon.cmd`;
@@ -489,11 +484,7 @@ Deno.test("packaging: a service user outside the command FIFO's group refuses th
   assert.ok(copied.success, "copy of the npm cache");
   const opened = await new Deno.Command("chmod", { args: ["-R", "a+rwX", cache] }).output();
   assert.ok(opened.success, "chmod of the cache copy");
-  const config = await phpTaskConfig(dir, fifo, {
-    gearmand: gearmand.addr,
-    mysql: db.url,
-    metricsPort: port,
-  });
+  const config = await phpTaskConfig(env, fifo);
   const result = await exitOrReady(
     spawnMain(permissionFlags(`${dir}/state`, [fifo]), ["run", "--config", config], {
       cwd: dir,
@@ -518,16 +509,12 @@ Deno.test("packaging: a service user outside the command FIFO's group refuses th
 // everything outside ReadWritePaths=; every task failed at each poll while the worker was ready.
 Deno.test("packaging: a plain command file on a read-only mount refuses the start, naming ReadWritePaths=", async () => {
   await using env = await commandFileEnv();
-  const { gearmand, db, dir, port } = env;
+  const { dir, port } = env;
   const spool = `${dir}/spool`;
   await Deno.mkdir(spool);
   const file = `${spool}/naemon.cmd`;
   await Deno.writeTextFile(file, "");
-  const config = await phpTaskConfig(dir, file, {
-    gearmand: gearmand.addr,
-    mysql: db.url,
-    metricsPort: port,
-  });
+  const config = await phpTaskConfig(env, file);
   const result = await exitOrReady(
     spawnMain(permissionFlags(`${dir}/state`, [file]), ["run", "--config", config], {
       cwd: dir,
