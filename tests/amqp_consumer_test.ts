@@ -66,6 +66,24 @@ async function publisherFor(queues: readonly string[]): Promise<AmqpPublisher> {
 }
 
 /**
+ * Start `c`, run `body`, and stop `c` whatever `body` did; `release` (a handler the test holds)
+ * is resolved before the stop.
+ */
+async function whileRunning(
+  c: RabbitMqConsumer,
+  body: () => Promise<void>,
+  release?: PromiseWithResolvers<void>,
+): Promise<void> {
+  await c.start();
+  try {
+    await body();
+  } finally {
+    release?.resolve();
+    await c.stop();
+  }
+}
+
+/**
  * A consumer of the test broker. A queue given by name is in order, one message at a time
  * (as statusngin_downtimes); pass `{ name, inOrder: false }` for a queue handled several at once.
  */
@@ -105,8 +123,7 @@ Deno.test("rabbitmq consumer: a published message reaches the handler as raw byt
       return Promise.resolve();
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     assert.equal(observer.connected(q), true, "queue_connected 1 once consume-ok arrived");
     const depth = await publisher.depth(q);
     assert.equal(depth.consumers, 1, "one consumer per queue");
@@ -119,9 +136,7 @@ Deno.test("rabbitmq consumer: a published message reaches the handler as raw byt
     assert.ok(payloads[0] instanceof Uint8Array);
     assert.equal(jobs[0]?.queue, q);
     assert.equal(jobs[0]?.server, brokerAddr());
-  } finally {
-    await c.stop();
-  }
+  });
   assert.equal(observer.connected(q), false, "stop sets queue_connected to 0");
   // An unacknowledged message would be back in the queue once the channel closed.
   assert.deepEqual(await publisher.depth(q), { ready: 0, consumers: 0 });
@@ -174,8 +189,7 @@ Deno.test("rabbitmq consumer: prefetch keeps the backlog at the broker while a h
       await release.promise;
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     await publisher.publish(q, Array.from({ length: 200 }, (_, i) => `m${i}`));
     await waitFor(() => calls === 1, { message: "first handler running" });
     // With prefetch 5 the broker pushes exactly 5 and keeps 195 ready;
@@ -187,10 +201,7 @@ Deno.test("rabbitmq consumer: prefetch keeps the backlog at the broker while a h
     assert.ok(ready >= 185, `ready at the broker: ${ready}`);
     assert.equal(calls, 1, "one handler at a time");
     assert.equal(observer.inFlightNow.get(q), 1);
-  } finally {
-    release.resolve();
-    await c.stop();
-  }
+  }, release);
 });
 
 Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cannot starve another (docs/consumption.md#rabbitmq-window)", async () => {
@@ -206,8 +217,7 @@ Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cann
       else handled.push(decoder.decode(job.payload));
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     await publisher.publish(busy, Array.from({ length: 40 }, (_, i) => `b${i}`));
     await waitFor(() => observer.inFlightNow.get(busy) === 1, { message: "busy queue stuck" });
     await publisher.publish(other, ["o1", "o2"]);
@@ -217,10 +227,7 @@ Deno.test("rabbitmq consumer: one queue with every prefetched message stuck cann
     });
     assert.deepEqual(handled, ["o1", "o2"]);
     assert.equal(observer.inFlightNow.get(busy), 1, "the busy queue still runs one handler");
-  } finally {
-    release.resolve();
-    await c.stop();
-  }
+  }, release);
 });
 
 Deno.test("rabbitmq consumer: an in-order queue runs one handler at a time, in delivery order, even with prefetch 20, while another runs several within the prefetch (docs/consumption.md#rabbitmq-window)", async () => {
@@ -241,8 +248,7 @@ Deno.test("rabbitmq consumer: an in-order queue runs one handler at a time, in d
       running.set(job.queue, (running.get(job.queue) ?? 1) - 1);
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     const sent = Array.from({ length: 40 }, (_, i) => `d${i}`);
     await Promise.all([
       publisher.publish(downtimes, sent),
@@ -255,9 +261,7 @@ Deno.test("rabbitmq consumer: an in-order queue runs one handler at a time, in d
     const several = maxRunning.get(other) ?? 0;
     assert.ok(several > 1 && several <= 20, `other queue: ${several} handlers at once`);
     assert.deepEqual(order, sent, "handled in delivery order");
-  } finally {
-    await c.stop();
-  }
+  });
 });
 
 Deno.test("rabbitmq consumer: stop cancels first, then handles and acks what was already delivered; the rest stays ready (D1)", async () => {
@@ -313,15 +317,12 @@ Deno.test("rabbitmq consumer: a transient handler failure is retried on the same
       return Promise.resolve();
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     await publisher.publish(q, ["flaky", "fine"]);
     await waitFor(() => observer.completed(q) === 2, { message: "both completed" });
     assert.equal(observer.retried.get(q), 2);
     assert.deepEqual(seen, ["flaky", "flaky", "flaky", "fine"]);
-  } finally {
-    await c.stop();
-  }
+  });
   assert.equal((await publisher.depth(q)).ready, 0, "nothing is requeued");
 });
 
@@ -339,8 +340,7 @@ Deno.test("rabbitmq consumer: a severed connection is rebuilt, gauge 1→0→1, 
       return Promise.resolve();
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     await publisher.publish(a, ["before"]);
     await waitFor(() => handled.has("before"), { message: "message before the cut" });
     proxy.sever();
@@ -357,9 +357,7 @@ Deno.test("rabbitmq consumer: a severed connection is rebuilt, gauge 1→0→1, 
       assert.equal(observer.reconnects.get(q), 1, `${q}: one reconnect`);
       assert.equal((await publisher.depth(q)).consumers, 1, `${q}: one consumer, no leftover`);
     }
-  } finally {
-    await c.stop();
-  }
+  });
 });
 
 Deno.test("rabbitmq consumer: messages unacked when the link died are redelivered and handled after the reconnect (D1)", async () => {
@@ -382,8 +380,7 @@ Deno.test("rabbitmq consumer: messages unacked when the link died are redelivere
       handled.push(text);
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     await publisher.publish(q, ["held"]);
     await waitFor(() => observer.inFlightNow.get(q) === 1, { message: "handler running" });
     proxy.sever();
@@ -398,9 +395,7 @@ Deno.test("rabbitmq consumer: messages unacked when the link died are redelivere
     });
     assert.deepEqual(handled, ["held", "held"]);
     assert.equal(observer.done.get(q)?.abandoned, 1, "the first delivery was not acknowledged");
-  } finally {
-    await c.stop();
-  }
+  });
   assert.equal((await publisher.depth(q)).ready, 0);
 });
 
@@ -419,8 +414,7 @@ Deno.test("rabbitmq consumer: a silent link (no FIN, no RST) is detected by the 
       return Promise.resolve();
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     proxy.freeze();
     await waitFor(() => observer.connected(q) === false, {
       timeoutMs: 5000,
@@ -430,9 +424,7 @@ Deno.test("rabbitmq consumer: a silent link (no FIN, no RST) is detected by the 
     await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
     await publisher.publish(q, ["after"]);
     await waitFor(() => handled.includes("after"), { message: "message after the silence" });
-  } finally {
-    await c.stop();
-  }
+  });
 });
 
 for (const tls of [false, true]) {
@@ -459,8 +451,7 @@ for (const tls of [false, true]) {
       backlogIntervalMs: 100,
       handler: () => Promise.resolve(),
     });
-    await c.start();
-    try {
+    await whileRunning(c, async () => {
       // The probe channel is open: every later backlog question is one more write.
       await waitFor(() => observer.backlogHistory.get(q)?.includes(0) === true, {
         message: "a backlog read",
@@ -473,9 +464,7 @@ for (const tls of [false, true]) {
       });
       proxy.unblock();
       await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
-    } finally {
-      await c.stop();
-    }
+    });
   });
 }
 
@@ -490,16 +479,13 @@ Deno.test("rabbitmq consumer: a consumer cancelled by the broker (queue deleted)
       return Promise.resolve();
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     await publisher.deleteQueue(a);
     await waitFor(() => (observer.reconnects.get(a) ?? 0) === 1, { message: "a rebuild" });
     assert.deepEqual(observer.connectedHistory.get(b), [true, false, true]);
     await publisher.publish(a, ["again"]);
     await waitFor(() => handled.includes("again"), { message: "message to the new queue" });
-  } finally {
-    await c.stop();
-  }
+  });
 });
 
 Deno.test("rabbitmq consumer: a session lost while its connection lives (another queue deleted) hands its prefetched messages back at once, so an in-order queue keeps its order (docs/consumption.md#rabbitmq-reconnect)", async () => {
@@ -515,8 +501,7 @@ Deno.test("rabbitmq consumer: a session lost while its connection lives (another
       if (job.queue === a) handled.push(text);
     },
   });
-  await c.start();
-  try {
+  await whileRunning(c, async () => {
     await publisher.publish(a, ["a1", "a2", "a3", "a4"]);
     await waitFor(() => observer.inFlightNow.get(a) === 1, { message: "a1 running" });
     // The broker cancels b's consumer: the session is rebuilt, its connection was never lost.
@@ -532,9 +517,7 @@ Deno.test("rabbitmq consumer: a session lost while its connection lives (another
     });
     const firsts = handled.filter((t, i) => handled.indexOf(t) === i);
     assert.deepEqual(firsts, all, `handled: ${handled.join(",")}`);
-  } finally {
-    await c.stop();
-  }
+  });
 });
 
 Deno.test("rabbitmq consumer: stop while reconnect attempts keep failing returns promptly and dials no more", async () => {
@@ -693,8 +676,7 @@ Deno.test("rabbitmq consumer: the password never appears in a log line, through 
         return Promise.reject(new Error("bad"));
       },
     });
-    await c.start();
-    try {
+    await whileRunning(c, async () => {
       await publisher.publish(q, ["ok", "fail"]);
       await waitFor(() => observer.completed(q) === 2 && observer.retried.get(q) === 1);
       proxy.block();
@@ -705,9 +687,7 @@ Deno.test("rabbitmq consumer: the password never appears in a log line, through 
       proxy.unblock();
       await waitFor(() => observer.connected(q) === true, { message: "reconnected" });
       await waitFor(() => lines.some((l) => l.includes("consumer stats")));
-    } finally {
-      await c.stop();
-    }
+    });
     // A wrong password on top: the refused start logs nothing that shows it.
     const wrong = new URL(viaProxy);
     wrong.password = "Sup3rS3cretPW";

@@ -330,13 +330,24 @@ async function seed(db: ScratchDatabase): Promise<void> {
   ]);
 }
 
+/** A scratch database with the schema and the rows of {@link seed}. */
+async function seededDatabase(): Promise<ScratchDatabase> {
+  const db = await createScratchDatabase();
+  try {
+    await createSchema(db.url);
+    await seed(db);
+    return db;
+  } catch (err) {
+    await db[Symbol.asyncDispose]();
+    throw err;
+  }
+}
+
 /** What the core still has after the restart, and another node's rows. */
 const KEPT = ["N:a", "N:b", "N:c", "N:a/1", "N:a/2", "N:b/1", "N:c/1", "O:x", "O:x/1"];
 
 Deno.test("core restart, live: rows not refreshed since the restart are swept only after the core re-published its objects, services before hosts", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   // The worker has run for ten minutes; the job arrives 700 ms into the restart's second
   // (it carries no time).
   const receivedAt = T * 1000 + 700;
@@ -379,9 +390,7 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
 });
 
 Deno.test("core restart: status from before the restart handled after the sweep (a redelivered job) does not bring back a removed object", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
   await h.handle("statusngin_core_restart", RESTART, receivedAt);
@@ -444,9 +453,7 @@ async function restartAndSweep(
 }
 
 Deno.test("core restart: the status sweep walks the node's rows along the node_name index a chunk per statement, never the other nodes' rows", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   // Another node's 3,000 hosts and services: a statement that reads the table, not the node,
   // examines them all.
   await fillOtherNode(db, "O", 3_000, "x");
@@ -473,9 +480,7 @@ Deno.test("core restart: the status sweep walks the node's rows along the node_n
 });
 
 Deno.test("core restart: the status writers are paused for each chunk's DELETE alone, never for a key read or the whole sweep", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 2 });
   try {
     let paused = 0;
@@ -537,9 +542,7 @@ Deno.test("core restart: the status writers are paused for each chunk's DELETE a
 });
 
 Deno.test("core restart: without the node_name index (a database from before it) the sweep walks the primary key a chunk at a time and sweeps the same rows", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   await fillOtherNode(db, "O", 20, "x");
   for (const table of [HOSTSTATUS, SERVICESTATUS]) {
     await db.query(`ALTER TABLE ${table} DROP INDEX node_name`);
@@ -558,9 +561,7 @@ Deno.test("core restart: without the node_name index (a database from before it)
 
 Deno.test("core restart, live: while the sweep waits the status tables are never read; the status writers' commits tell it the core re-published (one and two writers per table)", async () => {
   for (const writersPerTable of [1, 2]) {
-    await using db = await createScratchDatabase();
-    await createSchema(db.url);
-    await seed(db);
+    await using db = await seededDatabase();
     const receivedAt = T * 1000 + 700;
     await using h = openHarness(db, receivedAt - 600_000, false, writersPerTable);
     await using w = watch(db, KEPT, T);
@@ -584,9 +585,7 @@ Deno.test("core restart, live: while the sweep waits the status tables are never
 });
 
 Deno.test("core restart, several workers of one node: status another worker process committed is found by a rare bounded read of each table", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
   await using w = watch(db, KEPT, T);
@@ -639,9 +638,7 @@ Deno.test("core restart: a status table without any row of the node has nothing 
 });
 
 Deno.test("core restart, backlog without a time: nothing is deleted, removed objects stay until the next restart", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   // The worker was down for ten minutes and has just started: the restart job (no time)
   // waited in the queue with the status the core sent after it.
   const receivedAt = (T + 600) * 1000;
@@ -666,9 +663,7 @@ Deno.test("core restart, backlog without a time: nothing is deleted, removed obj
 });
 
 Deno.test("core restart, backlog after a link outage without a time: nothing is deleted although the worker kept running", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   // The worker has run for an hour, but its link to the job server was down for ten minutes
   // and came back just now: the restart job (no time) waited there with the status after it.
   const receivedAt = (T + 600) * 1000;
@@ -695,9 +690,7 @@ Deno.test("core restart, backlog after a link outage without a time: nothing is 
 });
 
 Deno.test("core restart, backlog with the restart's time: swept once the backlog passed the restart, nothing reported after it deleted", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const receivedAt = (T + 600) * 1000;
   await using h = openHarness(db, receivedAt - 2_000);
   await using w = watch(db, KEPT, T);
@@ -728,9 +721,7 @@ Deno.test("core restart, backlog with the restart's time: swept once the backlog
 // it, so after the longest wait the sweep deleted every row of the node, and every status after
 // it was discarded as older than the sweep's cutoff, until the worker restarted.
 Deno.test("core restart: a restart time far ahead of the worker's clock deletes nothing and discards no later status", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
   await using w = watch(db, KEPT, T);
@@ -757,9 +748,7 @@ Deno.test("core restart: a restart time far ahead of the worker's clock deletes 
 });
 
 Deno.test("core restart: a later restart before the sweep moves the cutoff, one sweep covers both", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const first = T * 1000 + 700;
   await using h = openHarness(db, first - 600_000);
   await h.handle("statusngin_core_restart", RESTART, first);
@@ -807,9 +796,7 @@ Deno.test("core restart: when a table never shows a refreshed row (every service
 });
 
 Deno.test("core restart, openITCOCKPIT mode: rows of objects missing or disabled there go at once, services first", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   await db.query("CREATE TABLE hosts (uuid varchar(255) NULL, disabled int NOT NULL)");
   await db.query("CREATE TABLE services (uuid varchar(255) NULL, disabled int NOT NULL)");
   await db.query(
@@ -975,9 +962,7 @@ const KEPT_DOWNTIMES = [
 ].sort();
 
 Deno.test("core restart: scheduled downtimes the core dropped without a STOP are swept; loaded, added, another node's and the history are untouched", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
   await seedDowntimes(db, h, receivedAt);
@@ -1054,9 +1039,7 @@ Deno.test("core restart: scheduled downtimes end the same whatever order the res
   ];
   let want: Map<string, Record<string, unknown>> | undefined;
   for (const order of orders) {
-    await using db = await createScratchDatabase();
-    await createSchema(db.url);
-    await seed(db);
+    await using db = await seededDatabase();
     const receivedAt = T * 1000 + 700;
     await using h = openHarness(db, receivedAt - 600_000);
     await seedDowntimes(db, h, receivedAt);
@@ -1078,6 +1061,50 @@ Deno.test("core restart: scheduled downtimes end the same whatever order the res
   }
 });
 
+/**
+ * Host "gone" of node N due for the sweep, and the sweep's statements waiting for a table lock
+ * `holder` holds: `waiting` are their connection ids. Disposing unlocks, then closes the harness.
+ */
+async function sweepWaitingForLock(db: ScratchDatabase) {
+  await insertRows(db, HOSTSTATUS, [
+    { hostname: "a", node_name: "N", status_update_time: T - 300 },
+    { hostname: "gone", node_name: "N", status_update_time: T - 300 },
+  ]);
+  const receivedAt = T * 1000 + 700;
+  const h = openHarness(db, receivedAt - 600_000);
+  const holder = await mysql.createConnection(connectionOptionsOf(db));
+  const held = {
+    h,
+    holder,
+    waiting: [] as number[],
+    async [Symbol.asyncDispose]() {
+      await holder.query("UNLOCK TABLES").catch(() => {});
+      await holder.end();
+      await h[Symbol.asyncDispose]();
+    },
+  };
+  try {
+    await h.handle("statusngin_core_restart", RESTART, receivedAt);
+    await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
+    await holder.query(`LOCK TABLES ${HOSTSTATUS} WRITE, ${SERVICESTATUS} WRITE`);
+    await waitFor(async () => {
+      const [rows] = await holder.query(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() " +
+          "AND (INFO LIKE '%statusengine_hoststatus%' OR INFO LIKE '%statusengine_servicestatus%')",
+        [db.name],
+      );
+      held.waiting = (rows as { ID: number }[]).map((r) => Number(r.ID));
+      if (held.waiting.length > 0) return true;
+      h.clock.advance(TIMING.pollMs);
+      return false;
+    }, { timeoutMs: 30_000, message: "a sweep statement waiting for the table lock" });
+    return held;
+  } catch (err) {
+    await held[Symbol.asyncDispose]();
+    throw err;
+  }
+}
+
 // The shutdown flush waited for a sweep's statement in flight before its budget began: a sweep
 // MySQL holds up (a table lock here, a frozen server alike) kept "flush writers" from ending
 // until the statement timeout, and for ever without one. No timed assertion: the wait below only
@@ -1085,36 +1112,9 @@ Deno.test("core restart: scheduled downtimes end the same whatever order the res
 Deno.test("core restart: the shutdown flush does not wait beyond its budget for a sweep MySQL holds up", async () => {
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await insertRows(db, HOSTSTATUS, [
-    { hostname: "a", node_name: "N", status_update_time: T - 300 },
-    { hostname: "gone", node_name: "N", status_update_time: T - 300 },
-  ]);
-  const receivedAt = T * 1000 + 700;
-  await using h = openHarness(db, receivedAt - 600_000);
-  await h.handle("statusngin_core_restart", RESTART, receivedAt);
-  await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
-  const holder = await mysql.createConnection(connectionOptionsOf(db));
-  try {
-    await holder.query(`LOCK TABLES ${HOSTSTATUS} WRITE, ${SERVICESTATUS} WRITE`);
-    const blocked = async () => {
-      const [rows] = await holder.query(
-        "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND " +
-          "ID <> CONNECTION_ID() AND (INFO LIKE '%statusengine_hoststatus%' OR INFO LIKE '%statusengine_servicestatus%')",
-        [db.name],
-      );
-      return Number((rows as { n: number }[])[0]?.n) > 0;
-    };
-    await waitFor(async () => {
-      if (await blocked()) return true;
-      h.clock.advance(TIMING.pollMs);
-      return false;
-    }, { timeoutMs: 30_000, message: "a sweep statement waiting for the table lock" });
-    const closed = track(h.pipeline.close(500));
-    await waitFor(() => closed.settled, { timeoutMs: 20_000, message: "the flush to end" });
-  } finally {
-    await holder.query("UNLOCK TABLES").catch(() => {});
-    await holder.end();
-  }
+  await using held = await sweepWaitingForLock(db);
+  const closed = track(held.h.pipeline.close(500));
+  await waitFor(() => closed.settled, { timeoutMs: 20_000, message: "the flush to end" });
 });
 
 // At shutdown the pool closes under a sweep statement the flush budget gave up on. Its failure was
@@ -1123,43 +1123,15 @@ Deno.test("core restart: the shutdown flush does not wait beyond its budget for 
 Deno.test("core restart: a sweep statement failing after the shutdown gave it up reports no MySQL outage", async () => {
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  await insertRows(db, HOSTSTATUS, [
-    { hostname: "a", node_name: "N", status_update_time: T - 300 },
-    { hostname: "gone", node_name: "N", status_update_time: T - 300 },
-  ]);
-  const receivedAt = T * 1000 + 700;
-  await using h = openHarness(db, receivedAt - 600_000);
-  await h.handle("statusngin_core_restart", RESTART, receivedAt);
-  await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
-  const holder = await mysql.createConnection(connectionOptionsOf(db));
-  try {
-    await holder.query(`LOCK TABLES ${HOSTSTATUS} WRITE, ${SERVICESTATUS} WRITE`);
-    const blocked = async () => {
-      const [rows] = await holder.query(
-        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() " +
-          "AND (INFO LIKE '%statusengine_hoststatus%' OR INFO LIKE '%statusengine_servicestatus%')",
-        [db.name],
-      );
-      return (rows as { ID: number }[]).map((r) => Number(r.ID));
-    };
-    let ids: number[] = [];
-    await waitFor(async () => {
-      ids = await blocked();
-      if (ids.length > 0) return true;
-      h.clock.advance(TIMING.pollMs);
-      return false;
-    }, { timeoutMs: 30_000, message: "a sweep statement waiting for the table lock" });
-    const warned = await withLogs(async (logs) => {
-      await h.pipeline.close(500);
-      // What closing the pool does to the connection of the statement still waiting.
-      for (const id of ids) await holder.query(`KILL CONNECTION ${id}`);
-      await h.pipeline.statusCleaner.idle();
-      return logs.filter((l) => l.level === "warn").map((l) => l.message);
-    });
-    assert.deepEqual(warned, [], "warnings after the sweep was given up");
-    assert.equal(h.pipeline.availability.available, true, "db_available after the shutdown");
-  } finally {
-    await holder.query("UNLOCK TABLES").catch(() => {});
-    await holder.end();
-  }
+  await using held = await sweepWaitingForLock(db);
+  const { h, holder, waiting } = held;
+  const warned = await withLogs(async (logs) => {
+    await h.pipeline.close(500);
+    // What closing the pool does to the connection of the statement still waiting.
+    for (const id of waiting) await holder.query(`KILL CONNECTION ${id}`);
+    await h.pipeline.statusCleaner.idle();
+    return logs.filter((l) => l.level === "warn").map((l) => l.message);
+  });
+  assert.deepEqual(warned, [], "warnings after the sweep was given up");
+  assert.equal(h.pipeline.availability.available, true, "db_available after the shutdown");
 });

@@ -26,6 +26,28 @@ import type { QueueName } from "../src/events/mod.ts";
 
 const Q = "statusngin_hostchecks";
 
+type DeadLettersOptions = Parameters<typeof runDeadLettersCommand>[0];
+
+/** The options of `dead-letters replay <file> --mysql-url <mysqlUrl>`, the others at their defaults. */
+function replayOptions(
+  file: string,
+  mysqlUrl: string,
+  more: Partial<DeadLettersOptions> = {},
+): DeadLettersOptions {
+  return {
+    action: "replay",
+    file,
+    deadLetterFile: "",
+    json: false,
+    mysqlUrl,
+    batchSize: 100,
+    nodeName: "N",
+    statusMaxAgeSeconds: 0,
+    perfdataToMysql: true,
+    ...more,
+  };
+}
+
 function deadLettersCounted(worker: RunningWorker): Promise<number> {
   return registrySum(worker.metrics, "statusengine_dead_letters_total");
 }
@@ -265,19 +287,7 @@ Deno.test("dead letters: rows MariaDB rejected are summarised, replayed once the
     const replay = async (at: string) => {
       const io = bufferIo();
       const code = await runDeadLettersCommand(
-        {
-          action: "replay",
-          file: path,
-          deadLetterFile: "",
-          json: false,
-          mysqlUrl: db.url,
-          batchSize: 100,
-          nodeName: "N",
-          statusMaxAgeSeconds: 0,
-          perfdataToMysql: true,
-          progressIntervalMs: 0,
-          now: () => new Date(at),
-        },
+        replayOptions(path, db.url, { progressIntervalMs: 0, now: () => new Date(at) }),
         io,
         new AbortController().signal,
       );
@@ -507,17 +517,7 @@ Deno.test("dead letters: a replay interrupted while a downtime payload waits for
     const io = bufferIo();
     const code = await withLogs(async (logs) => {
       const run = runDeadLettersCommand(
-        {
-          action: "replay",
-          file: path,
-          deadLetterFile: "",
-          json: false,
-          mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine`,
-          batchSize: 100,
-          nodeName: "N",
-          statusMaxAgeSeconds: 0,
-          perfdataToMysql: true,
-        },
+        replayOptions(path, `mysql://root@127.0.0.1:${port}/statusengine`),
         io,
         controller.signal,
       );
@@ -554,17 +554,7 @@ Deno.test("dead letters: two replays of one file at once write the keyless log r
     const replay = async () => {
       const io = bufferIo();
       const code = await runDeadLettersCommand(
-        {
-          action: "replay",
-          file: path,
-          deadLetterFile: "",
-          json: false,
-          mysqlUrl: db.url,
-          batchSize: 100,
-          nodeName: "N",
-          statusMaxAgeSeconds: 0,
-          perfdataToMysql: true,
-        },
+        replayOptions(path, db.url),
         io,
         new AbortController().signal,
       );
@@ -626,18 +616,7 @@ Deno.test("dead letters: a replay whose left-over file cannot be written says so
     const io = bufferIo();
     const code = await withLogs(async (logs) => {
       const run = runDeadLettersCommand(
-        {
-          action: "replay",
-          file: path,
-          deadLetterFile: "",
-          json: false,
-          mysqlUrl: db.url,
-          batchSize: 100,
-          nodeName: "N",
-          statusMaxAgeSeconds: 0,
-          perfdataToMysql: true,
-          now: () => new Date(at),
-        },
+        replayOptions(path, db.url, { now: () => new Date(at) }),
         io,
         controller.signal,
       );
@@ -683,17 +662,7 @@ Deno.test("dead letters: a replay of log entries waits for an unreachable MySQL 
     const code = await withLogs(async (logs) => {
       let settled = false;
       const run = runDeadLettersCommand(
-        {
-          action: "replay",
-          file: path,
-          deadLetterFile: "",
-          json: false,
-          mysqlUrl: `mysql://root@127.0.0.1:${port}/statusengine`,
-          batchSize: 100,
-          nodeName: "N",
-          statusMaxAgeSeconds: 0,
-          perfdataToMysql: true,
-        },
+        replayOptions(path, `mysql://root@127.0.0.1:${port}/statusengine`),
         io,
         controller.signal,
       ).finally(() => (settled = true));

@@ -9,6 +9,7 @@ import {
   hostileChecks,
   killBackendMidStream,
   PERFDATA_QUEUE,
+  type PerfdataEnv,
   perfdataEnv,
   perfdataJob,
   recentSeconds,
@@ -21,17 +22,22 @@ const influxSettings = (url: string) => ({
   batchSize: 500,
 });
 
+/** Publish the hostile checks of time `t` and wait until the worker wrote their four points. */
+async function writeHostileChecks(env: PerfdataEnv, t: number): Promise<void> {
+  await publish(env.gearmand.addr, PERFDATA_QUEUE, [perfdataJob(hostileChecks(t))]);
+  await waitFor(async () =>
+    (await env.metric("statusengine_perfdata_points_written_total", {
+      backend: "influxdb",
+    })) === 4, { message: "four points written" });
+}
+
 Deno.test("influxdb: hostile names, values, thresholds and check times arrive in InfluxDB 1.x as written", async () => {
   await using influx = await startInfluxd();
   await using env = await perfdataEnv(["mysql", "influxdb"], {
     influxdb: influxSettings(influx.writeUrl),
   });
   const t = recentSeconds();
-  await publish(env.gearmand.addr, PERFDATA_QUEUE, [perfdataJob(hostileChecks(t))]);
-  await waitFor(async () =>
-    (await env.metric("statusengine_perfdata_points_written_total", {
-      backend: "influxdb",
-    })) === 4, { message: "four points written to InfluxDB" });
+  await writeHostileChecks(env, t);
   const rows = await influx.query(
     'SELECT "value", "warn", "crit", "min", "max", "hostname", "service_description", "label", "unit" ' +
       "FROM perfdata ORDER BY time",
@@ -82,11 +88,7 @@ Deno.test("influxdb: VictoriaMetrics' line-protocol endpoint gets the same point
     influxdb: influxSettings(vm.influxWriteUrl),
   });
   const t = recentSeconds();
-  await publish(env.gearmand.addr, PERFDATA_QUEUE, [perfdataJob(hostileChecks(t))]);
-  await waitFor(async () =>
-    (await env.metric("statusengine_perfdata_points_written_total", {
-      backend: "influxdb",
-    })) === 4, { message: "four points written" });
+  await writeHostileChecks(env, t);
   let series: Awaited<ReturnType<typeof vm.queryRange>> = [];
   await waitFor(async () => {
     await vm.flush();

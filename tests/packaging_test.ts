@@ -299,22 +299,56 @@ Deno.test("packaging: the compiled binary may write the setting's default comman
   for (const path of DEFAULT_COMMAND_FILES) assert.ok(operations.includes(`\`${path}\``), path);
 });
 
-/** A PHP worker's task queue keys as its example config ships them, with this run's services. */
+/**
+ * A PHP worker's task queue keys as its example config ships them, with the services of
+ * {@link commandFileEnv}, written to its directory.
+ */
 async function phpTaskConfig(
-  dir: string,
+  env: { dir: string; gearmand: { addr: string }; db: { url: string }; port: number },
   commandFile: string,
-  services: { gearmand: string; mysql: string; metricsPort: number },
 ): Promise<string> {
+  const dir = env.dir;
   const path = `${dir}/config.yml`;
   await Deno.writeTextFile(
     path,
-    `gearman_addr: ${services.gearmand}\nmysql_url: ${services.mysql}\n` +
-      `metrics_host: 127.0.0.1\nmetrics_port: ${services.metricsPort}\nnode_name: perm-cmd\n` +
+    `gearman_addr: ${env.gearmand.addr}\nmysql_url: ${env.db.url}\n` +
+      `metrics_host: 127.0.0.1\nmetrics_port: ${env.port}\nnode_name: perm-cmd\n` +
       `listen_addr: ""\ndead_letter_file: ${dir}/state/dead.ndjson\n` +
       `check_for_commands: 1\ncommand_check_interval: 1\nsubmit_method: cmd\n` +
       `external_command_file: ${commandFile}\n`,
   );
   return path;
+}
+
+/**
+ * gearmand, a database with the schema, a temporary directory for a command file and a free
+ * metrics port, for the command-file tests; disposing removes the directory.
+ */
+async function commandFileEnv() {
+  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { createScratchDatabase } = await import("./helpers/mysql.ts");
+  const { createSchema } = await import("./helpers/worker.ts");
+  const gearmand = await startGearmand();
+  const db = await createScratchDatabase();
+  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  const env = {
+    gearmand,
+    db,
+    dir,
+    port: freePort(),
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(dir, { recursive: true });
+      await db[Symbol.asyncDispose]();
+      await gearmand[Symbol.asyncDispose]();
+    },
+  };
+  try {
+    await createSchema(db.url);
+    return env;
+  } catch (err) {
+    await env[Symbol.asyncDispose]();
+    throw err;
+  }
 }
 
 async function mkfifo(path: string): Promise<void> {
@@ -323,106 +357,79 @@ async function mkfifo(path: string): Promise<void> {
 }
 
 Deno.test("packaging: under exactly the compiled permissions, submit_method cmd to a command file the binary may not write refuses run and config, saying what to change", async () => {
-  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
-  const { createScratchDatabase } = await import("./helpers/mysql.ts");
-  const { createSchema } = await import("./helpers/worker.ts");
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
-  try {
-    // A core's FIFO where the build did not expect one.
-    const fifo = `${dir}/naemon.cmd`;
-    await mkfifo(fifo);
-    const port = freePort();
-    const config = await phpTaskConfig(dir, fifo, {
-      gearmand: gearmand.addr,
-      mysql: db.url,
-      metricsPort: port,
-    });
-    const flags = permissionFlags(`${dir}/state`);
-    const expectRefusal = (err: string) => {
-      assert.match(err, /check_for_commands submits the UI's tasks with submit_method cmd/);
-      assert.ok(err.includes(`"${fifo}", which this process may not write`), err);
-      assert.match(err, /submit_method: broker/);
-      assert.ok(err.includes(`STATUSENGINE_COMMAND_FILES=${fifo} deno task compile`), err);
-    };
+  await using env = await commandFileEnv();
+  const { dir, port } = env;
+  // A core's FIFO where the build did not expect one.
+  const fifo = `${dir}/naemon.cmd`;
+  await mkfifo(fifo);
+  const config = await phpTaskConfig(env, fifo);
+  const flags = permissionFlags(`${dir}/state`);
+  const expectRefusal = (err: string) => {
+    assert.match(err, /check_for_commands submits the UI's tasks with submit_method cmd/);
+    assert.ok(err.includes(`"${fifo}", which this process may not write`), err);
+    assert.match(err, /submit_method: broker/);
+    assert.ok(err.includes(`STATUSENGINE_COMMAND_FILES=${fifo} deno task compile`), err);
+  };
 
-    const checked = await spawnMain(flags, ["config", "--config", config]).output();
-    const checkedErr = new TextDecoder().decode(checked.stderr);
-    assert.equal(checked.code, 1, checkedErr);
-    expectRefusal(checkedErr);
+  const checked = await spawnMain(flags, ["config", "--config", config]).output();
+  const checkedErr = new TextDecoder().decode(checked.stderr);
+  assert.equal(checked.code, 1, checkedErr);
+  expectRefusal(checkedErr);
 
-    // Without the check the worker became ready here and failed every task afterwards.
-    const result = await exitOrReady(
-      spawnMain(flags, ["run", "--config", config], { cwd: dir }),
-      port,
-    );
-    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
-    assert.equal(result.code, 1, result.output);
-    expectRefusal(result.output);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  // Without the check the worker became ready here and failed every task afterwards.
+  const result = await exitOrReady(
+    spawnMain(flags, ["run", "--config", config], { cwd: dir }),
+    port,
+  );
+  assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+  assert.equal(result.code, 1, result.output);
+  expectRefusal(result.output);
 });
 
 Deno.test("packaging: under exactly the compiled permissions, built for the core's command file, submit_method cmd delivers the UI's task to the FIFO", async () => {
-  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
-  const { createScratchDatabase } = await import("./helpers/mysql.ts");
-  const { createSchema } = await import("./helpers/worker.ts");
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
+  await using env = await commandFileEnv();
+  const { db, dir } = env;
+  const fifo = `${dir}/naemon.cmd`;
+  await mkfifo(fifo);
+  // The test is the core: it keeps the FIFO open read-write, so a writer closing it is no
+  // end of file.
+  const reader = Deno.open(fifo, { read: true, write: true });
+  await db.query(
+    "INSERT INTO statusengine_tasks (uuid, node_name, entry_time, type, payload) " +
+      "VALUES ('t1', 'perm-cmd', 1, 'externalcommand', '[10] ENABLE_HOST_CHECK;web01')",
+  );
+  const config = await phpTaskConfig(env, fifo);
+  // What `STATUSENGINE_COMMAND_FILES=<fifo> deno task compile` embeds.
+  const worker = spawnMain(permissionFlags(`${dir}/state`, [fifo]), [
+    "run",
+    "--config",
+    config,
+  ], { cwd: dir });
+  const output = Promise.all([
+    new Response(worker.stdout).text(),
+    new Response(worker.stderr).text(),
+  ]);
+  const file = await reader;
+  let received = "";
   try {
-    const fifo = `${dir}/naemon.cmd`;
-    await mkfifo(fifo);
-    // The test is the core: it keeps the FIFO open read-write, so a writer closing it is no
-    // end of file.
-    const reader = Deno.open(fifo, { read: true, write: true });
-    await db.query(
-      "INSERT INTO statusengine_tasks (uuid, node_name, entry_time, type, payload) " +
-        "VALUES ('t1', 'perm-cmd', 1, 'externalcommand', '[10] ENABLE_HOST_CHECK;web01')",
-    );
-    const config = await phpTaskConfig(dir, fifo, {
-      gearmand: gearmand.addr,
-      mysql: db.url,
-      metricsPort: freePort(),
-    });
-    // What `STATUSENGINE_COMMAND_FILES=<fifo> deno task compile` embeds.
-    const worker = spawnMain(permissionFlags(`${dir}/state`, [fifo]), [
-      "run",
-      "--config",
-      config,
-    ], { cwd: dir });
-    const output = Promise.all([
-      new Response(worker.stdout).text(),
-      new Response(worker.stderr).text(),
-    ]);
-    const file = await reader;
-    let received = "";
-    try {
-      const buffer = new Uint8Array(4096);
-      while (!received.includes("\n")) {
-        const n = await file.read(buffer);
-        if (n === null) break;
-        received += new TextDecoder().decode(buffer.subarray(0, n));
-      }
-    } finally {
-      file.close();
+    const buffer = new Uint8Array(4096);
+    while (!received.includes("\n")) {
+      const n = await file.read(buffer);
+      if (n === null) break;
+      received += new TextDecoder().decode(buffer.subarray(0, n));
     }
-    await waitFor(async () => {
-      const rows = await db.query<unknown[]>("SELECT uuid FROM statusengine_tasks");
-      return rows.length === 0;
-    }, { message: "the task deleted after its submission" });
-    worker.kill("SIGTERM");
-    const [status, [out, err]] = await Promise.all([worker.status, output]);
-    assert.equal(received, "[10] ENABLE_HOST_CHECK;web01\n", `${out}\n${err}`);
-    assert.equal(status.code, 0, err);
-    assert.doesNotMatch(`${out}\n${err}`, /Cannot open external command file/);
   } finally {
-    await Deno.remove(dir, { recursive: true });
+    file.close();
   }
+  await waitFor(async () => {
+    const rows = await db.query<unknown[]>("SELECT uuid FROM statusengine_tasks");
+    return rows.length === 0;
+  }, { message: "the task deleted after its submission" });
+  worker.kill("SIGTERM");
+  const [status, [out, err]] = await Promise.all([worker.status, output]);
+  assert.equal(received, "[10] ENABLE_HOST_CHECK;web01\n", `${out}\n${err}`);
+  assert.equal(status.code, 0, err);
+  assert.doesNotMatch(`${out}\n${err}`, /Cannot open external command file/);
 });
 
 /**
@@ -456,107 +463,79 @@ async function exitOrReady(worker: Deno.ChildProcess, port: number) {
 // The binary may write the command file, but the core's FIFO is writable for its group only:
 // a service user outside that group failed every task at each poll while the worker was ready.
 Deno.test("packaging: a service user outside the command FIFO's group refuses the start, naming the group to add", async () => {
-  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
-  const { createScratchDatabase } = await import("./helpers/mysql.ts");
-  const { createSchema } = await import("./helpers/worker.ts");
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
-  try {
-    await Deno.chmod(dir, 0o755);
-    // The core's FIFO as the core creates it: owner and group write only, group root here.
-    const fifo = `${dir}/naemon.cmd`;
-    await mkfifo(fifo);
-    await Deno.mkdir(`${dir}/state`, { mode: 0o777 });
-    await Deno.chmod(`${dir}/state`, 0o777);
-    // nobody cannot read root's module cache: a copy of its npm packages.
-    const { denoDir } = JSON.parse(
-      new TextDecoder().decode(
-        (await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output()).stdout,
-      ),
-    ) as { denoDir: string };
-    const cache = `${dir}/deno-dir`;
-    await Deno.mkdir(cache);
-    const copied = await new Deno.Command("cp", { args: ["-r", `${denoDir}/npm`, `${cache}/npm`] })
-      .output();
-    assert.ok(copied.success, "copy of the npm cache");
-    const opened = await new Deno.Command("chmod", { args: ["-R", "a+rwX", cache] }).output();
-    assert.ok(opened.success, "chmod of the cache copy");
-    const port = freePort();
-    const config = await phpTaskConfig(dir, fifo, {
-      gearmand: gearmand.addr,
-      mysql: db.url,
-      metricsPort: port,
-    });
-    const result = await exitOrReady(
-      spawnMain(permissionFlags(`${dir}/state`, [fifo]), ["run", "--config", config], {
-        cwd: dir,
-        env: { DENO_DIR: cache, HOME: dir },
-        // A service user outside the file's group, as the unit's User= is.
-        wrapper: ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"],
-      }),
-      port,
-    );
-    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
-    assert.equal(result.code, 1, result.output);
-    assert.ok(
-      result.output.includes(`"${fifo}" cannot be opened for writing: Permission denied`),
-      result.output,
-    );
-    assert.match(result.output, /add that user to the group root/);
-    assert.match(result.output, /SupplementaryGroups=root in the unit/);
-    assert.match(result.output, /submit_method: broker/);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  await using env = await commandFileEnv();
+  const { dir, port } = env;
+  await Deno.chmod(dir, 0o755);
+  // The core's FIFO as the core creates it: owner and group write only, group root here.
+  const fifo = `${dir}/naemon.cmd`;
+  await mkfifo(fifo);
+  await Deno.mkdir(`${dir}/state`, { mode: 0o777 });
+  await Deno.chmod(`${dir}/state`, 0o777);
+  // nobody cannot read root's module cache: a copy of its npm packages.
+  const { denoDir } = JSON.parse(
+    new TextDecoder().decode(
+      (await new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).output()).stdout,
+    ),
+  ) as { denoDir: string };
+  const cache = `${dir}/deno-dir`;
+  await Deno.mkdir(cache);
+  const copied = await new Deno.Command("cp", { args: ["-r", `${denoDir}/npm`, `${cache}/npm`] })
+    .output();
+  assert.ok(copied.success, "copy of the npm cache");
+  const opened = await new Deno.Command("chmod", { args: ["-R", "a+rwX", cache] }).output();
+  assert.ok(opened.success, "chmod of the cache copy");
+  const config = await phpTaskConfig(env, fifo);
+  const result = await exitOrReady(
+    spawnMain(permissionFlags(`${dir}/state`, [fifo]), ["run", "--config", config], {
+      cwd: dir,
+      env: { DENO_DIR: cache, HOME: dir },
+      // A service user outside the file's group, as the unit's User= is.
+      wrapper: ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"],
+    }),
+    port,
+  );
+  assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+  assert.equal(result.code, 1, result.output);
+  assert.ok(
+    result.output.includes(`"${fifo}" cannot be opened for writing: Permission denied`),
+    result.output,
+  );
+  assert.match(result.output, /add that user to the group root/);
+  assert.match(result.output, /SupplementaryGroups=root in the unit/);
+  assert.match(result.output, /submit_method: broker/);
 });
 
 // A plain command file (a spool) lies on the read-only file system ProtectSystem=strict makes of
 // everything outside ReadWritePaths=; every task failed at each poll while the worker was ready.
 Deno.test("packaging: a plain command file on a read-only mount refuses the start, naming ReadWritePaths=", async () => {
-  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
-  const { createScratchDatabase } = await import("./helpers/mysql.ts");
-  const { createSchema } = await import("./helpers/worker.ts");
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  const dir = await Deno.makeTempDir({ prefix: "se-cmd-" });
-  try {
-    const spool = `${dir}/spool`;
-    await Deno.mkdir(spool);
-    const file = `${spool}/naemon.cmd`;
-    await Deno.writeTextFile(file, "");
-    const port = freePort();
-    const config = await phpTaskConfig(dir, file, {
-      gearmand: gearmand.addr,
-      mysql: db.url,
-      metricsPort: port,
-    });
-    const result = await exitOrReady(
-      spawnMain(permissionFlags(`${dir}/state`, [file]), ["run", "--config", config], {
-        cwd: dir,
-        // What ProtectSystem=strict does: a read-only bind mount, in a mount namespace of its own.
-        wrapper: [
-          "unshare",
-          "--mount",
-          "sh",
-          "-c",
-          'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
-          spool,
-        ],
-      }),
-      port,
-    );
-    assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
-    assert.equal(result.code, 1, result.output);
-    assert.ok(result.output.includes(`"${file}" cannot be opened for writing`), result.output);
-    assert.match(result.output, /Read-only file system/i);
-    assert.ok(result.output.includes(`ReadWritePaths=${file} in the unit`), result.output);
-    assert.equal(await Deno.readTextFile(file), "", "nothing written");
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  await using env = await commandFileEnv();
+  const { dir, port } = env;
+  const spool = `${dir}/spool`;
+  await Deno.mkdir(spool);
+  const file = `${spool}/naemon.cmd`;
+  await Deno.writeTextFile(file, "");
+  const config = await phpTaskConfig(env, file);
+  const result = await exitOrReady(
+    spawnMain(permissionFlags(`${dir}/state`, [file]), ["run", "--config", config], {
+      cwd: dir,
+      // What ProtectSystem=strict does: a read-only bind mount, in a mount namespace of its own.
+      wrapper: [
+        "unshare",
+        "--mount",
+        "sh",
+        "-c",
+        'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+        spool,
+      ],
+    }),
+    port,
+  );
+  assert.ok(!result.ready, `the worker became ready:\n${result.output}`);
+  assert.equal(result.code, 1, result.output);
+  assert.ok(result.output.includes(`"${file}" cannot be opened for writing`), result.output);
+  assert.match(result.output, /Read-only file system/i);
+  assert.ok(result.output.includes(`ReadWritePaths=${file} in the unit`), result.output);
+  assert.equal(await Deno.readTextFile(file), "", "nothing written");
 });
 
 // Without dl.deno.land deno compile failed with a Rust error chain and a backtrace that said

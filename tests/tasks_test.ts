@@ -42,6 +42,16 @@ interface Task {
   readonly payload: string | null;
 }
 
+/** An external command the UI wrote for this node. */
+function command(uuid: string | null, entry: number, payload: string): Task {
+  return { uuid, node: NODE, entry, type: "externalcommand", payload };
+}
+
+/** A SCHEDULE_HOST_CHECK whose host and timestamp tell the tasks apart. */
+function scheduleCheck(uuid: string, entry: number): Task {
+  return command(uuid, entry, `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`);
+}
+
 async function insertTasks(db: ScratchDatabase, tasks: readonly Task[]): Promise<void> {
   for (const t of tasks) {
     await db.query(
@@ -83,32 +93,14 @@ Deno.test("tasks: this node's tasks reach statusngin_cmd in entry order as /comm
   await createSchema(db.url);
   await insertTasks(db, [
     // Entry order differs from insertion order on purpose.
-    {
-      uuid: "u2",
-      node: NODE,
-      entry: 200,
-      type: "externalcommand",
-      payload: "ACKNOWLEDGE_HOST_PROBLEM;web01;1;1;1;admin;on it",
-    },
-    {
-      uuid: "u1",
-      node: NODE,
-      entry: 100,
-      type: "externalcommand",
-      payload: "[1700000000] SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;1700000000",
-    },
+    command("u2", 200, "ACKNOWLEDGE_HOST_PROBLEM;web01;1;1;1;admin;on it"),
+    command("u1", 100, "[1700000000] SCHEDULE_FORCED_SVC_CHECK;web01;HTTP;1700000000"),
     // Refused by the same rules as POST /commands: never runnable, deleted.
-    { uuid: "u3", node: NODE, entry: 300, type: "externalcommand", payload: "SHUTDOWN_PROGRAM" },
-    { uuid: "u4", node: NODE, entry: 400, type: "externalcommand", payload: "A;b\nFORGED" },
+    command("u3", 300, "SHUTDOWN_PROGRAM"),
+    command("u4", 400, "A;b\nFORGED"),
     { uuid: "u5", node: NODE, entry: 500, type: "othertype", payload: "x" },
     // Without a uuid: still deleted exactly once it ran.
-    {
-      uuid: null,
-      node: NODE,
-      entry: 600,
-      type: "externalcommand",
-      payload: "ENABLE_HOST_NOTIFICATIONS;web01",
-    },
+    command(null, 600, "ENABLE_HOST_NOTIFICATIONS;web01"),
     // Another node's task is that node's business.
     {
       uuid: "o1",
@@ -148,20 +140,8 @@ Deno.test("tasks: while the job server is unreachable no task is deleted; they a
   await using worker = await startTestWorker(taskConfig(db, { gearmanServers: [proxy.addr] }));
   proxy.block();
   await insertTasks(db, [
-    {
-      uuid: "a",
-      node: NODE,
-      entry: 1,
-      type: "externalcommand",
-      payload: "[1] SCHEDULE_HOST_CHECK;x;1",
-    },
-    {
-      uuid: "b",
-      node: NODE,
-      entry: 2,
-      type: "externalcommand",
-      payload: "[2] SCHEDULE_HOST_CHECK;y;2",
-    },
+    command("a", 1, "[1] SCHEDULE_HOST_CHECK;x;1"),
+    command("b", 2, "[2] SCHEDULE_HOST_CHECK;y;2"),
   ]);
   await waitFor(
     async () => (await metricValue(worker, "statusengine_tasks_submit_errors_total")) >= 2,
@@ -189,20 +169,8 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
     assert.ok(made.success, "mkfifo");
     const reader = Deno.open(fifo, { read: true, write: true });
     await insertTasks(db, [
-      {
-        uuid: "f1",
-        node: NODE,
-        entry: 1,
-        type: "externalcommand",
-        payload: "[10] ENABLE_HOST_CHECK;a",
-      },
-      {
-        uuid: "f2",
-        node: NODE,
-        entry: 2,
-        type: "externalcommand",
-        payload: "DISABLE_HOST_CHECK;b",
-      },
+      command("f1", 1, "[10] ENABLE_HOST_CHECK;a"),
+      command("f2", 2, "DISABLE_HOST_CHECK;b"),
     ]);
     {
       await using _worker = await startTestWorker(taskConfig(db, {
@@ -232,13 +200,7 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
     const plain = `${dir}/plain.cmd`;
     await Deno.writeTextFile(plain, "[0] EARLIER;line\n");
     await insertTasks(db, [
-      {
-        uuid: "p1",
-        node: NODE,
-        entry: 3,
-        type: "externalcommand",
-        payload: "[11] ENABLE_HOST_NOTIFICATIONS;c",
-      },
+      command("p1", 3, "[11] ENABLE_HOST_NOTIFICATIONS;c"),
     ]);
     {
       await using _worker = await startTestWorker(taskConfig(db, {
@@ -255,13 +217,7 @@ Deno.test("tasks: submit method cmd writes each command line to the core's FIFO 
     // A missing file (the core is not running) is never created; the task waits.
     const missing = `${dir}/missing.cmd`;
     await insertTasks(db, [
-      {
-        uuid: "m1",
-        node: NODE,
-        entry: 4,
-        type: "externalcommand",
-        payload: "[12] DISABLE_HOST_NOTIFICATIONS;d",
-      },
+      command("m1", 4, "[12] DISABLE_HOST_NOTIFICATIONS;d"),
     ]);
     const warned = await withLogs(async (logs) => {
       await using worker = await startTestWorker(taskConfig(db, {
@@ -292,13 +248,7 @@ Deno.test("tasks: with consumer rabbitmq a task is published to the broker's sta
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   await insertTasks(db, [
-    {
-      uuid: "r1",
-      node: NODE,
-      entry: 1,
-      type: "externalcommand",
-      payload: "[5] DISABLE_HOST_FLAP_DETECTION;x",
-    },
+    command("r1", 1, "[5] DISABLE_HOST_FLAP_DETECTION;x"),
   ]);
   await using _worker = await startTestWorker(taskConfig(db, {
     gearmanServers: [],
@@ -327,13 +277,7 @@ Deno.test("tasks: two workers of one node submit each task once, not once each",
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   await insertTasks(db, [
-    {
-      uuid: "t1",
-      node: NODE,
-      entry: 1,
-      type: "externalcommand",
-      payload: "[1] ENABLE_HOST_CHECK;a",
-    },
+    command("t1", 1, "[1] ENABLE_HOST_CHECK;a"),
   ]);
   // The test holds the row's lock: a worker that submitted t1 waits in its DELETE, so a second
   // worker reading t1 meanwhile (a plain read does not wait) shows whether it submits it too.
@@ -375,13 +319,9 @@ Deno.test("tasks: tasks of the same second run in the order the UI wrote them", 
   const uuids = ["f", "e", "d", "c", "b", "a"];
   await insertTasks(
     db,
-    uuids.map((uuid, i) => ({
-      uuid,
-      node: NODE,
-      entry: 1000,
-      type: "externalcommand",
-      payload: `[${i}] ${i % 2 === 0 ? "DISABLE" : "ENABLE"}_HOST_NOTIFICATIONS;web01`,
-    })),
+    uuids.map((uuid, i) =>
+      command(uuid, 1000, `[${i}] ${i % 2 === 0 ? "DISABLE" : "ENABLE"}_HOST_NOTIFICATIONS;web01`)
+    ),
   );
   await using _worker = await startTestWorker(taskConfig(db, { gearmanServers: [gearmand.addr] }));
   await waitFor(async () => (await remaining(db)).length === 0, { message: "tasks run" });
@@ -396,21 +336,14 @@ Deno.test("tasks: a task the broker took but never confirmed is deleted, not pub
   await using db = await createScratchDatabase();
   await createSchema(db.url);
   await using _worker = await startTestWorker(taskConfig(db, { gearmanServers: [proxy.addr] }));
-  const task = (uuid: string, entry: number): Task => ({
-    uuid,
-    node: NODE,
-    entry,
-    type: "externalcommand",
-    payload: `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`,
-  });
   // The first task opens the publisher's connection.
-  await insertTasks(db, [task("a", 1)]);
+  await insertTasks(db, [scheduleCheck("a", 1)]);
   await waitFor(async () => (await remaining(db)).length === 0, { message: "task a published" });
   // gearmand queues the next job, but its JOB_CREATED never comes back: the publish is
   // unconfirmed after the budget, and the next connection is untouched.
   proxy.holdReplies();
   const warned = await withLogs(async (logs) => {
-    await insertTasks(db, [task("b", 2)]);
+    await insertTasks(db, [scheduleCheck("b", 2)]);
     await waitFor(async () => (await remaining(db)).length === 0, { message: "task b deleted" });
     return logs.filter((l) => l.message.includes("not confirmed")).map((l) => l.level);
   });
@@ -428,22 +361,15 @@ Deno.test("tasks: a task written to the broker when the worker stops, before its
   await using proxy = await startTcpProxy(gearmand.addr);
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  const task = (uuid: string, entry: number): Task => ({
-    uuid,
-    node: NODE,
-    entry,
-    type: "externalcommand",
-    payload: `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`,
-  });
   const first = await startTestWorker(taskConfig(db, { gearmanServers: [proxy.addr] }));
   try {
     // The first task opens the publisher's connection.
-    await insertTasks(db, [task("a", 1)]);
+    await insertTasks(db, [scheduleCheck("a", 1)]);
     await waitFor(async () => (await remaining(db)).length === 0, { message: "task a published" });
     // gearmand queues task b, but its JOB_CREATED never comes back: the worker stops while it
     // waits for it.
     proxy.holdReplies();
-    await insertTasks(db, [task("b", 2)]);
+    await insertTasks(db, [scheduleCheck("b", 2)]);
     await waitFor(async () => (await jobsAtGearmand(gearmand.addr, CMD)) === 2, {
       message: "task b queued at gearmand",
     });
@@ -470,23 +396,16 @@ Deno.test("tasks: after a broker connection fell silent, the next task is publis
     consumer: "rabbitmq",
     rabbitmq: { url: url.href, prefetch: 10, ...TEST_QUEUE_DURABILITY },
   }));
-  const task = (uuid: string, entry: number): Task => ({
-    uuid,
-    node: NODE,
-    entry,
-    type: "externalcommand",
-    payload: `[${entry}] SCHEDULE_HOST_CHECK;${uuid};${entry}`,
-  });
-  await insertTasks(db, [task("a", 1)]);
+  await insertTasks(db, [scheduleCheck("a", 1)]);
   await waitFor(async () => (await remaining(db)).length === 0, { message: "task a published" });
   // The publisher's connection answers nothing more, not even the close it is given up with.
   proxy.holdReplies();
-  await insertTasks(db, [task("b", 2)]);
+  await insertTasks(db, [scheduleCheck("b", 2)]);
   await waitFor(async () => (await remaining(db)).length === 0, {
     timeoutMs: 30_000,
     message: "task b given up unconfirmed",
   });
-  await insertTasks(db, [task("c", 3)]);
+  await insertTasks(db, [scheduleCheck("c", 3)]);
   await waitFor(async () => (await remaining(db)).length === 0, {
     timeoutMs: 30_000,
     message: "task c published on a fresh connection",

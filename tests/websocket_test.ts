@@ -26,7 +26,11 @@ import {
   WebSocketHub,
   type WebSocketHubOptions,
 } from "../src/http/ws_hub.ts";
-import { startWebSocketServer } from "../src/http/ws_server.ts";
+import {
+  startWebSocketServer,
+  type WebSocketServer,
+  type WebSocketServerOptions,
+} from "../src/http/ws_server.ts";
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { createMetrics } from "../src/metrics/registry.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
@@ -34,6 +38,14 @@ import { hasCode } from "../src/util/errors.ts";
 
 const FIXTURES = new URL("../src/events/testdata/", import.meta.url);
 const KEYS = ["key-one", "key-two"];
+
+/** A `/ws` server of the test's own for `hub`, on a free loopback port, taking {@link KEYS}. */
+function serveHub(
+  hub: WebSocketHub,
+  options: Pick<WebSocketServerOptions, "metrics" | "idleTimeoutSeconds"> = {},
+): Promise<WebSocketServer> {
+  return startWebSocketServer({ hostname: "127.0.0.1", port: 0, apiKeys: KEYS, hub, ...options });
+}
 
 function fixture(queue: QueueName): string {
   return Deno.readTextFileSync(new URL(`${queue}.job`, FIXTURES));
@@ -566,12 +578,7 @@ Deno.test("ws: shutdown sends every client a close frame (1001)", async () => {
 
 Deno.test("ws server: connection attempts during shutdown are refused before the upgrade", async () => {
   const hub = new WebSocketHub({ statsIntervalMs: 0 });
-  await using server = await startWebSocketServer({
-    hostname: "127.0.0.1",
-    port: 0,
-    apiKeys: KEYS,
-    hub,
-  });
+  await using server = await serveHub(hub);
   await server.closeClients();
   const res = await fetch(`http://127.0.0.1:${server.port}/ws?api_key=key-one`);
   assert.equal(res.status, 503);
@@ -654,13 +661,7 @@ async function serverWithStalledClient(
 ) {
   const metrics = createMetrics();
   const hub = new WebSocketHub({ metrics, statsIntervalMs: 0, ...options });
-  const server = await startWebSocketServer({
-    hostname: "127.0.0.1",
-    port: 0,
-    apiKeys: KEYS,
-    hub,
-    metrics,
-  });
+  const server = await serveHub(hub, { metrics });
   const conn = await stalledClient(server.port);
   await waitFor(() => hub.clients === 1);
   return {
@@ -760,13 +761,7 @@ Deno.test("ws server: a client that stops reading makes the kernel hold at most 
 
 Deno.test("ws server: a silent client is pinged after half the idle timeout and closed when it does not answer; one that answers stays", async () => {
   const hub = new WebSocketHub({ statsIntervalMs: 0 });
-  await using server = await startWebSocketServer({
-    hostname: "127.0.0.1",
-    port: 0,
-    apiKeys: KEYS,
-    hub,
-    idleTimeoutSeconds: 0.4,
-  });
+  await using server = await serveHub(hub, { idleTimeoutSeconds: 0.4 });
   // Deno's client answers every ping on its own.
   const answering = new WebSocket(`ws://127.0.0.1:${server.port}/ws?api_key=key-one`);
   await new Promise<void>((resolve, reject) => {
@@ -812,13 +807,7 @@ async function resetWithFramesUnsent(lines: readonly LogLine[]): Promise<void> {
     socketBudgetBytes: 1 << 30,
     unreadBytes: 1 << 30,
   });
-  await using server = await startWebSocketServer({
-    hostname: "127.0.0.1",
-    port: 0,
-    apiKeys: KEYS,
-    hub,
-    metrics,
-  });
+  await using server = await serveHub(hub, { metrics });
   const conn = await stalledClient(server.port, "&topics=statusngin_logentries");
   await using marker = await openClient(server.port, { query: "?api_key=key-two&topics=marker" });
   await waitFor(() => hub.clients === 2);
@@ -891,12 +880,7 @@ async function handshakeStatus(port: number, query: string, headers = ""): Promi
 
 Deno.test("ws server: a client's topic set is bounded in names and in their length: a subscribe beyond it is refused with an error frame and changes nothing, as is a handshake naming more", async () => {
   const hub = new WebSocketHub({ statsIntervalMs: 0 });
-  await using server = await startWebSocketServer({
-    hostname: "127.0.0.1",
-    port: 0,
-    apiKeys: KEYS,
-    hub,
-  });
+  await using server = await serveHub(hub);
   const names = (from: number, n: number) =>
     Array.from({ length: n }, (_, i) => `topic-${from + i}`);
   await using client = await openClient(server.port, { query: "?api_key=key-one&topics=topic-0" });
@@ -951,12 +935,7 @@ Deno.test("ws server: a client's topic set is bounded in names and in their leng
 // ?api_key= behind it: every handshake of that dashboard got 401 with the right key in its URL.
 Deno.test("ws server: an empty key header does not hide the ?api_key= behind it; a key in a header still wins", async () => {
   const hub = new WebSocketHub({ statsIntervalMs: 0 });
-  await using server = await startWebSocketServer({
-    hostname: "127.0.0.1",
-    port: 0,
-    apiKeys: KEYS,
-    hub,
-  });
+  await using server = await serveHub(hub);
   for (const header of ["X-Api-Key: \r\n", "X-Api-Key:   \r\n", "Authorization: Bearer\r\n"]) {
     const status = await handshakeStatus(server.port, "", header);
     assert.match(status, /^HTTP\/1\.1 101 /, `${JSON.stringify(header)}: ${status}`);

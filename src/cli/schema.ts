@@ -8,7 +8,7 @@ import {
   connectMysql,
   createDatabase,
   databaseExists,
-  describeDifference,
+  describeDifferences,
   describeMysqlConnectFailure,
   diffSchema,
   endMysql,
@@ -97,7 +97,7 @@ export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): P
 
     step = `compare the schema of "${database}"`;
     const differences = await diffSchema(conn);
-    for (const d of differences) io.out(describeDifference(d));
+    for (const line of describeDifferences(differences)) io.out(line);
     if (differences.length === 0) {
       io.out(`Schema of ${database} matches the ${ALL_TABLES.length} tables the worker needs`);
       return 0;

@@ -9,7 +9,7 @@ import {
   closeMysqlNow,
   connectMysql,
   createWriterPool,
-  describeDifference,
+  describeDifferences,
   describeMysqlConnectFailure,
   diffSchema,
   endMysql,
@@ -245,7 +245,7 @@ async function warnAboutSchemaDrift(pool: MysqlPool, needed: readonly TableName[
       'refused. Run "statusengine-worker schema --check" for the full list and fix them',
     {
       differences: relevant.length,
-      first: relevant.slice(0, DRIFT_LISTED).map(describeDifference).join("; "),
+      first: describeDifferences(relevant.slice(0, DRIFT_LISTED)).join("; "),
     },
   );
 }

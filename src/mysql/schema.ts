@@ -479,8 +479,22 @@ function placeOf(table: TableName, column: Column): string {
   return before === undefined ? "FIRST" : `AFTER ${quoteIdentifier(before.name)}`;
 }
 
-/** One line describing a difference, for the `schema` command's output. */
-export function describeDifference(d: SchemaDifference): string {
+/**
+ * One line a difference, for the `schema` command's output. A table's character set statement
+ * is named once: CONVERT converts every column, so the later lines of that table only point to it.
+ */
+export function describeDifferences(differences: readonly SchemaDifference[]): string[] {
+  const converted = new Set<string>();
+  return differences.map((d) => {
+    if (d.kind !== "table_charset" && d.kind !== "column_charset") return describeDifference(d);
+    const named = converted.has(d.table);
+    converted.add(d.table);
+    return describeDifference(d, named);
+  });
+}
+
+/** One line describing a difference; `converted`: its table's CONVERT was named on a line before. */
+export function describeDifference(d: SchemaDifference, converted = false): string {
   switch (d.kind) {
     case "missing_table":
       return `${d.table}: table is missing`;
@@ -519,7 +533,7 @@ export function describeDifference(d: SchemaDifference): string {
       return `${d.table}.${d.column}: character set ${
         isNot(d.actual, d.expected)
       }; values with characters it lacks (emoji) are refused (${
-        convertCharset(d.table, d.expected)
+        converted ? "the CONVERT above converts it" : convertCharset(d.table, d.expected)
       })`;
     case "column_order":
       return `${d.table}: column order ${isNot(formatList(d.actual), formatList(d.expected))}`;

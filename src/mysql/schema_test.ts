@@ -4,6 +4,7 @@ import {
   type ColumnRow,
   compareSchema,
   describeDifference,
+  describeDifferences,
   normalizeColumnDefault,
   normalizeColumnType,
   normalizePartitionExpression,
@@ -461,7 +462,7 @@ Deno.test("describeDifference: a column wider than the schema's is not offered a
       ? { ...c, columnType: "varchar(255)" }
       : c
   );
-  const lines = compareSchema(s, [TABLES.statusengine_hostchecks]).map(describeDifference);
+  const lines = describeDifferences(compareSchema(s, [TABLES.statusengine_hostchecks]));
   assert.deepEqual(lines, [
     "statusengine_hostchecks.output: column is varchar(4096) NULL, expected varchar(1024) NULL",
     "statusengine_hostchecks.timeout: column is int(11) NULL DEFAULT 0, expected smallint(3) NULL DEFAULT 0",

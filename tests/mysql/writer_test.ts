@@ -248,6 +248,26 @@ function rows(n: number, prefix: string): Row[] {
 }
 
 /** Whether a promise has settled, observable without awaiting it. */
+/** A writer of the log table whose first row (`marker`) is committed: its connection is open. */
+async function warmWriter(fx: Fixture, batchSize: number, marker = "warm") {
+  const writer = fx.writer(LOG, batchSize);
+  const warm = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow(marker)], warm);
+  await warm.done;
+  return writer;
+}
+
+/** Until the writers hold a batch: db_available 0, and `retried` (two retries of it). */
+async function untilHeld(fx: Fixture, retried: string): Promise<void> {
+  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
+    message: "db_available 0",
+  });
+  await waitFor(
+    async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
+    { message: retried },
+  );
+}
+
 function track(p: Promise<unknown>): { readonly settled: boolean } {
   const state = { settled: false };
   p.then(() => (state.settled = true), () => (state.settled = true));
@@ -442,23 +462,14 @@ Deno.test("writer: the commit listener hears each committed row once, after MySQ
 
 Deno.test("writer: an error that names no row and fails both halves of a split holds the batch until MySQL takes it; nothing is dead-lettered (D7)", async () => {
   await using fx = await setup([LOG]);
-  const writer = fx.writer(LOG, 8);
-  const warm = new JobTracker(LOG_QUEUE, 1);
-  await writer.add([logRow("warm")], warm);
-  await warm.done;
+  const writer = await warmWriter(fx, 8);
   // A schema change under the running worker: every INSERT fails with 1054
   // (unknown column), whatever its rows. Not the rows' fault.
   await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
   const job = new JobTracker(LOG_QUEUE, 8);
   const done = track(job.done);
   await writer.add(rows(8, "held"), job);
-  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
-    message: "db_available 0",
-  });
-  await waitFor(
-    async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
-    { message: "the held batch retried" },
-  );
+  await untilHeld(fx, "the held batch retried");
   assert.equal(done.settled, false, "a job resolved while its rows were held");
   assert.equal(job.deadLettered, 0);
   const sizes = fx.executor.calls.slice(1, 4).map((c) => c.rows);
@@ -479,10 +490,7 @@ Deno.test("writer: an error that names no row and fails both halves of a split h
 
 Deno.test("writer: a single row whose statement fails whatever its rows (1054 after a column rename) is held like a larger batch, then committed; nothing is dead-lettered (D7)", async () => {
   await using fx = await setup([LOG]);
-  const writer = fx.writer(LOG, 8);
-  const warm = new JobTracker(LOG_QUEUE, 1);
-  await writer.add([logRow("warm")], warm);
-  await warm.done;
+  const writer = await warmWriter(fx, 8);
   // A quiet table: each statement carries one row, so no split can show that both halves fail.
   await fx.db.query(`ALTER TABLE ${LOG} RENAME COLUMN logentry_data TO logentry_data_moved`);
   const job = new JobTracker(LOG_QUEUE, 1);
@@ -508,10 +516,7 @@ Deno.test("writer: a single row whose statement fails whatever its rows (1054 af
 
 Deno.test("writer: a NOT NULL column without a default added under the worker (1364) holds the rows, alone or in a batch, until it gets one; nothing is dead-lettered (D7)", async () => {
   await using fx = await setup([LOG]);
-  const writer = fx.writer(LOG, 8);
-  const warm = new JobTracker(LOG_QUEUE, 1);
-  await writer.add([logRow("warm")], warm);
-  await warm.done;
+  const writer = await warmWriter(fx, 8);
   // The worker names every column it knows, so no row can fail this way: only the schema can.
   await fx.db.query(`ALTER TABLE ${LOG} ADD COLUMN site int NOT NULL`);
   const batch = new JobTracker(LOG_QUEUE, 8);
@@ -633,10 +638,7 @@ Deno.test("writer: a rejected row whose job was given back while its batch was b
 Deno.test("writer: a lone row held through an outage and then rejected for its value is dead-lettered and ends the outage: db_available returns to 1 (D7)", async () => {
   await using fx = await setup([LOG], { proxy: true });
   const proxy = fx.proxy as TcpProxy;
-  const writer = fx.writer(LOG, 8);
-  const warm = new JobTracker(LOG_QUEUE, 1);
-  await writer.add([logRow("warm")], warm);
-  await warm.done;
+  const writer = await warmWriter(fx, 8);
   proxy.block();
   const job = new JobTracker(LOG_QUEUE, 1);
   // Strict mode: a string in an int(11) column is error 1366, once MySQL answers again.
@@ -762,23 +764,14 @@ Deno.test("writer: a permanent error is never retried; every row of an all-bad b
 Deno.test("writer: while MySQL is unreachable the batch is held, db_available goes 1→0→1 and nothing is lost (D1)", async () => {
   await using fx = await setup([LOG], { proxy: true });
   const proxy = fx.proxy as TcpProxy;
-  const writer = fx.writer(LOG, 10);
-  const warm = new JobTracker(LOG_QUEUE, 1);
-  await writer.add([logRow("before")], warm);
-  await warm.done;
+  const writer = await warmWriter(fx, 10, "before");
   assert.equal(await registryValue(fx.metrics, "statusengine_db_available"), 1);
 
   proxy.block();
   const job = new JobTracker(LOG_QUEUE, 5);
   const done = track(job.done);
   await writer.add(rows(5, "outage"), job);
-  await waitFor(async () => (await registryValue(fx.metrics, "statusengine_db_available")) === 0, {
-    message: "db_available 0",
-  });
-  await waitFor(
-    async () => (await registryValue(fx.metrics, "statusengine_db_connection_retries_total")) >= 2,
-    { message: "held batch retried" },
-  );
+  await untilHeld(fx, "held batch retried");
   assert.equal(done.settled, false, "a job resolved while MySQL was unreachable");
   assert.equal(job.pending, 5);
 
@@ -797,10 +790,7 @@ Deno.test("writer: while MySQL is unreachable the batch is held, db_available go
 Deno.test("writer: close(budget) while MySQL is unreachable returns within the budget and leaves the held jobs unresolved (D1)", async () => {
   await using fx = await setup([LOG], { proxy: true });
   const proxy = fx.proxy as TcpProxy;
-  const writer = fx.writer(LOG, 5);
-  const warm = new JobTracker(LOG_QUEUE, 1);
-  await writer.add([logRow("before")], warm);
-  await warm.done;
+  const writer = await warmWriter(fx, 5, "before");
 
   proxy.block();
   const held = new JobTracker(LOG_QUEUE, 5);
