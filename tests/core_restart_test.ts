@@ -255,6 +255,15 @@ function serviceJob(events: readonly [key: string, ts: number][]): string {
   return JSON.stringify(doc);
 }
 
+/**
+ * Status of host `host` of node N from the second before the restart, received 10 ms into that
+ * second: the core's clock is the worker's. Without a message timestamp a restart is dated
+ * only once the worker has seen live status (docs/core-restart.md, rule 1).
+ */
+function liveStatus(h: Harness, host = "b"): Promise<void> {
+  return h.handle("statusngin_hoststatus", hostJob([[host, T - 1]]), (T - 1) * 1000 + 10);
+}
+
 /** One consistent read of both tables: `node:host` and `node:host/service` → update time. */
 async function snapshot(db: ScratchDatabase): Promise<Map<string, number>> {
   const rows = await db.query<{ k: string; t: number }[]>(
@@ -357,6 +366,7 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   // Status the core re-published after the restart may be handled before the restart job.
   await h.handle("statusngin_servicestatus", serviceJob([["b/1", T]]), receivedAt + 5);
   await w.check();
+  await liveStatus(h);
   await h.handle("statusngin_core_restart", RESTART, receivedAt);
   await w.check();
   assert.ok((await snapshot(db)).has("N:gone"), "nothing is deleted when the job arrives");
@@ -389,10 +399,95 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
   assert.equal(after.get("O:x"), T - 1000);
 });
 
+// Without a message timestamp the cutoff was the receive time less half a second, in the
+// worker's clock: with the core's clock 3 s behind, the status the core re-published after its
+// restart was older than the cutoff, the sweep deleted the rows of objects it still had, and
+// status stamped up to 3 s after the restart was discarded as older than the sweep's cutoff.
+Deno.test("core restart, live, the core's clock 3 s behind the worker's: the status it re-published survives the sweep, and later status is written", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const behindMs = 3_000;
+  // The core restarts in its second T; the job (no time) reaches the worker 0.7 s later.
+  const receivedAt = T * 1000 + behindMs + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await using w = watch(db, KEPT, T);
+  // Status the core sent before its restart reached the worker 10 ms after the core's second.
+  await h.handle("statusngin_hoststatus", hostJob([["b", T - 1]]), (T - 1) * 1000 + behindMs + 10);
+  const logs = await withLogs(async (logs) => {
+    await h.handle("statusngin_core_restart", RESTART, receivedAt);
+    return logs;
+  });
+  await republishStatus(h, receivedAt + 200);
+  await h.runSweep();
+  // Status the core sent 2 s after its restart, handled after the sweep (a redelivered job).
+  await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + 2]]), receivedAt + 60_000);
+
+  assert.deepEqual(await w.stop(), []);
+  const after = await snapshot(db);
+  assert.deepEqual([...after.keys()].sort(), [...KEPT].sort(), "gone and gone/1 swept");
+  assert.equal(after.get("N:a/1"), T + 2, "status after the restart is written");
+  // The operator should set the core's clock right (NTP).
+  const warned = logs.find((l) => l.level === "warn" && /clock/.test(l.message));
+  assert.ok(warned !== undefined, logs.map((l) => l.message).join("\n"));
+  assert.equal(warned.properties["node_name"], "N");
+  assert.equal(warned.properties["core_clock_behind_ms"], behindMs + 10);
+});
+
+Deno.test("core restart, live: a core clock fallen 3 s behind since is known after 10 to 20 minutes of status", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  await seed(db);
+  const behindMs = 3_000;
+  const receivedAt = T * 1000 + behindMs + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  // 25 minutes before the restart the core's clock was right; it has been 3 s behind since.
+  for (const [ago, lateMs] of [[1_500, 10], [800, behindMs + 10], [1, behindMs + 10]] as const) {
+    await h.handle("statusngin_hoststatus", hostJob([["b", T - ago]]), (T - ago) * 1000 + lateMs);
+  }
+  await using w = watch(db, KEPT, T);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await h.runSweep();
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort(), "gone swept");
+});
+
+Deno.test("core restart, live without a time: with no status seen yet, or all of it 30 s late, the restart instant is unknown and nothing is deleted", async () => {
+  for (const lateMs of [null, 30_000]) {
+    await using db = await createScratchDatabase();
+    await createSchema(db.url);
+    await seed(db);
+    const receivedAt = T * 1000 + 700;
+    await using h = openHarness(db, receivedAt - 600_000);
+    await using w = watch(db, KEPT, T);
+    // The status queues 30 s behind (or the core's clock): a cutoff moved back by as much
+    // would not wait for the re-published status still queued.
+    if (lateMs !== null) {
+      await h.handle("statusngin_hoststatus", hostJob([["b", T - 31]]), (T - 31) * 1000 + lateMs);
+    }
+    const logs = await withLogs(async (logs) => {
+      await h.handle("statusngin_core_restart", RESTART, receivedAt);
+      return logs;
+    });
+    await republishStatus(h, receivedAt + (lateMs ?? 200));
+    await h.advance(TIMING.maxWaitMs * 2);
+    await h.runSweep();
+
+    assert.deepEqual(await w.stop(), [], `late ${lateMs}`);
+    const after = await snapshot(db);
+    assert.ok(after.has("N:gone") && after.has("N:gone/1"), "removed objects linger");
+    const warned = logs.find((l) => l.level === "warn" && /unknown time/.test(l.message));
+    assert.ok(warned !== undefined, logs.map((l) => l.message).join("\n"));
+    assert.equal(warned.properties["core_clock_behind_ms"], lateMs);
+  }
+});
+
 Deno.test("core restart: status from before the restart handled after the sweep (a redelivered job) does not bring back a removed object", async () => {
   await using db = await seededDatabase();
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
+  await liveStatus(h);
   await h.handle("statusngin_core_restart", RESTART, receivedAt);
   await republishStatus(h, receivedAt + 200);
   await h.runSweep();
@@ -442,6 +537,7 @@ async function restartAndSweep(
   h: Harness,
   otherHosts: number,
 ): Promise<Map<string, number>> {
+  await liveStatus(h);
   await h.handle("statusngin_core_restart", RESTART, RESTART_RECEIVED_AT);
   await republishStatus(h, RESTART_RECEIVED_AT + 200);
   await h.runSweep();
@@ -566,6 +662,7 @@ Deno.test("core restart, live: while the sweep waits the status tables are never
     await using h = openHarness(db, receivedAt - 600_000, false, writersPerTable);
     await using w = watch(db, KEPT, T);
 
+    await liveStatus(h);
     await h.handle("statusngin_core_restart", RESTART, receivedAt);
     // The core is slow to re-publish: the sweep waits, looking every second.
     for (let i = 0; i < 20; i++) await h.advance(TIMING.pollMs);
@@ -590,6 +687,7 @@ Deno.test("core restart, several workers of one node: status another worker proc
   await using h = openHarness(db, receivedAt - 600_000);
   await using w = watch(db, KEPT, T);
 
+  await liveStatus(h);
   await h.handle("statusngin_core_restart", RESTART, receivedAt);
   // The re-published status goes through another worker process: this one commits none of it.
   await insertRows(db, HOSTSTATUS, [
@@ -629,6 +727,7 @@ Deno.test("core restart: a status table without any row of the node has nothing 
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
   const recorded = h.clock.nowMs();
+  await liveStatus(h, "a");
   await h.handle("statusngin_core_restart", RESTART, receivedAt);
   await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
   await h.runSweep();
@@ -751,6 +850,7 @@ Deno.test("core restart: a later restart before the sweep moves the cutoff, one 
   await using db = await seededDatabase();
   const first = T * 1000 + 700;
   await using h = openHarness(db, first - 600_000);
+  await liveStatus(h);
   await h.handle("statusngin_core_restart", RESTART, first);
   // A second restart 30 s later; a was only updated between the two and is gone after it.
   await h.handle("statusngin_hoststatus", hostJob([["a", T + 5]]), first + 5_000);
@@ -786,6 +886,7 @@ Deno.test("core restart: when a table never shows a refreshed row (every service
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
   await using w = watch(db, ["N:a"], T);
+  await liveStatus(h, "a");
   await h.handle("statusngin_core_restart", RESTART, receivedAt);
   await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
   await h.advance(TIMING.maxWaitMs - TIMING.pollMs);
@@ -971,6 +1072,7 @@ Deno.test("core restart: scheduled downtimes the core dropped without a STOP are
       "(SELECT COUNT(*) FROM statusengine_service_downtimehistory) AS n",
   );
 
+  await liveStatus(h);
   await h.handle("statusngin_core_restart", RESTART, receivedAt);
   for (const job of announcementsAfterRestart()) {
     await h.handle("statusngin_downtimes", job, receivedAt + 100);
@@ -1048,6 +1150,7 @@ Deno.test("core restart: scheduled downtimes end the same whatever order the res
       for (const i of which) await h.handle("statusngin_downtimes", jobs[i] as string, receivedAt);
     };
     await send(order.before);
+    await liveStatus(h);
     await h.handle("statusngin_core_restart", RESTART, receivedAt);
     await send(order.between);
     await republishStatus(h, receivedAt + 200);
@@ -1084,6 +1187,7 @@ async function sweepWaitingForLock(db: ScratchDatabase) {
     },
   };
   try {
+    await liveStatus(h, "a");
     await h.handle("statusngin_core_restart", RESTART, receivedAt);
     await h.handle("statusngin_hoststatus", hostJob([["a", T]]), receivedAt + 100);
     await holder.query(`LOCK TABLES ${HOSTSTATUS} WRITE, ${SERVICESTATUS} WRITE`);

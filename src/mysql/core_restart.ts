@@ -70,6 +70,18 @@ export class StatusProgress {
 const RECEIVE_ALLOWANCE_MS = 500;
 
 /**
+ * How far the core's clock is behind the worker's, read off status: a job's receive time less its
+ * newest status time (the core's clock, whole seconds) is that lag plus the job's way, never less;
+ * the smallest over the last 10 to 20 minutes is the lag, a little over. Beyond the maximum the
+ * worker cannot tell a core clock behind from status queues behind (a cutoff moved back by a queue
+ * lag over the settle time would not wait for re-published status still queued): the restart
+ * instant is unknown. Over the warning, the core's clock wants setting right (NTP).
+ */
+const CLOCK_WINDOW_MS = 10 * 60_000;
+const MAX_CORE_CLOCK_BEHIND_MS = 10_000;
+const WARN_CORE_CLOCK_BEHIND_MS = 2_000;
+
+/**
  * Rows one statement of a sweep reads or deletes: on Galera one big DELETE is one write set that
  * stalls every node's writes while it applies (docs/core-restart.md#galera).
  */
@@ -180,6 +192,8 @@ export class StatusCleaner {
   #pending: PendingSweep | undefined;
   #running: Promise<void> | undefined;
   #sweptBefore = 0;
+  /** Smallest receive time less status time (ms) in this and the previous window (Infinity: none). */
+  readonly #behind = { since: -Infinity, current: Infinity, previous: Infinity };
 
   constructor(options: StatusCleanerOptions) {
     this.#o = options;
@@ -187,6 +201,17 @@ export class StatusCleaner {
     this.#timing = { ...DEFAULT_RESTART_TIMING, ...options.timing };
     this.#startedAtMs = this.#clock.nowMs();
     this.#chunk = options.sweepChunkRows ?? SWEEP_CHUNK_ROWS;
+  }
+
+  /** A status job received at `receivedAtMs` whose newest status time is `statusSeconds`. */
+  statusReceived(receivedAtMs: number, statusSeconds: number): void {
+    const b = this.#behind;
+    const ms = receivedAtMs - statusSeconds * 1000;
+    if (receivedAtMs - b.since >= CLOCK_WINDOW_MS) {
+      b.previous = b.current;
+      b.current = ms;
+      b.since = receivedAtMs;
+    } else if (ms < b.current) b.current = ms;
   }
 
   /**
@@ -221,9 +246,31 @@ export class StatusCleaner {
       );
       return;
     }
+    // The re-published status carries the core's clock: a cutoff in the worker's, with the
+    // core's behind, would be newer than it and sweep the rows of objects the core still has.
+    const behindMs = Math.min(this.#behind.current, this.#behind.previous);
+    if (!fromMessage && !(behindMs <= MAX_CORE_CLOCK_BEHIND_MS)) {
+      log.warn(
+        "pipeline: monitoring core restarted at an unknown time: no status reached the worker " +
+          "within 10 s of its time lately (no status yet, the status queues lag behind, or the " +
+          "core's clock is behind the worker's); status rows are kept, objects removed from the " +
+          "configuration stay until the next restart",
+        {
+          node_name: o.nodeName,
+          core_clock_behind_ms: Number.isFinite(behindMs) ? behindMs : null,
+        },
+      );
+      return;
+    }
+    if (!fromMessage && behindMs > WARN_CORE_CLOCK_BEHIND_MS) {
+      log.warn("pipeline: the monitoring core's clock is behind the worker's; set it right (NTP)", {
+        node_name: o.nodeName,
+        core_clock_behind_ms: behindMs,
+      });
+    }
     const cutoff = fromMessage
       ? restart.messageSeconds
-      : Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS) / 1000);
+      : Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS - Math.max(0, behindMs)) / 1000);
     const source = fromMessage ? "message" : "receive_time";
     const maxAge = o.statusMaxAgeSeconds;
     if (maxAge > 0 && nowMs / 1000 - cutoff > maxAge) {

@@ -126,6 +126,10 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
       }
       list.push(row);
     }
+    // Status times are the core's clock: how far it is behind the worker's dates a restart.
+    if (timeColumn === "status_update_time" && newest > 0) {
+      options.statusCleaner.statusReceived(job.receivedAt, newest);
+    }
     // Offered, not awaited: the perfdata backends never hold up MySQL.
     if (sinkRows.length > 0) options.perfdataSink?.offer(sinkRows);
     let total = 0;
