@@ -15,7 +15,13 @@ import { hasCode, WorkerError } from "../util/errors.ts";
 import { closeMysqlNow, connectMysql, endMysql, noHostAnswers, unlessAborted } from "./connect.ts";
 import { denoSocketStream } from "./deno_socket.ts";
 import { aimConnectionConfig, retireConnections } from "./mysql2_internals.ts";
-import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
+import {
+  hostLabel,
+  type MysqlHost,
+  mysqlHosts,
+  type MysqlUrlOptions,
+  onHost,
+} from "../util/mysql_url.ts";
 
 const log = getLogger("db");
 

@@ -1242,6 +1242,31 @@ Deno.test("loadSettings: a Go DSN given as --mysql-url is refused with a pointer
   });
 });
 
+Deno.test("loadSettings: a MySQL URL the MySQL client would refuse is refused here, naming setting and source", async () => {
+  // Each of these passed the settings and only failed inside `run` ("run failed: Cannot parse
+  // MySQL URL"), without the source, while `config` called them fine.
+  const cases: [string, RegExp][] = [
+    ["mysql://u:sekret@db/se?foo=1", /unknown query parameter "foo"/],
+    ["mysql://u:sekret@db/se?connectTimeout=5s", /connectTimeout/],
+    ["mysql://u:sekret@db/se?ssl=yes", /ssl/],
+    ["mysql://u:sekret@db/se?socketPath=", /socketPath" is empty/],
+    ["mysql://u:sekret@db:0/se", /port/],
+    ["mysql://:sekret@db/se", /missing user name/],
+  ];
+  for (const [url, message] of cases) {
+    const caught = await refuses(load("run", { env: { STATUSENGINE_MYSQL_URL: url } }), {
+      setting: "mysql-url",
+      source: "env STATUSENGINE_MYSQL_URL",
+      message,
+    });
+    assert.ok(!caught.message.includes("sekret"), caught.message);
+  }
+  // What the client takes passes, unchanged.
+  const url = "mysql://u:p%40ss@db:3307/se?connectTimeout=5000&ssl=true";
+  const { settings } = await load("run", { env: { STATUSENGINE_MYSQL_URL: url } });
+  assert.equal(settings.mysqlUrl, url);
+});
+
 Deno.test("loadSettings: secrets on the command line draw a warning pointing at the environment", async () => {
   const { warnings } = await load("run", {
     argv: ["--api-keys", "k1", "--mysql-url", "mysql://u:pw@h/db", "--rabbitmq-url", "amqp://h/"],
