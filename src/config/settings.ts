@@ -9,6 +9,7 @@
  * @module
  */
 import { QUEUE_NAMES } from "../events/mod.ts";
+import { amqpUrlProblem } from "../util/amqp_url.ts";
 import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,
@@ -122,6 +123,8 @@ export type Kind =
     readonly schemes: readonly string[];
     readonly form: string;
     readonly hostList?: boolean;
+    /** Further validation: the problem with the value, or null when it is fine. */
+    readonly check?: (value: string) => string | null;
   }
   | { readonly type: "boolean" | "host" | "hostPortList" | "mysqlUrl" | "mysqlDsn" }
   | { readonly type: "keyList"; readonly pattern?: RegExp; readonly patternForm?: string };
@@ -297,6 +300,8 @@ export const SETTINGS = [
     schemes: ["amqp", "amqps"],
     form: "amqp://user:password@host:port/vhost (percent-encoded)",
     hostList: true,
+    // What the broker layer would refuse only when it dials (port 0, heartbeat=30s).
+    check: amqpUrlProblem,
   }, {
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,

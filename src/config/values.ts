@@ -489,8 +489,11 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       const split = splitHostPort(value.trim(), kind.emptyHost);
       return split.ok ? ok(joinHostPort(split.value)) : split;
     }
-    case "url":
-      return parseUrl(value.trim(), kind.schemes, kind.hostList === true);
+    case "url": {
+      const parsed = parseUrl(value.trim(), kind.schemes, kind.hostList === true);
+      const problem = parsed.ok ? kind.check?.(parsed.value) ?? null : null;
+      return problem === null ? parsed : fail(problem);
+    }
     case "mysqlUrl": {
       const parsed = parseMysqlUrl(value.trim());
       if (!parsed.ok && /@(tcp|tcp6|unix)?\(|^[^:/]*(:[^@]*)?@\//.test(value)) {

@@ -1324,6 +1324,25 @@ Deno.test("loadSettings: --rabbitmq-url takes a host list from flag, env and YAM
   assert.ok(!bad.message.includes("Sup3r"), bad.message);
 });
 
+Deno.test("loadSettings: an AMQP URL the RabbitMQ client would refuse is refused here, naming setting and source", async () => {
+  // These passed the settings (and `config`) and failed only once the broker was dialled.
+  const cases: [string, RegExp][] = [
+    ["amqp://u:sekret@mq:0/", /port "0" out of range/],
+    ["amqp://u:sekret@mq/?heartbeat=30s", /heartbeat "30s" is not a whole number of seconds/],
+  ];
+  for (const [url, message] of cases) {
+    const caught = await refuses(load("run", { env: { STATUSENGINE_RABBITMQ_URL: url } }), {
+      setting: "rabbitmq-url",
+      source: "env STATUSENGINE_RABBITMQ_URL",
+      message,
+    });
+    assert.ok(!caught.message.includes("sekret"), caught.message);
+  }
+  const url = "amqp://u:p%40ss@mq1:5673,mq2/%2Fmon?heartbeat=30";
+  const { settings } = await load("run", { env: { STATUSENGINE_RABBITMQ_URL: url } });
+  assert.equal(settings.rabbitmqUrl, url);
+});
+
 Deno.test("loadSettings: --rabbitmq-declare is declare or passive, declare by default", async () => {
   assert.equal((await load("run")).settings.rabbitmqDeclare, "declare");
   const passive = await load("losstest", {

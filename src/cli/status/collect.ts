@@ -7,7 +7,7 @@
  */
 import { adminStatus, adminVersion } from "../../gearman/admin.ts";
 import { AmqpPublisher } from "../../amqp/publisher.ts";
-import { parseAmqpUrl } from "../../amqp/url.ts";
+import { parseAmqpUrl } from "../../util/amqp_url.ts";
 import { QUEUE_NAMES } from "../../events/mod.ts";
 import { errorMessage } from "../../log.ts";
 import { METRICS } from "../../metrics/catalogue.ts";
