@@ -184,6 +184,24 @@ Deno.test("loadSettings: an empty environment variable falls through to the file
   assert.equal(settings.nodeName, "statusengine");
 });
 
+Deno.test("loadSettings: a file key without a value (a bare key:) says that the default is used", async () => {
+  // A template that rendered "nodename:" empty would otherwise run as node "statusengine" without
+  // a word, sharing rows with every other node left at the default.
+  const { settings, sources, warnings } = await load("run", {
+    file: "nodename:\nmysql_url: ~\ndead_letter_file: null\nmysql_batch_size: 30\n",
+  });
+  assert.equal(settings.nodeName, "statusengine");
+  assert.equal(sources.nodeName?.text, "default");
+  for (const key of ["nodename", "mysql_url", "dead_letter_file"]) {
+    assert.equal(
+      warnings.filter((w) => w.includes(`key ${key} has no value`)).length,
+      1,
+      `${key}\n${warnings.join("\n")}`,
+    );
+  }
+  assert.ok(!warnings.some((w) => w.includes("mysql_batch_size")), warnings.join("\n"));
+});
+
 Deno.test("loadSettings: a file integer 0 is a real 0 and is validated (docs/operations.md#quirk-zero-integers)", async () => {
   const { settings } = await load("run", { file: "metrics_port: 0\n" });
   assert.equal(settings.metricsPort, 0);
