@@ -210,6 +210,27 @@ function regexProblem(value: string): string | null {
   }
 }
 
+/**
+ * Null when `--influxdb-url` is one of the two write APIs, else the problem: checked with the
+ * setting, so that `config` refuses what `run` would, naming the source.
+ */
+export function influxUrlProblem(url: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return "is not a URL";
+  }
+  const path = u.pathname.replace(/\/+$/, "");
+  if (path.endsWith("/api/v2/write")) {
+    return u.searchParams.get("bucket") ? null : "names no bucket (…/api/v2/write?org=…&bucket=…)";
+  }
+  if (path.endsWith("/write")) {
+    return u.searchParams.get("db") ? null : "names no database (…/write?db=…)";
+  }
+  return "is neither …/write?db=… (InfluxDB 1.x) nor …/api/v2/write?org=…&bucket=… (2.x)";
+}
+
 /** A validated listen address (`host:port`, `[v6]:port`, `:port` = all interfaces) → listen options. */
 export function listenAddress(addr: string): { hostname: string; port: number } {
   const colon = addr.lastIndexOf(":");
@@ -504,6 +525,7 @@ export const SETTINGS = [
   setting("influxdb-url", {
     ...HTTP_URL,
     form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
+    check: influxUrlProblem,
   }, {
     default: "http://127.0.0.1:8086/write?db=statusengine",
     secret: true,

@@ -1361,6 +1361,26 @@ Deno.test("loadSettings: an AMQP URL the RabbitMQ client would refuse is refused
   assert.equal(settings.rabbitmqUrl, url);
 });
 
+Deno.test("loadSettings: an InfluxDB URL that is no write endpoint is refused here, naming setting and source", async () => {
+  // These passed the settings (and `config`) and were refused only by run, without the source.
+  const cases: [string, RegExp][] = [
+    ["http://u:sekret@influx:8086/write", /names no database/],
+    ["http://influx:8086/api/v2/write?org=o", /names no bucket/],
+    ["http://influx:8086/query?db=se", /neither/],
+  ];
+  for (const [url, message] of cases) {
+    const caught = await refuses(load("run", { env: { STATUSENGINE_INFLUXDB_URL: url } }), {
+      setting: "influxdb-url",
+      source: "env STATUSENGINE_INFLUXDB_URL",
+      message,
+    });
+    assert.ok(!caught.message.includes("sekret"), caught.message);
+  }
+  const url = "https://influx/api/v2/write?org=o&bucket=b";
+  const { settings } = await load("run", { env: { STATUSENGINE_INFLUXDB_URL: url } });
+  assert.equal(settings.influxdbUrl, url);
+});
+
 Deno.test("loadSettings: --rabbitmq-declare is declare or passive, declare by default", async () => {
   assert.equal((await load("run")).settings.rabbitmqDeclare, "declare");
   const passive = await load("losstest", {
