@@ -14,7 +14,7 @@ import process from "node:process";
 import mysql from "mysql2/promise";
 import { insertStatement } from "../src/mysql/sql.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
-import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../src/util/mysql_url.ts";
 import { denoSocketStream } from "../src/mysql/failover.ts";
 import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/mysql2_internals.ts";
 import { ALL_CASES, jobsOf, rowsOf } from "./_pipeline_rows.ts";

@@ -32,7 +32,7 @@ import { seriesSum, seriesValue, startWorkerProcess } from "../tests/helpers/wor
 import { startCarbonCache, startInfluxd, startPrometheus } from "../tests/helpers/tsdb.ts";
 import { PERFDATA_QUEUE, volumeJobs } from "../tests/helpers/perfdata_env.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
-import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../src/util/mysql_url.ts";
 import {
   arg,
   cpuSeconds,

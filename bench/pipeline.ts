@@ -64,7 +64,7 @@ import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { insertStatement } from "../src/mysql/sql.ts";
 import type { SqlValue } from "../src/events/types.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
-import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../src/util/mysql_url.ts";
 import { denoSocketStream } from "../src/mysql/failover.ts";
 import { bulkParameters, installBulkExecuteEncoder } from "../src/mysql/mysql2_internals.ts";
 import {

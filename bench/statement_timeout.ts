@@ -15,7 +15,7 @@ import { insertStatement } from "../src/mysql/sql.ts";
 import { appendAdjustedRow, type ValueAdjustment } from "../src/mysql/values.ts";
 import type { SqlValue } from "../src/events/types.ts";
 import { TABLES } from "../src/mysql/catalogue.ts";
-import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../src/util/mysql_url.ts";
 import { arg, fmt, median, report } from "./_util.ts";
 
 const STATEMENTS = arg("--statements", 2_000);

@@ -24,7 +24,7 @@ import { startGearmand } from "../tests/helpers/gearmand.ts";
 import { createScratchDatabase } from "../tests/helpers/mysql.ts";
 import { createSchema, testConfig } from "../tests/helpers/worker.ts";
 import { type RunningWorker, startWorker } from "../src/daemon/mod.ts";
-import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../src/util/mysql_url.ts";
 import { arg, cpuSeconds, fmt, median, report, submitMany } from "./_util.ts";
 import { registrySum } from "../tests/helpers/metric_registry.ts";
 import { seriesSum, startWorkerProcess } from "../tests/helpers/worker_process.ts";

@@ -10,7 +10,7 @@ import { AMQPClient } from "@cloudamqp/amqp-client";
 import { RabbitMqConsumer, type RabbitMqConsumerOptions } from "../src/amqp/consumer.ts";
 import { AmqpPublisher } from "../src/amqp/publisher.ts";
 import { AmqpSession, consumerTag, useDenoSocket } from "../src/amqp/session.ts";
-import { parseAmqpUrl } from "../src/amqp/url.ts";
+import { parseAmqpUrl } from "../src/util/amqp_url.ts";
 import { DenoSocket } from "../src/util/deno_socket.ts";
 import {
   type Acknowledgement,

@@ -14,7 +14,7 @@ import {
 import { configureLogging, resetLogging } from "../src/log.ts";
 import { type TableName, TABLES } from "../src/mysql/catalogue.ts";
 import { diffSchema, ensureSchema } from "../src/mysql/schema.ts";
-import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../src/util/mysql_url.ts";
 import { createScratchDatabase, type ScratchDatabase } from "./helpers/mysql.ts";
 import { startMariadbd } from "./helpers/mariadbd.ts";
 import { createSchema } from "./helpers/worker.ts";

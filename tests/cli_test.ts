@@ -91,6 +91,17 @@ Deno.test("cli: --help lists every command and never prints a secret", async () 
   assert.match(run.out, /STATUSENGINE_GEARMAN_ADDR/);
 });
 
+Deno.test("cli: config never prints the TLS key passphrase of a --mysql-url", async () => {
+  // mysql2's ssl options travel in the URL as JSON; a passphrase there is as secret as the password.
+  const ssl = encodeURIComponent(JSON.stringify({ passphrase: "topsecret", ca: "/etc/ca.pem" }));
+  for (const argv of [["config", "run"], ["config", "--json", "run"]]) {
+    const r = await cli(argv, { STATUSENGINE_MYSQL_URL: `mysql://se:pw@db/se?ssl=${ssl}` });
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /mysql:\/\/se:\*\*\*\*@db\/se\?ssl=/);
+    assert.ok(!(r.out + r.err).includes("topsecret"), r.out);
+  }
+});
+
 Deno.test("cli: dead-letters replay wants its file named, and summary has nothing to read when the file is disabled", async () => {
   const replay = await cli(["dead-letters", "replay"]);
   assert.equal(replay.code, 2);

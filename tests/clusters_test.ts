@@ -23,7 +23,7 @@ import { checkEveryOrder } from "./helpers/downtime_order.ts";
 import { connectMysql, endMysql } from "../src/mysql/connect.ts";
 import { classifyMysqlError } from "../src/mysql/errors.ts";
 import { MysqlHosts } from "../src/mysql/failover.ts";
-import { mysqlOptionsFromUrl } from "../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../src/util/mysql_url.ts";
 import { runWithRetry } from "../src/mysql/retry.ts";
 import { DbAvailability } from "../src/mysql/availability.ts";
 import { createMetrics } from "../src/metrics/registry.ts";

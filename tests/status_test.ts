@@ -406,6 +406,22 @@ Deno.test("status --consumer rabbitmq: an unreachable broker makes the exit code
   assert.ok(!JSON.stringify(report).includes("topsecret"));
 });
 
+Deno.test("status --consumer rabbitmq: a URL that does not parse is shown with the password masked", async () => {
+  await using db = await createScratchDatabase();
+  for (
+    const url of ["amqp://guest:topsecret@127.0.0.1:0/", "amqp://guest:topsecret@h/?heartbeat=x"]
+  ) {
+    const { code, report } = await statusJson({
+      gearmanAddr: [],
+      rabbitmqUrl: url,
+      mysqlUrl: db.url,
+    });
+    assert.equal(code, 1);
+    assert.match(report.jobServers[0]?.error ?? "", /Cannot parse AMQP URL/);
+    assert.ok(!JSON.stringify(report).includes("topsecret"), JSON.stringify(report.jobServers));
+  }
+});
+
 Deno.test("status: a refused login and an unknown database are not UNREACHABLE", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();

@@ -5,7 +5,7 @@
  * @module
  */
 import { AmqpSession, type AmqpSessionOptions, type QueueDeclaration } from "./session.ts";
-import { type AmqpUrl, parseAmqpUrl } from "./url.ts";
+import { type AmqpUrl, parseAmqpUrl } from "../util/amqp_url.ts";
 import { type BackendOptions, Consumer, MAX_JOB_SIZE } from "../consumer/consumer.ts";
 import type { QueueConsumer } from "../consumer/contract.ts";
 import { errorMessage, getLogger } from "../log.ts";

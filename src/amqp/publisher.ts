@@ -7,7 +7,7 @@
 import { Buffer } from "node:buffer";
 import { type AMQPChannel, AMQPClient, type AMQPMessage } from "@cloudamqp/amqp-client";
 import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
-import { parseAmqpUrl } from "./url.ts";
+import { parseAmqpUrl } from "../util/amqp_url.ts";
 import { errorMessage } from "../log.ts";
 import { WorkerError } from "../util/errors.ts";
 import { abortable, deadline, settledWithin } from "../util/async.ts";

@@ -28,7 +28,7 @@ import {
 import { settleHandlers } from "../consumer/delivery.ts";
 import type { LinkContext } from "../consumer/consumer.ts";
 import type { Grant, QueueBudget } from "../consumer/budget.ts";
-import type { AmqpUrl } from "./url.ts";
+import type { AmqpUrl } from "../util/amqp_url.ts";
 import { abortable, aborted, deadline, settledWithin } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { WorkerError } from "../util/errors.ts";

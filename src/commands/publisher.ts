@@ -10,7 +10,7 @@
 import { GearmanClient } from "../gearman/client.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import type { QueueDeclaration } from "../amqp/session.ts";
-import { parseAmqpUrl } from "../amqp/url.ts";
+import { parseAmqpUrl } from "../util/amqp_url.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
 import { COMMAND_QUEUE } from "./validate.ts";

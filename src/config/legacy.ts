@@ -371,15 +371,19 @@ export const LEGACY_TRANSLATIONS: readonly LegacyTranslation[] = [
     const names = (entries as string[]).map((e) => e.trim().toLowerCase()).filter((e) => e !== "");
     const known: readonly string[] = PERFDATA_BACKENDS;
     const unsupported = names.filter((n) => !known.includes(n));
+    const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
     if (unsupported.length > 0) {
       r.warn(
         `Ignoring legacy perfdata_backend entr${unsupported.length === 1 ? "y" : "ies"} ${
           unsupported.join(", ")
-        } in ${r.path}: only ${PERFDATA_BACKENDS.join(", ")} are supported (perfdata_backends)`,
+        } in ${r.path}: only ${PERFDATA_BACKENDS.join(", ")} are supported (perfdata_backends)` +
+          (chosen.length === 0 ? "; perfdata is written nowhere" : ""),
       );
     }
-    const chosen = PERFDATA_BACKENDS.filter((b) => names.includes(b));
-    return chosen.length === 0 ? undefined : chosen.join(",");
+    // The list as given, even when nothing of it is left: the PHP worker wrote a `[crate]`
+    // installation's perfdata to CrateDB only, so the default (mysql) would fill a table it never
+    // used.
+    return chosen.join(",");
   }),
   translation("graphite-addr", ["graphite_address", "graphite_port"], (doc, r) => {
     const host = field(doc, "graphite_address", "localhost", r);

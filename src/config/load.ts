@@ -400,7 +400,18 @@ export async function loadSettings<C extends CommandName>(
       const keys: string[] = [];
       for (const input of own) {
         const key = yamlKeyOf(input);
-        if (key === undefined || !present(source, key)) continue;
+        if (key === undefined) continue;
+        if (!present(source, key)) {
+          // A bare `key:` counts as not given (as the PHP worker's isset did), but not silently:
+          // a template that rendered `nodename:` empty would run as the default node (D8).
+          if (origin === "yaml" && Object.hasOwn(source, key)) {
+            warnings.push(
+              `File ${sourcePath} key ${key} has no value (null), so it does not set ` +
+                `${input.flag}: write a value (quote "" where empty is one) or remove the key`,
+            );
+          }
+          continue;
+        }
         tier.push(parseFor(row, input, source[key], origin, keysLabel(sourcePath, [key])));
         keys.push(key);
       }

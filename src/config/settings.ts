@@ -9,6 +9,7 @@
  * @module
  */
 import { QUEUE_NAMES } from "../events/mod.ts";
+import { amqpUrlProblem } from "../util/amqp_url.ts";
 import {
   DEFAULT_ILLEGAL_CHARACTERS,
   illegalCharactersPattern,
@@ -122,6 +123,8 @@ export type Kind =
     readonly schemes: readonly string[];
     readonly form: string;
     readonly hostList?: boolean;
+    /** Further validation: the problem with the value, or null when it is fine. */
+    readonly check?: (value: string) => string | null;
   }
   | { readonly type: "boolean" | "host" | "hostPortList" | "mysqlUrl" | "mysqlDsn" }
   | { readonly type: "keyList"; readonly pattern?: RegExp; readonly patternForm?: string };
@@ -208,6 +211,26 @@ function regexProblem(value: string): string | null {
 }
 
 /**
+ * Null when `--influxdb-url` is one of the two write APIs, else the problem: checked with the
+ * setting, so that `config` refuses what `run` would, naming the source.
+ */
+export function influxUrlProblem(url: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return "is not a URL";
+  }
+  const path = u.pathname.replace(/\/+$/, "");
+  if (path.endsWith("/api/v2/write")) {
+    return u.searchParams.get("bucket") ? null : "names no bucket (…/api/v2/write?org=…&bucket=…)";
+  }
+  if (path.endsWith("/write")) {
+    return u.searchParams.get("db") ? null : "names no database (…/write?db=…)";
+  }
+  return "is neither …/write?db=… (InfluxDB 1.x) nor …/api/v2/write?org=…&bucket=… (2.x)";
+}
+
  * A validated listen address (`host:port`, `[v6]:port`) → listen options; `:port` gives the
  * hostname "", every interface of IPv4 and IPv6 (src/http/listen.ts).
  */
@@ -300,6 +323,8 @@ export const SETTINGS = [
     schemes: ["amqp", "amqps"],
     form: "amqp://user:password@host:port/vhost (percent-encoded)",
     hostList: true,
+    // What the broker layer would refuse only when it dials (port 0, heartbeat=30s).
+    check: amqpUrlProblem,
   }, {
     default: "amqp://statusengine:statusengine@127.0.0.1:5672/",
     secret: true,
@@ -502,6 +527,7 @@ export const SETTINGS = [
   setting("influxdb-url", {
     ...HTTP_URL,
     form: "http(s)://host:8086/write?db=NAME (1.x) or …/api/v2/write?org=ORG&bucket=NAME (2.x)",
+    check: influxUrlProblem,
   }, {
     default: "http://127.0.0.1:8086/write?db=statusengine",
     secret: true,

@@ -7,6 +7,7 @@
  */
 
 import { joinHostPort, splitUrlHosts } from "../util/address.ts";
+import { mysqlUrlProblem } from "../util/mysql_url.ts";
 import { redactUrl } from "../util/redact.ts";
 import { type CommandName, defaultOf, type Kind, type SettingRow } from "./settings.ts";
 
@@ -209,7 +210,7 @@ function parseUrl(text: string, schemes: readonly string[], hostList = false): P
 
 /**
  * Validate a MySQL URL (D8), `mysql://user:password@host:port/database[?option=value]`, or with
- * a host list (`@h1:3306,h2:3306/database`); query options go to the MySQL client as they are.
+ * a host list (`@h1:3306,h2:3306/database`); the query options are those the MySQL layer knows.
  */
 export function parseMysqlUrl(text: string): Parsed<string> {
   const list = splitUrlHosts(text, 3306);
@@ -221,7 +222,10 @@ export function parseMysqlUrl(text: string): Parsed<string> {
   const database = url.pathname.slice(1);
   if (database === "") return fail("names no database (mysql://user:password@host:port/database)");
   if (database.includes("/")) return fail("has a database name containing /");
-  return ok(text);
+  // The rest (query options, port, user) as the MySQL layer reads it: a URL accepted here must
+  // not fail only once run opens it, without the setting's source.
+  const problem = mysqlUrlProblem(text);
+  return problem === null ? ok(text) : fail(problem);
 }
 
 // DSN parameters that mean nothing for the MySQL client or describe what it does anyway; accepted and
@@ -253,6 +257,8 @@ export function mysqlDsnToUrl(dsn: string): Parsed<string> {
   if (!decodes(rawDatabase)) return fail("has a malformed percent-encoding in the database name");
   const database = decodeURIComponent(rawDatabase);
   if (database === "") return fail("names no database (user:password@tcp(host:3306)/database)");
+  // The Go driver would log in as the anonymous user; the MySQL layer wants a user name.
+  if (user === "") return fail("names no user (user:password@tcp(host:3306)/database)");
 
   const query = new URLSearchParams();
   let host: string;
@@ -478,8 +484,11 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
       const split = splitHostPort(value.trim(), kind.emptyHost);
       return split.ok ? ok(joinHostPort(split.value.host, split.value.port)) : split;
     }
-    case "url":
-      return parseUrl(value.trim(), kind.schemes, kind.hostList === true);
+    case "url": {
+      const parsed = parseUrl(value.trim(), kind.schemes, kind.hostList === true);
+      const problem = parsed.ok ? kind.check?.(parsed.value) ?? null : null;
+      return problem === null ? parsed : fail(problem);
+    }
     case "mysqlUrl": {
       const parsed = parseMysqlUrl(value.trim());
       if (!parsed.ok && /@(tcp|tcp6|unix)?\(|^[^:/]*(:[^@]*)?@\//.test(value)) {

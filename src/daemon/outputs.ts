@@ -12,7 +12,7 @@ import {
   outsideWritablePaths,
 } from "../pipeline/dead_letter.ts";
 import { GraphiteClient } from "../perfdata/graphite.ts";
-import { InfluxDbClient, influxUrlProblem } from "../perfdata/influxdb.ts";
+import { InfluxDbClient } from "../perfdata/influxdb.ts";
 import { RemoteWriteClient } from "../perfdata/remote_write.ts";
 import { DROP_REASONS, type SinkObserver } from "../perfdata/sink.ts";
 import type { PerfdataSink } from "../pipeline/handler.ts";
@@ -165,13 +165,12 @@ export function perfdataOutputs(
     clients.push(new GraphiteClient({ ...config.graphite, ...common("graphite") }));
   }
   if (backends.includes("influxdb")) {
+    // The URL itself is checked with the setting (src/config), naming its source.
     const c = config.influxdb;
-    const problem = c === undefined ? "no InfluxDB settings" : influxUrlProblem(c.url);
-    if (c === undefined || problem !== null) {
+    if (c === undefined) {
       throw new WorkerError(
         "startup",
-        `Cannot start: --influxdb-url ${c === undefined ? "" : redactUrl(c.url)} ${problem} ` +
-          "(perfdata goes to influxdb)",
+        "Cannot start: no InfluxDB settings (perfdata goes to influxdb)",
       );
     }
     clients.push(new InfluxDbClient({ ...c, quotedLabels, ...common("influxdb") }));

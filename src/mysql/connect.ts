@@ -12,7 +12,13 @@ import type { TableName } from "./catalogue.ts";
 import { type QueryConnection, quoteIdentifier } from "./ddl.ts";
 import { destroyPoolSockets, destroySocket } from "./mysql2_internals.ts";
 import { deadline, settledWithin } from "../util/async.ts";
-import { driverOptions, hostLabel, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
+import {
+  driverOptions,
+  hostLabel,
+  mysqlHosts,
+  type MysqlUrlOptions,
+  onHost,
+} from "../util/mysql_url.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
 
 /**

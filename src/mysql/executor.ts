@@ -14,7 +14,7 @@ import {
   installBulkExecuteEncoder,
 } from "./mysql2_internals.ts";
 import { denoSocketStream, type MysqlHosts } from "./failover.ts";
-import { driverOptions, type MysqlUrlOptions } from "./url.ts";
+import { driverOptions, type MysqlUrlOptions } from "../util/mysql_url.ts";
 
 export interface ExecResult {
   /** Matched rows for an UPDATE: mysql2 sets CLIENT_FOUND_ROWS (D10). */

@@ -14,7 +14,13 @@ import { deadline } from "../util/async.ts";
 import { hasCode, WorkerError } from "../util/errors.ts";
 import { closeMysqlNow, connectMysql, endMysql, noHostAnswers, unlessAborted } from "./connect.ts";
 import { aimConnectionConfig, retireConnections } from "./mysql2_internals.ts";
-import { hostLabel, type MysqlHost, mysqlHosts, type MysqlUrlOptions, onHost } from "./url.ts";
+import {
+  hostLabel,
+  type MysqlHost,
+  mysqlHosts,
+  type MysqlUrlOptions,
+  onHost,
+} from "../util/mysql_url.ts";
 
 const log = getLogger("db");
 

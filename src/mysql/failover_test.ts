@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { MysqlHosts, type MysqlHostsOptions } from "./failover.ts";
-import { mysqlOptionsFromUrl, type MysqlUrlOptions } from "./url.ts";
+import { mysqlOptionsFromUrl, type MysqlUrlOptions } from "../util/mysql_url.ts";
 
 /** Hosts whose answer the test decides, and a clock it moves. */
 function fixture(failbackAfterMs: number) {

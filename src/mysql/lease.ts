@@ -8,7 +8,7 @@
  */
 import mysql from "mysql2/promise";
 import type { MysqlConnection } from "./connect.ts";
-import { driverOptions, type MysqlUrlOptions } from "./url.ts";
+import { driverOptions, type MysqlUrlOptions } from "../util/mysql_url.ts";
 import { sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
 

@@ -8,7 +8,7 @@ export * from "./catalogue.ts";
 export * from "./ddl.ts";
 export * from "./schema.ts";
 export * from "./sql.ts";
-export * from "./url.ts";
+export * from "../util/mysql_url.ts";
 export * from "./values.ts";
 export {
   createWriterPool,

@@ -24,7 +24,7 @@ import {
 import { describePartitioning, samePartitioning } from "./schema.ts";
 import { type TableName, TABLES } from "./catalogue.ts";
 import { keyBound } from "./sql.ts";
-import type { MysqlUrlOptions } from "./url.ts";
+import type { MysqlUrlOptions } from "../util/mysql_url.ts";
 import { WorkerError } from "../util/errors.ts";
 
 /**

@@ -2,13 +2,8 @@ import assert from "node:assert/strict";
 import protobuf from "protobufjs";
 import SnappyJS from "snappyjs";
 import { parsePerfdata, perfdataRows } from "../events/perfdata.ts";
-import {
-  escapeMeasurement,
-  escapeTag,
-  influxLine,
-  influxUrlProblem,
-  influxWriteUrl,
-} from "./influxdb.ts";
+import { escapeMeasurement, escapeTag, influxLine, influxWriteUrl } from "./influxdb.ts";
+import { influxUrlProblem } from "../config/mod.ts";
 import { encodeWriteRequest, type RemotePoint, remotePoint } from "./remote_write.ts";
 import { authorization } from "./http.ts";
 

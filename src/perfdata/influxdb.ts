@@ -91,24 +91,6 @@ export function influxWriteUrl(url: string): string {
   return u.toString();
 }
 
-/** Null when `--influxdb-url` is one of the two write APIs, else the problem (for the setting's check). */
-export function influxUrlProblem(url: string): string | null {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return "is not a URL";
-  }
-  const path = u.pathname.replace(/\/+$/, "");
-  if (path.endsWith("/api/v2/write")) {
-    return u.searchParams.get("bucket") ? null : "names no bucket (…/api/v2/write?org=…&bucket=…)";
-  }
-  if (path.endsWith("/write")) {
-    return u.searchParams.get("db") ? null : "names no database (…/write?db=…)";
-  }
-  return "is neither …/write?db=… (InfluxDB 1.x) nor …/api/v2/write?org=…&bucket=… (2.x)";
-}
-
 class InfluxTransport extends HttpEndpoint implements Transport<string> {
   readonly backend = "influxdb";
 

@@ -17,6 +17,9 @@ const MIN_FREE_TEXT_SECRET_LENGTH = 8;
 // InfluxDB 1.x's p, which --influxdb-url may carry).
 const SECRET_PARAMETER =
   /([?&](?:p|[^=&#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&#]*)=)[^&#]*/gi;
+// mysql2's TLS options travel as JSON in `?ssl=` (src/util/mysql_url.ts): one that names a
+// passphrase or a private key (`key`, `pfx`) is masked whole.
+const SSL_PARAMETER = /([?&]ssl=)([^&#]*)/gi;
 
 /**
  * A URL or Go DSN, valid or not, with its password and password-like query parameters masked.
@@ -47,7 +50,10 @@ export function redactUrl(url: string): string {
     const colon = url.indexOf(":", schemeEnd);
     if (colon >= 0 && colon < end) out = `${url.slice(0, colon + 1)}${MASK}${url.slice(end)}`;
   }
-  return out.replace(SECRET_PARAMETER, `$1${MASK}`);
+  return out.replace(SECRET_PARAMETER, `$1${MASK}`).replace(
+    SSL_PARAMETER,
+    (all, name: string, value: string) => /pass|key|pfx/i.test(value) ? `${name}${MASK}` : all,
+  );
 }
 
 /**

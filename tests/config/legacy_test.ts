@@ -150,9 +150,10 @@ Deno.test("legacy config.yml: the PHP example resolves to the equivalent setting
   assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/statusengine_data");
   assert.equal(settings.mysqlBatchSize, 100);
   assert.equal(sources.mysqlBatchSize?.text, `file ${PATH} key number_of_bulk_records`);
-  // perfdata_backend [crate] has no supported entry: the backends stay at their default.
-  assert.deepEqual(settings.perfdataBackends, ["mysql"]);
-  assert.equal(sources.perfdataBackends?.text, "default");
+  // perfdata_backend [crate] has no supported entry: perfdata goes nowhere, as it never went to
+  // MySQL (and process_perfdata: 0 does not consume the queue anyway).
+  assert.deepEqual(settings.perfdataBackends, []);
+  assert.equal(sources.perfdataBackends?.text, `file ${PATH} key perfdata_backend`);
   assert.equal(settings.graphitePrefix, "statusengine");
   assert.equal(settings.graphiteAddr, "localhost:2003");
   // process_perfdata: 0 — the perfdata queue is not consumed, as in the PHP worker.
@@ -376,6 +377,18 @@ Deno.test("legacy config.yml: perfdata_backend maps onto perfdata_backends", asy
   const { warnings } = await load("run", "perfdata_backend: [mysql, crate, elasticsearch]\n");
   assert.equal(warnings.length, 1);
   assert.match(warnings[0] ?? "", /entries crate, elasticsearch/);
+});
+
+Deno.test("legacy config.yml: a perfdata_backend list without a supported entry writes perfdata nowhere, not to MySQL", async () => {
+  // The PHP worker wrote such perfdata to CrateDB or Elasticsearch only; falling back to the
+  // default would start filling statusengine_perfdata, which this installation never used.
+  for (const list of ["[crate]", "[elasticsearch, crate]", "[]"]) {
+    const file = `process_perfdata: 1\nperfdata_backend: ${list}\n`;
+    const { settings, sources, warnings } = await load("run", file);
+    assert.deepEqual(settings.perfdataBackends, [], list);
+    assert.equal(sources.perfdataBackends?.text, `file ${PATH} key perfdata_backend`, list);
+    if (list !== "[]") assert.match(warnings.join("\n"), /perfdata is written nowhere/, list);
+  }
 });
 
 Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legacy key", async () => {

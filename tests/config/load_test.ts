@@ -184,6 +184,24 @@ Deno.test("loadSettings: an empty environment variable falls through to the file
   assert.equal(settings.nodeName, "statusengine");
 });
 
+Deno.test("loadSettings: a file key without a value (a bare key:) says that the default is used", async () => {
+  // A template that rendered "nodename:" empty would otherwise run as node "statusengine" without
+  // a word, sharing rows with every other node left at the default.
+  const { settings, sources, warnings } = await load("run", {
+    file: "nodename:\nmysql_url: ~\ndead_letter_file: null\nmysql_batch_size: 30\n",
+  });
+  assert.equal(settings.nodeName, "statusengine");
+  assert.equal(sources.nodeName?.text, "default");
+  for (const key of ["nodename", "mysql_url", "dead_letter_file"]) {
+    assert.equal(
+      warnings.filter((w) => w.includes(`key ${key} has no value`)).length,
+      1,
+      `${key}\n${warnings.join("\n")}`,
+    );
+  }
+  assert.ok(!warnings.some((w) => w.includes("mysql_batch_size")), warnings.join("\n"));
+});
+
 Deno.test("loadSettings: a file integer 0 is a real 0 and is validated (docs/operations.md#quirk-zero-integers)", async () => {
   const { settings } = await load("run", { file: "metrics_port: 0\n" });
   assert.equal(settings.metricsPort, 0);
@@ -1249,6 +1267,31 @@ Deno.test("loadSettings: a Go DSN given as --mysql-url is refused with a pointer
   });
 });
 
+Deno.test("loadSettings: a MySQL URL the MySQL client would refuse is refused here, naming setting and source", async () => {
+  // Each of these passed the settings and only failed inside `run` ("run failed: Cannot parse
+  // MySQL URL"), without the source, while `config` called them fine.
+  const cases: [string, RegExp][] = [
+    ["mysql://u:sekret@db/se?foo=1", /unknown query parameter "foo"/],
+    ["mysql://u:sekret@db/se?connectTimeout=5s", /connectTimeout/],
+    ["mysql://u:sekret@db/se?ssl=yes", /ssl/],
+    ["mysql://u:sekret@db/se?socketPath=", /socketPath" is empty/],
+    ["mysql://u:sekret@db:0/se", /port/],
+    ["mysql://:sekret@db/se", /missing user name/],
+  ];
+  for (const [url, message] of cases) {
+    const caught = await refuses(load("run", { env: { STATUSENGINE_MYSQL_URL: url } }), {
+      setting: "mysql-url",
+      source: "env STATUSENGINE_MYSQL_URL",
+      message,
+    });
+    assert.ok(!caught.message.includes("sekret"), caught.message);
+  }
+  // What the client takes passes, unchanged.
+  const url = "mysql://u:p%40ss@db:3307/se?connectTimeout=5000&ssl=true";
+  const { settings } = await load("run", { env: { STATUSENGINE_MYSQL_URL: url } });
+  assert.equal(settings.mysqlUrl, url);
+});
+
 Deno.test("loadSettings: secrets on the command line draw a warning pointing at the environment", async () => {
   const { warnings } = await load("run", {
     argv: ["--api-keys", "k1", "--mysql-url", "mysql://u:pw@h/db", "--rabbitmq-url", "amqp://h/"],
@@ -1304,6 +1347,45 @@ Deno.test("loadSettings: --rabbitmq-url takes a host list from flag, env and YAM
     { setting: "rabbitmq-url", message: /host 2 of the list, "h2:99999"/ },
   );
   assert.ok(!bad.message.includes("Sup3r"), bad.message);
+});
+
+Deno.test("loadSettings: an AMQP URL the RabbitMQ client would refuse is refused here, naming setting and source", async () => {
+  // These passed the settings (and `config`) and failed only once the broker was dialled.
+  const cases: [string, RegExp][] = [
+    ["amqp://u:sekret@mq:0/", /port "0" out of range/],
+    ["amqp://u:sekret@mq/?heartbeat=30s", /heartbeat "30s" is not a whole number of seconds/],
+  ];
+  for (const [url, message] of cases) {
+    const caught = await refuses(load("run", { env: { STATUSENGINE_RABBITMQ_URL: url } }), {
+      setting: "rabbitmq-url",
+      source: "env STATUSENGINE_RABBITMQ_URL",
+      message,
+    });
+    assert.ok(!caught.message.includes("sekret"), caught.message);
+  }
+  const url = "amqp://u:p%40ss@mq1:5673,mq2/%2Fmon?heartbeat=30";
+  const { settings } = await load("run", { env: { STATUSENGINE_RABBITMQ_URL: url } });
+  assert.equal(settings.rabbitmqUrl, url);
+});
+
+Deno.test("loadSettings: an InfluxDB URL that is no write endpoint is refused here, naming setting and source", async () => {
+  // These passed the settings (and `config`) and were refused only by run, without the source.
+  const cases: [string, RegExp][] = [
+    ["http://u:sekret@influx:8086/write", /names no database/],
+    ["http://influx:8086/api/v2/write?org=o", /names no bucket/],
+    ["http://influx:8086/query?db=se", /neither/],
+  ];
+  for (const [url, message] of cases) {
+    const caught = await refuses(load("run", { env: { STATUSENGINE_INFLUXDB_URL: url } }), {
+      setting: "influxdb-url",
+      source: "env STATUSENGINE_INFLUXDB_URL",
+      message,
+    });
+    assert.ok(!caught.message.includes("sekret"), caught.message);
+  }
+  const url = "https://influx/api/v2/write?org=o&bucket=b";
+  const { settings } = await load("run", { env: { STATUSENGINE_INFLUXDB_URL: url } });
+  assert.equal(settings.influxdbUrl, url);
 });
 
 Deno.test("loadSettings: --rabbitmq-declare is declare or passive, declare by default", async () => {

@@ -23,7 +23,7 @@ import { DowntimeExecutor } from "../../src/mysql/downtime.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
 import { poolExecutor } from "../../src/mysql/executor.ts";
 import { DbAvailability } from "../../src/mysql/availability.ts";
-import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { createMetrics } from "../../src/metrics/registry.ts";
 import { DeadLetterFile, DeadLetters } from "../../src/pipeline/dead_letter.ts";
 import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtime.ts";

@@ -7,7 +7,7 @@ import { registryValue } from "./metric_registry.ts";
 import mysql from "mysql2/promise";
 import { type RunningWorker, startWorker, type WorkerConfig } from "../../src/daemon/mod.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
-import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { GearmanClient } from "../../src/gearman/client.ts";
 import { adminStatus } from "../../src/gearman/admin.ts";
 import { defaultOf, SETTING_ROWS } from "../../src/config/settings.ts";

@@ -11,7 +11,7 @@ import { TABLES } from "../../src/mysql/catalogue.ts";
 import { createTableStatement } from "../../src/mysql/ddl.ts";
 import { poolExecutor } from "../../src/mysql/executor.ts";
 import { DbAvailability } from "../../src/mysql/availability.ts";
-import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { createMetrics, type Metrics } from "../../src/metrics/registry.ts";
 import { DeadLetterFile, DeadLetters } from "../../src/pipeline/dead_letter.ts";
 import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtime.ts";

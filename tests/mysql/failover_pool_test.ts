@@ -11,7 +11,7 @@ import { selfSignedIdentity, startTcpProxy } from "../helpers/tcp_proxy.ts";
 import { MysqlHosts } from "../../src/mysql/failover.ts";
 import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
 import { endPool } from "../../src/mysql/connect.ts";
-import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { classifyMysqlError } from "../../src/mysql/errors.ts";
 import { errorMessage } from "../../src/log.ts";
 import { createScratchDatabase } from "../helpers/mysql.ts";

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import mysql from "mysql2/promise";
 import { createScratchDatabase, type ScratchDatabase } from "../helpers/mysql.ts";
 import { track, waitFor } from "../helpers/wait.ts";
-import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
 import { Lease, leaseTermMs } from "../../src/mysql/lease.ts";
 

@@ -7,7 +7,7 @@
  */
 import { adminStatus, adminVersion } from "../../gearman/admin.ts";
 import { AmqpPublisher } from "../../amqp/publisher.ts";
-import { parseAmqpUrl } from "../../amqp/url.ts";
+import { parseAmqpUrl } from "../../util/amqp_url.ts";
 import { QUEUE_NAMES } from "../../events/mod.ts";
 import { errorMessage } from "../../log.ts";
 import { METRICS } from "../../metrics/catalogue.ts";
@@ -151,7 +151,8 @@ function unreachable(addr: string, kind: JobServerStatus["kind"], err: unknown):
  * left empty. A connection lost or silent meanwhile makes the broker a failure.
  */
 async function probeRabbitMq(url: string): Promise<Probe> {
-  let addr = url;
+  // Masked before parsing: a URL that does not parse is still shown, without its password.
+  let addr = redactUrl(url);
   try {
     addr = parseAmqpUrl(url).display;
     // Passive declarations only: the durability flag is not sent. The bound is shared by the

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { DEFAULT_HEARTBEAT_S, parseAmqpUrl } from "./url.ts";
+import { DEFAULT_HEARTBEAT_S, parseAmqpUrl } from "./amqp_url.ts";
 
 Deno.test("parseAmqpUrl: an empty path or a bare / is the default vhost /", () => {
   assert.equal(parseAmqpUrl("amqp://u:p@127.0.0.1:5672").vhost, "/");

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mysqlOptionsFromUrl, type MysqlUrlOptions } from "./url.ts";
+import { mysqlOptionsFromUrl, type MysqlUrlOptions } from "./mysql_url.ts";
 
 // What a URL gives, field for field.
 const PARSED: [name: string, url: string, options: MysqlUrlOptions][] = [

@@ -1,11 +1,12 @@
 /**
  * `--mysql-url` parsing and redaction (D8: MySQL is given as a URL; secrets never appear in
- * logs, errors or help output).
+ * logs, errors or help output). A leaf module: the settings validate a URL with it, so that a
+ * value they accept is one the MySQL layer can open, and the MySQL layer parses it.
  *
  * @module
  */
-import { joinHostPort, splitUrlHosts } from "../util/address.ts";
-import { redactUrl } from "../util/redact.ts";
+import { joinHostPort, splitUrlHosts } from "./address.ts";
+import { redactUrl } from "./redact.ts";
 
 /** mysql2 connection options derived from a `mysql://` URL (assignable to `ConnectionOptions`). */
 export interface MysqlUrlOptions {
@@ -72,6 +73,23 @@ function parseLoosely(url: string): { url: URL; emptyHost: boolean } | undefined
   return undefined;
 }
 
+class MysqlUrlError extends TypeError {
+  constructor(url: string, readonly detail: string, cause?: unknown) {
+    super(`Cannot parse MySQL URL "${redactUrl(url)}": ${detail}`, { cause });
+  }
+}
+
+/** What {@link mysqlOptionsFromUrl} finds wrong with a URL (never the password), or null. */
+export function mysqlUrlProblem(url: string): string | null {
+  try {
+    mysqlOptionsFromUrl(url);
+    return null;
+  } catch (err: unknown) {
+    if (err instanceof MysqlUrlError) return err.detail;
+    throw err;
+  }
+}
+
 /**
  * mysql2 connection options from `mysql://user:pass@host:3306/db` or `…@h1:3306,h2,h3/db`
  * (docs/running.md#mysql-hosts). An unknown query parameter is refused rather than ignored (D8).
@@ -80,7 +98,7 @@ function parseLoosely(url: string): { url: URL; emptyHost: boolean } | undefined
  */
 export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   const fail = (detail: string, cause?: unknown): never => {
-    throw new TypeError(`Cannot parse MySQL URL "${redactUrl(url)}": ${detail}`, { cause });
+    throw new MysqlUrlError(url, detail, cause);
   };
   const decode = (value: string, what: string): string => {
     try {

@@ -1,11 +1,12 @@
 /**
  * AMQP URLs (docs/operations.md#values, docs/running.md#rabbitmq-hosts), checked here because the
- * client library's error for a URL it cannot parse quotes the password (D8).
+ * client library's error for a URL it cannot parse quotes the password (D8). A leaf module: the
+ * settings refuse with it what the broker layer could not dial.
  *
  * @module
  */
-import { redactUrl } from "../util/redact.ts";
-import { splitUrlHosts } from "../util/address.ts";
+import { redactUrl } from "./redact.ts";
+import { splitUrlHosts } from "./address.ts";
 
 /** One broker of the URL. */
 export interface AmqpHost {
@@ -31,19 +32,36 @@ export interface AmqpUrl extends AmqpHost {
  */
 export const DEFAULT_HEARTBEAT_S = 60;
 
+class AmqpUrlError extends TypeError {
+  constructor(url: string, readonly detail: string) {
+    super(`Cannot parse AMQP URL "${redactUrl(url)}": ${detail}`);
+  }
+}
+
+/** What {@link parseAmqpUrl} finds wrong with a URL (never the password), or null. */
+export function amqpUrlProblem(url: string): string | null {
+  try {
+    parseAmqpUrl(url);
+    return null;
+  } catch (err: unknown) {
+    if (err instanceof AmqpUrlError) return err.detail;
+    throw err;
+  }
+}
+
 /**
  * Parse and check an `amqp://` or `amqps://` URL with one host or a comma-separated list.
  *
  * @throws {TypeError} When the URL is malformed; the message masks the password.
  * @example Default vhost
  * ```ts
- * import { parseAmqpUrl } from "./url.ts";
+ * import { parseAmqpUrl } from "./amqp_url.ts";
  * parseAmqpUrl("amqp://u:secret@127.0.0.1:5672/").vhost; // "/"
  * ```
  */
 export function parseAmqpUrl(url: string): AmqpUrl {
   const fail = (detail: string): never => {
-    throw new TypeError(`Cannot parse AMQP URL "${redactUrl(url)}": ${detail}`);
+    throw new AmqpUrlError(url, detail);
   };
   const defaultPort = /^amqps:/i.test(url) ? 5671 : 5672;
   const split = splitUrlHosts(url, defaultPort);
