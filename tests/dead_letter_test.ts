@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { createScratchDatabase } from "./helpers/mysql.ts";
+import { startMariadbd } from "./helpers/mariadbd.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
 import {
@@ -340,6 +341,67 @@ Deno.test("dead letters: rows MariaDB rejected are summarised, replayed once the
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+// The design relies on strict mode (D6): whatever the fitting cannot make fit is refused and
+// dead-lettered. A server whose global sql_mode is '' (old installs, `sql_mode=''` from old
+// guides) would instead cut or replace the value with a warning and report success.
+Deno.test("dead letters: on a server whose sql_mode is '', a value that does not fit a narrowed column or a utf8mb3 column is dead-lettered, never stored cut or replaced", async () => {
+  const LOGS = "statusngin_logentries";
+  await using gearmand = await startGearmand();
+  await using server = await startMariadbd({ extraArgs: ["--sql-mode="] });
+  assert.equal((await server.query<{ m: string }[]>("SELECT @@GLOBAL.sql_mode AS m"))[0]?.m, "");
+  await server.query("CREATE DATABASE se CHARACTER SET utf8mb4");
+  const url = server.url({ database: "se" });
+  await createSchema(url);
+  // A column an operator narrowed, and a table the legacy SQL left in 3-byte utf8.
+  await server.query(
+    "ALTER TABLE statusengine_hostchecks MODIFY output VARCHAR(20) NULL",
+    [],
+    "se",
+  );
+  await server.query(
+    "ALTER TABLE statusengine_logentries CONVERT TO CHARACTER SET utf8mb3",
+    [],
+    "se",
+  );
+  const hostcheck = (host: string, output: string) =>
+    oneEventJob(Q, (e) => Object.assign(e["hostcheck"] as object, { host_name: host, output }));
+  const logentry = (data: string) =>
+    oneEventJob(LOGS, (e) => Object.assign(e["logentry"] as object, { data }));
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: url,
+    queues: [Q, LOGS],
+    metrics: { hostname: "127.0.0.1", port: 0 },
+  }));
+  await publish(gearmand.addr, Q, [hostcheck("fits", "short"), hostcheck("long", "o".repeat(100))]);
+  await publish(gearmand.addr, LOGS, [logentry("plain text"), logentry("disk full \u{1F4A5}")]);
+  const stored = async () =>
+    Number(
+      (await server.query<{ n: number }[]>(
+        "SELECT (SELECT COUNT(*) FROM statusengine_hostchecks) + " +
+          "(SELECT COUNT(*) FROM statusengine_logentries) AS n",
+        [],
+        "se",
+      ))[0]?.n,
+    );
+  await waitFor(async () => (await stored()) + (await deadLettersCounted(worker)) === 4, {
+    timeoutMs: 30_000,
+    message: "every event stored or dead-lettered",
+  });
+  assert.deepEqual(
+    await server.query("SELECT hostname, output FROM statusengine_hostchecks", [], "se"),
+    [{ hostname: "fits", output: "short" }],
+  );
+  assert.deepEqual(
+    await server.query("SELECT logentry_data FROM statusengine_logentries", [], "se"),
+    [{ logentry_data: "plain text" }],
+  );
+  assert.equal(await deadLettersCounted(worker), 2);
+  const reasons = (await records(worker.deadLetterFile ?? "") as unknown as { reason: string }[])
+    .map((r) => r.reason);
+  assert.deepEqual(reasons, ["sql_rejected", "sql_rejected"]);
 });
 
 Deno.test("dead letters: replay decodes payload records again like a redelivered job, the keyless log rows only once over two replays, and copies what it cannot replay safely to the new file, naming why", async () => {

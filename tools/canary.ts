@@ -19,6 +19,7 @@ export const CANARY_TESTS = [
   "tests/mysql/executor_test.ts",
   "tests/mysql/deno_socket_test.ts",
   "tests/mysql/writer_test.ts",
+  "tests/mysql/sql_mode_test.ts",
   "tests/cleanup_test.ts",
 ] as const;
 

@@ -104,6 +104,18 @@ export interface ConnectedMysql extends MysqlIdentity {
   readonly host: string;
 }
 
+/**
+ * The first statement of every connection (the writers' pool, the leases', the tools'): strict
+ * mode for the session whatever the server's global `sql_mode`, so that a value the writer could
+ * not fit (a narrowed column, an emoji for a utf8mb3 column) is refused and dead-lettered (D6, D7)
+ * rather than cut or replaced with a mere warning. The server's other modes stay. Not
+ * STRICT_ALL_TABLES: on a MyISAM table it keeps the rows of a multi-row INSERT before the one
+ * refused, and the writer's split would write them again. A session variable, in the
+ * `CONCAT(@@sql_mode, …)` form ProxySQL tracks per client session.
+ */
+export const STRICT_SESSION_SQL =
+  "SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_TRANS_TABLES')";
+
 const PROBE_SQL = "SELECT VERSION() AS version, @@character_set_client AS cs, " +
   "@@collation_connection AS co";
 
@@ -235,6 +247,7 @@ async function connectOne(
   const { signal } = limit;
   try {
     conn = await unlessAborted(connecting, signal, abandon);
+    await unlessAborted(conn.query(STRICT_SESSION_SQL), signal, abandon);
     const query = conn.query<mysql.RowDataPacket[]>(PROBE_SQL);
     const [rows] = await unlessAborted(query, signal, abandon);
     await unlessAborted(checkGaleraReady(conn), signal, abandon);

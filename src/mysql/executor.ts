@@ -12,9 +12,14 @@ import {
   bulkParameters,
   dropEmptyParameterMetadata,
   installBulkExecuteEncoder,
+  runOnEachConnection,
 } from "./mysql2_internals.ts";
+import { STRICT_SESSION_SQL } from "./connect.ts";
+import { errorMessage, getLogger } from "../log.ts";
 import { denoSocketStream, type MysqlHosts } from "./failover.ts";
 import { driverOptions, type MysqlUrlOptions } from "../util/mysql_url.ts";
+
+const log = getLogger("db");
 
 export interface ExecResult {
   /** Matched rows for an UPDATE: mysql2 sets CLIENT_FOUND_ROWS (D10). */
@@ -66,6 +71,14 @@ export function createWriterPool(
     ...stream,
   });
   dropEmptyParameterMetadata(pool);
+  runOnEachConnection(
+    pool,
+    STRICT_SESSION_SQL,
+    (err) =>
+      log.error("db: a new MySQL connection could not be put in strict mode", {
+        error: errorMessage(err),
+      }),
+  );
   hosts?.attach(pool);
   return pool;
 }

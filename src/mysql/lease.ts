@@ -7,7 +7,7 @@
  * @module
  */
 import mysql from "mysql2/promise";
-import type { MysqlConnection } from "./connect.ts";
+import { type MysqlConnection, STRICT_SESSION_SQL } from "./connect.ts";
 import { driverOptions, type MysqlUrlOptions } from "../util/mysql_url.ts";
 import { sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -142,6 +142,7 @@ export class Lease {
         // listener it would end the process. The next query fails and says so.
         conn.on("error", () => {});
         this.#conn = conn;
+        await conn.query({ sql: STRICT_SESSION_SQL, timeout: this.#o.pollMs });
       }
       const [result] = await this.#conn.query({ sql, timeout: this.#o.pollMs }, values);
       return result;

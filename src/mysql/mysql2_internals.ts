@@ -13,6 +13,9 @@
  * - the pool's `releaseConnection` and `_freeConnections`: after a move to another MySQL host
  *   (failover.ts) the connections to the one left are closed; else they end when their host
  *   drops them;
+ * - the pool's `connection` event, which passes the core (callback-API) connection whatever the
+ *   pool's flavour: each new connection runs the strict-mode statement first (connect.ts); else
+ *   an error is logged for each and the server's mode applies;
  * - the config a pool hands each new connection (a copy per connection): a TLS connection to
  *   another host of the list checks that host's certificate; else the first host's name.
  *
@@ -265,6 +268,39 @@ export function dropEmptyParameterMetadata(
       return set(key, statement);
     };
   });
+}
+
+/**
+ * Run `sql` on every new connection of `pool` (a mysql2 pool of either flavour) before any
+ * statement of a caller: mysql2 emits `connection` before it hands the connection out, and a
+ * connection runs its commands in order. If it fails, `onError` is told and the socket destroyed,
+ * so the caller's statement fails as a lost connection rather than run without it.
+ */
+export function runOnEachConnection(
+  pool: { on(event: "connection", listener: (connection: unknown) => void): unknown },
+  sql: string,
+  onError: (err: unknown) => void,
+): void {
+  pool.on("connection", (connection) => {
+    // The event passes the core connection even from the promise pool (its typings say not).
+    const core = ((connection as { connection?: unknown } | null)?.connection ??
+      connection) as Partial<CoreQueryConnection>;
+    if (typeof core.query !== "function") {
+      onError(new Error("mysql2's pool passed no connection to run the statement on"));
+      return;
+    }
+    core.query(sql, (err) => {
+      if (err === null || err === undefined) return;
+      onError(err);
+      core.stream?.destroy?.();
+    });
+  });
+}
+
+/** The callback API's query, of a core connection. */
+interface CoreQueryConnection {
+  query(sql: string, callback: (err: unknown) => void): unknown;
+  stream?: { destroy?: () => void };
 }
 
 /** The statements a connection has cached (tests look at their placeholder descriptions). */
