@@ -231,6 +231,7 @@ export function influxUrlProblem(url: string): string | null {
   return "is neither …/write?db=… (InfluxDB 1.x) nor …/api/v2/write?org=…&bucket=… (2.x)";
 }
 
+/**
  * A validated listen address (`host:port`, `[v6]:port`) → listen options; `:port` gives the
  * hostname "", every interface of IPv4 and IPv6 (src/http/listen.ts).
  */

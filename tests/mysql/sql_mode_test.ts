@@ -12,7 +12,7 @@ import { connectionOptionsOf, createScratchDatabase } from "../helpers/mysql.ts"
 import { connectMysql, endMysql, endPool } from "../../src/mysql/connect.ts";
 import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
 import { Lease, nodeLeaseOptions } from "../../src/mysql/lease.ts";
-import { mysqlOptionsFromUrl } from "../../src/mysql/url.ts";
+import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { runOnEachConnection } from "../../src/mysql/mysql2_internals.ts";
 import { classifyMysqlError } from "../../src/mysql/errors.ts";
 
