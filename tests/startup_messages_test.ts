@@ -171,6 +171,36 @@ Deno.test("run: a taken metrics port names the setting to change", async () => {
   assert.match(r.err, /STATUSENGINE_METRICS_PORT/);
 });
 
+Deno.test("run: an account that may not write the node row refuses the start, saying what to grant", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  const user = `se_ro_${crypto.randomUUID().slice(0, 6)}`;
+  await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'se-secret-pw'`);
+  try {
+    await db.query(`GRANT SELECT ON \`${db.name}\`.* TO '${user}'@'%'`);
+    const url = new URL(db.url);
+    url.username = user;
+    url.password = "se-secret-pw";
+    const r = await run(["--gearman-addr", gearmand.addr, "--mysql-url", url.href, ...quiet()]);
+    assert.equal(r.code, 1);
+    assertSaidOnce(r.err);
+    assert.match(r.err, /Cannot start: MySQL at .* does not let this account write/);
+    assert.match(r.err, /INSERT, UPDATE command denied/);
+    assert.match(r.err, /GRANT SELECT, INSERT, UPDATE, DELETE ON `se_test_\w+`\.\*/);
+    assert.match(r.err, /waiting cannot fix this/);
+  } finally {
+    await db.query(`DROP USER '${user}'@'%'`);
+  }
+});
+
 Deno.test("run: a named pipe as the dead-letter file refuses the start, naming it", async () => {
   // Writes to a FIFO block for good once its reader stops (or never came): every job that needs
   // a dead letter waited without a word, and the shutdown waited on the file until SIGKILL.
