@@ -269,3 +269,44 @@ Deno.test("lifecycle: SIGTERM while the task queue's poll waits on MySQL still s
     await holder.end();
   }
 });
+
+// The stall's error line counted only the rows waiting in the writers' buffers, not the batches
+// the writers hold in their retry loop: a stalled worker said jobs_held=3 rows_held=0.
+Deno.test("lifecycle: the write stall's error line counts the held batches in rows_held", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  // An account that may write every table but statusengine_hostchecks: its batches are held.
+  const user = `se_noins_${crypto.randomUUID().slice(0, 6)}`;
+  await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'se-secret-pw'`);
+  try {
+    const tables = await db.query<{ t: string }[]>(
+      "SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?",
+      [db.name],
+    );
+    for (const { t } of tables) {
+      const privileges = t === "statusengine_hostchecks"
+        ? "SELECT"
+        : "SELECT, INSERT, UPDATE, DELETE";
+      await db.query(`GRANT ${privileges} ON \`${db.name}\`.\`${t}\` TO '${user}'@'%'`);
+    }
+    const url = new URL(db.url);
+    url.username = user;
+    url.password = "se-secret-pw";
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: url.href,
+      args: ["--queues", QUEUE],
+    });
+    await publish(gearmand.addr, QUEUE, markerJobs("held", 3));
+    // Held for a minute, the stall becomes an error (docs/logging.md#mysql-outage).
+    const stalled = () => worker.lines().find((l) => l.includes("writes are stalled"));
+    await waitFor(() => stalled() !== undefined, { timeoutMs: 120_000, message: "the error" });
+    assert.match(stalled() ?? "", /jobs_held=3 rows_held=300\b/);
+    worker.kill("SIGTERM");
+    assert.equal((await worker.status).code, 0, worker.stderr());
+    assert.equal(await countMarkers(db, "held"), 0);
+  } finally {
+    await db.query(`DROP USER '${user}'@'%'`);
+  }
+});

@@ -7,7 +7,7 @@ import { runCli } from "../src/cli/mod.ts";
 import { bufferIo } from "./helpers/cli_run.ts";
 import { createScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
-import { waitFor } from "./helpers/wait.ts";
+import { orStuck, waitFor } from "./helpers/wait.ts";
 
 interface Result {
   readonly code: number;
@@ -169,6 +169,85 @@ Deno.test("run: a taken metrics port names the setting to change", async () => {
   assert.equal(r.code, 1);
   assert.match(r.err, /--metrics-port/);
   assert.match(r.err, /STATUSENGINE_METRICS_PORT/);
+});
+
+Deno.test("run: an account that may not write the node row refuses the start, saying what to grant", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  const user = `se_ro_${crypto.randomUUID().slice(0, 6)}`;
+  await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'se-secret-pw'`);
+  try {
+    await db.query(`GRANT SELECT ON \`${db.name}\`.* TO '${user}'@'%'`);
+    const url = new URL(db.url);
+    url.username = user;
+    url.password = "se-secret-pw";
+    const r = await run(["--gearman-addr", gearmand.addr, "--mysql-url", url.href, ...quiet()]);
+    assert.equal(r.code, 1);
+    assertSaidOnce(r.err);
+    assert.match(r.err, /Cannot start: MySQL at .* does not let this account write/);
+    assert.match(r.err, /INSERT, UPDATE command denied/);
+    assert.match(r.err, /GRANT SELECT, INSERT, UPDATE, DELETE ON `se_test_\w+`\.\*/);
+    assert.match(r.err, /waiting cannot fix this/);
+  } finally {
+    await db.query(`DROP USER '${user}'@'%'`);
+  }
+});
+
+Deno.test("run: a named pipe as the dead-letter file refuses the start, naming it", async () => {
+  // Writes to a FIFO block for good once its reader stops (or never came): every job that needs
+  // a dead letter waited without a word, and the shutdown waited on the file until SIGKILL.
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  assert.equal(
+    await runCli(["schema", "--mysql-url", db.url], {}, {
+      io: bufferIo(),
+      signals: false,
+      logWrite: () => {},
+    }),
+    0,
+  );
+  const dir = await Deno.makeTempDir({ prefix: "se-fifo-" });
+  try {
+    const fifo = `${dir}/dead.ndjson`;
+    assert.ok((await new Deno.Command("mkfifo", { args: [fifo] }).output()).success);
+    const io = bufferIo();
+    const logs: string[] = [];
+    const stop = new AbortController();
+    const done = runCli(
+      [
+        "run",
+        "--gearman-addr",
+        gearmand.addr,
+        "--mysql-url",
+        db.url,
+        "--metrics-port",
+        "0",
+        "--listen-addr",
+        `127.0.0.1:${freePort()}`,
+        "--dead-letter-file",
+        fifo,
+      ],
+      {},
+      { io, signals: false, signal: stop.signal, logWrite: (l) => logs.push(l) },
+    );
+    const code = await orStuck(done, 20_000);
+    if (code === "stuck") {
+      stop.abort();
+      await done;
+    }
+    assert.equal(code, 1, logs.join("\n"));
+    assert.match(io.errLines.join("\n"), /dead-letter file ".*dead\.ndjson" .*named pipe/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 Deno.test("run: a drifted column (output varchar(100)) starts with a warning naming it", async () => {

@@ -216,12 +216,30 @@ async function check(
   );
   await step(warnAboutSchemaDrift(database.pool, needed));
   database.hosts.start();
-  await step(registerNode(database.executor, {
-    nodeName: config.nodeName,
-    version,
-    startTime: Math.floor(Date.now() / 1000),
-  }));
+  await step(
+    registerNode(database.executor, {
+      nodeName: config.nodeName,
+      version,
+      startTime: Math.floor(Date.now() / 1000),
+    }).catch((err: unknown) => {
+      if (!PRIVILEGE_ERRNOS.has((err as { errno?: unknown } | null)?.errno as number)) throw err;
+      // The first write of the start: an account that may only read said "run failed" and the raw
+      // MySQL error, with nothing on what to change.
+      const db = mysqlOptionsFromUrl(config.mysqlUrl).database ?? "statusengine";
+      throw new WorkerError(
+        "startup",
+        `Cannot start: MySQL at ${shown} does not let this account write (${
+          errorMessage(err)
+        }); the worker needs GRANT SELECT, INSERT, UPDATE, DELETE ON \`${db}\`.* ` +
+          "(waiting cannot fix this)",
+        { cause: err },
+      );
+    }),
+  );
 }
+
+/** Table and column access denied: the account lacks a privilege on a table it must write. */
+const PRIVILEGE_ERRNOS: ReadonlySet<number> = new Set([1142, 1143]);
 
 /** How many differences the drift warning quotes; `schema --check` lists them all. */
 const DRIFT_LISTED = 5;

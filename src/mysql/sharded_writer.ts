@@ -73,6 +73,11 @@ export class ShardedWriter {
     return this.#shards.reduce((n, s) => n + s.buffered, 0);
   }
 
+  /** Rows not yet committed: buffered, and in the statements sent or held for a retry. */
+  get held(): number {
+    return this.#shards.reduce((n, s) => n + s.buffered + s.statementRows, 0);
+  }
+
   get totalRows(): number {
     return this.#shards.reduce((n, s) => n + s.totalRows, 0);
   }

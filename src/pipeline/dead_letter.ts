@@ -165,6 +165,11 @@ export class DeadLetterFile implements DeadLetterSink {
     let torn: boolean;
     try {
       const info = await file.stat();
+      // A write to a pipe nobody reads waits for ever: the jobs that need a dead letter would
+      // hang without a word, and the shutdown with them. Refused, a write fails and is retried.
+      if (info.isFifo) {
+        throw new Error("it is a named pipe (FIFO), whose writes wait for a reader; use a file");
+      }
       // A worker killed mid-record, or a part that could not be cut back, left a torn last line.
       torn = info.isFile && info.size > 0 && !(await endsWithNewline(file, info.size));
       this.#identity = { dev: info.dev, ino: info.ino };

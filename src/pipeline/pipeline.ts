@@ -87,7 +87,8 @@ export class Pipeline {
       mysql: options.mysql,
       held: () => ({
         jobs: this.#jobsHeld,
-        rows: Object.values(this.writers).reduce((n, w) => n + w.buffered, 0),
+        // The statements held in a retry loop too: they are what a stall holds first.
+        rows: Object.values(this.writers).reduce((n, w) => n + w.held, 0),
       }),
     });
     // Status writers report their commits: the core-restart sweep need not read the tables back.
