@@ -16,8 +16,8 @@ import {
   type MysqlConnection,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
-  quoteIdentifier,
   TABLE_CHARSET,
+  useDatabase,
 } from "../mysql/mod.ts";
 import { errorMessage } from "../util/errors.ts";
 import { redactText, redactUrl } from "../util/redact.ts";
@@ -83,7 +83,7 @@ export async function runSchemaCommand(options: SchemaCommandOptions, io: Io): P
       io.out(`Created database ${database} (${TABLE_CHARSET}, ${collation})`);
     }
     step = `use database "${database}"`;
-    await conn.query(`USE ${quoteIdentifier(database)}`);
+    await useDatabase(conn, database);
 
     if (!options.check) {
       step = `create missing tables in "${database}"`;

@@ -8,6 +8,7 @@
 import {
   endMysql,
   isTableName,
+  makeSessionReadOnly,
   type MysqlConnection,
   type NewestRows,
   selectNewestRows,
@@ -312,7 +313,7 @@ async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefi
   const { conn, password } = opened;
   try {
     // The tool must never write (docs/operations.md#verify); the server enforces it from here on.
-    await conn.query("SET SESSION TRANSACTION READ ONLY");
+    await makeSessionReadOnly(conn);
   } catch (err: unknown) {
     const why = errorMessage(err);
     io.err(`Cannot run verify: cannot make the session of database ${name} read-only: ${why}`);

@@ -262,6 +262,11 @@ async function connectOne(
   }
 }
 
+/** Make the session refuse every write from here on (a tool that must never write). */
+export async function makeSessionReadOnly(conn: MysqlConnection): Promise<void> {
+  await conn.query("SET SESSION TRANSACTION READ ONLY");
+}
+
 /** MYSQL_TYPE_FLOAT and MYSQL_TYPE_DOUBLE. */
 const FLOAT_TYPES: ReadonlySet<number> = new Set([4, 5]);
 

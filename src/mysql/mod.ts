@@ -32,6 +32,7 @@ export {
   endMysql,
   endPool,
   LOSSTEST_TABLE,
+  makeSessionReadOnly,
   type MysqlConnection,
   type NewestRows,
   probeMysql,

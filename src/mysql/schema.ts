@@ -630,6 +630,11 @@ export async function createDatabase(conn: QueryConnection, database: string): P
   return collation;
 }
 
+/** Make a database the current one of a dedicated connection (not a pool). */
+export async function useDatabase(conn: QueryConnection, database: string): Promise<void> {
+  await conn.query(`USE ${quoteIdentifier(database)}`);
+}
+
 /**
  * The schema version recorded in `statusengine_dbversion` (row `id` 1): what the legacy
  * `database --update` writes for this schema, which the Statusengine UI reads.
