@@ -328,7 +328,7 @@ async function sweep(database: string, node: string): Promise<Sweep> {
     openItcockpit: false,
     statusMaxAgeSeconds: 0,
     writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
-    committed: { newest: () => FRESH },
+    committed: { newest: () => FRESH, rows: () => 0 },
     timing: { settleMs: 0, pollMs: 10 },
   });
   const reads0 = await handlerReads();

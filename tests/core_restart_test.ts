@@ -606,7 +606,7 @@ Deno.test("core restart: the status writers are paused for each chunk's DELETE a
       openItcockpit: false,
       statusMaxAgeSeconds: 0,
       writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
-      committed: { newest: () => T },
+      committed: { newest: () => T, rows: () => 0 },
       // The restart's time: T lies ahead of the machine's clock.
       clock: { nowMs: () => T * 1000, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
       timing: { settleMs: 0, pollMs: 1 },
@@ -679,6 +679,60 @@ Deno.test("core restart, live: while the sweep waits the status tables are never
     assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
     assert.equal(h.statusReads(), 0, "no SELECT on a status table while the sweep waited");
   }
+});
+
+// On a big node the core's re-publish takes the worker longer to drain than the settle time. The
+// settle time counted 10 s of the worker's clock from the first re-published row committed, so
+// the sweep deleted the rows of objects whose re-published status was still queued: they were
+// missing (services possibly without their host) until that status was written.
+Deno.test("core restart, live, a big node: re-published status drained for 25 s keeps its rows; the sweep runs once status stamped 10 s after the restart is committed", async () => {
+  await using db = await seededDatabase();
+  const hosts = Array.from({ length: 25 }, (_, i) => `h${i}`);
+  await insertRows(
+    db,
+    HOSTSTATUS,
+    hosts.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
+  );
+  await insertRows(
+    db,
+    SERVICESTATUS,
+    hosts.map((hostname) => ({
+      hostname,
+      service_description: "1",
+      node_name: "N",
+      status_update_time: T - 100,
+    })),
+  );
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  const kept = [...KEPT, ...hosts.flatMap((x) => [`N:${x}`, `N:${x}/1`])];
+  await using w = watch(db, kept, T);
+  await liveStatus(h);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 100);
+  // The core re-published everything in the second of its start; the worker commits it a host
+  // and its service a second, in order, for 25 s.
+  for (const [i, x] of hosts.entries()) {
+    if (x === "h20") assert.ok((await snapshot(db)).has("N:h20"), "h20 kept while queued");
+    const at = receivedAt + 200 + i * 1000;
+    await h.handle("statusngin_hoststatus", hostJob([[x, T]]), at);
+    await h.handle("statusngin_servicestatus", serviceJob([[`${x}/1`, T]]), at);
+    await h.advance(TIMING.pollMs);
+    await w.check();
+  }
+  // Then the status the core sent after the re-publish, a second apart: once status stamped 10 s
+  // after the restart is committed everything queued before it was, and the sweep runs.
+  for (let s = 1; s <= 15; s++) {
+    const at = receivedAt + 25_000 + s * 1000;
+    await h.handle("statusngin_hoststatus", hostJob([["a", T + s]]), at);
+    await h.handle("statusngin_servicestatus", serviceJob([["a/1", T + s]]), at);
+    await h.advance(TIMING.pollMs);
+  }
+  assert.deepEqual(await w.stop(), []);
+  const after = await snapshot(db);
+  assert.equal(after.has("N:gone"), false, "swept while status keeps coming");
+  assert.equal(after.has("N:gone/1"), false);
+  assert.deepEqual([...after.keys()].sort(), [...kept].sort());
 });
 
 Deno.test("core restart, several workers of one node: status another worker process committed is found by a rare bounded read of each table", async () => {

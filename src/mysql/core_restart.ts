@@ -33,10 +33,15 @@ export function isStatusTable(table: string): table is StatusTable {
 /**
  * The newest committed `status_update_time` per status table and node, fed by the writers: the
  * rows' own times, so "newest ≥ cutoff" is what the tables would answer. Keeping the maximum needs
- * no order among a table's writers and, on one event loop, no lock.
+ * no order among a table's writers and, on one event loop, no lock. Also how many rows were
+ * committed: while that grows the status queue is still draining.
  */
 export class StatusProgress {
   readonly #newest: Record<StatusTable, Map<string, number>> = {
+    statusengine_servicestatus: new Map(),
+    statusengine_hoststatus: new Map(),
+  };
+  readonly #rows: Record<StatusTable, Map<string, number>> = {
     statusengine_servicestatus: new Map(),
     statusengine_hoststatus: new Map(),
   };
@@ -55,11 +60,16 @@ export class StatusProgress {
       }
       const known = newest.get(node);
       if (known === undefined || time > known) newest.set(node, time);
+      this.#rows[table].set(node, (this.#rows[table].get(node) ?? 0) + 1);
     }
   }
 
   newest(table: StatusTable, nodeName: string): number | undefined {
     return this.#newest[table].get(nodeName);
+  }
+
+  rows(table: StatusTable, nodeName: string): number {
+    return this.#rows[table].get(nodeName) ?? 0;
   }
 }
 
@@ -115,7 +125,10 @@ const SYSTEM_CLOCK: RestartClock = {
 
 /** When the sweep runs; the defaults suit a production core (docs/core-restart.md). */
 export interface RestartTiming {
-  /** How long the tables must show the worker caught up past the restart before the sweep. */
+  /**
+   * How far past the first re-published status a table's status must reach (in the status' own
+   * clock), or how long its writers must commit nothing more, before the sweep.
+   */
   readonly settleMs: number;
   /** Sweep anyway this long after (a table whose every object was removed never refreshes). */
   readonly maxWaitMs: number;
@@ -150,8 +163,8 @@ interface StatusCleanerOptions {
   /** `--status-max-age` in seconds, 0 = off: re-published status older than it is discarded. */
   readonly statusMaxAgeSeconds: number;
   readonly writers: Readonly<Record<StatusTable, PausableWriter>>;
-  /** What the sweep asks: the newest status time committed for a node, if any. */
-  readonly committed: Pick<StatusProgress, "newest">;
+  /** What the sweep asks: the newest status time committed for a node, if any, and the rows. */
+  readonly committed: Pick<StatusProgress, "newest" | "rows">;
   readonly metrics?: Metrics | undefined;
   readonly clock?: RestartClock;
   readonly timing?: Partial<RestartTiming>;
@@ -174,11 +187,20 @@ interface PendingSweep {
   readonly recordedAtMs: number;
 }
 
-/** What the sweep of one pending restart has learnt while waiting (`confirmed` stays so). */
+/** What the sweep of one pending restart has learnt while waiting (a table seen stays so). */
 interface Republished {
   readonly cutoff: number;
-  readonly confirmed: Set<StatusTable>;
+  readonly seen: Map<StatusTable, Settling>;
   nextTableCheckMs: number;
+}
+
+/** A table seen re-published and settling (docs/core-restart.md, rule 2). */
+interface Settling {
+  /** Since when its writers committed nothing more of this node, and the rows by then. */
+  sinceMs: number;
+  rows: number;
+  /** Status stamped from here on shows the re-publish drained; null: the table was read. */
+  readonly until: number | null;
 }
 
 /** Records core restarts and sweeps the status rows they left stale. */
@@ -375,30 +397,26 @@ export class StatusCleaner {
   }
 
   /**
-   * Wait until both status tables have status re-published since the latest pending restart,
-   * for the settle time, or the longest wait has passed.
+   * Wait until both status tables have status re-published since the latest pending restart
+   * and have settled, or the longest wait has passed.
    */
   async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
     const t = this.#timing;
     let target = first;
     const lookAt = (p: PendingSweep): Republished => ({
       cutoff: p.cutoff,
-      confirmed: new Set(),
+      seen: new Map(),
       nextTableCheckMs: p.recordedAtMs + t.tableCheckMs,
     });
     let look = lookAt(first);
-    let caughtUpSince: number | undefined;
     for (;;) {
       const latest = this.#pending;
       if (latest !== undefined && latest !== target) {
         target = latest;
         look = lookAt(latest);
-        caughtUpSince = undefined;
       }
       const now = this.#clock.nowMs();
-      if (await this.#caughtUp(look, now, signal)) caughtUpSince ??= now;
-      else caughtUpSince = undefined;
-      if (caughtUpSince !== undefined && now - caughtUpSince >= t.settleMs) return target;
+      if (await this.#settled(look, now, signal)) return target;
       if (now - target.recordedAtMs >= t.maxWaitMs) {
         log.warn(
           "pipeline: the status tables did not catch up with the core restart in time; " +
@@ -412,27 +430,49 @@ export class StatusCleaner {
   }
 
   /**
-   * Whether each status table has status of this node re-published since the restart: as the
-   * writers of this process committed it, or else as the table showed at its last read.
+   * Whether each status table has status of this node re-published since the restart (as the
+   * writers of this process committed it, or else as the table showed at its last read) and has
+   * settled: the writers committed status stamped the settle time after the first re-published
+   * status they committed (the queue drains in order, so all the core re-published before that is
+   * in), or nothing more of this node for the settle time (a queue drains without pauses).
    */
-  async #caughtUp(look: Republished, now: number, signal: AbortSignal): Promise<boolean> {
+  async #settled(look: Republished, now: number, signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
-    const missing = STATUS_TABLES.filter((table) => {
-      if (look.confirmed.has(table)) return false;
-      const newest = o.committed.newest(table, o.nodeName);
-      if (newest !== undefined && newest >= look.cutoff) {
-        look.confirmed.add(table);
-        return false;
+    const settleMs = this.#timing.settleMs;
+    const missing: StatusTable[] = [];
+    let settled = true;
+    for (const table of STATUS_TABLES) {
+      const newest = o.committed.newest(table, o.nodeName) ?? -Infinity;
+      const rows = o.committed.rows(table, o.nodeName);
+      let s = look.seen.get(table);
+      if (s === undefined && newest >= look.cutoff) {
+        s = { sinceMs: now, rows, until: newest + settleMs / 1000 };
+        look.seen.set(table, s);
       }
-      return true;
-    });
-    if (missing.length === 0) return true;
+      if (s === undefined) {
+        missing.push(table);
+        continue;
+      }
+      if (rows !== s.rows) {
+        s.rows = rows;
+        s.sinceMs = now;
+      }
+      const drained = s.until !== null && newest >= s.until;
+      if (!drained && now - s.sinceMs < settleMs) settled = false;
+    }
+    if (missing.length === 0) return settled;
     if (now < look.nextTableCheckMs) return false;
     look.nextTableCheckMs = now + this.#timing.tableCheckMs;
     for (const table of missing) {
-      if (await this.#tableRepublished(table, look.cutoff, signal)) look.confirmed.add(table);
+      if (await this.#tableRepublished(table, look.cutoff, signal)) {
+        look.seen.set(table, {
+          sinceMs: now,
+          rows: o.committed.rows(table, o.nodeName),
+          until: null,
+        });
+      }
     }
-    return look.confirmed.size === STATUS_TABLES.length;
+    return false;
   }
 
   /**

@@ -20,6 +20,10 @@ Deno.test("status progress: nothing committed reads as undefined, per table and 
   assert.equal(p.newest(HOSTS, "N"), 100);
   assert.equal(p.newest(SERVICES, "N"), undefined, "the other table learnt nothing");
   assert.equal(p.newest(HOSTS, "O"), undefined, "another node learnt nothing");
+  // The rows committed: while they grow the status queue is still draining.
+  p.committed(HOSTS, [host("N", 100), host("N", 99), host("O", 1)]);
+  assert.equal(p.rows(HOSTS, "N"), 3);
+  assert.equal(p.rows(SERVICES, "N"), 0);
 });
 
 Deno.test("status progress: the newest time wins whatever order the writers report in", () => {
@@ -49,6 +53,7 @@ Deno.test("status progress: rows without a node name or a numeric status time ar
     { hostname: "h", service_description: "s", node_name: "N", status_update_time: NaN },
   ]);
   assert.equal(p.newest(SERVICES, "N"), undefined);
+  assert.equal(p.rows(SERVICES, "N"), 0);
   p.committed(SERVICES, []);
   assert.equal(p.newest(SERVICES, "N"), undefined);
 });

@@ -72,7 +72,7 @@ async function trial(seed: number, offset: number): Promise<void> {
     openItcockpit: false,
     statusMaxAgeSeconds: 0,
     writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
-    committed: { newest: () => T + 3600 },
+    committed: { newest: () => T + 3600, rows: () => 0 },
     clock,
     timing: { settleMs: 0, pollMs: 1 },
   });
