@@ -404,11 +404,11 @@ export async function loadSettings<C extends CommandName>(
         if (!present(source, key)) {
           // A bare `key:` counts as not given (as the PHP worker's isset did), but not silently:
           // a template that rendered `nodename:` empty would run as the default node (D8).
-          if (origin === "yaml" && Object.hasOwn(source, key)) {
-            warnings.push(
-              `File ${sourcePath} key ${key} has no value (null), so it does not set ` +
-                `${input.flag}: write a value (quote "" where empty is one) or remove the key`,
-            );
+          const warning = `File ${sourcePath} key ${key} has no value (null), so it does not ` +
+            `set ${input.flag}: write a value (quote "" where empty is one) or remove the key`;
+          // Once per key: a key that feeds two settings (metrics_listen_addr) is met twice.
+          if (origin === "yaml" && Object.hasOwn(source, key) && !warnings.includes(warning)) {
+            warnings.push(warning);
           }
           continue;
         }

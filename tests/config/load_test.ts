@@ -202,6 +202,17 @@ Deno.test("loadSettings: a file key without a value (a bare key:) says that the 
   assert.ok(!warnings.some((w) => w.includes("mysql_batch_size")), warnings.join("\n"));
 });
 
+Deno.test("loadSettings: a bare key of a setting that feeds two others is warned about once", async () => {
+  // metrics_listen_addr feeds metrics-host and metrics-port: one key, one warning.
+  const { settings, warnings } = await load("run", { file: "metrics_listen_addr:\n" });
+  assert.equal(settings.metricsHost, "127.0.0.1");
+  assert.equal(
+    warnings.filter((w) => w.includes("key metrics_listen_addr has no value")).length,
+    1,
+    warnings.join("\n"),
+  );
+});
+
 Deno.test("loadSettings: a file integer 0 is a real 0 and is validated (docs/operations.md#quirk-zero-integers)", async () => {
   const { settings } = await load("run", { file: "metrics_port: 0\n" });
   assert.equal(settings.metricsPort, 0);
