@@ -1075,6 +1075,17 @@ Deno.test("loadSettings: --metrics-listen-addr sets metrics host and port", asyn
   });
 });
 
+Deno.test("loadSettings: every interface for /metrics is an explicit empty --metrics-host, or :port in the environment", async () => {
+  assert.equal((await load("run", { argv: ["--metrics-host="] })).settings.metricsHost, "");
+  assert.equal((await load("run", { file: 'metrics_host: ""\n' })).settings.metricsHost, "");
+  // An empty variable counts as not set (docs/metrics.md names the variable that does it).
+  const env = (vars: Record<string, string>) => load("run", { env: vars });
+  assert.equal((await env({ STATUSENGINE_METRICS_HOST: "" })).settings.metricsHost, "127.0.0.1");
+  const listen = await env({ STATUSENGINE_METRICS_LISTEN_ADDR: ":9105" });
+  assert.equal(listen.settings.metricsHost, "");
+  assert.equal(listen.settings.metricsPort, 9105);
+});
+
 Deno.test("loadSettings: the dead-letter file is disabled only by an explicit empty value", async () => {
   assert.equal((await load("run", { argv: ["--dead-letter-file="] })).settings.deadLetterFile, "");
   assert.equal((await load("run", { file: 'dead_letter_file: ""\n' })).settings.deadLetterFile, "");
