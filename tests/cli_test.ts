@@ -102,6 +102,21 @@ Deno.test("cli: config never prints the TLS key passphrase of a --mysql-url", as
   }
 });
 
+Deno.test("cli: a secret query value with an unencoded # or & is not printed from there on", async () => {
+  // The URL parser ends the value at the # (a fragment) or & (another parameter); the refusal
+  // quoting the URL showed the rest of the passphrase or password.
+  const cases: Record<string, string>[] = [
+    { STATUSENGINE_MYSQL_URL: 'mysql://se:pw@db/se?ssl={"passphrase":"top#secretpw"}' },
+    { STATUSENGINE_MYSQL_URL: 'mysql://se:pw@db/se?ssl={"passphrase":"top&secretpw"}' },
+    { STATUSENGINE_INFLUXDB_URL: "http://influx:8086/write?db=x&p=top#secretpw" },
+  ];
+  for (const env of cases) {
+    const r = await cli(["config", "run"], env);
+    assert.equal(r.code, 1, `${JSON.stringify(env)}: refused`);
+    assert.ok(!(r.out + r.err).includes("secretpw"), r.out + r.err);
+  }
+});
+
 Deno.test("cli: dead-letters replay wants its file named, and summary has nothing to read when the file is disabled", async () => {
   const replay = await cli(["dead-letters", "replay"]);
   assert.equal(replay.code, 2);

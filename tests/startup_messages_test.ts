@@ -334,3 +334,24 @@ Deno.test("run: a job server down at start while another is up is retried as a c
     assert.doesNotMatch(line, /lost|reconnect failed/, line);
   }
 });
+
+Deno.test("run: a worker given the core-restart queue without a status queue says that it cannot date a restart", async () => {
+  // The worker dates a restart without a message timestamp by the status it receives (the core
+  // clock's lag, docs/core-restart.md): split away from both status queues, every restart was
+  // "unknown" and swept nothing, though --queues allows the split.
+  await using db = await createScratchDatabase();
+  const started = /stale status filter/;
+  const restartWarning =
+    /statusngin_core_restart .*statusngin_hoststatus or statusngin_servicestatus/;
+  const common = ["--gearman-addr", `127.0.0.1:${freePort()}`, "--mysql-url", db.url, ...quiet()];
+  const split = await runUntilLogged(
+    [...common, "--queues", "statusngin_core_restart,statusngin_hostchecks"],
+    started,
+  );
+  assert.equal(split.logs.filter((l) => restartWarning.test(l)).length, 1, split.logs.join("\n"));
+  const withStatus = await runUntilLogged(
+    [...common, "--queues", "statusngin_core_restart,statusngin_hoststatus"],
+    started,
+  );
+  assert.ok(!withStatus.logs.some((l) => restartWarning.test(l)), withStatus.logs.join("\n"));
+});

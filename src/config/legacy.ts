@@ -65,6 +65,21 @@ export function present(doc: YamlMapping, key: string): boolean {
   return Object.hasOwn(doc, key) && doc[key] !== null && doc[key] !== undefined;
 }
 
+/**
+ * A key or `block.field` written without a value (a bare `key:`, `~`), or the fields of block
+ * `key` so written, as `block.field`: what {@link present} reads as not given.
+ */
+export function valuelessKeys(doc: YamlMapping, key: string): string[] {
+  const dot = key.indexOf(".");
+  const block = dot < 0 ? doc : doc[key.slice(0, dot)];
+  const name = key.slice(dot + 1);
+  if (!isMapping(block) || !Object.hasOwn(block, name)) return [];
+  const value = block[name];
+  if (value === null) return [key];
+  if (dot >= 0 || !isMapping(value)) return [];
+  return Object.keys(value).filter((field) => value[field] === null).map((f) => `${key}.${f}`);
+}
+
 /** The "path" of the `SE_*` variables in place of a file path: labels name the variables. */
 export const LEGACY_ENV_PATH = "the SE_* environment";
 

@@ -23,6 +23,7 @@ import {
   present,
   RETIRED,
   unknownKeyWarnings,
+  valuelessKeys,
   type YamlMapping,
 } from "./legacy.ts";
 import {
@@ -373,6 +374,10 @@ export async function loadSettings<C extends CommandName>(
   if (tokens.problems[0] !== undefined) throw tokens.problems[0];
   const env = options.env;
   const warnings: string[] = [];
+  // Once per key: a key that feeds two settings (metrics_listen_addr) is met twice.
+  const warnOnce = (warning: string) => {
+    if (!warnings.includes(warning)) warnings.push(warning);
+  };
   let doc: YamlMapping = {};
   let path: string | undefined;
   const legacyEnv = legacyEnvDocument(env);
@@ -405,7 +410,7 @@ export async function loadSettings<C extends CommandName>(
           // A bare `key:` counts as not given (as the PHP worker's isset did), but not silently:
           // a template that rendered `nodename:` empty would run as the default node (D8).
           if (origin === "yaml" && Object.hasOwn(source, key)) {
-            warnings.push(
+            warnOnce(
               `File ${sourcePath} key ${key} has no value (null), so it does not set ` +
                 `${input.flag}: write a value (quote "" where empty is one) or remove the key`,
             );
@@ -417,6 +422,16 @@ export async function loadSettings<C extends CommandName>(
       }
       for (const translation of LEGACY_TRANSLATIONS) {
         if (translation.target !== row.flag) continue;
+        // The same for the PHP worker's keys and block fields (`node_name:`, `mysql: {host: }`).
+        const bare = origin === "yaml"
+          ? translation.keys.flatMap((k) => valuelessKeys(source, k))
+          : [];
+        for (const key of bare) {
+          warnOnce(
+            `File ${sourcePath} key ${key} has no value (null), so it is read as not given: ` +
+              "write a value or remove the key",
+          );
+        }
         const legacyPresent = translation.keys.filter((k) => present(source, k));
         if (legacyPresent.length === 0) continue;
         if (tier.length > 0) {

@@ -581,8 +581,9 @@ export const SETTINGS = [
   setting("metrics-host", { type: "host" }, {
     default: "127.0.0.1",
     commands: ["run", "status"],
-    help: "Address the /metrics listener binds to; empty lets a Prometheus on another host " +
-      "scrape it over IPv4 and IPv6 (0.0.0.0: IPv4 only). /metrics has no authentication.",
+    help: 'Address the /metrics listener binds to; empty (a flag or YAML ""; an empty variable ' +
+      "is unset) lets a Prometheus on another host scrape it over IPv4 and IPv6 (0.0.0.0: IPv4 " +
+      "only). /metrics has no authentication.",
   }),
   setting("metrics-listen-addr", { type: "hostPort", emptyHost: true }, {
     commands: ["run", "status"],

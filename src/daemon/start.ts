@@ -111,6 +111,18 @@ export async function startWorker(
     status_max_age_s: config.statusMaxAgeSeconds,
     enabled: config.statusMaxAgeSeconds > 0,
   });
+  // A restart without a message timestamp is dated by the status this worker receives (the core
+  // clock's lag, docs/core-restart.md): without either status queue every restart is "unknown".
+  const dated = queues.some((q) =>
+    q === "statusngin_hoststatus" || q === "statusngin_servicestatus"
+  );
+  if (queues.includes("statusngin_core_restart") && !dated && !config.openItcockpit) {
+    log.warn(
+      "worker: statusngin_core_restart is consumed without statusngin_hoststatus or " +
+        "statusngin_servicestatus, so a restart without a timestamp cannot be dated and sweeps " +
+        "nothing; consume it on a worker that takes a status queue",
+    );
+  }
   if (config.tasks?.submitMethod === "cmd") {
     await checkCommandFile(config.tasks.externalCommandFile);
   }

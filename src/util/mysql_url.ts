@@ -121,8 +121,10 @@ export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   const seen = new Set<string>();
   for (const name of parsed.searchParams.keys()) {
     if (!QUERY_PARAMETERS.includes(name)) {
+      // Not quoted unless a name: it may be the rest of a value cut at a `&` (a passphrase).
+      const which = /^[\w.-]+$/.test(name) ? `"${name}"` : "(a & inside a value is written %26)";
       fail(
-        `unknown query parameter "${name}" (accepted: ${
+        `unknown query parameter ${which} (accepted: ${
           QUERY_PARAMETERS.map((p) => `"${p}"`).join(", ")
         })`,
       );

@@ -15,11 +15,16 @@ const URL_IN_TEXT = /[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s"'`<>]+/g;
 const MIN_FREE_TEXT_SECRET_LENGTH = 8;
 // Query parameters whose value is a credential, by name (password, passwd, pwd, api_key, …, and
 // InfluxDB 1.x's p, which --influxdb-url may carry).
-const SECRET_PARAMETER =
-  /([?&](?:p|[^=&#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&#]*)=)[^&#]*/gi;
+// A value runs to the next `&name=`: an unencoded `#` or a lone `&` in a secret belongs to it (the
+// parser cuts the value there, and a refusal that quotes the URL would show the rest).
+const VALUE = String.raw`(?:[^&]|&(?![^=&]*=))*`;
+const SECRET_PARAMETER = new RegExp(
+  String.raw`([?&](?:p|[^=&#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&#]*)=)${VALUE}`,
+  "gi",
+);
 // mysql2's TLS options travel as JSON in `?ssl=` (src/util/mysql_url.ts): one that names a
 // passphrase or a private key (`key`, `pfx`) is masked whole.
-const SSL_PARAMETER = /([?&]ssl=)([^&#]*)/gi;
+const SSL_PARAMETER = new RegExp(String.raw`([?&]ssl=)(${VALUE})`, "gi");
 
 /**
  * A URL or Go DSN, valid or not, with its password and password-like query parameters masked.

@@ -58,7 +58,8 @@ Deno.test("redactUrl: password-like query parameters are masked, others kept", (
   );
   assert.equal(
     redactUrl("mysql://h/db?x=1&PWD=a&api_key=b&auth_token=c&passwd=d#frag"),
-    "mysql://h/db?x=1&PWD=****&api_key=****&auth_token=****&passwd=****#frag",
+    // An unencoded # may be part of the secret: masked with it.
+    "mysql://h/db?x=1&PWD=****&api_key=****&auth_token=****&passwd=****",
   );
 });
 

@@ -391,6 +391,24 @@ Deno.test("legacy config.yml: a perfdata_backend list without a supported entry 
   }
 });
 
+Deno.test("legacy config.yml: a legacy key or block field without a value is not dropped silently", async () => {
+  // A config.yml template that rendered `node_name:` (or the database host) empty ran as node
+  // 'statusengine' (against 127.0.0.1) without a word, as a bare key of the new names no longer does.
+  const file =
+    "node_name:\nmysql:\n  host:\n  database: legacy_db\nrabbitmq:\n  durable_queues: ~\n";
+  const { settings, warnings } = await load("run", file);
+  assert.equal(settings.nodeName, "statusengine");
+  assert.equal(settings.mysqlUrl, "mysql://statusengine:password@127.0.0.1:3306/legacy_db");
+  for (const key of ["node_name", "mysql.host", "rabbitmq.durable_queues"]) {
+    assert.equal(
+      warnings.filter((w) => w.includes(`key ${key} has no value`)).length,
+      1,
+      `${key}\n${warnings.join("\n")}`,
+    );
+  }
+  assert.ok(!warnings.some((w) => w.includes("mysql.database")), warnings.join("\n"));
+});
+
 Deno.test("legacy config.yml: a malformed legacy value refuses, naming the legacy key", async () => {
   const cases: [string, string, RegExp][] = [
     ["mysql: localhost\n", "mysql-url", /key mysql: expected a mapping/],

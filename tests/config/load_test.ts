@@ -202,6 +202,17 @@ Deno.test("loadSettings: a file key without a value (a bare key:) says that the 
   assert.ok(!warnings.some((w) => w.includes("mysql_batch_size")), warnings.join("\n"));
 });
 
+Deno.test("loadSettings: a bare key of a setting that feeds two others is warned about once", async () => {
+  // metrics_listen_addr feeds metrics-host and metrics-port: one key, one warning.
+  const { settings, warnings } = await load("run", { file: "metrics_listen_addr:\n" });
+  assert.equal(settings.metricsHost, "127.0.0.1");
+  assert.equal(
+    warnings.filter((w) => w.includes("key metrics_listen_addr has no value")).length,
+    1,
+    warnings.join("\n"),
+  );
+});
+
 Deno.test("loadSettings: a file integer 0 is a real 0 and is validated (docs/operations.md#quirk-zero-integers)", async () => {
   const { settings } = await load("run", { file: "metrics_port: 0\n" });
   assert.equal(settings.metricsPort, 0);
@@ -1062,6 +1073,17 @@ Deno.test("loadSettings: --metrics-listen-addr sets metrics host and port", asyn
     setting: "metrics-listen-addr",
     message: /brackets around the IPv6 address \(\[::1\]:port\)/,
   });
+});
+
+Deno.test("loadSettings: every interface for /metrics is an explicit empty --metrics-host, or :port in the environment", async () => {
+  assert.equal((await load("run", { argv: ["--metrics-host="] })).settings.metricsHost, "");
+  assert.equal((await load("run", { file: 'metrics_host: ""\n' })).settings.metricsHost, "");
+  // An empty variable counts as not set (docs/metrics.md names the variable that does it).
+  const env = (vars: Record<string, string>) => load("run", { env: vars });
+  assert.equal((await env({ STATUSENGINE_METRICS_HOST: "" })).settings.metricsHost, "127.0.0.1");
+  const listen = await env({ STATUSENGINE_METRICS_LISTEN_ADDR: ":9105" });
+  assert.equal(listen.settings.metricsHost, "");
+  assert.equal(listen.settings.metricsPort, 9105);
 });
 
 Deno.test("loadSettings: the dead-letter file is disabled only by an explicit empty value", async () => {
