@@ -79,6 +79,19 @@ export function createWriterPool(
         error: errorMessage(err),
       }),
   );
+  // The downtime statements' tombstone guard must lock what it reads (docs/downtimes.md#galera):
+  // on a server whose default is READ COMMITTED, a scheduled-row copy a worker gave up, still
+  // running on the server after another worker took the lease over, committed after that
+  // worker's STOP and brought the ended downtime back. A statement of its own: MariaDB 10.11 and
+  // MySQL 8 name the session variable differently.
+  runOnEachConnection(
+    pool,
+    "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+    (err) =>
+      log.error("db: a new MySQL connection could not be set to REPEATABLE READ", {
+        error: errorMessage(err),
+      }),
+  );
   hosts?.attach(pool);
   return pool;
 }

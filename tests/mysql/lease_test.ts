@@ -12,6 +12,16 @@ import { track, waitFor } from "../helpers/wait.ts";
 import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { ensureSchema } from "../../src/mysql/schema.ts";
 import { Lease, leaseTermMs } from "../../src/mysql/lease.ts";
+import { DowntimeExecutor } from "../../src/mysql/downtime.ts";
+import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
+import { startMariadbd } from "../helpers/mariadbd.ts";
+import { DbAvailability } from "../../src/mysql/availability.ts";
+import { createMetrics } from "../../src/metrics/registry.ts";
+import { DeadLetters } from "../../src/pipeline/dead_letter.ts";
+import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtime.ts";
+import { errorMessage } from "../../src/log.ts";
+
+const QUEUE = "statusngin_downtimes";
 
 const POLL_MS = 100;
 const DRAIN_MS = 200;
@@ -376,4 +386,163 @@ Deno.test("lease: a stop ends a consumer start under way instead of waiting for 
   } finally {
     if (stopped?.settled !== true) void lease.stop();
   }
+});
+
+/** A database the test can query, by name. */
+interface TestDatabase {
+  readonly name: string;
+  query<T = unknown>(sql: string, params?: unknown[]): Promise<T>;
+}
+
+/**
+ * A downtime statement that outlives its worker's lease: the holder's scheduled-row copy of an
+ * ADD waits on a row lock (a test transaction's gap lock), its client gives it up (statement
+ * timeout), the holder drains and releases the lease, the other worker takes over and applies
+ * the STOP; then the lock goes. The server still runs the copy the old holder gave up: it must
+ * not bring back the scheduled row of the downtime the STOP ended. Each worker writes through
+ * its own writer pool, as the daemon does. Returns what the rows ended as.
+ */
+async function lateCopyAfterTakeOver(db: TestDatabase, url: string) {
+  const options = mysqlOptionsFromUrl(url);
+  const conn = await mysql.createConnection(options);
+  try {
+    await ensureSchema(conn);
+  } finally {
+    await conn.end();
+  }
+  const metrics = createMetrics();
+  const deadLetters = new DeadLetters(null, metrics);
+  const worker = () => {
+    const pool = createWriterPool(options, 4);
+    const executor = new DowntimeExecutor({
+      executor: poolExecutor(pool, { statementTimeoutMs: 300 }),
+      availability: new DbAvailability(metrics.dbAvailable),
+      deadLetters,
+      metrics,
+    });
+    return { pool, executor };
+  };
+  const a = worker();
+  const b = worker();
+  const events: string[] = [];
+  const leaseA = recordingLease(options, "in-order:n", "A", events).lease;
+  const leaseB = recordingLease(options, "in-order:n", "B", events).lease;
+  const downtime = (type: number, ts: number, attr = 0): DowntimeEvent => ({
+    type,
+    attr,
+    timestamp: ts,
+    timestampUsec: 1,
+    downtimeType: 1,
+    hostName: "web1",
+    serviceDescription: "HTTP",
+    downtimeId: 7,
+    startTime: 1_760_000_100,
+    endTime: 1_760_000_700,
+    entryTime: 1_760_000_050,
+    authorName: "op",
+    commentData: "maintenance",
+    triggeredBy: 0,
+    fixed: 1,
+    duration: 600,
+  });
+  const blocker = await mysql.createConnection(options);
+  try {
+    // A gap lock on the empty scheduled table: every INSERT into it waits until the rollback.
+    await blocker.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT * FROM statusengine_service_scheduleddowntimes FOR UPDATE");
+    await elected(leaseA, "A");
+    leaseB.start();
+    // A applies the ADD until its copy waits, then its drain gives the job up and A stops.
+    const drain = new AbortController();
+    const add = a.executor.run(QUEUE, downtimeStatements(downtime(1100, E + 50), "N"), drain.signal)
+      .then(() => "done", (err: unknown) => `abandoned: ${errorMessage(err)}`);
+    await waitFor(async () => (await waiting(db, SCHEDULED_INSERT, 0)) > 0, {
+      message: "A's copy waiting on the lock",
+    });
+    drain.abort(new Error("drain deadline"));
+    assert.match(await add, /^abandoned/);
+    await leaseA.stop();
+    await waitFor(() => leaseB.active, { message: "B took the lease" });
+    const stop = b.executor.run(
+      QUEUE,
+      downtimeStatements(downtime(1104, E + 700, 1), "N"),
+      AbortSignal.timeout(20_000),
+    );
+    const stopped = track(stop);
+    // The STOP either completes or waits on what the old holder's copy holds.
+    await waitFor(async () => stopped.settled || (await waiting(db, HISTORY_INSERT, 1_000)) > 0, {
+      message: "B's STOP done or waiting on the lock",
+    });
+    const stopWaitedForOldCopy = !stopped.settled;
+    await blocker.query("ROLLBACK");
+    await stop;
+    await waitFor(async () => (await running(db)) === 0, {
+      message: "every statement the old holder gave up ended on the server",
+    });
+    const count = async (table: string) =>
+      Number((await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM ${table}`))[0]?.n);
+    return {
+      stopWaitedForOldCopy,
+      scheduled: await count("statusengine_service_scheduleddowntimes"),
+      history: await count("statusengine_service_downtimehistory"),
+      tombstones: await count("statusengine_downtime_tombstones"),
+    };
+  } finally {
+    await blocker.end().catch(() => {});
+    await leaseA.stop();
+    await leaseB.stop();
+    await a.pool.end();
+    await b.pool.end();
+    await deadLetters.close();
+  }
+}
+
+const E = 1_760_000_000;
+const SCHEDULED_INSERT = "INSERT INTO `statusengine_service_scheduleddowntimes`%";
+const HISTORY_INSERT = "INSERT INTO `statusengine_service_downtimehistory`%";
+
+/**
+ * Statements like `like` the server has been running for more than `ms` (INNODB_TRX would say
+ * which wait on a lock, but MariaDB fills it from a cache that may miss them).
+ */
+async function waiting(db: TestDatabase, like: string, ms: number): Promise<number> {
+  const rows = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
+      "WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE ? AND TIME_MS > ?",
+    [db.name, like, ms],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Statements of the database the server still runs (this query aside). */
+async function running(db: TestDatabase): Promise<number> {
+  const rows = await db.query<{ n: number }[]>(
+    "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
+      "WHERE DB = ? AND COMMAND = 'Query' AND INFO NOT LIKE '%information_schema.PROCESSLIST%'",
+    [db.name],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+// The lease ends before the term, but not a statement already on the server: the client's
+// statement timeout only abandons it. Under REPEATABLE READ the copy holds the guard's shared
+// locks (the history row, the tombstone's gap) while it waits, so the new holder's STOP waits
+// for it and the rows end as in core order (docs/downtimes.md#galera).
+Deno.test("lease: a downtime statement the old holder gave up still runs on the server, and the new holder's STOP waits for it", async () => {
+  await using db = await createScratchDatabase();
+  const rows = await lateCopyAfterTakeOver(db, db.url);
+  assert.deepEqual(rows, { stopWaitedForOldCopy: true, scheduled: 0, history: 1, tombstones: 1 });
+});
+
+// A server whose default is READ COMMITTED reads the guard without a lock: the STOP would not
+// wait, and the copy would commit after it, re-creating the scheduled row of a stopped downtime.
+Deno.test("lease: the same on a server whose default isolation is READ COMMITTED", async () => {
+  await using server = await startMariadbd({
+    extraArgs: ["--transaction-isolation=READ-COMMITTED"],
+  });
+  await server.query("CREATE DATABASE se");
+  const db: TestDatabase = { name: "se", query: (sql, params) => server.query(sql, params, "se") };
+  const rows = await lateCopyAfterTakeOver(db, server.url({ database: "se" }));
+  assert.deepEqual(rows, { stopWaitedForOldCopy: true, scheduled: 0, history: 1, tombstones: 1 });
 });
