@@ -145,7 +145,6 @@ export async function declareQueue(
     const flags = { passive: false, durable, exclusive: false, autoDelete: false };
     await channel.queueDeclare(queue, mode === "passive" ? { passive: true } : flags);
   } catch (cause: unknown) {
-    // Name the likely cause and the setting to change.
     const detail = errorMessage(cause);
     const hint = mode === "passive"
       ? /NOT_FOUND|\(404\)/.test(detail)

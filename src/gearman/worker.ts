@@ -364,7 +364,6 @@ export class QueueWorker implements Link {
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;
       if (!this.#sleeping || !this.#wantsGrabs()) return;
-      // No NOOP for a long time: grab anyway (protects against a wake-up lost by the server).
       log.debug("gearman: idle poll", {
         queue: this.queue,
         server: this.server,
