@@ -309,7 +309,7 @@ export class QueueWorker implements Link {
     const grant = this.#grabs.shift();
     if (grant === undefined) return this.#reconnect("job assigned without a grab outstanding");
     this.#lastReceivedAt = performance.now();
-    // There may be more: an earlier NO_JOB no longer decides (the lost wake-up fix).
+    // More may wait: an earlier NO_JOB no longer decides (else the link neither grabs nor sleeps).
     this.#emptyReplySeen = false;
     const args = packet.args;
     // JOB_ASSIGN_ALL carries a reducer before the workload.
