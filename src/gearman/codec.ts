@@ -279,9 +279,8 @@ export class PacketParser {
       }
       let body = this.#take(this.#size);
       const exclusive = this.#size >= DIRECT_BODY_BYTES;
-      // A large body that arrived within one read is a view of that read, shared with the
-      // packets around it: a copy of its own can be released when its job is done, and the
-      // read is garbage at once instead of living as long as the job.
+      // A large body within one read is a view shared with the packets around it: its own copy
+      // can be released when its job is done, and the read is garbage at once, not with the job.
       if (exclusive && body.byteLength !== body.buffer.byteLength) body = body.slice();
       this.#complete(body, out, exclusive);
     }
