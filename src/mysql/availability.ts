@@ -239,8 +239,8 @@ const IDLE_PROBE_INTERVAL_MS = 5_000;
 const IDLE_PROBE_TIMEOUT_MS = 2_000;
 
 /**
- * Keeps `statusengine_db_available` and `/readyz` true while nothing is written: an idle worker
- * has no statement to find an outage with (docs/writers.md#idle-probe).
+ * Keeps `statusengine_db_available` and `/readyz` truthful while nothing is written: an idle
+ * worker has no statement to find an outage with (docs/writers.md#idle-probe).
  */
 export class IdleProbe {
   readonly #o: IdleProbeOptions;

@@ -115,7 +115,7 @@ export interface PoolExecutorOptions {
   readonly onUnavailable?: () => void;
 }
 
-/** Read-only errors after which mysql2's own pool drops the connection (a failover may have moved the primary). */
+/** Read-only errors that drop the connection, as mysql2's pool does: the primary may have moved. */
 const READ_ONLY_ERRNOS: ReadonlySet<number> = new Set([1290, 1792, 1836]);
 
 /** Adapt a mysql2 promise pool. */

@@ -73,7 +73,6 @@ function describe(column: Column): Descriptor {
 function descriptorsOf(table: Table): readonly Descriptor[] {
   let descriptors = descriptorCache.get(table.name);
   if (descriptors === undefined) {
-    // The insert columns: every column but the AUTO_INCREMENT one, in schema order.
     descriptors = table.columns.filter((c) => !c.autoIncrement).map(describe);
     descriptorCache.set(table.name, descriptors);
   }
