@@ -53,11 +53,11 @@ export class RabbitMqConsumer implements QueueConsumer {
   }
 
   /**
-   * Connect and start consuming; the first connection fails rather than retrying
-   * (docs/consumption.md#rabbitmq-reconnect).
+   * Connect and start consuming; a refusal fails the start, an unreachable broker is waited for
+   * with `waitAtStart` (docs/consumption.md#rabbitmq-reconnect).
    *
-   * @throws {WorkerError} (code `rabbitmq_start`) On a bad URL, an unreachable broker, a refusal,
-   *   or a stop during start-up.
+   * @throws {WorkerError} (code `rabbitmq_start`) On a bad URL, an unreachable broker (without
+   *   `waitAtStart`), a refusal, or a stop during start-up.
    */
   async start(): Promise<void> {
     if (this.#started) throw new Error("RabbitMqConsumer.start() called twice");

@@ -90,10 +90,9 @@ function idleOnReadsOnly(socket: Socket): Socket {
 }
 
 /**
- * One channel for passive declarations, apart from the consuming and publishing channels: a
- * declaration of a missing queue makes the broker close the channel it was asked on. Kept between
- * calls (opening one costs the broker about 0.75 ms of CPU, paid by a drain polling every 25 ms)
- * and reopened once the broker closed it.
+ * A channel of its own for passive declarations: a declaration of a missing queue makes the
+ * broker close the channel it was asked on. Kept between calls (opening one costs the broker about
+ * 0.75 ms of CPU, paid by a drain polling every 25 ms) and reopened once the broker closed it.
  */
 export class ProbeChannel {
   readonly #client: AMQPClient;
@@ -145,7 +144,6 @@ export async function declareQueue(
     const flags = { passive: false, durable, exclusive: false, autoDelete: false };
     await channel.queueDeclare(queue, mode === "passive" ? { passive: true } : flags);
   } catch (cause: unknown) {
-    // Name the likely cause and the setting to change.
     const detail = errorMessage(cause);
     const hint = mode === "passive"
       ? /NOT_FOUND|\(404\)/.test(detail)

@@ -235,7 +235,6 @@ export class StallDetector {
       if (waiting === 0) this.#clear(watched, state, "queue no longer stalled: no job waits");
       return;
     }
-    // Still the same link, still quiet, and jobs wait: stalled.
     const now = performance.now();
     if (waiting === 0 || !this.#quiet(watched, link, now)) return;
     state.stalledSince = now;

@@ -495,9 +495,8 @@ export class ConsumerStats {
   }
 
   /**
-   * Log one line per queue that did something or holds jobs, and start a new interval. An idle
-   * worker logs nothing (twelve all-zero lines every 30 s said nothing); `final`, the shutdown
-   * summary, logs one line for all when all were idle.
+   * Log one line per queue that did something or holds jobs (all-zero lines say nothing), and start
+   * a new interval; `final`, the shutdown summary, logs one line for all when all were idle.
    */
   log(
     log: Logger,

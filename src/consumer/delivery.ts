@@ -133,8 +133,8 @@ export class DeliveryEngine {
       backoff ??= new Backoff(this.#retry);
       const waitMs = backoff.next();
       this.#warnRetry(job, err, waitMs);
-      // Both link signals, no AbortSignal.any: a dependent signal per job stayed reachable from
-      // them, listener and all, for as long as the link lived.
+      // Both link signals, not AbortSignal.any: a dependent signal per job would stay reachable
+      // from them, listener and all, as long as the link lives.
       if (!(await sleepUnlessAborted(waitMs, scope.abort, scope.stopRetries))) return "abandoned";
       // Counted once the attempt really starts: a link that ended during the back-off retried nothing.
       this.#observer.jobRetried(job.queue);

@@ -24,7 +24,7 @@ export interface QueuePressure {
 
 export type PressureSignal = (queue: string) => QueuePressure;
 
-/** Window every queue starts with (the fixed cap of earlier versions), capped by the hard cap. */
+/** Window every queue starts with, capped by the hard cap. */
 export const INITIAL_WINDOW = 8;
 
 export const WINDOW_TICK_MS = 20;
@@ -83,8 +83,7 @@ export class InFlightWindow {
       next = Math.min(this.#cap, Math.max(size + 1, Math.ceil(size / Math.max(p.fill, 0.5))));
     } else if (p.fill >= 1 && p.excess > 0 && size > this.#floor) {
       // Full statements and jobs queueing for buffer space: those jobs only hold memory. Not
-      // below the initial window, which costs nothing worth saving and keeps some slack for
-      // jobs that arrive late.
+      // below the initial window: it costs little and keeps slack for jobs that arrive late.
       next = Math.max(this.#floor, size - Math.ceil(p.excess / 2));
     }
     if (next === size) return;

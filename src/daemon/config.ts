@@ -108,10 +108,7 @@ export interface WorkerConfig extends Pick<SettingsFor<"run">, (typeof SETTINGS_
   readonly statsIntervalMs?: number;
   /** Time between two readings of the backlog at the broker; default 10 s (tests shorten it). */
   readonly queueBacklogIntervalMs?: number;
-  /**
-   * `POST /commands` (docs/operations.md#commands), with keys separate from the /ws keys; absent,
-   * null or without keys = not served.
-   */
+  /** `POST /commands` (docs/operations.md#commands), its own keys; absent, null or keyless = off. */
   readonly commands?:
     | KeyedListener & {
       /** `raw` commands that pass (`--command-allow`); default the built-in list. */

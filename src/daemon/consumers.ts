@@ -42,8 +42,7 @@ export interface QueueBackend {
 }
 
 /**
- * The backend `--consumer` names, built once at start, so it also logs what in its settings is
- * likely a mistake.
+ * The backend `--consumer` names, built once at start, when it also logs likely setting mistakes.
  *
  * @throws {WorkerError} (code `startup`) When the RabbitMQ backend has no URL.
  */

@@ -223,8 +223,7 @@ async function check(
       startTime: Math.floor(Date.now() / 1000),
     }).catch((err: unknown) => {
       if (!PRIVILEGE_ERRNOS.has((err as { errno?: unknown } | null)?.errno as number)) throw err;
-      // The first write of the start: an account that may only read said "run failed" and the raw
-      // MySQL error, with nothing on what to change.
+      // The first write: a read-only account is told what to grant, not just the raw MySQL error.
       const db = mysqlOptionsFromUrl(config.mysqlUrl).database ?? "statusengine";
       throw new WorkerError(
         "startup",

@@ -155,7 +155,6 @@ export function perfdataOutputs(
 ): PerfdataOutputs | undefined {
   const backends = config.perfdataBackends;
   const quotedLabels = config.perfdataLabelQuotes === "keep";
-  // What every client takes besides its own settings.
   const common = (backend: PerfdataBackend) => ({
     observer: perfdataObserver(metrics, backend),
     statsIntervalMs: config.statsIntervalMs,

@@ -165,7 +165,7 @@ export async function startWorker(
   });
   stack.defer(() => pipeline.close(0));
   // While nothing is written, a bounded round trip keeps statusengine_db_available true to what
-  // MySQL does (a frozen server showed as available until a statement timed out).
+  // MySQL does (else a frozen server shows as available until a statement times out).
   const probe = new IdleProbe({ availability: pipeline.availability, ping: database.ping });
   probe.start();
   stack.defer(() => probe.stop());
@@ -218,9 +218,9 @@ export async function startWorker(
     const started = performance.now();
     const flushMs = config.shutdownFlushTimeoutMs;
     // A task being submitted is abandoned and stays in the table for the next start (unless its
-    // message was written to the broker unconfirmed: deleted, not sent twice). Bounded: the
-    // poll's statement may wait on MySQL (a lock, a frozen server) for as long as the statement
-    // timeout allows, for ever with 0; it fails once the pool is closed below.
+    // message was written to the broker unconfirmed: deleted, not sent twice). Bounded: the poll's
+    // statement may wait on a locked or frozen MySQL up to the statement timeout (0: for ever); it
+    // fails once the pool is closed below.
     if (tasks !== undefined) await step("stop task queue", () => bounded(() => tasks.close()));
     await step("drain consumer", () => consumer.stop());
     await step(

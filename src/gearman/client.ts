@@ -46,8 +46,8 @@ export class GearmanClient implements AsyncDisposable {
   }
 
   /**
-   * Submit one normal-priority background job; resolves with its handle. Waits while the window is full. The
-   * default unique id is empty: it never coalesces on the builtin queue.
+   * Submit one normal-priority background job, waiting while the window is full; resolves with its
+   * handle. The default unique id is empty: it never coalesces on the builtin queue.
    *
    * @throws {WorkerError} (code `submit_refused`) When the server answers ERROR.
    * @throws {WorkerError} (code `connection_lost` or `connect_failed`) When the connection is lost before the answer.

@@ -37,8 +37,8 @@ export interface GearmanConsumerOptions extends BackendOptions {
 }
 
 /**
- * Consumes every queue from every job server. `start()` fails only when no job server at all can
- * be reached; the other pairs keep retrying in the background.
+ * Consumes every queue from every job server. Pairs that cannot connect keep retrying in the
+ * background; `start()` fails only when none can and `waitAtStart` is off.
  */
 export class GearmanConsumer extends Consumer implements QueueConsumer {
   /** @throws {RangeError} On an empty queue or server list, or a cap below 1. */

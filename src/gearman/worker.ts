@@ -309,7 +309,7 @@ export class QueueWorker implements Link {
     const grant = this.#grabs.shift();
     if (grant === undefined) return this.#reconnect("job assigned without a grab outstanding");
     this.#lastReceivedAt = performance.now();
-    // There may be more: an earlier NO_JOB no longer decides (the lost wake-up fix).
+    // More may wait: an earlier NO_JOB no longer decides (else the link neither grabs nor sleeps).
     this.#emptyReplySeen = false;
     const args = packet.args;
     // JOB_ASSIGN_ALL carries a reducer before the workload.
@@ -364,7 +364,6 @@ export class QueueWorker implements Link {
     this.#idleTimer = setTimeout(() => {
       this.#idleTimer = undefined;
       if (!this.#sleeping || !this.#wantsGrabs()) return;
-      // No NOOP for a long time: grab anyway (protects against a wake-up lost by the server).
       log.debug("gearman: idle poll", {
         queue: this.queue,
         server: this.server,

@@ -107,10 +107,9 @@ export class DbAvailability {
 
   /**
    * A statement for `table` of `holder`, sent at `sentAt` ({@link now}), went through. It ends the
-   * outage if it was sent after the outage's latest failure was handled: the table's other writer
-   * may have had a statement committed just before MySQL stopped taking writes, and its answer can
-   * arrive after the failure. The same holds for the idle probe's outage. It also ends the outage
-   * when it was the last one held: then no statement is left to notice that MySQL is back.
+   * outage (and the idle probe's) if sent after the outage's latest failure was handled: one of the
+   * table's other writer, committed just before MySQL stopped taking writes, may answer after the
+   * failure. It also ends it when it was the last one held: none is left to notice MySQL is back.
    */
   reachable(table: string, sentAt: number, holder: object): void {
     const now = this.now();
@@ -240,8 +239,8 @@ const IDLE_PROBE_INTERVAL_MS = 5_000;
 const IDLE_PROBE_TIMEOUT_MS = 2_000;
 
 /**
- * Keeps `statusengine_db_available` and `/readyz` true while nothing is written: an idle worker
- * has no statement to find an outage with (docs/writers.md#idle-probe).
+ * Keeps `statusengine_db_available` and `/readyz` truthful while nothing is written: an idle
+ * worker has no statement to find an outage with (docs/writers.md#idle-probe).
  */
 export class IdleProbe {
   readonly #o: IdleProbeOptions;

@@ -58,8 +58,8 @@ export interface Column {
   readonly default: string | null;
   readonly autoIncrement: boolean;
   /**
-   * `true` for the two text columns where a JSON null stays SQL NULL (`event_handler`,
-   * `command_args`); every other text column stores `''` for null (docs/tables.md#null-or-empty).
+   * `true` for the text columns where a JSON null stays SQL NULL (the table's `keepNull`); every
+   * other text column stores `''` for null (docs/tables.md#null-or-empty).
    */
   readonly keepsNull: boolean;
   readonly sqlType: ColumnKind;

@@ -297,12 +297,12 @@ export async function selectNewestRows(
   };
 }
 
-/** The losstest markers land in `hostname`, the first primary-key column. */
+/**
+ * The losstest markers are host names `<prefix><sequence number>` (`hostname`, the first key
+ * column). LIKE compares in the table's collation (case- and accent-insensitive on MariaDB): run
+ * ids differing only so address the same rows, in `losstest verify` and `cleanup` alike.
+ */
 export const LOSSTEST_TABLE = "statusengine_hostchecks";
-
-// The losstest markers are host names `<prefix><sequence number>` in the host check table. LIKE
-// compares in the table's collation (case- and accent-insensitive on MariaDB): run ids differing
-// only so address the same rows, in `losstest verify` and `cleanup` alike.
 
 /**
  * The run sizes a losstest run's events record: the distinct texts after `separator` in the

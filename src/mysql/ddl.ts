@@ -50,9 +50,7 @@ export async function chooseCollation(conn: QueryConnection): Promise<string> {
   return collation;
 }
 
-/**
- * The Monday (day number, days since 1970-01-01 UTC, a Thursday) of the ISO week containing a day.
- */
+/** The Monday (days since 1970-01-01 UTC, a Thursday) of the ISO week containing a day number. */
 export function mondayOf(day: number): number {
   return day - (((day + 3) % 7) + 7) % 7;
 }

@@ -38,11 +38,11 @@ const UNAVAILABLE_ERRNOS = numbers(
 /**
  * Row errors whose SQL state is not of class 22 or 23 (row errors by definition): truncated,
  * invalid string, wrong value, check constraint, no partition, row too large, a trigger's `SIGNAL`
- * (a check of its row, docs/writers.md#retry-policy: as a statement error two refused rows, one in
- * each half, held the batch for ever); and errors of the statement's size that smaller statements
- * cure (halving ends at the one row too big on its own): packet too large, binlog cache too small,
- * too many placeholders. Not 1364 (a column without a default got no value): the writers name
- * every column they know, so only a column added to the schema can be missing, whatever the rows.
+ * (a check of its row; as a statement error, two refused rows, one in each half, would hold the
+ * batch for ever: docs/writers.md#retry-policy); and errors of the statement's size that smaller
+ * statements cure (halving ends at the one row too big on its own): packet too large, binlog cache
+ * too small, too many placeholders. Not 1364 (a column without a default got no value): the writers
+ * name every column they know, so only a column added to the schema, whatever the rows, is missing.
  */
 const ROW_ERRNOS = numbers("1265 1300 1411 3819 1526 1118 1644", "1153 1197 1390");
 

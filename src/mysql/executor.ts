@@ -80,10 +80,9 @@ export function createWriterPool(
       }),
   );
   // The downtime statements' tombstone guard must lock what it reads (docs/downtimes.md#galera):
-  // on a server whose default is READ COMMITTED, a scheduled-row copy a worker gave up, still
-  // running on the server after another worker took the lease over, committed after that
-  // worker's STOP and brought the ended downtime back. A statement of its own: MariaDB 10.11 and
-  // MySQL 8 name the session variable differently.
+  // not READ COMMITTED, where a scheduled-row copy a worker gave up could commit after the new
+  // lease holder's STOP and bring the ended downtime back. A statement of its own: MariaDB 10.11
+  // and MySQL 8 name the session variable differently.
   runOnEachConnection(
     pool,
     "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
@@ -116,7 +115,7 @@ export interface PoolExecutorOptions {
   readonly onUnavailable?: () => void;
 }
 
-/** Read-only errors after which mysql2's own pool drops the connection (a failover may have moved the primary). */
+/** Read-only errors that drop the connection, as mysql2's pool does: the primary may have moved. */
 const READ_ONLY_ERRNOS: ReadonlySet<number> = new Set([1290, 1792, 1836]);
 
 /** Adapt a mysql2 promise pool. */

@@ -44,11 +44,10 @@ export interface MysqlHostsOptions {
 }
 
 /**
- * mysql2's `stream` option: each new connection over `Deno.connect` ({@link DenoSocket}) instead
- * of Node's `net.Socket`, as a bulk INSERT is one write and one read and a write through Deno's
- * `net.Socket` cost several times the CPU (docs/writers.md). mysql2's config always holds the
- * host and the port (3306 when the URL names none). TLS stays with `net.Socket`, which mysql2
- * upgrades.
+ * mysql2's `stream` option: each new connection over `Deno.connect` ({@link DenoSocket}), as a
+ * bulk INSERT is one write and one read, and a write through Deno's `net.Socket` cost several times
+ * the CPU (docs/writers.md). mysql2's config always holds the host and port (3306 if the URL names
+ * none). TLS stays with `net.Socket`, which mysql2 upgrades.
  */
 export function denoSocketStream(opts: { readonly config: DenoSocketTarget }): DenoSocket {
   return new DenoSocket(opts.config);

@@ -52,7 +52,7 @@ interface LeaseOptions {
   readonly connect: () => Promise<MysqlConnection>;
   /** The row's key, at most 255 characters. */
   readonly name: string;
-  /** This worker, unique among all workers and their restarts (host, pid, random). */
+  /** This worker, unique among all workers and their restarts (pid and a random part). */
   readonly holder: string;
   /** Interval of renewals and reads, and the bound of each query. */
   readonly pollMs: number;

@@ -362,8 +362,7 @@ export function retireConnections(
   const release = core?.releaseConnection;
   if (core === undefined || typeof release !== "function") return undefined;
   if (typeof core._freeConnections?.toArray !== "function") return undefined;
-  // For TLS mysql2 replaces `stream` with the TLS socket it wraps the one the pool's `stream`
-  // option made in.
+  // With TLS, mysql2 swaps `stream` for a TLS socket wrapping the one the `stream` option made.
   const staleConnection = (c: CorePoolConnection) => stale(c.stream) || stale(c.stream?._parent);
   core.releaseConnection = function (this: CorePool, connection: CorePoolConnection) {
     // destroy() takes it out of the pool and hands a waiting caller a new connection.

@@ -35,9 +35,9 @@ const REPAIR_MIN_WEEKS_PER_STEP = 4;
 
 /**
  * How far ahead of today the newest row of `p_max` may lie for the repair to lay out weeks up to
- * it. Times are not bounded on decode, so one row from a wrong clock or a bad payload would
- * otherwise mean a partition per week up to it: hundreds, and past the 8192 partitions MariaDB
- * and MySQL allow per table, a repair that fails every time (docs/retention.md#far-future).
+ * it: times are not bounded on decode, and one row from a wrong clock or a bad payload would
+ * otherwise mean a partition per week up to it, past the 8192 a table may have: a repair that
+ * fails every time (docs/retention.md#far-future).
  */
 const REPAIR_HORIZON_DAYS = 366;
 
@@ -49,10 +49,7 @@ export function repairHorizon(today: number): number {
 /** What adding and dropping weekly partitions takes besides the worker's own privileges. */
 const PARTITION_PRIVILEGES = ["ALTER", "DROP"] as const;
 
-/**
- * One row of `information_schema.PARTITIONS` of one table (one per subpartition); `name` null
- * when unpartitioned.
- */
+/** One `information_schema.PARTITIONS` row (one per subpartition); `name` null if unpartitioned. */
 export interface PartitionInfo {
   readonly name: string | null;
   readonly method: string | null;
@@ -124,10 +121,7 @@ export function dayNumber(now: Date): number {
   return Math.floor(now.getTime() / 1000 / SECONDS_PER_DAY);
 }
 
-/**
- * The bound the top partition must reach after every run, as `schema` lays out a new table: no
- * row of the coming weeks waits in `p_max`.
- */
+/** The top bound after every run, as `schema` lays out a table: no coming week's row in `p_max`. */
 export function aheadTarget(today: number): number {
   return mondayOf(today) + 7 * INITIAL_WEEKLY_PARTITIONS;
 }
@@ -326,10 +320,7 @@ function partitionClause(partitions: string | readonly string[]): string {
     : ` PARTITION (${[partitions].flat().map(quoteIdentifier).join(", ")})`;
 }
 
-/**
- * The named lock one `cleanup` run holds on a database (MySQL 8 refuses names over 64
- * characters).
- */
+/** One `cleanup` run's named lock per database (MySQL 8 refuses names over 64 characters). */
 const RUN_LOCK = "LEFT(CONCAT('statusengine_cleanup.', DATABASE()), 64)";
 
 /**
@@ -520,10 +511,7 @@ export class CleanupSession {
     return { deleted: result.affectedRows, next: lastKey };
   }
 
-  /**
-   * The oldest and newest day number held in a partition, and its newest time (Unix seconds),
-   * or null when it is empty.
-   */
+  /** Oldest and newest day number in a partition, and its newest time (Unix s); null if empty. */
   async rowDaysIn(
     target: RetentionTarget,
     partition: string,

@@ -78,8 +78,8 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
       const failure = new MysqlWriteError(ctx.table, err);
       if (failure.kind === "row" || failure.kind === "statement") {
         // Answered, but not taken: a statement held on its own gives its hold up here, else the
-        // table's outage outlives it (a lone row rejected after an outage kept db_available 0).
-        // A hold that began elsewhere (`ctx.holder`) is ended by whoever began it.
+        // table's outage (db_available 0) outlives it; one held elsewhere (`ctx.holder`) is
+        // ended by whoever began the hold.
         if (ctx.holder === undefined) ctx.availability.abandon(ctx.table, ctx);
         throw failure;
       }

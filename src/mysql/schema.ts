@@ -69,10 +69,7 @@ export interface SchemaSnapshot {
   readonly partitions: readonly PartitionRow[];
 }
 
-/**
- * The rows of a query with every value as text or null: mysql2 and MySQL 8 may hand
- * information_schema text back as bytes.
- */
+/** Rows as text or null: on MySQL 8, mysql2 may return information_schema text as bytes. */
 async function rowsOf(
   conn: QueryConnection,
   sql: string,
@@ -102,10 +99,7 @@ async function currentDatabase(conn: QueryConnection): Promise<string> {
   return name;
 }
 
-/**
- * How the connection's database differs from the catalogue (empty when it matches), from what
- * its `information_schema` says about the catalogue's tables.
- */
+/** How the connection's database differs from the catalogue (empty when it matches). */
 export async function diffSchema(conn: QueryConnection): Promise<SchemaDifference[]> {
   const db = await currentDatabase(conn);
   const names = ALL_TABLES.map((t) => t.name);

@@ -17,7 +17,7 @@ interface StatementParts {
 
 /**
  * Statement texts kept per table: a small LRU, since a writer mostly repeats a few row counts but
- * any can occur, and a 1,399-row servicestatus text is ~120 kB.
+ * any can occur, and a 700-row servicestatus text is ~70 kB.
  */
 export const STATEMENT_CACHE_SIZE = 16;
 

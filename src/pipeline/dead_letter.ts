@@ -124,9 +124,8 @@ export class DeadLetterFile implements DeadLetterSink {
   }
 
   /**
-   * Remove what a failed write left; failing that, remember whether the file ends mid-line. Cut
-   * back, the file ends as before the write: `#torn` stays what it was (a torn part an earlier
-   * cut could not remove is still there).
+   * Remove what a failed write left, or else remember whether the file ends mid-line. Cut back,
+   * the file ends as before the write: `#torn` keeps its value (an earlier uncut torn part stays).
    */
   async #cutBack(file: Deno.FsFile, start: number, endsMidLine: boolean): Promise<void> {
     try {

@@ -102,8 +102,7 @@ export function createJobHandler(options: JobHandlerOptions): JobHandler {
 
   /**
    * Group a job's rows by table, with the tracker of their commits and the newest event time (s),
-   * and offer its perfdata to the other backends. Synchronous: the handler awaits the writers
-   * itself, one async function less per job.
+   * and offer its perfdata to the other backends. Synchronous: one async function less per job.
    */
   function route(job: Job, rows: readonly TableRow[], signal: AbortSignal) {
     const byTable = new Map<BatchedTableName, Row[]>();
