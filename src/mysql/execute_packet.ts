@@ -65,8 +65,6 @@ const NON_ASCII = /[\u0080-\uffff]/;
  * non-ASCII unit, without counting their bytes first.
  */
 const ONE_BYTE_PREFIX_UNITS = 83;
-/** Longer ASCII strings up to this length are copied by a loop; longer ones by encodeInto. */
-const LOOP_COPY_MAX = 64;
 /** Kinds in `lengths` besides a long string's UTF-8 length (which is above 83). */
 const SHORT_STRING = 0;
 const NULL_VALUE = -1;
@@ -163,11 +161,7 @@ export function encodeExecutePacket(
       } else if (n > 0) {
         const v = values[i] as string;
         at = writeLengthCoded(out, at, n);
-        if (n === v.length && n <= LOOP_COPY_MAX) {
-          for (let k = 0; k < n; k++) out[at + k] = v.charCodeAt(k);
-        } else {
-          encoder.encodeInto(v, out.subarray(at, at + n));
-        }
+        encoder.encodeInto(v, out.subarray(at, at + n));
         at += n;
       }
     }
