@@ -7,7 +7,7 @@ import mysql from "mysql2/promise";
 import { connectionOptionsOf, createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
-import { track, waitFor } from "./helpers/wait.ts";
+import { orStuck, track, waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -308,5 +308,79 @@ Deno.test("lifecycle: the write stall's error line counts the held batches in ro
     assert.equal(await countMarkers(db, "held"), 0);
   } finally {
     await db.query(`DROP USER '${user}'@'%'`);
+  }
+});
+
+/**
+ * A terminal whose output is stopped (XOFF): every write to it waits, as one to a hung NFS mount
+ * does. The worker refuses a FIFO, not a terminal; the test holds the master side.
+ */
+function stoppedTerminal(): { readonly path: string; close(): void } {
+  const libc = Deno.dlopen("libc.so.6", {
+    posix_openpt: { parameters: ["i32"], result: "i32" },
+    grantpt: { parameters: ["i32"], result: "i32" },
+    unlockpt: { parameters: ["i32"], result: "i32" },
+    ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
+    write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+    close: { parameters: ["i32"], result: "i32" },
+  });
+  const O_RDWR = 0o2;
+  const O_NOCTTY = 0o400;
+  const master = libc.symbols.posix_openpt(O_RDWR | O_NOCTTY);
+  const name = new Uint8Array(64);
+  assert.ok(master >= 0 && libc.symbols.grantpt(master) === 0);
+  assert.equal(libc.symbols.unlockpt(master), 0);
+  assert.equal(libc.symbols.ptsname_r(master, name, BigInt(name.length)), 0);
+  const path = new TextDecoder().decode(name.subarray(0, name.indexOf(0)));
+  // Held open so that the line keeps its state; then XOFF (Ctrl-S) stops its output.
+  const terminal = Deno.openSync(path, { read: true, write: true });
+  assert.equal(libc.symbols.write(master, new Uint8Array([0x13]), 1n), 1n);
+  return {
+    path,
+    close() {
+      // A write still waiting fails (EIO) once the master side is gone.
+      libc.symbols.close(master);
+      terminal.close();
+      libc.close();
+    },
+  };
+}
+
+// A dead-letter file whose writes never return (a hung NFS mount) held the "close dead-letter
+// file" step for ever: SIGTERM never finished and systemd SIGKILLed the worker at TimeoutStopSec.
+Deno.test("lifecycle: SIGTERM while a dead-letter write never returns shuts down within the step's budget and exits 0", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const terminal = stoppedTerminal();
+  try {
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      args: ["--queues", QUEUE, "--drain-timeout", "1s"],
+      allowAll: true,
+    });
+    // After start (which refuses what is not a file): the path now names the stopped terminal.
+    await Deno.symlink(terminal.path, `${worker.dir}/swap`);
+    await Deno.rename(`${worker.dir}/swap`, `${worker.dir}/dead-letters.ndjson`);
+    await publish(gearmand.addr, QUEUE, ["not a payload"]);
+    await waitFor(async () => {
+      const text = await worker.metrics();
+      return seriesValue(text, "statusengine_queue_jobs_in_flight", { queue_name: QUEUE }) === 1;
+    }, { message: "the job waiting for its dead-letter record" });
+    worker.kill("SIGTERM");
+    const status = await orStuck(worker.status);
+    assert.notEqual(status, "stuck", worker.lines().slice(-5).join("\n"));
+    assert.equal(status === "stuck" ? undefined : status.code, 0, worker.stderr());
+    const failed = worker.lines().find((l) =>
+      l.includes("shutdown: close dead-letter file failed")
+    );
+    assert.ok(failed, worker.lines().join("\n"));
+    assert.match(failed, /1 record/);
+    assert.ok(worker.lines().some((l) => l.includes('msg="shutdown complete"')));
+    // Not acknowledged: the job comes again.
+    assert.equal(await jobsAtGearmand(gearmand.addr, QUEUE), 1);
+  } finally {
+    terminal.close();
   }
 });

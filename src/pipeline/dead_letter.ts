@@ -9,6 +9,7 @@
 import type { DeadLetterRecord, DeadLetterSink } from "../mysql/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
+import { settledWithin } from "../util/async.ts";
 
 const log = getLogger("pipeline");
 
@@ -54,6 +55,8 @@ export class DeadLetterFile implements DeadLetterSink {
   /** The file ends in the middle of a line (a write failed half-way). */
   #torn = false;
   #tail: Promise<void> = Promise.resolve();
+  /** Records handed to {@link write} whose write has not ended yet. */
+  #pending = 0;
   #closed = false;
 
   constructor(path: string) {
@@ -71,7 +74,8 @@ export class DeadLetterFile implements DeadLetterSink {
     const line = encoder.encode(
       JSON.stringify({ time: new Date().toISOString(), ...record }) + "\n",
     );
-    const next = this.#tail.then(() => this.#append(line));
+    this.#pending++;
+    const next = this.#tail.then(() => this.#append(line)).finally(() => this.#pending--);
     this.#tail = next.catch(() => {});
     return next;
   }
@@ -89,9 +93,19 @@ export class DeadLetterFile implements DeadLetterSink {
     return next;
   }
 
-  /** Finish pending writes and close the file. Idempotent. */
-  async close(): Promise<void> {
+  /**
+   * Finish pending writes and close the file. Idempotent. A write that never returns (a hung
+   * mount) holds it only until `signal` aborts: its record is given up, and its job, not
+   * acknowledged, comes again.
+   */
+  async close(signal?: AbortSignal): Promise<void> {
     this.#closed = true;
+    if (signal !== undefined && !(await settledWithin(this.#tail, signal))) {
+      throw new Error(
+        `Dead-letter file "${this.path}" does not answer: ${this.#pending} record(s) given up, ` +
+          "their jobs were not acknowledged and are redelivered",
+      );
+    }
     await this.#tail;
     this.#file?.close();
     this.#file = undefined;
@@ -240,8 +254,8 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
     return this.#file.path;
   }
 
-  async close(): Promise<void> {
-    await this.#file?.close();
+  async close(signal?: AbortSignal): Promise<void> {
+    await this.#file?.close(signal);
   }
 
   [Symbol.asyncDispose](): Promise<void> {
