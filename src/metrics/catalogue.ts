@@ -155,7 +155,7 @@ export const METRICS = {
   ),
   deadLetterWriteErrors: counter(
     "statusengine_dead_letter_write_errors_total",
-    "Failed appends to the dead-letter file (full, unwritable); the job waits and is retried, /readyz fails until one succeeds.",
+    "Failed appends to the dead-letter file (full, unwritable, or no answer for 5 s); the job waits and is retried, /readyz fails until one succeeds.",
   ),
   // --- MySQL ---------------------------------------------------------------
   dbEventsWritten: counter(

@@ -9,7 +9,7 @@
 import type { DeadLetterRecord, DeadLetterSink } from "../mysql/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { settledWithin } from "../util/async.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 
 const log = getLogger("pipeline");
 
@@ -202,6 +202,9 @@ export type DeadLetterMetrics = Pick<Metrics, "deadLetters" | "deadLetterWriteEr
 
 const STILL_FAILING_LOG_INTERVAL_MS = 60_000;
 
+/** A write takes milliseconds; one without an answer for this long (a hung mount) counts as failed. */
+const WRITE_ANSWER_MS = 5_000;
+
 /**
  * The one path every dead letter takes: written (when a file is configured), then counted. A
  * failed write is counted, logged once per failing period (then every minute), and makes
@@ -229,10 +232,18 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
 
   /** Write and count one record; a rejection means the caller must not acknowledge the job. */
   async write(record: DeadLetterRecord): Promise<void> {
+    let reported = false;
     try {
-      await this.#file?.write(record);
+      const written = this.#file?.write(record);
+      if (written !== undefined && !(await answersSoon(written))) {
+        // Reported as failed, and still waited for: the job must not be acknowledged before its
+        // record is on disk, and another attempt would only queue behind this one.
+        reported = true;
+        this.#failed(record, new Error(`no answer within ${WRITE_ANSWER_MS} ms, still waiting`));
+      }
+      await written;
     } catch (err: unknown) {
-      this.#failed(record, err);
+      if (!reported) this.#failed(record, err);
       throw err;
     }
     this.#metrics?.deadLetters.inc({ queue_name: record.queue, reason: record.reason });
@@ -284,4 +295,10 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
       });
     }
   }
+}
+
+/** Whether `write` settles within {@link WRITE_ANSWER_MS}. */
+async function answersSoon(write: Promise<void>): Promise<boolean> {
+  using limit = deadline(WRITE_ANSWER_MS);
+  return await settledWithin(write, limit.signal);
 }
