@@ -797,3 +797,30 @@ Deno.test("rabbitmq session: a message whose ack is already on the wire at give-
     await client.close();
   }
 });
+
+// The stall detector's full-queue check is the core's, whatever the backend: a RabbitMQ queue
+// whose every slot (the prefetch) holds a message that never finishes is stalled, and clears once
+// one finishes.
+Deno.test("rabbitmq consumer: a queue whose every slot holds a message that never finishes is stalled, and clears once one finishes", async () => {
+  const [q] = queueNames(1) as [string];
+  await using publisher = await publisherFor([q]);
+  await publisher.declare(q);
+  const release = Promise.withResolvers<void>();
+  const { consumer: c, observer } = consumer({
+    queues: [{ name: q, inOrder: false }],
+    prefetch: 2,
+    stallTimeoutMs: 300,
+    handler: () => release.promise,
+  });
+  await whileRunning(c, async () => {
+    await publisher.publish(q, ["m1", "m2", "m3"]);
+    await waitFor(() => observer.stalledHistory.get(q)?.at(-1) === true, {
+      message: "queue_stalled 1 while every slot holds a message that never finishes",
+    });
+    release.resolve();
+    await waitFor(() => observer.completed(q) === 3, { message: "every message done" });
+    await waitFor(() => observer.stalledHistory.get(q)?.at(-1) === false, {
+      message: "stall cleared once a message finished",
+    });
+  }, release);
+});

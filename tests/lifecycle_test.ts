@@ -7,7 +7,7 @@ import mysql from "mysql2/promise";
 import { connectionOptionsOf, createScratchDatabase } from "./helpers/mysql.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { startMysqlProxy } from "./helpers/tcp_proxy.ts";
-import { track, waitFor } from "./helpers/wait.ts";
+import { orStuck, track, waitFor } from "./helpers/wait.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -16,6 +16,7 @@ import {
   testConfig,
 } from "./helpers/worker.ts";
 import { withLogs } from "./helpers/logs.ts";
+import { stoppedTerminal } from "./helpers/stopped_terminal.ts";
 import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
 import { DUPLICATE_SIGNAL_MS } from "../src/cli/mod.ts";
 
@@ -308,5 +309,44 @@ Deno.test("lifecycle: the write stall's error line counts the held batches in ro
     assert.equal(await countMarkers(db, "held"), 0);
   } finally {
     await db.query(`DROP USER '${user}'@'%'`);
+  }
+});
+
+// A dead-letter file whose writes never return (a hung NFS mount) held the "close dead-letter
+// file" step for ever: SIGTERM never finished and systemd SIGKILLed the worker at TimeoutStopSec.
+Deno.test("lifecycle: SIGTERM while a dead-letter write never returns shuts down within the step's budget and exits 0", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const terminal = stoppedTerminal();
+  try {
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      args: ["--queues", QUEUE, "--drain-timeout", "1s"],
+      allowAll: true,
+    });
+    // After start (which refuses what is not a file): the path now names the stopped terminal.
+    await Deno.symlink(terminal.path, `${worker.dir}/swap`);
+    await Deno.rename(`${worker.dir}/swap`, `${worker.dir}/dead-letters.ndjson`);
+    await publish(gearmand.addr, QUEUE, ["not a payload"]);
+    await waitFor(async () => {
+      const text = await worker.metrics();
+      return seriesValue(text, "statusengine_queue_jobs_in_flight", { queue_name: QUEUE }) === 1;
+    }, { message: "the job waiting for its dead-letter record" });
+    worker.kill("SIGTERM");
+    const status = await orStuck(worker.status);
+    assert.notEqual(status, "stuck", worker.lines().slice(-5).join("\n"));
+    assert.equal(status === "stuck" ? undefined : status.code, 0, worker.stderr());
+    const failed = worker.lines().find((l) =>
+      l.includes("shutdown: close dead-letter file failed")
+    );
+    assert.ok(failed, worker.lines().join("\n"));
+    assert.match(failed, /1 record/);
+    assert.ok(worker.lines().some((l) => l.includes('msg="shutdown complete"')));
+    // Not acknowledged: the job comes again.
+    assert.equal(await jobsAtGearmand(gearmand.addr, QUEUE), 1);
+  } finally {
+    terminal.close();
   }
 });

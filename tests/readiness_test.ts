@@ -14,6 +14,7 @@ import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { startScriptedJobServer } from "./helpers/scripted_job_server.ts";
 import { RecordingObserver } from "./helpers/recording_observer.ts";
 import { waitFor } from "./helpers/wait.ts";
+import { withLogs } from "./helpers/logs.ts";
 import {
   createSchema,
   metricValue,
@@ -248,3 +249,141 @@ async function seriesOf(
   const line = text.split("\n").find((l) => l.startsWith(`${name}{queue_name="${queue}"}`));
   return line === undefined ? "absent" : (line.split(" ").at(-1) ?? "absent");
 }
+
+// Handlers that never finish (a bug, a hung promise, a backend awaited by mistake) held every slot
+// of a queue while MySQL took writes: the stall detector only suspected a queue with a free slot,
+// so nothing was logged, statusengine_queue_stalled stayed 0 and /readyz 200 while jobs piled up.
+Deno.test("readiness: a queue whose every slot holds a job that never finishes is stalled, and clears once one finishes", async () => {
+  await using gearmand = await startGearmand();
+  const release = Promise.withResolvers<void>();
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    maxJobsPerQueue: 2,
+    stallTimeoutMs: 300,
+    handler: () => release.promise,
+  });
+  await withLogs(async (logs) => {
+    await c.start();
+    try {
+      await publish(gearmand.addr, "q_ready", ["j1", "j2", "j3"]);
+      await waitFor(() => observer.stalledHistory.get("q_ready")?.at(-1) === true, {
+        message: "queue_stalled 1 while every slot holds a job that never finishes",
+      });
+      const line = logs.find((l) => l.level === "error" && /queue stalled/.test(l.message));
+      assert.ok(line, JSON.stringify(logs));
+      assert.equal(line.properties.queue, "q_ready");
+      release.resolve();
+      await waitFor(() => observer.completed("q_ready") === 3, { message: "all jobs done" });
+      await waitFor(() => observer.stalledHistory.get("q_ready")?.at(-1) === false, {
+        message: "stall cleared once a job finished",
+      });
+    } finally {
+      release.resolve();
+      await c.stop();
+    }
+  });
+});
+
+Deno.test("readiness: a full queue that finishes jobs slowly is not stalled", async () => {
+  await using gearmand = await startGearmand();
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    maxJobsPerQueue: 1,
+    stallTimeoutMs: 1_000,
+    // Each job takes a fifth of the timeout: the queue is always full, and always progressing.
+    handler: () => new Promise((r) => setTimeout(r, 200)),
+  });
+  await c.start();
+  try {
+    await publish(gearmand.addr, "q_ready", Array.from({ length: 15 }, (_, i) => `j${i}`));
+    await waitFor(() => observer.completed("q_ready") === 15, {
+      timeoutMs: 20_000,
+      message: "every job done",
+    });
+    assert.equal(observer.stalledHistory.get("q_ready"), undefined);
+  } finally {
+    await c.stop();
+  }
+});
+
+// MySQL that cannot take writes holds every job of the queues it feeds; statusengine_db_available
+// 0 already says so, and the queues take jobs again once it answers.
+Deno.test("readiness: a full queue is not stalled while MySQL is slow or unavailable, only once it was available for the timeout", async () => {
+  await using gearmand = await startGearmand();
+  let slow = true;
+  const { consumer: c, observer } = consumer({
+    servers: [gearmand.addr],
+    maxJobsPerQueue: 2,
+    stallTimeoutMs: 200,
+    handler: (_job, signal) =>
+      new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    window: {
+      pressure: () => ({ fill: 0, full: false, excess: 0, slow, statementMs: 0 }),
+    },
+  });
+  await c.start();
+  try {
+    await publish(gearmand.addr, "q_ready", ["j1", "j2", "j3"]);
+    await waitFor(() => (observer.inFlightNow.get("q_ready") ?? 0) === 2, {
+      message: "both slots taken",
+    });
+    // Five timeouts: at least one check sees the full queue (only absence can be shown here).
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal(observer.stalledHistory.get("q_ready"), undefined);
+    slow = false;
+    await waitFor(() => observer.stalledHistory.get("q_ready")?.at(-1) === true, {
+      message: "stalled once MySQL is available and still no job finishes",
+    });
+  } finally {
+    await c.stop();
+  }
+});
+
+// The same full queues with the real writers: jobs held by a frozen MySQL are not a stall of
+// their queue (statusengine_db_available 0 says what is wrong), however long MySQL stays away.
+Deno.test("readiness: jobs held by a frozen MySQL do not make their queue stalled", async () => {
+  await using server = await startMariadbd();
+  await server.query("CREATE DATABASE se_held CHARACTER SET utf8mb4");
+  const url = server.url({ database: "se_held" });
+  await createSchema(url);
+  await using gearmand = await startGearmand();
+  await using worker = await startTestWorker(testConfig({
+    gearmanServers: [gearmand.addr],
+    mysqlUrl: url,
+    queues: ["statusngin_logentries"],
+    maxJobsPerQueue: 4,
+    // Above the second after which a statement in flight counts as slow.
+    queueStallTimeoutMs: 2_000,
+    mysqlStatementTimeoutMs: 3_000,
+  }));
+  const fixture = await Deno.readTextFile(
+    new URL("../src/events/testdata/statusngin_logentries.job", import.meta.url),
+  );
+  const stalled = () =>
+    metricValue(worker, "statusengine_queue_stalled", { queue_name: "statusngin_logentries" });
+  server.pause();
+  try {
+    await publish(gearmand.addr, "statusngin_logentries", Array(40).fill(fixture));
+    await waitFor(async () => (await metricValue(worker, "statusengine_db_available")) === 0, {
+      timeoutMs: 20_000,
+      message: "db_available 0 while MySQL is frozen",
+    });
+    // Three stall timeouts with every slot held (only absence can be shown here).
+    for (let i = 0; i < 6; i++) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      assert.equal(await stalled(), 0);
+    }
+  } finally {
+    server.resume();
+  }
+  const completed = () =>
+    metricValue(worker, "statusengine_queue_jobs_total", {
+      queue_name: "statusngin_logentries",
+      result: "completed",
+    });
+  await waitFor(async () => (await completed()) === 40, {
+    timeoutMs: 30_000,
+    message: "every job written once MySQL answers",
+  });
+  assert.equal(await stalled(), 0);
+});

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createSchema, publish } from "./helpers/worker.ts";
-import { startWorkerProcess } from "./helpers/worker_process.ts";
+import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
+import { stoppedTerminal } from "./helpers/stopped_terminal.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const QUEUE = "statusngin_hostchecks";
@@ -119,6 +120,50 @@ Deno.test("reload: SIGHUP logs the warnings of the file read again, such as a mi
     worker.kill("SIGTERM");
     assert.equal((await worker.status).code, 0, worker.stderr());
   } finally {
+    await Deno.remove(configDir, { recursive: true });
+  }
+});
+
+// The reopen waits behind the file's pending writes: with one that never returns (a hung mount)
+// the reload never got past it, and every later SIGHUP queued behind: a log level switched to
+// debug to look into the hang was never applied, and nothing said why.
+Deno.test("reload: SIGHUP while a dead-letter write never returns still applies the settings and says the file did not answer", async () => {
+  await using gearmand = await startGearmand();
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const configDir = await Deno.makeTempDir({ prefix: "se-reload-" });
+  const terminal = stoppedTerminal();
+  try {
+    const config = `${configDir}/config.yml`;
+    await Deno.writeTextFile(config, "log_level: info\n");
+    await using worker = await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      args: ["--config", config, "--queues", QUEUE, "--drain-timeout", "1s"],
+      allowAll: true,
+    });
+    await Deno.symlink(terminal.path, `${worker.dir}/swap`);
+    await Deno.rename(`${worker.dir}/swap`, `${worker.dir}/dead-letters.ndjson`);
+    await publish(gearmand.addr, QUEUE, ["not a payload"]);
+    await waitFor(async () => {
+      const text = await worker.metrics();
+      return seriesValue(text, "statusengine_queue_jobs_in_flight", { queue_name: QUEUE }) === 1;
+    }, { message: "the job waiting for its dead-letter record" });
+    await Deno.writeTextFile(config, "log_level: debug\n");
+    worker.kill("SIGHUP");
+    await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
+      timeoutMs: 20_000,
+      message: "the reload is done",
+    }).catch((err: unknown) => {
+      throw new Error(`${err}\n${worker.lines().slice(-5).join("\n")}`);
+    });
+    const logs = worker.lines().join("\n");
+    assert.match(logs, /cannot reopen the dead-letter file.*does not answer/);
+    assert.match(logs, /log_level=info->debug/);
+    worker.kill("SIGTERM");
+    assert.equal((await worker.status).code, 0, worker.stderr());
+  } finally {
+    terminal.close();
     await Deno.remove(configDir, { recursive: true });
   }
 });

@@ -36,6 +36,7 @@ import { runVerifyCommand } from "./verify.ts";
 import { reportConfigError, runConfigCommand } from "./config.ts";
 import { runDeadLettersCommand } from "./dead_letters.ts";
 import { joinHostPort } from "../util/address.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 
 const log = getLogger("cli");
 
@@ -290,11 +291,22 @@ const FLAG_BY_KEY: ReadonlyMap<string, string> = new Map(
   SETTINGS.map((row) => [settingKeyOf(row), row.flag]),
 );
 
+/** The reopen waits for the file's pending writes, and one to a hung mount never returns. */
+const REOPEN_TIMEOUT_MS = 5_000;
+
 /** Handle one SIGHUP. Never throws. */
 export async function reload(options: ReloadOptions): Promise<void> {
   workerLog.info("SIGHUP received: reopening the dead-letter file and re-reading the settings");
   try {
-    const path = await options.reopenDeadLetters();
+    using limit = deadline(REOPEN_TIMEOUT_MS);
+    const reopened = options.reopenDeadLetters();
+    if (!(await settledWithin(reopened, limit.signal))) {
+      throw new Error(
+        `the file does not answer within ${REOPEN_TIMEOUT_MS} ms (a write to it waits); ` +
+          "it is reopened once that write returns",
+      );
+    }
+    const path = await reopened;
     if (path === undefined) workerLog.info("reload: the worker has not started; no file to reopen");
     else if (path === null) workerLog.info("reload: no dead-letter file configured");
     else workerLog.info("reload: dead-letter file reopened", { path });

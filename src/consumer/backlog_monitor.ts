@@ -139,6 +139,18 @@ export interface StallDetectorOptions {
   readonly log: Logger;
   /** The stalled state of a queue changed (true while any of its links is stalled). */
   readonly onQueueStalled: (queue: string, stalled: boolean) => void;
+  /** Whether the queue's jobs wait for MySQL (slow or unavailable): a full queue then is not stalled. */
+  readonly waitsForMysql?: ((queue: string) => boolean) | undefined;
+}
+
+/** A queue whose every slot holds a job: since when none finished while MySQL took writes. */
+interface FullState {
+  readonly budget: QueueBudget;
+  /** `budget.released` when last looked at. */
+  released: number;
+  /** Since when the queue has been full with no job finished and MySQL available. */
+  quietSince: number;
+  stalledSince?: number | undefined;
 }
 
 interface LinkState {
@@ -154,13 +166,18 @@ const PROBE_TIMEOUT_MS = 5_000;
 export class StallDetector {
   readonly #o: StallDetectorOptions;
   readonly #states = new Map<WatchedLink, LinkState>();
+  /** Per queue: the budget spans every link of the queue. */
+  readonly #full = new Map<string, FullState>();
   readonly #stalledQueues = new Map<string, number>();
   readonly #stop = new AbortController();
   #timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: StallDetectorOptions) {
     this.#o = options;
-    for (const l of options.links) this.#states.set(l, { takenAfter: 0, probing: false });
+    for (const l of options.links) {
+      this.#states.set(l, { takenAfter: 0, probing: false });
+      this.#full.set(l.queue, { budget: l.budget, released: 0, quietSince: performance.now() });
+    }
   }
 
   /** Check every so often until {@link stop}; a timeout of 0 disables detection. */
@@ -176,6 +193,10 @@ export class StallDetector {
     this.#timer = undefined;
     this.#stop.abort();
     for (const [watched, state] of this.#states) this.#clear(watched, state, undefined);
+    for (const [queue, state] of this.#full) {
+      if (state.stalledSince !== undefined) this.#count(queue, -1);
+      state.stalledSince = undefined;
+    }
   }
 
   stalled(queue: string): boolean {
@@ -185,6 +206,7 @@ export class StallDetector {
   /** One round of checks (also called by tests). */
   check(): void {
     const now = performance.now();
+    for (const [queue, state] of this.#full) this.#checkFull(queue, state, now);
     for (const [watched, state] of this.#states) {
       const link = watched.current();
       if (link !== state.link) {
@@ -208,6 +230,57 @@ export class StallDetector {
       state.probing = true;
       void this.#probe(watched, state, link).finally(() => (state.probing = false));
     }
+  }
+
+  /**
+   * Every slot held by a job and none finished for the timeout while MySQL took writes: handlers
+   * that never settle (a bug, a hung promise) wedge the queue with no free slot for the checks
+   * below to suspect. Not nudged: what is missing is a free slot, not work from the broker.
+   */
+  #checkFull(queue: string, state: FullState, now: number): void {
+    const { budget, stalledSince } = state;
+    if (budget.full && budget.released === state.released) {
+      // Jobs held up by MySQL are reported by statusengine_db_available; they go on once it answers.
+      if (this.#waitsForMysql(queue)) state.quietSince = now;
+      if (stalledSince !== undefined || now - state.quietSince < this.#o.timeoutMs) return;
+      state.stalledSince = now;
+      this.#count(queue, 1);
+      this.#o.log.error(
+        `${this.#o.name}: queue stalled: every slot holds a job that does not finish`,
+        {
+          queue,
+          jobs_in_flight: budget.inUse,
+          quiet_s: Math.round((now - state.quietSince) / 1000),
+          hint: "MySQL takes writes; a handler waits for something that never comes",
+        },
+      );
+      return;
+    }
+    state.released = budget.released;
+    state.quietSince = now;
+    if (stalledSince === undefined) return;
+    state.stalledSince = undefined;
+    this.#count(queue, -1);
+    this.#o.log.info(`${this.#o.name}: queue no longer stalled: a slot came free`, {
+      queue,
+      stalled_s: Math.round((now - stalledSince) / 1000),
+    });
+  }
+
+  #waitsForMysql(queue: string): boolean {
+    try {
+      return this.#o.waitsForMysql?.(queue) === true;
+    } catch {
+      // Cannot tell (a bug in the signal): no verdict, as while MySQL is unavailable.
+      return true;
+    }
+  }
+
+  /** One more (1) or one less (-1) reason for `queue` to be stalled. */
+  #count(queue: string, delta: 1 | -1): void {
+    const count = (this.#stalledQueues.get(queue) ?? 0) + delta;
+    this.#stalledQueues.set(queue, count);
+    if (count === (delta === 1 ? 1 : 0)) this.#o.onQueueStalled(queue, delta === 1);
   }
 
   /** A slot has been free and no job taken for the timeout. */
@@ -239,9 +312,7 @@ export class StallDetector {
     if (waiting === 0 || !this.#quiet(watched, link, now)) return;
     state.stalledSince = now;
     state.takenAfter = now;
-    const count = (this.#stalledQueues.get(watched.queue) ?? 0) + 1;
-    this.#stalledQueues.set(watched.queue, count);
-    if (count === 1) this.#o.onQueueStalled(watched.queue, true);
+    this.#count(watched.queue, 1);
     this.#o.log.error(`${this.#o.name}: queue stalled: jobs are waiting but none is taken`, {
       queue: watched.queue,
       server: watched.target.server,
@@ -257,9 +328,7 @@ export class StallDetector {
     if (state.stalledSince === undefined) return;
     const since = state.stalledSince;
     state.stalledSince = undefined;
-    const count = (this.#stalledQueues.get(watched.queue) ?? 1) - 1;
-    this.#stalledQueues.set(watched.queue, count);
-    if (count === 0) this.#o.onQueueStalled(watched.queue, false);
+    this.#count(watched.queue, -1);
     if (message !== undefined) {
       this.#o.log.info(`${this.#o.name}: ${message}`, {
         queue: watched.queue,

@@ -112,6 +112,7 @@ export class QueueBudget {
   #waiters: ((grant: Grant) => void)[] = [];
   /** `performance.now()` when the queue last went from full to having a free slot. */
   #roomSince = performance.now();
+  #released = 0;
 
   constructor(queue: string, capacity: number, bytes: ByteBudget) {
     QueueBudget.#checkCapacity(capacity);
@@ -144,6 +145,16 @@ export class QueueBudget {
   /** `performance.now()` since which a slot has been free without interruption (stall detection). */
   get roomSince(): number {
     return this.#roomSince;
+  }
+
+  /** Every slot holds a job that arrived (a grab still waiting for its answer holds none). */
+  get full(): boolean {
+    return this.#inUse - this.#unsettled >= this.#capacity;
+  }
+
+  /** Grants given back so far: a full queue whose count stands still has finished no job (stall detection). */
+  get released(): number {
+    return this.#released;
   }
 
   /** Bytes a grant reserves before its job is known. */
@@ -232,6 +243,7 @@ export class QueueBudget {
       release: () => {
         if (released) return;
         released = true;
+        this.#released++;
         if (!settled) this.#unsettled--;
         const wasFull = !this.hasRoom;
         this.#inUse--;

@@ -210,6 +210,7 @@ export class Consumer {
       links: watched,
       timeoutMs: options.stallTimeoutMs ?? STALL_TIMEOUT_MS,
       onQueueStalled: (queue, stalled) => options.observer.queueStalled(queue, stalled),
+      waitsForMysql: (queue) => options.window?.pressure(queue).slow === true,
     });
     this.#backlog = options.backlogIntervalMs === 0 ? undefined : new BacklogMonitor({
       ...options,

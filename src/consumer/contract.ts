@@ -70,7 +70,7 @@ export interface ConsumerObserver {
   /** Connection state of one queue changed (1 = every link of the queue consuming, 0 = not). */
   queueConnected(queue: string, connected: boolean): void;
   queueReconnected(queue: string): void;
-  /** Jobs wait at the broker while the queue has room and takes none (true), or it took one again (false). */
+  /** Jobs wait at the broker while the queue has room and takes none, or every slot holds a job that does not finish (true); it moves again (false). */
   queueStalled(queue: string, stalled: boolean): void;
   /** Jobs the queue may hold in flight now changed (its adaptive window, or its fixed cap at start). */
   queueWindow(queue: string, jobs: number): void;

@@ -227,7 +227,11 @@ export async function startWorker(
       "flush writers",
       () => Promise.all([pipeline.close(flushMs), perfdata?.close(flushMs)]),
     );
-    await step("close dead-letter file", () => deadLetters.close());
+    // Bounded: a write to a hung mount never returns; its job was not acknowledged.
+    await step("close dead-letter file", async () => {
+      using limit = deadline(CLOSE_TIMEOUT_MS);
+      await deadLetters.close(limit.signal);
+    });
     if (websocket !== undefined) {
       await step("close websocket clients", () => websocket.closeClients());
     }
@@ -442,7 +446,7 @@ function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
   });
 }
 
-/** Bound on each step that waits for a peer (task queue, HTTP listeners). */
+/** Bound on each step that waits for a peer (task queue, dead-letter file, HTTP listeners). */
 const CLOSE_TIMEOUT_MS = 5_000;
 
 async function step(name: string, fn: () => unknown): Promise<void> {

@@ -131,7 +131,7 @@ export const METRICS = {
   ),
   queueStalled: gauge(
     "statusengine_queue_stalled",
-    "1 while jobs wait at the broker and the queue, with room to take them, has taken none for 60 s.",
+    "1 while jobs wait at the broker and the queue, with room to take them, has taken none for 60 s, or while every slot holds a job and none finished for 60 s although MySQL took writes.",
     PER_QUEUE,
   ),
   queueJobs: counter(
@@ -155,7 +155,7 @@ export const METRICS = {
   ),
   deadLetterWriteErrors: counter(
     "statusengine_dead_letter_write_errors_total",
-    "Failed appends to the dead-letter file (full, unwritable); the job waits and is retried, /readyz fails until one succeeds.",
+    "Failed appends to the dead-letter file (full, unwritable, or no answer for 5 s); the job waits and is retried, /readyz fails until one succeeds.",
   ),
   // --- MySQL ---------------------------------------------------------------
   dbEventsWritten: counter(

@@ -27,5 +27,10 @@ export interface DeadLetterSink {
    * @throws When the file cannot be written; the caller must not acknowledge the job.
    */
   write(record: DeadLetterRecord): Promise<void>;
-  close(): Promise<void>;
+  /**
+   * Finish the pending writes and close. When `signal` aborts first, stop waiting for them.
+   *
+   * @throws When `signal` aborted first, naming the records given up.
+   */
+  close(signal?: AbortSignal): Promise<void>;
 }

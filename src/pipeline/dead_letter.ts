@@ -9,6 +9,7 @@
 import type { DeadLetterRecord, DeadLetterSink } from "../mysql/mod.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
+import { deadline, settledWithin } from "../util/async.ts";
 
 const log = getLogger("pipeline");
 
@@ -54,6 +55,8 @@ export class DeadLetterFile implements DeadLetterSink {
   /** The file ends in the middle of a line (a write failed half-way). */
   #torn = false;
   #tail: Promise<void> = Promise.resolve();
+  /** Records handed to {@link write} whose write has not ended yet. */
+  #pending = 0;
   #closed = false;
 
   constructor(path: string) {
@@ -71,7 +74,8 @@ export class DeadLetterFile implements DeadLetterSink {
     const line = encoder.encode(
       JSON.stringify({ time: new Date().toISOString(), ...record }) + "\n",
     );
-    const next = this.#tail.then(() => this.#append(line));
+    this.#pending++;
+    const next = this.#tail.then(() => this.#append(line)).finally(() => this.#pending--);
     this.#tail = next.catch(() => {});
     return next;
   }
@@ -89,9 +93,19 @@ export class DeadLetterFile implements DeadLetterSink {
     return next;
   }
 
-  /** Finish pending writes and close the file. Idempotent. */
-  async close(): Promise<void> {
+  /**
+   * Finish pending writes and close the file. Idempotent. A write that never returns (a hung
+   * mount) holds it only until `signal` aborts: its record is given up, and its job, not
+   * acknowledged, comes again.
+   */
+  async close(signal?: AbortSignal): Promise<void> {
     this.#closed = true;
+    if (signal !== undefined && !(await settledWithin(this.#tail, signal))) {
+      throw new Error(
+        `Dead-letter file "${this.path}" does not answer: ${this.#pending} record(s) given up, ` +
+          "their jobs were not acknowledged and are redelivered",
+      );
+    }
     await this.#tail;
     this.#file?.close();
     this.#file = undefined;
@@ -187,6 +201,9 @@ export type DeadLetterMetrics = Pick<Metrics, "deadLetters" | "deadLetterWriteEr
 
 const STILL_FAILING_LOG_INTERVAL_MS = 60_000;
 
+/** A write takes milliseconds; one without an answer for this long (a hung mount) counts as failed. */
+const WRITE_ANSWER_MS = 5_000;
+
 /**
  * The one path every dead letter takes: written (when a file is configured), then counted. A
  * failed write is counted, logged once per failing period (then every minute), and makes
@@ -214,10 +231,18 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
 
   /** Write and count one record; a rejection means the caller must not acknowledge the job. */
   async write(record: DeadLetterRecord): Promise<void> {
+    let reported = false;
     try {
-      await this.#file?.write(record);
+      const written = this.#file?.write(record);
+      if (written !== undefined && !(await answersSoon(written))) {
+        // Reported as failed, and still waited for: the job must not be acknowledged before its
+        // record is on disk, and another attempt would only queue behind this one.
+        reported = true;
+        this.#failed(record, new Error(`no answer within ${WRITE_ANSWER_MS} ms, still waiting`));
+      }
+      await written;
     } catch (err: unknown) {
-      this.#failed(record, err);
+      if (!reported) this.#failed(record, err);
       throw err;
     }
     this.#metrics?.deadLetters.inc({ queue_name: record.queue, reason: record.reason });
@@ -239,8 +264,8 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
     return this.#file.path;
   }
 
-  async close(): Promise<void> {
-    await this.#file?.close();
+  async close(signal?: AbortSignal): Promise<void> {
+    await this.#file?.close(signal);
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -269,4 +294,10 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
       });
     }
   }
+}
+
+/** Whether `write` settles within {@link WRITE_ANSWER_MS}. */
+async function answersSoon(write: Promise<void>): Promise<boolean> {
+  using limit = deadline(WRITE_ANSWER_MS);
+  return await settledWithin(write, limit.signal);
 }

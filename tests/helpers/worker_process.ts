@@ -49,6 +49,8 @@ export interface WorkerProcessOptions {
    * that waits for MySQL or its job servers answers 503).
    */
   readonly waitUntil?: "ready" | "listening";
+  /** Every permission, for a test that points a file of the worker at a device (Deno asks --allow-all for /dev). */
+  readonly allowAll?: boolean;
 }
 
 /**
@@ -85,11 +87,13 @@ async function spawnWorker(
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
-      "--allow-net",
-      "--allow-env",
-      "--allow-read",
-      "--allow-write",
-      `--allow-run=${NOTIFY_COMMAND}`,
+      ...(options.allowAll === true ? ["--allow-all"] : [
+        "--allow-net",
+        "--allow-env",
+        "--allow-read",
+        "--allow-write",
+        `--allow-run=${NOTIFY_COMMAND}`,
+      ]),
       ...((options.v8Flags ?? V8_FLAGS).length === 0
         ? []
         : [`--v8-flags=${(options.v8Flags ?? V8_FLAGS).join(",")}`]),
