@@ -25,7 +25,8 @@ import {
   type ScratchDatabase,
 } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
-import { track, waitFor } from "./helpers/wait.ts";
+import { orStuck, track, waitFor } from "./helpers/wait.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { withLogs } from "./helpers/logs.ts";
 import type { Pipeline } from "../src/pipeline/pipeline.ts";
 import { testPipeline } from "./helpers/pipeline.ts";
@@ -130,8 +131,10 @@ function openHarness(
   clockStartMs: number,
   openItcockpit = false,
   writersPerTable = 1,
+  port = db.port,
 ): Harness {
-  const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 8 });
+  // `port`: a proxy in front of the server, to take MySQL away from the worker alone.
+  const pool = mysql.createPool({ ...connectionOptionsOf(db), port, connectionLimit: 8 });
   const clock = new ManualClock(clockStartMs);
   // Every statement the worker sends, counted where it leaves for MySQL.
   const statements: string[] = [];
@@ -584,6 +587,7 @@ Deno.test("core restart: the status writers are paused for each chunk's DELETE a
     const log: { sql: string; paused: boolean }[] = [];
     const inner = poolExecutor(pool);
     const writer: PausableWriter = {
+      held: 0,
       async withPaused(fn) {
         paused++;
         pauses++;
@@ -733,6 +737,65 @@ Deno.test("core restart, live, a big node: re-published status drained for 25 s 
   assert.equal(after.has("N:gone"), false, "swept while status keeps coming");
   assert.equal(after.has("N:gone/1"), false);
   assert.deepEqual([...after.keys()].sort(), [...kept].sort());
+});
+
+// While MySQL took no writes, the status writers committed nothing, and 10 s of that ended the
+// settle time as if the status queues had drained: once MySQL was back the sweep deleted the rows
+// of objects whose re-published status was still held by a writer or queued behind it, missing
+// (services possibly without their host) until that status was written.
+Deno.test("core restart, live: MySQL taking no writes while the re-published status drains does not end the settle time", async () => {
+  const logentries = await Deno.readTextFile(new URL("statusngin_logentries.job", FIXTURES));
+  const outages = [
+    // Silent: the service writer's statement gets no answer.
+    { name: "frozen", held: ["statusngin_servicestatus", serviceJob([["a/2", T]])] },
+    // Refusing connections (the server restarts): the service writer holds its rows.
+    { name: "refusing", held: ["statusngin_servicestatus", serviceJob([["a/2", T]])] },
+    // Refusing, and the status queue waits behind the jobs of another queue that fill the
+    // in-flight budget: the status writers hold nothing.
+    { name: "refusing, status writers idle", held: ["statusngin_logentries", logentries] },
+  ] as const;
+  for (const outage of outages) {
+    await using db = await seededDatabase();
+    await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+    const receivedAt = T * 1000 + 700;
+    await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
+    // Disposed before the harness, whose pool would wait for a frozen server.
+    using _back = { [Symbol.dispose]: () => proxy.unblock() };
+    await using w = watch(db, KEPT, T);
+    await liveStatus(h);
+    await h.handle("statusngin_core_restart", RESTART, receivedAt);
+    // The first of the re-published status is committed to both tables.
+    await h.handle("statusngin_hoststatus", hostJob([["a", T], ["b", T], ["c", T]]), receivedAt);
+    await h.handle("statusngin_servicestatus", serviceJob([["a/1", T]]), receivedAt);
+    if (outage.name === "frozen") proxy.freeze();
+    else proxy.block();
+    // The next job reaches its writer, which holds it; the rest waits in the queue.
+    const [queue, payload] = outage.held;
+    const held = track(h.handle(queue, payload, receivedAt + 100));
+    if (outage.name !== "frozen") {
+      await waitFor(() => !h.pipeline.availability.available, { message: "outage seen" });
+    }
+    // Twice the settle time a poll at a time, or until a sweep began (it waits for MySQL).
+    const cleaner = h.pipeline.statusCleaner;
+    for (let ms = 0; ms < 2 * TIMING.settleMs && cleaner.sweptBefore === 0; ms += TIMING.pollMs) {
+      h.clock.advance(TIMING.pollMs);
+      await waitFor(() => h.clock.sleepers > 0 || cleaner.sweptBefore > 0);
+    }
+    proxy.unblock();
+    await waitFor(() => held.settled, { timeoutMs: 20_000, message: "held job committed" });
+    // A sweep that settled during the outage runs now; one still waiting parks on its clock.
+    assert.notEqual(await orStuck(h.advance(0)), "stuck");
+    // The queue drains once MySQL takes writes again.
+    await h.handle(
+      "statusngin_servicestatus",
+      serviceJob([["a/2", T], ["b/1", T], ["c/1", T]]),
+      receivedAt,
+    );
+    await h.runSweep();
+
+    assert.deepEqual(await w.stop(), [], outage.name);
+    assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort(), outage.name);
+  }
 });
 
 Deno.test("core restart, several workers of one node: status another worker process committed is found by a rare bounded read of each table", async () => {

@@ -109,6 +109,8 @@ const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 export interface PausableWriter {
   /** Commit what is buffered, hold the table while `fn` runs, then resume. */
   withPaused<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T>;
+  /** Rows handed over and not yet committed: buffered, sent, or held for a retry. */
+  readonly held: number;
 }
 
 /** The clock of the sweep (epoch milliseconds); tests drive it by hand. */
@@ -434,7 +436,8 @@ export class StatusCleaner {
    * writers of this process committed it, or else as the table showed at its last read) and has
    * settled: the writers committed status stamped the settle time after the first re-published
    * status they committed (the queue drains in order, so all the core re-published before that is
-   * in), or nothing more of this node for the settle time (a queue drains without pauses).
+   * in), or nothing more of this node for the settle time while MySQL took writes and they held
+   * nothing (a queue drains without pauses).
    */
   async #settled(look: Republished, now: number, signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
@@ -453,7 +456,9 @@ export class StatusCleaner {
         missing.push(table);
         continue;
       }
-      if (rows !== s.rows) {
+      // Quiet means nothing more came, not that MySQL took nothing: while it takes no writes, or
+      // the writers still hold rows of the table, re-published status may wait behind them.
+      if (rows !== s.rows || !o.availability.available || o.writers[table].held > 0) {
         s.rows = rows;
         s.sinceMs = now;
       }
