@@ -798,6 +798,96 @@ Deno.test("core restart, live: MySQL taking no writes while the re-published sta
   }
 });
 
+Deno.test("core restart: MySQL going away in the middle of a chunked sweep holds the DELETE and resumes it; the sweep reports the rows only once it is done", async () => {
+  await using db = await seededDatabase();
+  // Six more removed hosts with a service each: with chunks of 2 the sweep takes several DELETEs.
+  const removed = ["g0", "g1", "g2", "g3", "g4", "g5"];
+  await insertRows(
+    db,
+    HOSTSTATUS,
+    removed.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
+  );
+  await insertRows(
+    db,
+    SERVICESTATUS,
+    removed.map((hostname) => ({
+      hostname,
+      service_description: "1",
+      node_name: "N",
+      status_update_time: T - 100,
+    })),
+  );
+  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
+  using _back = { [Symbol.dispose]: () => proxy.unblock() };
+  await using w = watch(db, KEPT, T);
+  // A reader holds a row of a later chunk: that chunk's DELETE waits for it, mid-sweep.
+  await using holder = await lockedRow(db, SERVICESTATUS, "g4");
+  await liveStatus(h);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await withLogs(async (logs) => {
+    const swept = () => logs.filter((l) => l.message === "pipeline: stale status rows deleted");
+    let waiting: number[] = [];
+    await waitFor(async () => {
+      waiting = await holder.waiting();
+      if (waiting.length === 0) h.clock.advance(TIMING.pollMs);
+      return waiting.length > 0;
+    }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+    assert.ok(h.statusDeletes().length > 1, "earlier chunks were deleted");
+    // MySQL goes away under the waiting DELETE; the server-side statement dies with it.
+    proxy.block();
+    for (const id of waiting) await holder.kill(id);
+    await waitFor(() => !h.pipeline.availability.available, { message: "outage seen" });
+    await holder.release();
+    assert.deepEqual(swept(), [], "no table reported swept while its DELETE is held");
+    proxy.unblock();
+    await h.runSweep();
+    const counts = Object.fromEntries(
+      swept().map((l) => [l.properties["table"], l.properties["rows"]]),
+    );
+    assert.deepEqual(counts, {
+      [SERVICESTATUS]: 1 + removed.length,
+      [HOSTSTATUS]: 1 + removed.length,
+    });
+  });
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
+});
+
+/**
+ * A connection of its own holding the row lock of `host`'s rows in `table` (a transaction left
+ * open), which can list the DELETEs of the database waiting for a lock and kill their connection.
+ */
+async function lockedRow(db: ScratchDatabase, table: string, host: string) {
+  const conn = await mysql.createConnection(connectionOptionsOf(db));
+  await conn.query("START TRANSACTION");
+  await conn.query(`SELECT * FROM ${table} WHERE hostname = ? FOR UPDATE`, [host]);
+  return {
+    async waiting(): Promise<number[]> {
+      // A DELETE of a chunk of 2 rows that runs for a second waits for the lock (INNODB_TRX
+      // does not list an autocommit statement's transaction on MariaDB 10.11).
+      const [rows] = await conn.query(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() " +
+          `AND TIME_MS > 1000 AND INFO LIKE 'DELETE FROM \`${table}\`%'`,
+        [db.name],
+      );
+      return (rows as { ID: number }[]).map((r) => Number(r.ID));
+    },
+    async kill(id: number) {
+      await conn.query(`KILL CONNECTION ${id}`);
+    },
+    async release() {
+      await conn.query("ROLLBACK");
+    },
+    async [Symbol.asyncDispose]() {
+      await conn.query("ROLLBACK").catch(() => {});
+      await conn.end();
+    },
+  };
+}
+
 Deno.test("core restart, several workers of one node: status another worker process committed is found by a rare bounded read of each table", async () => {
   await using db = await seededDatabase();
   const receivedAt = T * 1000 + 700;
