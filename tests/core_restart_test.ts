@@ -745,15 +745,27 @@ Deno.test("core restart, live, a big node: re-published status drained for 25 s 
 // (services possibly without their host) until that status was written.
 Deno.test("core restart, live: MySQL taking no writes while the re-published status drains does not end the settle time", async () => {
   const logentries = await Deno.readTextFile(new URL("statusngin_logentries.job", FIXTURES));
+  const service = ["statusngin_servicestatus", serviceJob([["a/2", T]])] as const;
+  const settle = 2 * TIMING.settleMs;
   const outages = [
     // Silent: the service writer's statement gets no answer.
-    { name: "frozen", held: ["statusngin_servicestatus", serviceJob([["a/2", T]])] },
+    { name: "frozen", held: service, ms: settle },
     // Refusing connections (the server restarts): the service writer holds its rows.
-    { name: "refusing", held: ["statusngin_servicestatus", serviceJob([["a/2", T]])] },
+    { name: "refusing", held: service, ms: settle },
     // Refusing, and the status queue waits behind the jobs of another queue that fill the
     // in-flight budget: the status writers hold nothing.
-    { name: "refusing, status writers idle", held: ["statusngin_logentries", logentries] },
-  ] as const;
+    {
+      name: "refusing, status writers idle",
+      held: ["statusngin_logentries", logentries] as const,
+      ms: settle,
+    },
+    // Longer than the longest wait (crash recovery of a big server).
+    {
+      name: "refusing for longer than the longest wait",
+      held: service,
+      ms: TIMING.maxWaitMs + settle,
+    },
+  ];
   for (const outage of outages) {
     await using db = await seededDatabase();
     await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
@@ -775,9 +787,9 @@ Deno.test("core restart, live: MySQL taking no writes while the re-published sta
     if (outage.name !== "frozen") {
       await waitFor(() => !h.pipeline.availability.available, { message: "outage seen" });
     }
-    // Twice the settle time a poll at a time, or until a sweep began (it waits for MySQL).
+    // The outage a poll at a time, or until a sweep began (it waits for MySQL).
     const cleaner = h.pipeline.statusCleaner;
-    for (let ms = 0; ms < 2 * TIMING.settleMs && cleaner.sweptBefore === 0; ms += TIMING.pollMs) {
+    for (let ms = 0; ms < outage.ms && cleaner.sweptBefore === 0; ms += TIMING.pollMs) {
       h.clock.advance(TIMING.pollMs);
       await waitFor(() => h.clock.sleepers > 0 || cleaner.sweptBefore > 0);
     }

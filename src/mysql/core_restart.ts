@@ -132,7 +132,10 @@ export interface RestartTiming {
    * clock), or how long its writers must commit nothing more, before the sweep.
    */
   readonly settleMs: number;
-  /** Sweep anyway this long after (a table whose every object was removed never refreshes). */
+  /**
+   * Sweep anyway this long after the restart was recorded or MySQL took writes again (a table
+   * whose every object was removed never refreshes).
+   */
   readonly maxWaitMs: number;
   /** How often the sweep looks whether the status was re-published (in memory, no SQL). */
   readonly pollMs: number;
@@ -400,7 +403,7 @@ export class StatusCleaner {
 
   /**
    * Wait until both status tables have status re-published since the latest pending restart
-   * and have settled, or the longest wait has passed.
+   * and have settled, or the longest wait has passed (since MySQL last took writes again).
    */
   async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
     const t = this.#timing;
@@ -411,19 +414,28 @@ export class StatusCleaner {
       nextTableCheckMs: p.recordedAtMs + t.tableCheckMs,
     });
     let look = lookAt(first);
+    // The longest wait counts from the restart, or from MySQL's return after an outage: the
+    // re-published status queued meanwhile must have the time to be written.
+    let waitFromMs = first.recordedAtMs;
     for (;;) {
       const latest = this.#pending;
       if (latest !== undefined && latest !== target) {
         target = latest;
         look = lookAt(latest);
+        waitFromMs = Math.max(waitFromMs, latest.recordedAtMs);
       }
       const now = this.#clock.nowMs();
+      if (!this.#o.availability.available) waitFromMs = now;
       if (await this.#settled(look, now, signal)) return target;
-      if (now - target.recordedAtMs >= t.maxWaitMs) {
+      if (now - waitFromMs >= t.maxWaitMs) {
         log.warn(
           "pipeline: the status tables did not catch up with the core restart in time; " +
             "sweeping anyway (objects the core still has reappear with their next status)",
-          { node_name: this.#o.nodeName, cutoff: target.cutoff, waited_ms: t.maxWaitMs },
+          {
+            node_name: this.#o.nodeName,
+            cutoff: target.cutoff,
+            waited_ms: now - target.recordedAtMs,
+          },
         );
         return target;
       }
