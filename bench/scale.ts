@@ -311,6 +311,7 @@ async function sweep(database: string, node: string): Promise<Sweep> {
   let longest = 0;
   let pauses = 0;
   const writer: PausableWriter = {
+    held: 0,
     async withPaused(fn) {
       const t = performance.now();
       try {

@@ -25,7 +25,8 @@ import {
   type ScratchDatabase,
 } from "./helpers/mysql.ts";
 import { createSchema } from "./helpers/worker.ts";
-import { track, waitFor } from "./helpers/wait.ts";
+import { orStuck, track, waitFor } from "./helpers/wait.ts";
+import { startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { withLogs } from "./helpers/logs.ts";
 import type { Pipeline } from "../src/pipeline/pipeline.ts";
 import { testPipeline } from "./helpers/pipeline.ts";
@@ -130,8 +131,10 @@ function openHarness(
   clockStartMs: number,
   openItcockpit = false,
   writersPerTable = 1,
+  port = db.port,
 ): Harness {
-  const pool = mysql.createPool({ ...connectionOptionsOf(db), connectionLimit: 8 });
+  // `port`: a proxy in front of the server, to take MySQL away from the worker alone.
+  const pool = mysql.createPool({ ...connectionOptionsOf(db), port, connectionLimit: 8 });
   const clock = new ManualClock(clockStartMs);
   // Every statement the worker sends, counted where it leaves for MySQL.
   const statements: string[] = [];
@@ -584,6 +587,7 @@ Deno.test("core restart: the status writers are paused for each chunk's DELETE a
     const log: { sql: string; paused: boolean }[] = [];
     const inner = poolExecutor(pool);
     const writer: PausableWriter = {
+      held: 0,
       async withPaused(fn) {
         paused++;
         pauses++;
@@ -734,6 +738,167 @@ Deno.test("core restart, live, a big node: re-published status drained for 25 s 
   assert.equal(after.has("N:gone/1"), false);
   assert.deepEqual([...after.keys()].sort(), [...kept].sort());
 });
+
+// While MySQL took no writes, the status writers committed nothing, and 10 s of that ended the
+// settle time as if the status queues had drained: once MySQL was back the sweep deleted the rows
+// of objects whose re-published status was still held by a writer or queued behind it, missing
+// (services possibly without their host) until that status was written.
+Deno.test("core restart, live: MySQL taking no writes while the re-published status drains does not end the settle time", async () => {
+  const logentries = await Deno.readTextFile(new URL("statusngin_logentries.job", FIXTURES));
+  const service = ["statusngin_servicestatus", serviceJob([["a/2", T]])] as const;
+  const settle = 2 * TIMING.settleMs;
+  const outages = [
+    // Silent: the service writer's statement gets no answer.
+    { name: "frozen", held: service, ms: settle },
+    // Refusing connections (the server restarts): the service writer holds its rows.
+    { name: "refusing", held: service, ms: settle },
+    // Refusing, and the status queue waits behind the jobs of another queue that fill the
+    // in-flight budget: the status writers hold nothing.
+    {
+      name: "refusing, status writers idle",
+      held: ["statusngin_logentries", logentries] as const,
+      ms: settle,
+    },
+    // Longer than the longest wait (crash recovery of a big server).
+    {
+      name: "refusing for longer than the longest wait",
+      held: service,
+      ms: TIMING.maxWaitMs + settle,
+    },
+  ];
+  for (const outage of outages) {
+    await using db = await seededDatabase();
+    await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+    const receivedAt = T * 1000 + 700;
+    await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
+    // Disposed before the harness, whose pool would wait for a frozen server.
+    using _back = { [Symbol.dispose]: () => proxy.unblock() };
+    await using w = watch(db, KEPT, T);
+    await liveStatus(h);
+    await h.handle("statusngin_core_restart", RESTART, receivedAt);
+    // The first of the re-published status is committed to both tables.
+    await h.handle("statusngin_hoststatus", hostJob([["a", T], ["b", T], ["c", T]]), receivedAt);
+    await h.handle("statusngin_servicestatus", serviceJob([["a/1", T]]), receivedAt);
+    if (outage.name === "frozen") proxy.freeze();
+    else proxy.block();
+    // The next job reaches its writer, which holds it; the rest waits in the queue.
+    const [queue, payload] = outage.held;
+    const held = track(h.handle(queue, payload, receivedAt + 100));
+    if (outage.name !== "frozen") {
+      await waitFor(() => !h.pipeline.availability.available, { message: "outage seen" });
+    }
+    // The outage a poll at a time, or until a sweep began (it waits for MySQL).
+    const cleaner = h.pipeline.statusCleaner;
+    for (let ms = 0; ms < outage.ms && cleaner.sweptBefore === 0; ms += TIMING.pollMs) {
+      h.clock.advance(TIMING.pollMs);
+      await waitFor(() => h.clock.sleepers > 0 || cleaner.sweptBefore > 0);
+    }
+    proxy.unblock();
+    await waitFor(() => held.settled, { timeoutMs: 20_000, message: "held job committed" });
+    // A sweep that settled during the outage runs now; one still waiting parks on its clock.
+    assert.notEqual(await orStuck(h.advance(0)), "stuck");
+    // The queue drains once MySQL takes writes again.
+    await h.handle(
+      "statusngin_servicestatus",
+      serviceJob([["a/2", T], ["b/1", T], ["c/1", T]]),
+      receivedAt,
+    );
+    await h.runSweep();
+
+    assert.deepEqual(await w.stop(), [], outage.name);
+    assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort(), outage.name);
+  }
+});
+
+Deno.test("core restart: MySQL going away in the middle of a chunked sweep holds the DELETE and resumes it; the sweep reports the rows only once it is done", async () => {
+  await using db = await seededDatabase();
+  // Six more removed hosts with a service each: with chunks of 2 the sweep takes several DELETEs.
+  const removed = ["g0", "g1", "g2", "g3", "g4", "g5"];
+  await insertRows(
+    db,
+    HOSTSTATUS,
+    removed.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
+  );
+  await insertRows(
+    db,
+    SERVICESTATUS,
+    removed.map((hostname) => ({
+      hostname,
+      service_description: "1",
+      node_name: "N",
+      status_update_time: T - 100,
+    })),
+  );
+  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
+  using _back = { [Symbol.dispose]: () => proxy.unblock() };
+  await using w = watch(db, KEPT, T);
+  // A reader holds a row of a later chunk: that chunk's DELETE waits for it, mid-sweep.
+  await using holder = await lockedRow(db, SERVICESTATUS, "g4");
+  await liveStatus(h);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await withLogs(async (logs) => {
+    const swept = () => logs.filter((l) => l.message === "pipeline: stale status rows deleted");
+    let waiting: number[] = [];
+    await waitFor(async () => {
+      waiting = await holder.waiting();
+      if (waiting.length === 0) h.clock.advance(TIMING.pollMs);
+      return waiting.length > 0;
+    }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+    assert.ok(h.statusDeletes().length > 1, "earlier chunks were deleted");
+    // MySQL goes away under the waiting DELETE; the server-side statement dies with it.
+    proxy.block();
+    for (const id of waiting) await holder.kill(id);
+    await waitFor(() => !h.pipeline.availability.available, { message: "outage seen" });
+    await holder.release();
+    assert.deepEqual(swept(), [], "no table reported swept while its DELETE is held");
+    proxy.unblock();
+    await h.runSweep();
+    const counts = Object.fromEntries(
+      swept().map((l) => [l.properties["table"], l.properties["rows"]]),
+    );
+    assert.deepEqual(counts, {
+      [SERVICESTATUS]: 1 + removed.length,
+      [HOSTSTATUS]: 1 + removed.length,
+    });
+  });
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
+});
+
+/**
+ * A connection of its own holding the row lock of `host`'s rows in `table` (a transaction left
+ * open), which can list the DELETEs of the database waiting for a lock and kill their connection.
+ */
+async function lockedRow(db: ScratchDatabase, table: string, host: string) {
+  const conn = await mysql.createConnection(connectionOptionsOf(db));
+  await conn.query("START TRANSACTION");
+  await conn.query(`SELECT * FROM ${table} WHERE hostname = ? FOR UPDATE`, [host]);
+  return {
+    async waiting(): Promise<number[]> {
+      // A DELETE of a chunk of 2 rows that runs for a second waits for the lock (INNODB_TRX
+      // does not list an autocommit statement's transaction on MariaDB 10.11).
+      const [rows] = await conn.query(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() " +
+          `AND TIME_MS > 1000 AND INFO LIKE 'DELETE FROM \`${table}\`%'`,
+        [db.name],
+      );
+      return (rows as { ID: number }[]).map((r) => Number(r.ID));
+    },
+    async kill(id: number) {
+      await conn.query(`KILL CONNECTION ${id}`);
+    },
+    async release() {
+      await conn.query("ROLLBACK");
+    },
+    async [Symbol.asyncDispose]() {
+      await conn.query("ROLLBACK").catch(() => {});
+      await conn.end();
+    },
+  };
+}
 
 Deno.test("core restart, several workers of one node: status another worker process committed is found by a rare bounded read of each table", async () => {
   await using db = await seededDatabase();

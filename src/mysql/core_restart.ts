@@ -109,6 +109,8 @@ const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 export interface PausableWriter {
   /** Commit what is buffered, hold the table while `fn` runs, then resume. */
   withPaused<T>(fn: () => Promise<T>, signal?: AbortSignal): Promise<T>;
+  /** Rows handed over and not yet committed: buffered, sent, or held for a retry. */
+  readonly held: number;
 }
 
 /** The clock of the sweep (epoch milliseconds); tests drive it by hand. */
@@ -130,7 +132,10 @@ export interface RestartTiming {
    * clock), or how long its writers must commit nothing more, before the sweep.
    */
   readonly settleMs: number;
-  /** Sweep anyway this long after (a table whose every object was removed never refreshes). */
+  /**
+   * Sweep anyway this long after the restart was recorded or MySQL took writes again (a table
+   * whose every object was removed never refreshes).
+   */
   readonly maxWaitMs: number;
   /** How often the sweep looks whether the status was re-published (in memory, no SQL). */
   readonly pollMs: number;
@@ -398,7 +403,7 @@ export class StatusCleaner {
 
   /**
    * Wait until both status tables have status re-published since the latest pending restart
-   * and have settled, or the longest wait has passed.
+   * and have settled, or the longest wait has passed (since MySQL last took writes again).
    */
   async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
     const t = this.#timing;
@@ -409,19 +414,28 @@ export class StatusCleaner {
       nextTableCheckMs: p.recordedAtMs + t.tableCheckMs,
     });
     let look = lookAt(first);
+    // The longest wait counts from the restart, or from MySQL's return after an outage: the
+    // re-published status queued meanwhile must have the time to be written.
+    let waitFromMs = first.recordedAtMs;
     for (;;) {
       const latest = this.#pending;
       if (latest !== undefined && latest !== target) {
         target = latest;
         look = lookAt(latest);
+        waitFromMs = Math.max(waitFromMs, latest.recordedAtMs);
       }
       const now = this.#clock.nowMs();
+      if (!this.#o.availability.available) waitFromMs = now;
       if (await this.#settled(look, now, signal)) return target;
-      if (now - target.recordedAtMs >= t.maxWaitMs) {
+      if (now - waitFromMs >= t.maxWaitMs) {
         log.warn(
           "pipeline: the status tables did not catch up with the core restart in time; " +
             "sweeping anyway (objects the core still has reappear with their next status)",
-          { node_name: this.#o.nodeName, cutoff: target.cutoff, waited_ms: t.maxWaitMs },
+          {
+            node_name: this.#o.nodeName,
+            cutoff: target.cutoff,
+            waited_ms: now - target.recordedAtMs,
+          },
         );
         return target;
       }
@@ -434,7 +448,8 @@ export class StatusCleaner {
    * writers of this process committed it, or else as the table showed at its last read) and has
    * settled: the writers committed status stamped the settle time after the first re-published
    * status they committed (the queue drains in order, so all the core re-published before that is
-   * in), or nothing more of this node for the settle time (a queue drains without pauses).
+   * in), or nothing more of this node for the settle time while MySQL took writes and they held
+   * nothing (a queue drains without pauses).
    */
   async #settled(look: Republished, now: number, signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
@@ -453,7 +468,9 @@ export class StatusCleaner {
         missing.push(table);
         continue;
       }
-      if (rows !== s.rows) {
+      // Quiet means nothing more came, not that MySQL took nothing: while it takes no writes, or
+      // the writers still hold rows of the table, re-published status may wait behind them.
+      if (rows !== s.rows || !o.availability.available || o.writers[table].held > 0) {
         s.rows = rows;
         s.sinceMs = now;
       }

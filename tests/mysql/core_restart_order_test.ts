@@ -52,6 +52,7 @@ async function trial(seed: number, offset: number): Promise<void> {
     },
   };
   const writer: PausableWriter = {
+    held: 0,
     async withPaused(fn) {
       await hops(rnd(3));
       return await fn();
