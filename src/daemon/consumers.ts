@@ -23,7 +23,13 @@ import type {
   QueueConsumer,
 } from "../consumer/contract.ts";
 import { type QueueName, QUEUES } from "../events/mod.ts";
-import { type DeadLetterSink, Lease, type MysqlHosts, nodeLeaseOptions } from "../mysql/mod.ts";
+import {
+  type DeadLetterSink,
+  Lease,
+  type LeaseIdentity,
+  type MysqlHosts,
+  nodeLeaseOptions,
+} from "../mysql/mod.ts";
 import type { Pipeline } from "../pipeline/pipeline.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { errorMessage, getLogger } from "../log.ts";
@@ -116,6 +122,8 @@ interface ConsumptionParts {
   readonly metrics: Metrics;
   /** The in-order lock's connection goes to the MySQL host in use. */
   readonly mysqlHosts: MysqlHosts;
+  /** The in-order lease's row and holder; the pipeline's downtime statements commit under it. */
+  readonly inOrderLease?: LeaseIdentity | undefined;
 }
 
 /** The queues this worker consumes, split by whether they wait for the in-order lock. */
@@ -140,6 +148,8 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
     ? { start: () => Promise.resolve(), stop: () => Promise.resolve() }
     : buildConsumer(split.always, parts, deadLetter);
   if (split.gated.length === 0) return main;
+  const identity = parts.inOrderLease;
+  if (identity === undefined) throw new Error("in-order queues need the in-order lease's identity");
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   const drainMs = Math.min(config.drainTimeoutMs, IN_ORDER_DRAIN_MS);
   // A fresh consumer each time the lease is taken: a stopped one cannot restart.
@@ -149,7 +159,7 @@ export function buildConsumption(parts: ConsumptionParts, split: QueueSplit): Qu
   let applying = 0;
   const lease: Lease = new Lease({
     // One lease per node: the workers of a node share its queues, other nodes' must not wait.
-    ...nodeLeaseOptions("in-order", config.nodeName, () => parts.mysqlHosts.inUse, pollMs, drainMs),
+    ...nodeLeaseOptions(identity, () => parts.mysqlHosts.inUse, pollMs, drainMs),
     heldGauge: parts.metrics.inOrderLockHeld,
     takeovers: parts.metrics.inOrderLeaseTakeovers,
     releasable: () => applying === 0,

@@ -20,6 +20,7 @@ import {
   IdleProbe,
   Lease,
   type MysqlHosts,
+  nodeLease,
   nodeLeaseOptions,
 } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries } from "../metrics/registry.ts";
@@ -147,6 +148,9 @@ export async function startWorker(
   const perfdata = stack.use(perfdataOutputs(config, metrics));
   const hub = webSocketHub(config, metrics);
   if (hub !== undefined) stack.defer(() => Promise.resolve(hub.close()));
+  const split = splitQueues(config, queues);
+  // The downtime statements commit only while this worker holds the lease that admits them.
+  const inOrderLease = split.gated.length > 0 ? nodeLease("in-order", config.nodeName) : undefined;
   const pipeline = new Pipeline({
     executor: database.executor,
     batchSize: config.batchSize,
@@ -162,6 +166,7 @@ export async function startWorker(
     perfdataSink: perfdata,
     statsIntervalMs: config.statsIntervalMs,
     stream: hub,
+    inOrderLease,
   });
   stack.defer(() => pipeline.close(0));
   // While nothing is written, a bounded round trip keeps statusengine_db_available true to what
@@ -171,7 +176,6 @@ export async function startWorker(
   stack.defer(() => probe.stop());
 
   const observer = metricsObserver(metrics);
-  const split = splitQueues(config, queues);
   verdict = () => readiness(pipeline, deadLetters, observer, split, database.hosts);
   const websocket = stack.use(await serveWebSocket(config, hub, metrics));
   const commands = stack.use(await serveCommands(config, metrics, backend));
@@ -186,6 +190,7 @@ export async function startWorker(
       deadLetters,
       metrics,
       mysqlHosts: database.hosts,
+      inOrderLease,
     }, split);
     stack.defer(() => consumer.stop());
     // A stop ends the first connection attempts (each may wait up to its connect timeout); the
@@ -434,7 +439,12 @@ function startTasks(
 function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
   const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
   return new Lease({
-    ...nodeLeaseOptions("tasks", config.nodeName, () => hosts.inUse, pollMs, TASKS_LEASE_DRAIN_MS),
+    ...nodeLeaseOptions(
+      nodeLease("tasks", config.nodeName),
+      () => hosts.inUse,
+      pollMs,
+      TASKS_LEASE_DRAIN_MS,
+    ),
     // The manager asks `valid` before each poll and each submission: nothing to start or stop.
     onHeld: () => {
       log.info("tasks: this worker runs the node's tasks (it holds the tasks lease)", {

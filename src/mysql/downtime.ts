@@ -8,6 +8,9 @@ import { type TableName, TABLES } from "./catalogue.ts";
 import type { TableWriterOptions } from "./writer.ts";
 import { MysqlWriteError } from "./errors.ts";
 import { type HoldScope, MYSQL_HOLD, pauseHeld, runWithRetry } from "./retry.ts";
+import { heldLeaseUpdate, type LeaseIdentity } from "./lease.ts";
+import type { ExecResult } from "./executor.ts";
+import { WorkerError } from "../util/errors.ts";
 import { Backoff } from "../util/backoff.ts";
 import { adjustRow, fitKeyValue, type ValueAdjustment } from "./values.ts";
 import { quoteIdentifier as quote } from "./ddl.ts";
@@ -110,10 +113,14 @@ export function buildDowntimeStatement(statement: DowntimeStatement): BuiltState
   }
 }
 
-type DowntimeExecutorOptions = Pick<
-  TableWriterOptions,
-  "executor" | "availability" | "deadLetters" | "metrics"
->;
+interface DowntimeExecutorOptions
+  extends Pick<TableWriterOptions, "executor" | "availability" | "deadLetters" | "metrics"> {
+  /**
+   * The in-order lease the statements are applied under: each commits only while this worker
+   * holds it (docs/downtimes.md#galera). Absent: they run on their own.
+   */
+  readonly lease?: LeaseIdentity | undefined;
+}
 
 /** Runs the statements of the serialized downtime queue (docs/consumption.md#downtimes-in-order). */
 export class DowntimeExecutor {
@@ -125,7 +132,8 @@ export class DowntimeExecutor {
 
   /**
    * Run the statements of one job in order. A transient failure holds until MySQL is back or
-   * `signal` aborts (the job stays unacknowledged); a permanent one is dead-lettered (D7).
+   * `signal` aborts (the job stays unacknowledged); a permanent one is dead-lettered (D7). Rejects
+   * with `in_order_lock_lost` when a statement found the lease another worker's.
    */
   async run(
     queue: string,
@@ -139,9 +147,9 @@ export class DowntimeExecutor {
         m?.dbValuesAdjusted.inc({ table: statement.table, reason: a.reason });
       }
       const scope = { table: statement.table, availability: this.#o.availability, signal };
-      let affected: number;
+      let result: ExecResult;
       try {
-        affected = await this.#runHeld(built, scope);
+        result = await this.#runHeld(built, scope);
       } catch (err: unknown) {
         this.#o.availability.abandon(statement.table, scope);
         if (!(err instanceof MysqlWriteError)) throw err;
@@ -163,6 +171,14 @@ export class DowntimeExecutor {
         });
         continue;
       }
+      if (result.rolledBack === true) {
+        throw new WorkerError(
+          "in_order_lock_lost",
+          "a downtime statement found the in-order lease held by another worker and was rolled " +
+            "back; the job goes back to the broker",
+        );
+      }
+      const affected = result.affectedRows;
       m?.dbEventsWritten.inc({ table: statement.table });
       log.debug("db: downtime write", {
         table: statement.table,
@@ -197,16 +213,18 @@ export class DowntimeExecutor {
    * row (a renamed column, a missing table) is MySQL's, and dead-lettering it would dead-letter
    * every downtime event until the schema is repaired.
    */
-  async #runHeld(built: BuiltStatement, scope: HoldScope): Promise<number> {
+  async #runHeld(built: BuiltStatement, scope: HoldScope): Promise<ExecResult> {
+    const lease = this.#o.lease;
+    // A statement its worker gave up may still run on the server after another worker took the
+    // lease over; committed with an UPDATE of the lease row it cannot outlast the take-over.
+    const options = lease === undefined ? undefined : { commitIf: heldLeaseUpdate(lease) };
     let hold: Backoff | undefined;
     for (;;) {
       try {
-        const result = await runWithRetry(() => this.#o.executor.run(built.sql, built.values), {
-          ...scope,
-          holder: scope,
-          metrics: this.#o.metrics,
-        });
-        return result.affectedRows;
+        return await runWithRetry(
+          () => this.#o.executor.run(built.sql, built.values, options),
+          { ...scope, holder: scope, metrics: this.#o.metrics },
+        );
       } catch (err: unknown) {
         if (!(err instanceof MysqlWriteError) || err.kind !== "statement") throw err;
         if (hold === undefined) {

@@ -26,6 +26,8 @@ export interface ExecResult {
   readonly affectedRows: number;
   /** Result rows of a SELECT (empty otherwise). */
   readonly rows: readonly Record<string, unknown>[];
+  /** {@link RunOptions.commitIf} matched no row: the statement was rolled back. */
+  readonly rolledBack?: boolean;
 }
 
 /**
@@ -98,6 +100,11 @@ export function createWriterPool(
 export interface RunOptions {
   /** Run as a server-side prepared statement (bulk INSERTs). */
   readonly prepared?: boolean;
+  /**
+   * An UPDATE run after the statement in the same transaction: the statement is committed only
+   * when it matched exactly one row, else rolled back ({@link ExecResult.rolledBack}).
+   */
+  readonly commitIf?: { readonly sql: string; readonly values: readonly unknown[] };
 }
 
 /** Runs one statement (`?` placeholders, one value each). */
@@ -126,36 +133,58 @@ export function poolExecutor(pool: Pool, options: PoolExecutorOptions = {}): Sql
     async run(sql, values, runOptions) {
       const prepared = runOptions?.prepared === true;
       const parameters = prepared && values !== undefined ? bulkParameters(values) : values;
+      const commitIf = runOptions?.commitIf;
       let result: unknown;
+      let rolledBack = false;
+      const one = async (c: PoolConnection) =>
+        (prepared
+          ? await c.execute(sql, parameters as ExecuteValues[] | undefined)
+          : await c.query(sql, parameters as unknown[] | undefined))[0];
       try {
-        result = timeoutMs > 0
-          ? await runBounded(pool, timeoutMs, sql, parameters, prepared)
-          : (prepared
+        if (commitIf !== undefined) {
+          // One connection for the transaction; a failed one is closed, never returned open.
+          result = await runBounded(pool, timeoutMs, true, async (c) => {
+            await c.query("BEGIN");
+            const done = await one(c);
+            const [decided] = await c.query(commitIf.sql, commitIf.values as unknown[]);
+            rolledBack = (decided as { affectedRows?: number }).affectedRows !== 1;
+            await c.query(rolledBack ? "ROLLBACK" : "COMMIT");
+            return done;
+          });
+        } else if (timeoutMs > 0) {
+          result = await runBounded(pool, timeoutMs, false, one);
+        } else {
+          result = (prepared
             ? await pool.execute(sql, parameters as ExecuteValues[] | undefined)
             : await pool.query(sql, parameters as unknown[] | undefined))[0];
+        }
       } catch (err: unknown) {
         if (classifyMysqlError(err) === "unavailable") options.onUnavailable?.();
         throw err;
       }
       return Array.isArray(result)
         ? { affectedRows: 0, rows: result as Record<string, unknown>[] }
-        : { affectedRows: (result as { affectedRows?: number }).affectedRows ?? 0, rows: [] };
+        : {
+          affectedRows: (result as { affectedRows?: number }).affectedRows ?? 0,
+          rows: [],
+          ...(rolledBack ? { rolledBack } : {}),
+        };
     },
   };
 }
 
 /**
- * One statement on its own pooled connection, given up after `timeoutMs`: its connection is then
- * destroyed (never returned with an unanswered command on it); one acquired later goes back.
+ * `work` on its own pooled connection, given up after `timeoutMs` (0: never): its connection is
+ * then destroyed (never returned with an unanswered command on it); one acquired later goes back.
  * Not mysql2's `timeout`: it leaves the connection busy, and its clock does not include waiting
- * for a connection, which is where a frozen server keeps every later statement.
+ * for a connection, which is where a frozen server keeps every later statement. A `transaction`
+ * that failed destroys its connection too: a lock wait timeout rolls back only the statement.
  */
 async function runBounded(
   pool: Pool,
   timeoutMs: number,
-  sql: string,
-  values: readonly unknown[] | undefined,
-  prepared: boolean,
+  transaction: boolean,
+  work: (conn: PoolConnection) => Promise<unknown>,
 ): Promise<unknown> {
   let conn: PoolConnection | undefined;
   let expired = false;
@@ -168,27 +197,30 @@ async function runBounded(
     conn = c;
     let failed: unknown;
     try {
-      const [result] = prepared
-        ? await c.execute(sql, values as ExecuteValues[] | undefined)
-        : await c.query(sql, values as unknown[] | undefined);
-      return result;
+      return await work(c);
     } catch (err: unknown) {
       failed = err;
       throw err;
     } finally {
       if (!expired) {
         const errno = (failed as { errno?: unknown } | undefined)?.errno;
-        if (typeof errno === "number" && READ_ONLY_ERRNOS.has(errno)) c.destroy();
-        else c.release();
+        if (
+          (transaction && failed !== undefined) ||
+          (typeof errno === "number" && READ_ONLY_ERRNOS.has(errno))
+        ) {
+          c.destroy();
+        } else c.release();
       }
     }
   })();
   const timeout = Promise.withResolvers<never>();
-  const timer = setTimeout(() => {
-    expired = true;
-    conn?.destroy();
-    timeout.reject(new StatementTimeoutError(timeoutMs));
-  }, timeoutMs);
+  const timer = timeoutMs > 0
+    ? setTimeout(() => {
+      expired = true;
+      conn?.destroy();
+      timeout.reject(new StatementTimeoutError(timeoutMs));
+    }, timeoutMs)
+    : undefined;
   try {
     return await Promise.race([statement, timeout.promise]);
   } finally {

@@ -24,14 +24,45 @@ export function leaseTermMs(pollMs: number, drainMs: number): number {
   return 15 * pollMs + drainMs;
 }
 
+/** A lease's row and this worker's name in it. */
+export interface LeaseIdentity {
+  /** The row's key, at most 255 characters. */
+  readonly name: string;
+  /** This worker, unique among all workers and their restarts (pid and a random part). */
+  readonly holder: string;
+}
+
 /**
- * What every lease of a node shares: its row (`<kind>:<node>`, cut to the column's 255
- * characters; a shared lease only costs parallelism), a holder unique among workers and restarts,
- * a dedicated connection to the host in use, and the term from the poll and the drain.
+ * A node's lease of one kind: its row (`<kind>:<node>`, cut to the column's 255 characters; a
+ * shared lease only costs parallelism) and a holder unique among workers and restarts.
+ */
+export function nodeLease(kind: string, nodeName: string): LeaseIdentity {
+  return {
+    name: [...`${kind}:${nodeName}`].slice(0, 255).join(""),
+    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
+  };
+}
+
+/**
+ * The UPDATE that a write commits only with (`RunOptions.commitIf`): it matches the row only
+ * while `lease.holder` holds it, and it changes the row, so a take-over, which changes it too,
+ * makes one of the two fail (a row lock on one server, certification across Galera nodes). A
+ * write its holder gave up can then not commit after the new holder's (docs/downtimes.md#galera).
+ */
+export function heldLeaseUpdate(lease: LeaseIdentity): { sql: string; values: string[] } {
+  return {
+    sql: `UPDATE ${TABLE} SET renewals = renewals + 1, renewed_at = UNIX_TIMESTAMP() ` +
+      "WHERE name = ? AND holder = ?",
+    values: [lease.name, lease.holder],
+  };
+}
+
+/**
+ * What every lease of a node shares: its identity ({@link nodeLease}), a dedicated connection to
+ * the host in use, and the term from the poll and the drain.
  */
 export function nodeLeaseOptions(
-  kind: string,
-  nodeName: string,
+  lease: LeaseIdentity,
   host: () => MysqlUrlOptions,
   pollMs: number,
   drainMs: number,
@@ -40,20 +71,16 @@ export function nodeLeaseOptions(
     // Never a pooled connection: its queries must not wait behind the writers'. No probe: the
     // first query is one. Bounded by the poll: the validity allows two polls for a renewal.
     connect: () => mysql.createConnection({ ...driverOptions(host()), connectTimeout: pollMs }),
-    name: [...`${kind}:${nodeName}`].slice(0, 255).join(""),
-    holder: `pid ${Deno.pid} ${crypto.randomUUID().slice(0, 8)}`,
+    name: lease.name,
+    holder: lease.holder,
     pollMs,
     termMs: leaseTermMs(pollMs, drainMs),
     drainMs,
   };
 }
 
-interface LeaseOptions {
+interface LeaseOptions extends LeaseIdentity {
   readonly connect: () => Promise<MysqlConnection>;
-  /** The row's key, at most 255 characters. */
-  readonly name: string;
-  /** This worker, unique among all workers and their restarts (pid and a random part). */
-  readonly holder: string;
   /** Interval of renewals and reads, and the bound of each query. */
   readonly pollMs: number;
   /** {@link leaseTermMs}. */

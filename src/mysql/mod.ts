@@ -39,7 +39,7 @@ export {
   selectLosstestRunSizes,
   selectNewestRows,
 } from "./connect.ts";
-export { Lease, nodeLeaseOptions } from "./lease.ts";
+export { Lease, type LeaseIdentity, nodeLease, nodeLeaseOptions } from "./lease.ts";
 export { ShardedWriter } from "./sharded_writer.ts";
 export { DowntimeExecutor } from "./downtime.ts";
 export { DbAvailability, IdleProbe } from "./availability.ts";

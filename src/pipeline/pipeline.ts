@@ -9,6 +9,7 @@ import {
   DbAvailability,
   DowntimeExecutor,
   isStatusTable,
+  type LeaseIdentity,
   type RestartClock,
   type RestartTiming,
   ShardedWriter,
@@ -61,6 +62,8 @@ export interface PipelineOptions extends HandlerSettings {
   readonly statsIntervalMs?: number | undefined;
   /** The MySQL URL as logs show it (password masked), named by the write stall's error lines. */
   readonly mysql?: string;
+  /** The in-order lease the downtime statements commit under (docs/downtimes.md#galera). */
+  readonly inOrderLease?: LeaseIdentity | undefined;
   /** When the core-restart sweep runs, and its clock (tests); defaults suit production. */
   readonly coreRestart?: {
     readonly clock?: RestartClock;
@@ -130,6 +133,7 @@ export class Pipeline {
     });
     const downtimes = new DowntimeExecutor({
       executor: options.executor,
+      lease: options.inOrderLease,
       availability: this.availability,
       deadLetters: options.deadLetters,
       metrics: options.metrics,

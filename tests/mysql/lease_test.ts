@@ -20,6 +20,7 @@ import { createMetrics } from "../../src/metrics/registry.ts";
 import { DeadLetters } from "../../src/pipeline/dead_letter.ts";
 import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtime.ts";
 import { errorMessage } from "../../src/log.ts";
+import { WorkerError } from "../../src/util/errors.ts";
 
 const QUEUE = "statusngin_downtimes";
 
@@ -545,4 +546,63 @@ Deno.test("lease: the same on a server whose default isolation is READ COMMITTED
   const db: TestDatabase = { name: "se", query: (sql, params) => server.query(sql, params, "se") };
   const rows = await lateCopyAfterTakeOver(db, server.url({ database: "se" }));
   assert.deepEqual(rows, { stopWaitedForOldCopy: true, scheduled: 0, history: 1, tombstones: 1 });
+});
+
+// A holder frozen past its term (SIGSTOP, a suspended VM) runs again with its job half done: the
+// downtime statements did not ask the lease, so the rest of the job committed after the new
+// holder's jobs. Each statement now commits only with an UPDATE of the lease row as its holder.
+Deno.test("lease: a downtime statement of a worker whose lease another worker took rolls back, and its job goes back", async () => {
+  const { db, options } = await leaseDatabase();
+  await using _db = db;
+  const metrics = createMetrics();
+  const deadLetters = new DeadLetters(null, metrics);
+  const pool = createWriterPool(options, 2);
+  const executor = new DowntimeExecutor({
+    executor: poolExecutor(pool),
+    availability: new DbAvailability(metrics.dbAvailable),
+    deadLetters,
+    metrics,
+    lease: { name: "in-order:n", holder: "A 1" },
+  });
+  const add = (id: number) =>
+    downtimeStatements({
+      type: 1100,
+      attr: 0,
+      timestamp: E + 50,
+      timestampUsec: 1,
+      downtimeType: 1,
+      hostName: "web1",
+      serviceDescription: "HTTP",
+      downtimeId: id,
+      startTime: E + 100,
+      endTime: E + 700,
+      entryTime: E + 50,
+      authorName: "op",
+      commentData: "maintenance",
+      triggeredBy: 0,
+      fixed: 1,
+      duration: 600,
+    }, "N");
+  const count = async (table: string) =>
+    Number((await db.query<{ n: number }[]>(`SELECT COUNT(*) AS n FROM ${table}`))[0]?.n);
+  try {
+    await db.query(
+      "INSERT INTO statusengine_worker_leases (name, holder, renewals) VALUES ('in-order:n', 'A 1', 5)",
+    );
+    await executor.run(QUEUE, add(1), AbortSignal.timeout(10_000));
+    assert.equal(await count("statusengine_service_scheduleddowntimes"), 1, "the holder's ADD");
+    await db.query(
+      "UPDATE statusengine_worker_leases SET holder = 'B 2' WHERE name = 'in-order:n'",
+    );
+    await assert.rejects(
+      executor.run(QUEUE, add(2), AbortSignal.timeout(10_000)),
+      (err: unknown) => err instanceof WorkerError && err.code === "in_order_lock_lost",
+    );
+    assert.equal(await count("statusengine_service_downtimehistory"), 1, "nothing of the 2nd ADD");
+    assert.equal(await count("statusengine_downtime_announcements"), 1);
+    assert.equal(await count("statusengine_service_scheduleddowntimes"), 1);
+  } finally {
+    await pool.end();
+    await deadLetters.close();
+  }
 });

@@ -11,7 +11,7 @@ import { orStuck, waitFor } from "../helpers/wait.ts";
 import { connectionOptionsOf, createScratchDatabase } from "../helpers/mysql.ts";
 import { connectMysql, endMysql, endPool } from "../../src/mysql/connect.ts";
 import { createWriterPool, poolExecutor } from "../../src/mysql/executor.ts";
-import { Lease, nodeLeaseOptions } from "../../src/mysql/lease.ts";
+import { Lease, nodeLease, nodeLeaseOptions } from "../../src/mysql/lease.ts";
 import { mysqlOptionsFromUrl } from "../../src/util/mysql_url.ts";
 import { runOnEachConnection } from "../../src/mysql/mysql2_internals.ts";
 import { classifyMysqlError } from "../../src/mysql/errors.ts";
@@ -48,7 +48,7 @@ Deno.test("sql_mode: the writers' pool, the in-order lease and a tool's connecti
     await endMysql(tool.connection);
   }
 
-  const leaseOptions = nodeLeaseOptions("in-order", "N", () => options, 100, 200);
+  const leaseOptions = nodeLeaseOptions(nodeLease("in-order", "N"), () => options, 100, 200);
   let leaseConnection: mysql.Connection | undefined;
   const lease = new Lease({
     ...leaseOptions,
