@@ -868,6 +868,106 @@ Deno.test("core restart: MySQL going away in the middle of a chunked sweep holds
   assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
 });
 
+/** A seeded database with six more removed hosts (a service each), a proxy, and a sweep whose
+ * DELETE of the chunk holding g4's service waits for that row's lock. */
+async function sweepWaitingForRow(db: ScratchDatabase) {
+  const removed = ["g0", "g1", "g2", "g3", "g4", "g5"];
+  await insertRows(
+    db,
+    HOSTSTATUS,
+    removed.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
+  );
+  await insertRows(
+    db,
+    SERVICESTATUS,
+    removed.map((hostname) => ({
+      hostname,
+      service_description: "1",
+      node_name: "N",
+      status_update_time: T - 100,
+    })),
+  );
+  return removed;
+}
+
+// A chunk's DELETE that committed but whose reply was lost with the connection is sent again and
+// deletes nothing: the rows reported were fewer than the rows gone, with nothing saying so.
+Deno.test("core restart: a sweep DELETE whose reply was lost after it committed is reported as a lower bound", async () => {
+  await using db = await seededDatabase();
+  const removed = await sweepWaitingForRow(db);
+  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
+  using _back = { [Symbol.dispose]: () => proxy.unblock() };
+  await using holder = await lockedRow(db, SERVICESTATUS, "g4");
+  await liveStatus(h);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  await withLogs(async (logs) => {
+    await waitFor(async () => {
+      if ((await holder.waiting()).length > 0) return true;
+      h.clock.advance(TIMING.pollMs);
+      return false;
+    }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+    // The DELETE commits once the lock is free, but its reply never reaches the worker.
+    proxy.holdReplies();
+    await holder.release();
+    await waitFor(async () => {
+      const rows = await db.query<{ n: number }[]>(
+        `SELECT COUNT(*) AS n FROM ${SERVICESTATUS} WHERE hostname = 'g4'`,
+      );
+      return Number(rows[0]?.n) === 0;
+    }, { message: "the held DELETE committed" });
+    proxy.block();
+    await waitFor(() => !h.pipeline.availability.available, { message: "outage seen" });
+    proxy.unblock();
+    await h.runSweep();
+    const line = logs.find((l) =>
+      l.message === "pipeline: stale status rows deleted" &&
+      l.properties["table"] === SERVICESTATUS
+    );
+    assert.ok(line !== undefined, logs.map((l) => l.message).join("\n"));
+    const rows = Number(line.properties["rows"]);
+    assert.ok(
+      rows === 1 + removed.length || line.properties["rows_at_least"] === true,
+      `rows ${rows} of ${1 + removed.length} reported as exact: ${JSON.stringify(line.properties)}`,
+    );
+  });
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
+});
+
+// A shutdown in the middle of the sweep was logged as "sweep not run": the operator would take
+// the rows already deleted for still there.
+Deno.test("core restart: a sweep interrupted by shutdown after deleting rows says so", async () => {
+  await using db = await seededDatabase();
+  await sweepWaitingForRow(db);
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000, false, 1);
+  await using holder = await lockedRow(db, SERVICESTATUS, "g4");
+  await liveStatus(h);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  await republishStatus(h, receivedAt + 200);
+  const lines = await withLogs(async (logs) => {
+    let waiting: number[] = [];
+    await waitFor(async () => {
+      waiting = await holder.waiting();
+      if (waiting.length === 0) h.clock.advance(TIMING.pollMs);
+      return waiting.length > 0;
+    }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+    assert.ok(h.statusDeletes().length > 1, "earlier chunks were deleted");
+    await h.pipeline.close(500);
+    // What closing the pool does to the connection of the statement still waiting.
+    for (const id of waiting) await holder.kill(id);
+    await h.pipeline.statusCleaner.idle();
+    return logs.filter((l) => /core-restart sweep/.test(l.message));
+  });
+  assert.deepEqual(lines.map((l) => [l.message, l.properties["tables_swept"]]), [[
+    "pipeline: core-restart sweep interrupted by shutdown; rows of removed objects in the " +
+    "tables not swept yet stay until the next restart",
+    [],
+  ]]);
+});
+
 /**
  * A connection of its own holding the row lock of `host`'s rows in `table` (a transaction left
  * open), which can list the DELETEs of the database waiting for a lock and kill their connection.

@@ -219,6 +219,8 @@ export class StatusCleaner {
   #pending: PendingSweep | undefined;
   #running: Promise<void> | undefined;
   #sweptBefore = 0;
+  /** The tables the sweep under way is done with; undefined while none is under way. */
+  #swept: string[] | undefined;
   /** Smallest receive time less status time (ms) in this and the previous window (Infinity: none). */
   readonly #behind = { since: -Infinity, current: Infinity, previous: Infinity };
 
@@ -255,8 +257,12 @@ export class StatusCleaner {
       // Both status writers paused, services first (bounded write sets, SWEEP_CHUNK_ROWS).
       await this.#paused(async () => {
         for (const table of STATUS_TABLES) {
-          const rows = await this.#deleteInChunks(table, openItcockpitDelete(table), [], signal);
-          log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
+          const n = await this.#deleteInChunks(table, openItcockpitDelete(table), [], signal);
+          log.info("pipeline: stale status rows deleted", {
+            table,
+            node_name: o.nodeName,
+            ...rowsOf(n),
+          });
         }
       }, signal);
       return;
@@ -373,16 +379,28 @@ export class StatusCleaner {
         // object again (a redelivered job): the core re-published a newer one of every object
         // it still has. Set before the first DELETE, so status handed over meanwhile is caught.
         this.#sweptBefore = Math.max(this.#sweptBefore, target.cutoff);
+        this.#swept = [];
         await this.#sweepStatus(target.cutoff, signal);
         await this.#sweepDowntimes(target.cutoff, signal);
+        this.#swept = undefined;
         if (this.#pending === target) this.#pending = undefined;
       } catch (err: unknown) {
         if (signal.aborted) {
-          log.info(
-            "pipeline: core-restart sweep not run before shutdown; objects removed from " +
-              "the configuration stay until the next restart",
-            { node_name: this.#o.nodeName },
-          );
+          if (this.#swept === undefined) {
+            log.info(
+              "pipeline: core-restart sweep not run before shutdown; objects removed from " +
+                "the configuration stay until the next restart",
+              { node_name: this.#o.nodeName },
+            );
+          } else {
+            // Some rows are gone already: "not run" would tell the operator none were.
+            log.info(
+              "pipeline: core-restart sweep interrupted by shutdown; rows of removed objects " +
+                "in the tables not swept yet stay until the next restart",
+              { node_name: this.#o.nodeName, tables_swept: this.#swept },
+            );
+          }
+          this.#swept = undefined;
           this.#pending = undefined;
           return;
         }
@@ -533,7 +551,7 @@ export class StatusCleaner {
           },
         );
       }
-      const rows = await this.#walk(
+      const n = await this.#walk(
         table,
         "",
         indexed ? `${t} FORCE INDEX (\`node_name\`)` : t,
@@ -541,7 +559,12 @@ export class StatusCleaner {
         sweepStatement(table, cutoff, o.nodeName),
         signal,
       );
-      log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, rows });
+      log.info("pipeline: stale status rows deleted", {
+        table,
+        node_name: o.nodeName,
+        ...rowsOf(n),
+      });
+      this.#swept?.push(table);
     }
   }
 
@@ -560,14 +583,14 @@ export class StatusCleaner {
     where: readonly ReturnType<typeof keyBound>[],
     stale: BuiltStatement,
     signal: AbortSignal,
-  ): Promise<number> {
+  ): Promise<Deleted> {
     const status = isStatusTable(table);
     const chunk = this.#chunk;
     const key = TABLES[table].primaryKey;
     const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
     const keyOf = (row: Record<string, unknown>) => key.map((c) => row[c]);
     let after: readonly unknown[] | undefined;
-    let rows = 0;
+    const n: Deleted = { rows: 0, resent: false };
     for (;;) {
       const from = after === undefined ? undefined : keyBound(key, alias, ">", after);
       const conditions = from === undefined ? where : [...where, from];
@@ -586,18 +609,18 @@ export class StatusCleaner {
       const upper = keyBound(key, alias, "<=", keyOf(last));
       const bounds = lower === undefined ? [upper] : [lower, upper];
       const remove = () =>
-        this.#sql(
+        this.#delete(
           table,
           `${stale.sql} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
             (status ? ` LIMIT ${chunk}` : ""),
           [...stale.values, ...bounds.flatMap((b) => b.values)],
           signal,
         );
-      rows += (await (status ? this.#paused(remove, signal) : remove())).affectedRows;
+      addTo(n, await (status ? this.#paused(remove, signal) : remove()));
       if (read.rows.length < chunk) break;
       after = keyOf(last);
     }
-    return rows;
+    return n;
   }
 
   /** Whether `table` has the `node_name` index the worker creates (an older database may not). */
@@ -616,11 +639,11 @@ export class StatusCleaner {
   /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
   async #deleteInChunks(table: string, sql: string, values: unknown[], signal: AbortSignal) {
     const limited = `${sql} LIMIT ${this.#chunk}`;
-    let rows = 0;
+    const n: Deleted = { rows: 0, resent: false };
     for (;;) {
-      const { affectedRows } = await this.#sql(table, limited, values, signal);
-      rows += affectedRows;
-      if (affectedRows < this.#chunk) return rows;
+      const one = await this.#delete(table, limited, values, signal);
+      addTo(n, one);
+      if (one.rows < this.#chunk) return n;
     }
   }
 
@@ -642,7 +665,7 @@ export class StatusCleaner {
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
     for (const table of SCHEDULED_DOWNTIME_TABLES) {
-      const rows = await this.#walk(
+      const n = await this.#walk(
         table,
         "s.",
         `${quoteIdentifier(table)} s`,
@@ -654,8 +677,9 @@ export class StatusCleaner {
         table,
         node_name: o.nodeName,
         cutoff,
-        rows,
+        ...rowsOf(n),
       });
+      this.#swept?.push(table);
     }
     await this.#deleteInChunks(
       ANNOUNCEMENTS,
@@ -664,6 +688,25 @@ export class StatusCleaner {
       [o.nodeName, cutoff],
       signal,
     );
+  }
+
+  /**
+   * A DELETE, retried while MySQL is unavailable. One sent again may have committed already, its
+   * reply lost with the connection: the resend deletes nothing of those rows, so the count is
+   * then only a lower bound (`resent`).
+   */
+  async #delete(
+    table: string,
+    sql: string,
+    values: readonly unknown[],
+    signal: AbortSignal,
+  ): Promise<Deleted> {
+    let sends = 0;
+    const result = await runWithRetry(() => {
+      sends++;
+      return this.#o.executor.run(sql, values);
+    }, { table, availability: this.#o.availability, signal, metrics: this.#o.metrics });
+    return { rows: result.affectedRows, resent: sends > 1 };
   }
 
   /** One statement, retried while MySQL is unavailable. */
@@ -675,6 +718,22 @@ export class StatusCleaner {
       metrics: this.#o.metrics,
     });
   }
+}
+
+/** Rows deleted; `resent`: a DELETE was sent again, so more may have gone than `rows` says. */
+interface Deleted {
+  rows: number;
+  resent: boolean;
+}
+
+function addTo(total: Deleted, one: Deleted): void {
+  total.rows += one.rows;
+  total.resent ||= one.resent;
+}
+
+/** The log fields of a count: `rows_at_least` when a resent DELETE may have gone uncounted. */
+function rowsOf(n: Deleted): { rows: number; rows_at_least?: true } {
+  return n.resent ? { rows: n.rows, rows_at_least: true } : { rows: n.rows };
 }
 
 /**
