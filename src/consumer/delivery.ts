@@ -131,8 +131,17 @@ export class DeliveryEngine {
         if (stopped()) return "abandoned";
       }
       backoff ??= new Backoff(this.#retry);
-      const waitMs = backoff.next();
-      this.#warnRetry(job, err, waitMs);
+      // Another worker took the in-order lease: the lease logs that, and its next renewal stops
+      // this consumer, which gives the job back. Sooner attempts would only roll back again, and
+      // a warning per job would repeat the lease's line in alarming words.
+      const leaseLost = hasCode(err, "in_order_lock_lost");
+      const waitMs = leaseLost ? this.#retry.maxMs : backoff.next();
+      if (leaseLost) {
+        this.#log.debug(`${this.#name}: in-order lease lost, the job goes back at the stop`, {
+          queue: job.queue,
+          handle: job.handle,
+        });
+      } else this.#warnRetry(job, err, waitMs);
       // Both link signals, not AbortSignal.any: a dependent signal per job would stay reachable
       // from them, listener and all, as long as the link lives.
       if (!(await sleepUnlessAborted(waitMs, scope.abort, scope.stopRetries))) return "abandoned";

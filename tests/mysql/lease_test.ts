@@ -19,8 +19,11 @@ import { DbAvailability } from "../../src/mysql/availability.ts";
 import { createMetrics } from "../../src/metrics/registry.ts";
 import { DeadLetters } from "../../src/pipeline/dead_letter.ts";
 import { type DowntimeEvent, downtimeStatements } from "../../src/events/downtime.ts";
-import { errorMessage } from "../../src/log.ts";
+import { errorMessage, getLogger } from "../../src/log.ts";
 import { WorkerError } from "../../src/util/errors.ts";
+import { DeliveryEngine } from "../../src/consumer/delivery.ts";
+import type { Job } from "../../src/consumer/contract.ts";
+import { withLogs } from "../helpers/logs.ts";
 
 const QUEUE = "statusngin_downtimes";
 
@@ -600,6 +603,43 @@ Deno.test("lease: a downtime statement of a worker whose lease another worker to
     );
     assert.equal(await count("statusengine_service_downtimehistory"), 1, "nothing of the 2nd ADD");
     assert.equal(await count("statusengine_downtime_announcements"), 1);
+    assert.equal(await count("statusengine_service_scheduleddowntimes"), 1);
+    // The same job delivered: the lease logs its loss and its next renewal stops the consumer
+    // (here after the second attempt), which gives the job back. A "job failed, retrying"
+    // warning per job meanwhile only repeated that, in alarming words.
+    const stopRetries = new AbortController();
+    let attempts = 0;
+    const engine = new DeliveryEngine({
+      handler: async (_job, signal) => {
+        try {
+          await executor.run(QUEUE, add(2), signal);
+        } finally {
+          if (++attempts === 2) stopRetries.abort();
+        }
+      },
+      observer: { jobReceived() {}, inFlight() {}, jobDone() {}, jobRetried() {} },
+      deadLetter: () => Promise.reject(new Error("no dead letter expected")),
+      name: "gearman",
+      log: getLogger("gearman"),
+      retry: { initialMs: 10, maxMs: 50, jitter: 0 },
+    });
+    const job: Job = {
+      queue: QUEUE,
+      server: "s",
+      handle: "H:1",
+      unique: "",
+      payload: new Uint8Array(),
+      receivedAt: 0,
+    };
+    const { result, logs } = await withLogs(async (logs) => ({
+      result: await engine.deliver({ job, ownsPayload: false }, { complete: () => true }, {
+        abort: new AbortController().signal,
+        stopRetries: stopRetries.signal,
+      }),
+      logs,
+    }));
+    assert.equal(result, "abandoned");
+    assert.deepEqual(logs.map((l) => `${l.level} ${l.message}`), []);
     assert.equal(await count("statusengine_service_scheduleddowntimes"), 1);
   } finally {
     await pool.end();
