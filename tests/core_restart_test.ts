@@ -228,6 +228,25 @@ async function insertRows(db: ScratchDatabase, table: string, rows: readonly Row
   );
 }
 
+/** Hosts of node N with a service "1" each, both last stamped 100 s before the restart. */
+async function insertHostsWithService(db: ScratchDatabase, hosts: readonly string[]) {
+  await insertRows(
+    db,
+    HOSTSTATUS,
+    hosts.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
+  );
+  await insertRows(
+    db,
+    SERVICESTATUS,
+    hosts.map((hostname) => ({
+      hostname,
+      service_description: "1",
+      node_name: "N",
+      status_update_time: T - 100,
+    })),
+  );
+}
+
 /** A hoststatus bulk job built from the real fixture, one event per (host, second). */
 function hostJob(events: readonly [host: string, ts: number][]): string {
   const doc = JSON.parse(Deno.readTextFileSync(new URL("statusngin_hoststatus.job", FIXTURES)));
@@ -692,21 +711,7 @@ Deno.test("core restart, live: while the sweep waits the status tables are never
 Deno.test("core restart, live, a big node: re-published status drained for 25 s keeps its rows; the sweep runs once status stamped 10 s after the restart is committed", async () => {
   await using db = await seededDatabase();
   const hosts = Array.from({ length: 25 }, (_, i) => `h${i}`);
-  await insertRows(
-    db,
-    HOSTSTATUS,
-    hosts.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
-  );
-  await insertRows(
-    db,
-    SERVICESTATUS,
-    hosts.map((hostname) => ({
-      hostname,
-      service_description: "1",
-      node_name: "N",
-      status_update_time: T - 100,
-    })),
-  );
+  await insertHostsWithService(db, hosts);
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000);
   const kept = [...KEPT, ...hosts.flatMap((x) => [`N:${x}`, `N:${x}/1`])];
@@ -814,21 +819,7 @@ Deno.test("core restart: MySQL going away in the middle of a chunked sweep holds
   await using db = await seededDatabase();
   // Six more removed hosts with a service each: with chunks of 2 the sweep takes several DELETEs.
   const removed = ["g0", "g1", "g2", "g3", "g4", "g5"];
-  await insertRows(
-    db,
-    HOSTSTATUS,
-    removed.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
-  );
-  await insertRows(
-    db,
-    SERVICESTATUS,
-    removed.map((hostname) => ({
-      hostname,
-      service_description: "1",
-      node_name: "N",
-      status_update_time: T - 100,
-    })),
-  );
+  await insertHostsWithService(db, removed);
   await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);

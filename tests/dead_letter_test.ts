@@ -763,8 +763,7 @@ Deno.test("dead letters: a write that does not return fails /readyz and is logge
       const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
       return { status: res.status, text: await res.text() };
     };
-    await Deno.symlink(terminal.path, `${worker.dir}/swap`);
-    await Deno.rename(`${worker.dir}/swap`, `${worker.dir}/dead-letters.ndjson`);
+    await terminal.replace(`${worker.dir}/dead-letters.ndjson`);
     await publish(gearmand.addr, Q, ["not a payload"]);
     await waitFor(async () => (await readyz()).status === 503, {
       timeoutMs: 20_000,

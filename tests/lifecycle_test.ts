@@ -17,7 +17,7 @@ import {
 } from "./helpers/worker.ts";
 import { withLogs } from "./helpers/logs.ts";
 import { stoppedTerminal } from "./helpers/stopped_terminal.ts";
-import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
+import { jobsInFlight, seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
 import { DUPLICATE_SIGNAL_MS } from "../src/cli/mod.ts";
 
 const FIXTURE = JSON.parse(
@@ -326,14 +326,11 @@ Deno.test("lifecycle: SIGTERM while a dead-letter write never returns shuts down
       args: ["--queues", QUEUE, "--drain-timeout", "1s"],
       allowAll: true,
     });
-    // After start (which refuses what is not a file): the path now names the stopped terminal.
-    await Deno.symlink(terminal.path, `${worker.dir}/swap`);
-    await Deno.rename(`${worker.dir}/swap`, `${worker.dir}/dead-letters.ndjson`);
+    await terminal.replace(`${worker.dir}/dead-letters.ndjson`);
     await publish(gearmand.addr, QUEUE, ["not a payload"]);
-    await waitFor(async () => {
-      const text = await worker.metrics();
-      return seriesValue(text, "statusengine_queue_jobs_in_flight", { queue_name: QUEUE }) === 1;
-    }, { message: "the job waiting for its dead-letter record" });
+    await waitFor(async () => (await jobsInFlight(worker, QUEUE)) === 1, {
+      message: "the job waiting for its dead-letter record",
+    });
     worker.kill("SIGTERM");
     const status = await orStuck(worker.status);
     assert.notEqual(status, "stuck", worker.lines().slice(-5).join("\n"));

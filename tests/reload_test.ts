@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createSchema, publish } from "./helpers/worker.ts";
-import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
+import { jobsInFlight, startWorkerProcess } from "./helpers/worker_process.ts";
 import { stoppedTerminal } from "./helpers/stopped_terminal.ts";
 import { waitFor } from "./helpers/wait.ts";
 
@@ -15,6 +15,17 @@ const QUEUE = "statusngin_hostchecks";
 const HOSTCHECKS_JOB = Deno.readTextFileSync(
   new URL("../src/events/testdata/statusngin_hostchecks.job", import.meta.url),
 );
+
+/** A config file that sets log_level: info, removed with its directory when disposed. */
+async function infoConfigFile(): Promise<{ readonly path: string } & AsyncDisposable> {
+  const dir = await Deno.makeTempDir({ prefix: "se-reload-" });
+  const path = `${dir}/config.yml`;
+  await Deno.writeTextFile(path, "log_level: info\n");
+  return {
+    path,
+    [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }),
+  };
+}
 
 async function linesOf(path: string): Promise<string[]> {
   try {
@@ -29,64 +40,59 @@ Deno.test("reload: SIGHUP reopens the dead-letter file, re-reads the log level, 
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  const configDir = await Deno.makeTempDir({ prefix: "se-reload-" });
-  try {
-    const config = `${configDir}/config.yml`;
-    await Deno.writeTextFile(config, "log_level: info\n");
-    await using worker = await startWorkerProcess({
-      gearmanAddr: gearmand.addr,
-      mysqlUrl: db.url,
-      args: ["--config", config],
-    });
-    let exited = false;
-    void worker.status.then(() => (exited = true));
-    const path = `${worker.dir}/dead-letters.ndjson`;
-    const rotated = `${path}.1`;
+  await using configFile = await infoConfigFile();
+  const config = configFile.path;
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: db.url,
+    args: ["--config", config],
+  });
+  let exited = false;
+  void worker.status.then(() => (exited = true));
+  const path = `${worker.dir}/dead-letters.ndjson`;
+  const rotated = `${path}.1`;
 
-    await publish(gearmand.addr, QUEUE, ["not json before the rotation"]);
-    await waitFor(async () => (await linesOf(path)).length === 1, {
-      message: "the first dead letter is written",
-    });
+  await publish(gearmand.addr, QUEUE, ["not json before the rotation"]);
+  await waitFor(async () => (await linesOf(path)).length === 1, {
+    message: "the first dead letter is written",
+  });
 
-    // logrotate without copytruncate: move the file, then HUP.
-    await Deno.rename(path, rotated);
-    await Deno.writeTextFile(config, "log_level: debug\n");
-    worker.kill("SIGHUP");
-    await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
-      message: "the reload is logged",
-    });
-    assert.equal(exited, false, `the worker exited on SIGHUP:\n${worker.stderr()}`);
-    const logs = worker.lines().join("\n");
-    assert.match(logs, /SIGHUP received/);
-    assert.match(logs, /dead-letter file reopened.*dead-letters\.ndjson/);
-    assert.match(logs, /log_level=info->debug/);
-    // Reopened at once: the path names a new, empty file before any new dead letter.
-    assert.deepEqual(await linesOf(path), []);
-    await Deno.stat(path);
+  // logrotate without copytruncate: move the file, then HUP.
+  await Deno.rename(path, rotated);
+  await Deno.writeTextFile(config, "log_level: debug\n");
+  worker.kill("SIGHUP");
+  await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
+    message: "the reload is logged",
+  });
+  assert.equal(exited, false, `the worker exited on SIGHUP:\n${worker.stderr()}`);
+  const logs = worker.lines().join("\n");
+  assert.match(logs, /SIGHUP received/);
+  assert.match(logs, /dead-letter file reopened.*dead-letters\.ndjson/);
+  assert.match(logs, /log_level=info->debug/);
+  // Reopened at once: the path names a new, empty file before any new dead letter.
+  assert.deepEqual(await linesOf(path), []);
+  await Deno.stat(path);
 
-    await publish(gearmand.addr, QUEUE, ["not json after the rotation"]);
-    await waitFor(async () => (await linesOf(path)).length === 1, {
-      message: "the next dead letter goes to the new file at the configured path",
-    });
-    assert.match((await linesOf(path))[0] ?? "", /after the rotation/);
-    assert.equal((await linesOf(rotated)).length, 1);
-    assert.match((await linesOf(rotated))[0] ?? "", /before the rotation/);
-    // The new level is in force: a flushed batch is logged at debug after the reload.
-    await publish(gearmand.addr, QUEUE, [HOSTCHECKS_JOB]);
-    await waitFor(
-      () => {
-        const lines = worker.lines();
-        const reloaded = lines.findIndex((l) => l.includes("reload: done"));
-        return lines.slice(reloaded).some((l) => l.includes("level=debug"));
-      },
-      { message: "debug lines after the reload" },
-    );
+  await publish(gearmand.addr, QUEUE, ["not json after the rotation"]);
+  await waitFor(async () => (await linesOf(path)).length === 1, {
+    message: "the next dead letter goes to the new file at the configured path",
+  });
+  assert.match((await linesOf(path))[0] ?? "", /after the rotation/);
+  assert.equal((await linesOf(rotated)).length, 1);
+  assert.match((await linesOf(rotated))[0] ?? "", /before the rotation/);
+  // The new level is in force: a flushed batch is logged at debug after the reload.
+  await publish(gearmand.addr, QUEUE, [HOSTCHECKS_JOB]);
+  await waitFor(
+    () => {
+      const lines = worker.lines();
+      const reloaded = lines.findIndex((l) => l.includes("reload: done"));
+      return lines.slice(reloaded).some((l) => l.includes("level=debug"));
+    },
+    { message: "debug lines after the reload" },
+  );
 
-    worker.kill("SIGTERM");
-    assert.equal((await worker.status).code, 0, worker.stderr());
-  } finally {
-    await Deno.remove(configDir, { recursive: true });
-  }
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
 });
 
 // The warnings of the file read again were dropped: a key misspelt while editing the file
@@ -95,33 +101,28 @@ Deno.test("reload: SIGHUP logs the warnings of the file read again, such as a mi
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  const configDir = await Deno.makeTempDir({ prefix: "se-reload-" });
-  try {
-    const config = `${configDir}/config.yml`;
-    await Deno.writeTextFile(config, "log_level: info\n");
-    await using worker = await startWorkerProcess({
-      gearmanAddr: gearmand.addr,
-      mysqlUrl: db.url,
-      args: ["--config", config],
-    });
-    await Deno.writeTextFile(config, "log_levle: debug\n");
-    worker.kill("SIGHUP");
-    await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
-      message: "the reload is logged",
-    });
-    const lines = worker.lines();
-    const received = lines.findIndex((l) => l.includes("SIGHUP received"));
-    assert.ok(
-      lines.slice(received).some((l) =>
-        /level=warn/.test(l) && /log_levle.*did you mean log_level\?/.test(l)
-      ),
-      lines.join("\n"),
-    );
-    worker.kill("SIGTERM");
-    assert.equal((await worker.status).code, 0, worker.stderr());
-  } finally {
-    await Deno.remove(configDir, { recursive: true });
-  }
+  await using configFile = await infoConfigFile();
+  const config = configFile.path;
+  await using worker = await startWorkerProcess({
+    gearmanAddr: gearmand.addr,
+    mysqlUrl: db.url,
+    args: ["--config", config],
+  });
+  await Deno.writeTextFile(config, "log_levle: debug\n");
+  worker.kill("SIGHUP");
+  await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
+    message: "the reload is logged",
+  });
+  const lines = worker.lines();
+  const received = lines.findIndex((l) => l.includes("SIGHUP received"));
+  assert.ok(
+    lines.slice(received).some((l) =>
+      /level=warn/.test(l) && /log_levle.*did you mean log_level\?/.test(l)
+    ),
+    lines.join("\n"),
+  );
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
 });
 
 // The reopen waits behind the file's pending writes: with one that never returns (a hung mount)
@@ -131,24 +132,21 @@ Deno.test("reload: SIGHUP while a dead-letter write never returns still applies 
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
   await createSchema(db.url);
-  const configDir = await Deno.makeTempDir({ prefix: "se-reload-" });
+  await using configFile = await infoConfigFile();
+  const config = configFile.path;
   const terminal = stoppedTerminal();
   try {
-    const config = `${configDir}/config.yml`;
-    await Deno.writeTextFile(config, "log_level: info\n");
     await using worker = await startWorkerProcess({
       gearmanAddr: gearmand.addr,
       mysqlUrl: db.url,
       args: ["--config", config, "--queues", QUEUE, "--drain-timeout", "1s"],
       allowAll: true,
     });
-    await Deno.symlink(terminal.path, `${worker.dir}/swap`);
-    await Deno.rename(`${worker.dir}/swap`, `${worker.dir}/dead-letters.ndjson`);
+    await terminal.replace(`${worker.dir}/dead-letters.ndjson`);
     await publish(gearmand.addr, QUEUE, ["not a payload"]);
-    await waitFor(async () => {
-      const text = await worker.metrics();
-      return seriesValue(text, "statusengine_queue_jobs_in_flight", { queue_name: QUEUE }) === 1;
-    }, { message: "the job waiting for its dead-letter record" });
+    await waitFor(async () => (await jobsInFlight(worker, QUEUE)) === 1, {
+      message: "the job waiting for its dead-letter record",
+    });
     await Deno.writeTextFile(config, "log_level: debug\n");
     worker.kill("SIGHUP");
     await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
@@ -164,6 +162,5 @@ Deno.test("reload: SIGHUP while a dead-letter write never returns still applies 
     assert.equal((await worker.status).code, 0, worker.stderr());
   } finally {
     terminal.close();
-    await Deno.remove(configDir, { recursive: true });
   }
 });

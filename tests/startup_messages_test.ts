@@ -68,6 +68,16 @@ function assertSaidOnce(text: string): void {
   assert.doesNotMatch(text, /Cannot start: Cannot start/, text);
 }
 
+/** Create the tables as an operator would, with the `schema` command. */
+async function schema(mysqlUrl: string): Promise<void> {
+  const code = await runCli(["schema", "--mysql-url", mysqlUrl], {}, {
+    io: bufferIo(),
+    signals: false,
+    logWrite: () => {},
+  });
+  assert.equal(code, 0);
+}
+
 Deno.test("run: an unknown database says so and names schema --create-database", async () => {
   await using gearmand = await startGearmand();
   const url = new URL(testMysqlBaseUrl());
@@ -121,14 +131,7 @@ Deno.test("run: missing tables are said once, on a line short enough to read", a
 
 Deno.test("run: a job server that is down at start is not a lost connection", async () => {
   await using db = await createScratchDatabase();
-  assert.equal(
-    await runCli(["schema", "--mysql-url", db.url], {}, {
-      io: bufferIo(),
-      signals: false,
-      logWrite: () => {},
-    }),
-    0,
-  );
+  await schema(db.url);
   const addr = `127.0.0.1:${freePort()}`;
   const connect = new RegExp(`Cannot connect to job server ${addr.replaceAll(".", "\\.")}`);
   const r = await runUntilLogged(
@@ -143,14 +146,7 @@ Deno.test("run: a job server that is down at start is not a lost connection", as
 Deno.test("run: a taken metrics port names the setting to change", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
-  assert.equal(
-    await runCli(["schema", "--mysql-url", db.url], {}, {
-      io: bufferIo(),
-      signals: false,
-      logWrite: () => {},
-    }),
-    0,
-  );
+  await schema(db.url);
   using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const r = await run([
     "--gearman-addr",
@@ -174,14 +170,7 @@ Deno.test("run: a taken metrics port names the setting to change", async () => {
 Deno.test("run: an account that may not write the node row refuses the start, saying what to grant", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
-  assert.equal(
-    await runCli(["schema", "--mysql-url", db.url], {}, {
-      io: bufferIo(),
-      signals: false,
-      logWrite: () => {},
-    }),
-    0,
-  );
+  await schema(db.url);
   const user = `se_ro_${crypto.randomUUID().slice(0, 6)}`;
   await db.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'se-secret-pw'`);
   try {
@@ -206,14 +195,7 @@ Deno.test("run: a named pipe as the dead-letter file refuses the start, naming i
   // a dead letter waited without a word, and the shutdown waited on the file until SIGKILL.
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
-  assert.equal(
-    await runCli(["schema", "--mysql-url", db.url], {}, {
-      io: bufferIo(),
-      signals: false,
-      logWrite: () => {},
-    }),
-    0,
-  );
+  await schema(db.url);
   const dir = await Deno.makeTempDir({ prefix: "se-fifo-" });
   try {
     const fifo = `${dir}/dead.ndjson`;
@@ -253,36 +235,13 @@ Deno.test("run: a named pipe as the dead-letter file refuses the start, naming i
 Deno.test("run: a drifted column (output varchar(100)) starts with a warning naming it", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
-  assert.equal(
-    await runCli(["schema", "--mysql-url", db.url], {}, {
-      io: bufferIo(),
-      signals: false,
-      logWrite: () => {},
-    }),
-    0,
-  );
+  await schema(db.url);
   await db.query("ALTER TABLE statusengine_servicestatus MODIFY output varchar(100)");
-  const stop = new AbortController();
-  const logs: string[] = [];
-  const io = bufferIo();
-  const running = runCli(
-    ["run", "--gearman-addr", gearmand.addr, "--mysql-url", db.url, ...quiet()],
-    {},
-    {
-      io,
-      signals: false,
-      signal: stop.signal,
-      logWrite: (l) => logs.push(l),
-    },
+  const { code, err, logs } = await runUntilLogged(
+    ["--gearman-addr", gearmand.addr, "--mysql-url", db.url, ...quiet()],
+    /consumer started/,
   );
-  try {
-    await waitFor(() => logs.some((l) => l.includes("consumer started")), {
-      message: "the worker started",
-    });
-  } finally {
-    stop.abort();
-  }
-  assert.equal(await running, 0, io.errLines.join("\n"));
+  assert.equal(code, 0, err);
   const warning = logs.find((l) => l.includes("tables differ from the schema"));
   assert.ok(warning !== undefined, logs.join(""));
   assert.match(warning, /level=warn\b/);
@@ -294,40 +253,18 @@ Deno.test("run: a drifted column (output varchar(100)) starts with a warning nam
 Deno.test("run: a job server down at start while another is up is retried as a connect, never as lost", async () => {
   await using gearmand = await startGearmand();
   await using db = await createScratchDatabase();
-  assert.equal(
-    await runCli(["schema", "--mysql-url", db.url], {}, {
-      io: bufferIo(),
-      signals: false,
-      logWrite: () => {},
-    }),
-    0,
-  );
+  await schema(db.url);
   const down = `127.0.0.1:${freePort()}`;
-  const stop = new AbortController();
-  const logs: string[] = [];
-  const io = bufferIo();
-  const running = runCli(
-    [
-      "run",
-      "--gearman-addr",
-      `${gearmand.addr},${down}`,
-      "--gearman-reconnect-interval",
-      "100ms",
-      "--mysql-url",
-      db.url,
-      ...quiet(),
-    ],
-    {},
-    { io, signals: false, signal: stop.signal, logWrite: (l) => logs.push(l) },
-  );
-  try {
-    await waitFor(() => logs.some((l) => l.includes("connect failed, still retrying")), {
-      message: "the retry of the server that is down is logged",
-    });
-  } finally {
-    stop.abort();
-  }
-  assert.equal(await running, 0, io.errLines.join("\n"));
+  const { code, err, logs } = await runUntilLogged([
+    "--gearman-addr",
+    `${gearmand.addr},${down}`,
+    "--gearman-reconnect-interval",
+    "100ms",
+    "--mysql-url",
+    db.url,
+    ...quiet(),
+  ], /connect failed, still retrying/);
+  assert.equal(code, 0, err);
   const about = logs.filter((l) => l.includes(down));
   assert.ok(about.length > 0, logs.join(""));
   for (const line of about) {

@@ -5,7 +5,15 @@ import assert from "node:assert/strict";
  * A terminal whose output is stopped (XOFF): every write to it waits, as one to a hung NFS mount
  * does. The worker refuses a FIFO, not a terminal; the test holds the master side.
  */
-export function stoppedTerminal(): { readonly path: string; close(): void } {
+export function stoppedTerminal(): {
+  readonly path: string;
+  /**
+   * Make `file` name this terminal, in one rename: for a worker's dead-letter file after its
+   * start, which refuses what is not a file.
+   */
+  replace(file: string): Promise<void>;
+  close(): void;
+} {
   const libc = Deno.dlopen("libc.so.6", {
     posix_openpt: { parameters: ["i32"], result: "i32" },
     grantpt: { parameters: ["i32"], result: "i32" },
@@ -27,6 +35,10 @@ export function stoppedTerminal(): { readonly path: string; close(): void } {
   assert.equal(libc.symbols.write(master, new Uint8Array([0x13]), 1n), 1n);
   return {
     path,
+    async replace(file) {
+      await Deno.symlink(path, `${file}.swap`);
+      await Deno.rename(`${file}.swap`, file);
+    },
     close() {
       // A write still waiting fails (EIO) once the master side is gone.
       libc.symbols.close(master);

@@ -224,6 +224,11 @@ export async function holdsInOrderLease(w: WorkerProcess): Promise<number> {
   return seriesValue(await w.metrics(), "statusengine_in_order_lock_held");
 }
 
+/** Jobs of `queue` the worker took and has not yet acknowledged. */
+export async function jobsInFlight(w: WorkerProcess, queue: string): Promise<number> {
+  return seriesValue(await w.metrics(), "statusengine_queue_jobs_in_flight", { queue_name: queue });
+}
+
 /** Jobs of the downtime queue the worker completed so far. */
 export async function downtimeJobsCompleted(w: WorkerProcess): Promise<number> {
   return seriesValue(await w.metrics(), "statusengine_queue_jobs_total", {
