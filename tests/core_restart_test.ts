@@ -219,6 +219,20 @@ function openHarness(
   return harness;
 }
 
+/**
+ * A harness whose MySQL is reached through a proxy, to take MySQL away from the worker alone; its
+ * clock stands 10 minutes before `receivedAt`, when the restart job arrives.
+ */
+async function proxiedHarness(db: ScratchDatabase, receivedAt: number) {
+  await using stack = new AsyncDisposableStack();
+  const proxy = stack.use(await startTcpProxy(`${db.host}:${db.port}`));
+  const h = stack.use(openHarness(db, receivedAt - 600_000, false, 1, proxy.port));
+  // Disposed before the harness, whose pool would wait for a frozen server.
+  stack.defer(() => proxy.unblock());
+  const owned = stack.move();
+  return { proxy, h, [Symbol.asyncDispose]: () => owned.disposeAsync() };
+}
+
 /** Rows written straight into a status table (what the tables held before the scenario). */
 async function insertRows(db: ScratchDatabase, table: string, rows: readonly Row[]) {
   const t = table as typeof HOSTSTATUS;
@@ -426,9 +440,7 @@ Deno.test("core restart, live: rows not refreshed since the restart are swept on
 // restart was older than the cutoff, the sweep deleted the rows of objects it still had, and
 // status stamped up to 3 s after the restart was discarded as older than the sweep's cutoff.
 Deno.test("core restart, live, the core's clock 3 s behind the worker's: the status it re-published survives the sweep, and later status is written", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const behindMs = 3_000;
   // The core restarts in its second T; the job (no time) reaches the worker 0.7 s later.
   const receivedAt = T * 1000 + behindMs + 700;
@@ -457,9 +469,7 @@ Deno.test("core restart, live, the core's clock 3 s behind the worker's: the sta
 });
 
 Deno.test("core restart, live: a core clock fallen 3 s behind since is known after 10 to 20 minutes of status", async () => {
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await seed(db);
+  await using db = await seededDatabase();
   const behindMs = 3_000;
   const receivedAt = T * 1000 + behindMs + 700;
   await using h = openHarness(db, receivedAt - 600_000);
@@ -477,9 +487,7 @@ Deno.test("core restart, live: a core clock fallen 3 s behind since is known aft
 
 Deno.test("core restart, live without a time: with no status seen yet, or all of it 30 s late, the restart instant is unknown and nothing is deleted", async () => {
   for (const lateMs of [null, 30_000]) {
-    await using db = await createScratchDatabase();
-    await createSchema(db.url);
-    await seed(db);
+    await using db = await seededDatabase();
     const receivedAt = T * 1000 + 700;
     await using h = openHarness(db, receivedAt - 600_000);
     await using w = watch(db, KEPT, T);
@@ -773,11 +781,9 @@ Deno.test("core restart, live: MySQL taking no writes while the re-published sta
   ];
   for (const outage of outages) {
     await using db = await seededDatabase();
-    await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
     const receivedAt = T * 1000 + 700;
-    await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
-    // Disposed before the harness, whose pool would wait for a frozen server.
-    using _back = { [Symbol.dispose]: () => proxy.unblock() };
+    await using proxied = await proxiedHarness(db, receivedAt);
+    const { proxy, h } = proxied;
     await using w = watch(db, KEPT, T);
     await liveStatus(h);
     await h.handle("statusngin_core_restart", RESTART, receivedAt);
@@ -815,29 +821,59 @@ Deno.test("core restart, live: MySQL taking no writes while the re-published sta
   }
 });
 
+/**
+ * Six more removed hosts of node N, with a service each (insertHostsWithService): with chunks of
+ * 2 the sweep takes several DELETEs.
+ */
+const REMOVED = ["g0", "g1", "g2", "g3", "g4", "g5"];
+
+/**
+ * The restart of the chunked-sweep tests below, up to the sweep: a reader holds the row of g4's
+ * service, in a later chunk, so that that chunk's DELETE waits for it mid-sweep; then live status,
+ * the restart job and the core's re-published status are handled by `h`.
+ */
+async function restartWithRowHeld(db: ScratchDatabase, h: Harness, receivedAt: number) {
+  const holder = await lockedRow(db, SERVICESTATUS, "g4");
+  try {
+    await liveStatus(h);
+    await h.handle("statusngin_core_restart", RESTART, receivedAt);
+    await republishStatus(h, receivedAt + 200);
+    return holder;
+  } catch (err: unknown) {
+    await holder[Symbol.asyncDispose]();
+    throw err;
+  }
+}
+
+/**
+ * Advance the sweep's clock a poll at a time until a sweep DELETE waits for `holder`'s row lock.
+ *
+ * @returns The connection ids of the DELETEs waiting.
+ */
+async function deleteWaitingForRow(
+  h: Harness,
+  holder: Awaited<ReturnType<typeof lockedRow>>,
+): Promise<number[]> {
+  let waiting: number[] = [];
+  await waitFor(async () => {
+    waiting = await holder.waiting();
+    if (waiting.length === 0) h.clock.advance(TIMING.pollMs);
+    return waiting.length > 0;
+  }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+  return waiting;
+}
+
 Deno.test("core restart: MySQL going away in the middle of a chunked sweep holds the DELETE and resumes it; the sweep reports the rows only once it is done", async () => {
   await using db = await seededDatabase();
-  // Six more removed hosts with a service each: with chunks of 2 the sweep takes several DELETEs.
-  const removed = ["g0", "g1", "g2", "g3", "g4", "g5"];
-  await insertHostsWithService(db, removed);
-  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+  await insertHostsWithService(db, REMOVED);
   const receivedAt = T * 1000 + 700;
-  await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
-  using _back = { [Symbol.dispose]: () => proxy.unblock() };
+  await using proxied = await proxiedHarness(db, receivedAt);
+  const { proxy, h } = proxied;
   await using w = watch(db, KEPT, T);
-  // A reader holds a row of a later chunk: that chunk's DELETE waits for it, mid-sweep.
-  await using holder = await lockedRow(db, SERVICESTATUS, "g4");
-  await liveStatus(h);
-  await h.handle("statusngin_core_restart", RESTART, receivedAt);
-  await republishStatus(h, receivedAt + 200);
+  await using holder = await restartWithRowHeld(db, h, receivedAt);
   await withLogs(async (logs) => {
     const swept = () => logs.filter((l) => l.message === "pipeline: stale status rows deleted");
-    let waiting: number[] = [];
-    await waitFor(async () => {
-      waiting = await holder.waiting();
-      if (waiting.length === 0) h.clock.advance(TIMING.pollMs);
-      return waiting.length > 0;
-    }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+    const waiting = await deleteWaitingForRow(h, holder);
     assert.ok(h.statusDeletes().length > 1, "earlier chunks were deleted");
     // MySQL goes away under the waiting DELETE; the server-side statement dies with it.
     proxy.block();
@@ -851,55 +887,25 @@ Deno.test("core restart: MySQL going away in the middle of a chunked sweep holds
       swept().map((l) => [l.properties["table"], l.properties["rows"]]),
     );
     assert.deepEqual(counts, {
-      [SERVICESTATUS]: 1 + removed.length,
-      [HOSTSTATUS]: 1 + removed.length,
+      [SERVICESTATUS]: 1 + REMOVED.length,
+      [HOSTSTATUS]: 1 + REMOVED.length,
     });
   });
   assert.deepEqual(await w.stop(), []);
   assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
 });
 
-/** A seeded database with six more removed hosts (a service each), a proxy, and a sweep whose
- * DELETE of the chunk holding g4's service waits for that row's lock. */
-async function sweepWaitingForRow(db: ScratchDatabase) {
-  const removed = ["g0", "g1", "g2", "g3", "g4", "g5"];
-  await insertRows(
-    db,
-    HOSTSTATUS,
-    removed.map((hostname) => ({ hostname, node_name: "N", status_update_time: T - 100 })),
-  );
-  await insertRows(
-    db,
-    SERVICESTATUS,
-    removed.map((hostname) => ({
-      hostname,
-      service_description: "1",
-      node_name: "N",
-      status_update_time: T - 100,
-    })),
-  );
-  return removed;
-}
-
 // A chunk's DELETE that committed but whose reply was lost with the connection is sent again and
 // deletes nothing: the rows reported were fewer than the rows gone, with nothing saying so.
 Deno.test("core restart: a sweep DELETE whose reply was lost after it committed is reported as a lower bound", async () => {
   await using db = await seededDatabase();
-  const removed = await sweepWaitingForRow(db);
-  await using proxy = await startTcpProxy(`${db.host}:${db.port}`);
+  await insertHostsWithService(db, REMOVED);
   const receivedAt = T * 1000 + 700;
-  await using h = openHarness(db, receivedAt - 600_000, false, 1, proxy.port);
-  using _back = { [Symbol.dispose]: () => proxy.unblock() };
-  await using holder = await lockedRow(db, SERVICESTATUS, "g4");
-  await liveStatus(h);
-  await h.handle("statusngin_core_restart", RESTART, receivedAt);
-  await republishStatus(h, receivedAt + 200);
+  await using proxied = await proxiedHarness(db, receivedAt);
+  const { proxy, h } = proxied;
+  await using holder = await restartWithRowHeld(db, h, receivedAt);
   await withLogs(async (logs) => {
-    await waitFor(async () => {
-      if ((await holder.waiting()).length > 0) return true;
-      h.clock.advance(TIMING.pollMs);
-      return false;
-    }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+    await deleteWaitingForRow(h, holder);
     // The DELETE commits once the lock is free, but its reply never reaches the worker.
     proxy.holdReplies();
     await holder.release();
@@ -920,8 +926,8 @@ Deno.test("core restart: a sweep DELETE whose reply was lost after it committed 
     assert.ok(line !== undefined, logs.map((l) => l.message).join("\n"));
     const rows = Number(line.properties["rows"]);
     assert.ok(
-      rows === 1 + removed.length || line.properties["rows_at_least"] === true,
-      `rows ${rows} of ${1 + removed.length} reported as exact: ${JSON.stringify(line.properties)}`,
+      rows === 1 + REMOVED.length || line.properties["rows_at_least"] === true,
+      `rows ${rows} of ${1 + REMOVED.length} reported as exact: ${JSON.stringify(line.properties)}`,
     );
   });
   assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
@@ -931,20 +937,12 @@ Deno.test("core restart: a sweep DELETE whose reply was lost after it committed 
 // the rows already deleted for still there.
 Deno.test("core restart: a sweep interrupted by shutdown after deleting rows says so", async () => {
   await using db = await seededDatabase();
-  await sweepWaitingForRow(db);
+  await insertHostsWithService(db, REMOVED);
   const receivedAt = T * 1000 + 700;
   await using h = openHarness(db, receivedAt - 600_000, false, 1);
-  await using holder = await lockedRow(db, SERVICESTATUS, "g4");
-  await liveStatus(h);
-  await h.handle("statusngin_core_restart", RESTART, receivedAt);
-  await republishStatus(h, receivedAt + 200);
+  await using holder = await restartWithRowHeld(db, h, receivedAt);
   const lines = await withLogs(async (logs) => {
-    let waiting: number[] = [];
-    await waitFor(async () => {
-      waiting = await holder.waiting();
-      if (waiting.length === 0) h.clock.advance(TIMING.pollMs);
-      return waiting.length > 0;
-    }, { timeoutMs: 30_000, message: "a sweep DELETE waiting for the row lock" });
+    const waiting = await deleteWaitingForRow(h, holder);
     assert.ok(h.statusDeletes().length > 1, "earlier chunks were deleted");
     await h.pipeline.close(500);
     // What closing the pool does to the connection of the statement still waiting.
