@@ -4,9 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { runCli } from "../src/cli/mod.ts";
-import { bufferIo } from "./helpers/cli_run.ts";
+import { bufferIo, startRun } from "./helpers/cli_run.ts";
 import { createScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
-import { freePort, startGearmand } from "./helpers/gearmand.ts";
+import { startGearmand } from "./helpers/gearmand.ts";
 import { waitFor } from "./helpers/wait.ts";
 import { adminStatus } from "../src/gearman/admin.ts";
 import { QUEUE_NAMES } from "../src/events/queues.ts";
@@ -179,27 +179,10 @@ Deno.test("cli: schema creates the tables, then run starts and stops on its sign
   const check = await cli(["schema", "--check", "--mysql-url", db.url]);
   assert.equal(check.code, 0, check.out + check.err);
   const stop = new AbortController();
-  const io = bufferIo();
-  const logs: string[] = [];
-  const running = runCli(
-    [
-      "run",
-      "--gearman-addr",
-      gearmand.addr,
-      "--mysql-url",
-      db.url,
-      "--metrics-port",
-      "0",
-      "--listen-addr",
-      `127.0.0.1:${freePort()}`,
-      "--dead-letter-file",
-      "",
-      "--mysql-batch-size",
-      "250",
-    ],
-    {},
-    { io, signals: false, signal: stop.signal, logWrite: (line) => void logs.push(line) },
-  );
+  const { done: running, io, logs } = startRun(gearmand.addr, db.url, {
+    args: ["--mysql-batch-size", "250"],
+    signal: stop.signal,
+  });
   await waitFor(async () => {
     const functions = await adminStatus(gearmand.addr);
     return QUEUE_NAMES.every((q) => functions.find((f) => f.function === q)?.workers === 1);

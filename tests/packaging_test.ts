@@ -604,9 +604,8 @@ Deno.test("packaging: deno task start runs with the V8 flags the compiled binary
 });
 
 Deno.test("packaging: a dead-letter directory that cannot be created refuses the start saying how to fix it", async () => {
-  const { runCli } = await import("../src/cli/mod.ts");
-  const { bufferIo } = await import("./helpers/cli_run.ts");
-  const { startGearmand, freePort } = await import("./helpers/gearmand.ts");
+  const { startRun } = await import("./helpers/cli_run.ts");
+  const { startGearmand } = await import("./helpers/gearmand.ts");
   const { createScratchDatabase } = await import("./helpers/mysql.ts");
   const { createSchema } = await import("./helpers/worker.ts");
   await using gearmand = await startGearmand();
@@ -615,24 +614,10 @@ Deno.test("packaging: a dead-letter directory that cannot be created refuses the
   // A regular file where a directory would have to be: not creatable, even for root.
   const blocker = await Deno.makeTempFile({ prefix: "se-blocker-" });
   try {
-    const io = bufferIo();
-    const code = await runCli(
-      [
-        "run",
-        "--gearman-addr",
-        gearmand.addr,
-        "--mysql-url",
-        db.url,
-        "--metrics-port",
-        "0",
-        "--listen-addr",
-        `127.0.0.1:${freePort()}`,
-        "--dead-letter-file",
-        `${blocker}/state/dead.ndjson`,
-      ],
-      {},
-      { io, signals: false, logWrite: () => {} },
-    );
+    const { done, io } = startRun(gearmand.addr, db.url, {
+      deadLetterFile: `${blocker}/state/dead.ndjson`,
+    });
+    const code = await done;
     const err = io.errLines.join("\n");
     assert.equal(code, 1);
     assert.match(err, /does not exist and cannot be created/);

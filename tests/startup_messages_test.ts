@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { runCli } from "../src/cli/mod.ts";
-import { bufferIo } from "./helpers/cli_run.ts";
+import { bufferIo, startRun } from "./helpers/cli_run.ts";
 import { createScratchDatabase, testMysqlBaseUrl } from "./helpers/mysql.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import { orStuck, waitFor } from "./helpers/wait.ts";
@@ -200,26 +200,11 @@ Deno.test("run: a named pipe as the dead-letter file refuses the start, naming i
   try {
     const fifo = `${dir}/dead.ndjson`;
     assert.ok((await new Deno.Command("mkfifo", { args: [fifo] }).output()).success);
-    const io = bufferIo();
-    const logs: string[] = [];
     const stop = new AbortController();
-    const done = runCli(
-      [
-        "run",
-        "--gearman-addr",
-        gearmand.addr,
-        "--mysql-url",
-        db.url,
-        "--metrics-port",
-        "0",
-        "--listen-addr",
-        `127.0.0.1:${freePort()}`,
-        "--dead-letter-file",
-        fifo,
-      ],
-      {},
-      { io, signals: false, signal: stop.signal, logWrite: (l) => logs.push(l) },
-    );
+    const { done, io, logs } = startRun(gearmand.addr, db.url, {
+      deadLetterFile: fifo,
+      signal: stop.signal,
+    });
     const code = await orStuck(done, 20_000);
     if (code === "stuck") {
       stop.abort();
