@@ -21,8 +21,7 @@ import { expectedRows, fixture } from "./helpers/fixture_rows.ts";
 import { registrySum } from "./helpers/metric_registry.ts";
 import { bufferIo, cliRun } from "./helpers/cli_run.ts";
 import { withLogs } from "./helpers/logs.ts";
-import { stoppedTerminal } from "./helpers/stopped_terminal.ts";
-import { seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
+import { seriesValue, startWorkerWithHungDeadLetter } from "./helpers/worker_process.ts";
 import { blockedStatements, lockTables } from "./helpers/mysql_lock.ts";
 import { runDeadLettersCommand } from "../src/cli/dead_letters.ts";
 import type { QueueName } from "../src/events/mod.ts";
@@ -748,40 +747,25 @@ Deno.test("dead letters: a replay of log entries waits for an unreachable MySQL 
 // needs it waited for ever, and every later dead letter behind it, while /readyz said 200 and
 // neither a log line nor statusengine_dead_letter_write_errors_total said anything.
 Deno.test("dead letters: a write that does not return fails /readyz and is logged and counted while its job waits", async () => {
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  const terminal = stoppedTerminal();
-  try {
-    await using worker = await startWorkerProcess({
-      gearmanAddr: gearmand.addr,
-      mysqlUrl: db.url,
-      args: ["--queues", Q, "--drain-timeout", "1s"],
-      allowAll: true,
-    });
-    const readyz = async () => {
-      const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
-      return { status: res.status, text: await res.text() };
-    };
-    await terminal.replace(`${worker.dir}/dead-letters.ndjson`);
-    await publish(gearmand.addr, Q, ["not a payload"]);
-    await waitFor(async () => (await readyz()).status === 503, {
-      timeoutMs: 20_000,
-      message: "/readyz 503 while the dead-letter write does not return",
-    });
-    assert.match((await readyz()).text, /dead-letter file cannot be written/);
-    const text = await worker.metrics();
-    assert.equal(seriesValue(text, "statusengine_dead_letter_write_errors_total"), 1);
-    assert.equal(seriesValue(text, "statusengine_queue_jobs_in_flight", { queue_name: Q }), 1);
-    assert.ok(
-      worker.lines().some((l) =>
-        l.includes("cannot write the dead-letter file") && /no answer/.test(l)
-      ),
-      worker.lines().join("\n"),
-    );
-    worker.kill("SIGTERM");
-    assert.equal((await worker.status).code, 0, worker.stderr());
-  } finally {
-    terminal.close();
-  }
+  await using worker = await startWorkerWithHungDeadLetter(Q);
+  const readyz = async () => {
+    const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/readyz`);
+    return { status: res.status, text: await res.text() };
+  };
+  await waitFor(async () => (await readyz()).status === 503, {
+    timeoutMs: 20_000,
+    message: "/readyz 503 while the dead-letter write does not return",
+  });
+  assert.match((await readyz()).text, /dead-letter file cannot be written/);
+  const text = await worker.metrics();
+  assert.equal(seriesValue(text, "statusengine_dead_letter_write_errors_total"), 1);
+  assert.equal(seriesValue(text, "statusengine_queue_jobs_in_flight", { queue_name: Q }), 1);
+  assert.ok(
+    worker.lines().some((l) =>
+      l.includes("cannot write the dead-letter file") && /no answer/.test(l)
+    ),
+    worker.lines().join("\n"),
+  );
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
 });

@@ -16,8 +16,11 @@ import {
   testConfig,
 } from "./helpers/worker.ts";
 import { withLogs } from "./helpers/logs.ts";
-import { stoppedTerminal } from "./helpers/stopped_terminal.ts";
-import { jobsInFlight, seriesValue, startWorkerProcess } from "./helpers/worker_process.ts";
+import {
+  seriesValue,
+  startWorkerProcess,
+  startWorkerWithHungDeadLetter,
+} from "./helpers/worker_process.ts";
 import { DUPLICATE_SIGNAL_MS } from "../src/cli/mod.ts";
 
 const FIXTURE = JSON.parse(
@@ -315,35 +318,15 @@ Deno.test("lifecycle: the write stall's error line counts the held batches in ro
 // A dead-letter file whose writes never return (a hung NFS mount) held the "close dead-letter
 // file" step for ever: SIGTERM never finished and systemd SIGKILLed the worker at TimeoutStopSec.
 Deno.test("lifecycle: SIGTERM while a dead-letter write never returns shuts down within the step's budget and exits 0", async () => {
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  const terminal = stoppedTerminal();
-  try {
-    await using worker = await startWorkerProcess({
-      gearmanAddr: gearmand.addr,
-      mysqlUrl: db.url,
-      args: ["--queues", QUEUE, "--drain-timeout", "1s"],
-      allowAll: true,
-    });
-    await terminal.replace(`${worker.dir}/dead-letters.ndjson`);
-    await publish(gearmand.addr, QUEUE, ["not a payload"]);
-    await waitFor(async () => (await jobsInFlight(worker, QUEUE)) === 1, {
-      message: "the job waiting for its dead-letter record",
-    });
-    worker.kill("SIGTERM");
-    const status = await orStuck(worker.status);
-    assert.notEqual(status, "stuck", worker.lines().slice(-5).join("\n"));
-    assert.equal(status === "stuck" ? undefined : status.code, 0, worker.stderr());
-    const failed = worker.lines().find((l) =>
-      l.includes("shutdown: close dead-letter file failed")
-    );
-    assert.ok(failed, worker.lines().join("\n"));
-    assert.match(failed, /1 record/);
-    assert.ok(worker.lines().some((l) => l.includes('msg="shutdown complete"')));
-    // Not acknowledged: the job comes again.
-    assert.equal(await jobsAtGearmand(gearmand.addr, QUEUE), 1);
-  } finally {
-    terminal.close();
-  }
+  await using worker = await startWorkerWithHungDeadLetter(QUEUE);
+  worker.kill("SIGTERM");
+  const status = await orStuck(worker.status);
+  assert.notEqual(status, "stuck", worker.lines().slice(-5).join("\n"));
+  assert.equal(status === "stuck" ? undefined : status.code, 0, worker.stderr());
+  const failed = worker.lines().find((l) => l.includes("shutdown: close dead-letter file failed"));
+  assert.ok(failed, worker.lines().join("\n"));
+  assert.match(failed, /1 record/);
+  assert.ok(worker.lines().some((l) => l.includes('msg="shutdown complete"')));
+  // Not acknowledged: the job comes again.
+  assert.equal(await jobsAtGearmand(worker.gearmanAddr, QUEUE), 1);
 });

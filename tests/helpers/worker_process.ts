@@ -3,7 +3,11 @@
  * send it signals: SIGTERM must run the graceful shutdown, SIGKILL must lose
  * nothing (D1).
  */
-import { freePort } from "./gearmand.ts";
+import { freePort, startGearmand } from "./gearmand.ts";
+import { createScratchDatabase } from "./mysql.ts";
+import { stoppedTerminal } from "./stopped_terminal.ts";
+import { createSchema, publish } from "./worker.ts";
+import { waitFor } from "./wait.ts";
 import { V8_FLAGS } from "../../tools/compile.ts";
 import { NOTIFY_COMMAND } from "../../src/daemon/notify.ts";
 
@@ -227,6 +231,49 @@ export async function holdsInOrderLease(w: WorkerProcess): Promise<number> {
 /** Jobs of `queue` the worker took and has not yet acknowledged. */
 export async function jobsInFlight(w: WorkerProcess, queue: string): Promise<number> {
   return seriesValue(await w.metrics(), "statusengine_queue_jobs_in_flight", { queue_name: queue });
+}
+
+/**
+ * A worker process whose dead-letter write never returns, as one to a hung NFS mount, on a
+ * gearmand and a scratch database (with the tables) of its own: its dead-letter file is swapped
+ * for a stopped terminal after the start, and one job that needs a dead letter ("not a payload")
+ * is in flight, waiting for its record. The drain timeout is 1 s. Disposing it disposes the
+ * worker, closes the terminal (a write still waiting fails), then drops the database and stops
+ * gearmand.
+ *
+ * @param queue The one queue the worker consumes, and the one the job goes to.
+ * @param args Further flags.
+ * @returns The worker once the job is in flight, and its job server's address.
+ */
+export async function startWorkerWithHungDeadLetter(
+  queue: string,
+  args: readonly string[] = [],
+): Promise<WorkerProcess & { readonly gearmanAddr: string }> {
+  await using stack = new AsyncDisposableStack();
+  const gearmand = stack.use(await startGearmand());
+  const db = stack.use(await createScratchDatabase());
+  await createSchema(db.url);
+  const terminal = stoppedTerminal();
+  stack.defer(() => terminal.close());
+  const worker = stack.use(
+    await startWorkerProcess({
+      gearmanAddr: gearmand.addr,
+      mysqlUrl: db.url,
+      args: ["--queues", queue, "--drain-timeout", "1s", ...args],
+      allowAll: true,
+    }),
+  );
+  await terminal.replace(`${worker.dir}/dead-letters.ndjson`);
+  await publish(gearmand.addr, queue, ["not a payload"]);
+  await waitFor(async () => (await jobsInFlight(worker, queue)) === 1, {
+    message: "the job waiting for its dead-letter record",
+  });
+  const owned = stack.move();
+  return {
+    ...worker,
+    gearmanAddr: gearmand.addr,
+    [Symbol.asyncDispose]: () => owned.disposeAsync(),
+  };
 }
 
 /** Jobs of the downtime queue the worker completed so far. */
