@@ -7,8 +7,11 @@ import assert from "node:assert/strict";
 import { startGearmand } from "./helpers/gearmand.ts";
 import { createScratchDatabase } from "./helpers/mysql.ts";
 import { createSchema, publish } from "./helpers/worker.ts";
-import { jobsInFlight, startWorkerProcess } from "./helpers/worker_process.ts";
-import { stoppedTerminal } from "./helpers/stopped_terminal.ts";
+import {
+  startWorkerProcess,
+  startWorkerWithHungDeadLetter,
+  type WorkerProcess,
+} from "./helpers/worker_process.ts";
 import { waitFor } from "./helpers/wait.ts";
 
 const QUEUE = "statusngin_hostchecks";
@@ -16,15 +19,42 @@ const HOSTCHECKS_JOB = Deno.readTextFileSync(
   new URL("../src/events/testdata/statusngin_hostchecks.job", import.meta.url),
 );
 
-/** A config file that sets log_level: info, removed with its directory when disposed. */
-async function infoConfigFile(): Promise<{ readonly path: string } & AsyncDisposable> {
+/**
+ * A worker process for SIGHUP to reload, on a gearmand and a scratch database of its own, reading
+ * a config file that sets log_level: info. With `hungDeadLetter`, consuming QUEUE alone, its
+ * dead-letter write never returns and one job waits for it (startWorkerWithHungDeadLetter).
+ * Disposing it stops the worker and removes the rest.
+ */
+async function reloadableWorker(hungDeadLetter = false): Promise<
+  {
+    readonly worker: WorkerProcess;
+    readonly gearmanAddr: string;
+    /** The config file the worker reads, to edit before a SIGHUP. */
+    readonly config: string;
+  } & AsyncDisposable
+> {
+  await using stack = new AsyncDisposableStack();
   const dir = await Deno.makeTempDir({ prefix: "se-reload-" });
-  const path = `${dir}/config.yml`;
-  await Deno.writeTextFile(path, "log_level: info\n");
-  return {
-    path,
-    [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }),
-  };
+  stack.defer(() => Deno.remove(dir, { recursive: true }));
+  const config = `${dir}/config.yml`;
+  await Deno.writeTextFile(config, "log_level: info\n");
+  const args = ["--config", config];
+  let worker: WorkerProcess;
+  let gearmanAddr: string;
+  if (hungDeadLetter) {
+    const hung = stack.use(await startWorkerWithHungDeadLetter(QUEUE, args));
+    [worker, gearmanAddr] = [hung, hung.gearmanAddr];
+  } else {
+    const gearmand = stack.use(await startGearmand());
+    const db = stack.use(await createScratchDatabase());
+    await createSchema(db.url);
+    worker = stack.use(
+      await startWorkerProcess({ gearmanAddr: gearmand.addr, mysqlUrl: db.url, args }),
+    );
+    gearmanAddr = gearmand.addr;
+  }
+  const owned = stack.move();
+  return { worker, gearmanAddr, config, [Symbol.asyncDispose]: () => owned.disposeAsync() };
 }
 
 async function linesOf(path: string): Promise<string[]> {
@@ -37,22 +67,14 @@ async function linesOf(path: string): Promise<string[]> {
 }
 
 Deno.test("reload: SIGHUP reopens the dead-letter file, re-reads the log level, logs it and never exits", async () => {
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await using configFile = await infoConfigFile();
-  const config = configFile.path;
-  await using worker = await startWorkerProcess({
-    gearmanAddr: gearmand.addr,
-    mysqlUrl: db.url,
-    args: ["--config", config],
-  });
+  await using reloadable = await reloadableWorker();
+  const { worker, gearmanAddr, config } = reloadable;
   let exited = false;
   void worker.status.then(() => (exited = true));
   const path = `${worker.dir}/dead-letters.ndjson`;
   const rotated = `${path}.1`;
 
-  await publish(gearmand.addr, QUEUE, ["not json before the rotation"]);
+  await publish(gearmanAddr, QUEUE, ["not json before the rotation"]);
   await waitFor(async () => (await linesOf(path)).length === 1, {
     message: "the first dead letter is written",
   });
@@ -73,7 +95,7 @@ Deno.test("reload: SIGHUP reopens the dead-letter file, re-reads the log level, 
   assert.deepEqual(await linesOf(path), []);
   await Deno.stat(path);
 
-  await publish(gearmand.addr, QUEUE, ["not json after the rotation"]);
+  await publish(gearmanAddr, QUEUE, ["not json after the rotation"]);
   await waitFor(async () => (await linesOf(path)).length === 1, {
     message: "the next dead letter goes to the new file at the configured path",
   });
@@ -81,7 +103,7 @@ Deno.test("reload: SIGHUP reopens the dead-letter file, re-reads the log level, 
   assert.equal((await linesOf(rotated)).length, 1);
   assert.match((await linesOf(rotated))[0] ?? "", /before the rotation/);
   // The new level is in force: a flushed batch is logged at debug after the reload.
-  await publish(gearmand.addr, QUEUE, [HOSTCHECKS_JOB]);
+  await publish(gearmanAddr, QUEUE, [HOSTCHECKS_JOB]);
   await waitFor(
     () => {
       const lines = worker.lines();
@@ -98,16 +120,8 @@ Deno.test("reload: SIGHUP reopens the dead-letter file, re-reads the log level, 
 // The warnings of the file read again were dropped: a key misspelt while editing the file
 // (log_levle) was ignored on SIGHUP without a word, where a start names it.
 Deno.test("reload: SIGHUP logs the warnings of the file read again, such as a misspelt key", async () => {
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await using configFile = await infoConfigFile();
-  const config = configFile.path;
-  await using worker = await startWorkerProcess({
-    gearmanAddr: gearmand.addr,
-    mysqlUrl: db.url,
-    args: ["--config", config],
-  });
+  await using reloadable = await reloadableWorker();
+  const { worker, config } = reloadable;
   await Deno.writeTextFile(config, "log_levle: debug\n");
   worker.kill("SIGHUP");
   await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
@@ -129,38 +143,19 @@ Deno.test("reload: SIGHUP logs the warnings of the file read again, such as a mi
 // the reload never got past it, and every later SIGHUP queued behind: a log level switched to
 // debug to look into the hang was never applied, and nothing said why.
 Deno.test("reload: SIGHUP while a dead-letter write never returns still applies the settings and says the file did not answer", async () => {
-  await using gearmand = await startGearmand();
-  await using db = await createScratchDatabase();
-  await createSchema(db.url);
-  await using configFile = await infoConfigFile();
-  const config = configFile.path;
-  const terminal = stoppedTerminal();
-  try {
-    await using worker = await startWorkerProcess({
-      gearmanAddr: gearmand.addr,
-      mysqlUrl: db.url,
-      args: ["--config", config, "--queues", QUEUE, "--drain-timeout", "1s"],
-      allowAll: true,
-    });
-    await terminal.replace(`${worker.dir}/dead-letters.ndjson`);
-    await publish(gearmand.addr, QUEUE, ["not a payload"]);
-    await waitFor(async () => (await jobsInFlight(worker, QUEUE)) === 1, {
-      message: "the job waiting for its dead-letter record",
-    });
-    await Deno.writeTextFile(config, "log_level: debug\n");
-    worker.kill("SIGHUP");
-    await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
-      timeoutMs: 20_000,
-      message: "the reload is done",
-    }).catch((err: unknown) => {
-      throw new Error(`${err}\n${worker.lines().slice(-5).join("\n")}`);
-    });
-    const logs = worker.lines().join("\n");
-    assert.match(logs, /cannot reopen the dead-letter file.*does not answer/);
-    assert.match(logs, /log_level=info->debug/);
-    worker.kill("SIGTERM");
-    assert.equal((await worker.status).code, 0, worker.stderr());
-  } finally {
-    terminal.close();
-  }
+  await using reloadable = await reloadableWorker(true);
+  const { worker, config } = reloadable;
+  await Deno.writeTextFile(config, "log_level: debug\n");
+  worker.kill("SIGHUP");
+  await waitFor(() => worker.lines().some((l) => l.includes("reload: done")), {
+    timeoutMs: 20_000,
+    message: "the reload is done",
+  }).catch((err: unknown) => {
+    throw new Error(`${err}\n${worker.lines().slice(-5).join("\n")}`);
+  });
+  const logs = worker.lines().join("\n");
+  assert.match(logs, /cannot reopen the dead-letter file.*does not answer/);
+  assert.match(logs, /log_level=info->debug/);
+  worker.kill("SIGTERM");
+  assert.equal((await worker.status).code, 0, worker.stderr());
 });
