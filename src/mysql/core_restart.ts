@@ -15,7 +15,6 @@ import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
-import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Row } from "../events/mod.ts";
 
@@ -371,7 +370,6 @@ export class StatusCleaner {
     const signal = this.#stop.signal;
     // A sweep that failed for a reason the MySQL hold does not cover is tried again every poll
     // interval, without growth or jitter: one sweep per worker, and such failures are rare.
-    let again: Backoff | undefined;
     for (let next = this.#pending; next !== undefined; next = this.#pending) {
       try {
         const target = await this.#waitForResend(next, signal);
@@ -409,12 +407,7 @@ export class StatusCleaner {
           node_name: this.#o.nodeName,
           error: errorMessage(err),
         });
-        again ??= new Backoff({
-          initialMs: this.#timing.pollMs,
-          maxMs: this.#timing.pollMs,
-          jitter: 0,
-        });
-        await this.#clock.sleep(again.next(), signal).catch(() => {});
+        await this.#clock.sleep(this.#timing.pollMs, signal).catch(() => {});
       }
     }
   }
@@ -529,39 +522,13 @@ export class StatusCleaner {
     return Number(result.rows[0]?.["republished"] ?? 0) === 1;
   }
 
-  /**
-   * Delete this node's status rows not refreshed since `cutoff`, each table walked along its
-   * `node_name` index a chunk at a time (docs/core-restart.md#bounded).
-   */
+  /** Delete this node's status rows not refreshed since `cutoff` (docs/core-restart.md#bounded). */
   async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
-    const o = this.#o;
     for (const table of STATUS_TABLES) {
-      const t = quoteIdentifier(table);
-      // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
-      // LIMIT and filter the node on the way: from the start of the table for the first chunk.
-      const indexed = await this.#hasNodeIndex(table, signal);
-      if (!indexed) {
-        log.warn(
-          "pipeline: status table has no node_name index, the core-restart sweep walks every " +
-            "node's rows (docs/core-restart.md#bounded)",
-          {
-            table,
-            node_name: o.nodeName,
-            hint: `ALTER TABLE ${t} ADD INDEX node_name (node_name)`,
-          },
-        );
-      }
-      const n = await this.#walk(
-        table,
-        "",
-        indexed ? `${t} FORCE INDEX (\`node_name\`)` : t,
-        indexed ? [{ sql: "`node_name` = ?", values: [o.nodeName] }] : [],
-        sweepStatement(table, cutoff, o.nodeName),
-        signal,
-      );
+      const n = await this.#walk(table, cutoff, signal);
       log.info("pipeline: stale status rows deleted", {
         table,
-        node_name: o.nodeName,
+        node_name: this.#o.nodeName,
         ...rowsOf(n),
       });
       this.#swept?.push(table);
@@ -569,22 +536,31 @@ export class StatusCleaner {
   }
 
   /**
-   * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
-   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range; returns
-   * the rows deleted. A status table's range runs from the chunk's first key (no other rows of
-   * the node lie in it, whatever the other nodes' keys), its DELETE is LIMITed and runs with both
-   * status writers paused; a scheduled-downtime table's range starts after the previous chunk's
-   * last key (a multi-table DELETE takes no LIMIT).
+   * Delete this node's rows of `table` left stale by the restart at `cutoff` a chunk at a time:
+   * read the next chunk's keys, then delete the stale rows in the chunk's key range; returns the
+   * rows deleted. A status table is walked along its `node_name` index: its range runs from the
+   * chunk's first key (no other rows of the node lie in it, whatever the other nodes' keys), its
+   * DELETE is LIMITed and runs with both status writers paused. A scheduled-downtime table (alias
+   * `s`) is walked along its primary key, its range starting after the previous chunk's last key
+   * (a multi-table DELETE takes no LIMIT).
    */
   async #walk(
     table: StatusTable | ScheduledDowntimeTable,
-    alias: string,
-    source: string,
-    where: readonly ReturnType<typeof keyBound>[],
-    stale: BuiltStatement,
+    cutoff: number,
     signal: AbortSignal,
   ): Promise<Deleted> {
+    const nodeName = this.#o.nodeName;
     const status = isStatusTable(table);
+    const alias = status ? "" : "s.";
+    const t = quoteIdentifier(table);
+    // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
+    // LIMIT and filter the node on the way: from the start of the table for the first chunk.
+    const indexed = status && await this.#hasNodeIndex(table, signal);
+    const source = status ? (indexed ? `${t} FORCE INDEX (\`node_name\`)` : t) : `${t} s`;
+    const where = indexed ? [{ sql: "`node_name` = ?", values: [nodeName] }] : [];
+    const stale = status
+      ? sweepStatement(table, cutoff, nodeName)
+      : staleDowntimesStatement(table, nodeName, cutoff);
     const chunk = this.#chunk;
     const key = TABLES[table].primaryKey;
     const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
@@ -609,7 +585,7 @@ export class StatusCleaner {
       const upper = keyBound(key, alias, "<=", keyOf(last));
       const bounds = lower === undefined ? [upper] : [lower, upper];
       const remove = () =>
-        this.#delete(
+        this.#sql(
           table,
           `${stale.sql} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
             (status ? ` LIMIT ${chunk}` : ""),
@@ -623,7 +599,10 @@ export class StatusCleaner {
     return n;
   }
 
-  /** Whether `table` has the `node_name` index the worker creates (an older database may not). */
+  /**
+   * Whether `table` has the `node_name` index the worker creates; an older database may not, which
+   * is warned about.
+   */
   async #hasNodeIndex(table: StatusTable, signal: AbortSignal): Promise<boolean> {
     const result = await this.#sql(
       table,
@@ -633,7 +612,17 @@ export class StatusCleaner {
       [table],
       signal,
     );
-    return Number(result.rows[0]?.["n"] ?? 0) > 0;
+    if (Number(result.rows[0]?.["n"] ?? 0) > 0) return true;
+    log.warn(
+      "pipeline: status table has no node_name index, the core-restart sweep walks every " +
+        "node's rows (docs/core-restart.md#bounded)",
+      {
+        table,
+        node_name: this.#o.nodeName,
+        hint: `ALTER TABLE ${quoteIdentifier(table)} ADD INDEX node_name (node_name)`,
+      },
+    );
+    return false;
   }
 
   /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
@@ -641,9 +630,9 @@ export class StatusCleaner {
     const limited = `${sql} LIMIT ${this.#chunk}`;
     const n: Deleted = { rows: 0, resent: false };
     for (;;) {
-      const one = await this.#delete(table, limited, values, signal);
+      const one = await this.#sql(table, limited, values, signal);
       addTo(n, one);
-      if (one.rows < this.#chunk) return n;
+      if (one.affectedRows < this.#chunk) return n;
     }
   }
 
@@ -665,14 +654,7 @@ export class StatusCleaner {
   async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
     for (const table of SCHEDULED_DOWNTIME_TABLES) {
-      const n = await this.#walk(
-        table,
-        "s.",
-        `${quoteIdentifier(table)} s`,
-        [],
-        staleDowntimesStatement(table, o.nodeName, cutoff),
-        signal,
-      );
+      const n = await this.#walk(table, cutoff, signal);
       log.info("pipeline: scheduled downtimes the core no longer has deleted", {
         table,
         node_name: o.nodeName,
@@ -691,32 +673,17 @@ export class StatusCleaner {
   }
 
   /**
-   * A DELETE, retried while MySQL is unavailable. One sent again may have committed already, its
-   * reply lost with the connection: the resend deletes nothing of those rows, so the count is
-   * then only a lower bound (`resent`).
+   * One statement, retried while MySQL is unavailable. A DELETE sent again may have committed
+   * already, its reply lost with the connection: the resend deletes nothing of those rows, so its
+   * count is then only a lower bound (`resent`).
    */
-  async #delete(
-    table: string,
-    sql: string,
-    values: readonly unknown[],
-    signal: AbortSignal,
-  ): Promise<Deleted> {
+  async #sql(table: string, sql: string, values: readonly unknown[], signal: AbortSignal) {
     let sends = 0;
     const result = await runWithRetry(() => {
       sends++;
       return this.#o.executor.run(sql, values);
     }, { table, availability: this.#o.availability, signal, metrics: this.#o.metrics });
-    return { rows: result.affectedRows, resent: sends > 1 };
-  }
-
-  /** One statement, retried while MySQL is unavailable. */
-  #sql(table: string, sql: string, values: readonly unknown[], signal: AbortSignal) {
-    return runWithRetry(() => this.#o.executor.run(sql, values), {
-      table,
-      availability: this.#o.availability,
-      signal,
-      metrics: this.#o.metrics,
-    });
+    return { ...result, resent: sends > 1 };
   }
 }
 
@@ -726,8 +693,8 @@ interface Deleted {
   resent: boolean;
 }
 
-function addTo(total: Deleted, one: Deleted): void {
-  total.rows += one.rows;
+function addTo(total: Deleted, one: { affectedRows: number; resent: boolean }): void {
+  total.rows += one.affectedRows;
   total.resent ||= one.resent;
 }
 
