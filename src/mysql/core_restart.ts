@@ -10,7 +10,6 @@ import type { SqlExecutor } from "./executor.ts";
 import { quoteIdentifier } from "./ddl.ts";
 import { FUTURE_SNAPSHOT_SECONDS, keyBound } from "./sql.ts";
 import { TABLES } from "./catalogue.ts";
-import type { BuiltStatement } from "./downtime.ts";
 import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -193,7 +192,7 @@ interface PendingSweep {
 
 /** What the sweep of one pending restart has learnt while waiting (a table seen stays so). */
 interface Republished {
-  readonly cutoff: number;
+  readonly sweep: PendingSweep;
   readonly seen: Map<StatusTable, Settling>;
   nextTableCheckMs: number;
 }
@@ -257,11 +256,7 @@ export class StatusCleaner {
       await this.#paused(async () => {
         for (const table of STATUS_TABLES) {
           const n = await this.#deleteInChunks(table, openItcockpitDelete(table), [], signal);
-          log.info("pipeline: stale status rows deleted", {
-            table,
-            node_name: o.nodeName,
-            ...rowsOf(n),
-          });
+          log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, ...n });
         }
       }, signal);
       return;
@@ -303,7 +298,6 @@ export class StatusCleaner {
     const cutoff = fromMessage
       ? restart.messageSeconds
       : Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS - Math.max(0, behindMs)) / 1000);
-    const source = fromMessage ? "message" : "receive_time";
     const maxAge = o.statusMaxAgeSeconds;
     if (maxAge > 0 && nowMs / 1000 - cutoff > maxAge) {
       log.warn(
@@ -332,7 +326,7 @@ export class StatusCleaner {
     log.info(
       "pipeline: monitoring core restarted, stale status rows are swept once the core " +
         "has re-published its objects",
-      { node_name: o.nodeName, cutoff, cutoff_source: source },
+      { node_name: o.nodeName, cutoff, cutoff_source: fromMessage ? "message" : "receive_time" },
     );
     this.#schedule();
   }
@@ -378,8 +372,7 @@ export class StatusCleaner {
         // it still has. Set before the first DELETE, so status handed over meanwhile is caught.
         this.#sweptBefore = Math.max(this.#sweptBefore, target.cutoff);
         this.#swept = [];
-        await this.#sweepStatus(target.cutoff, signal);
-        await this.#sweepDowntimes(target.cutoff, signal);
+        await this.#sweep(target.cutoff, signal);
         this.#swept = undefined;
         if (this.#pending === target) this.#pending = undefined;
       } catch (err: unknown) {
@@ -418,11 +411,10 @@ export class StatusCleaner {
    */
   async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
     const t = this.#timing;
-    let target = first;
-    const lookAt = (p: PendingSweep): Republished => ({
-      cutoff: p.cutoff,
+    const lookAt = (sweep: PendingSweep): Republished => ({
+      sweep,
       seen: new Map(),
-      nextTableCheckMs: p.recordedAtMs + t.tableCheckMs,
+      nextTableCheckMs: sweep.recordedAtMs + t.tableCheckMs,
     });
     let look = lookAt(first);
     // The longest wait counts from the restart, or from MySQL's return after an outage: the
@@ -430,25 +422,24 @@ export class StatusCleaner {
     let waitFromMs = first.recordedAtMs;
     for (;;) {
       const latest = this.#pending;
-      if (latest !== undefined && latest !== target) {
-        target = latest;
+      if (latest !== undefined && latest !== look.sweep) {
         look = lookAt(latest);
         waitFromMs = Math.max(waitFromMs, latest.recordedAtMs);
       }
       const now = this.#clock.nowMs();
       if (!this.#o.availability.available) waitFromMs = now;
-      if (await this.#settled(look, now, signal)) return target;
+      if (await this.#settled(look, now, signal)) return look.sweep;
       if (now - waitFromMs >= t.maxWaitMs) {
         log.warn(
           "pipeline: the status tables did not catch up with the core restart in time; " +
             "sweeping anyway (objects the core still has reappear with their next status)",
           {
             node_name: this.#o.nodeName,
-            cutoff: target.cutoff,
-            waited_ms: now - target.recordedAtMs,
+            cutoff: look.sweep.cutoff,
+            waited_ms: now - look.sweep.recordedAtMs,
           },
         );
-        return target;
+        return look.sweep;
       }
       await this.#clock.sleep(t.pollMs, signal);
     }
@@ -471,7 +462,7 @@ export class StatusCleaner {
       const newest = o.committed.newest(table, o.nodeName) ?? -Infinity;
       const rows = o.committed.rows(table, o.nodeName);
       let s = look.seen.get(table);
-      if (s === undefined && newest >= look.cutoff) {
+      if (s === undefined && newest >= look.sweep.cutoff) {
         s = { sinceMs: now, rows, until: newest + settleMs / 1000 };
         look.seen.set(table, s);
       }
@@ -492,7 +483,7 @@ export class StatusCleaner {
     if (now < look.nextTableCheckMs) return false;
     look.nextTableCheckMs = now + this.#timing.tableCheckMs;
     for (const table of missing) {
-      if (await this.#tableRepublished(table, look.cutoff, signal)) {
+      if (await this.#tableRepublished(table, look.sweep.cutoff, signal)) {
         look.seen.set(table, {
           sinceMs: now,
           rows: o.committed.rows(table, o.nodeName),
@@ -522,17 +513,36 @@ export class StatusCleaner {
     return Number(result.rows[0]?.["republished"] ?? 0) === 1;
   }
 
-  /** Delete this node's status rows not refreshed since `cutoff` (docs/core-restart.md#bounded). */
-  async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
-    for (const table of STATUS_TABLES) {
+  /**
+   * Delete this node's status rows not refreshed since `cutoff` (docs/core-restart.md#bounded),
+   * then its scheduled downtimes not announced since and its announcements older than the cutoff
+   * (they can no longer keep a row). Safe against the downtime statements running meanwhile: they
+   * record the announcement before they write the scheduled row
+   * (docs/core-restart.md#scheduled-downtimes).
+   */
+  async #sweep(cutoff: number, signal: AbortSignal): Promise<void> {
+    const o = this.#o;
+    for (const table of [...STATUS_TABLES, ...SCHEDULED_DOWNTIME_TABLES]) {
       const n = await this.#walk(table, cutoff, signal);
-      log.info("pipeline: stale status rows deleted", {
-        table,
-        node_name: this.#o.nodeName,
-        ...rowsOf(n),
-      });
+      if (isStatusTable(table)) {
+        log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, ...n });
+      } else {
+        log.info("pipeline: scheduled downtimes the core no longer has deleted", {
+          table,
+          node_name: o.nodeName,
+          cutoff,
+          ...n,
+        });
+      }
       this.#swept?.push(table);
     }
+    await this.#deleteInChunks(
+      ANNOUNCEMENTS,
+      `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
+        "AND `announced_at` < ?",
+      [o.nodeName, cutoff],
+      signal,
+    );
   }
 
   /**
@@ -558,15 +568,13 @@ export class StatusCleaner {
     const indexed = status && await this.#hasNodeIndex(table, signal);
     const source = status ? (indexed ? `${t} FORCE INDEX (\`node_name\`)` : t) : `${t} s`;
     const where = indexed ? [{ sql: "`node_name` = ?", values: [nodeName] }] : [];
-    const stale = status
-      ? sweepStatement(table, cutoff, nodeName)
-      : staleDowntimesStatement(table, nodeName, cutoff);
+    const stale = staleRowsDelete(table);
     const chunk = this.#chunk;
     const key = TABLES[table].primaryKey;
     const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
     const keyOf = (row: Record<string, unknown>) => key.map((c) => row[c]);
     let after: readonly unknown[] | undefined;
-    const n: Deleted = { rows: 0, resent: false };
+    const n: Deleted = { rows: 0 };
     for (;;) {
       const from = after === undefined ? undefined : keyBound(key, alias, ">", after);
       const conditions = from === undefined ? where : [...where, from];
@@ -587,9 +595,9 @@ export class StatusCleaner {
       const remove = () =>
         this.#sql(
           table,
-          `${stale.sql} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
+          `${stale} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
             (status ? ` LIMIT ${chunk}` : ""),
-          [...stale.values, ...bounds.flatMap((b) => b.values)],
+          [nodeName, cutoff, ...bounds.flatMap((b) => b.values)],
           signal,
         );
       addTo(n, await (status ? this.#paused(remove, signal) : remove()));
@@ -628,7 +636,7 @@ export class StatusCleaner {
   /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
   async #deleteInChunks(table: string, sql: string, values: unknown[], signal: AbortSignal) {
     const limited = `${sql} LIMIT ${this.#chunk}`;
-    const n: Deleted = { rows: 0, resent: false };
+    const n: Deleted = { rows: 0 };
     for (;;) {
       const one = await this.#sql(table, limited, values, signal);
       addTo(n, one);
@@ -641,33 +649,6 @@ export class StatusCleaner {
     const { writers } = this.#o;
     return writers.statusengine_servicestatus.withPaused(
       () => writers.statusengine_hoststatus.withPaused(fn, signal),
-      signal,
-    );
-  }
-
-  /**
-   * Delete this node's scheduled downtimes not announced since the restart, each table walked
-   * along its primary key, then the node's announcements older than it (they can no longer keep a
-   * row). Safe against the downtime statements running meanwhile: they record the announcement
-   * before they write the scheduled row (docs/core-restart.md#scheduled-downtimes).
-   */
-  async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
-    const o = this.#o;
-    for (const table of SCHEDULED_DOWNTIME_TABLES) {
-      const n = await this.#walk(table, cutoff, signal);
-      log.info("pipeline: scheduled downtimes the core no longer has deleted", {
-        table,
-        node_name: o.nodeName,
-        cutoff,
-        ...rowsOf(n),
-      });
-      this.#swept?.push(table);
-    }
-    await this.#deleteInChunks(
-      ANNOUNCEMENTS,
-      `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
-        "AND `announced_at` < ?",
-      [o.nodeName, cutoff],
       signal,
     );
   }
@@ -687,35 +668,18 @@ export class StatusCleaner {
   }
 }
 
-/** Rows deleted; `resent`: a DELETE was sent again, so more may have gone than `rows` says. */
+/**
+ * Rows deleted, as logged: `rows_at_least` when a DELETE was sent again, so more may have gone than
+ * `rows` says.
+ */
 interface Deleted {
   rows: number;
-  resent: boolean;
+  "rows_at_least"?: true;
 }
 
 function addTo(total: Deleted, one: { affectedRows: number; resent: boolean }): void {
   total.rows += one.affectedRows;
-  total.resent ||= one.resent;
-}
-
-/** The log fields of a count: `rows_at_least` when a resent DELETE may have gone uncounted. */
-function rowsOf(n: Deleted): { rows: number; rows_at_least?: true } {
-  return n.resent ? { rows: n.rows, rows_at_least: true } : { rows: n.rows };
-}
-
-/**
- * This node's rows of a status table not refreshed since `cutoff` (epoch seconds). A host row goes
- * only once no service row of that host is left (the UI joins services on their host's status).
- */
-function sweepStatement(table: StatusTable, cutoff: number, nodeName: string): BuiltStatement {
-  return {
-    sql: `DELETE FROM \`${table}\` WHERE \`node_name\` = ? AND \`status_update_time\` < ?` +
-      (table === "statusengine_servicestatus" ? "" : " AND NOT EXISTS (SELECT 1 FROM " +
-        "`statusengine_servicestatus` s WHERE " +
-        "s.`node_name` = `statusengine_hoststatus`.`node_name` " +
-        "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)"),
-    values: [nodeName, cutoff],
-  };
+  if (one.resent) total.rows_at_least = true;
 }
 
 /**
@@ -734,26 +698,29 @@ function openItcockpitDelete(table: StatusTable): string {
 }
 
 /**
- * The rows of a scheduled-downtime table (alias `s`) of one node whose downtime was not announced
- * at or after `cutoff`: no announcement at all (written before the worker kept them, or pruned),
- * or an older one. Callers add `AND` the key range of their chunk.
+ * The DELETE of this node's rows of `table` left stale by a restart (values: the node name, then
+ * the cutoff in epoch seconds); the walk adds `AND` the key range of its chunk. A status row not
+ * refreshed since the cutoff; a host row goes only once no service row of that host is left (the
+ * UI joins services on their host's status). A scheduled downtime (alias `s`) not announced at or
+ * after the cutoff: no announcement at all (written before the worker kept them, or pruned), or an
+ * older one.
  */
-function staleDowntimesStatement(
-  table: ScheduledDowntimeTable,
-  nodeName: string,
-  cutoff: number,
-): BuiltStatement {
+function staleRowsDelete(table: StatusTable | ScheduledDowntimeTable): string {
+  if (isStatusTable(table)) {
+    return `DELETE FROM \`${table}\` WHERE \`node_name\` = ? AND \`status_update_time\` < ?` +
+      (table === "statusengine_servicestatus" ? "" : " AND NOT EXISTS (SELECT 1 FROM " +
+        "`statusengine_servicestatus` s WHERE " +
+        "s.`node_name` = `statusengine_hoststatus`.`node_name` " +
+        "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)");
+  }
   // The announcement of a host downtime has '' for its service.
   const service = table === "statusengine_host_scheduleddowntimes"
     ? "''"
     : "s.`service_description`";
-  return {
-    sql: `DELETE s FROM ${quoteIdentifier(table)} s LEFT JOIN ` +
-      `${quoteIdentifier(ANNOUNCEMENTS)} a ON a.\`hostname\` = s.\`hostname\` ` +
-      `AND a.\`service_description\` = ${service} AND a.\`node_name\` = s.\`node_name\` ` +
-      "AND a.`scheduled_start_time` = s.`scheduled_start_time` " +
-      "AND a.`internal_downtime_id` = s.`internal_downtime_id` " +
-      "WHERE s.`node_name` = ? AND (a.`announced_at` IS NULL OR a.`announced_at` < ?)",
-    values: [nodeName, cutoff],
-  };
+  return `DELETE s FROM ${quoteIdentifier(table)} s LEFT JOIN ` +
+    `${quoteIdentifier(ANNOUNCEMENTS)} a ON a.\`hostname\` = s.\`hostname\` ` +
+    `AND a.\`service_description\` = ${service} AND a.\`node_name\` = s.\`node_name\` ` +
+    "AND a.`scheduled_start_time` = s.`scheduled_start_time` " +
+    "AND a.`internal_downtime_id` = s.`internal_downtime_id` " +
+    "WHERE s.`node_name` = ? AND (a.`announced_at` IS NULL OR a.`announced_at` < ?)";
 }
