@@ -95,11 +95,13 @@ const WARN_CORE_CLOCK_BEHIND_MS = 2_000;
  */
 const SWEEP_CHUNK_ROWS = 1_000;
 
-const SCHEDULED_DOWNTIME_TABLES = [
+/** The tables a sweep walks, in order: the status tables, then the scheduled downtimes. */
+const SWEPT_TABLES = [
+  ...STATUS_TABLES,
   "statusengine_host_scheduleddowntimes",
   "statusengine_service_scheduleddowntimes",
 ] as const;
-type ScheduledDowntimeTable = (typeof SCHEDULED_DOWNTIME_TABLES)[number];
+type SweptTable = (typeof SWEPT_TABLES)[number];
 
 const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 
@@ -202,8 +204,8 @@ interface Settling {
   /** Since when its writers committed nothing more of this node, and the rows by then. */
   sinceMs: number;
   rows: number;
-  /** Status stamped from here on shows the re-publish drained; null: the table was read. */
-  readonly until: number | null;
+  /** Status stamped from here on shows the re-publish drained; Infinity: the table was read. */
+  readonly until: number;
 }
 
 /** Records core restarts and sweeps the status rows they left stale. */
@@ -430,14 +432,11 @@ export class StatusCleaner {
       if (!this.#o.availability.available) waitFromMs = now;
       if (await this.#settled(look, now, signal)) return look.sweep;
       if (now - waitFromMs >= t.maxWaitMs) {
+        const { cutoff, recordedAtMs } = look.sweep;
         log.warn(
           "pipeline: the status tables did not catch up with the core restart in time; " +
             "sweeping anyway (objects the core still has reappear with their next status)",
-          {
-            node_name: this.#o.nodeName,
-            cutoff: look.sweep.cutoff,
-            waited_ms: now - look.sweep.recordedAtMs,
-          },
+          { node_name: this.#o.nodeName, cutoff, waited_ms: now - recordedAtMs },
         );
         return look.sweep;
       }
@@ -476,7 +475,7 @@ export class StatusCleaner {
         s.rows = rows;
         s.sinceMs = now;
       }
-      const drained = s.until !== null && newest >= s.until;
+      const drained = newest >= s.until;
       if (!drained && now - s.sinceMs < settleMs) settled = false;
     }
     if (missing.length === 0) return settled;
@@ -484,11 +483,8 @@ export class StatusCleaner {
     look.nextTableCheckMs = now + this.#timing.tableCheckMs;
     for (const table of missing) {
       if (await this.#tableRepublished(table, look.sweep.cutoff, signal)) {
-        look.seen.set(table, {
-          sinceMs: now,
-          rows: o.committed.rows(table, o.nodeName),
-          until: null,
-        });
+        const rows = o.committed.rows(table, o.nodeName);
+        look.seen.set(table, { sinceMs: now, rows, until: Infinity });
       }
     }
     return false;
@@ -499,7 +495,6 @@ export class StatusCleaner {
    * (nothing to wait for). Each EXISTS stops at its first match.
    */
   async #tableRepublished(table: StatusTable, cutoff: number, signal: AbortSignal) {
-    const o = this.#o;
     const t = quoteIdentifier(table);
     const result = await this.#sql(
       table,
@@ -507,7 +502,7 @@ export class StatusCleaner {
         `AND \`status_update_time\` >= ?) THEN 1 ` +
         `WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ?) THEN 0 ELSE 1 END ` +
         `AS \`republished\``,
-      [o.nodeName, cutoff, o.nodeName],
+      [this.#o.nodeName, cutoff, this.#o.nodeName],
       signal,
     );
     return Number(result.rows[0]?.["republished"] ?? 0) === 1;
@@ -522,7 +517,7 @@ export class StatusCleaner {
    */
   async #sweep(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    for (const table of [...STATUS_TABLES, ...SCHEDULED_DOWNTIME_TABLES]) {
+    for (const table of SWEPT_TABLES) {
       const n = await this.#walk(table, cutoff, signal);
       if (isStatusTable(table)) {
         log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, ...n });
@@ -554,11 +549,7 @@ export class StatusCleaner {
    * `s`) is walked along its primary key, its range starting after the previous chunk's last key
    * (a multi-table DELETE takes no LIMIT).
    */
-  async #walk(
-    table: StatusTable | ScheduledDowntimeTable,
-    cutoff: number,
-    signal: AbortSignal,
-  ): Promise<Deleted> {
+  async #walk(table: SweptTable, cutoff: number, signal: AbortSignal): Promise<Deleted> {
     const nodeName = this.#o.nodeName;
     const status = isStatusTable(table);
     const alias = status ? "" : "s.";
@@ -568,7 +559,6 @@ export class StatusCleaner {
     const indexed = status && await this.#hasNodeIndex(table, signal);
     const source = status ? (indexed ? `${t} FORCE INDEX (\`node_name\`)` : t) : `${t} s`;
     const where = indexed ? [{ sql: "`node_name` = ?", values: [nodeName] }] : [];
-    const stale = staleRowsDelete(table);
     const chunk = this.#chunk;
     const key = TABLES[table].primaryKey;
     const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
@@ -595,7 +585,7 @@ export class StatusCleaner {
       const remove = () =>
         this.#sql(
           table,
-          `${stale} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
+          `${staleRowsDelete(table)} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
             (status ? ` LIMIT ${chunk}` : ""),
           [nodeName, cutoff, ...bounds.flatMap((b) => b.values)],
           signal,
@@ -607,10 +597,7 @@ export class StatusCleaner {
     return n;
   }
 
-  /**
-   * Whether `table` has the `node_name` index the worker creates; an older database may not, which
-   * is warned about.
-   */
+  /** Whether `table` has the `node_name` index the worker creates; warns if not (an old schema). */
   async #hasNodeIndex(table: StatusTable, signal: AbortSignal): Promise<boolean> {
     const result = await this.#sql(
       table,
@@ -621,14 +608,11 @@ export class StatusCleaner {
       signal,
     );
     if (Number(result.rows[0]?.["n"] ?? 0) > 0) return true;
+    const hint = `ALTER TABLE ${quoteIdentifier(table)} ADD INDEX node_name (node_name)`;
     log.warn(
       "pipeline: status table has no node_name index, the core-restart sweep walks every " +
         "node's rows (docs/core-restart.md#bounded)",
-      {
-        table,
-        node_name: this.#o.nodeName,
-        hint: `ALTER TABLE ${quoteIdentifier(table)} ADD INDEX node_name (node_name)`,
-      },
+      { table, node_name: this.#o.nodeName, hint },
     );
     return false;
   }
@@ -705,7 +689,7 @@ function openItcockpitDelete(table: StatusTable): string {
  * after the cutoff: no announcement at all (written before the worker kept them, or pruned), or an
  * older one.
  */
-function staleRowsDelete(table: StatusTable | ScheduledDowntimeTable): string {
+function staleRowsDelete(table: SweptTable): string {
   if (isStatusTable(table)) {
     return `DELETE FROM \`${table}\` WHERE \`node_name\` = ? AND \`status_update_time\` < ?` +
       (table === "statusengine_servicestatus" ? "" : " AND NOT EXISTS (SELECT 1 FROM " +
