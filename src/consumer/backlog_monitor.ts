@@ -241,7 +241,7 @@ export class StallDetector {
     const { budget, stalledSince } = state;
     if (budget.full && budget.released === state.released) {
       // Jobs held up by MySQL are reported by statusengine_db_available; they go on once it answers.
-      if (this.#waitsForMysql(queue)) state.quietSince = now;
+      if (this.#o.waitsForMysql?.(queue) === true) state.quietSince = now;
       if (stalledSince !== undefined || now - state.quietSince < this.#o.timeoutMs) return;
       state.stalledSince = now;
       this.#count(queue, 1);
@@ -265,15 +265,6 @@ export class StallDetector {
       queue,
       stalled_s: Math.round((now - stalledSince) / 1000),
     });
-  }
-
-  #waitsForMysql(queue: string): boolean {
-    try {
-      return this.#o.waitsForMysql?.(queue) === true;
-    } catch {
-      // Cannot tell (a bug in the signal): no verdict, as while MySQL is unavailable.
-      return true;
-    }
   }
 
   /** One more (1) or one less (-1) reason for `queue` to be stalled. */

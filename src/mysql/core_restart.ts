@@ -10,12 +10,10 @@ import type { SqlExecutor } from "./executor.ts";
 import { quoteIdentifier } from "./ddl.ts";
 import { FUTURE_SNAPSHOT_SECONDS, keyBound } from "./sql.ts";
 import { TABLES } from "./catalogue.ts";
-import type { BuiltStatement } from "./downtime.ts";
 import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
-import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Row } from "../events/mod.ts";
 
@@ -97,11 +95,13 @@ const WARN_CORE_CLOCK_BEHIND_MS = 2_000;
  */
 const SWEEP_CHUNK_ROWS = 1_000;
 
-const SCHEDULED_DOWNTIME_TABLES = [
+/** The tables a sweep walks, in order: the status tables, then the scheduled downtimes. */
+const SWEPT_TABLES = [
+  ...STATUS_TABLES,
   "statusengine_host_scheduleddowntimes",
   "statusengine_service_scheduleddowntimes",
 ] as const;
-type ScheduledDowntimeTable = (typeof SCHEDULED_DOWNTIME_TABLES)[number];
+type SweptTable = (typeof SWEPT_TABLES)[number];
 
 const ANNOUNCEMENTS = "statusengine_downtime_announcements";
 
@@ -194,7 +194,7 @@ interface PendingSweep {
 
 /** What the sweep of one pending restart has learnt while waiting (a table seen stays so). */
 interface Republished {
-  readonly cutoff: number;
+  readonly sweep: PendingSweep;
   readonly seen: Map<StatusTable, Settling>;
   nextTableCheckMs: number;
 }
@@ -204,8 +204,8 @@ interface Settling {
   /** Since when its writers committed nothing more of this node, and the rows by then. */
   sinceMs: number;
   rows: number;
-  /** Status stamped from here on shows the re-publish drained; null: the table was read. */
-  readonly until: number | null;
+  /** Status stamped from here on shows the re-publish drained; Infinity: the table was read. */
+  readonly until: number;
 }
 
 /** Records core restarts and sweeps the status rows they left stale. */
@@ -258,11 +258,7 @@ export class StatusCleaner {
       await this.#paused(async () => {
         for (const table of STATUS_TABLES) {
           const n = await this.#deleteInChunks(table, openItcockpitDelete(table), [], signal);
-          log.info("pipeline: stale status rows deleted", {
-            table,
-            node_name: o.nodeName,
-            ...rowsOf(n),
-          });
+          log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, ...n });
         }
       }, signal);
       return;
@@ -304,7 +300,6 @@ export class StatusCleaner {
     const cutoff = fromMessage
       ? restart.messageSeconds
       : Math.floor((restart.receivedAtMs - RECEIVE_ALLOWANCE_MS - Math.max(0, behindMs)) / 1000);
-    const source = fromMessage ? "message" : "receive_time";
     const maxAge = o.statusMaxAgeSeconds;
     if (maxAge > 0 && nowMs / 1000 - cutoff > maxAge) {
       log.warn(
@@ -333,7 +328,7 @@ export class StatusCleaner {
     log.info(
       "pipeline: monitoring core restarted, stale status rows are swept once the core " +
         "has re-published its objects",
-      { node_name: o.nodeName, cutoff, cutoff_source: source },
+      { node_name: o.nodeName, cutoff, cutoff_source: fromMessage ? "message" : "receive_time" },
     );
     this.#schedule();
   }
@@ -371,7 +366,6 @@ export class StatusCleaner {
     const signal = this.#stop.signal;
     // A sweep that failed for a reason the MySQL hold does not cover is tried again every poll
     // interval, without growth or jitter: one sweep per worker, and such failures are rare.
-    let again: Backoff | undefined;
     for (let next = this.#pending; next !== undefined; next = this.#pending) {
       try {
         const target = await this.#waitForResend(next, signal);
@@ -380,8 +374,7 @@ export class StatusCleaner {
         // it still has. Set before the first DELETE, so status handed over meanwhile is caught.
         this.#sweptBefore = Math.max(this.#sweptBefore, target.cutoff);
         this.#swept = [];
-        await this.#sweepStatus(target.cutoff, signal);
-        await this.#sweepDowntimes(target.cutoff, signal);
+        await this.#sweep(target.cutoff, signal);
         this.#swept = undefined;
         if (this.#pending === target) this.#pending = undefined;
       } catch (err: unknown) {
@@ -409,12 +402,7 @@ export class StatusCleaner {
           node_name: this.#o.nodeName,
           error: errorMessage(err),
         });
-        again ??= new Backoff({
-          initialMs: this.#timing.pollMs,
-          maxMs: this.#timing.pollMs,
-          jitter: 0,
-        });
-        await this.#clock.sleep(again.next(), signal).catch(() => {});
+        await this.#clock.sleep(this.#timing.pollMs, signal).catch(() => {});
       }
     }
   }
@@ -425,11 +413,10 @@ export class StatusCleaner {
    */
   async #waitForResend(first: PendingSweep, signal: AbortSignal): Promise<PendingSweep> {
     const t = this.#timing;
-    let target = first;
-    const lookAt = (p: PendingSweep): Republished => ({
-      cutoff: p.cutoff,
+    const lookAt = (sweep: PendingSweep): Republished => ({
+      sweep,
       seen: new Map(),
-      nextTableCheckMs: p.recordedAtMs + t.tableCheckMs,
+      nextTableCheckMs: sweep.recordedAtMs + t.tableCheckMs,
     });
     let look = lookAt(first);
     // The longest wait counts from the restart, or from MySQL's return after an outage: the
@@ -437,25 +424,21 @@ export class StatusCleaner {
     let waitFromMs = first.recordedAtMs;
     for (;;) {
       const latest = this.#pending;
-      if (latest !== undefined && latest !== target) {
-        target = latest;
+      if (latest !== undefined && latest !== look.sweep) {
         look = lookAt(latest);
         waitFromMs = Math.max(waitFromMs, latest.recordedAtMs);
       }
       const now = this.#clock.nowMs();
       if (!this.#o.availability.available) waitFromMs = now;
-      if (await this.#settled(look, now, signal)) return target;
+      if (await this.#settled(look, now, signal)) return look.sweep;
       if (now - waitFromMs >= t.maxWaitMs) {
+        const { cutoff, recordedAtMs } = look.sweep;
         log.warn(
           "pipeline: the status tables did not catch up with the core restart in time; " +
             "sweeping anyway (objects the core still has reappear with their next status)",
-          {
-            node_name: this.#o.nodeName,
-            cutoff: target.cutoff,
-            waited_ms: now - target.recordedAtMs,
-          },
+          { node_name: this.#o.nodeName, cutoff, waited_ms: now - recordedAtMs },
         );
-        return target;
+        return look.sweep;
       }
       await this.#clock.sleep(t.pollMs, signal);
     }
@@ -478,7 +461,7 @@ export class StatusCleaner {
       const newest = o.committed.newest(table, o.nodeName) ?? -Infinity;
       const rows = o.committed.rows(table, o.nodeName);
       let s = look.seen.get(table);
-      if (s === undefined && newest >= look.cutoff) {
+      if (s === undefined && newest >= look.sweep.cutoff) {
         s = { sinceMs: now, rows, until: newest + settleMs / 1000 };
         look.seen.set(table, s);
       }
@@ -492,19 +475,16 @@ export class StatusCleaner {
         s.rows = rows;
         s.sinceMs = now;
       }
-      const drained = s.until !== null && newest >= s.until;
+      const drained = newest >= s.until;
       if (!drained && now - s.sinceMs < settleMs) settled = false;
     }
     if (missing.length === 0) return settled;
     if (now < look.nextTableCheckMs) return false;
     look.nextTableCheckMs = now + this.#timing.tableCheckMs;
     for (const table of missing) {
-      if (await this.#tableRepublished(table, look.cutoff, signal)) {
-        look.seen.set(table, {
-          sinceMs: now,
-          rows: o.committed.rows(table, o.nodeName),
-          until: null,
-        });
+      if (await this.#tableRepublished(table, look.sweep.cutoff, signal)) {
+        const rows = o.committed.rows(table, o.nodeName);
+        look.seen.set(table, { sinceMs: now, rows, until: Infinity });
       }
     }
     return false;
@@ -515,7 +495,6 @@ export class StatusCleaner {
    * (nothing to wait for). Each EXISTS stops at its first match.
    */
   async #tableRepublished(table: StatusTable, cutoff: number, signal: AbortSignal) {
-    const o = this.#o;
     const t = quoteIdentifier(table);
     const result = await this.#sql(
       table,
@@ -523,74 +502,69 @@ export class StatusCleaner {
         `AND \`status_update_time\` >= ?) THEN 1 ` +
         `WHEN EXISTS (SELECT 1 FROM ${t} WHERE \`node_name\` = ?) THEN 0 ELSE 1 END ` +
         `AS \`republished\``,
-      [o.nodeName, cutoff, o.nodeName],
+      [this.#o.nodeName, cutoff, this.#o.nodeName],
       signal,
     );
     return Number(result.rows[0]?.["republished"] ?? 0) === 1;
   }
 
   /**
-   * Delete this node's status rows not refreshed since `cutoff`, each table walked along its
-   * `node_name` index a chunk at a time (docs/core-restart.md#bounded).
+   * Delete this node's status rows not refreshed since `cutoff` (docs/core-restart.md#bounded),
+   * then its scheduled downtimes not announced since and its announcements older than the cutoff
+   * (they can no longer keep a row). Safe against the downtime statements running meanwhile: they
+   * record the announcement before they write the scheduled row
+   * (docs/core-restart.md#scheduled-downtimes).
    */
-  async #sweepStatus(cutoff: number, signal: AbortSignal): Promise<void> {
+  async #sweep(cutoff: number, signal: AbortSignal): Promise<void> {
     const o = this.#o;
-    for (const table of STATUS_TABLES) {
-      const t = quoteIdentifier(table);
-      // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
-      // LIMIT and filter the node on the way: from the start of the table for the first chunk.
-      const indexed = await this.#hasNodeIndex(table, signal);
-      if (!indexed) {
-        log.warn(
-          "pipeline: status table has no node_name index, the core-restart sweep walks every " +
-            "node's rows (docs/core-restart.md#bounded)",
-          {
-            table,
-            node_name: o.nodeName,
-            hint: `ALTER TABLE ${t} ADD INDEX node_name (node_name)`,
-          },
-        );
+    for (const table of SWEPT_TABLES) {
+      const n = await this.#walk(table, cutoff, signal);
+      if (isStatusTable(table)) {
+        log.info("pipeline: stale status rows deleted", { table, node_name: o.nodeName, ...n });
+      } else {
+        log.info("pipeline: scheduled downtimes the core no longer has deleted", {
+          table,
+          node_name: o.nodeName,
+          cutoff,
+          ...n,
+        });
       }
-      const n = await this.#walk(
-        table,
-        "",
-        indexed ? `${t} FORCE INDEX (\`node_name\`)` : t,
-        indexed ? [{ sql: "`node_name` = ?", values: [o.nodeName] }] : [],
-        sweepStatement(table, cutoff, o.nodeName),
-        signal,
-      );
-      log.info("pipeline: stale status rows deleted", {
-        table,
-        node_name: o.nodeName,
-        ...rowsOf(n),
-      });
       this.#swept?.push(table);
     }
+    await this.#deleteInChunks(
+      ANNOUNCEMENTS,
+      `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
+        "AND `announced_at` < ?",
+      [o.nodeName, cutoff],
+      signal,
+    );
   }
 
   /**
-   * Walk `table` along its primary key (`alias`-prefixed) a chunk at a time: read the next
-   * chunk's keys from `source` under `where`, then run `stale` on the chunk's key range; returns
-   * the rows deleted. A status table's range runs from the chunk's first key (no other rows of
-   * the node lie in it, whatever the other nodes' keys), its DELETE is LIMITed and runs with both
-   * status writers paused; a scheduled-downtime table's range starts after the previous chunk's
-   * last key (a multi-table DELETE takes no LIMIT).
+   * Delete this node's rows of `table` left stale by the restart at `cutoff` a chunk at a time:
+   * read the next chunk's keys, then delete the stale rows in the chunk's key range; returns the
+   * rows deleted. A status table is walked along its `node_name` index: its range runs from the
+   * chunk's first key (no other rows of the node lie in it, whatever the other nodes' keys), its
+   * DELETE is LIMITed and runs with both status writers paused. A scheduled-downtime table (alias
+   * `s`) is walked along its primary key, its range starting after the previous chunk's last key
+   * (a multi-table DELETE takes no LIMIT).
    */
-  async #walk(
-    table: StatusTable | ScheduledDowntimeTable,
-    alias: string,
-    source: string,
-    where: readonly ReturnType<typeof keyBound>[],
-    stale: BuiltStatement,
-    signal: AbortSignal,
-  ): Promise<Deleted> {
+  async #walk(table: SweptTable, cutoff: number, signal: AbortSignal): Promise<Deleted> {
+    const nodeName = this.#o.nodeName;
     const status = isStatusTable(table);
+    const alias = status ? "" : "s.";
+    const t = quoteIdentifier(table);
+    // Named, because MariaDB may otherwise walk the primary key in order for the ORDER BY …
+    // LIMIT and filter the node on the way: from the start of the table for the first chunk.
+    const indexed = status && await this.#hasNodeIndex(table, signal);
+    const source = status ? (indexed ? `${t} FORCE INDEX (\`node_name\`)` : t) : `${t} s`;
+    const where = indexed ? [{ sql: "`node_name` = ?", values: [nodeName] }] : [];
     const chunk = this.#chunk;
     const key = TABLES[table].primaryKey;
     const columns = key.map((c) => `${alias}${quoteIdentifier(c)}`).join(", ");
     const keyOf = (row: Record<string, unknown>) => key.map((c) => row[c]);
     let after: readonly unknown[] | undefined;
-    const n: Deleted = { rows: 0, resent: false };
+    const n: Deleted = { rows: 0 };
     for (;;) {
       const from = after === undefined ? undefined : keyBound(key, alias, ">", after);
       const conditions = from === undefined ? where : [...where, from];
@@ -609,11 +583,11 @@ export class StatusCleaner {
       const upper = keyBound(key, alias, "<=", keyOf(last));
       const bounds = lower === undefined ? [upper] : [lower, upper];
       const remove = () =>
-        this.#delete(
+        this.#sql(
           table,
-          `${stale.sql} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
+          `${staleRowsDelete(table)} AND ${bounds.map((b) => b.sql).join(" AND ")}` +
             (status ? ` LIMIT ${chunk}` : ""),
-          [...stale.values, ...bounds.flatMap((b) => b.values)],
+          [nodeName, cutoff, ...bounds.flatMap((b) => b.values)],
           signal,
         );
       addTo(n, await (status ? this.#paused(remove, signal) : remove()));
@@ -623,7 +597,7 @@ export class StatusCleaner {
     return n;
   }
 
-  /** Whether `table` has the `node_name` index the worker creates (an older database may not). */
+  /** Whether `table` has the `node_name` index the worker creates; warns if not (an old schema). */
   async #hasNodeIndex(table: StatusTable, signal: AbortSignal): Promise<boolean> {
     const result = await this.#sql(
       table,
@@ -633,17 +607,24 @@ export class StatusCleaner {
       [table],
       signal,
     );
-    return Number(result.rows[0]?.["n"] ?? 0) > 0;
+    if (Number(result.rows[0]?.["n"] ?? 0) > 0) return true;
+    const hint = `ALTER TABLE ${quoteIdentifier(table)} ADD INDEX node_name (node_name)`;
+    log.warn(
+      "pipeline: status table has no node_name index, the core-restart sweep walks every " +
+        "node's rows (docs/core-restart.md#bounded)",
+      { table, node_name: this.#o.nodeName, hint },
+    );
+    return false;
   }
 
   /** Run a single-table DELETE a chunk at a time until it deletes fewer; the rows deleted. */
   async #deleteInChunks(table: string, sql: string, values: unknown[], signal: AbortSignal) {
     const limited = `${sql} LIMIT ${this.#chunk}`;
-    const n: Deleted = { rows: 0, resent: false };
+    const n: Deleted = { rows: 0 };
     for (;;) {
-      const one = await this.#delete(table, limited, values, signal);
+      const one = await this.#sql(table, limited, values, signal);
       addTo(n, one);
-      if (one.rows < this.#chunk) return n;
+      if (one.affectedRows < this.#chunk) return n;
     }
   }
 
@@ -657,98 +638,32 @@ export class StatusCleaner {
   }
 
   /**
-   * Delete this node's scheduled downtimes not announced since the restart, each table walked
-   * along its primary key, then the node's announcements older than it (they can no longer keep a
-   * row). Safe against the downtime statements running meanwhile: they record the announcement
-   * before they write the scheduled row (docs/core-restart.md#scheduled-downtimes).
+   * One statement, retried while MySQL is unavailable. A DELETE sent again may have committed
+   * already, its reply lost with the connection: the resend deletes nothing of those rows, so its
+   * count is then only a lower bound (`resent`).
    */
-  async #sweepDowntimes(cutoff: number, signal: AbortSignal): Promise<void> {
-    const o = this.#o;
-    for (const table of SCHEDULED_DOWNTIME_TABLES) {
-      const n = await this.#walk(
-        table,
-        "s.",
-        `${quoteIdentifier(table)} s`,
-        [],
-        staleDowntimesStatement(table, o.nodeName, cutoff),
-        signal,
-      );
-      log.info("pipeline: scheduled downtimes the core no longer has deleted", {
-        table,
-        node_name: o.nodeName,
-        cutoff,
-        ...rowsOf(n),
-      });
-      this.#swept?.push(table);
-    }
-    await this.#deleteInChunks(
-      ANNOUNCEMENTS,
-      `DELETE FROM ${quoteIdentifier(ANNOUNCEMENTS)} WHERE \`node_name\` = ? ` +
-        "AND `announced_at` < ?",
-      [o.nodeName, cutoff],
-      signal,
-    );
-  }
-
-  /**
-   * A DELETE, retried while MySQL is unavailable. One sent again may have committed already, its
-   * reply lost with the connection: the resend deletes nothing of those rows, so the count is
-   * then only a lower bound (`resent`).
-   */
-  async #delete(
-    table: string,
-    sql: string,
-    values: readonly unknown[],
-    signal: AbortSignal,
-  ): Promise<Deleted> {
+  async #sql(table: string, sql: string, values: readonly unknown[], signal: AbortSignal) {
     let sends = 0;
     const result = await runWithRetry(() => {
       sends++;
       return this.#o.executor.run(sql, values);
     }, { table, availability: this.#o.availability, signal, metrics: this.#o.metrics });
-    return { rows: result.affectedRows, resent: sends > 1 };
+    return { ...result, resent: sends > 1 };
   }
-
-  /** One statement, retried while MySQL is unavailable. */
-  #sql(table: string, sql: string, values: readonly unknown[], signal: AbortSignal) {
-    return runWithRetry(() => this.#o.executor.run(sql, values), {
-      table,
-      availability: this.#o.availability,
-      signal,
-      metrics: this.#o.metrics,
-    });
-  }
-}
-
-/** Rows deleted; `resent`: a DELETE was sent again, so more may have gone than `rows` says. */
-interface Deleted {
-  rows: number;
-  resent: boolean;
-}
-
-function addTo(total: Deleted, one: Deleted): void {
-  total.rows += one.rows;
-  total.resent ||= one.resent;
-}
-
-/** The log fields of a count: `rows_at_least` when a resent DELETE may have gone uncounted. */
-function rowsOf(n: Deleted): { rows: number; rows_at_least?: true } {
-  return n.resent ? { rows: n.rows, rows_at_least: true } : { rows: n.rows };
 }
 
 /**
- * This node's rows of a status table not refreshed since `cutoff` (epoch seconds). A host row goes
- * only once no service row of that host is left (the UI joins services on their host's status).
+ * Rows deleted, as logged: `rows_at_least` when a DELETE was sent again, so more may have gone than
+ * `rows` says.
  */
-function sweepStatement(table: StatusTable, cutoff: number, nodeName: string): BuiltStatement {
-  return {
-    sql: `DELETE FROM \`${table}\` WHERE \`node_name\` = ? AND \`status_update_time\` < ?` +
-      (table === "statusengine_servicestatus" ? "" : " AND NOT EXISTS (SELECT 1 FROM " +
-        "`statusengine_servicestatus` s WHERE " +
-        "s.`node_name` = `statusengine_hoststatus`.`node_name` " +
-        "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)"),
-    values: [nodeName, cutoff],
-  };
+interface Deleted {
+  rows: number;
+  "rows_at_least"?: true;
+}
+
+function addTo(total: Deleted, one: { affectedRows: number; resent: boolean }): void {
+  total.rows += one.affectedRows;
+  if (one.resent) total.rows_at_least = true;
 }
 
 /**
@@ -767,26 +682,29 @@ function openItcockpitDelete(table: StatusTable): string {
 }
 
 /**
- * The rows of a scheduled-downtime table (alias `s`) of one node whose downtime was not announced
- * at or after `cutoff`: no announcement at all (written before the worker kept them, or pruned),
- * or an older one. Callers add `AND` the key range of their chunk.
+ * The DELETE of this node's rows of `table` left stale by a restart (values: the node name, then
+ * the cutoff in epoch seconds); the walk adds `AND` the key range of its chunk. A status row not
+ * refreshed since the cutoff; a host row goes only once no service row of that host is left (the
+ * UI joins services on their host's status). A scheduled downtime (alias `s`) not announced at or
+ * after the cutoff: no announcement at all (written before the worker kept them, or pruned), or an
+ * older one.
  */
-function staleDowntimesStatement(
-  table: ScheduledDowntimeTable,
-  nodeName: string,
-  cutoff: number,
-): BuiltStatement {
+function staleRowsDelete(table: SweptTable): string {
+  if (isStatusTable(table)) {
+    return `DELETE FROM \`${table}\` WHERE \`node_name\` = ? AND \`status_update_time\` < ?` +
+      (table === "statusengine_servicestatus" ? "" : " AND NOT EXISTS (SELECT 1 FROM " +
+        "`statusengine_servicestatus` s WHERE " +
+        "s.`node_name` = `statusengine_hoststatus`.`node_name` " +
+        "AND s.`hostname` = `statusengine_hoststatus`.`hostname`)");
+  }
   // The announcement of a host downtime has '' for its service.
   const service = table === "statusengine_host_scheduleddowntimes"
     ? "''"
     : "s.`service_description`";
-  return {
-    sql: `DELETE s FROM ${quoteIdentifier(table)} s LEFT JOIN ` +
-      `${quoteIdentifier(ANNOUNCEMENTS)} a ON a.\`hostname\` = s.\`hostname\` ` +
-      `AND a.\`service_description\` = ${service} AND a.\`node_name\` = s.\`node_name\` ` +
-      "AND a.`scheduled_start_time` = s.`scheduled_start_time` " +
-      "AND a.`internal_downtime_id` = s.`internal_downtime_id` " +
-      "WHERE s.`node_name` = ? AND (a.`announced_at` IS NULL OR a.`announced_at` < ?)",
-    values: [nodeName, cutoff],
-  };
+  return `DELETE s FROM ${quoteIdentifier(table)} s LEFT JOIN ` +
+    `${quoteIdentifier(ANNOUNCEMENTS)} a ON a.\`hostname\` = s.\`hostname\` ` +
+    `AND a.\`service_description\` = ${service} AND a.\`node_name\` = s.\`node_name\` ` +
+    "AND a.`scheduled_start_time` = s.`scheduled_start_time` " +
+    "AND a.`internal_downtime_id` = s.`internal_downtime_id` " +
+    "WHERE s.`node_name` = ? AND (a.`announced_at` IS NULL OR a.`announced_at` < ?)";
 }
