@@ -21,11 +21,12 @@ import {
 import {
   acceptedForm,
   defaultValue,
-  displayValue,
   formatByteSize,
   formatGoDuration,
+  isUrlLike,
   metavarOf,
 } from "./values.ts";
+import { redactUrl } from "../util/redact.ts";
 import { legacyKeysOf } from "./legacy.ts";
 
 /** Markers around the generated section of docs/configuration.md. */
@@ -61,7 +62,7 @@ export function displayDefault(row: SettingRow, command: CommandName): string {
   if (row.required === true) return "(required)";
   const fallback = defaultOf(row, command);
   if (fallback === undefined || fallback === "") return "(none)";
-  return row.secret === true ? displayValue(row, defaultValue(row, command)) : fallback;
+  return row.secret === true ? flagText(row, defaultValue(row, command)) : fallback;
 }
 
 /** The flag and its aliases, each with `metavar`, and `--no-<flag>` for a boolean. */
@@ -259,9 +260,15 @@ export function renderConfigReference(): string {
  * secrets masked: what `config` shows and the start-up log names.
  */
 export function flagText(row: SettingRow, value: unknown): string {
-  if (Array.isArray(value) && value.length === 0) return "";
-  if (value === undefined || row.secret === true || Array.isArray(value)) {
-    return displayValue(row, value);
+  if (value === undefined) return "(none)";
+  if (Array.isArray(value)) {
+    if (value.length === 0) return "";
+    return row.secret === true ? `(${value.length} hidden)` : value.join(",");
+  }
+  if (row.secret === true) {
+    if (value === "") return "(none)";
+    // Only a URL or DSN has a public part worth showing; a password or token is all secret.
+    return typeof value === "string" && isUrlLike(row) ? redactUrl(value) : "(hidden)";
   }
   if (row.kind.type === "duration" && typeof value === "number") return formatGoDuration(value);
   if (row.kind.type === "bytes" && typeof value === "number") return formatByteSize(value);

@@ -455,10 +455,8 @@ export async function loadSettings<C extends CommandName>(
     const fileTier = path === undefined ? [] : documentTier(doc, path, "yaml");
     // The PHP worker's SE_* variables, below its config file as there (file > SE_*).
     const legacyTier = fileTier.length > 0 ? [] : documentTier(legacyEnv, LEGACY_ENV_PATH, "text");
-    return [["flag", flagTier], ["env", envTier], ["file", fileTier], [
-      "legacy",
-      legacyTier,
-    ]] as const;
+    const tiers = { flag: flagTier, env: envTier, file: fileTier, legacy: legacyTier };
+    return Object.entries(tiers) as [keyof typeof tiers, Candidate[]][];
   };
 
   // 1. The config file: flag, then env, then none (no default location).

@@ -126,20 +126,14 @@ export function formatByteSize(bytes: number): string {
 const HOST_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
 const IPV6 = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(%[A-Za-z0-9_.-]+)?$/;
 
-/** A host name, IPv4 address or bare IPv6 address (no brackets), unchanged; "" = every interface. */
-function parseHost(host: string): Parsed<string> {
-  if (host === "" || HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
-  return fail(`${JSON.stringify(host)} is not a host name or IP address`);
-}
-
-/** A `host:port` address split; `host` is IPv6 without brackets, `""` for all interfaces. */
-export interface HostPort {
-  readonly host: string;
-  readonly port: number;
-}
-
-/** Split `host:port`, `[v6]:port`, or with `emptyHost` (listen addresses) `:port`. */
-export function splitHostPort(addr: string, emptyHost = false): Parsed<HostPort> {
+/**
+ * Split `host:port`, `[v6]:port`, or with `emptyHost` (listen addresses) `:port`; `host` is IPv6
+ * without brackets, `""` for all interfaces.
+ */
+export function splitHostPort(
+  addr: string,
+  emptyHost = false,
+): Parsed<{ readonly host: string; readonly port: number }> {
   const quoted = JSON.stringify(addr);
   let host: string;
   let portText: string;
@@ -477,8 +471,12 @@ export function parseValue(row: SettingRow, raw: unknown, origin: Origin): Parse
         ? fail(`${JSON.stringify(value)} is not one of ${kind.values.join(", ")}`)
         : ok(match);
     }
-    case "host":
-      return parseHost(value.trim());
+    case "host": {
+      // A host name, IPv4 address or bare IPv6 address (no brackets); "" = every interface.
+      const host = value.trim();
+      if (host === "" || HOST_NAME.test(host) || IPV6.test(host)) return ok(host);
+      return fail(`${JSON.stringify(host)} is not a host name or IP address`);
+    }
     case "hostPort": {
       if (kind.emptyDisables === true && value.trim() === "") return ok("");
       const split = splitHostPort(value.trim(), kind.emptyHost);
@@ -576,7 +574,8 @@ export function metavarOf(row: SettingRow): string {
   return FIXED_METAVARS[kind.type];
 }
 
-function isUrlLike(row: SettingRow): boolean {
+/** A URL or DSN setting: its secret is the password, the rest may be shown. */
+export function isUrlLike(row: SettingRow): boolean {
   return row.kind.type === "url" || row.kind.type === "mysqlUrl" || row.kind.type === "mysqlDsn";
 }
 
@@ -587,19 +586,6 @@ export function maskRaw(row: SettingRow, raw: unknown): string {
   }
   const text = JSON.stringify(raw) ?? String(raw);
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
-}
-
-/** A resolved value as a log line or help may show it: secrets masked. */
-export function displayValue(row: SettingRow, value: unknown): string {
-  if (value === undefined) return "(none)";
-  if (row.secret === true) {
-    if (Array.isArray(value)) return value.length === 0 ? "(none)" : `(${value.length} hidden)`;
-    if (value === "") return "(none)";
-    // Only a URL or DSN has a public part worth showing; a password or token is all secret.
-    return typeof value === "string" && isUrlLike(row) ? redactUrl(value) : "(hidden)";
-  }
-  if (Array.isArray(value)) return value.length === 0 ? "(none)" : value.join(",");
-  return String(value);
 }
 
 /**
