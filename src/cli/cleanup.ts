@@ -87,6 +87,8 @@ interface TableStats {
   needsRepair: boolean;
   /** MySQL refused the ALTER TABLE of its partitions; old rows were deleted row by row instead. */
   alterDenied: boolean;
+  /** Dry run: what the run would do to the table, the parts of the line printed for it. */
+  wouldDo: string[];
 }
 
 /**
@@ -181,6 +183,7 @@ function namesText(names: readonly string[]): string {
 interface RunContext {
   readonly session: CleanupSession;
   readonly options: CleanupCommandOptions;
+  readonly dryRun: boolean;
   readonly signal: AbortSignal;
   readonly today: number;
   readonly io: Io;
@@ -189,17 +192,26 @@ interface RunContext {
 /**
  * Batched DELETE inside one partition (or the whole table), a chunk of rows along the primary
  * key at a time, with a progress line every `progressIntervalMs`. Nothing to trim (`trim` null)
- * or a disabled table deletes nothing.
+ * or a disabled table deletes nothing. A dry run counts the rows instead, in `holding`: where
+ * they are before the run adds and drops partitions (docs/retention.md#dry-run).
  */
 async function deleteInBatches(
   ctx: RunContext,
   table: PlannedTable,
   trim: string | "table" | null,
   stats: TableStats,
+  holding: readonly string[] | "table" = "table",
 ): Promise<TableOutcome> {
   if (trim === null || table.cutoff === null) return { kind: "finished", stats };
   const { options, signal } = ctx;
   const cutoff = unixSeconds(table.cutoff);
+  if (ctx.dryRun) {
+    stats.rows = await ctx.session.countOlder(table, holding, cutoff);
+    const from = trim === "table" ? "" : ` from ${trim}`;
+    const older = `${table.column} < ${formatLocalRfc3339(table.cutoff)}, unix ${cutoff}`;
+    stats.wouldDo.push(`delete ${stats.rows} rows${from} (${older})`);
+    return { kind: "finished", stats };
+  }
   const interval = options.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS;
   const counted = await ctx.session.countOlder(table, trim, cutoff, PROGRESS_COUNT_LIMIT);
   const started = performance.now();
@@ -248,7 +260,7 @@ function missingAndDisabled(table: PlannedTable, err: unknown): boolean {
 
 /** One table of a normal or dry run. */
 async function processTable(ctx: RunContext, table: PlannedTable): Promise<TableOutcome> {
-  const { session, signal, options } = ctx;
+  const { session, signal, dryRun } = ctx;
   const stats: TableStats = {
     layout: "unpartitioned",
     added: [],
@@ -258,6 +270,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     batches: 0,
     needsRepair: false,
     alterDenied: false,
+    wouldDo: [],
   };
   try {
     const layout = await session.readLayout(table);
@@ -269,16 +282,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
         hint: "`statusengine-worker schema --check` shows the difference",
       });
     }
-    if (layout.kind !== "weekly") {
-      if (options.dryRun === true) {
-        const part = table.cutoff === null
-          ? `disabled (${table.yamlKey}: 0)`
-          : await dryRunDelete(ctx, table, "table", "table", table.cutoff, stats);
-        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${part}`);
-        return { kind: "finished", stats };
-      }
-      return await deleteInBatches(ctx, table, "table", stats);
-    }
+    if (layout.kind !== "weekly") return await deleteInBatches(ctx, table, "table", stats);
 
     const weekly = layout.layout;
     const max = weekly.max;
@@ -291,7 +295,7 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
       // A layout made by hand that gives a name of the weeks ahead to another range: nothing
       // can be laid out until the operator renames it, but the age still holds. The old rows
       // go by DELETE, as from a table partitioned another way, and the table is reported failed.
-      if (options.dryRun === true) return { kind: "failed", stats, error: err };
+      if (dryRun) return { kind: "failed", stats, error: err };
       const outcome = await deleteInBatches(ctx, table, "table", stats);
       return outcome.kind === "finished" ? { kind: "failed", stats, error: err } : outcome;
     }
@@ -307,48 +311,43 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
           "(docs/retention.md#repair)",
       });
     }
-    if (options.dryRun === true) {
-      stats.added = maintenance.add.map((p) => p.name);
-      stats.dropped = maintenance.drop.map((p) => p.name);
-      stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
-      const parts: string[] = [];
-      if (stats.added.length > 0) parts.push(`add ${namesText(stats.added)}`);
-      if (stats.dropped.length > 0) {
-        parts.push(`drop ${namesText(stats.dropped)} (~${stats.droppedRowsEstimate} rows)`);
+    const added = maintenance.add.map((p) => p.name);
+    const dropped = maintenance.drop.map((p) => p.name);
+    const droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
+    if (dryRun) {
+      Object.assign(stats, { added, dropped, droppedRowsEstimate });
+      if (added.length > 0) stats.wouldDo.push(`add ${namesText(added)}`);
+      if (dropped.length > 0) {
+        stats.wouldDo.push(`drop ${namesText(dropped)} (~${droppedRowsEstimate} rows)`);
       }
       if (maxHasRows) {
-        parts.push(
+        stats.wouldDo.push(
           `${max.name} holds ~${max.rowsEstimate} rows: ${maintenance.blockedWeeks} week(s) cannot be laid out until --repair-partitions`,
         );
       }
-      if (maintenance.trim !== null && table.cutoff !== null) {
-        const where = partitionsToTrim(weekly, maintenance);
-        parts.push(await dryRunDelete(ctx, table, where, maintenance.trim, table.cutoff, stats));
-      }
-      ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} ${parts.join("; ") || "nothing to do"}`);
-      return { kind: "finished", stats };
+      const holding = partitionsToTrim(weekly, maintenance);
+      return await deleteInBatches(ctx, table, maintenance.trim, stats, holding);
     }
 
     try {
-      if (maintenance.add.length > 0) {
+      if (added.length > 0) {
         const started = performance.now();
         await session.addPartitions(table.table, weekly, maintenance.add);
-        stats.added = maintenance.add.map((p) => p.name);
+        stats.added = added;
         log.info("cleanup: partitions added", {
           table: table.table,
-          partitions: stats.added.join(","),
+          partitions: added.join(","),
           "duration_ms": Math.round(performance.now() - started),
         });
       }
-      if (!signal.aborted && maintenance.drop.length > 0) {
+      if (!signal.aborted && dropped.length > 0) {
         const started = performance.now();
         await session.dropPartitions(table.table, maintenance.drop);
-        stats.dropped = maintenance.drop.map((p) => p.name);
-        stats.droppedRowsEstimate = maintenance.drop.reduce((n, p) => n + p.rowsEstimate, 0);
+        Object.assign(stats, { dropped, droppedRowsEstimate });
         log.info("cleanup: partitions dropped", {
           table: table.table,
-          partitions: stats.dropped.join(","),
-          "rows_estimate": stats.droppedRowsEstimate,
+          partitions: dropped.join(","),
+          "rows_estimate": droppedRowsEstimate,
           "duration_ms": Math.round(performance.now() - started),
         });
       }
@@ -368,36 +367,12 @@ async function processTable(ctx: RunContext, table: PlannedTable): Promise<Table
     return await deleteInBatches(ctx, table, maintenance.trim, stats);
   } catch (err: unknown) {
     if (signal.aborted) return { kind: "interrupted", stats };
-    if (missingAndDisabled(table, err)) {
-      if (options.dryRun === true) {
-        ctx.io.out(`${table.table.padEnd(TABLE_COLUMN)} disabled (${table.yamlKey}: 0)`);
-      }
-      return { kind: "finished", stats };
-    }
+    if (missingAndDisabled(table, err)) return { kind: "finished", stats };
     // Whatever broke (missing table, lock timeout, lost connection), the next table starts
     // on a fresh connection.
     session.discard();
     return { kind: "failed", stats, error: err };
   }
-}
-
-/**
- * Dry run: count what the DELETE would remove, and say so as a part of the table's line.
- * `where`: the partitions holding those rows now, before the add and the drop; `from`: where
- * the run will DELETE, as the line names it.
- */
-async function dryRunDelete(
-  ctx: RunContext,
-  table: PlannedTable,
-  where: readonly string[] | "table",
-  from: string | "table",
-  cutoffDate: Date,
-  stats: TableStats,
-): Promise<string> {
-  const { cutoff, "cutoff_unix": cutoffUnix } = cutoffProperties(cutoffDate);
-  stats.rows = await ctx.session.countOlder(table, where, cutoffUnix);
-  const source = from === "table" ? "" : ` from ${from}`;
-  return `delete ${stats.rows} rows${source} (${table.column} < ${cutoff}, unix ${cutoffUnix})`;
 }
 
 /**
@@ -475,7 +450,7 @@ export async function runCleanupCommand(
       io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`));
       return 1;
     }
-    const ctx: RunContext = { session, options, signal, today: dayNumber(now), io };
+    const ctx: RunContext = { session, options, dryRun, signal, today: dayNumber(now), io };
     // Said once, before any table: the dry run as a warning; the run deletes what it can and
     // ends with an error, since the weeks ahead will run out.
     const grantAdvice = await partitionGrantAdvice(session, enabled);
@@ -508,6 +483,12 @@ export async function runCleanupCommand(
       const outcome = await processTable(ctx, table);
       const ms = performance.now() - started;
       const { stats } = outcome;
+      if (dryRun && outcome.kind === "finished") {
+        // Without weeks to lay out ahead, a disabled table has nothing else to show.
+        const disabled = table.cutoff === null && stats.layout !== "weekly";
+        const line = disabled ? `disabled (${table.yamlKey}: 0)` : stats.wouldDo.join("; ");
+        io.out(`${table.table.padEnd(TABLE_COLUMN)} ${line || "nothing to do"}`);
+      }
       total.rows += stats.rows;
       total.added += stats.added.length;
       total.dropped += stats.dropped.length;
@@ -586,8 +567,7 @@ async function runRepair(
   scrub: (text: string) => string,
   runStarted: number,
 ): Promise<number> {
-  const { session, signal, options, io } = ctx;
-  const dryRun = options.dryRun === true;
+  const { session, signal, dryRun, io } = ctx;
   let steps = 0;
   let repaired = 0;
   const failed: string[] = [];
