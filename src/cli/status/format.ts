@@ -58,33 +58,18 @@ interface ColumnGroup {
   readonly cells: readonly (readonly string[])[];
 }
 
-/** The column widths of a group and its total width; a long caption widens the first column. */
-function groupLayout(group: ColumnGroup): { widths: number[]; total: number } {
+/** A group's lines (caption, headers, a row per queue), all as wide as its caption line. */
+function renderGroup(group: ColumnGroup): string[] {
   const widths = group.headers.map((h, i) =>
     Math.max(h.length, ...group.cells.map((row) => row[i]?.length ?? 0))
   );
   const natural = widths.reduce((a, b) => a + b, 0) + widths.length - 1;
   const total = Math.max(natural, group.caption.length);
+  // A long caption widens the first column.
   widths[0] = (widths[0] ?? 0) + total - natural;
-  return { widths, total };
-}
-
-/** One aligned table: queue names, then the groups side by side. */
-function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup[]): string[] {
-  const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
-  const gap = "  ";
-  const captions = [" ".repeat(nameWidth)];
-  const headers = ["QUEUE".padEnd(nameWidth)];
-  const rows = names.map((n) => [n.padEnd(nameWidth)]);
-  for (const group of groups) {
-    const { widths: adjusted, total } = groupLayout(group);
-    captions.push(fit(group.caption, total).padEnd(total));
-    headers.push(group.headers.map((h, i) => h.padStart(adjusted[i] ?? 0)).join(" "));
-    group.cells.forEach((cells, r) => {
-      rows[r]?.push(cells.map((c, i) => c.padStart(adjusted[i] ?? 0)).join(" "));
-    });
-  }
-  return [captions, headers, ...rows].map((parts) => parts.join(gap).trimEnd());
+  const line = (cells: readonly string[]) =>
+    cells.map((c, i) => c.padStart(widths[i] ?? 0)).join(" ");
+  return [group.caption.padEnd(total), line(group.headers), ...group.cells.map(line)];
 }
 
 /**
@@ -132,6 +117,7 @@ function formatStatusText(report: StatusReport): string[] {
     q.consumed ? q.name : `${fit(q.name, MAX_NAME_WIDTH - OTHER_MARK.length)}${OTHER_MARK}`
   );
   const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
+  const nameColumn = ["", "QUEUE", ...names].map((n) => n.padEnd(nameWidth));
   const workerGroups: ColumnGroup[] = w === null ? [] : [{
     caption: "worker",
     headers: ["IN-FLIGHT", "CONNECTED"],
@@ -148,20 +134,22 @@ function formatStatusText(report: StatusReport): string[] {
     }),
   }));
   // Pack groups left to right; a group that would pass 100 columns starts the next table.
-  const tables: ColumnGroup[][] = [[]];
+  const tables: string[][][] = [[nameColumn]];
   let used = nameWidth;
-  for (const group of [...workerGroups, ...serverGroups]) {
-    const width = 2 + groupLayout(group).total;
+  for (const group of [...workerGroups, ...serverGroups].map(renderGroup)) {
+    const width = 2 + (group[0]?.length ?? 0);
     const current = tables[tables.length - 1] ?? [];
-    if (current.length > 0 && used + width > SCREEN_WIDTH) {
-      tables.push([group]);
+    if (current.length > 1 && used + width > SCREEN_WIDTH) {
+      tables.push([nameColumn, group]);
       used = nameWidth + width;
     } else {
       current.push(group);
       used += width;
     }
   }
-  for (const groups of tables) lines.push("", ...renderQueueTable(names, groups));
+  for (const columns of tables) {
+    lines.push("", ...nameColumn.map((_, r) => columns.map((c) => c[r]).join("  ").trimEnd()));
+  }
   if (report.queues.some((q) => !q.consumed)) {
     lines.push(`${OTHER_MARK.trim()} known to a job server, not consumed by statusengine-worker`);
   }
