@@ -258,11 +258,9 @@ function selectTables(tables: readonly string[] | undefined): readonly TableName
   const names = [...new Set(tables.map((t) => t.trim()).filter((t) => t !== ""))].sort();
   const unknown = names.filter((t) => !isTableName(t));
   if (unknown.length > 0) {
-    throw new RangeError(
-      `unknown table${unknown.length === 1 ? "" : "s"} ${
-        unknown.map((t) => `"${t}"`).join(", ")
-      }; valid tables: ${TABLE_NAMES.join(", ")}`,
-    );
+    const listed = unknown.map((t) => `"${t}"`).join(", ");
+    const valid = `valid tables: ${TABLE_NAMES.join(", ")}`;
+    throw new RangeError(`unknown table${unknown.length === 1 ? "" : "s"} ${listed}; ${valid}`);
   }
   if (names.length === 0) throw new RangeError("no table given");
   return names as TableName[];

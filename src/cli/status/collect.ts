@@ -287,18 +287,14 @@ async function probeWorker<T>(
     const [second] = await Promise.all([scrape(target), alongside]);
     const seconds = (second.at - first.at) / 1000;
     const written = METRICS.dbEventsWritten.name;
-    const tables = second.samples
-      .filter((s) => s.name === written && s.labels.table !== undefined)
-      .map((s) => {
-        const table = s.labels.table ?? "";
-        const before = sampleValue(first.samples, written, { table });
-        const delta = before === null ? null : s.value - before;
-        return {
-          table,
-          written: s.value,
-          rowsPerSecond: delta === null || delta < 0 || seconds <= 0 ? null : delta / seconds,
-        };
-      });
+    const tables = second.samples.flatMap(({ name, labels: { table }, value }) => {
+      if (name !== written || table === undefined) return [];
+      const before = sampleValue(first.samples, written, { table });
+      const rowsPerSecond = before === null || value < before || seconds <= 0
+        ? null
+        : (value - before) / seconds;
+      return [{ table, written: value, rowsPerSecond }];
+    });
     return {
       alongside: await alongside,
       worker: {

@@ -58,18 +58,24 @@ interface ColumnGroup {
   readonly cells: readonly (readonly string[])[];
 }
 
+/** Cells padded to the widest, right-aligned (numbers) or `left`-aligned. */
+function column(cells: readonly string[], left = false): string[] {
+  const width = Math.max(...cells.map((c) => c.length));
+  return cells.map((c) => left ? c.padEnd(width) : c.padStart(width));
+}
+
+/** Columns of equally many lines side by side. */
+function sideBySide(columns: readonly (readonly string[])[], gap: string): string[] {
+  return (columns[0] ?? []).map((_, r) => columns.map((c) => c[r]).join(gap));
+}
+
 /** A group's lines (caption, headers, a row per queue), all as wide as its caption line. */
 function renderGroup(group: ColumnGroup): string[] {
-  const widths = group.headers.map((h, i) =>
-    Math.max(h.length, ...group.cells.map((row) => row[i]?.length ?? 0))
-  );
-  const natural = widths.reduce((a, b) => a + b, 0) + widths.length - 1;
-  const total = Math.max(natural, group.caption.length);
+  const columns = group.headers.map((h, i) => column([h, ...group.cells.map((r) => r[i] ?? "")]));
+  const lines = sideBySide(columns, " ");
+  const width = Math.max(lines[0]?.length ?? 0, group.caption.length);
   // A long caption widens the first column.
-  widths[0] = (widths[0] ?? 0) + total - natural;
-  const line = (cells: readonly string[]) =>
-    cells.map((c, i) => c.padStart(widths[i] ?? 0)).join(" ");
-  return [group.caption.padEnd(total), line(group.headers), ...group.cells.map(line)];
+  return [group.caption.padEnd(width), ...lines.map((l) => l.padStart(width))];
 }
 
 /**
@@ -116,8 +122,8 @@ function formatStatusText(report: StatusReport): string[] {
   const names = report.queues.map((q) =>
     q.consumed ? q.name : `${fit(q.name, MAX_NAME_WIDTH - OTHER_MARK.length)}${OTHER_MARK}`
   );
-  const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
-  const nameColumn = ["", "QUEUE", ...names].map((n) => n.padEnd(nameWidth));
+  const nameColumn = column(["", "QUEUE", ...names], true);
+  const nameWidth = nameColumn[0]?.length ?? 0;
   const workerGroups: ColumnGroup[] = w === null ? [] : [{
     caption: "worker",
     headers: ["IN-FLIGHT", "CONNECTED"],
@@ -148,7 +154,7 @@ function formatStatusText(report: StatusReport): string[] {
     }
   }
   for (const columns of tables) {
-    lines.push("", ...nameColumn.map((_, r) => columns.map((c) => c[r]).join("  ").trimEnd()));
+    lines.push("", ...sideBySide(columns, "  ").map((l) => l.trimEnd()));
   }
   if (report.queues.some((q) => !q.consumed)) {
     lines.push(`${OTHER_MARK.trim()} known to a job server, not consumed by statusengine-worker`);
@@ -164,17 +170,12 @@ function formatStatusText(report: StatusReport): string[] {
   if (w?.ok) lines.push("");
   if (w?.ok && written.length === 0) lines.push("No rows written since the worker started");
   if (w !== null && written.length > 0) {
-    const rows = [
-      ["TABLE", "ROWS/S", "WRITTEN"],
-      ...written.map((t) => [t.table, rate(t.rowsPerSecond), String(t.written)]),
-    ];
-    const [tw = 0, rw = 0, ww = 0] = [0, 1, 2].map((i) =>
-      Math.max(...rows.map((r) => r[i]?.length ?? 0))
-    );
-    rows.forEach(([table = "", perSecond = "", total = ""], i) => {
-      const over = i === 0 ? `  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)` : "";
-      lines.push(`${table.padEnd(tw)}  ${perSecond.padStart(rw)}  ${total.padStart(ww)}${over}`);
-    });
+    const [header, ...rows] = sideBySide([
+      column(["TABLE", ...written.map((t) => t.table)], true),
+      column(["ROWS/S", ...written.map((t) => rate(t.rowsPerSecond))]),
+      column(["WRITTEN", ...written.map((t) => String(t.written))]),
+    ], "  ");
+    lines.push(`${header}  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)`, ...rows);
     const idle = w.tables.length - written.length;
     if (idle > 0) {
       lines.push(`(${idle} more table(s) with nothing written since the worker started)`);
