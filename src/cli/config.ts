@@ -15,6 +15,7 @@ import {
   type LoadResult,
   loadSettings,
   parseCommandLine,
+  PROGRAM_NAME as PROGRAM,
   rowsFor,
   settingKeyOf,
   type SettingRow,
@@ -25,8 +26,6 @@ import { hasCode, WorkerError } from "../util/errors.ts";
 import { errorMessage } from "../log.ts";
 import type { Io } from "./io.ts";
 import { workerConfigFrom } from "./run.ts";
-
-const PROGRAM = "statusengine-worker";
 
 /**
  * One setting as `config --json` prints it: values in flag syntax (30s, 64MiB, a,b), secrets
@@ -58,19 +57,13 @@ function ownFlagName(arg: string): string | undefined {
   return name === "json" || name === "no-json" ? name : undefined;
 }
 
-interface Split {
-  readonly own: string[];
-  readonly command: CommandName;
-  readonly rest: string[];
-}
-
 /**
  * Split off config's own flags, also those after the command (`config run --json` is
  * `config --json run`): left in the command's line they would be refused by a command without
  * such a flag. A command that takes the flag itself (`status --json`) keeps it too, so the
  * settings shown stay those of the line as written. Nothing after `--` is a flag.
  */
-function splitArgs(argv: readonly string[]): Split {
+function splitArgs(argv: readonly string[]) {
   let i = 0;
   while (i < argv.length && ownFlagName(argv[i] ?? "") !== undefined) i++;
   const own = argv.slice(0, i);
@@ -164,7 +157,7 @@ export async function runConfigCommand(
   env: Readonly<Record<string, string>>,
   io: Io,
 ): Promise<number> {
-  let split: Split;
+  let split: ReturnType<typeof splitArgs>;
   let json: boolean;
   const print = (document: ConfigDocument) => io.out(JSON.stringify(document, null, 2));
   try {

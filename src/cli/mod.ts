@@ -329,11 +329,10 @@ export async function reload(options: ReloadOptions): Promise<void> {
   }
   const changed = [...new Set([...Object.keys(before), ...Object.keys(after)])]
     .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).sort();
-  const applied = changed.filter((k) => APPLIED.has(k));
   const waiting = changed.filter((k) => !APPLIED.has(k));
   const level = after.logLevel ?? "info";
   const format = after.logFormat ?? "text";
-  if (applied.length > 0) {
+  if (changed.some((k) => APPLIED.has(k))) {
     // Said before the switch as well, so that a level made quieter still shows the change.
     workerLog.info("reload: switching logging", { log_level: level, log_format: format });
     await configureLogging({ level, format, write: options.logWrite });

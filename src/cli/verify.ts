@@ -9,7 +9,6 @@ import {
   endMysql,
   isTableName,
   makeSessionReadOnly,
-  type MysqlConnection,
   type NewestRows,
   selectNewestRows,
   type Table,
@@ -34,59 +33,46 @@ interface VerifyCommandOptions {
   readonly ignoreColumns?: readonly string[];
 }
 
-/** The 16 tables compared by default (docs/operations.md#verify). */
-const DEFAULT_VERIFY_TABLES: readonly TableName[] = Object.freeze([
-  "statusengine_hoststatus",
-  "statusengine_servicestatus",
-  "statusengine_hostchecks",
-  "statusengine_servicechecks",
-  "statusengine_host_statehistory",
-  "statusengine_service_statehistory",
-  "statusengine_host_downtimehistory",
-  "statusengine_service_downtimehistory",
-  "statusengine_host_notifications",
-  "statusengine_service_notifications",
-  "statusengine_host_notifications_log",
-  "statusengine_service_notifications_log",
-  "statusengine_host_acknowledgements",
-  "statusengine_service_acknowledgements",
-  "statusengine_host_scheduleddowntimes",
-  "statusengine_service_scheduleddowntimes",
-]);
-
 /**
  * "Newest first" per table (docs/operations.md#verify): the time column and its microsecond
  * companion. The key columns follow as tie-breakers, so both databases cut their window at
- * the same row when times are equal.
+ * the same row when times are equal. These 16 tables are compared by default, in this order.
  */
-const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = Object.freeze({
+const DEFAULT_ORDER = {
+  "statusengine_hoststatus": ["status_update_time"],
+  "statusengine_servicestatus": ["status_update_time"],
+  "statusengine_hostchecks": ["start_time", "start_time_usec"],
+  "statusengine_servicechecks": ["start_time", "start_time_usec"],
+  "statusengine_host_statehistory": ["state_time", "state_time_usec"],
+  "statusengine_service_statehistory": ["state_time", "state_time_usec"],
+  "statusengine_host_downtimehistory": ["entry_time", "entry_time_usec"],
+  "statusengine_service_downtimehistory": ["entry_time", "entry_time_usec"],
+  "statusengine_host_notifications": ["start_time", "start_time_usec"],
+  "statusengine_service_notifications": ["start_time", "start_time_usec"],
+  "statusengine_host_notifications_log": ["start_time", "start_time_usec"],
+  "statusengine_service_notifications_log": ["start_time", "start_time_usec"],
+  "statusengine_host_acknowledgements": ["entry_time", "entry_time_usec"],
+  "statusengine_service_acknowledgements": ["entry_time", "entry_time_usec"],
+  "statusengine_host_scheduleddowntimes": ["entry_time"],
+  "statusengine_service_scheduleddowntimes": ["entry_time"],
+} satisfies Partial<Record<TableName, readonly string[]>>;
+
+/** Every table's order: the default ones, then those compared only when named. */
+const VERIFY_ORDER: Readonly<Record<TableName, readonly string[]>> = {
+  ...DEFAULT_ORDER,
   "statusengine_dbversion": ["id"],
   "statusengine_downtime_announcements": ["announced_at"],
   "statusengine_downtime_tombstones": ["end_time"],
-  "statusengine_host_acknowledgements": ["entry_time", "entry_time_usec"],
-  "statusengine_host_downtimehistory": ["entry_time", "entry_time_usec"],
-  "statusengine_host_notifications": ["start_time", "start_time_usec"],
-  "statusengine_host_notifications_log": ["start_time", "start_time_usec"],
-  "statusengine_host_scheduleddowntimes": ["entry_time"],
-  "statusengine_host_statehistory": ["state_time", "state_time_usec"],
-  "statusengine_hostchecks": ["start_time", "start_time_usec"],
-  "statusengine_hoststatus": ["status_update_time"],
   // Not `id`: the two databases number the same rows differently.
   "statusengine_logentries": ["entry_time"],
   "statusengine_nodes": ["node_start_time"],
   "statusengine_perfdata": ["timestamp"],
-  "statusengine_service_acknowledgements": ["entry_time", "entry_time_usec"],
-  "statusengine_service_downtimehistory": ["entry_time", "entry_time_usec"],
-  "statusengine_service_notifications": ["start_time", "start_time_usec"],
-  "statusengine_service_notifications_log": ["start_time", "start_time_usec"],
-  "statusengine_service_scheduleddowntimes": ["entry_time"],
-  "statusengine_service_statehistory": ["state_time", "state_time_usec"],
-  "statusengine_servicechecks": ["start_time", "start_time_usec"],
-  "statusengine_servicestatus": ["status_update_time"],
   "statusengine_tasks": ["entry_time"],
   "statusengine_users": [],
   "statusengine_worker_leases": ["name"],
-});
+};
+
+const DEFAULT_VERIFY_TABLES = Object.keys(DEFAULT_ORDER) as TableName[];
 
 const EXAMPLES_PER_TABLE = 5;
 /** Significant digits at which DOUBLE values count as equal (PHP's `precision`, docs/tables.md#double-columns). */
@@ -146,31 +132,30 @@ function show(value: unknown): string {
 }
 
 function describeKey(row: DbRow, key: readonly string[]): string {
-  return `(${
-    key.map((c) => {
-      const v = row[c];
-      return `${c}=${typeof v === "number" ? String(v) : show(v)}`;
-    }).join(", ")
-  })`;
+  const parts = key.map((c) => `${c}=${typeof row[c] === "number" ? row[c] : show(row[c])}`);
+  return `(${parts.join(", ")})`;
 }
 
 /**
- * Match the rows of A and B by key and compare every column. Rows with the same key on one
- * side (possible only in keyless tables) are matched by occurrence. Rows in both are `equal`
+ * Match the rows of windows A and B by key and compare every column. Rows with the same key on
+ * one side (possible only in keyless tables) are matched by occurrence. Rows in both are `equal`
  * or `different` (in one column at least); `columns` counts the rows differing per column, in
  * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`. `compared` are the columns
- * in print order; `doubleColumns` are compared at {@linkcode DOUBLE_DIGITS} digits. A row
- * missing on the other side is not counted when it is `beyondA`/`beyondB` that side's window.
+ * in print order; the DOUBLE ones are compared at {@linkcode DOUBLE_DIGITS} digits. A row
+ * missing on the other side is not counted when it lies beyond that side's window
+ * ({@linkcode beyondWindow}, by the `time` column).
  */
 function diffRows(
-  rowsA: readonly DbRow[],
-  rowsB: readonly DbRow[],
+  windowA: NewestRows,
+  windowB: NewestRows,
   key: readonly string[],
   compared: readonly string[],
-  doubleColumns: ReadonlySet<string>,
-  beyondA: (row: DbRow) => boolean,
-  beyondB: (row: DbRow) => boolean,
+  limit: number,
+  time: string | undefined,
 ) {
+  const doubles = new Set([...windowA.doubles, ...windowB.doubles]);
+  const beyondA = beyondWindow(windowA, limit, time);
+  const beyondB = beyondWindow(windowB, limit, time);
   const keyOf = (row: DbRow) => JSON.stringify(key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
     const map = new Map<string, DbRow>();
@@ -182,8 +167,8 @@ function diffRows(
     }
     return map;
   };
-  const a = index(rowsA);
-  const b = index(rowsB);
+  const a = index(windowA.rows);
+  const b = index(windowB.rows);
   const columns = new Map<string, number>(compared.map((c) => [c, 0]));
   const examples: string[] = [];
   const example = (text: string) => {
@@ -202,15 +187,11 @@ function diffRows(
     }
     let same = true;
     for (const c of compared) {
-      const missing = !(c in rowA) || !(c in rowB);
-      if (missing || !valuesEqual(rowA[c], rowB[c], doubleColumns.has(c))) {
+      const shown = (row: DbRow) => c in row ? show(row[c]) : "(no such column)";
+      if (!(c in rowA) || !(c in rowB) || !valuesEqual(rowA[c], rowB[c], doubles.has(c))) {
         same = false;
         columns.set(c, (columns.get(c) ?? 0) + 1);
-        example(
-          `${describeKey(rowA, key)} column ${c}: A=${
-            c in rowA ? show(rowA[c]) : "(no such column)"
-          } B=${c in rowB ? show(rowB[c]) : "(no such column)"}`,
-        );
+        example(`${describeKey(rowA, key)} column ${c}: A=${shown(rowA)} B=${shown(rowB)}`);
       }
     }
     if (same) equal++;
@@ -277,37 +258,19 @@ function selectTables(tables: readonly string[] | undefined): readonly TableName
   const names = [...new Set(tables.map((t) => t.trim()).filter((t) => t !== ""))].sort();
   const unknown = names.filter((t) => !isTableName(t));
   if (unknown.length > 0) {
-    throw new RangeError(
-      `unknown table${unknown.length === 1 ? "" : "s"} ${
-        unknown.map((t) => `"${t}"`).join(", ")
-      }; valid tables: ${TABLE_NAMES.join(", ")}`,
-    );
+    const listed = unknown.map((t) => `"${t}"`).join(", ");
+    const valid = `valid tables: ${TABLE_NAMES.join(", ")}`;
+    throw new RangeError(`unknown table${unknown.length === 1 ? "" : "s"} ${listed}; ${valid}`);
   }
   if (names.length === 0) throw new RangeError("no table given");
   return names as TableName[];
 }
 
-interface Side {
-  readonly name: "A" | "B";
-  readonly conn: MysqlConnection;
-  readonly password: string | undefined;
-}
-
-async function fetchNewest(
-  side: Side,
-  table: TableName,
-  order: readonly string[],
-  limit: number,
-): Promise<NewestRows> {
-  try {
-    return await selectNewestRows(side.conn, table, order, limit);
-  } catch (err: unknown) {
-    const why = redactText(errorMessage(err), side.password);
-    throw new Error(`${side.name}: ${why}`, { cause: err });
-  }
-}
-
-async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefined> {
+/**
+ * Open database A or B for reading only; `newest` reads a table's window, its errors named by
+ * the side and without the password.
+ */
+async function open(name: "A" | "B", url: string, io: Io) {
   const opened = await openDatabase(url, `verify: database ${name}`, io, { exactValues: true });
   if (opened === undefined) return undefined;
   const { conn, password } = opened;
@@ -320,7 +283,12 @@ async function open(name: "A" | "B", url: string, io: Io): Promise<Side | undefi
     await endMysql(conn);
     return undefined;
   }
-  return { name, conn, password };
+  const newest = (table: TableName, order: readonly string[], limit: number) =>
+    selectNewestRows(conn, table, order, limit).catch((err: unknown) => {
+      const why = redactText(errorMessage(err), password);
+      throw new Error(`${name}: ${why}`, { cause: err });
+    });
+  return { conn, newest };
 }
 
 /**
@@ -369,33 +337,21 @@ export async function runVerifyCommand(options: VerifyCommandOptions, io: Io): P
       let fb: NewestRows;
       try {
         [fa, fb] = await Promise.all([
-          fetchNewest(a, name, order, options.limit),
-          fetchNewest(b, name, order, options.limit),
+          a.newest(name, order, options.limit),
+          b.newest(name, order, options.limit),
         ]);
+        const missingKey = key.filter((c) => !fa.columns.includes(c) || !fb.columns.includes(c));
+        if (missingKey.length > 0) {
+          throw new Error(`key column(s) ${missingKey.join(", ")} missing`);
+        }
       } catch (err: unknown) {
         errors++;
         io.out(`ERROR verifying table ${name}: ${errorMessage(err)}`);
         continue;
       }
-      const missingKey = key.filter((c) => !fa.columns.includes(c) || !fb.columns.includes(c));
-      if (missingKey.length > 0) {
-        errors++;
-        io.out(`ERROR verifying table ${name}: key column(s) ${missingKey.join(", ")} missing`);
-        continue;
-      }
       const skip = new Set([...auto, ...ignoredHere]);
       const columns = [...new Set([...fa.columns, ...fb.columns])].filter((c) => !skip.has(c));
-      const doubles = new Set([...fa.doubles, ...fb.doubles]);
-      const time = VERIFY_ORDER[name][0];
-      const diff = diffRows(
-        fa.rows,
-        fb.rows,
-        key,
-        columns,
-        doubles,
-        beyondWindow(fa, options.limit, time),
-        beyondWindow(fb, options.limit, time),
-      );
+      const diff = diffRows(fa, fb, key, columns, options.limit, VERIFY_ORDER[name][0]);
       if (diff.onlyInA + diff.onlyInB + diff.different === 0) {
         identical++;
         io.out(`${name}: identical (${diff.equal} rows)`);

@@ -225,25 +225,22 @@ function normaliseMetricsUrl(url: string): string {
 }
 
 async function scrape(url: string): Promise<{ samples: PrometheusSample[]; at: number }> {
-  const signal = AbortSignal.timeout(SCRAPE_TIMEOUT_MS);
-  const failed = (err: unknown): Error => {
-    const why = signal.aborted ? `no answer within ${SCRAPE_TIMEOUT_MS} ms` : errorMessage(err);
-    return new Error(`Cannot scrape ${url}: ${why}`, { cause: err });
-  };
-  let response: Response;
-  try {
-    response = await fetch(url, { signal });
-  } catch (err: unknown) {
-    throw failed(err);
-  }
-  if (!response.ok) {
-    await response.body?.cancel();
-    throw new Error(`Cannot scrape ${url}: HTTP ${response.status}`);
-  }
   // The limit covers the body too: a worker may send its headers and then stall.
-  const text = await response.text().catch((err: unknown) => {
-    throw failed(err);
-  });
+  using limit = deadline(SCRAPE_TIMEOUT_MS);
+  let text: string;
+  try {
+    const response = await fetch(url, { signal: limit.signal });
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw new Error(`HTTP ${response.status}`);
+    }
+    text = await response.text();
+  } catch (err: unknown) {
+    const why = limit.signal.aborted
+      ? `no answer within ${SCRAPE_TIMEOUT_MS} ms`
+      : errorMessage(err);
+    throw new Error(`Cannot scrape ${url}: ${why}`, { cause: err });
+  }
   const at = performance.now();
   const samples = parsePrometheusText(text);
   if (!samples.some((s) => s.name.startsWith("statusengine_"))) {
@@ -290,18 +287,14 @@ async function probeWorker<T>(
     const [second] = await Promise.all([scrape(target), alongside]);
     const seconds = (second.at - first.at) / 1000;
     const written = METRICS.dbEventsWritten.name;
-    const tables = second.samples
-      .filter((s) => s.name === written && s.labels.table !== undefined)
-      .map((s) => {
-        const table = s.labels.table ?? "";
-        const before = sampleValue(first.samples, written, { table });
-        const delta = before === null ? null : s.value - before;
-        return {
-          table,
-          written: s.value,
-          rowsPerSecond: delta === null || delta < 0 || seconds <= 0 ? null : delta / seconds,
-        };
-      });
+    const tables = second.samples.flatMap(({ name, labels: { table }, value }) => {
+      if (name !== written || table === undefined) return [];
+      const before = sampleValue(first.samples, written, { table });
+      const rowsPerSecond = before === null || value < before || seconds <= 0
+        ? null
+        : (value - before) / seconds;
+      return [{ table, written: value, rowsPerSecond }];
+    });
     return {
       alongside: await alongside,
       worker: {

@@ -58,33 +58,24 @@ interface ColumnGroup {
   readonly cells: readonly (readonly string[])[];
 }
 
-/** The column widths of a group and its total width; a long caption widens the first column. */
-function groupLayout(group: ColumnGroup): { widths: number[]; total: number } {
-  const widths = group.headers.map((h, i) =>
-    Math.max(h.length, ...group.cells.map((row) => row[i]?.length ?? 0))
-  );
-  const natural = widths.reduce((a, b) => a + b, 0) + widths.length - 1;
-  const total = Math.max(natural, group.caption.length);
-  widths[0] = (widths[0] ?? 0) + total - natural;
-  return { widths, total };
+/** Cells padded to the widest, right-aligned (numbers) or `left`-aligned. */
+function column(cells: readonly string[], left = false): string[] {
+  const width = Math.max(...cells.map((c) => c.length));
+  return cells.map((c) => left ? c.padEnd(width) : c.padStart(width));
 }
 
-/** One aligned table: queue names, then the groups side by side. */
-function renderQueueTable(names: readonly string[], groups: readonly ColumnGroup[]): string[] {
-  const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
-  const gap = "  ";
-  const captions = [" ".repeat(nameWidth)];
-  const headers = ["QUEUE".padEnd(nameWidth)];
-  const rows = names.map((n) => [n.padEnd(nameWidth)]);
-  for (const group of groups) {
-    const { widths: adjusted, total } = groupLayout(group);
-    captions.push(fit(group.caption, total).padEnd(total));
-    headers.push(group.headers.map((h, i) => h.padStart(adjusted[i] ?? 0)).join(" "));
-    group.cells.forEach((cells, r) => {
-      rows[r]?.push(cells.map((c, i) => c.padStart(adjusted[i] ?? 0)).join(" "));
-    });
-  }
-  return [captions, headers, ...rows].map((parts) => parts.join(gap).trimEnd());
+/** Columns of equally many lines side by side. */
+function sideBySide(columns: readonly (readonly string[])[], gap: string): string[] {
+  return (columns[0] ?? []).map((_, r) => columns.map((c) => c[r]).join(gap));
+}
+
+/** A group's lines (caption, headers, a row per queue), all as wide as its caption line. */
+function renderGroup(group: ColumnGroup): string[] {
+  const columns = group.headers.map((h, i) => column([h, ...group.cells.map((r) => r[i] ?? "")]));
+  const lines = sideBySide(columns, " ");
+  const width = Math.max(lines[0]?.length ?? 0, group.caption.length);
+  // A long caption widens the first column.
+  return [group.caption.padEnd(width), ...lines.map((l) => l.padStart(width))];
 }
 
 /**
@@ -131,7 +122,8 @@ function formatStatusText(report: StatusReport): string[] {
   const names = report.queues.map((q) =>
     q.consumed ? q.name : `${fit(q.name, MAX_NAME_WIDTH - OTHER_MARK.length)}${OTHER_MARK}`
   );
-  const nameWidth = Math.max("QUEUE".length, ...names.map((n) => n.length));
+  const nameColumn = column(["", "QUEUE", ...names], true);
+  const nameWidth = nameColumn[0]?.length ?? 0;
   const workerGroups: ColumnGroup[] = w === null ? [] : [{
     caption: "worker",
     headers: ["IN-FLIGHT", "CONNECTED"],
@@ -148,20 +140,22 @@ function formatStatusText(report: StatusReport): string[] {
     }),
   }));
   // Pack groups left to right; a group that would pass 100 columns starts the next table.
-  const tables: ColumnGroup[][] = [[]];
+  const tables: string[][][] = [[nameColumn]];
   let used = nameWidth;
-  for (const group of [...workerGroups, ...serverGroups]) {
-    const width = 2 + groupLayout(group).total;
+  for (const group of [...workerGroups, ...serverGroups].map(renderGroup)) {
+    const width = 2 + (group[0]?.length ?? 0);
     const current = tables[tables.length - 1] ?? [];
-    if (current.length > 0 && used + width > SCREEN_WIDTH) {
-      tables.push([group]);
+    if (current.length > 1 && used + width > SCREEN_WIDTH) {
+      tables.push([nameColumn, group]);
       used = nameWidth + width;
     } else {
       current.push(group);
       used += width;
     }
   }
-  for (const groups of tables) lines.push("", ...renderQueueTable(names, groups));
+  for (const columns of tables) {
+    lines.push("", ...sideBySide(columns, "  ").map((l) => l.trimEnd()));
+  }
   if (report.queues.some((q) => !q.consumed)) {
     lines.push(`${OTHER_MARK.trim()} known to a job server, not consumed by statusengine-worker`);
   }
@@ -176,17 +170,12 @@ function formatStatusText(report: StatusReport): string[] {
   if (w?.ok) lines.push("");
   if (w?.ok && written.length === 0) lines.push("No rows written since the worker started");
   if (w !== null && written.length > 0) {
-    const rows = [
-      ["TABLE", "ROWS/S", "WRITTEN"],
-      ...written.map((t) => [t.table, rate(t.rowsPerSecond), String(t.written)]),
-    ];
-    const [tw = 0, rw = 0, ww = 0] = [0, 1, 2].map((i) =>
-      Math.max(...rows.map((r) => r[i]?.length ?? 0))
-    );
-    rows.forEach(([table = "", perSecond = "", total = ""], i) => {
-      const over = i === 0 ? `  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)` : "";
-      lines.push(`${table.padEnd(tw)}  ${perSecond.padStart(rw)}  ${total.padStart(ww)}${over}`);
-    });
+    const [header, ...rows] = sideBySide([
+      column(["TABLE", ...written.map((t) => t.table)], true),
+      column(["ROWS/S", ...written.map((t) => rate(t.rowsPerSecond))]),
+      column(["WRITTEN", ...written.map((t) => String(t.written))]),
+    ], "  ");
+    lines.push(`${header}  (over ${(w.intervalSeconds ?? 0).toFixed(1)} s)`, ...rows);
     const idle = w.tables.length - written.length;
     if (idle > 0) {
       lines.push(`(${idle} more table(s) with nothing written since the worker started)`);
