@@ -139,6 +139,6 @@ export function* jobsFor(
 }
 
 /** `{"messages":[…],"format":"none"}` around already encoded events. */
-export function bulkJob(encodedEvents: readonly string[]): string {
+function bulkJob(encodedEvents: readonly string[]): string {
   return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
 }
