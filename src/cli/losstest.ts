@@ -608,6 +608,7 @@ function cleanupRun(
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const { runId } = options;
+  const prefix = markerPrefix(runId);
   return onDatabase(options, CLEANUP_LIMIT_MS, io, signal, async (conn, limit) => {
     // A job still queued may hold events of the run: the worker would write them back.
     const queued = await printBacklog(options, io, limit.signal);
@@ -619,12 +620,7 @@ function cleanupRun(
         if (limit.signal.aborted) {
           return limit.stop(` after deleting ${deleted} rows of run "${runId}"`);
         }
-        const affected = await deleteLosstestBatch(
-          conn,
-          markerPrefix(runId),
-          CLEANUP_BATCH,
-          limit.remaining(),
-        );
+        const affected = await deleteLosstestBatch(conn, prefix, CLEANUP_BATCH, limit.remaining());
         deleted += affected;
         if (affected < CLEANUP_BATCH) break;
         if (performance.now() >= nextProgress) {
