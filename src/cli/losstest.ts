@@ -18,9 +18,10 @@ import { adminStatus } from "../gearman/admin.ts";
 import { AmqpPublisher } from "../amqp/publisher.ts";
 import { abortable, deadline } from "../util/async.ts";
 import { errorMessage } from "../log.ts";
-import { bulkJob, encodeEvent, type SyntheticEvent } from "../synthetic/mod.ts";
+import { jobsFor, type SyntheticEvent } from "../synthetic/mod.ts";
 import { type Io, openDatabase } from "./io.ts";
 import {
+  counted,
   INTERRUPTED_EXIT_CODE,
   type PublishItem,
   publishToTarget,
@@ -212,7 +213,7 @@ interface LossReport {
  * million-event run is verified without holding its rows.
  */
 export class LossTally {
-  readonly #count: number;
+  /** One byte per expected sequence number: 1 once a row of it was seen. */
   readonly #seen: Uint8Array;
   #rows = 0;
   #distinct = 0;
@@ -223,13 +224,12 @@ export class LossTally {
     if (!Number.isSafeInteger(count) || count < 1) {
       throw new RangeError(`Cannot tally a loss test: count must be ≥ 1, got ${count}`);
     }
-    this.#count = count;
     this.#seen = new Uint8Array(count);
   }
 
   add(seq: number, rows = 1): void {
     this.#rows += rows;
-    if (!Number.isInteger(seq) || seq < 0 || seq >= this.#count) {
+    if (!Number.isInteger(seq) || seq < 0 || seq >= this.#seen.length) {
       this.#outOfRange += rows;
       return;
     }
@@ -244,17 +244,14 @@ export class LossTally {
 
   report(): LossReport {
     const seen = this.#seen;
-    function* missing(): Generator<number> {
-      for (let i = 0; i < seen.length; i++) if (seen[i] === 0) yield i;
-    }
     return {
-      count: this.#count,
+      count: seen.length,
       rows: this.#rows,
       distinct: this.#distinct,
-      missing: this.#count - this.#distinct,
+      missing: seen.length - this.#distinct,
       duplicates: this.#duplicates,
       outOfRange: this.#outOfRange,
-      missingRanges: compressRanges(missing()),
+      missingRanges: compressRanges(seen.keys().filter((seq) => seen[seq] === 0)),
     };
   }
 }
@@ -289,28 +286,27 @@ export function* losstestJobs(
   const baseUs = Math.floor(options.now ?? Date.now()) * 1000 - count;
   const check = HOSTCHECK_TEMPLATE["hostcheck"] as SyntheticEvent;
   const checkSeconds = Number(check["end_time"]) - Number(check["start_time"]);
-  let parts: string[] = [];
-  for (let seq = 0; seq < count; seq++) {
-    const us = baseUs + seq;
-    const ts = Math.floor(us / 1_000_000);
-    parts.push(encodeEvent({
-      ...HOSTCHECK_TEMPLATE,
-      "timestamp": ts,
-      "timestamp_usec": us % 1_000_000,
-      "hostcheck": {
-        ...check,
-        "host_name": lossMarker(runId, seq),
-        // The run's size, so that `verify` checks every event published without being told.
-        "output": `${runOutputPrefix(runId)}event ${seq}${RUN_SIZE_SEPARATOR}${count}`,
-        "start_time": ts - checkSeconds,
-        "end_time": ts,
-      },
-    }));
-    if (parts.length >= EVENTS_PER_JOB || seq === count - 1) {
-      yield { payload: bulkJob(parts), events: parts.length };
-      parts = [];
+  function* events(): Generator<SyntheticEvent> {
+    for (let seq = 0; seq < count; seq++) {
+      const us = baseUs + seq;
+      const ts = Math.floor(us / 1_000_000);
+      yield {
+        ...HOSTCHECK_TEMPLATE,
+        "timestamp": ts,
+        "timestamp_usec": us % 1_000_000,
+        "hostcheck": {
+          ...check,
+          "host_name": lossMarker(runId, seq),
+          // The run's size, so that `verify` checks every event published without being told.
+          "output": `${runOutputPrefix(runId)}event ${seq}${RUN_SIZE_SEPARATOR}${count}`,
+          "start_time": ts - checkSeconds,
+          "end_time": ts,
+        },
+      };
     }
   }
+  const jobs = jobsFor(LOSSTEST_QUEUE, events(), { form: "bulk", eventsPerJob: EVENTS_PER_JOB });
+  yield* counted(jobs, count, EVENTS_PER_JOB);
 }
 
 /**
@@ -486,13 +482,7 @@ function verifyRun(
       let after = "";
       for (;;) {
         if (limit.signal.aborted) return limit.stop();
-        const page = await countLosstestMarkers(
-          conn,
-          prefix,
-          after,
-          PAGE_SIZE,
-          limit.remaining(),
-        );
+        const page = await countLosstestMarkers(conn, prefix, after, PAGE_SIZE, limit.remaining());
         for (const row of page) {
           const seq = parseLossMarker(runId, row.hostname);
           // A host name of another run whose id extends ours (`lt-r1-x-5` for `r1`) is skipped.
@@ -618,6 +608,7 @@ function cleanupRun(
   signal: AbortSignal | undefined,
 ): Promise<number> {
   const { runId } = options;
+  const prefix = markerPrefix(runId);
   return onDatabase(options, CLEANUP_LIMIT_MS, io, signal, async (conn, limit) => {
     // A job still queued may hold events of the run: the worker would write them back.
     const queued = await printBacklog(options, io, limit.signal);
@@ -629,12 +620,7 @@ function cleanupRun(
         if (limit.signal.aborted) {
           return limit.stop(` after deleting ${deleted} rows of run "${runId}"`);
         }
-        const affected = await deleteLosstestBatch(
-          conn,
-          markerPrefix(runId),
-          CLEANUP_BATCH,
-          limit.remaining(),
-        );
+        const affected = await deleteLosstestBatch(conn, prefix, CLEANUP_BATCH, limit.remaining());
         deleted += affected;
         if (affected < CLEANUP_BATCH) break;
         if (performance.now() >= nextProgress) {

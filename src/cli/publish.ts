@@ -102,10 +102,12 @@ export async function publishJobs(
   jobs: Iterable<PublishItem> | AsyncIterable<PublishItem>,
   options: PublishJobsOptions,
 ): Promise<PublishResult> {
-  const { io, signal } = options;
-  const lanes = await openLanes(queue, options);
+  const { io } = options;
+  // One that never aborts stands in for no signal, so that every wait below has one.
+  const signal = options.signal ?? new AbortController().signal;
+  const lanes = await openLanes(queue, { ...options, signal });
   try {
-    const inFlight: Promise<void>[][] = lanes.submit.map(() => []);
+    const inFlight = lanes.submit.map((submit) => ({ submit, answers: [] as Promise<void>[] }));
     let failure: unknown;
     let confirmedJobs = 0;
     let confirmedEvents = 0;
@@ -117,25 +119,21 @@ export async function publishJobs(
       total === undefined ? String(n) : `${n}/${total}`;
 
     for await (const item of jobs) {
-      if (signal?.aborted || failure !== undefined) break;
-      const slot = submitted % lanes.submit.length;
-      const submit = lanes.submit[slot];
-      const queueOfSlot = inFlight[slot];
-      if (submit === undefined || queueOfSlot === undefined) break;
+      if (signal.aborted || failure !== undefined) break;
+      const lane = inFlight[submitted % inFlight.length];
+      if (lane === undefined) break;
       // Backpressure: wait for the oldest answer of this lane before exceeding the window; answers
       // arrive in submission order (docs/gearman-protocol.md#submitting, AMQP confirms). The
       // signal ends the wait: a frozen server never answers.
-      while (queueOfSlot.length >= WINDOW && !signal?.aborted) {
-        const oldest = queueOfSlot[0] ?? Promise.resolve();
-        if (signal === undefined) await oldest;
-        else await settledWithin(oldest, signal);
-        if (!signal?.aborted) queueOfSlot.shift();
+      while (lane.answers.length >= WINDOW && !signal.aborted) {
+        await settledWithin(lane.answers[0] ?? Promise.resolve(), signal);
+        if (!signal.aborted) lane.answers.shift();
       }
-      if (signal?.aborted || failure !== undefined) break;
+      if (signal.aborted || failure !== undefined) break;
       const n = item.events;
       // A rejection handler at once: an unobserved rejection would crash the process.
-      queueOfSlot.push(
-        submit(item.payload).then(
+      lane.answers.push(
+        lane.submit(item.payload).then(
           () => {
             answered++;
             confirmedJobs++;
@@ -159,9 +157,8 @@ export async function publishJobs(
       }
     }
     // Every answer in flight, or after the signal those within the grace.
-    const answers = Promise.all(inFlight.flat());
-    if (signal === undefined) await answers;
-    else if (!(await settledWithin(answers, signal))) {
+    const answers = Promise.all(inFlight.flatMap((lane) => lane.answers));
+    if (!(await settledWithin(answers, signal))) {
       using grace = deadline(ANSWER_GRACE_MS);
       await settledWithin(answers, grace.signal);
     }
@@ -178,7 +175,7 @@ export async function publishJobs(
       jobs: confirmedJobs,
       events: confirmedEvents,
       durationMs: performance.now() - started,
-      interrupted: signal?.aborted ?? false,
+      interrupted: signal.aborted,
       unconfirmed,
     };
   } finally {
@@ -192,14 +189,14 @@ interface Lanes {
   close(): Promise<void>;
 }
 
-async function openLanes(queue: string, options: PublishJobsOptions): Promise<Lanes> {
+async function openLanes(queue: string, options: Target & { signal: AbortSignal }): Promise<Lanes> {
   const { gearmanAddr: servers, signal } = options;
   if (options.rabbitmqUrl !== undefined) {
     // A broker that never answers the handshake would hold on.
     const publisher = await AmqpPublisher.connect(options.rabbitmqUrl, {
       durableQueues: options.rabbitmqDurableQueues ?? false,
       ...(options.rabbitmqDeclare === undefined ? {} : { declare: options.rabbitmqDeclare }),
-    }, { timeoutMs: CONNECT_TIMEOUT_MS, ...(signal === undefined ? {} : { signal }) });
+    }, { timeoutMs: CONNECT_TIMEOUT_MS, signal });
     await publisher.declare(queue).catch(async (err: unknown) => {
       await publisher.close();
       throw err;
@@ -218,7 +215,7 @@ async function openLanes(queue: string, options: PublishJobsOptions): Promise<La
         await GearmanClient.connect(server, {
           window: WINDOW,
           connectTimeoutMs: CONNECT_TIMEOUT_MS,
-          ...(signal === undefined ? {} : { signal }),
+          signal,
         }),
       );
     }
@@ -273,8 +270,8 @@ export function summaryLine(
   } jobs/s`;
 }
 
-/** Full bulk jobs, then the remainder. */
-function* counted(
+/** Jobs with the events each carries: full bulk jobs of `perJob`, then the remainder. */
+export function* counted(
   payloads: Iterable<string>,
   total: number,
   perJob: number,
@@ -298,16 +295,13 @@ interface FileLine {
  * valid UTF-8 (docs/tables.md#invalid-utf8), which must reach the worker unchanged.
  */
 async function* readLines(path: string): AsyncGenerator<FileLine> {
-  using file = await Deno.open(path, { read: true });
-  // Copies of a line's chunks (the buffer is reused), joined once at its end: a record of many
-  // MiB is copied twice, not once per chunk.
+  // The stream closes the file at its end, or when the loop is left early.
+  const file = await Deno.open(path, { read: true });
+  // A line's chunks, joined once at its end: a record of many MiB is copied twice, not once per
+  // chunk. Each line is a copy, so that it does not hold on to the whole chunk.
   let pending: Uint8Array[] = [];
   let number = 0;
-  const buffer = new Uint8Array(64 * 1024);
-  for (;;) {
-    const n = await file.read(buffer);
-    if (n === null) break;
-    const chunk = buffer.subarray(0, n);
+  for await (const chunk of file.readable) {
     let start = 0;
     for (let end = chunk.indexOf(0x0a); end >= 0; end = chunk.indexOf(0x0a, start)) {
       const part = chunk.subarray(start, end);
@@ -316,7 +310,7 @@ async function* readLines(path: string): AsyncGenerator<FileLine> {
       yield { number: ++number, bytes: stripCr(line) };
       start = end + 1;
     }
-    if (start < chunk.length) pending.push(chunk.slice(start));
+    if (start < chunk.length) pending.push(chunk.subarray(start));
   }
   if (pending.length > 0) yield { number: ++number, bytes: stripCr(concatBytes(pending)) };
 }
@@ -347,11 +341,9 @@ export async function* readJsonLines(
 
 /** Events of one recorded job: the length of `messages` for a bulk job, else 1. */
 function eventsOf(doc: unknown): number {
-  if (typeof doc === "object" && doc !== null && !Array.isArray(doc)) {
-    const messages = (doc as Record<string, unknown>)["messages"];
-    if (Array.isArray(messages)) return messages.length;
-  }
-  return 1;
+  // Only an object has `messages`: arrays and other values parsed from JSON lack the key.
+  const messages = (doc as { readonly messages?: unknown } | null)?.messages;
+  return Array.isArray(messages) ? messages.length : 1;
 }
 
 /** A first pass, so that a bad line (or no line) stops the run before anything is published. */

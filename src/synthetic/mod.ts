@@ -56,12 +56,7 @@ export function* syntheticEvents(
   if (!Number.isFinite(now)) {
     throw new RangeError(`Cannot generate events: now must be epoch milliseconds, got ${now}`);
   }
-  const world = new World(seed, now, count);
-  let n = 0;
-  for (const event of GENERATORS[queue](world)) {
-    yield event;
-    if (++n >= count) return;
-  }
+  yield* GENERATORS[queue](new World(seed, now, count)).take(count);
 }
 
 /** Payload shape of a job (docs/tables.md#bulk-and-single-form). */
@@ -139,6 +134,6 @@ export function* jobsFor(
 }
 
 /** `{"messages":[…],"format":"none"}` around already encoded events. */
-export function bulkJob(encodedEvents: readonly string[]): string {
+function bulkJob(encodedEvents: readonly string[]): string {
   return `{"messages":[${encodedEvents.join(",")}],"format":"none"}`;
 }
