@@ -46,16 +46,19 @@ export interface CommandServerOptions extends ListenAddress {
   readonly allow?: RawCommandAllowlist;
 }
 
-type BodyRead =
-  | { readonly kind: "ok"; readonly bytes: Uint8Array }
-  | { readonly kind: "too_large" }
-  | { readonly kind: "unreadable"; readonly error: string };
+/** Why a body is refused: its `reason` label and the `error` of the answer. */
+interface BodyRefusal {
+  readonly reason: RejectReason;
+  readonly error: string;
+}
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
-const TIMED_OUT: BodyRead = {
-  kind: "unreadable",
-  error: `request body not received within ${BODY_READ_TIMEOUT_MS} ms`,
-};
+const TIMED_OUT = `request body not received within ${BODY_READ_TIMEOUT_MS} ms`;
+// The answers to a failed publish. Only a 503 is safe to retry blindly: after a 504 the command
+// may run, and a retry would run it twice.
+const NOT_QUEUED = "the broker could not be reached or refused the command; nothing was queued";
+const UNCONFIRMED = "the broker did not confirm the command; it may have been queued, so check " +
+  "before sending it again";
 
 /**
  * @throws {RangeError} When no usable key is given (the endpoint must not run unauthenticated).
@@ -84,19 +87,8 @@ export async function startCommandServer(options: CommandServerOptions): Promise
       log.warn("command: rejected unauthorized request", { remote, error: refusal });
       return reject("auth", refusal);
     }
-    const read = await readBody(req);
-    if (read.kind === "too_large") {
-      return reject("too_large", `request body exceeds ${MAX_BODY_BYTES} bytes`);
-    }
-    if (read.kind === "unreadable") return reject("malformed", read.error);
-    let text: string;
-    try {
-      text = UTF8.decode(read.bytes);
-    } catch {
-      // Not repaired as queue payloads are (docs/tables.md#invalid-utf8): a command is typed by a
-      // program that can send UTF-8, and a guessed repair could change it.
-      return reject("malformed", "request body is not valid UTF-8");
-    }
+    const text = await readBody(req);
+    if (typeof text !== "string") return reject(text.reason, text.error);
     const result = validateCommandBody(text, { nowSeconds: Math.floor(now() / 1000), allow });
     if (!result.ok) {
       if (result.reason === "denied") {
@@ -121,15 +113,7 @@ export async function startCommandServer(options: CommandServerOptions): Promise
         commands: result.commands.length,
         error: errorMessage(err),
       });
-      // Only a 503 is safe to retry blindly: after a 504 the command may run, and a retry twice.
-      return unconfirmed
-        ? json(504, {
-          error: "the broker did not confirm the command; it may have been queued, so check " +
-            "before sending it again",
-        })
-        : json(503, {
-          error: "the broker could not be reached or refused the command; nothing was queued",
-        });
+      return unconfirmed ? json(504, { error: UNCONFIRMED }) : json(503, { error: NOT_QUEUED });
     }
     metrics.commandsPublished.inc();
     for (const command of result.commands) metrics.commandsReceived.inc({ command });
@@ -155,21 +139,23 @@ export async function startCommandServer(options: CommandServerOptions): Promise
 }
 
 /**
- * Read the whole body, refusing more than MAX_BODY_BYTES. What a refused body still sends is read
- * and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the 413 goes out:
- * closing on a client still sending makes the kernel reset the connection before it reads the 413.
+ * Read the whole body as UTF-8 text, refusing more than MAX_BODY_BYTES. What a refused body still
+ * sends is read and thrown away, up to {@link DRAIN_MAX_BYTES} and within the deadline, before the
+ * 413 goes out: closing on a client still sending makes the kernel reset the connection before it
+ * reads the 413.
  */
-async function readBody(req: Request): Promise<BodyRead> {
+async function readBody(req: Request): Promise<string | BodyRefusal> {
   // NaN (no or a bad Content-Length) compares false.
   const declared = Number(req.headers.get("content-length") ?? NaN);
-  if (req.body === null) return { kind: "ok", bytes: new Uint8Array(0) };
+  if (req.body === null) return "";
   const reader = req.body.getReader();
   using timer = deadline(BODY_READ_TIMEOUT_MS);
   const onTimeout = () => void reader.cancel().catch(() => {});
   timer.signal.addEventListener("abort", onTimeout, { once: true });
   const chunks: Uint8Array[] = [];
   let total = 0;
-  let tooLarge = declared > MAX_BODY_BYTES;
+  const tooLarge = () => declared > MAX_BODY_BYTES || total > MAX_BODY_BYTES;
+  let readError: string | undefined;
   try {
     for (;;) {
       if (declared > DRAIN_MAX_BYTES || total > DRAIN_MAX_BYTES) {
@@ -179,23 +165,28 @@ async function readBody(req: Request): Promise<BodyRead> {
       const { done, value } = await reader.read();
       if (done) break;
       total += value.length;
-      if (!tooLarge && total > MAX_BODY_BYTES) {
-        tooLarge = true;
-        chunks.length = 0;
-      }
-      if (!tooLarge) chunks.push(value);
+      // Past the limit the bytes are only counted.
+      if (tooLarge()) chunks.length = 0;
+      else chunks.push(value);
     }
   } catch (err: unknown) {
-    if (tooLarge) return { kind: "too_large" };
-    if (timer.signal.aborted) return TIMED_OUT;
-    return { kind: "unreadable", error: `cannot read the request body: ${errorMessage(err)}` };
+    readError = `cannot read the request body: ${errorMessage(err)}`;
   } finally {
     timer.signal.removeEventListener("abort", onTimeout);
   }
-  if (tooLarge) return { kind: "too_large" };
+  if (tooLarge()) {
+    return { reason: "too_large", error: `request body exceeds ${MAX_BODY_BYTES} bytes` };
+  }
   // A cancelled read ends like a complete one; only the deadline tells them apart.
-  if (timer.signal.aborted) return TIMED_OUT;
-  return { kind: "ok", bytes: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
+  if (timer.signal.aborted) return { reason: "malformed", error: TIMED_OUT };
+  if (readError !== undefined) return { reason: "malformed", error: readError };
+  try {
+    return UTF8.decode(await new Blob(chunks as BlobPart[]).arrayBuffer());
+  } catch {
+    // Not repaired as queue payloads are (docs/tables.md#invalid-utf8): a command is typed by a
+    // program that can send UTF-8, and a guessed repair could change it.
+    return { reason: "malformed", error: "request body is not valid UTF-8" };
+  }
 }
 
 function json(status: number, body: object, headers: Record<string, string> = {}): Response {

@@ -92,12 +92,6 @@ export interface HttpServer extends AsyncDisposable {
   shutdown(): Promise<void>;
 }
 
-interface Tracked {
-  /** Set until the request head arrived: the header timeout. */
-  headTimer: ReturnType<typeof setTimeout> | undefined;
-  readonly closed: Promise<void>;
-}
-
 /**
  * Serve `handler` on `hostname:port`; resolves once bound.
  *
@@ -110,7 +104,8 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
   const listener = options.name;
   const labels = { listener };
   const metrics = options.metrics;
-  const open = new Map<Socket, Tracked>();
+  // Each open connection with its header timer, which is undefined once the request head arrived.
+  const open = new Map<Socket, ReturnType<typeof setTimeout> | undefined>();
   let stopping = false;
 
   // node's own request timeouts answer 408 on a timer of their own; the header timeout here
@@ -130,33 +125,28 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     metrics?.httpConnectionsOpen.inc(labels);
     // Small responses go out at once instead of waiting for Nagle.
     socket.setNoDelay(true);
-    const tracked: Tracked = {
-      headTimer: setTimeout(() => {
-        tracked.headTimer = undefined;
-        metrics?.httpHeaderTimeouts.inc(labels);
-        log.debug("http: request head not received in time, closing", {
-          listener,
-          remote: remoteOf(socket),
-          timeout_ms: headerTimeoutMs,
-        });
-        socket.destroy();
-      }, headerTimeoutMs),
-      closed: new Promise<void>((resolve) => {
-        socket.once("close", () => {
-          clearTimeout(tracked.headTimer);
-          open.delete(socket);
-          metrics?.httpConnectionsOpen.dec(labels);
-          resolve();
-        });
-      }),
-    };
-    open.set(socket, tracked);
+    const headTimer = setTimeout(() => {
+      open.set(socket, undefined);
+      metrics?.httpHeaderTimeouts.inc(labels);
+      log.debug("http: request head not received in time, closing", {
+        listener,
+        remote: remoteOf(socket),
+        timeout_ms: headerTimeoutMs,
+      });
+      socket.destroy();
+    }, headerTimeoutMs);
+    open.set(socket, headTimer);
+    socket.once("close", () => {
+      clearTimeout(open.get(socket));
+      open.delete(socket);
+      metrics?.httpConnectionsOpen.dec(labels);
+    });
   });
 
   const headReceived = (socket: Socket): void => {
-    const tracked = open.get(socket);
-    clearTimeout(tracked?.headTimer);
-    if (tracked !== undefined) tracked.headTimer = undefined;
+    if (!open.has(socket)) return;
+    clearTimeout(open.get(socket));
+    open.set(socket, undefined);
   };
 
   const answer = (req: Request, remote: string, webSocket: boolean) =>
@@ -268,10 +258,11 @@ export async function listen(options: ListenOptions, handler: Handler): Promise<
     stopped ??= (async () => {
       stopping = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const [socket, tracked] of open) {
-        if (tracked.headTimer !== undefined) socket.destroy();
-      }
-      await Promise.all([...open.values()].map((t) => t.closed));
+      const closing = [...open.keys()].map((socket) =>
+        new Promise((resolve) => socket.once("close", resolve))
+      );
+      for (const [socket, headTimer] of open) if (headTimer !== undefined) socket.destroy();
+      await Promise.all(closing);
       await closed;
       webSockets.close();
     })();

@@ -147,12 +147,8 @@ export async function startWebSocketServer(
   let stopping: Promise<void> | undefined;
   const closeClients = () => {
     closingClients ??= (async () => {
-      const closed = [...open].map((s) =>
-        new Promise<void>((r) => {
-          if (s.readyState === s.CLOSED) r();
-          else s.addEventListener("close", () => r(), { once: true });
-        })
-      );
+      // A socket leaves `open` on its close event, so each of them still has one to come.
+      const closed = [...open].map((s) => new Promise((resolve) => s.once("close", resolve)));
       hub.close();
       // A client that stopped reading never answers its close frame: bounded wait.
       using limit = deadline(CLOSE_WAIT_MS);
@@ -187,9 +183,7 @@ function keepAlive(socket: ServerWebSocket, idleTimeoutSeconds: number): () => v
     timer = setTimeout(silent, halfMs);
   };
   heardFrom();
-  socket.on("message", heardFrom);
-  socket.on("pong", heardFrom);
-  socket.on("ping", heardFrom);
+  for (const event of ["message", "pong", "ping"]) socket.on(event, heardFrom);
   return () => clearTimeout(timer);
 }
 
