@@ -116,6 +116,8 @@ const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/;
 // only, exactly one space and an ASCII name leave no room for the two readings to differ.
 // Matched before upper-casing: "ſ".toUpperCase() is "S".
 const RAW_LINE = /^(?:\[([0-9]{1,20})\] )?([A-Za-z_]+)(;.*)?$/s;
+// JSON's own whitespace; String.prototype.trim would also skip NBSP and friends.
+const JSON_SPACE = /^[ \t\n\r]*$/;
 // Long enough to recognise a typo, short enough not to echo a megabyte back.
 const MAX_ECHO = 64;
 
@@ -274,15 +276,45 @@ function parseBody(text: string): { readonly ok: true; readonly value: JsonObjec
   let value: unknown;
   try {
     value = JSON.parse(text);
-  } catch (err: unknown) {
-    // V8's message when a whole JSON value was followed by more than JSON whitespace; that value
-    // is an object when it starts with "{" (validate_test.ts holds the wording).
-    if (String(err).includes("after JSON") && text.trimStart().startsWith("{")) {
+  } catch {
+    // Found by scanning, not from the parser's message: its wording is the engine's, not an API.
+    const start = text.search(/[^ \t\n\r]/);
+    const end = start >= 0 && text[start] === "{" ? endOfValue(text, start) : -1;
+    if (end > 0 && !JSON_SPACE.test(text.slice(end)) && isObject(tryParse(text.slice(0, end)))) {
       return malformed("text after the JSON object (send one object per request)");
     }
     return malformed("body is not a JSON object");
   }
   return isObject(value) ? { ok: true, value } : malformed("body is not a JSON object");
+}
+
+function tryParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Index after the bracket closing the object or array at `start`, or -1 when it never closes. */
+function endOfValue(text: string, start: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) depth++;
+    else if (c === 0x7d || c === 0x5d) {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return -1;
 }
 
 /** Whether some value sits below level `levels` (`value` is level 1); recursion is bounded. */
