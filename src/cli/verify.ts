@@ -285,8 +285,8 @@ async function open(name: "A" | "B", url: string, io: Io) {
   }
   const newest = (table: TableName, order: readonly string[], limit: number) =>
     selectNewestRows(conn, table, order, limit).catch((err: unknown) => {
-      const why = redactText(errorMessage(err), password);
-      throw new Error(`${name}: ${why}`, { cause: err });
+      // No `cause`: errorMessage would append the cause's unmasked text to the masked one.
+      throw new Error(`${name}: ${redactText(errorMessage(err), password)}`);
     });
   return { conn, newest };
 }
