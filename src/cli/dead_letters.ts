@@ -19,7 +19,6 @@ import {
   createWriterPool,
   type DeadLetterRecord,
   type DeadLetterSink,
-  DowntimeExecutor,
   identicalRowsStatement,
   isStatusTable,
   isTableName,
@@ -279,7 +278,6 @@ async function leftOverProblem(
   target: string,
   deadLetterFile: string,
 ): Promise<string | undefined> {
-  const directory = dirname(target);
   const outside = outsideWritablePaths(target);
   if (outside !== undefined) {
     // The worker's own file lies in the state directory; a replay beside it may write.
@@ -288,13 +286,12 @@ async function leftOverProblem(
       `${outside}. Move the file aside within ${stateDir} instead (mv "${file}" into it under ` +
       `a name of its own) and replay it there; nothing was replayed`;
   }
-  try {
-    await Deno.stat(directory);
-  } catch (err: unknown) {
-    return `what fails again would be left in "${target}", but its directory cannot be used: ` +
-      `${errorMessage(err)}; nothing was replayed`;
-  }
-  return undefined;
+  return await Deno.stat(dirname(target)).then(
+    () => undefined,
+    (err: unknown) =>
+      `what fails again would be left in "${target}", but its directory cannot be used: ` +
+      `${errorMessage(err)}; nothing was replayed`,
+  );
 }
 
 async function replay(
@@ -320,25 +317,23 @@ async function replay(
   // A row that fails again waits in its writer until the file takes it: said once, not silent.
   let leftOverFailing = false;
   const leave = async (record: DeadLetterRecord) => {
-    try {
-      await leftOver.write(record);
-    } catch (err: unknown) {
+    await leftOver.write(record).catch((err: unknown) => {
       if (!leftOverFailing) {
-        leftOverFailing = true;
         log.error(
           "dead-letters replay: cannot write the file of records left over; a row that failed " +
             "again waits until it can be written (interrupt the replay to stop it)",
           { file: target, error: errorMessage(err) },
         );
       }
+      leftOverFailing = true;
       throw err;
-    }
+    });
     if (leftOverFailing) {
-      leftOverFailing = false;
       log.info("dead-letters replay: the file of records left over can be written again", {
         file: target,
       });
     }
+    leftOverFailing = false;
     result.leftOver = target;
   };
   const again: DeadLetterSink = {
@@ -374,11 +369,7 @@ async function replay(
   const handler = createJobHandler({
     ...shared,
     writers,
-    downtimes: new DowntimeExecutor({
-      executor,
-      availability: pipeline.availability,
-      deadLetters: again,
-    }),
+    downtimes: pipeline.downtimes,
     statusCleaner: pipeline.statusCleaner,
     leftOverFile: target,
   });

@@ -22,7 +22,7 @@ import {
   type Readiness,
   startMetricsServer,
   startWebSocketServer,
-  WebSocketHub,
+  type WebSocketHub,
   type WebSocketServer,
 } from "../http/mod.ts";
 import {
@@ -52,50 +52,47 @@ export async function openDeadLetters(
   config: WorkerConfig,
   metrics: Metrics,
 ): Promise<DeadLetters> {
-  if (config.deadLetterFile === null) {
+  const path = config.deadLetterFile;
+  if (path === null) {
     log.warn("worker: dead-letter file disabled; undecodable payloads are only counted and logged");
     return new DeadLetters(null, metrics);
   }
+  const refused = `Cannot start: dead-letter file "${path}"`;
   // Before the directory: creating it would not help a path the binary may never write.
-  const outside = outsideWritablePaths(config.deadLetterFile);
+  const outside = outsideWritablePaths(path);
   if (outside !== undefined) {
     throw new WorkerError(
       "startup",
-      `Cannot start: dead-letter file "${config.deadLetterFile}" is outside what this process ` +
-        `may write: ${outside}. Choose a --dead-letter-file there (or "" to disable it)`,
+      `${refused} is outside what this process may write: ${outside}. Choose a ` +
+        `--dead-letter-file there (or "" to disable it)`,
     );
   }
-  await ensureDirectory(config.deadLetterFile);
-  const file = new DeadLetterFile(config.deadLetterFile);
-  try {
-    await file.open();
-  } catch (err: unknown) {
+  await ensureDirectory(path);
+  const file = new DeadLetterFile(path);
+  await file.open().catch((err: unknown) => {
     throw new WorkerError(
       "startup",
-      `Cannot start: dead-letter file "${config.deadLetterFile}" cannot be opened: ${
-        fileErrorMessage(err)
-      } (--dead-letter-file: a writable path, or "" to disable it)`,
+      `${refused} cannot be opened: ${fileErrorMessage(err)} (--dead-letter-file: a writable ` +
+        `path, or "" to disable it)`,
       { cause: err },
     );
-  }
-  log.info("worker: dead-letter file", { path: config.deadLetterFile });
+  });
+  log.info("worker: dead-letter file", { path });
   return new DeadLetters(file, metrics);
 }
 
 /** Create the dead-letter file's directory when missing: outside the packaged unit nothing else would. */
 async function ensureDirectory(path: string): Promise<void> {
   const directory = dirname(path);
-  try {
-    await Deno.stat(directory);
-    return;
-  } catch (err: unknown) {
-    // Anything but "missing" (a permission problem) shows when the file is opened.
-    if (!(err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory)) return;
-  }
-  try {
-    // Group-readable like the unit's UMask=0027 leaves it; the worker's own user owns it.
-    await Deno.mkdir(directory, { recursive: true, mode: 0o750 });
-  } catch (err: unknown) {
+  // Anything but "missing" (a permission problem) shows when the file is opened.
+  const missing = await Deno.stat(directory).then(
+    () => false,
+    (err: unknown) =>
+      err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory,
+  );
+  if (!missing) return;
+  // Group-readable like the unit's UMask=0027 leaves it; the worker's own user owns it.
+  await Deno.mkdir(directory, { recursive: true, mode: 0o750 }).catch((err: unknown) => {
     throw new WorkerError(
       "startup",
       `Cannot start: the directory "${directory}" of the dead-letter file does not exist and ` +
@@ -104,7 +101,7 @@ async function ensureDirectory(path: string): Promise<void> {
         `StateDirectory= does this), or choose another --dead-letter-file ("" disables it)`,
       { cause: err },
     );
-  }
+  });
   log.info("worker: created the dead-letter file's directory", { path: directory });
 }
 
@@ -165,24 +162,12 @@ export function perfdataOutputs(
   }
   if (backends.includes("influxdb")) {
     // The URL itself is checked with the setting (src/config), naming its source.
-    const c = config.influxdb;
-    if (c === undefined) {
-      throw new WorkerError(
-        "startup",
-        "Cannot start: no InfluxDB settings (perfdata goes to influxdb)",
-      );
-    }
+    const c = required(config.influxdb, "InfluxDB", "influxdb");
     clients.push(new InfluxDbClient({ ...c, quotedLabels, ...common("influxdb") }));
     log.info("worker: perfdata to InfluxDB", { url: redactUrl(c.url) });
   }
   if (backends.includes("prometheus")) {
-    const c = config.prometheusRemoteWrite;
-    if (c === undefined) {
-      throw new WorkerError(
-        "startup",
-        "Cannot start: no remote-write settings (perfdata goes to prometheus)",
-      );
-    }
+    const c = required(config.prometheusRemoteWrite, "remote-write", "prometheus");
     clients.push(new RemoteWriteClient({ ...c, quotedLabels, ...common("prometheus") }));
     log.info("worker: perfdata to Prometheus remote write", { url: redactUrl(c.url) });
   }
@@ -199,10 +184,13 @@ export function perfdataOutputs(
   };
 }
 
-/** The `/ws` hub when the stream is served, built before the pipeline that publishes into it. */
-export function webSocketHub(config: WorkerConfig, metrics: Metrics): WebSocketHub | undefined {
-  if (!served(config.websocket)) return undefined;
-  return new WebSocketHub({ metrics, statsIntervalMs: config.statsIntervalMs });
+/** A backend's settings, which a WorkerConfig built by hand may lack. */
+function required<T>(settings: T | undefined, what: string, backend: PerfdataBackend): T {
+  if (settings !== undefined) return settings;
+  throw new WorkerError(
+    "startup",
+    `Cannot start: no ${what} settings (perfdata goes to ${backend})`,
+  );
 }
 
 /** `/metrics`, `/healthz` and `/readyz`, when a metrics port is set. */
@@ -281,27 +269,24 @@ export async function serveCommands(
   }
   const allow = new RawCommandAllowlist(listen.allow);
   const publisher = backend.commandPublisher();
-  let server: HttpServer;
-  try {
-    server = await startListener(
-      `command listener ${joinHostPort(listen.hostname, listen.port)}`,
-      "choose another address for POST /commands with --command-listen-addr " +
-        "(STATUSENGINE_COMMAND_LISTEN_ADDR)",
-      () =>
-        startCommandServer({
-          hostname: listen.hostname,
-          port: listen.port,
-          apiKeys: listen.apiKeys,
-          publisher,
-          metrics,
-          allow,
-          limits: config.http,
-        }),
-    );
-  } catch (err: unknown) {
+  const server = await startListener(
+    `command listener ${joinHostPort(listen.hostname, listen.port)}`,
+    "choose another address for POST /commands with --command-listen-addr " +
+      "(STATUSENGINE_COMMAND_LISTEN_ADDR)",
+    () =>
+      startCommandServer({
+        hostname: listen.hostname,
+        port: listen.port,
+        apiKeys: listen.apiKeys,
+        publisher,
+        metrics,
+        allow,
+        limits: config.http,
+      }),
+  ).catch(async (err: unknown) => {
     await publisher.close();
     throw err;
-  }
+  });
   log.info("command: listening", {
     addr: joinHostPort(server.hostname, server.port),
     backend: publisher.backend,
@@ -322,11 +307,9 @@ export async function serveCommands(
 
 /** Start one listener; a failure refuses the start naming `what` and the `hint` to change. */
 async function startListener<T>(what: string, hint: string, start: () => Promise<T>): Promise<T> {
-  try {
-    return await start();
-  } catch (err: unknown) {
+  return await start().catch((err: unknown) => {
     throw new WorkerError("startup", `Cannot start: ${what}: ${errorMessage(err)}; ${hint}`, {
       cause: err,
     });
-  }
+  });
 }

@@ -25,7 +25,7 @@ import {
 } from "../mysql/mod.ts";
 import { createMetrics, type Metrics, precreateSeries } from "../metrics/registry.ts";
 import { COMPONENTS } from "../metrics/catalogue.ts";
-import type { ListenerName, Readiness } from "../http/mod.ts";
+import { type ListenerName, type Readiness, WebSocketHub } from "../http/mod.ts";
 import { COMMAND_NAMES, RawCommandAllowlist, REJECT_REASONS } from "../commands/mod.ts";
 import { batchedTables, downtimeTables, Pipeline } from "../pipeline/pipeline.ts";
 import type { DeadLetters } from "../pipeline/dead_letter.ts";
@@ -46,7 +46,6 @@ import {
   serveCommands,
   serveMetrics,
   serveWebSocket,
-  webSocketHub,
 } from "./outputs.ts";
 import {
   buildConsumption,
@@ -114,9 +113,7 @@ export async function startWorker(
   });
   // A restart without a message timestamp is dated by the status this worker receives (the core
   // clock's lag, docs/core-restart.md): without either status queue every restart is "unknown".
-  const dated = queues.some((q) =>
-    q === "statusngin_hoststatus" || q === "statusngin_servicestatus"
-  );
+  const dated = queues.some((q) => QUEUES[q].staleFilter);
   if (queues.includes("statusngin_core_restart") && !dated && !config.openItcockpit) {
     log.warn(
       "worker: statusngin_core_restart is consumed without statusngin_hoststatus or " +
@@ -146,7 +143,10 @@ export async function startWorker(
   );
   const deadLetters = stack.use(await openDeadLetters(config, metrics));
   const perfdata = stack.use(perfdataOutputs(config, metrics));
-  const hub = webSocketHub(config, metrics);
+  // The `/ws` hub when the stream is served, built before the pipeline that publishes into it.
+  const hub = served(config.websocket)
+    ? new WebSocketHub({ metrics, statsIntervalMs: config.statsIntervalMs })
+    : undefined;
   if (hub !== undefined) stack.defer(() => Promise.resolve(hub.close()));
   const split = splitQueues(config, queues);
   // The downtime statements commit only while this worker holds the lease that admits them.
@@ -222,38 +222,33 @@ export async function startWorker(
   async function shutdown(): Promise<void> {
     const started = performance.now();
     const flushMs = config.shutdownFlushTimeoutMs;
-    // A task being submitted is abandoned and stays in the table for the next start (unless its
-    // message was written to the broker unconfirmed: deleted, not sent twice). Bounded: the poll's
-    // statement may wait on a locked or frozen MySQL up to the statement timeout (0: for ever); it
-    // fails once the pool is closed below.
-    if (tasks !== undefined) await step("stop task queue", () => bounded(() => tasks.close()));
-    await step("drain consumer", () => consumer.stop());
-    await step(
-      "flush writers",
-      () => Promise.all([pipeline.close(flushMs), perfdata?.close(flushMs)]),
-    );
-    // Bounded: a write to a hung mount never returns; its job was not acknowledged.
-    await step("close dead-letter file", async () => {
-      using limit = deadline(CLOSE_TIMEOUT_MS);
-      await deadLetters.close(limit.signal);
-    });
-    if (websocket !== undefined) {
-      await step("close websocket clients", () => websocket.closeClients());
-    }
-    await step("close MySQL pool", async () => {
-      await probe.stop();
-      await database[Symbol.asyncDispose]();
-    });
-    // The listener stops accepting first, so requests in flight can still publish.
-    if (commands !== undefined) {
-      await step("stop command server", () => bounded(() => commands.server.shutdown()));
-      await step("close command publisher", () => commands.publisher.close());
-    }
-    if (websocket !== undefined) {
-      await step("stop websocket server", () => bounded(() => websocket.shutdown()));
-    }
-    if (metricsServer !== undefined) {
-      await step("stop metrics server", () => bounded(() => metricsServer.shutdown()));
+    // Each step whose part was started, in this order.
+    const steps: [string, (() => unknown) | undefined][] = [
+      // A task being submitted is abandoned and stays in the table for the next start (unless its
+      // message was written to the broker unconfirmed: deleted, not sent twice). Bounded: the
+      // poll's statement may wait on a locked or frozen MySQL up to the statement timeout (0: for
+      // ever); it fails once the pool is closed below.
+      ["stop task queue", tasks && (() => bounded(() => tasks.close()))],
+      ["drain consumer", () => consumer.stop()],
+      ["flush writers", () => Promise.all([pipeline.close(flushMs), perfdata?.close(flushMs)])],
+      // Bounded: a write to a hung mount never returns; its job was not acknowledged.
+      ["close dead-letter file", async () => {
+        using limit = deadline(CLOSE_TIMEOUT_MS);
+        await deadLetters.close(limit.signal);
+      }],
+      ["close websocket clients", websocket && (() => websocket.closeClients())],
+      ["close MySQL pool", async () => {
+        await probe.stop();
+        await database[Symbol.asyncDispose]();
+      }],
+      // The listener stops accepting first, so requests in flight can still publish.
+      ["stop command server", commands && (() => bounded(() => commands.server.shutdown()))],
+      ["close command publisher", commands && (() => commands.publisher.close())],
+      ["stop websocket server", websocket && (() => bounded(() => websocket.shutdown()))],
+      ["stop metrics server", metricsServer && (() => bounded(() => metricsServer.shutdown()))],
+    ];
+    for (const [name, fn] of steps) {
+      if (fn !== undefined) await step(name, fn);
     }
     log.info("shutdown complete", { duration_ms: Math.round(performance.now() - started) });
   }
@@ -410,7 +405,25 @@ function startTasks(
   const t = config.tasks;
   if (!t) return undefined;
   const publisher = t.submitMethod === "broker" ? backend.commandPublisher() : undefined;
-  const lease = config.inOrderLock ? tasksLease(config, hosts) : undefined;
+  // The lease of the node's task queue: one row of `statusengine_worker_leases` per node name.
+  const lease = config.inOrderLock
+    ? new Lease({
+      ...nodeLeaseOptions(
+        nodeLease("tasks", config.nodeName),
+        () => hosts.inUse,
+        config.inOrderLock.pollMs ?? IN_ORDER_LOCK_POLL_MS,
+        TASKS_LEASE_DRAIN_MS,
+      ),
+      // The manager asks `valid` before each poll and each submission: nothing to start or stop.
+      onHeld: () => {
+        log.info("tasks: this worker runs the node's tasks (it holds the tasks lease)", {
+          node_name: config.nodeName,
+        });
+        return Promise.resolve();
+      },
+      onLost: () => Promise.resolve(),
+    })
+    : undefined;
   const manager = new TaskManager({
     executor,
     nodeName: config.nodeName,
@@ -433,27 +446,6 @@ function startTasks(
       await publisher?.close();
     },
   };
-}
-
-/** The lease of the node's task queue: one row of `statusengine_worker_leases` per node name. */
-function tasksLease(config: WorkerConfig, hosts: MysqlHosts): Lease {
-  const pollMs = config.inOrderLock?.pollMs ?? IN_ORDER_LOCK_POLL_MS;
-  return new Lease({
-    ...nodeLeaseOptions(
-      nodeLease("tasks", config.nodeName),
-      () => hosts.inUse,
-      pollMs,
-      TASKS_LEASE_DRAIN_MS,
-    ),
-    // The manager asks `valid` before each poll and each submission: nothing to start or stop.
-    onHeld: () => {
-      log.info("tasks: this worker runs the node's tasks (it holds the tasks lease)", {
-        node_name: config.nodeName,
-      });
-      return Promise.resolve();
-    },
-    onLost: () => Promise.resolve(),
-  });
 }
 
 /** Bound on each step that waits for a peer (task queue, dead-letter file, HTTP listeners). */

@@ -50,8 +50,8 @@ async function endsWithNewline(file: Deno.FsFile, size: number): Promise<boolean
  */
 export class DeadLetterFile implements DeadLetterSink {
   readonly path: string;
-  #file: Deno.FsFile | undefined;
-  #identity: { readonly dev: number; readonly ino: number | null } | undefined;
+  /** The open file and what it was opened as, to notice a rotation. */
+  #open: { readonly file: Deno.FsFile; readonly info: Deno.FileInfo } | undefined;
   /** The file ends in the middle of a line (a write failed half-way). */
   #torn = false;
   #tail: Promise<void> = Promise.resolve();
@@ -71,26 +71,18 @@ export class DeadLetterFile implements DeadLetterSink {
   /** Append one record; rejects when the file cannot be (re)opened or written. */
   write(record: DeadLetterRecord): Promise<void> {
     if (this.#closed) return Promise.reject(new Error(`Dead-letter file "${this.path}" is closed`));
-    const line = encoder.encode(
-      JSON.stringify({ time: new Date().toISOString(), ...record }) + "\n",
-    );
+    const line = JSON.stringify({ time: new Date().toISOString(), ...record }) + "\n";
     this.#pending++;
-    const next = this.#tail.then(() => this.#append(line)).finally(() => this.#pending--);
-    this.#tail = next.catch(() => {});
-    return next;
+    return this.#after(() => this.#append(line)).finally(() => this.#pending--);
   }
 
   /** After the pending writes, open the path again (SIGHUP); on failure the next write tries again. */
   reopen(): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    const next = this.#tail.then(async () => {
-      this.#file?.close();
-      this.#file = undefined;
-      this.#identity = undefined;
+    return this.#after(async () => {
+      this.#forget();
       await this.#current();
     });
-    this.#tail = next.catch(() => {});
-    return next;
   }
 
   /**
@@ -107,19 +99,25 @@ export class DeadLetterFile implements DeadLetterSink {
       );
     }
     await this.#tail;
-    this.#file?.close();
-    this.#file = undefined;
+    this.#forget();
   }
 
-  async #append(line: Uint8Array): Promise<void> {
-    let bytes = line;
+  /** Run `step` once everything handed over before it has ended. */
+  #after(step: () => Promise<void>): Promise<void> {
+    const next = this.#tail.then(step);
+    this.#tail = next.catch(() => {});
+    return next;
+  }
+
+  #forget(): void {
+    this.#open?.file.close();
+    this.#open = undefined;
+  }
+
+  async #append(line: string): Promise<void> {
     try {
       const file = await this.#current();
-      if (this.#torn) {
-        bytes = new Uint8Array(line.length + 1);
-        bytes[0] = NEWLINE;
-        bytes.set(line, 1);
-      }
+      const bytes = encoder.encode(this.#torn ? "\n" + line : line);
       // Where this record starts (O_APPEND writes at the end), to cut a torn one back off.
       const start = (await file.stat()).size;
       let off = 0;
@@ -156,26 +154,20 @@ export class DeadLetterFile implements DeadLetterSink {
 
   /** The open file, reopened when the path no longer names it (rotated or removed). */
   async #current(): Promise<Deno.FsFile> {
-    if (this.#file !== undefined && this.#identity !== undefined) {
-      let moved: boolean;
-      try {
-        const now = await Deno.stat(this.path);
-        moved = now.dev !== this.#identity.dev || now.ino !== this.#identity.ino;
-      } catch (err: unknown) {
-        if (!(err instanceof Deno.errors.NotFound)) throw err;
-        moved = true;
-      }
-      if (!moved) return this.#file;
-      this.#file.close();
-      this.#file = undefined;
-      this.#identity = undefined;
+    if (this.#open !== undefined) {
+      const { file, info } = this.#open;
+      const now = await Deno.stat(this.path).catch((err: unknown) => {
+        if (err instanceof Deno.errors.NotFound) return undefined;
+        throw err;
+      });
+      if (now?.dev === info.dev && now.ino === info.ino) return file;
+      this.#forget();
       log.info("pipeline: dead-letter file was moved or removed, opening the path again", {
         path: this.path,
       });
     }
     // Readable too, to look at its last byte: writes still go to the end (O_APPEND).
     const file = await Deno.open(this.path, { read: true, append: true, create: true });
-    let torn: boolean;
     try {
       const info = await file.stat();
       // A write to a pipe nobody reads waits for ever: the jobs that need a dead letter would
@@ -184,15 +176,13 @@ export class DeadLetterFile implements DeadLetterSink {
         throw new Error("it is a named pipe (FIFO), whose writes wait for a reader; use a file");
       }
       // A worker killed mid-record, or a part that could not be cut back, left a torn last line.
-      torn = info.isFile && info.size > 0 && !(await endsWithNewline(file, info.size));
-      this.#identity = { dev: info.dev, ino: info.ino };
+      this.#torn = info.isFile && info.size > 0 && !(await endsWithNewline(file, info.size));
+      this.#open = { file, info };
+      return file;
     } catch (err: unknown) {
       file.close();
       throw err;
     }
-    this.#file = file;
-    this.#torn = torn;
-    return file;
   }
 }
 
@@ -210,17 +200,15 @@ const WRITE_ANSWER_MS = 5_000;
  * {@link writable} false until a write succeeds.
  */
 export class DeadLetters implements DeadLetterSink, AsyncDisposable {
-  readonly #file: DeadLetterSink | null;
-  readonly #where: string;
+  readonly #file: DeadLetterFile | null;
   readonly #metrics: DeadLetterMetrics | undefined;
   #failingSince: number | undefined;
   #failedAttempts = 0;
   #lastLogAt = 0;
 
   /** `file` is null when dead letters are only counted and logged. */
-  constructor(file: DeadLetterSink | null, metrics?: DeadLetterMetrics) {
+  constructor(file: DeadLetterFile | null, metrics?: DeadLetterMetrics) {
     this.#file = file;
-    this.#where = file instanceof DeadLetterFile ? file.path : "";
     this.#metrics = metrics;
   }
 
@@ -234,7 +222,8 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
     let reported = false;
     try {
       const written = this.#file?.write(record);
-      if (written !== undefined && !(await answersSoon(written))) {
+      using limit = deadline(WRITE_ANSWER_MS);
+      if (written !== undefined && !(await settledWithin(written, limit.signal))) {
         // Reported as failed, and still waited for: the job must not be acknowledged before its
         // record is on disk, and another attempt would only queue behind this one.
         reported = true;
@@ -248,7 +237,7 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
     this.#metrics?.deadLetters.inc({ queue_name: record.queue, reason: record.reason });
     if (this.#failingSince !== undefined) {
       log.info("pipeline: dead-letter file writable again", {
-        path: this.#where,
+        path: this.#file?.path,
         failing_for_s: Math.round((performance.now() - this.#failingSince) / 1000),
         failed_attempts: this.#failedAttempts,
       });
@@ -259,9 +248,8 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
 
   /** Reopen the file at its path (SIGHUP); null when dead letters go to no file. */
   async reopen(): Promise<string | null> {
-    if (!(this.#file instanceof DeadLetterFile)) return null;
-    await this.#file.reopen();
-    return this.#file.path;
+    await this.#file?.reopen();
+    return this.#file?.path ?? null;
   }
 
   async close(signal?: AbortSignal): Promise<void> {
@@ -276,28 +264,23 @@ export class DeadLetters implements DeadLetterSink, AsyncDisposable {
     this.#metrics?.deadLetterWriteErrors.inc();
     this.#failedAttempts++;
     const now = performance.now();
+    const path = this.#file?.path;
     if (this.#failingSince === undefined) {
       this.#failingSince = now;
       this.#lastLogAt = now;
       log.error(
         "pipeline: cannot write the dead-letter file; jobs that need it wait and are retried, " +
           "/readyz fails until a write succeeds",
-        { path: this.#where, queue: record.queue, reason: record.reason, error: errorMessage(err) },
+        { path, queue: record.queue, reason: record.reason, error: errorMessage(err) },
       );
     } else if (now - this.#lastLogAt >= STILL_FAILING_LOG_INTERVAL_MS) {
       this.#lastLogAt = now;
       log.error("pipeline: dead-letter file still cannot be written", {
-        path: this.#where,
+        path,
         failing_for_s: Math.round((now - this.#failingSince) / 1000),
         failed_attempts: this.#failedAttempts,
         error: errorMessage(err),
       });
     }
   }
-}
-
-/** Whether `write` settles within {@link WRITE_ANSWER_MS}. */
-async function answersSoon(write: Promise<void>): Promise<boolean> {
-  using limit = deadline(WRITE_ANSWER_MS);
-  return await settledWithin(write, limit.signal);
 }

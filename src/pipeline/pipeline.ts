@@ -80,6 +80,7 @@ export class Pipeline {
   readonly handler: JobHandler;
   /** Records core restarts and sweeps the status rows they left stale. */
   readonly statusCleaner: StatusCleaner;
+  readonly downtimes: DowntimeExecutor;
   readonly #statsTimer: ReturnType<typeof setInterval> | undefined;
   #closing: Promise<void> | undefined;
   /** Jobs in the handler: handed over and not yet committed, what a write stall holds. */
@@ -139,6 +140,7 @@ export class Pipeline {
       metrics: options.metrics,
     });
     this.statusCleaner = statusCleaner;
+    this.downtimes = downtimes;
     const handle = createJobHandler({ ...options, writers, downtimes, statusCleaner });
     this.handler = (job, signal) => {
       this.#jobsHeld++;
