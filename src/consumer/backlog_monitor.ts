@@ -10,7 +10,7 @@
 import type { Link, LinkTarget } from "./contract.ts";
 import type { QueueBudget } from "./budget.ts";
 import { abortable, deadline } from "../util/async.ts";
-import { errorMessage, type Logger } from "../log.ts";
+import { errorMessage, type Logger, type LogProperties } from "../log.ts";
 
 const BACKLOG_INTERVAL_MS = 10_000;
 /** Longest a round may take; a broker that answers later counts as unknown for that round. */
@@ -143,18 +143,21 @@ export interface StallDetectorOptions {
   readonly waitsForMysql?: ((queue: string) => boolean) | undefined;
 }
 
+/** A queue or a link that may be stalled: since when. */
+interface Stallable {
+  stalledSince?: number | undefined;
+}
+
 /** A queue whose every slot holds a job: since when none finished while MySQL took writes. */
-interface FullState {
+interface FullState extends Stallable {
   readonly budget: QueueBudget;
   /** `budget.released` when last looked at. */
   released: number;
   /** Since when the queue has been full with no job finished and MySQL available. */
   quietSince: number;
-  stalledSince?: number | undefined;
 }
 
-interface LinkState {
-  stalledSince?: number | undefined;
+interface LinkState extends Stallable {
   /** While stalled: a job received after this `receivedAt` ends the stall. */
   takenAfter: number;
   link?: Link | undefined;
@@ -192,11 +195,8 @@ export class StallDetector {
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#stop.abort();
-    for (const [watched, state] of this.#states) this.#clear(watched, state, undefined);
-    for (const [queue, state] of this.#full) {
-      if (state.stalledSince !== undefined) this.#count(queue, -1);
-      state.stalledSince = undefined;
-    }
+    for (const [watched, state] of this.#states) this.#clear(watched.queue, state);
+    for (const [queue, state] of this.#full) this.#clear(queue, state);
   }
 
   stalled(queue: string): boolean {
@@ -219,7 +219,7 @@ export class StallDetector {
       if (state.stalledSince !== undefined) {
         const received = link.receivedAt(watched.queue);
         if (received > state.takenAfter) {
-          this.#clear(watched, state, "queue takes jobs again");
+          this.#clear(watched.queue, state, "queue takes jobs again", watched.target.server);
           continue;
         }
         // A link rebuilt meanwhile gets the whole timeout before the next nudge rebuilds it.
@@ -238,33 +238,21 @@ export class StallDetector {
    * below to suspect. Not nudged: what is missing is a free slot, not work from the broker.
    */
   #checkFull(queue: string, state: FullState, now: number): void {
-    const { budget, stalledSince } = state;
+    const { budget } = state;
     if (budget.full && budget.released === state.released) {
       // Jobs held up by MySQL are reported by statusengine_db_available; they go on once it answers.
       if (this.#o.waitsForMysql?.(queue) === true) state.quietSince = now;
-      if (stalledSince !== undefined || now - state.quietSince < this.#o.timeoutMs) return;
-      state.stalledSince = now;
-      this.#count(queue, 1);
-      this.#o.log.error(
-        `${this.#o.name}: queue stalled: every slot holds a job that does not finish`,
-        {
-          queue,
-          jobs_in_flight: budget.inUse,
-          quiet_s: Math.round((now - state.quietSince) / 1000),
-          hint: "MySQL takes writes; a handler waits for something that never comes",
-        },
-      );
+      if (state.stalledSince !== undefined || now - state.quietSince < this.#o.timeoutMs) return;
+      this.#stall(queue, state, now, "every slot holds a job that does not finish", {
+        jobs_in_flight: budget.inUse,
+        quiet_s: Math.round((now - state.quietSince) / 1000),
+        hint: "MySQL takes writes; a handler waits for something that never comes",
+      });
       return;
     }
     state.released = budget.released;
     state.quietSince = now;
-    if (stalledSince === undefined) return;
-    state.stalledSince = undefined;
-    this.#count(queue, -1);
-    this.#o.log.info(`${this.#o.name}: queue no longer stalled: a slot came free`, {
-      queue,
-      stalled_s: Math.round((now - stalledSince) / 1000),
-    });
+    this.#clear(queue, state, "queue no longer stalled: a slot came free");
   }
 
   /** One more (1) or one less (-1) reason for `queue` to be stalled. */
@@ -282,6 +270,7 @@ export class StallDetector {
   }
 
   async #probe(watched: WatchedLink, state: LinkState, link: Link): Promise<void> {
+    const { server } = watched.target;
     let waiting: number | undefined;
     try {
       using limit = deadline(PROBE_TIMEOUT_MS, this.#stop.signal);
@@ -289,24 +278,23 @@ export class StallDetector {
     } catch (err: unknown) {
       this.#o.log.debug(`${this.#o.name}: backlog query failed`, {
         queue: watched.queue,
-        server: watched.target.server,
+        server,
         error: errorMessage(err),
       });
       return;
     }
     if (this.#stop.signal.aborted || waiting === undefined || watched.current() !== link) return;
     if (state.stalledSince !== undefined) {
-      if (waiting === 0) this.#clear(watched, state, "queue no longer stalled: no job waits");
+      if (waiting === 0) {
+        this.#clear(watched.queue, state, "queue no longer stalled: no job waits", server);
+      }
       return;
     }
     const now = performance.now();
     if (waiting === 0 || !this.#quiet(watched, link, now)) return;
-    state.stalledSince = now;
     state.takenAfter = now;
-    this.#count(watched.queue, 1);
-    this.#o.log.error(`${this.#o.name}: queue stalled: jobs are waiting but none is taken`, {
-      queue: watched.queue,
-      server: watched.target.server,
+    this.#stall(watched.queue, state, now, "jobs are waiting but none is taken", {
+      server,
       waiting,
       quiet_s: Math.round((now - link.receivedAt(watched.queue)) / 1000),
       free_slots: watched.budget.capacity - watched.budget.inUse,
@@ -314,18 +302,24 @@ export class StallDetector {
     link.nudge(watched.queue);
   }
 
-  /** Not stalled any more; `message` is logged, unless undefined (a stop). */
-  #clear(watched: WatchedLink, state: LinkState, message: string | undefined): void {
-    if (state.stalledSince === undefined) return;
+  /** Stalled from `now`: counted, and logged as an error with `fields`. */
+  #stall(queue: string, state: Stallable, now: number, what: string, fields: LogProperties): void {
+    state.stalledSince = now;
+    this.#count(queue, 1);
+    this.#o.log.error(`${this.#o.name}: queue stalled: ${what}`, { queue, ...fields });
+  }
+
+  /** Not stalled any more; `message` is logged, unless undefined (a stop). A link names its server. */
+  #clear(queue: string, state: Stallable, message?: string, server?: string): void {
     const since = state.stalledSince;
+    if (since === undefined) return;
     state.stalledSince = undefined;
-    this.#count(watched.queue, -1);
-    if (message !== undefined) {
-      this.#o.log.info(`${this.#o.name}: ${message}`, {
-        queue: watched.queue,
-        server: watched.target.server,
-        stalled_s: Math.round((performance.now() - since) / 1000),
-      });
-    }
+    this.#count(queue, -1);
+    if (message === undefined) return;
+    this.#o.log.info(`${this.#o.name}: ${message}`, {
+      queue,
+      ...(server === undefined ? {} : { server }),
+      stalled_s: Math.round((performance.now() - since) / 1000),
+    });
   }
 }

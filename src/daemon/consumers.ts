@@ -302,17 +302,17 @@ function lockLost(): WorkerError {
 
 /** Whether new in-order jobs may start: open, waiting (re-acquiring), closed (lost). One per built consumer. */
 export class Admission {
-  #state: "open" | "waiting" | "closed" = "open";
+  #closed = false;
+  /** Set while new jobs wait for the lock to be ours again. */
   #waiting: PromiseWithResolvers<void> | undefined;
 
   get state(): "open" | "waiting" | "closed" {
-    return this.#state;
+    return this.#closed ? "closed" : this.#waiting !== undefined ? "waiting" : "open";
   }
 
   /** The lock may no longer be ours: new jobs wait. */
   hold(): void {
-    if (this.#state !== "open") return;
-    this.#state = "waiting";
+    if (this.#closed || this.#waiting !== undefined) return;
     this.#waiting = Promise.withResolvers<void>();
     // A waiter may be gone (aborted); the rejection must not be unhandled.
     this.#waiting.promise.catch(() => {});
@@ -320,16 +320,13 @@ export class Admission {
 
   /** The lock is ours again: waiting jobs go on. */
   open(): void {
-    if (this.#state !== "waiting") return;
-    this.#state = "open";
     this.#waiting?.resolve();
     this.#waiting = undefined;
   }
 
   /** The lock went to another worker: waiting and later jobs are refused. */
   close(): void {
-    if (this.#state === "closed") return;
-    this.#state = "closed";
+    this.#closed = true;
     this.#waiting?.reject(lockLost());
     this.#waiting = undefined;
   }
@@ -338,7 +335,7 @@ export class Admission {
   readonly admit = (signal: AbortSignal): Promise<void> =>
     this.#waiting !== undefined
       ? abortable(this.#waiting.promise, signal)
-      : this.#state === "open"
-      ? Promise.resolve()
-      : Promise.reject(lockLost());
+      : this.#closed
+      ? Promise.reject(lockLost())
+      : Promise.resolve();
 }

@@ -27,7 +27,6 @@ import {
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
 import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
-import { Backoff } from "../util/backoff.ts";
 import { redactUrl } from "../util/redact.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -137,8 +136,6 @@ async function check(
   // Start like it runs: a MySQL that is not there yet is waited for (serving /readyz 503), one
   // that refuses the credentials ends the start. Every reconnect interval, without jitter: one
   // probe per worker, not a crowd that would come back in lock-step.
-  const every = config.reconnectIntervalMs;
-  const interval = new Backoff({ initialMs: every, maxMs: every, jitter: 0 });
   const signal = wait.signal ?? new AbortController().signal;
   let mysql: Awaited<ReturnType<typeof probeMysql>>;
   for (let attempt = 1;; attempt++) {
@@ -150,14 +147,12 @@ async function check(
       break;
     } catch (err: unknown) {
       if (waitingCannotFix(err)) {
-        throw new WorkerError(
-          "startup",
-          `Cannot start: ${describeMysqlConnectFailure(err, shown)} (waiting cannot fix this)`,
-          { cause: err },
+        throw cannotStart(
+          `${describeMysqlConnectFailure(err, shown)} (waiting cannot fix this)`,
+          err,
         );
       }
-      const reason = `MySQL at ${shown} not reachable yet: ${errorMessage(err)}`;
-      wait.waiting?.(reason);
+      wait.waiting?.(`MySQL at ${shown} not reachable yet: ${errorMessage(err)}`);
       if (attempt === 1) {
         log.warn("worker: MySQL not reachable at start-up, waiting for it", {
           url: shown,
@@ -165,12 +160,8 @@ async function check(
           retry_interval_ms: config.reconnectIntervalMs,
         });
       }
-      if (!(await sleepUnlessAborted(interval.next(), signal))) {
-        throw new WorkerError(
-          "startup",
-          `Cannot start: stopped while waiting for MySQL at ${shown}`,
-          { cause: err },
-        );
+      if (!(await sleepUnlessAborted(config.reconnectIntervalMs, signal))) {
+        throw cannotStart(`stopped while waiting for MySQL at ${shown}`, err);
       }
     }
   }
@@ -201,9 +192,7 @@ async function check(
   const step = <T>(promise: Promise<T>): Promise<T> =>
     abortable(promise, signal).catch((err: unknown) => {
       if (!signal.aborted) throw err;
-      throw new WorkerError("startup", `Cannot start: stopped while checking MySQL at ${shown}`, {
-        cause: err,
-      });
+      throw cannotStart(`stopped while checking MySQL at ${shown}`, err);
     });
   const needed = neededTables(config, queues);
   await step(
@@ -211,7 +200,7 @@ async function check(
       const why = hasCode(err, "missing_tables")
         ? err.message
         : `cannot look up the tables at ${shown}: ${errorMessage(err)}`;
-      throw new WorkerError("startup", `Cannot start: ${why}`, { cause: err });
+      throw cannotStart(why, err);
     }),
   );
   await step(warnAboutSchemaDrift(database.pool, needed));
@@ -225,16 +214,18 @@ async function check(
       if (!PRIVILEGE_ERRNOS.has((err as { errno?: unknown } | null)?.errno as number)) throw err;
       // The first write: a read-only account is told what to grant, not just the raw MySQL error.
       const db = mysqlOptionsFromUrl(config.mysqlUrl).database ?? "statusengine";
-      throw new WorkerError(
-        "startup",
-        `Cannot start: MySQL at ${shown} does not let this account write (${
-          errorMessage(err)
-        }); the worker needs GRANT SELECT, INSERT, UPDATE, DELETE ON \`${db}\`.* ` +
-          "(waiting cannot fix this)",
-        { cause: err },
+      throw cannotStart(
+        `MySQL at ${shown} does not let this account write (${errorMessage(err)}); the worker ` +
+          `needs GRANT SELECT, INSERT, UPDATE, DELETE ON \`${db}\`.* (waiting cannot fix this)`,
+        err,
       );
     }),
   );
+}
+
+/** A start-up refusal; every one begins "Cannot start:". */
+function cannotStart(why: string, cause: unknown): WorkerError {
+  return new WorkerError("startup", `Cannot start: ${why}`, { cause });
 }
 
 /** Table and column access denied: the account lacks a privilege on a table it must write. */
