@@ -280,13 +280,11 @@ export class TaskManager {
     let submitted = 0;
     for (const raw of tasks) {
       signal.throwIfAborted();
-      const uuid = raw.uuid ?? "";
+      // Every log line of this task starts with these.
+      const task = { uuid: raw.uuid ?? "", "node_name": o.nodeName };
       const key = JSON.stringify([raw.uuid, String(raw["entry_time"]), raw.type, raw.payload]);
       if (key === this.#undeleted) {
-        log.info("tasks: deleting a task submitted before; it is not submitted again", {
-          uuid,
-          node_name: o.nodeName,
-        });
+        log.info("tasks: deleting a task submitted before; it is not submitted again", task);
         await this.#delete(raw);
         this.#undeleted = undefined;
         continue;
@@ -301,8 +299,7 @@ export class TaskManager {
       if (!checked.ok) {
         m?.tasksRejected.inc();
         log.warn("tasks: task refused and deleted; it can never run", {
-          uuid,
-          node_name: o.nodeName,
+          ...task,
           reason: checked.reason,
           error: checked.error,
         });
@@ -323,8 +320,7 @@ export class TaskManager {
           if (signal.aborted) throw err;
           m?.tasksSubmitErrors.inc();
           log.error("tasks: submitting a task failed; it stays for the next poll", {
-            uuid,
-            node_name: o.nodeName,
+            ...task,
             submit_method: o.submitter.method,
             error: errorMessage(err),
           });
@@ -334,8 +330,7 @@ export class TaskManager {
           "tasks: submission not confirmed; the task is deleted, not sent twice, and may " +
             "not have reached the core",
           {
-            uuid,
-            node_name: o.nodeName,
+            ...task,
             // The publisher's text would name its budget, which a stop does not exhaust.
             error: signal.aborted
               ? "the worker stopped before the confirm came"
