@@ -77,7 +77,7 @@ export function commandFileSubmitter(
   const encoder = new TextEncoder();
   // At most one open or write given up on is left behind; while it waits, every submission fails
   // at once instead of stacking up blocked opens and writes.
-  let stuck: { readonly what: string; readonly done: Promise<unknown> } | undefined;
+  let stuck: "open" | "write" | undefined;
   // The key of the task whose write ended after its submission had been given up.
   let landed: string | undefined;
   return {
@@ -85,7 +85,7 @@ export function commandFileSubmitter(
     async submit(command, signal) {
       if (stuck !== undefined) {
         throw new Error(
-          `External command file ${path} has no reader (an earlier ${stuck.what} still waits)`,
+          `External command file ${path} has no reader (an earlier ${stuck} still waits)`,
         );
       }
       const late = landed;
@@ -98,7 +98,8 @@ export function commandFileSubmitter(
         });
       });
       if ("late" in opened) {
-        stuck = { what: "open", done: opened.late.finally(() => (stuck = undefined)) };
+        stuck = "open";
+        void opened.late.finally(() => (stuck = undefined));
         throw new Error(
           `Cannot open external command file ${path} within ${timeoutMs} ms ` +
             "(is the monitoring core reading it?)",
@@ -109,11 +110,9 @@ export function commandFileSubmitter(
         await abortable(writing, limit.signal);
       } catch (err: unknown) {
         if (!limit.signal.aborted) throw err;
-        stuck = {
-          what: "write",
-          done: writing.then(() => (landed = command.key), () => {})
-            .finally(() => (stuck = undefined)),
-        };
+        stuck = "write";
+        void writing.then(() => (landed = command.key), () => {})
+          .finally(() => (stuck = undefined));
         throw new Error(
           `Cannot write to external command file ${path} within ${timeoutMs} ms (is the ` +
             "monitoring core reading it?); the line goes in once it reads, and not again",
