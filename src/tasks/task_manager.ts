@@ -77,7 +77,7 @@ export function commandFileSubmitter(
   const encoder = new TextEncoder();
   // At most one open or write given up on is left behind; while it waits, every submission fails
   // at once instead of stacking up blocked opens and writes.
-  let stuck: { readonly what: string; readonly done: Promise<unknown> } | undefined;
+  let stuck: "open" | "write" | undefined;
   // The key of the task whose write ended after its submission had been given up.
   let landed: string | undefined;
   return {
@@ -85,7 +85,7 @@ export function commandFileSubmitter(
     async submit(command, signal) {
       if (stuck !== undefined) {
         throw new Error(
-          `External command file ${path} has no reader (an earlier ${stuck.what} still waits)`,
+          `External command file ${path} has no reader (an earlier ${stuck} still waits)`,
         );
       }
       const late = landed;
@@ -98,7 +98,8 @@ export function commandFileSubmitter(
         });
       });
       if ("late" in opened) {
-        stuck = { what: "open", done: opened.late.finally(() => (stuck = undefined)) };
+        stuck = "open";
+        void opened.late.finally(() => (stuck = undefined));
         throw new Error(
           `Cannot open external command file ${path} within ${timeoutMs} ms ` +
             "(is the monitoring core reading it?)",
@@ -109,11 +110,9 @@ export function commandFileSubmitter(
         await abortable(writing, limit.signal);
       } catch (err: unknown) {
         if (!limit.signal.aborted) throw err;
-        stuck = {
-          what: "write",
-          done: writing.then(() => (landed = command.key), () => {})
-            .finally(() => (stuck = undefined)),
-        };
+        stuck = "write";
+        void writing.then(() => (landed = command.key), () => {})
+          .finally(() => (stuck = undefined));
         throw new Error(
           `Cannot write to external command file ${path} within ${timeoutMs} ms (is the ` +
             "monitoring core reading it?); the line goes in once it reads, and not again",
@@ -280,13 +279,11 @@ export class TaskManager {
     let submitted = 0;
     for (const raw of tasks) {
       signal.throwIfAborted();
-      const uuid = raw.uuid ?? "";
+      // Every log line of this task starts with these.
+      const task = { uuid: raw.uuid ?? "", "node_name": o.nodeName };
       const key = JSON.stringify([raw.uuid, String(raw["entry_time"]), raw.type, raw.payload]);
       if (key === this.#undeleted) {
-        log.info("tasks: deleting a task submitted before; it is not submitted again", {
-          uuid,
-          node_name: o.nodeName,
-        });
+        log.info("tasks: deleting a task submitted before; it is not submitted again", task);
         await this.#delete(raw);
         this.#undeleted = undefined;
         continue;
@@ -301,8 +298,7 @@ export class TaskManager {
       if (!checked.ok) {
         m?.tasksRejected.inc();
         log.warn("tasks: task refused and deleted; it can never run", {
-          uuid,
-          node_name: o.nodeName,
+          ...task,
           reason: checked.reason,
           error: checked.error,
         });
@@ -323,8 +319,7 @@ export class TaskManager {
           if (signal.aborted) throw err;
           m?.tasksSubmitErrors.inc();
           log.error("tasks: submitting a task failed; it stays for the next poll", {
-            uuid,
-            node_name: o.nodeName,
+            ...task,
             submit_method: o.submitter.method,
             error: errorMessage(err),
           });
@@ -334,8 +329,7 @@ export class TaskManager {
           "tasks: submission not confirmed; the task is deleted, not sent twice, and may " +
             "not have reached the core",
           {
-            uuid,
-            node_name: o.nodeName,
+            ...task,
             // The publisher's text would name its budget, which a stop does not exhaust.
             error: signal.aborted
               ? "the worker stopped before the confirm came"

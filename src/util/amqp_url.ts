@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { redactUrl } from "./redact.ts";
+import { redactUrl, UrlError, urlProblem } from "./redact.ts";
 import { splitUrlHosts } from "./address.ts";
 
 /** One broker of the URL. */
@@ -32,22 +32,8 @@ export interface AmqpUrl extends AmqpHost {
  */
 export const DEFAULT_HEARTBEAT_S = 60;
 
-class AmqpUrlError extends TypeError {
-  constructor(url: string, readonly detail: string) {
-    super(`Cannot parse AMQP URL "${redactUrl(url)}": ${detail}`);
-  }
-}
-
 /** What {@link parseAmqpUrl} finds wrong with a URL (never the password), or null. */
-export function amqpUrlProblem(url: string): string | null {
-  try {
-    parseAmqpUrl(url);
-    return null;
-  } catch (err: unknown) {
-    if (err instanceof AmqpUrlError) return err.detail;
-    throw err;
-  }
-}
+export const amqpUrlProblem = (url: string): string | null => urlProblem(parseAmqpUrl, url);
 
 /**
  * Parse and check an `amqp://` or `amqps://` URL with one host or a comma-separated list.
@@ -61,7 +47,7 @@ export function amqpUrlProblem(url: string): string | null {
  */
 export function parseAmqpUrl(url: string): AmqpUrl {
   const fail = (detail: string): never => {
-    throw new AmqpUrlError(url, detail);
+    throw new UrlError("AMQP", url, detail);
   };
   const defaultPort = /^amqps:/i.test(url) ? 5671 : 5672;
   const split = splitUrlHosts(url, defaultPort);

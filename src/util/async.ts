@@ -21,18 +21,9 @@
  * await assert.rejects(delay(1, { signal: stop.signal }), /shutting down/);
  * ```
  */
-export function delay(ms: number, { signal }: { signal?: AbortSignal } = {}): Promise<void> {
-  if (signal?.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      forget?.();
-      resolve();
-    }, Math.max(0, ms));
-    const forget = signal && onAbort(signal, (reason) => {
-      clearTimeout(timer);
-      reject(reason);
-    });
-  });
+export async function delay(ms: number, { signal }: { signal?: AbortSignal } = {}): Promise<void> {
+  const signals = signal === undefined ? [] : [signal];
+  if (!(await sleepUnlessAborted(ms, ...signals))) throw signal?.reason;
 }
 
 /** An abort signal that fires after a timeout or when its parent aborts; dispose to clear the timer. */

@@ -101,11 +101,7 @@ export class DenoSocket extends EventEmitter {
     );
   }
 
-  /** No-op: TCP_NODELAY is always set. */
-  setNoDelay(): this {
-    return this;
-  }
-
+  /** amqp-client's call for a URL without heartbeat; neither client calls `setNoDelay` on it. */
   setKeepAlive(enable = false): this {
     const conn = this.#conn;
     if (conn !== undefined && "setKeepAlive" in conn) (conn as Deno.TcpConn).setKeepAlive(enable);

@@ -6,7 +6,7 @@
  * @module
  */
 import { joinHostPort, splitUrlHosts } from "./address.ts";
-import { redactUrl } from "./redact.ts";
+import { UrlError, urlProblem } from "./redact.ts";
 
 /** mysql2 connection options derived from a `mysql://` URL (assignable to `ConnectionOptions`). */
 export interface MysqlUrlOptions {
@@ -73,22 +73,8 @@ function parseLoosely(url: string): { url: URL; emptyHost: boolean } | undefined
   return undefined;
 }
 
-class MysqlUrlError extends TypeError {
-  constructor(url: string, readonly detail: string, cause?: unknown) {
-    super(`Cannot parse MySQL URL "${redactUrl(url)}": ${detail}`, { cause });
-  }
-}
-
 /** What {@link mysqlOptionsFromUrl} finds wrong with a URL (never the password), or null. */
-export function mysqlUrlProblem(url: string): string | null {
-  try {
-    mysqlOptionsFromUrl(url);
-    return null;
-  } catch (err: unknown) {
-    if (err instanceof MysqlUrlError) return err.detail;
-    throw err;
-  }
-}
+export const mysqlUrlProblem = (url: string): string | null => urlProblem(mysqlOptionsFromUrl, url);
 
 /**
  * mysql2 connection options from `mysql://user:pass@host:3306/db` or `…@h1:3306,h2,h3/db`
@@ -98,7 +84,7 @@ export function mysqlUrlProblem(url: string): string | null {
  */
 export function mysqlOptionsFromUrl(url: string): MysqlUrlOptions {
   const fail = (detail: string, cause?: unknown): never => {
-    throw new MysqlUrlError(url, detail, cause);
+    throw new UrlError("MySQL", url, detail, cause);
   };
   const decode = (value: string, what: string): string => {
     try {

@@ -82,3 +82,21 @@ export function redactText(text: string, secret: string | undefined): string {
   out = out.replaceAll(`:${secret}@`, `:${MASK}@`);
   return secret.length >= MIN_FREE_TEXT_SECRET_LENGTH ? out.replaceAll(secret, MASK) : out;
 }
+
+/** A URL a parser refused: the message masks the password, `detail` never quotes it. */
+export class UrlError extends TypeError {
+  constructor(kind: string, url: string, readonly detail: string, cause?: unknown) {
+    super(`Cannot parse ${kind} URL "${redactUrl(url)}": ${detail}`, { cause });
+  }
+}
+
+/** What `parse` finds wrong with `url` (its {@link UrlError}'s detail), or null. */
+export function urlProblem(parse: (url: string) => unknown, url: string): string | null {
+  try {
+    parse(url);
+    return null;
+  } catch (err: unknown) {
+    if (err instanceof UrlError) return err.detail;
+    throw err;
+  }
+}
