@@ -67,20 +67,12 @@ function seriesOf(row: Row, quotedLabels: boolean): RemoteSeries {
   const service = text(row["service_description"]);
   const label = quotedLabels ? plainLabel(text(row["label"])) : text(row["label"]);
   const unit = text(row["unit"]);
-  let services = seriesCache.get(host);
-  if (services === undefined) {
-    if (cachedSeries >= SERIES_CACHE_MAX) {
-      seriesCache.clear();
-      cachedSeries = 0;
-    }
-    services = new Map();
-    seriesCache.set(host, services);
+  if (cachedSeries >= SERIES_CACHE_MAX && !seriesCache.has(host)) {
+    seriesCache.clear();
+    cachedSeries = 0;
   }
-  let labels = services.get(service);
-  if (labels === undefined) {
-    labels = new Map();
-    services.set(service, labels);
-  }
+  const labels = seriesCache.getOrInsertComputed(host, () => new Map())
+    .getOrInsertComputed(service, () => new Map());
   let series = labels.get(label);
   // A gauge whose unit changed is another series; the cache keeps the latest.
   if (series === undefined || series.unit !== unit) {
@@ -190,20 +182,19 @@ function utf8Length(text: string): number {
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const bySeries = Map.groupBy(batch, (p) => p.series);
   // First every size, then one array written front to back.
-  let duplicates = 0;
+  let duplicates = batch.length;
   let size = 0;
   const groups: { labels: Uint8Array; points: RemotePoint[]; length: number }[] = [];
-  for (const [series, all] of bySeries) {
-    const points = all.length === 1 ? all : inTimeOrder(all);
-    duplicates += all.length - points.length;
-    let length = series.labels.length;
+  for (const points of inSeriesOrder(batch)) {
+    duplicates -= points.length;
+    const labels = (points[0] as RemotePoint).series.labels;
+    let length = labels.length;
     for (const p of points) {
       const sample = sampleLength(p.timestampMs);
       length += varintLength(SAMPLES_TAG) + varintLength(sample) + sample;
     }
-    groups.push({ labels: series.labels, points, length });
+    groups.push({ labels, points, length });
     size += varintLength(TIMESERIES_TAG) + varintLength(length) + length;
   }
   const bytes = new Uint8Array(size);
@@ -226,11 +217,17 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/** Points in time order, of several at one timestamp only the last. */
-function inTimeOrder(points: RemotePoint[]): RemotePoint[] {
-  // A stable sort keeps the arrival order within one timestamp.
-  const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
-  return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
+/**
+ * The points grouped by series in order of first appearance, each series' points in time order,
+ * of several at one timestamp only the last.
+ */
+function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[][] {
+  return Array.from(Map.groupBy(batch, (p) => p.series).values(), (points) => {
+    if (points.length === 1) return points;
+    // A stable sort keeps the arrival order within one timestamp.
+    const sorted = points.sort((a, b) => a.timestampMs - b.timestampMs);
+    return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
+  });
 }
 
 /** Bytes of an encoded `Sample`: a double and an int64. */
@@ -324,7 +321,9 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       // Enough to isolate 8 scattered samples; unbounded, stale samples cost 2 requests each.
       const budget = { splits: 8 * Math.ceil(Math.log2(Math.max(2, batch.length))) };
       const sendWhole = acceptable.length < batch.length;
-      const ordered = inSeriesOrder(acceptable);
+      // In series order as the encoder keeps them: a halving may cut a series between two
+      // samples at one time, and the first would be appended and the last refused.
+      const ordered = inSeriesOrder(acceptable).flat();
       return batch.length - ordered.length +
         await this.#isolate(ordered, signal, budget, sendWhole);
     }
@@ -379,19 +378,6 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
 
 function isSampleRefusal(err: unknown): boolean {
   return err instanceof SinkWriteError && err.reason === "out_of_order";
-}
-
-/**
- * The points grouped by series in order of first appearance, each series' points in time order,
- * of several at one timestamp only the last (as the encoder keeps it): a halving may cut a series
- * between two of them, and the first would be appended and the last refused.
- */
-function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
-  const out: RemotePoint[] = [];
-  for (const points of Map.groupBy(batch, (p) => p.series).values()) {
-    out.push(...(points.length === 1 ? points : inTimeOrder(points)));
-  }
-  return out;
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */
