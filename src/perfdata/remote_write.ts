@@ -155,22 +155,13 @@ function writeUtf8(bytes: Uint8Array, at: number, text: string, length: number):
   return at + length;
 }
 
+/** Finds text that is not all ASCII, whose UTF-8 length must be counted. */
+const NON_ASCII = /[\u0080-\uffff]/;
+
 /** Bytes of `text` in UTF-8 as TextEncoder writes it: a lone surrogate becomes U+FFFD (3 bytes). */
 function utf8Length(text: string): number {
-  let length = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) length += 1;
-    else if (c < 0x800) length += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
-      const next = text.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        length += 4;
-        i++;
-      } else length += 3;
-    } else length += 3;
-  }
-  return length;
+  // Names are mostly ASCII, counted here: TextEncoder is a call into the runtime per string.
+  return NON_ASCII.test(text) ? UTF8.encode(text).length : text.length;
 }
 
 /**
