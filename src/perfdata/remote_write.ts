@@ -100,31 +100,17 @@ function seriesLabels(host: string, service: string, label: string, unit: string
   if (service !== "") labels.push(["service_description", service]);
   if (unit !== "") labels.push(["unit", unit]);
   // Each label: its tag, the Label message's length, then name and value (tag, length, UTF-8).
-  let size = 0;
-  const lengths: number[] = [];
-  for (const [name, value] of labels) {
-    const n = utf8Length(name);
-    const v = utf8Length(value);
-    const length = varintLength(LABEL_NAME_TAG) + varintLength(n) + n +
-      varintLength(LABEL_VALUE_TAG) + varintLength(v) + v;
-    lengths.push(n, v, length);
-    size += varintLength(LABELS_TAG) + varintLength(length) + length;
-  }
-  const bytes = labelBytes(size);
+  const lengths = labels.map(([name, value]) =>
+    fieldLength(LABEL_NAME_TAG, utf8Length(name)) + fieldLength(LABEL_VALUE_TAG, utf8Length(value))
+  );
+  const bytes = labelBytes(lengths.reduce((size, n) => size + fieldLength(LABELS_TAG, n), 0));
   let at = 0;
-  let i = 0;
-  for (const [name, value] of labels) {
-    const n = lengths[i++] as number;
-    const v = lengths[i++] as number;
+  labels.forEach(([name, value], i) => {
     at = writeVarint(bytes, at, LABELS_TAG);
-    at = writeVarint(bytes, at, lengths[i++] as number);
-    at = writeVarint(bytes, at, LABEL_NAME_TAG);
-    at = writeVarint(bytes, at, n);
-    at = writeUtf8(bytes, at, name, n);
-    at = writeVarint(bytes, at, LABEL_VALUE_TAG);
-    at = writeVarint(bytes, at, v);
-    at = writeUtf8(bytes, at, value, v);
-  }
+    at = writeVarint(bytes, at, lengths[i] as number);
+    at = writeString(bytes, at, LABEL_NAME_TAG, name);
+    at = writeString(bytes, at, LABEL_VALUE_TAG, value);
+  });
   return bytes;
 }
 
@@ -146,8 +132,11 @@ function labelBytes(size: number): Uint8Array {
 
 const UTF8 = new TextEncoder();
 
-/** Writes `text`, `length` bytes in UTF-8; returns the next offset. */
-function writeUtf8(bytes: Uint8Array, at: number, text: string, length: number): number {
+/** Writes a string field: its tag, its length in UTF-8, then the text; returns the next offset. */
+function writeString(bytes: Uint8Array, at: number, tag: number, text: string): number {
+  const length = utf8Length(text);
+  at = writeVarint(bytes, at, tag);
+  at = writeVarint(bytes, at, length);
   // Names are mostly ASCII, copied here: TextEncoder is a call into the runtime per string.
   if (length === text.length) {
     for (let i = 0; i < length; i++) bytes[at + i] = text.charCodeAt(i);
@@ -182,11 +171,10 @@ export function encodeWriteRequest(
     const labels = (points[0] as RemotePoint).series.labels;
     let length = labels.length;
     for (const p of points) {
-      const sample = sampleLength(p.timestampMs);
-      length += varintLength(SAMPLES_TAG) + varintLength(sample) + sample;
+      length += fieldLength(SAMPLES_TAG, sampleLength(p.timestampMs));
     }
     groups.push({ labels, points, length });
-    size += varintLength(TIMESERIES_TAG) + varintLength(length) + length;
+    size += fieldLength(TIMESERIES_TAG, length);
   }
   const bytes = new Uint8Array(size);
   const view = new DataView(bytes.buffer);
@@ -224,6 +212,11 @@ function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[][] {
 /** Bytes of an encoded `Sample`: a double and an int64. */
 function sampleLength(timestampMs: number): number {
   return varintLength(VALUE_TAG) + 8 + varintLength(TIMESTAMP_TAG) + int64Length(timestampMs);
+}
+
+/** Bytes of a length-delimited field: its tag, the length, then `length` bytes. */
+function fieldLength(tag: number, length: number): number {
+  return varintLength(tag) + varintLength(length) + length;
 }
 
 function varintLength(n: number): number {
