@@ -67,20 +67,12 @@ function seriesOf(row: Row, quotedLabels: boolean): RemoteSeries {
   const service = text(row["service_description"]);
   const label = quotedLabels ? plainLabel(text(row["label"])) : text(row["label"]);
   const unit = text(row["unit"]);
-  let services = seriesCache.get(host);
-  if (services === undefined) {
-    if (cachedSeries >= SERIES_CACHE_MAX) {
-      seriesCache.clear();
-      cachedSeries = 0;
-    }
-    services = new Map();
-    seriesCache.set(host, services);
+  if (cachedSeries >= SERIES_CACHE_MAX && !seriesCache.has(host)) {
+    seriesCache.clear();
+    cachedSeries = 0;
   }
-  let labels = services.get(service);
-  if (labels === undefined) {
-    labels = new Map();
-    services.set(service, labels);
-  }
+  const labels = seriesCache.getOrInsertComputed(host, () => new Map())
+    .getOrInsertComputed(service, () => new Map());
   let series = labels.get(label);
   // A gauge whose unit changed is another series; the cache keeps the latest.
   if (series === undefined || series.unit !== unit) {
@@ -108,31 +100,17 @@ function seriesLabels(host: string, service: string, label: string, unit: string
   if (service !== "") labels.push(["service_description", service]);
   if (unit !== "") labels.push(["unit", unit]);
   // Each label: its tag, the Label message's length, then name and value (tag, length, UTF-8).
-  let size = 0;
-  const lengths: number[] = [];
-  for (const [name, value] of labels) {
-    const n = utf8Length(name);
-    const v = utf8Length(value);
-    const length = varintLength(LABEL_NAME_TAG) + varintLength(n) + n +
-      varintLength(LABEL_VALUE_TAG) + varintLength(v) + v;
-    lengths.push(n, v, length);
-    size += varintLength(LABELS_TAG) + varintLength(length) + length;
-  }
-  const bytes = labelBytes(size);
+  const lengths = labels.map(([name, value]) =>
+    fieldLength(LABEL_NAME_TAG, utf8Length(name)) + fieldLength(LABEL_VALUE_TAG, utf8Length(value))
+  );
+  const bytes = labelBytes(lengths.reduce((size, n) => size + fieldLength(LABELS_TAG, n), 0));
   let at = 0;
-  let i = 0;
-  for (const [name, value] of labels) {
-    const n = lengths[i++] as number;
-    const v = lengths[i++] as number;
+  labels.forEach(([name, value], i) => {
     at = writeVarint(bytes, at, LABELS_TAG);
-    at = writeVarint(bytes, at, lengths[i++] as number);
-    at = writeVarint(bytes, at, LABEL_NAME_TAG);
-    at = writeVarint(bytes, at, n);
-    at = writeUtf8(bytes, at, name, n);
-    at = writeVarint(bytes, at, LABEL_VALUE_TAG);
-    at = writeVarint(bytes, at, v);
-    at = writeUtf8(bytes, at, value, v);
-  }
+    at = writeVarint(bytes, at, lengths[i] as number);
+    at = writeString(bytes, at, LABEL_NAME_TAG, name);
+    at = writeString(bytes, at, LABEL_VALUE_TAG, value);
+  });
   return bytes;
 }
 
@@ -154,8 +132,11 @@ function labelBytes(size: number): Uint8Array {
 
 const UTF8 = new TextEncoder();
 
-/** Writes `text`, `length` bytes in UTF-8; returns the next offset. */
-function writeUtf8(bytes: Uint8Array, at: number, text: string, length: number): number {
+/** Writes a string field: its tag, its length in UTF-8, then the text; returns the next offset. */
+function writeString(bytes: Uint8Array, at: number, tag: number, text: string): number {
+  const length = utf8Length(text);
+  at = writeVarint(bytes, at, tag);
+  at = writeVarint(bytes, at, length);
   // Names are mostly ASCII, copied here: TextEncoder is a call into the runtime per string.
   if (length === text.length) {
     for (let i = 0; i < length; i++) bytes[at + i] = text.charCodeAt(i);
@@ -163,22 +144,13 @@ function writeUtf8(bytes: Uint8Array, at: number, text: string, length: number):
   return at + length;
 }
 
+/** Finds text that is not all ASCII, whose UTF-8 length must be counted. */
+const NON_ASCII = /[\u0080-\uffff]/;
+
 /** Bytes of `text` in UTF-8 as TextEncoder writes it: a lone surrogate becomes U+FFFD (3 bytes). */
 function utf8Length(text: string): number {
-  let length = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) length += 1;
-    else if (c < 0x800) length += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
-      const next = text.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        length += 4;
-        i++;
-      } else length += 3;
-    } else length += 3;
-  }
-  return length;
+  // Names are mostly ASCII, counted here: TextEncoder is a call into the runtime per string.
+  return NON_ASCII.test(text) ? UTF8.encode(text).length : text.length;
 }
 
 /**
@@ -190,21 +162,19 @@ function utf8Length(text: string): number {
 export function encodeWriteRequest(
   batch: readonly RemotePoint[],
 ): { bytes: Uint8Array; duplicates: number } {
-  const bySeries = Map.groupBy(batch, (p) => p.series);
   // First every size, then one array written front to back.
-  let duplicates = 0;
+  let duplicates = batch.length;
   let size = 0;
   const groups: { labels: Uint8Array; points: RemotePoint[]; length: number }[] = [];
-  for (const [series, all] of bySeries) {
-    const points = all.length === 1 ? all : inTimeOrder(all);
-    duplicates += all.length - points.length;
-    let length = series.labels.length;
+  for (const points of inSeriesOrder(batch)) {
+    duplicates -= points.length;
+    const labels = (points[0] as RemotePoint).series.labels;
+    let length = labels.length;
     for (const p of points) {
-      const sample = sampleLength(p.timestampMs);
-      length += varintLength(SAMPLES_TAG) + varintLength(sample) + sample;
+      length += fieldLength(SAMPLES_TAG, sampleLength(p.timestampMs));
     }
-    groups.push({ labels: series.labels, points, length });
-    size += varintLength(TIMESERIES_TAG) + varintLength(length) + length;
+    groups.push({ labels, points, length });
+    size += fieldLength(TIMESERIES_TAG, length);
   }
   const bytes = new Uint8Array(size);
   const view = new DataView(bytes.buffer);
@@ -226,16 +196,27 @@ export function encodeWriteRequest(
   return { bytes, duplicates };
 }
 
-/** Points in time order, of several at one timestamp only the last. */
-function inTimeOrder(points: RemotePoint[]): RemotePoint[] {
-  // A stable sort keeps the arrival order within one timestamp.
-  const sorted = [...points].sort((a, b) => a.timestampMs - b.timestampMs);
-  return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
+/**
+ * The points grouped by series in order of first appearance, each series' points in time order,
+ * of several at one timestamp only the last.
+ */
+function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[][] {
+  return Array.from(Map.groupBy(batch, (p) => p.series).values(), (points) => {
+    if (points.length === 1) return points;
+    // A stable sort keeps the arrival order within one timestamp.
+    const sorted = points.sort((a, b) => a.timestampMs - b.timestampMs);
+    return sorted.filter((p, i) => sorted[i + 1]?.timestampMs !== p.timestampMs);
+  });
 }
 
 /** Bytes of an encoded `Sample`: a double and an int64. */
 function sampleLength(timestampMs: number): number {
   return varintLength(VALUE_TAG) + 8 + varintLength(TIMESTAMP_TAG) + int64Length(timestampMs);
+}
+
+/** Bytes of a length-delimited field: its tag, the length, then `length` bytes. */
+function fieldLength(tag: number, length: number): number {
+  return varintLength(tag) + varintLength(length) + length;
 }
 
 function varintLength(n: number): number {
@@ -324,7 +305,9 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
       // Enough to isolate 8 scattered samples; unbounded, stale samples cost 2 requests each.
       const budget = { splits: 8 * Math.ceil(Math.log2(Math.max(2, batch.length))) };
       const sendWhole = acceptable.length < batch.length;
-      const ordered = inSeriesOrder(acceptable);
+      // In series order as the encoder keeps them: a halving may cut a series between two
+      // samples at one time, and the first would be appended and the last refused.
+      const ordered = inSeriesOrder(acceptable).flat();
       return batch.length - ordered.length +
         await this.#isolate(ordered, signal, budget, sendWhole);
     }
@@ -379,19 +362,6 @@ class RemoteWriteTransport extends HttpEndpoint implements Transport<RemotePoint
 
 function isSampleRefusal(err: unknown): boolean {
   return err instanceof SinkWriteError && err.reason === "out_of_order";
-}
-
-/**
- * The points grouped by series in order of first appearance, each series' points in time order,
- * of several at one timestamp only the last (as the encoder keeps it): a halving may cut a series
- * between two of them, and the first would be appended and the last refused.
- */
-function inSeriesOrder(batch: readonly RemotePoint[]): RemotePoint[] {
-  const out: RemotePoint[] = [];
-  for (const points of Map.groupBy(batch, (p) => p.series).values()) {
-    out.push(...(points.length === 1 ? points : inTimeOrder(points)));
-  }
-  return out;
 }
 
 /** Sends perfdata through remote write; structurally the pipeline's `PerfdataSink`. */

@@ -215,33 +215,7 @@ export class BatchingSink<T> {
           : answer;
         const written = batch.length - refused;
         this.#o.observer?.written(written);
-        if (refused > 0 && reason !== "out_of_order") {
-          this.#drop(refused, reason);
-          if (this.#logDue(reason)) {
-            log.warn(`${this.#t.backend}: points the server refused dropped`, {
-              target: this.#t.target,
-              points: refused,
-              batch: batch.length,
-              reason,
-              error,
-              hint: "the server stored the rest of the batch; the error names the points it " +
-                "refused (repeats at most once a minute)",
-            });
-          }
-        } else if (refused > 0) {
-          this.#drop(refused, "out_of_order");
-          if (this.#logDue("out_of_order")) {
-            log.warn(`${this.#t.backend}: points the server cannot take dropped`, {
-              target: this.#t.target,
-              points: refused,
-              batch: batch.length,
-              reason: "out_of_order",
-              hint: "older than the server keeps (retention) or than their series' newest " +
-                "point, or a second value for one time, e.g. a redelivered job or a drained " +
-                "backlog (repeats at most once a minute)",
-            });
-          }
-        }
+        if (refused > 0) this.#refused(refused, batch.length, reason, error);
         this.#setUp(true);
         this.#interval.flushes++;
         this.#interval.points += written;
@@ -277,6 +251,28 @@ export class BatchingSink<T> {
         return;
       }
     }
+  }
+
+  /** Points the server refused of a batch whose rest it stored; logged at most once a minute. */
+  #refused(points: number, batch: number, reason: DropReason, error: string | undefined): void {
+    this.#drop(points, reason);
+    if (!this.#logDue(reason)) return;
+    const fields = { target: this.#t.target, points, batch, reason };
+    if (reason === "out_of_order") {
+      log.warn(`${this.#t.backend}: points the server cannot take dropped`, {
+        ...fields,
+        hint: "older than the server keeps (retention) or than their series' newest point, or a " +
+          "second value for one time, e.g. a redelivered job or a drained backlog (repeats at " +
+          "most once a minute)",
+      });
+      return;
+    }
+    log.warn(`${this.#t.backend}: points the server refused dropped`, {
+      ...fields,
+      error,
+      hint: "the server stored the rest of the batch; the error names the points it refused " +
+        "(repeats at most once a minute)",
+    });
   }
 
   /** Rate-limited by {@link #logDue}: a dead endpoint must show in the log without flooding it. */
@@ -340,11 +336,6 @@ export class PerfdataClient<T> extends BatchingSink<T> {
 
   /** Accept rows of `statusengine_perfdata`; never waits. */
   offer(rows: readonly Row[]): void {
-    const points: T[] = [];
-    for (const row of rows) {
-      const p = this.#point(row);
-      if (p !== undefined) points.push(p);
-    }
-    this.push(points);
+    this.push(rows.map((row) => this.#point(row)).filter((p) => p !== undefined));
   }
 }
