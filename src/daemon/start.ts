@@ -171,7 +171,7 @@ export async function startWorker(
   stack.defer(() => pipeline.close(0));
   // While nothing is written, a bounded round trip keeps statusengine_db_available true to what
   // MySQL does (else a frozen server shows as available until a statement times out).
-  const probe = new IdleProbe({ availability: pipeline.availability, ping: database.ping });
+  const probe = new IdleProbe(pipeline.availability, database.ping);
   probe.start();
   stack.defer(() => probe.stop());
 

@@ -70,6 +70,7 @@ export class DbAvailability {
   /** A statement for `table`, held by `holder` from now on, failed: MySQL cannot take writes now. */
   unreachable(table: string, err: unknown, holder: object): void {
     const now = this.now();
+    const error = errorMessage(err);
     if (err instanceof StatementTimeoutError && !this.#timeoutWarned) {
       this.#timeoutWarned = true;
       log.warn(
@@ -80,15 +81,12 @@ export class DbAvailability {
     }
     const outage = this.#outages.get(table);
     this.#stall ??= { since: now, errorAt: undefined, lastError: "" };
-    this.#stall.lastError = errorMessage(err);
+    this.#stall.lastError = error;
     if (outage === undefined) {
       const holders = new Set([holder]);
       this.#outages.set(table, { since: now, failedAt: now, holders, attempts: 1, lastLogAt: now });
       this.#gauge?.set(0);
-      log.warn("db: MySQL cannot take writes, holding the batch", {
-        table,
-        error: errorMessage(err),
-      });
+      log.warn("db: MySQL cannot take writes, holding the batch", { table, error });
     } else {
       outage.attempts++;
       outage.failedAt = now;
@@ -101,7 +99,7 @@ export class DbAvailability {
       table,
       down_for_s: Math.round((now - outage.since) / 1000),
       attempts: outage.attempts,
-      error: errorMessage(err),
+      error,
     });
   }
 
@@ -228,12 +226,6 @@ export class DbAvailability {
   }
 }
 
-interface IdleProbeOptions {
-  readonly availability: DbAvailability;
-  /** A bounded round trip on a connection of its own: the pool's may all be busy. */
-  readonly ping: (timeoutMs: number) => Promise<void>;
-}
-
 /** A probe runs when no statement succeeded for this long. */
 const IDLE_PROBE_INTERVAL_MS = 5_000;
 const IDLE_PROBE_TIMEOUT_MS = 2_000;
@@ -243,20 +235,23 @@ const IDLE_PROBE_TIMEOUT_MS = 2_000;
  * worker has no statement to find an outage with (docs/writers.md#idle-probe).
  */
 export class IdleProbe {
-  readonly #o: IdleProbeOptions;
+  readonly #availability: DbAvailability;
+  /** A bounded round trip on a connection of its own: the pool's may all be busy. */
+  readonly #ping: (timeoutMs: number) => Promise<void>;
   #timer: ReturnType<typeof setInterval> | undefined;
   #running: Promise<void> | undefined;
 
-  constructor(options: IdleProbeOptions) {
-    this.#o = options;
+  constructor(availability: DbAvailability, ping: (timeoutMs: number) => Promise<void>) {
+    this.#availability = availability;
+    this.#ping = ping;
   }
 
   start(): void {
     this.#timer = setInterval(() => {
       if (this.#running !== undefined) return;
-      if (this.#o.availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
-      const { availability } = this.#o;
-      this.#running = this.#o.ping(IDLE_PROBE_TIMEOUT_MS)
+      const availability = this.#availability;
+      if (availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
+      this.#running = this.#ping(IDLE_PROBE_TIMEOUT_MS)
         .then(() => availability.probed(undefined), (err: unknown) => {
           availability.probed(err ?? new Error("failed"));
         })

@@ -11,7 +11,7 @@ import { waitingCannotFix } from "./errors.ts";
 import type { TableName } from "./catalogue.ts";
 import { type QueryConnection, quoteIdentifier } from "./ddl.ts";
 import { destroyPoolSockets, destroySocket } from "./mysql2_internals.ts";
-import { deadline, settledWithin } from "../util/async.ts";
+import { abortable, deadline, settledWithin } from "../util/async.ts";
 import {
   driverOptions,
   hostLabel,
@@ -23,24 +23,19 @@ import { hasCode, WorkerError } from "../util/errors.ts";
 
 /**
  * Settle with `promise`, or reject with a `WorkerError` coded `interrupted` as soon as `signal`
- * aborts, calling `onAbort` first. The loser keeps its handler from `Promise.race`.
+ * aborts, calling `onAbort` first. The promise runs on ({@link abortable}).
  */
 export async function unlessAborted<T>(
   promise: Promise<T>,
   signal: AbortSignal,
   onAbort: () => void,
 ): Promise<T> {
-  const { promise: aborted, reject } = Promise.withResolvers<never>();
-  const listener = () => {
-    onAbort();
-    reject(new WorkerError("interrupted", "Interrupted by a signal"));
-  };
-  if (signal.aborted) listener();
-  else signal.addEventListener("abort", listener, { once: true });
   try {
-    return await Promise.race([promise, aborted]);
-  } finally {
-    signal.removeEventListener("abort", listener);
+    return await abortable(promise, signal);
+  } catch (err: unknown) {
+    if (!signal.aborted || err !== signal.reason) throw err;
+    onAbort();
+    throw new WorkerError("interrupted", "Interrupted by a signal");
   }
 }
 

@@ -71,8 +71,7 @@ export function nodeLeaseOptions(
     // Never a pooled connection: its queries must not wait behind the writers'. No probe: the
     // first query is one. Bounded by the poll: the validity allows two polls for a renewal.
     connect: () => mysql.createConnection({ ...driverOptions(host()), connectTimeout: pollMs }),
-    name: lease.name,
-    holder: lease.holder,
+    ...lease,
     pollMs,
     termMs: leaseTermMs(pollMs, drainMs),
     drainMs,
@@ -350,13 +349,14 @@ export class Lease {
       // First stop consuming: only then may anyone else take the lease (see the caller).
       await this.#o.onLost();
     }
-    if (release && this.#o.releasable?.() === false) {
+    if (!release) return;
+    if (this.#o.releasable?.() === false) {
       log.warn(
         "db: in-order lease not released: a downtime statement of this worker still runs; " +
           "another worker takes the lease after its term",
         { lease: this.#o.name, term_ms: this.#o.termMs },
       );
-    } else if (release && this.#rowEnsured) {
+    } else if (this.#rowEnsured) {
       try {
         // Harmless when another worker holds it: the row must still name this one.
         if (await this.#update("holder = ''", "holder = ?", [this.#o.name, this.#o.holder])) {
@@ -366,6 +366,6 @@ export class Lease {
         // The others take it over after its term.
       }
     }
-    if (release) this.#dropConnection();
+    this.#dropConnection();
   }
 }

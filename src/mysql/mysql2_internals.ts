@@ -87,11 +87,8 @@ class EncodedPacket {
 
 /** Whether mysql2 would use the statement's placeholder descriptions as type hints. */
 function hasHints(parameters: unknown): boolean {
-  if (!Array.isArray(parameters)) return false;
-  for (const p of parameters) {
-    if ((p as { columnType?: unknown } | null)?.columnType !== TYPE_NULL) return true;
-  }
-  return false;
+  return Array.isArray(parameters) &&
+    parameters.some((p) => (p as { columnType?: unknown } | null)?.columnType !== TYPE_NULL);
 }
 
 let installed: "yes" | "no" | undefined;
@@ -199,12 +196,10 @@ export function mysql2ExecutePacket(
     throw new Error("the bulk execute encoder is not installed");
   }
   let written: Uint8Array | undefined;
+  const flags = queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0;
   const connection: ExecuteConnection = {
-    config: {
-      clientFlags: queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0,
-      charsetNumber: 224,
-    },
-    serverCapabilityFlags: queryAttributes ? CLIENT_QUERY_ATTRIBUTES : 0,
+    config: { clientFlags: flags, charsetNumber: 224 },
+    serverCapabilityFlags: flags,
     writePacket(packet: unknown) {
       const p = packet as { buffer: Uint8Array; writeHeader(seq: number): void };
       if (p.buffer.length - 4 < 0xffffff) p.writeHeader(0);
@@ -385,10 +380,6 @@ export function retireConnections(
  * connection a copy) name the host its socket goes to: mysql2's TLS upgrade sends that name, checks
  * the certificate against it (`verifyIdentity`) and keys its session cache by it.
  */
-export function aimConnectionConfig(
-  opts: { readonly config: object },
-  host: string,
-  port: number,
-): void {
+export function aimConnectionConfig(opts: { config: object }, host: string, port: number): void {
   Object.assign(opts.config, { host, port });
 }
