@@ -342,23 +342,19 @@ export function compareSchema(
     );
     const actualByName = new Map(actualColumns.map((c) => [c.columnName, c]));
     const expectedNames = new Set(table.columns.map((c) => c.name));
-    for (const column of table.columns) {
-      const row = actualByName.get(column.name);
+    for (const expected of table.columns) {
+      const column = expected.name;
+      const row = actualByName.get(column);
       if (row === undefined) {
-        add({ kind: "missing_column", column: column.name, expected: column });
+        add({ kind: "missing_column", column, expected });
         continue;
       }
       const actual = actualShape(row);
-      if (!sameShape(column, actual)) {
-        add({ kind: "column_definition", column: column.name, expected: column, actual });
+      if (!sameShape(expected, actual)) {
+        add({ kind: "column_definition", column, expected, actual });
       }
-      if (column.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
-        add({
-          kind: "column_charset",
-          column: column.name,
-          expected: TABLE_CHARSET,
-          actual: row.characterSet,
-        });
+      if (expected.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
+        add({ kind: "column_charset", column, expected: TABLE_CHARSET, actual: row.characterSet });
       }
     }
     for (const row of actualColumns) {
@@ -379,31 +375,19 @@ export function compareSchema(
       add({ kind: "primary_key", expected: table.primaryKey, actual: actualPrimary });
     }
     const expectedIndexes = new Set(table.indexes.map((i) => i.name));
-    for (const index of table.indexes) {
-      const actual = indexes.get(index.name);
-      if (actual === undefined) {
-        add({ kind: "missing_index", index: index.name, expected: index.columns });
-      } else if (!sameList(index.columns, actual.columns)) {
-        add({
-          kind: "index_columns",
-          index: index.name,
-          expected: index.columns,
-          actual: actual.columns,
-        });
-      }
+    for (const { name: index, columns: expected } of table.indexes) {
+      const actual = indexes.get(index)?.columns;
+      if (actual === undefined) add({ kind: "missing_index", index, expected });
+      else if (!sameList(expected, actual)) add({ kind: "index_columns", index, expected, actual });
     }
-    for (const index of indexes.values()) {
-      if (index.name === "PRIMARY") continue;
-      if (index.unique) {
+    const upserted = ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode);
+    for (const { name: index, unique, columns } of indexes.values()) {
+      if (index === "PRIMARY") continue;
+      if (unique) {
         // ON DUPLICATE KEY UPDATE fires on any unique index (reported even for an expected one).
-        add({
-          kind: "unexpected_unique_index",
-          index: index.name,
-          columns: index.columns,
-          upserted: ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode),
-        });
-      } else if (!expectedIndexes.has(index.name)) {
-        add({ kind: "extra_index", index: index.name, columns: index.columns });
+        add({ kind: "unexpected_unique_index", index, columns, upserted });
+      } else if (!expectedIndexes.has(index)) {
+        add({ kind: "extra_index", index, columns });
       }
     }
 
