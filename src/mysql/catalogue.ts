@@ -642,10 +642,8 @@ function defineTable(table: TableName, def: TableDefinition): Table {
   const key = new Set<string>(def.primaryKey);
   const nonKeyColumns = insertColumns.filter((c) => !key.has(c));
   const noopColumn = def.writeMode === "noop_upsert" ? def.primaryKey[0] ?? null : null;
-  let updateColumns: readonly string[] = [];
-  if (def.writeMode === "full_upsert" || def.writeMode === "downtime") {
-    updateColumns = nonKeyColumns;
-  } else if (noopColumn !== null) updateColumns = [noopColumn];
+  const updatesAll = def.writeMode === "full_upsert" || def.writeMode === "downtime";
+  const updateColumns = updatesAll ? nonKeyColumns : noopColumn === null ? [] : [noopColumn];
   const leading = def.snapshotOrder ?? [];
   const snapshotOrder = leading.length === 0
     ? []

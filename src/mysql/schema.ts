@@ -342,23 +342,19 @@ export function compareSchema(
     );
     const actualByName = new Map(actualColumns.map((c) => [c.columnName, c]));
     const expectedNames = new Set(table.columns.map((c) => c.name));
-    for (const column of table.columns) {
-      const row = actualByName.get(column.name);
+    for (const expected of table.columns) {
+      const column = expected.name;
+      const row = actualByName.get(column);
       if (row === undefined) {
-        add({ kind: "missing_column", column: column.name, expected: column });
+        add({ kind: "missing_column", column, expected });
         continue;
       }
       const actual = actualShape(row);
-      if (!sameShape(column, actual)) {
-        add({ kind: "column_definition", column: column.name, expected: column, actual });
+      if (!sameShape(expected, actual)) {
+        add({ kind: "column_definition", column, expected, actual });
       }
-      if (column.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
-        add({
-          kind: "column_charset",
-          column: column.name,
-          expected: TABLE_CHARSET,
-          actual: row.characterSet,
-        });
+      if (expected.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
+        add({ kind: "column_charset", column, expected: TABLE_CHARSET, actual: row.characterSet });
       }
     }
     for (const row of actualColumns) {
@@ -379,31 +375,19 @@ export function compareSchema(
       add({ kind: "primary_key", expected: table.primaryKey, actual: actualPrimary });
     }
     const expectedIndexes = new Set(table.indexes.map((i) => i.name));
-    for (const index of table.indexes) {
-      const actual = indexes.get(index.name);
-      if (actual === undefined) {
-        add({ kind: "missing_index", index: index.name, expected: index.columns });
-      } else if (!sameList(index.columns, actual.columns)) {
-        add({
-          kind: "index_columns",
-          index: index.name,
-          expected: index.columns,
-          actual: actual.columns,
-        });
-      }
+    for (const { name: index, columns: expected } of table.indexes) {
+      const actual = indexes.get(index)?.columns;
+      if (actual === undefined) add({ kind: "missing_index", index, expected });
+      else if (!sameList(expected, actual)) add({ kind: "index_columns", index, expected, actual });
     }
-    for (const index of indexes.values()) {
-      if (index.name === "PRIMARY") continue;
-      if (index.unique) {
+    const upserted = ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode);
+    for (const { name: index, unique, columns } of indexes.values()) {
+      if (index === "PRIMARY") continue;
+      if (unique) {
         // ON DUPLICATE KEY UPDATE fires on any unique index (reported even for an expected one).
-        add({
-          kind: "unexpected_unique_index",
-          index: index.name,
-          columns: index.columns,
-          upserted: ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode),
-        });
-      } else if (!expectedIndexes.has(index.name)) {
-        add({ kind: "extra_index", index: index.name, columns: index.columns });
+        add({ kind: "unexpected_unique_index", index, columns, upserted });
+      } else if (!expectedIndexes.has(index)) {
+        add({ kind: "extra_index", index, columns });
       }
     }
 
@@ -456,11 +440,6 @@ function alter(table: string, change: string): string {
   return `ALTER TABLE ${quoteIdentifier(table)} ${change}`;
 }
 
-/** The statement that converts a table and every text column of it to `charset`. */
-function convertCharset(table: string, charset: string): string {
-  return alter(table, `CONVERT TO CHARACTER SET ${charset}`);
-}
-
 /** ` (ALTER TABLE … <change>)` for a catalogue column, or nothing for a column it does not know. */
 function mend(d: { table: TableName; column: string }, change: (c: Column) => string): string {
   const column = TABLES[d.table]?.columns.find((c) => c.name === d.column);
@@ -489,74 +468,73 @@ export function describeDifferences(differences: readonly SchemaDifference[]): s
 
 /** One line describing a difference; `converted`: its table's CONVERT was named on a line before. */
 export function describeDifference(d: SchemaDifference, converted = false): string {
+  const where = "column" in d ? `${d.table}.${d.column}` : d.table;
+  return `${where}: ${problemOf(d, converted)}`;
+}
+
+/** What differs, and where a statement mends it, that statement: ` (ALTER TABLE …)`. */
+function problemOf(d: SchemaDifference, converted: boolean): string {
+  const fix = (change: string) => ` (${alter(d.table, change)})`;
+  // The statement that converts a table and every text column of it to the expected charset.
+  const convert = (charset: string) => fix(`CONVERT TO CHARACTER SET ${charset}`);
   switch (d.kind) {
     case "missing_table":
-      return `${d.table}: table is missing`;
+      return "table is missing";
     case "not_a_table":
-      return `${d.table}: is a ${d.tableType}, expected a base table`;
+      return `is a ${d.tableType}, expected a base table`;
     case "table_engine":
-      return `${d.table}: engine ${isNot(d.actual, d.expected)} (${
-        alter(d.table, `ENGINE=${d.expected}`)
-      })`;
+      return `engine ${isNot(d.actual, d.expected)}${fix(`ENGINE=${d.expected}`)}`;
     case "table_charset":
-      return `${d.table}: default character set ${isNot(d.actual, d.expected)} (${
-        convertCharset(d.table, d.expected)
-      })`;
-    case "missing_column":
-      return `${d.table}.${d.column}: column is missing (expected ${formatShape(d.expected)})${
-        mend(d, (c) => `ADD COLUMN ${columnDefinition(c)} ${placeOf(d.table, c)}`)
-      }`;
+      return `default character set ${isNot(d.actual, d.expected)}${convert(d.expected)}`;
+    case "missing_column": {
+      const add = mend(d, (c) => `ADD COLUMN ${columnDefinition(c)} ${placeOf(d.table, c)}`);
+      return `column is missing (expected ${formatShape(d.expected)})${add}`;
+    }
     case "extra_column": {
-      const line = `${d.table}.${d.column}: column is not in the schema (${formatShape(d.actual)})`;
+      const line = `column is not in the schema (${formatShape(d.actual)})`;
       const { type, nullable, autoIncrement } = d.actual;
       // The worker's INSERT names only catalogue columns: strict mode refuses it (1364).
       if (nullable || autoIncrement || normalizeColumnDefault(d.actual.default) !== null) {
         return line;
       }
-      return `${line}; without a default every INSERT of the worker is refused (${
-        alter(d.table, `MODIFY ${quoteIdentifier(d.column)} ${type} NULL`)
-      })`;
+      const modify = fix(`MODIFY ${quoteIdentifier(d.column)} ${type} NULL`);
+      return `${line}; without a default every INSERT of the worker is refused${modify}`;
     }
-    case "column_definition":
-      return `${d.table}.${d.column}: column ${
-        isNot(formatShape(d.actual), formatShape(d.expected))
-      }${
-        wider(d.actual.type, d.expected.type) ? "" : mend(d, (c) => `MODIFY ${columnDefinition(c)}`)
-      }`;
+    case "column_definition": {
+      const is = isNot(formatShape(d.actual), formatShape(d.expected));
+      const wide = wider(d.actual.type, d.expected.type);
+      return `column ${is}${wide ? "" : mend(d, (c) => `MODIFY ${columnDefinition(c)}`)}`;
+    }
     case "column_charset":
-      return `${d.table}.${d.column}: character set ${
-        isNot(d.actual, d.expected)
-      }; values with characters it lacks (emoji) are refused (${
-        converted ? "the CONVERT above converts it" : convertCharset(d.table, d.expected)
-      })`;
+      return `character set ${isNot(d.actual, d.expected)}; values with characters it lacks ` +
+        `(emoji) are refused${
+          converted ? " (the CONVERT above converts it)" : convert(d.expected)
+        }`;
     case "column_order":
-      return `${d.table}: column order ${isNot(formatList(d.actual), formatList(d.expected))}`;
-    case "primary_key":
-      return `${d.table}: primary key ${
-        isNot(
-          d.actual.length === 0 ? "missing" : formatList(d.actual),
-          d.expected.length === 0 ? null : formatList(d.expected),
-        )
+      return `column order ${isNot(formatList(d.actual), formatList(d.expected))}`;
+    case "primary_key": {
+      const actual = d.actual.length === 0 ? "missing" : formatList(d.actual);
+      return `primary key ${
+        isNot(actual, d.expected.length === 0 ? null : formatList(d.expected))
       }`;
-    case "missing_index":
-      return `${d.table}: index ${d.index} ${formatList(d.expected)} is missing (${
-        alter(
-          d.table,
-          `ADD INDEX ${quoteIdentifier(d.index)} (${d.expected.map(quoteIdentifier).join(", ")})`,
-        )
-      })`;
+    }
+    case "missing_index": {
+      const columns = d.expected.map(quoteIdentifier).join(", ");
+      const add = fix(`ADD INDEX ${quoteIdentifier(d.index)} (${columns})`);
+      return `index ${d.index} ${formatList(d.expected)} is missing${add}`;
+    }
     case "index_columns":
-      return `${d.table}: index ${d.index} ${isNot(formatList(d.actual), formatList(d.expected))}`;
+      return `index ${d.index} ${isNot(formatList(d.actual), formatList(d.expected))}`;
     case "unexpected_unique_index":
-      return `${d.table}: secondary UNIQUE index ${d.index} ${formatList(d.columns)}${
+      return `secondary UNIQUE index ${d.index} ${formatList(d.columns)}${
         d.upserted
           ? " makes ON DUPLICATE KEY UPDATE skip or overwrite rows the primary key does not identify"
           : " is not in the schema"
       }`;
     case "extra_index":
-      return `${d.table}: index ${d.index} ${formatList(d.columns)} is not in the schema`;
+      return `index ${d.index} ${formatList(d.columns)} is not in the schema`;
     case "partitioning":
-      return `${d.table}: partitioning ${isNot(d.actual, d.expected)}`;
+      return `partitioning ${isNot(d.actual, d.expected)}`;
   }
 }
 

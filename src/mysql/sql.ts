@@ -177,19 +177,15 @@ export function keyBound(
   op: ">" | ">=" | "<=",
   tuple: readonly unknown[],
 ): { sql: string; values: unknown[] } {
+  const [first, ...rest] = key;
+  if (first === undefined) return { sql: "", values: [] };
+  const c = `${alias}${quoteIdentifier(first)}`;
+  if (rest.length === 0) return { sql: `${c} ${op} ?`, values: [tuple[0]] };
+  // `c <strict> ? OR (c = ? AND <the bound of the other columns>)`.
+  const inner = keyBound(rest, alias, op, tuple.slice(1));
   const strict = op === "<=" ? "<" : ">";
-  let sql = "";
-  const values: unknown[] = [];
-  // Built from the last column outwards: `c_i <strict> ? OR (c_i = ? AND <rest>)`.
-  for (let i = key.length - 1; i >= 0; i--) {
-    const c = `${alias}${quoteIdentifier(key[i] ?? "")}`;
-    if (i === key.length - 1) {
-      sql = `${c} ${op} ?`;
-      values.unshift(tuple[i]);
-    } else {
-      sql = `(${c} ${strict} ? OR (${c} = ? AND ${sql}))`;
-      values.unshift(tuple[i], tuple[i]);
-    }
-  }
-  return { sql, values };
+  return {
+    sql: `(${c} ${strict} ? OR (${c} = ? AND ${inner.sql}))`,
+    values: [tuple[0], tuple[0], ...inner.values],
+  };
 }
