@@ -143,10 +143,8 @@ export class RabbitMqConsumer implements QueueConsumer {
           }
           throw refused ?? new Error(`no broker of the URL answered: ${failures.join("; ")}`);
         },
-        backlog: async (queue) =>
-          current === undefined ? undefined : (await current.probe.declare(queue)).messageCount,
-        consumers: async (queue) =>
-          current === undefined ? undefined : (await current.probe.declare(queue)).consumerCount,
+        backlog: async (queue) => (await current?.probe.declare(queue))?.messageCount,
+        consumers: async (queue) => (await current?.probe.declare(queue))?.consumerCount,
       }],
     });
   }

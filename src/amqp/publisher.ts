@@ -149,7 +149,11 @@ export class AmqpPublisher implements AsyncDisposable {
         );
       });
       // The broker sends basic.return before the confirm of the same message.
-      if (this.#takeReturned(queue, body)) {
+      const returned = this.#returned.findIndex((m) =>
+        m.routingKey === queue && m.body !== null && Buffer.compare(m.body, body) === 0
+      );
+      if (returned !== -1) {
+        this.#returned.splice(returned, 1);
         this.#declared.delete(queue);
         throw new WorkerError(
           "returned",
@@ -157,15 +161,6 @@ export class AmqpPublisher implements AsyncDisposable {
         );
       }
     }));
-  }
-
-  #takeReturned(queue: string, body: Uint8Array): boolean {
-    const i = this.#returned.findIndex((m) =>
-      m.routingKey === queue && m.body !== null && Buffer.compare(m.body, body) === 0
-    );
-    if (i === -1) return false;
-    this.#returned.splice(i, 1);
-    return true;
   }
 
   /** Ready messages and consumers of a queue ({@link ProbeChannel}); throws when it is missing. */

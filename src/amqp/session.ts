@@ -105,8 +105,7 @@ export class ProbeChannel {
 
   /** Declare `queue` passively; throws when it does not exist or the connection is gone. */
   async declare(queue: string): Promise<{ messageCount: number; consumerCount: number }> {
-    const open = this.#channel;
-    const channel = open !== undefined && !open.closed ? open : await this.#open();
+    const channel = this.#channel?.closed === false ? this.#channel : await this.#open();
     return await channel.queueDeclare(queue, { passive: true });
   }
 
@@ -480,11 +479,9 @@ export class AmqpSession implements Link {
     const client = this.#client;
     if (!client.closed) {
       using limit = deadline(CLOSE_TIMEOUT_MS);
-      const channels = this.#lanes.flatMap(({ channel }) =>
-        channel !== undefined && !channel.closed ? [channel.close().catch(() => {})] : []
-      );
-      channels.push(this.probe.close());
-      await settledWithin(Promise.allSettled(channels), limit.signal);
+      const open = this.#lanes.flatMap(({ channel }) => channel?.closed === false ? [channel] : []);
+      const closing = [...open.map((channel) => channel.close()), this.probe.close()];
+      await settledWithin(Promise.allSettled(closing), limit.signal);
       if (!client.closed) {
         const closed = await settledWithin(client.close(), limit.signal);
         if (!closed) log.debug("rabbitmq: no close-ok from the broker, dropping the socket");
