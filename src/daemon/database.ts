@@ -27,6 +27,7 @@ import {
 import { type QueueName, QUEUES } from "../events/mod.ts";
 import { batchedTables } from "../pipeline/pipeline.ts";
 import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
+import { Backoff } from "../util/backoff.ts";
 import { redactUrl } from "../util/redact.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Metrics } from "../metrics/registry.ts";
@@ -136,6 +137,8 @@ async function check(
   // Start like it runs: a MySQL that is not there yet is waited for (serving /readyz 503), one
   // that refuses the credentials ends the start. Every reconnect interval, without jitter: one
   // probe per worker, not a crowd that would come back in lock-step.
+  const every = config.reconnectIntervalMs;
+  const interval = new Backoff({ initialMs: every, maxMs: every, jitter: 0 });
   const signal = wait.signal ?? new AbortController().signal;
   let mysql: Awaited<ReturnType<typeof probeMysql>>;
   for (let attempt = 1;; attempt++) {
@@ -160,7 +163,7 @@ async function check(
           retry_interval_ms: config.reconnectIntervalMs,
         });
       }
-      if (!(await sleepUnlessAborted(config.reconnectIntervalMs, signal))) {
+      if (!(await sleepUnlessAborted(interval.next(), signal))) {
         throw cannotStart(`stopped while waiting for MySQL at ${shown}`, err);
       }
     }

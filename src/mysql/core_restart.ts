@@ -14,6 +14,7 @@ import type { DbAvailability } from "./availability.ts";
 import { runWithRetry } from "./retry.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { delay } from "../util/async.ts";
+import { Backoff } from "../util/backoff.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import type { Row } from "../events/mod.ts";
 
@@ -366,6 +367,8 @@ export class StatusCleaner {
     const signal = this.#stop.signal;
     // A sweep that failed for a reason the MySQL hold does not cover is tried again every poll
     // interval, without growth or jitter: one sweep per worker, and such failures are rare.
+    const t = this.#timing;
+    const again = new Backoff({ initialMs: t.pollMs, maxMs: t.pollMs, jitter: 0 });
     for (let next = this.#pending; next !== undefined; next = this.#pending) {
       try {
         const target = await this.#waitForResend(next, signal);
@@ -402,7 +405,7 @@ export class StatusCleaner {
           node_name: this.#o.nodeName,
           error: errorMessage(err),
         });
-        await this.#clock.sleep(this.#timing.pollMs, signal).catch(() => {});
+        await this.#clock.sleep(again.next(), signal).catch(() => {});
       }
     }
   }
