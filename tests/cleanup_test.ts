@@ -94,6 +94,12 @@ let serial = 0;
  * the row (so primary keys never collide) and within its type.
  */
 async function insertRows(db: ScratchDatabase, table: TableName, times: number[]): Promise<void> {
+  const { sql, rows } = insertOf(table, times);
+  await db.query(sql, [rows]);
+}
+
+/** The statement and rows of {@linkcode insertRows}, for a connection of the test's own. */
+function insertOf(table: TableName, times: number[]): { sql: string; rows: unknown[][] } {
   const spec = TABLES[table];
   const column = columnOf(table);
   const rows = times.map((time) => {
@@ -107,10 +113,8 @@ async function insertRows(db: ScratchDatabase, table: TableName, times: number[]
       return kind.flag ? id % 2 : Math.min(id, kind.max);
     });
   });
-  await db.query(
-    `INSERT INTO \`${table}\` (${spec.insertColumns.map((c) => `\`${c}\``).join(", ")}) VALUES ?`,
-    [rows],
-  );
+  const columns = spec.insertColumns.map((c) => `\`${c}\``).join(", ");
+  return { sql: `INSERT INTO \`${table}\` (${columns}) VALUES ?`, rows };
 }
 
 async function timesIn(db: ScratchDatabase, table: TableName): Promise<number[]> {
@@ -1334,5 +1338,61 @@ Deno.test("cleanup: after its connection broke mid-ALTER the run goes on with th
   } finally {
     await reader.query("ROLLBACK").catch(() => {});
     await reader.end();
+  }
+});
+
+// The week the nightly DELETE walks is the one the worker writes into on some days (age 5, a
+// Saturday), and the walk's locks meet the worker's inserts there. A deadlock with a writer rolls
+// back one statement of a transient conflict, which failed the whole table for the night.
+Deno.test("cleanup: a chunk's DELETE chosen as a deadlock victim against a writer is sent again, the table finishes", async () => {
+  // Laid out on Wednesday 2026-06-03, cleaned the same day with age 1: nothing to add or drop,
+  // the cutoff lies in the first week, which is walked by DELETE.
+  const now = new Date(Date.UTC(2026, 5, 3, 12));
+  await using db = await schemaDatabaseAt(now);
+  const cutoff = unixSeconds(retentionCutoff(now, 1));
+  const old = Array.from({ length: 10 }, (_, i) => cutoff - 100 + i);
+  await insertRows(db, CHECKS, old);
+  // Keys in time order, so the DELETE's walk locks the old rows before it meets the writer's.
+  await db.query(`UPDATE \`${CHECKS}\` SET service_description = CONCAT('svc-', start_time)`);
+  const row = (svc: string, time: number) => {
+    const { sql, rows } = insertOf(CHECKS, [time]);
+    const at = TABLES[CHECKS].insertColumns.indexOf("service_description");
+    return { sql, rows: rows.map((r) => r.with(at, svc)) };
+  };
+  await db.query("CREATE TABLE ballast (id INT PRIMARY KEY) ENGINE=InnoDB");
+  const writer = await mysql.createConnection(mysqlOptionsFromUrl(db.url));
+  try {
+    // A writer with more work in its transaction than the DELETE, so InnoDB rolls back the DELETE.
+    await writer.query("START TRANSACTION");
+    await writer.query("INSERT INTO ballast VALUES ?", [
+      Array.from({ length: 1000 }, (_, i) => [i]),
+    ]);
+    const last = row("svc-z", cutoff + 10);
+    await writer.query(last.sql, [last.rows]);
+    const running = run({ mysqlUrl: db.url, now, ages: { "age_servicechecks": 1 } });
+    const lockWaits = async () =>
+      Number(
+        (await db.query<{ n: number }[]>(
+          `SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t
+             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+            WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?`,
+          [db.name],
+        ))[0]?.n,
+      );
+    // The DELETE has locked the old rows and waits for the writer's row after them ...
+    await waitFor(async () => await lockWaits() > 0, { timeoutMs: 60_000 });
+    // ... when the writer inserts between two of the old rows: a deadlock.
+    const between = row(`svc-${old[0]}a`, cutoff + 20);
+    await writer.query(between.sql, [between.rows]);
+    await writer.query("COMMIT");
+    const r = await running;
+
+    assert.deepEqual(logsOf(r, "cleanup: table failed"), []);
+    assert.equal(r.code, 0);
+    assert.equal(logsOf(r, "cleanup: table finished", CHECKS)[0]?.properties.rows, old.length);
+    assert.deepEqual(await timesIn(db, CHECKS), [cutoff + 10, cutoff + 20]);
+  } finally {
+    await writer.query("ROLLBACK").catch(() => {});
+    await writer.end();
   }
 });

@@ -582,7 +582,7 @@ interface HighAvailability {
   readonly declare: "declare" | "passive";
   readonly durableQueues: boolean;
   /** What the operator does on the cluster before anything is published. */
-  prepare(cluster: RabbitMqTestCluster): Promise<void>;
+  prepare(cluster: RabbitMqTestCluster): Promise<unknown>;
 }
 
 /**

@@ -433,6 +433,51 @@ for (const backend of [GEARMAN, RABBITMQ]) {
     }
   });
 
+  // Queues waiting for bytes are served oldest first (docs/consumption.md, budgets). A queue with
+  // small jobs used to take back every byte it freed itself (and, on Gearman, kept the first place
+  // in line by waiting again at once), so a queue waiting for more than one of its jobs frees
+  // (here: a first job, which reserves half the limit) waited as long as the other had a backlog.
+  Deno.test(`contract (${name}): a queue waiting for more bytes than another frees per job is not overtaken by it`, async () => {
+    await using env = await backend.env();
+    const hog = await declared(env, env.queue("hog"));
+    const late = await declared(env, env.queue("late"));
+    const size = 64 * 1024;
+    const limit = 1024 * 1024;
+    const held: PromiseWithResolvers<void>[] = [];
+    let lateHandled = false;
+    const observer = new RecordingObserver();
+    const c = env.consumer({
+      queues: [{ name: hog, inOrder: false }, { name: late, inOrder: false }],
+      handler: (job) => {
+        if (job.queue === late) {
+          lateHandled = true;
+          return Promise.resolve();
+        }
+        const gate = Promise.withResolvers<void>();
+        held.push(gate);
+        return gate.promise;
+      },
+      observer,
+      maxJobsPerQueue: 32,
+      maxInFlightBytes: limit,
+    });
+    await env.publish(hog, Array.from({ length: 60 }, () => new Uint8Array(size).fill(0x61)));
+    await c.start();
+    try {
+      await waitFor(() => held.length === limit / size, { message: "the hog fills the budget" });
+      await env.publish(late, ["late"]);
+      // One hog job at a time: each frees 64 KiB, the late queue's first grab wants 512 KiB.
+      for (let answered = 1; answered <= 40 && !lateHandled && held.length > 0; answered++) {
+        held.shift()?.resolve();
+        await waitFor(() => observer.completed(hog) === answered, { message: "hog job answered" });
+      }
+      await waitFor(() => lateHandled, { message: "the late queue's job handled" });
+    } finally {
+      for (const gate of held) gate.resolve();
+      await c.stop();
+    }
+  });
+
   // The core restart's cutoff is its job's receive time (docs/core-restart.md rule 1). Its grab
   // used to wait for the process-wide byte budget like any other: in a burst of status jobs the
   // restart job stayed at the broker, was received seconds late, and the late cutoff swept rows of

@@ -64,9 +64,13 @@ const RESTART = Deno.readTextFileSync(new URL("statusngin_core_restart.job", FIX
 /** The restart, in the core's clock: its second, and when the worker received the job. */
 const T = 1_800_000_000;
 
-/** A clock the test advances; `sleep` resolves only when the test moves time past it. */
+/**
+ * A clock the test advances; `sleep` resolves only when the test moves time past it. `step` sets
+ * the wall clock alone (NTP), as no time passes.
+ */
 class ManualClock implements RestartClock {
   #now: number;
+  #elapsed = 0;
   #sleepers: { until: number; resolve: () => void }[] = [];
   constructor(startMs: number) {
     this.#now = startMs;
@@ -74,9 +78,15 @@ class ManualClock implements RestartClock {
   nowMs(): number {
     return this.#now;
   }
+  monotonicMs(): number {
+    return this.#elapsed;
+  }
+  step(ms: number): void {
+    this.#now += ms;
+  }
   sleep(ms: number, signal: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
-      const sleeper = { until: this.#now + ms, resolve };
+      const sleeper = { until: this.#elapsed + ms, resolve };
       this.#sleepers.push(sleeper);
       signal.addEventListener("abort", () => {
         this.#sleepers = this.#sleepers.filter((s) => s !== sleeper);
@@ -89,8 +99,9 @@ class ManualClock implements RestartClock {
   }
   advance(ms: number): void {
     this.#now += ms;
-    const due = this.#sleepers.filter((s) => s.until <= this.#now);
-    this.#sleepers = this.#sleepers.filter((s) => s.until > this.#now);
+    this.#elapsed += ms;
+    const due = this.#sleepers.filter((s) => s.until <= this.#elapsed);
+    this.#sleepers = this.#sleepers.filter((s) => s.until > this.#elapsed);
     for (const s of due) s.resolve();
   }
 }
@@ -639,7 +650,11 @@ Deno.test("core restart: the status writers are paused for each chunk's DELETE a
       writers: { statusengine_servicestatus: writer, statusengine_hoststatus: writer },
       committed: { newest: () => T, rows: () => 0 },
       // The restart's time: T lies ahead of the machine's clock.
-      clock: { nowMs: () => T * 1000, sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
+      clock: {
+        nowMs: () => T * 1000,
+        monotonicMs: () => performance.now(),
+        sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+      },
       timing: { settleMs: 0, pollMs: 1 },
       sweepChunkRows: CHUNK_ROWS,
     });
@@ -1018,6 +1033,38 @@ Deno.test("core restart, several workers of one node: status another worker proc
   assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
   assert.equal(h.statusReads(), 2, "one read per table, then the settle time in memory");
   assert.ok(h.clock.nowMs() - started < TIMING.maxWaitMs / 2, "long before the longest wait");
+});
+
+// The waits of the sweep were measured in the wall clock: an NTP step forward of the longest wait
+// while the re-published status was still queued ran the sweep at once, which deleted the rows
+// of objects the core still has.
+Deno.test("core restart, live: a step of the worker's wall clock neither runs the sweep early nor delays it", async () => {
+  await using db = await seededDatabase();
+  const receivedAt = T * 1000 + 700;
+  await using h = openHarness(db, receivedAt - 600_000);
+  await using w = watch(db, KEPT, T);
+
+  await liveStatus(h);
+  await h.handle("statusngin_core_restart", RESTART, receivedAt);
+  h.clock.step(TIMING.maxWaitMs);
+  await h.advance(TIMING.pollMs);
+  await w.check();
+  assert.ok((await snapshot(db)).has("N:gone"), "no sweep before the core re-published");
+
+  await h.handle("statusngin_hoststatus", hostJob([["a", T], ["b", T + 1]]), receivedAt + 200);
+  await h.handle(
+    "statusngin_servicestatus",
+    serviceJob([["a/1", T], ["a/2", T + 1], ["b/1", T], ["c/1", T]]),
+    receivedAt + 300,
+  );
+  const started = h.clock.monotonicMs();
+  await h.advance(TIMING.pollMs);
+  // Stepped back once the tables showed the re-publish: the settle time is not stretched.
+  h.clock.step(-2 * TIMING.maxWaitMs);
+  await h.runSweep();
+  assert.ok(h.clock.monotonicMs() - started <= 2 * TIMING.settleMs, "swept after the settle time");
+  assert.deepEqual(await w.stop(), []);
+  assert.deepEqual([...(await snapshot(db)).keys()].sort(), [...KEPT].sort());
 });
 
 Deno.test("core restart: a status table without any row of the node has nothing to wait for", async () => {

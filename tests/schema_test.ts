@@ -185,7 +185,7 @@ Deno.test("created schema: no upserted table has a UNIQUE index besides its prim
   await using conn = await connect(db);
   await ensureSchema(conn, { now: WEEK_29 });
   const upserted = ALL_TABLES.filter((t) =>
-    t.writeMode === "full_upsert" || t.writeMode === "noop_upsert" || t.writeMode === "downtime"
+    t.writeMode === "full_upsert" || t.writeMode === "history_upsert" || t.writeMode === "downtime"
   ).map((t) => t.name);
   assert.equal(upserted.length, 18);
   const unique = await db.query<{ t: string; i: string }[]>(
@@ -384,9 +384,10 @@ Deno.test("insertStatement: redelivered rows are absorbed by the upserts and sna
   await using conn = await connect(db);
   await ensureSchema(conn, { now: WEEK_29 });
   await insertRows(conn, "statusengine_hostchecks", [hostcheckRow({ output: "first" })]);
-  // The same key again, next to a fresh row: no 1062, the fresh row lands, the old one stays.
+  // The same row again, next to a fresh row: no 1062, the fresh row lands, the old one stays
+  // (two distinct rows of one key: tests/mysql/history_collision_test.ts).
   await insertRows(conn, "statusengine_hostchecks", [
-    hostcheckRow({ output: "redelivered" }),
+    hostcheckRow({ output: "first" }),
     hostcheckRow({ start_time_usec: 9, output: "fresh" }),
   ]);
   const checks = await db.query<{ o: string }[]>(

@@ -7,10 +7,12 @@
 import { Buffer } from "node:buffer";
 import { type AMQPChannel, AMQPClient, type AMQPMessage } from "@cloudamqp/amqp-client";
 import { declareQueue, ProbeChannel, type QueueDeclaration, useDenoSocket } from "./session.ts";
-import { parseAmqpUrl } from "../util/amqp_url.ts";
-import { errorMessage } from "../log.ts";
+import { type AmqpHost, parseAmqpUrl } from "../util/amqp_url.ts";
+import { errorMessage, getLogger } from "../log.ts";
 import { WorkerError } from "../util/errors.ts";
 import { abortable, deadline, settledWithin } from "../util/async.ts";
+
+const log = getLogger("rabbitmq");
 
 /**
  * How long close() waits for the broker's close-ok before dropping the socket: a silent broker
@@ -65,7 +67,7 @@ export class AmqpPublisher implements AsyncDisposable {
         ? undefined
         : deadline((end - performance.now()) / (hosts.length - i), bound.signal);
       try {
-        return await AmqpPublisher.#connectTo(host.href, options, limit?.signal ?? bound.signal);
+        return await AmqpPublisher.#connectTo(host, options, limit?.signal ?? bound.signal);
       } catch (err: unknown) {
         // A refused login is the same on every broker of a cluster.
         if (hosts.length === 1 || /ACCESS_REFUSED|NOT_ALLOWED/.test(errorMessage(err))) throw err;
@@ -77,13 +79,20 @@ export class AmqpPublisher implements AsyncDisposable {
   }
 
   static async #connectTo(
-    href: string,
+    { href, server }: AmqpHost,
     options: QueueDeclaration,
     signal: AbortSignal | undefined,
   ): Promise<AmqpPublisher> {
     const client = new AMQPClient(href, undefined, null);
     useDenoSocket(client);
     client.onerror = () => {};
+    // A memory or disk alarm: the broker stops reading at the next publish and confirms nothing
+    // until the alarm clears, without an error; unsaid, a publish just hangs or times out.
+    client.onblocked = (reason) =>
+      log.warn("rabbitmq: the broker blocked publishing (a resource alarm) until it clears", {
+        broker: server,
+        reason,
+      });
     const opening = (async () => {
       await client.connect();
       try {

@@ -60,9 +60,9 @@ export class BacklogMonitor {
     this.#o = options;
   }
 
-  /** Ask now, then every interval until {@link stop}. */
+  /** Ask now, then every interval until {@link stop}; once started, a second call does nothing. */
   start(): void {
-    if (this.#stop.signal.aborted || this.#round !== undefined) return;
+    if (this.#stop.signal.aborted || this.#timer !== undefined || this.#round !== undefined) return;
     this.#next(0);
   }
 
@@ -183,9 +183,9 @@ export class StallDetector {
     }
   }
 
-  /** Check every so often until {@link stop}; a timeout of 0 disables detection. */
+  /** Check every so often until {@link stop}; a timeout of 0 disables detection. Idempotent. */
   start(): void {
-    if (this.#o.timeoutMs <= 0) return;
+    if (this.#o.timeoutMs <= 0 || this.#timer !== undefined) return;
     const every = Math.min(10_000, Math.max(250, this.#o.timeoutMs / 4));
     this.#timer = setInterval(() => this.check(), every);
   }

@@ -47,8 +47,13 @@ export class ByteBudget {
     return this.#used;
   }
 
-  /** Whether `bytes` more fit; with nothing held anything does, or one huge job would wedge its queue. */
-  fits(bytes: number): boolean {
+  /**
+   * Whether `queue` may take `bytes` more: no other queue waits for bytes before it (else a queue
+   * of small jobs takes back every byte it frees), and they fit; with nothing held anything does,
+   * or one huge job would wedge its queue.
+   */
+  fits(queue: QueueBudget, bytes: number): boolean {
+    if ((this.#blocked[0] ?? queue) !== queue) return false;
     return this.#used === 0 || this.#used + bytes <= this.limit;
   }
 
@@ -76,13 +81,13 @@ export class ByteBudget {
 
   #wake(): void {
     // Oldest first, stopping at the first that does not fit, so a large job is not overtaken
-    // forever. A queue that no longer waits leaves the list itself (unblock).
+    // forever. A queue that is served or no longer waits leaves the list itself (unblock).
     if (this.#waking) return;
     this.#waking = true;
     try {
-      for (let queue = this.#blocked[0]; queue?.resume() === true; queue = this.#blocked[0]) {
-        const i = this.#blocked.indexOf(queue);
-        if (i !== -1) this.#blocked.splice(i, 1);
+      for (let head = this.#blocked[0]; head !== undefined; head = this.#blocked[0]) {
+        head.resume();
+        if (this.#blocked[0] === head) break;
       }
     } finally {
       this.#waking = false;
@@ -176,7 +181,7 @@ export class QueueBudget {
 
   /** Take a grant now if a slot and the bytes are free and nobody waits before us. */
   tryAcquire(): Grant | undefined {
-    if (this.#waiters.length > 0 || !this.#slotFree() || !this.#bytes.fits(this.estimate)) {
+    if (this.#waiters.length > 0 || !this.#slotFree() || !this.#bytes.fits(this, this.estimate)) {
       return undefined;
     }
     return this.#grant();
@@ -186,7 +191,7 @@ export class QueueBudget {
   waitFor(onGrant: (grant: Grant) => void): CancelWait {
     this.#waiters.push(onGrant);
     if (this.#waiters.length === 1 && this.#slotFree()) {
-      if (!this.#bytes.fits(this.estimate)) this.#bytes.block(this);
+      if (!this.#bytes.fits(this, this.estimate)) this.#bytes.block(this);
       // Never call back before the caller has stored its cancel function.
       else queueMicrotask(() => this.resume());
     }
@@ -198,18 +203,17 @@ export class QueueBudget {
     };
   }
 
-  /** @internal Hand grants to waiters while possible; false when the head waiter is blocked on bytes. */
-  resume(): boolean {
+  /** @internal Hand grants to waiters while their slots and bytes allow. */
+  resume(): void {
     while (this.#waiters.length > 0 && this.#slotFree()) {
-      if (!this.#bytes.fits(this.estimate)) {
-        this.#bytes.block(this);
-        return false;
-      }
+      if (!this.#bytes.fits(this, this.estimate)) return this.#bytes.block(this);
       const next = this.#waiters.shift() as (grant: Grant) => void;
-      next(this.#grant());
+      const grant = this.#grant();
+      // Served: waiting again queues it behind the others, or it would keep the first place.
+      this.#bytes.unblock(this);
+      next(grant);
     }
     this.#bytes.unblock(this);
-    return true;
   }
 
   /** A slot is free, and a queue that has shown no job yet learns its size from one grab first. */

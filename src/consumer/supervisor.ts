@@ -8,7 +8,7 @@
  */
 import type { GiveBackReason, Link, LinkTarget } from "./contract.ts";
 import { Backoff } from "../util/backoff.ts";
-import { aborted, deadline, sleepUnlessAborted } from "../util/async.ts";
+import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { errorMessage, type Logger } from "../log.ts";
 
 export interface SupervisorOptions {
@@ -31,7 +31,6 @@ export class Supervisor {
   readonly target: LinkTarget;
   readonly #o: SupervisorOptions;
   readonly #stop = new AbortController();
-  readonly #stopped = aborted(this.#stop.signal).then(() => "stop" as const);
   #current: Link | undefined;
   #up = false;
   #loop: Promise<void> | undefined;
@@ -119,7 +118,9 @@ export class Supervisor {
   async #watch(): Promise<void> {
     for (;;) {
       const link = this.#current as Link;
-      const reason = await Promise.race([link.closed, this.#stopped]);
+      // Never a race with a promise that lives until stop: each race left a reaction on it that
+      // kept the lost link's error reachable (about 4.5 KiB a loss, for the process's life).
+      const reason = await abortable(link.closed, this.#stop.signal).catch(() => "stop" as const);
       if (reason === "stop" || this.#stop.signal.aborted) return;
       this.#current = undefined;
       this.#setUp(false);
@@ -135,7 +136,7 @@ export class Supervisor {
       this.#retire(link);
       if (parked !== undefined) {
         // Given back on purpose: the consumer logged it; wait for MySQL before taking jobs again.
-        if ((await Promise.race([parked.resume.promise, this.#stopped])) === "stop") return;
+        if (!(await settledWithin(parked.resume.promise, this.#stop.signal))) return;
       }
       // A link given back was not lost either: no reconnect counted (jobs_given_back_total is).
       if (!(await this.#reconnect(parked === undefined))) return;

@@ -180,11 +180,11 @@ export const METRICS = {
   ),
   dbBatchRetries: counter(
     "statusengine_db_batch_retries_total",
-    "Re-executions after a deadlock (1213) or lock wait timeout (1205).",
+    "Re-executions after a deadlock (1213), lock wait timeout (1205) or re-prepare (1615).",
   ),
   mysqlConflicts: counter(
     "statusengine_mysql_conflicts_total",
-    "Statements that failed on a lock conflict and were sent again: kind deadlock (1213: a deadlock, or on Galera a certification failure or brute-force abort by another node's commit) or lock_wait_timeout (1205).",
+    "Statements that failed on a lock conflict and were sent again: kind deadlock (1213: a deadlock, or on Galera a certification failure or brute-force abort by another node's commit) lock_wait_timeout (1205) or reprepare (1615: DDL on the table during the statement, e.g. cleanup's partition changes).",
     { labels: ["table", "kind"] },
   ),
   dbConnectionRetries: counter(

@@ -10,15 +10,15 @@ import type { TableName } from "../events/mod.ts";
 
 /**
  * How the worker writes a table (docs/tables.md#write-modes): `full_upsert` keeps the newer
- * snapshot, `noop_upsert` assigns its first key column to itself, `insert` has no natural key,
+ * snapshot, `history_upsert` the greater of two rows of one key, `insert` has no natural key,
  * `downtime` is written per event (not batched), `none` by no batched writer.
  */
-export type WriteMode = "full_upsert" | "noop_upsert" | "insert" | "downtime" | "none";
+export type WriteMode = "full_upsert" | "history_upsert" | "insert" | "downtime" | "none";
 
 /** The write modes whose rows go through a batched multi-row INSERT. */
 export const BATCHED_WRITE_MODES: readonly WriteMode[] = Object.freeze([
   "full_upsert",
-  "noop_upsert",
+  "history_upsert",
   "insert",
 ]);
 
@@ -83,15 +83,13 @@ export interface Table {
   /** Time column of `PARTITION BY RANGE (<col> DIV 86400)` for the weekly-partitioned tables. */
   readonly partitionColumn: string | null;
   readonly writeMode: WriteMode;
-  /** For `noop_upsert` tables the column the no-op update assigns: the first key column. */
-  readonly noopColumn: string | null;
   /** Columns an INSERT supplies, in schema order: every column except AUTO_INCREMENT. */
   readonly insertColumns: readonly string[];
-  /** Columns `ON DUPLICATE KEY UPDATE` assigns: the non-key ones, or the no-op column. */
+  /** Columns `ON DUPLICATE KEY UPDATE` assigns: the key's time column and the non-key ones. */
   readonly updateColumns: readonly string[];
   /**
-   * For `full_upsert` tables every non-key column, in the order that decides the newer snapshot
-   * (docs/writers.md#newest-snapshot).
+   * For the upserted tables the columns in the order that decides which of two rows of one key
+   * stays (docs/writers.md#newest-snapshot); the first holds the decision while a row is updated.
    */
   readonly snapshotOrder: readonly string[];
   /** Character limit (code points) of every string column, by column name. */
@@ -356,7 +354,7 @@ const DEFINITIONS = {
     indexes: [["end_time", ["end_time"]]],
   },
   statusengine_host_acknowledgements: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     columns: ACKNOWLEDGEMENT_COLUMNS.host,
     primaryKey: ["hostname", "entry_time", "entry_time_usec"],
     indexes: [["hostname", ["hostname"]], ["entry_time", ["entry_time"]]],
@@ -371,7 +369,7 @@ const DEFINITIONS = {
     ],
   },
   statusengine_host_notifications: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
@@ -379,7 +377,7 @@ const DEFINITIONS = {
     partitionColumn: "start_time",
   },
   statusengine_host_notifications_log: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     keepNull: ["ack_author", "ack_data"],
     columns: NOTIFICATION_LOG_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
@@ -395,14 +393,14 @@ const DEFINITIONS = {
     primaryKey: HOST_DOWNTIME_KEY,
   },
   statusengine_host_statehistory: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     columns: STATE_HISTORY_COLUMNS.host,
     primaryKey: ["hostname", "state_time", "state_time_usec"],
     indexes: [["hostname_time", ["hostname", "state_time"]]],
     partitionColumn: "state_time",
   },
   statusengine_hostchecks: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     columns: CHECK_COLUMNS.host,
     primaryKey: ["hostname", "start_time", "start_time_usec"],
     indexes: [["hostname", ["hostname", "start_time"]], ["times", ["start_time", "end_time"]]],
@@ -465,7 +463,7 @@ const DEFINITIONS = {
     ],
   },
   statusengine_service_acknowledgements: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     columns: ACKNOWLEDGEMENT_COLUMNS.service,
     primaryKey: ["service_description", "entry_time", "entry_time_usec"],
     indexes: [
@@ -484,7 +482,7 @@ const DEFINITIONS = {
     ],
   },
   statusengine_service_notifications: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     keepNull: ["command_args", "ack_author", "ack_data"],
     columns: NOTIFICATION_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
@@ -494,7 +492,7 @@ const DEFINITIONS = {
   // Unlike the other service history tables this key starts with `hostname`
   // (docs/tables.md#write-modes).
   statusengine_service_notifications_log: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     keepNull: ["ack_author", "ack_data"],
     columns: NOTIFICATION_LOG_COLUMNS.service,
     primaryKey: ["hostname", "service_description", "start_time", "start_time_usec"],
@@ -510,7 +508,7 @@ const DEFINITIONS = {
     primaryKey: SERVICE_DOWNTIME_KEY,
   },
   statusengine_service_statehistory: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     columns: STATE_HISTORY_COLUMNS.service,
     primaryKey: ["service_description", "state_time", "state_time_usec"],
     indexes: [
@@ -520,7 +518,7 @@ const DEFINITIONS = {
     partitionColumn: "state_time",
   },
   statusengine_servicechecks: {
-    writeMode: "noop_upsert",
+    writeMode: "history_upsert",
     columns: CHECK_COLUMNS.service,
     primaryKey: ["service_description", "start_time", "start_time_usec"],
     indexes: [["servicename", ["hostname", "service_description", "start_time"]]],
@@ -641,13 +639,15 @@ function defineTable(table: TableName, def: TableDefinition): Table {
   const insertColumns = columns.filter((c) => !c.autoIncrement).map((c) => c.name);
   const key = new Set<string>(def.primaryKey);
   const nonKeyColumns = insertColumns.filter((c) => !key.has(c));
-  const noopColumn = def.writeMode === "noop_upsert" ? def.primaryKey[0] ?? null : null;
-  const updatesAll = def.writeMode === "full_upsert" || def.writeMode === "downtime";
-  const updateColumns = updatesAll ? nonKeyColumns : noopColumn === null ? [] : [noopColumn];
-  const leading = def.snapshotOrder ?? [];
+  // Two distinct events can share a history key (docs/writers.md#upsert-or-insert): the greater
+  // row stays, compared from the key's time column (before its microseconds), equal in both.
+  const history = def.writeMode === "history_upsert";
+  const leading = history ? def.primaryKey.slice(-2, -1) : def.snapshotOrder ?? [];
   const snapshotOrder = leading.length === 0
     ? []
     : [...leading, ...nonKeyColumns.filter((c) => !leading.includes(c))];
+  const updatesAll = def.writeMode === "full_upsert" || def.writeMode === "downtime";
+  const updateColumns = history ? snapshotOrder : updatesAll ? nonKeyColumns : [];
   const charLimits: Record<string, number> = {};
   for (const c of columns) if (c.sqlType.kind === "string") charLimits[c.name] = c.sqlType.maxChars;
   return Object.freeze({
@@ -661,7 +661,6 @@ function defineTable(table: TableName, def: TableDefinition): Table {
     ),
     partitionColumn: def.partitionColumn ?? null,
     writeMode: def.writeMode,
-    noopColumn,
     insertColumns: Object.freeze(insertColumns),
     updateColumns: Object.freeze([...updateColumns]),
     snapshotOrder: Object.freeze(snapshotOrder),

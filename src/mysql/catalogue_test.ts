@@ -29,31 +29,29 @@ Deno.test("catalogue: 22 + 3 tables, 295 + 17 columns and 56 + 11 primary-key co
   for (const name of TABLE_NAMES) assert.match(name, /^statusengine_[a-z_]+$/);
 });
 
-// docs/tables.md#write-modes names the no-op column of each table; without this test a table could
-// be wired to a column that is not its first key column and nobody would notice until the
-// convention check.
-Deno.test("catalogue: the ten no-op tables name exactly their first primary-key column (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert)", () => {
+// Two distinct events can share a history key; the upsert keeps the greater row, compared from the
+// key's time column (docs/writers.md#upsert-or-insert), which also holds the decision.
+Deno.test("catalogue: the ten history tables order their rows from the key's time column, then every non-key column (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert)", () => {
   const expected: Record<string, string> = {
-    "statusengine_hostchecks": "hostname",
-    "statusengine_servicechecks": "service_description",
-    "statusengine_host_statehistory": "hostname",
-    "statusengine_service_statehistory": "service_description",
-    "statusengine_host_acknowledgements": "hostname",
-    "statusengine_service_acknowledgements": "service_description",
-    "statusengine_host_notifications": "hostname",
-    "statusengine_service_notifications": "service_description",
-    "statusengine_host_notifications_log": "hostname",
-    "statusengine_service_notifications_log": "hostname",
+    "statusengine_hostchecks": "start_time",
+    "statusengine_servicechecks": "start_time",
+    "statusengine_host_statehistory": "state_time",
+    "statusengine_service_statehistory": "state_time",
+    "statusengine_host_acknowledgements": "entry_time",
+    "statusengine_service_acknowledgements": "entry_time",
+    "statusengine_host_notifications": "start_time",
+    "statusengine_service_notifications": "start_time",
+    "statusengine_host_notifications_log": "start_time",
+    "statusengine_service_notifications_log": "start_time",
   };
-  const noop = ALL_TABLES.filter((t) => t.writeMode === "noop_upsert");
-  assert.deepEqual(noop.map((t) => t.name).sort(), Object.keys(expected).sort());
-  for (const table of noop) {
-    assert.equal(table.noopColumn, expected[table.name], table.name);
-    assert.equal(table.noopColumn, table.primaryKey[0], table.name);
-    assert.deepEqual(table.updateColumns, [table.noopColumn], table.name);
-  }
-  for (const table of ALL_TABLES.filter((t) => t.writeMode !== "noop_upsert")) {
-    assert.equal(table.noopColumn, null, table.name);
+  const history = ALL_TABLES.filter((t) => t.writeMode === "history_upsert");
+  assert.deepEqual(history.map((t) => t.name).sort(), Object.keys(expected).sort());
+  for (const table of history) {
+    const time = expected[table.name] as string;
+    const nonKey = table.insertColumns.filter((c) => !table.primaryKey.includes(c));
+    assert.deepEqual(table.snapshotOrder, [time, ...nonKey], table.name);
+    assert.deepEqual(table.updateColumns, table.snapshotOrder, table.name);
+    assert.deepEqual(table.primaryKey.slice(-2), [time, `${time}_usec`], table.name);
   }
 });
 
@@ -64,7 +62,7 @@ Deno.test("catalogue: write modes follow docs/tables.md#write-modes and give the
     "statusengine_hoststatus",
     "statusengine_servicestatus",
   ]);
-  assert.equal(byMode("noop_upsert").length, 10);
+  assert.equal(byMode("history_upsert").length, 10);
   assert.deepEqual(byMode("insert"), ["statusengine_logentries", "statusengine_perfdata"]);
   // The worker's two own tables, then the history and scheduled tables of hosts and services.
   assert.deepEqual(byMode("downtime"), [
@@ -162,7 +160,7 @@ Deno.test("catalogue: the status tables order snapshots by their time first, the
     ]);
     assert.deepEqual([...t.snapshotOrder].sort(), [...t.updateColumns].sort(), name);
   }
-  for (const t of ALL_TABLES.filter((t) => t.writeMode !== "full_upsert")) {
+  for (const t of ALL_TABLES.filter((t) => !t.writeMode.endsWith("_upsert"))) {
     assert.deepEqual(t.snapshotOrder, [], t.name);
   }
 });

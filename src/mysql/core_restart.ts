@@ -114,15 +114,19 @@ export interface PausableWriter {
   readonly held: number;
 }
 
-/** The clock of the sweep (epoch milliseconds); tests drive it by hand. */
+/** The clocks of the sweep; tests drive them by hand. */
 export interface RestartClock {
+  /** Epoch milliseconds, the clock of receive times and of the restart's cutoff. */
   nowMs(): number;
+  /** What the waits are measured in: a step of the wall clock (NTP) must not end or stretch them. */
+  monotonicMs(): number;
   /** Rejects when `signal` aborts. */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
 }
 
 const SYSTEM_CLOCK: RestartClock = {
   nowMs: () => Date.now(),
+  monotonicMs: () => performance.now(),
   sleep: (ms, signal) => delay(ms, { signal }),
 };
 
@@ -324,7 +328,7 @@ export class StatusCleaner {
     }
     // A later restart covers an earlier one that was not swept yet.
     if (this.#pending === undefined || cutoff > this.#pending.cutoff) {
-      this.#pending = { cutoff, recordedAtMs: nowMs };
+      this.#pending = { cutoff, recordedAtMs: this.#clock.monotonicMs() };
     }
     log.info(
       "pipeline: monitoring core restarted, stale status rows are swept once the core " +
@@ -431,7 +435,7 @@ export class StatusCleaner {
         look = lookAt(latest);
         waitFromMs = Math.max(waitFromMs, latest.recordedAtMs);
       }
-      const now = this.#clock.nowMs();
+      const now = this.#clock.monotonicMs();
       if (!this.#o.availability.available) waitFromMs = now;
       if (await this.#settled(look, now, signal)) return look.sweep;
       if (now - waitFromMs >= t.maxWaitMs) {

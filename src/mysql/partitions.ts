@@ -22,6 +22,10 @@ import {
   weekName,
 } from "./ddl.ts";
 import { describePartitioning, samePartitioning } from "./schema.ts";
+import { classifyMysqlError } from "./errors.ts";
+import { MYSQL_HOLD } from "./retry.ts";
+import { Backoff } from "../util/backoff.ts";
+import { delay } from "../util/async.ts";
 import { type TableName, TABLES } from "./catalogue.ts";
 import { keyBound } from "./sql.ts";
 import type { MysqlUrlOptions } from "../util/mysql_url.ts";
@@ -313,6 +317,12 @@ const PING_TIMEOUT_MS = 5_000;
  */
 const ALTER_LOCK_WAIT_SECONDS = 10;
 
+/**
+ * Attempts of one chunk's DELETE that meets a deadlock or lock wait timeout: the chunk walks the
+ * week the worker writes into, whose inserts take the same gaps (docs/retention.md#bounded).
+ */
+const CHUNK_LOCK_ATTEMPTS = 10;
+
 /** `DELETE …` or `SELECT …` restricted to some partitions, or over the whole table. */
 function partitionClause(partitions: string | readonly string[]): string {
   return partitions === "table"
@@ -485,7 +495,7 @@ export class CleanupSession {
     // Without a key, or with an index led by the time column (logentries, the tombstones), which
     // takes the old rows as a range, a plain `DELETE … LIMIT n` examines only them.
     if (key.length === 0 || def?.indexes.some((i) => i.columns[0] === target.column)) {
-      const { affectedRows: deleted } = await this.#query<mysql.ResultSetHeader>(
+      const deleted = await this.#delete(
         `DELETE FROM ${table} WHERE ${quoteIdentifier(target.column)} < ? LIMIT ${batchSize}`,
         [cutoff],
       );
@@ -502,13 +512,30 @@ export class CleanupSession {
     const lastKey = last === undefined ? undefined : key.map((c) => last[c]);
     const upTo = lastKey === undefined ? undefined : keyBound(key, "", "<=", lastKey);
     const range = [from, upTo].filter((b) => b !== undefined);
-    const result = await this.#query<mysql.ResultSetHeader>(
+    const deleted = await this.#delete(
       `DELETE FROM ${table} WHERE ${quoteIdentifier(target.column)} < ?${
         range.map((b) => ` AND ${b.sql}`).join("")
       }`,
       [cutoff, ...range.flatMap((b) => b.values)],
     );
-    return { deleted: result.affectedRows, next: lastKey };
+    return { deleted, next: lastKey };
+  }
+
+  /**
+   * A DELETE, sent again when a lock conflict with a writer rolled it back (the first time at
+   * once, as the writers do): deleting old rows again is harmless, and one conflict must not
+   * leave the table's old rows for the next night with exit 1.
+   */
+  async #delete(sql: string, params: unknown[]): Promise<number> {
+    const pause = new Backoff(MYSQL_HOLD);
+    for (let attempt = 1;; attempt++) {
+      try {
+        return (await this.#query<mysql.ResultSetHeader>(sql, params)).affectedRows;
+      } catch (err: unknown) {
+        if (classifyMysqlError(err) !== "lock" || attempt === CHUNK_LOCK_ATTEMPTS) throw err;
+        if (attempt > 1) await delay(pause.next(), { signal: this.#signal });
+      }
+    }
   }
 
   /** Oldest and newest day number in a partition, and its newest time (Unix s); null if empty. */

@@ -16,6 +16,12 @@ import { WorkerError } from "../util/errors.ts";
 
 const log = getLogger("db");
 
+/** The `kind` of `statusengine_mysql_conflicts_total` by errno; any other lock error is 1213's. */
+const CONFLICT_KINDS: Readonly<Record<string, string>> = {
+  1205: "lock_wait_timeout",
+  1615: "reprepare",
+};
+
 /** Without jitter: at most one statement per writer is held, a few dozen in all. */
 export const MYSQL_HOLD: BackoffOptions = { initialMs: 100, maxMs: 5_000, jitter: 0 };
 
@@ -88,7 +94,7 @@ export async function runWithRetry<T>(op: () => Promise<T>, ctx: RetryContext): 
         ctx.metrics?.dbBatchRetries.inc();
         ctx.metrics?.mysqlConflicts.inc({
           table: ctx.table,
-          kind: failure.code === "1205" ? "lock_wait_timeout" : "deadlock",
+          kind: CONFLICT_KINDS[failure.code] ?? "deadlock",
         });
         // The first conflict is expected on a cluster and passes on the next attempt: the
         // counter shows it, a warning would only be noise. One that comes back is worth one.

@@ -404,7 +404,7 @@ export function compareSchema(
       if (actual === undefined) add({ kind: "missing_index", index, expected });
       else if (!sameList(expected, actual)) add({ kind: "index_columns", index, expected, actual });
     }
-    const upserted = ["full_upsert", "noop_upsert", "downtime"].includes(table.writeMode);
+    const upserted = ["full_upsert", "history_upsert", "downtime"].includes(table.writeMode);
     for (const { name: index, unique, columns } of indexes.values()) {
       if (index === "PRIMARY") continue;
       if (unique) {

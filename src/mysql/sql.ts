@@ -33,18 +33,8 @@ function partsOf(table: Table): StatementParts {
   }
   const columns = table.insertColumns;
   let suffix = "";
-  if (table.writeMode === "full_upsert" || table.writeMode === "noop_upsert") {
-    if (table.updateColumns.length === 0) {
-      // An empty list is a syntax error; dropping the clause would make the upsert a plain INSERT
-      // that aborts on the first duplicate (docs/writers.md#upsert-or-insert).
-      throw new TypeError(`Cannot build an upsert for "${table.name}": no update columns`);
-    }
-    suffix = ` ON DUPLICATE KEY UPDATE ${
-      table.writeMode === "full_upsert"
-        ? newestSnapshotAssignments(table)
-        : table.updateColumns.map((c) => `${quoteIdentifier(c)}=VALUES(${quoteIdentifier(c)})`)
-          .join(",")
-    }`;
+  if (table.writeMode === "full_upsert" || table.writeMode === "history_upsert") {
+    suffix = ` ON DUPLICATE KEY UPDATE ${newestSnapshotAssignments(table)}`;
   }
   parts = {
     // Never INSERT IGNORE (docs/writers.md#upsert-or-insert): it downgrades truncation and NOT NULL
@@ -76,15 +66,16 @@ export const FUTURE_SNAPSHOT_SECONDS = 3_600;
 const NEWER_MARK = "-9223372036854775808";
 
 /**
- * The assignments of a full upsert that keep the newer (greater in `snapshotOrder`) of the stored
- * and the inserted row, whatever order they come in (docs/writers.md#newest-snapshot). The first
+ * The assignments of an upsert that keep the greater in `snapshotOrder` of the stored and the
+ * inserted row, whatever order they come in (docs/writers.md#newest-snapshot): the newer snapshot
+ * of a status row, one fixed row of two history events sharing a key. The first
  * assignment decides once and marks a win with {@link NEWER_MARK}, the others follow the mark:
  * comparing a growing prefix in every assignment cost MariaDB 30–60 % more CPU per row.
  */
 function newestSnapshotAssignments(table: Table): string {
   const [first, ...rest] = table.snapshotOrder;
   if (first === undefined) {
-    throw new TypeError(`Cannot build a full upsert for "${table.name}": no snapshot order`);
+    throw new TypeError(`Cannot build an upsert for "${table.name}": no snapshot order`);
   }
   const compared = (column: string, value: string): string =>
     table.charLimits[column] === undefined ? value : `CAST(${value} AS BINARY)`;
@@ -92,7 +83,10 @@ function newestSnapshotAssignments(table: Table): string {
   const time = quoteIdentifier(first);
   const inserted = order.map((c) => compared(c, `VALUES(${quoteIdentifier(c)})`)).join(",");
   const stored = order.map((c) => compared(c, quoteIdentifier(c))).join(",");
-  const newer = `(${inserted})>=(${stored}) OR ${time}>UNIX_TIMESTAMP()+${FUTURE_SNAPSHOT_SECONDS}`;
+  const future = table.writeMode === "full_upsert"
+    ? ` OR ${time}>UNIX_TIMESTAMP()+${FUTURE_SNAPSHOT_SECONDS}`
+    : "";
+  const newer = `(${inserted})>=(${stored})${future}`;
   const marked = `${time}=${NEWER_MARK}`;
   return [
     `${time}=IF(${newer},${NEWER_MARK},${time})`,

@@ -18,19 +18,23 @@ Deno.test("insertStatement: plain INSERT for perfdata (docs/writers.md#upsert-or
   );
 });
 
-Deno.test("insertStatement: no-op upsert assigns the first key column to itself (docs/tables.md#write-modes, docs/writers.md#upsert-or-insert)", () => {
+Deno.test("insertStatement: a history upsert keeps the greater row as the status upsert does, without its future clause (docs/writers.md#upsert-or-insert)", () => {
   assert.equal(
-    insertStatement("statusengine_service_notifications_log", 2),
-    "INSERT INTO `statusengine_service_notifications_log` (`hostname`,`service_description`," +
-      "`start_time`,`start_time_usec`,`end_time`,`state`,`reason_type`,`is_escalated`," +
-      "`contacts_notified_count`,`output`,`ack_author`,`ack_data`)" +
-      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?),(?,?,?,?,?,?,?,?,?,?,?,?)" +
-      " ON DUPLICATE KEY UPDATE `hostname`=VALUES(`hostname`)",
-  );
-  assert.ok(
-    insertStatement("statusengine_servicechecks", 1).endsWith(
-      " ON DUPLICATE KEY UPDATE `service_description`=VALUES(`service_description`)",
-    ),
+    insertStatement("statusengine_host_acknowledgements", 1),
+    "INSERT INTO `statusengine_host_acknowledgements` (`hostname`,`entry_time`,`entry_time_usec`," +
+      "`state`,`author_name`,`comment_data`,`acknowledgement_type`,`is_sticky`," +
+      "`persistent_comment`,`notify_contacts`) VALUES (?,?,?,?,?,?,?,?,?,?)" +
+      " ON DUPLICATE KEY UPDATE `entry_time`=IF((VALUES(`entry_time`),VALUES(`state`)," +
+      "CAST(VALUES(`author_name`) AS BINARY),CAST(VALUES(`comment_data`) AS BINARY)," +
+      "VALUES(`acknowledgement_type`),VALUES(`is_sticky`),VALUES(`persistent_comment`)," +
+      "VALUES(`notify_contacts`))>=(`entry_time`,`state`,CAST(`author_name` AS BINARY)," +
+      "CAST(`comment_data` AS BINARY),`acknowledgement_type`,`is_sticky`,`persistent_comment`," +
+      "`notify_contacts`),-9223372036854775808,`entry_time`)," +
+      ["state", "author_name", "comment_data", "acknowledgement_type", "is_sticky"]
+        .concat(["persistent_comment", "notify_contacts"])
+        .map((c) => `\`${c}\`=IF(\`entry_time\`=-9223372036854775808,VALUES(\`${c}\`),\`${c}\`),`)
+        .join("") +
+      "`entry_time`=IF(`entry_time`=-9223372036854775808,VALUES(`entry_time`),`entry_time`)",
   );
 });
 

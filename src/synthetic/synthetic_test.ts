@@ -341,7 +341,7 @@ Deno.test("synthetic: primary keys of the history tables are unique within a run
     for (const { table, row } of rows) {
       const t = TABLES[table as TableName];
       // Status tables keep one row per object on purpose; perfdata and logentries have no key.
-      if (t.writeMode !== "noop_upsert") continue;
+      if (t.writeMode !== "history_upsert") continue;
       const keys = seen.get(table) ?? new Set<string>();
       const key = JSON.stringify(t.primaryKey.map((c) => row[c]));
       assert.ok(!keys.has(key), `${table}: duplicate key ${key}`);

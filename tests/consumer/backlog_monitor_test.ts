@@ -85,6 +85,23 @@ Deno.test("backlog monitor: it asks again every interval, and stopping reports e
   assert.deepEqual(reports.slice(0, 3), [["q1", 1], ["q1", 2], ["q1", 3]]);
 });
 
+// A second start() ran a second loop of rounds beside the first, and stop() cleared only one timer.
+Deno.test("backlog monitor and stall detector: starting twice runs one loop, which stop ends", async () => {
+  let asked = 0;
+  const { m, reports } = monitor([target("a", ["q1"], () => Promise.resolve(++asked))]);
+  m.start();
+  m.start();
+  await waitFor(() => reports.length >= 1, { message: "the first round" });
+  await new Promise((r) => setTimeout(r, 50));
+  m.start();
+  await m.stop();
+  assert.equal(asked, 1, "one round at start, not one per start()");
+  const { d } = detector(() => 0);
+  d.start();
+  d.start();
+  d.stop(); // the sanitizer fails the test on an interval left running
+});
+
 /** A source answering several queues with one question (gearmand's admin `status`). */
 function source(
   server: string,

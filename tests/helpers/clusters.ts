@@ -44,8 +44,9 @@ export interface RabbitMqTestCluster extends TestCluster {
    *
    * @param node 1, 2 or 3.
    * @param args The command and its arguments.
+   * @returns What it printed on stdout.
    */
-  ctl(node: number, ...args: string[]): Promise<void>;
+  ctl(node: number, ...args: string[]): Promise<string>;
 }
 
 /** How many ports one cluster's layout spans from its base port (3 nodes, 10 apart). */
@@ -83,8 +84,17 @@ async function gone(pid: number): Promise<boolean> {
   }
 }
 
-async function runScript(path: string, args: readonly string[]): Promise<string> {
-  const out = await new Deno.Command(path, { args: [...args], stdout: "piped", stderr: "piped" })
+async function runScript(
+  path: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<string> {
+  const out = await new Deno.Command(path, {
+    args: [...args],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  })
     .output();
   const stdout = new TextDecoder().decode(out.stdout);
   if (!out.success) {
@@ -113,6 +123,8 @@ async function removeWhenSettled(dir: string): Promise<void> {
 async function startCluster(
   scriptName: string,
   url: (port: number) => string,
+  env: Record<string, string> = {},
+  count = 3,
 ): Promise<TestCluster> {
   const path = script(scriptName);
   const dir = await Deno.makeTempDir({ prefix: "se-cluster-" });
@@ -121,7 +133,7 @@ async function startCluster(
   let lastError: unknown;
   for (let attempt = 0; attempt < 2 && stdout === undefined; attempt++) {
     try {
-      stdout = await runScript(path, ["start", dir, "--base-port", String(freePortBlock())]);
+      stdout = await runScript(path, ["start", dir, "--base-port", String(freePortBlock())], env);
     } catch (err: unknown) {
       lastError = err;
     }
@@ -152,9 +164,9 @@ async function startCluster(
     })();
     return stopping;
   };
-  if (nodes.length !== 3) {
+  if (nodes.length !== count) {
     await stop();
-    throw new Error(`${scriptName} start printed no 3 node lines:\n${stdout}`);
+    throw new Error(`${scriptName} start printed no ${count} node lines:\n${stdout}`);
   }
   return {
     dir,
@@ -185,7 +197,9 @@ export function startGaleraCluster(): Promise<TestCluster> {
 }
 
 /**
- * Start a 3-node RabbitMQ cluster (every node running, clustered) on a free block of ports.
+ * Start a 3-node RabbitMQ cluster (every node running, clustered) on a free block of ports, or
+ * with `nodes: 1` one node alone: a broker of the test's own, whose state (a resource alarm) the
+ * test may change without touching the shared one.
  *
  * @example
  * ```ts ignore
@@ -193,10 +207,14 @@ export function startGaleraCluster(): Promise<TestCluster> {
  * await cluster.kill(1);
  * ```
  */
-export async function startRabbitMqCluster(): Promise<RabbitMqTestCluster> {
+export async function startRabbitMqCluster(
+  { nodes = 3 }: { nodes?: 1 | 3 } = {},
+): Promise<RabbitMqTestCluster> {
   const cluster = await startCluster(
     "rabbitmq_cluster.sh",
     (port) => `amqp://guest:guest@127.0.0.1:${port}/`,
+    { RABBITMQ_CLUSTER_NODES: String(nodes) },
+    nodes,
   );
   return {
     ...cluster,
@@ -214,6 +232,7 @@ export async function startRabbitMqCluster(): Promise<RabbitMqTestCluster> {
         const text = new TextDecoder().decode(out.stderr) + new TextDecoder().decode(out.stdout);
         throw new Error(`rabbitmqctl -n ${name} ${args.join(" ")} failed: ${text.trim()}`);
       }
+      return new TextDecoder().decode(out.stdout);
     },
   };
 }

@@ -60,6 +60,7 @@ async function trial(seed: number, offset: number): Promise<void> {
   };
   const clock: RestartClock = {
     nowMs: () => (T + 60) * 1000,
+    monotonicMs: () => 0,
     // Nothing waits for time: the tables show every restart at once, the settle time is 0.
     sleep: (_ms, signal) =>
       new Promise((_resolve, reject) =>

@@ -731,6 +731,30 @@ Deno.test("writer: lock errors are sent again at once, then held with the MySQL 
   );
 });
 
+// DDL on the table (cleanup's partition changes) can fail a prepared INSERT with 1615 more than
+// once in a row; as a statement error a lone row failing it twice was dead-lettered.
+Deno.test("writer: a lone row failing with 1615 (re-prepare) while DDL runs is sent again and committed, never dead-lettered", async () => {
+  await using fx = await setup([LOG]);
+  const writer = fx.writer(LOG, 1);
+  const reprepare = Object.assign(
+    new Error("Prepared statement needs to be re-prepared"),
+    { errno: 1615, code: "ER_NEED_REPREPARE", sqlState: "HY000" },
+  );
+  fx.executor.inject = (n) => (n <= 3 ? reprepare : undefined);
+  const job = new JobTracker(LOG_QUEUE, 1);
+  await writer.add([logRow("reprepared")], job);
+  await job.done;
+  assert.equal(await fx.count(LOG), 1);
+  assert.equal(job.deadLettered, 0);
+  assert.equal(
+    await registryValue(fx.metrics, "statusengine_mysql_conflicts_total", {
+      table: LOG,
+      kind: "reprepare",
+    }),
+    3,
+  );
+});
+
 Deno.test("writer: a permanent error is never retried; every row of an all-bad batch is tried once alone (D7)", async () => {
   await using fx = await setup([LOG]);
   const single = fx.writer(LOG, 100);
