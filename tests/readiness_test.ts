@@ -126,6 +126,41 @@ Deno.test("readiness: a lost wake-up is detected as a stall, the queue is nudged
   }
 });
 
+Deno.test("readiness: a job server that stops answering grabs, every slot held by one, is reported stalled and named", async () => {
+  // Grabs are answered at once by gearmand; a server (a fork, a proxy) that holds them while jobs
+  // wait left every slot asking, none free and none holding a job: connected, never stalled.
+  let draw = 0; // 0: answer at once; 0.99: after about ten minutes, i.e. never in this test
+  await using server = startScriptedJobServer({
+    fn: "q_ready",
+    random: () => draw,
+    assignProbability: 1,
+    maxReplyDelayMs: 600_000,
+  });
+  await withLogs(async (logs) => {
+    const { consumer: c, observer, handled } = consumer({
+      servers: [server.addr],
+      idlePollMs: 0,
+      stallTimeoutMs: 300,
+    });
+    await c.start();
+    try {
+      // Jobs first, so that the queue knows their size and grabs with every slot.
+      server.add(["j1", "j2", "j3", "j4"]);
+      await waitFor(() => handled.length === 4, { message: "the first jobs handled" });
+      draw = 0.99;
+      server.add(["j5", "j6", "j7", "j8", "j9"]);
+      await waitFor(() => observer.stalledHistory.get("q_ready")?.at(-1) === true, {
+        timeoutMs: 20_000,
+        message: "the queue reported stalled",
+      });
+      const line = logs.find((l) => l.level === "error" && l.message.includes("stalled"));
+      assert.equal(line?.properties.server, server.addr, JSON.stringify(line));
+    } finally {
+      await c.stop();
+    }
+  });
+});
+
 Deno.test("readiness: /readyz fails and names the queue while jobs wait that it does not take, and recovers", async () => {
   // A job server that keeps jobs waiting but answers every grab with NO_JOB.
   await using server = startScriptedJobServer({

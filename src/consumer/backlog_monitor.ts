@@ -262,10 +262,13 @@ export class StallDetector {
     if (count === (delta === 1 ? 1 : 0)) this.#o.onQueueStalled(queue, delta === 1);
   }
 
-  /** A slot has been free and no job taken for the timeout. */
+  /**
+   * A slot has held no job (free, or asked for one that has not come) and no job was taken for
+   * the timeout: a server that leaves every grab unanswered leaves no slot free.
+   */
   #quiet(watched: WatchedLink, link: Link, now: number): boolean {
     const { budget } = watched;
-    return budget.hasRoom &&
+    return !budget.full &&
       now - Math.max(link.receivedAt(watched.queue), budget.roomSince) >= this.#o.timeoutMs;
   }
 

@@ -75,7 +75,8 @@ export class QueueWorker implements Link {
     abort: this.#handlerAbort.signal,
     stopRetries: this.#stopRetries.signal,
   };
-  readonly #running = new Set<Promise<unknown>>();
+  /** Running handlers by job handle: the handle is all a WORK_COMPLETE names. */
+  readonly #running = new Map<string, Promise<unknown>>();
 
   private constructor(options: QueueWorkerOptions, conn: GearmanConnection) {
     this.#conn = conn;
@@ -175,7 +176,7 @@ export class QueueWorker implements Link {
   async settled(signal: AbortSignal): Promise<void> {
     if (this.#running.size === 0) return;
     await settleHandlers(
-      () => [...this.#running],
+      () => [...this.#running.values()],
       signal,
       () => this.#handlerAbort.abort(new DOMException("drain deadline reached", "TimeoutError")),
     );
@@ -312,6 +313,20 @@ export class QueueWorker implements Link {
     // More may wait: an earlier NO_JOB no longer decides (else the link neither grabs nor sleeps).
     this.#emptyReplySeen = false;
     const args = packet.args;
+    const handle = argText(args[0]);
+    const fn = argText(args[1]);
+    // Its WORK_COMPLETE would answer another job, or none: never run, back with the connection.
+    const wrong = fn !== this.queue
+      ? "a job of a function not registered here"
+      : handle === ""
+      ? "a job without a handle"
+      : this.#running.has(handle)
+      ? "a handle whose job is still running"
+      : undefined;
+    if (wrong !== undefined) {
+      grant.release();
+      return this.#reconnect(`job server assigned ${wrong}`, { handle, function: fn });
+    }
     // JOB_ASSIGN_ALL carries a reducer before the workload.
     const payload = args[args.length - 1] as Uint8Array;
     grant.settle(payload.length);
@@ -323,7 +338,7 @@ export class QueueWorker implements Link {
     const job: Job = {
       queue: this.queue,
       server: this.server,
-      handle: argText(args[0]),
+      handle,
       unique: argText(args[2]),
       payload,
       receivedAt: Date.now(),
@@ -396,10 +411,10 @@ export class QueueWorker implements Link {
       ack,
       this.#scope,
     ).finally(() => {
-      this.#running.delete(run);
+      this.#running.delete(job.handle);
       grant.release();
       this.#pump();
     });
-    this.#running.add(run);
+    this.#running.set(job.handle, run);
   }
 }

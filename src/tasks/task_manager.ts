@@ -76,16 +76,19 @@ export function commandFileSubmitter(
   const timeoutMs = options.timeoutMs ?? COMMAND_FILE_TIMEOUT_MS;
   const encoder = new TextEncoder();
   // At most one open or write given up on is left behind; while it waits, every submission fails
-  // at once instead of stacking up blocked opens and writes.
-  let stuck: "open" | "write" | undefined;
+  // at once instead of stacking up blocked opens and writes. An open waits on the file the path
+  // named: once the path names another (a core's start may make a new FIFO), nothing can end it,
+  // and it is left alone (it writes nothing).
+  let stuck: { readonly on: "open" | "write"; readonly file?: string | undefined } | undefined;
   // The key of the task whose write ended after its submission had been given up.
   let landed: string | undefined;
   return {
     method: "cmd",
     async submit(command, signal) {
-      if (stuck !== undefined) {
+      const file = await fileIdentity(path);
+      if (stuck !== undefined && (stuck.on === "write" || stuck.file === file)) {
         throw new Error(
-          `External command file ${path} has no reader (an earlier ${stuck} still waits)`,
+          `External command file ${path} has no reader (an earlier ${stuck.on} still waits)`,
         );
       }
       const late = landed;
@@ -98,8 +101,9 @@ export function commandFileSubmitter(
         });
       });
       if ("late" in opened) {
-        stuck = "open";
-        void opened.late.finally(() => (stuck = undefined));
+        const waiting = { on: "open" as const, file };
+        stuck = waiting;
+        void opened.late.finally(() => stuck === waiting && (stuck = undefined));
         throw new Error(
           `Cannot open external command file ${path} within ${timeoutMs} ms ` +
             "(is the monitoring core reading it?)",
@@ -110,9 +114,10 @@ export function commandFileSubmitter(
         await abortable(writing, limit.signal);
       } catch (err: unknown) {
         if (!limit.signal.aborted) throw err;
-        stuck = "write";
+        const waiting = { on: "write" as const };
+        stuck = waiting;
         void writing.then(() => (landed = command.key), () => {})
-          .finally(() => (stuck = undefined));
+          .finally(() => stuck === waiting && (stuck = undefined));
         throw new Error(
           `Cannot write to external command file ${path} within ${timeoutMs} ms (is the ` +
             "monitoring core reading it?); the line goes in once it reads, and not again",
@@ -131,6 +136,11 @@ async function writeLine(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   } finally {
     file.close();
   }
+}
+
+/** The file `path` names (device and inode), or undefined when it names none. */
+function fileIdentity(path: string): Promise<string | undefined> {
+  return Deno.stat(path).then((s) => `${s.dev}:${s.ino}`, () => undefined);
 }
 
 /** An open command file, or an open given up on that closes its file once it completes. */

@@ -18,6 +18,7 @@ import { getLogger } from "../../src/log.ts";
 import { deadline } from "../../src/util/async.ts";
 import { seededRandom, startScriptedJobServer } from "../helpers/scripted_job_server.ts";
 import { waitFor } from "../helpers/wait.ts";
+import { withLogs } from "../helpers/logs.ts";
 
 /** Runs of the property; each is a different seed. */
 const RUNS = 60;
@@ -84,3 +85,65 @@ async function runScript(seed: number): Promise<void> {
 Deno.test("gearman worker: after any interleaving of NO_JOB and JOB_ASSIGN_UNIQ it has a grab outstanding or has sent PRE_SLEEP", async () => {
   for (let seed = 1; seed <= RUNS; seed++) await runScript(seed);
 });
+
+/** What a server that misroutes makes of a job's handle and function in its JOB_ASSIGN_UNIQ. */
+const MISROUTED: [
+  string,
+  (job: { handle: string; fn: string }) => { handle: string; fn: string },
+][] = [
+  ["another function's job", ({ handle }) => ({ handle, fn: "statusngin_servicestatus" })],
+  ["a handle whose job still runs", ({ fn }) => ({ handle: "H:1", fn })],
+];
+
+for (const [label, assignAs] of MISROUTED) {
+  Deno.test(`gearman worker: ${label} is not run and no job is acknowledged for it; the link closes and the server is named in the log`, async () => {
+    // Its WORK_COMPLETE would answer a job that was not committed (or a job of another queue,
+    // dead-lettered as a bad shape of this one): gone from the server, never written.
+    await withLogs(async (logs) => {
+      await using server = startScriptedJobServer({
+        fn: "q_misrouted",
+        random: seededRandom(1),
+        assignProbability: 1,
+        maxReplyDelayMs: 0,
+        assignAs,
+      });
+      const first = Promise.withResolvers<void>();
+      const handled: string[] = [];
+      const engine = new DeliveryEngine({
+        // The first job is still being committed when the second arrives.
+        handler: (
+          job,
+        ) => (handled.push(job.handle), handled.length === 1 ? first.promise : Promise.resolve()),
+        observer: NOOP_OBSERVER,
+        deadLetter: () => Promise.resolve(),
+        name: "gearman",
+        log: getLogger("gearman"),
+      });
+      const worker = await QueueWorker.open({
+        queue: "q_misrouted",
+        server: server.addr,
+        budget: new QueueBudget("q_misrouted", 2, new ByteBudget(1 << 20)),
+        engine,
+        idlePollMs: 0,
+        connect: { heartbeatIntervalMs: 0 },
+      });
+      try {
+        worker.start();
+        server.add(["a", "b"]);
+        await waitFor(() => worker.state.dead || server.completed.length > 0, {
+          timeoutMs: 10_000,
+          message: "the link closed or acknowledged a job",
+        });
+        assert.deepEqual(server.completed, [], "no job acknowledged");
+        assert.ok(handled.length <= 1, `only a job named right is run: ${handled}`);
+        assert.equal(worker.state.dead, true);
+        const line = logs.find((l) => l.level === "error" && l.properties.server === server.addr);
+        assert.ok(line !== undefined, JSON.stringify(logs));
+      } finally {
+        first.resolve();
+        await worker.abort();
+      }
+      await waitFor(() => server.waiting === 2, { message: "both jobs back on the server" });
+    });
+  });
+}

@@ -27,6 +27,8 @@ export interface ScriptOptions {
   readonly maxReplyDelayMs: number;
   /** False: a server that loses wake-ups (never sends NOOP). Default true. */
   readonly wakeSleepers?: boolean;
+  /** What JOB_ASSIGN_UNIQ names instead of the job's handle and function: a server that misroutes. */
+  readonly assignAs?: (job: { handle: string; fn: string }) => { handle: string; fn: string };
 }
 
 /** The server and what it saw. */
@@ -120,9 +122,11 @@ export function startScriptedJobServer(options: ScriptOptions): ScriptedJobServe
           parts.push(encodePacket("RES", PACKET.NO_JOB, []));
         } else {
           held.set(job.handle, job.payload);
+          const named = options.assignAs?.({ handle: job.handle, fn: options.fn }) ??
+            { handle: job.handle, fn: options.fn };
           parts.push(encodePacket("RES", PACKET.JOB_ASSIGN_UNIQ, [
-            job.handle,
-            options.fn,
+            named.handle,
+            named.fn,
             "",
             job.payload,
           ]));

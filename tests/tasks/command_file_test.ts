@@ -76,3 +76,39 @@ Deno.test("command file: a line whose write outlasts its budget reaches the core
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+// The core's start may replace its FIFO (Nagios' init script removes it and the core makes a new
+// one). An open that waited on the old FIFO, left while the core was down, never ends: every
+// later submission failed at once, "an earlier open still waits", with the core reading again.
+Deno.test("command file: an open left waiting on a FIFO the restarted core replaced does not hold up the tasks", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const fifo = `${dir}/naemon.cmd`;
+    const mkfifo = async () =>
+      assert.ok((await new Deno.Command("mkfifo", { args: [fifo] }).output()).success, "mkfifo");
+    // The core is down, its FIFO left behind: the open waits for a reader.
+    await mkfifo();
+    // A second name for the old FIFO, so that the test can end the open waiting on it.
+    await Deno.link(fifo, `${dir}/old.cmd`);
+    const submitter = commandFileSubmitter(fifo, { timeoutMs: 100 });
+    const signal = new AbortController().signal;
+    const task: ValidatedTask = { body: "", line: "[1] ENABLE_HOST_CHECK;a", key: "t1" };
+    await assert.rejects(submitter.submit(task, signal), "no reader: the budget runs out");
+    // The core starts: a new FIFO at the path, read (opened read-write, as Naemon does).
+    await Deno.remove(fifo);
+    await mkfifo();
+    using core = await Deno.open(fifo, { read: true, write: true });
+    try {
+      await waitFor(
+        () => submitter.submit(task, signal).then(() => true, () => false),
+        { timeoutMs: 5_000, message: "the task submitted to the new FIFO" },
+      );
+      assert.equal(await readUntil(core, (t) => t.endsWith("\n")), `${task.line}\n`);
+    } finally {
+      // A reader of the old FIFO ends the open still waiting on it.
+      (await Deno.open(`${dir}/old.cmd`, { read: true, write: true })).close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
