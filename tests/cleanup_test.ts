@@ -390,12 +390,28 @@ Deno.test("cleanup: MySQL unreachable before the run exits 1 without showing the
   assert.equal(r.code, 1);
   assert.match(
     r.err.join("\n"),
-    /Cannot connect to MySQL at "mysql:\/\/root:\*\*\*\*@127\.0\.0\.1:1/,
+    /Cannot run cleanup: MySQL at mysql:\/\/root:\*\*\*\*@127\.0\.0\.1:1\/\S+ does not answer/,
   );
   assert.equal(logsOf(r, "cleanup: cannot connect to MySQL")[0]?.level, "error");
   assert.equal(logsOf(r, "cleanup: starting table").length, 0);
   const everything = JSON.stringify(r);
   assert.ok(!everything.includes("s3cret-pw"), everything);
+});
+
+Deno.test("cleanup: a refused login says so and what to check, as schema and run do", async () => {
+  // The cleanup unit often runs with an account of its own (cleanup.env): a wrong password there
+  // was reported as "Cannot connect to MySQL", which reads as an outage.
+  await using db = await createScratchDatabase();
+  const url = new URL(db.url);
+  url.username = "se_no_such_user";
+  url.password = "s3cret-pw";
+  const r = await run({ mysqlUrl: url.href });
+
+  assert.equal(r.code, 1);
+  const text = r.err.join("\n");
+  assert.match(text, /MySQL at mysql:\/\/se_no_such_user:\*\*\*\*@\S+ refused the login \(Access/);
+  assert.match(text, /check the user and password/);
+  assert.ok(!JSON.stringify(r).includes("s3cret-pw"));
 });
 
 Deno.test("cleanup: an unknown retention key, a negative age or a zero batch size refuses to run", async () => {
@@ -480,7 +496,7 @@ Deno.test("cleanup: a server that accepts but never answers fails the start with
     const r = await running;
 
     assert.equal(r.code, 1);
-    assert.match(r.err.join("\n"), /Cannot connect to MySQL/);
+    assert.match(r.err.join("\n"), /Cannot run cleanup: MySQL at \S+ does not answer/);
   } finally {
     for (const conn of accepted) conn.close();
     listener.close();

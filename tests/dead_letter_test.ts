@@ -743,6 +743,33 @@ Deno.test("dead letters: a replay of log entries waits for an unreachable MySQL 
   }
 });
 
+// Waiting cannot fix a wrong password: the replay held its rows for ever, saying only "MySQL
+// cannot take writes", where run and the other tools say what to check and exit 1.
+Deno.test("dead letters: a replay whose login MySQL refuses says so and exits 1 without waiting", async () => {
+  await using db = await createScratchDatabase();
+  await createSchema(db.url);
+  const dir = await Deno.makeTempDir({ prefix: "se-dl-replay-" });
+  const controller = new AbortController();
+  try {
+    const path = `${dir}/dead.ndjson`;
+    const record = { queue: Q, reason: "bad_type", error: "e", payload: goodJob("h1") };
+    await Deno.writeTextFile(path, JSON.stringify(record) + "\n");
+    const refused = new URL(db.url);
+    refused.username = "se_no_such_user";
+    const io = bufferIo();
+    let settled = false;
+    const run = runDeadLettersCommand(replayOptions(path, refused.href), io, controller.signal)
+      .finally(() => (settled = true));
+    await waitFor(() => settled, { timeoutMs: 30_000, message: "the replay to end" })
+      .finally(() => controller.abort());
+    assert.equal(await run, 1);
+    assert.match(io.errLines.join("\n"), /refused the login .*check the user and password/);
+  } finally {
+    controller.abort();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 // A write to the file that never returns (a hung mount) neither fails nor succeeds: the job that
 // needs it waited for ever, and every later dead letter behind it, while /readyz said 200 and
 // neither a log line nor statusengine_dead_letter_write_errors_total said anything.

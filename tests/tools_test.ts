@@ -626,6 +626,22 @@ Deno.test("tools: verify reports a table that cannot be read as an error and exi
   assert.equal(c.out.at(-1), "verify: 1 table: 0 identical, 0 different, 1 error");
 });
 
+Deno.test("tools: verify names the side's own setting when its login is refused", async () => {
+  await using a = await createScratchDatabase();
+  const refused = new URL(a.url);
+  refused.username = "se_no_such_user";
+  const c = capture();
+  const code = await runVerifyCommand(
+    { mysqlUrlA: a.url, mysqlUrlB: refused.href, limit: 10 },
+    c.io,
+  );
+  assert.equal(code, 1);
+  assert.match(
+    c.err.join("\n"),
+    /database B: MySQL at \S+ refused the login .*--mysql-url-b \(STATUSENGINE_MYSQL_URL_B\)/,
+  );
+});
+
 /** `losstest …` through the command line, as an operator types it. */
 async function losstestCli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   const c = capture();

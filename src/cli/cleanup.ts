@@ -9,6 +9,7 @@
 import {
   CleanupSession,
   dayNumber,
+  describeMysqlConnectFailure,
   mysqlOptionsFromUrl,
   type MysqlUrlOptions,
   partitionsToTrim,
@@ -447,7 +448,7 @@ export async function runCleanupCommand(
         "mysql_url": shownUrl,
         error: scrub(errorMessage(err)),
       });
-      io.err(scrub(`Cannot connect to MySQL at "${shownUrl}": ${errorMessage(err)}`));
+      io.err(scrub(`Cannot run cleanup: ${describeMysqlConnectFailure(err, shownUrl)}`));
       return 1;
     }
     const ctx: RunContext = { session, options, dryRun, signal, today: dayNumber(now), io };

@@ -16,9 +16,12 @@ import {
 } from "../events/mod.ts";
 import {
   adjustRow,
+  connectMysql,
   createWriterPool,
   type DeadLetterRecord,
   type DeadLetterSink,
+  describeMysqlConnectFailure,
+  endMysql,
   identicalRowsStatement,
   isStatusTable,
   isTableName,
@@ -29,6 +32,7 @@ import {
   runWithRetry,
   type SqlExecutor,
   TABLES,
+  waitingCannotFix,
 } from "../mysql/mod.ts";
 import { Pipeline } from "../pipeline/pipeline.ts";
 import { DeadLetterFile, outsideWritablePaths } from "../pipeline/dead_letter.ts";
@@ -37,6 +41,7 @@ import { createJobHandler, type RowWriters } from "../pipeline/handler.ts";
 import { errorMessage, getLogger } from "../log.ts";
 import { aborted } from "../util/async.ts";
 import type { Io } from "./io.ts";
+import { redactText, redactUrl } from "../util/redact.ts";
 import { INTERRUPTED_EXIT_CODE, readJsonLines, USAGE_EXIT_CODE } from "./publish.ts";
 
 const log = getLogger("cli");
@@ -516,6 +521,16 @@ export async function runDeadLettersCommand(
       `statusengine-worker: dead-letters replay: another replay of "${options.file}" is ` +
         "running; nothing was replayed",
     );
+    return 1;
+  }
+  // The replay waits for a MySQL that cannot take writes; a refused login or a missing database
+  // never passes by waiting, so it is said at once in run's words (docs/running.md#mysql-hosts).
+  const server = mysqlOptionsFromUrl(options.mysqlUrl);
+  const refused = await connectMysql(server, { timeoutMs: 10_000 })
+    .then(({ connection }) => endMysql(connection), (err: unknown) => err);
+  if (waitingCannotFix(refused)) {
+    const why = describeMysqlConnectFailure(refused, redactUrl(options.mysqlUrl));
+    io.err(redactText(`statusengine-worker: dead-letters replay: ${why}`, server.password));
     return 1;
   }
   const result = await replay({ ...options, file: options.file, target }, io, signal);

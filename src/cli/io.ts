@@ -4,7 +4,12 @@
  *
  * @module
  */
-import { connectMysql, type MysqlConnection, mysqlOptionsFromUrl } from "../mysql/mod.ts";
+import {
+  connectMysql,
+  describeMysqlConnectFailure,
+  type MysqlConnection,
+  mysqlOptionsFromUrl,
+} from "../mysql/mod.ts";
 import { errorMessage } from "../log.ts";
 import { redactText, redactUrl } from "../util/redact.ts";
 
@@ -39,7 +44,7 @@ export async function openDatabase(
   url: string,
   command: string,
   io: Io,
-  options: { readonly exactValues?: boolean } = {},
+  options: { readonly exactValues?: boolean; readonly flag?: string } = {},
 ): Promise<{ conn: MysqlConnection; password: string | undefined } | undefined> {
   let opts: ReturnType<typeof mysqlOptionsFromUrl>;
   try {
@@ -52,12 +57,13 @@ export async function openDatabase(
     io.err(`Cannot run ${command}: the MySQL URL "${redactUrl(url)}" names no database`);
     return undefined;
   }
+  const { flag, ...limits } = options;
   try {
-    const { connection } = await connectMysql(opts, { ...options, timeoutMs: CONNECT_TIMEOUT_MS });
+    const { connection } = await connectMysql(opts, { ...limits, timeoutMs: CONNECT_TIMEOUT_MS });
     return { conn: connection, password: opts.password };
   } catch (err: unknown) {
-    const safe = redactText(errorMessage(err), opts.password);
-    io.err(`Cannot run ${command}: cannot connect to MySQL at "${redactUrl(url)}": ${safe}`);
+    const why = describeMysqlConnectFailure(err, redactUrl(url), flag);
+    io.err(redactText(`Cannot run ${command}: ${why}`, opts.password));
     return undefined;
   }
 }

@@ -271,7 +271,11 @@ function selectTables(tables: readonly string[] | undefined): readonly TableName
  * the side and without the password.
  */
 async function open(name: "A" | "B", url: string, io: Io) {
-  const opened = await openDatabase(url, `verify: database ${name}`, io, { exactValues: true });
+  const flag = `--mysql-url-${name.toLowerCase()}`;
+  const opened = await openDatabase(url, `verify: database ${name}`, io, {
+    exactValues: true,
+    flag,
+  });
   if (opened === undefined) return undefined;
   const { conn, password } = opened;
   try {

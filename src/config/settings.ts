@@ -747,7 +747,8 @@ export const SETTINGS = [
     commandDefaults: { losstest: "10000" },
     cliOnly: true,
     commands: ["publish", "losstest"],
-    help: "Number of events to publish.",
+    help: "Number of events to publish. losstest verify checks the number the run recorded: " +
+      "leave it out there (a different --count is refused).",
   }),
   setting("events-per-job", { type: "integer", min: 1 }, {
     default: "100",

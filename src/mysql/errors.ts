@@ -217,30 +217,38 @@ export function mysqlConnectProblem(err: unknown): MysqlConnectProblem {
   return "failed";
 }
 
-/** One sentence for an operator: what happened at which server (URL masked), and what to do. */
-export function describeMysqlConnectFailure(err: unknown, shownUrl: string): string {
+/**
+ * One sentence for an operator: what happened at which server (URL masked), and what to do.
+ * `flag` names the setting that holds the URL (verify's are --mysql-url-a and -b).
+ */
+export function describeMysqlConnectFailure(
+  err: unknown,
+  shownUrl: string,
+  flag = "--mysql-url",
+): string {
   const detail = err instanceof Error ? err.message : String(err);
+  const env = `STATUSENGINE_${flag.slice(2).toUpperCase().replaceAll("-", "_")}`;
   const socket = deniedSocket(err);
   if (socket !== undefined) {
     return `this binary may not connect to the MySQL Unix socket "${socket}" of ${shownUrl}: ` +
       `it may use the usual distributions' sockets and those it was built for ` +
       `(STATUSENGINE_MYSQL_SOCKETS=${socket} deno task compile); or give host:port in ` +
-      `--mysql-url instead (docs/operations.md#mysql-sockets)`;
+      `${flag} instead (docs/operations.md#mysql-sockets)`;
   }
   switch (mysqlConnectProblem(err)) {
     case "unknown_database": {
       const name = /Unknown database '([^']*)'/.exec(detail)?.[1];
       const quoted = name === undefined ? "" : `"${name}" `;
       return `database ${quoted}does not exist at ${shownUrl}: create it with ` +
-        `"statusengine-worker schema --create-database" (same --mysql-url), or correct the ` +
-        `database name in --mysql-url`;
+        `"statusengine-worker schema --create-database" (same ${flag}), or correct the ` +
+        `database name in ${flag}`;
     }
     case "access_denied":
       return `MySQL at ${shownUrl} refused the login (${detail}): check the user and password ` +
-        `in --mysql-url (STATUSENGINE_MYSQL_URL) and the user's grants on the database`;
+        `in ${flag} (${env}) and the user's grants on the database`;
     case "unreachable":
       return `MySQL at ${shownUrl} does not answer (${detail}): check that it runs and that ` +
-        `host and port in --mysql-url are right`;
+        `host and port in ${flag} are right`;
     case "failed":
       return `MySQL at ${shownUrl} refused the connection: ${detail}`;
   }
