@@ -38,6 +38,7 @@ import {
   testConfig,
   type TestWorker,
 } from "./helpers/worker.ts";
+import { runCleanupCommand } from "../src/cli/cleanup.ts";
 import { LOSSTEST_QUEUE, losstestJobs, runLosstestCommand } from "../src/cli/losstest.ts";
 import { GearmanClient } from "../src/gearman/client.ts";
 import { startGearmand } from "./helpers/gearmand.ts";
@@ -262,6 +263,67 @@ Deno.test("galera cluster: replicates, keeps named locks per node, fails a cross
         // (docs/downtimes.md#galera). Through one node, as workers listing the same hosts in the
         // same order write, it holds as on a single server.
         await checkEveryOrder({ concurrent: true, galeraNodes: [url1, url1] });
+      },
+    );
+
+    await t.step(
+      "cleanup's partition DDL through node 1 while a writer inserts history rows through node 3: each run exits 0, the writer's statements fail only as lock conflicts (TOI aborts them), sent again, none lost",
+      async () => {
+        await node1.query("CREATE DATABASE se_cleanup");
+        await createSchema(`${url1}se_cleanup`);
+        const writer3 = await open(`${url3}se_cleanup`);
+        await writer3.query("SET SESSION wsrep_retry_autocommit = 0");
+        const metrics = createMetrics();
+        using limit = deadline(240_000);
+        const now = Math.floor(Date.now() / 1000);
+        let written = 0;
+        let done = false;
+        const writing = (async () => {
+          for (let round = 0; !done; round++) {
+            const rows = Array.from(
+              { length: 20 },
+              (_, i) => [`h${round}`, `s${i}`, now, round, now],
+            );
+            await runWithRetry(() =>
+              writer3.execute(
+                "INSERT INTO statusengine_servicechecks " +
+                  "(hostname, service_description, start_time, start_time_usec, end_time) VALUES " +
+                  rows.map(() => "(?, ?, ?, ?, ?)").join(", "),
+                rows.flat(),
+              ), {
+              table: "statusengine_servicechecks",
+              availability: new DbAvailability(metrics.dbAvailable),
+              signal: limit.signal,
+              metrics,
+            });
+            written += rows.length;
+          }
+        })();
+        try {
+          // One week later each run: it lays out a week ahead and drops one past the age.
+          for (let week = 1; week <= 6; week++) {
+            const code = await runCleanupCommand(
+              {
+                mysqlUrl: `${url1}se_cleanup`,
+                batchSize: 100,
+                batchPauseMs: 0,
+                ages: { age_servicechecks: 60 },
+                now: new Date(Date.now() + week * 7 * 86_400_000),
+              },
+              capture().io,
+              limit.signal,
+            );
+            assert.equal(code, 0, `cleanup run ${week}`);
+          }
+        } finally {
+          done = true;
+          await writing;
+        }
+        await writer3.query("SET SESSION wsrep_sync_wait = 1");
+        const [rows] = await writer3.query(
+          "SELECT COUNT(*) AS n FROM se_cleanup.statusengine_servicechecks",
+        );
+        assert.equal(Number((rows as Row[])[0]?.["n"]), written);
       },
     );
 

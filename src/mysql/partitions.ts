@@ -381,7 +381,7 @@ export class CleanupSession {
   /**
    * One run per database at a time: a second one would plan from a layout the first is changing
    * and fail on its ALTERs. The lock is the connection's, so it also outlives an abandoned ALTER
-   * the server is still running. Galera refuses named locks (1235): there it runs unguarded.
+   * the server is still running. Per node on Galera; refused (1235): the run goes unguarded.
    */
   async #lockRun(connection: MysqlConnection): Promise<void> {
     let row: mysql.RowDataPacket | undefined;
