@@ -14,7 +14,7 @@ import {
   type ListenAddress,
 } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, LogThrottle } from "../log.ts";
 import { deadline } from "../util/async.ts";
 import { hasCode } from "../util/errors.ts";
 import type { CommandPublisher } from "./publisher.ts";
@@ -76,16 +76,11 @@ export async function startCommandServer(options: CommandServerOptions): Promise
 
   // A client with a stale key retries for as long as it runs: one warning per request would bury
   // the journal, and statusengine_commands_rejected_total counts every refusal anyway.
-  const lastWarn = new Map<string, { at: number; notLogged: number }>();
+  const refusals = new LogThrottle<string>(REFUSAL_LOG_INTERVAL_MS);
   const warnRefusal = (message: string, fields: Record<string, unknown>): void => {
-    const now = performance.now();
-    const last = lastWarn.get(message);
-    if (last !== undefined && now - last.at < REFUSAL_LOG_INTERVAL_MS) {
-      last.notLogged++;
-      return log.debug(message, fields);
-    }
-    lastWarn.set(message, { at: now, notLogged: 0 });
-    log.warn(message, { ...fields, refusals_not_logged: last?.notLogged ?? 0 });
+    const skipped = refusals.due(message);
+    if (skipped === undefined) return log.debug(message, fields);
+    log.warn(message, { ...fields, refusals_not_logged: skipped });
   };
 
   const reject = (reason: RejectReason, error: string): Response => {
