@@ -152,4 +152,29 @@ export function getLogger(component: string): Logger {
   };
 }
 
+/**
+ * Lets a repeating line through once per key and interval and counts the rest, so a failure that
+ * lasts logs its first line and then reminders, never a line per job or request (docs/logging.md).
+ */
+export class LogThrottle<K> {
+  readonly #intervalMs: number;
+  readonly #last = new Map<K, { at: number; skipped: number }>();
+
+  constructor(intervalMs: number) {
+    this.#intervalMs = intervalMs;
+  }
+
+  /** The lines of `key` skipped since the last one let through, or undefined: skip this one. */
+  due(key: K): number | undefined {
+    const now = performance.now();
+    const last = this.#last.get(key);
+    if (last !== undefined && now - last.at < this.#intervalMs) {
+      last.skipped++;
+      return undefined;
+    }
+    this.#last.set(key, { at: now, skipped: 0 });
+    return last?.skipped ?? 0;
+  }
+}
+
 export { errorMessage } from "./util/errors.ts";

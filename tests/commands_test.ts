@@ -12,6 +12,7 @@ import { takeJobs } from "./helpers/gearman_jobs.ts";
 import { freePort, startGearmand } from "./helpers/gearmand.ts";
 import { cutAmqpAtFirstDeclare, startTcpPeer, startTcpProxy } from "./helpers/tcp_proxy.ts";
 import { track, waitFor } from "./helpers/wait.ts";
+import { withLogs } from "./helpers/logs.ts";
 import {
   createSchema,
   jobsAtGearmand,
@@ -273,6 +274,27 @@ Deno.test("commands: every refusal answers its status with a JSON error, counted
       );
     }
     assert.equal(await jobsAtGearmand(gearmand.addr, COMMAND_QUEUE), 0, "nothing was queued");
+  });
+});
+
+Deno.test("commands: a client refused in a loop (wrong key, denied command) logs one warning per kind, not one per request", async () => {
+  await using gearmand = await startGearmand();
+  await withLogs(async (logs) => {
+    await withWorker({ gearmanServers: [gearmand.addr] }, async (worker, url) => {
+      const denied = { Command: "raw", Data: "SHUTDOWN_PROGRAM" };
+      for (let i = 0; i < 50; i++) {
+        assert.equal((await postJson(url, denied, { authorization: "Bearer wrong" })).status, 401);
+        assert.equal((await postJson(url, denied)).status, 403);
+      }
+      // Every refusal still counts: the counter, not the journal, carries the rate.
+      const rejected = (reason: string) =>
+        metricValue(worker, "statusengine_commands_rejected_total", { reason });
+      assert.equal(await rejected("auth"), 50);
+      assert.equal(await rejected("denied"), 50);
+    });
+    const count = (m: RegExp) => logs.filter((l) => l.level === "warn" && m.test(l.message));
+    assert.equal(count(/rejected unauthorized request/).length, 1);
+    assert.equal(count(/rejected a denied external command/).length, 1);
   });
 });
 

@@ -946,3 +946,25 @@ Deno.test("ws server: an empty key header does not hide the ?api_key= behind it;
     /^HTTP\/1\.1 401 /,
   );
 });
+
+// A proxy that drops the Upgrade header in front of a dashboard that reconnects every second
+// made one ERROR line per request, for as long as both ran.
+Deno.test("ws server: a client failing the upgrade in a loop logs one error (the rest at debug), each counted", async () => {
+  const hub = new WebSocketHub({ statsIntervalMs: 0 });
+  const metrics = createMetrics();
+  await using server = await serveHub(hub, { metrics });
+  const lines = await withLogs(async (lines) => {
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`http://127.0.0.1:${server.port}/ws?api_key=key-one`);
+      assert.equal(res.status, 400);
+      await res.body?.cancel();
+    }
+    return lines;
+  });
+  const failed = lines.filter((l) => l.message === "websocket: upgrade failed");
+  assert.deepEqual(failed.map((l) => l.level), ["error"], "the rest at debug, not recorded here");
+  assert.equal(
+    await registrySum(metrics, "statusengine_pipeline_errors_total"),
+    20,
+  );
+});

@@ -104,8 +104,9 @@ function rabbitmqTarget(s: { readonly consumer: string; readonly rabbitmqUrl: st
 }
 
 /**
- * For in-process tests: `signals: false` installs no SIGTERM/SIGINT handling, `signal` aborts
- * the command like a signal would, `logWrite` receives the log lines.
+ * For in-process tests: `signals: false` installs no SIGTERM/SIGINT/SIGHUP handling (installed,
+ * it stays for the life of the process), `signal` aborts the command like a signal would,
+ * `logWrite` receives the log lines.
  */
 interface CliOptions {
   readonly io?: Io;
@@ -157,13 +158,14 @@ export async function runCli(
   const controller = new AbortController();
   const outer = options.signal;
   outer?.addEventListener("abort", () => controller.abort(outer.reason), { once: true });
-  const uninstall = options.signals === false ? () => {} : installSignals(controller, io);
+  // Never removed: main.ts exits right after the command, and a signal that came after the
+  // removal, before the exit, would end the process by the default action instead of its status.
+  if (options.signals !== false) installSignals(controller, io);
   let current: ReloadableSettings = settings;
   let reopen: (() => Promise<string | null>) | undefined;
   const rest = line.rest;
-  const uninstallHangup = command !== "run" || options.signals === false
-    ? () => {}
-    : installHangup(() =>
+  if (command === "run" && options.signals !== false) {
+    installHangup(() =>
       reload({
         current: () => current,
         reread: async () => {
@@ -177,6 +179,7 @@ export async function runCli(
         logWrite: options.logWrite,
       })
     );
+  }
   const hooks: RunHooks = { started: (worker) => (reopen = () => worker.reopenDeadLetters()) };
   try {
     const handler = HANDLERS[command] as Handler<HandledCommand>;
@@ -189,14 +192,11 @@ export async function runCli(
     // Not twice where stderr shows the log already (a terminal, the journal).
     if (!logReachesStderr()) io.err(`statusengine-worker: ${command} failed: ${errorMessage(err)}`);
     return 1;
-  } finally {
-    uninstallHangup();
-    uninstall();
   }
 }
 
 /** Reload on every SIGHUP, one at a time (a second HUP during a reload runs after it). */
-function installHangup(onHangup: () => Promise<void>): () => void {
+function installHangup(onHangup: () => Promise<void>): void {
   let chain = Promise.resolve();
   const listener = () => {
     chain = chain.then(onHangup).catch((err: unknown) => {
@@ -204,7 +204,6 @@ function installHangup(onHangup: () => Promise<void>): () => void {
     });
   };
   Deno.addSignalListener("SIGHUP", listener);
-  return () => Deno.removeSignalListener("SIGHUP", listener);
 }
 
 /**
@@ -247,7 +246,7 @@ export function shutdownSignalHandler(actions: {
   };
 }
 
-function installSignals(controller: AbortController, io: Io): () => void {
+function installSignals(controller: AbortController, io: Io): void {
   const signals: Deno.Signal[] = ["SIGTERM", "SIGINT"];
   const onSignal = shutdownSignalHandler({
     abort: () => controller.abort(new DOMException("signal received", "AbortError")),
@@ -258,7 +257,6 @@ function installSignals(controller: AbortController, io: Io): () => void {
     now: () => performance.now(),
   });
   for (const s of signals) Deno.addSignalListener(s, onSignal);
-  return () => signals.forEach((s) => Deno.removeSignalListener(s, onSignal));
 }
 
 /** SIGHUP logs as the worker, whose settings it reloads. */

@@ -14,7 +14,7 @@ import {
   type ListenAddress,
 } from "../http/mod.ts";
 import type { Metrics } from "../metrics/registry.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, LogThrottle } from "../log.ts";
 import { deadline } from "../util/async.ts";
 import { hasCode } from "../util/errors.ts";
 import type { CommandPublisher } from "./publisher.ts";
@@ -33,6 +33,9 @@ const BODY_READ_TIMEOUT_MS = 10_000;
 
 /** How much of a body over the limit is read and thrown away (see {@link readBody}). */
 const DRAIN_MAX_BYTES = 8 * MAX_BODY_BYTES;
+
+/** A client refused in a loop warns once per kind and then at most this often; the rest go to debug. */
+const REFUSAL_LOG_INTERVAL_MS = 60_000;
 
 export interface CommandServerOptions extends ListenAddress {
   /** Command keys (never the `/ws` keys); at least one non-empty key. */
@@ -71,6 +74,15 @@ export async function startCommandServer(options: CommandServerOptions): Promise
   const { metrics, publisher } = options;
   const allow = options.allow ?? new RawCommandAllowlist();
 
+  // A client with a stale key retries for as long as it runs: one warning per request would bury
+  // the journal, and statusengine_commands_rejected_total counts every refusal anyway.
+  const refusals = new LogThrottle<string>(REFUSAL_LOG_INTERVAL_MS);
+  const warnRefusal = (message: string, fields: Record<string, unknown>): void => {
+    const skipped = refusals.due(message);
+    if (skipped === undefined) return log.debug(message, fields);
+    log.warn(message, { ...fields, refusals_not_logged: skipped });
+  };
+
   const reject = (reason: RejectReason, error: string): Response => {
     metrics.commandsRejected.inc({ reason });
     return json(REJECT_STATUS[reason], { error });
@@ -84,7 +96,7 @@ export async function startCommandServer(options: CommandServerOptions): Promise
     }
     if (!keys.matches(headerKey(req.headers))) {
       const refusal = headerKeyRefusal(req.headers, new URL(req.url));
-      log.warn("command: rejected unauthorized request", { remote, error: refusal });
+      warnRefusal("command: rejected unauthorized request", { remote, error: refusal });
       return reject("auth", refusal);
     }
     const text = await readBody(req);
@@ -92,7 +104,7 @@ export async function startCommandServer(options: CommandServerOptions): Promise
     const result = validateCommandBody(text, { nowSeconds: Math.floor(now() / 1000), allow });
     if (!result.ok) {
       if (result.reason === "denied") {
-        log.warn("command: rejected a denied external command", {
+        warnRefusal("command: rejected a denied external command", {
           command: result.denied,
           rule: result.rule,
           remote,

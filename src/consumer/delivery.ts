@@ -18,7 +18,7 @@ import {
 } from "./contract.ts";
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
 import { abortable, deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
-import { errorMessage, type Logger } from "../log.ts";
+import { errorMessage, type Logger, LogThrottle } from "../log.ts";
 import { hasCode } from "../util/errors.ts";
 
 /** What the delivery engine reports: the per-job part of a {@link ConsumerObserver}. */
@@ -60,7 +60,7 @@ export class DeliveryEngine {
   readonly #log: Logger;
   readonly #name: string;
   readonly #retry: BackoffOptions;
-  readonly #lastRetryWarn = new Map<string, { at: number; suppressed: number }>();
+  readonly #retryWarns = new LogThrottle<string>(RETRY_WARN_INTERVAL_MS);
 
   constructor(options: DeliveryEngineOptions) {
     this.#handler = options.handler;
@@ -177,19 +177,14 @@ export class DeliveryEngine {
   }
 
   #warnRetry(job: Job, err: unknown, waitMs: number): void {
-    const now = performance.now();
-    const last = this.#lastRetryWarn.get(job.queue);
-    if (last !== undefined && now - last.at < RETRY_WARN_INTERVAL_MS) {
-      last.suppressed++;
-      return;
-    }
-    this.#lastRetryWarn.set(job.queue, { at: now, suppressed: 0 });
+    const skipped = this.#retryWarns.due(job.queue);
+    if (skipped === undefined) return;
     this.#log.warn(`${this.#name}: job failed, retrying it`, {
       queue: job.queue,
       server: job.server,
       handle: job.handle,
       retry_in_ms: Math.round(waitMs),
-      retries_not_logged: last?.suppressed ?? 0,
+      retries_not_logged: skipped,
       error: errorMessage(err),
     });
   }

@@ -22,7 +22,7 @@ import {
 } from "./ws_hub.ts";
 import type { Metrics } from "../metrics/registry.ts";
 import { deadline, settledWithin } from "../util/async.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, LogThrottle } from "../log.ts";
 
 const log = getLogger("websocket");
 
@@ -32,6 +32,9 @@ const IDLE_TIMEOUT_SECONDS = 108;
 const CLOSE_WAIT_MS = 2_000;
 
 const DECODER = new TextDecoder();
+
+/** A failed upgrade is logged at most this often; the rest go to debug. */
+const FAILED_UPGRADE_LOG_INTERVAL_MS = 60_000;
 
 export interface WebSocketServerOptions extends ListenAddress {
   /** Accepted keys; at least one usable key. */
@@ -65,6 +68,9 @@ export async function startWebSocketServer(
   const open = new Set<ServerWebSocket>();
 
   const countError = () => options.metrics?.pipelineErrors.inc({ component: "websocket" });
+  // A proxy that drops the Upgrade header in front of a reconnecting dashboard fails every
+  // request: the first line says why, the rest go to debug (and the error counter).
+  const failedUpgrades = new LogThrottle<"upgrade">(FAILED_UPGRADE_LOG_INTERVAL_MS);
 
   function accept(req: Request, info: RequestInfo): Response | WebSocketAccept {
     const remote = info.remote;
@@ -78,7 +84,9 @@ export async function startWebSocketServer(
     }
     const failed = (status: number, body: string, error: string) => {
       countError();
-      log.error("websocket: upgrade failed", { remote, error });
+      const skipped = failedUpgrades.due("upgrade");
+      if (skipped === undefined) log.debug("websocket: upgrade failed", { remote, error });
+      else log.error("websocket: upgrade failed", { remote, error, failures_not_logged: skipped });
       return text(status, body);
     };
     if (req.method !== "GET") return failed(405, "method not allowed", `method ${req.method}`);

@@ -8,7 +8,7 @@
  */
 import { deadline, settledWithin, sleepUnlessAborted } from "../util/async.ts";
 import { Backoff, type BackoffOptions } from "../util/backoff.ts";
-import { errorMessage, getLogger } from "../log.ts";
+import { errorMessage, getLogger, LogThrottle } from "../log.ts";
 import type { Row } from "../events/mod.ts";
 
 const log = getLogger("perfdata");
@@ -290,14 +290,11 @@ export class BatchingSink<T> {
     });
   }
 
-  readonly #lastLogged = new Map<DropReason, number>();
+  readonly #failureLines = new LogThrottle<DropReason>(FAILURE_LOG_INTERVAL_MS);
 
   /** Whether a line for `reason` may be logged now: one per reason and minute. */
   #logDue(reason: DropReason): boolean {
-    const now = performance.now();
-    if (now - (this.#lastLogged.get(reason) ?? -Infinity) < FAILURE_LOG_INTERVAL_MS) return false;
-    this.#lastLogged.set(reason, now);
-    return true;
+    return this.#failureLines.due(reason) !== undefined;
   }
 
   #logStats(final: boolean): void {
