@@ -430,7 +430,8 @@ const LEGACY_IGNORED: Readonly<Record<string, string>> = {
   "store_live_data_in_archive_backend": "the two status tables are always written",
   "use_mysql": "MySQL is the only storage backend and is always written",
   "dump_mysql_query_parameters": "the nearest equivalent is log_level: debug",
-  "query_handler":
+  // query_hander: the PHP example's own spelling, which its worker read as well.
+  "query_handler query_hander":
     "the query handler is not supported; tasks are submitted with submit_method broker or cmd",
   "syslog_enabled syslog_tag": "logs go to stdout (the journal under systemd); see log_format",
   "disable_http_proxy": "no HTTP proxy is ever used",
@@ -593,7 +594,7 @@ const SUPPORTED_YAML_KEYS: ReadonlySet<string> = new Set([
 
 /**
  * Every top-level key that draws no "unknown key" warning: the supported ones, plus those with
- * warnings or refusals of their own, which are never suggested (`query_hander` is not told to
+ * warnings or refusals of their own, which are never suggested (`query_handlr` is not told to
  * become `query_handler`, a key that does nothing).
  */
 const KNOWN_YAML_KEYS: ReadonlySet<string> = new Set([

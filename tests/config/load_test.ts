@@ -291,11 +291,11 @@ Deno.test("loadSettings: a misspelled YAML key warns once, naming the file, the 
   assert.match(cleanup.warnings.join("\n"), /"age_hostcheck".*did you mean age_hostchecks\?/);
 });
 
-// "query_hander" used to be told "did you mean query_handler?", a legacy key that does nothing
-// but draw its own warning: following the hint led from one ignored key to another.
+// A misspelled ignored legacy key ("query_handlr") is not told "did you mean query_handler?", a
+// key that does nothing but draw its own warning: the hint would lead to another ignored key.
 Deno.test("loadSettings: a misspelled key is only ever told the name of a key that has an effect", async () => {
   const { warnings } = await load("run", {
-    file: "query_hander: 1\ngearman_max_concurent_jobs: 8\nsyslog_enable: 1\n" +
+    file: "query_handlr: 1\ngearman_max_concurent_jobs: 8\nsyslog_enable: 1\n" +
       "mysql:\n  encodng: utf8\n  hots: db\nrabbitmq:\n  exchage: x\n",
   });
   // Each unknown key with its suggestion: only a key that is read (mysql.host), never a legacy
@@ -307,7 +307,7 @@ Deno.test("loadSettings: a misspelled key is only ever told the name of a key th
     }),
   );
   assert.deepEqual(suggestions, {
-    "query_hander": null,
+    "query_handlr": null,
     "gearman_max_concurent_jobs": null,
     "syslog_enable": null,
     "rabbitmq.exchage": null,
