@@ -946,6 +946,28 @@ Deno.test("tools: verify does not report a row outside the other database's wind
   assert.match(verify.out, /DIFFERENT: 4 equal, 0 only in A, 1 only in B, 0 different/);
 });
 
+// B has written one check more than A, all in the same second. B's window then ends one check
+// later, and A's oldest check, which B holds just past its window, was reported "only in A":
+// only the seconds were compared with the window's edge, not the microseconds, so a live shadow
+// run at a few checks per second was never identical.
+Deno.test("tools: verify does not report a check of the other window's last second as only in one", async () => {
+  await using a = await createScratchDatabase();
+  await using b = await createScratchDatabase();
+  await createSchema(a.url);
+  await createSchema(b.url);
+  const checks = [1, 2, 3, 4].map((usec) => ["h", 1_700_000_000, usec, 1_700_000_000]);
+  const insert = (db: ScratchDatabase, rows: typeof checks) =>
+    db.query(
+      "INSERT INTO statusengine_hostchecks (hostname, start_time, start_time_usec, end_time) VALUES ?",
+      [rows],
+    );
+  await insert(a, checks.slice(0, 3));
+  await insert(b, checks);
+  const verify = await verifyCaptured(a, b, { tables: ["statusengine_hostchecks"], limit: 3 });
+  assert.equal(verify.code, 1, verify.out);
+  assert.match(verify.out, /DIFFERENT: 2 equal, 0 only in A, 1 only in B, 0 different/);
+});
+
 // AMQP reports ready messages only: the deliveries a worker holds unacknowledged (here while its
 // MySQL is unreachable) are not counted, and verify used to call the run a FAIL with every
 // one of its events still on its way.
