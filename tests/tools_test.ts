@@ -905,6 +905,22 @@ Deno.test("tools: verify cuts the window of statusengine_logentries at the same 
   assert.match(verify.out, /statusengine_logentries: identical \(2 rows\)/);
 });
 
+// Entries at the same time that differ only in case are equal to the tables' collation, so their
+// order, and where the window was cut, was left to each database: the same rows inserted in
+// another order were "only in A" and "only in B".
+Deno.test("tools: verify cuts the window at the same row when rows differ only in case", async () => {
+  await using a = await createScratchDatabase();
+  await using b = await createScratchDatabase();
+  await createSchema(a.url);
+  await createSchema(b.url);
+  const entry = (line: string, t = 0) => [1_700_000_000 + t, 1, line, "N"];
+  await insertLogentries(a, [entry("x"), entry("X"), entry("z", 1)]);
+  await insertLogentries(b, [entry("X"), entry("x"), entry("z", 1)]);
+  const verify = await verifyCaptured(a, b, { tables: ["statusengine_logentries"], limit: 2 });
+  assert.equal(verify.code, 0, verify.out);
+  assert.match(verify.out, /statusengine_logentries: identical \(2 rows\)/);
+});
+
 // MySQL compares the markers case-insensitively, so verify and cleanup of "R9" address the rows of
 // run "r9"; verify used to find them all and then count none of them, failing every event.
 Deno.test("tools: losstest verify of a run id differing only in case counts the rows it finds", async () => {
@@ -944,6 +960,28 @@ Deno.test("tools: verify does not report a row outside the other database's wind
   const verify = await verifyCaptured(a, b, { tables: ["statusengine_logentries"], limit: 5 });
   assert.equal(verify.code, 1, verify.out);
   assert.match(verify.out, /DIFFERENT: 4 equal, 0 only in A, 1 only in B, 0 different/);
+});
+
+// B has written one check more than A, all in the same second. B's window then ends one check
+// later, and A's oldest check, which B holds just past its window, was reported "only in A":
+// only the seconds were compared with the window's edge, not the microseconds, so a live shadow
+// run at a few checks per second was never identical.
+Deno.test("tools: verify does not report a check of the other window's last second as only in one", async () => {
+  await using a = await createScratchDatabase();
+  await using b = await createScratchDatabase();
+  await createSchema(a.url);
+  await createSchema(b.url);
+  const checks = [1, 2, 3, 4].map((usec) => ["h", 1_700_000_000, usec, 1_700_000_000]);
+  const insert = (db: ScratchDatabase, rows: typeof checks) =>
+    db.query(
+      "INSERT INTO statusengine_hostchecks (hostname, start_time, start_time_usec, end_time) VALUES ?",
+      [rows],
+    );
+  await insert(a, checks.slice(0, 3));
+  await insert(b, checks);
+  const verify = await verifyCaptured(a, b, { tables: ["statusengine_hostchecks"], limit: 3 });
+  assert.equal(verify.code, 1, verify.out);
+  assert.match(verify.out, /DIFFERENT: 2 equal, 0 only in A, 1 only in B, 0 different/);
 });
 
 // AMQP reports ready messages only: the deliveries a worker holds unacknowledged (here while its

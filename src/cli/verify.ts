@@ -143,7 +143,7 @@ function describeKey(row: DbRow, key: readonly string[]): string {
  * compare order; at most {@linkcode EXAMPLES_PER_TABLE} `examples`. `compared` are the columns
  * in print order; the DOUBLE ones are compared at {@linkcode DOUBLE_DIGITS} digits. A row
  * missing on the other side is not counted when it lies beyond that side's window
- * ({@linkcode beyondWindow}, by the `time` column).
+ * ({@linkcode beyondWindow}).
  */
 function diffRows(
   windowA: NewestRows,
@@ -154,8 +154,6 @@ function diffRows(
   time: string | undefined,
 ) {
   const doubles = new Set([...windowA.doubles, ...windowB.doubles]);
-  const beyondA = beyondWindow(windowA, limit, time);
-  const beyondB = beyondWindow(windowB, limit, time);
   const keyOf = (row: DbRow) => JSON.stringify(key.map((c) => normalise(row[c])));
   const index = (rows: readonly DbRow[]) => {
     const map = new Map<string, DbRow>();
@@ -169,6 +167,8 @@ function diffRows(
   };
   const a = index(windowA.rows);
   const b = index(windowB.rows);
+  const beyondA = beyondWindow(windowA, a, b, limit, time);
+  const beyondB = beyondWindow(windowB, b, a, limit, time);
   const columns = new Map<string, number>(compared.map((c) => [c, 0]));
   const examples: string[] = [];
   const example = (text: string) => {
@@ -180,7 +180,7 @@ function diffRows(
   for (const [k, rowA] of a) {
     const rowB = b.get(k);
     if (rowB === undefined) {
-      if (beyondB(rowA)) continue;
+      if (beyondB(k, rowA)) continue;
       onlyInA++;
       example(`${describeKey(rowA, key)} only in A`);
       continue;
@@ -199,7 +199,7 @@ function diffRows(
   }
   let onlyInB = 0;
   for (const [k, rowB] of b) {
-    if (a.has(k) || beyondA(rowB)) continue;
+    if (a.has(k) || beyondA(k, rowB)) continue;
     onlyInB++;
     example(`${describeKey(rowB, key)} only in B`);
   }
@@ -207,18 +207,29 @@ function diffRows(
 }
 
 /**
- * Whether a row is older, by the time column, than every row of a window that `limit` filled:
- * that database may hold it just past its window, so its absence there shows nothing.
+ * Whether a row of the other side lies past this `window` that `limit` filled, so that this
+ * database may hold it just beyond and its absence shows nothing. Where the other side holds
+ * this window's last row, its own order (the same ORDER BY) says exactly which rows come after
+ * it, at the same time too; otherwise a row older by the time column is past it.
  */
 function beyondWindow(
   window: NewestRows,
+  rows: ReadonlyMap<string, DbRow>,
+  otherRows: ReadonlyMap<string, DbRow>,
   limit: number,
   time: string | undefined,
-): (row: DbRow) => boolean {
+): (key: string, row: DbRow) => boolean {
   const oldest = window.rows.at(-1);
-  if (time === undefined || oldest === undefined || window.rows.length < limit) return () => false;
+  if (oldest === undefined || window.rows.length < limit) return () => false;
+  const otherKeys = [...otherRows.keys()];
+  const cut = otherKeys.indexOf([...rows.keys()].at(-1) ?? "");
+  if (cut >= 0) {
+    const after = new Set(otherKeys.slice(cut + 1));
+    return (key) => after.has(key);
+  }
+  if (time === undefined) return () => false;
   const edge = Number(oldest[time]);
-  return (row) => Number(row[time]) < edge;
+  return (_key, row) => Number(row[time]) < edge;
 }
 
 /**

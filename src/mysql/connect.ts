@@ -273,14 +273,19 @@ export interface NewestRows {
   readonly doubles: ReadonlySet<string>;
 }
 
-/** Up to `limit` rows, sorted by `order` (not empty) descending. */
+/**
+ * Up to `limit` rows, sorted by `order` (not empty) descending, then by its bytes: values the
+ * collation calls equal ('x' and 'X') would else leave the order, and so where two databases
+ * holding the same rows cut their windows, to chance.
+ */
 export async function selectNewestRows(
   conn: MysqlConnection,
   table: TableName,
   order: readonly string[],
   limit: number,
 ): Promise<NewestRows> {
-  const orderBy = order.map((c) => `${quoteIdentifier(c)} DESC`).join(", ");
+  const bytes = order.map((c) => `CAST(${quoteIdentifier(c)} AS BINARY)`);
+  const orderBy = [...order.map(quoteIdentifier), ...bytes].map((c) => `${c} DESC`).join(", ");
   const sql = `SELECT * FROM ${quoteIdentifier(table)} ORDER BY ${orderBy} LIMIT ?`;
   const [rows, fields] = await conn.query<mysql.RowDataPacket[]>(sql, [limit]);
   return {
