@@ -13,6 +13,11 @@ const STILL_DOWN_LOG_INTERVAL_MS = 10_000;
 /** A restart or failover of MySQL takes seconds; a minute without a commit is a stall. */
 const STALL_ERROR_AFTER_MS = 60_000;
 const STALL_SUMMARY_INTERVAL_MS = 60_000;
+/** A probe runs when no statement succeeded for this long. */
+const IDLE_PROBE_INTERVAL_MS = 5_000;
+const IDLE_PROBE_TIMEOUT_MS = 2_000;
+/** ... or this many usual statements, when MySQL is slower. */
+const PROBE_TIMEOUT_STATEMENTS = 4;
 
 interface Outage {
   readonly since: number;
@@ -54,6 +59,8 @@ export class DbAvailability {
   #stall: Stall | undefined;
   #timeoutWarned = false;
   #lastSuccessAt: number;
+  /** How long a statement that went through usually took, ms (moving average). */
+  #statementMs = 0;
 
   constructor(gauge?: Metrics["dbAvailable"], options: DbAvailabilityOptions = {}) {
     this.#gauge = gauge;
@@ -112,6 +119,7 @@ export class DbAvailability {
   reachable(table: string, sentAt: number, holder: object): void {
     const now = this.now();
     this.#lastSuccessAt = now;
+    this.#statementMs = this.#statementMs * 0.8 + (now - sentAt) * 0.2;
     if (this.#probeDown !== undefined && sentAt >= this.#probeDown.failedAt) this.probed(undefined);
     const outage = this.#outages.get(table);
     if (outage === undefined) return;
@@ -158,6 +166,14 @@ export class DbAvailability {
   /** Whether a statement or the idle probe succeeded after `at` (this tracker's clock). */
   answeredSince(at: number): boolean {
     return this.#lastSuccessAt > at;
+  }
+
+  /**
+   * How long the idle probe may take: a MySQL whose statements commit slowly is slow, not gone, and
+   * its probe (a connect and a query, several round trips) takes longer than one statement.
+   */
+  get probeTimeoutMs(): number {
+    return Math.max(IDLE_PROBE_TIMEOUT_MS, PROBE_TIMEOUT_STATEMENTS * this.#statementMs);
   }
 
   /** Milliseconds since a statement last succeeded (or since this tracker exists). */
@@ -226,10 +242,6 @@ export class DbAvailability {
   }
 }
 
-/** A probe runs when no statement succeeded for this long. */
-const IDLE_PROBE_INTERVAL_MS = 5_000;
-const IDLE_PROBE_TIMEOUT_MS = 2_000;
-
 /**
  * Keeps `statusengine_db_available` and `/readyz` truthful while nothing is written: an idle
  * worker has no statement to find an outage with (docs/writers.md#idle-probe).
@@ -251,7 +263,7 @@ export class IdleProbe {
       if (this.#running !== undefined) return;
       const availability = this.#availability;
       if (availability.msSinceSuccess < IDLE_PROBE_INTERVAL_MS) return;
-      this.#running = this.#ping(IDLE_PROBE_TIMEOUT_MS)
+      this.#running = this.#ping(availability.probeTimeoutMs)
         .then(() => availability.probed(undefined), (err: unknown) => {
           availability.probed(err ?? new Error("failed"));
         })

@@ -22,6 +22,8 @@ export interface TcpProxy extends AsyncDisposable {
    * answers (a request that arrived, its answer lost with the connection); new ones are untouched.
    */
   holdReplies(): void;
+  /** Forward every chunk, both ways, `ms` late (a slow server or link); 0 forwards at once again. */
+  delay(ms: number): void;
   /** Accept and forward again after block()/freeze(). */
   unblock(): void;
   /** Stop listening and close everything. */
@@ -110,6 +112,7 @@ export function startTcpProxy(
   const tasks = new Set<Promise<void>>();
   let blocked = false;
   let frozen = false;
+  let delayMs = 0;
   let accepted = 0;
   const frozenWaiters: (() => void)[] = [];
 
@@ -136,6 +139,7 @@ export function startTcpProxy(
         while (frozen || (from === pair.b && held.has(pair) && pairs.has(pair))) {
           await new Promise<void>((r) => frozenWaiters.push(r));
         }
+        if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
         if (!pairs.has(pair)) break;
         let off = 0;
         while (off < n) off += await to.write(buf.subarray(off, n));
@@ -219,6 +223,9 @@ export function startTcpProxy(
     },
     holdReplies() {
       for (const pair of pairs) held.add(pair);
+    },
+    delay(ms) {
+      delayMs = ms;
     },
     unblock() {
       blocked = false;

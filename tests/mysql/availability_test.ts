@@ -132,3 +132,22 @@ Deno.test("availability: one writer giving up does not end the outage while the 
   availability.abandon("statusengine_hostchecks", holding);
   assert.equal(availability.available, true, "nothing is held any more");
 });
+
+// The idle probe's bound follows the statements: a MySQL that commits in 1.5 s is slow, not down,
+// and its probe (connect and query) takes longer than one statement; a fast one keeps 2 s.
+Deno.test("availability: the idle probe waits 2 s after fast statements, four statements' time after slow ones", () => {
+  let clock = 0;
+  const availability = new DbAvailability(undefined, { now: () => clock });
+  for (let i = 0; i < 50; i++) {
+    const sentAt = clock;
+    clock += 5;
+    availability.reachable("statusengine_logentries", sentAt, WRITER);
+  }
+  assert.equal(availability.probeTimeoutMs, 2_000);
+  for (let i = 0; i < 50; i++) {
+    const sentAt = clock;
+    clock += 1_500;
+    availability.reachable("statusengine_logentries", sentAt, WRITER);
+  }
+  assert.ok(Math.abs(availability.probeTimeoutMs - 6_000) < 10, `${availability.probeTimeoutMs}`);
+});
