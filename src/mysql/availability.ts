@@ -16,8 +16,9 @@ const STALL_SUMMARY_INTERVAL_MS = 60_000;
 /** A probe runs when no statement succeeded for this long. */
 const IDLE_PROBE_INTERVAL_MS = 5_000;
 const IDLE_PROBE_TIMEOUT_MS = 2_000;
-/** ... or this many usual statements, when MySQL is slower. */
+/** ... or this many usual statements, when MySQL is slower, up to the statement timeout's default. */
 const PROBE_TIMEOUT_STATEMENTS = 4;
+const PROBE_TIMEOUT_MAX_MS = 30_000;
 
 interface Outage {
   readonly since: number;
@@ -173,7 +174,8 @@ export class DbAvailability {
    * its probe (a connect and a query, several round trips) takes longer than one statement.
    */
   get probeTimeoutMs(): number {
-    return Math.max(IDLE_PROBE_TIMEOUT_MS, PROBE_TIMEOUT_STATEMENTS * this.#statementMs);
+    const usual = Math.min(PROBE_TIMEOUT_MAX_MS, PROBE_TIMEOUT_STATEMENTS * this.#statementMs);
+    return Math.max(IDLE_PROBE_TIMEOUT_MS, usual);
   }
 
   /** Milliseconds since a statement last succeeded (or since this tracker exists). */
