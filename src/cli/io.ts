@@ -10,6 +10,7 @@ import {
   type MysqlConnection,
   mysqlOptionsFromUrl,
 } from "../mysql/mod.ts";
+import { derivedEnvName } from "../config/mod.ts";
 import { errorMessage } from "../log.ts";
 import { redactText, redactUrl } from "../util/redact.ts";
 
@@ -44,7 +45,7 @@ export async function openDatabase(
   url: string,
   command: string,
   io: Io,
-  options: { readonly exactValues?: boolean; readonly flag?: string } = {},
+  options: { readonly exactValues?: boolean; readonly setting?: string } = {},
 ): Promise<{ conn: MysqlConnection; password: string | undefined } | undefined> {
   let opts: ReturnType<typeof mysqlOptionsFromUrl>;
   try {
@@ -57,12 +58,15 @@ export async function openDatabase(
     io.err(`Cannot run ${command}: the MySQL URL "${redactUrl(url)}" names no database`);
     return undefined;
   }
-  const { flag, ...limits } = options;
+  const { setting, ...limits } = options;
+  const named = setting === undefined
+    ? undefined
+    : { flag: `--${setting}`, env: derivedEnvName(setting) };
   try {
     const { connection } = await connectMysql(opts, { ...limits, timeoutMs: CONNECT_TIMEOUT_MS });
     return { conn: connection, password: opts.password };
   } catch (err: unknown) {
-    const why = describeMysqlConnectFailure(err, redactUrl(url), flag);
+    const why = describeMysqlConnectFailure(err, redactUrl(url), named);
     io.err(redactText(`Cannot run ${command}: ${why}`, opts.password));
     return undefined;
   }

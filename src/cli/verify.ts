@@ -282,10 +282,9 @@ function selectTables(tables: readonly string[] | undefined): readonly TableName
  * the side and without the password.
  */
 async function open(name: "A" | "B", url: string, io: Io) {
-  const flag = `--mysql-url-${name.toLowerCase()}`;
   const opened = await openDatabase(url, `verify: database ${name}`, io, {
     exactValues: true,
-    flag,
+    setting: `mysql-url-${name.toLowerCase()}`,
   });
   if (opened === undefined) return undefined;
   const { conn, password } = opened;

@@ -219,15 +219,15 @@ export function mysqlConnectProblem(err: unknown): MysqlConnectProblem {
 
 /**
  * One sentence for an operator: what happened at which server (URL masked), and what to do.
- * `flag` names the setting that holds the URL (verify's are --mysql-url-a and -b).
+ * `setting` names the flag and env var that hold the URL (verify's are --mysql-url-a and -b).
  */
 export function describeMysqlConnectFailure(
   err: unknown,
   shownUrl: string,
-  flag = "--mysql-url",
+  setting = { flag: "--mysql-url", env: "STATUSENGINE_MYSQL_URL" },
 ): string {
   const detail = err instanceof Error ? err.message : String(err);
-  const env = `STATUSENGINE_${flag.slice(2).toUpperCase().replaceAll("-", "_")}`;
+  const { flag, env } = setting;
   const socket = deniedSocket(err);
   if (socket !== undefined) {
     return `this binary may not connect to the MySQL Unix socket "${socket}" of ${shownUrl}: ` +
